@@ -1,0 +1,43 @@
+/* bitflip — dataset: an eval set read from a safetensors file.
+ *
+ * One tensor per graph input, named like the input, plus `labels`: int64 (or
+ * other integer) class ids for classification, float 0/1 for binary tasks.
+ * Every tensor's first dimension is the sample. The header is parsed with
+ * jansson and every offset is checked against the file before use. F32, F16,
+ * BF16, I64, I32 and U8 are read; tensors keep their stored dtype. */
+#ifndef BITFLIP_DATASET_H
+#define BITFLIP_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/error.h"
+#include "bitflip/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bf_dataset bf_dataset;
+
+bf_status bf_dataset_load_file(const char *path, bf_dataset **out, bf_error *err);
+bf_status bf_dataset_load_buffer(const void *buf, size_t len, const char *label,
+                                 bf_dataset **out, bf_error *err);
+void bf_dataset_free(bf_dataset *ds);
+
+size_t bf_dataset_num_tensors(const bf_dataset *ds);
+const bf_tensor *bf_dataset_tensor(const bf_dataset *ds, size_t i);
+/* The tensor called `name`, or NULL. */
+const bf_tensor *bf_dataset_find(const bf_dataset *ds, const char *name);
+/* Samples: dim 0 shared by every tensor (checked at load). */
+int64_t bf_dataset_num_samples(const bf_dataset *ds);
+
+/* Copies samples [start, start+count) of `src` into `dst` (whose dim 0 is at
+ * least count and whose other dims match src's), converting dtype. */
+bf_status bf_dataset_copy_rows(const bf_tensor *src, int64_t start, int64_t count,
+                               bf_tensor *dst, bf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

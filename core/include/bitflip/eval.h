@@ -1,0 +1,64 @@
+/* bitflip — evaluation: a model over a whole eval set, in batches, on threads.
+ *
+ * An evaluator holds one plan per thread (and one for the last, partial
+ * batch), built once; each run feeds every sample through and gathers the
+ * first graph output and the task metric. Runs may apply bit flips: each is
+ * applied to every plan before the pass and undone after, so the fault is
+ * permanent for the pass and gone afterwards. */
+#ifndef BITFLIP_EVAL_H
+#define BITFLIP_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/dataset.h"
+#include "bitflip/error.h"
+#include "bitflip/fault.h"
+#include "bitflip/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bf_task {
+    BF_TASK_NONE = 0,        /* no labels: outputs only */
+    BF_TASK_CLASSIFICATION,  /* integer labels, [n, classes] output */
+    BF_TASK_BINARY           /* float 0/1 labels, one score per sample */
+} bf_task;
+
+const char *bf_task_name(bf_task task);
+
+typedef struct bf_eval_opts {
+    int64_t batch;     /* samples per plan run; 0 = 256 */
+    int threads;       /* worker threads; 0 = 1 */
+} bf_eval_opts;
+
+typedef struct bf_eval_result {
+    bf_task task;
+    int64_t samples;
+    int64_t out_cols;        /* elements of the first output per sample */
+    float *outputs;          /* samples * out_cols, owned by the evaluator */
+    double accuracy;         /* classification */
+    double auc, logloss;     /* binary (auc is NaN if only one class) */
+    double seconds;          /* wall time of the pass */
+} bf_eval_result;
+
+typedef struct bf_evaluator bf_evaluator;
+
+/* Checks the dataset against the model (every input present, shapes fit,
+ * labels usable) and builds the plans. */
+bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds,
+                              const bf_eval_opts *opts, bf_evaluator **out, bf_error *err);
+void bf_evaluator_free(bf_evaluator *ev);
+
+bf_task bf_evaluator_task(const bf_evaluator *ev);
+
+/* One pass over the eval set with `n_flips` flips applied. The result's
+ * outputs point into the evaluator and are overwritten by the next run. */
+bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_flips,
+                           bf_eval_result *res, bf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+/* bitflip — model: an ONNX graph, loaded and checked once, then immutable.
+ *
+ * Loading unpacks the protobuf (protobuf-c, generated from Debian's onnx.proto),
+ * converts it to bitflip's own graph and tensors, checks it (every op supported,
+ * every input defined, no cycle, every size and count sane) and frees the
+ * protobuf. A model is read-only after loading and may be shared by threads.
+ *
+ * Parameters are the float initializers: the weights, biases and embedding
+ * tables that fault campaigns corrupt. Integer initializers (shapes, indices)
+ * are constants, not parameters. */
+#ifndef BITFLIP_MODEL_H
+#define BITFLIP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/error.h"
+#include "bitflip/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bf_model bf_model;
+
+/* A graph input or output as declared. A dimension that the file leaves
+ * symbolic (e.g. "batch") is -1 in dims with its name in dim_names. */
+typedef struct bf_value_info {
+    const char *name;
+    bf_dtype dtype;
+    int ndim;
+    int64_t dims[BF_MAX_DIMS];
+    const char *dim_names[BF_MAX_DIMS];   /* NULL where the dim is fixed */
+} bf_value_info;
+
+typedef struct bf_param_info {
+    const bf_tensor *tensor;     /* name, shape and the model's fp32 values */
+    const char *reader_op;       /* op type of the first node reading it, or NULL */
+    const char *reader_node;     /* that node's name (may be empty) */
+    int is_embedding;            /* read as the data input of a Gather: a lookup table */
+} bf_param_info;
+
+bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err);
+/* `label` names the source in error messages (a file name, an upload id). */
+bf_status bf_model_load_buffer(const void *buf, size_t len, const char *label, bf_model **out,
+                               bf_error *err);
+void bf_model_free(bf_model *model);
+
+int64_t bf_model_opset(const bf_model *model);
+const char *bf_model_producer(const bf_model *model);      /* e.g. "pytorch 1.13.0" */
+
+size_t bf_model_num_inputs(const bf_model *model);
+const bf_value_info *bf_model_input(const bf_model *model, size_t i);
+size_t bf_model_num_outputs(const bf_model *model);
+const bf_value_info *bf_model_output(const bf_model *model, size_t i);
+
+size_t bf_model_num_nodes(const bf_model *model);
+const char *bf_model_node_op(const bf_model *model, size_t i);
+const char *bf_model_node_name(const bf_model *model, size_t i);
+
+size_t bf_model_num_params(const bf_model *model);
+const bf_param_info *bf_model_param(const bf_model *model, size_t i);
+/* Index of the parameter called `name`, or -1. */
+int64_t bf_model_find_param(const bf_model *model, const char *name);
+/* Total number of fp32 elements over all parameters. */
+int64_t bf_model_param_elements(const bf_model *model);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

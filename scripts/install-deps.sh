@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages bitflip needs, only those missing: as root
+# directly, otherwise through sudo, otherwise prints the exact apt-get line and
+# fails. The same script runs on developer machines, in CI and in the Dockerfile.
+#   scripts/install-deps.sh          build + test dependencies
+#   scripts/install-deps.sh --bench  also PyTorch and friends, for bench/ and fixtures
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+      libjansson-dev libopenblas-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
+      libsqlite3-dev libcurl4-openssl-dev)
+if [ "${1:-}" = "--bench" ]; then
+  pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy nodejs npm)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  SUDO=sudo
+else
+  echo "install-deps: missing packages and no root or passwordless sudo. Run:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

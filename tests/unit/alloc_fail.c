@@ -1,0 +1,43 @@
+/* A countdown allocator in the manner of SQLite's test_malloc.c: after
+ * bf_test_alloc_fail_after(n), the (n+1)th allocation fails, and every one
+ * after it, until reset with -1. Linked in place of core/src/alloc.c in tests. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "alloc_fail.h"
+
+static long countdown = -1;
+static long failures = 0;
+
+void bf_test_alloc_fail_after(long n) { countdown = n; failures = 0; }
+long bf_test_alloc_failures(void) { return failures; }
+
+static int should_fail(void)
+{
+    if (countdown < 0) return 0;
+    if (countdown == 0) { failures++; return 1; }
+    countdown--;
+    return 0;
+}
+
+void *bf__malloc(size_t size) { return should_fail() ? NULL : malloc(size ? size : 1); }
+void *bf__calloc(size_t c, size_t s) { return should_fail() ? NULL : calloc(c ? c : 1, s ? s : 1); }
+void *bf__realloc(void *p, size_t size) { return should_fail() ? NULL : realloc(p, size ? size : 1); }
+void bf__free(void *p) { free(p); }
+
+void *bf__aligned_alloc(size_t size)
+{
+    void *p = NULL;
+    if (should_fail()) return NULL;
+    if (posix_memalign(&p, 64, size ? size : 64) != 0) return NULL;
+    return p;
+}
+
+char *bf__strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = bf__malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}

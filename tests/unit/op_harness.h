@@ -1,0 +1,40 @@
+/* Runs one op in isolation, the way a plan would: prepare (with every input's
+ * data known), allocate outputs and scratch, run. For kernel tests that check
+ * an op against a plain reference implementation. */
+#ifndef BF_OP_HARNESS_H
+#define BF_OP_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/tensor.h"
+#include "graph.h"
+#include "op.h"
+
+/* Runs op `op_name` at `opset` with the given attributes and inputs (NULL
+ * entries are omitted optional inputs). On success outputs[0..n_out) have
+ * dtype, shape and malloc'ed data (free with th_free). */
+bf_status th_run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
+                    const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out,
+                    bf_error *err);
+void th_free(bf_tensor *outputs, int n_out);
+
+/* Tensor builders (data is copied into malloc'ed storage; free with th_tensor_free). */
+bf_tensor th_tensor_f32(const float *data, int ndim, const int64_t *dims);
+bf_tensor th_tensor_i64(const int64_t *data, int ndim, const int64_t *dims);
+/* Fills with deterministic pseudo-random floats in [-1, 1). */
+bf_tensor th_tensor_rand(uint64_t seed, int ndim, const int64_t *dims);
+void th_tensor_free(bf_tensor *t);
+
+/* Max |a-b| / (atol + rtol*|b|) over elements: <= 1 means within tolerance. NaNs must
+ * match positions; mismatched shapes/dtypes give +inf. */
+double th_compare(const bf_tensor *got, const bf_tensor *want, double atol, double rtol);
+
+/* Attribute builders. */
+bf__attr th_attr_int(const char *name, int64_t v);
+bf__attr th_attr_float(const char *name, float v);
+bf__attr th_attr_string(const char *name, const char *s);
+/* ints copied into static-lifetime storage owned by the caller's array */
+bf__attr th_attr_ints(const char *name, const int64_t *v, size_t n);
+
+#endif
