@@ -1,1 +1,75 @@
-int main(void){return 0;}
+/* bitflip: inspect models, evaluate them, inject faults. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "bitflip " BITFLIP_VERSION " - hardware fault injection for neural networks\n"
+    "\n"
+    "usage: bitflip COMMAND [OPTIONS] ARGS\n"
+    "\n"
+    "commands:\n"
+    "  info MODEL.onnx                 inputs, outputs, ops and every parameter tensor\n"
+    "                                  (the fault surface)\n"
+    "  eval MODEL.onnx DATA.safetensors\n"
+    "                                  golden metrics over an eval set, samples/s, and\n"
+    "                                  the effect of bit flips (--flip)\n"
+    "  help [COMMAND]                  this text, or a command's options\n"
+    "\n"
+    "Run 'bitflip help COMMAND' for a command's options. Exit codes: 0 ok, 2 usage error,\n"
+    "3 a file or model could not be read or run.\n";
+
+int usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "bitflip %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(run 'bitflip help %s' for usage)\n", cmd);
+    return EXIT_USAGE;
+}
+
+int report_error(const char *cmd, const bf_error *err)
+{
+    fprintf(stderr, "bitflip %s: %s\n", cmd, err->msg[0] ? err->msg : bf_strerror(err->status));
+    return EXIT_INFRA;
+}
+
+int parse_count(const char *cmd, const char *opt, const char *s, long long min, long long max,
+                long long *out)
+{
+    char *end;
+    long long v;
+    if (!s) return usage_error(cmd, "%s needs a value", opt);
+    v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < min || v > max)
+        return usage_error(cmd, "%s must be an integer from %lld to %lld, got '%s'", opt, min, max, s);
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) { fputs(usage, stdout); return EXIT_OK; }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) { printf("bitflip %s\n", BITFLIP_VERSION); return EXIT_OK; }
+    if (!strcmp(cmd, "help")) {
+        if (argc < 3) { fputs(usage, stdout); return EXIT_OK; }
+        char *help_argv[] = {argv[2], (char *)"--help", NULL};
+        if (!strcmp(argv[2], "info")) return cmd_info(2, help_argv);
+        if (!strcmp(argv[2], "eval")) return cmd_eval(2, help_argv);
+        fprintf(stderr, "bitflip: no command '%s'\n\n%s", argv[2], usage);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    fprintf(stderr, "bitflip: no command '%s'\n\n%s", cmd, usage);
+    return EXIT_USAGE;
+}

@@ -1,1 +1,234 @@
-int main(void){return 0;}
+/* bitflip-conformance DIR: checks the engine against reference outputs.
+ *
+ * DIR holds, per model NAME, NAME.onnx, NAME.eval.safetensors and
+ * NAME.ref.json (the format of shared/conformance/README.md): golden outputs
+ * and metric, and the outputs under single-bit parameter faults, as PyTorch
+ * computed them. Every NAME.ref.json in DIR is checked; a table per model is
+ * printed; the exit status is 0 only if everything matches (1: a mismatch,
+ * 2: usage or unreadable input).
+ *
+ * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
+ * the same places; the metric to 1e-4. */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitflip/bitflip.h"
+
+#define ATOL 1e-5
+#define RTOL 1e-4
+#define METRIC_TOL 1e-4
+
+/* A JSON number, or one of the strings standing for non-finite values. */
+static int json_to_double(const json_t *j, double *out)
+{
+    if (json_is_number(j)) { *out = json_number_value(j); return 1; }
+    if (json_is_string(j)) {
+        const char *s = json_string_value(j);
+        if (!strcmp(s, "NaN")) { *out = NAN; return 1; }
+        if (!strcmp(s, "Infinity")) { *out = INFINITY; return 1; }
+        if (!strcmp(s, "-Infinity")) { *out = -INFINITY; return 1; }
+    }
+    return 0;
+}
+
+typedef struct cmp {
+    int64_t bad;          /* values out of tolerance */
+    double worst;         /* max |a-b| / max(ATOL, RTOL|b|) */
+    int64_t first_bad;    /* flat index of the first bad value, or -1 */
+    double first_got, first_want;
+    int format_error;
+} cmp;
+
+/* Compares rows [0, rows) of ours (cols per row) with ref, a JSON array of
+ * rows (arrays) or of numbers when cols == 1. */
+static cmp compare(const float *ours, int64_t cols, const json_t *ref, int64_t rows)
+{
+    cmp c = {.first_bad = -1};
+    if (!json_is_array(ref) || (int64_t)json_array_size(ref) < rows) { c.format_error = 1; return c; }
+    for (int64_t i = 0; i < rows; i++) {
+        const json_t *row = json_array_get(ref, (size_t)i);
+        int is_row = json_is_array(row);
+        if ((is_row && (int64_t)json_array_size(row) != cols) || (!is_row && cols != 1)) { c.format_error = 1; return c; }
+        for (int64_t j = 0; j < cols; j++) {
+            double want, got = ours[i * cols + j];
+            if (!json_to_double(is_row ? json_array_get(row, (size_t)j) : row, &want)) { c.format_error = 1; return c; }
+            double r;
+            if (isnan(want) || isnan(got) || isinf(want) || isinf(got))
+                r = (isnan(want) && isnan(got)) || (want == got) ? 0 : INFINITY;
+            else {
+                double tol = fabs(want) * RTOL > ATOL ? fabs(want) * RTOL : ATOL;
+                r = fabs(got - want) / tol;
+            }
+            if (r > c.worst) c.worst = r;
+            if (r > 1) {
+                if (c.first_bad < 0) { c.first_bad = i * cols + j; c.first_got = got; c.first_want = want; }
+                c.bad++;
+            }
+        }
+    }
+    return c;
+}
+
+static void print_cmp(const cmp *c, int64_t cols)
+{
+    if (c->format_error) { printf("reference malformed"); return; }
+    if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
+    printf("MISMATCH: %lld values, first at sample %lld col %lld: got %.9g, want %.9g", (long long)c->bad,
+           (long long)(c->first_bad / cols), (long long)(c->first_bad % cols), c->first_got, c->first_want);
+}
+
+/* Returns the number of failures for this model (or -1 if it could not run). */
+static int check_model(const char *dir, const char *name, int64_t batch)
+{
+    char path[4096], data_path[4096], ref_path[4096];
+    int failures = 0;
+    json_error_t jerr;
+    bf_error err = {0};
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_evaluator *ev = NULL;
+    float *golden = NULL;
+
+    snprintf(ref_path, sizeof ref_path, "%s/%s.ref.json", dir, name);
+    json_t *ref = json_load_file(ref_path, 0, &jerr);
+    if (!ref) { printf("%s: cannot read %s: %s (line %d)\n", name, ref_path, jerr.text, jerr.line); return -1; }
+    const char *model_file = json_string_value(json_object_get(ref, "model"));
+    snprintf(path, sizeof path, "%s/%s", dir, model_file ? model_file : "");
+    if (!model_file) snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    snprintf(data_path, sizeof data_path, "%s/%s.eval.safetensors", dir, name);
+
+    printf("== %s\n", name);
+    if (bf_model_load_file(path, &m, &err) != BF_OK) { printf("  load model: %s\n", err.msg); failures = -1; goto out; }
+    if (bf_dataset_load_file(data_path, &ds, &err) != BF_OK) { printf("  load eval set: %s\n", err.msg); failures = -1; goto out; }
+    bf_eval_opts eo = {.batch = batch > 0 ? batch : INT64_MAX, .threads = 1};
+    if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) { printf("  prepare: %s\n", err.msg); failures = -1; goto out; }
+
+    bf_eval_result r;
+    if (bf_evaluator_run(ev, NULL, 0, &r, &err) != BF_OK) { printf("  run: %s\n", err.msg); failures = -1; goto out; }
+    int64_t n = r.samples, cols = r.out_cols;
+    golden = malloc((size_t)(n * cols) * sizeof(float));
+    if (!golden) { printf("  out of memory\n"); failures = -1; goto out; }
+    memcpy(golden, r.outputs, (size_t)(n * cols) * sizeof(float));
+
+    cmp c = compare(golden, cols, json_object_get(ref, "golden"), n);
+    printf("  golden outputs   %lld samples x %lld: ", (long long)n, (long long)cols);
+    print_cmp(&c, cols);
+    printf("\n");
+    failures += c.bad > 0 || c.format_error;
+
+    double want_metric;
+    const char *metric = json_object_get(ref, "golden_accuracy") ? "accuracy" : json_object_get(ref, "golden_auc") ? "auc" : NULL;
+    if (metric) {
+        json_to_double(json_object_get(ref, !strcmp(metric, "auc") ? "golden_auc" : "golden_accuracy"), &want_metric);
+        double got = !strcmp(metric, "auc") ? r.auc : r.accuracy;
+        int ok = fabs(got - want_metric) <= METRIC_TOL;
+        printf("  golden %-9s ours %.6f  ref %.6f  %s\n", metric, got, want_metric, ok ? "ok" : "MISMATCH");
+        failures += !ok;
+    }
+
+    const json_t *faults = json_object_get(ref, "faults");
+    int64_t n_ref = json_integer_value(json_object_get(ref, "n_ref_samples"));
+    if (n_ref <= 0 || n_ref > n) n_ref = n;
+    size_t k;
+    const json_t *f;
+    if (json_array_size(faults))
+        printf("  %-4s %-28s %8s %4s %13s %13s  %s\n", "#", "param", "index", "bit", "old", "new", "outputs");
+    json_array_foreach(faults, k, f) {
+        const char *pname = json_string_value(json_object_get(f, "param"));
+        json_int_t index = json_integer_value(json_object_get(f, "index"));
+        json_int_t bit = json_integer_value(json_object_get(f, "bit"));
+        double ref_old = NAN, ref_new = NAN;
+        json_to_double(json_object_get(f, "old"), &ref_old);
+        json_to_double(json_object_get(f, "new"), &ref_new);
+        printf("  %-4zu %-28.28s %8lld %4lld ", k, pname ? pname : "?", (long long)index, (long long)bit);
+        int64_t p = pname ? bf_model_find_param(m, pname) : -1;
+        if (p < 0) { printf("MISMATCH: the model has no fp32 parameter '%s'\n", pname ? pname : "(null)"); failures++; continue; }
+        bf_bitflip flip = {.param = (size_t)p, .index = index, .bit = (int)bit};
+        if (bf_bitflip_check(m, &flip, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures++; continue; }
+        float old_v = ((const float *)bf_model_param(m, (size_t)p)->tensor->data)[index];
+        float new_v = bf_flip_f32(old_v, (int)bit);
+        printf("%13.6g %13.6g  ", old_v, new_v);
+        /* The flipped value itself must agree: it proves index and bit mean
+         * the same thing on both sides. */
+        if ((float)ref_old != old_v && !(isnan(ref_old) && isnan(old_v))) {
+            printf("MISMATCH: the reference says the value before the flip is %.9g\n", ref_old);
+            failures++;
+            continue;
+        }
+        if ((float)ref_new != new_v && !(isnan(ref_new) && isnan(new_v))) {
+            printf("MISMATCH: the reference says the flipped value is %.9g\n", ref_new);
+            failures++;
+            continue;
+        }
+        if (bf_evaluator_run(ev, &flip, 1, &r, &err) != BF_OK) { printf("MISMATCH: run failed: %s\n", err.msg); failures++; continue; }
+        c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref);
+        print_cmp(&c, cols);
+        printf("\n");
+        failures += c.bad > 0 || c.format_error;
+    }
+    printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
+out:
+    free(golden);
+    bf_evaluator_free(ev);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    json_decref(ref);
+    return failures;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(int argc, char **argv)
+{
+    /* 0: the whole eval set as one batch, as the references are made. Bit
+     * identity under faults depends on batching (BLAS picks kernels by matrix
+     * size), and faults with huge values turn last-bit differences into
+     * visible ones; --batch N checks other batchings. */
+    int64_t batch = 0;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: bitflip-conformance [--batch N] DIR\n\nChecks every DIR/NAME.ref.json against the engine.\n"
+                   "--batch N: samples per batch (default: the whole eval set at once)\n");
+            return 0;
+        } else dir = argv[i];
+    }
+    if (!dir || batch < 0) { fprintf(stderr, "usage: bitflip-conformance [--batch N] DIR\n"); return 2; }
+
+    DIR *d = opendir(dir);
+    if (!d) { fprintf(stderr, "bitflip-conformance: cannot open %s: %s\n", dir, strerror(errno)); return 2; }
+    char **names = NULL;
+    size_t n_names = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len > 9 && !strcmp(e->d_name + len - 9, ".ref.json")) {
+            char **nn = realloc(names, (n_names + 1) * sizeof *names);
+            if (!nn) break;
+            names = nn;
+            names[n_names] = strndup(e->d_name, len - 9);
+            if (names[n_names]) n_names++;
+        }
+    }
+    closedir(d);
+    if (!n_names) { fprintf(stderr, "bitflip-conformance: no *.ref.json in %s\n", dir); free(names); return 2; }
+    qsort(names, n_names, sizeof *names, cmp_str);
+
+    int failed_models = 0, broken = 0;
+    for (size_t i = 0; i < n_names; i++) {
+        int f = check_model(dir, names[i], batch);
+        if (f < 0) broken++;
+        else if (f > 0) failed_models++;
+        free(names[i]);
+    }
+    free(names);
+    printf("\n%zu models: %zu passed, %d failed, %d could not run\n", n_names,
+           n_names - (size_t)failed_models - (size_t)broken, failed_models, broken);
+    return failed_models || broken ? 1 : 0;
+}

@@ -1,0 +1,271 @@
+/* bitflip eval: golden metrics of a model over an eval set, its speed, and
+ * the effect of single-bit faults in its parameters. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char help[] =
+    "usage: bitflip eval [OPTIONS] MODEL.onnx DATA.safetensors\n"
+    "\n"
+    "Runs the model over the eval set (one tensor per graph input, named like the\n"
+    "input, plus 'labels') and prints the golden metrics: accuracy for integer class\n"
+    "labels, AUC-ROC and log loss for 0/1 float labels; and samples per second.\n"
+    "Each --flip (or --random-flips) is then evaluated as its own pass: the bit is\n"
+    "flipped in the fp32 parameter for the whole pass and restored afterwards.\n"
+    "\n"
+    "  --batch N          samples per batch (default 256)\n"
+    "  --threads N        worker threads, one plan each (default 1)\n"
+    "  --repeat N         time N passes and report the fastest (default 1)\n"
+    "  --flip P:I:B       flip bit B (0 = LSB, 31 = sign) of element I (flat,\n"
+    "                     row-major) of parameter P; repeatable\n"
+    "  --random-flips N   N single-bit faults drawn uniformly over all parameter bits\n"
+    "  --seed S           seed for --random-flips (default 1)\n"
+    "  --outputs FILE     write the golden outputs (.json: JSON rows; otherwise CSV)\n"
+    "  --json             machine-readable output\n"
+    "\n"
+    "example:\n"
+    "  bitflip eval model.onnx eval.safetensors --flip fc1.weight:12:30\n";
+
+typedef struct opts {
+    const char *model_path, *data_path, *outputs_path;
+    long long batch, threads, repeat, random_flips, seed;
+    int json;
+    char **flip_specs;
+    size_t n_flip_specs;
+} opts;
+
+/* "name:index:bit"; the name may itself contain ':' (onnx::MatMul_12), so the
+ * numbers are read from the right. */
+static int parse_flip(const bf_model *m, const char *spec, bf_bitflip *out)
+{
+    char buf[512];
+    if (strlen(spec) >= sizeof buf) return usage_error("eval", "--flip '%.40s...' is too long", spec);
+    strcpy(buf, spec);
+    char *c2 = strrchr(buf, ':');
+    if (!c2) goto bad;
+    *c2 = '\0';
+    char *c1 = strrchr(buf, ':');
+    if (!c1) goto bad;
+    *c1 = '\0';
+    char *end;
+    long long index = strtoll(c1 + 1, &end, 10);
+    if (c1[1] == '\0' || *end) goto bad;
+    long bit = strtol(c2 + 1, &end, 10);
+    if (c2[1] == '\0' || *end) goto bad;
+    int64_t p = bf_model_find_param(m, buf);
+    if (p < 0) return usage_error("eval", "--flip %s: the model has no parameter '%s' (see 'bitflip info')", spec, buf);
+    *out = (bf_bitflip){.param = (size_t)p, .index = index, .bit = (int)bit};
+    bf_error err = {0};
+    if (bf_bitflip_check(m, out, &err) != BF_OK) return usage_error("eval", "--flip %s: %s", spec, err.msg);
+    return 0;
+bad:
+    return usage_error("eval", "--flip wants PARAM:INDEX:BIT (e.g. fc1.weight:12:30), got '%s'", spec);
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A fault uniform over every bit of every parameter. */
+static bf_bitflip random_flip(const bf_model *m, uint64_t *state)
+{
+    uint64_t total = (uint64_t)bf_model_param_elements(m);
+    uint64_t e = splitmix64(state) % total;
+    size_t p = 0;
+    while (e >= (uint64_t)bf_tensor_numel(bf_model_param(m, p)->tensor)) {
+        e -= (uint64_t)bf_tensor_numel(bf_model_param(m, p)->tensor);
+        p++;
+    }
+    return (bf_bitflip){.param = p, .index = (int64_t)e, .bit = (int)(splitmix64(state) % 32)};
+}
+
+static int write_outputs(const char *path, const bf_eval_result *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "bitflip eval: cannot write %s: %s\n", path, strerror(errno)); return EXIT_INFRA; }
+    int json = strlen(path) > 5 && !strcmp(path + strlen(path) - 5, ".json");
+    if (json) fputs("[\n", f);
+    for (int64_t i = 0; i < r->samples; i++) {
+        const float *row = r->outputs + i * r->out_cols;
+        if (json) fputs(r->out_cols > 1 ? "  [" : "  ", f);
+        for (int64_t j = 0; j < r->out_cols; j++) {
+            float v = row[j];
+            if (json && !isfinite(v)) fprintf(f, "%s\"%s\"", j ? ", " : "", isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+            else fprintf(f, json ? "%s%.9g" : "%s%.9g", j ? (json ? ", " : ",") : "", v);
+        }
+        if (json) fprintf(f, "%s%s\n", r->out_cols > 1 ? "]" : "", i + 1 < r->samples ? "," : "");
+        else fputc('\n', f);
+    }
+    if (json) fputs("]\n", f);
+    if (fclose(f) != 0) { fprintf(stderr, "bitflip eval: writing %s failed: %s\n", path, strerror(errno)); return EXIT_INFRA; }
+    return EXIT_OK;
+}
+
+/* Samples whose top-1 class (or 0.5-threshold decision) differs from golden. */
+static int64_t changed_predictions(const bf_eval_result *golden, const float *gold_out, const bf_eval_result *r)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < r->samples; i++) {
+        const float *a = gold_out + i * r->out_cols, *b = r->outputs + i * r->out_cols;
+        if (r->out_cols == 1) n += (a[0] > 0.5f) != (b[0] > 0.5f) || (isnan(a[0]) != isnan(b[0]));
+        else n += bf_argmax(a, r->out_cols) != bf_argmax(b, r->out_cols);
+    }
+    (void)golden;
+    return n;
+}
+
+static const char *metric_name(bf_task t) { return t == BF_TASK_BINARY ? "auc" : "accuracy"; }
+static double metric_value(const bf_eval_result *r) { return r->task == BF_TASK_BINARY ? r->auc : r->accuracy; }
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return -1; }
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--batch")) { rc = parse_count("eval", a, v, 1, 1 << 24, &o->batch); i++; }
+        else if (!strcmp(a, "--threads")) { rc = parse_count("eval", a, v, 1, 64, &o->threads); i++; }
+        else if (!strcmp(a, "--repeat")) { rc = parse_count("eval", a, v, 1, 1000000, &o->repeat); i++; }
+        else if (!strcmp(a, "--random-flips")) { rc = parse_count("eval", a, v, 0, 1000000, &o->random_flips); i++; }
+        else if (!strcmp(a, "--seed")) { rc = parse_count("eval", a, v, 0, INT64_MAX, &o->seed); i++; }
+        else if (!strcmp(a, "--outputs")) { if (!v) return usage_error("eval", "--outputs needs a file name"); o->outputs_path = v; i++; }
+        else if (!strcmp(a, "--flip")) {
+            if (!v) return usage_error("eval", "--flip needs PARAM:INDEX:BIT");
+            o->flip_specs[o->n_flip_specs++] = argv[++i];
+        } else if (a[0] == '-' && a[1]) return usage_error("eval", "unknown option '%s'", a);
+        else if (!o->model_path) o->model_path = a;
+        else if (!o->data_path) o->data_path = a;
+        else return usage_error("eval", "unexpected argument '%s'", a);
+        if (rc) return rc;
+    }
+    if (!o->model_path || !o->data_path)
+        return usage_error("eval", "needs a model and an eval set: bitflip eval MODEL.onnx DATA.safetensors");
+    return 0;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    opts o = {.batch = 256, .threads = 1, .repeat = 1, .seed = 1};
+    int rc = EXIT_OK;
+    bf_error err = {0};
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_evaluator *ev = NULL;
+    bf_bitflip *flips = NULL;
+    float *golden_out = NULL;
+    json_t *root = NULL;
+    size_t n_flips = 0;
+
+    o.flip_specs = calloc((size_t)argc + 1, sizeof *o.flip_specs);
+    if (!o.flip_specs) { fprintf(stderr, "bitflip eval: out of memory\n"); return EXIT_INFRA; }
+    rc = parse_args(argc, argv, &o);
+    if (rc) { rc = rc < 0 ? EXIT_OK : rc; goto out; }
+
+    if (bf_model_load_file(o.model_path, &m, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+    if (bf_dataset_load_file(o.data_path, &ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+    flips = calloc(o.n_flip_specs + (size_t)o.random_flips + 1, sizeof *flips);
+    if (!flips) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
+    for (size_t i = 0; i < o.n_flip_specs; i++)
+        if ((rc = parse_flip(m, o.flip_specs[i], &flips[n_flips++])) != 0) goto out;
+    if (o.random_flips && bf_model_num_params(m) == 0) { rc = usage_error("eval", "--random-flips: the model has no parameters"); goto out; }
+    uint64_t rng = (uint64_t)o.seed;
+    for (long long i = 0; i < o.random_flips; i++) flips[n_flips++] = random_flip(m, &rng);
+
+    bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads};
+    if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) {
+        bf_error_prefix(&err, "%s with %s", o.model_path, o.data_path);
+        rc = report_error("eval", &err);
+        goto out;
+    }
+
+    bf_eval_result golden, r;
+    double best = INFINITY;
+    for (long long k = 0; k < o.repeat; k++) {
+        if (bf_evaluator_run(ev, NULL, 0, &golden, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+        if (golden.seconds < best) best = golden.seconds;
+    }
+    golden.seconds = best;
+    bf_task task = golden.task;
+    golden_out = malloc((size_t)(golden.samples * golden.out_cols) * sizeof(float));
+    if (!golden_out) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
+    memcpy(golden_out, golden.outputs, (size_t)(golden.samples * golden.out_cols) * sizeof(float));
+    if (o.outputs_path && (rc = write_outputs(o.outputs_path, &golden)) != EXIT_OK) goto out;
+
+    double sps = (double)golden.samples / best;
+    if (o.json) {
+        root = json_object();
+        json_object_set_new(root, "model", json_string(o.model_path));
+        json_object_set_new(root, "dataset", json_string(o.data_path));
+        json_object_set_new(root, "samples", json_integer(golden.samples));
+        json_object_set_new(root, "task", json_string(bf_task_name(task)));
+        if (task == BF_TASK_CLASSIFICATION) json_object_set_new(root, "accuracy", num(golden.accuracy));
+        if (task == BF_TASK_BINARY) {
+            json_object_set_new(root, "auc", num(golden.auc));
+            json_object_set_new(root, "logloss", num(golden.logloss));
+        }
+        json_object_set_new(root, "batch", json_integer(o.batch > golden.samples ? golden.samples : o.batch));
+        json_object_set_new(root, "threads", json_integer(o.threads));
+        json_object_set_new(root, "seconds", json_real(best));
+        json_object_set_new(root, "samples_per_s", json_real(sps));
+    } else {
+        printf("model    %s\neval set %s: %lld samples, task %s\n", o.model_path, o.data_path, (long long)golden.samples, bf_task_name(task));
+        if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden.accuracy);
+        else if (task == BF_TASK_BINARY) printf("golden   auc %.4f   logloss %.4f\n", golden.auc, golden.logloss);
+        printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
+               o.batch > golden.samples ? (long long)golden.samples : o.batch, o.threads, o.threads == 1 ? "" : "s",
+               o.repeat > 1 ? ", best of repeats" : "");
+    }
+
+    json_t *jfaults = o.json && n_flips ? json_array() : NULL;
+    if (n_flips && !o.json)
+        printf("\nsingle-bit faults (each its own pass; %s vs golden, predictions changed)\n", task == BF_TASK_NONE ? "outputs" : metric_name(task));
+    for (size_t i = 0; i < n_flips; i++) {
+        const bf_param_info *p = bf_model_param(m, flips[i].param);
+        float old_v = ((const float *)p->tensor->data)[flips[i].index];
+        float new_v = bf_flip_f32(old_v, flips[i].bit);
+        if (bf_evaluator_run(ev, &flips[i], 1, &r, &err) != BF_OK) { rc = report_error("eval", &err); json_decref(jfaults); goto out; }
+        int64_t changed = changed_predictions(&golden, golden_out, &r);
+        int64_t nonfinite = 0;
+        for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);
+        if (o.json) {
+            json_t *f = json_pack("{s:s, s:I, s:i, s:o, s:o, s:I, s:I}", "param", p->tensor->name, "index", (json_int_t)flips[i].index,
+                                  "bit", flips[i].bit, "old", num(old_v), "new", num(new_v), "changed_predictions", (json_int_t)changed,
+                                  "nonfinite_outputs", (json_int_t)nonfinite);
+            if (task != BF_TASK_NONE) json_object_set_new(f, metric_name(task), num(metric_value(&r)));
+            json_array_append_new(jfaults, f);
+        } else {
+            char where[160];
+            snprintf(where, sizeof where, "%s[%lld] bit %d", p->tensor->name, (long long)flips[i].index, flips[i].bit);
+            printf("  %-36s %11.4g -> %-11.4g", where, old_v, new_v);
+            if (task != BF_TASK_NONE) printf("  %s %.4f (%+.4f)", metric_name(task), metric_value(&r), metric_value(&r) - metric_value(&golden));
+            printf("  %lld changed%s\n", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
+        }
+    }
+    if (o.json) {
+        if (jfaults) json_object_set_new(root, "faults", jfaults);
+        json_dumpf(root, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+    }
+out:
+    json_decref(root);
+    free(golden_out);
+    free(flips);
+    free(o.flip_specs);
+    bf_evaluator_free(ev);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    return rc;
+}

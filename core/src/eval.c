@@ -1,0 +1,308 @@
+/* Evaluation: the eval set through a model in batches, one plan per thread.
+ * Threads take batches from a shared counter; each batch's outputs land at
+ * its own rows, so the result does not depend on the thread count. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "bitflip/eval.h"
+#include "bitflip/metrics.h"
+#include "bitflip/plan.h"
+#include "graph.h"
+
+#define DEFAULT_BATCH 256
+
+struct bf_evaluator {
+    const bf_model *model;
+    const bf_dataset *ds;
+    int64_t batch, samples, out_cols;
+    int threads;
+    bf_task task;
+    bf_plan **plans;          /* threads full-batch plans, then the remainder's */
+    size_t n_plans;
+    bf_plan *rest;            /* plan for the last, partial batch (or NULL) */
+    const bf_tensor **feeds;  /* dataset tensor per graph input */
+    const bf_tensor *labels;
+    float *labels_f;          /* binary labels as float */
+    int64_t *labels_i;        /* class labels as int64 */
+    int64_t *order;           /* AUC scratch */
+    float *outputs;
+};
+
+const char *bf_task_name(bf_task t)
+{
+    switch (t) {
+    case BF_TASK_CLASSIFICATION: return "classification";
+    case BF_TASK_BINARY: return "binary";
+    case BF_TASK_NONE: break;
+    }
+    return "none";
+}
+
+void bf_evaluator_free(bf_evaluator *ev)
+{
+    if (!ev) return;
+    for (size_t i = 0; i < ev->n_plans; i++) bf_plan_free(ev->plans[i]);
+    bf__free(ev->plans);
+    bf__free(ev->feeds);
+    bf__free(ev->labels_f);
+    bf__free(ev->labels_i);
+    bf__free(ev->order);
+    bf__free(ev->outputs);
+    bf__free(ev);
+}
+
+static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
+{
+    const bf_model *m = ev->model;
+    const bf_dataset *ds = ev->ds;
+    ev->samples = bf_dataset_num_samples(ds);
+    if (ev->samples < 1) return bf_error_set(err, BF_EINVAL, "the eval set has no samples");
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const bf_value_info *vi = &m->inputs[i];
+        const bf_tensor *t = bf_dataset_find(ds, vi->name);
+        char a[96], b[96];
+        if (!t) {
+            char names[256] = "";
+            for (size_t k = 0, off = 0; k < bf_dataset_num_tensors(ds) && off < sizeof names - 1; k++) {
+                int w = snprintf(names + off, sizeof names - off, "%s'%s'", k ? ", " : "", bf_dataset_tensor(ds, k)->name);
+                if (w < 0) break;
+                off += (size_t)w;
+            }
+            return bf_error_set(err, BF_ENOTFOUND, "the eval set has no tensor named '%s' for graph input '%s' (it has %s)",
+                                vi->name, vi->name, names);
+        }
+        int ok = t->ndim == vi->ndim;
+        for (int d = 1; ok && d < vi->ndim; d++) ok = vi->dims[d] < 0 || vi->dims[d] == t->dims[d];
+        if (!ok)
+            return bf_error_set(err, BF_ESHAPE, "eval tensor '%s' has shape %s; graph input '%s' wants %s (dim 0 is the sample)",
+                                vi->name, bf_shape_str(t->dims, t->ndim, a, sizeof a), vi->name,
+                                bf_shape_str(vi->dims, vi->ndim, b, sizeof b));
+        if ((vi->dtype == BF_I64 || vi->dtype == BF_I32) && (t->dtype == BF_F32 || t->dtype == BF_F16 || t->dtype == BF_BF16))
+            return bf_error_set(err, BF_EFORMAT, "eval tensor '%s' is %s but graph input '%s' takes integer indices (%s)",
+                                vi->name, bf_dtype_name(t->dtype), vi->name, bf_dtype_name(vi->dtype));
+        ev->feeds[i] = t;
+    }
+    return BF_OK;
+}
+
+static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
+{
+    const bf_tensor *l = bf_dataset_find(ev->ds, "labels");
+    ev->labels = l;
+    ev->task = BF_TASK_NONE;
+    if (!l) return BF_OK;
+    int64_t n = ev->samples;
+    if (bf_tensor_numel(l) != n)
+        return bf_error_set(err, BF_ESHAPE, "eval tensor 'labels' must hold one label per sample (%lld), it holds %lld",
+                            (long long)n, (long long)bf_tensor_numel(l));
+    int is_float = l->dtype == BF_F32 || l->dtype == BF_F16 || l->dtype == BF_BF16;
+    if (is_float) {
+        ev->labels_f = bf__malloc((size_t)n * sizeof(float));
+        ev->order = bf__malloc((size_t)n * sizeof(int64_t));
+        if (!ev->labels_f || !ev->order) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
+        bf_status st = bf_convert(ev->labels_f, BF_F32, l->data, l->dtype, (size_t)n, err);
+        if (st != BF_OK) return st;
+        for (int64_t i = 0; i < n; i++)
+            if (ev->labels_f[i] != 0.0f && ev->labels_f[i] != 1.0f)
+                return bf_error_set(err, BF_EFORMAT, "float labels mean a binary task and must be 0 or 1; labels[%lld] is %g",
+                                    (long long)i, ev->labels_f[i]);
+        if (ev->out_cols != 1)
+            return bf_error_set(err, BF_ESHAPE, "binary labels need one score per sample, but output '%s' has %lld values per sample",
+                                ev->model->outputs[0].name, (long long)ev->out_cols);
+        ev->task = BF_TASK_BINARY;
+    } else {
+        ev->labels_i = bf__malloc((size_t)n * sizeof(int64_t));
+        if (!ev->labels_i) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
+        bf_status st = bf_convert(ev->labels_i, BF_I64, l->data, l->dtype, (size_t)n, err);
+        if (st != BF_OK) return st;
+        for (int64_t i = 0; i < n; i++)
+            if (ev->labels_i[i] < 0 || ev->labels_i[i] >= ev->out_cols)
+                return bf_error_set(err, BF_ERANGE, "labels[%lld] is class %lld but output '%s' scores %lld classes",
+                                    (long long)i, (long long)ev->labels_i[i], ev->model->outputs[0].name,
+                                    (long long)ev->out_cols);
+        ev->task = BF_TASK_CLASSIFICATION;
+    }
+    return BF_OK;
+}
+
+bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const bf_eval_opts *opts,
+                              bf_evaluator **out, bf_error *err)
+{
+    bf_status st = BF_OK;
+    bf_evaluator *ev = bf__calloc(1, sizeof *ev);
+    *out = NULL;
+    if (!ev) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    ev->model = model;
+    ev->ds = ds;
+    ev->batch = opts && opts->batch > 0 ? opts->batch : DEFAULT_BATCH;
+    ev->threads = opts && opts->threads > 0 ? opts->threads : 1;
+    if (ev->threads > 64) ev->threads = 64;   /* bf_evaluator_run keeps workers on its stack */
+    ev->feeds = bf__calloc(model->n_inputs + 1, sizeof *ev->feeds);
+    if (!ev->feeds) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    if ((st = bind_inputs(ev, err)) != BF_OK) goto out;
+
+    /* A model with a fixed batch dimension runs with that batch. */
+    for (size_t i = 0; i < model->n_inputs; i++)
+        if (model->inputs[i].ndim > 0 && model->inputs[i].dims[0] > 0) ev->batch = model->inputs[i].dims[0];
+    if (ev->batch > ev->samples) ev->batch = ev->samples;
+    int64_t n_batches = (ev->samples + ev->batch - 1) / ev->batch;
+    if (ev->threads > n_batches) ev->threads = (int)n_batches;
+    int64_t rest = ev->samples % ev->batch;
+
+    ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
+    if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    for (int t = 0; t < ev->threads; t++) {
+        if ((st = bf_plan_create(model, ev->batch, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
+        ev->n_plans++;
+    }
+    if (rest) {
+        for (size_t i = 0; i < model->n_inputs; i++)
+            if (model->inputs[i].ndim > 0 && model->inputs[i].dims[0] > 0) {
+                st = bf_error_set(err, BF_ESHAPE, "graph input '%s' has a fixed batch of %lld, which does not divide the %lld eval samples",
+                                  model->inputs[i].name, (long long)model->inputs[i].dims[0], (long long)ev->samples);
+                goto out;
+            }
+        if ((st = bf_plan_create(model, rest, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
+        ev->rest = ev->plans[ev->n_plans++];
+    }
+
+    const bf_tensor *o = bf_plan_output(ev->plans[0], 0);
+    if (o->dtype != BF_F32) {
+        st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' is %s; evaluation reads float32 outputs",
+                          model->outputs[0].name, bf_dtype_name(o->dtype));
+        goto out;
+    }
+    if (o->ndim < 1 || o->dims[0] != ev->batch) {
+        char s[96];
+        st = bf_error_set(err, BF_ESHAPE, "output '%s' has shape %s for a batch of %lld; evaluation needs the sample on dim 0",
+                          model->outputs[0].name, bf_shape_str(o->dims, o->ndim, s, sizeof s), (long long)ev->batch);
+        goto out;
+    }
+    ev->out_cols = bf_tensor_numel(o) / ev->batch;
+    ev->outputs = bf__malloc((size_t)(ev->samples * ev->out_cols) * sizeof(float));
+    if (!ev->outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for outputs"); goto out; }
+    if ((st = bind_labels(ev, err)) != BF_OK) goto out;
+    *out = ev;
+    ev = NULL;
+out:
+    bf_evaluator_free(ev);
+    return st;
+}
+
+bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
+
+/* --- a pass */
+
+typedef struct worker {
+    bf_evaluator *ev;
+    bf_plan *plan;
+    atomic_llong *next;
+    bf_status st;
+    bf_error err;
+} worker;
+
+static bf_status run_batch(bf_evaluator *ev, bf_plan *plan, int64_t start, bf_error *err)
+{
+    const bf_model *m = ev->model;
+    int64_t n = bf_plan_batch(plan);
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        bf_status st = bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
+        if (st != BF_OK) return st;
+    }
+    bf_status st = bf_plan_run(plan, err);
+    if (st != BF_OK) return st;
+    memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
+           (size_t)(n * ev->out_cols) * sizeof(float));
+    return BF_OK;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    bf_evaluator *ev = w->ev;
+    int64_t full = ev->samples / ev->batch;
+    for (;;) {
+        int64_t b = atomic_fetch_add(w->next, 1);
+        if (b > full || (b == full && !ev->rest)) break;
+        bf_plan *plan = b == full ? ev->rest : w->plan;
+        w->st = run_batch(ev, plan, b * ev->batch, &w->err);
+        if (w->st != BF_OK) break;
+    }
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Applies (or, applied again, undoes) the flips on every plan. */
+static bf_status apply_flips(bf_evaluator *ev, const bf_bitflip *flips, size_t n, bf_error *err)
+{
+    for (size_t p = 0; p < ev->n_plans; p++)
+        for (size_t i = 0; i < n; i++) {
+            bf_status st = bf_plan_flip_bit(ev->plans[p], &flips[i], NULL, NULL, err);
+            if (st != BF_OK) return st;
+        }
+    return BF_OK;
+}
+
+bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_flips,
+                           bf_eval_result *res, bf_error *err)
+{
+    bf_status st = BF_OK;
+    worker ws[64];
+    pthread_t tids[64];
+    int n_workers = ev->threads < 64 ? ev->threads : 64, started = 0;
+    atomic_llong next = 0;
+
+    for (size_t i = 0; i < n_flips; i++)
+        if ((st = bf_bitflip_check(ev->model, &flips[i], err)) != BF_OK) return st;
+    if ((st = apply_flips(ev, flips, n_flips, err)) != BF_OK) return st;
+
+    double t0 = now_s();
+    for (int t = 0; t < n_workers; t++) {
+        ws[t] = (worker){.ev = ev, .plan = ev->plans[t], .next = &next, .st = BF_OK};
+        if (t == 0) continue;  /* the calling thread is worker 0 */
+        if (pthread_create(&tids[t], NULL, worker_main, &ws[t]) != 0) break;
+        started = t;
+    }
+    worker_main(&ws[0]);
+    for (int t = 1; t <= started; t++) pthread_join(tids[t], NULL);
+    double t1 = now_s();
+
+    /* Undo in reverse order so overlapping flips restore exactly. */
+    for (size_t i = n_flips; i-- > 0;) {
+        bf_status u = apply_flips(ev, &flips[i], 1, err);
+        if (u != BF_OK && st == BF_OK) st = u;
+    }
+    for (int t = 0; t < n_workers; t++)
+        if (ws[t].st != BF_OK) {
+            if (err) *err = ws[t].err;
+            return ws[t].st;
+        }
+    if (st != BF_OK) return st;
+
+    memset(res, 0, sizeof *res);
+    res->task = ev->task;
+    res->samples = ev->samples;
+    res->out_cols = ev->out_cols;
+    res->outputs = ev->outputs;
+    res->seconds = t1 - t0;
+    res->accuracy = res->auc = res->logloss = NAN;
+    if (ev->task == BF_TASK_CLASSIFICATION) {
+        res->accuracy = bf_metric_accuracy(ev->outputs, ev->samples, ev->out_cols, ev->labels_i);
+    } else if (ev->task == BF_TASK_BINARY) {
+        if (bf_metric_auc(ev->outputs, ev->labels_f, ev->samples, ev->order, &res->auc, NULL) != BF_OK)
+            res->auc = NAN;
+        res->logloss = bf_metric_logloss(ev->outputs, ev->labels_f, ev->samples);
+    }
+    return BF_OK;
+}

@@ -1,0 +1,104 @@
+/* Task metrics. Faulted models produce NaN and huge scores, so every metric
+ * has a defined answer for them: NaN never wins an arg-max, ranks below every
+ * number in AUC (all NaNs tie with each other), and propagates into log loss.
+ * Metrics over zero samples are NaN: there is nothing to measure. */
+#include "bitflip/metrics.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t bf_argmax(const float *row, int64_t n)
+{
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(row[i])) continue;
+        if (best < 0 || row[i] > row[best]) best = i;
+    }
+    return best < 0 ? 0 : best;
+}
+
+double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
+                          const int64_t *labels)
+{
+    if (n <= 0 || classes <= 0) return NAN;
+    int64_t hits = 0;
+    for (int64_t i = 0; i < n; i++) hits += bf_argmax(scores + i * classes, classes) == labels[i];
+    return (double)hits / (double)n;
+}
+
+/* A key whose unsigned order is the order of the scores: NaN lowest, -0 equal
+ * to +0, then the IEEE bit pattern made monotonic. */
+static uint32_t score_key(float s)
+{
+    if (isnan(s)) return 0;
+    if (s == 0) s = 0;
+    uint32_t u;
+    memcpy(&u, &s, sizeof u);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+bf_status bf_metric_auc(const float *scores, const float *labels, int64_t n, int64_t *order,
+                        double *auc, bf_error *err)
+{
+    if (n <= 0 || (uint64_t)n > UINT32_MAX)
+        return bf_error_set(err, BF_EINVAL, "AUC over %" PRId64 " samples: need 1 to %" PRIu32,
+                            n, UINT32_MAX);
+    /* Key in the high half, index in the low: a context-free sort, and ties
+     * come out in index order so the result never depends on qsort. */
+    uint64_t *keys = (uint64_t *)order;
+    int64_t pos = 0;
+    for (int64_t i = 0; i < n; i++) {
+        keys[i] = (uint64_t)score_key(scores[i]) << 32 | (uint64_t)i;
+        pos += labels[i] > 0.5f;
+    }
+    int64_t neg = n - pos;
+    if (pos == 0 || neg == 0)
+        return bf_error_set(err, BF_EINVAL,
+                            "AUC is undefined: all %" PRId64 " labels are %s", n,
+                            pos ? "positive" : "negative");
+    qsort(keys, (size_t)n, sizeof *keys, u64_cmp);
+
+    /* Mann-Whitney: positives' ranks summed, ties sharing their mean rank.
+     * Twice the rank sum is an integer per tie group, kept exact as long as
+     * the total stays below 2^53. */
+    double rank_sum2 = 0;
+    for (int64_t i = 0; i < n;) {
+        uint32_t k = (uint32_t)(keys[i] >> 32);
+        int64_t j = i, group_pos = 0;
+        for (; j < n && (uint32_t)(keys[j] >> 32) == k; j++)
+            group_pos += labels[keys[j] & 0xffffffffu] > 0.5f;
+        /* ranks i+1 .. j, mean (i+1+j)/2 */
+        rank_sum2 += (double)group_pos * (double)(i + 1 + j);
+        i = j;
+    }
+    double p = (double)pos, q = (double)neg;
+    *auc = (rank_sum2 - p * (p + 1)) / (2 * p * q);
+    return BF_OK;
+}
+
+double bf_metric_logloss(const float *scores, const float *labels, int64_t n)
+{
+    if (n <= 0) return NAN;
+    /* One score outside [0, 1] means the model emits logits; NaN says nothing
+     * either way (and makes the loss NaN regardless). */
+    int logits = 0;
+    for (int64_t i = 0; i < n; i++) logits |= scores[i] < 0 || scores[i] > 1;
+    const double lo = 1e-7, hi = 1 - 1e-7;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double p = scores[i], y = labels[i];
+        if (logits) p = 1 / (1 + exp(-p));
+        /* comparisons, not fmin/fmax, so NaN stays NaN */
+        p = p < lo ? lo : p > hi ? hi : p;
+        sum -= y * log(p) + (1 - y) * log(1 - p);
+    }
+    return sum / (double)n;
+}

@@ -1,0 +1,595 @@
+/* Sliding-window ops over NC<spatial> tensors: Conv, MaxPool, AveragePool,
+ * GlobalAveragePool. Spatial ranks 1 to 3 all run as 3-D, with the missing
+ * leading dims of size 1, so each kernel is written once. */
+#include <assert.h>
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "../op.h"
+
+static bf_status want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
+{
+    if (p->in[i]->dtype != BF_F32)
+        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
+                              what, bf_dtype_name(p->in[i]->dtype));
+    return BF_OK;
+}
+
+/* Optional output i is wanted by the graph. */
+static int output_wanted(const bf__prep *p, int i)
+{
+    return i < p->n_out && p->out[i] && (!p->node->out || p->node->out[i] >= 0);
+}
+
+/* ---- window geometry, shared by Conv and the pools ---- */
+
+typedef struct window {
+    int rank;                               /* spatial rank of the model's tensors */
+    /* Always 3-D here: dims of a lower rank are padded in front with 1s. */
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+} window;
+
+enum { WIN_CONV, WIN_MAXPOOL, WIN_AVGPOOL };
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+/* Reads kernel_shape, strides, dilations, pads, auto_pad (and ceil_mode for
+ * the pools) against input X of shape [N, C, spatial...]; `wkernel` is the
+ * kernel from W's shape for Conv, NULL for the pools. Output sizes follow the
+ * ONNX formulas; with ceil_mode a last window that would start in the right
+ * padding is dropped, as PyTorch does. */
+static bf_status parse_window(const bf__prep *p, int kind, const int64_t *wkernel, window *w,
+                              bf_error *err)
+{
+    const bf__node *nd = p->node;
+    const bf_tensor *x = p->in[0];
+    bf_status st;
+    char sx[96];
+    int r = x->ndim - 2;
+    if (r < 1 || r > 3)
+        return bf__node_error(err, nd, BF_EUNSUPPORTED,
+                              "input X has shape %s; expected [N, C, D1, ...] with 1 to 3 spatial dims",
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    int64_t ks[3], ss[3], ds[3], pads[6];
+    int nk, ns, ndil, np;
+    if ((st = bf__attr_ints(nd, "kernel_shape", ks, 3, &nk, err)) ||
+        (st = bf__attr_ints(nd, "strides", ss, 3, &ns, err)) ||
+        (st = bf__attr_ints(nd, "dilations", ds, 3, &ndil, err)) ||
+        (st = bf__attr_ints(nd, "pads", pads, 6, &np, err)))
+        return st;
+    const char *auto_pad;
+    if ((st = bf__attr_string(nd, "auto_pad", "NOTSET", &auto_pad, err))) return st;
+    int64_t ceil_mode = 0;
+    if (kind != WIN_CONV && (st = bf__attr_int(nd, "ceil_mode", 0, &ceil_mode, err))) return st;
+    if (ceil_mode != 0 && ceil_mode != 1)
+        return bf__node_error(err, nd, BF_EFORMAT, "attribute 'ceil_mode' is %lld; must be 0 or 1",
+                              (long long)ceil_mode);
+
+    if (nk < 0 && !wkernel)
+        return bf__node_error(err, nd, BF_EFORMAT, "attribute 'kernel_shape' is required");
+    if (nk >= 0 && nk != r)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'kernel_shape' has %d values; expected %d (one per spatial dim)",
+                              nk, r);
+    if (ns >= 0 && ns != r)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'strides' has %d values; expected %d (one per spatial dim)", ns, r);
+    if (ndil >= 0 && ndil != r)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'dilations' has %d values; expected %d (one per spatial dim)",
+                              ndil, r);
+    if (np >= 0 && np != 2 * r)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'pads' has %d values; expected %d (begin and end per spatial dim)",
+                              np, 2 * r);
+    int same_upper = strcmp(auto_pad, "SAME_UPPER") == 0, same_lower = strcmp(auto_pad, "SAME_LOWER") == 0;
+    int valid = strcmp(auto_pad, "VALID") == 0;
+    if (!same_upper && !same_lower && !valid && strcmp(auto_pad, "NOTSET") != 0)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'auto_pad' is '%.40s'; expected NOTSET, SAME_UPPER, SAME_LOWER or VALID",
+                              auto_pad);
+
+    w->rank = r;
+    for (int i = 0; i < 3; i++) {
+        w->in[i] = w->out[i] = w->k[i] = w->s[i] = w->d[i] = 1;
+        w->pb[i] = w->pe[i] = 0;
+    }
+    for (int i = 0; i < r; i++) {
+        int j = 3 - r + i;
+        int64_t in = x->dims[2 + i];
+        int64_t k = nk >= 0 ? ks[i] : wkernel[i];
+        int64_t s = ns >= 0 ? ss[i] : 1, d = ndil >= 0 ? ds[i] : 1;
+        int64_t pb = np >= 0 ? pads[i] : 0, pe = np >= 0 ? pads[r + i] : 0;
+        if (wkernel && k != wkernel[i])
+            return bf__node_error(err, nd, BF_ESHAPE,
+                                  "attribute 'kernel_shape' says %lld in spatial dim %d but W has %lld",
+                                  (long long)k, i, (long long)wkernel[i]);
+        if (k < 1 || s < 1 || d < 1)
+            return bf__node_error(err, nd, BF_EFORMAT,
+                                  "spatial dim %d: kernel %lld, stride %lld, dilation %lld; each must be >= 1",
+                                  i, (long long)k, (long long)s, (long long)d);
+        if (kind == WIN_AVGPOOL && d != 1)
+            return bf__node_error(err, nd, BF_EUNSUPPORTED,
+                                  "attribute 'dilations' must be 1 for AveragePool (dilations came with opset 19)");
+        if (pb < 0 || pe < 0)
+            return bf__node_error(err, nd, BF_EFORMAT, "attribute 'pads' has a negative value in spatial dim %d", i);
+        if ((same_upper || same_lower || valid) && (pb || pe))
+            return bf__node_error(err, nd, BF_EFORMAT,
+                                  "attributes 'pads' and auto_pad = %s cannot be used together", auto_pad);
+        if (k > INT_MAX || d > INT_MAX || s > INT_MAX || pb > INT_MAX || pe > INT_MAX)
+            return bf__node_error(err, nd, BF_EUNSUPPORTED, "spatial dim %d: attributes too large", i);
+        int64_t ext = (k - 1) * d + 1, out;
+        if (same_upper || same_lower) {
+            out = ceil_div(in, s);
+            int64_t total = (out - 1) * s + ext - in;
+            if (total < 0) total = 0;
+            pb = same_upper ? total / 2 : total - total / 2;
+            pe = total - pb;
+        } else {
+            int64_t span = in + pb + pe - ext;
+            if (span < 0)
+                return bf__node_error(err, nd, BF_ESHAPE,
+                                      "spatial dim %d: input size %lld plus pads %lld + %lld is smaller than "
+                                      "the kernel extent %lld",
+                                      i, (long long)in, (long long)pb, (long long)pe, (long long)ext);
+            out = (ceil_mode ? ceil_div(span, s) : span / s) + 1;
+            if (ceil_mode && (out - 1) * s >= in + pb) out--;
+        }
+        /* A pool window lying wholly in the padding has no elements. */
+        if (kind != WIN_CONV && (pb >= ext || pe >= ext))
+            return bf__node_error(err, nd, BF_EUNSUPPORTED,
+                                  "spatial dim %d: pads %lld, %lld must be smaller than the kernel extent %lld",
+                                  i, (long long)pb, (long long)pe, (long long)ext);
+        w->in[j] = in, w->out[j] = out, w->k[j] = k, w->s[j] = s, w->d[j] = d;
+        w->pb[j] = pb, w->pe[j] = pe;
+    }
+    return BF_OK;
+}
+
+static int64_t win_in(const window *w) { return w->in[0] * w->in[1] * w->in[2]; }
+static int64_t win_out(const window *w) { return w->out[0] * w->out[1] * w->out[2]; }
+static int64_t win_k(const window *w) { return w->k[0] * w->k[1] * w->k[2]; }
+
+/* Output positions o in [*lo, *hi) whose input o*s - pb + kk*d lies in [0, in). */
+static void valid_range(int64_t in, int64_t out, int64_t s, int64_t pb, int64_t kk, int64_t d,
+                        int64_t *lo, int64_t *hi)
+{
+    int64_t off = kk * d - pb;                  /* input index = o*s + off */
+    int64_t l = off >= 0 ? 0 : ceil_div(-off, s);
+    int64_t h = in - off <= 0 ? 0 : ceil_div(in - off, s);
+    if (h > out) h = out;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* ---- Conv ---- */
+
+enum { CONV_IM2COL, CONV_POINTWISE, CONV_DEPTHWISE };
+#define DW_MAXKW 16             /* widest kernel the direct path takes */
+
+typedef struct conv_params {
+    window w;
+    int64_t n, c, m, group, cg, mg;
+    int64_t isp, osp, ksp, kc;          /* input, output, kernel positions; kc = cg * ksp */
+    int has_bias, path;
+} conv_params;
+static_assert(sizeof(conv_params) <= BF__OP_PARAMS_MAX, "conv params too large");
+
+bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    conv_params *cp = (conv_params *)p->params;
+    const bf_tensor *x = p->in[0], *wt = p->in[1];
+    const bf_tensor *b = p->n_in > 2 ? p->in[2] : NULL;
+    bf_status st;
+    if ((st = want_f32(p, 0, "X", err)) || (st = want_f32(p, 1, "W", err))) return st;
+    if (b && (st = want_f32(p, 2, "B", err))) return st;
+    char sx[96], sw[96];
+    if (wt->ndim != x->ndim || x->ndim < 3)
+        return bf__node_error(err, nd, BF_ESHAPE,
+                              "input W has shape %s; expected [M, C/group, k1, ...] of the same rank as X %s",
+                              bf_shape_str(wt->dims, wt->ndim, sw, sizeof sw),
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    if ((st = parse_window(p, WIN_CONV, wt->dims + 2, &cp->w, err))) return st;
+    int64_t group;
+    if ((st = bf__attr_int(nd, "group", 1, &group, err))) return st;
+    int64_t c = x->dims[1], m = wt->dims[0];
+    if (group < 1 || c % group != 0 || m % group != 0)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'group' is %lld; it must be >= 1 and divide both C = %lld and M = %lld",
+                              (long long)group, (long long)c, (long long)m);
+    if (wt->dims[1] != c / group)
+        return bf__node_error(err, nd, BF_ESHAPE,
+                              "input W has shape %s; expected dim 1 = C/group = %lld (C = %lld from X %s, group %lld)",
+                              bf_shape_str(wt->dims, wt->ndim, sw, sizeof sw), (long long)(c / group),
+                              (long long)c, bf_shape_str(x->dims, x->ndim, sx, sizeof sx), (long long)group);
+    if (b && (b->ndim != 1 || b->dims[0] != m))
+        return bf__node_error(err, nd, BF_ESHAPE, "input B has shape %s; expected [M] = [%lld]",
+                              bf_shape_str(b->dims, b->ndim, sw, sizeof sw), (long long)m);
+    const window *w = &cp->w;
+    cp->n = x->dims[0], cp->c = c, cp->m = m, cp->group = group;
+    cp->cg = c / group, cp->mg = m / group;
+    cp->isp = win_in(w), cp->osp = win_out(w), cp->ksp = win_k(w), cp->kc = cp->cg * cp->ksp;
+    cp->has_bias = b != NULL;
+    if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
+        return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large for BLAS (M/group %lld, "
+                              "output positions %lld, C/group * kernel %lld)", (long long)cp->mg,
+                              (long long)cp->osp, (long long)cp->kc);
+    int unit = 1;
+    for (int i = 0; i < 3; i++)
+        unit &= w->k[i] == 1 && w->s[i] == 1 && w->pb[i] == 0 && w->pe[i] == 0;
+    /* One input channel per group (depthwise, or a first layer on one
+     * channel): sgemm's K would be the kernel size alone; a direct loop is
+     * faster and needs no scratch. */
+    cp->path = unit ? CONV_POINTWISE : cp->cg == 1 && w->k[2] <= DW_MAXKW ? CONV_DEPTHWISE : CONV_IM2COL;
+    if (cp->path == CONV_IM2COL) {
+        double bytes = (double)cp->kc * (double)cp->osp * sizeof(float);
+        if (bytes > (double)((size_t)1 << 36))
+            return bf__node_error(err, nd, BF_EUNSUPPORTED, "im2col scratch of %.0f bytes is too large", bytes);
+        p->scratch = (size_t)cp->kc * (size_t)cp->osp * sizeof(float);
+    }
+    int64_t dims[5] = {cp->n, m};
+    for (int i = 0; i < w->rank; i++) dims[2 + i] = w->out[3 - w->rank + i];
+    bf__set_shape(p->out[0], BF_F32, 2 + w->rank, dims);
+    return BF_OK;
+}
+
+/* Copies the input windows of one group of one image into col, [kc, osp]
+ * row-major: row (c, kd, kh, kw), column (od, oh, ow); padding reads 0. */
+static void im2col(const conv_params *cp, const float *restrict x, float *restrict col)
+{
+    const window *w = &cp->w;
+    int64_t ID = w->in[0], IH = w->in[1], IW = w->in[2];
+    int64_t OD = w->out[0], OH = w->out[1], OW = w->out[2];
+    for (int64_t c = 0; c < cp->cg; c++) {
+        const float *xc = x + c * cp->isp;
+        for (int64_t kd = 0; kd < w->k[0]; kd++)
+            for (int64_t kh = 0; kh < w->k[1]; kh++)
+                for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                    int64_t lo, hi;
+                    valid_range(IW, OW, w->s[2], w->pb[2], kw, w->d[2], &lo, &hi);
+                    int64_t offw = kw * w->d[2] - w->pb[2], sw = w->s[2];
+                    for (int64_t od = 0; od < OD; od++) {
+                        int64_t id = od * w->s[0] - w->pb[0] + kd * w->d[0];
+                        for (int64_t oh = 0; oh < OH; oh++, col += OW) {
+                            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+                            if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+                                memset(col, 0, sizeof(float) * (size_t)OW);
+                                continue;
+                            }
+                            const float *restrict xr = xc + (id * IH + ih) * IW;
+                            for (int64_t ow = 0; ow < lo; ow++) col[ow] = 0.0f;
+                            if (sw == 1)
+                                memcpy(col + lo, xr + lo + offw, sizeof(float) * (size_t)(hi - lo));
+                            else
+                                for (int64_t ow = lo; ow < hi; ow++) col[ow] = xr[ow * sw + offw];
+                            for (int64_t ow = hi; ow < OW; ow++) col[ow] = 0.0f;
+                        }
+                    }
+                }
+    }
+}
+
+/* Depthwise and other one-input-channel convs run directly. Per kernel
+ * column kw, the output columns whose tap lands inside the input; all kw
+ * taps land inside for the interior columns [ilo, ihi). */
+typedef struct dw_cols {
+    int64_t lo[DW_MAXKW], hi[DW_MAXKW], ilo, ihi;
+} dw_cols;
+
+static void dw_cols_init(const window *w, dw_cols *dc)
+{
+    int64_t kw_n = w->k[2];
+    for (int64_t kw = 0; kw < kw_n; kw++)
+        valid_range(w->in[2], w->out[2], w->s[2], w->pb[2], kw, w->d[2], &dc->lo[kw], &dc->hi[kw]);
+    /* taps move right as kw grows: the first bounds the left, the last the right */
+    dc->ilo = dc->lo[0];
+    dc->ihi = dc->hi[kw_n - 1] > dc->ilo ? dc->hi[kw_n - 1] : dc->ilo;
+}
+
+/* yr += the taps of one kernel row (weights wrow) over input row xr, in kw
+ * order for every output: the same sums as tap-by-tap, fused for 3-wide
+ * kernels so the output row is loaded once. */
+static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
+                   const float *restrict wrow, float *restrict yr)
+{
+    int64_t kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
+    for (int64_t kw = 0; kw < kw_n; kw++) {
+        float wv = wrow[kw];
+        int64_t o = kw * d - pb;
+        int64_t e1 = dc->hi[kw] < ilo ? dc->hi[kw] : ilo, e2 = dc->lo[kw] > ihi ? dc->lo[kw] : ihi;
+        for (int64_t ow = dc->lo[kw]; ow < e1; ow++) yr[ow] += wv * xr[ow * s + o];
+        for (int64_t ow = e2; ow < dc->hi[kw]; ow++) yr[ow] += wv * xr[ow * s + o];
+    }
+    if (kw_n == 3) {
+        float w0 = wrow[0], w1 = wrow[1], w2 = wrow[2];
+        int64_t o0 = -pb, o1 = d - pb, o2 = 2 * d - pb;
+        if (s == 1)
+            for (int64_t ow = ilo; ow < ihi; ow++)
+                yr[ow] = ((yr[ow] + w0 * xr[ow + o0]) + w1 * xr[ow + o1]) + w2 * xr[ow + o2];
+        else
+            for (int64_t ow = ilo; ow < ihi; ow++)
+                yr[ow] = ((yr[ow] + w0 * xr[ow * s + o0]) + w1 * xr[ow * s + o1]) + w2 * xr[ow * s + o2];
+        return;
+    }
+    for (int64_t kw = 0; kw < kw_n; kw++) {
+        float wv = wrow[kw];
+        int64_t o = kw * d - pb;
+        if (s == 1)
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xr[ow + o];
+        else
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xr[ow * s + o];
+    }
+}
+
+/* One output channel from one input plane: y (bias-filled) += taps of x.
+ * Padding taps are skipped rather than multiplied by 0, so an Inf weight
+ * does not turn border outputs into NaN. */
+static void depthwise_channel(const window *w, const dw_cols *dc, const float *restrict x,
+                              const float *restrict wk, float *restrict y)
+{
+    int64_t ID = w->in[0], IH = w->in[1], IW = w->in[2];
+    int64_t OD = w->out[0], OH = w->out[1], OW = w->out[2];
+    for (int64_t kd = 0; kd < w->k[0]; kd++)
+        for (int64_t kh = 0; kh < w->k[1]; kh++) {
+            const float *wrow = wk + (kd * w->k[1] + kh) * w->k[2];
+            for (int64_t od = 0; od < OD; od++) {
+                int64_t id = od * w->s[0] - w->pb[0] + kd * w->d[0];
+                if (id < 0 || id >= ID) continue;
+                for (int64_t oh = 0; oh < OH; oh++) {
+                    int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+                    if (ih < 0 || ih >= IH) continue;
+                    dw_row(w, dc, x + (id * IH + ih) * IW, wrow, y + (od * OH + oh) * OW);
+                }
+            }
+        }
+}
+
+bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const conv_params *cp = c->params;
+    const float *x = c->in[0]->data, *wt = c->in[1]->data;
+    const float *bias = cp->has_bias ? c->in[2]->data : NULL;
+    float *y = c->out[0]->data;
+    int mg = (int)cp->mg, osp = (int)cp->osp, kc = (int)cp->kc;
+    if (osp == 0) return BF_OK;
+    dw_cols dc = {0};
+    if (cp->path == CONV_DEPTHWISE) dw_cols_init(&cp->w, &dc);
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t g = 0; g < cp->group; g++) {
+            const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
+            float *yg = y + (n * cp->m + g * cp->mg) * cp->osp;
+            const float *wg = wt + g * cp->mg * cp->kc;
+            /* Bias first, then sgemm accumulates onto it (beta = 1). */
+            for (int64_t j = 0; j < cp->mg; j++) {
+                float bv = bias ? bias[g * cp->mg + j] : 0.0f;
+                float *restrict yr = yg + j * cp->osp;
+                for (int64_t o = 0; o < cp->osp; o++) yr[o] = bv;
+            }
+            if (cp->path == CONV_DEPTHWISE) {
+                for (int64_t j = 0; j < cp->mg; j++)
+                    depthwise_channel(&cp->w, &dc, xg, wg + j * cp->ksp, yg + j * cp->osp);
+                continue;
+            }
+            if (mg == 0 || kc == 0) continue;
+            const float *col = xg;
+            if (cp->path == CONV_IM2COL) {
+                im2col(cp, xg, c->scratch);
+                col = c->scratch;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, osp, kc, 1.0f, wg, kc, col,
+                        osp, 1.0f, yg, osp);
+        }
+    return BF_OK;
+}
+
+/* ---- MaxPool, AveragePool ---- */
+
+typedef struct pool_params {
+    window w;
+    int64_t planes;             /* N * C */
+    int64_t ilo, ihi;           /* output columns whose whole window is inside the input */
+    int is_max, count_include_pad;
+} pool_params;
+static_assert(sizeof(pool_params) <= BF__OP_PARAMS_MAX, "pool params too large");
+
+static bf_status pool_prepare(bf__prep *p, int kind, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    pool_params *pp = (pool_params *)p->params;
+    bf_status st;
+    if ((st = want_f32(p, 0, "X", err))) return st;
+    if (kind == WIN_MAXPOOL && output_wanted(p, 1))
+        return bf__node_error(err, nd, BF_EUNSUPPORTED,
+                              "output Indices is not supported; only the values output Y");
+    int64_t cip = 0;
+    if (kind == WIN_AVGPOOL && (st = bf__attr_int(nd, "count_include_pad", 0, &cip, err))) return st;
+    if (cip != 0 && cip != 1)
+        return bf__node_error(err, nd, BF_EFORMAT, "attribute 'count_include_pad' is %lld; must be 0 or 1",
+                              (long long)cip);
+    if ((st = parse_window(p, kind, NULL, &pp->w, err))) return st;
+    const bf_tensor *x = p->in[0];
+    pp->planes = x->dims[0] * x->dims[1];
+    pp->is_max = kind == WIN_MAXPOOL;
+    pp->count_include_pad = (int)cip;
+    p->scratch = sizeof(float) * (size_t)pp->w.in[2];
+    const window *w = &pp->w;
+    int64_t lo, hi, unused;
+    valid_range(w->in[2], w->out[2], w->s[2], w->pb[2], 0, w->d[2], &pp->ilo, &unused);
+    valid_range(w->in[2], w->out[2], w->s[2], w->pb[2], w->k[2] - 1, w->d[2], &lo, &hi);
+    pp->ihi = hi > pp->ilo ? hi : pp->ilo;
+    int64_t dims[5] = {x->dims[0], x->dims[1]};
+    for (int i = 0; i < pp->w.rank; i++) dims[2 + i] = pp->w.out[3 - pp->w.rank + i];
+    bf__set_shape(p->out[0], BF_F32, 2 + pp->w.rank, dims);
+    return BF_OK;
+}
+
+bf_status bf__maxpool_prepare(bf__prep *p, bf_error *err) { return pool_prepare(p, WIN_MAXPOOL, err); }
+bf_status bf__avgpool_prepare(bf__prep *p, bf_error *err) { return pool_prepare(p, WIN_AVGPOOL, err); }
+
+/* Max that propagates NaN: once the running max is NaN it stays NaN. */
+static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+
+/* Window [*lo, *hi) of input positions (step d) for output o, clipped to the
+ * input; *full is its size clipped to the padded input instead (the
+ * count_include_pad divisor, as in PyTorch and ONNX Runtime). */
+static void window_at(const window *w, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *full)
+{
+    int64_t start = o * w->s[i] - w->pb[i];
+    int64_t end = start + (w->k[i] - 1) * w->d[i] + 1;
+    int64_t pend = end < w->in[i] + w->pe[i] ? end : w->in[i] + w->pe[i];
+    *full = pend - start;                   /* dilation is 1 where this is used */
+    /* first tap at or after 0, on the dilation grid */
+    int64_t l = start >= 0 ? start : start + ceil_div(-start, w->d[i]) * w->d[i];
+    *lo = l;
+    *hi = end < w->in[i] ? end : w->in[i];
+}
+
+/* Reduces one row along its width: outputs [ilo, ihi) have every tap
+ * inside the row and go tap by tap over the whole range (vectorisable);
+ * the few edge outputs clip their windows one at a time. `rows` is the
+ * divisor's factor from the outer dims. */
+static void pool_row(const pool_params *pp, const float *restrict src, float *restrict yr, int64_t rows)
+{
+    const window *w = &pp->w;
+    int64_t k = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = pp->ilo, ihi = pp->ihi;
+    for (int64_t ow = 0; ow < w->out[2]; ow++) {
+        if (ow == ilo) ow = ihi;
+        if (ow >= w->out[2]) break;
+        int64_t w0, w1, wfull;
+        window_at(w, 2, ow, &w0, &w1, &wfull);
+        if (pp->is_max) {
+            float m = -INFINITY;
+            for (int64_t iw = w0; iw < w1; iw += d) m = max_nan(m, src[iw]);
+            yr[ow] = m;
+        } else {
+            float sum = 0.0f;
+            for (int64_t iw = w0; iw < w1; iw++) sum += src[iw];
+            yr[ow] = sum / (float)(rows * (pp->count_include_pad ? wfull : w1 - w0));
+        }
+    }
+    if (ilo >= ihi) return;
+    for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] = src[ow * s - pb];
+    for (int64_t j = 1; j < k; j++) {
+        int64_t o = j * d - pb;
+        if (pp->is_max)
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] = max_nan(yr[ow], src[ow * s + o]);
+        else
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += src[ow * s + o];
+    }
+    if (!pp->is_max) {
+        float count = (float)(rows * k);        /* an inside window: clipped or not, k wide */
+        for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] /= count;
+    }
+}
+
+/* Pools one plane separably: for each output row, reduce the window's input
+ * rows into a row of width IW (contiguous, vectorisable), then reduce along
+ * the row. Max and sum are both separable over a box. */
+static void pool_plane(const pool_params *pp, const float *restrict x, float *restrict y,
+                       float *restrict row)
+{
+    const window *w = &pp->w;
+    int64_t IH = w->in[1], IW = w->in[2];
+    for (int64_t od = 0; od < w->out[0]; od++) {
+        int64_t d0, d1, dfull;
+        window_at(w, 0, od, &d0, &d1, &dfull);
+        for (int64_t oh = 0; oh < w->out[1]; oh++) {
+            int64_t h0, h1, hfull;
+            window_at(w, 1, oh, &h0, &h1, &hfull);
+            int64_t rows = 0;
+            const float *src = row;
+            for (int64_t id = d0; id < d1; id += w->d[0])
+                for (int64_t ih = h0; ih < h1; ih += w->d[1]) {
+                    const float *restrict xr = x + (id * IH + ih) * IW;
+                    if (rows++ == 0) {
+                        src = xr;
+                        continue;
+                    }
+                    if (rows == 2) memcpy(row, src, sizeof(float) * (size_t)IW), src = row;
+                    if (pp->is_max)
+                        for (int64_t i = 0; i < IW; i++) row[i] = max_nan(row[i], xr[i]);
+                    else
+                        for (int64_t i = 0; i < IW; i++) row[i] += xr[i];
+                }
+            float *restrict yr = y + (od * w->out[1] + oh) * w->out[2];
+            if (rows == 0) {
+                /* only when dilated taps all miss the input: an empty max */
+                for (int64_t ow = 0; ow < w->out[2]; ow++) yr[ow] = -INFINITY;
+                continue;
+            }
+            int64_t nd_ = (d1 - d0 + w->d[0] - 1) / w->d[0], nh = (h1 - h0 + w->d[1] - 1) / w->d[1];
+            pool_row(pp, src, yr, pp->count_include_pad ? dfull * hfull : nd_ * nh);
+        }
+    }
+}
+
+bf_status bf__pool_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const pool_params *pp = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    int64_t isp = win_in(&pp->w), osp = win_out(&pp->w);
+    for (int64_t pl = 0; pl < pp->planes; pl++) pool_plane(pp, x + pl * isp, y + pl * osp, c->scratch);
+    return BF_OK;
+}
+
+/* ---- GlobalAveragePool ---- */
+
+typedef struct gap_params {
+    int64_t planes, size;
+} gap_params;
+static_assert(sizeof(gap_params) <= BF__OP_PARAMS_MAX, "gap params too large");
+
+bf_status bf__gap_prepare(bf__prep *p, bf_error *err)
+{
+    gap_params *gp = (gap_params *)p->params;
+    const bf_tensor *x = p->in[0];
+    bf_status st;
+    if ((st = want_f32(p, 0, "X", err))) return st;
+    char sx[96];
+    if (x->ndim < 3)
+        return bf__node_error(err, p->node, BF_ESHAPE,
+                              "input X has shape %s; expected [N, C, D1, ...] with at least one spatial dim",
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    int64_t dims[BF_MAX_DIMS];
+    gp->planes = x->dims[0] * x->dims[1];
+    gp->size = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        dims[i] = i < 2 ? x->dims[i] : 1;
+        if (i >= 2) gp->size *= x->dims[i];
+    }
+    if (gp->size == 0)
+        return bf__node_error(err, p->node, BF_ESHAPE, "input X has shape %s; the spatial dims are empty",
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    bf__set_shape(p->out[0], BF_F32, x->ndim, dims);
+    return BF_OK;
+}
+
+/* Float sum over 16 independent lanes: vectorises without reassociation and
+ * keeps the rounding error of a blocked sum. Overflow gives Inf, as in PyTorch. */
+static float sum_f32(const float *restrict x, int64_t n)
+{
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += x[i + j];
+    for (int j = 0; i < n; i++, j++) acc[j] += x[i];
+    for (int h = 8; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+    return acc[0];
+}
+
+bf_status bf__gap_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const gap_params *gp = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = sum_f32(x + pl * gp->size, gp->size) / (float)gp->size;
+    return BF_OK;
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# make demo: the main job on a built-in model and eval set. Shows what the
+# model is made of, its golden metrics, and what single-bit faults in its
+# weights do: a sign flip, a low mantissa bit, and a high exponent bit.
+set -euo pipefail
+BITFLIP=${1:-build/bitflip}
+cd "$(dirname "$0")/.."
+fx=tests/fixtures/conformance
+model=$fx/digits_cnn.onnx
+data=$fx/digits_cnn.eval.safetensors
+[ -f "$model" ] || { model=$fx/cnn_ops.onnx; data=$fx/cnn_ops.eval.safetensors; }
+
+echo "== bitflip info $model"
+"$BITFLIP" info "$model"
+echo
+echo "== bitflip eval (golden, then single-bit faults in the weights)"
+# the first parameter tensor listed by `info` (the line after the table header)
+param=$("$BITFLIP" info "$model" | awk '/^  name +shape/ {getline; print $1; exit}')
+flips=()
+if [ -n "$param" ]; then
+  flips=(--flip "$param:0:31" --flip "$param:0:3" --flip "$param:0:30")
+fi
+"$BITFLIP" eval "$model" "$data" "${flips[@]}" --random-flips 5 --seed 7

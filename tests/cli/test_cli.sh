@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The bitflip CLI as a user meets it: help, exit codes, error messages that
+# name the culprit, and eval results that agree with the reference file.
+# usage: test_cli.sh BITFLIP FIXTURES_DIR
+set -u
+BF=$1
+FX=$2/conformance
+fails=0 passes=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+check() {   # check NAME EXPECTED_RC CMD... ; output in $tmp/out
+  local name=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "FAIL $name: exit $rc, wanted $want"; sed 's/^/    /' "$tmp/out" | head -20; fails=$((fails+1))
+  else passes=$((passes+1)); fi
+}
+contains() {  # contains NAME TEXT : the last output contains TEXT
+  if grep -qF -- "$2" "$tmp/out"; then passes=$((passes+1)); else
+    echo "FAIL $1: output lacks '$2'"; sed 's/^/    /' "$tmp/out" | head -20; fails=$((fails+1)); fi
+}
+
+model=$(ls "$FX"/*.onnx | head -n 1)
+name=$(basename "$model" .onnx)
+data=$FX/$name.eval.safetensors
+
+check help 0 "$BF" --help;                      contains help "usage: bitflip"
+check help_eval 0 "$BF" help eval;              contains help_eval "--flip"
+check no_args 2 "$BF"
+check unknown_cmd 2 "$BF" frobnicate;           contains unknown_cmd "no command 'frobnicate'"
+check unknown_opt 2 "$BF" eval --frob "$model" "$data"; contains unknown_opt "unknown option '--frob'"
+check missing_model 3 "$BF" info /nonexistent/m.onnx;    contains missing_model "/nonexistent/m.onnx"
+check missing_data 3 "$BF" eval "$model" /nonexistent/d.safetensors; contains missing_data "/nonexistent/d.safetensors"
+check bad_threads 2 "$BF" eval "$model" "$data" --threads 0; contains bad_threads "--threads must be"
+
+# a file that is not ONNX: the error says so and where
+head -c 100 "$model" >"$tmp/cut.onnx"
+check truncated 3 "$BF" info "$tmp/cut.onnx";   contains truncated "cut.onnx: not a valid ONNX model"
+# an eval set for another model: names the missing tensor
+printf '\x1a\x00\x00\x00\x00\x00\x00\x00{"zz":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]}}\x00\x00\x80\x3f' | head -c 38 >"$tmp/wrong.safetensors"
+check wrong_data 3 "$BF" eval "$model" "$tmp/wrong.safetensors"
+
+check info 0 "$BF" info "$model";               contains info "parameters (fault surface)"
+check info_json 0 "$BF" info --json "$model";   contains info_json '"param_elements"'
+param=$("$BF" info "$model" | awk '/^  name +shape/ {getline; print $1; exit}')
+
+check eval 0 "$BF" eval "$model" "$data";       contains eval "golden"
+check eval_json 0 "$BF" eval --json "$model" "$data" --threads 2 --batch 7; contains eval_json '"samples_per_s"'
+check bad_flip 2 "$BF" eval "$model" "$data" --flip "$param:0:40"; contains bad_flip "bit 40"
+check bad_flip_name 2 "$BF" eval "$model" "$data" --flip "nope:0:1"; contains bad_flip_name "no parameter 'nope'"
+check bad_flip_index 2 "$BF" eval "$model" "$data" --flip "$param:99999999:1"; contains bad_flip_index "does not exist"
+check flip 0 "$BF" eval "$model" "$data" --flip "$param:0:30" --flip "$param:0:31"; contains flip "$param[0] bit 30"
+
+# Faults never leak between passes: golden outputs before and after a run
+# with faults are identical, and the same for any thread count (bit identity
+# depends on the batch size, which both runs share).
+"$BF" eval "$model" "$data" --outputs "$tmp/a.csv" >/dev/null 2>&1
+"$BF" eval "$model" "$data" --threads 2 --batch 256 --flip "$param:0:30" --outputs "$tmp/b.csv" >/dev/null 2>&1
+if cmp -s "$tmp/a.csv" "$tmp/b.csv"; then passes=$((passes+1)); else echo "FAIL outputs differ across thread counts or after faults"; fails=$((fails+1)); fi
+[ -s "$tmp/a.csv" ] && passes=$((passes+1)) || { echo "FAIL no outputs written"; fails=$((fails+1)); }
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

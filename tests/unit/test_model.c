@@ -1,0 +1,543 @@
+/* Model loading and plans: models are built here as protobuf structs with the
+ * generated protobuf-c code, packed to bytes, and loaded as a user's file
+ * would be. Checks the graph checks (unsupported op, cycle, missing input,
+ * external data, opset), hostile bytes (every truncation, random corruption),
+ * allocation failure at every point, dynamic-batch shape folding, and that
+ * a plan computes what a hand calculation says. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "alloc_fail.h"
+#include "bitflip/bitflip.h"
+#include "onnx.pb-c.h"
+
+/* --- building models: everything lives in one arena freed per test */
+
+typedef struct builder {
+    void *allocs[4096];
+    size_t n;
+    Onnx__NodeProto *nodes[64];
+    size_t n_nodes;
+    Onnx__TensorProto *inits[64];
+    size_t n_inits;
+    Onnx__ValueInfoProto *ins[8], *outs[8];
+    size_t n_ins, n_outs;
+    int64_t opset;
+} builder;
+
+static void *b_alloc(builder *b, size_t size)
+{
+    void *p = calloc(1, size);
+    assert_non_null(p);
+    b->allocs[b->n++] = p;
+    return p;
+}
+
+static void b_free(builder *b)
+{
+    for (size_t i = 0; i < b->n; i++) free(b->allocs[i]);
+    b->n = 0;
+}
+
+static char *b_str(builder *b, const char *s)
+{
+    char *d = b_alloc(b, strlen(s) + 1);
+    strcpy(d, s);
+    return d;
+}
+
+static Onnx__NodeProto *node(builder *b, const char *op, const char *name, const char *in0, const char *in1,
+                             const char *in2, const char *out)
+{
+    Onnx__NodeProto *n = b_alloc(b, sizeof *n);
+    onnx__node_proto__init(n);
+    n->op_type = b_str(b, op);
+    n->name = b_str(b, name);
+    const char *ins[3] = {in0, in1, in2};
+    n->input = b_alloc(b, 3 * sizeof(char *));
+    for (int i = 0; i < 3 && ins[i]; i++) n->input[n->n_input++] = b_str(b, ins[i]);
+    n->output = b_alloc(b, sizeof(char *));
+    n->output[0] = b_str(b, out);
+    n->n_output = 1;
+    n->attribute = b_alloc(b, 8 * sizeof(Onnx__AttributeProto *));
+    b->nodes[b->n_nodes++] = n;
+    return n;
+}
+
+static void attr_int(builder *b, Onnx__NodeProto *n, const char *name, int64_t v)
+{
+    Onnx__AttributeProto *a = b_alloc(b, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = b_str(b, name);
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    a->has_i = 1;
+    a->i = v;
+    n->attribute[n->n_attribute++] = a;
+}
+
+static Onnx__TensorProto *init_f32(builder *b, const char *name, int ndim, const int64_t *dims, const float *data)
+{
+    Onnx__TensorProto *t = b_alloc(b, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = b_str(b, name);
+    t->has_data_type = 1;
+    t->data_type = 1;
+    t->n_dims = (size_t)ndim;
+    t->dims = b_alloc(b, 8 * sizeof(int64_t));
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) { t->dims[i] = dims[i]; numel *= dims[i]; }
+    t->n_float_data = (size_t)numel;
+    t->float_data = b_alloc(b, (size_t)numel * sizeof(float) + 1);
+    memcpy(t->float_data, data, (size_t)numel * sizeof(float));
+    b->inits[b->n_inits++] = t;
+    return t;
+}
+
+static Onnx__TensorProto *init_i64(builder *b, const char *name, int ndim, const int64_t *dims, const int64_t *data)
+{
+    Onnx__TensorProto *t = b_alloc(b, sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = b_str(b, name);
+    t->has_data_type = 1;
+    t->data_type = 7;
+    t->n_dims = (size_t)ndim;
+    t->dims = b_alloc(b, 8 * sizeof(int64_t));
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) { t->dims[i] = dims[i]; numel *= dims[i]; }
+    t->n_int64_data = (size_t)numel;
+    t->int64_data = b_alloc(b, (size_t)numel * sizeof(int64_t) + 1);
+    memcpy(t->int64_data, data, (size_t)numel * sizeof(int64_t));
+    b->inits[b->n_inits++] = t;
+    return t;
+}
+
+/* dims < 0 become the symbolic "batch" */
+static Onnx__ValueInfoProto *value_info(builder *b, const char *name, int elem, int ndim, const int64_t *dims)
+{
+    Onnx__ValueInfoProto *v = b_alloc(b, sizeof *v);
+    onnx__value_info_proto__init(v);
+    v->name = b_str(b, name);
+    Onnx__TypeProto *tp = b_alloc(b, sizeof *tp);
+    onnx__type_proto__init(tp);
+    Onnx__TypeProto__Tensor *tt = b_alloc(b, sizeof *tt);
+    onnx__type_proto__tensor__init(tt);
+    tt->has_elem_type = 1;
+    tt->elem_type = elem;
+    Onnx__TensorShapeProto *sh = b_alloc(b, sizeof *sh);
+    onnx__tensor_shape_proto__init(sh);
+    sh->dim = b_alloc(b, 8 * sizeof(void *));
+    for (int i = 0; i < ndim; i++) {
+        Onnx__TensorShapeProto__Dimension *d = b_alloc(b, sizeof *d);
+        onnx__tensor_shape_proto__dimension__init(d);
+        if (dims[i] >= 0) { d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE; d->dim_value = dims[i]; }
+        else { d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM; d->dim_param = b_str(b, "batch"); }
+        sh->dim[sh->n_dim++] = d;
+    }
+    tt->shape = sh;
+    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    v->type = tp;
+    return v;
+}
+
+static uint8_t *pack(builder *b, size_t *len)
+{
+    Onnx__GraphProto g;
+    onnx__graph_proto__init(&g);
+    g.name = (char *)"test";
+    g.n_node = b->n_nodes; g.node = b->nodes;
+    g.n_initializer = b->n_inits; g.initializer = b->inits;
+    g.n_input = b->n_ins; g.input = b->ins;
+    g.n_output = b->n_outs; g.output = b->outs;
+    Onnx__OperatorSetIdProto ops;
+    onnx__operator_set_id_proto__init(&ops);
+    ops.domain = (char *)"";
+    ops.has_version = 1;
+    ops.version = b->opset ? b->opset : 13;
+    Onnx__OperatorSetIdProto *opsp = &ops;
+    Onnx__ModelProto m;
+    onnx__model_proto__init(&m);
+    m.has_ir_version = 1;
+    m.ir_version = 7;
+    m.producer_name = (char *)"bitflip-test";
+    m.graph = &g;
+    m.n_opset_import = 1;
+    m.opset_import = &opsp;
+    *len = onnx__model_proto__get_packed_size(&m);
+    uint8_t *buf = malloc(*len + 1);
+    assert_non_null(buf);
+    onnx__model_proto__pack(&m, buf);
+    return buf;
+}
+
+/* x[batch,3] -> Gemm(W[2,3], bias[2], transB) -> Relu -> y[batch,2] */
+static const float W[6] = {1, 2, 3, -1, 0.5f, 0.25f};
+static const float BIAS[2] = {0.5f, -4};
+
+static void build_mlp(builder *b)
+{
+    int64_t xd[2] = {-1, 3}, yd[2] = {-1, 2}, wd[2] = {2, 3}, bd[1] = {2};
+    b->ins[b->n_ins++] = value_info(b, "x", 1, 2, xd);
+    b->outs[b->n_outs++] = value_info(b, "y", 1, 2, yd);
+    init_f32(b, "fc.weight", 2, wd, W);
+    init_f32(b, "fc.bias", 1, bd, BIAS);
+    Onnx__NodeProto *g = node(b, "Gemm", "fc", "x", "fc.weight", "fc.bias", "h");
+    attr_int(b, g, "transB", 1);
+    node(b, "Relu", "act", "h", NULL, NULL, "y");
+}
+
+static bf_status load(builder *b, bf_model **m, bf_error *err)
+{
+    size_t len;
+    uint8_t *buf = pack(b, &len);
+    bf_status st = bf_model_load_buffer(buf, len, "test.onnx", m, err);
+    free(buf);
+    return st;
+}
+
+static void mlp_runs_and_matches_hand_arithmetic(void **state)
+{
+    (void)state;
+    builder b = {0};
+    bf_model *m = NULL;
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    build_mlp(&b);
+    assert_int_equal(load(&b, &m, &err), BF_OK);
+    assert_int_equal(bf_model_num_inputs(m), 1);
+    assert_int_equal(bf_model_num_params(m), 2);
+    assert_int_equal(bf_model_param_elements(m), 8);
+    assert_string_equal(bf_model_param(m, 0)->reader_op, "Gemm");
+    assert_int_equal(bf_model_input(m, 0)->dims[0], -1);
+    assert_string_equal(bf_model_input(m, 0)->dim_names[0], "batch");
+
+    assert_int_equal(bf_plan_create(m, 2, &p, &err), BF_OK);
+    float *x = bf_plan_input(p, 0)->data;
+    /* sample 0: x = (1, 1, 1): h = (1+2+3+0.5, -1+0.5+0.25-4) = (6.5, -4.25) -> y = (6.5, 0)
+     * sample 1: x = (0, 2, -1): h = (4-3+0.5, 1-0.25-4) = (1.5, -3.25) -> y = (1.5, 0) */
+    const float xs[6] = {1, 1, 1, 0, 2, -1};
+    memcpy(x, xs, sizeof xs);
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    const float *y = bf_plan_output(p, 0)->data;
+    assert_float_equal(y[0], 6.5f, 1e-6);
+    assert_float_equal(y[1], 0.0f, 0);
+    assert_float_equal(y[2], 1.5f, 1e-6);
+    assert_float_equal(y[3], 0.0f, 0);
+
+    /* a fault lives in the plan only;
+     * flip bit 30 of W[0][0]: 1.0 = 0x3f800000 -> 0x7f800000 = +inf */
+    bf_bitflip f = {.param = 0, .index = 0, .bit = 30};
+    float old_v, new_v;
+    assert_int_equal(bf_plan_flip_bit(p, &f, &old_v, &new_v, &err), BF_OK);
+    assert_true(old_v == 1.0f);
+    assert_true(isinf(new_v));
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    assert_true(isinf(y[0]) && y[0] > 0);
+    /* sample 1 has x[0] = 0, and 0 * inf is NaN in IEEE arithmetic (as in
+     * PyTorch): the NaN reaches y, Relu keeps it */
+    assert_true(isnan(y[2]));
+    assert_true(((const float *)bf_model_param(m, 0)->tensor->data)[0] == 1.0f);   /* model untouched */
+    assert_int_equal(bf_plan_flip_bit(p, &f, NULL, NULL, &err), BF_OK);           /* undo */
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    assert_float_equal(y[0], 6.5f, 1e-6);
+
+    bf_plan_free(p);
+    bf_model_free(m);
+    b_free(&b);
+}
+
+static void expect_load_error(builder *b, bf_status want, const char *needle1, const char *needle2)
+{
+    bf_model *m = NULL;
+    bf_error err = {0};
+    bf_status st = load(b, &m, &err);
+    if (st != want || !strstr(err.msg, needle1) || (needle2 && !strstr(err.msg, needle2)))
+        fail_msg("status %d, message: %s (wanted %d with '%s')", st, err.msg, want, needle1);
+    assert_null(m);
+}
+
+static void unsupported_op_is_named(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    node(&b, "NonMaxSuppression", "nms", "y", NULL, NULL, "z");
+    expect_load_error(&b, BF_EUNSUPPORTED, "NonMaxSuppression", "'nms'");
+    b_free(&b);
+}
+
+static void missing_input_is_named(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    node(&b, "Relu", "r2", "nowhere", NULL, NULL, "z");
+    expect_load_error(&b, BF_EFORMAT, "'nowhere'", "'r2'");
+    b_free(&b);
+}
+
+static void cycle_is_named(void **state)
+{
+    (void)state;
+    builder b = {0};
+    int64_t xd[2] = {-1, 3};
+    b.ins[b.n_ins++] = value_info(&b, "x", 1, 2, xd);
+    b.outs[b.n_outs++] = value_info(&b, "c", 1, 2, xd);
+    node(&b, "Add", "loop_a", "x", "c", NULL, "a");
+    node(&b, "Relu", "loop_b", "a", NULL, NULL, "c");
+    expect_load_error(&b, BF_EFORMAT, "cycle", "loop_");
+    b_free(&b);
+}
+
+static void external_data_is_refused(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    Onnx__TensorProto *t = b.inits[0];
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    expect_load_error(&b, BF_EUNSUPPORTED, "external", "fc.weight");
+    b_free(&b);
+}
+
+static void wrong_data_length_is_refused(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    b.inits[1]->n_float_data = 1;   /* bias dims say 2 */
+    expect_load_error(&b, BF_EFORMAT, "fc.bias", "float_data");
+    b_free(&b);
+}
+
+static void old_opset_is_refused(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    b.opset = 9;
+    expect_load_error(&b, BF_EUNSUPPORTED, "opset 9", "11");
+    b_free(&b);
+}
+
+static void duplicate_output_is_refused(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    node(&b, "Relu", "again", "h", NULL, NULL, "y");
+    expect_load_error(&b, BF_EFORMAT, "'again'", "'y'");
+    b_free(&b);
+}
+
+static void shape_mismatch_names_node(void **state)
+{
+    (void)state;
+    builder b = {0};
+    int64_t xd[2] = {-1, 4}, yd[2] = {-1, 2}, wd[2] = {2, 3}, bd[1] = {2};   /* x has 4 features, W wants 3 */
+    b.ins[b.n_ins++] = value_info(&b, "x", 1, 2, xd);
+    b.outs[b.n_outs++] = value_info(&b, "y", 1, 2, yd);
+    init_f32(&b, "fc.weight", 2, wd, W);
+    init_f32(&b, "fc.bias", 1, bd, BIAS);
+    Onnx__NodeProto *g = node(&b, "Gemm", "fc", "x", "fc.weight", "fc.bias", "y");
+    attr_int(&b, g, "transB", 1);
+    bf_model *m = NULL;
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&b, &m, &err), BF_OK);
+    assert_int_not_equal(bf_plan_create(m, 4, &p, &err), BF_OK);
+    assert_null(p);
+    if (!strstr(err.msg, "'fc'") || !strstr(err.msg, "Gemm")) fail_msg("message: %s", err.msg);
+    bf_model_free(m);
+    b_free(&b);
+}
+
+static void every_truncation_fails_cleanly(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    size_t len;
+    uint8_t *buf = pack(&b, &len);
+    int offsets_named = 0;
+    for (size_t cut = 0; cut < len; cut++) {
+        bf_model *m = NULL;
+        bf_error err = {0};
+        uint8_t *copy = malloc(cut + 1);   /* exact size, so ASan sees any overread */
+        memcpy(copy, buf, cut);
+        bf_status st = bf_model_load_buffer(copy, cut, "cut.onnx", &m, &err);
+        free(copy);
+        if (st == BF_OK) fail_msg("a model cut to %zu of %zu bytes loaded", cut, len);
+        assert_null(m);
+        assert_true(err.msg[0] != '\0');
+        offsets_named += strstr(err.msg, "byte offset") != NULL;
+    }
+    /* most cuts land inside a field, and those name where */
+    assert_true(offsets_named > (int)len / 2);
+    free(buf);
+    b_free(&b);
+}
+
+static void random_corruption_never_crashes(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    size_t len;
+    uint8_t *buf = pack(&b, &len);
+    uint8_t *copy = malloc(len);
+    uint64_t s = 12345;
+    for (int iter = 0; iter < 3000; iter++) {
+        memcpy(copy, buf, len);
+        for (int k = 0; k < 1 + iter % 4; k++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            copy[s % len] ^= (uint8_t)(1u << ((s >> 32) % 8));
+        }
+        bf_model *m = NULL;
+        bf_error err = {0};
+        if (bf_model_load_buffer(copy, len, "bad.onnx", &m, &err) == BF_OK) {
+            /* a flip in a float's bytes is still a valid model: it must also plan or fail cleanly */
+            bf_plan *p = NULL;
+            if (bf_plan_create(m, 2, &p, &err) == BF_OK) {
+                assert_int_equal(bf_plan_run(p, &err), BF_OK);
+                bf_plan_free(p);
+            }
+            bf_model_free(m);
+        } else {
+            assert_true(err.msg[0] != '\0');
+        }
+    }
+    free(copy);
+    free(buf);
+    b_free(&b);
+}
+
+static void allocation_failures_are_clean(void **state)
+{
+    (void)state;
+    builder b = {0};
+    build_mlp(&b);
+    size_t len;
+    uint8_t *buf = pack(&b, &len);
+    int succeeded = 0;
+    for (long n = 0; n < 400 && !succeeded; n++) {
+        bf_model *m = NULL;
+        bf_plan *p = NULL;
+        bf_error err = {0};
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_model_load_buffer(buf, len, "t.onnx", &m, &err);
+        if (st == BF_OK) st = bf_plan_create(m, 3, &p, &err);
+        if (st == BF_OK) st = bf_plan_run(p, &err);
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) succeeded = 1;
+        else if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+        bf_plan_free(p);
+        bf_model_free(m);
+    }
+    assert_true(succeeded);
+    free(buf);
+    b_free(&b);
+}
+
+/* What PyTorch exports for x.view(x.size(0), -1) style code:
+ * Shape(x) -> Gather(0) -> Unsqueeze -> Concat([b], [6]) -> Reshape(x). The
+ * plan must fold all of it, leaving only the Reshape, for any batch. */
+static void dynamic_batch_reshape_is_folded(void **state)
+{
+    (void)state;
+    builder b = {0};
+    int64_t xd[3] = {-1, 2, 3}, yd[2] = {-1, 6}, one[1] = {1}, zero = 0, six = 6;
+    b.ins[b.n_ins++] = value_info(&b, "x", 1, 3, xd);
+    b.outs[b.n_outs++] = value_info(&b, "y", 1, 2, yd);
+    init_i64(&b, "idx0", 0, NULL, &zero);
+    init_i64(&b, "axes0", 1, one, &zero);
+    init_i64(&b, "six", 1, one, &six);
+    node(&b, "Shape", "shape", "x", NULL, NULL, "s");
+    Onnx__NodeProto *gather = node(&b, "Gather", "batch", "s", "idx0", NULL, "b");
+    attr_int(&b, gather, "axis", 0);
+    node(&b, "Unsqueeze", "unsq", "b", "axes0", NULL, "b1");
+    Onnx__NodeProto *cat = node(&b, "Concat", "cat", "b1", "six", NULL, "shape2");
+    attr_int(&b, cat, "axis", 0);
+    node(&b, "Reshape", "reshape", "x", "shape2", NULL, "y");
+
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (load(&b, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    for (int64_t batch = 1; batch <= 5; batch += 2) {
+        bf_plan *p = NULL;
+        if (bf_plan_create(m, batch, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+        assert_int_equal(bf_plan_num_steps(p), 1);
+        const bf_tensor *y = bf_plan_output(p, 0);
+        assert_int_equal(y->ndim, 2);
+        assert_int_equal(y->dims[0], batch);
+        assert_int_equal(y->dims[1], 6);
+        float *x = bf_plan_input(p, 0)->data;
+        for (int64_t i = 0; i < batch * 6; i++) x[i] = (float)i;
+        assert_int_equal(bf_plan_run(p, &err), BF_OK);
+        for (int64_t i = 0; i < batch * 6; i++) assert_true(((const float *)y->data)[i] == (float)i);
+        bf_plan_free(p);
+    }
+    bf_model_free(m);
+    b_free(&b);
+}
+
+static void fixed_batch_mismatch_is_explained(void **state)
+{
+    (void)state;
+    builder b = {0};
+    int64_t xd[2] = {1, 3}, yd[2] = {1, 3};
+    b.ins[b.n_ins++] = value_info(&b, "x", 1, 2, xd);
+    b.outs[b.n_outs++] = value_info(&b, "y", 1, 2, yd);
+    node(&b, "Relu", "r", "x", NULL, NULL, "y");
+    bf_model *m = NULL;
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&b, &m, &err), BF_OK);
+    assert_int_equal(bf_plan_create(m, 4, &p, &err), BF_ESHAPE);
+    assert_non_null(strstr(err.msg, "fixed batch of 1"));
+    assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_OK);
+    bf_plan_free(p);
+    bf_model_free(m);
+    b_free(&b);
+}
+
+static void missing_file_names_path(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_error err = {0};
+    assert_int_equal(bf_model_load_file("/nonexistent/model.onnx", &m, &err), BF_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "/nonexistent/model.onnx"));
+    assert_int_equal(bf_model_load_buffer("", 0, "empty.onnx", &m, &err), BF_EFORMAT);
+    assert_non_null(strstr(err.msg, "empty"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mlp_runs_and_matches_hand_arithmetic),
+        cmocka_unit_test(unsupported_op_is_named),
+        cmocka_unit_test(missing_input_is_named),
+        cmocka_unit_test(cycle_is_named),
+        cmocka_unit_test(external_data_is_refused),
+        cmocka_unit_test(wrong_data_length_is_refused),
+        cmocka_unit_test(old_opset_is_refused),
+        cmocka_unit_test(duplicate_output_is_refused),
+        cmocka_unit_test(shape_mismatch_names_node),
+        cmocka_unit_test(every_truncation_fails_cleanly),
+        cmocka_unit_test(random_corruption_never_crashes),
+        cmocka_unit_test(allocation_failures_are_clean),
+        cmocka_unit_test(dynamic_batch_reshape_is_folded),
+        cmocka_unit_test(fixed_batch_mismatch_is_explained),
+        cmocka_unit_test(missing_file_names_path),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
