@@ -2,6 +2,7 @@
 # newcomer needs; both install missing Debian packages first.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 

@@ -6,9 +6,9 @@ set -euo pipefail
 BITFLIP=${1:-build/bitflip}
 cd "$(dirname "$0")/.."
 fx=tests/fixtures/conformance
-model=$fx/digits_cnn.onnx
-data=$fx/digits_cnn.eval.safetensors
-[ -f "$model" ] || { model=$fx/cnn_ops.onnx; data=$fx/cnn_ops.eval.safetensors; }
+# a small CNN trained on scikit-learn's handwritten digits (tests/fixtures/make_fixtures.py)
+model=$fx/demo_digits.onnx
+data=$fx/demo_digits.eval.safetensors
 
 echo "== bitflip info $model"
 "$BITFLIP" info "$model"

@@ -249,7 +249,7 @@ int cmd_eval(int argc, char **argv)
         } else {
             char where[160];
             snprintf(where, sizeof where, "%s[%lld] bit %d", p->tensor->name, (long long)flips[i].index, flips[i].bit);
-            printf("  %-36s %11.4g -> %-11.4g", where, old_v, new_v);
+            printf("  %-36s %13.7g -> %-13.7g", where, old_v, new_v);
             if (task != BF_TASK_NONE) printf("  %s %.4f (%+.4f)", metric_name(task), metric_value(&r), metric_value(&r) - metric_value(&golden));
             printf("  %lld changed%s\n", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
         }

@@ -395,7 +395,7 @@ static void conv_random(void **state)
         {{2, {5, 7}, {1, 1}, {1, 1}, {1, 1}, {0}, NULL, 0}, 2, 6, 4, 2, 1, 0},
         /* strided, dilated, asymmetric pads, no bias */
         {{2, {11, 10}, {3, 2}, {2, 3}, {2, 1}, {1, 0, 2, 1}, NULL, 0}, 1, 3, 5, 1, 0, 1},
-        /* depthwise with multiplier 2, stride 2 */
+        /* depthwise with multiplier 2, stride 2 (im2col) */
         {{2, {10, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL, 0}, 2, 4, 8, 4, 1, 1},
         /* depthwise stride 1 dilation 2 */
         {{2, {8, 8}, {3, 3}, {1, 1}, {2, 2}, {2, 2, 2, 2}, NULL, 0}, 1, 3, 3, 3, 1, 0},
@@ -413,9 +413,9 @@ static void conv_random(void **state)
         {{2, {6, 6}, {1, 1}, {2, 2}, {1, 1}, {0}, NULL, 0}, 1, 3, 2, 1, 1, 1},
         /* a larger layer: 32 -> 64, 3x3 over 14x14 */
         {{2, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 0}, 2, 32, 64, 1, 1, 1},
-        /* direct path: 5-wide depthwise, stride 2; one-channel 1-D; kernel wider
-         * than the input (no interior columns); 3-D depthwise */
-        {{2, {6, 12}, {3, 5}, {1, 2}, {1, 1}, {1, 2, 1, 2}, NULL, 0}, 2, 3, 6, 3, 1, 1},
+        /* direct depthwise path: 5 wide, stride 2; kernel wider than the input
+         * (no interior columns); 3-D. And a one-channel 1-D first layer. */
+        {{2, {6, 12}, {3, 5}, {1, 2}, {1, 1}, {1, 2, 1, 2}, NULL, 0}, 2, 3, 3, 3, 1, 1},
         {{1, {10}, {3}, {1}, {1}, {1, 1}, NULL, 0}, 1, 1, 4, 1, 1, 1},
         {{2, {4, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 0}, 1, 2, 2, 2, 1, 1},
         {{3, {4, 5, 6}, {2, 3, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1, 1, 1, 1}, NULL, 0}, 1, 2, 2, 2, 1, 1},
@@ -486,6 +486,8 @@ static void conv_errors(void **state)
     expect_error("Conv", NULL, 0, inw, 2, 1, BF_ESHAPE, "same rank");
     const bf_tensor *ins[2] = {&xs, &wt};
     expect_error("Conv", g2, 1, ins, 2, 1, BF_ESHAPE, "smaller than the kernel extent 3");
+    const bf_tensor *inn[2] = {&x, NULL};
+    expect_error("Conv", NULL, 0, inn, 2, 1, BF_EFORMAT, "input W is required");
     th_tensor_free(&x), th_tensor_free(&wt), th_tensor_free(&b), th_tensor_free(&wbad), th_tensor_free(&xs);
 }
 

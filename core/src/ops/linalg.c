@@ -25,6 +25,8 @@ bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err);
 
 static bf_status want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
 {
+    if (!p->in[i])
+        return bf__node_error(err, p->node, BF_EFORMAT, "input %s is required but omitted", what);
     if (p->in[i]->dtype != BF_F32)
         return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
                               what, bf_dtype_name(p->in[i]->dtype));

@@ -9,6 +9,8 @@
 
 static bf_status want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
 {
+    if (!p->in[i])
+        return bf__node_error(err, p->node, BF_EFORMAT, "input %s is required but omitted", what);
     if (p->in[i]->dtype != BF_F32)
         return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
                               what, bf_dtype_name(p->in[i]->dtype));

@@ -11,6 +11,8 @@
 
 static bf_status want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
 {
+    if (!p->in[i])
+        return bf__node_error(err, p->node, BF_EFORMAT, "input %s is required but omitted", what);
     if (p->in[i]->dtype != BF_F32)
         return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
                               what, bf_dtype_name(p->in[i]->dtype));
@@ -220,10 +222,12 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     int unit = 1;
     for (int i = 0; i < 3; i++)
         unit &= w->k[i] == 1 && w->s[i] == 1 && w->pb[i] == 0 && w->pe[i] == 0;
-    /* One input channel per group (depthwise, or a first layer on one
-     * channel): sgemm's K would be the kernel size alone; a direct loop is
-     * faster and needs no scratch. */
-    cp->path = unit ? CONV_POINTWISE : cp->cg == 1 && w->k[2] <= DW_MAXKW ? CONV_DEPTHWISE : CONV_IM2COL;
+    /* Depthwise (one input and one output channel per group): sgemm would
+     * have one row and K = kernel size; a direct loop is faster and needs no
+     * scratch. With more output channels per input channel (a first layer on
+     * one channel), im2col + sgemm wins again. */
+    int depthwise = cp->cg == 1 && cp->mg == 1 && w->k[2] <= DW_MAXKW;
+    cp->path = unit ? CONV_POINTWISE : depthwise ? CONV_DEPTHWISE : CONV_IM2COL;
     if (cp->path == CONV_IM2COL) {
         double bytes = (double)cp->kc * (double)cp->osp * sizeof(float);
         if (bytes > (double)((size_t)1 << 36))
@@ -272,9 +276,9 @@ static void im2col(const conv_params *cp, const float *restrict x, float *restri
     }
 }
 
-/* Depthwise and other one-input-channel convs run directly. Per kernel
- * column kw, the output columns whose tap lands inside the input; all kw
- * taps land inside for the interior columns [ilo, ihi). */
+/* The direct depthwise path. Per kernel column kw, the output columns whose
+ * tap lands inside the input; all kw taps land inside for the interior
+ * columns [ilo, ihi). */
 typedef struct dw_cols {
     int64_t lo[DW_MAXKW], hi[DW_MAXKW], ilo, ihi;
 } dw_cols;
@@ -324,7 +328,7 @@ static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
     }
 }
 
-/* One output channel from one input plane: y (bias-filled) += taps of x.
+/* One depthwise channel: y (bias-filled) += taps of x.
  * Padding taps are skipped rather than multiplied by 0, so an Inf weight
  * does not turn border outputs into NaN. */
 static void depthwise_channel(const window *w, const dw_cols *dc, const float *restrict x,
@@ -363,15 +367,14 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
             float *yg = y + (n * cp->m + g * cp->mg) * cp->osp;
             const float *wg = wt + g * cp->mg * cp->kc;
-            /* Bias first, then sgemm accumulates onto it (beta = 1). */
+            /* Bias first; sgemm (beta = 1) or the direct loop accumulates onto it. */
             for (int64_t j = 0; j < cp->mg; j++) {
                 float bv = bias ? bias[g * cp->mg + j] : 0.0f;
                 float *restrict yr = yg + j * cp->osp;
                 for (int64_t o = 0; o < cp->osp; o++) yr[o] = bv;
             }
             if (cp->path == CONV_DEPTHWISE) {
-                for (int64_t j = 0; j < cp->mg; j++)
-                    depthwise_channel(&cp->w, &dc, xg, wg + j * cp->ksp, yg + j * cp->osp);
+                depthwise_channel(&cp->w, &dc, xg, wg, yg);
                 continue;
             }
             if (mg == 0 || kc == 0) continue;
