@@ -95,4 +95,12 @@ bf_status bf__read_ints(const bf__node *node, const char *what, const bf_tensor 
                         int64_t *out, int max, int *count, bf_error *err);
 void bf__set_shape(bf_tensor *t, bf_dtype dtype, int ndim, const int64_t *dims);
 
+/* Input i is present and float32; the error names it `what` ("X", "W"). */
+bf_status bf__want_f32(const bf__prep *p, int i, const char *what, bf_error *err);
+/* Optional output i exists and the graph reads it. */
+int bf__output_wanted(const bf__prep *p, int i);
+/* Float sum over 16 independent lanes: vectorises without reassociation and
+ * keeps the rounding error of a blocked sum. Overflow gives Inf, as in PyTorch. */
+float bf__sum16_f32(const float *restrict x, int64_t n);
+
 #endif

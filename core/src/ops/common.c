@@ -135,3 +135,30 @@ bf_status bf__read_ints(const bf__node *node, const char *what, const bf_tensor 
     *count = (int)n;
     return BF_OK;
 }
+
+bf_status bf__want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
+{
+    if (i >= p->n_in || !p->in[i])
+        return bf__node_error(err, p->node, BF_EFORMAT, "input %s is required but omitted", what);
+    if (p->in[i]->dtype != BF_F32)
+        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
+                              what, bf_dtype_name(p->in[i]->dtype));
+    return BF_OK;
+}
+
+int bf__output_wanted(const bf__prep *p, int i)
+{
+    return i < p->n_out && p->out[i] && (!p->node->out || p->node->out[i] >= 0);
+}
+
+float bf__sum16_f32(const float *restrict x, int64_t n)
+{
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += x[i + j];
+    for (int j = 0; i < n; i++, j++) acc[j] += x[i];
+    for (int h = 8; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+    return acc[0];
+}

@@ -9,29 +9,8 @@
 #include <string.h>
 
 #include "../op.h"
+#include "linalg_impl.h"
 
-/* Defined in linalg_spatial.c and linalg_norm.c. */
-bf_status bf__conv_prepare(bf__prep *p, bf_error *err);
-bf_status bf__conv_run(const bf__ctx *c, bf_error *err);
-bf_status bf__maxpool_prepare(bf__prep *p, bf_error *err);
-bf_status bf__avgpool_prepare(bf__prep *p, bf_error *err);
-bf_status bf__pool_run(const bf__ctx *c, bf_error *err);
-bf_status bf__gap_prepare(bf__prep *p, bf_error *err);
-bf_status bf__gap_run(const bf__ctx *c, bf_error *err);
-bf_status bf__batchnorm_prepare(bf__prep *p, bf_error *err);
-bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err);
-bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err);
-bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err);
-
-static bf_status want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
-{
-    if (!p->in[i])
-        return bf__node_error(err, p->node, BF_EFORMAT, "input %s is required but omitted", what);
-    if (p->in[i]->dtype != BF_F32)
-        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
-                              what, bf_dtype_name(p->in[i]->dtype));
-    return BF_OK;
-}
 
 /* BLAS takes int sizes. */
 static bf_status blas_size(const bf__prep *p, const char *what, int64_t v, bf_error *err)
@@ -68,8 +47,8 @@ static bf_status gemm_prepare(bf__prep *p, bf_error *err)
                               (long long)ta, (long long)tb);
     const bf_tensor *a = p->in[0], *b = p->in[1];
     const bf_tensor *c = p->n_in > 2 ? p->in[2] : NULL;
-    if ((st = want_f32(p, 0, "A", err)) || (st = want_f32(p, 1, "B", err))) return st;
-    if (c && (st = want_f32(p, 2, "C", err))) return st;
+    if ((st = bf__want_f32(p, 0, "A", err)) || (st = bf__want_f32(p, 1, "B", err))) return st;
+    if (c && (st = bf__want_f32(p, 2, "C", err))) return st;
     char sa[96], sb[96];
     if (a->ndim != 2 || b->ndim != 2)
         return bf__node_error(err, nd, BF_ESHAPE, "inputs A %s and B %s must both be 2-D",
@@ -157,7 +136,7 @@ static bf_status matmul_prepare(bf__prep *p, bf_error *err)
     matmul_params *mp = (matmul_params *)p->params;
     const bf_tensor *a = p->in[0], *b = p->in[1];
     bf_status st;
-    if ((st = want_f32(p, 0, "A", err)) || (st = want_f32(p, 1, "B", err))) return st;
+    if ((st = bf__want_f32(p, 0, "A", err)) || (st = bf__want_f32(p, 1, "B", err))) return st;
     char sa[96], sb[96];
     if (a->ndim == 0 || b->ndim == 0)
         return bf__node_error(err, nd, BF_ESHAPE, "inputs A %s and B %s must have rank >= 1",

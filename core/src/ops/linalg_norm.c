@@ -6,21 +6,7 @@
 #include <string.h>
 
 #include "../op.h"
-
-static bf_status want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
-{
-    if (!p->in[i])
-        return bf__node_error(err, p->node, BF_EFORMAT, "input %s is required but omitted", what);
-    if (p->in[i]->dtype != BF_F32)
-        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
-                              what, bf_dtype_name(p->in[i]->dtype));
-    return BF_OK;
-}
-
-static int output_wanted(const bf__prep *p, int i)
-{
-    return i < p->n_out && p->out[i] && (!p->node->out || p->node->out[i] >= 0);
-}
+#include "linalg_impl.h"
 
 /* ---- BatchNormalization ---- */
 
@@ -43,13 +29,13 @@ bf_status bf__batchnorm_prepare(bf__prep *p, bf_error *err)
         return bf__node_error(err, nd, BF_EUNSUPPORTED,
                               "training_mode = %lld is not supported; only inference (0)", (long long)training);
     for (int i = 1; i < p->n_out; i++)
-        if (output_wanted(p, i))
+        if (bf__output_wanted(p, i))
             return bf__node_error(err, nd, BF_EUNSUPPORTED,
                                   "output %d (running or saved statistics, training only) is not supported; "
                                   "only Y", i);
     static const char *const names[5] = {"X", "scale", "B", "input_mean", "input_var"};
     for (int i = 0; i < 5; i++)
-        if ((st = want_f32(p, i, names[i], err))) return st;
+        if ((st = bf__want_f32(p, i, names[i], err))) return st;
     const bf_tensor *x = p->in[0];
     char sx[96], sv[96];
     if (x->ndim < 2)
@@ -106,7 +92,7 @@ static bf_status ln_param_shape(const bf__prep *p, int i, const char *what, int 
 {
     const bf_tensor *x = p->in[0], *t = p->in[i];
     bf_status st;
-    if ((st = want_f32(p, i, what, err))) return st;
+    if ((st = bf__want_f32(p, i, what, err))) return st;
     if (bf_tensor_numel(t) == 1 && t->ndim <= x->ndim) {
         *full = 0;
         return BF_OK;
@@ -139,10 +125,10 @@ bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err)
         (st = bf__attr_int(nd, "stash_type", 1, &stash, err)))
         return st;
     (void)stash;                /* statistics are computed in float whatever it asks */
-    if (output_wanted(p, 1) || output_wanted(p, 2))
+    if (bf__output_wanted(p, 1) || bf__output_wanted(p, 2))
         return bf__node_error(err, nd, BF_EUNSUPPORTED,
                               "outputs Mean and InvStdDev are not supported; only Y");
-    if ((st = want_f32(p, 0, "X", err))) return st;
+    if ((st = bf__want_f32(p, 0, "X", err))) return st;
     const bf_tensor *x = p->in[0];
     if (x->ndim == 0)
         return bf__node_error(err, nd, BF_ESHAPE, "input X is a scalar; expected rank >= 1");
@@ -158,20 +144,6 @@ bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err)
     }
     bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
     return BF_OK;
-}
-
-/* Float sum over 16 independent lanes: vectorises without reassociation and
- * keeps the rounding error of a blocked sum. Overflow gives Inf, as in PyTorch. */
-static float sum_f32(const float *restrict x, int64_t n)
-{
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += x[i + j];
-    for (int j = 0; i < n; i++, j++) acc[j] += x[i];
-    for (int h = 8; h >= 1; h /= 2)
-        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
-    return acc[0];
 }
 
 static float sum_sq_dev(const float *restrict x, int64_t n, float mean)
@@ -207,7 +179,7 @@ bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err)
     for (int64_t r = 0; r < lp->rows; r++) {
         const float *restrict xr = x + r * d;
         float *restrict yr = y + r * d;
-        float mean = sum_f32(xr, d) / (float)d;
+        float mean = bf__sum16_f32(xr, d) / (float)d;
         float var = sum_sq_dev(xr, d, mean) / (float)d;
         float rstd = 1.0f / sqrtf(var + lp->eps);
         if (lp->scale_full)

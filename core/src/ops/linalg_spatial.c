@@ -8,22 +8,7 @@
 #include <string.h>
 
 #include "../op.h"
-
-static bf_status want_f32(const bf__prep *p, int i, const char *what, bf_error *err)
-{
-    if (!p->in[i])
-        return bf__node_error(err, p->node, BF_EFORMAT, "input %s is required but omitted", what);
-    if (p->in[i]->dtype != BF_F32)
-        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input %s is %s; only float32 is supported",
-                              what, bf_dtype_name(p->in[i]->dtype));
-    return BF_OK;
-}
-
-/* Optional output i is wanted by the graph. */
-static int output_wanted(const bf__prep *p, int i)
-{
-    return i < p->n_out && p->out[i] && (!p->node->out || p->node->out[i] >= 0);
-}
+#include "linalg_impl.h"
 
 /* ---- window geometry, shared by Conv and the pools ---- */
 
@@ -186,8 +171,8 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     const bf_tensor *x = p->in[0], *wt = p->in[1];
     const bf_tensor *b = p->n_in > 2 ? p->in[2] : NULL;
     bf_status st;
-    if ((st = want_f32(p, 0, "X", err)) || (st = want_f32(p, 1, "W", err))) return st;
-    if (b && (st = want_f32(p, 2, "B", err))) return st;
+    if ((st = bf__want_f32(p, 0, "X", err)) || (st = bf__want_f32(p, 1, "W", err))) return st;
+    if (b && (st = bf__want_f32(p, 2, "B", err))) return st;
     char sx[96], sw[96];
     if (wt->ndim != x->ndim || x->ndim < 3)
         return bf__node_error(err, nd, BF_ESHAPE,
@@ -404,8 +389,8 @@ static bf_status pool_prepare(bf__prep *p, int kind, bf_error *err)
     const bf__node *nd = p->node;
     pool_params *pp = (pool_params *)p->params;
     bf_status st;
-    if ((st = want_f32(p, 0, "X", err))) return st;
-    if (kind == WIN_MAXPOOL && output_wanted(p, 1))
+    if ((st = bf__want_f32(p, 0, "X", err))) return st;
+    if (kind == WIN_MAXPOOL && bf__output_wanted(p, 1))
         return bf__node_error(err, nd, BF_EUNSUPPORTED,
                               "output Indices is not supported; only the values output Y");
     int64_t cip = 0;
@@ -553,7 +538,7 @@ bf_status bf__gap_prepare(bf__prep *p, bf_error *err)
     gap_params *gp = (gap_params *)p->params;
     const bf_tensor *x = p->in[0];
     bf_status st;
-    if ((st = want_f32(p, 0, "X", err))) return st;
+    if ((st = bf__want_f32(p, 0, "X", err))) return st;
     char sx[96];
     if (x->ndim < 3)
         return bf__node_error(err, p->node, BF_ESHAPE,
@@ -573,26 +558,12 @@ bf_status bf__gap_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
-/* Float sum over 16 independent lanes: vectorises without reassociation and
- * keeps the rounding error of a blocked sum. Overflow gives Inf, as in PyTorch. */
-static float sum_f32(const float *restrict x, int64_t n)
-{
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += x[i + j];
-    for (int j = 0; i < n; i++, j++) acc[j] += x[i];
-    for (int h = 8; h >= 1; h /= 2)
-        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
-    return acc[0];
-}
-
 bf_status bf__gap_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const gap_params *gp = c->params;
     const float *x = c->in[0]->data;
     float *y = c->out[0]->data;
-    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = sum_f32(x + pl * gp->size, gp->size) / (float)gp->size;
+    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = bf__sum16_f32(x + pl * gp->size, gp->size) / (float)gp->size;
     return BF_OK;
 }
