@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -123,6 +125,33 @@ static int64_t changed_predictions(const bf_eval_result *golden, const float *go
     return n;
 }
 
+/* A progress line on a terminal, for passes long enough to wait on. */
+typedef struct progress {
+    double start, last;
+    int shown;
+} progress;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_progress(void *user, int64_t done, int64_t total)
+{
+    progress *p = user;
+    double t = now_s();
+    if (t - p->start < 0.5 || (t - p->last < 0.2 && done < total)) return;
+    p->last = t;
+    p->shown = 1;
+    fprintf(stderr, "\r  eval %lld/%lld samples (%.0f%%), %.0f samples/s ", (long long)done, (long long)total,
+            100.0 * (double)done / (double)total, (double)done / (t - p->start));
+}
+
+static void progress_start(progress *p) { p->start = p->last = now_s(); p->shown = 0; }
+static void progress_end(progress *p) { if (p->shown) fputs("\r\033[K", stderr); p->shown = 0; }
+
 static const char *metric_name(bf_task t) { return t == BF_TASK_BINARY ? "auc" : "accuracy"; }
 static double metric_value(const bf_eval_result *r) { return r->task == BF_TASK_BINARY ? r->auc : r->accuracy; }
 
@@ -184,7 +213,12 @@ int cmd_eval(int argc, char **argv)
     uint64_t rng = (uint64_t)o.seed;
     for (long long i = 0; i < o.random_flips; i++) flips[n_flips++] = random_flip(m, &rng);
 
+    progress prog = {0};
     bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads};
+    if (!o.json && isatty(STDERR_FILENO)) {
+        eo.progress = on_progress;
+        eo.progress_user = &prog;
+    }
     if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) {
         bf_error_prefix(&err, "%s with %s", o.model_path, o.data_path);
         rc = report_error("eval", &err);
@@ -194,7 +228,10 @@ int cmd_eval(int argc, char **argv)
     bf_eval_result golden, r;
     double best = INFINITY;
     for (long long k = 0; k < o.repeat; k++) {
-        if (bf_evaluator_run(ev, NULL, 0, &golden, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+        progress_start(&prog);
+        bf_status st = bf_evaluator_run(ev, NULL, 0, &golden, &err);
+        progress_end(&prog);
+        if (st != BF_OK) { rc = report_error("eval", &err); goto out; }
         if (golden.seconds < best) best = golden.seconds;
     }
     golden.seconds = best;
@@ -236,7 +273,10 @@ int cmd_eval(int argc, char **argv)
         const bf_param_info *p = bf_model_param(m, flips[i].param);
         float old_v = ((const float *)p->tensor->data)[flips[i].index];
         float new_v = bf_flip_f32(old_v, flips[i].bit);
-        if (bf_evaluator_run(ev, &flips[i], 1, &r, &err) != BF_OK) { rc = report_error("eval", &err); json_decref(jfaults); goto out; }
+        progress_start(&prog);
+        bf_status st = bf_evaluator_run(ev, &flips[i], 1, &r, &err);
+        progress_end(&prog);
+        if (st != BF_OK) { rc = report_error("eval", &err); json_decref(jfaults); goto out; }
         int64_t changed = changed_predictions(&golden, golden_out, &r);
         int64_t nonfinite = 0;
         for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);

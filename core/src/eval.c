@@ -22,6 +22,9 @@ struct bf_evaluator {
     int64_t batch, samples, out_cols;
     int threads;
     bf_task task;
+    bf_progress_fn progress;
+    void *progress_user;
+    const atomic_int *cancel;
     bf_plan **plans;          /* threads full-batch plans, then the remainder's */
     size_t n_plans;
     bf_plan *rest;            /* plan for the last, partial batch (or NULL) */
@@ -142,6 +145,11 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     ev->batch = opts && opts->batch > 0 ? opts->batch : DEFAULT_BATCH;
     ev->threads = opts && opts->threads > 0 ? opts->threads : 1;
     if (ev->threads > 64) ev->threads = 64;   /* bf_evaluator_run keeps workers on its stack */
+    if (opts) {
+        ev->progress = opts->progress;
+        ev->progress_user = opts->progress_user;
+        ev->cancel = opts->cancel;
+    }
     ev->feeds = bf__calloc(model->n_inputs + 1, sizeof *ev->feeds);
     if (!ev->feeds) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     if ((st = bind_inputs(ev, err)) != BF_OK) goto out;
@@ -202,6 +210,9 @@ typedef struct worker {
     bf_evaluator *ev;
     bf_plan *plan;
     atomic_llong *next;
+    atomic_llong *done;       /* samples finished, for progress */
+    atomic_int *failed;       /* set by the first worker to fail: the rest stop */
+    int reports;              /* this worker calls the progress callback */
     bf_status st;
     bf_error err;
 } worker;
@@ -230,8 +241,19 @@ static void *worker_main(void *arg)
         int64_t b = atomic_fetch_add(w->next, 1);
         if (b > full || (b == full && !ev->rest)) break;
         bf_plan *plan = b == full ? ev->rest : w->plan;
+        if (atomic_load(w->failed)) break;
+        if (ev->cancel && atomic_load(ev->cancel)) {
+            w->st = bf_error_set(&w->err, BF_ECANCELED, "evaluation canceled");
+            atomic_store(w->failed, 1);
+            break;
+        }
         w->st = run_batch(ev, plan, b * ev->batch, &w->err);
-        if (w->st != BF_OK) break;
+        if (w->st != BF_OK) {
+            atomic_store(w->failed, 1);
+            break;
+        }
+        long long done = atomic_fetch_add(w->done, bf_plan_batch(plan)) + bf_plan_batch(plan);
+        if (w->reports && ev->progress) ev->progress(ev->progress_user, done, ev->samples);
     }
     return NULL;
 }
@@ -261,7 +283,8 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
     worker ws[64];
     pthread_t tids[64];
     int n_workers = ev->threads < 64 ? ev->threads : 64, started = 0;
-    atomic_llong next = 0;
+    atomic_llong next = 0, done = 0;
+    atomic_int failed = 0;
 
     for (size_t i = 0; i < n_flips; i++)
         if ((st = bf_bitflip_check(ev->model, &flips[i], err)) != BF_OK) return st;
@@ -269,7 +292,8 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
 
     double t0 = now_s();
     for (int t = 0; t < n_workers; t++) {
-        ws[t] = (worker){.ev = ev, .plan = ev->plans[t], .next = &next, .st = BF_OK};
+        ws[t] = (worker){.ev = ev, .plan = ev->plans[t], .next = &next, .done = &done, .failed = &failed,
+                         .reports = t == 0, .st = BF_OK};
         if (t == 0) continue;  /* the calling thread is worker 0 */
         if (pthread_create(&tids[t], NULL, worker_main, &ws[t]) != 0) break;
         started = t;

@@ -8,6 +8,7 @@
 #ifndef BITFLIP_EVAL_H
 #define BITFLIP_EVAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,9 +29,18 @@ typedef enum bf_task {
 
 const char *bf_task_name(bf_task task);
 
+/* Called on the thread that called bf_evaluator_run, after each of its
+ * batches, with the samples finished so far by all threads. */
+typedef void (*bf_progress_fn)(void *user, int64_t done, int64_t total);
+
 typedef struct bf_eval_opts {
-    int64_t batch;     /* samples per plan run; 0 = 256 */
-    int threads;       /* worker threads; 0 = 1 */
+    int64_t batch;           /* samples per plan run; 0 = 256 */
+    int threads;             /* worker threads; 0 = 1 */
+    bf_progress_fn progress; /* optional */
+    void *progress_user;
+    /* Optional: set to nonzero (from any thread) to stop a run between
+     * batches; the run then fails with BF_ECANCELED. */
+    const atomic_int *cancel;
 } bf_eval_opts;
 
 typedef struct bf_eval_result {
