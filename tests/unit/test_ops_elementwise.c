@@ -233,6 +233,46 @@ static void unary_special(void **state)
     th_tensor_free(&x);
 }
 
+/* The vectorised exp, sigmoid, tanh and erf against libm in double over
+ * float inputs spread across the whole range (every 40009th bit pattern:
+ * normal, subnormal, huge, Inf, NaN). Measured worst cases are 5e-7
+ * relative; the bound here is 1e-6, plus an absolute floor for results in
+ * the subnormal range, where one ulp is a large relative error. */
+static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static void math_sweep(void **state)
+{
+    (void)state;
+    static const struct { const char *op; double (*ref)(double); } fns[] = {
+        {"Exp", exp}, {"Sigmoid", sigmoid_d}, {"Tanh", tanh}, {"Erf", erf},
+    };
+    int64_t n = 0, d[1];
+    for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 40009) n++;
+    d[0] = n;
+    bf_tensor x = mk(BF_F32, 1, d, NULL);
+    n = 0;
+    for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 40009) {
+        uint32_t b = (uint32_t)u;
+        memcpy(&F(&x)[n++], &b, 4);
+    }
+    for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
+        bf_tensor y;
+        const bf_tensor *in[1] = {&x};
+        run_ok(fns[f].op, 13, NULL, 0, in, 1, &y);
+        for (int64_t i = 0; i < n; i++) {
+            double want = fns[f].ref(F(&x)[i]), got = F(&y)[i];
+            int ok;
+            if (isnan(want)) ok = isnan(got);
+            else if (fabs(want) >= 3.4028234e38) ok = fabs(got) >= 3.4028234e38 && (got > 0) == (want > 0);
+            else ok = fabs(got - want) <= 1e-37 + 1e-6 * fabs(want);
+            if (!ok) fprintf(stderr, "%s(%.9g) = %.9g, want %.9g\n", fns[f].op, F(&x)[i], got, want);
+            assert_true(ok);
+        }
+        th_free(&y, 1);
+    }
+    th_tensor_free(&x);
+}
+
 static void neg_int(void **state)
 {
     (void)state;
@@ -523,6 +563,23 @@ static void where_random(void **state)
             th_tensor_free(&y);
         }
     }
+}
+
+/* where([0, 1, 2], [1, 2, 3], [-1, -2, -3]) = [-1, 2, 3]: any nonzero byte is true */
+static void where_hand(void **state)
+{
+    (void)state;
+    int64_t d[1] = {3};
+    uint8_t cs[3] = {0, 1, 2};
+    float xs[3] = {1, 2, 3}, ys[3] = {-1, -2, -3}, want[3] = {-1, 2, 3};
+    bf_tensor c = mk(BF_BOOL, 1, d, cs), x = mk(BF_F32, 1, d, xs), y = mk(BF_F32, 1, d, ys), out;
+    const bf_tensor *in[3] = {&c, &x, &y};
+    run_ok("Where", 16, NULL, 0, in, 3, &out);
+    assert_memory_equal(out.data, want, sizeof want);
+    th_free(&out, 1);
+    th_tensor_free(&c);
+    th_tensor_free(&x);
+    th_tensor_free(&y);
 }
 
 static void where_errors(void **state)
@@ -1013,11 +1070,45 @@ static void reduce_errors(void **state)
     th_tensor_free(&xi);
 }
 
+/* Zero-size tensors: right shapes, identity values for empty reductions
+ * (sum 0, mean NaN as 0/0, max -inf), and nothing read or written. */
+static void empty_tensors(void **state)
+{
+    (void)state;
+    int64_t d[2] = {0, 3}, a0[1] = {0};
+    bf_tensor x = mk(BF_F32, 2, d, NULL), y;
+    const bf_tensor *in[3] = {&x, NULL, NULL};
+    bf__attr ax = th_attr_ints("axes", a0, 1);
+    const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax"};
+    for (int k = 0; k < 3; k++) {
+        run_ok(ops[k], 13, &ax, 1, in, 1, &y);
+        assert_true(y.ndim == 2 && y.dims[0] == 1 && y.dims[1] == 3);
+        float v = F(&y)[2];
+        assert_true(k == 0 ? v == 0.0f : k == 1 ? isnan(v) : v == -INFINITY);
+        th_free(&y, 1);
+    }
+    const char *same[] = {"Relu", "Sigmoid", "Clip", "Softmax"};
+    for (int k = 0; k < 4; k++) {
+        run_ok(same[k], 13, NULL, 0, in, 1, &y);
+        assert_true(y.ndim == 2 && y.dims[0] == 0 && y.dims[1] == 3);
+        th_free(&y, 1);
+    }
+    bf__attr to = th_attr_int("to", 7);
+    run_ok("Cast", 13, &to, 1, in, 1, &y);
+    assert_true(y.dtype == BF_I64 && y.ndim == 2 && y.dims[0] == 0);
+    th_free(&y, 1);
+    bf__attr axis0 = th_attr_int("axis", 0);
+    run_ok("Softmax", 13, &axis0, 1, in, 1, &y);     /* the strided path with n = 0 */
+    th_free(&y, 1);
+    th_tensor_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unary_random),
         cmocka_unit_test(unary_special),
+        cmocka_unit_test(math_sweep),
         cmocka_unit_test(neg_int),
         cmocka_unit_test(unary_errors),
         cmocka_unit_test(binary_random),
@@ -1025,6 +1116,7 @@ int main(void)
         cmocka_unit_test(pow_random),
         cmocka_unit_test(binary_errors),
         cmocka_unit_test(where_random),
+        cmocka_unit_test(where_hand),
         cmocka_unit_test(where_errors),
         cmocka_unit_test(clip_all),
         cmocka_unit_test(softmax_random),
@@ -1034,6 +1126,7 @@ int main(void)
         cmocka_unit_test(reduce_hand),
         cmocka_unit_test(reduce_middle_axis),
         cmocka_unit_test(reduce_errors),
+        cmocka_unit_test(empty_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../op.h"
+#include "elementwise_impl.h"
 
 enum { MAX_OPERANDS = 3 };
 
@@ -246,13 +247,18 @@ bf_status bf__binary_run(const bf__ctx *c, bf_error *err)
 
 /* ---- Where ------------------------------------------------------------- */
 
-/* Selects bit patterns, so NaN payloads pass through untouched. Each call site
- * passes constant strides, which the compiler folds into a plain loop. */
+/* Blends bit patterns with a mask, so NaN payloads pass through untouched and
+ * the loop has no branch (a `c ? x[i] : y[i]` would load conditionally and
+ * not vectorise). Each call site passes constant strides, which the compiler
+ * folds into a plain loop per pattern. */
 #define WHERE_FN(NAME, T)                                                                    \
     static inline void NAME##_k(T *o, const uint8_t *cd, int64_t sc, const T *x, int64_t sx, \
                                 const T *y, int64_t sy, int64_t n)                           \
     {                                                                                        \
-        for (int64_t i = 0; i < n; i++) o[i] = cd[i * sc] ? x[i * sx] : y[i * sy];           \
+        for (int64_t i = 0; i < n; i++) {                                                    \
+            T m = (T)0 - (T)(cd[i * sc] != 0);                                               \
+            o[i] = (x[i * sx] & m) | (y[i * sy] & (T)~m);                                    \
+        }                                                                                    \
     }                                                                                        \
     static void NAME(void *o_, const uint8_t *cd, int64_t sc, const void *x_, int64_t sx,    \
                      const void *y_, int64_t sy, int64_t n)                                  \
@@ -363,7 +369,9 @@ typedef struct reduce_params {
 } reduce_params;
 static_assert(sizeof(reduce_params) <= BF__OP_PARAMS_MAX, "reduce params too large");
 
-static double sum_row_f32(const float *x, int64_t n)
+/* Sum in double over 8 lanes: the lanes vectorise, double makes the order
+ * of additions irrelevant at float precision. */
+double bf__sum_f32_dacc(const float *x, int64_t n)
 {
     double s[8] = {0};
     int64_t i = 0;
@@ -375,19 +383,27 @@ static double sum_row_f32(const float *x, int64_t n)
 }
 
 /* NaN is sticky: once m is NaN, neither test picks x, and a NaN x is always
- * picked. Ties between +0 and -0 keep the first, as PyTorch does. */
-#define MAX_NAN(m, x) (((x) > (m) || (x) != (x)) ? (x) : (m))
+ * picked (`|`, not `||`: no branch, so loops using it vectorise). Between +0
+ * and -0 the first seen is kept. */
+#define MAX_NAN(m, x) ((((x) > (m)) | ((x) != (x))) ? (x) : (m))
 
-static float max_row_f32(const float *x, int64_t n, float m0)
+static inline void max_into(float *m, const float *x, int64_t n)
 {
-    float m[8];
-    for (int j = 0; j < 8; j++) m[j] = m0;
+    for (int64_t i = 0; i < n; i++) m[i] = MAX_NAN(m[i], x[i]);
+}
+
+/* Max of init and x[0..n), NaN if any is NaN; in 32 lanes, each a plain
+ * elementwise max that vectorises. */
+float bf__max_f32(const float *x, int64_t n, float init)
+{
+    enum { LANES = 32 };
+    float m[LANES];
+    for (int j = 0; j < LANES; j++) m[j] = init;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) m[j] = MAX_NAN(m[j], x[i + j]);
-    float r = m0;
-    for (int j = 0; j < 8; j++) r = MAX_NAN(r, m[j]);
-    for (; i < n; i++) r = MAX_NAN(r, x[i]);
+    for (; i + LANES <= n; i += LANES) max_into(m, x + i, LANES);
+    max_into(m, x + i, n - i);
+    float r = init;
+    for (int j = 0; j < LANES; j++) r = MAX_NAN(r, m[j]);
     return r;
 }
 
@@ -402,8 +418,8 @@ static void reduce_f32(const reduce_params *q, const float *x, float *out, doubl
         for (int64_t r = 0; r < rows; r++, bcast_next(b, idx, off)) {
             const float *xr = x + off[0];
             float *m = out + off[1];
-            if (!so) m[0] = max_row_f32(xr, inner, m[0]);
-            else for (int64_t i = 0; i < inner; i++) m[i] = MAX_NAN(m[i], xr[i]);
+            if (!so) m[0] = bf__max_f32(xr, inner, m[0]);
+            else max_into(m, xr, inner);
         }
         return;
     }
@@ -411,7 +427,7 @@ static void reduce_f32(const reduce_params *q, const float *x, float *out, doubl
     for (int64_t r = 0; r < rows; r++, bcast_next(b, idx, off)) {
         const float *xr = x + off[0];
         double *s = acc + off[1];
-        if (!so) s[0] += sum_row_f32(xr, inner);
+        if (!so) s[0] += bf__sum_f32_dacc(xr, inner);
         else for (int64_t i = 0; i < inner; i++) s[i] += xr[i];
     }
     double scale = q->kind == RED_MEAN ? 1.0 / (double)q->count : 1.0;
@@ -462,6 +478,7 @@ bf_status bf__reduce_prepare(bf__prep *p, bf_error *err)
     const bf_tensor *x = p->in[0];
     reduce_params *q = (reduce_params *)p->params;
     const char *op = p->node->op_type;
+    if (!x) return bf__node_error(err, p->node, BF_EFORMAT, "input data is required");
     q->kind = strcmp(op, "ReduceSum") == 0 ? RED_SUM : strcmp(op, "ReduceMean") == 0 ? RED_MEAN : RED_MAX;
     q->dtype = x->dtype;
     if (x->dtype != BF_F32 && x->dtype != BF_I64)
@@ -518,8 +535,9 @@ bf_status bf__reduce_run(const bf__ctx *c, bf_error *err)
     (void)err;
     const reduce_params *q = c->params;
     const bf_tensor *x = c->in[0];
+    if (bf_tensor_numel(c->out[0]) == 0) return BF_OK;     /* buffers may be NULL */
     if (q->noop) {
-        memcpy(c->out[0]->data, x->data, bf_tensor_nbytes(x));
+        memmove(c->out[0]->data, x->data, bf_tensor_nbytes(x));
         return BF_OK;
     }
     if (q->dtype == BF_F32) reduce_f32(q, x->data, c->out[0]->data, c->scratch);
