@@ -160,6 +160,8 @@ typedef struct conv_params {
     window w;
     int64_t n, c, m, group, cg, mg;
     int64_t isp, osp, ksp, kc;          /* input, output, kernel positions; kc = cg * ksp */
+    int64_t nb;                         /* im2col: images per sgemm */
+    size_t off_cols, off_tmp;           /* im2col: scratch offsets (floats) past the weights */
     int has_bias, path;
 } conv_params;
 static_assert(sizeof(conv_params) <= BF__OP_PARAMS_MAX, "conv params too large");
@@ -214,10 +216,20 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     int depthwise = cp->cg == 1 && cp->mg == 1 && w->k[2] <= DW_MAXKW;
     cp->path = unit ? CONV_POINTWISE : depthwise ? CONV_DEPTHWISE : CONV_IM2COL;
     if (cp->path == CONV_IM2COL) {
-        double bytes = (double)cp->kc * (double)cp->osp * sizeof(float);
-        if (bytes > (double)((size_t)1 << 36))
-            return bf__node_error(err, nd, BF_EUNSUPPORTED, "im2col scratch of %.0f bytes is too large", bytes);
-        p->scratch = (size_t)cp->kc * (size_t)cp->osp * sizeof(float);
+        /* Several images per sgemm: small feature maps give tiny GEMMs
+         * otherwise, dominated by call overhead. About 4 MiB of columns. */
+        double per_image = (double)(cp->kc + cp->mg) * (double)cp->osp;
+        int64_t nb = (int64_t)((double)(1 << 20) / (per_image > 1 ? per_image : 1));
+        cp->nb = nb < 1 ? 1 : nb > cp->n ? (cp->n > 0 ? cp->n : 1) : nb;
+        if ((double)cp->kc * (double)cp->osp * (double)cp->nb > (double)INT_MAX)
+            cp->nb = 1;
+        double floats = (double)cp->m * (double)cp->kc + per_image * (double)cp->nb + 64;
+        if (floats * sizeof(float) > (double)((size_t)1 << 36) || (double)cp->nb * (double)cp->osp > (double)INT_MAX)
+            return bf__node_error(err, nd, BF_EUNSUPPORTED, "im2col scratch of %.0f bytes is too large",
+                                  floats * sizeof(float));
+        cp->off_cols = ((size_t)(cp->m * cp->kc) + 15) & ~(size_t)15;
+        cp->off_tmp = cp->off_cols + (((size_t)(cp->kc * cp->osp * cp->nb) + 15) & ~(size_t)15);
+        p->scratch = (cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb)) * sizeof(float);
     }
     int64_t dims[5] = {cp->n, m};
     for (int i = 0; i < w->rank; i++) dims[2 + i] = w->out[3 - w->rank + i];
@@ -225,11 +237,83 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
-/* Copies the input windows of one group of one image into col, [kc, osp]
- * row-major: row (c, kd, kh, kw), column (od, oh, ow); padding reads 0. */
-static void im2col(const conv_params *cp, const float *restrict x, float *restrict col)
+/* Summation order. Rows of the column matrix, and columns of the reordered
+ * weights, run tap-major within blocks of 16 channels: (channel block, kd,
+ * kh, kw, channel in block). sgemm accumulates along K in that order, which is
+ * the order of PyTorch's oneDNN direct convolution on this class of CPU, so
+ * results (and the rounding that huge faulty values amplify) agree with
+ * PyTorch's bit for bit where it matters most. Any order is a valid sum. */
+#define CONV_CBLOCK 16
+
+static int64_t conv_krow(const conv_params *cp, int64_t c, int64_t tap)
+{
+    int64_t cb = c / CONV_CBLOCK, base = cb * CONV_CBLOCK;
+    int64_t width = cp->cg - base < CONV_CBLOCK ? cp->cg - base : CONV_CBLOCK;
+    return base * cp->ksp + tap * width + (c - base);
+}
+
+/* Writes the input windows of one group of one image into the column matrix
+ * `cols` (leading dimension ld): row conv_krow(c, tap), osp columns from
+ * `col0`, in (od, oh, ow) order; padding reads 0. */
+/* The common case of stride 1, no dilation, output as wide as the input
+ * (same padding), one spatial plane: a tap's row is the input plane shifted
+ * by a constant, so it is one contiguous copy plus zeros where a row or a
+ * column falls into the padding. */
+static int im2col_shift_ok(const window *w)
+{
+    return w->in[0] == 1 && w->k[0] == 1 && w->s[1] == 1 && w->s[2] == 1 && w->d[1] == 1 &&
+           w->d[2] == 1 && w->out[2] == w->in[2];
+}
+
+static void im2col_shift(const conv_params *cp, const float *restrict x, float *restrict cols,
+                         int64_t col0, int64_t ld)
 {
     const window *w = &cp->w;
+    int64_t IH = w->in[1], W = w->in[2], OH = w->out[1];
+    for (int64_t c = 0; c < cp->cg; c++) {
+        const float *xc = x + c * cp->isp;
+        for (int64_t kh = 0; kh < w->k[1]; kh++) {
+            int64_t dh = kh - w->pb[1];
+            /* output rows whose input row exists: 0 <= oh + dh < IH */
+            int64_t oh0 = dh < 0 ? -dh : 0, oh1 = IH - dh < OH ? IH - dh : OH;
+            if (oh1 < oh0) oh1 = oh0;
+            for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                int64_t dw = kw - w->pb[2];
+                float *restrict col = cols + conv_krow(cp, c, kh * w->k[2] + kw) * ld + col0;
+                for (int64_t i = 0; i < oh0 * W; i++) col[i] = 0.0f;
+                if (oh1 > oh0) {
+                    const float *restrict src = xc + (oh0 + dh) * W + dw;
+                    float *restrict dst = col + oh0 * W;
+                    int64_t n = (oh1 - oh0) * W;
+                    /* the run may start before or end past the plane by |dw|:
+                     * those positions are padding columns, zeroed below */
+                    int64_t lo = oh0 + dh == 0 && dw < 0 ? -dw : 0;
+                    int64_t hi = oh1 + dh == IH && dw > 0 ? n - dw : n;
+                    for (int64_t i = 0; i < lo; i++) dst[i] = 0.0f;
+                    memcpy(dst + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+                    for (int64_t i = hi; i < n; i++) dst[i] = 0.0f;
+                    /* columns that wrapped into the neighbouring row */
+                    if (dw < 0)
+                        for (int64_t r = 0; r < oh1 - oh0; r++)
+                            for (int64_t k = 0; k < -dw; k++) dst[r * W + k] = 0.0f;
+                    else if (dw > 0)
+                        for (int64_t r = 0; r < oh1 - oh0; r++)
+                            for (int64_t k = W - dw; k < W; k++) dst[r * W + k] = 0.0f;
+                }
+                for (int64_t i = oh1 * W; i < OH * W; i++) col[i] = 0.0f;
+            }
+        }
+    }
+}
+
+static void im2col(const conv_params *cp, const float *restrict x, float *restrict cols, int64_t col0,
+                   int64_t ld)
+{
+    const window *w = &cp->w;
+    if (im2col_shift_ok(w)) {
+        im2col_shift(cp, x, cols, col0, ld);
+        return;
+    }
     int64_t ID = w->in[0], IH = w->in[1], IW = w->in[2];
     int64_t OD = w->out[0], OH = w->out[1], OW = w->out[2];
     for (int64_t c = 0; c < cp->cg; c++) {
@@ -237,6 +321,8 @@ static void im2col(const conv_params *cp, const float *restrict x, float *restri
         for (int64_t kd = 0; kd < w->k[0]; kd++)
             for (int64_t kh = 0; kh < w->k[1]; kh++)
                 for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                    int64_t tap = (kd * w->k[1] + kh) * w->k[2] + kw;
+                    float *restrict col = cols + conv_krow(cp, c, tap) * ld + col0;
                     int64_t lo, hi;
                     valid_range(IW, OW, w->s[2], w->pb[2], kw, w->d[2], &lo, &hi);
                     int64_t offw = kw * w->d[2] - w->pb[2], sw = w->s[2];
@@ -244,20 +330,63 @@ static void im2col(const conv_params *cp, const float *restrict x, float *restri
                         int64_t id = od * w->s[0] - w->pb[0] + kd * w->d[0];
                         for (int64_t oh = 0; oh < OH; oh++, col += OW) {
                             int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+                            /* plain loops, not memcpy/memset: rows are often
+                             * a few floats, where a call costs more than the copy */
                             if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
-                                memset(col, 0, sizeof(float) * (size_t)OW);
+                                for (int64_t ow = 0; ow < OW; ow++) col[ow] = 0.0f;
                                 continue;
                             }
                             const float *restrict xr = xc + (id * IH + ih) * IW;
                             for (int64_t ow = 0; ow < lo; ow++) col[ow] = 0.0f;
-                            if (sw == 1)
-                                memcpy(col + lo, xr + lo + offw, sizeof(float) * (size_t)(hi - lo));
-                            else
+                            if (sw == 1) {
+                                const float *restrict xs = xr + offw;
+                                for (int64_t ow = lo; ow < hi; ow++) col[ow] = xs[ow];
+                            } else {
                                 for (int64_t ow = lo; ow < hi; ow++) col[ow] = xr[ow * sw + offw];
+                            }
                             for (int64_t ow = hi; ow < OW; ow++) col[ow] = 0.0f;
                         }
                     }
                 }
+    }
+}
+
+/* The weights, [M, C/group, taps] as stored, with each row's K reordered to
+ * the rows of im2col. Done every run: faults rewrite W between runs. */
+static void reorder_weights(const conv_params *cp, const float *restrict wt, float *restrict wr)
+{
+    for (int64_t j = 0; j < cp->m; j++) {
+        const float *src = wt + j * cp->kc;
+        float *dst = wr + j * cp->kc;
+        for (int64_t c = 0; c < cp->cg; c++)
+            for (int64_t tap = 0; tap < cp->ksp; tap++) dst[conv_krow(cp, c, tap)] = src[c * cp->ksp + tap];
+    }
+}
+
+/* Im2col for nb images at a time, one sgemm per group, then bias added last
+ * (as oneDNN does) while scattering into NCHW. */
+static void conv_im2col(const conv_params *cp, const float *x, const float *wt, const float *bias,
+                        float *y, void *scratch)
+{
+    float *wr = scratch, *cols = wr + cp->off_cols, *tmp = wr + cp->off_tmp;
+    int mg = (int)cp->mg, kc = (int)cp->kc;
+    reorder_weights(cp, wt, wr);
+    for (int64_t n0 = 0; n0 < cp->n; n0 += cp->nb) {
+        int64_t nb = cp->n - n0 < cp->nb ? cp->n - n0 : cp->nb, ld = nb * cp->osp;
+        for (int64_t g = 0; g < cp->group; g++) {
+            for (int64_t i = 0; i < nb; i++)
+                im2col(cp, x + ((n0 + i) * cp->c + g * cp->cg) * cp->isp, cols, i * cp->osp, ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, (int)ld, kc, 1.0f,
+                        wr + g * cp->mg * cp->kc, kc, cols, (int)ld, 0.0f, tmp, (int)ld);
+            for (int64_t j = 0; j < cp->mg; j++) {
+                float bv = bias ? bias[g * cp->mg + j] : 0.0f;
+                for (int64_t i = 0; i < nb; i++) {
+                    const float *restrict src = tmp + j * ld + i * cp->osp;
+                    float *restrict dst = y + ((n0 + i) * cp->m + g * cp->mg + j) * cp->osp;
+                    for (int64_t o = 0; o < cp->osp; o++) dst[o] = src[o] + bv;
+                }
+            }
+        }
     }
 }
 
@@ -345,6 +474,16 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
     float *y = c->out[0]->data;
     int mg = (int)cp->mg, osp = (int)cp->osp, kc = (int)cp->kc;
     if (osp == 0) return BF_OK;
+    if (cp->path == CONV_IM2COL) {
+        if (mg == 0) return BF_OK;
+        if (kc == 0) {
+            for (int64_t i = 0; i < cp->n * cp->m; i++)
+                for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
+            return BF_OK;
+        }
+        conv_im2col(cp, x, wt, bias, y, c->scratch);
+        return BF_OK;
+    }
     dw_cols dc = {0};
     if (cp->path == CONV_DEPTHWISE) dw_cols_init(&cp->w, &dc);
     for (int64_t n = 0; n < cp->n; n++)
@@ -352,24 +491,25 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
             float *yg = y + (n * cp->m + g * cp->mg) * cp->osp;
             const float *wg = wt + g * cp->mg * cp->kc;
-            /* Bias first; sgemm (beta = 1) or the direct loop accumulates onto it. */
-            for (int64_t j = 0; j < cp->mg; j++) {
-                float bv = bias ? bias[g * cp->mg + j] : 0.0f;
-                float *restrict yr = yg + j * cp->osp;
-                for (int64_t o = 0; o < cp->osp; o++) yr[o] = bv;
-            }
             if (cp->path == CONV_DEPTHWISE) {
+                /* Bias first; the direct loop accumulates onto it. */
+                for (int64_t j = 0; j < cp->mg; j++) {
+                    float bv = bias ? bias[g * cp->mg + j] : 0.0f;
+                    for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] = bv;
+                }
                 depthwise_channel(&cp->w, &dc, xg, wg, yg);
                 continue;
             }
-            if (mg == 0 || kc == 0) continue;
-            const float *col = xg;
-            if (cp->path == CONV_IM2COL) {
-                im2col(cp, xg, c->scratch);
-                col = c->scratch;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, osp, kc, 1.0f, wg, kc, col,
-                        osp, 1.0f, yg, osp);
+            /* 1x1: X is already the column matrix. Bias after the product, as in the im2col path. */
+            if (mg == 0) continue;
+            if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(cp->mg * cp->osp));
+            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, osp, kc, 1.0f, wg, kc, xg, osp,
+                             0.0f, yg, osp);
+            if (bias)
+                for (int64_t j = 0; j < cp->mg; j++) {
+                    float bv = bias[g * cp->mg + j];
+                    for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] += bv;
+                }
         }
     return BF_OK;
 }
