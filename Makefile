@@ -2,11 +2,12 @@
 # newcomer needs; both install missing Debian packages first.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: all deps build build-asan test test-release test-asan demo conformance bench bench-deps fixtures clean
+.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps fixtures clean
 
 all: build
 
@@ -21,8 +22,9 @@ build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Every test twice: the release build, then under ASan + UBSan.
-test: test-release test-asan
+# Every test in the release build and under ASan + UBSan; the threaded ones
+# (evaluator, CLI) under ThreadSanitizer too.
+test: test-release test-asan test-tsan
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -30,6 +32,13 @@ test-release: build
 test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+build-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS)
+
+test-tsan: build-tsan
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|cli_'
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bitflip
@@ -47,4 +56,4 @@ fixtures: bench-deps
 	/usr/bin/python3 tests/fixtures/make_fixtures.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -20,7 +20,8 @@ static const char help[] =
     "Each --flip (or --random-flips) is then evaluated as its own pass: the bit is\n"
     "flipped in the fp32 parameter for the whole pass and restored afterwards.\n"
     "\n"
-    "  --batch N          samples per batch (default 256)\n"
+    "  --batch N          samples per batch (default 256, or an even split of a\n"
+    "                     smaller eval set across threads)\n"
     "  --threads N        worker threads, one plan each (default 1)\n"
     "  --repeat N         time N passes and report the fastest (default 1)\n"
     "  --flip P:I:B       flip bit B (0 = LSB, 31 = sign) of element I (flat,\n"
@@ -187,7 +188,7 @@ static int parse_args(int argc, char **argv, opts *o)
 
 int cmd_eval(int argc, char **argv)
 {
-    opts o = {.batch = 256, .threads = 1, .repeat = 1, .seed = 1};
+    opts o = {.batch = 0, .threads = 1, .repeat = 1, .seed = 1};
     int rc = EXIT_OK;
     bf_error err = {0};
     bf_model *m = NULL;
@@ -253,7 +254,7 @@ int cmd_eval(int argc, char **argv)
             json_object_set_new(root, "auc", num(golden.auc));
             json_object_set_new(root, "logloss", num(golden.logloss));
         }
-        json_object_set_new(root, "batch", json_integer(o.batch > golden.samples ? golden.samples : o.batch));
+        json_object_set_new(root, "batch", json_integer(bf_evaluator_batch(ev)));
         json_object_set_new(root, "threads", json_integer(o.threads));
         json_object_set_new(root, "seconds", json_real(best));
         json_object_set_new(root, "samples_per_s", json_real(sps));
@@ -262,7 +263,7 @@ int cmd_eval(int argc, char **argv)
         if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden.accuracy);
         else if (task == BF_TASK_BINARY) printf("golden   auc %.4f   logloss %.4f\n", golden.auc, golden.logloss);
         printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
-               o.batch > golden.samples ? (long long)golden.samples : o.batch, o.threads, o.threads == 1 ? "" : "s",
+               (long long)bf_evaluator_batch(ev), o.threads, o.threads == 1 ? "" : "s",
                o.repeat > 1 ? ", best of repeats" : "");
     }
 

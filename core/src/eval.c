@@ -16,6 +16,15 @@
 
 #define DEFAULT_BATCH 256
 
+/* One per thread; worker 0 is the thread that calls bf_evaluator_run. */
+typedef struct worker {
+    bf_evaluator *ev;
+    bf_plan *plan;
+    int reports;              /* this worker calls the progress callback */
+    bf_status st;
+    bf_error err;
+} worker;
+
 struct bf_evaluator {
     const bf_model *model;
     const bf_dataset *ds;
@@ -34,7 +43,24 @@ struct bf_evaluator {
     int64_t *labels_i;        /* class labels as int64 */
     int64_t *order;           /* AUC scratch */
     float *outputs;
+
+    /* Worker threads live as long as the evaluator: a pass over a small eval
+     * set takes a fraction of a millisecond, less than creating threads. */
+    worker *ws;
+    pthread_t *tids;
+    int n_started;            /* pool threads running (workers 1..n_started) */
+    pthread_mutex_t mu;
+    pthread_cond_t go, finished;
+    int pool_ready;           /* mu and the conds are initialised */
+    uint64_t generation;      /* bumped once per pass */
+    int remaining;            /* pool threads still in the current pass */
+    int shutdown;
+    atomic_llong next, done;  /* next batch to take; samples finished */
+    atomic_int failed;        /* set by the first worker to fail: the rest stop */
 };
+
+static bf_status start_pool(bf_evaluator *ev, bf_error *err);
+static void stop_pool(bf_evaluator *ev);
 
 const char *bf_task_name(bf_task t)
 {
@@ -49,6 +75,9 @@ const char *bf_task_name(bf_task t)
 void bf_evaluator_free(bf_evaluator *ev)
 {
     if (!ev) return;
+    stop_pool(ev);
+    bf__free(ev->ws);
+    bf__free(ev->tids);
     for (size_t i = 0; i < ev->n_plans; i++) bf_plan_free(ev->plans[i]);
     bf__free(ev->plans);
     bf__free(ev->feeds);
@@ -142,7 +171,8 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     if (!ev) return bf_error_set(err, BF_ENOMEM, "out of memory");
     ev->model = model;
     ev->ds = ds;
-    ev->batch = opts && opts->batch > 0 ? opts->batch : DEFAULT_BATCH;
+    int auto_batch = !opts || opts->batch <= 0;
+    ev->batch = auto_batch ? DEFAULT_BATCH : opts->batch;
     ev->threads = opts && opts->threads > 0 ? opts->threads : 1;
     if (ev->threads > 64) ev->threads = 64;   /* bf_evaluator_run keeps workers on its stack */
     if (opts) {
@@ -157,6 +187,8 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     /* A model with a fixed batch dimension runs with that batch. */
     for (size_t i = 0; i < model->n_inputs; i++)
         if (model->inputs[i].ndim > 0 && model->inputs[i].dims[0] > 0) ev->batch = model->inputs[i].dims[0];
+    if (auto_batch && ev->threads > 1 && ev->samples < ev->batch * ev->threads)
+        ev->batch = (ev->samples + ev->threads - 1) / ev->threads;
     if (ev->batch > ev->samples) ev->batch = ev->samples;
     int64_t n_batches = (ev->samples + ev->batch - 1) / ev->batch;
     if (ev->threads > n_batches) ev->threads = (int)n_batches;
@@ -195,6 +227,7 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     ev->outputs = bf__malloc((size_t)(ev->samples * ev->out_cols) * sizeof(float));
     if (!ev->outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for outputs"); goto out; }
     if ((st = bind_labels(ev, err)) != BF_OK) goto out;
+    if ((st = start_pool(ev, err)) != BF_OK) goto out;
     *out = ev;
     ev = NULL;
 out:
@@ -203,19 +236,10 @@ out:
 }
 
 bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
+int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
 
 /* --- a pass */
 
-typedef struct worker {
-    bf_evaluator *ev;
-    bf_plan *plan;
-    atomic_llong *next;
-    atomic_llong *done;       /* samples finished, for progress */
-    atomic_int *failed;       /* set by the first worker to fail: the rest stop */
-    int reports;              /* this worker calls the progress callback */
-    bf_status st;
-    bf_error err;
-} worker;
 
 static bf_status run_batch(bf_evaluator *ev, bf_plan *plan, int64_t start, bf_error *err)
 {
@@ -232,30 +256,90 @@ static bf_status run_batch(bf_evaluator *ev, bf_plan *plan, int64_t start, bf_er
     return BF_OK;
 }
 
-static void *worker_main(void *arg)
+static void work(worker *w)
 {
-    worker *w = arg;
     bf_evaluator *ev = w->ev;
     int64_t full = ev->samples / ev->batch;
     for (;;) {
-        int64_t b = atomic_fetch_add(w->next, 1);
+        int64_t b = atomic_fetch_add(&ev->next, 1);
         if (b > full || (b == full && !ev->rest)) break;
         bf_plan *plan = b == full ? ev->rest : w->plan;
-        if (atomic_load(w->failed)) break;
+        if (atomic_load(&ev->failed)) break;
         if (ev->cancel && atomic_load(ev->cancel)) {
             w->st = bf_error_set(&w->err, BF_ECANCELED, "evaluation canceled");
-            atomic_store(w->failed, 1);
+            atomic_store(&ev->failed, 1);
             break;
         }
         w->st = run_batch(ev, plan, b * ev->batch, &w->err);
         if (w->st != BF_OK) {
-            atomic_store(w->failed, 1);
+            atomic_store(&ev->failed, 1);
             break;
         }
-        long long done = atomic_fetch_add(w->done, bf_plan_batch(plan)) + bf_plan_batch(plan);
+        long long done = atomic_fetch_add(&ev->done, bf_plan_batch(plan)) + bf_plan_batch(plan);
         if (w->reports && ev->progress) ev->progress(ev->progress_user, done, ev->samples);
     }
-    return NULL;
+}
+
+static void *pool_main(void *arg)
+{
+    worker *w = arg;
+    bf_evaluator *ev = w->ev;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&ev->mu);
+        while (ev->generation == seen && !ev->shutdown) pthread_cond_wait(&ev->go, &ev->mu);
+        if (ev->shutdown) {
+            pthread_mutex_unlock(&ev->mu);
+            return NULL;
+        }
+        seen = ev->generation;
+        pthread_mutex_unlock(&ev->mu);
+        work(w);
+        pthread_mutex_lock(&ev->mu);
+        if (--ev->remaining == 0) pthread_cond_signal(&ev->finished);
+        pthread_mutex_unlock(&ev->mu);
+    }
+}
+
+/* Starts threads-1 pool threads; if the system refuses some, the pass is
+ * shared by those that started. */
+static bf_status start_pool(bf_evaluator *ev, bf_error *err)
+{
+    ev->ws = bf__calloc((size_t)ev->threads, sizeof *ev->ws);
+    ev->tids = bf__calloc((size_t)ev->threads, sizeof *ev->tids);
+    if (!ev->ws || !ev->tids) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    for (int t = 0; t < ev->threads; t++)
+        ev->ws[t] = (worker){.ev = ev, .plan = ev->plans[t], .reports = t == 0};
+    if (pthread_mutex_init(&ev->mu, NULL) != 0) return bf_error_set(err, BF_ENOMEM, "cannot create a mutex");
+    if (pthread_cond_init(&ev->go, NULL) != 0) {
+        pthread_mutex_destroy(&ev->mu);
+        return bf_error_set(err, BF_ENOMEM, "cannot create a condition variable");
+    }
+    if (pthread_cond_init(&ev->finished, NULL) != 0) {
+        pthread_cond_destroy(&ev->go);
+        pthread_mutex_destroy(&ev->mu);
+        return bf_error_set(err, BF_ENOMEM, "cannot create a condition variable");
+    }
+    ev->pool_ready = 1;
+    for (int t = 1; t < ev->threads; t++) {
+        if (pthread_create(&ev->tids[t], NULL, pool_main, &ev->ws[t]) != 0) break;
+        ev->n_started = t;
+    }
+    return BF_OK;
+}
+
+static void stop_pool(bf_evaluator *ev)
+{
+    if (!ev->pool_ready) return;
+    pthread_mutex_lock(&ev->mu);
+    ev->shutdown = 1;
+    pthread_cond_broadcast(&ev->go);
+    pthread_mutex_unlock(&ev->mu);
+    for (int t = 1; t <= ev->n_started; t++) pthread_join(ev->tids[t], NULL);
+    pthread_cond_destroy(&ev->go);
+    pthread_cond_destroy(&ev->finished);
+    pthread_mutex_destroy(&ev->mu);
+    ev->pool_ready = 0;
 }
 
 static double now_s(void)
@@ -280,26 +364,25 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
                            bf_eval_result *res, bf_error *err)
 {
     bf_status st = BF_OK;
-    worker ws[64];
-    pthread_t tids[64];
-    int n_workers = ev->threads < 64 ? ev->threads : 64, started = 0;
-    atomic_llong next = 0, done = 0;
-    atomic_int failed = 0;
 
     for (size_t i = 0; i < n_flips; i++)
         if ((st = bf_bitflip_check(ev->model, &flips[i], err)) != BF_OK) return st;
     if ((st = apply_flips(ev, flips, n_flips, err)) != BF_OK) return st;
 
     double t0 = now_s();
-    for (int t = 0; t < n_workers; t++) {
-        ws[t] = (worker){.ev = ev, .plan = ev->plans[t], .next = &next, .done = &done, .failed = &failed,
-                         .reports = t == 0, .st = BF_OK};
-        if (t == 0) continue;  /* the calling thread is worker 0 */
-        if (pthread_create(&tids[t], NULL, worker_main, &ws[t]) != 0) break;
-        started = t;
-    }
-    worker_main(&ws[0]);
-    for (int t = 1; t <= started; t++) pthread_join(tids[t], NULL);
+    atomic_store(&ev->next, 0);
+    atomic_store(&ev->done, 0);
+    atomic_store(&ev->failed, 0);
+    for (int t = 0; t < ev->threads; t++) ev->ws[t].st = BF_OK;
+    pthread_mutex_lock(&ev->mu);
+    ev->generation++;
+    ev->remaining = ev->n_started;
+    pthread_cond_broadcast(&ev->go);
+    pthread_mutex_unlock(&ev->mu);
+    work(&ev->ws[0]);   /* the calling thread is worker 0 */
+    pthread_mutex_lock(&ev->mu);
+    while (ev->remaining > 0) pthread_cond_wait(&ev->finished, &ev->mu);
+    pthread_mutex_unlock(&ev->mu);
     double t1 = now_s();
 
     /* Undo in reverse order so overlapping flips restore exactly. */
@@ -307,10 +390,10 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
         bf_status u = apply_flips(ev, &flips[i], 1, err);
         if (u != BF_OK && st == BF_OK) st = u;
     }
-    for (int t = 0; t < n_workers; t++)
-        if (ws[t].st != BF_OK) {
-            if (err) *err = ws[t].err;
-            return ws[t].st;
+    for (int t = 0; t < ev->threads; t++)
+        if (ev->ws[t].st != BF_OK) {
+            if (err) *err = ev->ws[t].err;
+            return ev->ws[t].st;
         }
     if (st != BF_OK) return st;
 

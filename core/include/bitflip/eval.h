@@ -34,7 +34,8 @@ const char *bf_task_name(bf_task task);
 typedef void (*bf_progress_fn)(void *user, int64_t done, int64_t total);
 
 typedef struct bf_eval_opts {
-    int64_t batch;           /* samples per plan run; 0 = 256 */
+    int64_t batch;           /* samples per plan run; 0 = 256, or less so that
+                              * a small eval set still splits across threads */
     int threads;             /* worker threads; 0 = 1 */
     bf_progress_fn progress; /* optional */
     void *progress_user;
@@ -62,6 +63,9 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds,
 void bf_evaluator_free(bf_evaluator *ev);
 
 bf_task bf_evaluator_task(const bf_evaluator *ev);
+/* The batch size in use (results are bit-identical across runs and thread
+ * counts for the same batch size; see plan.h). */
+int64_t bf_evaluator_batch(const bf_evaluator *ev);
 
 /* One pass over the eval set with `n_flips` flips applied. The result's
  * outputs point into the evaluator and are overwritten by the next run. */
