@@ -536,6 +536,7 @@ static void ref_pool(const wcfg *w, int is_max, int count_include_pad, const bf_
 
 static wcfg pool_cases[] = {
     {2, {8, 8}, {2, 2}, {2, 2}, {1, 1}, {0}, NULL, 0},
+    {2, {9, 7}, {2, 2}, {2, 2}, {1, 1}, {0}, NULL, 0},                 /* 2x2 fast path, odd sizes */
     {2, {9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL, 0},
     {2, {9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL, 1},       /* ceil_mode */
     {2, {10, 10}, {3, 3}, {3, 3}, {1, 1}, {0, 0, 0, 0}, NULL, 1},     /* ceil: partial last window */
