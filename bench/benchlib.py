@@ -107,7 +107,8 @@ def logloss(labels, probs):
 
 def accuracy(labels, logits):
     logits = np.asarray(logits)
-    return float(np.mean(np.argmax(logits.reshape(logits.shape[0], -1), axis=1) == np.asarray(labels).reshape(-1)))
+    pred = np.argmax(logits.reshape(logits.shape[0], -1), axis=1)
+    return float(np.mean(pred == np.asarray(labels).reshape(-1)))
 
 
 def task_of(labels):

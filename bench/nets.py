@@ -41,7 +41,15 @@ class DLRM(nn.Module):
     sparse feature (a bag of `sparse.shape[2]` indices, summed), pairwise dot interaction of
     the [bottom, emb_0..emb_{T-1}] vectors (strict lower triangle), top MLP, sigmoid.
 
-    Inputs: dense [B, n_dense] float32, sparse [B, T, bag] int64. Output prob [B, 1]."""
+    Inputs: dense [B, n_dense] float32, sparse [B, T, bag] int64. Output prob [B, 1].
+
+    `interaction` picks how the pairwise dots are computed (same function either way):
+    "matmul" (default; what the ONNX graphs hold: MatMul(T, T^T) then gather the lower
+    triangle) or "pairs" (elementwise product of the 36 needed pairs, summed). The latter is a
+    benchmark-only variant: Debian's PyTorch 1.13 has no MKL, and its CPU bmm then loops over
+    the batch, calling BLAS once per sample, which makes "matmul" slow."""
+
+    interaction = "matmul"
 
     def __init__(self, rows, dim=16, n_dense=13, bot_hidden=(64,), top_hidden=(64, 32)):
         super().__init__()
@@ -68,8 +76,11 @@ class DLRM(nn.Module):
         x = self.bot(dense)
         embs = [self.emb[t](sparse[:, t]).sum(1) for t in range(len(self.emb))]
         t = torch.stack([x] + embs, dim=1)            # [B, T+1, dim]
-        z = torch.matmul(t, t.transpose(1, 2))        # [B, T+1, T+1]
-        inter = z[:, self.li, self.lj]                # [B, (T+1)T/2]
+        if self.interaction == "pairs":
+            inter = (t[:, self.li] * t[:, self.lj]).sum(-1)  # [B, (T+1)T/2]
+        else:
+            z = torch.matmul(t, t.transpose(1, 2))    # [B, T+1, T+1]
+            inter = z[:, self.li, self.lj]            # [B, (T+1)T/2]
         return torch.sigmoid(self.top(torch.cat([x, inter], dim=1)))
 
 

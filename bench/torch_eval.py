@@ -28,6 +28,8 @@ def parse_args():
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2, help="warm-up passes (the first is checked)")
     ap.add_argument("--dir", help="directory with NAME.onnx/.eval.safetensors/.ref.json")
+    ap.add_argument("--interaction", choices=["matmul", "pairs"], default="matmul",
+                    help="DLRM only: how the torch module computes the pairwise dots (see nets.DLRM)")
     ap.add_argument("--no-check", action="store_true", help="skip the golden check")
     ap.add_argument("--json", action="store_true", help="accepted for symmetry; output is JSON anyway")
     return ap.parse_args()
@@ -35,15 +37,15 @@ def parse_args():
 
 def main():
     a = parse_args()
-    # Thread env must be in place before torch (and its OpenMP/BLAS) is loaded. run.py sets
-    # these in the subprocess env already; this makes a manual run behave the same.
-    from benchlib_path import benchlib  # noqa: F401  (sets sys.path)
-    for k in benchlib.THREAD_ENV:
+    # Thread env must be in place before numpy/torch (and their OpenMP/OpenBLAS) are loaded.
+    # run.py sets these in the subprocess env already; this makes a manual run behave the same.
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[k] = str(a.threads)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-    import numpy as np
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch
+    import benchlib
     import nets
 
     torch.set_num_threads(a.threads)
@@ -70,6 +72,11 @@ def main():
         sys.exit(f"torch_eval: no torch module for {a.model!r} (known: {sorted(nets.CONFORMANCE)},"
                  " or a NAME.pt from make_models.py)")
     model.eval()
+    if a.interaction != "matmul":
+        if not isinstance(model, nets.DLRM):
+            sys.exit(f"torch_eval: --interaction applies to DLRM models only, not {a.model}")
+        model.interaction = a.interaction
+        source += f", interaction={a.interaction}"
     if input_names != nets.graph_input_names(onnx_path):
         sys.exit(f"torch_eval: input names {input_names} != ONNX graph inputs "
                  f"{nets.graph_input_names(onnx_path)}")
@@ -118,7 +125,8 @@ def main():
     result.update(benchlib.metrics(task, labels, out.numpy()))
     best = min(times)
     result.update({"batch": batch, "threads": a.threads, "seconds": best,
-                   "samples_per_s": n / best, "peer": "torch", "torch_version": torch.__version__,
+                   "samples_per_s": n / best, "peer": "torch", "variant": a.interaction,
+                   "torch_version": torch.__version__,
                    "torch_threads": torch.get_num_threads(), "repeat": len(times),
                    "seconds_median": sorted(times)[len(times) // 2], "source": source})
     result.update(check)
