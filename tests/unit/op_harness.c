@@ -51,7 +51,7 @@ void th_free(bf_tensor *outputs, int n_out)
     for (int i = 0; i < n_out; i++) { free(outputs[i].data); outputs[i].data = NULL; }
 }
 
-static bf_tensor make(bf_dtype dt, const void *data, int ndim, const int64_t *dims)
+bf_tensor th_tensor(bf_dtype dt, const void *data, int ndim, const int64_t *dims)
 {
     bf_tensor t = {0};
     t.dtype = dt;
@@ -63,12 +63,12 @@ static bf_tensor make(bf_dtype dt, const void *data, int ndim, const int64_t *di
     return t;
 }
 
-bf_tensor th_tensor_f32(const float *data, int ndim, const int64_t *dims) { return make(BF_F32, data, ndim, dims); }
-bf_tensor th_tensor_i64(const int64_t *data, int ndim, const int64_t *dims) { return make(BF_I64, data, ndim, dims); }
+bf_tensor th_tensor_f32(const float *data, int ndim, const int64_t *dims) { return th_tensor(BF_F32, data, ndim, dims); }
+bf_tensor th_tensor_i64(const int64_t *data, int ndim, const int64_t *dims) { return th_tensor(BF_I64, data, ndim, dims); }
 
 bf_tensor th_tensor_rand(uint64_t seed, int ndim, const int64_t *dims)
 {
-    bf_tensor t = make(BF_F32, NULL, ndim, dims);
+    bf_tensor t = th_tensor(BF_F32, NULL, ndim, dims);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     float *d = t.data;
     for (int64_t i = 0; i < bf_tensor_numel(&t); i++) {

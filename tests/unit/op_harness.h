@@ -19,7 +19,9 @@ bf_status th_run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t 
                     bf_error *err);
 void th_free(bf_tensor *outputs, int n_out);
 
-/* Tensor builders (data is copied into malloc'ed storage; free with th_tensor_free). */
+/* Tensor builders (data is copied into malloc'ed storage; free with th_tensor_free).
+ * th_tensor: any dtype; data may be NULL for zeros. */
+bf_tensor th_tensor(bf_dtype dtype, const void *data, int ndim, const int64_t *dims);
 bf_tensor th_tensor_f32(const float *data, int ndim, const int64_t *dims);
 bf_tensor th_tensor_i64(const int64_t *data, int ndim, const int64_t *dims);
 /* Fills with deterministic pseudo-random floats in [-1, 1). */

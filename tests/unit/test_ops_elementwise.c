@@ -17,14 +17,8 @@
 
 static bf_tensor mk(bf_dtype dt, int ndim, const int64_t *dims, const void *data)
 {
-    bf_tensor t = {0};
-    t.dtype = dt;
-    t.ndim = ndim;
-    for (int i = 0; i < ndim; i++) t.dims[i] = dims[i];
-    size_t nb = bf_tensor_nbytes(&t);
-    t.data = calloc(1, nb ? nb : 1);
+    bf_tensor t = th_tensor(dt, data, ndim, dims);
     assert_non_null(t.data);
-    if (data) memcpy(t.data, data, nb);
     return t;
 }
 

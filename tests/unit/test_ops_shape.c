@@ -30,12 +30,7 @@ static int64_t rand_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rng() % (
 
 static bf_tensor mk(bf_dtype dt, int ndim, const int64_t *dims)
 {
-    bf_tensor t = {0};
-    t.dtype = dt;
-    t.ndim = ndim;
-    for (int i = 0; i < ndim; i++) t.dims[i] = dims[i];
-    size_t nb = bf_tensor_nbytes(&t);
-    t.data = calloc(1, nb ? nb : 1);
+    bf_tensor t = th_tensor(dt, NULL, ndim, dims);
     assert_non_null(t.data);
     return t;
 }
