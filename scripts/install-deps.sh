@@ -10,7 +10,11 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev lib
       libjansson-dev libopenblas-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
       libsqlite3-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--bench" ]; then
-  pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy nodejs npm)
+  pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy)
+  # ONNX Runtime comes from npm: any node and npm will do (this machine's may
+  # not be Debian's, and Debian's npm would then conflict with it)
+  command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
 missing=()
