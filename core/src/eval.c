@@ -133,7 +133,9 @@ static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
         return bf_error_set(err, BF_ESHAPE, "eval tensor 'labels' must hold one label per sample (%lld), it holds %lld",
                             (long long)n, (long long)bf_tensor_numel(l));
     int is_float = l->dtype == BF_F32 || l->dtype == BF_F16 || l->dtype == BF_BF16;
-    if (is_float) {
+    /* Integer labels against a single score per sample can only mean a
+     * binary task (class ids would need a score per class). */
+    if (is_float || ev->out_cols == 1) {
         ev->labels_f = bf__malloc((size_t)n * sizeof(float));
         ev->order = bf__malloc((size_t)n * sizeof(int64_t));
         if (!ev->labels_f || !ev->order) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
@@ -141,7 +143,7 @@ static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
         if (st != BF_OK) return st;
         for (int64_t i = 0; i < n; i++)
             if (ev->labels_f[i] != 0.0f && ev->labels_f[i] != 1.0f)
-                return bf_error_set(err, BF_EFORMAT, "float labels mean a binary task and must be 0 or 1; labels[%lld] is %g",
+                return bf_error_set(err, BF_EFORMAT, "a binary task (float labels, or one score per sample) needs labels 0 or 1; labels[%lld] is %g",
                                     (long long)i, ev->labels_f[i]);
         if (ev->out_cols != 1)
             return bf_error_set(err, BF_ESHAPE, "binary labels need one score per sample, but output '%s' has %lld values per sample",

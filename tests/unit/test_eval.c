@@ -187,6 +187,85 @@ static void dataset_mismatch_is_named(void **state)
     free(buf);
 }
 
+/* Writes tensors as safetensors into a malloc'ed buffer. */
+static unsigned char *safetensors(const bf_tensor *const *ts, const char *const *names, const char *const *dtypes,
+                                  int n, size_t *len)
+{
+    char header[2048];
+    size_t off = 0, hl = 0, data = 0;
+    hl += (size_t)snprintf(header + hl, sizeof header - hl, "{");
+    for (int i = 0; i < n; i++) {
+        size_t nb = bf_tensor_nbytes(ts[i]);
+        hl += (size_t)snprintf(header + hl, sizeof header - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "",
+                               names[i], dtypes[i]);
+        for (int d = 0; d < ts[i]->ndim; d++)
+            hl += (size_t)snprintf(header + hl, sizeof header - hl, "%s%lld", d ? "," : "", (long long)ts[i]->dims[d]);
+        hl += (size_t)snprintf(header + hl, sizeof header - hl, "],\"data_offsets\":[%zu,%zu]}", data, data + nb);
+        data += nb;
+    }
+    hl += (size_t)snprintf(header + hl, sizeof header - hl, "}");
+    unsigned char *buf = calloc(1, 8 + hl + data);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(buf + 8, header, hl);
+    off = 8 + hl;
+    for (int i = 0; i < n; i++) {
+        memcpy(buf + off, ts[i]->data, bf_tensor_nbytes(ts[i]));
+        off += bf_tensor_nbytes(ts[i]);
+    }
+    *len = off;
+    return buf;
+}
+
+/* Integer 0/1 labels with a one-score model are a binary task: the same AUC
+ * as with the float labels the fixture ships. */
+static void integer_binary_labels(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL, *ds_int = NULL;
+    bf_evaluator *e1 = NULL, *e2 = NULL;
+    bf_error err = {0};
+    assert_int_equal(bf_model_load_file(BF_FIXTURES "/conformance/dlrm_ops_op13.onnx", &m, &err), BF_OK);
+    assert_int_equal(bf_dataset_load_file(BF_FIXTURES "/conformance/dlrm_ops_op13.eval.safetensors", &ds, &err), BF_OK);
+    const bf_tensor *dense = bf_dataset_find(ds, "dense"), *sparse = bf_dataset_find(ds, "sparse");
+    const bf_tensor *lf = bf_dataset_find(ds, "labels");
+    assert_int_equal(lf->dtype, BF_F32);
+    bf_tensor li = *lf;
+    li.dtype = BF_I64;
+    li.data = malloc((size_t)bf_tensor_numel(lf) * sizeof(int64_t));
+    for (int64_t i = 0; i < bf_tensor_numel(lf); i++) ((int64_t *)li.data)[i] = (int64_t)((const float *)lf->data)[i];
+    const bf_tensor *ts[3] = {dense, sparse, &li};
+    const char *names[3] = {"dense", "sparse", "labels"}, *dts[3] = {"F32", "I64", "I64"};
+    size_t len;
+    unsigned char *buf = safetensors(ts, names, dts, 3, &len);
+    assert_int_equal(bf_dataset_load_buffer(buf, len, "int-labels.safetensors", &ds_int, &err), BF_OK);
+    assert_int_equal(bf_evaluator_create(m, ds, NULL, &e1, &err), BF_OK);
+    if (bf_evaluator_create(m, ds_int, NULL, &e2, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(bf_evaluator_task(e2), BF_TASK_BINARY);
+    bf_eval_result r1, r2;
+    assert_int_equal(bf_evaluator_run(e1, NULL, 0, &r1, &err), BF_OK);
+    assert_int_equal(bf_evaluator_run(e2, NULL, 0, &r2, &err), BF_OK);
+    assert_true(r1.auc == r2.auc && r1.logloss == r2.logloss);
+    assert_true(r1.auc > 0.5);
+    /* a label 2 with one score per sample is refused, naming it */
+    ((int64_t *)li.data)[3] = 2;
+    free(buf);
+    buf = safetensors(ts, names, dts, 3, &len);
+    bf_dataset_free(ds_int);
+    ds_int = NULL;
+    bf_evaluator_free(e2);
+    e2 = NULL;
+    assert_int_equal(bf_dataset_load_buffer(buf, len, "bad-labels.safetensors", &ds_int, &err), BF_OK);
+    assert_int_equal(bf_evaluator_create(m, ds_int, NULL, &e2, &err), BF_EFORMAT);
+    assert_non_null(strstr(err.msg, "labels[3] is 2"));
+    free(buf);
+    free(li.data);
+    bf_evaluator_free(e1);
+    bf_dataset_free(ds_int);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +274,7 @@ int main(void)
         cmocka_unit_test(faults_last_one_pass),
         cmocka_unit_test(progress_and_cancel),
         cmocka_unit_test(dataset_mismatch_is_named),
+        cmocka_unit_test(integer_binary_labels),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,8 @@
 /* bitflip — dataset: an eval set read from a safetensors file.
  *
  * One tensor per graph input, named like the input, plus `labels`: int64 (or
- * other integer) class ids for classification, float 0/1 for binary tasks.
+ * other integer) class ids for classification, float 0/1 for binary tasks
+ * (integer 0/1 too, when the model outputs one score per sample).
  * Every tensor's first dimension is the sample. The header is parsed with
  * jansson and every offset is checked against the file before use. F32, F16,
  * BF16, I64, I32 and U8 are read; tensors keep their stored dtype. */
