@@ -101,7 +101,7 @@ static bf_status check_length(uint64_t header_len, uint64_t after_prefix, const 
     if (header_len > after_prefix)
         return fail(err, BF_EFORMAT, label,
                     "header declares %" PRIu64 " bytes but the file has only %" PRIu64
-                    " after the length prefix",
+                    " after the length prefix (truncated, or not a safetensors file)",
                     header_len, after_prefix);
     if (header_len > HEADER_MAX)
         return fail(err, BF_EFORMAT, label,

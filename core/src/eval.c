@@ -110,10 +110,17 @@ static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
         }
         int ok = t->ndim == vi->ndim;
         for (int d = 1; ok && d < vi->ndim; d++) ok = vi->dims[d] < 0 || vi->dims[d] == t->dims[d];
-        if (!ok)
+        if (!ok) {
+            /* the declared shape, with symbolic dims by name: [batch, 1, 8, 8] */
+            size_t off = (size_t)snprintf(b, sizeof b, "[");
+            for (int d = 0; d < vi->ndim && off < sizeof b; d++)
+                off += vi->dims[d] >= 0 ? (size_t)snprintf(b + off, sizeof b - off, "%s%lld", d ? ", " : "", (long long)vi->dims[d])
+                                        : (size_t)snprintf(b + off, sizeof b - off, "%s%s", d ? ", " : "",
+                                                           vi->dim_names[d] ? vi->dim_names[d] : "?");
+            if (off < sizeof b) snprintf(b + off, sizeof b - off, "]");
             return bf_error_set(err, BF_ESHAPE, "eval tensor '%s' has shape %s; graph input '%s' wants %s (dim 0 is the sample)",
-                                vi->name, bf_shape_str(t->dims, t->ndim, a, sizeof a), vi->name,
-                                bf_shape_str(vi->dims, vi->ndim, b, sizeof b));
+                                vi->name, bf_shape_str(t->dims, t->ndim, a, sizeof a), vi->name, b);
+        }
         if ((vi->dtype == BF_I64 || vi->dtype == BF_I32) && (t->dtype == BF_F32 || t->dtype == BF_F16 || t->dtype == BF_BF16))
             return bf_error_set(err, BF_EFORMAT, "eval tensor '%s' is %s but graph input '%s' takes integer indices (%s)",
                                 vi->name, bf_dtype_name(t->dtype), vi->name, bf_dtype_name(vi->dtype));

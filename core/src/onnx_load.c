@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "alloc.h"
 #include "graph.h"
@@ -526,6 +527,11 @@ bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
     FILE *f = fopen(path, "rb");
     *out = NULL;
     if (!f) return bf_error_set(err, errno == ENOENT ? BF_ENOTFOUND : BF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = bf_error_set(err, BF_EIO, "%s: not a regular file (a directory?); give the path of an .onnx file", path);
+        goto out;
+    }
     if (fseek(f, 0, SEEK_END) != 0) { st = bf_error_set(err, BF_EIO, "%s: cannot seek: %s", path, strerror(errno)); goto out; }
     long size = ftell(f);
     if (size < 0) { st = bf_error_set(err, BF_EIO, "%s: cannot tell size: %s", path, strerror(errno)); goto out; }

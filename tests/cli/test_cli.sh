@@ -32,6 +32,8 @@ check no_args 2 "$BF"
 check unknown_cmd 2 "$BF" frobnicate;           contains unknown_cmd "no command 'frobnicate'"
 check unknown_opt 2 "$BF" eval --frob "$model" "$data"; contains unknown_opt "unknown option '--frob'"
 check missing_model 3 "$BF" info /nonexistent/m.onnx;    contains missing_model "/nonexistent/m.onnx"
+check dir_model 3 "$BF" info "$tmp";             contains dir_model "not a regular file"
+check swapped 3 "$BF" eval "$model" "$model";     contains swapped "not a safetensors file"
 check missing_data 3 "$BF" eval "$model" /nonexistent/d.safetensors; contains missing_data "/nonexistent/d.safetensors"
 check bad_threads 2 "$BF" eval "$model" "$data" --threads 0; contains bad_threads "--threads must be"
 
