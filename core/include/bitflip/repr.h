@@ -1,0 +1,80 @@
+/* bitflip — number representations and what a fault does to a stored value.
+ *
+ * A campaign's representation is the format the model is stored in: the
+ * golden model is the fp32 model rounded to that format (bf_repr_quantize),
+ * and faults change bits of the stored format (bf_repr_corrupt), after which
+ * the value is decoded back to fp32 for compute.
+ *
+ *   fp32  32 bits: bit 31 sign, 30..23 exponent, 22..0 mantissa
+ *   fp16  16 bits: bit 15 sign, 14..10 exponent, 9..0 mantissa (IEEE binary16)
+ *   bf16  16 bits: bit 15 sign, 14..7 exponent, 6..0 mantissa
+ *   int8   8 bits: two's complement q, value = q * scale, symmetric:
+ *          scale = max|w| / 127 over the tensor (per-tensor) or over each
+ *          slice along axis 0 (per-channel), q = round-half-even(w / scale)
+ *          clamped to [-127, 127]; a zero range gives scale 1. */
+#ifndef BITFLIP_REPR_H
+#define BITFLIP_REPR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bf_repr {
+    BF_REPR_FP32 = 0,
+    BF_REPR_FP16,
+    BF_REPR_BF16,
+    BF_REPR_INT8
+} bf_repr;
+
+/* Bits per stored value: 32, 16, 16, 8. */
+int bf_repr_bits(bf_repr repr);
+const char *bf_repr_name(bf_repr repr);          /* "fp32", "fp16", "bf16", "int8" */
+/* Parses a name; returns -1 if unknown. */
+int bf_repr_parse(const char *name);
+
+typedef enum bf_fault_model {
+    BF_FAULT_BITFLIP = 0,     /* XOR the mask */
+    BF_FAULT_STUCK_AT_0,      /* clear the mask's bits */
+    BF_FAULT_STUCK_AT_1,      /* set the mask's bits */
+    BF_FAULT_RANDOM_VALUE,    /* replace every bit with a random one */
+    BF_FAULT_BER              /* independent flips; a bitflip mask per element */
+} bf_fault_model;
+
+const char *bf_fault_model_name(bf_fault_model m);  /* "bitflip", "stuck_at_0", ... "ber" */
+int bf_fault_model_parse(const char *name);          /* -1 if unknown */
+
+/* Per-tensor int8 scales: one (per-tensor) or one per slice along axis 0. */
+typedef struct bf_qscale {
+    const float *scale;       /* n_scale values */
+    int64_t n_scale;
+    int64_t slice;            /* elements per scale: numel / n_scale */
+} bf_qscale;
+
+/* Scales for int8: writes n_scale values into `scale` (per_channel: dims[0]
+ * values, else 1). */
+void bf_repr_int8_scales(const float *w, int64_t numel, int64_t dim0, int per_channel, float *scale);
+
+/* The golden stored values: dst[i] = decode(encode(src[i])). For int8, `q`
+ * gives the scales (ignored otherwise). src and dst may be the same. */
+void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, const bf_qscale *q);
+
+/* Encodes one value to its stored bits, rounding to nearest even (int8:
+ * clamped to [-127, 127], NaN to 0), and back. Every pattern decodes,
+ * including int8 0x80 = -128, which only a fault can produce. */
+uint32_t bf_repr_encode(bf_repr repr, float value, float scale);
+float bf_repr_decode(bf_repr repr, uint32_t bits, float scale);
+
+/* What the fault does to one stored value: encode, apply `model` with `mask`
+ * (bits within bf_repr_bits; for RANDOM_VALUE, `mask` holds the random
+ * bits), decode. For BER use BF_FAULT_BITFLIP with the drawn mask. */
+float bf_repr_corrupt(bf_repr repr, float value, float scale, bf_fault_model model, uint32_t mask);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
