@@ -422,3 +422,35 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
     }
     return BF_OK;
 }
+
+bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err)
+{
+    if (param >= ev->model->n_params)
+        return bf_error_set(err, BF_ERANGE, "parameter %zu does not exist (the model has %zu)", param, ev->model->n_params);
+    size_t n = (size_t)bf_tensor_numel(ev->model->params[param].tensor);
+    for (size_t p = 0; p < ev->n_plans; p++) {
+        float *data;
+        bf_status st = bf_plan_param_mut(ev->plans[p], param, &data, err);
+        if (st != BF_OK) return st;
+        memcpy(data, values, n * sizeof *data);
+    }
+    return BF_OK;
+}
+
+bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,
+                                   bf_error *err)
+{
+    if (param >= ev->model->n_params)
+        return bf_error_set(err, BF_ERANGE, "parameter %zu does not exist (the model has %zu)", param, ev->model->n_params);
+    const bf_tensor *t = ev->model->params[param].tensor;
+    if (index < 0 || index >= bf_tensor_numel(t))
+        return bf_error_set(err, BF_ERANGE, "element %lld of '%s' does not exist (it has %lld elements)",
+                            (long long)index, t->name, (long long)bf_tensor_numel(t));
+    for (size_t p = 0; p < ev->n_plans; p++) {
+        float *data;
+        bf_status st = bf_plan_param_mut(ev->plans[p], param, &data, err);
+        if (st != BF_OK) return st;
+        data[index] = value;
+    }
+    return BF_OK;
+}

@@ -72,6 +72,20 @@ int64_t bf_evaluator_batch(const bf_evaluator *ev);
 bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_flips,
                            bf_eval_result *res, bf_error *err);
 
+/* --- parameters in every plan (for fault campaigns) ---------------------
+ * An evaluator's plans each hold their own copy of a parameter once it is
+ * written (see plan.h); these write the same values into all of them, so a
+ * run sees them whichever plan computes a batch. The model is untouched. */
+
+/* Replaces parameter `param` with `values` (its element count of floats) in
+ * every plan: e.g. the model rounded to fp16, as the golden model of a
+ * campaign. Allocates each plan's copy if it has none yet. */
+bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err);
+/* Writes element `index` of parameter `param` in every plan. Allocates
+ * nothing once the parameter has been set or written before. */
+bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,
+                                   bf_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,111 @@
+/* Internal layout of a campaign, shared by campaign.c (resolving the spec,
+ * the golden pass), campaign_sample.c (drawing each trial's faults),
+ * campaign_run.c (workers, outcomes, aggregation) and campaign_stats.c. */
+#ifndef BF_CAMPAIGN_IMPL_H
+#define BF_CAMPAIGN_IMPL_H
+
+#include "bitflip/campaign.h"
+#include "bitflip/rng.h"
+
+/* One corrupted element of a trial. */
+typedef struct bf__efault {
+    int64_t site, index;
+    uint32_t mask;
+} bf__efault;
+
+/* A trial's faults as drawn from (seed, t). The buffers belong to the worker
+ * and are reused from trial to trial. */
+typedef struct bf__draw {
+    bf__efault *f;
+    size_t n, cap;
+    uint64_t *pos;            /* BER: flipped bit positions over the population */
+    size_t pos_cap;
+    int64_t n_faults;         /* bits flipped (BER) or 1 */
+    int first_bit;            /* the by_bit stratum; -1 for none (random_value, BER) */
+    int rate_index;           /* BER; -1 otherwise */
+} bf__draw;
+
+typedef struct bf__list_fault {
+    int64_t site, index;
+    int bit;
+} bf__list_fault;
+
+/* BER draws at most this many bit errors per trial (memory: 8 bytes each). */
+#define BF__BER_MAX_ERRORS (INT64_C(1) << 22)
+
+struct bf_campaign {
+    const bf_model *model;
+    const bf_dataset *ds;
+    uint64_t seed;
+    int64_t n_trials;
+    bf_fault_model kind;
+    bf_repr repr;
+    int repr_bits;
+    int bits, burst;
+    int allowed[64];          /* allowed bit positions, ascending */
+    int n_allowed;
+    int starts[64];           /* burst: first bits whose whole burst is allowed */
+    int n_starts;
+    double *rates;
+    size_t n_rates;
+    int64_t repeats;
+    bf_sampling sampling;
+    bf__list_fault *list;
+    size_t n_list;
+    unsigned metrics;         /* computed per trial (spec's, plus the critical one) */
+    int critical_metric;      /* -1: prediction changes only */
+    double critical_delta;
+    double stop_margin, stop_confidence;
+    int64_t batch;            /* every worker's evaluator uses exactly this */
+
+    bf_site *sites;
+    size_t n_sites;
+    size_t *site_param;       /* model parameter index of each site */
+    int64_t *prefix;          /* n_sites + 1 running element counts */
+    int64_t elements;         /* prefix[n_sites] */
+
+    /* The golden model as stored: per model parameter, the values in the
+     * representation (NULL for fp32: the model's own), and int8 scales. */
+    float **stored;
+    float **scale;
+    int64_t *slice;           /* elements per scale */
+
+    /* golden pass */
+    bf_task task;
+    int64_t samples, out_cols;
+    float *golden;            /* samples * out_cols */
+    int64_t *golden_pred;     /* per sample: arg-max, or 0/1 for one score */
+    int logits;               /* one score per sample, and scores are logits */
+    double golden_metric[BF_METRIC_COUNT];
+    double label_entropy;     /* binary: entropy of the positive rate (nats) */
+    /* Metric sums are kept on a fixed grid so they add exactly (see
+     * campaign_stats.c): per metric a bound and the grid exponents. */
+    double bound[BF_METRIC_COUNT];
+    int fsum[BF_METRIC_COUNT], fsq[BF_METRIC_COUNT];
+};
+
+/* campaign_sample.c: the faults of trial t, a pure function of (seed, t). */
+bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err);
+void bf__draw_free(bf__draw *d);
+
+/* The golden stored value of element `index` of a parameter, and its scale. */
+static inline float bf__stored(const bf_campaign *c, size_t param, int64_t index)
+{
+    const float *v = c->stored[param] ? c->stored[param] : (const float *)bf_model_param(c->model, param)->tensor->data;
+    return v[index];
+}
+static inline float bf__scale(const bf_campaign *c, size_t param, int64_t index)
+{
+    return c->scale[param] ? c->scale[param][index / c->slice[param]] : 1.0f;
+}
+
+/* campaign.c: a sample's prediction: its arg-max, or for one score per
+ * sample the 0.5 threshold (0 when the golden scores are logits). */
+int64_t bf__prediction(const bf_campaign *c, const float *row);
+
+/* campaign_stats.c */
+bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);
+/* Adds a finite, non-negative metric value to sums on the metric's grid. */
+void bf__sums_add(bf_metric_sums *s, double v, double bound, int fsum, int fsq);
+
+#endif
