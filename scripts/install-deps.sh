@@ -8,7 +8,8 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       libjansson-dev libopenblas-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
-      libsqlite3-dev libcurl4-openssl-dev)
+      libsqlite3-dev libcurl4-openssl-dev
+      python3-jsonschema)   # checks api/campaign.schema.json against the C validator
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy)
   # ONNX Runtime comes from npm: any node and npm will do (this machine's may

@@ -1,0 +1,454 @@
+/* Campaign results <-> JSON, and their text and CSV renderings. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitflip/api/result.h"
+#include "bitflip/bitflip.h"
+
+static const char *const outcome_keys[BF_OUTCOME_COUNT] = {"masked", "tolerable", "critical", "due"};
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static double confidence_of(const json_t *header)
+{
+    double c = json_number_value(json_object_get(json_object_get(header, "campaign"), "confidence"));
+    return c > 0 && c < 1 ? c : 0.95;
+}
+
+json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, const bf_campaign_result *r)
+{
+    json_t *h = json_object(), *camp = json_object(), *sites = json_array(), *golden = json_object();
+    json_object_set_new(camp, "model", json_string(spec->model ? spec->model : ""));
+    json_object_set_new(camp, "dataset", json_string(spec->dataset ? spec->dataset : ""));
+    json_object_set_new(camp, "seed", json_integer((json_int_t)spec->seed));
+    json_object_set_new(camp, "trials", json_integer(bf_campaign_num_trials(c)));
+    json_object_set_new(camp, "target", json_string(spec->target == BF_TARGET_WEIGHTS ? "weights"
+                                                    : spec->target == BF_TARGET_ACTIVATIONS ? "activations" : "inputs"));
+    json_object_set_new(camp, "fault_model", json_string(bf_fault_model_name(spec->model_kind)));
+    json_object_set_new(camp, "bits", json_integer(spec->bits));
+    json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
+    json_object_set_new(camp, "persistence", json_string(spec->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
+    json_object_set_new(camp, "sampling", json_string(spec->sampling == BF_SAMPLE_UNIFORM ? "uniform"
+                                                      : spec->sampling == BF_SAMPLE_PER_TENSOR ? "per_tensor"
+                                                      : spec->sampling == BF_SAMPLE_PER_BIT ? "per_bit" : "list"));
+    json_object_set_new(camp, "population", json_real(bf_campaign_population(c)));
+    json_object_set_new(camp, "confidence", json_real(spec->stop_confidence > 0 ? spec->stop_confidence : 0.95));
+    if (spec->n_rates) {
+        json_t *rates = json_array();
+        for (size_t i = 0; i < spec->n_rates; i++) json_array_append_new(rates, json_real(spec->rates[i]));
+        json_object_set_new(camp, "rates", rates);
+        json_object_set_new(camp, "repeats", json_integer(spec->repeats));
+    }
+    for (size_t i = 0; i < bf_campaign_num_sites(c); i++) {
+        const bf_site *s = bf_campaign_site(c, i);
+        json_array_append_new(sites, json_pack("{s:s, s:s?, s:I, s:i}", "name", s->name, "op", s->op,
+                                               "elements", (json_int_t)s->elements, "bits", s->bits));
+    }
+    json_object_set_new(camp, "sites", sites);
+    json_object_set_new(golden, "task", json_string(bf_task_name(r->task)));
+    json_object_set_new(golden, "samples", json_integer(r->samples));
+    /* the task metrics; deviations from golden are 0 by definition here */
+    for (int m = 0; m < BF_METRIC_COUNT; m++)
+        if (m != BF_METRIC_TOP1_MISMATCH && m != BF_METRIC_MSE && m != BF_METRIC_MAX_ABS && isfinite(r->golden[m]))
+            json_object_set_new(golden, bf_metric_name((bf_metric_id)m), json_real(r->golden[m]));
+    json_object_set_new(h, "bitflip", json_string(BITFLIP_VERSION));
+    json_object_set_new(h, "campaign", camp);
+    json_object_set_new(h, "golden", golden);
+    return h;
+}
+
+static json_t *counts_json(const bf_outcome_counts *c)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++) json_object_set_new(o, outcome_keys[i], json_integer(c->n[i]));
+    return o;
+}
+
+static int64_t counts_total(const bf_outcome_counts *c)
+{
+    int64_t n = 0;
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++) n += c->n[i];
+    return n;
+}
+
+static json_t *rate_json(int64_t k, int64_t n, double conf)
+{
+    double lo = NAN, hi = NAN;
+    if (n > 0) bf_wilson(k, n, conf, &lo, &hi);
+    return json_pack("{s:o, s:[o, o]}", "rate", n > 0 ? json_real((double)k / (double)n) : json_null(), "ci", num(lo), num(hi));
+}
+
+static json_t *metric_json(const bf_metric_sums *s, double conf)
+{
+    double mean = s->n ? s->sum / (double)s->n : NAN;
+    double var = s->n > 1 ? (s->sumsq - s->sum * mean) / (double)(s->n - 1) : NAN;
+    double sd = var > 0 ? sqrt(var) : (s->n > 1 ? 0 : NAN);
+    double half = s->n > 1 ? bf_z_for_confidence(conf) * sd / sqrt((double)s->n) : NAN;
+    return json_pack("{s:I, s:f, s:f, s:o, s:o, s:[o, o]}", "n", (json_int_t)s->n, "sum", s->sum, "sumsq", s->sumsq,
+                     "mean", num(mean), "std", num(sd), "ci", num(mean - half), num(mean + half));
+}
+
+/* Counts, the critical rate and its interval: one entry of by_tensor etc. */
+static json_t *group_json(const bf_outcome_counts *c, double conf)
+{
+    int64_t n = counts_total(c);
+    json_t *g = json_object();
+    json_object_set_new(g, "trials", json_integer(n));
+    json_object_set_new(g, "outcomes", counts_json(c));
+    json_object_set_new(g, "critical", rate_json(c->n[BF_OUTCOME_CRITICAL], n, conf));
+    json_object_set_new(g, "due", rate_json(c->n[BF_OUTCOME_DUE], n, conf));
+    return g;
+}
+
+json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t shards)
+{
+    double conf = confidence_of(header);
+    json_t *doc = header, *summary = json_object(), *rates = json_object(), *metrics = json_object();
+    const json_t *camp = json_object_get(header, "campaign");
+    json_object_set_new(doc, "shards", json_integer(shards));
+    json_object_set_new(summary, "trials", json_integer(r->trials_done));
+    json_object_set_new(summary, "planned", json_integer(r->trials_planned));
+    json_object_set_new(summary, "stopped_early", json_boolean(r->stopped_early));
+    json_object_set_new(summary, "outcomes", counts_json(&r->total));
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++)
+        json_object_set_new(rates, outcome_keys[i], rate_json(r->total.n[i], r->trials_done, conf));
+    json_object_set_new(summary, "rates", rates);
+    for (int m = 0; m < BF_METRIC_COUNT; m++)
+        if (r->metric[m].n) json_object_set_new(metrics, bf_metric_name((bf_metric_id)m), metric_json(&r->metric[m], conf));
+    json_object_set_new(summary, "metrics", metrics);
+    json_object_set_new(doc, "summary", summary);
+
+    const json_t *sites = json_object_get(camp, "sites");
+    json_t *by_tensor = json_array();
+    for (size_t i = 0; i < r->n_sites; i++) {
+        json_t *g = group_json(&r->by_site[i], conf);
+        json_object_set_new(g, "tensor", json_incref(json_object_get(json_array_get(sites, i), "name")));
+        json_array_append_new(by_tensor, g);
+    }
+    json_object_set_new(doc, "by_tensor", by_tensor);
+    json_t *by_bit = json_array();
+    for (int b = 0; b < 64; b++) {
+        if (!counts_total(&r->by_bit[b])) continue;
+        json_t *g = group_json(&r->by_bit[b], conf);
+        json_object_set_new(g, "bit", json_integer(b));
+        json_array_append_new(by_bit, g);
+    }
+    json_object_set_new(doc, "by_bit", by_bit);
+    if (r->n_rates) {
+        const json_t *rl = json_object_get(camp, "rates");
+        json_t *by_rate = json_array();
+        for (size_t i = 0; i < r->n_rates; i++) {
+            json_t *g = group_json(&r->by_rate[i], conf), *ms = json_object();
+            json_object_set_new(g, "rate", json_incref(json_array_get(rl, i)));
+            for (int m = 0; m < BF_METRIC_COUNT; m++) {
+                const bf_metric_sums *s = &r->rate_metric[i * BF_METRIC_COUNT + (size_t)m];
+                if (s->n) json_object_set_new(ms, bf_metric_name((bf_metric_id)m), metric_json(s, conf));
+            }
+            json_object_set_new(g, "metrics", ms);
+            json_array_append_new(by_rate, g);
+        }
+        json_object_set_new(doc, "by_rate", by_rate);
+    }
+    return doc;
+}
+
+/* --- parsing back ---------------------------------------------------- */
+
+static bf_status bad(bf_error *err, const char *ptr) { return bf_error_set(err, BF_EFORMAT, "%s: missing or malformed", ptr); }
+
+static bf_status parse_counts(const json_t *o, const char *ptr, bf_outcome_counts *c, bf_error *err)
+{
+    if (!json_is_object(o)) return bad(err, ptr);
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++) {
+        const json_t *v = json_object_get(o, outcome_keys[i]);
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            char p[256];
+            snprintf(p, sizeof p, "%s/%s", ptr, outcome_keys[i]);
+            return bad(err, p);
+        }
+        c->n[i] = json_integer_value(v);
+    }
+    return BF_OK;
+}
+
+static bf_status parse_sums(const json_t *o, bf_metric_sums *s)
+{
+    s->n = json_integer_value(json_object_get(o, "n"));
+    s->sum = json_number_value(json_object_get(o, "sum"));
+    s->sumsq = json_number_value(json_object_get(o, "sumsq"));
+    return BF_OK;
+}
+
+bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *err)
+{
+    memset(r, 0, sizeof *r);
+    const json_t *camp = json_object_get(doc, "campaign"), *summary = json_object_get(doc, "summary");
+    if (!json_is_object(camp)) return bad(err, "/campaign");
+    if (!json_is_object(summary)) return bad(err, "/summary");
+    const json_t *sites = json_object_get(camp, "sites"), *rates = json_object_get(camp, "rates");
+    if (!json_is_array(sites)) return bad(err, "/campaign/sites");
+    r->trials_done = json_integer_value(json_object_get(summary, "trials"));
+    r->trials_planned = json_integer_value(json_object_get(summary, "planned"));
+    r->stopped_early = json_is_true(json_object_get(summary, "stopped_early"));
+    bf_status st = parse_counts(json_object_get(summary, "outcomes"), "/summary/outcomes", &r->total, err);
+    if (st) return st;
+    const json_t *metrics = json_object_get(summary, "metrics");
+    for (int m = 0; m < BF_METRIC_COUNT; m++) {
+        const json_t *o = json_object_get(metrics, bf_metric_name((bf_metric_id)m));
+        if (o) parse_sums(o, &r->metric[m]);
+    }
+    r->n_sites = json_array_size(sites);
+    r->by_site = calloc(r->n_sites + 1, sizeof *r->by_site);
+    if (!r->by_site) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    const json_t *bt = json_object_get(doc, "by_tensor");
+    if (json_array_size(bt) != r->n_sites) return bad(err, "/by_tensor");
+    for (size_t i = 0; i < r->n_sites; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "/by_tensor/%zu/outcomes", i);
+        if ((st = parse_counts(json_object_get(json_array_get(bt, i), "outcomes"), p, &r->by_site[i], err))) return st;
+    }
+    size_t k;
+    const json_t *g;
+    json_array_foreach(json_object_get(doc, "by_bit"), k, g) {
+        json_int_t b = json_integer_value(json_object_get(g, "bit"));
+        char p[64];
+        snprintf(p, sizeof p, "/by_bit/%zu", k);
+        if (b < 0 || b >= 64) return bad(err, p);
+        strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
+        if ((st = parse_counts(json_object_get(g, "outcomes"), p, &r->by_bit[b], err))) return st;
+    }
+    r->n_rates = json_array_size(rates);
+    if (r->n_rates) {
+        const json_t *br = json_object_get(doc, "by_rate");
+        if (json_array_size(br) != r->n_rates) return bad(err, "/by_rate");
+        r->by_rate = calloc(r->n_rates, sizeof *r->by_rate);
+        r->rate_metric = calloc(r->n_rates * BF_METRIC_COUNT, sizeof *r->rate_metric);
+        if (!r->by_rate || !r->rate_metric) return bf_error_set(err, BF_ENOMEM, "out of memory");
+        for (size_t i = 0; i < r->n_rates; i++) {
+            const json_t *e = json_array_get(br, i);
+            char p[64];
+            snprintf(p, sizeof p, "/by_rate/%zu/outcomes", i);
+            if ((st = parse_counts(json_object_get(e, "outcomes"), p, &r->by_rate[i], err))) return st;
+            for (int m = 0; m < BF_METRIC_COUNT; m++) {
+                const json_t *o = json_object_get(json_object_get(e, "metrics"), bf_metric_name((bf_metric_id)m));
+                if (o) parse_sums(o, &r->rate_metric[i * BF_METRIC_COUNT + (size_t)m]);
+            }
+        }
+    }
+    return BF_OK;
+}
+
+json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, const bf_trial_record *rec)
+{
+    json_t *t = json_object(), *faults = json_array(), *metrics = json_object();
+    json_object_set_new(t, "trial", json_integer(rec->trial));
+    json_object_set_new(t, "outcome", json_string(bf_outcome_name(rec->outcome)));
+    if (rec->rate_index >= 0 && (size_t)rec->rate_index < spec->n_rates)
+        json_object_set_new(t, "rate", json_real(spec->rates[rec->rate_index]));
+    json_object_set_new(t, "n_faults", json_integer(rec->n_faults));
+    for (int i = 0; i < rec->n_kept; i++) {
+        const bf_applied_fault *f = &rec->faults[i];
+        json_t *bits = json_array();
+        for (int b = 0; b < 32; b++)
+            if (f->mask & (UINT32_C(1) << b)) json_array_append_new(bits, json_integer(b));
+        json_t *jf = json_pack("{s:s, s:I, s:o, s:o, s:o}", "tensor", bf_campaign_site(c, (size_t)f->site)->name,
+                               "index", (json_int_t)f->index, "bits", bits, "old", num(f->old_value), "new", num(f->new_value));
+        if (!isfinite(f->new_value))
+            json_object_set_new(jf, "new", json_string(isnan(f->new_value) ? "NaN" : f->new_value > 0 ? "Infinity" : "-Infinity"));
+        if (f->sample >= 0) json_object_set_new(jf, "sample", json_integer(f->sample));
+        json_array_append_new(faults, jf);
+    }
+    json_object_set_new(t, "faults", faults);
+    for (int m = 0; m < BF_METRIC_COUNT; m++)
+        if ((!spec->metrics || (spec->metrics & (1u << m))) && !isnan(rec->metrics[m]))
+            json_object_set_new(metrics, bf_metric_name((bf_metric_id)m), num(rec->metrics[m]));
+    json_object_set_new(t, "metrics", metrics);
+    json_object_set_new(t, "changed_predictions", json_integer(rec->changed));
+    return t;
+}
+
+/* --- renderings ------------------------------------------------------- */
+
+static double rate_of(const json_t *g, const char *which, double *lo, double *hi)
+{
+    const json_t *r = json_object_get(g, which);
+    const json_t *ci = json_object_get(r, "ci");
+    *lo = json_number_value(json_array_get(ci, 0));
+    *hi = json_number_value(json_array_get(ci, 1));
+    return json_number_value(json_object_get(r, "rate"));
+}
+
+/* Indices of `arr`'s entries by descending critical rate (ties: order). */
+static size_t *rank_by_critical(const json_t *arr, size_t *n)
+{
+    *n = json_array_size(arr);
+    size_t *idx = malloc((*n + 1) * sizeof *idx);
+    if (!idx) return NULL;
+    for (size_t i = 0; i < *n; i++) idx[i] = i;
+    for (size_t i = 1; i < *n; i++)       /* insertion sort: stable, lists are short */
+        for (size_t j = i; j > 0; j--) {
+            double a = json_number_value(json_object_get(json_object_get(json_array_get(arr, idx[j]), "critical"), "rate"));
+            double b = json_number_value(json_object_get(json_object_get(json_array_get(arr, idx[j - 1]), "critical"), "rate"));
+            if (a <= b) break;
+            size_t t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t;
+        }
+    return idx;
+}
+
+/* The groups with trials, most critical first; nothing if none has any. */
+static void print_group_rows(FILE *f, const json_t *arr, const char *key, const char *title, size_t limit)
+{
+    size_t n, shown = 0, with_trials = 0;
+    size_t *idx = rank_by_critical(arr, &n);
+    if (!idx) return;
+    for (size_t k = 0; k < n; k++)
+        with_trials += json_integer_value(json_object_get(json_array_get(arr, k), "trials")) > 0;
+    if (with_trials)
+        fprintf(f, "\n%s\n  %-32s %7s  %7s %7s %7s %7s   %7s  %s\n", title, key, "trials", "masked", "toler.", "crit.",
+                "due", "crit%", "interval");
+    for (size_t k = 0; k < n && shown < limit; k++) {
+        const json_t *g = json_array_get(arr, idx[k]);
+        if (json_integer_value(json_object_get(g, "trials")) <= 0) continue;
+        shown++;
+        double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
+        char label[128];
+        const json_t *kv = json_object_get(g, key);
+        if (json_is_string(kv)) snprintf(label, sizeof label, "%s", json_string_value(kv));
+        else if (json_is_integer(kv)) snprintf(label, sizeof label, "bit %lld", (long long)json_integer_value(kv));
+        else snprintf(label, sizeof label, "%g", json_number_value(kv));
+        const json_t *o = json_object_get(g, "outcomes");
+        fprintf(f, "  %-32.32s %7lld  %7lld %7lld %7lld %7lld   %6.2f%%  [%.2f%%, %.2f%%]\n", label,
+                (long long)json_integer_value(json_object_get(g, "trials")),
+                (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
+                (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
+                100 * cr, 100 * lo, 100 * hi);
+    }
+    if (with_trials > shown) fprintf(f, "  ... %zu more (all in the JSON result)\n", with_trials - shown);
+    free(idx);
+}
+
+void bf_result_print_table(FILE *f, const json_t *doc)
+{
+    const json_t *camp = json_object_get(doc, "campaign"), *golden = json_object_get(doc, "golden");
+    const json_t *summary = json_object_get(doc, "summary");
+    double conf = confidence_of(doc);
+    fprintf(f, "campaign  %s on %s: %s faults (%s, %s), %s sampling, seed %lld\n",
+            json_string_value(json_object_get(camp, "model")), json_string_value(json_object_get(camp, "dataset")),
+            json_string_value(json_object_get(camp, "fault_model")), json_string_value(json_object_get(camp, "representation")),
+            json_string_value(json_object_get(camp, "target")), json_string_value(json_object_get(camp, "sampling")),
+            (long long)json_integer_value(json_object_get(camp, "seed")));
+    fprintf(f, "golden    %s, %lld samples", json_string_value(json_object_get(golden, "task")),
+            (long long)json_integer_value(json_object_get(golden, "samples")));
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)golden, k, v)
+        if (json_is_real(v)) fprintf(f, ", %s %.4f", k, json_real_value(v));
+    fprintf(f, "\ntrials    %lld of %lld%s, fault population %.4g\n\n", (long long)json_integer_value(json_object_get(summary, "trials")),
+            (long long)json_integer_value(json_object_get(summary, "planned")),
+            json_is_true(json_object_get(summary, "stopped_early")) ? " (stopped early: intervals within the margin)" : "",
+            json_number_value(json_object_get(camp, "population")));
+    fprintf(f, "outcomes (%.0f%% Wilson intervals)\n", 100 * conf);
+    const json_t *rates = json_object_get(summary, "rates");
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++) {
+        double lo, hi, r = rate_of(rates, outcome_keys[i], &lo, &hi);
+        fprintf(f, "  %-10s %8lld   %6.2f%%  [%.2f%%, %.2f%%]\n", outcome_keys[i],
+                (long long)json_integer_value(json_object_get(json_object_get(summary, "outcomes"), outcome_keys[i])),
+                100 * r, 100 * lo, 100 * hi);
+    }
+    const json_t *metrics = json_object_get(summary, "metrics");
+    if (json_object_size(metrics)) {
+        fprintf(f, "\nmetrics under faults (mean, std, %.0f%% interval of the mean)\n", 100 * conf);
+        json_object_foreach((json_t *)metrics, k, v)
+            fprintf(f, "  %-14s %.6g  std %.4g  [%.6g, %.6g]\n", k, json_number_value(json_object_get(v, "mean")),
+                    json_number_value(json_object_get(v, "std")), json_number_value(json_array_get(json_object_get(v, "ci"), 0)),
+                    json_number_value(json_array_get(json_object_get(v, "ci"), 1)));
+    }
+    const json_t *br = json_object_get(doc, "by_rate");
+    if (json_array_size(br)) {
+        fprintf(f, "\nby bit error rate\n  %-12s %7s  %-40s\n", "rate", "trials", "metric mean [interval]");
+        size_t i;
+        const json_t *g;
+        json_array_foreach(br, i, g) {
+            fprintf(f, "  %-12.3g %7lld ", json_number_value(json_object_get(g, "rate")),
+                    (long long)json_integer_value(json_object_get(g, "trials")));
+            json_object_foreach(json_object_get(g, "metrics"), k, v) {
+                if (strcmp(k, "accuracy") && strcmp(k, "auc")) continue;
+                fprintf(f, " %s %.4f [%.4f, %.4f]", k, json_number_value(json_object_get(v, "mean")),
+                        json_number_value(json_array_get(json_object_get(v, "ci"), 0)),
+                        json_number_value(json_array_get(json_object_get(v, "ci"), 1)));
+            }
+            double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
+            fprintf(f, "  critical %.1f%%\n", 100 * cr);
+        }
+    }
+    print_group_rows(f, json_object_get(doc, "by_tensor"), "tensor", "tensors that matter most (by critical rate)", 10);
+    print_group_rows(f, json_object_get(doc, "by_bit"), "bit", "bits that matter most (by critical rate)", 8);
+}
+
+static void csv_rows(FILE *f, const char *section, const json_t *arr, const char *key)
+{
+    size_t i;
+    const json_t *g;
+    json_array_foreach(arr, i, g) {
+        const json_t *kv = json_object_get(g, key), *o = json_object_get(g, "outcomes");
+        double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
+        fprintf(f, "%s,", section);
+        if (json_is_string(kv)) fprintf(f, "\"%s\"", json_string_value(kv));
+        else if (json_is_integer(kv)) fprintf(f, "%lld", (long long)json_integer_value(kv));
+        else fprintf(f, "%.17g", json_number_value(kv));
+        fprintf(f, ",%lld,%lld,%lld,%lld,%lld,%.17g,%.17g,%.17g\n", (long long)json_integer_value(json_object_get(g, "trials")),
+                (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
+                (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
+                cr, lo, hi);
+    }
+}
+
+void bf_result_print_csv(FILE *f, const json_t *doc)
+{
+    const json_t *summary = json_object_get(doc, "summary"), *o = json_object_get(summary, "outcomes");
+    double lo, hi, cr = rate_of(json_object_get(summary, "rates"), "critical", &lo, &hi);
+    fprintf(f, "section,key,trials,masked,tolerable,critical,due,critical_rate,critical_lo,critical_hi\n");
+    fprintf(f, "total,all,%lld,%lld,%lld,%lld,%lld,%.17g,%.17g,%.17g\n", (long long)json_integer_value(json_object_get(summary, "trials")),
+            (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
+            (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
+            cr, lo, hi);
+    csv_rows(f, "tensor", json_object_get(doc, "by_tensor"), "tensor");
+    csv_rows(f, "bit", json_object_get(doc, "by_bit"), "bit");
+    csv_rows(f, "rate", json_object_get(doc, "by_rate"), "rate");
+}
+
+/* --- gates ------------------------------------------------------------ */
+
+const char *bf_result_gate_names(void)
+{
+    return "critical_rate, due_rate, masked_rate, tolerable_rate (each also _upper and _lower: its interval's "
+           "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs (means under faults), and "
+           "golden_<metric>";
+}
+
+int bf_result_gate_value(const json_t *doc, const char *name, double *value)
+{
+    const json_t *summary = json_object_get(doc, "summary");
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++) {
+        size_t kl = strlen(outcome_keys[i]);
+        if (strncmp(name, outcome_keys[i], kl) || strncmp(name + kl, "_rate", 5)) continue;
+        const char *rest = name + kl + 5;
+        const json_t *r = json_object_get(json_object_get(summary, "rates"), outcome_keys[i]);
+        const json_t *v = !*rest ? json_object_get(r, "rate")
+                          : !strcmp(rest, "_lower") ? json_array_get(json_object_get(r, "ci"), 0)
+                          : !strcmp(rest, "_upper") ? json_array_get(json_object_get(r, "ci"), 1) : NULL;
+        if (*rest && strcmp(rest, "_lower") && strcmp(rest, "_upper")) return -1;
+        if (!json_is_number(v)) return 1;
+        *value = json_number_value(v);
+        return 0;
+    }
+    int golden = !strncmp(name, "golden_", 7);
+    int m = bf_metric_parse(golden ? name + 7 : name);
+    if (m < 0) return -1;
+    const json_t *v = golden ? json_object_get(json_object_get(doc, "golden"), name + 7)
+                             : json_object_get(json_object_get(json_object_get(summary, "metrics"), name), "mean");
+    if (!json_is_number(v)) return 1;
+    *value = json_number_value(v);
+    return 0;
+}

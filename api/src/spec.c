@@ -1,0 +1,1068 @@
+/* Campaign spec: JSON -> bf_campaign_spec, reporting every problem.
+ *
+ * Three passes over each object: its keys (unknown ones reported, known ones
+ * kept in slots), then each field on its own (type, range), then the rules
+ * between fields. A field whose value is invalid is marked so, and the rules
+ * that depend on it are skipped: one mistake gives one problem, not a cascade.
+ * The contract is deliberately strict (a field that does not apply is an
+ * error, not ignored): relaxing a rule later breaks no spec, tightening would. */
+#include "bitflip/api/spec.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+#define MAX_TRIALS 1000000000LL
+#define MAX_REPEATS 1000000LL
+#define MAX_BATCH (1LL << 24)
+
+typedef struct ctx {
+    bf_spec_problems *pr;   /* NULL: count only */
+    size_t found;           /* problems found, kept or not */
+    bool nomem;
+} ctx;
+
+/* ---------------------------------------------------------------- problems */
+
+static char *vformat(const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (s) vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+static bool push(ctx *c, const char *pointer, char *message /* owned */)
+{
+    bf_spec_problems *p = c->pr;
+    char *ptr = message ? strdup(pointer) : NULL;
+    if (ptr && p->count == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        bf_spec_problem *items = realloc(p->items, cap * sizeof *items);
+        if (items) {
+            p->items = items;
+            p->cap = cap;
+        } else {
+            free(ptr);
+            ptr = NULL;
+        }
+    }
+    if (!ptr) {
+        free(message);
+        c->nomem = true;
+        return false;
+    }
+    p->items[p->count].pointer = ptr;
+    p->items[p->count].message = message;
+    p->count++;
+    return true;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void problem(ctx *c, const char *pointer, const char *fmt, ...)
+{
+    c->found++;
+    if (!c->pr || c->nomem || c->found > BF_SPEC_MAX_PROBLEMS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = vformat(fmt, ap);
+    va_end(ap);
+    push(c, pointer, msg);
+}
+
+void bf_spec_problems_free(bf_spec_problems *p)
+{
+    if (!p) return;
+    for (size_t i = 0; i < p->count; i++) {
+        free(p->items[i].pointer);
+        free(p->items[i].message);
+    }
+    free(p->items);
+    p->items = NULL;
+    p->count = p->cap = 0;
+}
+
+json_t *bf_spec_problems_json(const bf_spec_problems *p)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && p && i < p->count; i++) {
+        json_t *e = json_pack("{s:s, s:s}", "pointer", p->items[i].pointer, "detail",
+                              p->items[i].message);
+        if (json_array_append_new(arr, e) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    return arr;
+}
+
+/* ------------------------------------------------- pointers and value text */
+
+/* base + "/" + key with RFC 6901 escapes (~ -> ~0, / -> ~1). */
+static char *pointer_key(const char *base, const char *key)
+{
+    size_t nb = strlen(base), n = nb + 2;
+    for (const char *k = key; *k; k++) n += (*k == '~' || *k == '/') ? 2 : 1;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    memcpy(s, base, nb);
+    char *d = s + nb;
+    *d++ = '/';
+    for (const char *k = key; *k; k++) {
+        if (*k == '~' || *k == '/') {
+            *d++ = '~';
+            *d++ = *k == '~' ? '0' : '1';
+        } else {
+            *d++ = *k;
+        }
+    }
+    *d = '\0';
+    return s;
+}
+
+/* Fixed pointers are short: "/sampling/list/<index>/sample" at most. */
+typedef struct { char s[80]; } ptrbuf;
+
+static ptrbuf ptr_at(const char *base, const char *field)
+{
+    ptrbuf p;
+    if (snprintf(p.s, sizeof p.s, "%s/%s", base, field) < 0) p.s[0] = '\0';
+    return p;
+}
+
+static ptrbuf ptr_index(const char *base, size_t i)
+{
+    ptrbuf p;
+    snprintf(p.s, sizeof p.s, "%s/%zu", base, i);
+    return p;
+}
+
+/* 'text' in single quotes, control characters escaped, cut (at a UTF-8
+ * character boundary) after about 40 bytes: messages stay short and valid. */
+typedef struct { char s[256]; } textbuf;
+
+static textbuf quote(const char *str, size_t len)
+{
+    textbuf t;
+    size_t o = 0;
+    t.s[o++] = '\'';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)str[i];
+        if (o >= 44 && (ch & 0xC0) != 0x80) {
+            memcpy(t.s + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (ch < 0x20 || ch == 0x7f) {
+            o += (size_t)snprintf(t.s + o, sizeof t.s - o, "\\u%04x", ch);
+        } else {
+            t.s[o++] = (char)ch;
+        }
+    }
+    t.s[o++] = '\'';
+    t.s[o] = '\0';
+    return t;
+}
+
+/* The shortest %g that reads back as the same double. */
+static textbuf number_text(double d)
+{
+    textbuf t;
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(t.s, sizeof t.s, "%.*g", prec, d);
+        if (strtod(t.s, NULL) == d) break;
+    }
+    return t;
+}
+
+/* What a value is, for "got ...": "string 'abc'", "40", "1.5", "true",
+ * "null", "an array", "an object". */
+static textbuf describe(const json_t *v)
+{
+    textbuf t;
+    switch (json_typeof(v)) {
+    case JSON_STRING: {
+        textbuf q = quote(json_string_value(v), json_string_length(v));
+        if (snprintf(t.s, sizeof t.s, "string %s", q.s) < 0) t.s[0] = '\0';
+        return t;
+    }
+    case JSON_INTEGER:
+        snprintf(t.s, sizeof t.s, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return t;
+    case JSON_REAL: return number_text(json_real_value(v));
+    case JSON_TRUE: snprintf(t.s, sizeof t.s, "true"); return t;
+    case JSON_FALSE: snprintf(t.s, sizeof t.s, "false"); return t;
+    case JSON_NULL: snprintf(t.s, sizeof t.s, "null"); return t;
+    case JSON_ARRAY: snprintf(t.s, sizeof t.s, "an array"); return t;
+    case JSON_OBJECT: snprintf(t.s, sizeof t.s, "an object"); return t;
+    }
+    snprintf(t.s, sizeof t.s, "a value");
+    return t;
+}
+
+static void wrong_type(ctx *c, const char *ptr, const char *expected, const json_t *v)
+{
+    problem(c, ptr, "must be %s, got %s", expected, describe(v).s);
+}
+
+/* ---------------------------------------------------------- suggestions */
+
+static unsigned char lower(unsigned char ch) { return ch >= 'A' && ch <= 'Z' ? ch + 32 : ch; }
+
+/* Levenshtein distance, ASCII case folded; > 3 as soon as it must be. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (nb >= 64) return SIZE_MAX;
+    if ((na > nb ? na - nb : nb - na) > 3) return SIZE_MAX;
+    size_t row[65];
+    for (size_t j = 0; j <= nb; j++) row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t cost = lower((unsigned char)a[i - 1]) == lower((unsigned char)b[j - 1]) ? 0 : 1;
+            size_t best = diag + cost;
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* The nearest name within 3 edits (and fewer edits than `typed` has
+ * characters, so "x" suggests nothing); ties go to the earlier name. */
+static const char *nearest(const char *typed, const char *const *names, size_t n)
+{
+    size_t best = SIZE_MAX, len = strlen(typed);
+    const char *pick = NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(typed, names[i]);
+        if (d <= 3 && d < len && d < best) {
+            best = d;
+            pick = names[i];
+        }
+    }
+    return pick;
+}
+
+/* "'a', 'b' or 'c'" */
+static textbuf name_list(const char *const *names, size_t n)
+{
+    textbuf t;
+    size_t o = 0;
+    t.s[0] = '\0';
+    for (size_t i = 0; i < n && o < sizeof t.s; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        o += (size_t)snprintf(t.s + o, sizeof t.s - o, "%s'%s'", sep, names[i]);
+    }
+    return t;
+}
+
+/* ---------------------------------------------------------- field access */
+
+typedef struct fieldset {
+    const char *const *names;
+    size_t n;
+    /* a neighbouring object's fields, to say "'bits' belongs in 'faults'" */
+    const char *const *elsewhere;
+    size_t n_elsewhere;
+    const char *elsewhere_where;
+} fieldset;
+
+/* Reports unknown keys of `obj` (at pointer `base`); slots[i] = the value of
+ * names[i], or NULL. */
+static void take_fields(ctx *c, json_t *obj, const char *base, const fieldset *fs, json_t **slots)
+{
+    const char *key;
+    json_t *v;
+    for (size_t i = 0; i < fs->n; i++) slots[i] = NULL;
+    json_object_foreach(obj, key, v) {
+        size_t i = 0;
+        while (i < fs->n && strcmp(key, fs->names[i]) != 0) i++;
+        if (i < fs->n) {
+            slots[i] = v;
+            continue;
+        }
+        char *ptr = pointer_key(base, key);
+        if (!ptr) {
+            c->nomem = true;
+            return;
+        }
+        const char *other = NULL;
+        for (size_t j = 0; j < fs->n_elsewhere; j++)
+            if (strcmp(key, fs->elsewhere[j]) == 0) other = fs->elsewhere[j];
+        const char *near = nearest(key, fs->names, fs->n);
+        if (other)
+            problem(c, ptr, "unknown field here; '%s' belongs in %s", other, fs->elsewhere_where);
+        else if (near)
+            problem(c, ptr, "unknown field; did you mean '%s'?", near);
+        else
+            problem(c, ptr, "unknown field; the fields here are %s", name_list(fs->names, fs->n).s);
+        free(ptr);
+    }
+}
+
+/* Each get_* returns true with the value stored, or false with a problem
+ * reported (the caller then treats the field as unknown-valued). */
+
+static bool get_string(ctx *c, const json_t *v, const char *ptr, const char **out)
+{
+    if (!json_is_string(v)) {
+        wrong_type(c, ptr, "a string", v);
+        return false;
+    }
+    if (json_string_length(v) == 0) {
+        problem(c, ptr, "must not be empty");
+        return false;
+    }
+    *out = json_string_value(v);
+    return true;
+}
+
+static bool dup_string(ctx *c, const json_t *v, const char *ptr, char **out)
+{
+    const char *s;
+    if (!get_string(c, v, ptr, &s)) return false;
+    if (!(*out = strdup(s))) {
+        c->nomem = true;
+        return false;
+    }
+    return true;
+}
+
+static bool get_bool(ctx *c, const json_t *v, const char *ptr, int *out)
+{
+    if (!json_is_boolean(v)) {
+        wrong_type(c, ptr, "a boolean (true or false)", v);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+/* An integer in [lo, hi]: JSON integers, and numbers with no fraction (1e6,
+ * 5.0), as JSON Schema's "integer" reads them. `what` follows the range in
+ * the message ("for fp16"). */
+static bool get_int(ctx *c, const json_t *v, const char *ptr, int64_t lo, int64_t hi,
+                    const char *what, int64_t *out)
+{
+    bool in;
+    int64_t x = 0;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+        in = x >= lo && x <= hi;
+    } else if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d != floor(d)) {
+            wrong_type(c, ptr, "an integer", v);
+            return false;
+        }
+        /* 2^63 is the first double past INT64_MAX */
+        in = d >= (double)lo && d < 9223372036854775808.0 && d <= (double)hi;
+        if (in) x = (int64_t)d;
+    } else {
+        wrong_type(c, ptr, "an integer", v);
+        return false;
+    }
+    if (!in) {
+        if (hi == INT64_MAX)
+            problem(c, ptr, "must be >= %" PRId64 "%s, got %s", lo, what, describe(v).s);
+        else
+            problem(c, ptr, "must be %" PRId64 "..%" PRId64 "%s, got %s", lo, hi, what,
+                    describe(v).s);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static bool get_number(ctx *c, const json_t *v, const char *ptr, double *out)
+{
+    if (!json_is_number(v)) {
+        wrong_type(c, ptr, "a number", v);
+        return false;
+    }
+    *out = json_number_value(v);
+    return true;
+}
+
+/* One of `names`: its index, or -1 with a problem. */
+static int get_enum(ctx *c, const json_t *v, const char *ptr, const char *const *names, size_t n)
+{
+    if (!json_is_string(v)) {
+        problem(c, ptr, "must be a string: %s, got %s", name_list(names, n).s, describe(v).s);
+        return -1;
+    }
+    const char *s = json_string_value(v);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) return (int)i;
+    const char *near = nearest(s, names, n);
+    if (near)
+        problem(c, ptr, "must be %s, got %s; did you mean '%s'?", name_list(names, n).s,
+                quote(s, json_string_length(v)).s, near);
+    else
+        problem(c, ptr, "must be %s, got %s", name_list(names, n).s,
+                quote(s, json_string_length(v)).s);
+    return -1;
+}
+
+/* An array (non-empty unless allow_empty), or false with a problem. */
+static bool get_array(ctx *c, const json_t *v, const char *ptr, const char *of, size_t *n)
+{
+    if (!json_is_array(v)) {
+        problem(c, ptr, "must be an array of %s, got %s", of, describe(v).s);
+        return false;
+    }
+    if ((*n = json_array_size(v)) == 0) {
+        problem(c, ptr, "must not be empty (an array of %s)", of);
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ the fields */
+
+static const char *const ROOT_NAMES[] = {"model", "dataset", "seed", "trials", "faults",
+                                         "sampling", "metrics", "critical", "stop", "batch"};
+enum { R_MODEL, R_DATASET, R_SEED, R_TRIALS, R_FAULTS, R_SAMPLING, R_METRICS, R_CRITICAL,
+       R_STOP, R_BATCH, R_N };
+
+static const char *const FAULT_NAMES[] = {"target", "tensors", "model", "bits", "positions",
+                                          "burst", "rate", "rates", "repeats",
+                                          "representation", "per_channel", "persistence"};
+enum { F_TARGET, F_TENSORS, F_MODEL, F_BITS, F_POSITIONS, F_BURST, F_RATE, F_RATES,
+       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_N };
+
+static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
+static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
+enum { E_TENSOR, E_INDEX, E_BIT, E_SAMPLE, E_N };
+static const char *const CRITICAL_NAMES[] = {"metric", "delta"};
+static const char *const STOP_NAMES[] = {"margin", "confidence"};
+
+static const char *const TARGET_NAMES[] = {"weights", "activations", "inputs"};
+static const char *const PERSIST_NAMES[] = {"permanent", "transient"};
+static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"};
+
+/* What parse_faults learnt, for the rules between sections. A *_ok flag is
+ * false when the field was given but invalid: rules that need it are skipped. */
+typedef struct faults_info {
+    bool target_ok, model_ok, repr_ok, persist_ok;
+    int repr_bits;            /* of the representation; 32 if it is invalid */
+    char for_repr[16];        /* " for fp16" after a range; "" for fp32 */
+} faults_info;
+
+static bool flips_chosen_bits(bf_fault_model m)
+{
+    return m == BF_FAULT_BITFLIP || m == BF_FAULT_STUCK_AT_0 || m == BF_FAULT_STUCK_AT_1;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* A rate in (0, 1]. */
+static bool get_rate(ctx *c, const json_t *v, const char *ptr, double *out)
+{
+    if (!get_number(c, v, ptr, out)) return false;
+    if (!(*out > 0 && *out <= 1)) {
+        problem(c, ptr, "must be a probability in (0, 1], got %s", describe(v).s);
+        return false;
+    }
+    return true;
+}
+
+/* faults.tensors, or its default ["*"]; false when out of memory. */
+static bool fault_tensors(ctx *c, json_t *v, bool is_list, bf_campaign_spec *s)
+{
+    if (v && is_list) {
+        problem(c, "/faults/tensors", "not used with an explicit fault list "
+                                      "(each entry of /sampling/list names its tensor)");
+    } else if (v) {
+        size_t n;
+        if (get_array(c, v, "/faults/tensors", "tensor names, globs or 'op:Type'", &n)) {
+            if (!(s->tensors = calloc(n, sizeof *s->tensors))) {
+                c->nomem = true;
+                return false;
+            }
+            for (size_t i = 0; i < n; i++) {
+                json_t *e = json_array_get(v, i);
+                ptrbuf p = ptr_index("/faults/tensors", i);
+                char *t = NULL;
+                if (!dup_string(c, e, p.s, &t)) continue;
+                if (strcmp(t, "op:") == 0) {
+                    problem(c, p.s, "'op:' needs an op type, e.g. 'op:Gemm'");
+                    free(t);
+                    continue;
+                }
+                s->tensors[s->n_tensors++] = t;
+            }
+        }
+    } else if (!is_list) {
+        if (!(s->tensors = calloc(1, sizeof *s->tensors)) || !(s->tensors[0] = strdup("*"))) {
+            c->nomem = true;
+            return false;
+        }
+        s->n_tensors = 1;
+    }
+    return true;
+}
+
+/* faults.bits, positions and burst: which bits a fault touches. */
+static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_list,
+                       bf_campaign_spec *s)
+{
+    const char *mname = bf_fault_model_name(s->model_kind);
+    bool chosen_bits = flips_chosen_bits(s->model_kind);
+    int rbits = fi->repr_bits;
+    bool bits_ok = true, positions_ok = true;
+    if (f[F_BITS]) {
+        int64_t b;
+        if (fi->model_ok && !chosen_bits) {
+            problem(c, "/faults/bits", "applies only to models 'bitflip', 'stuck_at_0' and "
+                                       "'stuck_at_1', not '%s'", mname);
+            bits_ok = false;
+        } else if (is_list) {
+            problem(c, "/faults/bits", "not used with an explicit fault list "
+                                       "(each entry flips one bit)");
+            bits_ok = false;
+        } else if ((bits_ok = get_int(c, f[F_BITS], "/faults/bits", 1, rbits, fi->for_repr, &b))) {
+            s->bits = (int)b;
+        }
+    }
+    if (f[F_POSITIONS]) {
+        size_t n;
+        positions_ok = false;
+        if (fi->model_ok && s->model_kind == BF_FAULT_RANDOM_VALUE) {
+            problem(c, "/faults/positions", "does not apply to model 'random_value' "
+                                            "(it replaces every bit)");
+        } else if (is_list) {
+            problem(c, "/faults/positions", "not used with an explicit fault list "
+                                            "(each entry gives its bit)");
+        } else if (get_array(c, f[F_POSITIONS], "/faults/positions", "bit positions", &n)) {
+            int first_at[32];
+            positions_ok = true;
+            for (int b = 0; b < 32; b++) first_at[b] = -1;
+            for (size_t i = 0; i < n; i++) {
+                ptrbuf p = ptr_index("/faults/positions", i);
+                int64_t b;
+                if (!get_int(c, json_array_get(f[F_POSITIONS], i), p.s, 0, rbits - 1, fi->for_repr, &b)) {
+                    positions_ok = false;
+                } else if (first_at[b] >= 0) {
+                    problem(c, p.s, "bit %d is already listed at /faults/positions/%d", (int)b,
+                            first_at[b]);
+                    positions_ok = false;
+                } else {
+                    first_at[b] = (int)i;
+                    s->positions[s->n_positions++] = (int)b;
+                }
+            }
+            qsort(s->positions, (size_t)s->n_positions, sizeof s->positions[0], cmp_int);
+        }
+    }
+    if (f[F_BURST]) {
+        if (fi->model_ok && !chosen_bits)
+            problem(c, "/faults/burst", "applies only to models 'bitflip', 'stuck_at_0' and "
+                                        "'stuck_at_1', not '%s'", mname);
+        else if (is_list)
+            problem(c, "/faults/burst", "not used with an explicit fault list "
+                                        "(each entry flips one bit)");
+        else
+            get_bool(c, f[F_BURST], "/faults/burst", &s->burst);
+    }
+    /* bits against the allowed positions (bits against the representation
+     * is get_int's range above) */
+    if (bits_ok && positions_ok && s->n_positions > 0 && s->bits > s->n_positions) {
+        problem(c, "/faults/bits", "must be at most %d, the number of allowed positions, got %d",
+                s->n_positions, s->bits);
+        bits_ok = false;
+    }
+    if (s->burst && bits_ok && positions_ok && fi->repr_ok) {
+        if (s->bits < 2) {
+            problem(c, "/faults/burst", "needs bits >= 2 (a burst is that many adjacent bits), "
+                                        "bits is %d", s->bits);
+        } else if (s->n_positions > 0) {
+            int run = 1, longest = 1;
+            for (int i = 1; i < s->n_positions; i++) {
+                run = s->positions[i] == s->positions[i - 1] + 1 ? run + 1 : 1;
+                if (run > longest) longest = run;
+            }
+            if (longest < s->bits)
+                problem(c, "/faults/bits",
+                        "a burst of %d adjacent bits needs %d consecutive allowed positions; "
+                        "the longest run in /faults/positions is %d", s->bits, s->bits, longest);
+        }
+    }
+
+}
+
+/* faults.rate or rates, and repeats; false when out of memory. */
+static bool fault_ber(ctx *c, json_t *const *f, const faults_info *fi, bf_campaign_spec *s)
+{
+    const char *mname = bf_fault_model_name(s->model_kind);
+    bool is_ber = s->model_kind == BF_FAULT_BER;
+    if (f[F_RATE] && fi->model_ok && !is_ber)
+        problem(c, "/faults/rate", "applies only to model 'ber', not '%s'", mname);
+    if (f[F_RATES] && fi->model_ok && !is_ber)
+        problem(c, "/faults/rates", "applies only to model 'ber', not '%s'", mname);
+    if (f[F_REPEATS] && fi->model_ok && !is_ber)
+        problem(c, "/faults/repeats", "applies only to model 'ber', not '%s'", mname);
+    if (fi->model_ok && is_ber) {
+        if (f[F_RATE] && f[F_RATES]) {
+            problem(c, "/faults/rates", "give either 'rate' or 'rates', not both");
+        } else if (!f[F_RATE] && !f[F_RATES]) {
+            problem(c, "/faults/rate", "required for model 'ber': the probability that each "
+                                       "bit flips (or 'rates' for a sweep)");
+        } else if (f[F_RATE]) {
+            double r;
+            if (get_rate(c, f[F_RATE], "/faults/rate", &r)) {
+                if (!(s->rates = malloc(sizeof *s->rates))) {
+                    c->nomem = true;
+                    return false;
+                }
+                s->rates[0] = r;
+                s->n_rates = 1;
+            }
+        } else {
+            size_t n;
+            if (get_array(c, f[F_RATES], "/faults/rates", "probabilities in (0, 1]", &n)) {
+                if (!(s->rates = calloc(n, sizeof *s->rates))) {
+                    c->nomem = true;
+                    return false;
+                }
+                for (size_t i = 0; i < n; i++) {
+                    ptrbuf p = ptr_index("/faults/rates", i);
+                    double r;
+                    if (get_rate(c, json_array_get(f[F_RATES], i), p.s, &r))
+                        s->rates[s->n_rates++] = r;
+                }
+            }
+        }
+        if (f[F_REPEATS])
+            get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats);
+    }
+    return true;
+}
+
+static void parse_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, faults_info *fi)
+{
+    static const fieldset fs = {FAULT_NAMES, COUNT(FAULT_NAMES), ROOT_NAMES, COUNT(ROOT_NAMES),
+                                "the top level"};
+    const char *model_names[BF_FAULT_BER + 1], *repr_names[BF_REPR_INT8 + 1];
+    json_t *f[F_N];
+
+    for (int i = 0; i <= BF_FAULT_BER; i++) model_names[i] = bf_fault_model_name((bf_fault_model)i);
+    for (int i = 0; i <= BF_REPR_INT8; i++) repr_names[i] = bf_repr_name((bf_repr)i);
+
+    s->target = BF_TARGET_WEIGHTS;
+    s->model_kind = BF_FAULT_BITFLIP;
+    s->bits = 1;
+    s->repeats = 1;
+    s->repr = BF_REPR_FP32;
+    s->persistence = BF_PERSIST_PERMANENT;
+    fi->target_ok = fi->model_ok = fi->repr_ok = fi->persist_ok = true;
+
+    if (!obj) {
+        problem(c, "/faults", "required: an object saying which faults to inject, "
+                              "e.g. {\"model\": \"bitflip\", \"bits\": 1}");
+        memset(f, 0, sizeof f);
+    } else if (!json_is_object(obj)) {
+        wrong_type(c, "/faults", "an object", obj);
+        memset(f, 0, sizeof f);
+    } else {
+        take_fields(c, obj, "/faults", &fs, f);
+    }
+
+    /* single fields */
+    int k;
+    if (f[F_TARGET]) {
+        k = get_enum(c, f[F_TARGET], "/faults/target", TARGET_NAMES, COUNT(TARGET_NAMES));
+        if (k >= 0) s->target = (bf_target)k;
+        fi->target_ok = k >= 0;
+    }
+    if (f[F_MODEL]) {
+        k = get_enum(c, f[F_MODEL], "/faults/model", model_names, COUNT(model_names));
+        if (k >= 0) k = bf_fault_model_parse(model_names[k]);
+        if (k >= 0) s->model_kind = (bf_fault_model)k;
+        fi->model_ok = k >= 0;
+    }
+    if (f[F_REPR]) {
+        k = get_enum(c, f[F_REPR], "/faults/representation", repr_names, COUNT(repr_names));
+        if (k >= 0) k = bf_repr_parse(repr_names[k]);
+        if (k >= 0) s->repr = (bf_repr)k;
+        fi->repr_ok = k >= 0;
+    }
+    if (f[F_PERSISTENCE]) {
+        k = get_enum(c, f[F_PERSISTENCE], "/faults/persistence", PERSIST_NAMES,
+                     COUNT(PERSIST_NAMES));
+        if (k >= 0) s->persistence = (bf_persistence)k;
+        fi->persist_ok = k >= 0;
+    }
+    fi->repr_bits = fi->repr_ok ? bf_repr_bits(s->repr) : 32;
+    fi->for_repr[0] = '\0';
+    if (fi->repr_ok && s->repr != BF_REPR_FP32)
+        snprintf(fi->for_repr, sizeof fi->for_repr, " for %s", bf_repr_name(s->repr));
+
+    if (!fault_tensors(c, f[F_TENSORS], is_list, s)) return;
+    fault_bits(c, f, fi, is_list, s);
+    if (!fault_ber(c, f, fi, s)) return;
+
+    /* int8 scales */
+    if (f[F_PER_CHANNEL]) {
+        if (fi->repr_ok && s->repr != BF_REPR_INT8)
+            problem(c, "/faults/per_channel", "applies only to representation 'int8', not '%s'",
+                    bf_repr_name(s->repr));
+        else if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
+            problem(c, "/faults/per_channel", "applies only to target 'weights' (a scale per "
+                                              "slice along a weight's axis 0)");
+        else
+            get_bool(c, f[F_PER_CHANNEL], "/faults/per_channel", &s->per_channel);
+    }
+
+    if (fi->persist_ok && fi->target_ok && s->persistence == BF_PERSIST_TRANSIENT &&
+        s->target == BF_TARGET_WEIGHTS)
+        problem(c, "/faults/persistence", "'transient' applies only to targets 'activations' "
+                                          "and 'inputs' (a weight fault is a memory error: "
+                                          "'permanent')");
+}
+
+/* Entries of sampling.list, once the faults section is known. */
+static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_spec *s)
+{
+    static const fieldset fs = {ENTRY_NAMES, COUNT(ENTRY_NAMES), NULL, 0, NULL};
+    size_t n = json_array_size(arr);
+    bool transient = s->persistence == BF_PERSIST_TRANSIENT;
+
+    if (!(s->list = calloc(n, sizeof *s->list))) {
+        c->nomem = true;
+        return;
+    }
+    for (size_t i = 0; i < n && !c->nomem; i++) {
+        json_t *e = json_array_get(arr, i), *v[E_N];
+        ptrbuf base = ptr_index("/sampling/list", i);
+        if (!json_is_object(e)) {
+            problem(c, base.s, "must be an object {\"tensor\": ..., \"index\": ..., \"bit\": ...}, "
+                               "got %s", describe(e).s);
+            continue;
+        }
+        take_fields(c, e, base.s, &fs, v);
+        bf_fault_entry ent = {NULL, 0, 0, -1};
+        bool ok = true;
+        ptrbuf p = ptr_at(base.s, "tensor");
+        if (!v[E_TENSOR]) {
+            ok = false;
+            problem(c, p.s, "required: the tensor's name");
+        } else if (!dup_string(c, v[E_TENSOR], p.s, &ent.tensor)) {
+            ok = false;
+        }
+
+        p = ptr_at(base.s, "index");
+        int64_t x;
+        if (!v[E_INDEX]) {
+            ok = false;
+            problem(c, p.s, "required: the element's flat (row-major) index");
+        } else if (get_int(c, v[E_INDEX], p.s, 0, INT64_MAX, "", &x)) {
+            ent.index = x;
+        } else {
+            ok = false;
+        }
+
+        p = ptr_at(base.s, "bit");
+        if (!v[E_BIT]) {
+            ok = false;
+            problem(c, p.s, "required: the bit to flip (0 = least significant)");
+        } else if (get_int(c, v[E_BIT], p.s, 0, fi->repr_bits - 1, fi->for_repr, &x)) {
+            ent.bit = (int)x;
+        } else {
+            ok = false;
+        }
+
+        p = ptr_at(base.s, "sample");
+        if (v[E_SAMPLE] && fi->persist_ok && !transient) {
+            ok = false;
+            problem(c, p.s, "applies only to 'transient' faults (a permanent fault hits every sample)");
+        } else if (v[E_SAMPLE]) {
+            if (get_int(c, v[E_SAMPLE], p.s, 0, INT64_MAX, "", &x)) ent.sample = x;
+            else ok = false;
+        } else if (fi->persist_ok && transient) {
+            ok = false;
+            problem(c, p.s, "required for 'transient' faults: the eval-set sample the fault hits");
+        }
+        if (ok)
+            s->list[s->n_list++] = ent;
+        else
+            free(ent.tensor);
+    }
+}
+
+static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
+{
+    static const fieldset root_fs = {ROOT_NAMES, COUNT(ROOT_NAMES), FAULT_NAMES,
+                                     COUNT(FAULT_NAMES), "'faults'"};
+    static const fieldset sampling_fs = {SAMPLING_OBJ_NAMES, 1, NULL, 0, NULL};
+    static const fieldset critical_fs = {CRITICAL_NAMES, COUNT(CRITICAL_NAMES), NULL, 0, NULL};
+    static const fieldset stop_fs = {STOP_NAMES, COUNT(STOP_NAMES), NULL, 0, NULL};
+    json_t *r[R_N];
+    int64_t x;
+    double d;
+
+    take_fields(c, root, "", &root_fs, r);
+
+    if (!r[R_MODEL]) problem(c, "/model", "required: the ONNX model (a path, or a model id in the daemon)");
+    else dup_string(c, r[R_MODEL], "/model", &s->model);
+    if (!r[R_DATASET]) problem(c, "/dataset", "required: the eval set (a safetensors path, or a dataset id in the daemon)");
+    else dup_string(c, r[R_DATASET], "/dataset", &s->dataset);
+    if (r[R_SEED] && get_int(c, r[R_SEED], "/seed", 0, INT64_MAX, "", &x)) s->seed = (uint64_t)x;
+
+    /* The faults section's rules depend on whether sampling is a list: known
+     * from its type alone; its value is checked after faults (schema order). */
+    bool is_list = json_is_object(r[R_SAMPLING]);
+    faults_info fi;
+    parse_faults(c, r[R_FAULTS], is_list, s, &fi);
+    if (c->nomem) return;
+
+    bool sampling_ok = true;
+    json_t *list = NULL;
+    s->sampling = BF_SAMPLE_UNIFORM;
+    if (json_is_string(r[R_SAMPLING]) && strcmp(json_string_value(r[R_SAMPLING]), "list") == 0) {
+        problem(c, "/sampling", "an explicit list is an object: {\"list\": [{\"tensor\": ..., "
+                                "\"index\": ..., \"bit\": ...}]}");
+        sampling_ok = false;
+    } else if (json_is_string(r[R_SAMPLING])) {
+        int k = get_enum(c, r[R_SAMPLING], "/sampling", SAMPLING_NAMES, COUNT(SAMPLING_NAMES));
+        if (k >= 0) s->sampling = (bf_sampling)k;
+        sampling_ok = k >= 0;
+    } else if (r[R_SAMPLING] && !json_is_object(r[R_SAMPLING])) {
+        problem(c, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
+                                "{\"list\": [...]}, got %s", describe(r[R_SAMPLING]).s);
+        sampling_ok = false;
+    } else if (r[R_SAMPLING]) {
+        json_t *so[1];
+        take_fields(c, r[R_SAMPLING], "/sampling", &sampling_fs, so);
+        s->sampling = BF_SAMPLE_LIST;
+        if (!so[0]) {
+            problem(c, "/sampling/list", "required: the faults to inject, "
+                                         "[{\"tensor\": ..., \"index\": ..., \"bit\": ...}, ...]");
+        } else {
+            size_t n;
+            if (get_array(c, so[0], "/sampling/list", "faults {\"tensor\", \"index\", \"bit\"}", &n))
+                list = so[0];
+        }
+    }
+    bool is_ber = fi.model_ok && s->model_kind == BF_FAULT_BER;
+    const char *mname = bf_fault_model_name(s->model_kind);
+
+    if (list) parse_list(c, list, &fi, s);
+    if (c->nomem) return;
+    if (is_list && fi.model_ok && !flips_chosen_bits(s->model_kind))
+        problem(c, "/sampling", "an explicit list flips the listed bits: it needs faults.model "
+                                "'bitflip', 'stuck_at_0' or 'stuck_at_1', not '%s'", mname);
+    else if (sampling_ok && is_ber && s->sampling != BF_SAMPLE_UNIFORM)
+        problem(c, "/sampling", "must be 'uniform' with model 'ber' (every bit of the selected "
+                                "tensors may flip)");
+    else if (sampling_ok && fi.model_ok && s->sampling == BF_SAMPLE_PER_BIT &&
+             s->model_kind == BF_FAULT_RANDOM_VALUE)
+        problem(c, "/sampling", "'per_bit' needs a model that touches chosen bits "
+                                "('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'");
+
+    /* trials: given, or implied by a list or a BER sweep */
+    if (r[R_TRIALS] && is_list) {
+        problem(c, "/trials", "not used with an explicit fault list: each entry of "
+                              "/sampling/list is one trial");
+    } else if (r[R_TRIALS] && is_ber) {
+        problem(c, "/trials", "not used with model 'ber': a sweep runs len(rates) x repeats trials");
+    } else if (r[R_TRIALS]) {
+        get_int(c, r[R_TRIALS], "/trials", 1, MAX_TRIALS, "", &s->trials);
+    } else if (!is_list && !is_ber && sampling_ok && fi.model_ok) {
+        problem(c, "/trials", "required: how many faults to inject, 1..%lld "
+                              "(not needed for model 'ber' or an explicit list)", MAX_TRIALS);
+    }
+    if (is_list) s->trials = (int64_t)s->n_list;
+    if (is_ber) {
+        /* n_rates <= 8 Mi (16 MiB of JSON), repeats <= 10^6: no overflow */
+        int64_t t = (int64_t)s->n_rates * s->repeats;
+        if (t > MAX_TRIALS)
+            problem(c, "/faults/repeats", "a sweep of %zu rates x %" PRId64 " repeats is %" PRId64
+                                          " trials; the limit is %lld", s->n_rates, s->repeats,
+                    t, MAX_TRIALS);
+        s->trials = t;
+    }
+
+    /* metrics */
+    if (r[R_METRICS]) {
+        const char *names[BF_METRIC_COUNT];
+        size_t n;
+        for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
+        if (get_array(c, r[R_METRICS], "/metrics", "metric names", &n)) {
+            int first_at[BF_METRIC_COUNT];
+            for (int i = 0; i < BF_METRIC_COUNT; i++) first_at[i] = -1;
+            for (size_t i = 0; i < n; i++) {
+                ptrbuf p = ptr_index("/metrics", i);
+                int k = get_enum(c, json_array_get(r[R_METRICS], i), p.s, names, BF_METRIC_COUNT);
+                if (k >= 0) k = bf_metric_parse(names[k]);
+                if (k < 0) continue;
+                if (first_at[k] >= 0)
+                    problem(c, p.s, "'%s' is already listed at /metrics/%d", names[k], first_at[k]);
+                else
+                    first_at[k] = (int)i;
+                s->metrics |= 1u << k;
+            }
+        }
+    }
+
+    /* critical */
+    s->critical_metric = -1;
+    if (r[R_CRITICAL] && !json_is_object(r[R_CRITICAL])) {
+        wrong_type(c, "/critical", "an object {\"metric\": ..., \"delta\": ...}", r[R_CRITICAL]);
+    } else if (r[R_CRITICAL]) {
+        json_t *cr[2];
+        const char *names[BF_METRIC_COUNT];
+        for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
+        take_fields(c, r[R_CRITICAL], "/critical", &critical_fs, cr);
+        if (!cr[0]) {
+            problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");
+        } else {
+            int k = get_enum(c, cr[0], "/critical/metric", names, BF_METRIC_COUNT);
+            if (k >= 0) s->critical_metric = bf_metric_parse(names[k]);
+        }
+        if (!cr[1]) {
+            problem(c, "/critical/delta", "required: how far the metric may move before a "
+                                          "trial is critical (> 0)");
+        } else if (get_number(c, cr[1], "/critical/delta", &d)) {
+            if (d > 0) s->critical_delta = d;
+            else problem(c, "/critical/delta", "must be > 0, got %s", describe(cr[1]).s);
+        }
+    }
+
+    /* stop */
+    s->stop_confidence = 0.95;
+    if (r[R_STOP] && !json_is_object(r[R_STOP])) {
+        wrong_type(c, "/stop", "an object {\"margin\": ..., \"confidence\": ...}", r[R_STOP]);
+    } else if (r[R_STOP] && is_list) {
+        problem(c, "/stop", "not used with an explicit fault list (every listed fault runs)");
+    } else if (r[R_STOP] && is_ber) {
+        problem(c, "/stop", "not used with model 'ber' (a sweep runs every rate x repeats)");
+    } else if (r[R_STOP]) {
+        json_t *st[2];
+        take_fields(c, r[R_STOP], "/stop", &stop_fs, st);
+        if (!st[0]) {
+            problem(c, "/stop/margin", "required: the interval half-width at which to stop, "
+                                       "in (0, 0.5)");
+        } else if (get_number(c, st[0], "/stop/margin", &d)) {
+            if (d > 0 && d < 0.5) s->stop_margin = d;
+            else problem(c, "/stop/margin", "must be in (0, 0.5), got %s", describe(st[0]).s);
+        }
+        if (st[1] && get_number(c, st[1], "/stop/confidence", &d)) {
+            if (d > 0.5 && d < 1) s->stop_confidence = d;
+            else problem(c, "/stop/confidence", "must be in (0.5, 1), got %s", describe(st[1]).s);
+        }
+    }
+
+    if (r[R_BATCH]) get_int(c, r[R_BATCH], "/batch", 1, MAX_BATCH, "", &s->batch);
+}
+
+/* ------------------------------------------------------------- the door */
+
+/* The nesting depth limit, checked before jansson parses (its own limit is
+ * 2048 and not settable). Brackets inside strings do not count. */
+static bool too_deep(const char *json, size_t len, size_t *line, size_t *col)
+{
+    size_t depth = 0, ln = 1, lc = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = json[i];
+        if (ch == '\n') ln++, lc = i + 1;
+        if (in_str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > BF_SPEC_MAX_DEPTH) {
+                *line = ln;
+                *col = i - lc + 1;
+                return true;
+            }
+        } else if ((ch == ']' || ch == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return false;
+}
+
+bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
+                        bf_spec_problems *problems)
+{
+    ctx c = {problems, 0, false};
+    bf_campaign_spec s;
+    json_t *root = NULL;
+    json_error_t jerr;
+    size_t line, col;
+
+    memset(&s, 0, sizeof s);
+    memset(out, 0, sizeof *out);
+    if (problems) memset(problems, 0, sizeof *problems);
+    if (!json) len = 0;
+
+    if (len > BF_SPEC_MAX_BYTES) {
+        problem(&c, "", "the spec is %zu bytes; the limit is %u (16 MiB)", len, BF_SPEC_MAX_BYTES);
+        goto out;
+    }
+    if (too_deep(json, len, &line, &col)) {
+        problem(&c, "", "nested deeper than %d levels at line %zu, column %zu", BF_SPEC_MAX_DEPTH,
+                line, col);
+        goto out;
+    }
+    root = json_loadb(json ? json : "", len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!root) {
+        if (json_error_code(&jerr) == json_error_out_of_memory)
+            c.nomem = true;
+        else {
+            /* jansson quotes the input near the error: keep the message ASCII */
+            for (char *t = jerr.text; *t; t++)
+                if ((unsigned char)*t < 0x20 || (unsigned char)*t >= 0x7f) *t = '?';
+            problem(&c, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                    jerr.text);
+        }
+        goto out;
+    }
+    if (!json_is_object(root)) {
+        problem(&c, "", "a campaign spec must be a JSON object, got %s", describe(root).s);
+        goto out;
+    }
+    parse_spec(&c, root, &s);
+
+out:
+    if (c.found > BF_SPEC_MAX_PROBLEMS && problems && !c.nomem) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "%zu more problems not listed", c.found - BF_SPEC_MAX_PROBLEMS);
+        char *m = strdup(msg);
+        if (m) push(&c, "", m);
+        else c.nomem = true;
+    }
+    json_decref(root);
+    if (c.nomem || c.found > 0) {
+        bf_campaign_spec_free(&s);
+        return c.nomem ? BF_ENOMEM : BF_EINVAL;
+    }
+    *out = s;
+    return BF_OK;
+}

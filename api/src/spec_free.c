@@ -1,0 +1,19 @@
+/* bf_campaign_spec_free (declared in bitflip/campaign.h). It lives here
+ * because api/ is what allocates specs; the members are plain malloc'd. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitflip/campaign.h"
+
+void bf_campaign_spec_free(bf_campaign_spec *spec)
+{
+    if (!spec) return;
+    free(spec->model);
+    free(spec->dataset);
+    for (size_t i = 0; i < spec->n_tensors; i++) free(spec->tensors[i]);
+    free(spec->tensors);
+    free(spec->rates);
+    for (size_t i = 0; i < spec->n_list; i++) free(spec->list[i].tensor);
+    free(spec->list);
+    memset(spec, 0, sizeof *spec);
+}

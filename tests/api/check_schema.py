@@ -1,0 +1,194 @@
+"""The campaign spec's JSON Schema against the C validator.
+
+    check_schema.py SCHEMA.json CAMPAIGNS.md TEST_SPEC
+
+1. The schema is a valid draft 2020-12 schema.
+2. Every ```json block of docs/CAMPAIGNS.md is valid under it.
+3. On a corpus of specs (the docs' examples and seeded random mutations of them),
+   the schema and `TEST_SPEC --check` (the C validator) give the same verdict. The
+   schema cannot express three rules the C validator checks; `extra_rules` applies
+   them on top of the schema so that the verdicts can be compared exactly.
+
+Exits 77 (a skipped test for ctest) when python3-jsonschema is not installed.
+"""
+import copy
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+try:
+    import jsonschema
+except ImportError:
+    print("python3-jsonschema is not installed: skipped")
+    sys.exit(77)
+
+SEED = 20240613
+N_RANDOM = 3000
+
+ENTRY = {"tensor": "fc.weight", "index": 3, "bit": 7}
+
+# (path, values): each value replaces the field; DELETE removes it.
+DELETE = object()
+MUTATIONS = [
+    (("model",), ["x.onnx", "", 1, None, DELETE]),
+    (("dataset",), ["d", "", [], DELETE]),
+    (("seed",), [0, 5, -1, 1.5, "1", 2**63 - 1, 2.0, DELETE]),
+    (("trials",), [1, 0, 10**9, 10**9 + 1, 2.0, 2.5, True, DELETE]),
+    (("batch",), [1, 0, 2**24, 2**24 + 1, DELETE]),
+    (("sampling",), ["uniform", "per_tensor", "per_bit", "list", "bogus", 3, None,
+                     {"list": [ENTRY]}, {"list": []}, {}, {"list": [ENTRY], "x": 1},
+                     {"list": [dict(ENTRY, sample=2)]}, {"list": [{"tensor": "w", "index": 0, "bit": 12}]},
+                     {"list": [{"tensor": "w", "index": 0, "bit": 31}]},
+                     {"list": [{"tensor": "w", "index": -1, "bit": 1}]},
+                     {"list": [{"tensor": "w", "bit": 1}]}, {"list": [7]}, DELETE]),
+    (("metrics",), [["auc"], [], ["auc", "auc"], ["nope"], "auc", ["ne", "mse", "max_abs"], DELETE]),
+    (("critical",), [{"metric": "auc", "delta": 0.1}, {"metric": "auc"}, {"metric": "auc", "delta": 0},
+                     {"metric": "x", "delta": 1}, {"metric": "auc", "delta": 1, "x": 1}, [], DELETE]),
+    (("stop",), [{"margin": 0.01}, {"margin": 0.5}, {"margin": 0.01, "confidence": 0.5},
+                 {"margin": 0.01, "confidence": 0.99}, {}, {"confidence": 0.9}, 0.01, DELETE]),
+    (("extra",), [1]),
+    (("faults",), [{}, [], None, DELETE]),
+    (("faults", "target"), ["weights", "activations", "inputs", "x", DELETE]),
+    (("faults", "tensors"), [["*"], [], ["op:"], ["op:Gemm", "a?"], [""], "*", DELETE]),
+    (("faults", "model"), ["bitflip", "stuck_at_0", "stuck_at_1", "random_value", "ber", "x", DELETE]),
+    (("faults", "bits"), [1, 2, 3, 8, 9, 16, 17, 32, 33, 0, DELETE]),
+    (("faults", "positions"), [[0], [7], [8], [15], [16], [31], [32], [1, 1], [], [1, 2, 3], [3, 5, 6],
+                               [-1], DELETE]),
+    (("faults", "burst"), [True, False, 1, DELETE]),
+    (("faults", "rate"), [1e-3, 0, 1, 1.5, "x", DELETE]),
+    (("faults", "rates"), [[1e-3], [], [0], [1e-9, 1], DELETE]),
+    (("faults", "repeats"), [1, 0, 10**6, 10**6 + 1, DELETE]),
+    (("faults", "representation"), ["fp32", "fp16", "bf16", "int8", "x", DELETE]),
+    (("faults", "per_channel"), [True, False, DELETE]),
+    (("faults", "persistence"), ["permanent", "transient", "x", DELETE]),
+    (("faults", "postions"), [[1]]),
+]
+
+REPR_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8}
+
+
+def doc_examples(md):
+    return [json.loads(m) for m in re.findall(r"```json\n(.*?)```", md, re.S)]
+
+
+def mutate(spec, path, value):
+    s = copy.deepcopy(spec)
+    obj = s
+    for key in path[:-1]:
+        if not isinstance(obj.get(key), dict):
+            obj[key] = {}
+        obj = obj[key]
+    if value is DELETE:
+        obj.pop(path[-1], None)
+    else:
+        obj[path[-1]] = copy.deepcopy(value)
+    return s
+
+
+def extra_rules(spec):
+    """The C validator's rules the schema cannot state; spec is schema-valid."""
+    f = spec["faults"]
+    if isinstance(spec.get("sampling"), dict):
+        return True
+    model = f.get("model", "bitflip")
+    if model == "ber":
+        rates = f["rates"] if "rates" in f else [f["rate"]]
+        return len(rates) * int(f.get("repeats", 1)) <= 10**9
+    if model == "random_value":
+        return True
+    bits = int(f.get("bits", 1))
+    allowed = sorted(int(p) for p in f["positions"]) if "positions" in f else \
+        list(range(REPR_BITS[f.get("representation", "fp32")]))
+    if bits > len(allowed):
+        return False
+    if f.get("burst", False):
+        run = longest = 1
+        for a, b in zip(allowed, allowed[1:]):
+            run = run + 1 if b == a + 1 else 1
+            longest = max(longest, run)
+        if longest < bits:
+            return False
+    return True
+
+
+def main():
+    schema_path, md_path, test_spec = sys.argv[1:4]
+    with open(schema_path) as fh:
+        schema = json.load(fh)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    with open(md_path) as fh:
+        examples = doc_examples(fh.read())
+    assert len(examples) >= 3, "expected at least 3 examples in %s" % md_path
+    for i, ex in enumerate(examples):
+        errs = list(validator.iter_errors(ex))
+        assert not errs, "docs example %d is invalid under the schema: %s" % (i + 1, errs[0].message)
+
+    bases = examples + [
+        {"model": "m", "dataset": "d", "trials": 10, "faults": {}},
+        {"model": "m", "dataset": "d", "faults": {"model": "ber", "rate": 1e-4}},
+        {"model": "m", "dataset": "d", "trials": 10,
+         "faults": {"representation": "int8", "bits": 2, "burst": True, "positions": [1, 2, 5]}},
+        {"model": "m", "dataset": "d", "faults": {"target": "activations", "persistence": "transient"},
+         "sampling": {"list": [dict(ENTRY, sample=0)]}},
+    ]
+    rng = random.Random(SEED)
+    corpus = list(bases)
+    for base in bases:
+        for path, values in MUTATIONS:
+            for v in values:
+                corpus.append(mutate(base, path, v))
+    for _ in range(N_RANDOM):
+        s = rng.choice(bases)
+        for _ in range(rng.randint(1, 4)):
+            path, values = rng.choice(MUTATIONS)
+            s = mutate(s, path, rng.choice(values))
+        corpus.append(s)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, spec in enumerate(corpus):
+            name = os.path.join(tmp, "%05d.json" % i)
+            with open(name, "w") as fh:
+                json.dump(spec, fh)
+            files.append(name)
+        out = subprocess.run([test_spec, "--check"] + files, capture_output=True, text=True)
+        if out.returncode not in (0, 1):
+            sys.exit("test_spec --check failed (%d): %s" % (out.returncode, out.stderr))
+    c_verdict, details, current = {}, {}, None
+    for line in out.stdout.splitlines():
+        if line.startswith("  "):
+            details[current].append(line.strip())
+        else:
+            verdict, name = line.split(" ", 1)
+            current = int(os.path.basename(name).split(".")[0])
+            c_verdict[current] = verdict == "valid"
+            details[current] = []
+
+    mismatches = 0
+    for i, spec in enumerate(corpus):
+        errs = list(validator.iter_errors(spec))
+        schema_ok = not errs and extra_rules(spec)
+        if schema_ok != c_verdict[i]:
+            mismatches += 1
+            if mismatches <= 10:
+                print("MISMATCH: schema says %s, C says %s:\n  %s" % (
+                    "valid" if schema_ok else "invalid", "valid" if c_verdict[i] else "invalid",
+                    json.dumps(spec)))
+                for e in errs[:3]:
+                    print("  schema: %s: %s" % ("/" + "/".join(map(str, e.absolute_path)), e.message))
+                for d in details[i]:
+                    print("  C: " + d)
+    valid = sum(c_verdict.values())
+    print("%d specs (%d valid, %d invalid), %d docs examples; %d mismatches" % (
+        len(corpus), valid, len(corpus) - valid, len(examples), mismatches))
+    sys.exit(1 if mismatches else 0)
+
+
+if __name__ == "__main__":
+    main()

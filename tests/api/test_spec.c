@@ -1,0 +1,726 @@
+/* Campaign specs: valid specs give the right struct (defaults included), every
+ * problem of an invalid one is reported at its JSON Pointer, and no input --
+ * truncated, mangled, deep or huge -- does more than return problems.
+ *
+ * `test_spec --check FILE...` validates files instead of running the tests
+ * (tests/api/check_schema.py compares its verdicts with the JSON Schema's). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/api/spec.h"
+
+/* -------------------------------------------------------------- helpers */
+
+typedef struct parsed {
+    bf_status st;
+    bf_campaign_spec spec;
+    bf_spec_problems pr;
+} parsed;
+
+static parsed *parse(const char *json)
+{
+    parsed *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->st = bf_spec_parse(json, strlen(json), &p->spec, &p->pr);
+    return p;
+}
+
+static void done(parsed *p)
+{
+    bf_campaign_spec_free(&p->spec);
+    bf_spec_problems_free(&p->pr);
+    free(p);
+}
+
+static void dump(const parsed *p)
+{
+    for (size_t i = 0; i < p->pr.count; i++)
+        print_message("  %s: %s\n", p->pr.items[i].pointer, p->pr.items[i].message);
+}
+
+/* The spec parses cleanly. */
+static parsed *ok(const char *json)
+{
+    parsed *p = parse(json);
+    if (p->st != BF_OK || p->pr.count != 0) {
+        dump(p);
+        fail_msg("expected a valid spec: %s", json);
+    }
+    return p;
+}
+
+/* The message at `pointer` (which must be reported exactly once). */
+static const char *msg_at(const parsed *p, const char *pointer)
+{
+    const char *m = NULL;
+    for (size_t i = 0; i < p->pr.count; i++) {
+        if (strcmp(p->pr.items[i].pointer, pointer) != 0) continue;
+        if (m) {
+            dump(p);
+            fail_msg("%s reported twice", pointer);
+        }
+        m = p->pr.items[i].message;
+    }
+    if (!m) {
+        dump(p);
+        fail_msg("no problem reported at '%s'", pointer);
+    }
+    return m;
+}
+
+#define assert_problem(p, pointer, text) assert_string_equal(msg_at((p), (pointer)), (text))
+#define assert_problem_has(p, pointer, part) has_((p), (pointer), (part))
+static void has_(const parsed *p, const char *pointer, const char *part)
+{
+    const char *m = msg_at(p, pointer);
+    if (!strstr(m, part)) fail_msg("%s: '%s' does not contain '%s'", pointer, m, part);
+}
+
+/* Exactly one problem, at `pointer`, containing `part`. */
+static void only_problem(const char *json, const char *pointer, const char *part)
+{
+    parsed *p = parse(json);
+    assert_int_equal(p->st, BF_EINVAL);
+    if (p->pr.count != 1) {
+        dump(p);
+        fail_msg("expected 1 problem (at %s), got %zu: %s", pointer, p->pr.count, json);
+    }
+    has_(p, pointer, part);
+    assert_true(p->spec.model == NULL && p->spec.tensors == NULL);   /* zeroed on failure */
+    done(p);
+}
+
+#define HEAD "\"model\": \"m.onnx\", \"dataset\": \"d.safetensors\", "
+#define HEADF HEAD "\"faults\": {}, "
+
+/* ---------------------------------------------------------- valid specs */
+
+static void defaults(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"trials\": 10, \"faults\": {}}");
+    const bf_campaign_spec *s = &p->spec;
+    assert_string_equal(s->model, "m.onnx");
+    assert_string_equal(s->dataset, "d.safetensors");
+    assert_int_equal(s->seed, 0);
+    assert_int_equal(s->trials, 10);
+    assert_int_equal(s->target, BF_TARGET_WEIGHTS);
+    assert_int_equal(s->n_tensors, 1);
+    assert_string_equal(s->tensors[0], "*");
+    assert_int_equal(s->model_kind, BF_FAULT_BITFLIP);
+    assert_int_equal(s->bits, 1);
+    assert_int_equal(s->n_positions, 0);
+    assert_int_equal(s->burst, 0);
+    assert_null(s->rates);
+    assert_int_equal(s->n_rates, 0);
+    assert_int_equal(s->repeats, 1);
+    assert_int_equal(s->repr, BF_REPR_FP32);
+    assert_int_equal(s->per_channel, 0);
+    assert_int_equal(s->persistence, BF_PERSIST_PERMANENT);
+    assert_int_equal(s->sampling, BF_SAMPLE_UNIFORM);
+    assert_null(s->list);
+    assert_int_equal(s->metrics, 0);
+    assert_int_equal(s->critical_metric, -1);
+    assert_true(s->stop_margin == 0);
+    assert_true(s->stop_confidence == 0.95);
+    assert_int_equal(s->batch, 0);
+    done(p);
+}
+
+static void issue_example(void **state)
+{
+    (void)state;
+    parsed *p = ok("{\n"
+                   "  \"model\": \"path/or/id.onnx\", \"dataset\": \"path/or/id.safetensors\",\n"
+                   "  \"seed\": 42, \"trials\": 2000,\n"
+                   "  \"faults\": {\n"
+                   "    \"target\": \"weights\",            \"tensors\": [\"*\"],\n"
+                   "    \"model\": \"bitflip\", \"bits\": 1,  \"positions\": [23, 30],\n"
+                   "    \"representation\": \"fp32\",       \"persistence\": \"permanent\"\n"
+                   "  },\n"
+                   "  \"sampling\": \"uniform\",\n"
+                   "  \"metrics\": [\"accuracy\", \"top1_mismatch\", \"auc\", \"logloss\"],\n"
+                   "  \"stop\": {\"margin\": 0.01, \"confidence\": 0.95}\n"
+                   "}\n");
+    const bf_campaign_spec *s = &p->spec;
+    assert_int_equal(s->seed, 42);
+    assert_int_equal(s->trials, 2000);
+    assert_int_equal(s->n_positions, 2);
+    assert_int_equal(s->positions[0], 23);
+    assert_int_equal(s->positions[1], 30);
+    assert_int_equal(s->metrics, (1u << BF_METRIC_ACCURACY) | (1u << BF_METRIC_TOP1_MISMATCH) |
+                                     (1u << BF_METRIC_AUC) | (1u << BF_METRIC_LOGLOSS));
+    assert_true(s->stop_margin == 0.01);
+    assert_true(s->stop_confidence == 0.95);
+    done(p);
+}
+
+static void every_field(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"seed\": 9007199254740993, \"trials\": 1e6, \"batch\": 256,"
+                   " \"faults\": {\"target\": \"weights\", \"tensors\": [\"fc*.weight\", \"op:Gemm\","
+                   " \"emb.?\"], \"model\": \"stuck_at_1\", \"bits\": 3, \"burst\": true,"
+                   " \"positions\": [7, 0, 2, 1, 3], \"representation\": \"int8\", \"per_channel\": true},"
+                   " \"sampling\": \"per_bit\", \"metrics\": [\"mse\", \"max_abs\", \"ne\"],"
+                   " \"critical\": {\"metric\": \"accuracy\", \"delta\": 0.02},"
+                   " \"stop\": {\"margin\": 0.005}}");
+    const bf_campaign_spec *s = &p->spec;
+    assert_int_equal(s->seed, 9007199254740993ULL);
+    assert_int_equal(s->trials, 1000000);          /* 1e6: a number with no fraction */
+    assert_int_equal(s->batch, 256);
+    assert_int_equal(s->n_tensors, 3);
+    assert_string_equal(s->tensors[1], "op:Gemm");
+    assert_int_equal(s->model_kind, BF_FAULT_STUCK_AT_1);
+    assert_int_equal(s->bits, 3);
+    assert_int_equal(s->burst, 1);
+    int want[] = {0, 1, 2, 3, 7};                  /* sorted */
+    assert_int_equal(s->n_positions, 5);
+    for (int i = 0; i < 5; i++) assert_int_equal(s->positions[i], want[i]);
+    assert_int_equal(s->repr, BF_REPR_INT8);
+    assert_int_equal(s->per_channel, 1);
+    assert_int_equal(s->sampling, BF_SAMPLE_PER_BIT);
+    assert_int_equal(s->metrics, (1u << BF_METRIC_MSE) | (1u << BF_METRIC_MAX_ABS) | (1u << BF_METRIC_NE));
+    assert_int_equal(s->critical_metric, BF_METRIC_ACCURACY);
+    assert_true(s->critical_delta == 0.02);
+    assert_true(s->stop_margin == 0.005);
+    assert_true(s->stop_confidence == 0.95);
+    done(p);
+}
+
+static void ber_sweep(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"faults\": {\"model\": \"ber\", \"tensors\": [\"emb.*\"],"
+                   " \"rates\": [1e-9, 1e-6, 0.001, 1], \"repeats\": 10, \"representation\": \"bf16\","
+                   " \"positions\": [14, 13]}, \"metrics\": [\"auc\"]}");
+    const bf_campaign_spec *s = &p->spec;
+    assert_int_equal(s->model_kind, BF_FAULT_BER);
+    assert_int_equal(s->n_rates, 4);
+    assert_true(s->rates[0] == 1e-9 && s->rates[1] == 1e-6 && s->rates[2] == 1e-3 && s->rates[3] == 1);
+    assert_int_equal(s->repeats, 10);
+    assert_int_equal(s->trials, 40);               /* rates x repeats */
+    assert_int_equal(s->repr, BF_REPR_BF16);
+    assert_int_equal(s->n_positions, 2);
+    assert_int_equal(s->positions[0], 13);
+    done(p);
+
+    p = ok("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 1e-4, \"target\": \"activations\","
+           " \"persistence\": \"transient\"}}");
+    assert_int_equal(p->spec.n_rates, 1);
+    assert_true(p->spec.rates[0] == 1e-4);
+    assert_int_equal(p->spec.repeats, 1);
+    assert_int_equal(p->spec.trials, 1);
+    assert_int_equal(p->spec.target, BF_TARGET_ACTIVATIONS);
+    assert_int_equal(p->spec.persistence, BF_PERSIST_TRANSIENT);
+    done(p);
+}
+
+static void fault_list(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"faults\": {\"representation\": \"fp16\"}, \"sampling\": {\"list\": ["
+                   "{\"tensor\": \"fc1.weight\", \"index\": 12, \"bit\": 15},"
+                   "{\"tensor\": \"fc1.bias\", \"index\": 0, \"bit\": 0}]}}");
+    const bf_campaign_spec *s = &p->spec;
+    assert_int_equal(s->sampling, BF_SAMPLE_LIST);
+    assert_int_equal(s->n_list, 2);
+    assert_int_equal(s->trials, 2);                /* one per entry */
+    assert_string_equal(s->list[0].tensor, "fc1.weight");
+    assert_int_equal(s->list[0].index, 12);
+    assert_int_equal(s->list[0].bit, 15);
+    assert_int_equal(s->list[0].sample, -1);
+    assert_int_equal(s->list[1].index, 0);
+    assert_int_equal(s->n_tensors, 0);             /* entries name their tensors */
+    done(p);
+
+    p = ok("{" HEAD "\"faults\": {\"target\": \"inputs\", \"persistence\": \"transient\","
+           " \"model\": \"stuck_at_0\"}, \"sampling\": {\"list\": ["
+           "{\"tensor\": \"x\", \"index\": 3, \"bit\": 31, \"sample\": 17}]}}");
+    assert_int_equal(p->spec.list[0].sample, 17);
+    assert_int_equal(p->spec.target, BF_TARGET_INPUTS);
+    assert_int_equal(p->spec.model_kind, BF_FAULT_STUCK_AT_0);
+    done(p);
+}
+
+/* ------------------------------------------------------ invalid specs */
+
+static void many_problems(void **state)
+{
+    (void)state;
+    parsed *p = parse("{\"model\": \"\", \"seed\": -1, \"trials\": 0,"
+                      " \"faults\": {\"bits\": 40, \"positions\": [1, 2, 40, 1], \"postions\": [],"
+                      " \"representation\": \"FP16\", \"target\": \"weigths\", \"burst\": \"yes\"},"
+                      " \"metrics\": [\"auc\", \"acuracy\", \"auc\"],"
+                      " \"critical\": {\"metric\": \"auc\", \"delta\": 0},"
+                      " \"stop\": {\"margin\": 0.7, \"confidence\": 1, \"extra\": 1},"
+                      " \"batch\": 16777217}");
+    assert_int_equal(p->st, BF_EINVAL);
+    assert_problem(p, "/model", "must not be empty");
+    assert_problem_has(p, "/dataset", "required");
+    assert_problem(p, "/seed", "must be >= 0, got -1");
+    assert_problem(p, "/trials", "must be 1..1000000000, got 0");
+    assert_problem(p, "/faults/postions", "unknown field; did you mean 'positions'?");
+    assert_problem(p, "/faults/bits", "must be 1..32, got 40");
+    assert_problem(p, "/faults/positions/2", "must be 0..31, got 40");
+    assert_problem(p, "/faults/positions/3", "bit 1 is already listed at /faults/positions/0");
+    assert_problem(p, "/faults/representation",
+                   "must be 'fp32', 'fp16', 'bf16' or 'int8', got 'FP16'; did you mean 'fp16'?");
+    assert_problem(p, "/faults/target", "must be 'weights', 'activations' or 'inputs', got "
+                                        "'weigths'; did you mean 'weights'?");
+    assert_problem(p, "/faults/burst", "must be a boolean (true or false), got string 'yes'");
+    assert_problem_has(p, "/metrics/1", "did you mean 'accuracy'?");
+    assert_problem(p, "/metrics/2", "'auc' is already listed at /metrics/0");
+    assert_problem(p, "/critical/delta", "must be > 0, got 0");
+    assert_problem(p, "/stop/margin", "must be in (0, 0.5), got 0.7");
+    assert_problem(p, "/stop/confidence", "must be in (0.5, 1), got 1");
+    assert_problem(p, "/stop/extra", "unknown field; the fields here are 'margin' or 'confidence'");
+    assert_problem(p, "/batch", "must be 1..16777216, got 16777217");
+    assert_int_equal(p->pr.count, 18);
+    assert_null(p->spec.model);
+    done(p);
+}
+
+static void unknown_fields(void **state)
+{
+    (void)state;
+    parsed *p = parse("{" HEAD "\"Seed\": 1, \"bits\": 2, \"x\": 1, \"a/b~c\": 0,"
+                      " \"faults\": {\"seed\": 1, \"rat\": 0.1, \"tensor\": [\"a\"]},"
+                      " \"sampling\": {\"lst\": []}}");
+    assert_problem(p, "/Seed", "unknown field; did you mean 'seed'?");
+    assert_problem(p, "/bits", "unknown field here; 'bits' belongs in 'faults'");
+    assert_problem_has(p, "/x", "unknown field; the fields here are 'model', 'dataset',");
+    assert_problem_has(p, "/a~1b~0c", "unknown field");                     /* RFC 6901 escapes */
+    assert_problem(p, "/faults/seed", "unknown field here; 'seed' belongs in the top level");
+    assert_problem(p, "/faults/rat", "unknown field; did you mean 'rate'?");
+    assert_problem(p, "/faults/tensor", "unknown field; did you mean 'tensors'?");
+    assert_problem(p, "/sampling/lst", "unknown field; did you mean 'list'?");
+    assert_problem_has(p, "/sampling/list", "required");
+    assert_int_equal(p->pr.count, 9);
+    done(p);
+
+    only_problem("{" HEADF "\"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0,"
+                 " \"bit\": 1, \"idx\": 2}]}}", "/sampling/list/0/idx", "did you mean 'index'?");
+    only_problem("{" HEADF "\"trials\": 1, \"critical\": {\"metric\": \"auc\", \"delta\": 1, \"delat\": 1}}",
+                 "/critical/delat", "did you mean 'delta'?");
+}
+
+static void wrong_types(void **state)
+{
+    (void)state;
+    parsed *p = parse("{\"model\": 1, \"dataset\": null, \"seed\": \"42\", \"trials\": 2.5,"
+                      " \"faults\": {\"tensors\": \"*\", \"bits\": true, \"positions\": [\"1\"],"
+                      " \"representation\": 16, \"per_channel\": 1},"
+                      " \"sampling\": 3, \"metrics\": \"auc\", \"critical\": [], \"stop\": 0.01,"
+                      " \"batch\": {}}");
+    assert_problem(p, "/model", "must be a string, got 1");
+    assert_problem(p, "/dataset", "must be a string, got null");
+    assert_problem(p, "/seed", "must be an integer, got string '42'");
+    assert_problem(p, "/trials", "must be an integer, got 2.5");
+    assert_problem(p, "/faults/tensors", "must be an array of tensor names, globs or 'op:Type', "
+                                         "got string '*'");
+    assert_problem(p, "/faults/bits", "must be an integer, got true");
+    assert_problem(p, "/faults/positions/0", "must be an integer, got string '1'");
+    assert_problem(p, "/faults/representation",
+                   "must be a string: 'fp32', 'fp16', 'bf16' or 'int8', got 16");
+    assert_problem(p, "/faults/per_channel", "must be a boolean (true or false), got 1");
+    assert_problem(p, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
+                                   "{\"list\": [...]}, got 3");
+    assert_problem(p, "/metrics", "must be an array of metric names, got string 'auc'");
+    assert_problem(p, "/critical", "must be an object {\"metric\": ..., \"delta\": ...}, got an array");
+    assert_problem(p, "/stop", "must be an object {\"margin\": ..., \"confidence\": ...}, got 0.01");
+    assert_problem(p, "/batch", "must be an integer, got an object");
+    assert_int_equal(p->pr.count, 14);
+    done(p);
+
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": []}", "/faults", "must be an object, got an array");
+    only_problem("[1, 2]", "", "a campaign spec must be a JSON object, got an array");
+    only_problem("\"spec\"", "", "a campaign spec must be a JSON object, got string 'spec'");
+    /* long strings are cut in messages, at a UTF-8 boundary */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}}",
+                 "/faults/target", "\xc3\xa9...'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"a\\nb\"}}", "/faults/target",
+                 "got 'a\\u000ab'");
+}
+
+static void cross_field_rules(void **state)
+{
+    (void)state;
+    /* positions and bits against the representation */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"fp16\", \"positions\": [3, 20]}}",
+                 "/faults/positions/1", "must be 0..15 for fp16, got 20");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int8\", \"bits\": 9}}",
+                 "/faults/bits", "must be 1..8 for int8, got 9");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"bits\": 3, \"positions\": [1, 2]}}",
+                 "/faults/bits", "must be at most 2, the number of allowed positions, got 3");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"burst\": true}}",
+                 "/faults/burst", "needs bits >= 2");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"burst\": true, \"bits\": 3, \"positions\": [1, 2, 4, 5]}}",
+                 "/faults/bits", "the longest run in /faults/positions is 2");
+    only_problem("{" HEAD "\"faults\": {\"representation\": \"int8\"}, \"sampling\": {\"list\": ["
+                 "{\"tensor\": \"w\", \"index\": 0, \"bit\": 3}, {\"tensor\": \"w\", \"index\": 0, \"bit\": 9}]}}",
+                 "/sampling/list/1/bit", "must be 0..7 for int8, got 9");
+    /* a rule on an invalid field is skipped: one mistake, one problem */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"fp8\", \"positions\": [31]}}",
+                 "/faults/representation", "got 'fp8'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"bitflop\"}}", "/faults/model",
+                 "did you mean 'bitflip'?");
+
+    /* fields that do not apply */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"rate\": 0.1}}", "/faults/rate",
+                 "applies only to model 'ber', not 'bitflip'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"repeats\": 3}}", "/faults/repeats",
+                 "applies only to model 'ber'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.1, \"bits\": 2}}", "/faults/bits",
+                 "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'ber'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"random_value\", \"positions\": [1]}}",
+                 "/faults/positions", "does not apply to model 'random_value'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"per_channel\": false}}", "/faults/per_channel",
+                 "applies only to representation 'int8', not 'fp32'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int8\", \"per_channel\": true,"
+                 " \"target\": \"activations\"}}", "/faults/per_channel", "applies only to target 'weights'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"persistence\": \"transient\"}}",
+                 "/faults/persistence", "'transient' applies only to targets 'activations' and 'inputs'");
+
+    /* BER */
+    only_problem("{" HEAD "\"faults\": {\"model\": \"ber\"}}", "/faults/rate", "required for model 'ber'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.1, \"rates\": [0.1]}}",
+                 "/faults/rates", "give either 'rate' or 'rates', not both");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"ber\", \"rates\": [0.1, 0]}}", "/faults/rates/1",
+                 "must be a probability in (0, 1], got 0");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"ber\", \"rates\": []}}", "/faults/rates", "must not be empty");
+    only_problem("{" HEAD "\"trials\": 10, \"faults\": {\"model\": \"ber\", \"rate\": 0.5}}", "/trials",
+                 "not used with model 'ber'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.5}, \"sampling\": \"per_tensor\"}",
+                 "/sampling", "must be 'uniform' with model 'ber'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.5}, \"stop\": {\"margin\": 0.1}}",
+                 "/stop", "not used with model 'ber'");
+    parsed *p = parse("{" HEAD "\"faults\": {\"model\": \"ber\", \"rates\": [0.5, 0.1], \"repeats\": 1000000}}");
+    assert_int_equal(p->st, BF_OK);               /* 2 x 10^6 trials: within the limit */
+    assert_int_equal(p->spec.trials, 2000000);
+    done(p);
+    char *sweep = malloc(8192);                    /* 1001 x 10^6 is not */
+    size_t o = (size_t)sprintf(sweep, "{" HEAD "\"faults\": {\"model\": \"ber\", \"repeats\": 1e6, \"rates\": [");
+    for (int i = 0; i < 1001; i++) o += (size_t)sprintf(sweep + o, "%s0.5", i ? "," : "");
+    strcpy(sweep + o, "]}}");
+    only_problem(sweep, "/faults/repeats", "a sweep of 1001 rates x 1000000 repeats is 1001000000 trials; "
+                                           "the limit is 1000000000");
+    free(sweep);
+
+    /* trials and the explicit list */
+    only_problem("{" HEAD "\"faults\": {}}", "/trials", "required");
+    only_problem("{" HEADF "\"trials\": 3, \"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1}]}}",
+                 "/trials", "each entry of /sampling/list is one trial");
+    only_problem("{" HEAD "\"faults\": {\"bits\": 1}, \"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1}]}}",
+                 "/faults/bits", "not used with an explicit fault list");
+    only_problem("{" HEAD "\"faults\": {\"tensors\": [\"*\"]}, \"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1}]}}",
+                 "/faults/tensors", "not used with an explicit fault list");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"random_value\"}, \"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1}]}}",
+                 "/sampling", "not 'random_value'");
+    only_problem("{" HEADF "\"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1}]},"
+                 " \"stop\": {\"margin\": 0.1}}", "/stop", "not used with an explicit fault list");
+    only_problem("{" HEADF "\"sampling\": {\"list\": []}}", "/sampling/list", "must not be empty");
+    only_problem("{" HEADF "\"sampling\": \"list\"}", "/sampling", "an explicit list is an object");
+    only_problem("{" HEAD "\"trials\": 1, \"sampling\": \"per_bit\", \"faults\": {\"model\": \"random_value\"}}",
+                 "/sampling", "'per_bit' needs a model that touches chosen bits");
+    only_problem("{" HEADF "\"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1, \"sample\": 0}]}}",
+                 "/sampling/list/0/sample", "applies only to 'transient' faults");
+    only_problem("{" HEAD "\"faults\": {\"target\": \"activations\", \"persistence\": \"transient\"},"
+                 " \"sampling\": {\"list\": [{\"tensor\": \"relu1\", \"index\": 0, \"bit\": 1}]}}",
+                 "/sampling/list/0/sample", "required for 'transient' faults");
+
+    p = parse("{" HEADF "\"sampling\": {\"list\": [7, {\"index\": -1, \"bit\": 32}, {\"tensor\": \"\", \"index\": 0}]}}");
+    assert_problem(p, "/sampling/list/0", "must be an object {\"tensor\": ..., \"index\": ..., \"bit\": ...}, got 7");
+    assert_problem_has(p, "/sampling/list/1/tensor", "required");
+    assert_problem(p, "/sampling/list/1/index", "must be >= 0, got -1");
+    assert_problem(p, "/sampling/list/1/bit", "must be 0..31, got 32");
+    assert_problem(p, "/sampling/list/2/tensor", "must not be empty");
+    assert_problem_has(p, "/sampling/list/2/bit", "required");
+    assert_int_equal(p->pr.count, 6);
+    done(p);
+
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"tensors\": [\"a\", \"op:\"]}}", "/faults/tensors/1",
+                 "'op:' needs an op type");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"tensors\": []}}", "/faults/tensors", "must not be empty");
+    only_problem("{" HEADF "\"trials\": 1, \"critical\": {\"delta\": 0.1}}", "/critical/metric", "required");
+    only_problem("{" HEADF "\"trials\": 1, \"stop\": {\"confidence\": 0.9}}", "/stop/margin", "required");
+    only_problem("{" HEADF "\"trials\": 1, \"metrics\": []}", "/metrics", "must not be empty");
+    only_problem("{" HEADF "\"trials\": 1.5e9}", "/trials", "must be 1..1000000000, got 1.5e+09");
+    only_problem("{" HEADF "\"trials\": 1e300}", "/trials", "must be 1..1000000000, got 1e+300");
+    only_problem("{" HEADF "\"trials\": 1, \"seed\": 9223372036854775808.0}", "/seed", "must be >= 0");
+}
+
+/* ------------------------------------------------------ the document */
+
+static void syntax_errors(void **state)
+{
+    (void)state;
+    only_problem("{\n  \"model\": \"m\",\n  \"seed\": ,\n}", "", "invalid JSON at line 3, column");
+    only_problem("{\"seed\": 1, \"seed\": 2}", "", "duplicate object key");
+    only_problem("", "", "invalid JSON at line 1");
+    only_problem("{" HEAD "\"trials\": 1} x", "", "invalid JSON");
+    only_problem("{" HEAD "\"trials\": 99999999999999999999}", "", "too big integer");
+
+    /* the length is what counts, not a NUL */
+    bf_campaign_spec s;
+    bf_spec_problems pr;
+    const char json[] = "{\"model\": \"m\"}\0garbage";
+    assert_int_equal(bf_spec_parse(json, sizeof json - 1, &s, &pr), BF_EINVAL);
+    assert_true(pr.count >= 1 && strstr(pr.items[0].message, "invalid JSON") != NULL);
+    bf_spec_problems_free(&pr);
+    assert_int_equal(bf_spec_parse(NULL, 0, &s, &pr), BF_EINVAL);
+    bf_spec_problems_free(&pr);
+}
+
+static char *nested(int depth)
+{
+    /* {"model": ..., "x": [[[...]]]} : the object is level 1 */
+    size_t n = 64 + 2 * (size_t)depth;
+    char *s = malloc(n + 64);
+    int o = sprintf(s, "{\"model\": \"[{\", \"x\": ");
+    for (int i = 1; i < depth; i++) s[o++] = '[';
+    for (int i = 1; i < depth; i++) s[o++] = ']';
+    strcpy(s + o, "}");
+    return s;
+}
+
+static void limits(void **state)
+{
+    (void)state;
+    char *s = nested(33);
+    only_problem(s, "", "nested deeper than 32 levels at line 1, column 53");
+    free(s);
+    s = nested(32);                                /* deep enough, but allowed: other problems */
+    parsed *p = parse(s);
+    assert_problem(p, "/x", "unknown field; the fields here are 'model', 'dataset', 'seed', "
+                            "'trials', 'faults', 'sampling', 'metrics', 'critical', 'stop' or 'batch'");
+    done(p);
+    free(s);
+    s = nested(100000);                            /* never reaches the parser */
+    only_problem(s, "", "nested deeper than 32");
+    free(s);
+
+    size_t big = BF_SPEC_MAX_BYTES + 1;
+    char *huge = malloc(big);
+    memset(huge, ' ', big);
+    huge[0] = '{';
+    huge[big - 1] = '}';
+    bf_campaign_spec spec;
+    bf_spec_problems pr;
+    assert_int_equal(bf_spec_parse(huge, big, &spec, &pr), BF_EINVAL);
+    assert_int_equal(pr.count, 1);
+    assert_string_equal(pr.items[0].message, "the spec is 16777217 bytes; the limit is 16777216 (16 MiB)");
+    bf_spec_problems_free(&pr);
+    free(huge);
+
+    /* 3000 bad entries: 1000 problems kept, then a count of the rest */
+    size_t cap = 64 + 3000 * 48;
+    char *list = malloc(cap);
+    size_t o = (size_t)sprintf(list, "{" HEADF "\"sampling\": {\"list\": [");
+    for (int i = 0; i < 3000; i++)
+        o += (size_t)sprintf(list + o, "%s{\"tensor\": \"w\", \"index\": %d, \"bit\": 40}", i ? "," : "", i);
+    strcpy(list + o, "]}}");
+    p = parse(list);
+    assert_int_equal(p->st, BF_EINVAL);
+    assert_int_equal(p->pr.count, BF_SPEC_MAX_PROBLEMS + 1);
+    assert_string_equal(p->pr.items[999].pointer, "/sampling/list/999/bit");
+    assert_string_equal(p->pr.items[1000].pointer, "");
+    assert_string_equal(p->pr.items[1000].message, "2000 more problems not listed");
+    done(p);
+    free(list);
+}
+
+static const char *const FULL =
+    "{\"model\": \"m.onnx\", \"dataset\": \"d.safetensors\", \"seed\": 7,\n"
+    " \"faults\": {\"target\": \"activations\", \"model\": \"bitflip\", \"representation\": \"bf16\",\n"
+    "            \"persistence\": \"transient\"},\n"
+    " \"sampling\": {\"list\": [{\"tensor\": \"relu/1\", \"index\": 4, \"bit\": 14, \"sample\": 2},\n"
+    "                         {\"tensor\": \"r\\u00e9lu\", \"index\": 1e3, \"bit\": 0, \"sample\": 0}]},\n"
+    " \"metrics\": [\"accuracy\", \"top1_mismatch\"], \"critical\": {\"metric\": \"accuracy\", \"delta\": 0.5},\n"
+    " \"batch\": 64}\n";
+
+/* Every prefix of a valid spec is an error, never a crash or a leak (run
+ * under ASan); so is every one-byte change to a few troublesome bytes. */
+static void truncations_and_mutations(void **state)
+{
+    (void)state;
+    size_t n = strlen(FULL);
+    parsed *p = ok(FULL);
+    assert_int_equal(p->spec.n_list, 2);
+    assert_string_equal(p->spec.list[1].tensor, "r\xc3\xa9lu");
+    assert_int_equal(p->spec.list[1].index, 1000);
+    done(p);
+    for (size_t len = 0; len < n - 1; len++) {     /* n - 1: the trailing newline is optional */
+        char *buf = malloc(len ? len : 1);         /* exactly len bytes: ASan sees overreads */
+        memcpy(buf, FULL, len);
+        bf_campaign_spec s;
+        bf_spec_problems pr;
+        bf_status st = bf_spec_parse(buf, len, &s, &pr);
+        if (st != BF_EINVAL || pr.count == 0) fail_msg("prefix of %zu bytes: status %d", len, st);
+        for (size_t i = 0; i < pr.count; i++)
+            assert_true(pr.items[i].pointer != NULL && pr.items[i].message[0] != '\0');
+        json_t *errors = bf_spec_problems_json(&pr);   /* NULL if a message were not UTF-8 */
+        assert_non_null(errors);
+        json_decref(errors);
+        bf_spec_problems_free(&pr);
+        bf_campaign_spec_free(&s);
+        free(buf);
+    }
+    static const char subst[] = "\"{}[],:0-9ae\\ \x80\xc3\t";
+    char *buf = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < sizeof subst - 1; k++) {
+            memcpy(buf, FULL, n);
+            buf[i] = subst[k];
+            bf_campaign_spec s;
+            bf_spec_problems pr;
+            bf_status st = bf_spec_parse(buf, n, &s, &pr);
+            assert_true(st == BF_OK || st == BF_EINVAL);
+            assert_true((st == BF_OK) == (pr.count == 0));
+            json_t *errors = bf_spec_problems_json(&pr);
+            assert_non_null(errors);
+            json_decref(errors);
+            bf_spec_problems_free(&pr);
+            bf_campaign_spec_free(&s);
+        }
+    }
+    free(buf);
+}
+
+static void problems_as_json(void **state)
+{
+    (void)state;
+    parsed *p = parse("{" HEAD "\"trials\": 1, \"faults\": {\"bits\": 40, \"postions\": [1]}}");
+    json_t *errors = bf_spec_problems_json(&p->pr);
+    assert_non_null(errors);
+    char *text = json_dumps(errors, JSON_COMPACT);
+    assert_string_equal(text, "[{\"pointer\":\"/faults/postions\",\"detail\":\"unknown field; did you "
+                              "mean 'positions'?\"},{\"pointer\":\"/faults/bits\",\"detail\":\"must "
+                              "be 1..32, got 40\"}]");
+    free(text);
+    json_decref(errors);
+    done(p);
+
+    /* problems may be NULL: only the verdict */
+    bf_campaign_spec s;
+    const char *bad = "{\"model\": 3}";
+    assert_int_equal(bf_spec_parse(bad, strlen(bad), &s, NULL), BF_EINVAL);
+    const char *good = "{" HEADF "\"trials\": 1}";
+    assert_int_equal(bf_spec_parse(good, strlen(good), &s, NULL), BF_OK);
+    bf_campaign_spec_free(&s);
+    bf_campaign_spec_free(&s);                     /* zeroed: a second free is harmless */
+}
+
+/* ------------------------------------------------- the docs' examples */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Every ```json block of docs/CAMPAIGNS.md is a complete, valid spec (other
+ * JSON there -- invalid specs, replies -- is fenced as ```jsonc or ```text). */
+static void docs_examples(void **state)
+{
+    (void)state;
+    size_t len;
+    char *md = read_file(BF_DOCS_DIR "/CAMPAIGNS.md", &len);
+    if (!md) fail_msg("cannot read %s", BF_DOCS_DIR "/CAMPAIGNS.md");
+    int examples = 0, ber = 0, lists = 0;
+    const char *at = md;
+    while ((at = strstr(at, "```json\n")) != NULL) {
+        const char *start = at + 8, *end = strstr(start, "```");
+        assert_non_null(end);
+        bf_campaign_spec s;
+        bf_spec_problems pr;
+        if (bf_spec_parse(start, (size_t)(end - start), &s, &pr) != BF_OK) {
+            for (size_t i = 0; i < pr.count; i++)
+                print_message("  %s: %s\n", pr.items[i].pointer, pr.items[i].message);
+            fail_msg("docs example %d is invalid:\n%.*s", examples + 1, (int)(end - start), start);
+        }
+        examples++;
+        if (s.model_kind == BF_FAULT_BER && s.n_rates == 7 && s.repeats == 10 &&
+            s.rates[0] == 1e-9 && s.rates[6] == 1e-3)
+            ber++;
+        if (s.sampling == BF_SAMPLE_LIST) lists++;
+        bf_campaign_spec_free(&s);
+        bf_spec_problems_free(&pr);
+        at = end + 3;
+    }
+    assert_true(examples >= 3);
+    assert_true(ber >= 1);                         /* the DLRM sweep, 1e-9..1e-3 x 10 */
+    assert_true(lists >= 1);
+    free(md);
+}
+
+/* ------------------------------------------------------------ --check */
+
+static int check_files(int argc, char **argv)
+{
+    int bad = 0;
+    for (int i = 0; i < argc; i++) {
+        size_t len;
+        char *text = read_file(argv[i], &len);
+        if (!text) {
+            fprintf(stderr, "%s: cannot read\n", argv[i]);
+            return 2;
+        }
+        bf_campaign_spec s;
+        bf_spec_problems pr;
+        bf_status st = bf_spec_parse(text, len, &s, &pr);
+        printf("%s %s\n", st == BF_OK ? "valid" : "invalid", argv[i]);
+        for (size_t k = 0; k < pr.count; k++)
+            printf("  %s: %s\n", pr.items[k].pointer, pr.items[k].message);
+        bad |= st != BF_OK;
+        bf_campaign_spec_free(&s);
+        bf_spec_problems_free(&pr);
+        free(text);
+    }
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--check") == 0) return check_files(argc - 2, argv + 2);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults),
+        cmocka_unit_test(issue_example),
+        cmocka_unit_test(every_field),
+        cmocka_unit_test(ber_sweep),
+        cmocka_unit_test(fault_list),
+        cmocka_unit_test(many_problems),
+        cmocka_unit_test(unknown_fields),
+        cmocka_unit_test(wrong_types),
+        cmocka_unit_test(cross_field_rules),
+        cmocka_unit_test(syntax_errors),
+        cmocka_unit_test(limits),
+        cmocka_unit_test(truncations_and_mutations),
+        cmocka_unit_test(problems_as_json),
+        cmocka_unit_test(docs_examples),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
