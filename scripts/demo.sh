@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make demo: the main job on a built-in model and eval set. Shows what the
-# model is made of, its golden metrics, and what single-bit faults in its
-# weights do: a sign flip, a low mantissa bit, and a high exponent bit.
+# model is made of, its golden metrics, what single-bit faults in its weights
+# do (a sign flip, a low mantissa bit, a high exponent bit), then a campaign:
+# thousands of faults, outcome rates with intervals, the layers and bits that
+# matter most.
 set -euo pipefail
 BITFLIP=${1:-build/bitflip}
 cd "$(dirname "$0")/.."
@@ -21,3 +23,8 @@ if [ -n "$param" ]; then
   flips=(--flip "$param:0:31" --flip "$param:0:3" --flip "$param:0:30")
 fi
 "$BITFLIP" eval "$model" "$data" "${flips[@]}" --random-flips 5 --seed 7
+
+echo
+echo "== bitflip run --local tests/fixtures/specs/demo_campaign.json"
+echo "   (3200 single-bit weight faults, 100 per bit position; which layers and bits matter)"
+"$BITFLIP" run --local tests/fixtures/specs/demo_campaign.json --format table

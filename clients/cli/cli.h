@@ -11,6 +11,9 @@ enum { EXIT_OK = 0, EXIT_GATE = 1, EXIT_USAGE = 2, EXIT_INFRA = 3 };
 
 int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 /* Prints "bitflip CMD: message" to stderr and returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, ...)

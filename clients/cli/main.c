@@ -17,10 +17,14 @@ static const char usage[] =
     "  eval MODEL.onnx DATA.safetensors\n"
     "                                  golden metrics over an eval set, samples/s, and\n"
     "                                  the effect of bit flips (--flip)\n"
+    "  run --local SPEC.json           a fault campaign: outcome rates with intervals,\n"
+    "                                  the tensors and bits that matter, CI gates\n"
+    "  merge PART.json...              shards of one campaign into its whole result\n"
+    "  plan SPEC.json                  fault population and the trials a margin needs\n"
     "  help [COMMAND]                  this text, or a command's options\n"
     "\n"
-    "Run 'bitflip help COMMAND' for a command's options. Exit codes: 0 ok, 2 usage error,\n"
-    "3 a file or model could not be read or run.\n";
+    "Run 'bitflip help COMMAND' for a command's options. Exit codes: 0 ok, 1 a CI gate\n"
+    "failed, 2 usage or spec error, 3 a file or model could not be read or run.\n";
 
 int usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -81,11 +85,17 @@ int main(int argc, char **argv)
         char *help_argv[] = {argv[2], (char *)"--help", NULL};
         if (!strcmp(argv[2], "info")) return cmd_info(2, help_argv);
         if (!strcmp(argv[2], "eval")) return cmd_eval(2, help_argv);
+        if (!strcmp(argv[2], "run")) return cmd_run(2, help_argv);
+        if (!strcmp(argv[2], "merge")) return cmd_merge(2, help_argv);
+        if (!strcmp(argv[2], "plan")) return cmd_plan(2, help_argv);
         fprintf(stderr, "bitflip: no command '%s'\n\n%s", argv[2], usage);
         return EXIT_USAGE;
     }
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "merge")) return cmd_merge(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     fprintf(stderr, "bitflip: no command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;
 }

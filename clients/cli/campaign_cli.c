@@ -1,0 +1,198 @@
+#include "campaign_cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bitflip/api/result.h"
+#include "bitflip/api/spec.h"
+#include "cli.h"
+
+int gate_parse(const char *cmd, const char *expr, gate *g)
+{
+    static const char *const ops[] = {"<=", ">=", "==", "<", ">"};
+    memset(g, 0, sizeof *g);
+    g->expr = expr;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        const char *p = strstr(expr, ops[k]);
+        if (!p) continue;
+        size_t nl = (size_t)(p - expr);
+        while (nl && expr[nl - 1] == ' ') nl--;
+        const char *vs = p + strlen(ops[k]);
+        char *end;
+        double v = strtod(vs, &end);
+        while (*end == ' ') end++;
+        if (nl == 0 || nl >= sizeof g->name || end == vs || *end)
+            return usage_error(cmd, "--gate '%s': wants METRIC OP NUMBER, e.g. 'critical_rate<=0.01'", expr);
+        memcpy(g->name, expr, nl);
+        g->name[nl] = '\0';
+        strcpy(g->op, ops[k]);
+        g->value = v;
+        return 0;
+    }
+    return usage_error(cmd, "--gate '%s': no comparison (<=, >=, ==, <, >)", expr);
+}
+
+static int holds(double x, const char *op, double v)
+{
+    if (!strcmp(op, "<=")) return x <= v;
+    if (!strcmp(op, ">=")) return x >= v;
+    if (!strcmp(op, "<")) return x < v;
+    if (!strcmp(op, ">")) return x > v;
+    return x == v;
+}
+
+static void xml_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+int gates_check(const char *cmd, const json_t *doc, const gate *gates, size_t n, const char *junit_path)
+{
+    int failed = 0;
+    double *vals = calloc(n + 1, sizeof *vals);
+    int *ok = calloc(n + 1, sizeof *ok);
+    if (!vals || !ok) { free(vals); free(ok); fprintf(stderr, "bitflip %s: out of memory\n", cmd); return EXIT_INFRA; }
+    for (size_t i = 0; i < n; i++) {
+        int k = bf_result_gate_value(doc, gates[i].name, &vals[i]);
+        if (k != 0) {
+            int rc = k < 0 ? usage_error(cmd, "--gate '%s': unknown metric '%s'; known: %s", gates[i].expr, gates[i].name,
+                                         bf_result_gate_names())
+                           : usage_error(cmd, "--gate '%s': this campaign has no '%s' (wrong task for the model?)",
+                                         gates[i].expr, gates[i].name);
+            free(vals);
+            free(ok);
+            return rc;
+        }
+        ok[i] = holds(vals[i], gates[i].op, gates[i].value);
+        failed += !ok[i];
+        fprintf(stderr, "gate %-30s %s (%s = %.6g)\n", gates[i].expr, ok[i] ? "pass" : "FAIL", gates[i].name, vals[i]);
+    }
+    if (junit_path) {
+        FILE *f = fopen(junit_path, "w");
+        if (!f) {
+            fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, junit_path, strerror(errno));
+            free(vals);
+            free(ok);
+            return EXIT_INFRA;
+        }
+        fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"bitflip\" tests=\"%zu\" failures=\"%d\">\n", n, failed);
+        for (size_t i = 0; i < n; i++) {
+            fputs("    <testcase classname=\"bitflip.gate\" name=\"", f);
+            xml_escape(f, gates[i].expr);
+            fputs("\">", f);
+            if (!ok[i]) {
+                fprintf(f, "<failure message=\"%s = %.6g\">", gates[i].name, vals[i]);
+                xml_escape(f, gates[i].expr);
+                fputs(" does not hold</failure>", f);
+            }
+            fputs("</testcase>\n", f);
+        }
+        fputs("  </testsuite>\n</testsuites>\n", f);
+        if (fclose(f) != 0) { fprintf(stderr, "bitflip %s: writing %s failed\n", cmd, junit_path); free(vals); free(ok); return EXIT_INFRA; }
+    }
+    free(vals);
+    free(ok);
+    return failed ? EXIT_GATE : EXIT_OK;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = (n + 4096 + 1) * 2;
+            if (cap > ((size_t)64 << 20)) { free(buf); fclose(f); errno = EFBIG; return NULL; }
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); return NULL; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 4096, f);
+        n += got;
+        if (got < 4096) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); errno = EIO; return NULL; }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+int load_spec(const char *cmd, const char *path, bf_campaign_spec *spec)
+{
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    if (!text) {
+        fprintf(stderr, "bitflip %s: cannot read spec %s: %s\n", cmd, path, strerror(errno));
+        return errno == ENOENT ? EXIT_USAGE : EXIT_INFRA;
+    }
+    bf_spec_problems probs = {0};
+    bf_status st = bf_spec_parse(text, len, spec, &probs);
+    free(text);
+    if (st != BF_OK) {
+        fprintf(stderr, "bitflip %s: %s is not a valid campaign spec:\n", cmd, path);
+        for (size_t i = 0; i < probs.count; i++)
+            fprintf(stderr, "  %s: %s\n", probs.items[i].pointer[0] ? probs.items[i].pointer : "(document)", probs.items[i].message);
+        bf_spec_problems_free(&probs);
+        return EXIT_USAGE;
+    }
+    bf_spec_problems_free(&probs);
+    return 0;
+}
+
+/* `p` as given if it exists, else beside the spec file. */
+static char *resolve(const char *spec_path, const char *p)
+{
+    if (p[0] == '/' || access(p, F_OK) == 0) return strdup(p);
+    const char *slash = strrchr(spec_path, '/');
+    if (!slash) return strdup(p);
+    size_t dl = (size_t)(slash - spec_path) + 1;
+    char *r = malloc(dl + strlen(p) + 1);
+    if (!r) return NULL;
+    memcpy(r, spec_path, dl);
+    strcpy(r + dl, p);
+    if (access(r, F_OK) != 0) { free(r); return strdup(p); }
+    return r;
+}
+
+int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, bf_model **m, bf_dataset **ds)
+{
+    bf_error err = {0};
+    char *mp = resolve(spec_path, spec->model), *dp = resolve(spec_path, spec->dataset);
+    int rc = 0;
+    if (!mp || !dp) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); rc = EXIT_INFRA; }
+    else if (bf_model_load_file(mp, m, &err) != BF_OK) rc = report_error(cmd, &err);
+    else if (bf_dataset_load_file(dp, ds, &err) != BF_OK) rc = report_error(cmd, &err);
+    free(mp);
+    free(dp);
+    return rc;
+}
+
+int emit_result(const char *cmd, const json_t *doc, const char *out_path, const char *format)
+{
+    if (out_path && json_dump_file(doc, out_path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
+        fprintf(stderr, "bitflip %s: cannot write %s\n", cmd, out_path);
+        return EXIT_INFRA;
+    }
+    if (!format) format = isatty(STDOUT_FILENO) ? "table" : "json";
+    if (!strcmp(format, "table")) bf_result_print_table(stdout, doc);
+    else if (!strcmp(format, "csv")) bf_result_print_csv(stdout, doc);
+    else {
+        json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        fputc('\n', stdout);
+    }
+    return fflush(stdout) == 0 ? 0 : EXIT_INFRA;
+}

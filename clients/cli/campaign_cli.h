@@ -1,0 +1,36 @@
+/* Helpers shared by the campaign commands (run, merge, plan). */
+#ifndef BF_CAMPAIGN_CLI_H
+#define BF_CAMPAIGN_CLI_H
+
+#include <jansson.h>
+
+#include "bitflip/bitflip.h"
+#include "bitflip/campaign.h"
+
+/* A CI gate: NAME OP VALUE. */
+typedef struct gate {
+    const char *expr;
+    char name[64];
+    char op[3];
+    double value;
+} gate;
+
+/* Each returns 0 or an exit code, having printed why. */
+int gate_parse(const char *cmd, const char *expr, gate *out);
+/* Checks every gate against the document: prints each, writes JUnit if
+ * asked; EXIT_OK if all hold, EXIT_GATE if one fails, EXIT_USAGE for a gate
+ * on a metric the result cannot have. */
+int gates_check(const char *cmd, const json_t *doc, const gate *gates, size_t n, const char *junit_path);
+
+/* Reads and validates a spec; on problems prints every one with its JSON
+ * Pointer and returns EXIT_USAGE. */
+int load_spec(const char *cmd, const char *path, bf_campaign_spec *spec);
+/* Loads the spec's model and dataset (paths relative to the working
+ * directory, else to the spec's directory). */
+int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, bf_model **m, bf_dataset **ds);
+
+/* Writes the document to out_path (if any) and prints it on stdout in
+ * `format` (NULL: table on a terminal, JSON otherwise). */
+int emit_result(const char *cmd, const json_t *doc, const char *out_path, const char *format);
+
+#endif

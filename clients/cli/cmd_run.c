@@ -1,0 +1,207 @@
+/* bitflip run --local: a fault campaign from a JSON spec, with a live
+ * progress line, the result as a table, JSON or CSV, per-trial records,
+ * shards, and CI gates with JUnit output. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bitflip/api/result.h"
+#include "campaign_cli.h"
+#include "cli.h"
+
+static const char help[] =
+    "usage: bitflip run --local [OPTIONS] SPEC.json\n"
+    "\n"
+    "Runs the fault campaign that SPEC.json describes (docs/CAMPAIGNS.md) on this\n"
+    "machine and reports how the model degrades: outcome rates (masked, tolerable,\n"
+    "critical, due) with intervals, metrics under faults, and the tensors and bits\n"
+    "that matter most. Paths in the spec are relative to the working directory, or\n"
+    "else to the spec's directory.\n"
+    "\n"
+    "  --local              run here, without a daemon (required for now)\n"
+    "  --out FILE           write the result document (JSON)\n"
+    "  --trials-out FILE    write one JSON line per trial: its faults (tensor, index,\n"
+    "                       bits, old and new value), outcome and metrics\n"
+    "  --format F           table, json or csv on stdout (default: table on a\n"
+    "                       terminal, json otherwise)\n"
+    "  --threads N          worker threads (default: all cores)\n"
+    "  --shard I/N          run only trials t with t %% N == I; merge the parts with\n"
+    "                       'bitflip merge'\n"
+    "  --gate EXPR          a CI gate such as 'critical_rate<=0.01' or 'auc>=0.74'\n"
+    "                       (repeatable; operators <= >= < > ==)\n"
+    "  --junit FILE         write the gates as JUnit XML, one test case each\n"
+    "\n"
+    "Exit codes: 0 ran and every gate holds, 1 a gate failed, 2 usage or spec error,\n"
+    "3 the campaign could not run.\n";
+
+typedef struct run_opts {
+    const char *spec_path, *out_path, *trials_path, *junit_path, *format;
+    long long threads, shard_i, shard_n;
+    int local;
+    const char **gates;
+    size_t n_gates;
+} run_opts;
+
+typedef struct progress_state {
+    int tty;
+    double start, last;
+    int64_t planned;
+    double confidence;
+    FILE *trials;
+    const bf_campaign *c;
+    const bf_campaign_spec *spec;
+    int write_failed;
+} progress_state;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_progress(void *user, const bf_campaign_result *r)
+{
+    progress_state *p = user;
+    if (!p->tty) return;
+    double t = now_s();
+    if (t - p->last < 0.1 && r->trials_done < p->planned) return;
+    p->last = t;
+    double el = t - p->start, rate = el > 0 ? (double)r->trials_done / el : 0;
+    double eta = rate > 0 ? (double)(p->planned - r->trials_done) / rate : 0;
+    double lo = 0, hi = 0;
+    int64_t crit = r->total.n[BF_OUTCOME_CRITICAL];
+    if (r->trials_done) bf_wilson(crit, r->trials_done, p->confidence, &lo, &hi);
+    fprintf(stderr, "\r  %lld/%lld trials  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%] ",
+            (long long)r->trials_done, (long long)p->planned, rate, eta,
+            r->trials_done ? 100.0 * (double)crit / (double)r->trials_done : 0.0, 100 * lo, 100 * hi);
+}
+
+/* Called by the engine on this thread, once per trial, in trial order. */
+static void on_trial(void *user, const bf_trial_record *rec)
+{
+    progress_state *p = user;
+    if (!p->trials) return;
+    json_t *j = bf_trial_to_json(p->c, p->spec, rec);
+    if (!j || json_dumpf(j, p->trials, JSON_COMPACT) != 0 || fputc('\n', p->trials) == EOF) p->write_failed = 1;
+    json_decref(j);
+}
+
+static int parse_shard(const char *s, long long *i, long long *n)
+{
+    char *end;
+    if (!s) return usage_error("run", "--shard needs I/N, e.g. 0/4");
+    *i = strtoll(s, &end, 10);
+    if (end == s || *end != '/') return usage_error("run", "--shard wants I/N (e.g. 0/4), got '%s'", s);
+    const char *ns = end + 1;
+    *n = strtoll(ns, &end, 10);
+    if (end == ns || *end || *n < 1 || *i < 0 || *i >= *n)
+        return usage_error("run", "--shard wants I/N with 0 <= I < N, got '%s'", s);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, run_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return -1; }
+        else if (!strcmp(a, "--local")) o->local = 1;
+        else if (!strcmp(a, "--out") || !strcmp(a, "--trials-out") || !strcmp(a, "--junit") || !strcmp(a, "--format") ||
+                 !strcmp(a, "--gate")) {
+            if (!v) return usage_error("run", "%s needs a value", a);
+            if (!strcmp(a, "--out")) o->out_path = v;
+            else if (!strcmp(a, "--trials-out")) o->trials_path = v;
+            else if (!strcmp(a, "--junit")) o->junit_path = v;
+            else if (!strcmp(a, "--format")) o->format = v;
+            else o->gates[o->n_gates++] = v;
+            i++;
+        } else if (!strcmp(a, "--threads")) { rc = parse_count("run", a, v, 1, 256, &o->threads); i++; }
+        else if (!strcmp(a, "--shard")) { rc = parse_shard(v, &o->shard_i, &o->shard_n); i++; }
+        else if (a[0] == '-' && a[1]) return usage_error("run", "unknown option '%s'", a);
+        else if (!o->spec_path) o->spec_path = a;
+        else return usage_error("run", "one spec at a time (got '%s' and '%s')", o->spec_path, a);
+        if (rc) return rc;
+    }
+    if (!o->spec_path) return usage_error("run", "which campaign? usage: bitflip run --local SPEC.json");
+    if (!o->local)
+        return usage_error("run", "the bitflipd daemon is not available yet: add --local to run the campaign here");
+    if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
+        return usage_error("run", "--format must be table, json or csv, got '%s'", o->format);
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts o = {.shard_n = 1};
+    int rc = EXIT_OK;
+    bf_campaign_spec spec = {0};
+    int have_spec = 0;
+    bf_error err = {0};
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_campaign *c = NULL;
+    bf_campaign_result res = {0};
+    int have_res = 0;
+    json_t *doc = NULL;
+    gate *gates = NULL;
+    progress_state ps = {0};
+
+    o.gates = calloc((size_t)argc + 1, sizeof *o.gates);
+    if (!o.gates) { fprintf(stderr, "bitflip run: out of memory\n"); return EXIT_INFRA; }
+    if ((rc = parse_args(argc, argv, &o)) != 0) { rc = rc < 0 ? EXIT_OK : rc; goto out; }
+    gates = calloc(o.n_gates + 1, sizeof *gates);
+    if (!gates) { rc = EXIT_INFRA; goto out; }
+    for (size_t i = 0; i < o.n_gates; i++)
+        if ((rc = gate_parse("run", o.gates[i], &gates[i])) != 0) goto out;
+
+    if ((rc = load_spec("run", o.spec_path, &spec)) != 0) goto out;
+    have_spec = 1;
+    if ((rc = load_inputs("run", o.spec_path, &spec, &m, &ds)) != 0) goto out;
+    if (bf_campaign_create(m, ds, &spec, &c, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
+
+    if (o.trials_path) {
+        ps.trials = fopen(o.trials_path, "w");
+        if (!ps.trials) { fprintf(stderr, "bitflip run: cannot write %s: %s\n", o.trials_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
+    }
+    ps.tty = isatty(STDERR_FILENO);
+    ps.start = ps.last = now_s();
+    ps.c = c;
+    ps.spec = &spec;
+    ps.confidence = spec.stop_confidence > 0 ? spec.stop_confidence : 0.95;
+    int64_t all = bf_campaign_num_trials(c);
+    ps.planned = all / o.shard_n + (o.shard_i < all % o.shard_n);
+    long threads = o.threads ? (long)o.threads : sysconf(_SC_NPROCESSORS_ONLN);
+    bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o.shard_i, .shard_count = o.shard_n,
+                           .on_trial = on_trial, .progress = on_progress, .user = &ps};
+    bf_status st = bf_campaign_run(c, &co, &res, &err);
+    have_res = st == BF_OK;
+    if (ps.tty) fputs("\r\033[K", stderr);
+    if (st != BF_OK) { rc = report_error("run", &err); goto out; }
+    if (ps.trials) {
+        if (fclose(ps.trials) != 0) ps.write_failed = 1;
+        ps.trials = NULL;
+        if (ps.write_failed) { fprintf(stderr, "bitflip run: writing %s failed\n", o.trials_path); rc = EXIT_INFRA; goto out; }
+    }
+
+    doc = bf_result_render(bf_result_header(&spec, c, &res), &res, 1);
+    if (o.shard_n > 1)
+        json_object_set_new(doc, "shard", json_pack("{s:I, s:I}", "index", (json_int_t)o.shard_i, "count", (json_int_t)o.shard_n));
+    if ((rc = emit_result("run", doc, o.out_path, o.format)) != 0) goto out;
+    rc = gates_check("run", doc, gates, o.n_gates, o.junit_path);
+out:
+    if (ps.trials) fclose(ps.trials);
+    json_decref(doc);
+    if (have_res) bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    if (have_spec) bf_campaign_spec_free(&spec);
+    free(gates);
+    free(o.gates);
+    return rc;
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Campaigns from the CLI as a CI pipeline uses them: exit codes, gates and
+# JUnit, spec errors with JSON Pointers, and determinism: the same result for
+# any thread count, and shards that merge into exactly the unsharded result.
+# usage: test_campaign.sh BITFLIP FIXTURES_DIR
+set -u
+BF=$1
+SP=$2/specs
+fails=0 passes=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+check() {   # check NAME EXPECTED_RC CMD... ; output in $tmp/out
+  local name=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "FAIL $name: exit $rc, wanted $want"; sed 's/^/    /' "$tmp/out" | head -20; fails=$((fails+1))
+  else passes=$((passes+1)); fi
+}
+contains() {
+  if grep -qF -- "$2" "$tmp/out"; then passes=$((passes+1)); else
+    echo "FAIL $1: output lacks '$2'"; sed 's/^/    /' "$tmp/out" | head -20; fails=$((fails+1)); fi
+}
+same() {    # same NAME FILE1 FILE2
+  if cmp -s "$2" "$3"; then passes=$((passes+1)); else
+    echo "FAIL $1: $2 and $3 differ"; diff "$2" "$3" | head -10; fails=$((fails+1)); fi
+}
+
+spec=$SP/digits_weights.json
+check help 0 "$BF" help run;                        contains help "--gate"
+check no_local 2 "$BF" run "$spec";                 contains no_local "--local"
+check bad_spec 2 "$BF" run --local "$SP/bad.json";  contains bad_spec "/faults/bits"
+contains bad_spec_suggest "positions"
+check bad_gate 2 "$BF" run --local "$spec" --gate 'frobs<=1';  contains bad_gate "unknown metric 'frobs'"
+check bad_shard 2 "$BF" run --local "$spec" --shard 3/2
+
+check run 0 "$BF" run --local "$spec" --threads 1 --format csv --out "$tmp/full.json" --trials-out "$tmp/trials.jsonl"
+cp "$tmp/out" "$tmp/t1.csv"
+contains run_csv "section,key,trials"
+lines=$(wc -l <"$tmp/trials.jsonl")
+[ "$lines" -eq 240 ] && passes=$((passes+1)) || { echo "FAIL trials-out has $lines lines, wanted 240"; fails=$((fails+1)); }
+grep -q '"tensor"' "$tmp/trials.jsonl" && passes=$((passes+1)) || { echo "FAIL trials-out names no tensor"; fails=$((fails+1)); }
+
+check run_t2 0 "$BF" run --local "$spec" --threads 2 --format csv
+cp "$tmp/out" "$tmp/t2.csv"
+same threads_identical "$tmp/t1.csv" "$tmp/t2.csv"
+
+for i in 0 1 2; do
+  check "shard$i" 0 "$BF" run --local "$spec" --shard $i/3 --threads 2 --format json --out "$tmp/part$i.json"
+done
+check merge 0 "$BF" merge "$tmp/part2.json" "$tmp/part0.json" "$tmp/part1.json" --format csv
+cp "$tmp/out" "$tmp/merged.csv"
+same merge_equals_unsharded "$tmp/t1.csv" "$tmp/merged.csv"
+check merge_missing 2 "$BF" merge "$tmp/part0.json" "$tmp/part1.json";  contains merge_missing "shard 2/3 is missing"
+check merge_twice 2 "$BF" merge "$tmp/part0.json" "$tmp/part0.json" "$tmp/part1.json"; contains merge_twice "given twice"
+
+# gates: an always-true one passes (0), an impossible one fails (1), JUnit has both
+check gate_pass 0 "$BF" run --local "$spec" --gate 'critical_rate<=1' --gate 'golden_accuracy>=0.9' --junit "$tmp/j1.xml"
+check gate_fail 1 "$BF" run --local "$spec" --gate 'critical_rate<=1' --gate 'masked_rate>=1.01' --junit "$tmp/j2.xml"
+contains gate_fail_msg "FAIL"
+grep -c '<testcase' "$tmp/j2.xml" | grep -qx 2 && passes=$((passes+1)) || { echo "FAIL junit lacks 2 test cases"; fails=$((fails+1)); }
+grep -q '<failure' "$tmp/j2.xml" && passes=$((passes+1)) || { echo "FAIL junit lacks the failure"; fails=$((fails+1)); }
+check gate_wrong_task 2 "$BF" run --local "$spec" --gate 'auc>=0.5';  contains gate_wrong_task "has no 'auc'"
+
+check plan 0 "$BF" plan "$spec";                    contains plan "Leveugle"
+
+check ber 0 "$BF" run --local "$SP/dlrm_ber.json" --format table
+contains ber_table "by bit error rate"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
