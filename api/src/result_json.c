@@ -79,14 +79,38 @@ static json_t *rate_json(int64_t k, int64_t n, double conf)
     return json_pack("{s:o, s:[o, o]}", "rate", n > 0 ? json_real((double)k / (double)n) : json_null(), "ci", num(lo), num(hi));
 }
 
-static json_t *metric_json(const bf_metric_sums *s, double conf)
+/* Two-sided Student t quantile with nu degrees of freedom: the
+ * Cornish-Fisher expansion around z (within 0.2% of the exact value for
+ * nu >= 3 at 95%; exact for nu -> infinity). Small repeat counts (10 draws
+ * per BER rate) need t, not z. */
+static double t_quantile(double conf, double nu)
+{
+    double z = bf_z_for_confidence(conf);
+    if (nu < 1) return NAN;
+    double z3 = z * z * z, z5 = z3 * z * z, z7 = z5 * z * z;
+    return z + (z3 + z) / (4 * nu) + (5 * z5 + 16 * z3 + 3 * z) / (96 * nu * nu) +
+           (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * nu * nu * nu);
+}
+
+/* Metrics that live in [0, 1]: their intervals are clipped to it. */
+static int unit_metric(const char *name)
+{
+    return !strcmp(name, "accuracy") || !strcmp(name, "auc") || !strcmp(name, "top1_mismatch");
+}
+
+static json_t *metric_json(const char *name, const bf_metric_sums *s, double conf)
 {
     double mean = s->n ? s->sum / (double)s->n : NAN;
     double var = s->n > 1 ? (s->sumsq - s->sum * mean) / (double)(s->n - 1) : NAN;
     double sd = var > 0 ? sqrt(var) : (s->n > 1 ? 0 : NAN);
-    double half = s->n > 1 ? bf_z_for_confidence(conf) * sd / sqrt((double)s->n) : NAN;
+    double half = s->n > 1 ? t_quantile(conf, (double)(s->n - 1)) * sd / sqrt((double)s->n) : NAN;
+    double lo = mean - half, hi = mean + half;
+    if (unit_metric(name)) {
+        if (lo < 0) lo = 0;
+        if (hi > 1) hi = 1;
+    }
     return json_pack("{s:I, s:f, s:f, s:o, s:o, s:[o, o]}", "n", (json_int_t)s->n, "sum", s->sum, "sumsq", s->sumsq,
-                     "mean", num(mean), "std", num(sd), "ci", num(mean - half), num(mean + half));
+                     "mean", num(mean), "std", num(sd), "ci", num(lo), num(hi));
 }
 
 /* Counts, the critical rate and its interval: one entry of by_tensor etc. */
@@ -115,7 +139,9 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
         json_object_set_new(rates, outcome_keys[i], rate_json(r->total.n[i], r->trials_done, conf));
     json_object_set_new(summary, "rates", rates);
     for (int m = 0; m < BF_METRIC_COUNT; m++)
-        if (r->metric[m].n) json_object_set_new(metrics, bf_metric_name((bf_metric_id)m), metric_json(&r->metric[m], conf));
+        if (r->metric[m].n)
+            json_object_set_new(metrics, bf_metric_name((bf_metric_id)m),
+                                metric_json(bf_metric_name((bf_metric_id)m), &r->metric[m], conf));
     json_object_set_new(summary, "metrics", metrics);
     json_object_set_new(doc, "summary", summary);
 
@@ -143,7 +169,7 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
             json_object_set_new(g, "rate", json_incref(json_array_get(rl, i)));
             for (int m = 0; m < BF_METRIC_COUNT; m++) {
                 const bf_metric_sums *s = &r->rate_metric[i * BF_METRIC_COUNT + (size_t)m];
-                if (s->n) json_object_set_new(ms, bf_metric_name((bf_metric_id)m), metric_json(s, conf));
+                if (s->n) json_object_set_new(ms, bf_metric_name((bf_metric_id)m), metric_json(bf_metric_name((bf_metric_id)m), s, conf));
             }
             json_object_set_new(g, "metrics", ms);
             json_array_append_new(by_rate, g);
@@ -358,11 +384,16 @@ void bf_result_print_table(FILE *f, const json_t *doc)
     }
     const json_t *metrics = json_object_get(summary, "metrics");
     if (json_object_size(metrics)) {
+        int64_t trials = json_integer_value(json_object_get(summary, "trials"));
         fprintf(f, "\nmetrics under faults (mean, std, %.0f%% interval of the mean)\n", 100 * conf);
-        json_object_foreach((json_t *)metrics, k, v)
-            fprintf(f, "  %-14s %.6g  std %.4g  [%.6g, %.6g]\n", k, json_number_value(json_object_get(v, "mean")),
+        json_object_foreach((json_t *)metrics, k, v) {
+            int64_t n = json_integer_value(json_object_get(v, "n"));
+            fprintf(f, "  %-14s %.6g  std %.4g  [%.6g, %.6g]", k, json_number_value(json_object_get(v, "mean")),
                     json_number_value(json_object_get(v, "std")), json_number_value(json_array_get(json_object_get(v, "ci"), 0)),
                     json_number_value(json_array_get(json_object_get(v, "ci"), 1)));
+            if (n < trials) fprintf(f, "  over %lld of %lld trials (the rest gave no finite value)", (long long)n, (long long)trials);
+            fputc('\n', f);
+        }
     }
     const json_t *br = json_object_get(doc, "by_rate");
     if (json_array_size(br)) {
@@ -378,8 +409,8 @@ void bf_result_print_table(FILE *f, const json_t *doc)
                         json_number_value(json_array_get(json_object_get(v, "ci"), 0)),
                         json_number_value(json_array_get(json_object_get(v, "ci"), 1)));
             }
-            double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
-            fprintf(f, "  critical %.1f%%\n", 100 * cr);
+            double lo, hi, cr = rate_of(g, "critical", &lo, &hi), dr = rate_of(g, "due", &lo, &hi);
+            fprintf(f, "  critical %.1f%%  due (NaN/Inf) %.1f%%\n", 100 * cr, 100 * dr);
         }
     }
     print_group_rows(f, json_object_get(doc, "by_tensor"), "tensor", "tensors that matter most (by critical rate)", 10);
@@ -393,10 +424,11 @@ static void csv_rows(FILE *f, const char *section, const json_t *arr, const char
     json_array_foreach(arr, i, g) {
         const json_t *kv = json_object_get(g, key), *o = json_object_get(g, "outcomes");
         double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
+        if (json_integer_value(json_object_get(g, "trials")) <= 0) continue;   /* no rate to report */
         fprintf(f, "%s,", section);
         if (json_is_string(kv)) fprintf(f, "\"%s\"", json_string_value(kv));
         else if (json_is_integer(kv)) fprintf(f, "%lld", (long long)json_integer_value(kv));
-        else fprintf(f, "%.17g", json_number_value(kv));
+        else fprintf(f, "%.6g", json_number_value(kv));
         fprintf(f, ",%lld,%lld,%lld,%lld,%lld,%.17g,%.17g,%.17g\n", (long long)json_integer_value(json_object_get(g, "trials")),
                 (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
                 (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
