@@ -7,9 +7,11 @@
 #include "bitflip/campaign.h"
 #include "bitflip/rng.h"
 
-/* One corrupted element of a trial. */
+/* One corrupted element of a trial: for activations and inputs, `index` is
+ * within one sample and `sample` the sample a transient fault hits (-1:
+ * every sample, permanent; always -1 for weights). */
 typedef struct bf__efault {
-    int64_t site, index;
+    int64_t site, index, sample;
     uint32_t mask;
 } bf__efault;
 
@@ -26,7 +28,7 @@ typedef struct bf__draw {
 } bf__draw;
 
 typedef struct bf__list_fault {
-    int64_t site, index;
+    int64_t site, index, sample;
     int bit;
 } bf__list_fault;
 
@@ -38,6 +40,8 @@ struct bf_campaign {
     const bf_dataset *ds;
     uint64_t seed;
     int64_t n_trials;
+    bf_target target;
+    bf_persistence persistence;
     bf_fault_model kind;
     bf_repr repr;
     int repr_bits;
@@ -60,7 +64,9 @@ struct bf_campaign {
 
     bf_site *sites;
     size_t n_sites;
-    size_t *site_param;       /* model parameter index of each site */
+    size_t *site_param;       /* weights: model parameter index of each site */
+    int64_t *site_value;      /* activations, inputs: model value id of each site */
+    float *site_scale;        /* activations, inputs: int8 scale of each site (else 1) */
     int64_t *prefix;          /* n_sites + 1 running element counts */
     int64_t elements;         /* prefix[n_sites] */
 

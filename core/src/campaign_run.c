@@ -16,9 +16,11 @@
  * ends there and trials computed past the boundary are discarded. A sharded
  * campaign applies the rule to each shard on its own.
  *
- * The callbacks never run concurrently and never on a worker: on_trial and
- * progress are called by the thread that called bf_campaign_run, on_trial
- * once per folded trial in trial order. On any failure (cancel included)
+ * The callbacks never run concurrently and never on a worker: on_trial,
+ * on_outputs and progress are called by the thread that called
+ * bf_campaign_run, on_trial (then on_outputs) once per folded trial in trial
+ * order. Each slot of the ring holds its trials' outputs only when
+ * on_outputs is set. On any failure (cancel included)
  * `out` is left empty; progress has seen the partial result. */
 #include <math.h>
 #include <pthread.h>
@@ -38,6 +40,7 @@ typedef struct slot {
     int n;
     bf_trial_record rec[CHUNK];
     int first_bit[CHUNK];
+    float *outputs;         /* on_outputs only: CHUNK x samples x out_cols */
 } slot;
 
 typedef struct runner runner;
@@ -48,6 +51,8 @@ typedef struct worker {
     bf__draw d;
     float *old;             /* the values a trial overwrote, to restore */
     size_t old_cap;
+    bf_value_fault *vf;     /* activations, inputs: the trial's faults */
+    size_t vf_cap;
     bf_error err;
     pthread_t tid;
     int started;
@@ -131,25 +136,20 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, bf_trial_r
                  : BF_OUTCOME_TOLERABLE;
 }
 
-static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit)
+/* Weights: each fault written into every plan's copy of its parameter for
+ * the pass, then the stored values written back. */
+static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
 {
     const bf_campaign *c = w->rn->c;
-    bf_status st = bf__campaign_draw(c, t, &w->d, &w->err);
-    if (st != BF_OK) return st;
     const bf__draw *d = &w->d;
+    bf_status st = BF_OK;
     if (d->n > w->old_cap) {
         float *o = bf__realloc(w->old, d->n * sizeof *o);
         if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
         w->old = o;
         w->old_cap = d->n;
     }
-    memset(rec, 0, sizeof *rec);
-    rec->trial = t;
-    rec->rate_index = d->rate_index;
-    rec->n_faults = d->n_faults;
-    *first_bit = d->first_bit;
     bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
-
     size_t applied = 0;
     for (; applied < d->n; applied++) {
         const bf__efault *f = &d->f[applied];
@@ -162,16 +162,70 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
                                                             .mask = f->mask, .old_value = old, .new_value = now};
     }
-    bf_eval_result res;
-    if (st == BF_OK) st = bf_evaluator_run(w->ev, NULL, 0, &res, &w->err);
+    if (st == BF_OK) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
     for (size_t i = applied; i-- > 0;) {
         const bf__efault *f = &d->f[i];
         bf_status u = bf_evaluator_write_param(w->ev, c->site_param[f->site], f->index, w->old[i], &w->err);
         if (u != BF_OK && st == BF_OK) st = u;
     }
+    return st;
+}
+
+/* Activations and inputs: value faults the evaluator's plans apply during
+ * the pass (every sample, or the one a transient fault hits); what each
+ * found and left is read back for the record. */
+static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
+{
+    const bf_campaign *c = w->rn->c;
+    const bf__draw *d = &w->d;
+    if (d->n > w->vf_cap) {
+        bf_value_fault *vf = bf__realloc(w->vf, d->n * sizeof *vf);
+        if (!vf) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->vf = vf;
+        w->vf_cap = d->n;
+    }
+    bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
+    for (size_t i = 0; i < d->n; i++) {
+        const bf__efault *f = &d->f[i];
+        w->vf[i] = (bf_value_fault){.value = c->site_value[f->site], .sample = f->sample, .index = f->index,
+                                    .model = kind, .mask = f->mask, .repr = c->repr, .scale = c->site_scale[f->site]};
+    }
+    bf_status st = bf_evaluator_set_value_faults(w->ev, w->vf, d->n, &w->err);
+    /* A transient trial's faults all hit one sample (the draw makes sure):
+     * every other batch would reproduce the golden outputs bit for bit
+     * (worker_init checked this evaluator's golden pass), so only that
+     * sample's batch is computed (BER with no flip: batch 0, golden). */
+    if (st == BF_OK && c->persistence == BF_PERSIST_TRANSIENT)
+        st = bf_evaluator_run_sample(w->ev, d->n ? d->f[0].sample : 0, c->golden, res, &w->err);
+    else if (st == BF_OK)
+        st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
+    for (size_t i = 0; st == BF_OK && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
+        const bf__efault *f = &d->f[i];
+        bf_applied_fault *a = &rec->faults[rec->n_kept++];
+        *a = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample, .mask = f->mask};
+        bf_evaluator_value_fault_seen(w->ev, i, &a->old_value, &a->new_value);
+    }
+    bf_status u = bf_evaluator_set_value_faults(w->ev, NULL, 0, &w->err);
+    return st != BF_OK ? st : u;
+}
+
+static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs)
+{
+    const bf_campaign *c = w->rn->c;
+    bf_status st = bf__campaign_draw(c, t, &w->d, &w->err);
+    if (st != BF_OK) return st;
+    const bf__draw *d = &w->d;
+    memset(rec, 0, sizeof *rec);
+    rec->trial = t;
+    rec->rate_index = d->rate_index;
+    rec->n_faults = d->n_faults;
+    *first_bit = d->first_bit;
+    bf_eval_result res;
+    st = c->target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
     if (st != BF_OK) return st;
     classify(c, &res, rec);
+    if (outputs) memcpy(outputs, res.outputs, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
     return BF_OK;
 }
 
@@ -189,7 +243,8 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
         if (rn->opts->cancel && atomic_load(rn->opts->cancel))
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
         int64_t t = rn->shard_index + (first + i) * rn->shard_count;
-        bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i]);
+        float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->samples * rn->c->out_cols) : NULL;
+        bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i], outs);
         if (st != BF_OK) return st;
     }
     *complete = 1;
@@ -293,6 +348,9 @@ static int fold_ready(runner *rn, bf_campaign_result *acc)
         for (int i = 0; i < s->n && !stop; i++) {
             fold(c, acc, &s->rec[i], s->first_bit[i]);
             if (o->on_trial) o->on_trial(o->user, &s->rec[i]);
+            if (o->on_outputs)
+                o->on_outputs(o->user, s->rec[i].trial, s->outputs + (size_t)i * (size_t)(c->samples * c->out_cols),
+                              c->samples, c->out_cols);
             stop = c->stop_margin > 0 && acc->trials_done % STOP_EVERY == 0 && acc->trials_done < rn->n &&
                    stop_rule_holds(c, acc);
         }
@@ -397,7 +455,12 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     rn.ring = bf__calloc((size_t)rn.ring_n, sizeof *rn.ring);
     rn.ws = bf__calloc((size_t)threads, sizeof *rn.ws);
     if (!rn.ring || !rn.ws) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers"); goto out; }
-    for (int64_t i = 0; i < rn.ring_n; i++) rn.ring[i].chunk = -1;
+    for (int64_t i = 0; i < rn.ring_n; i++) {
+        rn.ring[i].chunk = -1;
+        if (!o->on_outputs) continue;
+        rn.ring[i].outputs = bf__malloc((size_t)CHUNK * (size_t)(c->samples * c->out_cols) * sizeof(float) + 1);
+        if (!rn.ring[i].outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs"); goto out; }
+    }
     rn.n_workers = threads;
     /* Evaluators are built here, one after another: plan building sets
      * OpenBLAS's thread count, which is not a thing to do concurrently. */
@@ -429,8 +492,10 @@ out:
         bf_evaluator_free(rn.ws[i].ev);
         bf__draw_free(&rn.ws[i].d);
         bf__free(rn.ws[i].old);
+        bf__free(rn.ws[i].vf);
     }
     bf__free(rn.ws);
+    for (int64_t i = 0; rn.ring && i < rn.ring_n; i++) bf__free(rn.ring[i].outputs);
     bf__free(rn.ring);
     if (st != BF_OK) {
         bf_campaign_result_free(&acc);

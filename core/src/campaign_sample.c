@@ -1,6 +1,7 @@
 /* Drawing a trial's faults. Everything random comes from one generator,
- * bf_rng_make(seed, t), used in a fixed order: the element first, then the
- * bits. So trial t is the same faults on any worker, shard or machine. */
+ * bf_rng_make(seed, t), used in a fixed order: for transient faults the
+ * sample first, then the element, then the bits (BER: the flipped bits). So
+ * trial t is the same faults on any worker, shard or machine. */
 #include <string.h>
 
 #include "alloc.h"
@@ -71,12 +72,19 @@ static uint32_t random_bits(const bf_campaign *c, bf_rng *r)
 
 /* Every bit of the selected population flips with the trial's rate; flips
  * on one element are one fault with a multi-bit mask. */
+/* The sample a transient fault hits; -1 (every sample) otherwise. */
+static int64_t draw_sample(const bf_campaign *c, bf_rng *r)
+{
+    return c->persistence == BF_PERSIST_TRANSIENT ? (int64_t)bf_rng_below(r, (uint64_t)c->samples) : -1;
+}
+
 static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
 {
     d->rate_index = (int)(t / c->repeats);
     double rate = c->rates[d->rate_index];
     uint64_t n_bits = (uint64_t)c->elements * (uint64_t)c->n_allowed;
     bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
+    int64_t sample = draw_sample(c, &r);
     uint64_t cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
     if (cnt > d->pos_cap) {
         if (cnt > (uint64_t)BF__BER_MAX_ERRORS)
@@ -89,6 +97,7 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
         d->pos = pos;
         d->pos_cap = (size_t)cnt;
         r = bf_rng_make(c->seed, (uint64_t)t);   /* the same draw again, all of it kept */
+        sample = draw_sample(c, &r);
         cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
     }
     d->n_faults = (int64_t)cnt;
@@ -101,7 +110,7 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
         int bit = c->allowed[d->pos[k] % (uint64_t)c->n_allowed];
         if (e != last) {
             while (c->prefix[site + 1] <= e) site++;
-            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .mask = 0};
+            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .sample = sample, .mask = 0};
             last = e;
         }
         d->f[d->n - 1].mask |= UINT32_C(1) << bit;
@@ -123,11 +132,13 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
     bf__efault *f = &d->f[0];
     d->n = 1;
     int stratum = -1;
+    f->sample = c->sampling == BF_SAMPLE_LIST ? -1 : draw_sample(c, &r);
     switch (c->sampling) {
     case BF_SAMPLE_LIST: {
         const bf__list_fault *l = &c->list[t];
         f->site = l->site;
         f->index = l->index;
+        f->sample = l->sample;
         if (c->kind == BF_FAULT_RANDOM_VALUE) {
             f->mask = random_bits(c, &r);
         } else {

@@ -12,7 +12,7 @@
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
 #include "bitflip/plan.h"
-#include "graph.h"
+#include "plan_impl.h"
 
 #define DEFAULT_BATCH 256
 
@@ -21,6 +21,8 @@ typedef struct worker {
     bf_evaluator *ev;
     bf_plan *plan;
     int reports;              /* this worker calls the progress callback */
+    bf_value_fault *vf;       /* the value faults of the batch at hand, rows in it */
+    size_t *vf_of;            /* which of ev->vf each one is */
     bf_status st;
     bf_error err;
 } worker;
@@ -43,6 +45,9 @@ struct bf_evaluator {
     int64_t *labels_i;        /* class labels as int64 */
     int64_t *order;           /* AUC scratch */
     float *outputs;
+    bf_value_fault *vf;       /* value faults, by eval-set sample */
+    size_t n_vf, vf_cap;
+    float *vf_old, *vf_new;   /* what each saw in the last run */
 
     /* Worker threads live as long as the evaluator: a pass over a small eval
      * set takes a fraction of a millisecond, less than creating threads. */
@@ -76,7 +81,14 @@ void bf_evaluator_free(bf_evaluator *ev)
 {
     if (!ev) return;
     stop_pool(ev);
+    for (int t = 0; ev->ws && t < ev->threads; t++) {
+        bf__free(ev->ws[t].vf);
+        bf__free(ev->ws[t].vf_of);
+    }
     bf__free(ev->ws);
+    bf__free(ev->vf);
+    bf__free(ev->vf_old);
+    bf__free(ev->vf_new);
     bf__free(ev->tids);
     for (size_t i = 0; i < ev->n_plans; i++) bf_plan_free(ev->plans[i]);
     bf__free(ev->plans);
@@ -250,16 +262,42 @@ int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
 /* --- a pass */
 
 
-static bf_status run_batch(bf_evaluator *ev, bf_plan *plan, int64_t start, bf_error *err)
+/* The value faults that hit batch [start, start + n) go to the plan, with
+ * their rows in it; the plan keeps no others. */
+static bf_status batch_value_faults(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, int64_t n,
+                                    size_t *count, bf_error *err)
+{
+    size_t m = 0;
+    for (size_t k = 0; k < ev->n_vf; k++) {
+        const bf_value_fault *f = &ev->vf[k];
+        if (f->sample >= 0 && (f->sample < start || f->sample >= start + n)) continue;
+        w->vf[m] = *f;
+        if (f->sample >= 0) w->vf[m].sample = f->sample - start;
+        w->vf_of[m++] = k;
+    }
+    *count = m;
+    if (m == 0 && plan->n_vf == 0) return BF_OK;
+    return bf_plan_set_value_faults(plan, w->vf, m, err);
+}
+
+static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, bf_error *err)
 {
     const bf_model *m = ev->model;
     int64_t n = bf_plan_batch(plan);
+    size_t n_vf = 0;
     for (size_t i = 0; i < m->n_inputs; i++) {
         bf_status st = bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
         if (st != BF_OK) return st;
     }
-    bf_status st = bf_plan_run(plan, err);
+    bf_status st = batch_value_faults(ev, w, plan, start, n, &n_vf, err);
     if (st != BF_OK) return st;
+    if ((st = bf_plan_run(plan, err)) != BF_OK) return st;
+    /* each fault's report comes from the one batch that holds its sample
+     * (sample 0 for every-sample faults), so one worker writes it */
+    for (size_t j = 0; j < n_vf; j++) {
+        size_t k = w->vf_of[j];
+        if (ev->vf[k].sample >= 0 || start == 0) bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
+    }
     memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
            (size_t)(n * ev->out_cols) * sizeof(float));
     return BF_OK;
@@ -279,7 +317,7 @@ static void work(worker *w)
             atomic_store(&ev->failed, 1);
             break;
         }
-        w->st = run_batch(ev, plan, b * ev->batch, &w->err);
+        w->st = run_batch(ev, w, plan, b * ev->batch, &w->err);
         if (w->st != BF_OK) {
             atomic_store(&ev->failed, 1);
             break;
@@ -369,6 +407,25 @@ static bf_status apply_flips(bf_evaluator *ev, const bf_bitflip *flips, size_t n
     return BF_OK;
 }
 
+/* The result of a pass whose outputs are in place: metrics over them. */
+static void finish(const bf_evaluator *ev, bf_eval_result *res, double seconds)
+{
+    memset(res, 0, sizeof *res);
+    res->task = ev->task;
+    res->samples = ev->samples;
+    res->out_cols = ev->out_cols;
+    res->outputs = ev->outputs;
+    res->seconds = seconds;
+    res->accuracy = res->auc = res->logloss = NAN;
+    if (ev->task == BF_TASK_CLASSIFICATION) {
+        res->accuracy = bf_metric_accuracy(ev->outputs, ev->samples, ev->out_cols, ev->labels_i);
+    } else if (ev->task == BF_TASK_BINARY) {
+        if (bf_metric_auc(ev->outputs, ev->labels_f, ev->samples, ev->order, &res->auc, NULL) != BF_OK)
+            res->auc = NAN;
+        res->logloss = bf_metric_logloss(ev->outputs, ev->labels_f, ev->samples);
+    }
+}
+
 bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_flips,
                            bf_eval_result *res, bf_error *err)
 {
@@ -378,6 +435,7 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
         if ((st = bf_bitflip_check(ev->model, &flips[i], err)) != BF_OK) return st;
     if ((st = apply_flips(ev, flips, n_flips, err)) != BF_OK) return st;
 
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
     double t0 = now_s();
     atomic_store(&ev->next, 0);
     atomic_store(&ev->done, 0);
@@ -406,20 +464,25 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
         }
     if (st != BF_OK) return st;
 
-    memset(res, 0, sizeof *res);
-    res->task = ev->task;
-    res->samples = ev->samples;
-    res->out_cols = ev->out_cols;
-    res->outputs = ev->outputs;
-    res->seconds = t1 - t0;
-    res->accuracy = res->auc = res->logloss = NAN;
-    if (ev->task == BF_TASK_CLASSIFICATION) {
-        res->accuracy = bf_metric_accuracy(ev->outputs, ev->samples, ev->out_cols, ev->labels_i);
-    } else if (ev->task == BF_TASK_BINARY) {
-        if (bf_metric_auc(ev->outputs, ev->labels_f, ev->samples, ev->order, &res->auc, NULL) != BF_OK)
-            res->auc = NAN;
-        res->logloss = bf_metric_logloss(ev->outputs, ev->labels_f, ev->samples);
-    }
+    finish(ev, res, t1 - t0);
+    return BF_OK;
+}
+
+bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float *base, bf_eval_result *res,
+                                  bf_error *err)
+{
+    if (sample < 0 || sample >= ev->samples)
+        return bf_error_set(err, BF_ERANGE, "sample %lld does not exist (the eval set has %lld)", (long long)sample,
+                            (long long)ev->samples);
+    if (ev->cancel && atomic_load(ev->cancel)) return bf_error_set(err, BF_ECANCELED, "evaluation canceled");
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
+    double t0 = now_s();
+    int64_t b = sample / ev->batch;
+    bf_plan *plan = b == ev->samples / ev->batch ? ev->rest : ev->plans[0];
+    if (base != ev->outputs) memcpy(ev->outputs, base, (size_t)(ev->samples * ev->out_cols) * sizeof(float));
+    bf_status st = run_batch(ev, &ev->ws[0], plan, b * ev->batch, err);
+    if (st != BF_OK) return st;
+    finish(ev, res, now_s() - t0);
     return BF_OK;
 }
 
@@ -453,4 +516,70 @@ bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index
         data[index] = value;
     }
     return BF_OK;
+}
+
+/* --- value faults */
+
+static bf_status reserve_value_faults(bf_evaluator *ev, size_t n, bf_error *err)
+{
+    bf_status st;
+    if (n <= ev->vf_cap) return BF_OK;
+    size_t cap = ev->vf_cap ? ev->vf_cap : 8;
+    while (cap < n) cap *= 2;
+    for (size_t p = 0; p < ev->n_plans; p++)
+        if ((st = bf__plan_reserve_value_faults(ev->plans[p], cap, err)) != BF_OK) return st;
+    for (int t = 0; t < ev->threads; t++) {
+        worker *w = &ev->ws[t];
+        bf_value_fault *vf = bf__realloc(w->vf, cap * sizeof *vf);
+        if (!vf) goto oom;
+        w->vf = vf;
+        size_t *of = bf__realloc(w->vf_of, cap * sizeof *of);
+        if (!of) goto oom;
+        w->vf_of = of;
+    }
+    bf_value_fault *vf = bf__realloc(ev->vf, cap * sizeof *vf);
+    if (!vf) goto oom;
+    ev->vf = vf;
+    float *o = bf__realloc(ev->vf_old, cap * sizeof *o);
+    if (!o) goto oom;
+    ev->vf_old = o;
+    o = bf__realloc(ev->vf_new, cap * sizeof *o);
+    if (!o) goto oom;
+    ev->vf_new = o;
+    ev->vf_cap = cap;
+    return BF_OK;
+oom:
+    return bf_error_set(err, BF_ENOMEM, "out of memory for %zu value faults", n);
+}
+
+bf_status bf_evaluator_set_value_faults(bf_evaluator *ev, const bf_value_fault *faults, size_t n, bf_error *err)
+{
+    bf_status st;
+    ev->n_vf = 0;
+    if ((st = reserve_value_faults(ev, n, err)) != BF_OK) return st;
+    for (size_t k = 0; k < n; k++) {
+        const bf_value_fault *f = &faults[k];
+        int64_t row;
+        if ((st = bf__plan_fault_site(ev->plans[0], f->value, &row, err)) != BF_OK) return st;
+        const char *name = ev->model->values[f->value].name;
+        if (f->sample < -1 || f->sample >= ev->samples)
+            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': sample %lld does not exist (the eval set has %lld)", k,
+                                name, (long long)f->sample, (long long)ev->samples);
+        if (f->index < 0 || f->index >= row)
+            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': element %lld does not exist (%lld per sample)", k,
+                                name, (long long)f->index, (long long)row);
+        if (bf_repr_bits(f->repr) == 0 || (int)f->model < 0 || f->model > BF_FAULT_BER ||
+            (f->repr == BF_REPR_INT8 && !(f->scale > 0 && isfinite(f->scale))))
+            return bf_error_set(err, BF_EINVAL, "value fault %zu on '%s': unknown representation or fault model, or a bad int8 scale",
+                                k, name);
+    }
+    if (n) memcpy(ev->vf, faults, n * sizeof *faults);
+    ev->n_vf = n;
+    return BF_OK;
+}
+
+void bf_evaluator_value_fault_seen(const bf_evaluator *ev, size_t i, float *old_value, float *new_value)
+{
+    *old_value = i < ev->n_vf ? ev->vf_old[i] : NAN;
+    *new_value = i < ev->n_vf ? ev->vf_new[i] : NAN;
 }

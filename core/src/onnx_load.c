@@ -575,3 +575,10 @@ int64_t bf_model_find_param(const bf_model *m, const char *name)
         if (strcmp(m->params[i].tensor->name, name) == 0) return (int64_t)i;
     return -1;
 }
+
+int64_t bf_model_find_value(const bf_model *m, const char *name)
+{
+    for (size_t i = 0; name && i < m->n_values; i++)
+        if (m->values[i].name && strcmp(m->values[i].name, name) == 0) return (int64_t)i;
+    return -1;
+}

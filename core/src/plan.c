@@ -2,6 +2,7 @@
  * once: shapes, folding of values known in advance, memory. Run time only
  * calls kernels. */
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -30,6 +31,9 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->known);
     bf__free(p->arena);
     bf__free(p->scratch);
+    bf__free(p->val_step);
+    bf__free(p->step_hit);
+    bf__free(p->vf);
     bf__free(p);
 }
 
@@ -254,8 +258,18 @@ bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf
     p->param_copy = bf__calloc(model->n_params + 1, sizeof *p->param_copy);
     p->steps = bf__calloc(model->n_nodes + 1, sizeof *p->steps);
     p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
-    if (!p->vals || !p->known || !p->param_copy || !p->steps || !p->dummies) { st = oom(err); goto fail; }
+    p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
+    p->step_hit = bf__calloc(model->n_nodes + 1, 1);
+    if (!p->vals || !p->known || !p->param_copy || !p->steps || !p->dummies || !p->val_step || !p->step_hit) {
+        st = oom(err);
+        goto fail;
+    }
     if ((st = build(p, err)) != BF_OK) goto fail;
+    for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
+    for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
+    for (size_t i = 0; i < p->n_steps; i++)
+        for (int j = 0; j < p->steps[i].node->n_out; j++)
+            if (p->steps[i].node->out[j] >= 0) p->val_step[p->steps[i].node->out[j]] = (int)i;
     *out = p;
     return BF_OK;
 fail:
@@ -263,14 +277,33 @@ fail:
     return st;
 }
 
+/* The value faults that apply after `step` (-1: to the graph inputs). */
+static void apply_value_faults(bf_plan *p, int step)
+{
+    for (size_t k = 0; k < p->n_vf; k++) {
+        bf__vfault *v = &p->vf[k];
+        if (v->step != step) continue;
+        float *x = p->vals[v->f.value].data;
+        int64_t r0 = v->f.sample < 0 ? 0 : v->f.sample, r1 = v->f.sample < 0 ? p->batch : v->f.sample + 1;
+        for (int64_t r = r0; r < r1; r++) {
+            float *e = x + r * v->row_elems + v->f.index, was, now;
+            *e = bf_value_fault_apply(&v->f, *e, &was, &now);
+            if (r == r0) v->old_value = was, v->new_value = now;
+        }
+    }
+}
+
 bf_status bf_plan_run(bf_plan *p, bf_error *err)
 {
+    for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
+    if (p->inputs_hit) apply_value_faults(p, -1);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                      .in = s->in, .out = s->out, .scratch = p->scratch};
         bf_status st = s->node->op->run(&c, err);
         if (st != BF_OK) return st;
+        if (p->step_hit[i]) apply_value_faults(p, (int)i);
     }
     return BF_OK;
 }
@@ -279,6 +312,11 @@ const bf_model *bf_plan_model(const bf_plan *p) { return p->model; }
 int64_t bf_plan_batch(const bf_plan *p) { return p->batch; }
 size_t bf_plan_arena_bytes(const bf_plan *p) { return p->arena_bytes; }
 size_t bf_plan_num_steps(const bf_plan *p) { return p->n_steps; }
+
+const bf_tensor *bf_plan_value(const bf_plan *p, int64_t value)
+{
+    return value >= 0 && (size_t)value < p->model->n_values ? &p->vals[value] : NULL;
+}
 
 bf_tensor *bf_plan_input(bf_plan *p, size_t i)
 {

@@ -2,6 +2,7 @@
 #ifndef BF_PLAN_IMPL_H
 #define BF_PLAN_IMPL_H
 
+#include "bitflip/fault.h"
 #include "bitflip/plan.h"
 #include "graph.h"
 #include "op.h"
@@ -13,6 +14,16 @@ typedef struct bf__step {
     bf_tensor **out;          /* into plan->vals; outputs nobody reads get a dummy */
     void *params;             /* what the op's prepare wrote */
 } bf__step;
+
+/* A value fault as the plan keeps it: where it applies and what it saw. */
+typedef struct bf__vfault {
+    bf_value_fault f;         /* f.sample: the row, -1 every row */
+    int step;                 /* applied after this step; -1: graph input, before the first */
+    int64_t row_elems;        /* elements per row of the value */
+    float old_value, new_value;   /* at the first row hit, last run */
+} bf__vfault;
+
+#define BF__VAL_NOT_RUN (-2)   /* val_step of a value no step computes */
 
 struct bf_plan {
     const bf_model *model;
@@ -29,6 +40,20 @@ struct bf_plan {
     size_t arena_bytes;
     void *scratch;
     size_t scratch_bytes;
+    /* value faults: val_step maps a value to the step computing it (-1 for
+     * graph inputs, BF__VAL_NOT_RUN otherwise); step_hit marks steps after
+     * which some fault applies (inputs_hit: before the first). */
+    int *val_step;
+    unsigned char *step_hit;
+    int inputs_hit;
+    bf__vfault *vf;
+    size_t n_vf, vf_cap;
 };
+
+/* The row length of `value` if a value fault may hit it in this plan: run
+ * time, float32, dim 0 the batch. Otherwise an error saying why. */
+bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_elems, bf_error *err);
+/* Room for n value faults, so that setting up to n allocates nothing. */
+bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
 #endif

@@ -128,11 +128,10 @@ void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, con
     }
 }
 
-float bf_repr_corrupt(bf_repr repr, float value, float scale, bf_fault_model model, uint32_t mask)
+uint32_t bf_repr_fault_bits(bf_repr repr, uint32_t b, bf_fault_model model, uint32_t mask)
 {
     int bits = bf_repr_bits(repr);
     uint32_t width = bits == 32 ? 0xffffffffu : (1u << bits) - 1;
-    uint32_t b = bf_repr_encode(repr, value, scale);
     mask &= width;
     switch (model) {
     case BF_FAULT_BITFLIP: case BF_FAULT_BER: b ^= mask; break;
@@ -140,5 +139,11 @@ float bf_repr_corrupt(bf_repr repr, float value, float scale, bf_fault_model mod
     case BF_FAULT_STUCK_AT_1: b |= mask; break;
     case BF_FAULT_RANDOM_VALUE: b = mask; break;
     }
+    return b;
+}
+
+float bf_repr_corrupt(bf_repr repr, float value, float scale, bf_fault_model model, uint32_t mask)
+{
+    uint32_t b = bf_repr_fault_bits(repr, bf_repr_encode(repr, value, scale), model, mask);
     return bf_repr_decode(repr, b, scale);
 }

@@ -699,15 +699,9 @@ static void errors_name_the_culprit(void **state)
     assert_non_null(strstr(err.msg, "'fc.weights'"));
     s.sampling = BF_SAMPLE_UNIFORM;
 
-    s.target = BF_TARGET_ACTIVATIONS;
-    assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_EUNSUPPORTED);
-    assert_non_null(strstr(err.msg, "activations"));
-    assert_non_null(strstr(err.msg, "later version"));
-    s.target = BF_TARGET_INPUTS;
-    assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_EUNSUPPORTED);
-    s.target = BF_TARGET_WEIGHTS;
+    /* weights are permanent only (activations and inputs: test_campaign_act.c) */
     s.persistence = BF_PERSIST_TRANSIENT;
-    assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_EUNSUPPORTED);
+    assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "transient"));
     s.persistence = BF_PERSIST_PERMANENT;
 

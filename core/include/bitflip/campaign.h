@@ -5,7 +5,56 @@
  * The spec here is the engine's form of the JSON campaign spec (api/ parses
  * and validates the JSON into it). Trial t's faults depend only on (seed, t)
  * (see rng.h): results are the same for any thread count, chunking or shard.
- * Aggregates are sums, so shards merge exactly. */
+ * Aggregates are sums, so shards merge exactly.
+ *
+ * Targets, sites and persistence:
+ *
+ * - weights: the sites are the parameter tensors (float initializers) the
+ *   patterns select; a site's `elements` are the tensor's. The golden model is
+ *   the model with every weight stored in the representation (rounded to it;
+ *   int8 with per-tensor or per-channel scales), and a fault changes stored
+ *   bits of one element for the whole pass. Only permanent.
+ *
+ * - activations: the sites are node outputs computed per sample at run time:
+ *   float32, with the sample on dim 0 (checked by building plans for batches
+ *   1 and 2: dim 0 follows the batch, the other dims do not move), and not
+ *   folded when the plan is built (shape arithmetic, values computed from
+ *   constants alone are not activations). Patterns match output names (exact
+ *   or glob), or "op:Conv" selects the outputs of every Conv node.
+ *
+ * - inputs: the sites are the float32 graph inputs (with the sample on dim
+ *   0); patterns match input names, or "op:Gemm" selects the inputs a Gemm
+ *   node reads. Integer inputs (indices, such as a DLRM's sparse ids) are not
+ *   fault sites: a pattern matching only those is an error that says so.
+ *
+ *   For activations and inputs a site's `elements` are per sample (numel of
+ *   the batch tensor / batch), a fault's `index` is the flat row-major index
+ *   within one sample's slice, and the golden model is the model exactly as
+ *   given (fp32 weights, fp32 activations). The representation is the format
+ *   the faulted element is held in when the fault strikes: the element alone
+ *   is encoded to it (rounded; fp16/bf16 to nearest even), its bits are
+ *   faulted and it is decoded back; a fault that changes no bit (stuck-at on
+ *   a bit already at that value) leaves the element exactly as computed.
+ *   int8 uses one symmetric scale per site, max |value| over the golden pass
+ *   on the eval set / 127 (values past that range saturate at +-127 when a
+ *   fault hits them). A fault on a value applies right after the node
+ *   computes it (inputs: when the batch is fed), before any node reads it.
+ *
+ *   permanent: the fault hits element `index` of the site in every sample of
+ *   the pass, a stuck or corrupted buffer cell (a bit flip flips that bit of
+ *   each sample's computed value). transient: it hits one sample's element
+ *   once, the sample drawn uniformly over the eval set by the trial's
+ *   generator (before the element and bits), or given by a list entry's
+ *   `sample` (required there for transient, refused for permanent). Either
+ *   way every sample is evaluated and compared with golden, so a transient
+ *   fault changes at most the rows of the sample it hits.
+ *
+ *   BER on activations and inputs: the population is the bits of one sample
+ *   of every selected site (elements per sample x allowed bits); a trial's
+ *   drawn flips apply at those positions in every sample (permanent) or in
+ *   one drawn sample (transient).
+ *
+ * Outcome classes and metrics are the same for every target. */
 #ifndef BITFLIP_CAMPAIGN_H
 #define BITFLIP_CAMPAIGN_H
 
@@ -67,8 +116,9 @@ const char *bf_outcome_name(bf_outcome o);
 
 /* One entry of an explicit fault list: flip `bit` of element `index` of the
  * tensor named `tensor` (a parameter, node output or graph input, per the
- * campaign's target). For activations and inputs, `sample` is the eval-set
- * sample a transient fault hits (-1: every sample, permanent). */
+ * campaign's target; for node outputs and inputs, `index` is within one
+ * sample). `sample` is the eval-set sample a transient fault hits (required
+ * for transient faults); -1 for permanent ones. */
 typedef struct bf_fault_entry {
     char *tensor;
     int64_t index;
@@ -120,10 +170,13 @@ void bf_campaign_spec_free(bf_campaign_spec *spec);
 /* --- results ---------------------------------------------------------- */
 
 /* One fault of a trial as applied: where, which bits (`mask` in the
- * representation's bits), the stored value before and after (decoded). */
+ * representation's bits), the stored value before and after (decoded). For
+ * activations and inputs these are the values in the sample hit (permanent:
+ * in sample 0): the computed value as held in the representation, and what
+ * the fault made of it. */
 typedef struct bf_applied_fault {
     int64_t site;             /* index into bf_campaign_sites() */
-    int64_t index;            /* flat element index in the tensor */
+    int64_t index;            /* flat element index in the tensor (activations, inputs: within a sample) */
     int64_t sample;           /* transient: eval sample hit; -1 otherwise */
     uint32_t mask;
     float old_value, new_value;
@@ -193,18 +246,24 @@ typedef struct bf_campaign bf_campaign;
 /* A fault site: a tensor the spec selected, with its element count. */
 typedef struct bf_site {
     const char *name;
-    const char *op;           /* op reading it (weights) or producing it (activations) */
-    int64_t elements;
+    const char *op;           /* op reading it (weights, inputs) or producing it (activations) */
+    int64_t elements;         /* activations, inputs: per sample */
     int bits;                 /* bits per element in the representation */
 } bf_site;
 
 typedef struct bf_campaign_opts {
     int threads;              /* 0 = 1 */
     int64_t shard_index, shard_count;    /* trials t with t % count == index; count 0 = 1 */
-    /* Both are called only on the thread that called bf_campaign_run, never
-     * at the same time: on_trial once per trial, in trial order; progress
-     * with the partial result at most about every 100 ms. May be NULL. */
+    /* These are called only on the thread that called bf_campaign_run, never
+     * at the same time: on_trial once per trial, in trial order; on_outputs
+     * right after on_trial for the same trial, with the trial's outputs
+     * (samples x cols floats, the first graph output over the whole eval
+     * set, valid during the call); progress with the partial result at most
+     * about every 100 ms. May be NULL. Only with on_outputs set does the run
+     * keep each computed trial's outputs until it is folded in order (up to
+     * 16 x threads trials' worth). */
     void (*on_trial)(void *user, const bf_trial_record *rec);
+    void (*on_outputs)(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols);
     void (*progress)(void *user, const bf_campaign_result *partial);
     void *user;
     const atomic_int *cancel;
@@ -218,7 +277,8 @@ void bf_campaign_free(bf_campaign *c);
 
 size_t bf_campaign_num_sites(const bf_campaign *c);
 const bf_site *bf_campaign_site(const bf_campaign *c, size_t i);
-/* Faults in the population (elements x bits over the sites), for plan sizes. */
+/* Faults in the population (elements x bits over the sites; random_value:
+ * elements; transient: also x samples), for plan sizes. */
 double bf_campaign_population(const bf_campaign *c);
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);

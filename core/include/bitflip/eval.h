@@ -4,7 +4,8 @@
  * batch), built once; each run feeds every sample through and gathers the
  * first graph output and the task metric. Runs may apply bit flips: each is
  * applied to every plan before the pass and undone after, so the fault is
- * permanent for the pass and gone afterwards. */
+ * permanent for the pass and gone afterwards. They may also apply value
+ * faults (activations, graph inputs): see bf_evaluator_set_value_faults. */
 #ifndef BITFLIP_EVAL_H
 #define BITFLIP_EVAL_H
 
@@ -72,6 +73,15 @@ int64_t bf_evaluator_batch(const bf_evaluator *ev);
 bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_flips,
                            bf_eval_result *res, bf_error *err);
 
+/* A pass that computes only the batch holding eval-set sample `sample` and
+ * takes every other sample's outputs from `base` (samples x out_cols floats,
+ * e.g. this evaluator's own fault-free outputs, which the other batches
+ * would reproduce bit for bit): for faults that can change that sample only
+ * (transient value faults), a pass at the cost of one batch. Runs on the
+ * calling thread; the value faults of that batch apply; no progress calls. */
+bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float *base, bf_eval_result *res,
+                                  bf_error *err);
+
 /* --- parameters in every plan (for fault campaigns) ---------------------
  * An evaluator's plans each hold their own copy of a parameter once it is
  * written (see plan.h); these write the same values into all of them, so a
@@ -85,6 +95,20 @@ bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *va
  * nothing once the parameter has been set or written before. */
 bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,
                                    bf_error *err);
+
+/* --- value faults (activations and graph inputs) ----------------------
+ * Faults on values computed at run time (see bf_value_fault in fault.h),
+ * with `sample` an eval-set sample: the fault hits that sample's row of the
+ * batch that holds it, in whichever plan runs that batch, once per pass
+ * (a transient fault). sample -1: every row of every batch, so every sample
+ * of the pass (a permanent fault). `index` is the element within one
+ * sample's slice. They apply in every run until replaced; n = 0 clears. On
+ * failure none are set. Allocates only when n exceeds every earlier n. */
+bf_status bf_evaluator_set_value_faults(bf_evaluator *ev, const bf_value_fault *faults, size_t n, bf_error *err);
+/* Value fault i in the last run: the stored value it found and left (see
+ * bf_plan_value_fault_seen) in its sample, or in sample 0 for an
+ * every-sample fault. NaN if it was not applied. */
+void bf_evaluator_value_fault_seen(const bf_evaluator *ev, size_t i, float *old_value, float *new_value);
 
 #ifdef __cplusplus
 }

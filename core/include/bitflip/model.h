@@ -62,6 +62,9 @@ size_t bf_model_num_params(const bf_model *model);
 const bf_param_info *bf_model_param(const bf_model *model, size_t i);
 /* Index of the parameter called `name`, or -1. */
 int64_t bf_model_find_param(const bf_model *model, const char *name);
+/* Id of the value (graph input, node output or initializer) called `name`,
+ * or -1: what bf_value_fault and bf_plan_value take. */
+int64_t bf_model_find_value(const bf_model *model, const char *name);
 /* Total number of fp32 elements over all parameters. */
 int64_t bf_model_param_elements(const bf_model *model);
 

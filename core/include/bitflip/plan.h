@@ -41,6 +41,12 @@ const bf_tensor *bf_plan_output(const bf_plan *plan, size_t i);
 
 bf_status bf_plan_run(bf_plan *plan, bf_error *err);
 
+/* Any value of the plan by id (bf_model_find_value): a graph input, a
+ * parameter, a folded constant or an activation as the last run left it.
+ * NULL for an id out of range; data NULL for a value the plan never computes
+ * (it reaches no graph output). */
+const bf_tensor *bf_plan_value(const bf_plan *plan, int64_t value);
+
 /* Bytes in the activation arena (for reports). */
 size_t bf_plan_arena_bytes(const bf_plan *plan);
 /* Number of nodes executed per run, after folding. */

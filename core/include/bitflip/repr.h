@@ -69,6 +69,10 @@ void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, con
 uint32_t bf_repr_encode(bf_repr repr, float value, float scale);
 float bf_repr_decode(bf_repr repr, uint32_t bits, float scale);
 
+/* What the fault does to stored bits: `model` with `mask` (cut to the
+ * representation's width) applied to `bits`. */
+uint32_t bf_repr_fault_bits(bf_repr repr, uint32_t bits, bf_fault_model model, uint32_t mask);
+
 /* What the fault does to one stored value: encode, apply `model` with `mask`
  * (bits within bf_repr_bits; for RANDOM_VALUE, `mask` holds the random
  * bits), decode. For BER use BF_FAULT_BITFLIP with the drawn mask. */
