@@ -4,7 +4,9 @@
  * NAME.ref.json (the format of shared/conformance/README.md): golden outputs
  * and metric, and the outputs under single-bit parameter faults, as PyTorch
  * computed them. Every NAME.ref.json in DIR is checked; a table per model is
- * printed; the exit status is 0 only if everything matches (1: a mismatch,
+ * printed; every fault is checked twice, directly (a bit flip in a plan) and
+ * through the campaign path (an explicit fault list from a JSON spec); the
+ * exit status is 0 only if everything matches (1: a mismatch,
  * 2: usage or unreadable input).
  *
  * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
@@ -17,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bitflip/api/spec.h"
 #include "bitflip/bitflip.h"
+#include "bitflip/campaign.h"
 
 #define ATOL 1e-5
 #define RTOL 1e-4
@@ -80,6 +84,76 @@ static void print_cmp(const cmp *c, int64_t cols)
     if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
     printf("MISMATCH: %lld values, first at sample %lld col %lld: got %.9g, want %.9g", (long long)c->bad,
            (long long)(c->first_bad / cols), (long long)(c->first_bad % cols), c->first_got, c->first_want);
+}
+
+/* The same faults through the campaign path: one explicit-list campaign
+ * built from a JSON spec (the public contract), its trials' outputs compared
+ * with the reference like the direct path's. */
+typedef struct camp_check {
+    const json_t *faults;
+    int64_t n_ref, cols;
+    int64_t bad_trials;
+    int64_t first_bad;
+} camp_check;
+
+static void on_outputs(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols)
+{
+    camp_check *cc = user;
+    (void)samples;
+    const json_t *f = json_array_get(cc->faults, (size_t)trial);
+    cmp c = compare(outputs, cols, json_object_get(f, "outputs"), cc->n_ref);
+    if (c.bad || c.format_error) {
+        if (cc->first_bad < 0) cc->first_bad = trial;
+        cc->bad_trials++;
+    }
+}
+
+static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
+                               const json_t *faults, int64_t n_ref, int64_t batch)
+{
+    size_t n = json_array_size(faults), k;
+    const json_t *f;
+    if (!n) return 0;
+    json_t *list = json_array();
+    json_array_foreach(faults, k, f)
+        json_array_append_new(list, json_pack("{s:O, s:O, s:O}", "tensor", json_object_get(f, "param"), "index",
+                                              json_object_get(f, "index"), "bit", json_object_get(f, "bit")));
+    json_t *spec_doc = json_pack("{s:s, s:s, s:{}, s:{s:o}, s:I}", "model", model_path, "dataset", data_path, "faults",
+                                 "sampling", "list", list, "batch", (json_int_t)batch);
+    char *text = json_dumps(spec_doc, JSON_COMPACT);
+    json_decref(spec_doc);
+    bf_campaign_spec spec = {0};
+    bf_spec_problems probs = {0};
+    bf_campaign *c = NULL;
+    bf_campaign_result res = {0};
+    bf_error err = {0};
+    int failures = 0;
+    printf("  campaign path    %zu faults as one explicit-list campaign: ", n);
+    if (!text || bf_spec_parse(text, strlen(text), &spec, &probs) != BF_OK) {
+        printf("MISMATCH: the spec was refused: %s %s\n", probs.count ? probs.items[0].pointer : "",
+               probs.count ? probs.items[0].message : "");
+        failures = 1;
+        goto out;
+    }
+    if (bf_campaign_create(m, ds, &spec, &c, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures = 1; goto out; }
+    camp_check cc = {.faults = faults, .n_ref = n_ref, .first_bad = -1};
+    bf_campaign_opts opts = {.threads = 2, .on_outputs = on_outputs, .user = &cc};
+    if (bf_campaign_run(c, &opts, &res, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures = 1; goto out; }
+    if (cc.bad_trials) {
+        printf("MISMATCH: %lld faults differ, first fault #%lld\n", (long long)cc.bad_trials, (long long)cc.first_bad);
+        failures = 1;
+    } else {
+        printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
+               (long long)res.total.n[BF_OUTCOME_TOLERABLE], (long long)res.total.n[BF_OUTCOME_CRITICAL],
+               (long long)res.total.n[BF_OUTCOME_DUE]);
+    }
+    bf_campaign_result_free(&res);
+out:
+    free(text);
+    bf_campaign_free(c);
+    bf_campaign_spec_free(&spec);
+    bf_spec_problems_free(&probs);
+    return failures;
 }
 
 /* Returns the number of failures for this model (or -1 if it could not run). */
@@ -171,6 +245,7 @@ static int check_model(const char *dir, const char *name, int64_t batch)
         printf("\n");
         failures += c.bad > 0 || c.format_error;
     }
+    failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, bf_evaluator_batch(ev));
     printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
 out:
     free(golden);
