@@ -23,7 +23,7 @@ build-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # Every test in the release build and under ASan + UBSan; the threaded ones
-# (evaluator, CLI) under ThreadSanitizer too.
+# (evaluator, campaigns, CLI) under ThreadSanitizer too.
 test: test-release test-asan test-tsan
 
 test-release: build
@@ -38,7 +38,7 @@ build-tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 
 test-tsan: build-tsan
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|cli_'
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_'
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bitflip
