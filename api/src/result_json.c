@@ -161,6 +161,11 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
         json_array_append_new(by_bit, g);
     }
     json_object_set_new(doc, "by_bit", by_bit);
+    /* A campaign has one fault model; the aggregate is kept so that results of
+     * several campaigns (or, later, mixed campaigns) read the same way. */
+    json_t *bm = group_json(&r->total, conf);
+    json_object_set_new(bm, "fault_model", json_incref(json_object_get(camp, "fault_model")));
+    json_object_set_new(doc, "by_fault_model", json_pack("[o]", bm));
     if (r->n_rates) {
         const json_t *rl = json_object_get(camp, "rates");
         json_t *by_rate = json_array();

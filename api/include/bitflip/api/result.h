@@ -10,7 +10,7 @@
  * "shards", "summary": {"trials", "planned", "stopped_early", "outcomes":
  * {masked, tolerable, critical, due} counts, "rates": {name: {rate, ci}},
  * "metrics": {name: {n, sum, sumsq, mean, std, ci}}}, "by_tensor",
- * "by_bit", "by_rate"}. */
+ * "by_bit", "by_fault_model", "by_rate"}. */
 #ifndef BITFLIP_API_RESULT_H
 #define BITFLIP_API_RESULT_H
 
