@@ -24,6 +24,9 @@ int usage_error(const char *cmd, const char *fmt, ...)
 /* Prints the bf_error with the command name and returns EXIT_INFRA. */
 int report_error(const char *cmd, const bf_error *err);
 
+/* Monotonic seconds, for progress lines and timings. */
+double cli_now(void);
+
 /* Parses a positive integer option value; returns 0 on success. */
 int parse_count(const char *cmd, const char *opt, const char *s, long long min, long long max,
                 long long *out);

@@ -132,17 +132,10 @@ typedef struct progress {
     int shown;
 } progress;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void on_progress(void *user, int64_t done, int64_t total)
 {
     progress *p = user;
-    double t = now_s();
+    double t = cli_now();
     if (t - p->start < 0.5 || (t - p->last < 0.2 && done < total)) return;
     p->last = t;
     p->shown = 1;
@@ -150,7 +143,7 @@ static void on_progress(void *user, int64_t done, int64_t total)
             100.0 * (double)done / (double)total, (double)done / (t - p->start));
 }
 
-static void progress_start(progress *p) { p->start = p->last = now_s(); p->shown = 0; }
+static void progress_start(progress *p) { p->start = p->last = cli_now(); p->shown = 0; }
 static void progress_end(progress *p) { if (p->shown) fputs("\r\033[K", stderr); p->shown = 0; }
 
 static const char *metric_name(bf_task t) { return t == BF_TASK_BINARY ? "auc" : "accuracy"; }

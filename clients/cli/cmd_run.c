@@ -57,18 +57,11 @@ typedef struct progress_state {
     int write_failed;
 } progress_state;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void on_progress(void *user, const bf_campaign_result *r)
 {
     progress_state *p = user;
     if (!p->tty) return;
-    double t = now_s();
+    double t = cli_now();
     if (t - p->last < 0.1 && r->trials_done < p->planned) return;
     p->last = t;
     double el = t - p->start, rate = el > 0 ? (double)r->trials_done / el : 0;
@@ -169,7 +162,7 @@ int cmd_run(int argc, char **argv)
         if (!ps.trials) { fprintf(stderr, "bitflip run: cannot write %s: %s\n", o.trials_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
     }
     ps.tty = isatty(STDERR_FILENO);
-    ps.start = ps.last = now_s();
+    ps.start = ps.last = cli_now();
     ps.c = c;
     ps.spec = &spec;
     ps.confidence = spec.stop_confidence > 0 ? spec.stop_confidence : 0.95;

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -25,6 +26,13 @@ static const char usage[] =
     "\n"
     "Run 'bitflip help COMMAND' for a command's options. Exit codes: 0 ok, 1 a CI gate\n"
     "failed, 2 usage or spec error, 3 a file or model could not be read or run.\n";
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 int usage_error(const char *cmd, const char *fmt, ...)
 {

@@ -6,22 +6,10 @@
 set -u
 BF=$1
 SP=$2/specs
-fails=0 passes=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
-check() {   # check NAME EXPECTED_RC CMD... ; output in $tmp/out
-  local name=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    echo "FAIL $name: exit $rc, wanted $want"; sed 's/^/    /' "$tmp/out" | head -20; fails=$((fails+1))
-  else passes=$((passes+1)); fi
-}
-contains() {
-  if grep -qF -- "$2" "$tmp/out"; then passes=$((passes+1)); else
-    echo "FAIL $1: output lacks '$2'"; sed 's/^/    /' "$tmp/out" | head -20; fails=$((fails+1)); fi
-}
 same() {    # same NAME FILE1 FILE2
   if cmp -s "$2" "$3"; then passes=$((passes+1)); else
     echo "FAIL $1: $2 and $3 differ"; diff "$2" "$3" | head -10; fails=$((fails+1)); fi
