@@ -53,25 +53,45 @@ static int pattern_matches(const char *pat, const bf_param_info *pi)
     return strcmp(pat, name) == 0 || fnmatch(pat, name, 0) == 0;
 }
 
-/* "a, b, c and 5 more": a few names to show what was available. */
+/* "a, b, c and 5 more": a few names of what was available, for messages. */
+typedef struct name_list {
+    char *buf;
+    size_t len, off, shown, total;
+} name_list;
+
+static name_list names_begin(char *buf, size_t len)
+{
+    buf[0] = 0;
+    return (name_list){.buf = buf, .len = len};
+}
+
+static void names_add(name_list *nl, const char *s)
+{
+    nl->total++;
+    if (nl->shown < 6 && nl->off < nl->len) {
+        int w = snprintf(nl->buf + nl->off, nl->len - nl->off, "%s%s", nl->shown ? ", " : "", s);
+        if (w > 0) nl->off += (size_t)w;
+        nl->shown++;
+    }
+}
+
+static void names_end(name_list *nl)
+{
+    if (nl->total > nl->shown && nl->off < nl->len)
+        snprintf(nl->buf + nl->off, nl->len - nl->off, " and %zu more", nl->total - nl->shown);
+}
+
 static void list_names(const bf_model *m, int ops, char *buf, size_t len)
 {
-    size_t off = 0, shown = 0, total = 0;
-    buf[0] = 0;
+    name_list nl = names_begin(buf, len);
     for (size_t p = 0; p < m->n_params; p++) {
         const char *s = ops ? m->params[p].reader_op : m->params[p].tensor->name;
         if (!s) continue;
         int dup = 0;
         for (size_t q = 0; ops && q < p; q++) dup |= m->params[q].reader_op && strcmp(m->params[q].reader_op, s) == 0;
-        if (dup) continue;
-        total++;
-        if (shown < 6 && off < len) {
-            int w = snprintf(buf + off, len - off, "%s%s", shown ? ", " : "", s);
-            if (w > 0) off += (size_t)w;
-            shown++;
-        }
+        if (!dup) names_add(&nl, s);
     }
-    if (total > shown && off < len) snprintf(buf + off, len - off, " and %zu more", total - shown);
+    names_end(&nl);
 }
 
 /* If `name` is a tensor of another target than the campaign's: "; 'x' is a
@@ -177,25 +197,18 @@ static int value_matches(const char *pat, const vcand *v)
     return strcmp(pat, v->name) == 0 || fnmatch(pat, v->name, 0) == 0;
 }
 
-/* "a, b, c and 5 more" over the candidates that are sites (names or ops). */
+/* The same over the candidates that are sites (names or ops). */
 static void list_sites(const vcand *v, size_t n, int ops, char *buf, size_t len)
 {
-    size_t off = 0, shown = 0, total = 0;
-    buf[0] = 0;
+    name_list nl = names_begin(buf, len);
     for (size_t i = 0; i < n; i++) {
         const char *s = ops ? v[i].op : v[i].name;
         if (!v[i].elements || !s || !s[0]) continue;
         int dup = 0;
         for (size_t q = 0; ops && q < i; q++) dup |= v[q].elements && v[q].op && strcmp(v[q].op, s) == 0;
-        if (dup) continue;
-        total++;
-        if (shown < 6 && off < len) {
-            int w = snprintf(buf + off, len - off, "%s%s", shown ? ", " : "", s);
-            if (w > 0) off += (size_t)w;
-            shown++;
-        }
+        if (!dup) names_add(&nl, s);
     }
-    if (total > shown && off < len) snprintf(buf + off, len - off, " and %zu more", total - shown);
+    names_end(&nl);
 }
 
 /* Plans for batches 1 and 2 (or the model's fixed batch, and b NULL). */
