@@ -246,6 +246,24 @@ typedef struct slice_args {
     int64_t starts[BF_MAX_DIMS], ends[BF_MAX_DIMS], axes[BF_MAX_DIMS], steps[BF_MAX_DIMS];
 } slice_args;
 
+/* Counts read from attributes or inputs (-1: absent): they must agree, and
+ * absent axes and steps take their defaults (0..n-1, and 1). */
+static bf_status slice_finish(const bf__node *n, slice_args *a, int ns, int ne, int na, int nst, bf_error *err)
+{
+    if (ns != ne)
+        return bf__node_error(err, n, BF_ESHAPE, "starts has %d values but ends has %d", ns, ne);
+    a->n = ns;
+    if (na < 0)
+        for (int i = 0; i < ns; i++) a->axes[i] = i;
+    else if (na != ns)
+        return bf__node_error(err, n, BF_ESHAPE, "axes has %d values but starts has %d", na, ns);
+    if (nst < 0)
+        for (int i = 0; i < ns; i++) a->steps[i] = 1;
+    else if (nst != ns)
+        return bf__node_error(err, n, BF_ESHAPE, "steps has %d values but starts has %d", nst, ns);
+    return BF_OK;
+}
+
 static bf_status slice_read_attrs(bf__prep *p, slice_args *a, bf_error *err)
 {
     const bf__node *n = p->node;
@@ -259,15 +277,7 @@ static bf_status slice_read_attrs(bf__prep *p, slice_args *a, bf_error *err)
     if (st) return st;
     if (ns < 0 || ne < 0)
         return bf__node_error(err, n, BF_EINVAL, "attributes 'starts' and 'ends' are required");
-    if (ns != ne)
-        return bf__node_error(err, n, BF_ESHAPE, "starts has %d values but ends has %d", ns, ne);
-    a->n = ns;
-    if (na < 0)
-        for (int i = 0; i < ns; i++) a->axes[i] = i;
-    else if (na != ns)
-        return bf__node_error(err, n, BF_ESHAPE, "axes has %d values but starts has %d", na, ns);
-    for (int i = 0; i < ns; i++) a->steps[i] = 1;
-    return BF_OK;
+    return slice_finish(n, a, ns, ne, na, -1, err);
 }
 
 static bf_status slice_read_inputs(bf__prep *p, slice_args *a, bf_error *err)
@@ -283,18 +293,7 @@ static bf_status slice_read_inputs(bf__prep *p, slice_args *a, bf_error *err)
     if (!st && p->n_in > 4 && p->in[4])
         st = bf__read_ints(n, "steps", p->in[4], a->steps, BF_MAX_DIMS, &nst, err);
     if (st) return st;
-    if (ns != ne)
-        return bf__node_error(err, n, BF_ESHAPE, "starts has %d values but ends has %d", ns, ne);
-    a->n = ns;
-    if (na < 0)
-        for (int i = 0; i < ns; i++) a->axes[i] = i;
-    else if (na != ns)
-        return bf__node_error(err, n, BF_ESHAPE, "axes has %d values but starts has %d", na, ns);
-    if (nst < 0)
-        for (int i = 0; i < ns; i++) a->steps[i] = 1;
-    else if (nst != ns)
-        return bf__node_error(err, n, BF_ESHAPE, "steps has %d values but starts has %d", nst, ns);
-    return BF_OK;
+    return slice_finish(n, a, ns, ne, na, nst, err);
 }
 
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
