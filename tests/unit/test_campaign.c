@@ -17,6 +17,7 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
 #include "alloc_fail.h"
+#include "campaign_check.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 
@@ -107,14 +108,6 @@ static void records_init(records *rs, int64_t n)
     rs->caller = pthread_self();
 }
 
-static bf_campaign *make(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s)
-{
-    bf_campaign *c = NULL;
-    bf_error err = {0};
-    if (bf_campaign_create(m, ds, s, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
-    return c;
-}
-
 static void run(bf_campaign *c, int threads, int64_t si, int64_t sn, records *rs, bf_campaign_result *res)
 {
     bf_error err = {0};
@@ -131,41 +124,6 @@ static int64_t outcomes(const bf_outcome_counts *c)
 }
 
 /* The aggregates, byte for byte (not timings). */
-static void assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_result *b)
-{
-    assert_int_equal(a->trials_done, b->trials_done);
-    assert_int_equal(a->trials_planned, b->trials_planned);
-    assert_int_equal(a->stopped_early, b->stopped_early);
-    assert_memory_equal(&a->total, &b->total, sizeof a->total);
-    assert_int_equal(a->n_sites, b->n_sites);
-    assert_memory_equal(a->by_site, b->by_site, a->n_sites * sizeof *a->by_site);
-    assert_memory_equal(a->by_bit, b->by_bit, sizeof a->by_bit);
-    assert_memory_equal(a->metric, b->metric, sizeof a->metric);
-    assert_int_equal(a->n_rates, b->n_rates);
-    if (a->n_rates) {
-        assert_memory_equal(a->by_rate, b->by_rate, a->n_rates * sizeof *a->by_rate);
-        assert_memory_equal(a->rate_metric, b->rate_metric, a->n_rates * BF_METRIC_COUNT * sizeof *a->rate_metric);
-    }
-}
-
-static void assert_same_record(const bf_trial_record *a, const bf_trial_record *b)
-{
-    assert_int_equal(a->trial, b->trial);
-    assert_int_equal(a->outcome, b->outcome);
-    assert_int_equal(a->rate_index, b->rate_index);
-    assert_int_equal(a->n_faults, b->n_faults);
-    assert_int_equal(a->n_kept, b->n_kept);
-    assert_int_equal(a->changed, b->changed);
-    for (int i = 0; i < a->n_kept; i++) {
-        assert_int_equal(a->faults[i].site, b->faults[i].site);
-        assert_int_equal(a->faults[i].index, b->faults[i].index);
-        assert_int_equal(a->faults[i].mask, b->faults[i].mask);
-        assert_memory_equal(&a->faults[i].old_value, &b->faults[i].old_value, sizeof(float));
-        assert_memory_equal(&a->faults[i].new_value, &b->faults[i].new_value, sizeof(float));
-    }
-    assert_memory_equal(a->metrics, b->metrics, sizeof a->metrics);
-}
-
 static const float *param_data(const bf_model *m, const char *name, int64_t *numel)
 {
     int64_t p = bf_model_find_param(m, name);
@@ -246,7 +204,7 @@ static void reference_faults_classified(void **state)
     s.sampling = BF_SAMPLE_LIST;
     s.list = list;
     s.n_list = N_REF;
-    bf_campaign *c = make(f->digits, ds16, &s);
+    bf_campaign *c = tc_make(f->digits, ds16, &s);
     assert_int_equal(bf_campaign_num_trials(c), N_REF);
     records rs;
     records_init(&rs, N_REF);
@@ -280,7 +238,7 @@ static void reference_faults_classified(void **state)
     s.list = &sa;
     s.n_list = 1;
     s.model_kind = BF_FAULT_STUCK_AT_0;
-    c = make(f->digits, ds16, &s);
+    c = tc_make(f->digits, ds16, &s);
     run(c, 1, 0, 1, &rs, &res);
     assert_int_equal(rs.r[0].outcome, BF_OUTCOME_MASKED);
     assert_true(rs.r[0].faults[0].old_value == rs.r[0].faults[0].new_value);
@@ -288,7 +246,7 @@ static void reference_faults_classified(void **state)
     bf_campaign_result_free(&res);
     bf_campaign_free(c);
     s.model_kind = BF_FAULT_STUCK_AT_1;
-    c = make(f->digits, ds16, &s);
+    c = tc_make(f->digits, ds16, &s);
     run(c, 1, 0, 1, &rs, &res);
     assert_int_equal(rs.r[0].outcome, BF_OUTCOME_TOLERABLE);
     assert_true(rs.r[0].faults[0].new_value == -rs.r[0].faults[0].old_value);
@@ -306,7 +264,7 @@ static void threads_and_shards_agree(void **state)
     bf_campaign_spec s = base_spec();
     s.trials = 60;
     s.metrics = 0;     /* every metric of the task */
-    bf_campaign *c = make(f->digits, f->digits_ds, &s);
+    bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
     records r1, r2, r3;
     bf_campaign_result a, b, merged = {0};
     records_init(&r1, s.trials);
@@ -319,8 +277,8 @@ static void threads_and_shards_agree(void **state)
     assert_true(r1.in_order && r2.in_order);
     assert_false(r1.off_thread || r2.off_thread);
     assert_int_equal(r2.calls, 60);
-    assert_same_aggregates(&a, &b);
-    for (int64_t t = 0; t < s.trials; t++) assert_same_record(&r1.r[t], &r2.r[t]);
+    tc_assert_same_aggregates(&a, &b);
+    for (int64_t t = 0; t < s.trials; t++) tc_assert_same_record(&r1.r[t], &r2.r[t]);
 
     for (int64_t i = 0; i < 3; i++) {
         bf_campaign_result part;
@@ -330,8 +288,8 @@ static void threads_and_shards_agree(void **state)
         assert_int_equal(bf_campaign_result_merge(&merged, &part, &err), BF_OK);
         bf_campaign_result_free(&part);
     }
-    assert_same_aggregates(&a, &merged);
-    for (int64_t t = 0; t < s.trials; t++) assert_same_record(&r1.r[t], &r3.r[t]);
+    tc_assert_same_aggregates(&a, &merged);
+    for (int64_t t = 0; t < s.trials; t++) tc_assert_same_record(&r1.r[t], &r3.r[t]);
 
     /* the campaign has real variety: not everything masked */
     assert_true(a.total.n[BF_OUTCOME_MASKED] < 60);
@@ -408,7 +366,7 @@ static bf_trial_record one_fault(fx *f, bf_repr repr, int per_channel, const cha
     s.sampling = BF_SAMPLE_LIST;
     s.list = &e;
     s.n_list = 1;
-    bf_campaign *c = make(f->digits, f->digits_ds, &s);
+    bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
     assert_int_equal(bf_campaign_site(c, 0)->bits, repr == BF_REPR_INT8 ? 8 : repr == BF_REPR_FP32 ? 32 : 16);
     records rs;
     records_init(&rs, 1);
@@ -420,13 +378,6 @@ static bf_trial_record one_fault(fx *f, bf_repr repr, int per_channel, const cha
     bf_campaign_result_free(&res);
     bf_campaign_free(c);
     free(rs.r);
-    return r;
-}
-
-static double my_round_half_even(double x)
-{
-    double r = floor(x), d = x - r;
-    if (d > 0.5 || (d == 0.5 && fmod(r, 2) != 0)) r += 1;
     return r;
 }
 
@@ -461,7 +412,7 @@ static void reduced_precision_values(void **state)
     float m = 0;
     for (int64_t i = 0; i < n; i++) m = fabsf(w[i]) > m ? fabsf(w[i]) : m;
     float scale = m / 127.0f;
-    double q = my_round_half_even((double)(x / scale));
+    double q = tc_round_half_even((double)(x / scale));
     int8_t qi = (int8_t)q;
     int int8_bits[] = {6, 7, 0};
     for (size_t k = 0; k < 3; k++) {
@@ -475,7 +426,7 @@ static void reduced_precision_values(void **state)
     m = 0;
     for (int64_t i = row * 256; i < (row + 1) * 256; i++) m = fabsf(w[i]) > m ? fabsf(w[i]) : m;
     scale = m / 127.0f;
-    qi = (int8_t)my_round_half_even((double)(x / scale));
+    qi = (int8_t)tc_round_half_even((double)(x / scale));
     bf_trial_record r = one_fault(f, BF_REPR_INT8, 1, "fc.weight", idx, 6);
     assert_true(r.faults[0].old_value == (float)qi * scale);
     assert_true(r.faults[0].new_value == (float)(int8_t)(uint8_t)((uint8_t)qi ^ 64u) * scale);
@@ -505,7 +456,7 @@ static void ber_rates_and_counts(void **state)
     s.rates = &zero;
     s.n_rates = 1;
     s.repeats = 5;
-    bf_campaign *c = make(f->digits, f->digits_ds, &s);
+    bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
     assert_int_equal(bf_campaign_num_trials(c), 5);
     records rs;
     records_init(&rs, 5);
@@ -526,7 +477,7 @@ static void ber_rates_and_counts(void **state)
     s.rates = rates;
     s.n_rates = 3;
     s.repeats = 4;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     double pop = bf_campaign_population(c);
     assert_true(pop == 3818.0 * 32);
     assert_int_equal(bf_campaign_num_trials(c), 12);
@@ -558,7 +509,7 @@ static void ber_rates_and_counts(void **state)
     s.rates = &high;
     s.n_rates = 1;
     s.repeats = 3;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     assert_true(bf_campaign_population(c) == 3818.0);
     records_init(&rs, 3);
     run(c, 1, 0, 1, &rs, &res);
@@ -585,7 +536,7 @@ static void binary_metrics(void **state)
     s.positions[0] = 30;
     s.positions[1] = 29;
     s.n_positions = 2;
-    bf_campaign *c = make(f->dlrm, f->dlrm_ds, &s);
+    bf_campaign *c = tc_make(f->dlrm, f->dlrm_ds, &s);
     records rs;
     records_init(&rs, 24);
     bf_campaign_result res;
@@ -626,7 +577,7 @@ static void binary_metrics(void **state)
     s.trials = 40;
     s.critical_metric = BF_METRIC_AUC;
     s.critical_delta = 0;
-    c = make(f->dlrm, f->dlrm_ds, &s);
+    c = tc_make(f->dlrm, f->dlrm_ds, &s);
     records_init(&rs, 40);
     run(c, 2, 0, 1, &rs, &res);
     for (int t = 0; t < 40; t++)
@@ -669,7 +620,7 @@ static void errors_name_the_culprit(void **state)
     /* op:Gemm selects fc.weight and fc.bias; a glob with ? works too */
     char *gemm[] = {"op:Gemm"};
     s.tensors = gemm;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     assert_int_equal(bf_campaign_num_sites(c), 2);
     assert_string_equal(bf_campaign_site(c, 0)->name, "fc.weight");
     assert_string_equal(bf_campaign_site(c, 1)->op, "Gemm");
@@ -678,7 +629,7 @@ static void errors_name_the_culprit(void **state)
     char *glob[] = {"conv?.bias", "fc.bias"};
     s.tensors = glob;
     s.n_tensors = 2;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     assert_int_equal(bf_campaign_num_sites(c), 3);
     assert_int_equal(bf_campaign_site(c, 1)->elements, 16);
     bf_campaign_free(c);
@@ -718,7 +669,7 @@ static void errors_name_the_culprit(void **state)
     s.bits = 1;
 
     bf_campaign_result res;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     bf_campaign_opts o = {.shard_index = 3, .shard_count = 3};
     assert_int_equal(bf_campaign_run(c, &o, &res, &err), BF_EINVAL);
     atomic_int cancel = 1;
@@ -739,7 +690,7 @@ static void stop_rule_is_deterministic(void **state)
     s.n_positions = 1;
     s.trials = 2000;
     s.stop_margin = 0.1;
-    bf_campaign *c = make(f->digits, f->digits_ds, &s);
+    bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
     bf_campaign_result a, b;
     records ra, rb;
     records_init(&ra, 2000);
@@ -752,8 +703,8 @@ static void stop_rule_is_deterministic(void **state)
     assert_int_equal(ra.calls, a.trials_done);
     assert_int_equal(rb.calls, b.trials_done);
     assert_int_equal(a.trials_planned, 2000);
-    assert_same_aggregates(&a, &b);
-    for (int64_t t = 0; t < a.trials_done; t++) assert_same_record(&ra.r[t], &rb.r[t]);
+    tc_assert_same_aggregates(&a, &b);
+    for (int64_t t = 0; t < a.trials_done; t++) tc_assert_same_record(&ra.r[t], &rb.r[t]);
     /* the rule holds where it stopped, and did not one check earlier */
     for (int o = 0; o < BF_OUTCOME_COUNT; o++) {
         double lo, hi;
@@ -812,7 +763,7 @@ static void strata_are_equal(void **state)
     bf_campaign_spec s = base_spec();
     s.sampling = BF_SAMPLE_PER_TENSOR;
     s.trials = 12 * 3;
-    bf_campaign *c = make(f->mlp, f->mlp_ds, &s);
+    bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
     assert_int_equal(bf_campaign_num_sites(c), 12);
     bf_campaign_result res;
     records rs;
@@ -832,7 +783,7 @@ static void strata_are_equal(void **state)
     memcpy(s.positions, pos, sizeof pos);
     s.n_positions = 5;
     s.trials = 50;
-    c = make(f->mlp, f->mlp_ds, &s);
+    c = tc_make(f->mlp, f->mlp_ds, &s);
     assert_true(bf_campaign_population(c) == 5.0 * 3558);
     records_init(&rs, s.trials);
     run(c, 2, 0, 1, &rs, &res);
@@ -849,7 +800,7 @@ static void strata_are_equal(void **state)
     s.sampling = BF_SAMPLE_UNIFORM;
     s.bits = 3;
     s.trials = 30;
-    c = make(f->mlp, f->mlp_ds, &s);
+    c = tc_make(f->mlp, f->mlp_ds, &s);
     records_init(&rs, s.trials);
     run(c, 1, 0, 1, &rs, &res);
     uint32_t allowed_mask = 1u | 1u << 7 | 1u << 23 | 1u << 30 | 1u << 31;
@@ -866,7 +817,7 @@ static void strata_are_equal(void **state)
     memcpy(s.positions, run_pos, sizeof run_pos);
     s.n_positions = 6;
     s.burst = 1;
-    c = make(f->mlp, f->mlp_ds, &s);
+    c = tc_make(f->mlp, f->mlp_ds, &s);
     records_init(&rs, s.trials);
     run(c, 1, 0, 1, &rs, &res);
     for (int t = 0; t < s.trials; t++) {
@@ -883,7 +834,7 @@ static void strata_are_equal(void **state)
     s.n_positions = 0;
     s.model_kind = BF_FAULT_RANDOM_VALUE;
     s.repr = BF_REPR_INT8;
-    c = make(f->mlp, f->mlp_ds, &s);
+    c = tc_make(f->mlp, f->mlp_ds, &s);
     assert_true(bf_campaign_population(c) == 3558.0);
     records_init(&rs, s.trials);
     run(c, 1, 0, 1, &rs, &res);
@@ -905,9 +856,9 @@ static void seed_matters(void **state)
     fx *f = *state;
     bf_campaign_spec s = base_spec();
     s.trials = 8;
-    bf_campaign *c1 = make(f->mlp, f->mlp_ds, &s);
+    bf_campaign *c1 = tc_make(f->mlp, f->mlp_ds, &s);
     s.seed = 43;
-    bf_campaign *c2 = make(f->mlp, f->mlp_ds, &s);
+    bf_campaign *c2 = tc_make(f->mlp, f->mlp_ds, &s);
     records r1, r2;
     records_init(&r1, 8);
     records_init(&r2, 8);

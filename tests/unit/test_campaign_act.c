@@ -19,6 +19,7 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
 #include "alloc_fail.h"
+#include "campaign_check.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 #define BATCH 64          /* digits: 360 samples, five full batches and one of 40 */
@@ -126,14 +127,6 @@ static void capture_free(capture *c)
 
 static const float *trial_out(const capture *c, int64_t t) { return c->out + t * c->samples * c->cols; }
 
-static bf_campaign *make(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s)
-{
-    bf_campaign *c = NULL;
-    bf_error err = {0};
-    if (bf_campaign_create(m, ds, s, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
-    return c;
-}
-
 static void run(bf_campaign *c, int threads, int64_t si, int64_t sn, capture *cap, bf_campaign_result *res)
 {
     bf_error err = {0};
@@ -229,17 +222,10 @@ static uint16_t my_bf16(float x)   /* round to nearest even, from the definition
 
 static float my_bf16_decode(uint16_t h) { return float_of((uint32_t)h << 16); }
 
-static double my_round_half_even(double x)
-{
-    double r = floor(x), d = x - r;
-    if (d > 0.5 || (d == 0.5 && fmod(r, 2) != 0)) r += 1;
-    return r;
-}
-
 /* The stored int8 q of x at `scale`, as the format defines it. */
 static int8_t my_q(float x, float scale)
 {
-    double q = my_round_half_even((double)(x / scale));
+    double q = tc_round_half_even((double)(x / scale));
     if (q > 127) q = 127;
     if (q < -127) q = -127;
     return (int8_t)q;
@@ -301,7 +287,7 @@ static void input_faults_match_changed_dataset(void **state)
     s.sampling = BF_SAMPLE_LIST;
     s.list = list;
     s.n_list = N;
-    bf_campaign *c = make(f->digits, f->digits_ds, &s);
+    bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
     assert_int_equal(bf_campaign_num_sites(c), 1);
     assert_string_equal(bf_campaign_site(c, 0)->name, "input");
     assert_string_equal(bf_campaign_site(c, 0)->op, "Conv");
@@ -351,7 +337,7 @@ static void input_faults_match_changed_dataset(void **state)
         s.list = &e1;
         s.n_list = 1;
         s.repr = perm[k].repr;
-        c = make(f->digits, f->digits_ds, &s);
+        c = tc_make(f->digits, f->digits_ds, &s);
         assert_int_equal(bf_campaign_site(c, 0)->bits, bf_repr_bits(perm[k].repr));
         capture_init(&cap, 1);
         run(c, 1, 0, 1, &cap, &res);
@@ -397,7 +383,7 @@ static void logit_faults_change_one_value(void **state)
         s.list = &e1;
         s.n_list = 1;
         s.repr = cases[k].repr;
-        bf_campaign *c = make(f->digits, f->digits_ds, &s);
+        bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
         capture cap;
         capture_init(&cap, 1);
         bf_campaign_result res;
@@ -436,7 +422,7 @@ static void logit_faults_change_one_value(void **state)
     s.n_list = 1;
     s.repr = BF_REPR_BF16;
     s.model_kind = BF_FAULT_STUCK_AT_0;
-    bf_campaign *c = make(f->digits, f->digits_ds, &s);
+    bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
     capture cap;
     capture_init(&cap, 1);
     bf_campaign_result res;
@@ -469,7 +455,7 @@ static void inner_activation_faults(void **state)
         s.sampling = BF_SAMPLE_LIST;
         s.list = &e;
         s.n_list = 1;
-        bf_campaign *c = make(f->digits, f->digits_ds, &s);
+        bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
         assert_int_equal(bf_campaign_site(c, (size_t)4 + (size_t)i)->elements, 256);
         assert_string_equal(bf_campaign_site(c, (size_t)4 + (size_t)i)->name, names[i]);
         capture cap;
@@ -503,46 +489,12 @@ static void inner_activation_faults(void **state)
 
 /* --- (3) a transient fault touches one sample; threads and shards agree */
 
-static void assert_same_record(const bf_trial_record *a, const bf_trial_record *b)
-{
-    assert_int_equal(a->trial, b->trial);
-    assert_int_equal(a->outcome, b->outcome);
-    assert_int_equal(a->rate_index, b->rate_index);
-    assert_int_equal(a->n_faults, b->n_faults);
-    assert_int_equal(a->n_kept, b->n_kept);
-    assert_int_equal(a->changed, b->changed);
-    for (int i = 0; i < a->n_kept; i++) {
-        assert_int_equal(a->faults[i].site, b->faults[i].site);
-        assert_int_equal(a->faults[i].index, b->faults[i].index);
-        assert_int_equal(a->faults[i].sample, b->faults[i].sample);
-        assert_int_equal(a->faults[i].mask, b->faults[i].mask);
-        assert_memory_equal(&a->faults[i].old_value, &b->faults[i].old_value, sizeof(float));
-        assert_memory_equal(&a->faults[i].new_value, &b->faults[i].new_value, sizeof(float));
-    }
-    assert_memory_equal(a->metrics, b->metrics, sizeof a->metrics);
-}
-
-static void assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_result *b)
-{
-    assert_int_equal(a->trials_done, b->trials_done);
-    assert_memory_equal(&a->total, &b->total, sizeof a->total);
-    assert_int_equal(a->n_sites, b->n_sites);
-    assert_memory_equal(a->by_site, b->by_site, a->n_sites * sizeof *a->by_site);
-    assert_memory_equal(a->by_bit, b->by_bit, sizeof a->by_bit);
-    assert_memory_equal(a->metric, b->metric, sizeof a->metric);
-    assert_int_equal(a->n_rates, b->n_rates);
-    if (a->n_rates) {
-        assert_memory_equal(a->by_rate, b->by_rate, a->n_rates * sizeof *a->by_rate);
-        assert_memory_equal(a->rate_metric, b->rate_metric, a->n_rates * BF_METRIC_COUNT * sizeof *a->rate_metric);
-    }
-}
-
 /* Runs the spec with 1 thread, 3 threads, and as 3 shards on 2 threads:
  * identical records, outputs and aggregates. Returns the 1-thread capture. */
 static void threads_shards(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, capture *c1,
                            bf_campaign_result *a)
 {
-    bf_campaign *c = make(m, ds, s);
+    bf_campaign *c = tc_make(m, ds, s);
     int64_t n = bf_campaign_num_trials(c);
     capture c3, cs;
     bf_campaign_result b, merged = {0};
@@ -552,7 +504,7 @@ static void threads_shards(const bf_model *m, const bf_dataset *ds, const bf_cam
     run(c, 1, 0, 1, c1, a);
     run(c, 3, 0, 1, &c3, &b);
     assert_int_equal(a->trials_done, n);
-    assert_same_aggregates(a, &b);
+    tc_assert_same_aggregates(a, &b);
     for (int64_t i = 0; i < 3; i++) {
         bf_campaign_result part;
         run(c, 2, i, 3, &cs, &part);
@@ -560,10 +512,10 @@ static void threads_shards(const bf_model *m, const bf_dataset *ds, const bf_cam
         assert_int_equal(bf_campaign_result_merge(&merged, &part, &err), BF_OK);
         bf_campaign_result_free(&part);
     }
-    assert_same_aggregates(a, &merged);
+    tc_assert_same_aggregates(a, &merged);
     for (int64_t t = 0; t < n; t++) {
-        assert_same_record(&c1->rec[t], &c3.rec[t]);
-        assert_same_record(&c1->rec[t], &cs.rec[t]);
+        tc_assert_same_record(&c1->rec[t], &c3.rec[t]);
+        tc_assert_same_record(&c1->rec[t], &cs.rec[t]);
     }
     size_t bytes = (size_t)(n * c1->samples * c1->cols) * sizeof(float);
     assert_memory_equal(c1->out, c3.out, bytes);
@@ -680,7 +632,7 @@ static void dlrm_inputs(void **state)
     s.n_positions = 2;
     capture cap;
     bf_campaign_result res;
-    bf_campaign *c = make(f->dlrm, f->dlrm_ds, &s);
+    bf_campaign *c = tc_make(f->dlrm, f->dlrm_ds, &s);
     assert_int_equal(bf_campaign_num_sites(c), 1);
     assert_string_equal(bf_campaign_site(c, 0)->name, "dense");
     assert_string_equal(bf_campaign_site(c, 0)->op, "Gemm");
@@ -703,7 +655,7 @@ static void patterns_and_errors(void **state)
     bf_campaign_spec s = base_spec(BF_TARGET_ACTIVATIONS, BF_PERSIST_PERMANENT);
 
     /* every activation of the digits CNN, in execution order */
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     const char *acts[] = {"/conv1/Conv_output_0", "/Relu_output_0", "/conv2/Conv_output_0", "/Relu_1_output_0",
                           "/MaxPool_output_0", "/Flatten_output_0", "logits"};
     const int64_t elems[] = {512, 512, 1024, 1024, 256, 256, 10};
@@ -718,13 +670,13 @@ static void patterns_and_errors(void **state)
     assert_true(bf_campaign_population(c) == pop);
     bf_campaign_free(c);
     s.persistence = BF_PERSIST_TRANSIENT;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     assert_true(bf_campaign_population(c) == pop * 360);
     bf_campaign_free(c);
 
     char *relu[] = {"op:Relu"};
     s.tensors = relu;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     assert_int_equal(bf_campaign_num_sites(c), 2);
     assert_string_equal(bf_campaign_site(c, 0)->name, "/Relu_output_0");
     assert_string_equal(bf_campaign_site(c, 1)->name, "/Relu_1_output_0");
@@ -733,7 +685,7 @@ static void patterns_and_errors(void **state)
     char *glob[] = {"/conv?/*", "logits"};
     s.tensors = glob;
     s.n_tensors = 2;
-    c = make(f->digits, f->digits_ds, &s);
+    c = tc_make(f->digits, f->digits_ds, &s);
     assert_int_equal(bf_campaign_num_sites(c), 3);
     bf_campaign_free(c);
     s.n_tensors = 1;
@@ -774,7 +726,7 @@ static void patterns_and_errors(void **state)
     assert_non_null(strstr(err.msg, "int64"));
     /* '*' over DLRM's activations skips the integer ones */
     s.tensors = all_tensors;
-    c = make(f->dlrm, f->dlrm_ds, &s);
+    c = tc_make(f->dlrm, f->dlrm_ds, &s);
     for (size_t i = 0; i < bf_campaign_num_sites(c); i++) assert_null(strstr(bf_campaign_site(c, i)->name, "Slice"));
     bf_campaign_free(c);
     c = NULL;
@@ -916,7 +868,7 @@ static void weight_outputs(void **state)
     s.sampling = BF_SAMPLE_LIST;
     s.list = &e;
     s.n_list = 1;
-    bf_campaign *c = make(f->digits, f->digits_ds, &s);
+    bf_campaign *c = tc_make(f->digits, f->digits_ds, &s);
     capture cap;
     capture_init(&cap, 1);
     bf_campaign_result res;
