@@ -78,10 +78,8 @@ int cmd_merge(int argc, char **argv)
             goto out;
         }
         bf_status st = bf_result_parse(d, i == 0 ? &total : &part, &err);
-        if (st == BF_OK && i > 0) {
-            st = bf_campaign_result_merge(&total, &part, &err);
-            bf_campaign_result_free(&part);
-        }
+        if (st == BF_OK && i > 0) st = bf_campaign_result_merge(&total, &part, &err);
+        if (i > 0) bf_campaign_result_free(&part);   /* also what a failed parse allocated */
         if (st != BF_OK) { fprintf(stderr, "bitflip merge: %s: %s\n", parts[i], err.msg); json_decref(d); rc = EXIT_USAGE; goto out; }
         if (!first) first = d;
         else json_decref(d);
