@@ -29,6 +29,12 @@ static const char help[] =
     "  --format F           table, json or csv on stdout (default: table on a\n"
     "                       terminal, json otherwise)\n"
     "  --threads N          worker threads (default: all cores)\n"
+    "  --exact              re-run the whole eval set for every trial instead of\n"
+    "                       only what the faults reach (slow; for checking: the\n"
+    "                       outcomes agree, see docs/ENGINE.md)\n"
+    "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
+    "                       2G (default 1G); what does not fit is recomputed\n"
+    "  --stats              print the engine, trial rate and cache size on stderr\n"
     "  --shard I/N          run only trials t with t %% N == I; merge the parts with\n"
     "                       'bitflip merge'\n"
     "  --gate EXPR          a CI gate such as 'critical_rate<=0.01' or 'auc>=0.74'\n"
@@ -41,7 +47,8 @@ static const char help[] =
 typedef struct run_opts {
     const char *spec_path, *out_path, *trials_path, *junit_path, *format;
     long long threads, shard_i, shard_n;
-    int local;
+    long long cache_budget;
+    int local, exact, stats;
     const char **gates;
     size_t n_gates;
 } run_opts;
@@ -97,6 +104,24 @@ static int parse_shard(const char *s, long long *i, long long *n)
     return 0;
 }
 
+/* A byte count with an optional K, M or G suffix (powers of 1024). */
+static int parse_size(const char *opt, const char *v, long long *out)
+{
+    if (!v) return usage_error("run", "%s needs a value such as 512M", opt);
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    double unit = 1;
+    if (*end == 'K' || *end == 'k') unit = 1024, end++;
+    else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (errno || end == v || *end || !(x >= 0) || x * unit > 1e18)
+        return usage_error("run", "%s wants a size such as 4096, 64M or 2G, got '%s'", opt, v);
+    *out = (long long)(x * unit);
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, run_opts *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -104,6 +129,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
         int rc = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return -1; }
         else if (!strcmp(a, "--local")) o->local = 1;
+        else if (!strcmp(a, "--exact")) o->exact = 1;
+        else if (!strcmp(a, "--stats")) o->stats = 1;
+        else if (!strcmp(a, "--cache-budget")) { rc = parse_size(a, v, &o->cache_budget); i++; }
         else if (!strcmp(a, "--out") || !strcmp(a, "--trials-out") || !strcmp(a, "--junit") || !strcmp(a, "--format") ||
                  !strcmp(a, "--gate")) {
             if (!v) return usage_error("run", "%s needs a value", a);
@@ -170,11 +198,16 @@ int cmd_run(int argc, char **argv)
     ps.planned = all / o.shard_n + (o.shard_i < all % o.shard_n);
     long threads = o.threads ? (long)o.threads : sysconf(_SC_NPROCESSORS_ONLN);
     bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o.shard_i, .shard_count = o.shard_n,
-                           .on_trial = on_trial, .progress = on_progress, .user = &ps};
+                           .on_trial = on_trial, .progress = on_progress, .user = &ps, .exact = o.exact,
+                           .cache_budget = o.cache_budget};
     bf_status st = bf_campaign_run(c, &co, &res, &err);
     have_res = st == BF_OK;
     if (ps.tty) fputs("\r\033[K", stderr);
     if (st != BF_OK) { rc = report_error("run", &err); goto out; }
+    if (o.stats)
+        fprintf(stderr, "bitflip run: %lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB\n",
+                (long long)res.trials_done, res.seconds, res.seconds > 0 ? (double)res.trials_done / res.seconds : 0.0,
+                res.exact ? "exact" : "differential", co.threads, (double)res.cache_bytes / (1024.0 * 1024.0));
     if (ps.trials) {
         if (fclose(ps.trials) != 0) ps.write_failed = 1;
         ps.trials = NULL;

@@ -30,6 +30,7 @@
 
 #include "alloc.h"
 #include "campaign_impl.h"
+#include "diff.h"
 
 #define CHUNK 4             /* trials a worker takes at a time */
 #define STOP_EVERY 64       /* trials between stop-rule checks */
@@ -52,7 +53,12 @@ typedef struct worker {
     float *old;             /* the values a trial overwrote, to restore */
     size_t old_cap;
     bf_value_fault *vf;     /* activations, inputs: the trial's faults */
+    float *vf_old, *vf_new; /* what each found and left */
     size_t vf_cap;
+    bf__dx *dx;             /* differential executor; NULL: exact mode */
+    bf__score_scratch sc;
+    bf__dx_weight *dw;      /* its weight faults */
+    size_t dw_cap;
     bf_error err;
     pthread_t tid;
     int started;
@@ -68,6 +74,8 @@ struct runner {
     int64_t ring_n;
     worker *ws;
     int n_workers;
+    bf__dx_shared *dxs;     /* the golden cache and graph facts all executors share */
+    bf__scorer *scorer;
 
     pthread_mutex_t mu;
     pthread_cond_t room, finished;   /* workers wait for room; the coordinator for chunks */
@@ -136,6 +144,32 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, bf_trial_r
                  : BF_OUTCOME_TOLERABLE;
 }
 
+/* A trial through the differential executor: outputs from the golden pass
+ * plus what the faults changed; metrics recomputed only if anything did. */
+static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_dw, const bf_value_fault *vf, size_t n_vf,
+                                  bf_eval_result *res)
+{
+    const bf_campaign *c = w->rn->c;
+    const float *outs;
+    const int64_t *rows;
+    int64_t n_rows;
+    bf_status st = bf__dx_run(w->dx, dw, n_dw, vf, n_vf, &outs, &rows, &n_rows, w->vf_old, w->vf_new, &w->err);
+    if (st != BF_OK) return st;
+    if (n_rows) {
+        bf__score(w->rn->scorer, &w->sc, w->ev, outs, rows, n_rows, res);
+        return BF_OK;
+    }
+    memset(res, 0, sizeof *res);
+    res->task = c->task;
+    res->samples = c->samples;
+    res->out_cols = c->out_cols;
+    res->outputs = (float *)outs;
+    res->accuracy = c->golden_metric[BF_METRIC_ACCURACY];
+    res->auc = c->golden_metric[BF_METRIC_AUC];
+    res->logloss = c->golden_metric[BF_METRIC_LOGLOSS];
+    return BF_OK;
+}
+
 /* Weights: each fault written into every plan's copy of its parameter for
  * the pass, then the stored values written back. */
 static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
@@ -147,6 +181,9 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         float *o = bf__realloc(w->old, d->n * sizeof *o);
         if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
         w->old = o;
+        bf__dx_weight *dw = bf__realloc(w->dw, d->n * sizeof *dw);
+        if (!dw) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->dw = dw;
         w->old_cap = d->n;
     }
     bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
@@ -157,12 +194,14 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         float old = bf__stored(c, p, f->index);
         float now = bf_repr_corrupt(c->repr, old, bf__scale(c, p, f->index), kind, f->mask);
         w->old[applied] = old;
+        if (w->dx) w->dw[applied] = (bf__dx_weight){.param = p, .index = f->index, .old_value = old, .new_value = now};
         if ((st = bf_evaluator_write_param(w->ev, p, f->index, now, &w->err)) != BF_OK) break;
         if (applied < BF_TRIAL_FAULTS_MAX)
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
                                                             .mask = f->mask, .old_value = old, .new_value = now};
     }
-    if (st == BF_OK) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
+    if (st == BF_OK && w->dx) st = run_differential(w, w->dw, applied, NULL, 0, res);
+    else if (st == BF_OK) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
     for (size_t i = applied; i-- > 0;) {
         const bf__efault *f = &d->f[i];
@@ -183,6 +222,10 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
         bf_value_fault *vf = bf__realloc(w->vf, d->n * sizeof *vf);
         if (!vf) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
         w->vf = vf;
+        float *o = bf__realloc(w->vf_old, 2 * d->n * sizeof *o);
+        if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->vf_old = o;
+        w->vf_new = o + d->n;
         w->vf_cap = d->n;
     }
     bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
@@ -190,6 +233,15 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
         const bf__efault *f = &d->f[i];
         w->vf[i] = (bf_value_fault){.value = c->site_value[f->site], .sample = f->sample, .index = f->index,
                                     .model = kind, .mask = f->mask, .repr = c->repr, .scale = c->site_scale[f->site]};
+    }
+    if (w->dx) {
+        bf_status st = run_differential(w, NULL, 0, w->vf, d->n, res);
+        for (size_t i = 0; st == BF_OK && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
+            const bf__efault *f = &d->f[i];
+            rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample,
+                                                            .mask = f->mask, .old_value = w->vf_old[i], .new_value = w->vf_new[i]};
+        }
+        return st;
     }
     bf_status st = bf_evaluator_set_value_faults(w->ev, w->vf, d->n, &w->err);
     /* A transient trial's faults all hit one sample (the draw makes sure):
@@ -468,6 +520,18 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         rn.ws[i].rn = &rn;
         if ((st = worker_init(&rn, &rn.ws[i], i, err)) != BF_OK) goto out;
     }
+    acc.exact = o->exact != 0;
+    if (!o->exact) {
+        int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+        if ((st = bf__dx_shared_create(rn.ws[0].ev, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs, err)) != BF_OK)
+            goto out;
+        acc.cache_bytes = bf__dx_shared_cache_bytes(rn.dxs);
+        if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
+        for (int i = 0; i < threads; i++)
+            if ((st = bf__dx_create(rn.dxs, rn.ws[i].ev, &rn.ws[i].dx, err)) != BF_OK ||
+                (st = bf__score_scratch_init(&rn.ws[i].sc, c->samples, err)) != BF_OK)
+                goto out;
+    }
     if ((st = init_locks(&rn, err)) != BF_OK) goto out;
     locks = 1;
     if ((st = start_workers(&rn, threads, err)) != BF_OK) goto out;
@@ -489,12 +553,18 @@ out:
         pthread_mutex_destroy(&rn.mu);
     }
     for (int i = 0; rn.ws && i < rn.n_workers; i++) {
+        bf__dx_free(rn.ws[i].dx);
+        bf__score_scratch_free(&rn.ws[i].sc);
         bf_evaluator_free(rn.ws[i].ev);
         bf__draw_free(&rn.ws[i].d);
         bf__free(rn.ws[i].old);
+        bf__free(rn.ws[i].dw);
         bf__free(rn.ws[i].vf);
+        bf__free(rn.ws[i].vf_old);
     }
     bf__free(rn.ws);
+    bf__dx_shared_free(rn.dxs);
+    bf__scorer_free(rn.scorer);
     for (int64_t i = 0; rn.ring && i < rn.ring_n; i++) bf__free(rn.ring[i].outputs);
     bf__free(rn.ring);
     if (st != BF_OK) {

@@ -12,6 +12,7 @@
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
 #include "bitflip/plan.h"
+#include "diff.h"
 #include "plan_impl.h"
 
 #define DEFAULT_BATCH 256
@@ -407,24 +408,38 @@ static bf_status apply_flips(bf_evaluator *ev, const bf_bitflip *flips, size_t n
     return BF_OK;
 }
 
-/* The result of a pass whose outputs are in place: metrics over them. */
-static void finish(const bf_evaluator *ev, bf_eval_result *res, double seconds)
+void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res)
 {
     memset(res, 0, sizeof *res);
     res->task = ev->task;
     res->samples = ev->samples;
     res->out_cols = ev->out_cols;
-    res->outputs = ev->outputs;
-    res->seconds = seconds;
+    res->outputs = (float *)outputs;
     res->accuracy = res->auc = res->logloss = NAN;
     if (ev->task == BF_TASK_CLASSIFICATION) {
-        res->accuracy = bf_metric_accuracy(ev->outputs, ev->samples, ev->out_cols, ev->labels_i);
+        res->accuracy = bf_metric_accuracy(outputs, ev->samples, ev->out_cols, ev->labels_i);
     } else if (ev->task == BF_TASK_BINARY) {
-        if (bf_metric_auc(ev->outputs, ev->labels_f, ev->samples, ev->order, &res->auc, NULL) != BF_OK)
+        if (bf_metric_auc(outputs, ev->labels_f, ev->samples, ev->order, &res->auc, NULL) != BF_OK)
             res->auc = NAN;
-        res->logloss = bf_metric_logloss(ev->outputs, ev->labels_f, ev->samples);
+        res->logloss = bf_metric_logloss(outputs, ev->labels_f, ev->samples);
     }
 }
+
+/* The result of a pass whose outputs are in place: metrics over them. */
+static void finish(bf_evaluator *ev, bf_eval_result *res, double seconds)
+{
+    bf__evaluator_score(ev, ev->outputs, res);
+    res->seconds = seconds;
+}
+
+void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary)
+{
+    *classes = ev->task == BF_TASK_CLASSIFICATION ? ev->labels_i : NULL;
+    *binary = ev->task == BF_TASK_BINARY ? ev->labels_f : NULL;
+}
+
+bf_plan *bf__evaluator_plan(bf_evaluator *ev, int tail) { return tail ? ev->rest : ev->plans[0]; }
+const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input) { return ev->feeds[input]; }
 
 bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_flips,
                            bf_eval_result *res, bf_error *err)

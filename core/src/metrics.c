@@ -4,6 +4,8 @@
  * Metrics over zero samples are NaN: there is nothing to measure. */
 #include "bitflip/metrics.h"
 
+#include "metrics_impl.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -30,7 +32,7 @@ double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
 
 /* A key whose unsigned order is the order of the scores: NaN lowest, -0 equal
  * to +0, then the IEEE bit pattern made monotonic. */
-static uint32_t score_key(float s)
+uint32_t bf__score_key(float s)
 {
     if (isnan(s)) return 0;
     if (s == 0) s = 0;
@@ -45,27 +47,8 @@ static int u64_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-bf_status bf_metric_auc(const float *scores, const float *labels, int64_t n, int64_t *order,
-                        double *auc, bf_error *err)
+double bf__auc_sorted(const uint64_t *keys, const float *labels, int64_t n, int64_t pos)
 {
-    if (n <= 0 || (uint64_t)n > UINT32_MAX)
-        return bf_error_set(err, BF_EINVAL, "AUC over %" PRId64 " samples: need 1 to %" PRIu32,
-                            n, UINT32_MAX);
-    /* Key in the high half, index in the low: a context-free sort, and ties
-     * come out in index order so the result never depends on qsort. */
-    uint64_t *keys = (uint64_t *)order;
-    int64_t pos = 0;
-    for (int64_t i = 0; i < n; i++) {
-        keys[i] = (uint64_t)score_key(scores[i]) << 32 | (uint64_t)i;
-        pos += labels[i] > 0.5f;
-    }
-    int64_t neg = n - pos;
-    if (pos == 0 || neg == 0)
-        return bf_error_set(err, BF_EINVAL,
-                            "AUC is undefined: all %" PRId64 " labels are %s", n,
-                            pos ? "positive" : "negative");
-    qsort(keys, (size_t)n, sizeof *keys, u64_cmp);
-
     /* Mann-Whitney: positives' ranks summed, ties sharing their mean rank.
      * Twice the rank sum is an integer per tie group, kept exact as long as
      * the total stays below 2^53. */
@@ -79,9 +62,43 @@ bf_status bf_metric_auc(const float *scores, const float *labels, int64_t n, int
         rank_sum2 += (double)group_pos * (double)(i + 1 + j);
         i = j;
     }
-    double p = (double)pos, q = (double)neg;
-    *auc = (rank_sum2 - p * (p + 1)) / (2 * p * q);
+    double p = (double)pos, q = (double)(n - pos);
+    return (rank_sum2 - p * (p + 1)) / (2 * p * q);
+}
+
+bf_status bf_metric_auc(const float *scores, const float *labels, int64_t n, int64_t *order,
+                        double *auc, bf_error *err)
+{
+    if (n <= 0 || (uint64_t)n > UINT32_MAX)
+        return bf_error_set(err, BF_EINVAL, "AUC over %" PRId64 " samples: need 1 to %" PRIu32,
+                            n, UINT32_MAX);
+    /* Key in the high half, index in the low: a context-free sort, and ties
+     * come out in index order so the result never depends on qsort. */
+    uint64_t *keys = (uint64_t *)order;
+    int64_t pos = 0;
+    for (int64_t i = 0; i < n; i++) {
+        keys[i] = (uint64_t)bf__score_key(scores[i]) << 32 | (uint64_t)i;
+        pos += labels[i] > 0.5f;
+    }
+    int64_t neg = n - pos;
+    if (pos == 0 || neg == 0)
+        return bf_error_set(err, BF_EINVAL,
+                            "AUC is undefined: all %" PRId64 " labels are %s", n,
+                            pos ? "positive" : "negative");
+    qsort(keys, (size_t)n, sizeof *keys, u64_cmp);
+
+    *auc = bf__auc_sorted(keys, labels, n, pos);
     return BF_OK;
+}
+
+double bf__logloss_term(float score, float label, int logits)
+{
+    const double lo = 1e-7, hi = 1 - 1e-7;
+    double p = score, y = label;
+    if (logits) p = 1 / (1 + exp(-p));
+    /* comparisons, not fmin/fmax, so NaN stays NaN */
+    p = p < lo ? lo : p > hi ? hi : p;
+    return -(y * log(p) + (1 - y) * log(1 - p));
 }
 
 double bf_metric_logloss(const float *scores, const float *labels, int64_t n)
@@ -91,14 +108,7 @@ double bf_metric_logloss(const float *scores, const float *labels, int64_t n)
      * either way (and makes the loss NaN regardless). */
     int logits = 0;
     for (int64_t i = 0; i < n; i++) logits |= scores[i] < 0 || scores[i] > 1;
-    const double lo = 1e-7, hi = 1 - 1e-7;
     double sum = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double p = scores[i], y = labels[i];
-        if (logits) p = 1 / (1 + exp(-p));
-        /* comparisons, not fmin/fmax, so NaN stays NaN */
-        p = p < lo ? lo : p > hi ? hi : p;
-        sum -= y * log(p) + (1 - y) * log(1 - p);
-    }
+    for (int64_t i = 0; i < n; i++) sum += bf__logloss_term(scores[i], labels[i], logits);
     return sum / (double)n;
 }

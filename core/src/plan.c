@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "diff.h"
 #include "plan_impl.h"
 
 /* Largest activation we lay out: 2^34 elements. */
@@ -278,7 +279,7 @@ fail:
 }
 
 /* The value faults that apply after `step` (-1: to the graph inputs). */
-static void apply_value_faults(bf_plan *p, int step)
+void bf__plan_apply_value_faults(bf_plan *p, int step)
 {
     for (size_t k = 0; k < p->n_vf; k++) {
         bf__vfault *v = &p->vf[k];
@@ -296,16 +297,24 @@ static void apply_value_faults(bf_plan *p, int step)
 bf_status bf_plan_run(bf_plan *p, bf_error *err)
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
-    if (p->inputs_hit) apply_value_faults(p, -1);
+    if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                      .in = s->in, .out = s->out, .scratch = p->scratch};
         bf_status st = s->node->op->run(&c, err);
         if (st != BF_OK) return st;
-        if (p->step_hit[i]) apply_value_faults(p, (int)i);
+        if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
     return BF_OK;
+}
+
+bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
+{
+    const bf__step *s = &p->steps[i];
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
+                 .in = s->in, .out = s->out, .scratch = p->scratch};
+    return s->node->op->run(&c, err);
 }
 
 const bf_model *bf_plan_model(const bf_plan *p) { return p->model; }

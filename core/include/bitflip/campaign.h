@@ -223,6 +223,10 @@ typedef struct bf_campaign_result {
     bf_task task;
     int64_t samples;
     double seconds;
+    /* how it ran (not part of the result proper: shards and modes agree on
+     * everything above) */
+    int exact;                /* every trial a full pass */
+    size_t cache_bytes;       /* the golden-activation cache */
 } bf_campaign_result;
 
 void bf_campaign_result_free(bf_campaign_result *r);   /* frees members */
@@ -251,8 +255,18 @@ typedef struct bf_site {
     int bits;                 /* bits per element in the representation */
 } bf_site;
 
+/* Default golden-activation cache budget (bf_campaign_opts.cache_budget). */
+#define BF_CACHE_BUDGET_DEFAULT ((int64_t)1 << 30)
+
 typedef struct bf_campaign_opts {
     int threads;              /* 0 = 1 */
+    /* exact: every trial re-runs the whole eval set (the reference the
+     * differential path is tested against). Otherwise trials recompute only
+     * what their faults reach, from a cache of the golden pass's values of
+     * at most cache_budget bytes (0: BF_CACHE_BUDGET_DEFAULT; values beyond
+     * it are recomputed when needed). Outcomes agree; see docs/ENGINE.md. */
+    int exact;
+    int64_t cache_budget;
     int64_t shard_index, shard_count;    /* trials t with t % count == index; count 0 = 1 */
     /* These are called only on the thread that called bf_campaign_run, never
      * at the same time: on_trial once per trial, in trial order; on_outputs

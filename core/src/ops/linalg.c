@@ -10,6 +10,7 @@
 
 #include "../op.h"
 #include "linalg_impl.h"
+#include "../diff.h"
 
 
 /* BLAS takes int sizes. */
@@ -116,6 +117,16 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
                 g->trans_b ? CblasTrans : CblasNoTrans, m, n, g->k, g->alpha, a,
                 g->trans_a ? m : g->k, b, g->trans_b ? g->k : n, g->use_c ? 1.0f : 0.0f, y, n);
     return BF_OK;
+}
+
+/* For the differential executor (diff.h): a Gemm step's parameters. */
+int bf__gemm_params(const bf__step *s, bf__gemm_info *out)
+{
+    if (s->node->op->run != gemm_run) return 0;
+    const gemm_params *g = s->params;
+    *out = (bf__gemm_info){.m = g->m, .n = g->n, .k = g->k, .trans_a = g->trans_a, .trans_b = g->trans_b,
+                           .alpha = g->alpha, .beta = g->beta, .use_c = g->use_c, .c_rs = g->c_rs, .c_cs = g->c_cs};
+    return 1;
 }
 
 /* ---- MatMul: numpy matmul, batch dims broadcast ---- */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "shape_impl.h"
+#include "../diff.h"
 
 /* ---- Gather ---- */
 
@@ -101,6 +102,13 @@ bf_status bf__gather_run(const bf__ctx *c, bf_error *err)
     default: gather_rows(o, x, idx, g, g->row); break;
     }
     return BF_OK;
+}
+
+/* For the differential executor (diff.h): a Gather step's axis. */
+int bf__gather_axis(const bf__step *s)
+{
+    if (s->node->op->run != bf__gather_run) return -1;
+    return ((const gather_params *)s->params)->axis;
 }
 
 /* ---- Concat ---- */

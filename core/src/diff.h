@@ -1,0 +1,150 @@
+/* Differential re-execution: what a campaign trial needs to recompute only
+ * what its faults can change (issue: campaigns 100x faster than
+ * flip-and-rerun).
+ *
+ * gcache.c   the golden-activation cache: every run-time value of every
+ *            batch of the golden pass, within a byte budget.
+ * diffexec.c a worker's executor: for one trial, the batches its faults can
+ *            reach, and in each only the steps downstream of them, stopping
+ *            once every difference from the golden pass has vanished.
+ * diffgemm.c cheaper exact or near-exact forms of a Gemm step: one column
+ *            block for a corrupted weight, a rank-k update for an input that
+ *            changed in a few columns.
+ *
+ * The accessors below let those files reach the plan's steps, the
+ * evaluator's plans and an op's parsed parameters without widening the
+ * public headers. */
+#ifndef BF_DIFF_H
+#define BF_DIFF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/eval.h"
+#include "bitflip/plan.h"
+#include "plan_impl.h"
+
+/* plan.c: runs step i of the plan alone, on whatever its inputs hold. */
+bf_status bf__plan_run_step(bf_plan *plan, size_t i, bf_error *err);
+/* plan.c: applies the plan's value faults that belong after `step` (-1:
+ * graph inputs), as bf_plan_run would. */
+void bf__plan_apply_value_faults(bf_plan *plan, int step);
+
+/* eval.c: the evaluator's full-batch plan of thread 0 (tail 0) or its plan
+ * for the last, partial batch (tail 1; NULL when the batch divides the eval
+ * set), and the dataset tensor feeding graph input i. */
+bf_plan *bf__evaluator_plan(bf_evaluator *ev, int tail);
+const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input);
+/* eval.c: the task metrics of `outputs` (samples x out_cols), as a pass
+ * that produced them would report; res->outputs points at `outputs`. */
+void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res);
+/* eval.c: the labels as the metrics read them (NULL when not that task). */
+void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary);
+
+/* linalg.c: a Gemm step's parsed attributes; 0 if the step is no Gemm. */
+typedef struct bf__gemm_info {
+    int m, n, k, trans_a, trans_b;
+    float alpha, beta;
+    int use_c;
+    int64_t c_rs, c_cs;
+} bf__gemm_info;
+int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
+/* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
+int bf__gather_axis(const bf__step *s);
+
+/* diffgemm.c, for a Gemm step with transA = 0 (see there). y: the golden
+ * output; scratch: m x n floats. */
+/* The narrowest column block that reproduces y bit for bit (n when no
+ * narrower one does; 0 when the step does not qualify). */
+int bf__gemm_col_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                       float *scratch);
+/* Recomputes column j of y from a, b, c with blocks of width w. */
+void bf__gemm_column(const bf__gemm_info *g, int w, const float *a, const float *b, const float *c, int j, float *y,
+                     float *scratch);
+/* y = yg + (a - ag) B' over the rows where a differs from ag, if a differs
+ * in at most max_cols columns (cols: room for them) and every such row
+ * either changes clearly or not at all. Returns 0 when the step must run in
+ * full instead (y may then be partly written). */
+/* Thresholds shared with the column update (diffexec.c). */
+#define CLEAR_CHANGE 0x1p-11
+#define HUGE_CHANGE 0x1p8
+int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const float *b, const float *yg, float *y,
+                  int max_cols, int *cols);
+
+/* --- the golden cache (gcache.c) --------------------------------------- */
+
+typedef struct bf__gcache bf__gcache;
+
+/* Runs the golden pass batch by batch on `full` (and `rest` for the last,
+ * partial batch) fed from `feeds`, keeping each run-time value's per-batch
+ * tensor while the total stays within `budget` bytes: the values marked in
+ * `must` first, then the others smallest first (the most values per byte).
+ * Graph inputs are never cached: the dataset holds them. */
+bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
+                           size_t budget, const unsigned char *must, bf__gcache **out, bf_error *err);
+void bf__gcache_free(bf__gcache *gc);
+/* Value v's golden tensor in batch b, or NULL if not cached. */
+const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);
+size_t bf__gcache_bytes(const bf__gcache *gc);
+int64_t bf__gcache_batches(const bf__gcache *gc);
+
+/* --- the executor (diffexec.c) ----------------------------------------- */
+
+/* What every worker shares, read-only once built: the cache, the graph's
+ * use lists, the embedding tables' row -> batch index, the Gemm steps'
+ * verified column-block widths. */
+typedef struct bf__dx_shared bf__dx_shared;
+typedef struct bf__dx bf__dx;
+
+/* A corrupted parameter element of a trial, already written into the plans. */
+typedef struct bf__dx_weight {
+    size_t param;
+    int64_t index;
+    float old_value, new_value;
+} bf__dx_weight;
+
+/* Built from one evaluator's plans (holding the golden parameters), with
+ * `golden` the campaign's golden outputs (samples x out_cols). */
+bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols,
+                               size_t budget, bf__dx_shared **out, bf_error *err);
+void bf__dx_shared_free(bf__dx_shared *sh);
+size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh);
+
+bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out, bf_error *err);
+void bf__dx_free(bf__dx *dx);
+
+/* One trial: weight faults already written into the evaluator's plans, and
+ * value faults (eval-set samples, as bf_evaluator_set_value_faults) that the
+ * executor sets itself. *outputs gets the trial's outputs (golden rows
+ * except where they changed; valid until the next call), *rows the samples
+ * whose outputs differ from golden, ascending. old/new (n_vf each, may be
+ * NULL) get what each value fault found and left, as
+ * bf_evaluator_value_fault_seen. */
+bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
+                     const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,
+                     bf_error *err);
+
+/* --- trial metrics from the golden ones (score.c) ---------------------- */
+
+/* The task metrics of a trial whose outputs differ from the golden pass in
+ * a few rows, updated from the golden pass's instead of recomputed: the
+ * accuracy's hit count and the log loss's sum move by the changed rows; the
+ * AUC's sorted scores are the golden order with the changed rows taken out
+ * and merged back in (the same order a full sort gives, so the same AUC).
+ * Falls back to the full computation when the log loss would switch between
+ * probabilities and logits or the golden loss is not finite. */
+typedef struct bf__scorer bf__scorer;
+bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__scorer **out,
+                            bf_error *err);
+void bf__scorer_free(bf__scorer *sc);
+/* Per-worker scratch for bf__score. */
+typedef struct bf__score_scratch {
+    uint64_t *keys, *fresh;
+    unsigned char *in_rows;
+} bf__score_scratch;
+bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error *err);
+void bf__score_scratch_free(bf__score_scratch *s);
+void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, const float *outputs, const int64_t *rows,
+               int64_t n_rows, bf_eval_result *res);
+
+#endif

@@ -1,0 +1,246 @@
+/* The differential engine against full re-execution.
+ *
+ * Every campaign here runs twice on the same fixture and seed: with
+ * opts.exact (each trial a whole pass over the eval set, the reference) and
+ * with the differential executor (golden cache, only what the faults reach,
+ * near-exact Gemm updates). Over every fault model, target, representation
+ * and persistence they must give the same outcome class on at least 99.9% of
+ * trials, with metrics within 1e-6 (mse and max_abs, which measure output
+ * differences, within 1e-6 of the largest golden output: a few ulps of the
+ * outputs). Each disagreement is printed with both sides' output deviation
+ * and must be a near tie: both deviations at the level of a few ulps of the
+ * outputs, where whether an output moved at all is decided by rounding.
+ *
+ * A run with a one-byte cache budget (nothing cached that can be recomputed)
+ * must agree with the default run the same way. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/eval.h"
+#include "bitflip/model.h"
+#include "campaign_check.h"
+
+#define FIX BF_FIXTURES "/conformance/"
+#define TRIALS 60
+
+typedef struct recs {
+    bf_trial_record *r;
+    int64_t n;
+} recs;
+
+static void keep(void *user, const bf_trial_record *rec)
+{
+    recs *k = user;
+    k->r[k->n++] = *rec;
+}
+
+typedef struct config {
+    const char *label;
+    bf_target target;
+    bf_fault_model kind;
+    bf_repr repr;
+    bf_persistence persistence;
+    int bits;
+} config;
+
+static const config configs[] = {
+    {"weights bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+    {"weights 2-bit bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 2},
+    {"weights stuck_at_1 fp16", BF_TARGET_WEIGHTS, BF_FAULT_STUCK_AT_1, BF_REPR_FP16, BF_PERSIST_PERMANENT, 1},
+    {"weights stuck_at_0 bf16", BF_TARGET_WEIGHTS, BF_FAULT_STUCK_AT_0, BF_REPR_BF16, BF_PERSIST_PERMANENT, 1},
+    {"weights random_value int8", BF_TARGET_WEIGHTS, BF_FAULT_RANDOM_VALUE, BF_REPR_INT8, BF_PERSIST_PERMANENT, 1},
+    {"weights ber fp32", BF_TARGET_WEIGHTS, BF_FAULT_BER, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+    {"activations bitflip fp32 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_TRANSIENT, 1},
+    {"activations bitflip fp16 permanent", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP16, BF_PERSIST_PERMANENT, 1},
+    {"activations stuck_at_1 int8 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_STUCK_AT_1, BF_REPR_INT8, BF_PERSIST_TRANSIENT, 1},
+    {"activations ber bf16 permanent", BF_TARGET_ACTIVATIONS, BF_FAULT_BER, BF_REPR_BF16, BF_PERSIST_PERMANENT, 1},
+    {"inputs bitflip fp32 transient", BF_TARGET_INPUTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_TRANSIENT, 1},
+    {"inputs random_value fp32 permanent", BF_TARGET_INPUTS, BF_FAULT_RANDOM_VALUE, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+};
+
+static const char *fixtures[] = {"demo_digits", "mlp_ops_op13", "dlrm_ops_op13", "cnn_ops_op17", "transformer_ops_op13",
+                                 "misc_norm_op17"};
+
+typedef struct tally {
+    int64_t trials, disagree, unexplained, metric_off;
+} tally;
+
+static char *all[] = {"*"};
+static double rates[] = {1e-4, 1e-3};
+
+static int run(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, recs *out,
+               bf_campaign **cp)
+{
+    bf_campaign_spec s = {0};
+    s.seed = 4242;
+    s.trials = TRIALS;
+    s.target = cf->target;
+    s.tensors = all;
+    s.n_tensors = 1;
+    s.model_kind = cf->kind;
+    s.bits = cf->bits;
+    s.repr = cf->repr;
+    s.persistence = cf->persistence;
+    s.critical_metric = -1;
+    s.critical_delta = -1;
+    s.batch = 7;   /* several batches and a partial last one */
+    if (cf->kind == BF_FAULT_BER) {
+        s.rates = rates;
+        s.n_rates = 2;
+        s.repeats = TRIALS / 2;
+    }
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    if (bf_campaign_create(m, ds, &s, &c, &err) != BF_OK) return 0;   /* the fixture has no such site */
+    out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
+    out->n = 0;
+    assert_non_null(out->r);
+    bf_campaign_opts o = {.threads = 2, .exact = exact, .cache_budget = budget, .on_trial = keep, .user = out};
+    bf_campaign_result res;
+    if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
+    assert_int_equal(res.trials_done, out->n);
+    bf_campaign_result_free(&res);
+    *cp = c;
+    return 1;
+}
+
+/* The largest golden output (at least 1): the scale of an output ulp. */
+static double out_scale(const bf_model *m, const bf_dataset *ds)
+{
+    bf_evaluator *ev = NULL;
+    bf_eval_result r;
+    bf_error err = {0};
+    bf_eval_opts o = {.batch = 7, .threads = 1};
+    if (bf_evaluator_create(m, ds, &o, &ev, &err) || bf_evaluator_run(ev, NULL, 0, &r, &err)) fail_msg("%s", err.msg);
+    double s = 1;
+    for (int64_t i = 0; i < r.samples * r.out_cols; i++)
+        if (isfinite(r.outputs[i]) && fabs(r.outputs[i]) > s) s = fabs(r.outputs[i]);
+    bf_evaluator_free(ev);
+    return s;
+}
+
+/* Compares two runs trial by trial into t; prints what differs. */
+static void compare(const char *fix, const config *cf, const recs *a, const recs *b, double scale, tally *t)
+{
+    assert_int_equal(a->n, b->n);
+    for (int64_t i = 0; i < a->n; i++) {
+        const bf_trial_record *x = &a->r[i], *y = &b->r[i];
+        assert_int_equal(x->trial, y->trial);
+        t->trials++;
+        double dx = x->metrics[BF_METRIC_MAX_ABS], dy = y->metrics[BF_METRIC_MAX_ABS];
+        if (x->outcome != y->outcome) {
+            t->disagree++;
+            /* a near tie: both runs moved the outputs by ulps at most */
+            int near = (isnan(dx) || dx <= 1e-5 * scale) && (isnan(dy) || dy <= 1e-5 * scale);
+            t->unexplained += !near;
+            printf("  %s, %s, trial %lld: %s vs %s; max output deviation %.3g vs %.3g (%s)\n", fix, cf->label,
+                   (long long)x->trial, bf_outcome_name(x->outcome), bf_outcome_name(y->outcome), dx, dy,
+                   near ? "a near tie: an ulp-level change kept or rounded away" : "UNEXPLAINED");
+            continue;
+        }
+        for (int k = 0; k < BF_METRIC_COUNT; k++) {
+            double u = x->metrics[k], v = y->metrics[k];
+            if (isnan(u) && isnan(v)) continue;
+            if (isinf(u) && u == v) continue;
+            double tol = k == BF_METRIC_MAX_ABS ? 1e-6 * scale
+                       : k == BF_METRIC_MSE ? 1e-6 * scale * scale + 2e-6 * scale * (isfinite(u) ? sqrt(fabs(u)) : 0)
+                       : 1e-6;
+            if (1e-6 * fmax(fabs(u), fabs(v)) > tol) tol = 1e-6 * fmax(fabs(u), fabs(v));
+            if (!(fabs(u - v) <= tol)) {
+                t->metric_off++;
+                printf("  %s, %s, trial %lld: %s %.17g vs %.17g\n", fix, cf->label, (long long)x->trial,
+                       bf_metric_name(k), u, v);
+                break;
+            }
+        }
+    }
+}
+
+static void fast_matches_exact(void **state)
+{
+    (void)state;
+    tally t = {0};
+    for (size_t f = 0; f < sizeof fixtures / sizeof *fixtures; f++) {
+        char mp[512], dp[512];
+        snprintf(mp, sizeof mp, FIX "%s.onnx", fixtures[f]);
+        snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fixtures[f]);
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        bf_error err = {0};
+        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
+        double scale = out_scale(m, ds);
+        for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
+            recs a = {0}, b = {0};
+            bf_campaign *ca = NULL, *cb = NULL;
+            if (!run(m, ds, &configs[k], 1, 0, &a, &ca)) continue;
+            assert_true(run(m, ds, &configs[k], 0, 0, &b, &cb));
+            compare(fixtures[f], &configs[k], &a, &b, scale, &t);
+            free(a.r);
+            free(b.r);
+            bf_campaign_free(ca);
+            bf_campaign_free(cb);
+        }
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+    printf("differential vs exact: %lld trials, %lld outcome disagreements (%lld unexplained), %lld metric mismatches\n",
+           (long long)t.trials, (long long)t.disagree, (long long)t.unexplained, (long long)t.metric_off);
+    assert_true(t.trials >= 2000);
+    assert_true(t.disagree * 1000 <= t.trials);
+    assert_int_equal(t.unexplained, 0);
+    assert_int_equal(t.metric_off, 0);
+}
+
+static void tiny_cache_matches_default(void **state)
+{
+    (void)state;
+    tally t = {0};
+    const char *fx[] = {"demo_digits", "dlrm_ops_op13", "transformer_ops_op13"};
+    for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
+        char mp[512], dp[512];
+        snprintf(mp, sizeof mp, FIX "%s.onnx", fx[f]);
+        snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fx[f]);
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        bf_error err = {0};
+        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
+        double scale = out_scale(m, ds);
+        for (size_t k = 0; k < sizeof configs / sizeof *configs; k += 3) {
+            recs a = {0}, b = {0};
+            bf_campaign *ca = NULL, *cb = NULL;
+            if (!run(m, ds, &configs[k], 0, 0, &a, &ca)) continue;
+            assert_true(run(m, ds, &configs[k], 0, 1, &b, &cb));
+            compare(fx[f], &configs[k], &a, &b, scale, &t);
+            free(a.r);
+            free(b.r);
+            bf_campaign_free(ca);
+            bf_campaign_free(cb);
+        }
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+    printf("one-byte cache vs default: %lld trials, %lld outcome disagreements, %lld metric mismatches\n",
+           (long long)t.trials, (long long)t.disagree, (long long)t.metric_off);
+    assert_true(t.trials >= 300);
+    assert_true(t.disagree * 1000 <= t.trials);
+    assert_int_equal(t.unexplained, 0);
+    assert_int_equal(t.metric_off, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fast_matches_exact),
+        cmocka_unit_test(tiny_cache_matches_default),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
