@@ -27,4 +27,4 @@ fi
 echo
 echo "== bitflip run --local tests/fixtures/specs/demo_campaign.json"
 echo "   (3200 single-bit weight faults, 100 per bit position; which layers and bits matter)"
-"$BITFLIP" run --local tests/fixtures/specs/demo_campaign.json --format table
+"$BITFLIP" run --local tests/fixtures/specs/demo_campaign.json --format table --stats

@@ -30,6 +30,19 @@ lines=$(wc -l <"$tmp/trials.jsonl")
 [ "$lines" -eq 240 ] && passes=$((passes+1)) || { echo "FAIL trials-out has $lines lines, wanted 240"; fails=$((fails+1)); }
 grep -q '"tensor"' "$tmp/trials.jsonl" && passes=$((passes+1)) || { echo "FAIL trials-out names no tensor"; fails=$((fails+1)); }
 
+# the full re-execution engine classifies every trial the same way
+check run_exact 0 "$BF" run --local "$spec" --threads 2 --exact --stats --format json --out "$tmp/exact.json" \
+      --trials-out "$tmp/exact.jsonl"
+contains run_exact_stats "exact engine"
+outcomes() { sed 's/.*"outcome": *"\([a-z]*\)".*/\1/' "$1"; }
+outcomes "$tmp/trials.jsonl" >"$tmp/o_fast"; outcomes "$tmp/exact.jsonl" >"$tmp/o_exact"
+same exact_outcomes "$tmp/o_fast" "$tmp/o_exact"
+check run_tiny_cache 0 "$BF" run --local "$spec" --threads 1 --cache-budget 1 --stats --format json --trials-out "$tmp/tiny.jsonl"
+contains run_tiny_stats "differential engine"
+outcomes "$tmp/tiny.jsonl" >"$tmp/o_tiny"
+same tiny_cache_outcomes "$tmp/o_fast" "$tmp/o_tiny"
+check bad_budget 2 "$BF" run --local "$spec" --cache-budget 12Q;  contains bad_budget "64M"
+
 check run_t2 0 "$BF" run --local "$spec" --threads 2 --format csv
 cp "$tmp/out" "$tmp/t2.csv"
 same threads_identical "$tmp/t1.csv" "$tmp/t2.csv"
