@@ -49,6 +49,12 @@ typedef struct bf__gemm_info {
     int64_t c_rs, c_cs;
 } bf__gemm_info;
 int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
+/* linalg_spatial.c: applies to y (a Conv step's golden output, from input
+ * x) the change of element `index` of its weight (slot 1) or bias (slot 2)
+ * from old to now, if every output it moves moves clearly (see
+ * CLEAR_CHANGE, HUGE_CHANGE). 1 applied; 0 the step must run instead (y may
+ * be partly written); -1 the step is no Conv. */
+int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, float old, float now, float *y);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 

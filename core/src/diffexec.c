@@ -440,6 +440,33 @@ static int column_delta(const bf__gemm_info *g, const float *a, int k, const bf_
     return 1;
 }
 
+/* A Conv with one corrupted weight or bias element and golden input: the
+ * moved output channel as an update. */
+static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    const bf__step *s = &p->steps[i];
+    *done = 0;
+    if (dx->no_approx || s->n_in < 2) return BF_OK;
+    int xv = s->node->in[0], yv = s->node->out[0], slot = 0, n = 0;
+    for (int j = 1; j < s->n_in && j < 3; j++) {
+        int v = s->node->in[j];
+        if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
+        int k = dx->pfaults[m->values[v].index];
+        if (k) n += k, slot = j;
+    }
+    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    if (n != 1 || dx->state[xv] == DIRTY || !yg) return BF_OK;
+    const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
+    bf_status st = fetch(dx, p, b, xv, err);
+    if (st != BF_OK) return st;
+    golden_output(dx, p, yv, yg);
+    int r = bf__conv_delta(s, slot, p->vals[xv].data, w->index, w->old_value, w->new_value, p->vals[yv].data);
+    if (r == 1) *done = dx->approx = 1;
+    return BF_OK;
+}
+
 /* The cheaper Gemm forms; returns 1 if one computed the output. */
 static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i, int *done, bf_error *err)
 {
@@ -547,6 +574,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         if (!needed) continue;
         int done = 0;
         if ((st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done) {
             for (int j = 0; j < s->n_in; j++)
                 if (runtime(p, s->node->in[j]) && (st = fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;

@@ -9,6 +9,7 @@
 
 #include "../op.h"
 #include "linalg_impl.h"
+#include "../diff.h"
 
 /* ---- window geometry, shared by Conv and the pools ---- */
 
@@ -733,4 +734,53 @@ bf_status bf__gap_run(const bf__ctx *c, bf_error *err)
     float *y = c->out[0]->data;
     for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = bf__sum16_f32(x + pl * gp->size, gp->size) / (float)gp->size;
     return BF_OK;
+}
+
+/* For the differential executor (diff.h): one corrupted element of W (slot
+ * 1) or B (slot 2) moves one output channel by X * dW (or dB), applied to
+ * the golden output y where every change is clear. */
+int bf__conv_delta(const bf__step *st, int slot, const float *x, int64_t index, float old, float now, float *y)
+{
+    if (st->node->op->run != bf__conv_run) return -1;
+    const conv_params *cp = st->params;
+    const window *w = &cp->w;
+    if (!isfinite(old) || !isfinite(now)) return 0;
+    double dw = (double)now - (double)old;
+    int64_t oc, ic = 0, kk[3] = {0, 0, 0};
+    if (slot == 2) {
+        oc = index;
+    } else {
+        oc = index / cp->kc;
+        int64_t rem = index % cp->kc, kpos = rem % cp->ksp;
+        ic = oc / cp->mg * cp->cg + rem / cp->ksp;
+        kk[2] = kpos % w->k[2], kk[1] = kpos / w->k[2] % w->k[1], kk[0] = kpos / (w->k[2] * w->k[1]);
+    }
+    int64_t lo[3], hi[3];
+    for (int d = 0; d < 3; d++) {
+        if (slot == 2) lo[d] = 0, hi[d] = w->out[d];
+        else valid_range(w->in[d], w->out[d], w->s[d], w->pb[d], kk[d], w->d[d], &lo[d], &hi[d]);
+    }
+    for (int64_t n = 0; n < cp->n; n++) {
+        const float *xc = x + (n * cp->c + ic) * cp->isp;
+        float *yc = y + (n * cp->m + oc) * cp->osp;
+        for (int64_t o0 = lo[0]; o0 < hi[0]; o0++)
+            for (int64_t o1 = lo[1]; o1 < hi[1]; o1++)
+                for (int64_t o2 = lo[2]; o2 < hi[2]; o2++) {
+                    double d = dw;
+                    if (slot != 2) {
+                        int64_t i0 = o0 * w->s[0] - w->pb[0] + kk[0] * w->d[0];
+                        int64_t i1 = o1 * w->s[1] - w->pb[1] + kk[1] * w->d[1];
+                        int64_t i2 = o2 * w->s[2] - w->pb[2] + kk[2] * w->d[2];
+                        d *= xc[(i0 * w->in[1] + i1) * w->in[2] + i2];
+                    }
+                    if (d == 0) continue;
+                    float *e = &yc[(o0 * w->out[1] + o1) * w->out[2] + o2];
+                    if (!isfinite(*e) || !(*e == 0 || fabs(d) >= CLEAR_CHANGE * fabs(*e))) return 0;
+                    if (fabs(d) > HUGE_CHANGE * fmax(1.0, fabs(*e))) return 0;
+                    float v = (float)((double)*e + d);
+                    if (!isfinite(v)) return 0;
+                    *e = v;
+                }
+    }
+    return 1;
 }
