@@ -57,6 +57,8 @@ typedef struct worker {
     size_t vf_cap;
     bf__dx *dx;             /* differential executor; NULL: exact mode */
     bf__score_scratch sc;
+    const int64_t *rows;    /* the last differential trial's changed samples; NULL: exact */
+    int64_t n_rows;
     bf__dx_weight *dw;      /* its weight faults */
     size_t dw_cap;
     bf_error err;
@@ -76,6 +78,7 @@ struct runner {
     int n_workers;
     bf__dx_shared *dxs;     /* the golden cache and graph facts all executors share */
     bf__scorer *scorer;
+    int golden_finite;      /* every golden output finite: classify may skip unchanged rows */
 
     pthread_mutex_t mu;
     pthread_cond_t room, finished;   /* workers wait for room; the coordinator for chunks */
@@ -100,26 +103,32 @@ static int higher_is_better(int m) { return m == BF_METRIC_ACCURACY || m == BF_M
  * is finite (a golden pass that already has some does not make every trial
  * DUE). Critical: a prediction changed, or the critical metric got worse by
  * more than the threshold. Otherwise tolerable. */
-static void classify(const bf_campaign *c, const bf_eval_result *res, bf_trial_record *rec)
+static void classify(const bf_campaign *c, const bf_eval_result *res, const int64_t *rows, int64_t n_rows,
+                     bf_trial_record *rec)
 {
     const float *out = res->outputs, *g = c->golden;
-    int64_t n = c->samples * c->out_cols;
-    int same = memcmp(out, g, (size_t)n * sizeof *out) == 0;
+    int64_t n = c->samples * c->out_cols, cols = c->out_cols;
+    /* rows: the samples whose outputs differ, when the differential engine
+     * knows them; the others add exactly nothing below */
+    int64_t n_scan = rows ? n_rows : c->samples;
+    int same = rows ? n_rows == 0 : memcmp(out, g, (size_t)n * sizeof *out) == 0;
     int bad = 0;
     double sq = 0, mx = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(out[i])) {
-            bad |= isfinite(g[i]) != 0;
-            sq = mx = INFINITY;
-            continue;
-        }
-        double d = fabs((double)out[i] - (double)g[i]);
-        sq += d * d;
-        if (d > mx) mx = d;
-    }
     int64_t changed = 0;
-    if (!same)
-        for (int64_t s = 0; s < c->samples; s++) changed += bf__prediction(c, out + s * c->out_cols) != c->golden_pred[s];
+    for (int64_t t = 0; t < n_scan; t++) {
+        int64_t s = rows ? rows[t] : t;
+        for (int64_t i = s * cols; i < (s + 1) * cols; i++) {
+            if (!isfinite(out[i])) {
+                bad |= isfinite(g[i]) != 0;
+                sq = mx = INFINITY;
+                continue;
+            }
+            double d = fabs((double)out[i] - (double)g[i]);
+            sq += d * d;
+            if (d > mx) mx = d;
+        }
+        if (!same) changed += bf__prediction(c, out + s * cols) != c->golden_pred[s];
+    }
     rec->changed = changed;
 
     double v[BF_METRIC_COUNT];
@@ -155,6 +164,8 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
     int64_t n_rows;
     bf_status st = bf__dx_run(w->dx, dw, n_dw, vf, n_vf, &outs, &rows, &n_rows, w->vf_old, w->vf_new, &w->err);
     if (st != BF_OK) return st;
+    w->rows = rows;
+    w->n_rows = n_rows;
     if (n_rows) {
         bf__score(w->rn->scorer, &w->sc, w->ev, outs, rows, n_rows, res);
         return BF_OK;
@@ -276,7 +287,7 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
     bf_eval_result res;
     st = c->target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
     if (st != BF_OK) return st;
-    classify(c, &res, rec);
+    classify(c, &res, w->dx && w->rn->golden_finite ? w->rows : NULL, w->n_rows, rec);
     if (outputs) memcpy(outputs, res.outputs, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
     return BF_OK;
 }
@@ -521,6 +532,8 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         if ((st = worker_init(&rn, &rn.ws[i], i, err)) != BF_OK) goto out;
     }
     acc.exact = o->exact != 0;
+    rn.golden_finite = 1;
+    for (int64_t i = 0; i < c->samples * c->out_cols; i++) rn.golden_finite &= isfinite(c->golden[i]) != 0;
     if (!o->exact) {
         int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
         if ((st = bf__dx_shared_create(rn.ws[0].ev, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs, err)) != BF_OK)

@@ -69,13 +69,25 @@ void bf__gemm_column(const bf__gemm_info *g, int w, const float *a, const float 
                      float *scratch);
 /* y = yg + (a - ag) B' over the rows where a differs from ag, if a differs
  * in at most max_cols columns (cols: room for them) and every such row
- * either changes clearly or not at all. Returns 0 when the step must run in
+ * either changes clearly or not at all (bc: max_cols x n doubles of
+ * scratch). Returns 0 when the step must run in
  * full instead (y may then be partly written). */
 /* Thresholds shared with the column update (diffexec.c). */
 #define CLEAR_CHANGE 0x1p-11
 #define HUGE_CHANGE 0x1p8
 int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const float *b, const float *yg, float *y,
-                  int max_cols, int *cols);
+                  int max_cols, int *cols, double *bc);
+
+/* The fewest rows r (a power of two, at most m/2) for which products over
+ * any r rows of A, gathered, reproduce y bit for bit; 0 when none does.
+ * rows: m ints of scratch. */
+int bf__gemm_row_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                       float *scratch, int *rows);
+/* y's rows where a differs from ag recomputed exactly, in chunks of r rows;
+ * scratch: r x (k + n) floats, rows: m ints. Returns 0 (y untouched) when
+ * more than half the rows differ. */
+int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag, const float *b, const float *c,
+                  float *y, float *scratch, int *rows);
 
 /* --- the golden cache (gcache.c) --------------------------------------- */
 

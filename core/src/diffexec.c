@@ -44,7 +44,9 @@ struct bf__dx_shared {
     int *pc_off, *pc_step;       /* per parameter: the steps reading it */
     emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
     int *colw[2];                /* per step, full and tail plan: Gemm column block, 0 none */
+    int *roww[2];                /* per step, full and tail plan: Gemm row chunk, 0 none */
     size_t scratch_floats;
+    int max_n;                   /* widest Gemm output */
 };
 
 struct bf__dx {
@@ -64,6 +66,8 @@ struct bf__dx {
     float *out;
     float *scratch;
     int cols[RANK_MAX_COLS];
+    int *rowbuf;                 /* a batch's worth of row indices */
+    double *bc;                  /* rank-k update scratch */
     void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
     int approx;                  /* the batch at hand took a rank-k update */
     int no_approx;               /* ... and is being redone without */
@@ -86,8 +90,10 @@ void bf__dx_shared_free(bf__dx_shared *sh)
         bf__free(sh->emb[p].batch);
     }
     bf__free(sh->emb);
-    bf__free(sh->colw[0]);
-    bf__free(sh->colw[1]);
+    for (int t = 0; t < 2; t++) {
+        bf__free(sh->colw[t]);
+        bf__free(sh->roww[t]);
+    }
     bf__free(sh);
 }
 
@@ -200,10 +206,16 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
     const bf_model *m = sh->m;
     for (int t = 0; t < 2; t++) {
         sh->colw[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
-        if (!sh->colw[t]) return oom(err);
+        sh->roww[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
+        if (!sh->colw[t] || !sh->roww[t]) return oom(err);
     }
-    float *scratch = bf__malloc(sh->scratch_floats * sizeof(float) + 64);
-    if (!scratch) return oom(err);
+    float *scratch = bf__malloc(2 * sh->scratch_floats * sizeof(float) + 64);
+    int *rows = bf__malloc(((size_t)sh->batch + 1) * sizeof *rows);
+    if (!scratch || !rows) {
+        bf__free(scratch);
+        bf__free(rows);
+        return oom(err);
+    }
     for (int t = 0; t < 2; t++) {
         bf_plan *p = plan[t];
         if (!p) continue;
@@ -220,15 +232,22 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
             if (!a && p->val_step[av] == -1) {   /* a graph input: from the dataset */
                 size_t in = (size_t)m->values[av].index;
                 bf_status st = bf_dataset_copy_rows(bf__evaluator_feed(ev, in), b * sh->batch, bf_plan_batch(p), &p->vals[av], err);
-                if (st != BF_OK) { bf__free(scratch); return st; }
+                if (st != BF_OK) {
+                    bf__free(scratch);
+                    bf__free(rows);
+                    return st;
+                }
                 a = p->vals[av].data;
             }
             if (!a || !y) continue;
             const float *c = cv >= 0 ? p->vals[cv].data : NULL;
+            if (g.n > sh->max_n) sh->max_n = g.n;
             sh->colw[t][i] = bf__gemm_col_width(&g, a, p->vals[bv].data, c, y, scratch);
+            sh->roww[t][i] = bf__gemm_row_width(&g, a, p->vals[bv].data, c, y, scratch, rows);
         }
     }
     bf__free(scratch);
+    bf__free(rows);
     return BF_OK;
 }
 
@@ -296,6 +315,8 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->touched);
     bf__free(dx->out);
     bf__free(dx->rows);
+    bf__free(dx->rowbuf);
+    bf__free(dx->bc);
     bf__free(dx->arena[0]);
     bf__free(dx->arena[1]);
     bf__free(dx->scratch);
@@ -324,14 +345,16 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->touched = bf__malloc(((size_t)sh->n_batches + 1) * sizeof *dx->touched);
     dx->out = bf__malloc(n_out * sizeof(float) + 1);
     dx->rows = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->rows);
-    dx->scratch = bf__aligned_alloc(sh->scratch_floats * sizeof(float) + 64);
+    dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
+    dx->rowbuf = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->rowbuf);
+    dx->bc = bf__malloc(((size_t)RANK_MAX_COLS * (size_t)sh->max_n + 1) * sizeof *dx->bc);
     for (int t = 0; t < 2; t++) {
         dx->arena[t] = bf__calloc(m->n_values + 1, sizeof(void *));
         if (!dx->arena[t]) { bf__dx_free(dx); return oom(err); }
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
     if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->pfaults || !dx->pfault || !dx->bmark ||
-        !dx->touched || !dx->out || !dx->rows || !dx->scratch) {
+        !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch) {
         bf__dx_free(dx);
         return oom(err);
     }
@@ -504,10 +527,13 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
         if (!ag) return BF_OK;
         golden_output(dx, p, yv, yg);
         if (!dx->no_approx) {
-            *done = bf__gemm_rank(&g, p->vals[av].data, ag, p->vals[bv].data, yg, p->vals[yv].data, RANK_MAX_COLS, dx->cols);
+            *done = bf__gemm_rank(&g, p->vals[av].data, ag, p->vals[bv].data, yg, p->vals[yv].data, RANK_MAX_COLS, dx->cols, dx->bc);
             if (*done) dx->approx = 1;
             else memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
         }
+        if (!*done && sh->roww[tail][i])
+            *done = bf__gemm_rows(&g, sh->roww[tail][i], p->vals[av].data, ag, p->vals[bv].data, c, p->vals[yv].data,
+                                  dx->scratch, dx->rowbuf);
     }
     return BF_OK;
 }

@@ -13,12 +13,13 @@
 
 int64_t bf_argmax(const float *row, int64_t n)
 {
-    int64_t best = -1;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(row[i])) continue;
-        if (best < 0 || row[i] > row[best]) best = i;
-    }
-    return best < 0 ? 0 : best;
+    /* the first number; after it a NaN never compares greater, so never wins */
+    int64_t best = 0;
+    while (best < n && isnan(row[best])) best++;
+    if (best == n) return 0;
+    for (int64_t i = best + 1; i < n; i++)
+        if (row[i] > row[best]) best = i;
+    return best;
 }
 
 double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
