@@ -7,7 +7,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps fixtures clean
+.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns fixtures clean
 
 all: build
 
@@ -53,6 +53,11 @@ bench-deps:
 bench: build bench-deps
 	@[ -d bench/node_modules/onnxruntime-node ] || (cd bench && npm ci --ignore-scripts)
 	/usr/bin/python3 bench/run.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md
+
+# Rewrites the campaign section of docs/BENCHMARKS.md (bitflip run vs PyTorch fault
+# injection); about 10 minutes on a quiet machine.
+bench-campaigns: build bench-deps
+	/usr/bin/python3 bench/campaign_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md
 
 fixtures: bench-deps
 	/usr/bin/python3 tests/fixtures/make_fixtures.py

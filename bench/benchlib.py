@@ -189,3 +189,12 @@ def thread_env(threads, base=None):
         env[k] = str(threads)
     env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
+
+
+def save_results(path, meta, rows):
+    """Writes a benchmark's raw results ({"meta", "rows"}) as JSON; returns the path
+    relative to the repository, for the log."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
+    return os.path.relpath(os.path.abspath(path), REPO_ROOT)

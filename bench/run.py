@@ -83,10 +83,11 @@ def wait_quiet(max_wait):
         time.sleep(2)
 
 
-def run_peer(cmd, env, timeout, quiet_wait=0):
-    """Run cmd; return dict(ok, json|error, rss_mib, wall, others_cores). Peak RSS comes from
-    os.wait4; others_cores = CPU used meanwhile by other processes, in cores (from /proc/stat
-    minus the child's own CPU time)."""
+def measure_process(cmd, env, timeout, quiet_wait=0):
+    """Run cmd from the repo root, killed after `timeout` s; return dict(ok, rc, cmd, out, err,
+    rss_mib, wall, cpu_s, others_cores, error on failure). Peak RSS comes from os.wait4;
+    others_cores = CPU used meanwhile by other processes, in cores (from /proc/stat minus the
+    child's own CPU time)."""
     if quiet_wait > 0:
         wait_quiet(quiet_wait)
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
@@ -95,31 +96,41 @@ def run_peer(cmd, env, timeout, quiet_wait=0):
         try:
             p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env, cwd=ROOT)
         except OSError as e:
-            return {"ok": False, "error": f"cannot start: {e}"}
+            return {"ok": False, "error": f"cannot start: {e}", "cmd": cmd}
         timer = threading.Timer(timeout, p.kill)
         timer.start()
         try:
             _, status, ru = os.wait4(p.pid, 0)
         finally:
             timer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
+        rc = os.waitstatus_to_exitcode(status)
         wall = time.time() - t0
         busy1 = cpu_busy_seconds()
         fo.seek(0)
         fe.seek(0)
         out = fo.read().decode("utf-8", "replace")
         err = fe.read().decode("utf-8", "replace")
+    cpu = ru.ru_utime + ru.ru_stime
     others = None
     if busy0 is not None and busy1 is not None and wall > 0:
-        others = max(0.0, (busy1 - busy0 - ru.ru_utime - ru.ru_stime) / wall)
-    res = {"rss_mib": ru.ru_maxrss / 1024.0, "wall": wall, "rc": p.returncode, "cmd": cmd,
-           "cpu_s": ru.ru_utime + ru.ru_stime, "others_cores": others}
-    if p.returncode != 0:
+        others = max(0.0, (busy1 - busy0 - cpu) / wall)
+    r = {"ok": rc == 0, "rc": rc, "cmd": cmd, "out": out, "err": err, "rss_mib": ru.ru_maxrss / 1024.0,
+         "wall": wall, "cpu_s": cpu, "others_cores": others}
+    if rc != 0:
         tail = " | ".join(l for l in err.strip().splitlines()[-3:] if l.strip())
-        killed = " (killed: timeout)" if p.returncode == -9 else ""
-        res.update(ok=False, error=f"exit {p.returncode}{killed}"
-                   + (f": {tail}" if tail else ""))
-        return res
+        r["error"] = f"exit {rc}" + (" (killed: timeout)" if rc == -9 else "") + (f": {tail}" if tail else "")
+    return r
+
+
+def run_peer(cmd, env, timeout, quiet_wait=0):
+    """measure_process, then the JSON object the peer printed: dict(ok, json|error, rss_mib,
+    wall, others_cores, ...)."""
+    m = measure_process(cmd, env, timeout, quiet_wait)
+    if "rc" not in m or not m["ok"]:
+        return m
+    out = m.pop("out")
+    m.pop("err")
+    res = m
     obj = parse_json_object(out)
     if obj is None:
         res.update(ok=False, error=f"no JSON object with samples_per_s on stdout: {out.strip()[:200]!r}")
@@ -404,10 +415,7 @@ def main():
             "bitflip_skipped": bitflip_skip, "ort_skipped": ort_skip,
             "elapsed_s": time.time() - t_start, "conformance_dir": cdir}
     meta["machine"]["loadavg_end"] = os.getloadavg()
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
-    log(f"[run] raw results: {os.path.relpath(a.out, ROOT)}")
+    log(f"[run] raw results: {benchlib.save_results(a.out, meta, rows)}")
     return report(rows, meta, a.write_doc)
 
 
