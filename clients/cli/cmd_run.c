@@ -205,9 +205,15 @@ int cmd_run(int argc, char **argv)
     if (ps.tty) fputs("\r\033[K", stderr);
     if (st != BF_OK) { rc = report_error("run", &err); goto out; }
     if (o.stats)
-        fprintf(stderr, "bitflip run: %lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB\n",
-                (long long)res.trials_done, res.seconds, res.seconds > 0 ? (double)res.trials_done / res.seconds : 0.0,
-                res.exact ? "exact" : "differential", co.threads, (double)res.cache_bytes / (1024.0 * 1024.0));
+    {
+        double loop = res.seconds - res.setup_seconds;
+        fprintf(stderr,
+                "bitflip run: %lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
+                "setup %.3f s before the trials (plans, golden checks, cache)\n",
+                (long long)res.trials_done, loop, loop > 0 ? (double)res.trials_done / loop : 0.0,
+                res.exact ? "exact" : "differential", co.threads, (double)res.cache_bytes / (1024.0 * 1024.0),
+                res.setup_seconds);
+    }
     if (ps.trials) {
         if (fclose(ps.trials) != 0) ps.write_failed = 1;
         ps.trials = NULL;

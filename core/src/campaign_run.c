@@ -545,6 +545,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
                 (st = bf__score_scratch_init(&rn.ws[i].sc, c->samples, err)) != BF_OK)
                 goto out;
     }
+    acc.setup_seconds = now_s() - t0;
     if ((st = init_locks(&rn, err)) != BF_OK) goto out;
     locks = 1;
     if ((st = start_workers(&rn, threads, err)) != BF_OK) goto out;

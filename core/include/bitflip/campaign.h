@@ -160,7 +160,7 @@ typedef struct bf_campaign_spec {
 
     double stop_margin;       /* 0: run every trial */
     double stop_confidence;   /* e.g. 0.95 */
-    int64_t batch;            /* 0: the evaluator's default */
+    int64_t batch;            /* 0: BF_CAMPAIGN_BATCH_DEFAULT (or the eval set, if smaller) */
 } bf_campaign_spec;
 
 /* Frees the members (malloc'd), not the struct. Defined by libbitflip-api,
@@ -226,6 +226,7 @@ typedef struct bf_campaign_result {
     /* how it ran (not part of the result proper: shards and modes agree on
      * everything above) */
     int exact;                /* every trial a full pass */
+    double setup_seconds;     /* of `seconds`: workers' plans and golden checks, the cache */
     size_t cache_bytes;       /* the golden-activation cache */
 } bf_campaign_result;
 
@@ -254,6 +255,9 @@ typedef struct bf_site {
     int64_t elements;         /* activations, inputs: per sample */
     int bits;                 /* bits per element in the representation */
 } bf_site;
+
+/* Default batch of a campaign's passes (bf_campaign_spec.batch). */
+#define BF_CAMPAIGN_BATCH_DEFAULT 64
 
 /* Default golden-activation cache budget (bf_campaign_opts.cache_budget). */
 #define BF_CACHE_BUDGET_DEFAULT ((int64_t)1 << 30)
