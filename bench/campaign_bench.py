@@ -118,8 +118,12 @@ def bitflip_run(a, case, spec, tag, threads, exact, reps, timeout):
     """Run bitflip `reps` times; keep the fastest. Returns the kept run with `stats`."""
     res_path = os.path.join(a.outdir, f"{case}.{tag}.result.json")
     trials_path = os.path.join(a.outdir, f"{case}.{tag}.trials.jsonl")
+    # Timed runs write no per-trial records (users rarely do; at tens of thousands of
+    # trials/s the JSON lines would be what is measured); one more, untimed run writes
+    # the records PyTorch replays.
     cmd = [a.bitflip, "run", "--local", "--threads", str(threads), "--stats", "--format", "json",
-           "--out", res_path, "--trials-out", trials_path] + (["--exact"] if exact else []) + [spec]
+           "--out", res_path] + (["--exact"] if exact else []) + [spec]
+    rec_cmd = cmd[:-1] + ["--trials-out", trials_path, spec]
     best, rates = None, []
     for i in range(max(1, reps)):
         log(f"{case}: bitflip {tag} ({i + 1}/{reps})")
@@ -140,6 +144,10 @@ def bitflip_run(a, case, spec, tag, threads, exact, reps, timeout):
             best = r
     best = slim(best)
     best["all_rates"] = rates
+    rec = run_proc(rec_cmd, benchlib.thread_env(threads), timeout, 0)
+    if not rec["ok"]:
+        log(f"{case}: bitflip {tag} writing the trial records FAILED: {rec.get('error')}")
+        return slim(rec)
     best["trials_path"] = trials_path
     best["result_path"] = res_path
     with open(trials_path, "rb") as f:
@@ -511,7 +519,9 @@ def section(meta, rows, problems):
           "engine (only what the faults reach is recomputed; golden activations are cached, "
           "size in the tables), classifies the trial and accumulates the metrics. "
           "**`--exact`** re-executes the whole eval set for every trial instead: the reference "
-          "for what the differential engine saves.",
+          "for what the differential engine saves. Timed runs write no per-trial records "
+          "(`--trials-out`); one more, untimed run writes the records PyTorch replays (the same "
+          "faults: they depend only on the seed).",
           "- **PyTorch flip loop** (`--flip`, the hand-written loop of PyTEI-style tools): one "
           "model; per trial, XOR the trial's bits into the float32 parameters viewed as int32, "
           "in place (`w.view(-1).view(torch.int32)[i] ^= mask`; a trial's several elements of one "

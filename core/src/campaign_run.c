@@ -514,7 +514,11 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     acc.samples = c->samples;
     if (rn.n == 0) goto out;
 
-    rn.ring_n = 4 * (int64_t)threads;
+    /* Workers run ahead of the fold by up to ring_n chunks: trials vary in
+     * cost by 100x under the differential engine (a fault in the first layer
+     * against one in an unused embedding row), and a short ring would stall
+     * every worker behind one slow chunk. */
+    rn.ring_n = (o->on_outputs ? 4 : 64) * (int64_t)threads;
     rn.ring = bf__calloc((size_t)rn.ring_n, sizeof *rn.ring);
     rn.ws = bf__calloc((size_t)threads, sizeof *rn.ws);
     if (!rn.ring || !rn.ws) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers"); goto out; }
