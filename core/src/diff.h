@@ -69,8 +69,8 @@ void bf__gemm_column(const bf__gemm_info *g, int w, const float *a, const float 
                      float *scratch);
 /* y = yg + (a - ag) B' over the rows where a differs from ag, if a differs
  * in at most max_cols columns (cols: room for them) and every such row
- * either changes clearly or not at all (bc: max_cols x n doubles of
- * scratch). Returns 0 when the step must run in
+ * either changes clearly or not at all (bc: (max_cols + 1) x n doubles
+ * of scratch; max_cols at most 64). Returns 0 when the step must run in
  * full instead (y may then be partly written). */
 /* Thresholds shared with the column update (diffexec.c). */
 #define CLEAR_CHANGE 0x1p-11

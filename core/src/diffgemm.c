@@ -95,7 +95,10 @@ int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const
         const float *ar = a + (int64_t)i * K, *gr = ag + (int64_t)i * K;
         if (memcmp(ar, gr, (size_t)K * sizeof *ar) == 0) continue;
         for (int k = 0; k < K; k++) {
-            if (same_bits(ar[k], gr[k])) continue;
+            /* skip equal stretches with memcmp (vectorised), then find the element */
+            if (memcmp(ar + k, gr + k, (size_t)(K - k) * sizeof *ar) == 0) break;
+            while (K - k > 16 && memcmp(ar + k, gr + k, 16 * sizeof *ar) == 0) k += 16;
+            while (same_bits(ar[k], gr[k])) k++;
             if (!isfinite(ar[k])) return 0;
             int seen = 0;
             for (int t = 0; t < n_cols && !seen; t++) seen = cols[t] == k;
@@ -117,21 +120,25 @@ int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const
             dirty |= !same_bits(ar[cols[t]], gr[cols[t]]);
         }
         if (!dirty) continue;
-        int clear = 0, unchanged = 1;
         const float *ygr = yg + (int64_t)i * N;
         float *yr = y + (int64_t)i * N;
+        double *acc = bc + (int64_t)n_cols * N;
+        for (int n = 0; n < N; n++) acc[n] = ygr[n];
+        for (int t = 0; t < n_cols; t++) {
+            const double *bt = bc + (int64_t)t * N;
+            for (int n = 0; n < N; n++) acc[n] += d[t] * bt[n];
+        }
+        /* branch-free checks, so the loop vectorises */
+        int clear = 0, unchanged = 1, refuse = 0;
         for (int n = 0; n < N; n++) {
-            double acc = ygr[n];
-            for (int t = 0; t < n_cols; t++) acc += d[t] * bc[(int64_t)t * N + n];
-            double delta = acc - ygr[n], mag = fabs(ygr[n]);
-            float v = (float)acc;
-            if (!isfinite(v) || fabs(delta) > HUGE_CHANGE * (mag > 1 ? mag : 1)) return 0;
-            if (delta != 0) {
-                unchanged = 0;
-                clear |= mag == 0 || fabs(delta) >= CLEAR_CHANGE * mag;
-            }
+            double delta = acc[n] - ygr[n], mag = fabs(ygr[n]), ad = fabs(delta);
+            float v = (float)acc[n];
+            refuse |= !isfinite(v) | (ad > HUGE_CHANGE * (mag > 1 ? mag : 1));
+            unchanged &= delta == 0;
+            clear |= (delta != 0) & ((mag == 0) | (ad >= CLEAR_CHANGE * mag));
             yr[n] = v;
         }
+        if (refuse) return 0;
         if (!clear && !unchanged) return 0;
     }
     return 1;
