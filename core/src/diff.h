@@ -4,12 +4,15 @@
  *
  * gcache.c   the golden-activation cache: every run-time value of every
  *            batch of the golden pass, within a byte budget.
+ * diffshared.c what every worker shares: the cache, use lists, embedding
+ *            row -> batch index, exact Gemm block shapes.
  * diffexec.c a worker's executor: for one trial, the batches its faults can
  *            reach, and in each only the steps downstream of them, stopping
  *            once every difference from the golden pass has vanished.
  * diffgemm.c cheaper exact or near-exact forms of a Gemm step: one column
  *            block for a corrupted weight, a rank-k update for an input that
  *            changed in a few columns.
+ * score.c    trial metrics updated from the golden ones.
  *
  * The accessors below let those files reach the plan's steps, the
  * evaluator's plans and an op's parsed parameters without widening the
@@ -64,6 +67,10 @@ int bf__gather_axis(const bf__step *s);
  * narrower one does; 0 when the step does not qualify). */
 int bf__gemm_col_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
                        float *scratch);
+/* A corrupted B[k][j] (k >= 0) or C[j] (k < 0), old -> now, as an update of
+ * column j of the golden y, if every row that moves moves clearly; 0 when
+ * the caller must compute the column exactly instead (y partly written). */
+int bf__gemm_column_delta(const bf__gemm_info *g, const float *a, int k, float old, float now, int j, float *y);
 /* Recomputes column j of y from a, b, c with blocks of width w. */
 void bf__gemm_column(const bf__gemm_info *g, int w, const float *a, const float *b, const float *c, int j, float *y,
                      float *scratch);

@@ -11,8 +11,9 @@
  * soon as no difference is left to propagate: a masked fault costs the steps
  * up to where it vanished. Steps run through the plan's own kernels with the
  * plan's own batch, so what they compute is what the full pass computes,
- * bit for bit; only the Gemm rank-k update (diffgemm.c) rounds differently,
- * and only where the change is clear.
+ * bit for bit; only the sparse updates (a Gemm column or rank-k update, a
+ * Conv output channel: diffgemm.c, bf__conv_delta) round differently, and
+ * only where the change is clear.
  *
  * Inputs of a step that the trial has not touched are read from the golden
  * cache, or recomputed from the nearest cached ancestor when the cache's
@@ -21,33 +22,9 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "diff.h"
-
-#define RANK_MAX_COLS 8        /* a rank-k update beyond this runs the product */
+#include "diff_impl.h"
 
 enum { UNLOADED = 0, GOLDEN, DIRTY };
-
-typedef struct emb_index {     /* an embedding table: row -> the batches reading it */
-    int64_t rows, row_elems;
-    int64_t *off;              /* rows + 1 */
-    int32_t *batch;
-} emb_index;
-
-struct bf__dx_shared {
-    const bf_model *m;
-    bf__gcache *gc;
-    int64_t samples, batch, n_batches, out_cols;
-    const float *golden;
-    int out_val;
-    size_t n_steps;
-    int *first_use, *last_use;   /* per value: first and last step reading it; -1 none */
-    int *pc_off, *pc_step;       /* per parameter: the steps reading it */
-    emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
-    int *colw[2];                /* per step, full and tail plan: Gemm column block, 0 none */
-    int *roww[2];                /* per step, full and tail plan: Gemm row chunk, 0 none */
-    size_t scratch_floats;
-    int max_n;                   /* widest Gemm output */
-};
 
 struct bf__dx {
     const bf__dx_shared *sh;
@@ -76,230 +53,6 @@ struct bf__dx {
 };
 
 /* --- shared */
-
-void bf__dx_shared_free(bf__dx_shared *sh)
-{
-    if (!sh) return;
-    bf__gcache_free(sh->gc);
-    bf__free(sh->first_use);
-    bf__free(sh->last_use);
-    bf__free(sh->pc_off);
-    bf__free(sh->pc_step);
-    for (size_t p = 0; sh->emb && p < sh->m->n_params; p++) {
-        bf__free(sh->emb[p].off);
-        bf__free(sh->emb[p].batch);
-    }
-    bf__free(sh->emb);
-    for (int t = 0; t < 2; t++) {
-        bf__free(sh->colw[t]);
-        bf__free(sh->roww[t]);
-    }
-    bf__free(sh);
-}
-
-size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh) { return bf__gcache_bytes(sh->gc); }
-
-static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory for the differential executor"); }
-
-/* Which steps read which values and parameters. */
-static bf_status use_lists(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
-{
-    const bf_model *m = sh->m;
-    size_t n_links = 0;
-    sh->first_use = bf__malloc((m->n_values + 1) * sizeof(int));
-    sh->last_use = bf__malloc((m->n_values + 1) * sizeof(int));
-    sh->pc_off = bf__calloc(m->n_params + 2, sizeof(int));
-    if (!sh->first_use || !sh->last_use || !sh->pc_off) return oom(err);
-    for (size_t v = 0; v < m->n_values; v++) sh->first_use[v] = sh->last_use[v] = -1;
-    for (size_t i = 0; i < p->n_steps; i++)
-        for (int j = 0; j < p->steps[i].n_in; j++) {
-            int v = p->steps[i].node->in[j];
-            if (v < 0) continue;
-            if (sh->first_use[v] < 0) sh->first_use[v] = (int)i;
-            sh->last_use[v] = (int)i;
-            if (m->values[v].kind == BF__VAL_PARAM) sh->pc_off[m->values[v].index + 1]++, n_links++;
-        }
-    for (size_t q = 0; q < m->n_params; q++) sh->pc_off[q + 1] += sh->pc_off[q];
-    sh->pc_step = bf__malloc((n_links + 1) * sizeof(int));
-    int *fill = bf__calloc(m->n_params + 1, sizeof(int));
-    if (!sh->pc_step || !fill) { bf__free(fill); return oom(err); }
-    for (size_t i = 0; i < p->n_steps; i++)
-        for (int j = 0; j < p->steps[i].n_in; j++) {
-            int v = p->steps[i].node->in[j];
-            if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
-            int64_t q = m->values[v].index;
-            sh->pc_step[sh->pc_off[q] + fill[q]++] = (int)i;
-        }
-    bf__free(fill);
-    return BF_OK;
-}
-
-/* A parameter every reader of which is a Gather on axis 0 with run-time
- * indices: an embedding table, whose row r reaches only the samples that
- * look r up. Its index values must be cached (marked in `must`). */
-static int embedding_param(const bf__dx_shared *sh, const bf_plan *p, size_t q, unsigned char *must)
-{
-    int vq = sh->m->param_vals[q];
-    if (sh->pc_off[q] == sh->pc_off[q + 1]) return 0;
-    for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
-        const bf__step *s = &p->steps[sh->pc_step[t]];
-        if (bf__gather_axis(s) != 0 || s->node->in[0] != vq || s->node->in[1] == vq) return 0;
-        int iv = s->node->in[1];
-        if (p->val_step[iv] == BF__VAL_NOT_RUN) return 0;
-    }
-    if (must)
-        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) must[p->steps[sh->pc_step[t]].node->in[1]] = 1;
-    return 1;
-}
-
-static int64_t index_at(const bf_tensor *t, const void *data, int64_t i)
-{
-    return t->dtype == BF_I32 ? ((const int32_t *)data)[i] : ((const int64_t *)data)[i];
-}
-
-/* Row -> batches for embedding table q, from the cached indices. */
-static bf_status build_emb(bf__dx_shared *sh, bf_plan *plan[2], size_t q, bf_error *err)
-{
-    emb_index *e = &sh->emb[q];
-    const bf_tensor *w = bf_model_param(sh->m, q)->tensor;
-    e->rows = w->dims[0];
-    e->row_elems = e->rows ? bf_tensor_numel(w) / e->rows : 0;
-    e->off = bf__calloc((size_t)e->rows + 2, sizeof *e->off);
-    if (!e->off) return oom(err);
-    /* two sweeps: count (row, batch) pairs, then fill; a batch is listed once per row */
-    int32_t *last = bf__malloc(((size_t)e->rows + 1) * sizeof *last);
-    if (!last) return oom(err);
-    for (int sweep = 0; sweep < 2; sweep++) {
-        for (int64_t r = 0; r < e->rows; r++) last[r] = -1;
-        int64_t *fill = sweep ? bf__calloc((size_t)e->rows + 1, sizeof *fill) : NULL;
-        if (sweep && !fill) { bf__free(last); return oom(err); }
-        for (int64_t b = 0; b < sh->n_batches; b++) {
-            bf_plan *p = plan[b == sh->samples / sh->batch];
-            for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
-                int iv = p->steps[sh->pc_step[t]].node->in[1];
-                const bf_tensor *it = &p->vals[iv];
-                const void *idx = bf__gcache_block(sh->gc, iv, b);
-                for (int64_t i = 0, n = bf_tensor_numel(it); idx && i < n; i++) {
-                    int64_t r = index_at(it, idx, i);
-                    if (r < 0) r += e->rows;
-                    if (r < 0 || r >= e->rows || last[r] == (int32_t)b) continue;
-                    last[r] = (int32_t)b;
-                    if (sweep) e->batch[e->off[r] + fill[r]++] = (int32_t)b;
-                    else e->off[r + 1]++;
-                }
-            }
-        }
-        if (!sweep) {
-            for (int64_t r = 0; r < e->rows; r++) e->off[r + 1] += e->off[r];
-            e->batch = bf__malloc(((size_t)e->off[e->rows] + 1) * sizeof *e->batch);
-            if (!e->batch) { bf__free(last); return oom(err); }
-        }
-        bf__free(fill);
-    }
-    bf__free(last);
-    return BF_OK;
-}
-
-/* Each Gemm's narrowest exact column block, found on the golden pass. */
-static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
-{
-    const bf_model *m = sh->m;
-    for (int t = 0; t < 2; t++) {
-        sh->colw[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
-        sh->roww[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
-        if (!sh->colw[t] || !sh->roww[t]) return oom(err);
-    }
-    float *scratch = bf__malloc(2 * sh->scratch_floats * sizeof(float) + 64);
-    int *rows = bf__malloc(((size_t)sh->batch + 1) * sizeof *rows);
-    if (!scratch || !rows) {
-        bf__free(scratch);
-        bf__free(rows);
-        return oom(err);
-    }
-    for (int t = 0; t < 2; t++) {
-        bf_plan *p = plan[t];
-        if (!p) continue;
-        int64_t b = t ? sh->n_batches - 1 : 0;
-        for (size_t i = 0; i < p->n_steps; i++) {
-            bf__gemm_info g;
-            const bf__step *s = &p->steps[i];
-            if (!bf__gemm_params(s, &g) || g.trans_a) continue;
-            int av = s->node->in[0], yv = s->node->out[0];
-            int bv = s->node->in[1], cv = s->n_in > 2 ? s->node->in[2] : -1;
-            if (m->values[bv].kind != BF__VAL_PARAM) continue;
-            if (cv >= 0 && p->val_step[cv] != BF__VAL_NOT_RUN) continue;   /* C computed at run time */
-            const void *a = bf__gcache_block(sh->gc, av, b), *y = bf__gcache_block(sh->gc, yv, b);
-            if (!a && p->val_step[av] == -1) {   /* a graph input: from the dataset */
-                size_t in = (size_t)m->values[av].index;
-                bf_status st = bf_dataset_copy_rows(bf__evaluator_feed(ev, in), b * sh->batch, bf_plan_batch(p), &p->vals[av], err);
-                if (st != BF_OK) {
-                    bf__free(scratch);
-                    bf__free(rows);
-                    return st;
-                }
-                a = p->vals[av].data;
-            }
-            if (!a || !y) continue;
-            const float *c = cv >= 0 ? p->vals[cv].data : NULL;
-            if (g.n > sh->max_n) sh->max_n = g.n;
-            sh->colw[t][i] = bf__gemm_col_width(&g, a, p->vals[bv].data, c, y, scratch);
-            sh->roww[t][i] = bf__gemm_row_width(&g, a, p->vals[bv].data, c, y, scratch, rows);
-        }
-    }
-    bf__free(scratch);
-    bf__free(rows);
-    return BF_OK;
-}
-
-bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols, size_t budget,
-                               bf__dx_shared **out, bf_error *err)
-{
-    bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
-    const bf_model *m = bf_plan_model(plan[0]);
-    bf_status st;
-    unsigned char *must = NULL;
-    const bf_tensor **feeds = NULL;
-    bf__dx_shared *sh = bf__calloc(1, sizeof *sh);
-    *out = NULL;
-    if (!sh) return oom(err);
-    sh->m = m;
-    sh->samples = samples;
-    sh->batch = bf_plan_batch(plan[0]);
-    sh->n_batches = (samples + sh->batch - 1) / sh->batch;
-    sh->golden = golden;
-    sh->out_cols = out_cols;
-    sh->out_val = m->output_vals[0];
-    sh->n_steps = plan[0]->n_steps;
-    for (size_t v = 0; v < m->n_values; v++)
-        if (plan[0]->val_step[v] >= 0) {
-            size_t n = (size_t)bf_tensor_numel(&plan[0]->vals[v]);
-            if (n > sh->scratch_floats) sh->scratch_floats = n;
-        }
-    must = bf__calloc(m->n_values + 1, 1);
-    feeds = bf__calloc(m->n_inputs + 1, sizeof *feeds);
-    sh->emb = bf__calloc(m->n_params + 1, sizeof *sh->emb);
-    if (!must || !feeds || !sh->emb) { st = oom(err); goto out; }
-    if ((st = use_lists(sh, plan[0], err)) != BF_OK) goto out;
-    /* Outputs of multi-output steps are cached whatever the budget: a
-     * recomputation would overwrite its siblings, which may hold a fault. */
-    for (size_t i = 0; i < plan[0]->n_steps; i++)
-        if (plan[0]->steps[i].n_out > 1)
-            for (int j = 0; j < plan[0]->steps[i].n_out; j++)
-                if (plan[0]->steps[i].node->out[j] >= 0) must[plan[0]->steps[i].node->out[j]] = 1;
-    for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan[0], q, must);
-    for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(ev, i);
-    if ((st = bf__gcache_build(plan[0], plan[1], feeds, samples, budget, must, &sh->gc, err)) != BF_OK) goto out;
-    for (size_t q = 0; q < m->n_params; q++)
-        if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, plan, q, err)) != BF_OK) goto out;
-    if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) goto out;
-    *out = sh;
-    sh = NULL;
-out:
-    bf__free(must);
-    bf__free(feeds);
-    bf__dx_shared_free(sh);
-    return st;
-}
 
 /* --- per worker */
 
@@ -330,7 +83,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     const bf_model *m = sh->m;
     bf__dx *dx = bf__calloc(1, sizeof *dx);
     *out = NULL;
-    if (!dx) return oom(err);
+    if (!dx) return bf__dx_oom(err);
     dx->sh = sh;
     dx->ev = ev;
     dx->plan[0] = bf__evaluator_plan(ev, 0);
@@ -350,13 +103,13 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->bc = bf__malloc(((size_t)(RANK_MAX_COLS + 1) * (size_t)sh->max_n + 1) * sizeof *dx->bc);
     for (int t = 0; t < 2; t++) {
         dx->arena[t] = bf__calloc(m->n_values + 1, sizeof(void *));
-        if (!dx->arena[t]) { bf__dx_free(dx); return oom(err); }
+        if (!dx->arena[t]) { bf__dx_free(dx); return bf__dx_oom(err); }
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
     if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->pfaults || !dx->pfault || !dx->bmark ||
         !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch) {
         bf__dx_free(dx);
-        return oom(err);
+        return bf__dx_oom(err);
     }
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
     *out = dx;
@@ -364,8 +117,6 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
 }
 
 /* --- a batch */
-
-static int runtime(const bf_plan *p, int v) { return v >= 0 && p->val_step[v] != BF__VAL_NOT_RUN; }
 
 /* Puts value v's golden tensor of batch b into the plan: from the dataset,
  * the cache, or by running its producer on golden inputs. */
@@ -406,7 +157,7 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
          * golden value. */
         const bf__step *ps = &p->steps[s];
         for (int j = 0; j < ps->n_in && st == BF_OK; j++)
-            if (runtime(p, ps->node->in[j])) st = fetch(dx, p, b, ps->node->in[j], err);
+            if (bf__runtime(p, ps->node->in[j])) st = fetch(dx, p, b, ps->node->in[j], err);
         own_outputs(dx, p, (size_t)s);
         if (st == BF_OK) st = bf__plan_run_step(p, (size_t)s, err);
         for (int j = 0; j < ps->n_out && st == BF_OK; j++)
@@ -440,27 +191,6 @@ static void golden_output(bf__dx *dx, bf_plan *p, int yv, const float *yg)
 {
     own(dx, p, yv);
     memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
-}
-
-/* A corrupted B[k][j] (k >= 0) or C[j] (k < 0) moves column j of y by
- * A[:, k] alpha dB, or beta dC: applied if every row that moves moves
- * clearly (see diffgemm.c), else left for the exact column block (y may be
- * partly written then). */
-static int column_delta(const bf__gemm_info *g, const float *a, int k, const bf__dx_weight *w, int j, float *y)
-{
-    if (!isfinite(w->new_value) || !isfinite(w->old_value)) return 0;
-    double dw = (double)w->new_value - (double)w->old_value;
-    for (int i = 0; i < g->m; i++) {
-        double d = k >= 0 ? (double)a[(int64_t)i * g->k + k] * g->alpha * dw : (double)g->beta * dw;
-        if (d == 0) continue;   /* a zero input: the product adds exactly nothing either way */
-        float *e = &y[(int64_t)i * g->n + j];
-        if (!isfinite(*e) || !(*e == 0 || fabs(d) >= CLEAR_CHANGE * fabs(*e))) return 0;
-        if (fabs(d) > HUGE_CHANGE * fmax(1.0, fabs(*e))) return 0;
-        float v = (float)((double)*e + d);
-        if (!isfinite(v)) return 0;
-        *e = v;
-    }
-    return 1;
 }
 
 /* A Conv with one corrupted weight or bias element and golden input: the
@@ -515,7 +245,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
         if ((st = fetch(dx, p, b, av, err)) != BF_OK) return st;
         golden_output(dx, p, yv, yg);
         int k = nb ? (int)(g.trans_b ? w->index % g.k : w->index / g.n) : -1;
-        if (!dx->no_approx && column_delta(&g, p->vals[av].data, k, w, j, p->vals[yv].data)) {
+        if (!dx->no_approx && bf__gemm_column_delta(&g, p->vals[av].data, k, w->old_value, w->new_value, j, p->vals[yv].data)) {
             dx->approx = 1;
         } else {
             memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
@@ -603,7 +333,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done) {
             for (int j = 0; j < s->n_in; j++)
-                if (runtime(p, s->node->in[j]) && (st = fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;
+                if (bf__runtime(p, s->node->in[j]) && (st = fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;
             own_outputs(dx, p, (size_t)i);
             if ((st = bf__plan_run_step(p, (size_t)i, err)) != BF_OK) return st;
         }
@@ -643,10 +373,10 @@ static bf_status reserve_vf(bf__dx *dx, size_t n, bf_error *err)
 {
     if (n <= dx->vfb_cap) return BF_OK;
     bf_value_fault *v = bf__realloc(dx->vfb, n * sizeof *v);
-    if (!v) return oom(err);
+    if (!v) return bf__dx_oom(err);
     dx->vfb = v;
     size_t *o = bf__realloc(dx->vfb_of, n * sizeof *o);
-    if (!o) return oom(err);
+    if (!o) return bf__dx_oom(err);
     dx->vfb_of = o;
     dx->vfb_cap = n;
     return BF_OK;
@@ -704,7 +434,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     }
     for (int t = 0; t < 2; t++)
         for (size_t v = 0; dx->plan[t] && v < sh->m->n_values; v++)
-            if (runtime(dx->plan[t], (int)v)) dx->plan[t]->vals[v].data = dx->arena[t][v];
+            if (bf__runtime(dx->plan[t], (int)v)) dx->plan[t]->vals[v].data = dx->arena[t][v];
     *outputs = dx->out;
     *rows = dx->rows;
     *n_rows = dx->n_rows;

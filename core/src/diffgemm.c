@@ -82,6 +82,27 @@ void bf__gemm_column(const bf__gemm_info *g, int w, const float *a, const float 
     for (int i = 0; i < g->m; i++) y[(int64_t)i * g->n + j] = scratch[(int64_t)i * w + (j - c0)];
 }
 
+/* A corrupted B[k][j] (k >= 0) or C[j] (k < 0) moves column j of y by
+ * A[:, k] alpha dB, or beta dC: applied if every row that moves moves
+ * clearly (see diffgemm.c), else left for the exact column block (y may be
+ * partly written then). See diff.h. */
+int bf__gemm_column_delta(const bf__gemm_info *g, const float *a, int k, float old, float now, int j, float *y)
+{
+    if (!isfinite(now) || !isfinite(old)) return 0;
+    double dw = (double)now - (double)old;
+    for (int i = 0; i < g->m; i++) {
+        double d = k >= 0 ? (double)a[(int64_t)i * g->k + k] * g->alpha * dw : (double)g->beta * dw;
+        if (d == 0) continue;   /* a zero input: the product adds exactly nothing either way */
+        float *e = &y[(int64_t)i * g->n + j];
+        if (!isfinite(*e) || !(*e == 0 || fabs(d) >= CLEAR_CHANGE * fabs(*e))) return 0;
+        if (fabs(d) > HUGE_CHANGE * fmax(1.0, fabs(*e))) return 0;
+        float v = (float)((double)*e + d);
+        if (!isfinite(v)) return 0;
+        *e = v;
+    }
+    return 1;
+}
+
 static int same_bits(float x, float y) { return memcmp(&x, &y, sizeof x) == 0; }
 
 int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const float *b, const float *yg, float *y,
