@@ -7,11 +7,11 @@
 
 #define RANK_MAX_COLS 8        /* a rank-k update beyond this runs the product */
 
-typedef struct emb_index {     /* an embedding table: row -> the batches reading it */
+typedef struct bf__emb_index {     /* an embedding table: row -> the batches reading it */
     int64_t rows, row_elems;
     int64_t *off;              /* rows + 1 */
     int32_t *batch;
-} emb_index;
+} bf__emb_index;
 
 struct bf__dx_shared {
     const bf_model *m;
@@ -22,16 +22,65 @@ struct bf__dx_shared {
     size_t n_steps;
     int *first_use, *last_use;   /* per value: first and last step reading it; -1 none */
     int *pc_off, *pc_step;       /* per parameter: the steps reading it */
-    emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
+    bf__emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
     int *colw[2];                /* per step, full and tail plan: Gemm column block, 0 none */
     int *roww[2];                /* per step, full and tail plan: Gemm row chunk, 0 none */
     size_t scratch_floats;
     int max_n;                   /* widest Gemm output */
 };
 
+#define BF__SUB_MAX 6            /* row-mode plans of 1, 2, 4, ..., 32 rows */
+
+enum { UNLOADED = 0, GOLDEN, DIRTY };
+
+struct bf__dx {
+    const bf__dx_shared *sh;
+    bf_plan *plan[2];
+    bf_evaluator *ev;
+    unsigned char *state;        /* per value, in the batch at hand */
+    unsigned char *param_hit;    /* per step: reads a faulty parameter in this trial */
+    unsigned char *step_mark;    /* per step + 1: scratch */
+    int *pfaults;                /* per parameter: faults in this trial */
+    const bf__dx_weight **pfault;
+    unsigned char *bmark;        /* per batch: reached by this trial */
+    int64_t *touched;            /* batches whose output rows differ from golden */
+    int64_t n_touched;
+    int64_t *rows;               /* samples whose outputs differ from golden */
+    int64_t n_rows;
+    float *out;
+    float *scratch;
+    int cols[RANK_MAX_COLS];
+    int *rowbuf;                 /* a batch's worth of row indices */
+    double *bc;                  /* rank-k update scratch */
+    void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
+    int approx;                  /* the batch at hand took a rank-k update */
+    int no_approx;               /* ... and is being redone without */
+    bf_value_fault *vfb;         /* value faults of the batch at hand */
+    size_t *vfb_of, vfb_cap;
+
+    /* Row mode (diffrows.c): a batch whose faults reach a few of its
+     * samples runs on those rows only, in plans of 1, 2, 4, ... rows. */
+    bf_plan *sub[BF__SUB_MAX];
+    int n_sub;
+    unsigned char *row_ok;       /* [n_sub][n_steps]: the step gives the full batch's bits on r rows */
+    unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
+    unsigned char *rmark;        /* per row of a batch: reached */
+    int64_t *rsel;               /* the batch's rows in row mode, padded to the sub-plan's */
+    int n_rsel;
+};
+
 /* A value computed at run time (a graph input or a step output). */
 static inline int bf__runtime(const bf_plan *p, int v) { return v >= 0 && p->val_step[v] != BF__VAL_NOT_RUN; }
 
 bf_status bf__dx_oom(bf_error *err);
+
+/* diffrows.c */
+bf_status bf__rows_init(bf__dx *dx, bf_error *err);
+void bf__rows_free(bf__dx *dx);
+/* Writes weight fault values into the row-mode plans (restore: old values). */
+bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int restore, bf_error *err);
+/* Tries batch b in row mode; *done 0 (nothing written) when it cannot. */
+bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
+                         size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
 
 #endif

@@ -24,34 +24,6 @@
 #include "alloc.h"
 #include "diff_impl.h"
 
-enum { UNLOADED = 0, GOLDEN, DIRTY };
-
-struct bf__dx {
-    const bf__dx_shared *sh;
-    bf_plan *plan[2];
-    bf_evaluator *ev;
-    unsigned char *state;        /* per value, in the batch at hand */
-    unsigned char *param_hit;    /* per step: reads a faulty parameter in this trial */
-    unsigned char *step_mark;    /* per step + 1: scratch */
-    int *pfaults;                /* per parameter: faults in this trial */
-    const bf__dx_weight **pfault;
-    unsigned char *bmark;        /* per batch: reached by this trial */
-    int64_t *touched;            /* batches whose output rows differ from golden */
-    int64_t n_touched;
-    int64_t *rows;               /* samples whose outputs differ from golden */
-    int64_t n_rows;
-    float *out;
-    float *scratch;
-    int cols[RANK_MAX_COLS];
-    int *rowbuf;                 /* a batch's worth of row indices */
-    double *bc;                  /* rank-k update scratch */
-    void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
-    int approx;                  /* the batch at hand took a rank-k update */
-    int no_approx;               /* ... and is being redone without */
-    bf_value_fault *vfb;         /* value faults of the batch at hand */
-    size_t *vfb_of, vfb_cap;
-};
-
 /* --- shared */
 
 /* --- per worker */
@@ -59,6 +31,7 @@ struct bf__dx {
 void bf__dx_free(bf__dx *dx)
 {
     if (!dx) return;
+    bf__rows_free(dx);
     bf__free(dx->state);
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);
@@ -112,14 +85,17 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         return bf__dx_oom(err);
     }
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
+    bf_status st = bf__rows_init(dx, err);
+    if (st != BF_OK) {
+        bf__dx_free(dx);
+        return st;
+    }
     *out = dx;
     return BF_OK;
 }
 
 /* --- a batch */
 
-/* Puts value v's golden tensor of batch b into the plan: from the dataset,
- * the cache, or by running its producer on golden inputs. */
 /* Golden values are read in place from the cache: a value's data pointer
  * is set to its cache block, and back to the plan's own buffer before a
  * step writes it (own) or a fault changes it (writable). */
@@ -409,7 +385,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
             if (s < first) first = s;
             if (s > last_entry) last_entry = s;
         }
-        const emb_index *e = &sh->emb[q];
+        const bf__emb_index *e = &sh->emb[q];
         if (!e->rows) { every = 1; continue; }
         int64_t r = w[i].index / e->row_elems;
         for (int64_t k = e->off[r]; k < e->off[r + 1]; k++)
@@ -423,8 +399,20 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     }
     if (every)
         for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 1;
-    for (int64_t b = 0; b < sh->n_batches && st == BF_OK; b++)
-        if (dx->bmark[b]) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
+    /* row mode only for faults that reach some rows of a batch: embedding
+     * rows and transient value faults */
+    int rowable = dx->n_sub > 0 && !every;
+    if (rowable && n_w) st = bf__rows_write(dx, w, n_w, 0, err);
+    for (int64_t b = 0; b < sh->n_batches && st == BF_OK; b++) {
+        if (!dx->bmark[b]) continue;
+        int done = 0;
+        if (rowable) st = bf__rows_batch(dx, b, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &done, err);
+        if (st == BF_OK && !done) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
+    }
+    if (rowable && n_w) {
+        bf_status u = bf__rows_write(dx, w, n_w, 1, err);
+        if (st == BF_OK) st = u;
+    }
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
     for (size_t i = 0; i < n_w; i++) {

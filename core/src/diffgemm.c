@@ -226,3 +226,17 @@ int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag
     }
     return 1;
 }
+
+void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n, const float *b, const float *c, float *y,
+                           float *scratch)
+{
+    const int K = g->k, N = g->n;
+    float *ab = scratch, *yb = scratch + (int64_t)r * K;
+    for (int c0 = 0; c0 < n; c0 += r) {
+        int m = n - c0 < r ? n - c0 : r;
+        memcpy(ab, a + (int64_t)c0 * K, (size_t)m * (size_t)K * sizeof *a);
+        for (int t = m; t < r; t++) memcpy(ab + (int64_t)t * K, a + (int64_t)c0 * K, (size_t)K * sizeof *a);
+        row_block(g, ab, b, c, r, yb);
+        memcpy(y + (int64_t)c0 * N, yb, (size_t)m * (size_t)N * sizeof *y);
+    }
+}

@@ -90,7 +90,7 @@ static int64_t index_at(const bf_tensor *t, const void *data, int64_t i)
 /* Row -> batches for embedding table q, from the cached indices. */
 static bf_status build_emb(bf__dx_shared *sh, bf_plan *plan[2], size_t q, bf_error *err)
 {
-    emb_index *e = &sh->emb[q];
+    bf__emb_index *e = &sh->emb[q];
     const bf_tensor *w = bf_model_param(sh->m, q)->tensor;
     e->rows = w->dims[0];
     e->row_elems = e->rows ? bf_tensor_numel(w) / e->rows : 0;

@@ -1,0 +1,318 @@
+/* Row mode: a batch whose faults reach only a few of its samples (an
+ * embedding row that two samples look up, a transient fault in one sample)
+ * runs on those rows alone instead of the whole batch.
+ *
+ * Each worker keeps plans of 1, 2, 4, ... rows. A step may run on r rows in
+ * place of the batch only where that gives the batch's own bits for those
+ * rows: found at start by running it on rows of the golden batch 0 and
+ * comparing (ops with batch-mixing or shape-dependent kernels fail and are
+ * left to the full batch). Gemm steps run as the exact row chunks of
+ * diffgemm.c. When a step on the way cannot run on rows, the attempt is
+ * dropped before anything is written and the batch runs in full
+ * (diffexec.c). */
+#include <string.h>
+
+#include "alloc.h"
+#include "diff_impl.h"
+
+
+/* The axis that holds the sample in value v: of size batch in the full
+ * plan and of the sub-plan's rows in the sub-plan, every other dim alike
+ * (dim 0 mostly; DLRM's interaction moves it last for a while). -1: none. */
+static int batch_axis(const bf_plan *full, const bf_plan *sub, int v)
+{
+    const bf_tensor *a = &full->vals[v], *b = &sub->vals[v];
+    int axis = -1;
+    if (a->ndim < 1 || a->ndim != b->ndim) return -1;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->dims[d] == b->dims[d]) continue;
+        if (axis >= 0 || a->dims[d] != bf_plan_batch(full) || b->dims[d] != bf_plan_batch(sub)) return -1;
+        axis = d;
+    }
+    return axis;
+}
+
+/* Value v as [outer, rows, inner bytes] around its batch axis. */
+typedef struct layout {
+    int64_t outer, inner;
+} layout;
+
+static layout layout_of(const bf_plan *sub, int v, int axis)
+{
+    const bf_tensor *t = &sub->vals[v];
+    layout l = {1, (int64_t)bf_dtype_size(t->dtype)};
+    for (int d = 0; d < t->ndim; d++) {
+        if (d < axis) l.outer *= t->dims[d];
+        if (d > axis) l.inner *= t->dims[d];
+    }
+    return l;
+}
+
+/* Copies rows sel[0..n) of value v of batch b (golden: the eval set or the
+ * cache) into the sub-plan's value; 0 when the golden value is not at hand. */
+static int gather(bf__dx *dx, bf_plan *sp, int64_t b, int v, const int64_t *sel, int n, bf_error *err, bf_status *st)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_tensor *t = &sp->vals[v];
+    *st = BF_OK;
+    if (sp->val_step[v] < 0) {   /* graph inputs: the sample on dim 0 (campaign.c checks) */
+        int64_t rb = (int64_t)bf_tensor_nbytes(t) / bf_plan_batch(sp);
+        const bf_tensor *feed = bf__evaluator_feed(dx->ev, (size_t)sh->m->values[v].index);
+        for (int i = 0; i < n; i++) {
+            bf_tensor one = *t;
+            one.dims[0] = 1;
+            one.data = (char *)t->data + i * rb;
+            if ((*st = bf_dataset_copy_rows(feed, b * sh->batch + sel[i], 1, &one, err)) != BF_OK) return 0;
+        }
+        return 1;
+    }
+    const char *g = bf__gcache_block(sh->gc, v, b);
+    int axis = batch_axis(dx->plan[0], sp, v);
+    if (!g || axis < 0) return 0;
+    layout l = layout_of(sp, v, axis);
+    int64_t r = bf_plan_batch(sp), full = sh->batch;
+    for (int64_t o = 0; o < l.outer; o++)
+        for (int i = 0; i < n; i++)
+            memcpy((char *)t->data + (o * r + i) * l.inner, g + (o * full + sel[i]) * l.inner, (size_t)l.inner);
+    return 1;
+}
+
+/* Row i of v in the sub-plan equals row sel[i] of the golden batch b, for
+ * every i < n. */
+static int rows_golden(const bf__dx *dx, const bf_plan *sp, int64_t b, int v, const int64_t *sel, int n)
+{
+    const bf_tensor *t = &sp->vals[v];
+    const char *g = bf__gcache_block(dx->sh->gc, v, b);
+    int axis = batch_axis(dx->plan[0], sp, v);
+    layout l = layout_of(sp, v, axis);
+    int64_t r = bf_plan_batch(sp), full = dx->sh->batch;
+    for (int64_t o = 0; o < l.outer; o++)
+        for (int i = 0; i < n; i++)
+            if (memcmp((const char *)t->data + (o * r + i) * l.inner, g + (o * full + sel[i]) * l.inner, (size_t)l.inner))
+                return 0;
+    return 1;
+}
+
+/* Runs step i on the sub-plan's rows (its inputs in place). */
+static bf_status run_rows(bf__dx *dx, bf_plan *sp, size_t i, bf_error *err)
+{
+    bf__gemm_info g;
+    const bf__step *s = &sp->steps[i];
+    if (bf__gemm_params(&dx->plan[0]->steps[i], &g)) {
+        int cv = s->n_in > 2 ? s->node->in[2] : -1;
+        bf__gemm_rows_compact(&g, dx->sh->roww[0][i], sp->vals[s->node->in[0]].data, (int)bf_plan_batch(sp),
+                              sp->vals[s->node->in[1]].data, cv >= 0 ? sp->vals[cv].data : NULL,
+                              sp->vals[s->node->out[0]].data, dx->scratch);
+        return BF_OK;
+    }
+    return bf__plan_run_step(sp, i, err);
+}
+
+/* Which steps may run on r rows: tried on rows of golden batch 0. */
+static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_plan *full = dx->plan[0], *sp = dx->sub[k];
+    int r = 1 << k;
+    int64_t sel[1 << (BF__SUB_MAX - 1)];
+    for (int t = 0; t < r; t++) sel[t] = (t * 7919 + 13) % sh->batch;   /* out of order */
+    for (size_t i = 0; i < sh->n_steps; i++) {
+        const bf__step *s = &full->steps[i];
+        unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps + i];
+        bf__gemm_info g;
+        *ok = 0;
+        if (bf__gemm_params(s, &g) && !sh->roww[0][i]) continue;
+        int fine = 1;
+        for (int j = 0; j < s->n_in && fine; j++)
+            if (bf__runtime(full, s->node->in[j])) fine = batch_axis(full, sp, s->node->in[j]) >= 0;
+        for (int j = 0; j < s->n_out && fine; j++)
+            fine = s->node->out[j] < 0 ||
+                   (batch_axis(full, sp, s->node->out[j]) >= 0 && bf__gcache_block(sh->gc, s->node->out[j], 0));
+        if (fine && bf__gemm_params(s, &g))   /* Gemm on rows: the sample on dim 0 of A and Y */
+            fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0;
+        bf_status st = BF_OK;
+        for (int j = 0; j < s->n_in && fine; j++)
+            if (bf__runtime(full, s->node->in[j])) fine = gather(dx, sp, 0, s->node->in[j], sel, r, err, &st);
+        if (st != BF_OK) return st;
+        if (!fine) continue;
+        if (run_rows(dx, sp, i, err) != BF_OK) continue;   /* e.g. an index out of range: not on rows */
+        for (int j = 0; j < s->n_out && fine; j++)
+            fine = s->node->out[j] < 0 || rows_golden(dx, sp, 0, s->node->out[j], sel, r);
+        *ok = (unsigned char)fine;
+    }
+    return BF_OK;
+}
+
+bf_status bf__rows_init(bf__dx *dx, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    bf_status st;
+    dx->n_sub = 0;
+    while (dx->n_sub < BF__SUB_MAX && 4 * (1 << dx->n_sub) <= sh->batch) dx->n_sub++;
+    if (dx->n_sub == 0) return BF_OK;
+    dx->row_ok = bf__calloc((size_t)dx->n_sub * sh->n_steps + 1, 1);
+    dx->sstate = bf__calloc(m->n_values + 1, 1);
+    dx->rmark = bf__calloc((size_t)sh->batch + 1, 1);
+    dx->rsel = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->rsel);
+    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel) return bf__dx_oom(err);
+    for (int k = 0; k < dx->n_sub; k++) {
+        if ((st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
+        /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
+        for (size_t q = 0; q < m->n_params; q++) {
+            const float *gold = dx->plan[0]->vals[m->param_vals[q]].data;
+            if (gold == bf_model_param(m, q)->tensor->data) continue;
+            float *mine;
+            if ((st = bf_plan_param_mut(dx->sub[k], q, &mine, err)) != BF_OK) return st;
+            memcpy(mine, gold, bf_tensor_nbytes(bf_model_param(m, q)->tensor));
+        }
+        if ((st = check_steps(dx, k, err)) != BF_OK) return st;
+    }
+    return BF_OK;
+}
+
+void bf__rows_free(bf__dx *dx)
+{
+    for (int k = 0; k < dx->n_sub; k++) bf_plan_free(dx->sub[k]);
+    bf__free(dx->row_ok);
+    bf__free(dx->sstate);
+    bf__free(dx->rmark);
+    bf__free(dx->rsel);
+}
+
+bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int restore, bf_error *err)
+{
+    for (int k = 0; k < dx->n_sub; k++)
+        for (size_t i = 0; i < n_w; i++) {
+            const bf__dx_weight *f = restore ? &w[n_w - 1 - i] : &w[i];
+            float *data;
+            bf_status st = bf_plan_param_mut(dx->sub[k], f->param, &data, err);
+            if (st != BF_OK) return st;
+            data[f->index] = restore ? f->old_value : f->new_value;
+        }
+    return BF_OK;
+}
+
+/* The rows of batch b the faults reach, into dx->rsel (ascending); -1 when
+ * some fault reaches every row. */
+static int reached_rows(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
+                        size_t n_vf)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_plan *full = dx->plan[0];
+    int64_t start = b * sh->batch;
+    for (size_t k = 0; k < n_vf; k++) {
+        if (vf[k].sample < 0) return -1;
+        if (vf[k].sample >= start && vf[k].sample < start + sh->batch) dx->rmark[vf[k].sample - start] = 1;
+    }
+    for (size_t i = 0; i < n_w; i++) {
+        const bf__emb_index *e = &sh->emb[w[i].param];
+        if (!e->rows) return -1;
+        int64_t row = w[i].index / e->row_elems;
+        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1]; t++) {
+            int iv = full->steps[sh->pc_step[t]].node->in[1];
+            const bf_tensor *it = &full->vals[iv];
+            const void *idx = bf__gcache_block(sh->gc, iv, b);
+            if (!idx || it->ndim < 1 || it->dims[0] != sh->batch) return -1;
+            int64_t per = bf_tensor_numel(it) / sh->batch;
+            for (int64_t j = 0; j < per * sh->batch; j++) {
+                int64_t r = it->dtype == BF_I32 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
+                if (r == row || r + e->rows == row) dx->rmark[j / per] = 1;
+            }
+        }
+    }
+    int n = 0;
+    for (int64_t r = 0; r < sh->batch; r++)
+        if (dx->rmark[r]) dx->rmark[r] = 0, dx->rsel[n++] = r;
+    return n;
+}
+
+bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
+                         size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    bf_status st = BF_OK;
+    *done = 0;
+    if (dx->n_sub == 0 || b >= sh->samples / sh->batch) return BF_OK;   /* the last, partial batch: in full */
+    int n = reached_rows(dx, b, w, n_w, vf, n_vf);
+    if (n <= 0) return BF_OK;
+    int k = 0;
+    while (k < dx->n_sub && (1 << k) < n) k++;
+    if (k == dx->n_sub) return BF_OK;
+    bf_plan *sp = dx->sub[k];
+    int r = 1 << k;
+    for (int t = n; t < r; t++) dx->rsel[t] = dx->rsel[0];   /* padding: a copy of the first row */
+    const int64_t *sel = dx->rsel;
+    const unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps];
+    int64_t start = b * sh->batch;
+    memset(dx->sstate, UNLOADED, m->n_values);
+
+    /* value faults, rows relative to the sub-plan */
+    size_t nb = 0;
+    for (size_t f = 0; f < n_vf; f++) {
+        if (vf[f].sample < start || vf[f].sample >= start + sh->batch) continue;
+        int pos = 0;
+        while (sel[pos] != vf[f].sample - start) pos++;
+        dx->vfb[nb] = vf[f];
+        dx->vfb[nb].sample = pos;
+        dx->vfb_of[nb++] = f;
+    }
+    if ((nb || sp->n_vf) && (st = bf_plan_set_value_faults(sp, dx->vfb, nb, err)) != BF_OK) return st;
+    int horizon = last_entry;
+    for (size_t f = 0; f < nb; f++) {
+        int v = (int)dx->vfb[f].value;
+        if (dx->sstate[v] == UNLOADED && !gather(dx, sp, b, v, sel, r, err, &st)) return st;
+        dx->sstate[v] = GOLDEN;
+    }
+    for (size_t f = 0; f < nb; f++) {
+        int s = sp->vf[f].step;
+        if (dx->step_mark[s + 1]) continue;
+        dx->step_mark[s + 1] = 1;
+        bf__plan_apply_value_faults(sp, s);
+    }
+    for (size_t f = 0; f < nb; f++) {
+        int v = (int)dx->vfb[f].value;
+        dx->step_mark[sp->vf[f].step + 1] = 0;
+        dx->sstate[v] = DIRTY;
+        if (sh->last_use[v] > horizon) horizon = sh->last_use[v];
+    }
+
+    for (int i = first; i >= 0 && i < (int)sh->n_steps && i <= horizon; i++) {
+        const bf__step *s = &sp->steps[i];
+        int needed = dx->param_hit[i];
+        for (int j = 0; j < s->n_in && !needed; j++) needed = s->node->in[j] >= 0 && dx->sstate[s->node->in[j]] == DIRTY;
+        if (!needed) continue;
+        if (!ok[i]) return BF_OK;   /* not on rows: the caller runs the batch in full */
+        for (int j = 0; j < s->n_in; j++) {
+            int u = s->node->in[j];
+            if (!bf__runtime(sp, u) || dx->sstate[u] != UNLOADED) continue;
+            if (!gather(dx, sp, b, u, sel, r, err, &st)) return st;
+            dx->sstate[u] = GOLDEN;
+        }
+        if ((st = run_rows(dx, sp, (size_t)i, err)) != BF_OK) return st;
+        if (sp->step_hit[i]) bf__plan_apply_value_faults(sp, i);
+        for (int j = 0; j < s->n_out; j++) {
+            int o = s->node->out[j];
+            if (o < 0) continue;
+            dx->sstate[o] = rows_golden(dx, sp, b, o, sel, n) ? GOLDEN : DIRTY;
+            if (dx->sstate[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
+        }
+    }
+    *done = 1;
+    for (size_t f = 0; f < nb; f++)
+        if (vf_old) bf_plan_value_fault_seen(sp, f, &vf_old[dx->vfb_of[f]], &vf_new[dx->vfb_of[f]]);
+    if (dx->sstate[sh->out_val] != DIRTY) return BF_OK;
+    const float *o = sp->vals[sh->out_val].data;
+    size_t rb = (size_t)sh->out_cols * sizeof(float);
+    int touched = 0;
+    for (int t = 0; t < n; t++) {
+        int64_t row = start + sel[t];
+        if (memcmp(o + t * sh->out_cols, sh->golden + row * sh->out_cols, rb) == 0) continue;
+        memcpy(dx->out + row * sh->out_cols, o + t * sh->out_cols, rb);
+        dx->rows[dx->n_rows++] = row;
+        touched = 1;
+    }
+    if (touched) dx->touched[dx->n_touched++] = b;
+    return BF_OK;
+}
