@@ -63,6 +63,7 @@ struct bf__dx {
     bf_plan *sub[BF__SUB_MAX];
     int n_sub;
     unsigned char *row_ok;       /* [n_sub][n_steps]: the step gives the full batch's bits on r rows */
+    unsigned char *rows_from;    /* [n_sub][n_values]: every step downstream of the value is row_ok */
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the batch's rows in row mode, padded to the sub-plan's */

@@ -143,6 +143,26 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
     return BF_OK;
 }
 
+/* rows_from: whether a fault in value v can run on rows all the way down,
+ * so that a batch is not tried on rows only to fall back half-way. */
+static void downstream_ok(bf__dx *dx, int k)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_plan *full = dx->plan[0];
+    size_t nv = sh->m->n_values;
+    unsigned char *from = &dx->rows_from[(size_t)k * nv];
+    const unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps];
+    memset(from, 1, nv);
+    for (size_t i = sh->n_steps; i-- > 0;) {
+        const bf__step *s = &full->steps[i];
+        int good = ok[i];
+        for (int j = 0; j < s->n_out && good; j++) good = s->node->out[j] < 0 || from[s->node->out[j]];
+        if (good) continue;
+        for (int j = 0; j < s->n_in; j++)
+            if (s->node->in[j] >= 0) from[s->node->in[j]] = 0;
+    }
+}
+
 bf_status bf__rows_init(bf__dx *dx, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
@@ -155,7 +175,8 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     dx->sstate = bf__calloc(m->n_values + 1, 1);
     dx->rmark = bf__calloc((size_t)sh->batch + 1, 1);
     dx->rsel = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->rsel);
-    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel) return bf__dx_oom(err);
+    dx->rows_from = bf__malloc((size_t)dx->n_sub * m->n_values + 1);
+    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rows_from) return bf__dx_oom(err);
     for (int k = 0; k < dx->n_sub; k++) {
         if ((st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
         /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
@@ -167,6 +188,7 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
             memcpy(mine, gold, bf_tensor_nbytes(bf_model_param(m, q)->tensor));
         }
         if ((st = check_steps(dx, k, err)) != BF_OK) return st;
+        downstream_ok(dx, k);
     }
     return BF_OK;
 }
@@ -178,6 +200,7 @@ void bf__rows_free(bf__dx *dx)
     bf__free(dx->sstate);
     bf__free(dx->rmark);
     bf__free(dx->rsel);
+    bf__free(dx->rows_from);
 }
 
 bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int restore, bf_error *err)
@@ -240,6 +263,15 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
     int k = 0;
     while (k < dx->n_sub && (1 << k) < n) k++;
     if (k == dx->n_sub) return BF_OK;
+    const unsigned char *from = &dx->rows_from[(size_t)k * m->n_values];
+    for (size_t f = 0; f < n_vf; f++)
+        if (!from[vf[f].value]) return BF_OK;
+    for (size_t i = 0; i < n_w; i++)   /* an embedding table: its lookups' outputs */
+        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1]; t++) {
+            int st_i = sh->pc_step[t];
+            const bf__step *s = &dx->plan[0]->steps[st_i];
+            if (!dx->row_ok[(size_t)k * sh->n_steps + (size_t)st_i] || !from[s->node->out[0]]) return BF_OK;
+        }
     bf_plan *sp = dx->sub[k];
     int r = 1 << k;
     for (int t = n; t < r; t++) dx->rsel[t] = dx->rsel[0];   /* padding: a copy of the first row */
