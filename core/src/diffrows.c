@@ -93,19 +93,32 @@ static int rows_golden(const bf__dx *dx, const bf_plan *sp, int64_t b, int v, co
     return 1;
 }
 
-/* Runs step i on the sub-plan's rows (its inputs in place). */
-static bf_status run_rows(bf__dx *dx, bf_plan *sp, size_t i, bf_error *err)
+/* Runs step i on the sub-plan's rows (its inputs in place). A Gemm runs as
+ * exact row chunks, or, when no chunk shape reproduces the batch's product,
+ * as that very product: the golden input of batch b with the rows put in,
+ * through the full plan, the rows taken back out. */
+static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel, size_t i, bf_error *err)
 {
     bf__gemm_info g;
     const bf__step *s = &sp->steps[i];
-    if (bf__gemm_params(&dx->plan[0]->steps[i], &g)) {
-        int cv = s->n_in > 2 ? s->node->in[2] : -1;
-        bf__gemm_rows_compact(&g, dx->sh->roww[0][i], sp->vals[s->node->in[0]].data, (int)bf_plan_batch(sp),
-                              sp->vals[s->node->in[1]].data, cv >= 0 ? sp->vals[cv].data : NULL,
-                              sp->vals[s->node->out[0]].data, dx->scratch);
+    if (!bf__gemm_params(&dx->plan[0]->steps[i], &g)) return bf__plan_run_step(sp, i, err);
+    int av = s->node->in[0], yv = s->node->out[0], cv = s->n_in > 2 ? s->node->in[2] : -1;
+    int r = (int)bf_plan_batch(sp);
+    if (dx->sh->roww[0][i]) {
+        bf__gemm_rows_compact(&g, dx->sh->roww[0][i], sp->vals[av].data, r, sp->vals[s->node->in[1]].data,
+                              cv >= 0 ? sp->vals[cv].data : NULL, sp->vals[yv].data, dx->scratch);
         return BF_OK;
     }
-    return bf__plan_run_step(sp, i, err);
+    bf_plan *fp = dx->plan[0];
+    size_t ra = bf_tensor_nbytes(&sp->vals[av]) / (size_t)r, ry = bf_tensor_nbytes(&sp->vals[yv]) / (size_t)r;
+    char *a = dx->arena[0][av], *y = dx->arena[0][yv];
+    memcpy(a, bf__gcache_block(dx->sh->gc, av, b), bf_tensor_nbytes(&fp->vals[av]));
+    for (int t = 0; t < r; t++) memcpy(a + sel[t] * (int64_t)ra, (char *)sp->vals[av].data + t * (int64_t)ra, ra);
+    fp->vals[av].data = a;
+    fp->vals[yv].data = y;
+    bf_status st = bf__plan_run_step(fp, i, err);
+    for (int t = 0; st == BF_OK && t < r; t++) memcpy((char *)sp->vals[yv].data + t * (int64_t)ry, y + sel[t] * (int64_t)ry, ry);
+    return st;
 }
 
 /* Which steps may run on r rows: tried on rows of golden batch 0. */
@@ -121,7 +134,7 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
         unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps + i];
         bf__gemm_info g;
         *ok = 0;
-        if (bf__gemm_params(s, &g) && !sh->roww[0][i]) continue;
+        int whole = bf__gemm_params(s, &g) && !sh->roww[0][i];   /* runs as the batch's product */
         int fine = 1;
         for (int j = 0; j < s->n_in && fine; j++)
             if (bf__runtime(full, s->node->in[j])) fine = batch_axis(full, sp, s->node->in[j]) >= 0;
@@ -129,13 +142,18 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
             fine = s->node->out[j] < 0 ||
                    (batch_axis(full, sp, s->node->out[j]) >= 0 && bf__gcache_block(sh->gc, s->node->out[j], 0));
         if (fine && bf__gemm_params(s, &g))   /* Gemm on rows: the sample on dim 0 of A and Y */
-            fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0;
+            fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0 &&
+                   !g.trans_a && bf__gcache_block(sh->gc, s->node->in[0], 0);
+        if (fine && whole) {
+            *ok = 1;
+            continue;
+        }
         bf_status st = BF_OK;
         for (int j = 0; j < s->n_in && fine; j++)
             if (bf__runtime(full, s->node->in[j])) fine = gather(dx, sp, 0, s->node->in[j], sel, r, err, &st);
         if (st != BF_OK) return st;
         if (!fine) continue;
-        if (run_rows(dx, sp, i, err) != BF_OK) continue;   /* e.g. an index out of range: not on rows */
+        if (run_rows(dx, sp, 0, sel, i, err) != BF_OK) continue;   /* e.g. an index out of range: not on rows */
         for (int j = 0; j < s->n_out && fine; j++)
             fine = s->node->out[j] < 0 || rows_golden(dx, sp, 0, s->node->out[j], sel, r);
         *ok = (unsigned char)fine;
@@ -322,7 +340,7 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
             if (!gather(dx, sp, b, u, sel, r, err, &st)) return st;
             dx->sstate[u] = GOLDEN;
         }
-        if ((st = run_rows(dx, sp, (size_t)i, err)) != BF_OK) return st;
+        if ((st = run_rows(dx, sp, b, sel, (size_t)i, err)) != BF_OK) return st;
         if (sp->step_hit[i]) bf__plan_apply_value_faults(sp, i);
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];
