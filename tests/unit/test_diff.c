@@ -165,47 +165,11 @@ static void compare(const char *fix, const config *cf, const recs *a, const recs
     }
 }
 
-static void fast_matches_exact(void **state)
+/* Each config (every `step`-th) on each fixture, run as A (exact or not)
+ * and as B (differential with cache budget `budget_b`), compared into t. */
+static void sweep(const char *const *fx, size_t n_fx, size_t step, int exact_a, int64_t budget_b, tally *t)
 {
-    (void)state;
-    tally t = {0};
-    for (size_t f = 0; f < sizeof fixtures / sizeof *fixtures; f++) {
-        char mp[512], dp[512];
-        snprintf(mp, sizeof mp, FIX "%s.onnx", fixtures[f]);
-        snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fixtures[f]);
-        bf_model *m = NULL;
-        bf_dataset *ds = NULL;
-        bf_error err = {0};
-        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
-        double scale = out_scale(m, ds);
-        for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
-            recs a = {0}, b = {0};
-            bf_campaign *ca = NULL, *cb = NULL;
-            if (!run(m, ds, &configs[k], 1, 0, &a, &ca)) continue;
-            assert_true(run(m, ds, &configs[k], 0, 0, &b, &cb));
-            compare(fixtures[f], &configs[k], &a, &b, scale, &t);
-            free(a.r);
-            free(b.r);
-            bf_campaign_free(ca);
-            bf_campaign_free(cb);
-        }
-        bf_dataset_free(ds);
-        bf_model_free(m);
-    }
-    printf("differential vs exact: %lld trials, %lld outcome disagreements (%lld unexplained), %lld metric mismatches\n",
-           (long long)t.trials, (long long)t.disagree, (long long)t.unexplained, (long long)t.metric_off);
-    assert_true(t.trials >= 2000);
-    assert_true(t.disagree * 1000 <= t.trials);
-    assert_int_equal(t.unexplained, 0);
-    assert_int_equal(t.metric_off, 0);
-}
-
-static void tiny_cache_matches_default(void **state)
-{
-    (void)state;
-    tally t = {0};
-    const char *fx[] = {"demo_digits", "dlrm_ops_op13", "transformer_ops_op13"};
-    for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
+    for (size_t f = 0; f < n_fx; f++) {
         char mp[512], dp[512];
         snprintf(mp, sizeof mp, FIX "%s.onnx", fx[f]);
         snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fx[f]);
@@ -214,12 +178,12 @@ static void tiny_cache_matches_default(void **state)
         bf_error err = {0};
         if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
         double scale = out_scale(m, ds);
-        for (size_t k = 0; k < sizeof configs / sizeof *configs; k += 3) {
+        for (size_t k = 0; k < sizeof configs / sizeof *configs; k += step) {
             recs a = {0}, b = {0};
             bf_campaign *ca = NULL, *cb = NULL;
-            if (!run(m, ds, &configs[k], 0, 0, &a, &ca)) continue;
-            assert_true(run(m, ds, &configs[k], 0, 1, &b, &cb));
-            compare(fx[f], &configs[k], &a, &b, scale, &t);
+            if (!run(m, ds, &configs[k], exact_a, 0, &a, &ca)) continue;
+            assert_true(run(m, ds, &configs[k], 0, budget_b, &b, &cb));
+            compare(fx[f], &configs[k], &a, &b, scale, t);
             free(a.r);
             free(b.r);
             bf_campaign_free(ca);
@@ -228,12 +192,33 @@ static void tiny_cache_matches_default(void **state)
         bf_dataset_free(ds);
         bf_model_free(m);
     }
-    printf("one-byte cache vs default: %lld trials, %lld outcome disagreements, %lld metric mismatches\n",
-           (long long)t.trials, (long long)t.disagree, (long long)t.metric_off);
-    assert_true(t.trials >= 300);
-    assert_true(t.disagree * 1000 <= t.trials);
-    assert_int_equal(t.unexplained, 0);
-    assert_int_equal(t.metric_off, 0);
+}
+
+static void assert_agree(const char *what, const tally *t, int64_t min_trials)
+{
+    printf("%s: %lld trials, %lld outcome disagreements (%lld unexplained), %lld metric mismatches\n", what,
+           (long long)t->trials, (long long)t->disagree, (long long)t->unexplained, (long long)t->metric_off);
+    assert_true(t->trials >= min_trials);
+    assert_true(t->disagree * 1000 <= t->trials);
+    assert_int_equal(t->unexplained, 0);
+    assert_int_equal(t->metric_off, 0);
+}
+
+static void fast_matches_exact(void **state)
+{
+    (void)state;
+    tally t = {0};
+    sweep(fixtures, sizeof fixtures / sizeof *fixtures, 1, 1, 0, &t);
+    assert_agree("differential vs exact", &t, 2000);
+}
+
+static void tiny_cache_matches_default(void **state)
+{
+    (void)state;
+    tally t = {0};
+    static const char *const fx[] = {"demo_digits", "dlrm_ops_op13", "transformer_ops_op13"};
+    sweep(fx, sizeof fx / sizeof *fx, 3, 0, 1, &t);
+    assert_agree("one-byte cache vs default", &t, 300);
 }
 
 int main(void)
