@@ -35,7 +35,7 @@ static const char help[] =
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed\n"
     "  --stats              print the engine, trial rate and cache size on stderr\n"
-    "  --shard I/N          run only trials t with t %% N == I; merge the parts with\n"
+    "  --shard I/N          run only trials t with t % N == I; merge the parts with\n"
     "                       'bitflip merge'\n"
     "  --gate EXPR          a CI gate such as 'critical_rate<=0.01' or 'auc>=0.74'\n"
     "                       (repeatable; operators <= >= < > ==)\n"
