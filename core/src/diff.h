@@ -12,6 +12,8 @@
  * diffgemm.c cheaper exact or near-exact forms of a Gemm step: one column
  *            block for a corrupted weight, a rank-k update for an input that
  *            changed in a few columns.
+ * diffrows.c row mode: a batch whose faults reach a few samples runs on
+ *            those rows only.
  * score.c    trial metrics updated from the golden ones.
  *
  * The accessors below let those files reach the plan's steps, the

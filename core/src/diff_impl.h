@@ -67,13 +67,17 @@ struct bf__dx {
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the batch's rows in row mode, padded to the sub-plan's */
-    int n_rsel;
 };
 
 /* A value computed at run time (a graph input or a step output). */
 static inline int bf__runtime(const bf_plan *p, int v) { return v >= 0 && p->val_step[v] != BF__VAL_NOT_RUN; }
 
 bf_status bf__dx_oom(bf_error *err);
+
+/* diffexec.c: applies the value faults of `plan` (the first nb, their
+ * values already loaded in it) once per step, marks their values DIRTY in
+ * `state` and returns the horizon widened to their last readers. */
+int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state, int horizon);
 
 /* diffrows.c */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);

@@ -223,8 +223,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
         int k = nb ? (int)(g.trans_b ? w->index % g.k : w->index / g.n) : -1;
         if (!dx->no_approx && bf__gemm_column_delta(&g, p->vals[av].data, k, w->old_value, w->new_value, j, p->vals[yv].data)) {
             dx->approx = 1;
-        } else {
-            memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
+        } else {   /* the block rewrites all of column j, the only one the update touched */
             bf__gemm_column(&g, sh->colw[tail][i], p->vals[av].data, p->vals[bv].data, c, j, p->vals[yv].data, dx->scratch);
         }
         *done = 1;
@@ -258,6 +257,24 @@ static int tiny_change(const bf__dx *dx, const bf_plan *p, int64_t b)
     return 1;
 }
 
+int bf__dx_hit_values(bf__dx *dx, bf_plan *p, size_t nb, unsigned char *state, int horizon)
+{
+    const bf__dx_shared *sh = dx->sh;
+    for (size_t k = 0; k < nb; k++) {   /* each step's faults once */
+        int s = p->vf[k].step;
+        if (dx->step_mark[s + 1]) continue;
+        dx->step_mark[s + 1] = 1;
+        bf__plan_apply_value_faults(p, s);
+    }
+    for (size_t k = 0; k < nb; k++) {
+        int v = (int)dx->vfb[k].value;
+        dx->step_mark[p->vf[k].step + 1] = 0;
+        state[v] = DIRTY;
+        if (sh->last_use[v] > horizon) horizon = sh->last_use[v];
+    }
+    return horizon;
+}
+
 static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size_t n_vf, int first, int last_entry,
                            float *vf_old, float *vf_new, bf_error *err)
 {
@@ -285,18 +302,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
          * a producer that runs again below hits its output again */
         for (size_t k = 0; k < nb; k++)
             if ((st = fetch_writable(dx, p, b, (int)dx->vfb[k].value, err)) != BF_OK) return st;
-        for (size_t k = 0; k < nb; k++) {
-            int s = p->vf[k].step;
-            if (dx->step_mark[s + 1]) continue;
-            dx->step_mark[s + 1] = 1;
-            bf__plan_apply_value_faults(p, s);
-        }
-        for (size_t k = 0; k < nb; k++) {
-            int v = (int)dx->vfb[k].value;
-            dx->step_mark[p->vf[k].step + 1] = 0;
-            dx->state[v] = DIRTY;
-            if (sh->last_use[v] > horizon) horizon = sh->last_use[v];
-        }
+        horizon = bf__dx_hit_values(dx, p, nb, dx->state, horizon);
     }
 
     for (int i = first; i >= 0 && i < (int)sh->n_steps && i <= horizon; i++) {

@@ -204,39 +204,45 @@ int bf__gemm_row_width(const bf__gemm_info *g, const float *a, const float *b, c
     return 0;
 }
 
+/* The product for n rows of A (row t: a's row rows[t], or row t when rows
+ * is NULL) into the same rows of y, in chunks of exactly r rows; a short
+ * last chunk is padded with copies of its first row, whose results are
+ * dropped. */
+static void chunks(const bf__gemm_info *g, int r, const float *a, const int *rows, int n, const float *b, const float *c,
+                   float *y, float *scratch)
+{
+    const int K = g->k, N = g->n;
+    float *ab = scratch, *yb = scratch + (int64_t)r * K;
+    for (int c0 = 0; c0 < n; c0 += r) {
+        int m = n - c0 < r ? n - c0 : r;
+        for (int t = 0; t < r; t++) {
+            int i = c0 + (t < m ? t : 0);
+            memcpy(ab + (int64_t)t * K, a + (int64_t)(rows ? rows[i] : i) * K, (size_t)K * sizeof *a);
+        }
+        row_block(g, ab, b, c, r, yb);
+        for (int t = 0; t < m; t++) {
+            int i = c0 + t;
+            memcpy(y + (int64_t)(rows ? rows[i] : i) * N, yb + (int64_t)t * N, (size_t)N * sizeof *y);
+        }
+    }
+}
+
 int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag, const float *b, const float *c,
                   float *y, float *scratch, int *rows)
 {
-    const int K = g->k, N = g->n;
+    const int K = g->k;
     int n = 0;
     for (int i = 0; i < g->m; i++)
         if (memcmp(a + (int64_t)i * K, ag + (int64_t)i * K, (size_t)K * sizeof *a) != 0) {
             if (2 * (n + 1) > g->m) return 0;   /* most rows: the full product is as cheap */
             rows[n++] = i;
         }
-    float *ab = scratch, *yb = scratch + (int64_t)r * K;
-    for (int c0 = 0; c0 < n; c0 += r) {
-        for (int t = 0; t < r; t++) {   /* padding rows: any; their results are dropped */
-            int src = c0 + t < n ? rows[c0 + t] : t;
-            memcpy(ab + (int64_t)t * K, a + (int64_t)src * K, (size_t)K * sizeof *a);
-        }
-        row_block(g, ab, b, c, r, yb);
-        for (int t = 0; t < r && c0 + t < n; t++)
-            memcpy(y + (int64_t)rows[c0 + t] * N, yb + (int64_t)t * N, (size_t)N * sizeof *y);
-    }
+    chunks(g, r, a, rows, n, b, c, y, scratch);
     return 1;
 }
 
 void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n, const float *b, const float *c, float *y,
                            float *scratch)
 {
-    const int K = g->k, N = g->n;
-    float *ab = scratch, *yb = scratch + (int64_t)r * K;
-    for (int c0 = 0; c0 < n; c0 += r) {
-        int m = n - c0 < r ? n - c0 : r;
-        memcpy(ab, a + (int64_t)c0 * K, (size_t)m * (size_t)K * sizeof *a);
-        for (int t = m; t < r; t++) memcpy(ab + (int64_t)t * K, a + (int64_t)c0 * K, (size_t)K * sizeof *a);
-        row_block(g, ab, b, c, r, yb);
-        memcpy(y + (int64_t)c0 * N, yb, (size_t)m * (size_t)N * sizeof *y);
-    }
+    chunks(g, r, a, NULL, n, b, c, y, scratch);
 }

@@ -315,18 +315,7 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
         if (dx->sstate[v] == UNLOADED && !gather(dx, sp, b, v, sel, r, err, &st)) return st;
         dx->sstate[v] = GOLDEN;
     }
-    for (size_t f = 0; f < nb; f++) {
-        int s = sp->vf[f].step;
-        if (dx->step_mark[s + 1]) continue;
-        dx->step_mark[s + 1] = 1;
-        bf__plan_apply_value_faults(sp, s);
-    }
-    for (size_t f = 0; f < nb; f++) {
-        int v = (int)dx->vfb[f].value;
-        dx->step_mark[sp->vf[f].step + 1] = 0;
-        dx->sstate[v] = DIRTY;
-        if (sh->last_use[v] > horizon) horizon = sh->last_use[v];
-    }
+    horizon = bf__dx_hit_values(dx, sp, nb, dx->sstate, horizon);
 
     for (int i = first; i >= 0 && i < (int)sh->n_steps && i <= horizon; i++) {
         const bf__step *s = &sp->steps[i];

@@ -42,7 +42,7 @@ uint32_t bf__score_key(float s)
     return u & 0x80000000u ? ~u : u | 0x80000000u;
 }
 
-static int u64_cmp(const void *a, const void *b)
+int bf__u64_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
@@ -86,7 +86,7 @@ bf_status bf_metric_auc(const float *scores, const float *labels, int64_t n, int
         return bf_error_set(err, BF_EINVAL,
                             "AUC is undefined: all %" PRId64 " labels are %s", n,
                             pos ? "positive" : "negative");
-    qsort(keys, (size_t)n, sizeof *keys, u64_cmp);
+    qsort(keys, (size_t)n, sizeof *keys, bf__u64_cmp);
 
     *auc = bf__auc_sorted(keys, labels, n, pos);
     return BF_OK;

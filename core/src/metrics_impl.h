@@ -8,6 +8,8 @@
 /* A key whose unsigned order is the order of the scores (NaN lowest, -0 =
  * +0); AUC sorts key << 32 | sample. */
 uint32_t bf__score_key(float s);
+/* qsort order of uint64_t keys. */
+int bf__u64_cmp(const void *a, const void *b);
 /* AUC from keys sorted ascending, `pos` positives among n (both classes present). */
 double bf__auc_sorted(const uint64_t *keys, const float *labels, int64_t n, int64_t pos);
 /* One sample's log loss; logits: the scores are logits, not probabilities. */

@@ -35,12 +35,6 @@ void bf__scorer_free(bf__scorer *sc)
     bf__free(sc);
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int out_of_range(float s) { return s < 0 || s > 1; }
 
 bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__scorer **out,
@@ -73,7 +67,7 @@ bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t sampl
             sc->pos += sc->labels[i] > 0.5f;
         }
         sc->incremental_loss = isfinite(sc->loss_sum);
-        qsort(sc->keys, (size_t)samples, sizeof *sc->keys, u64_cmp);
+        qsort(sc->keys, (size_t)samples, sizeof *sc->keys, bf__u64_cmp);
     }
     *out = sc;
     return BF_OK;
@@ -105,7 +99,7 @@ static double auc(const bf__scorer *sc, bf__score_scratch *s, const float *outpu
         s->in_rows[rows[t]] = 1;
         s->fresh[t] = (uint64_t)bf__score_key(outputs[rows[t]]) << 32 | (uint64_t)rows[t];
     }
-    qsort(s->fresh, (size_t)k, sizeof *s->fresh, u64_cmp);
+    qsort(s->fresh, (size_t)k, sizeof *s->fresh, bf__u64_cmp);
     /* golden order without the changed rows, merged with their new keys */
     int64_t a = 0, b = 0, o = 0;
     while (a < sc->n || b < k) {
