@@ -3,15 +3,16 @@
 # directly, otherwise through sudo, otherwise prints the exact apt-get line and
 # fails. The same script runs on developer machines, in CI and in the Dockerfile.
 #   scripts/install-deps.sh          build + test dependencies
-#   scripts/install-deps.sh --bench  also PyTorch and friends, for bench/ and fixtures
+#   scripts/install-deps.sh --bench  also PyTorch and friends (and wrk), for bench/ and fixtures
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       libjansson-dev libopenblas-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
-      libsqlite3-dev libcurl4-openssl-dev
+      libsqlite3-dev libcurl4-openssl-dev curl
       python3-jsonschema)   # checks api/campaign.schema.json against the C validator
 if [ "${1:-}" = "--bench" ]; then
-  pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy)
+  pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
+        wrk)   # HTTP load for bench/daemon_bench.py
   # ONNX Runtime comes from npm: any node and npm will do (this machine's may
   # not be Debian's, and Debian's npm would then conflict with it)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

@@ -11,98 +11,34 @@
 
 int gate_parse(const char *cmd, const char *expr, gate *g)
 {
-    static const char *const ops[] = {"<=", ">=", "==", "<", ">"};
-    memset(g, 0, sizeof *g);
-    g->expr = expr;
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-        const char *p = strstr(expr, ops[k]);
-        if (!p) continue;
-        size_t nl = (size_t)(p - expr);
-        while (nl && expr[nl - 1] == ' ') nl--;
-        const char *vs = p + strlen(ops[k]);
-        char *end;
-        double v = strtod(vs, &end);
-        while (*end == ' ') end++;
-        if (nl == 0 || nl >= sizeof g->name || end == vs || *end)
-            return usage_error(cmd, "--gate '%s': wants METRIC OP NUMBER, e.g. 'critical_rate<=0.01'", expr);
-        memcpy(g->name, expr, nl);
-        g->name[nl] = '\0';
-        strcpy(g->op, ops[k]);
-        g->value = v;
-        return 0;
-    }
-    return usage_error(cmd, "--gate '%s': no comparison (<=, >=, ==, <, >)", expr);
-}
-
-static int holds(double x, const char *op, double v)
-{
-    if (!strcmp(op, "<=")) return x <= v;
-    if (!strcmp(op, ">=")) return x >= v;
-    if (!strcmp(op, "<")) return x < v;
-    if (!strcmp(op, ">")) return x > v;
-    return x == v;
-}
-
-static void xml_escape(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
+    bf_error err = {0};
+    if (bf_gate_parse(expr, g, &err) != BF_OK) return usage_error(cmd, "--%s", err.msg);
+    return 0;
 }
 
 int gates_check(const char *cmd, const json_t *doc, const gate *gates, size_t n, const char *junit_path)
 {
-    int failed = 0;
+    int failed = 0, rc = EXIT_OK;
+    bf_error err = {0};
     double *vals = calloc(n + 1, sizeof *vals);
     int *ok = calloc(n + 1, sizeof *ok);
-    if (!vals || !ok) { free(vals); free(ok); fprintf(stderr, "bitflip %s: out of memory\n", cmd); return EXIT_INFRA; }
+    if (!vals || !ok) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); rc = EXIT_INFRA; goto out; }
+    if (bf_gates_eval(doc, gates, n, vals, ok, &err) != BF_OK) { rc = usage_error(cmd, "--%s", err.msg); goto out; }
     for (size_t i = 0; i < n; i++) {
-        int k = bf_result_gate_value(doc, gates[i].name, &vals[i]);
-        if (k != 0) {
-            int rc = k < 0 ? usage_error(cmd, "--gate '%s': unknown metric '%s'; known: %s", gates[i].expr, gates[i].name,
-                                         bf_result_gate_names())
-                           : usage_error(cmd, "--gate '%s': this campaign has no '%s' (wrong task for the model?)",
-                                         gates[i].expr, gates[i].name);
-            free(vals);
-            free(ok);
-            return rc;
-        }
-        ok[i] = holds(vals[i], gates[i].op, gates[i].value);
         failed += !ok[i];
         fprintf(stderr, "gate %-30s %s (%s = %.6g)\n", gates[i].expr, ok[i] ? "pass" : "FAIL", gates[i].name, vals[i]);
     }
     if (junit_path) {
         FILE *f = fopen(junit_path, "w");
-        if (!f) {
-            fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, junit_path, strerror(errno));
-            free(vals);
-            free(ok);
-            return EXIT_INFRA;
-        }
-        fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"bitflip\" tests=\"%zu\" failures=\"%d\">\n", n, failed);
-        for (size_t i = 0; i < n; i++) {
-            fputs("    <testcase classname=\"bitflip.gate\" name=\"", f);
-            xml_escape(f, gates[i].expr);
-            fputs("\">", f);
-            if (!ok[i]) {
-                fprintf(f, "<failure message=\"%s = %.6g\">", gates[i].name, vals[i]);
-                xml_escape(f, gates[i].expr);
-                fputs(" does not hold</failure>", f);
-            }
-            fputs("</testcase>\n", f);
-        }
-        fputs("  </testsuite>\n</testsuites>\n", f);
-        if (fclose(f) != 0) { fprintf(stderr, "bitflip %s: writing %s failed\n", cmd, junit_path); free(vals); free(ok); return EXIT_INFRA; }
+        if (!f) { fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, junit_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
+        bf_gates_junit(f, gates, n, vals, ok);
+        if (fclose(f) != 0) { fprintf(stderr, "bitflip %s: writing %s failed\n", cmd, junit_path); rc = EXIT_INFRA; goto out; }
     }
+    rc = failed ? EXIT_GATE : EXIT_OK;
+out:
     free(vals);
     free(ok);
-    return failed ? EXIT_GATE : EXIT_OK;
+    return rc;
 }
 
 static char *read_file(const char *path, size_t *len)

@@ -7,13 +7,9 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
 
-/* A CI gate: NAME OP VALUE. */
-typedef struct gate {
-    const char *expr;
-    char name[64];
-    char op[3];
-    double value;
-} gate;
+#include "bitflip/api/gate.h"
+
+typedef bf_gate gate;
 
 /* Each returns 0 or an exit code, having printed why. */
 int gate_parse(const char *cmd, const char *expr, gate *out);

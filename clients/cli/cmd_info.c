@@ -2,6 +2,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "bitflip/api/summary.h"
 #include "cli.h"
 
 static const char help[] =
@@ -13,14 +14,6 @@ static const char help[] =
     "Tables read by Gather (embeddings) are marked.\n"
     "\n"
     "  --json    machine-readable output\n";
-
-static json_t *dims_json(const bf_value_info *vi)
-{
-    json_t *a = json_array();
-    for (int d = 0; d < vi->ndim; d++)
-        json_array_append_new(a, vi->dims[d] >= 0 ? json_integer(vi->dims[d]) : json_string(vi->dim_names[d] ? vi->dim_names[d] : "?"));
-    return a;
-}
 
 static void dims_text(const bf_value_info *vi, char *buf, size_t len)
 {
@@ -68,34 +61,9 @@ int cmd_info(int argc, char **argv)
     op_count ops[128];
     size_t n_ops = count_ops(m, ops, 128);
     if (json) {
-        json_t *root = json_object(), *ins = json_array(), *outs = json_array(), *jops = json_object(), *params = json_array();
+        json_t *root = bf_model_summary(m);
+        if (!root) { bf_model_free(m); fprintf(stderr, "bitflip info: out of memory\n"); return EXIT_INFRA; }
         json_object_set_new(root, "model", json_string(path));
-        json_object_set_new(root, "opset", json_integer(bf_model_opset(m)));
-        json_object_set_new(root, "producer", json_string(bf_model_producer(m)));
-        for (size_t i = 0; i < bf_model_num_inputs(m); i++) {
-            const bf_value_info *vi = bf_model_input(m, i);
-            json_array_append_new(ins, json_pack("{s:s, s:s, s:o}", "name", vi->name, "dtype", bf_dtype_name(vi->dtype), "shape", dims_json(vi)));
-        }
-        for (size_t i = 0; i < bf_model_num_outputs(m); i++) {
-            const bf_value_info *vi = bf_model_output(m, i);
-            json_array_append_new(outs, json_pack("{s:s, s:s, s:o}", "name", vi->name, "dtype", bf_dtype_name(vi->dtype), "shape", dims_json(vi)));
-        }
-        for (size_t i = 0; i < n_ops; i++) json_object_set_new(jops, ops[i].op, json_integer(ops[i].count));
-        for (size_t i = 0; i < bf_model_num_params(m); i++) {
-            const bf_param_info *p = bf_model_param(m, i);
-            json_t *shape = json_array();
-            for (int d = 0; d < p->tensor->ndim; d++) json_array_append_new(shape, json_integer(p->tensor->dims[d]));
-            json_array_append_new(params, json_pack("{s:s, s:o, s:I, s:s?, s:s?, s:b}", "name", p->tensor->name, "shape", shape,
-                                                    "elements", (json_int_t)bf_tensor_numel(p->tensor), "read_by_op", p->reader_op,
-                                                    "read_by_node", p->reader_node, "embedding", p->is_embedding));
-        }
-        json_object_set_new(root, "inputs", ins);
-        json_object_set_new(root, "outputs", outs);
-        json_object_set_new(root, "nodes", json_integer((json_int_t)bf_model_num_nodes(m)));
-        json_object_set_new(root, "ops", jops);
-        json_object_set_new(root, "params", params);
-        json_object_set_new(root, "param_elements", json_integer(bf_model_param_elements(m)));
-        json_object_set_new(root, "param_bits", json_integer(bf_model_param_elements(m) * 32));
         json_dumpf(root, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(root);

@@ -1,0 +1,46 @@
+/* bitflipd — content-addressed blobs in the data directory.
+ *
+ * Layout: DIR/blobs/ab/abcdef... (the full sha256 hex), DIR/tmp/ for uploads in
+ * flight. A blob is written to a temp file as its bytes arrive, fsync'd, and
+ * renamed into place (then the directory fsync'd), so a blob path either does
+ * not exist or holds the whole, verified content: a crash never leaves half a
+ * blob under its name. Storing bytes that are already there just drops the
+ * temp file. Temp files left by a crash are removed by bfd_blobs_open. */
+#ifndef BFD_BLOB_H
+#define BFD_BLOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/error.h"
+
+typedef struct bfd_blobs bfd_blobs;
+typedef struct bfd_upload bfd_upload;
+
+/* Creates DIR/blobs and DIR/tmp if needed, and empties DIR/tmp. */
+bf_status bfd_blobs_open(const char *dir, bfd_blobs **out, bf_error *err);
+void bfd_blobs_close(bfd_blobs *b);
+
+/* Starts an upload: a new temp file. Not thread-bound: one upload may be
+ * written from one thread at a time; several uploads may run at once. */
+bf_status bfd_upload_begin(bfd_blobs *b, bfd_upload **out, bf_error *err);
+/* Appends and hashes; fails on a write error (disk full names the file). */
+bf_status bfd_upload_write(bfd_upload *u, const void *data, size_t len, bf_error *err);
+int64_t bfd_upload_size(const bfd_upload *u);
+/* Finishes: fsync, rename to the content address (or drop if present),
+ * fsync the directory. Fills sha_hex (65 bytes) and frees u either way. */
+bf_status bfd_upload_finish(bfd_upload *u, char sha_hex[65], bf_error *err);
+/* Drops the temp file and frees u (NULL is fine). */
+void bfd_upload_abort(bfd_upload *u);
+
+/* Path of a blob (malloc'd; NULL when out of memory); whether it exists is
+ * the caller's question. sha_hex must be 64 lower-case hex digits. */
+char *bfd_blob_path(const bfd_blobs *b, const char *sha_hex);
+/* Removes a blob (no error if absent). */
+bf_status bfd_blob_remove(bfd_blobs *b, const char *sha_hex, bf_error *err);
+
+/* Writes `len` bytes to `path` atomically: temp file in the same directory,
+ * fsync, rename, fsync the directory. */
+bf_status bfd_write_atomic(const char *path, const void *data, size_t len, bf_error *err);
+
+#endif

@@ -1,0 +1,89 @@
+/* bitflipd — the daemon's shared state and its parts.
+ *
+ * Threads: one loop thread runs libuv, libmicrohttpd (external epoll: its fd
+ * in a uv_poll, its timeout in a uv_timer), SQLite and every campaign's
+ * in-memory state; worker threads only run trials (sched.h) and hand results
+ * back through a locked queue and uv_async_send. So nothing here is locked
+ * except the scheduler's queues, and nothing on the loop waits on a worker. */
+#ifndef BFD_DAEMON_H
+#define BFD_DAEMON_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "blob.h"
+#include "metrics.h"
+#include "store.h"
+
+struct MHD_Daemon;
+typedef struct bfd_sched bfd_sched;
+typedef struct bfd_live bfd_live;
+
+typedef struct bfd_config {
+    char host[256];           /* --listen HOST:PORT */
+    int port;                 /* 0: an ephemeral port (printed at start) */
+    char *data_dir;
+    int workers;              /* 0: every core */
+    int log_json;             /* --log-format json */
+    char *tokens_file;        /* tenant:token lines, hashed into the store at start */
+    char *port_file;          /* write the bound port here (tests, scripts) */
+    /* limits: each exceeded is a clear 4xx */
+    int64_t max_upload_bytes;     /* model and dataset bodies (413) */
+    int64_t max_json_bytes;       /* campaign specs (413) */
+    int64_t max_trials;           /* per campaign (422) */
+    int max_connections;          /* concurrent (MHD refuses past it) */
+    int tenant_running;           /* campaigns running at once per tenant */
+    int tenant_queued;            /* queued per tenant (429 past it) */
+    double heartbeat_seconds;     /* SSE comment lines on idle streams */
+    double drain_seconds;         /* SIGTERM: how long running chunks may finish */
+} bfd_config;
+
+void bfd_config_defaults(bfd_config *c);
+/* Reads a JSON config file over the current values (flags given after
+ * override it); every unknown key or wrong type is an error naming it. */
+bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err);
+void bfd_config_free(bfd_config *c);
+/* --listen HOST:PORT (IPv6 as [::1]:PORT; port 0: any free one). */
+bf_status bfd_parse_listen(bfd_config *c, const char *s, bf_error *err);
+
+typedef struct bfd {
+    bfd_config cfg;
+    uv_loop_t *loop;
+    struct MHD_Daemon *mhd;
+    uv_poll_t mhd_poll;
+    uv_timer_t mhd_timer;
+    uv_timer_t heartbeat;
+    uv_timer_t kick;          /* runs MHD on the next loop turn (never inside its callbacks) */
+    uv_async_t wake;          /* workers: news in the scheduler's outbox */
+    uv_signal_t sig_term, sig_int;
+    uv_timer_t drain_timer;
+    bfd_store *store;
+    bfd_blobs *blobs;
+    bfd_metrics *metrics;
+    bfd_sched *sched;
+    bfd_live *live;           /* campaigns in memory, by id (live.h) */
+    int64_t boot;             /* event ids are "<boot>-<seq>": a restart starts a new run of ids */
+    int auth;                 /* tokens exist: every /v1 route needs one */
+    int draining;             /* SIGTERM seen: refuse new work, ready = 503 */
+    int port;                 /* bound */
+    int connections;          /* open now (past cfg.max_connections: 503) */
+    double started;
+} bfd;
+
+double bfd_now(void);         /* unix seconds, wall clock */
+double bfd_mono(void);        /* seconds, monotonic */
+/* One log line (text or JSON per cfg.log_json) on stderr. */
+void bfd_log(const bfd *d, const char *level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* http.c: the libmicrohttpd side. */
+bf_status bfd_http_start(bfd *d, bf_error *err);
+void bfd_http_run(bfd *d);    /* let MHD do its work now (not from inside an MHD callback) */
+void bfd_http_kick(bfd *d);   /* ... on the next loop turn (safe anywhere on the loop thread) */
+void bfd_http_quiesce(bfd *d);/* stop accepting; open requests finish */
+void bfd_http_stop(bfd *d);
+
+#endif

@@ -1,0 +1,130 @@
+/* A worker's side of a campaign: load once, run chunks (shards of the
+ * campaign's trials), keep per-trial records, render each chunk's result. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bitflip/api/result.h"
+#include "bitflip/api/spec.h"
+#include "bitflip/bitflip.h"
+#include "scheduler.h"
+
+struct bfd_worker_cache {
+    char id[33];
+    bf_model *m;
+    bf_dataset *ds;
+    bf_campaign_spec spec;
+    int have_spec;
+    bf_campaign *c;
+};
+
+bfd_worker_cache *bfd_worker_cache_new(void)
+{
+    return calloc(1, sizeof(bfd_worker_cache));
+}
+
+static void cache_clear(bfd_worker_cache *wc)
+{
+    bf_campaign_free(wc->c);
+    bf_dataset_free(wc->ds);
+    bf_model_free(wc->m);
+    if (wc->have_spec) bf_campaign_spec_free(&wc->spec);
+    memset(wc, 0, sizeof *wc);
+}
+
+void bfd_worker_cache_free(bfd_worker_cache *wc)
+{
+    if (!wc) return;
+    cache_clear(wc);
+    free(wc);
+}
+
+static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *err)
+{
+    cache_clear(wc);
+    bf_spec_problems probs = {0};
+    bf_status st = bf_spec_parse(js->spec_json, strlen(js->spec_json), &wc->spec, &probs);
+    wc->have_spec = st == BF_OK;
+    if (st != BF_OK) {   /* it was valid when submitted: only a newer, stricter daemon gets here */
+        st = bf_error_set(err, BF_EINVAL, "the stored spec no longer validates: %s: %s",
+                          probs.count ? probs.items[0].pointer : "", probs.count ? probs.items[0].message : "?");
+        bf_spec_problems_free(&probs);
+        return st;
+    }
+    if ((st = bf_model_load_file(js->model_path, &wc->m, err)) != BF_OK) return bf_error_prefix(err, "model");
+    if ((st = bf_dataset_load_file(js->dataset_path, &wc->ds, err)) != BF_OK) return bf_error_prefix(err, "dataset");
+    if ((st = bf_campaign_create(wc->m, wc->ds, &wc->spec, &wc->c, err)) != BF_OK) return st;
+    snprintf(wc->id, sizeof wc->id, "%s", js->id);
+    return BF_OK;
+}
+
+typedef struct run_ctx {
+    bfd_worker_cache *wc;
+    FILE *trials;
+    int write_failed;
+    bfd_progress_fn progress;
+    void *user;
+} run_ctx;
+
+static void on_trial(void *user, const bf_trial_record *rec)
+{
+    run_ctx *x = user;
+    if (!x->trials || x->write_failed) return;
+    json_t *j = bf_trial_to_json(x->wc->c, &x->wc->spec, rec);
+    if (!j || json_dumpf(j, x->trials, JSON_COMPACT) != 0 || fputc('\n', x->trials) == EOF) x->write_failed = 1;
+    json_decref(j);
+}
+
+static void on_progress(void *user, const bf_campaign_result *partial)
+{
+    run_ctx *x = user;
+    if (x->progress) x->progress(x->user, partial->trials_done, partial->total.n);
+}
+
+bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, const atomic_int *cancel,
+                      bfd_progress_fn progress, void *user, char **result_json, bf_error *err)
+{
+    bf_status st = BF_OK;
+    bf_campaign_result res = {0};
+    int have_res = 0;
+    json_t *doc = NULL;
+    char tmp[4096], final[4096];
+    run_ctx x = {.wc = wc, .progress = progress, .user = user};
+    *result_json = NULL;
+
+    if (strcmp(wc->id, js->id) && (st = load(wc, js, err)) != BF_OK) { cache_clear(wc); goto out; }
+
+    snprintf(final, sizeof final, "%s/%d.jsonl", js->trials_dir, idx);
+    snprintf(tmp, sizeof tmp, "%s/%d.jsonl.tmp", js->trials_dir, idx);
+    if (mkdir(js->trials_dir, 0750) != 0 && errno != EEXIST) {
+        st = bf_error_set(err, BF_EIO, "cannot create %s: %s", js->trials_dir, strerror(errno));
+        goto out;
+    }
+    x.trials = fopen(tmp, "w");
+    if (!x.trials) { st = bf_error_set(err, BF_EIO, "cannot write %s: %s", tmp, strerror(errno)); goto out; }
+
+    bf_campaign_opts co = {.threads = 1, .shard_index = idx, .shard_count = js->n_chunks, .on_trial = on_trial,
+                           .progress = on_progress, .user = &x, .cancel = cancel};
+    st = bf_campaign_run(wc->c, &co, &res, err);
+    have_res = st == BF_OK;
+    if (st != BF_OK) goto out;
+    if (x.write_failed || fflush(x.trials) != 0 || fsync(fileno(x.trials)) != 0) {
+        st = bf_error_set(err, BF_EIO, "writing %s failed (disk full?)", tmp);
+        goto out;
+    }
+    fclose(x.trials);
+    x.trials = NULL;
+    if (rename(tmp, final) != 0) { st = bf_error_set(err, BF_EIO, "cannot rename %s: %s", tmp, strerror(errno)); goto out; }
+
+    doc = bf_result_render(bf_result_header(&wc->spec, wc->c, &res), &res, 1);
+    *result_json = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    if (!*result_json) st = bf_error_set(err, BF_ENOMEM, "out of memory rendering the result");
+out:
+    if (x.trials) { fclose(x.trials); unlink(tmp); }
+    json_decref(doc);
+    if (have_res) bf_campaign_result_free(&res);
+    return st;
+}

@@ -1,0 +1,35 @@
+/* bitflipd — route handlers (the table is in routes.c). */
+#ifndef BFD_ROUTES_H
+#define BFD_ROUTES_H
+
+#include "http.h"
+
+/* routes.c: the service itself */
+void bfd_h_root(bfd *d, bfd_req *r);
+void bfd_h_live(bfd *d, bfd_req *r);
+void bfd_h_ready(bfd *d, bfd_req *r);
+void bfd_h_metrics(bfd *d, bfd_req *r);
+void bfd_h_openapi(bfd *d, bfd_req *r);
+
+/* routes_items.c: models and datasets */
+void bfd_h_item_upload(bfd *d, bfd_req *r);
+void bfd_h_item_list(bfd *d, bfd_req *r);
+void bfd_h_item_get(bfd *d, bfd_req *r);
+void bfd_h_item_delete(bfd *d, bfd_req *r);
+
+/* routes_campaigns.c */
+void bfd_h_campaign_submit(bfd *d, bfd_req *r);
+void bfd_h_campaign_list(bfd *d, bfd_req *r);
+void bfd_h_campaign_get(bfd *d, bfd_req *r);
+void bfd_h_campaign_events(bfd *d, bfd_req *r);
+void bfd_h_campaign_results(bfd *d, bfd_req *r);
+void bfd_h_campaign_cancel(bfd *d, bfd_req *r);
+void bfd_h_campaign_delete(bfd *d, bfd_req *r);
+
+/* Paging: `limit` (1..1000, default 100) and `page_token` (opaque: the last
+ * seq seen). Returns 0 or replies 400. */
+int bfd_paging(bfd_req *r, int *limit, int64_t *after);
+/* "models" or "datasets" from the path. */
+int bfd_req_kind(const bfd_req *r);
+
+#endif

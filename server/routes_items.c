@@ -1,0 +1,227 @@
+/* Models and datasets: uploads (checked off the loop), list, get, delete. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bitflip/api/summary.h"
+#include "bitflip/bitflip.h"
+#include "campaigns.h"
+#include "routes.h"
+
+static const char *kind_word(int k) { return k == BFD_DATASET ? "dataset" : "model"; }
+
+static int is_hex64(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f'))) return 0;
+    return n == 64;
+}
+
+/* The API object: id, name, sha256, size, created, then the summary's fields. */
+static json_t *item_json(const bfd_item *it, int full)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:o}", "id", it->id, "name", it->name ? it->name : "", "sha256", it->id,
+                          "size", (json_int_t)it->size, "created", bfd_time_json(it->created));
+    json_t *sum = it->summary_json ? json_loads(it->summary_json, 0, NULL) : NULL;
+    if (j && sum) {
+        if (!full) {   /* lists stay small: the per-node and per-tensor detail is one GET away */
+            json_object_del(sum, "layers");
+            json_object_del(sum, "params");
+        }
+        json_object_update(j, sum);
+    }
+    json_decref(sum);
+    return j;
+}
+
+/* --- upload: finish the blob, load it with the engine, summarise ---------- */
+
+typedef struct upload_work {
+    uv_work_t req;
+    bfd *d;
+    bfd_req *r;
+    int kind;
+    bfd_upload *up;
+    char sha[65];
+    int64_t size;
+    char *summary;            /* JSON text */
+    bf_error err;
+    bf_status st;             /* of storing (EIO: 500) or of checking (4xx) */
+    int stored;
+} upload_work;
+
+static void upload_run(uv_work_t *w)
+{
+    upload_work *u = w->data;
+    u->size = bfd_upload_size(u->up);
+    u->st = bfd_upload_finish(u->up, u->sha, &u->err);
+    u->up = NULL;
+    if (u->st != BF_OK) return;
+    u->stored = 1;
+    char *path = bfd_blob_path(u->d->blobs, u->sha);
+    if (!path) { u->st = bf_error_set(&u->err, BF_ENOMEM, "out of memory"); return; }
+    json_t *sum = NULL;
+    if (u->kind == BFD_MODEL) {
+        bf_model *m = NULL;
+        u->st = bf_model_load_file(path, &m, &u->err);
+        if (u->st == BF_OK) sum = bf_model_summary(m);
+        bf_model_free(m);
+    } else {
+        bf_dataset *ds = NULL;
+        u->st = bf_dataset_load_file(path, &ds, &u->err);
+        if (u->st == BF_OK) sum = bf_dataset_summary(ds);
+        bf_dataset_free(ds);
+    }
+    free(path);
+    if (u->st == BF_OK) {
+        u->summary = sum ? json_dumps(sum, JSON_COMPACT) : NULL;
+        if (!u->summary) u->st = bf_error_set(&u->err, BF_ENOMEM, "out of memory");
+    }
+    json_decref(sum);
+}
+
+static void upload_done(uv_work_t *w, int status)
+{
+    (void)status;
+    upload_work *u = w->data;
+    bfd *d = u->d;
+    bfd_req *r = u->r;
+    bf_error err = {0};
+    r->work = NULL;
+    if (u->st != BF_OK) {
+        if (u->stored) {   /* a file the engine refuses is not kept (unless someone else's copy is fine) */
+            int64_t refs = 0;
+            if (bfd_blob_refs(d->store, u->sha, &refs, &err) == BF_OK && refs == 0) bfd_blob_remove(d->blobs, u->sha, NULL);
+        }
+        if (!u->stored || u->st == BF_ENOMEM || u->st == BF_EIO)
+            bfd_reply_internal(r, "storing the upload", &u->err);
+        else
+            bfd_reply_problem(r, 422, NULL, "not a %s bitflip can use: %s", u->kind == BFD_MODEL ? "valid ONNX model" :
+                              "valid safetensors eval set", u->err.msg);
+        goto out;
+    }
+    const char *name = bfd_req_arg(r, "name");
+    bfd_item it = {.tenant = r->tenant, .name = (char *)(name ? name : ""), .size = u->size, .summary_json = u->summary,
+                   .created = bfd_now()};
+    snprintf(it.id, sizeof it.id, "%s", u->sha);
+    int existed = 0;
+    if (bfd_item_put(d->store, u->kind, &it, &existed, &err) != BF_OK) { bfd_reply_internal(r, "recording the upload", &err); goto out; }
+    /* a delete of the same bytes by someone else may have removed the blob
+     * between the upload's rename and now: then the record would be hollow */
+    char *path = bfd_blob_path(d->blobs, u->sha);
+    int present = path && access(path, R_OK) == 0;
+    free(path);
+    if (!present) {
+        if (!existed) bfd_item_delete(d->store, u->kind, r->tenant, u->sha, NULL);
+        bfd_reply_header(r, "Retry-After", "1");
+        bfd_reply_problem(r, 503, NULL, "the upload raced with a delete of the same file; send it again");
+        goto out;
+    }
+    bfd_item got = {0};
+    if (bfd_item_get(d->store, u->kind, r->tenant, u->sha, &got, &err) != BF_OK) { bfd_reply_internal(r, "reading back", &err); goto out; }
+    char loc[128];
+    snprintf(loc, sizeof loc, "/v1/%ss/%s", kind_word(u->kind), u->sha);
+    bfd_reply_header(r, "Location", loc);
+    bfd_reply_json(r, existed ? 200 : 201, item_json(&got, 1));
+    bfd_item_clear(&got);
+out:
+    bfd_req_resume(r);
+    free(u->summary);
+    free(u);
+}
+
+void bfd_h_item_upload(bfd *d, bfd_req *r)
+{
+    upload_work *u = calloc(1, sizeof *u);
+    if (!u) { bfd_reply_problem(r, 500, NULL, "out of memory"); return; }
+    const char *name = bfd_req_arg(r, "name");
+    if (name && strlen(name) > 256) { free(u); bfd_reply_problem(r, 400, NULL, "name is longer than 256 bytes"); return; }
+    u->d = d;
+    u->r = r;
+    u->kind = bfd_req_kind(r);
+    u->up = r->upload;
+    r->upload = NULL;
+    u->req.data = u;
+    r->work = u;
+    bfd_req_suspend(r);
+    if (uv_queue_work(d->loop, &u->req, upload_run, upload_done) != 0) {
+        r->work = NULL;
+        bfd_upload_abort(u->up);
+        free(u);
+        bfd_reply_problem(r, 503, NULL, "cannot check the upload now; retry");
+        bfd_req_resume(r);
+    }
+}
+
+/* --- list, get, delete ------------------------------------------------------- */
+
+void bfd_h_item_list(bfd *d, bfd_req *r)
+{
+    int limit, more = 0;
+    int64_t after;
+    if (bfd_paging(r, &limit, &after) != 0) return;
+    bfd_item *items = NULL;
+    size_t n = 0;
+    bf_error err = {0};
+    int k = bfd_req_kind(r);
+    if (bfd_item_list(d->store, k, r->tenant, after, limit, &items, &n, &more, &err) != BF_OK) {
+        bfd_reply_internal(r, "listing", &err);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, item_json(&items[i], 0));
+    char tok[32];
+    snprintf(tok, sizeof tok, "%lld", n ? (long long)items[n - 1].seq : 0LL);
+    bfd_reply_json(r, 200, json_pack("{s:o, s:s?}", "items", arr, "next_page_token", more ? tok : NULL));
+    bfd_item_list_free(items, n);
+}
+
+/* Looks the item up for the request's tenant; replies 404 and returns -1 if
+ * it is not there (or not theirs, or not an id at all). */
+static int find_item(bfd *d, bfd_req *r, int k, bfd_item *it)
+{
+    if (!is_hex64(r->id)) {
+        bfd_reply_problem(r, 404, NULL, "'%s' is not a %s id (ids are 64 lower-case hex digits, the sha256 of the file)",
+                          r->id, kind_word(k));
+        return -1;
+    }
+    bf_error err = {0};
+    bf_status st = bfd_item_get(d->store, k, r->tenant, r->id, it, &err);
+    if (st == BF_ENOTFOUND) {
+        bfd_reply_problem(r, 404, NULL, "no %s %s (list yours with GET /v1/%ss)", kind_word(k), r->id, kind_word(k));
+        return -1;
+    }
+    if (st != BF_OK) { bfd_reply_internal(r, "reading", &err); return -1; }
+    return 0;
+}
+
+void bfd_h_item_get(bfd *d, bfd_req *r)
+{
+    bfd_item it = {0};
+    int k = bfd_req_kind(r);
+    if (find_item(d, r, k, &it) != 0) return;
+    bfd_reply_json(r, 200, item_json(&it, 1));
+    bfd_item_clear(&it);
+}
+
+void bfd_h_item_delete(bfd *d, bfd_req *r)
+{
+    bfd_item it = {0};
+    int k = bfd_req_kind(r);
+    bf_error err = {0};
+    if (find_item(d, r, k, &it) != 0) return;
+    bfd_item_clear(&it);
+    int64_t using = 0;
+    if (bfd_campaign_using(d->store, r->tenant, k, r->id, &using, &err) != BF_OK) { bfd_reply_internal(r, "checking use", &err); return; }
+    if (using > 0) {
+        bfd_reply_problem(r, 409, NULL, "%lld queued or running campaign%s use%s this %s; cancel %s first", (long long)using,
+                          using == 1 ? "" : "s", using == 1 ? "s" : "", kind_word(k), using == 1 ? "it" : "them");
+        return;
+    }
+    if (bfd_item_delete(d->store, k, r->tenant, r->id, &err) != BF_OK) { bfd_reply_internal(r, "deleting", &err); return; }
+    int64_t refs = 0;
+    if (bfd_blob_refs(d->store, r->id, &refs, &err) == BF_OK && refs == 0) bfd_blob_remove(d->blobs, r->id, NULL);
+    bfd_reply_data(r, 204, NULL, NULL, 0);
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The whole flow with curl, as a user meets it: upload a model and an eval set,
+# submit a campaign, follow its events to the end, fetch the results, and
+# check they equal `bitflip run --local` on the same spec; then list, page,
+# metrics, the contract, delete.
+# usage: test_flow.sh BITFLIPD BITFLIP FIXTURES_DIR
+set -u
+BFD=$1 BF=$2 FIX=$3
+tmp=$(mktemp -d)
+PID=
+trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+M=$FIX/conformance/demo_digits.onnx
+D=$FIX/conformance/demo_digits.eval.safetensors
+OCT=(-H 'Content-Type: application/octet-stream')
+JSON=(-H 'Content-Type: application/json')
+
+start_daemon "$tmp/data" || exit 1
+req version 200 "$URL/v1";  body_has version '"bitflip"'
+req live 200 "$URL/v2/health/live"
+req ready 200 "$URL/v2/health/ready";  body_has ready '"ready"'
+
+req upload_model 201 "${OCT[@]}" --data-binary @"$M" "$URL/v1/models?name=digits"
+MID=$(jget "j['id']")
+eq model_id_is_sha256 "$MID" "$(sha256sum "$M" | cut -d' ' -f1)"
+header_has model_location "Location: /v1/models/$MID"
+eq model_summary "$(jget "j['name'], j['size'], len(j['params']) > 0, j['inputs'][0]['name'] != ''")" "digits $(stat -c %s "$M") True True"
+req upload_model_again 200 "${OCT[@]}" --data-binary @"$M" "$URL/v1/models?name=digits"
+req upload_dataset 201 "${OCT[@]}" --data-binary @"$D" "$URL/v1/datasets?name=digits-eval"
+DID=$(jget "j['id']")
+N=$($PY -c "import json,struct,sys; f=open(sys.argv[1],'rb'); n=struct.unpack('<Q',f.read(8))[0]; print(json.loads(f.read(n))['labels']['shape'][0])" "$D")
+eq dataset_summary "$(jget "j['samples'], j['labels']")" "$N True"
+req get_model 200 "$URL/v1/models/$MID";  body_has get_model '"layers"'
+
+# the CLI's spec, with the uploads' ids for model and dataset
+$PY - "$FIX/specs/digits_weights.json" "$MID" "$DID" >"$tmp/spec.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1])); s["model"] = sys.argv[2]; s["dataset"] = sys.argv[3]
+s["gates"] = ["critical_rate<=1", "masked_rate>=1.01"]
+print(json.dumps(s))
+PYEOF
+req submit 202 "${JSON[@]}" --data-binary @"$tmp/spec.json" "$URL/v1/campaigns"
+CID=$(jget "j['id']")
+header_has campaign_location "Location: /v1/campaigns/$CID"
+eq submit_state "$(jget "j['state'] in ('queued', 'running'), j['progress']['trials_planned']")" "True 240"
+
+# events, live, to the end
+timeout 120 curl -sSN "$URL/v1/campaigns/$CID/events" >"$tmp/events"
+$PY - "$tmp/events" <<'PYEOF' && ok || bad "event stream: see above"
+import json, sys
+evs, cur = [], {}
+for line in open(sys.argv[1]).read().split("\n"):
+    if not line:
+        if cur: evs.append(cur); cur = {}
+        continue
+    if line.startswith(":"): continue
+    k, _, v = line.partition(": ")
+    cur[k] = v
+types = [e["event"] for e in evs]
+assert types[0] == "state" and types[-1] == "end", types
+assert "result" in types and types.index("result") == len(types) - 2, types
+seqs = [int(e["id"].split("-")[1]) for e in evs]
+assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), seqs
+fr = [json.loads(e["data"])["fraction"] for e in evs if e["event"] == "progress"]
+assert fr and fr == sorted(fr) and fr[-1] == 1.0, fr
+end = json.loads(evs[-1]["data"])
+assert end["state"] == "succeeded" and end["verdict"] == "fail", end
+res = json.loads(evs[-2]["data"])
+assert res["summary"]["trials"] == 240, res["summary"]
+PYEOF
+
+req state 200 "$URL/v1/campaigns/$CID"
+eq final_state "$(jget "j['state'], j['verdict'], j['progress']['trials_done'], 'result' in j")" "succeeded fail 240 True"
+
+# the same numbers as the CLI on the same spec (the CSV carries no timings)
+(cd "$FIX/specs" && "$BF" run --local digits_weights.json --format csv --trials-out "$tmp/local_trials.jsonl") >"$tmp/local.csv" 2>/dev/null
+req results_csv 200 "$URL/v1/campaigns/$CID/results?format=csv"
+if cmp -s "$tmp/local.csv" "$tmp/body"; then ok; else bad "daemon CSV differs from bitflip run --local"; diff "$tmp/local.csv" "$tmp/body" | head; fi
+req results_json 200 "$URL/v1/campaigns/$CID/results"
+(cd "$FIX/specs" && "$BF" run --local digits_weights.json --format json) >"$tmp/local.json" 2>/dev/null
+$PY - "$tmp/local.json" "$tmp/body" <<'PYEOF' && ok || bad "daemon JSON result differs from the CLI's"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for k in ("summary", "by_tensor", "by_bit", "by_fault_model", "golden"):
+    assert a[k] == b[k], (k, a[k], b[k])
+PYEOF
+req results_trials 200 "$URL/v1/campaigns/$CID/results?trials=true"
+$PY - "$tmp/local_trials.jsonl" "$tmp/body" <<'PYEOF' && ok || bad "per-trial records differ from the CLI's --trials-out"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert len(a) == len(b) == 240, (len(a), len(b))
+assert [t["trial"] for t in b] == list(range(240))
+assert a == b, next((x, y) for x, y in zip(a, b) if x != y)
+PYEOF
+req results_junit 200 "$URL/v1/campaigns/$CID/results?format=junit"
+body_has junit_fail 'failures="1"';  body_has junit_case 'masked_rate&gt;=1.01'
+req results_badfmt 400 "$URL/v1/campaigns/$CID/results?format=xml";  is_problem results_badfmt 400
+
+# lists, paged
+req submit2 202 "${JSON[@]}" --data-binary @"$tmp/spec.json" "$URL/v1/campaigns"
+CID2=$(jget "j['id']")
+req list 200 "$URL/v1/campaigns?limit=1"
+eq page1 "$(jget "len(j['items']), j['items'][0]['id'], j['next_page_token'] is not None")" "1 $CID True"
+TOK=$(jget "j['next_page_token']")
+req list2 200 "$URL/v1/campaigns?limit=1&page_token=$TOK"
+eq page2 "$(jget "[c['id'] for c in j['items']], j['next_page_token']")" "['$CID2'] None"
+req list_state 200 "$URL/v1/campaigns?state=succeeded&limit=1000"
+body_has list_state "$CID"
+req list_badstate 400 "$URL/v1/campaigns?state=sleeping";  is_problem list_badstate 400
+req models 200 "$URL/v1/models";  eq models_list "$(jget "[m['id'] for m in j['items']] == ['$MID'] and 'layers' not in j['items'][0]")" "True"
+wait_state "$CID2" succeeded 120 && ok || bad "second campaign did not finish"
+
+# deleting: a used model is refused while a campaign runs; a finished campaign goes
+req delete_running_campaign_first 204 -X DELETE "$URL/v1/campaigns/$CID2"
+req delete_again 404 -X DELETE "$URL/v1/campaigns/$CID2"
+
+# observability and the contract
+req metrics 200 "$URL/metrics"
+body_has metrics_trials 'bitflip_trials_total{outcome="masked"}'
+body_has metrics_states 'bitflip_campaigns{state="succeeded"}'
+body_has metrics_http 'bitflip_http_requests_total{route="/v1/campaigns",code="202"}'
+body_has metrics_build 'bitflip_build_info{'
+body_has metrics_hist 'bitflip_trial_duration_seconds_bucket{le="+Inf"}'
+req openapi 200 "$URL/v1/openapi.yaml";  body_has openapi "openapi: 3"
+
+req delete_model 204 -X DELETE "$URL/v1/models/$MID"
+req model_gone 404 "$URL/v1/models/$MID";  is_problem model_gone 404
+
+stop_daemon TERM
+eq clean_exit "$STOP_RC" 0
+grep -q "POST /v1/campaigns 202" "$tmp/daemon.log" && ok || bad "no request log line for the submit"
+finish

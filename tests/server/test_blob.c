@@ -1,0 +1,327 @@
+/* Blobs: content lands under its sha256 (digests known independently: the
+ * FIPS million-'a' message, and "hello world" from Python's hashlib), storing
+ * twice keeps one file, nothing is left in tmp/, a crash's leftovers are
+ * swept on open, atomic writes replace, and errors name the path at fault. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "blob.h"
+
+#define HELLO_SHA "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+#define EMPTY_SHA "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define MILLION_A_SHA "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+
+/* --- helpers */
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            remove_tree(sub);
+        }
+        closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static int count_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+/* The file's whole content, NUL-terminated (caller frees); NULL if unreadable. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(1 << 20 | 1);
+    size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int setup(void **state)
+{
+    char *dir = strdup("/tmp/bfd-blob-XXXXXX");
+    if (!dir || !mkdtemp(dir)) return -1;
+    *state = dir;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    remove_tree(*state);
+    free(*state);
+    return 0;
+}
+
+static void sub(char *out, const char *dir, const char *rel)
+{
+    snprintf(out, 4096, "%s/%s", dir, rel);
+}
+
+static void store_text(bfd_blobs *b, const char *text, char sha[65])
+{
+    bfd_upload *u = NULL;
+    bf_error err = {0};
+    assert_int_equal(bfd_upload_begin(b, &u, &err), BF_OK);
+    assert_int_equal(bfd_upload_write(u, text, strlen(text), &err), BF_OK);
+    assert_int_equal(bfd_upload_finish(u, sha, &err), BF_OK);
+}
+
+/* --- tests */
+
+static void test_store_bytes(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bfd_upload *u = NULL;
+    bf_error err = {0};
+    char sha[65], want[4096], tmp[4096];
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    assert_int_equal(bfd_upload_begin(b, &u, &err), BF_OK);
+    assert_int_equal(bfd_upload_write(u, "hello ", 6, &err), BF_OK);
+    assert_int_equal(bfd_upload_write(u, "", 0, &err), BF_OK);
+    assert_int_equal(bfd_upload_write(u, "world", 5, &err), BF_OK);
+    assert_int_equal(bfd_upload_size(u), 11);
+    assert_int_equal(bfd_upload_finish(u, sha, &err), BF_OK);
+    assert_string_equal(sha, HELLO_SHA);
+
+    char *path = bfd_blob_path(b, sha);
+    assert_non_null(path);
+    sub(want, dir, "blobs/b9/" HELLO_SHA);
+    assert_string_equal(path, want);
+    size_t len = 0;
+    char *got = slurp(path, &len);
+    assert_non_null(got);
+    assert_int_equal(len, 11);
+    assert_string_equal(got, "hello world");
+    free(got);
+    free(path);
+    sub(tmp, dir, "tmp");
+    assert_int_equal(count_entries(tmp), 0);
+    bfd_blobs_close(b);
+}
+
+static void test_large_and_empty(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bfd_upload *u = NULL;
+    bf_error err = {0};
+    char sha[65], chunk[1000];
+    memset(chunk, 'a', sizeof chunk);
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    assert_int_equal(bfd_upload_begin(b, &u, &err), BF_OK);
+    for (int i = 0; i < 1000; i++) assert_int_equal(bfd_upload_write(u, chunk, sizeof chunk, &err), BF_OK);
+    assert_int_equal(bfd_upload_size(u), 1000000);
+    assert_int_equal(bfd_upload_finish(u, sha, &err), BF_OK);
+    assert_string_equal(sha, MILLION_A_SHA);
+    char *path = bfd_blob_path(b, sha);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 1000000);
+    free(path);
+
+    assert_int_equal(bfd_upload_begin(b, &u, &err), BF_OK);
+    assert_int_equal(bfd_upload_size(u), 0);
+    assert_int_equal(bfd_upload_finish(u, sha, &err), BF_OK);
+    assert_string_equal(sha, EMPTY_SHA);
+    path = bfd_blob_path(b, sha);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
+    free(path);
+    bfd_blobs_close(b);
+}
+
+static void test_same_bytes_twice(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bf_error err = {0};
+    char sha1[65], sha2[65], shard[4096], tmp[4096];
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    store_text(b, "hello world", sha1);
+    store_text(b, "hello world", sha2);
+    assert_string_equal(sha1, HELLO_SHA);
+    assert_string_equal(sha2, HELLO_SHA);
+    sub(shard, dir, "blobs/b9");
+    assert_int_equal(count_entries(shard), 1);
+    sub(tmp, dir, "tmp");
+    assert_int_equal(count_entries(tmp), 0);
+    bfd_blobs_close(b);
+}
+
+static void test_abort_leaves_nothing(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bfd_upload *u = NULL;
+    bf_error err = {0};
+    char tmp[4096], blobs[4096];
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    assert_int_equal(bfd_upload_begin(b, &u, &err), BF_OK);
+    assert_int_equal(bfd_upload_write(u, "partial", 7, &err), BF_OK);
+    sub(tmp, dir, "tmp");
+    assert_int_equal(count_entries(tmp), 1);   /* the upload in flight */
+    bfd_upload_abort(u);
+    bfd_upload_abort(NULL);
+    assert_int_equal(count_entries(tmp), 0);
+    sub(blobs, dir, "blobs");
+    assert_int_equal(count_entries(blobs), 0);
+    bfd_blobs_close(b);
+}
+
+static void test_tmp_cleared_on_open(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bf_error err = {0};
+    char tmp[4096], stale[4096], sha[65];
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    store_text(b, "hello world", sha);
+    bfd_blobs_close(b);
+    /* what a crash mid-upload leaves behind */
+    sub(stale, dir, "tmp/upload-crashed1");
+    spit(stale, "half a model");
+    sub(stale, dir, "tmp/upload-crashed2");
+    spit(stale, "");
+    sub(tmp, dir, "tmp");
+    assert_int_equal(count_entries(tmp), 2);
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    assert_int_equal(count_entries(tmp), 0);
+    /* finished blobs are untouched */
+    char *path = bfd_blob_path(b, HELLO_SHA);
+    char *got = slurp(path, NULL);
+    assert_non_null(got);
+    assert_string_equal(got, "hello world");
+    free(got);
+    free(path);
+    bfd_blobs_close(b);
+}
+
+static void test_remove_and_bad_ids(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bf_error err = {0};
+    char sha[65];
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    store_text(b, "hello world", sha);
+    char *path = bfd_blob_path(b, sha);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(bfd_blob_remove(b, sha, &err), BF_OK);
+    assert_int_not_equal(access(path, F_OK), 0);
+    assert_int_equal(bfd_blob_remove(b, sha, &err), BF_OK);   /* absent is fine */
+    free(path);
+
+    /* ids come from URLs: nothing but 64 lower-case hex digits becomes a path */
+    assert_null(bfd_blob_path(b, "../../etc/passwd"));
+    assert_null(bfd_blob_path(b, "B94D27B9934D3E08A52E52D7DA7DABFAC484EFE37A5380EE9088F7ACE2EFCDE9"));
+    assert_null(bfd_blob_path(b, HELLO_SHA "0"));
+    assert_null(bfd_blob_path(b, ""));
+    assert_int_equal(bfd_blob_remove(b, "../tmp/x", &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "../tmp/x"));
+    bfd_blobs_close(b);
+}
+
+static void test_write_atomic_replaces(void **state)
+{
+    const char *dir = *state;
+    bf_error err = {0};
+    char path[4096];
+    sub(path, dir, "result.json");
+    assert_int_equal(bfd_write_atomic(path, "{\"v\":1}", 7, &err), BF_OK);
+    char *got = slurp(path, NULL);
+    assert_string_equal(got, "{\"v\":1}");
+    free(got);
+    assert_int_equal(bfd_write_atomic(path, "[]", 2, &err), BF_OK);
+    size_t len = 0;
+    got = slurp(path, &len);
+    assert_int_equal(len, 2);
+    assert_string_equal(got, "[]");
+    free(got);
+    assert_int_equal(count_entries(dir), 1);   /* no temp file left beside it */
+    assert_int_equal(bfd_write_atomic(path, NULL, 0, &err), BF_OK);
+    got = slurp(path, &len);
+    assert_int_equal(len, 0);
+    free(got);
+}
+
+static void test_errors_name_the_path(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bf_error err = {0};
+    char file[4096], inside[4096];
+    /* a regular file where a directory should be: fails even for root, unlike chmod */
+    sub(file, dir, "notadir");
+    spit(file, "x");
+    sub(inside, dir, "notadir/out.json");
+    assert_int_equal(bfd_write_atomic(inside, "x", 1, &err), BF_EIO);
+    assert_non_null(strstr(err.msg, inside));
+
+    memset(&err, 0, sizeof err);
+    assert_int_equal(bfd_blobs_open(file, &b, &err), BF_EIO);
+    assert_null(b);
+    sub(inside, dir, "notadir/blobs");
+    assert_non_null(strstr(err.msg, inside));
+
+    /* DIR/blobs exists but is a file */
+    char data[4096], blobs[4096];
+    sub(data, dir, "data");
+    assert_int_equal(mkdir(data, 0700), 0);
+    sub(blobs, dir, "data/blobs");
+    spit(blobs, "");
+    memset(&err, 0, sizeof err);
+    assert_int_equal(bfd_blobs_open(data, &b, &err), BF_EIO);
+    assert_non_null(strstr(err.msg, blobs));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_store_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_and_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_bytes_twice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_abort_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tmp_cleared_on_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_and_bad_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_atomic_replaces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors_name_the_path, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
