@@ -7,7 +7,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns fixtures clean
+.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon fixtures clean
 
 all: build
 
@@ -41,7 +41,7 @@ test-tsan: build-tsan
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_'
 
 demo: build
-	@scripts/demo.sh $(BUILD)/bitflip
+	@scripts/demo.sh $(BUILD)/bitflip $(BUILD)/bitflipd
 
 conformance: build
 	$(BUILD)/tests/bitflip-conformance $(CONFORMANCE_DIR)
@@ -58,6 +58,11 @@ bench: build bench-deps
 # injection); about 10 minutes on a quiet machine.
 bench-campaigns: build bench-deps
 	/usr/bin/python3 bench/campaign_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md
+
+# Rewrites the daemon section of docs/BENCHMARKS.md (bitflipd under wrk, RSS, 200 event
+# streams, while a campaign keeps both workers busy); about 3 minutes.
+bench-daemon: build bench-deps
+	/usr/bin/python3 bench/daemon_bench.py --bitflipd $(BUILD)/bitflipd --write-doc docs/BENCHMARKS.md
 
 fixtures: bench-deps
 	/usr/bin/python3 tests/fixtures/make_fixtures.py

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # make demo: the main job on a built-in model and eval set. Shows what the
-# model is made of, its golden metrics, what single-bit faults in its weights
-# do (a sign flip, a low mantissa bit, a high exponent bit), then a campaign:
-# thousands of faults, outcome rates with intervals, the layers and bits that
-# matter most.
+# model is made of and what single-bit faults in its weights do; then starts
+# the service (bitflipd) on loopback, uploads the model and eval set with
+# curl, runs a 3,200-fault campaign on it with live progress from the
+# daemon's event stream, prints the result (which layers and bits matter),
+# and stops the daemon.
 set -euo pipefail
 BITFLIP=${1:-build/bitflip}
+BITFLIPD=${2:-$(dirname "$BITFLIP")/bitflipd}
 cd "$(dirname "$0")/.."
 fx=tests/fixtures/conformance
 # a small CNN trained on scikit-learn's handwritten digits (tests/fixtures/make_fixtures.py)
@@ -25,6 +27,31 @@ fi
 "$BITFLIP" eval "$model" "$data" "${flips[@]}" --random-flips 5 --seed 7
 
 echo
-echo "== bitflip run --local tests/fixtures/specs/demo_campaign.json"
-echo "   (3200 single-bit weight faults, 100 per bit position; which layers and bits matter)"
-"$BITFLIP" run --local tests/fixtures/specs/demo_campaign.json --format table --stats
+echo "== bitflipd: the service, on loopback with a throw-away data directory"
+dir=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+"$BITFLIPD" --listen 127.0.0.1:0 --port-file "$dir/port" --data-dir "$dir/data" 2>"$dir/log" &
+pid=$!
+for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+[ -s "$dir/port" ] || { echo "bitflipd did not start:"; cat "$dir/log"; exit 1; }
+url=http://127.0.0.1:$(cat "$dir/port")
+until curl -fsS "$url/v2/health/ready" >/dev/null 2>&1; do sleep 0.05; done
+head -1 "$dir/log"
+echo
+echo "\$ curl --data-binary @$model -H 'Content-Type: application/octet-stream' $url/v1/models"
+curl -fsS --data-binary @"$model" -H 'Content-Type: application/octet-stream' "$url/v1/models?name=demo_digits" |
+  /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print("  model %s: %s nodes, %s parameters, inputs %s" % (j["id"][:16] + "...", j["nodes"], j["param_elements"], [i["name"] for i in j["inputs"]]))'
+echo "\$ curl --data-binary @$data -H 'Content-Type: application/octet-stream' $url/v1/datasets"
+curl -fsS --data-binary @"$data" -H 'Content-Type: application/octet-stream' "$url/v1/datasets?name=demo_digits" |
+  /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print("  dataset %s: %s samples, labels: %s" % (j["id"][:16] + "...", j["samples"], j["labels"]))'
+
+echo
+echo "== bitflip run --server $url tests/fixtures/specs/demo_campaign.json"
+echo "   (3200 single-bit weight faults, 100 per bit position, on the daemon's workers;"
+echo "    progress from its event stream: GET /v1/campaigns/{id}/events)"
+"$BITFLIP" run --server "$url" tests/fixtures/specs/demo_campaign.json --format table
+echo
+echo "== stopping bitflipd (SIGTERM)"
+kill -TERM "$pid"; wait "$pid"; pid=
+echo "   stopped; the same with curl alone is in docs/SERVICE.md"

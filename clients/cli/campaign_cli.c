@@ -90,7 +90,7 @@ int load_spec(const char *cmd, const char *path, bf_campaign_spec *spec)
 }
 
 /* `p` as given if it exists, else beside the spec file. */
-static char *resolve(const char *spec_path, const char *p)
+char *resolve_input(const char *spec_path, const char *p)
 {
     if (p[0] == '/' || access(p, F_OK) == 0) return strdup(p);
     const char *slash = strrchr(spec_path, '/');
@@ -107,7 +107,7 @@ static char *resolve(const char *spec_path, const char *p)
 int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, bf_model **m, bf_dataset **ds)
 {
     bf_error err = {0};
-    char *mp = resolve(spec_path, spec->model), *dp = resolve(spec_path, spec->dataset);
+    char *mp = resolve_input(spec_path, spec->model), *dp = resolve_input(spec_path, spec->dataset);
     int rc = 0;
     if (!mp || !dp) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); rc = EXIT_INFRA; }
     else if (bf_model_load_file(mp, m, &err) != BF_OK) rc = report_error(cmd, &err);

@@ -25,6 +25,16 @@ int load_spec(const char *cmd, const char *path, bf_campaign_spec *spec);
  * directory, else to the spec's directory). */
 int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, bf_model **m, bf_dataset **ds);
 
+/* A path from a spec: as given if it exists (or is absolute), else relative
+ * to the spec's directory (malloc'd; NULL when out of memory). */
+char *resolve_input(const char *spec_path, const char *p);
+
+/* Runs the campaign on a bitflipd (remote.c): uploads the spec's model and
+ * dataset, submits, follows its events with a progress line, fetches the
+ * result; then as a local run (output, trial records, gates, JUnit). */
+int remote_run(const char *url, const char *token, const char *spec_path, const char *out_path, const char *format,
+               const char *trials_path, const gate *gates, size_t n_gates, const char *junit_path);
+
 /* Writes the document to out_path (if any) and prints it on stdout in
  * `format` (NULL: table on a terminal, JSON otherwise). */
 int emit_result(const char *cmd, const json_t *doc, const char *out_path, const char *format);

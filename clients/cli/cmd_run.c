@@ -15,20 +15,28 @@
 
 static const char help[] =
     "usage: bitflip run --local [OPTIONS] SPEC.json\n"
+    "       bitflip run --server URL [--token TOKEN] [OPTIONS] SPEC.json\n"
     "\n"
-    "Runs the fault campaign that SPEC.json describes (docs/CAMPAIGNS.md) on this\n"
-    "machine and reports how the model degrades: outcome rates (masked, tolerable,\n"
+    "Runs the fault campaign that SPEC.json describes (docs/CAMPAIGNS.md) and\n"
+    "reports how the model degrades: outcome rates (masked, tolerable,\n"
     "critical, due) with intervals, metrics under faults, and the tensors and bits\n"
     "that matter most. Paths in the spec are relative to the working directory, or\n"
-    "else to the spec's directory.\n"
+    "else to the spec's directory. It runs on this machine (--local), or on a\n"
+    "bitflipd (--server): the spec's model and dataset are uploaded, the campaign\n"
+    "runs on the daemon's workers, progress comes from its event stream, and the\n"
+    "result, trial records and gates are the same as a local run's.\n"
     "\n"
-    "  --local              run here, without a daemon (required for now)\n"
+    "  --local              run here, without a daemon\n"
+    "  --server URL         run on the bitflipd at URL (or $BITFLIP_SERVER), e.g.\n"
+    "                       http://127.0.0.1:8080\n"
+    "  --token TOKEN        its bearer token (or $BITFLIP_TOKEN), if it has tokens\n"
     "  --out FILE           write the result document (JSON)\n"
     "  --trials-out FILE    write one JSON line per trial: its faults (tensor, index,\n"
     "                       bits, old and new value), outcome and metrics\n"
     "  --format F           table, json or csv on stdout (default: table on a\n"
     "                       terminal, json otherwise)\n"
-    "  --threads N          worker threads (default: all cores)\n"
+    "  --threads N          worker threads (default: all cores; --local only, as are\n"
+    "                       --exact, --cache-budget, --stats and --shard)\n"
     "  --exact              re-run the whole eval set for every trial instead of\n"
     "                       only what the faults reach (slow; for checking: the\n"
     "                       outcomes agree, see docs/ENGINE.md)\n"
@@ -45,7 +53,7 @@ static const char help[] =
     "3 the campaign could not run.\n";
 
 typedef struct run_opts {
-    const char *spec_path, *out_path, *trials_path, *junit_path, *format;
+    const char *spec_path, *out_path, *trials_path, *junit_path, *format, *server, *token;
     long long threads, shard_i, shard_n;
     long long cache_budget;
     int local, exact, stats;
@@ -132,7 +140,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
         else if (!strcmp(a, "--exact")) o->exact = 1;
         else if (!strcmp(a, "--stats")) o->stats = 1;
         else if (!strcmp(a, "--cache-budget")) { rc = parse_size(a, v, &o->cache_budget); i++; }
-        else if (!strcmp(a, "--out") || !strcmp(a, "--trials-out") || !strcmp(a, "--junit") || !strcmp(a, "--format") ||
+        else if (!strcmp(a, "--server") || !strcmp(a, "--token")) {
+            if (!v) return usage_error("run", "%s needs a value", a);
+            if (!strcmp(a, "--server")) o->server = v;
+            else o->token = v;
+            i++;
+        } else if (!strcmp(a, "--out") || !strcmp(a, "--trials-out") || !strcmp(a, "--junit") || !strcmp(a, "--format") ||
                  !strcmp(a, "--gate")) {
             if (!v) return usage_error("run", "%s needs a value", a);
             if (!strcmp(a, "--out")) o->out_path = v;
@@ -149,8 +162,17 @@ static int parse_args(int argc, char **argv, run_opts *o)
         if (rc) return rc;
     }
     if (!o->spec_path) return usage_error("run", "which campaign? usage: bitflip run --local SPEC.json");
-    if (!o->local)
-        return usage_error("run", "the bitflipd daemon is not available yet: add --local to run the campaign here");
+    if (!o->server && !o->local) o->server = getenv("BITFLIP_SERVER");
+    if (!o->token) o->token = getenv("BITFLIP_TOKEN");
+    if (o->server && !*o->server) o->server = NULL;
+    if (o->local && o->server && !getenv("BITFLIP_SERVER"))
+        return usage_error("run", "--local and --server: choose one");
+    if (o->local) o->server = NULL;
+    if (!o->local && !o->server)
+        return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
+    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_n > 1))
+        return usage_error("run", "--threads, --exact, --cache-budget, --stats and --shard are for --local runs; "
+                                  "the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
         return usage_error("run", "--format must be table, json or csv, got '%s'", o->format);
     return 0;
@@ -180,6 +202,10 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; i < o.n_gates; i++)
         if ((rc = gate_parse("run", o.gates[i], &gates[i])) != 0) goto out;
 
+    if (o.server) {
+        rc = remote_run(o.server, o.token, o.spec_path, o.out_path, o.format, o.trials_path, gates, o.n_gates, o.junit_path);
+        goto out;
+    }
     if ((rc = load_spec("run", o.spec_path, &spec)) != 0) goto out;
     have_spec = 1;
     if ((rc = load_inputs("run", o.spec_path, &spec, &m, &ds)) != 0) goto out;
