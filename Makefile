@@ -23,7 +23,8 @@ build-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # Every test in the release build and under ASan + UBSan; the threaded ones
-# (evaluator, campaigns, CLI) under ThreadSanitizer too.
+# (evaluator, campaigns, CLI, the daemon) under ThreadSanitizer too; the daemon's
+# crash-and-restart test is left out there (six minutes under TSan).
 test: test-release test-asan test-tsan
 
 test-release: build
@@ -38,7 +39,7 @@ build-tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 
 test-tsan: build-tsan
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_'
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_|server_|daemon_test_flow|daemon_test_security'
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bitflip $(BUILD)/bitflipd

@@ -29,7 +29,8 @@ eq bad_tenant_name "$?" 2
 BOB=bft_$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '# lab tokens\nbob:%s\n' "$BOB" >"$tmp/tokens"
 cat >"$tmp/config.json" <<JSONEOF
-{"max_upload_bytes": 200000, "max_json_bytes": 4096, "max_trials": 100000, "tenant_queued": 3}
+{"max_upload_bytes": 200000, "max_json_bytes": 4096, "max_trials": 100000, "tenant_queued": 3,
+ "max_connections": 12}
 JSONEOF
 start_daemon "$tmp/data" --tokens-file "$tmp/tokens" --config "$tmp/config.json" || exit 1
 A=(-H "Authorization: Bearer $ALICE")
@@ -127,13 +128,45 @@ req bob_not_limited_by_alice 202 "${B[@]}" "${JSON[@]}" --data-binary @"$tmp/lon
 req bob_cancel 202 "${B[@]}" -X POST "$URL/v1/campaigns/$(jget "j['id']")/cancel"
 req alice_delete_while_used 409 "${A[@]}" -X DELETE "$URL/v1/models/$MID";  is_problem alice_delete_while_used 409
 
+req alice_cancels_queue 200 "${A[@]}" "$URL/v1/campaigns?state=queued&limit=1000"
+for c in $(jget "' '.join(c['id'] for c in j['items'])"); do curl -sS -o /dev/null "${A[@]}" -X POST "$URL/v1/campaigns/$c/cancel"; done
+
+# fairness: with alice's two long campaigns on both workers, bob's small one
+# gets the next free worker and finishes while hers still run
+# (a tenant's started campaign takes the free workers before its next one starts)
+req alice_running 200 "${A[@]}" "$URL/v1/campaigns?state=running&limit=1000"
+eq alice_running_one "$(jget "len(j['items'])")" 1
+RC=$(jget "j['items'][0]['id']")
+req bob_small 202 "${B[@]}" "${JSON[@]}" --data-binary @"$tmp/spec.json" "$URL/v1/campaigns"
+BC=$(jget "j['id']")
+AUTH=("${B[@]}"); wait_state "$BC" succeeded 120 && ok || bad "bob's campaign was starved by alice's"
+req alice_still_running 200 "${A[@]}" "$URL/v1/campaigns?state=running&limit=1000"
+eq alice_still_running "$(jget "[c['id'] for c in j['items']]")" "['$RC']"
+
+# connections: past max_connections a request gets a 503 with a reason, not a closed socket
+pids=()
+for i in $(seq 1 12); do curl -sSN "${A[@]}" "$URL/v1/campaigns/$RC/events" -o /dev/null --max-time 30 & pids+=($!); done
+sleep 1
+req too_many_connections 503 "$URL/v2/health/live";  is_problem too_many_connections 503
+body_has too_many_connections_why "too many connections"
+kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+# a suspended stream's closed socket is noticed at its next event (progress, 4 a second)
+for _ in $(seq 1 50); do curl -fsS -o /dev/null "$URL/v2/health/ready" 2>/dev/null && break; sleep 0.1; done
+
 # still healthy, and a good request still works
 req healthy_after 200 "$URL/v2/health/ready"
 req good_after 200 "${A[@]}" "${OCT[@]}" --data-binary @"$M" "$URL/v1/models"
 stop_daemon TERM
 eq clean_exit "$STOP_RC" 0
 # the tokens file is read at every start: the second start is as good as the first
-start_daemon "$tmp/data" --tokens-file "$tmp/tokens" --config "$tmp/config.json" || exit 1
+start_daemon "$tmp/data" --tokens-file "$tmp/tokens" --config "$tmp/config.json" --log-format json || exit 1
 req bob_after_restart 200 "${B[@]}" "$URL/v1/models"
+sleep 0.2
+$PY - "$tmp/daemon.log" <<'PYEOF' && ok || bad "--log-format json: no JSON line for bob's request"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+assert any(l.get("method") == "GET" and l.get("path") == "/v1/models" and l.get("status") == 200
+           and l.get("tenant") == "bob" and "ms" in l for l in lines), lines[-3:]
+PYEOF
 stop_daemon TERM
 finish
