@@ -338,12 +338,22 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
             if (dx->sstate[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
         }
     }
+    const float *o = sp->vals[sh->out_val].data;
+    size_t rb = (size_t)sh->out_cols * sizeof(float);
+    if (dx->sstate[sh->out_val] == DIRTY) {
+        /* Outputs moved by an ulp or so: the steps on rows matched the batch
+         * on the golden pass, yet a kernel may still round one row alone
+         * differently from the batch, and here that decides whether the
+         * fault was masked. The batch's own kernels decide instead. */
+        int tiny = 1;
+        for (int t = 0; t < n && tiny; t++)
+            tiny = bf__dx_tiny_change(o + t * sh->out_cols, sh->golden + (start + sel[t]) * sh->out_cols, 1, sh->out_cols);
+        if (tiny) return BF_OK;
+    }
     *done = 1;
     for (size_t f = 0; f < nb; f++)
         if (vf_old) bf_plan_value_fault_seen(sp, f, &vf_old[dx->vfb_of[f]], &vf_new[dx->vfb_of[f]]);
     if (dx->sstate[sh->out_val] != DIRTY) return BF_OK;
-    const float *o = sp->vals[sh->out_val].data;
-    size_t rb = (size_t)sh->out_cols * sizeof(float);
     int touched = 0;
     for (int t = 0; t < n; t++) {
         int64_t row = start + sel[t];
