@@ -65,8 +65,10 @@ typedef struct bfd {
     int64_t boot;             /* event ids are "<boot>-<seq>": a restart starts a new run of ids */
     int auth;                 /* tokens exist: every /v1 route needs one */
     int draining;             /* SIGTERM seen: refuse new work, ready = 503 */
+    double drain_started;
     int port;                 /* bound */
     int connections;          /* open now (past cfg.max_connections: 503) */
+    int suspended;            /* requests waiting on work off the loop (uploads being checked) */
     double started;
 } bfd;
 

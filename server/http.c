@@ -128,12 +128,14 @@ void bfd_req_suspend(bfd_req *r)
     if (r->suspended) return;
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
+    r->d->suspended++;
 }
 
 void bfd_req_resume(bfd_req *r)
 {
     if (!r->suspended) return;
     r->suspended = 0;
+    r->d->suspended--;
     MHD_resume_connection(r->conn);
     bfd_http_kick(r->d);
 }

@@ -35,6 +35,11 @@ static void cache_clear(bfd_worker_cache *wc)
     memset(wc, 0, sizeof *wc);
 }
 
+void bfd_worker_cache_drop(bfd_worker_cache *wc)
+{
+    cache_clear(wc);
+}
+
 void bfd_worker_cache_free(bfd_worker_cache *wc)
 {
     if (!wc) return;

@@ -159,6 +159,12 @@ static void on_close_walk(uv_handle_t *h, void *arg)
 static void on_drained(uv_timer_t *t)
 {
     bfd *d = t->data;
+    /* libmicrohttpd must not stop with a connection suspended: let uploads
+     * being checked finish (a few seconds at most) */
+    if (d->suspended > 0 && bfd_mono() - d->drain_started < d->cfg.drain_seconds) {
+        uv_timer_start(&d->drain_timer, on_drained, 100, 0);
+        return;
+    }
     bfd_http_stop(d);
     uv_walk(d->loop, on_close_walk, NULL);
 }
@@ -168,6 +174,7 @@ static void on_signal(uv_signal_t *s, int signum)
     bfd *d = s->data;
     if (d->draining) return;
     d->draining = 1;
+    d->drain_started = bfd_mono();
     bfd_log(d, "info", "signal %d: draining (no new connections; running chunks stop; campaigns resume at next start)", signum);
     bfd_http_quiesce(d);
     /* workers stop between trials; finished chunks are already checkpointed */

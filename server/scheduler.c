@@ -202,6 +202,8 @@ static void *worker_main(void *arg)
         double secs = bfd_mono() - t0;
 
         pthread_mutex_lock(&s->mu);
+        /* nothing more of this campaign to run: its model and golden pass go */
+        int last = e->head == e->n_pending;
         bfd_msg *m = msg_new(st == BF_OK ? BFD_MSG_DONE : st == BF_ECANCELED ? BFD_MSG_STOPPED : BFD_MSG_FAILED, e->id, idx);
         if (m) {
             m->seconds = secs;
@@ -216,6 +218,11 @@ static void *worker_main(void *arg)
         if (st != BF_OK && st != BF_ECANCELED) e->head = e->n_pending;   /* one failure fails the campaign */
         if (e->running == 0 && e->head == e->n_pending) unlink_entry(s, e);
         pthread_cond_broadcast(&s->cv);   /* a tenant's slot may have freed */
+        if (last) {
+            pthread_mutex_unlock(&s->mu);
+            bfd_worker_cache_drop(w->wc);
+            pthread_mutex_lock(&s->mu);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

@@ -81,6 +81,8 @@ void bfd_sched_load(bfd_sched *s, int *running, int *queued);
 typedef struct bfd_worker_cache bfd_worker_cache;
 bfd_worker_cache *bfd_worker_cache_new(void);
 void bfd_worker_cache_free(bfd_worker_cache *wc);
+/* Lets go of the campaign it holds (its last chunk has been taken). */
+void bfd_worker_cache_drop(bfd_worker_cache *wc);
 typedef void (*bfd_progress_fn)(void *user, int64_t done, const int64_t outcomes[BF_OUTCOME_COUNT]);
 /* Runs chunk `idx` of the campaign: *result_json is the chunk's result
  * document (malloc'd). BF_ECANCELED when `cancel` was raised. */
