@@ -61,7 +61,7 @@ bench-campaigns: build bench-deps
 	/usr/bin/python3 bench/campaign_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md
 
 # Rewrites the daemon section of docs/BENCHMARKS.md (bitflipd under wrk, RSS, 200 event
-# streams, while a campaign keeps both workers busy); about 3 minutes.
+# streams, while a campaign keeps both workers busy); about 2 minutes.
 bench-daemon: build bench-deps
 	/usr/bin/python3 bench/daemon_bench.py --bitflipd $(BUILD)/bitflipd --write-doc docs/BENCHMARKS.md
 

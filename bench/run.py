@@ -33,7 +33,9 @@ import benchlib  # noqa: E402
 
 PY = "/usr/bin/python3"  # Debian's python: the one with torch 1.13, onnx, numpy
 BENCH = benchlib.BENCH_DIR
-CAMPAIGN_START, CAMPAIGN_END = "<!-- campaign-bench:start -->", "<!-- campaign-bench:end -->"
+# Sections other benchmarks own in the same file (bench/campaign_bench.py,
+# bench/daemon_bench.py, ...): kept as they are when this one rewrites the file.
+KEPT_SECTIONS = ("campaign-bench", "daemon-bench", "mitigation-bench")
 ROOT = benchlib.REPO_ROOT
 
 CONFORMANCE_MODELS = ["digits_mlp", "digits_cnn", "dlrm_small"]
@@ -660,15 +662,17 @@ def write_doc(path, meta, table, sweep_table, problems, rows):
         "overhead (Python for PyTorch, the N-API binding for ORT) is part of what is measured.",
         "",
     ]
-    # The campaign benchmark's section (bench/campaign_bench.py) lives in the same file:
-    # keep it, so that one benchmark does not erase the other's results.
+    # Other benchmarks' sections live in the same file: keep them, so that one
+    # benchmark does not erase another's results.
     kept = ""
     if os.path.exists(path):
         with open(path) as f:
             old = f.read()
-        i, j = old.find(CAMPAIGN_START), old.find(CAMPAIGN_END)
-        if 0 <= i < j:
-            kept = "\n" + old[i:j + len(CAMPAIGN_END)] + "\n"
+        for name in KEPT_SECTIONS:
+            start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+            i, j = old.find(start), old.find(end)
+            if 0 <= i < j:
+                kept += "\n" + old[i:j + len(end)] + "\n"
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(lines) + kept)
