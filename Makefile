@@ -39,7 +39,7 @@ build-tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 
 test-tsan: build-tsan
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_|server_|daemon_test_flow|daemon_test_security'
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|test_mitigate|cli_|server_|daemon_test_flow|daemon_test_security'
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bitflip $(BUILD)/bitflipd

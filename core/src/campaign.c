@@ -17,6 +17,10 @@ void bf_campaign_free(bf_campaign *c)
     if (!c) return;
     for (size_t p = 0; c->stored && p < c->model->n_params; p++) bf__free(c->stored[p]);
     for (size_t p = 0; c->scale && p < c->model->n_params; p++) bf__free(c->scale[p]);
+    bf_model_free(c->own_model);
+    bf__free(c->sbp_mask);
+    bf__free(c->range_lo);
+    bf__free(c->range_hi);
     bf__free(c->stored);
     bf__free(c->scale);
     bf__free(c->slice);
@@ -35,6 +39,13 @@ void bf_campaign_free(bf_campaign *c)
 size_t bf_campaign_num_sites(const bf_campaign *c) { return c->n_sites; }
 const bf_site *bf_campaign_site(const bf_campaign *c, size_t i) { return i < c->n_sites ? &c->sites[i] : NULL; }
 int64_t bf_campaign_num_trials(const bf_campaign *c) { return c->n_trials; }
+
+const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols)
+{
+    *samples = c->samples;
+    *cols = c->out_cols;
+    return c->golden;
+}
 
 double bf_campaign_population(const bf_campaign *c)
 {
@@ -695,6 +706,12 @@ out:
 bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec, bf_campaign **out,
                              bf_error *err)
 {
+    return bf_campaign_create_mitigated(model, ds, spec, NULL, out, err);
+}
+
+bf_status bf_campaign_create_mitigated(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                       const bf_mitigation *mit, bf_campaign **out, bf_error *err)
+{
     bf_status st;
     bf_campaign *c = bf__calloc(1, sizeof *c);
     *out = NULL;
@@ -711,6 +728,8 @@ bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const 
         goto out;
     }
     if ((st = quantize_params(c, spec, err)) != BF_OK) goto out;
+    c->base_model = model;
+    if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = golden_pass(c, spec, err)) != BF_OK) goto out;
     if ((st = profile_scales(c, err)) != BF_OK) goto out;
     *out = c;

@@ -5,6 +5,7 @@
 #define BF_CAMPAIGN_IMPL_H
 
 #include "bitflip/campaign.h"
+#include "bitflip/mitigate.h"
 #include "bitflip/rng.h"
 
 /* One corrupted element of a trial: for activations and inputs, `index` is
@@ -88,6 +89,14 @@ struct bf_campaign {
      * campaign_stats.c): per metric a bound and the grid exponents. */
     double bound[BF_METRIC_COUNT];
     int fsum[BF_METRIC_COUNT], fsq[BF_METRIC_COUNT];
+
+    /* mitigations (campaign_mitigate.c): the model with clipping and ABFT
+     * nodes (model points to it; NULL: none), and the fault filters */
+    bf_model *own_model;
+    const bf_model *base_model;
+    uint32_t *sbp_mask;       /* per site: protected bits (NULL: none) */
+    float *range_lo, *range_hi;   /* per site (weights): the allowed range (NULL: no check) */
+    int range_flag;           /* out of range: DUE; else the value is zeroed */
 };
 
 /* campaign_sample.c: the faults of trial t, a pure function of (seed, t). */
@@ -108,6 +117,17 @@ static inline float bf__scale(const bf_campaign *c, size_t param, int64_t index)
 /* campaign.c: a sample's prediction: its arg-max, or for one score per
  * sample the 0.5 threshold (0 when the golden scores are logits). */
 int64_t bf__prediction(const bf_campaign *c, const float *row);
+
+/* campaign_mitigate.c: sets up mit's protections on c (sites resolved,
+ * parameters stored, before the golden pass). */
+bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_error *err);
+/* What a weight fault leaves after the protections: *now rewritten (SBP
+ * restores protected bits, the range check zeroes); 1 if the range check
+ * flags it (the trial is DUE). */
+int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, float scale, bf_fault_model kind,
+                        float *now);
+/* The mask of a value fault after SBP. */
+uint32_t bf__mitigate_value_mask(const bf_campaign *c, const bf__efault *f);
 
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);

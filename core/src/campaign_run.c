@@ -204,6 +204,14 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         size_t p = c->site_param[f->site];
         float old = bf__stored(c, p, f->index);
         float now = bf_repr_corrupt(c->repr, old, bf__scale(c, p, f->index), kind, f->mask);
+        if ((c->sbp_mask || c->range_lo) && bf__mitigate_weight(c, f, old, bf__scale(c, p, f->index), kind, &now)) {
+            /* the range check flagged it at load: nothing runs */
+            if (applied < BF_TRIAL_FAULTS_MAX)
+                rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
+                                                                .mask = f->mask, .old_value = old, .new_value = now};
+            st = bf_error_set(&w->err, BF_EDETECTED, "range check: a stored value is out of range");
+            break;
+        }
         w->old[applied] = old;
         if (w->dx) w->dw[applied] = (bf__dx_weight){.param = p, .index = f->index, .old_value = old, .new_value = now};
         if ((st = bf_evaluator_write_param(w->ev, p, f->index, now, &w->err)) != BF_OK) break;
@@ -243,11 +251,12 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
     for (size_t i = 0; i < d->n; i++) {
         const bf__efault *f = &d->f[i];
         w->vf[i] = (bf_value_fault){.value = c->site_value[f->site], .sample = f->sample, .index = f->index,
-                                    .model = kind, .mask = f->mask, .repr = c->repr, .scale = c->site_scale[f->site]};
+                                    .model = kind, .mask = bf__mitigate_value_mask(c, f), .repr = c->repr,
+                                    .scale = c->site_scale[f->site]};
     }
     if (w->dx) {
         bf_status st = run_differential(w, NULL, 0, w->vf, d->n, res);
-        for (size_t i = 0; st == BF_OK && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
+        for (size_t i = 0; (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
             const bf__efault *f = &d->f[i];
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample,
                                                             .mask = f->mask, .old_value = w->vf_old[i], .new_value = w->vf_new[i]};
@@ -263,7 +272,7 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
         st = bf_evaluator_run_sample(w->ev, d->n ? d->f[0].sample : 0, c->golden, res, &w->err);
     else if (st == BF_OK)
         st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
-    for (size_t i = 0; st == BF_OK && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
+    for (size_t i = 0; (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
         const bf__efault *f = &d->f[i];
         bf_applied_fault *a = &rec->faults[rec->n_kept++];
         *a = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample, .mask = f->mask};
@@ -286,6 +295,19 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
     *first_bit = d->first_bit;
     bf_eval_result res;
     st = c->target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
+    if (st == BF_EDETECTED) {
+        /* A detector fired (ABFT, the range check): the trial is DUE. Its
+         * metrics are the golden ones, since a system that detects an error
+         * re-executes from a clean state rather than use the outputs. */
+        w->rows = NULL;
+        w->n_rows = 0;
+        rec->outcome = BF_OUTCOME_DUE;
+        rec->changed = 0;
+        for (int m = 0; m < BF_METRIC_COUNT; m++)
+            rec->metrics[m] = c->metrics >> m & 1 ? c->golden_metric[m] : NAN;
+        if (outputs) memcpy(outputs, c->golden, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
+        return BF_OK;
+    }
     if (st != BF_OK) return st;
     classify(c, &res, w->dx && w->rn->golden_finite ? w->rows : NULL, w->n_rows, rec);
     if (outputs) memcpy(outputs, res.outputs, (size_t)(c->samples * c->out_cols) * sizeof *outputs);

@@ -17,6 +17,7 @@ const char *bf_strerror(bf_status status)
     case BF_ERANGE: return "out of range";
     case BF_ENOTFOUND: return "not found";
     case BF_ECANCELED: return "canceled";
+    case BF_EDETECTED: return "error detected";
     }
     return "unknown error";
 }

@@ -80,6 +80,13 @@ struct bf_model {
     bf_param_info *params;
     int *param_vals;
     int64_t param_elements;
+
+    /* A model derived from `base` by mitigate.c (nodes inserted): it shares
+     * the base's names, attributes, tensors and parameter tables and owns
+     * only its arrays and what `owned` lists. The base outlives it. */
+    const struct bf_model *base;
+    void **owned;
+    size_t n_owned, cap_owned;
 };
 
 const bf__attr *bf__node_attr(const bf__node *node, const char *name);

@@ -63,6 +63,20 @@ static void free_attr(bf__attr *a)
 void bf_model_free(bf_model *m)
 {
     if (!m) return;
+    if (m->base) {   /* derived (mitigate.c): only its own arrays */
+        for (size_t i = 0; i < m->n_owned; i++) bf__free(m->owned[i]);
+        bf__free(m->owned);
+        for (size_t i = 0; i < m->n_nodes; i++) {
+            bf__free(m->nodes[i].in);
+            bf__free(m->nodes[i].out);
+        }
+        bf__free(m->values);
+        bf__free(m->nodes);
+        bf__free(m->order);
+        bf__free(m->output_vals);
+        bf__free(m);
+        return;
+    }
     for (size_t i = 0; i < m->n_values; i++) {
         bf__free(m->values[i].name);
         bf__tensor_free(m->values[i].init);

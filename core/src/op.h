@@ -24,7 +24,10 @@
 #include "graph.h"
 
 #define BF__MAX_IO 64          /* inputs or outputs per node (Concat may have many) */
-#define BF__OP_PARAMS_MAX 768  /* bytes of parsed parameters per node */
+#define BF__OP_PARAMS_MAX 1536 /* bytes of parsed parameters per node */
+/* Gemm, MatMul and Conv stay within this, so that the ABFT check that
+ * follows them can hold their parameters to recompute them. */
+#define BF__OP_SUBPARAMS_MAX 768
 
 typedef struct bf__prep {
     const bf__node *node;
@@ -61,6 +64,9 @@ typedef struct bf__op {
 
 /* Looks up an op of the default domain; NULL if unsupported. */
 const bf__op *bf__op_find(const char *name);
+/* The ops bitflip inserts itself ("bf.Clip", "bf.AbftCheck": see
+ * mitigate.c); never reachable from a model file. */
+const bf__op *bf__op_find_internal(const char *name);
 /* Comma-separated list of supported op names, for error messages. */
 const char *bf__op_supported_list(void);
 

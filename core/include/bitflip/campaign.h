@@ -65,6 +65,7 @@
 #include "bitflip/dataset.h"
 #include "bitflip/error.h"
 #include "bitflip/eval.h"
+#include "bitflip/mitigate.h"
 #include "bitflip/model.h"
 #include "bitflip/repr.h"
 
@@ -108,7 +109,7 @@ typedef enum bf_outcome {
     BF_OUTCOME_MASKED = 0,    /* outputs bit-identical to golden (same batching) */
     BF_OUTCOME_TOLERABLE,     /* outputs differ, no prediction changes */
     BF_OUTCOME_CRITICAL,      /* a prediction changes, or a metric moves past its threshold */
-    BF_OUTCOME_DUE,           /* NaN or Inf in an output */
+    BF_OUTCOME_DUE,           /* NaN or Inf in an output, or a mitigation's detector fired */
     BF_OUTCOME_COUNT
 } bf_outcome;
 
@@ -157,6 +158,12 @@ typedef struct bf_campaign_spec {
      * this (absolute); < 0: only prediction changes count. */
     int critical_metric;      /* bf_metric_id, or -1 */
     double critical_delta;
+
+    /* Mitigation configurations to compare on the same faults (paired):
+     * api/ and the CLI run the campaign once per entry; each run is a
+     * bf_campaign_create_mitigated with one of them. */
+    bf_mitigation *mitigations;
+    size_t n_mitigations;
 
     double stop_margin;       /* 0: run every trial */
     double stop_confidence;   /* e.g. 0.95 */
@@ -291,6 +298,13 @@ typedef struct bf_campaign_opts {
  * representation), runs the golden pass, and prepares the trial list. */
 bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
                              bf_campaign **out, bf_error *err);
+/* The same with the protections of `mit` (NULL: none; bitflip/mitigate.h)
+ * on the model and the faults. Trial t draws the same faults whatever
+ * `mit` is, so campaigns that differ only in it are paired trial by trial.
+ * The golden pass is the protected model's. An ABFT check that fires on
+ * the golden pass is an error (a tolerance too tight for this model). */
+bf_status bf_campaign_create_mitigated(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                       const bf_mitigation *mit, bf_campaign **out, bf_error *err);
 void bf_campaign_free(bf_campaign *c);
 
 size_t bf_campaign_num_sites(const bf_campaign *c);
@@ -298,6 +312,9 @@ const bf_site *bf_campaign_site(const bf_campaign *c, size_t i);
 /* Faults in the population (elements x bits over the sites; random_value:
  * elements; transient: also x samples), for plan sizes. */
 double bf_campaign_population(const bf_campaign *c);
+/* The golden pass's outputs (samples x cols; with a mitigation, the
+ * protected model's), valid for the campaign's life. */
+const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols);
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);
 

@@ -21,7 +21,8 @@ typedef enum bf_status {
     BF_ESHAPE = -6,        /* tensor shapes or types do not fit together */
     BF_ERANGE = -7,        /* an index or value is out of range */
     BF_ENOTFOUND = -8,     /* a named thing does not exist */
-    BF_ECANCELED = -9      /* the caller asked to stop */
+    BF_ECANCELED = -9,     /* the caller asked to stop */
+    BF_EDETECTED = -10     /* an error detector (ABFT, a range check) fired: the pass's outputs are not to be used */
 } bf_status;
 
 #define BF_ERROR_MSG_MAX 512

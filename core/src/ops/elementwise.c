@@ -30,7 +30,7 @@ static bf_status need_input(const bf__prep *p, bf_error *err)
 /* ---- unary ------------------------------------------------------------- */
 
 typedef enum unary_kind {
-    U_RELU, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_ERF, U_SQRT, U_NEG, U_EXP, U_LOG
+    U_RELU, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_ERF, U_SQRT, U_NEG, U_EXP, U_LOG, U_ABS
 } unary_kind;
 
 typedef struct unary_params {
@@ -45,7 +45,7 @@ static int unary_lookup(const char *name, unary_kind *k)
     static const struct { const char *name; unary_kind kind; } map[] = {
         {"Relu", U_RELU}, {"LeakyRelu", U_LEAKY_RELU}, {"Sigmoid", U_SIGMOID},
         {"Tanh", U_TANH}, {"Erf", U_ERF}, {"Sqrt", U_SQRT}, {"Neg", U_NEG},
-        {"Exp", U_EXP}, {"Log", U_LOG},
+        {"Exp", U_EXP}, {"Log", U_LOG}, {"Abs", U_ABS},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(map[i].name, name) == 0) { *k = map[i].kind; return 1; }
@@ -203,6 +203,7 @@ MAP_LOOP(map_erf, erf_f32)
 MAP_LOOP(map_exp, exp_f32)
 MAP_LOOP(map_sqrt, sqrtf)
 MAP_LOOP(map_log, logf)
+MAP_LOOP(map_abs, fabsf)
 
 static bf_status unary_run(const bf__ctx *c, bf_error *err)
 {
@@ -222,6 +223,7 @@ static bf_status unary_run(const bf__ctx *c, bf_error *err)
     case U_SQRT: map_sqrt(y, x, n); break;
     case U_EXP: map_exp(y, x, n); break;
     case U_LOG: map_log(y, x, n); break;
+    case U_ABS: map_abs(y, x, n); break;
     case U_NEG:
         /* integers negate through unsigned: -INT_MIN wraps instead of being UB */
         if (q->dtype == BF_F32) {
@@ -515,7 +517,7 @@ static bf_status softmax_run(const bf__ctx *c, bf_error *err)
 
 const bf__op bf__ops_elementwise[] = {
     UNARY("Relu"), UNARY("LeakyRelu"), UNARY("Sigmoid"), UNARY("Tanh"), UNARY("Erf"),
-    UNARY("Sqrt"), UNARY("Neg"), UNARY("Exp"), UNARY("Log"),
+    UNARY("Sqrt"), UNARY("Neg"), UNARY("Exp"), UNARY("Log"), UNARY("Abs"),
     BINARY("Add"), BINARY("Sub"), BINARY("Mul"), BINARY("Div"), BINARY("Pow"),
     REDUCE("ReduceSum"), REDUCE("ReduceMean"), REDUCE("ReduceMax"),
     {"Clip", 1, 3, 1, 1, 0, clip_prepare, clip_run},

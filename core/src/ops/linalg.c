@@ -30,7 +30,7 @@ typedef struct gemm_params {
     int use_c;              /* C present and beta != 0 */
     int64_t c_rs, c_cs;     /* C's strides after broadcasting to [M, N] (0 = repeated) */
 } gemm_params;
-static_assert(sizeof(gemm_params) <= BF__OP_PARAMS_MAX, "gemm params too large");
+static_assert(sizeof(gemm_params) <= BF__OP_SUBPARAMS_MAX, "gemm params too large (ABFT keeps them inside its own)");
 
 static bf_status gemm_prepare(bf__prep *p, bf_error *err)
 {
@@ -139,7 +139,7 @@ typedef struct matmul_params {
     int64_t bdims[BF_MAX_DIMS]; /* output batch dims */
     int64_t sa[BF_MAX_DIMS], sb[BF_MAX_DIMS];  /* per batch dim, elements to step A, B (0: broadcast) */
 } matmul_params;
-static_assert(sizeof(matmul_params) <= BF__OP_PARAMS_MAX, "matmul params too large");
+static_assert(sizeof(matmul_params) <= BF__OP_SUBPARAMS_MAX, "matmul params too large (ABFT keeps them inside its own)");
 
 static bf_status matmul_prepare(bf__prep *p, bf_error *err)
 {

@@ -165,7 +165,7 @@ typedef struct conv_params {
     size_t off_cols, off_tmp;           /* im2col: scratch offsets (floats) past the weights */
     int has_bias, path;
 } conv_params;
-static_assert(sizeof(conv_params) <= BF__OP_PARAMS_MAX, "conv params too large");
+static_assert(sizeof(conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
 
 bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
 {

@@ -8,6 +8,7 @@
 extern const bf__op bf__ops_linalg[];
 extern const bf__op bf__ops_elementwise[];
 extern const bf__op bf__ops_shape[];
+extern const bf__op bf__ops_mitigate[];
 
 static const bf__op *const families[] = {bf__ops_linalg, bf__ops_elementwise, bf__ops_shape};
 
@@ -19,9 +20,16 @@ const bf__op *bf__op_find(const char *name)
     return NULL;
 }
 
+const bf__op *bf__op_find_internal(const char *name)
+{
+    for (const bf__op *op = bf__ops_mitigate; op->name; op++)
+        if (strcmp(op->name, name) == 0) return op;
+    return NULL;
+}
+
 const char *bf__op_supported_list(void)
 {
-    return "Add, AveragePool, BatchNormalization, Cast, Clip, Concat, Constant, "
+    return "Abs, Add, AveragePool, BatchNormalization, Cast, Clip, Concat, Constant, "
            "ConstantOfShape, Conv, Div, Dropout, Erf, Exp, Expand, Flatten, Gather, Gemm, "
            "GlobalAveragePool, Identity, LayerNormalization, LeakyRelu, Log, MatMul, MaxPool, "
            "Mul, Neg, Pow, ReduceMax, ReduceMean, ReduceSum, Relu, Reshape, Shape, Sigmoid, "
