@@ -133,8 +133,8 @@ static char *pointer_key(const char *base, const char *key)
     return s;
 }
 
-/* Fixed pointers are short: "/sampling/list/<index>/sample" at most. */
-typedef struct { char s[80]; } ptrbuf;
+/* Fixed pointers are short: "/mitigations/<index>/clip/at/<index>" at most. */
+typedef struct { char s[128]; } ptrbuf;
 
 static ptrbuf ptr_at(const char *base, const char *field)
 {
@@ -146,7 +146,7 @@ static ptrbuf ptr_at(const char *base, const char *field)
 static ptrbuf ptr_index(const char *base, size_t i)
 {
     ptrbuf p;
-    snprintf(p.s, sizeof p.s, "%s/%zu", base, i);
+    if (snprintf(p.s, sizeof p.s, "%s/%zu", base, i) < 0) p.s[0] = '\0';
     return p;
 }
 
@@ -440,9 +440,10 @@ static bool get_array(ctx *c, const json_t *v, const char *ptr, const char *of, 
 /* ------------------------------------------------------------ the fields */
 
 static const char *const ROOT_NAMES[] = {"model", "dataset", "seed", "trials", "faults",
-                                         "sampling", "metrics", "critical", "stop", "batch"};
+                                         "sampling", "metrics", "critical", "stop", "batch",
+                                         "mitigations"};
 enum { R_MODEL, R_DATASET, R_SEED, R_TRIALS, R_FAULTS, R_SAMPLING, R_METRICS, R_CRITICAL,
-       R_STOP, R_BATCH, R_N };
+       R_STOP, R_BATCH, R_MITIGATIONS, R_N };
 
 static const char *const FAULT_NAMES[] = {"target", "tensors", "model", "bits", "positions",
                                           "burst", "rate", "rates", "repeats",
@@ -813,6 +814,8 @@ static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_s
     }
 }
 
+static void parse_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_info *fi);
+
 static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
 {
     static const fieldset root_fs = {ROOT_NAMES, COUNT(ROOT_NAMES), FAULT_NAMES,
@@ -977,6 +980,223 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
     }
 
     if (r[R_BATCH]) get_int(c, r[R_BATCH], "/batch", 1, MAX_BATCH, "", &s->batch);
+    if (r[R_MITIGATIONS]) parse_mitigations(c, r[R_MITIGATIONS], s, &fi);
+}
+
+
+/* ------------------------------------------------------------ mitigations */
+
+static const char *const MIT_NAMES[] = {"name", "clip", "abft", "sbp", "range"};
+static const char *const MIT_SHORT[] = {"none", "clip", "abft", "sbp", "range"};
+static const char *const CLIP_NAMES[] = {"bounds", "percentile", "mode", "nan_to_zero", "at"};
+static const char *const CLIP_MODES[] = {"clamp", "zero"};
+static const char *const ABFT_NAMES[] = {"mode", "k"};
+static const char *const ABFT_MODES[] = {"detect", "correct"};
+static const char *const SBP_NAMES[] = {"bits", "tensors"};
+static const char *const RANGE_NAMES[] = {"bounds", "action"};
+static const char *const RANGE_ACTIONS[] = {"zero", "flag"};
+
+/* "bounds": "profile" or [lo, hi]. */
+static bool get_bounds(ctx *c, json_t *v, const char *ptr, int *fixed, float *lo, float *hi)
+{
+    if (json_is_string(v) && strcmp(json_string_value(v), "profile") == 0) {
+        *fixed = 0;
+        return true;
+    }
+    double a, b;
+    if (json_is_array(v) && json_array_size(v) == 2 && json_is_number(json_array_get(v, 0)) &&
+        json_is_number(json_array_get(v, 1))) {
+        a = json_number_value(json_array_get(v, 0));
+        b = json_number_value(json_array_get(v, 1));
+        if (!(a <= b)) {
+            problem(c, ptr, "[lo, hi] needs lo <= hi, got %s", describe(v).s);
+            return false;
+        }
+        *fixed = 1;
+        *lo = (float)a;
+        *hi = (float)b;
+        return true;
+    }
+    problem(c, ptr, "must be \"profile\" (from the golden pass) or [lo, hi], got %s", describe(v).s);
+    return false;
+}
+
+static bool get_strings(ctx *c, json_t *v, const char *ptr, const char *of, char ***out, size_t *n_out)
+{
+    size_t n;
+    if (!get_array(c, v, ptr, of, &n)) return false;
+    if (!(*out = calloc(n, sizeof **out))) {
+        c->nomem = true;
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ptrbuf p = ptr_index(ptr, i);
+        char *t = NULL;
+        if (dup_string(c, json_array_get(v, i), p.s, &t)) (*out)[(*n_out)++] = t;
+    }
+    return true;
+}
+
+/* A protection's object (or true: its defaults); false if absent or bad. */
+static bool protection(ctx *c, json_t *v, const char *ptr, const char *const *names, size_t n, json_t **slots)
+{
+    for (size_t i = 0; i < n; i++) slots[i] = NULL;
+    if (json_is_true(v)) return true;
+    if (!json_is_object(v)) {
+        wrong_type(c, ptr, "an object (or true, for the defaults)", v);
+        return false;
+    }
+    fieldset fs = {names, n, NULL, 0, NULL};
+    take_fields(c, v, ptr, &fs, slots);
+    return true;
+}
+
+static void parse_clip(ctx *c, json_t *v, const char *base, bf_clip_opts *o)
+{
+    ptrbuf ptr = ptr_at(base, "clip");
+    json_t *f[COUNT(CLIP_NAMES)];
+    if (!protection(c, v, ptr.s, CLIP_NAMES, COUNT(CLIP_NAMES), f)) return;
+    o->enabled = 1;
+    o->percentile = 100;
+    int fixed = 0;
+    if (f[0] && get_bounds(c, f[0], ptr_at(ptr.s, "bounds").s, &fixed, &o->lo, &o->hi))
+        o->bounds = fixed ? BF_CLIP_FIXED : BF_CLIP_PROFILE;
+    double d;
+    if (f[1] && fixed) problem(c, ptr_at(ptr.s, "percentile").s, "only with \"bounds\": \"profile\"");
+    else if (f[1] && get_number(c, f[1], ptr_at(ptr.s, "percentile").s, &d)) {
+        if (d > 50 && d <= 100) o->percentile = d;
+        else problem(c, ptr_at(ptr.s, "percentile").s, "must be in (50, 100], got %s", describe(f[1]).s);
+    }
+    if (f[2]) {
+        int k = get_enum(c, f[2], ptr_at(ptr.s, "mode").s, CLIP_MODES, COUNT(CLIP_MODES));
+        if (k >= 0) o->zero = k == 1;
+    }
+    if (f[3]) get_bool(c, f[3], ptr_at(ptr.s, "nan_to_zero").s, &o->nan_to_zero);
+    if (f[4]) get_strings(c, f[4], ptr_at(ptr.s, "at").s, "node output names, globs or 'op:Type'", &o->at, &o->n_at);
+}
+
+static void parse_abft(ctx *c, json_t *v, const char *base, bf_abft_opts *o)
+{
+    ptrbuf ptr = ptr_at(base, "abft");
+    json_t *f[COUNT(ABFT_NAMES)];
+    if (!protection(c, v, ptr.s, ABFT_NAMES, COUNT(ABFT_NAMES), f)) return;
+    o->enabled = 1;
+    if (f[0]) {
+        int k = get_enum(c, f[0], ptr_at(ptr.s, "mode").s, ABFT_MODES, COUNT(ABFT_MODES));
+        if (k >= 0) o->correct = k == 1;
+    }
+    double d;
+    if (f[1] && get_number(c, f[1], ptr_at(ptr.s, "k").s, &d)) {
+        if (d >= 0.5 && d <= 1e6) o->k = d;
+        else problem(c, ptr_at(ptr.s, "k").s, "must be in [0.5, 1e6] (the tolerance factor; default 2), got %s",
+                     describe(f[1]).s);
+    }
+}
+
+static void parse_sbp(ctx *c, json_t *v, const char *base, bf_sbp_opts *o)
+{
+    ptrbuf ptr = ptr_at(base, "sbp");
+    json_t *f[COUNT(SBP_NAMES)];
+    if (!protection(c, v, ptr.s, SBP_NAMES, COUNT(SBP_NAMES), f)) return;
+    o->enabled = 1;
+    size_t n;
+    if (f[0] && get_array(c, f[0], ptr_at(ptr.s, "bits").s, "bit positions", &n)) {
+        for (size_t i = 0; i < n && i < 64; i++) {
+            int64_t b;
+            ptrbuf p = ptr_index(ptr_at(ptr.s, "bits").s, i);
+            if (get_int(c, json_array_get(f[0], i), p.s, 0, 31, "", &b)) o->positions[o->n_positions++] = (int)b;
+        }
+    }
+    if (f[1]) get_strings(c, f[1], ptr_at(ptr.s, "tensors").s, "tensor names, globs or 'op:Type'", &o->tensors, &o->n_tensors);
+}
+
+static void parse_range(ctx *c, json_t *v, const char *base, bf_range_opts *o)
+{
+    ptrbuf ptr = ptr_at(base, "range");
+    json_t *f[COUNT(RANGE_NAMES)];
+    if (!protection(c, v, ptr.s, RANGE_NAMES, COUNT(RANGE_NAMES), f)) return;
+    o->enabled = 1;
+    if (f[0]) get_bounds(c, f[0], ptr_at(ptr.s, "bounds").s, &o->declared, &o->lo, &o->hi);
+    if (f[1]) {
+        int k = get_enum(c, f[1], ptr_at(ptr.s, "action").s, RANGE_ACTIONS, COUNT(RANGE_ACTIONS));
+        if (k >= 0) o->flag = k == 1;
+    }
+}
+
+/* "mitigations": ["none", "clip", {"name": ..., "clip": {...}, ...}, ...].
+ * A name alone is that protection with its defaults; "none" (the
+ * unprotected model, which recovery is measured against) comes first,
+ * added if the list lacks it. */
+static void parse_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_info *fi)
+{
+    size_t n;
+    if (!get_array(c, v, "/mitigations", "mitigation names or {\"name\": ..., \"clip\"|\"abft\"|\"sbp\"|\"range\": ...}", &n))
+        return;
+    if (!(s->mitigations = calloc(n + 1, sizeof *s->mitigations))) {
+        c->nomem = true;
+        return;
+    }
+    bf_mitigation *none = &s->mitigations[0];
+    s->n_mitigations = 1;
+    if (!(none->name = strdup("none"))) {
+        c->nomem = true;
+        return;
+    }
+    for (size_t i = 0; i < n && !c->nomem; i++) {
+        json_t *e = json_array_get(v, i);
+        ptrbuf p = ptr_index("/mitigations", i);
+        bf_mitigation m = {0};
+        if (json_is_string(e)) {
+            int k = get_enum(c, e, p.s, MIT_SHORT, COUNT(MIT_SHORT));
+            if (k < 0) continue;
+            if (!(m.name = strdup(MIT_SHORT[k]))) {
+                c->nomem = true;
+                break;
+            }
+            m.clip.enabled = k == 1;
+            m.clip.percentile = 100;
+            m.abft.enabled = k == 2;
+            m.sbp.enabled = k == 3;
+            m.range.enabled = k == 4;
+        } else if (json_is_object(e)) {
+            static const fieldset fs = {MIT_NAMES, COUNT(MIT_NAMES), NULL, 0, NULL};
+            json_t *f[COUNT(MIT_NAMES)];
+            take_fields(c, e, p.s, &fs, f);
+            if (!f[0]) problem(c, ptr_at(p.s, "name").s, "required: what the results call this configuration");
+            else dup_string(c, f[0], ptr_at(p.s, "name").s, &m.name);
+            if (f[1]) parse_clip(c, f[1], p.s, &m.clip);
+            if (f[2]) parse_abft(c, f[2], p.s, &m.abft);
+            if (f[3]) parse_sbp(c, f[3], p.s, &m.sbp);
+            if (f[4]) parse_range(c, f[4], p.s, &m.range);
+            if (m.name && strcmp(m.name, "none") != 0 && !f[1] && !f[2] && !f[3] && !f[4])
+                problem(c, p.s, "names no protection: give one or more of \"clip\", \"abft\", \"sbp\", \"range\" "
+                                "(or call it \"none\")");
+        } else {
+            problem(c, p.s, "must be a mitigation name (none, clip, abft, sbp, range) or an object "
+                            "{\"name\": ..., \"clip\": {...}, ...}, got %s", describe(e).s);
+            continue;
+        }
+        if (!m.name) {
+            bf_mitigation_free(&m);
+            continue;
+        }
+        if (m.range.enabled && fi->target_ok && s->target != BF_TARGET_WEIGHTS)
+            problem(c, ptr_at(p.s, "range").s, "checks stored weights: it needs /faults/target 'weights'");
+        int dup = -1;
+        for (size_t j = 0; j < s->n_mitigations; j++)
+            if (strcmp(s->mitigations[j].name, m.name) == 0) dup = (int)j;
+        if (dup == 0 && strcmp(m.name, "none") == 0 && !m.clip.enabled && !m.abft.enabled && !m.sbp.enabled &&
+            !m.range.enabled) {
+            bf_mitigation_free(&m);   /* "none" listed: it is already first */
+            continue;
+        }
+        if (dup >= 0) {
+            problem(c, p.s, "the name '%s' is used twice; each configuration needs its own", m.name);
+            bf_mitigation_free(&m);
+            continue;
+        }
+        s->mitigations[s->n_mitigations++] = m;
+    }
 }
 
 /* ------------------------------------------------------------- the door */

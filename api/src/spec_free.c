@@ -15,5 +15,7 @@ void bf_campaign_spec_free(bf_campaign_spec *spec)
     free(spec->rates);
     for (size_t i = 0; i < spec->n_list; i++) free(spec->list[i].tensor);
     free(spec->list);
+    for (size_t i = 0; i < spec->n_mitigations; i++) bf_mitigation_free(&spec->mitigations[i]);
+    free(spec->mitigations);
     memset(spec, 0, sizeof *spec);
 }

@@ -70,6 +70,12 @@ typedef struct progress_state {
     const bf_campaign *c;
     const bf_campaign_spec *spec;
     int write_failed;
+    /* a paired mitigation comparison: the configuration running, and each
+     * trial's task metric and BER rate, in trial order */
+    const char *mitigation;
+    double *metric;
+    int *rate;
+    int64_t n, cap;
 } progress_state;
 
 static void on_progress(void *user, const bf_campaign_result *r)
@@ -84,8 +90,8 @@ static void on_progress(void *user, const bf_campaign_result *r)
     double lo = 0, hi = 0;
     int64_t crit = r->total.n[BF_OUTCOME_CRITICAL];
     if (r->trials_done) bf_wilson(crit, r->trials_done, p->confidence, &lo, &hi);
-    fprintf(stderr, "\r  %lld/%lld trials  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%] ",
-            (long long)r->trials_done, (long long)p->planned, rate, eta,
+    fprintf(stderr, "\r  %s%s%lld/%lld trials  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%] ",
+            p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)r->trials_done, (long long)p->planned, rate, eta,
             r->trials_done ? 100.0 * (double)crit / (double)r->trials_done : 0.0, 100 * lo, 100 * hi);
 }
 
@@ -93,8 +99,14 @@ static void on_progress(void *user, const bf_campaign_result *r)
 static void on_trial(void *user, const bf_trial_record *rec)
 {
     progress_state *p = user;
+    if (p->metric && p->n < p->cap) {
+        double auc = rec->metrics[BF_METRIC_AUC];
+        p->metric[p->n] = isfinite(auc) ? auc : rec->metrics[BF_METRIC_ACCURACY];
+        p->rate[p->n++] = rec->rate_index;
+    }
     if (!p->trials) return;
     json_t *j = bf_trial_to_json(p->c, p->spec, rec);
+    if (j && p->mitigation) json_object_set_new(j, "mitigation", json_string(p->mitigation));
     if (!j || json_dumpf(j, p->trials, JSON_COMPACT) != 0 || fputc('\n', p->trials) == EOF) p->write_failed = 1;
     json_decref(j);
 }
@@ -193,6 +205,8 @@ int cmd_run(int argc, char **argv)
     json_t *doc = NULL;
     gate *gates = NULL;
     progress_state ps = {0};
+    size_t n_cfg = 0;
+    bf_mitigation_run *runs = NULL;
 
     o.gates = calloc((size_t)argc + 1, sizeof *o.gates);
     if (!o.gates) { fprintf(stderr, "bitflip run: out of memory\n"); return EXIT_INFRA; }
@@ -209,36 +223,77 @@ int cmd_run(int argc, char **argv)
     if ((rc = load_spec("run", o.spec_path, &spec)) != 0) goto out;
     have_spec = 1;
     if ((rc = load_inputs("run", o.spec_path, &spec, &m, &ds)) != 0) goto out;
-    if (bf_campaign_create(m, ds, &spec, &c, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
+    /* A paired comparison runs the campaign once per configuration, on the
+     * same faults; without mitigations, once, unprotected. */
+    n_cfg = spec.n_mitigations ? spec.n_mitigations : 1;
+    if (n_cfg > 1 && o.shard_n > 1) {
+        fprintf(stderr, "bitflip run: --shard does not combine with mitigations: every configuration runs every trial, "
+                        "paired; drop --shard or the spec's \"mitigations\"\n");
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    runs = calloc(n_cfg, sizeof *runs);
+    if (!runs) { rc = EXIT_INFRA; goto out; }
 
     if (o.trials_path) {
         ps.trials = fopen(o.trials_path, "w");
         if (!ps.trials) { fprintf(stderr, "bitflip run: cannot write %s: %s\n", o.trials_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
     }
     ps.tty = isatty(STDERR_FILENO);
-    ps.start = ps.last = cli_now();
-    ps.c = c;
     ps.spec = &spec;
     ps.confidence = spec.stop_confidence > 0 ? spec.stop_confidence : 0.95;
-    int64_t all = bf_campaign_num_trials(c);
-    ps.planned = all / o.shard_n + (o.shard_i < all % o.shard_n);
-    long threads = o.threads ? (long)o.threads : sysconf(_SC_NPROCESSORS_ONLN);
-    bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o.shard_i, .shard_count = o.shard_n,
-                           .on_trial = on_trial, .progress = on_progress, .user = &ps, .exact = o.exact,
-                           .cache_budget = o.cache_budget};
-    bf_status st = bf_campaign_run(c, &co, &res, &err);
-    have_res = st == BF_OK;
-    if (ps.tty) fputs("\r\033[K", stderr);
-    if (st != BF_OK) { rc = report_error("run", &err); goto out; }
-    if (o.stats)
-    {
-        double loop = res.seconds - res.setup_seconds;
-        fprintf(stderr,
-                "bitflip run: %lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
-                "setup %.3f s before the trials (plans, golden checks, cache)\n",
-                (long long)res.trials_done, loop, loop > 0 ? (double)res.trials_done / loop : 0.0,
-                res.exact ? "exact" : "differential", co.threads, (double)res.cache_bytes / (1024.0 * 1024.0),
-                res.setup_seconds);
+    for (size_t k = 0; k < n_cfg; k++) {
+        const bf_mitigation *mit = spec.n_mitigations ? &spec.mitigations[k] : NULL;
+        if (bf_campaign_create_mitigated(m, ds, &spec, mit, &c, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
+        int64_t all = bf_campaign_num_trials(c);
+        ps.c = c;
+        ps.start = ps.last = cli_now();
+        ps.planned = all / o.shard_n + (o.shard_i < all % o.shard_n);
+        if (n_cfg > 1) {
+            ps.mitigation = mit->name;
+            ps.cap = ps.planned;
+            ps.n = 0;
+            runs[k].metric = ps.metric = calloc((size_t)ps.cap + 1, sizeof *ps.metric);
+            runs[k].rate = ps.rate = calloc((size_t)ps.cap + 1, sizeof *ps.rate);
+            if (!ps.metric || !ps.rate) { rc = EXIT_INFRA; goto out; }
+        }
+        long threads = o.threads ? (long)o.threads : sysconf(_SC_NPROCESSORS_ONLN);
+        bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o.shard_i, .shard_count = o.shard_n,
+                               .on_trial = on_trial, .progress = on_progress, .user = &ps, .exact = o.exact,
+                               .cache_budget = o.cache_budget};
+        bf_status st = bf_campaign_run(c, &co, &res, &err);
+        have_res = st == BF_OK;
+        if (ps.tty) fputs("\r\033[K", stderr);
+        if (st != BF_OK) { rc = report_error("run", &err); goto out; }
+        if (o.stats)
+        {
+            double loop = res.seconds - res.setup_seconds;
+            fprintf(stderr,
+                    "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
+                    "setup %.3f s before the trials (plans, golden checks, cache)\n",
+                    mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
+                    loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
+                    (double)res.cache_bytes / (1024.0 * 1024.0), res.setup_seconds);
+        }
+        runs[k].mit = mit;
+        runs[k].n = ps.n;
+        runs[k].doc = bf_result_render(bf_result_header(&spec, c, &res), &res, 1);
+        if (n_cfg > 1) {
+            /* the cost: the golden pass, best of 5, with and without */
+            runs[k].storage = bf_campaign_storage_overhead(c);
+            if (bf_campaign_golden_seconds(c, 5, &runs[k].golden_seconds, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
+            if (ps.tty) {
+                const json_t *cr = json_object_get(json_object_get(json_object_get(runs[k].doc, "summary"), "rates"), "critical");
+                fprintf(stderr, "  %s: %lld trials, critical %.2f%%\n", mit->name, (long long)res.trials_done,
+                        100 * json_number_value(json_object_get(cr, "rate")));
+            }
+        }
+        bf_campaign_result_free(&res);
+        have_res = 0;
+        if (k + 1 < n_cfg) {
+            bf_campaign_free(c);
+            c = NULL;
+        }
     }
     if (ps.trials) {
         if (fclose(ps.trials) != 0) ps.write_failed = 1;
@@ -246,13 +301,26 @@ int cmd_run(int argc, char **argv)
         if (ps.write_failed) { fprintf(stderr, "bitflip run: writing %s failed\n", o.trials_path); rc = EXIT_INFRA; goto out; }
     }
 
-    doc = bf_result_render(bf_result_header(&spec, c, &res), &res, 1);
+    doc = runs[0].doc;
+    runs[0].doc = NULL;
+    if (n_cfg > 1) {
+        runs[0].doc = doc;   /* read by the renderer; the document is doc itself */
+        json_t *mits = bf_mitigations_render(runs, n_cfg, ps.confidence);
+        runs[0].doc = NULL;
+        json_object_set_new(doc, "mitigations", mits);
+    }
     if (o.shard_n > 1)
         json_object_set_new(doc, "shard", json_pack("{s:I, s:I}", "index", (json_int_t)o.shard_i, "count", (json_int_t)o.shard_n));
     if ((rc = emit_result("run", doc, o.out_path, o.format)) != 0) goto out;
     rc = gates_check("run", doc, gates, o.n_gates, o.junit_path);
 out:
     if (ps.trials) fclose(ps.trials);
+    for (size_t k = 0; runs && k < n_cfg; k++) {
+        json_decref(runs[k].doc);
+        free((double *)runs[k].metric);
+        free((int *)runs[k].rate);
+    }
+    free(runs);
     json_decref(doc);
     if (have_res) bf_campaign_result_free(&res);
     bf_campaign_free(c);

@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "campaign_impl.h"
@@ -111,4 +112,52 @@ int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, fl
 uint32_t bf__mitigate_value_mask(const bf_campaign *c, const bf__efault *f)
 {
     return c->sbp_mask ? f->mask & ~c->sbp_mask[f->site] : f->mask;
+}
+
+/* --- what the protections cost */
+
+double bf_campaign_storage_overhead(const bf_campaign *c)
+{
+    const bf_model *m = c->base_model ? c->base_model : c->model;
+    double all = (double)bf_model_param_elements(m) * (c->target == BF_TARGET_WEIGHTS ? c->repr_bits : 32), extra = 0;
+    if (all <= 0) return 0;
+    for (size_t s = 0; c->sbp_mask && s < c->n_sites; s++) {
+        uint32_t k = c->sbp_mask[s];
+        int bits = 0;
+        for (; k; k &= k - 1) bits++;
+        /* activation sites protect one buffer per sample slot: counted once */
+        extra += (double)bits * (double)c->sites[s].elements;
+    }
+    if (c->range_lo) extra += 64.0 * (double)c->n_sites;   /* two floats per tensor */
+    if (c->own_model)   /* ABFT checksums and clip bounds: the values the derived model added */
+        for (size_t v = m->n_values; v < c->own_model->n_values; v++) {
+            const bf__value *val = &c->own_model->values[v];
+            if (val->kind == BF__VAL_CONST && val->init) extra += 32.0 * (double)bf_tensor_numel(val->init);
+            else if (val->kind == BF__VAL_NODE && val->producer >= 0 &&
+                     strcmp(c->own_model->nodes[val->producer].op_type, "bf.Clip") == 0)
+                extra += 64.0;
+        }
+    return extra / all;
+}
+
+bf_status bf_campaign_golden_seconds(const bf_campaign *c, int repeats, double *seconds, bf_error *err)
+{
+    bf_evaluator *ev = NULL;
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
+    bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &ev, err);
+    for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
+        if (c->stored[p]) st = bf_evaluator_set_param(ev, p, c->stored[p], err);
+    double best = INFINITY;
+    for (int r = 0; st == BF_OK && r < (repeats > 0 ? repeats : 1); r++) {
+        struct timespec a, b;
+        bf_eval_result res;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        st = bf_evaluator_run(ev, NULL, 0, &res, err);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double t = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        if (t < best) best = t;
+    }
+    bf_evaluator_free(ev);
+    *seconds = best;
+    return st;
 }

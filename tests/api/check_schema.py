@@ -89,8 +89,38 @@ def mutate(spec, path, value):
     return s
 
 
+PROTECTIONS = ("clip", "abft", "sbp", "range")
+
+
+def mitigation_rules(spec):
+    """Mitigations: unique names ("none" without protections may repeat: it is
+    the baseline), bounds [lo, hi] with lo <= hi, no percentile with fixed
+    bounds, and range only for weight faults."""
+    seen = {"none"}
+    for m in spec.get("mitigations", []):
+        if isinstance(m, str):
+            m = {"name": m, m: True} if m != "none" else {"name": "none"}
+        name = m["name"]
+        if name == "none" and not any(k in m for k in PROTECTIONS):
+            continue
+        if name in seen:
+            return False
+        seen.add(name)
+        for k in ("clip", "range"):
+            o = m.get(k)
+            if isinstance(o, dict) and isinstance(o.get("bounds"), list):
+                lo, hi = o["bounds"]
+                if not lo <= hi or (k == "clip" and "percentile" in o):
+                    return False
+        if "range" in m and spec["faults"].get("target", "weights") != "weights":
+            return False
+    return True
+
+
 def extra_rules(spec):
     """The C validator's rules the schema cannot state; spec is schema-valid."""
+    if not mitigation_rules(spec):
+        return False
     f = spec["faults"]
     if isinstance(spec.get("sampling"), dict):
         return True

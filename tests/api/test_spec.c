@@ -501,7 +501,7 @@ static void limits(void **state)
     s = nested(32);                                /* deep enough, but allowed: other problems */
     parsed *p = parse(s);
     assert_problem(p, "/x", "unknown field; the fields here are 'model', 'dataset', 'seed', "
-                            "'trials', 'faults', 'sampling', 'metrics', 'critical', 'stop' or 'batch'");
+                            "'trials', 'faults', 'sampling', 'metrics', 'critical', 'stop', 'batch' or 'mitigations'");
     done(p);
     free(s);
     s = nested(100000);                            /* never reaches the parser */
@@ -677,6 +677,54 @@ static void docs_examples(void **state)
     free(md);
 }
 
+static void mitigations(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"trials\": 10, \"faults\": {}, \"mitigations\": [\"clip\", \"abft\", "
+                   "{\"name\": \"pytei\", \"clip\": {\"bounds\": [-100, 100], \"nan_to_zero\": true}, "
+                   "\"sbp\": {\"bits\": [31, 30]}}, "
+                   "{\"name\": \"fix\", \"abft\": {\"mode\": \"correct\", \"k\": 4}}, "
+                   "{\"name\": \"p99\", \"clip\": {\"percentile\": 99.9, \"mode\": \"zero\", \"at\": [\"op:Gemm\"]}}, "
+                   "{\"name\": \"r\", \"range\": {\"action\": \"flag\"}}]}");
+    const bf_campaign_spec *s = &p->spec;
+    assert_int_equal(s->n_mitigations, 7);   /* "none" first, added */
+    assert_string_equal(s->mitigations[0].name, "none");
+    assert_false(s->mitigations[0].clip.enabled || s->mitigations[0].abft.enabled || s->mitigations[0].sbp.enabled);
+    assert_true(s->mitigations[1].clip.enabled && s->mitigations[1].clip.bounds == BF_CLIP_PROFILE);
+    assert_true(s->mitigations[1].clip.percentile == 100 && !s->mitigations[1].clip.zero);
+    assert_true(s->mitigations[2].abft.enabled && !s->mitigations[2].abft.correct);
+    const bf_mitigation *t = &s->mitigations[3];
+    assert_true(t->clip.bounds == BF_CLIP_FIXED && t->clip.lo == -100 && t->clip.hi == 100 && t->clip.nan_to_zero);
+    assert_true(t->sbp.enabled && t->sbp.n_positions == 2 && t->sbp.positions[0] == 31);
+    assert_true(s->mitigations[4].abft.correct && s->mitigations[4].abft.k == 4);
+    assert_true(s->mitigations[5].clip.percentile == 99.9 && s->mitigations[5].clip.zero);
+    assert_int_equal(s->mitigations[5].clip.n_at, 1);
+    assert_true(s->mitigations[6].range.enabled && s->mitigations[6].range.flag && !s->mitigations[6].range.declared);
+    done(p);
+
+    /* "none" listed explicitly stays first, once */
+    p = ok("{" HEAD "\"trials\": 10, \"faults\": {}, \"mitigations\": [\"sbp\", \"none\"]}");
+    assert_int_equal(p->spec.n_mitigations, 2);
+    assert_string_equal(p->spec.mitigations[1].name, "sbp");
+    done(p);
+
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [\"clipp\"]}", "/mitigations/0", "did you mean 'clip'?");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [\"clip\", \"clip\"]}", "/mitigations/1", "used twice");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"clip\": true}]}", "/mitigations/0/name", "required");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\"}]}", "/mitigations/0", "names no protection");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"clip\": {\"bounds\": [1, 0]}}]}",
+                 "/mitigations/0/clip/bounds", "lo <= hi");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"clip\": {\"percentile\": 40}}]}",
+                 "/mitigations/0/clip/percentile", "(50, 100]");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"abft\": {\"mode\": \"fix\"}}]}",
+                 "/mitigations/0/abft/mode", "'detect' or 'correct'");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"sbp\": {\"bitz\": [1]}}]}",
+                 "/mitigations/0/sbp/bitz", "did you mean 'bits'?");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"activations\"}, \"mitigations\": [\"range\"]}",
+                 "/mitigations/0/range", "target 'weights'");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": []}", "/mitigations", "must not be empty");
+}
+
 /* ------------------------------------------------------------ --check */
 
 static int check_files(int argc, char **argv)
@@ -721,6 +769,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(truncations_and_mutations),
         cmocka_unit_test(problems_as_json),
         cmocka_unit_test(docs_examples),
+        cmocka_unit_test(mitigations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

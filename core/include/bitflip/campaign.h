@@ -307,6 +307,13 @@ bf_status bf_campaign_create_mitigated(const bf_model *model, const bf_dataset *
                                        const bf_mitigation *mit, bf_campaign **out, bf_error *err);
 void bf_campaign_free(bf_campaign *c);
 
+/* What the campaign's protections cost: extra storage (protected bits,
+ * checksums, bounds) over the bits of every parameter as stored; and the
+ * golden pass's time, single-threaded, best of `repeats` (compare with the
+ * unprotected campaign's). */
+double bf_campaign_storage_overhead(const bf_campaign *c);
+bf_status bf_campaign_golden_seconds(const bf_campaign *c, int repeats, double *seconds, bf_error *err);
+
 size_t bf_campaign_num_sites(const bf_campaign *c);
 const bf_site *bf_campaign_site(const bf_campaign *c, size_t i);
 /* Faults in the population (elements x bits over the sites; random_value:

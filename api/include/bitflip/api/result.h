@@ -38,6 +38,23 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *out, bf_error *
 /* One JSON object per trial record (for --trials-out, JSON Lines). */
 json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, const bf_trial_record *rec);
 
+/* One configuration of a paired mitigation comparison, as run. */
+typedef struct bf_mitigation_run {
+    const bf_mitigation *mit;
+    json_t *doc;              /* its rendered result (bf_result_render) */
+    const double *metric;     /* per trial, in trial order: the task metric (AUC, else accuracy) */
+    const int *rate;          /* per trial: its BER rate index, -1 */
+    int64_t n;                /* trials (the same for every run) */
+    double golden_seconds;    /* bf_campaign_golden_seconds */
+    double storage;           /* bf_campaign_storage_overhead */
+} bf_mitigation_run;
+
+/* The "mitigations" array of a result: per configuration (runs[0] is
+ * "none") its protections, golden pass, outcomes and metrics under faults,
+ * recovery of the task metric with a paired-bootstrap interval (overall and
+ * per BER rate), and cost (golden-pass time ratio, storage overhead). */
+json_t *bf_mitigations_render(const bf_mitigation_run *runs, size_t n_runs, double conf);
+
 /* Human renderings of a document: a report with the layers and bits that
  * matter most, and CSV rows (section, key, trials, outcome counts, critical
  * rate and interval). */
