@@ -980,6 +980,9 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
     }
 
     if (r[R_BATCH]) get_int(c, r[R_BATCH], "/batch", 1, MAX_BATCH, "", &s->batch);
+    if (r[R_MITIGATIONS] && r[R_STOP])
+        problem(c, "/stop", "not used with mitigations: every configuration runs every trial, so that they "
+                            "compare on the same faults");
     if (r[R_MITIGATIONS]) parse_mitigations(c, r[R_MITIGATIONS], s, &fi);
 }
 

@@ -723,6 +723,8 @@ static void mitigations(void **state)
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"activations\"}, \"mitigations\": [\"range\"]}",
                  "/mitigations/0/range", "target 'weights'");
     only_problem("{" HEADF "\"trials\": 1, \"mitigations\": []}", "/mitigations", "must not be empty");
+    only_problem("{" HEADF "\"trials\": 1, \"stop\": {\"margin\": 0.1}, \"mitigations\": [\"clip\"]}", "/stop",
+                 "same faults");
 }
 
 /* ------------------------------------------------------------ --check */
