@@ -154,6 +154,14 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         goto out;
     }
     have_spec = 1;
+    if (spec.n_mitigations) {
+        /* the daemon's chunks are shards of one campaign; a paired comparison
+         * is several campaigns on the same faults, which it does not split yet */
+        const char *detail = "mitigations run with 'bitflip run --local SPEC.json' for now; this daemon runs the "
+                             "unprotected campaign only (drop \"mitigations\")";
+        bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/mitigations", "detail", detail), "%s", detail);
+        goto out;
+    }
 
     /* model and dataset are ids of this tenant's uploads */
     bfd_item it = {0};

@@ -359,6 +359,68 @@ static void print_group_rows(FILE *f, const json_t *arr, const char *key, const 
     free(idx);
 }
 
+static void print_recovery(FILE *f, const json_t *rec)
+{
+    const json_t *v = json_object_get(rec, "value"), *ci = json_object_get(rec, "ci");
+    if (!json_is_number(v)) {
+        fprintf(f, "  %-22s", "-");
+        return;
+    }
+    char buf[64];
+    if (json_is_number(json_array_get(ci, 0)))
+        snprintf(buf, sizeof buf, "%+.2f [%+.2f, %+.2f]", json_number_value(v), json_number_value(json_array_get(ci, 0)),
+                 json_number_value(json_array_get(ci, 1)));
+    else
+        snprintf(buf, sizeof buf, "%+.2f", json_number_value(v));
+    fprintf(f, "  %-22s", buf);
+}
+
+/* The paired comparison: one row per configuration; for BER, the recovery
+ * at each rate. */
+static void print_mitigations(FILE *f, const json_t *mits, double conf)
+{
+    if (!json_array_size(mits)) return;
+    const json_t *r0 = json_object_get(json_array_get(mits, 0), "recovery");
+    const char *metric = json_string_value(json_object_get(r0, "metric"));
+    if (!metric) metric = "metric";
+    fprintf(f, "\nmitigations (each on the same faults; recovery of the %s lost to faults, %.0f%% paired-bootstrap "
+               "interval; DUE counts as recovered)\n",
+            metric, 100 * conf);
+    fprintf(f, "  %-18s %8s %8s %8s %8s  %-22s %7s %8s\n", "name", "golden", "faulty", "critical", "due", "recovery",
+            "time", "storage");
+    size_t i;
+    const json_t *m;
+    json_array_foreach(mits, i, m) {
+        const json_t *rec = json_object_get(m, "recovery"), *cost = json_object_get(m, "cost");
+        const json_t *rates = json_object_get(json_object_get(m, "summary"), "rates");
+        double lo, hi, cr = rate_of(rates, "critical", &lo, &hi), du = rate_of(rates, "due", &lo, &hi);
+        double g = json_number_value(json_object_get(json_object_get(m, "golden"), metric));
+        double mm = json_number_value(json_object_get(rec, "mitigated"));
+        fprintf(f, "  %-18.18s %8.4f %8.4f %7.2f%% %7.2f%%", json_string_value(json_object_get(m, "name")), g, mm, 100 * cr,
+                100 * du);
+        print_recovery(f, rec);
+        fprintf(f, " %6.2fx %7.2f%%\n", json_number_value(json_object_get(cost, "time_ratio")),
+                100 * json_number_value(json_object_get(cost, "storage_overhead")));
+    }
+    const json_t *br0 = json_object_get(json_array_get(mits, 0), "by_rate");
+    if (!json_array_size(br0)) return;
+    fprintf(f, "\n  recovery by bit error rate\n  %-18s", "name");
+    size_t j;
+    const json_t *g;
+    json_array_foreach(br0, j, g) fprintf(f, " %10.3g", json_number_value(json_object_get(g, "rate")));
+    fputc('\n', f);
+    json_array_foreach(mits, i, m) {
+        if (i == 0) continue;
+        fprintf(f, "  %-18.18s", json_string_value(json_object_get(m, "name")));
+        json_array_foreach(json_object_get(m, "by_rate"), j, g) {
+            const json_t *v = json_object_get(json_object_get(g, "recovery"), "value");
+            if (json_is_number(v)) fprintf(f, " %+10.2f", json_number_value(v));
+            else fprintf(f, " %10s", "-");
+        }
+        fputc('\n', f);
+    }
+}
+
 void bf_result_print_table(FILE *f, const json_t *doc)
 {
     const json_t *camp = json_object_get(doc, "campaign"), *golden = json_object_get(doc, "golden");
@@ -420,6 +482,7 @@ void bf_result_print_table(FILE *f, const json_t *doc)
     }
     print_group_rows(f, json_object_get(doc, "by_tensor"), "tensor", "tensors that matter most (by critical rate)", 10);
     print_group_rows(f, json_object_get(doc, "by_bit"), "bit", "bits that matter most (by critical rate)", 8);
+    print_mitigations(f, json_object_get(doc, "mitigations"), conf);
 }
 
 static void csv_rows(FILE *f, const char *section, const json_t *arr, const char *key)
@@ -453,6 +516,18 @@ void bf_result_print_csv(FILE *f, const json_t *doc)
     csv_rows(f, "tensor", json_object_get(doc, "by_tensor"), "tensor");
     csv_rows(f, "bit", json_object_get(doc, "by_bit"), "bit");
     csv_rows(f, "rate", json_object_get(doc, "by_rate"), "rate");
+    /* a paired comparison: each configuration's totals */
+    size_t i;
+    const json_t *m;
+    json_array_foreach(json_object_get(doc, "mitigations"), i, m) {
+        const json_t *ms = json_object_get(m, "summary"), *mo = json_object_get(ms, "outcomes");
+        double l, h, c = rate_of(json_object_get(ms, "rates"), "critical", &l, &h);
+        fprintf(f, "mitigation,\"%s\",%lld,%lld,%lld,%lld,%lld,%.17g,%.17g,%.17g\n", json_string_value(json_object_get(m, "name")),
+                (long long)json_integer_value(json_object_get(ms, "trials")),
+                (long long)json_integer_value(json_object_get(mo, "masked")), (long long)json_integer_value(json_object_get(mo, "tolerable")),
+                (long long)json_integer_value(json_object_get(mo, "critical")), (long long)json_integer_value(json_object_get(mo, "due")),
+                c, l, h);
+    }
 }
 
 /* --- gates ------------------------------------------------------------ */
@@ -460,12 +535,44 @@ void bf_result_print_csv(FILE *f, const json_t *doc)
 const char *bf_result_gate_names(void)
 {
     return "critical_rate, due_rate, masked_rate, tolerable_rate (each also _upper and _lower: its interval's "
-           "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs (means under faults), and "
-           "golden_<metric>";
+           "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs (means under faults), "
+           "golden_<metric>, and with mitigations mitigation.NAME.<any of these> or mitigation.NAME.recovery "
+           "(_lower, _upper), .time_ratio, .storage_overhead";
+}
+
+/* mitigation.NAME.GATE: GATE on configuration NAME of a paired comparison
+ * (NAME may hold dots: GATE is what follows the last one). */
+static int mitigation_gate(const json_t *doc, const char *name, double *value)
+{
+    const char *spec = name + 11, *dot = strrchr(spec, '.');
+    if (!dot || dot == spec) return -1;
+    const char *gate = dot + 1;
+    size_t i;
+    const json_t *m, *hit = NULL;
+    json_array_foreach(json_object_get(doc, "mitigations"), i, m) {
+        const char *n = json_string_value(json_object_get(m, "name"));
+        if (n && strlen(n) == (size_t)(dot - spec) && !strncmp(n, spec, (size_t)(dot - spec))) hit = m;
+    }
+    if (!hit) return 1;
+    const json_t *rec = json_object_get(hit, "recovery"), *cost = json_object_get(hit, "cost"), *v = NULL;
+    if (!strcmp(gate, "recovery")) v = json_object_get(rec, "value");
+    else if (!strcmp(gate, "recovery_lower")) v = json_array_get(json_object_get(rec, "ci"), 0);
+    else if (!strcmp(gate, "recovery_upper")) v = json_array_get(json_object_get(rec, "ci"), 1);
+    else if (!strcmp(gate, "time_ratio") || !strcmp(gate, "storage_overhead")) v = json_object_get(cost, gate);
+    else {
+        json_t *sub = json_pack("{s:O, s:O}", "summary", json_object_get(hit, "summary"), "golden", json_object_get(hit, "golden"));
+        int k = sub ? bf_result_gate_value(sub, gate, value) : 1;
+        json_decref(sub);
+        return k;
+    }
+    if (!json_is_number(v)) return 1;
+    *value = json_number_value(v);
+    return 0;
 }
 
 int bf_result_gate_value(const json_t *doc, const char *name, double *value)
 {
+    if (!strncmp(name, "mitigation.", 11)) return mitigation_gate(doc, name, value);
     const json_t *summary = json_object_get(doc, "summary");
     for (int i = 0; i < BF_OUTCOME_COUNT; i++) {
         size_t kl = strlen(outcome_keys[i]);

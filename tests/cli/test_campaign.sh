@@ -69,5 +69,47 @@ check plan 0 "$BF" plan "$spec";                    contains plan "Leveugle"
 check ber 0 "$BF" run --local "$SP/dlrm_ber.json" --format table
 contains ber_table "by bit error rate"
 
+# a paired comparison of protections: every configuration sees the same faults
+mspec=$SP/dlrm_mitigations.json
+check mit_table 0 "$BF" run --local "$mspec" --format table
+contains mit_table "mitigations (each on the same faults"
+contains mit_table_rates "recovery by bit error rate"
+check mit_json 0 "$BF" run --local "$mspec" --format json --out "$tmp/mit.json" --trials-out "$tmp/mit.jsonl"
+/usr/bin/python3 - "$tmp/mit.json" "$tmp/mit.jsonl" <<'PY' && passes=$((passes+1)) || { echo "FAIL paired mitigation result"; fails=$((fails+1)); }
+import json, sys
+doc = json.load(open(sys.argv[1]))
+recs = [json.loads(l) for l in open(sys.argv[2])]
+names = [m["name"] for m in doc["mitigations"]]
+assert names == ["none", "clip", "sbp", "abft-correct"], names
+by = {}
+for r in recs:
+    by.setdefault(r["mitigation"], []).append(r)
+assert sorted(by) == sorted(names) and all(len(v) == 10 for v in by.values()), {k: len(v) for k, v in by.items()}
+key = lambda r: [(f["tensor"], f["index"], f["bits"], f["old"]) for f in r["faults"]]
+for n in names[1:]:   # paired: trial t has the same faults in every configuration
+    for a, b in zip(by["none"], by[n]):
+        assert a["trial"] == b["trial"] and a["n_faults"] == b["n_faults"] and key(a) == key(b), (n, a["trial"])
+m = {x["name"]: x for x in doc["mitigations"]}
+assert m["none"]["recovery"]["value"] is None
+# the unprotected entry is the top-level result
+assert m["none"]["summary"]["outcomes"] == doc["summary"]["outcomes"]
+# sign and exponent of every fp32 weight: 9 of 32 bits, by hand
+assert abs(m["sbp"]["cost"]["storage_overhead"] - 9 / 32) < 1e-12, m["sbp"]["cost"]
+assert m["none"]["cost"]["time_ratio"] == 1 and m["abft-correct"]["cost"]["storage_overhead"] > 0
+# recovery = (mitigated - faulty) / (golden - faulty), from the entry's own numbers
+for n in names[1:]:
+    r = m[n]["recovery"]
+    if r["value"] is not None:
+        want = (r["mitigated"] - r["faulty"]) / (r["golden"] - r["faulty"])
+        assert abs(r["value"] - want) < 1e-9 and r["ci"][0] <= r["value"] <= r["ci"][1], r
+    for br in m[n]["by_rate"]:
+        assert "recovery" in br
+PY
+check mit_gate 0 "$BF" run --local "$mspec" --gate 'mitigation.sbp.critical_rate<=1' --gate 'mitigation.abft-correct.storage_overhead>0'
+check mit_gate_unknown 2 "$BF" run --local "$mspec" --gate 'mitigation.nope.recovery>=0'
+contains mit_gate_unknown "has no 'mitigation.nope.recovery'"
+check mit_shard 2 "$BF" run --local "$mspec" --shard 0/2
+contains mit_shard "does not combine with mitigations"
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

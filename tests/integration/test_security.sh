@@ -55,6 +55,10 @@ $PY -c "import json,sys; s=json.load(open(sys.argv[1])); s['model']=sys.argv[2];
   "$FIX/specs/digits_weights.json" "$MID" "$DID" >"$tmp/spec.json"
 req bob_uses_alices_model 422 "${B[@]}" "${JSON[@]}" --data-binary @"$tmp/spec.json" "$URL/v1/campaigns"
 is_problem bob_uses_alices_model 422;  eq unknown_model_pointer "$(jget "j['errors'][0]['pointer']")" "/model"
+$PY -c "import json,sys; s=json.load(open(sys.argv[1])); s['mitigations']=['clip']; print(json.dumps(s))" \
+  "$tmp/spec.json" >"$tmp/mit.json"
+req mitigations_not_here_yet 422 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/mit.json" "$URL/v1/campaigns"
+is_problem mitigations_not_here_yet 422;  eq mitigations_pointer "$(jget "j['errors'][0]['pointer']")" "/mitigations"
 req alice_campaign 202 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/spec.json" "$URL/v1/campaigns"
 CID=$(jget "j['id']")
 req bob_sees_no_campaign 404 "${B[@]}" "$URL/v1/campaigns/$CID"
