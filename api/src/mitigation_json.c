@@ -131,6 +131,30 @@ static json_t *protections_json(const bf_mitigation *m)
     return o;
 }
 
+static json_t *share(int64_t k, int64_t n, double conf)
+{
+    double lo = NAN, hi = NAN;
+    if (n > 0) bf_wilson(k, n, conf, &lo, &hi);
+    return json_pack("{s:I, s:o, s:[o, o]}", "count", (json_int_t)k, "rate", n > 0 ? json_real((double)k / (double)n) : json_null(),
+                     "ci", num(lo), num(hi));
+}
+
+/* Of the trials the unprotected model does not mask (the effective
+ * faults), those this configuration detects (DUE) and those it leaves
+ * harmless (masked or tolerable): paired, trial by trial. */
+static json_t *coverage_json(const bf_mitigation_run *base, const bf_mitigation_run *r, const char *fault_model, double conf)
+{
+    int64_t eff = 0, det = 0, ok = 0;
+    for (int64_t t = 0; t < r->n && t < base->n && base->outcome && r->outcome; t++) {
+        if (base->outcome[t] == BF_OUTCOME_MASKED) continue;
+        eff++;
+        det += r->outcome[t] == BF_OUTCOME_DUE;
+        ok += r->outcome[t] == BF_OUTCOME_MASKED || r->outcome[t] == BF_OUTCOME_TOLERABLE;
+    }
+    return json_pack("{s:s, s:I, s:o, s:o}", "fault_model", fault_model ? fault_model : "", "effective", (json_int_t)eff,
+                     "detected", share(det, eff, conf), "harmless", share(ok, eff, conf));
+}
+
 json_t *bf_mitigations_render(const bf_mitigation_run *runs, size_t n_runs, double conf)
 {
     json_t *arr = json_array();
@@ -159,6 +183,10 @@ json_t *bf_mitigations_render(const bf_mitigation_run *runs, size_t n_runs, doub
             json_object_set_new(o, "by_rate", by_rate);
         }
         (void)rl;
+        json_object_set_new(o, "coverage",
+                            coverage_json(&runs[0], r,
+                                          json_string_value(json_object_get(json_object_get(r->doc, "campaign"), "fault_model")),
+                                          conf));
         json_object_set_new(o, "cost", json_pack("{s:o, s:o, s:f}", "golden_seconds", num(r->golden_seconds), "time_ratio",
                                                  num(r->golden_seconds / runs[0].golden_seconds), "storage_overhead",
                                                  r->storage));

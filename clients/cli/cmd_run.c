@@ -74,7 +74,7 @@ typedef struct progress_state {
      * trial's task metric and BER rate, in trial order */
     const char *mitigation;
     double *metric;
-    int *rate;
+    int *rate, *outcome;
     int64_t n, cap;
 } progress_state;
 
@@ -102,6 +102,7 @@ static void on_trial(void *user, const bf_trial_record *rec)
     if (p->metric && p->n < p->cap) {
         double auc = rec->metrics[BF_METRIC_AUC];
         p->metric[p->n] = isfinite(auc) ? auc : rec->metrics[BF_METRIC_ACCURACY];
+        p->outcome[p->n] = (int)rec->outcome;
         p->rate[p->n++] = rec->rate_index;
     }
     if (!p->trials) return;
@@ -255,7 +256,8 @@ int cmd_run(int argc, char **argv)
             ps.n = 0;
             runs[k].metric = ps.metric = calloc((size_t)ps.cap + 1, sizeof *ps.metric);
             runs[k].rate = ps.rate = calloc((size_t)ps.cap + 1, sizeof *ps.rate);
-            if (!ps.metric || !ps.rate) { rc = EXIT_INFRA; goto out; }
+            runs[k].outcome = ps.outcome = calloc((size_t)ps.cap + 1, sizeof *ps.outcome);
+            if (!ps.metric || !ps.rate || !ps.outcome) { rc = EXIT_INFRA; goto out; }
         }
         long threads = o.threads ? (long)o.threads : sysconf(_SC_NPROCESSORS_ONLN);
         bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o.shard_i, .shard_count = o.shard_n,
@@ -319,6 +321,7 @@ out:
         json_decref(runs[k].doc);
         free((double *)runs[k].metric);
         free((int *)runs[k].rate);
+        free((int *)runs[k].outcome);
     }
     free(runs);
     json_decref(doc);

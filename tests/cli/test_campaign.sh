@@ -104,6 +104,12 @@ for n in names[1:]:
         assert abs(r["value"] - want) < 1e-9 and r["ci"][0] <= r["value"] <= r["ci"][1], r
     for br in m[n]["by_rate"]:
         assert "recovery" in br
+    # coverage, recounted from the paired records
+    eff = [i for i, r in enumerate(by["none"]) if r["outcome"] != "masked"]
+    cov = m[n]["coverage"]
+    assert cov["effective"] == len(eff) and cov["fault_model"] == "ber", cov
+    assert cov["detected"]["count"] == sum(by[n][i]["outcome"] == "due" for i in eff), cov
+    assert cov["harmless"]["count"] == sum(by[n][i]["outcome"] in ("masked", "tolerable") for i in eff), cov
 PY
 check mit_gate 0 "$BF" run --local "$mspec" --gate 'mitigation.sbp.critical_rate<=1' --gate 'mitigation.abft-correct.storage_overhead>0'
 check mit_gate_unknown 2 "$BF" run --local "$mspec" --gate 'mitigation.nope.recovery>=0'

@@ -44,6 +44,7 @@ typedef struct bf_mitigation_run {
     json_t *doc;              /* its rendered result (bf_result_render) */
     const double *metric;     /* per trial, in trial order: the task metric (AUC, else accuracy) */
     const int *rate;          /* per trial: its BER rate index, -1 */
+    const int *outcome;       /* per trial: its bf_outcome */
     int64_t n;                /* trials (the same for every run) */
     double golden_seconds;    /* bf_campaign_golden_seconds */
     double storage;           /* bf_campaign_storage_overhead */
@@ -52,7 +53,9 @@ typedef struct bf_mitigation_run {
 /* The "mitigations" array of a result: per configuration (runs[0] is
  * "none") its protections, golden pass, outcomes and metrics under faults,
  * recovery of the task metric with a paired-bootstrap interval (overall and
- * per BER rate), and cost (golden-pass time ratio, storage overhead). */
+ * per BER rate), coverage (of the faults that the unprotected model does
+ * not mask: how many this one detects, and how many it leaves harmless),
+ * and cost (golden-pass time ratio, storage overhead). */
 json_t *bf_mitigations_render(const bf_mitigation_run *runs, size_t n_runs, double conf);
 
 /* Human renderings of a document: a report with the layers and bits that
