@@ -135,7 +135,16 @@ bfd_camp *bfd_camp_replay(const bfd_campaign_row *row)
     int ok = append(c, "state", json_pack("{s:s}", "state", bfd_state_name(row->state))) == 0;
     if (ok && row->result_json) {
         json_t *doc = json_loads(row->result_json, 0, NULL);
-        ok = doc && append(c, "result", doc) == 0;
+        /* the last progress, as a live stream ends with it, from the result */
+        const json_t *sum = json_object_get(doc, "summary");
+        int64_t done = json_integer_value(json_object_get(sum, "trials"));
+        if (doc && sum)
+            ok = append(c, "progress", json_pack("{s:I, s:I, s:f, s:O}", "trials_done", (json_int_t)done, "trials_planned",
+                                                 (json_int_t)row->trials_planned, "fraction",
+                                                 row->trials_planned > 0 ? (double)done / (double)row->trials_planned : 1.0,
+                                                 "outcomes", json_object_get(sum, "outcomes"))) == 0;
+        if (ok) ok = doc && append(c, "result", doc) == 0;   /* append takes doc */
+        else json_decref(doc);
     }
     if (ok)
         ok = append(c, "end", json_pack("{s:s, s:s?, s:s?}", "state", bfd_state_name(row->state), "verdict", row->verdict,

@@ -69,6 +69,17 @@ res = json.loads(evs[-2]["data"])
 assert res["summary"]["trials"] == 240, res["summary"]
 PYEOF
 
+# a stream opened after the end replays it: state, the last progress, result, end
+timeout 30 curl -sSN "$URL/v1/campaigns/$CID/events" >"$tmp/events_after"
+$PY - "$tmp/events_after" <<'PYEOF' && ok || bad "replayed event stream: see above"
+import json, sys
+evs = [dict(l.split(": ", 1) for l in b.split("\n") if l and not l.startswith(":"))
+       for b in open(sys.argv[1]).read().split("\n\n") if b.strip() and not b.startswith(":")]
+assert [e["event"] for e in evs] == ["state", "progress", "result", "end"], evs
+p = json.loads(evs[1]["data"])
+assert p["fraction"] == 1.0 and p["trials_done"] == 240 and sum(p["outcomes"].values()) == 240, p
+PYEOF
+
 req state 200 "$URL/v1/campaigns/$CID"
 eq final_state "$(jget "j['state'], j['verdict'], j['progress']['trials_done'], 'result' in j")" "succeeded fail 240 True"
 

@@ -59,3 +59,9 @@ void tc_assert_same_record(const bf_trial_record *a, const bf_trial_record *b)
     }
     assert_memory_equal(a->metrics, b->metrics, sizeof a->metrics);
 }
+
+void tc_keep(void *user, const bf_trial_record *rec)
+{
+    tc_recs *k = user;
+    k->r[k->n++] = *rec;
+}

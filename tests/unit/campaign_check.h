@@ -11,4 +11,12 @@ void tc_assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_re
 void tc_assert_same_record(const bf_trial_record *a, const bf_trial_record *b);
 double tc_round_half_even(double x);
 
+/* Trial records kept in order: pass tc_keep as on_trial, a tc_recs as user
+ * (r with room for every trial). */
+typedef struct tc_recs {
+    bf_trial_record *r;
+    int64_t n;
+} tc_recs;
+void tc_keep(void *user, const bf_trial_record *rec);
+
 #endif

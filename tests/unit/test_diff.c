@@ -32,16 +32,7 @@
 #define FIX BF_FIXTURES "/conformance/"
 #define TRIALS 60
 
-typedef struct recs {
-    bf_trial_record *r;
-    int64_t n;
-} recs;
-
-static void keep(void *user, const bf_trial_record *rec)
-{
-    recs *k = user;
-    k->r[k->n++] = *rec;
-}
+typedef tc_recs recs;
 
 typedef struct config {
     const char *label;
@@ -104,7 +95,7 @@ static int run(const bf_model *m, const bf_dataset *ds, const config *cf, int ex
     out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
     out->n = 0;
     assert_non_null(out->r);
-    bf_campaign_opts o = {.threads = 2, .exact = exact, .cache_budget = budget, .on_trial = keep, .user = out};
+    bf_campaign_opts o = {.threads = 2, .exact = exact, .cache_budget = budget, .on_trial = tc_keep, .user = out};
     bf_campaign_result res;
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
     assert_int_equal(res.trials_done, out->n);

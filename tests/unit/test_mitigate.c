@@ -25,6 +25,7 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "campaign_check.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 
@@ -72,16 +73,7 @@ static bf_campaign_spec weight_spec(int64_t trials)
     return s;
 }
 
-typedef struct recs {
-    bf_trial_record *r;
-    int64_t n;
-} recs;
-
-static void keep(void *user, const bf_trial_record *rec)
-{
-    recs *k = user;
-    k->r[k->n++] = *rec;
-}
+typedef tc_recs recs;
 
 /* Runs the campaign with `mit` (NULL: none); records into out if given. */
 static int exact_mode;
@@ -98,7 +90,7 @@ static bf_campaign *run(const loaded *l, const bf_campaign_spec *s, const bf_mit
         out->n = 0;
         assert_non_null(out->r);
     }
-    bf_campaign_opts o = {.threads = 2, .exact = exact_mode, .on_trial = out ? keep : NULL, .user = out};
+    bf_campaign_opts o = {.threads = 2, .exact = exact_mode, .on_trial = out ? tc_keep : NULL, .user = out};
     if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("%s", err.msg);
     return c;
 }
