@@ -56,9 +56,11 @@ static json_t *recovery_json(const char *metric, double golden, const double *ba
     json_object_set_new(o, "faulty", num(mf));
     json_object_set_new(o, "mitigated", num(mm));
     double lost = golden - mf;
-    if (is_base || !(fabs(lost) > 1e-12)) {
+    if (is_base || !(lost > 1e-12)) {
+        /* faults that left the metric as it was, or raised it: no loss to
+         * take a share of */
         json_object_set_new(o, "value", json_null());
-        json_object_set_new(o, "note", json_string(is_base ? "the baseline" : "nothing lost to recover"));
+        json_object_set_new(o, "note", json_string(is_base ? "the baseline" : "the faults did not lower the metric"));
         return o;
     }
     json_object_set_new(o, "value", num((mm - mf) / lost));
@@ -78,7 +80,7 @@ static json_t *recovery_json(const char *metric, double golden, const double *ba
             double bf_, bm;
             if (!means(base, mine, rates, n, -1, pick, m, &bf_, &bm)) continue;
             double l = golden - bf_;
-            if (fabs(l) > 1e-12) r[n_r++] = (bm - bf_) / l;
+            if (l > 1e-12) r[n_r++] = (bm - bf_) / l;
         }
         qsort(r, (size_t)n_r, sizeof *r, cmp_double);
     }

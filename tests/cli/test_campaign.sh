@@ -99,11 +99,14 @@ assert m["none"]["cost"]["time_ratio"] == 1 and m["abft-correct"]["cost"]["stora
 # recovery = (mitigated - faulty) / (golden - faulty), from the entry's own numbers
 for n in names[1:]:
     r = m[n]["recovery"]
+    if r["golden"] - r["faulty"] <= 1e-12:   # no loss: no share of it
+        assert r["value"] is None, r
     if r["value"] is not None:
         want = (r["mitigated"] - r["faulty"]) / (r["golden"] - r["faulty"])
         assert abs(r["value"] - want) < 1e-9 and r["ci"][0] <= r["value"] <= r["ci"][1], r
     for br in m[n]["by_rate"]:
-        assert "recovery" in br
+        rr = br["recovery"]
+        assert rr["value"] is None or rr["golden"] - rr["faulty"] > 1e-12, rr
     # coverage, recounted from the paired records
     eff = [i for i, r in enumerate(by["none"]) if r["outcome"] != "masked"]
     cov = m[n]["coverage"]
