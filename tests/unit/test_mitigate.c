@@ -4,7 +4,10 @@
  * - clipping with profiled bounds leaves every fixture's golden outputs
  *   bit for bit as they are without it;
  * - ABFT raises no false alarm on any fixture's golden pass (the campaign
- *   would fail to start) and leaves its outputs as they are; in detect
+ *   would fail to start) and leaves its outputs as they are; a Gemm or
+ *   MatMul weight fault beyond twice its tolerance (computed here from the
+ *   definition, from the op's inputs) is always flagged, one below half of
+ *   it never; in detect
  *   mode, every single-bit weight fault that moves an output of the
  *   unprotected model by more than 1e-2 (far beyond the tolerance) is
  *   flagged (DUE); in correct mode none of those is left
@@ -25,7 +28,9 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "bitflip/plan.h"
 #include "campaign_check.h"
+#include "graph.h"   /* the test reads a Gemm's inputs to compute the tolerance on its own */
 
 #define FIX BF_FIXTURES "/conformance/"
 
@@ -205,6 +210,149 @@ static void abft_weight_faults(void **state)
     assert_true(total >= 1600);
 }
 
+/* ABFT against the tolerance, computed here from the definition: for a
+ * corrupted weight w_kj -> w_kj + d of a Gemm (or MatMul) with input rows
+ * x_i, output row i moves by |alpha x_ik d| (a bias: |beta d|), and the
+ * check's tolerance is 2 (2K + N) 2^-24 (|alpha| sum_k |x_ik| sum_j |w_kj| +
+ * |beta| sum_j |c_j|). A fault beyond twice the tolerance on some row must be
+ * flagged; one below half of it on every row must not be (no false alarm on
+ * a fault the checksum cannot see). */
+typedef struct lin {
+    int ok;
+    double *x;           /* rows x K, the op's input over the eval set */
+    int64_t rows, k, n;
+    int trans_b;
+    double alpha, beta;
+    const float *w, *c;  /* golden weights and bias (c: NULL, or n values or 1) */
+    int64_t c_n;
+    size_t w_param, c_param;
+} lin;
+
+static int64_t attr_int(const bf__node *n, const char *name, int64_t def)
+{
+    const bf__attr *a = bf__node_attr(n, name);
+    return a ? a->i : def;
+}
+
+static double attr_flt(const bf__node *n, const char *name, double def)
+{
+    const bf__attr *a = bf__node_attr(n, name);
+    return a ? a->f : def;
+}
+
+static void abft_tolerance(const char *fx, int64_t *beyond_n, int64_t *within_n)
+{
+    loaded l = load(fx);
+    const bf_model *m = l.m;
+    int64_t samples = bf_dataset_num_samples(l.ds);
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create(m, samples, &p, &err)) fail_msg("%s", err.msg);
+    for (size_t i = 0; i < m->n_inputs; i++)
+        if (bf_dataset_copy_rows(bf_dataset_find(l.ds, m->inputs[i].name), 0, samples, bf_plan_input(p, i), &err))
+            fail_msg("%s", err.msg);
+    if (bf_plan_run(p, &err)) fail_msg("%s", err.msg);
+    lin *ls = calloc(m->n_params + 1, sizeof *ls);
+    assert_non_null(ls);
+    for (size_t ni = 0; ni < m->n_nodes; ni++) {
+        const bf__node *n = &m->nodes[ni];
+        int gemm = !strcmp(n->op_type, "Gemm"), mm = !strcmp(n->op_type, "MatMul");
+        if (!(gemm || mm) || n->in[1] < 0 || m->values[n->in[1]].kind != BF__VAL_PARAM) continue;
+        if (gemm && attr_int(n, "transA", 0)) continue;
+        lin L = {.ok = 1, .trans_b = gemm && attr_int(n, "transB", 0), .alpha = gemm ? attr_flt(n, "alpha", 1) : 1,
+                 .beta = gemm ? attr_flt(n, "beta", 1) : 1};
+        const bf_tensor *wt = m->values[n->in[1]].init;
+        L.w = wt->data;
+        L.k = L.trans_b ? wt->dims[1] : wt->dims[0];
+        L.n = L.trans_b ? wt->dims[0] : wt->dims[1];
+        L.w_param = (size_t)m->values[n->in[1]].index;
+        if (n->n_in > 2 && n->in[2] >= 0) {
+            if (m->values[n->in[2]].kind != BF__VAL_PARAM) continue;
+            L.c = m->values[n->in[2]].init->data;
+            L.c_n = bf_tensor_numel(m->values[n->in[2]].init);
+            L.c_param = (size_t)m->values[n->in[2]].index;
+        }
+        const bf_tensor *xt = bf_plan_value(p, n->in[0]);
+        L.rows = bf_tensor_numel(xt) / L.k;
+        L.x = malloc((size_t)(L.rows * L.k) * sizeof *L.x);
+        assert_non_null(L.x);
+        for (int64_t i = 0; i < L.rows * L.k; i++) L.x[i] = ((const float *)xt->data)[i];
+        ls[L.w_param] = L;
+        if (L.c) {
+            ls[L.c_param] = L;
+            ls[L.c_param].x = NULL;   /* owned by the weight's entry */
+            ls[L.c_param].ok = 2;     /* a bias */
+        }
+    }
+    bf_mitigation det = {.name = "abft"};
+    det.abft.enabled = 1;
+    bf_campaign_spec s = weight_spec(600);
+    char *ops[] = {"op:Gemm", "op:MatMul"};
+    s.tensors = ops;
+    s.n_tensors = !strcmp(fx, "mlp_ops_op13") ? 2 : 1;
+    recs r;
+    bf_campaign_result res;
+    bf_campaign *c = run(&l, &s, &det, &r, &res);
+    for (int64_t t = 0; t < r.n; t++) {
+        const bf_trial_record *rec = &r.r[t];
+        const bf_applied_fault *f = &rec->faults[0];
+        size_t q = (size_t)bf_model_find_param(m, bf_campaign_site(c, (size_t)f->site)->name);
+        const lin *L = &ls[q];
+        if (!L->ok) continue;
+        const lin *W = L->ok == 2 ? &ls[L->w_param] : L;
+        double d = (double)f->new_value - (double)f->old_value;
+        int beyond = !isfinite(f->new_value), within = !beyond;
+        for (int64_t i = 0; i < W->rows && (within || !beyond); i++) {
+            double tsum = 0, csum = 0;
+            for (int64_t k = 0; k < W->k; k++) {
+                double wa = 0;
+                for (int64_t j = 0; j < W->n; j++)
+                    wa += fabs((double)(W->trans_b ? W->w[j * W->k + k] : W->w[k * W->n + j]));
+                tsum += fabs(W->x[i * W->k + k]) * wa;
+            }
+            for (int64_t j = 0; W->c && j < W->n; j++) csum += fabs((double)W->c[W->c_n == 1 ? 0 : j]);
+            double tol = 2.0 * (double)(2 * W->k + W->n) * 0x1p-24 * (fabs(W->alpha) * tsum + fabs(W->beta) * csum);
+            double effect;
+            if (L->ok == 2) {
+                effect = fabs(W->beta * d);
+            } else {
+                int64_t kk = W->trans_b ? f->index % W->k : f->index / W->n;
+                effect = fabs(W->alpha * W->x[i * W->k + kk] * d);
+            }
+            if (effect > 2 * tol) beyond = 1;
+            if (!(effect < 0.5 * tol)) within = 0;
+        }
+        if (beyond && rec->outcome != BF_OUTCOME_DUE)
+            fail_msg("%s trial %lld: %s[%lld] %.9g -> %.9g moves a row beyond twice the tolerance, not flagged", fx,
+                     (long long)rec->trial, bf_campaign_site(c, (size_t)f->site)->name, (long long)f->index, f->old_value,
+                     f->new_value);
+        if (within && rec->outcome == BF_OUTCOME_DUE)
+            fail_msg("%s trial %lld: %s[%lld] %.9g -> %.9g stays below half the tolerance, yet flagged", fx,
+                     (long long)rec->trial, bf_campaign_site(c, (size_t)f->site)->name, (long long)f->index, f->old_value,
+                     f->new_value);
+        *beyond_n += beyond;
+        *within_n += within;
+    }
+    for (size_t q = 0; q < m->n_params; q++) free(ls[q].x);
+    free(ls);
+    free(r.r);
+    bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+    bf_plan_free(p);
+    unload(&l);
+}
+
+static void abft_flags_beyond_tolerance(void **state)
+{
+    (void)state;
+    int64_t beyond = 0, within = 0;
+    abft_tolerance("mlp_ops_op13", &beyond, &within);
+    abft_tolerance("dlrm_ops_op13", &beyond, &within);
+    printf("single weight faults: %lld beyond the tolerance (all flagged), %lld within it (none flagged)\n",
+           (long long)beyond, (long long)within);
+    assert_true(beyond > 200 && within > 100);   /* both kinds were tested */
+}
+
 /* A transient fault on one element of a Gemm output: a single error,
  * located and corrected. Exponent flips (bits 23-30) change it by far more
  * than the tolerance. */
@@ -374,6 +522,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(golden_unchanged),
         cmocka_unit_test(abft_weight_faults),
+        cmocka_unit_test(abft_flags_beyond_tolerance),
         cmocka_unit_test(abft_corrects_single_errors),
         cmocka_unit_test(sbp_masks_protected_bits),
         cmocka_unit_test(paired_fault_lists),
