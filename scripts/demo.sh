@@ -55,3 +55,9 @@ echo
 echo "== stopping bitflipd (SIGTERM)"
 kill -TERM "$pid"; wait "$pid"; pid=
 echo "   stopped; the same with curl alone is in docs/SERVICE.md"
+
+echo
+echo "== which protection to ship: bitflip run --local tests/fixtures/specs/dlrm_mitigations.json"
+echo "   (a BER sweep on a DLRM, run unprotected and with clipping, selective bit protection"
+echo "    and ABFT, each on exactly the same faults: docs/MITIGATIONS.md)"
+"$BITFLIP" run --local tests/fixtures/specs/dlrm_mitigations.json --format table | sed -n '/^mitigations/,$p'
