@@ -1,20 +1,32 @@
-"""Helpers shared by the benchmark scripts: safetensors I/O, metrics, paths.
+"""Helpers shared by the benchmark scripts: the machine (its description, how busy it
+is), safetensors I/O, metrics, paths.
 
-Only numpy and the standard library: run.py imports this without importing torch.
+Only numpy and the standard library, and numpy only for the arrays: run.py imports this
+without importing torch, and the scripts that need no arrays (daemon_bench.py,
+mitigation_bench.py) import it where numpy is not installed.
 """
+import datetime
+import hashlib
 import json
 import math
 import os
+import platform
 import struct
+import subprocess
+import sys
+import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:   # the machine helpers below need no arrays
+    np = None
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 MODELS_DIR = os.path.join(BENCH_DIR, "models")
 
 # safetensors dtype tag <-> numpy dtype (little endian)
-_DTYPES = {
+_DTYPES = {} if np is None else {
     "F32": np.dtype("<f4"),
     "F64": np.dtype("<f8"),
     "F16": np.dtype("<f2"),
@@ -26,6 +38,86 @@ _DTYPES = {
     "BOOL": np.dtype("?"),
 }
 _TAGS = {v: k for k, v in _DTYPES.items()}
+
+# ---------------------------------------------------------------- the machine
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BUSY_LIMIT = 0.15   # cores used by other processes that make a run count as disturbed
+
+
+def cpu_stat():
+    """Machine-wide CPU seconds so far (all cores) from /proc/stat: processes (user + nice +
+    system), irq + softirq (on loopback benchmarks mostly their own traffic), steal (taken by
+    the hypervisor for other guests)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]] + [0] * 8
+    return {"proc": (v[0] + v[1] + v[2]) / CLK_TCK, "irq": (v[5] + v[6]) / CLK_TCK, "steal": v[7] / CLK_TCK}
+
+
+def cpu_busy_seconds():
+    """CPU seconds the whole machine spent busy or stolen so far (all cores); None if
+    /proc/stat cannot be read."""
+    try:
+        c = cpu_stat()
+    except OSError:
+        return None
+    return c["proc"] + c["irq"] + c["steal"]
+
+
+def wait_quiet(max_wait, tag="bench"):
+    """Wait (up to max_wait s) until other processes use < BUSY_LIMIT cores; return the load
+    last seen, in cores."""
+    t_end = time.time() + max_wait
+    while True:
+        b0, t0 = cpu_busy_seconds(), time.time()
+        time.sleep(0.5)
+        b1, t1 = cpu_busy_seconds(), time.time()
+        load = 0.0 if b0 is None or b1 is None else (b1 - b0) / (t1 - t0)
+        if load < BUSY_LIMIT or time.time() >= t_end:
+            return load
+        print(f"[{tag}]   machine busy ({load:.2f} cores used by other processes), waiting ...",
+              file=sys.stderr, flush=True)
+        time.sleep(2)
+
+
+def machine_info():
+    """CPU model, cores, memory, hypervisor, OS and the load average now."""
+    info = {"cpu": platform.processor() or platform.machine(), "nproc": os.cpu_count()}
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+            if line.startswith("Hypervisor vendor:"):
+                info["hypervisor"] = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    try:
+        info["mem_gib"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    except (ValueError, OSError):
+        pass
+    info["os"] = platform.platform()
+    info["loadavg_start"] = os.getloadavg()
+    return info
+
+
+def machine_lines(mi):
+    """The "- Machine:" and "- Load average" lines of a results section."""
+    return [f"- Machine: {mi.get('cpu')}, nproc = {mi.get('nproc')}"
+            + (f", {mi['mem_gib']:.0f} GiB RAM" if mi.get("mem_gib") else "")
+            + (f", {mi['hypervisor']} guest" if mi.get("hypervisor") else "") + f"; {mi.get('os')}",
+            "- Load average (1 min) at start / end: "
+            + " / ".join(f"{mi[k][0]:.2f}" for k in ("loadavg_start", "loadavg_end") if mi.get(k))]
+
+
+def file_id(path):
+    """Short sha256 and mtime of a file, to notice a binary rebuilt during a run."""
+    try:
+        with open(path, "rb") as f:
+            h = hashlib.sha256(f.read()).hexdigest()[:12]
+        mt = datetime.datetime.fromtimestamp(os.path.getmtime(path)).astimezone()
+        return f"sha256 {h}, built {mt.isoformat(timespec='seconds')}"
+    except OSError:
+        return None
 
 
 def read_safetensors(path):

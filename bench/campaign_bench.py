@@ -455,11 +455,7 @@ def section(meta, rows, problems):
          "not this section. The rest of this file is `bench/run.py`'s.",
          "",
          f"- Date: {meta['date']} (start of the run)",
-         f"- Machine: {mi.get('cpu')}, nproc = {mi.get('nproc')}"
-         + (f", {mi['mem_gib']:.0f} GiB RAM" if mi.get("mem_gib") else "")
-         + (f", {mi['hypervisor']} guest" if mi.get("hypervisor") else "") + f"; {mi.get('os')}",
-         "- Load average (1 min) at start / end: "
-         + " / ".join(f"{mi[k][0]:.2f}" for k in ("loadavg_start", "loadavg_end") if mi.get(k)),
+         *benchlib.machine_lines(mi),
          f"- Versions: PyTorch {v.get('torch', '?')}, scikit-learn {v.get('sklearn', '?')}, bitflip at "
          f"commit {v.get('bitflip_commit', '?')}"
          + (f" (binary {v['bitflip_binary']})" if v.get("bitflip_binary") else ""),

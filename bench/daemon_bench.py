@@ -57,13 +57,16 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402  (the machine helpers; numpy not needed)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 START, END = "<!-- daemon-bench:start -->", "<!-- daemon-bench:end -->"
 MODEL = os.path.join(ROOT, "tests", "fixtures", "conformance", "demo_digits.onnx")
 DATASET = os.path.join(ROOT, "tests", "fixtures", "conformance", "demo_digits.eval.safetensors")
 SPEC = os.path.join(ROOT, "tests", "fixtures", "specs", "digits_weights.json")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-BUSY_LIMIT = 0.15       # cores used by other processes that make a phase count as disturbed
+BUSY_LIMIT = benchlib.BUSY_LIMIT   # cores used by other processes that make a phase count as disturbed
 TOKENS = {"bench-long": "bench-long-token-000000000000", "bench-short": "bench-short-token-00000000000"}
 
 # full / --quick
@@ -86,61 +89,14 @@ def log(msg):
 # ---------------------------------------------------------------- machine
 
 
-def cpu_stat():
-    """Machine-wide CPU seconds so far (all cores) from /proc/stat: processes (user + nice +
-    system), irq + softirq (here mostly the loopback traffic of the benchmark itself), steal
-    (taken by the hypervisor for other guests)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]] + [0] * 8
-    return {"proc": (v[0] + v[1] + v[2]) / CLK_TCK, "irq": (v[5] + v[6]) / CLK_TCK, "steal": v[7] / CLK_TCK}
-
-
-def cpu_busy_seconds():
-    """CPU seconds the whole machine spent busy or stolen so far (all cores)."""
-    c = cpu_stat()
-    return c["proc"] + c["irq"] + c["steal"]
+cpu_stat = benchlib.cpu_stat
+cpu_busy_seconds = benchlib.cpu_busy_seconds
+machine_info = benchlib.machine_info
+file_id = benchlib.file_id
 
 
 def wait_quiet(max_wait):
-    """Wait (up to max_wait s) until the machine is nearly idle; return the load last seen."""
-    t_end = time.time() + max_wait
-    while True:
-        b0, t0 = cpu_busy_seconds(), time.time()
-        time.sleep(0.5)
-        load = (cpu_busy_seconds() - b0) / (time.time() - t0)
-        if load < BUSY_LIMIT or time.time() >= t_end:
-            return load
-        log(f"machine busy ({load:.2f} cores used by other processes), waiting ...")
-        time.sleep(2)
-
-
-def machine_info():
-    info = {"cpu": platform.processor() or platform.machine(), "nproc": os.cpu_count()}
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-            if line.startswith("Hypervisor vendor:"):
-                info["hypervisor"] = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    try:
-        info["mem_gib"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
-    except (ValueError, OSError):
-        pass
-    info["os"] = platform.platform()
-    info["loadavg_start"] = os.getloadavg()
-    return info
-
-
-def file_id(path):
-    try:
-        with open(path, "rb") as f:
-            h = hashlib.sha256(f.read()).hexdigest()[:12]
-        mt = datetime.datetime.fromtimestamp(os.path.getmtime(path)).astimezone()
-        return f"sha256 {h}, built {mt.isoformat(timespec='seconds')}"
-    except OSError:
-        return None
+    return benchlib.wait_quiet(max_wait, tag="daemon")
 
 
 def run_out(cmd, **kw):
@@ -1143,11 +1099,7 @@ def section(res, problems):
          "not this section. The rest of this file belongs to the other benchmark scripts.",
          "",
          f"- Date: {m['date']} (start of the run)",
-         f"- Machine: {mi.get('cpu')}, nproc = {mi.get('nproc')}"
-         + (f", {mi['mem_gib']:.0f} GiB RAM" if mi.get("mem_gib") else "")
-         + (f", {mi['hypervisor']} guest" if mi.get("hypervisor") else "") + f"; {mi.get('os')}",
-         "- Load average (1 min) at start / end: "
-         + " / ".join(f"{mi[k][0]:.2f}" for k in ("loadavg_start", "loadavg_end") if mi.get(k)),
+         *benchlib.machine_lines(mi),
          f"- Versions: {v.get('bitflipd') or 'bitflipd ?'} at commit {v.get('commit', '?')}"
          + (f" (binary {m['binary']})" if m.get("binary") else "")
          + f"; Debian packages libmicrohttpd12 {v.get('libmicrohttpd') or '?'}, libuv1 {v.get('libuv') or '?'}, "

@@ -56,34 +56,12 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-BUSY_LIMIT = 0.15   # cores used by other processes that make a run count as disturbed
-
-
-def cpu_busy_seconds():
-    """CPU seconds spent busy by the whole machine so far (all cores), from /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return None
-    # user nice system idle iowait irq softirq steal ...
-    return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / CLK_TCK
+BUSY_LIMIT = benchlib.BUSY_LIMIT
+cpu_busy_seconds = benchlib.cpu_busy_seconds
 
 
 def wait_quiet(max_wait):
-    """Wait (up to max_wait s) until other processes use < BUSY_LIMIT cores; return the load
-    last seen, in cores."""
-    t_end = time.time() + max_wait
-    while True:
-        b0, t0 = cpu_busy_seconds(), time.time()
-        time.sleep(0.5)
-        b1, t1 = cpu_busy_seconds(), time.time()
-        load = 0.0 if b0 is None else (b1 - b0) / (t1 - t0)
-        if load < BUSY_LIMIT or time.time() >= t_end:
-            return load
-        log(f"[run]   machine busy ({load:.2f} cores used by other processes), waiting ...")
-        time.sleep(2)
+    return benchlib.wait_quiet(max_wait, tag="run")
 
 
 def measure_process(cmd, env, timeout, quiet_wait=0):
@@ -227,40 +205,8 @@ def ort_status():
     return None
 
 
-def machine_info():
-    info = {"cpu": platform.processor() or platform.machine(), "nproc": os.cpu_count()}
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-            if line.startswith("Hypervisor vendor:"):
-                info["hypervisor"] = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    try:
-        info["nproc"] = int(subprocess.run(["nproc"], capture_output=True, text=True).stdout)
-    except (OSError, ValueError):
-        pass
-    try:
-        info["mem_gib"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
-    except (ValueError, OSError):
-        pass
-    info["os"] = platform.platform()
-    info["loadavg_start"] = os.getloadavg()
-    return info
-
-
-def file_id(path):
-    """Short sha256 and mtime of a file, to notice a binary rebuilt during a run."""
-    import hashlib
-    try:
-        with open(path, "rb") as f:
-            h = hashlib.sha256(f.read()).hexdigest()[:12]
-        mt = datetime.datetime.fromtimestamp(os.path.getmtime(path)).astimezone()
-        return f"sha256 {h}, built {mt.isoformat(timespec='seconds')}"
-    except OSError:
-        return None
+machine_info = benchlib.machine_info
+file_id = benchlib.file_id
 
 
 def versions(bitflip):
@@ -572,12 +518,7 @@ def write_doc(path, meta, table, sweep_table, problems, rows):
         "not this file.",
         "",
         f"- Date: {meta['date']} (start of the run)",
-        f"- Machine: {mi.get('cpu')}, nproc = {mi.get('nproc')}"
-        + (f", {mi['mem_gib']:.0f} GiB RAM" if mi.get("mem_gib") else "")
-        + (f", {mi['hypervisor']} guest" if mi.get("hypervisor") else "")
-        + f"; {mi.get('os')}",
-        "- Load average (1 min) at start / end: "
-        + " / ".join(f"{mi[k][0]:.2f}" for k in ("loadavg_start", "loadavg_end") if mi.get(k)),
+        *benchlib.machine_lines(mi),
         f"- Versions: PyTorch {v.get('torch', '?')}, onnxruntime-node "
         f"{v.get('onnxruntime-node', '?')} on Node.js {v.get('node', '?')}, bitflip at commit "
         f"{v.get('bitflip_commit', '?')}"
