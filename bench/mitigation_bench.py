@@ -2,7 +2,7 @@
 """What each protection recovers, and what it costs: the results tables of docs/MITIGATIONS.md.
 
   /usr/bin/python3 bench/mitigation_bench.py [--bitflip build/bitflip] [--threads 2]
-        [--repeats 200] [--per-bit 100] [--quick] [--cases a,b]
+        [--repeats 200] [--per-bit 100] [--cov-trials 500] [--quick] [--cases a,b]
         [--write-doc docs/MITIGATIONS.md] [--out bench/out/mitigations.json]
   /usr/bin/python3 bench/mitigation_bench.py --render bench/out/mitigations.json [--write-doc ...]
 
@@ -31,6 +31,12 @@ Cases:
     cnn_digits       the same sweep on digits_cnn (else the fixture cnn_ops_op17), accuracy
     bits_digits_cnn  single-bit weight flips, "sampling": "per_bit" (equal trials per bit)
     bits_dlrm_small  the same on dlrm_small (else dlrm_ops_op13)
+    cov_digits_cnn   coverage per fault model: one campaign per fault model (bitflip, stuck_at_0,
+                     stuck_at_1, random_value, ber at one rate) on every weight of digits_cnn
+                     (else cnn_ops_op17), --cov-trials trials each; per-trial records
+                     (--trials-out) pair each trial's outcome with the unprotected one's
+    cov_dlrm_small   the same on dlrm_small (else dlrm_ops_op13), with the effective faults in
+                     the embedding tables (read by Gather) and in the other weights apart
 dlrm_small and digits_cnn come from ../shared/conformance if present (--conformance-dir).
 
 Raw results (the specs, every configuration's result without per-trial data, run times):
@@ -45,6 +51,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import math
 import os
 import platform
 import shlex
@@ -64,6 +71,13 @@ SEED = 7
 RATES = [1e-7, 1e-6, 1e-5, 1e-4, 1e-3]
 REPEATS = (200, 10)        # BER repeats per rate: full / --quick
 PER_BIT = (100, 20)        # per_bit trials per bit position (x 32): full / --quick
+COV_TRIALS = (500, 50)     # trials per fault model in the coverage campaigns: full / --quick
+# The coverage campaigns: one per fault model, on every weight. `ber` uses one rate, the
+# power of ten nearest 1 / (bits of the parameters): about one bit error per trial, where the
+# sweeps show faults starting to cost the metric while ABFT's DUE does not yet dominate
+# (digits_cnn: 1e-5, dlrm_small: 1e-6).
+FAULT_MODELS = ["bitflip", "stuck_at_0", "stuck_at_1", "random_value", "ber"]
+SINGLE = FAULT_MODELS[:4]  # one corrupted weight per trial
 # A per-rate recovery whose loss (golden - faulty mean) is below this is marked: the ratio
 # of two differences that small is noise (and can be anything).
 SMALL_LOSS = 1e-3
@@ -85,6 +99,10 @@ CASES = {
                             title="Single-bit weight faults by bit position: digits CNN"),
     "bits_dlrm_small": dict(kind="per_bit", models=[("dlrm_small", "conformance"), ("dlrm_ops_op13", "fixtures")],
                             title="Single-bit weight faults by bit position: DLRM"),
+    "cov_digits_cnn": dict(kind="fault_models", models=[("digits_cnn", "conformance"), ("cnn_ops_op17", "fixtures")],
+                           title="Coverage per fault model: digits CNN"),
+    "cov_dlrm_small": dict(kind="fault_models", models=[("dlrm_small", "conformance"), ("dlrm_ops_op13", "fixtures")],
+                           title="Coverage per fault model: DLRM"),
 }
 CONFIG_NOTES = {
     "none": "no protection (the baseline)",
@@ -268,13 +286,30 @@ def configurations(info):
     ]
 
 
-def make_spec(a, c, name, d, info):
+def ber_rate_for(param_bits):
+    """The power of ten nearest 1 / param_bits: about one bit error per trial."""
+    return float(f"1e{round(-math.log10(param_bits))}")
+
+
+def make_spec(a, c, name, d, info, fault_model=None):
     rel = lambda p: os.path.relpath(p, ROOT)  # noqa: E731  (paths from the repo root)
     task_metric = "accuracy" if labels_are_integers(os.path.join(d, name + ".eval.safetensors")) else "auc"
     spec = {"model": rel(os.path.join(d, name + ".onnx")),
             "dataset": rel(os.path.join(d, name + ".eval.safetensors")),
             "seed": SEED}
-    if c["kind"] == "ber":
+    if c["kind"] == "fault_models":
+        if fault_model == "ber":
+            spec["faults"] = {"target": "weights", "tensors": ["*"], "model": "ber",
+                              "rate": ber_rate_for(info["param_bits"]), "repeats": a.cov_trials,
+                              "representation": "fp32"}
+        else:
+            spec["trials"] = a.cov_trials
+            spec["faults"] = {"target": "weights", "tensors": ["*"], "model": fault_model}
+            if fault_model != "random_value":
+                spec["faults"]["bits"] = 1
+            spec["faults"]["representation"] = "fp32"
+        spec["sampling"] = "uniform"
+    elif c["kind"] == "ber":
         spec["faults"] = {"target": "weights", "tensors": ["*"], "model": "ber", "rates": RATES,
                           "repeats": a.repeats, "representation": "fp32"}
     else:
@@ -324,6 +359,38 @@ def parse_stats(err):
     return out
 
 
+def run_campaign(a, tag, spec, trials_out=False):
+    """Write SPEC to bench/out/mitigations/TAG.spec.json and run it: a dict with spec, spec_path,
+    command (as shown in the doc), ok, wall, others_cores, rss_mib, stats, and result (or error);
+    with trials_out, the per-trial records go to TAG.trials.jsonl (path in `trials_path`)."""
+    spec_path = os.path.join(a.outdir, f"{tag}.spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f, indent=1)
+        f.write("\n")
+    res_path = os.path.join(a.outdir, f"{tag}.result.json")
+    cmd = [a.bitflip_copy, "run", "--local", "--threads", str(a.threads), "--stats", "--format", "json",
+           "--out", res_path]
+    shown = [os.path.relpath(a.bitflip, ROOT), "run", "--local", os.path.relpath(spec_path, ROOT),
+             "--threads", str(a.threads), "--format", "json"]
+    c = {"spec": spec, "spec_path": os.path.relpath(spec_path, ROOT)}
+    if trials_out:
+        tpath = os.path.join(a.outdir, f"{tag}.trials.jsonl")
+        cmd += ["--trials-out", tpath]
+        shown += ["--trials-out", os.path.relpath(tpath, ROOT)]
+        c["trials_path"] = tpath
+    cmd.append(spec_path)
+    c["command"] = shlex.join(shown)
+    r = measure_process(cmd, a.timeout, a.quiet_wait)
+    c.update(ok=r["ok"], wall=r.get("wall"), others_cores=r.get("others_cores"), rss_mib=r.get("rss_mib"),
+             stats=parse_stats(r.get("err", "")))
+    if not r["ok"]:
+        c["error"] = r.get("error")
+        return c
+    with open(res_path) as f:
+        c["result"] = slim_result(json.load(f))
+    return c
+
+
 def run_case(a, case, c):
     row = {"case": case, "kind": c["kind"], "title": c["title"]}
     try:
@@ -339,31 +406,97 @@ def run_case(a, case, c):
         row.update(ok=False, error=str(e))
         log(f"{case}: FAILED: {row['error']}")
         return row
-    spec = make_spec(a, c, name, d, info)
-    spec_path = os.path.join(a.outdir, f"{case}.spec.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f, indent=1)
-        f.write("\n")
-    res_path = os.path.join(a.outdir, f"{case}.result.json")
-    cmd = [a.bitflip_copy, "run", "--local", "--threads", str(a.threads), "--stats", "--format", "json",
-           "--out", res_path, spec_path]
-    shown = [os.path.relpath(a.bitflip, ROOT), "run", "--local", os.path.relpath(spec_path, ROOT),
-             "--threads", str(a.threads), "--format", "json"]
-    row.update(model=name, model_dir=os.path.relpath(d, ROOT), source=where, spec=spec,
-               spec_path=os.path.relpath(spec_path, ROOT), command=shlex.join(shown),
+    row.update(model=name, model_dir=os.path.relpath(d, ROOT), source=where,
                param_bits=info.get("param_bits"), param_elements=info.get("param_elements"))
+    if c["kind"] == "fault_models":
+        return run_fault_models(a, case, c, row, name, d, info)
+    spec = make_spec(a, c, name, d, info)
     log(f"{case}: {name} ({row['model_dir']}), {len(spec['mitigations'])} configurations")
-    r = measure_process(cmd, a.timeout, a.quiet_wait)
-    row.update(ok=r["ok"], wall=r.get("wall"), others_cores=r.get("others_cores"), rss_mib=r.get("rss_mib"),
-               stats=parse_stats(r.get("err", "")))
+    r = run_campaign(a, case, spec)
+    row.update(r)
     if not r["ok"]:
-        row["error"] = r.get("error")
         log(f"{case}: FAILED: {row['error']}")
         return row
-    with open(res_path) as f:
-        row["result"] = slim_result(json.load(f))
     log(f"{case}: {row['wall']:.1f} s")
     return row
+
+
+def run_fault_models(a, case, c, row, name, d, info):
+    """One campaign per fault model; row["campaigns"] in FAULT_MODELS order, each with its
+    result and its trials paired with the unprotected ones (pair_trials)."""
+    row["campaigns"] = []
+    for fm in FAULT_MODELS:
+        spec = make_spec(a, c, name, d, info, fault_model=fm)
+        log(f"{case}: {name} ({row['model_dir']}), {fm}, {len(spec['mitigations'])} configurations")
+        r = run_campaign(a, f"{case}_{fm}", spec, trials_out=True)
+        r["fault_model"] = fm
+        if r["ok"]:
+            try:
+                r["paired"] = pair_trials(r.pop("trials_path"), r["result"])
+            except (OSError, ValueError, KeyError) as e:
+                r.update(ok=False, error=f"per-trial records: {e}")
+            log(f"{case} {fm}: {r['wall']:.1f} s")
+        if not r["ok"]:
+            log(f"{case} {fm}: FAILED: {r['error']}")
+        row["campaigns"].append(r)
+    done = [r for r in row["campaigns"] if r["ok"]]
+    row["wall"] = sum(r.get("wall") or 0 for r in row["campaigns"])
+    row["others_cores"] = max([r.get("others_cores") or 0 for r in row["campaigns"]] or [0])
+    row["ok"] = bool(done)
+    bad = [f"{r['fault_model']}: {r['error']}" for r in row["campaigns"] if not r["ok"]]
+    if bad:
+        row["error"] = "; ".join(bad)
+    return row
+
+
+def pair_trials(path, result):
+    """Each configuration's trials against the unprotected model's, from the --trials-out
+    records: {configuration: {"GROUP|MULTI|NONE_OUTCOME|OUTCOME": count}}, where GROUP is
+    "gather" if every fault of the trial is in a tensor read by Gather (an embedding table),
+    "other" if none is, "mixed" else; MULTI is 1 if the trial corrupted two or more weights.
+    Also, per configuration, the smallest |corrupted value| among trials all in Gather tensors
+    that the configuration makes DUE and the unprotected model does not ("gather_due_min_abs").
+    The engine's own coverage is recomputed from these pairs as a check (ValueError if it
+    differs)."""
+    op = {s["name"]: s.get("op") for s in result["campaign"].get("sites") or []}
+    trials = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                t = json.loads(line)
+                trials.setdefault(t.get("mitigation", "none"), {})[t["trial"]] = t
+    base = trials["none"]
+    pairs, gmin = {}, {}
+    for cfg, ts in trials.items():
+        cnt = {}
+        for i, t in ts.items():
+            b = base[i]
+            gather = [op.get(f["tensor"]) == "Gather" for f in b["faults"]]
+            group = "gather" if gather and all(gather) else ("mixed" if any(gather) else "other")
+            key = f"{group}|{1 if b['n_faults'] > 1 else 0}|{b['outcome']}|{t['outcome']}"
+            cnt[key] = cnt.get(key, 0) + 1
+            if group == "gather" and t["outcome"] == "due" and b["outcome"] != "due":
+                v = min(abs(f["new"]) for f in b["faults"] if f.get("new") is not None)
+                gmin[cfg] = min(v, gmin.get(cfg, v))
+        pairs[cfg] = cnt
+    # the check: the engine's coverage from the same pairs
+    for m in result["mitigations"]:
+        cov, p = m.get("coverage"), pairs.get(m["name"], {})
+        if not cov:
+            continue
+        eff = det = harm = 0
+        for k, n in p.items():
+            _, _, o0, o = k.split("|")
+            if o0 == "masked":
+                continue
+            eff += n
+            det += n if o == "due" else 0
+            harm += n if o in ("masked", "tolerable") else 0
+        if (eff, det, harm) != (cov["effective"], cov["detected"]["count"], cov["harmless"]["count"]):
+            raise ValueError(f"{m['name']}: coverage from the trial records (effective {eff}, detected {det}, "
+                             f"harmless {harm}) differs from the result's ({cov['effective']}, "
+                             f"{cov['detected']['count']}, {cov['harmless']['count']})")
+    return {"pairs": pairs, "gather_due_min_abs": gmin}
 
 
 # ---------------------------------------------------------------- formatting
@@ -704,6 +837,243 @@ def bits_findings(row):
     return out
 
 
+# ---------------------------------------------------------------- coverage per fault model
+
+
+def cov_campaigns(row):
+    """The coverage case's campaigns that ran, in FAULT_MODELS order."""
+    return [c for c in row.get("campaigns") or [] if c.get("ok")]
+
+
+def fm_label(c):
+    fm = c["fault_model"]
+    if fm == "ber":
+        return f"`ber` {fmt_rate_name(c['spec']['faults']['rate'])}"
+    return f"`{fm}`" + (", 1 bit" if c["spec"]["faults"].get("bits") == 1 else "")
+
+
+def cov_count(pairs, cfg, groups=None):
+    """(effective, detected, harmless, trials) for one configuration from its pairs with the
+    unprotected trials, over the trials of the given fault groups (all by default)."""
+    eff = det = harm = n = 0
+    for k, v in pairs["pairs"].get(cfg, {}).items():
+        g, _, o0, o = k.split("|")
+        if groups and g not in groups:
+            continue
+        n += v
+        if o0 == "masked":
+            continue
+        eff += v
+        det += v if o == "due" else 0
+        harm += v if o in ("masked", "tolerable") else 0
+    return eff, det, harm, n
+
+
+def pair_count(c, cfg, groups=None, multi=None, before=None, after=None):
+    """Trials of campaign c whose unprotected outcome is in `before` and outcome under cfg in
+    `after` (None: any), in the given fault groups and multi-fault flag."""
+    n = 0
+    for k, v in c["paired"]["pairs"].get(cfg, {}).items():
+        g, mu, o0, o = k.split("|")
+        if (groups and g not in groups) or (multi is not None and int(mu) != multi) or \
+                (before and o0 not in before) or (after and o not in after):
+            continue
+        n += v
+    return n
+
+
+def cov_cell(eff, det, harm):
+    return "–" if not eff else f"{fmt_pct(det / eff)} / {fmt_pct(harm / eff)}"
+
+
+def cov_shares(c, cfg):
+    """(detected, harmless, critical) shares of the campaign's effective faults under cfg."""
+    cov = by_name_c(c)[cfg]["coverage"]
+    e, d, h = cov["effective"], cov["detected"]["count"], cov["harmless"]["count"]
+    return (d / e, h / e, (e - d - h) / e) if e else (0.0, 0.0, 0.0)
+
+
+def by_name_c(c):
+    return {m["name"]: m for m in c["result"]["mitigations"]}
+
+
+def has_gather(row):
+    cs = cov_campaigns(row)
+    return bool(cs) and any(s.get("op") == "Gather" for s in cs[0]["result"]["campaign"].get("sites") or [])
+
+
+def other_ops(row):
+    sites = cov_campaigns(row)[0]["result"]["campaign"].get("sites") or []
+    return sorted({s.get("op") for s in sites if s.get("op") != "Gather"})
+
+
+def cov_table(row):
+    cs = cov_campaigns(row)
+    names = [m["name"] for m in cs[0]["result"]["mitigations"]]
+    hdr = ["fault model (effective / trials)"] + [f"`{n}`" for n in names]
+    rows = []
+    for c in cs:
+        cov0 = by_name_c(c)["none"]["coverage"]
+        rows.append([f"{fm_label(c)} ({cov0['effective']:,} / {c['result']['summary']['trials']:,})"]
+                    + [cov_cell(m["coverage"]["effective"], m["coverage"]["detected"]["count"],
+                                m["coverage"]["harmless"]["count"]) for m in c["result"]["mitigations"]])
+    if has_gather(row):
+        single = [c for c in cs if c["fault_model"] in SINGLE]
+        for group, label in (("gather", "embedding tables (Gather)"),
+                             ("other", "other weights (" + ", ".join(other_ops(row)) + ")")):
+            tot = [0, 0]
+            cells = []
+            for n in names:
+                e = d = h = 0
+                for c in single:
+                    e1, d1, h1, n1 = cov_count(c["paired"], n, [group])
+                    e, d, h = e + e1, d + d1, h + h1
+                    if n == "none":
+                        tot[0], tot[1] = tot[0] + e1, tot[1] + n1
+                cells.append(cov_cell(e, d, h))
+            rows.append([f"{label}, " + (f"the {len(single)} single-element models pooled" if group == "gather"
+                                         else "the same") + f" ({tot[0]:,} / {tot[1]:,})"] + cells)
+    return table(hdr, rows)
+
+
+def span(vals, what):
+    """[(share, fault model)], 'them' -> 'a% (`x`) to b% (`y`) of them', or 'a% of them under every
+    fault model' if all are equal."""
+    lo, hi = min(vals), max(vals)
+    if fmt_pct(lo[0]) == fmt_pct(hi[0]):
+        return f"{pct(lo[0])} of {what}" + (" under every fault model" if len(vals) > 1 else "")
+    return f"{pct(lo[0])} (`{lo[1]}`) to {pct(hi[0])} (`{hi[1]}`) of {what}"
+
+
+def cov_findings(row):
+    """Sentences computed from the numbers of a coverage case: they hold for any run."""
+    cs = cov_campaigns(row)
+    if not cs:
+        return []
+    names = [m["name"] for m in cs[0]["result"]["mitigations"]]
+    single = [c for c in cs if c["fault_model"] in SINGLE]
+    ber = [c for c in cs if c["fault_model"] == "ber"]
+    n_samples = cs[0]["result"]["golden"]["samples"]
+    gather = has_gather(row)
+    out = []
+    crit0 = [(cov_shares(c, "none")[2], c["fault_model"]) for c in cs]
+    out.append(f"Unprotected, {span(crit0, 'the effective faults')} are critical (a prediction changes "
+               f"without an error being seen).")
+    if "abft-detect" in names:
+        det = [(cov_shares(c, "abft-detect")[0], c["fault_model"]) for c in cs]
+        crit = [cov_shares(c, "abft-detect")[2] for c in cs]
+        s = f"`abft-detect` flags {span(det, 'them')}"
+        if max(crit) == 0:
+            s += ("; none of those it lets through is critical, under any fault model: a weight fault "
+                  "below its tolerance changed no prediction here")
+        elif gather and all(pair_count(c, "abft-detect", ["other"], before=["critical", "tolerable", "due"],
+                                       after=["critical"]) == 0 for c in cs):
+            s += (f"; what stays critical, {span([(x, c['fault_model']) for x, c in zip(crit, cs)], 'them')}, "
+                  f"is all in trials with a fault in the embedding tables (below)")
+        else:
+            s += f"; {span([(x, c['fault_model']) for x, c in zip(crit, cs)], 'them')} stay critical"
+        out.append(s + ".")
+        flagged = sum(pair_count(c, "abft-detect", before=["critical", "tolerable", "due"], after=["due"])
+                      for c in cs)
+        tol = sum(pair_count(c, "abft-detect", before=["tolerable"], after=["due"]) for c in cs)
+        harmful = sum(pair_count(c, "abft-detect", before=["critical"], after=["due"]) for c in cs)
+        if flagged:
+            out.append(f"{tol:,} of its {flagged:,} detections of effective faults ({pct(tol / flagged)}, all "
+                       f"{len(cs)} campaigns together) are of faults the unprotected model tolerates (no "
+                       f"prediction changed), each a re-execution the fault did not need; {harmful:,} are of "
+                       f"critical ones"
+                       + (", the rest of NaN/Inf outputs." if flagged > tol + harmful else "."))
+    if "abft-correct" in names and single:
+        harm = [(cov_shares(c, "abft-correct")[1], c["fault_model"]) for c in single]
+        new_due = [pair_count(c, "abft-correct", before=["critical", "tolerable"], after=["due"]) for c in single]
+        s = ("`abft-correct` corrects instead: it leaves harmless "
+             + span(harm, "the single-element faults (" + ", ".join(f"`{c['fault_model']}`" for c in single) + ")"))
+        s += (", and flags none the unprotected model does not already turn into NaN/Inf" if sum(new_due) == 0
+              else f", and flags {plural(sum(new_due), 'fault')} that the unprotected model does not turn into NaN/Inf")
+        for c in ber:
+            nd = pair_count(c, "abft-correct", before=["critical", "tolerable", "masked"], after=["due"])
+            multi = pair_count(c, "abft-correct", multi=1, before=["critical", "tolerable", "masked"],
+                               after=["due"])
+            if nd:
+                s += (f"; with `ber` it flags {plural(nd, 'trial')} more than the unprotected model's NaN/Inf, "
+                      + ("all" if multi == nd else f"{multi:,} of them") + " with two or more corrupted "
+                      "weights, which can put two wrong channels in one row of a layer: more than the "
+                      "checksums locate")
+        out.append(s + ".")
+        if gather:
+            left = sum(pair_count(c, "abft-correct", ["other"], after=["critical"]) for c in single)
+            det_left = sum(pair_count(c, "abft-detect", ["other"], after=["critical"]) for c in single)
+            if left:
+                out.append(f"In the checksummed layers it leaves {plural(left, 'single-element fault')} "
+                           "critical"
+                           + (" that `abft-detect` flags" if det_left == 0 else "")
+                           + ": the correction is made row by row (sample by sample), only where a row's "
+                           "error exceeds the tolerance, and what is left can still flip a prediction at "
+                           f"its threshold among the {n_samples:,}.")
+    if "sbp" in names:
+        harm = [(cov_shares(c, "sbp")[1], c["fault_model"]) for c in cs]
+        lo = min(harm)
+        s = f"`sbp` flags nothing and leaves harmless {span(harm, 'the effective faults')}"
+        if lo[1] == "random_value" and fmt_pct(lo[0]) != fmt_pct(max(harm)[0]):
+            c = [c for c in cs if c["fault_model"] == "random_value"][0]
+            s += (f"; `random_value` is its weak spot, {pct(cov_shares(c, 'sbp')[2])} critical: the whole "
+                  "mantissa it does not protect is random there, which moves a weight by up to a factor of 2 "
+                  "(one flipped mantissa bit: at most 1.5)")
+        if gather and "abft-correct" in names and single:
+            e, _, h, _ = (sum(x) for x in zip(*[cov_count(c["paired"], "sbp", ["other"]) for c in single]))
+            e2, _, h2, _ = (sum(x) for x in zip(*[cov_count(c["paired"], "abft-correct", ["other"]) for c in single]))
+            if e and e2:
+                s += (f"; in the {', '.join(other_ops(row))} weights it leaves {pct(h / e)} of the single-element "
+                      f"faults harmless, where `abft-correct` leaves {pct(h2 / e2)}")
+        out.append(s + ".")
+    clips = [n for n in ("clip", "clip-pytei") if n in names]
+    if clips:
+        diff = max(abs(cov_shares(c, n)[1] - cov_shares(c, "none")[1]) for c in cs for n in clips)
+        s = ("Clipping leaves the same harmless share as `none` in every row" if fmt_pct(diff) == "0" else
+             f"Clipping stays within {100 * diff:.1f} points of `none`'s harmless share in every row")
+        turned = {n: sum(pair_count(c, n, before=["due"], after=["critical"]) for c in cs) for n in clips}
+        worse = {n: sum(pair_count(c, n, before=["tolerable", "masked"], after=["critical"]) for c in cs)
+                 for n in clips}
+        if any(turned.values()):
+            s += ("; what it does change is NaN/Inf outputs (DUE) into silent wrong ones, "
+                  + ", ".join(f"{plural(turned[n], 'trial')} with `{n}`" for n in clips if turned[n]))
+        if any(worse.values()):
+            s += (", and trials the unprotected model tolerates into critical ones, "
+                  + ", ".join(f"{worse[n]:,} with `{n}`" for n in clips if worse[n])
+                  + " (a clamped activation can end on the other side of a decision threshold "
+                  "than the unclamped one)")
+        out.append(s + ".")
+    if gather and "abft-detect" in names and single:
+        sites = cs[0]["result"]["campaign"]["sites"]
+        emb = sum(s["elements"] for s in sites if s.get("op") == "Gather") / max(1, sum(s["elements"] for s in sites))
+        g = [cov_count(c["paired"], "abft-detect", ["gather"]) for c in single]
+        o = [cov_count(c["paired"], "abft-detect", ["other"]) for c in single]
+        ge, gd, gh = (sum(x[i] for x in g) for i in range(3))
+        oe, od, oh = (sum(x[i] for x in o) for i in range(3))
+        if ge and oe:
+            over = sum(pair_count(c, "abft-detect", ["gather"], before=["critical", "tolerable", "masked"],
+                                  after=["due"]) for c in single)
+            nan0 = sum(pair_count(c, "none", ["gather"], before=["due"]) for c in single)
+            mins = [c["paired"]["gather_due_min_abs"].get("abft-detect") for c in single]
+            mins = [x for x in mins if x is not None]
+            s = (f"ABFT does not cover the embedding tables, {pct(emb)} of the weights, read by Gather, which "
+                 f"has no checksum: of the effective single-element faults in them, `abft-detect` flags "
+                 f"{pct(gd / ge)}")
+            parts = []
+            if nan0:
+                parts.append(f"{nan0:,} of them NaN/Inf outputs unprotected too")
+            if over:
+                m, e = f"{min(mins):.1e}".split("e") if mins else ("", "0")
+                parts.append(f"{over:,} corrupted to {m}e{int(e)} or more, close to the largest float, 3.4e38, "
+                             "which a checksum downstream flags" if mins else f"{over:,} others")
+            if parts:
+                s += " (" + "; ".join(parts) + ")"
+            s += (f" and {pct(max(0.0, 1 - (gd + gh) / ge))} stay critical, against {pct(od / oe)} flagged and "
+                  f"{pct(max(0.0, 1 - (od + oh) / oe))} critical in the other weights")
+            out.append(s + ".")
+    return out
+
+
 # ---------------------------------------------------------------- doc
 
 
@@ -744,7 +1114,7 @@ def section(meta, rows):
           "runs, more on a busy machine); † marks a campaign during which other processes used more than "
           f"{BUSY_LIMIT} cores. *Storage overhead*: protected bits, checksums and bounds "
           "over the bits of the parameters.", ""]
-    failed = [r for r in rows if not r.get("ok")]
+    failed = [r for r in rows if not r.get("ok") or r.get("error")]
     if failed:
         L += ["Campaigns that did not run:", ""] + \
              [f"- {r['case']}: {r.get('error')}" for r in failed] + [""]
@@ -802,8 +1172,79 @@ def section(meta, rows):
             L += [f"#### `{r['model']}`", ""]
             L += header(r, f"{r['spec']['trials']:,} trials per configuration, {n_per} per bit position.")
             L += [bits_table(r), "", " ".join(bits_findings(r)), ""]
+    cov = [r for r in rows if r.get("ok") and r["kind"] == "fault_models"]
+    if cov:
+        L += coverage_section(cov)
     L += [END]
     return "\n".join(L)
+
+
+def coverage_section(rows):
+    """Section 4: one table per model, rows = fault models, cells = detected % / harmless %."""
+    n_tr = cov_campaigns(rows[0])[0]["result"]["summary"]["trials"]
+    widest = None
+    for r in rows:
+        for c in cov_campaigns(r):
+            for m in c["result"]["mitigations"]:
+                cv = m["coverage"]
+                for k in ("detected", "harmless"):
+                    lo, hi = cv[k]["ci"]
+                    if lo is not None and (widest is None or (hi - lo) / 2 > widest[0]):
+                        widest = ((hi - lo) / 2, cv["effective"])
+    L = ["### 4. Coverage per fault model", "",
+         "Which fault models each protection covers: one campaign per fault model on every fp32 weight "
+         "(embedding tables included), faults drawn uniformly over the weights' bits: `bitflip` (one "
+         "bit inverted), `stuck_at_0` and `stuck_at_1` (one bit forced; a bit already at that value "
+         "leaves the weight intact, so many of these trials are masked), `random_value` (the whole "
+         "word replaced by random bits), and `ber` at one rate, the power of ten nearest 1 / (bits of "
+         "the parameters): about one bit error per trial, where the sweeps above show the faults "
+         "starting to cost the metric while ABFT's DUE does not yet dominate. Each cell: of the row's "
+         "*effective* faults (the trials whose outputs the faults change in the unprotected model, "
+         "paired trial by trial), the share the configuration makes DUE (*detected*: a detector fired, "
+         "or NaN/Inf outputs) / the share it leaves *harmless* (masked or tolerable: no prediction "
+         "changed), in %; the rest, 100 − both, is critical: a silent wrong prediction. For `none`, "
+         "detected is its NaN/Inf outputs and harmless the faults it tolerates. The Wilson 95% "
+         "intervals are in the raw results (`coverage` of each configuration)"
+         + (f"; the widest here is ±{100 * widest[0]:.1f} points, on {widest[1]:,} effective faults"
+            if widest else "") + ".", ""]
+    for r in rows:
+        cs = cov_campaigns(r)
+        c0 = cs[0]
+        src = ("from `" + r["model_dir"] + "`") if r["source"] == "conformance" else \
+              ("the project's fixture in `" + r["model_dir"] + "`")
+        ber = [c for c in cs if c["fault_model"] == "ber"]
+        cmds = [c["command"] for c in cs]
+        tmpl = c0["command"].replace(f"{r['case']}_{c0['fault_model']}", f"{r['case']}_FM")
+        if all(cmd == tmpl.replace("_FM", f"_{c['fault_model']}") for cmd, c in zip(cmds, cs)):
+            how = (f"Campaigns, from the repo root, one per fault model FM = "
+                   + ", ".join(c["fault_model"] for c in cs) + f": `{tmpl}`")
+        else:
+            how = "Campaigns, from the repo root: " + "; ".join(f"`{cmd}`" for cmd in cmds)
+        times = ", ".join(f"{c['fault_model']} {c['wall']:.1f} s" + ("†" if disturbed(c) else "") for c in cs)
+        busy = [c for c in cs if disturbed(c)]
+        L += [f"#### `{r['model']}`", ""]
+        if r["model"] not in ("digits_cnn", "dlrm_small"):
+            L += [f"The conformance model was not found (no `../shared/conformance`); this uses the project's "
+                  f"fixture `{r['model']}` instead.", ""]
+        L += [f"Model: `{r['model']}` ({src}; {r['param_elements']:,} parameters, {r['param_bits']:,} bits; "
+              f"{c0['result']['golden']['samples']:,} eval samples). {n_tr:,} trials per fault model and "
+              f"configuration"
+              + (f"; `ber` at {fmt_rate_name(ber[0]['spec']['faults']['rate'])}, "
+                 f"{r['param_bits'] * ber[0]['spec']['faults']['rate']:.3g} bit errors per trial on average"
+                 if ber else "")
+              + f". {how} ({r['wall']:.1f} s for the {len(cs)} × {len(c0['result']['mitigations'])} "
+              f"configurations: {times}"
+              + (f"; † {max(c['others_cores'] for c in busy):.2f} cores used by other processes" if busy else "")
+              + "). `--trials-out` writes the per-trial records the pairing below reads (the engine's "
+              "coverage is recomputed from them as a check).", "",
+              "<details><summary>Specs</summary>", "", f"`{c0['fault_model']}`:", "", "```json",
+              spec_text(c0["spec"]), "```", "", "The others differ only in:", ""]
+        for c in cs[1:]:
+            diff = [f"`{json.dumps(k)}: {json.dumps(v)}`" for k, v in c["spec"].items() if c0["spec"].get(k) != v]
+            gone = [f"no `{json.dumps(k)}`" for k in c0["spec"] if k not in c["spec"]]
+            L.append(f"- `{c['fault_model']}`: " + ", ".join(diff + gone))
+        L += ["", "</details>", "", cov_table(r), "", " ".join(cov_findings(r)), ""]
+    return L
 
 
 def write_doc(path, text):
@@ -823,7 +1264,9 @@ def print_tables(rows):
         if not r.get("ok"):
             print(f"FAILED: {r.get('error')}")
             continue
-        if r["kind"] == "ber":
+        if r["kind"] == "fault_models":
+            print(cov_table(r) + "\n\n" + " ".join(cov_findings(r)))
+        elif r["kind"] == "ber":
             print(per_rate_table(r) + "\n\n" + overall_table(r) + "\n\n" + " ".join(ber_findings(r)))
         else:
             print(bits_table(r) + "\n\n" + " ".join(bits_findings(r)))
@@ -851,11 +1294,14 @@ def main():
     ap.add_argument("--bitflip", default="build/bitflip")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true",
-                    help=f"{REPEATS[1]} repeats per rate, {PER_BIT[1]} trials per bit")
+                    help=f"{REPEATS[1]} repeats per rate, {PER_BIT[1]} trials per bit, {COV_TRIALS[1]} per fault model")
     ap.add_argument("--repeats", type=int, default=None,
                     help=f"BER trials per rate (default {REPEATS[0]}, {REPEATS[1]} with --quick)")
     ap.add_argument("--per-bit", type=int, default=None,
                     help=f"trials per bit position (default {PER_BIT[0]}, {PER_BIT[1]} with --quick)")
+    ap.add_argument("--cov-trials", type=int, default=None,
+                    help=f"trials per fault model in the coverage campaigns (default {COV_TRIALS[0]}, "
+                         f"{COV_TRIALS[1]} with --quick)")
     ap.add_argument("--cases", default=",".join(CASES), help="subset of: " + ", ".join(CASES))
     ap.add_argument("--conformance-dir", default=None,
                     help="where dlrm_small and digits_cnn live (default ../shared/conformance)")
@@ -873,6 +1319,7 @@ def main():
 
     a.repeats = a.repeats or REPEATS[1 if a.quick else 0]
     a.per_bit = a.per_bit or PER_BIT[1 if a.quick else 0]
+    a.cov_trials = a.cov_trials or COV_TRIALS[1 if a.quick else 0]
     cases = [c for c in a.cases.split(",") if c]
     bad = [c for c in cases if c not in CASES]
     if bad:
@@ -900,7 +1347,8 @@ def main():
     meta = {"date": date, "command": "/usr/bin/python3 " + shlex.join(argv),
             "is_make": argv[1:] == ["--bitflip", "build/bitflip", "--write-doc", "docs/MITIGATIONS.md"],
             "machine": minfo, "commit": engine_commit(), "binary": binary, "threads": a.threads,
-            "quick": a.quick, "repeats": a.repeats, "per_bit": a.per_bit, "elapsed_s": time.time() - t0,
+            "quick": a.quick, "repeats": a.repeats, "per_bit": a.per_bit, "cov_trials": a.cov_trials,
+            "elapsed_s": time.time() - t0,
             "campaign_s": sum(r.get("wall") or 0 for r in rows), "quiet_wait": a.quiet_wait}
     with open(a.out, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
@@ -914,7 +1362,7 @@ def report(meta, rows, doc):
         path = doc if os.path.isabs(doc) else os.path.join(ROOT, doc)
         write_doc(path, section(meta, rows))
         log(f"wrote the results section of {os.path.relpath(path, ROOT)}")
-    return 1 if any(not r.get("ok") and not r.get("skipped") for r in rows) else 0
+    return 1 if any((not r.get("ok") or r.get("error")) and not r.get("skipped") for r in rows) else 0
 
 
 if __name__ == "__main__":
