@@ -109,6 +109,20 @@ def machine_lines(mi):
             + " / ".join(f"{mi[k][0]:.2f}" for k in ("loadavg_start", "loadavg_end") if mi.get(k))]
 
 
+def write_section(path, start, end, text):
+    """Replaces the part of the file at `path` from the line `start` to the line `end`
+    (markers included; `text` carries its own) with `text`, or appends it if the markers are
+    absent: each benchmark owns its section of a shared results file."""
+    old = open(path).read() if os.path.exists(path) else ""
+    i, j = old.find(start), old.find(end)
+    if i >= 0 and j > i:
+        new = old[:i] + text + old[j + len(end):]
+    else:
+        new = old + ("" if old.endswith("\n") or not old else "\n") + ("\n" if old else "") + text + "\n"
+    with open(path, "w") as f:
+        f.write(new)
+
+
 def file_id(path):
     """Short sha256 and mtime of a file, to notice a binary rebuilt during a run."""
     try:

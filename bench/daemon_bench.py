@@ -1223,14 +1223,7 @@ def rss_after_wrk(res):
 
 
 def write_doc(path, text):
-    old = open(path).read() if os.path.exists(path) else ""
-    i, j = old.find(START), old.find(END)
-    if i >= 0 and j > i:
-        new = old[:i] + text + old[j + len(END):]
-    else:
-        new = old + ("" if old.endswith("\n") or not old else "\n") + ("\n" if old else "") + text + "\n"
-    with open(path, "w") as f:
-        f.write(new)
+    benchlib.write_section(path, START, END, text)
 
 
 def report(res, doc):

@@ -43,9 +43,7 @@ Raw results (the specs, every configuration's result without per-trial data, run
 bench/out/mitigations.json. --write-doc rewrites only the part of that file between
 <!-- mitigation-bench:start --> and <!-- mitigation-bench:end --> (appended if the markers are
 absent). Exit status 1 if a campaign failed (a case whose model is missing is skipped).
-Standard library only: benchlib.py and run.py import numpy, so the few helpers needed from
-them (model lookup, machine description, load measurement) are copied below, as in
-daemon_bench.py.
+Standard library only (and benchlib's machine helpers, which need no numpy).
 """
 import argparse
 import datetime
@@ -62,6 +60,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402  (the machine helpers; no numpy needed)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -121,12 +122,16 @@ def log(msg):
     print(f"[mitigations] {msg}", file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------- helpers (stdlib copies of
-# benchlib.py's find_model / default_conformance_dir and run.py's machine_info, file_id and
-# load measurement, which import numpy)
+# ---------------------------------------------------------------- helpers
 
-BUSY_LIMIT = 0.15   # cores used by other processes that make a run count as disturbed (run.py's)
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+BUSY_LIMIT = benchlib.BUSY_LIMIT   # cores used by other processes that make a run count as disturbed
+cpu_busy_seconds = benchlib.cpu_busy_seconds
+machine_info = benchlib.machine_info
+file_id = benchlib.file_id
+
+
+def wait_quiet(max_wait):
+    return benchlib.wait_quiet(max_wait, tag="mitigations")
 
 
 def default_conformance_dir():
@@ -153,29 +158,6 @@ def labels_are_integers(path):
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
     return header["labels"]["dtype"] in ("I64", "I32", "I16", "I8", "U8")
-
-
-def cpu_busy_seconds():
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return None
-    return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / CLK_TCK
-
-
-def wait_quiet(max_wait):
-    """Wait (up to max_wait s) until other processes use < BUSY_LIMIT cores."""
-    t_end = time.time() + max_wait
-    while True:
-        b0, t0 = cpu_busy_seconds(), time.time()
-        time.sleep(0.5)
-        b1, t1 = cpu_busy_seconds(), time.time()
-        load = 0.0 if b0 is None else (b1 - b0) / (t1 - t0)
-        if load < BUSY_LIMIT or time.time() >= t_end:
-            return load
-        log(f"machine busy ({load:.2f} cores used by other processes), waiting ...")
-        time.sleep(2)
 
 
 def measure_process(cmd, timeout, quiet_wait=0):
@@ -209,36 +191,6 @@ def measure_process(cmd, timeout, quiet_wait=0):
         tail = " | ".join(l for l in err.strip().splitlines()[-3:] if l.strip())
         r["error"] = f"exit {rc}" + (" (killed: timeout)" if rc == -9 else "") + (f": {tail}" if tail else "")
     return r
-
-
-def machine_info():
-    info = {"cpu": platform.processor() or platform.machine(), "nproc": os.cpu_count()}
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-            if line.startswith("Hypervisor vendor:"):
-                info["hypervisor"] = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    try:
-        info["mem_gib"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
-    except (ValueError, OSError):
-        pass
-    info["os"] = platform.platform()
-    info["loadavg_start"] = os.getloadavg()
-    return info
-
-
-def file_id(path):
-    """Short sha256 and mtime of a file (which binary made the numbers)."""
-    try:
-        with open(path, "rb") as f:
-            h = hashlib.sha256(f.read()).hexdigest()[:12]
-        mt = datetime.datetime.fromtimestamp(os.path.getmtime(path)).astimezone()
-        return f"sha256 {h}, built {mt.isoformat(timespec='seconds')}"
-    except OSError:
-        return None
 
 
 # ---------------------------------------------------------------- models and specs
@@ -1086,9 +1038,7 @@ def section(meta, rows):
           + f"; {meta['elapsed_s']:.0f} s in all, {meta.get('campaign_s', 0):.0f} s of it running the campaigns "
           f"(the rest: waiting up to {meta.get('quiet_wait', 0):g} s before each for other processes to go quiet)",
           f"- Date: {meta['date']}",
-          f"- Machine: {mi.get('cpu')}, nproc = {mi.get('nproc')}"
-          + (f", {mi['mem_gib']:.0f} GiB RAM" if mi.get("mem_gib") else "")
-          + (f", {mi['hypervisor']} guest" if mi.get("hypervisor") else "") + f"; {mi.get('os')}",
+          benchlib.machine_lines(mi)[0],
           f"- bitflip: commit {meta.get('commit', '?')}" + (f" (binary {meta['binary']})" if meta.get("binary") else "")
           + f"; every campaign with `--threads {meta['threads']}`, seed {SEED}, fp32 weights",
           ""]
@@ -1248,14 +1198,7 @@ def coverage_section(rows):
 
 
 def write_doc(path, text):
-    old = open(path).read() if os.path.exists(path) else ""
-    i, j = old.find(START), old.find(END)
-    if i >= 0 and j > i:
-        new = old[:i] + text + old[j + len(END):]
-    else:
-        new = old + ("" if old.endswith("\n") or not old else "\n") + ("\n" if old else "") + text + "\n"
-    with open(path, "w") as f:
-        f.write(new)
+    benchlib.write_section(path, START, END, text)
 
 
 def print_tables(rows):
