@@ -49,6 +49,7 @@ bf_status bf__edit_derive(const bf_model *base, bf__edit *e, bf_error *err)
     m->nodes = NULL;
     m->order = NULL;
     m->output_vals = NULL;
+    m->n_nodes = 0;   /* the nodes copied so far: what a failure frees */
     e->m = m;
     e->base_values = base->n_values;
     e->base_nodes = base->n_nodes;
@@ -66,12 +67,10 @@ bf_status bf__edit_derive(const bf_model *base, bf__edit *e, bf_error *err)
     for (size_t i = 0; i < base->n_nodes; i++) {
         bf__node *n = &m->nodes[i];
         *n = base->nodes[i];
+        m->n_nodes = i + 1;
         n->in = bf__malloc(((size_t)n->n_in + 1) * sizeof *n->in);
         n->out = bf__malloc(((size_t)n->n_out + 1) * sizeof *n->out);
-        if (!n->in || !n->out) {
-            m->n_nodes = i + 1;
-            return bf__edit_oom(err);
-        }
+        if (!n->in || !n->out) return bf__edit_oom(err);
         memcpy(n->in, base->nodes[i].in, (size_t)n->n_in * sizeof *n->in);
         memcpy(n->out, base->nodes[i].out, (size_t)n->n_out * sizeof *n->out);
         e->after[i] = -1;

@@ -66,7 +66,7 @@ void bf_model_free(bf_model *m)
     if (m->base) {   /* derived (mitigate.c): only its own arrays */
         for (size_t i = 0; i < m->n_owned; i++) bf__free(m->owned[i]);
         bf__free(m->owned);
-        for (size_t i = 0; i < m->n_nodes; i++) {
+        for (size_t i = 0; m->nodes && i < m->n_nodes; i++) {
             bf__free(m->nodes[i].in);
             bf__free(m->nodes[i].out);
         }

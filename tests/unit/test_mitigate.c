@@ -29,6 +29,7 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
+#include "alloc_fail.h"
 #include "campaign_check.h"
 #include "graph.h"   /* the test reads a Gemm's inputs to compute the tolerance on its own */
 
@@ -517,6 +518,50 @@ static void exact_agrees(void **state)
     assert_true(differ * 1000 <= n);
 }
 
+/* Every allocation of a mitigated campaign failing in turn: each failure
+ * is reported as out of memory, nothing leaks (ASan checks), and the
+ * campaign runs once allocations succeed. One worker thread: the countdown
+ * allocator is not thread-safe. */
+static void allocation_failures(void **state)
+{
+    (void)state;
+    loaded l = load("mlp_ops_op13");
+    bf_mitigation mit = {.name = "everything"};
+    mit.clip.enabled = mit.clip.nan_to_zero = 1;
+    mit.clip.percentile = 99.9;
+    mit.abft.enabled = mit.abft.correct = 1;
+    mit.sbp.enabled = mit.range.enabled = 1;
+    static double rate = 1e-3;
+    bf_campaign_spec s = weight_spec(0);
+    s.model_kind = BF_FAULT_BER;
+    s.rates = &rate;
+    s.n_rates = 1;
+    s.repeats = 3;
+    int succeeded = 0;
+    long n = 0;
+    for (; n < 20000 && !succeeded; n++) {
+        bf_campaign *c = NULL;
+        bf_campaign_result res;
+        bf_error err = {0};
+        bf_campaign_opts o = {.threads = 1};
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_campaign_create_mitigated(l.m, l.ds, &s, &mit, &c, &err);
+        if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            succeeded = 1;
+            assert_int_equal(res.trials_done, 3);
+            bf_campaign_result_free(&res);
+        } else if (st != BF_ENOMEM) {
+            fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+        }
+        bf_campaign_free(c);
+    }
+    printf("mitigated campaign: each of its first %ld allocations failed in turn, cleanly\n", n - 1);
+    assert_true(succeeded);
+    unload(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -527,6 +572,7 @@ int main(void)
         cmocka_unit_test(sbp_masks_protected_bits),
         cmocka_unit_test(paired_fault_lists),
         cmocka_unit_test(exact_agrees),
+        cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
