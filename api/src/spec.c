@@ -7,6 +7,7 @@
  * The contract is deliberately strict (a field that does not apply is an
  * error, not ignored): relaxing a rule later breaks no spec, tightening would. */
 #include "bitflip/api/spec.h"
+#include "spec_impl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -17,17 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
 #define MAX_TRIALS 1000000000LL
 #define MAX_REPEATS 1000000LL
 #define MAX_BATCH (1LL << 24)
-
-typedef struct ctx {
-    bf_spec_problems *pr;   /* NULL: count only */
-    size_t found;           /* problems found, kept or not */
-    bool nomem;
-} ctx;
 
 /* ---------------------------------------------------------------- problems */
 
@@ -72,7 +65,7 @@ static bool push(ctx *c, const char *pointer, char *message /* owned */)
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static void problem(ctx *c, const char *pointer, const char *fmt, ...)
+void bf__spec_problem(ctx *c, const char *pointer, const char *fmt, ...)
 {
     c->found++;
     if (!c->pr || c->nomem || c->found > BF_SPEC_MAX_PROBLEMS) return;
@@ -133,26 +126,19 @@ static char *pointer_key(const char *base, const char *key)
     return s;
 }
 
-/* Fixed pointers are short: "/mitigations/<index>/clip/at/<index>" at most. */
-typedef struct { char s[128]; } ptrbuf;
-
-static ptrbuf ptr_at(const char *base, const char *field)
+ptrbuf bf__spec_ptr_at(const char *base, const char *field)
 {
     ptrbuf p;
     if (snprintf(p.s, sizeof p.s, "%s/%s", base, field) < 0) p.s[0] = '\0';
     return p;
 }
 
-static ptrbuf ptr_index(const char *base, size_t i)
+ptrbuf bf__spec_ptr_index(const char *base, size_t i)
 {
     ptrbuf p;
     if (snprintf(p.s, sizeof p.s, "%s/%zu", base, i) < 0) p.s[0] = '\0';
     return p;
 }
-
-/* 'text' in single quotes, control characters escaped, cut (at a UTF-8
- * character boundary) after about 40 bytes: messages stay short and valid. */
-typedef struct { char s[256]; } textbuf;
 
 static textbuf quote(const char *str, size_t len)
 {
@@ -190,7 +176,7 @@ static textbuf number_text(double d)
 
 /* What a value is, for "got ...": "string 'abc'", "40", "1.5", "true",
  * "null", "an array", "an object". */
-static textbuf describe(const json_t *v)
+textbuf bf__spec_describe(const json_t *v)
 {
     textbuf t;
     switch (json_typeof(v)) {
@@ -213,9 +199,9 @@ static textbuf describe(const json_t *v)
     return t;
 }
 
-static void wrong_type(ctx *c, const char *ptr, const char *expected, const json_t *v)
+void bf__spec_wrong_type(ctx *c, const char *ptr, const char *expected, const json_t *v)
 {
-    problem(c, ptr, "must be %s, got %s", expected, describe(v).s);
+    bf__spec_problem(c, ptr, "must be %s, got %s", expected, bf__spec_describe(v).s);
 }
 
 /* ---------------------------------------------------------- suggestions */
@@ -277,18 +263,9 @@ static textbuf name_list(const char *const *names, size_t n)
 
 /* ---------------------------------------------------------- field access */
 
-typedef struct fieldset {
-    const char *const *names;
-    size_t n;
-    /* a neighbouring object's fields, to say "'bits' belongs in 'faults'" */
-    const char *const *elsewhere;
-    size_t n_elsewhere;
-    const char *elsewhere_where;
-} fieldset;
-
 /* Reports unknown keys of `obj` (at pointer `base`); slots[i] = the value of
  * names[i], or NULL. */
-static void take_fields(ctx *c, json_t *obj, const char *base, const fieldset *fs, json_t **slots)
+void bf__spec_take_fields(ctx *c, json_t *obj, const char *base, const fieldset *fs, json_t **slots)
 {
     const char *key;
     json_t *v;
@@ -310,11 +287,11 @@ static void take_fields(ctx *c, json_t *obj, const char *base, const fieldset *f
             if (strcmp(key, fs->elsewhere[j]) == 0) other = fs->elsewhere[j];
         const char *near = nearest(key, fs->names, fs->n);
         if (other)
-            problem(c, ptr, "unknown field here; '%s' belongs in %s", other, fs->elsewhere_where);
+            bf__spec_problem(c, ptr, "unknown field here; '%s' belongs in %s", other, fs->elsewhere_where);
         else if (near)
-            problem(c, ptr, "unknown field; did you mean '%s'?", near);
+            bf__spec_problem(c, ptr, "unknown field; did you mean '%s'?", near);
         else
-            problem(c, ptr, "unknown field; the fields here are %s", name_list(fs->names, fs->n).s);
+            bf__spec_problem(c, ptr, "unknown field; the fields here are %s", name_list(fs->names, fs->n).s);
         free(ptr);
     }
 }
@@ -325,18 +302,18 @@ static void take_fields(ctx *c, json_t *obj, const char *base, const fieldset *f
 static bool get_string(ctx *c, const json_t *v, const char *ptr, const char **out)
 {
     if (!json_is_string(v)) {
-        wrong_type(c, ptr, "a string", v);
+        bf__spec_wrong_type(c, ptr, "a string", v);
         return false;
     }
     if (json_string_length(v) == 0) {
-        problem(c, ptr, "must not be empty");
+        bf__spec_problem(c, ptr, "must not be empty");
         return false;
     }
     *out = json_string_value(v);
     return true;
 }
 
-static bool dup_string(ctx *c, const json_t *v, const char *ptr, char **out)
+bool bf__spec_dup_string(ctx *c, const json_t *v, const char *ptr, char **out)
 {
     const char *s;
     if (!get_string(c, v, ptr, &s)) return false;
@@ -347,10 +324,10 @@ static bool dup_string(ctx *c, const json_t *v, const char *ptr, char **out)
     return true;
 }
 
-static bool get_bool(ctx *c, const json_t *v, const char *ptr, int *out)
+bool bf__spec_get_bool(ctx *c, const json_t *v, const char *ptr, int *out)
 {
     if (!json_is_boolean(v)) {
-        wrong_type(c, ptr, "a boolean (true or false)", v);
+        bf__spec_wrong_type(c, ptr, "a boolean (true or false)", v);
         return false;
     }
     *out = json_is_true(v);
@@ -360,7 +337,7 @@ static bool get_bool(ctx *c, const json_t *v, const char *ptr, int *out)
 /* An integer in [lo, hi]: JSON integers, and numbers with no fraction (1e6,
  * 5.0), as JSON Schema's "integer" reads them. `what` follows the range in
  * the message ("for fp16"). */
-static bool get_int(ctx *c, const json_t *v, const char *ptr, int64_t lo, int64_t hi,
+bool bf__spec_get_int(ctx *c, const json_t *v, const char *ptr, int64_t lo, int64_t hi,
                     const char *what, int64_t *out)
 {
     bool in;
@@ -371,32 +348,32 @@ static bool get_int(ctx *c, const json_t *v, const char *ptr, int64_t lo, int64_
     } else if (json_is_real(v)) {
         double d = json_real_value(v);
         if (d != floor(d)) {
-            wrong_type(c, ptr, "an integer", v);
+            bf__spec_wrong_type(c, ptr, "an integer", v);
             return false;
         }
         /* 2^63 is the first double past INT64_MAX */
         in = d >= (double)lo && d < 9223372036854775808.0 && d <= (double)hi;
         if (in) x = (int64_t)d;
     } else {
-        wrong_type(c, ptr, "an integer", v);
+        bf__spec_wrong_type(c, ptr, "an integer", v);
         return false;
     }
     if (!in) {
         if (hi == INT64_MAX)
-            problem(c, ptr, "must be >= %" PRId64 "%s, got %s", lo, what, describe(v).s);
+            bf__spec_problem(c, ptr, "must be >= %" PRId64 "%s, got %s", lo, what, bf__spec_describe(v).s);
         else
-            problem(c, ptr, "must be %" PRId64 "..%" PRId64 "%s, got %s", lo, hi, what,
-                    describe(v).s);
+            bf__spec_problem(c, ptr, "must be %" PRId64 "..%" PRId64 "%s, got %s", lo, hi, what,
+                    bf__spec_describe(v).s);
         return false;
     }
     *out = x;
     return true;
 }
 
-static bool get_number(ctx *c, const json_t *v, const char *ptr, double *out)
+bool bf__spec_get_number(ctx *c, const json_t *v, const char *ptr, double *out)
 {
     if (!json_is_number(v)) {
-        wrong_type(c, ptr, "a number", v);
+        bf__spec_wrong_type(c, ptr, "a number", v);
         return false;
     }
     *out = json_number_value(v);
@@ -404,10 +381,10 @@ static bool get_number(ctx *c, const json_t *v, const char *ptr, double *out)
 }
 
 /* One of `names`: its index, or -1 with a problem. */
-static int get_enum(ctx *c, const json_t *v, const char *ptr, const char *const *names, size_t n)
+int bf__spec_get_enum(ctx *c, const json_t *v, const char *ptr, const char *const *names, size_t n)
 {
     if (!json_is_string(v)) {
-        problem(c, ptr, "must be a string: %s, got %s", name_list(names, n).s, describe(v).s);
+        bf__spec_problem(c, ptr, "must be a string: %s, got %s", name_list(names, n).s, bf__spec_describe(v).s);
         return -1;
     }
     const char *s = json_string_value(v);
@@ -415,23 +392,23 @@ static int get_enum(ctx *c, const json_t *v, const char *ptr, const char *const 
         if (strcmp(s, names[i]) == 0) return (int)i;
     const char *near = nearest(s, names, n);
     if (near)
-        problem(c, ptr, "must be %s, got %s; did you mean '%s'?", name_list(names, n).s,
+        bf__spec_problem(c, ptr, "must be %s, got %s; did you mean '%s'?", name_list(names, n).s,
                 quote(s, json_string_length(v)).s, near);
     else
-        problem(c, ptr, "must be %s, got %s", name_list(names, n).s,
+        bf__spec_problem(c, ptr, "must be %s, got %s", name_list(names, n).s,
                 quote(s, json_string_length(v)).s);
     return -1;
 }
 
 /* An array (non-empty unless allow_empty), or false with a problem. */
-static bool get_array(ctx *c, const json_t *v, const char *ptr, const char *of, size_t *n)
+bool bf__spec_get_array(ctx *c, const json_t *v, const char *ptr, const char *of, size_t *n)
 {
     if (!json_is_array(v)) {
-        problem(c, ptr, "must be an array of %s, got %s", of, describe(v).s);
+        bf__spec_problem(c, ptr, "must be an array of %s, got %s", of, bf__spec_describe(v).s);
         return false;
     }
     if ((*n = json_array_size(v)) == 0) {
-        problem(c, ptr, "must not be empty (an array of %s)", of);
+        bf__spec_problem(c, ptr, "must not be empty (an array of %s)", of);
         return false;
     }
     return true;
@@ -463,11 +440,6 @@ static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"}
 
 /* What parse_faults learnt, for the rules between sections. A *_ok flag is
  * false when the field was given but invalid: rules that need it are skipped. */
-typedef struct faults_info {
-    bool target_ok, model_ok, repr_ok, persist_ok;
-    int repr_bits;            /* of the representation; 32 if it is invalid */
-    char for_repr[16];        /* " for fp16" after a range; "" for fp32 */
-} faults_info;
 
 static bool flips_chosen_bits(bf_fault_model m)
 {
@@ -483,9 +455,9 @@ static int cmp_int(const void *a, const void *b)
 /* A rate in (0, 1]. */
 static bool get_rate(ctx *c, const json_t *v, const char *ptr, double *out)
 {
-    if (!get_number(c, v, ptr, out)) return false;
+    if (!bf__spec_get_number(c, v, ptr, out)) return false;
     if (!(*out > 0 && *out <= 1)) {
-        problem(c, ptr, "must be a probability in (0, 1], got %s", describe(v).s);
+        bf__spec_problem(c, ptr, "must be a probability in (0, 1], got %s", bf__spec_describe(v).s);
         return false;
     }
     return true;
@@ -495,22 +467,22 @@ static bool get_rate(ctx *c, const json_t *v, const char *ptr, double *out)
 static bool fault_tensors(ctx *c, json_t *v, bool is_list, bf_campaign_spec *s)
 {
     if (v && is_list) {
-        problem(c, "/faults/tensors", "not used with an explicit fault list "
+        bf__spec_problem(c, "/faults/tensors", "not used with an explicit fault list "
                                       "(each entry of /sampling/list names its tensor)");
     } else if (v) {
         size_t n;
-        if (get_array(c, v, "/faults/tensors", "tensor names, globs or 'op:Type'", &n)) {
+        if (bf__spec_get_array(c, v, "/faults/tensors", "tensor names, globs or 'op:Type'", &n)) {
             if (!(s->tensors = calloc(n, sizeof *s->tensors))) {
                 c->nomem = true;
                 return false;
             }
             for (size_t i = 0; i < n; i++) {
                 json_t *e = json_array_get(v, i);
-                ptrbuf p = ptr_index("/faults/tensors", i);
+                ptrbuf p = bf__spec_ptr_index("/faults/tensors", i);
                 char *t = NULL;
-                if (!dup_string(c, e, p.s, &t)) continue;
+                if (!bf__spec_dup_string(c, e, p.s, &t)) continue;
                 if (strcmp(t, "op:") == 0) {
-                    problem(c, p.s, "'op:' needs an op type, e.g. 'op:Gemm'");
+                    bf__spec_problem(c, p.s, "'op:' needs an op type, e.g. 'op:Gemm'");
                     free(t);
                     continue;
                 }
@@ -538,14 +510,14 @@ static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_
     if (f[F_BITS]) {
         int64_t b;
         if (fi->model_ok && !chosen_bits) {
-            problem(c, "/faults/bits", "applies only to models 'bitflip', 'stuck_at_0' and "
+            bf__spec_problem(c, "/faults/bits", "applies only to models 'bitflip', 'stuck_at_0' and "
                                        "'stuck_at_1', not '%s'", mname);
             bits_ok = false;
         } else if (is_list) {
-            problem(c, "/faults/bits", "not used with an explicit fault list "
+            bf__spec_problem(c, "/faults/bits", "not used with an explicit fault list "
                                        "(each entry flips one bit)");
             bits_ok = false;
-        } else if ((bits_ok = get_int(c, f[F_BITS], "/faults/bits", 1, rbits, fi->for_repr, &b))) {
+        } else if ((bits_ok = bf__spec_get_int(c, f[F_BITS], "/faults/bits", 1, rbits, fi->for_repr, &b))) {
             s->bits = (int)b;
         }
     }
@@ -553,22 +525,22 @@ static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_
         size_t n;
         positions_ok = false;
         if (fi->model_ok && s->model_kind == BF_FAULT_RANDOM_VALUE) {
-            problem(c, "/faults/positions", "does not apply to model 'random_value' "
+            bf__spec_problem(c, "/faults/positions", "does not apply to model 'random_value' "
                                             "(it replaces every bit)");
         } else if (is_list) {
-            problem(c, "/faults/positions", "not used with an explicit fault list "
+            bf__spec_problem(c, "/faults/positions", "not used with an explicit fault list "
                                             "(each entry gives its bit)");
-        } else if (get_array(c, f[F_POSITIONS], "/faults/positions", "bit positions", &n)) {
+        } else if (bf__spec_get_array(c, f[F_POSITIONS], "/faults/positions", "bit positions", &n)) {
             int first_at[32];
             positions_ok = true;
             for (int b = 0; b < 32; b++) first_at[b] = -1;
             for (size_t i = 0; i < n; i++) {
-                ptrbuf p = ptr_index("/faults/positions", i);
+                ptrbuf p = bf__spec_ptr_index("/faults/positions", i);
                 int64_t b;
-                if (!get_int(c, json_array_get(f[F_POSITIONS], i), p.s, 0, rbits - 1, fi->for_repr, &b)) {
+                if (!bf__spec_get_int(c, json_array_get(f[F_POSITIONS], i), p.s, 0, rbits - 1, fi->for_repr, &b)) {
                     positions_ok = false;
                 } else if (first_at[b] >= 0) {
-                    problem(c, p.s, "bit %d is already listed at /faults/positions/%d", (int)b,
+                    bf__spec_problem(c, p.s, "bit %d is already listed at /faults/positions/%d", (int)b,
                             first_at[b]);
                     positions_ok = false;
                 } else {
@@ -581,24 +553,24 @@ static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_
     }
     if (f[F_BURST]) {
         if (fi->model_ok && !chosen_bits)
-            problem(c, "/faults/burst", "applies only to models 'bitflip', 'stuck_at_0' and "
+            bf__spec_problem(c, "/faults/burst", "applies only to models 'bitflip', 'stuck_at_0' and "
                                         "'stuck_at_1', not '%s'", mname);
         else if (is_list)
-            problem(c, "/faults/burst", "not used with an explicit fault list "
+            bf__spec_problem(c, "/faults/burst", "not used with an explicit fault list "
                                         "(each entry flips one bit)");
         else
-            get_bool(c, f[F_BURST], "/faults/burst", &s->burst);
+            bf__spec_get_bool(c, f[F_BURST], "/faults/burst", &s->burst);
     }
     /* bits against the allowed positions (bits against the representation
      * is get_int's range above) */
     if (bits_ok && positions_ok && s->n_positions > 0 && s->bits > s->n_positions) {
-        problem(c, "/faults/bits", "must be at most %d, the number of allowed positions, got %d",
+        bf__spec_problem(c, "/faults/bits", "must be at most %d, the number of allowed positions, got %d",
                 s->n_positions, s->bits);
         bits_ok = false;
     }
     if (s->burst && bits_ok && positions_ok && fi->repr_ok) {
         if (s->bits < 2) {
-            problem(c, "/faults/burst", "needs bits >= 2 (a burst is that many adjacent bits), "
+            bf__spec_problem(c, "/faults/burst", "needs bits >= 2 (a burst is that many adjacent bits), "
                                         "bits is %d", s->bits);
         } else if (s->n_positions > 0) {
             int run = 1, longest = 1;
@@ -607,7 +579,7 @@ static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_
                 if (run > longest) longest = run;
             }
             if (longest < s->bits)
-                problem(c, "/faults/bits",
+                bf__spec_problem(c, "/faults/bits",
                         "a burst of %d adjacent bits needs %d consecutive allowed positions; "
                         "the longest run in /faults/positions is %d", s->bits, s->bits, longest);
         }
@@ -621,16 +593,16 @@ static bool fault_ber(ctx *c, json_t *const *f, const faults_info *fi, bf_campai
     const char *mname = bf_fault_model_name(s->model_kind);
     bool is_ber = s->model_kind == BF_FAULT_BER;
     if (f[F_RATE] && fi->model_ok && !is_ber)
-        problem(c, "/faults/rate", "applies only to model 'ber', not '%s'", mname);
+        bf__spec_problem(c, "/faults/rate", "applies only to model 'ber', not '%s'", mname);
     if (f[F_RATES] && fi->model_ok && !is_ber)
-        problem(c, "/faults/rates", "applies only to model 'ber', not '%s'", mname);
+        bf__spec_problem(c, "/faults/rates", "applies only to model 'ber', not '%s'", mname);
     if (f[F_REPEATS] && fi->model_ok && !is_ber)
-        problem(c, "/faults/repeats", "applies only to model 'ber', not '%s'", mname);
+        bf__spec_problem(c, "/faults/repeats", "applies only to model 'ber', not '%s'", mname);
     if (fi->model_ok && is_ber) {
         if (f[F_RATE] && f[F_RATES]) {
-            problem(c, "/faults/rates", "give either 'rate' or 'rates', not both");
+            bf__spec_problem(c, "/faults/rates", "give either 'rate' or 'rates', not both");
         } else if (!f[F_RATE] && !f[F_RATES]) {
-            problem(c, "/faults/rate", "required for model 'ber': the probability that each "
+            bf__spec_problem(c, "/faults/rate", "required for model 'ber': the probability that each "
                                        "bit flips (or 'rates' for a sweep)");
         } else if (f[F_RATE]) {
             double r;
@@ -644,13 +616,13 @@ static bool fault_ber(ctx *c, json_t *const *f, const faults_info *fi, bf_campai
             }
         } else {
             size_t n;
-            if (get_array(c, f[F_RATES], "/faults/rates", "probabilities in (0, 1]", &n)) {
+            if (bf__spec_get_array(c, f[F_RATES], "/faults/rates", "probabilities in (0, 1]", &n)) {
                 if (!(s->rates = calloc(n, sizeof *s->rates))) {
                     c->nomem = true;
                     return false;
                 }
                 for (size_t i = 0; i < n; i++) {
-                    ptrbuf p = ptr_index("/faults/rates", i);
+                    ptrbuf p = bf__spec_ptr_index("/faults/rates", i);
                     double r;
                     if (get_rate(c, json_array_get(f[F_RATES], i), p.s, &r))
                         s->rates[s->n_rates++] = r;
@@ -658,7 +630,7 @@ static bool fault_ber(ctx *c, json_t *const *f, const faults_info *fi, bf_campai
             }
         }
         if (f[F_REPEATS])
-            get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats);
+            bf__spec_get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats);
     }
     return true;
 }
@@ -682,37 +654,37 @@ static void parse_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s,
     fi->target_ok = fi->model_ok = fi->repr_ok = fi->persist_ok = true;
 
     if (!obj) {
-        problem(c, "/faults", "required: an object saying which faults to inject, "
+        bf__spec_problem(c, "/faults", "required: an object saying which faults to inject, "
                               "e.g. {\"model\": \"bitflip\", \"bits\": 1}");
         memset(f, 0, sizeof f);
     } else if (!json_is_object(obj)) {
-        wrong_type(c, "/faults", "an object", obj);
+        bf__spec_wrong_type(c, "/faults", "an object", obj);
         memset(f, 0, sizeof f);
     } else {
-        take_fields(c, obj, "/faults", &fs, f);
+        bf__spec_take_fields(c, obj, "/faults", &fs, f);
     }
 
     /* single fields */
     int k;
     if (f[F_TARGET]) {
-        k = get_enum(c, f[F_TARGET], "/faults/target", TARGET_NAMES, COUNT(TARGET_NAMES));
+        k = bf__spec_get_enum(c, f[F_TARGET], "/faults/target", TARGET_NAMES, COUNT(TARGET_NAMES));
         if (k >= 0) s->target = (bf_target)k;
         fi->target_ok = k >= 0;
     }
     if (f[F_MODEL]) {
-        k = get_enum(c, f[F_MODEL], "/faults/model", model_names, COUNT(model_names));
+        k = bf__spec_get_enum(c, f[F_MODEL], "/faults/model", model_names, COUNT(model_names));
         if (k >= 0) k = bf_fault_model_parse(model_names[k]);
         if (k >= 0) s->model_kind = (bf_fault_model)k;
         fi->model_ok = k >= 0;
     }
     if (f[F_REPR]) {
-        k = get_enum(c, f[F_REPR], "/faults/representation", repr_names, COUNT(repr_names));
+        k = bf__spec_get_enum(c, f[F_REPR], "/faults/representation", repr_names, COUNT(repr_names));
         if (k >= 0) k = bf_repr_parse(repr_names[k]);
         if (k >= 0) s->repr = (bf_repr)k;
         fi->repr_ok = k >= 0;
     }
     if (f[F_PERSISTENCE]) {
-        k = get_enum(c, f[F_PERSISTENCE], "/faults/persistence", PERSIST_NAMES,
+        k = bf__spec_get_enum(c, f[F_PERSISTENCE], "/faults/persistence", PERSIST_NAMES,
                      COUNT(PERSIST_NAMES));
         if (k >= 0) s->persistence = (bf_persistence)k;
         fi->persist_ok = k >= 0;
@@ -729,18 +701,18 @@ static void parse_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s,
     /* int8 scales */
     if (f[F_PER_CHANNEL]) {
         if (fi->repr_ok && s->repr != BF_REPR_INT8)
-            problem(c, "/faults/per_channel", "applies only to representation 'int8', not '%s'",
+            bf__spec_problem(c, "/faults/per_channel", "applies only to representation 'int8', not '%s'",
                     bf_repr_name(s->repr));
         else if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
-            problem(c, "/faults/per_channel", "applies only to target 'weights' (a scale per "
+            bf__spec_problem(c, "/faults/per_channel", "applies only to target 'weights' (a scale per "
                                               "slice along a weight's axis 0)");
         else
-            get_bool(c, f[F_PER_CHANNEL], "/faults/per_channel", &s->per_channel);
+            bf__spec_get_bool(c, f[F_PER_CHANNEL], "/faults/per_channel", &s->per_channel);
     }
 
     if (fi->persist_ok && fi->target_ok && s->persistence == BF_PERSIST_TRANSIENT &&
         s->target == BF_TARGET_WEIGHTS)
-        problem(c, "/faults/persistence", "'transient' applies only to targets 'activations' "
+        bf__spec_problem(c, "/faults/persistence", "'transient' applies only to targets 'activations' "
                                           "and 'inputs' (a weight fault is a memory error: "
                                           "'permanent')");
 }
@@ -758,54 +730,54 @@ static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_s
     }
     for (size_t i = 0; i < n && !c->nomem; i++) {
         json_t *e = json_array_get(arr, i), *v[E_N];
-        ptrbuf base = ptr_index("/sampling/list", i);
+        ptrbuf base = bf__spec_ptr_index("/sampling/list", i);
         if (!json_is_object(e)) {
-            problem(c, base.s, "must be an object {\"tensor\": ..., \"index\": ..., \"bit\": ...}, "
-                               "got %s", describe(e).s);
+            bf__spec_problem(c, base.s, "must be an object {\"tensor\": ..., \"index\": ..., \"bit\": ...}, "
+                               "got %s", bf__spec_describe(e).s);
             continue;
         }
-        take_fields(c, e, base.s, &fs, v);
+        bf__spec_take_fields(c, e, base.s, &fs, v);
         bf_fault_entry ent = {NULL, 0, 0, -1};
         bool ok = true;
-        ptrbuf p = ptr_at(base.s, "tensor");
+        ptrbuf p = bf__spec_ptr_at(base.s, "tensor");
         if (!v[E_TENSOR]) {
             ok = false;
-            problem(c, p.s, "required: the tensor's name");
-        } else if (!dup_string(c, v[E_TENSOR], p.s, &ent.tensor)) {
+            bf__spec_problem(c, p.s, "required: the tensor's name");
+        } else if (!bf__spec_dup_string(c, v[E_TENSOR], p.s, &ent.tensor)) {
             ok = false;
         }
 
-        p = ptr_at(base.s, "index");
+        p = bf__spec_ptr_at(base.s, "index");
         int64_t x;
         if (!v[E_INDEX]) {
             ok = false;
-            problem(c, p.s, "required: the element's flat (row-major) index");
-        } else if (get_int(c, v[E_INDEX], p.s, 0, INT64_MAX, "", &x)) {
+            bf__spec_problem(c, p.s, "required: the element's flat (row-major) index");
+        } else if (bf__spec_get_int(c, v[E_INDEX], p.s, 0, INT64_MAX, "", &x)) {
             ent.index = x;
         } else {
             ok = false;
         }
 
-        p = ptr_at(base.s, "bit");
+        p = bf__spec_ptr_at(base.s, "bit");
         if (!v[E_BIT]) {
             ok = false;
-            problem(c, p.s, "required: the bit to flip (0 = least significant)");
-        } else if (get_int(c, v[E_BIT], p.s, 0, fi->repr_bits - 1, fi->for_repr, &x)) {
+            bf__spec_problem(c, p.s, "required: the bit to flip (0 = least significant)");
+        } else if (bf__spec_get_int(c, v[E_BIT], p.s, 0, fi->repr_bits - 1, fi->for_repr, &x)) {
             ent.bit = (int)x;
         } else {
             ok = false;
         }
 
-        p = ptr_at(base.s, "sample");
+        p = bf__spec_ptr_at(base.s, "sample");
         if (v[E_SAMPLE] && fi->persist_ok && !transient) {
             ok = false;
-            problem(c, p.s, "applies only to 'transient' faults (a permanent fault hits every sample)");
+            bf__spec_problem(c, p.s, "applies only to 'transient' faults (a permanent fault hits every sample)");
         } else if (v[E_SAMPLE]) {
-            if (get_int(c, v[E_SAMPLE], p.s, 0, INT64_MAX, "", &x)) ent.sample = x;
+            if (bf__spec_get_int(c, v[E_SAMPLE], p.s, 0, INT64_MAX, "", &x)) ent.sample = x;
             else ok = false;
         } else if (fi->persist_ok && transient) {
             ok = false;
-            problem(c, p.s, "required for 'transient' faults: the eval-set sample the fault hits");
+            bf__spec_problem(c, p.s, "required for 'transient' faults: the eval-set sample the fault hits");
         }
         if (ok)
             s->list[s->n_list++] = ent;
@@ -813,8 +785,6 @@ static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_s
             free(ent.tensor);
     }
 }
-
-static void parse_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_info *fi);
 
 static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
 {
@@ -827,13 +797,13 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
     int64_t x;
     double d;
 
-    take_fields(c, root, "", &root_fs, r);
+    bf__spec_take_fields(c, root, "", &root_fs, r);
 
-    if (!r[R_MODEL]) problem(c, "/model", "required: the ONNX model (a path, or a model id in the daemon)");
-    else dup_string(c, r[R_MODEL], "/model", &s->model);
-    if (!r[R_DATASET]) problem(c, "/dataset", "required: the eval set (a safetensors path, or a dataset id in the daemon)");
-    else dup_string(c, r[R_DATASET], "/dataset", &s->dataset);
-    if (r[R_SEED] && get_int(c, r[R_SEED], "/seed", 0, INT64_MAX, "", &x)) s->seed = (uint64_t)x;
+    if (!r[R_MODEL]) bf__spec_problem(c, "/model", "required: the ONNX model (a path, or a model id in the daemon)");
+    else bf__spec_dup_string(c, r[R_MODEL], "/model", &s->model);
+    if (!r[R_DATASET]) bf__spec_problem(c, "/dataset", "required: the eval set (a safetensors path, or a dataset id in the daemon)");
+    else bf__spec_dup_string(c, r[R_DATASET], "/dataset", &s->dataset);
+    if (r[R_SEED] && bf__spec_get_int(c, r[R_SEED], "/seed", 0, INT64_MAX, "", &x)) s->seed = (uint64_t)x;
 
     /* The faults section's rules depend on whether sampling is a list: known
      * from its type alone; its value is checked after faults (schema order). */
@@ -846,27 +816,27 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
     json_t *list = NULL;
     s->sampling = BF_SAMPLE_UNIFORM;
     if (json_is_string(r[R_SAMPLING]) && strcmp(json_string_value(r[R_SAMPLING]), "list") == 0) {
-        problem(c, "/sampling", "an explicit list is an object: {\"list\": [{\"tensor\": ..., "
+        bf__spec_problem(c, "/sampling", "an explicit list is an object: {\"list\": [{\"tensor\": ..., "
                                 "\"index\": ..., \"bit\": ...}]}");
         sampling_ok = false;
     } else if (json_is_string(r[R_SAMPLING])) {
-        int k = get_enum(c, r[R_SAMPLING], "/sampling", SAMPLING_NAMES, COUNT(SAMPLING_NAMES));
+        int k = bf__spec_get_enum(c, r[R_SAMPLING], "/sampling", SAMPLING_NAMES, COUNT(SAMPLING_NAMES));
         if (k >= 0) s->sampling = (bf_sampling)k;
         sampling_ok = k >= 0;
     } else if (r[R_SAMPLING] && !json_is_object(r[R_SAMPLING])) {
-        problem(c, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
-                                "{\"list\": [...]}, got %s", describe(r[R_SAMPLING]).s);
+        bf__spec_problem(c, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
+                                "{\"list\": [...]}, got %s", bf__spec_describe(r[R_SAMPLING]).s);
         sampling_ok = false;
     } else if (r[R_SAMPLING]) {
         json_t *so[1];
-        take_fields(c, r[R_SAMPLING], "/sampling", &sampling_fs, so);
+        bf__spec_take_fields(c, r[R_SAMPLING], "/sampling", &sampling_fs, so);
         s->sampling = BF_SAMPLE_LIST;
         if (!so[0]) {
-            problem(c, "/sampling/list", "required: the faults to inject, "
+            bf__spec_problem(c, "/sampling/list", "required: the faults to inject, "
                                          "[{\"tensor\": ..., \"index\": ..., \"bit\": ...}, ...]");
         } else {
             size_t n;
-            if (get_array(c, so[0], "/sampling/list", "faults {\"tensor\", \"index\", \"bit\"}", &n))
+            if (bf__spec_get_array(c, so[0], "/sampling/list", "faults {\"tensor\", \"index\", \"bit\"}", &n))
                 list = so[0];
         }
     }
@@ -876,26 +846,26 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
     if (list) parse_list(c, list, &fi, s);
     if (c->nomem) return;
     if (is_list && fi.model_ok && !flips_chosen_bits(s->model_kind))
-        problem(c, "/sampling", "an explicit list flips the listed bits: it needs faults.model "
+        bf__spec_problem(c, "/sampling", "an explicit list flips the listed bits: it needs faults.model "
                                 "'bitflip', 'stuck_at_0' or 'stuck_at_1', not '%s'", mname);
     else if (sampling_ok && is_ber && s->sampling != BF_SAMPLE_UNIFORM)
-        problem(c, "/sampling", "must be 'uniform' with model 'ber' (every bit of the selected "
+        bf__spec_problem(c, "/sampling", "must be 'uniform' with model 'ber' (every bit of the selected "
                                 "tensors may flip)");
     else if (sampling_ok && fi.model_ok && s->sampling == BF_SAMPLE_PER_BIT &&
              s->model_kind == BF_FAULT_RANDOM_VALUE)
-        problem(c, "/sampling", "'per_bit' needs a model that touches chosen bits "
+        bf__spec_problem(c, "/sampling", "'per_bit' needs a model that touches chosen bits "
                                 "('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'");
 
     /* trials: given, or implied by a list or a BER sweep */
     if (r[R_TRIALS] && is_list) {
-        problem(c, "/trials", "not used with an explicit fault list: each entry of "
+        bf__spec_problem(c, "/trials", "not used with an explicit fault list: each entry of "
                               "/sampling/list is one trial");
     } else if (r[R_TRIALS] && is_ber) {
-        problem(c, "/trials", "not used with model 'ber': a sweep runs len(rates) x repeats trials");
+        bf__spec_problem(c, "/trials", "not used with model 'ber': a sweep runs len(rates) x repeats trials");
     } else if (r[R_TRIALS]) {
-        get_int(c, r[R_TRIALS], "/trials", 1, MAX_TRIALS, "", &s->trials);
+        bf__spec_get_int(c, r[R_TRIALS], "/trials", 1, MAX_TRIALS, "", &s->trials);
     } else if (!is_list && !is_ber && sampling_ok && fi.model_ok) {
-        problem(c, "/trials", "required: how many faults to inject, 1..%lld "
+        bf__spec_problem(c, "/trials", "required: how many faults to inject, 1..%lld "
                               "(not needed for model 'ber' or an explicit list)", MAX_TRIALS);
     }
     if (is_list) s->trials = (int64_t)s->n_list;
@@ -903,7 +873,7 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
         /* n_rates <= 8 Mi (16 MiB of JSON), repeats <= 10^6: no overflow */
         int64_t t = (int64_t)s->n_rates * s->repeats;
         if (t > MAX_TRIALS)
-            problem(c, "/faults/repeats", "a sweep of %zu rates x %" PRId64 " repeats is %" PRId64
+            bf__spec_problem(c, "/faults/repeats", "a sweep of %zu rates x %" PRId64 " repeats is %" PRId64
                                           " trials; the limit is %lld", s->n_rates, s->repeats,
                     t, MAX_TRIALS);
         s->trials = t;
@@ -914,16 +884,16 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
         const char *names[BF_METRIC_COUNT];
         size_t n;
         for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
-        if (get_array(c, r[R_METRICS], "/metrics", "metric names", &n)) {
+        if (bf__spec_get_array(c, r[R_METRICS], "/metrics", "metric names", &n)) {
             int first_at[BF_METRIC_COUNT];
             for (int i = 0; i < BF_METRIC_COUNT; i++) first_at[i] = -1;
             for (size_t i = 0; i < n; i++) {
-                ptrbuf p = ptr_index("/metrics", i);
-                int k = get_enum(c, json_array_get(r[R_METRICS], i), p.s, names, BF_METRIC_COUNT);
+                ptrbuf p = bf__spec_ptr_index("/metrics", i);
+                int k = bf__spec_get_enum(c, json_array_get(r[R_METRICS], i), p.s, names, BF_METRIC_COUNT);
                 if (k >= 0) k = bf_metric_parse(names[k]);
                 if (k < 0) continue;
                 if (first_at[k] >= 0)
-                    problem(c, p.s, "'%s' is already listed at /metrics/%d", names[k], first_at[k]);
+                    bf__spec_problem(c, p.s, "'%s' is already listed at /metrics/%d", names[k], first_at[k]);
                 else
                     first_at[k] = (int)i;
                 s->metrics |= 1u << k;
@@ -934,272 +904,56 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
     /* critical */
     s->critical_metric = -1;
     if (r[R_CRITICAL] && !json_is_object(r[R_CRITICAL])) {
-        wrong_type(c, "/critical", "an object {\"metric\": ..., \"delta\": ...}", r[R_CRITICAL]);
+        bf__spec_wrong_type(c, "/critical", "an object {\"metric\": ..., \"delta\": ...}", r[R_CRITICAL]);
     } else if (r[R_CRITICAL]) {
         json_t *cr[2];
         const char *names[BF_METRIC_COUNT];
         for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
-        take_fields(c, r[R_CRITICAL], "/critical", &critical_fs, cr);
+        bf__spec_take_fields(c, r[R_CRITICAL], "/critical", &critical_fs, cr);
         if (!cr[0]) {
-            problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");
+            bf__spec_problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");
         } else {
-            int k = get_enum(c, cr[0], "/critical/metric", names, BF_METRIC_COUNT);
+            int k = bf__spec_get_enum(c, cr[0], "/critical/metric", names, BF_METRIC_COUNT);
             if (k >= 0) s->critical_metric = bf_metric_parse(names[k]);
         }
         if (!cr[1]) {
-            problem(c, "/critical/delta", "required: how far the metric may move before a "
+            bf__spec_problem(c, "/critical/delta", "required: how far the metric may move before a "
                                           "trial is critical (> 0)");
-        } else if (get_number(c, cr[1], "/critical/delta", &d)) {
+        } else if (bf__spec_get_number(c, cr[1], "/critical/delta", &d)) {
             if (d > 0) s->critical_delta = d;
-            else problem(c, "/critical/delta", "must be > 0, got %s", describe(cr[1]).s);
+            else bf__spec_problem(c, "/critical/delta", "must be > 0, got %s", bf__spec_describe(cr[1]).s);
         }
     }
 
     /* stop */
     s->stop_confidence = 0.95;
     if (r[R_STOP] && !json_is_object(r[R_STOP])) {
-        wrong_type(c, "/stop", "an object {\"margin\": ..., \"confidence\": ...}", r[R_STOP]);
+        bf__spec_wrong_type(c, "/stop", "an object {\"margin\": ..., \"confidence\": ...}", r[R_STOP]);
     } else if (r[R_STOP] && is_list) {
-        problem(c, "/stop", "not used with an explicit fault list (every listed fault runs)");
+        bf__spec_problem(c, "/stop", "not used with an explicit fault list (every listed fault runs)");
     } else if (r[R_STOP] && is_ber) {
-        problem(c, "/stop", "not used with model 'ber' (a sweep runs every rate x repeats)");
+        bf__spec_problem(c, "/stop", "not used with model 'ber' (a sweep runs every rate x repeats)");
     } else if (r[R_STOP]) {
         json_t *st[2];
-        take_fields(c, r[R_STOP], "/stop", &stop_fs, st);
+        bf__spec_take_fields(c, r[R_STOP], "/stop", &stop_fs, st);
         if (!st[0]) {
-            problem(c, "/stop/margin", "required: the interval half-width at which to stop, "
+            bf__spec_problem(c, "/stop/margin", "required: the interval half-width at which to stop, "
                                        "in (0, 0.5)");
-        } else if (get_number(c, st[0], "/stop/margin", &d)) {
+        } else if (bf__spec_get_number(c, st[0], "/stop/margin", &d)) {
             if (d > 0 && d < 0.5) s->stop_margin = d;
-            else problem(c, "/stop/margin", "must be in (0, 0.5), got %s", describe(st[0]).s);
+            else bf__spec_problem(c, "/stop/margin", "must be in (0, 0.5), got %s", bf__spec_describe(st[0]).s);
         }
-        if (st[1] && get_number(c, st[1], "/stop/confidence", &d)) {
+        if (st[1] && bf__spec_get_number(c, st[1], "/stop/confidence", &d)) {
             if (d > 0.5 && d < 1) s->stop_confidence = d;
-            else problem(c, "/stop/confidence", "must be in (0.5, 1), got %s", describe(st[1]).s);
+            else bf__spec_problem(c, "/stop/confidence", "must be in (0.5, 1), got %s", bf__spec_describe(st[1]).s);
         }
     }
 
-    if (r[R_BATCH]) get_int(c, r[R_BATCH], "/batch", 1, MAX_BATCH, "", &s->batch);
+    if (r[R_BATCH]) bf__spec_get_int(c, r[R_BATCH], "/batch", 1, MAX_BATCH, "", &s->batch);
     if (r[R_MITIGATIONS] && r[R_STOP])
-        problem(c, "/stop", "not used with mitigations: every configuration runs every trial, so that they "
+        bf__spec_problem(c, "/stop", "not used with mitigations: every configuration runs every trial, so that they "
                             "compare on the same faults");
-    if (r[R_MITIGATIONS]) parse_mitigations(c, r[R_MITIGATIONS], s, &fi);
-}
-
-
-/* ------------------------------------------------------------ mitigations */
-
-static const char *const MIT_NAMES[] = {"name", "clip", "abft", "sbp", "range"};
-static const char *const MIT_SHORT[] = {"none", "clip", "abft", "sbp", "range"};
-static const char *const CLIP_NAMES[] = {"bounds", "percentile", "mode", "nan_to_zero", "at"};
-static const char *const CLIP_MODES[] = {"clamp", "zero"};
-static const char *const ABFT_NAMES[] = {"mode", "k"};
-static const char *const ABFT_MODES[] = {"detect", "correct"};
-static const char *const SBP_NAMES[] = {"bits", "tensors"};
-static const char *const RANGE_NAMES[] = {"bounds", "action"};
-static const char *const RANGE_ACTIONS[] = {"zero", "flag"};
-
-/* "bounds": "profile" or [lo, hi]. */
-static bool get_bounds(ctx *c, json_t *v, const char *ptr, int *fixed, float *lo, float *hi)
-{
-    if (json_is_string(v) && strcmp(json_string_value(v), "profile") == 0) {
-        *fixed = 0;
-        return true;
-    }
-    double a, b;
-    if (json_is_array(v) && json_array_size(v) == 2 && json_is_number(json_array_get(v, 0)) &&
-        json_is_number(json_array_get(v, 1))) {
-        a = json_number_value(json_array_get(v, 0));
-        b = json_number_value(json_array_get(v, 1));
-        if (!(a <= b)) {
-            problem(c, ptr, "[lo, hi] needs lo <= hi, got %s", describe(v).s);
-            return false;
-        }
-        *fixed = 1;
-        *lo = (float)a;
-        *hi = (float)b;
-        return true;
-    }
-    problem(c, ptr, "must be \"profile\" (from the golden pass) or [lo, hi], got %s", describe(v).s);
-    return false;
-}
-
-static bool get_strings(ctx *c, json_t *v, const char *ptr, const char *of, char ***out, size_t *n_out)
-{
-    size_t n;
-    if (!get_array(c, v, ptr, of, &n)) return false;
-    if (!(*out = calloc(n, sizeof **out))) {
-        c->nomem = true;
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        ptrbuf p = ptr_index(ptr, i);
-        char *t = NULL;
-        if (dup_string(c, json_array_get(v, i), p.s, &t)) (*out)[(*n_out)++] = t;
-    }
-    return true;
-}
-
-/* A protection's object (or true: its defaults); false if absent or bad. */
-static bool protection(ctx *c, json_t *v, const char *ptr, const char *const *names, size_t n, json_t **slots)
-{
-    for (size_t i = 0; i < n; i++) slots[i] = NULL;
-    if (json_is_true(v)) return true;
-    if (!json_is_object(v)) {
-        wrong_type(c, ptr, "an object (or true, for the defaults)", v);
-        return false;
-    }
-    fieldset fs = {names, n, NULL, 0, NULL};
-    take_fields(c, v, ptr, &fs, slots);
-    return true;
-}
-
-static void parse_clip(ctx *c, json_t *v, const char *base, bf_clip_opts *o)
-{
-    ptrbuf ptr = ptr_at(base, "clip");
-    json_t *f[COUNT(CLIP_NAMES)];
-    if (!protection(c, v, ptr.s, CLIP_NAMES, COUNT(CLIP_NAMES), f)) return;
-    o->enabled = 1;
-    o->percentile = 100;
-    int fixed = 0;
-    if (f[0] && get_bounds(c, f[0], ptr_at(ptr.s, "bounds").s, &fixed, &o->lo, &o->hi))
-        o->bounds = fixed ? BF_CLIP_FIXED : BF_CLIP_PROFILE;
-    double d;
-    if (f[1] && fixed) problem(c, ptr_at(ptr.s, "percentile").s, "only with \"bounds\": \"profile\"");
-    else if (f[1] && get_number(c, f[1], ptr_at(ptr.s, "percentile").s, &d)) {
-        if (d > 50 && d <= 100) o->percentile = d;
-        else problem(c, ptr_at(ptr.s, "percentile").s, "must be in (50, 100], got %s", describe(f[1]).s);
-    }
-    if (f[2]) {
-        int k = get_enum(c, f[2], ptr_at(ptr.s, "mode").s, CLIP_MODES, COUNT(CLIP_MODES));
-        if (k >= 0) o->zero = k == 1;
-    }
-    if (f[3]) get_bool(c, f[3], ptr_at(ptr.s, "nan_to_zero").s, &o->nan_to_zero);
-    if (f[4]) get_strings(c, f[4], ptr_at(ptr.s, "at").s, "node output names, globs or 'op:Type'", &o->at, &o->n_at);
-}
-
-static void parse_abft(ctx *c, json_t *v, const char *base, bf_abft_opts *o)
-{
-    ptrbuf ptr = ptr_at(base, "abft");
-    json_t *f[COUNT(ABFT_NAMES)];
-    if (!protection(c, v, ptr.s, ABFT_NAMES, COUNT(ABFT_NAMES), f)) return;
-    o->enabled = 1;
-    if (f[0]) {
-        int k = get_enum(c, f[0], ptr_at(ptr.s, "mode").s, ABFT_MODES, COUNT(ABFT_MODES));
-        if (k >= 0) o->correct = k == 1;
-    }
-    double d;
-    if (f[1] && get_number(c, f[1], ptr_at(ptr.s, "k").s, &d)) {
-        if (d >= 0.5 && d <= 1e6) o->k = d;
-        else problem(c, ptr_at(ptr.s, "k").s, "must be in [0.5, 1e6] (the tolerance factor; default 2), got %s",
-                     describe(f[1]).s);
-    }
-}
-
-static void parse_sbp(ctx *c, json_t *v, const char *base, bf_sbp_opts *o)
-{
-    ptrbuf ptr = ptr_at(base, "sbp");
-    json_t *f[COUNT(SBP_NAMES)];
-    if (!protection(c, v, ptr.s, SBP_NAMES, COUNT(SBP_NAMES), f)) return;
-    o->enabled = 1;
-    size_t n;
-    if (f[0] && get_array(c, f[0], ptr_at(ptr.s, "bits").s, "bit positions", &n)) {
-        for (size_t i = 0; i < n && i < 64; i++) {
-            int64_t b;
-            ptrbuf p = ptr_index(ptr_at(ptr.s, "bits").s, i);
-            if (get_int(c, json_array_get(f[0], i), p.s, 0, 31, "", &b)) o->positions[o->n_positions++] = (int)b;
-        }
-    }
-    if (f[1]) get_strings(c, f[1], ptr_at(ptr.s, "tensors").s, "tensor names, globs or 'op:Type'", &o->tensors, &o->n_tensors);
-}
-
-static void parse_range(ctx *c, json_t *v, const char *base, bf_range_opts *o)
-{
-    ptrbuf ptr = ptr_at(base, "range");
-    json_t *f[COUNT(RANGE_NAMES)];
-    if (!protection(c, v, ptr.s, RANGE_NAMES, COUNT(RANGE_NAMES), f)) return;
-    o->enabled = 1;
-    if (f[0]) get_bounds(c, f[0], ptr_at(ptr.s, "bounds").s, &o->declared, &o->lo, &o->hi);
-    if (f[1]) {
-        int k = get_enum(c, f[1], ptr_at(ptr.s, "action").s, RANGE_ACTIONS, COUNT(RANGE_ACTIONS));
-        if (k >= 0) o->flag = k == 1;
-    }
-}
-
-/* "mitigations": ["none", "clip", {"name": ..., "clip": {...}, ...}, ...].
- * A name alone is that protection with its defaults; "none" (the
- * unprotected model, which recovery is measured against) comes first,
- * added if the list lacks it. */
-static void parse_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_info *fi)
-{
-    size_t n;
-    if (!get_array(c, v, "/mitigations", "mitigation names or {\"name\": ..., \"clip\"|\"abft\"|\"sbp\"|\"range\": ...}", &n))
-        return;
-    if (!(s->mitigations = calloc(n + 1, sizeof *s->mitigations))) {
-        c->nomem = true;
-        return;
-    }
-    bf_mitigation *none = &s->mitigations[0];
-    s->n_mitigations = 1;
-    if (!(none->name = strdup("none"))) {
-        c->nomem = true;
-        return;
-    }
-    for (size_t i = 0; i < n && !c->nomem; i++) {
-        json_t *e = json_array_get(v, i);
-        ptrbuf p = ptr_index("/mitigations", i);
-        bf_mitigation m = {0};
-        if (json_is_string(e)) {
-            int k = get_enum(c, e, p.s, MIT_SHORT, COUNT(MIT_SHORT));
-            if (k < 0) continue;
-            if (!(m.name = strdup(MIT_SHORT[k]))) {
-                c->nomem = true;
-                break;
-            }
-            m.clip.enabled = k == 1;
-            m.clip.percentile = 100;
-            m.abft.enabled = k == 2;
-            m.sbp.enabled = k == 3;
-            m.range.enabled = k == 4;
-        } else if (json_is_object(e)) {
-            static const fieldset fs = {MIT_NAMES, COUNT(MIT_NAMES), NULL, 0, NULL};
-            json_t *f[COUNT(MIT_NAMES)];
-            take_fields(c, e, p.s, &fs, f);
-            if (!f[0]) problem(c, ptr_at(p.s, "name").s, "required: what the results call this configuration");
-            else dup_string(c, f[0], ptr_at(p.s, "name").s, &m.name);
-            if (f[1]) parse_clip(c, f[1], p.s, &m.clip);
-            if (f[2]) parse_abft(c, f[2], p.s, &m.abft);
-            if (f[3]) parse_sbp(c, f[3], p.s, &m.sbp);
-            if (f[4]) parse_range(c, f[4], p.s, &m.range);
-            if (m.name && strcmp(m.name, "none") != 0 && !f[1] && !f[2] && !f[3] && !f[4])
-                problem(c, p.s, "names no protection: give one or more of \"clip\", \"abft\", \"sbp\", \"range\" "
-                                "(or call it \"none\")");
-        } else {
-            problem(c, p.s, "must be a mitigation name (none, clip, abft, sbp, range) or an object "
-                            "{\"name\": ..., \"clip\": {...}, ...}, got %s", describe(e).s);
-            continue;
-        }
-        if (!m.name) {
-            bf_mitigation_free(&m);
-            continue;
-        }
-        if (m.range.enabled && fi->target_ok && s->target != BF_TARGET_WEIGHTS)
-            problem(c, ptr_at(p.s, "range").s, "checks stored weights: it needs /faults/target 'weights'");
-        int dup = -1;
-        for (size_t j = 0; j < s->n_mitigations; j++)
-            if (strcmp(s->mitigations[j].name, m.name) == 0) dup = (int)j;
-        if (dup == 0 && strcmp(m.name, "none") == 0 && !m.clip.enabled && !m.abft.enabled && !m.sbp.enabled &&
-            !m.range.enabled) {
-            bf_mitigation_free(&m);   /* "none" listed: it is already first */
-            continue;
-        }
-        if (dup >= 0) {
-            problem(c, p.s, "the name '%s' is used twice; each configuration needs its own", m.name);
-            bf_mitigation_free(&m);
-            continue;
-        }
-        s->mitigations[s->n_mitigations++] = m;
-    }
+    if (r[R_MITIGATIONS]) bf__spec_mitigations(c, r[R_MITIGATIONS], s, &fi);
 }
 
 /* ------------------------------------------------------------- the door */
@@ -1246,11 +1000,11 @@ bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
     if (!json) len = 0;
 
     if (len > BF_SPEC_MAX_BYTES) {
-        problem(&c, "", "the spec is %zu bytes; the limit is %u (16 MiB)", len, BF_SPEC_MAX_BYTES);
+        bf__spec_problem(&c, "", "the spec is %zu bytes; the limit is %u (16 MiB)", len, BF_SPEC_MAX_BYTES);
         goto out;
     }
     if (too_deep(json, len, &line, &col)) {
-        problem(&c, "", "nested deeper than %d levels at line %zu, column %zu", BF_SPEC_MAX_DEPTH,
+        bf__spec_problem(&c, "", "nested deeper than %d levels at line %zu, column %zu", BF_SPEC_MAX_DEPTH,
                 line, col);
         goto out;
     }
@@ -1262,13 +1016,13 @@ bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
             /* jansson quotes the input near the error: keep the message ASCII */
             for (char *t = jerr.text; *t; t++)
                 if ((unsigned char)*t < 0x20 || (unsigned char)*t >= 0x7f) *t = '?';
-            problem(&c, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+            bf__spec_problem(&c, "", "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
                     jerr.text);
         }
         goto out;
     }
     if (!json_is_object(root)) {
-        problem(&c, "", "a campaign spec must be a JSON object, got %s", describe(root).s);
+        bf__spec_problem(&c, "", "a campaign spec must be a JSON object, got %s", bf__spec_describe(root).s);
         goto out;
     }
     parse_spec(&c, root, &s);
