@@ -191,18 +191,73 @@ static int parse_args(int argc, char **argv, run_opts *o)
     return 0;
 }
 
+/* One configuration of the campaign (mit NULL: unprotected, unpaired):
+ * created, run with progress, and rendered into run->doc; for a paired
+ * comparison also each trial's metric, rate and outcome (through ps) and
+ * the protection's cost. *cp: the campaign, for the caller to free. */
+static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_model *m, const bf_dataset *ds,
+                      const bf_mitigation *mit, int paired, progress_state *ps, bf_mitigation_run *run, bf_campaign **cp)
+{
+    bf_error err = {0};
+    bf_campaign_result res;
+    if (bf_campaign_create_mitigated(m, ds, spec, mit, cp, &err) != BF_OK) return report_error("run", &err);
+    bf_campaign *c = *cp;
+    int64_t all = bf_campaign_num_trials(c);
+    ps->c = c;
+    ps->start = ps->last = cli_now();
+    ps->planned = all / o->shard_n + (o->shard_i < all % o->shard_n);
+    if (paired) {
+        ps->mitigation = mit->name;
+        ps->cap = ps->planned;
+        ps->n = 0;
+        run->metric = ps->metric = calloc((size_t)ps->cap + 1, sizeof *ps->metric);
+        run->rate = ps->rate = calloc((size_t)ps->cap + 1, sizeof *ps->rate);
+        run->outcome = ps->outcome = calloc((size_t)ps->cap + 1, sizeof *ps->outcome);
+        if (!ps->metric || !ps->rate || !ps->outcome) return EXIT_INFRA;
+    }
+    long threads = o->threads ? (long)o->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o->shard_i, .shard_count = o->shard_n,
+                           .on_trial = on_trial, .progress = on_progress, .user = ps, .exact = o->exact,
+                           .cache_budget = o->cache_budget};
+    bf_status st = bf_campaign_run(c, &co, &res, &err);
+    if (ps->tty) fputs("\r\033[K", stderr);
+    if (st != BF_OK) return report_error("run", &err);
+    if (o->stats) {
+        double loop = res.seconds - res.setup_seconds;
+        fprintf(stderr,
+                "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
+                "setup %.3f s before the trials (plans, golden checks, cache)\n",
+                mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
+                loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
+                (double)res.cache_bytes / (1024.0 * 1024.0), res.setup_seconds);
+    }
+    run->mit = mit;
+    run->n = ps->n;
+    run->doc = bf_result_render(bf_result_header(spec, c, &res), &res, 1);
+    int rc = EXIT_OK;
+    if (paired) {
+        /* the cost: the golden pass, best of 5, with and without */
+        run->storage = bf_campaign_storage_overhead(c);
+        if (bf_campaign_golden_seconds(c, 5, &run->golden_seconds, &err) != BF_OK) rc = report_error("run", &err);
+        else if (ps->tty) {
+            const json_t *cr = json_object_get(json_object_get(json_object_get(run->doc, "summary"), "rates"), "critical");
+            fprintf(stderr, "  %s: %lld trials, critical %.2f%%\n", mit->name, (long long)res.trials_done,
+                    100 * json_number_value(json_object_get(cr, "rate")));
+        }
+    }
+    bf_campaign_result_free(&res);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o = {.shard_n = 1};
     int rc = EXIT_OK;
     bf_campaign_spec spec = {0};
     int have_spec = 0;
-    bf_error err = {0};
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
     bf_campaign *c = NULL;
-    bf_campaign_result res = {0};
-    int have_res = 0;
     json_t *doc = NULL;
     gate *gates = NULL;
     progress_state ps = {0};
@@ -244,58 +299,11 @@ int cmd_run(int argc, char **argv)
     ps.spec = &spec;
     ps.confidence = spec.stop_confidence > 0 ? spec.stop_confidence : 0.95;
     for (size_t k = 0; k < n_cfg; k++) {
-        const bf_mitigation *mit = spec.n_mitigations ? &spec.mitigations[k] : NULL;
-        if (bf_campaign_create_mitigated(m, ds, &spec, mit, &c, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
-        int64_t all = bf_campaign_num_trials(c);
-        ps.c = c;
-        ps.start = ps.last = cli_now();
-        ps.planned = all / o.shard_n + (o.shard_i < all % o.shard_n);
-        if (n_cfg > 1) {
-            ps.mitigation = mit->name;
-            ps.cap = ps.planned;
-            ps.n = 0;
-            runs[k].metric = ps.metric = calloc((size_t)ps.cap + 1, sizeof *ps.metric);
-            runs[k].rate = ps.rate = calloc((size_t)ps.cap + 1, sizeof *ps.rate);
-            runs[k].outcome = ps.outcome = calloc((size_t)ps.cap + 1, sizeof *ps.outcome);
-            if (!ps.metric || !ps.rate || !ps.outcome) { rc = EXIT_INFRA; goto out; }
-        }
-        long threads = o.threads ? (long)o.threads : sysconf(_SC_NPROCESSORS_ONLN);
-        bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o.shard_i, .shard_count = o.shard_n,
-                               .on_trial = on_trial, .progress = on_progress, .user = &ps, .exact = o.exact,
-                               .cache_budget = o.cache_budget};
-        bf_status st = bf_campaign_run(c, &co, &res, &err);
-        have_res = st == BF_OK;
-        if (ps.tty) fputs("\r\033[K", stderr);
-        if (st != BF_OK) { rc = report_error("run", &err); goto out; }
-        if (o.stats)
-        {
-            double loop = res.seconds - res.setup_seconds;
-            fprintf(stderr,
-                    "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
-                    "setup %.3f s before the trials (plans, golden checks, cache)\n",
-                    mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
-                    loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
-                    (double)res.cache_bytes / (1024.0 * 1024.0), res.setup_seconds);
-        }
-        runs[k].mit = mit;
-        runs[k].n = ps.n;
-        runs[k].doc = bf_result_render(bf_result_header(&spec, c, &res), &res, 1);
-        if (n_cfg > 1) {
-            /* the cost: the golden pass, best of 5, with and without */
-            runs[k].storage = bf_campaign_storage_overhead(c);
-            if (bf_campaign_golden_seconds(c, 5, &runs[k].golden_seconds, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
-            if (ps.tty) {
-                const json_t *cr = json_object_get(json_object_get(json_object_get(runs[k].doc, "summary"), "rates"), "critical");
-                fprintf(stderr, "  %s: %lld trials, critical %.2f%%\n", mit->name, (long long)res.trials_done,
-                        100 * json_number_value(json_object_get(cr, "rate")));
-            }
-        }
-        bf_campaign_result_free(&res);
-        have_res = 0;
-        if (k + 1 < n_cfg) {
-            bf_campaign_free(c);
-            c = NULL;
-        }
+        bf_campaign_free(c);
+        c = NULL;
+        if ((rc = run_config(&o, &spec, m, ds, spec.n_mitigations ? &spec.mitigations[k] : NULL, n_cfg > 1, &ps,
+                             &runs[k], &c)) != 0)
+            goto out;
     }
     if (ps.trials) {
         if (fclose(ps.trials) != 0) ps.write_failed = 1;
@@ -325,7 +333,6 @@ out:
     }
     free(runs);
     json_decref(doc);
-    if (have_res) bf_campaign_result_free(&res);
     bf_campaign_free(c);
     bf_dataset_free(ds);
     bf_model_free(m);
