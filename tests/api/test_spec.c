@@ -675,6 +675,29 @@ static void docs_examples(void **state)
     assert_true(ber >= 1);                         /* the DLRM sweep, 1e-9..1e-3 x 10 */
     assert_true(lists >= 1);
     free(md);
+
+    /* docs/MITIGATIONS.md: its example and the specs of its results tables */
+    md = read_file(BF_DOCS_DIR "/MITIGATIONS.md", &len);
+    if (!md) fail_msg("cannot read %s", BF_DOCS_DIR "/MITIGATIONS.md");
+    int paired = 0;
+    at = md;
+    while ((at = strstr(at, "```json\n")) != NULL) {
+        const char *start = at + 8, *end = strstr(start, "```");
+        assert_non_null(end);
+        bf_campaign_spec s;
+        bf_spec_problems pr;
+        if (bf_spec_parse(start, (size_t)(end - start), &s, &pr) != BF_OK) {
+            for (size_t i = 0; i < pr.count; i++)
+                print_message("  %s: %s\n", pr.items[i].pointer, pr.items[i].message);
+            fail_msg("MITIGATIONS.md example is invalid:\n%.*s", (int)(end - start), start);
+        }
+        paired += s.n_mitigations > 1;
+        bf_campaign_spec_free(&s);
+        bf_spec_problems_free(&pr);
+        at = end + 3;
+    }
+    assert_true(paired >= 1);
+    free(md);
 }
 
 static void mitigations(void **state)
