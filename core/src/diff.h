@@ -65,17 +65,22 @@ int bf__gather_axis(const bf__step *s);
 
 /* diffgemm.c, for a Gemm step with transA = 0 (see there). y: the golden
  * output; scratch: m x n floats. */
-/* The narrowest column block that reproduces y bit for bit (n when no
- * narrower one does; 0 when the step does not qualify). */
-int bf__gemm_col_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
-                       float *scratch);
+/* Where each output column can be recomputed bit for bit: blk[j] is a block
+ * of columns [c0, c0 + w) holding j whose product reproduces y on the
+ * golden pass (w 0: only the whole product does). Returns 0 when the step
+ * does not qualify, else 1. */
+typedef struct bf__colblk {
+    int c0, w;
+} bf__colblk;
+int bf__gemm_col_blocks(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                        float *scratch, bf__colblk *blk);
 /* A corrupted B[k][j] (k >= 0) or C[j] (k < 0), old -> now, as an update of
  * column j of the golden y, if every row that moves moves clearly; 0 when
  * the caller must compute the column exactly instead (y partly written). */
 int bf__gemm_column_delta(const bf__gemm_info *g, const float *a, int k, float old, float now, int j, float *y);
-/* Recomputes column j of y from a, b, c with blocks of width w. */
-void bf__gemm_column(const bf__gemm_info *g, int w, const float *a, const float *b, const float *c, int j, float *y,
-                     float *scratch);
+/* Recomputes column j of y from a, b, c with its block (w 0: the whole product). */
+void bf__gemm_column(const bf__gemm_info *g, bf__colblk blk, const float *a, const float *b, const float *c, int j,
+                     float *y, float *scratch);
 /* y = yg + (a - ag) B' over the rows where a differs from ag, if a differs
  * in at most max_cols columns (cols: room for them) and every such row
  * either changes clearly or not at all (bc: (max_cols + 1) x n doubles

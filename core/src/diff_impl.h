@@ -23,7 +23,8 @@ struct bf__dx_shared {
     int *first_use, *last_use;   /* per value: first and last step reading it; -1 none */
     int *pc_off, *pc_step;       /* per parameter: the steps reading it */
     bf__emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
-    int *colw[2];                /* per step, full and tail plan: Gemm column block, 0 none */
+    int *colw[2];                /* per step, full and tail plan: a Gemm whose columns can be recomputed, 0 none */
+    bf__colblk **colblk[2];      /* per step, full and tail plan: each column's exact block (NULL: none) */
     int *roww[2];                /* per step, full and tail plan: Gemm row chunk, 0 none */
     size_t scratch_floats;
     int max_n;                   /* widest Gemm output */

@@ -224,7 +224,8 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
         if (!dx->no_approx && bf__gemm_column_delta(&g, p->vals[av].data, k, w->old_value, w->new_value, j, p->vals[yv].data)) {
             dx->approx = 1;
         } else {   /* the block rewrites all of column j, the only one the update touched */
-            bf__gemm_column(&g, sh->colw[tail][i], p->vals[av].data, p->vals[bv].data, c, j, p->vals[yv].data, dx->scratch);
+            bf__gemm_column(&g, sh->colblk[tail][i][j], p->vals[av].data, p->vals[bv].data, c, j, p->vals[yv].data,
+                            dx->scratch);
         }
         *done = 1;
     } else if (dx->state[av] == DIRTY && nb + nc == 0) {

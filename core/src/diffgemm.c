@@ -3,11 +3,11 @@
  * Column block (exact). A corrupted element of B (or of a [N] bias C)
  * changes one output column. Recomputing only a block of columns around it
  * with the same sgemm call shape gives the very bits the full product gives
- * whenever the BLAS computes each output element the same way for either
- * shape, which holds for the blocked kernels and not for the small-matrix
- * paths some CPUs take for tiny products. So the block width is not assumed:
- * bf__gemm_col_width finds, on the golden pass, the narrowest block that
- * reproduces the full product bit for bit at several offsets.
+ * where the BLAS computes each output element the same way for either
+ * shape, which depends on the CPU's kernels and on where the block lies. So
+ * nothing is assumed: bf__gemm_col_blocks finds, on the golden pass, for
+ * each column a narrow block that reproduces the full product bit for bit
+ * (or none: then the column takes the whole product).
  *
  * Rank-k update (near-exact). When the input A differs from the golden one
  * in only a few columns (one corrupted column upstream, kept sparse through
@@ -53,31 +53,46 @@ static int block_matches(const bf__gemm_info *g, const float *blk, int c0, int w
     return 1;
 }
 
-/* A block shape is trusted only if every block of the golden product (and
- * the last, overlapping one) comes out bit for bit: which BLAS kernel runs
- * depends on the shape, and a check at a few offsets has been seen to pass
- * for a shape that fails elsewhere. */
-int bf__gemm_col_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
-                       float *scratch)
+/* A block is trusted for its columns only if it reproduces them bit for bit
+ * on the golden pass: which kernel computes a column depends on the block's
+ * shape and place, and not simply on its width. With OpenBLAS's Zen kernels,
+ * for one, no tiling of a 128-column product into narrower blocks matches
+ * it, yet 8-column blocks at most offsets do (all but the first and last 8
+ * columns); so blocks are tried column by column, narrowest first, sliding
+ * one column at a time past a mismatch (width 4 and 8) or a quarter of the
+ * width (wider ones, to bound the search), and tiling on from a match. */
+int bf__gemm_col_blocks(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                        float *scratch, bf__colblk *blk)
 {
     if (g->trans_a || g->k == 0 || g->m == 0) return 0;
-    for (int w = 4; w < g->n; w *= 2) {
-        int ok = 1;
-        for (int c0 = 0; ok && c0 < g->n; c0 += w) {
-            int o = c0 + w > g->n ? g->n - w : c0;
-            block(g, a, b, c, o, w, scratch);
-            ok = block_matches(g, scratch, o, w, y);
+    int left = g->n;
+    for (int j = 0; j < g->n; j++) blk[j] = (bf__colblk){0, 0};
+    for (int w = 4; w < g->n && left > 0; w *= 2) {
+        int step = w <= 8 ? 1 : w / 4;
+        for (int c0 = 0; c0 + w <= g->n && left > 0;) {
+            int todo = 0;
+            for (int j = c0; j < c0 + w && !todo; j++) todo = blk[j].w == 0;
+            if (!todo) {
+                c0 += step;
+                continue;
+            }
+            block(g, a, b, c, c0, w, scratch);
+            if (!block_matches(g, scratch, c0, w, y)) {
+                c0 += step;
+                continue;
+            }
+            for (int j = c0; j < c0 + w; j++)
+                if (blk[j].w == 0) blk[j] = (bf__colblk){c0, w}, left--;
+            c0 += w;
         }
-        if (ok) return w;
     }
-    return g->n;
+    return 1;
 }
 
-void bf__gemm_column(const bf__gemm_info *g, int w, const float *a, const float *b, const float *c, int j, float *y,
-                     float *scratch)
+void bf__gemm_column(const bf__gemm_info *g, bf__colblk blk, const float *a, const float *b, const float *c, int j,
+                     float *y, float *scratch)
 {
-    int c0 = j / w * w;
-    if (c0 + w > g->n) c0 = g->n - w;
+    int c0 = blk.w ? blk.c0 : 0, w = blk.w ? blk.w : g->n;
     block(g, a, b, c, c0, w, scratch);
     for (int i = 0; i < g->m; i++) y[(int64_t)i * g->n + j] = scratch[(int64_t)i * w + (j - c0)];
 }

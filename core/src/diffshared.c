@@ -21,6 +21,8 @@ void bf__dx_shared_free(bf__dx_shared *sh)
     }
     bf__free(sh->emb);
     for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; sh->colblk[t] && i < sh->n_steps; i++) bf__free(sh->colblk[t][i]);
+        bf__free(sh->colblk[t]);
         bf__free(sh->colw[t]);
         bf__free(sh->roww[t]);
     }
@@ -130,14 +132,15 @@ static bf_status build_emb(bf__dx_shared *sh, bf_plan *plan[2], size_t q, bf_err
     return BF_OK;
 }
 
-/* Each Gemm's narrowest exact column block, found on the golden pass. */
+/* Each Gemm's exact column blocks and row chunks, found on the golden pass. */
 static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
 {
     const bf_model *m = sh->m;
     for (int t = 0; t < 2; t++) {
         sh->colw[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
         sh->roww[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
-        if (!sh->colw[t] || !sh->roww[t]) return bf__dx_oom(err);
+        sh->colblk[t] = bf__calloc(sh->n_steps + 1, sizeof *sh->colblk[t]);
+        if (!sh->colw[t] || !sh->roww[t] || !sh->colblk[t]) return bf__dx_oom(err);
     }
     float *scratch = bf__malloc(2 * sh->scratch_floats * sizeof(float) + 64);
     int *rows = bf__malloc(((size_t)sh->batch + 1) * sizeof *rows);
@@ -172,7 +175,14 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
             if (!a || !y) continue;
             const float *c = cv >= 0 ? p->vals[cv].data : NULL;
             if (g.n > sh->max_n) sh->max_n = g.n;
-            sh->colw[t][i] = bf__gemm_col_width(&g, a, p->vals[bv].data, c, y, scratch);
+            bf__colblk *blk = bf__malloc(((size_t)g.n + 1) * sizeof *blk);
+            if (!blk) {
+                bf__free(scratch);
+                bf__free(rows);
+                return bf__dx_oom(err);
+            }
+            sh->colblk[t][i] = blk;
+            sh->colw[t][i] = bf__gemm_col_blocks(&g, a, p->vals[bv].data, c, y, scratch, blk);
             sh->roww[t][i] = bf__gemm_row_width(&g, a, p->vals[bv].data, c, y, scratch, rows);
         }
     }
