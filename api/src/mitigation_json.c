@@ -25,7 +25,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The means of base and mine over trials with rate index `rate` (-1: all). */
-static int means(const double *base, const double *mine, const int *rates, int64_t n, int rate, const int64_t *pick,
+static int means(const double *base, const double *mine, const int *rates, int rate, const int64_t *pick,
                  int64_t n_pick, double *mb, double *mm)
 {
     double sb = 0, sm = 0;
@@ -38,7 +38,6 @@ static int means(const double *base, const double *mine, const int *rates, int64
         sm += mine[t];
         k++;
     }
-    (void)n;
     if (!k) return 0;
     *mb = sb / (double)k;
     *mm = sm / (double)k;
@@ -51,7 +50,7 @@ static json_t *recovery_json(const char *metric, double golden, const double *ba
     double mf, mm;
     json_t *o = json_object();
     json_object_set_new(o, "metric", json_string(metric));
-    if (!means(base, mine, rates, n, rate, NULL, n, &mf, &mm)) return o;
+    if (!means(base, mine, rates, rate, NULL, n, &mf, &mm)) return o;
     json_object_set_new(o, "golden", num(golden));
     json_object_set_new(o, "faulty", num(mf));
     json_object_set_new(o, "mitigated", num(mm));
@@ -78,7 +77,7 @@ static json_t *recovery_json(const char *metric, double golden, const double *ba
         for (int b = 0; b < BOOTSTRAP; b++) {
             for (int64_t i = 0; i < m; i++) pick[i] = idx[bf_rng_below(&g, (uint64_t)m)];
             double bf_, bm;
-            if (!means(base, mine, rates, n, -1, pick, m, &bf_, &bm)) continue;
+            if (!means(base, mine, rates, -1, pick, m, &bf_, &bm)) continue;
             double l = golden - bf_;
             if (l > 1e-12) r[n_r++] = (bm - bf_) / l;
         }
@@ -164,7 +163,6 @@ json_t *bf_mitigations_render(const bf_mitigation_run *runs, size_t n_runs, doub
     const json_t *g0 = json_object_get(runs[0].doc, "golden");
     const char *metric = json_object_get(g0, "auc") ? "auc" : "accuracy";
     double golden = json_number_value(json_object_get(g0, metric));
-    const json_t *rl = json_object_get(json_object_get(runs[0].doc, "campaign"), "rates");
     for (size_t k = 0; k < n_runs; k++) {
         const bf_mitigation_run *r = &runs[k];
         json_t *o = json_object();
@@ -184,7 +182,6 @@ json_t *bf_mitigations_render(const bf_mitigation_run *runs, size_t n_runs, doub
                                                   k == 0));
             json_object_set_new(o, "by_rate", by_rate);
         }
-        (void)rl;
         json_object_set_new(o, "coverage",
                             coverage_json(&runs[0], r,
                                           json_string_value(json_object_get(json_object_get(r->doc, "campaign"), "fault_model")),

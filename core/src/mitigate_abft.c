@@ -144,14 +144,15 @@ bf_status bf__abft_insert(bf__edit *e, const float *const *stored, int ni, const
     if (!linear_shape(e->m, stored, n, &s)) return BF_OK;   /* the derived model: inputs may be inserted values */
     int has_b = n->n_in > 2 && n->in[2] >= 0;
     static const char *const tag[3] = {"#abft_sum", "#abft_wsum", "#abft_abs"};
-    const char *nm = n->name && *n->name ? n->name : base->values[n->out[0]].name;
+    const char *yname = base->values[n->out[0]].name;
+    const char *nm = n->name && *n->name ? n->name : yname;
     for (int i = 0; i < 3; i++) {
         s.wv[i] = bf__edit_add_const(e, bf__edit_own_str(e, nm, tag[i]), s.ndim, s.wdims, &s.w[i]);
         int64_t gd = s.groups;
         s.bv[i] = has_b ? bf__edit_add_const(e, bf__edit_own_str(e, nm, i == 0 ? "#abft_bsum" : i == 1 ? "#abft_bwsum" : "#abft_babs"), 1,
                                     &gd, &s.b[i])
                         : -1;
-        if (s.wv[i] < 0 || (has_b && s.bv[i] < 0) || !base->values[n->out[0]].name) return bf__edit_oom(err);
+        if (s.wv[i] < 0 || (has_b && s.bv[i] < 0)) return bf__edit_oom(err);
     }
     fill_sums(e->m, stored, n, &s);
     int x = n->in[0], y = n->out[0];
@@ -188,7 +189,7 @@ bf_status bf__abft_insert(bf__edit *e, const float *const *stored, int ni, const
     int in[7] = {y, chk[0], chk[1], chk[2]};
     for (int j = 0; j < n->n_in; j++) in[4 + j] = n->in[j];
     int z = bf__edit_add_node(e, ni, bf__edit_own_str(e, nm, "#abft"), "bf.AbftCheck", bf__op_find_internal("bf.AbftCheck"), in,
-                     4 + n->n_in, a, na, bf__edit_own_str(e, base->values[y].name, "#abft"));
+                     4 + n->n_in, a, na, bf__edit_own_str(e, yname, "#abft"));
     if (z < 0) return bf__edit_oom(err);
     /* every reader of y but the nodes just inserted */
     bf__edit_rewire(e, y, z, first, e->m->n_nodes);

@@ -89,6 +89,7 @@ void bf__edit_abort(bf__edit *e)
 int bf__edit_add_value(bf__edit *e, const char *name, bf__value_kind kind, bf_tensor *init)
 {
     bf_model *m = e->m;
+    if (!name) return -1;   /* its bf__edit_own_str failed */
     if (m->n_values == e->cap_values) {
         size_t cap = 2 * e->cap_values;
         bf__value *v = bf__realloc(m->values, cap * sizeof *v);
@@ -121,6 +122,7 @@ int bf__edit_add_node(bf__edit *e, int after, const char *name, const char *op_t
                     int n_in, bf__attr *attrs, size_t n_attrs, const char *out_name)
 {
     bf_model *m = e->m;
+    if (!name) return -1;   /* its bf__edit_own_str failed (out_name: bf__edit_add_value checks) */
     if (m->n_nodes == e->cap_nodes) {
         size_t cap = 2 * e->cap_nodes;
         bf__node *n = bf__realloc(m->nodes, cap * sizeof *n);

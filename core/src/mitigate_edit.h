@@ -27,7 +27,8 @@ void *bf__edit_own(bf__edit *e, void *p);
 /* a + b, owned by the derived model. */
 char *bf__edit_own_str(bf__edit *e, const char *a, const char *b);
 int bf__edit_add_value(bf__edit *e, const char *name, bf__value_kind kind, bf_tensor *init);
-/* A float constant of the given shape, zeroed, its data in *data; -1 on failure. */
+/* A float constant of the given shape, zeroed, its data in *data; -1 on failure
+ * (a NULL name included: names come from bf__edit_own_str, which may fail). */
 int bf__edit_add_const(bf__edit *e, const char *name, int ndim, const int64_t *dims, float **data);
 /* A node running right after node `after`; returns its (one) output value, -1 on failure. */
 int bf__edit_add_node(bf__edit *e, int after, const char *name, const char *op_type, const bf__op *op, const int *in,

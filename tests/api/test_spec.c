@@ -644,13 +644,18 @@ static char *read_file(const char *path, size_t *len)
 
 /* Every ```json block of docs/CAMPAIGNS.md is a complete, valid spec (other
  * JSON there -- invalid specs, replies -- is fenced as ```jsonc or ```text). */
-static void docs_examples(void **state)
+/* Every ```json block of the file must be a valid spec; counts what kinds
+ * into t. Returns the number of blocks. */
+typedef struct doc_tally {
+    int ber, lists, paired;
+} doc_tally;
+
+static int doc_specs(const char *path, doc_tally *t)
 {
-    (void)state;
     size_t len;
-    char *md = read_file(BF_DOCS_DIR "/CAMPAIGNS.md", &len);
-    if (!md) fail_msg("cannot read %s", BF_DOCS_DIR "/CAMPAIGNS.md");
-    int examples = 0, ber = 0, lists = 0;
+    char *md = read_file(path, &len);
+    if (!md) fail_msg("cannot read %s", path);
+    int examples = 0;
     const char *at = md;
     while ((at = strstr(at, "```json\n")) != NULL) {
         const char *start = at + 8, *end = strstr(start, "```");
@@ -660,44 +665,32 @@ static void docs_examples(void **state)
         if (bf_spec_parse(start, (size_t)(end - start), &s, &pr) != BF_OK) {
             for (size_t i = 0; i < pr.count; i++)
                 print_message("  %s: %s\n", pr.items[i].pointer, pr.items[i].message);
-            fail_msg("docs example %d is invalid:\n%.*s", examples + 1, (int)(end - start), start);
+            fail_msg("%s: example %d is invalid:\n%.*s", path, examples + 1, (int)(end - start), start);
         }
         examples++;
-        if (s.model_kind == BF_FAULT_BER && s.n_rates == 7 && s.repeats == 10 &&
-            s.rates[0] == 1e-9 && s.rates[6] == 1e-3)
-            ber++;
-        if (s.sampling == BF_SAMPLE_LIST) lists++;
+        t->ber += s.model_kind == BF_FAULT_BER && s.n_rates == 7 && s.repeats == 10 && s.rates[0] == 1e-9 &&
+                  s.rates[6] == 1e-3;
+        t->lists += s.sampling == BF_SAMPLE_LIST;
+        t->paired += s.n_mitigations > 1;
         bf_campaign_spec_free(&s);
         bf_spec_problems_free(&pr);
         at = end + 3;
     }
-    assert_true(examples >= 3);
-    assert_true(ber >= 1);                         /* the DLRM sweep, 1e-9..1e-3 x 10 */
-    assert_true(lists >= 1);
     free(md);
+    return examples;
+}
 
+static void docs_examples(void **state)
+{
+    (void)state;
+    doc_tally t = {0};
+    assert_true(doc_specs(BF_DOCS_DIR "/CAMPAIGNS.md", &t) >= 3);
+    assert_true(t.ber >= 1);                       /* the DLRM sweep, 1e-9..1e-3 x 10 */
+    assert_true(t.lists >= 1);
     /* docs/MITIGATIONS.md: its example and the specs of its results tables */
-    md = read_file(BF_DOCS_DIR "/MITIGATIONS.md", &len);
-    if (!md) fail_msg("cannot read %s", BF_DOCS_DIR "/MITIGATIONS.md");
-    int paired = 0;
-    at = md;
-    while ((at = strstr(at, "```json\n")) != NULL) {
-        const char *start = at + 8, *end = strstr(start, "```");
-        assert_non_null(end);
-        bf_campaign_spec s;
-        bf_spec_problems pr;
-        if (bf_spec_parse(start, (size_t)(end - start), &s, &pr) != BF_OK) {
-            for (size_t i = 0; i < pr.count; i++)
-                print_message("  %s: %s\n", pr.items[i].pointer, pr.items[i].message);
-            fail_msg("MITIGATIONS.md example is invalid:\n%.*s", (int)(end - start), start);
-        }
-        paired += s.n_mitigations > 1;
-        bf_campaign_spec_free(&s);
-        bf_spec_problems_free(&pr);
-        at = end + 3;
-    }
-    assert_true(paired >= 1);
-    free(md);
+    doc_tally m = {0};
+    assert_true(doc_specs(BF_DOCS_DIR "/MITIGATIONS.md", &m) >= 1);
+    assert_true(m.paired >= 1);
 }
 
 static void mitigations(void **state)
