@@ -47,18 +47,14 @@ Standard library only (and benchlib's machine helpers, which need no numpy).
 """
 import argparse
 import datetime
-import hashlib
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -161,39 +157,7 @@ def labels_are_integers(path):
 
 
 def measure_process(cmd, timeout, quiet_wait=0):
-    """Run cmd from the repo root: dict(ok, rc, out, err, wall, rss_mib, others_cores, error)."""
-    if quiet_wait > 0:
-        wait_quiet(quiet_wait)
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
-        busy0, t0 = cpu_busy_seconds(), time.time()
-        try:
-            p = subprocess.Popen(cmd, stdout=fo, stderr=fe, cwd=ROOT)
-        except OSError as e:
-            return {"ok": False, "error": f"cannot start: {e}"}
-        timer = threading.Timer(timeout, p.kill)
-        timer.start()
-        try:
-            _, status, ru = os.wait4(p.pid, 0)
-        finally:
-            timer.cancel()
-        rc = os.waitstatus_to_exitcode(status)
-        wall, busy1 = time.time() - t0, cpu_busy_seconds()
-        fo.seek(0)
-        fe.seek(0)
-        out, err = fo.read().decode("utf-8", "replace"), fe.read().decode("utf-8", "replace")
-    cpu = ru.ru_utime + ru.ru_stime
-    others = None
-    if busy0 is not None and busy1 is not None and wall > 0:
-        others = max(0.0, (busy1 - busy0 - cpu) / wall)
-    r = {"ok": rc == 0, "rc": rc, "out": out, "err": err, "wall": wall, "rss_mib": ru.ru_maxrss / 1024.0,
-         "others_cores": others}
-    if rc != 0:
-        tail = " | ".join(l for l in err.strip().splitlines()[-3:] if l.strip())
-        r["error"] = f"exit {rc}" + (" (killed: timeout)" if rc == -9 else "") + (f": {tail}" if tail else "")
-    return r
-
-
-# ---------------------------------------------------------------- models and specs
+    return benchlib.measure_process(cmd, None, timeout, quiet_wait, tag="mitigations")
 
 
 def resolve_model(a, c):

@@ -19,13 +19,10 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -65,42 +62,7 @@ def wait_quiet(max_wait):
 
 
 def measure_process(cmd, env, timeout, quiet_wait=0):
-    """Run cmd from the repo root, killed after `timeout` s; return dict(ok, rc, cmd, out, err,
-    rss_mib, wall, cpu_s, others_cores, error on failure). Peak RSS comes from os.wait4;
-    others_cores = CPU used meanwhile by other processes, in cores (from /proc/stat minus the
-    child's own CPU time)."""
-    if quiet_wait > 0:
-        wait_quiet(quiet_wait)
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
-        busy0 = cpu_busy_seconds()
-        t0 = time.time()
-        try:
-            p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env, cwd=ROOT)
-        except OSError as e:
-            return {"ok": False, "error": f"cannot start: {e}", "cmd": cmd}
-        timer = threading.Timer(timeout, p.kill)
-        timer.start()
-        try:
-            _, status, ru = os.wait4(p.pid, 0)
-        finally:
-            timer.cancel()
-        rc = os.waitstatus_to_exitcode(status)
-        wall = time.time() - t0
-        busy1 = cpu_busy_seconds()
-        fo.seek(0)
-        fe.seek(0)
-        out = fo.read().decode("utf-8", "replace")
-        err = fe.read().decode("utf-8", "replace")
-    cpu = ru.ru_utime + ru.ru_stime
-    others = None
-    if busy0 is not None and busy1 is not None and wall > 0:
-        others = max(0.0, (busy1 - busy0 - cpu) / wall)
-    r = {"ok": rc == 0, "rc": rc, "cmd": cmd, "out": out, "err": err, "rss_mib": ru.ru_maxrss / 1024.0,
-         "wall": wall, "cpu_s": cpu, "others_cores": others}
-    if rc != 0:
-        tail = " | ".join(l for l in err.strip().splitlines()[-3:] if l.strip())
-        r["error"] = f"exit {rc}" + (" (killed: timeout)" if rc == -9 else "") + (f": {tail}" if tail else "")
-    return r
+    return benchlib.measure_process(cmd, env, timeout, quiet_wait, tag="run")
 
 
 def run_peer(cmd, env, timeout, quiet_wait=0):
