@@ -54,6 +54,12 @@ typedef struct bf__gemm_info {
     int64_t c_rs, c_cs;
 } bf__gemm_info;
 int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
+/* linalg.c: 1 if the step's rounding of an output element may depend on
+ * the batch around it (a BLAS kernel picks its code path by shape and
+ * place), so that a step run on a few rows alone is trusted only as far as
+ * the golden pass checked it; 0 when an element depends on its inputs
+ * only, as for every op whose kernel is the project's own. */
+int bf__op_batch_rounding(const bf__step *s);
 /* linalg_spatial.c: applies to y (a Conv step's golden output, from input
  * x) the change of element `index` of its weight (slot 1) or bias (slot 2)
  * from old to now, if every output it moves moves clearly (see

@@ -68,6 +68,7 @@ struct bf__dx {
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the batch's rows in row mode, padded to the sub-plan's */
+    int rows_rounding;           /* the batch at hand ran on rows a step whose rounding depends on the batch */
 };
 
 /* A value computed at run time (a graph input or a step output). */

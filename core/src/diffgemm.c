@@ -18,11 +18,11 @@
  * is of that order. So a row is accepted only if it changes by a clear
  * margin somewhere (or is exactly unchanged); otherwise the caller runs the
  * step in full. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "diff.h"
+#include "ops/sgemm.h"
 
 /* A row's change counts as clear beyond CLEAR_CHANGE of the golden value:
  * far above the few-ulp (2^-23) disagreement between update and product.
@@ -42,8 +42,7 @@ static void block(const bf__gemm_info *g, const float *a, const float *b, const 
 {
     init_block(g, c, c0, w, blk);
     const float *bp = g->trans_b ? b + (int64_t)c0 * g->k : b + c0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, g->trans_b ? CblasTrans : CblasNoTrans, g->m, w, g->k, g->alpha, a, g->k, bp,
-                g->trans_b ? g->k : g->n, g->use_c ? 1.0f : 0.0f, blk, w);
+    bf__sgemm(0, g->trans_b, g->m, w, g->k, g->alpha, a, g->k, bp, g->trans_b ? g->k : g->n, g->use_c, blk, w);
 }
 
 static int block_matches(const bf__gemm_info *g, const float *blk, int c0, int w, const float *y)
@@ -188,8 +187,7 @@ static void row_block(const bf__gemm_info *g, const float *a, const float *b, co
     bf__gemm_info h = *g;
     h.m = r;
     init_block(&h, c, 0, g->n, yb);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, g->trans_b ? CblasTrans : CblasNoTrans, r, g->n, g->k, g->alpha, a, g->k, b,
-                g->trans_b ? g->k : g->n, g->use_c ? 1.0f : 0.0f, yb, g->n);
+    bf__sgemm(0, g->trans_b, r, g->n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : g->n, g->use_c, yb, g->n);
 }
 
 static int rows_match(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y, int r,

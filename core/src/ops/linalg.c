@@ -1,15 +1,16 @@
 /* The linear-algebra family: Gemm and MatMul here, Conv and the pools in
  * linalg_spatial.c, BatchNormalization and LayerNormalization in
- * linalg_norm.c. Products go through cblas_sgemm, which the plan runs
- * single-threaded; nothing here keeps pointers to input data between runs,
+ * linalg_norm.c. Gemm and MatMul products go through bf__sgemm (sgemm.h),
+ * whose elements do not depend on the product's shape, so that a campaign
+ * can recompute a row or a column alone; nothing here keeps pointers to input data between runs,
  * since faults rewrite parameter buffers in place. */
 #include <assert.h>
-#include <cblas.h>
 #include <limits.h>
 #include <string.h>
 
 #include "../op.h"
 #include "linalg_impl.h"
+#include "sgemm.h"
 #include "../diff.h"
 
 
@@ -113,10 +114,16 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
         if (!g->use_c) memset(y, 0, sizeof(float) * (size_t)m * (size_t)n);
         return BF_OK;
     }
-    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
-                g->trans_b ? CblasTrans : CblasNoTrans, m, n, g->k, g->alpha, a,
-                g->trans_a ? m : g->k, b, g->trans_b ? g->k : n, g->use_c ? 1.0f : 0.0f, y, n);
+    bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, g->trans_a ? m : g->k, b, g->trans_b ? g->k : n,
+              g->use_c, y, n);
     return BF_OK;
+}
+
+/* For the differential executor (diff.h): Conv's products still go through
+ * BLAS, whose rounding of an element may depend on the batch around it. */
+int bf__op_batch_rounding(const bf__step *s)
+{
+    return s->node->op->run == bf__conv_run;
 }
 
 /* For the differential executor (diff.h): a Gemm step's parameters. */
@@ -211,14 +218,12 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
     }
     if (mp->fold) {
         /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(mp->batch * m), n, k, 1.0f, a,
-                    k, b, n, 0.0f, y, n);
+        bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
         return BF_OK;
     }
     int64_t idx[BF_MAX_DIMS] = {0}, off_a = 0, off_b = 0;
     for (int64_t t = 0; t < mp->batch; t++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a + off_a, k,
-                    b + off_b, n, 0.0f, y + t * mn, n);
+        bf__sgemm(0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
         /* Odometer over the output batch index, moving A and B offsets along. */
         for (int d = mp->nb - 1; d >= 0; d--) {
             off_a += mp->sa[d], off_b += mp->sb[d];

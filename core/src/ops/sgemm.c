@@ -1,0 +1,178 @@
+/* bf__sgemm: a matrix product whose every element is the in-order chain of
+ * fused multiply-adds over its row and column (see sgemm.h for why).
+ *
+ * The AVX2 path packs op(B) a panel of 16 columns at a time (k-major,
+ * zero-padded past n) and computes blocks of up to 6 rows x 16 columns:
+ * a[i][p] broadcast times the panel's row p, added with one fma per
+ * element per p, in order. That is the reference's chain element by
+ * element, so blocking, edges and strides never change a bit. */
+#include "sgemm.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../alloc.h"
+
+#define MR 6
+#define NR 16
+#define KSTACK 1024 /* a panel up to this deep lives on the stack (64 KiB) */
+
+static float put(float alpha, float s, int accumulate, float y)
+{
+    return accumulate ? fmaf(alpha, s, y) : alpha * s;
+}
+
+void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                   const float *b, int ldb, int accumulate, float *y, int ldy)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < k; p++) {
+                float av = a[trans_a ? (int64_t)p * lda + i : (int64_t)i * lda + p];
+                float bv = b[trans_b ? (int64_t)j * ldb + p : (int64_t)p * ldb + j];
+                s = fmaf(av, bv, s);
+            }
+            float *yp = y + (int64_t)i * ldy + j;
+            *yp = put(alpha, s, accumulate, *yp);
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* Rows i0 .. i0 + mr of A times a packed panel (k x 16), into y's
+ * columns j0 .. j0 + nr; mr constant where inlined, so the 2 x mr sums stay
+ * in registers. */
+AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
+                                                             const float *panel, float alpha, int accumulate, float *y,
+                                                             int ldy)
+{
+    __m256 s[MR][2];
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm256_setzero_ps();
+    for (int p = 0; p < k; p++) {
+        __m256 b0 = _mm256_loadu_ps(panel + (int64_t)p * NR), b1 = _mm256_loadu_ps(panel + (int64_t)p * NR + 8);
+        _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
+            __m256 av = _mm256_broadcast_ss(a + i * lda + p);
+            s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
+            s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
+        }
+    }
+    __m256 al = _mm256_set1_ps(alpha);
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
+        float *yr = y + (int64_t)i * ldy;
+        if (nr == NR) {
+            __m256 v0 = s[i][0], v1 = s[i][1];
+            if (accumulate) {
+                v0 = _mm256_fmadd_ps(al, v0, _mm256_loadu_ps(yr));
+                v1 = _mm256_fmadd_ps(al, v1, _mm256_loadu_ps(yr + 8));
+            } else {
+                v0 = _mm256_mul_ps(al, v0);
+                v1 = _mm256_mul_ps(al, v1);
+            }
+            _mm256_storeu_ps(yr, v0);
+            _mm256_storeu_ps(yr + 8, v1);
+        } else {
+            float t[NR];
+            __m256 v0 = s[i][0], v1 = s[i][1];
+            _mm256_storeu_ps(t, v0);
+            _mm256_storeu_ps(t + 8, v1);
+            for (int j = 0; j < nr; j++) yr[j] = accumulate ? fmaf(alpha, t[j], yr[j]) : alpha * t[j];
+        }
+    }
+}
+
+/* 8 x 8 floats: dst[q * ldd + j] = src[j * lds + q]. */
+AVX2 static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd)
+{
+    __m256 r[8], t[8];
+    for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(src + j * lds);
+    for (int j = 0; j < 8; j += 2) {
+        t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+        t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+    }
+    for (int j = 0; j < 8; j += 4) {
+        r[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+        r[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+        r[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+        r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        _mm256_storeu_ps(dst + j * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+        _mm256_storeu_ps(dst + (j + 4) * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+    }
+}
+
+AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                            int ldb, int accumulate, float *y, int ldy, float *panel)
+{
+    for (int j0 = 0; j0 < n; j0 += NR) {
+        int nr = n - j0 < NR ? n - j0 : NR;
+        /* panel[p][j] = op(B)[p][j0 + j], 0 past n */
+        if (trans_b) {
+            if (nr < NR) memset(panel, 0, sizeof(float) * (size_t)k * NR);
+            int j8 = nr & ~7, k8 = k & ~7;
+            for (int j = 0; j < j8; j += 8)
+                for (int p = 0; p < k8; p += 8)
+                    transpose8(b + (int64_t)(j0 + j) * ldb + p, ldb, panel + (int64_t)p * NR + j, NR);
+            for (int j = 0; j < nr; j++) {
+                const float *col = b + (int64_t)(j0 + j) * ldb;
+                for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];
+            }
+        } else {
+            for (int p = 0; p < k; p++) {
+                float *row = panel + (int64_t)p * NR;
+                memcpy(row, b + (int64_t)p * ldb + j0, sizeof(float) * (size_t)nr);
+                for (int j = nr; j < NR; j++) row[j] = 0.0f;
+            }
+        }
+        for (int i0 = 0; i0 < m; i0 += MR) {
+            int mr = m - i0 < MR ? m - i0 : MR;
+            const float *ab = a + (int64_t)i0 * lda;
+            float *yb = y + (int64_t)i0 * ldy + j0;
+            switch (mr) {
+#define ROWS(r) \
+    case r: block(r, nr, k, ab, lda, panel, alpha, accumulate, yb, ldy); break;
+                ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+            default: break;
+            }
+        }
+    }
+}
+#endif
+
+int bf__sgemm_simd(void)
+{
+#ifdef HAVE_AVX2_PATH
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+               int ldb, int accumulate, float *y, int ldy)
+{
+    if (m <= 0 || n <= 0) return;
+#ifdef HAVE_AVX2_PATH
+    /* A transposed (rare in models) takes the reference too. */
+    if (!trans_a && bf__sgemm_simd()) {
+        float stack[NR * KSTACK];
+        /* A panel deeper than the stack one is allocated; should that fail,
+         * the reference computes the same bits, only slower. */
+        float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR);
+        if (panel) {
+            sgemm_avx2(trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy, panel);
+            if (panel != stack) bf__free(panel);
+            return;
+        }
+    }
+#endif
+    bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+}

@@ -1,0 +1,188 @@
+/* bf__sgemm (core/src/ops/sgemm.h): every element is the in-order chain of
+ * fused multiply-adds over its row and column. Checked by hand on cases
+ * where the order and the fusing show, against a double-precision product
+ * within the chain's error bound, bit for bit against the scalar reference
+ * on every shape class the AVX2 kernel splits into, and for the property a
+ * campaign relies on: a row, a column or a gathered set of rows computed
+ * alone gives the bits of the whole product. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "alloc_fail.h"
+#include "ops/sgemm.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static float rnd(void)
+{
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    /* mixed magnitudes and signs, so that orders of summation round apart */
+    double u = (double)(rng_state >> 11) / 9007199254740992.0;
+    double mag = ldexp(1.0, (int)(rng_state % 9) - 4);
+    return (float)((u * 2.0 - 1.0) * mag);
+}
+
+static float *rand_buf(size_t n)
+{
+    float *p = malloc(n * sizeof *p + 1);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = rnd();
+    return p;
+}
+
+static int same_bits(const float *x, const float *y, size_t n)
+{
+    return memcmp(x, y, n * sizeof *x) == 0;
+}
+
+/* Worked by hand. x = 1 + 2^-12: x*x = 1 + 2^-11 + 2^-24 rounds (a tie, to
+ * even) to 1 + 2^-11, so the chain's second fma leaves exactly -2^-24 where
+ * a rounded product then a sum would leave 0; and 1e8 + 1 rounds back to
+ * 1e8 in float, so in order [1e8, 1, -1e8] sums to 0, not to 1. */
+static void by_hand(void **state)
+{
+    (void)state;
+    float x = 1.0f + ldexpf(1.0f, -12);
+    float a[2] = {x, x}, b[2] = {x, -x}, y = 42.0f;
+    bf__sgemm(0, 1, 1, 1, 2, 1.0f, a, 2, b, 2, 0, &y, 1);
+    assert_true(y == -ldexpf(1.0f, -24));
+    float a2[3] = {1e8f, 1.0f, -1e8f}, b2[3] = {1.0f, 1.0f, 1.0f};
+    bf__sgemm(0, 0, 1, 1, 3, 1.0f, a2, 3, b2, 1, 0, &y, 1);
+    assert_true(y == 0.0f);
+    /* accumulate: y = fma(alpha, s, y): 3 + 0.5 * (2 * 5) */
+    float a3[1] = {2.0f}, b3[1] = {5.0f};
+    y = 3.0f;
+    bf__sgemm(0, 0, 1, 1, 1, 0.5f, a3, 1, b3, 1, 1, &y, 1);
+    assert_true(y == 8.0f);
+    /* k = 0: an empty sum is 0 */
+    y = 7.0f;
+    bf__sgemm(0, 0, 1, 1, 0, 1.0f, a3, 1, b3, 1, 0, &y, 1);
+    assert_true(y == 0.0f);
+}
+
+/* The fast path against the scalar reference, bit for bit, over shapes that
+ * cover full and partial 6 x 16 blocks, k below, at and past 8 and the
+ * stack panel's depth (1024), both layouts of B and A, strides wider than
+ * the matrices, alpha, accumulate; and the product against double within
+ * the chain's bound k u sum|a||b| (plus the final scaling's rounding). */
+static void matches_reference_and_double(void **state)
+{
+    (void)state;
+    static const int ms[] = {1, 2, 5, 6, 7, 13, 40};
+    static const int ns[] = {1, 3, 8, 15, 16, 17, 33};
+    static const int ks[] = {1, 7, 8, 9, 64, 130, 1100};
+    long cases = 0;
+    if (!bf__sgemm_simd()) print_message("no AVX2 here: bf__sgemm is the reference itself\n");
+    for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
+        for (size_t in = 0; in < sizeof ns / sizeof *ns; in++)
+            for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
+                for (int form = 0; form < 8; form++) {
+                    int m = ms[im], n = ns[in], k = ks[ik];
+                    int ta = form & 1, tb = (form >> 1) & 1, acc = (form >> 2) & 1;
+                    float alpha = (form % 3) ? 1.0f : 0.75f;
+                    int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldy = n + 1;
+                    float *a = rand_buf((size_t)(ta ? k : m) * lda), *b = rand_buf((size_t)(tb ? n : k) * ldb);
+                    float *y0 = rand_buf((size_t)m * ldy);
+                    float *y1 = malloc((size_t)m * ldy * sizeof *y1), *y2 = malloc((size_t)m * ldy * sizeof *y2);
+                    assert_non_null(y1);
+                    assert_non_null(y2);
+                    memcpy(y1, y0, (size_t)m * ldy * sizeof *y1);
+                    memcpy(y2, y0, (size_t)m * ldy * sizeof *y2);
+                    bf__sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy);
+                    bf__sgemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, acc, y2, ldy);
+                    if (!same_bits(y1, y2, (size_t)m * ldy))
+                        fail_msg("m %d n %d k %d transA %d transB %d accumulate %d: fast path != reference", m, n, k,
+                                 ta, tb, acc);
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++) {
+                            double s = 0, mag = 0;
+                            for (int p = 0; p < k; p++) {
+                                double av = a[ta ? (int64_t)p * lda + i : (int64_t)i * lda + p];
+                                double bv = b[tb ? (int64_t)j * ldb + p : (int64_t)p * ldb + j];
+                                s += av * bv, mag += fabs(av * bv);
+                            }
+                            double prev = y0[(int64_t)i * ldy + j];
+                            double want = alpha * s + (acc ? prev : 0.0);
+                            double bound = (k + 2) * ldexp(1.0, -24) * (fabs(alpha) * mag + fabs(want)) + 1e-30;
+                            double got = y1[(int64_t)i * ldy + j];
+                            if (!(fabs(got - want) <= bound))
+                                fail_msg("m %d n %d k %d: y[%d][%d] = %.9g, double product %.9g (bound %.3g)", m, n,
+                                         k, i, j, got, want, bound);
+                        }
+                    free(a), free(b), free(y0), free(y1), free(y2);
+                    cases++;
+                }
+    print_message("%ld products, fast path == reference bit for bit, all within the bound of double\n", cases);
+}
+
+/* What the differential engine relies on: a row, a gathered set of rows or
+ * a column computed alone gives the whole product's bits. */
+static void parts_reproduce_the_whole(void **state)
+{
+    (void)state;
+    for (int tb = 0; tb < 2; tb++) {
+        int m = 64, n = 37, k = 129;
+        float *a = rand_buf((size_t)m * k), *b = rand_buf((size_t)n * k);
+        int ldb = tb ? k : n;
+        float *y = malloc((size_t)m * n * sizeof *y), *part = malloc((size_t)m * n * sizeof *part);
+        assert_non_null(y);
+        assert_non_null(part);
+        bf__sgemm(0, tb, m, n, k, 1.0f, a, k, b, ldb, 0, y, n);
+        for (int i = 0; i < m; i++) {
+            bf__sgemm(0, tb, 1, n, k, 1.0f, a + (int64_t)i * k, k, b, ldb, 0, part, n);
+            if (!same_bits(part, y + (int64_t)i * n, (size_t)n)) fail_msg("transB %d: row %d alone differs", tb, i);
+        }
+        /* rows 3, 10, 17, ... gathered into one product of 9 rows */
+        float *ag = malloc((size_t)9 * k * sizeof *ag);
+        assert_non_null(ag);
+        for (int t = 0; t < 9; t++) memcpy(ag + (int64_t)t * k, a + (int64_t)(3 + 7 * t) * k, (size_t)k * sizeof *a);
+        bf__sgemm(0, tb, 9, n, k, 1.0f, ag, k, b, ldb, 0, part, n);
+        for (int t = 0; t < 9; t++)
+            if (!same_bits(part + (int64_t)t * n, y + (int64_t)(3 + 7 * t) * n, (size_t)n))
+                fail_msg("transB %d: gathered row %d differs", tb, 3 + 7 * t);
+        for (int j = 0; j < n; j++) {
+            const float *bj = tb ? b + (int64_t)j * k : b + j;
+            bf__sgemm(0, tb, m, 1, k, 1.0f, a, k, bj, ldb, 0, part, 1);
+            for (int i = 0; i < m; i++)
+                if (part[i] != y[(int64_t)i * n + j] && !(isnan(part[i]) && isnan(y[(int64_t)i * n + j])))
+                    fail_msg("transB %d: column %d alone differs at row %d", tb, j, i);
+        }
+        free(a), free(b), free(y), free(part), free(ag);
+    }
+}
+
+/* A panel deeper than the stack's is allocated; when that fails, the
+ * reference gives the same bits instead of an error. */
+static void deep_panel_without_memory(void **state)
+{
+    (void)state;
+    int m = 5, n = 20, k = 1500;
+    float *a = rand_buf((size_t)m * k), *b = rand_buf((size_t)k * n);
+    float y1[100], y2[100];
+    bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, k, b, n, 0, y1, n);
+    bf_test_alloc_fail_after(0);
+    bf__sgemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0, y2, n);
+    long refused = bf_test_alloc_failures();
+    bf_test_alloc_fail_after(-1);
+    if (bf__sgemm_simd()) assert_int_equal(refused, 1);
+    assert_true(same_bits(y1, y2, 100));
+    free(a), free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(by_hand),
+        cmocka_unit_test(matches_reference_and_double),
+        cmocka_unit_test(parts_reproduce_the_whole),
+        cmocka_unit_test(deep_panel_without_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
