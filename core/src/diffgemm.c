@@ -1,13 +1,10 @@
 /* Cheaper forms of a Gemm step for the differential executor.
  *
  * Column block (exact). A corrupted element of B (or of a [N] bias C)
- * changes one output column. Recomputing only a block of columns around it
- * with the same sgemm call shape gives the very bits the full product gives
- * where the BLAS computes each output element the same way for either
- * shape, which depends on the CPU's kernels and on where the block lies. So
- * nothing is assumed: bf__gemm_col_blocks finds, on the golden pass, for
- * each column a narrow block that reproduces the full product bit for bit
- * (or none: then the column takes the whole product).
+ * changes one output column, recomputed alone: bf__sgemm gives an element
+ * the same bits whatever the product's shape (sgemm.h), which
+ * bf__gemm_col_blocks still checks on the golden pass, column by column
+ * (a column no block reproduces takes the whole product).
  *
  * Rank-k update (near-exact). When the input A differs from the golden one
  * in only a few columns (one corrupted column upstream, kept sparse through
@@ -53,20 +50,22 @@ static int block_matches(const bf__gemm_info *g, const float *blk, int c0, int w
 }
 
 /* A block is trusted for its columns only if it reproduces them bit for bit
- * on the golden pass: which kernel computes a column depends on the block's
- * shape and place, and not simply on its width. With OpenBLAS's Zen kernels,
- * for one, no tiling of a 128-column product into narrower blocks matches
- * it, yet 8-column blocks at most offsets do (all but the first and last 8
- * columns); so blocks are tried column by column, narrowest first, sliding
- * one column at a time past a mismatch (width 4 and 8) or a quarter of the
- * width (wider ones, to bound the search), and tiling on from a match. */
+ * on the golden pass. bf__sgemm computes an element from its row and column
+ * only (sgemm.h), so a single column always does and the search ends at
+ * width 1; the search stays, as the check of that promise, and for a kernel
+ * that picks its code path by the block's shape and place (OpenBLAS's Zen
+ * kernels reproduced no narrower tiling of a 128-column product, yet did at
+ * 8 columns at most offsets): blocks are tried column by column, narrowest
+ * first, sliding one column at a time past a mismatch (widths up to 8) or a
+ * quarter of the width (wider ones, to bound the search), and tiling on
+ * from a match. */
 int bf__gemm_col_blocks(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
                         float *scratch, bf__colblk *blk)
 {
     if (g->trans_a || g->k == 0 || g->m == 0) return 0;
     int left = g->n;
     for (int j = 0; j < g->n; j++) blk[j] = (bf__colblk){0, 0};
-    for (int w = 4; w < g->n && left > 0; w *= 2) {
+    for (int w = 1; w < g->n && left > 0; w *= 2) {
         int step = w <= 8 ? 1 : w / 4;
         for (int c0 = 0; c0 + w <= g->n && left > 0;) {
             int todo = 0;
@@ -225,6 +224,10 @@ static void chunks(const bf__gemm_info *g, int r, const float *a, const int *row
                    float *y, float *scratch)
 {
     const int K = g->k, N = g->n;
+    /* Single rows reproduce: bf__sgemm's elements depend on their own row
+     * only (sgemm.h), so all n rows go in one product. The scratch holds a
+     * batch of A rows and of Y rows. */
+    if (r == 1) r = n;
     float *ab = scratch, *yb = scratch + (int64_t)r * K;
     for (int c0 = 0; c0 < n; c0 += r) {
         int m = n - c0 < r ? n - c0 : r;

@@ -108,6 +108,40 @@ AVX2 static inline void transpose8(const float *src, int64_t lds, float *dst, in
     }
 }
 
+/* One column (n = 1), eight rows at a time: an 8 x 8 tile of A transposed
+ * so that each p is one vector over the rows, times b[p] broadcast; the
+ * panel kernel would spend 15 of its 16 lanes on padding. Rows past the
+ * last multiple of 8 take the reference chain. */
+AVX2 static void column_avx2(int m, int k, float alpha, const float *a, int lda, const float *b, int64_t bs,
+                             int accumulate, float *y, int ldy)
+{
+    int m8 = m & ~7, k8 = k & ~7;
+    for (int i0 = 0; i0 < m8; i0 += 8) {
+        __m256 s = _mm256_setzero_ps();
+        float t[64];
+        for (int p0 = 0; p0 < k8; p0 += 8) {
+            transpose8(a + (int64_t)i0 * lda + p0, lda, t, 8);
+            for (int q = 0; q < 8; q++)
+                s = _mm256_fmadd_ps(_mm256_loadu_ps(t + 8 * q), _mm256_set1_ps(b[(int64_t)(p0 + q) * bs]), s);
+        }
+        for (int p = k8; p < k; p++) {
+            for (int r = 0; r < 8; r++) t[r] = a[(int64_t)(i0 + r) * lda + p];
+            s = _mm256_fmadd_ps(_mm256_loadu_ps(t), _mm256_set1_ps(b[(int64_t)p * bs]), s);
+        }
+        _mm256_storeu_ps(t, s);
+        for (int r = 0; r < 8; r++) {
+            float *yp = y + (int64_t)(i0 + r) * ldy;
+            *yp = accumulate ? fmaf(alpha, t[r], *yp) : alpha * t[r];
+        }
+    }
+    for (int i = m8; i < m; i++) {
+        float s = 0.0f;
+        for (int p = 0; p < k; p++) s = fmaf(a[(int64_t)i * lda + p], b[(int64_t)p * bs], s);
+        float *yp = y + (int64_t)i * ldy;
+        *yp = accumulate ? fmaf(alpha, s, *yp) : alpha * s;
+    }
+}
+
 AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                             int ldb, int accumulate, float *y, int ldy, float *panel)
 {
@@ -162,6 +196,10 @@ void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const
     if (m <= 0 || n <= 0) return;
 #ifdef HAVE_AVX2_PATH
     /* A transposed (rare in models) takes the reference too. */
+    if (!trans_a && n == 1 && bf__sgemm_simd()) {
+        column_avx2(m, k, alpha, a, lda, b, trans_b ? 1 : ldb, accumulate, y, ldy);
+        return;
+    }
     if (!trans_a && bf__sgemm_simd()) {
         float stack[NR * KSTACK];
         /* A panel deeper than the stack one is allocated; should that fail,
