@@ -54,18 +54,19 @@ typedef struct bf__gemm_info {
     int64_t c_rs, c_cs;
 } bf__gemm_info;
 int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
-/* linalg.c: 1 if the step's rounding of an output element may depend on
- * the batch around it (a BLAS kernel picks its code path by shape and
- * place), so that a step run on a few rows alone is trusted only as far as
- * the golden pass checked it; 0 when an element depends on its inputs
- * only, as for every op whose kernel is the project's own. */
-int bf__op_batch_rounding(const bf__step *s);
 /* linalg_spatial.c: applies to y (a Conv step's golden output, from input
  * x) the change of element `index` of its weight (slot 1) or bias (slot 2)
  * from old to now, if every output it moves moves clearly (see
  * CLEAR_CHANGE, HUGE_CHANGE). 1 applied; 0 the step must run instead (y may
  * be partly written); -1 the step is no Conv. */
 int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, float old, float now, float *y);
+/* linalg_spatial.c: the output channel that element `index` of a Conv
+ * step's weight (slot 1) or bias (slot 2) feeds, recomputed alone into y
+ * (the step's output; other channels untouched) with the bits the whole
+ * step gives it; scratch: the plan's step scratch. 0 if the step is no
+ * Conv. */
+int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x, const float *w, const float *bias,
+                     float *y, void *scratch);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 

@@ -68,7 +68,6 @@ struct bf__dx {
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the batch's rows in row mode, padded to the sub-plan's */
-    int rows_rounding;           /* the batch at hand ran on rows a step whose rounding depends on the batch */
 };
 
 /* A value computed at run time (a graph input or a step output). */
@@ -80,10 +79,6 @@ bf_status bf__dx_oom(bf_error *err);
  * values already loaded in it) once per step, marks their values DIRTY in
  * `state` and returns the horizon widened to their last readers. */
 int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state, int horizon);
-/* Output rows o within a few ulps of the golden g (or equal): a change
- * whose existence is a matter of rounding, which only the full batch's own
- * kernels decide. */
-int bf__dx_tiny_change(const float *o, const float *g, int64_t rows, int64_t cols);
 
 /* diffrows.c */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);

@@ -11,9 +11,10 @@
  * soon as no difference is left to propagate: a masked fault costs the steps
  * up to where it vanished. Steps run through the plan's own kernels with the
  * plan's own batch, so what they compute is what the full pass computes,
- * bit for bit; only the sparse updates (a Gemm column or rank-k update, a
- * Conv output channel: diffgemm.c, bf__conv_delta) round differently, and
- * only where the change is clear.
+ * bit for bit; so do a Gemm's column or rows and a Conv's channel computed
+ * alone (the project's own kernel, ops/sgemm.h). Only the sparse updates
+ * (a Gemm column or rank-k update, a Conv output channel: diffgemm.c,
+ * bf__conv_delta) round differently, and only where the change is clear.
  *
  * Inputs of a step that the trial has not touched are read from the golden
  * cache, or recomputed from the nearest cached ancestor when the cache's
@@ -170,14 +171,15 @@ static void golden_output(bf__dx *dx, bf_plan *p, int yv, const float *yg)
 }
 
 /* A Conv with one corrupted weight or bias element and golden input: the
- * moved output channel as an update. */
+ * moved output channel as an update where its change is clear, else that
+ * channel recomputed alone (exact). */
 static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     const bf_model *m = sh->m;
     const bf__step *s = &p->steps[i];
     *done = 0;
-    if (dx->no_approx || s->n_in < 2) return BF_OK;
+    if (s->n_in < 2) return BF_OK;
     int xv = s->node->in[0], yv = s->node->out[0], slot = 0, n = 0;
     for (int j = 1; j < s->n_in && j < 3; j++) {
         int v = s->node->in[j];
@@ -191,8 +193,14 @@ static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done
     bf_status st = fetch(dx, p, b, xv, err);
     if (st != BF_OK) return st;
     golden_output(dx, p, yv, yg);
-    int r = bf__conv_delta(s, slot, p->vals[xv].data, w->index, w->old_value, w->new_value, p->vals[yv].data);
-    if (r == 1) *done = dx->approx = 1;
+    const float *x = p->vals[xv].data;
+    if (!dx->no_approx && bf__conv_delta(s, slot, x, w->index, w->old_value, w->new_value, p->vals[yv].data) == 1) {
+        *done = dx->approx = 1;
+        return BF_OK;
+    }
+    /* the channel rewritten whole: the only one the update touched */
+    const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? p->vals[s->node->in[2]].data : NULL;
+    *done = bf__conv_channel(s, slot, w->index, x, p->vals[s->node->in[1]].data, bias, p->vals[yv].data, p->scratch);
     return BF_OK;
 }
 
@@ -248,7 +256,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
  * that of its row's largest output: a small logit that nearly cancels moves
  * by the ulps of the terms it was summed from, not by its own. */
 #define TINY_CHANGE 0x1p-18
-int bf__dx_tiny_change(const float *o, const float *g, int64_t rows, int64_t cols)
+static int tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++, o += cols, g += cols) {
         if (memcmp(o, g, (size_t)cols * sizeof *o) == 0) continue;
@@ -266,8 +274,8 @@ int bf__dx_tiny_change(const float *o, const float *g, int64_t rows, int64_t col
 static int tiny_change(const bf__dx *dx, const bf_plan *p, int64_t b)
 {
     const bf__dx_shared *sh = dx->sh;
-    return bf__dx_tiny_change(p->vals[sh->out_val].data, sh->golden + b * sh->batch * sh->out_cols, bf_plan_batch(p),
-                              sh->out_cols);
+    return tiny_rows(p->vals[sh->out_val].data, sh->golden + b * sh->batch * sh->out_cols, bf_plan_batch(p),
+                     sh->out_cols);
 }
 
 int bf__dx_hit_values(bf__dx *dx, bf_plan *p, size_t nb, unsigned char *state, int horizon)

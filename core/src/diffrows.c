@@ -310,7 +310,6 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
     }
     if ((nb || sp->n_vf) && (st = bf_plan_set_value_faults(sp, dx->vfb, nb, err)) != BF_OK) return st;
     int horizon = last_entry;
-    dx->rows_rounding = 0;
     for (size_t f = 0; f < nb; f++) {
         int v = (int)dx->vfb[f].value;
         if (dx->sstate[v] == UNLOADED && !gather(dx, sp, b, v, sel, r, err, &st)) return st;
@@ -331,7 +330,6 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
             dx->sstate[u] = GOLDEN;
         }
         if ((st = run_rows(dx, sp, b, sel, (size_t)i, err)) != BF_OK) return st;
-        dx->rows_rounding |= bf__op_batch_rounding(s);
         if (sp->step_hit[i]) bf__plan_apply_value_faults(sp, i);
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];
@@ -342,18 +340,6 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
     }
     const float *o = sp->vals[sh->out_val].data;
     size_t rb = (size_t)sh->out_cols * sizeof(float);
-    if (dx->sstate[sh->out_val] == DIRTY && dx->rows_rounding) {
-        /* Outputs moved by an ulp or so through a BLAS-backed step: it
-         * matched the batch on the golden pass, yet its kernel may still
-         * round one row alone differently from the batch, and here that
-         * decides whether the fault was masked. The batch's own kernels
-         * decide instead. (Every other step rounds a row alone as in the
-         * batch: see bf__op_batch_rounding.) */
-        int tiny = 1;
-        for (int t = 0; t < n && tiny; t++)
-            tiny = bf__dx_tiny_change(o + t * sh->out_cols, sh->golden + (start + sel[t]) * sh->out_cols, 1, sh->out_cols);
-        if (tiny) return BF_OK;
-    }
     *done = 1;
     for (size_t f = 0; f < nb; f++)
         if (vf_old) bf_plan_value_fault_seen(sp, f, &vf_old[dx->vfb_of[f]], &vf_new[dx->vfb_of[f]]);

@@ -14,11 +14,11 @@
 #include "../diff.h"
 
 
-/* BLAS takes int sizes. */
+/* bf__sgemm takes int sizes. */
 static bf_status blas_size(const bf__prep *p, const char *what, int64_t v, bf_error *err)
 {
     if (v > INT_MAX)
-        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "%s = %lld exceeds the BLAS limit %d", what,
+        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "%s = %lld exceeds the matrix product's limit %d", what,
                               (long long)v, INT_MAX);
     return BF_OK;
 }
@@ -117,13 +117,6 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
     bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, g->trans_a ? m : g->k, b, g->trans_b ? g->k : n,
               g->use_c, y, n);
     return BF_OK;
-}
-
-/* For the differential executor (diff.h): Conv's products still go through
- * BLAS, whose rounding of an element may depend on the batch around it. */
-int bf__op_batch_rounding(const bf__step *s)
-{
-    return s->node->op->run == bf__conv_run;
 }
 
 /* For the differential executor (diff.h): a Gemm step's parameters. */

@@ -2,7 +2,6 @@
  * GlobalAveragePool. Spatial ranks 1 to 3 all run as 3-D, with the missing
  * leading dims of size 1, so each kernel is written once. */
 #include <assert.h>
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include "../op.h"
 #include "linalg_impl.h"
 #include "../diff.h"
+#include "sgemm.h"
 
 /* ---- window geometry, shared by Conv and the pools ---- */
 
@@ -204,7 +204,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     cp->isp = win_in(w), cp->osp = win_out(w), cp->ksp = win_k(w), cp->kc = cp->cg * cp->ksp;
     cp->has_bias = b != NULL;
     if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
-        return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large for BLAS (M/group %lld, "
+        return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large (M/group %lld, "
                               "output positions %lld, C/group * kernel %lld)", (long long)cp->mg,
                               (long long)cp->osp, (long long)cp->kc);
     int unit = 1;
@@ -366,24 +366,27 @@ static void reorder_weights(const conv_params *cp, const float *restrict wt, flo
 }
 
 /* Im2col for nb images at a time, one sgemm per group, then bias added last
- * (as oneDNN does) while scattering into NCHW. */
+ * (as oneDNN does) while scattering into NCHW. ch >= 0: output channel ch
+ * only, its row of the product alone (bf__sgemm gives it the same bits). */
 static void conv_im2col(const conv_params *cp, const float *x, const float *wt, const float *bias,
-                        float *y, void *scratch)
+                        float *y, void *scratch, int64_t ch)
 {
     float *wr = scratch, *cols = wr + cp->off_cols, *tmp = wr + cp->off_tmp;
-    int mg = (int)cp->mg, kc = (int)cp->kc;
+    int kc = (int)cp->kc;
     reorder_weights(cp, wt, wr);
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     for (int64_t n0 = 0; n0 < cp->n; n0 += cp->nb) {
         int64_t nb = cp->n - n0 < cp->nb ? cp->n - n0 : cp->nb, ld = nb * cp->osp;
-        for (int64_t g = 0; g < cp->group; g++) {
+        for (int64_t g = g0; g < g1; g++) {
             for (int64_t i = 0; i < nb; i++)
                 im2col(cp, x + ((n0 + i) * cp->c + g * cp->cg) * cp->isp, cols, i * cp->osp, ld);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, (int)ld, kc, 1.0f,
-                        wr + g * cp->mg * cp->kc, kc, cols, (int)ld, 0.0f, tmp, (int)ld);
-            for (int64_t j = 0; j < cp->mg; j++) {
+            bf__sgemm(0, 0, (int)nj, (int)ld, kc, 1.0f, wr + (g * cp->mg + j0) * cp->kc, kc, cols, (int)ld, 0, tmp,
+                      (int)ld);
+            for (int64_t j = j0; j < j0 + nj; j++) {
                 float bv = bias ? bias[g * cp->mg + j] : 0.0f;
                 for (int64_t i = 0; i < nb; i++) {
-                    const float *restrict src = tmp + j * ld + i * cp->osp;
+                    const float *restrict src = tmp + (j - j0) * ld + i * cp->osp;
                     float *restrict dst = y + ((n0 + i) * cp->m + g * cp->mg + j) * cp->osp;
                     for (int64_t o = 0; o < cp->osp; o++) dst[o] = src[o] + bv;
                 }
@@ -467,53 +470,77 @@ static void depthwise_channel(const window *w, const dw_cols *dc, const float *r
         }
 }
 
-bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
+/* Output channels [j0, j0 + nj) of each group of the direct and 1x1 paths
+ * (every channel: j0 = 0, nj = mg; one: its group only). */
+static void conv_direct(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
+                        int64_t ch)
 {
-    (void)err;
-    const conv_params *cp = c->params;
-    const float *x = c->in[0]->data, *wt = c->in[1]->data;
-    const float *bias = cp->has_bias ? c->in[2]->data : NULL;
-    float *y = c->out[0]->data;
-    int mg = (int)cp->mg, osp = (int)cp->osp, kc = (int)cp->kc;
-    if (osp == 0) return BF_OK;
-    if (cp->path == CONV_IM2COL) {
-        if (mg == 0) return BF_OK;
-        if (kc == 0) {
-            for (int64_t i = 0; i < cp->n * cp->m; i++)
-                for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
-            return BF_OK;
-        }
-        conv_im2col(cp, x, wt, bias, y, c->scratch);
-        return BF_OK;
-    }
+    int osp = (int)cp->osp, kc = (int)cp->kc;
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     dw_cols dc = {0};
     if (cp->path == CONV_DEPTHWISE) dw_cols_init(&cp->w, &dc);
     for (int64_t n = 0; n < cp->n; n++)
-        for (int64_t g = 0; g < cp->group; g++) {
+        for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
-            float *yg = y + (n * cp->m + g * cp->mg) * cp->osp;
-            const float *wg = wt + g * cp->mg * cp->kc;
+            float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
+            const float *wg = wt + (g * cp->mg + j0) * cp->kc;
             if (cp->path == CONV_DEPTHWISE) {
                 /* Bias first; the direct loop accumulates onto it. */
-                for (int64_t j = 0; j < cp->mg; j++) {
-                    float bv = bias ? bias[g * cp->mg + j] : 0.0f;
+                for (int64_t j = 0; j < nj; j++) {
+                    float bv = bias ? bias[g * cp->mg + j0 + j] : 0.0f;
                     for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] = bv;
                 }
                 depthwise_channel(&cp->w, &dc, xg, wg, yg);
                 continue;
             }
             /* 1x1: X is already the column matrix. Bias after the product, as in the im2col path. */
-            if (mg == 0) continue;
-            if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(cp->mg * cp->osp));
-            else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, osp, kc, 1.0f, wg, kc, xg, osp,
-                             0.0f, yg, osp);
+            if (nj == 0) continue;
+            if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));
+            else bf__sgemm(0, 0, (int)nj, osp, kc, 1.0f, wg, kc, xg, osp, 0, yg, osp);
             if (bias)
-                for (int64_t j = 0; j < cp->mg; j++) {
-                    float bv = bias[g * cp->mg + j];
+                for (int64_t j = 0; j < nj; j++) {
+                    float bv = bias[g * cp->mg + j0 + j];
                     for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] += bv;
                 }
         }
+}
+
+static void conv_channels(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
+                          void *scratch, int64_t ch)
+{
+    if (cp->osp == 0 || cp->mg == 0) return;
+    if (cp->path != CONV_IM2COL) {
+        conv_direct(cp, x, wt, bias, y, ch);
+        return;
+    }
+    if (cp->kc == 0) {
+        for (int64_t i = 0; i < cp->n * cp->m; i++)
+            if (ch < 0 || i % cp->m == ch)
+                for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
+        return;
+    }
+    conv_im2col(cp, x, wt, bias, y, scratch, ch);
+}
+
+bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const conv_params *cp = c->params;
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->out[0]->data,
+                  c->scratch, -1);
     return BF_OK;
+}
+
+int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x, const float *wt, const float *bias,
+                     float *y, void *scratch)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const conv_params *cp = st->params;
+    int64_t ch = slot == 2 ? index : cp->kc ? index / cp->kc : -1;
+    if (ch < 0 || ch >= cp->m) return 0;
+    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, y, scratch, ch);
+    return 1;
 }
 
 /* ---- MaxPool, AveragePool ---- */

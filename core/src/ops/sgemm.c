@@ -18,6 +18,8 @@
 #define MR 6
 #define NR 16
 #define KSTACK 1024 /* a panel up to this deep lives on the stack (64 KiB) */
+#define KDIRECT 256   /* a plain B up to this deep ... */
+#define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
 
 static float put(float alpha, float s, int accumulate, float y)
 {
@@ -50,15 +52,18 @@ void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, c
  * columns j0 .. j0 + nr; mr constant where inlined, so the 2 x mr sums stay
  * in registers. */
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
-                                                             const float *panel, float alpha, int accumulate, float *y,
-                                                             int ldy)
+                                                             const float *panel, int64_t ps, float alpha,
+                                                             int accumulate, float *y, int ldy)
 {
     __m256 s[MR][2];
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm256_setzero_ps();
-    for (int p = 0; p < k; p++) {
-        __m256 b0 = _mm256_loadu_ps(panel + (int64_t)p * NR), b1 = _mm256_loadu_ps(panel + (int64_t)p * NR + 8);
+    const float *ar[MR];
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
+    const float *bp = panel;
+    _Pragma("GCC unroll 2") for (int p = 0; p < k; p++, bp += ps) {
+        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
         _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
-            __m256 av = _mm256_broadcast_ss(a + i * lda + p);
+            __m256 av = _mm256_broadcast_ss(ar[i] + p);
             s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
             s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
         }
@@ -158,10 +163,35 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
                 const float *col = b + (int64_t)(j0 + j) * ldb;
                 for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];
             }
+        } else if (nr == NR && (m <= MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
+            /* B's own rows serve as the panel, unpacked: for one block of
+             * rows packing costs as much as the product, and a shallow
+             * panel's rows stay in L1 across the row blocks anyway (unless
+             * B's rows lie so far apart that they collide in the cache) */
+            const float *bp = b + j0;
+            for (int i0 = 0; i0 < m; i0 += MR) {
+                int mr = m - i0 < MR ? m - i0 : MR;
+                const float *ab = a + (int64_t)i0 * lda;
+                float *yb = y + (int64_t)i0 * ldy + j0;
+                switch (mr) {
+#define ROWS(r) \
+    case r: block(r, NR, k, ab, lda, bp, ldb, alpha, accumulate, yb, ldy); break;
+                    ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+                default: break;
+                }
+            }
+            continue;
         } else {
             for (int p = 0; p < k; p++) {
                 float *row = panel + (int64_t)p * NR;
-                memcpy(row, b + (int64_t)p * ldb + j0, sizeof(float) * (size_t)nr);
+                const float *src = b + (int64_t)p * ldb + j0;
+                if (nr == NR) {
+                    _mm256_storeu_ps(row, _mm256_loadu_ps(src));
+                    _mm256_storeu_ps(row + 8, _mm256_loadu_ps(src + 8));
+                    continue;
+                }
+                for (int j = 0; j < nr; j++) row[j] = src[j];
                 for (int j = nr; j < NR; j++) row[j] = 0.0f;
             }
         }
@@ -171,7 +201,7 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
             float *yb = y + (int64_t)i0 * ldy + j0;
             switch (mr) {
 #define ROWS(r) \
-    case r: block(r, nr, k, ab, lda, panel, alpha, accumulate, yb, ldy); break;
+    case r: block(r, nr, k, ab, lda, panel, NR, alpha, accumulate, yb, ldy); break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
             default: break;
@@ -201,7 +231,7 @@ void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const
         return;
     }
     if (!trans_a && bf__sgemm_simd()) {
-        float stack[NR * KSTACK];
+        _Alignas(64) float stack[NR * KSTACK];
         /* A panel deeper than the stack one is allocated; should that fail,
          * the reference computes the same bits, only slower. */
         float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR);
