@@ -4,7 +4,8 @@
  * within the chain's error bound, bit for bit against the scalar reference
  * on every shape class the AVX2 kernel splits into, and for the property a
  * campaign relies on: a row, a column or a gathered set of rows computed
- * alone gives the bits of the whole product. */
+ * alone gives the bits of the whole product. bf__fma_windows (a Conv
+ * channel's chain over shifted windows) against its definition. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -176,6 +177,31 @@ static void deep_panel_without_memory(void **state)
     free(a), free(b);
 }
 
+/* bf__fma_windows against its definition, written out here with fmaf:
+ * every shape of the register blocks (rows and columns below, at and past
+ * 8), windows at arbitrary offsets. */
+static void windows_chain(void **state)
+{
+    (void)state;
+    int k = 13;
+    int64_t ldx = 29, off[13];
+    float w[13];
+    float *x = rand_buf(4096);
+    for (int p = 0; p < k; p++) w[p] = rnd(), off[p] = (p * 37) % 200;
+    for (int rows = 1; rows <= 19; rows += 3)
+        for (int cols = 1; cols <= 21; cols += 2) {
+            float got[19 * 21], want[19 * 21];
+            for (int i = 0; i < rows * cols; i++) got[i] = want[i] = rnd();
+            bf__fma_windows(w, off, k, x, rows, cols, ldx, got);
+            for (int p = 0; p < k; p++)
+                for (int r = 0; r < rows; r++)
+                    for (int c = 0; c < cols; c++)
+                        want[r * cols + c] = fmaf(w[p], x[off[p] + r * ldx + c], want[r * cols + c]);
+            if (!same_bits(got, want, (size_t)(rows * cols))) fail_msg("rows %d cols %d: differs", rows, cols);
+        }
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +209,7 @@ int main(void)
         cmocka_unit_test(matches_reference_and_double),
         cmocka_unit_test(parts_reproduce_the_whole),
         cmocka_unit_test(deep_panel_without_memory),
+        cmocka_unit_test(windows_chain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "../op.h"
@@ -506,6 +507,53 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
         }
 }
 
+/* One output channel of a stride-1, undilated 2-D convolution without the
+ * column matrix: each image's input planes zero-padded once, then the
+ * taps' windows of them summed in the column matrix's row order
+ * (bf__fma_windows), which is the chain bf__sgemm gives the channel's row
+ * of the im2col product, padding zeros included. Far less memory traffic
+ * than im2col for one channel's sake. 0 when the shape does not qualify or
+ * the scratch is too small. */
+static int conv_channel_windows(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
+                                void *scratch, int64_t ch)
+{
+    const window *w = &cp->w;
+    if (w->in[0] != 1 || w->k[0] != 1 || w->out[0] != 1) return 0;
+    for (int d = 1; d < 3; d++)
+        if (w->s[d] != 1 || w->d[d] != 1) return 0;
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
+    if (w->out[1] != hp - w->k[1] + 1 || w->out[2] != wp - w->k[2] + 1) return 0;
+    size_t need = cp->off_cols + (size_t)(cp->cg * plane) + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
+    if (need > cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb)) return 0;
+    float *wr = scratch, *xp = wr + cp->off_cols, *acc = xp + cp->cg * plane;
+    int64_t *off = (int64_t *)(acc + cp->osp + (((uintptr_t)(acc + cp->osp) & 7) ? 1 : 0));
+    int64_t g = ch / cp->mg;
+    const float *wrow = wt + ch * cp->kc;
+    float *wk = wr;   /* the channel's weights in the column matrix's row order */
+    for (int64_t c = 0; c < cp->cg; c++)
+        for (int64_t kh = 0; kh < w->k[1]; kh++)
+            for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                int64_t tap = kh * w->k[2] + kw, p = conv_krow(cp, c, tap);
+                wk[p] = wrow[c * cp->ksp + tap];
+                off[p] = c * plane + kh * wp + kw;
+            }
+    memset(xp, 0, sizeof(float) * (size_t)(cp->cg * plane));
+    float bv = bias ? bias[ch] : 0.0f;
+    for (int64_t n = 0; n < cp->n; n++) {
+        for (int64_t c = 0; c < cp->cg; c++) {
+            const float *src = x + (n * cp->c + g * cp->cg + c) * cp->isp;
+            for (int64_t ih = 0; ih < w->in[1]; ih++)
+                memcpy(xp + c * plane + (ih + w->pb[1]) * wp + w->pb[2], src + ih * w->in[2],
+                       sizeof(float) * (size_t)w->in[2]);
+        }
+        memset(acc, 0, sizeof(float) * (size_t)cp->osp);
+        bf__fma_windows(wk, off, (int)cp->kc, xp, (int)w->out[1], (int)w->out[2], wp, acc);
+        float *dst = y + (n * cp->m + ch) * cp->osp;
+        for (int64_t o = 0; o < cp->osp; o++) dst[o] = acc[o] + bv;
+    }
+    return 1;
+}
+
 static void conv_channels(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
                           void *scratch, int64_t ch)
 {
@@ -520,6 +568,7 @@ static void conv_channels(const conv_params *cp, const float *x, const float *wt
                 for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
         return;
     }
+    if (ch >= 0 && conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return;
     conv_im2col(cp, x, wt, bias, y, scratch, ch);
 }
 

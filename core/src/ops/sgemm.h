@@ -23,6 +23,8 @@
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
+#include <stdint.h>
+
 /* Y (m x n, row stride ldy) = alpha * op(A) op(B) (+ Y if accumulate),
  * row-major. op(A) is m x k: A is m x k (lda) or, transposed, k x m. op(B)
  * is k x n: B is k x n (ldb) or, transposed, n x k. */
@@ -30,6 +32,13 @@ void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const
                int ldb, int accumulate, float *y, int ldy);
 void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                    const float *b, int ldb, int accumulate, float *y, int ldy);
+/* acc[r * cols + c] = fma(w[p], x[off[p] + r * ldx + c], acc[...]) for
+ * p = 0 .. k-1 in order: the chain of a product whose B rows are windows
+ * of x (a convolution's taps over zero-padded planes, computed without
+ * writing the column matrix out), with the bits bf__sgemm gives the same
+ * chain. */
+void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, int rows, int cols, int64_t ldx,
+                     float *acc);
 /* 1 when bf__sgemm runs the AVX2 kernel on this CPU. */
 int bf__sgemm_simd(void);
 
