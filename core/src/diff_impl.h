@@ -30,7 +30,7 @@ struct bf__dx_shared {
     int max_n;                   /* widest Gemm output */
 };
 
-#define BF__SUB_MAX 6            /* row-mode plans of 1, 2, 4, ..., 32 rows */
+#define BF__SUB_MAX 7            /* row-mode plans of 1, 2, 4, ..., 64 rows */
 
 enum { UNLOADED = 0, GOLDEN, DIRTY };
 
@@ -62,12 +62,13 @@ struct bf__dx {
     /* Row mode (diffrows.c): a batch whose faults reach a few of its
      * samples runs on those rows only, in plans of 1, 2, 4, ... rows. */
     bf_plan *sub[BF__SUB_MAX];
-    int n_sub;
+    int n_sub;                   /* plans of up to 64 rows, for the reached rows of every batch at once */
+    int n_sub_batch;             /* those of at most a quarter batch, for one batch's rows */
     unsigned char *row_ok;       /* [n_sub][n_steps]: the step gives the full batch's bits on r rows */
     unsigned char *rows_from;    /* [n_sub][n_values]: every step downstream of the value is row_ok */
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
-    int64_t *rsel;               /* the batch's rows in row mode, padded to the sub-plan's */
+    int64_t *rsel;               /* the samples in row mode, padded to the sub-plan's rows */
 };
 
 /* A value computed at run time (a graph input or a step output). */
@@ -88,5 +89,9 @@ bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int res
 /* Tries batch b in row mode; *done 0 (nothing written) when it cannot. */
 bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
                          size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
+/* Tries every marked batch (dx->bmark) at once, their reached samples on
+ * the rows of one sub-plan; *done 0 (nothing written) when it cannot. */
+bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
+                       int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
 
 #endif

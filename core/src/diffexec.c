@@ -430,7 +430,10 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
      * rows and transient value faults */
     int rowable = dx->n_sub > 0 && !every;
     if (rowable && n_w) st = bf__rows_write(dx, w, n_w, 0, err);
-    for (int64_t b = 0; b < sh->n_batches && st == BF_OK; b++) {
+    /* the reached samples of every batch in one row-mode run, or batch by batch */
+    int all = 0;
+    if (rowable && st == BF_OK) st = bf__rows_all(dx, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &all, err);
+    for (int64_t b = 0; b < sh->n_batches && st == BF_OK && !all; b++) {
         if (!dx->bmark[b]) continue;
         int done = 0;
         if (rowable) st = bf__rows_batch(dx, b, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &done, err);

@@ -1,6 +1,7 @@
 /* Row mode: a batch whose faults reach only a few of its samples (an
  * embedding row that two samples look up, a transient fault in one sample)
- * runs on those rows alone instead of the whole batch.
+ * runs on those rows alone instead of the whole batch (the last, partial
+ * batch included).
  *
  * Each worker keeps plans of 1, 2, 4, ... rows. A step may run on r rows in
  * place of the batch only where that gives the batch's own bits for those
@@ -10,6 +11,7 @@
  * diffgemm.c. When a step on the way cannot run on rows, the attempt is
  * dropped before anything is written and the batch runs in full
  * (diffexec.c). */
+#include <stdint.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -32,6 +34,13 @@ static int batch_axis(const bf_plan *full, const bf_plan *sub, int v)
     return axis;
 }
 
+/* The rows of batch b: the batch, or fewer in the last one. */
+static int64_t rows_of(const bf__dx_shared *sh, int64_t b)
+{
+    int64_t left = sh->samples - b * sh->batch;
+    return left < sh->batch ? left : sh->batch;
+}
+
 /* Value v as [outer, rows, inner bytes] around its batch axis. */
 typedef struct layout {
     int64_t outer, inner;
@@ -48,9 +57,10 @@ static layout layout_of(const bf_plan *sub, int v, int axis)
     return l;
 }
 
-/* Copies rows sel[0..n) of value v of batch b (golden: the eval set or the
- * cache) into the sub-plan's value; 0 when the golden value is not at hand. */
-static int gather(bf__dx *dx, bf_plan *sp, int64_t b, int v, const int64_t *sel, int n, bf_error *err, bf_status *st)
+/* Copies the golden rows of samples sel[0..n) (of any batches: the eval
+ * set or the cache) into the sub-plan's value v; 0 when a golden value is
+ * not at hand. */
+static int gather(bf__dx *dx, bf_plan *sp, int v, const int64_t *sel, int n, bf_error *err, bf_status *st)
 {
     const bf__dx_shared *sh = dx->sh;
     bf_tensor *t = &sp->vals[v];
@@ -62,41 +72,60 @@ static int gather(bf__dx *dx, bf_plan *sp, int64_t b, int v, const int64_t *sel,
             bf_tensor one = *t;
             one.dims[0] = 1;
             one.data = (char *)t->data + i * rb;
-            if ((*st = bf_dataset_copy_rows(feed, b * sh->batch + sel[i], 1, &one, err)) != BF_OK) return 0;
+            if ((*st = bf_dataset_copy_rows(feed, sel[i], 1, &one, err)) != BF_OK) return 0;
         }
         return 1;
     }
-    const char *g = bf__gcache_block(sh->gc, v, b);
     int axis = batch_axis(dx->plan[0], sp, v);
-    if (!g || axis < 0) return 0;
+    if (axis < 0) return 0;
     layout l = layout_of(sp, v, axis);
-    int64_t r = bf_plan_batch(sp), full = sh->batch;
-    for (int64_t o = 0; o < l.outer; o++)
-        for (int i = 0; i < n; i++)
-            memcpy((char *)t->data + (o * r + i) * l.inner, g + (o * full + sel[i]) * l.inner, (size_t)l.inner);
+    int64_t r = bf_plan_batch(sp);
+    for (int i = 0; i < n; i++) {
+        int64_t b = sel[i] / sh->batch, row = sel[i] % sh->batch, full = rows_of(sh, b);
+        const char *g = bf__gcache_block(sh->gc, v, b);
+        if (!g) return 0;
+        if (l.inner == sizeof(float)) {   /* the sample moved last: one element per row, no call per copy */
+            uint32_t *dst = (uint32_t *)t->data + i;
+            const uint32_t *src = (const uint32_t *)g + row;
+            for (int64_t o = 0; o < l.outer; o++) dst[o * r] = src[o * full];
+            continue;
+        }
+        for (int64_t o = 0; o < l.outer; o++)
+            memcpy((char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner);
+    }
     return 1;
 }
 
-/* Row i of v in the sub-plan equals row sel[i] of the golden batch b, for
+/* Row i of v in the sub-plan equals the golden row of sample sel[i], for
  * every i < n. */
-static int rows_golden(const bf__dx *dx, const bf_plan *sp, int64_t b, int v, const int64_t *sel, int n)
+static int rows_golden(const bf__dx *dx, const bf_plan *sp, int v, const int64_t *sel, int n)
 {
+    const bf__dx_shared *sh = dx->sh;
     const bf_tensor *t = &sp->vals[v];
-    const char *g = bf__gcache_block(dx->sh->gc, v, b);
     int axis = batch_axis(dx->plan[0], sp, v);
     layout l = layout_of(sp, v, axis);
-    int64_t r = bf_plan_batch(sp), full = dx->sh->batch;
-    for (int64_t o = 0; o < l.outer; o++)
-        for (int i = 0; i < n; i++)
-            if (memcmp((const char *)t->data + (o * r + i) * l.inner, g + (o * full + sel[i]) * l.inner, (size_t)l.inner))
+    int64_t r = bf_plan_batch(sp);
+    for (int i = 0; i < n; i++) {
+        int64_t b = sel[i] / sh->batch, row = sel[i] % sh->batch, full = rows_of(sh, b);
+        const char *g = bf__gcache_block(sh->gc, v, b);
+        if (l.inner == sizeof(float)) {   /* as in gather: bits compared, no call per element */
+            const uint32_t *x = (const uint32_t *)t->data + i, *y = (const uint32_t *)g + row;
+            uint32_t diff = 0;
+            for (int64_t o = 0; o < l.outer; o++) diff |= x[o * r] ^ y[o * full];
+            if (diff) return 0;
+            continue;
+        }
+        for (int64_t o = 0; o < l.outer; o++)
+            if (memcmp((const char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner))
                 return 0;
+    }
     return 1;
 }
 
 /* Runs step i on the sub-plan's rows (its inputs in place). A Gemm runs as
- * exact row chunks, or, when no chunk shape reproduces the batch's product,
- * as that very product: the golden input of batch b with the rows put in,
- * through the full plan, the rows taken back out. */
+ * exact rows, or, when they do not reproduce the batch's product, as that
+ * very product: the golden input of batch b (the rows' one batch) with the
+ * rows put in, through the full plan, the rows taken back out. */
 static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel, size_t i, bf_error *err)
 {
     bf__gemm_info g;
@@ -109,15 +138,19 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
                               cv >= 0 ? sp->vals[cv].data : NULL, sp->vals[yv].data, dx->scratch);
         return BF_OK;
     }
-    bf_plan *fp = dx->plan[0];
+    int tail = rows_of(dx->sh, b) != dx->sh->batch;   /* the last batch has a plan of its own */
+    bf_plan *fp = dx->plan[tail];
+    int64_t start = b * dx->sh->batch;
     size_t ra = bf_tensor_nbytes(&sp->vals[av]) / (size_t)r, ry = bf_tensor_nbytes(&sp->vals[yv]) / (size_t)r;
-    char *a = dx->arena[0][av], *y = dx->arena[0][yv];
+    char *a = dx->arena[tail][av], *y = dx->arena[tail][yv];
     memcpy(a, bf__gcache_block(dx->sh->gc, av, b), bf_tensor_nbytes(&fp->vals[av]));
-    for (int t = 0; t < r; t++) memcpy(a + sel[t] * (int64_t)ra, (char *)sp->vals[av].data + t * (int64_t)ra, ra);
+    for (int t = 0; t < r; t++)
+        memcpy(a + (sel[t] - start) * (int64_t)ra, (char *)sp->vals[av].data + t * (int64_t)ra, ra);
     fp->vals[av].data = a;
     fp->vals[yv].data = y;
     bf_status st = bf__plan_run_step(fp, i, err);
-    for (int t = 0; st == BF_OK && t < r; t++) memcpy((char *)sp->vals[yv].data + t * (int64_t)ry, y + sel[t] * (int64_t)ry, ry);
+    for (int t = 0; st == BF_OK && t < r; t++)
+        memcpy((char *)sp->vals[yv].data + t * (int64_t)ry, y + (sel[t] - start) * (int64_t)ry, ry);
     return st;
 }
 
@@ -128,7 +161,7 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
     bf_plan *full = dx->plan[0], *sp = dx->sub[k];
     int r = 1 << k;
     int64_t sel[1 << (BF__SUB_MAX - 1)];
-    for (int t = 0; t < r; t++) sel[t] = (t * 7919 + 13) % sh->batch;   /* out of order */
+    for (int t = 0; t < r; t++) sel[t] = (t * 7919 + 13) % rows_of(sh, 0);   /* out of order */
     for (size_t i = 0; i < sh->n_steps; i++) {
         const bf__step *s = &full->steps[i];
         unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps + i];
@@ -150,12 +183,12 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
         }
         bf_status st = BF_OK;
         for (int j = 0; j < s->n_in && fine; j++)
-            if (bf__runtime(full, s->node->in[j])) fine = gather(dx, sp, 0, s->node->in[j], sel, r, err, &st);
+            if (bf__runtime(full, s->node->in[j])) fine = gather(dx, sp, s->node->in[j], sel, r, err, &st);
         if (st != BF_OK) return st;
         if (!fine) continue;
         if (run_rows(dx, sp, 0, sel, i, err) != BF_OK) continue;   /* e.g. an index out of range: not on rows */
         for (int j = 0; j < s->n_out && fine; j++)
-            fine = s->node->out[j] < 0 || rows_golden(dx, sp, 0, s->node->out[j], sel, r);
+            fine = s->node->out[j] < 0 || rows_golden(dx, sp, s->node->out[j], sel, r);
         *ok = (unsigned char)fine;
     }
     return BF_OK;
@@ -186,13 +219,15 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     const bf__dx_shared *sh = dx->sh;
     const bf_model *m = sh->m;
     bf_status st;
-    dx->n_sub = 0;
-    while (dx->n_sub < BF__SUB_MAX && 4 * (1 << dx->n_sub) <= sh->batch) dx->n_sub++;
+    dx->n_sub = dx->n_sub_batch = 0;
+    while (dx->n_sub_batch < BF__SUB_MAX && 4 * (1 << dx->n_sub_batch) <= sh->batch) dx->n_sub_batch++;
+    /* wider plans pay off only for the rows of several batches at once */
+    while (dx->n_sub < BF__SUB_MAX && (dx->n_sub < dx->n_sub_batch || (1 << dx->n_sub) <= sh->samples / 4)) dx->n_sub++;
     if (dx->n_sub == 0) return BF_OK;
     dx->row_ok = bf__calloc((size_t)dx->n_sub * sh->n_steps + 1, 1);
     dx->sstate = bf__calloc(m->n_values + 1, 1);
     dx->rmark = bf__calloc((size_t)sh->batch + 1, 1);
-    dx->rsel = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->rsel);
+    dx->rsel = bf__malloc(((size_t)sh->batch + (1u << BF__SUB_MAX) + 1) * sizeof *dx->rsel);
     dx->rows_from = bf__malloc((size_t)dx->n_sub * m->n_values + 1);
     if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rows_from) return bf__dx_oom(err);
     for (int k = 0; k < dx->n_sub; k++) {
@@ -234,53 +269,60 @@ bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int res
     return BF_OK;
 }
 
-/* The rows of batch b the faults reach, into dx->rsel (ascending); -1 when
- * some fault reaches every row. */
+/* The rows of batch b the faults reach, into out (ascending, as samples
+ * of the eval set); -1 when some fault reaches every row. */
 static int reached_rows(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
-                        size_t n_vf)
+                        size_t n_vf, int64_t *out)
 {
     const bf__dx_shared *sh = dx->sh;
     bf_plan *full = dx->plan[0];
-    int64_t start = b * sh->batch;
-    for (size_t k = 0; k < n_vf; k++) {
-        if (vf[k].sample < 0) return -1;
-        if (vf[k].sample >= start && vf[k].sample < start + sh->batch) dx->rmark[vf[k].sample - start] = 1;
+    int64_t start = b * sh->batch, rows = rows_of(sh, b);
+    int every = 0;
+    for (size_t k = 0; k < n_vf && !every; k++) {
+        if (vf[k].sample < 0) every = 1;
+        else if (vf[k].sample >= start && vf[k].sample < start + rows) dx->rmark[vf[k].sample - start] = 1;
     }
-    for (size_t i = 0; i < n_w; i++) {
+    for (size_t i = 0; i < n_w && !every; i++) {
         const bf__emb_index *e = &sh->emb[w[i].param];
-        if (!e->rows) return -1;
+        if (!e->rows) {
+            every = 1;
+            break;
+        }
         int64_t row = w[i].index / e->row_elems;
-        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1]; t++) {
+        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1] && !every; t++) {
             int iv = full->steps[sh->pc_step[t]].node->in[1];
             const bf_tensor *it = &full->vals[iv];
             const void *idx = bf__gcache_block(sh->gc, iv, b);
-            if (!idx || it->ndim < 1 || it->dims[0] != sh->batch) return -1;
+            if (!idx || it->ndim < 1 || it->dims[0] != sh->batch) {
+                every = 1;
+                break;
+            }
             int64_t per = bf_tensor_numel(it) / sh->batch;
-            for (int64_t j = 0; j < per * sh->batch; j++) {
+            for (int64_t j = 0; j < per * rows; j++) {
                 int64_t r = it->dtype == BF_I32 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
                 if (r == row || r + e->rows == row) dx->rmark[j / per] = 1;
             }
         }
     }
     int n = 0;
-    for (int64_t r = 0; r < sh->batch; r++)
-        if (dx->rmark[r]) dx->rmark[r] = 0, dx->rsel[n++] = r;
-    return n;
+    for (int64_t r = 0; r < rows; r++)
+        if (dx->rmark[r]) dx->rmark[r] = 0, out[n++] = start + r;
+    return every ? -1 : n;
 }
 
-bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
-                         size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err)
+/* The faults' reached samples sel[0..n), of one batch b or of several
+ * (b = -1), run on the rows of one sub-plan; *done 0 (nothing written)
+ * when they cannot. */
+static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_weight *w, size_t n_w,
+                         const bf_value_fault *vf, size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new,
+                         int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     const bf_model *m = sh->m;
     bf_status st = BF_OK;
-    *done = 0;
-    if (dx->n_sub == 0 || b >= sh->samples / sh->batch) return BF_OK;   /* the last, partial batch: in full */
-    int n = reached_rows(dx, b, w, n_w, vf, n_vf);
-    if (n <= 0) return BF_OK;
     int k = 0;
-    while (k < dx->n_sub && (1 << k) < n) k++;
-    if (k == dx->n_sub) return BF_OK;
+    while (k < n_sub && (1 << k) < n) k++;
+    if (k == n_sub) return BF_OK;
     const unsigned char *from = &dx->rows_from[(size_t)k * m->n_values];
     for (size_t f = 0; f < n_vf; f++)
         if (!from[vf[f].value]) return BF_OK;
@@ -295,15 +337,14 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
     for (int t = n; t < r; t++) dx->rsel[t] = dx->rsel[0];   /* padding: a copy of the first row */
     const int64_t *sel = dx->rsel;
     const unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps];
-    int64_t start = b * sh->batch;
     memset(dx->sstate, UNLOADED, m->n_values);
 
     /* value faults, rows relative to the sub-plan */
     size_t nb = 0;
     for (size_t f = 0; f < n_vf; f++) {
-        if (vf[f].sample < start || vf[f].sample >= start + sh->batch) continue;
         int pos = 0;
-        while (sel[pos] != vf[f].sample - start) pos++;
+        while (pos < n && sel[pos] != vf[f].sample) pos++;
+        if (pos == n) continue;
         dx->vfb[nb] = vf[f];
         dx->vfb[nb].sample = pos;
         dx->vfb_of[nb++] = f;
@@ -312,7 +353,7 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
     int horizon = last_entry;
     for (size_t f = 0; f < nb; f++) {
         int v = (int)dx->vfb[f].value;
-        if (dx->sstate[v] == UNLOADED && !gather(dx, sp, b, v, sel, r, err, &st)) return st;
+        if (dx->sstate[v] == UNLOADED && !gather(dx, sp, v, sel, r, err, &st)) return st;
         dx->sstate[v] = GOLDEN;
     }
     horizon = bf__dx_hit_values(dx, sp, nb, dx->sstate, horizon);
@@ -323,10 +364,12 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
         for (int j = 0; j < s->n_in && !needed; j++) needed = s->node->in[j] >= 0 && dx->sstate[s->node->in[j]] == DIRTY;
         if (!needed) continue;
         if (!ok[i]) return BF_OK;   /* not on rows: the caller runs the batch in full */
+        bf__gemm_info g;
+        if (b < 0 && bf__gemm_params(s, &g) && !sh->roww[0][i]) return BF_OK;   /* the product of one batch */
         for (int j = 0; j < s->n_in; j++) {
             int u = s->node->in[j];
             if (!bf__runtime(sp, u) || dx->sstate[u] != UNLOADED) continue;
-            if (!gather(dx, sp, b, u, sel, r, err, &st)) return st;
+            if (!gather(dx, sp, u, sel, r, err, &st)) return st;
             dx->sstate[u] = GOLDEN;
         }
         if ((st = run_rows(dx, sp, b, sel, (size_t)i, err)) != BF_OK) return st;
@@ -334,7 +377,7 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];
             if (o < 0) continue;
-            dx->sstate[o] = rows_golden(dx, sp, b, o, sel, n) ? GOLDEN : DIRTY;
+            dx->sstate[o] = rows_golden(dx, sp, o, sel, n) ? GOLDEN : DIRTY;
             if (dx->sstate[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
         }
     }
@@ -344,14 +387,46 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
     for (size_t f = 0; f < nb; f++)
         if (vf_old) bf_plan_value_fault_seen(sp, f, &vf_old[dx->vfb_of[f]], &vf_new[dx->vfb_of[f]]);
     if (dx->sstate[sh->out_val] != DIRTY) return BF_OK;
-    int touched = 0;
+    int64_t last = -1;   /* rows ascend, so each batch is listed once */
     for (int t = 0; t < n; t++) {
-        int64_t row = start + sel[t];
+        int64_t row = sel[t];
         if (memcmp(o + t * sh->out_cols, sh->golden + row * sh->out_cols, rb) == 0) continue;
         memcpy(dx->out + row * sh->out_cols, o + t * sh->out_cols, rb);
         dx->rows[dx->n_rows++] = row;
-        touched = 1;
+        if (row / sh->batch != last) dx->touched[dx->n_touched++] = last = row / sh->batch;
     }
-    if (touched) dx->touched[dx->n_touched++] = b;
     return BF_OK;
+}
+
+bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
+                         size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err)
+{
+    *done = 0;
+    if (dx->n_sub_batch == 0) return BF_OK;
+    int n = reached_rows(dx, b, w, n_w, vf, n_vf, dx->rsel);
+    if (n <= 0) return BF_OK;
+    return on_rows(dx, b, n, dx->n_sub_batch, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, done, err);
+}
+
+bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
+                       int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    *done = 0;
+    if (dx->n_sub == 0) return BF_OK;
+    int cap = 1 << (dx->n_sub - 1), n = 0, batches = 0;
+    int64_t one = -1;
+    for (int64_t b = 0; b < sh->n_batches; b++) {
+        if (!dx->bmark[b]) continue;
+        /* rsel has room for a batch past the cap */
+        int k = reached_rows(dx, b, w, n_w, vf, n_vf, dx->rsel + n);
+        if (k < 0 || n + k > cap) return BF_OK;
+        if (k) n += k, batches++, one = b;
+    }
+    if (n == 0) {   /* the faults reach no sample: nothing changes */
+        *done = 1;
+        return BF_OK;
+    }
+    return on_rows(dx, batches == 1 ? one : -1, n, dx->n_sub, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, done,
+                   err);
 }
