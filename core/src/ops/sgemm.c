@@ -1,16 +1,20 @@
 /* bf__sgemm: a matrix product whose every element is the in-order chain of
  * fused multiply-adds over its row and column (see sgemm.h for why).
  *
- * The AVX2 path packs op(B) a panel of 16 columns at a time (k-major,
- * zero-padded past n) and computes blocks of up to 6 rows x 16 columns:
- * a[i][p] broadcast times the panel's row p, added with one fma per
- * element per p, in order. That is the reference's chain element by
- * element, so blocking, edges and strides never change a bit. */
+ * The AVX2 path computes blocks of up to 6 rows x 16 columns, a[i][p]
+ * broadcast times row p of a k-major panel of op(B)'s 16 columns, one fma
+ * per element per p, in order. The panel is packed (transposed, or
+ * zero-padded past n), or, for a plain B whose rows stay in cache, is B's
+ * own rows in place. A single column runs eight rows at a time off 8 x 8
+ * transposed tiles of A instead. Each is the reference's chain element by
+ * element, so blocking, edges and strides never change a bit.
+ *
+ * bf__fma_windows is the same chain for a product whose B rows are
+ * windows of one buffer (a Conv channel's taps over padded planes). */
 #include "sgemm.h"
 
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../alloc.h"
