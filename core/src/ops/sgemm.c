@@ -167,7 +167,9 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
 {
     for (int j0 = 0; j0 < n; j0 += NR) {
         int nr = n - j0 < NR ? n - j0 : NR;
-        /* panel[p][j] = op(B)[p][j0 + j], 0 past n */
+        /* pan[p * ps + j] = op(B)[p][j0 + j], 0 past n */
+        const float *pan = panel;
+        int64_t ps = NR;
         if (trans_b) {
             if (nr < NR) memset(panel, 0, sizeof(float) * (size_t)k * NR);
             int j8 = nr & ~7, k8 = k & ~7;
@@ -183,20 +185,8 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
              * rows packing costs as much as the product, and a shallow
              * panel's rows stay in L1 across the row blocks anyway (unless
              * B's rows lie so far apart that they collide in the cache) */
-            const float *bp = b + j0;
-            for (int i0 = 0; i0 < m; i0 += MR) {
-                int mr = m - i0 < MR ? m - i0 : MR;
-                const float *ab = a + (int64_t)i0 * lda;
-                float *yb = y + (int64_t)i0 * ldy + j0;
-                switch (mr) {
-#define ROWS(r) \
-    case r: block(r, NR, k, ab, lda, bp, ldb, alpha, accumulate, yb, ldy); break;
-                    ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
-#undef ROWS
-                default: break;
-                }
-            }
-            continue;
+            pan = b + j0;
+            ps = ldb;
         } else {
             for (int p = 0; p < k; p++) {
                 float *row = panel + (int64_t)p * NR;
@@ -216,7 +206,7 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
             float *yb = y + (int64_t)i0 * ldy + j0;
             switch (mr) {
 #define ROWS(r) \
-    case r: block(r, nr, k, ab, lda, panel, NR, alpha, accumulate, yb, ldy); break;
+    case r: block(r, nr, k, ab, lda, pan, ps, alpha, accumulate, yb, ldy); break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
             default: break;
