@@ -32,7 +32,8 @@
 #include "campaign_impl.h"
 #include "diff.h"
 
-#define CHUNK 4             /* trials a worker takes at a time */
+#define CHUNK 16            /* trials a worker takes at a time (at most) */
+#define CHUNK_OUTPUTS 4     /* ... when each slot holds its trials' outputs */
 #define STOP_EVERY 64       /* trials between stop-rule checks */
 
 typedef struct slot {
@@ -41,7 +42,7 @@ typedef struct slot {
     int n;
     bf_trial_record rec[CHUNK];
     int first_bit[CHUNK];
-    float *outputs;         /* on_outputs only: CHUNK x samples x out_cols */
+    float *outputs;         /* on_outputs only: CHUNK_OUTPUTS x samples x out_cols */
 } slot;
 
 typedef struct runner runner;
@@ -71,6 +72,7 @@ struct runner {
     const bf_campaign_opts *opts;
     int64_t shard_index, shard_count;
     int64_t n;              /* trials in this shard */
+    int chunk;              /* trials per chunk */
     int64_t n_chunks;
     slot *ring;
     int64_t ring_n;
@@ -320,9 +322,9 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
 static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
 {
     runner *rn = w->rn;
-    int64_t first = j * CHUNK;
+    int64_t first = j * rn->chunk;
     *complete = 0;
-    s->n = (int)(rn->n - first < CHUNK ? rn->n - first : CHUNK);
+    s->n = (int)(rn->n - first < rn->chunk ? rn->n - first : rn->chunk);
     for (int i = 0; i < s->n; i++) {
         if (atomic_load(&rn->halt)) return BF_OK;
         if (rn->opts->cancel && atomic_load(rn->opts->cancel))
@@ -524,7 +526,9 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         return bf_error_set(err, BF_EINVAL, "shard %lld of %lld does not exist (0..%lld)", (long long)rn.shard_index,
                             (long long)rn.shard_count, (long long)rn.shard_count - 1);
     rn.n = rn.shard_index < c->n_trials ? (c->n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
-    rn.n_chunks = (rn.n + CHUNK - 1) / CHUNK;
+    /* fewer hand-offs per trial; fewer outputs held per slot when kept */
+    rn.chunk = o->on_outputs ? CHUNK_OUTPUTS : CHUNK;
+    rn.n_chunks = (rn.n + rn.chunk - 1) / rn.chunk;
     int threads = o->threads > 0 ? o->threads : 1;
     if (threads > 256) threads = 256;
     if (threads > rn.n_chunks) threads = rn.n_chunks > 0 ? (int)rn.n_chunks : 1;
@@ -547,7 +551,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     for (int64_t i = 0; i < rn.ring_n; i++) {
         rn.ring[i].chunk = -1;
         if (!o->on_outputs) continue;
-        rn.ring[i].outputs = bf__malloc((size_t)CHUNK * (size_t)(c->samples * c->out_cols) * sizeof(float) + 1);
+        rn.ring[i].outputs = bf__malloc((size_t)rn.chunk * (size_t)(c->samples * c->out_cols) * sizeof(float) + 1);
         if (!rn.ring[i].outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs"); goto out; }
     }
     rn.n_workers = threads;
