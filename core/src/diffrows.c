@@ -423,10 +423,7 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
         if (k < 0 || n + k > cap) return BF_OK;
         if (k) n += k, batches++, one = b;
     }
-    if (n == 0) {   /* the faults reach no sample: nothing changes */
-        *done = 1;
-        return BF_OK;
-    }
+    if (n == 0) return BF_OK;   /* batch by batch, as reached_rows did not explain the marks */
     return on_rows(dx, batches == 1 ? one : -1, n, dx->n_sub, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, done,
                    err);
 }

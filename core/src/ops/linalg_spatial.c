@@ -542,9 +542,12 @@ static int conv_channel_windows(const conv_params *cp, const float *x, const flo
     for (int64_t n = 0; n < cp->n; n++) {
         for (int64_t c = 0; c < cp->cg; c++) {
             const float *src = x + (n * cp->c + g * cp->cg + c) * cp->isp;
-            for (int64_t ih = 0; ih < w->in[1]; ih++)
-                memcpy(xp + c * plane + (ih + w->pb[1]) * wp + w->pb[2], src + ih * w->in[2],
-                       sizeof(float) * (size_t)w->in[2]);
+            /* plain loops: rows of a few floats, where a memcpy call costs more */
+            for (int64_t ih = 0; ih < w->in[1]; ih++) {
+                float *restrict dst = xp + c * plane + (ih + w->pb[1]) * wp + w->pb[2];
+                const float *restrict row = src + ih * w->in[2];
+                for (int64_t iw = 0; iw < w->in[2]; iw++) dst[iw] = row[iw];
+            }
         }
         memset(acc, 0, sizeof(float) * (size_t)cp->osp);
         bf__fma_windows(wk, off, (int)cp->kc, xp, (int)w->out[1], (int)w->out[2], wp, acc);
