@@ -221,8 +221,12 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     bf_status st;
     dx->n_sub = dx->n_sub_batch = 0;
     while (dx->n_sub_batch < BF__SUB_MAX && 4 * (1 << dx->n_sub_batch) <= sh->batch) dx->n_sub_batch++;
-    /* wider plans pay off only for the rows of several batches at once */
-    while (dx->n_sub < BF__SUB_MAX && (dx->n_sub < dx->n_sub_batch || (1 << dx->n_sub) <= sh->samples / 4)) dx->n_sub++;
+    /* Wider plans pay off only for the rows of several batches at once; up
+     * to a batch's rows, so that all of them together hold no more than
+     * about two batches' worth of values. */
+    while (dx->n_sub < BF__SUB_MAX &&
+           (dx->n_sub < dx->n_sub_batch || ((1 << dx->n_sub) <= sh->batch && (1 << dx->n_sub) <= sh->samples / 4)))
+        dx->n_sub++;
     if (dx->n_sub == 0) return BF_OK;
     dx->row_ok = bf__calloc((size_t)dx->n_sub * sh->n_steps + 1, 1);
     dx->sstate = bf__calloc(m->n_values + 1, 1);
