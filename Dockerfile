@@ -19,11 +19,9 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBFD_COMMIT="${BITFLIP_COMMI
 
 FROM debian:bookworm-slim
 # Runtime libraries of bitflipd and bitflip, and curl for the health check.
-# libopenblas0-pthread's install registers libopenblas.so.0, which the
-# binaries link against, as an alternative.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libmicrohttpd12 libuv1 libjansson4 libopenblas0-pthread libprotobuf-c1 libsqlite3-0 libcurl4 curl \
+      libmicrohttpd12 libuv1 libjansson4 libprotobuf-c1 libsqlite3-0 libcurl4 curl \
  && rm -rf /var/lib/apt/lists/*
 # A fixed uid, so that a data volume or a tokens file can be chown'ed to it
 # from the host. The data directory is created here, owned by that user, so a
@@ -35,9 +33,6 @@ RUN groupadd --gid 10001 bitflip \
  && printf '{\n  "log_format": "text"\n}\n' > /etc/bitflip/bitflipd.json
 COPY --from=build /src/build/bitflipd /src/build/bitflip /usr/local/bin/
 
-# Parallelism is across trials, one BLAS thread per worker; bitflipd would
-# otherwise set this and re-execute itself.
-ENV OPENBLAS_NUM_THREADS=1
 USER 10001:10001
 WORKDIR /var/lib/bitflip
 VOLUME /var/lib/bitflip

@@ -7,7 +7,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
-      libjansson-dev libopenblas-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
+      libjansson-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
       libsqlite3-dev libcurl4-openssl-dev curl
       python3-jsonschema)   # checks api/campaign.schema.json against the C validator
 if [ "${1:-}" = "--bench" ]; then

@@ -43,16 +43,6 @@ static const char usage[] =
     "SIGTERM or SIGINT: stop accepting, stop running chunks, exit; queued and running\n"
     "campaigns continue at the next start from their last finished chunk.\n";
 
-/* OpenBLAS reads OPENBLAS_NUM_THREADS only at load: parallelism is across
- * trials, so set it and start again (as the CLI does). */
-static void single_threaded_blas(char **argv)
-{
-    const char *v = getenv("OPENBLAS_NUM_THREADS");
-    if (v && !strcmp(v, "1")) return;
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-}
-
 static int fail(const char *fmt, const char *a, const char *b)
 {
     fputs("bitflipd: ", stderr);
@@ -239,7 +229,6 @@ static int parse_flags(int argc, char **argv, bfd_config *c)
 
 int main(int argc, char **argv)
 {
-    single_threaded_blas(argv);
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "token")) return cmd_token(argc, argv);
 

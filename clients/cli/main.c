@@ -64,23 +64,8 @@ int parse_count(const char *cmd, const char *opt, const char *s, long long min, 
     return 0;
 }
 
-/* bitflip runs BLAS single-threaded inside each of its own workers. The
- * OpenBLAS pthread build starts its thread pool when the library loads and
- * those threads spin for about 0.1 s before sleeping, taking a core from our
- * workers (a 2-thread pass over a small eval set ran at half speed).
- * OPENBLAS_NUM_THREADS is read only at load, so set it and start again. */
-static void single_threaded_blas(char **argv)
-{
-    const char *v = getenv("OPENBLAS_NUM_THREADS");
-    if (v && strcmp(v, "1") == 0) return;
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    /* no /proc: carry on with the pool; only speed suffers */
-}
-
 int main(int argc, char **argv)
 {
-    single_threaded_blas(argv);
     if (argc < 2) {
         fputs(usage, stderr);
         return EXIT_USAGE;

@@ -555,8 +555,8 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         if (!rn.ring[i].outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs"); goto out; }
     }
     rn.n_workers = threads;
-    /* Evaluators are built here, one after another: plan building sets
-     * OpenBLAS's thread count, which is not a thing to do concurrently. */
+    /* Evaluators are built here, one after another, before any worker
+     * starts. */
     for (int i = 0; i < threads; i++) {
         rn.ws[i].rn = &rn;
         if ((st = worker_init(&rn, &rn.ws[i], i, err)) != BF_OK) goto out;

@@ -1,7 +1,6 @@
 /* Building and running a plan. Build time does everything that can be done
  * once: shapes, folding of values known in advance, memory. Run time only
  * calls kernels. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -246,8 +245,6 @@ bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf
     size_t n_out_slots = 0;
     *out = NULL;
     if (batch < 1) return bf_error_set(err, BF_EINVAL, "batch must be at least 1, got %lld", (long long)batch);
-    /* BLAS runs single-threaded inside a plan; parallelism is across plans. */
-    openblas_set_num_threads(1);
 
     for (size_t i = 0; i < model->n_nodes; i++) n_out_slots += (size_t)model->nodes[i].n_out;
     p = bf__calloc(1, sizeof *p);

@@ -8,8 +8,8 @@
  *
  * A plan is used by one thread at a time. It reads the model's parameters in
  * place until a fault writes to one; that tensor is then copied into the plan,
- * so a plan's faults never reach the model or other plans. BLAS runs
- * single-threaded inside a plan: parallelism is across plans. */
+ * so a plan's faults never reach the model or other plans. A plan runs on
+ * the thread that calls it: parallelism is across plans. */
 #ifndef BITFLIP_PLAN_H
 #define BITFLIP_PLAN_H
 
