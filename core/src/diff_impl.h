@@ -62,7 +62,7 @@ struct bf__dx {
     /* Row mode (diffrows.c): a batch whose faults reach a few of its
      * samples runs on those rows only, in plans of 1, 2, 4, ... rows. */
     bf_plan *sub[BF__SUB_MAX];
-    int n_sub;                   /* plans of up to 64 rows, for the reached rows of every batch at once */
+    int n_sub;                   /* plans of up to 64 rows and the batch, for the reached rows of every batch */
     int n_sub_batch;             /* those of at most a quarter batch, for one batch's rows */
     unsigned char *row_ok;       /* [n_sub][n_steps]: the step gives the full batch's bits on r rows */
     unsigned char *rows_from;    /* [n_sub][n_values]: every step downstream of the value is row_ok */

@@ -210,14 +210,12 @@ bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *g
     sh->out_cols = out_cols;
     sh->out_val = m->output_vals[0];
     sh->n_steps = plan[0]->n_steps;
-    /* room for a value of the full batch, or of the widest row-mode plan
-     * (diffrows.c), which may hold more rows than a small batch */
+    /* room for a value of the full batch; row-mode plans (diffrows.c) are
+     * never wider than the batch */
     for (size_t v = 0; v < m->n_values; v++)
         if (plan[0]->val_step[v] >= 0) {
             size_t n = (size_t)bf_tensor_numel(&plan[0]->vals[v]);
-            size_t rows = (size_t)n / (size_t)sh->batch * ((size_t)1 << (BF__SUB_MAX - 1));
             if (n > sh->scratch_floats) sh->scratch_floats = n;
-            if (rows > sh->scratch_floats) sh->scratch_floats = rows;
         }
     must = bf__calloc(m->n_values + 1, 1);
     feeds = bf__calloc(m->n_inputs + 1, sizeof *feeds);
