@@ -67,6 +67,9 @@ int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, f
  * Conv. */
 int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x, const float *w, const float *bias,
                      float *y, void *scratch);
+/* elementwise.c: 1 if the step is a float unary map (Relu, Sigmoid, ...),
+ * whose every output element depends on its own input element only. */
+int bf__unary_f32(const bf__step *s);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 

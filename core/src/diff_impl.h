@@ -28,6 +28,12 @@ struct bf__dx_shared {
     int *roww[2];                /* per step, full and tail plan: Gemm row chunk, 0 none */
     size_t scratch_floats;
     int max_n;                   /* widest Gemm output */
+
+    /* Chain mode (diffchain.c). */
+    int *chain_next;             /* per step: the next step of its chain; -1 the chain's end; -2 no chain */
+    int *chain_at;               /* per parameter: the chain Gemm it corrupts alone; -1 none */
+    const float **chain_feed;    /* per value: a float graph input's whole eval set */
+    int64_t chain_width;         /* widest value of any chain; 0: no chain mode */
 };
 
 #define BF__SUB_MAX 7            /* row-mode plans of 1, 2, 4, ..., 64 rows */
@@ -69,6 +75,12 @@ struct bf__dx {
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the samples in row mode, padded to the sub-plan's rows */
+
+    /* Chain mode (diffchain.c): the changed rows of a value over the eval
+     * set, two of them; the same for one sample (a witness); and the rows
+     * of one exact product. */
+    float *cv[2], *wv[2], *ca, *cb;
+    int64_t *crow[2];
 };
 
 /* A value computed at run time (a graph input or a step output). */
@@ -80,6 +92,19 @@ bf_status bf__dx_oom(bf_error *err);
  * values already loaded in it) once per step, marks their values DIRTY in
  * `state` and returns the horizon widened to their last readers. */
 int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state, int horizon);
+
+/* diffexec.c: every output row within a few ulps of the golden one (see there). */
+int bf__tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols);
+
+/* diffchain.c */
+bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err);
+void bf__chain_shared_free(bf__dx_shared *sh);
+bf_status bf__chain_init(bf__dx *dx, bf_error *err);
+void bf__chain_free(bf__dx *dx);
+/* One trial whose only fault, w (written into the plans), is in a chain
+ * Gemm: its changed output rows into dx->out, dx->rows and dx->touched.
+ * 0 when w is not such a fault (nothing written). */
+int bf__chain_run(bf__dx *dx, const bf__dx_weight *w);
 
 /* diffrows.c */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);

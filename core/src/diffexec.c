@@ -33,6 +33,7 @@ void bf__dx_free(bf__dx *dx)
 {
     if (!dx) return;
     bf__rows_free(dx);
+    bf__chain_free(dx);
     bf__free(dx->state);
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);
@@ -87,6 +88,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     }
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
     bf_status st = bf__rows_init(dx, err);
+    if (st == BF_OK) st = bf__chain_init(dx, err);
     if (st != BF_OK) {
         bf__dx_free(dx);
         return st;
@@ -256,7 +258,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
  * that of its row's largest output: a small logit that nearly cancels moves
  * by the ulps of the terms it was summed from, not by its own. */
 #define TINY_CHANGE 0x1p-18
-static int tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
+int bf__tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++, o += cols, g += cols) {
         if (memcmp(o, g, (size_t)cols * sizeof *o) == 0) continue;
@@ -274,7 +276,7 @@ static int tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
 static int tiny_change(const bf__dx *dx, const bf_plan *p, int64_t b)
 {
     const bf__dx_shared *sh = dx->sh;
-    return tiny_rows(p->vals[sh->out_val].data, sh->golden + b * sh->batch * sh->out_cols, bf_plan_batch(p),
+    return bf__tiny_rows(p->vals[sh->out_val].data, sh->golden + b * sh->batch * sh->out_cols, bf_plan_batch(p),
                      sh->out_cols);
 }
 
@@ -400,6 +402,12 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     }
     dx->n_touched = dx->n_rows = 0;
     for (size_t k = 0; vf_old && k < n_vf; k++) vf_old[k] = vf_new[k] = (float)NAN;
+    if (n_w == 1 && n_vf == 0 && bf__chain_run(dx, w)) {
+        *outputs = dx->out;
+        *rows = dx->rows;
+        *n_rows = dx->n_rows;
+        return BF_OK;
+    }
 
     int first = (int)sh->n_steps, last_entry = -1, every = 0;
     for (size_t i = 0; i < n_w; i++) {

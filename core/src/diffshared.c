@@ -20,6 +20,7 @@ void bf__dx_shared_free(bf__dx_shared *sh)
         bf__free(sh->emb[p].batch);
     }
     bf__free(sh->emb);
+    bf__chain_shared_free(sh);
     for (int t = 0; t < 2; t++) {
         for (size_t i = 0; sh->colblk[t] && i < sh->n_steps; i++) bf__free(sh->colblk[t][i]);
         bf__free(sh->colblk[t]);
@@ -234,6 +235,7 @@ bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *g
     for (size_t q = 0; q < m->n_params; q++)
         if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, plan, q, err)) != BF_OK) goto out;
     if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) goto out;
+    if ((st = bf__chain_setup(sh, ev, plan, err)) != BF_OK) goto out;
     *out = sh;
     sh = NULL;
 out:

@@ -18,6 +18,7 @@
 
 #include "../op.h"
 #include "elementwise_impl.h"
+#include "../diff.h"
 
 
 /* The first input of every op here is required; an empty name leaves it NULL. */
@@ -240,6 +241,13 @@ static bf_status unary_run(const bf__ctx *c, bf_error *err)
         break;
     }
     return BF_OK;
+}
+
+/* diffchain.c runs these on the changed elements alone, gathered: each
+ * element's result depends on that element only. */
+int bf__unary_f32(const bf__step *s)
+{
+    return s->node->op->run == unary_run && ((const unary_params *)s->params)->dtype == BF_F32;
 }
 
 /* ---- Clip -------------------------------------------------------------- */

@@ -1,0 +1,462 @@
+/* Chain mode: one corrupted Gemm weight whose effect runs down a chain of
+ * per-sample steps to the model's output, computed over the whole eval set
+ * at once on the changed elements only.
+ *
+ * Where it applies: the faulty parameter is B or C of one Gemm, and from
+ * that Gemm's output to the graph output every value has exactly one reader,
+ * a Gemm (input A; B and C parameters) or a float unary map (Relu, Sigmoid,
+ * ...): the tail of an MLP, the classifier of a CNN, a DLRM's top MLP. Every
+ * step of such a chain computes a sample's output row from that sample's
+ * input row alone, and bf__sgemm gives an element the same bits whatever
+ * the product's shape (ops/sgemm.h), so rows and columns can be computed
+ * apart from their batch.
+ *
+ * What it saves over diffexec.c's batch by batch: no golden tensor is
+ * copied or compared in full. The corrupted Gemm recomputes its one output
+ * column (exact); a unary map runs on the changed elements; a Gemm whose
+ * input changed in a few columns applies the change as a rank-k update
+ * (near-exact: a few ulps), else recomputes the changed rows (exact); rows
+ * whose values come back golden drop out.
+ *
+ * Exactness. An update rounds differently from the product by a few ulps
+ * of the values it moves, whatever the size of the change (huge changes,
+ * which could overflow one way and not the other, are computed exactly).
+ * That can change an outcome only where the question is whether an output
+ * moved at all (masked or not): a prediction or metric moves by ulps. So a
+ * trial that took an update needs an exact witness: the samples whose
+ * outputs moved most are recomputed exactly, one at a time, through the
+ * whole chain, and the first whose outputs still move proves the trial not
+ * masked (its exact outputs replace the update's). Without one (or if the
+ * updates left no output moved) the whole chain is recomputed exactly, and
+ * the trial is what a full pass gives. */
+#include <math.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "diff_impl.h"
+#include "ops/sgemm.h"
+
+#define CHAIN_ROWS 64            /* rows per exact product */
+#define CHAIN_MAX_FLOATS (1 << 24)   /* per buffer: the eval set times the widest value */
+#define WITNESSES 3              /* samples tried exactly before the whole chain is */
+
+enum { NOT_CHAIN = -2, CHAIN_END = -1 };
+
+/* The changed rows of a value: rows ascending, each with its `ncol` changed
+ * columns col[] (the others golden), or its whole row (ncol 0). */
+typedef struct cval {
+    int64_t n;
+    int64_t *row;
+    float *v;
+    int ncol;
+    int col[RANK_MAX_COLS];
+    int width;
+} cval;
+
+/* --- shared: which steps start a chain (diffshared.c calls this) */
+
+static int64_t width_of(const bf_plan *p, int v) { return bf_tensor_numel(&p->vals[v]) / bf_plan_batch(p); }
+
+/* Golden row r of value v (width floats): the dataset for a graph input,
+ * the campaign's outputs, or the cache. */
+static const float *gold_row(const bf__dx_shared *sh, int v, int64_t r, int64_t width)
+{
+    if (v == sh->out_val) return sh->golden + r * sh->out_cols;
+    if (sh->chain_feed[v]) return sh->chain_feed[v] + r * width;
+    return (const float *)bf__gcache_block(sh->gc, v, r / sh->batch) + (r % sh->batch) * width;
+}
+
+static int cached_everywhere(const bf__dx_shared *sh, int v)
+{
+    for (int64_t b = 0; b < sh->n_batches; b++)
+        if (!bf__gcache_block(sh->gc, v, b)) return 0;
+    return 1;
+}
+
+/* A Gemm whose rows and columns the setup found exact (diffshared.c). */
+static int gemm_link(const bf__dx_shared *sh, bf_plan *plan[2], size_t i, bf__gemm_info *g)
+{
+    const bf__step *s = &plan[0]->steps[i];
+    if (!bf__gemm_params(s, g) || g->trans_a || g->c_rs || s->n_out != 1) return 0;
+    for (int t = 0; t < 2; t++) {
+        if (!plan[t]) continue;
+        if (sh->roww[t][i] != 1 || !sh->colw[t][i]) return 0;
+        for (int j = 0; j < g->n; j++)   /* (a single column is the whole product: width 0) */
+            if (sh->colblk[t][i][j].w != 1 && g->n > 1) return 0;
+    }
+    return 1;
+}
+
+bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
+{
+    const bf_model *m = sh->m;
+    const bf_plan *p = plan[0];
+    sh->chain_next = bf__malloc((sh->n_steps + 1) * sizeof *sh->chain_next);
+    sh->chain_at = bf__malloc((m->n_params + 1) * sizeof *sh->chain_at);
+    sh->chain_feed = bf__calloc(m->n_values + 1, sizeof *sh->chain_feed);
+    if (!sh->chain_next || !sh->chain_at || !sh->chain_feed) return bf__dx_oom(err);
+    for (size_t q = 0; q < m->n_params; q++) sh->chain_at[q] = -1;
+    const bf_tensor *out = &p->vals[sh->out_val];
+    int out_ok = out->ndim == 2 && out->dims[1] == sh->out_cols && out->dtype == BF_F32;
+    int64_t widest = 0;
+    for (size_t k = sh->n_steps; k-- > 0;) {
+        const bf__step *s = &p->steps[k];
+        bf__gemm_info g;
+        sh->chain_next[k] = NOT_CHAIN;
+        int gemm = gemm_link(sh, plan, k, &g);
+        if (!gemm && !bf__unary_f32(s)) continue;
+        int o = s->node->out[0];
+        if (o < 0 || p->vals[o].dtype != BF_F32) continue;
+        if (o == sh->out_val) {
+            if (out_ok) sh->chain_next[k] = CHAIN_END;
+        } else {
+            int j = sh->first_use[o];
+            if (j < 0 || j != sh->last_use[o] || sh->chain_next[j] == NOT_CHAIN) continue;
+            const bf__step *r = &p->steps[j];
+            int reads = 0;
+            for (int t = 0; t < r->n_in; t++) reads += r->node->in[t] == o;
+            if (reads != 1 || r->node->in[0] != o || !cached_everywhere(sh, o)) continue;
+            sh->chain_next[k] = j;
+        }
+        int64_t w = width_of(p, o);
+        if (w > widest) widest = w;
+        if (gemm && g.k > widest) widest = g.k;
+    }
+    if (widest * sh->samples > CHAIN_MAX_FLOATS) return BF_OK;   /* no chains: buffers too large */
+    sh->chain_width = widest;
+    /* a corrupted B or C of a chain Gemm read by nothing else, whose input
+     * can be read for every sample (cached, or a float graph input) */
+    for (size_t q = 0; q < m->n_params; q++) {
+        if (sh->pc_off[q + 1] - sh->pc_off[q] != 1) continue;
+        int k = sh->pc_step[sh->pc_off[q]];
+        const bf__step *s = &p->steps[k];
+        bf__gemm_info g;
+        int vq = m->param_vals[q], av = s->node->in[0];
+        if (sh->chain_next[k] == NOT_CHAIN || !bf__gemm_params(s, &g) || av == vq) continue;
+        if (s->node->in[1] != vq && !(s->n_in > 2 && s->node->in[2] == vq && g.c_cs && !g.c_rs)) continue;
+        if (p->val_step[av] == -1) {
+            const bf_tensor *f = bf__evaluator_feed(ev, (size_t)m->values[av].index);
+            if (!f || f->dtype != BF_F32 || f->ndim < 1 || f->dims[0] < sh->samples ||
+                bf_tensor_numel(f) / f->dims[0] != g.k)
+                continue;
+            sh->chain_feed[av] = f->data;
+        } else if (!cached_everywhere(sh, av)) {
+            continue;
+        }
+        sh->chain_at[q] = k;
+    }
+    return BF_OK;
+}
+
+void bf__chain_shared_free(bf__dx_shared *sh)
+{
+    bf__free(sh->chain_next);
+    bf__free(sh->chain_at);
+    bf__free(sh->chain_feed);
+}
+
+/* --- per worker */
+
+bf_status bf__chain_init(bf__dx *dx, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    if (!sh->chain_width) return BF_OK;
+    size_t w = (size_t)sh->chain_width, all = (size_t)sh->samples * w;
+    for (int t = 0; t < 2; t++) {
+        dx->cv[t] = bf__aligned_alloc(all * sizeof(float) + 64);
+        dx->crow[t] = bf__malloc(((size_t)sh->samples + 1) * sizeof(int64_t));
+        dx->wv[t] = bf__aligned_alloc(w * sizeof(float) + 64);
+    }
+    dx->ca = bf__aligned_alloc(2 * CHAIN_ROWS * w * sizeof(float) + 64);
+    dx->cb = bf__aligned_alloc(RANK_MAX_COLS * (w + CHAIN_ROWS) * sizeof(float) + 64);
+    for (int t = 0; t < 2; t++)
+        if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t]) return bf__dx_oom(err);
+    if (!dx->ca || !dx->cb) return bf__dx_oom(err);
+    return BF_OK;
+}
+
+void bf__chain_free(bf__dx *dx)
+{
+    for (int t = 0; t < 2; t++) {
+        bf__free(dx->cv[t]);
+        bf__free(dx->crow[t]);
+        bf__free(dx->wv[t]);
+    }
+    bf__free(dx->ca);
+    bf__free(dx->cb);
+}
+
+/* --- a trial */
+
+typedef struct pass {
+    bf__dx *dx;
+    float *v[2];
+    int64_t *row[2];
+    int exact;                   /* no updates: every step computed exactly */
+    int approx;                  /* an update was used */
+} pass;
+
+static float c_term(const bf__gemm_info *g, const float *c, int j)
+{
+    return g->use_c ? g->beta * c[(int64_t)j * g->c_cs] : 0.0f;
+}
+
+/* Drops the rows of x that equal golden value v's. */
+static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
+{
+    int64_t kept = 0, w = x->ncol ? x->ncol : x->width;
+    for (int64_t t = 0; t < x->n; t++) {
+        const float *g = gold_row(sh, v, x->row[t], x->width), *e = x->v + t * w;
+        int same;
+        if (x->ncol) {
+            same = 1;
+            for (int c = 0; c < x->ncol && same; c++) same = memcmp(&e[c], &g[x->col[c]], sizeof *e) == 0;
+        } else {
+            same = memcmp(e, g, (size_t)w * sizeof *e) == 0;
+        }
+        if (same) continue;
+        if (kept != t) {
+            x->row[kept] = x->row[t];
+            memmove(x->v + kept * w, e, (size_t)w * sizeof *e);
+        }
+        kept++;
+    }
+    x->n = kept;
+}
+
+/* The corrupted Gemm's column j, for every sample (only < 0) or sample
+ * `only`, into x: exact. */
+static void faulty_column(pass *ps, size_t k, int j, int64_t only, cval *x)
+{
+    bf__dx *dx = ps->dx;
+    const bf__dx_shared *sh = dx->sh;
+    const bf__step *s = &dx->plan[0]->steps[k];
+    bf__gemm_info g;
+    bf__gemm_params(s, &g);
+    int av = s->node->in[0], o = s->node->out[0];
+    const float *b = dx->plan[0]->vals[s->node->in[1]].data;
+    const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
+    const float *bp = g.trans_b ? b + (int64_t)j * g.k : b + j;
+    int ldb = g.trans_b ? g.k : g.n;
+    float ct = c_term(&g, c, j);
+    x->n = 0;
+    x->ncol = 1;
+    x->col[0] = j;
+    x->width = g.n;
+    int64_t lo = only < 0 ? 0 : only, hi = only < 0 ? sh->samples : only + 1;
+    for (int64_t r0 = lo; r0 < hi;) {
+        /* a batch's rows of A are contiguous (cache block or dataset) */
+        int64_t r1 = only < 0 ? (r0 / sh->batch + 1) * sh->batch : hi;
+        if (r1 > hi) r1 = hi;
+        int m = (int)(r1 - r0);
+        float *col = x->v + x->n;
+        for (int i = 0; i < m; i++) col[i] = ct;
+        bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, gold_row(sh, av, r0, g.k), g.k, bp, ldb, g.use_c, col, 1);
+        for (int i = 0; i < m; i++) {
+            float gv = gold_row(sh, o, r0 + i, g.n)[j];
+            if (memcmp(&col[i], &gv, sizeof gv) == 0) continue;
+            x->v[x->n] = col[i];
+            x->row[x->n++] = r0 + i;
+        }
+        r0 = r1;
+    }
+}
+
+static void unary_link(pass *ps, size_t k, cval *x)
+{
+    const bf__step *s = &ps->dx->plan[0]->steps[k];
+    int64_t n = x->n * (x->ncol ? x->ncol : x->width);
+    bf_tensor t = {.dtype = BF_F32, .ndim = 1, .dims = {n}, .data = x->v};
+    const bf_tensor *in[1] = {&t};
+    bf_tensor *out[1] = {&t};
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = 1, .n_out = 1, .in = in, .out = out};
+    if (n) s->node->op->run(&c, NULL);   /* elementwise: in place is safe */
+    drop_golden(ps->dx->sh, s->node->out[0], x);
+}
+
+/* Row t of x as a whole input row of width K, into a. */
+static void input_row(const bf__dx_shared *sh, int v, const cval *x, int64_t t, float *a)
+{
+    if (!x->ncol) {
+        memcpy(a, x->v + t * x->width, (size_t)x->width * sizeof *a);
+        return;
+    }
+    memcpy(a, gold_row(sh, v, x->row[t], x->width), (size_t)x->width * sizeof *a);
+    for (int c = 0; c < x->ncol; c++) a[x->col[c]] = x->v[t * x->ncol + c];
+}
+
+/* Exact rows todo[0..nt) of a Gemm (input rows from x) into y, gathered
+ * into one product. */
+static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, const float *c, int av, const cval *x,
+                       const int64_t *todo, int nt, cval *y)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const int K = g->k, N = g->n;
+    float *ab = dx->ca, *yb = dx->ca + (int64_t)CHAIN_ROWS * sh->chain_width;
+    for (int i = 0; i < nt; i++) {
+        input_row(sh, av, x, todo[i], ab + (int64_t)i * K);
+        for (int n = 0; n < N; n++) yb[(int64_t)i * N + n] = c_term(g, c, n);
+    }
+    bf__sgemm(0, g->trans_b, nt, N, K, g->alpha, ab, K, b, g->trans_b ? K : N, g->use_c, yb, N);
+    for (int i = 0; i < nt; i++) memcpy(y->v + todo[i] * N, yb + (int64_t)i * N, (size_t)N * sizeof *yb);
+}
+
+/* A Gemm reading the changed value x: its changed rows into y. An input
+ * changed in a few columns moves each row by alpha D B[cols, :], applied
+ * to the golden rows as one product of inner dimension ncol (near-exact;
+ * see the top of this file); a row whose change is huge against the
+ * values (HUGE_CHANGE: a float product could then overflow where the
+ * update does not) and every row of a dense change are computed exactly. */
+static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
+{
+    bf__dx *dx = ps->dx;
+    const bf__dx_shared *sh = dx->sh;
+    const bf__step *s = &dx->plan[0]->steps[k];
+    bf__gemm_info g;
+    bf__gemm_params(s, &g);
+    const int K = g.k, N = g.n, nc = x->ncol;
+    int av = s->node->in[0], o = s->node->out[0];
+    const float *b = dx->plan[0]->vals[s->node->in[1]].data;
+    const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
+    y->n = x->n;
+    y->ncol = 0;
+    y->width = N;
+    memcpy(y->row, x->row, (size_t)x->n * sizeof *y->row);
+    int64_t todo[CHAIN_ROWS];
+    int nt = 0;
+    /* the update reads ncol of K inputs: worth it below a quarter */
+    if (!ps->exact && nc && 4 * nc <= K) {
+        float *bc = dx->cb, *d = bc + (int64_t)nc * N;   /* B's changed rows; D, a chunk's */
+        double most = 0;
+        for (int t = 0; t < nc; t++)
+            for (int n = 0; n < N; n++) {
+                float e = g.trans_b ? b[(int64_t)n * K + x->col[t]] : b[(int64_t)x->col[t] * N + n];
+                bc[(int64_t)t * N + n] = e;
+                if (fabsf(e) > most) most = fabsf(e);
+            }
+        most *= fabs(g.alpha);
+        for (int64_t t0 = 0; t0 < x->n; t0 += CHAIN_ROWS) {
+            int m = x->n - t0 < CHAIN_ROWS ? (int)(x->n - t0) : CHAIN_ROWS;
+            for (int i = 0; i < m; i++) {
+                int64_t t = t0 + i;
+                const float *ag = gold_row(sh, av, x->row[t], K);
+                memcpy(y->v + t * N, gold_row(sh, o, x->row[t], N), (size_t)N * sizeof(float));
+                int huge = 0;
+                for (int q = 0; q < nc; q++) {
+                    double dd = (double)x->v[t * nc + q] - (double)ag[x->col[q]];
+                    huge |= !(fabs(dd) * most <= HUGE_CHANGE);   /* NaN too */
+                    d[(int64_t)i * nc + q] = huge ? 0.0f : (float)dd;
+                }
+                if (huge) todo[nt++] = t;
+            }
+            bf__sgemm(0, 0, m, N, nc, g.alpha, d, nc, bc, N, 1, y->v + t0 * N, N);
+            ps->approx = 1;
+            if (nt) exact_rows(dx, &g, b, c, av, x, todo, nt, y);
+            nt = 0;
+        }
+    } else {
+        for (int64_t t = 0; t < x->n; t++) {
+            todo[nt++] = t;
+            if (nt == CHAIN_ROWS || t == x->n - 1) {
+                exact_rows(dx, &g, b, c, av, x, todo, nt, y);
+                nt = 0;
+            }
+        }
+    }
+    drop_golden(sh, o, y);
+}
+
+/* The chain from Gemm step k with fault w, for every sample (only < 0) or
+ * one; the result (the output's changed rows) in ps->v[*at]. */
+static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, cval *x, int *at)
+{
+    const bf__dx_shared *sh = ps->dx->sh;
+    const bf__step *s = &ps->dx->plan[0]->steps[k];
+    bf__gemm_info g;
+    bf__gemm_params(s, &g);
+    int j = (int)(s->node->in[1] == sh->m->param_vals[w->param] ? (g.trans_b ? w->index / g.k : w->index % g.n) : w->index);
+    int cur = 0;
+    cval xs[2];
+    for (int t = 0; t < 2; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t]};
+    faulty_column(ps, k, j, only, &xs[0]);
+    for (int i = sh->chain_next[k]; i != CHAIN_END; i = sh->chain_next[i]) {
+        if (bf__unary_f32(&ps->dx->plan[0]->steps[i])) {
+            unary_link(ps, (size_t)i, &xs[cur]);
+        } else {
+            gemm_link_run(ps, (size_t)i, &xs[cur], &xs[1 - cur]);
+            cur = 1 - cur;
+        }
+    }
+    *x = xs[cur];
+    *at = cur;
+}
+
+/* How far row t of x moved from golden, relative: which sample most likely
+ * still moves when computed exactly. */
+static double moved(const bf__dx_shared *sh, const cval *x, int64_t t)
+{
+    const float *o = x->v + t * x->width, *g = sh->golden + x->row[t] * sh->out_cols;
+    float dev = 0, scale = 0;
+    for (int64_t i = 0; i < x->width; i++) {
+        float d = fabsf(o[i] - g[i]);
+        dev = d > dev || d != d ? d : dev;   /* NaN counts as the most */
+        scale = fabsf(g[i]) > scale ? fabsf(g[i]) : scale;
+    }
+    return dev != dev ? INFINITY : (double)dev / fmax((double)scale, 1e-30);
+}
+
+/* Replaces x's outputs of its most moved samples by exact ones until one
+ * still moves; 1 if one did. */
+static int witness(bf__dx *dx, size_t k, const bf__dx_weight *w, cval *x)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int64_t cand[WITNESSES];
+    double score[WITNESSES];
+    int nc = 0;
+    for (int64_t t = 0; t < x->n; t++) {
+        double d = moved(sh, x, t);
+        int at = nc < WITNESSES ? nc++ : WITNESSES;
+        while (at > 0 && !(score[at - 1] >= d)) {
+            if (at < WITNESSES) cand[at] = cand[at - 1], score[at] = score[at - 1];
+            at--;
+        }
+        if (at < WITNESSES) cand[at] = t, score[at] = d;
+    }
+    int64_t one[2];
+    pass ws = {.dx = dx, .v = {dx->wv[0], dx->wv[1]}, .row = {&one[0], &one[1]}, .exact = 1};
+    for (int i = 0; i < nc; i++) {
+        cval e;
+        int at;
+        run_chain(&ws, k, w, x->row[cand[i]], &e, &at);
+        if (e.n == 0) continue;
+        memcpy(x->v + cand[i] * x->width, e.v, (size_t)x->width * sizeof *e.v);
+        return 1;
+    }
+    return 0;
+}
+
+int bf__chain_run(bf__dx *dx, const bf__dx_weight *w)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int k = sh->chain_width ? sh->chain_at[w->param] : -1;
+    if (k < 0) return 0;
+    pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1]}, .row = {dx->crow[0], dx->crow[1]}};
+    cval x;
+    int at;
+    run_chain(&ps, (size_t)k, w, -1, &x, &at);
+    if (ps.approx && !witness(dx, (size_t)k, w, &x)) {
+        ps.exact = 1;
+        run_chain(&ps, (size_t)k, w, -1, &x, &at);
+    }
+    int64_t last = -1, cols = sh->out_cols;
+    for (int64_t t = 0; t < x.n; t++) {
+        int64_t r = x.row[t];
+        if (x.ncol)
+            for (int c = 0; c < x.ncol; c++) dx->out[r * cols + x.col[c]] = x.v[t * x.ncol + c];
+        else
+            memcpy(dx->out + r * cols, x.v + t * cols, (size_t)cols * sizeof(float));
+        dx->rows[dx->n_rows++] = r;
+        if (r / sh->batch != last) dx->touched[dx->n_touched++] = last = r / sh->batch;
+    }
+    return 1;
+}
