@@ -597,6 +597,12 @@ out:
         pthread_mutex_destroy(&rn.mu);
     }
     for (int i = 0; rn.ws && i < rn.n_workers; i++) {
+        if (rn.ws[i].dx) {
+            int64_t t, e;
+            bf__dx_chain_counts(rn.ws[i].dx, &t, &e);
+            acc.chain_trials += t;
+            acc.chain_exact += e;
+        }
         bf__dx_free(rn.ws[i].dx);
         bf__score_scratch_free(&rn.ws[i].sc);
         bf_evaluator_free(rn.ws[i].ev);

@@ -81,6 +81,7 @@ struct bf__dx {
      * of one exact product. */
     float *cv[2], *wv[2], *ca, *cb;
     int64_t *crow[2];
+    int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
 };
 
 /* A value computed at run time (a graph input or a step output). */

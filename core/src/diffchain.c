@@ -4,8 +4,10 @@
  *
  * Where it applies: the faulty parameter is B or C of one Gemm, and from
  * that Gemm's output to the graph output every value has exactly one reader,
- * a Gemm (input A; B and C parameters) or a float unary map (Relu, Sigmoid,
- * ...): the tail of an MLP, the classifier of a CNN, a DLRM's top MLP. Every
+ * a Gemm (input A; B and C parameters), a float unary map (Relu, Sigmoid,
+ * ...) or a step that only renames a sample's elements (Reshape, Flatten,
+ * Squeeze, Unsqueeze, Identity keeping dimension 0): the tail of an MLP, the
+ * classifier of a CNN, a DLRM's top MLP. Every
  * step of such a chain computes a sample's output row from that sample's
  * input row alone, and bf__sgemm gives an element the same bits whatever
  * the product's shape (ops/sgemm.h), so rows and columns can be computed
@@ -73,6 +75,21 @@ static int cached_everywhere(const bf__dx_shared *sh, int v)
     return 1;
 }
 
+/* A step whose output holds each sample's elements of its input in the same
+ * order (other inputs fixed when the plan was built). */
+static int same_layout(const bf_plan *p, const bf__step *s)
+{
+    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops && !known; i++) known = strcmp(s->node->op->name, ops[i]) == 0;
+    if (!known || s->n_out != 1 || s->node->in[0] < 0) return 0;
+    for (int t = 1; t < s->n_in; t++)
+        if (bf__runtime(p, s->node->in[t])) return 0;
+    const bf_tensor *x = &p->vals[s->node->in[0]], *y = &p->vals[s->node->out[0]];
+    return x->ndim >= 1 && y->ndim >= 1 && x->dims[0] == bf_plan_batch(p) && y->dims[0] == bf_plan_batch(p) &&
+           bf_tensor_numel(x) == bf_tensor_numel(y);
+}
+
 /* A Gemm whose rows and columns the setup found exact (diffshared.c). */
 static int gemm_link(const bf__dx_shared *sh, bf_plan *plan[2], size_t i, bf__gemm_info *g)
 {
@@ -97,14 +114,15 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     if (!sh->chain_next || !sh->chain_at || !sh->chain_feed) return bf__dx_oom(err);
     for (size_t q = 0; q < m->n_params; q++) sh->chain_at[q] = -1;
     const bf_tensor *out = &p->vals[sh->out_val];
-    int out_ok = out->ndim == 2 && out->dims[1] == sh->out_cols && out->dtype == BF_F32;
+    int out_ok = out->ndim >= 1 && out->dims[0] == sh->batch && width_of(p, sh->out_val) == sh->out_cols &&
+                 out->dtype == BF_F32;
     int64_t widest = 0;
     for (size_t k = sh->n_steps; k-- > 0;) {
         const bf__step *s = &p->steps[k];
         bf__gemm_info g;
         sh->chain_next[k] = NOT_CHAIN;
         int gemm = gemm_link(sh, plan, k, &g);
-        if (!gemm && !bf__unary_f32(s)) continue;
+        if (!gemm && !bf__unary_f32(s) && !(same_layout(p, s) && (!plan[1] || same_layout(plan[1], s)))) continue;
         int o = s->node->out[0];
         if (o < 0 || p->vals[o].dtype != BF_F32) continue;
         if (o == sh->out_val) {
@@ -184,6 +202,12 @@ void bf__chain_free(bf__dx *dx)
     }
     bf__free(dx->ca);
     bf__free(dx->cb);
+}
+
+void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact)
+{
+    *trials = dx->n_chain;
+    *exact = dx->n_chain_exact;
 }
 
 /* --- a trial */
@@ -380,12 +404,14 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
     for (int t = 0; t < 2; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t]};
     faulty_column(ps, k, j, only, &xs[0]);
     for (int i = sh->chain_next[k]; i != CHAIN_END; i = sh->chain_next[i]) {
-        if (bf__unary_f32(&ps->dx->plan[0]->steps[i])) {
+        const bf__step *ls = &ps->dx->plan[0]->steps[i];
+        bf__gemm_info lg;
+        if (bf__unary_f32(ls)) {
             unary_link(ps, (size_t)i, &xs[cur]);
-        } else {
+        } else if (bf__gemm_params(ls, &lg)) {
             gemm_link_run(ps, (size_t)i, &xs[cur], &xs[1 - cur]);
             cur = 1 - cur;
-        }
+        }   /* else the same elements under another shape */
     }
     *x = xs[cur];
     *at = cur;
@@ -444,7 +470,9 @@ int bf__chain_run(bf__dx *dx, const bf__dx_weight *w)
     cval x;
     int at;
     run_chain(&ps, (size_t)k, w, -1, &x, &at);
+    dx->n_chain++;
     if (ps.approx && !witness(dx, (size_t)k, w, &x)) {
+        dx->n_chain_exact++;
         ps.exact = 1;
         run_chain(&ps, (size_t)k, w, -1, &x, &at);
     }

@@ -68,14 +68,21 @@ typedef struct tally {
 static char *all[] = {"*"};
 static double rates[] = {1e-4, 1e-3};
 
-static int run(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, recs *out,
-               bf_campaign **cp)
+/* The tensors of the next run (all of them unless a test says). */
+typedef struct sel {
+    char **tensors;
+    int64_t trials;
+    int64_t chain_trials;        /* out: trials in chain mode */
+} sel;
+
+static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, sel *sl,
+                   recs *out, bf_campaign **cp)
 {
     bf_campaign_spec s = {0};
     s.seed = 4242;
-    s.trials = TRIALS;
+    s.trials = sl ? sl->trials : TRIALS;
     s.target = cf->target;
-    s.tensors = all;
+    s.tensors = sl ? sl->tensors : all;
     s.n_tensors = 1;
     s.model_kind = cf->kind;
     s.bits = cf->bits;
@@ -99,9 +106,16 @@ static int run(const bf_model *m, const bf_dataset *ds, const config *cf, int ex
     bf_campaign_result res;
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
     assert_int_equal(res.trials_done, out->n);
+    if (sl) sl->chain_trials = res.chain_trials;
     bf_campaign_result_free(&res);
     *cp = c;
     return 1;
+}
+
+static int run(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, recs *out,
+               bf_campaign **cp)
+{
+    return run_sel(m, ds, cf, exact, budget, NULL, out, cp);
 }
 
 /* The largest golden output (at least 1): the scale of an output ulp. */
@@ -212,10 +226,56 @@ static void tiny_cache_matches_default(void **state)
     assert_agree("one-byte cache vs default", &t, 300);
 }
 
+/* Chain mode (core/src/diffchain.c): single faults in the Gemm weights of
+ * the fixtures whose Gemms end in a chain to the output (the DLRM's top
+ * MLP through a Squeeze, the CNN's and the MLP's classifiers), many trials
+ * of each weight fault model, against full re-execution. Chain mode must
+ * have run most of them: the test is of it, not of the batch path. */
+static void chain_mode_matches_exact(void **state)
+{
+    (void)state;
+    static const char *const fx[] = {"dlrm_ops_op13", "demo_digits", "mlp_ops_op13"};
+    static char *top[] = {"top.*"}, *fc[] = {"fc.*"}, *out[] = {"out.*"};
+    char **which[] = {top, fc, out};
+    tally t = {0};
+    int64_t chained = 0;
+    for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
+        char mp[512], dp[512];
+        snprintf(mp, sizeof mp, FIX "%s.onnx", fx[f]);
+        snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fx[f]);
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        bf_error err = {0};
+        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
+        double scale = out_scale(m, ds);
+        for (size_t k = 0; k < 5; k++) {   /* the weight fault models but BER (several faults a trial) */
+            if (configs[k].kind == BF_FAULT_BER) continue;
+            recs a = {0}, b = {0};
+            bf_campaign *ca = NULL, *cb = NULL;
+            sel sa = {.tensors = which[f], .trials = 300}, sb = sa;
+            if (!run_sel(m, ds, &configs[k], 1, 0, &sa, &a, &ca)) fail_msg("%s: no %s sites", fx[f], which[f][0]);
+            assert_true(run_sel(m, ds, &configs[k], 0, 0, &sb, &b, &cb));
+            assert_int_equal(sa.chain_trials, 0);   /* the exact engine never */
+            chained += sb.chain_trials;
+            compare(fx[f], &configs[k], &a, &b, scale, &t);
+            free(a.r);
+            free(b.r);
+            bf_campaign_free(ca);
+            bf_campaign_free(cb);
+        }
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+    printf("chain mode ran %lld of %lld trials\n", (long long)chained, (long long)t.trials);
+    assert_true(chained * 10 >= t.trials * 9);
+    assert_agree("chain mode vs exact", &t, 3000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fast_matches_exact),
+        cmocka_unit_test(chain_mode_matches_exact),
         cmocka_unit_test(tiny_cache_matches_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

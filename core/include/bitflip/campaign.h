@@ -235,6 +235,9 @@ typedef struct bf_campaign_result {
     int exact;                /* every trial a full pass */
     double setup_seconds;     /* of `seconds`: workers' plans and golden checks, the cache */
     size_t cache_bytes;       /* the golden-activation cache */
+    int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
+                               * on a chain of per-sample steps, docs/ENGINE.md) */
+    int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */
 } bf_campaign_result;
 
 void bf_campaign_result_free(bf_campaign_result *r);   /* frees members */
