@@ -214,6 +214,7 @@ void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact)
 
 typedef struct pass {
     bf__dx *dx;
+    const bf__dx_weight *w;      /* the trial's fault */
     float *v[2];
     int64_t *row[2];
     int exact;                   /* no updates: every step computed exactly */
@@ -225,6 +226,19 @@ static float c_term(const bf__gemm_info *g, const float *c, int j)
     return g->use_c ? g->beta * c[(int64_t)j * g->c_cs] : 0.0f;
 }
 
+/* Bit for bit, as memcmp, inlined: rows here are a few floats wide. */
+static int same_bits(const float *a, const float *b, int64_t n)
+{
+    uint32_t diff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x, y;
+        memcpy(&x, &a[i], sizeof x);
+        memcpy(&y, &b[i], sizeof y);
+        diff |= x ^ y;
+    }
+    return diff == 0;
+}
+
 /* Drops the rows of x that equal golden value v's. */
 static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
 {
@@ -234,9 +248,9 @@ static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
         int same;
         if (x->ncol) {
             same = 1;
-            for (int c = 0; c < x->ncol && same; c++) same = memcmp(&e[c], &g[x->col[c]], sizeof *e) == 0;
+            for (int c = 0; c < x->ncol && same; c++) same = same_bits(&e[c], &g[x->col[c]], 1);
         } else {
-            same = memcmp(e, g, (size_t)w * sizeof *e) == 0;
+            same = same_bits(e, g, w);
         }
         if (same) continue;
         if (kept != t) {
@@ -249,8 +263,10 @@ static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
 }
 
 /* The corrupted Gemm's column j, for every sample (only < 0) or sample
- * `only`, into x: exact. */
-static void faulty_column(pass *ps, size_t k, int j, int64_t only, cval *x)
+ * `only`, into x: exact. A corrupted B[kk][j] changes nothing in a row
+ * whose A[r][kk] is zero (ReLU outputs often are): fma(0, w, s) is s for
+ * the old and the new finite w of one sign. */
+static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *x)
 {
     bf__dx *dx = ps->dx;
     const bf__dx_shared *sh = dx->sh;
@@ -268,6 +284,32 @@ static void faulty_column(pass *ps, size_t k, int j, int64_t only, cval *x)
     x->col[0] = j;
     x->width = g.n;
     int64_t lo = only < 0 ? 0 : only, hi = only < 0 ? sh->samples : only + 1;
+    const bf__dx_weight *w = ps->w;
+    if (kk >= 0 && isfinite(w->new_value) && isfinite(w->old_value) && signbit(w->new_value) == signbit(w->old_value)) {
+        /* the rows that read the corrupted weight with a nonzero input, gathered */
+        float *ab = ps->dx->ca, *col = ab + (int64_t)CHAIN_ROWS * g.k;
+        int64_t rs[CHAIN_ROWS];
+        int m = 0;
+        for (int64_t r = lo; r <= hi; r++) {
+            const float *a = r < hi ? gold_row(sh, av, r, g.k) : NULL;
+            if (a && a[kk] != 0.0f) {
+                memcpy(ab + (int64_t)m * g.k, a, (size_t)g.k * sizeof *a);
+                rs[m++] = r;
+            }
+            if (m == CHAIN_ROWS || (r == hi && m)) {
+                for (int i = 0; i < m; i++) col[i] = ct;
+                bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, ab, g.k, bp, ldb, g.use_c, col, 1);
+                for (int i = 0; i < m; i++) {
+                    float gv = gold_row(sh, o, rs[i], g.n)[j];
+                    if (same_bits(&col[i], &gv, 1)) continue;
+                    x->v[x->n] = col[i];
+                    x->row[x->n++] = rs[i];
+                }
+                m = 0;
+            }
+        }
+        return;
+    }
     for (int64_t r0 = lo; r0 < hi;) {
         /* a batch's rows of A are contiguous (cache block or dataset) */
         int64_t r1 = only < 0 ? (r0 / sh->batch + 1) * sh->batch : hi;
@@ -278,7 +320,7 @@ static void faulty_column(pass *ps, size_t k, int j, int64_t only, cval *x)
         bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, gold_row(sh, av, r0, g.k), g.k, bp, ldb, g.use_c, col, 1);
         for (int i = 0; i < m; i++) {
             float gv = gold_row(sh, o, r0 + i, g.n)[j];
-            if (memcmp(&col[i], &gv, sizeof gv) == 0) continue;
+            if (same_bits(&col[i], &gv, 1)) continue;
             x->v[x->n] = col[i];
             x->row[x->n++] = r0 + i;
         }
@@ -398,11 +440,14 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
     const bf__step *s = &ps->dx->plan[0]->steps[k];
     bf__gemm_info g;
     bf__gemm_params(s, &g);
-    int j = (int)(s->node->in[1] == sh->m->param_vals[w->param] ? (g.trans_b ? w->index / g.k : w->index % g.n) : w->index);
+    int in_b = s->node->in[1] == sh->m->param_vals[w->param];
+    int j = (int)(in_b ? (g.trans_b ? w->index / g.k : w->index % g.n) : w->index);
+    int kk = in_b ? (int)(g.trans_b ? w->index % g.k : w->index / g.n) : -1;
     int cur = 0;
     cval xs[2];
     for (int t = 0; t < 2; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t]};
-    faulty_column(ps, k, j, only, &xs[0]);
+    ps->w = w;
+    faulty_column(ps, k, j, kk, only, &xs[0]);
     for (int i = sh->chain_next[k]; i != CHAIN_END; i = sh->chain_next[i]) {
         const bf__step *ls = &ps->dx->plan[0]->steps[i];
         bf__gemm_info lg;
@@ -423,12 +468,14 @@ static double moved(const bf__dx_shared *sh, const cval *x, int64_t t)
 {
     const float *o = x->v + t * x->width, *g = sh->golden + x->row[t] * sh->out_cols;
     float dev = 0, scale = 0;
-    for (int64_t i = 0; i < x->width; i++) {
-        float d = fabsf(o[i] - g[i]);
-        dev = d > dev || d != d ? d : dev;   /* NaN counts as the most */
-        scale = fabsf(g[i]) > scale ? fabsf(g[i]) : scale;
+    int nan = 0;
+    for (int64_t i = 0; i < x->width; i++) {   /* branch-free: vectorised */
+        float d = fabsf(o[i] - g[i]), a = fabsf(g[i]);
+        nan |= d != d;
+        dev = d > dev ? d : dev;
+        scale = a > scale ? a : scale;
     }
-    return dev != dev ? INFINITY : (double)dev / fmax((double)scale, 1e-30);
+    return nan ? INFINITY : (double)dev / fmax((double)scale, 1e-30);   /* NaN counts as the most */
 }
 
 /* Replaces x's outputs of its most moved samples by exact ones until one
