@@ -67,6 +67,22 @@ int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, f
  * Conv. */
 int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x, const float *w, const float *bias,
                      float *y, void *scratch);
+/* linalg_spatial.c, for diffchain.c; each returns 0 if the step is not of
+ * its kind. A Conv's input and output channels and positions per plane. */
+int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
+/* For element `index` of a Conv's weight (slot 1) or bias (slot 2): the
+ * output channel it feeds, the input channel it reads (-1 for a bias), and
+ * for each output position of a plane the input position its tap reads
+ * (-1: padding; 0 for a bias). tap: osp entries. */
+int bf__conv_taps(const bf__step *s, int slot, int64_t index, int64_t *oc, int64_t *ic, int64_t *tap);
+/* Output channel oc of n samples (at most the step's batch; x and y laid
+ * out as its input and output) with the bits the whole step gives it. */
+int bf__conv_channel_n(const bf__step *s, int64_t oc, int64_t n, const float *x, const float *wt, const float *bias,
+                       float *y, void *scratch);
+/* A MaxPool or AveragePool step: one plane (the positions per plane in and
+ * out), with the bits the whole step gives it. */
+int bf__pool_plane(const bf__step *s, const float *x, float *y, void *scratch);
+int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);
 /* elementwise.c: 1 if the step is a float unary map (Relu, Sigmoid, ...),
  * whose every output element depends on its own input element only. */
 int bf__unary_f32(const bf__step *s);

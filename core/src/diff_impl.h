@@ -80,7 +80,8 @@ struct bf__dx {
      * set, two of them; the same for one sample (a witness); and the rows
      * of one exact product. */
     float *cv[2], *wv[2], *ca, *cb;
-    int64_t *crow[2];
+    int64_t *crow[2], *ctap;
+    int *ccol[2], *wcol[2];
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
 };
 

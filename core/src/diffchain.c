@@ -41,6 +41,7 @@
 #define CHAIN_ROWS 64            /* rows per exact product */
 #define CHAIN_MAX_FLOATS (1 << 24)   /* per buffer: the eval set times the widest value */
 #define WITNESSES 3              /* samples tried exactly before the whole chain is */
+#define UPDATE_MAX_COLS 64       /* a Gemm input changed in more columns: exact rows */
 
 enum { NOT_CHAIN = -2, CHAIN_END = -1 };
 
@@ -51,7 +52,7 @@ typedef struct cval {
     int64_t *row;
     float *v;
     int ncol;
-    int col[RANK_MAX_COLS];
+    int *col;                    /* ascending */
     int width;
 } cval;
 
@@ -116,13 +117,15 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     const bf_tensor *out = &p->vals[sh->out_val];
     int out_ok = out->ndim >= 1 && out->dims[0] == sh->batch && width_of(p, sh->out_val) == sh->out_cols &&
                  out->dtype == BF_F32;
-    int64_t widest = 0;
+    int64_t widest = 0, isp, osp, c, mm;
     for (size_t k = sh->n_steps; k-- > 0;) {
         const bf__step *s = &p->steps[k];
         bf__gemm_info g;
         sh->chain_next[k] = NOT_CHAIN;
-        int gemm = gemm_link(sh, plan, k, &g);
-        if (!gemm && !bf__unary_f32(s) && !(same_layout(p, s) && (!plan[1] || same_layout(plan[1], s)))) continue;
+        int gemm = gemm_link(sh, plan, k, &g), conv = bf__conv_shape(s, &c, &mm, &isp, &osp);
+        int pool = bf__pool_shape(s, &isp, &osp) && width_of(p, s->node->in[0]) % isp == 0;
+        if (!gemm && !conv && !pool && !bf__unary_f32(s) && !(same_layout(p, s) && (!plan[1] || same_layout(plan[1], s))))
+            continue;
         int o = s->node->out[0];
         if (o < 0 || p->vals[o].dtype != BF_F32) continue;
         if (o == sh->out_val) {
@@ -131,31 +134,38 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
             int j = sh->first_use[o];
             if (j < 0 || j != sh->last_use[o] || sh->chain_next[j] == NOT_CHAIN) continue;
             const bf__step *r = &p->steps[j];
+            if (bf__conv_shape(r, &c, &mm, &isp, &osp)) continue;   /* a Conv starts a chain, never continues one */
             int reads = 0;
             for (int t = 0; t < r->n_in; t++) reads += r->node->in[t] == o;
             if (reads != 1 || r->node->in[0] != o || !cached_everywhere(sh, o)) continue;
             sh->chain_next[k] = j;
         }
-        int64_t w = width_of(p, o);
+        int64_t w = width_of(p, o), wi = s->node->in[0] >= 0 ? width_of(p, s->node->in[0]) : 0;
         if (w > widest) widest = w;
-        if (gemm && g.k > widest) widest = g.k;
+        if ((gemm || conv || pool) && wi > widest) widest = wi;
     }
     if (widest * sh->samples > CHAIN_MAX_FLOATS) return BF_OK;   /* no chains: buffers too large */
     sh->chain_width = widest;
-    /* a corrupted B or C of a chain Gemm read by nothing else, whose input
-     * can be read for every sample (cached, or a float graph input) */
+    /* a corrupted B or C of a chain Gemm, or weight or bias of a chain
+     * Conv, read by nothing else, whose input can be read for every sample
+     * (cached, or a float graph input) */
     for (size_t q = 0; q < m->n_params; q++) {
         if (sh->pc_off[q + 1] - sh->pc_off[q] != 1) continue;
         int k = sh->pc_step[sh->pc_off[q]];
         const bf__step *s = &p->steps[k];
         bf__gemm_info g;
         int vq = m->param_vals[q], av = s->node->in[0];
-        if (sh->chain_next[k] == NOT_CHAIN || !bf__gemm_params(s, &g) || av == vq) continue;
-        if (s->node->in[1] != vq && !(s->n_in > 2 && s->node->in[2] == vq && g.c_cs && !g.c_rs)) continue;
+        if (sh->chain_next[k] == NOT_CHAIN || av == vq) continue;
+        if (bf__gemm_params(s, &g)) {
+            if (s->node->in[1] != vq && !(s->n_in > 2 && s->node->in[2] == vq && g.c_cs && !g.c_rs)) continue;
+        } else if (!bf__conv_shape(s, &c, &mm, &isp, &osp) ||
+                   (s->node->in[1] != vq && !(s->n_in > 2 && s->node->in[2] == vq))) {
+            continue;
+        }
         if (p->val_step[av] == -1) {
             const bf_tensor *f = bf__evaluator_feed(ev, (size_t)m->values[av].index);
             if (!f || f->dtype != BF_F32 || f->ndim < 1 || f->dims[0] < sh->samples ||
-                bf_tensor_numel(f) / f->dims[0] != g.k)
+                bf_tensor_numel(f) / f->dims[0] != width_of(p, av))
                 continue;
             sh->chain_feed[av] = f->data;
         } else if (!cached_everywhere(sh, av)) {
@@ -184,12 +194,15 @@ bf_status bf__chain_init(bf__dx *dx, bf_error *err)
         dx->cv[t] = bf__aligned_alloc(all * sizeof(float) + 64);
         dx->crow[t] = bf__malloc(((size_t)sh->samples + 1) * sizeof(int64_t));
         dx->wv[t] = bf__aligned_alloc(w * sizeof(float) + 64);
+        dx->ccol[t] = bf__malloc((w + 1) * sizeof(int));
+        dx->wcol[t] = bf__malloc((w + 1) * sizeof(int));
     }
     dx->ca = bf__aligned_alloc(2 * CHAIN_ROWS * w * sizeof(float) + 64);
-    dx->cb = bf__aligned_alloc(RANK_MAX_COLS * (w + CHAIN_ROWS) * sizeof(float) + 64);
+    dx->cb = bf__aligned_alloc(UPDATE_MAX_COLS * (w + CHAIN_ROWS) * sizeof(float) + 64);
+    dx->ctap = bf__malloc((w + 1) * sizeof(int64_t));
     for (int t = 0; t < 2; t++)
-        if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t]) return bf__dx_oom(err);
-    if (!dx->ca || !dx->cb) return bf__dx_oom(err);
+        if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t] || !dx->ccol[t] || !dx->wcol[t]) return bf__dx_oom(err);
+    if (!dx->ca || !dx->cb || !dx->ctap) return bf__dx_oom(err);
     return BF_OK;
 }
 
@@ -199,7 +212,10 @@ void bf__chain_free(bf__dx *dx)
         bf__free(dx->cv[t]);
         bf__free(dx->crow[t]);
         bf__free(dx->wv[t]);
+        bf__free(dx->ccol[t]);
+        bf__free(dx->wcol[t]);
     }
+    bf__free(dx->ctap);
     bf__free(dx->ca);
     bf__free(dx->cb);
 }
@@ -217,6 +233,7 @@ typedef struct pass {
     const bf__dx_weight *w;      /* the trial's fault */
     float *v[2];
     int64_t *row[2];
+    int *col[2];
     int exact;                   /* no updates: every step computed exactly */
     int approx;                  /* an update was used */
 } pass;
@@ -391,7 +408,7 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
     int64_t todo[CHAIN_ROWS];
     int nt = 0;
     /* the update reads ncol of K inputs: worth it below a quarter */
-    if (!ps->exact && nc && 4 * nc <= K) {
+    if (!ps->exact && nc && nc <= UPDATE_MAX_COLS && 4 * nc <= K) {
         float *bc = dx->cb, *d = bc + (int64_t)nc * N;   /* B's changed rows; D, a chunk's */
         double most = 0;
         for (int t = 0; t < nc; t++)
@@ -432,6 +449,112 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
     drop_golden(sh, o, y);
 }
 
+/* The corrupted Conv's output channel, for every sample (only < 0) or
+ * sample `only`, into x (its positions as the changed columns). Each
+ * output position moves by the weight's change times the one input its tap
+ * reads (a zero input: not at all), applied as an update; exactly, the
+ * channel is recomputed (bf__conv_channel_n), as it is for a sample whose
+ * change is huge against the values (HUGE_CHANGE). */
+static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
+{
+    bf__dx *dx = ps->dx;
+    const bf__dx_shared *sh = dx->sh;
+    const bf__step *s = &dx->plan[0]->steps[k];
+    const bf__dx_weight *w = ps->w;
+    int64_t C, M, isp, osp, oc, ic, *tap = dx->ctap;
+    int slot = s->node->in[1] == sh->m->param_vals[w->param] ? 1 : 2;
+    bf__conv_shape(s, &C, &M, &isp, &osp);
+    bf__conv_taps(s, slot, w->index, &oc, &ic, tap);
+    int av = s->node->in[0], o = s->node->out[0];
+    const float *wt = dx->plan[0]->vals[s->node->in[1]].data;
+    const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
+    double dw = (double)w->new_value - (double)w->old_value;
+    int exact = ps->exact || !isfinite(dw);
+    /* a zero input adds the same zero for either weight of one sign: exact */
+    int sign = signbit(w->new_value) != signbit(w->old_value);
+    x->n = 0;
+    x->ncol = (int)osp;
+    x->width = (int)(M * osp);
+    for (int64_t p = 0; p < osp; p++) x->col[p] = (int)(oc * osp + p);
+    float *yb = dx->ca;   /* CHAIN_ROWS samples of the step's output */
+    int64_t lo = only < 0 ? 0 : only, hi = only < 0 ? sh->samples : only + 1;
+    for (int64_t r0 = lo; r0 < hi;) {
+        /* samples in one run: contiguous in the cache (one batch), at most CHAIN_ROWS */
+        int64_t r1 = exact ? (r0 / sh->batch + 1) * sh->batch : r0 + 1;
+        if (r1 > hi) r1 = hi;
+        if (r1 - r0 > CHAIN_ROWS) r1 = r0 + CHAIN_ROWS;
+        const float *xin = gold_row(sh, av, r0, C * isp);
+        float *e = x->v + x->n * osp;
+        int run = exact;
+        if (!exact) {   /* the update, for sample r0 alone */
+            const float *xc = slot == 1 ? xin + ic * isp : NULL, *yg = gold_row(sh, o, r0, M * osp) + oc * osp;
+            int moved = sign;
+            for (int64_t p = 0; p < osp; p++) {
+                double d = slot == 2 ? dw : tap[p] >= 0 ? dw * xc[tap[p]] : 0.0;
+                float v = d == 0 ? yg[p] : (float)((double)yg[p] + d);
+                run |= !(fabs(d) <= HUGE_CHANGE * fmax(1.0, fabs((double)yg[p]))) | !isfinite(v);
+                moved |= d != 0;
+                e[p] = v;
+            }
+            ps->approx |= moved;
+        }
+        if (run) {
+            bf__conv_channel_n(s, oc, r1 - r0, xin, wt, bias, yb, dx->plan[0]->scratch);
+            for (int64_t i = 0; i < r1 - r0; i++) memcpy(e + i * osp, yb + (i * M + oc) * osp, (size_t)osp * sizeof *e);
+        }
+        for (int64_t i = 0; i < r1 - r0; i++) {
+            if (same_bits(e + i * osp, gold_row(sh, o, r0 + i, M * osp) + oc * osp, osp)) continue;
+            if (x->v + x->n * osp != e + i * osp) memmove(x->v + x->n * osp, e + i * osp, (size_t)osp * sizeof *e);
+            x->row[x->n++] = r0 + i;
+        }
+        r0 = r1;
+    }
+}
+
+/* A MaxPool or AveragePool reading the changed value x: the planes (one
+ * sample's channel) x changed, pooled, into y. */
+static void pool_link(pass *ps, size_t k, const cval *x, cval *y)
+{
+    bf__dx *dx = ps->dx;
+    const bf__dx_shared *sh = dx->sh;
+    const bf__step *s = &dx->plan[0]->steps[k];
+    int64_t isp, osp;
+    bf__pool_shape(s, &isp, &osp);
+    int iv = s->node->in[0], o = s->node->out[0];
+    int64_t planes = x->width / isp;
+    /* the changed planes: the planes of x's columns (ascending), or all */
+    int np = 0, *pl = y->col;   /* the plane list first, in y's column room */
+    for (int c = 0; c < x->ncol; c++)
+        if (np == 0 || pl[np - 1] != x->col[c] / isp) pl[np++] = (int)(x->col[c] / isp);
+    if (!x->ncol)
+        for (int64_t q = 0; q < planes; q++) pl[np++] = (int)q;
+    y->n = x->n;
+    y->width = (int)(planes * osp);
+    y->ncol = x->ncol ? (int)(np * osp) : 0;
+    memcpy(y->row, x->row, (size_t)x->n * sizeof *y->row);
+    float *plane = dx->ca;
+    int64_t yw = x->ncol ? np * osp : y->width;
+    for (int64_t t = 0; t < x->n; t++) {
+        const float *g = gold_row(sh, iv, x->row[t], x->width);
+        int c = 0;
+        for (int q = 0; q < np; q++) {
+            const float *in;
+            if (x->ncol) {
+                memcpy(plane, g + (int64_t)pl[q] * isp, (size_t)isp * sizeof *plane);
+                for (; c < x->ncol && x->col[c] / isp == pl[q]; c++) plane[x->col[c] % isp] = x->v[t * x->ncol + c];
+                in = plane;
+            } else {
+                in = x->v + t * x->width + (int64_t)pl[q] * isp;
+            }
+            bf__pool_plane(s, in, y->v + t * yw + (int64_t)q * osp, dx->plan[0]->scratch);
+        }
+    }
+    if (x->ncol)   /* the plane list becomes the column list: each plane's positions */
+        for (int q = np; q-- > 0;)
+            for (int64_t u = osp; u-- > 0;) y->col[q * osp + u] = (int)(pl[q] * osp + u);
+    drop_golden(sh, o, y);
+}
+
 /* The chain from Gemm step k with fault w, for every sample (only < 0) or
  * one; the result (the output's changed rows) in ps->v[*at]. */
 static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, cval *x, int *at)
@@ -439,20 +562,27 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
     const bf__dx_shared *sh = ps->dx->sh;
     const bf__step *s = &ps->dx->plan[0]->steps[k];
     bf__gemm_info g;
-    bf__gemm_params(s, &g);
-    int in_b = s->node->in[1] == sh->m->param_vals[w->param];
-    int j = (int)(in_b ? (g.trans_b ? w->index / g.k : w->index % g.n) : w->index);
-    int kk = in_b ? (int)(g.trans_b ? w->index % g.k : w->index / g.n) : -1;
     int cur = 0;
     cval xs[2];
-    for (int t = 0; t < 2; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t]};
+    for (int t = 0; t < 2; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t], .col = ps->col[t]};
     ps->w = w;
-    faulty_column(ps, k, j, kk, only, &xs[0]);
+    if (bf__gemm_params(s, &g)) {
+        int in_b = s->node->in[1] == sh->m->param_vals[w->param];
+        int j = (int)(in_b ? (g.trans_b ? w->index / g.k : w->index % g.n) : w->index);
+        int kk = in_b ? (int)(g.trans_b ? w->index % g.k : w->index / g.n) : -1;
+        faulty_column(ps, k, j, kk, only, &xs[0]);
+    } else {
+        faulty_conv(ps, k, only, &xs[0]);
+    }
     for (int i = sh->chain_next[k]; i != CHAIN_END; i = sh->chain_next[i]) {
         const bf__step *ls = &ps->dx->plan[0]->steps[i];
         bf__gemm_info lg;
+        int64_t isp, osp;
         if (bf__unary_f32(ls)) {
             unary_link(ps, (size_t)i, &xs[cur]);
+        } else if (bf__pool_shape(ls, &isp, &osp)) {
+            pool_link(ps, (size_t)i, &xs[cur], &xs[1 - cur]);
+            cur = 1 - cur;
         } else if (bf__gemm_params(ls, &lg)) {
             gemm_link_run(ps, (size_t)i, &xs[cur], &xs[1 - cur]);
             cur = 1 - cur;
@@ -466,11 +596,13 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
  * still moves when computed exactly. */
 static double moved(const bf__dx_shared *sh, const cval *x, int64_t t)
 {
-    const float *o = x->v + t * x->width, *g = sh->golden + x->row[t] * sh->out_cols;
+    int64_t w = x->ncol ? x->ncol : x->width;
+    const float *o = x->v + t * w, *g = sh->golden + x->row[t] * sh->out_cols;
     float dev = 0, scale = 0;
     int nan = 0;
-    for (int64_t i = 0; i < x->width; i++) {   /* branch-free: vectorised */
-        float d = fabsf(o[i] - g[i]), a = fabsf(g[i]);
+    for (int64_t i = 0; i < w; i++) {   /* branch-free: vectorised */
+        float gi = x->ncol ? g[x->col[i]] : g[i];
+        float d = fabsf(o[i] - gi), a = fabsf(gi);
         nan |= d != d;
         dev = d > dev ? d : dev;
         scale = a > scale ? a : scale;
@@ -496,13 +628,15 @@ static int witness(bf__dx *dx, size_t k, const bf__dx_weight *w, cval *x)
         if (at < WITNESSES) cand[at] = t, score[at] = d;
     }
     int64_t one[2];
-    pass ws = {.dx = dx, .v = {dx->wv[0], dx->wv[1]}, .row = {&one[0], &one[1]}, .exact = 1};
+    pass ws = {.dx = dx, .v = {dx->wv[0], dx->wv[1]}, .row = {&one[0], &one[1]}, .col = {dx->wcol[0], dx->wcol[1]},
+               .exact = 1};
     for (int i = 0; i < nc; i++) {
         cval e;
         int at;
         run_chain(&ws, k, w, x->row[cand[i]], &e, &at);
         if (e.n == 0) continue;
-        memcpy(x->v + cand[i] * x->width, e.v, (size_t)x->width * sizeof *e.v);
+        int64_t ew = e.ncol ? e.ncol : e.width;   /* the same columns as x's: the same steps ran */
+        memcpy(x->v + cand[i] * ew, e.v, (size_t)ew * sizeof *e.v);
         return 1;
     }
     return 0;
@@ -513,7 +647,7 @@ int bf__chain_run(bf__dx *dx, const bf__dx_weight *w)
     const bf__dx_shared *sh = dx->sh;
     int k = sh->chain_width ? sh->chain_at[w->param] : -1;
     if (k < 0) return 0;
-    pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1]}, .row = {dx->crow[0], dx->crow[1]}};
+    pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1]}, .row = {dx->crow[0], dx->crow[1]}, .col = {dx->ccol[0], dx->ccol[1]}};
     cval x;
     int at;
     run_chain(&ps, (size_t)k, w, -1, &x, &at);

@@ -595,6 +595,53 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     return 1;
 }
 
+int bf__conv_shape(const bf__step *st, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const conv_params *cp = st->params;
+    *c = cp->c, *m = cp->m, *isp = cp->isp, *osp = cp->osp;
+    return 1;
+}
+
+int bf__conv_taps(const bf__step *st, int slot, int64_t index, int64_t *oc, int64_t *ic, int64_t *tap)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const conv_params *cp = st->params;
+    const window *w = &cp->w;
+    int64_t kk[3] = {0, 0, 0};
+    *ic = -1;
+    if (slot == 2) {
+        *oc = index;
+    } else {
+        *oc = index / cp->kc;
+        int64_t rem = index % cp->kc, kpos = rem % cp->ksp;
+        *ic = *oc / cp->mg * cp->cg + rem / cp->ksp;
+        kk[2] = kpos % w->k[2], kk[1] = kpos / w->k[2] % w->k[1], kk[0] = kpos / (w->k[2] * w->k[1]);
+    }
+    int64_t o = 0;
+    for (int64_t o0 = 0; o0 < w->out[0]; o0++)
+        for (int64_t o1 = 0; o1 < w->out[1]; o1++)
+            for (int64_t o2 = 0; o2 < w->out[2]; o2++, o++) {
+                int64_t i0 = o0 * w->s[0] - w->pb[0] + kk[0] * w->d[0];
+                int64_t i1 = o1 * w->s[1] - w->pb[1] + kk[1] * w->d[1];
+                int64_t i2 = o2 * w->s[2] - w->pb[2] + kk[2] * w->d[2];
+                int in = i0 >= 0 && i0 < w->in[0] && i1 >= 0 && i1 < w->in[1] && i2 >= 0 && i2 < w->in[2];
+                tap[o] = slot == 2 ? 0 : in ? (i0 * w->in[1] + i1) * w->in[2] + i2 : -1;
+            }
+    return 1;
+}
+
+int bf__conv_channel_n(const bf__step *st, int64_t oc, int64_t n, const float *x, const float *wt, const float *bias,
+                       float *y, void *scratch)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    conv_params cp = *(const conv_params *)st->params;
+    if (n > cp.n) return 0;   /* the scratch is the step's */
+    cp.n = n;
+    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, y, scratch, oc);
+    return 1;
+}
+
 /* ---- MaxPool, AveragePool ---- */
 
 typedef struct pool_params {
@@ -756,6 +803,23 @@ static void maxpool2x2_plane(const window *w, const float *restrict x, float *re
         for (int64_t ow = 0; ow < OW; ow++)
             yr[ow] = max_nan(max_nan(r0[2 * ow], r0[2 * ow + 1]), max_nan(r1[2 * ow], r1[2 * ow + 1]));
     }
+}
+
+int bf__pool_plane(const bf__step *st, const float *x, float *y, void *scratch)
+{
+    if (st->node->op->run != bf__pool_run) return 0;
+    const pool_params *pp = st->params;
+    if (pool_is_max2x2(pp)) maxpool2x2_plane(&pp->w, x, y);
+    else pool_plane(pp, x, y, scratch);
+    return 1;
+}
+
+int bf__pool_shape(const bf__step *st, int64_t *isp, int64_t *osp)
+{
+    if (st->node->op->run != bf__pool_run) return 0;
+    const pool_params *pp = st->params;
+    *isp = win_in(&pp->w), *osp = win_out(&pp->w);
+    return 1;
 }
 
 bf_status bf__pool_run(const bf__ctx *c, bf_error *err)
