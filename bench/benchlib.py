@@ -329,6 +329,29 @@ def find_model(name, dirs=None):
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def loaded_blas():
+    """The BLAS library this process has mapped (call after importing torch), or None.
+
+    Debian's python3-torch calls the system libblas.so.3: OpenBLAS when libopenblas0 is
+    installed, else the reference implementation, several times slower. A PyTorch baseline
+    on the reference BLAS flatters every ratio, so the PyTorch peers warn and report it."""
+    try:
+        with open("/proc/self/maps") as fh:
+            libs = {line.split()[-1] for line in fh if "blas" in line.rsplit("/", 1)[-1].lower()}
+    except OSError:
+        return None
+    libs = sorted(os.path.realpath(p) for p in libs if p.startswith("/"))
+    return libs[0] if libs else None
+
+
+def warn_if_reference_blas(tag):
+    blas = loaded_blas()
+    if blas and "openblas" not in blas.lower() and "mkl" not in blas.lower():
+        print(f"[{tag}] WARNING: PyTorch is using {blas}, not OpenBLAS: its timings are a weak baseline. "
+              f"Install libopenblas0-pthread (scripts/install-deps.sh --bench does).", file=sys.stderr)
+    return blas
+
+
 def thread_env(threads, base=None):
     """Environment for a peer subprocess pinned to `threads` threads."""
     env = dict(os.environ if base is None else base)

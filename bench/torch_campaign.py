@@ -590,7 +590,8 @@ def main():
     if report:
         report.close()
 
-    res = {"model": A.model, "pattern": A.pattern, "threads": A.threads,
+    res = {"blas": benchlib.warn_if_reference_blas("torch_campaign"),
+           "model": A.model, "pattern": A.pattern, "threads": A.threads,
            "torch_threads": torch.get_num_threads(), "torch_version": torch.__version__,
            "samples": n, "task": task, "metric": mname, "batch": batch, "interaction": variant,
            "calibration": calib, "trials_total": n_total, "trials_run": k, "seconds": elapsed,

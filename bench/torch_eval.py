@@ -128,7 +128,8 @@ def main():
                    "samples_per_s": n / best, "peer": "torch", "variant": a.interaction,
                    "torch_version": torch.__version__,
                    "torch_threads": torch.get_num_threads(), "repeat": len(times),
-                   "seconds_median": sorted(times)[len(times) // 2], "source": source})
+                   "seconds_median": sorted(times)[len(times) // 2], "source": source,
+                   "blas": benchlib.warn_if_reference_blas("torch_eval")})
     result.update(check)
     print(json.dumps(result))
 

@@ -12,6 +12,8 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev lib
       python3-jsonschema)   # checks api/campaign.schema.json against the C validator
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
+        libopenblas0-pthread   # the BLAS Debian's PyTorch calls: without it, the reference
+                               # libblas3 (7x slower on the digits MLP), an unfair baseline
         wrk)   # HTTP load for bench/daemon_bench.py
   # ONNX Runtime comes from npm: any node and npm will do (this machine's may
   # not be Debian's, and Debian's npm would then conflict with it)

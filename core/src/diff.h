@@ -86,6 +86,7 @@ int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);
 /* elementwise.c: 1 if the step is a float unary map (Relu, Sigmoid, ...),
  * whose every output element depends on its own input element only. */
 int bf__unary_f32(const bf__step *s);
+int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 

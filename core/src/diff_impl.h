@@ -34,6 +34,8 @@ struct bf__dx_shared {
     int *chain_at;               /* per parameter: the chain Gemm it corrupts alone; -1 none */
     const float **chain_feed;    /* per value: a float graph input's whole eval set */
     int64_t chain_width;         /* widest value of any chain; 0: no chain mode */
+    float **chain_amax;          /* per value read by a chain Gemm or Conv: each sample's largest |element| */
+    float **chain_colabs;        /* per chain Gemm: each output column's sum of |alpha B[k][n]| */
 };
 
 #define BF__SUB_MAX 7            /* row-mode plans of 1, 2, 4, ..., 64 rows */
@@ -79,7 +81,7 @@ struct bf__dx {
     /* Chain mode (diffchain.c): the changed rows of a value over the eval
      * set, two of them; the same for one sample (a witness); and the rows
      * of one exact product. */
-    float *cv[2], *wv[2], *ca, *cb;
+    float *cv[2], *wv[2], *ca, *cb, *ctapm;
     int64_t *crow[2], *ctap;
     int *ccol[2], *wcol[2];
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */

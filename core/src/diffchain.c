@@ -105,6 +105,44 @@ static int gemm_link(const bf__dx_shared *sh, bf_plan *plan[2], size_t i, bf__ge
     return 1;
 }
 
+/* What the rounding bound of an update needs (see relu_certain): each
+ * sample's largest |input| of every chain Gemm and Conv, and each chain
+ * Gemm's column sums of |alpha B|. */
+static bf_status rounding_bounds(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
+{
+    const bf_model *m = sh->m;
+    sh->chain_amax = bf__calloc(m->n_values + 1, sizeof *sh->chain_amax);
+    sh->chain_colabs = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_colabs);
+    if (!sh->chain_amax || !sh->chain_colabs) return bf__dx_oom(err);
+    for (size_t k = 0; k < sh->n_steps; k++) {
+        const bf__step *s = &p->steps[k];
+        bf__gemm_info g;
+        int64_t c, mm, isp, osp;
+        int gemm = bf__gemm_params(s, &g), av = s->node->in[0];
+        if (sh->chain_next[k] == NOT_CHAIN || (!gemm && !bf__conv_shape(s, &c, &mm, &isp, &osp))) continue;
+        if (gemm) {
+            float *cs = sh->chain_colabs[k] = bf__calloc((size_t)g.n + 1, sizeof *cs);
+            if (!cs) return bf__dx_oom(err);
+            const float *b = p->vals[s->node->in[1]].data;
+            for (int kk = 0; kk < g.k; kk++)
+                for (int n = 0; n < g.n; n++)
+                    cs[n] += fabsf(g.alpha * (g.trans_b ? b[(int64_t)n * g.k + kk] : b[(int64_t)kk * g.n + n]));
+        }
+        if (sh->chain_amax[av] || !(p->val_step[av] == -1 ? sh->chain_feed[av] != NULL : cached_everywhere(sh, av)))
+            continue;
+        float *am = sh->chain_amax[av] = bf__malloc(((size_t)sh->samples + 1) * sizeof *am);
+        if (!am) return bf__dx_oom(err);
+        int64_t w = width_of(p, av);
+        for (int64_t r = 0; r < sh->samples; r++) {
+            const float *a = gold_row(sh, av, r, w);
+            float most = 0;
+            for (int64_t i = 0; i < w; i++) most = fabsf(a[i]) > most || a[i] != a[i] ? fabsf(a[i]) : most;
+            am[r] = most;
+        }
+    }
+    return BF_OK;
+}
+
 bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
 {
     const bf_model *m = sh->m;
@@ -173,11 +211,15 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
         }
         sh->chain_at[q] = k;
     }
-    return BF_OK;
+    return rounding_bounds(sh, p, err);
 }
 
 void bf__chain_shared_free(bf__dx_shared *sh)
 {
+    for (size_t v = 0; sh->chain_amax && v < sh->m->n_values; v++) bf__free(sh->chain_amax[v]);
+    for (size_t k = 0; sh->chain_colabs && k < sh->n_steps; k++) bf__free(sh->chain_colabs[k]);
+    bf__free(sh->chain_amax);
+    bf__free(sh->chain_colabs);
     bf__free(sh->chain_next);
     bf__free(sh->chain_at);
     bf__free(sh->chain_feed);
@@ -200,9 +242,10 @@ bf_status bf__chain_init(bf__dx *dx, bf_error *err)
     dx->ca = bf__aligned_alloc(2 * CHAIN_ROWS * w * sizeof(float) + 64);
     dx->cb = bf__aligned_alloc(UPDATE_MAX_COLS * (w + CHAIN_ROWS) * sizeof(float) + 64);
     dx->ctap = bf__malloc((w + 1) * sizeof(int64_t));
+    dx->ctapm = bf__malloc((w + 1) * sizeof(float));
     for (int t = 0; t < 2; t++)
         if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t] || !dx->ccol[t] || !dx->wcol[t]) return bf__dx_oom(err);
-    if (!dx->ca || !dx->cb || !dx->ctap) return bf__dx_oom(err);
+    if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm) return bf__dx_oom(err);
     return BF_OK;
 }
 
@@ -216,6 +259,7 @@ void bf__chain_free(bf__dx *dx)
         bf__free(dx->wcol[t]);
     }
     bf__free(dx->ctap);
+    bf__free(dx->ctapm);
     bf__free(dx->ca);
     bf__free(dx->cb);
 }
@@ -254,6 +298,29 @@ static int same_bits(const float *a, const float *b, int64_t n)
         diff |= x ^ y;
     }
     return diff == 0;
+}
+
+/* Whether a ReLU certainly clamps the exact value whose update gave v, so
+ * that its output is golden's: v is below zero by more than the rounding of
+ * the update and of the product can move it (`terms`: that of the
+ * product's terms, from a bound on the sum of their magnitudes), and the
+ * golden value's ReLU is +0 (a golden -0 passes as -0). Then whether that
+ * element moved at all no longer rests on the update. */
+static int relu_certain(float v, float yg, double terms)
+{
+    const double u = 0x1p-24;
+    double bound = terms + 4 * u * (fabs((double)v) + fabs((double)yg));
+    return (double)v + bound < 0 && (yg < 0 || (yg == 0 && !signbit(yg)));
+}
+
+/* The rounding of a chain of k fused multiply-adds (and a bias) from
+ * golden terms and faulty ones, each of magnitudes summing to at most s:
+ * gamma_{k+1} (s + s), with room for gamma's denominator. */
+static double chain_rounding(int64_t k, double s) { return 2.02 * (double)(k + 1) * 0x1p-24 * s; }
+
+static int relu_next(const bf__dx_shared *sh, const bf_plan *p, size_t k)
+{
+    return sh->chain_next[k] >= 0 && bf__unary_relu(&p->steps[sh->chain_next[k]]);
 }
 
 /* Drops the rows of x that equal golden value v's. */
@@ -384,6 +451,34 @@ static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, const
     for (int i = 0; i < nt; i++) memcpy(y->v + todo[i] * N, yb + (int64_t)i * N, (size_t)N * sizeof *yb);
 }
 
+/* Row t of a Gemm's output y (its update, n values), where a ReLU reads
+ * it: each element the ReLU certainly clamps goes back to golden. 1 if
+ * every element did (the row then rests on no update), 0 otherwise (or
+ * with no ReLU). */
+static int clamped(const bf__dx_shared *sh, size_t step, int relu, int k, int av, int o, const cval *x, int64_t t,
+                   float *y, int n, const bf__gemm_info *g, const float *c)
+{
+    const float *am = sh->chain_amax[av], *cs = sh->chain_colabs[step];
+    if (!relu || !am || !cs) return 0;
+    const float *yg = gold_row(sh, o, x->row[t], n);
+    int maybe = 1;
+    for (int j = 0; j < n; j++)   /* cheap first: every element clamped by the ReLU, as far as y shows */
+        maybe &= same_bits(&y[j], &yg[j], 1) | ((y[j] < 0) & (yg[j] <= 0));
+    if (!maybe) return 0;
+    float amax = am[x->row[t]];
+    for (int q = 0; q < (x->ncol ? x->ncol : x->width); q++) {
+        float a = fabsf(x->v[t * (x->ncol ? x->ncol : x->width) + q]);
+        amax = a > amax || a != a ? a : amax;
+    }
+    int all = 1;
+    for (int j = 0; j < n; j++) {
+        double cj = g ? fabs((double)c_term(g, c, j)) : 0;
+        if (relu_certain(y[j], yg[j], chain_rounding(k, (double)amax * cs[j] + cj))) y[j] = yg[j];
+        else all = 0;
+    }
+    return all;
+}
+
 /* A Gemm reading the changed value x: its changed rows into y. An input
  * changed in a few columns moves each row by alpha D B[cols, :], applied
  * to the golden rows as one product of inner dimension ncol (near-exact;
@@ -418,6 +513,7 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
                 if (fabsf(e) > most) most = fabsf(e);
             }
         most *= fabs(g.alpha);
+        int relu = relu_next(sh, dx->plan[0], k);
         for (int64_t t0 = 0; t0 < x->n; t0 += CHAIN_ROWS) {
             int m = x->n - t0 < CHAIN_ROWS ? (int)(x->n - t0) : CHAIN_ROWS;
             for (int i = 0; i < m; i++) {
@@ -433,7 +529,12 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
                 if (huge) todo[nt++] = t;
             }
             bf__sgemm(0, 0, m, N, nc, g.alpha, d, nc, bc, N, 1, y->v + t0 * N, N);
-            ps->approx = 1;
+            for (int i = 0, h = 0; i < m; i++) {
+                int64_t t = t0 + i;
+                if (h < nt && todo[h] == t) { h++; continue; }   /* huge: exact below */
+                /* once the trial rests on an update, clamping proves nothing more */
+                ps->approx = ps->approx || !clamped(sh, k, relu, K, av, o, x, t, y->v + t * N, N, c ? &g : NULL, c);
+            }
             if (nt) exact_rows(dx, &g, b, c, av, x, todo, nt, y);
             nt = 0;
         }
@@ -465,13 +566,24 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
     int slot = s->node->in[1] == sh->m->param_vals[w->param] ? 1 : 2;
     bf__conv_shape(s, &C, &M, &isp, &osp);
     bf__conv_taps(s, slot, w->index, &oc, &ic, tap);
+    /* padding reads element 0 times 0: no branch in the loop below */
+    float *tapm = dx->ctapm;
+    for (int64_t p = 0; p < osp; p++) tapm[p] = tap[p] >= 0 ? 1.0f : 0.0f, tap[p] = tap[p] >= 0 ? tap[p] : 0;
     int av = s->node->in[0], o = s->node->out[0];
     const float *wt = dx->plan[0]->vals[s->node->in[1]].data;
     const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
     double dw = (double)w->new_value - (double)w->old_value;
-    int exact = ps->exact || !isfinite(dw);
+    float dwf = (float)dw;
+    int exact = ps->exact || !isfinite(dwf);
     /* a zero input adds the same zero for either weight of one sign: exact */
     int sign = signbit(w->new_value) != signbit(w->old_value);
+    /* where a ReLU reads the channel: the magnitudes its terms sum to are
+     * at most max|x| times those of its weights, and its bias */
+    int relu = relu_next(sh, dx->plan[0], k);
+    const float *am = sh->chain_amax[av];
+    int64_t kc = bf_tensor_numel(&dx->plan[0]->vals[s->node->in[1]]) / M;
+    double wabs = slot == 1 ? fabs(dw) : 0, babs = (bias ? fabs((double)bias[oc]) : 0) + (slot == 2 ? fabs(dw) : 0);
+    for (int64_t i = 0; relu && i < kc; i++) wabs += fabs((double)wt[oc * kc + i]);
     x->n = 0;
     x->ncol = (int)osp;
     x->width = (int)(M * osp);
@@ -488,15 +600,28 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
         int run = exact;
         if (!exact) {   /* the update, for sample r0 alone */
             const float *xc = slot == 1 ? xin + ic * isp : NULL, *yg = gold_row(sh, o, r0, M * osp) + oc * osp;
-            int moved = sign;
-            for (int64_t p = 0; p < osp; p++) {
-                double d = slot == 2 ? dw : tap[p] >= 0 ? dw * xc[tap[p]] : 0.0;
-                float v = d == 0 ? yg[p] : (float)((double)yg[p] + d);
-                run |= !(fabs(d) <= HUGE_CHANGE * fmax(1.0, fabs((double)yg[p]))) | !isfinite(v);
-                moved |= d != 0;
-                e[p] = v;
+            int moved = 0, huge = 0;
+            for (int64_t p = 0; p < osp; p++) {   /* in float, branch-free: the hot loop of a Conv fault */
+                float xv = slot == 2 ? 1.0f : xc[tap[p]] * tapm[p];
+                float d = dwf * xv, mag = fabsf(yg[p]), lim = (float)HUGE_CHANGE * (mag > 1.0f ? mag : 1.0f);
+                huge |= (fabsf(d) > lim) | (d != d);
+                moved |= d != 0.0f;
+                e[p] = d != 0.0f ? yg[p] + d : yg[p];   /* (-0 + 0 would be +0) */
             }
-            ps->approx |= moved;
+            run |= huge;
+            /* where a ReLU reads the channel, a change it certainly clamps
+             * is no change; once the trial rests on an update, that proves
+             * nothing more */
+            if (moved && !huge && relu && am && !ps->approx) {
+                double terms = chain_rounding(kc, (double)am[r0] * wabs + babs);
+                moved = 0;
+                for (int64_t p = 0; p < osp; p++) {
+                    if (same_bits(&e[p], &yg[p], 1)) continue;
+                    if (relu_certain(e[p], yg[p], terms)) e[p] = yg[p];
+                    else moved = 1;
+                }
+            }
+            ps->approx |= moved | sign;
         }
         if (run) {
             bf__conv_channel_n(s, oc, r1 - r0, xin, wt, bias, yb, dx->plan[0]->scratch);
@@ -525,7 +650,7 @@ static void pool_link(pass *ps, size_t k, const cval *x, cval *y)
     /* the changed planes: the planes of x's columns (ascending), or all */
     int np = 0, *pl = y->col;   /* the plane list first, in y's column room */
     for (int c = 0; c < x->ncol; c++)
-        if (np == 0 || pl[np - 1] != x->col[c] / isp) pl[np++] = (int)(x->col[c] / isp);
+        if (np == 0 || x->col[c] >= (int64_t)(pl[np - 1] + 1) * isp) pl[np++] = (int)(x->col[c] / isp);
     if (!x->ncol)
         for (int64_t q = 0; q < planes; q++) pl[np++] = (int)q;
     y->n = x->n;
@@ -540,8 +665,9 @@ static void pool_link(pass *ps, size_t k, const cval *x, cval *y)
         for (int q = 0; q < np; q++) {
             const float *in;
             if (x->ncol) {
-                memcpy(plane, g + (int64_t)pl[q] * isp, (size_t)isp * sizeof *plane);
-                for (; c < x->ncol && x->col[c] / isp == pl[q]; c++) plane[x->col[c] % isp] = x->v[t * x->ncol + c];
+                int64_t base = (int64_t)pl[q] * isp;
+                memcpy(plane, g + base, (size_t)isp * sizeof *plane);
+                for (; c < x->ncol && x->col[c] < base + isp; c++) plane[x->col[c] - base] = x->v[t * x->ncol + c];
                 in = plane;
             } else {
                 in = x->v + t * x->width + (int64_t)pl[q] * isp;

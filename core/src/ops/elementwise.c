@@ -250,6 +250,8 @@ int bf__unary_f32(const bf__step *s)
     return s->node->op->run == unary_run && ((const unary_params *)s->params)->dtype == BF_F32;
 }
 
+int bf__unary_relu(const bf__step *s) { return bf__unary_f32(s) && ((const unary_params *)s->params)->kind == U_RELU; }
+
 /* ---- Clip -------------------------------------------------------------- */
 
 /* Bounds come from inputs 1 and 2 (opset 11+; read at run time, so they
