@@ -84,6 +84,7 @@ struct bf__dx {
     float *cv[2], *wv[2], *ca, *cb, *ctapm;
     int64_t *crow[2], *ctap;
     int *ccol[2], *wcol[2];
+    int32_t *ctap32;
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
 };
 
@@ -101,6 +102,14 @@ int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state
 int bf__tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols);
 
 /* diffchain.c */
+/* A Conv channel's update for one sample, position p of n: e[p] = yg[p] +
+ * dw (x[tap[p]] tapm[p]), or yg[p] where that change is 0 (-0 + 0 would be
+ * +0); *moved if any element moved; returns 1 if any change is NaN or huge
+ * (HUGE_CHANGE). The hot loop of a Conv fault: with `simd` on a CPU with
+ * AVX2, eight lanes at a time with gathers; the same IEEE operations either
+ * way (no contraction in ISO C mode), so the same bits (test_chain). */
+int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,
+                    int64_t n, float *e, int *moved);
 bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err);
 void bf__chain_shared_free(bf__dx_shared *sh);
 bf_status bf__chain_init(bf__dx *dx, bf_error *err);

@@ -34,6 +34,10 @@
 #include <math.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "alloc.h"
 #include "diff_impl.h"
 #include "ops/sgemm.h"
@@ -243,9 +247,10 @@ bf_status bf__chain_init(bf__dx *dx, bf_error *err)
     dx->cb = bf__aligned_alloc(UPDATE_MAX_COLS * (w + CHAIN_ROWS) * sizeof(float) + 64);
     dx->ctap = bf__malloc((w + 1) * sizeof(int64_t));
     dx->ctapm = bf__malloc((w + 1) * sizeof(float));
+    dx->ctap32 = bf__malloc((w + 1) * sizeof(int32_t));
     for (int t = 0; t < 2; t++)
         if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t] || !dx->ccol[t] || !dx->wcol[t]) return bf__dx_oom(err);
-    if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm) return bf__dx_oom(err);
+    if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm || !dx->ctap32) return bf__dx_oom(err);
     return BF_OK;
 }
 
@@ -260,6 +265,7 @@ void bf__chain_free(bf__dx *dx)
     }
     bf__free(dx->ctap);
     bf__free(dx->ctapm);
+    bf__free(dx->ctap32);
     bf__free(dx->ca);
     bf__free(dx->cb);
 }
@@ -550,6 +556,64 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
     drop_golden(sh, o, y);
 }
 
+/* bf__conv_update (diff_impl.h), written once for both copies. */
+static inline __attribute__((always_inline)) int conv_update_body(const float *x, const int32_t *tap,
+                                                                  const float *tapm, const float *yg, float dw,
+                                                                  int64_t n, float *e, int *moved)
+{
+    int mv = 0, huge = 0;
+    for (int64_t p = 0; p < n; p++) {
+        float d = dw * (x[tap[p]] * tapm[p]), mag = fabsf(yg[p]), lim = (float)HUGE_CHANGE * (mag > 1.0f ? mag : 1.0f);
+        huge |= (fabsf(d) > lim) | (d != d);
+        mv |= d != 0.0f;
+        e[p] = d != 0.0f ? yg[p] + d : yg[p];
+    }
+    *moved = mv;
+    return huge;
+}
+
+static int conv_update_ref(const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw, int64_t n,
+                           float *e, int *moved)
+{
+    return conv_update_body(x, tap, tapm, yg, dw, n, e, moved);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int conv_update_avx2(const float *x, const int32_t *tap, const float *tapm,
+                                                            const float *yg, float dw, int64_t n, float *e, int *moved)
+{
+    const __m256 vdw = _mm256_set1_ps(dw), one = _mm256_set1_ps(1.0f), hc = _mm256_set1_ps((float)HUGE_CHANGE);
+    const __m256 zero = _mm256_setzero_ps(), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 huge = zero, mv = zero;
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8) {   /* conv_update_body, eight lanes at a time */
+        __m256i idx = _mm256_loadu_si256((const __m256i *)(tap + p));
+        __m256 d = _mm256_mul_ps(vdw, _mm256_mul_ps(_mm256_i32gather_ps(x, idx, 4), _mm256_loadu_ps(tapm + p)));
+        __m256 y = _mm256_loadu_ps(yg + p);
+        __m256 lim = _mm256_mul_ps(hc, _mm256_max_ps(_mm256_and_ps(y, abs), one));   /* NaN |yg|: 1, as mag > 1 ? mag : 1 */
+        huge = _mm256_or_ps(huge, _mm256_cmp_ps(_mm256_and_ps(d, abs), lim, _CMP_GT_OQ));
+        huge = _mm256_or_ps(huge, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+        __m256 nz = _mm256_cmp_ps(d, zero, _CMP_NEQ_UQ);
+        mv = _mm256_or_ps(mv, nz);
+        _mm256_storeu_ps(e + p, _mm256_blendv_ps(y, _mm256_add_ps(y, d), nz));
+    }
+    int tail_moved, h = conv_update_body(x, tap + p, tapm + p, yg + p, dw, n - p, e + p, &tail_moved);
+    *moved = tail_moved | (_mm256_movemask_ps(mv) != 0);
+    return h | (_mm256_movemask_ps(huge) != 0);
+}
+#endif
+
+int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,
+                    int64_t n, float *e, int *moved)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simd && bf__sgemm_simd()) return conv_update_avx2(x, tap, tapm, yg, dw, n, e, moved);
+#else
+    (void)simd;
+#endif
+    return conv_update_ref(x, tap, tapm, yg, dw, n, e, moved);
+}
+
 /* The corrupted Conv's output channel, for every sample (only < 0) or
  * sample `only`, into x (its positions as the changed columns). Each
  * output position moves by the weight's change times the one input its tap
@@ -566,9 +630,12 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
     int slot = s->node->in[1] == sh->m->param_vals[w->param] ? 1 : 2;
     bf__conv_shape(s, &C, &M, &isp, &osp);
     bf__conv_taps(s, slot, w->index, &oc, &ic, tap);
-    /* padding reads element 0 times 0: no branch in the loop below */
+    /* padding reads element 0 times 0 (a bias: element 0 of `one`
+     * times 1): no branch in conv_update */
     float *tapm = dx->ctapm;
-    for (int64_t p = 0; p < osp; p++) tapm[p] = tap[p] >= 0 ? 1.0f : 0.0f, tap[p] = tap[p] >= 0 ? tap[p] : 0;
+    int32_t *tap32 = dx->ctap32;
+    static const float one[1] = {1.0f};
+    for (int64_t p = 0; p < osp; p++) tapm[p] = tap[p] >= 0 ? 1.0f : 0.0f, tap32[p] = tap[p] >= 0 ? (int32_t)tap[p] : 0;
     int av = s->node->in[0], o = s->node->out[0];
     const float *wt = dx->plan[0]->vals[s->node->in[1]].data;
     const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
@@ -600,14 +667,7 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
         int run = exact;
         if (!exact) {   /* the update, for sample r0 alone */
             const float *xc = slot == 1 ? xin + ic * isp : NULL, *yg = gold_row(sh, o, r0, M * osp) + oc * osp;
-            int moved = 0, huge = 0;
-            for (int64_t p = 0; p < osp; p++) {   /* in float, branch-free: the hot loop of a Conv fault */
-                float xv = slot == 2 ? 1.0f : xc[tap[p]] * tapm[p];
-                float d = dwf * xv, mag = fabsf(yg[p]), lim = (float)HUGE_CHANGE * (mag > 1.0f ? mag : 1.0f);
-                huge |= (fabsf(d) > lim) | (d != d);
-                moved |= d != 0.0f;
-                e[p] = d != 0.0f ? yg[p] + d : yg[p];   /* (-0 + 0 would be +0) */
-            }
+            int moved, huge = bf__conv_update(1, slot == 1 ? xc : one, tap32, tapm, yg, dwf, osp, e, &moved);
             run |= huge;
             /* where a ReLU reads the channel, a change it certainly clamps
              * is no change; once the trial rests on an update, that proves
