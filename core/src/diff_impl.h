@@ -81,7 +81,7 @@ struct bf__dx {
     /* Chain mode (diffchain.c): the changed rows of a value over the eval
      * set, two of them; the same for one sample (a witness); and the rows
      * of one exact product. */
-    float *cv[2], *wv[2], *ca, *cb, *ctapm;
+    float *cv[2], *wv[2], *ca, *cb, *ctapm, *cbias;
     int64_t *crow[2], *ctap;
     int *ccol[2], *wcol[2];
     int32_t *ctap32;
@@ -107,7 +107,8 @@ int bf__tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols);
  * +0); *moved if any element moved; returns 1 if any change is NaN or huge
  * (HUGE_CHANGE). The hot loop of a Conv fault: with `simd` on a CPU with
  * AVX2, eight lanes at a time with gathers; the same IEEE operations either
- * way (no contraction in ISO C mode), so the same bits (test_chain). */
+ * way (no contraction in ISO C mode), so the same bits, or both NaN
+ * (test_chain). */
 int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,
                     int64_t n, float *e, int *moved);
 bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err);

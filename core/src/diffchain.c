@@ -248,9 +248,10 @@ bf_status bf__chain_init(bf__dx *dx, bf_error *err)
     dx->ctap = bf__malloc((w + 1) * sizeof(int64_t));
     dx->ctapm = bf__malloc((w + 1) * sizeof(float));
     dx->ctap32 = bf__malloc((w + 1) * sizeof(int32_t));
+    dx->cbias = bf__malloc((w + 1) * sizeof(float));
     for (int t = 0; t < 2; t++)
         if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t] || !dx->ccol[t] || !dx->wcol[t]) return bf__dx_oom(err);
-    if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm || !dx->ctap32) return bf__dx_oom(err);
+    if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm || !dx->ctap32 || !dx->cbias) return bf__dx_oom(err);
     return BF_OK;
 }
 
@@ -266,6 +267,7 @@ void bf__chain_free(bf__dx *dx)
     bf__free(dx->ctap);
     bf__free(dx->ctapm);
     bf__free(dx->ctap32);
+    bf__free(dx->cbias);
     bf__free(dx->ca);
     bf__free(dx->cb);
 }
@@ -448,10 +450,11 @@ static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, const
 {
     const bf__dx_shared *sh = dx->sh;
     const int K = g->k, N = g->n;
-    float *ab = dx->ca, *yb = dx->ca + (int64_t)CHAIN_ROWS * sh->chain_width;
+    float *ab = dx->ca, *yb = dx->ca + (int64_t)CHAIN_ROWS * sh->chain_width, *cr = dx->cbias;
+    for (int n = 0; n < N; n++) cr[n] = c_term(g, c, n);
     for (int i = 0; i < nt; i++) {
         input_row(sh, av, x, todo[i], ab + (int64_t)i * K);
-        for (int n = 0; n < N; n++) yb[(int64_t)i * N + n] = c_term(g, c, n);
+        memcpy(yb + (int64_t)i * N, cr, (size_t)N * sizeof *cr);
     }
     bf__sgemm(0, g->trans_b, nt, N, K, g->alpha, ab, K, b, g->trans_b ? K : N, g->use_c, yb, N);
     for (int i = 0; i < nt; i++) memcpy(y->v + todo[i] * N, yb + (int64_t)i * N, (size_t)N * sizeof *yb);

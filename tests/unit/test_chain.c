@@ -2,7 +2,10 @@
  * worked by hand, then the AVX2 copy against the plain loop, bit for bit,
  * on random channels full of the values that make floats differ (zeros of
  * both signs, NaN, infinities, subnormals, huge changes) and on lengths
- * that leave a tail past the eight-lane blocks. */
+ * that leave a tail past the eight-lane blocks. NaN is NaN either way, but
+ * not always the same NaN: with two NaN operands x86 returns the first, and
+ * the compiler picks the order of a product's operands (so does -O0 against
+ * -O3); a NaN output is a DUE whichever it is. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,8 +87,10 @@ static void simd_matches_plain(void **state)
         int hb = bf__conv_update(1, x, tap, tapm, yg, dw, n, b, &mb);
         assert_int_equal(ha, hb);
         assert_int_equal(ma, mb);
-        for (int p = 0; p < n; p++)
+        for (int p = 0; p < n; p++) {
+            if (isnan(a[p]) && isnan(b[p])) continue;   /* which NaN: see the top of this file */
             if (bits(a[p]) != bits(b[p])) fail_msg("round %d, n %d, p %d: %a vs %a", round, n, p, a[p], b[p]);
+        }
     }
 }
 
