@@ -32,8 +32,9 @@
 #include "campaign_impl.h"
 #include "diff.h"
 
-#define CHUNK 64            /* trials a worker takes at a time (at most): a hand-off costs a
-                             * wake-up, and chain-mode trials take microseconds */
+#define CHUNK 16            /* trials a worker takes at a time (at most); 64 saved a few
+                             * wake-ups at one thread but cost two threads a fifth of their
+                             * rate on microsecond trials (docs/BENCHMARKS.md) */
 #define CHUNK_OUTPUTS 4     /* ... when each slot holds its trials' outputs */
 #define STOP_EVERY 64       /* trials between stop-rule checks */
 

@@ -132,6 +132,34 @@ void bf__score_scratch_free(bf__score_scratch *s)
     bf__free(s->in_rows);
 }
 
+/* Sorts a (n keys) ascending, with tmp (n) as room: a stable LSD radix
+ * sort by bytes, skipping the low half's (the sample index) when a is in
+ * index order already (the changed rows come ascending), since then the
+ * high half alone, sorted stably, gives the full order. No allocation,
+ * unlike qsort, which mallocs per call past a few kilobytes. */
+static void sort_keys(uint64_t *a, int64_t n, uint64_t *tmp)
+{
+    int sorted = 1, low = 0;
+    uint64_t most = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t r = (uint32_t)a[i];
+        sorted &= i == 0 || r > (uint32_t)a[i - 1];
+        most |= r;
+    }
+    while (!sorted && low < 4 && most >> (8 * low)) low++;
+    uint64_t *src = a, *dst = tmp;
+    for (int shift = sorted ? 32 : 0; shift < 64; shift += 8) {
+        if (shift < 32 && shift >= 8 * low) continue;
+        int64_t count[257] = {0};
+        for (int64_t i = 0; i < n; i++) count[(src[i] >> shift & 0xff) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (int64_t i = 0; i < n; i++) dst[count[src[i] >> shift & 0xff]++] = src[i];
+        uint64_t *t = src;
+        src = dst, dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
 /* The AUC as 2U / (2 P Q), 2U moved from the golden one by the pairs a
  * changed sample is in: against every golden sample of the other class
  * (binary searches), corrected for the pairs whose other side changed too.
@@ -173,7 +201,7 @@ static double auc(const bf__scorer *sc, bf__score_scratch *s, const float *outpu
         s->in_rows[rows[t]] = 1;
         s->fresh[t] = (uint64_t)bf__score_key(outputs[rows[t]]) << 32 | (uint64_t)rows[t];
     }
-    qsort(s->fresh, (size_t)k, sizeof *s->fresh, bf__u64_cmp);
+    sort_keys(s->fresh, k, s->keys);   /* keys: room until the merge below fills it */
     /* golden order without the changed rows, merged with their new keys */
     int64_t a = 0, b = 0, o = 0;
     while (a < sc->n || b < k) {
