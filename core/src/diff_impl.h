@@ -32,7 +32,8 @@ struct bf__dx_shared {
     /* Chain mode (diffchain.c). */
     int *chain_next;             /* per step: the next step of its chain; -1 the chain's end; -2 no chain */
     int *chain_at;               /* per parameter: the chain Gemm it corrupts alone; -1 none */
-    const float **chain_feed;    /* per value: a float graph input's whole eval set */
+    const float **chain_rows;    /* per value: row 0 of its golden rows over the eval set, contiguous
+                                  * (a cached value, a float graph input, the outputs); NULL */
     int64_t chain_width;         /* widest value of any chain; 0: no chain mode */
     float **chain_amax;          /* per value read by a chain Gemm or Conv: each sample's largest |element| */
     float **chain_colabs;        /* per chain Gemm: each output column's sum of |alpha B[k][n]| */

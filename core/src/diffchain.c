@@ -64,13 +64,12 @@ typedef struct cval {
 
 static int64_t width_of(const bf_plan *p, int v) { return bf_tensor_numel(&p->vals[v]) / bf_plan_batch(p); }
 
-/* Golden row r of value v (width floats): the dataset for a graph input,
- * the campaign's outputs, or the cache. */
+/* Golden row r of value v (width floats). The cache keeps a value's batches
+ * one after the other, so its rows are contiguous over the whole eval set,
+ * as a graph input's are in the dataset: chain_rows has row 0 of each. */
 static const float *gold_row(const bf__dx_shared *sh, int v, int64_t r, int64_t width)
 {
-    if (v == sh->out_val) return sh->golden + r * sh->out_cols;
-    if (sh->chain_feed[v]) return sh->chain_feed[v] + r * width;
-    return (const float *)bf__gcache_block(sh->gc, v, r / sh->batch) + (r % sh->batch) * width;
+    return sh->chain_rows[v] + r * width;
 }
 
 static int cached_everywhere(const bf__dx_shared *sh, int v)
@@ -132,7 +131,7 @@ static bf_status rounding_bounds(bf__dx_shared *sh, const bf_plan *p, bf_error *
                 for (int n = 0; n < g.n; n++)
                     cs[n] += fabsf(g.alpha * (g.trans_b ? b[(int64_t)n * g.k + kk] : b[(int64_t)kk * g.n + n]));
         }
-        if (sh->chain_amax[av] || !(p->val_step[av] == -1 ? sh->chain_feed[av] != NULL : cached_everywhere(sh, av)))
+        if (sh->chain_amax[av] || !sh->chain_rows[av])
             continue;
         float *am = sh->chain_amax[av] = bf__malloc(((size_t)sh->samples + 1) * sizeof *am);
         if (!am) return bf__dx_oom(err);
@@ -153,8 +152,11 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     const bf_plan *p = plan[0];
     sh->chain_next = bf__malloc((sh->n_steps + 1) * sizeof *sh->chain_next);
     sh->chain_at = bf__malloc((m->n_params + 1) * sizeof *sh->chain_at);
-    sh->chain_feed = bf__calloc(m->n_values + 1, sizeof *sh->chain_feed);
-    if (!sh->chain_next || !sh->chain_at || !sh->chain_feed) return bf__dx_oom(err);
+    sh->chain_rows = bf__calloc(m->n_values + 1, sizeof *sh->chain_rows);
+    if (!sh->chain_next || !sh->chain_at || !sh->chain_rows) return bf__dx_oom(err);
+    for (size_t v = 0; v < m->n_values; v++)
+        if (p->val_step[v] >= 0 && cached_everywhere(sh, (int)v)) sh->chain_rows[v] = bf__gcache_block(sh->gc, (int64_t)v, 0);
+    sh->chain_rows[sh->out_val] = sh->golden;
     for (size_t q = 0; q < m->n_params; q++) sh->chain_at[q] = -1;
     const bf_tensor *out = &p->vals[sh->out_val];
     int out_ok = out->ndim >= 1 && out->dims[0] == sh->batch && width_of(p, sh->out_val) == sh->out_cols &&
@@ -209,7 +211,7 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
             if (!f || f->dtype != BF_F32 || f->ndim < 1 || f->dims[0] < sh->samples ||
                 bf_tensor_numel(f) / f->dims[0] != width_of(p, av))
                 continue;
-            sh->chain_feed[av] = f->data;
+            sh->chain_rows[av] = f->data;
         } else if (!cached_everywhere(sh, av)) {
             continue;
         }
@@ -226,7 +228,7 @@ void bf__chain_shared_free(bf__dx_shared *sh)
     bf__free(sh->chain_colabs);
     bf__free(sh->chain_next);
     bf__free(sh->chain_at);
-    bf__free(sh->chain_feed);
+    bf__free(sh->chain_rows);
 }
 
 /* --- per worker */
