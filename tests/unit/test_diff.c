@@ -112,12 +112,6 @@ static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, in
     return 1;
 }
 
-static int run(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, recs *out,
-               bf_campaign **cp)
-{
-    return run_sel(m, ds, cf, exact, budget, NULL, out, cp);
-}
-
 /* The largest golden output (at least 1): the scale of an output ulp. */
 static double out_scale(const bf_model *m, const bf_dataset *ds)
 {
@@ -170,30 +164,44 @@ static void compare(const char *fix, const config *cf, const recs *a, const recs
     }
 }
 
+static void load(const char *name, bf_model **m, bf_dataset **ds)
+{
+    char mp[512], dp[512];
+    snprintf(mp, sizeof mp, FIX "%s.onnx", name);
+    snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", name);
+    bf_error err = {0};
+    if (bf_model_load_file(mp, m, &err) || bf_dataset_load_file(dp, ds, &err)) fail_msg("%s", err.msg);
+}
+
+/* One config on one fixture, run as A (exact or not, selection sa) and as
+ * B (differential with cache budget `budget_b`, selection sb), compared
+ * into t. 0 if the fixture has no site for it. */
+static int pair(const char *fx, const bf_model *m, const bf_dataset *ds, const config *cf, int exact_a,
+                int64_t budget_b, sel *sa, sel *sb, double scale, tally *t)
+{
+    recs a = {0}, b = {0};
+    bf_campaign *ca = NULL, *cb = NULL;
+    if (!run_sel(m, ds, cf, exact_a, 0, sa, &a, &ca)) return 0;
+    assert_true(run_sel(m, ds, cf, 0, budget_b, sb, &b, &cb));
+    compare(fx, cf, &a, &b, scale, t);
+    free(a.r);
+    free(b.r);
+    bf_campaign_free(ca);
+    bf_campaign_free(cb);
+    return 1;
+}
+
 /* Each config (every `step`-th) on each fixture, run as A (exact or not)
  * and as B (differential with cache budget `budget_b`), compared into t. */
 static void sweep(const char *const *fx, size_t n_fx, size_t step, int exact_a, int64_t budget_b, tally *t)
 {
     for (size_t f = 0; f < n_fx; f++) {
-        char mp[512], dp[512];
-        snprintf(mp, sizeof mp, FIX "%s.onnx", fx[f]);
-        snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fx[f]);
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
-        bf_error err = {0};
-        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
+        load(fx[f], &m, &ds);
         double scale = out_scale(m, ds);
-        for (size_t k = 0; k < sizeof configs / sizeof *configs; k += step) {
-            recs a = {0}, b = {0};
-            bf_campaign *ca = NULL, *cb = NULL;
-            if (!run(m, ds, &configs[k], exact_a, 0, &a, &ca)) continue;
-            assert_true(run(m, ds, &configs[k], 0, budget_b, &b, &cb));
-            compare(fx[f], &configs[k], &a, &b, scale, t);
-            free(a.r);
-            free(b.r);
-            bf_campaign_free(ca);
-            bf_campaign_free(cb);
-        }
+        for (size_t k = 0; k < sizeof configs / sizeof *configs; k += step)
+            pair(fx[f], m, ds, &configs[k], exact_a, budget_b, NULL, NULL, scale, t);
         bf_dataset_free(ds);
         bf_model_free(m);
     }
@@ -241,28 +249,17 @@ static void chain_mode_matches_exact(void **state)
     tally t = {0};
     int64_t chained = 0;
     for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
-        char mp[512], dp[512];
-        snprintf(mp, sizeof mp, FIX "%s.onnx", fx[f]);
-        snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fx[f]);
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
-        bf_error err = {0};
-        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
+        load(fx[f], &m, &ds);
         double scale = out_scale(m, ds);
         for (size_t k = 0; k < 5; k++) {   /* the weight fault models but BER (several faults a trial) */
             if (configs[k].kind == BF_FAULT_BER) continue;
-            recs a = {0}, b = {0};
-            bf_campaign *ca = NULL, *cb = NULL;
             sel sa = {.tensors = which[f], .trials = 120}, sb = sa;
-            if (!run_sel(m, ds, &configs[k], 1, 0, &sa, &a, &ca)) fail_msg("%s: no %s sites", fx[f], which[f][0]);
-            assert_true(run_sel(m, ds, &configs[k], 0, 0, &sb, &b, &cb));
+            if (!pair(fx[f], m, ds, &configs[k], 1, 0, &sa, &sb, scale, &t))
+                fail_msg("%s: no %s sites", fx[f], which[f][0]);
             assert_int_equal(sa.chain_trials, 0);   /* the exact engine never */
             chained += sb.chain_trials;
-            compare(fx[f], &configs[k], &a, &b, scale, &t);
-            free(a.r);
-            free(b.r);
-            bf_campaign_free(ca);
-            bf_campaign_free(cb);
         }
         bf_dataset_free(ds);
         bf_model_free(m);
