@@ -78,6 +78,7 @@ struct bf__dx {
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the samples in row mode, padded to the sub-plan's rows */
+    int64_t *rall;               /* the reached samples of every batch, before runs of rsel */
 
     /* Chain mode (diffchain.c): the changed rows of a value over the eval
      * set, two of them; the same for one sample (a witness); and the rows

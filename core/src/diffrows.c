@@ -221,19 +221,22 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     bf_status st;
     dx->n_sub = dx->n_sub_batch = 0;
     while (dx->n_sub_batch < BF__SUB_MAX && 4 * (1 << dx->n_sub_batch) <= sh->batch) dx->n_sub_batch++;
-    /* Wider plans pay off only for the rows of several batches at once; up
-     * to a batch's rows, so that all of them together hold no more than
-     * about two batches' worth of values. */
+    /* Wider plans pay off only for the rows of several batches at once;
+     * below a batch's rows, so that all of them together hold no more than
+     * about a batch's worth of values, and because a plan as wide as the
+     * batch has no axis that tells the sample (check_steps would find no
+     * step it can run). */
     while (dx->n_sub < BF__SUB_MAX &&
-           (dx->n_sub < dx->n_sub_batch || ((1 << dx->n_sub) <= sh->batch && (1 << dx->n_sub) <= sh->samples / 4)))
+           (dx->n_sub < dx->n_sub_batch || ((1 << dx->n_sub) < sh->batch && (1 << dx->n_sub) <= sh->samples / 4)))
         dx->n_sub++;
     if (dx->n_sub == 0) return BF_OK;
     dx->row_ok = bf__calloc((size_t)dx->n_sub * sh->n_steps + 1, 1);
     dx->sstate = bf__calloc(m->n_values + 1, 1);
     dx->rmark = bf__calloc((size_t)sh->batch + 1, 1);
     dx->rsel = bf__malloc(((size_t)sh->batch + (1u << BF__SUB_MAX) + 1) * sizeof *dx->rsel);
+    dx->rall = bf__malloc(((size_t)sh->samples + (size_t)sh->batch + 1) * sizeof *dx->rall);
     dx->rows_from = bf__malloc((size_t)dx->n_sub * m->n_values + 1);
-    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rows_from) return bf__dx_oom(err);
+    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rall || !dx->rows_from) return bf__dx_oom(err);
     for (int k = 0; k < dx->n_sub; k++) {
         if ((st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
         /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
@@ -257,6 +260,7 @@ void bf__rows_free(bf__dx *dx)
     bf__free(dx->sstate);
     bf__free(dx->rmark);
     bf__free(dx->rsel);
+    bf__free(dx->rall);
     bf__free(dx->rows_from);
 }
 
@@ -391,7 +395,9 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
     for (size_t f = 0; f < nb; f++)
         if (vf_old) bf_plan_value_fault_seen(sp, f, &vf_old[dx->vfb_of[f]], &vf_new[dx->vfb_of[f]]);
     if (dx->sstate[sh->out_val] != DIRTY) return BF_OK;
-    int64_t last = -1;   /* rows ascend, so each batch is listed once */
+    /* rows ascend, also from one run to the next of bf__rows_all, so each
+     * batch is listed once */
+    int64_t last = dx->n_touched ? dx->touched[dx->n_touched - 1] : -1;
     for (int t = 0; t < n; t++) {
         int64_t row = sel[t];
         if (memcmp(o + t * sh->out_cols, sh->golden + row * sh->out_cols, rb) == 0) continue;
@@ -419,15 +425,37 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
     *done = 0;
     if (dx->n_sub == 0) return BF_OK;
     int cap = 1 << (dx->n_sub - 1), n = 0, batches = 0;
+    /* Past the widest sub-plan, in several runs of it (weight faults only:
+     * an embedding row that many samples look up), up to half the eval set:
+     * beyond, whole batches cost about as much. */
+    int most = n_vf == 0 && sh->samples / 2 > cap ? (int)(sh->samples / 2) : cap;
     int64_t one = -1;
     for (int64_t b = 0; b < sh->n_batches; b++) {
         if (!dx->bmark[b]) continue;
-        /* rsel has room for a batch past the cap */
-        int k = reached_rows(dx, b, w, n_w, vf, n_vf, dx->rsel + n);
-        if (k < 0 || n + k > cap) return BF_OK;
+        /* rall has room for a batch past the most */
+        int k = reached_rows(dx, b, w, n_w, vf, n_vf, dx->rall + n);
+        if (k < 0 || n + k > most) return BF_OK;
         if (k) n += k, batches++, one = b;
     }
     if (n == 0) return BF_OK;   /* batch by batch, as reached_rows did not explain the marks */
-    return on_rows(dx, batches == 1 ? one : -1, n, dx->n_sub, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, done,
-                   err);
+    int64_t rows0 = dx->n_rows, touched0 = dx->n_touched;
+    for (int c0 = 0; c0 < n; c0 += cap) {
+        int m = n - c0 < cap ? n - c0 : cap;
+        memcpy(dx->rsel, dx->rall + c0, (size_t)m * sizeof *dx->rsel);
+        bf_status st = on_rows(dx, n <= cap && batches == 1 ? one : -1, m, dx->n_sub, w, n_w, vf, n_vf, first,
+                               last_entry, vf_old, vf_new, done, err);
+        if (st != BF_OK) return st;
+        if (!*done) {
+            /* a later run could not go on rows after all: the rows written
+             * so far back to golden, and batch by batch from scratch */
+            for (int64_t t = rows0; t < dx->n_rows; t++) {
+                size_t off = (size_t)(dx->rows[t] * sh->out_cols);
+                memcpy(dx->out + off, sh->golden + off, (size_t)sh->out_cols * sizeof(float));
+            }
+            dx->n_rows = rows0;
+            dx->n_touched = touched0;
+            return BF_OK;
+        }
+    }
+    return BF_OK;
 }
