@@ -125,7 +125,8 @@ int bf__chain_run(bf__dx *dx, const bf__dx_weight *w);
 /* diffrows.c */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);
 void bf__rows_free(bf__dx *dx);
-/* Writes weight fault values into the row-mode plans (restore: old values). */
+/* Points the row-mode plans at the evaluator's faulty parameters (restore:
+ * nothing to do; they hold the golden values again with the evaluator's). */
 bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int restore, bf_error *err);
 /* Tries batch b in row mode; *done 0 (nothing written) when it cannot. */
 bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
