@@ -100,9 +100,6 @@ bf_status bf__dx_oom(bf_error *err);
  * `state` and returns the horizon widened to their last readers. */
 int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state, int horizon);
 
-/* diffexec.c: every output row within a few ulps of the golden one (see there). */
-int bf__tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols);
-
 /* diffchain.c */
 /* A Conv channel's update for one sample, position p of n: e[p] = yg[p] +
  * dw (x[tap[p]] tapm[p]), or yg[p] where that change is 0 (-0 + 0 would be
@@ -125,9 +122,9 @@ int bf__chain_run(bf__dx *dx, const bf__dx_weight *w);
 /* diffrows.c */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);
 void bf__rows_free(bf__dx *dx);
-/* Points the row-mode plans at the evaluator's faulty parameters (restore:
- * nothing to do; they hold the golden values again with the evaluator's). */
-bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int restore, bf_error *err);
+/* Points the row-mode plans at the evaluator's copies of the parameters the
+ * trial corrupts (faulty now, golden again after the trial). */
+void bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w);
 /* Tries batch b in row mode; *done 0 (nothing written) when it cannot. */
 bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
                          size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);

@@ -258,7 +258,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
  * that of its row's largest output: a small logit that nearly cancels moves
  * by the ulps of the terms it was summed from, not by its own. */
 #define TINY_CHANGE 0x1p-18
-int bf__tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
+static int tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++, o += cols, g += cols) {
         if (memcmp(o, g, (size_t)cols * sizeof *o) == 0) continue;
@@ -276,7 +276,7 @@ int bf__tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
 static int tiny_change(const bf__dx *dx, const bf_plan *p, int64_t b)
 {
     const bf__dx_shared *sh = dx->sh;
-    return bf__tiny_rows(p->vals[sh->out_val].data, sh->golden + b * sh->batch * sh->out_cols, bf_plan_batch(p),
+    return tiny_rows(p->vals[sh->out_val].data, sh->golden + b * sh->batch * sh->out_cols, bf_plan_batch(p),
                      sh->out_cols);
 }
 
@@ -437,7 +437,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     /* row mode only for faults that reach some rows of a batch: embedding
      * rows and transient value faults */
     int rowable = dx->n_sub > 0 && !every;
-    if (rowable && n_w) st = bf__rows_write(dx, w, n_w, 0, err);
+    if (rowable) bf__rows_params(dx, w, n_w);
     /* the reached samples of every batch in one row-mode run, or batch by batch */
     int all = 0;
     if (rowable && st == BF_OK) st = bf__rows_all(dx, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &all, err);
@@ -446,10 +446,6 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         int done = 0;
         if (rowable) st = bf__rows_batch(dx, b, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &done, err);
         if (st == BF_OK && !done) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
-    }
-    if (rowable && n_w) {
-        bf_status u = bf__rows_write(dx, w, n_w, 1, err);
-        if (st == BF_OK) st = u;
     }
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;

@@ -264,21 +264,18 @@ void bf__rows_free(bf__dx *dx)
     bf__free(dx->rows_from);
 }
 
-bf_status bf__rows_write(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int restore, bf_error *err)
+void bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w)
 {
-    (void)err;
-    if (restore) return BF_OK;   /* the evaluator's plan restores its own */
     /* The sub-plans read a faulty parameter from the evaluator's plan, which
-     * holds the trial's faults already: no copy of a whole embedding table
-     * per sub-plan (30 MB a worker on dlrm_large, copied inside the timed
-     * trials), no second write. */
+     * holds the trial's faults already (and the golden values again after
+     * it): no copy of a whole embedding table per sub-plan (30 MB a worker
+     * on dlrm_large, copied inside the timed trials), no second write. */
     const bf_model *m = dx->sh->m;
     for (int k = 0; k < dx->n_sub; k++)
         for (size_t i = 0; i < n_w; i++) {
             int v = m->param_vals[w[i].param];
             dx->sub[k]->vals[v].data = dx->plan[0]->vals[v].data;
         }
-    return BF_OK;
 }
 
 /* The rows of batch b the faults reach, into out (ascending, as samples
