@@ -1,24 +1,26 @@
-/* Chain mode: one corrupted Gemm weight whose effect runs down a chain of
- * per-sample steps to the model's output, computed over the whole eval set
- * at once on the changed elements only.
+/* Chain mode: one corrupted Gemm or Conv weight whose effect runs down a
+ * chain of per-sample steps to the model's output, computed over the whole
+ * eval set at once on the changed elements only.
  *
- * Where it applies: the faulty parameter is B or C of one Gemm, and from
- * that Gemm's output to the graph output every value has exactly one reader,
- * a Gemm (input A; B and C parameters), a float unary map (Relu, Sigmoid,
- * ...) or a step that only renames a sample's elements (Reshape, Flatten,
- * Squeeze, Unsqueeze, Identity keeping dimension 0): the tail of an MLP, the
- * classifier of a CNN, a DLRM's top MLP. Every
- * step of such a chain computes a sample's output row from that sample's
- * input row alone, and bf__sgemm gives an element the same bits whatever
- * the product's shape (ops/sgemm.h), so rows and columns can be computed
- * apart from their batch.
+ * Where it applies: the faulty parameter is B or C of one Gemm, or the
+ * weight or bias of one Conv, and from that step's output to the graph
+ * output every value has exactly one reader: a Gemm (input A; B and C
+ * parameters), a float unary map (Relu, Sigmoid, ...), a MaxPool or
+ * AveragePool, or a step that only renames a sample's elements (Reshape,
+ * Flatten, Squeeze, Unsqueeze, Identity keeping dimension 0): the tail of
+ * an MLP, a CNN's last Conv and classifier, a DLRM's top MLP. Every step of
+ * such a chain computes a sample's output from that sample's input alone,
+ * and bf__sgemm (and the Conv built on it) gives an element the same bits
+ * whatever the product's shape (ops/sgemm.h), so rows, columns and
+ * channels can be computed apart from their batch.
  *
  * What it saves over diffexec.c's batch by batch: no golden tensor is
  * copied or compared in full. The corrupted Gemm recomputes its one output
- * column (exact); a unary map runs on the changed elements; a Gemm whose
- * input changed in a few columns applies the change as a rank-k update
- * (near-exact: a few ulps), else recomputes the changed rows (exact); rows
- * whose values come back golden drop out.
+ * column (exact); the corrupted Conv moves its one channel as an update; a
+ * unary map runs on the changed elements, a pooling step on the changed
+ * planes; a Gemm whose input changed in a few columns applies the change
+ * as a rank-k update (near-exact: a few ulps), else recomputes the changed
+ * rows (exact); rows whose values come back golden drop out.
  *
  * Exactness. An update rounds differently from the product by a few ulps
  * of the values it moves, whatever the size of the change (huge changes,
