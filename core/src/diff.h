@@ -74,7 +74,7 @@ int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int6
  * output channel it feeds, the input channel it reads (-1 for a bias), and
  * for each output position of a plane the input position its tap reads
  * (-1: padding; 0 for a bias). tap: osp entries. */
-int bf__conv_taps(const bf__step *s, int slot, int64_t index, int64_t *oc, int64_t *ic, int64_t *tap);
+int bf__conv_taps(const bf__step *s, int slot, int64_t index, int64_t *oc, int64_t *ic, int32_t *tap);
 /* Output channel oc of n samples (at most the step's batch; x and y laid
  * out as its input and output) with the bits the whole step gives it. */
 int bf__conv_channel_n(const bf__step *s, int64_t oc, int64_t n, const float *x, const float *wt, const float *bias,

@@ -84,9 +84,9 @@ struct bf__dx {
      * set, two of them; the same for one sample (a witness); and the rows
      * of one exact product. */
     float *cv[2], *wv[2], *ca, *cb, *ctapm, *cbias;
-    int64_t *crow[2], *ctap;
+    int64_t *crow[2];
     int *ccol[2], *wcol[2];
-    int32_t *ctap32;
+    int32_t *ctap;
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
 };
 

@@ -249,13 +249,12 @@ bf_status bf__chain_init(bf__dx *dx, bf_error *err)
     }
     dx->ca = bf__aligned_alloc(2 * CHAIN_ROWS * w * sizeof(float) + 64);
     dx->cb = bf__aligned_alloc(UPDATE_MAX_COLS * (w + CHAIN_ROWS) * sizeof(float) + 64);
-    dx->ctap = bf__malloc((w + 1) * sizeof(int64_t));
+    dx->ctap = bf__malloc((w + 1) * sizeof(int32_t));
     dx->ctapm = bf__malloc((w + 1) * sizeof(float));
-    dx->ctap32 = bf__malloc((w + 1) * sizeof(int32_t));
     dx->cbias = bf__malloc((w + 1) * sizeof(float));
     for (int t = 0; t < 2; t++)
         if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t] || !dx->ccol[t] || !dx->wcol[t]) return bf__dx_oom(err);
-    if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm || !dx->ctap32 || !dx->cbias) return bf__dx_oom(err);
+    if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm || !dx->cbias) return bf__dx_oom(err);
     return BF_OK;
 }
 
@@ -270,7 +269,6 @@ void bf__chain_free(bf__dx *dx)
     }
     bf__free(dx->ctap);
     bf__free(dx->ctapm);
-    bf__free(dx->ctap32);
     bf__free(dx->cbias);
     bf__free(dx->ca);
     bf__free(dx->cb);
@@ -381,46 +379,30 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     x->width = g.n;
     int64_t lo = only < 0 ? 0 : only, hi = only < 0 ? sh->samples : only + 1;
     const bf__dx_weight *w = ps->w;
-    if (kk >= 0 && isfinite(w->new_value) && isfinite(w->old_value) && signbit(w->new_value) == signbit(w->old_value)) {
-        /* the rows that read the corrupted weight with a nonzero input, gathered */
-        float *ab = ps->dx->ca, *col = ab + (int64_t)CHAIN_ROWS * g.k;
-        int64_t rs[CHAIN_ROWS];
-        int m = 0;
-        for (int64_t r = lo; r <= hi; r++) {
-            const float *a = r < hi ? gold_row(sh, av, r, g.k) : NULL;
-            if (a && a[kk] != 0.0f) {
-                memcpy(ab + (int64_t)m * g.k, a, (size_t)g.k * sizeof *a);
-                rs[m++] = r;
-            }
-            if (m == CHAIN_ROWS || (r == hi && m)) {
-                for (int i = 0; i < m; i++) col[i] = ct;
-                bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, ab, g.k, bp, ldb, g.use_c, col, 1);
-                for (int i = 0; i < m; i++) {
-                    float gv = gold_row(sh, o, rs[i], g.n)[j];
-                    if (same_bits(&col[i], &gv, 1)) continue;
-                    x->v[x->n] = col[i];
-                    x->row[x->n++] = rs[i];
-                }
-                m = 0;
-            }
+    int skip = kk >= 0 && isfinite(w->new_value) && isfinite(w->old_value) &&
+               signbit(w->new_value) == signbit(w->old_value);
+    /* the rows to compute (with a nonzero input at the weight, if skip),
+     * gathered into products of up to CHAIN_ROWS rows */
+    float *ab = dx->ca, *col = ab + (int64_t)CHAIN_ROWS * g.k;
+    int64_t rs[CHAIN_ROWS];
+    int m = 0;
+    for (int64_t r = lo; r <= hi; r++) {
+        const float *a = r < hi ? gold_row(sh, av, r, g.k) : NULL;
+        if (a && (!skip || a[kk] != 0.0f)) {
+            memcpy(ab + (int64_t)m * g.k, a, (size_t)g.k * sizeof *a);
+            rs[m++] = r;
         }
-        return;
-    }
-    for (int64_t r0 = lo; r0 < hi;) {
-        /* a batch's rows of A are contiguous (cache block or dataset) */
-        int64_t r1 = only < 0 ? (r0 / sh->batch + 1) * sh->batch : hi;
-        if (r1 > hi) r1 = hi;
-        int m = (int)(r1 - r0);
-        float *col = x->v + x->n;
-        for (int i = 0; i < m; i++) col[i] = ct;
-        bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, gold_row(sh, av, r0, g.k), g.k, bp, ldb, g.use_c, col, 1);
-        for (int i = 0; i < m; i++) {
-            float gv = gold_row(sh, o, r0 + i, g.n)[j];
-            if (same_bits(&col[i], &gv, 1)) continue;
-            x->v[x->n] = col[i];
-            x->row[x->n++] = r0 + i;
+        if (m == CHAIN_ROWS || (r == hi && m)) {
+            for (int i = 0; i < m; i++) col[i] = ct;
+            bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, ab, g.k, bp, ldb, g.use_c, col, 1);
+            for (int i = 0; i < m; i++) {
+                float gv = gold_row(sh, o, rs[i], g.n)[j];
+                if (same_bits(&col[i], &gv, 1)) continue;
+                x->v[x->n] = col[i];
+                x->row[x->n++] = rs[i];
+            }
+            m = 0;
         }
-        r0 = r1;
     }
 }
 
@@ -495,9 +477,10 @@ static int clamped(const bf__dx_shared *sh, size_t step, int relu, int k, int av
 /* A Gemm reading the changed value x: its changed rows into y. An input
  * changed in a few columns moves each row by alpha D B[cols, :], applied
  * to the golden rows as one product of inner dimension ncol (near-exact;
- * see the top of this file); a row whose change is huge against the
- * values (HUGE_CHANGE: a float product could then overflow where the
- * update does not) and every row of a dense change are computed exactly. */
+ * see the top of this file); a row whose change moves some output by more
+ * than HUGE_CHANGE (in absolute terms, so at least as strict as against
+ * the values' scale: a float product could then overflow where the update
+ * does not) and every row of a dense change are computed exactly. */
 static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
 {
     bf__dx *dx = ps->dx;
@@ -633,16 +616,16 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
     const bf__dx_shared *sh = dx->sh;
     const bf__step *s = &dx->plan[0]->steps[k];
     const bf__dx_weight *w = ps->w;
-    int64_t C, M, isp, osp, oc, ic, *tap = dx->ctap;
+    int64_t C, M, isp, osp, oc, ic;
+    int32_t *tap = dx->ctap;
     int slot = s->node->in[1] == sh->m->param_vals[w->param] ? 1 : 2;
     bf__conv_shape(s, &C, &M, &isp, &osp);
     bf__conv_taps(s, slot, w->index, &oc, &ic, tap);
     /* padding reads element 0 times 0 (a bias: element 0 of `one`
      * times 1): no branch in conv_update */
     float *tapm = dx->ctapm;
-    int32_t *tap32 = dx->ctap32;
     static const float one[1] = {1.0f};
-    for (int64_t p = 0; p < osp; p++) tapm[p] = tap[p] >= 0 ? 1.0f : 0.0f, tap32[p] = tap[p] >= 0 ? (int32_t)tap[p] : 0;
+    for (int64_t p = 0; p < osp; p++) tapm[p] = tap[p] >= 0 ? 1.0f : 0.0f, tap[p] = tap[p] >= 0 ? tap[p] : 0;
     int av = s->node->in[0], o = s->node->out[0];
     const float *wt = dx->plan[0]->vals[s->node->in[1]].data;
     const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
@@ -674,7 +657,7 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
         int run = exact;
         if (!exact) {   /* the update, for sample r0 alone */
             const float *xc = slot == 1 ? xin + ic * isp : NULL, *yg = gold_row(sh, o, r0, M * osp) + oc * osp;
-            int moved, huge = bf__conv_update(1, slot == 1 ? xc : one, tap32, tapm, yg, dwf, osp, e, &moved);
+            int moved, huge = bf__conv_update(1, slot == 1 ? xc : one, tap, tapm, yg, dwf, osp, e, &moved);
             run |= huge;
             /* where a ReLU reads the channel, a change it certainly clamps
              * is no change; once the trial rests on an update, that proves

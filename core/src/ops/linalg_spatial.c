@@ -603,7 +603,7 @@ int bf__conv_shape(const bf__step *st, int64_t *c, int64_t *m, int64_t *isp, int
     return 1;
 }
 
-int bf__conv_taps(const bf__step *st, int slot, int64_t index, int64_t *oc, int64_t *ic, int64_t *tap)
+int bf__conv_taps(const bf__step *st, int slot, int64_t index, int64_t *oc, int64_t *ic, int32_t *tap)
 {
     if (st->node->op->run != bf__conv_run) return 0;
     const conv_params *cp = st->params;
@@ -626,7 +626,7 @@ int bf__conv_taps(const bf__step *st, int slot, int64_t index, int64_t *oc, int6
                 int64_t i1 = o1 * w->s[1] - w->pb[1] + kk[1] * w->d[1];
                 int64_t i2 = o2 * w->s[2] - w->pb[2] + kk[2] * w->d[2];
                 int in = i0 >= 0 && i0 < w->in[0] && i1 >= 0 && i1 < w->in[1] && i2 >= 0 && i2 < w->in[2];
-                tap[o] = slot == 2 ? 0 : in ? (i0 * w->in[1] + i1) * w->in[2] + i2 : -1;
+                tap[o] = slot == 2 ? 0 : in ? (int32_t)((i0 * w->in[1] + i1) * w->in[2] + i2) : -1;
             }
     return 1;
 }
