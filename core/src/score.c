@@ -62,11 +62,11 @@ static int64_t vs_neg(const bf__scorer *sc, uint32_t a)
     int64_t q = sc->n - sc->pos;
     return below(sc->kneg, q, a, 0) + below(sc->kneg, q, a, 1);
 }
+
 static int64_t vs_pos(const bf__scorer *sc, uint32_t b)
 {
     return 2 * sc->pos - below(sc->kpos, sc->pos, b, 1) - below(sc->kpos, sc->pos, b, 0);
 }
-
 
 bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__scorer **out,
                             bf_error *err)
@@ -132,24 +132,15 @@ void bf__score_scratch_free(bf__score_scratch *s)
     bf__free(s->in_rows);
 }
 
-/* Sorts a (n keys) ascending, with tmp (n) as room: a stable LSD radix
- * sort by bytes, skipping the low half's (the sample index) when a is in
- * index order already (the changed rows come ascending), since then the
- * high half alone, sorted stably, gives the full order. No allocation,
- * unlike qsort, which mallocs per call past a few kilobytes. */
+/* Sorts a (n keys) by their score half, with tmp (n) as room: a stable
+ * LSD radix sort, four passes of a byte, so the keys end back in a. The
+ * sample half need not be in order: the AUC takes tied scores as one group
+ * (bf__auc_sorted), and the merge below keeps the order by score. No
+ * allocation, unlike qsort, which mallocs per call past a few kilobytes. */
 static void sort_keys(uint64_t *a, int64_t n, uint64_t *tmp)
 {
-    int sorted = 1, low = 0;
-    uint64_t most = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t r = (uint32_t)a[i];
-        sorted &= i == 0 || r > (uint32_t)a[i - 1];
-        most |= r;
-    }
-    while (!sorted && low < 4 && most >> (8 * low)) low++;
     uint64_t *src = a, *dst = tmp;
-    for (int shift = sorted ? 32 : 0; shift < 64; shift += 8) {
-        if (shift < 32 && shift >= 8 * low) continue;
+    for (int shift = 32; shift < 64; shift += 8) {
         int64_t count[257] = {0};
         for (int64_t i = 0; i < n; i++) count[(src[i] >> shift & 0xff) + 1]++;
         for (int b = 0; b < 256; b++) count[b + 1] += count[b];
@@ -157,7 +148,6 @@ static void sort_keys(uint64_t *a, int64_t n, uint64_t *tmp)
         uint64_t *t = src;
         src = dst, dst = t;
     }
-    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
 /* The AUC as 2U / (2 P Q), 2U moved from the golden one by the pairs a
