@@ -209,6 +209,8 @@ void bf__scorer_free(bf__scorer *sc);
 typedef struct bf__score_scratch {
     uint64_t *keys, *fresh;
     unsigned char *in_rows;
+    int64_t *pred;             /* classification: each changed row's argmax, by bf__score */
+    int has_pred;              /* pred holds the rows of the last bf__score */
 } bf__score_scratch;
 bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error *err);
 void bf__score_scratch_free(bf__score_scratch *s);

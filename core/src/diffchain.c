@@ -357,10 +357,10 @@ static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
 }
 
 /* The corrupted Gemm's column j, for every sample (only < 0) or sample
- * `only`, into x: exact. A corrupted B[kk][j] changes nothing in a row
- * whose A[r][kk] is zero (ReLU outputs often are): fma(0, w, s) is s for
- * the old and the new finite w of one sign. */
-static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *x)
+ * `only`, into x. Exactly: the column recomputed, except in rows whose
+ * input at the weight is zero (ReLU outputs often are): fma(0, w, s) is s
+ * for the old and the new finite w of one sign. */
+static void exact_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *x)
 {
     bf__dx *dx = ps->dx;
     const bf__dx_shared *sh = dx->sh;
@@ -373,10 +373,6 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     const float *bp = g.trans_b ? b + (int64_t)j * g.k : b + j;
     int ldb = g.trans_b ? g.k : g.n;
     float ct = c_term(&g, c, j);
-    x->n = 0;
-    x->ncol = 1;
-    x->col[0] = j;
-    x->width = g.n;
     int64_t lo = only < 0 ? 0 : only, hi = only < 0 ? sh->samples : only + 1;
     const bf__dx_weight *w = ps->w;
     int skip = kk >= 0 && isfinite(w->new_value) && isfinite(w->old_value) &&
@@ -403,6 +399,84 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
             }
             m = 0;
         }
+    }
+}
+
+/* The corrupted Gemm's column j over the eval set as an update: row r
+ * moves by alpha A[r][kk] dB (beta dC for the bias), one multiply-add
+ * instead of a product of depth K (near-exact; see the top of this file).
+ * A row whose change is huge against its value, and a change that is not
+ * finite, are computed exactly. Where a ReLU reads the column, a change it
+ * certainly clamps is no change (the bound of relu_certain, with the
+ * faulty weight's magnitude added to the column's). */
+static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *x)
+{
+    bf__dx *dx = ps->dx;
+    const bf__dx_shared *sh = dx->sh;
+    const bf__step *s = &dx->plan[0]->steps[k];
+    const bf__dx_weight *w = ps->w;
+    bf__gemm_info g;
+    bf__gemm_params(s, &g);
+    x->n = 0;
+    x->ncol = 1;
+    x->col[0] = j;
+    x->width = g.n;
+    double dw = (double)w->new_value - (double)w->old_value;
+    float dwf = (float)(dw * (kk >= 0 ? g.alpha : g.beta));
+    if (ps->exact || only >= 0 || !isfinite(dwf)) {
+        exact_column(ps, k, j, kk, only, x);
+        return;
+    }
+    int av = s->node->in[0], o = s->node->out[0];
+    const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
+    const float *am = sh->chain_amax[av], *cs = sh->chain_colabs[k];
+    int relu = relu_next(sh, dx->plan[0], k) && am && cs;
+    double ct = fabs((double)c_term(&g, c, j)), dabs = fabs((double)dwf);
+    int approx0 = ps->approx;
+    /* a zero input, or a zero's sign flipped: the product's zero term may
+     * carry the other sign, which only the product tells */
+    ps->approx |= signbit(w->new_value) != signbit(w->old_value);
+    float *e = x->v;   /* row r's value at e[r]; the huge rows listed in `huge` */
+    int64_t *huge = ps->row[1], nh = 0;
+    for (int64_t r = 0; r < sh->samples; r++) {
+        float a = kk >= 0 ? gold_row(sh, av, r, g.k)[kk] : 1.0f, yg = gold_row(sh, o, r, g.n)[j];
+        float d = dwf * a, lim = (float)HUGE_CHANGE * (fabsf(yg) > 1.0f ? fabsf(yg) : 1.0f);
+        e[r] = yg;
+        if (d == 0.0f) {   /* a zero input moves nothing; a change that underflowed, maybe an ulp */
+            ps->approx |= a != 0.0f;
+            continue;
+        }
+        if (!(fabsf(d) <= lim)) {   /* NaN too */
+            huge[nh++] = r;
+            continue;
+        }
+        e[r] = yg + d;
+        if (relu && !ps->approx) {
+            double bound = (double)am[r] * ((double)cs[j] + (kk >= 0 ? dabs : 0)) + ct + (kk >= 0 ? 0 : dabs);
+            if (relu_certain(e[r], yg, chain_rounding(g.k, bound))) {
+                e[r] = yg;
+                continue;
+            }
+        }
+        ps->approx = 1;   /* the trial rests on an update from here on */
+    }
+    /* the huge rows exactly: a few one by one, more as the whole column
+     * (a large exponent flip makes every row huge) */
+    if (nh > WITNESSES) {
+        ps->approx = approx0 | (signbit(w->new_value) != signbit(w->old_value));
+        exact_column(ps, k, j, kk, -1, x);
+        return;
+    }
+    for (int64_t t = 0; t < nh; t++) {
+        cval one = {.row = x->row, .v = dx->wv[0], .col = dx->wcol[0]};
+        exact_column(ps, k, j, kk, huge[t], &one);
+        if (one.n) e[huge[t]] = one.v[0];
+    }
+    for (int64_t r = 0; r < sh->samples; r++) {
+        float gv = gold_row(sh, o, r, g.n)[j];
+        if (same_bits(&e[r], &gv, 1)) continue;
+        x->v[x->n] = e[r];
+        x->row[x->n++] = r;
     }
 }
 

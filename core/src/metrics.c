@@ -17,8 +17,14 @@ int64_t bf_argmax(const float *row, int64_t n)
     int64_t best = 0;
     while (best < n && isnan(row[best])) best++;
     if (best == n) return 0;
-    for (int64_t i = best + 1; i < n; i++)
-        if (row[i] > row[best]) best = i;
+    /* selects, not branches: which logit wins is data, and a campaign
+     * takes the argmax of every changed row of every trial */
+    float top = row[best];
+    for (int64_t i = best + 1; i < n; i++) {
+        int up = row[i] > top;
+        best = up ? i : best;
+        top = up ? row[i] : top;
+    }
     return best;
 }
 

@@ -121,7 +121,9 @@ bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error
     s->keys = bf__malloc(((size_t)samples + 1) * sizeof *s->keys);
     s->fresh = bf__malloc(((size_t)samples + 1) * sizeof *s->fresh);
     s->in_rows = bf__calloc((size_t)samples + 1, 1);
-    if (!s->keys || !s->fresh || !s->in_rows) return bf_error_set(err, BF_ENOMEM, "out of memory for trial scoring");
+    s->pred = bf__malloc(((size_t)samples + 1) * sizeof *s->pred);
+    s->has_pred = 0;
+    if (!s->keys || !s->fresh || !s->in_rows || !s->pred) return bf_error_set(err, BF_ENOMEM, "out of memory for trial scoring");
     return BF_OK;
 }
 
@@ -130,6 +132,7 @@ void bf__score_scratch_free(bf__score_scratch *s)
     bf__free(s->keys);
     bf__free(s->fresh);
     bf__free(s->in_rows);
+    bf__free(s->pred);
 }
 
 /* Sorts a (n keys) by their score half, with tmp (n) as room: a stable
@@ -206,6 +209,7 @@ static double auc(const bf__scorer *sc, bf__score_scratch *s, const float *outpu
 void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, const float *outputs, const int64_t *rows,
                int64_t n_rows, bf_eval_result *res)
 {
+    s->has_pred = 0;
     if (sc->task == BF_TASK_CLASSIFICATION) {
         memset(res, 0, sizeof *res);
         res->task = sc->task;
@@ -214,10 +218,12 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
         res->outputs = (float *)outputs;
         res->auc = res->logloss = NAN;
         int64_t hits = sc->hits;
-        for (int64_t t = 0; t < n_rows; t++) {
+        for (int64_t t = 0; t < n_rows; t++) {   /* kept: the trial's classification needs them too */
             int64_t i = rows[t];
-            hits += (bf_argmax(outputs + i * sc->cols, sc->cols) == sc->classes[i]) - sc->hit[i];
+            s->pred[t] = bf_argmax(outputs + i * sc->cols, sc->cols);
+            hits += (s->pred[t] == sc->classes[i]) - sc->hit[i];
         }
+        s->has_pred = sc->cols > 1;
         res->accuracy = sc->n ? (double)hits / (double)sc->n : NAN;
         return;
     }
