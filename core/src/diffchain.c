@@ -739,8 +739,11 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
             if (moved && !huge && relu && am && !ps->approx) {
                 double terms = chain_rounding(kc, (double)am[r0] * wabs + babs);
                 moved = 0;
+                const float *xs = slot == 1 ? xc : one;
                 for (int64_t p = 0; p < osp; p++) {
-                    if (same_bits(&e[p], &yg[p], 1)) continue;
+                    /* no change at all: exact; a change the sum's rounding
+                     * absorbed is not (the product may round the other way) */
+                    if (dwf * (xs[tap[p]] * tapm[p]) == 0.0f) continue;
                     if (relu_certain(e[p], yg[p], terms)) e[p] = yg[p];
                     else moved = 1;
                 }
