@@ -115,9 +115,10 @@ void bf__chain_shared_free(bf__dx_shared *sh);
 bf_status bf__chain_init(bf__dx *dx, bf_error *err);
 void bf__chain_free(bf__dx *dx);
 /* One trial whose only fault, w (written into the plans), is in a chain
- * Gemm: its changed output rows into dx->out, dx->rows and dx->touched.
- * 0 when w is not such a fault (nothing written). */
-int bf__chain_run(bf__dx *dx, const bf__dx_weight *w);
+ * Gemm or Conv: its changed output rows into dx->out, dx->rows and
+ * dx->touched. *done 0 when w is not such a fault or row mode could not
+ * take the chain on (nothing written). */
+bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error *err);
 
 /* diffrows.c */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);
@@ -130,6 +131,15 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
                          size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
 /* Tries every marked batch (dx->bmark) at once, their reached samples on
  * the rows of one sub-plan; *done 0 (nothing written) when it cannot. */
+/* Whether a chain's changed rows of value v can run on rows from v's
+ * readers to the output (bf__rows_seeded). */
+int bf__rows_can_seed(const bf__dx *dx, int v);
+/* Runs the changed rows of value v (rows[0..n) ascending; vals: their
+ * whole rows) from v's readers to the output on the sub-plans, in runs of
+ * the widest, into dx->out, dx->rows and dx->touched; *done 0 (nothing
+ * written) when they cannot. */
+bf_status bf__rows_seeded(bf__dx *dx, int v, const int64_t *rows, const float *vals, int64_t n, int *done,
+                          bf_error *err);
 bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
                        int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
 

@@ -49,7 +49,7 @@
 #define WITNESSES 3              /* samples tried exactly before the whole chain is */
 #define UPDATE_MAX_COLS 64       /* a Gemm input changed in more columns: exact rows */
 
-enum { NOT_CHAIN = -2, CHAIN_END = -1 };
+enum { HANDOFF = -3, NOT_CHAIN = -2, CHAIN_END = -1 };
 
 /* The changed rows of a value: rows ascending, each with its `ncol` changed
  * columns col[] (the others golden), or its whole row (ncol 0). */
@@ -94,6 +94,21 @@ static int same_layout(const bf_plan *p, const bf__step *s)
     const bf_tensor *x = &p->vals[s->node->in[0]], *y = &p->vals[s->node->out[0]];
     return x->ndim >= 1 && y->ndim >= 1 && x->dims[0] == bf_plan_batch(p) && y->dims[0] == bf_plan_batch(p) &&
            bf_tensor_numel(x) == bf_tensor_numel(y);
+}
+
+/* Where a chain may end before the output: a value read by steps that are
+ * no chain (a DLRM's bottom MLP output, read by the interaction and the
+ * top MLP's Concat), whose changed rows row mode takes on from there
+ * (diffrows.c, bf__rows_seeded): a float with the sample on dimension 0,
+ * cached for every batch. */
+static int handoff_ok(const bf__dx_shared *sh, bf_plan *plan[2], int o)
+{
+    for (int t = 0; t < 2; t++) {
+        if (!plan[t]) continue;
+        const bf_tensor *v = &plan[t]->vals[o];
+        if (v->dtype != BF_F32 || v->ndim < 1 || v->dims[0] != bf_plan_batch(plan[t])) return 0;
+    }
+    return sh->first_use[o] >= 0 && cached_everywhere(sh, o);
 }
 
 /* A Gemm whose rows and columns the setup found exact (diffshared.c). */
@@ -178,13 +193,17 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
             if (out_ok) sh->chain_next[k] = CHAIN_END;
         } else {
             int j = sh->first_use[o];
-            if (j < 0 || j != sh->last_use[o] || sh->chain_next[j] == NOT_CHAIN) continue;
-            const bf__step *r = &p->steps[j];
-            if (bf__conv_shape(r, &c, &mm, &isp, &osp)) continue;   /* a Conv starts a chain, never continues one */
-            int reads = 0;
-            for (int t = 0; t < r->n_in; t++) reads += r->node->in[t] == o;
-            if (reads != 1 || r->node->in[0] != o || !cached_everywhere(sh, o)) continue;
-            sh->chain_next[k] = j;
+            if (j >= 0 && j == sh->last_use[o] && sh->chain_next[j] != NOT_CHAIN) {
+                const bf__step *r = &p->steps[j];
+                int reads = 0;
+                for (int t = 0; t < r->n_in; t++) reads += r->node->in[t] == o;
+                /* a Conv starts a chain, never continues one */
+                if (!bf__conv_shape(r, &c, &mm, &isp, &osp) && reads == 1 && r->node->in[0] == o &&
+                    cached_everywhere(sh, o))
+                    sh->chain_next[k] = j;
+            }
+            if (sh->chain_next[k] == NOT_CHAIN && handoff_ok(sh, plan, o)) sh->chain_next[k] = HANDOFF;
+            if (sh->chain_next[k] == NOT_CHAIN) continue;
         }
         int64_t w = width_of(p, o), wi = s->node->in[0] >= 0 ? width_of(p, s->node->in[0]) : 0;
         if (w > widest) widest = w;
@@ -827,7 +846,7 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
     } else {
         faulty_conv(ps, k, only, &xs[0]);
     }
-    for (int i = sh->chain_next[k]; i != CHAIN_END; i = sh->chain_next[i]) {
+    for (int i = sh->chain_next[k]; i >= 0; i = sh->chain_next[i]) {
         const bf__step *ls = &ps->dx->plan[0]->steps[i];
         bf__gemm_info lg;
         int64_t isp, osp;
@@ -895,22 +914,50 @@ static int witness(bf__dx *dx, size_t k, const bf__dx_weight *w, cval *x)
     return 0;
 }
 
-int bf__chain_run(bf__dx *dx, const bf__dx_weight *w)
+/* The value a chain from step k ends in, and whether row mode takes it on
+ * from there (HANDOFF) rather than it being the graph's output. */
+static int chain_tail(const bf__dx_shared *sh, int k, int *handoff)
+{
+    while (sh->chain_next[k] >= 0) k = sh->chain_next[k];
+    *handoff = sh->chain_next[k] == HANDOFF;
+    return k;
+}
+
+/* The changed rows of a chain that ends in a handoff, run on by row mode:
+ * x's rows made whole (golden elsewhere) in `full`. */
+static bf_status hand_off(bf__dx *dx, int v, const cval *x, float *full, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    for (int64_t t = 0; t < x->n; t++) input_row(sh, v, x, t, full + t * x->width);
+    return bf__rows_seeded(dx, v, x->row, full, x->n, done, err);
+}
+
+bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     int k = sh->chain_width ? sh->chain_at[w->param] : -1;
-    if (k < 0) return 0;
-    pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1]}, .row = {dx->crow[0], dx->crow[1]}, .col = {dx->ccol[0], dx->ccol[1]}};
+    *done = 0;
+    if (k < 0) return BF_OK;
+    int handoff, last = chain_tail(sh, k, &handoff), o = dx->plan[0]->steps[last].node->out[0];
+    if (handoff && !bf__rows_can_seed(dx, o)) return BF_OK;
+    /* row mode compares bits: a chain it takes on from is computed exactly */
+    pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1]}, .row = {dx->crow[0], dx->crow[1]}, .col = {dx->ccol[0], dx->ccol[1]},
+               .exact = handoff};
     cval x;
     int at;
     run_chain(&ps, (size_t)k, w, -1, &x, &at);
+    if (handoff) {
+        bf_status st = hand_off(dx, o, &x, ps.v[1 - at], done, err);
+        if (st == BF_OK && *done) dx->n_chain++, dx->n_chain_exact++;
+        return st;
+    }
     dx->n_chain++;
     if (ps.approx && !witness(dx, (size_t)k, w, &x)) {
         dx->n_chain_exact++;
         ps.exact = 1;
         run_chain(&ps, (size_t)k, w, -1, &x, &at);
     }
-    int64_t last = -1, cols = sh->out_cols;
+    int64_t prev = -1, cols = sh->out_cols;
     for (int64_t t = 0; t < x.n; t++) {
         int64_t r = x.row[t];
         if (x.ncol)
@@ -918,7 +965,8 @@ int bf__chain_run(bf__dx *dx, const bf__dx_weight *w)
         else
             memcpy(dx->out + r * cols, x.v + t * cols, (size_t)cols * sizeof(float));
         dx->rows[dx->n_rows++] = r;
-        if (r / sh->batch != last) dx->touched[dx->n_touched++] = last = r / sh->batch;
+        if (r / sh->batch != prev) dx->touched[dx->n_touched++] = prev = r / sh->batch;
     }
-    return 1;
+    *done = 1;
+    return BF_OK;
 }

@@ -402,11 +402,15 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     }
     dx->n_touched = dx->n_rows = 0;
     for (size_t k = 0; vf_old && k < n_vf; k++) vf_old[k] = vf_new[k] = (float)NAN;
-    if (n_w == 1 && n_vf == 0 && bf__chain_run(dx, w)) {
-        *outputs = dx->out;
-        *rows = dx->rows;
-        *n_rows = dx->n_rows;
-        return BF_OK;
+    if (n_w == 1 && n_vf == 0) {
+        int done;
+        if ((st = bf__chain_run(dx, w, &done, err)) != BF_OK) return st;
+        if (done) {
+            *outputs = dx->out;
+            *rows = dx->rows;
+            *n_rows = dx->n_rows;
+            return BF_OK;
+        }
     }
 
     int first = (int)sh->n_steps, last_entry = -1, every = 0;

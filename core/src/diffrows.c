@@ -322,14 +322,20 @@ static int reached_rows(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_
 /* The faults' reached samples sel[0..n), of one batch b or of several
  * (b = -1), run on the rows of one sub-plan; *done 0 (nothing written)
  * when they cannot. */
+typedef struct seed {
+    int v;                       /* a value changed in the rows, -1 none */
+    const float *vals;           /* its rows, as the sub-plan's rows */
+} seed;
+
 static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_weight *w, size_t n_w,
-                         const bf_value_fault *vf, size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new,
-                         int *done, bf_error *err)
+                         const bf_value_fault *vf, size_t n_vf, seed sd, int first, int last_entry, float *vf_old,
+                         float *vf_new, int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     const bf_model *m = sh->m;
     bf_status st = BF_OK;
     int k = 0;
+    *done = 0;   /* a later run of several may be the one that cannot */
     while (k < n_sub && (1 << k) < n) k++;
     if (k == n_sub) return BF_OK;
     const unsigned char *from = &dx->rows_from[(size_t)k * m->n_values];
@@ -366,6 +372,13 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
         dx->sstate[v] = GOLDEN;
     }
     horizon = bf__dx_hit_values(dx, sp, nb, dx->sstate, horizon);
+    if (sd.v >= 0) {   /* the seeded value's rows, the padding a copy of the first */
+        bf_tensor *t = &sp->vals[sd.v];
+        size_t rb = bf_tensor_nbytes(t) / (size_t)r;
+        for (int i = 0; i < r; i++) memcpy((char *)t->data + (size_t)i * rb, (const char *)sd.vals + (size_t)(i < n ? i : 0) * rb, rb);
+        dx->sstate[sd.v] = DIRTY;
+        if (sh->last_use[sd.v] > horizon) horizon = sh->last_use[sd.v];
+    }
 
     for (int i = first; i >= 0 && i < (int)sh->n_steps && i <= horizon; i++) {
         const bf__step *s = &sp->steps[i];
@@ -416,7 +429,8 @@ bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n
     if (dx->n_sub_batch == 0) return BF_OK;
     int n = reached_rows(dx, b, w, n_w, vf, n_vf, dx->rsel);
     if (n <= 0) return BF_OK;
-    return on_rows(dx, b, n, dx->n_sub_batch, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, done, err);
+    return on_rows(dx, b, n, dx->n_sub_batch, w, n_w, vf, n_vf, (seed){-1, NULL}, first, last_entry, vf_old, vf_new,
+                   done, err);
 }
 
 bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
@@ -443,8 +457,8 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
     for (int c0 = 0; c0 < n; c0 += cap) {
         int m = n - c0 < cap ? n - c0 : cap;
         memcpy(dx->rsel, dx->rall + c0, (size_t)m * sizeof *dx->rsel);
-        bf_status st = on_rows(dx, n <= cap && batches == 1 ? one : -1, m, dx->n_sub, w, n_w, vf, n_vf, first,
-                               last_entry, vf_old, vf_new, done, err);
+        bf_status st = on_rows(dx, n <= cap && batches == 1 ? one : -1, m, dx->n_sub, w, n_w, vf, n_vf,
+                               (seed){-1, NULL}, first, last_entry, vf_old, vf_new, done, err);
         if (st != BF_OK) return st;
         if (!*done) {
             /* a later run could not go on rows after all: the rows written
@@ -455,6 +469,49 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
             }
             dx->n_rows = rows0;
             dx->n_touched = touched0;
+            return BF_OK;
+        }
+    }
+    return BF_OK;
+}
+
+/* The sub-plans that may run rows of value v from its readers on: every
+ * step below v runs on their rows, and every Gemm as exact rows (runs of
+ * rows from several batches have no batch's product to run in). */
+int bf__rows_can_seed(const bf__dx *dx, int v)
+{
+    const bf__dx_shared *sh = dx->sh;
+    if (dx->n_sub == 0 || sh->first_use[v] < 0) return 0;
+    for (int k = 0; k < dx->n_sub; k++) {
+        if (!dx->rows_from[(size_t)k * sh->m->n_values + (size_t)v]) return 0;
+        if (batch_axis(dx->plan[0], dx->sub[k], v) != 0) return 0;
+    }
+    for (size_t i = (size_t)sh->first_use[v]; i < sh->n_steps; i++) {
+        bf__gemm_info g;
+        if (bf__gemm_params(&dx->plan[0]->steps[i], &g) && !sh->roww[0][i]) return 0;
+    }
+    return 1;
+}
+
+bf_status bf__rows_seeded(bf__dx *dx, int v, const int64_t *rows, const float *vals, int64_t n, int *done,
+                          bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int cap = 1 << (dx->n_sub - 1);
+    int64_t width = bf_tensor_numel(&dx->plan[0]->vals[v]) / sh->batch;
+    *done = 1;
+    for (int64_t c0 = 0; c0 < n; c0 += cap) {
+        int m = n - c0 < cap ? (int)(n - c0) : cap;
+        memcpy(dx->rsel, rows + c0, (size_t)m * sizeof *dx->rsel);
+        bf_status st = on_rows(dx, -1, m, dx->n_sub, NULL, 0, NULL, 0, (seed){v, vals + c0 * width},
+                               sh->first_use[v], sh->first_use[v], NULL, NULL, done, err);
+        if (st != BF_OK) return st;
+        if (!*done) {   /* as in bf__rows_all: the rows written so far back to golden */
+            for (int64_t t = 0; t < dx->n_rows; t++) {
+                size_t off = (size_t)(dx->rows[t] * sh->out_cols);
+                memcpy(dx->out + off, sh->golden + off, (size_t)sh->out_cols * sizeof(float));
+            }
+            dx->n_rows = dx->n_touched = 0;
             return BF_OK;
         }
     }

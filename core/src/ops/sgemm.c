@@ -107,6 +107,37 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
     }
 }
 
+/* block, with a plain B narrower than the panel read in place: lanes past
+ * nr are masked off, never loaded (B's last row may end the buffer) and
+ * never stored. A small product (a DLRM interaction's 9 x 16 x 9 per
+ * sample) then packs no panel at all. */
+AVX2 static inline __attribute__((always_inline)) void block_masked(int mr, int nr, int k, const float *a,
+                                                                    int64_t lda, const float *b, int64_t ldb,
+                                                                    float alpha, int accumulate, float *y, int ldy)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
+    const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
+    __m256 s[MR][2];
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm256_setzero_ps();
+    const float *ar[MR];
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
+    const float *bp = b;
+    for (int p = 0; p < k; p++, bp += ldb) {
+        __m256 b0 = _mm256_maskload_ps(bp, m0), b1 = _mm256_maskload_ps(bp + 8, m1);
+        _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
+            __m256 av = _mm256_broadcast_ss(ar[i] + p);
+            s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
+            s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
+        float t[NR], *yr = y + (int64_t)i * ldy;
+        _mm256_storeu_ps(t, s[i][0]);
+        _mm256_storeu_ps(t + 8, s[i][1]);
+        for (int j = 0; j < nr; j++) yr[j] = accumulate ? fmaf(alpha, t[j], yr[j]) : alpha * t[j];
+    }
+}
+
 /* 8 x 8 floats: dst[q * ldd + j] = src[j * lds + q]. */
 AVX2 static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd)
 {
@@ -180,6 +211,20 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
                 const float *col = b + (int64_t)(j0 + j) * ldb;
                 for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];
             }
+        } else if (nr < NR && (m <= 2 * MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
+            for (int i0 = 0; i0 < m; i0 += MR) {
+                int mr = m - i0 < MR ? m - i0 : MR;
+                const float *ab = a + (int64_t)i0 * lda;
+                float *yb = y + (int64_t)i0 * ldy + j0;
+                switch (mr) {
+#define ROWS(r) \
+    case r: block_masked(r, nr, k, ab, lda, b + j0, ldb, alpha, accumulate, yb, ldy); break;
+                    ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+                default: break;
+                }
+            }
+            continue;
         } else if (nr == NR && (m <= MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
             /* B's own rows serve as the panel, unpacked: for one block of
              * rows packing costs as much as the product, and a shallow
