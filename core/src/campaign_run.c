@@ -121,34 +121,39 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
     int64_t changed = 0;
     for (int64_t t = 0; t < n_scan; t++) {
         int64_t s = rows ? rows[t] : t;
-        /* each row's squares summed apart, then added: rows' chains of
-         * additions overlap instead of one chain over the eval set; a row
-         * left golden adds exactly 0, so any row list gives the same sum */
+        /* Each row's squares summed apart, in four lanes, then added: no
+         * chain of dependent additions through the eval set. A row left
+         * golden adds exactly 0, so any row list gives the same sum. A NaN
+         * or Inf anywhere shows in the row's sum: only such a row takes
+         * the careful loop. */
         const float *o = out + s * cols, *gs = g + s * cols;
-        int finite = 1;
-        for (int64_t i = 0; i < cols; i++) finite &= isfinite(o[i]) != 0;
-        if (finite) {
-            /* four lanes of sums and maxima: no chain of dependent
-             * additions through the row */
-            double part[4] = {0, 0, 0, 0}, most[4] = {0, 0, 0, 0};
-            int64_t i = 0;
-            for (; i + 4 <= cols; i += 4)
-                for (int q = 0; q < 4; q++) {
-                    double d = fabs((double)o[i + q] - (double)gs[i + q]);
-                    part[q] += d * d;
-                    most[q] = d > most[q] ? d : most[q];
-                }
-            for (; i < cols; i++) {
-                double d = fabs((double)o[i] - (double)gs[i]);
-                part[0] += d * d;
-                most[0] = d > most[0] ? d : most[0];
+        double part[4] = {0, 0, 0, 0}, most[4] = {0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 4 <= cols; i += 4)
+            for (int q = 0; q < 4; q++) {
+                double d = fabs((double)o[i + q] - (double)gs[i + q]);
+                part[q] += d * d;
+                most[q] = d > most[q] ? d : most[q];
             }
-            sq += (part[0] + part[1]) + (part[2] + part[3]);
+        for (; i < cols; i++) {
+            double d = fabs((double)o[i] - (double)gs[i]);
+            part[0] += d * d;
+            most[0] = d > most[0] ? d : most[0];
+        }
+        double row_sq = (part[0] + part[1]) + (part[2] + part[3]);
+        if (isfinite(row_sq)) {
+            sq += row_sq;
             for (int q = 0; q < 4; q++) mx = most[q] > mx ? most[q] : mx;
         } else {
-            for (int64_t i = 0; i < cols; i++) {
-                bad |= !isfinite(o[i]) && isfinite(gs[i]);
-                if (!isfinite(o[i])) sq = mx = INFINITY;
+            for (i = 0; i < cols; i++) {
+                if (!isfinite(o[i])) {
+                    bad |= isfinite(gs[i]) != 0;
+                    sq = mx = INFINITY;
+                    continue;
+                }
+                double d = fabs((double)o[i] - (double)gs[i]);
+                sq += d * d;
+                mx = d > mx ? d : mx;
             }
         }
         if (!same) changed += (pred ? pred[t] : bf__prediction(c, out + s * cols)) != c->golden_pred[s];

@@ -48,6 +48,12 @@
 #define CHAIN_MAX_FLOATS (1 << 24)   /* per buffer: the eval set times the widest value */
 #define WITNESSES 3              /* samples tried exactly before the whole chain is */
 #define UPDATE_MAX_COLS 64       /* a Gemm input changed in more columns: exact rows */
+/* A sample whose outputs an update moved by this much (relative) is all
+ * but sure to move when computed exactly (an update rounds by a few ulps
+ * of the terms): the witness scan takes the first such one instead of
+ * ranking every changed sample. Should it not move after all, the other
+ * candidates, then the exact rerun, still decide. */
+#define WITNESS_CLEAR 0x1p-14
 
 enum { HANDOFF = -3, NOT_CHAIN = -2, CHAIN_END = -1 };
 
@@ -163,6 +169,44 @@ static bf_status rounding_bounds(bf__dx_shared *sh, const bf_plan *p, bf_error *
     return BF_OK;
 }
 
+/* A value's golden rows over the eval set, column by column. */
+static float *columns(const bf__dx_shared *sh, int v, int64_t width)
+{
+    float *t = bf__malloc(((size_t)(width * sh->samples) + 1) * sizeof *t);
+    if (!t) return NULL;
+    for (int64_t r = 0; r < sh->samples; r++) {
+        const float *row = gold_row(sh, v, r, width);
+        for (int64_t c = 0; c < width; c++) t[c * sh->samples + r] = row[c];
+    }
+    return t;
+}
+
+/* The corrupted Gemm's column update reads one input column and one
+ * output column over the eval set: from rows a cache line apart each,
+ * latency-bound; from these copies, one line per 16 samples. At most as
+ * many floats again as the chains hold (CHAIN_MAX_FLOATS in all), or
+ * faulty_column reads the rows. */
+static bf_status column_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
+{
+    const bf_model *m = sh->m;
+    sh->chain_cols_in = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_in);
+    sh->chain_cols_out = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_out);
+    if (!sh->chain_cols_in || !sh->chain_cols_out) return bf__dx_oom(err);
+    int64_t room = CHAIN_MAX_FLOATS;
+    for (size_t q = 0; q < m->n_params; q++) {
+        int k = sh->chain_at[q];
+        bf__gemm_info g;
+        if (k < 0 || sh->chain_cols_out[k] || !bf__gemm_params(&p->steps[k], &g)) continue;
+        int64_t need = (int64_t)(g.k + g.n) * sh->samples;
+        if (need > room) continue;
+        room -= need;
+        sh->chain_cols_in[k] = columns(sh, p->steps[k].node->in[0], g.k);
+        sh->chain_cols_out[k] = columns(sh, p->steps[k].node->out[0], g.n);
+        if (!sh->chain_cols_in[k] || !sh->chain_cols_out[k]) return bf__dx_oom(err);
+    }
+    return BF_OK;
+}
+
 bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
 {
     const bf_model *m = sh->m;
@@ -238,13 +282,18 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
         }
         sh->chain_at[q] = k;
     }
-    return rounding_bounds(sh, p, err);
+    bf_status st = rounding_bounds(sh, p, err);
+    return st == BF_OK ? column_copies(sh, p, err) : st;
 }
 
 void bf__chain_shared_free(bf__dx_shared *sh)
 {
     for (size_t v = 0; sh->chain_amax && v < sh->m->n_values; v++) bf__free(sh->chain_amax[v]);
     for (size_t k = 0; sh->chain_colabs && k < sh->n_steps; k++) bf__free(sh->chain_colabs[k]);
+    for (size_t k = 0; sh->chain_cols_in && k < sh->n_steps; k++) bf__free(sh->chain_cols_in[k]);
+    for (size_t k = 0; sh->chain_cols_out && k < sh->n_steps; k++) bf__free(sh->chain_cols_out[k]);
+    bf__free(sh->chain_cols_in);
+    bf__free(sh->chain_cols_out);
     bf__free(sh->chain_amax);
     bf__free(sh->chain_colabs);
     bf__free(sh->chain_next);
@@ -316,9 +365,23 @@ static float c_term(const bf__gemm_info *g, const float *c, int j)
     return g->use_c ? g->beta * c[(int64_t)j * g->c_cs] : 0.0f;
 }
 
-/* Bit for bit, as memcmp, inlined: rows here are a few floats wide. */
+/* c ? a : b by the bits, with no branch (compilers turn the conditional
+ * into one, which mispredicts on data). */
+static inline float pick(int c, float a, float b)
+{
+    uint32_t x, y, m = 0u - (uint32_t)(c != 0);
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    x = (x & m) | (y & ~m);
+    memcpy(&a, &x, sizeof a);
+    return a;
+}
+
+/* Bit for bit, as memcmp: inlined for a few floats, libc's vector
+ * compare for whole rows. */
 static int same_bits(const float *a, const float *b, int64_t n)
 {
+    if (n >= 16) return memcmp(a, b, (size_t)n * sizeof *a) == 0;
     uint32_t diff = 0;
     for (int64_t i = 0; i < n; i++) {
         uint32_t x, y;
@@ -339,7 +402,7 @@ static int relu_certain(float v, float yg, double terms)
 {
     const double u = 0x1p-24;
     double bound = terms + 4 * u * (fabs((double)v) + fabs((double)yg));
-    return (double)v + bound < 0 && (yg < 0 || (yg == 0 && !signbit(yg)));
+    return ((double)v + bound < 0) & ((yg < 0) | ((yg == 0) & !signbit(yg)));   /* no branches: see faulty_column */
 }
 
 /* The rounding of a chain of k fused multiply-adds (and a bias) from
@@ -455,48 +518,64 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     /* a zero input, or a zero's sign flipped: the product's zero term may
      * carry the other sign, which only the product tells */
     ps->approx |= signbit(w->new_value) != signbit(w->old_value);
-    float *e = x->v;   /* row r's value at e[r]; the huge rows listed in `huge` */
-    int64_t *huge = ps->row[1], nh = 0;
+    /* relu_certain's bound for row r: lead * |input|max(r) + rest */
+    double lead = (double)(cs ? cs[j] : 0) + (kk >= 0 ? dabs : 0), rest = ct + (kk >= 0 ? 0 : dabs);
+    /* Branch-free over the eval set (whether an input is zero, a change
+     * clamped, is data: branches on it mispredict), each row's value in
+     * e[r] and its golden one in gv[r]; the flags after. */
+    float *e = x->v, *gv = ps->v[1];
+    int huge = 0, unsure = 0;
+    /* the input column (1 for the bias) and the output column: from their
+     * copies, or strided through the rows */
+    static const float one = 1.0f;
+    const float *ap = kk < 0 ? &one : sh->chain_cols_in[k] ? sh->chain_cols_in[k] + (int64_t)kk * sh->samples
+                                                           : gold_row(sh, av, 0, g.k) + kk;
+    const float *yp = sh->chain_cols_out[k] ? sh->chain_cols_out[k] + (int64_t)j * sh->samples : gold_row(sh, o, 0, g.n) + j;
+    int64_t as = kk < 0 ? 0 : sh->chain_cols_in[k] ? 1 : g.k, ys = sh->chain_cols_out[k] ? 1 : g.n;
     for (int64_t r = 0; r < sh->samples; r++) {
-        float a = kk >= 0 ? gold_row(sh, av, r, g.k)[kk] : 1.0f, yg = gold_row(sh, o, r, g.n)[j];
-        float d = dwf * a, lim = (float)HUGE_CHANGE * (fabsf(yg) > 1.0f ? fabsf(yg) : 1.0f);
-        e[r] = yg;
-        if (d == 0.0f) {   /* a zero input moves nothing; a change that underflowed, maybe an ulp */
-            ps->approx |= a != 0.0f;
-            continue;
+        float a = ap[r * as], yg = yp[r * ys], d = dwf * a;
+        /* |d| > HUGE_CHANGE max(|yg|, 1), NaN too, as two flags: a
+         * conditional here compiles to a branch that mispredicts */
+        int big = !(fabsf(d) <= (float)HUGE_CHANGE * fabsf(yg)) & !(fabsf(d) <= (float)HUGE_CHANGE);
+        int moved = (d != 0.0f) & !big;
+        float v = pick(moved, yg + d, yg);
+        /* once one change is unsure the trial rests on the update, and
+         * clamping proves nothing more: no bound computed from there on */
+        int certain = relu && !unsure && relu_certain(v, yg, chain_rounding(g.k, (double)am[r] * lead + rest));
+        /* a change that underflowed to zero may still be an ulp */
+        unsure |= (moved & !certain) | ((d == 0.0f) & (a != 0.0f));
+        huge |= big;
+        e[r] = pick(certain, yg, v);
+        gv[r] = yg;
+    }
+    ps->approx |= unsure;
+    if (huge) {
+        /* the huge rows exactly: a few one by one, more as the whole
+         * column (a large exponent flip makes every row huge) */
+        int64_t nh = 0, at[WITNESSES];
+        for (int64_t r = 0; r < sh->samples && nh <= WITNESSES; r++) {
+            float d = dwf * ap[r * as];
+            float lim = (float)HUGE_CHANGE * (fabsf(gv[r]) > 1.0f ? fabsf(gv[r]) : 1.0f);
+            if (!(fabsf(d) <= lim) && nh++ < WITNESSES) at[nh - 1] = r;
         }
-        if (!(fabsf(d) <= lim)) {   /* NaN too */
-            huge[nh++] = r;
-            continue;
+        if (nh > WITNESSES) {
+            ps->approx = approx0 | (signbit(w->new_value) != signbit(w->old_value));
+            exact_column(ps, k, j, kk, -1, x);
+            return;
         }
-        e[r] = yg + d;
-        if (relu && !ps->approx) {
-            double bound = (double)am[r] * ((double)cs[j] + (kk >= 0 ? dabs : 0)) + ct + (kk >= 0 ? 0 : dabs);
-            if (relu_certain(e[r], yg, chain_rounding(g.k, bound))) {
-                e[r] = yg;
-                continue;
-            }
+        for (int64_t t = 0; t < nh; t++) {
+            cval one = {.row = x->row, .v = dx->wv[0], .col = dx->wcol[0]};
+            exact_column(ps, k, j, kk, at[t], &one);
+            e[at[t]] = one.n ? one.v[0] : gv[at[t]];
         }
-        ps->approx = 1;   /* the trial rests on an update from here on */
     }
-    /* the huge rows exactly: a few one by one, more as the whole column
-     * (a large exponent flip makes every row huge) */
-    if (nh > WITNESSES) {
-        ps->approx = approx0 | (signbit(w->new_value) != signbit(w->old_value));
-        exact_column(ps, k, j, kk, -1, x);
-        return;
+    int64_t n = 0;
+    for (int64_t r = 0; r < sh->samples; r++) {   /* in place: n <= r */
+        x->v[n] = e[r];
+        x->row[n] = r;
+        n += !same_bits(&e[r], &gv[r], 1);
     }
-    for (int64_t t = 0; t < nh; t++) {
-        cval one = {.row = x->row, .v = dx->wv[0], .col = dx->wcol[0]};
-        exact_column(ps, k, j, kk, huge[t], &one);
-        if (one.n) e[huge[t]] = one.v[0];
-    }
-    for (int64_t r = 0; r < sh->samples; r++) {
-        float gv = gold_row(sh, o, r, g.n)[j];
-        if (same_bits(&e[r], &gv, 1)) continue;
-        x->v[x->n] = e[r];
-        x->row[x->n++] = r;
-    }
+    x->n = n;
 }
 
 static void unary_link(pass *ps, size_t k, cval *x)
@@ -531,6 +610,14 @@ static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, const
     const int K = g->k, N = g->n;
     float *ab = dx->ca, *yb = dx->ca + (int64_t)CHAIN_ROWS * sh->chain_width, *cr = dx->cbias;
     for (int n = 0; n < N; n++) cr[n] = c_term(g, c, n);
+    if (!x->ncol && todo[nt - 1] - todo[0] == nt - 1) {
+        /* whole rows, one after the other: the product reads and writes
+         * them in place */
+        float *yr = y->v + todo[0] * N;
+        for (int i = 0; i < nt; i++) memcpy(yr + (int64_t)i * N, cr, (size_t)N * sizeof *cr);
+        bf__sgemm(0, g->trans_b, nt, N, K, g->alpha, x->v + todo[0] * K, K, b, g->trans_b ? K : N, g->use_c, yr, N);
+        return;
+    }
     for (int i = 0; i < nt; i++) {
         input_row(sh, av, x, todo[i], ab + (int64_t)i * K);
         memcpy(yb + (int64_t)i * N, cr, (size_t)N * sizeof *cr);
@@ -636,7 +723,10 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
             }
         }
     }
-    drop_golden(sh, o, y);
+    /* a unary map next drops the rows that came back golden anyway, on
+     * its own output: one pass over the rows fewer */
+    int next = sh->chain_next[k];
+    if (next < 0 || !bf__unary_f32(&dx->plan[0]->steps[next])) drop_golden(sh, o, y);
 }
 
 /* bf__conv_update (diff_impl.h), written once for both copies. */
@@ -892,6 +982,11 @@ static int witness(bf__dx *dx, size_t k, const bf__dx_weight *w, cval *x)
     int nc = 0;
     for (int64_t t = 0; t < x->n; t++) {
         double d = moved(sh, x, t);
+        if (d >= WITNESS_CLEAR) {   /* tried first, and the scan stops */
+            cand[0] = t;
+            nc = 1;
+            break;
+        }
         int at = nc < WITNESSES ? nc++ : WITNESSES;
         while (at > 0 && !(score[at - 1] >= d)) {
             if (at < WITNESSES) cand[at] = cand[at - 1], score[at] = score[at - 1];
