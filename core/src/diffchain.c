@@ -377,11 +377,10 @@ static inline float pick(int c, float a, float b)
     return a;
 }
 
-/* Bit for bit, as memcmp: inlined for a few floats, libc's vector
- * compare for whole rows. */
+/* Bit for bit, as memcmp, inlined: rows here are a few dozen floats
+ * wide, and the loop vectorises. */
 static int same_bits(const float *a, const float *b, int64_t n)
 {
-    if (n >= 16) return memcmp(a, b, (size_t)n * sizeof *a) == 0;
     uint32_t diff = 0;
     for (int64_t i = 0; i < n; i++) {
         uint32_t x, y;
@@ -415,25 +414,22 @@ static int relu_next(const bf__dx_shared *sh, const bf_plan *p, size_t k)
     return sh->chain_next[k] >= 0 && bf__unary_relu(&p->steps[sh->chain_next[k]]);
 }
 
-/* Drops the rows of x that equal golden value v's. */
+/* Drops the rows of x that equal golden value v's. Whether a row came
+ * back golden is data: the rows are kept by index arithmetic, not by a
+ * branch that mispredicts. */
 static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
 {
     int64_t kept = 0, w = x->ncol ? x->ncol : x->width;
     for (int64_t t = 0; t < x->n; t++) {
         const float *g = gold_row(sh, v, x->row[t], x->width), *e = x->v + t * w;
-        int same;
-        if (x->ncol) {
-            same = 1;
-            for (int c = 0; c < x->ncol && same; c++) same = same_bits(&e[c], &g[x->col[c]], 1);
-        } else {
+        int same = 1;
+        if (x->ncol)
+            for (int c = 0; c < x->ncol; c++) same &= same_bits(&e[c], &g[x->col[c]], 1);
+        else
             same = same_bits(e, g, w);
-        }
-        if (same) continue;
-        if (kept != t) {
-            x->row[kept] = x->row[t];
-            memmove(x->v + kept * w, e, (size_t)w * sizeof *e);
-        }
-        kept++;
+        x->row[kept] = x->row[t];
+        if (kept != t) memcpy(x->v + kept * w, e, (size_t)w * sizeof *e);   /* rows apart: no overlap */
+        kept += !same;
     }
     x->n = kept;
 }
@@ -484,6 +480,36 @@ static void exact_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *
     }
 }
 
+/* One row of the column update: e = yg + d, d = dw a, unless d is 0 or
+ * huge against yg (HUGE_CHANGE max(|yg|, 1), NaN too: *huge, and e stays
+ * yg for now); *unsure where d underflowed to 0 from a nonzero input (the
+ * product may still move an ulp). Flags and a bitwise select, no
+ * branches. */
+static inline void update_one(float a, float yg, float dw, float *e, float *gv, int *huge, int *unsure)
+{
+    float d = dw * a;
+    int big = !(fabsf(d) <= (float)HUGE_CHANGE * fabsf(yg)) & !(fabsf(d) <= (float)HUGE_CHANGE);
+    int moved = (d != 0.0f) & !big;
+    *e = pick(moved, yg + d, yg);
+    *gv = yg;
+    *huge = big;
+    *unsure = (d == 0.0f) & (a != 0.0f);
+}
+
+/* update_one over n rows of unit stride; returns whether any was huge. */
+static int column_update(const float *a, const float *yg, float dw, int64_t n, float *e, float *gv, int *unsure)
+{
+    int huge = 0, u = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int h, q;
+        update_one(a[r], yg[r], dw, &e[r], &gv[r], &h, &q);
+        huge |= h;
+        u |= q;
+    }
+    *unsure |= u;
+    return huge;
+}
+
 /* The corrupted Gemm's column j over the eval set as an update: row r
  * moves by alpha A[r][kk] dB (beta dC for the bias), one multiply-add
  * instead of a product of depth K (near-exact; see the top of this file).
@@ -532,21 +558,27 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
                                                            : gold_row(sh, av, 0, g.k) + kk;
     const float *yp = sh->chain_cols_out[k] ? sh->chain_cols_out[k] + (int64_t)j * sh->samples : gold_row(sh, o, 0, g.n) + j;
     int64_t as = kk < 0 ? 0 : sh->chain_cols_in[k] ? 1 : g.k, ys = sh->chain_cols_out[k] ? 1 : g.n;
-    for (int64_t r = 0; r < sh->samples; r++) {
-        float a = ap[r * as], yg = yp[r * ys], d = dwf * a;
-        /* |d| > HUGE_CHANGE max(|yg|, 1), NaN too, as two flags: a
-         * conditional here compiles to a branch that mispredicts */
-        int big = !(fabsf(d) <= (float)HUGE_CHANGE * fabsf(yg)) & !(fabsf(d) <= (float)HUGE_CHANGE);
-        int moved = (d != 0.0f) & !big;
-        float v = pick(moved, yg + d, yg);
-        /* once one change is unsure the trial rests on the update, and
-         * clamping proves nothing more: no bound computed from there on */
-        int certain = relu && !unsure && relu_certain(v, yg, chain_rounding(g.k, (double)am[r] * lead + rest));
-        /* a change that underflowed to zero may still be an ulp */
-        unsure |= (moved & !certain) | ((d == 0.0f) & (a != 0.0f));
-        huge |= big;
-        e[r] = pick(certain, yg, v);
-        gv[r] = yg;
+    /* The update, branch-free over the eval set (whether an input is zero
+     * or a change huge is data: a branch on it mispredicts), and with unit
+     * strides, in vectors. */
+    if (as == 1 && ys == 1)
+        huge = column_update(ap, yp, dwf, sh->samples, e, gv, &unsure);
+    else
+        for (int64_t r = 0; r < sh->samples; r++) {
+            int h, u;
+            update_one(ap[r * as], yp[r * ys], dwf, &e[r], &gv[r], &h, &u);
+            huge |= h;
+            unsure |= u;
+        }
+    /* Where a ReLU reads the column, a change it certainly clamps is no
+     * change (its output is golden's +0 either way): the trial rests on
+     * the update only from the first change that is not certainly
+     * clamped, which ends the scan. */
+    for (int64_t r = 0; r < sh->samples && !unsure; r++) {
+        /* a change the sum absorbed (e == yg) counts: the product may not */
+        float d = dwf * ap[r * as];
+        if (d == 0.0f || d != d) continue;   /* nothing moved; NaN: huge, computed exactly */
+        unsure = !relu || !relu_certain(e[r], gv[r], chain_rounding(g.k, (double)am[r] * lead + rest));
     }
     ps->approx |= unsure;
     if (huge) {
@@ -578,9 +610,38 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     x->n = n;
 }
 
+/* A ReLU on the changed rows of x, fused with drop_golden: each row's
+ * ReLU written to where it is kept, compared with the golden output as it
+ * goes. The ReLU is ops/elementwise.c's, x < 0 ? +0 : x, element for
+ * element (NaN and -0 pass through). */
+static void relu_link(const bf__dx_shared *sh, int v, cval *x)
+{
+    int64_t kept = 0, w = x->ncol ? x->ncol : x->width;
+    for (int64_t t = 0; t < x->n; t++) {
+        const float *g = gold_row(sh, v, x->row[t], x->width), *e = x->v + t * w;
+        float *o = x->v + kept * w;
+        uint32_t diff = 0;
+        for (int64_t i = 0; i < w; i++) {
+            float y = e[i] < 0.0f ? 0.0f : e[i], gi = g[x->ncol ? x->col[i] : i];
+            uint32_t a, b;
+            memcpy(&a, &y, sizeof a);
+            memcpy(&b, &gi, sizeof b);
+            diff |= a ^ b;
+            o[i] = y;   /* kept <= t: row t is read before it is overwritten */
+        }
+        x->row[kept] = x->row[t];
+        kept += diff != 0;
+    }
+    x->n = kept;
+}
+
 static void unary_link(pass *ps, size_t k, cval *x)
 {
     const bf__step *s = &ps->dx->plan[0]->steps[k];
+    if (bf__unary_relu(s)) {
+        relu_link(ps->dx->sh, s->node->out[0], x);
+        return;
+    }
     int64_t n = x->n * (x->ncol ? x->ncol : x->width);
     bf_tensor t = {.dtype = BF_F32, .ndim = 1, .dims = {n}, .data = x->v};
     const bf_tensor *in[1] = {&t};

@@ -195,13 +195,28 @@ static double auc(const bf__scorer *sc, bf__score_scratch *s, const float *outpu
         s->fresh[t] = (uint64_t)bf__score_key(outputs[rows[t]]) << 32 | (uint64_t)rows[t];
     }
     sort_keys(s->fresh, k, s->keys);   /* keys: room until the merge below fills it */
-    /* golden order without the changed rows, merged with their new keys */
-    int64_t a = 0, b = 0, o = 0;
-    while (a < sc->n || b < k) {
-        if (a < sc->n && s->in_rows[sc->keys[a] & 0xffffffffu]) { a++; continue; }
-        if (b >= k || (a < sc->n && sc->keys[a] < s->fresh[b])) s->keys[o++] = sc->keys[a++];
-        else s->keys[o++] = s->fresh[b++];
+    /* The golden order without the changed rows, at the end of keys, then
+     * merged with their new keys from the front: the write never passes
+     * the read (o = a + b <= k + a), and once the new keys are all in, the
+     * golden ones left are in place already. Whether a row changed, which
+     * key is smaller, is data: selects and index arithmetic, no branches
+     * that mispredict on every other key. */
+    uint64_t *ga = s->keys + k;
+    int64_t na = 0;
+    for (int64_t i = 0; i < sc->n; i++) {
+        uint64_t key = sc->keys[i];
+        ga[na] = key;
+        na += !s->in_rows[key & 0xffffffffu];
     }
+    int64_t a = 0, b = 0, o = 0;
+    while (a < na && b < k) {
+        uint64_t x = ga[a], y = s->fresh[b];
+        int lt = x < y;   /* keys are unique: the sample is in the low half */
+        s->keys[o++] = lt ? x : y;
+        a += lt;
+        b += !lt;
+    }
+    while (b < k) s->keys[o++] = s->fresh[b++];
     for (int64_t t = 0; t < k; t++) s->in_rows[rows[t]] = 0;
     return bf__auc_sorted(s->keys, sc->labels, sc->n, sc->pos);
 }
