@@ -34,6 +34,37 @@ static int batch_axis(const bf_plan *full, const bf_plan *sub, int v)
     return axis;
 }
 
+/* A sample's slice of a value is a few dozen bytes: copied and compared
+ * inline, in 16-byte pieces, rather than by a libc call each (row mode
+ * makes thousands a trial). Larger ones go to libc. */
+static inline void copy_row(void *dst, const void *src, size_t n)
+{
+    if (n > 256) {
+        memcpy(dst, src, n);
+        return;
+    }
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (; n >= 16; n -= 16, d += 16, s += 16) memcpy(d, s, 16);
+    for (; n >= 4; n -= 4, d += 4, s += 4) memcpy(d, s, 4);
+    for (; n > 0; n--) *d++ = *s++;
+}
+
+static inline int same_row(const void *a, const void *b, size_t n)
+{
+    if (n > 256) return memcmp(a, b, n) == 0;
+    const unsigned char *x = a, *y = b;
+    uint64_t diff = 0;
+    for (; n >= 8; n -= 8, x += 8, y += 8) {
+        uint64_t u, v;
+        memcpy(&u, x, 8);
+        memcpy(&v, y, 8);
+        diff |= u ^ v;
+    }
+    for (; n > 0; n--) diff |= (uint64_t)(*x++ ^ *y++);
+    return diff == 0;
+}
+
 /* The rows of batch b: the batch, or fewer in the last one. */
 static int64_t rows_of(const bf__dx_shared *sh, int64_t b)
 {
@@ -91,7 +122,7 @@ static int gather(bf__dx *dx, bf_plan *sp, int v, const int64_t *sel, int n, bf_
             continue;
         }
         for (int64_t o = 0; o < l.outer; o++)
-            memcpy((char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner);
+            copy_row((char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner);
     }
     return 1;
 }
@@ -116,7 +147,7 @@ static int rows_golden(const bf__dx *dx, const bf_plan *sp, int v, const int64_t
             continue;
         }
         for (int64_t o = 0; o < l.outer; o++)
-            if (memcmp((const char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner))
+            if (!same_row((const char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner))
                 return 0;
     }
     return 1;
@@ -375,7 +406,7 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
     if (sd.v >= 0) {   /* the seeded value's rows, the padding a copy of the first */
         bf_tensor *t = &sp->vals[sd.v];
         size_t rb = bf_tensor_nbytes(t) / (size_t)r;
-        for (int i = 0; i < r; i++) memcpy((char *)t->data + (size_t)i * rb, (const char *)sd.vals + (size_t)(i < n ? i : 0) * rb, rb);
+        for (int i = 0; i < r; i++) copy_row((char *)t->data + (size_t)i * rb, (const char *)sd.vals + (size_t)(i < n ? i : 0) * rb, rb);
         dx->sstate[sd.v] = DIRTY;
         if (sh->last_use[sd.v] > horizon) horizon = sh->last_use[sd.v];
     }
@@ -414,8 +445,8 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
     int64_t last = dx->n_touched ? dx->touched[dx->n_touched - 1] : -1;
     for (int t = 0; t < n; t++) {
         int64_t row = sel[t];
-        if (memcmp(o + t * sh->out_cols, sh->golden + row * sh->out_cols, rb) == 0) continue;
-        memcpy(dx->out + row * sh->out_cols, o + t * sh->out_cols, rb);
+        if (same_row(o + t * sh->out_cols, sh->golden + row * sh->out_cols, rb)) continue;
+        copy_row(dx->out + row * sh->out_cols, o + t * sh->out_cols, rb);
         dx->rows[dx->n_rows++] = row;
         if (row / sh->batch != last) dx->touched[dx->n_touched++] = last = row / sh->batch;
     }
