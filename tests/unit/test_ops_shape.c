@@ -738,6 +738,8 @@ static void transpose_op(void **state)
         {4, {2, 6, 5, 3}, {0, 3, 1, 2}}, {3, {4, 5, 6}, {2, 1, 0}},   {4, {2, 3, 4, 5}, {3, 2, 1, 0}},
         {5, {2, 3, 1, 4, 2}, {4, 0, 2, 3, 1}}, {3, {3, 0, 2}, {2, 0, 1}}, {1, {7}, {0}},
         {0, {0}, {0}},
+        /* a DLRM interaction's: 8 x 8 register blocks and their edges */
+        {3, {64, 9, 16}, {0, 2, 1}}, {3, {64, 9, 9}, {1, 2, 0}}, {2, {36, 64}, {1, 0}}, {2, {8, 8}, {1, 0}},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
         for (size_t t = 0; t < 4; t++) {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../alloc.h"
+#include "transpose8.h"
 
 #define MR 6
 #define NR 16
@@ -138,27 +139,6 @@ AVX2 static inline __attribute__((always_inline)) void block_masked(int mr, int 
     }
 }
 
-/* 8 x 8 floats: dst[q * ldd + j] = src[j * lds + q]. */
-AVX2 static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd)
-{
-    __m256 r[8], t[8];
-    for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(src + j * lds);
-    for (int j = 0; j < 8; j += 2) {
-        t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
-        t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
-    }
-    for (int j = 0; j < 8; j += 4) {
-        r[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
-        r[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
-        r[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
-        r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {
-        _mm256_storeu_ps(dst + j * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
-        _mm256_storeu_ps(dst + (j + 4) * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
-    }
-}
-
 /* One column (n = 1), eight rows at a time: an 8 x 8 tile of A transposed
  * so that each p is one vector over the rows, times b[p] broadcast; the
  * panel kernel would spend 15 of its 16 lanes on padding. Rows past the
@@ -171,7 +151,7 @@ AVX2 static void column_avx2(int m, int k, float alpha, const float *a, int lda,
         __m256 s = _mm256_setzero_ps();
         float t[64];
         for (int p0 = 0; p0 < k8; p0 += 8) {
-            transpose8(a + (int64_t)i0 * lda + p0, lda, t, 8);
+            bf__transpose8(a + (int64_t)i0 * lda + p0, lda, t, 8);
             for (int q = 0; q < 8; q++)
                 s = _mm256_fmadd_ps(_mm256_loadu_ps(t + 8 * q), _mm256_set1_ps(b[(int64_t)(p0 + q) * bs]), s);
         }
@@ -206,7 +186,7 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
             int j8 = nr & ~7, k8 = k & ~7;
             for (int j = 0; j < j8; j += 8)
                 for (int p = 0; p < k8; p += 8)
-                    transpose8(b + (int64_t)(j0 + j) * ldb + p, ldb, panel + (int64_t)p * NR + j, NR);
+                    bf__transpose8(b + (int64_t)(j0 + j) * ldb + p, ldb, panel + (int64_t)p * NR + j, NR);
             for (int j = 0; j < nr; j++) {
                 const float *col = b + (int64_t)(j0 + j) * ldb;
                 for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];

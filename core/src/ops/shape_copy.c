@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "shape_impl.h"
+#include "sgemm.h"
+#include "transpose8.h"
 
 static_assert(sizeof(bf__strided) <= BF__OP_PARAMS_MAX, "bf__strided must fit in params");
 
@@ -93,9 +95,30 @@ static inline void tile_2d(unsigned char *restrict o, const unsigned char *restr
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* tile_2d for floats with AVX2: 8 x 8 blocks through registers (the
+ * interaction of a DLRM transposes 16 x 9 and 9 x 64 planes per batch,
+ * one element at a time otherwise); the edges as tile_2d. */
+__attribute__((target("avx2"))) static void tile_2d_f32(float *restrict o, const float *restrict i, int64_t A,
+                                                         int64_t oa, int64_t B, int64_t sb)
+{
+    int64_t A8 = A & ~(int64_t)7, B8 = B & ~(int64_t)7;
+    for (int64_t a0 = 0; a0 < A8; a0 += 8)
+        for (int64_t b0 = 0; b0 < B8; b0 += 8) bf__transpose8(i + a0 + b0 * sb, sb, o + a0 * oa + b0, oa);
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t b = a < A8 ? B8 : 0; b < B; b++) o[a * oa + b] = i[a + b * sb];
+}
+#endif
+
 static void block_2d(unsigned char *restrict o, const unsigned char *restrict i, int64_t A,
                      int64_t oa, int64_t B, int64_t sb, size_t es)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (es == 4 && A >= 8 && B >= 8 && bf__sgemm_simd()) {
+        tile_2d_f32((float *)(void *)o, (const float *)(const void *)i, A, oa, B, sb);
+        return;
+    }
+#endif
     switch (es) {
     case 1: tile_2d(o, i, A, oa, B, sb, 1); return;
     case 2: tile_2d(o, i, A, oa, B, sb, 2); return;
