@@ -89,6 +89,11 @@ int bf__unary_f32(const bf__step *s);
 int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
+/* A Concat step's axis; -1 if the step is no Concat. */
+int bf__concat_axis(const bf__step *s);
+/* Concat step s: input j's part of the output written into out, the
+ * other inputs' parts left as they are (in: the step's inputs). */
+void bf__concat_input(const bf__step *s, const bf_tensor *const *in, int j, void *out);
 
 /* diffgemm.c, for a Gemm step with transA = 0 (see there). y: the golden
  * output; scratch: m x n floats. */

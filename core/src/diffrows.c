@@ -76,6 +76,8 @@ static inline int same_row(const void *a, const void *b, size_t n)
     return diff == 0;
 }
 
+#define BF__CONCAT_MAX 16        /* inputs of a Concat that concat_rows takes */
+
 /* The rows of batch b: the batch, or fewer in the last one. */
 static int64_t rows_of(const bf__dx_shared *sh, int64_t b)
 {
@@ -165,6 +167,30 @@ static int rows_golden(const bf__dx *dx, const bf_plan *sp, int v, const int64_t
             if (!same_row((const char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner))
                 return 0;
     }
+    return 1;
+}
+
+/* A Concat past the sample's axis with some inputs still golden (a DLRM's
+ * interaction joins one changed feature to seven golden ones): the golden
+ * output's rows gathered whole, one contiguous read a sample instead of
+ * one per input, and only the changed inputs' parts written over them.
+ * 0 when the step is no such Concat (nothing written). */
+static int concat_rows(bf__dx *dx, bf_plan *sp, size_t i, const int64_t *sel, int r, bf_error *err, bf_status *st)
+{
+    const bf__step *s = &sp->steps[i];
+    int o = s->node->out[0], golden = 0;
+    *st = BF_OK;
+    if (bf__concat_axis(s) < 1 || s->n_in > BF__CONCAT_MAX || batch_axis(dx->plan[0], sp, o) != 0) return 0;
+    const bf_tensor *in[BF__CONCAT_MAX];
+    for (int j = 0; j < s->n_in; j++) {
+        int u = s->node->in[j];
+        if (!bf__runtime(sp, u) || batch_axis(dx->plan[0], sp, u) != 0) return 0;
+        golden += dx->sstate[u] != DIRTY;
+        in[j] = &sp->vals[u];
+    }
+    if (golden < 2 || !gather(dx, sp, o, sel, r, err, st)) return 0;   /* one golden input: no gain */
+    for (int j = 0; j < s->n_in; j++)
+        if (dx->sstate[s->node->in[j]] == DIRTY) bf__concat_input(s, in, j, sp->vals[o].data);
     return 1;
 }
 
@@ -434,13 +460,16 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
         if (!ok[i]) return BF_OK;   /* not on rows: the caller runs the batch in full */
         bf__gemm_info g;
         if (b < 0 && bf__gemm_params(s, &g) && !sh->roww[0][i]) return BF_OK;   /* the product of one batch */
-        for (int j = 0; j < s->n_in; j++) {
-            int u = s->node->in[j];
-            if (!bf__runtime(sp, u) || dx->sstate[u] != UNLOADED) continue;
-            if (!gather(dx, sp, u, sel, r, err, &st)) return st;
-            dx->sstate[u] = GOLDEN;
+        if (!concat_rows(dx, sp, (size_t)i, sel, r, err, &st)) {
+            if (st != BF_OK) return st;
+            for (int j = 0; j < s->n_in; j++) {
+                int u = s->node->in[j];
+                if (!bf__runtime(sp, u) || dx->sstate[u] != UNLOADED) continue;
+                if (!gather(dx, sp, u, sel, r, err, &st)) return st;
+                dx->sstate[u] = GOLDEN;
+            }
+            if ((st = run_rows(dx, sp, b, sel, (size_t)i, err)) != BF_OK) return st;
         }
-        if ((st = run_rows(dx, sp, b, sel, (size_t)i, err)) != BF_OK) return st;
         if (sp->step_hit[i]) bf__plan_apply_value_faults(sp, i);
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];

@@ -166,6 +166,22 @@ bf_status bf__concat_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
+int bf__concat_axis(const bf__step *s)
+{
+    if (s->node->op->run != bf__concat_run) return -1;
+    return ((const concat_params *)s->params)->axis;
+}
+
+void bf__concat_input(const bf__step *s, const bf_tensor *const *in, int j, void *out)
+{
+    const concat_params *cp = s->params;
+    size_t col = 0, row = (size_t)in[j]->dims[cp->axis] * cp->unit;
+    for (int i = 0; i < j; i++) col += (size_t)in[i]->dims[cp->axis] * cp->unit;
+    const unsigned char *x = in[j]->data;
+    for (int64_t b = 0; row && b < cp->outer; b++)
+        memcpy((unsigned char *)out + (size_t)b * cp->out_row + col, x + (size_t)b * row, row);
+}
+
 bf_status bf__concat_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
