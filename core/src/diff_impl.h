@@ -37,6 +37,7 @@ struct bf__dx_shared {
     int64_t chain_width;         /* widest value of any chain; 0: no chain mode */
     float **chain_amax;          /* per value read by a chain Gemm or Conv: each sample's largest |element| */
     float **chain_colabs;        /* per chain Gemm: each output column's sum of |alpha B[k][n]| */
+    float **chain_bt;            /* per chain Gemm with B transposed: B as K x N rows (NULL: none) */
     float **chain_cols_in, **chain_cols_out;   /* per Gemm starting a chain: its input and output
                                   * over the eval set column by column (NULL: none) */
 };

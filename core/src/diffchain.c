@@ -189,6 +189,22 @@ static float *columns(const bf__dx_shared *sh, int v, int64_t width)
 static bf_status column_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
 {
     const bf_model *m = sh->m;
+    /* A chain Gemm's exact rows read B as K x N rows: with B stored
+     * transposed (N x K, as PyTorch exports Linear) the product would pack
+     * a transposed panel of it on every call; a copy in the other order
+     * once per campaign gives the same elements (the same chains of fused
+     * multiply-adds) without. */
+    sh->chain_bt = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_bt);
+    if (!sh->chain_bt) return bf__dx_oom(err);
+    for (size_t k = 0; k < sh->n_steps; k++) {
+        bf__gemm_info g;
+        if (sh->chain_next[k] == NOT_CHAIN || !bf__gemm_params(&p->steps[k], &g) || !g.trans_b) continue;
+        const float *b = p->vals[p->steps[k].node->in[1]].data;
+        float *bt = sh->chain_bt[k] = bf__malloc(((size_t)g.k * (size_t)g.n + 1) * sizeof *bt);
+        if (!bt) return bf__dx_oom(err);
+        for (int n = 0; n < g.n; n++)
+            for (int q = 0; q < g.k; q++) bt[(int64_t)q * g.n + n] = b[(int64_t)n * g.k + q];
+    }
     sh->chain_cols_in = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_in);
     sh->chain_cols_out = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_out);
     if (!sh->chain_cols_in || !sh->chain_cols_out) return bf__dx_oom(err);
@@ -290,6 +306,8 @@ void bf__chain_shared_free(bf__dx_shared *sh)
 {
     for (size_t v = 0; sh->chain_amax && v < sh->m->n_values; v++) bf__free(sh->chain_amax[v]);
     for (size_t k = 0; sh->chain_colabs && k < sh->n_steps; k++) bf__free(sh->chain_colabs[k]);
+    for (size_t k = 0; sh->chain_bt && k < sh->n_steps; k++) bf__free(sh->chain_bt[k]);
+    bf__free(sh->chain_bt);
     for (size_t k = 0; sh->chain_cols_in && k < sh->n_steps; k++) bf__free(sh->chain_cols_in[k]);
     for (size_t k = 0; sh->chain_cols_out && k < sh->n_steps; k++) bf__free(sh->chain_cols_out[k]);
     bf__free(sh->chain_cols_in);
@@ -664,8 +682,8 @@ static void input_row(const bf__dx_shared *sh, int v, const cval *x, int64_t t, 
 
 /* Exact rows todo[0..nt) of a Gemm (input rows from x) into y, gathered
  * into one product. */
-static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, const float *c, int av, const cval *x,
-                       const int64_t *todo, int nt, cval *y)
+static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, int tb, const float *c, int av,
+                       const cval *x, const int64_t *todo, int nt, cval *y)
 {
     const bf__dx_shared *sh = dx->sh;
     const int K = g->k, N = g->n;
@@ -676,14 +694,14 @@ static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, const
          * them in place */
         float *yr = y->v + todo[0] * N;
         for (int i = 0; i < nt; i++) memcpy(yr + (int64_t)i * N, cr, (size_t)N * sizeof *cr);
-        bf__sgemm(0, g->trans_b, nt, N, K, g->alpha, x->v + todo[0] * K, K, b, g->trans_b ? K : N, g->use_c, yr, N);
+        bf__sgemm(0, tb, nt, N, K, g->alpha, x->v + todo[0] * K, K, b, tb ? K : N, g->use_c, yr, N);
         return;
     }
     for (int i = 0; i < nt; i++) {
         input_row(sh, av, x, todo[i], ab + (int64_t)i * K);
         memcpy(yb + (int64_t)i * N, cr, (size_t)N * sizeof *cr);
     }
-    bf__sgemm(0, g->trans_b, nt, N, K, g->alpha, ab, K, b, g->trans_b ? K : N, g->use_c, yb, N);
+    bf__sgemm(0, tb, nt, N, K, g->alpha, ab, K, b, tb ? K : N, g->use_c, yb, N);
     for (int i = 0; i < nt; i++) memcpy(y->v + todo[i] * N, yb + (int64_t)i * N, (size_t)N * sizeof *yb);
 }
 
@@ -733,6 +751,8 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
     int av = s->node->in[0], o = s->node->out[0];
     const float *b = dx->plan[0]->vals[s->node->in[1]].data;
     const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
+    const float *bx = sh->chain_bt[k] ? sh->chain_bt[k] : b;   /* for exact rows */
+    int tb = sh->chain_bt[k] ? 0 : g.trans_b;
     y->n = x->n;
     y->ncol = 0;
     y->width = N;
@@ -772,14 +792,14 @@ static void gemm_link_run(pass *ps, size_t k, const cval *x, cval *y)
                 /* once the trial rests on an update, clamping proves nothing more */
                 ps->approx = ps->approx || !clamped(sh, k, relu, K, av, o, x, t, y->v + t * N, N, c ? &g : NULL, c);
             }
-            if (nt) exact_rows(dx, &g, b, c, av, x, todo, nt, y);
+            if (nt) exact_rows(dx, &g, bx, tb, c, av, x, todo, nt, y);
             nt = 0;
         }
     } else {
         for (int64_t t = 0; t < x->n; t++) {
             todo[nt++] = t;
             if (nt == CHAIN_ROWS || t == x->n - 1) {
-                exact_rows(dx, &g, b, c, av, x, todo, nt, y);
+                exact_rows(dx, &g, bx, tb, c, av, x, todo, nt, y);
                 nt = 0;
             }
         }
