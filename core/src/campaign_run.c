@@ -31,6 +31,7 @@
 #include "alloc.h"
 #include "campaign_impl.h"
 #include "diff.h"
+#include "ops/sgemm.h"
 
 #define CHUNK 16            /* trials a worker takes at a time (at most); 64 saved a few
                              * wake-ups at one thread but cost two threads a fifth of their
@@ -103,6 +104,67 @@ static int higher_is_better(int m) { return m == BF_METRIC_ACCURACY || m == BF_M
 
 /* --- one trial */
 
+/* A row's output error against golden: the sum of squared differences,
+ * returned, and the largest difference, into *most. In four lanes (lane q
+ * takes elements i + q, the tail lane 0), summed (0 + 1) + (2 + 3): no
+ * chain of dependent additions through the row, and the same sums from
+ * the plain loop and the AVX2 one, which takes four floats at a time. A
+ * NaN or Inf shows in the sum. */
+static double row_error(const float *o, const float *g, int64_t cols, double *most)
+{
+    double part[4] = {0, 0, 0, 0}, top[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= cols; i += 4)
+        for (int q = 0; q < 4; q++) {
+            double d = fabs((double)o[i + q] - (double)g[i + q]);
+            part[q] += d * d;
+            top[q] = d > top[q] ? d : top[q];
+        }
+    for (; i < cols; i++) {
+        double d = fabs((double)o[i] - (double)g[i]);
+        part[0] += d * d;
+        top[0] = d > top[0] ? d : top[0];
+    }
+    *most = 0;
+    for (int q = 0; q < 4; q++) *most = top[q] > *most ? top[q] : *most;
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static double row_error_avx2(const float *o, const float *g, int64_t cols, double *most)
+{
+    const __m256d abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    __m256d part = _mm256_setzero_pd(), top = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= cols; i += 4) {
+        __m256d d = _mm256_and_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(o + i)), _mm256_cvtps_pd(_mm_loadu_ps(g + i))), abs);
+        part = _mm256_add_pd(part, _mm256_mul_pd(d, d));   /* no fma: the plain loop rounds twice */
+        top = _mm256_max_pd(d, top);   /* d > top ? d : top, NaN keeps top */
+    }
+    double p[4], t[4];
+    _mm256_storeu_pd(p, part);
+    _mm256_storeu_pd(t, top);
+    for (; i < cols; i++) {
+        double d = fabs((double)o[i] - (double)g[i]);
+        p[0] += d * d;
+        t[0] = d > t[0] ? d : t[0];
+    }
+    *most = 0;
+    for (int q = 0; q < 4; q++) *most = t[q] > *most ? t[q] : *most;
+    return (p[0] + p[1]) + (p[2] + p[3]);
+}
+#endif
+
+static double row_error_of(int simd, const float *o, const float *g, int64_t cols, double *most)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simd) return row_error_avx2(o, g, cols, most);
+#endif
+    (void)simd;
+    return row_error(o, g, cols, most);
+}
+
 /* Masked: bit-identical outputs. DUE: a NaN or Inf where the golden output
  * is finite (a golden pass that already has some does not make every trial
  * DUE). Critical: a prediction changed, or the critical metric got worse by
@@ -119,33 +181,19 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
     int bad = 0;
     double sq = 0, mx = 0;
     int64_t changed = 0;
+    int simd = bf__sgemm_simd();
     for (int64_t t = 0; t < n_scan; t++) {
         int64_t s = rows ? rows[t] : t;
-        /* Each row's squares summed apart, in four lanes, then added: no
-         * chain of dependent additions through the eval set. A row left
-         * golden adds exactly 0, so any row list gives the same sum. A NaN
-         * or Inf anywhere shows in the row's sum: only such a row takes
-         * the careful loop. */
+        /* Each row's squares summed apart (row_error), then added: a row
+         * left golden adds exactly 0, so any row list gives the same sum.
+         * Only a row whose sum is not finite takes the careful loop. */
         const float *o = out + s * cols, *gs = g + s * cols;
-        double part[4] = {0, 0, 0, 0}, most[4] = {0, 0, 0, 0};
-        int64_t i = 0;
-        for (; i + 4 <= cols; i += 4)
-            for (int q = 0; q < 4; q++) {
-                double d = fabs((double)o[i + q] - (double)gs[i + q]);
-                part[q] += d * d;
-                most[q] = d > most[q] ? d : most[q];
-            }
-        for (; i < cols; i++) {
-            double d = fabs((double)o[i] - (double)gs[i]);
-            part[0] += d * d;
-            most[0] = d > most[0] ? d : most[0];
-        }
-        double row_sq = (part[0] + part[1]) + (part[2] + part[3]);
+        double row_mx, row_sq = row_error_of(simd, o, gs, cols, &row_mx);
         if (isfinite(row_sq)) {
             sq += row_sq;
-            for (int q = 0; q < 4; q++) mx = most[q] > mx ? most[q] : mx;
+            mx = row_mx > mx ? row_mx : mx;
         } else {
-            for (i = 0; i < cols; i++) {
+            for (int64_t i = 0; i < cols; i++) {
                 if (!isfinite(o[i])) {
                     bad |= isfinite(gs[i]) != 0;
                     sq = mx = INFINITY;
