@@ -17,6 +17,7 @@ struct bf__dx_shared {
     const bf_model *m;
     bf__gcache *gc;
     int64_t samples, batch, n_batches, out_cols;
+    int batch_shift;             /* log2 of batch when a power of two, else -1 */
     const float *golden;
     int out_val;
     size_t n_steps;
@@ -92,6 +93,19 @@ struct bf__dx {
     int32_t *ctap;
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
 };
+
+/* Sample s's batch and its row in it: a shift and a mask for the usual
+ * power-of-two batch (row mode asks for every row of every step), a
+ * division otherwise. */
+static inline int64_t bf__batch_of(const bf__dx_shared *sh, int64_t s)
+{
+    return sh->batch_shift >= 0 ? s >> sh->batch_shift : s / sh->batch;
+}
+
+static inline int64_t bf__row_in_batch(const bf__dx_shared *sh, int64_t s)
+{
+    return sh->batch_shift >= 0 ? s & (sh->batch - 1) : s % sh->batch;
+}
 
 /* A value computed at run time (a graph input or a step output). */
 static inline int bf__runtime(const bf_plan *p, int v) { return v >= 0 && p->val_step[v] != BF__VAL_NOT_RUN; }

@@ -1043,13 +1043,20 @@ static double moved(const bf__dx_shared *sh, const cval *x, int64_t t)
     const float *o = x->v + t * w, *g = sh->golden + x->row[t] * sh->out_cols;
     float dev = 0, scale = 0;
     int nan = 0;
-    for (int64_t i = 0; i < w; i++) {   /* branch-free: vectorised */
-        float gi = x->ncol ? g[x->col[i]] : g[i];
-        float d = fabsf(o[i] - gi), a = fabsf(gi);
-        nan |= d != d;
-        dev = d > dev ? d : dev;
-        scale = a > scale ? a : scale;
-    }
+    if (x->ncol)
+        for (int64_t i = 0; i < w; i++) {
+            float gi = g[x->col[i]], d = fabsf(o[i] - gi), a = fabsf(gi);
+            nan |= d != d;
+            dev = d > dev ? d : dev;
+            scale = a > scale ? a : scale;
+        }
+    else
+        for (int64_t i = 0; i < w; i++) {   /* branch-free: vectorised */
+            float d = fabsf(o[i] - g[i]), a = fabsf(g[i]);
+            nan |= d != d;
+            dev = d > dev ? d : dev;
+            scale = a > scale ? a : scale;
+        }
     return nan ? INFINITY : (double)dev / fmax((double)scale, 1e-30);   /* NaN counts as the most */
 }
 
@@ -1141,7 +1148,7 @@ bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error 
         else
             memcpy(dx->out + r * cols, x.v + t * cols, (size_t)cols * sizeof(float));
         dx->rows[dx->n_rows++] = r;
-        if (r / sh->batch != prev) dx->touched[dx->n_touched++] = prev = r / sh->batch;
+        if (bf__batch_of(sh, r) != prev) dx->touched[dx->n_touched++] = prev = bf__batch_of(sh, r);
     }
     *done = 1;
     return BF_OK;

@@ -125,7 +125,7 @@ static int gather(bf__dx *dx, bf_plan *sp, int v, const int64_t *sel, int n, bf_
     layout l = layout_of(sp, v, axis);
     int64_t r = bf_plan_batch(sp);
     for (int i = 0; i < n; i++) {
-        int64_t b = sel[i] / sh->batch, row = sel[i] % sh->batch, full = rows_of(sh, b);
+        int64_t b = bf__batch_of(sh, sel[i]), row = bf__row_in_batch(sh, sel[i]), full = rows_of(sh, b);
         const char *g = bf__gcache_block(sh->gc, v, b);
         if (!g) return 0;
         if (l.inner == sizeof(float)) {   /* the sample moved last: one element per row, no call per copy */
@@ -150,7 +150,7 @@ static int rows_golden(const bf__dx *dx, const bf_plan *sp, int v, const int64_t
     layout l = layout_of(sp, v, axis);
     int64_t r = bf_plan_batch(sp);
     for (int i = 0; i < n; i++) {
-        int64_t b = sel[i] / sh->batch, row = sel[i] % sh->batch, full = rows_of(sh, b);
+        int64_t b = bf__batch_of(sh, sel[i]), row = bf__row_in_batch(sh, sel[i]), full = rows_of(sh, b);
         const char *g = bf__gcache_block(sh->gc, v, b);
         if (l.inner == sizeof(float)) {   /* as in gather: bits compared, no call per element */
             /* each element a cache line of its own (the sample is the last
@@ -492,7 +492,7 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
         if (same_row(o + t * sh->out_cols, sh->golden + row * sh->out_cols, rb)) continue;
         copy_row(dx->out + row * sh->out_cols, o + t * sh->out_cols, rb);
         dx->rows[dx->n_rows++] = row;
-        if (row / sh->batch != last) dx->touched[dx->n_touched++] = last = row / sh->batch;
+        if (bf__batch_of(sh, row) != last) dx->touched[dx->n_touched++] = last = bf__batch_of(sh, row);
     }
     return BF_OK;
 }

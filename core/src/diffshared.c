@@ -207,6 +207,9 @@ bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *g
     sh->samples = samples;
     sh->batch = bf_plan_batch(plan[0]);
     sh->n_batches = (samples + sh->batch - 1) / sh->batch;
+    sh->batch_shift = -1;
+    for (int q = 0; q < 62 && sh->batch_shift < 0; q++)
+        if ((int64_t)1 << q == sh->batch) sh->batch_shift = q;
     sh->golden = golden;
     sh->out_cols = out_cols;
     sh->out_val = m->output_vals[0];
