@@ -453,10 +453,8 @@ static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
 }
 
 /* The corrupted Gemm's column j, for every sample (only < 0) or sample
- * `only`, into x. Exactly: the column recomputed, except in rows whose
- * input at the weight is zero (ReLU outputs often are): fma(0, w, s) is s
- * for the old and the new finite w of one sign. */
-static void exact_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *x)
+ * `only`, into x, recomputed exactly. */
+static void exact_column(pass *ps, size_t k, int j, int64_t only, cval *x)
 {
     bf__dx *dx = ps->dx;
     const bf__dx_shared *sh = dx->sh;
@@ -470,30 +468,20 @@ static void exact_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *
     int ldb = g.trans_b ? g.k : g.n;
     float ct = c_term(&g, c, j);
     int64_t lo = only < 0 ? 0 : only, hi = only < 0 ? sh->samples : only + 1;
-    const bf__dx_weight *w = ps->w;
-    int skip = kk >= 0 && isfinite(w->new_value) && isfinite(w->old_value) &&
-               signbit(w->new_value) == signbit(w->old_value);
-    /* the rows to compute (with a nonzero input at the weight, if skip),
-     * gathered into products of up to CHAIN_ROWS rows */
-    float *ab = dx->ca, *col = ab + (int64_t)CHAIN_ROWS * g.k;
-    int64_t rs[CHAIN_ROWS];
-    int m = 0;
-    for (int64_t r = lo; r <= hi; r++) {
-        const float *a = r < hi ? gold_row(sh, av, r, g.k) : NULL;
-        if (a && (!skip || a[kk] != 0.0f)) {
-            memcpy(ab + (int64_t)m * g.k, a, (size_t)g.k * sizeof *a);
-            rs[m++] = r;
-        }
-        if (m == CHAIN_ROWS || (r == hi && m)) {
-            for (int i = 0; i < m; i++) col[i] = ct;
-            bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, ab, g.k, bp, ldb, g.use_c, col, 1);
-            for (int i = 0; i < m; i++) {
-                float gv = gold_row(sh, o, rs[i], g.n)[j];
-                if (same_bits(&col[i], &gv, 1)) continue;
-                x->v[x->n] = col[i];
-                x->row[x->n++] = rs[i];
-            }
-            m = 0;
+    /* Runs of rows, read in place (a value's golden rows are contiguous
+     * over the eval set): every row, the ones whose input at the weight is
+     * zero too (they come out golden and drop), which costs less than
+     * copying the others out. */
+    float *col = dx->ca;
+    for (int64_t r0 = lo; r0 < hi; r0 += CHAIN_ROWS) {
+        int m = hi - r0 < CHAIN_ROWS ? (int)(hi - r0) : CHAIN_ROWS;
+        for (int i = 0; i < m; i++) col[i] = ct;
+        bf__sgemm(0, g.trans_b, m, 1, g.k, g.alpha, gold_row(sh, av, r0, g.k), g.k, bp, ldb, g.use_c, col, 1);
+        const float *yg = gold_row(sh, o, r0, g.n) + j;
+        for (int i = 0; i < m; i++) {
+            x->v[x->n] = col[i];
+            x->row[x->n] = r0 + i;
+            x->n += !same_bits(&col[i], &yg[(int64_t)i * g.n], 1);
         }
     }
 }
@@ -550,7 +538,7 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     double dw = (double)w->new_value - (double)w->old_value;
     float dwf = (float)(dw * (kk >= 0 ? g.alpha : g.beta));
     if (ps->exact || only >= 0 || !isfinite(dwf)) {
-        exact_column(ps, k, j, kk, only, x);
+        exact_column(ps, k, j, only, x);
         return;
     }
     int av = s->node->in[0], o = s->node->out[0];
@@ -610,12 +598,12 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
         }
         if (nh > WITNESSES) {
             ps->approx = approx0 | (signbit(w->new_value) != signbit(w->old_value));
-            exact_column(ps, k, j, kk, -1, x);
+            exact_column(ps, k, j, -1, x);
             return;
         }
         for (int64_t t = 0; t < nh; t++) {
             cval one = {.row = x->row, .v = dx->wv[0], .col = dx->wcol[0]};
-            exact_column(ps, k, j, kk, at[t], &one);
+            exact_column(ps, k, j, at[t], &one);
             e[at[t]] = one.n ? one.v[0] : gv[at[t]];
         }
     }
