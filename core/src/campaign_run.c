@@ -110,6 +110,19 @@ static int higher_is_better(int m) { return m == BF_METRIC_ACCURACY || m == BF_M
  * chain of dependent additions through the row, and the same sums from
  * the plain loop and the AVX2 one, which takes four floats at a time. A
  * NaN or Inf shows in the sum. */
+static double row_error_end(const float *o, const float *g, int64_t i, int64_t cols, double part[4], double top[4],
+                            double *most)
+{
+    for (; i < cols; i++) {
+        double d = fabs((double)o[i] - (double)g[i]);
+        part[0] += d * d;
+        top[0] = d > top[0] ? d : top[0];
+    }
+    *most = 0;
+    for (int q = 0; q < 4; q++) *most = top[q] > *most ? top[q] : *most;
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 static double row_error(const float *o, const float *g, int64_t cols, double *most)
 {
     double part[4] = {0, 0, 0, 0}, top[4] = {0, 0, 0, 0};
@@ -120,14 +133,7 @@ static double row_error(const float *o, const float *g, int64_t cols, double *mo
             part[q] += d * d;
             top[q] = d > top[q] ? d : top[q];
         }
-    for (; i < cols; i++) {
-        double d = fabs((double)o[i] - (double)g[i]);
-        part[0] += d * d;
-        top[0] = d > top[0] ? d : top[0];
-    }
-    *most = 0;
-    for (int q = 0; q < 4; q++) *most = top[q] > *most ? top[q] : *most;
-    return (part[0] + part[1]) + (part[2] + part[3]);
+    return row_error_end(o, g, i, cols, part, top, most);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -145,14 +151,7 @@ __attribute__((target("avx2"))) static double row_error_avx2(const float *o, con
     double p[4], t[4];
     _mm256_storeu_pd(p, part);
     _mm256_storeu_pd(t, top);
-    for (; i < cols; i++) {
-        double d = fabs((double)o[i] - (double)g[i]);
-        p[0] += d * d;
-        t[0] = d > t[0] ? d : t[0];
-    }
-    *most = 0;
-    for (int q = 0; q < 4; q++) *most = t[q] > *most ? t[q] : *most;
-    return (p[0] + p[1]) + (p[2] + p[3]);
+    return row_error_end(o, g, i, cols, p, t, most);
 }
 #endif
 

@@ -181,6 +181,7 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
         /* pan[p * ps + j] = op(B)[p][j0 + j], 0 past n */
         const float *pan = panel;
         int64_t ps = NR;
+        int masked = 0;
         if (trans_b) {
             if (nr < NR) memset(panel, 0, sizeof(float) * (size_t)k * NR);
             int j8 = nr & ~7, k8 = k & ~7;
@@ -192,19 +193,9 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
                 for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];
             }
         } else if (nr < NR && (m <= 2 * MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
-            for (int i0 = 0; i0 < m; i0 += MR) {
-                int mr = m - i0 < MR ? m - i0 : MR;
-                const float *ab = a + (int64_t)i0 * lda;
-                float *yb = y + (int64_t)i0 * ldy + j0;
-                switch (mr) {
-#define ROWS(r) \
-    case r: block_masked(r, nr, k, ab, lda, b + j0, ldb, alpha, accumulate, yb, ldy); break;
-                    ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
-#undef ROWS
-                default: break;
-                }
-            }
-            continue;
+            masked = 1;   /* B's own rows, read with masks: block_masked */
+            pan = b + j0;
+            ps = ldb;
         } else if (nr == NR && (m <= MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
             /* B's own rows serve as the panel, unpacked: for one block of
              * rows packing costs as much as the product, and a shallow
@@ -230,8 +221,11 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
             const float *ab = a + (int64_t)i0 * lda;
             float *yb = y + (int64_t)i0 * ldy + j0;
             switch (mr) {
-#define ROWS(r) \
-    case r: block(r, nr, k, ab, lda, pan, ps, alpha, accumulate, yb, ldy); break;
+#define ROWS(r)                                                                             \
+    case r:                                                                                 \
+        if (masked) block_masked(r, nr, k, ab, lda, pan, ps, alpha, accumulate, yb, ldy);   \
+        else block(r, nr, k, ab, lda, pan, ps, alpha, accumulate, yb, ldy);                 \
+        break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
             default: break;
