@@ -46,6 +46,7 @@
 
 #define CHAIN_ROWS 64            /* rows per exact product */
 #define CHAIN_MAX_FLOATS (1 << 24)   /* per buffer: the eval set times the widest value */
+#define COLUMN_COPY_FLOATS (1 << 22) /* column-major copies of chain-start Gemms' values, in all */
 #define WITNESSES 3              /* samples tried exactly before the whole chain is */
 #define UPDATE_MAX_COLS 64       /* a Gemm input changed in more columns: exact rows */
 /* A sample whose outputs an update moved by this much (relative) is all
@@ -182,10 +183,10 @@ static float *columns(const bf__dx_shared *sh, int v, int64_t width)
 }
 
 /* The corrupted Gemm's column update reads one input column and one
- * output column over the eval set: from rows a cache line apart each,
- * latency-bound; from these copies, one line per 16 samples. At most as
- * many floats again as the chains hold (CHAIN_MAX_FLOATS in all), or
- * faulty_column reads the rows. */
+ * output column over the eval set: from rows a cache line apart each;
+ * from these copies, one line per 16 samples, and in vectors. At most
+ * COLUMN_COPY_FLOATS in all (16 MiB: on dlrm_large, the first Gemms in
+ * parameter order), beyond which faulty_column reads the rows. */
 static bf_status column_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
 {
     const bf_model *m = sh->m;
@@ -208,7 +209,7 @@ static bf_status column_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *er
     sh->chain_cols_in = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_in);
     sh->chain_cols_out = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_out);
     if (!sh->chain_cols_in || !sh->chain_cols_out) return bf__dx_oom(err);
-    int64_t room = CHAIN_MAX_FLOATS;
+    int64_t room = COLUMN_COPY_FLOATS;
     for (size_t q = 0; q < m->n_params; q++) {
         int k = sh->chain_at[q];
         bf__gemm_info g;
