@@ -104,12 +104,7 @@ static int higher_is_better(int m) { return m == BF_METRIC_ACCURACY || m == BF_M
 
 /* --- one trial */
 
-/* A row's output error against golden: the sum of squared differences,
- * returned, and the largest difference, into *most. In four lanes (lane q
- * takes elements i + q, the tail lane 0), summed (0 + 1) + (2 + 3): no
- * chain of dependent additions through the row, and the same sums from
- * the plain loop and the AVX2 one, which takes four floats at a time. A
- * NaN or Inf shows in the sum. */
+/* The tail of row_error from element i, and the lanes' merge. */
 static double row_error_end(const float *o, const float *g, int64_t i, int64_t cols, double part[4], double top[4],
                             double *most)
 {
@@ -123,6 +118,12 @@ static double row_error_end(const float *o, const float *g, int64_t i, int64_t c
     return (part[0] + part[1]) + (part[2] + part[3]);
 }
 
+/* A row's output error against golden: the sum of squared differences,
+ * returned, and the largest difference, into *most. In four lanes (lane q
+ * takes elements i + q, the tail lane 0), summed (0 + 1) + (2 + 3): no
+ * chain of dependent additions through the row, and the same sums from
+ * the plain loop and the AVX2 one, which takes four floats at a time. A
+ * NaN or Inf shows in the sum. */
 static double row_error(const float *o, const float *g, int64_t cols, double *most)
 {
     double part[4] = {0, 0, 0, 0}, top[4] = {0, 0, 0, 0};

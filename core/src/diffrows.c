@@ -391,14 +391,14 @@ static int reached_rows(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_
     return every ? -1 : n;
 }
 
-/* The faults' reached samples sel[0..n), of one batch b or of several
- * (b = -1), run on the rows of one sub-plan; *done 0 (nothing written)
- * when they cannot. */
 typedef struct seed {
     int v;                       /* a value changed in the rows, -1 none */
     const float *vals;           /* its rows, as the sub-plan's rows */
 } seed;
 
+/* The faults' reached samples sel[0..n), of one batch b or of several
+ * (b = -1), run on the rows of one sub-plan, from the seeded value's
+ * readers on if sd.v >= 0; *done 0 (nothing written) when they cannot. */
 static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_weight *w, size_t n_w,
                          const bf_value_fault *vf, size_t n_vf, seed sd, int first, int last_entry, float *vf_old,
                          float *vf_new, int *done, bf_error *err)
