@@ -243,7 +243,6 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
     if (st != BF_OK) return st;
     w->rows = rows;
     w->n_rows = n_rows;
-    w->sc.has_pred = 0;
     if (n_rows) {
         bf__score(w->rn->scorer, &w->sc, w->ev, outs, rows, n_rows, res);
         return BF_OK;

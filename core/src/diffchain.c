@@ -190,22 +190,6 @@ static float *columns(const bf__dx_shared *sh, int v, int64_t width)
 static bf_status column_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
 {
     const bf_model *m = sh->m;
-    /* A chain Gemm's exact rows read B as K x N rows: with B stored
-     * transposed (N x K, as PyTorch exports Linear) the product would pack
-     * a transposed panel of it on every call; a copy in the other order
-     * once per campaign gives the same elements (the same chains of fused
-     * multiply-adds) without. */
-    sh->chain_bt = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_bt);
-    if (!sh->chain_bt) return bf__dx_oom(err);
-    for (size_t k = 0; k < sh->n_steps; k++) {
-        bf__gemm_info g;
-        if (sh->chain_next[k] == NOT_CHAIN || !bf__gemm_params(&p->steps[k], &g) || !g.trans_b) continue;
-        const float *b = p->vals[p->steps[k].node->in[1]].data;
-        float *bt = sh->chain_bt[k] = bf__malloc(((size_t)g.k * (size_t)g.n + 1) * sizeof *bt);
-        if (!bt) return bf__dx_oom(err);
-        for (int n = 0; n < g.n; n++)
-            for (int q = 0; q < g.k; q++) bt[(int64_t)q * g.n + n] = b[(int64_t)n * g.k + q];
-    }
     sh->chain_cols_in = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_in);
     sh->chain_cols_out = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_cols_out);
     if (!sh->chain_cols_in || !sh->chain_cols_out) return bf__dx_oom(err);
@@ -220,6 +204,28 @@ static bf_status column_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *er
         sh->chain_cols_in[k] = columns(sh, p->steps[k].node->in[0], g.k);
         sh->chain_cols_out[k] = columns(sh, p->steps[k].node->out[0], g.n);
         if (!sh->chain_cols_in[k] || !sh->chain_cols_out[k]) return bf__dx_oom(err);
+    }
+    return BF_OK;
+}
+
+/* A chain Gemm's exact rows read B as K x N rows: with B stored
+ * transposed (N x K, as PyTorch exports Linear) the product would pack a
+ * transposed panel of it on every call; a copy in the other order, once
+ * per campaign, gives the same elements (the same chains of fused
+ * multiply-adds) without. A link's B is never the trial's faulty one (a
+ * chain's parameter is read by its first step alone). */
+static bf_status b_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
+{
+    sh->chain_bt = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_bt);
+    if (!sh->chain_bt) return bf__dx_oom(err);
+    for (size_t k = 0; k < sh->n_steps; k++) {
+        bf__gemm_info g;
+        if (sh->chain_next[k] == NOT_CHAIN || !bf__gemm_params(&p->steps[k], &g) || !g.trans_b) continue;
+        const float *b = p->vals[p->steps[k].node->in[1]].data;
+        float *bt = sh->chain_bt[k] = bf__malloc(((size_t)g.k * (size_t)g.n + 1) * sizeof *bt);
+        if (!bt) return bf__dx_oom(err);
+        for (int n = 0; n < g.n; n++)
+            for (int q = 0; q < g.k; q++) bt[(int64_t)q * g.n + n] = b[(int64_t)n * g.k + q];
     }
     return BF_OK;
 }
@@ -300,6 +306,7 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
         sh->chain_at[q] = k;
     }
     bf_status st = rounding_bounds(sh, p, err);
+    if (st == BF_OK) st = b_copies(sh, p, err);
     return st == BF_OK ? column_copies(sh, p, err) : st;
 }
 
@@ -492,10 +499,17 @@ static void exact_column(pass *ps, size_t k, int j, int64_t only, cval *x)
  * yg for now); *unsure where d underflowed to 0 from a nonzero input (the
  * product may still move an ulp). Flags and a bitwise select, no
  * branches. */
+/* |d| > HUGE_CHANGE max(|yg|, 1), NaN too, as two flags (a conditional
+ * here compiles to a branch that mispredicts). */
+static inline int huge_change(float d, float yg)
+{
+    return !(fabsf(d) <= (float)HUGE_CHANGE * fabsf(yg)) & !(fabsf(d) <= (float)HUGE_CHANGE);
+}
+
 static inline void update_one(float a, float yg, float dw, float *e, float *gv, int *huge, int *unsure)
 {
     float d = dw * a;
-    int big = !(fabsf(d) <= (float)HUGE_CHANGE * fabsf(yg)) & !(fabsf(d) <= (float)HUGE_CHANGE);
+    int big = huge_change(d, yg);
     int moved = (d != 0.0f) & !big;
     *e = pick(moved, yg + d, yg);
     *gv = yg;
@@ -553,10 +567,7 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     ps->approx |= signbit(w->new_value) != signbit(w->old_value);
     /* relu_certain's bound for row r: lead * |input|max(r) + rest */
     double lead = (double)(cs ? cs[j] : 0) + (kk >= 0 ? dabs : 0), rest = ct + (kk >= 0 ? 0 : dabs);
-    /* Branch-free over the eval set (whether an input is zero, a change
-     * clamped, is data: branches on it mispredict), each row's value in
-     * e[r] and its golden one in gv[r]; the flags after. */
-    float *e = x->v, *gv = ps->v[1];
+    float *e = x->v, *gv = ps->v[1];   /* each row's value, and its golden one */
     int huge = 0, unsure = 0;
     /* the input column (1 for the bias) and the output column: from their
      * copies, or strided through the rows */
@@ -566,8 +577,8 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     const float *yp = sh->chain_cols_out[k] ? sh->chain_cols_out[k] + (int64_t)j * sh->samples : gold_row(sh, o, 0, g.n) + j;
     int64_t as = kk < 0 ? 0 : sh->chain_cols_in[k] ? 1 : g.k, ys = sh->chain_cols_out[k] ? 1 : g.n;
     /* The update, branch-free over the eval set (whether an input is zero
-     * or a change huge is data: a branch on it mispredicts), and with unit
-     * strides, in vectors. */
+     * or a change huge is data: a branch on it mispredicts), in vectors
+     * with unit strides; the flags after. */
     if (as == 1 && ys == 1)
         huge = column_update(ap, yp, dwf, sh->samples, e, gv, &unsure);
     else
@@ -592,11 +603,8 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
         /* the huge rows exactly: a few one by one, more as the whole
          * column (a large exponent flip makes every row huge) */
         int64_t nh = 0, at[WITNESSES];
-        for (int64_t r = 0; r < sh->samples && nh <= WITNESSES; r++) {
-            float d = dwf * ap[r * as];
-            float lim = (float)HUGE_CHANGE * (fabsf(gv[r]) > 1.0f ? fabsf(gv[r]) : 1.0f);
-            if (!(fabsf(d) <= lim) && nh++ < WITNESSES) at[nh - 1] = r;
-        }
+        for (int64_t r = 0; r < sh->samples && nh <= WITNESSES; r++)
+            if (huge_change(dwf * ap[r * as], gv[r]) && nh++ < WITNESSES) at[nh - 1] = r;
         if (nh > WITNESSES) {
             ps->approx = approx0 | (signbit(w->new_value) != signbit(w->old_value));
             exact_column(ps, k, j, -1, x);
@@ -1032,20 +1040,13 @@ static double moved(const bf__dx_shared *sh, const cval *x, int64_t t)
     const float *o = x->v + t * w, *g = sh->golden + x->row[t] * sh->out_cols;
     float dev = 0, scale = 0;
     int nan = 0;
-    if (x->ncol)
-        for (int64_t i = 0; i < w; i++) {
-            float gi = g[x->col[i]], d = fabsf(o[i] - gi), a = fabsf(gi);
-            nan |= d != d;
-            dev = d > dev ? d : dev;
-            scale = a > scale ? a : scale;
-        }
-    else
-        for (int64_t i = 0; i < w; i++) {   /* branch-free: vectorised */
-            float d = fabsf(o[i] - g[i]), a = fabsf(g[i]);
-            nan |= d != d;
-            dev = d > dev ? d : dev;
-            scale = a > scale ? a : scale;
-        }
+    for (int64_t i = 0; i < w; i++) {   /* branch-free */
+        float gi = x->ncol ? g[x->col[i]] : g[i];
+        float d = fabsf(o[i] - gi), a = fabsf(gi);
+        nan |= d != d;
+        dev = d > dev ? d : dev;
+        scale = a > scale ? a : scale;
+    }
     return nan ? INFINITY : (double)dev / fmax((double)scale, 1e-30);   /* NaN counts as the most */
 }
 

@@ -64,20 +64,27 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
-/* Rows i0 .. i0 + mr of A times a packed panel (k x 16), into y's
- * columns j0 .. j0 + nr; mr constant where inlined, so the 2 x mr sums stay
- * in registers. */
+/* Rows i0 .. i0 + mr of A times a panel of op(B) (k x 16, rows ps apart),
+ * into y's columns j0 .. j0 + nr; mr constant where inlined, so the 2 x mr
+ * sums stay in registers. The panel is packed (zero-padded past nr), or,
+ * `masked`, a plain B narrower than 16 columns read in place: lanes past
+ * nr are never loaded (B's last row may end the buffer) nor stored, so a
+ * small product (a DLRM interaction's 9 x 16 x 9 per sample) packs
+ * nothing. */
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
-                                                             const float *panel, int64_t ps, float alpha,
+                                                             const float *panel, int64_t ps, int masked, float alpha,
                                                              int accumulate, float *y, int ldy)
 {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
+    const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
     __m256 s[MR][2];
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm256_setzero_ps();
     const float *ar[MR];
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
     const float *bp = panel;
     _Pragma("GCC unroll 2") for (int p = 0; p < k; p++, bp += ps) {
-        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        __m256 b0 = masked ? _mm256_maskload_ps(bp, m0) : _mm256_loadu_ps(bp);
+        __m256 b1 = masked ? _mm256_maskload_ps(bp + 8, m1) : _mm256_loadu_ps(bp + 8);
         _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
             __m256 av = _mm256_broadcast_ss(ar[i] + p);
             s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
@@ -105,37 +112,6 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             _mm256_storeu_ps(t + 8, v1);
             for (int j = 0; j < nr; j++) yr[j] = accumulate ? fmaf(alpha, t[j], yr[j]) : alpha * t[j];
         }
-    }
-}
-
-/* block, with a plain B narrower than the panel read in place: lanes past
- * nr are masked off, never loaded (B's last row may end the buffer) and
- * never stored. A small product (a DLRM interaction's 9 x 16 x 9 per
- * sample) then packs no panel at all. */
-AVX2 static inline __attribute__((always_inline)) void block_masked(int mr, int nr, int k, const float *a,
-                                                                    int64_t lda, const float *b, int64_t ldb,
-                                                                    float alpha, int accumulate, float *y, int ldy)
-{
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
-    const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
-    __m256 s[MR][2];
-    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm256_setzero_ps();
-    const float *ar[MR];
-    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
-    const float *bp = b;
-    for (int p = 0; p < k; p++, bp += ldb) {
-        __m256 b0 = _mm256_maskload_ps(bp, m0), b1 = _mm256_maskload_ps(bp + 8, m1);
-        _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
-            __m256 av = _mm256_broadcast_ss(ar[i] + p);
-            s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
-            s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
-        }
-    }
-    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
-        float t[NR], *yr = y + (int64_t)i * ldy;
-        _mm256_storeu_ps(t, s[i][0]);
-        _mm256_storeu_ps(t + 8, s[i][1]);
-        for (int j = 0; j < nr; j++) yr[j] = accumulate ? fmaf(alpha, t[j], yr[j]) : alpha * t[j];
     }
 }
 
@@ -193,7 +169,7 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
                 for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];
             }
         } else if (nr < NR && (m <= 2 * MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
-            masked = 1;   /* B's own rows, read with masks: block_masked */
+            masked = 1;   /* B's own rows, read with masks */
             pan = b + j0;
             ps = ldb;
         } else if (nr == NR && (m <= MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
@@ -221,10 +197,10 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
             const float *ab = a + (int64_t)i0 * lda;
             float *yb = y + (int64_t)i0 * ldy + j0;
             switch (mr) {
-#define ROWS(r)                                                                             \
-    case r:                                                                                 \
-        if (masked) block_masked(r, nr, k, ab, lda, pan, ps, alpha, accumulate, yb, ldy);   \
-        else block(r, nr, k, ab, lda, pan, ps, alpha, accumulate, yb, ldy);                 \
+#define ROWS(r)                                                                  \
+    case r:                                                                      \
+        if (masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, yb, ldy); \
+        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, yb, ldy);        \
         break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
