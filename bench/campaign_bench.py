@@ -81,7 +81,8 @@ BER_SCALING = [(1e-9, (2000, 400)), (1e-8, (2000, 400)), (1e-7, (1000, 200)),
                (1e-6, (300, 60)), (1e-5, (100, 20))]
 SPEEDUP_CASE, SPEEDUP_TARGET = "dlrm_large", 1.8
 BUDGET = (20.0, 4.0)    # PyTorch --max-seconds, full / quick
-CHAIN_RE = re.compile(r"(\d+) trials in chain mode \((\d+) of them redone exactly\)")
+CHAIN_RE = re.compile(r"(\d+) trials in chain mode \((\d+) of them redone exactly\)"
+                      r"(?:, (\d+) samples through linear segments)?")
 STATS_RE = re.compile(r"bitflip run: (\d+) trials in ([\d.]+) s \(([\d.]+) trials/s\), (\S+) engine, "
                       r"(\d+) threads?, golden cache ([\d.]+) (\w+)")
 
@@ -140,7 +141,8 @@ def bitflip_run(a, case, spec, tag, threads, exact, reps, timeout):
                       "cache_mib": size * {"B": 1 / 2 ** 20, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}.get(unit, 1)}
         c = CHAIN_RE.search(r.get("err", ""))
         if c:
-            r["stats"].update(chain_trials=int(c.group(1)), chain_exact=int(c.group(2)))
+            r["stats"].update(chain_trials=int(c.group(1)), chain_exact=int(c.group(2)),
+                              chain_linear=int(c.group(3) or 0))
         rates.append(r["stats"]["trials_per_s"])
         if best is None or r["stats"]["trials_per_s"] > best["stats"]["trials_per_s"]:
             best = r
@@ -377,8 +379,9 @@ def case_table(r, threads):
         if not b:
             continue
         st = b.get("stats", {})
-        chain = (f", {st['chain_trials']:,} in chain mode ({st['chain_exact']:,} redone exactly)"
-                 if st.get("chain_trials") else "")
+        chain = (f", {st['chain_trials']:,} in chain mode ({st['chain_exact']:,} redone exactly"
+                 + (f"; {st['chain_linear']:,} samples through linear segments" if st.get("chain_linear") else "")
+                 + ")" if st.get("chain_trials") else "")
         note = (f"{st.get('engine')} engine, golden cache {st.get('cache_mib', 0):.1f} MiB{chain}; best of "
                 + ", ".join(fmt_rate(x) for x in b.get("all_rates", []))) if b.get("ok") else b.get("error")
         out.append("| " + " | ".join(["bitflip", str(t), str(st.get("trials", "–")),

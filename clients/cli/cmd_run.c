@@ -233,11 +233,11 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
         fprintf(stderr,
                 "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
                 "setup %.3f s before the trials (plans, golden checks, cache); %lld trials in chain mode (%lld of them "
-                "redone exactly)\n",
+                "redone exactly), %lld samples through linear segments\n",
                 mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
                 loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
                 (double)res.cache_bytes / (1024.0 * 1024.0), res.setup_seconds, (long long)res.chain_trials,
-                (long long)res.chain_exact);
+                (long long)res.chain_exact, (long long)res.chain_linear);
     }
     run->mit = mit;
     run->n = ps->n;

@@ -681,10 +681,11 @@ out:
     }
     for (int i = 0; rn.ws && i < rn.n_workers; i++) {
         if (rn.ws[i].dx) {
-            int64_t t, e;
-            bf__dx_chain_counts(rn.ws[i].dx, &t, &e);
+            int64_t t, e, l;
+            bf__dx_chain_counts(rn.ws[i].dx, &t, &e, &l);
             acc.chain_trials += t;
             acc.chain_exact += e;
+            acc.chain_linear += l;
         }
         bf__dx_free(rn.ws[i].dx);
         bf__score_scratch_free(&rn.ws[i].sc);

@@ -193,9 +193,10 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
                      const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,
                      bf_error *err);
 
-/* How many trials this executor ran in chain mode (diffchain.c), and how
- * many of those were recomputed exactly for want of a witness. */
-void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact);
+/* How many trials this executor ran in chain mode (diffchain.c), how many
+ * of those were recomputed exactly for want of a witness, and how many
+ * samples took a linear segment (difflinear.c). */
+void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact, int64_t *linear);
 
 /* --- trial metrics from the golden ones (score.c) ---------------------- */
 

@@ -7,6 +7,17 @@
 
 #define RANK_MAX_COLS 8        /* a rank-k update beyond this runs the product */
 
+/* Chain mode's linear segment (difflinear.c) from a chain Gemm through a
+ * ReLU to the next Gemm, per sample. */
+#define BF__LIN_MAX_COLS 8       /* a segment's input changed in more columns: the links */
+typedef struct bf__lin {
+    int last;                    /* the second Gemm's step */
+    int k, n;                    /* the first Gemm's input width, the second's output width */
+    float *jac;                  /* [column][sample][n]: the second Gemm's output per unit of input column */
+    float *inv_radius;           /* [column][sample]: the largest ReLU input move per unit of the column,
+                                  * relative to that input's distance from 0 (inf: never linear) */
+} bf__lin;
+
 typedef struct bf__emb_index {     /* an embedding table: row -> the batches reading it */
     int64_t rows, row_elems;
     int64_t *off;              /* rows + 1 */
@@ -41,6 +52,7 @@ struct bf__dx_shared {
     float **chain_bt;            /* per chain Gemm with B transposed: B as K x N rows (NULL: none) */
     float **chain_cols_in, **chain_cols_out;   /* per Gemm starting a chain: its input and output
                                   * over the eval set column by column (NULL: none) */
+    bf__lin **chain_lin;         /* per chain Gemm reached as a link: its linear segment (NULL: none) */
 };
 
 #define BF__SUB_MAX 7            /* row-mode plans of 1, 2, 4, ..., 64 rows */
@@ -85,13 +97,15 @@ struct bf__dx {
     int64_t *rall;               /* the reached samples of every batch, before runs of rsel */
 
     /* Chain mode (diffchain.c): the changed rows of a value over the eval
-     * set, two of them; the same for one sample (a witness); and the rows
+     * set, three of them (two and, past a linear segment, the rows it left
+     * to the links); the same for one sample (a witness), two; and the rows
      * of one exact product. */
-    float *cv[2], *wv[2], *ca, *cb, *ctapm, *cbias;
-    int64_t *crow[2];
-    int *ccol[2], *wcol[2];
+    float *cv[3], *wv[2], *ca, *cb, *ctapm, *cbias;
+    int64_t *crow[3];
+    int *ccol[3], *wcol[2];
     int32_t *ctap;
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
+    int64_t n_linear;            /* samples through a linear segment */
 };
 
 /* Sample s's batch and its row in it: a shift and a mask for the usual
@@ -136,6 +150,23 @@ void bf__chain_free(bf__dx *dx);
  * dx->touched. *done 0 when w is not such a fault or row mode could not
  * take the chain on (nothing written). */
 bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error *err);
+
+/* difflinear.c */
+bf_status bf__lin_setup(bf__dx_shared *sh, const bf_plan *p, bf_error *err);
+void bf__lin_free(bf__dx_shared *sh);
+/* Runs the changed rows of segment L's input, n rows row[] (ascending)
+ * with new values v[t nc + q] in columns col[0..nc) (golden elsewhere),
+ * through the segment where the change keeps every ReLU input on its
+ * golden side with room to spare (sum |d_q| inv_radius <= 1/2, d the
+ * change): yg + sum_q d_q J[col_q], a product then a sum per term, yg the
+ * golden output; those that differ from yg in some bit are appended to
+ * yrow and yv (width L->n), and their count returned. The other rows are
+ * left in row[] and v, in order, *nleft of them. gin and gout: row 0 of
+ * the golden input (width L->k) and output over the eval set. `simd`:
+ * eight lanes at a time on a CPU with AVX2, the same IEEE operations, so
+ * the same bits (test_chain). */
+int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int64_t *row, float *v, const int *col,
+                     int nc, const float *gin, const float *gout, int64_t *yrow, float *yv, int64_t *nleft);
 
 /* diffrows.c */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);

@@ -307,11 +307,13 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     }
     bf_status st = rounding_bounds(sh, p, err);
     if (st == BF_OK) st = b_copies(sh, p, err);
+    if (st == BF_OK) st = bf__lin_setup(sh, p, err);
     return st == BF_OK ? column_copies(sh, p, err) : st;
 }
 
 void bf__chain_shared_free(bf__dx_shared *sh)
 {
+    bf__lin_free(sh);
     for (size_t v = 0; sh->chain_amax && v < sh->m->n_values; v++) bf__free(sh->chain_amax[v]);
     for (size_t k = 0; sh->chain_colabs && k < sh->n_steps; k++) bf__free(sh->chain_colabs[k]);
     for (size_t k = 0; sh->chain_bt && k < sh->n_steps; k++) bf__free(sh->chain_bt[k]);
@@ -334,11 +336,14 @@ bf_status bf__chain_init(bf__dx *dx, bf_error *err)
     const bf__dx_shared *sh = dx->sh;
     if (!sh->chain_width) return BF_OK;
     size_t w = (size_t)sh->chain_width, all = (size_t)sh->samples * w;
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         dx->cv[t] = bf__aligned_alloc(all * sizeof(float) + 64);
         dx->crow[t] = bf__malloc(((size_t)sh->samples + 1) * sizeof(int64_t));
-        dx->wv[t] = bf__aligned_alloc(w * sizeof(float) + 64);
         dx->ccol[t] = bf__malloc((w + 1) * sizeof(int));
+        if (!dx->cv[t] || !dx->crow[t] || !dx->ccol[t]) return bf__dx_oom(err);
+    }
+    for (int t = 0; t < 2; t++) {
+        dx->wv[t] = bf__aligned_alloc(w * sizeof(float) + 64);
         dx->wcol[t] = bf__malloc((w + 1) * sizeof(int));
     }
     dx->ca = bf__aligned_alloc(2 * CHAIN_ROWS * w * sizeof(float) + 64);
@@ -347,18 +352,20 @@ bf_status bf__chain_init(bf__dx *dx, bf_error *err)
     dx->ctapm = bf__malloc((w + 1) * sizeof(float));
     dx->cbias = bf__malloc((w + 1) * sizeof(float));
     for (int t = 0; t < 2; t++)
-        if (!dx->cv[t] || !dx->crow[t] || !dx->wv[t] || !dx->ccol[t] || !dx->wcol[t]) return bf__dx_oom(err);
+        if (!dx->wv[t] || !dx->wcol[t]) return bf__dx_oom(err);
     if (!dx->ca || !dx->cb || !dx->ctap || !dx->ctapm || !dx->cbias) return bf__dx_oom(err);
     return BF_OK;
 }
 
 void bf__chain_free(bf__dx *dx)
 {
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         bf__free(dx->cv[t]);
         bf__free(dx->crow[t]);
-        bf__free(dx->wv[t]);
         bf__free(dx->ccol[t]);
+    }
+    for (int t = 0; t < 2; t++) {
+        bf__free(dx->wv[t]);
         bf__free(dx->wcol[t]);
     }
     bf__free(dx->ctap);
@@ -368,10 +375,11 @@ void bf__chain_free(bf__dx *dx)
     bf__free(dx->cb);
 }
 
-void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact)
+void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact, int64_t *linear)
 {
     *trials = dx->n_chain;
     *exact = dx->n_chain_exact;
+    *linear = dx->n_linear;
 }
 
 /* --- a trial */
@@ -379,9 +387,9 @@ void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact)
 typedef struct pass {
     bf__dx *dx;
     const bf__dx_weight *w;      /* the trial's fault */
-    float *v[2];
-    int64_t *row[2];
-    int *col[2];
+    float *v[3];                 /* three buffers of changed rows (a witness: two) */
+    int64_t *row[3];
+    int *col[3];
     int exact;                   /* no updates: every step computed exactly */
     int approx;                  /* an update was used */
 } pass;
@@ -995,6 +1003,65 @@ static void pool_link(pass *ps, size_t k, const cval *x, cval *y)
     drop_golden(sh, o, y);
 }
 
+/* Link i of a chain on the changed rows x: 1 if its output went to y, 0 if
+ * it stayed in x (a unary map works in place; a step that only renames
+ * elements does nothing). */
+static int run_link(pass *ps, int i, cval *x, cval *y)
+{
+    const bf__step *ls = &ps->dx->plan[0]->steps[i];
+    bf__gemm_info lg;
+    int64_t isp, osp;
+    if (bf__unary_f32(ls)) {
+        unary_link(ps, (size_t)i, x);
+        return 0;
+    }
+    if (bf__pool_shape(ls, &isp, &osp)) {
+        pool_link(ps, (size_t)i, x, y);
+        return 1;
+    }
+    if (bf__gemm_params(ls, &lg)) {
+        gemm_link_run(ps, (size_t)i, x, y);
+        return 1;
+    }
+    return 0;   /* the same elements under another shape */
+}
+
+/* Linear segment L from Gemm link i (difflinear.c) on x's changed rows:
+ * each row the change keeps in the golden activation region goes to the
+ * segment's end at once, into y (rows that come back golden dropped); the
+ * others stay in x, in order, for the links. */
+static void linear_link(pass *ps, const bf__lin *L, int i, cval *x, cval *y)
+{
+    const bf__dx_shared *sh = ps->dx->sh;
+    const bf_plan *p = ps->dx->plan[0];
+    int av = p->steps[i].node->in[0], o = p->steps[L->last].node->out[0];
+    int64_t left;
+    y->ncol = 0;
+    y->width = L->n;
+    y->n = bf__lin_rows(1, L, sh->samples, x->n, x->row, x->v, x->col, x->ncol, gold_row(sh, av, 0, L->k),
+                        gold_row(sh, o, 0, L->n), y->row, y->v, &left);
+    ps->approx |= left < x->n;   /* some row took the segment */
+    ps->dx->n_linear += x->n - left;
+    x->n = left;
+}
+
+/* a and b's rows (whole, width w, each ascending, none in both) into c. */
+static void merge_rows(const cval *a, const cval *b, cval *c)
+{
+    int64_t i = 0, j = 0, n = 0, w = a->width;
+    c->ncol = 0;
+    c->width = a->width;
+    while (i < a->n || j < b->n) {
+        int from_a = j == b->n || (i < a->n && a->row[i] < b->row[j]);
+        const cval *s = from_a ? a : b;
+        int64_t t = from_a ? i++ : j++;
+        c->row[n] = s->row[t];
+        memcpy(c->v + n * w, s->v + t * w, (size_t)w * sizeof *c->v);
+        n++;
+    }
+    c->n = n;
+}
+
 /* The chain from Gemm step k with fault w, for every sample (only < 0) or
  * one; the result (the output's changed rows) in ps->v[*at]. */
 static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, cval *x, int *at)
@@ -1002,9 +1069,9 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
     const bf__dx_shared *sh = ps->dx->sh;
     const bf__step *s = &ps->dx->plan[0]->steps[k];
     bf__gemm_info g;
-    int cur = 0;
-    cval xs[2];
-    for (int t = 0; t < 2; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t], .col = ps->col[t]};
+    int cur = 0, nb = ps->v[2] ? 3 : 2;
+    cval xs[3];
+    for (int t = 0; t < nb; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t], .col = ps->col[t]};
     ps->w = w;
     if (bf__gemm_params(s, &g)) {
         int in_b = s->node->in[1] == sh->m->param_vals[w->param];
@@ -1015,18 +1082,30 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
         faulty_conv(ps, k, only, &xs[0]);
     }
     for (int i = sh->chain_next[k]; i >= 0; i = sh->chain_next[i]) {
-        const bf__step *ls = &ps->dx->plan[0]->steps[i];
-        bf__gemm_info lg;
-        int64_t isp, osp;
-        if (bf__unary_f32(ls)) {
-            unary_link(ps, (size_t)i, &xs[cur]);
-        } else if (bf__pool_shape(ls, &isp, &osp)) {
-            pool_link(ps, (size_t)i, &xs[cur], &xs[1 - cur]);
-            cur = 1 - cur;
-        } else if (bf__gemm_params(ls, &lg)) {
-            gemm_link_run(ps, (size_t)i, &xs[cur], &xs[1 - cur]);
-            cur = 1 - cur;
-        }   /* else the same elements under another shape */
+        const bf__lin *L = sh->chain_lin ? sh->chain_lin[i] : NULL;
+        int b = (cur + 1) % nb;
+        if (L && nb == 3 && !ps->exact && only < 0 && xs[cur].ncol && xs[cur].ncol <= BF__LIN_MAX_COLS) {
+            /* the rows it takes into b; the rest through the links from
+             * cur, with the third buffer, then merged with b's */
+            int f = cur, spare = (cur + 2) % 3;
+            linear_link(ps, L, i, &xs[cur], &xs[b]);
+            if (xs[f].n) {
+                for (int q = i;; q = sh->chain_next[q]) {
+                    if (run_link(ps, q, &xs[f], &xs[spare])) {
+                        int t = f;
+                        f = spare, spare = t;
+                    }
+                    if (q == L->last) break;
+                }
+                merge_rows(&xs[b], &xs[f], &xs[spare]);
+                cur = spare;
+            } else {
+                cur = b;
+            }
+            i = L->last;
+            continue;
+        }
+        if (run_link(ps, i, &xs[cur], &xs[b])) cur = b;
     }
     *x = xs[cur];
     *at = cur;
@@ -1073,8 +1152,8 @@ static int witness(bf__dx *dx, size_t k, const bf__dx_weight *w, cval *x)
         if (at < WITNESSES) cand[at] = t, score[at] = d;
     }
     int64_t one[2];
-    pass ws = {.dx = dx, .v = {dx->wv[0], dx->wv[1]}, .row = {&one[0], &one[1]}, .col = {dx->wcol[0], dx->wcol[1]},
-               .exact = 1};
+    pass ws = {.dx = dx, .v = {dx->wv[0], dx->wv[1], NULL}, .row = {&one[0], &one[1]},
+               .col = {dx->wcol[0], dx->wcol[1]}, .exact = 1};
     for (int i = 0; i < nc; i++) {
         cval e;
         int at;
@@ -1114,13 +1193,13 @@ bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error 
     int handoff, last = chain_tail(sh, k, &handoff), o = dx->plan[0]->steps[last].node->out[0];
     if (handoff && !bf__rows_can_seed(dx, o)) return BF_OK;
     /* row mode compares bits: a chain it takes on from is computed exactly */
-    pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1]}, .row = {dx->crow[0], dx->crow[1]}, .col = {dx->ccol[0], dx->ccol[1]},
-               .exact = handoff};
+    pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1], dx->cv[2]}, .row = {dx->crow[0], dx->crow[1], dx->crow[2]},
+               .col = {dx->ccol[0], dx->ccol[1], dx->ccol[2]}, .exact = handoff};
     cval x;
     int at;
     run_chain(&ps, (size_t)k, w, -1, &x, &at);
     if (handoff) {
-        bf_status st = hand_off(dx, o, &x, ps.v[1 - at], done, err);
+        bf_status st = hand_off(dx, o, &x, ps.v[(at + 1) % 3], done, err);
         if (st == BF_OK && *done) dx->n_chain++, dx->n_chain_exact++;
         return st;
     }

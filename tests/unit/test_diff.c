@@ -61,8 +61,8 @@ static const config configs[] = {
     {"inputs random_value fp32 permanent", BF_TARGET_INPUTS, BF_FAULT_RANDOM_VALUE, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
 };
 
-static const char *fixtures[] = {"demo_digits", "mlp_ops_op13", "dlrm_ops_op13", "cnn_ops_op17", "transformer_ops_op13",
-                                 "misc_norm_op17"};
+static const char *fixtures[] = {"demo_digits", "digits_mlp", "mlp_ops_op13", "dlrm_ops_op13", "cnn_ops_op17",
+                                 "transformer_ops_op13", "misc_norm_op17"};
 
 typedef struct tally {
     int64_t trials, disagree, unexplained, metric_off;
@@ -76,6 +76,7 @@ typedef struct sel {
     char **tensors;
     int64_t trials;
     int64_t chain_trials;        /* out: trials in chain mode */
+    int64_t chain_linear;        /* out: samples through linear segments */
 } sel;
 
 static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, sel *sl,
@@ -109,7 +110,7 @@ static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, in
     bf_campaign_result res;
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
     assert_int_equal(res.trials_done, out->n);
-    if (sl) sl->chain_trials = res.chain_trials;
+    if (sl) sl->chain_trials = res.chain_trials, sl->chain_linear = res.chain_linear;
     bf_campaign_result_free(&res);
     *cp = c;
     return 1;
@@ -242,17 +243,20 @@ static void tiny_cache_matches_default(void **state)
 /* Chain mode (core/src/diffchain.c): single faults in the weights of the
  * fixtures' Gemms and Convs that start a chain to the output (the DLRM's top
  * MLP through a Squeeze; the CNN's last Conv through ReLU, MaxPool, Flatten
- * and its classifier; the classifiers), many trials of each weight fault
- * model, against full re-execution. Chain mode must have run most of them:
- * the test is of it, not of the batch path. */
+ * and its classifier; the classifiers; the digits MLP's first layer, whose
+ * changed column reaches a Gemm, ReLU, Gemm tail, a linear segment, as the
+ * DLRM's first top layer does), many trials of each weight fault model,
+ * against full re-execution. Chain mode must have run most of them, and
+ * linear segments must have taken samples: the test is of them, not of
+ * the batch path. */
 static void chain_mode_matches_exact(void **state)
 {
     (void)state;
-    static const char *const fx[] = {"dlrm_ops_op13", "demo_digits", "demo_digits", "mlp_ops_op13"};
-    static char *top[] = {"top.*"}, *conv[] = {"conv2.*"}, *fc[] = {"fc.*"}, *out[] = {"out.*"};
-    char **which[] = {top, conv, fc, out};
+    static const char *const fx[] = {"dlrm_ops_op13", "demo_digits", "demo_digits", "mlp_ops_op13", "digits_mlp"};
+    static char *top[] = {"top.*"}, *conv[] = {"conv2.*"}, *fc[] = {"fc.*"}, *out[] = {"out.*"}, *first[] = {"net.0.*"};
+    char **which[] = {top, conv, fc, out, first};
     tally t = {0};
-    int64_t chained = 0;
+    int64_t chained = 0, linear[sizeof fx / sizeof *fx] = {0};
     for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
@@ -264,13 +268,17 @@ static void chain_mode_matches_exact(void **state)
             if (!pair(fx[f], m, ds, &configs[k], 1, 0, &sa, &sb, scale, &t))
                 fail_msg("%s: no %s sites", fx[f], which[f][0]);
             assert_int_equal(sa.chain_trials, 0);   /* the exact engine never */
+            assert_int_equal(sa.chain_linear, 0);
             chained += sb.chain_trials;
+            linear[f] += sb.chain_linear;
         }
         bf_dataset_free(ds);
         bf_model_free(m);
     }
-    printf("chain mode ran %lld of %lld trials\n", (long long)chained, (long long)t.trials);
+    printf("chain mode ran %lld of %lld trials; linear segments took %lld samples on the DLRM, %lld on the MLP\n",
+           (long long)chained, (long long)t.trials, (long long)linear[0], (long long)linear[4]);
     assert_true(chained * 10 >= t.trials * 9);
+    assert_true(linear[0] > 0 && linear[4] > 0);
     assert_agree("chain mode vs exact", &t, 2000);
 }
 

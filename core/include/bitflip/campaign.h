@@ -238,6 +238,8 @@ typedef struct bf_campaign_result {
     int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
                                * on a chain of per-sample steps, docs/ENGINE.md) */
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */
+    int64_t chain_linear;     /* samples those trials ran through a linear segment (a Gemm, ReLU
+                               * and Gemm as one map per sample, docs/ENGINE.md) */
 } bf_campaign_result;
 
 void bf_campaign_result_free(bf_campaign_result *r);   /* frees members */
