@@ -13,9 +13,11 @@
 typedef struct bf__lin {
     int last;                    /* the second Gemm's step */
     int k, n;                    /* the first Gemm's input width, the second's output width */
-    float *jac;                  /* [column][sample][n]: the second Gemm's output per unit of input column */
-    float *inv_radius;           /* [column][sample]: the largest ReLU input move per unit of the column,
-                                  * relative to that input's distance from 0 (inf: never linear) */
+    int shared;                  /* one Gemm, no ReLU: J and radii the same for every sample */
+    float *jac;                  /* [column][sample][n] ([column][n] shared): the second Gemm's output per
+                                  * unit of input column */
+    float *inv_radius;           /* [column][sample] ([column] shared): the largest ReLU input move per unit of
+                                  * the column, relative to that input's distance from 0 (inf: never linear) */
 } bf__lin;
 
 typedef struct bf__emb_index {     /* an embedding table: row -> the batches reading it */
@@ -23,6 +25,11 @@ typedef struct bf__emb_index {     /* an embedding table: row -> the batches rea
     int64_t *off;              /* rows + 1 */
     int32_t *batch;
 } bf__emb_index;
+
+/* chain_next of a step that has no next link: the chain ends at the graph
+ * output; row mode takes the chain on from its output (diffchain.c); not
+ * in a chain. */
+enum { CHAIN_END = -1, NOT_CHAIN = -2, HANDOFF = -3 };
 
 struct bf__dx_shared {
     const bf_model *m;
@@ -42,7 +49,7 @@ struct bf__dx_shared {
     int max_n;                   /* widest Gemm output */
 
     /* Chain mode (diffchain.c). */
-    int *chain_next;             /* per step: the next step of its chain; -1 the chain's end; -2 no chain */
+    int *chain_next;             /* per step: the next step of its chain, or one of the below */
     int *chain_at;               /* per parameter: the chain Gemm it corrupts alone; -1 none */
     const float **chain_rows;    /* per value: row 0 of its golden rows over the eval set, contiguous
                                   * (a cached value, a float graph input, the outputs); NULL */

@@ -56,8 +56,6 @@
  * candidates, then the exact rerun, still decide. */
 #define WITNESS_CLEAR 0x1p-14
 
-enum { HANDOFF = -3, NOT_CHAIN = -2, CHAIN_END = -1 };
-
 /* The changed rows of a value: rows ascending, each with its `ncol` changed
  * columns col[] (the others golden), or its whole row (ncol 0). */
 typedef struct cval {

@@ -162,11 +162,11 @@ static float change(const float *v, const int *col, int nc, const float *g, int6
 }
 
 /* sum |d_q| inv_radius[col_q] at sample r, within 1/2 (a NaN is not). */
-static int keeps_signs(const bf__lin *L, int64_t samples, int64_t r, const float *d, const int *col, int nc)
+static int keeps_signs(const float *inv, int64_t rcol, const float *d, const int *col, int nc)
 {
     float s = 0;
     for (int q = 0; q < nc; q++) {
-        float ir = L->inv_radius[(int64_t)col[q] * samples + r];
+        float ir = inv[col[q] * rcol];
         s += d[q] != 0.0f ? fabsf(d[q]) * ir : 0.0f;   /* 0 inf would be NaN */
     }
     return s <= 0.5f;
@@ -211,6 +211,9 @@ int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int
                      int nc, const float *gin, const float *gout, int64_t *yrow, float *yv, int64_t *nleft)
 {
     const int N = L->n;
+    /* strides of a column and of a sample in J and in the radii */
+    const int64_t jcol = L->shared ? N : samples * N, jrow = L->shared ? 0 : N;
+    const int64_t rcol = L->shared ? 1 : samples, rrow = L->shared ? 0 : 1;
     int64_t kept = 0, left = 0;
     float d[BF__LIN_MAX_COLS];
     const float *jr[BF__LIN_MAX_COLS];
@@ -223,12 +226,12 @@ int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int
         int64_t r = row[t];
         const float *g = gin + r * L->k, *yg = gout + r * N;
         for (int q = 0; q < nc; q++) d[q] = change(v, col, nc, g, t, q);
-        if (!keeps_signs(L, samples, r, d, col, nc)) {   /* to the links */
+        if (!keeps_signs(L->inv_radius + r * rrow, rcol, d, col, nc)) {   /* to the links */
             if (left != t) memmove(v + left * nc, v + t * nc, (size_t)nc * sizeof *v);
             row[left++] = r;
             continue;
         }
-        for (int q = 0; q < nc; q++) jr[q] = L->jac + ((int64_t)col[q] * samples + r) * N;
+        for (int q = 0; q < nc; q++) jr[q] = L->jac + col[q] * jcol + r * jrow;
         float *y = yv + kept * N;
         int moved;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -243,6 +246,32 @@ int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int
     return kept;
 }
 
+/* A chain Gemm reached as a link whose output no ReLU reads: its update is
+ * one linear map for every sample, y = yg + sum_c d_c alpha B[c]. Its
+ * radius keeps the change short of huge, as gemm_link_run's update does
+ * (|d| max_n |alpha B[c][n]| <= HUGE_CHANGE; a product could overflow
+ * where the update does not): inverse radius max_n |alpha B[c][n]| / (2
+ * HUGE_CHANGE), infinite for a column not all finite. */
+static bf_status single(const bf_plan *p, const bf__step *s, const bf__gemm_info *g, bf__lin *L, bf_error *err)
+{
+    int finite = 1;
+    L->shared = 1;
+    L->jac = b_rows(p, s, g, &finite);
+    L->inv_radius = bf__malloc(((size_t)g->k + 1) * sizeof *L->inv_radius);
+    if (!L->jac || !L->inv_radius) return bf__dx_oom(err);
+    for (int c = 0; c < g->k; c++) {
+        float most = 0, *j = L->jac + (int64_t)c * g->n;
+        int ok = 1;
+        for (int n = 0; n < g->n; n++) {
+            j[n] *= g->alpha;
+            ok &= isfinite(j[n]);
+            most = fabsf(j[n]) > most ? fabsf(j[n]) : most;
+        }
+        L->inv_radius[c] = ok ? most / (2.0f * (float)HUGE_CHANGE) : INFINITY;
+    }
+    return BF_OK;
+}
+
 bf_status bf__lin_setup(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
 {
     sh->chain_lin = bf__calloc(sh->n_steps + 1, sizeof *sh->chain_lin);
@@ -251,29 +280,37 @@ bf_status bf__lin_setup(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
     for (size_t i = 0; i < sh->n_steps; i++) {
         bf__gemm_info g1, g2;
         const bf__step *s = &p->steps[i];
-        if (sh->chain_next[i] < 0 || !bf__gemm_params(s, &g1)) continue;
+        /* a chain handed to row mode runs exactly: no segments */
+        if (sh->chain_next[i] == NOT_CHAIN || sh->chain_next[i] == HANDOFF || !bf__gemm_params(s, &g1)) continue;
         /* reached as a link: some chain step hands its output to it */
         int linked = 0;
         for (size_t k = 0; k < sh->n_steps && !linked; k++) linked = sh->chain_next[k] == (int)i;
         int r = next_link(sh, p, (int)i), j = r >= 0 ? next_link(sh, p, r) : -1;
-        if (!linked || r < 0 || !bf__unary_relu(&p->steps[r]) || j < 0 || !bf__gemm_params(&p->steps[j], &g2) ||
-            g2.k != g1.n || !sh->chain_rows[s->node->out[0]] || !sh->chain_rows[p->steps[j].node->out[0]])
+        if (!linked || !sh->chain_rows[s->node->out[0]]) continue;
+        bf__lin *L = NULL;
+        bf_status st = BF_OK;
+        if (r < 0 || !bf__unary_relu(&p->steps[r])) {   /* no ReLU next: the Gemm alone */
+            if (!(L = sh->chain_lin[i] = bf__calloc(1, sizeof *L))) return bf__dx_oom(err);
+            L->last = (int)i;
+            L->k = g1.k;
+            L->n = g1.n;
+            if ((st = single(p, s, &g1, L, err)) != BF_OK) return st;
+            continue;
+        }
+        if (j < 0 || !bf__gemm_params(&p->steps[j], &g2) || g2.k != g1.n || !sh->chain_rows[p->steps[j].node->out[0]])
             continue;
         int64_t need = sh->samples * g1.k * ((int64_t)g2.n + 1);
         int64_t cost = sh->samples * g1.k * (int64_t)g1.n * g2.n;
         if (need > room || cost > work) continue;
         room -= need;
         work -= cost;
-        bf__lin *L = bf__calloc(1, sizeof *L);
-        if (!L) return bf__dx_oom(err);
-        sh->chain_lin[i] = L;
+        if (!(L = sh->chain_lin[i] = bf__calloc(1, sizeof *L))) return bf__dx_oom(err);
         L->last = j;
         L->k = g1.k;
         L->n = g2.n;
         L->jac = bf__malloc(((size_t)(sh->samples * g1.k * g2.n) + 1) * sizeof *L->jac);
         L->inv_radius = bf__malloc(((size_t)(sh->samples * g1.k) + 1) * sizeof *L->inv_radius);
-        bf_status st = L->jac && L->inv_radius ? build(sh, p, L, (int)i, sh->chain_rows[s->node->out[0]], err)
-                                               : bf__dx_oom(err);
+        st = L->jac && L->inv_radius ? build(sh, p, L, (int)i, sh->chain_rows[s->node->out[0]], err) : bf__dx_oom(err);
         if (st != BF_OK) return st;
     }
     return BF_OK;
