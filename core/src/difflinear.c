@@ -207,6 +207,48 @@ __attribute__((target("avx2"))) static int lin_row_avx2(const float *const *jr, 
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* bf__lin_rows for one changed column and at most 16 outputs (a fault's
+ * column into a classifier), all in AVX2: lin_row_avx2's two blocks with
+ * their masks made once. */
+__attribute__((target("avx2"))) static int64_t rows_narrow_avx2(const bf__lin *L, int64_t n, int64_t *row, float *v,
+                                                                int col, const float *gin, const float *gout,
+                                                                int64_t *yrow, float *yv, const int64_t stride[4],
+                                                                int64_t *nleft)
+{
+    const int N = L->n;
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(N), lane), m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(N - 8), lane);
+    const float *jc = L->jac + col * stride[0], *ic = L->inv_radius + col * stride[2];
+    int64_t kept = 0, left = 0;
+    for (int64_t t = 0; t < n; t++) {
+        int64_t r = row[t];
+        float d = change(v, &col, 1, gin + r * L->k, t, 0);
+        if (!keeps_signs(ic + r * stride[3], 0, &d, &col, 1)) {
+            v[left] = v[t];
+            row[left++] = r;
+            continue;
+        }
+        const float *j = jc + r * stride[1], *yg = gout + r * N;
+        float *y = yv + kept * N;
+        const __m256 vd = _mm256_set1_ps(d);
+        __m256 g = _mm256_maskload_ps(yg, m0), e = _mm256_add_ps(g, _mm256_mul_ps(vd, _mm256_maskload_ps(j, m0)));
+        _mm256_maskstore_ps(y, m0, e);
+        __m256i diff = _mm256_xor_si256(_mm256_castps_si256(e), _mm256_castps_si256(g));
+        if (N > 8) {
+            g = _mm256_maskload_ps(yg + 8, m1);
+            e = _mm256_add_ps(g, _mm256_mul_ps(vd, _mm256_maskload_ps(j + 8, m1)));
+            _mm256_maskstore_ps(y + 8, m1, e);
+            diff = _mm256_or_si256(diff, _mm256_xor_si256(_mm256_castps_si256(e), _mm256_castps_si256(g)));
+        }
+        yrow[kept] = r;
+        kept += !_mm256_testz_si256(diff, diff);
+    }
+    *nleft = left;
+    return kept;
+}
+#endif
+
 int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int64_t *row, float *v, const int *col,
                      int nc, const float *gin, const float *gout, int64_t *yrow, float *yv, int64_t *nleft)
 {
@@ -215,6 +257,12 @@ int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int
     const int64_t jcol = L->shared ? N : samples * N, jrow = L->shared ? 0 : N;
     const int64_t rcol = L->shared ? 1 : samples, rrow = L->shared ? 0 : 1;
     int64_t kept = 0, left = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simd && nc == 1 && N <= 16 && bf__sgemm_simd()) {
+        const int64_t stride[4] = {jcol, jrow, rcol, rrow};
+        return rows_narrow_avx2(L, n, row, v, col[0], gin, gout, yrow, yv, stride, nleft);
+    }
+#endif
     float d[BF__LIN_MAX_COLS];
     const float *jr[BF__LIN_MAX_COLS];
 #if defined(__x86_64__) && defined(__GNUC__)
