@@ -543,8 +543,11 @@ static int column_update(const float *a, const float *yg, float dw, int64_t n, f
  * A row whose change is huge against its value, and a change that is not
  * finite, are computed exactly. Where a ReLU reads the column, a change it
  * certainly clamps is no change (the bound of relu_certain, with the
- * faulty weight's magnitude added to the column's). */
-static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *x)
+ * faulty weight's magnitude added to the column's). *relu_done: the ReLU
+ * that reads the column was applied too (the update's rows compared with
+ * the golden column's ReLU, as relu_link would, without reading the
+ * ReLU's golden rows, one cache line per sample). */
+static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval *x, int *relu_done)
 {
     bf__dx *dx = ps->dx;
     const bf__dx_shared *sh = dx->sh;
@@ -556,6 +559,7 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     x->ncol = 1;
     x->col[0] = j;
     x->width = g.n;
+    *relu_done = 0;
     double dw = (double)w->new_value - (double)w->old_value;
     float dwf = (float)(dw * (kk >= 0 ? g.alpha : g.beta));
     if (ps->exact || only >= 0 || !isfinite(dwf)) {
@@ -622,11 +626,15 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
             e[at[t]] = one.n ? one.v[0] : gv[at[t]];
         }
     }
+    /* the rows that moved, in place (n <= r), through the ReLU if one
+     * reads the column (ops/elementwise.c's, x < 0 ? +0 : x) */
+    int fuse = *relu_done = relu_next(sh, dx->plan[0], k);
     int64_t n = 0;
-    for (int64_t r = 0; r < sh->samples; r++) {   /* in place: n <= r */
-        x->v[n] = e[r];
+    for (int64_t r = 0; r < sh->samples; r++) {
+        float y = pick(fuse & (e[r] < 0.0f), 0.0f, e[r]), yg = pick(fuse & (gv[r] < 0.0f), 0.0f, gv[r]);
+        x->v[n] = y;
         x->row[n] = r;
-        n += !same_bits(&e[r], &gv[r], 1);
+        n += !same_bits(&y, &yg, 1);
     }
     x->n = n;
 }
@@ -1067,7 +1075,7 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
     const bf__dx_shared *sh = ps->dx->sh;
     const bf__step *s = &ps->dx->plan[0]->steps[k];
     bf__gemm_info g;
-    int cur = 0, nb = ps->v[2] ? 3 : 2;
+    int cur = 0, nb = ps->v[2] ? 3 : 2, first = sh->chain_next[k];
     cval xs[3];
     for (int t = 0; t < nb; t++) xs[t] = (cval){.row = ps->row[t], .v = ps->v[t], .col = ps->col[t]};
     ps->w = w;
@@ -1075,11 +1083,13 @@ static void run_chain(pass *ps, size_t k, const bf__dx_weight *w, int64_t only, 
         int in_b = s->node->in[1] == sh->m->param_vals[w->param];
         int j = (int)(in_b ? (g.trans_b ? w->index / g.k : w->index % g.n) : w->index);
         int kk = in_b ? (int)(g.trans_b ? w->index % g.k : w->index / g.n) : -1;
-        faulty_column(ps, k, j, kk, only, &xs[0]);
+        int relu_done;
+        faulty_column(ps, k, j, kk, only, &xs[0], &relu_done);
+        first = relu_done ? sh->chain_next[first] : first;
     } else {
         faulty_conv(ps, k, only, &xs[0]);
     }
-    for (int i = sh->chain_next[k]; i >= 0; i = sh->chain_next[i]) {
+    for (int i = first; i >= 0; i = sh->chain_next[i]) {
         const bf__lin *L = sh->chain_lin ? sh->chain_lin[i] : NULL;
         int b = (cur + 1) % nb;
         if (L && nb == 3 && !ps->exact && only < 0 && xs[cur].ncol && xs[cur].ncol <= BF__LIN_MAX_COLS) {
