@@ -98,6 +98,8 @@ struct bf__dx {
     int n_sub_batch;             /* those of at most a quarter batch, for one batch's rows */
     unsigned char *row_ok;       /* [n_sub][n_steps]: the step gives the full batch's bits on r rows */
     unsigned char *rows_from;    /* [n_sub][n_values]: every step downstream of the value is row_ok */
+    unsigned char *moves;        /* per step: its output holds every element of its data inputs (Concat,
+                                  * Transpose, Reshape, ...): a changed input, a changed output */
     unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the samples in row mode, padded to the sub-plan's rows */
