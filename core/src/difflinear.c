@@ -36,7 +36,7 @@
 #include "diff_impl.h"
 #include "ops/sgemm.h"
 
-#define LIN_FLOATS (1 << 22)   /* every segment's J and radii, in all (16 MiB) */
+#define LIN_FLOATS (1 << 20)   /* every segment's J and radii, in all (4 MiB) */
 #define LIN_WORK (1LL << 28)   /* multiply-adds to build them, in all */
 
 /* The next step of a chain past steps that only rename a sample's
