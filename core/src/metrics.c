@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t bf_argmax(const float *row, int64_t n)
+static int64_t argmax_plain(const float *row, int64_t n)
 {
     /* the first number; after it a NaN never compares greater, so never wins */
     int64_t best = 0;
@@ -27,6 +27,42 @@ int64_t bf_argmax(const float *row, int64_t n)
     }
     return best;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* bf_argmax of at most 16 numbers (a classifier's logits) in two masked
+ * blocks of eight lanes: the largest number, then the first lane equal to
+ * it, NaN and lanes past n never counted. The same index as the loop
+ * below: the first of the maxima (-0 and +0 equal), 0 with no number. The
+ * loop's chain of compare-and-selects costs more than the scoring of a
+ * changed row does otherwise. */
+__attribute__((target("avx2"))) static int64_t argmax_narrow(const float *row, int n)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane), m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane);
+    const __m256 x0 = _mm256_maskload_ps(row, m0), x1 = _mm256_maskload_ps(row + 8, m1), low = _mm256_set1_ps(-INFINITY);
+    /* the lanes that hold a number */
+    __m256 ok0 = _mm256_and_ps(_mm256_castsi256_ps(m0), _mm256_cmp_ps(x0, x0, _CMP_ORD_Q));
+    __m256 ok1 = _mm256_and_ps(_mm256_castsi256_ps(m1), _mm256_cmp_ps(x1, x1, _CMP_ORD_Q));
+    __m256 t = _mm256_max_ps(_mm256_blendv_ps(low, x0, ok0), _mm256_blendv_ps(low, x1, ok1));
+    t = _mm256_max_ps(t, _mm256_permute2f128_ps(t, t, 1));
+    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, 0x4e));
+    t = _mm256_max_ps(t, _mm256_shuffle_ps(t, t, 0xb1));   /* the largest, in every lane */
+    unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_and_ps(ok0, _mm256_cmp_ps(x0, t, _CMP_EQ_OQ))) |
+                  (unsigned)_mm256_movemask_ps(_mm256_and_ps(ok1, _mm256_cmp_ps(x1, t, _CMP_EQ_OQ))) << 8;
+    return eq ? __builtin_ctz(eq) : 0;
+}
+#endif
+
+int64_t bf_argmax(const float *row, int64_t n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (n <= 16 && __builtin_cpu_supports("avx2")) return argmax_narrow(row, (int)n);
+#endif
+    return argmax_plain(row, n);
+}
+
 
 double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
                           const int64_t *labels)
