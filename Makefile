@@ -7,7 +7,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations fixtures clean
+.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures clean
 
 all: build
 
@@ -59,6 +59,11 @@ bench: build bench-deps
 
 # Rewrites the campaign section of docs/BENCHMARKS.md (bitflip run vs PyTorch fault
 # injection); about 10 minutes on a quiet machine.
+# bf__sgemm's time per row against the product's rows (docs/BENCHMARKS.md,
+# "Rows per product"); under a minute.
+bench-sgemm: build
+	$(BUILD)/bitflip-bench-sgemm
+
 bench-campaigns: build bench-deps
 	/usr/bin/python3 bench/campaign_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md
 
