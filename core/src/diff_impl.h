@@ -3,6 +3,8 @@
 #ifndef BF_DIFF_IMPL_H
 #define BF_DIFF_IMPL_H
 
+#include <string.h>
+
 #include "diff.h"
 
 #define RANK_MAX_COLS 8        /* a rank-k update beyond this runs the product */
@@ -128,6 +130,20 @@ static inline int64_t bf__batch_of(const bf__dx_shared *sh, int64_t s)
 static inline int64_t bf__row_in_batch(const bf__dx_shared *sh, int64_t s)
 {
     return sh->batch_shift >= 0 ? s & (sh->batch - 1) : s % sh->batch;
+}
+
+/* Bit for bit, as memcmp, inlined: chain mode's rows are a few dozen
+ * floats wide, and the loop vectorises. */
+static inline int bf__same_bits(const float *a, const float *b, int64_t n)
+{
+    uint32_t diff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x, y;
+        memcpy(&x, &a[i], sizeof x);
+        memcpy(&y, &b[i], sizeof y);
+        diff |= x ^ y;
+    }
+    return diff == 0;
 }
 
 /* A value computed at run time (a graph input or a step output). */

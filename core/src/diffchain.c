@@ -414,20 +414,6 @@ static inline float pick(int c, float a, float b)
     return a;
 }
 
-/* Bit for bit, as memcmp, inlined: rows here are a few dozen floats
- * wide, and the loop vectorises. */
-static int same_bits(const float *a, const float *b, int64_t n)
-{
-    uint32_t diff = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t x, y;
-        memcpy(&x, &a[i], sizeof x);
-        memcpy(&y, &b[i], sizeof y);
-        diff |= x ^ y;
-    }
-    return diff == 0;
-}
-
 /* Whether a ReLU certainly clamps the exact value whose update gave v, so
  * that its output is golden's: v is below zero by more than the rounding of
  * the update and of the product can move it (`terms`: that of the
@@ -461,9 +447,9 @@ static void drop_golden(const bf__dx_shared *sh, int v, cval *x)
         const float *g = gold_row(sh, v, x->row[t], x->width), *e = x->v + t * w;
         int same = 1;
         if (x->ncol)
-            for (int c = 0; c < x->ncol; c++) same &= same_bits(&e[c], &g[x->col[c]], 1);
+            for (int c = 0; c < x->ncol; c++) same &= bf__same_bits(&e[c], &g[x->col[c]], 1);
         else
-            same = same_bits(e, g, w);
+            same = bf__same_bits(e, g, w);
         x->row[kept] = x->row[t];
         if (kept != t) memcpy(x->v + kept * w, e, (size_t)w * sizeof *e);   /* rows apart: no overlap */
         kept += !same;
@@ -500,7 +486,7 @@ static void exact_column(pass *ps, size_t k, int j, int64_t only, cval *x)
         for (int i = 0; i < m; i++) {
             x->v[x->n] = col[i];
             x->row[x->n] = r0 + i;
-            x->n += !same_bits(&col[i], &yg[(int64_t)i * g.n], 1);
+            x->n += !bf__same_bits(&col[i], &yg[(int64_t)i * g.n], 1);
         }
     }
 }
@@ -639,7 +625,7 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
         float y = pick(fuse & (e[r] < 0.0f), 0.0f, e[r]), yg = pick(fuse & (gv[r] < 0.0f), 0.0f, gv[r]);
         x->v[n] = y;
         x->row[n] = r;
-        n += !same_bits(&y, &yg, 1);
+        n += !bf__same_bits(&y, &yg, 1);
     }
     x->n = n;
 }
@@ -733,7 +719,7 @@ static int clamped(const bf__dx_shared *sh, size_t step, int relu, int k, int av
     const float *yg = gold_row(sh, o, x->row[t], n);
     int maybe = 1;
     for (int j = 0; j < n; j++)   /* cheap first: every element clamped by the ReLU, as far as y shows */
-        maybe &= same_bits(&y[j], &yg[j], 1) | ((y[j] < 0) & (yg[j] <= 0));
+        maybe &= bf__same_bits(&y[j], &yg[j], 1) | ((y[j] < 0) & (yg[j] <= 0));
     if (!maybe) return 0;
     float amax = am[x->row[t]];
     for (int q = 0; q < (x->ncol ? x->ncol : x->width); q++) {
@@ -961,7 +947,7 @@ static void faulty_conv(pass *ps, size_t k, int64_t only, cval *x)
             for (int64_t i = 0; i < r1 - r0; i++) memcpy(e + i * osp, yb + (i * M + oc) * osp, (size_t)osp * sizeof *e);
         }
         for (int64_t i = 0; i < r1 - r0; i++) {
-            if (same_bits(e + i * osp, gold_row(sh, o, r0 + i, M * osp) + oc * osp, osp)) continue;
+            if (bf__same_bits(e + i * osp, gold_row(sh, o, r0 + i, M * osp) + oc * osp, osp)) continue;
             if (x->v + x->n * osp != e + i * osp) memmove(x->v + x->n * osp, e + i * osp, (size_t)osp * sizeof *e);
             x->row[x->n++] = r0 + i;
         }

@@ -178,14 +178,7 @@ static int lin_row_plain(const float *const *jr, const float *d, int nc, int n, 
     for (int i = 0; i < n; i++) y[i] = yg[i];
     for (int q = 0; q < nc; q++)
         for (int i = 0; i < n; i++) y[i] = y[i] + d[q] * jr[q][i];
-    uint32_t diff = 0;
-    for (int i = 0; i < n; i++) {
-        uint32_t a, b;
-        memcpy(&a, &y[i], sizeof a);
-        memcpy(&b, &yg[i], sizeof b);
-        diff |= a ^ b;
-    }
-    return diff != 0;
+    return !bf__same_bits(y, yg, n);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
