@@ -1152,7 +1152,7 @@ __attribute__((target("avx2"))) static double moved_narrow(const float *o, const
         most = dv[i] > most ? dv[i] : most;
         big = sv[i] > big ? sv[i] : big;
     }
-    return _mm256_movemask_ps(nan) ? INFINITY : (double)most / fmax((double)big, 1e-30);
+    return _mm256_movemask_ps(nan) ? INFINITY : (double)most / ((double)big > 1e-30 ? (double)big : 1e-30);
 }
 #endif
 
