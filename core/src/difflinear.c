@@ -9,9 +9,15 @@
  * ReLU input on its golden side, the two Gemms and the ReLU are one linear
  * map of the change: out = golden out + sum_c d_c J[c], J[c] the sum over
  * the golden-active units m of alpha1 B1[c][m] alpha2 B2[m][:]. Kept per
- * sample and column, J turns the second Gemm's row (K2 x N2 products) and
- * the first's update (K2) into N2 multiply-adds: on the digits MLP, a
- * first-layer fault's samples cost 10 of them instead of about 700.
+ * sample and column, J turns the first Gemm's update (N1 multiply-adds a
+ * changed column), the ReLU and the second Gemm's row (N1 x N2) into N2
+ * multiply-adds: on the digits MLP, a first-layer fault's samples cost 10
+ * of them instead of about 700.
+ *
+ * A chain Gemm reached so with no ReLU after it (a classifier) is a segment
+ * of its own, J = alpha B[c] for every sample: the same update as the
+ * rank-k one, in the same row loop; its radius only keeps the change short
+ * of huge (HUGE_CHANGE), as the rank-k update's rule does.
  *
  * Whether a change keeps the signs: ReLU input m moves by sum_c d_c
  * alpha1 B1[c][m], at most sum_c |d_c| |alpha1 B1[c][m]|; with
