@@ -33,10 +33,10 @@ static int64_t argmax_plain(const float *row, int64_t n)
 
 /* bf_argmax of at most 16 numbers (a classifier's logits) in two masked
  * blocks of eight lanes: the largest number, then the first lane equal to
- * it, NaN and lanes past n never counted. The same index as the loop
- * below: the first of the maxima (-0 and +0 equal), 0 with no number. The
- * loop's chain of compare-and-selects costs more than the scoring of a
- * changed row does otherwise. */
+ * it, NaN and lanes past n never counted. The same index as argmax_plain:
+ * the first of the maxima (-0 and +0 equal), 0 with no number. Its chain
+ * of compare-and-selects costs more than the rest of a changed row's
+ * scoring. */
 __attribute__((target("avx2"))) static int64_t argmax_narrow(const float *row, int n)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -62,7 +62,6 @@ int64_t bf_argmax(const float *row, int64_t n)
 #endif
     return argmax_plain(row, n);
 }
-
 
 double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
                           const int64_t *labels)
