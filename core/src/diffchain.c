@@ -560,7 +560,7 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     int av = s->node->in[0], o = s->node->out[0];
     const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
     const float *am = sh->chain_amax[av], *cs = sh->chain_colabs[k];
-    int relu = relu_next(sh, dx->plan[0], k) && am && cs;
+    int relu_after = relu_next(sh, dx->plan[0], k), relu = relu_after && am && cs;
     double ct = fabs((double)c_term(&g, c, j)), dabs = fabs((double)dwf);
     int approx0 = ps->approx;
     /* a zero input, or a zero's sign flipped: the product's zero term may
@@ -619,7 +619,7 @@ static void faulty_column(pass *ps, size_t k, int j, int kk, int64_t only, cval 
     }
     /* the rows that moved, in place (n <= r), through the ReLU if one
      * reads the column (ops/elementwise.c's, x < 0 ? +0 : x) */
-    int fuse = *relu_done = relu_next(sh, dx->plan[0], k);
+    int fuse = *relu_done = relu_after;
     int64_t n = 0;
     for (int64_t r = 0; r < sh->samples; r++) {
         float y = pick(fuse & (e[r] < 0.0f), 0.0f, e[r]), yg = pick(fuse & (gv[r] < 0.0f), 0.0f, gv[r]);

@@ -178,6 +178,20 @@ static int keeps_signs(const float *inv, int64_t rcol, const float *d, const int
     return s <= 0.5f;
 }
 
+/* Row t (sample r) of bf__lin_rows' input: its change into d; 1 if the
+ * change keeps the signs (inv: the sample's radii, rcol apart), else 0 and
+ * the row moved down to `*left` for the links. The one admission rule of
+ * both row loops below. */
+static inline int admit(int64_t t, int64_t r, int64_t *row, float *v, const int *col, int nc, const float *g,
+                        const float *inv, int64_t rcol, float *d, int64_t *left)
+{
+    for (int q = 0; q < nc; q++) d[q] = change(v, col, nc, g, t, q);
+    if (keeps_signs(inv, rcol, d, col, nc)) return 1;
+    if (*left != t) memmove(v + *left * nc, v + t * nc, (size_t)nc * sizeof *v);
+    row[(*left)++] = r;
+    return 0;
+}
+
 /* One row's output, yg + sum_q d_q J_q; 1 if it moved in any bit. */
 static int lin_row_plain(const float *const *jr, const float *d, int nc, int n, const float *yg, float *y)
 {
@@ -222,12 +236,8 @@ __attribute__((target("avx2"))) static int64_t rows_narrow_avx2(const bf__lin *L
     int64_t kept = 0, left = 0;
     for (int64_t t = 0; t < n; t++) {
         int64_t r = row[t];
-        float d = change(v, &col, 1, gin + r * L->k, t, 0);
-        if (!keeps_signs(ic + r * stride[3], 0, &d, &col, 1)) {
-            v[left] = v[t];
-            row[left++] = r;
-            continue;
-        }
+        float d;
+        if (!admit(t, r, row, v, &col, 1, gin + r * L->k, ic + r * stride[3], 0, &d, &left)) continue;
         const float *j = jc + r * stride[1], *yg = gout + r * N;
         float *y = yv + kept * N;
         const __m256 vd = _mm256_set1_ps(d);
@@ -271,13 +281,8 @@ int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int
 #endif
     for (int64_t t = 0; t < n; t++) {
         int64_t r = row[t];
-        const float *g = gin + r * L->k, *yg = gout + r * N;
-        for (int q = 0; q < nc; q++) d[q] = change(v, col, nc, g, t, q);
-        if (!keeps_signs(L->inv_radius + r * rrow, rcol, d, col, nc)) {   /* to the links */
-            if (left != t) memmove(v + left * nc, v + t * nc, (size_t)nc * sizeof *v);
-            row[left++] = r;
-            continue;
-        }
+        const float *yg = gout + r * N;
+        if (!admit(t, r, row, v, col, nc, gin + r * L->k, L->inv_radius + r * rrow, rcol, d, &left)) continue;
         for (int q = 0; q < nc; q++) jr[q] = L->jac + col[q] * jcol + r * jrow;
         float *y = yv + kept * N;
         int moved;

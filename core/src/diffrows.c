@@ -304,8 +304,8 @@ static int moves_elements(const bf__step *s)
  * a row (and one an element for a value whose sample is the last axis). */
 static int stays_dirty(const bf__dx *dx, const bf__step *s, size_t i)
 {
-    int dirty = 0;
-    for (int j = 0; j < (dx->moves[i] == 2 ? s->n_in : dx->moves[i] ? 1 : 0); j++)
+    int dirty = 0, data = dx->moves[i] == 2 ? s->n_in : dx->moves[i];   /* its data inputs */
+    for (int j = 0; j < data; j++)
         dirty |= s->node->in[j] >= 0 && dx->sstate[s->node->in[j]] == DIRTY;
     return dirty;
 }

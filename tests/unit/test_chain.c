@@ -58,6 +58,9 @@ static void by_hand(void **state)
     }
 }
 
+/* The next number of a test's LCG, `seed` in the caller's scope. */
+#define NEXT() (seed = seed * 1103515245u + 12345u, seed >> 4)
+
 static float pick(unsigned r)
 {
     static const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 1e-40f, -1e-40f, 3e38f, -3e38f, INFINITY, -INFINITY,
@@ -71,7 +74,6 @@ static void simd_matches_plain(void **state)
     (void)state;
     if (!bf__sgemm_simd()) skip();   /* no AVX2 here: the plain loop is the only one */
     unsigned seed = 12345;
-#define NEXT() (seed = seed * 1103515245u + 12345u, seed >> 4)
     for (int round = 0; round < 2000; round++) {
         int n = 1 + (int)(NEXT() % 70), nx = 1 + (int)(NEXT() % 40);
         float x[40], yg[70], tapm[70], a[70], b[70];
