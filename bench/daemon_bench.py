@@ -1170,7 +1170,7 @@ def section(res, problems):
         c = st["short_same_tenant"]
         L += [f"Within one tenant, the short campaign stayed `{c.get('state_at_window_end')}` for the whole "
               f"{c.get('held_s', 0):.0f} s window: bitflipd runs a tenant's started campaigns before it "
-              "starts new ones (`server/scheduler.h`), so a short campaign waits behind a long one of the "
+              "starts new ones (`server/work/scheduler.h`), so a short campaign waits behind a long one of the "
               "same tenant; it ran and ended "
               + (f"{c['ended_s_after_cancel']:.2f} s after the long one was canceled"
                  if c.get("ended_s_after_cancel") is not None else "(it did not end)")
@@ -1213,7 +1213,7 @@ def stream_memory(res):
 
 
 def n_chunks(trials):
-    """As bitflipd cuts a campaign (server/routes_campaigns.c: 256 trials a chunk, at most 256)."""
+    """As bitflipd cuts a campaign (server/http/routes_campaigns.c: 256 trials a chunk, at most 256)."""
     return max(1, min(256, (trials + 255) // 256))
 
 

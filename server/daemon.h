@@ -11,13 +11,14 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "blob.h"
+#include "store/blob.h"
 #include "metrics.h"
-#include "store.h"
+#include "store/store.h"
 
 struct MHD_Daemon;
 typedef struct bfd_sched bfd_sched;
 typedef struct bfd_live bfd_live;
+struct bfd_camp;
 
 typedef struct bfd_config {
     char host[256];           /* --listen HOST:PORT */
@@ -61,7 +62,10 @@ typedef struct bfd {
     bfd_blobs *blobs;
     bfd_metrics *metrics;
     bfd_sched *sched;
-    bfd_live *live;           /* campaigns in memory, by id (live.h) */
+    bfd_live *live;           /* campaigns in memory, by id (work/live.h) */
+    /* A campaign has a new event: wakes its SSE streams. Set by main.c to
+     * bfd_sse_notify, so work/ reaches http/ without including it. */
+    void (*on_event)(struct bfd *d, struct bfd_camp *c);
     int64_t boot;             /* event ids are "<boot>-<seq>": a restart starts a new run of ids */
     int auth;                 /* tokens exist: every /v1 route needs one */
     int draining;             /* SIGTERM seen: refuse new work, ready = 503 */

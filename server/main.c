@@ -7,12 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "campaigns.h"
+#include "http/auth.h"
+#include "work/campaigns.h"
 #include "daemon.h"
-#include "live.h"
-#include "scheduler.h"
-#include "sse.h"
+#include "work/live.h"
+#include "work/scheduler.h"
+#include "http/sse.h"
 
 static const char usage[] =
     "usage: bitflipd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--config FILE]\n"
@@ -254,6 +254,7 @@ int main(int argc, char **argv)
         rc = 2;
         goto fail;
     }
+    d.on_event = bfd_sse_notify;
     if (bfd_metrics_new(&d.metrics, &err) != BF_OK || bfd_live_new(&d.live, &err) != BF_OK) goto fail;
     if (uv_loop_init(&loop) != 0) { bf_error_set(&err, BF_EIO, "cannot start the event loop"); goto fail; }
     loop_ok = 1;

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"   /* bfd_state, for the order of `campaigns` */
+#include "store/store.h"   /* bfd_state, for the order of `campaigns` */
 
 #define HIST_MAX_BOUNDS 7
 

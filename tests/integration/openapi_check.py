@@ -4,7 +4,7 @@
 usage: openapi_check.py OPENAPI.yaml [ROUTES.c]
 
 Every route of bitflipd must have its operation in api/openapi.yaml; given
-server/routes.c, the routes are read from its table instead of the list
+server/http/routes.c, the routes are read from its table instead of the list
 below, and the contract must also have no operation the daemon lacks. Every
 local $ref must name a component that exists.
 
@@ -16,7 +16,7 @@ their section. Exit 0 when everything matches, 1 otherwise.
 import re
 import sys
 
-# What the daemon serves (server/routes.c has the same table).
+# What the daemon serves (server/http/routes.c has the same table).
 ROUTES = [
     ("GET", "/v1"),
     ("GET", "/v1/openapi.yaml"),

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "sha256.h"
+#include "store/sha256.h"
 
 static void check(const void *msg, size_t len, const char *want)
 {

@@ -15,8 +15,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "auth.h"
-#include "store.h"
+#include "http/auth.h"
+#include "store/store.h"
 
 /* 64-hex ids: distinct and easy to read back */
 #define ID_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"

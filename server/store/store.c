@@ -7,7 +7,7 @@
  * again: a page token (the last seq a client saw) stays meaningful after
  * deletes. Single-statement functions rely on SQLite's implicit transaction;
  * the others take BEGIN IMMEDIATE. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

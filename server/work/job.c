@@ -10,7 +10,7 @@
 #include "bitflip/api/result.h"
 #include "bitflip/api/spec.h"
 #include "bitflip/bitflip.h"
-#include "scheduler.h"
+#include "work/scheduler.h"
 
 struct bfd_worker_cache {
     char id[33];

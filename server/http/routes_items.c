@@ -6,8 +6,8 @@
 
 #include "bitflip/api/summary.h"
 #include "bitflip/bitflip.h"
-#include "campaigns.h"
-#include "routes.h"
+#include "work/campaigns.h"
+#include "http/routes.h"
 
 static const char *kind_word(int k) { return k == BFD_DATASET ? "dataset" : "model"; }
 

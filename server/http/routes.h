@@ -2,7 +2,7 @@
 #ifndef BFD_ROUTES_H
 #define BFD_ROUTES_H
 
-#include "http.h"
+#include "http/http.h"
 
 /* routes.c: the service itself */
 void bfd_h_root(bfd *d, bfd_req *r);

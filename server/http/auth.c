@@ -4,14 +4,14 @@
  * with no feature macro. */
 #include <stddef.h>   /* auth.h uses size_t without including it */
 
-#include "auth.h"
+#include "http/auth.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include "sha256.h"
+#include "store/sha256.h"
 
 static bf_status random_bytes(uint8_t *buf, size_t n, bf_error *err)
 {

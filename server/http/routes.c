@@ -1,12 +1,12 @@
 /* The route table, path matching, and the service's own routes: version,
  * probes, metrics, the OpenAPI contract. */
-#include "routes.h"
+#include "http/routes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler.h"
+#include "work/scheduler.h"
 
 static const bfd_route ROUTES[] = {
     {"GET", "/v1", BFD_BODY_NONE, 0, bfd_h_root},

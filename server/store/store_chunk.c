@@ -1,7 +1,7 @@
 /* Checkpoints: the finished chunks of an unfinished campaign, one row per
  * chunk index. A restart reads them back and runs only the rest; finishing
  * or deleting the campaign drops them (see store_campaign.c). */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,14 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include "http/auth.h"
 #include "bitflip/api/gate.h"
 #include "bitflip/api/result.h"
 #include "bitflip/api/spec.h"
-#include "campaigns.h"
-#include "routes.h"
-#include "sha256.h"
-#include "sse.h"
+#include "work/campaigns.h"
+#include "http/routes.h"
+#include "store/sha256.h"
+#include "http/sse.h"
 
 #define TRIALS_PER_CHUNK 256
 #define MAX_CHUNKS 256

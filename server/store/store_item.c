@@ -1,7 +1,7 @@
 /* Models and datasets: one table, keyed (kind, tenant, id), so two tenants
  * uploading the same bytes get a row each over one blob, and a tenant never
  * sees, or learns of, another's rows. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

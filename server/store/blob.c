@@ -3,7 +3,7 @@
  * name is fsync'd after, so a power cut leaves either no blob or all of it.
  * Files and directories are private to the daemon (0600/0700): they hold
  * tenants' models and data. */
-#include "blob.h"
+#include "store/blob.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sha256.h"
+#include "store/sha256.h"
 
 struct bfd_blobs {
     char *blobs;              /* DIR/blobs */

@@ -3,7 +3,7 @@
  * cancel cannot overwrite it. Its chunk checkpoints (store_chunk.c) exist
  * only while it is unfinished: finishing drops them in the same transaction,
  * because the final result now holds what they did. */
-#include "store_impl.h"
+#include "store/store_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>

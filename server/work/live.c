@@ -1,10 +1,9 @@
 /* Campaigns in memory and their event logs. */
-#include "live.h"
+#include "work/live.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "sse.h"
 
 bf_status bfd_live_new(bfd_live **out, bf_error *err)
 {
@@ -112,7 +111,7 @@ static int append(bfd_camp *c, const char *type, json_t *data)
 void bfd_camp_event(bfd *d, bfd_camp *c, const char *type, json_t *data)
 {
     if (append(c, type, data) != 0) bfd_log(d, "error", "campaign %s: out of memory recording a %s event", c->id, type);
-    bfd_sse_notify(d, c);
+    if (d->on_event) d->on_event(d, c);
 }
 
 json_t *bfd_camp_progress(const bfd_camp *c)

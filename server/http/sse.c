@@ -1,5 +1,5 @@
 /* Event streams: suspended connections fed from a campaign's event log. */
-#include "sse.h"
+#include "http/sse.h"
 
 #include <microhttpd.h>
 #include <stdio.h>

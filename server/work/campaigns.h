@@ -7,7 +7,7 @@
 #include <jansson.h>
 
 #include "daemon.h"
-#include "live.h"
+#include "work/live.h"
 
 /* Puts every queued or running campaign of the store back on the
  * scheduler, with the chunks their checkpoints do not cover. */

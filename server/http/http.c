@@ -1,7 +1,7 @@
 /* libmicrohttpd inside the libuv loop (external epoll), and requests: route,
  * auth, body limits, streaming uploads, replies, the per-request log line. */
 #define _GNU_SOURCE   /* strcasestr */
-#include "http.h"
+#include "http/http.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -13,8 +13,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "sse.h"
+#include "http/auth.h"
+#include "http/sse.h"
 
 /* Past the limit a chunked body (no Content-Length) is read and dropped up
  * to this much more before the connection is closed, so that small overruns

@@ -1,6 +1,6 @@
 /* The scheduler: chunks of campaigns, fair across tenants, on worker
  * threads; an outbox back to the loop. */
-#include "scheduler.h"
+#include "work/scheduler.h"
 
 #include <pthread.h>
 #include <stdlib.h>

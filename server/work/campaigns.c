@@ -1,5 +1,5 @@
 /* Campaign lifecycle on the loop: start, progress, checkpoints, finish. */
-#include "campaigns.h"
+#include "work/campaigns.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "bitflip/api/result.h"
-#include "scheduler.h"
+#include "work/scheduler.h"
 
 /* Progress events at most this often per campaign; workers report every
  * ~100 ms, and a snapshot 4 times a second is plenty for a progress bar. */

@@ -5,7 +5,7 @@
 
 #include <sqlite3.h>
 
-#include "store.h"
+#include "store/store.h"
 
 /* One slot per query: each is prepared on first use and kept for the life
  * of the store, so the SQL text sits next to the code that binds it. */

@@ -2,7 +2,7 @@
  * words, a 64-bit bit length in the final padding. Written out here rather
  * than taken from a crypto library because blobs and token hashes are the
  * only users, and this is the one digest they need. */
-#include "sha256.h"
+#include "store/sha256.h"
 
 #include <string.h>
 

@@ -7,8 +7,8 @@
 #ifndef BFD_SSE_H
 #define BFD_SSE_H
 
-#include "http.h"
-#include "live.h"
+#include "http/http.h"
+#include "work/live.h"
 
 /* Replies to r with the stream of camp (which the stream owns when it is
  * not registered). */
