@@ -162,8 +162,8 @@ FUNC_RE = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\([^;{}]*\)\s*\n\{\n(.*?)^
 ROUTE_RE = re.compile(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)",\s*(BFD_BODY_\w+),\s*([01]),\s*(\w+)\s*\}')
 # what a function answers, in source order
 REPLY_RE = re.compile(
-    r"bfd_reply_(problem|json|data|static|internal|header)\s*\(\s*r\s*,\s*"
-    r"|r->reply_status\s*=\s*([^;]+);"
+    r"bfd_reply_(problem|json|data|static|internal|header)\s*\(\s*[^,()]+,\s*"
+    r"|\w+->reply_status\s*=\s*([^;]+);"
     r"|MHD_add_response_header\s*\(\s*\w+\s*,\s*MHD_HTTP_HEADER_CONTENT_TYPE\s*,\s*\"([^\"]+)\"")
 CODE_RE = re.compile(r"\b([1-5][0-9][0-9])\b")
 
