@@ -9,7 +9,9 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       libjansson-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
       libsqlite3-dev libcurl4-openssl-dev curl
-      python3-jsonschema)   # checks api/campaign.schema.json against the C validator
+      python3-jsonschema    # checks api/campaign.schema.json against the C validator
+      python3-yaml          # reads api/openapi.yaml in tests/integration/openapi_check.py
+      libxml2-utils)        # xmllint: the JUnit XML against tests/api/junit-10.xsd
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
         libopenblas0-pthread   # the BLAS Debian's PyTorch calls: without it, the reference

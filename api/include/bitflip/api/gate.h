@@ -29,7 +29,12 @@ bf_status bf_gate_parse(const char *expr, bf_gate *out, bf_error *err);
  * cannot have, naming it and, for unknown names, the known ones. */
 bf_status bf_gates_eval(const json_t *doc, const bf_gate *g, size_t n, double *vals, int *ok, bf_error *err);
 
-/* JUnit XML, one testcase per gate (a suite of none when there are none). */
+/* JUnit XML in the dialect of Jenkins' junit-10.xsd (tests/api/junit-10.xsd
+ * is bitflip's rendition): one testsuite "bitflip", one testcase per gate
+ * (none when there are none), a <failure> in each gate that does not hold.
+ * Every suite carries tests, failures, errors (always 0), skipped (0) and
+ * time, every testcase time; times are 0: the gates are checked on a
+ * finished result, and the report is the same bytes for the same result. */
 void bf_gates_junit(FILE *f, const bf_gate *g, size_t n, const double *vals, const int *ok);
 
 #ifdef __cplusplus
