@@ -209,13 +209,13 @@ static int poisoned(bfd *d, const bfd_campaign_row *row)
         free(reasons);
         return 0;
     }
-    size_t n = strlen(reasons ? reasons : "") + 64;
+    static const char twice[] = "crashed twice, so it is not run again";
+    size_t n = strlen(reasons ? reasons : "") + sizeof twice + 32;
     char *why = malloc(n);
-    if (why) snprintf(why, n, "its workers died twice: %s", reasons ? reasons : "(reasons not recorded)");
-    if (bfd_campaign_finish(d->store, row->id, BFD_FAILED, bfd_now(), NULL, why ? why : "its workers died twice", NULL,
-                            &err) != BF_OK)
+    if (why) snprintf(why, n, "%s: %s", twice, reasons ? reasons : "(reasons not recorded)");
+    if (bfd_campaign_finish(d->store, row->id, BFD_FAILED, bfd_now(), NULL, why ? why : twice, NULL, &err) != BF_OK)
         bfd_log(d, "error", "campaign %s: recording its end failed: %s", row->id, err.msg);
-    bfd_log(d, "warn", "campaign %s failed instead of resuming: %s", row->id, why ? why : "its workers died twice");
+    bfd_log(d, "warn", "campaign %s failed instead of resuming: %s", row->id, why ? why : twice);
     free(why);
     free(reasons);
     return 1;

@@ -114,9 +114,10 @@ static void interpret(check *c, bfd_check_result *res)
         return;
     }
     if (c->signal || c->status != 0) {
+        /* "the parser was killed by SIGSEGV", "the parser exited with status 1" */
         bfd_exit_reason(c->status, c->signal, c->d->cfg.job_memory, how, sizeof how);
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser was %s", what, how);
-        if (!c->signal) snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser %s", what, how);
+        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser %s%s", what, c->signal ? "was " : "",
+                 how);
         return;
     }
     json_t *doc = c->payload ? json_loadb(c->payload, c->payload_len, 0, NULL) : NULL;

@@ -61,7 +61,6 @@ struct bfd_sched {
     size_t n_served;
     uint64_t clock;
     uv_timer_t *respawn;      /* its own allocation: it is closed after the scheduler is gone */
-    int64_t deaths;
 };
 
 static void dispatch(bfd_sched *s);
@@ -367,7 +366,7 @@ static void died(bfd_sched *s, wproc *w, int64_t status, int sig)
         snprintf(how, sizeof how, "worker %s", r);
     }
     snprintf(reason, sizeof reason, "chunk %d: %s", w->chunk, how);
-    s->deaths++;
+    bfd_metrics_worker_death(s->d->metrics);
     if (e->over) {   /* canceled or failed already: nothing to decide */
         store_inflight(s, e->id, -1);
         settle(s, w, 0);
@@ -382,11 +381,11 @@ static void died(bfd_sched *s, wproc *w, int64_t status, int sig)
                 e->id, err.msg);
         deaths = 2;
     }
-    bfd_log(s->d, "warn", "campaign %s: %s (death %d of 2 allowed)", e->id, reason, deaths);
+    bfd_log(s->d, "warn", "campaign %s: %s (death %d; a campaign fails at 2)", e->id, reason, deaths);
     if (deaths >= 2) {
         bfd_msg *m = msg_new(BFD_MSG_FAILED, e->id, w->chunk);
         char *text = malloc(strlen(reasons ? reasons : reason) + 64);
-        if (text) sprintf(text, "its workers died twice: %s", reasons ? reasons : reason);
+        if (text) sprintf(text, "crashed twice, so it is not run again: %s", reasons ? reasons : reason);
         if (m) m->error = text;
         else free(text);
         post(s, m);
@@ -626,9 +625,4 @@ void bfd_sched_load(bfd_sched *s, int *running, int *queued)
         *running += e->running;
         *queued += (int)(e->n_pending - e->head);
     }
-}
-
-int64_t bfd_sched_deaths(bfd_sched *s)
-{
-    return s ? s->deaths : 0;
 }

@@ -85,9 +85,6 @@ bfd_msg *bfd_sched_take(bfd_sched *s);
 /* Chunks running and queued, over all campaigns (for /ready and logs). */
 void bfd_sched_load(bfd_sched *s, int *running, int *queued);
 
-/* Worker processes that died while running a chunk, since the start. */
-int64_t bfd_sched_deaths(bfd_sched *s);
-
 /* job.c: a worker process's side. The cache keeps the last campaign's model,
  * dataset and engine state (its golden pass), since a worker usually takes
  * several chunks of one campaign in a row. */
