@@ -250,7 +250,11 @@ static void on_frame(bfd_sched *s, wproc *w, const char *payload, size_t len)
         m->done = json_integer_value(done);
         for (int k = 0; k < BF_OUTCOME_COUNT; k++) {
             json_t *v = json_array_get(oc, (size_t)k);
-            if (!json_is_integer(v) || json_integer_value(v) < 0) { free(m); kill_bad(w, "a malformed progress report"); goto out; }
+            if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                free(m);
+                kill_bad(w, "a malformed progress report");
+                goto out;
+            }
             m->outcomes[k] = json_integer_value(v);
         }
         if (!e->over) post(s, m);
@@ -273,11 +277,14 @@ static void on_frame(bfd_sched *s, wproc *w, const char *payload, size_t len)
         bfd_msg *m = msg_new(BFD_MSG_FAILED, e->id, w->chunk);
         if (m && !(m->error = strndup(why, 2000))) { free(m); m = NULL; }
         store_inflight(s, e->id, -1);
-        if (!e->over) post(s, m);
-        else bfd_msg_free(m);
-        e->over = 1;   /* one failure fails the campaign */
-        e->head = e->n_pending;
-        settle(s, w, 0);
+        if (m && !e->over) {   /* one failure fails the campaign */
+            post(s, m);
+            e->over = 1;
+            e->head = e->n_pending;
+        } else {
+            bfd_msg_free(m);   /* out of memory telling it: the chunk runs again, and fails again */
+        }
+        settle(s, w, !m);
         dispatch(s);
     } else if (!strcmp(t, "stopped")) {
         /* asked for (cancel), or a stop meant for the chunk before (see worker.c): then run it again */
@@ -295,7 +302,10 @@ static void on_bytes(bfd_sched *s, wproc *w, const char *buf, size_t n)
 {
     bf_error err = {0};
     if (w->bad) return;
-    if (bfd_frame_feed(&w->rd, buf, n, &err) != BF_OK) { kill_bad(w, err.status == BF_ERANGE ? "an oversized frame" : "a frame it could not keep"); return; }
+    if (bfd_frame_feed(&w->rd, buf, n, &err) != BF_OK) {
+        kill_bad(w, err.status == BF_ERANGE ? "an oversized frame" : "a frame the daemon could not keep");
+        return;
+    }
     char *p = NULL;
     size_t len = 0;
     int got;
