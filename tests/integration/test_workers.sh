@@ -4,7 +4,8 @@
 # recursing off its stack), a 300-byte model that asks for 4 GiB under a 1 GiB
 # job memory limit, workers killed by SIGSEGV mid-chunk (once: retried, same
 # result; twice: the campaign fails, with the reason), and the daemon itself
-# killed twice under a campaign (failed at the next start, never replayed).
+# killed twice under a campaign (failed at the next start, never replayed; a
+# SIGTERM between does not count).
 # usage: test_workers.sh BITFLIPD BITFLIP FIXTURES_DIR
 set -u
 BFD=$1 BF=$2 FIX=$3
@@ -147,7 +148,13 @@ spec "$MID" "$DID" 10000000 8 >"$tmp/poison.json"
 req poison_submit 202 "${JSON[@]}" --data-binary @"$tmp/poison.json" "$URL/v1/campaigns"
 CP=$(jget "j['id']")
 wait_running "$CP" 100 && ok || bad "poison campaign never got going"
+# a clean stop is no death: were it one, the first kill -9 below would be the second
+stop_daemon TERM
+eq poison_term_exit "$STOP_RC" 0
+start_daemon "$tmp/d" || exit 1
+wait_running "$CP" 1 && ok || bad "poison campaign did not resume after SIGTERM"
 kill -9 "$PID"; wait "$PID" 2>/dev/null
+: >"$tmp/daemon.log"
 start_daemon "$tmp/d" || exit 1
 grep -q "campaign $CP resumes" "$tmp/daemon.log" && ok || bad "one daemon death should resume the campaign"
 wait_running "$CP" 1 && ok || bad "resumed poison campaign never got going"
