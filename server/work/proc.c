@@ -274,9 +274,9 @@ bf_status bfd_proc_spawn(uv_loop_t *loop, uv_process_t *p, uv_exit_cb on_exit, c
     uv_process_options_t o = {.exit_cb = on_exit, .file = "/proc/self/exe", .args = argv, .stdio_count = 3,
                               .stdio = io};
 #ifdef BFD_SANITIZED
+    /* out of memory here: the child inherits our environment, without the limit */
     char *mine = NULL, **env = sanitizer_env(job_memory, &mine);
-    if (!env) return bf_error_set(err, BF_ENOMEM, "out of memory starting a worker");
-    o.env = env;
+    if (env) o.env = env;
 #endif
     int rc = uv_spawn(loop, p, &o);
 #ifdef BFD_SANITIZED
