@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "work/proc.h"
 
 void bfd_config_defaults(bfd_config *c)
 {
@@ -21,6 +22,7 @@ void bfd_config_defaults(bfd_config *c)
     c->tenant_queued = 100;
     c->heartbeat_seconds = 15;
     c->drain_seconds = 4;
+    c->job_memory = BFD_JOB_MEMORY_DEFAULT;   /* a large model's plan and golden cache fit */
 }
 
 void bfd_config_free(bfd_config *c)
@@ -89,6 +91,13 @@ bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err)
             else c->log_json = !strcmp(f, "json");
         } else if (!strcmp(key, "max_upload_bytes")) st = set_int(&c->max_upload_bytes, v, key, 1, INT64_MAX, err);
         else if (!strcmp(key, "max_json_bytes")) st = set_int(&c->max_json_bytes, v, key, 1, (int64_t)16 << 20, err);
+        else if (!strcmp(key, "job_memory")) {
+            if (json_is_string(v)) st = bfd_parse_size(json_string_value(v), &x, err);
+            else st = set_int(&x, v, key, BFD_JOB_MEMORY_MIN, INT64_MAX, err);
+            if (st == BF_OK && x < BFD_JOB_MEMORY_MIN)
+                st = bf_error_set(err, BF_EINVAL, "'job_memory' must be at least 128M");
+            if (st == BF_OK) c->job_memory = x;
+        }
         else if (!strcmp(key, "max_trials")) st = set_int(&c->max_trials, v, key, 1, INT64_MAX, err);
         else if (!strcmp(key, "max_connections")) { if ((st = set_int(&x, v, key, 1, 65536, err)) == BF_OK) c->max_connections = (int)x; }
         else if (!strcmp(key, "tenant_running")) { if ((st = set_int(&x, v, key, 1, 1024, err)) == BF_OK) c->tenant_running = (int)x; }
@@ -97,7 +106,7 @@ bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err)
             if (!json_is_number(v) || json_number_value(v) <= 0) st = bf_error_set(err, BF_EINVAL, "'heartbeat_seconds' must be a positive number");
             else c->heartbeat_seconds = json_number_value(v);
         } else {
-            st = bf_error_set(err, BF_EINVAL, "unknown key '%s' (known: listen, data_dir, workers, log_format, tokens_file, "
+            st = bf_error_set(err, BF_EINVAL, "unknown key '%s' (known: listen, data_dir, workers, job_memory, log_format, tokens_file, "
                               "max_upload_bytes, max_json_bytes, max_trials, max_connections, tenant_running, "
                               "tenant_queued, heartbeat_seconds)", key);
         }

@@ -1,10 +1,13 @@
 /* bitflipd — the daemon's shared state and its parts.
  *
- * Threads: one loop thread runs libuv, libmicrohttpd (external epoll: its fd
- * in a uv_poll, its timeout in a uv_timer), SQLite and every campaign's
- * in-memory state; worker threads only run trials (sched.h) and hand results
- * back through a locked queue and uv_async_send. So nothing here is locked
- * except the scheduler's queues, and nothing on the loop waits on a worker. */
+ * One thread runs libuv, libmicrohttpd (external epoll: its fd in a uv_poll,
+ * its timeout in a uv_timer), SQLite and every campaign's in-memory state.
+ * The engine runs in worker processes (work/proc.h): chunks on a pool of
+ * them (work/scheduler.h), upload checks in one-shot ones (work/check.h),
+ * each under the job memory limit, talking to the loop over pipes. So
+ * nothing here is locked, nothing on the loop waits on a worker, and a
+ * worker's crash is news for the loop, not the end of it. (libuv's thread
+ * pool still finishes uploads' files: fsync and rename, no parsing.) */
 #ifndef BFD_DAEMON_H
 #define BFD_DAEMON_H
 
@@ -24,7 +27,8 @@ typedef struct bfd_config {
     char host[256];           /* --listen HOST:PORT */
     int port;                 /* 0: an ephemeral port (printed at start) */
     char *data_dir;
-    int workers;              /* 0: every core */
+    int workers;              /* worker processes; 0: every core */
+    int64_t job_memory;       /* --job-memory: each worker's address-space limit, bytes */
     int log_json;             /* --log-format json */
     char *tokens_file;        /* tenant:token lines, hashed into the store at start */
     char *port_file;          /* write the bound port here (tests, scripts) */
@@ -55,7 +59,7 @@ typedef struct bfd {
     uv_timer_t mhd_timer;
     uv_timer_t heartbeat;
     uv_timer_t kick;          /* runs MHD on the next loop turn (never inside its callbacks) */
-    uv_async_t wake;          /* workers: news in the scheduler's outbox */
+    uv_async_t wake;          /* news in the scheduler's outbox */
     uv_signal_t sig_term, sig_int;
     uv_timer_t drain_timer;
     bfd_store *store;

@@ -11,11 +11,14 @@
 #include "work/campaigns.h"
 #include "daemon.h"
 #include "work/live.h"
+#include "work/proc.h"
 #include "work/scheduler.h"
+#include "work/worker.h"
 #include "http/sse.h"
 
 static const char usage[] =
-    "usage: bitflipd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--config FILE]\n"
+    "usage: bitflipd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--job-memory SIZE]\n"
+    "                [--config FILE]\n"
     "                [--log-format text|json] [--tokens-file FILE] [--port-file FILE]\n"
     "       bitflipd token create --tenant NAME [--data-dir DIR]\n"
     "       bitflipd --help | --version\n"
@@ -28,8 +31,10 @@ static const char usage[] =
     "                       Without tokens the daemon serves loopback only.\n"
     "  --data-dir DIR       where models, datasets, campaigns and results live\n"
     "                       (default ./bitflip-data): bitflip.db (SQLite) and blobs/\n"
-    "  --workers N          threads running trials (default: every core)\n"
-    "  --config FILE        JSON settings: listen, data_dir, workers, log_format, tokens_file,\n"
+    "  --workers N          worker processes running trials (default: every core)\n"
+    "  --job-memory SIZE    each worker's memory limit, e.g. 512M, 4G (default 4G); a\n"
+    "                       campaign over it fails with that reason, the daemon stays up\n"
+    "  --config FILE        JSON settings: listen, data_dir, workers, job_memory, log_format, tokens_file,\n"
     "                       max_upload_bytes, max_json_bytes, max_trials, max_connections,\n"
     "                       tenant_running, tenant_queued, heartbeat_seconds (flags win)\n"
     "  --log-format F       'text' (default) or 'json': one line per request\n"
@@ -167,10 +172,10 @@ static void on_signal(uv_signal_t *s, int signum)
     d->drain_started = bfd_mono();
     bfd_log(d, "info", "signal %d: draining (no new connections; running chunks stop; campaigns resume at next start)", signum);
     bfd_http_quiesce(d);
-    /* workers stop between trials; finished chunks are already checkpointed */
+    bfd_campaigns_on_wake(&d->wake);   /* checkpoints of chunks that finished just now */
+    /* the workers are killed; their chunks are redone at the next start */
     bfd_sched_free(d->sched);
     d->sched = NULL;
-    bfd_campaigns_on_wake(&d->wake);   /* checkpoints of chunks that finished just now */
     bfd_sse_heartbeat(d, 1);           /* event streams end; clients reconnect elsewhere */
     bfd_http_kick(d);
     uv_timer_start(&d->drain_timer, on_drained, 300, 0);
@@ -209,6 +214,11 @@ static int parse_flags(int argc, char **argv, bfd_config *c)
             long n = strtol(v, &end, 10);
             if (end == v || *end || n < 0 || n > 1024) return fail("--workers wants 0..1024 (0: every core), got '%s'%s", v, "");
             c->workers = (int)n;
+        } else if (!strcmp(a, "--job-memory")) {
+            int64_t m = 0;
+            if (bfd_parse_size(v, &m, &err) != BF_OK || m < BFD_JOB_MEMORY_MIN)
+                return fail("--job-memory wants a size of at least 128M (e.g. 512M, 4G), got '%s'%s", v, "");
+            c->job_memory = m;
         } else if (!strcmp(a, "--log-format")) {
             if (strcmp(v, "text") && strcmp(v, "json")) return fail("--log-format is 'text' or 'json', got '%s'%s", v, "");
             c->log_json = !strcmp(v, "json");
@@ -231,6 +241,9 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "token")) return cmd_token(argc, argv);
+    /* the hidden modes of the daemon's own children (work/proc.h) */
+    if (argc >= 2 && !strcmp(argv[1], "--worker")) return bfd_worker_main(argc, argv);
+    if (argc >= 3 && (!strcmp(argv[1], "--check-model") || !strcmp(argv[1], "--check-dataset"))) return bfd_check_main(argc, argv);
 
     bfd d = {0};
     uv_loop_t loop;
@@ -261,7 +274,7 @@ int main(int argc, char **argv)
     d.loop = &loop;
     uv_async_init(d.loop, &d.wake, on_wake);
     d.wake.data = &d;
-    if (bfd_sched_new(d.cfg.workers, d.cfg.tenant_running, &d.wake, &d.sched, &err) != BF_OK) goto fail;
+    if (bfd_sched_new(&d, &d.sched, &err) != BF_OK) goto fail;
     if (bfd_campaigns_resume(&d, &err) != BF_OK) goto fail;
     if (bfd_http_start(&d, &err) != BF_OK) goto fail;
 
@@ -284,9 +297,11 @@ int main(int argc, char **argv)
             goto fail;
         }
     }
-    bfd_log(&d, "info", "bitflipd %s listening on http://%s%s%s:%d (%d workers, data %s, %s)", BF_VERSION,
+    char jm[32];
+    bfd_size_text(d.cfg.job_memory, jm, sizeof jm);
+    bfd_log(&d, "info", "bitflipd %s listening on http://%s%s%s:%d (%d workers of %s each, data %s, %s)", BF_VERSION,
             strchr(d.cfg.host, ':') && d.cfg.host[0] != '[' ? "[" : "", d.cfg.host,
-            strchr(d.cfg.host, ':') && d.cfg.host[0] != '[' ? "]" : "", d.port, d.cfg.workers, d.cfg.data_dir,
+            strchr(d.cfg.host, ':') && d.cfg.host[0] != '[' ? "]" : "", d.port, d.cfg.workers, jm, d.cfg.data_dir,
             d.auth ? "bearer tokens required" : "no tokens: loopback only, one tenant 'default'");
     uv_run(d.loop, UV_RUN_DEFAULT);
     bfd_log(&d, "info", "stopped");

@@ -41,6 +41,7 @@ struct bfd_metrics {
     http_series *http;                       /* sorted by (route, code) */
     size_t n_http, cap_http;
     int64_t sse;
+    int64_t worker_deaths;
 };
 
 static const double trial_le[] = {1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10};
@@ -121,6 +122,13 @@ void bfd_metrics_sse(bfd_metrics *m, int delta)
 {
     pthread_mutex_lock(&m->mu);
     m->sse += delta;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void bfd_metrics_worker_death(bfd_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->worker_deaths++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -292,6 +300,10 @@ char *bfd_metrics_render(bfd_metrics *m, const int64_t campaigns[5], const char 
 
     family(&b, "bitflip_sse_clients", "gauge", "Event streams open now.");
     put(&b, "bitflip_sse_clients %" PRId64 "\n", m->sse);
+
+    family(&b, "bitflip_worker_deaths_total", "counter",
+           "Worker processes that died (a signal, or killed for a malformed message) while running a chunk.");
+    put(&b, "bitflip_worker_deaths_total %" PRId64 "\n", m->worker_deaths);
 
     family(&b, "bitflip_build_info", "gauge", "Version and commit of this bitflipd; always 1.");
     put(&b, "bitflip_build_info{version=\"");

@@ -25,6 +25,8 @@ void bfd_metrics_trial_seconds(bfd_metrics *m, double seconds_each, int64_t coun
 void bfd_metrics_queue_wait(bfd_metrics *m, double seconds);
 /* SSE clients connected now: +1 on open, -1 on close. */
 void bfd_metrics_sse(bfd_metrics *m, int delta);
+/* A worker process died while running a chunk. */
+void bfd_metrics_worker_death(bfd_metrics *m);
 
 /* The whole exposition (malloc'd; NULL when out of memory):
  *   bitflip_campaigns{state}            gauge, from `campaigns` (by bfd_state)
@@ -33,6 +35,7 @@ void bfd_metrics_sse(bfd_metrics *m, int delta);
  *   bitflip_queue_wait_seconds          histogram
  *   bitflip_http_requests_total{route,code}  counter
  *   bitflip_sse_clients                 gauge
+ *   bitflip_worker_deaths_total         counter
  *   bitflip_build_info{version,commit}  gauge, always 1
  * with # HELP and # TYPE lines; label values escaped as the format says. */
 char *bfd_metrics_render(bfd_metrics *m, const int64_t campaigns[5], const char *version, const char *commit);

@@ -1,12 +1,12 @@
-/* Models and datasets: uploads (checked off the loop), list, get, delete. */
+/* Models and datasets: uploads (checked by the engine in a child process),
+ * list, get, delete. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "bitflip/api/summary.h"
-#include "bitflip/bitflip.h"
 #include "work/campaigns.h"
+#include "work/check.h"
 #include "http/routes.h"
 
 static const char *kind_word(int k) { return k == BFD_DATASET ? "dataset" : "model"; }
@@ -36,7 +36,8 @@ static json_t *item_json(const bfd_item *it, int full)
     return j;
 }
 
-/* --- upload: finish the blob, load it with the engine, summarise ---------- */
+/* --- upload: finish the blob (thread pool: fsync and rename), check it with
+ * the engine (a child process, work/check.h), record, reply --------------- */
 
 typedef struct upload_work {
     uv_work_t req;
@@ -46,10 +47,8 @@ typedef struct upload_work {
     bfd_upload *up;
     char sha[65];
     int64_t size;
-    char *summary;            /* JSON text */
     bf_error err;
-    bf_status st;             /* of storing (EIO: 500) or of checking (4xx) */
-    int stored;
+    bf_status st;             /* of storing (a 500 if it fails) */
 } upload_work;
 
 static void upload_run(uv_work_t *w)
@@ -58,52 +57,35 @@ static void upload_run(uv_work_t *w)
     u->size = bfd_upload_size(u->up);
     u->st = bfd_upload_finish(u->up, u->sha, &u->err);
     u->up = NULL;
-    if (u->st != BF_OK) return;
-    u->stored = 1;
-    char *path = bfd_blob_path(u->d->blobs, u->sha);
-    if (!path) { u->st = bf_error_set(&u->err, BF_ENOMEM, "out of memory"); return; }
-    json_t *sum = NULL;
-    if (u->kind == BFD_MODEL) {
-        bf_model *m = NULL;
-        u->st = bf_model_load_file(path, &m, &u->err);
-        if (u->st == BF_OK) sum = bf_model_summary(m);
-        bf_model_free(m);
-    } else {
-        bf_dataset *ds = NULL;
-        u->st = bf_dataset_load_file(path, &ds, &u->err);
-        if (u->st == BF_OK) sum = bf_dataset_summary(ds);
-        bf_dataset_free(ds);
-    }
-    free(path);
-    if (u->st == BF_OK) {
-        u->summary = sum ? json_dumps(sum, JSON_COMPACT) : NULL;
-        if (!u->summary) u->st = bf_error_set(&u->err, BF_ENOMEM, "out of memory");
-    }
-    json_decref(sum);
 }
 
-static void upload_done(uv_work_t *w, int status)
+/* A file the engine refuses is not kept (unless someone else's copy is fine). */
+static void drop_blob(bfd *d, const char *sha)
 {
-    (void)status;
-    upload_work *u = w->data;
+    int64_t refs = 0;
+    if (bfd_blob_refs(d->store, sha, &refs, NULL) == BF_OK && refs == 0) bfd_blob_remove(d->blobs, sha, NULL);
+}
+
+static void checked(void *user, bfd_check_result *res)
+{
+    upload_work *u = user;
     bfd *d = u->d;
     bfd_req *r = u->r;
     bf_error err = {0};
     r->work = NULL;
-    if (u->st != BF_OK) {
-        if (u->stored) {   /* a file the engine refuses is not kept (unless someone else's copy is fine) */
-            int64_t refs = 0;
-            if (bfd_blob_refs(d->store, u->sha, &refs, &err) == BF_OK && refs == 0) bfd_blob_remove(d->blobs, u->sha, NULL);
-        }
-        if (!u->stored || u->st == BF_ENOMEM || u->st == BF_EIO)
-            bfd_reply_internal(r, "storing the upload", &u->err);
-        else
+    if (res->st != BF_OK) {
+        drop_blob(d, u->sha);
+        if (!res->refused) {
+            bf_error_set(&err, res->st, "%s", res->why);
+            bfd_reply_internal(r, "checking the upload", &err);
+        } else {
             bfd_reply_problem(r, 422, NULL, "not a %s bitflip can use: %s", u->kind == BFD_MODEL ? "valid ONNX model" :
-                              "valid safetensors eval set", u->err.msg);
+                              "valid safetensors eval set", res->why);
+        }
         goto out;
     }
     const char *name = bfd_req_arg(r, "name");
-    bfd_item it = {.tenant = r->tenant, .name = (char *)(name ? name : ""), .size = u->size, .summary_json = u->summary,
+    bfd_item it = {.tenant = r->tenant, .name = (char *)(name ? name : ""), .size = u->size, .summary_json = res->summary,
                    .created = bfd_now()};
     snprintf(it.id, sizeof it.id, "%s", u->sha);
     int existed = 0;
@@ -128,8 +110,34 @@ static void upload_done(uv_work_t *w, int status)
     bfd_item_clear(&got);
 out:
     bfd_req_resume(r);
-    free(u->summary);
     free(u);
+}
+
+static void upload_done(uv_work_t *w, int status)
+{
+    (void)status;
+    upload_work *u = w->data;
+    bfd *d = u->d;
+    bfd_req *r = u->r;
+    if (u->st != BF_OK) {
+        r->work = NULL;
+        bfd_reply_internal(r, "storing the upload", &u->err);
+        bfd_req_resume(r);
+        free(u);
+        return;
+    }
+    char *path = bfd_blob_path(d->blobs, u->sha);
+    bf_status st = path ? bfd_check_start(d, u->kind, path, checked, u, &u->err)
+                        : bf_error_set(&u->err, BF_ENOMEM, "out of memory");
+    free(path);
+    if (st != BF_OK) {
+        r->work = NULL;
+        drop_blob(d, u->sha);
+        bfd_reply_header(r, "Retry-After", "1");
+        bfd_reply_problem(r, 503, NULL, "cannot check the upload now (%s); retry", u->err.msg);
+        bfd_req_resume(r);
+        free(u);
+    }
 }
 
 void bfd_h_item_upload(bfd *d, bfd_req *r)

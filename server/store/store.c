@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define BUSY_TIMEOUT_MS 5000   /* `bitflipd token` may hold the lock briefly */
 
 static const char schema_v1[] =
@@ -43,6 +43,14 @@ static const char schema_v1[] =
     "  idx INTEGER NOT NULL, result_json TEXT NOT NULL,"
     "  PRIMARY KEY (campaign_id, idx)) WITHOUT ROWID;"
     "CREATE TABLE tokens (hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;";
+
+/* v2: worker deaths per campaign (store_death.c). `inflight` counts chunks
+ * handed to workers and not yet back, so a restart can tell a daemon that
+ * died mid-chunk (a death) from one that was stopped cleanly (not one). */
+static const char schema_v2[] =
+    "ALTER TABLE campaigns ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE campaigns ADD COLUMN death_reasons TEXT;"
+    "ALTER TABLE campaigns ADD COLUMN inflight INTEGER NOT NULL DEFAULT 0;";
 
 /* --- helpers shared with store_campaign.c */
 
@@ -203,10 +211,12 @@ static bf_status migrate(bfd_store *s, bf_error *err)
                           s->path, version, SCHEMA_VERSION);
         goto out;
     }
-    if (version == 0) {   /* future versions: one step per version from here */
-        if ((st = exec_sql(s, schema_v1, "cannot create the schema", err))) goto out;
-        if ((st = exec_sql(s, "PRAGMA user_version = 1", "cannot set the schema version", err))) goto out;
-    }
+    /* one step per version, each from the one before */
+    if (version < 1 && (st = exec_sql(s, schema_v1, "cannot create the schema", err))) goto out;
+    if (version < 2 && (st = exec_sql(s, schema_v2, "cannot add the worker-death columns", err))) goto out;
+    if (version < SCHEMA_VERSION &&
+        (st = exec_sql(s, "PRAGMA user_version = 2", "cannot set the schema version", err)))
+        goto out;
     st = bfd__commit(s, err);
 
 out:

@@ -117,6 +117,28 @@ bf_status bfd_chunk_put(bfd_store *s, const char *campaign_id, int idx, const ch
 bf_status bfd_chunk_list(bfd_store *s, const char *campaign_id, int **idx, char ***json, size_t *n, bf_error *err);
 void bfd_chunk_list_free(int *idx, char **json, size_t n);
 
+/* --- worker deaths: what keeps a poison campaign from crashing forever ---
+ *
+ * A campaign whose workers died twice is failed, never run a third time.
+ * Deaths are counted here, durably, before the daemon decides (retry or
+ * fail), and chunks handed to workers are counted as in flight, so that a
+ * daemon that died itself (the OOM killer took it, kill -9) is seen at the
+ * next start as one death of every campaign that had chunks in flight. */
+
+/* One more (+1) or one fewer (-1) chunk of the campaign on a worker; the
+ * count never goes below 0. */
+bf_status bfd_campaign_inflight(bfd_store *s, const char *id, int delta, bf_error *err);
+/* Every campaign's in-flight count to 0: a clean shutdown stopped them. */
+bf_status bfd_campaign_inflight_clear(bfd_store *s, bf_error *err);
+/* Records a death of the campaign's worker, and why: deaths + 1, `reason`
+ * appended to the reasons ("; " between), in flight one fewer (`all`: none,
+ * for the deaths a restart finds). *deaths and *reasons (malloc'd) are the
+ * new totals. */
+bf_status bfd_campaign_death(bfd_store *s, const char *id, const char *reason, int all, int *deaths, char **reasons,
+                             bf_error *err);
+/* The campaign's deaths and chunks in flight. */
+bf_status bfd_campaign_deaths(bfd_store *s, const char *id, int *deaths, int *inflight, bf_error *err);
+
 /* --- tokens ------------------------------------------------------------- */
 
 /* Stores the hash of a token (see auth.h) for `tenant`. */

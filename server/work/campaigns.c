@@ -186,6 +186,41 @@ bf_status bfd_campaigns_start(bfd *d, const bfd_campaign_row *row, bf_error *err
     return start(d, row, NULL, NULL, 0, err);
 }
 
+/* A campaign that had chunks in flight when the daemon last stopped saw
+ * the daemon die (a clean stop clears them): that is one death, as a
+ * worker's would be. Returns 1 when the campaign has died twice and was
+ * failed here instead of being resumed into a third crash. */
+static int poisoned(bfd *d, const bfd_campaign_row *row)
+{
+    int deaths = 0, inflight = 0;
+    char *reasons = NULL;
+    bf_error err = {0};
+    if (bfd_campaign_deaths(d->store, row->id, &deaths, &inflight, &err) != BF_OK) {
+        bfd_log(d, "error", "campaign %s: reading its worker deaths: %s", row->id, err.msg);
+        return 0;
+    }
+    if (inflight > 0 &&
+        bfd_campaign_death(d->store, row->id, "the daemon died while chunks of this campaign ran (killed, or out of memory?)",
+                           1, &deaths, &reasons, &err) != BF_OK) {
+        bfd_log(d, "error", "campaign %s: recording the daemon's death: %s", row->id, err.msg);
+        return 0;
+    }
+    if (deaths < 2) {
+        free(reasons);
+        return 0;
+    }
+    static const char twice[] = "crashed twice, so it is not run again";
+    size_t n = strlen(reasons ? reasons : "") + sizeof twice + 32;
+    char *why = malloc(n);
+    if (why) snprintf(why, n, "%s: %s", twice, reasons ? reasons : "(reasons not recorded)");
+    if (bfd_campaign_finish(d->store, row->id, BFD_FAILED, bfd_now(), NULL, why ? why : twice, NULL, &err) != BF_OK)
+        bfd_log(d, "error", "campaign %s: recording its end failed: %s", row->id, err.msg);
+    bfd_log(d, "warn", "campaign %s failed instead of resuming: %s", row->id, why ? why : twice);
+    free(why);
+    free(reasons);
+    return 1;
+}
+
 bf_status bfd_campaigns_resume(bfd *d, bf_error *err)
 {
     bfd_campaign_row *rows = NULL;
@@ -193,6 +228,7 @@ bf_status bfd_campaigns_resume(bfd *d, bf_error *err)
     bf_status st = bfd_campaign_unfinished(d->store, &rows, &n, err);
     if (st != BF_OK) return st;
     for (size_t i = 0; i < n && st == BF_OK; i++) {
+        if (poisoned(d, &rows[i])) continue;
         int *idx = NULL;
         char **json = NULL;
         size_t k = 0;

@@ -1,4 +1,4 @@
-/* bitflipd — the scheduler and its worker threads.
+/* bitflipd — the scheduler and its worker processes.
  *
  * A campaign is cut into n_chunks chunks: chunk i runs the trials t with
  * t % n_chunks == i (a shard, in the engine's terms), so finished chunks
@@ -8,11 +8,18 @@
  * most `tenant_running` campaigns started at once. Within a tenant, started
  * campaigns finish before new ones start.
  *
- * Workers never touch the loop: what they have to say (a campaign started,
- * a chunk's progress, a chunk done with its result document, failed or
- * stopped) goes into a locked outbox, then uv_async_send; the loop takes the
- * whole outbox at once (sends coalesce). The loop side (everything but the
- * worker threads) calls these functions from the loop thread only. */
+ * Workers are processes (proc.h, worker.c), a pool of cfg.workers kept
+ * full: a chunk is sent down a worker's stdin, its progress and outcome come
+ * back on its stdout. Everything here runs on the loop thread. What the
+ * campaigns need to hear (a campaign started, a chunk's progress, a chunk
+ * done with its result document, failed or stopped) goes into an outbox and
+ * a uv_async_send, so the loop handles it on its next turn, never from
+ * inside the scheduler's own callbacks.
+ *
+ * A worker that dies (a signal, or a malformed message that gets it killed)
+ * costs its chunk: the death is recorded in the store first (store.h,
+ * "worker deaths"), then the chunk runs again on a new worker; at the
+ * campaign's second death the campaign fails with the reasons. */
 #ifndef BFD_SCHEDULER_H
 #define BFD_SCHEDULER_H
 
@@ -59,8 +66,11 @@ typedef struct bfd_msg {
 
 void bfd_msg_free(bfd_msg *list);
 
-bf_status bfd_sched_new(int workers, int tenant_running, uv_async_t *wake, bfd_sched **out, bf_error *err);
-/* Stops every running chunk (they report STOPPED), joins the workers, frees. */
+struct bfd;
+/* Starts d->cfg.workers worker processes on d->loop; news goes to d->wake. */
+bf_status bfd_sched_new(struct bfd *d, bfd_sched **out, bf_error *err);
+/* A clean stop: kills the workers (their chunks are redone at the next
+ * start, which does not count this as a death), frees. */
 void bfd_sched_free(bfd_sched *s);
 
 /* Queues the chunks `pending` of a campaign (a resumed one may have fewer
@@ -75,7 +85,7 @@ bfd_msg *bfd_sched_take(bfd_sched *s);
 /* Chunks running and queued, over all campaigns (for /ready and logs). */
 void bfd_sched_load(bfd_sched *s, int *running, int *queued);
 
-/* job.c: a worker's side. The cache keeps the last campaign's model,
+/* job.c: a worker process's side. The cache keeps the last campaign's model,
  * dataset and engine state (its golden pass), since a worker usually takes
  * several chunks of one campaign in a row. */
 typedef struct bfd_worker_cache bfd_worker_cache;

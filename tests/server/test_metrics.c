@@ -163,7 +163,7 @@ static void empty_exposition_is_well_formed(void **state)
     (void)state;
     bfd_metrics *m = new_metrics();
     char *text = render(m);
-    assert_int_equal(check_exposition(text), 7);
+    assert_int_equal(check_exposition(text), 8);
     static const char *const families[][2] = {
         {"bitflip_campaigns", "gauge"},
         {"bitflip_trials_total", "counter"},
@@ -171,6 +171,7 @@ static void empty_exposition_is_well_formed(void **state)
         {"bitflip_queue_wait_seconds", "histogram"},
         {"bitflip_http_requests_total", "counter"},
         {"bitflip_sse_clients", "gauge"},
+        {"bitflip_worker_deaths_total", "counter"},
         {"bitflip_build_info", "gauge"},
     };
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
