@@ -1,6 +1,8 @@
 /* bitflipd: the REST daemon. `bitflipd --help` says what it takes. */
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,27 +16,17 @@
 #include "work/scheduler.h"
 #include "http/sse.h"
 
-static const char usage[] =
-    "usage: bitflipd [--listen HOST:PORT] [--data-dir DIR] [--workers N] [--config FILE]\n"
-    "                [--log-format text|json] [--tokens-file FILE] [--port-file FILE]\n"
+static const char usage_head[] =
+    "usage: bitflipd [OPTION]...\n"
+    "       bitflipd --check [--data-dir DIR]\n"
     "       bitflipd token create --tenant NAME [--data-dir DIR]\n"
-    "       bitflipd --help | --version\n"
     "\n"
     "bitflip's fault-injection service: upload an ONNX model and an eval set, submit\n"
     "campaigns, follow them live (Server-Sent Events), fetch results. The REST API is\n"
-    "described at GET /v1/openapi.yaml; docs/SERVICE.md walks through it with curl.\n"
-    "\n"
-    "  --listen HOST:PORT   address to serve (default 127.0.0.1:8080; port 0 = any free port).\n"
-    "                       Without tokens the daemon serves loopback only.\n"
-    "  --data-dir DIR       where models, datasets, campaigns and results live\n"
-    "                       (default ./bitflip-data): bitflip.db (SQLite) and blobs/\n"
-    "  --workers N          threads running trials (default: every core)\n"
-    "  --config FILE        JSON settings: listen, data_dir, workers, log_format, tokens_file,\n"
-    "                       max_upload_bytes, max_json_bytes, max_trials, max_connections,\n"
-    "                       tenant_running, tenant_queued, heartbeat_seconds (flags win)\n"
-    "  --log-format F       'text' (default) or 'json': one line per request\n"
-    "  --tokens-file FILE   'tenant:token' lines, added to the daemon's tokens at start\n"
-    "  --port-file FILE     write the port actually bound (for --listen HOST:0)\n"
+    "described at GET /v1/openapi.yaml; docs/SERVICE.md walks through it with curl,\n"
+    "docs/LIMITS.md lists every limit. Options take '--opt VALUE' or '--opt=VALUE'.\n"
+    "\n";
+static const char usage_tail[] =
     "\n"
     "  token create         make a bearer token for a tenant; it is printed once and only\n"
     "                       its hash is stored. With any token, every /v1 call needs one,\n"
@@ -43,11 +35,47 @@ static const char usage[] =
     "SIGTERM or SIGINT: stop accepting, stop running chunks, exit; queued and running\n"
     "campaigns continue at the next start from their last finished chunk.\n";
 
-static int fail(const char *fmt, const char *a, const char *b)
+/* --help from the option table, each with its default, wrapped to 80 columns. */
+static void print_usage(void)
 {
+    bfd_config def;
+    bfd_config_defaults(&def);
+    fputs(usage_head, stdout);
+    for (const bfd_option *o = bfd_options; o->name; o++) {
+        char left[64], val[64], text[512];
+        snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        bfd_option_show(&def, o, val, sizeof val);
+        if (!strcmp(o->name, "data-dir")) snprintf(val, sizeof val, "./bitflip-data");
+        if (o->type == BFD_OPT_ACTION || !val[0]) snprintf(text, sizeof text, "%s", o->help);
+        else snprintf(text, sizeof text, "%s (default %s)", o->help, val);
+        printf("  %-26s", left);
+        int col = 28;
+        if (strlen(left) > 25) { printf("\n%28s", ""); }
+        for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) {
+            int n = (int)strlen(w);
+            if (col > 28 && col + 1 + n > 79) { printf("\n%28s", ""); col = 28; }
+            printf("%s%s", col > 28 ? " " : "", w);
+            col += n + (col > 28);
+        }
+        putchar('\n');
+    }
+    fputs(usage_tail, stdout);
+    bfd_config_free(&def);
+}
+
+static int fail(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
     fputs("bitflipd: ", stderr);
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
     return 2;
 }
 
@@ -72,26 +100,37 @@ static bf_status open_store(const char *dir, bfd_store **s, bf_error *err)
 static int cmd_token(int argc, char **argv)
 {
     const char *tenant = NULL, *dir = "bitflip-data";
+    static const struct option opts[] = {
+        {"tenant", required_argument, NULL, 't'},
+        {"data-dir", required_argument, NULL, 'd'},
+        {NULL, 0, NULL, 0},
+    };
     if (argc < 3 || strcmp(argv[2], "create"))
-        return fail("%s%s", "usage: bitflipd token create --tenant NAME [--data-dir DIR]", "");
-    for (int i = 3; i < argc; i++) {
-        if (!strcmp(argv[i], "--tenant") && i + 1 < argc) tenant = argv[++i];
-        else if (!strcmp(argv[i], "--data-dir") && i + 1 < argc) dir = argv[++i];
-        else return fail("token create: unknown or incomplete option '%s'%s", argv[i], "");
+        return fail("usage: bitflipd token create --tenant NAME [--data-dir DIR]");
+    /* argv[2] ("create") stands in for the program name */
+    int c, sub_argc = argc - 2;
+    char **sub_argv = argv + 2;
+    opterr = 0;
+    optind = 0;
+    while ((c = getopt_long(sub_argc, sub_argv, "", opts, NULL)) != -1) {
+        if (c == 't') tenant = optarg;
+        else if (c == 'd') dir = optarg;
+        else return fail("token create: unknown or incomplete option '%s'", sub_argv[optind - 1]);
     }
-    if (!tenant) return fail("token create: which tenant? add --tenant NAME%s%s", "", "");
-    if (!bfd_tenant_valid(tenant)) return fail("token create: tenant '%s' must be 1..64 of A-Z a-z 0-9 . _ -%s", tenant, "");
+    if (optind < sub_argc) return fail("token create: unexpected argument '%s'", sub_argv[optind]);
+    if (!tenant) return fail("token create: which tenant? add --tenant NAME");
+    if (!bfd_tenant_valid(tenant)) return fail("token create: tenant '%s' must be 1..64 of A-Z a-z 0-9 . _ -", tenant);
     bf_error err = {0};
     bfd_store *s = NULL;
     char tok[BFD_TOKEN_LEN + 1], hash[65];
     if (open_store(dir, &s, &err) != BF_OK || bfd_token_new(tok, &err) != BF_OK) {
         bfd_store_close(s);
-        return fail("token create: %s%s", err.msg, "");
+        return fail("token create: %s", err.msg);
     }
     bfd_token_hash(tok, hash);
     bf_status st = bfd_token_put(s, hash, tenant, &err);
     bfd_store_close(s);
-    if (st != BF_OK) return fail("token create: %s%s", err.msg, "");
+    if (st != BF_OK) return fail("token create: %s", err.msg);
     printf("%s\n", tok);
     fprintf(stderr, "bitflipd: token for tenant '%s' stored (hashed) in %s; it is shown only this once.\n"
                     "Use it as: curl -H 'Authorization: Bearer %.8s...' ...\n", tenant, dir, tok);
@@ -187,39 +226,60 @@ static void on_wake(uv_async_t *a)
     if (d->sched) bfd_campaigns_on_wake(a);
 }
 
-static int parse_flags(int argc, char **argv, bfd_config *c)
+#define OPT_BASE 256   /* getopt_long's val for bfd_options[i] is OPT_BASE + i */
+
+/* getopt_long's table from bfd_options (at most `cap` rows with the end). */
+static void long_options(struct option *lo, size_t cap)
+{
+    size_t n = 0;
+    for (const bfd_option *o = bfd_options; o->name && n + 1 < cap; o++, n++)
+        lo[n] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL, OPT_BASE + (int)n};
+    lo[n] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* Returns 0 to run, -1 when done (--help, --version), 2 on a usage error. */
+static int parse_flags(int argc, char **argv, bfd_config *c, int *check)
 {
     bf_error err = {0};
-    /* the config file first, so flags win whatever their order */
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--config") && bfd_config_load(c, argv[i + 1], &err) != BF_OK) return fail("%s%s", err.msg, "");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(usage, stdout); return -1; }
-        if (!strcmp(a, "--version")) { printf("bitflipd %s (%s)\n", BF_VERSION, BFD_COMMIT); return -1; }
-        if (!v) return fail("%s needs a value (see --help)%s", a, "");
-        char **dst = NULL;
-        if (!strcmp(a, "--config")) { i++; continue; }
-        else if (!strcmp(a, "--listen")) { if (bfd_parse_listen(c, v, &err) != BF_OK) return fail("%s%s", err.msg, ""); }
-        else if (!strcmp(a, "--data-dir")) dst = &c->data_dir;
-        else if (!strcmp(a, "--tokens-file")) dst = &c->tokens_file;
-        else if (!strcmp(a, "--port-file")) dst = &c->port_file;
-        else if (!strcmp(a, "--workers")) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (end == v || *end || n < 0 || n > 1024) return fail("--workers wants 0..1024 (0: every core), got '%s'%s", v, "");
-            c->workers = (int)n;
-        } else if (!strcmp(a, "--log-format")) {
-            if (strcmp(v, "text") && strcmp(v, "json")) return fail("--log-format is 'text' or 'json', got '%s'%s", v, "");
-            c->log_json = !strcmp(v, "json");
-        } else return fail("unknown option '%s' (see --help)%s", a, "");
-        if (dst) {
-            free(*dst);
-            if (!(*dst = strdup(v))) return fail("out of memory%s%s", "", "");
-        }
-        i++;
+    struct option lo[64];
+    long_options(lo, sizeof lo / sizeof lo[0]);
+    int ch, idx;
+    /* two passes: the config file first, so flags win whatever their order */
+    opterr = 0;
+    optind = 0;
+    while ((ch = getopt_long(argc, argv, "h", lo, &idx)) != -1) {
+        if (ch >= OPT_BASE && !strcmp(bfd_options[ch - OPT_BASE].name, "config") &&
+            bfd_config_load(c, optarg, &err) != BF_OK)
+            return fail("%s", err.msg);
     }
-    if (!c->data_dir && !(c->data_dir = strdup("bitflip-data"))) return fail("out of memory%s%s", "", "");
+    optind = 0;
+    while ((ch = getopt_long(argc, argv, "h", lo, &idx)) != -1) {
+        if (ch == 'h') { print_usage(); return -1; }
+        if (ch < OPT_BASE) {   /* '?': unknown, or a value missing */
+            const char *a = argv[optind - 1];
+            for (const bfd_option *o = bfd_options; o->name; o++)
+                if (o->arg && !strncmp(a, "--", 2) && !strcmp(a + 2, o->name))
+                    return fail("%s needs a value (see --help)", a);
+            return fail("unknown option '%s' (see --help)", a);
+        }
+        const bfd_option *o = &bfd_options[ch - OPT_BASE];
+        if (o->type != BFD_OPT_ACTION) {
+            if (bfd_option_set(c, o, optarg, &err) != BF_OK) return fail("%s", err.msg);
+        } else if (!strcmp(o->name, "help")) {
+            print_usage();
+            return -1;
+        } else if (!strcmp(o->name, "version")) {
+            printf("bitflipd %s (%s)\n", BF_VERSION, BFD_COMMIT);
+            return -1;
+        } else if (!strcmp(o->name, "check")) {
+            *check = 1;
+        }   /* --config: done above */
+    }
+    if (optind < argc) return fail("unexpected argument '%s' (see --help)", argv[optind]);
+    if (!c->data_dir && !(c->data_dir = strdup("bitflip-data"))) return fail("out of memory");
+    if (!c->tls_cert != !c->tls_key)
+        return fail("%s needs %s too (a certificate and its private key)", c->tls_cert ? "--tls-cert" : "--tls-key",
+                    c->tls_cert ? "--tls-key" : "--tls-cert");
     if (c->workers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         c->workers = n > 0 ? (int)n : 1;
@@ -235,9 +295,9 @@ int main(int argc, char **argv)
     bfd d = {0};
     uv_loop_t loop;
     bf_error err = {0};
-    int rc = 3, loop_ok = 0;
+    int rc = 3, loop_ok = 0, check = 0;
     bfd_config_defaults(&d.cfg);
-    int pr = parse_flags(argc, argv, &d.cfg);
+    int pr = parse_flags(argc, argv, &d.cfg, &check);
     if (pr != 0) { bfd_config_free(&d.cfg); return pr < 0 ? 0 : pr; }
 
     d.started = bfd_now();
