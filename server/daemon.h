@@ -107,7 +107,7 @@ typedef struct bfd {
     int draining;             /* SIGTERM seen: refuse new work, ready = 503 */
     double drain_started;
     int port;                 /* bound */
-    int connections;          /* open now (past cfg.max_connections: 503) */
+    int connections;          /* open now (past cfg.max_connections: 503, see BFD_CONN_RESERVE) */
     int suspended;            /* requests waiting on work off the loop (uploads being checked) */
     double started;
 } bfd;
@@ -120,6 +120,15 @@ void bfd_log(const bfd *d, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Connections past cfg.max_connections still get a 503 with a reason, up to
+ * this many more; past that libmicrohttpd stops accepting until one closes
+ * (new ones wait in the kernel's listen queue). */
+#define BFD_CONN_RESERVE 16
+/* Descriptors kept for everything but connections: SQLite's three, the
+ * listen socket, epoll, libuv's own, an upload's temp file, blob reads,
+ * workers' pipes (this plus 4 per worker). */
+#define BFD_FD_HEADROOM 128
 
 /* http.c: the libmicrohttpd side. */
 bf_status bfd_http_start(bfd *d, bf_error *err);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -177,6 +178,42 @@ static int is_loopback(const char *host)
     return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "[::1]") || !strcmp(host, "localhost");
 }
 
+/* Raises the soft descriptor limit to the hard one (as nginx's
+ * worker_rlimit_nofile does): the default soft 1024 would cap connections
+ * far below what the loop can serve. Then fits max_connections under it,
+ * with room for the reserve that still gets a 503 and for everything else
+ * the daemon opens (BFD_FD_HEADROOM). */
+static void fit_fd_limit(bfd *d)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        bfd_log(d, "warn", "cannot read the descriptor limit: %s", strerror(errno));
+        return;
+    }
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            bfd_log(d, "warn", "cannot raise the descriptor limit from %llu to %llu: %s", (unsigned long long)was,
+                    (unsigned long long)want, strerror(errno));
+            rl.rlim_cur = was;
+        }
+    }
+    long long have = rl.rlim_cur == RLIM_INFINITY ? (long long)1 << 30 : (long long)rl.rlim_cur;
+    long long other = BFD_CONN_RESERVE + BFD_FD_HEADROOM + 4LL * d->cfg.workers;
+    long long fit = have - other;
+    bfd_log(d, "info", "descriptor limit %lld (was %llu, hard %llu): room for %lld connections", have,
+            (unsigned long long)was, (unsigned long long)rl.rlim_max, fit > 0 ? fit : 0);
+    if (d->cfg.max_connections > fit) {
+        int lowered = fit > 1 ? (int)fit : 1;
+        bfd_log(d, "warn", "--max-connections %d does not fit under the descriptor limit %lld (%lld kept for files, "
+                "workers and the 503 reserve): serving %d; raise the hard limit (ulimit -Hn, LimitNOFILE=, "
+                "docker --ulimit nofile=) for more", d->cfg.max_connections, have, other, lowered);
+        d->cfg.max_connections = lowered;
+    }
+}
+
 /* --- shutdown ---------------------------------------------------------- */
 
 static void on_close_walk(uv_handle_t *h, void *arg)
@@ -323,6 +360,7 @@ int main(int argc, char **argv)
     d.wake.data = &d;
     if (bfd_sched_new(d.cfg.workers, d.cfg.tenant_running, &d.wake, &d.sched, &err) != BF_OK) goto fail;
     if (bfd_campaigns_resume(&d, &err) != BF_OK) goto fail;
+    fit_fd_limit(&d);
     if (bfd_http_start(&d, &err) != BF_OK) goto fail;
 
     uv_signal_init(d.loop, &d.sig_term);

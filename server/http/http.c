@@ -186,8 +186,8 @@ static int begin(bfd *d, bfd_req *r)
 {
     int other = 0;
     if (d->connections > d->cfg.max_connections) {
-        /* libmicrohttpd's own cap sits a little higher, so that past ours a
-         * client still gets a reason rather than a closed socket */
+        /* libmicrohttpd's own cap sits BFD_CONN_RESERVE higher, so that past
+         * ours a client still gets a reason rather than a closed socket */
         bfd_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
         bfd_reply_problem(r, 503, NULL, "too many connections (%d; this daemon serves %d at once); retry shortly",
                           d->connections, d->cfg.max_connections);
@@ -458,8 +458,9 @@ bf_status bfd_http_start(bfd *d, bf_error *err)
     d->mhd = MHD_start_daemon(flags, (uint16_t)d->cfg.port, NULL, NULL, on_request, d, MHD_OPTION_EXTERNAL_LOGGER,
                               mhd_log, d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED,
                               on_completed, d, MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections + 16,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)(d->cfg.max_connections + BFD_CONN_RESERVE),
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections_per_ip,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout, MHD_OPTION_END);
     if (!d->mhd)
         return bf_error_set(err, BF_EIO, "cannot listen on %s:%d (in use, or not an address of this machine?)", h,
                             d->cfg.port);
