@@ -9,6 +9,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       libjansson-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
       libsqlite3-dev libcurl4-openssl-dev curl
+      libssl-dev openssl   # libcrypto (SHA-256, constant-time compares); the CLI makes test certificates
       python3-jsonschema)   # checks api/campaign.schema.json against the C validator
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy

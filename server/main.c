@@ -124,11 +124,11 @@ static int cmd_token(int argc, char **argv)
     bf_error err = {0};
     bfd_store *s = NULL;
     char tok[BFD_TOKEN_LEN + 1], hash[65];
-    if (open_store(dir, &s, &err) != BF_OK || bfd_token_new(tok, &err) != BF_OK) {
+    if (open_store(dir, &s, &err) != BF_OK || bfd_token_new(tok, &err) != BF_OK ||
+        bfd_token_hash(tok, hash, &err) != BF_OK) {
         bfd_store_close(s);
         return fail("token create: %s", err.msg);
     }
-    bfd_token_hash(tok, hash);
     bf_status st = bfd_token_put(s, hash, tenant, &err);
     bfd_store_close(s);
     if (st != BF_OK) return fail("token create: %s", err.msg);
@@ -157,7 +157,7 @@ static bf_status load_tokens_file(bfd *d, const char *path, bf_error *err)
         if (!bfd_tenant_valid(line)) { st = bf_error_set(err, BF_EFORMAT, "%s:%d: tenant '%s' must be 1..64 of A-Z a-z 0-9 . _ -", path, lineno, line); break; }
         if (strlen(tok) < 16) { st = bf_error_set(err, BF_EFORMAT, "%s:%d: token shorter than 16 characters", path, lineno); break; }
         char hash[65], *have = NULL;
-        bfd_token_hash(tok, hash);
+        if ((st = bfd_token_hash(tok, hash, err)) != BF_OK) break;
         /* the file is read at every start: a token already stored is fine, one
          * stored for another tenant is a mistake worth stopping for */
         st = bfd_token_lookup(d->store, hash, &have, err);

@@ -168,9 +168,9 @@ static int authenticate(bfd *d, bfd_req *r)
     const char *tok = h + 7;
     while (*tok == ' ') tok++;
     char hash[65];
-    bfd_token_hash(tok, hash);
     bf_error err = {0};
-    bf_status st = bfd_token_lookup(d->store, hash, &r->tenant, &err);
+    bf_status st = bfd_token_hash(tok, hash, &err);
+    if (st == BF_OK) st = bfd_token_lookup(d->store, hash, &r->tenant, &err);
     if (st == BF_ENOTFOUND) {
         bfd_reply_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"bitflip\", error=\"invalid_token\"");
         bfd_reply_problem(r, 401, NULL, "the bearer token is not one this daemon issued (or it was revoked)");

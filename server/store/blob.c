@@ -180,13 +180,15 @@ bf_status bfd_upload_begin(bfd_blobs *b, bfd_upload **out, bf_error *err)
         goto out;
     }
     u->b = b;
+    u->fd = -1;
+    if ((st = bfd_sha256_init(&u->sha, err))) goto out;
     if ((st = temp_file(u->path, &u->fd, err))) goto out;
-    bfd_sha256_init(&u->sha);
     *out = u;
     u = NULL;
 
 out:
     if (u) {
+        bfd_sha256_free(&u->sha);
         free(u->path);
         free(u);
     }
@@ -201,7 +203,10 @@ bf_status bfd_upload_write(bfd_upload *u, const void *data, size_t len, bf_error
         u->failed = 1;
         return st;
     }
-    bfd_sha256_update(&u->sha, data, len);
+    if ((st = bfd_sha256_update(&u->sha, data, len, err))) {
+        u->failed = 1;
+        return st;
+    }
     u->size += (int64_t)len;
     return BF_OK;
 }
@@ -225,7 +230,7 @@ bf_status bfd_upload_finish(bfd_upload *u, char sha_hex[65], bf_error *err)
     st = sync_close(u->fd, u->path, err);
     u->fd = -1;
     if (st) goto out;
-    bfd_sha256_final(&u->sha, digest);
+    if ((st = bfd_sha256_final(&u->sha, digest, err))) goto out;
     bfd_hex(digest, sizeof digest, sha_hex);
     memcpy(prefix, sha_hex, 2);
     prefix[2] = '\0';
@@ -256,6 +261,7 @@ out:
 void bfd_upload_abort(bfd_upload *u)
 {
     if (!u) return;
+    bfd_sha256_free(&u->sha);
     if (u->fd >= 0) close(u->fd);
     if (u->path) {
         unlink(u->path);

@@ -9,11 +9,15 @@
  * the others take BEGIN IMMEDIATE. */
 #include "store/store_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/sha256.h"
+
 #define SCHEMA_VERSION 1
-#define BUSY_TIMEOUT_MS 5000   /* `bitflipd token` may hold the lock briefly */
+#define BUSY_TIMEOUT_MS 5000
+#define TOKEN_PREFIX 8         /* hex digits of a token hash the index narrows by */   /* `bitflipd token` may hold the lock briefly */
 
 static const char schema_v1[] =
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
@@ -306,19 +310,36 @@ bf_status bfd_token_lookup(bfd_store *s, const char *hash_hex, char **tenant, bf
     bf_status st = BF_OK;
     sqlite3_stmt *q = NULL;
     int rc;
+    char lo[TOKEN_PREFIX + 1], hi[TOKEN_PREFIX + 2];
     *tenant = NULL;
-    if ((st = bfd__stmt(s, ST_TOKEN_LOOKUP, "SELECT tenant FROM tokens WHERE hash = ?1", &q, err))) goto out;
-    if ((rc = bfd__bind_text(q, 1, hash_hex))) {
+    if (strlen(hash_hex) != 64) return bf_error_set(err, BF_ENOTFOUND, "unknown token");
+    /* The index finds candidates by the hash's first digits (hashes are hex,
+     * so [P, P+"g") holds exactly those starting with P); the whole hash is
+     * then compared in constant time, so how long a lookup takes says
+     * nothing about how close a guess came to a stored hash. */
+    memcpy(lo, hash_hex, TOKEN_PREFIX);
+    lo[TOKEN_PREFIX] = '\0';
+    snprintf(hi, sizeof hi, "%sg", lo);
+    if ((st = bfd__stmt(s, ST_TOKEN_LOOKUP, "SELECT hash, tenant FROM tokens WHERE hash >= ?1 AND hash < ?2", &q,
+                        err)))
+        goto out;
+    if ((rc = bfd__bind_text(q, 1, lo)) || (rc = bfd__bind_text(q, 2, hi))) {
         st = bfd__fail(s, rc, "cannot bind a token lookup", err);
         goto out;
     }
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_DONE)
+    int found = 0;
+    while (!found && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *h = (const char *)sqlite3_column_text(q, 0);
+        if (h && sqlite3_column_bytes(q, 0) == 64 && bfd_digest_equal(h, hash_hex)) found = 1;
+    }
+    if (found) {
+        if (bfd__col_text(q, 1, tenant) || !*tenant)
+            st = bf_error_set(err, BF_ENOMEM, "%s: out of memory reading a token's tenant", s->path);
+    } else if (rc == SQLITE_DONE) {
         st = bf_error_set(err, BF_ENOTFOUND, "unknown token");   /* never echo a credential */
-    else if (rc != SQLITE_ROW)
+    } else {
         st = bfd__fail(s, rc, "cannot look up a token", err);
-    else if (bfd__col_text(q, 0, tenant) || !*tenant)
-        st = bf_error_set(err, BF_ENOMEM, "%s: out of memory reading a token's tenant", s->path);
+    }
 
 out:
     bfd__release(q);

@@ -590,11 +590,11 @@ static void test_tokens(void **state)
 
     /* the hash is sha256 of the token text (digest from Python's hashlib) */
     char known[] = "bft_0000000000000000000000000000000000000000000000000000000000000000";
-    bfd_token_hash(known, h1);
+    assert_int_equal(bfd_token_hash(known, h1, &err), BF_OK);
     assert_string_equal(h1, "3c1d0a93187a12329af53bc922b575f0e195daa52ee4fafc257172e52bf63abd");
 
-    bfd_token_hash(t1, h1);
-    bfd_token_hash(t2, h2);
+    assert_int_equal(bfd_token_hash(t1, h1, &err), BF_OK);
+    assert_int_equal(bfd_token_hash(t2, h2, &err), BF_OK);
     assert_int_equal(bfd_token_count(f->s, &count, &err), BF_OK);
     assert_int_equal(count, 0);
     assert_int_equal(bfd_token_put(f->s, h1, "alice", &err), BF_OK);
@@ -612,6 +612,21 @@ static void test_tokens(void **state)
     assert_null(tenant);
     assert_null(strstr(err.msg, t1));
     assert_int_equal(bfd_token_put(f->s, h1, "mallory", &err), BF_EINVAL);
+
+    /* hashes sharing the leading digits the index narrows by are told apart
+     * by the whole (constant-time) compare */
+    char near[65];
+    memcpy(near, h1, sizeof near);
+    near[63] = near[63] == '0' ? '1' : '0';
+    assert_int_equal(bfd_token_lookup(f->s, near, &tenant, &err), BF_ENOTFOUND);
+    assert_int_equal(bfd_token_put(f->s, near, "carol", &err), BF_OK);
+    assert_int_equal(bfd_token_lookup(f->s, near, &tenant, &err), BF_OK);
+    assert_string_equal(tenant, "carol");
+    free(tenant);
+    assert_int_equal(bfd_token_lookup(f->s, h1, &tenant, &err), BF_OK);
+    assert_string_equal(tenant, "alice");
+    free(tenant);
+    assert_int_equal(bfd_token_lookup(f->s, "abc", &tenant, &err), BF_ENOTFOUND);
 }
 
 static void test_tenant_names_and_random_hex(void **state)
