@@ -107,6 +107,7 @@ typedef struct bfd {
     int draining;             /* SIGTERM seen: refuse new work, ready = 503 */
     double drain_started;
     int port;                 /* bound */
+    char *tls_cert_pem, *tls_key_pem;   /* the files' text, for libmicrohttpd (http.c) */
     int connections;          /* open now (past cfg.max_connections: 503, see BFD_CONN_RESERVE) */
     int suspended;            /* requests waiting on work off the loop (uploads being checked) */
     double started;

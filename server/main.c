@@ -351,6 +351,16 @@ int main(int argc, char **argv)
         rc = 2;
         goto fail;
     }
+    if (!is_loopback(d.cfg.host) && !d.cfg.tls_cert && !d.cfg.insecure_http) {
+        bf_error_set(&err, BF_EINVAL, "refusing to serve %s over plain HTTP: bearer tokens would cross the network in "
+                     "clear text. Give --tls-cert FILE --tls-key FILE, or --insecure-http when TLS is terminated in "
+                     "front of the daemon or the network is trusted", d.cfg.host);
+        rc = 2;
+        goto fail;
+    }
+    if (!is_loopback(d.cfg.host) && !d.cfg.tls_cert)
+        bfd_log(&d, "warn", "--insecure-http: serving %s over plain HTTP; bearer tokens, models and results cross the "
+                "network in clear text, readable and reusable by anyone on the path", d.cfg.host);
     d.on_event = bfd_sse_notify;
     if (bfd_metrics_new(&d.metrics, &err) != BF_OK || bfd_live_new(&d.live, &err) != BF_OK) goto fail;
     if (uv_loop_init(&loop) != 0) { bf_error_set(&err, BF_EIO, "cannot start the event loop"); goto fail; }
@@ -382,7 +392,11 @@ int main(int argc, char **argv)
             goto fail;
         }
     }
-    bfd_log(&d, "info", "bitflipd %s listening on http://%s%s%s:%d (%d workers, data %s, %s)", BF_VERSION,
+    bfd_log(&d, "info", "connections: at most %d (%d per address%s), idle ones closed after %d s",
+            d.cfg.max_connections, d.cfg.max_connections_per_ip, d.cfg.max_connections_per_ip ? "" : ": no limit",
+            d.cfg.idle_timeout);
+    bfd_log(&d, "info", "bitflipd %s listening on %s://%s%s%s:%d (%d workers, data %s, %s)", BF_VERSION,
+            d.cfg.tls_cert ? "https" : "http",
             strchr(d.cfg.host, ':') && d.cfg.host[0] != '[' ? "[" : "", d.cfg.host,
             strchr(d.cfg.host, ':') && d.cfg.host[0] != '[' ? "]" : "", d.port, d.cfg.workers, d.cfg.data_dir,
             d.auth ? "bearer tokens required" : "no tokens: loopback only, one tenant 'default'");

@@ -4,6 +4,7 @@
 #include "http/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -429,6 +430,42 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     bfd_log(cls, "warn", "http: %s", buf);
 }
 
+/* A PEM file's text, NUL-terminated; certificates and keys are small, so
+ * anything past 1 MiB is the wrong file. */
+static bf_status read_pem(const char *path, const char *what, char **out, bf_error *err)
+{
+    enum { PEM_MAX = 1 << 20 };
+    bf_status st = BF_OK;
+    char *buf = NULL;
+    size_t n = 0;
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return bf_error_set(err, BF_EIO, "%s %s: %s", what, path, strerror(errno));
+    if (!(buf = malloc(PEM_MAX + 1))) { st = bf_error_set(err, BF_ENOMEM, "%s %s: out of memory", what, path); goto out; }
+    n = fread(buf, 1, PEM_MAX + 1, f);
+    if (ferror(f)) { st = bf_error_set(err, BF_EIO, "%s %s: cannot read: %s", what, path, strerror(errno)); goto out; }
+    if (n > PEM_MAX) { st = bf_error_set(err, BF_EINVAL, "%s %s: larger than 1 MiB, not a PEM file", what, path); goto out; }
+    buf[n] = '\0';
+    if (!strstr(buf, "-----BEGIN ")) { st = bf_error_set(err, BF_EINVAL, "%s %s: not PEM (no -----BEGIN line)", what, path); goto out; }
+    *out = buf;
+    buf = NULL;
+out:
+    if (buf) {
+        memset(buf, 0, n < PEM_MAX ? n : PEM_MAX);   /* may hold a private key */
+        free(buf);
+    }
+    fclose(f);
+    return st;
+}
+
+static void free_pem(char **pem)
+{
+    if (!*pem) return;
+    memset(*pem, 0, strlen(*pem));   /* a private key should not linger in freed memory */
+    free(*pem);
+    *pem = NULL;
+}
+
 bf_status bfd_http_start(bfd *d, bf_error *err)
 {
     struct sockaddr_storage ss = {0};
@@ -455,12 +492,35 @@ bf_status bfd_http_start(bfd *d, bf_error *err)
         return bf_error_set(err, BF_EINVAL, "--listen: '%s' is not an IP address (use 127.0.0.1, 0.0.0.0, ::1 ...)", h);
     }
     (void)len;
+    /* TLS: libmicrohttpd's GnuTLS support, the certificate and key given as
+     * text; with neither, the array is empty */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (d->cfg.tls_cert) {
+        bf_status st;
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            return bf_error_set(err, BF_EUNSUPPORTED, "--tls-cert: this libmicrohttpd was built without TLS (GnuTLS); "
+                                "install one that has it (Debian's libmicrohttpd12 does) or terminate TLS in a proxy");
+        if ((st = read_pem(d->cfg.tls_cert, "--tls-cert", &d->tls_cert_pem, err)) ||
+            (st = read_pem(d->cfg.tls_key, "--tls-key", &d->tls_key_pem, err))) {
+            free_pem(&d->tls_cert_pem);
+            free_pem(&d->tls_key_pem);
+            return st;
+        }
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, d->tls_cert_pem};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, d->tls_key_pem};
+        flags |= MHD_USE_TLS;
+    }
     d->mhd = MHD_start_daemon(flags, (uint16_t)d->cfg.port, NULL, NULL, on_request, d, MHD_OPTION_EXTERNAL_LOGGER,
                               mhd_log, d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED,
                               on_completed, d, MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(d->cfg.max_connections + BFD_CONN_RESERVE),
                               MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections_per_ip,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout, MHD_OPTION_END);
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout, MHD_OPTION_ARRAY,
+                              tls, MHD_OPTION_END);
+    if (!d->mhd && d->cfg.tls_cert)
+        return bf_error_set(err, BF_EIO, "cannot start HTTPS on %s:%d with --tls-cert %s and --tls-key %s (the port in "
+                            "use, or the certificate or key unreadable to GnuTLS, or a key that is not the "
+                            "certificate's: see the http: line above)", h, d->cfg.port, d->cfg.tls_cert, d->cfg.tls_key);
     if (!d->mhd)
         return bf_error_set(err, BF_EIO, "cannot listen on %s:%d (in use, or not an address of this machine?)", h,
                             d->cfg.port);
@@ -488,10 +548,13 @@ void bfd_http_quiesce(bfd *d)
 
 void bfd_http_stop(bfd *d)
 {
-    if (!d->mhd) return;
-    uv_poll_stop(&d->mhd_poll);
-    uv_timer_stop(&d->mhd_timer);
-    uv_timer_stop(&d->kick);
-    MHD_stop_daemon(d->mhd);
-    d->mhd = NULL;
+    if (d->mhd) {
+        uv_poll_stop(&d->mhd_poll);
+        uv_timer_stop(&d->mhd_timer);
+        uv_timer_stop(&d->kick);
+        MHD_stop_daemon(d->mhd);
+        d->mhd = NULL;
+    }
+    free_pem(&d->tls_cert_pem);
+    free_pem(&d->tls_key_pem);
 }
