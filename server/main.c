@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "http/auth.h"
+#include "store/check.h"
 #include "work/campaigns.h"
 #include "daemon.h"
 #include "work/live.h"
@@ -336,6 +337,15 @@ int main(int argc, char **argv)
     bfd_config_defaults(&d.cfg);
     int pr = parse_flags(argc, argv, &d.cfg, &check);
     if (pr != 0) { bfd_config_free(&d.cfg); return pr < 0 ? 0 : pr; }
+    if (check) {   /* before anything opens (and so creates) the data dir */
+        int problems = 0;
+        if (bfd_check_data_dir(d.cfg.data_dir, stdout, &problems, &err) != BF_OK) {
+            fprintf(stderr, "bitflipd --check: %s\n", err.msg);
+            problems = 1;
+        }
+        bfd_config_free(&d.cfg);
+        return problems ? 1 : 0;
+    }
 
     d.started = bfd_now();
     int64_t ntok = 0;
@@ -385,10 +395,11 @@ int main(int argc, char **argv)
     uv_timer_init(d.loop, &d.drain_timer);
     d.drain_timer.data = &d;
 
-    if (d.cfg.port_file) {
-        FILE *f = fopen(d.cfg.port_file, "w");
-        if (!f || fprintf(f, "%d\n", d.port) < 0 || fclose(f) != 0) {
-            bf_error_set(&err, BF_EIO, "cannot write --port-file %s", d.cfg.port_file);
+    if (d.cfg.port_file) {   /* atomically: a script polling the file never reads half a number */
+        char text[16];
+        int n = snprintf(text, sizeof text, "%d\n", d.port);
+        if (bfd_write_atomic(d.cfg.port_file, text, (size_t)n, &err) != BF_OK) {
+            bf_error_prefix(&err, "--port-file");
             goto fail;
         }
     }

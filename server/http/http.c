@@ -97,6 +97,7 @@ static const char *status_title(int status)
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 507: return "Insufficient Storage";
     default: return "Error";
     }
 }
@@ -121,6 +122,12 @@ void bfd_reply_problem(bfd_req *r, int status, json_t *errors, const char *fmt, 
 void bfd_reply_internal(bfd_req *r, const char *what, const bf_error *err)
 {
     bfd_log(r->d, "error", "%s %s: %s: %s", r->method, r->path, what, err && err->msg[0] ? err->msg : "?");
+    if (bfd_error_disk_full(err)) {   /* not a bug: the operator's disk, and the client may retry later */
+        bfd_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "60");
+        bfd_reply_problem(r, 507, NULL, "%s: the daemon's disk is full; nothing already stored was lost, and this "
+                          "request changed nothing. Retry once space is freed", what);
+        return;
+    }
     bfd_reply_problem(r, 500, NULL, "%s: %s", what, err && err->msg[0] ? err->msg : "unexpected failure");
 }
 
@@ -259,7 +266,7 @@ static enum MHD_Result consume(bfd *d, bfd_req *r, const char *data, size_t n)
                               (long long)d->cfg.max_upload_bytes, r->method, r->route->path);
             r->body_failed = 1;
         } else if (bfd_upload_write(r->upload, data, n, &err) != BF_OK) {
-            bfd_reply_internal(r, "storing the upload", &err);
+            bfd_reply_internal(r, "storing the upload", &err);   /* 507 on a full disk */
             r->body_failed = 1;
         }
         if (r->body_failed) { bfd_upload_abort(r->upload); r->upload = NULL; }

@@ -13,9 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/blob.h"
 #include "store/sha256.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
+#define BFD_XSTR(x) #x
+#define BFD_STR(x) BFD_XSTR(x)
 #define BUSY_TIMEOUT_MS 5000
 #define TOKEN_PREFIX 8         /* hex digits of a token hash the index narrows by */   /* `bitflipd token` may hold the lock briefly */
 
@@ -48,6 +51,9 @@ static const char schema_v1[] =
     "  PRIMARY KEY (campaign_id, idx)) WITHOUT ROWID;"
     "CREATE TABLE tokens (hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;";
 
+/* v2: items whose blob no longer matches its sha256 (store_item.c) */
+static const char schema_v2[] = "ALTER TABLE items ADD COLUMN corrupt INTEGER NOT NULL DEFAULT 0;";
+
 /* --- helpers shared with store_campaign.c */
 
 bf_status bfd__fail(bfd_store *s, int rc, const char *what, bf_error *err)
@@ -60,7 +66,9 @@ bf_status bfd__fail(bfd_store *s, int rc, const char *what, bf_error *err)
     case SQLITE_CONSTRAINT: st = BF_EINVAL; break;
     default: st = BF_EIO; break;
     }
-    return bf_error_set(err, st, "%s: %s: %s", s->path, what, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    /* a full disk is the operator's to fix, and the client's reply says so (507) */
+    return bf_error_set(err, st, "%s%s: %s: %s", (rc & 0xff) == SQLITE_FULL ? BFD_DISK_FULL : "", s->path, what,
+                        s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 }
 
 bf_status bfd__stmt(bfd_store *s, enum bfd__stmt_id id, const char *sql, sqlite3_stmt **out, bf_error *err)
@@ -192,8 +200,9 @@ static bf_status user_version(bfd_store *s, int *version, bf_error *err)
     return st;
 }
 
-/* Creates the schema on a new database, in one transaction with setting its
- * version, so a crash cannot leave half a schema that claims to be whole. */
+/* Creates the schema on a new database, or brings an older one up to date,
+ * in one transaction with setting its version, so a crash cannot leave half
+ * a schema that claims to be whole. */
 static bf_status migrate(bfd_store *s, bf_error *err)
 {
     bf_status st = BF_OK;
@@ -207,10 +216,12 @@ static bf_status migrate(bfd_store *s, bf_error *err)
                           s->path, version, SCHEMA_VERSION);
         goto out;
     }
-    if (version == 0) {   /* future versions: one step per version from here */
-        if ((st = exec_sql(s, schema_v1, "cannot create the schema", err))) goto out;
-        if ((st = exec_sql(s, "PRAGMA user_version = 1", "cannot set the schema version", err))) goto out;
-    }
+    if (version < 1 && (st = exec_sql(s, schema_v1, "cannot create the schema", err))) goto out;
+    if (version < 2 && (st = exec_sql(s, schema_v2, "cannot add items.corrupt (schema 2)", err))) goto out;
+    /* future versions: one step per version above */
+    if (version < SCHEMA_VERSION &&
+        (st = exec_sql(s, "PRAGMA user_version = " BFD_STR(SCHEMA_VERSION), "cannot set the schema version", err)))
+        goto out;
     st = bfd__commit(s, err);
 
 out:

@@ -743,6 +743,92 @@ static void test_newer_schema_refused(void **state)
     assert_non_null(strstr(err.msg, "99"));
 }
 
+/* --- corrupt blobs */
+
+static int corrupt_of(bfd_store *s, bfd_kind k, const char *tenant, const char *id)
+{
+    bfd_item it;
+    bf_error err = {0};
+    assert_int_equal(bfd_item_get(s, k, tenant, id, &it, &err), BF_OK);
+    int c = it.corrupt;
+    bfd_item_clear(&it);
+    return c;
+}
+
+static void test_corrupt_mark_and_heal(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    int existed = -1;
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", NULL);
+    put_item(f->s, BFD_MODEL, "bob", ID_A, "m", NULL);
+    put_item(f->s, BFD_DATASET, "alice", ID_A, "d", NULL);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    /* one blob, every tenant's row of that kind */
+    assert_int_equal(bfd_item_mark_corrupt(f->s, BFD_MODEL, ID_A, &err), BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "bob", ID_A), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_DATASET, "alice", ID_A), 0);
+    bfd_item *items = NULL;
+    size_t n = 0;
+    int more = 0;
+    assert_int_equal(bfd_item_list(f->s, BFD_MODEL, "bob", 0, 10, &items, &n, &more, &err), BF_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(items[0].corrupt, 1);
+    bfd_item_list_free(items, n);
+    /* uploading the bytes again (by anyone) rewrites the blob: all rows heal */
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", &existed);
+    assert_int_equal(existed, 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "bob", ID_A), 0);
+    assert_int_equal(bfd_item_mark_corrupt(f->s, 7, ID_A, &err), BF_EINVAL);
+}
+
+static void test_finish_marks_corrupt(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", NULL);
+    put_item(f->s, BFD_DATASET, "alice", ID_B, "d", NULL);
+    bfd_campaign_row r = campaign("c0000000000000001", "alice");
+    insert(f->s, &r);
+    /* the message as a worker's bfd_blob_verify words it, with context before it */
+    assert_int_equal(bfd_campaign_finish(f->s, r.id, BFD_FAILED, 1.0, NULL,
+                                         "chunk 2: dataset blob " ID_B " is corrupt (sha256 mismatch): its bytes hash to "
+                                         "0123456789abcdef... now",
+                                         NULL, &err),
+                     BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_DATASET, "alice", ID_B), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    /* other failures mark nothing */
+    bfd_campaign_row r2 = campaign("c0000000000000002", "alice");
+    insert(f->s, &r2);
+    assert_int_equal(bfd_campaign_finish(f->s, r2.id, BFD_FAILED, 1.0, NULL, "model blob " ID_A " is fine", NULL, &err),
+                     BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+}
+
+/* A database from before items.corrupt (schema 1) gains it, 0 for all. */
+static void test_schema_1_upgraded(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", NULL);
+    bfd_store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE items DROP COLUMN corrupt; PRAGMA user_version = 1", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(bfd_store_open(f->db, &f->s, &err), BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    assert_int_equal(bfd_item_mark_corrupt(f->s, BFD_MODEL, ID_A, &err), BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
+    reopen(f);   /* now at 2: opening again changes nothing */
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
+}
+
 static void test_unopenable_path(void **state)
 {
     fx *f = *state;
@@ -776,6 +862,9 @@ int main(void)
         T(test_garbage_file_refused),
         T(test_newer_schema_refused),
         T(test_unopenable_path),
+        T(test_corrupt_mark_and_heal),
+        T(test_finish_marks_corrupt),
+        T(test_schema_1_upgraded),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
