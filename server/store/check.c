@@ -117,7 +117,7 @@ static bf_status check_orphans(const char *blobs, const ref *refs, size_t n_refs
             int named = strlen(f->d_name) == 64 && !strncmp(f->d_name, e->d_name, 2);
             if (named) {
                 memcpy(key.id, f->d_name, 65);
-                named = bsearch(&key, refs, n_refs, sizeof *refs, ref_cmp) != NULL;
+                named = n_refs && bsearch(&key, refs, n_refs, sizeof *refs, ref_cmp);   /* bsearch wants an array */
             }
             if (!named) problem(out, n, "orphan", "%s/%s: no model or dataset names this file", path, f->d_name);
         }
