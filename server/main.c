@@ -403,6 +403,9 @@ int main(int argc, char **argv)
             goto fail;
         }
     }
+    if (d.cfg.idle_timeout <= d.cfg.heartbeat_seconds)
+        bfd_log(&d, "warn", "--idle-timeout %d is not longer than --heartbeat-seconds %g: a proxy that times out "
+                "like the daemon would cut event streams between heartbeats", d.cfg.idle_timeout, d.cfg.heartbeat_seconds);
     bfd_log(&d, "info", "connections: at most %d (%d per address%s), idle ones closed after %d s",
             d.cfg.max_connections, d.cfg.max_connections_per_ip, d.cfg.max_connections_per_ip ? "" : ": no limit",
             d.cfg.idle_timeout);
