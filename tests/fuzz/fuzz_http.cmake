@@ -10,3 +10,5 @@ target_link_libraries(fuzz_http PRIVATE bitflipd-lib)
 target_compile_definitions(fuzz_http PRIVATE BF_FIXTURES="${PROJECT_SOURCE_DIR}/tests/fixtures")
 target_compile_options(fuzz_http PRIVATE -fsanitize=fuzzer)
 target_link_options(fuzz_http PRIVATE -fsanitize=fuzzer)
+# Every seed once, as a test of the fuzz build (seconds).
+add_test(NAME fuzz_http_seeds COMMAND fuzz_http -runs=0 -close_fd_mask=2 ${CMAKE_CURRENT_LIST_DIR}/corpus/http)
