@@ -21,6 +21,7 @@
  * libFuzzer's (and the sanitizers') output. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <ftw.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -58,6 +59,22 @@ static void die(const char *what, const bf_error *err)
 {
     fprintf(stderr, "fuzz_http: %s: %s\n", what, err && err->msg[0] ? err->msg : "failed");
     abort();
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)type;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* libFuzzer ends with exit(): the temp data dir goes with it (the daemon's
+ * threads are not joined, so only files are touched here). */
+static void remove_data_dir(void)
+{
+    nftw(data_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void on_wake(uv_async_t *a)
@@ -143,6 +160,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     bf_error err = {0};
     char path[4096], hash[65];
     if (!mkdtemp(data_dir)) die("mkdtemp", NULL);
+    atexit(remove_data_dir);
     bfd_config_defaults(&d.cfg);
     d.cfg.port = 0;
     d.cfg.workers = 1;
