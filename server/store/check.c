@@ -152,7 +152,7 @@ bf_status bfd_check_data_dir(const char *dir, FILE *out, int *problems, bf_error
     }
     if ((st = check_orphans(blobs, refs, n_refs, out, &n, err))) goto out;
     if (n) fprintf(out, "%d problem%s in %s\n", n, n == 1 ? "" : "s", dir);
-    else fprintf(out, "clean: database ok, %zu blob%s verified against their sha256\n", verified, verified == 1 ? "" : "s");
+    else fprintf(out, "clean: database ok, %zu blob%s verified (sha256 matches the name)\n", verified, verified == 1 ? "" : "s");
     *problems = n;
 
 out:
