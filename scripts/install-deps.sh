@@ -9,6 +9,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       libjansson-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
       libsqlite3-dev libcurl4-openssl-dev curl
+      libssl-dev openssl    # libcrypto (SHA-256, constant-time compares); the CLI makes test certificates
       python3-jsonschema    # checks api/campaign.schema.json against the C validator
       python3-yaml          # reads api/openapi.yaml in tests/integration/openapi_check.py
       libxml2-utils)        # xmllint: the JUnit XML against tests/api/junit-10.xsd

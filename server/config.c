@@ -1,6 +1,9 @@
 /* Defaults, the JSON config file, time and the log line. */
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,37 @@
 
 #include "daemon.h"
 #include "work/proc.h"
+
+#define F(field) offsetof(bfd_config, field)
+
+/* One row per option, in --help order. */
+const bfd_option bfd_options[] = {
+    {"listen", "HOST:PORT", BFD_OPT_LISTEN, 0, 0, 0, "address to serve (port 0: any free port); a non-loopback address needs tokens, and TLS or --insecure-http"},
+    {"data-dir", "DIR", BFD_OPT_STR, F(data_dir), 0, 0, "models, datasets, campaigns, results: bitflip.db (SQLite) and blobs/"},
+    {"workers", "N", BFD_OPT_INT, F(workers), 0, 1024, "threads running trials (0: every core)"},
+    {"config", "FILE", BFD_OPT_ACTION, 0, 0, 0, "JSON settings: any option below as a key with '_' for '-' (\"max_upload_bytes\": 1000000); flags win"},
+    {"log-format", "text|json", BFD_OPT_LOGFMT, 0, 0, 0, "one line per request, as text or JSON"},
+    {"tokens-file", "FILE", BFD_OPT_STR, F(tokens_file), 0, 0, "'tenant:token' lines, added to the daemon's tokens at start"},
+    {"port-file", "FILE", BFD_OPT_STR, F(port_file), 0, 0, "write the port actually bound (for --listen HOST:0)"},
+    {"tls-cert", "FILE", BFD_OPT_STR, F(tls_cert), 0, 0, "serve HTTPS with this PEM certificate (chain); needs --tls-key"},
+    {"tls-key", "FILE", BFD_OPT_STR, F(tls_key), 0, 0, "the certificate's PEM private key"},
+    {"insecure-http", NULL, BFD_OPT_SWITCH, F(insecure_http), 0, 0, "allow plain HTTP on a non-loopback address (tokens then cross the network in clear text)"},
+    {"max-upload-bytes", "N", BFD_OPT_BYTES, F(max_upload_bytes), 1, 9.2e18, "largest model or dataset upload (413 past it); K, M, G suffixes"},
+    {"max-json-bytes", "N", BFD_OPT_BYTES, F(max_json_bytes), 1, 16 << 20, "largest campaign spec (413 past it)"},
+    {"job-memory", "N", BFD_OPT_BYTES, F(job_memory), BFD_JOB_MEMORY_MIN, 9.2e18, "each worker's memory limit (address space): a campaign whose plan needs more is refused (422); K, M, G suffixes"},
+    {"max-trials", "N", BFD_OPT_I64, F(max_trials), 1, 9.2e18, "most trials in one campaign (422 past it)"},
+    {"max-connections", "N", BFD_OPT_INT, F(max_connections), 1, 1000000, "connections open at once (503 past it; lowered to fit the descriptor limit)"},
+    {"max-connections-per-ip", "N", BFD_OPT_INT, F(max_connections_per_ip), 0, 1000000, "connections open at once from one address (closed at once past it; 0: no limit)"},
+    {"idle-timeout", "SECONDS", BFD_OPT_INT, F(idle_timeout), 1, 86400, "a connection silent this long is closed (event streams send heartbeats)"},
+    {"tenant-running", "N", BFD_OPT_INT, F(tenant_running), 1, 1024, "campaigns one tenant runs at once (more wait, queued)"},
+    {"tenant-queued", "N", BFD_OPT_INT, F(tenant_queued), 1, 1000000, "campaigns one tenant may have queued (429 past it)"},
+    {"heartbeat-seconds", "SECONDS", BFD_OPT_SECONDS, F(heartbeat_seconds), 0.05, 3600, "comment lines on quiet event streams (keep proxies from closing them)"},
+    {"drain-seconds", "SECONDS", BFD_OPT_SECONDS, F(drain_seconds), 0, 3600, "SIGTERM: how long uploads being checked may take to finish"},
+    {"check", NULL, BFD_OPT_ACTION, 0, 0, 0, "verify the data dir (SQLite integrity, every blob against its sha256), print what is wrong, exit 0 if clean, 1 if not"},
+    {"help", NULL, BFD_OPT_ACTION, 0, 0, 0, "this text"},
+    {"version", NULL, BFD_OPT_ACTION, 0, 0, 0, "version and commit"},
+    {NULL, NULL, 0, 0, 0, 0, NULL},
+};
 
 void bfd_config_defaults(bfd_config *c)
 {
@@ -17,7 +51,13 @@ void bfd_config_defaults(bfd_config *c)
     c->max_upload_bytes = (int64_t)1 << 30;   /* 1 GiB: models with large embedding tables */
     c->max_json_bytes = (int64_t)16 << 20;    /* the spec parser's own limit */
     c->max_trials = 10000000;
-    c->max_connections = 1024;                /* SSE streams hold one each */
+    /* an idle connection costs a descriptor and ~1 KiB: thousands are cheap
+     * once the descriptor limit is raised (main.c), and SSE streams hold one each */
+    c->max_connections = 4096;
+    /* one address (a CI runner, a NAT) may hold a sixteenth: a flood from one
+     * machine leaves room for everyone else */
+    c->max_connections_per_ip = 256;
+    c->idle_timeout = 60;                     /* > heartbeat_seconds: streams never look idle */
     c->tenant_running = 2;
     c->tenant_queued = 100;
     c->heartbeat_seconds = 15;
@@ -30,7 +70,9 @@ void bfd_config_free(bfd_config *c)
     free(c->data_dir);
     free(c->tokens_file);
     free(c->port_file);
-    c->data_dir = c->tokens_file = c->port_file = NULL;
+    free(c->tls_cert);
+    free(c->tls_key);
+    c->data_dir = c->tokens_file = c->port_file = c->tls_cert = c->tls_key = NULL;
 }
 
 /* HOST:PORT, [v6]:PORT, or :PORT */
@@ -50,22 +92,110 @@ bf_status bfd_parse_listen(bfd_config *c, const char *s, bf_error *err)
     return BF_OK;
 }
 
-static bf_status set_str(char **dst, const json_t *v, const char *key, bf_error *err)
+/* An integer with an optional binary suffix (K, M, G, T; "KiB" and "k" too). */
+static int parse_bytes(const char *v, int64_t *out)
 {
-    if (!json_is_string(v)) return bf_error_set(err, BF_EINVAL, "'%s' must be a string", key);
-    char *s = strdup(json_string_value(v));
-    if (!s) return bf_error_set(err, BF_ENOMEM, "out of memory");
-    free(*dst);
-    *dst = s;
-    return BF_OK;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (end == v || errno || n < 0) return -1;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (shift && (!strcmp(end, "iB") || !strcmp(end, "B"))) end += strlen(end);
+    if (*end || (shift && n > (INT64_MAX >> shift))) return -1;
+    *out = (int64_t)n << shift;
+    return 0;
 }
 
-static bf_status set_int(int64_t *dst, const json_t *v, const char *key, int64_t lo, int64_t hi, bf_error *err)
+bf_status bfd_option_set(bfd_config *c, const bfd_option *o, const char *v, bf_error *err)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return bf_error_set(err, BF_EINVAL, "'%s' must be an integer %lld..%lld", key, (long long)lo, (long long)hi);
-    *dst = json_integer_value(v);
-    return BF_OK;
+    char *p = (char *)c + o->off;
+    char *end;
+    if (o->type == BFD_OPT_SWITCH) {
+        *(int *)p = 1;
+        return BF_OK;
+    }
+    if (!v) return bf_error_set(err, BF_EINVAL, "--%s needs a value (%s)", o->name, o->arg);
+    switch (o->type) {
+    case BFD_OPT_STR: {
+        char *s = strdup(v);
+        if (!s) return bf_error_set(err, BF_ENOMEM, "out of memory");
+        free(*(char **)p);
+        *(char **)p = s;
+        return BF_OK;
+    }
+    case BFD_OPT_INT:
+    case BFD_OPT_I64:
+    case BFD_OPT_BYTES: {
+        int64_t n = 0;
+        int bad;
+        if (o->type == BFD_OPT_BYTES) bad = parse_bytes(v, &n);
+        else {
+            errno = 0;
+            n = strtoll(v, &end, 10);
+            bad = end == v || *end || errno;
+        }
+        if (bad || (double)n < o->lo || (double)n > o->hi)
+        {
+            char range[64];
+            if (o->hi >= 9e18) snprintf(range, sizeof range, "%.0f or more", o->lo);
+            else snprintf(range, sizeof range, "%.0f..%.0f", o->lo, o->hi);
+            return bf_error_set(err, BF_EINVAL, "--%s wants an integer %s%s, got '%s'", o->name, range,
+                                o->type == BFD_OPT_BYTES ? " (K, M, G suffixes allowed)" : "", v);
+        }
+        if (o->type == BFD_OPT_INT) *(int *)p = (int)n;
+        else *(int64_t *)p = n;
+        return BF_OK;
+    }
+    case BFD_OPT_SECONDS: {
+        double x = strtod(v, &end);
+        if (end == v || *end || !isfinite(x) || x < o->lo || x > o->hi)
+            return bf_error_set(err, BF_EINVAL, "--%s wants seconds %g..%g, got '%s'", o->name, o->lo, o->hi, v);
+        *(double *)p = x;
+        return BF_OK;
+    }
+    case BFD_OPT_LISTEN:
+        return bfd_parse_listen(c, v, err);
+    case BFD_OPT_LOGFMT:
+        if (strcmp(v, "text") && strcmp(v, "json"))
+            return bf_error_set(err, BF_EINVAL, "--log-format is 'text' or 'json', got '%s'", v);
+        c->log_json = !strcmp(v, "json");
+        return BF_OK;
+    default:
+        return bf_error_set(err, BF_EINVAL, "--%s is not a setting", o->name);
+    }
+}
+
+static void show_bytes(int64_t n, char *buf, size_t len)
+{
+    static const char suffix[] = "KMGT";
+    int i = -1;
+    while (i < 3 && n >= 1024 && n % 1024 == 0) { n /= 1024; i++; }
+    if (i < 0) snprintf(buf, len, "%lld", (long long)n);
+    else snprintf(buf, len, "%lld%c", (long long)n, suffix[i]);
+}
+
+void bfd_option_show(const bfd_config *c, const bfd_option *o, char *buf, size_t n)
+{
+    const char *p = (const char *)c + o->off;
+    buf[0] = '\0';
+    switch (o->type) {
+    case BFD_OPT_STR: snprintf(buf, n, "%s", *(char *const *)p ? *(char *const *)p : "none"); break;
+    case BFD_OPT_INT: snprintf(buf, n, "%d", *(const int *)p); break;
+    case BFD_OPT_I64: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
+    case BFD_OPT_BYTES: show_bytes(*(const int64_t *)p, buf, n); break;
+    case BFD_OPT_SECONDS: snprintf(buf, n, "%g", *(const double *)p); break;
+    case BFD_OPT_SWITCH: snprintf(buf, n, "%s", *(const int *)p ? "on" : "off"); break;
+    case BFD_OPT_LISTEN: snprintf(buf, n, "%s:%d", c->host, c->port); break;
+    case BFD_OPT_LOGFMT: snprintf(buf, n, "%s", c->log_json ? "json" : "text"); break;
+    default: break;
+    }
 }
 
 bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err)
@@ -78,39 +208,37 @@ bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err)
     const char *key;
     json_t *v;
     json_object_foreach(doc, key, v) {
-        int64_t x = 0;
-        if (!strcmp(key, "listen")) {
-            if (!json_is_string(v)) st = bf_error_set(err, BF_EINVAL, "'listen' must be a string");
-            else st = bfd_parse_listen(c, json_string_value(v), err);
-        } else if (!strcmp(key, "data_dir")) st = set_str(&c->data_dir, v, key, err);
-        else if (!strcmp(key, "tokens_file")) st = set_str(&c->tokens_file, v, key, err);
-        else if (!strcmp(key, "workers")) { if ((st = set_int(&x, v, key, 0, 1024, err)) == BF_OK) c->workers = (int)x; }
-        else if (!strcmp(key, "log_format")) {
-            const char *f = json_string_value(v);
-            if (!f || (strcmp(f, "text") && strcmp(f, "json"))) st = bf_error_set(err, BF_EINVAL, "'log_format' must be \"text\" or \"json\"");
-            else c->log_json = !strcmp(f, "json");
-        } else if (!strcmp(key, "max_upload_bytes")) st = set_int(&c->max_upload_bytes, v, key, 1, INT64_MAX, err);
-        else if (!strcmp(key, "max_json_bytes")) st = set_int(&c->max_json_bytes, v, key, 1, (int64_t)16 << 20, err);
-        else if (!strcmp(key, "job_memory")) {
-            if (json_is_string(v)) st = bfd_parse_size(json_string_value(v), &x, err);
-            else st = set_int(&x, v, key, BFD_JOB_MEMORY_MIN, INT64_MAX, err);
-            if (st == BF_OK && x < BFD_JOB_MEMORY_MIN)
-                st = bf_error_set(err, BF_EINVAL, "'job_memory' must be at least 128M");
-            if (st == BF_OK) c->job_memory = x;
+        /* the key is the option's name with '_' for '-' */
+        char name[64], text[64];
+        snprintf(name, sizeof name, "%s", key);
+        for (char *q = name; *q; q++)
+            if (*q == '_') *q = '-';
+        const bfd_option *o = bfd_options;
+        while (o->name && (strcmp(o->name, name) || o->type == BFD_OPT_ACTION)) o++;
+        if (!o->name) {
+            st = bf_error_set(err, BF_EINVAL, "unknown key '%s' (the keys are the long options of bitflipd --help, "
+                              "with '_' for '-': max_upload_bytes, idle_timeout, ...)", key);
+            break;
         }
-        else if (!strcmp(key, "max_trials")) st = set_int(&c->max_trials, v, key, 1, INT64_MAX, err);
-        else if (!strcmp(key, "max_connections")) { if ((st = set_int(&x, v, key, 1, 65536, err)) == BF_OK) c->max_connections = (int)x; }
-        else if (!strcmp(key, "tenant_running")) { if ((st = set_int(&x, v, key, 1, 1024, err)) == BF_OK) c->tenant_running = (int)x; }
-        else if (!strcmp(key, "tenant_queued")) { if ((st = set_int(&x, v, key, 1, 1000000, err)) == BF_OK) c->tenant_queued = (int)x; }
-        else if (!strcmp(key, "heartbeat_seconds")) {
-            if (!json_is_number(v) || json_number_value(v) <= 0) st = bf_error_set(err, BF_EINVAL, "'heartbeat_seconds' must be a positive number");
-            else c->heartbeat_seconds = json_number_value(v);
-        } else {
-            st = bf_error_set(err, BF_EINVAL, "unknown key '%s' (known: listen, data_dir, workers, job_memory, log_format, tokens_file, "
-                              "max_upload_bytes, max_json_bytes, max_trials, max_connections, tenant_running, "
-                              "tenant_queued, heartbeat_seconds)", key);
+        const char *s = NULL;
+        if (o->type == BFD_OPT_SWITCH) {
+            if (!json_is_boolean(v)) { st = bf_error_set(err, BF_EINVAL, "'%s' must be true or false", key); break; }
+            *(int *)((char *)c + o->off) = json_is_true(v);
+            continue;
         }
-        if (st != BF_OK) break;
+        if (json_is_string(v) && o->type != BFD_OPT_INT && o->type != BFD_OPT_I64 && o->type != BFD_OPT_SECONDS)
+            s = json_string_value(v);   /* byte sizes may be "1G" */
+        else if (json_is_integer(v) && o->type != BFD_OPT_STR && o->type != BFD_OPT_LISTEN && o->type != BFD_OPT_LOGFMT)
+            snprintf(text, sizeof text, "%lld", (long long)json_integer_value(v)), s = text;
+        else if (json_is_real(v) && o->type == BFD_OPT_SECONDS)
+            snprintf(text, sizeof text, "%.17g", json_real_value(v)), s = text;
+        if (!s) {
+            st = bf_error_set(err, BF_EINVAL, "'%s' must be %s", key,
+                              o->type == BFD_OPT_STR || o->type == BFD_OPT_LISTEN || o->type == BFD_OPT_LOGFMT ? "a string"
+                              : o->type == BFD_OPT_SECONDS ? "a number" : "an integer");
+            break;
+        }
+        if ((st = bfd_option_set(c, o, s, err)) != BF_OK) break;
     }
     json_decref(doc);
     return st != BF_OK ? bf_error_prefix(err, "%s", path) : BF_OK;

@@ -32,11 +32,15 @@ typedef struct bfd_config {
     int log_json;             /* --log-format json */
     char *tokens_file;        /* tenant:token lines, hashed into the store at start */
     char *port_file;          /* write the bound port here (tests, scripts) */
+    char *tls_cert, *tls_key; /* PEM files: serve HTTPS (both or neither) */
+    int insecure_http;        /* a non-loopback bind without TLS was asked for knowingly */
     /* limits: each exceeded is a clear 4xx */
     int64_t max_upload_bytes;     /* model and dataset bodies (413) */
     int64_t max_json_bytes;       /* campaign specs (413) */
     int64_t max_trials;           /* per campaign (422) */
-    int max_connections;          /* concurrent (MHD refuses past it) */
+    int max_connections;          /* concurrent (503 past it, see http.c) */
+    int max_connections_per_ip;   /* concurrent from one address (refused past it); 0: no limit */
+    int idle_timeout;             /* seconds a connection may stay silent before it is closed */
     int tenant_running;           /* campaigns running at once per tenant */
     int tenant_queued;            /* queued per tenant (429 past it) */
     double heartbeat_seconds;     /* SSE comment lines on idle streams */
@@ -45,11 +49,43 @@ typedef struct bfd_config {
 
 void bfd_config_defaults(bfd_config *c);
 /* Reads a JSON config file over the current values (flags given after
- * override it); every unknown key or wrong type is an error naming it. */
+ * override it); its keys are the long options' names with '_' for '-'
+ * ("max_upload_bytes"); every unknown key or wrong value is an error naming it. */
 bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err);
 void bfd_config_free(bfd_config *c);
 /* --listen HOST:PORT (IPv6 as [::1]:PORT; port 0: any free one). */
 bf_status bfd_parse_listen(bfd_config *c, const char *s, bf_error *err);
+
+/* The daemon's settings, one row each: the long option, the config file key
+ * and the --help line all come from here, so none can be missing from the
+ * others. Options that are actions rather than settings (--config, --check,
+ * --help, --version) are main.c's and have type BFD_OPT_ACTION. */
+typedef enum bfd_opt_type {
+    BFD_OPT_STR,              /* a malloc'd string */
+    BFD_OPT_INT,              /* int, lo..hi */
+    BFD_OPT_I64,              /* int64_t, lo..hi */
+    BFD_OPT_BYTES,            /* int64_t, lo..hi; takes K, M, G suffixes (powers of 1024) */
+    BFD_OPT_SECONDS,          /* double, lo..hi */
+    BFD_OPT_SWITCH,           /* int set to 1; no value */
+    BFD_OPT_LISTEN,           /* host and port */
+    BFD_OPT_LOGFMT,           /* text | json */
+    BFD_OPT_ACTION,           /* main.c's: not a config field */
+} bfd_opt_type;
+
+typedef struct bfd_option {
+    const char *name;         /* without "--" */
+    const char *arg;          /* the value's name in --help; NULL: a switch */
+    bfd_opt_type type;
+    size_t off;               /* the field in bfd_config */
+    double lo, hi;
+    const char *help;
+} bfd_option;
+
+extern const bfd_option bfd_options[];   /* ends with a row whose name is NULL */
+/* Sets option `o` from its text value (NULL for a switch); the error names the option. */
+bf_status bfd_option_set(bfd_config *c, const bfd_option *o, const char *value, bf_error *err);
+/* The value of `o` in `c` as --help shows it ("1G", "127.0.0.1:8080", "none"). */
+void bfd_option_show(const bfd_config *c, const bfd_option *o, char *buf, size_t n);
 
 typedef struct bfd {
     bfd_config cfg;
@@ -75,7 +111,8 @@ typedef struct bfd {
     int draining;             /* SIGTERM seen: refuse new work, ready = 503 */
     double drain_started;
     int port;                 /* bound */
-    int connections;          /* open now (past cfg.max_connections: 503) */
+    char *tls_cert_pem, *tls_key_pem;   /* the files' text, for libmicrohttpd (http.c) */
+    int connections;          /* open now (past cfg.max_connections: 503, see BFD_CONN_RESERVE) */
     int suspended;            /* requests waiting on work off the loop (uploads being checked) */
     double started;
 } bfd;
@@ -88,6 +125,15 @@ void bfd_log(const bfd *d, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Connections past cfg.max_connections still get a 503 with a reason, up to
+ * this many more; past that libmicrohttpd stops accepting until one closes
+ * (new ones wait in the kernel's listen queue). */
+#define BFD_CONN_RESERVE 16
+/* Descriptors kept for everything but connections: SQLite's three, the
+ * listen socket, epoll, libuv's own, an upload's temp file, blob reads,
+ * workers' pipes (this plus 4 per worker). */
+#define BFD_FD_HEADROOM 128
 
 /* http.c: the libmicrohttpd side. */
 bf_status bfd_http_start(bfd *d, bf_error *err);

@@ -54,9 +54,9 @@ bf_status bfd_token_new(char out[BFD_TOKEN_LEN + 1], bf_error *err)
     return st;
 }
 
-void bfd_token_hash(const char *token, char hash_hex[65])
+bf_status bfd_token_hash(const char *token, char hash_hex[65], bf_error *err)
 {
-    bfd_sha256_hex(token, strlen(token), hash_hex);
+    return bfd_sha256_hex(token, strlen(token), hash_hex, err);
 }
 
 int bfd_tenant_valid(const char *name)

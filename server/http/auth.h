@@ -12,8 +12,8 @@
 
 /* A fresh token (BFD_TOKEN_LEN + 1 bytes with the NUL). */
 bf_status bfd_token_new(char out[BFD_TOKEN_LEN + 1], bf_error *err);
-/* sha256 hex of the token's bytes. */
-void bfd_token_hash(const char *token, char hash_hex[65]);
+/* sha256 hex of the token's bytes (fails only when out of memory). */
+bf_status bfd_token_hash(const char *token, char hash_hex[65], bf_error *err);
 /* A tenant name is 1..64 of [A-Za-z0-9._-]: it appears in logs and labels. */
 int bfd_tenant_valid(const char *name);
 /* Random lower-case hex, 2*nbytes digits + NUL, for ids. */

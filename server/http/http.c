@@ -4,6 +4,7 @@
 #include "http/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -96,6 +97,7 @@ static const char *status_title(int status)
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 507: return "Insufficient Storage";
     default: return "Error";
     }
 }
@@ -120,6 +122,12 @@ void bfd_reply_problem(bfd_req *r, int status, json_t *errors, const char *fmt, 
 void bfd_reply_internal(bfd_req *r, const char *what, const bf_error *err)
 {
     bfd_log(r->d, "error", "%s %s: %s: %s", r->method, r->path, what, err && err->msg[0] ? err->msg : "?");
+    if (bfd_error_disk_full(err)) {   /* not a bug: the operator's disk, and the client may retry later */
+        bfd_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "60");
+        bfd_reply_problem(r, 507, NULL, "%s: the daemon's disk is full; nothing already stored was lost, and this "
+                          "request changed nothing. Retry once space is freed", what);
+        return;
+    }
     bfd_reply_problem(r, 500, NULL, "%s: %s", what, err && err->msg[0] ? err->msg : "unexpected failure");
 }
 
@@ -168,9 +176,9 @@ static int authenticate(bfd *d, bfd_req *r)
     const char *tok = h + 7;
     while (*tok == ' ') tok++;
     char hash[65];
-    bfd_token_hash(tok, hash);
     bf_error err = {0};
-    bf_status st = bfd_token_lookup(d->store, hash, &r->tenant, &err);
+    bf_status st = bfd_token_hash(tok, hash, &err);
+    if (st == BF_OK) st = bfd_token_lookup(d->store, hash, &r->tenant, &err);
     if (st == BF_ENOTFOUND) {
         bfd_reply_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"bitflip\", error=\"invalid_token\"");
         bfd_reply_problem(r, 401, NULL, "the bearer token is not one this daemon issued (or it was revoked)");
@@ -186,8 +194,8 @@ static int begin(bfd *d, bfd_req *r)
 {
     int other = 0;
     if (d->connections > d->cfg.max_connections) {
-        /* libmicrohttpd's own cap sits a little higher, so that past ours a
-         * client still gets a reason rather than a closed socket */
+        /* libmicrohttpd's own cap sits BFD_CONN_RESERVE higher, so that past
+         * ours a client still gets a reason rather than a closed socket */
         bfd_reply_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
         bfd_reply_problem(r, 503, NULL, "too many connections (%d; this daemon serves %d at once); retry shortly",
                           d->connections, d->cfg.max_connections);
@@ -258,7 +266,7 @@ static enum MHD_Result consume(bfd *d, bfd_req *r, const char *data, size_t n)
                               (long long)d->cfg.max_upload_bytes, r->method, r->route->path);
             r->body_failed = 1;
         } else if (bfd_upload_write(r->upload, data, n, &err) != BF_OK) {
-            bfd_reply_internal(r, "storing the upload", &err);
+            bfd_reply_internal(r, "storing the upload", &err);   /* 507 on a full disk */
             r->body_failed = 1;
         }
         if (r->body_failed) { bfd_upload_abort(r->upload); r->upload = NULL; }
@@ -429,6 +437,42 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     bfd_log(cls, "warn", "http: %s", buf);
 }
 
+/* A PEM file's text, NUL-terminated; certificates and keys are small, so
+ * anything past 1 MiB is the wrong file. */
+static bf_status read_pem(const char *path, const char *what, char **out, bf_error *err)
+{
+    enum { PEM_MAX = 1 << 20 };
+    bf_status st = BF_OK;
+    char *buf = NULL;
+    size_t n = 0;
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return bf_error_set(err, BF_EIO, "%s %s: %s", what, path, strerror(errno));
+    if (!(buf = malloc(PEM_MAX + 1))) { st = bf_error_set(err, BF_ENOMEM, "%s %s: out of memory", what, path); goto out; }
+    n = fread(buf, 1, PEM_MAX + 1, f);
+    if (ferror(f)) { st = bf_error_set(err, BF_EIO, "%s %s: cannot read: %s", what, path, strerror(errno)); goto out; }
+    if (n > PEM_MAX) { st = bf_error_set(err, BF_EINVAL, "%s %s: larger than 1 MiB, not a PEM file", what, path); goto out; }
+    buf[n] = '\0';
+    if (!strstr(buf, "-----BEGIN ")) { st = bf_error_set(err, BF_EINVAL, "%s %s: not PEM (no -----BEGIN line)", what, path); goto out; }
+    *out = buf;
+    buf = NULL;
+out:
+    if (buf) {
+        memset(buf, 0, n < PEM_MAX ? n : PEM_MAX);   /* may hold a private key */
+        free(buf);
+    }
+    fclose(f);
+    return st;
+}
+
+static void free_pem(char **pem)
+{
+    if (!*pem) return;
+    memset(*pem, 0, strlen(*pem));   /* a private key should not linger in freed memory */
+    free(*pem);
+    *pem = NULL;
+}
+
 bf_status bfd_http_start(bfd *d, bf_error *err)
 {
     struct sockaddr_storage ss = {0};
@@ -455,11 +499,35 @@ bf_status bfd_http_start(bfd *d, bf_error *err)
         return bf_error_set(err, BF_EINVAL, "--listen: '%s' is not an IP address (use 127.0.0.1, 0.0.0.0, ::1 ...)", h);
     }
     (void)len;
+    /* TLS: libmicrohttpd's GnuTLS support, the certificate and key given as
+     * text; with neither, the array is empty */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (d->cfg.tls_cert) {
+        bf_status st;
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            return bf_error_set(err, BF_EUNSUPPORTED, "--tls-cert: this libmicrohttpd was built without TLS (GnuTLS); "
+                                "install one that has it (Debian's libmicrohttpd12 does) or terminate TLS in a proxy");
+        if ((st = read_pem(d->cfg.tls_cert, "--tls-cert", &d->tls_cert_pem, err)) ||
+            (st = read_pem(d->cfg.tls_key, "--tls-key", &d->tls_key_pem, err))) {
+            free_pem(&d->tls_cert_pem);
+            free_pem(&d->tls_key_pem);
+            return st;
+        }
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, d->tls_cert_pem};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, d->tls_key_pem};
+        flags |= MHD_USE_TLS;
+    }
     d->mhd = MHD_start_daemon(flags, (uint16_t)d->cfg.port, NULL, NULL, on_request, d, MHD_OPTION_EXTERNAL_LOGGER,
                               mhd_log, d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED,
                               on_completed, d, MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections + 16,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)(d->cfg.max_connections + BFD_CONN_RESERVE),
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections_per_ip,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout, MHD_OPTION_ARRAY,
+                              tls, MHD_OPTION_END);
+    if (!d->mhd && d->cfg.tls_cert)
+        return bf_error_set(err, BF_EIO, "cannot start HTTPS on %s:%d with --tls-cert %s and --tls-key %s (the port in "
+                            "use, or the certificate or key unreadable to GnuTLS, or a key that is not the "
+                            "certificate's: see the http: line above)", h, d->cfg.port, d->cfg.tls_cert, d->cfg.tls_key);
     if (!d->mhd)
         return bf_error_set(err, BF_EIO, "cannot listen on %s:%d (in use, or not an address of this machine?)", h,
                             d->cfg.port);
@@ -487,10 +555,13 @@ void bfd_http_quiesce(bfd *d)
 
 void bfd_http_stop(bfd *d)
 {
-    if (!d->mhd) return;
-    uv_poll_stop(&d->mhd_poll);
-    uv_timer_stop(&d->mhd_timer);
-    uv_timer_stop(&d->kick);
-    MHD_stop_daemon(d->mhd);
-    d->mhd = NULL;
+    if (d->mhd) {
+        uv_poll_stop(&d->mhd_poll);
+        uv_timer_stop(&d->mhd_timer);
+        uv_timer_stop(&d->kick);
+        MHD_stop_daemon(d->mhd);
+        d->mhd = NULL;
+    }
+    free_pem(&d->tls_cert_pem);
+    free_pem(&d->tls_key_pem);
 }

@@ -77,7 +77,8 @@ void bfd_reply_problem(bfd_req *r, int status, json_t *errors, const char *fmt, 
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-/* 500 with the message, logged; for what should not happen. */
+/* 500 with the message, logged; for what should not happen. A full disk
+ * (bfd_error_disk_full) is 507 with Retry-After instead. */
 void bfd_reply_internal(bfd_req *r, const char *what, const bf_error *err);
 
 /* Suspends the request (its handler will reply later), and resumes it once

@@ -116,7 +116,7 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         for (size_t i = 0; ok && i < kl; i++) ok = key[i] >= 0x20 && key[i] < 0x7f;
         if (!ok) { bfd_reply_problem(r, 400, NULL, "Idempotency-Key must be 1..200 printable ASCII characters"); goto out; }
     }
-    bfd_sha256_hex(r->body, r->body_len, body_hash);
+    if (bfd_sha256_hex(r->body, r->body_len, body_hash, &err) != BF_OK) { bfd_reply_internal(r, "hashing the body", &err); goto out; }
     if (key) {
         bf_status st = bfd_campaign_find_idem(d->store, r->tenant, key, &old, &err);
         if (st == BF_OK) {

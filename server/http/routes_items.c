@@ -19,11 +19,12 @@ static int is_hex64(const char *s)
     return n == 64;
 }
 
-/* The API object: id, name, sha256, size, created, then the summary's fields. */
+/* The API object: id, name, sha256, size, created, corrupt, then the summary's fields. */
 static json_t *item_json(const bfd_item *it, int full)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:o}", "id", it->id, "name", it->name ? it->name : "", "sha256", it->id,
-                          "size", (json_int_t)it->size, "created", bfd_time_json(it->created));
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:o, s:b}", "id", it->id, "name", it->name ? it->name : "", "sha256",
+                          it->id, "size", (json_int_t)it->size, "created", bfd_time_json(it->created), "corrupt",
+                          it->corrupt);
     json_t *sum = it->summary_json ? json_loads(it->summary_json, 0, NULL) : NULL;
     if (j && sum) {
         if (!full) {   /* lists stay small: the per-node and per-tensor detail is one GET away */

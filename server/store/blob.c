@@ -69,6 +69,12 @@ static bf_status make_dir(const char *path, const char *parent, bf_error *err)
     return BF_OK;
 }
 
+/* The message prefix for a failed write: disk full or not. */
+static const char *full(int e)
+{
+    return e == ENOSPC || e == EDQUOT ? BFD_DISK_FULL : "";
+}
+
 static bf_status write_all(int fd, const void *data, size_t len, const char *path, bf_error *err)
 {
     const char *p = data;
@@ -76,7 +82,7 @@ static bf_status write_all(int fd, const void *data, size_t len, const char *pat
         ssize_t w = write(fd, p, len);
         if (w < 0) {
             if (errno == EINTR) continue;
-            return bf_error_set(err, BF_EIO, "%s: cannot write: %s", path, strerror(errno));
+            return bf_error_set(err, BF_EIO, "%s%s: cannot write: %s", full(errno), path, strerror(errno));
         }
         p += w;
         len -= (size_t)w;
@@ -88,8 +94,9 @@ static bf_status write_all(int fd, const void *data, size_t len, const char *pat
 static bf_status sync_close(int fd, const char *path, bf_error *err)
 {
     bf_status st = BF_OK;
-    if (fsync(fd) != 0) st = bf_error_set(err, BF_EIO, "%s: cannot sync: %s", path, strerror(errno));
-    if (close(fd) != 0 && !st) st = bf_error_set(err, BF_EIO, "%s: cannot close: %s", path, strerror(errno));
+    if (fsync(fd) != 0) st = bf_error_set(err, BF_EIO, "%s%s: cannot sync: %s", full(errno), path, strerror(errno));
+    if (close(fd) != 0 && !st)
+        st = bf_error_set(err, BF_EIO, "%s%s: cannot close: %s", full(errno), path, strerror(errno));
     return st;
 }
 
@@ -180,13 +187,15 @@ bf_status bfd_upload_begin(bfd_blobs *b, bfd_upload **out, bf_error *err)
         goto out;
     }
     u->b = b;
+    u->fd = -1;
+    if ((st = bfd_sha256_init(&u->sha, err))) goto out;
     if ((st = temp_file(u->path, &u->fd, err))) goto out;
-    bfd_sha256_init(&u->sha);
     *out = u;
     u = NULL;
 
 out:
     if (u) {
+        bfd_sha256_free(&u->sha);
         free(u->path);
         free(u);
     }
@@ -201,7 +210,10 @@ bf_status bfd_upload_write(bfd_upload *u, const void *data, size_t len, bf_error
         u->failed = 1;
         return st;
     }
-    bfd_sha256_update(&u->sha, data, len);
+    if ((st = bfd_sha256_update(&u->sha, data, len, err))) {
+        u->failed = 1;
+        return st;
+    }
     u->size += (int64_t)len;
     return BF_OK;
 }
@@ -225,7 +237,7 @@ bf_status bfd_upload_finish(bfd_upload *u, char sha_hex[65], bf_error *err)
     st = sync_close(u->fd, u->path, err);
     u->fd = -1;
     if (st) goto out;
-    bfd_sha256_final(&u->sha, digest);
+    if ((st = bfd_sha256_final(&u->sha, digest, err))) goto out;
     bfd_hex(digest, sizeof digest, sha_hex);
     memcpy(prefix, sha_hex, 2);
     prefix[2] = '\0';
@@ -234,8 +246,9 @@ bf_status bfd_upload_finish(bfd_upload *u, char sha_hex[65], bf_error *err)
         goto out;
     }
     if ((st = make_dir(sub, u->b->blobs, err))) goto out;
-    struct stat sb;
-    if (stat(dest, &sb) == 0) goto out;   /* same bytes already stored: the temp file goes below */
+    /* Same bytes already stored: the fresh copy replaces it all the same
+     * (rename is atomic, readers keep the file they opened), so uploading a
+     * model again repairs a blob that rotted on disk. */
     if (rename(u->path, dest) != 0) {
         st = bf_error_set(err, BF_EIO, "%s: cannot rename to %s: %s", u->path, dest, strerror(errno));
         goto out;
@@ -256,6 +269,7 @@ out:
 void bfd_upload_abort(bfd_upload *u)
 {
     if (!u) return;
+    bfd_sha256_free(&u->sha);
     if (u->fd >= 0) close(u->fd);
     if (u->path) {
         unlink(u->path);
@@ -284,6 +298,71 @@ bf_status bfd_blob_remove(bfd_blobs *b, const char *sha_hex, bf_error *err)
     if (unlink(p) != 0 && errno != ENOENT) st = bf_error_set(err, BF_EIO, "%s: cannot remove: %s", p, strerror(errno));
     free(p);
     return st;
+}
+
+bf_status bfd_blob_verify(const char *path, const char *what, bf_error *err)
+{
+    enum { CHUNK = 1 << 16 };
+    bf_status st = BF_OK;
+    bfd_sha256 sha = {0};
+    uint8_t *buf = NULL, digest[32];
+    char got[65];
+    int fd = -1;
+    const char *id = strrchr(path, '/');
+    id = id ? id + 1 : path;
+    if (!valid_hex64(id)) return bf_error_set(err, BF_EINVAL, "%s: a blob's name is its sha256 (64 hex digits)", path);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        st = bf_error_set(err, errno == ENOENT ? BF_ENOTFOUND : BF_EIO, "%s blob %s: cannot open %s: %s", what, id,
+                          path, strerror(errno));
+        goto out;
+    }
+    if (!(buf = malloc(CHUNK))) { st = bf_error_set(err, BF_ENOMEM, "%s blob %s: out of memory", what, id); goto out; }
+    if ((st = bfd_sha256_init(&sha, err))) goto out;
+    for (;;) {
+        ssize_t n = read(fd, buf, CHUNK);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) { st = bf_error_set(err, BF_EIO, "%s blob %s: cannot read: %s", what, id, strerror(errno)); goto out; }
+        if (n == 0) break;
+        if ((st = bfd_sha256_update(&sha, buf, (size_t)n, err))) goto out;
+    }
+    if ((st = bfd_sha256_final(&sha, digest, err))) goto out;
+    bfd_hex(digest, sizeof digest, got);
+    if (strcmp(got, id))
+        st = bf_error_set(err, BF_EFORMAT, "%s blob %s is corrupt (sha256 mismatch): its bytes hash to %.16s... now; "
+                          "upload the %s again to repair it", what, id, got, what);
+
+out:
+    bfd_sha256_free(&sha);
+    free(buf);
+    if (fd >= 0) close(fd);
+    return st;
+}
+
+int bfd_blob_corrupt_named(const char *msg, char what[8], char id[65])
+{
+    static const char *const kinds[] = {"model", "dataset"};
+    for (size_t k = 0; msg && k < sizeof kinds / sizeof kinds[0]; k++) {
+        char head[16];
+        snprintf(head, sizeof head, "%s blob ", kinds[k]);
+        for (const char *p = strstr(msg, head); p; p = strstr(p + 1, head)) {
+            const char *h = p + strlen(head);
+            char cand[65];
+            if (strlen(h) < 64) break;
+            memcpy(cand, h, 64);
+            cand[64] = '\0';
+            if (valid_hex64(cand) && !strncmp(h + 64, " is corrupt (sha256 mismatch)", 29)) {
+                snprintf(what, 8, "%s", kinds[k]);
+                memcpy(id, cand, 65);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+int bfd_error_disk_full(const bf_error *err)
+{
+    return err && err->status != BF_OK && strstr(err->msg, BFD_DISK_FULL) != NULL;
 }
 
 bf_status bfd_write_atomic(const char *path, const void *data, size_t len, bf_error *err)

@@ -9,11 +9,18 @@
  * the others take BEGIN IMMEDIATE. */
 #include "store/store_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/blob.h"
+#include "store/sha256.h"
+
 #define SCHEMA_VERSION 2
+#define BFD_XSTR(x) #x
+#define BFD_STR(x) BFD_XSTR(x)
 #define BUSY_TIMEOUT_MS 5000   /* `bitflipd token` may hold the lock briefly */
+#define TOKEN_PREFIX 8         /* hex digits of a token hash the index narrows by */
 
 static const char schema_v1[] =
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
@@ -44,13 +51,15 @@ static const char schema_v1[] =
     "  PRIMARY KEY (campaign_id, idx)) WITHOUT ROWID;"
     "CREATE TABLE tokens (hash TEXT PRIMARY KEY, tenant TEXT NOT NULL) WITHOUT ROWID;";
 
-/* v2: worker deaths per campaign (store_death.c). `inflight` counts chunks
+/* v2: worker deaths per campaign (store_death.c): `inflight` counts chunks
  * handed to workers and not yet back, so a restart can tell a daemon that
- * died mid-chunk (a death) from one that was stopped cleanly (not one). */
+ * died mid-chunk (a death) from one that was stopped cleanly (not one); and
+ * items whose blob no longer matches its sha256 (store_item.c). */
 static const char schema_v2[] =
     "ALTER TABLE campaigns ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE campaigns ADD COLUMN death_reasons TEXT;"
-    "ALTER TABLE campaigns ADD COLUMN inflight INTEGER NOT NULL DEFAULT 0;";
+    "ALTER TABLE campaigns ADD COLUMN inflight INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE items ADD COLUMN corrupt INTEGER NOT NULL DEFAULT 0;";
 
 /* --- helpers shared with store_campaign.c */
 
@@ -64,7 +73,9 @@ bf_status bfd__fail(bfd_store *s, int rc, const char *what, bf_error *err)
     case SQLITE_CONSTRAINT: st = BF_EINVAL; break;
     default: st = BF_EIO; break;
     }
-    return bf_error_set(err, st, "%s: %s: %s", s->path, what, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    /* a full disk is the operator's to fix, and the client's reply says so (507) */
+    return bf_error_set(err, st, "%s%s: %s: %s", (rc & 0xff) == SQLITE_FULL ? BFD_DISK_FULL : "", s->path, what,
+                        s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 }
 
 bf_status bfd__stmt(bfd_store *s, enum bfd__stmt_id id, const char *sql, sqlite3_stmt **out, bf_error *err)
@@ -196,8 +207,9 @@ static bf_status user_version(bfd_store *s, int *version, bf_error *err)
     return st;
 }
 
-/* Creates the schema on a new database, in one transaction with setting its
- * version, so a crash cannot leave half a schema that claims to be whole. */
+/* Creates the schema on a new database, or brings an older one up to date,
+ * in one transaction with setting its version, so a crash cannot leave half
+ * a schema that claims to be whole. */
 static bf_status migrate(bfd_store *s, bf_error *err)
 {
     bf_status st = BF_OK;
@@ -213,9 +225,9 @@ static bf_status migrate(bfd_store *s, bf_error *err)
     }
     /* one step per version, each from the one before */
     if (version < 1 && (st = exec_sql(s, schema_v1, "cannot create the schema", err))) goto out;
-    if (version < 2 && (st = exec_sql(s, schema_v2, "cannot add the worker-death columns", err))) goto out;
+    if (version < 2 && (st = exec_sql(s, schema_v2, "cannot add the schema 2 columns (worker deaths, corrupt items)", err))) goto out;
     if (version < SCHEMA_VERSION &&
-        (st = exec_sql(s, "PRAGMA user_version = 2", "cannot set the schema version", err)))
+        (st = exec_sql(s, "PRAGMA user_version = " BFD_STR(SCHEMA_VERSION), "cannot set the schema version", err)))
         goto out;
     st = bfd__commit(s, err);
 
@@ -316,19 +328,36 @@ bf_status bfd_token_lookup(bfd_store *s, const char *hash_hex, char **tenant, bf
     bf_status st = BF_OK;
     sqlite3_stmt *q = NULL;
     int rc;
+    char lo[TOKEN_PREFIX + 1], hi[TOKEN_PREFIX + 2];
     *tenant = NULL;
-    if ((st = bfd__stmt(s, ST_TOKEN_LOOKUP, "SELECT tenant FROM tokens WHERE hash = ?1", &q, err))) goto out;
-    if ((rc = bfd__bind_text(q, 1, hash_hex))) {
+    if (strlen(hash_hex) != 64) return bf_error_set(err, BF_ENOTFOUND, "unknown token");
+    /* The index finds candidates by the hash's first digits (hashes are hex,
+     * so [P, P+"g") holds exactly those starting with P); the whole hash is
+     * then compared in constant time, so how long a lookup takes says
+     * nothing about how close a guess came to a stored hash. */
+    memcpy(lo, hash_hex, TOKEN_PREFIX);
+    lo[TOKEN_PREFIX] = '\0';
+    snprintf(hi, sizeof hi, "%sg", lo);
+    if ((st = bfd__stmt(s, ST_TOKEN_LOOKUP, "SELECT hash, tenant FROM tokens WHERE hash >= ?1 AND hash < ?2", &q,
+                        err)))
+        goto out;
+    if ((rc = bfd__bind_text(q, 1, lo)) || (rc = bfd__bind_text(q, 2, hi))) {
         st = bfd__fail(s, rc, "cannot bind a token lookup", err);
         goto out;
     }
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_DONE)
+    int found = 0;
+    while (!found && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *h = (const char *)sqlite3_column_text(q, 0);
+        if (h && sqlite3_column_bytes(q, 0) == 64 && bfd_digest_equal(h, hash_hex)) found = 1;
+    }
+    if (found) {
+        if (bfd__col_text(q, 1, tenant) || !*tenant)
+            st = bf_error_set(err, BF_ENOMEM, "%s: out of memory reading a token's tenant", s->path);
+    } else if (rc == SQLITE_DONE) {
         st = bf_error_set(err, BF_ENOTFOUND, "unknown token");   /* never echo a credential */
-    else if (rc != SQLITE_ROW)
+    } else {
         st = bfd__fail(s, rc, "cannot look up a token", err);
-    else if (bfd__col_text(q, 0, tenant) || !*tenant)
-        st = bf_error_set(err, BF_ENOMEM, "%s: out of memory reading a token's tenant", s->path);
+    }
 
 out:
     bfd__release(q);

@@ -40,10 +40,13 @@ typedef struct bfd_item {
     int64_t size;             /* bytes */
     char *summary_json;       /* the graph or dataset summary, a JSON object */
     double created;           /* unix seconds */
+    int corrupt;              /* its blob failed bfd_blob_verify; cleared by uploading the bytes again */
 } bfd_item;
 
 void bfd_item_clear(bfd_item *it);
-/* Inserts; if the tenant already has this id, leaves it and sets *existed. */
+/* Inserts; if the tenant already has this id, leaves it and sets *existed.
+ * Called once the blob has just been written from verified bytes, so every
+ * row of that blob (any tenant) stops being corrupt. */
 bf_status bfd_item_put(bfd_store *s, bfd_kind k, const bfd_item *it, int *existed, bf_error *err);
 bf_status bfd_item_get(bfd_store *s, bfd_kind k, const char *tenant, const char *id, bfd_item *out, bf_error *err);
 /* The tenant's items with seq > after_seq, oldest first, at most `limit`;
@@ -52,6 +55,9 @@ bf_status bfd_item_list(bfd_store *s, bfd_kind k, const char *tenant, int64_t af
                         bfd_item **items, size_t *n, int *more, bf_error *err);
 void bfd_item_list_free(bfd_item *items, size_t n);
 bf_status bfd_item_delete(bfd_store *s, bfd_kind k, const char *tenant, const char *id, bf_error *err);
+/* Marks every row (any tenant) of kind k naming blob `sha` corrupt: the
+ * blob no longer hashes to its name. */
+bf_status bfd_item_mark_corrupt(bfd_store *s, bfd_kind k, const char *sha, bf_error *err);
 /* Rows (any tenant, either kind) still naming blob `sha`: 0 means the blob
  * may be removed. */
 bf_status bfd_blob_refs(bfd_store *s, const char *sha, int64_t *refs, bf_error *err);
@@ -102,7 +108,9 @@ bf_status bfd_campaign_using(bfd_store *s, const char *tenant, bfd_kind k, const
                              bf_error *err);
 bf_status bfd_campaign_set_running(bfd_store *s, const char *id, double started, bf_error *err);
 /* Final state; result_json, error and verdict may be NULL. Drops the
- * campaign's chunk checkpoints in the same transaction. */
+ * campaign's chunk checkpoints in the same transaction. An error that calls
+ * a blob corrupt (bfd_blob_corrupt_named: a worker's bfd_blob_verify found
+ * it) marks that model's or dataset's rows corrupt in the same transaction. */
 bf_status bfd_campaign_finish(bfd_store *s, const char *id, bfd_state st, double finished, const char *result_json,
                               const char *error, const char *verdict, bf_error *err);
 /* Removes the campaign and its chunks. */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/blob.h"
+
 #define CAMP_COLS_HEAD                                                                                           \
     "seq, id, tenant, state, spec_json, gates_json, model_id, dataset_id, idem_key, idem_hash, created, started, " \
     "finished, trials_planned, n_chunks, "
@@ -337,6 +339,10 @@ bf_status bfd_campaign_finish(bfd_store *s, const char *id, bfd_state st_final, 
     }
     if ((st = bfd__exec(s, q, "cannot finish a campaign", err))) goto out;
     if ((st = bfd__chunks_drop(s, id, err))) goto out;
+    char what[8], sha[65];
+    if (st_final == BFD_FAILED && bfd_blob_corrupt_named(error, what, sha) &&
+        (st = bfd_item_mark_corrupt(s, strcmp(what, "model") ? BFD_DATASET : BFD_MODEL, sha, err)))
+        goto out;
     st = bfd__commit(s, err);
 
 out:

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ITEM_COLS "seq, id, tenant, name, size, summary_json, created"
+#define ITEM_COLS "seq, id, tenant, name, size, summary_json, created, corrupt"
 
 static const char *kind_name(bfd_kind k)
 {
@@ -42,14 +42,15 @@ static bf_status read_item(bfd_store *s, sqlite3_stmt *q, bfd_item *it, bf_error
     }
     it->size = sqlite3_column_int64(q, 4);
     it->created = sqlite3_column_double(q, 6);
+    it->corrupt = sqlite3_column_int(q, 7) != 0;
     return BF_OK;
 }
 
 bf_status bfd_item_put(bfd_store *s, bfd_kind k, const bfd_item *it, int *existed, bf_error *err)
 {
     bf_status st = BF_OK;
-    sqlite3_stmt *q = NULL;
-    int rc;
+    sqlite3_stmt *q = NULL, *heal = NULL;
+    int rc, added;
     if (existed) *existed = 0;
     if ((st = check_kind(k, err))) return st;
     if (!it->tenant) return bf_error_set(err, BF_EINVAL, "%s %.64s has no tenant", kind_name(k), it->id);
@@ -68,11 +69,25 @@ bf_status bfd_item_put(bfd_store *s, bfd_kind k, const bfd_item *it, int *existe
         st = bfd__fail(s, rc, "cannot bind an item", err);
         goto out;
     }
+    if ((st = bfd__stmt(s, ST_ITEM_HEALED, "UPDATE items SET corrupt = 0 WHERE kind = ?1 AND id = ?2 AND corrupt",
+                        &heal, err)))
+        goto out;
+    if ((rc = sqlite3_bind_int(heal, 1, (int)k)) ||
+        (rc = sqlite3_bind_text(heal, 2, it->id, (int)strnlen(it->id, sizeof it->id - 1), SQLITE_STATIC))) {
+        st = bfd__fail(s, rc, "cannot bind an item", err);
+        goto out;
+    }
+    if ((st = bfd__begin(s, err))) goto out;
     if ((st = bfd__exec(s, q, "cannot store an item", err))) goto out;
-    if (existed) *existed = sqlite3_changes(s->db) == 0;
+    added = sqlite3_changes(s->db) != 0;
+    if ((st = bfd__exec(s, heal, "cannot clear an item's corrupt mark", err))) goto out;
+    if ((st = bfd__commit(s, err))) goto out;
+    if (existed) *existed = !added;
 
 out:
     bfd__release(q);
+    bfd__release(heal);
+    if (st) bfd__rollback(s);
     return st;
 }
 
@@ -179,6 +194,25 @@ bf_status bfd_item_delete(bfd_store *s, bfd_kind k, const char *tenant, const ch
     if ((st = bfd__exec(s, q, "cannot delete an item", err))) goto out;
     if (sqlite3_changes(s->db) == 0)
         st = bf_error_set(err, BF_ENOTFOUND, "%s %.80s not found", kind_name(k), id ? id : "(null)");
+
+out:
+    bfd__release(q);
+    return st;
+}
+
+bf_status bfd_item_mark_corrupt(bfd_store *s, bfd_kind k, const char *sha, bf_error *err)
+{
+    bf_status st = BF_OK;
+    sqlite3_stmt *q = NULL;
+    int rc;
+    if ((st = check_kind(k, err))) return st;
+    if ((st = bfd__stmt(s, ST_ITEM_CORRUPT, "UPDATE items SET corrupt = 1 WHERE kind = ?1 AND id = ?2", &q, err)))
+        goto out;
+    if ((rc = sqlite3_bind_int(q, 1, (int)k)) || (rc = bfd__bind_text(q, 2, sha))) {
+        st = bfd__fail(s, rc, "cannot bind a corrupt mark", err);
+        goto out;
+    }
+    st = bfd__exec(s, q, "cannot mark an item corrupt", err);
 
 out:
     bfd__release(q);

@@ -10,6 +10,7 @@
 #include "bitflip/api/result.h"
 #include "bitflip/api/spec.h"
 #include "bitflip/bitflip.h"
+#include "store/blob.h"
 #include "work/scheduler.h"
 
 struct bfd_worker_cache {
@@ -59,6 +60,10 @@ static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *er
         bf_spec_problems_free(&probs);
         return st;
     }
+    /* the bytes on disk must still be the ones uploaded: a flipped bit would
+     * silently become the golden model (store/blob.h) */
+    if ((st = bfd_blob_verify(js->model_path, "model", err)) != BF_OK) return st;
+    if ((st = bfd_blob_verify(js->dataset_path, "dataset", err)) != BF_OK) return st;
     if ((st = bf_model_load_file(js->model_path, &wc->m, err)) != BF_OK) return bf_error_prefix(err, "model");
     if ((st = bf_dataset_load_file(js->dataset_path, &wc->ds, err)) != BF_OK) return bf_error_prefix(err, "dataset");
     if ((st = bf_campaign_create(wc->m, wc->ds, &wc->spec, &wc->c, err)) != BF_OK) return st;

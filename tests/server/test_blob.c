@@ -1,7 +1,9 @@
 /* Blobs: content lands under its sha256 (digests known independently: the
  * FIPS million-'a' message, and "hello world" from Python's hashlib), storing
  * twice keeps one file, nothing is left in tmp/, a crash's leftovers are
- * swept on open, atomic writes replace, and errors name the path at fault. */
+ * swept on open, atomic writes replace, and errors name the path at fault;
+ * verification finds a flipped bit or a truncation and names the blob, and
+ * storing the same bytes again repairs it; disk-full errors are recognisable. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -311,6 +313,90 @@ static void test_errors_name_the_path(void **state)
     assert_non_null(strstr(err.msg, blobs));
 }
 
+/* --- verification against the name */
+
+static void flip_bit(const char *path, long off)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    int c = fgetc(f);
+    assert_int_not_equal(c, EOF);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    fputc(c ^ 0x04, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_verify(void **state)
+{
+    const char *dir = *state;
+    bfd_blobs *b = NULL;
+    bf_error err = {0};
+    char sha[65], what[8], id[65], path2[4096];
+    assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
+    store_text(b, "hello world", sha);
+    char *path = bfd_blob_path(b, sha);
+    assert_non_null(path);
+    assert_int_equal(bfd_blob_verify(path, "model", &err), BF_OK);
+
+    /* one bit flipped on disk */
+    flip_bit(path, 4);
+    assert_int_equal(bfd_blob_verify(path, "model", &err), BF_EFORMAT);
+    assert_non_null(strstr(err.msg, "model blob " HELLO_SHA " is corrupt (sha256 mismatch)"));
+    /* ... and the store can tell which blob, through any prefix */
+    char wrapped[600];
+    snprintf(wrapped, sizeof wrapped, "chunk 1: %s", err.msg);
+    assert_int_equal(bfd_blob_corrupt_named(wrapped, what, id), 1);
+    assert_string_equal(what, "model");
+    assert_string_equal(id, HELLO_SHA);
+
+    /* the same bytes uploaded again replace the rotten copy */
+    store_text(b, "hello world", sha);
+    assert_int_equal(bfd_blob_verify(path, "model", &err), BF_OK);
+
+    /* truncated, missing, not a blob name */
+    assert_int_equal(truncate(path, 3), 0);
+    assert_int_equal(bfd_blob_verify(path, "dataset", &err), BF_EFORMAT);
+    assert_non_null(strstr(err.msg, "dataset blob " HELLO_SHA " is corrupt (sha256 mismatch)"));
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(bfd_blob_verify(path, "model", &err), BF_ENOTFOUND);
+    assert_non_null(strstr(err.msg, HELLO_SHA));
+    sub(path2, dir, "blobs/b9/not-a-sha");
+    assert_int_equal(bfd_blob_verify(path2, "model", &err), BF_EINVAL);
+    free(path);
+    bfd_blobs_close(b);
+}
+
+static void test_corrupt_named(void **state)
+{
+    (void)state;
+    char what[8] = "", id[65] = "";
+    assert_int_equal(bfd_blob_corrupt_named(NULL, what, id), 0);
+    assert_int_equal(bfd_blob_corrupt_named("model blob " HELLO_SHA " is fine", what, id), 0);
+    assert_int_equal(bfd_blob_corrupt_named("model blob b94d is corrupt (sha256 mismatch)", what, id), 0);
+    assert_int_equal(bfd_blob_corrupt_named("model blob " HELLO_SHA, what, id), 0);
+    assert_int_equal(bfd_blob_corrupt_named("weird blob " HELLO_SHA " is corrupt (sha256 mismatch)", what, id), 0);
+    /* a mention before the real one does not hide it */
+    assert_int_equal(bfd_blob_corrupt_named("dataset blob x; dataset blob " EMPTY_SHA " is corrupt (sha256 mismatch)",
+                                            what, id),
+                     1);
+    assert_string_equal(what, "dataset");
+    assert_string_equal(id, EMPTY_SHA);
+}
+
+static void test_disk_full_predicate(void **state)
+{
+    (void)state;
+    bf_error err = {0};
+    assert_false(bfd_error_disk_full(NULL));
+    assert_false(bfd_error_disk_full(&err));
+    bf_error_set(&err, BF_EIO, "x: cannot write: Input/output error");
+    assert_false(bfd_error_disk_full(&err));
+    bf_error_set(&err, BF_EIO, BFD_DISK_FULL "x: cannot write: No space left on device");
+    bf_error_prefix(&err, "storing the upload");
+    assert_true(bfd_error_disk_full(&err));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +408,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_and_bad_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_atomic_replaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_name_the_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
+        cmocka_unit_test(test_corrupt_named),
+        cmocka_unit_test(test_disk_full_predicate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
-/* SHA-256 against the FIPS 180-2 example messages (NIST's published
- * digests), the padding edges 55/56/64 bytes (digests from Python's hashlib,
- * an independent implementation), and streaming in awkward pieces. */
+/* The libcrypto wrapper (store/sha256.c) against the FIPS 180-2 example
+ * messages (NIST's published digests: "abc", the empty string, the
+ * million 'a's), the padding edges 55/56/64 bytes (digests from Python's
+ * hashlib), streaming in awkward pieces, and the constant-time compare. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +15,7 @@
 static void check(const void *msg, size_t len, const char *want)
 {
     char hex[65];
-    bfd_sha256_hex(msg, len, hex);
+    assert_int_equal(bfd_sha256_hex(msg, len, hex, NULL), BF_OK);
     assert_string_equal(hex, want);
 }
 
@@ -40,9 +41,10 @@ static void test_million_a(void **state)
     bfd_sha256 s;
     uint8_t d[32];
     char hex[65];
-    bfd_sha256_init(&s);
-    for (int i = 0; i < 1000; i++) bfd_sha256_update(&s, chunk, sizeof chunk);
-    bfd_sha256_final(&s, d);
+    assert_int_equal(bfd_sha256_init(&s, NULL), BF_OK);
+    for (int i = 0; i < 1000; i++) assert_int_equal(bfd_sha256_update(&s, chunk, sizeof chunk, NULL), BF_OK);
+    assert_int_equal(bfd_sha256_final(&s, d, NULL), BF_OK);
+    assert_null(s.ctx);
     bfd_hex(d, sizeof d, hex);
     assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 
@@ -79,17 +81,17 @@ static void test_streaming_equals_one_shot(void **state)
     for (size_t len = 0; len <= N; len += len < 200 ? 1 : 389) {
         char want[65], got[65];
         uint8_t d[32];
-        bfd_sha256_hex(buf, len, want);
+        assert_int_equal(bfd_sha256_hex(buf, len, want, NULL), BF_OK);
         bfd_sha256 s;
-        bfd_sha256_init(&s);
+        assert_int_equal(bfd_sha256_init(&s, NULL), BF_OK);
         size_t off = 0;
         for (size_t p = 0; off < len; p++) {
             size_t take = pieces[p % (sizeof pieces / sizeof pieces[0])];
             if (take > len - off) take = len - off;
-            bfd_sha256_update(&s, buf + off, take);
+            assert_int_equal(bfd_sha256_update(&s, buf + off, take, NULL), BF_OK);
             off += take;
         }
-        bfd_sha256_final(&s, d);
+        assert_int_equal(bfd_sha256_final(&s, d, NULL), BF_OK);
         bfd_hex(d, sizeof d, got);
         assert_string_equal(got, want);
     }
@@ -108,6 +110,30 @@ static void test_hex(void **state)
     assert_string_equal(out, "");
 }
 
+static void test_unfinished_and_equal(void **state)
+{
+    (void)state;
+    bfd_sha256 s = {0};
+    bf_error err = {0};
+    uint8_t d[32];
+    bfd_sha256_free(&s);   /* a zeroed digest frees fine */
+    assert_int_equal(bfd_sha256_final(&s, d, &err), BF_EINVAL);
+    assert_int_equal(bfd_sha256_init(&s, NULL), BF_OK);
+    assert_int_equal(bfd_sha256_update(&s, "abc", 3, NULL), BF_OK);
+    bfd_sha256_free(&s);   /* abandoned midway (an aborted upload): no leak under ASan */
+    assert_null(s.ctx);
+
+    char a[65], b[65];
+    assert_int_equal(bfd_sha256_hex("abc", 3, a, NULL), BF_OK);
+    memcpy(b, a, sizeof b);
+    assert_true(bfd_digest_equal(a, b));
+    b[0] = b[0] == '0' ? '1' : '0';
+    assert_false(bfd_digest_equal(a, b));
+    memcpy(b, a, sizeof b);
+    b[63] = b[63] == '0' ? '1' : '0';
+    assert_false(bfd_digest_equal(a, b));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +142,7 @@ int main(void)
         cmocka_unit_test(test_padding_edges),
         cmocka_unit_test(test_streaming_equals_one_shot),
         cmocka_unit_test(test_hex),
+        cmocka_unit_test(test_unfinished_and_equal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

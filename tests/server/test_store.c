@@ -590,11 +590,11 @@ static void test_tokens(void **state)
 
     /* the hash is sha256 of the token text (digest from Python's hashlib) */
     char known[] = "bft_0000000000000000000000000000000000000000000000000000000000000000";
-    bfd_token_hash(known, h1);
+    assert_int_equal(bfd_token_hash(known, h1, &err), BF_OK);
     assert_string_equal(h1, "3c1d0a93187a12329af53bc922b575f0e195daa52ee4fafc257172e52bf63abd");
 
-    bfd_token_hash(t1, h1);
-    bfd_token_hash(t2, h2);
+    assert_int_equal(bfd_token_hash(t1, h1, &err), BF_OK);
+    assert_int_equal(bfd_token_hash(t2, h2, &err), BF_OK);
     assert_int_equal(bfd_token_count(f->s, &count, &err), BF_OK);
     assert_int_equal(count, 0);
     assert_int_equal(bfd_token_put(f->s, h1, "alice", &err), BF_OK);
@@ -612,6 +612,21 @@ static void test_tokens(void **state)
     assert_null(tenant);
     assert_null(strstr(err.msg, t1));
     assert_int_equal(bfd_token_put(f->s, h1, "mallory", &err), BF_EINVAL);
+
+    /* hashes sharing the leading digits the index narrows by are told apart
+     * by the whole (constant-time) compare */
+    char near[65];
+    memcpy(near, h1, sizeof near);
+    near[63] = near[63] == '0' ? '1' : '0';
+    assert_int_equal(bfd_token_lookup(f->s, near, &tenant, &err), BF_ENOTFOUND);
+    assert_int_equal(bfd_token_put(f->s, near, "carol", &err), BF_OK);
+    assert_int_equal(bfd_token_lookup(f->s, near, &tenant, &err), BF_OK);
+    assert_string_equal(tenant, "carol");
+    free(tenant);
+    assert_int_equal(bfd_token_lookup(f->s, h1, &tenant, &err), BF_OK);
+    assert_string_equal(tenant, "alice");
+    free(tenant);
+    assert_int_equal(bfd_token_lookup(f->s, "abc", &tenant, &err), BF_ENOTFOUND);
 }
 
 static void test_tenant_names_and_random_hex(void **state)
@@ -728,6 +743,95 @@ static void test_newer_schema_refused(void **state)
     assert_non_null(strstr(err.msg, "99"));
 }
 
+/* --- corrupt blobs */
+
+static int corrupt_of(bfd_store *s, bfd_kind k, const char *tenant, const char *id)
+{
+    bfd_item it;
+    bf_error err = {0};
+    assert_int_equal(bfd_item_get(s, k, tenant, id, &it, &err), BF_OK);
+    int c = it.corrupt;
+    bfd_item_clear(&it);
+    return c;
+}
+
+static void test_corrupt_mark_and_heal(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    int existed = -1;
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", NULL);
+    put_item(f->s, BFD_MODEL, "bob", ID_A, "m", NULL);
+    put_item(f->s, BFD_DATASET, "alice", ID_A, "d", NULL);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    /* one blob, every tenant's row of that kind */
+    assert_int_equal(bfd_item_mark_corrupt(f->s, BFD_MODEL, ID_A, &err), BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "bob", ID_A), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_DATASET, "alice", ID_A), 0);
+    bfd_item *items = NULL;
+    size_t n = 0;
+    int more = 0;
+    assert_int_equal(bfd_item_list(f->s, BFD_MODEL, "bob", 0, 10, &items, &n, &more, &err), BF_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(items[0].corrupt, 1);
+    bfd_item_list_free(items, n);
+    /* uploading the bytes again (by anyone) rewrites the blob: all rows heal */
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", &existed);
+    assert_int_equal(existed, 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "bob", ID_A), 0);
+    assert_int_equal(bfd_item_mark_corrupt(f->s, 7, ID_A, &err), BF_EINVAL);
+}
+
+static void test_finish_marks_corrupt(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", NULL);
+    put_item(f->s, BFD_DATASET, "alice", ID_B, "d", NULL);
+    bfd_campaign_row r = campaign("c0000000000000001", "alice");
+    insert(f->s, &r);
+    /* the message as a worker's bfd_blob_verify words it, with context before it */
+    assert_int_equal(bfd_campaign_finish(f->s, r.id, BFD_FAILED, 1.0, NULL,
+                                         "chunk 2: dataset blob " ID_B " is corrupt (sha256 mismatch): its bytes hash to "
+                                         "0123456789abcdef... now",
+                                         NULL, &err),
+                     BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_DATASET, "alice", ID_B), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    /* other failures mark nothing */
+    bfd_campaign_row r2 = campaign("c0000000000000002", "alice");
+    insert(f->s, &r2);
+    assert_int_equal(bfd_campaign_finish(f->s, r2.id, BFD_FAILED, 1.0, NULL, "model blob " ID_A " is fine", NULL, &err),
+                     BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+}
+
+/* A database of schema 1 (before items.corrupt and the worker-death
+ * columns) gains them, 0 for all. */
+static void test_schema_1_upgraded(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", NULL);
+    bfd_store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE items DROP COLUMN corrupt; ALTER TABLE campaigns DROP COLUMN deaths; "
+                                      "ALTER TABLE campaigns DROP COLUMN death_reasons; "
+                                      "ALTER TABLE campaigns DROP COLUMN inflight; PRAGMA user_version = 1", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(bfd_store_open(f->db, &f->s, &err), BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
+    assert_int_equal(bfd_item_mark_corrupt(f->s, BFD_MODEL, ID_A, &err), BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
+    reopen(f);   /* now at 2: opening again changes nothing */
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
+}
+
 static void test_unopenable_path(void **state)
 {
     fx *f = *state;
@@ -761,6 +865,9 @@ int main(void)
         T(test_garbage_file_refused),
         T(test_newer_schema_refused),
         T(test_unopenable_path),
+        T(test_corrupt_mark_and_heal),
+        T(test_finish_marks_corrupt),
+        T(test_schema_1_upgraded),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
