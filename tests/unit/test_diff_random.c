@@ -46,6 +46,11 @@
 #include "campaign_check.h"
 #include "onnx.pb-c.h"
 
+/* BF_RANDOM_GRAPHS=N runs graphs 0..N-1 instead: a soak run. 800 graphs
+ * (273,840 trials) gave no outcome disagreement and two metrics 1.2e-6
+ * apart, relative (an activation fault's max_abs, a BER trial's mse near
+ * 1e72): updates' rounding carried to outputs several times the golden
+ * scale, just past test_diff's 1e-6, which these 8 graphs keep. */
 #define GRAPHS 8
 #define SAMPLES 24
 #define BATCH 7                  /* several batches and a partial last one */
@@ -472,7 +477,8 @@ static const char *conv(builder *b, const char *x, int64_t *c, int64_t *h, int64
         int64_t g = groups[pick(&b->rng, 3)], m = g * (1 + pick(&b->rng, 3)), k = 2 + pick(&b->rng, 2);
         int64_t dil = 1 + pick(&b->rng, 2), pad = pick(&b->rng, 3), stride = 1 + pick(&b->rng, 2);
         int64_t oh = conv_out(*h, k, pad, stride, dil), ow = conv_out(*w, k, pad, stride, dil);
-        if (*c % g || oh < 1 || ow < 1) continue;
+        int64_t extent = dil * (k - 1) + 1;
+        if (*c % g || *h + 2 * pad < extent || *w + 2 * pad < extent) continue;
         const char *in[3] = {x, weight(b, fresh(b, "conv.weight"), 4, (const int64_t[]){m, *c / g, k, k}, *c / g * k * k, 1.4),
                              pick(&b->rng, 3) ? weight(b, fresh(b, "conv.bias"), 1, &m, k * k, 0.3) : NULL};
         Onnx__NodeProto *n = node(b, "Conv", 3, in);
@@ -657,7 +663,9 @@ static void random_graphs_match_exact(void **state)
     tc_tally t = {0};
     builder *b = malloc(sizeof *b);
     assert_non_null(b);
-    for (int gi = 0; gi < GRAPHS; gi++) {
+    int graphs = getenv("BF_RANDOM_GRAPHS") ? atoi(getenv("BF_RANDOM_GRAPHS")) : GRAPHS;
+    assert_true(graphs > 0);
+    for (int gi = 0; gi < graphs; gi++) {
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
         build_graph(b, gi);
@@ -688,7 +696,7 @@ static void random_graphs_match_exact(void **state)
         b_free(b);
     }
     free(b);
-    tc_assert_agree("random graphs, differential vs exact", &t, GRAPHS * 8 * TRIALS);
+    tc_assert_agree("random graphs, differential vs exact", &t, (int64_t)graphs * 8 * TRIALS);
 }
 
 int main(void)
