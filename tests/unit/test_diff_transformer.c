@@ -7,7 +7,7 @@
  * projection's input, a 2-D Gemm over every token ([seq x batch, 64]), and
  * the engine listed those rows into a buffer with room for a batch's.
  *
- * Listed faults in that weight (several elements, exponent and mantissa
+ * Listed faults in that weight (two elements, exponent and mantissa
  * bits), in a batch that divides the eval set and in one that does not,
  * then random faults in it and in the output projections, each run exact
  * (opts.exact) and differential; every trial must agree as in test_diff.c
@@ -93,7 +93,7 @@ static const int64_t batches[] = {16, 7};   /* 3 batches; 7 with a partial last 
 static void listed_faults_match_exact(void **state)
 {
     const fixture *f = *state;
-    static const int64_t index[] = {100, 5000, 9000, 12287};
+    static const int64_t index[] = {100, 9000};   /* the first row's and a late one's */
     static const int bits[] = {30, 29, 22};
     bf_fault_entry list[sizeof index / sizeof *index * sizeof bits / sizeof *bits];
     size_t n = 0;
@@ -127,7 +127,7 @@ static void random_faults_match_exact(void **state)
     tc_tally t = {0};
     bf_campaign_spec s = {0};
     s.seed = 7;
-    s.trials = 30;
+    s.trials = 20;
     s.target = BF_TARGET_WEIGHTS;
     s.tensors = tensors;
     s.n_tensors = 2;
@@ -138,7 +138,7 @@ static void random_faults_match_exact(void **state)
     s.critical_delta = -1;
     s.batch = 7;
     both(f, &s, "random, batch 7", &t);
-    tc_assert_agree("random projection faults, differential vs exact", &t, 30);
+    tc_assert_agree("random projection faults, differential vs exact", &t, 20);
 }
 
 int main(void)
