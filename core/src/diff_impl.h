@@ -47,8 +47,10 @@ struct bf__dx_shared {
     int *colw[2];                /* per step, full and tail plan: a Gemm whose columns can be recomputed, 0 none */
     bf__colblk **colblk[2];      /* per step, full and tail plan: each column's exact block (NULL: none) */
     int *roww[2];                /* per step, full and tail plan: Gemm row chunk, 0 none */
-    size_t scratch_floats;
+    size_t scratch_floats;       /* the largest run-time value of the full batch, graph inputs included */
     int max_n;                   /* widest Gemm output */
+    int max_m;                   /* most rows of any Gemm's A, and at least the batch: a row is a sample
+                                  * only where M is the batch ([seq x batch, E] in attention) */
 
     /* Chain mode (diffchain.c). */
     int *chain_next;             /* per step: the next step of its chain, or one of the below */
@@ -85,7 +87,7 @@ struct bf__dx {
     float *out;
     float *scratch;
     int cols[RANK_MAX_COLS];
-    int *rowbuf;                 /* a batch's worth of row indices */
+    int *rowbuf;                 /* row indices of a Gemm's A: max_m of them */
     double *bc;                  /* rank-k update scratch */
     void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
     int approx;                  /* the batch at hand took a rank-k update */

@@ -116,13 +116,19 @@ static int handoff_ok(const bf__dx_shared *sh, bf_plan *plan[2], int o)
     return sh->first_use[o] >= 0 && cached_everywhere(sh, o);
 }
 
-/* A Gemm whose rows and columns the setup found exact (diffshared.c). */
+/* A Gemm whose rows and columns the setup found exact (diffshared.c),
+ * and whose rows are the samples: a chain reads its rows as samples (a
+ * Gemm over every token of a sequence, [seq x batch, E], is no link; the
+ * chain's reshapes and its end keep dim 0 the batch, so none reaches one
+ * today, and this says so where the rows are read). */
 static int gemm_link(const bf__dx_shared *sh, bf_plan *plan[2], size_t i, bf__gemm_info *g)
 {
     const bf__step *s = &plan[0]->steps[i];
     if (!bf__gemm_params(s, g) || g->trans_a || g->c_rs || s->n_out != 1) return 0;
     for (int t = 0; t < 2; t++) {
+        bf__gemm_info gt;
         if (!plan[t]) continue;
+        if (!bf__gemm_params(&plan[t]->steps[i], &gt) || gt.m != bf_plan_batch(plan[t])) return 0;
         if (sh->roww[t][i] != 1 || !sh->colw[t][i]) return 0;
         for (int j = 0; j < g->n; j++)   /* (a single column is the whole product: width 0) */
             if (sh->colblk[t][i][j].w != 1 && g->n > 1) return 0;

@@ -74,7 +74,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->out = bf__malloc(n_out * sizeof(float) + 1);
     dx->rows = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->rows);
     dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
-    dx->rowbuf = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->rowbuf);
+    dx->rowbuf = bf__malloc(((size_t)sh->max_m + 1) * sizeof *dx->rowbuf);
     dx->bc = bf__malloc(((size_t)(RANK_MAX_COLS + 1) * (size_t)sh->max_n + 1) * sizeof *dx->bc);
     for (int t = 0; t < 2; t++) {
         dx->arena[t] = bf__calloc(m->n_values + 1, sizeof(void *));

@@ -23,6 +23,11 @@
 
 /* A row's change counts as clear beyond CLEAR_CHANGE of the golden value:
  * far above the few-ulp (2^-23) disagreement between update and product.
+ * A change that cancels the golden value to within CLEAR_CHANGE of it is
+ * refused too: the exact product may then be exactly zero (a row of A gone
+ * to zero past a dead ReLU, a weight flipped to zero under a one-hot
+ * input), where the update leaves the golden product's own rounding error,
+ * and a classifier's zeros are a tie that a few ulps of noise decide.
  * An update beyond HUGE_CHANGE times the golden scale is refused: far
  * beyond the values' range a float product loses the golden part to
  * rounding (or overflows midway) while the update in double does not, and
@@ -109,6 +114,7 @@ int bf__gemm_column_delta(const bf__gemm_info *g, const float *a, int k, float o
         float *e = &y[(int64_t)i * g->n + j];
         if (!isfinite(*e) || !(*e == 0 || fabs(d) >= CLEAR_CHANGE * fabs(*e))) return 0;
         if (fabs(d) > HUGE_CHANGE * fmax(1.0, fabs(*e))) return 0;
+        if (fabs((double)*e + d) < CLEAR_CHANGE * fabs(*e)) return 0;   /* cancels: see CLEAR_CHANGE */
         float v = (float)((double)*e + d);
         if (!isfinite(v)) return 0;
         *e = v;
@@ -168,6 +174,7 @@ int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const
             double delta = acc[n] - ygr[n], mag = fabs(ygr[n]), ad = fabs(delta);
             float v = (float)acc[n];
             refuse |= !isfinite(v) | (ad > HUGE_CHANGE * (mag > 1 ? mag : 1));
+            refuse |= (delta != 0) & (fabs(acc[n]) < CLEAR_CHANGE * mag);   /* cancels: see CLEAR_CHANGE */
             unchanged &= delta == 0;
             clear |= (delta != 0) & ((mag == 0) | (ad >= CLEAR_CHANGE * mag));
             yr[n] = v;

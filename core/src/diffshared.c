@@ -143,8 +143,18 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
         sh->colblk[t] = bf__calloc(sh->n_steps + 1, sizeof *sh->colblk[t]);
         if (!sh->colw[t] || !sh->roww[t] || !sh->colblk[t]) return bf__dx_oom(err);
     }
+    /* Row lists (bf__gemm_row_width, bf__gemm_rows) hold up to M / 2 rows
+     * of A, and M is the batch only where a row of A is a sample: PyTorch's
+     * attention runs its output projection as one Gemm over every token,
+     * [seq x batch, E]. */
+    sh->max_m = (int)sh->batch;
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; plan[t] && i < plan[t]->n_steps; i++) {
+            bf__gemm_info g;
+            if (bf__gemm_params(&plan[t]->steps[i], &g) && g.m > sh->max_m) sh->max_m = g.m;
+        }
     float *scratch = bf__malloc(2 * sh->scratch_floats * sizeof(float) + 64);
-    int *rows = bf__malloc(((size_t)sh->batch + 1) * sizeof *rows);
+    int *rows = bf__malloc(((size_t)sh->max_m + 1) * sizeof *rows);
     if (!scratch || !rows) {
         bf__free(scratch);
         bf__free(rows);
@@ -214,10 +224,13 @@ bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *g
     sh->out_cols = out_cols;
     sh->out_val = m->output_vals[0];
     sh->n_steps = plan[0]->n_steps;
-    /* room for a value of the full batch; row-mode plans (diffrows.c) are
-     * never wider than the batch */
+    /* room for a value of the full batch, graph inputs included: a Gemm's
+     * partial products (diffgemm.c) take at most its A's or its Y's floats,
+     * and A may be a graph input (a wide input to a narrow Gemm is the
+     * largest value of a logistic regression); row-mode plans (diffrows.c)
+     * are never wider than the batch */
     for (size_t v = 0; v < m->n_values; v++)
-        if (plan[0]->val_step[v] >= 0) {
+        if (plan[0]->val_step[v] != BF__VAL_NOT_RUN) {
             size_t n = (size_t)bf_tensor_numel(&plan[0]->vals[v]);
             if (n > sh->scratch_floats) sh->scratch_floats = n;
         }

@@ -4,9 +4,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include "bitflip/eval.h"
 #include "campaign_check.h"
 
 bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s)
@@ -64,4 +66,67 @@ void tc_keep(void *user, const bf_trial_record *rec)
 {
     tc_recs *k = user;
     k->r[k->n++] = *rec;
+}
+
+/* The scale of an output ulp. */
+double tc_out_scale(const bf_model *m, const bf_dataset *ds)
+{
+    bf_evaluator *ev = NULL;
+    bf_eval_result r;
+    bf_error err = {0};
+    bf_eval_opts o = {.batch = 7, .threads = 1};
+    if (bf_evaluator_create(m, ds, &o, &ev, &err) || bf_evaluator_run(ev, NULL, 0, &r, &err)) fail_msg("%s", err.msg);
+    double s = 1;
+    for (int64_t i = 0; i < r.samples * r.out_cols; i++)
+        if (isfinite(r.outputs[i]) && fabs(r.outputs[i]) > s) s = fabs(r.outputs[i]);
+    bf_evaluator_free(ev);
+    return s;
+}
+
+void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_recs *b, double scale, tc_tally *t)
+{
+    assert_int_equal(a->n, b->n);
+    for (int64_t i = 0; i < a->n; i++) {
+        const bf_trial_record *x = &a->r[i], *y = &b->r[i];
+        assert_int_equal(x->trial, y->trial);
+        t->trials++;
+        double dx = x->metrics[BF_METRIC_MAX_ABS], dy = y->metrics[BF_METRIC_MAX_ABS];
+        if (x->outcome != y->outcome) {
+            t->disagree++;
+            /* a near tie: both runs moved the outputs by ulps at most, and
+             * both moved them (masked is decided exactly) */
+            int near = (isnan(dx) || dx <= 1e-5 * scale) && (isnan(dy) || dy <= 1e-5 * scale) &&
+                       x->outcome != BF_OUTCOME_MASKED && y->outcome != BF_OUTCOME_MASKED;
+            t->unexplained += !near;
+            printf("  %s, %s, trial %lld: %s vs %s; max output deviation %.3g vs %.3g (%s)\n", fix, label,
+                   (long long)x->trial, bf_outcome_name(x->outcome), bf_outcome_name(y->outcome), dx, dy,
+                   near ? "a near tie: an ulp-level change kept or rounded away" : "UNEXPLAINED");
+            continue;
+        }
+        for (int k = 0; k < BF_METRIC_COUNT; k++) {
+            double u = x->metrics[k], v = y->metrics[k];
+            if (isnan(u) && isnan(v)) continue;
+            if (isinf(u) && u == v) continue;
+            double tol = k == BF_METRIC_MAX_ABS ? 1e-6 * scale
+                       : k == BF_METRIC_MSE ? 1e-6 * scale * scale + 2e-6 * scale * (isfinite(u) ? sqrt(fabs(u)) : 0)
+                       : 1e-6;
+            if (1e-6 * fmax(fabs(u), fabs(v)) > tol) tol = 1e-6 * fmax(fabs(u), fabs(v));
+            if (!(fabs(u - v) <= tol)) {
+                t->metric_off++;
+                printf("  %s, %s, trial %lld: %s %.17g vs %.17g\n", fix, label, (long long)x->trial,
+                       bf_metric_name(k), u, v);
+                break;
+            }
+        }
+    }
+}
+
+void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials)
+{
+    printf("%s: %lld trials, %lld outcome disagreements (%lld unexplained), %lld metric mismatches\n", what,
+           (long long)t->trials, (long long)t->disagree, (long long)t->unexplained, (long long)t->metric_off);
+    assert_true(t->trials >= min_trials);
+    assert_true(t->disagree * 1000 <= t->trials);
+    assert_int_equal(t->unexplained, 0);
+    assert_int_equal(t->metric_off, 0);
 }

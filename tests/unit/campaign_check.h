@@ -5,6 +5,8 @@
 #define BF_TEST_CAMPAIGN_CHECK_H
 
 #include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/model.h"
 
 bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s);
 void tc_assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_result *b);
@@ -18,5 +20,21 @@ typedef struct tc_recs {
     int64_t n;
 } tc_recs;
 void tc_keep(void *user, const bf_trial_record *rec);
+
+/* The differential engine against the exact one (test_diff.c's rules, see
+ * its top comment): trials compared one by one, outcomes equal or a near
+ * tie (both runs' outputs within ulps of golden, neither masked), metrics
+ * within 1e-6 (mse and max_abs relative to `scale`, the largest golden
+ * output, at least 1). */
+typedef struct tc_tally {
+    int64_t trials, disagree, unexplained, metric_off;
+} tc_tally;
+/* The largest golden output (at least 1), with batch 7. */
+double tc_out_scale(const bf_model *m, const bf_dataset *ds);
+/* Compares runs a and b trial by trial into t; prints what differs. */
+void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_recs *b, double scale, tc_tally *t);
+/* At least min_trials, at most one disagreement in 1,000, every one a near
+ * tie, no metric outside its tolerance. */
+void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
 
 #endif

@@ -64,9 +64,7 @@ static const config configs[] = {
 static const char *fixtures[] = {"demo_digits", "digits_mlp", "mlp_ops_op13", "dlrm_ops_op13", "cnn_ops_op17",
                                  "transformer_ops_op13", "misc_norm_op17"};
 
-typedef struct tally {
-    int64_t trials, disagree, unexplained, metric_off;
-} tally;
+typedef tc_tally tally;
 
 static char *all[] = {"*"};
 static double rates[] = {1e-4, 1e-3};
@@ -116,60 +114,6 @@ static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, in
     return 1;
 }
 
-/* The largest golden output (at least 1): the scale of an output ulp. */
-static double out_scale(const bf_model *m, const bf_dataset *ds)
-{
-    bf_evaluator *ev = NULL;
-    bf_eval_result r;
-    bf_error err = {0};
-    bf_eval_opts o = {.batch = 7, .threads = 1};
-    if (bf_evaluator_create(m, ds, &o, &ev, &err) || bf_evaluator_run(ev, NULL, 0, &r, &err)) fail_msg("%s", err.msg);
-    double s = 1;
-    for (int64_t i = 0; i < r.samples * r.out_cols; i++)
-        if (isfinite(r.outputs[i]) && fabs(r.outputs[i]) > s) s = fabs(r.outputs[i]);
-    bf_evaluator_free(ev);
-    return s;
-}
-
-/* Compares two runs trial by trial into t; prints what differs. */
-static void compare(const char *fix, const config *cf, const recs *a, const recs *b, double scale, tally *t)
-{
-    assert_int_equal(a->n, b->n);
-    for (int64_t i = 0; i < a->n; i++) {
-        const bf_trial_record *x = &a->r[i], *y = &b->r[i];
-        assert_int_equal(x->trial, y->trial);
-        t->trials++;
-        double dx = x->metrics[BF_METRIC_MAX_ABS], dy = y->metrics[BF_METRIC_MAX_ABS];
-        if (x->outcome != y->outcome) {
-            t->disagree++;
-            /* a near tie: both runs moved the outputs by ulps at most, and
-             * both moved them (masked is decided exactly) */
-            int near = (isnan(dx) || dx <= 1e-5 * scale) && (isnan(dy) || dy <= 1e-5 * scale) &&
-                       x->outcome != BF_OUTCOME_MASKED && y->outcome != BF_OUTCOME_MASKED;
-            t->unexplained += !near;
-            printf("  %s, %s, trial %lld: %s vs %s; max output deviation %.3g vs %.3g (%s)\n", fix, cf->label,
-                   (long long)x->trial, bf_outcome_name(x->outcome), bf_outcome_name(y->outcome), dx, dy,
-                   near ? "a near tie: an ulp-level change kept or rounded away" : "UNEXPLAINED");
-            continue;
-        }
-        for (int k = 0; k < BF_METRIC_COUNT; k++) {
-            double u = x->metrics[k], v = y->metrics[k];
-            if (isnan(u) && isnan(v)) continue;
-            if (isinf(u) && u == v) continue;
-            double tol = k == BF_METRIC_MAX_ABS ? 1e-6 * scale
-                       : k == BF_METRIC_MSE ? 1e-6 * scale * scale + 2e-6 * scale * (isfinite(u) ? sqrt(fabs(u)) : 0)
-                       : 1e-6;
-            if (1e-6 * fmax(fabs(u), fabs(v)) > tol) tol = 1e-6 * fmax(fabs(u), fabs(v));
-            if (!(fabs(u - v) <= tol)) {
-                t->metric_off++;
-                printf("  %s, %s, trial %lld: %s %.17g vs %.17g\n", fix, cf->label, (long long)x->trial,
-                       bf_metric_name(k), u, v);
-                break;
-            }
-        }
-    }
-}
-
 static void load(const char *name, bf_model **m, bf_dataset **ds)
 {
     char mp[512], dp[512];
@@ -189,7 +133,7 @@ static int pair(const char *fx, const bf_model *m, const bf_dataset *ds, const c
     bf_campaign *ca = NULL, *cb = NULL;
     if (!run_sel(m, ds, cf, exact_a, 0, sa, &a, &ca)) return 0;
     assert_true(run_sel(m, ds, cf, 0, budget_b, sb, &b, &cb));
-    compare(fx, cf, &a, &b, scale, t);
+    tc_compare(fx, cf->label, &a, &b, scale, t);
     free(a.r);
     free(b.r);
     bf_campaign_free(ca);
@@ -205,7 +149,7 @@ static void sweep(const char *const *fx, size_t n_fx, size_t step, int exact_a, 
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
         load(fx[f], &m, &ds);
-        double scale = out_scale(m, ds);
+        double scale = tc_out_scale(m, ds);
         for (size_t k = 0; k < sizeof configs / sizeof *configs; k += step)
             pair(fx[f], m, ds, &configs[k], exact_a, budget_b, NULL, NULL, scale, t);
         bf_dataset_free(ds);
@@ -213,22 +157,12 @@ static void sweep(const char *const *fx, size_t n_fx, size_t step, int exact_a, 
     }
 }
 
-static void assert_agree(const char *what, const tally *t, int64_t min_trials)
-{
-    printf("%s: %lld trials, %lld outcome disagreements (%lld unexplained), %lld metric mismatches\n", what,
-           (long long)t->trials, (long long)t->disagree, (long long)t->unexplained, (long long)t->metric_off);
-    assert_true(t->trials >= min_trials);
-    assert_true(t->disagree * 1000 <= t->trials);
-    assert_int_equal(t->unexplained, 0);
-    assert_int_equal(t->metric_off, 0);
-}
-
 static void fast_matches_exact(void **state)
 {
     (void)state;
     tally t = {0};
     sweep(fixtures, sizeof fixtures / sizeof *fixtures, 1, 1, 0, &t);
-    assert_agree("differential vs exact", &t, 2000);
+    tc_assert_agree("differential vs exact", &t, 2000);
 }
 
 static void tiny_cache_matches_default(void **state)
@@ -237,7 +171,7 @@ static void tiny_cache_matches_default(void **state)
     tally t = {0};
     static const char *const fx[] = {"demo_digits", "dlrm_ops_op13", "transformer_ops_op13"};
     sweep(fx, sizeof fx / sizeof *fx, 3, 0, 1, &t);
-    assert_agree("one-byte cache vs default", &t, 300);
+    tc_assert_agree("one-byte cache vs default", &t, 300);
 }
 
 /* Chain mode (core/src/diffchain.c): single faults in the weights of the
@@ -261,7 +195,7 @@ static void chain_mode_matches_exact(void **state)
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
         load(fx[f], &m, &ds);
-        double scale = out_scale(m, ds);
+        double scale = tc_out_scale(m, ds);
         for (size_t k = 0; k < 5; k++) {   /* the weight fault models but BER (several faults a trial) */
             if (configs[k].kind == BF_FAULT_BER) continue;
             sel sa = {.tensors = which[f], .trials = 120}, sb = sa;
@@ -279,7 +213,7 @@ static void chain_mode_matches_exact(void **state)
            (long long)chained, (long long)t.trials, (long long)linear[0], (long long)linear[4]);
     assert_true(chained * 10 >= t.trials * 9);
     assert_true(linear[0] > 0 && linear[4] > 0);
-    assert_agree("chain mode vs exact", &t, 2000);
+    tc_assert_agree("chain mode vs exact", &t, 2000);
 }
 
 int main(void)

@@ -920,6 +920,7 @@ int bf__conv_delta(const bf__step *st, int slot, const float *x, int64_t index, 
                     float *e = &yc[(o0 * w->out[1] + o1) * w->out[2] + o2];
                     if (!isfinite(*e) || !(*e == 0 || fabs(d) >= CLEAR_CHANGE * fabs(*e))) return 0;
                     if (fabs(d) > HUGE_CHANGE * fmax(1.0, fabs(*e))) return 0;
+                    if (fabs((double)*e + d) < CLEAR_CHANGE * fabs(*e)) return 0;   /* cancels (diffgemm.c) */
                     float v = (float)((double)*e + d);
                     if (!isfinite(v)) return 0;
                     *e = v;
