@@ -21,7 +21,7 @@ FROM debian:bookworm-slim
 # Runtime libraries of bitflipd and bitflip, and curl for the health check.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libmicrohttpd12 libuv1 libjansson4 libprotobuf-c1 libsqlite3-0 libcurl4 curl \
+      libmicrohttpd12 libuv1 libjansson4 libprotobuf-c1 libsqlite3-0 libcurl4 libssl3 curl \
  && rm -rf /var/lib/apt/lists/*
 # A fixed uid, so that a data volume or a tokens file can be chown'ed to it
 # from the host. The data directory is created here, owned by that user, so a
@@ -39,8 +39,12 @@ VOLUME /var/lib/bitflip
 EXPOSE 8080
 # Ready, not just live: a draining daemon (503) is unhealthy. The start period
 # covers resuming the campaigns of the previous run before the port opens.
+# -k: the certificate names the lab host, not 127.0.0.1.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD curl -fsS http://127.0.0.1:8080/v2/health/ready || exit 1
-# bitflipd refuses to listen on 0.0.0.0 without tokens: create some first
-# (bitflipd token create, or --tokens-file; see deploy/README.md).
-CMD ["bitflipd", "--listen", "0.0.0.0:8080", "--data-dir", "/var/lib/bitflip", "--config", "/etc/bitflip/bitflipd.json"]
+  CMD curl -fsSk https://127.0.0.1:8080/v2/health/ready || exit 1
+# bitflipd refuses to listen on 0.0.0.0 without tokens, and without TLS unless
+# told --insecure-http: mount tokens, a certificate and its key as these files
+# (deploy/docker-compose.yml does, as secrets; deploy/README.md says how to make them).
+CMD ["bitflipd", "--listen", "0.0.0.0:8080", "--data-dir", "/var/lib/bitflip", "--config", "/etc/bitflip/bitflipd.json", \
+     "--tokens-file", "/run/secrets/bitflip_tokens", \
+     "--tls-cert", "/run/secrets/bitflip_tls_cert", "--tls-key", "/run/secrets/bitflip_tls_key"]
