@@ -499,6 +499,158 @@ static void allocation_failure_in_the_walk(void **state)
     free(buf);
 }
 
+
+/* --- plans: memory known before allocating */
+
+/* x[batch,3] + c[3] -> s; s + k -> t; Relu(t) -> y, where k =
+ * ConstantOfShape(shape [3]) is folded when the plan is built. */
+static wb small_plan_model(void)
+{
+    wb g = {0};
+    int64_t d[2] = {-1, 3}, three = 3;
+    float c[3] = {1, 2, 3};
+    tensor(&g, 5, "c", 1, 1, &three, c, sizeof c);
+    int64_t one = 1;
+    tensor(&g, 5, "shp", 7, 1, &one, &three, 8);
+    node(&g, (nodespec){"ConstantOfShape", "cos", {"shp"}, "k"}, NULL);
+    node(&g, (nodespec){"Add", "add1", {"x", "c"}, "s"}, NULL);
+    node(&g, (nodespec){"Add", "add2", {"s", "k"}, "t"}, NULL);
+    node(&g, (nodespec){"Relu", "act", {"t"}, "y"}, NULL);
+    value_info(&g, 11, "x", 2, d);
+    value_info(&g, 12, "y", 2, d);
+    return model(&g);
+}
+
+static void estimate_matches_hand_arithmetic(void **state)
+{
+    (void)state;
+    wb m = small_plan_model();
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
+    bf_plan_budget b;
+    assert_int_equal(bf_plan_estimate(mod, 4, &b, &err), BF_OK);
+    /* arena: x, s, t, y are 4 x 3 floats = 48 bytes, each in a 64-byte slot,
+     * and the arena is allocated 64 bytes longer: 4 * 64 + 64 */
+    assert_int_equal(b.arena_bytes, 320);
+    /* folded: k, 3 floats (12 bytes, allocated as 13) in one 64-byte block */
+    assert_int_equal(b.folded_bytes, 64);
+    /* Add, Relu and ConstantOfShape ask for no scratch; the plan's scratch
+     * block is allocated with 64 bytes to spare */
+    assert_int_equal(b.scratch_bytes, 64);
+    /* parameter copies: c, 12 bytes (13 allocated) -> 64 */
+    assert_int_equal(b.param_copy_bytes, 64);
+    assert_true(b.overhead_bytes > 0);
+    assert_int_equal(b.total_bytes, 320 + 64 + 64 + 64 + b.overhead_bytes);
+    assert_int_equal(b.batch, 4);
+
+    /* batch 100: each activation 100 * 3 * 4 = 1200 bytes -> 1216; the
+     * largest buffer is the first of the four equal ones, the input */
+    assert_int_equal(bf_plan_estimate(mod, 100, &b, &err), BF_OK);
+    assert_int_equal(b.arena_bytes, 4 * 1216 + 64);
+    assert_int_equal(b.largest.bytes, 1216);
+    assert_string_equal(b.largest.what, "input");
+    assert_string_equal(b.largest.value, "x");
+    char buf[300];
+    assert_string_equal(bf_plan_item_str(&b.largest, buf, sizeof buf), "input 'x' [100, 3] float32: 1.2 KiB");
+
+    /* the plan built for real agrees with its estimate */
+    bf_plan_budget b2;
+    bf_plan *p = NULL;
+    bf_plan_opts o = {.budget = &b2};
+    assert_int_equal(bf_plan_create_opts(mod, 100, &o, &p, &err), BF_OK);
+    assert_int_equal(b2.total_bytes, b.total_bytes);
+    assert_int_equal(bf_plan_arena_bytes(p) + 64, b.arena_bytes);
+    bf_plan_free(p);
+    /* a limit one byte short refuses it, naming both sizes */
+    o.max_bytes = b.total_bytes - 1;
+    assert_int_equal(bf_plan_create_opts(mod, 100, &o, &p, &err), BF_ELIMIT);
+    assert_null(p);
+    assert_non_null(strstr(err.msg, "the plan for batch 100 needs"));
+    assert_non_null(strstr(err.msg, "(input 'x' [100, 3] float32: 1.2 KiB), over the limit of"));
+    o.max_bytes = b.total_bytes;
+    assert_int_equal(bf_plan_create_opts(mod, 100, &o, &p, &err), BF_OK);
+    bf_plan_free(p);
+    bf_model_free(mod);
+    free(m.p);
+}
+
+static void bytes_are_printed_in_binary_units(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(bf_bytes_str(100, b, sizeof b), "100 B");
+    assert_string_equal(bf_bytes_str(1536, b, sizeof b), "1.5 KiB");
+    assert_string_equal(bf_bytes_str((uint64_t)512 << 20, b, sizeof b), "512.0 MiB");
+    assert_string_equal(bf_bytes_str((uint64_t)4 << 30, b, sizeof b), "4.0 GiB");
+}
+
+/* The issue's memory bomb: Flatten and MatMul on the input, and a
+ * ConstantOfShape of [32768, 32768] (2^30 floats, 4 GiB) feeding a
+ * ReduceMax, in about 200 bytes of file. */
+static wb bomb_model(void)
+{
+    wb g = {0}, keep = {0}, a = {0};
+    int64_t xd[3] = {-1, 2, 2}, yd[2] = {-1, 2}, wd[2] = {4, 2}, two = 2;
+    int64_t shp[2] = {32768, 32768};
+    float w[8] = {1, 0, 0, 1, 1, 0, 0, 1};
+    tensor(&g, 5, "w", 1, 2, wd, w, sizeof w);
+    tensor(&g, 5, "shp", 7, 1, &two, shp, sizeof shp);
+    node(&g, (nodespec){"Flatten", "flat", {"x"}, "f"}, NULL);
+    node(&g, (nodespec){"MatMul", "mm", {"f", "w"}, "y"}, NULL);
+    node(&g, (nodespec){"ConstantOfShape", "ConstantOfShape_0", {"shp"}, "big"}, NULL);
+    wb_str(&a, 1, "keepdims");
+    wb_int(&a, 20, 2);
+    wb_int(&a, 3, 0);
+    wb_msg(&keep, 5, &a);
+    node(&g, (nodespec){"ReduceMax", "rmax", {"big"}, "mx"}, &keep);
+    value_info(&g, 11, "x", 3, xd);
+    value_info(&g, 12, "y", 2, yd);
+    value_info(&g, 12, "mx", 0, NULL);
+    return model(&g);
+}
+
+static void memory_bomb_is_refused_before_allocating(void **state)
+{
+    (void)state;
+    wb m = bomb_model();
+    assert_true(m.n < 400);
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
+
+    bf_test_alloc_track_largest(1);
+    bf_plan_budget b;
+    assert_int_equal(bf_plan_estimate(mod, 1, &b, &err), BF_OK);
+    /* 2^30 floats = 4 GiB, allocated with one byte more, in 64-byte units;
+     * and ReduceMax's scalar, folded too: 4 bytes -> 64 */
+    uint64_t big = ((uint64_t)4 << 30) + 64;
+    assert_int_equal(b.folded_bytes, big + 64);
+    assert_int_equal(b.largest.bytes, big);
+    assert_string_equal(b.largest.node, "ConstantOfShape_0");
+    assert_string_equal(b.largest.op, "ConstantOfShape");
+    assert_string_equal(b.largest.what, "folded");
+    assert_int_equal(b.largest.ndim, 2);
+    assert_int_equal(b.largest.dims[0], 32768);
+    assert_int_equal(b.largest.dims[1], 32768);
+    assert_true(b.total_bytes > big);
+    /* nothing near that size was asked of the allocator */
+    assert_true(bf_test_alloc_largest() < ((size_t)2 << 20));
+
+    bf_test_alloc_track_largest(1);
+    bf_plan *p = NULL;
+    bf_plan_opts o = {.max_bytes = (uint64_t)4 << 30};
+    assert_int_equal(bf_plan_create_opts(mod, 1, &o, &p, &err), BF_ELIMIT);
+    assert_null(p);
+    assert_true(bf_test_alloc_largest() < ((size_t)2 << 20));
+    bf_test_alloc_track_largest(0);
+    assert_non_null(strstr(err.msg, "the plan for batch 1 needs 4.0 GiB (node 'ConstantOfShape_0' "
+                                    "ConstantOfShape folded [32768, 32768] float32: 4.0 GiB), over the "
+                                    "limit of 4.0 GiB"));
+    bf_model_free(mod);
+    free(m.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,6 +666,9 @@ int main(void)
         cmocka_unit_test(type_depth_limit),
         cmocka_unit_test(walk_survives_truncation_and_flips),
         cmocka_unit_test(allocation_failure_in_the_walk),
+        cmocka_unit_test(estimate_matches_hand_arithmetic),
+        cmocka_unit_test(bytes_are_printed_in_binary_units),
+        cmocka_unit_test(memory_bomb_is_refused_before_allocating),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
