@@ -387,7 +387,7 @@ out:
 }
 
 static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan_opts *opts, int estimate,
-                             bf_plan **out, bf_error *err);
+                             int64_t *out0_numel, bf_plan **out, bf_error *err);
 
 bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf_error *err)
 {
@@ -398,17 +398,25 @@ bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget 
 {
     bf_plan_opts o = {.budget = out};
     bf_plan *p = NULL;
-    return plan_create(model, batch, &o, 1, &p, err);
+    return plan_create(model, batch, &o, 1, NULL, &p, err);
+}
+
+bf_status bf__plan_estimate_out(const bf_model *model, int64_t batch, bf_plan_budget *out, int64_t *out0_numel,
+                                bf_error *err)
+{
+    bf_plan_opts o = {.budget = out};
+    bf_plan *p = NULL;
+    return plan_create(model, batch, &o, 1, out0_numel, &p, err);
 }
 
 bf_status bf_plan_create_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts,
                               bf_plan **out, bf_error *err)
 {
-    return plan_create(model, batch, opts, 0, out, err);
+    return plan_create(model, batch, opts, 0, NULL, out, err);
 }
 
 static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan_opts *opts, int estimate,
-                             bf_plan **out, bf_error *err)
+                             int64_t *out0_numel, bf_plan **out, bf_error *err)
 {
     bf_status st;
     bf_plan *p = NULL;
@@ -446,6 +454,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     st = build(p, &bc, err);
     bf__free(bc.phantom);
     bc.phantom = NULL;
+    if (st == BF_OK && out0_numel) *out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);
     if (st != BF_OK || estimate) goto fail;
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;

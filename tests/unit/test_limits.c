@@ -17,6 +17,7 @@
 
 #include "alloc_fail.h"
 #include "bitflip/bitflip.h"
+#include "bitflip/campaign.h"
 
 /* --- a forward wire writer: messages are byte strings, nested by value */
 
@@ -651,6 +652,127 @@ static void memory_bomb_is_refused_before_allocating(void **state)
     free(m.p);
 }
 
+/* --- safetensors */
+
+/* A file of header `hdr` and `data_len` zero bytes of data. */
+static unsigned char *st_file(const char *hdr, size_t data_len, size_t *len)
+{
+    size_t h = strlen(hdr);
+    *len = 8 + h + data_len;
+    unsigned char *b = calloc(1, *len);
+    assert_non_null(b);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    memcpy(b + 8, hdr, h);
+    return b;
+}
+
+static void safetensors_json_depth(void **state)
+{
+    (void)state;
+    /* at the junk array the depth is 2 (the header object, the tensor's) */
+    const char *prefix = "{\"x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4], \"junk\": ";
+    char hdr[512];
+    snprintf(hdr, sizeof hdr, "%s[[[[[[[[[[1]]]]]]]]]]}}", prefix);
+    size_t len;
+    unsigned char *f = st_file(hdr, 4, &len);
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    assert_int_equal(bf_dataset_load_buffer(f, len, "d.safetensors", &ds, &err), BF_ELIMIT);
+    assert_null(ds);
+    /* the ninth bracket is the junk's seventh '[' */
+    char want[128];
+    snprintf(want, sizeof want, "nested more than 8 deep at header byte %zu; the limit is 8 (max_json_depth)",
+             strlen(prefix) + 6);
+    assert_non_null(strstr(err.msg, want));
+    free(f);
+    /* brackets inside strings are text, not nesting */
+    const char *named = "{\"[[[[[[[[[[{{{{\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}";
+    f = st_file(named, 4, &len);
+    assert_int_equal(bf_dataset_load_buffer(f, len, "d.safetensors", &ds, &err), BF_OK);
+    bf_dataset_free(ds);
+    free(f);
+}
+
+static void safetensors_counts_and_bytes(void **state)
+{
+    (void)state;
+    const char *hdr = "{\"a\": {\"dtype\": \"F32\", \"shape\": [2, 8], \"data_offsets\": [0, 64]},"
+                      " \"labels\": {\"dtype\": \"I64\", \"shape\": [2], \"data_offsets\": [64, 80]}}";
+    size_t len;
+    unsigned char *f = st_file(hdr, 80, &len);
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    bf_dataset_limits lim = {.max_tensors = 1};
+    assert_int_equal(bf_dataset_load_buffer_opts(f, len, "d", &lim, &ds, &err), BF_ELIMIT);
+    assert_non_null(strstr(err.msg, "header lists 2 tensors; the limit is 1 (max_tensors)"));
+    /* data: 64 bytes for a, 16 for labels, each rounded up to 64 -> 128 */
+    lim = (bf_dataset_limits){.max_bytes = 127};
+    assert_int_equal(bf_dataset_load_buffer_opts(f, len, "d", &lim, &ds, &err), BF_ELIMIT);
+    assert_non_null(strstr(err.msg, "its tensors hold 128 B; the limit is 127 B (max_bytes)"));
+    lim.max_bytes = 128;
+    assert_int_equal(bf_dataset_load_buffer_opts(f, len, "d", &lim, &ds, &err), BF_OK);
+    bf_dataset_free(ds);
+    lim = (bf_dataset_limits){.max_header_bytes = (int64_t)strlen(hdr) - 1};
+    assert_int_equal(bf_dataset_load_buffer_opts(f, len, "d", &lim, &ds, &err), BF_ELIMIT);
+    assert_non_null(strstr(err.msg, "(max_header_bytes)"));
+    free(f);
+}
+
+/* --- jobs: the sum of their plans, outputs, cache and inputs */
+
+static void job_estimates_add_up(void **state)
+{
+    (void)state;
+    wb m = small_plan_model();
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
+    /* 10 samples of x[3] */
+    const char *hdr = "{\"x\": {\"dtype\": \"F32\", \"shape\": [10, 3], \"data_offsets\": [0, 120]}}";
+    size_t len;
+    unsigned char *f = st_file(hdr, 120, &len);
+    bf_dataset *ds = NULL;
+    assert_int_equal(bf_dataset_load_buffer(f, len, "d", &ds, &err), BF_OK);
+    bf_plan_budget p4, p2;
+    assert_int_equal(bf_plan_estimate(mod, 4, &p4, &err), BF_OK);
+    assert_int_equal(bf_plan_estimate(mod, 2, &p2, &err), BF_OK);
+
+    /* eval at batch 4 on one thread: batches of 4, 4 and 2 */
+    bf_job_budget b;
+    bf_eval_opts eo = {.batch = 4, .threads = 1};
+    assert_int_equal(bf_eval_estimate(mod, ds, &eo, &b, &err), BF_OK);
+    assert_int_equal(b.batch, 4);
+    assert_int_equal(b.rest, 2);
+    assert_int_equal(b.model_bytes, 12 + 8);          /* c: 3 floats; shp: one int64 */
+    assert_int_equal(b.dataset_bytes, 120);
+    assert_int_equal(b.plans_bytes, p4.total_bytes + p2.total_bytes);
+    assert_int_equal(b.outputs_bytes, 10 * 3 * 4);    /* y over the set */
+    assert_int_equal(b.cache_bytes, 0);
+    assert_int_equal(b.total_bytes, 20 + 120 + p4.total_bytes + p2.total_bytes + 120);
+
+    /* a campaign on 2 threads: each worker and the golden pass hold both
+     * plans and the outputs; the cache is the smaller of its budget and an
+     * arena per batch (3 batches of p4's arena) */
+    bf_campaign_spec spec = {.batch = 4, .target = BF_TARGET_WEIGHTS, .repr = BF_REPR_FP16};
+    bf_campaign_opts co = {.threads = 2, .cache_budget = 100};
+    assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
+    assert_int_equal(b.plans_bytes, 3 * (p4.total_bytes + p2.total_bytes));
+    assert_int_equal(b.outputs_bytes, 3 * 10 * 3 * 4);
+    assert_int_equal(b.cache_bytes, 100);
+    assert_int_equal(b.weights_bytes, 12 + 1);        /* c as stored in fp16 (a float buffer, +1) */
+    co.cache_budget = (int64_t)1 << 30;
+    assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
+    assert_int_equal(b.cache_bytes, 3 * p4.arena_bytes);
+    co.exact = 1;
+    assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
+    assert_int_equal(b.cache_bytes, 0);
+    assert_int_equal(b.total_bytes, 20 + 120 + 13 + 3 * (p4.total_bytes + p2.total_bytes) + 360);
+    bf_dataset_free(ds);
+    free(f);
+    bf_model_free(mod);
+    free(m.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -669,6 +791,9 @@ int main(void)
         cmocka_unit_test(estimate_matches_hand_arithmetic),
         cmocka_unit_test(bytes_are_printed_in_binary_units),
         cmocka_unit_test(memory_bomb_is_refused_before_allocating),
+        cmocka_unit_test(safetensors_json_depth),
+        cmocka_unit_test(safetensors_counts_and_bytes),
+        cmocka_unit_test(job_estimates_add_up),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

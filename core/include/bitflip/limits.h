@@ -58,10 +58,11 @@ typedef struct bf_dataset_limits {
     int64_t max_bytes;          /* the data section, i.e. what loading allocates */
 } bf_dataset_limits;
 
-#define BF_LIMIT_ST_HEADER_BYTES_DEFAULT ((int64_t)1 << 20)    /* 1 MiB */
-#define BF_LIMIT_ST_JSON_DEPTH_DEFAULT 4
-#define BF_LIMIT_ST_TENSORS_DEFAULT 1024
-#define BF_LIMIT_ST_BYTES_DEFAULT ((int64_t)4 << 30)           /* 4 GiB */
+#define BF_LIMIT_ST_HEADER_BYTES_DEFAULT ((int64_t)100 << 20)  /* 100 MiB */
+/* {"name": {"shape": [..]}} is 3 deep; __metadata__ is 2 */
+#define BF_LIMIT_ST_JSON_DEPTH_DEFAULT 8
+#define BF_LIMIT_ST_TENSORS_DEFAULT 4096
+#define BF_LIMIT_ST_BYTES_DEFAULT ((int64_t)16 << 30)          /* 16 GiB */
 
 bf_dataset_limits bf_dataset_limits_resolve(const bf_dataset_limits *lim);
 

@@ -85,6 +85,23 @@ typedef struct bf_plan_opts {
 bf_status bf_plan_create_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts,
                               bf_plan **out, bf_error *err);
 
+/* What a job (an evaluation, a fault campaign) holds at its peak, from
+ * shapes, before it starts: what bf_eval_estimate and bf_campaign_estimate
+ * fill, so that a job over a memory limit is refused up front. */
+typedef struct bf_job_budget {
+    int threads;              /* workers, each with its own plans and outputs */
+    int64_t batch;            /* samples per plan */
+    int64_t rest;             /* the last, partial batch (0: none) */
+    uint64_t model_bytes;     /* the model's initializers: loaded once, shared */
+    uint64_t dataset_bytes;   /* the eval set: loaded once, shared */
+    uint64_t weights_bytes;   /* campaigns on weights in fp16/bf16/int8: the weights as stored */
+    uint64_t plans_bytes;     /* per worker and for the golden pass: a plan at batch, one at rest */
+    uint64_t outputs_bytes;   /* outputs over the eval set, per worker and for the golden pass */
+    uint64_t cache_bytes;     /* golden-activation cache: min(its budget, the activations over the set) */
+    uint64_t total_bytes;     /* the sum of the above */
+    bf_plan_budget plan;      /* the plan at `batch`, with its largest buffer */
+} bf_job_budget;
+
 /* "4.0 GiB", "512.0 MiB", "12.3 KiB", "100 B"; returns buf. */
 char *bf_bytes_str(uint64_t bytes, char *buf, size_t len);
 /* "node 'c' ConstantOfShape folded [32768, 32768] float32: 4.0 GiB" (or
