@@ -204,8 +204,8 @@ static bf_status count_limit(const uint8_t *buf, const frame *st, size_t sp, siz
     char place[300];
     describe_place(buf, st, sp, place, sizeof place);
     return bf_error_set(err, BF_ELIMIT,
-                        "%s: %s has more than %" PRId64 " %s (the one past the limit at byte offset "
-                        "%zu%s); the limit is %" PRId64 " (%s)",
+                        "%s: %s has more than %" PRId64 " %s at byte offset %zu%s; the limit is %" PRId64
+                        " (%s)",
                         label, msg_names[st[sp - 1].type], limit, what, at, place, limit, key);
 }
 
@@ -255,7 +255,11 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
                 st = malformed(buf, len, label, at, "a field is longer than what remains", err);
                 goto out;
             }
-            if (v > (uint64_t)lim.max_field_bytes) {
+            msg child = child_of(f->type, field);
+            /* a message we follow is bounded by what it holds; the limit is
+             * on what a parser takes in one piece: bytes, strings, packed
+             * numbers, messages skipped whole */
+            if (child == M_NONE && v > (uint64_t)lim.max_field_bytes) {
                 char place[300];
                 describe_place(buf, stack, sp, place, sizeof place);
                 st = bf_error_set(err, BF_ELIMIT,
@@ -275,7 +279,6 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
                 }
             }
             if (f->type == M_TENSOR && field == 1 && f->rank > lim.max_rank) goto rank;
-            msg child = child_of(f->type, field);
             if (child == M_NONE) break;
             /* counts of what multiplies */
             if (f->type == M_GRAPH || f->type == M_FUNCTION) {
