@@ -41,6 +41,7 @@ static const struct {
     {"model.nodes", K_INT, offsetof(cli_limits, model.max_nodes), 0},
     {"model.initializers", K_INT, offsetof(cli_limits, model.max_initializers), 0},
     {"model.attributes", K_INT, offsetof(cli_limits, model.max_attributes), 0},
+    {"model.messages", K_INT, offsetof(cli_limits, model.max_messages), 0},
     {"model.rank", K_INT, offsetof(cli_limits, model.max_rank), 1},
     {"model.tensor-elements", K_INT, offsetof(cli_limits, model.max_tensor_elements), 0},
     {"data.header-bytes", K_SIZE, offsetof(cli_limits, data.max_header_bytes), 0},

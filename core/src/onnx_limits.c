@@ -30,6 +30,7 @@ bf_load_limits bf_load_limits_resolve(const bf_load_limits *lim)
     if (r.max_nodes <= 0) r.max_nodes = BF_LIMIT_NODES_DEFAULT;
     if (r.max_initializers <= 0) r.max_initializers = BF_LIMIT_INITIALIZERS_DEFAULT;
     if (r.max_attributes <= 0) r.max_attributes = BF_LIMIT_ATTRIBUTES_DEFAULT;
+    if (r.max_messages <= 0) r.max_messages = BF_LIMIT_MESSAGES_DEFAULT;
     if (r.max_rank <= 0) r.max_rank = BF_LIMIT_RANK_DEFAULT;
     if (r.max_tensor_elements <= 0) r.max_tensor_elements = BF_LIMIT_TENSOR_ELEMENTS_DEFAULT;
     return r;
@@ -216,6 +217,7 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
     bf_status st = BF_OK;
     size_t cap = 64, sp = 0;
     int graph_depth = 0, type_depth = 0;
+    int64_t messages = 0;
     frame *stack = bf__malloc(cap * sizeof *stack);
     if (!stack) return bf_error_set(err, BF_ENOMEM, "%s: out of memory checking the model", label);
     stack[sp++] = (frame){.type = M_MODEL, .start = 0, .pos = 0, .end = len, .numel = 1};
@@ -313,6 +315,16 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
                                   "%s: ONNX types (sequences, maps, optionals) nested more than %d deep at "
                                   "byte offset %zu%s; the limit is %d (max_type_depth)",
                                   label, lim.max_type_depth, at, place, lim.max_type_depth);
+                goto out;
+            }
+            if (++messages > lim.max_messages) {
+                char place[300];
+                describe_place(buf, stack, sp, place, sizeof place);
+                st = bf_error_set(err, BF_ELIMIT,
+                                  "%s: the model holds more than %" PRId64 " messages (nodes, attributes, "
+                                  "tensors, types, dims; the one past the limit at byte offset %zu%s); the "
+                                  "limit is %" PRId64 " (max_messages)",
+                                  label, lim.max_messages, at, place, lim.max_messages);
                 goto out;
             }
             if (sp == cap) {

@@ -329,6 +329,24 @@ static void too_many_nodes(void **state)
     free(m.p);
 }
 
+/* tiny_graph: the graph, its node, two value infos each with a type, a
+ * tensor type, a shape and two dims: 1 + 1 + 2 * (1 + 1 + 1 + 1 + 2) = 14 */
+static void message_count_limit(void **state)
+{
+    (void)state;
+    wb g = tiny_graph(), m = model(&g);
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    bf_load_limits lim = {.max_messages = 14};
+    assert_int_equal(load(&m, &lim, &mod, &err), BF_OK);
+    bf_model_free(mod);
+    lim.max_messages = 13;
+    assert_int_equal(load(&m, &lim, &mod, &err), BF_ELIMIT);
+    assert_non_null(strstr(err.msg, "more than 13 messages"));
+    assert_non_null(strstr(err.msg, "(max_messages)"));
+    free(m.p);
+}
+
 static void too_many_attributes(void **state)
 {
     (void)state;
@@ -783,6 +801,7 @@ int main(void)
         cmocka_unit_test(tiny_model_loads),
         cmocka_unit_test(too_many_nodes),
         cmocka_unit_test(too_many_attributes),
+        cmocka_unit_test(message_count_limit),
         cmocka_unit_test(field_size_limit),
         cmocka_unit_test(huge_dims_refused_before_allocating),
         cmocka_unit_test(rank_limit),

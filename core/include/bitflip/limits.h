@@ -32,6 +32,10 @@ typedef struct bf_load_limits {
     int64_t max_nodes;          /* per graph (or function) */
     int64_t max_initializers;   /* per graph, dense and sparse */
     int64_t max_attributes;     /* per node */
+    /* Messages of the kinds followed, in all: protobuf-c allocates a struct
+     * (100 to 200 bytes) for each, so an empty message of 2 bytes in the
+     * file is a 100x amplification. */
+    int64_t max_messages;
     int max_rank;               /* dims of a tensor or of a declared shape */
     /* Product of a tensor's dims (overflow-safe): bounds what converting an
      * initializer or attribute tensor allocates. */
@@ -44,6 +48,7 @@ typedef struct bf_load_limits {
 #define BF_LIMIT_NODES_DEFAULT 1000000
 #define BF_LIMIT_INITIALIZERS_DEFAULT 1000000
 #define BF_LIMIT_ATTRIBUTES_DEFAULT 1000
+#define BF_LIMIT_MESSAGES_DEFAULT 2000000
 #define BF_LIMIT_RANK_DEFAULT 8                                /* BF_MAX_DIMS */
 #define BF_LIMIT_TENSOR_ELEMENTS_DEFAULT ((int64_t)1 << 32)    /* 16 GiB of fp32 */
 
