@@ -104,24 +104,7 @@ void cli_limits_init(cli_limits *l)
 
 int check_job_memory(const char *cmd, const char *job, const bf_job_budget *b, long long limit)
 {
-    char need[32], lim[32], what[320];
-    if (limit <= 0 || b->total_bytes <= (uint64_t)limit) return 0;
-    bf_bytes_str((uint64_t)limit, lim, sizeof lim);
-    bf_plan_item_str(&b->plan.largest, what, sizeof what);
-    if (b->plan.total_bytes > (uint64_t)limit) {
-        fprintf(stderr, "bitflip %s: the plan needs %s (%s), over the %s job memory limit (--job-memory)\n", cmd,
-                bf_bytes_str(b->plan.total_bytes, need, sizeof need), what, lim);
-        return EXIT_INFRA;
-    }
-    char plans[32], cache[32], outs[32], data[32], model[32], weights[32];
-    fprintf(stderr,
-            "bitflip %s: the %s needs %s (plans %s for %d thread%s at batch %lld, golden cache %s, outputs %s, "
-            "stored weights %s, eval set %s, model %s; the largest buffer: %s), over the %s job memory limit "
-            "(--job-memory)\n",
-            cmd, job, bf_bytes_str(b->total_bytes, need, sizeof need), bf_bytes_str(b->plans_bytes, plans, sizeof plans),
-            b->threads, b->threads == 1 ? "" : "s", (long long)b->batch,
-            bf_bytes_str(b->cache_bytes, cache, sizeof cache), bf_bytes_str(b->outputs_bytes, outs, sizeof outs),
-            bf_bytes_str(b->weights_bytes, weights, sizeof weights), bf_bytes_str(b->dataset_bytes, data, sizeof data),
-            bf_bytes_str(b->model_bytes, model, sizeof model), what, lim);
-    return EXIT_INFRA;
+    bf_error err = {0};
+    if (limit <= 0 || bf_job_budget_check(b, (uint64_t)limit, job, "--job-memory", &err) == BF_OK) return 0;
+    return report_error(cmd, &err);
 }

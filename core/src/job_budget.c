@@ -133,3 +133,28 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
     *out = b;
     return BF_OK;
 }
+
+bf_status bf_job_budget_check(const bf_job_budget *b, uint64_t limit, const char *job, const char *limit_name,
+                              bf_error *err)
+{
+    char need[32], lim[32], what[320];
+    if (limit == 0 || b->total_bytes <= limit) return BF_OK;
+    bf_bytes_str(limit, lim, sizeof lim);
+    bf_plan_item_str(&b->plan.largest, what, sizeof what);
+    if (!limit_name) limit_name = "job memory limit";
+    if (b->plan.total_bytes > limit)
+        return bf_error_set(err, BF_ELIMIT, "the plan needs %s (%s), over the %s job memory limit (%s)",
+                            bf_bytes_str(b->plan.total_bytes, need, sizeof need), what, lim, limit_name);
+    char plans[32], cache[32], outs[32], data[32], model[32], weights[32];
+    return bf_error_set(err, BF_ELIMIT,
+                        "the %s needs %s (plans %s for %d thread%s at batch %lld, golden cache %s, outputs %s, "
+                        "stored weights %s, eval set %s, model %s; the largest buffer: %s), over the %s job "
+                        "memory limit (%s)",
+                        job ? job : "job", bf_bytes_str(b->total_bytes, need, sizeof need),
+                        bf_bytes_str(b->plans_bytes, plans, sizeof plans), b->threads, b->threads == 1 ? "" : "s",
+                        (long long)b->batch, bf_bytes_str(b->cache_bytes, cache, sizeof cache),
+                        bf_bytes_str(b->outputs_bytes, outs, sizeof outs),
+                        bf_bytes_str(b->weights_bytes, weights, sizeof weights),
+                        bf_bytes_str(b->dataset_bytes, data, sizeof data), bf_bytes_str(b->model_bytes, model, sizeof model),
+                        what, lim, limit_name);
+}

@@ -667,6 +667,13 @@ static void memory_bomb_is_refused_before_allocating(void **state)
     assert_non_null(strstr(err.msg, "the plan for batch 1 needs 4.0 GiB (node 'ConstantOfShape_0' "
                                     "ConstantOfShape folded [32768, 32768] float32: 4.0 GiB), over the "
                                     "limit of 4.0 GiB"));
+    /* the sentence a daemon or the CLI shows, from a job holding this plan */
+    bf_job_budget jb = {.threads = 1, .batch = 1, .plan = b, .plans_bytes = b.total_bytes, .total_bytes = b.total_bytes};
+    assert_int_equal(bf_job_budget_check(&jb, (uint64_t)4 << 30, "campaign", "job_memory", &err), BF_ELIMIT);
+    assert_string_equal(err.msg, "the plan needs 4.0 GiB (node 'ConstantOfShape_0' ConstantOfShape folded "
+                                 "[32768, 32768] float32: 4.0 GiB), over the 4.0 GiB job memory limit (job_memory)");
+    assert_int_equal(bf_job_budget_check(&jb, (uint64_t)8 << 30, "campaign", "job_memory", &err), BF_OK);
+    assert_int_equal(bf_job_budget_check(&jb, 0, "campaign", "job_memory", &err), BF_OK);
     bf_model_free(mod);
     free(m.p);
 }

@@ -102,6 +102,17 @@ typedef struct bf_job_budget {
     bf_plan_budget plan;      /* the plan at `batch`, with its largest buffer */
 } bf_job_budget;
 
+/* BF_OK if the job fits in `limit` bytes (0: no limit); else BF_ELIMIT with
+ * the sentence a user sees, naming the limit as `limit_name` and the job as
+ * `job` ("campaign", "evaluation"):
+ *   the plan needs 4.0 GiB (node 'c' ConstantOfShape folded [32768, 32768]
+ *   float32: 4.0 GiB), over the 4.0 GiB job memory limit (--job-memory)
+ * or, when one plan fits but the job does not, "the campaign needs 9.1 GiB
+ * (plans ..., golden cache ..., outputs ..., stored weights ..., eval set
+ * ..., model ...; the largest buffer: ...), over the ...". */
+bf_status bf_job_budget_check(const bf_job_budget *b, uint64_t limit, const char *job, const char *limit_name,
+                              bf_error *err);
+
 /* "4.0 GiB", "512.0 MiB", "12.3 KiB", "100 B"; returns buf. */
 char *bf_bytes_str(uint64_t bytes, char *buf, size_t len);
 /* "node 'c' ConstantOfShape folded [32768, 32768] float32: 4.0 GiB" (or
