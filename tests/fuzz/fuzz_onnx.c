@@ -5,6 +5,7 @@
  * memory on a legitimately big model. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "bitflip/bitflip.h"
 
@@ -24,8 +25,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bf_plan *p = NULL;
         if (bf_plan_estimate(m, batches[k], &b, &err) != BF_OK) continue;
         /* a plan within 64 MiB is built and run; its estimate must hold */
-        bf_plan_opts o = {.max_bytes = (uint64_t)64 << 20};
+        bf_plan_budget built;
+        bf_plan_opts o = {.max_bytes = (uint64_t)64 << 20, .budget = &built};
         if (bf_plan_create_opts(m, batches[k], &o, &p, &err) == BF_OK) {
+            /* the estimate is what building the plan counted, to the byte */
+            if (built.total_bytes != b.total_bytes || bf_plan_arena_bytes(p) + 64 != b.arena_bytes) abort();
             (void)bf_plan_run(p, &err);
             bf_plan_free(p);
         }
