@@ -68,7 +68,10 @@ typedef struct bf_plan_budget {
  * shapes are worked out as bf_plan_create does, and only small folded values
  * (up to 1 MiB each, 64 MiB in all) are computed, since later shapes may
  * depend on them; bigger ones are counted, not made. Fails as bf_plan_create
- * would on a model that cannot be planned at this batch. */
+ * would on a model that cannot be planned at this batch, and with
+ * BF_EUNSUPPORTED in the rare model where a shape depends on the data of a
+ * value too big to compute here (a Reshape whose shape is read from a
+ * folded tensor over 1 MiB). */
 bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget *out, bf_error *err);
 
 typedef struct bf_plan_opts {
