@@ -3,11 +3,16 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+# seconds per target for `make fuzz`; `make test` runs each for FUZZ_SMOKE_SECONDS
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec
 MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: all deps build build-asan build-tsan test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures clean
+.PHONY: all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures clean
 
 all: build
 
@@ -27,7 +32,7 @@ build-asan: deps
 # there: the daemon's crash-and-restart test (six minutes under TSan) and
 # test_mitigate (three minutes; its threads are the campaign runner's, which
 # test_campaign covers).
-test: test-release test-asan test-tsan
+test: test-release test-asan test-tsan fuzz-smoke
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -42,6 +47,22 @@ build-tsan: deps
 
 test-tsan: build-tsan
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_|server_|daemon_test_flow|daemon_test_security'
+
+# libFuzzer targets (tests/fuzz, docs/FUZZING.md): clang with ASan + UBSan.
+build-fuzz: deps
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# Each target for FUZZ_SECONDS (default 60): "TARGET: N executions, no crash".
+fuzz: build-fuzz
+	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# A short run of each, part of `make test` (the corpora are also replayed
+# by ctest in every build); skipped with a note where clang is missing.
+fuzz-smoke:
+	@if command -v clang >/dev/null 2>&1; then \
+	  $(MAKE) build-fuzz && tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS); \
+	else echo "fuzz-smoke: no clang (scripts/install-deps.sh installs it); skipped"; fi
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bitflip $(BUILD)/bitflipd
@@ -83,4 +104,4 @@ fixtures: bench-deps
 	/usr/bin/python3 tests/fixtures/make_fixtures.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

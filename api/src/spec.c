@@ -960,7 +960,7 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
 
 /* The nesting depth limit, checked before jansson parses (its own limit is
  * 2048 and not settable). Brackets inside strings do not count. */
-static bool too_deep(const char *json, size_t len, size_t *line, size_t *col)
+static bool too_deep(const char *json, size_t len, size_t max_depth, size_t *line, size_t *col)
 {
     size_t depth = 0, ln = 1, lc = 0;
     bool in_str = false;
@@ -973,7 +973,7 @@ static bool too_deep(const char *json, size_t len, size_t *line, size_t *col)
         } else if (ch == '"') {
             in_str = true;
         } else if (ch == '[' || ch == '{') {
-            if (++depth > BF_SPEC_MAX_DEPTH) {
+            if (++depth > max_depth) {
                 *line = ln;
                 *col = i - lc + 1;
                 return true;
@@ -985,26 +985,97 @@ static bool too_deep(const char *json, size_t len, size_t *line, size_t *col)
     return false;
 }
 
+/* Appends "/" and `key` escaped per RFC 6901 to ptr[0..len); false if it
+ * does not fit (then the value is not checked further: its key is already
+ * over max_string, or the document is at the depth limit). */
+static bool ptr_push(char *ptr, size_t *len, size_t cap, const char *key)
+{
+    size_t n = *len;
+    if (n + 1 >= cap) return false;
+    ptr[n++] = '/';
+    for (const char *k = key; *k; k++) {
+        const char *esc = *k == '~' ? "~0" : *k == '/' ? "~1" : NULL;
+        size_t need = esc ? 2 : 1;
+        if (n + need >= cap) return false;
+        if (esc) memcpy(ptr + n, esc, 2);
+        else ptr[n] = *k;
+        n += need;
+    }
+    ptr[n] = '\0';
+    *len = n;
+    return true;
+}
+
+/* Every array's length and every string's (and field name's) bytes against
+ * the limits; recursion is bounded by max_depth, checked before. */
+static void check_sizes(ctx *c, const json_t *v, char *ptr, size_t len, size_t cap, const bf_spec_limits *lim)
+{
+    if (json_is_string(v) && json_string_length(v) > lim->max_string) {
+        bf__spec_problem(c, ptr, "a string of %zu bytes; the limit is %zu (max_string)", json_string_length(v),
+                         lim->max_string);
+    } else if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        if (n > lim->max_array) {
+            bf__spec_problem(c, ptr, "%zu entries; the limit is %zu (max_array)", n, lim->max_array);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            char idx[24];
+            size_t l = len;
+            snprintf(idx, sizeof idx, "%zu", i);
+            if (ptr_push(ptr, &l, cap, idx)) check_sizes(c, json_array_get(v, i), ptr, l, cap, lim);
+            ptr[len] = '\0';
+        }
+    } else if (json_is_object(v)) {
+        const char *key;
+        json_t *x;
+        json_object_foreach((json_t *)v, key, x) {
+            size_t kl = strlen(key), l = len;
+            if (kl > lim->max_string) {
+                bf__spec_problem(c, ptr, "a field name of %zu bytes; the limit is %zu (max_string)", kl,
+                                 lim->max_string);
+                continue;
+            }
+            if (ptr_push(ptr, &l, cap, key)) check_sizes(c, x, ptr, l, cap, lim);
+            ptr[len] = '\0';
+        }
+    }
+}
+
 bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
                         bf_spec_problems *problems)
+{
+    return bf_spec_parse_opts(json, len, NULL, out, problems);
+}
+
+bf_status bf_spec_parse_opts(const char *json, size_t len, const bf_spec_limits *limits, bf_campaign_spec *out,
+                             bf_spec_problems *problems)
 {
     ctx c = {problems, 0, false};
     bf_campaign_spec s;
     json_t *root = NULL;
     json_error_t jerr;
     size_t line, col;
+    bf_spec_limits lim = limits ? *limits : (bf_spec_limits){0};
+    char *ptr = NULL;
+    if (!lim.max_bytes) lim.max_bytes = BF_SPEC_MAX_BYTES;
+    if (lim.max_depth <= 0) lim.max_depth = BF_SPEC_MAX_DEPTH;
+    if (!lim.max_array) lim.max_array = BF_SPEC_MAX_ARRAY;
+    if (!lim.max_string) lim.max_string = BF_SPEC_MAX_STRING;
 
     memset(&s, 0, sizeof s);
     memset(out, 0, sizeof *out);
     if (problems) memset(problems, 0, sizeof *problems);
     if (!json) len = 0;
 
-    if (len > BF_SPEC_MAX_BYTES) {
-        bf__spec_problem(&c, "", "the spec is %zu bytes; the limit is %u (16 MiB)", len, BF_SPEC_MAX_BYTES);
+    if (len > lim.max_bytes) {
+        char a[32];
+        bf__spec_problem(&c, "", "the spec is %zu bytes; the limit is %zu (%s, max_bytes)", len, lim.max_bytes,
+                         bf_bytes_str(lim.max_bytes, a, sizeof a));
         goto out;
     }
-    if (too_deep(json, len, &line, &col)) {
-        bf__spec_problem(&c, "", "nested deeper than %d levels at line %zu, column %zu", BF_SPEC_MAX_DEPTH,
+    if (too_deep(json, len, (size_t)lim.max_depth, &line, &col)) {
+        bf__spec_problem(&c, "", "nested deeper than %d levels at line %zu, column %zu (max_depth)", lim.max_depth,
                 line, col);
         goto out;
     }
@@ -1025,6 +1096,12 @@ bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
         bf__spec_problem(&c, "", "a campaign spec must be a JSON object, got %s", bf__spec_describe(root).s);
         goto out;
     }
+    /* pointers are at most max_depth keys of at most max_string bytes, escaped */
+    size_t cap = (size_t)lim.max_depth * (2 * (lim.max_string < 4096 ? lim.max_string : 4096) + 2) + 1;
+    if (!(ptr = malloc(cap))) { c.nomem = true; goto out; }
+    ptr[0] = '\0';
+    check_sizes(&c, root, ptr, 0, cap, &lim);
+    if (c.found) goto out;
     parse_spec(&c, root, &s);
 
 out:
@@ -1036,6 +1113,7 @@ out:
         else c.nomem = true;
     }
     json_decref(root);
+    free(ptr);
     if (c.nomem || c.found > 0) {
         bf_campaign_spec_free(&s);
         return c.nomem ? BF_ENOMEM : BF_EINVAL;

@@ -67,7 +67,7 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-int load_spec(const char *cmd, const char *path, bf_campaign_spec *spec)
+int load_spec(const char *cmd, const char *path, const cli_limits *lim, bf_campaign_spec *spec)
 {
     size_t len = 0;
     char *text = read_file(path, &len);
@@ -76,7 +76,7 @@ int load_spec(const char *cmd, const char *path, bf_campaign_spec *spec)
         return errno == ENOENT ? EXIT_USAGE : EXIT_INFRA;
     }
     bf_spec_problems probs = {0};
-    bf_status st = bf_spec_parse(text, len, spec, &probs);
+    bf_status st = bf_spec_parse_opts(text, len, lim ? &lim->spec : NULL, spec, &probs);
     free(text);
     if (st != BF_OK) {
         fprintf(stderr, "bitflip %s: %s is not a valid campaign spec:\n", cmd, path);
@@ -104,14 +104,15 @@ char *resolve_input(const char *spec_path, const char *p)
     return r;
 }
 
-int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, bf_model **m, bf_dataset **ds)
+int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, const cli_limits *lim,
+                bf_model **m, bf_dataset **ds)
 {
     bf_error err = {0};
     char *mp = resolve_input(spec_path, spec->model), *dp = resolve_input(spec_path, spec->dataset);
     int rc = 0;
     if (!mp || !dp) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); rc = EXIT_INFRA; }
-    else if (bf_model_load_file(mp, m, &err) != BF_OK) rc = report_error(cmd, &err);
-    else if (bf_dataset_load_file(dp, ds, &err) != BF_OK) rc = report_error(cmd, &err);
+    else if (bf_model_load_file_opts(mp, lim ? &lim->model : NULL, m, &err) != BF_OK) rc = report_error(cmd, &err);
+    else if (bf_dataset_load_file_opts(dp, lim ? &lim->data : NULL, ds, &err) != BF_OK) rc = report_error(cmd, &err);
     free(mp);
     free(dp);
     return rc;

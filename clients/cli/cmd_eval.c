@@ -30,6 +30,7 @@ static const char help[] =
     "  --seed S           seed for --random-flips (default 1)\n"
     "  --outputs FILE     write the golden outputs (.json: JSON rows; otherwise CSV)\n"
     "  --json             machine-readable output\n"
+    CLI_LIMITS_HELP
     "\n"
     "example:\n"
     "  bitflip eval model.onnx eval.safetensors --flip fc1.weight:12:30\n";
@@ -38,6 +39,7 @@ typedef struct opts {
     const char *model_path, *data_path, *outputs_path;
     long long batch, threads, repeat, random_flips, seed;
     int json;
+    cli_limits lim;
     char **flip_specs;
     size_t n_flip_specs;
 } opts;
@@ -159,6 +161,7 @@ static int parse_args(int argc, char **argv, opts *o)
         int rc = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return -1; }
         else if (!strcmp(a, "--json")) o->json = 1;
+        else if (cli_limit_option("eval", argc, argv, &i, &o->lim, &rc)) {}
         else if (!strcmp(a, "--batch")) { rc = parse_count("eval", a, v, 1, 1 << 24, &o->batch); i++; }
         else if (!strcmp(a, "--threads")) { rc = parse_count("eval", a, v, 1, 64, &o->threads); i++; }
         else if (!strcmp(a, "--repeat")) { rc = parse_count("eval", a, v, 1, 1000000, &o->repeat); i++; }
@@ -182,6 +185,7 @@ static int parse_args(int argc, char **argv, opts *o)
 int cmd_eval(int argc, char **argv)
 {
     opts o = {.batch = 0, .threads = 1, .repeat = 1, .seed = 1};
+    cli_limits_init(&o.lim);
     int rc = EXIT_OK;
     bf_error err = {0};
     bf_model *m = NULL;
@@ -197,8 +201,8 @@ int cmd_eval(int argc, char **argv)
     rc = parse_args(argc, argv, &o);
     if (rc) { rc = rc < 0 ? EXIT_OK : rc; goto out; }
 
-    if (bf_model_load_file(o.model_path, &m, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
-    if (bf_dataset_load_file(o.data_path, &ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+    if (bf_model_load_file_opts(o.model_path, &o.lim.model, &m, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+    if (bf_dataset_load_file_opts(o.data_path, &o.lim.data, &ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
     flips = calloc(o.n_flip_specs + (size_t)o.random_flips + 1, sizeof *flips);
     if (!flips) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
     for (size_t i = 0; i < o.n_flip_specs; i++)
@@ -213,6 +217,13 @@ int cmd_eval(int argc, char **argv)
         eo.progress = on_progress;
         eo.progress_user = &prog;
     }
+    bf_job_budget jb;
+    if (bf_eval_estimate(m, ds, &eo, &jb, &err) != BF_OK) {
+        bf_error_prefix(&err, "%s with %s", o.model_path, o.data_path);
+        rc = report_error("eval", &err);
+        goto out;
+    }
+    if ((rc = check_job_memory("eval", "evaluation", &jb, o.lim.job_memory)) != 0) goto out;
     if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) {
         bf_error_prefix(&err, "%s with %s", o.model_path, o.data_path);
         rc = report_error("eval", &err);

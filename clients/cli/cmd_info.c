@@ -3,17 +3,41 @@
 #include <string.h>
 
 #include "bitflip/api/summary.h"
+#include "bitflip/campaign.h"
 #include "cli.h"
 
 static const char help[] =
-    "usage: bitflip info [--json] MODEL.onnx\n"
+    "usage: bitflip info [--json] [--limit KEY=VALUE] MODEL.onnx\n"
     "\n"
     "Loads and checks MODEL.onnx and prints its graph inputs and outputs, the ops it\n"
     "uses, and every parameter tensor (float initializer) with its shape, element\n"
     "count and the op that reads it: the fault surface of weight-fault campaigns.\n"
-    "Tables read by Gather (embeddings) are marked.\n"
+    "Tables read by Gather (embeddings) are marked. Last, the peak memory of a plan\n"
+    "(activations, folded constants, scratch, parameter copies) at batch 1, at a\n"
+    "campaign's default batch (64) and at eval's (256), with its largest buffer:\n"
+    "worked out from shapes, nothing allocated.\n"
     "\n"
-    "  --json    machine-readable output\n";
+    "  --json               machine-readable output\n"
+    "  --limit KEY=VALUE    a parser limit, e.g. model.graph-depth=16 (repeatable;\n"
+    "                       docs/LIMITS.md lists them)\n";
+
+static const int64_t memory_batches[] = {1, BF_CAMPAIGN_BATCH_DEFAULT, 256};
+
+static json_t *budget_json(const bf_plan_budget *b)
+{
+    const bf_plan_item *it = &b->largest;
+    json_t *dims = json_array();
+    for (int d = 0; d < it->ndim; d++) json_array_append_new(dims, json_integer(it->dims[d]));
+    json_t *largest = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:o, s:I}", "kind", it->what, "node", it->node,
+                                "op", it->op, "value", it->value,
+                                "dtype", it->dtype != BF_DTYPE_INVALID ? bf_dtype_name(it->dtype) : NULL, "shape", dims,
+                                "bytes", (json_int_t)it->bytes);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "batch", (json_int_t)b->batch, "total_bytes",
+                     (json_int_t)b->total_bytes, "arena_bytes", (json_int_t)b->arena_bytes, "folded_bytes",
+                     (json_int_t)b->folded_bytes, "scratch_bytes", (json_int_t)b->scratch_bytes,
+                     "param_copy_bytes", (json_int_t)b->param_copy_bytes, "overhead_bytes",
+                     (json_int_t)b->overhead_bytes, "largest", largest);
+}
 
 static void dims_text(const bf_value_info *vi, char *buf, size_t len)
 {
@@ -43,10 +67,13 @@ static size_t count_ops(const bf_model *m, op_count *out, size_t max)
 
 int cmd_info(int argc, char **argv)
 {
-    int json = 0;
+    int json = 0, rc = 0;
     const char *path = NULL;
+    cli_limits lim;
+    cli_limits_init(&lim);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(help, stdout); return EXIT_OK; }
+        else if (!strcmp(argv[i], "--limit") && cli_limit_option("info", argc, argv, &i, &lim, &rc)) { if (rc) return rc; }
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (argv[i][0] == '-' && argv[i][1]) return usage_error("info", "unknown option '%s'", argv[i]);
         else if (!path) path = argv[i];
@@ -56,7 +83,16 @@ int cmd_info(int argc, char **argv)
 
     bf_error err = {0};
     bf_model *m = NULL;
-    if (bf_model_load_file(path, &m, &err) != BF_OK) return report_error("info", &err);
+    if (bf_model_load_file_opts(path, &lim.model, &m, &err) != BF_OK) return report_error("info", &err);
+    /* a plan's memory at each batch; a batch the model cannot take (a fixed
+     * batch dimension) says why instead */
+    bf_plan_budget budgets[3];
+    bf_error berr[3];
+    int have[3];
+    for (int k = 0; k < 3; k++) {
+        memset(&berr[k], 0, sizeof berr[k]);
+        have[k] = bf_plan_estimate(m, memory_batches[k], &budgets[k], &berr[k]) == BF_OK;
+    }
 
     op_count ops[128];
     size_t n_ops = count_ops(m, ops, 128);
@@ -64,6 +100,12 @@ int cmd_info(int argc, char **argv)
         json_t *root = bf_model_summary(m);
         if (!root) { bf_model_free(m); fprintf(stderr, "bitflip info: out of memory\n"); return EXIT_INFRA; }
         json_object_set_new(root, "model", json_string(path));
+        json_t *mem = json_array();
+        for (int k = 0; k < 3; k++)
+            json_array_append_new(mem, have[k] ? budget_json(&budgets[k])
+                                               : json_pack("{s:I, s:s}", "batch", (json_int_t)memory_batches[k],
+                                                           "error", berr[k].msg));
+        json_object_set_new(root, "plan_memory", mem);
         json_dumpf(root, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(root);
@@ -92,6 +134,13 @@ int cmd_info(int argc, char **argv)
             bf_shape_str(p->tensor->dims, p->tensor->ndim, buf, sizeof buf);
             printf("  %-30s %-16s %10lld  %s%s\n", p->tensor->name, buf, (long long)bf_tensor_numel(p->tensor),
                    p->reader_op ? p->reader_op : "(unused)", p->is_embedding ? " (embedding)" : "");
+        }
+        printf("\nplan memory (peak, from shapes)\n");
+        for (int k = 0; k < 3; k++) {
+            char t[32], what[320];
+            if (!have[k]) { printf("  batch %-5lld  -: %s\n", (long long)memory_batches[k], berr[k].msg); continue; }
+            printf("  batch %-5lld %10s   largest: %s\n", (long long)memory_batches[k],
+                   bf_bytes_str(budgets[k].total_bytes, t, sizeof t), bf_plan_item_str(&budgets[k].largest, what, sizeof what));
         }
     }
     bf_model_free(m);

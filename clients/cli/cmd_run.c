@@ -54,6 +54,8 @@ static const char help[] =
     "                       also 'mitigation.NAME.critical_rate<=0.01' and\n"
     "                       'mitigation.NAME.recovery>=0.3'\n"
     "  --junit FILE         write the gates as JUnit XML, one test case each\n"
+    CLI_LIMITS_HELP
+    "                       (--local only)\n"
     "\n"
     "Exit codes: 0 ran and every gate holds, 1 a gate failed, 2 usage or spec error,\n"
     "3 the campaign could not run.\n";
@@ -62,6 +64,7 @@ typedef struct run_opts {
     const char *spec_path, *out_path, *trials_path, *junit_path, *format, *server, *token;
     long long threads, shard_i, shard_n;
     long long cache_budget;
+    cli_limits lim;
     int local, exact, stats;
     const char **gates;
     size_t n_gates;
@@ -131,24 +134,6 @@ static int parse_shard(const char *s, long long *i, long long *n)
     return 0;
 }
 
-/* A byte count with an optional K, M or G suffix (powers of 1024). */
-static int parse_size(const char *opt, const char *v, long long *out)
-{
-    if (!v) return usage_error("run", "%s needs a value such as 512M", opt);
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    double unit = 1;
-    if (*end == 'K' || *end == 'k') unit = 1024, end++;
-    else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024 * 1024, end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (errno || end == v || *end || !(x >= 0) || x * unit > 1e18)
-        return usage_error("run", "%s wants a size such as 4096, 64M or 2G, got '%s'", opt, v);
-    *out = (long long)(x * unit);
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, run_opts *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -158,7 +143,8 @@ static int parse_args(int argc, char **argv, run_opts *o)
         else if (!strcmp(a, "--local")) o->local = 1;
         else if (!strcmp(a, "--exact")) o->exact = 1;
         else if (!strcmp(a, "--stats")) o->stats = 1;
-        else if (!strcmp(a, "--cache-budget")) { rc = parse_size(a, v, &o->cache_budget); i++; }
+        else if (!strcmp(a, "--cache-budget")) { rc = parse_size("run", a, v, &o->cache_budget); i++; }
+        else if (cli_limit_option("run", argc, argv, &i, &o->lim, &rc)) {}
         else if (!strcmp(a, "--server") || !strcmp(a, "--token")) {
             if (!v) return usage_error("run", "%s needs a value", a);
             if (!strcmp(a, "--server")) o->server = v;
@@ -260,6 +246,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
 int cmd_run(int argc, char **argv)
 {
     run_opts o = {.shard_n = 1};
+    cli_limits_init(&o.lim);
     int rc = EXIT_OK;
     bf_campaign_spec spec = {0};
     int have_spec = 0;
@@ -284,9 +271,19 @@ int cmd_run(int argc, char **argv)
         rc = remote_run(o.server, o.token, o.spec_path, o.out_path, o.format, o.trials_path, gates, o.n_gates, o.junit_path);
         goto out;
     }
-    if ((rc = load_spec("run", o.spec_path, &spec)) != 0) goto out;
+    if ((rc = load_spec("run", o.spec_path, &o.lim, &spec)) != 0) goto out;
     have_spec = 1;
-    if ((rc = load_inputs("run", o.spec_path, &spec, &m, &ds)) != 0) goto out;
+    if ((rc = load_inputs("run", o.spec_path, &spec, &o.lim, &m, &ds)) != 0) goto out;
+    {
+        /* what the campaign will hold, before it allocates any of it */
+        bf_error err = {0};
+        bf_job_budget jb;
+        long threads = o.threads ? (long)o.threads : sysconf(_SC_NPROCESSORS_ONLN);
+        bf_campaign_opts eo = {.threads = (int)(threads > 0 ? threads : 1), .exact = o.exact,
+                               .cache_budget = o.cache_budget};
+        if (bf_campaign_estimate(m, ds, &spec, &eo, &jb, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
+        if ((rc = check_job_memory("run", "campaign", &jb, o.lim.job_memory)) != 0) goto out;
+    }
     /* A paired comparison runs the campaign once per configuration, on the
      * same faults; without mitigations, once, unprotected. */
     n_cfg = spec.n_mitigations ? spec.n_mitigations : 1;

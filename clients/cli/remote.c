@@ -286,7 +286,7 @@ int remote_run(const char *url, const char *token, const char *spec_path, const 
 
     /* the spec is checked here first, so that its problems read as they do locally */
     bf_campaign_spec parsed = {0};
-    if ((rc = load_spec("run", spec_path, &parsed)) != 0) return rc;
+    if ((rc = load_spec("run", spec_path, NULL, &parsed)) != 0) return rc;
     bf_campaign_spec_free(&parsed);
     rc = EXIT_INFRA;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 || !(r.h = curl_easy_init())) {

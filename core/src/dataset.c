@@ -17,10 +17,38 @@
 #include <sys/types.h>
 
 #include "alloc.h"
+#include "bitflip/limits.h"
+#include "bitflip/plan.h"
 
-/* A real header is a few hundred bytes per tensor; this bounds what a hostile
- * one can make jansson allocate. */
-#define HEADER_MAX ((uint64_t)100 << 20)
+bf_dataset_limits bf_dataset_limits_resolve(const bf_dataset_limits *lim)
+{
+    bf_dataset_limits r = lim ? *lim : (bf_dataset_limits){0};
+    if (r.max_header_bytes <= 0) r.max_header_bytes = BF_LIMIT_ST_HEADER_BYTES_DEFAULT;
+    if (r.max_json_depth <= 0) r.max_json_depth = BF_LIMIT_ST_JSON_DEPTH_DEFAULT;
+    if (r.max_tensors <= 0) r.max_tensors = BF_LIMIT_ST_TENSORS_DEFAULT;
+    if (r.max_bytes <= 0) r.max_bytes = BF_LIMIT_ST_BYTES_DEFAULT;
+    return r;
+}
+
+/* Nesting depth of JSON text, counted over brackets outside strings, before
+ * jansson parses it: jansson recurses up to its own limit of 2048, and a
+ * header needs 3. Returns the offset of the first bracket past `max`, or -1. */
+static long json_too_deep(const char *s, size_t n, int max)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') in_str = 1;
+        else if (c == '[' || c == '{') {
+            if (++depth > max) return (long)i;
+        } else if ((c == ']' || c == '}') && depth > 0) depth--;
+    }
+    return -1;
+}
+
 #define DATA_ALIGN 64
 #define NAME_FMT "%.128s"   /* names come from the file: keep messages readable */
 
@@ -95,18 +123,19 @@ static uint64_t le64(const unsigned char *p)
 
 static size_t round_up(size_t n) { return (n + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN; }
 
-static bf_status check_length(uint64_t header_len, uint64_t after_prefix, const char *label,
-                              bf_error *err)
+static bf_status check_length(uint64_t header_len, uint64_t after_prefix, const bf_dataset_limits *lim,
+                              const char *label, bf_error *err)
 {
     if (header_len > after_prefix)
         return fail(err, BF_EFORMAT, label,
                     "header declares %" PRIu64 " bytes but the file has only %" PRIu64
                     " after the length prefix (truncated, or not a safetensors file)",
                     header_len, after_prefix);
-    if (header_len > HEADER_MAX)
-        return fail(err, BF_EFORMAT, label,
-                    "header declares %" PRIu64 " bytes; at most %" PRIu64 " are accepted",
-                    header_len, HEADER_MAX);
+    if (header_len > (uint64_t)lim->max_header_bytes)
+        return fail(err, BF_ELIMIT, label,
+                    "header declares %" PRIu64 " bytes; at most %" PRId64 " are accepted "
+                    "(max_header_bytes)",
+                    header_len, lim->max_header_bytes);
     return BF_OK;
 }
 
@@ -327,7 +356,7 @@ static bf_status read_span(const source *src, const span *sp, void *dst, const c
 /* Builds a dataset from a header already in memory and a data section of
  * `data_len` bytes that `src` can read. */
 static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64_t data_len,
-                      const source *src, bf_dataset **out, bf_error *err)
+                      const source *src, const bf_dataset_limits *lim, bf_dataset **out, bf_error *err)
 {
     bf_status st = BF_OK;
     json_t *root = NULL;
@@ -337,6 +366,14 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
     const char *key;
     json_t *val;
 
+    long deep = json_too_deep(hdr, hdr_len, lim->max_json_depth);
+    if (deep >= 0) {
+        st = fail(err, BF_ELIMIT, label,
+                  "header JSON is nested more than %d deep at header byte %ld; the limit is %d "
+                  "(max_json_depth)",
+                  lim->max_json_depth, deep, lim->max_json_depth);
+        goto out;
+    }
     root = json_loadb(hdr, hdr_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         st = fail(err, BF_EFORMAT, label, "header is not valid JSON: %s (at header byte %d)",
@@ -358,6 +395,11 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
     }
     if (n == 0) {
         st = fail(err, BF_EFORMAT, label, "header lists no tensors");
+        goto out;
+    }
+    if (n > (uint64_t)lim->max_tensors) {
+        st = fail(err, BF_ELIMIT, label, "header lists %zu tensors; the limit is %" PRId64 " (max_tensors)", n,
+                  lim->max_tensors);
         goto out;
     }
 
@@ -389,6 +431,12 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
      * the file size plus the padding. */
     size_t total = 0;
     for (i = 0; i < n; i++) total += round_up((size_t)(spans[i].end - spans[i].begin));
+    if (total > (uint64_t)lim->max_bytes) {
+        char a[32], b[32];
+        st = fail(err, BF_ELIMIT, label, "its tensors hold %s; the limit is %s (max_bytes)",
+                  bf_bytes_str(total, a, sizeof a), bf_bytes_str((uint64_t)lim->max_bytes, b, sizeof b));
+        goto out;
+    }
     if (!(ds->storage = bf__aligned_alloc(total))) {
         st = fail(err, BF_ENOMEM, label, "cannot allocate %zu bytes for the tensors", total);
         goto out;
@@ -413,6 +461,13 @@ out:
 bf_status bf_dataset_load_buffer(const void *buf, size_t len, const char *label,
                                  bf_dataset **out, bf_error *err)
 {
+    return bf_dataset_load_buffer_opts(buf, len, label, NULL, out, err);
+}
+
+bf_status bf_dataset_load_buffer_opts(const void *buf, size_t len, const char *label,
+                                      const bf_dataset_limits *limits, bf_dataset **out, bf_error *err)
+{
+    bf_dataset_limits lim = bf_dataset_limits_resolve(limits);
     if (!label) label = "<buffer>";
     if (!out || (!buf && len))
         return fail(err, BF_EINVAL, label, "bf_dataset_load_buffer needs a buffer and an out pointer");
@@ -424,10 +479,10 @@ bf_status bf_dataset_load_buffer(const void *buf, size_t len, const char *label,
                     len);
     const unsigned char *p = buf;
     uint64_t hdr_len = le64(p);
-    bf_status st = check_length(hdr_len, len - 8, label, err);
+    bf_status st = check_length(hdr_len, len - 8, &lim, label, err);
     if (st) return st;
     source src = {.mem = p + 8 + hdr_len};
-    return load(label, (const char *)p + 8, (size_t)hdr_len, len - 8 - hdr_len, &src, out, err);
+    return load(label, (const char *)p + 8, (size_t)hdr_len, len - 8 - hdr_len, &src, &lim, out, err);
 }
 
 static bf_status read_exact(FILE *f, void *dst, size_t n, const char *path, const char *what,
@@ -440,6 +495,13 @@ static bf_status read_exact(FILE *f, void *dst, size_t n, const char *path, cons
 
 bf_status bf_dataset_load_file(const char *path, bf_dataset **out, bf_error *err)
 {
+    return bf_dataset_load_file_opts(path, NULL, out, err);
+}
+
+bf_status bf_dataset_load_file_opts(const char *path, const bf_dataset_limits *limits, bf_dataset **out,
+                                    bf_error *err)
+{
+    bf_dataset_limits lim = bf_dataset_limits_resolve(limits);
     bf_status st;
     FILE *f = NULL;
     char *hdr = NULL;
@@ -469,14 +531,14 @@ bf_status bf_dataset_load_file(const char *path, bf_dataset **out, bf_error *err
     }
     if ((st = read_exact(f, prefix, 8, path, "header length", err))) goto out;
     uint64_t hdr_len = le64(prefix);
-    if ((st = check_length(hdr_len, size - 8, path, err))) goto out;
+    if ((st = check_length(hdr_len, size - 8, &lim, path, err))) goto out;
     if (!(hdr = bf__malloc((size_t)hdr_len))) {
         st = fail(err, BF_ENOMEM, path, "cannot allocate %" PRIu64 " bytes for the header", hdr_len);
         goto out;
     }
     if ((st = read_exact(f, hdr, (size_t)hdr_len, path, "header", err))) goto out;
     source src = {.file = f, .file_offset = 8 + hdr_len};
-    st = load(path, hdr, (size_t)hdr_len, size - 8 - hdr_len, &src, out, err);
+    st = load(path, hdr, (size_t)hdr_len, size - 8 - hdr_len, &src, &lim, out, err);
 
 out:
     bf__free(hdr);

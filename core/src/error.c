@@ -18,6 +18,7 @@ const char *bf_strerror(bf_status status)
     case BF_ENOTFOUND: return "not found";
     case BF_ECANCELED: return "canceled";
     case BF_EDETECTED: return "error detected";
+    case BF_ELIMIT: return "over a limit";
     }
     return "unknown error";
 }

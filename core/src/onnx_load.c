@@ -506,6 +506,12 @@ static bf_status index_params(bf_model *m, bf_error *err)
 bf_status bf_model_load_buffer(const void *buf, size_t len, const char *label, bf_model **out,
                                bf_error *err)
 {
+    return bf_model_load_buffer_opts(buf, len, label, NULL, out, err);
+}
+
+bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *label,
+                                    const bf_load_limits *lim, bf_model **out, bf_error *err)
+{
     bf_status st = BF_OK;
     Onnx__ModelProto *mp = NULL;
     bf_model *m = NULL;
@@ -516,6 +522,7 @@ bf_status bf_model_load_buffer(const void *buf, size_t len, const char *label, b
     m->label = bf__strdup(label ? label : "model");
     if (!m->label) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
 
+    if ((st = bf__onnx_check_limits(buf, len, lim, m->label, err)) != BF_OK) goto out;
     mp = onnx__model_proto__unpack(NULL, len, buf);
     if (!mp) {
         char why[300];
@@ -535,6 +542,12 @@ out:
 }
 
 bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
+{
+    return bf_model_load_file_opts(path, NULL, out, err);
+}
+
+bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, bf_model **out,
+                                  bf_error *err)
 {
     bf_status st;
     uint8_t *buf = NULL;
@@ -561,7 +574,7 @@ bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
         goto out;
     }
     const char *base = strrchr(path, '/');
-    st = bf_model_load_buffer(buf, (size_t)size, base ? base + 1 : path, out, err);
+    st = bf_model_load_buffer_opts(buf, (size_t)size, base ? base + 1 : path, lim, out, err);
 out:
     fclose(f);
     bf__free(buf);

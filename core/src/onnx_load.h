@@ -2,6 +2,7 @@
 #ifndef BF_ONNX_LOAD_H
 #define BF_ONNX_LOAD_H
 
+#include "bitflip/limits.h"
 #include "bitflip/tensor.h"
 #include "onnx.pb-c.h"
 
@@ -20,5 +21,11 @@ void bf__tensor_free(bf_tensor *t);
  * wire format of the top level and of the graph to find the first field that
  * is cut short or malformed, and describes it with its byte offset. */
 void bf__onnx_diagnose(const uint8_t *buf, size_t len, char *out, size_t out_len);
+
+/* The door check: walks the wire format (no recursion, no allocation but
+ * its own stack) and refuses a buffer past `lim` (NULL: defaults), or one
+ * whose wire structure is broken, before protobuf-c unpacks it. */
+bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_limits *lim,
+                                const char *label, bf_error *err);
 
 #endif

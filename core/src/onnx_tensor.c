@@ -123,6 +123,27 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
         numel *= tp->dims[i];
     }
 
+    /* The data must be there before we allocate for it: dims alone are a few
+     * bytes of file and could ask for gigabytes. */
+    if (tp->has_raw_data) {
+        size_t sz = raw_size(ot);
+        if (tp->raw_data.len != (size_t)numel * sz)
+            return bf_error_set(err, BF_EFORMAT, "%s: raw_data has %zu bytes but %lld elements of %s need %zu",
+                                what, tp->raw_data.len, (long long)numel, bf__onnx_dtype_name(ot),
+                                (size_t)numel * sz);
+    } else {
+        size_t have;
+        const char *field;
+        switch (ot) {
+        case ONNX_FLOAT: have = tp->n_float_data; field = "float_data"; break;
+        case ONNX_DOUBLE: have = tp->n_double_data; field = "double_data"; break;
+        case ONNX_INT64: have = tp->n_int64_data; field = "int64_data"; break;
+        case ONNX_UINT32: case ONNX_UINT64: have = tp->n_uint64_data; field = "uint64_data"; break;
+        default: have = tp->n_int32_data; field = "int32_data"; break;
+        }
+        if (have != (size_t)numel) return count_error(err, what, field, have, numel);
+    }
+
     t = bf__calloc(1, sizeof *t);
     if (!t) return bf_error_set(err, BF_ENOMEM, "out of memory reading %s", what);
     t->dtype = dt;

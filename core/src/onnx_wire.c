@@ -1,5 +1,6 @@
-/* A diagnostic walk over protobuf wire format, used only after protobuf-c has
- * refused a buffer, to tell the user where the file is broken. It decodes
+/* A diagnostic walk over protobuf wire format, used once a buffer is known to
+ * be broken (by the door check, onnx_limits.c, or by protobuf-c), to tell the
+ * user where. Its recursion is two levels deep at most. It decodes
  * nothing: it follows tags and lengths, recursing into the fields of
  * ModelProto.graph (7) and GraphProto.node / initializer (1, 5). */
 #include <stdio.h>

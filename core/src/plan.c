@@ -1,7 +1,9 @@
 /* Building and running a plan. Build time does everything that can be done
  * once: shapes, folding of values known in advance, memory. Run time only
  * calls kernels. */
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -12,6 +14,73 @@
 #define MAX_NUMEL (INT64_C(1) << 34)
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* bf_plan_estimate computes folded values up to this size (later shapes may
+ * depend on them: a Reshape's shape), and up to FOLD_REAL_MAX in all; bigger
+ * ones are counted and left out. */
+#define FOLD_SMALL ((uint64_t)1 << 20)
+#define FOLD_REAL_MAX ((uint64_t)64 << 20)
+
+/* How a build counts and allocates: the budget it fills, and which folds it
+ * leaves uncomputed ("phantoms": counted, no data; a node reading one is a
+ * phantom too, unless it reads only shapes). */
+typedef struct budget_ctx {
+    int estimate;             /* bf_plan_estimate: no arena, only small folds */
+    uint64_t max_bytes;       /* 0: no limit */
+    bf_plan_budget *b;
+    unsigned char *phantom;   /* per value */
+    uint64_t real_folded;     /* bytes of folds computed */
+    int cut_short;            /* a phantom's consumer could not be prepared */
+} budget_ctx;
+
+static void item(bf_plan_budget *b, const char *what, const bf__node *n, const char *value,
+                 const bf_tensor *t, uint64_t bytes)
+{
+    if (bytes <= b->largest.bytes) return;
+    bf_plan_item *it = &b->largest;
+    memset(it, 0, sizeof *it);
+    it->what = what;
+    it->node = n ? n->name : NULL;
+    it->op = n ? n->op_type : NULL;
+    it->value = value;
+    it->bytes = bytes;
+    if (t) {
+        it->dtype = t->dtype;
+        it->ndim = t->ndim;
+        for (int d = 0; d < t->ndim && d < BF_MAX_DIMS; d++) it->dims[d] = t->dims[d];
+    }
+}
+
+char *bf_bytes_str(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6) { v /= 1024; u++; }
+    if (u == 0) snprintf(buf, len, "%" PRIu64 " B", bytes);
+    else snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+char *bf_plan_item_str(const bf_plan_item *it, char *buf, size_t len)
+{
+    char shape[160], size[32];
+    bf_bytes_str(it->bytes, size, sizeof size);
+    if (!it->what) { snprintf(buf, len, "nothing"); return buf; }
+    if (it->dtype == BF_DTYPE_INVALID) {
+        snprintf(buf, len, "%s of node '%.100s' %.40s: %s", it->what, it->node ? it->node : "",
+                 it->op ? it->op : "?", size);
+        return buf;
+    }
+    bf_shape_str(it->dims, it->ndim, shape, sizeof shape);
+    if (it->node)
+        snprintf(buf, len, "node '%.100s' %.40s %s %s %s: %s", it->node, it->op ? it->op : "?", it->what,
+                 shape, bf_dtype_name(it->dtype), size);
+    else
+        snprintf(buf, len, "%s '%.100s' %s %s: %s", it->what, it->value ? it->value : "", shape,
+                 bf_dtype_name(it->dtype), size);
+    return buf;
+}
 
 void bf_plan_free(bf_plan *p)
 {
@@ -73,6 +142,13 @@ static bf_status set_inputs(bf_plan *p, bf_error *err)
                                     "%s: graph input '%s' dim %d is symbolic ('%s'); only the batch "
                                     "dimension (dim 0) may be symbolic",
                                     m->label, vi->name, d, vi->dim_names[d] ? vi->dim_names[d] : "?");
+        }
+        int64_t numel = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->dims[d] > 0 && numel > MAX_NUMEL / t->dims[d])
+                return bf_error_set(err, BF_ESHAPE, "%s: graph input '%s' of shape dim %d = %lld is too large",
+                                    m->label, vi->name, d, (long long)t->dims[d]);
+            numel *= t->dims[d];
         }
         if (vi->ndim > 0 && vi->dims[0] >= 0 && vi->dims[0] != p->batch)
             return bf_error_set(err, BF_ESHAPE,
@@ -142,8 +218,19 @@ static bf_status add_step(bf_plan *p, const bf__node *n, bf__prep *prep, bf_erro
     return BF_OK;
 }
 
-static bf_status build(bf_plan *p, bf_error *err)
+/* Whether any input of n is a phantom (Shape-like ops read only shapes). */
+static int reads_phantom(const budget_ctx *bc, const bf__node *n)
 {
+    if (n->op->shape_only) return 0;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0 && bc->phantom[n->in[j]]) return 1;
+    return 0;
+}
+
+static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
+{
+    bf_plan_budget *b = bc->b;
+    uint64_t scratch_max = 0;
     const bf_model *m = p->model;
     bf_status st = BF_OK;
     unsigned char *needed = bf__calloc(m->n_values + 1, 1);
@@ -189,6 +276,11 @@ static bf_status build(bf_plan *p, bf_error *err)
             else prep->out[j] = &p->dummies[n_dummies++];
         }
         if ((st = n->op->prepare(prep, err)) != BF_OK) {
+            if (reads_phantom(bc, n) || bc->estimate) {
+                for (int j = 0; j < n->n_in; j++)
+                    if (n->in[j] >= 0 && bc->phantom[n->in[j]]) bc->cut_short = 1;
+            }
+            if (bc->cut_short) { st = BF_OK; break; }   /* the budget so far says enough */
             if (err && !strstr(err->msg, n->op_type)) bf__node_error(err, n, st, "%s", err->msg);
             bf_error_prefix(err, "%s", m->label);
             goto out;
@@ -196,12 +288,34 @@ static bf_status build(bf_plan *p, bf_error *err)
         for (int j = 0; j < n->n_out; j++)
             if ((st = check_output(m, n, prep->out[j], err)) != BF_OK) goto out;
 
+        uint64_t sbytes = align64(prep->scratch + 64);
+        if (prep->scratch && sbytes > scratch_max) scratch_max = sbytes;
+        item(b, "scratch", n, NULL, NULL, prep->scratch ? sbytes : 0);
         if (all_known || n->op->shape_only) {
-            if ((st = fold(p, n, prep, err)) != BF_OK) { bf_error_prefix(err, "%s", m->label); goto out; }
+            uint64_t bytes = 0;
+            for (int j = 0; j < n->n_out; j++) {
+                uint64_t ob = align64(bf_tensor_nbytes(prep->out[j]) + 1);
+                bytes += ob;
+                item(b, "folded", n, n->out[j] >= 0 ? m->values[n->out[j]].name : NULL, prep->out[j], ob);
+            }
+            b->folded_bytes += bytes;
+            int make = !reads_phantom(bc, n);
+            if (bc->estimate && (bytes > FOLD_SMALL || bc->real_folded + bytes > FOLD_REAL_MAX)) make = 0;
+            if (bc->max_bytes && b->folded_bytes + scratch_max > bc->max_bytes) make = 0;
+            if (make) {
+                if ((st = fold(p, n, prep, err)) != BF_OK) { bf_error_prefix(err, "%s", m->label); goto out; }
+                bc->real_folded += bytes;
+            }
             for (int j = 0; j < n->n_out; j++)
-                if (n->out[j] >= 0) p->known[n->out[j]] = 1;
+                if (n->out[j] >= 0) {
+                    p->known[n->out[j]] = 1;
+                    bc->phantom[n->out[j]] = !make;
+                }
         } else if ((st = add_step(p, n, prep, err)) != BF_OK) {
             goto out;
+        } else {
+            const bf__step *s = &p->steps[p->n_steps - 1];
+            b->overhead_bytes += BF__OP_PARAMS_MAX + ((size_t)s->n_in + (size_t)s->n_out + 2) * sizeof(void *);
         }
     }
 
@@ -214,7 +328,41 @@ static bf_status build(bf_plan *p, bf_error *err)
         total += align64(bf_tensor_nbytes(&p->vals[v]));
     }
     for (size_t i = 0; i < n_dummies; i++) total += align64(bf_tensor_nbytes(&p->dummies[i]));
+    for (size_t v = 0; v < m->n_values; v++) {
+        const bf__value *val = &m->values[v];
+        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
+        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        item(b, val->kind == BF__VAL_INPUT ? "input" : "output",
+             val->kind == BF__VAL_NODE ? &m->nodes[val->producer] : NULL, val->name, &p->vals[v],
+             align64(bf_tensor_nbytes(&p->vals[v])));
+    }
     p->arena_bytes = total;
+    b->arena_bytes = total + 64;
+    b->scratch_bytes = align64(p->scratch_bytes + 64) > scratch_max ? align64(p->scratch_bytes + 64) : scratch_max;
+    for (size_t i = 0; i < m->n_params; i++) {
+        uint64_t pb = align64(bf_tensor_nbytes(m->params[i].tensor) + 1);
+        b->param_copy_bytes += pb;
+        item(b, "parameter copy", NULL, m->params[i].tensor->name, m->params[i].tensor, pb);
+    }
+    b->total_bytes = b->arena_bytes + b->folded_bytes + b->scratch_bytes + b->param_copy_bytes + b->overhead_bytes;
+    if (bc->cut_short || (bc->max_bytes && b->total_bytes > bc->max_bytes)) {
+        char need[32], lim[32], what[300];
+        if (!bc->max_bytes && bc->cut_short) {
+            st = bf_error_set(err, BF_EUNSUPPORTED,
+                              "%s: the plan for batch %lld cannot be sized: a node reads a %s value "
+                              "whose data it needs to know its shape (%s)",
+                              m->label, (long long)p->batch, bf_bytes_str(FOLD_SMALL, need, sizeof need),
+                              bf_plan_item_str(&b->largest, what, sizeof what));
+            goto out;
+        }
+        st = bf_error_set(err, BF_ELIMIT, "%s: the plan for batch %lld needs %s%s (%s), over the limit of %s",
+                          m->label, (long long)p->batch, bc->cut_short ? "at least " : "",
+                          bf_bytes_str(b->total_bytes, need, sizeof need),
+                          bf_plan_item_str(&b->largest, what, sizeof what),
+                          bf_bytes_str(bc->max_bytes, lim, sizeof lim));
+        goto out;
+    }
+    if (bc->estimate) goto out;
     p->arena = bf__aligned_alloc(total + 64);
     p->scratch = bf__aligned_alloc(p->scratch_bytes + 64);
     if (!p->arena || !p->scratch) { st = oom(err); goto out; }
@@ -238,12 +386,47 @@ out:
     return st;
 }
 
+static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan_opts *opts, int estimate,
+                             int64_t *out0_numel, bf_plan **out, bf_error *err);
+
 bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf_error *err)
+{
+    return bf_plan_create_opts(model, batch, NULL, out, err);
+}
+
+bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget *out, bf_error *err)
+{
+    bf_plan_opts o = {.budget = out};
+    bf_plan *p = NULL;
+    return plan_create(model, batch, &o, 1, NULL, &p, err);
+}
+
+bf_status bf__plan_estimate_out(const bf_model *model, int64_t batch, bf_plan_budget *out, int64_t *out0_numel,
+                                bf_error *err)
+{
+    bf_plan_opts o = {.budget = out};
+    bf_plan *p = NULL;
+    return plan_create(model, batch, &o, 1, out0_numel, &p, err);
+}
+
+bf_status bf_plan_create_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts,
+                              bf_plan **out, bf_error *err)
+{
+    return plan_create(model, batch, opts, 0, NULL, out, err);
+}
+
+static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan_opts *opts, int estimate,
+                             int64_t *out0_numel, bf_plan **out, bf_error *err)
 {
     bf_status st;
     bf_plan *p = NULL;
     size_t n_out_slots = 0;
+    bf_plan_budget local = {0};
+    budget_ctx bc = {.estimate = estimate, .max_bytes = opts ? opts->max_bytes : 0,
+                     .b = opts && opts->budget ? opts->budget : &local};
     *out = NULL;
+    memset(bc.b, 0, sizeof *bc.b);
+    bc.b->batch = batch;
     if (batch < 1) return bf_error_set(err, BF_EINVAL, "batch must be at least 1, got %lld", (long long)batch);
 
     for (size_t i = 0; i < model->n_nodes; i++) n_out_slots += (size_t)model->nodes[i].n_out;
@@ -258,11 +441,21 @@ bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf
     p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
     p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
-    if (!p->vals || !p->known || !p->param_copy || !p->steps || !p->dummies || !p->val_step || !p->step_hit) {
+    bc.phantom = bf__calloc(model->n_values + 1, 1);
+    if (!p->vals || !p->known || !p->param_copy || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
+        !bc.phantom) {
         st = oom(err);
         goto fail;
     }
-    if ((st = build(p, err)) != BF_OK) goto fail;
+    /* the tables just allocated; build adds each step's */
+    bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
+                           (model->n_params + 1) * sizeof *p->param_copy +
+                           (model->n_nodes + 1) * (sizeof *p->steps + 1) + (n_out_slots + 1) * sizeof *p->dummies;
+    st = build(p, &bc, err);
+    bf__free(bc.phantom);
+    bc.phantom = NULL;
+    if (st == BF_OK && out0_numel) *out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);
+    if (st != BF_OK || estimate) goto fail;
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
     for (size_t i = 0; i < p->n_steps; i++)
@@ -271,6 +464,7 @@ bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf
     *out = p;
     return BF_OK;
 fail:
+    bf__free(bc.phantom);
     bf_plan_free(p);
     return st;
 }

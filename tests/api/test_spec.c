@@ -517,7 +517,7 @@ static void limits(void **state)
     bf_spec_problems pr;
     assert_int_equal(bf_spec_parse(huge, big, &spec, &pr), BF_EINVAL);
     assert_int_equal(pr.count, 1);
-    assert_string_equal(pr.items[0].message, "the spec is 16777217 bytes; the limit is 16777216 (16 MiB)");
+    assert_string_equal(pr.items[0].message, "the spec is 16777217 bytes; the limit is 16777216 (16.0 MiB, max_bytes)");
     bf_spec_problems_free(&pr);
     free(huge);
 
@@ -769,11 +769,69 @@ static int check_files(int argc, char **argv)
     return bad;
 }
 
+
+/* Size limits on arrays and strings, and the limits set by the caller: each
+ * problem at the pointer of the value, naming the limit; nothing else is
+ * validated past one. */
+static void size_limits(void **state)
+{
+    (void)state;
+    bf_campaign_spec spec;
+    bf_spec_problems pr;
+    const char *ok = "{" HEADF "\"trials\": 10, \"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1},"
+                     " {\"tensor\": \"w\", \"index\": 1, \"bit\": 2}, {\"tensor\": \"a/b~cdefghijklmnop\", \"index\": 2, \"bit\": 3}]}}";
+    bf_spec_limits lim = {.max_array = 2};
+    assert_int_equal(bf_spec_parse_opts(ok, strlen(ok), &lim, &spec, &pr), BF_EINVAL);
+    assert_int_equal(pr.count, 1);
+    assert_string_equal(pr.items[0].pointer, "/sampling/list");
+    assert_string_equal(pr.items[0].message, "3 entries; the limit is 2 (max_array)");
+    bf_spec_problems_free(&pr);
+    /* the string "a/b~cdefghijklmnop" is 18 bytes: a limit of 16 (which every
+     * field name meets) finds it at its pointer */
+    lim = (bf_spec_limits){.max_string = 16};
+    assert_int_equal(bf_spec_parse_opts(ok, strlen(ok), &lim, &spec, &pr), BF_EINVAL);
+    assert_int_equal(pr.count, 1);
+    assert_string_equal(pr.items[0].pointer, "/sampling/list/2/tensor");
+    assert_string_equal(pr.items[0].message, "a string of 18 bytes; the limit is 16 (max_string)");
+    bf_spec_problems_free(&pr);
+    /* field names are held to it too, and named at their object */
+    const char *longkey = "{" HEADF "\"trials\": 10, \"verylongfieldname\": 1}";
+    assert_int_equal(bf_spec_parse_opts(longkey, strlen(longkey), &lim, &spec, &pr), BF_EINVAL);
+    assert_int_equal(pr.count, 1);
+    assert_string_equal(pr.items[0].pointer, "");
+    assert_string_equal(pr.items[0].message, "a field name of 17 bytes; the limit is 16 (max_string)");
+    bf_spec_problems_free(&pr);
+    /* a key with '/' and '~' is escaped in the pointer (RFC 6901) */
+    const char *odd = "{" HEADF "\"trials\": 10, \"x/y~z\": [1, 2, 3]}";
+    lim = (bf_spec_limits){.max_array = 2};
+    assert_int_equal(bf_spec_parse_opts(odd, strlen(odd), &lim, &spec, &pr), BF_EINVAL);
+    assert_int_equal(pr.count, 1);
+    assert_string_equal(pr.items[0].pointer, "/x~1y~0z");
+    bf_spec_problems_free(&pr);
+    /* depth and bytes set by the caller */
+    lim = (bf_spec_limits){.max_depth = 2};
+    assert_int_equal(bf_spec_parse_opts(ok, strlen(ok), &lim, &spec, &pr), BF_EINVAL);
+    assert_int_equal(pr.count, 1);
+    assert_non_null(strstr(pr.items[0].message, "nested deeper than 2 levels"));
+    bf_spec_problems_free(&pr);
+    lim = (bf_spec_limits){.max_bytes = 10};
+    assert_int_equal(bf_spec_parse_opts(ok, strlen(ok), &lim, &spec, &pr), BF_EINVAL);
+    assert_int_equal(pr.count, 1);
+    assert_non_null(strstr(pr.items[0].message, "the limit is 10 (10 B, max_bytes)"));
+    bf_spec_problems_free(&pr);
+    /* within the default limits, it goes on to be validated (and has other problems) */
+    bf_spec_parse_opts(ok, strlen(ok), NULL, &spec, &pr);
+    for (size_t i = 0; i < pr.count; i++) assert_null(strstr(pr.items[i].message, "(max_"));
+    bf_spec_problems_free(&pr);
+    bf_campaign_spec_free(&spec);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--check") == 0) return check_files(argc - 2, argv + 2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults),
+        cmocka_unit_test(size_limits),
         cmocka_unit_test(issue_example),
         cmocka_unit_test(every_field),
         cmocka_unit_test(ber_sweep),

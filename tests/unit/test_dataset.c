@@ -263,7 +263,7 @@ static void bad_lengths(void **state)
     unsigned char *huge = calloc(1, big + 8);
     assert_non_null(huge);
     for (int i = 0; i < 8; i++) huge[i] = (unsigned char)((uint64_t)big >> (8 * i));
-    assert_int_equal(bf_dataset_load_buffer(huge, big + 8, LABEL, &ds, &err), BF_EFORMAT);
+    assert_int_equal(bf_dataset_load_buffer(huge, big + 8, LABEL, &ds, &err), BF_ELIMIT);
     assert_non_null(strstr(err.msg, "header declares 104857601 bytes; at most 104857600"));
     free(huge);
     assert_null(ds);

@@ -67,6 +67,7 @@
 #include "bitflip/eval.h"
 #include "bitflip/mitigate.h"
 #include "bitflip/model.h"
+#include "bitflip/plan.h"
 #include "bitflip/repr.h"
 
 #ifdef __cplusplus
@@ -298,6 +299,15 @@ typedef struct bf_campaign_opts {
     void *user;
     const atomic_int *cancel;
 } bf_campaign_opts;
+
+/* What creating and running this campaign will hold at its peak
+ * (bitflip/plan.h): the model and eval set, the weights as stored in the
+ * representation, each worker's plans and outputs (opts->threads; NULL: 1)
+ * and the golden pass's, and the golden-activation cache (opts->cache_budget,
+ * none with opts->exact). Computed from shapes, before anything big is
+ * allocated, so a daemon can refuse the campaign at submission. */
+bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                               const bf_campaign_opts *opts, bf_job_budget *out, bf_error *err);
 
 /* Resolves the spec against the model (tensor patterns, bit positions,
  * representation), runs the golden pass, and prepares the trial list. */

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "bitflip/error.h"
+#include "bitflip/limits.h"
 #include "bitflip/tensor.h"
 
 #ifdef __cplusplus
@@ -24,6 +25,13 @@ typedef struct bf_dataset bf_dataset;
 bf_status bf_dataset_load_file(const char *path, bf_dataset **out, bf_error *err);
 bf_status bf_dataset_load_buffer(const void *buf, size_t len, const char *label,
                                  bf_dataset **out, bf_error *err);
+/* The same with the limits of `lim` (NULL or 0 fields: defaults;
+ * bitflip/limits.h): header bytes, its JSON nesting, tensor count and the
+ * bytes of data loaded. Past one: BF_ELIMIT, before the allocation. */
+bf_status bf_dataset_load_file_opts(const char *path, const bf_dataset_limits *lim, bf_dataset **out,
+                                    bf_error *err);
+bf_status bf_dataset_load_buffer_opts(const void *buf, size_t len, const char *label,
+                                      const bf_dataset_limits *lim, bf_dataset **out, bf_error *err);
 void bf_dataset_free(bf_dataset *ds);
 
 size_t bf_dataset_num_tensors(const bf_dataset *ds);

@@ -22,7 +22,8 @@ typedef enum bf_status {
     BF_ERANGE = -7,        /* an index or value is out of range */
     BF_ENOTFOUND = -8,     /* a named thing does not exist */
     BF_ECANCELED = -9,     /* the caller asked to stop */
-    BF_EDETECTED = -10     /* an error detector (ABFT, a range check) fired: the pass's outputs are not to be used */
+    BF_EDETECTED = -10,    /* an error detector (ABFT, a range check) fired: the pass's outputs are not to be used */
+    BF_ELIMIT = -11        /* past a configured limit (bitflip/limits.h, a plan's memory budget): refused before the work or the allocation */
 } bf_status;
 
 #define BF_ERROR_MSG_MAX 512

@@ -17,6 +17,7 @@
 #include "bitflip/error.h"
 #include "bitflip/fault.h"
 #include "bitflip/model.h"
+#include "bitflip/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +45,11 @@ typedef struct bf_eval_opts {
      * batches; the run then fails with BF_ECANCELED. */
     const atomic_int *cancel;
 } bf_eval_opts;
+
+/* What bf_evaluator_create and a run of it will hold (bitflip/plan.h),
+ * computed without allocating it. */
+bf_status bf_eval_estimate(const bf_model *model, const bf_dataset *ds, const bf_eval_opts *opts,
+                           bf_job_budget *out, bf_error *err);
 
 typedef struct bf_eval_result {
     bf_task task;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "bitflip/error.h"
+#include "bitflip/limits.h"
 #include "bitflip/tensor.h"
 
 #ifdef __cplusplus
@@ -44,6 +45,13 @@ bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err);
 /* `label` names the source in error messages (a file name, an upload id). */
 bf_status bf_model_load_buffer(const void *buf, size_t len, const char *label, bf_model **out,
                                bf_error *err);
+/* The same with the parser limits of `lim` (NULL or 0 fields: defaults;
+ * bitflip/limits.h). The functions above use the defaults. A file past a
+ * limit is refused with BF_ELIMIT, before protobuf-c unpacks it. */
+bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, bf_model **out,
+                                  bf_error *err);
+bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *label,
+                                    const bf_load_limits *lim, bf_model **out, bf_error *err);
 void bf_model_free(bf_model *model);
 
 int64_t bf_model_opset(const bf_model *model);

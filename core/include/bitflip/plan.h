@@ -31,6 +31,98 @@ typedef struct bf_plan bf_plan;
 bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf_error *err);
 void bf_plan_free(bf_plan *plan);
 
+/* --- memory known before allocating
+ *
+ * A plan's peak memory follows from shapes alone, so it is computed before
+ * anything big is allocated: the activation arena (graph inputs and every
+ * value computed per run), the values folded when the plan is built
+ * (constants: a ConstantOfShape of [32768, 32768] is a 4 GiB fold), the
+ * largest scratch any op asks for, a copy of every parameter (what weight
+ * faults make, at worst all of them) and the plan's own tables. Every buffer
+ * counts rounded up to 64 bytes, as it is allocated. */
+
+/* One buffer of a plan. Strings point into the model. */
+typedef struct bf_plan_item {
+    const char *what;          /* "output", "folded", "scratch", "input", "parameter copy" */
+    const char *node;          /* the node computing it (NULL for inputs, parameters) */
+    const char *op;            /* its op type (NULL likewise) */
+    const char *value;         /* the value's name (NULL for scratch) */
+    bf_dtype dtype;            /* BF_DTYPE_INVALID for scratch */
+    int ndim;
+    int64_t dims[BF_MAX_DIMS];
+    uint64_t bytes;
+} bf_plan_item;
+
+typedef struct bf_plan_budget {
+    int64_t batch;
+    uint64_t arena_bytes;       /* graph inputs and activations, one arena */
+    uint64_t folded_bytes;      /* values computed once, at build time */
+    uint64_t scratch_bytes;     /* the largest scratch of any op */
+    uint64_t param_copy_bytes;  /* every parameter copied (worst case of weight faults) */
+    uint64_t overhead_bytes;    /* the plan's tables: a value, step and op parameters per node */
+    uint64_t total_bytes;       /* the sum of the above */
+    bf_plan_item largest;       /* the single largest buffer */
+} bf_plan_budget;
+
+/* Fills `out` for a plan of `batch` without allocating the plan's buffers:
+ * shapes are worked out as bf_plan_create does, and only small folded values
+ * (up to 1 MiB each, 64 MiB in all) are computed, since later shapes may
+ * depend on them; bigger ones are counted, not made. Fails as bf_plan_create
+ * would on a model that cannot be planned at this batch, and with
+ * BF_EUNSUPPORTED in the rare model where a shape depends on the data of a
+ * value too big to compute here (a Reshape whose shape is read from a
+ * folded tensor over 1 MiB). */
+bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget *out, bf_error *err);
+
+typedef struct bf_plan_opts {
+    /* Refuse (BF_ELIMIT, nothing big allocated) a plan whose budget's
+     * total_bytes exceeds this; 0: no limit. */
+    uint64_t max_bytes;
+    /* If not NULL, receives the budget (also when refused). */
+    bf_plan_budget *budget;
+} bf_plan_opts;
+
+/* bf_plan_create with options (NULL: as bf_plan_create). A refusal's message
+ * reads "the plan for batch B needs 4.0 GiB (node 'c' ConstantOfShape
+ * folded [32768, 32768] float32: 4.0 GiB), over the limit of 4.0 GiB". */
+bf_status bf_plan_create_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts,
+                              bf_plan **out, bf_error *err);
+
+/* What a job (an evaluation, a fault campaign) holds at its peak, from
+ * shapes, before it starts: what bf_eval_estimate and bf_campaign_estimate
+ * fill, so that a job over a memory limit is refused up front. */
+typedef struct bf_job_budget {
+    int threads;              /* workers, each with its own plans and outputs */
+    int64_t batch;            /* samples per plan */
+    int64_t rest;             /* the last, partial batch (0: none) */
+    uint64_t model_bytes;     /* the model's initializers: loaded once, shared */
+    uint64_t dataset_bytes;   /* the eval set: loaded once, shared */
+    uint64_t weights_bytes;   /* campaigns on weights in fp16/bf16/int8: the weights as stored */
+    uint64_t plans_bytes;     /* per worker and for the golden pass: a plan at batch, one at rest */
+    uint64_t outputs_bytes;   /* outputs over the eval set, per worker and for the golden pass */
+    uint64_t cache_bytes;     /* golden-activation cache: min(its budget, the activations over the set) */
+    uint64_t total_bytes;     /* the sum of the above */
+    bf_plan_budget plan;      /* the plan at `batch`, with its largest buffer */
+} bf_job_budget;
+
+/* BF_OK if the job fits in `limit` bytes (0: no limit); else BF_ELIMIT with
+ * the sentence a user sees, naming the limit as `limit_name` and the job as
+ * `job` ("campaign", "evaluation"):
+ *   the plan needs 4.0 GiB (node 'c' ConstantOfShape folded [32768, 32768]
+ *   float32: 4.0 GiB), over the 4.0 GiB job memory limit (--job-memory)
+ * or, when one plan fits but the job does not, "the campaign needs 9.1 GiB
+ * (plans ..., golden cache ..., outputs ..., stored weights ..., eval set
+ * ..., model ...; the largest buffer: ...), over the ...". */
+bf_status bf_job_budget_check(const bf_job_budget *b, uint64_t limit, const char *job, const char *limit_name,
+                              bf_error *err);
+
+/* "4.0 GiB", "512.0 MiB", "12.3 KiB", "100 B"; returns buf. */
+char *bf_bytes_str(uint64_t bytes, char *buf, size_t len);
+/* "node 'c' ConstantOfShape folded [32768, 32768] float32: 4.0 GiB" (or
+ * "input 'x' [64, 3] float32: ...", "parameter copy 'w' ...", "scratch of
+ * node 'conv' Conv: ..."); returns buf. */
+char *bf_plan_item_str(const bf_plan_item *item, char *buf, size_t len);
+
 const bf_model *bf_plan_model(const bf_plan *plan);
 int64_t bf_plan_batch(const bf_plan *plan);
 

@@ -97,7 +97,9 @@ static bf_status ln_param_shape(const bf__prep *p, int i, const char *what, int 
         *full = 0;
         return BF_OK;
     }
-    int tail = x->ndim - axis, ok = t->ndim <= x->ndim;
+    /* every normalised dim must be covered: a Scale of shape [4] for X
+     * [2, 3, 4] at axis 1 has 4 values for 12 (found by fuzz_onnx) */
+    int tail = x->ndim - axis, ok = t->ndim <= x->ndim && t->ndim >= tail;
     for (int j = 0; ok && j < t->ndim; j++) {
         int xi = x->ndim - t->ndim + j;
         ok = xi >= axis ? t->dims[j] == x->dims[xi] : t->dims[j] == 1;

@@ -33,6 +33,8 @@ extern "C" {
 
 #define BF_SPEC_MAX_BYTES (16u << 20) /* 16 MiB */
 #define BF_SPEC_MAX_DEPTH 32          /* nested arrays and objects, the document's own included */
+#define BF_SPEC_MAX_ARRAY 100000      /* entries of any one array (a fault list, rates, patterns) */
+#define BF_SPEC_MAX_STRING 4096       /* bytes of any one string or field name */
 /* Problems kept per spec; past this they are counted, and one last problem
  * at "" says how many more there were (a hostile 16 MiB list could otherwise
  * produce an error reply larger than itself). */
@@ -69,6 +71,22 @@ typedef struct bf_spec_problems {
  * the result. */
 bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
                         bf_spec_problems *problems);
+
+/* The size limits a spec is held to; a 0 field takes its default
+ * (BF_SPEC_MAX_*). Past one, the problem is reported at the JSON Pointer of
+ * the value ("" for the whole document), naming the limit:
+ *   /faults/list   150000 entries; the limit is 100000 (max_array)
+ * and nothing else is validated. */
+typedef struct bf_spec_limits {
+    size_t max_bytes;
+    int max_depth;
+    size_t max_array;
+    size_t max_string;
+} bf_spec_limits;
+
+/* bf_spec_parse with limits (NULL: the defaults, as bf_spec_parse). */
+bf_status bf_spec_parse_opts(const char *json, size_t len, const bf_spec_limits *lim, bf_campaign_spec *out,
+                             bf_spec_problems *problems);
 
 void bf_spec_problems_free(bf_spec_problems *p);   /* frees the items; p itself is the caller's */
 

@@ -1,0 +1,77 @@
+/* bitflip — limits on what the parsers accept from a file.
+ *
+ * Models and eval sets are hostile input (uploads). Before a parser builds
+ * anything from a file it checks the file against these limits, so that a
+ * file that would crash a recursive parser, or make it allocate far more than
+ * the file's own size, is refused with an error naming the field, the node
+ * and the byte offset. docs/LIMITS.md lists every limit with its CLI flag and
+ * default.
+ *
+ * In every struct here a field left 0 takes its default, so callers set only
+ * what they change: `bf_load_limits lim = {.max_graph_depth = 8};`. */
+#ifndef BITFLIP_LIMITS_H
+#define BITFLIP_LIMITS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ONNX: checked over the protobuf wire format before it is unpacked. */
+typedef struct bf_load_limits {
+    /* Graphs inside attributes inside graphs (If, Loop, Scan bodies).
+     * protobuf-c unpacks nested messages recursively: unbounded nesting
+     * overflows the stack. */
+    int max_graph_depth;
+    /* TypeProto inside TypeProto (sequence of map of optional ...). */
+    int max_type_depth;
+    /* Bytes of any one length-delimited field (a tensor's raw_data, a
+     * string, a whole graph). */
+    int64_t max_field_bytes;
+    int64_t max_nodes;          /* per graph (or function) */
+    int64_t max_initializers;   /* per graph, dense and sparse */
+    int64_t max_attributes;     /* per node */
+    /* Messages of the kinds followed, in all: protobuf-c allocates a struct
+     * (100 to 200 bytes) for each, so an empty message of 2 bytes in the
+     * file is a 100x amplification. */
+    int64_t max_messages;
+    int max_rank;               /* dims of a tensor or of a declared shape */
+    /* Product of a tensor's dims (overflow-safe): bounds what converting an
+     * initializer or attribute tensor allocates. */
+    int64_t max_tensor_elements;
+} bf_load_limits;
+
+#define BF_LIMIT_GRAPH_DEPTH_DEFAULT 64
+#define BF_LIMIT_TYPE_DEPTH_DEFAULT 32
+#define BF_LIMIT_FIELD_BYTES_DEFAULT ((int64_t)1 << 30)       /* 1 GiB */
+#define BF_LIMIT_NODES_DEFAULT 1000000
+#define BF_LIMIT_INITIALIZERS_DEFAULT 1000000
+#define BF_LIMIT_ATTRIBUTES_DEFAULT 1000
+#define BF_LIMIT_MESSAGES_DEFAULT 2000000
+#define BF_LIMIT_RANK_DEFAULT 8                                /* BF_MAX_DIMS */
+#define BF_LIMIT_TENSOR_ELEMENTS_DEFAULT ((int64_t)1 << 32)    /* 16 GiB of fp32 */
+
+/* The limits with every 0 field replaced by its default. */
+bf_load_limits bf_load_limits_resolve(const bf_load_limits *lim);
+
+/* safetensors eval sets. */
+typedef struct bf_dataset_limits {
+    int64_t max_header_bytes;   /* the JSON header */
+    int max_json_depth;         /* nesting of the header's JSON */
+    int64_t max_tensors;        /* entries in the header */
+    int64_t max_bytes;          /* the data section, i.e. what loading allocates */
+} bf_dataset_limits;
+
+#define BF_LIMIT_ST_HEADER_BYTES_DEFAULT ((int64_t)100 << 20)  /* 100 MiB */
+/* {"name": {"shape": [..]}} is 3 deep; __metadata__ is 2 */
+#define BF_LIMIT_ST_JSON_DEPTH_DEFAULT 8
+#define BF_LIMIT_ST_TENSORS_DEFAULT 4096
+#define BF_LIMIT_ST_BYTES_DEFAULT ((int64_t)16 << 30)          /* 16 GiB */
+
+bf_dataset_limits bf_dataset_limits_resolve(const bf_dataset_limits *lim);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
