@@ -332,8 +332,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && !strcmp(argv[1], "token")) return cmd_token(argc, argv);
     /* the hidden modes of the daemon's own children (work/proc.h) */
-    if (argc >= 2 && !strcmp(argv[1], "--worker")) return bfd_worker_main(argc, argv);
-    if (argc >= 3 && (!strcmp(argv[1], "--check-model") || !strcmp(argv[1], "--check-dataset"))) return bfd_check_main(argc, argv);
+    int child = bfd_child_main(argc, argv);
+    if (child >= 0) return child;
 
     bfd d = {0};
     uv_loop_t loop;

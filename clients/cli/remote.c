@@ -59,7 +59,12 @@ static int report_http(const char *what, long status, const buf *body)
         fprintf(stderr, "  %s: %s\n", json_string_value(json_object_get(e, "pointer")),
                 json_string_value(json_object_get(e, "detail")));
     }
+    /* a campaign over the daemon's --job-memory is valid but cannot run there:
+     * an infrastructure limit (3), as `run --local` over --job-memory is */
+    const char *type = json_string_value(json_object_get(p, "type"));
+    int over_memory = type && !strcmp(type, "urn:bitflip:problem:job-memory");
     json_decref(p);
+    if (over_memory) return EXIT_INFRA;
     return status == 422 || status == 400 || status == 413 ? EXIT_USAGE : EXIT_INFRA;
 }
 

@@ -102,14 +102,11 @@ static const char *status_title(int status)
     }
 }
 
-void bfd_reply_problem(bfd_req *r, int status, json_t *errors, const char *fmt, ...)
+static void problem(bfd_req *r, int status, const char *type, json_t *errors, const char *fmt, va_list ap)
 {
     char detail[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    json_t *p = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", "about:blank", "title", status_title(status), "status",
+    json_t *p = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", status_title(status), "status",
                           status, "detail", detail, "instance", r->path ? r->path : "");
     if (p && errors) json_object_set_new(p, "errors", errors);
     else json_decref(errors);
@@ -117,6 +114,22 @@ void bfd_reply_problem(bfd_req *r, int status, json_t *errors, const char *fmt, 
     json_decref(p);
     if (!s) { set_reply(r, 500, NULL, NULL); return; }
     bfd_reply_data(r, status, "application/problem+json", s, strlen(s));
+}
+
+void bfd_reply_problem(bfd_req *r, int status, json_t *errors, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    problem(r, status, "about:blank", errors, fmt, ap);
+    va_end(ap);
+}
+
+void bfd_reply_problem_typed(bfd_req *r, int status, const char *type, json_t *errors, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    problem(r, status, type, errors, fmt, ap);
+    va_end(ap);
 }
 
 void bfd_reply_internal(bfd_req *r, const char *what, const bf_error *err)

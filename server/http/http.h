@@ -77,6 +77,14 @@ void bfd_reply_problem(bfd_req *r, int status, json_t *errors, const char *fmt, 
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* The same with a problem type other than about:blank: a URI that clients
+ * may branch on (api/openapi.yaml lists them). */
+#define BFD_PROBLEM_JOB_MEMORY "urn:bitflip:problem:job-memory"   /* over --job-memory: the CLI exits 3 */
+void bfd_reply_problem_typed(bfd_req *r, int status, const char *type, json_t *errors, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
 /* 500 with the message, logged; for what should not happen. A full disk
  * (bfd_error_disk_full) is 507 with Retry-After instead. */
 void bfd_reply_internal(bfd_req *r, const char *what, const bf_error *err);

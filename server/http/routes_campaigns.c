@@ -14,6 +14,7 @@
 #include "work/campaigns.h"
 #include "http/routes.h"
 #include "store/sha256.h"
+#include "work/check.h"
 #include "http/sse.h"
 
 #define TRIALS_PER_CHUNK 256
@@ -97,17 +98,123 @@ static int count_queued(bfd *d, const char *tenant)
     return n;
 }
 
+/* A submission between its validation and its reply: the campaign's check
+ * (work/check.h) runs in a child while the request is suspended. */
+typedef struct submit_work {
+    bfd *d;
+    bfd_req *r;
+    char *spec_text, *gates_text, *key;
+    char body_hash[65];
+    char model_id[65], dataset_id[65];
+    int64_t trials;
+    int n_chunks;
+} submit_work;
+
+static void submit_work_free(submit_work *w)
+{
+    if (!w) return;
+    free(w->spec_text);
+    free(w->gates_text);
+    free(w->key);
+    free(w);
+}
+
+/* An earlier submission with the same Idempotency-Key: replays it (1), or
+ * refuses a different body (1); 0 when there is none; -1 after an error reply. */
+static int idempotent_replay(bfd *d, bfd_req *r, const char *key, const char *body_hash)
+{
+    bfd_campaign_row old = {0};
+    bf_error err = {0};
+    int rc = 1;
+    bf_status st = bfd_campaign_find_idem(d->store, r->tenant, key, &old, &err);
+    if (st == BF_ENOTFOUND) return 0;
+    if (st != BF_OK) {
+        bfd_reply_internal(r, "looking up the Idempotency-Key", &err);
+        return -1;
+    }
+    if (strcmp(old.idem_hash, body_hash)) {
+        bfd_reply_problem(r, 422, NULL, "Idempotency-Key '%s' was used for campaign %s with a different body; "
+                          "use a new key for a new campaign", key, old.id);
+    } else {
+        char loc[64];
+        snprintf(loc, sizeof loc, "/v1/campaigns/%s", old.id);
+        bfd_reply_header(r, "Location", loc);
+        bfd_reply_header(r, "Idempotent-Replayed", "true");
+        bfd_reply_json(r, 200, bfd_campaign_json(d, &old, 0));
+    }
+    bfd_campaign_row_clear(&old);
+    return rc;
+}
+
+/* The check said the campaign fits: record it, queue it, 202. */
+static void submit_queue(bfd *d, bfd_req *r, submit_work *w)
+{
+    bfd_campaign_row row = {0};
+    bf_error err = {0};
+    /* the same key may have been taken while this one was checked */
+    if (w->key && idempotent_replay(d, r, w->key, w->body_hash) != 0) return;
+    if (count_queued(d, r->tenant) >= d->cfg.tenant_queued) {
+        bfd_reply_header(r, "Retry-After", "60");
+        bfd_reply_problem(r, 429, NULL, "you have %d campaigns queued, the most this daemon holds per tenant; wait for some "
+                          "to start, or cancel some", d->cfg.tenant_queued);
+        return;
+    }
+    char hex[17];
+    if (bfd_random_hex(hex, 8, &err) != BF_OK) { bfd_reply_internal(r, "making an id", &err); return; }
+    snprintf(row.id, sizeof row.id, "c%s", hex);
+    row.tenant = r->tenant;
+    row.state = BFD_QUEUED;
+    row.spec_json = w->spec_text;
+    row.gates_json = w->gates_text;
+    snprintf(row.model_id, sizeof row.model_id, "%s", w->model_id);
+    snprintf(row.dataset_id, sizeof row.dataset_id, "%s", w->dataset_id);
+    row.idem_key = w->key;
+    if (w->key) snprintf(row.idem_hash, sizeof row.idem_hash, "%s", w->body_hash);
+    row.created = bfd_now();
+    row.trials_planned = w->trials;
+    row.n_chunks = w->n_chunks;
+    if (bfd_campaign_insert(d->store, &row, &err) != BF_OK) { bfd_reply_internal(r, "recording the campaign", &err); return; }
+    if (bfd_campaigns_start(d, &row, &err) != BF_OK) { bfd_reply_internal(r, "queueing the campaign", &err); return; }
+    bfd_log(d, "info", "campaign %s queued: %lld trials in %d chunks, tenant %s", row.id, (long long)w->trials, row.n_chunks,
+            r->tenant);
+    char loc[64];
+    snprintf(loc, sizeof loc, "/v1/campaigns/%s", row.id);
+    bfd_reply_header(r, "Location", loc);
+    bfd_reply_json(r, 202, bfd_campaign_json(d, &row, 0));
+}
+
+static void submit_checked(void *user, bfd_check_result *res)
+{
+    submit_work *w = user;
+    bfd *d = w->d;
+    bfd_req *r = w->r;
+    r->work = NULL;
+    if (res->st == BF_OK) {
+        submit_queue(d, r, w);
+    } else if (res->over_limit) {
+        /* the job memory limit: the campaign cannot run here as it is (the CLI exits 3 on this type) */
+        bfd_reply_problem_typed(r, 422, BFD_PROBLEM_JOB_MEMORY, NULL, "%s", res->why);
+    } else if (res->refused) {
+        bfd_reply_problem(r, 422, NULL, "the campaign cannot run on this model and eval set: %s", res->why);
+    } else {
+        bfd_reply_header(r, "Retry-After", "1");
+        bfd_reply_problem(r, 503, NULL, "cannot check the campaign now (%s); retry", res->why);
+    }
+    bfd_req_resume(r);
+    submit_work_free(w);
+}
+
 void bfd_h_campaign_submit(bfd *d, bfd_req *r)
 {
     json_error_t je;
     json_t *doc = NULL, *errors = json_array(), *gates = NULL;
-    char *spec_text = NULL, *gates_text = NULL;
+    char *spec_text = NULL, *model_path = NULL, *dataset_path = NULL;
     bf_campaign_spec spec = {0};
     int have_spec = 0;
     bf_spec_problems probs = {0};
-    bfd_campaign_row row = {0}, old = {0};
     bf_error err = {0};
     char body_hash[65];
+    submit_work *w = NULL;
 
     const char *key = bfd_req_header(r, "Idempotency-Key");
     if (key) {
@@ -117,23 +224,7 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         if (!ok) { bfd_reply_problem(r, 400, NULL, "Idempotency-Key must be 1..200 printable ASCII characters"); goto out; }
     }
     if (bfd_sha256_hex(r->body, r->body_len, body_hash, &err) != BF_OK) { bfd_reply_internal(r, "hashing the body", &err); goto out; }
-    if (key) {
-        bf_status st = bfd_campaign_find_idem(d->store, r->tenant, key, &old, &err);
-        if (st == BF_OK) {
-            if (strcmp(old.idem_hash, body_hash)) {
-                bfd_reply_problem(r, 422, NULL, "Idempotency-Key '%s' was used for campaign %s with a different body; "
-                                  "use a new key for a new campaign", key, old.id);
-                goto out;
-            }
-            char loc[64];
-            snprintf(loc, sizeof loc, "/v1/campaigns/%s", old.id);
-            bfd_reply_header(r, "Location", loc);
-            bfd_reply_header(r, "Idempotent-Replayed", "true");
-            bfd_reply_json(r, 200, bfd_campaign_json(d, &old, 0));
-            goto out;
-        }
-        if (st != BF_ENOTFOUND) { bfd_reply_internal(r, "looking up the Idempotency-Key", &err); goto out; }
-    }
+    if (key && idempotent_replay(d, r, key, body_hash) != 0) goto out;
 
     doc = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
     if (!doc) {
@@ -193,42 +284,45 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         goto out;
     }
 
-    char hex[17];
-    if (bfd_random_hex(hex, 8, &err) != BF_OK) { bfd_reply_internal(r, "making an id", &err); goto out; }
-    snprintf(row.id, sizeof row.id, "c%s", hex);
-    row.tenant = r->tenant;
-    row.state = BFD_QUEUED;
-    row.spec_json = spec_text;
-    if (gates) {
-        gates_text = json_dumps(gates, JSON_COMPACT);
-        row.gates_json = gates_text;
+    /* what running it will hold, against --job-memory: in a child, since
+     * that loads the model (the request waits, suspended) */
+    w = calloc(1, sizeof *w);
+    model_path = bfd_blob_path(d->blobs, spec.model);
+    dataset_path = bfd_blob_path(d->blobs, spec.dataset);
+    if (!w || !model_path || !dataset_path || (key && !(w->key = strdup(key))) ||
+        (gates && !(w->gates_text = json_dumps(gates, JSON_COMPACT)))) {
+        bfd_reply_problem(r, 500, NULL, "out of memory");
+        goto out;
     }
-    snprintf(row.model_id, sizeof row.model_id, "%s", spec.model);
-    snprintf(row.dataset_id, sizeof row.dataset_id, "%s", spec.dataset);
-    row.idem_key = (char *)key;
-    if (key) snprintf(row.idem_hash, sizeof row.idem_hash, "%s", body_hash);
-    row.created = bfd_now();
-    row.trials_planned = spec.trials;
+    w->d = d;
+    w->r = r;
+    snprintf(w->body_hash, sizeof w->body_hash, "%s", body_hash);
+    snprintf(w->model_id, sizeof w->model_id, "%s", spec.model);
+    snprintf(w->dataset_id, sizeof w->dataset_id, "%s", spec.dataset);
+    w->trials = spec.trials;
     /* the stop rule looks at trials in order, so a campaign with one is not cut */
     int64_t chunks = spec.stop_margin > 0 ? 1 : (spec.trials + TRIALS_PER_CHUNK - 1) / TRIALS_PER_CHUNK;
-    row.n_chunks = (int)(chunks < 1 ? 1 : chunks > MAX_CHUNKS ? MAX_CHUNKS : chunks);
-    if (bfd_campaign_insert(d->store, &row, &err) != BF_OK) { bfd_reply_internal(r, "recording the campaign", &err); goto out; }
-    if (bfd_campaigns_start(d, &row, &err) != BF_OK) { bfd_reply_internal(r, "queueing the campaign", &err); goto out; }
-    bfd_log(d, "info", "campaign %s queued: %lld trials in %d chunks, tenant %s", row.id, (long long)spec.trials, row.n_chunks,
-            r->tenant);
-    char loc[64];
-    snprintf(loc, sizeof loc, "/v1/campaigns/%s", row.id);
-    bfd_reply_header(r, "Location", loc);
-    bfd_reply_json(r, 202, bfd_campaign_json(d, &row, 0));
+    w->n_chunks = (int)(chunks < 1 ? 1 : chunks > MAX_CHUNKS ? MAX_CHUNKS : chunks);
+    if (bfd_check_campaign_start(d, model_path, dataset_path, spec_text, submit_checked, w, &err) != BF_OK) {
+        bfd_reply_header(r, "Retry-After", "1");
+        bfd_reply_problem(r, 503, NULL, "cannot check the campaign now (%s); retry", err.msg);
+        goto out;
+    }
+    w->spec_text = spec_text;   /* the check's now */
+    spec_text = NULL;
+    r->work = w;
+    w = NULL;
+    bfd_req_suspend(r);
 out:
+    submit_work_free(w);
     json_decref(doc);
     json_decref(errors);
     json_decref(gates);
     free(spec_text);
-    free(gates_text);
+    free(model_path);
+    free(dataset_path);
     if (have_spec) bf_campaign_spec_free(&spec);
     bf_spec_problems_free(&probs);
-    bfd_campaign_row_clear(&old);
 }
 
 void bfd_h_campaign_list(bfd *d, bfd_req *r)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bitflip/api/spec.h"
 #include "bitflip/api/summary.h"
 #include "bitflip/bitflip.h"
 #include "work/proc.h"
@@ -16,22 +17,71 @@
 
 /* A parser that loops forever on a crafted file is stopped after this. */
 #define CHECK_SECONDS 300
+/* The kinds after BFD_MODEL and BFD_DATASET (store.h): a campaign. */
+#define CHECK_CAMPAIGN 2
 
 /* --- the child */
+
+/* --check-campaign MODEL DATASET, the spec as one frame on stdin: what the
+ * campaign's worker will hold at its peak (as job.c runs it: one thread,
+ * the default cache budget) against the limit. */
+static json_t *check_campaign(const char *model_path, const char *dataset_path, int64_t job_memory, bf_status *st,
+                              bf_error *err)
+{
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_campaign_spec spec = {0};
+    bf_spec_problems probs = {0};
+    int have_spec = 0;
+    json_t *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = bfd_frame_read_fd(0, &text, &len, err);
+    if (rc != 1) { *st = rc == 0 ? bf_error_set(err, BF_EIO, "no spec on stdin") : BF_EIO; goto out; }
+    if ((*st = bf_spec_parse(text, len, &spec, &probs)) != BF_OK) {
+        *st = bf_error_set(err, BF_EINVAL, "the spec no longer validates: %s: %s", probs.count ? probs.items[0].pointer : "",
+                           probs.count ? probs.items[0].message : "?");
+        goto out;
+    }
+    have_spec = 1;
+    if ((*st = bf_model_load_file(model_path, &m, err)) != BF_OK) { bf_error_prefix(err, "model"); goto out; }
+    if ((*st = bf_dataset_load_file(dataset_path, &ds, err)) != BF_OK) { bf_error_prefix(err, "dataset"); goto out; }
+    bf_campaign_opts co = {.threads = 1};
+    bf_job_budget b = {0};
+    *st = bf_campaign_estimate(m, ds, &spec, &co, &b, err);
+    if (*st == BF_EUNSUPPORTED) {   /* shapes read from data too big to fold here: the worker's limit still holds */
+        *st = BF_OK;
+        out = json_pack("{s:{s:n}}", "estimate", "bytes");
+        goto out;
+    }
+    if (*st == BF_OK) *st = bf_job_budget_check(&b, (uint64_t)job_memory, "campaign", "--job-memory", err);
+    if (*st == BF_OK) out = json_pack("{s:{s:I}}", "estimate", "bytes", (json_int_t)b.total_bytes);
+out:
+    if (have_spec) bf_campaign_spec_free(&spec);
+    bf_spec_problems_free(&probs);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    free(text);
+    return out;
+}
 
 int bfd_check_main(int argc, char **argv)
 {
     int64_t job_memory = bfd_proc_arg_memory(argc, argv);
     bf_error err = {0};
     if (argc < 3) return 2;
-    int model = !strcmp(argv[1], "--check-model");
+    int model = !strcmp(argv[1], "--check-model"), campaign = !strcmp(argv[1], "--check-campaign");
+    if (campaign && argc < 4) return 2;
     if (bfd_proc_child_init(job_memory, &err) != BF_OK) {
         fprintf(stderr, "bitflipd check %d: %s\n", (int)getpid(), err.msg);
         return 3;
     }
     json_t *sum = NULL, *out = NULL;
-    bf_status st;
-    if (model) {
+    bf_status st = BF_OK;
+    if (campaign) {
+        out = check_campaign(argv[2], argv[3], job_memory, &st, &err);
+        if (st == BF_OK && !out) st = bf_error_set(&err, BF_ENOMEM, "out of memory");
+    } else if (model) {
         bf_model *m = NULL;
         st = bf_model_load_file(argv[2], &m, &err);
         if (st == BF_OK && !(sum = bf_model_summary(m))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
@@ -43,12 +93,12 @@ int bfd_check_main(int argc, char **argv)
         bf_dataset_free(ds);
     }
     if (st == BF_OK) {
-        out = json_pack("{s:o}", "summary", sum);
+        if (!campaign) out = json_pack("{s:o}", "summary", sum);
     } else {
         char why[BF_ERROR_MSG_MAX + 128];
         if (st == BF_ENOMEM) bfd_oom_reason(job_memory, err.msg, why, sizeof why);
         else snprintf(why, sizeof why, "%s", err.msg[0] ? err.msg : bf_strerror(st));
-        out = json_pack("{s:s, s:b}", "error", why, "oom", st == BF_ENOMEM);
+        out = json_pack("{s:s, s:b, s:b}", "error", why, "oom", st == BF_ENOMEM, "limit", st == BF_ELIMIT);
     }
     char *s = out ? json_dumps(out, JSON_COMPACT) : NULL;
     json_decref(out);
@@ -61,8 +111,11 @@ int bfd_check_main(int argc, char **argv)
 
 typedef struct check {
     bfd *d;
-    int kind;
+    int kind;                 /* BFD_MODEL, BFD_DATASET, CHECK_CAMPAIGN */
     uv_process_t proc;
+    uv_pipe_t in;             /* a campaign's spec goes to the child this way */
+    uv_write_t wreq;
+    char *spec_frame;         /* ... framed, kept until written */
     uv_pipe_t out;
     uv_timer_t timer;
     int open;                 /* handles not yet closed */
@@ -83,11 +136,13 @@ static void on_closed(uv_handle_t *h)
     if (--c->open > 0) return;
     bfd_frame_reader_free(&c->rd);
     free(c->payload);
+    free(c->spec_frame);
     free(c);
 }
 
 static void close_all(check *c)
 {
+    if (c->kind == CHECK_CAMPAIGN && !uv_is_closing((uv_handle_t *)&c->in)) uv_close((uv_handle_t *)&c->in, on_closed);
     uv_close((uv_handle_t *)&c->proc, on_closed);
     uv_close((uv_handle_t *)&c->out, on_closed);
     uv_close((uv_handle_t *)&c->timer, on_closed);
@@ -100,7 +155,7 @@ static void kill_child(check *c)
 
 static void interpret(check *c, bfd_check_result *res)
 {
-    const char *what = c->kind == BFD_MODEL ? "model" : "eval set";
+    const char *what = c->kind == BFD_MODEL ? "model" : c->kind == BFD_DATASET ? "eval set" : "campaign";
     char how[256];
     res->st = BF_EFORMAT;
     res->refused = 1;
@@ -121,8 +176,9 @@ static void interpret(check *c, bfd_check_result *res)
         return;
     }
     json_t *doc = c->payload ? json_loadb(c->payload, c->payload_len, 0, NULL) : NULL;
-    json_t *sum = json_object_get(doc, "summary");
+    json_t *sum = json_object_get(doc, c->kind == CHECK_CAMPAIGN ? "estimate" : "summary");
     const char *e = json_string_value(json_object_get(doc, "error"));
+    res->over_limit = json_is_true(json_object_get(doc, "limit"));
     if (json_is_object(sum)) {
         res->summary = json_dumps(sum, JSON_COMPACT);
         res->refused = 0;
@@ -198,24 +254,48 @@ static void on_timeout(uv_timer_t *t)
     kill_child(c);
 }
 
-bf_status bfd_check_start(bfd *d, int kind, const char *path, bfd_check_done done, void *user, bf_error *err)
+static void on_written(uv_write_t *w, int status)
+{
+    check *c = w->data;
+    (void)status;   /* a child that died before reading says so through its exit */
+    if (!uv_is_closing((uv_handle_t *)&c->in)) uv_close((uv_handle_t *)&c->in, on_closed);
+}
+
+static bf_status start(bfd *d, int kind, const char *const *args, const char *spec_json, bfd_check_done done,
+                       void *user, bf_error *err)
 {
     check *c = calloc(1, sizeof *c);
     if (!c) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    size_t frame_len = 0;
+    if (spec_json && !(c->spec_frame = bfd_frame_encode(spec_json, strlen(spec_json), &frame_len))) {
+        free(c);
+        return bf_error_set(err, BF_ENOMEM, "out of memory");
+    }
     c->d = d;
     c->kind = kind;
     c->done = done;
     c->user = user;
     c->rd.max = BFD_FRAME_MAX;
-    c->proc.data = c->out.data = c->timer.data = c;
+    c->proc.data = c->out.data = c->timer.data = c->in.data = c->wreq.data = c;
     uv_pipe_init(d->loop, &c->out, 0);
     uv_timer_init(d->loop, &c->timer);
     c->open = 3;
-    const char *args[] = {kind == BFD_MODEL ? "--check-model" : "--check-dataset", path, NULL};
-    bf_status st = bfd_proc_spawn(d->loop, &c->proc, on_exit_cb, args, NULL, &c->out, d->cfg.job_memory, err);
+    if (spec_json) {
+        uv_pipe_init(d->loop, &c->in, 0);
+        c->open = 4;
+    }
+    bf_status st = bfd_proc_spawn(d->loop, &c->proc, on_exit_cb, args, spec_json ? &c->in : NULL, &c->out, d->cfg.job_memory,
+                            err);
     if (st == BF_OK && uv_read_start((uv_stream_t *)&c->out, on_alloc, on_read) != 0) {
         uv_process_kill(&c->proc, SIGKILL);
-        st = bf_error_set(err, BF_EIO, "cannot read from the upload's parser");
+        st = bf_error_set(err, BF_EIO, "cannot read from the checking process");
+    }
+    if (st == BF_OK && spec_json) {
+        uv_buf_t b = uv_buf_init(c->spec_frame, (unsigned)frame_len);
+        if (uv_write(&c->wreq, (uv_stream_t *)&c->in, &b, 1, on_written) != 0) {
+            uv_process_kill(&c->proc, SIGKILL);
+            st = bf_error_set(err, BF_EIO, "cannot send the spec to the checking process");
+        }
     }
     if (st != BF_OK) {
         c->reported = 1;   /* nothing will be reported: the caller replies now */
@@ -224,4 +304,17 @@ bf_status bfd_check_start(bfd *d, int kind, const char *path, bfd_check_done don
     }
     uv_timer_start(&c->timer, on_timeout, (uint64_t)CHECK_SECONDS * 1000, 0);
     return BF_OK;
+}
+
+bf_status bfd_check_start(bfd *d, int kind, const char *path, bfd_check_done done, void *user, bf_error *err)
+{
+    const char *args[] = {kind == BFD_MODEL ? "--check-model" : "--check-dataset", path, NULL};
+    return start(d, kind, args, NULL, done, user, err);
+}
+
+bf_status bfd_check_campaign_start(bfd *d, const char *model_path, const char *dataset_path, const char *spec_json,
+                                   bfd_check_done done, void *user, bf_error *err)
+{
+    const char *args[] = {"--check-campaign", model_path, dataset_path, NULL};
+    return start(d, CHECK_CAMPAIGN, args, spec_json, done, user, err);
 }

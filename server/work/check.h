@@ -1,7 +1,9 @@
 /* bitflipd — the deep check of an upload, in a child process (proc.h):
  * the engine loads the stored file and summarises it, under the job memory
  * limit, so that a file crafted to crash or exhaust the parser costs that
- * child and the upload gets a 422. Loop thread only. */
+ * child and the upload gets a 422. A submitted campaign is checked the same
+ * way before it is queued: what running it will hold, from shapes, against
+ * the job memory limit. Loop thread only. */
 #ifndef BFD_CHECK_H
 #define BFD_CHECK_H
 
@@ -11,6 +13,7 @@ typedef struct bfd_check_result {
     bf_status st;             /* BF_OK: summary; else why says what is wrong */
     char *summary;            /* JSON text, malloc'd, the callback's to keep or free */
     int refused;              /* the engine or the limit refused the file (a 422), vs. the check could not run */
+    int over_limit;           /* a campaign that needs more than the job memory limit (why says how much, and where) */
     char why[768];            /* for the reply: the engine's message, or what happened to the parser */
 } bfd_check_result;
 
@@ -19,5 +22,14 @@ typedef void (*bfd_check_done)(void *user, bfd_check_result *res);
 /* Starts checking the model or dataset (kind: BFD_MODEL, BFD_DATASET) at
  * `path`; `done` is called once, later, on the loop. */
 bf_status bfd_check_start(bfd *d, int kind, const char *path, bfd_check_done done, void *user, bf_error *err);
+
+/* Starts checking a campaign: the spec (JSON text, as stored) against the
+ * model and eval set at these blob paths, and bf_campaign_estimate's total
+ * for one worker against --job-memory. On success res->summary is
+ * {"bytes": N} (N: the estimate; null when the model's shapes cannot be
+ * sized up front); a campaign over the limit is refused with over_limit
+ * set and why naming the bytes and the largest buffer's node and op. */
+bf_status bfd_check_campaign_start(bfd *d, const char *model_path, const char *dataset_path, const char *spec_json,
+                                   bfd_check_done done, void *user, bf_error *err);
 
 #endif

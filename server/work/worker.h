@@ -8,7 +8,12 @@
 int bfd_worker_main(int argc, char **argv);
 /* `bitflipd --check-model PATH --job-memory BYTES` (or --check-dataset):
  * loads the file with the engine and writes one frame to stdout,
- * {"summary": {...}} or {"error": "...", "oom": bool} (check.c). */
+ * {"summary": {...}} or {"error": "...", "oom": bool, "limit": bool};
+ * `--check-campaign MODEL DATASET` reads the spec as a frame on stdin and
+ * answers {"estimate": {"bytes": N}} or the same error (check.c). */
 int bfd_check_main(int argc, char **argv);
+/* Any of the above when argv names one (child.c); -1 when it does not:
+ * then this process is the daemon. */
+int bfd_child_main(int argc, char **argv);
 
 #endif

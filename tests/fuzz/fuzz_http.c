@@ -41,6 +41,7 @@
 #include "store/sha256.h"
 #include "work/campaigns.h"
 #include "work/live.h"
+#include "work/worker.h"
 #include "work/scheduler.h"
 
 #ifndef BF_FIXTURES
@@ -155,8 +156,10 @@ static void finished_campaign(const char *model, const char *dataset)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    (void)argc;
-    (void)argv;
+    /* The daemon's workers and upload checks are this binary run again
+     * (/proc/self/exe) in a hidden mode: serve that mode, as main.c does. */
+    int child = bfd_child_main(*argc, *argv);
+    if (child >= 0) exit(child);
     bf_error err = {0};
     char path[4096], hash[65];
     if (!mkdtemp(data_dir)) die("mkdtemp", NULL);
@@ -187,7 +190,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     d.loop = &loop;
     uv_async_init(d.loop, &d.wake, on_wake);
     d.wake.data = &d;
-    if (bfd_sched_new(d.cfg.workers, d.cfg.tenant_running, &d.wake, &d.sched, &err)) die("scheduler", &err);
+    if (bfd_sched_new(&d, &d.sched, &err)) die("scheduler", &err);
     if (bfd_http_start(&d, &err)) die("http", &err);
     finished_campaign(model, dataset);
     return 0;

@@ -3,7 +3,7 @@
 # built by clang with -fsanitize=fuzzer-no-link,address,undefined; the target
 # adds the fuzzer's main. Run:
 #   nice build-fuzz/tests/fuzz/fuzz_http -dict=tests/fuzz/fuzz_http.dict -close_fd_mask=2 \
-#       -max_len=65536 -timeout=10 -max_total_time=300 CORPUS_DIR tests/fuzz/corpus/http
+#       -max_len=65536 -timeout=10 -max_total_time=300 CORPUS_DIR tests/fuzz/corpus/fuzz_http
 # (-close_fd_mask=2: the daemon's log lines off, libFuzzer's and ASan's kept)
 add_executable(fuzz_http ${CMAKE_CURRENT_LIST_DIR}/fuzz_http.c)
 target_link_libraries(fuzz_http PRIVATE bitflipd-lib)
@@ -11,4 +11,4 @@ target_compile_definitions(fuzz_http PRIVATE BF_FIXTURES="${PROJECT_SOURCE_DIR}/
 target_compile_options(fuzz_http PRIVATE -fsanitize=fuzzer)
 target_link_options(fuzz_http PRIVATE -fsanitize=fuzzer)
 # Every seed once, as a test of the fuzz build (seconds).
-add_test(NAME fuzz_http_seeds COMMAND fuzz_http -runs=0 -close_fd_mask=2 ${CMAKE_CURRENT_LIST_DIR}/corpus/http)
+add_test(NAME fuzz_http_seeds COMMAND fuzz_http -runs=0 -close_fd_mask=2 ${CMAKE_CURRENT_LIST_DIR}/corpus/fuzz_http)

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional, as in libFuzzer: a target with set-up (fuzz_http) defines it. */
+__attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static int run_file(const char *path)
 {
@@ -44,6 +46,7 @@ int main(int argc, char **argv)
 {
     int bad = 0;
     long n = 0;
+    if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
     for (int i = 1; i < argc; i++) {
         struct stat sb;
         if (stat(argv[i], &sb) != 0) { perror(argv[i]); bad = 1; continue; }
