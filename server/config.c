@@ -18,7 +18,7 @@
 const bfd_option bfd_options[] = {
     {"listen", "HOST:PORT", BFD_OPT_LISTEN, 0, 0, 0, "address to serve (port 0: any free port); a non-loopback address needs tokens, and TLS or --insecure-http"},
     {"data-dir", "DIR", BFD_OPT_STR, F(data_dir), 0, 0, "models, datasets, campaigns, results: bitflip.db (SQLite) and blobs/"},
-    {"workers", "N", BFD_OPT_INT, F(workers), 0, 1024, "threads running trials (0: every core)"},
+    {"workers", "N", BFD_OPT_INT, F(workers), 0, 1024, "worker processes running trials, each single-threaded (0: every core)"},
     {"config", "FILE", BFD_OPT_ACTION, 0, 0, 0, "JSON settings: any option below as a key with '_' for '-' (\"max_upload_bytes\": 1000000); flags win"},
     {"log-format", "text|json", BFD_OPT_LOGFMT, 0, 0, 0, "one line per request, as text or JSON"},
     {"tokens-file", "FILE", BFD_OPT_STR, F(tokens_file), 0, 0, "'tenant:token' lines, added to the daemon's tokens at start"},
@@ -28,7 +28,7 @@ const bfd_option bfd_options[] = {
     {"insecure-http", NULL, BFD_OPT_SWITCH, F(insecure_http), 0, 0, "allow plain HTTP on a non-loopback address (tokens then cross the network in clear text)"},
     {"max-upload-bytes", "N", BFD_OPT_BYTES, F(max_upload_bytes), 1, 9.2e18, "largest model or dataset upload (413 past it); K, M, G suffixes"},
     {"max-json-bytes", "N", BFD_OPT_BYTES, F(max_json_bytes), 1, 16 << 20, "largest campaign spec (413 past it)"},
-    {"job-memory", "N", BFD_OPT_BYTES, F(job_memory), BFD_JOB_MEMORY_MIN, 9.2e18, "each worker's memory limit (address space): a campaign whose plan needs more is refused (422); K, M, G suffixes"},
+    {"job-memory", "N", BFD_OPT_BYTES, F(job_memory), BFD_JOB_MEMORY_MIN, 9.2e18, "each worker's and upload check's memory limit (address space); a campaign sized over it at submission is refused (422); K, M, G suffixes"},
     {"max-trials", "N", BFD_OPT_I64, F(max_trials), 1, 9.2e18, "most trials in one campaign (422 past it)"},
     {"max-connections", "N", BFD_OPT_INT, F(max_connections), 1, 1000000, "connections open at once (503 past it; lowered to fit the descriptor limit)"},
     {"max-connections-per-ip", "N", BFD_OPT_INT, F(max_connections_per_ip), 0, 1000000, "connections open at once from one address (closed at once past it; 0: no limit)"},
