@@ -15,11 +15,13 @@ for t in "$@"; do
   if [ ! -x "$bin" ]; then echo "$t: not built ($bin)"; status=1; continue; fi
   work=$build/corpus/$t crashes=$build/crashes/$t
   mkdir -p "$work" "$crashes"
-  dict=()
+  dict=() flags=()
   [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
+  # a target's own libFuzzer flags, one line (fuzz_http: its daemon's log off)
+  [ -f "$here/$t.flags" ] && read -r -a flags <"$here/$t.flags"
   log=$build/$t.log
   BF_FUZZ_FIXTURES=$here/../fixtures nice -n 10 "$bin" -max_total_time="$seconds" -print_final_stats=1 \
-    -rss_limit_mb=2048 -timeout=20 -max_len=262144 -artifact_prefix="$crashes/" "${dict[@]}" \
+    -rss_limit_mb=2048 -timeout=20 -max_len=262144 -artifact_prefix="$crashes/" "${dict[@]}" "${flags[@]}" \
     "$work" "$here/corpus/$t" >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
