@@ -167,7 +167,8 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
     switch (ot) {
     case ONNX_FLOAT:
         if (tp->n_float_data != (size_t)numel) { st = count_error(err, what, "float_data", tp->n_float_data, numel); goto out; }
-        memcpy(t->data, tp->float_data, (size_t)numel * 4);
+        /* an empty tensor's field is NULL, which memcpy may not be given */
+        if (numel) memcpy(t->data, tp->float_data, (size_t)numel * 4);
         break;
     case ONNX_DOUBLE:
         if (tp->n_double_data != (size_t)numel) { st = count_error(err, what, "double_data", tp->n_double_data, numel); goto out; }
@@ -175,7 +176,7 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
         break;
     case ONNX_INT64:
         if (tp->n_int64_data != (size_t)numel) { st = count_error(err, what, "int64_data", tp->n_int64_data, numel); goto out; }
-        memcpy(t->data, tp->int64_data, (size_t)numel * 8);
+        if (numel) memcpy(t->data, tp->int64_data, (size_t)numel * 8);
         break;
     case ONNX_UINT32: case ONNX_UINT64:
         if (tp->n_uint64_data != (size_t)numel) { st = count_error(err, what, "uint64_data", tp->n_uint64_data, numel); goto out; }
