@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 
-/usr/bin/python3 "$(dirname "$0")/make_limit_models.py" "$tmp" || { echo "FAIL making the models"; exit 1; }
+/usr/bin/python3 "$(dirname "$0")/../fixtures/make_hostile.py" "$tmp" || { echo "FAIL making the models"; exit 1; }
 
 check deep 3 "$BF" info "$tmp/deep.onnx"
 contains deep "ONNX subgraphs nested more than 64 deep at byte offset"

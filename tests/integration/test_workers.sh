@@ -14,7 +14,6 @@ tmp=$(mktemp -d)
 PID=
 trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
-GEN=$(dirname "$0")/make_hostile.py
 OCT=(-H 'Content-Type: application/octet-stream')
 JSON=(-H 'Content-Type: application/json')
 
@@ -48,12 +47,12 @@ wait_running() {  # wait_running ID MIN_DONE
   return 1
 }
 
-$PY "$GEN" nested "$tmp/nested.onnx" 10000
-$PY "$GEN" bomb "$tmp/bomb.onnx" "$tmp/bomb.safetensors"
+# deep.onnx (If nested 10,000 deep), bomb.onnx and bomb.eval.safetensors
+$PY "$(dirname "$0")/../fixtures/make_hostile.py" "$tmp" || { echo "FAIL making the hostile files"; exit 1; }
 
 # --- (a) a nested If 10,000 deep: a 422 naming the depth, never a reset --------
 start_daemon "$tmp/a" || exit 1
-code=$(curl -sS -o "$tmp/body" -w '%{http_code}' "${OCT[@]}" --data-binary @"$tmp/nested.onnx" "$URL/v1/models" 2>"$tmp/curl_err")
+code=$(curl -sS -o "$tmp/body" -w '%{http_code}' "${OCT[@]}" --data-binary @"$tmp/deep.onnx" "$URL/v1/models" 2>"$tmp/curl_err")
 eq nested_status "$code" 422
 [ "$code" = 422 ] || cat "$tmp/curl_err"
 # core refuses it on the wire, before protobuf-c recurses (docs/LIMITS.md, max_graph_depth)
@@ -67,19 +66,19 @@ eq nested_clean_exit "$STOP_RC" 0
 start_daemon "$tmp/b" --job-memory 1G || exit 1
 req bomb_model 201 "${OCT[@]}" --data-binary @"$tmp/bomb.onnx" "$URL/v1/models"
 BMID=$(jget "j['id']")
-req bomb_dataset 201 "${OCT[@]}" --data-binary @"$tmp/bomb.safetensors" "$URL/v1/datasets"
+req bomb_dataset 201 "${OCT[@]}" --data-binary @"$tmp/bomb.eval.safetensors" "$URL/v1/datasets"
 BDID=$(jget "j['id']")
 spec "$BMID" "$BDID" 40 1 >"$tmp/bomb.json"
 # the plan's peak, from shapes, before anything is allocated: 32768 x 32768 floats
 req bomb_refused 422 "${JSON[@]}" --data-binary @"$tmp/bomb.json" "$URL/v1/campaigns"
 eq bomb_type "$(jget "j['type']")" "urn:bitflip:problem:job-memory"
-body_has bomb_op "node 'bomb' ConstantOfShape"
+body_has bomb_op "node 'ConstantOfShape_0' ConstantOfShape"
 body_has bomb_bytes "the plan needs 4.0 GiB"
 body_has bomb_limit "over the 1.0 GiB job memory limit"
 curl -fsS "$URL/v1/campaigns" >"$tmp/body"
 eq bomb_nothing_queued "$(jget "len(j['items'])")" 0
 # the CLI: the same sentence, exit 3 (a limit of the service, not a bad spec)
-$PY - "$tmp/bomb.json" "$tmp/bomb.onnx" "$tmp/bomb.safetensors" <<'PYEOF'
+$PY - "$tmp/bomb.json" "$tmp/bomb.onnx" "$tmp/bomb.eval.safetensors" <<'PYEOF'
 import json, sys
 s = json.load(open(sys.argv[1])); s["model"] = sys.argv[2]; s["dataset"] = sys.argv[3]
 json.dump(s, open(sys.argv[1] + ".files.json", "w"))
@@ -98,7 +97,7 @@ stop_daemon TERM
 start_daemon "$tmp/b2" --workers 1 --job-memory 12G || exit 1
 upload_digits
 req b2_bomb_model 201 "${OCT[@]}" --data-binary @"$tmp/bomb.onnx" "$URL/v1/models"
-req b2_bomb_dataset 201 "${OCT[@]}" --data-binary @"$tmp/bomb.safetensors" "$URL/v1/datasets"
+req b2_bomb_dataset 201 "${OCT[@]}" --data-binary @"$tmp/bomb.eval.safetensors" "$URL/v1/datasets"
 spec "$MID" "$DID" 500000 3 >"$tmp/long.json"
 req b2_long 202 "${JSON[@]}" --data-binary @"$tmp/long.json" "$URL/v1/campaigns"
 CL=$(jget "j['id']")
