@@ -354,7 +354,7 @@ static void too_many_attributes(void **state)
     int64_t d[2] = {-1, 3};
     for (int i = 0; i < 5; i++) {
         wb a = {0};
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "a%d", i);
         wb_str(&a, 1, name);
         wb_int(&a, 20, 2);    /* INT */
