@@ -29,6 +29,7 @@ const bfd_option bfd_options[] = {
     {"max-upload-bytes", "N", BFD_OPT_BYTES, F(max_upload_bytes), 1, 9.2e18, "largest model or dataset upload (413 past it); K, M, G suffixes"},
     {"max-json-bytes", "N", BFD_OPT_BYTES, F(max_json_bytes), 1, 16 << 20, "largest campaign spec (413 past it)"},
     {"job-memory", "N", BFD_OPT_BYTES, F(job_memory), BFD_JOB_MEMORY_MIN, 9.2e18, "each worker's and upload check's memory limit (address space); a campaign sized over it at submission is refused (422); K, M, G suffixes"},
+    {"limit", "KEY=VALUE", BFD_OPT_LIMITS, F(limits), 0, 0, "a parser limit, as bitflip's --limit: model.graph-depth=16, data.bytes=1G, spec.depth=8 ... (repeatable, or KEY=VALUE,KEY=VALUE; docs/LIMITS.md lists them). Uploads past one are refused (422), and so are specs; workers load with them too. Config file: \"limit\": {\"model.graph-depth\": 16}"},
     {"max-trials", "N", BFD_OPT_I64, F(max_trials), 1, 9.2e18, "most trials in one campaign (422 past it)"},
     {"max-connections", "N", BFD_OPT_INT, F(max_connections), 1, 1000000, "connections open at once (503 past it; lowered to fit the descriptor limit)"},
     {"max-connections-per-ip", "N", BFD_OPT_INT, F(max_connections_per_ip), 0, 1000000, "connections open at once from one address (closed at once past it; 0: no limit)"},
@@ -72,6 +73,8 @@ void bfd_config_free(bfd_config *c)
     free(c->port_file);
     free(c->tls_cert);
     free(c->tls_key);
+    free(c->limits_arg);
+    c->limits_arg = NULL;
     c->data_dir = c->tokens_file = c->port_file = c->tls_cert = c->tls_key = NULL;
 }
 
@@ -92,25 +95,26 @@ bf_status bfd_parse_listen(bfd_config *c, const char *s, bf_error *err)
     return BF_OK;
 }
 
-/* An integer with an optional binary suffix (K, M, G, T; "KiB" and "k" too). */
+/* A byte size: the parser the CLI and the children share (bitflip/api/limits.h). */
 static int parse_bytes(const char *v, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (end == v || errno || n < 0) return -1;
-    int shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (!strcmp(end, "iB") || !strcmp(end, "B"))) end += strlen(end);
-    if (*end || (shift && n > (INT64_MAX >> shift))) return -1;
-    *out = (int64_t)n << shift;
-    return 0;
+    return bf_parse_size(v, out);
+}
+
+/* Each "k=v" of a comma-separated list into c->limits, and the list onto
+ * c->limits_arg for the children; on an error nothing is kept of `v`. */
+static bf_status add_limits(bfd_config *c, const char *v, bf_error *err)
+{
+    bf_limits l = c->limits;
+    bf_status st = bfd_limits_parse_list(&l, v, err);
+    if (st != BF_OK) return st;
+    size_t old = c->limits_arg ? strlen(c->limits_arg) : 0;
+    char *s = realloc(c->limits_arg, old + strlen(v) + 2);
+    if (!s) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    snprintf(s + old, strlen(v) + 2, "%s%s", old ? "," : "", v);
+    c->limits_arg = s;
+    c->limits = l;
+    return BF_OK;
 }
 
 bf_status bfd_option_set(bfd_config *c, const bfd_option *o, const char *v, bf_error *err)
@@ -162,6 +166,8 @@ bf_status bfd_option_set(bfd_config *c, const bfd_option *o, const char *v, bf_e
     }
     case BFD_OPT_LISTEN:
         return bfd_parse_listen(c, v, err);
+    case BFD_OPT_LIMITS:
+        return add_limits(c, v, err);
     case BFD_OPT_LOGFMT:
         if (strcmp(v, "text") && strcmp(v, "json"))
             return bf_error_set(err, BF_EINVAL, "--log-format is 'text' or 'json', got '%s'", v);
@@ -194,8 +200,39 @@ void bfd_option_show(const bfd_config *c, const bfd_option *o, char *buf, size_t
     case BFD_OPT_SWITCH: snprintf(buf, n, "%s", *(const int *)p ? "on" : "off"); break;
     case BFD_OPT_LISTEN: snprintf(buf, n, "%s:%d", c->host, c->port); break;
     case BFD_OPT_LOGFMT: snprintf(buf, n, "%s", c->log_json ? "json" : "text"); break;
+    case BFD_OPT_LIMITS: snprintf(buf, n, "%s", c->limits_arg ? c->limits_arg : ""); break;   /* "": the defaults */
     default: break;
     }
+}
+
+/* "limit": {"model.graph-depth": 16, "data.bytes": "1G"}, or the flag's
+ * own form, ["model.graph-depth=16", ...]. */
+static bf_status config_limits(bfd_config *c, const char *key, json_t *v, bf_error *err)
+{
+    char kv[256];
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            if (json_is_integer(x)) snprintf(kv, sizeof kv, "%s=%lld", k, (long long)json_integer_value(x));
+            else if (json_is_string(x)) snprintf(kv, sizeof kv, "%s=%s", k, json_string_value(x));
+            else return bf_error_set(err, BF_EINVAL, "'%s': the value of '%s' must be an integer or a size string", key, k);
+            bf_status st = add_limits(c, kv, err);
+            if (st != BF_OK) return st;
+        }
+        return BF_OK;
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            if (!json_is_string(x)) return bf_error_set(err, BF_EINVAL, "'%s': each entry must be a \"KEY=VALUE\" string", key);
+            bf_status st = add_limits(c, json_string_value(x), err);
+            if (st != BF_OK) return st;
+        }
+        return BF_OK;
+    }
+    return bf_error_set(err, BF_EINVAL, "'%s' must be an object ({\"model.graph-depth\": 16}) or an array of \"KEY=VALUE\" strings", key);
 }
 
 bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err)
@@ -221,6 +258,10 @@ bf_status bfd_config_load(bfd_config *c, const char *path, bf_error *err)
             break;
         }
         const char *s = NULL;
+        if (o->type == BFD_OPT_LIMITS) {
+            if ((st = config_limits(c, key, v, err)) != BF_OK) break;
+            continue;
+        }
         if (o->type == BFD_OPT_SWITCH) {
             if (!json_is_boolean(v)) { st = bf_error_set(err, BF_EINVAL, "'%s' must be true or false", key); break; }
             *(int *)((char *)c + o->off) = json_is_true(v);

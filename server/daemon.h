@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "bitflip/api/limits.h"
 #include "store/blob.h"
 #include "metrics.h"
 #include "store/store.h"
@@ -45,6 +46,11 @@ typedef struct bfd_config {
     int tenant_queued;            /* queued per tenant (429 past it) */
     double heartbeat_seconds;     /* SSE comment lines on idle streams */
     double drain_seconds;         /* SIGTERM: how long running chunks may finish */
+    /* --limit KEY=VALUE: the parsers' limits, for the daemon's own spec
+     * parse, and as limits_arg ("k=v,k=v" as given, NULL: none) for the
+     * children that load uploads (work/proc.h), which parse it again */
+    bf_limits limits;
+    char *limits_arg;
 } bfd_config;
 
 void bfd_config_defaults(bfd_config *c);
@@ -69,6 +75,7 @@ typedef enum bfd_opt_type {
     BFD_OPT_SWITCH,           /* int set to 1; no value */
     BFD_OPT_LISTEN,           /* host and port */
     BFD_OPT_LOGFMT,           /* text | json */
+    BFD_OPT_LIMITS,           /* --limit KEY=VALUE, repeatable: bf_limits and limits_arg */
     BFD_OPT_ACTION,           /* main.c's: not a config field */
 } bfd_opt_type;
 

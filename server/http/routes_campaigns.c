@@ -235,7 +235,7 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
     gates = take_gates(doc, errors);
     spec_text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
     if (!spec_text) { bfd_reply_problem(r, 500, NULL, "out of memory"); goto out; }
-    if (bf_spec_parse(spec_text, strlen(spec_text), &spec, &probs) != BF_OK || json_array_size(errors)) {
+    if (bf_spec_parse_opts(spec_text, strlen(spec_text), &d->cfg.limits.spec, &spec, &probs) != BF_OK || json_array_size(errors)) {
         have_spec = probs.count == 0;
         json_t *pj = bf_spec_problems_json(&probs);
         json_array_extend(pj, errors);

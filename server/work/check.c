@@ -25,8 +25,8 @@
 /* --check-campaign MODEL DATASET, the spec as one frame on stdin: what the
  * campaign's worker will hold at its peak (as job.c runs it: one thread,
  * the default cache budget) against the limit. */
-static json_t *check_campaign(const char *model_path, const char *dataset_path, int64_t job_memory, bf_status *st,
-                              bf_error *err)
+static json_t *check_campaign(const char *model_path, const char *dataset_path, int64_t job_memory,
+                              const bf_limits *lim, bf_status *st, bf_error *err)
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
@@ -38,14 +38,14 @@ static json_t *check_campaign(const char *model_path, const char *dataset_path, 
     size_t len = 0;
     int rc = bfd_frame_read_fd(0, &text, &len, err);
     if (rc != 1) { *st = rc == 0 ? bf_error_set(err, BF_EIO, "no spec on stdin") : BF_EIO; goto out; }
-    if ((*st = bf_spec_parse(text, len, &spec, &probs)) != BF_OK) {
+    if ((*st = bf_spec_parse_opts(text, len, &lim->spec, &spec, &probs)) != BF_OK) {
         *st = bf_error_set(err, BF_EINVAL, "the spec no longer validates: %s: %s", probs.count ? probs.items[0].pointer : "",
                            probs.count ? probs.items[0].message : "?");
         goto out;
     }
     have_spec = 1;
-    if ((*st = bf_model_load_file(model_path, &m, err)) != BF_OK) { bf_error_prefix(err, "model"); goto out; }
-    if ((*st = bf_dataset_load_file(dataset_path, &ds, err)) != BF_OK) { bf_error_prefix(err, "dataset"); goto out; }
+    if ((*st = bf_model_load_file_opts(model_path, &lim->model, &m, err)) != BF_OK) { bf_error_prefix(err, "model"); goto out; }
+    if ((*st = bf_dataset_load_file_opts(dataset_path, &lim->data, &ds, err)) != BF_OK) { bf_error_prefix(err, "dataset"); goto out; }
     bf_campaign_opts co = {.threads = 1};
     bf_job_budget b = {0};
     *st = bf_campaign_estimate(m, ds, &spec, &co, &b, err);
@@ -76,19 +76,25 @@ int bfd_check_main(int argc, char **argv)
         fprintf(stderr, "bitflipd check %d: %s\n", (int)getpid(), err.msg);
         return 3;
     }
+    /* the daemon validated them at start: a bad list here is a daemon bug */
+    bf_limits lim;
+    if (bfd_proc_arg_limits(argc, argv, &lim, &err) != BF_OK) {
+        fprintf(stderr, "bitflipd check %d: %s\n", (int)getpid(), err.msg);
+        return 3;
+    }
     json_t *sum = NULL, *out = NULL;
     bf_status st = BF_OK;
     if (campaign) {
-        out = check_campaign(argv[2], argv[3], job_memory, &st, &err);
+        out = check_campaign(argv[2], argv[3], job_memory, &lim, &st, &err);
         if (st == BF_OK && !out) st = bf_error_set(&err, BF_ENOMEM, "out of memory");
     } else if (model) {
         bf_model *m = NULL;
-        st = bf_model_load_file(argv[2], &m, &err);
+        st = bf_model_load_file_opts(argv[2], &lim.model, &m, &err);
         if (st == BF_OK && !(sum = bf_model_summary(m))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
         bf_model_free(m);
     } else {
         bf_dataset *ds = NULL;
-        st = bf_dataset_load_file(argv[2], &ds, &err);
+        st = bf_dataset_load_file_opts(argv[2], &lim.data, &ds, &err);
         if (st == BF_OK && !(sum = bf_dataset_summary(ds))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
         bf_dataset_free(ds);
     }
@@ -285,7 +291,7 @@ static bf_status start(bfd *d, int kind, const char *const *args, const char *sp
         c->open = 4;
     }
     bf_status st = bfd_proc_spawn(d->loop, &c->proc, on_exit_cb, args, spec_json ? &c->in : NULL, &c->out, d->cfg.job_memory,
-                            err);
+                            d->cfg.limits_arg, err);
     if (st == BF_OK && uv_read_start((uv_stream_t *)&c->out, on_alloc, on_read) != 0) {
         uv_process_kill(&c->proc, SIGKILL);
         st = bf_error_set(err, BF_EIO, "cannot read from the checking process");

@@ -20,11 +20,14 @@ struct bfd_worker_cache {
     bf_campaign_spec spec;
     int have_spec;
     bf_campaign *c;
+    bf_limits lim;            /* bitflipd --limit, kept across cache_clear */
 };
 
-bfd_worker_cache *bfd_worker_cache_new(void)
+bfd_worker_cache *bfd_worker_cache_new(const bf_limits *lim)
 {
-    return calloc(1, sizeof(bfd_worker_cache));
+    bfd_worker_cache *wc = calloc(1, sizeof *wc);
+    if (wc && lim) wc->lim = *lim;
+    return wc;
 }
 
 static void cache_clear(bfd_worker_cache *wc)
@@ -33,7 +36,9 @@ static void cache_clear(bfd_worker_cache *wc)
     bf_dataset_free(wc->ds);
     bf_model_free(wc->m);
     if (wc->have_spec) bf_campaign_spec_free(&wc->spec);
+    bf_limits lim = wc->lim;
     memset(wc, 0, sizeof *wc);
+    wc->lim = lim;
 }
 
 void bfd_worker_cache_drop(bfd_worker_cache *wc)
@@ -52,7 +57,7 @@ static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *er
 {
     cache_clear(wc);
     bf_spec_problems probs = {0};
-    bf_status st = bf_spec_parse(js->spec_json, strlen(js->spec_json), &wc->spec, &probs);
+    bf_status st = bf_spec_parse_opts(js->spec_json, strlen(js->spec_json), &wc->lim.spec, &wc->spec, &probs);
     wc->have_spec = st == BF_OK;
     if (st != BF_OK) {   /* it was valid when submitted: only a newer, stricter daemon gets here */
         st = bf_error_set(err, BF_EINVAL, "the stored spec no longer validates: %s: %s",
@@ -64,8 +69,8 @@ static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *er
      * silently become the golden model (store/blob.h) */
     if ((st = bfd_blob_verify(js->model_path, "model", err)) != BF_OK) return st;
     if ((st = bfd_blob_verify(js->dataset_path, "dataset", err)) != BF_OK) return st;
-    if ((st = bf_model_load_file(js->model_path, &wc->m, err)) != BF_OK) return bf_error_prefix(err, "model");
-    if ((st = bf_dataset_load_file(js->dataset_path, &wc->ds, err)) != BF_OK) return bf_error_prefix(err, "dataset");
+    if ((st = bf_model_load_file_opts(js->model_path, &wc->lim.model, &wc->m, err)) != BF_OK) return bf_error_prefix(err, "model");
+    if ((st = bf_dataset_load_file_opts(js->dataset_path, &wc->lim.data, &wc->ds, err)) != BF_OK) return bf_error_prefix(err, "dataset");
     if ((st = bf_campaign_create(wc->m, wc->ds, &wc->spec, &wc->c, err)) != BF_OK) return st;
     snprintf(wc->id, sizeof wc->id, "%s", js->id);
     return BF_OK;

@@ -162,26 +162,8 @@ void bfd_size_text(int64_t bytes, char *buf, size_t size)
 
 bf_status bfd_parse_size(const char *s, int64_t *out, bf_error *err)
 {
-    char *end = NULL;
-    errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || end == s || errno || !(v >= 0)) goto bad;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (mul > 1 && (end[0] == 'i' && end[1] == 'B')) end += 2;
-    else if (mul > 1 && end[0] == 'B') end++;
-    if (*end) goto bad;
-    v *= mul;
-    if (v >= 9.2e18) goto bad;
-    *out = (int64_t)v;
-    return BF_OK;
-bad:
+    /* one size parser for the daemon, its children and the CLI */
+    if (bf_parse_size(s, out) == 0) return BF_OK;
     return bf_error_set(err, BF_EINVAL, "'%s' is not a size (say 512M, 4G or a number of bytes)", s ? s : "");
 }
 
@@ -252,15 +234,20 @@ static char **sanitizer_env(int64_t job_memory, char **mine_out)
 #endif
 
 bf_status bfd_proc_spawn(uv_loop_t *loop, uv_process_t *p, uv_exit_cb on_exit, const char *const *args, uv_pipe_t *in,
-                         uv_pipe_t *out, int64_t job_memory, bf_error *err)
+                         uv_pipe_t *out, int64_t job_memory, const char *limits, bf_error *err)
 {
-    char *argv[8], mem[32];
+    /* the name, up to 4 args, --job-memory N, --limits LIST, NULL */
+    char *argv[10], mem[32];
     size_t n = 0;
     argv[n++] = "bitflipd";
     for (size_t i = 0; args[i] && n < 5; i++) argv[n++] = (char *)args[i];
     snprintf(mem, sizeof mem, "%lld", (long long)job_memory);
     argv[n++] = "--job-memory";
     argv[n++] = mem;
+    if (limits && *limits) {
+        argv[n++] = "--limits";
+        argv[n++] = (char *)limits;
+    }
     argv[n] = NULL;
     uv_stdio_container_t io[3];
     io[0].flags = in ? UV_CREATE_PIPE | UV_READABLE_PIPE : UV_IGNORE;
@@ -312,4 +299,30 @@ int64_t bfd_proc_arg_memory(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--job-memory") && bfd_parse_size(argv[i + 1], &v, NULL) != BF_OK) v = BFD_JOB_MEMORY_DEFAULT;
     return v;
+}
+
+bf_status bfd_limits_parse_list(bf_limits *l, const char *list, bf_error *err)
+{
+    /* no key or value holds a ',' (sizes are 64M, 1.5G): it can split them */
+    char kv[256];
+    const char *p = list ? list : "";
+    do {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len >= sizeof kv) return bf_error_set(err, BF_EINVAL, "--limit: '%.*s...' is too long", 32, p);
+        memcpy(kv, p, len);
+        kv[len] = '\0';
+        bf_status st = bf_limits_set(l, kv, err);
+        if (st != BF_OK) return st;
+        p = comma ? comma + 1 : NULL;
+    } while (p);
+    return BF_OK;
+}
+
+bf_status bfd_proc_arg_limits(int argc, char **argv, bf_limits *l, bf_error *err)
+{
+    memset(l, 0, sizeof *l);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--limits")) return bfd_limits_parse_list(l, argv[i + 1], err);
+    return BF_OK;
 }

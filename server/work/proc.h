@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "bitflip/api/limits.h"
 #include "bitflip/error.h"
 
 /* A chunk's result document is the largest thing sent; results hold
@@ -71,12 +72,13 @@ void bfd_oom_reason(int64_t job_memory, const char *detail, char *buf, size_t si
 /* --- processes ---------------------------------------------------------- */
 
 /* Starts this binary with `args` (args[0] is the mode, e.g. "--worker"; NULL
- * terminated) and --job-memory appended. `in` and `out` become the child's
+ * terminated) and --job-memory appended, and `--limits LIST` unless limits
+ * is NULL or "" (bfd_config.limits_arg). `in` and `out` become the child's
  * stdin and stdout (either may be NULL: /dev/null); stderr is the daemon's,
  * so the child's log lines land in the same log. The pipes must be
  * initialised (uv_pipe_init) and not yet open. */
 bf_status bfd_proc_spawn(uv_loop_t *loop, uv_process_t *p, uv_exit_cb on_exit, const char *const *args, uv_pipe_t *in,
-                         uv_pipe_t *out, int64_t job_memory, bf_error *err);
+                         uv_pipe_t *out, int64_t job_memory, const char *limits, bf_error *err);
 
 /* In a child, first thing: the address-space limit, no core files, and
  * death with the parent (PR_SET_PDEATHSIG), then a check that the parent is
@@ -84,5 +86,10 @@ bf_status bfd_proc_spawn(uv_loop_t *loop, uv_process_t *p, uv_exit_cb on_exit, c
 bf_status bfd_proc_child_init(int64_t job_memory, bf_error *err);
 /* A child's --job-memory argument (the default if absent or unreadable). */
 int64_t bfd_proc_arg_memory(int argc, char **argv);
+/* "k=v,k=v" (bitflipd --limit, as bf_limits_set takes each) into *l. */
+bf_status bfd_limits_parse_list(bf_limits *l, const char *list, bf_error *err);
+/* In a child: the --limits LIST that bfd_proc_spawn appended, into *l (left
+ * zeroed, the defaults, without one). */
+bf_status bfd_proc_arg_limits(int argc, char **argv, bf_limits *l, bf_error *err);
 
 #endif

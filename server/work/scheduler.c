@@ -456,7 +456,7 @@ static bf_status spawn_worker(bfd_sched *s, int slot, bf_error *err)
     uv_pipe_init(s->d->loop, &w->out, 0);
     w->open = 3;
     const char *args[] = {"--worker", NULL};
-    bf_status st = bfd_proc_spawn(s->d->loop, &w->proc, on_exit_cb, args, &w->in, &w->out, s->d->cfg.job_memory, err);
+    bf_status st = bfd_proc_spawn(s->d->loop, &w->proc, on_exit_cb, args, &w->in, &w->out, s->d->cfg.job_memory, s->d->cfg.limits_arg, err);
     if (st == BF_OK && uv_read_start((uv_stream_t *)&w->out, on_alloc, on_read) != 0) {
         uv_process_kill(&w->proc, SIGKILL);
         w->s = NULL;   /* its exit only closes it */

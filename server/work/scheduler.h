@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "bitflip/api/limits.h"
 #include "bitflip/campaign.h"
 #include "bitflip/error.h"
 
@@ -89,7 +90,8 @@ void bfd_sched_load(bfd_sched *s, int *running, int *queued);
  * dataset and engine state (its golden pass), since a worker usually takes
  * several chunks of one campaign in a row. */
 typedef struct bfd_worker_cache bfd_worker_cache;
-bfd_worker_cache *bfd_worker_cache_new(void);
+/* `lim`: the parsers' limits every load is held to (NULL: the defaults). */
+bfd_worker_cache *bfd_worker_cache_new(const bf_limits *lim);
 void bfd_worker_cache_free(bfd_worker_cache *wc);
 /* Lets go of the campaign it holds (its last chunk has been taken). */
 void bfd_worker_cache_drop(bfd_worker_cache *wc);

@@ -116,7 +116,12 @@ int bfd_worker_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
 
-    bfd_worker_cache *wc = bfd_worker_cache_new();
+    bf_limits lim;
+    if (bfd_proc_arg_limits(argc, argv, &lim, &err) != BF_OK) {
+        fprintf(stderr, "bitflipd worker %d: %s\n", (int)getpid(), err.msg);
+        return 3;
+    }
+    bfd_worker_cache *wc = bfd_worker_cache_new(&lim);
     if (!wc) return 3;
     int rc = 0;
     for (;;) {

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "daemon.h"
+#include "work/proc.h"
 
 static const bfd_option *opt(const char *name)
 {
@@ -122,12 +123,80 @@ static void test_config_file(void **state)
     unlink(path);
 }
 
+/* --limit: repeatable and K=V,K=V into bfd_config.limits, the text kept
+ * for the children (limits_arg), a bad one refused with nothing of it kept;
+ * the config file's "limit" as an object or an array of "K=V" */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    bfd_config c;
+    bf_error err = {0};
+    char buf[256];
+    bfd_config_defaults(&c);
+    const bfd_option *o = opt("limit");
+    bfd_option_show(&c, o, buf, sizeof buf);
+    assert_string_equal(buf, "");   /* the defaults: --help shows none */
+    assert_int_equal(bfd_option_set(&c, o, "model.graph-depth=2", &err), BF_OK);
+    assert_int_equal(bfd_option_set(&c, o, "data.bytes=1G,spec.depth=3", &err), BF_OK);
+    assert_int_equal(c.limits.model.max_graph_depth, 2);
+    assert_true(c.limits.data.max_bytes == (int64_t)1 << 30);
+    assert_int_equal(c.limits.spec.max_depth, 3);
+    assert_string_equal(c.limits_arg, "model.graph-depth=2,data.bytes=1G,spec.depth=3");
+    /* the second of the list is bad: the first is not kept either */
+    assert_int_equal(bfd_option_set(&c, o, "model.rank=4,nosuch=1", &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "no limit 'nosuch'; the limits are model.graph-depth"));
+    assert_int_equal(c.limits.model.max_rank, 0);
+    assert_string_equal(c.limits_arg, "model.graph-depth=2,data.bytes=1G,spec.depth=3");
+    assert_int_equal(bfd_option_set(&c, o, "model.graph-depth=zero", &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "model.graph-depth must be an integer from 1 to 1000000000, got 'zero'"));
+    /* what a child parses back from --limits is what the daemon holds */
+    char *argv[] = {"bitflipd", "--worker", "--job-memory", "1G", "--limits", c.limits_arg, NULL};
+    bf_limits child;
+    assert_int_equal(bfd_proc_arg_limits(6, argv, &child, &err), BF_OK);
+    assert_memory_equal(&child, &c.limits, sizeof child);
+    bfd_config_free(&c);
+
+    char path[] = "/tmp/bfd-config-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    bfd_config_defaults(&c);
+    write_text(path, "{\"limit\": {\"model.graph-depth\": 16, \"data.bytes\": \"2G\"}}");
+    assert_int_equal(bfd_config_load(&c, path, &err), BF_OK);
+    assert_int_equal(c.limits.model.max_graph_depth, 16);
+    assert_true(c.limits.data.max_bytes == (int64_t)2 << 30);
+    bfd_config_free(&c);
+    bfd_config_defaults(&c);
+    write_text(path, "{\"limit\": [\"spec.array=7\", \"model.nodes=9\"]}");
+    assert_int_equal(bfd_config_load(&c, path, &err), BF_OK);
+    assert_true(c.limits.spec.max_array == 7);
+    assert_true(c.limits.model.max_nodes == 9);
+    const char *bad[] = {"{\"limit\": 3}", "{\"limit\": {\"nosuch\": 1}}", "{\"limit\": {\"spec.depth\": true}}",
+                         "{\"limit\": [3]}", "{\"limit\": [\"spec.depth\"]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text(path, bad[i]);
+        assert_int_not_equal(bfd_config_load(&c, path, &err), BF_OK);
+        assert_non_null(strstr(err.msg, path));
+    }
+    bfd_config_free(&c);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
