@@ -37,9 +37,9 @@ static void wb_put(wb *b, const void *src, size_t n)
     b->n += n;
 }
 
-static void wb_varint(wb *b, uint64_t v)
+/* A protobuf varint into tmp; returns its length. */
+static size_t varint(uint8_t tmp[10], uint64_t v)
 {
-    uint8_t tmp[10];
     size_t k = 0;
     do {
         tmp[k] = (uint8_t)(v & 0x7f);
@@ -47,7 +47,13 @@ static void wb_varint(wb *b, uint64_t v)
         if (v) tmp[k] |= 0x80;
         k++;
     } while (v);
-    wb_put(b, tmp, k);
+    return k;
+}
+
+static void wb_varint(wb *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    wb_put(b, tmp, varint(tmp, v));
 }
 
 static void wb_int(wb *b, unsigned field, uint64_t v) { wb_varint(b, (uint64_t)field << 3); wb_varint(b, v); }
@@ -129,6 +135,7 @@ static bf_status load(const wb *m, const bf_load_limits *lim, bf_model **out, bf
 {
     /* an exact-size copy, so ASan sees any read past the end */
     uint8_t *copy = malloc(m->n ? m->n : 1);
+    assert_non_null(copy);
     memcpy(copy, m->p, m->n);
     bf_status st = bf_model_load_buffer_opts(copy, m->n, "t.onnx", lim, out, err);
     free(copy);
@@ -152,18 +159,11 @@ static void rb_put(rb *b, const void *src, size_t n)
 static void rb_varint(rb *b, uint64_t v)
 {
     uint8_t tmp[10];
-    size_t k = 0;
-    do {
-        tmp[k] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v) tmp[k] |= 0x80;
-        k++;
-    } while (v);
-    rb_put(b, tmp, k);
+    rb_put(b, tmp, varint(tmp, v));
 }
 
-/* Prepends a length-delimited field whose body is everything after `body_start`... no:
- * whose body is the last `len` bytes written (the current front). */
+/* Prepends the key and length of a length-delimited field whose body is the
+ * last `len` bytes written (the current front). */
 static void rb_wrap(rb *b, unsigned field, size_t len)
 {
     rb_varint(b, len);
