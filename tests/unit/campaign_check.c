@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -129,4 +130,27 @@ void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials)
     assert_true(t->disagree * 1000 <= t->trials);
     assert_int_equal(t->unexplained, 0);
     assert_int_equal(t->metric_off, 0);
+}
+
+uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len)
+{
+    Onnx__OperatorSetIdProto ops;
+    onnx__operator_set_id_proto__init(&ops);
+    ops.domain = (char *)"";
+    ops.has_version = 1;
+    ops.version = opset;
+    Onnx__OperatorSetIdProto *opsp = &ops;
+    Onnx__ModelProto m;
+    onnx__model_proto__init(&m);
+    m.has_ir_version = 1;
+    m.ir_version = 7;
+    m.producer_name = (char *)"bitflip-test";
+    m.graph = g;
+    m.n_opset_import = 1;
+    m.opset_import = &opsp;
+    *len = onnx__model_proto__get_packed_size(&m);
+    uint8_t *buf = malloc(*len + 1);
+    assert_non_null(buf);
+    onnx__model_proto__pack(&m, buf);
+    return buf;
 }

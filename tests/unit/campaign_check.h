@@ -7,6 +7,7 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "onnx.pb-c.h"
 
 bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s);
 void tc_assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_result *b);
@@ -36,5 +37,10 @@ void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_r
 /* At least min_trials, at most one disagreement in 1,000, every one a near
  * tie, no metric outside its tolerance. */
 void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
+
+/* A ModelProto around `g` (ir_version 7, one opset import of `opset` for
+ * the default domain), packed; malloc'd, *len its size. For tests that
+ * build graphs with protobuf-c. */
+uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len);
 
 #endif

@@ -311,25 +311,7 @@ static uint8_t *pack(builder *b, size_t *len)
     g.input = b->ins;
     g.n_output = b->n_outs;
     g.output = b->outs;
-    Onnx__OperatorSetIdProto ops;
-    onnx__operator_set_id_proto__init(&ops);
-    ops.domain = (char *)"";
-    ops.has_version = 1;
-    ops.version = 13;
-    Onnx__OperatorSetIdProto *opsp = &ops;
-    Onnx__ModelProto m;
-    onnx__model_proto__init(&m);
-    m.has_ir_version = 1;
-    m.ir_version = 7;
-    m.producer_name = (char *)"bitflip-test";
-    m.graph = &g;
-    m.n_opset_import = 1;
-    m.opset_import = &opsp;
-    *len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(*len + 1);
-    assert_non_null(buf);
-    onnx__model_proto__pack(&m, buf);
-    return buf;
+    return tc_pack_model(&g, 13, len);
 }
 
 /* The eval set as safetensors: each graph input's rows, and random labels. */

@@ -15,6 +15,7 @@
 
 #include "alloc_fail.h"
 #include "bitflip/bitflip.h"
+#include "campaign_check.h"
 #include "onnx.pb-c.h"
 
 /* --- building models: everything lives in one arena freed per test */
@@ -156,25 +157,7 @@ static uint8_t *pack(builder *b, size_t *len)
     g.n_initializer = b->n_inits; g.initializer = b->inits;
     g.n_input = b->n_ins; g.input = b->ins;
     g.n_output = b->n_outs; g.output = b->outs;
-    Onnx__OperatorSetIdProto ops;
-    onnx__operator_set_id_proto__init(&ops);
-    ops.domain = (char *)"";
-    ops.has_version = 1;
-    ops.version = b->opset ? b->opset : 13;
-    Onnx__OperatorSetIdProto *opsp = &ops;
-    Onnx__ModelProto m;
-    onnx__model_proto__init(&m);
-    m.has_ir_version = 1;
-    m.ir_version = 7;
-    m.producer_name = (char *)"bitflip-test";
-    m.graph = &g;
-    m.n_opset_import = 1;
-    m.opset_import = &opsp;
-    *len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(*len + 1);
-    assert_non_null(buf);
-    onnx__model_proto__pack(&m, buf);
-    return buf;
+    return tc_pack_model(&g, b->opset ? b->opset : 13, len);
 }
 
 /* x[batch,3] -> Gemm(W[2,3], bias[2], transB) -> Relu -> y[batch,2] */
