@@ -38,6 +38,16 @@ void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_r
  * tie, no metric outside its tolerance. */
 void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
 
+/* One kind of fault a differential-vs-exact test sweeps. */
+typedef struct tc_config {
+    const char *label;
+    bf_target target;
+    bf_fault_model kind;
+    bf_repr repr;
+    bf_persistence persistence;
+    int bits;
+} tc_config;
+
 /* A ModelProto around `g` (ir_version 7, one opset import of `opset` for
  * the default domain), packed; malloc'd, *len its size. For tests that
  * build graphs with protobuf-c. */

@@ -37,14 +37,7 @@
 
 typedef tc_recs recs;
 
-typedef struct config {
-    const char *label;
-    bf_target target;
-    bf_fault_model kind;
-    bf_repr repr;
-    bf_persistence persistence;
-    int bits;
-} config;
+typedef tc_config config;
 
 static const config configs[] = {
     {"weights bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
