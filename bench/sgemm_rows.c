@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "ops/sgemm.h"
+#include "exec/ops/sgemm.h"
 
 static double now(void)
 {

@@ -1,11 +1,11 @@
 /* A countdown allocator in the manner of SQLite's test_malloc.c: after
  * bf_test_alloc_fail_after(n), the (n+1)th allocation fails, and every one
- * after it, until reset with -1. Linked in place of core/src/alloc.c in tests. */
+ * after it, until reset with -1. Linked in place of core/src/base/alloc.c in tests. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "alloc_fail.h"
 
 static long countdown = -1;

@@ -1,6 +1,6 @@
 /* Helpers shared by the campaign tests: building a campaign that must
  * succeed, comparing results and records field by field, and rounding as
- * the formats' definitions say (independently of core/src/repr.c). */
+ * the formats' definitions say (independently of core/src/base/repr.c). */
 #ifndef BF_TEST_CAMPAIGN_CHECK_H
 #define BF_TEST_CAMPAIGN_CHECK_H
 

@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 #include "bitflip/tensor.h"
-#include "graph.h"
-#include "op.h"
+#include "model/graph.h"
+#include "exec/op.h"
 
 /* Runs op `op_name` at `opset` with the given attributes and inputs (NULL
  * entries are omitted optional inputs). On success outputs[0..n_out) have

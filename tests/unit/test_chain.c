@@ -1,5 +1,5 @@
-/* Chain mode's Conv update (core/src/diffchain.c, bf__conv_update) and its
- * linear segments' rows (core/src/difflinear.c, bf__lin_rows): cases
+/* Chain mode's Conv update (core/src/diff/diffchain.c, bf__conv_update) and its
+ * linear segments' rows (core/src/diff/difflinear.c, bf__lin_rows): cases
  * worked by hand, then the AVX2 copies against the plain loops, bit for bit,
  * on random channels full of the values that make floats differ (zeros of
  * both signs, NaN, infinities, subnormals, huge changes) and on lengths
@@ -17,8 +17,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "diff_impl.h"
-#include "ops/sgemm.h"
+#include "diff/diff_impl.h"
+#include "exec/ops/sgemm.h"
 
 static uint32_t bits(float f)
 {

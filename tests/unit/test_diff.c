@@ -167,7 +167,7 @@ static void tiny_cache_matches_default(void **state)
     tc_assert_agree("one-byte cache vs default", &t, 300);
 }
 
-/* Chain mode (core/src/diffchain.c): single faults in the weights of the
+/* Chain mode (core/src/diff/diffchain.c): single faults in the weights of the
  * fixtures' Gemms and Convs that start a chain to the output (the DLRM's top
  * MLP through a Squeeze; the CNN's last Conv through ReLU, MaxPool, Flatten
  * and its classifier; the classifiers; the digits MLP's first layer, whose

@@ -31,7 +31,7 @@
 #include "bitflip/plan.h"
 #include "alloc_fail.h"
 #include "campaign_check.h"
-#include "graph.h"   /* the test reads a Gemm's inputs to compute the tolerance on its own */
+#include "model/graph.h"   /* the test reads a Gemm's inputs to compute the tolerance on its own */
 
 #define FIX BF_FIXTURES "/conformance/"
 

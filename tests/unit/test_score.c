@@ -1,4 +1,4 @@
-/* Trial metrics from the golden ones (core/src/score.c) against the same
+/* Trial metrics from the golden ones (core/src/diff/score.c) against the same
  * metrics computed from scratch (bf_metric_auc, bf_metric_logloss): the
  * AUC moved by the changed samples' pairs (up to 256 changed rows) and the
  * merge of a radix-sorted list (past that) must give the AUC of a full
@@ -21,7 +21,7 @@
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
 #include "bitflip/model.h"
-#include "diff.h"
+#include "diff/diff.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 

@@ -1,4 +1,4 @@
-/* bf__sgemm (core/src/ops/sgemm.h): every element is the in-order chain of
+/* bf__sgemm (core/src/exec/ops/sgemm.h): every element is the in-order chain of
  * fused multiply-adds over its row and column. Checked by hand on cases
  * where the order and the fusing show, against a double-precision product
  * within the chain's error bound, bit for bit against the scalar reference
@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "alloc_fail.h"
-#include "ops/sgemm.h"
+#include "exec/ops/sgemm.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 

@@ -116,8 +116,6 @@ typedef struct bf_job_budget {
 bf_status bf_job_budget_check(const bf_job_budget *b, uint64_t limit, const char *job, const char *limit_name,
                               bf_error *err);
 
-/* "4.0 GiB", "512.0 MiB", "12.3 KiB", "100 B"; returns buf. */
-char *bf_bytes_str(uint64_t bytes, char *buf, size_t len);
 /* "node 'c' ConstantOfShape folded [32768, 32768] float32: 4.0 GiB" (or
  * "input 'x' [64, 3] float32: ...", "parameter copy 'w' ...", "scratch of
  * node 'conv' Conv: ..."); returns buf. */

@@ -47,6 +47,8 @@ size_t bf_tensor_nbytes(const bf_tensor *t);
 
 /* Writes "[4, 13]" into buf (always NUL-terminated); returns buf. */
 char *bf_shape_str(const int64_t *dims, int ndim, char *buf, size_t len);
+/* "4.0 GiB", "512.0 MiB", "12.3 KiB", "100 B"; returns buf. */
+char *bf_bytes_str(uint64_t bytes, char *buf, size_t len);
 
 /* Element conversions for storage formats the engine reads. */
 float bf_f16_to_f32(uint16_t h);

@@ -1,0 +1,740 @@
+/* Creating a campaign: the spec resolved against the model (tensor patterns
+ * to sites, bit positions, fault list), the golden model stored in the
+ * campaign's representation (weights), the golden pass every trial is
+ * compared to, and for int8 activations and inputs their profiled scales. */
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "bitflip/metrics.h"
+#include "campaign/campaign_impl.h"
+#include "exec/plan_impl.h"
+
+void bf_campaign_free(bf_campaign *c)
+{
+    if (!c) return;
+    for (size_t p = 0; c->stored && p < c->model->n_params; p++) bf__free(c->stored[p]);
+    for (size_t p = 0; c->scale && p < c->model->n_params; p++) bf__free(c->scale[p]);
+    bf_model_free(c->own_model);
+    bf__free(c->sbp_mask);
+    bf__free(c->range_lo);
+    bf__free(c->range_hi);
+    bf__free(c->stored);
+    bf__free(c->scale);
+    bf__free(c->slice);
+    bf__free(c->rates);
+    bf__free(c->list);
+    bf__free(c->sites);
+    bf__free(c->site_param);
+    bf__free(c->site_value);
+    bf__free(c->site_scale);
+    bf__free(c->prefix);
+    bf__free(c->golden);
+    bf__free(c->golden_pred);
+    bf__free(c);
+}
+
+size_t bf_campaign_num_sites(const bf_campaign *c) { return c->n_sites; }
+const bf_site *bf_campaign_site(const bf_campaign *c, size_t i) { return i < c->n_sites ? &c->sites[i] : NULL; }
+int64_t bf_campaign_num_trials(const bf_campaign *c) { return c->n_trials; }
+
+const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols)
+{
+    *samples = c->samples;
+    *cols = c->out_cols;
+    return c->golden;
+}
+
+double bf_campaign_population(const bf_campaign *c)
+{
+    /* random_value replaces whole values: the population is the elements */
+    double pop = c->kind == BF_FAULT_RANDOM_VALUE ? (double)c->elements : (double)c->elements * (double)c->n_allowed;
+    /* a transient fault also chooses the sample it hits */
+    return c->persistence == BF_PERSIST_TRANSIENT ? pop * (double)c->samples : pop;
+}
+
+/* --- tensor patterns */
+
+static int pattern_matches(const char *pat, const bf_param_info *pi)
+{
+    if (strncmp(pat, "op:", 3) == 0) return pi->reader_op && strcmp(pi->reader_op, pat + 3) == 0;
+    const char *name = pi->tensor->name ? pi->tensor->name : "";
+    return strcmp(pat, name) == 0 || fnmatch(pat, name, 0) == 0;
+}
+
+/* "a, b, c and 5 more": a few names of what was available, for messages. */
+typedef struct name_list {
+    char *buf;
+    size_t len, off, shown, total;
+} name_list;
+
+static name_list names_begin(char *buf, size_t len)
+{
+    buf[0] = 0;
+    return (name_list){.buf = buf, .len = len};
+}
+
+static void names_add(name_list *nl, const char *s)
+{
+    nl->total++;
+    if (nl->shown < 6 && nl->off < nl->len) {
+        int w = snprintf(nl->buf + nl->off, nl->len - nl->off, "%s%s", nl->shown ? ", " : "", s);
+        if (w > 0) nl->off += (size_t)w;
+        nl->shown++;
+    }
+}
+
+static void names_end(name_list *nl)
+{
+    if (nl->total > nl->shown && nl->off < nl->len)
+        snprintf(nl->buf + nl->off, nl->len - nl->off, " and %zu more", nl->total - nl->shown);
+}
+
+static void list_names(const bf_model *m, int ops, char *buf, size_t len)
+{
+    name_list nl = names_begin(buf, len);
+    for (size_t p = 0; p < m->n_params; p++) {
+        const char *s = ops ? m->params[p].reader_op : m->params[p].tensor->name;
+        if (!s) continue;
+        int dup = 0;
+        for (size_t q = 0; ops && q < p; q++) dup |= m->params[q].reader_op && strcmp(m->params[q].reader_op, s) == 0;
+        if (!dup) names_add(&nl, s);
+    }
+    names_end(&nl);
+}
+
+/* If `name` is a tensor of another target than the campaign's: "; 'x' is a
+ * weight: faults on it need target 'weights'" (else ""). */
+static void other_target_hint(const bf_campaign *c, const char *name, char *buf, size_t len)
+{
+    buf[0] = 0;
+    int64_t v = bf_model_find_value(c->model, name);
+    if (v < 0) return;
+    bf__value_kind kind = c->model->values[v].kind;
+    bf_target t = kind == BF__VAL_PARAM ? BF_TARGET_WEIGHTS : kind == BF__VAL_INPUT ? BF_TARGET_INPUTS : BF_TARGET_ACTIVATIONS;
+    if (kind == BF__VAL_CONST) {
+        snprintf(buf, len, "; '%s' is a constant (an integer initializer), not a fault site", name);
+        return;
+    }
+    if (t == c->target) return;
+    static const char *const is[] = {"a weight", "a node output", "a graph input"};
+    static const char *const target[] = {"weights", "activations", "inputs"};
+    snprintf(buf, len, "; '%s' is %s: faults on it need target '%s'", name, is[t], target[t]);
+}
+
+static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    const bf_model *m = c->model;
+    unsigned char *sel = bf__calloc(m->n_params + 1, 1);
+    if (!sel) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    bf_status st = BF_OK;
+    for (size_t k = 0; k < spec->n_tensors || (k == 0 && spec->n_tensors == 0); k++) {
+        const char *pat = spec->n_tensors ? (spec->tensors && spec->tensors[k] ? spec->tensors[k] : "") : "*";
+        int any = 0;
+        for (size_t p = 0; p < m->n_params; p++)
+            if (pattern_matches(pat, &m->params[p])) sel[p] = 1, any = 1;
+        if (!any) {
+            char names[256], hint[256];
+            int ops = strncmp(pat, "op:", 3) == 0;
+            list_names(m, ops, names, sizeof names);
+            other_target_hint(c, pat, hint, sizeof hint);
+            st = ops ? bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no parameter: no parameter is read by a %s node (parameters are read by %s)",
+                                    pat, pat + 3, names[0] ? names : "no node")
+                     : bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no parameter (the model has %s)%s",
+                                    pat, names[0] ? names : "no parameters", hint);
+            goto out;
+        }
+    }
+    for (size_t p = 0; p < m->n_params; p++) c->n_sites += sel[p] && bf_tensor_numel(m->params[p].tensor) > 0;
+    if (c->n_sites == 0) { st = bf_error_set(err, BF_EINVAL, "the selected parameters have no elements to corrupt"); goto out; }
+    c->sites = bf__calloc(c->n_sites, sizeof *c->sites);
+    c->site_param = bf__calloc(c->n_sites, sizeof *c->site_param);
+    c->prefix = bf__calloc(c->n_sites + 1, sizeof *c->prefix);
+    if (!c->sites || !c->site_param || !c->prefix) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    size_t s = 0;
+    for (size_t p = 0; p < m->n_params; p++) {
+        const bf_param_info *pi = &m->params[p];
+        if (!sel[p] || bf_tensor_numel(pi->tensor) == 0) continue;
+        c->sites[s] = (bf_site){.name = pi->tensor->name ? pi->tensor->name : "",
+                                .op = pi->reader_op ? pi->reader_op : "",
+                                .elements = bf_tensor_numel(pi->tensor), .bits = c->repr_bits};
+        c->site_param[s] = p;
+        c->prefix[s + 1] = c->prefix[s] + c->sites[s].elements;
+        s++;
+    }
+    c->elements = c->prefix[c->n_sites];
+out:
+    bf__free(sel);
+    return st;
+}
+
+/* --- activation and input sites
+ *
+ * A value is a site if a plan computes it at run time, in float32, with the
+ * sample on dim 0. Dim 0 equal to the batch could be a coincidence (a
+ * sequence of the batch's length), so the shapes are compared in plans for
+ * batches 1 and 2: dim 0 must follow the batch and the rest stay put (a
+ * model with a fixed batch is probed at that batch only). */
+
+typedef struct vcand {
+    int64_t value;
+    const char *name, *op;
+    int64_t elements;         /* per sample; 0: not a site */
+} vcand;
+
+static bf_status probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err)
+{
+    bf_status st = bf__plan_fault_site(a, v, row, err);
+    if (st != BF_OK || !b) return st;
+    int64_t rb;
+    if ((st = bf__plan_fault_site(b, v, &rb, err)) != BF_OK) return st;
+    const bf_tensor *ta = bf_plan_value(a, v), *tb = bf_plan_value(b, v);
+    int same = rb == *row && ta->ndim == tb->ndim;
+    for (int d = 1; same && d < ta->ndim; d++) same = ta->dims[d] == tb->dims[d];
+    if (!same) {
+        char sa[96], sb[96];
+        return bf_error_set(err, BF_EINVAL, "'%s' does not keep the sample on dim 0 (shape %s for a batch of %lld, %s for %lld)",
+                            ta->name ? ta->name : "", bf_shape_str(ta->dims, ta->ndim, sa, sizeof sa), (long long)a->batch,
+                            bf_shape_str(tb->dims, tb->ndim, sb, sizeof sb), (long long)b->batch);
+    }
+    return BF_OK;
+}
+
+static int value_matches(const char *pat, const vcand *v)
+{
+    if (strncmp(pat, "op:", 3) == 0) return v->op && strcmp(v->op, pat + 3) == 0;
+    return strcmp(pat, v->name) == 0 || fnmatch(pat, v->name, 0) == 0;
+}
+
+/* The same over the candidates that are sites (names or ops). */
+static void list_sites(const vcand *v, size_t n, int ops, char *buf, size_t len)
+{
+    name_list nl = names_begin(buf, len);
+    for (size_t i = 0; i < n; i++) {
+        const char *s = ops ? v[i].op : v[i].name;
+        if (!v[i].elements || !s || !s[0]) continue;
+        int dup = 0;
+        for (size_t q = 0; ops && q < i; q++) dup |= v[q].elements && v[q].op && strcmp(v[q].op, s) == 0;
+        if (!dup) names_add(&nl, s);
+    }
+    names_end(&nl);
+}
+
+/* Plans for batches 1 and 2 (or the model's fixed batch, and b NULL). */
+static bf_status probe_plans(const bf_model *m, bf_plan **a, bf_plan **b, bf_error *err)
+{
+    int64_t fixed = 0;
+    for (size_t i = 0; i < m->n_inputs; i++)
+        if (m->inputs[i].ndim > 0 && m->inputs[i].dims[0] > 0) fixed = m->inputs[i].dims[0];
+    bf_status st = bf_plan_create(m, fixed ? fixed : 1, a, err);
+    if (st == BF_OK && !fixed) st = bf_plan_create(m, 2, b, err);
+    return st;
+}
+
+/* Every node output (in execution order) or graph input, with whether it is
+ * a site. Inputs' op is the op of the first node reading them. */
+static bf_status value_candidates(const bf_campaign *c, const bf_plan *a, const bf_plan *b, vcand **out, size_t *n_out,
+                                  bf_error *err)
+{
+    const bf_model *m = c->model;
+    size_t n = 0;
+    size_t cap = c->target == BF_TARGET_INPUTS ? m->n_inputs : 0;
+    for (size_t i = 0; c->target == BF_TARGET_ACTIVATIONS && i < m->n_nodes; i++) cap += (size_t)m->nodes[i].n_out;
+    vcand *v = bf__calloc(cap + 1, sizeof *v);
+    if (!v) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    if (c->target == BF_TARGET_INPUTS) {
+        for (size_t i = 0; i < m->n_inputs; i++) {
+            const char *op = NULL;
+            for (size_t o = 0; o < m->n_nodes && !op; o++) {
+                const bf__node *nd = &m->nodes[m->order[o]];
+                for (int j = 0; j < nd->n_in && !op; j++)
+                    if (nd->in[j] == m->input_vals[i]) op = nd->op_type;
+            }
+            v[n++] = (vcand){.value = m->input_vals[i], .name = m->inputs[i].name, .op = op};
+        }
+    } else {
+        for (size_t o = 0; o < m->n_nodes; o++) {
+            const bf__node *nd = &m->nodes[m->order[o]];
+            for (int j = 0; j < nd->n_out; j++)
+                if (nd->out[j] >= 0)
+                    v[n++] = (vcand){.value = nd->out[j], .name = m->values[nd->out[j]].name, .op = nd->op_type};
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t row;
+        if (!v[i].name) v[i].name = "";
+        if (probe_site(a, b, v[i].value, &row, NULL) == BF_OK) v[i].elements = row;
+    }
+    *out = v;
+    *n_out = n;
+    return BF_OK;
+}
+
+static int is_integer(bf_dtype d) { return d == BF_I64 || d == BF_I32 || d == BF_U8 || d == BF_I8 || d == BF_BOOL; }
+
+/* Why a pattern selects nothing, naming what it matched or what exists. */
+static bf_status no_value_site(const bf_campaign *c, const char *pat, const vcand *v, size_t n, const bf_plan *a,
+                               const bf_plan *b, bf_error *err)
+{
+    int inputs = c->target == BF_TARGET_INPUTS, ops = strncmp(pat, "op:", 3) == 0;
+    const char *what = inputs ? "graph input" : "node output";
+    size_t matched = 0, first = 0, integer = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!value_matches(pat, &v[i])) continue;
+        if (matched++ == 0) first = i;
+        integer += inputs && is_integer(bf_plan_value(a, v[i].value)->dtype);
+    }
+    char names[256], hint[256];
+    list_sites(v, n, ops, names, sizeof names);
+    if (!matched) {
+        if (ops)
+            return bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no %s: no %s node %s a float32 value (%s: %s)",
+                                pat, what, pat + 3, inputs ? "reads" : "computes",
+                                inputs ? "float32 inputs are read by" : "float32 activations come from",
+                                names[0] ? names : "none");
+        other_target_hint(c, pat, hint, sizeof hint);
+        return bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no %s (the %ss that are fault sites: %s)%s", pat,
+                            what, what, names[0] ? names : "none", hint);
+    }
+    char more[64] = "";
+    if (matched > 1) snprintf(more, sizeof more, "%zu %ss, none of which can", matched, what);
+    else snprintf(more, sizeof more, "%s '%s', which cannot", what, v[first].name);
+    if (integer == matched)
+        return bf_error_set(err, BF_EINVAL,
+                            "tensor pattern '%s' matches only integer graph inputs ('%s' is %s%s): integer inputs carry "
+                            "indices, such as embedding ids, and are not fault sites; only float32 inputs are (%s)",
+                            pat, v[first].name, bf_dtype_name(bf_plan_value(a, v[first].value)->dtype),
+                            matched > 1 ? ", among others" : "", names[0] ? names : "this model has none");
+    bf_error why = {0};
+    int64_t row;
+    probe_site(a, b, v[first].value, &row, &why);
+    return bf_error_set(err, BF_EINVAL, "tensor pattern '%s' matches %s be faulted: %s", pat, more, why.msg);
+}
+
+static bf_status resolve_value_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    vcand *v = NULL;
+    size_t n = 0;
+    unsigned char *sel = NULL;
+    bf_plan *a = NULL, *b = NULL;
+    bf_status st;
+    if ((st = probe_plans(c->model, &a, &b, err)) != BF_OK) goto out;
+    if ((st = value_candidates(c, a, b, &v, &n, err)) != BF_OK) goto out;
+    sel = bf__calloc(n + 1, 1);
+    if (!sel) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    for (size_t k = 0; k < spec->n_tensors || (k == 0 && spec->n_tensors == 0); k++) {
+        const char *pat = spec->n_tensors ? (spec->tensors && spec->tensors[k] ? spec->tensors[k] : "") : "*";
+        int any = 0;
+        for (size_t i = 0; i < n; i++)
+            if (v[i].elements && value_matches(pat, &v[i])) sel[i] = 1, any = 1;
+        if (!any) { st = no_value_site(c, pat, v, n, a, b, err); goto out; }
+    }
+    for (size_t i = 0; i < n; i++) c->n_sites += sel[i];
+    c->sites = bf__calloc(c->n_sites, sizeof *c->sites);
+    c->site_value = bf__calloc(c->n_sites, sizeof *c->site_value);
+    c->site_scale = bf__calloc(c->n_sites, sizeof *c->site_scale);
+    c->prefix = bf__calloc(c->n_sites + 1, sizeof *c->prefix);
+    if (!c->sites || !c->site_value || !c->site_scale || !c->prefix) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    size_t s = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!sel[i]) continue;
+        c->sites[s] = (bf_site){.name = v[i].name, .op = v[i].op ? v[i].op : "", .elements = v[i].elements, .bits = c->repr_bits};
+        c->site_value[s] = v[i].value;
+        c->site_scale[s] = 1.0f;
+        c->prefix[s + 1] = c->prefix[s] + v[i].elements;
+        s++;
+    }
+    c->elements = c->prefix[c->n_sites];
+out:
+    bf_plan_free(a);
+    bf_plan_free(b);
+    bf__free(sel);
+    bf__free(v);
+    return st;
+}
+
+static bf_status resolve_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    return c->target == BF_TARGET_WEIGHTS ? resolve_param_sites(c, spec, err) : resolve_value_sites(c, spec, err);
+}
+
+/* --- bits and fault list */
+
+static bf_status resolve_bits(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    unsigned char on[64] = {0};
+    if (spec->n_positions < 0 || spec->n_positions > 64)
+        return bf_error_set(err, BF_EINVAL, "%d bit positions given; at most 64", spec->n_positions);
+    for (int i = 0; i < spec->n_positions; i++) {
+        int b = spec->positions[i];
+        if (b < 0 || b >= c->repr_bits)
+            return bf_error_set(err, BF_ERANGE, "bit position %d does not exist in %s (bits 0..%d)", b,
+                                bf_repr_name(c->repr), c->repr_bits - 1);
+        on[b] = 1;
+    }
+    for (int b = 0; b < c->repr_bits; b++)
+        if (on[b] || spec->n_positions == 0) c->allowed[c->n_allowed++] = b;
+
+    c->bits = spec->bits > 0 ? spec->bits : 1;
+    c->burst = spec->burst != 0;
+    if (c->kind == BF_FAULT_BER || c->kind == BF_FAULT_RANDOM_VALUE) return BF_OK;
+    if (c->bits > c->n_allowed)
+        return bf_error_set(err, BF_ERANGE, "%d bits per fault, but only %d bit positions are allowed", c->bits, c->n_allowed);
+    if (c->burst) {
+        for (int b = 0; b + c->bits <= c->repr_bits; b++) {
+            int ok = 1;
+            for (int k = 0; k < c->bits; k++) ok &= spec->n_positions == 0 || on[b + k];
+            if (ok) c->starts[c->n_starts++] = b;
+        }
+        if (c->n_starts == 0)
+            return bf_error_set(err, BF_EINVAL, "a burst of %d adjacent bits does not fit in the allowed bit positions", c->bits);
+    }
+    return BF_OK;
+}
+
+/* "a, b, c and 5 more": names of the target's kind in the model. */
+static void list_target_names(const bf_campaign *c, char *buf, size_t len)
+{
+    const bf_model *m = c->model;
+    if (c->target == BF_TARGET_WEIGHTS) {
+        list_names(m, 0, buf, len);
+        return;
+    }
+    size_t off = 0, shown = 0, total = 0;
+    buf[0] = 0;
+    for (size_t s = 0; s < c->n_sites; s++) {
+        total++;
+        if (shown < 6 && off < len) {
+            int w = snprintf(buf + off, len - off, "%s%s", shown ? ", " : "", c->sites[s].name);
+            if (w > 0) off += (size_t)w;
+            shown++;
+        }
+    }
+    if (total > shown && off < len) snprintf(buf + off, len - off, " and %zu more", total - shown);
+}
+
+static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    if (spec->n_list == 0) return bf_error_set(err, BF_EINVAL, "the fault list is empty");
+    c->list = bf__calloc(spec->n_list, sizeof *c->list);
+    if (!c->list) return bf_error_set(err, BF_ENOMEM, "out of memory for the fault list");
+    c->n_list = spec->n_list;
+    int64_t samples = bf_dataset_num_samples(c->ds);
+    for (size_t i = 0; i < spec->n_list; i++) {
+        const bf_fault_entry *e = &spec->list[i];
+        const char *name = e->tensor ? e->tensor : "";
+        int64_t site = -1;
+        for (size_t s = 0; s < c->n_sites; s++)
+            if (strcmp(c->sites[s].name, name) == 0) site = (int64_t)s;
+        if (site < 0) {
+            int known = c->target == BF_TARGET_WEIGHTS ? bf_model_find_param(c->model, name) >= 0
+                                                       : bf_model_find_value(c->model, name) >= 0;
+            char names[256], hint[256];
+            other_target_hint(c, name, hint, sizeof hint);
+            if (hint[0])
+                return bf_error_set(err, BF_EINVAL, "list entry %zu: tensor '%s' is not a fault site of this campaign%s", i,
+                                    name, hint);
+            if (known)
+                return bf_error_set(err, BF_EINVAL, "list entry %zu: tensor '%s' is not among the selected tensors%s", i, name,
+                                    c->target == BF_TARGET_WEIGHTS ? "" : " (or cannot be faulted: see the target's rules)");
+            list_target_names(c, names, sizeof names);
+            const char *what = c->target == BF_TARGET_WEIGHTS ? "parameter" : c->target == BF_TARGET_INPUTS ? "graph input" : "node output";
+            return bf_error_set(err, BF_ENOTFOUND, "list entry %zu: the model has no %s named '%s' (%s %s)", i, what, name,
+                                c->target == BF_TARGET_WEIGHTS ? "it has" : "the fault sites are", names);
+        }
+        const bf_site *st = &c->sites[site];
+        if (e->index < 0 || e->index >= st->elements)
+            return bf_error_set(err, BF_ERANGE, "list entry %zu: tensor '%s' has %lld elements%s, index %lld is out of range", i,
+                                name, (long long)st->elements, c->target == BF_TARGET_WEIGHTS ? "" : " per sample",
+                                (long long)e->index);
+        if (e->bit < 0 || e->bit >= c->repr_bits)
+            return bf_error_set(err, BF_ERANGE, "list entry %zu: bit %d does not exist in %s (bits 0..%d)", i, e->bit,
+                                bf_repr_name(c->repr), c->repr_bits - 1);
+        int64_t sample = -1;
+        if (c->persistence == BF_PERSIST_TRANSIENT) {
+            if (e->sample < 0)
+                return bf_error_set(err, BF_EINVAL, "list entry %zu: a transient fault needs 'sample', the eval-set sample it hits", i);
+            if (e->sample >= samples)
+                return bf_error_set(err, BF_ERANGE, "list entry %zu: sample %lld does not exist (the eval set has %lld samples)", i,
+                                    (long long)e->sample, (long long)samples);
+            sample = e->sample;
+        } else if (e->sample >= 0) {
+            return bf_error_set(err, BF_EINVAL, "list entry %zu: 'sample' applies only to transient faults (a permanent fault hits every sample)", i);
+        }
+        c->list[i] = (bf__list_fault){.site = site, .index = e->index, .sample = sample, .bit = e->bit};
+    }
+    return BF_OK;
+}
+
+/* --- checks of the spec that do not need the model */
+
+static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    if ((int)spec->target < 0 || spec->target > BF_TARGET_INPUTS)
+        return bf_error_set(err, BF_EINVAL, "unknown target %d", (int)spec->target);
+    if ((int)spec->persistence < 0 || spec->persistence > BF_PERSIST_TRANSIENT)
+        return bf_error_set(err, BF_EINVAL, "unknown persistence %d", (int)spec->persistence);
+    if (spec->target == BF_TARGET_WEIGHTS && spec->persistence == BF_PERSIST_TRANSIENT)
+        return bf_error_set(err, BF_EINVAL,
+                            "'transient' applies only to targets 'activations' and 'inputs' (a weight fault is a memory "
+                            "error: 'permanent')");
+    if (spec->target != BF_TARGET_WEIGHTS && spec->per_channel)
+        return bf_error_set(err, BF_EINVAL,
+                            "per_channel applies only to target 'weights'; int8 activations and inputs have one scale per "
+                            "tensor, profiled on the eval set");
+    if (bf_repr_bits(spec->repr) == 0) return bf_error_set(err, BF_EINVAL, "unknown representation %d", (int)spec->repr);
+    if ((int)spec->model_kind < 0 || spec->model_kind > BF_FAULT_BER)
+        return bf_error_set(err, BF_EINVAL, "unknown fault model %d", (int)spec->model_kind);
+    if ((int)spec->sampling < 0 || spec->sampling > BF_SAMPLE_LIST)
+        return bf_error_set(err, BF_EINVAL, "unknown sampling %d", (int)spec->sampling);
+    if (spec->model_kind == BF_FAULT_BER && spec->sampling != BF_SAMPLE_UNIFORM)
+        return bf_error_set(err, BF_EINVAL, "model 'ber' flips bits over the whole population: it takes sampling 'uniform' only");
+    if (spec->model_kind == BF_FAULT_RANDOM_VALUE && spec->sampling == BF_SAMPLE_PER_BIT)
+        return bf_error_set(err, BF_EINVAL, "sampling 'per_bit' needs bit positions; model 'random_value' replaces every bit");
+    if (spec->batch < 0) return bf_error_set(err, BF_EINVAL, "batch must be positive (or 0 for the default), got %lld", (long long)spec->batch);
+    if (spec->critical_metric >= BF_METRIC_COUNT || spec->critical_metric < -1)
+        return bf_error_set(err, BF_EINVAL, "unknown critical metric %d", spec->critical_metric);
+    if (spec->stop_margin < 0 || spec->stop_margin >= 1 || spec->stop_margin != spec->stop_margin)
+        return bf_error_set(err, BF_EINVAL, "stop margin must be in [0, 1), got %g", spec->stop_margin);
+    if (spec->stop_margin > 0 && spec->stop_confidence != 0 && !(spec->stop_confidence > 0 && spec->stop_confidence < 1))
+        return bf_error_set(err, BF_EINVAL, "stop confidence must be in (0, 1), got %g", spec->stop_confidence);
+
+    c->seed = spec->seed;
+    c->target = spec->target;
+    c->persistence = spec->persistence;
+    c->kind = spec->model_kind;
+    c->repr = spec->repr;
+    c->repr_bits = bf_repr_bits(spec->repr);
+    c->sampling = spec->sampling;
+    c->critical_metric = spec->critical_metric;
+    c->critical_delta = spec->critical_delta;
+    c->stop_margin = spec->stop_margin;
+    c->stop_confidence = spec->stop_confidence > 0 ? spec->stop_confidence : 0.95;
+    /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md):
+     * smaller batches mean less recomputed per fault that reaches a few
+     * samples, larger ones faster products; 64 measured best on the bench
+     * models (DLRM and digits). */
+    c->batch = spec->batch ? spec->batch : BF_CAMPAIGN_BATCH_DEFAULT;
+
+    if (c->kind == BF_FAULT_BER) {
+        if (spec->n_rates == 0 || !spec->rates) return bf_error_set(err, BF_EINVAL, "model 'ber' needs at least one rate");
+        for (size_t i = 0; i < spec->n_rates; i++)
+            if (!(spec->rates[i] >= 0 && spec->rates[i] <= 1))
+                return bf_error_set(err, BF_ERANGE, "BER rate %zu is %g; rates are probabilities in [0, 1]", i, spec->rates[i]);
+        c->rates = bf__malloc(spec->n_rates * sizeof *c->rates);
+        if (!c->rates) return bf_error_set(err, BF_ENOMEM, "out of memory");
+        memcpy(c->rates, spec->rates, spec->n_rates * sizeof *c->rates);
+        c->n_rates = spec->n_rates;
+        c->repeats = spec->repeats > 0 ? spec->repeats : 1;
+        if ((double)c->repeats * (double)c->n_rates > 9e15) return bf_error_set(err, BF_ERANGE, "too many BER trials");
+        c->n_trials = c->repeats * (int64_t)c->n_rates;
+    } else if (c->sampling == BF_SAMPLE_LIST) {
+        c->n_trials = (int64_t)spec->n_list;
+    } else {
+        if (spec->trials < 1) return bf_error_set(err, BF_EINVAL, "trials must be at least 1, got %lld", (long long)spec->trials);
+        c->n_trials = spec->trials;
+    }
+    return BF_OK;
+}
+
+/* --- golden model and pass */
+
+static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    const bf_model *m = c->model;
+    c->stored = bf__calloc(m->n_params + 1, sizeof *c->stored);
+    c->scale = bf__calloc(m->n_params + 1, sizeof *c->scale);
+    c->slice = bf__calloc(m->n_params + 1, sizeof *c->slice);
+    if (!c->stored || !c->scale || !c->slice) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    /* faults on activations and inputs round only the element they hit:
+     * the weights stay as the model has them */
+    if (c->repr == BF_REPR_FP32 || c->target != BF_TARGET_WEIGHTS) return BF_OK;
+    for (size_t p = 0; p < m->n_params; p++) {
+        const bf_tensor *t = m->params[p].tensor;
+        int64_t n = bf_tensor_numel(t);
+        int64_t dim0 = t->ndim > 0 ? t->dims[0] : 1;
+        c->stored[p] = bf__malloc((size_t)n * sizeof(float) + 1);
+        if (!c->stored[p]) return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+        bf_qscale q = {0};
+        if (c->repr == BF_REPR_INT8 && n > 0) {
+            int64_t n_scale = spec->per_channel && dim0 > 0 ? dim0 : 1;
+            c->scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
+            if (!c->scale[p]) return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+            bf_repr_int8_scales(t->data, n, dim0, spec->per_channel, c->scale[p]);
+            c->slice[p] = n / n_scale;
+            q = (bf_qscale){.scale = c->scale[p], .n_scale = n_scale, .slice = c->slice[p]};
+        }
+        bf_repr_quantize(c->repr, t->data, c->stored[p], n, &q);
+    }
+    return BF_OK;
+}
+
+int64_t bf__prediction(const bf_campaign *c, const float *row)
+{
+    if (c->out_cols > 1) return bf_argmax(row, c->out_cols);
+    return c->logits ? row[0] > 0 : row[0] >= 0.5f;
+}
+
+/* The grid of each metric's sums (see campaign_stats.c): the campaign's sum
+ * stays below 2^52 units for n_trials values of at most `bound`. */
+static void set_grids(bf_campaign *c)
+{
+    double gmax = 0;
+    for (int64_t i = 0; i < c->samples * c->out_cols; i++)
+        if (isfinite(c->golden[i]) && fabs(c->golden[i]) > gmax) gmax = fabs(c->golden[i]);
+    /* deviations past 16x the largest golden output saturate in the sums */
+    double out_bound = 16 * exp2(ceil(log2(gmax > 1 ? gmax : 1)));
+    double ll = 32;   /* log loss clips probabilities at 1e-7: at most 16.12 */
+    for (int m = 0; m < BF_METRIC_COUNT; m++) c->bound[m] = 1;
+    c->bound[BF_METRIC_LOGLOSS] = ll;
+    if (c->label_entropy > 0) c->bound[BF_METRIC_NE] = exp2(ceil(log2(ll / c->label_entropy)));
+    c->bound[BF_METRIC_MAX_ABS] = out_bound;
+    c->bound[BF_METRIC_MSE] = out_bound * out_bound;
+    int lg = (int)ceil(log2((double)c->n_trials + 1));
+    for (int m = 0; m < BF_METRIC_COUNT; m++) {
+        int lb = (int)log2(c->bound[m]);
+        c->fsum[m] = 52 - lg - lb;
+        c->fsq[m] = 52 - lg - 2 * lb;
+    }
+}
+
+static unsigned applicable_metrics(bf_task task)
+{
+    unsigned a = 1u << BF_METRIC_TOP1_MISMATCH | 1u << BF_METRIC_MSE | 1u << BF_METRIC_MAX_ABS;
+    if (task == BF_TASK_CLASSIFICATION) a |= 1u << BF_METRIC_ACCURACY;
+    if (task == BF_TASK_BINARY) a |= 1u << BF_METRIC_AUC | 1u << BF_METRIC_LOGLOSS | 1u << BF_METRIC_NE;
+    return a;
+}
+
+static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    bf_status st;
+    bf_evaluator *ev = NULL;
+    float *lab = NULL;
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
+    if ((st = bf_evaluator_create(c->model, c->ds, &eo, &ev, err)) != BF_OK) goto out;
+    c->batch = bf_evaluator_batch(ev);   /* fixed now: every worker uses it */
+    for (size_t p = 0; p < c->model->n_params; p++)
+        if (c->stored[p] && (st = bf_evaluator_set_param(ev, p, c->stored[p], err)) != BF_OK) goto out;
+    bf_eval_result r;
+    if ((st = bf_evaluator_run(ev, NULL, 0, &r, err)) != BF_OK) goto out;
+    c->task = r.task;
+    c->samples = r.samples;
+    c->out_cols = r.out_cols;
+    size_t n = (size_t)(r.samples * r.out_cols);
+    c->golden = bf__malloc(n * sizeof(float) + 1);
+    c->golden_pred = bf__malloc((size_t)r.samples * sizeof(int64_t) + 1);
+    if (!c->golden || !c->golden_pred) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs"); goto out; }
+    memcpy(c->golden, r.outputs, n * sizeof(float));
+    if (c->out_cols == 1)
+        for (int64_t i = 0; i < c->samples; i++) c->logits |= c->golden[i] < 0 || c->golden[i] > 1;
+    for (int64_t i = 0; i < c->samples; i++) c->golden_pred[i] = bf__prediction(c, c->golden + i * c->out_cols);
+
+    if (c->task == BF_TASK_BINARY) {
+        const bf_tensor *l = bf_dataset_find(c->ds, "labels");
+        lab = bf__malloc((size_t)c->samples * sizeof(float) + 1);
+        if (!lab) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+        if ((st = bf_convert(lab, BF_F32, l->data, l->dtype, (size_t)c->samples, err)) != BF_OK) goto out;
+        double pos = 0;
+        for (int64_t i = 0; i < c->samples; i++) pos += lab[i] > 0.5f;
+        double p = pos / (double)c->samples;
+        c->label_entropy = p > 0 && p < 1 ? -(p * log(p) + (1 - p) * log(1 - p)) : 0;
+    }
+    for (int m = 0; m < BF_METRIC_COUNT; m++) c->golden_metric[m] = NAN;
+    c->golden_metric[BF_METRIC_ACCURACY] = r.accuracy;
+    c->golden_metric[BF_METRIC_AUC] = r.auc;
+    c->golden_metric[BF_METRIC_LOGLOSS] = r.logloss;
+    if (c->label_entropy > 0) c->golden_metric[BF_METRIC_NE] = r.logloss / c->label_entropy;
+    c->golden_metric[BF_METRIC_TOP1_MISMATCH] = 0;
+    c->golden_metric[BF_METRIC_MSE] = 0;
+    c->golden_metric[BF_METRIC_MAX_ABS] = 0;
+
+    unsigned app = applicable_metrics(c->task);
+    if (c->critical_metric >= 0 && !(app >> c->critical_metric & 1)) {
+        st = bf_error_set(err, BF_EINVAL, "critical metric '%s' does not apply to a %s task", bf_metric_name(c->critical_metric),
+                          bf_task_name(c->task));
+        goto out;
+    }
+    c->metrics = (spec->metrics ? spec->metrics : app) & app;
+    if (c->critical_metric >= 0) c->metrics |= 1u << c->critical_metric;
+    set_grids(c);
+out:
+    bf__free(lab);
+    bf_evaluator_free(ev);
+    return st;
+}
+
+/* int8 activations and inputs: scale = max |value| / 127 over the eval set,
+ * per site, from a pass of the golden model (fp32) with the campaign's
+ * batch. */
+static bf_status profile_scales(bf_campaign *c, bf_error *err)
+{
+    const bf_model *m = c->model;
+    bf_plan *full = NULL, *rest = NULL;
+    float *mx = NULL;
+    bf_status st = BF_OK;
+    if (c->target == BF_TARGET_WEIGHTS || c->repr != BF_REPR_INT8) return BF_OK;
+    int64_t n_rest = c->samples % c->batch;
+    mx = bf__calloc(c->n_sites + 1, sizeof *mx);
+    if (!mx) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    if ((st = bf_plan_create(m, c->batch, &full, err)) != BF_OK) goto out;
+    if (n_rest && (st = bf_plan_create(m, n_rest, &rest, err)) != BF_OK) goto out;
+    for (int64_t start = 0; start < c->samples; start += c->batch) {
+        bf_plan *p = c->samples - start < c->batch ? rest : full;
+        for (size_t i = 0; i < m->n_inputs; i++) {
+            const bf_tensor *src = bf_dataset_find(c->ds, m->inputs[i].name);
+            if ((st = bf_dataset_copy_rows(src, start, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK) goto out;
+        }
+        if ((st = bf_plan_run(p, err)) != BF_OK) goto out;
+        for (size_t s = 0; s < c->n_sites; s++) {
+            const bf_tensor *t = bf_plan_value(p, c->site_value[s]);
+            const float *x = t->data;
+            for (int64_t k = 0, n = bf_tensor_numel(t); k < n; k++)
+                if (fabsf(x[k]) > mx[s]) mx[s] = fabsf(x[k]);   /* NaN never compares greater */
+        }
+    }
+    for (size_t s = 0; s < c->n_sites; s++) bf_repr_int8_scales(&mx[s], 1, 1, 0, &c->site_scale[s]);
+out:
+    bf_plan_free(full);
+    bf_plan_free(rest);
+    bf__free(mx);
+    return st;
+}
+
+bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec, bf_campaign **out,
+                             bf_error *err)
+{
+    return bf_campaign_create_mitigated(model, ds, spec, NULL, out, err);
+}
+
+bf_status bf_campaign_create_mitigated(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                       const bf_mitigation *mit, bf_campaign **out, bf_error *err)
+{
+    bf_status st;
+    bf_campaign *c = bf__calloc(1, sizeof *c);
+    *out = NULL;
+    if (!c) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    c->model = model;
+    c->ds = ds;
+    if ((st = check_spec(c, spec, err)) != BF_OK) goto out;
+    if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
+    if ((st = resolve_bits(c, spec, err)) != BF_OK) goto out;
+    if (c->sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
+    if (c->kind == BF_FAULT_BER && (double)c->elements * c->n_allowed >= 0x1p62) {
+        st = bf_error_set(err, BF_ERANGE, "the BER population (%lld elements x %d bits) is too large", (long long)c->elements,
+                          c->n_allowed);
+        goto out;
+    }
+    if ((st = quantize_params(c, spec, err)) != BF_OK) goto out;
+    c->base_model = model;
+    if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
+    if ((st = golden_pass(c, spec, err)) != BF_OK) goto out;
+    if ((st = profile_scales(c, err)) != BF_OK) goto out;
+    *out = c;
+    c = NULL;
+out:
+    bf_campaign_free(c);
+    return st;
+}

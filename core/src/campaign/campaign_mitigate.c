@@ -1,0 +1,163 @@
+/* A campaign's protections (bitflip/mitigate.h): the graph ones through
+ * mitigate.c, and the fault filters, which act on each fault as drawn, so
+ * that every configuration of a paired comparison sees the same draws. */
+#include <fnmatch.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "campaign/campaign_impl.h"
+#include "mitigate/mitigate_impl.h"
+
+/* Sign and exponent: the bits whose flips do the damage. */
+static uint32_t default_protected(bf_repr r)
+{
+    switch (r) {
+    case BF_REPR_FP32: return 0xFF800000u;   /* 31..23 */
+    case BF_REPR_FP16: return 0xFC00u;       /* 15..10 */
+    case BF_REPR_BF16: return 0xFF80u;       /* 15..7 */
+    case BF_REPR_INT8: return 0x80u;         /* 7 */
+    }
+    return 0;
+}
+
+static int site_matches(const char *pat, const bf_site *s)
+{
+    if (strncmp(pat, "op:", 3) == 0) return s->op && strcmp(s->op, pat + 3) == 0;
+    return strcmp(pat, s->name) == 0 || fnmatch(pat, s->name, 0) == 0;
+}
+
+static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, bf_error *err)
+{
+    uint32_t mask = 0;
+    for (int i = 0; i < o->n_positions; i++) {
+        if (o->positions[i] < 0 || o->positions[i] >= c->repr_bits)
+            return bf_error_set(err, BF_EINVAL, "sbp: bit %d does not exist in %s (bits 0-%d)", o->positions[i],
+                                bf_repr_name(c->repr), c->repr_bits - 1);
+        mask |= 1u << o->positions[i];
+    }
+    if (!o->n_positions) mask = default_protected(c->repr);
+    if (c->kind == BF_FAULT_RANDOM_VALUE && c->target != BF_TARGET_WEIGHTS)
+        return bf_error_set(err, BF_EUNSUPPORTED,
+                            "sbp with random_value faults is only for weights: on activations and inputs the value a "
+                            "fault replaces is not known until the pass runs");
+    c->sbp_mask = bf__calloc(c->n_sites + 1, sizeof *c->sbp_mask);
+    if (!c->sbp_mask) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    size_t hit = 0;
+    for (size_t s = 0; s < c->n_sites; s++) {
+        int on = o->n_tensors == 0;
+        for (size_t i = 0; !on && i < o->n_tensors; i++) on = site_matches(o->tensors[i], &c->sites[s]);
+        if (on) c->sbp_mask[s] = mask, hit++;
+    }
+    if (!hit) return bf_error_set(err, BF_ENOTFOUND, "sbp: no fault site matches its 'tensors'");
+    return BF_OK;
+}
+
+static bf_status setup_range(bf_campaign *c, const bf_range_opts *o, bf_error *err)
+{
+    if (c->target != BF_TARGET_WEIGHTS)
+        return bf_error_set(err, BF_EUNSUPPORTED, "range checks stored weights: it needs faults with target 'weights'");
+    c->range_lo = bf__malloc((c->n_sites + 1) * sizeof *c->range_lo);
+    c->range_hi = bf__malloc((c->n_sites + 1) * sizeof *c->range_hi);
+    if (!c->range_lo || !c->range_hi) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    c->range_flag = o->flag;
+    for (size_t s = 0; s < c->n_sites; s++) {
+        if (o->declared) {
+            c->range_lo[s] = o->lo;
+            c->range_hi[s] = o->hi;
+            continue;
+        }
+        size_t p = c->site_param[s];
+        float lo = INFINITY, hi = -INFINITY;
+        for (int64_t i = 0; i < c->sites[s].elements; i++) {
+            float v = bf__stored(c, p, i);
+            if (v < lo) lo = v;
+            if (v > hi) hi = v;
+        }
+        c->range_lo[s] = lo;
+        c->range_hi[s] = hi;
+    }
+    return BF_OK;
+}
+
+bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_error *err)
+{
+    bf_status st;
+    if (mit->sbp.enabled && (st = setup_sbp(c, &mit->sbp, err)) != BF_OK) return st;
+    if (mit->range.enabled && (st = setup_range(c, &mit->range, err)) != BF_OK) return st;
+    if (!mit->clip.enabled && !mit->abft.enabled) return BF_OK;
+    st = bf__mitigate_model(c->model, c->ds, (const float *const *)c->stored, c->batch, mit, &c->own_model, err);
+    if (st != BF_OK) return bf_error_prefix(err, "mitigation '%s'", mit->name ? mit->name : "");
+    c->model = c->own_model;
+    return BF_OK;
+}
+
+int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, float scale, bf_fault_model kind, float *now)
+{
+    uint32_t keep = c->sbp_mask ? c->sbp_mask[f->site] : 0;
+    if (keep) {
+        /* ECC on the protected bits: they read back as stored */
+        uint32_t ob = bf_repr_encode(c->repr, old, scale);
+        uint32_t nb = bf_repr_fault_bits(c->repr, ob, kind, f->mask);
+        *now = bf_repr_decode(c->repr, (nb & ~keep) | (ob & keep), scale);
+    }
+    if (c->range_lo && !(*now >= c->range_lo[f->site] && *now <= c->range_hi[f->site])) {
+        if (c->range_flag) return 1;
+        *now = 0;
+    }
+    return 0;
+}
+
+uint32_t bf__mitigate_value_mask(const bf_campaign *c, const bf__efault *f)
+{
+    return c->sbp_mask ? f->mask & ~c->sbp_mask[f->site] : f->mask;
+}
+
+/* --- what the protections cost */
+
+double bf_campaign_storage_overhead(const bf_campaign *c)
+{
+    const bf_model *m = c->base_model ? c->base_model : c->model;
+    double all = (double)bf_model_param_elements(m) * (c->target == BF_TARGET_WEIGHTS ? c->repr_bits : 32), extra = 0;
+    if (all <= 0) return 0;
+    for (size_t s = 0; c->sbp_mask && s < c->n_sites; s++) {
+        uint32_t k = c->sbp_mask[s];
+        int bits = 0;
+        for (; k; k &= k - 1) bits++;
+        /* activation sites protect one buffer per sample slot: counted once */
+        extra += (double)bits * (double)c->sites[s].elements;
+    }
+    if (c->range_lo) extra += 64.0 * (double)c->n_sites;   /* two floats per tensor */
+    if (c->own_model)   /* ABFT checksums and clip bounds: the values the derived model added */
+        for (size_t v = m->n_values; v < c->own_model->n_values; v++) {
+            const bf__value *val = &c->own_model->values[v];
+            if (val->kind == BF__VAL_CONST && val->init) extra += 32.0 * (double)bf_tensor_numel(val->init);
+            else if (val->kind == BF__VAL_NODE && val->producer >= 0 &&
+                     strcmp(c->own_model->nodes[val->producer].op_type, "bf.Clip") == 0)
+                extra += 64.0;
+        }
+    return extra / all;
+}
+
+bf_status bf_campaign_golden_seconds(const bf_campaign *c, int repeats, double *seconds, bf_error *err)
+{
+    bf_evaluator *ev = NULL;
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
+    bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &ev, err);
+    for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
+        if (c->stored[p]) st = bf_evaluator_set_param(ev, p, c->stored[p], err);
+    double best = INFINITY;
+    for (int r = 0; st == BF_OK && r < (repeats > 0 ? repeats : 1); r++) {
+        struct timespec a, b;
+        bf_eval_result res;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        st = bf_evaluator_run(ev, NULL, 0, &res, err);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double t = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        if (t < best) best = t;
+    }
+    bf_evaluator_free(ev);
+    *seconds = best;
+    return st;
+}

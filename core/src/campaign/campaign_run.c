@@ -1,0 +1,711 @@
+/* Running a campaign.
+ *
+ * Workers each own an evaluator (one thread inside, so its plans are
+ * private) built with the campaign's one batch size, so a trial's outputs do
+ * not depend on the worker that computes it. They take chunks of trials in
+ * order from a counter, compute them into a ring of slots, and never call
+ * back. The calling thread coordinates: it folds finished chunks into the
+ * result strictly in trial order, calls on_trial (in trial order) and
+ * progress (at most every 100 ms), and applies the stop rule. Folding in
+ * order is what makes the stop point, and everything before it, the same
+ * for any thread count. The ring bounds how far workers run ahead.
+ *
+ * Stop rule: only at every STOP_EVERY-th trial of the shard (counting this
+ * shard's trials from 0), over exactly the trials before that boundary: if
+ * every outcome rate's Wilson half-width is within the margin, the campaign
+ * ends there and trials computed past the boundary are discarded. A sharded
+ * campaign applies the rule to each shard on its own.
+ *
+ * The callbacks never run concurrently and never on a worker: on_trial,
+ * on_outputs and progress are called by the thread that called
+ * bf_campaign_run, on_trial (then on_outputs) once per folded trial in trial
+ * order. Each slot of the ring holds its trials' outputs only when
+ * on_outputs is set. On any failure (cancel included)
+ * `out` is left empty; progress has seen the partial result. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "campaign/campaign_impl.h"
+#include "diff/diff.h"
+#include "exec/ops/sgemm.h"
+
+#define CHUNK 16            /* trials a worker takes at a time (at most); 64 saved a few
+                             * wake-ups at one thread but cost two threads a fifth of their
+                             * rate on microsecond trials (docs/BENCHMARKS.md) */
+#define CHUNK_OUTPUTS 4     /* ... when each slot holds its trials' outputs */
+#define STOP_EVERY 64       /* trials between stop-rule checks */
+
+typedef struct slot {
+    int64_t chunk;          /* the chunk it holds; -1: free */
+    int done;
+    int n;
+    bf_trial_record rec[CHUNK];
+    int first_bit[CHUNK];
+    float *outputs;         /* on_outputs only: CHUNK_OUTPUTS x samples x out_cols */
+} slot;
+
+typedef struct runner runner;
+
+typedef struct worker {
+    runner *rn;
+    bf_evaluator *ev;
+    bf__draw d;
+    float *old;             /* the values a trial overwrote, to restore */
+    size_t old_cap;
+    bf_value_fault *vf;     /* activations, inputs: the trial's faults */
+    float *vf_old, *vf_new; /* what each found and left */
+    size_t vf_cap;
+    bf__dx *dx;             /* differential executor; NULL: exact mode */
+    bf__score_scratch sc;
+    const int64_t *rows;    /* the last differential trial's changed samples; NULL: exact */
+    int64_t n_rows;
+    bf__dx_weight *dw;      /* its weight faults */
+    size_t dw_cap;
+    bf_error err;
+    pthread_t tid;
+    int started;
+} worker;
+
+struct runner {
+    bf_campaign *c;
+    const bf_campaign_opts *opts;
+    int64_t shard_index, shard_count;
+    int64_t n;              /* trials in this shard */
+    int chunk;              /* trials per chunk */
+    int64_t n_chunks;
+    slot *ring;
+    int64_t ring_n;
+    worker *ws;
+    int n_workers;
+    bf__dx_shared *dxs;     /* the golden cache and graph facts all executors share */
+    bf__scorer *scorer;
+    int golden_finite;      /* every golden output finite: classify may skip unchanged rows */
+
+    pthread_mutex_t mu;
+    pthread_cond_t room, finished;   /* workers wait for room; the coordinator for chunks */
+    int64_t next_chunk, folded;      /* under mu */
+    bf_status st;                    /* first failure, under mu */
+    bf_error err;
+    atomic_int halt;                 /* stop taking or computing trials */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int higher_is_better(int m) { return m == BF_METRIC_ACCURACY || m == BF_METRIC_AUC; }
+
+/* --- one trial */
+
+/* The tail of row_error from element i, and the lanes' merge. */
+static double row_error_end(const float *o, const float *g, int64_t i, int64_t cols, double part[4], double top[4],
+                            double *most)
+{
+    for (; i < cols; i++) {
+        double d = fabs((double)o[i] - (double)g[i]);
+        part[0] += d * d;
+        top[0] = d > top[0] ? d : top[0];
+    }
+    *most = 0;
+    for (int q = 0; q < 4; q++) *most = top[q] > *most ? top[q] : *most;
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+/* A row's output error against golden: the sum of squared differences,
+ * returned, and the largest difference, into *most. In four lanes (lane q
+ * takes elements i + q, the tail lane 0), summed (0 + 1) + (2 + 3): no
+ * chain of dependent additions through the row, and the same sums from
+ * the plain loop and the AVX2 one, which takes four floats at a time. A
+ * NaN or Inf shows in the sum. */
+static double row_error(const float *o, const float *g, int64_t cols, double *most)
+{
+    double part[4] = {0, 0, 0, 0}, top[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= cols; i += 4)
+        for (int q = 0; q < 4; q++) {
+            double d = fabs((double)o[i + q] - (double)g[i + q]);
+            part[q] += d * d;
+            top[q] = d > top[q] ? d : top[q];
+        }
+    return row_error_end(o, g, i, cols, part, top, most);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static double row_error_avx2(const float *o, const float *g, int64_t cols, double *most)
+{
+    const __m256d abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    __m256d part = _mm256_setzero_pd(), top = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= cols; i += 4) {
+        __m256d d = _mm256_and_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(o + i)), _mm256_cvtps_pd(_mm_loadu_ps(g + i))), abs);
+        part = _mm256_add_pd(part, _mm256_mul_pd(d, d));   /* no fma: the plain loop rounds twice */
+        top = _mm256_max_pd(d, top);   /* d > top ? d : top, NaN keeps top */
+    }
+    double p[4], t[4];
+    _mm256_storeu_pd(p, part);
+    _mm256_storeu_pd(t, top);
+    return row_error_end(o, g, i, cols, p, t, most);
+}
+#endif
+
+static double row_error_of(int simd, const float *o, const float *g, int64_t cols, double *most)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simd) return row_error_avx2(o, g, cols, most);
+#endif
+    (void)simd;
+    return row_error(o, g, cols, most);
+}
+
+/* Masked: bit-identical outputs. DUE: a NaN or Inf where the golden output
+ * is finite (a golden pass that already has some does not make every trial
+ * DUE). Critical: a prediction changed, or the critical metric got worse by
+ * more than the threshold. Otherwise tolerable. */
+static void classify(const bf_campaign *c, const bf_eval_result *res, const int64_t *rows, int64_t n_rows,
+                     const int64_t *pred, bf_trial_record *rec)
+{
+    const float *out = res->outputs, *g = c->golden;
+    int64_t n = c->samples * c->out_cols, cols = c->out_cols;
+    /* rows: the samples whose outputs differ, when the differential engine
+     * knows them; the others add exactly nothing below */
+    int64_t n_scan = rows ? n_rows : c->samples;
+    int same = rows ? n_rows == 0 : memcmp(out, g, (size_t)n * sizeof *out) == 0;
+    int bad = 0;
+    double sq = 0, mx = 0;
+    int64_t changed = 0;
+    int simd = bf__sgemm_simd();
+    for (int64_t t = 0; t < n_scan; t++) {
+        int64_t s = rows ? rows[t] : t;
+        /* Each row's squares summed apart (row_error), then added: a row
+         * left golden adds exactly 0, so any row list gives the same sum.
+         * Only a row whose sum is not finite takes the careful loop. */
+        const float *o = out + s * cols, *gs = g + s * cols;
+        double row_mx, row_sq = row_error_of(simd, o, gs, cols, &row_mx);
+        if (isfinite(row_sq)) {
+            sq += row_sq;
+            mx = row_mx > mx ? row_mx : mx;
+        } else {
+            for (int64_t i = 0; i < cols; i++) {
+                if (!isfinite(o[i])) {
+                    bad |= isfinite(gs[i]) != 0;
+                    sq = mx = INFINITY;
+                    continue;
+                }
+                double d = fabs((double)o[i] - (double)gs[i]);
+                sq += d * d;
+                mx = d > mx ? d : mx;
+            }
+        }
+        if (!same) changed += (pred ? pred[t] : bf__prediction(c, out + s * cols)) != c->golden_pred[s];
+    }
+    rec->changed = changed;
+
+    double v[BF_METRIC_COUNT];
+    v[BF_METRIC_ACCURACY] = res->accuracy;
+    v[BF_METRIC_AUC] = res->auc;
+    v[BF_METRIC_LOGLOSS] = res->logloss;
+    v[BF_METRIC_NE] = c->label_entropy > 0 ? res->logloss / c->label_entropy : NAN;
+    v[BF_METRIC_TOP1_MISMATCH] = (double)changed / (double)c->samples;
+    v[BF_METRIC_MSE] = n ? sq / (double)n : 0;
+    v[BF_METRIC_MAX_ABS] = mx;
+    for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->metrics >> m & 1 ? v[m] : NAN;
+
+    int metric_critical = 0;
+    if (c->critical_metric >= 0 && c->critical_delta >= 0) {
+        int m = c->critical_metric;
+        double worse = higher_is_better(m) ? c->golden_metric[m] - v[m] : v[m] - c->golden_metric[m];
+        metric_critical = worse > c->critical_delta;
+    }
+    rec->outcome = same ? BF_OUTCOME_MASKED
+                 : bad ? BF_OUTCOME_DUE
+                 : changed > 0 || metric_critical ? BF_OUTCOME_CRITICAL
+                 : BF_OUTCOME_TOLERABLE;
+}
+
+/* A trial through the differential executor: outputs from the golden pass
+ * plus what the faults changed; metrics recomputed only if anything did. */
+static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_dw, const bf_value_fault *vf, size_t n_vf,
+                                  bf_eval_result *res)
+{
+    const bf_campaign *c = w->rn->c;
+    const float *outs;
+    const int64_t *rows;
+    int64_t n_rows;
+    bf_status st = bf__dx_run(w->dx, dw, n_dw, vf, n_vf, &outs, &rows, &n_rows, w->vf_old, w->vf_new, &w->err);
+    if (st != BF_OK) return st;
+    w->rows = rows;
+    w->n_rows = n_rows;
+    if (n_rows) {
+        bf__score(w->rn->scorer, &w->sc, w->ev, outs, rows, n_rows, res);
+        return BF_OK;
+    }
+    memset(res, 0, sizeof *res);
+    res->task = c->task;
+    res->samples = c->samples;
+    res->out_cols = c->out_cols;
+    res->outputs = (float *)outs;
+    res->accuracy = c->golden_metric[BF_METRIC_ACCURACY];
+    res->auc = c->golden_metric[BF_METRIC_AUC];
+    res->logloss = c->golden_metric[BF_METRIC_LOGLOSS];
+    return BF_OK;
+}
+
+/* Weights: each fault written into every plan's copy of its parameter for
+ * the pass, then the stored values written back. */
+static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
+{
+    const bf_campaign *c = w->rn->c;
+    const bf__draw *d = &w->d;
+    bf_status st = BF_OK;
+    if (d->n > w->old_cap) {
+        float *o = bf__realloc(w->old, d->n * sizeof *o);
+        if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->old = o;
+        bf__dx_weight *dw = bf__realloc(w->dw, d->n * sizeof *dw);
+        if (!dw) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->dw = dw;
+        w->old_cap = d->n;
+    }
+    bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
+    size_t applied = 0;
+    for (; applied < d->n; applied++) {
+        const bf__efault *f = &d->f[applied];
+        size_t p = c->site_param[f->site];
+        float old = bf__stored(c, p, f->index);
+        float now = bf_repr_corrupt(c->repr, old, bf__scale(c, p, f->index), kind, f->mask);
+        if ((c->sbp_mask || c->range_lo) && bf__mitigate_weight(c, f, old, bf__scale(c, p, f->index), kind, &now)) {
+            /* the range check flagged it at load: nothing runs */
+            if (applied < BF_TRIAL_FAULTS_MAX)
+                rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
+                                                                .mask = f->mask, .old_value = old, .new_value = now};
+            st = bf_error_set(&w->err, BF_EDETECTED, "range check: a stored value is out of range");
+            break;
+        }
+        w->old[applied] = old;
+        if (w->dx) w->dw[applied] = (bf__dx_weight){.param = p, .index = f->index, .old_value = old, .new_value = now};
+        if ((st = bf_evaluator_write_param(w->ev, p, f->index, now, &w->err)) != BF_OK) break;
+        if (applied < BF_TRIAL_FAULTS_MAX)
+            rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
+                                                            .mask = f->mask, .old_value = old, .new_value = now};
+    }
+    if (st == BF_OK && w->dx) st = run_differential(w, w->dw, applied, NULL, 0, res);
+    else if (st == BF_OK) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
+    /* Restore in reverse order, exactly the stored values, whatever happened. */
+    for (size_t i = applied; i-- > 0;) {
+        const bf__efault *f = &d->f[i];
+        bf_status u = bf_evaluator_write_param(w->ev, c->site_param[f->site], f->index, w->old[i], &w->err);
+        if (u != BF_OK && st == BF_OK) st = u;
+    }
+    return st;
+}
+
+/* Activations and inputs: value faults the evaluator's plans apply during
+ * the pass (every sample, or the one a transient fault hits); what each
+ * found and left is read back for the record. */
+static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
+{
+    const bf_campaign *c = w->rn->c;
+    const bf__draw *d = &w->d;
+    if (d->n > w->vf_cap) {
+        bf_value_fault *vf = bf__realloc(w->vf, d->n * sizeof *vf);
+        if (!vf) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->vf = vf;
+        float *o = bf__realloc(w->vf_old, 2 * d->n * sizeof *o);
+        if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->vf_old = o;
+        w->vf_new = o + d->n;
+        w->vf_cap = d->n;
+    }
+    bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
+    for (size_t i = 0; i < d->n; i++) {
+        const bf__efault *f = &d->f[i];
+        w->vf[i] = (bf_value_fault){.value = c->site_value[f->site], .sample = f->sample, .index = f->index,
+                                    .model = kind, .mask = bf__mitigate_value_mask(c, f), .repr = c->repr,
+                                    .scale = c->site_scale[f->site]};
+    }
+    if (w->dx) {
+        bf_status st = run_differential(w, NULL, 0, w->vf, d->n, res);
+        for (size_t i = 0; (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
+            const bf__efault *f = &d->f[i];
+            rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample,
+                                                            .mask = f->mask, .old_value = w->vf_old[i], .new_value = w->vf_new[i]};
+        }
+        return st;
+    }
+    bf_status st = bf_evaluator_set_value_faults(w->ev, w->vf, d->n, &w->err);
+    /* A transient trial's faults all hit one sample (the draw makes sure):
+     * every other batch would reproduce the golden outputs bit for bit
+     * (worker_init checked this evaluator's golden pass), so only that
+     * sample's batch is computed (BER with no flip: batch 0, golden). */
+    if (st == BF_OK && c->persistence == BF_PERSIST_TRANSIENT)
+        st = bf_evaluator_run_sample(w->ev, d->n ? d->f[0].sample : 0, c->golden, res, &w->err);
+    else if (st == BF_OK)
+        st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
+    for (size_t i = 0; (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
+        const bf__efault *f = &d->f[i];
+        bf_applied_fault *a = &rec->faults[rec->n_kept++];
+        *a = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample, .mask = f->mask};
+        bf_evaluator_value_fault_seen(w->ev, i, &a->old_value, &a->new_value);
+    }
+    bf_status u = bf_evaluator_set_value_faults(w->ev, NULL, 0, &w->err);
+    return st != BF_OK ? st : u;
+}
+
+static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs)
+{
+    w->sc.has_pred = 0;
+    const bf_campaign *c = w->rn->c;
+    bf_status st = bf__campaign_draw(c, t, &w->d, &w->err);
+    if (st != BF_OK) return st;
+    const bf__draw *d = &w->d;
+    memset(rec, 0, sizeof *rec);
+    rec->trial = t;
+    rec->rate_index = d->rate_index;
+    rec->n_faults = d->n_faults;
+    *first_bit = d->first_bit;
+    bf_eval_result res;
+    st = c->target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
+    if (st == BF_EDETECTED) {
+        /* A detector fired (ABFT, the range check): the trial is DUE. Its
+         * metrics are the golden ones, since a system that detects an error
+         * re-executes from a clean state rather than use the outputs. */
+        w->rows = NULL;
+        w->n_rows = 0;
+        rec->outcome = BF_OUTCOME_DUE;
+        rec->changed = 0;
+        for (int m = 0; m < BF_METRIC_COUNT; m++)
+            rec->metrics[m] = c->metrics >> m & 1 ? c->golden_metric[m] : NAN;
+        if (outputs) memcpy(outputs, c->golden, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
+        return BF_OK;
+    }
+    if (st != BF_OK) return st;
+    /* the scorer's argmax of each changed row, when it took them of these rows */
+    int rows_known = w->dx && w->rn->golden_finite;
+    classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, rows_known && w->sc.has_pred ? w->sc.pred : NULL, rec);
+    if (outputs) memcpy(outputs, res.outputs, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
+    return BF_OK;
+}
+
+/* --- workers */
+
+/* Computes a chunk's trials; *complete is 0 when the run halted first. */
+static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
+{
+    runner *rn = w->rn;
+    int64_t first = j * rn->chunk;
+    *complete = 0;
+    s->n = (int)(rn->n - first < rn->chunk ? rn->n - first : rn->chunk);
+    for (int i = 0; i < s->n; i++) {
+        if (atomic_load(&rn->halt)) return BF_OK;
+        if (rn->opts->cancel && atomic_load(rn->opts->cancel))
+            return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
+        int64_t t = rn->shard_index + (first + i) * rn->shard_count;
+        float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->samples * rn->c->out_cols) : NULL;
+        bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i], outs);
+        if (st != BF_OK) return st;
+    }
+    *complete = 1;
+    return BF_OK;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    runner *rn = w->rn;
+    pthread_mutex_lock(&rn->mu);
+    for (;;) {
+        while (!atomic_load(&rn->halt) && rn->next_chunk < rn->n_chunks && rn->next_chunk >= rn->folded + rn->ring_n)
+            pthread_cond_wait(&rn->room, &rn->mu);
+        if (atomic_load(&rn->halt) || rn->next_chunk >= rn->n_chunks) break;
+        int64_t j = rn->next_chunk++;
+        slot *s = &rn->ring[j % rn->ring_n];
+        s->chunk = j;
+        s->done = 0;
+        pthread_mutex_unlock(&rn->mu);
+        int complete;
+        bf_status st = run_chunk(w, j, s, &complete);
+        pthread_mutex_lock(&rn->mu);
+        if (st != BF_OK) {
+            if (rn->st == BF_OK) {
+                rn->st = st;
+                rn->err = w->err;
+            }
+            atomic_store(&rn->halt, 1);
+            pthread_cond_broadcast(&rn->room);
+        }
+        s->done = complete;
+        /* The coordinator folds what is done when woken, and every 100 ms
+         * anyway: woken per chunk, it cost a futex wake and a context switch
+         * per 16 microsecond trials, a tenth of one thread's time. So only
+         * once the ring is half full, in the last chunks, or on a halt. */
+        if (!complete || rn->next_chunk >= rn->n_chunks || 2 * (rn->next_chunk - rn->folded) >= rn->ring_n)
+            pthread_cond_signal(&rn->finished);
+    }
+    pthread_mutex_unlock(&rn->mu);
+    return NULL;
+}
+
+/* An evaluator for one worker, loaded with the golden model, whose golden
+ * pass must be bit-identical to the campaign's. */
+static bf_status worker_init(runner *rn, worker *w, int idx, bf_error *err)
+{
+    bf_campaign *c = rn->c;
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel};
+    bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
+    if (st != BF_OK) return st;
+    for (size_t p = 0; p < bf_model_num_params(c->model); p++)
+        if (c->stored[p] && (st = bf_evaluator_set_param(w->ev, p, c->stored[p], err)) != BF_OK) return st;
+    bf_eval_result r;
+    if ((st = bf_evaluator_run(w->ev, NULL, 0, &r, err)) != BF_OK) return st;
+    if (bf_evaluator_batch(w->ev) != c->batch || r.samples != c->samples || r.out_cols != c->out_cols ||
+        memcmp(r.outputs, c->golden, (size_t)(c->samples * c->out_cols) * sizeof(float)) != 0)
+        return bf_error_set(err, BF_EUNSUPPORTED,
+                            "worker %d's golden pass differs from the campaign's: this model does not evaluate "
+                            "deterministically, so outcomes cannot be classified", idx);
+    return BF_OK;
+}
+
+/* --- folding, in trial order, on the calling thread */
+
+static void fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, int first_bit)
+{
+    bf_outcome o = rec->outcome;
+    acc->trials_done++;
+    acc->total.n[o]++;
+    /* by_site and by_bit describe single faults; a BER trial is a rate's */
+    if (rec->rate_index < 0 && rec->n_kept > 0) acc->by_site[rec->faults[0].site].n[o]++;
+    if (first_bit >= 0) acc->by_bit[first_bit].n[o]++;
+    if (rec->rate_index >= 0) acc->by_rate[rec->rate_index].n[o]++;
+    for (int m = 0; m < BF_METRIC_COUNT; m++) {
+        double v = rec->metrics[m];
+        if (!isfinite(v)) continue;
+        bf__sums_add(&acc->metric[m], v, c->bound[m], c->fsum[m], c->fsq[m]);
+        if (rec->rate_index >= 0)
+            bf__sums_add(&acc->rate_metric[(size_t)rec->rate_index * BF_METRIC_COUNT + m], v, c->bound[m], c->fsum[m], c->fsq[m]);
+    }
+}
+
+static int stop_rule_holds(const bf_campaign *c, const bf_campaign_result *acc)
+{
+    for (int o = 0; o < BF_OUTCOME_COUNT; o++) {
+        double lo, hi;
+        bf_wilson(acc->total.n[o], acc->trials_done, c->stop_confidence, &lo, &hi);
+        if ((hi - lo) / 2 > c->stop_margin) return 0;
+    }
+    return 1;
+}
+
+/* Folds every finished chunk that is next in order; returns 1 once the stop
+ * rule ends the campaign. */
+static int fold_ready(runner *rn, bf_campaign_result *acc)
+{
+    const bf_campaign *c = rn->c;
+    const bf_campaign_opts *o = rn->opts;
+    while (rn->folded < rn->n_chunks) {
+        slot *s = &rn->ring[rn->folded % rn->ring_n];
+        if (s->chunk != rn->folded || !s->done) return 0;
+        /* the slot is ours until `folded` moves past it: read it unlocked */
+        pthread_mutex_unlock(&rn->mu);
+        int stop = 0;
+        for (int i = 0; i < s->n && !stop; i++) {
+            fold(c, acc, &s->rec[i], s->first_bit[i]);
+            if (o->on_trial) o->on_trial(o->user, &s->rec[i]);
+            if (o->on_outputs)
+                o->on_outputs(o->user, s->rec[i].trial, s->outputs + (size_t)i * (size_t)(c->samples * c->out_cols),
+                              c->samples, c->out_cols);
+            stop = c->stop_margin > 0 && acc->trials_done % STOP_EVERY == 0 && acc->trials_done < rn->n &&
+                   stop_rule_holds(c, acc);
+        }
+        pthread_mutex_lock(&rn->mu);
+        s->chunk = -1;
+        rn->folded++;
+        pthread_cond_broadcast(&rn->room);
+        if (stop) {
+            acc->stopped_early = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Waits for chunks, folds them, reports progress; returns with mu held. */
+static void coordinate(runner *rn, bf_campaign_result *acc)
+{
+    const bf_campaign_opts *o = rn->opts;
+    double last = now_s();
+    pthread_mutex_lock(&rn->mu);
+    for (;;) {
+        if (fold_ready(rn, acc)) break;
+        if (rn->folded >= rn->n_chunks || rn->st != BF_OK) break;
+        if (o->cancel && atomic_load(o->cancel)) {
+            rn->st = bf_error_set(&rn->err, BF_ECANCELED, "campaign canceled");
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&rn->finished, &rn->mu, &ts);
+        double t = now_s();
+        if (o->progress && t - last >= 0.1) {
+            last = t;
+            pthread_mutex_unlock(&rn->mu);
+            o->progress(o->user, acc);
+            pthread_mutex_lock(&rn->mu);
+        }
+    }
+    atomic_store(&rn->halt, 1);
+    pthread_cond_broadcast(&rn->room);
+}
+
+static bf_status init_locks(runner *rn, bf_error *err)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return bf_error_set(err, BF_ENOMEM, "cannot create a condition variable");
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int n = 0;
+    if (pthread_mutex_init(&rn->mu, NULL) == 0) n++;
+    if (n == 1 && pthread_cond_init(&rn->room, NULL) == 0) n++;
+    if (n == 2 && pthread_cond_init(&rn->finished, &ca) == 0) n++;
+    pthread_condattr_destroy(&ca);
+    if (n == 3) return BF_OK;
+    if (n > 1) pthread_cond_destroy(&rn->room);
+    if (n > 0) pthread_mutex_destroy(&rn->mu);
+    return bf_error_set(err, BF_ENOMEM, "cannot create the campaign's locks");
+}
+
+static bf_status start_workers(runner *rn, int n, bf_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&rn->ws[i].tid, NULL, worker_main, &rn->ws[i]) != 0) break;
+        rn->ws[i].started = 1;
+    }
+    if (!rn->ws[0].started) return bf_error_set(err, BF_ENOMEM, "cannot start a worker thread");
+    return BF_OK;
+}
+
+bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campaign_result *out, bf_error *err)
+{
+    static const bf_campaign_opts none = {0};
+    const bf_campaign_opts *o = opts ? opts : &none;
+    runner rn = {.c = c, .opts = o};
+    bf_campaign_result acc = {0};
+    bf_status st;
+    int locks = 0;
+    double t0 = now_s();
+    memset(out, 0, sizeof *out);
+
+    rn.shard_count = o->shard_count > 0 ? o->shard_count : 1;
+    rn.shard_index = o->shard_index;
+    if (rn.shard_index < 0 || rn.shard_index >= rn.shard_count)
+        return bf_error_set(err, BF_EINVAL, "shard %lld of %lld does not exist (0..%lld)", (long long)rn.shard_index,
+                            (long long)rn.shard_count, (long long)rn.shard_count - 1);
+    rn.n = rn.shard_index < c->n_trials ? (c->n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
+    /* fewer hand-offs per trial; fewer outputs held per slot when kept */
+    rn.chunk = o->on_outputs ? CHUNK_OUTPUTS : CHUNK;
+    rn.n_chunks = (rn.n + rn.chunk - 1) / rn.chunk;
+    int threads = o->threads > 0 ? o->threads : 1;
+    if (threads > 256) threads = 256;
+    if (threads > rn.n_chunks) threads = rn.n_chunks > 0 ? (int)rn.n_chunks : 1;
+
+    if ((st = bf__result_init(&acc, c->n_sites, c->kind == BF_FAULT_BER ? c->n_rates : 0, err)) != BF_OK) return st;
+    acc.trials_planned = rn.n;
+    memcpy(acc.golden, c->golden_metric, sizeof acc.golden);
+    acc.task = c->task;
+    acc.samples = c->samples;
+    if (rn.n == 0) goto out;
+
+    /* Workers run ahead of the fold by up to ring_n chunks: trials vary in
+     * cost by 100x under the differential engine (a fault in the first layer
+     * against one in an unused embedding row), and a short ring would stall
+     * every worker behind one slow chunk. */
+    rn.ring_n = (o->on_outputs ? 4 : 64) * (int64_t)threads;
+    rn.ring = bf__calloc((size_t)rn.ring_n, sizeof *rn.ring);
+    rn.ws = bf__calloc((size_t)threads, sizeof *rn.ws);
+    if (!rn.ring || !rn.ws) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers"); goto out; }
+    for (int64_t i = 0; i < rn.ring_n; i++) {
+        rn.ring[i].chunk = -1;
+        if (!o->on_outputs) continue;
+        rn.ring[i].outputs = bf__malloc((size_t)rn.chunk * (size_t)(c->samples * c->out_cols) * sizeof(float) + 1);
+        if (!rn.ring[i].outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs"); goto out; }
+    }
+    rn.n_workers = threads;
+    /* Evaluators are built here, one after another, before any worker
+     * starts. */
+    for (int i = 0; i < threads; i++) {
+        rn.ws[i].rn = &rn;
+        if ((st = worker_init(&rn, &rn.ws[i], i, err)) != BF_OK) goto out;
+    }
+    acc.exact = o->exact != 0;
+    rn.golden_finite = 1;
+    for (int64_t i = 0; i < c->samples * c->out_cols; i++) rn.golden_finite &= isfinite(c->golden[i]) != 0;
+    if (!o->exact) {
+        int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+        if ((st = bf__dx_shared_create(rn.ws[0].ev, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs, err)) != BF_OK)
+            goto out;
+        acc.cache_bytes = bf__dx_shared_cache_bytes(rn.dxs);
+        if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
+        for (int i = 0; i < threads; i++)
+            if ((st = bf__dx_create(rn.dxs, rn.ws[i].ev, &rn.ws[i].dx, err)) != BF_OK ||
+                (st = bf__score_scratch_init(&rn.ws[i].sc, c->samples, err)) != BF_OK)
+                goto out;
+    }
+    acc.setup_seconds = now_s() - t0;
+    if ((st = init_locks(&rn, err)) != BF_OK) goto out;
+    locks = 1;
+    if ((st = start_workers(&rn, threads, err)) != BF_OK) goto out;
+    coordinate(&rn, &acc);
+    pthread_mutex_unlock(&rn.mu);
+    for (int i = 0; i < threads; i++)
+        if (rn.ws[i].started) pthread_join(rn.ws[i].tid, NULL);
+    if ((st = rn.st) != BF_OK) {
+        if (st == BF_ECANCELED)
+            bf_error_set(err, BF_ECANCELED, "campaign canceled after %lld of %lld trials", (long long)acc.trials_done,
+                         (long long)rn.n);
+        else if (err)
+            *err = rn.err;
+    }
+out:
+    if (locks) {
+        pthread_cond_destroy(&rn.room);
+        pthread_cond_destroy(&rn.finished);
+        pthread_mutex_destroy(&rn.mu);
+    }
+    for (int i = 0; rn.ws && i < rn.n_workers; i++) {
+        if (rn.ws[i].dx) {
+            int64_t t, e, l;
+            bf__dx_chain_counts(rn.ws[i].dx, &t, &e, &l);
+            acc.chain_trials += t;
+            acc.chain_exact += e;
+            acc.chain_linear += l;
+        }
+        bf__dx_free(rn.ws[i].dx);
+        bf__score_scratch_free(&rn.ws[i].sc);
+        bf_evaluator_free(rn.ws[i].ev);
+        bf__draw_free(&rn.ws[i].d);
+        bf__free(rn.ws[i].old);
+        bf__free(rn.ws[i].dw);
+        bf__free(rn.ws[i].vf);
+        bf__free(rn.ws[i].vf_old);
+    }
+    bf__free(rn.ws);
+    bf__dx_shared_free(rn.dxs);
+    bf__scorer_free(rn.scorer);
+    for (int64_t i = 0; rn.ring && i < rn.ring_n; i++) bf__free(rn.ring[i].outputs);
+    bf__free(rn.ring);
+    if (st != BF_OK) {
+        bf_campaign_result_free(&acc);
+        return st;
+    }
+    acc.seconds = now_s() - t0;
+    *out = acc;
+    return BF_OK;
+}

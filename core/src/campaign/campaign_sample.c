@@ -1,0 +1,167 @@
+/* Drawing a trial's faults. Everything random comes from one generator,
+ * bf_rng_make(seed, t), used in a fixed order: for transient faults the
+ * sample first, then the element, then the bits (BER: the flipped bits). So
+ * trial t is the same faults on any worker, shard or machine. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "campaign/campaign_impl.h"
+
+void bf__draw_free(bf__draw *d)
+{
+    bf__free(d->f);
+    bf__free(d->pos);
+    memset(d, 0, sizeof *d);
+}
+
+static bf_status reserve(bf__draw *d, size_t n, bf_error *err)
+{
+    if (n <= d->cap) return BF_OK;
+    size_t cap = d->cap ? d->cap : 16;
+    while (cap < n) cap *= 2;
+    bf__efault *f = bf__realloc(d->f, cap * sizeof *f);
+    if (!f) return bf_error_set(err, BF_ENOMEM, "out of memory for a trial's faults");
+    d->f = f;
+    d->cap = cap;
+    return BF_OK;
+}
+
+/* The site holding population element u (prefix sums, binary search). */
+static int64_t site_of(const bf_campaign *c, int64_t u)
+{
+    size_t lo = 0, hi = c->n_sites;   /* prefix[lo] <= u < prefix[hi] */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (c->prefix[mid] <= u) lo = mid;
+        else hi = mid;
+    }
+    return (int64_t)lo;
+}
+
+/* `bits` distinct allowed positions (a burst: adjacent ones from an allowed
+ * start). stratum >= 0 fixes the first bit (per_bit sampling): the
+ * stratum-th allowed position, or burst start. */
+static uint32_t draw_mask(const bf_campaign *c, bf_rng *r, int stratum, int *first)
+{
+    if (c->burst) {
+        int start = c->starts[stratum >= 0 ? stratum : (int)bf_rng_below(r, (uint64_t)c->n_starts)];
+        *first = start;
+        uint64_t run = ((UINT64_C(1) << c->bits) - 1) << start;
+        return (uint32_t)run;
+    }
+    int pool[64];
+    memcpy(pool, c->allowed, (size_t)c->n_allowed * sizeof *pool);
+    uint32_t mask = 0;
+    for (int k = 0; k < c->bits; k++) {
+        /* partial Fisher-Yates: pool[k] becomes the k-th chosen bit */
+        int j = k == 0 && stratum >= 0 ? stratum : k + (int)bf_rng_below(r, (uint64_t)(c->n_allowed - k));
+        int tmp = pool[k];
+        pool[k] = pool[j];
+        pool[j] = tmp;
+        mask |= UINT32_C(1) << pool[k];
+    }
+    *first = pool[0];
+    return mask;
+}
+
+static uint32_t random_bits(const bf_campaign *c, bf_rng *r)
+{
+    uint32_t v = (uint32_t)bf_rng_u64(r);
+    return c->repr_bits == 32 ? v : v & ((UINT32_C(1) << c->repr_bits) - 1);
+}
+
+/* Every bit of the selected population flips with the trial's rate; flips
+ * on one element are one fault with a multi-bit mask. */
+/* The sample a transient fault hits; -1 (every sample) otherwise. */
+static int64_t draw_sample(const bf_campaign *c, bf_rng *r)
+{
+    return c->persistence == BF_PERSIST_TRANSIENT ? (int64_t)bf_rng_below(r, (uint64_t)c->samples) : -1;
+}
+
+static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
+{
+    d->rate_index = (int)(t / c->repeats);
+    double rate = c->rates[d->rate_index];
+    uint64_t n_bits = (uint64_t)c->elements * (uint64_t)c->n_allowed;
+    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
+    int64_t sample = draw_sample(c, &r);
+    uint64_t cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
+    if (cnt > d->pos_cap) {
+        if (cnt > (uint64_t)BF__BER_MAX_ERRORS)
+            return bf_error_set(err, BF_ERANGE,
+                                "trial %lld: BER rate %g over %llu bits flips %llu bits; at most %lld per trial are supported",
+                                (long long)t, rate, (unsigned long long)n_bits, (unsigned long long)cnt,
+                                (long long)BF__BER_MAX_ERRORS);
+        uint64_t *pos = bf__realloc(d->pos, (size_t)cnt * sizeof *pos);
+        if (!pos) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu bit errors", (unsigned long long)cnt);
+        d->pos = pos;
+        d->pos_cap = (size_t)cnt;
+        r = bf_rng_make(c->seed, (uint64_t)t);   /* the same draw again, all of it kept */
+        sample = draw_sample(c, &r);
+        cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
+    }
+    d->n_faults = (int64_t)cnt;
+    bf_status st = reserve(d, (size_t)cnt, err);
+    if (st != BF_OK) return st;
+    int64_t site = 0, last = -1;
+    /* positions ascend, so elements and sites do too */
+    for (uint64_t k = 0; k < cnt; k++) {
+        int64_t e = (int64_t)(d->pos[k] / (uint64_t)c->n_allowed);
+        int bit = c->allowed[d->pos[k] % (uint64_t)c->n_allowed];
+        if (e != last) {
+            while (c->prefix[site + 1] <= e) site++;
+            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .sample = sample, .mask = 0};
+            last = e;
+        }
+        d->f[d->n - 1].mask |= UINT32_C(1) << bit;
+    }
+    return BF_OK;
+}
+
+bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
+{
+    d->n = 0;
+    d->n_faults = 1;
+    d->first_bit = -1;
+    d->rate_index = -1;
+    if (c->kind == BF_FAULT_BER) return draw_ber(c, t, d, err);
+
+    bf_status st = reserve(d, 1, err);
+    if (st != BF_OK) return st;
+    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
+    bf__efault *f = &d->f[0];
+    d->n = 1;
+    int stratum = -1;
+    f->sample = c->sampling == BF_SAMPLE_LIST ? -1 : draw_sample(c, &r);
+    switch (c->sampling) {
+    case BF_SAMPLE_LIST: {
+        const bf__list_fault *l = &c->list[t];
+        f->site = l->site;
+        f->index = l->index;
+        f->sample = l->sample;
+        if (c->kind == BF_FAULT_RANDOM_VALUE) {
+            f->mask = random_bits(c, &r);
+        } else {
+            f->mask = UINT32_C(1) << l->bit;
+            d->first_bit = l->bit;
+        }
+        return BF_OK;
+    }
+    case BF_SAMPLE_PER_TENSOR:
+        f->site = t % (int64_t)c->n_sites;
+        f->index = (int64_t)bf_rng_below(&r, (uint64_t)c->sites[f->site].elements);
+        break;
+    case BF_SAMPLE_PER_BIT:
+    case BF_SAMPLE_UNIFORM: {
+        /* per_bit: the first bit is the stratum, the element uniform */
+        if (c->sampling == BF_SAMPLE_PER_BIT) stratum = (int)(t % (c->burst ? c->n_starts : c->n_allowed));
+        int64_t u = (int64_t)bf_rng_below(&r, (uint64_t)c->elements);
+        f->site = site_of(c, u);
+        f->index = u - c->prefix[f->site];
+        break;
+    }
+    }
+    if (c->kind == BF_FAULT_RANDOM_VALUE) f->mask = random_bits(c, &r);
+    else f->mask = draw_mask(c, &r, stratum, &d->first_bit);
+    return BF_OK;
+}

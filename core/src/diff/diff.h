@@ -1,0 +1,158 @@
+/* Differential re-execution: what a campaign trial needs to recompute only
+ * what its faults can change (issue: campaigns 100x faster than
+ * flip-and-rerun).
+ *
+ * gcache.c   the golden-activation cache: every run-time value of every
+ *            batch of the golden pass, within a byte budget.
+ * diffshared.c what every worker shares: the cache, use lists, embedding
+ *            row -> batch index, exact Gemm block shapes.
+ * diffexec.c a worker's executor: for one trial, the batches its faults can
+ *            reach, and in each only the steps downstream of them, stopping
+ *            once every difference from the golden pass has vanished.
+ * diffgemm.c cheaper exact or near-exact forms of a Gemm step: one column
+ *            block for a corrupted weight, a rank-k update for an input that
+ *            changed in a few columns.
+ * diffrows.c row mode: a batch whose faults reach a few samples runs on
+ *            those rows only.
+ * score.c    trial metrics updated from the golden ones.
+ *
+ * The accessors below let those files reach the plan's steps, the
+ * evaluator's plans and an op's parsed parameters without widening the
+ * public headers. */
+#ifndef BF_DIFF_H
+#define BF_DIFF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/eval.h"
+#include "bitflip/plan.h"
+
+#include "exec/step_access.h"
+
+/* diffgemm.c, for a Gemm step with transA = 0 (see there). y: the golden
+ * output; scratch: m x n floats. */
+/* Where each output column can be recomputed bit for bit: blk[j] is a block
+ * of columns [c0, c0 + w) holding j whose product reproduces y on the
+ * golden pass (w 0: only the whole product does). Returns 0 when the step
+ * does not qualify, else 1. */
+typedef struct bf__colblk {
+    int c0, w;
+} bf__colblk;
+int bf__gemm_col_blocks(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                        float *scratch, bf__colblk *blk);
+/* A corrupted B[k][j] (k >= 0) or C[j] (k < 0), old -> now, as an update of
+ * column j of the golden y, if every row that moves moves clearly; 0 when
+ * the caller must compute the column exactly instead (y partly written). */
+int bf__gemm_column_delta(const bf__gemm_info *g, const float *a, int k, float old, float now, int j, float *y);
+/* Recomputes column j of y from a, b, c with its block (w 0: the whole product). */
+void bf__gemm_column(const bf__gemm_info *g, bf__colblk blk, const float *a, const float *b, const float *c, int j,
+                     float *y, float *scratch);
+/* y = yg + (a - ag) B' over the rows where a differs from ag, if a differs
+ * in at most max_cols columns (cols: room for them) and every such row
+ * either changes clearly or not at all (bc: (max_cols + 1) x n doubles
+ * of scratch; max_cols at most 64). Returns 0 when the step must run in
+ * full instead (y may then be partly written). */
+int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const float *b, const float *yg, float *y,
+                  int max_cols, int *cols, double *bc);
+
+/* The fewest rows r (a power of two, at most m/2) for which products over
+ * any r rows of A, gathered, reproduce y bit for bit; 0 when none does.
+ * rows: m ints of scratch. */
+int bf__gemm_row_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                       float *scratch, int *rows);
+/* y's rows where a differs from ag recomputed exactly, in chunks of r rows;
+ * scratch: r x (k + n) floats, rows: m ints. Returns 0 (y untouched) when
+ * more than half the rows differ. */
+int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag, const float *b, const float *c,
+                  float *y, float *scratch, int *rows);
+
+/* The product for n rows of A given contiguous (a: n x k), into y (n x n
+ * cols), in chunks of r rows as bf__gemm_rows. */
+void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n, const float *b, const float *c, float *y,
+                           float *scratch);
+
+/* --- the golden cache (gcache.c) --------------------------------------- */
+
+typedef struct bf__gcache bf__gcache;
+
+/* Runs the golden pass batch by batch on `full` (and `rest` for the last,
+ * partial batch) fed from `feeds`, keeping each run-time value's per-batch
+ * tensor while the total stays within `budget` bytes: the values marked in
+ * `must` first, then the others smallest first (the most values per byte).
+ * Graph inputs are never cached: the dataset holds them. */
+bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
+                           size_t budget, const unsigned char *must, bf__gcache **out, bf_error *err);
+void bf__gcache_free(bf__gcache *gc);
+/* Value v's golden tensor in batch b, or NULL if not cached. */
+const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);
+size_t bf__gcache_bytes(const bf__gcache *gc);
+int64_t bf__gcache_batches(const bf__gcache *gc);
+
+/* --- the executor (diffexec.c) ----------------------------------------- */
+
+/* What every worker shares, read-only once built: the cache, the graph's
+ * use lists, the embedding tables' row -> batch index, the Gemm steps'
+ * verified column-block widths. */
+typedef struct bf__dx_shared bf__dx_shared;
+typedef struct bf__dx bf__dx;
+
+/* A corrupted parameter element of a trial, already written into the plans. */
+typedef struct bf__dx_weight {
+    size_t param;
+    int64_t index;
+    float old_value, new_value;
+} bf__dx_weight;
+
+/* Built from one evaluator's plans (holding the golden parameters), with
+ * `golden` the campaign's golden outputs (samples x out_cols). */
+bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols,
+                               size_t budget, bf__dx_shared **out, bf_error *err);
+void bf__dx_shared_free(bf__dx_shared *sh);
+size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh);
+
+bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out, bf_error *err);
+void bf__dx_free(bf__dx *dx);
+
+/* One trial: weight faults already written into the evaluator's plans, and
+ * value faults (eval-set samples, as bf_evaluator_set_value_faults) that the
+ * executor sets itself. *outputs gets the trial's outputs (golden rows
+ * except where they changed; valid until the next call), *rows the samples
+ * whose outputs differ from golden, ascending. old/new (n_vf each, may be
+ * NULL) get what each value fault found and left, as
+ * bf_evaluator_value_fault_seen. */
+bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
+                     const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,
+                     bf_error *err);
+
+/* How many trials this executor ran in chain mode (diffchain.c), how many
+ * of those were recomputed exactly for want of a witness, and how many
+ * samples took a linear segment (difflinear.c). */
+void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact, int64_t *linear);
+
+/* --- trial metrics from the golden ones (score.c) ---------------------- */
+
+/* The task metrics of a trial whose outputs differ from the golden pass in
+ * a few rows, updated from the golden pass's instead of recomputed: the
+ * accuracy's hit count and the log loss's sum move by the changed rows; the
+ * AUC's sorted scores are the golden order with the changed rows taken out
+ * and merged back in (the same order a full sort gives, so the same AUC).
+ * Falls back to the full computation when the log loss would switch between
+ * probabilities and logits or the golden loss is not finite. */
+typedef struct bf__scorer bf__scorer;
+bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__scorer **out,
+                            bf_error *err);
+void bf__scorer_free(bf__scorer *sc);
+/* Per-worker scratch for bf__score. */
+typedef struct bf__score_scratch {
+    uint64_t *keys, *fresh;
+    unsigned char *in_rows;
+    int64_t *pred;             /* classification: each changed row's argmax, by bf__score */
+    int has_pred;              /* pred holds the rows of the last bf__score */
+} bf__score_scratch;
+bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error *err);
+void bf__score_scratch_free(bf__score_scratch *s);
+void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, const float *outputs, const int64_t *rows,
+               int64_t n_rows, bf_eval_result *res);
+
+#endif

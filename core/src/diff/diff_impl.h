@@ -1,0 +1,221 @@
+/* What diffshared.c builds once per campaign and diffexec.c reads in every
+ * trial (see diff.h). */
+#ifndef BF_DIFF_IMPL_H
+#define BF_DIFF_IMPL_H
+
+#include <string.h>
+
+#include "diff/diff.h"
+
+#define RANK_MAX_COLS 8        /* a rank-k update beyond this runs the product */
+
+/* Chain mode's linear segment (difflinear.c) from a chain Gemm through a
+ * ReLU to the next Gemm, per sample. */
+#define BF__LIN_MAX_COLS 8       /* a segment's input changed in more columns: the links */
+typedef struct bf__lin {
+    int last;                    /* the second Gemm's step */
+    int k, n;                    /* the first Gemm's input width, the second's output width */
+    int shared;                  /* one Gemm, no ReLU: J and radii the same for every sample */
+    float *jac;                  /* [column][sample][n] ([column][n] shared): the second Gemm's output per
+                                  * unit of input column */
+    float *inv_radius;           /* [column][sample] ([column] shared): the largest ReLU input move per unit of
+                                  * the column, relative to that input's distance from 0 (inf: never linear) */
+} bf__lin;
+
+typedef struct bf__emb_index {     /* an embedding table: row -> the batches reading it */
+    int64_t rows, row_elems;
+    int64_t *off;              /* rows + 1 */
+    int32_t *batch;
+} bf__emb_index;
+
+/* chain_next of a step that has no next link: the chain ends at the graph
+ * output; row mode takes the chain on from its output (diffchain.c); not
+ * in a chain. */
+enum { CHAIN_END = -1, NOT_CHAIN = -2, HANDOFF = -3 };
+
+struct bf__dx_shared {
+    const bf_model *m;
+    bf__gcache *gc;
+    int64_t samples, batch, n_batches, out_cols;
+    int batch_shift;             /* log2 of batch when a power of two, else -1 */
+    const float *golden;
+    int out_val;
+    size_t n_steps;
+    int *first_use, *last_use;   /* per value: first and last step reading it; -1 none */
+    int *pc_off, *pc_step;       /* per parameter: the steps reading it */
+    bf__emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
+    int *colw[2];                /* per step, full and tail plan: a Gemm whose columns can be recomputed, 0 none */
+    bf__colblk **colblk[2];      /* per step, full and tail plan: each column's exact block (NULL: none) */
+    int *roww[2];                /* per step, full and tail plan: Gemm row chunk, 0 none */
+    size_t scratch_floats;       /* the largest run-time value of the full batch, graph inputs included */
+    int max_n;                   /* widest Gemm output */
+    int max_m;                   /* most rows of any Gemm's A, and at least the batch: a row is a sample
+                                  * only where M is the batch ([seq x batch, E] in attention) */
+
+    /* Chain mode (diffchain.c). */
+    int *chain_next;             /* per step: the next step of its chain, or one of the below */
+    int *chain_at;               /* per parameter: the chain Gemm it corrupts alone; -1 none */
+    const float **chain_rows;    /* per value: row 0 of its golden rows over the eval set, contiguous
+                                  * (a cached value, a float graph input, the outputs); NULL */
+    int64_t chain_width;         /* widest value of any chain; 0: no chain mode */
+    float **chain_amax;          /* per value read by a chain Gemm or Conv: each sample's largest |element| */
+    float **chain_colabs;        /* per chain Gemm: each output column's sum of |alpha B[k][n]| */
+    float **chain_bt;            /* per chain Gemm with B transposed: B as K x N rows (NULL: none) */
+    float **chain_cols_in, **chain_cols_out;   /* per Gemm starting a chain: its input and output
+                                  * over the eval set column by column (NULL: none) */
+    bf__lin **chain_lin;         /* per chain Gemm reached as a link: its linear segment (NULL: none) */
+};
+
+#define BF__SUB_MAX 7            /* row-mode plans of 1, 2, 4, ..., 64 rows */
+
+enum { UNLOADED = 0, GOLDEN, DIRTY };
+
+struct bf__dx {
+    const bf__dx_shared *sh;
+    bf_plan *plan[2];
+    bf_evaluator *ev;
+    unsigned char *state;        /* per value, in the batch at hand */
+    unsigned char *param_hit;    /* per step: reads a faulty parameter in this trial */
+    unsigned char *step_mark;    /* per step + 1: scratch */
+    int *pfaults;                /* per parameter: faults in this trial */
+    const bf__dx_weight **pfault;
+    unsigned char *bmark;        /* per batch: reached by this trial */
+    int64_t *touched;            /* batches whose output rows differ from golden */
+    int64_t n_touched;
+    int64_t *rows;               /* samples whose outputs differ from golden */
+    int64_t n_rows;
+    float *out;
+    float *scratch;
+    int cols[RANK_MAX_COLS];
+    int *rowbuf;                 /* row indices of a Gemm's A: max_m of them */
+    double *bc;                  /* rank-k update scratch */
+    void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
+    int approx;                  /* the batch at hand took a rank-k update */
+    int no_approx;               /* ... and is being redone without */
+    bf_value_fault *vfb;         /* value faults of the batch at hand */
+    size_t *vfb_of, vfb_cap;
+
+    /* Row mode (diffrows.c): a batch whose faults reach a few of its
+     * samples runs on those rows only, in plans of 1, 2, 4, ... rows. */
+    bf_plan *sub[BF__SUB_MAX];
+    int n_sub;                   /* plans of up to 64 rows and the batch, for the reached rows of every batch */
+    int n_sub_batch;             /* those of at most a quarter batch, for one batch's rows */
+    unsigned char *row_ok;       /* [n_sub][n_steps]: the step gives the full batch's bits on r rows */
+    unsigned char *rows_from;    /* [n_sub][n_values]: every step downstream of the value is row_ok */
+    unsigned char *moves;        /* per step: its output holds every element of its data inputs (Concat,
+                                  * Transpose, Reshape, ...): a changed input, a changed output */
+    unsigned char *sstate;       /* per value, in row mode: as state, rows in the sub-plan */
+    unsigned char *rmark;        /* per row of a batch: reached */
+    int64_t *rsel;               /* the samples in row mode, padded to the sub-plan's rows */
+    int64_t *rall;               /* the reached samples of every batch, before runs of rsel */
+
+    /* Chain mode (diffchain.c): the changed rows of a value over the eval
+     * set, three of them (two and, past a linear segment, the rows it left
+     * to the links); the same for one sample (a witness), two; and the rows
+     * of one exact product. */
+    float *cv[3], *wv[2], *ca, *cb, *ctapm, *cbias;
+    int64_t *crow[3];
+    int *ccol[3], *wcol[2];
+    int32_t *ctap;
+    int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
+    int64_t n_linear;            /* samples through a linear segment */
+};
+
+/* Sample s's batch and its row in it: a shift and a mask for the usual
+ * power-of-two batch (row mode asks for every row of every step), a
+ * division otherwise. */
+static inline int64_t bf__batch_of(const bf__dx_shared *sh, int64_t s)
+{
+    return sh->batch_shift >= 0 ? s >> sh->batch_shift : s / sh->batch;
+}
+
+static inline int64_t bf__row_in_batch(const bf__dx_shared *sh, int64_t s)
+{
+    return sh->batch_shift >= 0 ? s & (sh->batch - 1) : s % sh->batch;
+}
+
+/* Bit for bit, as memcmp, inlined: chain mode's rows are a few dozen
+ * floats wide, and the loop vectorises. */
+static inline int bf__same_bits(const float *a, const float *b, int64_t n)
+{
+    uint32_t diff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x, y;
+        memcpy(&x, &a[i], sizeof x);
+        memcpy(&y, &b[i], sizeof y);
+        diff |= x ^ y;
+    }
+    return diff == 0;
+}
+
+/* A value computed at run time (a graph input or a step output). */
+static inline int bf__runtime(const bf_plan *p, int v) { return v >= 0 && p->val_step[v] != BF__VAL_NOT_RUN; }
+
+bf_status bf__dx_oom(bf_error *err);
+
+/* diffexec.c: applies the value faults of `plan` (the first nb, their
+ * values already loaded in it) once per step, marks their values DIRTY in
+ * `state` and returns the horizon widened to their last readers. */
+int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state, int horizon);
+
+/* diffchain.c */
+/* A Conv channel's update for one sample, position p of n: e[p] = yg[p] +
+ * dw (x[tap[p]] tapm[p]), or yg[p] where that change is 0 (-0 + 0 would be
+ * +0); *moved if any element moved; returns 1 if any change is NaN or huge
+ * (HUGE_CHANGE). The hot loop of a Conv fault: with `simd` on a CPU with
+ * AVX2, eight lanes at a time with gathers; the same IEEE operations either
+ * way (no contraction in ISO C mode), so the same bits, or both NaN
+ * (test_chain). */
+int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,
+                    int64_t n, float *e, int *moved);
+bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err);
+void bf__chain_shared_free(bf__dx_shared *sh);
+bf_status bf__chain_init(bf__dx *dx, bf_error *err);
+void bf__chain_free(bf__dx *dx);
+/* One trial whose only fault, w (written into the plans), is in a chain
+ * Gemm or Conv: its changed output rows into dx->out, dx->rows and
+ * dx->touched. *done 0 when w is not such a fault or row mode could not
+ * take the chain on (nothing written). */
+bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error *err);
+
+/* difflinear.c */
+bf_status bf__lin_setup(bf__dx_shared *sh, const bf_plan *p, bf_error *err);
+void bf__lin_free(bf__dx_shared *sh);
+/* Runs the changed rows of segment L's input, n rows row[] (ascending)
+ * with new values v[t nc + q] in columns col[0..nc) (golden elsewhere),
+ * through the segment where the change keeps every ReLU input on its
+ * golden side with room to spare (sum |d_q| inv_radius <= 1/2, d the
+ * change): yg + sum_q d_q J[col_q], a product then a sum per term, yg the
+ * golden output; those that differ from yg in some bit are appended to
+ * yrow and yv (width L->n), and their count returned. The other rows are
+ * left in row[] and v, in order, *nleft of them. gin and gout: row 0 of
+ * the golden input (width L->k) and output over the eval set. `simd`:
+ * eight lanes at a time on a CPU with AVX2, the same IEEE operations, so
+ * the same bits (test_chain). */
+int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int64_t *row, float *v, const int *col,
+                     int nc, const float *gin, const float *gout, int64_t *yrow, float *yv, int64_t *nleft);
+
+/* diffrows.c */
+bf_status bf__rows_init(bf__dx *dx, bf_error *err);
+void bf__rows_free(bf__dx *dx);
+/* Points the row-mode plans at the evaluator's copies of the parameters the
+ * trial corrupts (faulty now, golden again after the trial). */
+void bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w);
+/* Tries batch b in row mode; *done 0 (nothing written) when it cannot. */
+bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
+                         size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
+/* Tries every marked batch (dx->bmark) at once, their reached samples on
+ * the rows of one sub-plan; *done 0 (nothing written) when it cannot. */
+/* Whether a chain's changed rows of value v can run on rows from v's
+ * readers to the output (bf__rows_seeded). */
+int bf__rows_can_seed(const bf__dx *dx, int v);
+/* Runs the changed rows of value v (rows[0..n) ascending; vals: their
+ * whole rows) from v's readers to the output on the sub-plans, in runs of
+ * the widest, into dx->out, dx->rows and dx->touched; *done 0 (nothing
+ * written) when they cannot. */
+bf_status bf__rows_seeded(bf__dx *dx, int v, const int64_t *rows, const float *vals, int64_t n, int *done,
+                          bf_error *err);
+bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
+                       int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
+
+#endif

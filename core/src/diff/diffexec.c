@@ -1,0 +1,468 @@
+/* The differential executor: a trial computed from the golden pass instead
+ * of from scratch.
+ *
+ * A fault can change only the batches that read it (an embedding row: the
+ * batches that look that row up; a transient value fault: its sample's
+ * batch; anything else: every batch) and, in those, only the steps
+ * downstream of it. So for each such batch the executor starts at the first
+ * step that reads a faulty parameter or value, runs a step only when one of
+ * its inputs differs from the golden pass (or it reads a faulty parameter),
+ * compares each output it computes with the cached golden one, and stops as
+ * soon as no difference is left to propagate: a masked fault costs the steps
+ * up to where it vanished. Steps run through the plan's own kernels with the
+ * plan's own batch, so what they compute is what the full pass computes,
+ * bit for bit; so do a Gemm's column or rows and a Conv's channel computed
+ * alone (the project's own kernel, ops/sgemm.h). Only the sparse updates
+ * (a Gemm column or rank-k update, a Conv output channel: diffgemm.c,
+ * bf__conv_delta) round differently, and only where the change is clear.
+ *
+ * Inputs of a step that the trial has not touched are read from the golden
+ * cache, or recomputed from the nearest cached ancestor when the cache's
+ * budget left them out. */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "diff/diff_impl.h"
+
+/* --- shared */
+
+/* --- per worker */
+
+void bf__dx_free(bf__dx *dx)
+{
+    if (!dx) return;
+    bf__rows_free(dx);
+    bf__chain_free(dx);
+    bf__free(dx->state);
+    bf__free(dx->param_hit);
+    bf__free(dx->step_mark);
+    bf__free(dx->pfaults);
+    bf__free(dx->pfault);
+    bf__free(dx->bmark);
+    bf__free(dx->touched);
+    bf__free(dx->out);
+    bf__free(dx->rows);
+    bf__free(dx->rowbuf);
+    bf__free(dx->bc);
+    bf__free(dx->arena[0]);
+    bf__free(dx->arena[1]);
+    bf__free(dx->scratch);
+    bf__free(dx->vfb);
+    bf__free(dx->vfb_of);
+    bf__free(dx);
+}
+
+bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out, bf_error *err)
+{
+    const bf_model *m = sh->m;
+    bf__dx *dx = bf__calloc(1, sizeof *dx);
+    *out = NULL;
+    if (!dx) return bf__dx_oom(err);
+    dx->sh = sh;
+    dx->ev = ev;
+    dx->plan[0] = bf__evaluator_plan(ev, 0);
+    dx->plan[1] = bf__evaluator_plan(ev, 1);
+    size_t n_out = (size_t)(sh->samples * sh->out_cols);
+    dx->state = bf__calloc(m->n_values + 1, 1);
+    dx->param_hit = bf__calloc(sh->n_steps + 1, 1);
+    dx->step_mark = bf__calloc(sh->n_steps + 2, 1);
+    dx->pfaults = bf__calloc(m->n_params + 1, sizeof *dx->pfaults);
+    dx->pfault = bf__calloc(m->n_params + 1, sizeof *dx->pfault);
+    dx->bmark = bf__calloc((size_t)sh->n_batches + 1, 1);
+    dx->touched = bf__malloc(((size_t)sh->n_batches + 1) * sizeof *dx->touched);
+    dx->out = bf__malloc(n_out * sizeof(float) + 1);
+    dx->rows = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->rows);
+    dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
+    dx->rowbuf = bf__malloc(((size_t)sh->max_m + 1) * sizeof *dx->rowbuf);
+    dx->bc = bf__malloc(((size_t)(RANK_MAX_COLS + 1) * (size_t)sh->max_n + 1) * sizeof *dx->bc);
+    for (int t = 0; t < 2; t++) {
+        dx->arena[t] = bf__calloc(m->n_values + 1, sizeof(void *));
+        if (!dx->arena[t]) { bf__dx_free(dx); return bf__dx_oom(err); }
+        for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
+    }
+    if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->pfaults || !dx->pfault || !dx->bmark ||
+        !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch) {
+        bf__dx_free(dx);
+        return bf__dx_oom(err);
+    }
+    memcpy(dx->out, sh->golden, n_out * sizeof(float));
+    bf_status st = bf__rows_init(dx, err);
+    if (st == BF_OK) st = bf__chain_init(dx, err);
+    if (st != BF_OK) {
+        bf__dx_free(dx);
+        return st;
+    }
+    *out = dx;
+    return BF_OK;
+}
+
+/* --- a batch */
+
+/* Golden values are read in place from the cache: a value's data pointer
+ * is set to its cache block, and back to the plan's own buffer before a
+ * step writes it (own) or a fault changes it (writable). */
+static void own(bf__dx *dx, bf_plan *p, int v)
+{
+    p->vals[v].data = dx->arena[p == dx->plan[1]][v];
+}
+
+static void own_outputs(bf__dx *dx, bf_plan *p, size_t i)
+{
+    const bf__step *s = &p->steps[i];
+    for (int j = 0; j < s->n_out; j++)
+        if (s->node->out[j] >= 0) own(dx, p, s->node->out[j]);
+}
+
+/* Puts value v's golden tensor of batch b into the plan: from the dataset,
+ * the cache, or by running its producer on golden inputs. */
+static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    if (dx->state[v] != UNLOADED) return BF_OK;
+    bf_tensor *t = &p->vals[v];
+    int s = p->val_step[v];
+    bf_status st = BF_OK;
+    const void *blk = s >= 0 ? bf__gcache_block(sh->gc, v, b) : NULL;
+    if (s < 0) {
+        size_t i = (size_t)sh->m->values[v].index;
+        own(dx, p, v);
+        st = bf_dataset_copy_rows(bf__evaluator_feed(dx->ev, i), b * sh->batch, bf_plan_batch(p), t, err);
+    } else if (blk) {
+        t->data = (void *)blk;   /* read only: steps never write their inputs */
+    } else {
+        /* Not cached: its producer reads no faulty parameter (those steps
+         * have run already) and only golden inputs, so it reproduces the
+         * golden value. */
+        const bf__step *ps = &p->steps[s];
+        for (int j = 0; j < ps->n_in && st == BF_OK; j++)
+            if (bf__runtime(p, ps->node->in[j])) st = fetch(dx, p, b, ps->node->in[j], err);
+        own_outputs(dx, p, (size_t)s);
+        if (st == BF_OK) st = bf__plan_run_step(p, (size_t)s, err);
+        for (int j = 0; j < ps->n_out && st == BF_OK; j++)
+            if (ps->node->out[j] >= 0) dx->state[ps->node->out[j]] = GOLDEN;
+    }
+    if (st == BF_OK) dx->state[v] = GOLDEN;
+    return st;
+}
+
+/* fetch, into the plan's own buffer (to be changed in place). */
+static bf_status fetch_writable(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
+{
+    bf_status st = fetch(dx, p, b, v, err);
+    void *mine = dx->arena[p == dx->plan[1]][v];
+    if (st == BF_OK && p->vals[v].data != mine) {
+        memcpy(mine, p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
+        p->vals[v].data = mine;
+    }
+    return st;
+}
+
+static int differs(const bf__dx *dx, const bf_plan *p, int64_t b, int v)
+{
+    const void *g = bf__gcache_block(dx->sh->gc, v, b);
+    return !g || memcmp(p->vals[v].data, g, bf_tensor_nbytes(&p->vals[v])) != 0;
+}
+
+/* The step's output starts as the golden one, whatever an earlier fault
+ * left in it (a value fault on it is applied again after the step). */
+static void golden_output(bf__dx *dx, bf_plan *p, int yv, const float *yg)
+{
+    own(dx, p, yv);
+    memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
+}
+
+/* A Conv with one corrupted weight or bias element and golden input: the
+ * moved output channel as an update where its change is clear, else that
+ * channel recomputed alone (exact). */
+static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    const bf__step *s = &p->steps[i];
+    *done = 0;
+    if (s->n_in < 2) return BF_OK;
+    int xv = s->node->in[0], yv = s->node->out[0], slot = 0, n = 0;
+    for (int j = 1; j < s->n_in && j < 3; j++) {
+        int v = s->node->in[j];
+        if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
+        int k = dx->pfaults[m->values[v].index];
+        if (k) n += k, slot = j;
+    }
+    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    if (n != 1 || dx->state[xv] == DIRTY || !yg) return BF_OK;
+    const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
+    bf_status st = fetch(dx, p, b, xv, err);
+    if (st != BF_OK) return st;
+    golden_output(dx, p, yv, yg);
+    const float *x = p->vals[xv].data;
+    if (!dx->no_approx && bf__conv_delta(s, slot, x, w->index, w->old_value, w->new_value, p->vals[yv].data) == 1) {
+        *done = dx->approx = 1;
+        return BF_OK;
+    }
+    /* the channel rewritten whole: the only one the update touched */
+    const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? p->vals[s->node->in[2]].data : NULL;
+    *done = bf__conv_channel(s, slot, w->index, x, p->vals[s->node->in[1]].data, bias, p->vals[yv].data, p->scratch);
+    return BF_OK;
+}
+
+/* The cheaper Gemm forms; returns 1 if one computed the output. */
+static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    const bf__step *s = &p->steps[i];
+    bf__gemm_info g;
+    *done = 0;
+    if (!sh->colw[tail][i] || !bf__gemm_params(s, &g)) return BF_OK;
+    int av = s->node->in[0], bv = s->node->in[1], cv = s->n_in > 2 ? s->node->in[2] : -1, yv = s->node->out[0];
+    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    size_t qb = (size_t)m->values[bv].index;
+    int nb = dx->pfaults[qb], nc = cv >= 0 && m->values[cv].kind == BF__VAL_PARAM ? dx->pfaults[m->values[cv].index] : 0;
+    const float *c = cv >= 0 ? p->vals[cv].data : NULL;
+    bf_status st;
+    if (dx->state[av] != DIRTY && nb + nc == 1) {
+        /* one corrupted element of B or C: one output column */
+        const bf__dx_weight *w = dx->pfault[nb ? qb : (size_t)m->values[cv].index];
+        int j;
+        if (nb) j = (int)(g.trans_b ? w->index / g.k : w->index % g.n);
+        else if (g.c_cs && !g.c_rs) j = (int)w->index;
+        else return BF_OK;
+        if ((st = fetch(dx, p, b, av, err)) != BF_OK) return st;
+        golden_output(dx, p, yv, yg);
+        int k = nb ? (int)(g.trans_b ? w->index % g.k : w->index / g.n) : -1;
+        if (!dx->no_approx && bf__gemm_column_delta(&g, p->vals[av].data, k, w->old_value, w->new_value, j, p->vals[yv].data)) {
+            dx->approx = 1;
+        } else {   /* the block rewrites all of column j, the only one the update touched */
+            bf__gemm_column(&g, sh->colblk[tail][i][j], p->vals[av].data, p->vals[bv].data, c, j, p->vals[yv].data,
+                            dx->scratch);
+        }
+        *done = 1;
+    } else if (dx->state[av] == DIRTY && nb + nc == 0) {
+        const float *ag = bf__gcache_block(sh->gc, av, b);
+        if (!ag) return BF_OK;
+        golden_output(dx, p, yv, yg);
+        if (!dx->no_approx) {
+            *done = bf__gemm_rank(&g, p->vals[av].data, ag, p->vals[bv].data, yg, p->vals[yv].data, RANK_MAX_COLS, dx->cols, dx->bc);
+            if (*done) dx->approx = 1;
+            else memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
+        }
+        if (!*done && sh->roww[tail][i])
+            *done = bf__gemm_rows(&g, sh->roww[tail][i], p->vals[av].data, ag, p->vals[bv].data, c, p->vals[yv].data,
+                                  dx->scratch, dx->rowbuf);
+    }
+    return BF_OK;
+}
+
+/* Every output element within a few ulps of the golden one, an ulp being
+ * that of its row's largest output: a small logit that nearly cancels moves
+ * by the ulps of the terms it was summed from, not by its own. */
+#define TINY_CHANGE 0x1p-18
+static int tiny_rows(const float *o, const float *g, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++, o += cols, g += cols) {
+        if (memcmp(o, g, (size_t)cols * sizeof *o) == 0) continue;
+        float scale = 0;
+        for (int64_t i = 0; i < cols; i++) {
+            if (!isfinite(o[i]) || !isfinite(g[i])) return 0;
+            if (fabsf(g[i]) > scale) scale = fabsf(g[i]);
+        }
+        for (int64_t i = 0; i < cols; i++)
+            if (fabsf(o[i] - g[i]) > TINY_CHANGE * scale) return 0;
+    }
+    return 1;
+}
+
+static int tiny_change(const bf__dx *dx, const bf_plan *p, int64_t b)
+{
+    const bf__dx_shared *sh = dx->sh;
+    return tiny_rows(p->vals[sh->out_val].data, sh->golden + b * sh->batch * sh->out_cols, bf_plan_batch(p),
+                     sh->out_cols);
+}
+
+int bf__dx_hit_values(bf__dx *dx, bf_plan *p, size_t nb, unsigned char *state, int horizon)
+{
+    const bf__dx_shared *sh = dx->sh;
+    for (size_t k = 0; k < nb; k++) {   /* each step's faults once */
+        int s = p->vf[k].step;
+        if (dx->step_mark[s + 1]) continue;
+        dx->step_mark[s + 1] = 1;
+        bf__plan_apply_value_faults(p, s);
+    }
+    for (size_t k = 0; k < nb; k++) {
+        int v = (int)dx->vfb[k].value;
+        dx->step_mark[p->vf[k].step + 1] = 0;
+        state[v] = DIRTY;
+        if (sh->last_use[v] > horizon) horizon = sh->last_use[v];
+    }
+    return horizon;
+}
+
+static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size_t n_vf, int first, int last_entry,
+                           float *vf_old, float *vf_new, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    int tail = b == sh->samples / sh->batch;
+    bf_plan *p = dx->plan[tail];
+    int64_t start = b * sh->batch, rows = bf_plan_batch(p);
+    bf_status st;
+    memset(dx->state, UNLOADED, m->n_values);
+    dx->approx = 0;
+
+    /* this batch's value faults, rows relative to it */
+    size_t nb = 0;
+    for (size_t k = 0; k < n_vf; k++) {
+        if (vf[k].sample >= 0 && (vf[k].sample < start || vf[k].sample >= start + rows)) continue;
+        dx->vfb[nb] = vf[k];
+        if (vf[k].sample >= 0) dx->vfb[nb].sample -= start;
+        dx->vfb_of[nb++] = k;
+    }
+    if ((nb || p->n_vf) && (st = bf_plan_set_value_faults(p, dx->vfb, nb, err)) != BF_OK) return st;
+    int horizon = last_entry;
+    if (nb) {
+        /* the faulted values start from golden and are hit once, here;
+         * a producer that runs again below hits its output again */
+        for (size_t k = 0; k < nb; k++)
+            if ((st = fetch_writable(dx, p, b, (int)dx->vfb[k].value, err)) != BF_OK) return st;
+        horizon = bf__dx_hit_values(dx, p, nb, dx->state, horizon);
+    }
+
+    for (int i = first; i >= 0 && i < (int)sh->n_steps && i <= horizon; i++) {
+        const bf__step *s = &p->steps[i];
+        int needed = dx->param_hit[i];
+        for (int j = 0; j < s->n_in && !needed; j++) needed = s->node->in[j] >= 0 && dx->state[s->node->in[j]] == DIRTY;
+        if (!needed) continue;
+        int done = 0;
+        if ((st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (!done) {
+            for (int j = 0; j < s->n_in; j++)
+                if (bf__runtime(p, s->node->in[j]) && (st = fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;
+            own_outputs(dx, p, (size_t)i);
+            if ((st = bf__plan_run_step(p, (size_t)i, err)) != BF_OK) return st;
+        }
+        if (p->step_hit[i]) bf__plan_apply_value_faults(p, i);
+        for (int j = 0; j < s->n_out; j++) {
+            int o = s->node->out[j];
+            if (o < 0) continue;
+            dx->state[o] = differs(dx, p, b, o) ? DIRTY : GOLDEN;
+            if (dx->state[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
+        }
+    }
+    for (size_t k = 0; k < nb; k++) {
+        size_t f = dx->vfb_of[k];
+        if ((vf[f].sample >= 0 || b == 0) && vf_old) bf_plan_value_fault_seen(p, k, &vf_old[f], &vf_new[f]);
+    }
+    if (dx->approx && !dx->no_approx && dx->state[sh->out_val] == DIRTY && tiny_change(dx, p, b)) {
+        /* the outputs moved by about an ulp: whether they moved at all is
+         * the rank-k update's rounding, so the batch is redone exactly */
+        dx->no_approx = 1;
+        st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
+        dx->no_approx = 0;
+        return st;
+    }
+    if (dx->state[sh->out_val] == DIRTY) {
+        const float *o = p->vals[sh->out_val].data;
+        size_t row_bytes = (size_t)sh->out_cols * sizeof(float);
+        memcpy(dx->out + start * sh->out_cols, o, (size_t)rows * row_bytes);
+        dx->touched[dx->n_touched++] = b;
+        for (int64_t r = 0; r < rows; r++)
+            if (memcmp(o + r * sh->out_cols, sh->golden + (start + r) * sh->out_cols, row_bytes) != 0)
+                dx->rows[dx->n_rows++] = start + r;
+    }
+    return BF_OK;
+}
+
+static bf_status reserve_vf(bf__dx *dx, size_t n, bf_error *err)
+{
+    if (n <= dx->vfb_cap) return BF_OK;
+    bf_value_fault *v = bf__realloc(dx->vfb, n * sizeof *v);
+    if (!v) return bf__dx_oom(err);
+    dx->vfb = v;
+    size_t *o = bf__realloc(dx->vfb_of, n * sizeof *o);
+    if (!o) return bf__dx_oom(err);
+    dx->vfb_of = o;
+    dx->vfb_cap = n;
+    return BF_OK;
+}
+
+bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
+                     const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,
+                     bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_status st = BF_OK;
+    if ((st = reserve_vf(dx, n_vf, err)) != BF_OK) return st;
+    /* the last trial's changed rows go back to golden */
+    for (int64_t t = 0; t < dx->n_touched; t++) {
+        int64_t b = dx->touched[t], rows = b == sh->n_batches - 1 ? sh->samples - b * sh->batch : sh->batch;
+        size_t off = (size_t)(b * sh->batch * sh->out_cols);
+        memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
+    }
+    dx->n_touched = dx->n_rows = 0;
+    for (size_t k = 0; vf_old && k < n_vf; k++) vf_old[k] = vf_new[k] = (float)NAN;
+    if (n_w == 1 && n_vf == 0) {
+        int done;
+        if ((st = bf__chain_run(dx, w, &done, err)) != BF_OK) return st;
+        if (done) {
+            *outputs = dx->out;
+            *rows = dx->rows;
+            *n_rows = dx->n_rows;
+            return BF_OK;
+        }
+    }
+
+    int first = (int)sh->n_steps, last_entry = -1, every = 0;
+    for (size_t i = 0; i < n_w; i++) {
+        size_t q = w[i].param;
+        dx->pfaults[q]++;
+        dx->pfault[q] = &w[i];
+        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
+            int s = sh->pc_step[t];
+            dx->param_hit[s] = 1;
+            if (s < first) first = s;
+            if (s > last_entry) last_entry = s;
+        }
+        const bf__emb_index *e = &sh->emb[q];
+        if (!e->rows) { every = 1; continue; }
+        int64_t r = w[i].index / e->row_elems;
+        for (int64_t k = e->off[r]; k < e->off[r + 1]; k++)
+            dx->bmark[e->batch[k]] = 1;
+    }
+    for (size_t k = 0; k < n_vf; k++) {
+        int u = sh->first_use[vf[k].value];
+        if (u >= 0 && u < first) first = u;
+        if (vf[k].sample < 0) { every = 1; continue; }
+        dx->bmark[vf[k].sample / sh->batch] = 1;
+    }
+    if (every)
+        for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 1;
+    /* row mode only for faults that reach some rows of a batch: embedding
+     * rows and transient value faults */
+    int rowable = dx->n_sub > 0 && !every;
+    if (rowable) bf__rows_params(dx, w, n_w);
+    /* the reached samples of every batch in one row-mode run, or batch by batch */
+    int all = 0;
+    if (rowable && st == BF_OK) st = bf__rows_all(dx, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &all, err);
+    for (int64_t b = 0; b < sh->n_batches && st == BF_OK && !all; b++) {
+        if (!dx->bmark[b]) continue;
+        int done = 0;
+        if (rowable) st = bf__rows_batch(dx, b, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &done, err);
+        if (st == BF_OK && !done) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
+    }
+
+    for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
+    for (size_t i = 0; i < n_w; i++) {
+        size_t q = w[i].param;
+        dx->pfaults[q] = 0;
+        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) dx->param_hit[sh->pc_step[t]] = 0;
+    }
+    for (int t = 0; t < 2; t++)
+        for (size_t v = 0; dx->plan[t] && v < sh->m->n_values; v++)
+            if (bf__runtime(dx->plan[t], (int)v)) dx->plan[t]->vals[v].data = dx->arena[t][v];
+    *outputs = dx->out;
+    *rows = dx->rows;
+    *n_rows = dx->n_rows;
+    return st;
+}

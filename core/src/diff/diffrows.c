@@ -1,0 +1,622 @@
+/* Row mode: a batch whose faults reach only a few of its samples (an
+ * embedding row that two samples look up, a transient fault in one sample)
+ * runs on those rows alone instead of the whole batch (the last, partial
+ * batch included).
+ *
+ * Each worker keeps plans of 1, 2, 4, ... rows. A step may run on r rows in
+ * place of the batch only where that gives the batch's own bits for those
+ * rows: found at start by running it on rows of the golden batch 0 and
+ * comparing (ops with batch-mixing or shape-dependent kernels fail and are
+ * left to the full batch). Gemm steps run as the exact row chunks of
+ * diffgemm.c. When a step on the way cannot run on rows, the attempt is
+ * dropped before anything is written and the batch runs in full
+ * (diffexec.c). */
+#include <stdint.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "diff/diff_impl.h"
+
+
+/* The axis that holds the sample in value v: of size batch in the full
+ * plan and of the sub-plan's rows in the sub-plan, every other dim alike
+ * (dim 0 mostly; DLRM's interaction moves it last for a while). -1: none. */
+static int batch_axis(const bf_plan *full, const bf_plan *sub, int v)
+{
+    const bf_tensor *a = &full->vals[v], *b = &sub->vals[v];
+    int axis = -1;
+    if (a->ndim < 1 || a->ndim != b->ndim) return -1;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->dims[d] == b->dims[d]) continue;
+        if (axis >= 0 || a->dims[d] != bf_plan_batch(full) || b->dims[d] != bf_plan_batch(sub)) return -1;
+        axis = d;
+    }
+    return axis;
+}
+
+/* A sample's slice of a value is a few dozen bytes: copied and compared
+ * inline, in 16-byte pieces, rather than by a libc call each (row mode
+ * makes thousands a trial). Larger ones go to libc. */
+static inline void copy_row(void *dst, const void *src, size_t n)
+{
+    if (n > 256) {
+        memcpy(dst, src, n);
+        return;
+    }
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (; n >= 16; n -= 16, d += 16, s += 16) memcpy(d, s, 16);
+    for (; n >= 4; n -= 4, d += 4, s += 4) memcpy(d, s, 4);
+    for (; n > 0; n--) *d++ = *s++;
+}
+
+static inline int same_row(const void *a, const void *b, size_t n)
+{
+    if (n > 256) return memcmp(a, b, n) == 0;
+    const unsigned char *x = a, *y = b;
+    uint64_t diff = 0;
+    /* a cache line at a time, stopping at the first that differs: the
+     * golden side is rarely in cache, and a changed row differs early */
+    for (; n >= 64; n -= 64, x += 64, y += 64) {
+        for (int q = 0; q < 64; q += 8) {
+            uint64_t u, v;
+            memcpy(&u, x + q, 8);
+            memcpy(&v, y + q, 8);
+            diff |= u ^ v;
+        }
+        if (diff) return 0;
+    }
+    for (; n >= 8; n -= 8, x += 8, y += 8) {
+        uint64_t u, v;
+        memcpy(&u, x, 8);
+        memcpy(&v, y, 8);
+        diff |= u ^ v;
+    }
+    for (; n > 0; n--) diff |= (uint64_t)(*x++ ^ *y++);
+    return diff == 0;
+}
+
+#define BF__CONCAT_MAX 16        /* inputs of a Concat that concat_rows takes */
+
+/* The rows of batch b: the batch, or fewer in the last one. */
+static int64_t rows_of(const bf__dx_shared *sh, int64_t b)
+{
+    int64_t left = sh->samples - b * sh->batch;
+    return left < sh->batch ? left : sh->batch;
+}
+
+/* Value v as [outer, rows, inner bytes] around its batch axis. */
+typedef struct layout {
+    int64_t outer, inner;
+} layout;
+
+static layout layout_of(const bf_plan *sub, int v, int axis)
+{
+    const bf_tensor *t = &sub->vals[v];
+    layout l = {1, (int64_t)bf_dtype_size(t->dtype)};
+    for (int d = 0; d < t->ndim; d++) {
+        if (d < axis) l.outer *= t->dims[d];
+        if (d > axis) l.inner *= t->dims[d];
+    }
+    return l;
+}
+
+/* Copies the golden rows of samples sel[0..n) (of any batches: the eval
+ * set or the cache) into the sub-plan's value v; 0 when a golden value is
+ * not at hand. */
+static int gather(bf__dx *dx, bf_plan *sp, int v, const int64_t *sel, int n, bf_error *err, bf_status *st)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_tensor *t = &sp->vals[v];
+    *st = BF_OK;
+    if (sp->val_step[v] < 0) {   /* graph inputs: the sample on dim 0 (campaign.c checks) */
+        int64_t rb = (int64_t)bf_tensor_nbytes(t) / bf_plan_batch(sp);
+        const bf_tensor *feed = bf__evaluator_feed(dx->ev, (size_t)sh->m->values[v].index);
+        for (int i = 0; i < n; i++) {
+            bf_tensor one = *t;
+            one.dims[0] = 1;
+            one.data = (char *)t->data + i * rb;
+            if ((*st = bf_dataset_copy_rows(feed, sel[i], 1, &one, err)) != BF_OK) return 0;
+        }
+        return 1;
+    }
+    int axis = batch_axis(dx->plan[0], sp, v);
+    if (axis < 0) return 0;
+    layout l = layout_of(sp, v, axis);
+    int64_t r = bf_plan_batch(sp);
+    for (int i = 0; i < n; i++) {
+        int64_t b = bf__batch_of(sh, sel[i]), row = bf__row_in_batch(sh, sel[i]), full = rows_of(sh, b);
+        const char *g = bf__gcache_block(sh->gc, v, b);
+        if (!g) return 0;
+        if (l.inner == sizeof(float)) {   /* the sample moved last: one element per row, no call per copy */
+            uint32_t *dst = (uint32_t *)t->data + i;
+            const uint32_t *src = (const uint32_t *)g + row;
+            for (int64_t o = 0; o < l.outer; o++) dst[o * r] = src[o * full];
+            continue;
+        }
+        for (int64_t o = 0; o < l.outer; o++)
+            copy_row((char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner);
+    }
+    return 1;
+}
+
+/* Row i of v in the sub-plan equals the golden row of sample sel[i], for
+ * every i < n. */
+static int rows_golden(const bf__dx *dx, const bf_plan *sp, int v, const int64_t *sel, int n)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_tensor *t = &sp->vals[v];
+    int axis = batch_axis(dx->plan[0], sp, v);
+    layout l = layout_of(sp, v, axis);
+    int64_t r = bf_plan_batch(sp);
+    for (int i = 0; i < n; i++) {
+        int64_t b = bf__batch_of(sh, sel[i]), row = bf__row_in_batch(sh, sel[i]), full = rows_of(sh, b);
+        const char *g = bf__gcache_block(sh->gc, v, b);
+        if (l.inner == sizeof(float)) {   /* as in gather: bits compared, no call per element */
+            /* each element a cache line of its own (the sample is the last
+             * axis): stop at the first that differs, eight at a time */
+            const uint32_t *x = (const uint32_t *)t->data + i, *y = (const uint32_t *)g + row;
+            for (int64_t o0 = 0; o0 < l.outer; o0 += 8) {
+                uint32_t diff = 0;
+                for (int64_t o = o0; o < o0 + 8 && o < l.outer; o++) diff |= x[o * r] ^ y[o * full];
+                if (diff) return 0;
+            }
+            continue;
+        }
+        for (int64_t o = 0; o < l.outer; o++)
+            if (!same_row((const char *)t->data + (o * r + i) * l.inner, g + (o * full + row) * l.inner, (size_t)l.inner))
+                return 0;
+    }
+    return 1;
+}
+
+/* A Concat past the sample's axis with some inputs still golden (a DLRM's
+ * interaction joins one changed feature to seven golden ones): the golden
+ * output's rows gathered whole, one contiguous read a sample instead of
+ * one per input, and only the changed inputs' parts written over them.
+ * 0 when the step is no such Concat (nothing written). */
+static int concat_rows(bf__dx *dx, bf_plan *sp, size_t i, const int64_t *sel, int r, bf_error *err, bf_status *st)
+{
+    const bf__step *s = &sp->steps[i];
+    int o = s->node->out[0], golden = 0;
+    *st = BF_OK;
+    if (bf__concat_axis(s) < 1 || s->n_in > BF__CONCAT_MAX || batch_axis(dx->plan[0], sp, o) != 0) return 0;
+    const bf_tensor *in[BF__CONCAT_MAX];
+    for (int j = 0; j < s->n_in; j++) {
+        int u = s->node->in[j];
+        if (!bf__runtime(sp, u) || batch_axis(dx->plan[0], sp, u) != 0) return 0;
+        golden += dx->sstate[u] != DIRTY;
+        in[j] = &sp->vals[u];
+    }
+    if (golden < 2 || !gather(dx, sp, o, sel, r, err, st)) return 0;   /* one golden input: no gain */
+    for (int j = 0; j < s->n_in; j++)
+        if (dx->sstate[s->node->in[j]] == DIRTY) bf__concat_input(s, in, j, sp->vals[o].data);
+    return 1;
+}
+
+/* Runs step i on the sub-plan's rows (its inputs in place). A Gemm runs as
+ * exact rows, or, when they do not reproduce the batch's product, as that
+ * very product: the golden input of batch b (the rows' one batch) with the
+ * rows put in, through the full plan, the rows taken back out. */
+static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel, size_t i, bf_error *err)
+{
+    bf__gemm_info g;
+    const bf__step *s = &sp->steps[i];
+    if (!bf__gemm_params(&dx->plan[0]->steps[i], &g)) return bf__plan_run_step(sp, i, err);
+    int av = s->node->in[0], yv = s->node->out[0], cv = s->n_in > 2 ? s->node->in[2] : -1;
+    int r = (int)bf_plan_batch(sp);
+    if (dx->sh->roww[0][i]) {
+        bf__gemm_rows_compact(&g, dx->sh->roww[0][i], sp->vals[av].data, r, sp->vals[s->node->in[1]].data,
+                              cv >= 0 ? sp->vals[cv].data : NULL, sp->vals[yv].data, dx->scratch);
+        return BF_OK;
+    }
+    int tail = rows_of(dx->sh, b) != dx->sh->batch;   /* the last batch has a plan of its own */
+    bf_plan *fp = dx->plan[tail];
+    int64_t start = b * dx->sh->batch;
+    size_t ra = bf_tensor_nbytes(&sp->vals[av]) / (size_t)r, ry = bf_tensor_nbytes(&sp->vals[yv]) / (size_t)r;
+    char *a = dx->arena[tail][av], *y = dx->arena[tail][yv];
+    memcpy(a, bf__gcache_block(dx->sh->gc, av, b), bf_tensor_nbytes(&fp->vals[av]));
+    for (int t = 0; t < r; t++)
+        memcpy(a + (sel[t] - start) * (int64_t)ra, (char *)sp->vals[av].data + t * (int64_t)ra, ra);
+    fp->vals[av].data = a;
+    fp->vals[yv].data = y;
+    bf_status st = bf__plan_run_step(fp, i, err);
+    for (int t = 0; st == BF_OK && t < r; t++)
+        memcpy((char *)sp->vals[yv].data + t * (int64_t)ry, y + (sel[t] - start) * (int64_t)ry, ry);
+    return st;
+}
+
+/* Which steps may run on r rows: tried on rows of golden batch 0. */
+static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_plan *full = dx->plan[0], *sp = dx->sub[k];
+    int r = 1 << k;
+    int64_t sel[1 << (BF__SUB_MAX - 1)];
+    for (int t = 0; t < r; t++) sel[t] = (t * 7919 + 13) % rows_of(sh, 0);   /* out of order */
+    for (size_t i = 0; i < sh->n_steps; i++) {
+        const bf__step *s = &full->steps[i];
+        unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps + i];
+        bf__gemm_info g;
+        *ok = 0;
+        int whole = bf__gemm_params(s, &g) && !sh->roww[0][i];   /* runs as the batch's product */
+        int fine = 1;
+        for (int j = 0; j < s->n_in && fine; j++)
+            if (bf__runtime(full, s->node->in[j])) fine = batch_axis(full, sp, s->node->in[j]) >= 0;
+        for (int j = 0; j < s->n_out && fine; j++)
+            fine = s->node->out[j] < 0 ||
+                   (batch_axis(full, sp, s->node->out[j]) >= 0 && bf__gcache_block(sh->gc, s->node->out[j], 0));
+        if (fine && bf__gemm_params(s, &g))   /* Gemm on rows: the sample on dim 0 of A and Y */
+            fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0 &&
+                   !g.trans_a && bf__gcache_block(sh->gc, s->node->in[0], 0);
+        if (fine && whole) {
+            *ok = 1;
+            continue;
+        }
+        bf_status st = BF_OK;
+        for (int j = 0; j < s->n_in && fine; j++)
+            if (bf__runtime(full, s->node->in[j])) fine = gather(dx, sp, s->node->in[j], sel, r, err, &st);
+        if (st != BF_OK) return st;
+        if (!fine) continue;
+        if (run_rows(dx, sp, 0, sel, i, err) != BF_OK) continue;   /* e.g. an index out of range: not on rows */
+        for (int j = 0; j < s->n_out && fine; j++)
+            fine = s->node->out[j] < 0 || rows_golden(dx, sp, s->node->out[j], sel, r);
+        *ok = (unsigned char)fine;
+    }
+    return BF_OK;
+}
+
+/* rows_from: whether a fault in value v can run on rows all the way down,
+ * so that a batch is not tried on rows only to fall back half-way. */
+static void downstream_ok(bf__dx *dx, int k)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_plan *full = dx->plan[0];
+    size_t nv = sh->m->n_values;
+    unsigned char *from = &dx->rows_from[(size_t)k * nv];
+    const unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps];
+    memset(from, 1, nv);
+    for (size_t i = sh->n_steps; i-- > 0;) {
+        const bf__step *s = &full->steps[i];
+        int good = ok[i];
+        for (int j = 0; j < s->n_out && good; j++) good = s->node->out[j] < 0 || from[s->node->out[j]];
+        if (good) continue;
+        for (int j = 0; j < s->n_in; j++)
+            if (s->node->in[j] >= 0) from[s->node->in[j]] = 0;
+    }
+}
+
+/* 1: the step's output holds every element of its data input (input 0),
+ * only moved; 2: of every input (Concat). */
+static int moves_elements(const bf__step *s)
+{
+    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"};
+    if (s->n_out != 1) return 0;
+    if (strcmp(s->node->op->name, "Concat") == 0) return 2;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strcmp(s->node->op->name, ops[i]) == 0) return 1;
+    return 0;
+}
+
+/* Whether step i's output certainly differs from golden in some of the
+ * rows: it only moves the elements of an input that does. Then no need to
+ * compare the output's rows with the golden ones, which costs a cache miss
+ * a row (and one an element for a value whose sample is the last axis). */
+static int stays_dirty(const bf__dx *dx, const bf__step *s, size_t i)
+{
+    int dirty = 0, data = dx->moves[i] == 2 ? s->n_in : dx->moves[i];   /* its data inputs */
+    for (int j = 0; j < data; j++)
+        dirty |= s->node->in[j] >= 0 && dx->sstate[s->node->in[j]] == DIRTY;
+    return dirty;
+}
+
+bf_status bf__rows_init(bf__dx *dx, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    bf_status st;
+    dx->n_sub = dx->n_sub_batch = 0;
+    while (dx->n_sub_batch < BF__SUB_MAX && 4 * (1 << dx->n_sub_batch) <= sh->batch) dx->n_sub_batch++;
+    /* Wider plans pay off only for the rows of several batches at once;
+     * below a batch's rows, so that all of them together hold no more than
+     * about a batch's worth of values, and because a plan as wide as the
+     * batch has no axis that tells the sample (check_steps would find no
+     * step it can run). */
+    while (dx->n_sub < BF__SUB_MAX &&
+           (dx->n_sub < dx->n_sub_batch || ((1 << dx->n_sub) < sh->batch && (1 << dx->n_sub) <= sh->samples / 4)))
+        dx->n_sub++;
+    if (dx->n_sub == 0) return BF_OK;
+    dx->row_ok = bf__calloc((size_t)dx->n_sub * sh->n_steps + 1, 1);
+    dx->sstate = bf__calloc(m->n_values + 1, 1);
+    dx->rmark = bf__calloc((size_t)sh->batch + 1, 1);
+    dx->rsel = bf__malloc(((size_t)sh->batch + (1u << BF__SUB_MAX) + 1) * sizeof *dx->rsel);
+    dx->rall = bf__malloc(((size_t)sh->samples + (size_t)sh->batch + 1) * sizeof *dx->rall);
+    dx->rows_from = bf__malloc((size_t)dx->n_sub * m->n_values + 1);
+    dx->moves = bf__calloc(sh->n_steps + 1, 1);
+    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rall || !dx->rows_from || !dx->moves)
+        return bf__dx_oom(err);
+    for (size_t i = 0; i < sh->n_steps; i++) dx->moves[i] = moves_elements(&dx->plan[0]->steps[i]);
+    for (int k = 0; k < dx->n_sub; k++) {
+        if ((st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
+        /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
+        for (size_t q = 0; q < m->n_params; q++) {
+            const float *gold = dx->plan[0]->vals[m->param_vals[q]].data;
+            if (gold == bf_model_param(m, q)->tensor->data) continue;
+            float *mine;
+            if ((st = bf_plan_param_mut(dx->sub[k], q, &mine, err)) != BF_OK) return st;
+            memcpy(mine, gold, bf_tensor_nbytes(bf_model_param(m, q)->tensor));
+        }
+        if ((st = check_steps(dx, k, err)) != BF_OK) return st;
+        downstream_ok(dx, k);
+    }
+    return BF_OK;
+}
+
+void bf__rows_free(bf__dx *dx)
+{
+    for (int k = 0; k < dx->n_sub; k++) bf_plan_free(dx->sub[k]);
+    bf__free(dx->row_ok);
+    bf__free(dx->moves);
+    bf__free(dx->sstate);
+    bf__free(dx->rmark);
+    bf__free(dx->rsel);
+    bf__free(dx->rall);
+    bf__free(dx->rows_from);
+}
+
+void bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w)
+{
+    /* The sub-plans read a faulty parameter from the evaluator's plan, which
+     * holds the trial's faults already (and the golden values again after
+     * it): no copy of a whole embedding table per sub-plan (30 MB a worker
+     * on dlrm_large, copied inside the timed trials), no second write. */
+    const bf_model *m = dx->sh->m;
+    for (int k = 0; k < dx->n_sub; k++)
+        for (size_t i = 0; i < n_w; i++) {
+            int v = m->param_vals[w[i].param];
+            dx->sub[k]->vals[v].data = dx->plan[0]->vals[v].data;
+        }
+}
+
+/* The rows of batch b the faults reach, into out (ascending, as samples
+ * of the eval set); -1 when some fault reaches every row. */
+static int reached_rows(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
+                        size_t n_vf, int64_t *out)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_plan *full = dx->plan[0];
+    int64_t start = b * sh->batch, rows = rows_of(sh, b);
+    int every = 0;
+    for (size_t k = 0; k < n_vf && !every; k++) {
+        if (vf[k].sample < 0) every = 1;
+        else if (vf[k].sample >= start && vf[k].sample < start + rows) dx->rmark[vf[k].sample - start] = 1;
+    }
+    for (size_t i = 0; i < n_w && !every; i++) {
+        const bf__emb_index *e = &sh->emb[w[i].param];
+        if (!e->rows) {
+            every = 1;
+            break;
+        }
+        int64_t row = w[i].index / e->row_elems;
+        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1] && !every; t++) {
+            int iv = full->steps[sh->pc_step[t]].node->in[1];
+            const bf_tensor *it = &full->vals[iv];
+            const void *idx = bf__gcache_block(sh->gc, iv, b);
+            if (!idx || it->ndim < 1 || it->dims[0] != sh->batch) {
+                every = 1;
+                break;
+            }
+            int64_t per = bf_tensor_numel(it) / sh->batch;
+            for (int64_t j = 0; j < per * rows; j++) {
+                int64_t r = it->dtype == BF_I32 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
+                if (r == row || r + e->rows == row) dx->rmark[j / per] = 1;
+            }
+        }
+    }
+    int n = 0;
+    for (int64_t r = 0; r < rows; r++)
+        if (dx->rmark[r]) dx->rmark[r] = 0, out[n++] = start + r;
+    return every ? -1 : n;
+}
+
+typedef struct seed {
+    int v;                       /* a value changed in the rows, -1 none */
+    const float *vals;           /* its rows, as the sub-plan's rows */
+} seed;
+
+/* The faults' reached samples sel[0..n), of one batch b or of several
+ * (b = -1), run on the rows of one sub-plan, from the seeded value's
+ * readers on if sd.v >= 0; *done 0 (nothing written) when they cannot. */
+static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_weight *w, size_t n_w,
+                         const bf_value_fault *vf, size_t n_vf, seed sd, int first, int last_entry, float *vf_old,
+                         float *vf_new, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    bf_status st = BF_OK;
+    int k = 0;
+    *done = 0;   /* a later run of several may be the one that cannot */
+    while (k < n_sub && (1 << k) < n) k++;
+    if (k == n_sub) return BF_OK;
+    const unsigned char *from = &dx->rows_from[(size_t)k * m->n_values];
+    for (size_t f = 0; f < n_vf; f++)
+        if (!from[vf[f].value]) return BF_OK;
+    for (size_t i = 0; i < n_w; i++)   /* an embedding table: its lookups' outputs */
+        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1]; t++) {
+            int st_i = sh->pc_step[t];
+            const bf__step *s = &dx->plan[0]->steps[st_i];
+            if (!dx->row_ok[(size_t)k * sh->n_steps + (size_t)st_i] || !from[s->node->out[0]]) return BF_OK;
+        }
+    bf_plan *sp = dx->sub[k];
+    int r = 1 << k;
+    for (int t = n; t < r; t++) dx->rsel[t] = dx->rsel[0];   /* padding: a copy of the first row */
+    const int64_t *sel = dx->rsel;
+    const unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps];
+    memset(dx->sstate, UNLOADED, m->n_values);
+
+    /* value faults, rows relative to the sub-plan */
+    size_t nb = 0;
+    for (size_t f = 0; f < n_vf; f++) {
+        int pos = 0;
+        while (pos < n && sel[pos] != vf[f].sample) pos++;
+        if (pos == n) continue;
+        dx->vfb[nb] = vf[f];
+        dx->vfb[nb].sample = pos;
+        dx->vfb_of[nb++] = f;
+    }
+    if ((nb || sp->n_vf) && (st = bf_plan_set_value_faults(sp, dx->vfb, nb, err)) != BF_OK) return st;
+    int horizon = last_entry;
+    for (size_t f = 0; f < nb; f++) {
+        int v = (int)dx->vfb[f].value;
+        if (dx->sstate[v] == UNLOADED && !gather(dx, sp, v, sel, r, err, &st)) return st;
+        dx->sstate[v] = GOLDEN;
+    }
+    horizon = bf__dx_hit_values(dx, sp, nb, dx->sstate, horizon);
+    if (sd.v >= 0) {   /* the seeded value's rows, the padding a copy of the first */
+        bf_tensor *t = &sp->vals[sd.v];
+        size_t rb = bf_tensor_nbytes(t) / (size_t)r;
+        for (int i = 0; i < r; i++) copy_row((char *)t->data + (size_t)i * rb, (const char *)sd.vals + (size_t)(i < n ? i : 0) * rb, rb);
+        dx->sstate[sd.v] = DIRTY;
+        if (sh->last_use[sd.v] > horizon) horizon = sh->last_use[sd.v];
+    }
+
+    for (int i = first; i >= 0 && i < (int)sh->n_steps && i <= horizon; i++) {
+        const bf__step *s = &sp->steps[i];
+        int needed = dx->param_hit[i];
+        for (int j = 0; j < s->n_in && !needed; j++) needed = s->node->in[j] >= 0 && dx->sstate[s->node->in[j]] == DIRTY;
+        if (!needed) continue;
+        if (!ok[i]) return BF_OK;   /* not on rows: the caller runs the batch in full */
+        bf__gemm_info g;
+        if (b < 0 && bf__gemm_params(s, &g) && !sh->roww[0][i]) return BF_OK;   /* the product of one batch */
+        if (!concat_rows(dx, sp, (size_t)i, sel, r, err, &st)) {
+            if (st != BF_OK) return st;
+            for (int j = 0; j < s->n_in; j++) {
+                int u = s->node->in[j];
+                if (!bf__runtime(sp, u) || dx->sstate[u] != UNLOADED) continue;
+                if (!gather(dx, sp, u, sel, r, err, &st)) return st;
+                dx->sstate[u] = GOLDEN;
+            }
+            if ((st = run_rows(dx, sp, b, sel, (size_t)i, err)) != BF_OK) return st;
+        }
+        if (sp->step_hit[i]) bf__plan_apply_value_faults(sp, i);
+        for (int j = 0; j < s->n_out; j++) {
+            int o = s->node->out[j];
+            if (o < 0) continue;
+            dx->sstate[o] = stays_dirty(dx, s, (size_t)i) || !rows_golden(dx, sp, o, sel, n) ? DIRTY : GOLDEN;
+            if (dx->sstate[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
+        }
+    }
+    const float *o = sp->vals[sh->out_val].data;
+    size_t rb = (size_t)sh->out_cols * sizeof(float);
+    *done = 1;
+    for (size_t f = 0; f < nb; f++)
+        if (vf_old) bf_plan_value_fault_seen(sp, f, &vf_old[dx->vfb_of[f]], &vf_new[dx->vfb_of[f]]);
+    if (dx->sstate[sh->out_val] != DIRTY) return BF_OK;
+    /* rows ascend, also from one run to the next of bf__rows_all, so each
+     * batch is listed once */
+    int64_t last = dx->n_touched ? dx->touched[dx->n_touched - 1] : -1;
+    for (int t = 0; t < n; t++) {
+        int64_t row = sel[t];
+        if (same_row(o + t * sh->out_cols, sh->golden + row * sh->out_cols, rb)) continue;
+        copy_row(dx->out + row * sh->out_cols, o + t * sh->out_cols, rb);
+        dx->rows[dx->n_rows++] = row;
+        if (bf__batch_of(sh, row) != last) dx->touched[dx->n_touched++] = last = bf__batch_of(sh, row);
+    }
+    return BF_OK;
+}
+
+bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
+                         size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err)
+{
+    *done = 0;
+    if (dx->n_sub_batch == 0) return BF_OK;
+    int n = reached_rows(dx, b, w, n_w, vf, n_vf, dx->rsel);
+    if (n <= 0) return BF_OK;
+    return on_rows(dx, b, n, dx->n_sub_batch, w, n_w, vf, n_vf, (seed){-1, NULL}, first, last_entry, vf_old, vf_new,
+                   done, err);
+}
+
+bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
+                       int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    *done = 0;
+    if (dx->n_sub == 0) return BF_OK;
+    int cap = 1 << (dx->n_sub - 1), n = 0, batches = 0;
+    /* Past the widest sub-plan, in several runs of it (weight faults only:
+     * an embedding row that many samples look up), up to half the eval set:
+     * beyond, whole batches cost about as much. */
+    int most = n_vf == 0 && sh->samples / 2 > cap ? (int)(sh->samples / 2) : cap;
+    int64_t one = -1;
+    for (int64_t b = 0; b < sh->n_batches; b++) {
+        if (!dx->bmark[b]) continue;
+        /* rall has room for a batch past the most */
+        int k = reached_rows(dx, b, w, n_w, vf, n_vf, dx->rall + n);
+        if (k < 0 || n + k > most) return BF_OK;
+        if (k) n += k, batches++, one = b;
+    }
+    if (n == 0) return BF_OK;   /* batch by batch, as reached_rows did not explain the marks */
+    int64_t rows0 = dx->n_rows, touched0 = dx->n_touched;
+    for (int c0 = 0; c0 < n; c0 += cap) {
+        int m = n - c0 < cap ? n - c0 : cap;
+        memcpy(dx->rsel, dx->rall + c0, (size_t)m * sizeof *dx->rsel);
+        bf_status st = on_rows(dx, n <= cap && batches == 1 ? one : -1, m, dx->n_sub, w, n_w, vf, n_vf,
+                               (seed){-1, NULL}, first, last_entry, vf_old, vf_new, done, err);
+        if (st != BF_OK) return st;
+        if (!*done) {
+            /* a later run could not go on rows after all: the rows written
+             * so far back to golden, and batch by batch from scratch */
+            for (int64_t t = rows0; t < dx->n_rows; t++) {
+                size_t off = (size_t)(dx->rows[t] * sh->out_cols);
+                memcpy(dx->out + off, sh->golden + off, (size_t)sh->out_cols * sizeof(float));
+            }
+            dx->n_rows = rows0;
+            dx->n_touched = touched0;
+            return BF_OK;
+        }
+    }
+    return BF_OK;
+}
+
+/* The sub-plans that may run rows of value v from its readers on: every
+ * step below v runs on their rows, and every Gemm as exact rows (runs of
+ * rows from several batches have no batch's product to run in). */
+int bf__rows_can_seed(const bf__dx *dx, int v)
+{
+    const bf__dx_shared *sh = dx->sh;
+    if (dx->n_sub == 0 || sh->first_use[v] < 0) return 0;
+    for (int k = 0; k < dx->n_sub; k++) {
+        if (!dx->rows_from[(size_t)k * sh->m->n_values + (size_t)v]) return 0;
+        if (batch_axis(dx->plan[0], dx->sub[k], v) != 0) return 0;
+    }
+    for (size_t i = (size_t)sh->first_use[v]; i < sh->n_steps; i++) {
+        bf__gemm_info g;
+        if (bf__gemm_params(&dx->plan[0]->steps[i], &g) && !sh->roww[0][i]) return 0;
+    }
+    return 1;
+}
+
+bf_status bf__rows_seeded(bf__dx *dx, int v, const int64_t *rows, const float *vals, int64_t n, int *done,
+                          bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int cap = 1 << (dx->n_sub - 1);
+    int64_t width = bf_tensor_numel(&dx->plan[0]->vals[v]) / sh->batch;
+    *done = 1;
+    for (int64_t c0 = 0; c0 < n; c0 += cap) {
+        int m = n - c0 < cap ? (int)(n - c0) : cap;
+        memcpy(dx->rsel, rows + c0, (size_t)m * sizeof *dx->rsel);
+        bf_status st = on_rows(dx, -1, m, dx->n_sub, NULL, 0, NULL, 0, (seed){v, vals + c0 * width},
+                               sh->first_use[v], sh->first_use[v], NULL, NULL, done, err);
+        if (st != BF_OK) return st;
+        if (!*done) {   /* as in bf__rows_all: the rows written so far back to golden */
+            for (int64_t t = 0; t < dx->n_rows; t++) {
+                size_t off = (size_t)(dx->rows[t] * sh->out_cols);
+                memcpy(dx->out + off, sh->golden + off, (size_t)sh->out_cols * sizeof(float));
+            }
+            dx->n_rows = dx->n_touched = 0;
+            return BF_OK;
+        }
+    }
+    return BF_OK;
+}

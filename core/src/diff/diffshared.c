@@ -1,0 +1,263 @@
+/* The differential executor's per-campaign facts, built once and shared
+ * read-only by every worker: the golden cache, which steps read which
+ * values and parameters, each embedding table's row -> batch index, and
+ * each Gemm's exact column block and row chunk (see diffexec.c). */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "diff/diff_impl.h"
+
+void bf__dx_shared_free(bf__dx_shared *sh)
+{
+    if (!sh) return;
+    bf__gcache_free(sh->gc);
+    bf__free(sh->first_use);
+    bf__free(sh->last_use);
+    bf__free(sh->pc_off);
+    bf__free(sh->pc_step);
+    for (size_t p = 0; sh->emb && p < sh->m->n_params; p++) {
+        bf__free(sh->emb[p].off);
+        bf__free(sh->emb[p].batch);
+    }
+    bf__free(sh->emb);
+    bf__chain_shared_free(sh);
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; sh->colblk[t] && i < sh->n_steps; i++) bf__free(sh->colblk[t][i]);
+        bf__free(sh->colblk[t]);
+        bf__free(sh->colw[t]);
+        bf__free(sh->roww[t]);
+    }
+    bf__free(sh);
+}
+
+size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh) { return bf__gcache_bytes(sh->gc); }
+
+bf_status bf__dx_oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory for the differential executor"); }
+
+/* Which steps read which values and parameters. */
+static bf_status use_lists(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
+{
+    const bf_model *m = sh->m;
+    size_t n_links = 0;
+    sh->first_use = bf__malloc((m->n_values + 1) * sizeof(int));
+    sh->last_use = bf__malloc((m->n_values + 1) * sizeof(int));
+    sh->pc_off = bf__calloc(m->n_params + 2, sizeof(int));
+    if (!sh->first_use || !sh->last_use || !sh->pc_off) return bf__dx_oom(err);
+    for (size_t v = 0; v < m->n_values; v++) sh->first_use[v] = sh->last_use[v] = -1;
+    for (size_t i = 0; i < p->n_steps; i++)
+        for (int j = 0; j < p->steps[i].n_in; j++) {
+            int v = p->steps[i].node->in[j];
+            if (v < 0) continue;
+            if (sh->first_use[v] < 0) sh->first_use[v] = (int)i;
+            sh->last_use[v] = (int)i;
+            if (m->values[v].kind == BF__VAL_PARAM) sh->pc_off[m->values[v].index + 1]++, n_links++;
+        }
+    for (size_t q = 0; q < m->n_params; q++) sh->pc_off[q + 1] += sh->pc_off[q];
+    sh->pc_step = bf__malloc((n_links + 1) * sizeof(int));
+    int *fill = bf__calloc(m->n_params + 1, sizeof(int));
+    if (!sh->pc_step || !fill) { bf__free(fill); return bf__dx_oom(err); }
+    for (size_t i = 0; i < p->n_steps; i++)
+        for (int j = 0; j < p->steps[i].n_in; j++) {
+            int v = p->steps[i].node->in[j];
+            if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
+            int64_t q = m->values[v].index;
+            sh->pc_step[sh->pc_off[q] + fill[q]++] = (int)i;
+        }
+    bf__free(fill);
+    return BF_OK;
+}
+
+/* A parameter every reader of which is a Gather on axis 0 with run-time
+ * indices: an embedding table, whose row r reaches only the samples that
+ * look r up. Its index values must be cached (marked in `must`). */
+static int embedding_param(const bf__dx_shared *sh, const bf_plan *p, size_t q, unsigned char *must)
+{
+    int vq = sh->m->param_vals[q];
+    if (sh->pc_off[q] == sh->pc_off[q + 1]) return 0;
+    for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
+        const bf__step *s = &p->steps[sh->pc_step[t]];
+        if (bf__gather_axis(s) != 0 || s->node->in[0] != vq || s->node->in[1] == vq) return 0;
+        int iv = s->node->in[1];
+        if (p->val_step[iv] == BF__VAL_NOT_RUN) return 0;
+    }
+    if (must)
+        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) must[p->steps[sh->pc_step[t]].node->in[1]] = 1;
+    return 1;
+}
+
+static int64_t index_at(const bf_tensor *t, const void *data, int64_t i)
+{
+    return t->dtype == BF_I32 ? ((const int32_t *)data)[i] : ((const int64_t *)data)[i];
+}
+
+/* Row -> batches for embedding table q, from the cached indices. */
+static bf_status build_emb(bf__dx_shared *sh, bf_plan *plan[2], size_t q, bf_error *err)
+{
+    bf__emb_index *e = &sh->emb[q];
+    const bf_tensor *w = bf_model_param(sh->m, q)->tensor;
+    e->rows = w->dims[0];
+    e->row_elems = e->rows ? bf_tensor_numel(w) / e->rows : 0;
+    e->off = bf__calloc((size_t)e->rows + 2, sizeof *e->off);
+    if (!e->off) return bf__dx_oom(err);
+    /* two sweeps: count (row, batch) pairs, then fill; a batch is listed once per row */
+    int32_t *last = bf__malloc(((size_t)e->rows + 1) * sizeof *last);
+    if (!last) return bf__dx_oom(err);
+    for (int sweep = 0; sweep < 2; sweep++) {
+        for (int64_t r = 0; r < e->rows; r++) last[r] = -1;
+        int64_t *fill = sweep ? bf__calloc((size_t)e->rows + 1, sizeof *fill) : NULL;
+        if (sweep && !fill) { bf__free(last); return bf__dx_oom(err); }
+        for (int64_t b = 0; b < sh->n_batches; b++) {
+            bf_plan *p = plan[b == sh->samples / sh->batch];
+            for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
+                int iv = p->steps[sh->pc_step[t]].node->in[1];
+                const bf_tensor *it = &p->vals[iv];
+                const void *idx = bf__gcache_block(sh->gc, iv, b);
+                for (int64_t i = 0, n = bf_tensor_numel(it); idx && i < n; i++) {
+                    int64_t r = index_at(it, idx, i);
+                    if (r < 0) r += e->rows;
+                    if (r < 0 || r >= e->rows || last[r] == (int32_t)b) continue;
+                    last[r] = (int32_t)b;
+                    if (sweep) e->batch[e->off[r] + fill[r]++] = (int32_t)b;
+                    else e->off[r + 1]++;
+                }
+            }
+        }
+        if (!sweep) {
+            for (int64_t r = 0; r < e->rows; r++) e->off[r + 1] += e->off[r];
+            e->batch = bf__malloc(((size_t)e->off[e->rows] + 1) * sizeof *e->batch);
+            if (!e->batch) { bf__free(last); return bf__dx_oom(err); }
+        }
+        bf__free(fill);
+    }
+    bf__free(last);
+    return BF_OK;
+}
+
+/* Each Gemm's exact column blocks and row chunks, found on the golden pass. */
+static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
+{
+    const bf_model *m = sh->m;
+    for (int t = 0; t < 2; t++) {
+        sh->colw[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
+        sh->roww[t] = bf__calloc(sh->n_steps + 1, sizeof(int));
+        sh->colblk[t] = bf__calloc(sh->n_steps + 1, sizeof *sh->colblk[t]);
+        if (!sh->colw[t] || !sh->roww[t] || !sh->colblk[t]) return bf__dx_oom(err);
+    }
+    /* Row lists (bf__gemm_row_width, bf__gemm_rows) hold up to M / 2 rows
+     * of A, and M is the batch only where a row of A is a sample: PyTorch's
+     * attention runs its output projection as one Gemm over every token,
+     * [seq x batch, E]. */
+    sh->max_m = (int)sh->batch;
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; plan[t] && i < plan[t]->n_steps; i++) {
+            bf__gemm_info g;
+            if (bf__gemm_params(&plan[t]->steps[i], &g) && g.m > sh->max_m) sh->max_m = g.m;
+        }
+    float *scratch = bf__malloc(2 * sh->scratch_floats * sizeof(float) + 64);
+    int *rows = bf__malloc(((size_t)sh->max_m + 1) * sizeof *rows);
+    if (!scratch || !rows) {
+        bf__free(scratch);
+        bf__free(rows);
+        return bf__dx_oom(err);
+    }
+    for (int t = 0; t < 2; t++) {
+        bf_plan *p = plan[t];
+        if (!p) continue;
+        int64_t b = t ? sh->n_batches - 1 : 0;
+        for (size_t i = 0; i < p->n_steps; i++) {
+            bf__gemm_info g;
+            const bf__step *s = &p->steps[i];
+            if (!bf__gemm_params(s, &g) || g.trans_a) continue;
+            int av = s->node->in[0], yv = s->node->out[0];
+            int bv = s->node->in[1], cv = s->n_in > 2 ? s->node->in[2] : -1;
+            if (m->values[bv].kind != BF__VAL_PARAM) continue;
+            if (cv >= 0 && p->val_step[cv] != BF__VAL_NOT_RUN) continue;   /* C computed at run time */
+            const void *a = bf__gcache_block(sh->gc, av, b), *y = bf__gcache_block(sh->gc, yv, b);
+            if (!a && p->val_step[av] == -1) {   /* a graph input: from the dataset */
+                size_t in = (size_t)m->values[av].index;
+                bf_status st = bf_dataset_copy_rows(bf__evaluator_feed(ev, in), b * sh->batch, bf_plan_batch(p), &p->vals[av], err);
+                if (st != BF_OK) {
+                    bf__free(scratch);
+                    bf__free(rows);
+                    return st;
+                }
+                a = p->vals[av].data;
+            }
+            if (!a || !y) continue;
+            const float *c = cv >= 0 ? p->vals[cv].data : NULL;
+            if (g.n > sh->max_n) sh->max_n = g.n;
+            bf__colblk *blk = bf__malloc(((size_t)g.n + 1) * sizeof *blk);
+            if (!blk) {
+                bf__free(scratch);
+                bf__free(rows);
+                return bf__dx_oom(err);
+            }
+            sh->colblk[t][i] = blk;
+            sh->colw[t][i] = bf__gemm_col_blocks(&g, a, p->vals[bv].data, c, y, scratch, blk);
+            sh->roww[t][i] = bf__gemm_row_width(&g, a, p->vals[bv].data, c, y, scratch, rows);
+        }
+    }
+    bf__free(scratch);
+    bf__free(rows);
+    return BF_OK;
+}
+
+bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols, size_t budget,
+                               bf__dx_shared **out, bf_error *err)
+{
+    bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
+    const bf_model *m = bf_plan_model(plan[0]);
+    bf_status st;
+    unsigned char *must = NULL;
+    const bf_tensor **feeds = NULL;
+    bf__dx_shared *sh = bf__calloc(1, sizeof *sh);
+    *out = NULL;
+    if (!sh) return bf__dx_oom(err);
+    sh->m = m;
+    sh->samples = samples;
+    sh->batch = bf_plan_batch(plan[0]);
+    sh->n_batches = (samples + sh->batch - 1) / sh->batch;
+    sh->batch_shift = -1;
+    for (int q = 0; q < 62 && sh->batch_shift < 0; q++)
+        if ((int64_t)1 << q == sh->batch) sh->batch_shift = q;
+    sh->golden = golden;
+    sh->out_cols = out_cols;
+    sh->out_val = m->output_vals[0];
+    sh->n_steps = plan[0]->n_steps;
+    /* room for a value of the full batch, graph inputs included: a Gemm's
+     * partial products (diffgemm.c) take at most its A's or its Y's floats,
+     * and A may be a graph input (a wide input to a narrow Gemm is the
+     * largest value of a logistic regression); row-mode plans (diffrows.c)
+     * are never wider than the batch */
+    for (size_t v = 0; v < m->n_values; v++)
+        if (plan[0]->val_step[v] != BF__VAL_NOT_RUN) {
+            size_t n = (size_t)bf_tensor_numel(&plan[0]->vals[v]);
+            if (n > sh->scratch_floats) sh->scratch_floats = n;
+        }
+    must = bf__calloc(m->n_values + 1, 1);
+    feeds = bf__calloc(m->n_inputs + 1, sizeof *feeds);
+    sh->emb = bf__calloc(m->n_params + 1, sizeof *sh->emb);
+    if (!must || !feeds || !sh->emb) { st = bf__dx_oom(err); goto out; }
+    if ((st = use_lists(sh, plan[0], err)) != BF_OK) goto out;
+    /* Outputs of multi-output steps are cached whatever the budget: a
+     * recomputation would overwrite its siblings, which may hold a fault. */
+    for (size_t i = 0; i < plan[0]->n_steps; i++)
+        if (plan[0]->steps[i].n_out > 1)
+            for (int j = 0; j < plan[0]->steps[i].n_out; j++)
+                if (plan[0]->steps[i].node->out[j] >= 0) must[plan[0]->steps[i].node->out[j]] = 1;
+    for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan[0], q, must);
+    for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(ev, i);
+    if ((st = bf__gcache_build(plan[0], plan[1], feeds, samples, budget, must, &sh->gc, err)) != BF_OK) goto out;
+    for (size_t q = 0; q < m->n_params; q++)
+        if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, plan, q, err)) != BF_OK) goto out;
+    if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) goto out;
+    if ((st = bf__chain_setup(sh, ev, plan, err)) != BF_OK) goto out;
+    *out = sh;
+    sh = NULL;
+out:
+    bf__free(must);
+    bf__free(feeds);
+    bf__dx_shared_free(sh);
+    return st;
+}
+

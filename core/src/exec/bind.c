@@ -1,0 +1,102 @@
+/* Loading a model: the model layer parses the ONNX file into a graph
+ * (model/onnx_load.c); this binds each node to the op that runs it. It lives
+ * in exec, above the parser, so that the parser never reaches into the ops.
+ *
+ * Every unsupported op of the model is named in one error, with a node of
+ * each: a user who exports a new architecture learns in one try everything
+ * bitflip lacks, instead of one op per attempt. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bitflip/model.h"
+#include "exec/op.h"
+#include "model/graph.h"
+
+#define MAX_LISTED 16
+
+static bf_status bind_ops(bf_model *m, bf_error *err)
+{
+    const char *missing[MAX_LISTED];
+    const char *where[MAX_LISTED];
+    size_t n_missing = 0, n_nodes_missing = 0;
+
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        bf__node *n = &m->nodes[i];
+        n->op = bf__op_find(n->op_type);
+        if (!n->op) {
+            n_nodes_missing++;
+            size_t k = 0;
+            while (k < n_missing && strcmp(missing[k], n->op_type) != 0) k++;
+            if (k == n_missing && n_missing < MAX_LISTED) {
+                missing[n_missing] = n->op_type;
+                where[n_missing++] = n->name;
+            }
+            continue;
+        }
+        int max_in = n->op->max_inputs < 0 ? BF__MAX_IO : n->op->max_inputs;
+        if (n->n_in < n->op->min_inputs || n->n_in > max_in || n->n_out < n->op->min_outputs ||
+            n->n_out > n->op->max_outputs)
+            return bf_error_set(err, BF_EFORMAT,
+                                "%s: node '%s' (%s) has %d inputs and %d outputs; the op takes %d to %d inputs and %d to %d outputs",
+                                m->label, n->name, n->op_type, n->n_in, n->n_out, n->op->min_inputs, max_in,
+                                n->op->min_outputs, n->op->max_outputs);
+    }
+    if (n_missing == 0) return BF_OK;
+
+    char list[1024];
+    size_t len = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < n_missing && len < sizeof list; k++) {
+        int w = snprintf(list + len, sizeof list - len, "%s%s (node '%s')", k ? ", " : "", missing[k], where[k]);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+    if (n_missing == 1)
+        return bf_error_set(err, BF_EUNSUPPORTED,
+                            "%s: node '%s' uses op %s, which bitflip does not support (%zu node%s). Supported ops: %s",
+                            m->label, where[0], missing[0], n_nodes_missing, n_nodes_missing == 1 ? "" : "s",
+                            bf__op_supported_list());
+    return bf_error_set(err, BF_EUNSUPPORTED,
+                        "%s: %zu ops that bitflip does not support, in %zu nodes: %s%s. Supported ops: %s", m->label,
+                        n_missing, n_nodes_missing, list, n_missing == MAX_LISTED ? ", ..." : "",
+                        bf__op_supported_list());
+}
+
+bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
+                                    bf_model **out, bf_error *err)
+{
+    bf_model *m = NULL;
+    *out = NULL;
+    bf_status st = bf__model_parse(buf, len, label, lim, &m, err);
+    if (st == BF_OK) st = bind_ops(m, err);
+    if (st != BF_OK) {
+        bf_model_free(m);
+        return st;
+    }
+    *out = m;
+    return BF_OK;
+}
+
+bf_status bf_model_load_buffer(const void *buf, size_t len, const char *label, bf_model **out, bf_error *err)
+{
+    return bf_model_load_buffer_opts(buf, len, label, NULL, out, err);
+}
+
+bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, bf_model **out, bf_error *err)
+{
+    bf_model *m = NULL;
+    *out = NULL;
+    bf_status st = bf__model_parse_file(path, lim, &m, err);
+    if (st == BF_OK) st = bind_ops(m, err);
+    if (st != BF_OK) {
+        bf_model_free(m);
+        return st;
+    }
+    *out = m;
+    return BF_OK;
+}
+
+bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
+{
+    return bf_model_load_file_opts(path, NULL, out, err);
+}

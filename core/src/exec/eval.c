@@ -1,0 +1,600 @@
+/* Evaluation: the eval set through a model in batches, one plan per thread.
+ * Threads take batches from a shared counter; each batch's outputs land at
+ * its own rows, so the result does not depend on the thread count. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "bitflip/eval.h"
+#include "bitflip/metrics.h"
+#include "bitflip/plan.h"
+#include "exec/step_access.h"
+#include "exec/plan_impl.h"
+
+#define DEFAULT_BATCH 256
+
+/* One per thread; worker 0 is the thread that calls bf_evaluator_run. */
+typedef struct worker {
+    bf_evaluator *ev;
+    bf_plan *plan;
+    int reports;              /* this worker calls the progress callback */
+    bf_value_fault *vf;       /* the value faults of the batch at hand, rows in it */
+    size_t *vf_of;            /* which of ev->vf each one is */
+    bf_status st;
+    bf_error err;
+} worker;
+
+struct bf_evaluator {
+    const bf_model *model;
+    const bf_dataset *ds;
+    int64_t batch, samples, out_cols;
+    int threads;
+    bf_task task;
+    bf_progress_fn progress;
+    void *progress_user;
+    const atomic_int *cancel;
+    bf_plan **plans;          /* threads full-batch plans, then the remainder's */
+    size_t n_plans;
+    bf_plan *rest;            /* plan for the last, partial batch (or NULL) */
+    const bf_tensor **feeds;  /* dataset tensor per graph input */
+    const bf_tensor *labels;
+    float *labels_f;          /* binary labels as float */
+    int64_t *labels_i;        /* class labels as int64 */
+    int64_t *order;           /* AUC scratch */
+    float *outputs;
+    bf_value_fault *vf;       /* value faults, by eval-set sample */
+    size_t n_vf, vf_cap;
+    float *vf_old, *vf_new;   /* what each saw in the last run */
+
+    /* Worker threads live as long as the evaluator: a pass over a small eval
+     * set takes a fraction of a millisecond, less than creating threads. */
+    worker *ws;
+    pthread_t *tids;
+    int n_started;            /* pool threads running (workers 1..n_started) */
+    pthread_mutex_t mu;
+    pthread_cond_t go, finished;
+    int pool_ready;           /* mu and the conds are initialised */
+    uint64_t generation;      /* bumped once per pass */
+    int remaining;            /* pool threads still in the current pass */
+    int shutdown;
+    atomic_llong next, done;  /* next batch to take; samples finished */
+    atomic_int failed;        /* set by the first worker to fail: the rest stop */
+};
+
+static bf_status start_pool(bf_evaluator *ev, bf_error *err);
+static void stop_pool(bf_evaluator *ev);
+
+const char *bf_task_name(bf_task t)
+{
+    switch (t) {
+    case BF_TASK_CLASSIFICATION: return "classification";
+    case BF_TASK_BINARY: return "binary";
+    case BF_TASK_NONE: break;
+    }
+    return "none";
+}
+
+void bf_evaluator_free(bf_evaluator *ev)
+{
+    if (!ev) return;
+    stop_pool(ev);
+    for (int t = 0; ev->ws && t < ev->threads; t++) {
+        bf__free(ev->ws[t].vf);
+        bf__free(ev->ws[t].vf_of);
+    }
+    bf__free(ev->ws);
+    bf__free(ev->vf);
+    bf__free(ev->vf_old);
+    bf__free(ev->vf_new);
+    bf__free(ev->tids);
+    for (size_t i = 0; i < ev->n_plans; i++) bf_plan_free(ev->plans[i]);
+    bf__free(ev->plans);
+    bf__free(ev->feeds);
+    bf__free(ev->labels_f);
+    bf__free(ev->labels_i);
+    bf__free(ev->order);
+    bf__free(ev->outputs);
+    bf__free(ev);
+}
+
+static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
+{
+    const bf_model *m = ev->model;
+    const bf_dataset *ds = ev->ds;
+    ev->samples = bf_dataset_num_samples(ds);
+    if (ev->samples < 1) return bf_error_set(err, BF_EINVAL, "the eval set has no samples");
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const bf_value_info *vi = &m->inputs[i];
+        const bf_tensor *t = bf_dataset_find(ds, vi->name);
+        char a[96], b[96];
+        if (!t) {
+            char names[256] = "";
+            for (size_t k = 0, off = 0; k < bf_dataset_num_tensors(ds) && off < sizeof names - 1; k++) {
+                int w = snprintf(names + off, sizeof names - off, "%s'%s'", k ? ", " : "", bf_dataset_tensor(ds, k)->name);
+                if (w < 0) break;
+                off += (size_t)w;
+            }
+            return bf_error_set(err, BF_ENOTFOUND, "the eval set has no tensor named '%s' for graph input '%s' (it has %s)",
+                                vi->name, vi->name, names);
+        }
+        int ok = t->ndim == vi->ndim;
+        for (int d = 1; ok && d < vi->ndim; d++) ok = vi->dims[d] < 0 || vi->dims[d] == t->dims[d];
+        if (!ok) {
+            /* the declared shape, with symbolic dims by name: [batch, 1, 8, 8] */
+            size_t off = (size_t)snprintf(b, sizeof b, "[");
+            for (int d = 0; d < vi->ndim && off < sizeof b; d++)
+                off += vi->dims[d] >= 0 ? (size_t)snprintf(b + off, sizeof b - off, "%s%lld", d ? ", " : "", (long long)vi->dims[d])
+                                        : (size_t)snprintf(b + off, sizeof b - off, "%s%s", d ? ", " : "",
+                                                           vi->dim_names[d] ? vi->dim_names[d] : "?");
+            if (off < sizeof b) snprintf(b + off, sizeof b - off, "]");
+            return bf_error_set(err, BF_ESHAPE, "eval tensor '%s' has shape %s; graph input '%s' wants %s (dim 0 is the sample)",
+                                vi->name, bf_shape_str(t->dims, t->ndim, a, sizeof a), vi->name, b);
+        }
+        if ((vi->dtype == BF_I64 || vi->dtype == BF_I32) && (t->dtype == BF_F32 || t->dtype == BF_F16 || t->dtype == BF_BF16))
+            return bf_error_set(err, BF_EFORMAT, "eval tensor '%s' is %s but graph input '%s' takes integer indices (%s)",
+                                vi->name, bf_dtype_name(t->dtype), vi->name, bf_dtype_name(vi->dtype));
+        ev->feeds[i] = t;
+    }
+    return BF_OK;
+}
+
+static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
+{
+    const bf_tensor *l = bf_dataset_find(ev->ds, "labels");
+    ev->labels = l;
+    ev->task = BF_TASK_NONE;
+    if (!l) return BF_OK;
+    int64_t n = ev->samples;
+    if (bf_tensor_numel(l) != n)
+        return bf_error_set(err, BF_ESHAPE, "eval tensor 'labels' must hold one label per sample (%lld), it holds %lld",
+                            (long long)n, (long long)bf_tensor_numel(l));
+    int is_float = l->dtype == BF_F32 || l->dtype == BF_F16 || l->dtype == BF_BF16;
+    /* Integer labels against a single score per sample can only mean a
+     * binary task (class ids would need a score per class). */
+    if (is_float || ev->out_cols == 1) {
+        ev->labels_f = bf__malloc((size_t)n * sizeof(float));
+        ev->order = bf__malloc((size_t)n * sizeof(int64_t));
+        if (!ev->labels_f || !ev->order) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
+        bf_status st = bf_convert(ev->labels_f, BF_F32, l->data, l->dtype, (size_t)n, err);
+        if (st != BF_OK) return st;
+        for (int64_t i = 0; i < n; i++)
+            if (ev->labels_f[i] != 0.0f && ev->labels_f[i] != 1.0f)
+                return bf_error_set(err, BF_EFORMAT, "a binary task (float labels, or one score per sample) needs labels 0 or 1; labels[%lld] is %g",
+                                    (long long)i, ev->labels_f[i]);
+        if (ev->out_cols != 1)
+            return bf_error_set(err, BF_ESHAPE, "binary labels need one score per sample, but output '%s' has %lld values per sample",
+                                ev->model->outputs[0].name, (long long)ev->out_cols);
+        ev->task = BF_TASK_BINARY;
+    } else {
+        ev->labels_i = bf__malloc((size_t)n * sizeof(int64_t));
+        if (!ev->labels_i) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
+        bf_status st = bf_convert(ev->labels_i, BF_I64, l->data, l->dtype, (size_t)n, err);
+        if (st != BF_OK) return st;
+        for (int64_t i = 0; i < n; i++)
+            if (ev->labels_i[i] < 0 || ev->labels_i[i] >= ev->out_cols)
+                return bf_error_set(err, BF_ERANGE, "labels[%lld] is class %lld but output '%s' scores %lld classes",
+                                    (long long)i, (long long)ev->labels_i[i], ev->model->outputs[0].name,
+                                    (long long)ev->out_cols);
+        ev->task = BF_TASK_CLASSIFICATION;
+    }
+    return BF_OK;
+}
+
+bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const bf_eval_opts *opts,
+                              bf_evaluator **out, bf_error *err)
+{
+    bf_status st = BF_OK;
+    bf_evaluator *ev = bf__calloc(1, sizeof *ev);
+    *out = NULL;
+    if (!ev) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    ev->model = model;
+    ev->ds = ds;
+    int auto_batch = !opts || opts->batch <= 0;
+    ev->batch = auto_batch ? DEFAULT_BATCH : opts->batch;
+    ev->threads = opts && opts->threads > 0 ? opts->threads : 1;
+    if (ev->threads > 64) ev->threads = 64;   /* bf_evaluator_run keeps workers on its stack */
+    if (opts) {
+        ev->progress = opts->progress;
+        ev->progress_user = opts->progress_user;
+        ev->cancel = opts->cancel;
+    }
+    ev->feeds = bf__calloc(model->n_inputs + 1, sizeof *ev->feeds);
+    if (!ev->feeds) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    if ((st = bind_inputs(ev, err)) != BF_OK) goto out;
+
+    /* A model with a fixed batch dimension runs with that batch. */
+    for (size_t i = 0; i < model->n_inputs; i++)
+        if (model->inputs[i].ndim > 0 && model->inputs[i].dims[0] > 0) ev->batch = model->inputs[i].dims[0];
+    if (auto_batch && ev->threads > 1 && ev->samples < ev->batch * ev->threads)
+        ev->batch = (ev->samples + ev->threads - 1) / ev->threads;
+    if (ev->batch > ev->samples) ev->batch = ev->samples;
+    int64_t n_batches = (ev->samples + ev->batch - 1) / ev->batch;
+    if (ev->threads > n_batches) ev->threads = (int)n_batches;
+    int64_t rest = ev->samples % ev->batch;
+
+    ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
+    if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    for (int t = 0; t < ev->threads; t++) {
+        if ((st = bf_plan_create(model, ev->batch, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
+        ev->n_plans++;
+    }
+    if (rest) {
+        for (size_t i = 0; i < model->n_inputs; i++)
+            if (model->inputs[i].ndim > 0 && model->inputs[i].dims[0] > 0) {
+                st = bf_error_set(err, BF_ESHAPE, "graph input '%s' has a fixed batch of %lld, which does not divide the %lld eval samples",
+                                  model->inputs[i].name, (long long)model->inputs[i].dims[0], (long long)ev->samples);
+                goto out;
+            }
+        if ((st = bf_plan_create(model, rest, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
+        ev->rest = ev->plans[ev->n_plans++];
+    }
+
+    const bf_tensor *o = bf_plan_output(ev->plans[0], 0);
+    if (o->dtype != BF_F32) {
+        st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' is %s; evaluation reads float32 outputs",
+                          model->outputs[0].name, bf_dtype_name(o->dtype));
+        goto out;
+    }
+    if (o->ndim < 1 || o->dims[0] != ev->batch) {
+        char s[96];
+        st = bf_error_set(err, BF_ESHAPE, "output '%s' has shape %s for a batch of %lld; evaluation needs the sample on dim 0",
+                          model->outputs[0].name, bf_shape_str(o->dims, o->ndim, s, sizeof s), (long long)ev->batch);
+        goto out;
+    }
+    ev->out_cols = bf_tensor_numel(o) / ev->batch;
+    ev->outputs = bf__malloc((size_t)(ev->samples * ev->out_cols) * sizeof(float));
+    if (!ev->outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for outputs"); goto out; }
+    if ((st = bind_labels(ev, err)) != BF_OK) goto out;
+    if ((st = start_pool(ev, err)) != BF_OK) goto out;
+    *out = ev;
+    ev = NULL;
+out:
+    bf_evaluator_free(ev);
+    return st;
+}
+
+bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
+int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
+
+/* --- a pass */
+
+
+/* The value faults that hit batch [start, start + n) go to the plan, with
+ * their rows in it; the plan keeps no others. */
+static bf_status batch_value_faults(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, int64_t n,
+                                    size_t *count, bf_error *err)
+{
+    size_t m = 0;
+    for (size_t k = 0; k < ev->n_vf; k++) {
+        const bf_value_fault *f = &ev->vf[k];
+        if (f->sample >= 0 && (f->sample < start || f->sample >= start + n)) continue;
+        w->vf[m] = *f;
+        if (f->sample >= 0) w->vf[m].sample = f->sample - start;
+        w->vf_of[m++] = k;
+    }
+    *count = m;
+    if (m == 0 && plan->n_vf == 0) return BF_OK;
+    return bf_plan_set_value_faults(plan, w->vf, m, err);
+}
+
+static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, bf_error *err)
+{
+    const bf_model *m = ev->model;
+    int64_t n = bf_plan_batch(plan);
+    size_t n_vf = 0;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        bf_status st = bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
+        if (st != BF_OK) return st;
+    }
+    bf_status st = batch_value_faults(ev, w, plan, start, n, &n_vf, err);
+    if (st != BF_OK) return st;
+    if ((st = bf_plan_run(plan, err)) != BF_OK) return st;
+    /* each fault's report comes from the one batch that holds its sample
+     * (sample 0 for every-sample faults), so one worker writes it */
+    for (size_t j = 0; j < n_vf; j++) {
+        size_t k = w->vf_of[j];
+        if (ev->vf[k].sample >= 0 || start == 0) bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
+    }
+    memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
+           (size_t)(n * ev->out_cols) * sizeof(float));
+    return BF_OK;
+}
+
+static void work(worker *w)
+{
+    bf_evaluator *ev = w->ev;
+    int64_t full = ev->samples / ev->batch;
+    for (;;) {
+        int64_t b = atomic_fetch_add(&ev->next, 1);
+        if (b > full || (b == full && !ev->rest)) break;
+        bf_plan *plan = b == full ? ev->rest : w->plan;
+        if (atomic_load(&ev->failed)) break;
+        if (ev->cancel && atomic_load(ev->cancel)) {
+            w->st = bf_error_set(&w->err, BF_ECANCELED, "evaluation canceled");
+            atomic_store(&ev->failed, 1);
+            break;
+        }
+        w->st = run_batch(ev, w, plan, b * ev->batch, &w->err);
+        if (w->st != BF_OK) {
+            atomic_store(&ev->failed, 1);
+            break;
+        }
+        long long done = atomic_fetch_add(&ev->done, bf_plan_batch(plan)) + bf_plan_batch(plan);
+        if (w->reports && ev->progress) ev->progress(ev->progress_user, done, ev->samples);
+    }
+}
+
+static void *pool_main(void *arg)
+{
+    worker *w = arg;
+    bf_evaluator *ev = w->ev;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&ev->mu);
+        while (ev->generation == seen && !ev->shutdown) pthread_cond_wait(&ev->go, &ev->mu);
+        if (ev->shutdown) {
+            pthread_mutex_unlock(&ev->mu);
+            return NULL;
+        }
+        seen = ev->generation;
+        pthread_mutex_unlock(&ev->mu);
+        work(w);
+        pthread_mutex_lock(&ev->mu);
+        if (--ev->remaining == 0) pthread_cond_signal(&ev->finished);
+        pthread_mutex_unlock(&ev->mu);
+    }
+}
+
+/* Starts threads-1 pool threads; if the system refuses some, the pass is
+ * shared by those that started. */
+static bf_status start_pool(bf_evaluator *ev, bf_error *err)
+{
+    ev->ws = bf__calloc((size_t)ev->threads, sizeof *ev->ws);
+    ev->tids = bf__calloc((size_t)ev->threads, sizeof *ev->tids);
+    if (!ev->ws || !ev->tids) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    for (int t = 0; t < ev->threads; t++)
+        ev->ws[t] = (worker){.ev = ev, .plan = ev->plans[t], .reports = t == 0};
+    if (pthread_mutex_init(&ev->mu, NULL) != 0) return bf_error_set(err, BF_ENOMEM, "cannot create a mutex");
+    if (pthread_cond_init(&ev->go, NULL) != 0) {
+        pthread_mutex_destroy(&ev->mu);
+        return bf_error_set(err, BF_ENOMEM, "cannot create a condition variable");
+    }
+    if (pthread_cond_init(&ev->finished, NULL) != 0) {
+        pthread_cond_destroy(&ev->go);
+        pthread_mutex_destroy(&ev->mu);
+        return bf_error_set(err, BF_ENOMEM, "cannot create a condition variable");
+    }
+    ev->pool_ready = 1;
+    for (int t = 1; t < ev->threads; t++) {
+        if (pthread_create(&ev->tids[t], NULL, pool_main, &ev->ws[t]) != 0) break;
+        ev->n_started = t;
+    }
+    return BF_OK;
+}
+
+static void stop_pool(bf_evaluator *ev)
+{
+    if (!ev->pool_ready) return;
+    pthread_mutex_lock(&ev->mu);
+    ev->shutdown = 1;
+    pthread_cond_broadcast(&ev->go);
+    pthread_mutex_unlock(&ev->mu);
+    for (int t = 1; t <= ev->n_started; t++) pthread_join(ev->tids[t], NULL);
+    pthread_cond_destroy(&ev->go);
+    pthread_cond_destroy(&ev->finished);
+    pthread_mutex_destroy(&ev->mu);
+    ev->pool_ready = 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Applies (or, applied again, undoes) the flips on every plan. */
+static bf_status apply_flips(bf_evaluator *ev, const bf_bitflip *flips, size_t n, bf_error *err)
+{
+    for (size_t p = 0; p < ev->n_plans; p++)
+        for (size_t i = 0; i < n; i++) {
+            bf_status st = bf_plan_flip_bit(ev->plans[p], &flips[i], NULL, NULL, err);
+            if (st != BF_OK) return st;
+        }
+    return BF_OK;
+}
+
+void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->task = ev->task;
+    res->samples = ev->samples;
+    res->out_cols = ev->out_cols;
+    res->outputs = (float *)outputs;
+    res->accuracy = res->auc = res->logloss = NAN;
+    if (ev->task == BF_TASK_CLASSIFICATION) {
+        res->accuracy = bf_metric_accuracy(outputs, ev->samples, ev->out_cols, ev->labels_i);
+    } else if (ev->task == BF_TASK_BINARY) {
+        if (bf_metric_auc(outputs, ev->labels_f, ev->samples, ev->order, &res->auc, NULL) != BF_OK)
+            res->auc = NAN;
+        res->logloss = bf_metric_logloss(outputs, ev->labels_f, ev->samples);
+    }
+}
+
+/* The result of a pass whose outputs are in place: metrics over them. */
+static void finish(bf_evaluator *ev, bf_eval_result *res, double seconds)
+{
+    bf__evaluator_score(ev, ev->outputs, res);
+    res->seconds = seconds;
+}
+
+void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary)
+{
+    *classes = ev->task == BF_TASK_CLASSIFICATION ? ev->labels_i : NULL;
+    *binary = ev->task == BF_TASK_BINARY ? ev->labels_f : NULL;
+}
+
+bf_plan *bf__evaluator_plan(bf_evaluator *ev, int tail) { return tail ? ev->rest : ev->plans[0]; }
+const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input) { return ev->feeds[input]; }
+
+bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_flips,
+                           bf_eval_result *res, bf_error *err)
+{
+    bf_status st = BF_OK;
+
+    for (size_t i = 0; i < n_flips; i++)
+        if ((st = bf_bitflip_check(ev->model, &flips[i], err)) != BF_OK) return st;
+    if ((st = apply_flips(ev, flips, n_flips, err)) != BF_OK) return st;
+
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
+    double t0 = now_s();
+    atomic_store(&ev->next, 0);
+    atomic_store(&ev->done, 0);
+    atomic_store(&ev->failed, 0);
+    for (int t = 0; t < ev->threads; t++) ev->ws[t].st = BF_OK;
+    pthread_mutex_lock(&ev->mu);
+    ev->generation++;
+    ev->remaining = ev->n_started;
+    pthread_cond_broadcast(&ev->go);
+    pthread_mutex_unlock(&ev->mu);
+    work(&ev->ws[0]);   /* the calling thread is worker 0 */
+    pthread_mutex_lock(&ev->mu);
+    while (ev->remaining > 0) pthread_cond_wait(&ev->finished, &ev->mu);
+    pthread_mutex_unlock(&ev->mu);
+    double t1 = now_s();
+
+    /* Undo in reverse order so overlapping flips restore exactly. */
+    for (size_t i = n_flips; i-- > 0;) {
+        bf_status u = apply_flips(ev, &flips[i], 1, err);
+        if (u != BF_OK && st == BF_OK) st = u;
+    }
+    for (int t = 0; t < ev->threads; t++)
+        if (ev->ws[t].st != BF_OK) {
+            if (err) *err = ev->ws[t].err;
+            return ev->ws[t].st;
+        }
+    if (st != BF_OK) return st;
+
+    finish(ev, res, t1 - t0);
+    return BF_OK;
+}
+
+bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float *base, bf_eval_result *res,
+                                  bf_error *err)
+{
+    if (sample < 0 || sample >= ev->samples)
+        return bf_error_set(err, BF_ERANGE, "sample %lld does not exist (the eval set has %lld)", (long long)sample,
+                            (long long)ev->samples);
+    if (ev->cancel && atomic_load(ev->cancel)) return bf_error_set(err, BF_ECANCELED, "evaluation canceled");
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
+    double t0 = now_s();
+    int64_t b = sample / ev->batch;
+    bf_plan *plan = b == ev->samples / ev->batch ? ev->rest : ev->plans[0];
+    if (base != ev->outputs) memcpy(ev->outputs, base, (size_t)(ev->samples * ev->out_cols) * sizeof(float));
+    bf_status st = run_batch(ev, &ev->ws[0], plan, b * ev->batch, err);
+    if (st != BF_OK) return st;
+    finish(ev, res, now_s() - t0);
+    return BF_OK;
+}
+
+bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err)
+{
+    if (param >= ev->model->n_params)
+        return bf_error_set(err, BF_ERANGE, "parameter %zu does not exist (the model has %zu)", param, ev->model->n_params);
+    size_t n = (size_t)bf_tensor_numel(ev->model->params[param].tensor);
+    for (size_t p = 0; p < ev->n_plans; p++) {
+        float *data;
+        bf_status st = bf_plan_param_mut(ev->plans[p], param, &data, err);
+        if (st != BF_OK) return st;
+        memcpy(data, values, n * sizeof *data);
+    }
+    return BF_OK;
+}
+
+bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,
+                                   bf_error *err)
+{
+    if (param >= ev->model->n_params)
+        return bf_error_set(err, BF_ERANGE, "parameter %zu does not exist (the model has %zu)", param, ev->model->n_params);
+    const bf_tensor *t = ev->model->params[param].tensor;
+    if (index < 0 || index >= bf_tensor_numel(t))
+        return bf_error_set(err, BF_ERANGE, "element %lld of '%s' does not exist (it has %lld elements)",
+                            (long long)index, t->name, (long long)bf_tensor_numel(t));
+    for (size_t p = 0; p < ev->n_plans; p++) {
+        float *data;
+        bf_status st = bf_plan_param_mut(ev->plans[p], param, &data, err);
+        if (st != BF_OK) return st;
+        data[index] = value;
+    }
+    return BF_OK;
+}
+
+/* --- value faults */
+
+static bf_status reserve_value_faults(bf_evaluator *ev, size_t n, bf_error *err)
+{
+    bf_status st;
+    if (n <= ev->vf_cap) return BF_OK;
+    size_t cap = ev->vf_cap ? ev->vf_cap : 8;
+    while (cap < n) cap *= 2;
+    for (size_t p = 0; p < ev->n_plans; p++)
+        if ((st = bf__plan_reserve_value_faults(ev->plans[p], cap, err)) != BF_OK) return st;
+    for (int t = 0; t < ev->threads; t++) {
+        worker *w = &ev->ws[t];
+        bf_value_fault *vf = bf__realloc(w->vf, cap * sizeof *vf);
+        if (!vf) goto oom;
+        w->vf = vf;
+        size_t *of = bf__realloc(w->vf_of, cap * sizeof *of);
+        if (!of) goto oom;
+        w->vf_of = of;
+    }
+    bf_value_fault *vf = bf__realloc(ev->vf, cap * sizeof *vf);
+    if (!vf) goto oom;
+    ev->vf = vf;
+    float *o = bf__realloc(ev->vf_old, cap * sizeof *o);
+    if (!o) goto oom;
+    ev->vf_old = o;
+    o = bf__realloc(ev->vf_new, cap * sizeof *o);
+    if (!o) goto oom;
+    ev->vf_new = o;
+    ev->vf_cap = cap;
+    return BF_OK;
+oom:
+    return bf_error_set(err, BF_ENOMEM, "out of memory for %zu value faults", n);
+}
+
+bf_status bf_evaluator_set_value_faults(bf_evaluator *ev, const bf_value_fault *faults, size_t n, bf_error *err)
+{
+    bf_status st;
+    ev->n_vf = 0;
+    if ((st = reserve_value_faults(ev, n, err)) != BF_OK) return st;
+    for (size_t k = 0; k < n; k++) {
+        const bf_value_fault *f = &faults[k];
+        int64_t row;
+        if ((st = bf__plan_fault_site(ev->plans[0], f->value, &row, err)) != BF_OK) return st;
+        const char *name = ev->model->values[f->value].name;
+        if (f->sample < -1 || f->sample >= ev->samples)
+            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': sample %lld does not exist (the eval set has %lld)", k,
+                                name, (long long)f->sample, (long long)ev->samples);
+        if (f->index < 0 || f->index >= row)
+            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': element %lld does not exist (%lld per sample)", k,
+                                name, (long long)f->index, (long long)row);
+        if (bf_repr_bits(f->repr) == 0 || (int)f->model < 0 || f->model > BF_FAULT_BER ||
+            (f->repr == BF_REPR_INT8 && !(f->scale > 0 && isfinite(f->scale))))
+            return bf_error_set(err, BF_EINVAL, "value fault %zu on '%s': unknown representation or fault model, or a bad int8 scale",
+                                k, name);
+    }
+    if (n) memcpy(ev->vf, faults, n * sizeof *faults);
+    ev->n_vf = n;
+    return BF_OK;
+}
+
+void bf_evaluator_value_fault_seen(const bf_evaluator *ev, size_t i, float *old_value, float *new_value)
+{
+    *old_value = i < ev->n_vf ? ev->vf_old[i] : NAN;
+    *new_value = i < ev->n_vf ? ev->vf_new[i] : NAN;
+}

@@ -1,0 +1,111 @@
+/* The op interface. Each ONNX op is a bf__op with two functions:
+ *
+ * prepare (plan build time): reads the node's attributes and its inputs'
+ *   dtypes and shapes (and the data of inputs already known at build time,
+ *   such as a Reshape's shape), checks them, and sets every output's dtype and
+ *   shape, the op's parsed parameters and the scratch bytes it needs. Every
+ *   error names the node (use bf__node_error).
+ *
+ * run (every pass): computes outputs from inputs. It must not allocate; it
+ *   gets `scratch` of the size prepare asked for. It may still fail for
+ *   data-dependent reasons (an index out of range) and says so in err.
+ *
+ * Ops live in the files of ops/, grouped by family, each family exporting a table that
+ * ops/registry.c concatenates. */
+#ifndef BF_OP_H
+#define BF_OP_H
+
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/error.h"
+#include "bitflip/tensor.h"
+#include "model/graph.h"
+
+#define BF__OP_PARAMS_MAX 1536 /* bytes of parsed parameters per node */
+/* Gemm, MatMul and Conv stay within this, so that the ABFT check that
+ * follows them can hold their parameters to recompute them. */
+#define BF__OP_SUBPARAMS_MAX 768
+
+typedef struct bf__prep {
+    const bf__node *node;
+    int64_t opset;
+    int n_in, n_out;
+    /* dtype and shape set; data non-NULL only for inputs known at plan build
+     * time (constants and folded shape arithmetic). NULL entries: omitted
+     * optional inputs. */
+    const bf_tensor *in[BF__MAX_IO];
+    bf_tensor *out[BF__MAX_IO];     /* prepare sets dtype, ndim, dims */
+    alignas(16) unsigned char params[BF__OP_PARAMS_MAX];
+    size_t scratch;                  /* bytes of scratch run needs */
+} bf__prep;
+
+typedef struct bf__ctx {
+    const bf__node *node;
+    const void *params;             /* what prepare wrote */
+    int n_in, n_out;
+    const bf_tensor *const *in;     /* NULL entries: omitted optional inputs */
+    bf_tensor *const *out;
+    void *scratch;
+} bf__ctx;
+
+typedef struct bf__op {
+    const char *name;
+    int min_inputs, max_inputs;     /* max -1: variadic up to BF__MAX_IO */
+    int min_outputs, max_outputs;
+    /* Folding: if set, the output depends only on input shapes (Shape), so it
+     * is known at plan time whatever the input data. */
+    int shape_only;
+    bf_status (*prepare)(bf__prep *p, bf_error *err);
+    bf_status (*run)(const bf__ctx *c, bf_error *err);
+} bf__op;
+
+/* Looks up an op of the default domain; NULL if unsupported. */
+const bf__op *bf__op_find(const char *name);
+/* The ops bitflip inserts itself ("bf.Clip", "bf.AbftCheck": see
+ * mitigate.c); never reachable from a model file. */
+const bf__op *bf__op_find_internal(const char *name);
+/* Comma-separated list of supported op names, for error messages. */
+const char *bf__op_supported_list(void);
+
+/* Error helper: "node 'NAME' (OP): <message>". */
+bf_status bf__node_error(bf_error *err, const bf__node *node, bf_status status, const char *fmt,
+                         ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Attribute readers: absent -> default; present with a wrong type -> error
+ * naming the node and attribute. `ints` fills up to `max` values. */
+bf_status bf__attr_int(const bf__node *n, const char *name, int64_t def, int64_t *out,
+                       bf_error *err);
+bf_status bf__attr_float(const bf__node *n, const char *name, float def, float *out,
+                         bf_error *err);
+bf_status bf__attr_string(const bf__node *n, const char *name, const char *def,
+                          const char **out, bf_error *err);
+/* *count = -1 when absent. */
+bf_status bf__attr_ints(const bf__node *n, const char *name, int64_t *out, int max,
+                        int *count, bf_error *err);
+
+/* Shape helpers shared by ops. */
+/* Numpy-style broadcast of a and b into out; error names the node. */
+bf_status bf__broadcast_shape(const bf__node *node, const bf_tensor *a, const bf_tensor *b,
+                              bf_tensor *out, bf_error *err);
+/* Normalises a possibly negative axis against rank; error if out of range. */
+bf_status bf__norm_axis(const bf__node *node, int64_t axis, int rank, int *out, bf_error *err);
+/* Reads an integer (int64 or int32) tensor known at plan time into out[]. */
+bf_status bf__read_ints(const bf__node *node, const char *what, const bf_tensor *t,
+                        int64_t *out, int max, int *count, bf_error *err);
+void bf__set_shape(bf_tensor *t, bf_dtype dtype, int ndim, const int64_t *dims);
+
+/* Input i is present and float32; the error names it `what` ("X", "W"). */
+bf_status bf__want_f32(const bf__prep *p, int i, const char *what, bf_error *err);
+/* Optional output i exists and the graph reads it. */
+int bf__output_wanted(const bf__prep *p, int i);
+/* Float sum over 16 independent lanes: vectorises without reassociation and
+ * keeps the rounding error of a blocked sum. Overflow gives Inf, as in PyTorch. */
+float bf__sum16_f32(const float *restrict x, int64_t n);
+
+#endif

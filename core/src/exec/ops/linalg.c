@@ -1,0 +1,241 @@
+/* The linear-algebra family: Gemm and MatMul here, Conv and the pools in
+ * linalg_spatial.c, BatchNormalization and LayerNormalization in
+ * linalg_norm.c. Gemm and MatMul products go through bf__sgemm (sgemm.h),
+ * whose elements do not depend on the product's shape, so that a campaign
+ * can recompute a row or a column alone; nothing here keeps pointers to input data between runs,
+ * since faults rewrite parameter buffers in place. */
+#include <assert.h>
+#include <limits.h>
+#include <string.h>
+
+#include "exec/op.h"
+#include "linalg_impl.h"
+#include "sgemm.h"
+#include "exec/step_access.h"
+
+
+/* bf__sgemm takes int sizes. */
+static bf_status blas_size(const bf__prep *p, const char *what, int64_t v, bf_error *err)
+{
+    if (v > INT_MAX)
+        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "%s = %lld exceeds the matrix product's limit %d", what,
+                              (long long)v, INT_MAX);
+    return BF_OK;
+}
+
+/* ---- Gemm: Y = alpha * A' B' + beta * C ---- */
+
+typedef struct gemm_params {
+    int m, n, k, trans_a, trans_b;
+    float alpha, beta;
+    int use_c;              /* C present and beta != 0 */
+    int64_t c_rs, c_cs;     /* C's strides after broadcasting to [M, N] (0 = repeated) */
+} gemm_params;
+static_assert(sizeof(gemm_params) <= BF__OP_SUBPARAMS_MAX, "gemm params too large (ABFT keeps them inside its own)");
+
+static bf_status gemm_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    gemm_params *g = (gemm_params *)p->params;
+    int64_t ta, tb;
+    bf_status st;
+    if ((st = bf__attr_float(nd, "alpha", 1.0f, &g->alpha, err)) ||
+        (st = bf__attr_float(nd, "beta", 1.0f, &g->beta, err)) ||
+        (st = bf__attr_int(nd, "transA", 0, &ta, err)) ||
+        (st = bf__attr_int(nd, "transB", 0, &tb, err)))
+        return st;
+    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+        return bf__node_error(err, nd, BF_EFORMAT, "transA = %lld, transB = %lld; each must be 0 or 1",
+                              (long long)ta, (long long)tb);
+    const bf_tensor *a = p->in[0], *b = p->in[1];
+    const bf_tensor *c = p->n_in > 2 ? p->in[2] : NULL;
+    if ((st = bf__want_f32(p, 0, "A", err)) || (st = bf__want_f32(p, 1, "B", err))) return st;
+    if (c && (st = bf__want_f32(p, 2, "C", err))) return st;
+    char sa[96], sb[96];
+    if (a->ndim != 2 || b->ndim != 2)
+        return bf__node_error(err, nd, BF_ESHAPE, "inputs A %s and B %s must both be 2-D",
+                              bf_shape_str(a->dims, a->ndim, sa, sizeof sa),
+                              bf_shape_str(b->dims, b->ndim, sb, sizeof sb));
+    int64_t m = ta ? a->dims[1] : a->dims[0], k = ta ? a->dims[0] : a->dims[1];
+    int64_t kb = tb ? b->dims[1] : b->dims[0], n = tb ? b->dims[0] : b->dims[1];
+    if (kb != k)
+        return bf__node_error(err, nd, BF_ESHAPE,
+                              "input B has shape %s; expected %s with K = %lld from input A %s "
+                              "(transA = %lld, transB = %lld)",
+                              bf_shape_str(b->dims, 2, sb, sizeof sb), tb ? "[N, K]" : "[K, N]",
+                              (long long)k, bf_shape_str(a->dims, 2, sa, sizeof sa), (long long)ta,
+                              (long long)tb);
+    if ((st = blas_size(p, "M", m, err)) || (st = blas_size(p, "N", n, err)) ||
+        (st = blas_size(p, "K", k, err)))
+        return st;
+    g->m = (int)m, g->n = (int)n, g->k = (int)k, g->trans_a = (int)ta, g->trans_b = (int)tb;
+    g->use_c = c && g->beta != 0.0f;
+    if (c) {
+        /* Unidirectional broadcast of C to [M, N]. */
+        int64_t cr = c->ndim >= 2 ? c->dims[c->ndim - 2] : 1;
+        int64_t cc = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
+        if (c->ndim > 2 || (cr != 1 && cr != m) || (cc != 1 && cc != n))
+            return bf__node_error(err, nd, BF_ESHAPE,
+                                  "input C has shape %s; it must broadcast to [M, N] = [%lld, %lld] "
+                                  "(a scalar, [N], [1, N], [M, 1] or [M, N])",
+                                  bf_shape_str(c->dims, c->ndim, sa, sizeof sa), (long long)m,
+                                  (long long)n);
+        g->c_rs = cr == 1 ? 0 : cc;
+        g->c_cs = cc == 1 ? 0 : 1;
+    }
+    int64_t dims[2] = {m, n};
+    bf__set_shape(p->out[0], BF_F32, 2, dims);
+    return BF_OK;
+}
+
+static bf_status gemm_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const gemm_params *g = c->params;
+    const float *a = c->in[0]->data, *b = c->in[1]->data;
+    float *restrict y = c->out[0]->data;
+    int m = g->m, n = g->n;
+    if (m == 0 || n == 0) return BF_OK;
+    /* beta * C goes into Y first and sgemm adds onto it (beta = 1), the way
+     * addmm does; beta = 0 ignores C, NaN included, as PyTorch and ORT do. */
+    if (g->use_c) {
+        const float *restrict cd = c->in[2]->data;
+        float beta = g->beta;
+        for (int i = 0; i < m; i++) {
+            const float *restrict crow = cd + i * g->c_rs;
+            float *restrict yrow = y + (int64_t)i * n;
+            if (g->c_cs)
+                for (int j = 0; j < n; j++) yrow[j] = beta * crow[j];
+            else
+                for (int j = 0; j < n; j++) yrow[j] = beta * crow[0];
+        }
+    }
+    if (g->k == 0) {
+        if (!g->use_c) memset(y, 0, sizeof(float) * (size_t)m * (size_t)n);
+        return BF_OK;
+    }
+    bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, g->trans_a ? m : g->k, b, g->trans_b ? g->k : n,
+              g->use_c, y, n);
+    return BF_OK;
+}
+
+/* For the differential executor (diff.h): a Gemm step's parameters. */
+int bf__gemm_params(const bf__step *s, bf__gemm_info *out)
+{
+    if (s->node->op->run != gemm_run) return 0;
+    const gemm_params *g = s->params;
+    *out = (bf__gemm_info){.m = g->m, .n = g->n, .k = g->k, .trans_a = g->trans_a, .trans_b = g->trans_b,
+                           .alpha = g->alpha, .beta = g->beta, .use_c = g->use_c, .c_rs = g->c_rs, .c_cs = g->c_cs};
+    return 1;
+}
+
+/* ---- MatMul: numpy matmul, batch dims broadcast ---- */
+
+typedef struct matmul_params {
+    int m, n, k;
+    int nb;                     /* output batch rank */
+    int fold;                   /* B has one matrix: fold A's batch into M, one sgemm */
+    int64_t batch;              /* output matrices */
+    int64_t bdims[BF_MAX_DIMS]; /* output batch dims */
+    int64_t sa[BF_MAX_DIMS], sb[BF_MAX_DIMS];  /* per batch dim, elements to step A, B (0: broadcast) */
+} matmul_params;
+static_assert(sizeof(matmul_params) <= BF__OP_SUBPARAMS_MAX, "matmul params too large (ABFT keeps them inside its own)");
+
+static bf_status matmul_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    matmul_params *mp = (matmul_params *)p->params;
+    const bf_tensor *a = p->in[0], *b = p->in[1];
+    bf_status st;
+    if ((st = bf__want_f32(p, 0, "A", err)) || (st = bf__want_f32(p, 1, "B", err))) return st;
+    char sa[96], sb[96];
+    if (a->ndim == 0 || b->ndim == 0)
+        return bf__node_error(err, nd, BF_ESHAPE, "inputs A %s and B %s must have rank >= 1",
+                              bf_shape_str(a->dims, a->ndim, sa, sizeof sa),
+                              bf_shape_str(b->dims, b->ndim, sb, sizeof sb));
+    /* 1-D operands are promoted to [1, K] and [K, 1]; the added dim is dropped from Y. */
+    int64_t m = a->ndim == 1 ? 1 : a->dims[a->ndim - 2];
+    int64_t k = a->dims[a->ndim - 1];
+    int64_t kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    int64_t n = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
+    if (kb != k)
+        return bf__node_error(err, nd, BF_ESHAPE,
+                              "input B has shape %s; expected [..., K, N] with K = %lld from input A %s",
+                              bf_shape_str(b->dims, b->ndim, sb, sizeof sb), (long long)k,
+                              bf_shape_str(a->dims, a->ndim, sa, sizeof sa));
+    if ((st = blas_size(p, "M", m, err)) || (st = blas_size(p, "N", n, err)) ||
+        (st = blas_size(p, "K", k, err)))
+        return st;
+    int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
+    int nb = na > nbb ? na : nbb;
+    int64_t odims[BF_MAX_DIMS];
+    int64_t batch = 1, batch_a = 1, batch_b = 1, step_a = m * k, step_b = k * n;
+    /* Walk batch dims from the innermost out, so strides come out right. */
+    for (int i = nb - 1; i >= 0; i--) {
+        int ia = i - (nb - na), ib = i - (nb - nbb);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return bf__node_error(err, nd, BF_ESHAPE,
+                                  "batch dims of A %s and B %s do not broadcast (%lld vs %lld)",
+                                  bf_shape_str(a->dims, a->ndim, sa, sizeof sa),
+                                  bf_shape_str(b->dims, b->ndim, sb, sizeof sb), (long long)da,
+                                  (long long)db);
+        odims[i] = da == 1 ? db : da;
+        mp->bdims[i] = odims[i];
+        mp->sa[i] = da == 1 ? 0 : step_a;
+        mp->sb[i] = db == 1 ? 0 : step_b;
+        step_a *= da, step_b *= db;
+        batch *= odims[i], batch_a *= da, batch_b *= db;
+    }
+    mp->m = (int)m, mp->n = (int)n, mp->k = (int)k, mp->nb = nb, mp->batch = batch;
+    mp->fold = batch_b == 1 && batch_a * m <= INT_MAX;
+    int nd_out = nb;
+    if (a->ndim > 1) odims[nd_out++] = m;
+    if (b->ndim > 1) odims[nd_out++] = n;
+    bf__set_shape(p->out[0], BF_F32, nd_out, odims);
+    return BF_OK;
+}
+
+static bf_status matmul_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const matmul_params *mp = c->params;
+    const float *a = c->in[0]->data, *b = c->in[1]->data;
+    float *y = c->out[0]->data;
+    int m = mp->m, n = mp->n, k = mp->k;
+    int64_t mn = (int64_t)m * n;
+    if (mp->batch == 0 || mn == 0) return BF_OK;
+    if (k == 0) {
+        memset(y, 0, sizeof(float) * (size_t)(mp->batch * mn));
+        return BF_OK;
+    }
+    if (mp->fold) {
+        /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch. */
+        bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
+        return BF_OK;
+    }
+    int64_t idx[BF_MAX_DIMS] = {0}, off_a = 0, off_b = 0;
+    for (int64_t t = 0; t < mp->batch; t++) {
+        bf__sgemm(0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
+        /* Odometer over the output batch index, moving A and B offsets along. */
+        for (int d = mp->nb - 1; d >= 0; d--) {
+            off_a += mp->sa[d], off_b += mp->sb[d];
+            if (++idx[d] < mp->bdims[d]) break;
+            off_a -= mp->sa[d] * mp->bdims[d], off_b -= mp->sb[d] * mp->bdims[d];
+            idx[d] = 0;
+        }
+    }
+    return BF_OK;
+}
+
+const bf__op bf__ops_linalg[] = {
+    {"Gemm", 2, 3, 1, 1, 0, gemm_prepare, gemm_run},
+    {"MatMul", 2, 2, 1, 1, 0, matmul_prepare, matmul_run},
+    {"Conv", 2, 3, 1, 1, 0, bf__conv_prepare, bf__conv_run},
+    {"MaxPool", 1, 1, 1, 2, 0, bf__maxpool_prepare, bf__pool_run},
+    {"AveragePool", 1, 1, 1, 1, 0, bf__avgpool_prepare, bf__pool_run},
+    {"GlobalAveragePool", 1, 1, 1, 1, 0, bf__gap_prepare, bf__gap_run},
+    {"BatchNormalization", 5, 5, 1, 5, 0, bf__batchnorm_prepare, bf__batchnorm_run},
+    {"LayerNormalization", 2, 3, 1, 3, 0, bf__layernorm_prepare, bf__layernorm_run},
+    {0},
+};

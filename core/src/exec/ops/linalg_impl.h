@@ -1,0 +1,23 @@
+/* The linear-algebra family's entry points, shared between its files; the
+ * table that registers them is in linalg.c. */
+#ifndef BF_LINALG_IMPL_H
+#define BF_LINALG_IMPL_H
+
+#include "exec/op.h"
+
+/* linalg_spatial.c */
+bf_status bf__conv_prepare(bf__prep *p, bf_error *err);
+bf_status bf__conv_run(const bf__ctx *c, bf_error *err);
+bf_status bf__maxpool_prepare(bf__prep *p, bf_error *err);
+bf_status bf__avgpool_prepare(bf__prep *p, bf_error *err);
+bf_status bf__pool_run(const bf__ctx *c, bf_error *err);
+bf_status bf__gap_prepare(bf__prep *p, bf_error *err);
+bf_status bf__gap_run(const bf__ctx *c, bf_error *err);
+
+/* linalg_norm.c */
+bf_status bf__batchnorm_prepare(bf__prep *p, bf_error *err);
+bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err);
+bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err);
+bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err);
+
+#endif

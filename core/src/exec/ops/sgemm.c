@@ -1,0 +1,300 @@
+/* bf__sgemm: a matrix product whose every element is the in-order chain of
+ * fused multiply-adds over its row and column (see sgemm.h for why).
+ *
+ * The AVX2 path computes blocks of up to 6 rows x 16 columns, a[i][p]
+ * broadcast times row p of a k-major panel of op(B)'s 16 columns, one fma
+ * per element per p, in order. The panel is packed (transposed, or
+ * zero-padded past n), or, for a plain B whose rows stay in cache, is B's
+ * own rows in place. A single column runs eight rows at a time off 8 x 8
+ * transposed tiles of A instead. Each is the reference's chain element by
+ * element, so blocking, edges and strides never change a bit.
+ *
+ * bf__fma_windows is the same chain for a product whose B rows are
+ * windows of one buffer (a Conv channel's taps over padded planes). */
+#include "sgemm.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "transpose8.h"
+
+#define MR 6
+#define NR 16
+#define KSTACK 1024 /* a panel up to this deep lives on the stack (64 KiB) */
+#define KDIRECT 256   /* a plain B up to this deep ... */
+#define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
+
+static float put(float alpha, float s, int accumulate, float y)
+{
+    return accumulate ? fmaf(alpha, s, y) : alpha * s;
+}
+
+void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                   const float *b, int ldb, int accumulate, float *y, int ldy)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < k; p++) {
+                float av = a[trans_a ? (int64_t)p * lda + i : (int64_t)i * lda + p];
+                float bv = b[trans_b ? (int64_t)j * ldb + p : (int64_t)p * ldb + j];
+                s = fmaf(av, bv, s);
+            }
+            float *yp = y + (int64_t)i * ldy + j;
+            *yp = put(alpha, s, accumulate, *yp);
+        }
+}
+
+static void fma_windows_ref(const float *w, const int64_t *off, int k, const float *x, int rows, int cols,
+                            int64_t ldx, float *acc)
+{
+    for (int p = 0; p < k; p++)
+        for (int r = 0; r < rows; r++) {
+            const float *xr = x + off[p] + r * ldx;
+            float *ar = acc + (int64_t)r * cols;
+            for (int c = 0; c < cols; c++) ar[c] = fmaf(w[p], xr[c], ar[c]);
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* Rows i0 .. i0 + mr of A times a panel of op(B) (k x 16, rows ps apart),
+ * into y's columns j0 .. j0 + nr; mr constant where inlined, so the 2 x mr
+ * sums stay in registers. The panel is packed (zero-padded past nr), or,
+ * `masked`, a plain B narrower than 16 columns read in place: lanes past
+ * nr are never loaded (B's last row may end the buffer) nor stored, so a
+ * small product (a DLRM interaction's 9 x 16 x 9 per sample) packs
+ * nothing. */
+AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
+                                                             const float *panel, int64_t ps, int masked, float alpha,
+                                                             int accumulate, float *y, int ldy)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
+    const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
+    __m256 s[MR][2];
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm256_setzero_ps();
+    const float *ar[MR];
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
+    const float *bp = panel;
+    _Pragma("GCC unroll 2") for (int p = 0; p < k; p++, bp += ps) {
+        __m256 b0 = masked ? _mm256_maskload_ps(bp, m0) : _mm256_loadu_ps(bp);
+        __m256 b1 = masked ? _mm256_maskload_ps(bp + 8, m1) : _mm256_loadu_ps(bp + 8);
+        _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
+            __m256 av = _mm256_broadcast_ss(ar[i] + p);
+            s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
+            s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
+        }
+    }
+    __m256 al = _mm256_set1_ps(alpha);
+    _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
+        float *yr = y + (int64_t)i * ldy;
+        if (nr == NR) {
+            __m256 v0 = s[i][0], v1 = s[i][1];
+            if (accumulate) {
+                v0 = _mm256_fmadd_ps(al, v0, _mm256_loadu_ps(yr));
+                v1 = _mm256_fmadd_ps(al, v1, _mm256_loadu_ps(yr + 8));
+            } else {
+                v0 = _mm256_mul_ps(al, v0);
+                v1 = _mm256_mul_ps(al, v1);
+            }
+            _mm256_storeu_ps(yr, v0);
+            _mm256_storeu_ps(yr + 8, v1);
+        } else {
+            float t[NR];
+            __m256 v0 = s[i][0], v1 = s[i][1];
+            _mm256_storeu_ps(t, v0);
+            _mm256_storeu_ps(t + 8, v1);
+            for (int j = 0; j < nr; j++) yr[j] = accumulate ? fmaf(alpha, t[j], yr[j]) : alpha * t[j];
+        }
+    }
+}
+
+/* One column (n = 1), eight rows at a time: an 8 x 8 tile of A transposed
+ * so that each p is one vector over the rows, times b[p] broadcast; the
+ * panel kernel would spend 15 of its 16 lanes on padding. Rows past the
+ * last multiple of 8 take the reference chain. */
+AVX2 static void column_avx2(int m, int k, float alpha, const float *a, int lda, const float *b, int64_t bs,
+                             int accumulate, float *y, int ldy)
+{
+    int m8 = m & ~7, k8 = k & ~7;
+    for (int i0 = 0; i0 < m8; i0 += 8) {
+        __m256 s = _mm256_setzero_ps();
+        float t[64];
+        for (int p0 = 0; p0 < k8; p0 += 8) {
+            bf__transpose8(a + (int64_t)i0 * lda + p0, lda, t, 8);
+            for (int q = 0; q < 8; q++)
+                s = _mm256_fmadd_ps(_mm256_loadu_ps(t + 8 * q), _mm256_set1_ps(b[(int64_t)(p0 + q) * bs]), s);
+        }
+        for (int p = k8; p < k; p++) {
+            for (int r = 0; r < 8; r++) t[r] = a[(int64_t)(i0 + r) * lda + p];
+            s = _mm256_fmadd_ps(_mm256_loadu_ps(t), _mm256_set1_ps(b[(int64_t)p * bs]), s);
+        }
+        _mm256_storeu_ps(t, s);
+        for (int r = 0; r < 8; r++) {
+            float *yp = y + (int64_t)(i0 + r) * ldy;
+            *yp = accumulate ? fmaf(alpha, t[r], *yp) : alpha * t[r];
+        }
+    }
+    for (int i = m8; i < m; i++) {
+        float s = 0.0f;
+        for (int p = 0; p < k; p++) s = fmaf(a[(int64_t)i * lda + p], b[(int64_t)p * bs], s);
+        float *yp = y + (int64_t)i * ldy;
+        *yp = accumulate ? fmaf(alpha, s, *yp) : alpha * s;
+    }
+}
+
+AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                            int ldb, int accumulate, float *y, int ldy, float *panel)
+{
+    for (int j0 = 0; j0 < n; j0 += NR) {
+        int nr = n - j0 < NR ? n - j0 : NR;
+        /* pan[p * ps + j] = op(B)[p][j0 + j], 0 past n */
+        const float *pan = panel;
+        int64_t ps = NR;
+        int masked = 0;
+        if (trans_b) {
+            if (nr < NR) memset(panel, 0, sizeof(float) * (size_t)k * NR);
+            int j8 = nr & ~7, k8 = k & ~7;
+            for (int j = 0; j < j8; j += 8)
+                for (int p = 0; p < k8; p += 8)
+                    bf__transpose8(b + (int64_t)(j0 + j) * ldb + p, ldb, panel + (int64_t)p * NR + j, NR);
+            for (int j = 0; j < nr; j++) {
+                const float *col = b + (int64_t)(j0 + j) * ldb;
+                for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];
+            }
+        } else if (nr < NR && (m <= 2 * MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
+            masked = 1;   /* B's own rows, read with masks */
+            pan = b + j0;
+            ps = ldb;
+        } else if (nr == NR && (m <= MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
+            /* B's own rows serve as the panel, unpacked: for one block of
+             * rows packing costs as much as the product, and a shallow
+             * panel's rows stay in L1 across the row blocks anyway (unless
+             * B's rows lie so far apart that they collide in the cache) */
+            pan = b + j0;
+            ps = ldb;
+        } else {
+            for (int p = 0; p < k; p++) {
+                float *row = panel + (int64_t)p * NR;
+                const float *src = b + (int64_t)p * ldb + j0;
+                if (nr == NR) {
+                    _mm256_storeu_ps(row, _mm256_loadu_ps(src));
+                    _mm256_storeu_ps(row + 8, _mm256_loadu_ps(src + 8));
+                    continue;
+                }
+                for (int j = 0; j < nr; j++) row[j] = src[j];
+                for (int j = nr; j < NR; j++) row[j] = 0.0f;
+            }
+        }
+        for (int i0 = 0; i0 < m; i0 += MR) {
+            int mr = m - i0 < MR ? m - i0 : MR;
+            const float *ab = a + (int64_t)i0 * lda;
+            float *yb = y + (int64_t)i0 * ldy + j0;
+            switch (mr) {
+#define ROWS(r)                                                                  \
+    case r:                                                                      \
+        if (masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, yb, ldy); \
+        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, yb, ldy);        \
+        break;
+                ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+            default: break;
+            }
+        }
+    }
+}
+#endif
+
+#ifdef HAVE_AVX2_PATH
+/* Blocks of up to 8 rows x 8 columns of acc held in registers across the
+ * whole chain over p; columns past a multiple of 8 go through masked loads
+ * (the masked-off lanes are computed on zeros and never stored). */
+AVX2 static inline __attribute__((always_inline)) void windows_block(int nr, const float *w, const int64_t *off, int k,
+                                                                     const float *x, int64_t ldx, __m256i mask,
+                                                                     float *acc, int cols)
+{
+    __m256 s[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) s[r] = _mm256_maskload_ps(acc + (int64_t)r * cols, mask);
+    for (int p = 0; p < k; p++) {
+        __m256 wv = _mm256_set1_ps(w[p]);
+        const float *xp = x + off[p];
+        _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++)
+            s[r] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(xp + r * ldx, mask), s[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < nr; r++) _mm256_maskstore_ps(acc + (int64_t)r * cols, mask, s[r]);
+}
+
+AVX2 static void fma_windows_avx2(const float *w, const int64_t *off, int k, const float *x, int rows, int cols,
+                                  int64_t ldx, float *acc)
+{
+    static const int32_t ones[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (int c0 = 0; c0 < cols; c0 += 8) {
+        int nc = cols - c0 < 8 ? cols - c0 : 8;
+        __m256i mask = _mm256_loadu_si256((const __m256i *)(ones + 8 - nc));
+        for (int r0 = 0; r0 < rows; r0 += 8) {
+            int nr = rows - r0 < 8 ? rows - r0 : 8;
+            const float *xb = x + r0 * ldx + c0;
+            float *ab = acc + (int64_t)r0 * cols + c0;
+            switch (nr) {
+#define R(n) \
+    case n: windows_block(n, w, off, k, xb, ldx, mask, ab, cols); break;
+                R(8) R(7) R(6) R(5) R(4) R(3) R(2) R(1)
+#undef R
+            default: break;
+            }
+        }
+    }
+}
+#endif
+
+void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, int rows, int cols, int64_t ldx,
+                     float *acc)
+{
+#ifdef HAVE_AVX2_PATH
+    if (bf__sgemm_simd()) {
+        fma_windows_avx2(w, off, k, x, rows, cols, ldx, acc);
+        return;
+    }
+#endif
+    fma_windows_ref(w, off, k, x, rows, cols, ldx, acc);
+}
+
+int bf__sgemm_simd(void)
+{
+#ifdef HAVE_AVX2_PATH
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+               int ldb, int accumulate, float *y, int ldy)
+{
+    if (m <= 0 || n <= 0) return;
+#ifdef HAVE_AVX2_PATH
+    /* A transposed (rare in models) takes the reference too. */
+    if (!trans_a && n == 1 && bf__sgemm_simd()) {
+        column_avx2(m, k, alpha, a, lda, b, trans_b ? 1 : ldb, accumulate, y, ldy);
+        return;
+    }
+    if (!trans_a && bf__sgemm_simd()) {
+        _Alignas(64) float stack[NR * KSTACK];
+        /* A panel deeper than the stack one is allocated; should that fail,
+         * the reference computes the same bits, only slower. */
+        float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR);
+        if (panel) {
+            sgemm_avx2(trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy, panel);
+            if (panel != stack) bf__free(panel);
+            return;
+        }
+    }
+#endif
+    bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+}

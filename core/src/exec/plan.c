@@ -1,0 +1,536 @@
+/* Building and running a plan. Build time does everything that can be done
+ * once: shapes, folding of values known in advance, memory. Run time only
+ * calls kernels. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "exec/step_access.h"
+#include "exec/plan_impl.h"
+
+/* Largest activation we lay out: 2^34 elements. */
+#define MAX_NUMEL (INT64_C(1) << 34)
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* bf_plan_estimate computes folded values up to this size (later shapes may
+ * depend on them: a Reshape's shape), and up to FOLD_REAL_MAX in all; bigger
+ * ones are counted and left out. */
+#define FOLD_SMALL ((uint64_t)1 << 20)
+#define FOLD_REAL_MAX ((uint64_t)64 << 20)
+
+/* How a build counts and allocates: the budget it fills, and which folds it
+ * leaves uncomputed ("phantoms": counted, no data; a node reading one is a
+ * phantom too, unless it reads only shapes). */
+typedef struct budget_ctx {
+    int estimate;             /* bf_plan_estimate: no arena, only small folds */
+    uint64_t max_bytes;       /* 0: no limit */
+    bf_plan_budget *b;
+    unsigned char *phantom;   /* per value */
+    uint64_t real_folded;     /* bytes of folds computed */
+    int cut_short;            /* a phantom's consumer could not be prepared */
+} budget_ctx;
+
+static void item(bf_plan_budget *b, const char *what, const bf__node *n, const char *value,
+                 const bf_tensor *t, uint64_t bytes)
+{
+    if (bytes <= b->largest.bytes) return;
+    bf_plan_item *it = &b->largest;
+    memset(it, 0, sizeof *it);
+    it->what = what;
+    it->node = n ? n->name : NULL;
+    it->op = n ? n->op_type : NULL;
+    it->value = value;
+    it->bytes = bytes;
+    if (t) {
+        it->dtype = t->dtype;
+        it->ndim = t->ndim;
+        for (int d = 0; d < t->ndim && d < BF_MAX_DIMS; d++) it->dims[d] = t->dims[d];
+    }
+}
+
+char *bf_plan_item_str(const bf_plan_item *it, char *buf, size_t len)
+{
+    char shape[160], size[32];
+    bf_bytes_str(it->bytes, size, sizeof size);
+    if (!it->what) { snprintf(buf, len, "nothing"); return buf; }
+    if (it->dtype == BF_DTYPE_INVALID) {
+        snprintf(buf, len, "%s of node '%.100s' %.40s: %s", it->what, it->node ? it->node : "",
+                 it->op ? it->op : "?", size);
+        return buf;
+    }
+    bf_shape_str(it->dims, it->ndim, shape, sizeof shape);
+    if (it->node)
+        snprintf(buf, len, "node '%.100s' %.40s %s %s %s: %s", it->node, it->op ? it->op : "?", it->what,
+                 shape, bf_dtype_name(it->dtype), size);
+    else
+        snprintf(buf, len, "%s '%.100s' %s %s: %s", it->what, it->value ? it->value : "", shape,
+                 bf_dtype_name(it->dtype), size);
+    return buf;
+}
+
+void bf_plan_free(bf_plan *p)
+{
+    if (!p) return;
+    for (size_t i = 0; i < p->n_owned; i++) bf__free(p->owned[i]);
+    bf__free(p->owned);
+    for (size_t i = 0; p->param_copy && i < p->model->n_params; i++) bf__free(p->param_copy[i]);
+    bf__free(p->param_copy);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        bf__free(p->steps[i].in);
+        bf__free(p->steps[i].out);
+        bf__free(p->steps[i].params);
+    }
+    bf__free(p->steps);
+    bf__free(p->dummies);
+    bf__free(p->vals);
+    bf__free(p->known);
+    bf__free(p->arena);
+    bf__free(p->scratch);
+    bf__free(p->val_step);
+    bf__free(p->step_hit);
+    bf__free(p->vf);
+    bf__free(p);
+}
+
+static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory building a plan"); }
+
+/* Values that reach a graph output; the rest are never computed. */
+static bf_status mark_needed(const bf_model *m, unsigned char *needed, bf_error *err)
+{
+    for (size_t i = 0; i < m->n_outputs; i++) needed[m->output_vals[i]] = 1;
+    for (size_t o = m->n_nodes; o-- > 0;) {
+        const bf__node *n = &m->nodes[m->order[o]];
+        int used = 0;
+        for (int j = 0; j < n->n_out; j++) used |= n->out[j] >= 0 && needed[n->out[j]];
+        if (!used) continue;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) needed[n->out[j]] = 1;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) needed[n->in[j]] = 1;
+    }
+    (void)err;
+    return BF_OK;
+}
+
+static bf_status set_inputs(bf_plan *p, bf_error *err)
+{
+    const bf_model *m = p->model;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const bf_value_info *vi = &m->inputs[i];
+        bf_tensor *t = &p->vals[m->input_vals[i]];
+        t->dtype = vi->dtype;
+        t->ndim = vi->ndim;
+        for (int d = 0; d < vi->ndim; d++) {
+            if (vi->dims[d] >= 0) t->dims[d] = vi->dims[d];
+            else if (d == 0) t->dims[d] = p->batch;
+            else
+                return bf_error_set(err, BF_EUNSUPPORTED,
+                                    "%s: graph input '%s' dim %d is symbolic ('%s'); only the batch "
+                                    "dimension (dim 0) may be symbolic",
+                                    m->label, vi->name, d, vi->dim_names[d] ? vi->dim_names[d] : "?");
+        }
+        int64_t numel = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->dims[d] > 0 && numel > MAX_NUMEL / t->dims[d])
+                return bf_error_set(err, BF_ESHAPE, "%s: graph input '%s' of shape dim %d = %lld is too large",
+                                    m->label, vi->name, d, (long long)t->dims[d]);
+            numel *= t->dims[d];
+        }
+        if (vi->ndim > 0 && vi->dims[0] >= 0 && vi->dims[0] != p->batch)
+            return bf_error_set(err, BF_ESHAPE,
+                                "%s: graph input '%s' has a fixed batch of %lld; a plan for batch %lld "
+                                "cannot feed it (re-export with a dynamic batch axis, or use batch %lld)",
+                                m->label, vi->name, (long long)vi->dims[0], (long long)p->batch,
+                                (long long)vi->dims[0]);
+    }
+    return BF_OK;
+}
+
+static bf_status check_output(const bf_model *m, const bf__node *n, const bf_tensor *t, bf_error *err)
+{
+    if (!bf_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > BF_MAX_DIMS)
+        return bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s): internal error: output type not set",
+                            m->label, n->name, n->op_type);
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->dims[d] < 0 || (t->dims[d] > 0 && numel > MAX_NUMEL / t->dims[d]))
+            return bf_error_set(err, BF_ESHAPE, "%s: node '%s' (%s): output dim %d is %lld (negative or too large)",
+                                m->label, n->name, n->op_type, d, (long long)t->dims[d]);
+        numel *= t->dims[d];
+    }
+    return BF_OK;
+}
+
+/* Runs a node whose inputs are all known, now, into freshly owned buffers. */
+static bf_status fold(bf_plan *p, const bf__node *n, bf__prep *prep, bf_error *err)
+{
+    bf_status st = BF_OK;
+    void *scratch = NULL;
+    const bf_tensor *ins[BF__MAX_IO];
+    void **owned = bf__realloc(p->owned, (p->n_owned + (size_t)n->n_out) * sizeof *owned);
+    if (!owned) return oom(err);
+    p->owned = owned;
+    for (int j = 0; j < n->n_out; j++) {
+        void *buf = bf__aligned_alloc(bf_tensor_nbytes(prep->out[j]) + 1);
+        if (!buf) return oom(err);
+        p->owned[p->n_owned++] = buf;
+        prep->out[j]->data = buf;
+    }
+    for (int j = 0; j < n->n_in; j++) ins[j] = n->in[j] >= 0 ? &p->vals[n->in[j]] : NULL;
+    scratch = bf__aligned_alloc(prep->scratch + 1);
+    if (!scratch) return oom(err);
+    bf__ctx c = {.node = n, .params = prep->params, .n_in = n->n_in, .n_out = n->n_out,
+                 .in = ins, .out = prep->out, .scratch = scratch};
+    st = n->op->run(&c, err);
+    bf__free(scratch);
+    return st;
+}
+
+static bf_status add_step(bf_plan *p, const bf__node *n, bf__prep *prep, bf_error *err)
+{
+    bf__step *s = &p->steps[p->n_steps];
+    s->node = n;
+    s->n_in = n->n_in;
+    s->n_out = n->n_out;
+    s->in = bf__calloc((size_t)n->n_in + 1, sizeof *s->in);
+    s->out = bf__calloc((size_t)n->n_out + 1, sizeof *s->out);
+    s->params = bf__aligned_alloc(BF__OP_PARAMS_MAX);
+    p->n_steps++;
+    if (!s->in || !s->out || !s->params) return oom(err);
+    memcpy(s->params, prep->params, BF__OP_PARAMS_MAX);
+    for (int j = 0; j < n->n_in; j++) s->in[j] = n->in[j] >= 0 ? &p->vals[n->in[j]] : NULL;
+    for (int j = 0; j < n->n_out; j++) s->out[j] = prep->out[j];
+    if (prep->scratch > p->scratch_bytes) p->scratch_bytes = prep->scratch;
+    return BF_OK;
+}
+
+/* Whether any input of n is a phantom (Shape-like ops read only shapes). */
+static int reads_phantom(const budget_ctx *bc, const bf__node *n)
+{
+    if (n->op->shape_only) return 0;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0 && bc->phantom[n->in[j]]) return 1;
+    return 0;
+}
+
+static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
+{
+    bf_plan_budget *b = bc->b;
+    uint64_t scratch_max = 0;
+    const bf_model *m = p->model;
+    bf_status st = BF_OK;
+    unsigned char *needed = bf__calloc(m->n_values + 1, 1);
+    bf__prep *prep = bf__aligned_alloc(sizeof *prep);
+    bf_tensor *view = bf__calloc(BF__MAX_IO, sizeof *view);
+    size_t n_dummies = 0;
+    if (!needed || !prep || !view) { st = oom(err); goto out; }
+    if ((st = mark_needed(m, needed, err)) != BF_OK) goto out;
+
+    for (size_t v = 0; v < m->n_values; v++) {
+        const bf__value *val = &m->values[v];
+        bf_tensor *t = &p->vals[v];
+        t->name = val->name;
+        if (val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) {
+            *t = *val->init;
+            t->name = val->name;
+            p->known[v] = val->kind == BF__VAL_CONST;
+        }
+    }
+    if ((st = set_inputs(p, err)) != BF_OK) goto out;
+
+    for (size_t o = 0; o < m->n_nodes; o++) {
+        const bf__node *n = &m->nodes[m->order[o]];
+        int all_known = 1, needs_it = 0;
+        for (int j = 0; j < n->n_out; j++) needs_it |= n->out[j] >= 0 && needed[n->out[j]];
+        if (!needs_it) continue;
+
+        memset(prep, 0, sizeof *prep);
+        prep->node = n;
+        prep->opset = m->opset;
+        prep->n_in = n->n_in;
+        prep->n_out = n->n_out;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] < 0) { prep->in[j] = NULL; continue; }
+            /* Inputs not known at build time are shown without data, so a
+             * prepare cannot read (or cache) values that runs will change. */
+            view[j] = p->vals[n->in[j]];
+            if (!p->known[n->in[j]]) { view[j].data = NULL; all_known = 0; }
+            prep->in[j] = &view[j];
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            if (n->out[j] >= 0) prep->out[j] = &p->vals[n->out[j]];
+            else prep->out[j] = &p->dummies[n_dummies++];
+        }
+        if ((st = n->op->prepare(prep, err)) != BF_OK) {
+            if (reads_phantom(bc, n) || bc->estimate) {
+                for (int j = 0; j < n->n_in; j++)
+                    if (n->in[j] >= 0 && bc->phantom[n->in[j]]) bc->cut_short = 1;
+            }
+            if (bc->cut_short) { st = BF_OK; break; }   /* the budget so far says enough */
+            if (err && !strstr(err->msg, n->op_type)) bf__node_error(err, n, st, "%s", err->msg);
+            bf_error_prefix(err, "%s", m->label);
+            goto out;
+        }
+        for (int j = 0; j < n->n_out; j++)
+            if ((st = check_output(m, n, prep->out[j], err)) != BF_OK) goto out;
+
+        uint64_t sbytes = align64(prep->scratch + 64);
+        if (prep->scratch && sbytes > scratch_max) scratch_max = sbytes;
+        item(b, "scratch", n, NULL, NULL, prep->scratch ? sbytes : 0);
+        if (all_known || n->op->shape_only) {
+            uint64_t bytes = 0;
+            for (int j = 0; j < n->n_out; j++) {
+                uint64_t ob = align64(bf_tensor_nbytes(prep->out[j]) + 1);
+                bytes += ob;
+                item(b, "folded", n, n->out[j] >= 0 ? m->values[n->out[j]].name : NULL, prep->out[j], ob);
+            }
+            b->folded_bytes += bytes;
+            int make = !reads_phantom(bc, n);
+            if (bc->estimate && (bytes > FOLD_SMALL || bc->real_folded + bytes > FOLD_REAL_MAX)) make = 0;
+            if (bc->max_bytes && b->folded_bytes + scratch_max > bc->max_bytes) make = 0;
+            if (make) {
+                if ((st = fold(p, n, prep, err)) != BF_OK) { bf_error_prefix(err, "%s", m->label); goto out; }
+                bc->real_folded += bytes;
+            }
+            for (int j = 0; j < n->n_out; j++)
+                if (n->out[j] >= 0) {
+                    p->known[n->out[j]] = 1;
+                    bc->phantom[n->out[j]] = !make;
+                }
+        } else if ((st = add_step(p, n, prep, err)) != BF_OK) {
+            goto out;
+        } else {
+            const bf__step *s = &p->steps[p->n_steps - 1];
+            b->overhead_bytes += BF__OP_PARAMS_MAX + ((size_t)s->n_in + (size_t)s->n_out + 2) * sizeof(void *);
+        }
+    }
+
+    /* One arena for graph inputs and every computed activation. */
+    size_t total = 0;
+    for (size_t v = 0; v < m->n_values; v++) {
+        const bf__value *val = &m->values[v];
+        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
+        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        total += align64(bf_tensor_nbytes(&p->vals[v]));
+    }
+    for (size_t i = 0; i < n_dummies; i++) total += align64(bf_tensor_nbytes(&p->dummies[i]));
+    for (size_t v = 0; v < m->n_values; v++) {
+        const bf__value *val = &m->values[v];
+        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
+        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        item(b, val->kind == BF__VAL_INPUT ? "input" : "output",
+             val->kind == BF__VAL_NODE ? &m->nodes[val->producer] : NULL, val->name, &p->vals[v],
+             align64(bf_tensor_nbytes(&p->vals[v])));
+    }
+    p->arena_bytes = total;
+    b->arena_bytes = total + 64;
+    b->scratch_bytes = align64(p->scratch_bytes + 64) > scratch_max ? align64(p->scratch_bytes + 64) : scratch_max;
+    for (size_t i = 0; i < m->n_params; i++) {
+        uint64_t pb = align64(bf_tensor_nbytes(m->params[i].tensor) + 1);
+        b->param_copy_bytes += pb;
+        item(b, "parameter copy", NULL, m->params[i].tensor->name, m->params[i].tensor, pb);
+    }
+    b->total_bytes = b->arena_bytes + b->folded_bytes + b->scratch_bytes + b->param_copy_bytes + b->overhead_bytes;
+    if (bc->cut_short || (bc->max_bytes && b->total_bytes > bc->max_bytes)) {
+        char need[32], lim[32], what[300];
+        if (!bc->max_bytes && bc->cut_short) {
+            st = bf_error_set(err, BF_EUNSUPPORTED,
+                              "%s: the plan for batch %lld cannot be sized: a node reads a %s value "
+                              "whose data it needs to know its shape (%s)",
+                              m->label, (long long)p->batch, bf_bytes_str(FOLD_SMALL, need, sizeof need),
+                              bf_plan_item_str(&b->largest, what, sizeof what));
+            goto out;
+        }
+        st = bf_error_set(err, BF_ELIMIT, "%s: the plan for batch %lld needs %s%s (%s), over the limit of %s",
+                          m->label, (long long)p->batch, bc->cut_short ? "at least " : "",
+                          bf_bytes_str(b->total_bytes, need, sizeof need),
+                          bf_plan_item_str(&b->largest, what, sizeof what),
+                          bf_bytes_str(bc->max_bytes, lim, sizeof lim));
+        goto out;
+    }
+    if (bc->estimate) goto out;
+    p->arena = bf__aligned_alloc(total + 64);
+    p->scratch = bf__aligned_alloc(p->scratch_bytes + 64);
+    if (!p->arena || !p->scratch) { st = oom(err); goto out; }
+    memset(p->arena, 0, total);
+    size_t off = 0;
+    for (size_t v = 0; v < m->n_values; v++) {
+        const bf__value *val = &m->values[v];
+        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
+        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        p->vals[v].data = (char *)p->arena + off;
+        off += align64(bf_tensor_nbytes(&p->vals[v]));
+    }
+    for (size_t i = 0; i < n_dummies; i++) {
+        p->dummies[i].data = (char *)p->arena + off;
+        off += align64(bf_tensor_nbytes(&p->dummies[i]));
+    }
+out:
+    bf__free(needed);
+    bf__free(prep);
+    bf__free(view);
+    return st;
+}
+
+static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan_opts *opts, int estimate,
+                             int64_t *out0_numel, bf_plan **out, bf_error *err);
+
+bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf_error *err)
+{
+    return bf_plan_create_opts(model, batch, NULL, out, err);
+}
+
+bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget *out, bf_error *err)
+{
+    bf_plan_opts o = {.budget = out};
+    bf_plan *p = NULL;
+    return plan_create(model, batch, &o, 1, NULL, &p, err);
+}
+
+bf_status bf__plan_estimate_out(const bf_model *model, int64_t batch, bf_plan_budget *out, int64_t *out0_numel,
+                                bf_error *err)
+{
+    bf_plan_opts o = {.budget = out};
+    bf_plan *p = NULL;
+    return plan_create(model, batch, &o, 1, out0_numel, &p, err);
+}
+
+bf_status bf_plan_create_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts,
+                              bf_plan **out, bf_error *err)
+{
+    return plan_create(model, batch, opts, 0, NULL, out, err);
+}
+
+static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan_opts *opts, int estimate,
+                             int64_t *out0_numel, bf_plan **out, bf_error *err)
+{
+    bf_status st;
+    bf_plan *p = NULL;
+    size_t n_out_slots = 0;
+    bf_plan_budget local = {0};
+    budget_ctx bc = {.estimate = estimate, .max_bytes = opts ? opts->max_bytes : 0,
+                     .b = opts && opts->budget ? opts->budget : &local};
+    *out = NULL;
+    memset(bc.b, 0, sizeof *bc.b);
+    bc.b->batch = batch;
+    if (batch < 1) return bf_error_set(err, BF_EINVAL, "batch must be at least 1, got %lld", (long long)batch);
+
+    for (size_t i = 0; i < model->n_nodes; i++) n_out_slots += (size_t)model->nodes[i].n_out;
+    p = bf__calloc(1, sizeof *p);
+    if (!p) return oom(err);
+    p->model = model;
+    p->batch = batch;
+    p->vals = bf__calloc(model->n_values + 1, sizeof *p->vals);
+    p->known = bf__calloc(model->n_values + 1, 1);
+    p->param_copy = bf__calloc(model->n_params + 1, sizeof *p->param_copy);
+    p->steps = bf__calloc(model->n_nodes + 1, sizeof *p->steps);
+    p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
+    p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
+    p->step_hit = bf__calloc(model->n_nodes + 1, 1);
+    bc.phantom = bf__calloc(model->n_values + 1, 1);
+    if (!p->vals || !p->known || !p->param_copy || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
+        !bc.phantom) {
+        st = oom(err);
+        goto fail;
+    }
+    /* the tables just allocated; build adds each step's */
+    bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
+                           (model->n_params + 1) * sizeof *p->param_copy +
+                           (model->n_nodes + 1) * (sizeof *p->steps + 1) + (n_out_slots + 1) * sizeof *p->dummies;
+    st = build(p, &bc, err);
+    bf__free(bc.phantom);
+    bc.phantom = NULL;
+    if (st == BF_OK && out0_numel) *out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);
+    if (st != BF_OK || estimate) goto fail;
+    for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
+    for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
+    for (size_t i = 0; i < p->n_steps; i++)
+        for (int j = 0; j < p->steps[i].node->n_out; j++)
+            if (p->steps[i].node->out[j] >= 0) p->val_step[p->steps[i].node->out[j]] = (int)i;
+    *out = p;
+    return BF_OK;
+fail:
+    bf__free(bc.phantom);
+    bf_plan_free(p);
+    return st;
+}
+
+/* The value faults that apply after `step` (-1: to the graph inputs). */
+void bf__plan_apply_value_faults(bf_plan *p, int step)
+{
+    for (size_t k = 0; k < p->n_vf; k++) {
+        bf__vfault *v = &p->vf[k];
+        if (v->step != step) continue;
+        float *x = p->vals[v->f.value].data;
+        int64_t r0 = v->f.sample < 0 ? 0 : v->f.sample, r1 = v->f.sample < 0 ? p->batch : v->f.sample + 1;
+        for (int64_t r = r0; r < r1; r++) {
+            float *e = x + r * v->row_elems + v->f.index, was, now;
+            *e = bf_value_fault_apply(&v->f, *e, &was, &now);
+            if (r == r0) v->old_value = was, v->new_value = now;
+        }
+    }
+}
+
+bf_status bf_plan_run(bf_plan *p, bf_error *err)
+{
+    for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
+    if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
+                     .in = s->in, .out = s->out, .scratch = p->scratch};
+        bf_status st = s->node->op->run(&c, err);
+        if (st != BF_OK) return st;
+        if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+    }
+    return BF_OK;
+}
+
+bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
+{
+    const bf__step *s = &p->steps[i];
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
+                 .in = s->in, .out = s->out, .scratch = p->scratch};
+    return s->node->op->run(&c, err);
+}
+
+const bf_model *bf_plan_model(const bf_plan *p) { return p->model; }
+int64_t bf_plan_batch(const bf_plan *p) { return p->batch; }
+size_t bf_plan_arena_bytes(const bf_plan *p) { return p->arena_bytes; }
+size_t bf_plan_num_steps(const bf_plan *p) { return p->n_steps; }
+
+const bf_tensor *bf_plan_value(const bf_plan *p, int64_t value)
+{
+    return value >= 0 && (size_t)value < p->model->n_values ? &p->vals[value] : NULL;
+}
+
+bf_tensor *bf_plan_input(bf_plan *p, size_t i)
+{
+    return i < p->model->n_inputs ? &p->vals[p->model->input_vals[i]] : NULL;
+}
+
+const bf_tensor *bf_plan_output(const bf_plan *p, size_t i)
+{
+    return i < p->model->n_outputs ? &p->vals[p->model->output_vals[i]] : NULL;
+}
+
+bf_status bf_plan_param_mut(bf_plan *p, size_t param, float **data, bf_error *err)
+{
+    const bf_model *m = p->model;
+    if (param >= m->n_params)
+        return bf_error_set(err, BF_ERANGE, "parameter %zu does not exist (the model has %zu)", param, m->n_params);
+    if (!p->param_copy[param]) {
+        const bf_tensor *src = m->params[param].tensor;
+        size_t nb = bf_tensor_nbytes(src);
+        float *copy = bf__aligned_alloc(nb + 1);
+        if (!copy) return bf_error_set(err, BF_ENOMEM, "out of memory copying parameter '%s'", src->name);
+        memcpy(copy, src->data, nb);
+        p->param_copy[param] = copy;
+        p->vals[m->param_vals[param]].data = copy;
+    }
+    *data = p->param_copy[param];
+    return BF_OK;
+}

@@ -1,0 +1,63 @@
+/* Internal layout of a plan, shared by the files that execute and fault it. */
+#ifndef BF_PLAN_IMPL_H
+#define BF_PLAN_IMPL_H
+
+#include "bitflip/fault.h"
+#include "bitflip/plan.h"
+#include "model/graph.h"
+#include "exec/op.h"
+
+typedef struct bf__step {
+    const bf__node *node;
+    int n_in, n_out;
+    const bf_tensor **in;     /* into plan->vals; NULL for omitted inputs */
+    bf_tensor **out;          /* into plan->vals; outputs nobody reads get a dummy */
+    void *params;             /* what the op's prepare wrote */
+} bf__step;
+
+/* A value fault as the plan keeps it: where it applies and what it saw. */
+typedef struct bf__vfault {
+    bf_value_fault f;         /* f.sample: the row, -1 every row */
+    int step;                 /* applied after this step; -1: graph input, before the first */
+    int64_t row_elems;        /* elements per row of the value */
+    float old_value, new_value;   /* at the first row hit, last run */
+} bf__vfault;
+
+#define BF__VAL_NOT_RUN (-2)   /* val_step of a value no step computes */
+
+struct bf_plan {
+    const bf_model *model;
+    int64_t batch;
+    bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
+    unsigned char *known;     /* 1: computed when the plan was built */
+    float **param_copy;       /* per parameter: the plan's private copy, or NULL */
+    void **owned;             /* buffers of folded values */
+    size_t n_owned;
+    bf__step *steps;
+    size_t n_steps;
+    bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
+    void *arena;
+    size_t arena_bytes;
+    void *scratch;
+    size_t scratch_bytes;
+    /* value faults: val_step maps a value to the step computing it (-1 for
+     * graph inputs, BF__VAL_NOT_RUN otherwise); step_hit marks steps after
+     * which some fault applies (inputs_hit: before the first). */
+    int *val_step;
+    unsigned char *step_hit;
+    int inputs_hit;
+    bf__vfault *vf;
+    size_t n_vf, vf_cap;
+};
+
+/* The row length of `value` if a value fault may hit it in this plan: run
+ * time, float32, dim 0 the batch. Otherwise an error saying why. */
+bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_elems, bf_error *err);
+/* Room for n value faults, so that setting up to n allocates nothing. */
+bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
+
+/* bf_plan_estimate that also gives the element count of graph output 0. */
+bf_status bf__plan_estimate_out(const bf_model *model, int64_t batch, bf_plan_budget *out, int64_t *out0_numel,
+                                bf_error *err);
+
+#endif

@@ -1,0 +1,89 @@
+/* What the layers above exec (the differential engine, the mitigations)
+ * may read of a plan, an evaluator and an op's parsed parameters: a step run
+ * alone, the evaluator's plans and feeds, and for Gemm, Conv, pooling,
+ * unary maps, Gather and Concat the forms that let a caller recompute part
+ * of a step exactly. Declared here, below diff/, so that exec never includes
+ * a header of a layer above it; implemented in plan.c, eval.c and ops/. */
+#ifndef BF_STEP_ACCESS_H
+#define BF_STEP_ACCESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/eval.h"
+#include "bitflip/plan.h"
+#include "exec/plan_impl.h"
+
+/* When a change of a step's output counts as clear (relative to the golden
+ * value: an update gives the exact bits) and as huge (recompute instead):
+ * shared by the Conv update below and diff/'s column and rank updates. */
+#define CLEAR_CHANGE 0x1p-11
+#define HUGE_CHANGE 0x1p8
+
+/* plan.c: runs step i of the plan alone, on whatever its inputs hold. */
+bf_status bf__plan_run_step(bf_plan *plan, size_t i, bf_error *err);
+/* plan.c: applies the plan's value faults that belong after `step` (-1:
+ * graph inputs), as bf_plan_run would. */
+void bf__plan_apply_value_faults(bf_plan *plan, int step);
+
+/* eval.c: the evaluator's full-batch plan of thread 0 (tail 0) or its plan
+ * for the last, partial batch (tail 1; NULL when the batch divides the eval
+ * set), and the dataset tensor feeding graph input i. */
+bf_plan *bf__evaluator_plan(bf_evaluator *ev, int tail);
+const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input);
+/* eval.c: the task metrics of `outputs` (samples x out_cols), as a pass
+ * that produced them would report; res->outputs points at `outputs`. */
+void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res);
+/* eval.c: the labels as the metrics read them (NULL when not that task). */
+void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary);
+
+/* linalg.c: a Gemm step's parsed attributes; 0 if the step is no Gemm. */
+typedef struct bf__gemm_info {
+    int m, n, k, trans_a, trans_b;
+    float alpha, beta;
+    int use_c;
+    int64_t c_rs, c_cs;
+} bf__gemm_info;
+int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
+/* linalg_spatial.c: applies to y (a Conv step's golden output, from input
+ * x) the change of element `index` of its weight (slot 1) or bias (slot 2)
+ * from old to now, if every output it moves moves clearly (see
+ * CLEAR_CHANGE, HUGE_CHANGE). 1 applied; 0 the step must run instead (y may
+ * be partly written); -1 the step is no Conv. */
+int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, float old, float now, float *y);
+/* linalg_spatial.c: the output channel that element `index` of a Conv
+ * step's weight (slot 1) or bias (slot 2) feeds, recomputed alone into y
+ * (the step's output; other channels untouched) with the bits the whole
+ * step gives it; scratch: the plan's step scratch. 0 if the step is no
+ * Conv. */
+int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x, const float *w, const float *bias,
+                     float *y, void *scratch);
+/* linalg_spatial.c, for diffchain.c; each returns 0 if the step is not of
+ * its kind. A Conv's input and output channels and positions per plane. */
+int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
+/* For element `index` of a Conv's weight (slot 1) or bias (slot 2): the
+ * output channel it feeds, the input channel it reads (-1 for a bias), and
+ * for each output position of a plane the input position its tap reads
+ * (-1: padding; 0 for a bias). tap: osp entries. */
+int bf__conv_taps(const bf__step *s, int slot, int64_t index, int64_t *oc, int64_t *ic, int32_t *tap);
+/* Output channel oc of n samples (at most the step's batch; x and y laid
+ * out as its input and output) with the bits the whole step gives it. */
+int bf__conv_channel_n(const bf__step *s, int64_t oc, int64_t n, const float *x, const float *wt, const float *bias,
+                       float *y, void *scratch);
+/* A MaxPool or AveragePool step: one plane (the positions per plane in and
+ * out), with the bits the whole step gives it. */
+int bf__pool_plane(const bf__step *s, const float *x, float *y, void *scratch);
+int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);
+/* elementwise.c: 1 if the step is a float unary map (Relu, Sigmoid, ...),
+ * whose every output element depends on its own input element only. */
+int bf__unary_f32(const bf__step *s);
+int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
+/* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
+int bf__gather_axis(const bf__step *s);
+/* A Concat step's axis; -1 if the step is no Concat. */
+int bf__concat_axis(const bf__step *s);
+/* Concat step s: input j's part of the output written into out, the
+ * other inputs' parts left as they are (in: the step's inputs). */
+void bf__concat_input(const bf__step *s, const bf_tensor *const *in, int j, void *out);
+
+#endif

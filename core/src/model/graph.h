@@ -1,0 +1,105 @@
+/* The model's graph after conversion from ONNX: our own values, nodes and
+ * attributes. Built once by onnx_load.c, read-only afterwards. */
+#ifndef BF_GRAPH_H
+#define BF_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/model.h"
+
+struct bf__op;
+
+#define BF__MAX_IO 64          /* inputs or outputs per node (Concat may have many) */
+
+typedef enum bf__attr_type {
+    BF__ATTR_FLOAT = 1,
+    BF__ATTR_INT,
+    BF__ATTR_STRING,
+    BF__ATTR_TENSOR,
+    BF__ATTR_FLOATS,
+    BF__ATTR_INTS,
+    BF__ATTR_STRINGS,
+    BF__ATTR_OTHER       /* graphs, sparse tensors, type protos: kept for the error only */
+} bf__attr_type;
+
+typedef struct bf__attr {
+    char *name;
+    bf__attr_type type;
+    float f;
+    int64_t i;
+    char *s;             /* STRING */
+    size_t n;            /* count of ints / floats / strings */
+    int64_t *ints;
+    float *floats;
+    char **strings;
+    bf_tensor *t;        /* TENSOR: owned, data owned */
+} bf__attr;
+
+typedef enum bf__value_kind {
+    BF__VAL_INPUT = 1,   /* graph input fed by the caller */
+    BF__VAL_PARAM,       /* float initializer: the fault surface */
+    BF__VAL_CONST,       /* non-float initializer */
+    BF__VAL_NODE         /* produced by a node */
+} bf__value_kind;
+
+typedef struct bf__value {
+    char *name;
+    bf__value_kind kind;
+    int producer;        /* node index for BF__VAL_NODE, else -1 */
+    int64_t index;       /* graph input index, param index or const index */
+    bf_tensor *init;     /* PARAM / CONST: the tensor (data owned by the model) */
+} bf__value;
+
+typedef struct bf__node {
+    char *name;
+    char *op_type;
+    const struct bf__op *op;
+    int n_in, n_out;
+    int *in;             /* value indices; -1 for an omitted optional input */
+    int *out;            /* value indices; -1 for an omitted optional output */
+    size_t n_attrs;
+    bf__attr *attrs;
+} bf__node;
+
+struct bf_model {
+    char *label;
+    char *producer;
+    int64_t opset;
+
+    size_t n_values;
+    bf__value *values;
+
+    size_t n_nodes;
+    bf__node *nodes;
+    int *order;          /* topological order of node indices */
+
+    size_t n_inputs, n_outputs;
+    bf_value_info *inputs, *outputs;
+    int *input_vals, *output_vals;   /* value index of each graph input / output */
+
+    size_t n_params;
+    bf_param_info *params;
+    int *param_vals;
+    int64_t param_elements;
+
+    /* A model derived from `base` by mitigate.c (nodes inserted): it shares
+     * the base's names, attributes, tensors and parameter tables and owns
+     * only its arrays and what `owned` lists. The base outlives it. */
+    const struct bf_model *base;
+    void **owned;
+    size_t n_owned, cap_owned;
+};
+
+const bf__attr *bf__node_attr(const bf__node *node, const char *name);
+
+/* onnx_load.c: an ONNX model converted into our graph, nodes sorted and
+ * parameters indexed, but with no op bound to a node (node->op NULL): the
+ * ops belong to the layer above (exec/bind.c binds them and is what
+ * bf_model_load_* call). */
+bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
+                          bf_model **out, bf_error *err);
+bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_model **out,
+                               bf_error *err);
+
+#endif

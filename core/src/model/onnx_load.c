@@ -1,0 +1,585 @@
+/* Loading an ONNX model: unpack with protobuf-c, convert to our graph, check
+ * it, free the protobuf. Nothing in the file is trusted. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/alloc.h"
+#include "model/graph.h"
+#include "model/onnx_load.h"
+
+#define MIN_OPSET 11
+#define MAX_OPSET 18
+/* protobuf-c keeps the whole message in memory; 2 GiB is protobuf's own limit. */
+#define MAX_MODEL_BYTES ((size_t)2 << 30)
+
+/* --- name -> value index, an open-addressing table used only while loading */
+
+typedef struct name_map {
+    size_t cap;
+    int *slots;           /* value index + 1; 0 = empty */
+    const bf__value *values;
+} name_map;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    while (*s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+    return h;
+}
+
+static int map_find(const name_map *m, const char *name)
+{
+    for (size_t i = hash_str(name) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        int v = m->slots[i];
+        if (!v) return -1;
+        if (strcmp(m->values[v - 1].name, name) == 0) return v - 1;
+    }
+}
+
+static void map_insert(name_map *m, const char *name, int value)
+{
+    size_t i = hash_str(name) & (m->cap - 1);
+    while (m->slots[i]) i = (i + 1) & (m->cap - 1);
+    m->slots[i] = value + 1;
+}
+
+/* --- freeing */
+
+static void free_attr(bf__attr *a)
+{
+    bf__free(a->name);
+    bf__free(a->s);
+    bf__free(a->ints);
+    bf__free(a->floats);
+    for (size_t i = 0; a->strings && i < a->n; i++) bf__free(a->strings[i]);
+    bf__free(a->strings);
+    bf__tensor_free(a->t);
+}
+
+void bf_model_free(bf_model *m)
+{
+    if (!m) return;
+    if (m->base) {   /* derived (mitigate.c): only its own arrays */
+        for (size_t i = 0; i < m->n_owned; i++) bf__free(m->owned[i]);
+        bf__free(m->owned);
+        for (size_t i = 0; m->nodes && i < m->n_nodes; i++) {
+            bf__free(m->nodes[i].in);
+            bf__free(m->nodes[i].out);
+        }
+        bf__free(m->values);
+        bf__free(m->nodes);
+        bf__free(m->order);
+        bf__free(m->output_vals);
+        bf__free(m);
+        return;
+    }
+    for (size_t i = 0; i < m->n_values; i++) {
+        bf__free(m->values[i].name);
+        bf__tensor_free(m->values[i].init);
+    }
+    bf__free(m->values);
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        bf__node *n = &m->nodes[i];
+        bf__free(n->name);
+        bf__free(n->op_type);
+        bf__free(n->in);
+        bf__free(n->out);
+        for (size_t j = 0; j < n->n_attrs; j++) free_attr(&n->attrs[j]);
+        bf__free(n->attrs);
+    }
+    bf__free(m->nodes);
+    bf__free(m->order);
+    /* <=: the entry being filled when an error struck may hold names too
+     * (both arrays have one spare, zeroed entry) */
+    for (size_t i = 0; m->inputs && i <= m->n_inputs; i++)
+        for (int d = 0; d < BF_MAX_DIMS; d++) bf__free((char *)m->inputs[i].dim_names[d]);
+    for (size_t i = 0; m->outputs && i <= m->n_outputs; i++)
+        for (int d = 0; d < BF_MAX_DIMS; d++) bf__free((char *)m->outputs[i].dim_names[d]);
+    bf__free(m->inputs);
+    bf__free(m->outputs);
+    bf__free(m->input_vals);
+    bf__free(m->output_vals);
+    bf__free(m->params);
+    bf__free(m->param_vals);
+    bf__free(m->label);
+    bf__free(m->producer);
+    bf__free(m);
+}
+
+/* --- conversion */
+
+static bf_status oom(bf_error *err, const bf_model *m)
+{
+    return bf_error_set(err, BF_ENOMEM, "%s: out of memory while loading the model", m->label);
+}
+
+static char *dup_or_empty(const char *s) { return bf__strdup(s ? s : ""); }
+
+static bf_status convert_attr(bf_model *m, const Onnx__NodeProto *np, const Onnx__AttributeProto *ap,
+                              bf__attr *a, bf_error *err)
+{
+    a->name = dup_or_empty(ap->name);
+    if (!a->name) return oom(err, m);
+    switch (ap->type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: a->type = BF__ATTR_FLOAT; a->f = ap->f; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: a->type = BF__ATTR_INT; a->i = ap->i; break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+        a->type = BF__ATTR_STRING;
+        a->s = bf__malloc(ap->s.len + 1);
+        if (!a->s) return oom(err, m);
+        if (ap->s.len) memcpy(a->s, ap->s.data, ap->s.len);
+        a->s[ap->s.len] = '\0';
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+        char what[300];
+        a->type = BF__ATTR_TENSOR;
+        if (!ap->t)
+            return bf_error_set(err, BF_EFORMAT, "%s: node '%.100s' (%.40s): attribute '%.60s' has no tensor",
+                                m->label, np->name ? np->name : "", np->op_type, a->name);
+        snprintf(what, sizeof what, "node '%.100s' (%.40s) attribute '%.60s'", np->name ? np->name : "",
+                 np->op_type, a->name);
+        bf_status st = bf__tensor_from_proto(ap->t, what, &a->t, err);
+        if (st != BF_OK) return bf_error_prefix(err, "%s", m->label);
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+        a->type = BF__ATTR_FLOATS;
+        a->n = ap->n_floats;
+        a->floats = bf__malloc(a->n * sizeof(float));
+        if (!a->floats) return oom(err, m);
+        if (a->n) memcpy(a->floats, ap->floats, a->n * sizeof(float));
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+        a->type = BF__ATTR_INTS;
+        a->n = ap->n_ints;
+        a->ints = bf__malloc(a->n * sizeof(int64_t));
+        if (!a->ints) return oom(err, m);
+        if (a->n) memcpy(a->ints, ap->ints, a->n * sizeof(int64_t));
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
+        a->type = BF__ATTR_STRINGS;
+        a->strings = bf__calloc(ap->n_strings, sizeof(char *));
+        if (!a->strings) return oom(err, m);
+        a->n = ap->n_strings;
+        for (size_t i = 0; i < a->n; i++) {
+            a->strings[i] = bf__malloc(ap->strings[i].len + 1);
+            if (!a->strings[i]) return oom(err, m);
+            if (ap->strings[i].len) memcpy(a->strings[i], ap->strings[i].data, ap->strings[i].len);
+            a->strings[i][ap->strings[i].len] = '\0';
+        }
+        break;
+    default:
+        /* Graph-valued attributes (If, Loop, Scan) belong to ops we reject
+         * anyway; keep the attribute so the op check can name the node. */
+        a->type = BF__ATTR_OTHER;
+        break;
+    }
+    return BF_OK;
+}
+
+static bf_status convert_value_info(bf_model *m, const Onnx__ValueInfoProto *vi, const char *role,
+                                    bf_value_info *out, bf_error *err)
+{
+    const char *name = vi->name ? vi->name : "";
+    if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type)
+        return bf_error_set(err, BF_EUNSUPPORTED, "%s: graph %s '%s' is not a tensor (sequences and maps are not supported)",
+                            m->label, role, name);
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    int32_t et = tt->has_elem_type ? tt->elem_type : 0;
+    out->dtype = bf__onnx_dtype(et);
+    if (out->dtype == BF_DTYPE_INVALID)
+        return bf_error_set(err, BF_EUNSUPPORTED, "%s: graph %s '%s' has element type %s, which bitflip does not support",
+                            m->label, role, name, bf__onnx_dtype_name(et));
+    if (!tt->shape) {
+        out->ndim = -1;    /* unknown rank: only acceptable for outputs */
+        return BF_OK;
+    }
+    if (tt->shape->n_dim > BF_MAX_DIMS)
+        return bf_error_set(err, BF_EUNSUPPORTED, "%s: graph %s '%s' has rank %zu; at most %d supported",
+                            m->label, role, name, tt->shape->n_dim, BF_MAX_DIMS);
+    out->ndim = (int)tt->shape->n_dim;
+    for (int d = 0; d < out->ndim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        out->dims[d] = -1;
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (dim->dim_value < 0)
+                return bf_error_set(err, BF_EFORMAT, "%s: graph %s '%s' dim %d is negative (%lld)", m->label,
+                                    role, name, d, (long long)dim->dim_value);
+            out->dims[d] = dim->dim_value;
+        } else {
+            const char *p = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param
+                                ? dim->dim_param : "?";
+            out->dim_names[d] = bf__strdup(p);
+            if (!out->dim_names[d]) return oom(err, m);
+        }
+    }
+    return BF_OK;
+}
+
+/* Adds a value named `name`; fails on a duplicate definition. */
+static bf_status add_value(bf_model *m, name_map *map, const char *name, bf__value_kind kind,
+                           int producer, int *idx, bf_error *err)
+{
+    int existing = map_find(map, name);
+    if (existing >= 0) {
+        const bf__value *v = &m->values[existing];
+        const char *what = v->kind == BF__VAL_NODE ? "a node's output" : v->kind == BF__VAL_INPUT ? "a graph input" : "an initializer";
+        if (producer >= 0)
+            return bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s) writes '%s', which is already %s (ONNX values are assigned once)",
+                                m->label, m->nodes[producer].name, m->nodes[producer].op_type, name, what);
+        return bf_error_set(err, BF_EFORMAT, "%s: '%s' is defined twice (already %s)", m->label, name, what);
+    }
+    bf__value *v = &m->values[m->n_values];
+    v->name = bf__strdup(name);
+    if (!v->name) return oom(err, m);
+    v->kind = kind;
+    v->producer = producer;
+    v->index = -1;
+    *idx = (int)m->n_values++;
+    map_insert(map, v->name, *idx);
+    return BF_OK;
+}
+
+static int64_t find_opset(const Onnx__ModelProto *mp)
+{
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+        if (!o->domain || o->domain[0] == '\0' || strcmp(o->domain, "ai.onnx") == 0)
+            return o->has_version ? o->version : 0;
+    }
+    return 0;
+}
+
+static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, bf_error *err)
+{
+    bf_status st = BF_OK;
+    name_map map = {0};
+    const Onnx__GraphProto *g = mp->graph;
+
+    if (!g) return bf_error_set(err, BF_EFORMAT, "%s: the model has no graph (is this an ONNX model?)", m->label);
+    m->opset = find_opset(mp);
+    if (m->opset < MIN_OPSET || m->opset > MAX_OPSET)
+        return bf_error_set(err, BF_EUNSUPPORTED,
+                            "%s: default-domain opset %lld; bitflip supports opsets %d to %d "
+                            "(re-export with torch.onnx.export(..., opset_version=13))",
+                            m->label, (long long)m->opset, MIN_OPSET, MAX_OPSET);
+    {
+        char prod[256];
+        snprintf(prod, sizeof prod, "%s%s%s", mp->producer_name ? mp->producer_name : "",
+                 mp->producer_version && mp->producer_version[0] ? " " : "",
+                 mp->producer_version ? mp->producer_version : "");
+        m->producer = bf__strdup(prod);
+        if (!m->producer) return oom(err, m);
+    }
+    if (g->n_sparse_initializer)
+        return bf_error_set(err, BF_EUNSUPPORTED, "%s: sparse initializers are not supported", m->label);
+
+    /* Upper bound on values: every initializer, input and node output. */
+    size_t max_values = g->n_initializer + g->n_input;
+    for (size_t i = 0; i < g->n_node; i++) max_values += g->node[i]->n_output;
+    m->values = bf__calloc(max_values + 1, sizeof *m->values);
+    m->nodes = bf__calloc(g->n_node + 1, sizeof *m->nodes);
+    map.cap = 16;
+    while (map.cap < 2 * (max_values + 1)) map.cap <<= 1;
+    map.slots = bf__calloc(map.cap, sizeof *map.slots);
+    map.values = m->values;
+    if (!m->values || !m->nodes || !map.slots) { st = oom(err, m); goto out; }
+
+    /* Initializers: float ones are parameters, the rest constants. */
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const Onnx__TensorProto *tp = g->initializer[i];
+        const char *name = tp->name ? tp->name : "";
+        char what[300];
+        int idx;
+        if (!name[0]) { st = bf_error_set(err, BF_EFORMAT, "%s: initializer #%zu has no name", m->label, i); goto out; }
+        snprintf(what, sizeof what, "initializer '%.250s'", name);
+        if ((st = add_value(m, &map, name, BF__VAL_CONST, -1, &idx, err)) != BF_OK) goto out;
+        if ((st = bf__tensor_from_proto(tp, what, &m->values[idx].init, err)) != BF_OK) {
+            bf_error_prefix(err, "%s", m->label);
+            goto out;
+        }
+        m->values[idx].init->name = m->values[idx].name;
+        if (m->values[idx].init->dtype == BF_F32) {
+            m->values[idx].kind = BF__VAL_PARAM;
+            m->n_params++;
+        }
+    }
+
+    /* Graph inputs; older exports also list initializers here: those stay initializers. */
+    m->inputs = bf__calloc(g->n_input + 1, sizeof *m->inputs);
+    m->input_vals = bf__calloc(g->n_input + 1, sizeof *m->input_vals);
+    if (!m->inputs || !m->input_vals) { st = oom(err, m); goto out; }
+    for (size_t i = 0; i < g->n_input; i++) {
+        const char *name = g->input[i]->name ? g->input[i]->name : "";
+        if (map_find(&map, name) >= 0) continue;
+        bf_value_info *vi = &m->inputs[m->n_inputs];
+        int idx;
+        if ((st = convert_value_info(m, g->input[i], "input", vi, err)) != BF_OK) goto out;
+        if (vi->ndim < 0) {
+            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: graph input '%s' declares no shape; bitflip needs its rank (re-export with input shapes)",
+                              m->label, name);
+            goto out;
+        }
+        if ((st = add_value(m, &map, name, BF__VAL_INPUT, -1, &idx, err)) != BF_OK) goto out;
+        vi->name = m->values[idx].name;
+        m->values[idx].index = (int64_t)m->n_inputs;
+        m->input_vals[m->n_inputs++] = idx;
+    }
+    if (m->n_inputs == 0) { st = bf_error_set(err, BF_EFORMAT, "%s: the graph has no inputs to feed", m->label); goto out; }
+
+    /* Nodes and their outputs. */
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *np = g->node[i];
+        bf__node *n = &m->nodes[i];
+        m->n_nodes = i + 1;
+        n->name = dup_or_empty(np->name);
+        n->op_type = dup_or_empty(np->op_type);
+        n->in = bf__malloc((np->n_input + 1) * sizeof *n->in);
+        n->out = bf__malloc((np->n_output + 1) * sizeof *n->out);
+        n->attrs = bf__calloc(np->n_attribute + 1, sizeof *n->attrs);
+        if (!n->name || !n->op_type || !n->in || !n->out || !n->attrs) { st = oom(err, m); goto out; }
+        if (np->n_input > BF__MAX_IO || np->n_output > BF__MAX_IO) {
+            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s) has %zu inputs and %zu outputs; at most %d each supported",
+                              m->label, n->name, n->op_type, np->n_input, np->n_output, BF__MAX_IO);
+            goto out;
+        }
+        n->n_in = (int)np->n_input;
+        n->n_out = (int)np->n_output;
+        for (size_t j = 0; j < np->n_attribute; j++) {
+            n->n_attrs = j + 1;
+            if ((st = convert_attr(m, np, np->attribute[j], &n->attrs[j], err)) != BF_OK) goto out;
+        }
+        if (np->domain && np->domain[0] && strcmp(np->domain, "ai.onnx") != 0) {
+            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s from domain '%s'; only standard ONNX ops are supported",
+                              m->label, n->name, n->op_type, np->domain);
+            goto out;
+        }
+        for (size_t j = 0; j < np->n_output; j++) {
+            const char *name = np->output[j] ? np->output[j] : "";
+            if (!name[0]) { n->out[j] = -1; continue; }
+            if ((st = add_value(m, &map, name, BF__VAL_NODE, (int)i, &n->out[j], err)) != BF_OK) goto out;
+        }
+    }
+    /* Inputs are resolved after all outputs exist: the file's node order need
+     * not be topological (we sort below). */
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        const Onnx__NodeProto *np = g->node[i];
+        bf__node *n = &m->nodes[i];
+        for (size_t j = 0; j < np->n_input; j++) {
+            const char *name = np->input[j] ? np->input[j] : "";
+            if (!name[0]) { n->in[j] = -1; continue; }
+            n->in[j] = map_find(&map, name);
+            if (n->in[j] < 0) {
+                st = bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s) reads '%s', which no node, graph input or initializer defines",
+                                  m->label, n->name, n->op_type, name);
+                goto out;
+            }
+        }
+    }
+
+    /* Outputs. */
+    m->outputs = bf__calloc(g->n_output + 1, sizeof *m->outputs);
+    m->output_vals = bf__calloc(g->n_output + 1, sizeof *m->output_vals);
+    if (!m->outputs || !m->output_vals) { st = oom(err, m); goto out; }
+    if (g->n_output == 0) { st = bf_error_set(err, BF_EFORMAT, "%s: the graph has no outputs", m->label); goto out; }
+    for (size_t i = 0; i < g->n_output; i++) {
+        const char *name = g->output[i]->name ? g->output[i]->name : "";
+        int idx = map_find(&map, name);
+        if (idx < 0) {
+            st = bf_error_set(err, BF_EFORMAT, "%s: graph output '%s' is not produced by any node", m->label, name);
+            goto out;
+        }
+        if ((st = convert_value_info(m, g->output[i], "output", &m->outputs[i], err)) != BF_OK) goto out;
+        if (m->outputs[i].ndim < 0) m->outputs[i].ndim = 0;
+        m->outputs[i].name = m->values[idx].name;
+        m->output_vals[i] = idx;
+        m->n_outputs = i + 1;
+    }
+out:
+    bf__free(map.slots);
+    return st;
+}
+
+/* Kahn's algorithm; a leftover node means a cycle, reported by name. */
+static bf_status sort_nodes(bf_model *m, bf_error *err)
+{
+    bf_status st = BF_OK;
+    int *pending = bf__calloc(m->n_nodes + 1, sizeof *pending);
+    int *queue = bf__malloc((m->n_nodes + 1) * sizeof *queue);
+    int *consumers_start = bf__calloc(m->n_values + 1, sizeof(int));
+    int *consumers = NULL;
+    size_t n_edges = 0, head = 0, tail = 0;
+    m->order = bf__malloc((m->n_nodes + 1) * sizeof *m->order);
+    if (!pending || !queue || !consumers_start || !m->order) { st = oom(err, m); goto out; }
+
+    /* CSR list of consuming nodes per value */
+    for (size_t i = 0; i < m->n_nodes; i++)
+        for (int j = 0; j < m->nodes[i].n_in; j++)
+            if (m->nodes[i].in[j] >= 0) { consumers_start[m->nodes[i].in[j] + 1]++; n_edges++; }
+    for (size_t v = 0; v < m->n_values; v++) consumers_start[v + 1] += consumers_start[v];
+    consumers = bf__malloc((n_edges + 1) * sizeof *consumers);
+    int *fill = bf__calloc(m->n_values + 1, sizeof *fill);
+    if (!consumers || !fill) { bf__free(fill); st = oom(err, m); goto out; }
+    for (size_t i = 0; i < m->n_nodes; i++)
+        for (int j = 0; j < m->nodes[i].n_in; j++) {
+            int v = m->nodes[i].in[j];
+            if (v < 0) continue;
+            consumers[consumers_start[v] + fill[v]++] = (int)i;
+            if (m->values[v].kind == BF__VAL_NODE) pending[i]++;
+        }
+    bf__free(fill);
+
+    for (size_t i = 0; i < m->n_nodes; i++)
+        if (pending[i] == 0) queue[tail++] = (int)i;
+    while (head < tail) {
+        int n = queue[head];
+        m->order[head++] = n;
+        for (int j = 0; j < m->nodes[n].n_out; j++) {
+            int v = m->nodes[n].out[j];
+            if (v < 0) continue;
+            for (int k = consumers_start[v]; k < consumers_start[v + 1]; k++)
+                if (--pending[consumers[k]] == 0) queue[tail++] = consumers[k];
+        }
+    }
+    if (head < m->n_nodes) {
+        for (size_t i = 0; i < m->n_nodes; i++)
+            if (pending[i] > 0) {
+                st = bf_error_set(err, BF_EFORMAT, "%s: the graph has a cycle through node '%s' (%s)", m->label,
+                                  m->nodes[i].name, m->nodes[i].op_type);
+                break;
+            }
+    }
+out:
+    bf__free(pending);
+    bf__free(queue);
+    bf__free(consumers_start);
+    bf__free(consumers);
+    return st;
+}
+
+/* Parameter table: every float initializer, with the first op that reads it. */
+static bf_status index_params(bf_model *m, bf_error *err)
+{
+    m->params = bf__calloc(m->n_params + 1, sizeof *m->params);
+    m->param_vals = bf__calloc(m->n_params + 1, sizeof *m->param_vals);
+    if (!m->params || !m->param_vals) return oom(err, m);
+    size_t k = 0;
+    for (size_t v = 0; v < m->n_values; v++) {
+        if (m->values[v].kind != BF__VAL_PARAM) continue;
+        m->values[v].index = (int64_t)k;
+        m->param_vals[k] = (int)v;
+        m->params[k].tensor = m->values[v].init;
+        m->param_elements += bf_tensor_numel(m->values[v].init);
+        k++;
+    }
+    for (size_t o = 0; o < m->n_nodes; o++) {
+        const bf__node *n = &m->nodes[m->order[o]];
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
+            bf_param_info *pi = &m->params[m->values[v].index];
+            if (!pi->reader_op) { pi->reader_op = n->op_type; pi->reader_node = n->name; }
+            if (j == 0 && strcmp(n->op_type, "Gather") == 0) pi->is_embedding = 1;
+        }
+    }
+    return BF_OK;
+}
+
+bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
+                          bf_model **out, bf_error *err)
+{
+    bf_status st = BF_OK;
+    Onnx__ModelProto *mp = NULL;
+    bf_model *m = NULL;
+
+    *out = NULL;
+    m = bf__calloc(1, sizeof *m);
+    if (!m) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    m->label = bf__strdup(label ? label : "model");
+    if (!m->label) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+
+    if ((st = bf__onnx_check_limits(buf, len, lim, m->label, err)) != BF_OK) goto out;
+    mp = onnx__model_proto__unpack(NULL, len, buf);
+    if (!mp) {
+        char why[300];
+        bf__onnx_diagnose(buf, len, why, sizeof why);
+        st = bf_error_set(err, BF_EFORMAT, "%s: not a valid ONNX model (%zu bytes): %s", m->label, len, why);
+        goto out;
+    }
+    if ((st = convert(mp, m, err)) != BF_OK) goto out;
+    if ((st = sort_nodes(m, err)) != BF_OK) goto out;
+    if ((st = index_params(m, err)) != BF_OK) goto out;
+    *out = m;
+    m = NULL;
+out:
+    if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+    bf_model_free(m);
+    return st;
+}
+
+bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_model **out,
+                               bf_error *err)
+{
+    bf_status st;
+    uint8_t *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    *out = NULL;
+    if (!f) return bf_error_set(err, errno == ENOENT ? BF_ENOTFOUND : BF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = bf_error_set(err, BF_EIO, "%s: not a regular file (a directory?); give the path of an .onnx file", path);
+        goto out;
+    }
+    if (fseek(f, 0, SEEK_END) != 0) { st = bf_error_set(err, BF_EIO, "%s: cannot seek: %s", path, strerror(errno)); goto out; }
+    long size = ftell(f);
+    if (size < 0) { st = bf_error_set(err, BF_EIO, "%s: cannot tell size: %s", path, strerror(errno)); goto out; }
+    if ((size_t)size > MAX_MODEL_BYTES) {
+        st = bf_error_set(err, BF_EUNSUPPORTED, "%s: %ld bytes; ONNX protobuf files are limited to 2 GiB", path, size);
+        goto out;
+    }
+    rewind(f);
+    buf = bf__malloc((size_t)size + 1);
+    if (!buf) { st = bf_error_set(err, BF_ENOMEM, "%s: out of memory for %ld bytes", path, size); goto out; }
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        st = bf_error_set(err, BF_EIO, "%s: read failed: %s", path, ferror(f) ? strerror(errno) : "short read");
+        goto out;
+    }
+    const char *base = strrchr(path, '/');
+    st = bf__model_parse(buf, (size_t)size, base ? base + 1 : path, lim, out, err);
+out:
+    fclose(f);
+    bf__free(buf);
+    return st;
+}
+
+/* --- accessors */
+
+int64_t bf_model_opset(const bf_model *m) { return m->opset; }
+const char *bf_model_producer(const bf_model *m) { return m->producer; }
+size_t bf_model_num_inputs(const bf_model *m) { return m->n_inputs; }
+const bf_value_info *bf_model_input(const bf_model *m, size_t i) { return i < m->n_inputs ? &m->inputs[i] : NULL; }
+size_t bf_model_num_outputs(const bf_model *m) { return m->n_outputs; }
+const bf_value_info *bf_model_output(const bf_model *m, size_t i) { return i < m->n_outputs ? &m->outputs[i] : NULL; }
+size_t bf_model_num_nodes(const bf_model *m) { return m->n_nodes; }
+const char *bf_model_node_op(const bf_model *m, size_t i) { return i < m->n_nodes ? m->nodes[m->order[i]].op_type : NULL; }
+const char *bf_model_node_name(const bf_model *m, size_t i) { return i < m->n_nodes ? m->nodes[m->order[i]].name : NULL; }
+size_t bf_model_num_params(const bf_model *m) { return m->n_params; }
+const bf_param_info *bf_model_param(const bf_model *m, size_t i) { return i < m->n_params ? &m->params[i] : NULL; }
+int64_t bf_model_param_elements(const bf_model *m) { return m->param_elements; }
+
+int64_t bf_model_find_param(const bf_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].tensor->name, name) == 0) return (int64_t)i;
+    return -1;
+}
+
+int64_t bf_model_find_value(const bf_model *m, const char *name)
+{
+    for (size_t i = 0; name && i < m->n_values; i++)
+        if (m->values[i].name && strcmp(m->values[i].name, name) == 0) return (int64_t)i;
+    return -1;
+}
