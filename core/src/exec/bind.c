@@ -43,6 +43,8 @@ static bf_status bind_ops(bf_model *m, bf_error *err)
     }
     if (n_missing == 0) return BF_OK;
 
+    char supported[4096];
+    bf__op_supported_list(supported, sizeof supported);
     char list[1024];
     size_t len = 0;
     list[0] = '\0';
@@ -55,11 +57,11 @@ static bf_status bind_ops(bf_model *m, bf_error *err)
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "%s: node '%s' uses op %s, which bitflip does not support (%zu node%s). Supported ops: %s",
                             m->label, where[0], missing[0], n_nodes_missing, n_nodes_missing == 1 ? "" : "s",
-                            bf__op_supported_list());
+                            supported);
     return bf_error_set(err, BF_EUNSUPPORTED,
                         "%s: %zu ops that bitflip does not support, in %zu nodes: %s%s. Supported ops: %s", m->label,
                         n_missing, n_nodes_missing, list, n_missing == MAX_LISTED ? ", ..." : "",
-                        bf__op_supported_list());
+                        supported);
 }
 
 bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *label, const bf_load_limits *lim,

@@ -1,6 +1,8 @@
 /* The table of supported ops: each family file exports a NULL-terminated
- * array; lookup walks them. Few dozen entries: a linear scan is fine at plan
- * build time and never runs in the hot loop. */
+ * array; lookup walks them. A hundred-odd entries: a linear scan is fine at
+ * plan build time and never runs in the hot loop. The list users see in
+ * errors is made from the same tables, so it cannot fall out of date. */
+#include <stdio.h>
 #include <string.h>
 
 #include "exec/op.h"
@@ -9,8 +11,20 @@ extern const bf__op bf__ops_linalg[];
 extern const bf__op bf__ops_elementwise[];
 extern const bf__op bf__ops_shape[];
 extern const bf__op bf__ops_mitigate[];
+/* families of the op-coverage work: each file owns its table */
+extern const bf__op bf__ops_activation[];   /* activation.c */
+extern const bf__op bf__ops_logic[];        /* logic.c */
+extern const bf__op bf__ops_reduce[];       /* reduce.c */
+extern const bf__op bf__ops_index[];        /* index.c */
+extern const bf__op bf__ops_resize[];       /* resize.c */
+extern const bf__op bf__ops_nn[];           /* nn.c */
+extern const bf__op bf__ops_recurrent[];    /* recurrent.c */
+extern const bf__op bf__ops_quant[];        /* quant.c */
 
-static const bf__op *const families[] = {bf__ops_linalg, bf__ops_elementwise, bf__ops_shape};
+static const bf__op *const families[] = {bf__ops_linalg, bf__ops_elementwise, bf__ops_shape,
+                                         bf__ops_activation, bf__ops_logic, bf__ops_reduce,
+                                         bf__ops_index, bf__ops_resize, bf__ops_nn,
+                                         bf__ops_recurrent, bf__ops_quant};
 
 const bf__op *bf__op_find(const char *name)
 {
@@ -27,11 +41,30 @@ const bf__op *bf__op_find_internal(const char *name)
     return NULL;
 }
 
-const char *bf__op_supported_list(void)
+/* The smallest name after `after` (NULL: the smallest of all), or NULL. */
+static const char *next_name(const char *after)
 {
-    return "Abs, Add, AveragePool, BatchNormalization, Cast, Clip, Concat, Constant, "
-           "ConstantOfShape, Conv, Div, Dropout, Erf, Exp, Expand, Flatten, Gather, Gemm, "
-           "GlobalAveragePool, Identity, LayerNormalization, LeakyRelu, Log, MatMul, MaxPool, "
-           "Mul, Neg, Pow, ReduceMax, ReduceMean, ReduceSum, Relu, Reshape, Shape, Sigmoid, "
-           "Slice, Softmax, Sqrt, Squeeze, Sub, Tanh, Transpose, Unsqueeze, Where";
+    const char *best = NULL;
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        for (const bf__op *op = families[f]; op->name; op++)
+            if ((!after || strcmp(op->name, after) > 0) && (!best || strcmp(op->name, best) < 0)) best = op->name;
+    return best;
+}
+
+char *bf__op_supported_list(char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len == 0) return buf;
+    buf[0] = '\0';
+    for (const char *n = next_name(NULL); n; n = next_name(n)) {
+        int w = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", n);
+        if (w < 0 || (size_t)w >= len - used) {
+            /* cut at the last whole name */
+            char *comma = strrchr(buf, ',');
+            if (comma && (size_t)(comma - buf) + 6 < len) strcpy(comma, ", ...");
+            break;
+        }
+        used += (size_t)w;
+    }
+    return buf;
 }
