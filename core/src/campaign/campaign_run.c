@@ -463,6 +463,14 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_error *err)
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)
         if (c->stored[p] && (st = bf_evaluator_set_param(w->ev, p, c->stored[p], err)) != BF_OK) return st;
+    /* The differential engine's golden cache is built on worker 0's plans
+     * and checked against the campaign's golden outputs as it goes
+     * (gcache.c): one pass instead of one more per worker. The exact
+     * engine has no cache, so each worker checks its own. */
+    if (bf_evaluator_batch(w->ev) != c->batch)
+        return bf_error_set(err, BF_EUNSUPPORTED, "worker %d's evaluator runs batches of %lld, the campaign's %lld", idx,
+                            (long long)bf_evaluator_batch(w->ev), (long long)c->batch);
+    if (!rn->opts->exact) return BF_OK;
     bf_eval_result r;
     if ((st = bf_evaluator_run(w->ev, NULL, 0, &r, err)) != BF_OK) return st;
     if (bf_evaluator_batch(w->ev) != c->batch || r.samples != c->samples || r.out_cols != c->out_cols ||

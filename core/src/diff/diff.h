@@ -80,9 +80,12 @@ typedef struct bf__gcache bf__gcache;
  * partial batch) fed from `feeds`, keeping each run-time value's per-batch
  * tensor while the total stays within `budget` bytes: the values marked in
  * `must` first, then the others smallest first (the most values per byte).
- * Graph inputs are never cached: the dataset holds them. */
+ * Graph inputs are never cached: the dataset holds them. Each batch's
+ * output 0 must equal its rows of `golden` (samples x columns; NULL: not
+ * checked), or the model is not deterministic and the build fails. */
 bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
-                           size_t budget, const unsigned char *must, bf__gcache **out, bf_error *err);
+                           size_t budget, const unsigned char *must, const float *golden, bf__gcache **out,
+                           bf_error *err);
 void bf__gcache_free(bf__gcache *gc);
 /* Value v's golden tensor in batch b, or NULL if not cached. */
 const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);

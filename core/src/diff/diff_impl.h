@@ -100,6 +100,9 @@ struct bf__dx {
     bf_plan *sub[BF__SUB_MAX];
     int n_sub;                   /* plans of up to 64 rows and the batch, for the reached rows of every batch */
     int n_sub_batch;             /* those of at most a quarter batch, for one batch's rows */
+    int rows_ready;              /* the sub-plans exist and are checked (made on first use: a
+                                  * campaign whose faults reach every sample never needs them,
+                                  * and on a CNN they cost about a golden pass to check) */
     unsigned char *row_ok;       /* [n_sub][n_steps]: the step gives the full batch's bits on r rows */
     unsigned char *rows_from;    /* [n_sub][n_values]: every step downstream of the value is row_ok */
     unsigned char *moves;        /* per step: its output holds every element of its data inputs (Concat,
@@ -199,16 +202,19 @@ int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);
 void bf__rows_free(bf__dx *dx);
 /* Points the row-mode plans at the evaluator's copies of the parameters the
- * trial corrupts (faulty now, golden again after the trial). */
-void bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w);
+ * trial corrupts (faulty now, golden again after the trial); makes the
+ * row-mode plans first if this is their first use. */
+bf_status bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err);
 /* Tries batch b in row mode; *done 0 (nothing written) when it cannot. */
 bf_status bf__rows_batch(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf,
                          size_t n_vf, int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
 /* Tries every marked batch (dx->bmark) at once, their reached samples on
  * the rows of one sub-plan; *done 0 (nothing written) when it cannot. */
 /* Whether a chain's changed rows of value v can run on rows from v's
- * readers to the output (bf__rows_seeded). */
-int bf__rows_can_seed(const bf__dx *dx, int v);
+ * readers to the output (bf__rows_seeded), into *can; makes the row-mode
+ * plans first if this is their first use (w: the trial's corrupted
+ * parameters, which the new plans then read from the evaluator's). */
+bf_status bf__rows_can_seed(bf__dx *dx, int v, const bf__dx_weight *w, size_t n_w, int *can, bf_error *err);
 /* Runs the changed rows of value v (rows[0..n) ascending; vals: their
  * whole rows) from v's readers to the output on the sub-plans, in runs of
  * the widest, into dx->out, dx->rows and dx->touched; *done 0 (nothing

@@ -1232,7 +1232,11 @@ bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error 
     *done = 0;
     if (k < 0) return BF_OK;
     int handoff, last = chain_tail(sh, k, &handoff), o = dx->plan[0]->steps[last].node->out[0];
-    if (handoff && !bf__rows_can_seed(dx, o)) return BF_OK;
+    if (handoff) {
+        int can;
+        bf_status st = bf__rows_can_seed(dx, o, w, 1, &can, err);
+        if (st != BF_OK || !can) return st;
+    }
     /* row mode compares bits: a chain it takes on from is computed exactly */
     pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1], dx->cv[2]}, .row = {dx->crow[0], dx->crow[1], dx->crow[2]},
                .col = {dx->ccol[0], dx->ccol[1], dx->ccol[2]}, .exact = handoff};

@@ -441,7 +441,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     /* row mode only for faults that reach some rows of a batch: embedding
      * rows and transient value faults */
     int rowable = dx->n_sub > 0 && !every;
-    if (rowable) bf__rows_params(dx, w, n_w);
+    if (rowable) st = bf__rows_params(dx, w, n_w, err);
     /* the reached samples of every batch in one row-mode run, or batch by batch */
     int all = 0;
     if (rowable && st == BF_OK) st = bf__rows_all(dx, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &all, err);

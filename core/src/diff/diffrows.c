@@ -314,8 +314,8 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     const bf_model *m = sh->m;
-    bf_status st;
     dx->n_sub = dx->n_sub_batch = 0;
+    dx->rows_ready = 0;
     while (dx->n_sub_batch < BF__SUB_MAX && 4 * (1 << dx->n_sub_batch) <= sh->batch) dx->n_sub_batch++;
     /* Wider plans pay off only for the rows of several batches at once;
      * below a batch's rows, so that all of them together hold no more than
@@ -336,8 +336,21 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rall || !dx->rows_from || !dx->moves)
         return bf__dx_oom(err);
     for (size_t i = 0; i < sh->n_steps; i++) dx->moves[i] = moves_elements(&dx->plan[0]->steps[i]);
+    return BF_OK;
+}
+
+/* The sub-plans, made and checked on first use, which may be inside a
+ * trial: the evaluator's plan then holds the trial's faults in the
+ * parameters of w, so those are read from it (as bf__rows_params makes them
+ * do for good: golden again after the trial), and every other parameter is
+ * copied golden. */
+static bf_status rows_ensure(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err)
+{
+    const bf_model *m = dx->sh->m;
+    bf_status st;
+    if (dx->rows_ready || dx->n_sub == 0) return BF_OK;
     for (int k = 0; k < dx->n_sub; k++) {
-        if ((st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
+        if (!dx->sub[k] && (st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
         /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
         for (size_t q = 0; q < m->n_params; q++) {
             const float *gold = dx->plan[0]->vals[m->param_vals[q]].data;
@@ -346,9 +359,14 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
             if ((st = bf_plan_param_mut(dx->sub[k], q, &mine, err)) != BF_OK) return st;
             memcpy(mine, gold, bf_tensor_nbytes(bf_model_param(m, q)->tensor));
         }
+        for (size_t i = 0; i < n_w; i++) {
+            int v = m->param_vals[w[i].param];
+            dx->sub[k]->vals[v].data = dx->plan[0]->vals[v].data;
+        }
         if ((st = check_steps(dx, k, err)) != BF_OK) return st;
         downstream_ok(dx, k);
     }
+    dx->rows_ready = 1;
     return BF_OK;
 }
 
@@ -364,8 +382,10 @@ void bf__rows_free(bf__dx *dx)
     bf__free(dx->rows_from);
 }
 
-void bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w)
+bf_status bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err)
 {
+    bf_status st = rows_ensure(dx, w, n_w, err);
+    if (st != BF_OK) return st;
     /* The sub-plans read a faulty parameter from the evaluator's plan, which
      * holds the trial's faults already (and the golden values again after
      * it): no copy of a whole embedding table per sub-plan (30 MB a worker
@@ -376,6 +396,7 @@ void bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w)
             int v = m->param_vals[w[i].param];
             dx->sub[k]->vals[v].data = dx->plan[0]->vals[v].data;
         }
+    return BF_OK;
 }
 
 /* The rows of batch b the faults reach, into out (ascending, as samples
@@ -581,19 +602,23 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
 /* The sub-plans that may run rows of value v from its readers on: every
  * step below v runs on their rows, and every Gemm as exact rows (runs of
  * rows from several batches have no batch's product to run in). */
-int bf__rows_can_seed(const bf__dx *dx, int v)
+bf_status bf__rows_can_seed(bf__dx *dx, int v, const bf__dx_weight *w, size_t n_w, int *can, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
-    if (dx->n_sub == 0 || sh->first_use[v] < 0) return 0;
+    *can = 0;
+    if (dx->n_sub == 0 || sh->first_use[v] < 0) return BF_OK;
+    bf_status st = rows_ensure(dx, w, n_w, err);
+    if (st != BF_OK) return st;
     for (int k = 0; k < dx->n_sub; k++) {
-        if (!dx->rows_from[(size_t)k * sh->m->n_values + (size_t)v]) return 0;
-        if (batch_axis(dx->plan[0], dx->sub[k], v) != 0) return 0;
+        if (!dx->rows_from[(size_t)k * sh->m->n_values + (size_t)v]) return BF_OK;
+        if (batch_axis(dx->plan[0], dx->sub[k], v) != 0) return BF_OK;
     }
     for (size_t i = (size_t)sh->first_use[v]; i < sh->n_steps; i++) {
         bf__gemm_info g;
-        if (bf__gemm_params(&dx->plan[0]->steps[i], &g) && !sh->roww[0][i]) return 0;
+        if (bf__gemm_params(&dx->plan[0]->steps[i], &g) && !sh->roww[0][i]) return BF_OK;
     }
-    return 1;
+    *can = 1;
+    return BF_OK;
 }
 
 bf_status bf__rows_seeded(bf__dx *dx, int v, const int64_t *rows, const float *vals, int64_t n, int *done,

@@ -247,7 +247,7 @@ bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *g
                 if (plan[0]->steps[i].node->out[j] >= 0) must[plan[0]->steps[i].node->out[j]] = 1;
     for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan[0], q, must);
     for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(ev, i);
-    if ((st = bf__gcache_build(plan[0], plan[1], feeds, samples, budget, must, &sh->gc, err)) != BF_OK) goto out;
+    if ((st = bf__gcache_build(plan[0], plan[1], feeds, samples, budget, must, golden, &sh->gc, err)) != BF_OK) goto out;
     for (size_t q = 0; q < m->n_params; q++)
         if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, plan, q, err)) != BF_OK) goto out;
     if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) goto out;

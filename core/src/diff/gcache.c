@@ -44,7 +44,8 @@ static int cand_cmp(const void *a, const void *b)
 }
 
 bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
-                           size_t budget, const unsigned char *must, bf__gcache **out, bf_error *err)
+                           size_t budget, const unsigned char *must, const float *golden, bf__gcache **out,
+                           bf_error *err)
 {
     const bf_model *m = bf_plan_model(full);
     bf_status st = BF_OK;
@@ -87,6 +88,18 @@ bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const 
             if ((st = bf_dataset_copy_rows(feeds[i], b * gc->batch, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK)
                 goto out;
         if ((st = bf_plan_run(p, err)) != BF_OK) goto out;
+        /* This pass runs other plans than the campaign's golden pass did:
+         * if the model does not evaluate deterministically, no trial could
+         * be told from golden. (The workers' evaluators used to check it
+         * with a golden pass each.) */
+        const bf_tensor *o = bf_plan_output(p, 0);
+        if (golden && memcmp(o->data, golden + (size_t)(b * gc->batch) * (size_t)(bf_tensor_numel(o) / bf_plan_batch(p)),
+                             bf_tensor_nbytes(o)) != 0) {
+            st = bf_error_set(err, BF_EUNSUPPORTED,
+                              "the golden pass of batch %lld differs from the campaign's: this model does not "
+                              "evaluate deterministically, so outcomes cannot be classified", (long long)b);
+            goto out;
+        }
         for (size_t v = 0; v < m->n_values; v++)
             if (gc->blk[v]) memcpy(gc->blk[v] + (size_t)b * gc->full[v], p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
     }

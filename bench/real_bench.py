@@ -1,0 +1,362 @@
+#!/usr/bin/python3
+"""Real networks at real sizes: `bitflip eval` and `bitflip run` vs PyTorch eager and ONNX Runtime.
+
+  /usr/bin/python3 bench/real_bench.py [--bitflip build/bitflip] [--models resnet18,mobilenet_v2,vit_s16,lstm]
+        [--threads 1,2] [--quick] [--write-doc docs/BENCHMARKS.md] [--out bench/out/real.json]
+  /usr/bin/python3 bench/real_bench.py --render bench/out/real.json [--write-doc docs/BENCHMARKS.md]
+
+Models (built here with torchvision / torch.nn, weights=None, seeded; written to bench/models/real/,
+never committed): resnet18 and mobilenet_v2 (torchvision constructors, 224x224 images), vit_s16
+(torchvision's VisionTransformer at ViT-S/16 size: 12 layers, 6 heads, width 384, 224x224) and an
+LSTM classifier (nn.LSTM 2 layers, hidden 256, 32 features, sequences of 64, batch_first). Each is
+exported as users export (torch.onnx.export, opset 13, dynamic batch, default constant folding:
+BatchNorm folded into the convolutions); its eval set is random inputs labelled by the model's own
+predictions (golden accuracy 1.0, so every fault that changes a prediction shows).
+
+Per model and thread count, each peer in its own process, one at a time, after waiting for the
+machine to go quiet:
+  eval      bitflip eval --batch B --repeat R --json; PyTorch eager (the very nn.Module exported, under
+            torch.inference_mode(), best of batches B and the whole set); ONNX Runtime
+            (bench/ort_eval.js, onnxruntime-node, same file, batch B). All check their outputs
+            against the golden ones (PyTorch's) before timing.
+  campaign  bitflip run --local on a spec of T uniform single-bit weight faults (every bit of every
+            fp32 parameter equally likely), timed as a whole process (load, golden pass, checks,
+            cache: setup counted) and by its --stats line (trials alone, setup alone); PyTorch's
+            flip-and-rerun loop (PyTEI style: XOR one bit of one parameter in place, forward the
+            whole eval set at its best batch, compare with golden, XOR back) over its own uniform
+            draw of the same number of faults (a forward pass costs the same wherever the bit is).
+Every peer gets OMP_NUM_THREADS/OPENBLAS_NUM_THREADS/MKL_NUM_THREADS = threads and
+OMP_WAIT_POLICY=PASSIVE. Results go to bench/out/real.json; --write-doc rewrites the section
+between <!-- real-bench:start --> and <!-- real-bench:end --> of the doc.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+PY = "/usr/bin/python3"
+BENCH = benchlib.BENCH_DIR
+ROOT = benchlib.REPO_ROOT
+MODELS_DIR = os.path.join(BENCH, "models", "real")
+START, END = "<!-- real-bench:start -->", "<!-- real-bench:end -->"
+
+# samples in the eval set, eval batch, repeats (full / quick), campaign trials (full / quick)
+PLAN = {
+    "resnet18": dict(samples=64, batch=32, repeat=(3, 1), trials=(40, 10),
+                     what="torchvision resnet18(weights=None), 3x224x224, 11.7M params"),
+    "mobilenet_v2": dict(samples=64, batch=32, repeat=(3, 1), trials=(40, 10),
+                         what="torchvision mobilenet_v2(weights=None), 3x224x224, 3.5M params"),
+    "vit_s16": dict(samples=32, batch=32, repeat=(2, 1), trials=(20, 5),
+                    what="torchvision VisionTransformer, ViT-S/16 (12 layers, 6 heads, 384 wide), 3x224x224, 22M params"),
+    "lstm": dict(samples=256, batch=32, repeat=(5, 2), trials=(100, 20),
+                 what="nn.LSTM(32, 256, num_layers=2, batch_first) + Linear(256, 10) on the last step, sequences of 64"),
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- the models -----------------------------------------------------------------------------
+
+def build_module(name):
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    if name == "resnet18":
+        return torchvision.models.resnet18(weights=None), (3, 224, 224)
+    if name == "mobilenet_v2":
+        return torchvision.models.mobilenet_v2(weights=None), (3, 224, 224)
+    if name == "vit_s16":
+        from torchvision.models.vision_transformer import VisionTransformer
+        return VisionTransformer(image_size=224, patch_size=16, num_layers=12, num_heads=6, hidden_dim=384,
+                                 mlp_dim=1536, num_classes=1000), (3, 224, 224)
+    if name == "lstm":
+        class LSTMClassifier(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = torch.nn.LSTM(32, 256, num_layers=2, batch_first=True)
+                self.fc = torch.nn.Linear(256, 10)
+
+            def forward(self, x):
+                y, _ = self.lstm(x)
+                return self.fc(y[:, -1, :])
+        return LSTMClassifier(), (64, 32)
+    raise SystemExit(f"real_bench: unknown model {name}")
+
+
+def make_model(name, force=False):
+    """bench/models/real/NAME.{onnx,eval.safetensors,ref.json,pt}; returns the paths' stem."""
+    stem = os.path.join(MODELS_DIR, name)
+    if not force and all(os.path.exists(stem + s) for s in (".onnx", ".eval.safetensors", ".ref.json", ".pt")):
+        return stem
+    import numpy as np
+    import torch
+    os.makedirs(MODELS_DIR, exist_ok=True)
+    torch.set_num_threads(2)
+    m, shape = build_module(name)
+    m.eval()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn((PLAN[name]["samples"],) + shape, generator=g)
+    log(f"real_bench: exporting {name}")
+    torch.onnx.export(m, x[:2], stem + ".onnx", opset_version=13, input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    with torch.inference_mode():
+        out = torch.cat([m(x[i:i + 16]) for i in range(0, len(x), 16)])
+    labels = out.argmax(1).numpy().astype(np.int64)
+    benchlib.write_safetensors(stem + ".eval.safetensors", {"input": x.numpy(), "labels": labels})
+    with open(stem + ".ref.json", "w") as f:
+        json.dump({"model": name, "task": "classification", "golden_accuracy": 1.0,
+                   "golden": out.numpy().tolist()}, f)
+    torch.save(m, stem + ".pt")
+    return stem
+
+
+# --- the PyTorch peers (run in a subprocess: python3 real_bench.py --torch-peer ...) ----------
+
+def torch_peer(args):
+    for k in benchlib.THREAD_ENV:
+        os.environ[k] = str(args.threads)
+    import numpy as np
+    import torch
+    torch.set_num_threads(args.threads)
+    stem = os.path.join(MODELS_DIR, args.torch_peer)
+    m = torch.load(stem + ".pt")
+    m.eval()
+    data = benchlib.read_safetensors(stem + ".eval.safetensors")
+    x = torch.from_numpy(np.array(data["input"]))
+    golden = torch.tensor(json.load(open(stem + ".ref.json"))["golden"], dtype=torch.float32)
+    n = len(x)
+
+    def full_pass(batch):
+        b = batch or n
+        with torch.inference_mode():
+            return torch.cat([m(x[i:i + b]) for i in range(0, n, b)])
+
+    # check, then find the best batch
+    out = full_pass(args.batch)
+    if not torch.allclose(out, golden, rtol=1e-4, atol=1e-5):
+        print(json.dumps({"ok": False, "error": "outputs differ from golden"}))
+        return 3
+    best = None
+    for b in sorted({args.batch, 0}):
+        times = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            full_pass(b)
+            times.append(time.perf_counter() - t0)
+        t = min(times)
+        if best is None or t < best[1]:
+            best = (b or n, t)
+    res = {"samples": n, "batch": best[0], "seconds": best[1], "samples_per_s": n / best[1],
+           "blas": benchlib.loaded_blas()}
+    if args.trials:
+        params = [p for p in m.parameters() if p.dtype == torch.float32]
+        sizes = np.array([p.numel() for p in params], dtype=np.int64)
+        rng = np.random.default_rng(7)
+        picks = rng.integers(0, int(sizes.sum()) * 32, size=args.trials)
+        cum = np.cumsum(sizes)
+        changed = 0
+        t0 = time.perf_counter()
+        for pick in picks:
+            elem, bit = divmod(int(pick), 32)
+            k = int(np.searchsorted(cum, elem, side="right"))
+            local = elem - (int(cum[k - 1]) if k else 0)
+            with torch.no_grad():
+                flat = params[k].data.view(-1).view(torch.int32)
+                flat[local] ^= (1 << bit) if bit < 31 else -(1 << 31)
+                o = full_pass(best[0])
+                flat[local] ^= (1 << bit) if bit < 31 else -(1 << 31)
+            changed += int((o.argmax(1) != golden.argmax(1)).any())
+        loop = time.perf_counter() - t0
+        res.update(trials=args.trials, trial_seconds=loop, trials_per_s=args.trials / loop,
+                   trials_changing_a_prediction=changed)
+    print(json.dumps(res))
+    return 0
+
+
+# --- running the peers ------------------------------------------------------------------------
+
+def parse_json(out):
+    for line in reversed(out.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                pass
+    try:
+        return json.loads(out)
+    except ValueError:
+        return None
+
+
+def run(cmd, threads, timeout, quiet):
+    log("real_bench: " + " ".join(shlex.quote(c) for c in cmd))
+    r = benchlib.measure_process(cmd, benchlib.thread_env(threads), timeout, quiet, tag="real")
+    r["json"] = parse_json(r.get("out", "")) if r.get("ok") else None
+    return r
+
+
+STATS = re.compile(r"(\d+) trials in ([0-9.]+) s \(([0-9.]+) trials/s\).*?setup ([0-9.]+) s")
+
+
+def bitflip_campaign(a, name, stem, threads, trials, quiet):
+    spec = {"model": stem + ".onnx", "dataset": stem + ".eval.safetensors", "seed": 7, "trials": trials,
+            "batch": PLAN[name]["batch"],
+            "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": 1,
+                       "representation": "fp32"}, "sampling": "uniform"}
+    path = os.path.join(BENCH, "out", f"real_{name}_spec.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    r = run([a.bitflip, "run", "--local", path, "--threads", str(threads), "--stats", "--format", "json",
+             "--out", os.path.join(BENCH, "out", f"real_{name}_result.json")], threads, 3600, quiet)
+    if r.get("ok"):
+        m = STATS.search(r.get("err", ""))
+        if m:
+            r["stats"] = {"trials": int(m.group(1)), "trial_seconds": float(m.group(2)),
+                          "trials_per_s": float(m.group(3)), "setup_seconds": float(m.group(4)),
+                          "line": [l for l in r["err"].splitlines() if "trials/s" in l][-1]}
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bitflip", default=os.path.join(ROOT, "build", "bitflip"))
+    ap.add_argument("--models", default=",".join(PLAN))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--regenerate", action="store_true")
+    ap.add_argument("--quiet-wait", type=float, default=30)
+    ap.add_argument("--out", default=os.path.join(BENCH, "out", "real.json"))
+    ap.add_argument("--write-doc")
+    ap.add_argument("--render")
+    ap.add_argument("--torch-peer", help=argparse.SUPPRESS)
+    ap.add_argument("--batch", type=int, default=32, help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=3, help=argparse.SUPPRESS)
+    ap.add_argument("--trials", type=int, default=0, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.torch_peer:
+        a.threads = int(a.threads)
+        return torch_peer(a)
+    if a.render:
+        doc = json.load(open(a.render))
+        return write(doc, a.write_doc)
+
+    q = 1 if a.quick else 0
+    mi = benchlib.machine_info()
+    t_start = time.time()
+    rows = []
+    for name in a.models.split(","):
+        p = PLAN[name]
+        stem = make_model(name, a.regenerate)
+        for threads in [int(t) for t in a.threads.split(",")]:
+            row = {"model": name, "threads": threads, "batch": p["batch"], "what": p["what"]}
+            rep = p["repeat"][q]
+            row["bitflip_eval"] = run([a.bitflip, "eval", stem + ".onnx", stem + ".eval.safetensors", "--threads",
+                                       str(threads), "--batch", str(p["batch"]), "--repeat", str(rep), "--json"],
+                                      threads, 3600, a.quiet_wait)
+            row["ort_eval"] = run(["node", os.path.join(BENCH, "ort_eval.js"), stem + ".onnx",
+                                   stem + ".eval.safetensors", "--threads", str(threads), "--batch", str(p["batch"]),
+                                   "--repeat", str(rep), "--ref", stem + ".ref.json", "--json"],
+                                  threads, 3600, a.quiet_wait)
+            trials = p["trials"][q]
+            row["torch"] = run([PY, os.path.abspath(__file__), "--torch-peer", name, "--threads", str(threads),
+                                "--batch", str(p["batch"]), "--repeat", str(rep), "--trials", str(trials)],
+                               threads, 7200, a.quiet_wait)
+            row["bitflip_campaign"] = bitflip_campaign(a, name, stem, threads, trials, a.quiet_wait)
+            for k in ("bitflip_eval", "ort_eval", "torch", "bitflip_campaign"):
+                for drop in ("out",):
+                    row[k].pop(drop, None)
+                if row[k].get("ok"):
+                    row[k].pop("err", None)
+            rows.append(row)
+            log(f"real_bench: {name} x{threads}: {summary(row)}")
+    mi["loadavg_end"] = os.getloadavg()
+    doc = {"meta": {"date": datetime.datetime.fromtimestamp(t_start, datetime.timezone.utc).isoformat(timespec="seconds"),
+                    "machine": mi, "seconds": time.time() - t_start,
+                    "command": "/usr/bin/python3 bench/real_bench.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])},
+           "rows": rows}
+    benchlib.save_results(a.out, doc["meta"], rows)
+    return write(doc, a.write_doc)
+
+
+def rate(r, key="samples_per_s"):
+    return (r or {}).get("json", {}) and r["json"].get(key) if (r or {}).get("ok") else None
+
+
+def ratio(x, y):
+    return f"{x / y:.2f}x" if x and y else "–"
+
+
+def summary(row):
+    bf, ort, tt = rate(row["bitflip_eval"]), rate(row["ort_eval"]), rate(row["torch"])
+    return f"eval bitflip {bf} ort {ort} torch {tt}"
+
+
+def fmt(x, nd=1):
+    return f"{x:,.{nd}f}" if isinstance(x, (int, float)) else "–"
+
+
+def write(doc, path):
+    meta, rows = doc["meta"], doc["rows"]
+    lines = [START, "## Real networks at real sizes (`bench/real_bench.py`)", "",
+             f"- Date: {meta['date']}; took {meta['seconds']:.0f} s",
+             *benchlib.machine_lines(meta["machine"]),
+             f"- Command: `{meta['command']}`", "",
+             "Eval: samples/s over the whole eval set at the batch shown (PyTorch: its best of that batch and the "
+             "whole set). Ratios above 1x mean bitflip is faster.", "",
+             "| model | threads | batch | bitflip samples/s | PyTorch samples/s | ORT samples/s | bitflip / PyTorch | bitflip / ORT |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        bf, tt, ort = rate(r["bitflip_eval"]), (r["torch"].get("json") or {}).get("samples_per_s"), rate(r["ort_eval"])
+        lines.append(f"| {r['model']} | {r['threads']} | {r['batch']} | {fmt(bf)} | {fmt(tt)} | {fmt(ort)} | "
+                     f"{ratio(bf, tt)} | {ratio(bf, ort)} |")
+    lines += ["", "Campaigns: uniform single-bit weight faults. *bitflip whole* is the whole process (loading, golden "
+              "pass, checks, cache and trials: setup counted); *trials* and *setup* come from its `--stats` line. "
+              "PyTorch's flip-and-rerun loop is timed over its trials only (its model already loaded). "
+              "*setup / eval pass* is bitflip's setup over one golden eval pass at the same thread count.", "",
+              "| model | threads | trials | bitflip whole s | bitflip trials/s | bitflip setup s | PyTorch trials/s | "
+              "bitflip / PyTorch (trials) | bitflip / PyTorch (setup counted) | setup / eval pass |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c, tj = r["bitflip_campaign"], r["torch"].get("json") or {}
+        st = c.get("stats") or {}
+        whole = c.get("wall") if c.get("ok") else None
+        ttr = tj.get("trials_per_s")
+        trials = st.get("trials")
+        with_setup = (trials / whole) if whole and trials else None
+        bfe = r["bitflip_eval"].get("json") or {}
+        eval_s = bfe.get("seconds")
+        lines.append(f"| {r['model']} | {r['threads']} | {trials or '–'} | {fmt(whole)} | {fmt(st.get('trials_per_s'), 2)} | "
+                     f"{fmt(st.get('setup_seconds'))} | {fmt(ttr, 2)} | {ratio(st.get('trials_per_s'), ttr)} | "
+                     f"{ratio(with_setup, ttr)} | {ratio(st.get('setup_seconds'), eval_s) if eval_s else '–'} |")
+    lines += ["", "| model | what |", "|---|---|"]
+    seen = set()
+    for r in rows:
+        if r["model"] not in seen:
+            seen.add(r["model"])
+            lines.append(f"| {r['model']} | {r['what']} |")
+    failed = [f"{r['model']} x{r['threads']} {k}: {r[k].get('error')}" for r in rows
+              for k in ("bitflip_eval", "ort_eval", "torch", "bitflip_campaign") if not r[k].get("ok")]
+    if failed:
+        lines += ["", "Runs that failed:", ""] + [f"- {f}" for f in failed]
+    lines.append(END)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if path:
+        benchlib.write_section(path, START, END, text)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
