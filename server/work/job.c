@@ -71,7 +71,10 @@ static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *er
     if ((st = bfd_blob_verify(js->dataset_path, "dataset", err)) != BF_OK) return st;
     if ((st = bf_model_load_file_opts(js->model_path, &wc->lim.model, &wc->m, err)) != BF_OK) return bf_error_prefix(err, "model");
     if ((st = bf_dataset_load_file_opts(js->dataset_path, &wc->lim.data, &wc->ds, err)) != BF_OK) return bf_error_prefix(err, "dataset");
-    if ((st = bf_campaign_create(wc->m, wc->ds, &wc->spec, &wc->c, err)) != BF_OK) return st;
+    /* the golden pass made by the differential engine: the first chunk's
+     * run starts from its cache instead of making the pass again */
+    bf_campaign_prep prep = {.differential = 1};
+    if ((st = bf_campaign_create_prepared(wc->m, wc->ds, &wc->spec, NULL, &prep, &wc->c, err)) != BF_OK) return st;
     snprintf(wc->id, sizeof wc->id, "%s", js->id);
     return BF_OK;
 }

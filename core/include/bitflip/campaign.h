@@ -320,6 +320,20 @@ bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const 
  * the golden pass is an error (a tolerance too tight for this model). */
 bf_status bf_campaign_create_mitigated(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
                                        const bf_mitigation *mit, bf_campaign **out, bf_error *err);
+/* How bf_campaign_create_prepared readies the campaign for bf_campaign_run. */
+typedef struct bf_campaign_prep {
+    /* 1: the golden pass is the differential engine's, caching every value
+     * it can within cache_budget (0: BF_CACHE_BUDGET_DEFAULT). A run that is
+     * not exact and has the same budget then starts from it instead of
+     * running the golden pass a second time (on resnet18 at 224x224 that is
+     * a third of the time before the first trial). */
+    int differential;
+    int64_t cache_budget;
+} bf_campaign_prep;
+/* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
+bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                      const bf_mitigation *mit, const bf_campaign_prep *prep, bf_campaign **out,
+                                      bf_error *err);
 void bf_campaign_free(bf_campaign *c);
 
 /* What the campaign's protections cost: extra storage (protected bits,

@@ -10,11 +10,14 @@
 #include "base/alloc.h"
 #include "bitflip/metrics.h"
 #include "campaign/campaign_impl.h"
+#include "diff/diff.h"
 #include "exec/plan_impl.h"
 
 void bf_campaign_free(bf_campaign *c)
 {
     if (!c) return;
+    bf__dx_shared_free(c->gdx);
+    bf_evaluator_free(c->gev);
     for (size_t p = 0; c->stored && p < c->model->n_params; p++) bf__free(c->stored[p]);
     for (size_t p = 0; c->scale && p < c->model->n_params; p++) bf__free(c->scale[p]);
     bf_model_free(c->own_model);
@@ -608,7 +611,24 @@ static unsigned applicable_metrics(bf_task task)
     return a;
 }
 
-static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+/* The golden pass as the differential engine makes it: the values cached
+ * on the way, the outputs into c->golden, r as bf_evaluator_run would
+ * give it. */
+static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_eval_result *r,
+                                     bf_error *err)
+{
+    const bf_tensor *o = bf_plan_output(bf__evaluator_plan(ev, 0), 0);
+    int64_t samples = bf_dataset_num_samples(c->ds), cols = bf_tensor_numel(o) / bf_evaluator_batch(ev);
+    c->golden = bf__malloc((size_t)(samples * cols) * sizeof(float) + 1);
+    if (!c->golden) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs");
+    c->gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+    bf_status st = bf__dx_shared_golden(ev, samples, cols, (size_t)c->gdx_budget, c->golden, &c->gdx, err);
+    if (st != BF_OK) return st;
+    bf__evaluator_score(ev, c->golden, r);
+    return BF_OK;
+}
+
+static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep, bf_error *err)
 {
     bf_status st;
     bf_evaluator *ev = NULL;
@@ -619,15 +639,19 @@ static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, bf_er
     for (size_t p = 0; p < c->model->n_params; p++)
         if (c->stored[p] && (st = bf_evaluator_set_param(ev, p, c->stored[p], err)) != BF_OK) goto out;
     bf_eval_result r;
-    if ((st = bf_evaluator_run(ev, NULL, 0, &r, err)) != BF_OK) goto out;
+    if (prep && prep->differential) {
+        if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
+    } else if ((st = bf_evaluator_run(ev, NULL, 0, &r, err)) != BF_OK) {
+        goto out;
+    }
     c->task = r.task;
     c->samples = r.samples;
     c->out_cols = r.out_cols;
     size_t n = (size_t)(r.samples * r.out_cols);
-    c->golden = bf__malloc(n * sizeof(float) + 1);
+    if (!c->golden) c->golden = bf__malloc(n * sizeof(float) + 1);
     c->golden_pred = bf__malloc((size_t)r.samples * sizeof(int64_t) + 1);
     if (!c->golden || !c->golden_pred) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs"); goto out; }
-    memcpy(c->golden, r.outputs, n * sizeof(float));
+    if (r.outputs != c->golden) memcpy(c->golden, r.outputs, n * sizeof(float));
     if (c->out_cols == 1)
         for (int64_t i = 0; i < c->samples; i++) c->logits |= c->golden[i] < 0 || c->golden[i] > 1;
     for (int64_t i = 0; i < c->samples; i++) c->golden_pred[i] = bf__prediction(c, c->golden + i * c->out_cols);
@@ -660,6 +684,11 @@ static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, bf_er
     c->metrics = (spec->metrics ? spec->metrics : app) & app;
     if (c->critical_metric >= 0) c->metrics |= 1u << c->critical_metric;
     set_grids(c);
+    if (c->gdx) {
+        if ((st = bf__dx_shared_finish(c->gdx, ev, c->golden, err)) != BF_OK) goto out;
+        c->gev = ev;   /* the first run's worker 0 */
+        ev = NULL;
+    }
 out:
     bf__free(lab);
     bf_evaluator_free(ev);
@@ -712,6 +741,13 @@ bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const 
 bf_status bf_campaign_create_mitigated(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
                                        const bf_mitigation *mit, bf_campaign **out, bf_error *err)
 {
+    return bf_campaign_create_prepared(model, ds, spec, mit, NULL, out, err);
+}
+
+bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                      const bf_mitigation *mit, const bf_campaign_prep *prep, bf_campaign **out,
+                                      bf_error *err)
+{
     bf_status st;
     bf_campaign *c = bf__calloc(1, sizeof *c);
     *out = NULL;
@@ -730,7 +766,7 @@ bf_status bf_campaign_create_mitigated(const bf_model *model, const bf_dataset *
     if ((st = quantize_params(c, spec, err)) != BF_OK) goto out;
     c->base_model = model;
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
-    if ((st = golden_pass(c, spec, err)) != BF_OK) goto out;
+    if ((st = golden_pass(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = profile_scales(c, err)) != BF_OK) goto out;
     *out = c;
     c = NULL;

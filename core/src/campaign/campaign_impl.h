@@ -5,6 +5,7 @@
 #define BF_CAMPAIGN_IMPL_H
 
 #include "bitflip/campaign.h"
+#include "bitflip/eval.h"
 #include "bitflip/mitigate.h"
 #include "bitflip/rng.h"
 
@@ -85,6 +86,12 @@ struct bf_campaign {
     int logits;               /* one score per sample, and scores are logits */
     double golden_metric[BF_METRIC_COUNT];
     double label_entropy;     /* binary: entropy of the positive rate (nats) */
+    /* A golden pass made by the differential engine (bf_campaign_prep):
+     * its evaluator and shared state, handed to the first bf_campaign_run
+     * that can use them (NULL once handed over, or when not prepared). */
+    bf_evaluator *gev;
+    struct bf__dx_shared *gdx;
+    int64_t gdx_budget;
     /* Metric sums are kept on a fixed grid so they add exactly (see
      * campaign_stats.c): per metric a bound and the grid exponents. */
     double bound[BF_METRIC_COUNT];

@@ -82,6 +82,7 @@ struct runner {
     worker *ws;
     int n_workers;
     bf__dx_shared *dxs;     /* the golden cache and graph facts all executors share */
+    int adopt;              /* worker 0 and dxs are the campaign's prepared golden pass's */
     bf__scorer *scorer;
     int golden_finite;      /* every golden output finite: classify may skip unchanged rows */
 
@@ -458,6 +459,14 @@ static void *worker_main(void *arg)
 static bf_status worker_init(runner *rn, worker *w, int idx, bf_error *err)
 {
     bf_campaign *c = rn->c;
+    if (idx == 0 && rn->adopt) {
+        /* the evaluator of the campaign's golden pass, whose plans the
+         * golden cache was made on (bf_campaign_prep) */
+        w->ev = c->gev;
+        c->gev = NULL;
+        bf__evaluator_set_cancel(w->ev, rn->opts->cancel);
+        return BF_OK;
+    }
     bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
@@ -646,6 +655,17 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         if (!rn.ring[i].outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs"); goto out; }
     }
     rn.n_workers = threads;
+    /* A golden pass made for a differential run with this budget is used,
+     * not made again; one that cannot be used is freed before the workers
+     * allocate theirs. */
+    int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+    rn.adopt = c->gdx && c->gev && !o->exact && c->gdx_budget == budget;
+    if (!rn.adopt) {
+        bf__dx_shared_free(c->gdx);
+        bf_evaluator_free(c->gev);
+        c->gdx = NULL;
+        c->gev = NULL;
+    }
     /* Evaluators are built here, one after another, before any worker
      * starts. */
     for (int i = 0; i < threads; i++) {
@@ -656,9 +676,13 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     rn.golden_finite = 1;
     for (int64_t i = 0; i < c->samples * c->out_cols; i++) rn.golden_finite &= isfinite(c->golden[i]) != 0;
     if (!o->exact) {
-        int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-        if ((st = bf__dx_shared_create(rn.ws[0].ev, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs, err)) != BF_OK)
+        if (rn.adopt) {
+            rn.dxs = c->gdx;
+            c->gdx = NULL;
+        } else if ((st = bf__dx_shared_create(rn.ws[0].ev, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs,
+                                              err)) != BF_OK) {
             goto out;
+        }
         acc.cache_bytes = bf__dx_shared_cache_bytes(rn.dxs);
         if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
         for (int i = 0; i < threads; i++)

@@ -82,10 +82,12 @@ typedef struct bf__gcache bf__gcache;
  * `must` first, then the others smallest first (the most values per byte).
  * Graph inputs are never cached: the dataset holds them. Each batch's
  * output 0 must equal its rows of `golden` (samples x columns; NULL: not
- * checked), or the model is not deterministic and the build fails. */
+ * checked), or the model is not deterministic and the build fails;
+ * golden_out (non-NULL) gets every batch's output 0 instead: the pass is
+ * then the campaign's golden pass. */
 bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
-                           size_t budget, const unsigned char *must, const float *golden, bf__gcache **out,
-                           bf_error *err);
+                           size_t budget, const unsigned char *must, const float *golden, float *golden_out,
+                           bf__gcache **out, bf_error *err);
 void bf__gcache_free(bf__gcache *gc);
 /* Value v's golden tensor in batch b, or NULL if not cached. */
 const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);
@@ -112,6 +114,15 @@ typedef struct bf__dx_weight {
 bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols,
                                size_t budget, bf__dx_shared **out, bf_error *err);
 void bf__dx_shared_free(bf__dx_shared *sh);
+/* The same in two halves, for a campaign whose golden pass is the cache's:
+ * bf__dx_shared_golden runs the pass (writing output 0 of every sample into
+ * golden_out, samples x out_cols) and caches the values; once the caller
+ * has the golden outputs, bf__dx_shared_finish does what needs them (the
+ * embedding index, the exact Gemm blocks, the chains). `golden` must
+ * outlive sh. */
+bf_status bf__dx_shared_golden(bf_evaluator *ev, int64_t samples, int64_t out_cols, size_t budget, float *golden_out,
+                               bf__dx_shared **out, bf_error *err);
+bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);
 size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh);
 
 bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out, bf_error *err);

@@ -202,62 +202,115 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
     return BF_OK;
 }
 
-bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols, size_t budget,
-                               bf__dx_shared **out, bf_error *err)
+/* Everything but the cache and what is found on it: use lists, and the
+ * values the cache must hold whatever its budget (into must). */
+static bf_status shared_begin(bf_evaluator *ev, int64_t samples, int64_t out_cols, bf__dx_shared **out,
+                              unsigned char **must_out, bf_error *err)
 {
-    bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
-    const bf_model *m = bf_plan_model(plan[0]);
+    bf_plan *plan0 = bf__evaluator_plan(ev, 0);
+    const bf_model *m = bf_plan_model(plan0);
     bf_status st;
     unsigned char *must = NULL;
-    const bf_tensor **feeds = NULL;
     bf__dx_shared *sh = bf__calloc(1, sizeof *sh);
     *out = NULL;
+    *must_out = NULL;
     if (!sh) return bf__dx_oom(err);
     sh->m = m;
     sh->samples = samples;
-    sh->batch = bf_plan_batch(plan[0]);
+    sh->batch = bf_plan_batch(plan0);
     sh->n_batches = (samples + sh->batch - 1) / sh->batch;
     sh->batch_shift = -1;
     for (int q = 0; q < 62 && sh->batch_shift < 0; q++)
         if ((int64_t)1 << q == sh->batch) sh->batch_shift = q;
-    sh->golden = golden;
     sh->out_cols = out_cols;
     sh->out_val = m->output_vals[0];
-    sh->n_steps = plan[0]->n_steps;
+    sh->n_steps = plan0->n_steps;
     /* room for a value of the full batch, graph inputs included: a Gemm's
      * partial products (diffgemm.c) take at most its A's or its Y's floats,
      * and A may be a graph input (a wide input to a narrow Gemm is the
      * largest value of a logistic regression); row-mode plans (diffrows.c)
      * are never wider than the batch */
     for (size_t v = 0; v < m->n_values; v++)
-        if (plan[0]->val_step[v] != BF__VAL_NOT_RUN) {
-            size_t n = (size_t)bf_tensor_numel(&plan[0]->vals[v]);
+        if (plan0->val_step[v] != BF__VAL_NOT_RUN) {
+            size_t n = (size_t)bf_tensor_numel(&plan0->vals[v]);
             if (n > sh->scratch_floats) sh->scratch_floats = n;
         }
     must = bf__calloc(m->n_values + 1, 1);
-    feeds = bf__calloc(m->n_inputs + 1, sizeof *feeds);
     sh->emb = bf__calloc(m->n_params + 1, sizeof *sh->emb);
-    if (!must || !feeds || !sh->emb) { st = bf__dx_oom(err); goto out; }
-    if ((st = use_lists(sh, plan[0], err)) != BF_OK) goto out;
+    if (!must || !sh->emb) { st = bf__dx_oom(err); goto out; }
+    if ((st = use_lists(sh, plan0, err)) != BF_OK) goto out;
     /* Outputs of multi-output steps are cached whatever the budget: a
      * recomputation would overwrite its siblings, which may hold a fault. */
-    for (size_t i = 0; i < plan[0]->n_steps; i++)
-        if (plan[0]->steps[i].n_out > 1)
-            for (int j = 0; j < plan[0]->steps[i].n_out; j++)
-                if (plan[0]->steps[i].node->out[j] >= 0) must[plan[0]->steps[i].node->out[j]] = 1;
-    for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan[0], q, must);
-    for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(ev, i);
-    if ((st = bf__gcache_build(plan[0], plan[1], feeds, samples, budget, must, golden, &sh->gc, err)) != BF_OK) goto out;
-    for (size_t q = 0; q < m->n_params; q++)
-        if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, plan, q, err)) != BF_OK) goto out;
-    if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) goto out;
-    if ((st = bf__chain_setup(sh, ev, plan, err)) != BF_OK) goto out;
+    for (size_t i = 0; i < plan0->n_steps; i++)
+        if (plan0->steps[i].n_out > 1)
+            for (int j = 0; j < plan0->steps[i].n_out; j++)
+                if (plan0->steps[i].node->out[j] >= 0) must[plan0->steps[i].node->out[j]] = 1;
+    for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan0, q, must);
     *out = sh;
-    sh = NULL;
+    *must_out = must;
+    return BF_OK;
 out:
     bf__free(must);
-    bf__free(feeds);
     bf__dx_shared_free(sh);
     return st;
 }
 
+/* The golden pass over the eval set, into the cache. */
+static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *ev, size_t budget, const unsigned char *must,
+                              const float *golden, float *golden_out, bf_error *err)
+{
+    const bf_model *m = sh->m;
+    bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
+    const bf_tensor **feeds = bf__calloc(m->n_inputs + 1, sizeof *feeds);
+    if (!feeds) return bf__dx_oom(err);
+    for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(ev, i);
+    bf_status st = bf__gcache_build(plan[0], plan[1], feeds, sh->samples, budget, must, golden, golden_out, &sh->gc, err);
+    bf__free(feeds);
+    return st;
+}
+
+bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err)
+{
+    bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
+    bf_status st;
+    sh->golden = golden;
+    for (size_t q = 0; q < sh->m->n_params; q++)
+        if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, plan, q, err)) != BF_OK) return st;
+    if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) return st;
+    return bf__chain_setup(sh, ev, plan, err);
+}
+
+bf_status bf__dx_shared_golden(bf_evaluator *ev, int64_t samples, int64_t out_cols, size_t budget, float *golden_out,
+                               bf__dx_shared **out, bf_error *err)
+{
+    unsigned char *must = NULL;
+    bf__dx_shared *sh = NULL;
+    *out = NULL;
+    bf_status st = shared_begin(ev, samples, out_cols, &sh, &must, err);
+    if (st == BF_OK) st = shared_cache(sh, ev, budget, must, NULL, golden_out, err);
+    bf__free(must);
+    if (st != BF_OK) {
+        bf__dx_shared_free(sh);
+        return st;
+    }
+    *out = sh;
+    return BF_OK;
+}
+
+bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols, size_t budget,
+                               bf__dx_shared **out, bf_error *err)
+{
+    unsigned char *must = NULL;
+    bf__dx_shared *sh = NULL;
+    *out = NULL;
+    bf_status st = shared_begin(ev, samples, out_cols, &sh, &must, err);
+    if (st == BF_OK) st = shared_cache(sh, ev, budget, must, golden, NULL, err);
+    if (st == BF_OK) st = bf__dx_shared_finish(sh, ev, golden, err);
+    bf__free(must);
+    if (st != BF_OK) {
+        bf__dx_shared_free(sh);
+        return st;
+    }
+    *out = sh;
+    return BF_OK;
+}

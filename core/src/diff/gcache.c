@@ -44,8 +44,8 @@ static int cand_cmp(const void *a, const void *b)
 }
 
 bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
-                           size_t budget, const unsigned char *must, const float *golden, bf__gcache **out,
-                           bf_error *err)
+                           size_t budget, const unsigned char *must, const float *golden, float *golden_out,
+                           bf__gcache **out, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full);
     bf_status st = BF_OK;
@@ -93,8 +93,9 @@ bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const 
          * be told from golden. (The workers' evaluators used to check it
          * with a golden pass each.) */
         const bf_tensor *o = bf_plan_output(p, 0);
-        if (golden && memcmp(o->data, golden + (size_t)(b * gc->batch) * (size_t)(bf_tensor_numel(o) / bf_plan_batch(p)),
-                             bf_tensor_nbytes(o)) != 0) {
+        size_t at = (size_t)(b * gc->batch) * (size_t)(bf_tensor_numel(o) / bf_plan_batch(p));
+        if (golden_out) memcpy(golden_out + at, o->data, bf_tensor_nbytes(o));
+        if (golden && memcmp(o->data, golden + at, bf_tensor_nbytes(o)) != 0) {
             st = bf_error_set(err, BF_EUNSUPPORTED,
                               "the golden pass of batch %lld differs from the campaign's: this model does not "
                               "evaluate deterministically, so outcomes cannot be classified", (long long)b);

@@ -438,6 +438,8 @@ void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const
     *binary = ev->task == BF_TASK_BINARY ? ev->labels_f : NULL;
 }
 
+void bf__evaluator_set_cancel(bf_evaluator *ev, const atomic_int *cancel) { ev->cancel = cancel; }
+
 bf_plan *bf__evaluator_plan(bf_evaluator *ev, int tail) { return tail ? ev->rest : ev->plans[0]; }
 const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input) { return ev->feeds[input]; }
 

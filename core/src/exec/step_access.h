@@ -7,6 +7,7 @@
 #ifndef BF_STEP_ACCESS_H
 #define BF_STEP_ACCESS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,9 @@ const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input);
 void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res);
 /* eval.c: the labels as the metrics read them (NULL when not that task). */
 void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary);
+/* eval.c: the cancel flag an evaluator's passes poll (an evaluator made for
+ * one caller and handed to another). */
+void bf__evaluator_set_cancel(bf_evaluator *ev, const atomic_int *cancel);
 
 /* linalg.c: a Gemm step's parsed attributes; 0 if the step is no Gemm. */
 typedef struct bf__gemm_info {
