@@ -115,3 +115,10 @@ def cases():
                 lambda v: F.log_softmax(v.reshape(3, 24), dim=1).reshape(3, 4, 6), opset=11)
     yield unary("act_logsoftmax_opset11_axis2", "LogSoftmax", ls,
                 lambda v: F.log_softmax(v.reshape(12, 6), dim=1).reshape(3, 4, 6), attrs={"axis": 2}, opset=11)
+
+    # integer Abs and Sign (shape arithmetic), also folded
+    iv = np.array([[-7, 0, 5, -1, 2**40, -(2**40)], [3, -3, 1, 0, -2, 9]], np.int64)
+    yield unary("math_abs_i64", "Abs", iv, torch.abs)
+    yield unary("math_sign_i64", "Sign", iv, torch.sign)
+    yield unary("math_abs_i32_folded", "Abs", iv[1].astype(np.int32), torch.abs, consts={"x"})
+    yield unary("math_sign_i32", "Sign", iv[1].astype(np.int32), torch.sign)

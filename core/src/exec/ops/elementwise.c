@@ -1,6 +1,9 @@
 /* The elementwise op family: unary activations and math, Clip, Cast and
  * Softmax here; the ops that walk broadcast strides (binary arithmetic,
- * Where, reductions) in elementwise_broadcast.c.
+ * Where, variadic Min/Max/Sum/Mean, reductions) in elementwise_broadcast.c.
+ * The unary machinery also serves the activation table (activation.c):
+ * one kind per op, so the differential engine's chains run any of them on
+ * changed elements alone.
  *
  * Float ops compute in fp32 and let IEEE arithmetic carry NaN and Inf: a
  * faulted 1e38 or Inf must reach the output as PyTorch would produce it.
@@ -76,11 +79,11 @@ bf_status bf__unary_prepare(bf__prep *p, bf_error *err)
         return bf__node_error(err, p->node, BF_EUNSUPPORTED, "not a unary op");
     q->dtype = x->dtype;
     q->alpha = 0;
-    if (q->kind == U_NEG) {
+    if (q->kind == U_NEG || q->kind == U_ABS || q->kind == U_SIGN) {
         if (x->dtype != BF_F32 && x->dtype != BF_I64 && x->dtype != BF_I32)
             return bf__node_error(err, p->node, BF_EUNSUPPORTED,
-                                  "input X is %s; Neg supports float32, int64 and int32",
-                                  bf_dtype_name(x->dtype));
+                                  "input X is %s; %s supports float32, int64 and int32",
+                                  bf_dtype_name(x->dtype), p->node->op_type);
     } else {
         st = bf__want_f32(p, 0, "X", err);
         if (st != BF_OK) return st;
@@ -326,6 +329,24 @@ static void thresholded_relu(float *y, const float *x, int64_t n, float alpha)
     for (int64_t i = 0; i < n; i++) y[i] = x[i] <= alpha ? 0.0f : x[i];
 }
 
+/* Abs and Sign of integers (shape arithmetic); Abs of MIN wraps to MIN, as
+ * in torch.abs, through unsigned. */
+#define INT_UNARY(T, U)                                                            \
+    do {                                                                           \
+        const T *a = xv;                                                           \
+        T *b = yv;                                                                 \
+        if (kind == U_ABS)                                                         \
+            for (int64_t i = 0; i < n; i++) b[i] = a[i] < 0 ? (T)(0 - (U)a[i]) : a[i]; \
+        else                                                                       \
+            for (int64_t i = 0; i < n; i++) b[i] = (T)((a[i] > 0) - (a[i] < 0));   \
+    } while (0)
+
+static void int_unary(unary_kind kind, bf_dtype dt, void *yv, const void *xv, int64_t n)
+{
+    if (dt == BF_I64) INT_UNARY(int64_t, uint64_t);
+    else INT_UNARY(int32_t, uint32_t);
+}
+
 bf_status bf__unary_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
@@ -335,6 +356,10 @@ bf_status bf__unary_run(const bf__ctx *c, bf_error *err)
     void *yv = c->out[0]->data;
     const float *x = xv;
     float *y = yv;
+    if (q->dtype != BF_F32 && q->kind != U_NEG) {
+        int_unary(q->kind, q->dtype, yv, xv, n);
+        return BF_OK;
+    }
     switch (q->kind) {
     case U_RELU: relu(y, x, n); break;
     case U_LEAKY_RELU: leaky_relu(y, x, n, q->alpha); break;

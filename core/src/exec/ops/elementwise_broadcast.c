@@ -457,7 +457,11 @@ bf_status bf__variadic_run(const bf__ctx *c, bf_error *err)
  * ReduceLogSumExp is torch.logsumexp's m + log(sum(exp(x - m))) with m the
  * max (0 when the max is +-Inf), so large inputs do not overflow as the ONNX
  * reference's log(sum(exp(x))) would; a +Inf gives +Inf, all -Inf give
- * -Inf, NaN gives NaN. Max and Min propagate NaN (torch.amax/amin). */
+ * -Inf, NaN gives NaN. Max and Min propagate NaN (torch.amax/amin).
+ *
+ * noop_with_empty_axes with no axes returns the input unchanged for every
+ * kind, as the spec's text says; the ONNX reference instead squares it for
+ * ReduceSumSquare (and copies for the others). */
 
 enum { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ, RED_LOGSUM,
        RED_LOGSUMEXP };
