@@ -25,12 +25,12 @@ static bf_status prelu_prepare(bf__prep *p, bf_error *err)
     if (x->dtype != BF_F32 || s->dtype != BF_F32)
         return bf__node_error(err, p->node, BF_EUNSUPPORTED, "inputs X (%s) and slope (%s) must be float32",
                               bf_dtype_name(x->dtype), bf_dtype_name(s->dtype));
-    bf_status st = bf__binary_setup(p, prelu_f32, BF_F32, err);
-    if (st != BF_OK) return st;
-    const bf_tensor *y = p->out[0];
-    int same = y->ndim == x->ndim;
-    for (int i = 0; same && i < x->ndim; i++) same = y->dims[i] == x->dims[i];
-    if (!same) {
+    int fits = s->ndim <= x->ndim;
+    for (int j = 0; fits && j < s->ndim; j++) {
+        int64_t d = s->dims[s->ndim - 1 - j];
+        fits = d == 1 || d == x->dims[x->ndim - 1 - j];
+    }
+    if (!fits) {
         char xs[96], ss[96];
         return bf__node_error(err, p->node, BF_ESHAPE,
                               "slope of shape %s does not broadcast to X of shape %s; it must be "
@@ -38,7 +38,7 @@ static bf_status prelu_prepare(bf__prep *p, bf_error *err)
                               bf_shape_str(s->dims, s->ndim, ss, sizeof ss),
                               bf_shape_str(x->dims, x->ndim, xs, sizeof xs));
     }
-    return BF_OK;
+    return bf__binary_setup(p, prelu_f32, BF_F32, err);
 }
 
 /* ---- LogSoftmax -------------------------------------------------------- */
