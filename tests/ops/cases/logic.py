@@ -111,3 +111,18 @@ def cases():
     yield Case("var_sum_i64", "Sum", {"a": i1, "b": i2, "c": i3}, {"y": ((t(i1) + t(i2)) + t(i3)).numpy()})
     j1, j2 = i1.astype(np.int32), i2.astype(np.int32)
     yield Case("var_max_i32", "Max", {"a": j1, "b": j2}, {"y": torch.maximum(t(j1), t(j2)).numpy()})
+
+    # Bitwise ops (opset 18, newer than onnx 1.12's checker)
+    ba, bb = randi(240, 3, 5, lo=-2**40, hi=2**40), randi(241, 5, lo=-2**40, hi=2**40)
+    for op, fn in [("BitwiseAnd", torch.bitwise_and), ("BitwiseOr", torch.bitwise_or),
+                   ("BitwiseXor", torch.bitwise_xor)]:
+        yield Case("logic_%s_i64" % op.lower(), op, {"a": ba, "b": bb}, {"y": fn(t(ba), t(bb)).numpy()},
+                   opset=18, check=False)
+    b32 = ba[:, :1].astype(np.int32)
+    yield Case("logic_bitwiseand_i32", "BitwiseAnd", {"a": b32, "b": bb.astype(np.int32)},
+               {"y": torch.bitwise_and(t(b32), t(bb.astype(np.int32))).numpy()}, opset=18, check=False)
+    yield Case("logic_bitwisenot_i64", "BitwiseNot", {"x": ba}, {"y": torch.bitwise_not(t(ba)).numpy()},
+               opset=18, check=False)
+    u8 = rng(242).integers(0, 256, size=(2, 7)).astype(np.uint8)
+    yield Case("logic_bitwisenot_u8", "BitwiseNot", {"x": u8}, {"y": torch.bitwise_not(t(u8)).numpy()},
+               opset=18, check=False)

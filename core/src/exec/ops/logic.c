@@ -1,7 +1,8 @@
 /* The logic family: comparisons (Equal, Less, Greater, LessOrEqual,
  * GreaterOrEqual) and boolean And, Or, Xor, all broadcasting into bool;
- * Not; the float predicates IsNaN and IsInf; and Mod, the integer
- * arithmetic that exported index computations use beside them.
+ * Not; the float predicates IsNaN and IsInf; the Bitwise ops of opset
+ * 18; and Mod, the integer arithmetic that exported index computations use
+ * beside them.
  *
  * Comparisons follow IEEE: any comparison with NaN is false (Equal(NaN, NaN)
  * too), as in PyTorch. Bool tensors hold 0 or 1 in a byte. */
@@ -70,6 +71,34 @@ static bf_status bool_binary_prepare(bf__prep *p, bf_error *err)
     return bf__binary_setup(p, fn, BF_BOOL, err);
 }
 
+/* ---- BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot (opset 18) ---------- */
+
+#define BIT_FNS(SUF, T)                                           \
+    BF__ROW_FN(band_##SUF) { BF__BIN_LOOP(T, T, T, x & y); }      \
+    BF__ROW_FN(bor_##SUF) { BF__BIN_LOOP(T, T, T, x | y); }       \
+    BF__ROW_FN(bxor_##SUF) { BF__BIN_LOOP(T, T, T, x ^ y); }
+BIT_FNS(u64, uint64_t)
+BIT_FNS(u32, uint32_t)
+BIT_FNS(u8, uint8_t)
+
+static bf_status bitwise_prepare(bf__prep *p, bf_error *err)
+{
+    const char *op = p->node->op_type;
+    const bf_tensor *a = p->in[0], *b = p->n_in > 1 ? p->in[1] : NULL;
+    if (!a || !b) return bf__node_error(err, p->node, BF_EFORMAT, "inputs A and B are both required");
+    if (a->dtype != b->dtype)
+        return bf__node_error(err, p->node, BF_EFORMAT, "inputs A (%s) and B (%s) must have the same dtype",
+                              bf_dtype_name(a->dtype), bf_dtype_name(b->dtype));
+    int w = a->dtype == BF_I64 ? 0 : a->dtype == BF_I32 ? 1 : a->dtype == BF_U8 || a->dtype == BF_I8 ? 2 : -1;
+    if (w < 0)
+        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "inputs are %s; %s supports int64, int32, int8 and uint8",
+                              bf_dtype_name(a->dtype), op);
+    static const bf__row_fn fns[3][3] = {{band_u64, bor_u64, bxor_u64}, {band_u32, bor_u32, bxor_u32},
+                                         {band_u8, bor_u8, bxor_u8}};
+    int k = strcmp(op, "BitwiseAnd") == 0 ? 0 : strcmp(op, "BitwiseOr") == 0 ? 1 : 2;
+    return bf__binary_setup(p, fns[w][k], a->dtype, err);
+}
+
 /* ---- Mod --------------------------------------------------------------- */
 
 /* fmod = 0 (the default) is Python's %: the result takes the divisor's sign
@@ -125,7 +154,7 @@ static bf_status mod_prepare(bf__prep *p, bf_error *err)
 
 /* ---- Not, IsNaN, IsInf ------------------------------------------------- */
 
-enum { PRED_NOT, PRED_ISNAN, PRED_ISINF };
+enum { PRED_NOT, PRED_ISNAN, PRED_ISINF, PRED_BITNOT };
 
 typedef struct pred_params {
     int kind;
@@ -138,8 +167,18 @@ static bf_status pred_prepare(bf__prep *p, bf_error *err)
     pred_params *q = (pred_params *)p->params;
     const bf_tensor *x = p->in[0];
     const char *op = p->node->op_type;
-    q->kind = strcmp(op, "Not") == 0 ? PRED_NOT : strcmp(op, "IsNaN") == 0 ? PRED_ISNAN : PRED_ISINF;
+    q->kind = strcmp(op, "Not") == 0 ? PRED_NOT : strcmp(op, "IsNaN") == 0 ? PRED_ISNAN
+            : strcmp(op, "IsInf") == 0 ? PRED_ISINF : PRED_BITNOT;
     if (!x) return bf__node_error(err, p->node, BF_EFORMAT, "input X is required");
+    if (q->kind == PRED_BITNOT) {
+        if (x->dtype != BF_I64 && x->dtype != BF_I32 && x->dtype != BF_U8 && x->dtype != BF_I8)
+            return bf__node_error(err, p->node, BF_EUNSUPPORTED,
+                                  "input X is %s; BitwiseNot supports int64, int32, int8 and uint8",
+                                  bf_dtype_name(x->dtype));
+        bf__set_shape(p->out[0], x->dtype, x->ndim, x->dims);
+        p->scratch = 0;
+        return BF_OK;
+    }
     if (q->kind == PRED_NOT && x->dtype != BF_BOOL)
         return bf__node_error(err, p->node, BF_EFORMAT, "input X is %s; Not takes bool", bf_dtype_name(x->dtype));
     if (q->kind != PRED_NOT && x->dtype != BF_F32)
@@ -165,6 +204,12 @@ static bf_status pred_run(const bf__ctx *c, bf_error *err)
     const pred_params *q = c->params;
     int64_t n = bf_tensor_numel(c->in[0]);
     uint8_t *y = c->out[0]->data;
+    if (q->kind == PRED_BITNOT) {
+        size_t nb = (size_t)n * bf_dtype_size(c->in[0]->dtype);
+        const uint8_t *x = c->in[0]->data;
+        for (size_t i = 0; i < nb; i++) y[i] = (uint8_t)~x[i];    /* bytewise: the same for every width */
+        return BF_OK;
+    }
     if (q->kind == PRED_NOT) {
         const uint8_t *x = c->in[0]->data;
         for (int64_t i = 0; i < n; i++) y[i] = x[i] == 0;
@@ -191,5 +236,9 @@ const bf__op bf__ops_logic[] = {
     BOOL2("And"), BOOL2("Or"), BOOL2("Xor"),
     PRED("Not"), PRED("IsNaN"), PRED("IsInf"),
     {"Mod", 2, 2, 1, 1, 0, mod_prepare, bf__binary_run},
+    {"BitwiseAnd", 2, 2, 1, 1, 0, bitwise_prepare, bf__binary_run},
+    {"BitwiseOr", 2, 2, 1, 1, 0, bitwise_prepare, bf__binary_run},
+    {"BitwiseXor", 2, 2, 1, 1, 0, bitwise_prepare, bf__binary_run},
+    PRED("BitwiseNot"),
     {0},
 };
