@@ -1,6 +1,9 @@
 /* The elementwise op family: unary activations and math, Clip, Cast and
  * Softmax here; the ops that walk broadcast strides (binary arithmetic,
- * Where, reductions) in elementwise_broadcast.c.
+ * Where, variadic Min/Max/Sum/Mean, reductions) in elementwise_broadcast.c.
+ * The unary machinery also serves the activation table (activation.c):
+ * one kind per op, so the differential engine's chains run any of them on
+ * changed elements alone.
  *
  * Float ops compute in fp32 and let IEEE arithmetic carry NaN and Inf: a
  * faulted 1e38 or Inf must reach the output as PyTorch would produce it.
@@ -31,13 +34,19 @@ static bf_status need_input(const bf__prep *p, bf_error *err)
 /* ---- unary ------------------------------------------------------------- */
 
 typedef enum unary_kind {
-    U_RELU, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_ERF, U_SQRT, U_NEG, U_EXP, U_LOG, U_ABS
+    U_RELU, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_ERF, U_SQRT, U_NEG, U_EXP, U_LOG, U_ABS,
+    /* activations (registered in activation.c) */
+    U_HARD_SIGMOID, U_HARD_SWISH, U_ELU, U_SELU, U_CELU, U_SOFTPLUS, U_SOFTSIGN, U_MISH,
+    U_THRESHOLDED_RELU, U_GELU, U_GELU_TANH,
+    /* float math */
+    U_RECIPROCAL, U_FLOOR, U_CEIL, U_ROUND, U_SIGN, U_SIN, U_COS, U_TAN, U_ASIN, U_ACOS, U_ATAN,
+    U_SINH, U_COSH, U_ASINH, U_ACOSH, U_ATANH
 } unary_kind;
 
 typedef struct unary_params {
     unary_kind kind;
     bf_dtype dtype;
-    float alpha;
+    float alpha, beta;      /* LeakyRelu, HardSigmoid, Elu, Selu (beta: gamma), Celu, ThresholdedRelu */
 } unary_params;
 static_assert(sizeof(unary_params) <= BF__OP_PARAMS_MAX, "unary params too large");
 
@@ -47,13 +56,20 @@ static int unary_lookup(const char *name, unary_kind *k)
         {"Relu", U_RELU}, {"LeakyRelu", U_LEAKY_RELU}, {"Sigmoid", U_SIGMOID},
         {"Tanh", U_TANH}, {"Erf", U_ERF}, {"Sqrt", U_SQRT}, {"Neg", U_NEG},
         {"Exp", U_EXP}, {"Log", U_LOG}, {"Abs", U_ABS},
+        {"HardSigmoid", U_HARD_SIGMOID}, {"HardSwish", U_HARD_SWISH}, {"Elu", U_ELU},
+        {"Selu", U_SELU}, {"Celu", U_CELU}, {"Softplus", U_SOFTPLUS}, {"Softsign", U_SOFTSIGN},
+        {"Mish", U_MISH}, {"ThresholdedRelu", U_THRESHOLDED_RELU}, {"Gelu", U_GELU},
+        {"Reciprocal", U_RECIPROCAL}, {"Floor", U_FLOOR}, {"Ceil", U_CEIL}, {"Round", U_ROUND},
+        {"Sign", U_SIGN}, {"Sin", U_SIN}, {"Cos", U_COS}, {"Tan", U_TAN}, {"Asin", U_ASIN},
+        {"Acos", U_ACOS}, {"Atan", U_ATAN}, {"Sinh", U_SINH}, {"Cosh", U_COSH},
+        {"Asinh", U_ASINH}, {"Acosh", U_ACOSH}, {"Atanh", U_ATANH},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(map[i].name, name) == 0) { *k = map[i].kind; return 1; }
     return 0;
 }
 
-static bf_status unary_prepare(bf__prep *p, bf_error *err)
+bf_status bf__unary_prepare(bf__prep *p, bf_error *err)
 {
     unary_params *q = (unary_params *)p->params;
     bf_status st = need_input(p, err);
@@ -63,19 +79,46 @@ static bf_status unary_prepare(bf__prep *p, bf_error *err)
         return bf__node_error(err, p->node, BF_EUNSUPPORTED, "not a unary op");
     q->dtype = x->dtype;
     q->alpha = 0;
-    if (q->kind == U_NEG) {
+    if (q->kind == U_NEG || q->kind == U_ABS || q->kind == U_SIGN) {
         if (x->dtype != BF_F32 && x->dtype != BF_I64 && x->dtype != BF_I32)
             return bf__node_error(err, p->node, BF_EUNSUPPORTED,
-                                  "input X is %s; Neg supports float32, int64 and int32",
-                                  bf_dtype_name(x->dtype));
+                                  "input X is %s; %s supports float32, int64 and int32",
+                                  bf_dtype_name(x->dtype), p->node->op_type);
     } else {
         st = bf__want_f32(p, 0, "X", err);
         if (st != BF_OK) return st;
     }
-    if (q->kind == U_LEAKY_RELU) {
-        st = bf__attr_float(p->node, "alpha", 0.01f, &q->alpha, err);
+    q->beta = 0;
+    switch (q->kind) {
+    case U_LEAKY_RELU: st = bf__attr_float(p->node, "alpha", 0.01f, &q->alpha, err); break;
+    case U_HARD_SIGMOID:
+        st = bf__attr_float(p->node, "alpha", 0.2f, &q->alpha, err);
+        if (st == BF_OK) st = bf__attr_float(p->node, "beta", 0.5f, &q->beta, err);
+        break;
+    case U_ELU: st = bf__attr_float(p->node, "alpha", 1.0f, &q->alpha, err); break;
+    case U_SELU:
+        st = bf__attr_float(p->node, "alpha", 1.67326319217681884765625f, &q->alpha, err);
+        if (st == BF_OK) st = bf__attr_float(p->node, "gamma", 1.05070102214813232421875f, &q->beta, err);
+        break;
+    case U_CELU:
+        st = bf__attr_float(p->node, "alpha", 1.0f, &q->alpha, err);
+        if (st == BF_OK && q->alpha == 0.0f)
+            return bf__node_error(err, p->node, BF_EFORMAT, "attribute alpha is 0; Celu divides by it, give a nonzero alpha");
+        break;
+    case U_THRESHOLDED_RELU: st = bf__attr_float(p->node, "alpha", 1.0f, &q->alpha, err); break;
+    case U_GELU: {
+        const char *approx;
+        st = bf__attr_string(p->node, "approximate", "none", &approx, err);
         if (st != BF_OK) return st;
+        if (strcmp(approx, "tanh") == 0) q->kind = U_GELU_TANH;
+        else if (strcmp(approx, "none") != 0)
+            return bf__node_error(err, p->node, BF_EFORMAT,
+                                  "attribute approximate is '%s'; it must be 'none' or 'tanh'", approx);
+        break;
     }
+    default: break;
+    }
+    if (st != BF_OK) return st;
     bf__set_shape(p->out[0], x->dtype, x->ndim, x->dims);
     p->scratch = 0;
     return BF_OK;
@@ -206,7 +249,105 @@ MAP_LOOP(map_sqrt, sqrtf)
 MAP_LOOP(map_log, logf)
 MAP_LOOP(map_abs, fabsf)
 
-static bf_status unary_run(const bf__ctx *c, bf_error *err)
+/* ---- activations and float math --------------------------------------
+ *
+ * Where the exported op is what PyTorch computed, we compute PyTorch's
+ * formula, NaN and Inf included (checked against torch 1.13):
+ * - HardSwish is torch's x * clamp(x + 3, 0, 6) / 6 (ONNX's x * HardSigmoid
+ *   with alpha 1/6 differs in rounding); -Inf gives NaN (-Inf * 0) as in torch.
+ * - Softplus is max(x, 0) + log1p(exp(-|x|)): ONNX's log(exp(x) + 1)
+ *   overflows to Inf past x = 88, and torch's (x > 20 ? x : log1p(exp(x)))
+ *   equals this to float rounding everywhere (past 20 the log1p term is below
+ *   half an ulp of x).
+ * - Elu, Selu, Celu use expm1, as torch does (exact near 0).
+ * - Sign of NaN is 0 (torch.sign; ONNX's reference, np.sign, gives NaN).
+ * - ThresholdedRelu lets NaN through (x <= alpha ? 0 : x, as torch.threshold
+ *   and the ONNX reference's np.clip do); ONNX Runtime gives 0.
+ * - Round is half to even (nearbyint in the default rounding mode).
+ * - Gelu (opset 20, also read at any opset since exporters write it as a
+ *   function before): 0.5 x (1 + erf(x / sqrt 2)), or with approximate =
+ *   tanh, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); -Inf gives NaN
+ *   (-Inf * 0) as in torch. */
+
+static inline float softplus_f32(float x)
+{
+    return (x > 0.0f ? x : 0.0f) + log1pf(exp_f32(-fabsf(x)));
+}
+
+static inline float hard_swish_f32(float x) { return x * clamp_f32(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+static inline float softsign_f32(float x) { return x / (1.0f + fabsf(x)); }
+static inline float mish_f32(float x) { return x * tanh_f32(softplus_f32(x)); }
+static inline float gelu_f32(float x) { return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f)); }
+static inline float gelu_tanh_f32(float x)
+{
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanh_f32(u));
+}
+static inline float reciprocal_f32(float x) { return 1.0f / x; }
+/* comparisons are false for NaN: 0 - 0 */
+static inline float sign_f32(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }
+
+MAP_LOOP(map_hard_swish, hard_swish_f32)
+MAP_LOOP(map_softplus, softplus_f32)
+MAP_LOOP(map_softsign, softsign_f32)
+MAP_LOOP(map_mish, mish_f32)
+MAP_LOOP(map_gelu, gelu_f32)
+MAP_LOOP(map_gelu_tanh, gelu_tanh_f32)
+MAP_LOOP(map_reciprocal, reciprocal_f32)
+MAP_LOOP(map_floor, floorf)
+MAP_LOOP(map_ceil, ceilf)
+MAP_LOOP(map_round, nearbyintf)
+MAP_LOOP(map_sign, sign_f32)
+MAP_LOOP(map_sin, sinf)
+MAP_LOOP(map_cos, cosf)
+MAP_LOOP(map_tan, tanf)
+MAP_LOOP(map_asin, asinf)
+MAP_LOOP(map_acos, acosf)
+MAP_LOOP(map_atan, atanf)
+MAP_LOOP(map_sinh, sinhf)
+MAP_LOOP(map_cosh, coshf)
+MAP_LOOP(map_asinh, asinhf)
+MAP_LOOP(map_acosh, acoshf)
+MAP_LOOP(map_atanh, atanhf)
+
+static void hard_sigmoid(float *y, const float *x, int64_t n, float alpha, float beta)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = clamp_f32(alpha * x[i] + beta, 0.0f, 1.0f);
+}
+
+/* Elu, Selu and Celu are scale * (x > 0 ? x : alpha * expm1(x / div)) */
+static void elu_like(float *y, const float *x, int64_t n, float alpha, float scale, float div)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = scale * (v > 0.0f ? v : alpha * expm1f(v / div));
+    }
+}
+
+static void thresholded_relu(float *y, const float *x, int64_t n, float alpha)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] <= alpha ? 0.0f : x[i];
+}
+
+/* Abs and Sign of integers (shape arithmetic); Abs of MIN wraps to MIN, as
+ * in torch.abs, through unsigned. */
+#define INT_UNARY(T, U)                                                            \
+    do {                                                                           \
+        const T *a = xv;                                                           \
+        T *b = yv;                                                                 \
+        if (kind == U_ABS)                                                         \
+            for (int64_t i = 0; i < n; i++) b[i] = a[i] < 0 ? (T)(0 - (U)a[i]) : a[i]; \
+        else                                                                       \
+            for (int64_t i = 0; i < n; i++) b[i] = (T)((a[i] > 0) - (a[i] < 0));   \
+    } while (0)
+
+static void int_unary(unary_kind kind, bf_dtype dt, void *yv, const void *xv, int64_t n)
+{
+    if (dt == BF_I64) INT_UNARY(int64_t, uint64_t);
+    else INT_UNARY(int32_t, uint32_t);
+}
+
+bf_status bf__unary_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const unary_params *q = c->params;
@@ -215,6 +356,10 @@ static bf_status unary_run(const bf__ctx *c, bf_error *err)
     void *yv = c->out[0]->data;
     const float *x = xv;
     float *y = yv;
+    if (q->dtype != BF_F32 && q->kind != U_NEG) {
+        int_unary(q->kind, q->dtype, yv, xv, n);
+        return BF_OK;
+    }
     switch (q->kind) {
     case U_RELU: relu(y, x, n); break;
     case U_LEAKY_RELU: leaky_relu(y, x, n, q->alpha); break;
@@ -225,6 +370,33 @@ static bf_status unary_run(const bf__ctx *c, bf_error *err)
     case U_EXP: map_exp(y, x, n); break;
     case U_LOG: map_log(y, x, n); break;
     case U_ABS: map_abs(y, x, n); break;
+    case U_HARD_SIGMOID: hard_sigmoid(y, x, n, q->alpha, q->beta); break;
+    case U_HARD_SWISH: map_hard_swish(y, x, n); break;
+    case U_ELU: elu_like(y, x, n, q->alpha, 1.0f, 1.0f); break;
+    case U_SELU: elu_like(y, x, n, q->alpha, q->beta, 1.0f); break;
+    case U_CELU: elu_like(y, x, n, q->alpha, 1.0f, q->alpha); break;
+    case U_SOFTPLUS: map_softplus(y, x, n); break;
+    case U_SOFTSIGN: map_softsign(y, x, n); break;
+    case U_MISH: map_mish(y, x, n); break;
+    case U_THRESHOLDED_RELU: thresholded_relu(y, x, n, q->alpha); break;
+    case U_GELU: map_gelu(y, x, n); break;
+    case U_GELU_TANH: map_gelu_tanh(y, x, n); break;
+    case U_RECIPROCAL: map_reciprocal(y, x, n); break;
+    case U_FLOOR: map_floor(y, x, n); break;
+    case U_CEIL: map_ceil(y, x, n); break;
+    case U_ROUND: map_round(y, x, n); break;
+    case U_SIGN: map_sign(y, x, n); break;
+    case U_SIN: map_sin(y, x, n); break;
+    case U_COS: map_cos(y, x, n); break;
+    case U_TAN: map_tan(y, x, n); break;
+    case U_ASIN: map_asin(y, x, n); break;
+    case U_ACOS: map_acos(y, x, n); break;
+    case U_ATAN: map_atan(y, x, n); break;
+    case U_SINH: map_sinh(y, x, n); break;
+    case U_COSH: map_cosh(y, x, n); break;
+    case U_ASINH: map_asinh(y, x, n); break;
+    case U_ACOSH: map_acosh(y, x, n); break;
+    case U_ATANH: map_atanh(y, x, n); break;
     case U_NEG:
         /* integers negate through unsigned: -INT_MIN wraps instead of being UB */
         if (q->dtype == BF_F32) {
@@ -247,7 +419,7 @@ static bf_status unary_run(const bf__ctx *c, bf_error *err)
  * element's result depends on that element only. */
 int bf__unary_f32(const bf__step *s)
 {
-    return s->node->op->run == unary_run && ((const unary_params *)s->params)->dtype == BF_F32;
+    return s->node->op->run == bf__unary_run && ((const unary_params *)s->params)->dtype == BF_F32;
 }
 
 int bf__unary_relu(const bf__step *s) { return bf__unary_f32(s) && ((const unary_params *)s->params)->kind == U_RELU; }
@@ -521,18 +693,25 @@ static bf_status softmax_run(const bf__ctx *c, bf_error *err)
 
 /* ---- the table --------------------------------------------------------- */
 
-#define UNARY(NAME) {NAME, 1, 1, 1, 1, 0, unary_prepare, unary_run}
+#define UNARY(NAME) {NAME, 1, 1, 1, 1, 0, bf__unary_prepare, bf__unary_run}
 #define BINARY(NAME) {NAME, 2, 2, 1, 1, 0, bf__binary_prepare, bf__binary_run}
 #define REDUCE(NAME) {NAME, 1, 2, 1, 1, 0, bf__reduce_prepare, bf__reduce_run}
 
 const bf__op bf__ops_elementwise[] = {
     UNARY("Relu"), UNARY("LeakyRelu"), UNARY("Sigmoid"), UNARY("Tanh"), UNARY("Erf"),
     UNARY("Sqrt"), UNARY("Neg"), UNARY("Exp"), UNARY("Log"), UNARY("Abs"),
+    UNARY("Reciprocal"), UNARY("Floor"), UNARY("Ceil"), UNARY("Round"), UNARY("Sign"),
+    UNARY("Sin"), UNARY("Cos"), UNARY("Tan"), UNARY("Asin"), UNARY("Acos"), UNARY("Atan"),
+    UNARY("Sinh"), UNARY("Cosh"), UNARY("Asinh"), UNARY("Acosh"), UNARY("Atanh"),
     BINARY("Add"), BINARY("Sub"), BINARY("Mul"), BINARY("Div"), BINARY("Pow"),
     REDUCE("ReduceSum"), REDUCE("ReduceMean"), REDUCE("ReduceMax"),
     {"Clip", 1, 3, 1, 1, 0, clip_prepare, clip_run},
     {"Where", 3, 3, 1, 1, 0, bf__where_prepare, bf__where_run},
     {"Softmax", 1, 1, 1, 1, 0, softmax_prepare, softmax_run},
     {"Cast", 1, 1, 1, 1, 0, cast_prepare, cast_run},
+    {"Min", 1, -1, 1, 1, 0, bf__variadic_prepare, bf__variadic_run},
+    {"Max", 1, -1, 1, 1, 0, bf__variadic_prepare, bf__variadic_run},
+    {"Sum", 1, -1, 1, 1, 0, bf__variadic_prepare, bf__variadic_run},
+    {"Mean", 1, -1, 1, 1, 0, bf__variadic_prepare, bf__variadic_run},
     {0},
 };

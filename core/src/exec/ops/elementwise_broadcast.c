@@ -1,7 +1,9 @@
 /* The ops that walk tensors through broadcast strides: binary arithmetic
- * (Add, Sub, Mul, Div, Pow), Where, and the reductions (ReduceSum,
- * ReduceMean, ReduceMax), which are broadcasting in reverse: the accumulator
- * is the operand repeated (stride 0) along the reduced axes.
+ * (Add, Sub, Mul, Div, Pow; and through bf__binary_setup the comparisons,
+ * logic, Mod and PRelu of other tables), Where, variadic Min/Max/Sum/Mean,
+ * and the reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ...),
+ * which are broadcasting in reverse: the accumulator is the operand repeated
+ * (stride 0) along the reduced axes.
  *
  * Prepare plans the walk once. Every operand gets an element stride per
  * output dim (0 where it is broadcast); size-1 dims are dropped and adjacent
@@ -81,30 +83,9 @@ static void bcast_next(const bcast *b, int64_t *idx, int64_t *off)
 
 /* ---- binary arithmetic ------------------------------------------------- */
 
-/* A row kernel: o[i] = a[i*sa] OP b[i*sb] for i < n, strides 0 or 1.
- * Returns nonzero on integer division by zero. */
-typedef int (*row_fn)(void *o, const void *a, int64_t sa, const void *b, int64_t sb, int64_t n);
-
-/* One loop per stride pattern, so each is a plain vectorisable loop. */
-#define BIN_LOOP(TO, TA, TB, EXPR)                                                   \
-    TO *o = o_;                                                                      \
-    const TA *a = a_;                                                                \
-    const TB *b = b_;                                                                \
-    if (sa && sb) {                                                                  \
-        for (int64_t i = 0; i < n; i++) { TA x = a[i]; TB y = b[i]; o[i] = (EXPR); } \
-    } else if (sa) {                                                                 \
-        TB y = b[0];                                                                 \
-        for (int64_t i = 0; i < n; i++) { TA x = a[i]; o[i] = (EXPR); }              \
-    } else if (sb) {                                                                 \
-        TA x = a[0];                                                                 \
-        for (int64_t i = 0; i < n; i++) { TB y = b[i]; o[i] = (EXPR); }              \
-    } else {                                                                         \
-        TA x = a[0]; TB y = b[0]; TO v = (EXPR);                                     \
-        for (int64_t i = 0; i < n; i++) o[i] = v;                                    \
-    }                                                                                \
-    return 0
-
-#define ROW_FN(NAME) static int NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb, int64_t n)
+#define BIN_LOOP BF__BIN_LOOP
+#define ROW_FN BF__ROW_FN
+typedef bf__row_fn row_fn;
 
 ROW_FN(add_f32) { BIN_LOOP(float, float, float, x + y); }
 ROW_FN(sub_f32) { BIN_LOOP(float, float, float, x - y); }
@@ -214,13 +195,22 @@ bf_status bf__binary_prepare(bf__prep *p, bf_error *err)
                                   "inputs are %s; %s supports float32, int64 and int32",
                                   bf_dtype_name(a->dtype), names[op]);
     }
+    return bf__binary_setup(p, q->fn, a->dtype, err);
+}
+
+bf_status bf__binary_setup(bf__prep *p, row_fn fn, bf_dtype out, bf_error *err)
+{
+    binary_params *q = (binary_params *)p->params;
+    const bf_tensor *a = p->in[0], *b = p->in[1];
     bf_tensor shape = {0};
     bf_status st = bf__broadcast_shape(p->node, a, b, &shape, err);
     if (st != BF_OK) return st;
-    bf__set_shape(p->out[0], a->dtype, shape.ndim, shape.dims);
+    bf__set_shape(p->out[0], out, shape.ndim, shape.dims);
     const bf_tensor *ops[2] = {a, b};
     bcast_plan(&q->b, &shape, ops, 2);
-    q->esz[0] = q->esz[1] = bf_dtype_size(a->dtype);
+    q->fn = fn;
+    q->esz[0] = bf_dtype_size(out);
+    q->esz[1] = bf_dtype_size(a->dtype);
     q->esz[2] = bf_dtype_size(b->dtype);
     p->scratch = 0;
     return BF_OK;
@@ -343,6 +333,112 @@ bf_status bf__where_run(const bf__ctx *c, bf_error *err)
     return BF_OK;
 }
 
+/* ---- variadic Min, Max, Sum, Mean ------------------------------------- */
+
+/* The output is the broadcast of all inputs. It starts as input 0 broadcast,
+ * then folds in each further input as a binary op whose A operand is the
+ * output itself, read and written at the same element (in place is safe).
+ * The fold is left to right in float, as numpy's a + b + c; Mean divides
+ * the sum by the count at the end (the ONNX reference). Min and Max
+ * propagate NaN from either side, as torch.minimum/maximum do (fminf and
+ * fmaxf would drop it). Each input's plan is made at run time on the stack:
+ * a few dozen integer steps, no allocation. */
+
+enum { VAR_MIN, VAR_MAX, VAR_SUM, VAR_MEAN };
+
+#define VAR_MAX_F(x, y) (((x) > (y)) | ((x) != (x)) ? (x) : (y))
+#define VAR_MIN_F(x, y) (((x) < (y)) | ((x) != (x)) ? (x) : (y))
+ROW_FN(copy_f32) { BIN_LOOP(float, float, float, ((void)x, y)); }
+ROW_FN(max_f32) { BIN_LOOP(float, float, float, VAR_MAX_F(x, y)); }
+ROW_FN(min_f32) { BIN_LOOP(float, float, float, VAR_MIN_F(x, y)); }
+ROW_FN(copy_i64) { BIN_LOOP(int64_t, int64_t, int64_t, ((void)x, y)); }
+ROW_FN(max_i64) { BIN_LOOP(int64_t, int64_t, int64_t, x > y ? x : y); }
+ROW_FN(min_i64) { BIN_LOOP(int64_t, int64_t, int64_t, x < y ? x : y); }
+ROW_FN(copy_i32) { BIN_LOOP(int32_t, int32_t, int32_t, ((void)x, y)); }
+ROW_FN(max_i32) { BIN_LOOP(int32_t, int32_t, int32_t, x > y ? x : y); }
+ROW_FN(min_i32) { BIN_LOOP(int32_t, int32_t, int32_t, x < y ? x : y); }
+
+typedef struct variadic_params {
+    row_fn copy, fold;
+    int kind;
+    size_t esz;
+} variadic_params;
+static_assert(sizeof(variadic_params) <= BF__OP_PARAMS_MAX, "variadic params too large");
+
+bf_status bf__variadic_prepare(bf__prep *p, bf_error *err)
+{
+    static const char *const names[] = {"Min", "Max", "Sum", "Mean"};
+    variadic_params *q = (variadic_params *)p->params;
+    int kind = 0;
+    while (kind < VAR_MEAN && strcmp(names[kind], p->node->op_type) != 0) kind++;
+    q->kind = kind;
+    if (p->n_in < 1)
+        return bf__node_error(err, p->node, BF_EFORMAT, "needs at least one input");
+    bf_tensor shape = {0};
+    for (int i = 0; i < p->n_in; i++) {
+        const bf_tensor *t = p->in[i];
+        if (!t)
+            return bf__node_error(err, p->node, BF_EFORMAT, "input %d is omitted; every input of %s is required",
+                                  i, names[kind]);
+        if (t->dtype != p->in[0]->dtype)
+            return bf__node_error(err, p->node, BF_EFORMAT, "input %d is %s and input 0 is %s; all must have one dtype",
+                                  i, bf_dtype_name(t->dtype), bf_dtype_name(p->in[0]->dtype));
+        bf_tensor next = {0};
+        if (i == 0) {
+            bf__set_shape(&shape, t->dtype, t->ndim, t->dims);
+            continue;
+        }
+        bf_status st = bf__broadcast_shape(p->node, &shape, t, &next, err);
+        if (st != BF_OK) return st;
+        bf__set_shape(&shape, t->dtype, next.ndim, next.dims);
+    }
+    bf_dtype dt = p->in[0]->dtype;
+    static const row_fn f32[] = {min_f32, max_f32, add_f32, add_f32};
+    static const row_fn i64[] = {min_i64, max_i64, add_i64};
+    static const row_fn i32[] = {min_i32, max_i32, add_i32};
+    if (dt == BF_F32) { q->copy = copy_f32; q->fold = f32[kind]; }
+    else if (dt == BF_I64 && kind != VAR_MEAN) { q->copy = copy_i64; q->fold = i64[kind]; }
+    else if (dt == BF_I32 && kind != VAR_MEAN) { q->copy = copy_i32; q->fold = i32[kind]; }
+    else
+        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "inputs are %s; %s supports %s", bf_dtype_name(dt),
+                              names[kind], kind == VAR_MEAN ? "float32" : "float32, int64 and int32");
+    q->esz = bf_dtype_size(dt);
+    bf__set_shape(p->out[0], dt, shape.ndim, shape.dims);
+    p->scratch = 0;
+    return BF_OK;
+}
+
+bf_status bf__variadic_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const variadic_params *q = c->params;
+    bf_tensor *out = c->out[0];
+    char *o = out->data;
+    int64_t n = bf_tensor_numel(out);
+    if (n == 0) return BF_OK;       /* buffers may be NULL */
+    for (int k = 0; k < c->n_in; k++) {
+        bcast b;
+        const bf_tensor *ops[2] = {out, c->in[k]};
+        bcast_plan(&b, out, ops, 2);
+        row_fn fn = k == 0 ? q->copy : q->fold;
+        const char *y = c->in[k]->data;
+        int64_t inner = b.dims[b.nd - 1], rows = bcast_rows(&b), sb = b.st[1][b.nd - 1];
+        int64_t idx[BF_MAX_DIMS] = {0}, off[2] = {0, 0};
+        for (int64_t r = 0; r < rows; r++) {
+            char *orow = o + (size_t)(r * inner) * q->esz;
+            const char *yrow = y + (size_t)off[1] * q->esz;
+            if (k == 0) fn(orow, yrow, sb, yrow, sb, inner);    /* the output is not yet written */
+            else fn(orow, orow, 1, yrow, sb, inner);
+            bcast_next(&b, idx, off);
+        }
+    }
+    if (q->kind == VAR_MEAN) {
+        float *y = (float *)o, d = (float)c->n_in;
+        for (int64_t i = 0; i < n; i++) y[i] /= d;
+    }
+    return BF_OK;
+}
+
 /* ---- reductions -------------------------------------------------------- */
 
 /* The walk is over the input in memory order; the accumulator (one slot per
@@ -351,13 +447,28 @@ bf_status bf__where_run(const bf__ctx *c, bf_error *err)
  * axes) or folds a row into a row of slots (a reduced middle axis, as in
  * [B, K, D] summed over K: vectorised over D).
  *
- * Float sums accumulate in double. PyTorch sums in float with cascade
- * (pairwise-like) summation; double is at least as close to the exact sum,
- * so results agree to float rounding. One visible difference: a float
- * partial sum that PyTorch overflows to Inf (1e38 + 1e38 - 1e38) stays
- * finite here when the exact result is finite. */
+ * Float sums (Sum, Mean, L1, L2, SumSquare, LogSum, LogSumExp) and products
+ * accumulate in double. PyTorch sums in float with cascade (pairwise-like)
+ * summation; double is at least as close to the exact sum, so results agree
+ * to float rounding. One visible difference: a float partial sum that
+ * PyTorch overflows to Inf (1e38 + 1e38 - 1e38, or squares past 3e38 in
+ * ReduceL2) stays finite here when the exact result is finite.
+ *
+ * ReduceLogSumExp is torch.logsumexp's m + log(sum(exp(x - m))) with m the
+ * max (0 when the max is +-Inf), so large inputs do not overflow as the ONNX
+ * reference's log(sum(exp(x))) would; a +Inf gives +Inf, all -Inf give
+ * -Inf, NaN gives NaN. Max and Min propagate NaN (torch.amax/amin).
+ *
+ * noop_with_empty_axes with no axes returns the input unchanged for every
+ * kind, as the spec's text says; the ONNX reference instead squares it for
+ * ReduceSumSquare (and copies for the others). */
 
-enum { RED_SUM, RED_MEAN, RED_MAX };
+enum { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ, RED_LOGSUM,
+       RED_LOGSUMEXP };
+
+static const char *const red_names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                        "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                                        "ReduceLogSum", "ReduceLogSumExp"};
 
 typedef struct reduce_params {
     bcast b;                /* operand 0: input, operand 1: accumulator */
@@ -386,10 +497,16 @@ double bf__sum_f32_dacc(const float *x, int64_t n)
  * picked (`|`, not `||`: no branch, so loops using it vectorise). Between +0
  * and -0 the first seen is kept. */
 #define MAX_NAN(m, x) ((((x) > (m)) | ((x) != (x))) ? (x) : (m))
+#define MIN_NAN(m, x) ((((x) < (m)) | ((x) != (x))) ? (x) : (m))
 
 static inline void max_into(float *m, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) m[i] = MAX_NAN(m[i], x[i]);
+}
+
+static inline void min_into(float *m, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) m[i] = MIN_NAN(m[i], x[i]);
 }
 
 /* Max of init and x[0..n), NaN if any is NaN; in 32 lanes, each a plain
@@ -407,52 +524,128 @@ float bf__max_f32(const float *x, int64_t n, float init)
     return r;
 }
 
-static void reduce_f32(const reduce_params *q, const float *x, float *out, double *acc)
+static float min_f32_row(const float *x, int64_t n, float init)
+{
+    enum { LANES = 32 };
+    float m[LANES];
+    for (int j = 0; j < LANES; j++) m[j] = init;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) min_into(m, x + i, LANES);
+    min_into(m, x + i, n - i);
+    float r = init;
+    for (int j = 0; j < LANES; j++) r = MIN_NAN(r, m[j]);
+    return r;
+}
+
+/* Max or min into out: the whole reduction for ReduceMax/Min, the shift of
+ * ReduceLogSumExp. */
+static void extreme_f32(const reduce_params *q, const float *x, float *out, int min)
 {
     const bcast *b = &q->b;
     int last = b->nd - 1;
     int64_t inner = b->dims[last], rows = bcast_rows(b), so = b->st[1][last];
     int64_t idx[BF_MAX_DIMS] = {0}, off[2] = {0, 0};
-    if (q->kind == RED_MAX) {
-        for (int64_t i = 0; i < q->out_n; i++) out[i] = -INFINITY;
-        for (int64_t r = 0; r < rows; r++, bcast_next(b, idx, off)) {
-            const float *xr = x + off[0];
-            float *m = out + off[1];
+    for (int64_t i = 0; i < q->out_n; i++) out[i] = min ? INFINITY : -INFINITY;
+    for (int64_t r = 0; r < rows; r++, bcast_next(b, idx, off)) {
+        const float *xr = x + off[0];
+        float *m = out + off[1];
+        if (min) {
+            if (!so) m[0] = min_f32_row(xr, inner, m[0]);
+            else min_into(m, xr, inner);
+        } else {
             if (!so) m[0] = bf__max_f32(xr, inner, m[0]);
             else max_into(m, xr, inner);
         }
+    }
+}
+
+/* The term each input element adds to a float sum; LogSumExp's uses the
+ * slot's shift `m`. */
+static inline double red_term(int kind, float v, float m)
+{
+    switch (kind) {
+    case RED_L1: return fabs((double)v);
+    case RED_L2: case RED_SUMSQ: return (double)v * (double)v;
+    case RED_LOGSUMEXP: return exp((double)v - (double)m);
+    default: return v;
+    }
+}
+
+static inline float lse_shift(float m) { return isinf(m) ? 0.0f : m; }
+
+static void reduce_f32(const reduce_params *q, const float *x, float *out, double *acc)
+{
+    const bcast *b = &q->b;
+    int last = b->nd - 1, kind = q->kind;
+    int64_t inner = b->dims[last], rows = bcast_rows(b), so = b->st[1][last];
+    int64_t idx[BF_MAX_DIMS] = {0}, off[2] = {0, 0};
+    if (kind == RED_MAX || kind == RED_MIN) {
+        extreme_f32(q, x, out, kind == RED_MIN);
         return;
     }
-    memset(acc, 0, (size_t)q->out_n * sizeof *acc);
+    if (kind == RED_LOGSUMEXP) {
+        extreme_f32(q, x, out, 0);
+        for (int64_t i = 0; i < q->out_n; i++) out[i] = lse_shift(out[i]);
+    }
+    double init = kind == RED_PROD ? 1.0 : 0.0;
+    for (int64_t i = 0; i < q->out_n; i++) acc[i] = init;
     for (int64_t r = 0; r < rows; r++, bcast_next(b, idx, off)) {
         const float *xr = x + off[0];
         double *s = acc + off[1];
-        if (!so) s[0] += bf__sum_f32_dacc(xr, inner);
-        else for (int64_t i = 0; i < inner; i++) s[i] += xr[i];
+        const float *m = out + off[1];
+        if (kind == RED_PROD) {
+            for (int64_t i = 0; i < inner; i++) s[i * so] *= xr[i];
+        } else if (!so) {
+            if (kind == RED_SUM || kind == RED_MEAN || kind == RED_LOGSUM) {
+                s[0] += bf__sum_f32_dacc(xr, inner);
+            } else {
+                double t = 0;
+                for (int64_t i = 0; i < inner; i++) t += red_term(kind, xr[i], m[0]);
+                s[0] += t;
+            }
+        } else {
+            for (int64_t i = 0; i < inner; i++) s[i] += red_term(kind, xr[i], m[i]);
+        }
     }
-    double scale = q->kind == RED_MEAN ? 1.0 / (double)q->count : 1.0;
-    if (q->kind == RED_MEAN && q->count == 0) scale = NAN;     /* mean of nothing */
-    for (int64_t i = 0; i < q->out_n; i++) out[i] = (float)(acc[i] * scale);
+    for (int64_t i = 0; i < q->out_n; i++) {
+        double v = acc[i];
+        switch (kind) {
+        case RED_MEAN: v = q->count ? v / (double)q->count : NAN; break;    /* mean of nothing */
+        case RED_L2: v = sqrt(v); break;
+        case RED_LOGSUM: v = log(v); break;
+        case RED_LOGSUMEXP: v = log(v) + out[i]; break;
+        default: break;
+        }
+        out[i] = (float)v;
+    }
 }
 
 static void reduce_i64(const reduce_params *q, const int64_t *x, int64_t *out)
 {
     const bcast *b = &q->b;
-    int last = b->nd - 1;
+    int last = b->nd - 1, kind = q->kind;
     int64_t inner = b->dims[last], rows = bcast_rows(b), so = b->st[1][last];
     int64_t idx[BF_MAX_DIMS] = {0}, off[2] = {0, 0};
-    int max = q->kind == RED_MAX;
-    for (int64_t i = 0; i < q->out_n; i++) out[i] = max ? INT64_MIN : 0;
+    int64_t init = kind == RED_MAX ? INT64_MIN : kind == RED_MIN ? INT64_MAX : kind == RED_PROD ? 1 : 0;
+    for (int64_t i = 0; i < q->out_n; i++) out[i] = init;
+    /* sums and products wrap, through unsigned (no C undefined behaviour) */
     for (int64_t r = 0; r < rows; r++, bcast_next(b, idx, off)) {
         const int64_t *xr = x + off[0];
         int64_t *a = out + off[1];
         for (int64_t i = 0; i < inner; i++) {
             int64_t *s = a + i * so, v = xr[i];
-            *s = max ? (v > *s ? v : *s) : (int64_t)((uint64_t)*s + (uint64_t)v);
+            switch (kind) {
+            case RED_MAX: *s = v > *s ? v : *s; break;
+            case RED_MIN: *s = v < *s ? v : *s; break;
+            case RED_PROD: *s = (int64_t)((uint64_t)*s * (uint64_t)v); break;
+            case RED_SUMSQ: *s = (int64_t)((uint64_t)*s + (uint64_t)v * (uint64_t)v); break;
+            case RED_L1: *s = (int64_t)((uint64_t)*s + (v < 0 ? 0 - (uint64_t)v : (uint64_t)v)); break;
+            default: *s = (int64_t)((uint64_t)*s + (uint64_t)v); break;
+            }
         }
     }
     /* integer mean truncates toward zero, as integer Div does */
-    if (q->kind == RED_MEAN)
+    if (kind == RED_MEAN)
         for (int64_t i = 0; i < q->out_n; i++) out[i] = q->count ? out[i] / q->count : 0;
 }
 
@@ -479,11 +672,13 @@ bf_status bf__reduce_prepare(bf__prep *p, bf_error *err)
     reduce_params *q = (reduce_params *)p->params;
     const char *op = p->node->op_type;
     if (!x) return bf__node_error(err, p->node, BF_EFORMAT, "input data is required");
-    q->kind = strcmp(op, "ReduceSum") == 0 ? RED_SUM : strcmp(op, "ReduceMean") == 0 ? RED_MEAN : RED_MAX;
+    q->kind = 0;
+    while (q->kind < RED_LOGSUMEXP && strcmp(red_names[q->kind], op) != 0) q->kind++;
     q->dtype = x->dtype;
-    if (x->dtype != BF_F32 && x->dtype != BF_I64)
-        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input data is %s; %s supports float32 and int64",
-                              bf_dtype_name(x->dtype), op);
+    int int_ok = q->kind != RED_L2 && q->kind != RED_LOGSUM && q->kind != RED_LOGSUMEXP;
+    if (x->dtype != BF_F32 && !(x->dtype == BF_I64 && int_ok))
+        return bf__node_error(err, p->node, BF_EUNSUPPORTED, "input data is %s; %s supports float32%s",
+                              bf_dtype_name(x->dtype), op, int_ok ? " and int64" : "");
     int64_t keepdims, noop_empty, axes[2 * BF_MAX_DIMS];
     int n_axes;
     bf_status st = bf__attr_int(p->node, "keepdims", 1, &keepdims, err);
@@ -526,7 +721,8 @@ bf_status bf__reduce_prepare(bf__prep *p, bf_error *err)
     q->out_n = bf_tensor_numel(&acc);
     const bf_tensor *ops[2] = {x, &acc};
     bcast_plan(&q->b, x, ops, 2);
-    p->scratch = x->dtype == BF_F32 && q->kind != RED_MAX ? (size_t)q->out_n * sizeof(double) : 0;
+    p->scratch = x->dtype == BF_F32 && q->kind != RED_MAX && q->kind != RED_MIN
+                     ? (size_t)q->out_n * sizeof(double) : 0;
     return BF_OK;
 }
 

@@ -1,14 +1,58 @@
-/* The elementwise family's entry points defined in elementwise_broadcast.c,
- * shared with elementwise.c, which holds the table that registers them. */
+/* The elementwise family's entry points shared between its files:
+ * elementwise.c (unary maps, Clip, Cast, Softmax; the elementwise table),
+ * elementwise_broadcast.c (everything that walks broadcast strides), and the
+ * files of the activation, logic and reduce tables, which register ops built
+ * on the same machinery. */
 #ifndef BF_ELEMENTWISE_IMPL_H
 #define BF_ELEMENTWISE_IMPL_H
 
 #include "exec/op.h"
 
+/* Float unary maps (and Neg on integers), one kind per op name. */
+bf_status bf__unary_prepare(bf__prep *p, bf_error *err);
+bf_status bf__unary_run(const bf__ctx *c, bf_error *err);
+
+/* A row kernel of a broadcasting binary op: o[i] = a[i*sa] OP b[i*sb] for
+ * i < n, strides 0 or 1. Returns nonzero on integer division by zero. */
+typedef int (*bf__row_fn)(void *o, const void *a, int64_t sa, const void *b, int64_t sb, int64_t n);
+
+/* One loop per stride pattern, so each is a plain vectorisable loop; EXPR
+ * reads x (from a) and y (from b). */
+#define BF__BIN_LOOP(TO, TA, TB, EXPR)                                               \
+    TO *o = o_;                                                                      \
+    const TA *a = a_;                                                                \
+    const TB *b = b_;                                                                \
+    if (sa && sb) {                                                                  \
+        for (int64_t i = 0; i < n; i++) { TA x = a[i]; TB y = b[i]; o[i] = (EXPR); } \
+    } else if (sa) {                                                                 \
+        TB y = b[0];                                                                 \
+        for (int64_t i = 0; i < n; i++) { TA x = a[i]; o[i] = (EXPR); }              \
+    } else if (sb) {                                                                 \
+        TA x = a[0];                                                                 \
+        for (int64_t i = 0; i < n; i++) { TB y = b[i]; o[i] = (EXPR); }              \
+    } else {                                                                         \
+        TA x = a[0]; TB y = b[0]; TO v = (EXPR);                                     \
+        for (int64_t i = 0; i < n; i++) o[i] = v;                                    \
+    }                                                                                \
+    return 0
+
+#define BF__ROW_FN(NAME) \
+    static int NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb, int64_t n)
+
+/* Binary arithmetic (Add, Sub, Mul, Div, Pow). */
 bf_status bf__binary_prepare(bf__prep *p, bf_error *err);
+/* Any broadcasting binary op: plans inputs 0 and 1 broadcast into output 0
+ * of dtype `out`, each row computed by fn; bf__binary_run runs it. The
+ * caller has checked that both inputs are present and their dtypes. */
+bf_status bf__binary_setup(bf__prep *p, bf__row_fn fn, bf_dtype out, bf_error *err);
 bf_status bf__binary_run(const bf__ctx *c, bf_error *err);
 bf_status bf__where_prepare(bf__prep *p, bf_error *err);
 bf_status bf__where_run(const bf__ctx *c, bf_error *err);
+/* Variadic Min, Max, Sum, Mean: all inputs broadcast together. */
+bf_status bf__variadic_prepare(bf__prep *p, bf_error *err);
+bf_status bf__variadic_run(const bf__ctx *c, bf_error *err);
+/* ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+ * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp. */
 bf_status bf__reduce_prepare(bf__prep *p, bf_error *err);
 bf_status bf__reduce_run(const bf__ctx *c, bf_error *err);
 /* Sum of floats accumulated in double (reductions, softmax denominators). */
