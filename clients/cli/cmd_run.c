@@ -229,6 +229,15 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 (double)res.cache_bytes / (1024.0 * 1024.0), t_create + res.setup_seconds,
                 res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
                 (long long)res.chain_exact, (long long)res.chain_linear);
+        if (!res.exact && isfinite(res.work_fraction)) {
+            fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full "
+                            "(steps run in full or on rows, by their time on the golden pass)",
+                    100 * res.work_fraction);
+            for (int i = 0; i < res.n_top_steps; i++)
+                fprintf(stderr, "%s %s '%s' %.0f%% (%.2f batches a trial)", i ? "," : "; most in", res.top_steps[i].op,
+                        res.top_steps[i].node, 100 * res.top_steps[i].share, res.top_steps[i].per_trial);
+            fputc('\n', stderr);
+        }
     }
     run->mit = mit;
     run->n = ps->n;

@@ -241,6 +241,18 @@ typedef struct bf_campaign_result {
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */
     int64_t chain_linear;     /* samples those trials ran through a linear segment (a Gemm, ReLU
                                * and Gemm as one map per sample, docs/ENGINE.md) */
+    /* What the differential engine saved: the work of the steps it re-ran in
+     * full or on rows (weighted by each step's time on the golden pass),
+     * over what re-running every trial in full would cost; NaN when exact.
+     * Chain-mode trials and Gemm/Conv updates count as no re-run. And the
+     * steps that took most of that work (node names are the model's). */
+    double work_fraction;
+    struct {
+        const char *node, *op;
+        double share;         /* of the trials' re-run work */
+        double per_trial;     /* batches of it re-run per trial */
+    } top_steps[5];
+    int n_top_steps;
 } bf_campaign_result;
 
 void bf_campaign_result_free(bf_campaign_result *r);   /* frees members */

@@ -490,6 +490,41 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_error *err)
     return BF_OK;
 }
 
+/* What the differential engine re-ran, for --stats: each step's batches
+ * re-run (summed over workers) times its golden time per batch, against
+ * every trial re-running every batch of every step. */
+static void work_summary(runner *rn, bf_campaign_result *acc)
+{
+    acc->work_fraction = NAN;
+    acc->n_top_steps = 0;
+    if (!rn->dxs || acc->trials_done == 0) return;
+    const double *gs = bf__gcache_step_seconds(bf__dx_shared_cache(rn->dxs));
+    const bf_plan *p = bf__evaluator_plan(rn->ws[0].ev, 0);
+    size_t n = bf_plan_num_steps(p);
+    double full = 0, ran = 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = 0;
+        for (int k = 0; k < rn->n_workers; k++)
+            if (rn->ws[k].dx) w += bf__dx_work(rn->ws[k].dx)[i];
+        full += gs[i];
+        ran += w * gs[i];
+        /* keep the five heaviest, heaviest first */
+        int at = acc->n_top_steps;
+        while (at > 0 && acc->top_steps[at - 1].share < w * gs[i]) at--;
+        if (at >= 5 || w == 0) continue;
+        int last = acc->n_top_steps < 5 ? acc->n_top_steps : 4;
+        for (int j = last; j > at; j--) acc->top_steps[j] = acc->top_steps[j - 1];
+        acc->top_steps[at].node = p->steps[i].node->name;
+        acc->top_steps[at].op = p->steps[i].node->op_type;
+        acc->top_steps[at].share = w * gs[i];
+        acc->top_steps[at].per_trial = w / (double)acc->trials_done;
+        if (acc->n_top_steps < 5) acc->n_top_steps++;
+    }
+    int64_t batches = bf__gcache_batches(bf__dx_shared_cache(rn->dxs));
+    if (full > 0) acc->work_fraction = ran / (full * (double)batches * (double)acc->trials_done);
+    for (int j = 0; j < acc->n_top_steps; j++) acc->top_steps[j].share = ran > 0 ? acc->top_steps[j].share / ran : 0;
+}
+
 /* --- folding, in trial order, on the calling thread */
 
 static void fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, int first_bit)
@@ -706,6 +741,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
             *err = rn.err;
     }
 out:
+    if (st == BF_OK) work_summary(&rn, &acc);
     if (locks) {
         pthread_cond_destroy(&rn.room);
         pthread_cond_destroy(&rn.finished);

@@ -92,6 +92,8 @@ void bf__gcache_free(bf__gcache *gc);
 /* Value v's golden tensor in batch b, or NULL if not cached. */
 const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);
 size_t bf__gcache_bytes(const bf__gcache *gc);
+/* Per plan step: the seconds one full batch of it took on the golden pass. */
+const double *bf__gcache_step_seconds(const bf__gcache *gc);
 int64_t bf__gcache_batches(const bf__gcache *gc);
 
 /* --- the executor (diffexec.c) ----------------------------------------- */
@@ -143,6 +145,11 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
  * of those were recomputed exactly for want of a witness, and how many
  * samples took a linear segment (difflinear.c). */
 void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact, int64_t *linear);
+/* Per plan step: how many batches' worth of it this executor ran, in full
+ * or on rows (row runs count their share of a batch), over its trials. */
+const double *bf__dx_work(const bf__dx *dx);
+/* The shared state's golden cache (for its per-step times). */
+const bf__gcache *bf__dx_shared_cache(const bf__dx_shared *sh);
 
 /* --- trial metrics from the golden ones (score.c) ---------------------- */
 

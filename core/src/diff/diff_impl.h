@@ -122,6 +122,7 @@ struct bf__dx {
     int32_t *ctap;
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
     int64_t n_linear;            /* samples through a linear segment */
+    double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 };
 
 /* Sample s's batch and its row in it: a shift and a mask for the usual

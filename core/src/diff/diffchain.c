@@ -384,6 +384,8 @@ void bf__chain_free(bf__dx *dx)
     bf__free(dx->cb);
 }
 
+const double *bf__dx_work(const bf__dx *dx) { return dx->work; }
+
 void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact, int64_t *linear)
 {
     *trials = dx->n_chain;

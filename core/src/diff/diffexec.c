@@ -41,6 +41,7 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->pfault);
     bf__free(dx->bmark);
     bf__free(dx->touched);
+    bf__free(dx->work);
     bf__free(dx->out);
     bf__free(dx->rows);
     bf__free(dx->rowbuf);
@@ -74,6 +75,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->out = bf__malloc(n_out * sizeof(float) + 1);
     dx->rows = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->rows);
     dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
+    dx->work = bf__calloc(sh->n_steps + 1, sizeof *dx->work);
     dx->rowbuf = bf__malloc(((size_t)sh->max_m + 1) * sizeof *dx->rowbuf);
     dx->bc = bf__malloc(((size_t)(RANK_MAX_COLS + 1) * (size_t)sh->max_n + 1) * sizeof *dx->bc);
     for (int t = 0; t < 2; t++) {
@@ -82,7 +84,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
     if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->pfaults || !dx->pfault || !dx->bmark ||
-        !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch) {
+        !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work) {
         bf__dx_free(dx);
         return bf__dx_oom(err);
     }
@@ -139,6 +141,7 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
             if (bf__runtime(p, ps->node->in[j])) st = fetch(dx, p, b, ps->node->in[j], err);
         own_outputs(dx, p, (size_t)s);
         if (st == BF_OK) st = bf__plan_run_step(p, (size_t)s, err);
+        dx->work[s] += 1.0;
         for (int j = 0; j < ps->n_out && st == BF_OK; j++)
             if (ps->node->out[j] >= 0) dx->state[ps->node->out[j]] = GOLDEN;
     }
@@ -341,6 +344,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
                 if (bf__runtime(p, s->node->in[j]) && (st = fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;
             own_outputs(dx, p, (size_t)i);
             if ((st = bf__plan_run_step(p, (size_t)i, err)) != BF_OK) return st;
+            dx->work[i] += 1.0;
         }
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, i);
         for (int j = 0; j < s->n_out; j++) {

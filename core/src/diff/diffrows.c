@@ -202,6 +202,7 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
 {
     bf__gemm_info g;
     const bf__step *s = &sp->steps[i];
+    dx->work[i] += (double)bf_plan_batch(sp) / (double)dx->sh->batch;
     if (!bf__gemm_params(&dx->plan[0]->steps[i], &g)) return bf__plan_run_step(sp, i, err);
     int av = s->node->in[0], yv = s->node->out[0], cv = s->n_in > 2 ? s->node->in[2] : -1;
     int r = (int)bf_plan_batch(sp);

@@ -269,6 +269,8 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *ev, size_t budget
     return st;
 }
 
+const bf__gcache *bf__dx_shared_cache(const bf__dx_shared *sh) { return sh->gc; }
+
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err)
 {
     bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};

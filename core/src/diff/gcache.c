@@ -9,6 +9,7 @@
  * ancestor (diffexec.c): slower, never different. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "diff/diff.h"
@@ -19,6 +20,8 @@ struct bf__gcache {
     unsigned char **blk;      /* per value: NULL, or its blocks, batch b at b * full[v] */
     size_t *full;             /* bytes of value v in a full batch */
     size_t bytes;
+    double *step_s;           /* per plan step: seconds a full batch took, averaged over the pass */
+    size_t n_steps;
 };
 
 void bf__gcache_free(bf__gcache *gc)
@@ -27,6 +30,7 @@ void bf__gcache_free(bf__gcache *gc)
     for (size_t v = 0; gc->blk && v < gc->n_values; v++) bf__free(gc->blk[v]);
     bf__free(gc->blk);
     bf__free(gc->full);
+    bf__free(gc->step_s);
     bf__free(gc);
 }
 
@@ -41,6 +45,27 @@ static int cand_cmp(const void *a, const void *b)
     if (x->must != y->must) return y->must - x->must;
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
     return x->v < y->v ? -1 : x->v > y->v;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* bf_plan_run, each step timed (full batches: what a trial's step costs,
+ * for --stats); a plan with value faults runs as bf_plan_run does. */
+static bf_status run_timed(bf__gcache *gc, bf_plan *p, int time_it, bf_error *err)
+{
+    if (!time_it || p->n_vf || p->inputs_hit) return bf_plan_run(p, err);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        double t0 = now_s();
+        bf_status st = bf__plan_run_step(p, i, err);
+        if (st != BF_OK) return st;
+        gc->step_s[i] += now_s() - t0;
+    }
+    return BF_OK;
 }
 
 bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
@@ -61,7 +86,9 @@ bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const 
     gc->blk = bf__calloc(m->n_values + 1, sizeof *gc->blk);
     gc->full = bf__calloc(m->n_values + 1, sizeof *gc->full);
     cs = bf__calloc(m->n_values + 1, sizeof *cs);
-    if (!gc->blk || !gc->full || !cs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
+    gc->n_steps = full->n_steps;
+    gc->step_s = bf__calloc(full->n_steps + 1, sizeof *gc->step_s);
+    if (!gc->blk || !gc->full || !cs || !gc->step_s) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
     int64_t n_full = samples / gc->batch;
     for (size_t v = 0; v < m->n_values; v++) {
@@ -87,7 +114,7 @@ bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const 
         for (size_t i = 0; i < m->n_inputs; i++)
             if ((st = bf_dataset_copy_rows(feeds[i], b * gc->batch, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK)
                 goto out;
-        if ((st = bf_plan_run(p, err)) != BF_OK) goto out;
+        if ((st = run_timed(gc, p, b < n_full, err)) != BF_OK) goto out;
         /* This pass runs other plans than the campaign's golden pass did:
          * if the model does not evaluate deterministically, no trial could
          * be told from golden. (The workers' evaluators used to check it
@@ -104,6 +131,7 @@ bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const 
         for (size_t v = 0; v < m->n_values; v++)
             if (gc->blk[v]) memcpy(gc->blk[v] + (size_t)b * gc->full[v], p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
     }
+    for (size_t i = 0; n_full > 0 && i < gc->n_steps; i++) gc->step_s[i] /= (double)n_full;
     *out = gc;
     gc = NULL;
 out:
@@ -118,4 +146,5 @@ const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b)
 }
 
 size_t bf__gcache_bytes(const bf__gcache *gc) { return gc->bytes; }
+const double *bf__gcache_step_seconds(const bf__gcache *gc) { return gc->step_s; }
 int64_t bf__gcache_batches(const bf__gcache *gc) { return gc->n_batches; }
