@@ -101,11 +101,11 @@ static void lstm_errors(void **state)
     bf__attr clip[] = {th_attr_float("clip", -1.0f)};
     expect(&t, 13, clip, 1, BF_EFORMAT, "clip", "positive");
 
-    /* data-dependent: a length past seq_length, or zero, fails at run */
+    /* data-dependent: a length past seq_length, or negative, fails at run */
     ((int32_t *)t.lens.data)[1] = 5;
-    expect(&t, 13, NULL, 0, BF_ERANGE, "sequence_lens[1] = 5", "between 1 and seq_length = 4");
-    ((int32_t *)t.lens.data)[1] = 0;
-    expect(&t, 13, NULL, 0, BF_ERANGE, "sequence_lens[1] = 0", NULL);
+    expect(&t, 13, NULL, 0, BF_ERANGE, "sequence_lens[1] = 5", "between 0 and seq_length = 4");
+    ((int32_t *)t.lens.data)[1] = -1;
+    expect(&t, 13, NULL, 0, BF_ERANGE, "sequence_lens[1] = -1", NULL);
     lstm_free(&t);
 
     /* int64 X */

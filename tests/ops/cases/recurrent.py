@@ -98,8 +98,9 @@ def onnx_ref(kind, X, W, R, B=None, lens=None, h0=None, c0=None, P=None, directi
                     o = f(a[H:2 * H] + po * c)
                     h = o * hh(c)
                 Y[t, d, n] = h
-            Yh[d, n] = h
-            Yc[d, n] = c
+            if L > 0:  # an empty sequence: zero final states (ONNX Runtime's choice; the spec is silent)
+                Yh[d, n] = h
+                Yc[d, n] = c
     out = [Y, Yh, Yc] if kind == "LSTM" else [Y, Yh]
     if layout:
         out = [out[0].transpose(2, 0, 1, 3)] + [o.transpose(1, 0, 2) for o in out[1:]]
@@ -375,11 +376,12 @@ def node_cases():
     want = onnx_ref("GRU", x, W, R, B, h0=h0, direction="bidirectional", lbr=0)
     yield node_case("gru_lbr0_bidir", "GRU", {"x": x, "W": W, "R": R, "B": B, "h0": h0},
                     ["x", "W", "R", "B", "", "h0"], ["y", "y_h"], want, ref="numpy", direction="bidirectional")
-    # ... with sequence_lens too
-    lens = np.array([20, 9, 1], np.int32)
-    want = onnx_ref("GRU", x, W[:1], R[:1], B[:1], lens=lens, lbr=0)
-    yield node_case("gru_lbr0_seqlens", "GRU", {"x": x, "W": W[:1], "R": R[:1], "B": B[:1], "lens": lens},
-                    ["x", "W", "R", "B", "lens"], ["y", "y_h"], want, ref="numpy", linear_before_reset=0)
+    # ... with sequence_lens too, one of them empty
+    lens = np.array([20, 0, 1], np.int32)
+    want = onnx_ref("GRU", x, W[:1], R[:1], B[:1], lens=lens, h0=h0[:1], lbr=0)
+    yield node_case("gru_lbr0_seqlens", "GRU",
+                    {"x": x, "W": W[:1], "R": R[:1], "B": B[:1], "lens": lens, "h0": h0[:1]},
+                    ["x", "W", "R", "B", "lens", "h0"], ["y", "y_h"], want, ref="numpy", linear_before_reset=0)
 
     # LSTM clip (bounds every gate's input), input_forget (f = 1 - i), peepholes P
     W, R, B = wrb("LSTM", 2, 560)

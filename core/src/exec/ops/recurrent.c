@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "fastmath_impl.h"
 #include "sgemm.h"
 
 enum { K_RNN, K_GRU, K_LSTM };
@@ -216,23 +217,30 @@ static bf_status plain_prepare(bf__prep *p, bf_error *err) { return rnn_prepare(
 
 /* ---- run ---- */
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* NaN stays NaN through every activation, as in PyTorch. */
-static inline float act(int a, float x)
+/* In place over a vector, the switch outside the loop so that the loop
+ * vectorises (fastmath_impl.h: libm's expf and tanhf are scalar calls, and
+ * were half an LSTM's time). NaN stays NaN, as in PyTorch. */
+static void act_vec(int a, float *x, int64_t n)
 {
     switch (a) {
-    case A_SIGMOID: return sigmoidf(x);
-    case A_TANH: return tanhf(x);
-    default: return x < 0.0f ? 0.0f : x;
+    case A_SIGMOID: for (int64_t i = 0; i < n; i++) x[i] = sigmoid_f32(x[i]); break;
+    case A_TANH: for (int64_t i = 0; i < n; i++) x[i] = tanh_f32(x[i]); break;
+    default: for (int64_t i = 0; i < n; i++) x[i] = x[i] < 0.0f ? 0.0f : x[i]; break;
     }
 }
 
-/* The clip attribute bounds every activation's input; NaN passes. */
-static inline float clipf(const rnn_params *q, float x)
+/* The clip attribute bounds the input of every gate's activation (not the
+ * cell state's before h); NaN passes. */
+static void clip_vec(const rnn_params *q, float *x, int64_t n)
 {
-    if (!q->has_clip) return x;
-    return x < -q->clip ? -q->clip : x > q->clip ? q->clip : x;
+    if (!q->has_clip) return;
+    float lim = q->clip;
+    for (int64_t i = 0; i < n; i++) x[i] = clamp_f32(x[i], -lim, lim);
+}
+
+static void add_vec(float *restrict y, const float *restrict x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
 /* Offsets of row (t, b) of X (in rows of input_size) and of (b, direction
@@ -250,48 +258,72 @@ static inline int64_t y_row(const rnn_params *q, int64_t t, int64_t d, int64_t b
     return q->layout ? (b * q->seq + t) * q->dirs + d : (t * q->dirs + d) * q->batch + b;
 }
 
-/* One step of one row: g is the input projection (with Wb), r the recurrent
- * product (with Rb), both in ONNX's gate order; h and c the state. */
-static void lstm_cell(const rnn_params *q, const int *a, const float *g, const float *r, const float *peep,
-                      float *h, float *c)
+/* One step of one row. g: the input projection (with Wb), r: the recurrent
+ * product (with Rb), both [gates x hidden] in ONNX's gate order; r is
+ * overwritten with the gates. h and c: the state, updated. */
+static void lstm_row(const rnn_params *q, const int *a, const float *g, float *r, const float *peep, float *h,
+                     float *c)
 {
     int64_t H = q->hid;
     /* ONNX order i, o, f, c */
-    const float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
-    const float *ri = r, *ro = r + H, *rf = r + 2 * H, *rc = r + 3 * H;
-    for (int64_t j = 0; j < H; j++) {
-        float cp = c[j];
-        float xi = gi[j] + ri[j], xf = gf[j] + rf[j];
-        if (peep) xi += peep[j] * cp, xf += peep[2 * H + j] * cp;
-        float i = act(a[0], clipf(q, xi));
-        float f = q->input_forget ? 1.0f - i : act(a[0], clipf(q, xf));
-        float cc = act(a[1], clipf(q, gc[j] + rc[j]));
-        float cn = f * cp + i * cc;
-        float xo = go[j] + ro[j];
-        if (peep) xo += peep[H + j] * cn;
-        float o = act(a[0], clipf(q, xo));
-        c[j] = cn;
-        h[j] = o * act(a[2], cn);
+    float *ri = r, *ro = r + H, *rf = r + 2 * H, *rc = r + 3 * H;
+    add_vec(r, g, 4 * H);
+    if (peep) {
+        for (int64_t j = 0; j < H; j++) ri[j] += peep[j] * c[j], rf[j] += peep[2 * H + j] * c[j];
+        clip_vec(q, ri, H);
+        clip_vec(q, rf, H);
+        clip_vec(q, rc, H);
+        act_vec(a[0], ri, H);
+        act_vec(a[0], rf, H);
+    } else {
+        clip_vec(q, r, 4 * H);
+        act_vec(a[0], r, 3 * H);    /* i, o, f */
     }
+    act_vec(a[1], rc, H);
+    if (q->input_forget)
+        for (int64_t j = 0; j < H; j++) rf[j] = 1.0f - ri[j];
+    for (int64_t j = 0; j < H; j++) c[j] = rf[j] * c[j] + ri[j] * rc[j];
+    if (peep) {
+        /* the output gate's peephole reads the new cell state */
+        for (int64_t j = 0; j < H; j++) ro[j] += peep[H + j] * c[j];
+        clip_vec(q, ro, H);
+        act_vec(a[0], ro, H);
+    }
+    memcpy(rc, c, sizeof(float) * (size_t)H);
+    act_vec(a[2], rc, H);
+    for (int64_t j = 0; j < H; j++) h[j] = ro[j] * rc[j];
 }
 
-/* ONNX order z, r, h; with linear_before_reset, r multiplies the recurrent
- * product (which holds Rbh); without, r was applied to h before it. */
-static void gru_gates_zr(const rnn_params *q, const int *a, const float *g, float *r, int64_t n)
+/* GRU, ONNX order z, r, h: the update and reset gates over [2 x hidden]. */
+static void gru_zr(const rnn_params *q, const int *a, const float *g, float *r, int64_t n)
 {
-    for (int64_t j = 0; j < n; j++) r[j] = act(a[0], clipf(q, g[j] + r[j]));
+    add_vec(r, g, n);
+    clip_vec(q, r, n);
+    act_vec(a[0], r, n);
 }
 
-static void gru_cell(const rnn_params *q, const int *a, const float *g, const float *zr, const float *rn, float *h)
+/* With linear_before_reset, rn is H R_h^T + Rbh, which the reset gate
+ * multiplies; without, rn is (r (.) H) R_h^T + Rbh. */
+static void gru_row(const rnn_params *q, const int *a, const float *g, float *zr, float *rn, float *h)
 {
     int64_t H = q->hid;
     const float *z = zr, *rr = zr + H, *gn = g + 2 * H;
-    for (int64_t j = 0; j < H; j++) {
-        float xn = q->linear_before_reset ? gn[j] + rr[j] * rn[j] : gn[j] + rn[j];
-        float n = act(a[1], clipf(q, xn));
-        /* PyTorch's form of (1 - z) n + z h */
-        h[j] = (h[j] - n) * z[j] + n;
-    }
+    if (q->linear_before_reset)
+        for (int64_t j = 0; j < H; j++) rn[j] = gn[j] + rr[j] * rn[j];
+    else
+        add_vec(rn, gn, H);
+    clip_vec(q, rn, H);
+    act_vec(a[1], rn, H);
+    /* PyTorch's form of (1 - z) n + z h */
+    for (int64_t j = 0; j < H; j++) h[j] = (h[j] - rn[j]) * z[j] + rn[j];
+}
+
+static void rnn_row(const rnn_params *q, const int *a, const float *g, float *r, float *h)
+{
+    add_vec(r, g, q->hid);
+    clip_vec(q, r, q->hid);
+    act_vec(a[0], r, q->hid);
+    memcpy(h, r, sizeof(float) * (size_t)q->hid);
 }
 
 static int64_t seq_len(const rnn_params *q, const bf_tensor *lens, int64_t b)
@@ -328,9 +360,9 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
 
     for (int64_t b = 0; b < B; b++) {
         int64_t len = seq_len(q, in_lens, b);
-        if (len < 1 || len > T)
+        if (len < 0 || len > T)
             return bf__node_error(err, c->node, BF_ERANGE,
-                                  "sequence_lens[%lld] = %lld; each length must be between 1 and seq_length = %lld",
+                                  "sequence_lens[%lld] = %lld; each length must be between 0 and seq_length = %lld",
                                   (long long)b, (long long)len, (long long)T);
         /* ONNX: outputs past a sequence's end are zero */
         if (y)
@@ -370,7 +402,7 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                     }
                     int64_t t = rev ? len - 1 - s : s;
                     float *zr = rec + b * GH;
-                    gru_gates_zr(q, a, gx + x_row(q, t, b) * GH, zr, 2 * H);
+                    gru_zr(q, a, gx + x_row(q, t, b) * GH, zr, 2 * H);
                     for (int64_t j = 0; j < H; j++) tmp[b * H + j] = zr[H + j] * h[b * H + j];
                 }
                 bf__sgemm(0, 1, (int)B, (int)H, (int)H, 1.0f, tmp, (int)H, r + 2 * H * H, (int)H, 1, rec + 2 * H,
@@ -386,18 +418,24 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                 const float *g = gx + x_row(q, t, b) * GH;
                 float *rr = rec + b * GH, *hb = h + b * H;
                 if (q->kind == K_LSTM) {
-                    lstm_cell(q, a, g, rr, peep, hb, cs + b * H);
+                    lstm_row(q, a, g, rr, peep, hb, cs + b * H);
                 } else if (q->kind == K_GRU) {
-                    if (q->linear_before_reset) gru_gates_zr(q, a, g, rr, 2 * H);
-                    gru_cell(q, a, g, rr, rr + 2 * H, hb);
+                    if (q->linear_before_reset) gru_zr(q, a, g, rr, 2 * H);
+                    gru_row(q, a, g, rr, rr + 2 * H, hb);
                 } else {
-                    for (int64_t j = 0; j < H; j++) hb[j] = act(a[0], clipf(q, g[j] + rr[j]));
+                    rnn_row(q, a, g, rr, hb);
                 }
                 if (y) memcpy(y + y_row(q, t, d, b) * H, hb, sizeof(float) * (size_t)H);
             }
         }
         for (int64_t b = 0; b < B; b++) {
             int64_t sr = state_row(q, d, b);
+            /* an empty sequence has zero final states (as ONNX Runtime
+             * gives; the spec does not say) */
+            if (seq_len(q, in_lens, b) == 0) {
+                memset(h + b * H, 0, sizeof(float) * (size_t)H);
+                if (q->kind == K_LSTM) memset(cs + b * H, 0, sizeof(float) * (size_t)H);
+            }
             if (out_h) memcpy((float *)out_h->data + sr * H, h + b * H, sizeof(float) * (size_t)H);
             if (out_c)
                 memcpy((float *)out_c->data + sr * H, cs + b * H, sizeof(float) * (size_t)H);
