@@ -88,9 +88,16 @@ static void lstm_errors(void **state)
     bf__attr hid[] = {th_attr_int("hidden_size", 4)};
     expect(&t, 13, hid, 1, BF_ESHAPE, "input W", "[1, 16, 5]");
 
-    char *hard[] = {"HardSigmoid", "Tanh", "Tanh"}, *two[] = {"Sigmoid", "Tanh"};
-    bf__attr a1[] = {{.name = "activations", .type = BF__ATTR_STRINGS, .n = 3, .strings = hard}};
-    expect(&t, 13, a1, 1, BF_EUNSUPPORTED, "HardSigmoid", "Sigmoid, Tanh and Relu");
+    char *swish[] = {"Swish", "Tanh", "Tanh"}, *two[] = {"Sigmoid", "Tanh"};
+    bf__attr a1[] = {{.name = "activations", .type = BF__ATTR_STRINGS, .n = 3, .strings = swish}};
+    expect(&t, 13, a1, 1, BF_EUNSUPPORTED, "Swish", "not one of ONNX's: Sigmoid, Tanh, Relu, Affine");
+    /* ScaledTanh has no default alpha and beta: given one alpha (taken by
+     * LeakyRelu before it) and no beta, it has neither */
+    char *scaled[] = {"LeakyRelu", "ScaledTanh", "Tanh"};
+    float one[] = {0.5f};
+    bf__attr a3[] = {{.name = "activations", .type = BF__ATTR_STRINGS, .n = 3, .strings = scaled},
+                     {.name = "activation_alpha", .type = BF__ATTR_FLOATS, .n = 1, .floats = one}};
+    expect(&t, 13, a3, 2, BF_EFORMAT, "ScaledTanh needs an alpha and a beta", NULL);
     bf__attr a2[] = {{.name = "activations", .type = BF__ATTR_STRINGS, .n = 2, .strings = two}};
     expect(&t, 13, a2, 1, BF_EFORMAT, "has 2 names", "takes 3");
 

@@ -31,7 +31,17 @@ RTOL, ATOL = 1e-4, 1e-5   # 20 steps of float32 recurrences, two tanh implementa
 TORCH_BLOCKS = {"LSTM": [0, 3, 1, 2], "GRU": [1, 0, 2], "RNN": [0]}
 
 
-def _act(name, x):
+# The activations of Operators.md's RNN/GRU/LSTM section; (takes alpha, takes beta, default alpha, default
+# beta), defaults "the same as of corresponding ONNX operators"
+ACTS = {
+    "sigmoid": (0, 0, None, None), "tanh": (0, 0, None, None), "relu": (0, 0, None, None),
+    "affine": (1, 1, 1.0, 0.0), "leakyrelu": (1, 0, 0.01, None), "thresholdedrelu": (1, 0, 1.0, None),
+    "scaledtanh": (1, 1, None, None), "hardsigmoid": (1, 1, 0.2, 0.5), "elu": (1, 0, 1.0, None),
+    "softsign": (0, 0, None, None), "softplus": (0, 0, None, None),
+}
+
+
+def _act(name, x, alpha=None, beta=None):
     name = name.lower()
     if name == "sigmoid":
         return 1.0 / (1.0 + np.exp(-x))
@@ -39,11 +49,39 @@ def _act(name, x):
         return np.tanh(x)
     if name == "relu":
         return np.maximum(x, 0.0)
+    if name == "affine":
+        return alpha * x + beta
+    if name == "leakyrelu":
+        return np.where(x >= 0, x, alpha * x)
+    if name == "thresholdedrelu":
+        return np.where(x >= alpha, x, 0.0)
+    if name == "scaledtanh":
+        return alpha * np.tanh(beta * x)
+    if name == "hardsigmoid":
+        return np.minimum(np.maximum(alpha * x + beta, 0.0), 1.0)
+    if name == "elu":
+        return np.where(x >= 0, x, alpha * (np.exp(x) - 1.0))
+    if name == "softsign":
+        return x / (1.0 + np.abs(x))
+    if name == "softplus":
+        return np.log1p(np.exp(x))
     raise ValueError(name)
 
 
+def _alpha_beta(acts, alphas, betas):
+    """Each activation that takes an alpha (beta) consumes the next value of
+    activation_alpha (activation_beta), in the order of the activations."""
+    alphas, betas, out = list(alphas or []), list(betas or []), []
+    for a in acts:
+        ta, tb, da, db = ACTS[a.lower()]
+        al = alphas.pop(0) if ta and alphas else da
+        be = betas.pop(0) if tb and betas else db
+        out.append((al, be))
+    return out
+
+
 def onnx_ref(kind, X, W, R, B=None, lens=None, h0=None, c0=None, P=None, direction="forward", acts=None,
-             clip=None, input_forget=0, lbr=0, layout=0):
+             clip=None, input_forget=0, lbr=0, layout=0, alphas=None, betas=None):
     """The ONNX spec's equations (Operators.md, LSTM/GRU/RNN), in float64.
     Returns Y, Y_h (and Y_c for LSTM) in the node's layout."""
     X = X.astype(np.float64)
@@ -64,10 +102,11 @@ def onnx_ref(kind, X, W, R, B=None, lens=None, h0=None, c0=None, P=None, directi
     Y = np.zeros((T, D, N, H))
     Yh = np.zeros((D, N, H))
     Yc = np.zeros((D, N, H))
+    ab = _alpha_beta(acts, alphas, betas)
     for d in range(D):
-        f = lambda v: _act(acts[d * na], cl(v))  # noqa: E731
-        g = (lambda v: _act(acts[d * na + 1], cl(v))) if na > 1 else None
-        hh = (lambda v: _act(acts[d * na + 2], v)) if na > 2 else None
+        f = lambda v: _act(acts[d * na], cl(v), *ab[d * na])  # noqa: E731
+        g = (lambda v: _act(acts[d * na + 1], cl(v), *ab[d * na + 1])) if na > 1 else None
+        hh = (lambda v: _act(acts[d * na + 2], v, *ab[d * na + 2])) if na > 2 else None
         Wd, Rd = W[d].astype(np.float64), R[d].astype(np.float64)
         Wb, Rb = B[d, :G * H], B[d, G * H:]
         rev = direction == "reverse" or d == 1
@@ -412,6 +451,29 @@ def node_cases():
     yield node_case("rnn_relu_tanh_bidir_seqlens_i64", "RNN", {"x": x, "W": W, "R": R, "B": B, "lens": lens},
                     ["x", "W", "R", "B", "lens"], ["y", "y_h"], want, ref="numpy", direction="bidirectional",
                     activations=["Relu", "Tanh"])
+
+    # the other activations ONNX lists, with activation_alpha / activation_beta consumed in order by
+    # those that take them, and their operators' defaults once the lists run out
+    W, R, B = wrb("LSTM", 2, 590)
+    acts = ["HardSigmoid", "ScaledTanh", "Softsign", "Sigmoid", "Elu", "Softplus"]
+    alphas, betas = [0.3, 1.7, 0.6], [0.45, 0.8]   # HardSigmoid, ScaledTanh, Elu; HardSigmoid, ScaledTanh
+    want = onnx_ref("LSTM", x, W, R, B, direction="bidirectional", acts=acts, alphas=alphas, betas=betas)
+    yield node_case("lstm_activations_alpha_beta", "LSTM", {"x": x, "W": W, "R": R, "B": B}, ["x", "W", "R", "B"],
+                    ["y", "y_h", "y_c"], want, ref="numpy", direction="bidirectional", activations=acts,
+                    activation_alpha=alphas, activation_beta=betas)
+    W, R, B = wrb("GRU", 2, 595)
+    acts = ["HardSigmoid", "LeakyRelu", "Sigmoid", "Elu"]     # every alpha and beta from the defaults
+    want = onnx_ref("GRU", x, W, R, B, direction="bidirectional", acts=acts, lbr=1)
+    yield node_case("gru_activations_defaults", "GRU", {"x": x, "W": W, "R": R, "B": B}, ["x", "W", "R", "B"],
+                    ["y", "y_h"], want, ref="numpy", direction="bidirectional", activations=acts,
+                    linear_before_reset=1)
+    W, R, B = wrb("RNN", 2, 597)
+    acts = ["Affine", "ThresholdedRelu"]
+    want = onnx_ref("RNN", x, W * 0.5, R * 0.5, B, direction="bidirectional", acts=acts, alphas=[0.7, 0.2],
+                    betas=[0.1])
+    yield node_case("rnn_affine_thresholdedrelu", "RNN", {"x": x, "W": W * 0.5, "R": R * 0.5, "B": B},
+                    ["x", "W", "R", "B"], ["y", "y_h"], want, ref="numpy", direction="bidirectional",
+                    activations=acts, activation_alpha=[0.7, 0.2], activation_beta=[0.1])
     del g
 
 

@@ -22,7 +22,10 @@
 #include "sgemm.h"
 
 enum { K_RNN, K_GRU, K_LSTM };
-enum { A_SIGMOID, A_TANH, A_RELU };
+enum {
+    A_SIGMOID, A_TANH, A_RELU, A_AFFINE, A_LEAKY_RELU, A_THRESHOLDED_RELU, A_SCALED_TANH, A_HARD_SIGMOID, A_ELU,
+    A_SOFTSIGN, A_SOFTPLUS, A_COUNT
+};
 enum { IN_X, IN_W, IN_R, IN_B, IN_LENS, IN_H0, IN_C0, IN_P };
 
 typedef struct rnn_params {
@@ -30,6 +33,7 @@ typedef struct rnn_params {
     int linear_before_reset, input_forget, has_clip;
     float clip;
     int act[2][3];                  /* per direction: f, g, h */
+    float alpha[2][3], beta[2][3];
     int64_t seq, batch, in, hid;
     int want_y, want_h, want_c;     /* outputs the graph reads (an omitted one is not computed) */
     int lens_i64;                   /* sequence_lens is int64 (ONNX says int32; both read) */
@@ -37,7 +41,28 @@ typedef struct rnn_params {
 } rnn_params;
 
 static const char *const kind_name[] = {"RNN", "GRU", "LSTM"};
-static const char *const act_name[] = {"Sigmoid", "Tanh", "Relu"};
+/* The activations ONNX lists, whether each reads a value from
+ * activation_alpha / activation_beta, and the value it takes when the list
+ * has run out: "the same as of corresponding ONNX operators" (Affine and
+ * ThresholdedRelu's 1.0 there; ONNX Runtime uses 0). ScaledTanh's operator
+ * had no defaults, so its values are required (NAN). */
+static const struct {
+    const char *name;
+    int takes_alpha, takes_beta;
+    float alpha, beta;
+} act_info[A_COUNT] = {
+    [A_SIGMOID] = {"Sigmoid", 0, 0, 0, 0},
+    [A_TANH] = {"Tanh", 0, 0, 0, 0},
+    [A_RELU] = {"Relu", 0, 0, 0, 0},
+    [A_AFFINE] = {"Affine", 1, 1, 1.0f, 0.0f},
+    [A_LEAKY_RELU] = {"LeakyRelu", 1, 0, 0.01f, 0},
+    [A_THRESHOLDED_RELU] = {"ThresholdedRelu", 1, 0, 1.0f, 0},
+    [A_SCALED_TANH] = {"ScaledTanh", 1, 1, NAN, NAN},
+    [A_HARD_SIGMOID] = {"HardSigmoid", 1, 1, 0.2f, 0.5f},
+    [A_ELU] = {"Elu", 1, 0, 1.0f, 0},
+    [A_SOFTSIGN] = {"Softsign", 0, 0, 0, 0},
+    [A_SOFTPLUS] = {"Softplus", 0, 0, 0, 0},
+};
 
 static int same_name(const char *a, const char *b)
 {
@@ -49,7 +74,22 @@ static int same_name(const char *a, const char *b)
     return *a == *b;
 }
 
-/* The `activations` attribute: n per direction, forward's first. */
+/* An optional list-of-floats attribute; *n = 0 when absent. */
+static bf_status read_floats(const bf__node *nd, const char *name, const float **v, size_t *n, bf_error *err)
+{
+    const bf__attr *a = bf__node_attr(nd, name);
+    *v = NULL, *n = 0;
+    if (!a) return BF_OK;
+    if (a->type == BF__ATTR_FLOAT) *v = &a->f, *n = 1;
+    else if (a->type == BF__ATTR_FLOATS) *v = a->floats, *n = a->n;
+    else return bf__node_error(err, nd, BF_EFORMAT, "attribute '%s' must be a list of floats", name);
+    return BF_OK;
+}
+
+/* The `activations` attribute: n per direction, forward's first. Each
+ * activation that takes an alpha (beta) reads the next value of
+ * activation_alpha (activation_beta), in the order of the activations, as
+ * ONNX Runtime reads them. */
 static bf_status read_activations(const bf__prep *p, rnn_params *q, int n, bf_error *err)
 {
     static const int defaults[3][3] = {{A_TANH}, {A_SIGMOID, A_TANH}, {A_SIGMOID, A_TANH, A_TANH}};
@@ -65,17 +105,32 @@ static bf_status read_activations(const bf__prep *p, rnn_params *q, int n, bf_er
                               "attribute 'activations' has %zu names; %s with %d direction%s takes %d (%d per "
                               "direction, forward's first)",
                               count, kind_name[q->kind], q->dirs, q->dirs > 1 ? "s" : "", n * q->dirs, n);
+    const float *alphas, *betas;
+    size_t n_alpha, n_beta, ia = 0, ib = 0;
+    bf_status st;
+    if ((st = read_floats(p->node, "activation_alpha", &alphas, &n_alpha, err)) ||
+        (st = read_floats(p->node, "activation_beta", &betas, &n_beta, err)))
+        return st;
     for (int i = 0; i < n * q->dirs; i++) {
         const char *s = a->type == BF__ATTR_STRING ? a->s : a->strings[i];
-        int found = -1;
-        for (int k = 0; k < 3; k++)
-            if (same_name(s, act_name[k])) found = k;
-        if (found < 0)
+        int k = 0;
+        while (k < A_COUNT && !same_name(s, act_info[k].name)) k++;
+        if (k == A_COUNT)
             return bf__node_error(err, p->node, BF_EUNSUPPORTED,
-                                  "activation '%.40s' is not supported; Sigmoid, Tanh and Relu are (what "
-                                  "PyTorch's RNN, GRU and LSTM use)",
+                                  "activation '%.40s' is not one of ONNX's: Sigmoid, Tanh, Relu, Affine, LeakyRelu, "
+                                  "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus",
                                   s);
-        q->act[i / n][i % n] = found;
+        float al = act_info[k].alpha, be = act_info[k].beta;
+        if (act_info[k].takes_alpha && ia < n_alpha) al = alphas[ia++];
+        if (act_info[k].takes_beta && ib < n_beta) be = betas[ib++];
+        if (isnan(al) || isnan(be))
+            return bf__node_error(err, p->node, BF_EFORMAT,
+                                  "activation %s needs an alpha and a beta (activation_alpha and activation_beta "
+                                  "give one per activation that takes them, in order)",
+                                  act_info[k].name);
+        q->act[i / n][i % n] = k;
+        q->alpha[i / n][i % n] = al;
+        q->beta[i / n][i % n] = be;
     }
     return BF_OK;
 }
@@ -220,13 +275,32 @@ static bf_status plain_prepare(bf__prep *p, bf_error *err) { return rnn_prepare(
 /* In place over a vector, the switch outside the loop so that the loop
  * vectorises (fastmath_impl.h: libm's expf and tanhf are scalar calls, and
  * were half an LSTM's time). NaN stays NaN, as in PyTorch. */
-static void act_vec(int a, float *x, int64_t n)
+static void act_vec(int a, float al, float be, float *x, int64_t n)
 {
     switch (a) {
     case A_SIGMOID: for (int64_t i = 0; i < n; i++) x[i] = sigmoid_f32(x[i]); break;
     case A_TANH: for (int64_t i = 0; i < n; i++) x[i] = tanh_f32(x[i]); break;
-    default: for (int64_t i = 0; i < n; i++) x[i] = x[i] < 0.0f ? 0.0f : x[i]; break;
+    case A_RELU: for (int64_t i = 0; i < n; i++) x[i] = x[i] < 0.0f ? 0.0f : x[i]; break;
+    case A_AFFINE: for (int64_t i = 0; i < n; i++) x[i] = al * x[i] + be; break;
+    case A_LEAKY_RELU: for (int64_t i = 0; i < n; i++) x[i] = select_f32(x[i] < 0.0f, al * x[i], x[i]); break;
+    case A_THRESHOLDED_RELU: for (int64_t i = 0; i < n; i++) x[i] = x[i] < al ? 0.0f : x[i]; break;
+    case A_SCALED_TANH: for (int64_t i = 0; i < n; i++) x[i] = al * tanh_f32(be * x[i]); break;
+    case A_HARD_SIGMOID: for (int64_t i = 0; i < n; i++) x[i] = clamp_f32(al * x[i] + be, 0.0f, 1.0f); break;
+    case A_ELU:
+        for (int64_t i = 0; i < n; i++) x[i] = select_f32(x[i] < 0.0f, al * (exp_f32(x[i]) - 1.0f), x[i]);
+        break;
+    case A_SOFTSIGN: for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + fabsf(x[i])); break;
+    default:
+        /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x */
+        for (int64_t i = 0; i < n; i++) x[i] = (x[i] > 0.0f ? x[i] : 0.0f) + log1pf(exp_f32(-fabsf(x[i])));
+        break;
     }
+}
+
+/* Activation k (f, g, h) of direction d. */
+static void act_k(const rnn_params *q, int d, int k, float *x, int64_t n)
+{
+    act_vec(q->act[d][k], q->alpha[d][k], q->beta[d][k], x, n);
 }
 
 /* The clip attribute bounds the input of every gate's activation (not the
@@ -261,7 +335,7 @@ static inline int64_t y_row(const rnn_params *q, int64_t t, int64_t d, int64_t b
 /* One step of one row. g: the input projection (with Wb), r: the recurrent
  * product (with Rb), both [gates x hidden] in ONNX's gate order; r is
  * overwritten with the gates. h and c: the state, updated. */
-static void lstm_row(const rnn_params *q, const int *a, const float *g, float *r, const float *peep, float *h,
+static void lstm_row(const rnn_params *q, int d, const float *g, float *r, const float *peep, float *h,
                      float *c)
 {
     int64_t H = q->hid;
@@ -273,13 +347,13 @@ static void lstm_row(const rnn_params *q, const int *a, const float *g, float *r
         clip_vec(q, ri, H);
         clip_vec(q, rf, H);
         clip_vec(q, rc, H);
-        act_vec(a[0], ri, H);
-        act_vec(a[0], rf, H);
+        act_k(q, d, 0, ri, H);
+        act_k(q, d, 0, rf, H);
     } else {
         clip_vec(q, r, 4 * H);
-        act_vec(a[0], r, 3 * H);    /* i, o, f */
+        act_k(q, d, 0, r, 3 * H);    /* i, o, f */
     }
-    act_vec(a[1], rc, H);
+    act_k(q, d, 1, rc, H);
     if (q->input_forget)
         for (int64_t j = 0; j < H; j++) rf[j] = 1.0f - ri[j];
     for (int64_t j = 0; j < H; j++) c[j] = rf[j] * c[j] + ri[j] * rc[j];
@@ -287,24 +361,24 @@ static void lstm_row(const rnn_params *q, const int *a, const float *g, float *r
         /* the output gate's peephole reads the new cell state */
         for (int64_t j = 0; j < H; j++) ro[j] += peep[H + j] * c[j];
         clip_vec(q, ro, H);
-        act_vec(a[0], ro, H);
+        act_k(q, d, 0, ro, H);
     }
     memcpy(rc, c, sizeof(float) * (size_t)H);
-    act_vec(a[2], rc, H);
+    act_k(q, d, 2, rc, H);
     for (int64_t j = 0; j < H; j++) h[j] = ro[j] * rc[j];
 }
 
 /* GRU, ONNX order z, r, h: the update and reset gates over [2 x hidden]. */
-static void gru_zr(const rnn_params *q, const int *a, const float *g, float *r, int64_t n)
+static void gru_zr(const rnn_params *q, int d, const float *g, float *r, int64_t n)
 {
     add_vec(r, g, n);
     clip_vec(q, r, n);
-    act_vec(a[0], r, n);
+    act_k(q, d, 0, r, n);
 }
 
 /* With linear_before_reset, rn is H R_h^T + Rbh, which the reset gate
  * multiplies; without, rn is (r (.) H) R_h^T + Rbh. */
-static void gru_row(const rnn_params *q, const int *a, const float *g, float *zr, float *rn, float *h)
+static void gru_row(const rnn_params *q, int d, const float *g, float *zr, float *rn, float *h)
 {
     int64_t H = q->hid;
     const float *z = zr, *rr = zr + H, *gn = g + 2 * H;
@@ -313,16 +387,16 @@ static void gru_row(const rnn_params *q, const int *a, const float *g, float *zr
     else
         add_vec(rn, gn, H);
     clip_vec(q, rn, H);
-    act_vec(a[1], rn, H);
+    act_k(q, d, 1, rn, H);
     /* PyTorch's form of (1 - z) n + z h */
     for (int64_t j = 0; j < H; j++) h[j] = (h[j] - rn[j]) * z[j] + rn[j];
 }
 
-static void rnn_row(const rnn_params *q, const int *a, const float *g, float *r, float *h)
+static void rnn_row(const rnn_params *q, int d, const float *g, float *r, float *h)
 {
     add_vec(r, g, q->hid);
     clip_vec(q, r, q->hid);
-    act_vec(a[0], r, q->hid);
+    act_k(q, d, 0, r, q->hid);
     memcpy(h, r, sizeof(float) * (size_t)q->hid);
 }
 
@@ -371,7 +445,6 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
     }
     for (int64_t d = 0; d < D; d++) {
         int rev = q->reverse || d == 1;
-        const int *a = q->act[d];
         const float *w = (const float *)c->in[IN_W]->data + d * GH * I;
         const float *r = (const float *)c->in[IN_R]->data + d * GH * H;
         const float *wb = in_b ? (const float *)in_b->data + d * 2 * GH : NULL, *rb = wb ? wb + GH : NULL;
@@ -402,7 +475,7 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                     }
                     int64_t t = rev ? len - 1 - s : s;
                     float *zr = rec + b * GH;
-                    gru_zr(q, a, gx + x_row(q, t, b) * GH, zr, 2 * H);
+                    gru_zr(q, (int)d, gx + x_row(q, t, b) * GH, zr, 2 * H);
                     for (int64_t j = 0; j < H; j++) tmp[b * H + j] = zr[H + j] * h[b * H + j];
                 }
                 bf__sgemm(0, 1, (int)B, (int)H, (int)H, 1.0f, tmp, (int)H, r + 2 * H * H, (int)H, 1, rec + 2 * H,
@@ -418,12 +491,12 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                 const float *g = gx + x_row(q, t, b) * GH;
                 float *rr = rec + b * GH, *hb = h + b * H;
                 if (q->kind == K_LSTM) {
-                    lstm_row(q, a, g, rr, peep, hb, cs + b * H);
+                    lstm_row(q, (int)d, g, rr, peep, hb, cs + b * H);
                 } else if (q->kind == K_GRU) {
-                    if (q->linear_before_reset) gru_zr(q, a, g, rr, 2 * H);
-                    gru_row(q, a, g, rr, rr + 2 * H, hb);
+                    if (q->linear_before_reset) gru_zr(q, (int)d, g, rr, 2 * H);
+                    gru_row(q, (int)d, g, rr, rr + 2 * H, hb);
                 } else {
-                    rnn_row(q, a, g, rr, hb);
+                    rnn_row(q, (int)d, g, rr, hb);
                 }
                 if (y) memcpy(y + y_row(q, t, d, b) * H, hb, sizeof(float) * (size_t)H);
             }
