@@ -12,7 +12,13 @@
  * product's output first and the product added onto them, as addmm does.
  *
  * Parameters are read from the inputs on every run, never cached: faults
- * rewrite W, R and B in place. */
+ * rewrite W, R and B in place.
+ *
+ * Where the spec is silent we do what ONNX Runtime does: clip bounds the
+ * gates' inputs, not the cell state before h; a sequence of length 0 has
+ * zero outputs and zero final states. sequence_lens may be int64 as well as
+ * int32. Scratch is a [seq x batch, gates x hidden] copy of the projection,
+ * reused by each direction. */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
