@@ -12,7 +12,8 @@
  * metrics within 1e-6): listed single-bit faults in every W, R and B (sign,
  * exponent and mantissa bits, in a batch that divides the eval set and in
  * one that does not), random ones in the LSTMs' parameters, and the other
- * fault models and targets over the whole model. */
+ * fault models and targets over the whole model; then random weight and
+ * transient activation faults in the GRU fixture beside it. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +33,7 @@
 #define MAX_LSTM_PARAMS 6   /* W, R, B of two layers */
 
 typedef struct fixture {
+    const char *label;
     bf_model *m;
     bf_dataset *ds;
     char *lstm[MAX_LSTM_PARAMS];          /* names */
@@ -44,6 +46,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
+    f->label = "lstm_2layer_bidir_op13";
     bf_error err = {0};
     if (bf_model_load_file(FIX ".onnx", &f->m, &err) || bf_dataset_load_file(FIX ".eval.safetensors", &f->ds, &err))
         fail_msg("%s", err.msg);
@@ -89,7 +92,7 @@ static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_ta
         bf_campaign_result_free(&res);
         bf_campaign_free(c);
     }
-    tc_compare("lstm_2layer_bidir_op13", label, &r[1], &r[0], f->scale, t);
+    tc_compare(f->label, label, &r[1], &r[0], f->scale, t);
     free(r[0].r);
     free(r[1].r);
 }
@@ -193,12 +196,43 @@ static void other_fault_models_match_exact(void **state)
     tc_assert_agree("other fault models on the LSTM, differential vs exact", &t, trials);
 }
 
+/* The same over the GRU of the conformance fixtures (gru_2layer_bidir_op17:
+ * opset 17, linear_before_reset = 1). */
+static void gru_random_faults_match_exact(void **state)
+{
+    (void)state;
+    fixture f = {.label = "gru_2layer_bidir_op17"};
+    bf_error err = {0};
+    if (bf_model_load_file(BF_FIXTURES "/rnn/gru_2layer_bidir_op17.onnx", &f.m, &err) ||
+        bf_dataset_load_file(BF_FIXTURES "/rnn/gru_2layer_bidir_op17.eval.safetensors", &f.ds, &err))
+        fail_msg("%s", err.msg);
+    f.scale = tc_out_scale(f.m, f.ds);
+    char *tensors[] = {"op:GRU"};
+    tc_tally t = {0};
+    bf_campaign_spec s = base_spec(7);
+    s.seed = 17;
+    s.trials = 60;
+    s.tensors = tensors;
+    s.n_tensors = 1;
+    both(&f, &s, "random GRU bit flips, batch 7", &t);
+    s.target = BF_TARGET_ACTIVATIONS;
+    s.persistence = BF_PERSIST_TRANSIENT;
+    s.tensors = NULL;
+    s.n_tensors = 0;
+    s.trials = 30;
+    both(&f, &s, "transient activation bit flips, batch 7", &t);
+    tc_assert_agree("GRU faults, differential vs exact", &t, 90);
+    bf_dataset_free(f.ds);
+    bf_model_free(f.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(listed_lstm_faults_match_exact),
         cmocka_unit_test(random_lstm_faults_match_exact),
         cmocka_unit_test(other_fault_models_match_exact),
+        cmocka_unit_test(gru_random_faults_match_exact),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
