@@ -34,16 +34,22 @@ class Case:
     nodes:    a list of onnx NodeProto to use instead of the single node
     check:    run onnx.checker (False for ops newer than the installed onnx
               knows, e.g. Gelu of opset 20 under onnx 1.12)
+    model:    a whole ModelProto (a torch.onnx.export of a module) instead of
+              nodes: `inputs` feed its graph inputs, `outputs` name its graph
+              outputs; a graph input whose dim 0 differs from the first's
+              (an LSTM's h0 [layers, batch, hidden] beside a time-first x) is
+              made an initializer holding its value, as above
     """
 
     def __init__(self, name, op, inputs, outputs, attrs=None, opset=13, ref="torch", rtol=1e-5, atol=1e-6,
-                 consts=(), node_inputs=None, nodes=None, check=True):
+                 consts=(), node_inputs=None, nodes=None, check=True, model=None):
         self.name, self.op, self.inputs, self.outputs = name, op, dict(inputs), dict(outputs)
         self.attrs, self.opset, self.ref = dict(attrs or {}), opset, ref
         self.rtol, self.atol, self.consts = rtol, atol, set(consts)
         self.node_inputs = node_inputs
         self.nodes = nodes
         self.check = check
+        self.model = model
 
 
 def _value_info(name, arr):
@@ -68,7 +74,35 @@ def write_safetensors(path, tensors, metadata):
             f.write(b)
 
 
+def _write_model(case, out_dir):
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    g = model.graph
+    first, keep = None, []
+    for vi in g.input:
+        arr = case.inputs[vi.name]
+        if first is not None and (arr.ndim == 0 or arr.shape[0] != first.shape[0]):
+            g.initializer.append(numpy_helper.from_array(arr, vi.name))
+            continue
+        if first is None:
+            first = arr
+        keep.append(vi)
+    del g.input[:]
+    g.input.extend(keep)
+    assert [o.name for o in g.output] == list(case.outputs), (case.name, [o.name for o in g.output])
+    onnx.checker.check_model(model)
+    with open(os.path.join(out_dir, case.name + ".onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    tensors = {"input:" + vi.name: case.inputs[vi.name] for vi in keep}
+    for n, a in case.outputs.items():
+        tensors["output:" + n] = a
+    write_safetensors(os.path.join(out_dir, case.name + ".io.safetensors"), tensors,
+                      {"rtol": case.rtol, "atol": case.atol, "ref": case.ref})
+
+
 def write(case, out_dir):
+    if case.model is not None:
+        return _write_model(case, out_dir)
     for k, v in list(case.inputs.items()) + list(case.outputs.items()):
         if v.dtype not in _ST_DTYPE:
             raise ValueError(f"{case.name}: {k} has dtype {v.dtype}; use float32/int64/int32/bool/uint8/int8")
