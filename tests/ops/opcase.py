@@ -51,9 +51,10 @@ def write_safetensors(path, tensors, metadata):
     header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
     blobs, off = [], 0
     for name, arr in tensors.items():
+        shape = list(arr.shape)   # before ascontiguousarray, which makes a 0-d array 1-d
         arr = np.ascontiguousarray(arr)
         b = arr.tobytes()
-        header[name] = {"dtype": _ST_DTYPE[arr.dtype], "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        header[name] = {"dtype": _ST_DTYPE[arr.dtype], "shape": shape, "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
