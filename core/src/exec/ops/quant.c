@@ -4,7 +4,8 @@
  * Arithmetic is ONNX Runtime's, which the spec's formulas leave open in two
  * places: x / scale is a float32 division (not a multiplication by 1/scale),
  * and rounding is half to even on that float32 quotient. NaN quantizes to the
- * zero point (ONNX leaves it undefined); +-Inf saturates. DynamicQuantizeLinear
+ * type's lowest value (ONNX leaves it undefined; ONNX Runtime on x86 does
+ * this); +-Inf saturates. DynamicQuantizeLinear
  * of an all-zero input uses scale 1, as ONNX Runtime does, where the spec's
  * formula would divide by zero; NaN elements do not take part in its min/max. */
 #include <assert.h>
@@ -123,7 +124,7 @@ static bf_status quantize_run(const bf__ctx *c, bf_error *err)
             float sc = s[ch];
             int32_t z = zp ? bf__q_at(zp, q->yt, ch) : 0;
             for (int64_t k = 0; k < q->inner; k++, i++)
-                bf__q_store(y, q->yt, i, nearbyintf(x[i] / sc) + (float)z, z);
+                bf__q_store(y, q->yt, i, nearbyintf(x[i] / sc) + (float)z);
         }
     return BF_OK;
 }
@@ -188,7 +189,7 @@ static bf_status dynq_run(const bf__ctx *c, bf_error *err)
     float zf = nearbyintf(0.0f - lo / scale);
     int32_t z = zf <= 0 ? 0 : zf >= 255 ? 255 : (int32_t)zf;
     uint8_t *y = c->out[0]->data;
-    for (int64_t i = 0; i < n; i++) bf__q_store(y, BF_U8, i, nearbyintf(x[i] / scale) + (float)z, z);
+    for (int64_t i = 0; i < n; i++) bf__q_store(y, BF_U8, i, nearbyintf(x[i] / scale) + (float)z);
     if (c->n_out > 1 && c->out[1] && c->out[1]->data) *(float *)c->out[1]->data = scale;
     if (c->n_out > 2 && c->out[2] && c->out[2]->data) *(uint8_t *)c->out[2]->data = (uint8_t)z;
     return BF_OK;

@@ -22,11 +22,12 @@ static inline int32_t bf__q_at(const void *data, bf_dtype dt, int64_t i)
 
 /* The stored int8/uint8 value of `r`, an integer-valued float already
  * rounded (and offset by the zero point): saturated to the type's range, as
- * the ONNX spec's saturate(); NaN gives `nan_to`. */
-static inline void bf__q_store(void *data, bf_dtype dt, int64_t i, float r, int32_t nan_to)
+ * the spec's saturate(). NaN, which ONNX leaves undefined, gives the type's
+ * lowest value, as ONNX Runtime's x86 kernels do. */
+static inline void bf__q_store(void *data, bf_dtype dt, int64_t i, float r)
 {
     float lo = dt == BF_I8 ? -128.0f : 0.0f, hi = dt == BF_I8 ? 127.0f : 255.0f;
-    int32_t q = isnan(r) ? nan_to : r <= lo ? (int32_t)lo : r >= hi ? (int32_t)hi : (int32_t)r;
+    int32_t q = !(r > lo) ? (int32_t)lo : r >= hi ? (int32_t)hi : (int32_t)r;
     if (dt == BF_I8) ((int8_t *)data)[i] = (int8_t)q;
     else ((uint8_t *)data)[i] = (uint8_t)q;
 }

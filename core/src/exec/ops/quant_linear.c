@@ -151,7 +151,7 @@ bf_status bf__qlinear_matmul_prepare(bf__prep *p, bf_error *err) { return qmm_pr
 static inline void put(void *y, bf_dtype yt, int64_t i, uint32_t acc, float mult, int32_t yz)
 {
     if (yt == BF_I32) ((int32_t *)y)[i] = (int32_t)acc;
-    else bf__q_store(y, yt, i, nearbyintf((float)(int32_t)acc * mult) + (float)yz, yz);
+    else bf__q_store(y, yt, i, nearbyintf((float)(int32_t)acc * mult) + (float)yz);
 }
 
 bf_status bf__qmatmul_run(const bf__ctx *c, bf_error *err)
