@@ -4,8 +4,9 @@
  *   are parameters with their dtype; other integer initializers are not.
  * - Bit flips on them: bits 0..7 of the stored byte, their own inverse.
  * - Campaign sites: the default selection is the stored integer weights
- *   (zero points only with spec.zero_points), 8 bits each; mixing them with
- *   float tensors, or a float representation, is refused with a reason.
+ *   (zero points only with spec.zero_points), 8 bits each; a selection that
+ *   also matches float tensors keeps the integers; a float representation is
+ *   refused with a reason.
  * - The records: old and new are the integers, new = old with the mask
  *   flipped in two's complement (int8) or plain binary (uint8).
  * - The differential engine against exact re-execution on every fixture,
@@ -149,10 +150,12 @@ static void campaign_sites(void **state)
     assert_int_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_ENOTFOUND);
     assert_non_null(strstr(err.msg, "zero_points"));
 
-    char *mix[] = {"conv1.*"};   /* the int8 weight and its float scale */
+    char *mix[] = {"conv1.*"};   /* the int8 weight and its float scale: the integers win */
     s.tensors = mix;
-    assert_int_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_EINVAL);
-    assert_non_null(strstr(err.msg, "one bit width"));
+    c = tc_make(m, ds, &s);
+    assert_int_equal(bf_campaign_num_sites(c), 1);
+    assert_string_equal(bf_campaign_site(c, 0)->name, "conv1.weight_quantized");
+    bf_campaign_free(c);
 
     char *scales[] = {"*_scale"};   /* float tensors alone: 32 bits as before */
     s.tensors = scales;

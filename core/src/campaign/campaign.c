@@ -128,33 +128,21 @@ static void other_target_hint(const bf_campaign *c, const char *name, char *buf,
     snprintf(buf, len, "; '%s' is %s: faults on it need target '%s'", name, is[t], target[t]);
 }
 
-/* One campaign, one bit width. A quantized model's stored integers (int8,
- * uint8: 8 bits) and its float tensors (scales, biases: the representation's
- * width) are not mixed: with no `tensors` given the integers are the sites
- * (the weights as deployed), and an explicit selection must hold one kind.
+/* One campaign, one bit width. When the selection holds a quantized model's
+ * stored integers (int8, uint8: 8 bits) the campaign is about them: float
+ * tensors it also matches (the scales beside them, float biases) are left
+ * out, and stay reachable by patterns that match only them ("*_scale").
  * Integer sites make the campaign native: their bytes are the bits, nothing
  * is rounded, and the representation must be fp32 (the default) or int8. */
 static bf_status choose_width(bf_campaign *c, const bf_campaign_spec *spec, unsigned char *sel, bf_error *err)
 {
     const bf_model *m = c->model;
-    size_t n_int = 0, n_float = 0, first_int = 0, first_float = 0;
-    for (size_t p = 0; p < m->n_params; p++) {
-        if (!sel[p]) continue;
-        if (m->params[p].dtype == BF_F32) { if (!n_float++) first_float = p; }
-        else if (!n_int++) first_int = p;
-    }
+    size_t n_int = 0, first_int = 0;
+    for (size_t p = 0; p < m->n_params; p++)
+        if (sel[p] && m->params[p].dtype != BF_F32 && !n_int++) first_int = p;
     if (!n_int) return BF_OK;
-    if (n_float) {
-        if (spec->n_tensors)
-            return bf_error_set(err, BF_EINVAL,
-                                "the tensors selected mix a quantized model's stored integers ('%s' is %s, 8 bits) with float "
-                                "tensors ('%s', 32 bits); one campaign has one bit width: select one kind (e.g. "
-                                "'op:DequantizeLinear' for the int8 weights of a QDQ graph)",
-                                m->params[first_int].tensor->name, bf_dtype_name(m->params[first_int].dtype),
-                                m->params[first_float].tensor->name);
-        for (size_t p = 0; p < m->n_params; p++)
-            if (m->params[p].dtype == BF_F32) sel[p] = 0;
-    }
+    for (size_t p = 0; p < m->n_params; p++)
+        if (m->params[p].dtype == BF_F32) sel[p] = 0;
     if (spec->repr != BF_REPR_FP32 && spec->repr != BF_REPR_INT8)
         return bf_error_set(err, BF_EINVAL,
                             "'%s' is stored as %s: representation '%s' does not apply to it (give 'fp32' or 'int8'; both "
