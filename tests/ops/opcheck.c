@@ -138,12 +138,17 @@ static const bf_tensor *io_find(const io_file *f, const char *prefix, const char
     return NULL;
 }
 
+/* Element i, read with memcpy: a safetensors file packs tensors back to back,
+ * so an int32 after an odd number of int8 bytes is not aligned. */
 static double elem(const bf_tensor *t, int64_t i)
 {
+    float f;
+    int64_t l;
+    int32_t k;
     switch (t->dtype) {
-    case BF_F32: return ((const float *)t->data)[i];
-    case BF_I64: return (double)((const int64_t *)t->data)[i];
-    case BF_I32: return ((const int32_t *)t->data)[i];
+    case BF_F32: memcpy(&f, (const char *)t->data + 4 * i, 4); return f;
+    case BF_I64: memcpy(&l, (const char *)t->data + 8 * i, 8); return (double)l;
+    case BF_I32: memcpy(&k, (const char *)t->data + 4 * i, 4); return k;
     case BF_BOOL: case BF_U8: return ((const uint8_t *)t->data)[i];
     case BF_I8: return ((const int8_t *)t->data)[i];
     default: return NAN;
