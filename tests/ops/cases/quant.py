@@ -156,6 +156,8 @@ def cases():
     assert np.abs(tq.astype(int) - want.astype(int)).max() <= 1 and (tq == want).mean() > 0.9, "torch disagrees"
     yield Case("quant_quantize_per_axis0", "QuantizeLinear", {"x": xr, "s": s0, "zp": z0},
                {"y": want}, ref="numpy", attrs={"axis": 0}, consts={"s", "zp"})
+    yield Case("quant_quantize_per_axis1_op17", "QuantizeLinear", {"x": xc, "s": sc, "zp": zc},
+               {"y": quantize(xc, sc, zc, axis=1)}, ref="numpy", opset=17)
     # cross-check with torch on values away from ties
     xt = (rng(4).standard_normal((3, 8)) * 4).astype(F)
     st, zt = np.array(0.0625, F), np.array(100, np.uint8)
@@ -191,6 +193,9 @@ def cases():
     yield Case("quant_dequantize_per_axis0", "DequantizeLinear", {"w": w, "s": sw, "zp": zw},
                {"y": dequantize(w, sw, zw, axis=0)}, ref="numpy", attrs={"axis": 0}, consts={"w", "s", "zp"},
                rtol=0, atol=0)
+    yield Case("quant_dequantize_per_axis0_op17", "DequantizeLinear", {"w": w, "s": sw, "zp": zw},
+               {"y": dequantize(w, sw, zw, axis=0)}, ref="numpy", attrs={"axis": 0}, consts={"w", "s", "zp"},
+               rtol=0, atol=0, opset=17)
     sa = np.array([0.5, 0.25, 0.125], F)
     za = np.array([1, 2, 3], np.int8)
     yield Case("quant_dequantize_per_axis_default", "DequantizeLinear", {"x": q8, "s": sa, "zp": za},
@@ -241,6 +246,8 @@ def cases():
     yield Case("quant_qlinearmatmul_u8", "QLinearMatMul",
                {"a": a, "as": a_s, "azp": azp, "b": b, "bs": b_s, "bzp": bzp, "ys": y_s, "yzp": yzp},
                {"y": requant(acc, mult, yzp)}, ref="numpy")
+    yield Case("quant_matmulinteger_op17", "MatMulInteger", {"a": a, "b": b, "azp": azp, "bzp": bzp},
+               {"y": matmul_int(a, b, azp, bzp)}, ref="numpy", opset=17)
     b_sc = np.array([0.01, 0.02, 0.004, 0.05, 0.03], F)
     yzp8 = np.array(-10, np.int8)
     a8 = qi8(38, 4, 6)
@@ -284,6 +291,11 @@ def cases():
                 "ys": ysc, "yzp": np.array(100, np.uint8), "b": bias},
                {"y": requant(acc, mult, np.array(100, np.uint8))}, ref="numpy",
                attrs={"pads": [1, 1, 1, 1]}, consts={"w", "ws", "wzp", "b"})
+    yield Case("quant_qlinearconv_op17", "QLinearConv",
+               {"x": x, "xs": xs, "xzp": np.array(128, np.uint8), "w": w, "ws": ws, "wzp": np.zeros(3, np.int8),
+                "ys": ysc, "yzp": np.array(100, np.uint8), "b": bias},
+               {"y": requant(acc, mult, np.array(100, np.uint8))}, ref="numpy",
+               attrs={"pads": [1, 1, 1, 1]}, consts={"w", "ws", "wzp", "b"}, opset=17)
     x8 = qi8(47, 2, 4, 6, 5)
     acc = conv_int(x8, w, -3, np.array(2, np.int8), strides=[2, 2], pads=[1, 1, 0, 1])  # SAME_LOWER: the odd pad first
     mult = F(F(xs) * F(0.01) / F(ysc))
