@@ -138,19 +138,20 @@ static const bf_tensor *io_find(const io_file *f, const char *prefix, const char
     return NULL;
 }
 
-/* Element i, read with memcpy: a safetensors file packs tensors back to back,
- * so an int32 after an odd number of int8 bytes is not aligned. */
+/* Reads through memcpy: a tensor in a safetensors file is only as aligned as
+ * the sizes of the tensors before it (an int64 after a bool may not be). */
 static double elem(const bf_tensor *t, int64_t i)
 {
+    const unsigned char *p = (const unsigned char *)t->data + (size_t)i * bf_dtype_size(t->dtype);
     float f;
     int64_t l;
-    int32_t k;
+    int32_t w;
     switch (t->dtype) {
-    case BF_F32: memcpy(&f, (const char *)t->data + 4 * i, 4); return f;
-    case BF_I64: memcpy(&l, (const char *)t->data + 8 * i, 8); return (double)l;
-    case BF_I32: memcpy(&k, (const char *)t->data + 4 * i, 4); return k;
-    case BF_BOOL: case BF_U8: return ((const uint8_t *)t->data)[i];
-    case BF_I8: return ((const int8_t *)t->data)[i];
+    case BF_F32: memcpy(&f, p, sizeof f); return f;
+    case BF_I64: memcpy(&l, p, sizeof l); return (double)l;
+    case BF_I32: memcpy(&w, p, sizeof w); return w;
+    case BF_BOOL: case BF_U8: return *p;
+    case BF_I8: return (int8_t)*p;
     default: return NAN;
     }
 }
