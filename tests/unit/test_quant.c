@@ -28,6 +28,7 @@
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
 #include "campaign_check.h"
+#include "op_harness.h"
 
 #define FIX BF_FIXTURES "/quant/"
 
@@ -281,9 +282,65 @@ static void differential_matches_exact(void **state)
     assert_int_equal(t.disagree, 0);   /* integer steps leave no ulp-level ties to round either way */
 }
 
+/* The quant ops refuse what they cannot compute with an error that names
+ * the node and says what would work. */
+static void op_errors(void **state)
+{
+    (void)state;
+    bf_error err = {0};
+    bf_tensor out[3];
+    int64_t d23[] = {2, 3}, d3[] = {3}, d2[] = {2};
+    float xs[6] = {0}, s3[3] = {1, 1, 1}, s1 = 0.5f;
+    int8_t z3[3] = {0}, q6[6] = {0};
+    uint8_t zu = 0;
+    bf_tensor x = th_tensor_f32(xs, 2, d23), sc3 = th_tensor_f32(s3, 1, d3), sc = th_tensor_f32(&s1, 0, NULL);
+    bf_tensor zp3 = th_tensor(BF_I8, z3, 1, d3), zpu = th_tensor(BF_U8, &zu, 0, NULL), q = th_tensor(BF_I8, q6, 2, d23);
+    bf_tensor sc2 = th_tensor_f32(s3, 1, d2);
+
+    /* per-axis scales came with opset 13 */
+    const bf_tensor *in1[] = {&x, &sc3, &zp3};
+    assert_int_equal(th_run_op("QuantizeLinear", 11, NULL, 0, in1, 3, out, 1, &err), BF_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "opset 13"));
+    /* a scale that fits no axis */
+    bf__attr ax0 = th_attr_int("axis", 0);
+    const bf_tensor *in2[] = {&x, &sc3};
+    assert_int_equal(th_run_op("QuantizeLinear", 13, &ax0, 1, in2, 2, out, 1, &err), BF_ESHAPE);
+    assert_non_null(strstr(err.msg, "expected a scalar or [2]"));
+    /* a zero point of another type than the data */
+    const bf_tensor *in3[] = {&q, &sc, &zpu};
+    assert_int_equal(th_run_op("DequantizeLinear", 13, NULL, 0, in3, 3, out, 1, &err), BF_EFORMAT);
+    assert_non_null(strstr(err.msg, "x_zero_point is uint8 but x is int8"));
+    /* float data into an integer product */
+    const bf_tensor *in4[] = {&x, &q};
+    assert_int_equal(th_run_op("MatMulInteger", 13, NULL, 0, in4, 2, out, 1, &err), BF_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "expected int8 or uint8"));
+    /* per-column b zero point of the wrong length */
+    int64_t d32[] = {3, 2};
+    bf_tensor b = th_tensor(BF_I8, q6, 2, d32);
+    const bf_tensor *in5[] = {&q, &b, NULL, &zp3};
+    assert_int_equal(th_run_op("MatMulInteger", 13, NULL, 0, in5, 4, out, 1, &err), BF_ESHAPE);
+    assert_non_null(strstr(err.msg, "one per column of B"));
+    /* the QLinear forms need their zero points */
+    int8_t z2[2] = {1, -1};
+    bf_tensor zp2 = th_tensor(BF_I8, z2, 1, d2);
+    const bf_tensor *in6[] = {&q, &sc, NULL, &b, &sc, &zp2, &sc, &zpu};
+    assert_int_equal(th_run_op("QLinearMatMul", 13, NULL, 0, in6, 8, out, 1, &err), BF_EFORMAT);
+    assert_non_null(strstr(err.msg, "required"));
+    /* a working per-column product, for contrast */
+    const bf_tensor *in7[] = {&q, &sc, &zp3, &b, &sc2, &zp2, &sc, &zpu};
+    bf_tensor zs = th_tensor(BF_I8, z3, 0, NULL);
+    in7[2] = &zs;
+    assert_int_equal(th_run_op("QLinearMatMul", 13, NULL, 0, in7, 8, out, 1, &err), BF_OK);
+    assert_int_equal(out[0].dtype, BF_U8);
+    th_free(out, 1);
+    bf_tensor *all[] = {&x, &sc3, &sc, &zp3, &zpu, &q, &sc2, &b, &zp2, &zs};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) th_tensor_free(all[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(op_errors),
         cmocka_unit_test(params_have_dtypes),
         cmocka_unit_test(flips_touch_the_stored_byte),
         cmocka_unit_test(campaign_sites),
