@@ -424,9 +424,9 @@ enum { R_MODEL, R_DATASET, R_SEED, R_TRIALS, R_FAULTS, R_SAMPLING, R_METRICS, R_
 
 static const char *const FAULT_NAMES[] = {"target", "tensors", "model", "bits", "positions",
                                           "burst", "rate", "rates", "repeats",
-                                          "representation", "per_channel", "persistence"};
+                                          "representation", "per_channel", "persistence", "zero_points"};
 enum { F_TARGET, F_TENSORS, F_MODEL, F_BITS, F_POSITIONS, F_BURST, F_RATE, F_RATES,
-       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_N };
+       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_N };
 
 static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
@@ -708,6 +708,15 @@ static void parse_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s,
                                               "slice along a weight's axis 0)");
         else
             bf__spec_get_bool(c, f[F_PER_CHANNEL], "/faults/per_channel", &s->per_channel);
+    }
+
+    /* quantized models: their zero points as sites too */
+    if (f[F_ZERO_POINTS]) {
+        if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
+            bf__spec_problem(c, "/faults/zero_points", "applies only to target 'weights' (a quantized model's "
+                                                       "stored zero points)");
+        else
+            bf__spec_get_bool(c, f[F_ZERO_POINTS], "/faults/zero_points", &s->zero_points);
     }
 
     if (fi->persist_ok && fi->target_ok && s->persistence == BF_PERSIST_TRANSIENT &&

@@ -33,6 +33,7 @@ static json_t *values_json(const bf_value_info *(*get)(const bf_model *, size_t)
 json_t *bf_model_summary(const bf_model *m)
 {
     json_t *root = json_object(), *ops = json_object(), *layers = json_array(), *params = json_array();
+    int64_t bits = 0;
     if (!root || !ops || !layers || !params) goto fail;
     json_object_set_new(root, "opset", json_integer(bf_model_opset(m)));
     json_object_set_new(root, "producer", json_string(bf_model_producer(m)));
@@ -47,16 +48,17 @@ json_t *bf_model_summary(const bf_model *m)
     }
     for (size_t i = 0; i < bf_model_num_params(m); i++) {
         const bf_param_info *p = bf_model_param(m, i);
-        json_array_append_new(params, json_pack("{s:s, s:o, s:I, s:s?, s:s?, s:b}", "name", p->tensor->name, "shape",
+        json_array_append_new(params, json_pack("{s:s, s:o, s:I, s:s?, s:s?, s:b, s:s}", "name", p->tensor->name, "shape",
                                                 shape_json(p->tensor), "elements", (json_int_t)bf_tensor_numel(p->tensor),
                                                 "read_by_op", p->reader_op, "read_by_node", p->reader_node, "embedding",
-                                                p->is_embedding));
+                                                p->is_embedding, "dtype", bf_dtype_name(p->dtype)));
+        bits += bf_tensor_numel(p->tensor) * (p->dtype == BF_F32 ? 32 : 8);
     }
     json_object_set_new(root, "ops", ops);
     json_object_set_new(root, "layers", layers);
     json_object_set_new(root, "params", params);
     json_object_set_new(root, "param_elements", json_integer(bf_model_param_elements(m)));
-    json_object_set_new(root, "param_bits", json_integer(bf_model_param_elements(m) * 32));
+    json_object_set_new(root, "param_bits", json_integer(bits));
     return root;
 fail:
     json_decref(root);

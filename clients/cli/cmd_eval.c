@@ -90,7 +90,8 @@ static bf_bitflip random_flip(const bf_model *m, uint64_t *state)
         e -= (uint64_t)bf_tensor_numel(bf_model_param(m, p)->tensor);
         p++;
     }
-    return (bf_bitflip){.param = p, .index = (int64_t)e, .bit = (int)(splitmix64(state) % 32)};
+    int bits = bf_model_param(m, p)->dtype == BF_F32 ? 32 : 8;   /* a quantized model's stored bytes: 8 */
+    return (bf_bitflip){.param = p, .index = (int64_t)e, .bit = (int)(splitmix64(state) % (uint64_t)bits)};
 }
 
 static int write_outputs(const char *path, const bf_eval_result *r)
@@ -276,8 +277,17 @@ int cmd_eval(int argc, char **argv)
         printf("\nsingle-bit faults (each its own pass; %s vs golden, predictions changed)\n", task == BF_TASK_NONE ? "outputs" : metric_name(task));
     for (size_t i = 0; i < n_flips; i++) {
         const bf_param_info *p = bf_model_param(m, flips[i].param);
-        float old_v = ((const float *)p->tensor->data)[flips[i].index];
-        float new_v = bf_flip_f32(old_v, flips[i].bit);
+        float old_v, new_v;
+        if (p->dtype == BF_I8) {   /* a quantized model's stored integer */
+            int8_t q = ((const int8_t *)p->tensor->data)[flips[i].index];
+            old_v = q, new_v = (int8_t)(uint8_t)((uint8_t)q ^ (1u << flips[i].bit));
+        } else if (p->dtype == BF_U8) {
+            uint8_t q = ((const uint8_t *)p->tensor->data)[flips[i].index];
+            old_v = q, new_v = (uint8_t)(q ^ (1u << flips[i].bit));
+        } else {
+            old_v = ((const float *)p->tensor->data)[flips[i].index];
+            new_v = bf_flip_f32(old_v, flips[i].bit);
+        }
         progress_start(&prog);
         bf_status st = bf_evaluator_run(ev, &flips[i], 1, &r, &err);
         progress_end(&prog);

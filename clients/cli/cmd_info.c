@@ -126,14 +126,18 @@ int cmd_info(int argc, char **argv)
         }
         printf("\nops (%zu nodes)\n ", bf_model_num_nodes(m));
         for (size_t i = 0; i < n_ops; i++) printf(" %s x%d", ops[i].op, ops[i].count);
+        long long bits = 0;
+        for (size_t i = 0; i < bf_model_num_params(m); i++)
+            bits += (long long)bf_tensor_numel(bf_model_param(m, i)->tensor) * (bf_model_param(m, i)->dtype == BF_F32 ? 32 : 8);
         printf("\n\nparameters (fault surface): %zu tensors, %lld elements, %lld bits\n",
-               bf_model_num_params(m), (long long)bf_model_param_elements(m), (long long)bf_model_param_elements(m) * 32);
+               bf_model_num_params(m), (long long)bf_model_param_elements(m), bits);
         printf("  %-30s %-16s %10s  %s\n", "name", "shape", "elements", "read by");
         for (size_t i = 0; i < bf_model_num_params(m); i++) {
             const bf_param_info *p = bf_model_param(m, i);
             bf_shape_str(p->tensor->dims, p->tensor->ndim, buf, sizeof buf);
-            printf("  %-30s %-16s %10lld  %s%s\n", p->tensor->name, buf, (long long)bf_tensor_numel(p->tensor),
-                   p->reader_op ? p->reader_op : "(unused)", p->is_embedding ? " (embedding)" : "");
+            printf("  %-30s %-16s %10lld  %s%s%s%s\n", p->tensor->name, buf, (long long)bf_tensor_numel(p->tensor),
+                   p->reader_op ? p->reader_op : "(unused)", p->is_embedding ? " (embedding)" : "",
+                   p->dtype != BF_F32 ? ", stored " : "", p->dtype != BF_F32 ? bf_dtype_name(p->dtype) : "");
         }
         printf("\nplan memory (peak, from shapes)\n");
         for (int k = 0; k < 3; k++) {

@@ -194,6 +194,21 @@ static void every_field(void **state)
     done(p);
 }
 
+/* Quantized models: their zero points as sites, for weights only. */
+static void zero_points(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"trials\": 5, \"faults\": {\"zero_points\": true}}");
+    assert_int_equal(p->spec.zero_points, 1);
+    done(p);
+    p = ok("{" HEAD "\"trials\": 5, \"faults\": {}}");
+    assert_int_equal(p->spec.zero_points, 0);
+    done(p);
+    only_problem("{" HEAD "\"trials\": 5, \"faults\": {\"target\": \"activations\", \"zero_points\": true}}", "/faults/zero_points",
+                 "only to target 'weights'");
+    only_problem("{" HEAD "\"trials\": 5, \"faults\": {\"zero_points\": 1}}", "/faults/zero_points", "must be a boolean");
+}
+
 static void ber_sweep(void **state)
 {
     (void)state;
@@ -835,6 +850,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(issue_example),
         cmocka_unit_test(every_field),
         cmocka_unit_test(ber_sweep),
+        cmocka_unit_test(zero_points),
         cmocka_unit_test(fault_list),
         cmocka_unit_test(many_problems),
         cmocka_unit_test(unknown_fields),

@@ -3,7 +3,9 @@
  * DIR holds, per model NAME, NAME.onnx, NAME.eval.safetensors and
  * NAME.ref.json (the format of shared/conformance/README.md): golden outputs
  * and metric, and the outputs under single-bit parameter faults, as PyTorch
- * computed them. Every NAME.ref.json in DIR is checked; a table per model is
+ * (or a numpy rendition of the ONNX spec) computed them; a fault record with
+ * "dtype" "int8" or "uint8" flips a bit of a quantized model's stored integer
+ * (tests/fixtures/README.md). Every NAME.ref.json in DIR is checked; a table per model is
  * printed; every fault is checked twice, directly (a bit flip in a plan) and
  * through the campaign path (an explicit fault list from a JSON spec); the
  * exit status is 0 only if everything matches (1: a mismatch,
@@ -220,12 +222,31 @@ static int check_model(const char *dir, const char *name, int64_t batch)
         json_to_double(json_object_get(f, "old"), &ref_old);
         json_to_double(json_object_get(f, "new"), &ref_new);
         printf("  %-4zu %-28.28s %8lld %4lld ", k, pname ? pname : "?", (long long)index, (long long)bit);
+        /* int8 fault records (tests/fixtures/README.md) name the stored type;
+         * old and new are then the integers */
+        const char *want_dt = json_string_value(json_object_get(f, "dtype"));
+        if (!want_dt) want_dt = "float32";
         int64_t p = pname ? bf_model_find_param(m, pname) : -1;
-        if (p < 0) { printf("MISMATCH: the model has no fp32 parameter '%s'\n", pname ? pname : "(null)"); failures++; continue; }
+        if (p < 0) { printf("MISMATCH: the model has no parameter '%s'\n", pname ? pname : "(null)"); failures++; continue; }
+        const bf_param_info *pi = bf_model_param(m, (size_t)p);
+        if (strcmp(bf_dtype_name(pi->dtype), want_dt) != 0) {
+            printf("MISMATCH: '%s' is %s here, %s in the reference\n", pname, bf_dtype_name(pi->dtype), want_dt);
+            failures++;
+            continue;
+        }
         bf_bitflip flip = {.param = (size_t)p, .index = index, .bit = (int)bit};
         if (bf_bitflip_check(m, &flip, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures++; continue; }
-        float old_v = ((const float *)bf_model_param(m, (size_t)p)->tensor->data)[index];
-        float new_v = bf_flip_f32(old_v, (int)bit);
+        float old_v, new_v;
+        if (pi->dtype == BF_I8) {
+            int8_t q = ((const int8_t *)pi->tensor->data)[index];
+            old_v = q, new_v = (int8_t)(uint8_t)((uint8_t)q ^ (1u << bit));
+        } else if (pi->dtype == BF_U8) {
+            uint8_t q = ((const uint8_t *)pi->tensor->data)[index];
+            old_v = q, new_v = (uint8_t)(q ^ (1u << bit));
+        } else {
+            old_v = ((const float *)pi->tensor->data)[index];
+            new_v = bf_flip_f32(old_v, (int)bit);
+        }
         printf("%13.6g %13.6g  ", old_v, new_v);
         /* The flipped value itself must agree: it proves index and bit mean
          * the same thing on both sides. */

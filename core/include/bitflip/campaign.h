@@ -148,6 +148,10 @@ typedef struct bf_campaign_spec {
     int64_t repeats;          /* BER draws per rate */
     bf_repr repr;
     int per_channel;          /* int8: a scale per slice along axis 0 */
+    /* Quantized models (int8/uint8 weights stored as integers): the zero
+     * points are fault sites too. Off by default: a zero point is one value
+     * per tensor or channel, shared by every weight it offsets. */
+    int zero_points;
     bf_persistence persistence;
 
     bf_sampling sampling;

@@ -95,7 +95,8 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
 
 /* Replaces parameter `param` with `values` (its element count of floats) in
  * every plan: e.g. the model rounded to fp16, as the golden model of a
- * campaign. Allocates each plan's copy if it has none yet. */
+ * campaign. Allocates each plan's copy if it has none yet. An int8/uint8
+ * parameter takes its integers as floats (saturated to the type's range). */
 bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err);
 /* Writes element `index` of parameter `param` in every plan. Allocates
  * nothing once the parameter has been set or written before. */

@@ -1,8 +1,11 @@
 /* bitflip — faults.
  *
  * The first primitive: flip bit `bit` (0 = least significant, 31 = sign) of
- * element `index` (row-major) of an fp32 parameter, in one plan's copy. A flip
- * is its own inverse: applying it again restores the value bit for bit.
+ * element `index` (row-major) of an fp32 parameter, in one plan's copy; of an
+ * int8/uint8 parameter (a quantized model's stored integers), bits 0..7 of
+ * the stored byte (7 = int8's sign bit), with old and new values the
+ * integers. A flip is its own inverse: applying it again restores the value
+ * bit for bit.
  *
  * The second: a value fault, a corruption of a value computed at run time —
  * a node output (an activation) or a graph input — applied by the plan
@@ -29,7 +32,7 @@ extern "C" {
 typedef struct bf_bitflip {
     size_t param;     /* index into bf_model_param() */
     int64_t index;    /* flat element index */
-    int bit;          /* 0..31 */
+    int bit;          /* 0..31; 0..7 for an int8/uint8 parameter */
 } bf_bitflip;
 
 /* Checks the flip against the model: parameter, index and bit in range. */

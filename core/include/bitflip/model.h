@@ -5,9 +5,12 @@
  * every input defined, no cycle, every size and count sane) and frees the
  * protobuf. A model is read-only after loading and may be shared by threads.
  *
- * Parameters are the float initializers: the weights, biases and embedding
- * tables that fault campaigns corrupt. Integer initializers (shapes, indices)
- * are constants, not parameters. */
+ * Parameters are what fault campaigns corrupt: the float initializers (weights,
+ * biases, embedding tables, quantization scales) and, in quantized models, the
+ * int8/uint8 initializers that quant ops read as stored weights (input x of
+ * DequantizeLinear, the A/B and x/w inputs of MatMulInteger, ConvInteger,
+ * QLinearMatMul and QLinearConv) or as zero points. Other integer initializers
+ * (shapes, indices) are constants, not parameters. */
 #ifndef BITFLIP_MODEL_H
 #define BITFLIP_MODEL_H
 
@@ -35,10 +38,11 @@ typedef struct bf_value_info {
 } bf_value_info;
 
 typedef struct bf_param_info {
-    const bf_tensor *tensor;     /* name, shape and the model's fp32 values */
+    const bf_tensor *tensor;     /* name, shape and the model's values (of `dtype`) */
     const char *reader_op;       /* op type of the first node reading it, or NULL */
     const char *reader_node;     /* that node's name (may be empty) */
     int is_embedding;            /* read as the data input of a Gather: a lookup table */
+    bf_dtype dtype;              /* BF_F32, or BF_I8 / BF_U8 for a quantized model's stored integers */
 } bf_param_info;
 
 bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err);
@@ -73,7 +77,7 @@ int64_t bf_model_find_param(const bf_model *model, const char *name);
 /* Id of the value (graph input, node output or initializer) called `name`,
  * or -1: what bf_value_fault and bf_plan_value take. */
 int64_t bf_model_find_value(const bf_model *model, const char *name);
-/* Total number of fp32 elements over all parameters. */
+/* Total number of elements over all parameters (fp32 and integer). */
 int64_t bf_model_param_elements(const bf_model *model);
 
 #ifdef __cplusplus

@@ -143,8 +143,11 @@ size_t bf_plan_arena_bytes(const bf_plan *plan);
 size_t bf_plan_num_steps(const bf_plan *plan);
 
 /* The plan's writable copy of parameter `param` (copied from the model on the
- * first call; allocation happens here, never in bf_plan_run). */
+ * first call; allocation happens here, never in bf_plan_run). A float32
+ * parameter only: the int8/uint8 ones take bf_plan_param_data. */
 bf_status bf_plan_param_mut(bf_plan *plan, size_t param, float **data, bf_error *err);
+/* The same for a parameter of any dtype (bf_param_info.dtype). */
+bf_status bf_plan_param_data(bf_plan *plan, size_t param, void **data, bf_error *err);
 
 #ifdef __cplusplus
 }

@@ -117,6 +117,10 @@ static void other_target_hint(const bf_campaign *c, const char *name, char *buf,
     if (v < 0) return;
     bf__value_kind kind = c->model->values[v].kind;
     bf_target t = kind == BF__VAL_PARAM ? BF_TARGET_WEIGHTS : kind == BF__VAL_INPUT ? BF_TARGET_INPUTS : BF_TARGET_ACTIVATIONS;
+    if (kind == BF__VAL_PARAM && bf__param_is_zero_point(c->model, (size_t)c->model->values[v].index)) {
+        snprintf(buf, len, "; '%s' is a zero point: faults on zero points need \"zero_points\": true", name);
+        return;
+    }
     if (kind == BF__VAL_CONST) {
         snprintf(buf, len, "; '%s' is a constant (an integer initializer), not a fault site", name);
         return;
@@ -125,6 +129,37 @@ static void other_target_hint(const bf_campaign *c, const char *name, char *buf,
     static const char *const is[] = {"a weight", "a node output", "a graph input"};
     static const char *const target[] = {"weights", "activations", "inputs"};
     snprintf(buf, len, "; '%s' is %s: faults on it need target '%s'", name, is[t], target[t]);
+}
+
+/* One campaign, one bit width. When the selection holds a quantized model's
+ * stored integers (int8, uint8: 8 bits) the campaign is about them: float
+ * tensors it also matches (the scales beside them, float biases) are left
+ * out, and stay reachable by patterns that match only them ("*_scale").
+ * Integer sites make the campaign native: their bytes are the bits, nothing
+ * is rounded, and the representation must be fp32 (the default) or int8. */
+static bf_status choose_width(bf_campaign *c, const bf_campaign_spec *spec, unsigned char *sel, bf_error *err)
+{
+    const bf_model *m = c->model;
+    size_t n_int = 0, first_int = 0;
+    for (size_t p = 0; p < m->n_params; p++)
+        if (sel[p] && m->params[p].dtype != BF_F32 && !n_int++) first_int = p;
+    if (!n_int) return BF_OK;
+    for (size_t p = 0; p < m->n_params; p++)
+        if (m->params[p].dtype == BF_F32) sel[p] = 0;
+    if (spec->repr != BF_REPR_FP32 && spec->repr != BF_REPR_INT8)
+        return bf_error_set(err, BF_EINVAL,
+                            "'%s' is stored as %s: representation '%s' does not apply to it (give 'fp32' or 'int8'; both "
+                            "mean the stored integers, bits 0..7)",
+                            m->params[first_int].tensor->name, bf_dtype_name(m->params[first_int].dtype),
+                            bf_repr_name(spec->repr));
+    if (spec->per_channel)
+        return bf_error_set(err, BF_EINVAL, "per_channel chooses scales for simulated int8; '%s' is stored as %s with "
+                            "the model's own scales", m->params[first_int].tensor->name,
+                            bf_dtype_name(m->params[first_int].dtype));
+    c->native = 1;
+    c->repr = BF_REPR_INT8;
+    c->repr_bits = 8;
+    return BF_OK;
 }
 
 static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
@@ -137,7 +172,8 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
         const char *pat = spec->n_tensors ? (spec->tensors && spec->tensors[k] ? spec->tensors[k] : "") : "*";
         int any = 0;
         for (size_t p = 0; p < m->n_params; p++)
-            if (pattern_matches(pat, &m->params[p])) sel[p] = 1, any = 1;
+            if ((spec->zero_points || !bf__param_is_zero_point(m, p)) && pattern_matches(pat, &m->params[p]))
+                sel[p] = 1, any = 1;
         if (!any) {
             char names[256], hint[256];
             int ops = strncmp(pat, "op:", 3) == 0;
@@ -150,6 +186,7 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
             goto out;
         }
     }
+    if ((st = choose_width(c, spec, sel, err)) != BF_OK) goto out;
     for (size_t p = 0; p < m->n_params; p++) c->n_sites += sel[p] && bf_tensor_numel(m->params[p].tensor) > 0;
     if (c->n_sites == 0) { st = bf_error_set(err, BF_EINVAL, "the selected parameters have no elements to corrupt"); goto out; }
     c->sites = bf__calloc(c->n_sites, sizeof *c->sites);
@@ -553,9 +590,24 @@ static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, b
     if (!c->stored || !c->scale || !c->slice) return bf_error_set(err, BF_ENOMEM, "out of memory");
     /* faults on activations and inputs round only the element they hit:
      * the weights stay as the model has them */
+    if (c->native) {
+        /* the stored integers as floats, for the trials' bookkeeping; they
+         * are the model's own values, so the golden model is the model */
+        for (size_t p = 0; p < m->n_params; p++) {
+            const bf_tensor *t = m->params[p].tensor;
+            int64_t n = bf_tensor_numel(t);
+            if (m->params[p].dtype == BF_F32) continue;
+            c->stored[p] = bf__malloc((size_t)n * sizeof(float) + 1);
+            if (!c->stored[p]) return bf_error_set(err, BF_ENOMEM, "out of memory copying '%s'", t->name);
+            bf_status st = bf_convert(c->stored[p], BF_F32, t->data, t->dtype, (size_t)n, err);
+            if (st != BF_OK) return st;
+        }
+        return BF_OK;
+    }
     if (c->repr == BF_REPR_FP32 || c->target != BF_TARGET_WEIGHTS) return BF_OK;
     for (size_t p = 0; p < m->n_params; p++) {
         const bf_tensor *t = m->params[p].tensor;
+        if (m->params[p].dtype != BF_F32) continue;   /* a quantized model's integers are already stored */
         int64_t n = bf_tensor_numel(t);
         int64_t dim0 = t->ndim > 0 ? t->dims[0] : 1;
         c->stored[p] = bf__malloc((size_t)n * sizeof(float) + 1);

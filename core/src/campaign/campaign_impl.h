@@ -47,6 +47,9 @@ struct bf_campaign {
     bf_fault_model kind;
     bf_repr repr;
     int repr_bits;
+    /* The sites are a quantized model's stored int8/uint8 integers: repr is
+     * int8 with scale 1 and nothing is rounded; a stored byte is the bits. */
+    int native;
     int bits, burst;
     int allowed[64];          /* allowed bit positions, ascending */
     int n_allowed;
@@ -119,6 +122,26 @@ static inline float bf__stored(const bf_campaign *c, size_t param, int64_t index
 static inline float bf__scale(const bf_campaign *c, size_t param, int64_t index)
 {
     return c->scale[param] ? c->scale[param][index / c->slice[param]] : 1.0f;
+}
+
+/* A weight's stored bits and back: the representation's encoding, or for a
+ * quantized model's own integers the byte itself (uint8 or two's complement). */
+static inline uint32_t bf__wencode(const bf_campaign *c, float v, float scale)
+{
+    if (c->native) return (uint32_t)(int32_t)v & 0xffu;
+    return bf_repr_encode(c->repr, v, scale);
+}
+static inline float bf__wdecode(const bf_campaign *c, size_t param, uint32_t bits, float scale)
+{
+    if (!c->native) return bf_repr_decode(c->repr, bits, scale);
+    return bf_model_param(c->model, param)->dtype == BF_I8 ? (float)(int8_t)(uint8_t)bits : (float)(uint8_t)bits;
+}
+/* What a weight fault makes of the stored value `old`. */
+static inline float bf__wcorrupt(const bf_campaign *c, size_t param, float old, float scale, bf_fault_model kind,
+                                 uint32_t mask)
+{
+    if (!c->native) return bf_repr_corrupt(c->repr, old, scale, kind, mask);
+    return bf__wdecode(c, param, bf_repr_fault_bits(c->repr, bf__wencode(c, old, scale), kind, mask), scale);
 }
 
 /* campaign.c: a sample's prediction: its arg-max, or for one score per

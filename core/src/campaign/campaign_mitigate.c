@@ -98,9 +98,9 @@ int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, fl
     uint32_t keep = c->sbp_mask ? c->sbp_mask[f->site] : 0;
     if (keep) {
         /* ECC on the protected bits: they read back as stored */
-        uint32_t ob = bf_repr_encode(c->repr, old, scale);
+        uint32_t ob = bf__wencode(c, old, scale);
         uint32_t nb = bf_repr_fault_bits(c->repr, ob, kind, f->mask);
-        *now = bf_repr_decode(c->repr, (nb & ~keep) | (ob & keep), scale);
+        *now = bf__wdecode(c, c->site_param[f->site], (nb & ~keep) | (ob & keep), scale);
     }
     if (c->range_lo && !(*now >= c->range_lo[f->site] && *now <= c->range_hi[f->site])) {
         if (c->range_flag) return 1;

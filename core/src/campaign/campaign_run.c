@@ -281,7 +281,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         const bf__efault *f = &d->f[applied];
         size_t p = c->site_param[f->site];
         float old = bf__stored(c, p, f->index);
-        float now = bf_repr_corrupt(c->repr, old, bf__scale(c, p, f->index), kind, f->mask);
+        float now = bf__wcorrupt(c, p, old, bf__scale(c, p, f->index), kind, f->mask);
         if ((c->sbp_mask || c->range_lo) && bf__mitigate_weight(c, f, old, bf__scale(c, p, f->index), kind, &now)) {
             /* the range check flagged it at load: nothing runs */
             if (applied < BF_TRIAL_FAULTS_MAX)

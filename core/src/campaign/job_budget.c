@@ -115,9 +115,12 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
     if (fixed_batch(model)) b.batch = fixed_batch(model);
     b.model_bytes = model_bytes(model);
     b.dataset_bytes = dataset_bytes(ds);
-    if (spec->target == BF_TARGET_WEIGHTS && spec->repr != BF_REPR_FP32)
-        for (size_t p = 0; p < model->n_params; p++)
-            b.weights_bytes = sat_add(b.weights_bytes, bf_tensor_nbytes(model->params[p].tensor) + 1);
+    /* the stored golden weights, as floats: the rounded fp32 ones, or a
+     * quantized model's integers (4 bytes each, whatever the representation) */
+    for (size_t p = 0; spec->target == BF_TARGET_WEIGHTS && p < model->n_params; p++)
+        if (spec->repr != BF_REPR_FP32 || model->params[p].dtype != BF_F32)
+            b.weights_bytes = sat_add(b.weights_bytes,
+                                      (uint64_t)bf_tensor_numel(model->params[p].tensor) * sizeof(float) + 1);
     /* each worker has an evaluator (its plans, its outputs); the golden
      * pass has had one too */
     bf_status st = plans(model, samples, b.threads, 1, &b, err);

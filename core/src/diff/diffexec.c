@@ -184,7 +184,10 @@ static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done
     const bf_model *m = sh->m;
     const bf__step *s = &p->steps[i];
     *done = 0;
-    if (s->n_in < 2) return BF_OK;
+    /* X read from a parameter (a quantized model's DequantizeLinear of its
+     * stored weights, with a faulty zero point): no Conv, and fetch only
+     * loads run-time values */
+    if (s->n_in < 2 || !bf__runtime(p, s->node->in[0])) return BF_OK;
     int xv = s->node->in[0], yv = s->node->out[0], slot = 0, n = 0;
     for (int j = 1; j < s->n_in && j < 3; j++) {
         int v = s->node->in[j];
@@ -224,7 +227,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
     int nb = dx->pfaults[qb], nc = cv >= 0 && m->values[cv].kind == BF__VAL_PARAM ? dx->pfaults[m->values[cv].index] : 0;
     const float *c = cv >= 0 ? p->vals[cv].data : NULL;
     bf_status st;
-    if (dx->state[av] != DIRTY && nb + nc == 1) {
+    if (dx->state[av] != DIRTY && nb + nc == 1 && bf__runtime(p, av)) {
         /* one corrupted element of B or C: one output column */
         const bf__dx_weight *w = dx->pfault[nb ? qb : (size_t)m->values[cv].index];
         int j;

@@ -354,10 +354,10 @@ static bf_status rows_ensure(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_
         if (!dx->sub[k] && (st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
         /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
         for (size_t q = 0; q < m->n_params; q++) {
-            const float *gold = dx->plan[0]->vals[m->param_vals[q]].data;
+            const void *gold = dx->plan[0]->vals[m->param_vals[q]].data;
             if (gold == bf_model_param(m, q)->tensor->data) continue;
-            float *mine;
-            if ((st = bf_plan_param_mut(dx->sub[k], q, &mine, err)) != BF_OK) return st;
+            void *mine;
+            if ((st = bf_plan_param_data(dx->sub[k], q, &mine, err)) != BF_OK) return st;
             memcpy(mine, gold, bf_tensor_nbytes(bf_model_param(m, q)->tensor));
         }
         for (size_t i = 0; i < n_w; i++) {

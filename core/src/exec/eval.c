@@ -508,11 +508,13 @@ bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *va
     if (param >= ev->model->n_params)
         return bf_error_set(err, BF_ERANGE, "parameter %zu does not exist (the model has %zu)", param, ev->model->n_params);
     size_t n = (size_t)bf_tensor_numel(ev->model->params[param].tensor);
+    bf_dtype dt = ev->model->params[param].dtype;
     for (size_t p = 0; p < ev->n_plans; p++) {
-        float *data;
-        bf_status st = bf_plan_param_mut(ev->plans[p], param, &data, err);
+        void *data;
+        bf_status st = bf_plan_param_data(ev->plans[p], param, &data, err);
         if (st != BF_OK) return st;
-        memcpy(data, values, n * sizeof *data);
+        if (dt == BF_F32) memcpy(data, values, n * sizeof *values);
+        else for (size_t i = 0; i < n; i++) bf__param_int_set(data, dt, (int64_t)i, values[i]);
     }
     return BF_OK;
 }
@@ -526,11 +528,13 @@ bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index
     if (index < 0 || index >= bf_tensor_numel(t))
         return bf_error_set(err, BF_ERANGE, "element %lld of '%s' does not exist (it has %lld elements)",
                             (long long)index, t->name, (long long)bf_tensor_numel(t));
+    bf_dtype dt = ev->model->params[param].dtype;
     for (size_t p = 0; p < ev->n_plans; p++) {
-        float *data;
-        bf_status st = bf_plan_param_mut(ev->plans[p], param, &data, err);
+        void *data;
+        bf_status st = bf_plan_param_data(ev->plans[p], param, &data, err);
         if (st != BF_OK) return st;
-        data[index] = value;
+        if (dt == BF_F32) ((float *)data)[index] = value;
+        else bf__param_int_set(data, dt, index, value);
     }
     return BF_OK;
 }

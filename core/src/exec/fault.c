@@ -23,18 +23,43 @@ bf_status bf_bitflip_check(const bf_model *m, const bf_bitflip *f, bf_error *err
     if (f->index < 0 || f->index >= n)
         return bf_error_set(err, BF_ERANGE, "element %lld of '%s' does not exist (it has %lld elements)",
                             (long long)f->index, t->name, (long long)n);
-    if (f->bit < 0 || f->bit > 31)
-        return bf_error_set(err, BF_ERANGE, "bit %d of an fp32 value does not exist (0..31)", f->bit);
+    int bits = m->params[f->param].dtype == BF_F32 ? 32 : 8;
+    if (f->bit < 0 || f->bit >= bits)
+        return bf_error_set(err, BF_ERANGE, "bit %d of an %s value does not exist (0..%d)", f->bit,
+                            bits == 32 ? "fp32" : bf_dtype_name(m->params[f->param].dtype), bits - 1);
     return BF_OK;
+}
+
+/* An int8/uint8 parameter's stored integer, and its bits rewritten. */
+float bf__param_int_get(const void *data, bf_dtype dt, int64_t i)
+{
+    return dt == BF_I8 ? (float)((const int8_t *)data)[i] : (float)((const uint8_t *)data)[i];
+}
+
+void bf__param_int_set(void *data, bf_dtype dt, int64_t i, float v)
+{
+    /* v holds an integer of the type's range (a stored value, or one a fault made) */
+    if (dt == BF_I8) ((int8_t *)data)[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+    else ((uint8_t *)data)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
 bf_status bf_plan_flip_bit(bf_plan *plan, const bf_bitflip *f, float *old_value, float *new_value,
                            bf_error *err)
 {
-    float *data;
+    void *raw;
     bf_status st = bf_bitflip_check(bf_plan_model(plan), f, err);
     if (st != BF_OK) return st;
-    if ((st = bf_plan_param_mut(plan, f->param, &data, err)) != BF_OK) return st;
+    if ((st = bf_plan_param_data(plan, f->param, &raw, err)) != BF_OK) return st;
+    bf_dtype dt = bf_plan_model(plan)->params[f->param].dtype;
+    if (dt != BF_F32) {
+        /* the stored byte itself: bit 7 is int8's sign bit, uint8's top bit */
+        unsigned char *b = raw;
+        if (old_value) *old_value = bf__param_int_get(raw, dt, f->index);
+        b[f->index] ^= (unsigned char)(1u << f->bit);
+        if (new_value) *new_value = bf__param_int_get(raw, dt, f->index);
+        return BF_OK;
+    }
+    float *data = raw;
     if (old_value) *old_value = data[f->index];
     data[f->index] = bf_flip_f32(data[f->index], f->bit);
     if (new_value) *new_value = data[f->index];

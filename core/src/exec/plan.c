@@ -520,12 +520,24 @@ const bf_tensor *bf_plan_output(const bf_plan *p, size_t i)
 bf_status bf_plan_param_mut(bf_plan *p, size_t param, float **data, bf_error *err)
 {
     const bf_model *m = p->model;
+    if (param < m->n_params && m->params[param].dtype != BF_F32)
+        return bf_error_set(err, BF_EINVAL, "parameter '%s' is %s, not float32", m->params[param].tensor->name,
+                            bf_dtype_name(m->params[param].dtype));
+    void *d = NULL;
+    bf_status st = bf_plan_param_data(p, param, &d, err);
+    *data = d;
+    return st;
+}
+
+bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *err)
+{
+    const bf_model *m = p->model;
     if (param >= m->n_params)
         return bf_error_set(err, BF_ERANGE, "parameter %zu does not exist (the model has %zu)", param, m->n_params);
     if (!p->param_copy[param]) {
         const bf_tensor *src = m->params[param].tensor;
         size_t nb = bf_tensor_nbytes(src);
-        float *copy = bf__aligned_alloc(nb + 1);
+        void *copy = bf__aligned_alloc(nb + 1);
         if (!copy) return bf_error_set(err, BF_ENOMEM, "out of memory copying parameter '%s'", src->name);
         memcpy(copy, src->data, nb);
         p->param_copy[param] = copy;

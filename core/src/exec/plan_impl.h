@@ -30,7 +30,7 @@ struct bf_plan {
     int64_t batch;
     bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
     unsigned char *known;     /* 1: computed when the plan was built */
-    float **param_copy;       /* per parameter: the plan's private copy, or NULL */
+    void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */
     void **owned;             /* buffers of folded values */
     size_t n_owned;
     bf__step *steps;
@@ -54,6 +54,10 @@ struct bf_plan {
  * time, float32, dim 0 the batch. Otherwise an error saying why. */
 bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_elems, bf_error *err);
 /* Room for n value faults, so that setting up to n allocates nothing. */
+/* fault.c: element i of an int8/uint8 parameter as a float holding the
+ * integer, and written back from one (saturated to the type's range). */
+float bf__param_int_get(const void *data, bf_dtype dt, int64_t i);
+void bf__param_int_set(void *data, bf_dtype dt, int64_t i, float v);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
 /* bf_plan_estimate that also gives the element count of graph output 0. */

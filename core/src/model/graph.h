@@ -38,8 +38,9 @@ typedef struct bf__attr {
 
 typedef enum bf__value_kind {
     BF__VAL_INPUT = 1,   /* graph input fed by the caller */
-    BF__VAL_PARAM,       /* float initializer: the fault surface */
-    BF__VAL_CONST,       /* non-float initializer */
+    BF__VAL_PARAM,       /* the fault surface: a float initializer, or an int8/uint8
+                          * one read as the weights or zero point of a quant op */
+    BF__VAL_CONST,       /* any other initializer */
     BF__VAL_NODE         /* produced by a node */
 } bf__value_kind;
 
@@ -82,6 +83,9 @@ struct bf_model {
     bf_param_info *params;
     int *param_vals;
     int64_t param_elements;
+    /* per parameter: 1 for a zero point (an integer read only as a quant op's
+     * zero point), which campaigns leave out unless asked */
+    unsigned char *param_zp;
 
     /* A model derived from `base` by mitigate.c (nodes inserted): it shares
      * the base's names, attributes, tensors and parameter tables and owns
@@ -90,6 +94,9 @@ struct bf_model {
     void **owned;
     size_t n_owned, cap_owned;
 };
+
+/* Whether parameter p is a zero point (see param_zp). */
+int bf__param_is_zero_point(const bf_model *m, size_t p);
 
 const bf__attr *bf__node_attr(const bf__node *node, const char *name);
 

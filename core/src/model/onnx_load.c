@@ -104,6 +104,7 @@ void bf_model_free(bf_model *m)
     bf__free(m->output_vals);
     bf__free(m->params);
     bf__free(m->param_vals);
+    bf__free(m->param_zp);
     bf__free(m->label);
     bf__free(m->producer);
     bf__free(m);
@@ -460,21 +461,69 @@ out:
     return st;
 }
 
-/* Parameter table: every float initializer, with the first op that reads it. */
+/* Which inputs of a quant op hold stored integers (bit 0: weights, bit 1:
+ * zero points): an int8/uint8 initializer there is a parameter. The
+ * requantizing forms' scales are float, so already parameters. */
+static unsigned quant_slot(const char *op, int j)
+{
+    static const struct { const char *op; unsigned weights, zps; } t[] = {
+        {"DequantizeLinear", 1u << 0, 1u << 2},
+        {"QuantizeLinear", 0, 1u << 2},
+        {"MatMulInteger", 1u << 0 | 1u << 1, 1u << 2 | 1u << 3},
+        {"ConvInteger", 1u << 0 | 1u << 1, 1u << 2 | 1u << 3},
+        {"QLinearMatMul", 1u << 0 | 1u << 3, 1u << 2 | 1u << 5 | 1u << 7},
+        {"QLinearConv", 1u << 0 | 1u << 3, 1u << 2 | 1u << 5 | 1u << 7},
+    };
+    if (j < 0 || j >= 32) return 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(t[i].op, op) == 0) return (t[i].weights >> j & 1u) | (t[i].zps >> j & 1u) << 1;
+    return 0;
+}
+
+/* int8/uint8 initializers read where quant_slot says become parameters; one
+ * read as a zero point anywhere and as weights nowhere is a zero point.
+ * `role` (per value, zeroed): bit 0 read as weights, bit 1 as a zero point. */
+static void promote_quant_params(bf_model *m, unsigned char *role)
+{
+    for (size_t o = 0; o < m->n_nodes; o++) {
+        const bf__node *n = &m->nodes[o];
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            if (v < 0 || m->values[v].kind != BF__VAL_CONST || !m->values[v].init) continue;
+            bf_dtype dt = m->values[v].init->dtype;
+            if (dt == BF_I8 || dt == BF_U8) role[v] |= (unsigned char)quant_slot(n->op_type, j);
+        }
+    }
+    for (size_t v = 0; v < m->n_values; v++)
+        if (role[v]) {
+            m->values[v].kind = BF__VAL_PARAM;
+            m->n_params++;
+        }
+}
+
+/* Parameter table: every float initializer and the quant ops' stored
+ * integers, with the first op that reads each. */
 static bf_status index_params(bf_model *m, bf_error *err)
 {
+    unsigned char *role = bf__calloc(m->n_values + 1, 1);
+    if (!role) return oom(err, m);
+    promote_quant_params(m, role);
     m->params = bf__calloc(m->n_params + 1, sizeof *m->params);
     m->param_vals = bf__calloc(m->n_params + 1, sizeof *m->param_vals);
-    if (!m->params || !m->param_vals) return oom(err, m);
+    m->param_zp = bf__calloc(m->n_params + 1, 1);
+    if (!m->params || !m->param_vals || !m->param_zp) { bf__free(role); return oom(err, m); }
     size_t k = 0;
     for (size_t v = 0; v < m->n_values; v++) {
         if (m->values[v].kind != BF__VAL_PARAM) continue;
         m->values[v].index = (int64_t)k;
         m->param_vals[k] = (int)v;
         m->params[k].tensor = m->values[v].init;
+        m->params[k].dtype = m->values[v].init->dtype;
+        m->param_zp[k] = role[v] == 2;
         m->param_elements += bf_tensor_numel(m->values[v].init);
         k++;
     }
+    bf__free(role);
     for (size_t o = 0; o < m->n_nodes; o++) {
         const bf__node *n = &m->nodes[m->order[o]];
         for (int j = 0; j < n->n_in; j++) {
@@ -567,6 +616,7 @@ size_t bf_model_num_nodes(const bf_model *m) { return m->n_nodes; }
 const char *bf_model_node_op(const bf_model *m, size_t i) { return i < m->n_nodes ? m->nodes[m->order[i]].op_type : NULL; }
 const char *bf_model_node_name(const bf_model *m, size_t i) { return i < m->n_nodes ? m->nodes[m->order[i]].name : NULL; }
 size_t bf_model_num_params(const bf_model *m) { return m->n_params; }
+int bf__param_is_zero_point(const bf_model *m, size_t p) { return p < m->n_params && m->param_zp && m->param_zp[p]; }
 const bf_param_info *bf_model_param(const bf_model *m, size_t i) { return i < m->n_params ? &m->params[i] : NULL; }
 int64_t bf_model_param_elements(const bf_model *m) { return m->param_elements; }
 

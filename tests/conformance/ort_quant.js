@@ -1,0 +1,197 @@
+#!/usr/bin/env node
+// ONNX Runtime as a second reference for the quantized fixtures (ctest ort_quant).
+//
+//   node tests/conformance/ort_quant.js FIXTURES_DIR
+//
+// Runs, in ONNX Runtime (onnxruntime-node, CPU, graph optimizations off so that
+// QDQ pairs run as written, not fused into integer kernels whose rounding may
+// differ), every model of FIXTURES_DIR/quant/ golden and under each fault of its
+// ref.json (the stored byte of an int8/uint8 initializer with one bit flipped,
+// written into a copy of the model), and every op case FIXTURES_DIR/ops/quant_*,
+// and compares with the committed references, which a numpy rendition of the
+// ONNX spec computed: integer outputs bit for bit, float outputs within
+// max(1e-5, 1e-4 |ref|) (the conformance tolerance: the float Convs and Gemms
+// of a QDQ graph sum in another order). Exit 0: all match; 1: a mismatch;
+// 77: onnxruntime-node is not installed (ctest reports the test as skipped).
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+
+function loadOrt() {
+  const roots = [path.join(__dirname, '..', '..', 'bench', 'node_modules'), ...(module.paths || [])];
+  for (const r of roots) {
+    try { return require(path.join(r, 'onnxruntime-node')); } catch (e) { /* next */ }
+  }
+  return null;
+}
+
+const DT = {
+  F32: ['float32', Float32Array], I64: ['int64', BigInt64Array], I32: ['int32', Int32Array],
+  I8: ['int8', Int8Array], U8: ['uint8', Uint8Array], BOOL: ['bool', Uint8Array],
+};
+
+function readSafetensors(file) {
+  const buf = fs.readFileSync(file);
+  const hlen = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.subarray(8, 8 + hlen).toString('utf8'));
+  const out = {};
+  for (const [name, info] of Object.entries(header)) {
+    if (name === '__metadata__') continue;
+    const dt = DT[info.dtype];
+    const [a, b] = info.data_offsets;
+    const bytes = new Uint8Array(b - a);
+    bytes.set(buf.subarray(8 + hlen + a, 8 + hlen + b));
+    out[name] = { type: dt[0], data: new dt[1](bytes.buffer, 0, (b - a) / dt[1].BYTES_PER_ELEMENT), shape: info.shape };
+  }
+  return out;
+}
+
+// --- the ONNX protobuf, just enough to find an initializer's raw_data bytes
+
+function varint(buf, pos) {
+  let v = 0, mul = 1, b;
+  do { b = buf[pos++]; v += (b & 0x7f) * mul; mul *= 128; } while (b & 0x80);
+  return [v, pos];
+}
+
+// Calls fn(field, wireType, start, end) for each field of the message in buf[start, end).
+function fields(buf, start, end, fn) {
+  let pos = start;
+  while (pos < end) {
+    let key;
+    [key, pos] = varint(buf, pos);
+    const field = Math.floor(key / 8), wt = key & 7;
+    if (wt === 0) { [, pos] = varint(buf, pos); fn(field, wt, pos, pos); }
+    else if (wt === 1) { fn(field, wt, pos, pos + 8); pos += 8; }
+    else if (wt === 5) { fn(field, wt, pos, pos + 4); pos += 4; }
+    else if (wt === 2) { let len; [len, pos] = varint(buf, pos); fn(field, wt, pos, pos + len); pos += len; }
+    else throw new Error(`unsupported wire type ${wt}`);
+  }
+}
+
+// Offset in the model file of initializer `name`'s raw_data.
+function rawDataOffset(buf, name) {
+  let found = -1;
+  fields(buf, 0, buf.length, (f, wt, s, e) => {
+    if (f !== 7 || wt !== 2) return;                       // ModelProto.graph
+    fields(buf, s, e, (g, gwt, gs, ge) => {
+      if (g !== 5 || gwt !== 2) return;                    // GraphProto.initializer
+      let tname = null, raw = -1;
+      fields(buf, gs, ge, (t, twt, ts, te) => {
+        if (t === 8) tname = buf.subarray(ts, te).toString('utf8');   // TensorProto.name
+        if (t === 9) raw = ts;                                       // TensorProto.raw_data
+      });
+      if (tname === name) found = raw;
+    });
+  });
+  return found;
+}
+
+// --- comparison
+
+function compare(got, want, isInt) {
+  // got: ORT tensor data; want: array of rows (JSON) or typed array
+  const w = Array.isArray(want) ? want.flat().map(x => (x === 'NaN' ? NaN : x === 'Infinity' ? Infinity :
+    x === '-Infinity' ? -Infinity : x)) : Array.from(want, Number);
+  const g = Array.from(got, Number);
+  if (g.length < w.length) return { bad: w.length, first: 'too few values' };
+  let bad = 0, worst = 0, first = null;
+  for (let i = 0; i < w.length; i++) {
+    let r;
+    if (isInt) r = g[i] === w[i] ? 0 : Infinity;
+    else if (Number.isNaN(w[i]) || Number.isNaN(g[i]) || !Number.isFinite(w[i]) || !Number.isFinite(g[i]))
+      r = (Number.isNaN(w[i]) && Number.isNaN(g[i])) || g[i] === w[i] ? 0 : Infinity;
+    else r = Math.abs(g[i] - w[i]) / Math.max(1e-5, 1e-4 * Math.abs(w[i]));
+    if (r > worst) worst = r;
+    if (r > 1) { bad++; if (first === null) first = `at ${i}: got ${g[i]}, want ${w[i]}`; }
+  }
+  return { bad, worst, first };
+}
+
+async function runModel(ort, bytes, feeds) {
+  const s = await ort.InferenceSession.create(bytes, { graphOptimizationLevel: 'disabled', intraOpNumThreads: 1, logSeverityLevel: 4,
+                                                      interOpNumThreads: 1, executionMode: 'sequential' });
+  const out = await s.run(feeds);
+  if (s.release) await s.release();
+  return out;
+}
+
+async function checkModels(ort, dir) {
+  let failures = 0;
+  const names = fs.readdirSync(dir).filter(f => f.endsWith('.ref.json')).map(f => f.slice(0, -9)).sort();
+  for (const name of names) {
+    const ref = JSON.parse(fs.readFileSync(path.join(dir, name + '.ref.json'), 'utf8'));
+    const model = fs.readFileSync(path.join(dir, ref.model));
+    const ev = readSafetensors(path.join(dir, name + '.eval.safetensors'));
+    const feeds = {};
+    for (const i of ref.inputs) feeds[i] = new ort.Tensor(ev[i].type, ev[i].data, ev[i].shape);
+    const out = await runModel(ort, model, feeds);
+    let c = compare(out[ref.outputs[0]].data, ref.golden, false);
+    console.log(`${name}: golden ${c.bad ? 'MISMATCH ' + c.first : `ok (worst ${c.worst.toExponential(2)} of tolerance)`}`);
+    failures += c.bad > 0;
+    const nRef = ref.n_ref_samples;
+    for (const [k, f] of ref.faults.entries()) {
+      const off = rawDataOffset(model, f.param);
+      if (off < 0) { console.log(`  fault ${k}: MISMATCH: no raw_data for '${f.param}'`); failures++; continue; }
+      const m2 = Buffer.from(model);
+      const stored = f.dtype === 'int8' ? (m2[off + f.index] << 24) >> 24 : m2[off + f.index];
+      m2[off + f.index] ^= 1 << f.bit;
+      const flipped = f.dtype === 'int8' ? (m2[off + f.index] << 24) >> 24 : m2[off + f.index];
+      if (stored !== f.old || flipped !== f.new) {
+        console.log(`  fault ${k}: MISMATCH: stored ${stored} -> ${flipped}, the reference says ${f.old} -> ${f.new}`);
+        failures++;
+        continue;
+      }
+      const o = await runModel(ort, m2, feeds);
+      const rows = o[ref.outputs[0]].data.slice(0, nRef * ref.golden[0].length);
+      c = compare(rows, f.outputs, false);
+      console.log(`  fault ${k} ${f.param}[${f.index}] bit ${f.bit} (${f.old} -> ${f.new}): ` +
+                  (c.bad ? 'MISMATCH ' + c.first : 'ok'));
+      failures += c.bad > 0;
+    }
+  }
+  return failures;
+}
+
+async function checkOpCases(ort, dir) {
+  let failures = 0;
+  const names = fs.readdirSync(dir).filter(f => f.startsWith('quant_') && f.endsWith('.onnx')).map(f => f.slice(0, -5)).sort();
+  for (const name of names) {
+    const io = readSafetensors(path.join(dir, name + '.io.safetensors'));
+    const feeds = {};
+    for (const [k, v] of Object.entries(io)) if (k.startsWith('input:')) feeds[k.slice(6)] = new ort.Tensor(v.type, v.data, v.shape);
+    let out;
+    try {
+      out = await runModel(ort, fs.readFileSync(path.join(dir, name + '.onnx')), feeds);
+    } catch (e) {
+      console.log(`${name}: ONNX Runtime cannot run it: ${String(e.message || e).split('\n')[0]}`);
+      continue;   // ORT's own op coverage (not a disagreement about values)
+    }
+    const msgs = [];
+    for (const [k, v] of Object.entries(io)) {
+      if (!k.startsWith('output:')) continue;
+      const c = compare(out[k.slice(7)].data, v.data, v.type !== 'float32');
+      if (c.bad) msgs.push(`${k.slice(7)} MISMATCH ${c.first}`);
+    }
+    console.log(`${name}: ${msgs.length ? msgs.join('; ') : 'ok'}`);
+    failures += msgs.length > 0;
+  }
+  return failures;
+}
+
+async function main() {
+  const fixtures = process.argv[2];
+  if (!fixtures) { console.error('usage: node ort_quant.js FIXTURES_DIR'); process.exit(2); }
+  const ort = loadOrt();
+  if (!ort) {
+    console.log('SKIPPED: onnxruntime-node is not installed (cd bench && npm install --ignore-scripts)');
+    process.exit(77);
+  }
+  let failures = await checkModels(ort, path.join(fixtures, 'quant'));
+  failures += await checkOpCases(ort, path.join(fixtures, 'ops'));
+  console.log(failures ? `ort_quant: ${failures} mismatches` : 'ort_quant: ONNX Runtime agrees with every reference');
+  process.exit(failures ? 1 : 0);
+}
+
+main().catch(e => { console.error(e); process.exit(1); });
