@@ -51,7 +51,7 @@ def write_safetensors(path, tensors, metadata):
     header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
     blobs, off = [], 0
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)   # ascontiguousarray makes 0-d arrays 1-d
         b = arr.tobytes()
         header[name] = {"dtype": _ST_DTYPE[arr.dtype], "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
