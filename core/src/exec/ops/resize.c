@@ -1,6 +1,6 @@
-/* Resize (opsets 10 to 18) and the deprecated Upsample: F.interpolate as
- * exported, in modes nearest, linear (bilinear, trilinear, over any dims
- * whose size changes) and cubic.
+/* Resize (opsets 11 to 18): F.interpolate as exported, in modes nearest,
+ * linear (bilinear, trilinear: over every dim whose size or scale changes)
+ * and cubic.
  *
  * Every output coordinate maps back to an input coordinate per dim, as the
  * ONNX spec writes it (coordinate_transformation_mode), and becomes taps:
@@ -10,10 +10,8 @@
  * each output element is a weighted sum over the product of its dims' taps.
  *
  * Coordinates are computed in float, as ONNX Runtime and PyTorch's CPU
- * kernels do. Opset 10 and Upsample (no coordinate mode yet) map as
- * "asymmetric" and pick the nearest pixel as ONNX Runtime does for them:
- * floor when enlarging, ceil when shrinking. tf_crop_and_resize, opset 18's
- * antialias and keep_aspect_ratio_policy other than stretch are refused. */
+ * kernels do. tf_crop_and_resize, opset 18's antialias and
+ * keep_aspect_ratio_policy other than stretch are refused. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +21,7 @@
 
 enum { M_NEAREST, M_LINEAR, M_CUBIC };
 enum { C_HALF_PIXEL, C_PYTORCH_HALF_PIXEL, C_ALIGN_CORNERS, C_ASYMMETRIC, C_TF_HALF_PIXEL_NN };
-enum { N_ROUND_PREFER_FLOOR, N_ROUND_PREFER_CEIL, N_FLOOR, N_CEIL, N_SIMPLE };
+enum { N_ROUND_PREFER_FLOOR, N_ROUND_PREFER_CEIL, N_FLOOR, N_CEIL };
 
 /* Products of outer dims' taps per output row: 4 resized dims in cubic mode. */
 #define MAX_COMBOS 256
@@ -46,35 +44,31 @@ static int pick(const char *s, const char *const *names, int n)
     return -1;
 }
 
-static bf_status read_modes(bf__prep *p, resize_params *q, int legacy, bf_error *err)
+static bf_status read_modes(bf__prep *p, resize_params *q, bf_error *err)
 {
     const bf__node *n = p->node;
     static const char *const modes[] = {"nearest", "linear", "cubic"};
     static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                                          "tf_half_pixel_for_nn"};
     static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
-    const char *mode, *coord = "asymmetric", *nearest = "round_prefer_floor", *policy = "stretch";
+    const char *mode, *coord, *nearest, *policy = "stretch";
     int64_t exclude = 0, antialias = 0;
     float a = -0.75f;
     bf_status st = bf__attr_string(n, "mode", "nearest", &mode, err);
-    if (!st && !legacy) st = bf__attr_string(n, "coordinate_transformation_mode", "half_pixel", &coord, err);
-    if (!st && !legacy) st = bf__attr_string(n, "nearest_mode", "round_prefer_floor", &nearest, err);
-    if (!st && !legacy) st = bf__attr_float(n, "cubic_coeff_a", -0.75f, &a, err);
-    if (!st && !legacy) st = bf__attr_int(n, "exclude_outside", 0, &exclude, err);
+    if (!st) st = bf__attr_string(n, "coordinate_transformation_mode", "half_pixel", &coord, err);
+    if (!st) st = bf__attr_string(n, "nearest_mode", "round_prefer_floor", &nearest, err);
+    if (!st) st = bf__attr_float(n, "cubic_coeff_a", -0.75f, &a, err);
+    if (!st) st = bf__attr_int(n, "exclude_outside", 0, &exclude, err);
     if (!st && p->opset >= 18) st = bf__attr_int(n, "antialias", 0, &antialias, err);
     if (!st && p->opset >= 18) st = bf__attr_string(n, "keep_aspect_ratio_policy", "stretch", &policy, err);
     if (st) return st;
-    /* Upsample and opset 10 spell bilinear "linear" or "bilinear" */
-    if ((q->mode = pick(mode, modes, 3)) < 0 && !(legacy && !strcmp(mode, "bilinear") && (q->mode = M_LINEAR)))
+    if ((q->mode = pick(mode, modes, 3)) < 0)
         return bf__node_error(err, n, BF_EINVAL, "mode '%s' is not one of nearest, linear, cubic", mode);
-    if (legacy && q->mode == M_CUBIC)
-        return bf__node_error(err, n, BF_EINVAL, "mode 'cubic' needs Resize from opset 11");
     if ((q->coord = pick(coord, coords, 5)) < 0)
         return bf__node_error(err, n, BF_EUNSUPPORTED, "coordinate_transformation_mode '%s' is not supported "
                               "(half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn "
                               "are)", coord);
-    q->nearest = legacy ? N_SIMPLE : pick(nearest, nearests, 4);
-    if (q->nearest < 0)
+    if ((q->nearest = pick(nearest, nearests, 4)) < 0)
         return bf__node_error(err, n, BF_EINVAL, "nearest_mode '%s' is not one of round_prefer_floor, "
                               "round_prefer_ceil, floor, ceil", nearest);
     if (antialias)
@@ -115,26 +109,16 @@ static bf_status resize_shape(bf__prep *p, resize_params *q, bf_error *err)
     float scales[BF_MAX_DIMS];
     int64_t sizes[BF_MAX_DIMS], axes[BF_MAX_DIMS];
     bf_status st = BF_OK;
-    if (!strcmp(n->op_type, "Upsample") && p->opset < 9) {
-        const bf__attr *a = bf__node_attr(n, "scales");
-        if (!a || a->type != BF__ATTR_FLOATS || a->n > BF_MAX_DIMS)
-            return bf__node_error(err, n, BF_EINVAL, "attribute 'scales' (floats, one per dim) is required");
-        memcpy(scales, a->floats, sizeof(float) * a->n);
-        ns = (int)a->n;
-    } else {
-        /* Resize-11+: X, roi, scales, sizes; Resize-10 and Upsample-9: X, scales */
-        int si = p->opset >= 11 && !strcmp(n->op_type, "Resize") ? 2 : 1;
-        const bf_tensor *ts = p->n_in > si ? p->in[si] : NULL, *tz = si == 2 && p->n_in > 3 ? p->in[3] : NULL;
-        /* exporters write empty tensors for the unused one */
-        if (ts && bf_tensor_numel(ts) == 0) ts = NULL;
-        if (tz && bf_tensor_numel(tz) == 0) tz = NULL;
-        if (ts && tz) return bf__node_error(err, n, BF_EINVAL, "has both 'scales' and 'sizes'; give one");
-        if (!ts && !tz) return bf__node_error(err, n, BF_EINVAL, "needs input 'scales' or 'sizes'");
-        if (ts) st = read_floats(n, "scales", ts, scales, &ns, err);
-        else st = bf__read_ints(n, "sizes", tz, sizes, BF_MAX_DIMS, &nz, err);
-        if (st) return st;
-        if (p->opset >= 18 && (st = bf__attr_ints(n, "axes", axes, BF_MAX_DIMS, &na, err))) return st;
-    }
+    /* X, roi, scales, sizes; exporters write empty tensors for the unused one */
+    const bf_tensor *ts = p->n_in > 2 ? p->in[2] : NULL, *tz = p->n_in > 3 ? p->in[3] : NULL;
+    if (ts && bf_tensor_numel(ts) == 0) ts = NULL;
+    if (tz && bf_tensor_numel(tz) == 0) tz = NULL;
+    if (ts && tz) return bf__node_error(err, n, BF_EINVAL, "has both 'scales' and 'sizes'; give one");
+    if (!ts && !tz) return bf__node_error(err, n, BF_EINVAL, "needs input 'scales' or 'sizes'");
+    if (ts) st = read_floats(n, "scales", ts, scales, &ns, err);
+    else st = bf__read_ints(n, "sizes", tz, sizes, BF_MAX_DIMS, &nz, err);
+    if (st) return st;
+    if (p->opset >= 18 && (st = bf__attr_ints(n, "axes", axes, BF_MAX_DIMS, &na, err))) return st;
     int given = ns >= 0 ? ns : nz, ax_of[BF_MAX_DIMS];
     if (na < 0) {
         na = r;
@@ -180,8 +164,7 @@ static bf_status resize_prepare(bf__prep *p, bf_error *err)
     const bf__node *n = p->node;
     resize_params *q = (resize_params *)p->params;
     bf_status st = bf__need_inputs(p, 1, err);
-    int legacy = p->opset < 11 || !strcmp(n->op_type, "Upsample");
-    if (!st) st = read_modes(p, q, legacy, err);
+    if (!st) st = read_modes(p, q, err);
     if (!st) st = resize_shape(p, q, err);
     if (st) return st;
     const bf_tensor *x = p->in[0];
@@ -237,8 +220,7 @@ static int64_t nearest_index(const resize_params *q, int d, float x)
     case N_ROUND_PREFER_FLOOR: i = (int64_t)(x - f == 0.5f ? f : roundf(x)); break;
     case N_ROUND_PREFER_CEIL: i = (int64_t)(x - f == 0.5f ? f + 1 : roundf(x)); break;
     case N_FLOOR: i = (int64_t)f; break;
-    case N_CEIL: i = (int64_t)ceilf(x); break;
-    default: i = (int64_t)(q->scale[d] < 1.0f ? ceilf(x) : f); break;   /* N_SIMPLE */
+    default: i = (int64_t)ceilf(x); break;   /* N_CEIL */
     }
     return i < 0 ? 0 : i >= q->idims[d] ? q->idims[d] - 1 : i;
 }
@@ -365,6 +347,5 @@ static bf_status resize_run(const bf__ctx *c, bf_error *err)
 
 const bf__op bf__ops_resize[] = {
     {"Resize", 1, 4, 1, 1, 0, resize_prepare, resize_run},
-    {"Upsample", 1, 2, 1, 1, 0, resize_prepare, resize_run},
     {0},
 };

@@ -10,33 +10,30 @@
 
 /* ---- Pad ---- */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
+enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE };
 
 typedef struct pad_params {
     int rank, mode;
     int value_input;                  /* the constant comes from input 2 at run time */
     size_t esize;
-    unsigned char value[8];           /* the constant otherwise (0, or opset < 11's 'value') */
+    unsigned char value[8];           /* the constant otherwise: 0 */
     int64_t begin[BF_MAX_DIMS];       /* may be negative: crops */
     int64_t idims[BF_MAX_DIMS], odims[BF_MAX_DIMS], istride[BF_MAX_DIMS];
 } pad_params;
 static_assert(sizeof(pad_params) <= BF__OP_PARAMS_MAX, "pad_params must fit in params");
 
-/* The pads of every dim, begins then ends, from the attribute (before
- * opset 11) or the inputs 'pads' and 'axes' (opset 18). */
+/* The pads of every dim, begins then ends, from the inputs 'pads' and
+ * 'axes' (opset 18). */
 static bf_status pad_read(bf__prep *p, int r, int64_t *begin, int64_t *end, bf_error *err)
 {
     const bf__node *n = p->node;
     int64_t raw[2 * BF_MAX_DIMS], axes[BF_MAX_DIMS];
     int np, na = -1;
     bf_status st;
-    if (p->opset < 11) st = bf__attr_ints(n, "pads", raw, 2 * BF_MAX_DIMS, &np, err);
-    else if (p->n_in < 2 || !p->in[1])
-        return bf__node_error(err, n, BF_EINVAL, "input 'pads' is required (from opset 11)");
-    else st = bf__read_ints(n, "pads", p->in[1], raw, 2 * BF_MAX_DIMS, &np, err);
+    if (p->n_in < 2 || !p->in[1]) return bf__node_error(err, n, BF_EINVAL, "input 'pads' is required");
+    st = bf__read_ints(n, "pads", p->in[1], raw, 2 * BF_MAX_DIMS, &np, err);
     if (!st && p->n_in > 3 && p->in[3]) st = bf__read_ints(n, "axes", p->in[3], axes, BF_MAX_DIMS, &na, err);
     if (st) return st;
-    if (np < 0) return bf__node_error(err, n, BF_EINVAL, "attribute 'pads' is required");
     if (na < 0) {
         na = r;
         for (int d = 0; d < r; d++) axes[d] = d;
@@ -69,7 +66,6 @@ bf_status bf__pad_prepare(bf__prep *p, bf_error *err)
     if (!strcmp(mode, "constant")) q->mode = PAD_CONSTANT;
     else if (!strcmp(mode, "reflect")) q->mode = PAD_REFLECT;
     else if (!strcmp(mode, "edge")) q->mode = PAD_EDGE;
-    else if (!strcmp(mode, "wrap") && p->opset >= 19) q->mode = PAD_WRAP;
     else return bf__node_error(err, n, BF_EINVAL, "mode '%s' is not one of constant, reflect, edge", mode);
     q->esize = bf_dtype_size(x->dtype);
     if (q->esize == 0 || q->esize > sizeof q->value)
@@ -79,14 +75,7 @@ bf_status bf__pad_prepare(bf__prep *p, bf_error *err)
 
     memset(q->value, 0, sizeof q->value);
     q->value_input = 0;
-    if (p->opset < 11) {
-        float v;
-        if ((st = bf__attr_float(n, "value", 0.0f, &v, err))) return st;
-        if (x->dtype == BF_F32) memcpy(q->value, &v, sizeof v);
-        else if (v != 0.0f)
-            return bf__node_error(err, n, BF_EUNSUPPORTED, "a non-zero 'value' on %s data is not supported",
-                                  bf_dtype_name(x->dtype));
-    } else if (p->n_in > 2 && p->in[2] && q->mode == PAD_CONSTANT) {
+    if (p->n_in > 2 && p->in[2] && q->mode == PAD_CONSTANT) {
         const bf_tensor *cv = p->in[2];
         if (cv->dtype != x->dtype)
             return bf__node_error(err, n, BF_EFORMAT, "constant_value is %s but data is %s; they must match",
@@ -112,9 +101,8 @@ bf_status bf__pad_prepare(bf__prep *p, bf_error *err)
         if (q->mode == PAD_REFLECT && (b > 0 || e > 0) && (b >= dim || e >= dim))
             return bf__node_error(err, n, BF_EINVAL, "reflect pads %lld, %lld of axis %d must be less than its "
                                   "size %lld (input %s)", (long long)b, (long long)e, d, (long long)dim, xs);
-        if ((q->mode == PAD_EDGE || q->mode == PAD_WRAP) && (b > 0 || e > 0) && dim == 0)
-            return bf__node_error(err, n, BF_EINVAL, "cannot %s-pad axis %d: it is empty (input %s)",
-                                  q->mode == PAD_EDGE ? "edge" : "wrap", d, xs);
+        if (q->mode == PAD_EDGE && (b > 0 || e > 0) && dim == 0)
+            return bf__node_error(err, n, BF_EINVAL, "cannot edge-pad axis %d: it is empty (input %s)", d, xs);
         q->begin[d] = b;
         q->idims[d] = dim;
         q->odims[d] = od;
@@ -134,7 +122,6 @@ static inline int64_t pad_map(const pad_params *q, int d, int64_t o)
     switch (q->mode) {
     case PAD_REFLECT: return i < 0 ? -i : 2 * (dim - 1) - i;   /* pads < dim: one reflection */
     case PAD_EDGE: return i < 0 ? 0 : dim - 1;
-    case PAD_WRAP: return ((i % dim) + dim) % dim;
     default: return -1;
     }
 }
