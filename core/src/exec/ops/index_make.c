@@ -131,8 +131,10 @@ bf_status bf__onehot_prepare(bf__prep *p, bf_error *err)
         return bf__node_error(err, n, BF_EUNSUPPORTED, "input 'depth' must be known when the plan is built "
                               "(a constant): the output shape depends on it");
     double dd = dep->dtype == BF_F32 ? (double)((const float *)dep->data)[0] : (double)bf__index_at(dep, 0);
-    if (!(dd >= 1) || dd > (double)(INT64_MAX / 16))
+    if (!(dd >= 1))
         return bf__node_error(err, n, BF_EINVAL, "depth %g must be at least 1", dd);
+    if (dd > (double)(INT64_MAX / 16))
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "depth %g is too large", dd);
     if (bf_tensor_numel(val) != 2 || bf_dtype_size(val->dtype) == 0)
         return bf__node_error(err, n, BF_ESHAPE, "input 'values' must hold two elements [off, on], has %lld",
                               (long long)bf_tensor_numel(val));
