@@ -138,14 +138,20 @@ static const bf_tensor *io_find(const io_file *f, const char *prefix, const char
     return NULL;
 }
 
+/* safetensors does not align a tensor's data to its element size (an int64
+ * may follow a bool of odd length): elements are read with memcpy. */
 static double elem(const bf_tensor *t, int64_t i)
 {
+    const unsigned char *p = (const unsigned char *)t->data + (size_t)i * bf_dtype_size(t->dtype);
+    float f;
+    int64_t l;
+    int32_t w;
     switch (t->dtype) {
-    case BF_F32: return ((const float *)t->data)[i];
-    case BF_I64: return (double)((const int64_t *)t->data)[i];
-    case BF_I32: return ((const int32_t *)t->data)[i];
-    case BF_BOOL: case BF_U8: return ((const uint8_t *)t->data)[i];
-    case BF_I8: return ((const int8_t *)t->data)[i];
+    case BF_F32: memcpy(&f, p, sizeof f); return f;
+    case BF_I64: memcpy(&l, p, sizeof l); return (double)l;
+    case BF_I32: memcpy(&w, p, sizeof w); return w;
+    case BF_BOOL: case BF_U8: return *p;
+    case BF_I8: return (int8_t)*p;
     default: return NAN;
     }
 }

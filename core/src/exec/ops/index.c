@@ -225,7 +225,6 @@ static bf_status scatter_elements_run(const bf__ctx *c, bf_error *err)
 const bf__op bf__ops_index[] = {
     {"GatherElements", 2, 2, 1, 1, 0, gather_elements_prepare, gather_elements_run},
     {"ScatterElements", 3, 3, 1, 1, 0, scatter_elements_prepare, scatter_elements_run},
-    {"Scatter", 3, 3, 1, 1, 0, scatter_elements_prepare, scatter_elements_run},
     {"GatherND", 2, 2, 1, 1, 0, bf__gather_nd_prepare, bf__gather_nd_run},
     {"ScatterND", 3, 3, 1, 1, 0, bf__scatter_nd_prepare, bf__scatter_nd_run},
     {"OneHot", 3, 3, 1, 1, 0, bf__onehot_prepare, bf__onehot_run},

@@ -186,7 +186,8 @@ static bf_status resize_prepare(bf__prep *p, bf_error *err)
                                   bf_shape_str(x->dims, r, xs, sizeof xs), (long long)q->odims[d]);
         if (d < r - 1) combos *= q->taps[d];
         q->table_off[d] = table;
-        table += (size_t)q->odims[d] * (size_t)q->taps[d] * (sizeof(int64_t) + sizeof(float));
+        /* rounded up so that the next dim's offsets stay 8-byte aligned */
+        table += ((size_t)q->odims[d] * (size_t)q->taps[d] * (sizeof(int64_t) + sizeof(float)) + 15) & ~(size_t)15;
     }
     if (combos > MAX_COMBOS)
         return bf__node_error(err, n, BF_EUNSUPPORTED, "resizes too many dims at once in mode %s (input %s)",
