@@ -121,6 +121,7 @@ def cases():
     yield from split_blocks()
     yield from shape_checks()
     yield from exported_chains()
+    yield from exported_modules()
 
 
 def gather_scatter():
@@ -419,3 +420,52 @@ def exported_chains():
                 "zero1": np.array([0], np.int64), "shp2": np.array([2, 1], np.int64)},
                {"y": torch.arange(5).unsqueeze(0).expand(2, 5).numpy()},
                consts={"one", "zero", "zero1", "shp2"}, nodes=nodes)
+
+
+def exported(name, mod, args, names, opset=14, **kw):
+    """A case whose graph is what torch.onnx.export writes for `mod` (dynamic
+    batch, constants as Constant nodes), with PyTorch's outputs."""
+    import io
+    import onnx
+    f = io.BytesIO()
+    torch.onnx.export(mod, args, f, opset_version=opset, input_names=names,
+                      dynamic_axes={n: {0: "batch"} for n in names})
+    g = onnx.load_from_string(f.getvalue()).graph
+    assert not g.initializer, "exported graphs here hold constants as nodes only"
+    with torch.no_grad():
+        outs = mod(*args)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return Case(name, None, {n: a.numpy() for n, a in zip(names, args)},
+                {o.name: t.numpy() for o, t in zip(g.output, outs)}, opset=opset, nodes=list(g.node), **kw)
+
+
+class _PadRollSplit(torch.nn.Module):
+    """Swin's window shift (roll), a pad to whole windows, a split."""
+    def forward(self, x):
+        y = torch.nn.functional.pad(x, (1, 2, 0, 3))
+        y = torch.roll(y, shifts=(2, -1), dims=(2, 3))
+        return torch.split(y, [1, 2], dim=1)
+
+
+class _GatherOneHot(torch.nn.Module):
+    def forward(self, x, i):
+        return torch.gather(x, 1, i), torch.nn.functional.one_hot(i, 5)
+
+
+class _PixelShuffle(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.pixel_shuffle(x, 2), torch.nn.functional.pixel_unshuffle(x, 2)
+
+
+class _TileTrilFlip(torch.nn.Module):
+    def forward(self, x):
+        return x.repeat(1, 2, 3), torch.tril(x, -1), x.flip(-1)
+
+
+def exported_modules():
+    g = torch.Generator().manual_seed(190)
+    yield exported("index_exported_pad_roll_split", _PadRollSplit(), (torch.randn(2, 3, 4, 5, generator=g),), ["x"])
+    yield exported("index_exported_gather_onehot", _GatherOneHot(),
+                   (torch.randn(2, 5, generator=g), torch.randint(0, 5, (2, 3), generator=g)), ["x", "i"])
+    yield exported("index_exported_pixel_shuffle", _PixelShuffle(), (torch.randn(2, 8, 4, 6, generator=g),), ["x"])
+    yield exported("index_exported_tile_tril_flip", _TileTrilFlip(), (torch.randn(2, 3, 4, generator=g),), ["x"])

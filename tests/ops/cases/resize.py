@@ -135,6 +135,7 @@ NEAREST_TORCH = {"mode": "nearest", "coordinate_transformation_mode": "asymmetri
 
 
 def cases():
+    yield from exported_cases()
     x = randf(200, 2, 3, 4, 5)
     # nearest, as torch exports it
     yield resize_case("resize_nearest_scale2", x, F.interpolate(T(x), scale_factor=2, mode="nearest").numpy(),
@@ -224,3 +225,20 @@ def cases():
                       resize_ref(y, [1, 2, 3, 4], [1, 1, 0.75, 4 / 6], "cubic", "asymmetric"),
                       {"mode": "cubic", "coordinate_transformation_mode": "asymmetric"},
                       sizes=[1, 2, 3, 4], ref="numpy", rtol=1e-4, atol=1e-5)
+
+
+class _Interp(torch.nn.Module):
+    """A segmentation head's upsampling, sizes from the input's shape."""
+    def forward(self, x):
+        return (F.interpolate(x, size=(9, 11), mode="bilinear", align_corners=False),
+                F.interpolate(x, scale_factor=2, mode="nearest"),
+                F.interpolate(x, size=(3, 8), mode="bicubic", align_corners=True),
+                F.interpolate(x[:, :, 0], scale_factor=2.5, mode="linear", align_corners=False))
+
+
+def exported_cases():
+    from cases.index import exported
+    g = torch.Generator().manual_seed(210)
+    for opset in (11, 13, 17):
+        yield exported(f"resize_exported_opset{opset}", _Interp(), (torch.randn(2, 3, 4, 5, generator=g),), ["x"],
+                       opset=opset, rtol=1e-4, atol=1e-5)
