@@ -282,6 +282,11 @@ def pad_tile():
     yield Case("index_pad_int64_folded", "Pad", {"x": xi, "p": pads, "c": np.array(-7, np.int64)},
                {"y": np.pad(xi, [(1, 0), (0, 2)], constant_values=-7)}, consts={"x", "p", "c"}, opset=11,
                ref="numpy")
+    pads = np.array([1, 0, 0, 2], np.int64)
+    xf = randf(144, 3, 4)
+    yield with_constants(Case("index_pad_edge_f32_folded", "Pad", {"x": xf, "p": pads},
+                              {"y": torch.nn.functional.pad(T(xf)[None], (0, 2, 1, 0), mode="replicate")[0].numpy()},
+                              attrs={"mode": "edge"}, consts={"p"}), ["x"])
     # DenseNet-style: NaN and Inf pass through, padding is the constant
     xn = x.copy()
     xn[0, 0, 0, 0] = np.nan

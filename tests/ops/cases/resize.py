@@ -124,7 +124,11 @@ def resize_case(name, x, out, attrs, scales=None, sizes=None, opset=13, ref="tor
         inputs["sizes"] = np.array(sizes, np.int64)
         consts.add("sizes")
         node_in.append("sizes")
-    if x_const:
+    if x_const and x.dtype == np.float32:
+        # float initializers are parameters: a folded float input is a Constant node
+        nodes.insert(0, helper.make_node("Constant", [], ["x"], name="x", value=numpy_helper.from_array(x, "x")))
+        del inputs["x"]
+    elif x_const:
         consts.add("x")
     nodes.append(helper.make_node("Resize", node_in, ["y"], name=name, **attrs))
     return Case(name, "Resize", inputs, {"y": out}, opset=opset, ref=ref, rtol=rtol, atol=atol, consts=consts,
@@ -160,6 +164,10 @@ def cases():
                       F.interpolate(T(xi).float(), scale_factor=2, mode="nearest").long().numpy(), NEAREST_TORCH,
                       scales=[1, 1, 2, 2], x_const=True)
 
+    yield resize_case("resize_bilinear_f32_folded", x,
+                      F.interpolate(T(x), scale_factor=1.5, mode="bilinear", align_corners=False).numpy(),
+                      {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"},
+                      scales=[1, 1, 1.5, 1.5], x_const=True)
     # bilinear: align_corners False (half_pixel as torch 1.13 writes it, and pytorch_half_pixel) and True
     for cm in ("half_pixel", "pytorch_half_pixel"):
         lin = {"mode": "linear", "coordinate_transformation_mode": cm}

@@ -31,6 +31,7 @@ bf_status bf__split_prepare(bf__prep *p, bf_error *err)
     if (!st && p->opset >= 13 && p->n_in > 1 && p->in[1])
         st = bf__read_ints(n, "split", p->in[1], sizes, BF__MAX_IO, &ns, err);
     if (st) return st;
+    if (ns == 0) ns = -1;   /* an empty 'split' is as good as none */
     const bf_tensor *x = p->in[0];
     int r = x->ndim, no = p->n_out;
     if (r == 0) return bf__node_error(err, n, BF_ESHAPE, "input is a scalar; Split needs rank >= 1");
