@@ -215,6 +215,172 @@ static void opset18_forms(void **state)
     th_tensor_free(&sizes);
 }
 
+/* ---- random shapes against one-element-at-a-time references ---- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+/* Random bytes as elements of dt (bools 0 or 1). */
+static bf_tensor rnd_tensor(bf_dtype dt, int ndim, const int64_t *dims)
+{
+    bf_tensor t = th_tensor(dt, NULL, ndim, dims);
+    assert_non_null(t.data);
+    unsigned char *p = t.data;
+    for (size_t i = 0; i < bf_tensor_nbytes(&t); i++) p[i] = dt == BF_BOOL ? (unsigned char)(rnd() & 1) : (unsigned char)rnd();
+    return t;
+}
+
+static void unravel(int64_t flat, int ndim, const int64_t *dims, int64_t *idx)
+{
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = flat % dims[d];
+        flat /= dims[d];
+    }
+}
+
+static int64_t ravel(int ndim, const int64_t *dims, const int64_t *idx)
+{
+    int64_t flat = 0;
+    for (int d = 0; d < ndim; d++) flat = flat * dims[d] + idx[d];
+    return flat;
+}
+
+static const bf_dtype dtypes[] = {BF_F32, BF_I64, BF_I32, BF_BOOL};
+
+/* Pad, every mode, pads in -2..3 (negative crops), against the spec's
+ * definition per output element: constant outside, reflect about the edge
+ * element, repeat the edge element. */
+static void pad_random(void **state)
+{
+    (void)state;
+    static const char *const modes[] = {"constant", "reflect", "edge"};
+    for (int iter = 0; iter < 300; iter++) {
+        int r = (int)rnd_in(1, 4), mode = (int)rnd_in(0, 2);
+        bf_dtype dt = dtypes[rnd() % 4];
+        int64_t dims[4], pads[8], odims[4];
+        for (int d = 0; d < r; d++) {
+            dims[d] = rnd_in(mode == 1 ? 2 : 1, 4);
+            int64_t hi = mode == 1 ? dims[d] - 1 : 3;
+            pads[d] = rnd_in(-1, hi);
+            pads[r + d] = rnd_in(-1, hi);
+            if (dims[d] + pads[d] + pads[r + d] < 0) pads[r + d] = 0;   /* cropped to nothing and past */
+            odims[d] = dims[d] + pads[d] + pads[r + d];
+        }
+        bf_tensor x = rnd_tensor(dt, r, dims);
+        int64_t np = 2 * r;
+        bf_tensor pt = th_tensor_i64(pads, 1, &np);
+        bf_tensor cv = rnd_tensor(dt, 0, NULL);
+        bf__attr a = th_attr_string("mode", modes[mode]);
+        const bf_tensor *in[3] = {&x, &pt, &cv};
+        bf_tensor out[1];
+        bf_error err = {0};
+        if (th_run_op("Pad", 13, &a, 1, in, 3, out, 1, &err) != BF_OK) print_error("%s\n", err.msg);
+        for (int d = 0; d < r; d++) assert_int_equal(out[0].dims[d], odims[d]);
+        size_t es = bf_dtype_size(dt);
+        int64_t n = bf_tensor_numel(&out[0]), oi[4], ii[4];
+        for (int64_t k = 0; k < n; k++) {
+            unravel(k, r, odims, oi);
+            int outside = 0;
+            for (int d = 0; d < r; d++) {
+                int64_t i = oi[d] - pads[d];
+                if (i < 0 || i >= dims[d]) {
+                    if (mode == 0) outside = 1;
+                    else if (mode == 1) i = i < 0 ? -i : 2 * (dims[d] - 1) - i;
+                    else i = i < 0 ? 0 : dims[d] - 1;
+                }
+                ii[d] = i;
+            }
+            const unsigned char *want = outside ? cv.data : (const unsigned char *)x.data + ravel(r, dims, ii) * (int64_t)es;
+            assert_memory_equal((const unsigned char *)out[0].data + k * (int64_t)es, want, es);
+        }
+        th_free(out, 1);
+        th_tensor_free(&x);
+        th_tensor_free(&pt);
+        th_tensor_free(&cv);
+    }
+}
+
+/* Tile: output element at idx reads input idx % dims. */
+static void tile_random(void **state)
+{
+    (void)state;
+    for (int iter = 0; iter < 200; iter++) {
+        int r = (int)rnd_in(1, 4);
+        bf_dtype dt = dtypes[rnd() % 4];
+        int64_t dims[4], reps[4], odims[4], rr = r;
+        for (int d = 0; d < r; d++) {
+            dims[d] = rnd_in(1, 4);
+            reps[d] = rnd_in(0, 3);
+            odims[d] = dims[d] * reps[d];
+        }
+        bf_tensor x = rnd_tensor(dt, r, dims), rt = th_tensor_i64(reps, 1, &rr);
+        const bf_tensor *in[2] = {&x, &rt};
+        bf_tensor out[1];
+        bf_error err = {0};
+        assert_int_equal(th_run_op("Tile", 13, NULL, 0, in, 2, out, 1, &err), BF_OK);
+        size_t es = bf_dtype_size(dt);
+        int64_t n = bf_tensor_numel(&out[0]), oi[4], ii[4];
+        assert_int_equal(out[0].ndim, r);
+        for (int d = 0; d < r; d++) assert_int_equal(out[0].dims[d], odims[d]);
+        for (int64_t k = 0; k < n; k++) {
+            unravel(k, r, odims, oi);
+            for (int d = 0; d < r; d++) ii[d] = oi[d] % dims[d];
+            assert_memory_equal((const unsigned char *)out[0].data + k * (int64_t)es,
+                                (const unsigned char *)x.data + ravel(r, dims, ii) * (int64_t)es, es);
+        }
+        th_free(out, 1);
+        th_tensor_free(&x);
+        th_tensor_free(&rt);
+    }
+}
+
+/* DepthToSpace and SpaceToDepth are inverse permutations in each mode
+ * (SpaceToDepth is the inverse of DCR), and CRD's element (n, c, h*b+i,
+ * w*b+j) is input channel c*b*b + i*b + j, by the spec's reshapes. */
+static void depth_space_random(void **state)
+{
+    (void)state;
+    for (int iter = 0; iter < 100; iter++) {
+        int64_t b = rnd_in(1, 3), dims[4] = {rnd_in(1, 2), b * b * rnd_in(1, 3), rnd_in(1, 3), rnd_in(1, 3)};
+        bf_dtype dt = dtypes[rnd() % 4];
+        size_t es = bf_dtype_size(dt);
+        bf_tensor x = rnd_tensor(dt, 4, dims);
+        bf__attr at[2] = {th_attr_int("blocksize", b), th_attr_string("mode", "CRD")};
+        const bf_tensor *in[1] = {&x};
+        bf_tensor y[1], z[1];
+        bf_error err = {0};
+        assert_int_equal(th_run_op("DepthToSpace", 13, at, 2, in, 1, y, 1, &err), BF_OK);
+        int64_t n = bf_tensor_numel(&y[0]), oi[4], ii[4];
+        for (int64_t k = 0; k < n; k++) {
+            unravel(k, 4, y[0].dims, oi);
+            ii[0] = oi[0];
+            ii[1] = oi[1] * b * b + (oi[2] % b) * b + oi[3] % b;
+            ii[2] = oi[2] / b;
+            ii[3] = oi[3] / b;
+            assert_memory_equal((const unsigned char *)y[0].data + k * (int64_t)es,
+                                (const unsigned char *)x.data + ravel(4, dims, ii) * (int64_t)es, es);
+        }
+        th_free(y, 1);
+        /* DCR then SpaceToDepth gives x back */
+        assert_int_equal(th_run_op("DepthToSpace", 13, at, 1, in, 1, y, 1, &err), BF_OK);
+        const bf_tensor *yin[1] = {&y[0]};
+        assert_int_equal(th_run_op("SpaceToDepth", 13, at, 1, yin, 1, z, 1, &err), BF_OK);
+        assert_memory_equal(z[0].data, x.data, bf_tensor_nbytes(&x));
+        th_free(y, 1);
+        th_free(z, 1);
+        th_tensor_free(&x);
+    }
+}
+
 /* ---- plans: models built with protobuf-c ---- */
 
 typedef struct builder {
@@ -423,6 +589,9 @@ int main(void)
         cmocka_unit_test(index_out_of_range_is_a_run_error),
         cmocka_unit_test(hostile_values_are_refused_in_prepare),
         cmocka_unit_test(opset18_forms),
+        cmocka_unit_test(pad_random),
+        cmocka_unit_test(tile_random),
+        cmocka_unit_test(depth_space_random),
         cmocka_unit_test(nonzero_on_run_time_data_is_refused_at_build),
         cmocka_unit_test(huge_outputs_are_refused_by_the_budget),
     };
