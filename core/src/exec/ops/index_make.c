@@ -215,10 +215,9 @@ bf_status bf__nonzero_prepare(bf__prep *p, bf_error *err)
     if (dt != BF_F32 && dt != BF_I64 && dt != BF_I32 && dt != BF_BOOL && dt != BF_U8 && dt != BF_I8)
         return bf__node_error(err, n, BF_EUNSUPPORTED, "input is %s; not supported", bf_dtype_name(dt));
     if (!x->data)
-        return bf__node_error(err, n, BF_EUNSUPPORTED, "its input must be known when the plan is built (a "
-                              "constant or folded shape arithmetic): NonZero's output shape is the number of "
-                              "non-zero elements, and a plan fixes every shape before it runs. Here the input "
-                              "depends on the graph's inputs; re-export so that the mask is not computed from data");
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "its input must be known when the plan is built: the "
+                              "output shape is the number of non-zero elements. Here it depends on the graph's "
+                              "inputs (x[mask] exports this); only a NonZero of constants is supported");
     int64_t count = 0, total = bf_tensor_numel(x);
     for (int64_t i = 0; i < total; i++) count += is_nonzero(x, i);
     ((nonzero_params *)p->params)->count = count;
