@@ -138,8 +138,8 @@ static const bf_tensor *io_find(const io_file *f, const char *prefix, const char
     return NULL;
 }
 
-/* safetensors does not align a tensor's data to its element size (an int64
- * may follow a bool of odd length): elements are read with memcpy. */
+/* Reads through memcpy: a tensor in a safetensors file is only as aligned as
+ * the sizes of the tensors before it (an int64 after a bool may not be). */
 static double elem(const bf_tensor *t, int64_t i)
 {
     const unsigned char *p = (const unsigned char *)t->data + (size_t)i * bf_dtype_size(t->dtype);
