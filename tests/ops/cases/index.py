@@ -276,6 +276,12 @@ def pad_tile():
     yield Case("index_pad_reflect_crop", "Pad", {"x": x, "p": pads},
                {"y": np.pad(x[:, :, :3, 1:], [(0, 0), (0, 0), (0, 0), (0, 1)], mode="reflect")},
                attrs={"mode": "reflect"}, consts={"p"}, opset=13, ref="numpy")
+    # opset 18: axes input (negative); onnx 1.12's checker knows no Pad-18
+    pads = np.array([2, 1, 0, 3], np.int64)
+    axes = np.array([-1, 1], np.int64)
+    yield Case("index_pad_axes_opset18", "Pad", {"x": x, "p": pads, "c": cv, "a": axes},
+               {"y": np.pad(x, [(0, 0), (1, 3), (0, 0), (2, 0)], constant_values=1.5)},
+               consts={"p", "c", "a"}, opset=18, ref="numpy", check=False)
     # int64 data, folded
     xi = randi(141, 3, 4)
     pads = np.array([1, 0, 0, 2], np.int64)
@@ -317,6 +323,10 @@ def split_blocks():
     parts = torch.chunk(T(x), 2, dim=0)
     yield Case("index_split_equal", "Split", {"x": x}, {f"y{i}": p.numpy() for i, p in enumerate(parts)},
                attrs={"axis": 0})
+    parts = torch.split(T(x), 3, dim=1)   # 3, 3, 1: opset 18 num_outputs, unknown to onnx 1.12's checker
+    yield Case("index_split_num_outputs_opset18", "Split", {"x": x},
+               {f"y{i}": p.numpy() for i, p in enumerate(parts)}, attrs={"axis": 1, "num_outputs": 3}, opset=18,
+               check=False)
     parts = torch.split(T(x), [5, 2], dim=1)
     yield Case("index_split_attr_opset11", "Split", {"x": x}, {f"y{i}": p.numpy() for i, p in enumerate(parts)},
                attrs={"axis": 1, "split": [5, 2]}, opset=11)
