@@ -581,6 +581,16 @@ static void huge_outputs_are_refused_by_the_budget(void **state)
     expect_budget_refusal(m, "pad_bomb", "output", (uint64_t)4 << 30);
     bf_model_free(m);
     b_free(&b);
+
+    /* Resize to [1, 2^31]: 8 GiB of output, and its tap tables (12 bytes
+     * per output index of the resized dim) the largest buffer */
+    int64_t sizes[2] = {1, (int64_t)1 << 31};
+    init_i64(&b, "sizes", 1, two, sizes);
+    node3(&b, "Resize", "resize_bomb", (const char *[]){"x", "", "", "sizes"}, 4, "y");
+    m = one_op_on_input(&b, "Resize", 1);
+    expect_budget_refusal(m, "resize_bomb", "scratch", (uint64_t)8 << 30);
+    bf_model_free(m);
+    b_free(&b);
 }
 
 int main(void)

@@ -183,7 +183,7 @@ static bf_status gather_elements_run(const bf__ctx *c, bf_error *err)
     const unsigned char *x = c->in[0]->data;
     unsigned char *o = c->out[0]->data;
     size_t es = e->esize;
-    ELEMS_WALK(c, e, ind, "indices", memcpy(o + (size_t)j * es, x + (size_t)off * es, es));
+    ELEMS_WALK(c, e, ind, "indices", bf__copy_elem(o + (size_t)j * es, x + (size_t)off * es, es));
     return BF_OK;
 }
 

@@ -11,12 +11,26 @@
 #ifndef BF_OPS_INDEX_IMPL_H
 #define BF_OPS_INDEX_IMPL_H
 
+#include <string.h>
+
 #include "shape_impl.h"
 
 /* Element j of an int64 or int32 tensor. */
 static inline int64_t bf__index_at(const bf_tensor *t, int64_t j)
 {
     return t->dtype == BF_I32 ? ((const int32_t *)t->data)[j] : ((const int64_t *)t->data)[j];
+}
+
+/* One element of es bytes: memcpy with a constant size for the sizes our
+ * dtypes have, so that it compiles to a move rather than a call. */
+static inline void bf__copy_elem(void *restrict dst, const void *restrict src, size_t es)
+{
+    switch (es) {
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    case 1: memcpy(dst, src, 1); break;
+    default: memcpy(dst, src, es); break;
+    }
 }
 
 /* Errors unless input i is int64 or int32; `what` names it. */

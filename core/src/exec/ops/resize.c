@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shape_impl.h"
+#include "index_impl.h"
 
 enum { M_NEAREST, M_LINEAR, M_CUBIC };
 enum { C_HALF_PIXEL, C_PYTORCH_HALF_PIXEL, C_ALIGN_CORNERS, C_ASYMMETRIC, C_TF_HALF_PIXEL_NN };
@@ -319,22 +319,35 @@ static bf_status resize_run(const bf__ctx *c, bf_error *err)
         }
         if (q->mode == M_NEAREST) {
             const unsigned char *xr = x + (size_t)coff[0] * es;
-            for (int64_t k = 0; k < len; k++) memcpy(o + (size_t)k * es, xr + (size_t)off[last][k] * es, es);
+            for (int64_t k = 0; k < len; k++) bf__copy_elem(o + (size_t)k * es, xr + (size_t)off[last][k] * es, es);
             o += (size_t)len * es;
         } else {
             const float *xf = (const float *)(const void *)x;
             float *of = (float *)(void *)o;
-            for (int64_t k = 0; k < len; k++) {
-                const int64_t *ol = off[last] + k * TL;
-                const float *wl = wt[last] + k * TL;
-                float acc = 0;
-                for (int cc = 0; cc < nc; cc++) {
-                    const float *xc = xf + coff[cc];
-                    float s = 0;
-                    for (int t = 0; t < TL; t++) s += wl[t] * xc[ol[t]];
-                    acc += cw[cc] * s;
+            if (TL == 2) {   /* bilinear's last dim: the common case, unrolled */
+                for (int64_t k = 0; k < len; k++) {
+                    const int64_t *ol = off[last] + 2 * k;
+                    const float *wl = wt[last] + 2 * k;
+                    float acc = 0;
+                    for (int cc = 0; cc < nc; cc++) {
+                        const float *xc = xf + coff[cc];
+                        acc += cw[cc] * (wl[0] * xc[ol[0]] + wl[1] * xc[ol[1]]);
+                    }
+                    of[k] = acc;
                 }
-                of[k] = acc;
+            } else {
+                for (int64_t k = 0; k < len; k++) {
+                    const int64_t *ol = off[last] + k * TL;
+                    const float *wl = wt[last] + k * TL;
+                    float acc = 0;
+                    for (int cc = 0; cc < nc; cc++) {
+                        const float *xc = xf + coff[cc];
+                        float s = 0;
+                        for (int t = 0; t < TL; t++) s += wl[t] * xc[ol[t]];
+                        acc += cw[cc] * s;
+                    }
+                    of[k] = acc;
+                }
             }
             o += (size_t)len * sizeof(float);
         }
