@@ -347,6 +347,12 @@ def split_blocks():
     yield Case("index_space_to_depth_b3", "SpaceToDepth", {"x": x}, {"y": space_to_depth(x, 3)},
                attrs={"blocksize": 3}, ref="numpy")
 
+    xi = randi(156, 1, 8, 2, 3)
+    yield Case("index_depth_to_space_int64_folded", "DepthToSpace", {"x": xi}, {"y": depth_to_space(xi, 2, "DCR")},
+               attrs={"blocksize": 2}, ref="numpy", consts={"x"})
+    xb = randf(157, 1, 2, 4, 2) > 0
+    yield Case("index_space_to_depth_bool_folded", "SpaceToDepth", {"x": xb}, {"y": space_to_depth(xb, 2)},
+               attrs={"blocksize": 2}, ref="numpy", consts={"x"})
     x = randf(155, 3, 4, 5)
     yield Case("index_size", "Size", {"x": x}, {"y": np.array(x.size, np.int64)}, ref="numpy")
 
