@@ -1,6 +1,365 @@
-/* Ops of the resize family (filled in by the op-coverage work). */
-#include "exec/op.h"
+/* Resize (opsets 11 to 18): F.interpolate as exported, in modes nearest,
+ * linear (bilinear, trilinear: over every dim whose size or scale changes)
+ * and cubic.
+ *
+ * Every output coordinate maps back to an input coordinate per dim, as the
+ * ONNX spec writes it (coordinate_transformation_mode), and becomes taps:
+ * one input index for nearest, two for linear, four for cubic, each with a
+ * weight. The taps depend only on shapes and scales; run builds their
+ * tables in scratch (offsets already scaled by the input strides), then
+ * each output element is a weighted sum over the product of its dims' taps.
+ *
+ * Coordinates are computed in float, as ONNX Runtime and PyTorch's CPU
+ * kernels do. tf_crop_and_resize, opset 18's antialias and
+ * keep_aspect_ratio_policy other than stretch are refused. */
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "index_impl.h"
+
+enum { M_NEAREST, M_LINEAR, M_CUBIC };
+enum { C_HALF_PIXEL, C_PYTORCH_HALF_PIXEL, C_ALIGN_CORNERS, C_ASYMMETRIC, C_TF_HALF_PIXEL_NN };
+enum { N_ROUND_PREFER_FLOOR, N_ROUND_PREFER_CEIL, N_FLOOR, N_CEIL };
+
+/* Products of outer dims' taps per output row: 4 resized dims in cubic mode. */
+#define MAX_COMBOS 256
+
+typedef struct resize_params {
+    int rank, mode, coord, nearest, exclude_outside;
+    float cubic_a;
+    size_t esize;
+    int taps[BF_MAX_DIMS];            /* 1 for a dim that keeps its size and scale */
+    int64_t idims[BF_MAX_DIMS], odims[BF_MAX_DIMS], istride[BF_MAX_DIMS];
+    float scale[BF_MAX_DIMS];         /* output / input, as the spec's formulas use it */
+    size_t table_off[BF_MAX_DIMS];    /* each dim's taps in scratch: offsets then weights */
+} resize_params;
+static_assert(sizeof(resize_params) <= BF__OP_PARAMS_MAX, "resize_params must fit in params");
+
+static int pick(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+static bf_status read_modes(bf__prep *p, resize_params *q, bf_error *err)
+{
+    const bf__node *n = p->node;
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                         "tf_half_pixel_for_nn"};
+    static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    const char *mode, *coord, *nearest, *policy = "stretch";
+    int64_t exclude = 0, antialias = 0;
+    float a = -0.75f;
+    bf_status st = bf__attr_string(n, "mode", "nearest", &mode, err);
+    if (!st) st = bf__attr_string(n, "coordinate_transformation_mode", "half_pixel", &coord, err);
+    if (!st) st = bf__attr_string(n, "nearest_mode", "round_prefer_floor", &nearest, err);
+    if (!st) st = bf__attr_float(n, "cubic_coeff_a", -0.75f, &a, err);
+    if (!st) st = bf__attr_int(n, "exclude_outside", 0, &exclude, err);
+    if (!st && p->opset >= 18) st = bf__attr_int(n, "antialias", 0, &antialias, err);
+    if (!st && p->opset >= 18) st = bf__attr_string(n, "keep_aspect_ratio_policy", "stretch", &policy, err);
+    if (st) return st;
+    if ((q->mode = pick(mode, modes, 3)) < 0)
+        return bf__node_error(err, n, BF_EINVAL, "mode '%s' is not one of nearest, linear, cubic", mode);
+    if ((q->coord = pick(coord, coords, 5)) < 0)
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "coordinate_transformation_mode '%s' is not supported "
+                              "(half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn "
+                              "are)", coord);
+    if ((q->nearest = pick(nearest, nearests, 4)) < 0)
+        return bf__node_error(err, n, BF_EINVAL, "nearest_mode '%s' is not one of round_prefer_floor, "
+                              "round_prefer_ceil, floor, ceil", nearest);
+    if (antialias)
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "antialias=1 is not supported");
+    if (strcmp(policy, "stretch") != 0)
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "keep_aspect_ratio_policy '%s' is not supported "
+                              "(stretch is)", policy);
+    q->cubic_a = a;
+    q->exclude_outside = exclude != 0;
+    return BF_OK;
+}
+
+/* A float input known at plan time (scales), into out[]. */
+static bf_status read_floats(const bf__node *n, const char *what, const bf_tensor *t, float *out, int *count,
+                             bf_error *err)
+{
+    if (!t->data)
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "input '%s' must be known when the plan is built (a "
+                              "constant or shape arithmetic): the output shape depends on it", what);
+    if (t->dtype != BF_F32)
+        return bf__node_error(err, n, BF_EFORMAT, "input '%s' must be float32, got %s", what,
+                              bf_dtype_name(t->dtype));
+    int64_t c = bf_tensor_numel(t);
+    if (t->ndim > 1 || c > BF_MAX_DIMS)
+        return bf__node_error(err, n, BF_ESHAPE, "input '%s' must be 1-D with at most %d values", what,
+                              BF_MAX_DIMS);
+    memcpy(out, t->data, sizeof(float) * (size_t)c);
+    *count = (int)c;
+    return BF_OK;
+}
+
+/* Output dims and scales from 'scales' or 'sizes' (and opset 18's axes). */
+static bf_status resize_shape(bf__prep *p, resize_params *q, bf_error *err)
+{
+    const bf__node *n = p->node;
+    const bf_tensor *x = p->in[0];
+    int r = x->ndim, ns = -1, nz = -1, na = -1;
+    float scales[BF_MAX_DIMS];
+    int64_t sizes[BF_MAX_DIMS], axes[BF_MAX_DIMS];
+    bf_status st = BF_OK;
+    /* X, roi, scales, sizes; exporters write empty tensors for the unused one */
+    const bf_tensor *ts = p->n_in > 2 ? p->in[2] : NULL, *tz = p->n_in > 3 ? p->in[3] : NULL;
+    if (ts && bf_tensor_numel(ts) == 0) ts = NULL;
+    if (tz && bf_tensor_numel(tz) == 0) tz = NULL;
+    if (ts && tz) return bf__node_error(err, n, BF_EINVAL, "has both 'scales' and 'sizes'; give one");
+    if (!ts && !tz) return bf__node_error(err, n, BF_EINVAL, "needs input 'scales' or 'sizes'");
+    if (ts) st = read_floats(n, "scales", ts, scales, &ns, err);
+    else st = bf__read_ints(n, "sizes", tz, sizes, BF_MAX_DIMS, &nz, err);
+    if (st) return st;
+    if (p->opset >= 18 && (st = bf__attr_ints(n, "axes", axes, BF_MAX_DIMS, &na, err))) return st;
+    int given = ns >= 0 ? ns : nz, ax_of[BF_MAX_DIMS];
+    if (na < 0) {
+        na = r;
+        for (int d = 0; d < r; d++) axes[d] = d;
+    }
+    if (given != na)
+        return bf__node_error(err, n, BF_ESHAPE, "%s has %d values; it needs %d (one per %s)",
+                              ns >= 0 ? "scales" : "sizes", given, na, na == r ? "input dim" : "axis");
+    for (int d = 0; d < r; d++) ax_of[d] = -1;
+    for (int i = 0; i < na; i++) {
+        int ax;
+        if ((st = bf__norm_axis(n, axes[i], r, &ax, err))) return st;
+        if (ax_of[ax] >= 0) return bf__node_error(err, n, BF_EINVAL, "axis %d appears more than once in axes", ax);
+        ax_of[ax] = i;
+    }
+    for (int d = 0; d < r; d++) {
+        int64_t in = x->dims[d], out = in;
+        float s = 1.0f;
+        int i = ax_of[d];
+        if (i >= 0 && ns >= 0) {
+            s = scales[i];
+            if (!(s > 0) || !isfinite(s))
+                return bf__node_error(err, n, BF_EINVAL, "scales[%d] is %g; scales must be positive", i, s);
+            double o = floor((double)in * (double)s);
+            if (o > (double)(INT64_MAX / 16))
+                return bf__node_error(err, n, BF_EUNSUPPORTED, "scales[%d] = %g makes dim %d too large", i, s, d);
+            out = (int64_t)o;
+        } else if (i >= 0) {
+            out = sizes[i];
+            if (out < 0) return bf__node_error(err, n, BF_EINVAL, "sizes[%d] is %lld; sizes must be >= 0", i,
+                                               (long long)out);
+            s = in ? (float)out / (float)in : 1.0f;
+        }
+        q->idims[d] = in;
+        q->odims[d] = out;
+        q->scale[d] = s;
+    }
+    return bf__check_dims(n, "output shape", r, q->odims, err);
+}
+
+static bf_status resize_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *n = p->node;
+    resize_params *q = (resize_params *)p->params;
+    bf_status st = bf__need_inputs(p, 1, err);
+    if (!st) st = read_modes(p, q, err);
+    if (!st) st = resize_shape(p, q, err);
+    if (st) return st;
+    const bf_tensor *x = p->in[0];
+    int r = x->ndim;
+    if (q->mode != M_NEAREST && x->dtype != BF_F32)
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "input is %s; modes linear and cubic need float32",
+                              bf_dtype_name(x->dtype));
+    q->esize = bf_dtype_size(x->dtype);
+    if (q->esize == 0)
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "input is %s; not supported", bf_dtype_name(x->dtype));
+    char xs[96];
+    int64_t combos = 1;
+    size_t table = 0;
+    for (int d = 0; d < r; d++) {
+        int same = q->odims[d] == q->idims[d] && q->scale[d] == 1.0f;
+        q->taps[d] = same || q->mode == M_NEAREST ? 1 : q->mode == M_LINEAR ? 2 : 4;
+        if (q->odims[d] > 0 && q->idims[d] == 0)
+            return bf__node_error(err, n, BF_ESHAPE, "cannot resize empty dim %d of input %s to %lld", d,
+                                  bf_shape_str(x->dims, r, xs, sizeof xs), (long long)q->odims[d]);
+        if (d < r - 1) combos *= q->taps[d];
+        q->table_off[d] = table;
+        /* rounded up so that the next dim's offsets stay 8-byte aligned */
+        table += ((size_t)q->odims[d] * (size_t)q->taps[d] * (sizeof(int64_t) + sizeof(float)) + 15) & ~(size_t)15;
+    }
+    if (combos > MAX_COMBOS)
+        return bf__node_error(err, n, BF_EUNSUPPORTED, "resizes too many dims at once in mode %s (input %s)",
+                              q->mode == M_LINEAR ? "linear" : "cubic", bf_shape_str(x->dims, r, xs, sizeof xs));
+    q->rank = r;
+    bf__row_strides(r, x->dims, q->istride);
+    bf__set_shape(p->out[0], x->dtype, r, q->odims);
+    p->scratch = table;
+    return BF_OK;
+}
+
+/* The input coordinate of output index o on a dim (the spec's formulas). */
+static float source_coord(const resize_params *q, int d, int64_t o)
+{
+    float s = q->scale[d], x = (float)o;
+    float in = (float)q->idims[d], out = (float)q->odims[d];
+    switch (q->coord) {
+    case C_HALF_PIXEL: return (x + 0.5f) / s - 0.5f;
+    case C_PYTORCH_HALF_PIXEL: return out > 1 ? (x + 0.5f) / s - 0.5f : 0.0f;
+    case C_ALIGN_CORNERS: return out == 1 ? 0.0f : x * (in - 1) / (out - 1);
+    case C_TF_HALF_PIXEL_NN: return (x + 0.5f) / s;
+    default: return x / s;
+    }
+}
+
+static int64_t nearest_index(const resize_params *q, int d, float x)
+{
+    float f = floorf(x);
+    int64_t i;
+    switch (q->nearest) {
+    case N_ROUND_PREFER_FLOOR: i = (int64_t)(x - f == 0.5f ? f : roundf(x)); break;
+    case N_ROUND_PREFER_CEIL: i = (int64_t)(x - f == 0.5f ? f + 1 : roundf(x)); break;
+    case N_FLOOR: i = (int64_t)f; break;
+    default: i = (int64_t)ceilf(x); break;   /* N_CEIL */
+    }
+    return i < 0 ? 0 : i >= q->idims[d] ? q->idims[d] - 1 : i;
+}
+
+static float cubic_weight(float s, float a)
+{
+    s = fabsf(s);
+    if (s <= 1) return ((a + 2) * s - (a + 3)) * s * s + 1;
+    if (s < 2) return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
+    return 0;
+}
+
+/* Fills dim d's taps: offsets (input index times stride) and weights. */
+static void build_taps(const resize_params *q, int d, int64_t *off, float *w)
+{
+    int T = q->taps[d];
+    int64_t in = q->idims[d], st = q->istride[d];
+    for (int64_t o = 0; o < q->odims[d]; o++, off += T, w += T) {
+        if (T == 1) {
+            off[0] = (q->mode == M_NEAREST && !(q->odims[d] == in && q->scale[d] == 1.0f)
+                      ? nearest_index(q, d, source_coord(q, d, o)) : o) * st;
+            w[0] = 1.0f;
+            continue;
+        }
+        float x = source_coord(q, d, o);
+        if (T == 2) {
+            /* clamped to the input, as ONNX Runtime and PyTorch do */
+            x = x < 0 ? 0 : x > (float)(in - 1) ? (float)(in - 1) : x;
+            int64_t i0 = (int64_t)x, i1 = i0 + (i0 < in - 1);
+            float l = x - (float)i0;
+            off[0] = i0 * st;
+            off[1] = i1 * st;
+            w[0] = 1.0f - l;
+            w[1] = l;
+            continue;
+        }
+        /* cubic: taps at floor(x) - 1 .. floor(x) + 2, clamped to the edge */
+        float f = floorf(x), t = x - f, sum = 0;
+        for (int k = 0; k < 4; k++) {
+            int64_t i = (int64_t)f - 1 + k;
+            float wk = cubic_weight(t - (float)(k - 1), q->cubic_a);
+            if (q->exclude_outside && (i < 0 || i >= in)) wk = 0;
+            off[k] = (i < 0 ? 0 : i >= in ? in - 1 : i) * st;
+            w[k] = wk;
+            sum += wk;
+        }
+        if (q->exclude_outside && sum != 0)
+            for (int k = 0; k < 4; k++) w[k] /= sum;
+    }
+}
+
+static bf_status resize_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const resize_params *q = c->params;
+    int r = q->rank;
+    size_t es = q->esize;
+    const unsigned char *x = c->in[0]->data;
+    unsigned char *o = c->out[0]->data;
+    if (bf_tensor_numel(c->out[0]) == 0) return BF_OK;
+    if (r == 0) { memcpy(o, x, es); return BF_OK; }
+    int64_t *off[BF_MAX_DIMS];
+    float *wt[BF_MAX_DIMS];
+    for (int d = 0; d < r; d++) {
+        unsigned char *base = (unsigned char *)c->scratch + q->table_off[d];
+        size_t n = (size_t)q->odims[d] * (size_t)q->taps[d];
+        off[d] = (int64_t *)(void *)base;
+        wt[d] = (float *)(void *)(base + n * sizeof(int64_t));
+        build_taps(q, d, off[d], wt[d]);
+    }
+    int last = r - 1, TL = q->taps[last];
+    int64_t len = q->odims[last], rows = 1, idx[BF_MAX_DIMS] = {0};
+    for (int d = 0; d < last; d++) rows *= q->odims[d];
+    int64_t coff[MAX_COMBOS];
+    float cw[MAX_COMBOS];
+    for (int64_t row = 0; row < rows; row++) {
+        /* the outer dims' taps for this row, multiplied out */
+        int nc = 1;
+        coff[0] = 0;
+        cw[0] = 1.0f;
+        for (int d = 0; d < last; d++) {
+            int T = q->taps[d];
+            const int64_t *od = off[d] + idx[d] * T;
+            const float *wd = wt[d] + idx[d] * T;
+            if (T == 1) {
+                for (int k = 0; k < nc; k++) coff[k] += od[0];
+                continue;
+            }
+            for (int k = nc - 1; k >= 0; k--)
+                for (int t = T - 1; t >= 0; t--) {
+                    coff[k * T + t] = coff[k] + od[t];
+                    cw[k * T + t] = cw[k] * wd[t];
+                }
+            nc *= T;
+        }
+        if (q->mode == M_NEAREST) {
+            const unsigned char *xr = x + (size_t)coff[0] * es;
+            for (int64_t k = 0; k < len; k++) bf__copy_elem(o + (size_t)k * es, xr + (size_t)off[last][k] * es, es);
+            o += (size_t)len * es;
+        } else {
+            const float *xf = (const float *)(const void *)x;
+            float *of = (float *)(void *)o;
+            if (TL == 2) {   /* bilinear's last dim: the common case, unrolled */
+                for (int64_t k = 0; k < len; k++) {
+                    const int64_t *ol = off[last] + 2 * k;
+                    const float *wl = wt[last] + 2 * k;
+                    float acc = 0;
+                    for (int cc = 0; cc < nc; cc++) {
+                        const float *xc = xf + coff[cc];
+                        acc += cw[cc] * (wl[0] * xc[ol[0]] + wl[1] * xc[ol[1]]);
+                    }
+                    of[k] = acc;
+                }
+            } else {
+                for (int64_t k = 0; k < len; k++) {
+                    const int64_t *ol = off[last] + k * TL;
+                    const float *wl = wt[last] + k * TL;
+                    float acc = 0;
+                    for (int cc = 0; cc < nc; cc++) {
+                        const float *xc = xf + coff[cc];
+                        float s = 0;
+                        for (int t = 0; t < TL; t++) s += wl[t] * xc[ol[t]];
+                        acc += cw[cc] * s;
+                    }
+                    of[k] = acc;
+                }
+            }
+            o += (size_t)len * sizeof(float);
+        }
+        for (int d = last - 1; d >= 0; d--) {
+            if (++idx[d] < q->odims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return BF_OK;
+}
 
 const bf__op bf__ops_resize[] = {
+    {"Resize", 1, 4, 1, 1, 0, resize_prepare, resize_run},
     {0},
 };

@@ -55,6 +55,19 @@ static bf_status shape_run(const bf__ctx *c, bf_error *err)
     return BF_OK;
 }
 
+/* ---- Size: the element count, like Shape known from the shape alone ---- */
+
+static bf_status size_prepare(bf__prep *p, bf_error *err)
+{
+    bf_status st = bf__need_inputs(p, 1, err);
+    if (st) return st;
+    shape_params *sp = (shape_params *)p->params;
+    sp->n = 1;
+    sp->v[0] = bf_tensor_numel(p->in[0]);
+    bf__set_shape(p->out[0], BF_I64, 0, NULL);
+    return BF_OK;
+}
+
 /* ---- Constant ---- */
 
 typedef struct const_params {
@@ -396,6 +409,7 @@ static bf_status unsqueeze_prepare(bf__prep *p, bf_error *err)
 
 const bf__op bf__ops_shape[] = {
     {"Shape", 1, 1, 1, 1, 1, shape_prepare, shape_run},
+    {"Size", 1, 1, 1, 1, 1, size_prepare, shape_run},
     {"Constant", 0, 0, 1, 1, 0, const_prepare, const_run},
     {"ConstantOfShape", 1, 1, 1, 1, 0, cos_prepare, cos_run},
     {"Identity", 1, 1, 1, 1, 0, identity_prepare, run_copy},
