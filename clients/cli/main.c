@@ -22,6 +22,7 @@ static const char usage[] =
     "                                  the tensors and bits that matter, CI gates\n"
     "  merge PART.json...              shards of one campaign into its whole result\n"
     "  plan SPEC.json                  fault population and the trials a margin needs\n"
+    "  ops                             the ONNX ops bitflip runs\n"
     "  help [COMMAND]                  this text, or a command's options\n"
     "\n"
     "Run 'bitflip help COMMAND' for a command's options. Exit codes: 0 ok, 1 a CI gate\n"
@@ -81,6 +82,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[2], "run")) return cmd_run(2, help_argv);
         if (!strcmp(argv[2], "merge")) return cmd_merge(2, help_argv);
         if (!strcmp(argv[2], "plan")) return cmd_plan(2, help_argv);
+        if (!strcmp(argv[2], "ops")) return cmd_ops(2, help_argv);
         fprintf(stderr, "bitflip: no command '%s'\n\n%s", argv[2], usage);
         return EXIT_USAGE;
     }
@@ -89,6 +91,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "merge")) return cmd_merge(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
     fprintf(stderr, "bitflip: no command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;
 }

@@ -18,6 +18,21 @@ check deep 3 "$BF" info "$tmp/deep.onnx"
 contains deep "ONNX subgraphs nested more than 64 deep at byte offset"
 contains deep "(node 'if_63' op If attribute 'then_branch'); the limit is 64 (max_graph_depth)"
 check if3 3 "$BF" info "$tmp/if3.onnx"     # within the limit: the ordinary checks refuse it
+
+# ops bitflip lacks: all of them named in one error, each with a node, and
+# where the supported list is
+check unsupported 3 "$BF" info "$tmp/unsupported.onnx"
+contains unsupported "unsupported.onnx: 2 ops that bitflip does not support, in 3 nodes: Frobnicate (node 'frob_1'), Twiddle (node 'twiddle_1')"
+contains unsupported "'bitflip ops' lists the"
+check ops 0 "$BF" ops
+contains ops "LSTM, "
+contains ops "Resize, "
+contains ops "QLinearConv, "
+n_listed=$("$BF" ops --one-per-line | wc -l)
+check ops_count 0 "$BF" ops
+contains ops_count "$n_listed ONNX ops:"
+check ops_sorted 0 sh -c "'$BF' ops --one-per-line | LC_ALL=C sort -c"
+check ops_bad_arg 2 "$BF" ops --frob
 check if3_limit 3 "$BF" info --limit model.graph-depth=2 "$tmp/if3.onnx"
 contains if3_limit "nested more than 2 deep"
 check bad_key 2 "$BF" info --limit model.depth=2 "$tmp/if3.onnx"

@@ -46,6 +46,10 @@ typedef struct bf_param_info {
 } bf_param_info;
 
 bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err);
+
+/* The ONNX ops (default domain) bitflip runs, sorted by name: up to `max`
+ * of them into names (static strings); returns how many there are. */
+size_t bf_supported_ops(const char **names, size_t max);
 /* `label` names the source in error messages (a file name, an upload id). */
 bf_status bf_model_load_buffer(const void *buf, size_t len, const char *label, bf_model **out,
                                bf_error *err);

@@ -43,8 +43,7 @@ static bf_status bind_ops(bf_model *m, bf_error *err)
     }
     if (n_missing == 0) return BF_OK;
 
-    char supported[4096];
-    bf__op_supported_list(supported, sizeof supported);
+    size_t n_ops = bf__op_names(NULL, 0);
     char list[1024];
     size_t len = 0;
     list[0] = '\0';
@@ -55,14 +54,16 @@ static bf_status bind_ops(bf_model *m, bf_error *err)
     }
     if (n_missing == 1)
         return bf_error_set(err, BF_EUNSUPPORTED,
-                            "%s: node '%s' uses op %s, which bitflip does not support (%zu node%s). Supported ops: %s",
-                            m->label, where[0], missing[0], n_nodes_missing, n_nodes_missing == 1 ? "" : "s",
-                            supported);
+                            "%s: node '%s' uses op %s, which bitflip does not support (%zu node%s); 'bitflip ops' "
+                            "lists the %zu ops it runs, docs/OPS.md their forms",
+                            m->label, where[0], missing[0], n_nodes_missing, n_nodes_missing == 1 ? "" : "s", n_ops);
     return bf_error_set(err, BF_EUNSUPPORTED,
-                        "%s: %zu ops that bitflip does not support, in %zu nodes: %s%s. Supported ops: %s", m->label,
-                        n_missing, n_nodes_missing, list, n_missing == MAX_LISTED ? ", ..." : "",
-                        supported);
+                        "%s: %zu ops that bitflip does not support, in %zu nodes: %s%s; 'bitflip ops' lists the %zu "
+                        "ops it runs, docs/OPS.md their forms", m->label,
+                        n_missing, n_nodes_missing, list, n_missing == MAX_LISTED ? ", ..." : "", n_ops);
 }
+
+size_t bf_supported_ops(const char **names, size_t max) { return bf__op_names(names, max); }
 
 bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
                                     bf_model **out, bf_error *err)

@@ -66,9 +66,9 @@ const bf__op *bf__op_find(const char *name);
 /* The ops bitflip inserts itself ("bf.Clip", "bf.AbftCheck": see
  * mitigate.c); never reachable from a model file. */
 const bf__op *bf__op_find_internal(const char *name);
-/* The supported op names, sorted and comma-separated, into buf (cut short
- * with ", ..." if it does not fit); returns buf. For error messages. */
-char *bf__op_supported_list(char *buf, size_t len);
+/* The supported op names, sorted, up to max into out; returns how many
+ * there are. */
+size_t bf__op_names(const char **out, size_t max);
 
 /* Error helper: "node 'NAME' (OP): <message>". */
 bf_status bf__node_error(bf_error *err, const bf__node *node, bf_status status, const char *fmt,

@@ -1,8 +1,7 @@
 /* The table of supported ops: each family file exports a NULL-terminated
  * array; lookup walks them. A hundred-odd entries: a linear scan is fine at
- * plan build time and never runs in the hot loop. The list users see in
- * errors is made from the same tables, so it cannot fall out of date. */
-#include <stdio.h>
+ * plan build time and never runs in the hot loop. The list users see
+ * (bitflip ops) is made from the same tables, so it cannot fall out of date. */
 #include <string.h>
 
 #include "exec/op.h"
@@ -51,20 +50,12 @@ static const char *next_name(const char *after)
     return best;
 }
 
-char *bf__op_supported_list(char *buf, size_t len)
+size_t bf__op_names(const char **out, size_t max)
 {
-    size_t used = 0;
-    if (len == 0) return buf;
-    buf[0] = '\0';
-    for (const char *n = next_name(NULL); n; n = next_name(n)) {
-        int w = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", n);
-        if (w < 0 || (size_t)w >= len - used) {
-            /* cut at the last whole name */
-            char *comma = strrchr(buf, ',');
-            if (comma && (size_t)(comma - buf) + 6 < len) strcpy(comma, ", ...");
-            break;
-        }
-        used += (size_t)w;
+    size_t n = 0;
+    for (const char *name = next_name(NULL); name; name = next_name(name)) {
+        if (n < max) out[n] = name;
+        n++;
     }
-    return buf;
+    return n;
 }

@@ -1,0 +1,44 @@
+/* bitflip ops: the ONNX ops the engine runs, from the engine's own table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitflip/bitflip.h"
+#include "cli.h"
+
+static const char help[] =
+    "usage: bitflip ops [--one-per-line]\n"
+    "\n"
+    "Lists the ONNX ops (default domain, opsets 11 to 18) that bitflip runs, sorted. A model\n"
+    "that uses another op fails to load with a message naming the op and a node that uses it.\n"
+    "docs/OPS.md says which attributes, modes and types each op supports and where its\n"
+    "results follow PyTorch rather than the letter of the ONNX spec.\n";
+
+int cmd_ops(int argc, char **argv)
+{
+    int one = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(help, stdout); return EXIT_OK; }
+        if (!strcmp(argv[i], "--one-per-line")) one = 1;
+        else return usage_error("ops", "unknown argument '%s'", argv[i]);
+    }
+    size_t n = bf_supported_ops(NULL, 0);
+    const char **names = calloc(n + 1, sizeof *names);
+    if (!names) { fputs("bitflip ops: out of memory\n", stderr); return EXIT_INFRA; }
+    bf_supported_ops(names, n);
+    if (one) {
+        for (size_t i = 0; i < n; i++) puts(names[i]);
+    } else {
+        printf("%zu ONNX ops:\n", n);
+        size_t col = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t w = strlen(names[i]) + (i + 1 < n);   /* the name and its comma */
+            if (col && col + 1 + w > 88) { putchar('\n'); col = 0; }
+            printf("%s%s%s", col ? " " : "  ", names[i], i + 1 < n ? "," : "");
+            col += (col ? 1 : 2) + w;
+        }
+        putchar('\n');
+    }
+    free(names);
+    return EXIT_OK;
+}
