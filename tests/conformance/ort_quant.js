@@ -19,7 +19,8 @@ const fs = require('fs');
 const path = require('path');
 
 function loadOrt() {
-  const roots = [path.join(__dirname, '..', '..', 'bench', 'node_modules'), ...(module.paths || [])];
+  const roots = [process.env.BF_ORT_MODULES, path.join(__dirname, '..', '..', 'bench', 'node_modules'),
+                 ...(module.paths || [])].filter(Boolean);
   for (const r of roots) {
     try { return require(path.join(r, 'onnxruntime-node')); } catch (e) { /* next */ }
   }
