@@ -19,5 +19,15 @@ bf_status bf__batchnorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err);
 bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err);
+/* Mean and (biased) variance of x[0, len) in PyTorch's CPU order and
+ * float rounding (see linalg_norm.c). */
+void bf__row_moments(const float *x, int64_t len, float *mean, float *var);
+/* the nn family's normalisations, registered in nn.c */
+bf_status bf__instnorm_prepare(bf__prep *p, bf_error *err);
+bf_status bf__instnorm_run(const bf__ctx *c, bf_error *err);
+bf_status bf__groupnorm_prepare(bf__prep *p, bf_error *err);
+bf_status bf__groupnorm_run(const bf__ctx *c, bf_error *err);
+bf_status bf__lpnorm_prepare(bf__prep *p, bf_error *err);
+bf_status bf__lpnorm_run(const bf__ctx *c, bf_error *err);
 
 #endif
