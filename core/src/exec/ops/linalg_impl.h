@@ -13,6 +13,7 @@ bf_status bf__avgpool_prepare(bf__prep *p, bf_error *err);
 bf_status bf__pool_run(const bf__ctx *c, bf_error *err);
 bf_status bf__gap_prepare(bf__prep *p, bf_error *err);
 bf_status bf__gap_run(const bf__ctx *c, bf_error *err);
+bf_status bf__gmp_run(const bf__ctx *c, bf_error *err);   /* with bf__gap_prepare */
 
 /* linalg_norm.c */
 bf_status bf__batchnorm_prepare(bf__prep *p, bf_error *err);
@@ -29,5 +30,13 @@ bf_status bf__groupnorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__groupnorm_run(const bf__ctx *c, bf_error *err);
 bf_status bf__lpnorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__lpnorm_run(const bf__ctx *c, bf_error *err);
+
+/* nn_convtranspose.c */
+bf_status bf__convt_prepare(bf__prep *p, bf_error *err);
+bf_status bf__convt_run(const bf__ctx *c, bf_error *err);
+
+/* nn_einsum.c */
+bf_status bf__einsum_prepare(bf__prep *p, bf_error *err);
+bf_status bf__einsum_run(const bf__ctx *c, bf_error *err);
 
 #endif

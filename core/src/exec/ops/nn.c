@@ -9,5 +9,8 @@ const bf__op bf__ops_nn[] = {
     {"InstanceNormalization", 3, 3, 1, 1, 0, bf__instnorm_prepare, bf__instnorm_run},
     {"GroupNormalization", 3, 3, 1, 1, 0, bf__groupnorm_prepare, bf__groupnorm_run},
     {"LpNormalization", 1, 1, 1, 1, 0, bf__lpnorm_prepare, bf__lpnorm_run},
+    {"GlobalMaxPool", 1, 1, 1, 1, 0, bf__gap_prepare, bf__gmp_run},
+    {"ConvTranspose", 2, 3, 1, 1, 0, bf__convt_prepare, bf__convt_run},
+    {"Einsum", 1, -1, 1, 1, 0, bf__einsum_prepare, bf__einsum_run},
     {0},
 };
