@@ -20,8 +20,9 @@ bf_status bf__batchnorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err);
 bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err);
-/* Mean and (biased) variance of x[0, len) in PyTorch's CPU order and
- * float rounding (see linalg_norm.c). */
+/* Mean and (biased) variance of x[0, len), in float, overflowing to Inf
+ * and NaN exactly where PyTorch's CPU LayerNorm/GroupNorm statistics do
+ * (see linalg_norm.c). */
 void bf__row_moments(const float *x, int64_t len, float *mean, float *var);
 /* the nn family's normalisations, registered in nn.c */
 bf_status bf__instnorm_prepare(bf__prep *p, bf_error *err);

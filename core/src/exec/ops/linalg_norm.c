@@ -175,7 +175,7 @@ static void mom_merge(int64_t add_n, const float *add_m1, const float *add_m2, i
     *n = tot;
 }
 
-void bf__row_moments(const float *restrict x, int64_t len, float *mean, float *var)
+static void welford_moments(const float *restrict x, int64_t len, float *mean, float *var)
 {
     int64_t nv = len / MOM_LANES, chunks = (nv + MOM_CHUNK - 1) / MOM_CHUNK;
     int depth = 1;
@@ -217,6 +217,63 @@ void bf__row_moments(const float *restrict x, int64_t len, float *mean, float *v
     *var = m2 / (float)len;
 }
 
+/* Two-pass mean and variance, vectorised: 16 lanes of float sums (the
+ * lanes keep the rounding of a blocked sum). */
+static float sum_sq_dev(const float *restrict x, int64_t n, float mean)
+{
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) {
+            float t = x[i + j] - mean;
+            acc[j] += t * t;
+        }
+    for (int j = 0; i < n; i++, j++) {
+        float t = x[i] - mean;
+        acc[j] += t * t;
+    }
+    for (int h = 8; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+    return acc[0];
+}
+
+/* Largest |x| (NaN ignored: the row's sum catches it). */
+static float max_abs(const float *restrict x, int64_t n)
+{
+    float m[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) {
+            float a = fabsf(x[i + j]);
+            m[j] = a > m[j] ? a : m[j];
+        }
+    for (int j = 0; i < n; i++, j++) {
+        float a = fabsf(x[i]);
+        m[j] = a > m[j] ? a : m[j];
+    }
+    float r = 0.0f;
+    for (int j = 0; j < 16; j++) r = m[j] > r ? m[j] : r;
+    return r;
+}
+
+/* The Welford order is latency-bound, several times slower than two
+ * passes, and only its overflows matter: when every |x| is below
+ * sqrt(1e37 / (4 len)), no intermediate of either method can reach 3.4e38
+ * (lane means, deltas, m2 and their merges stay under 1e37), so both give
+ * finite statistics that differ by rounding only, and the fast two-pass
+ * form is used. Rows with larger values, Inf or NaN take PyTorch's order. */
+void bf__row_moments(const float *restrict x, int64_t len, float *mean, float *var)
+{
+    float m = bf__sum16_f32(x, len) / (float)len;
+    double safe = sqrt(1e37 / (4.0 * (double)len));
+    if (m == m && (double)max_abs(x, len) < safe) {
+        *mean = m;
+        *var = sum_sq_dev(x, len, m) / (float)len;
+        return;
+    }
+    welford_moments(x, len, mean, var);
+}
+
 /* y = (x * rstd - rstd * mean) * scale + B: PyTorch's CPU kernel, term for
  * term, so that a scale of 1e38 overflows (or not) where it does there. */
 bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err)
@@ -228,17 +285,21 @@ bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err)
     float *y = c->out[0]->data;
     int64_t d = lp->d;
     if (d == 0) return BF_OK;
-    int64_t ss = lp->scale_full, bs = bias && lp->bias_full;
     for (int64_t r = 0; r < lp->rows; r++) {
         const float *restrict xr = x + r * d;
         float *restrict yr = y + r * d;
         float mean, var;
         bf__row_moments(xr, d, &mean, &var);
         float rstd = 1.0f / sqrtf(var + lp->eps), shift = -rstd * mean;
-        if (bias)
-            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] * rstd + shift) * scale[i * ss] + bias[i * bs];
+        /* one plain loop per parameter shape, so each vectorises */
+        if (lp->scale_full)
+            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] * rstd + shift) * scale[i];
         else
-            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] * rstd + shift) * scale[i * ss];
+            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] * rstd + shift) * scale[0];
+        if (bias && lp->bias_full)
+            for (int64_t i = 0; i < d; i++) yr[i] += bias[i];
+        else if (bias)
+            for (int64_t i = 0; i < d; i++) yr[i] += bias[0];
     }
     return BF_OK;
 }
