@@ -116,6 +116,15 @@ def norm_cases():
     y = y * T(np.repeat(s, 2)).view(1, 6, 1, 1) + T(np.repeat(b, 2)).view(1, 6, 1, 1)
     yield Case("nn_groupnorm_18", "GroupNormalization", {"x": x, "s": s, "b": b}, {"y": y.numpy()},
                attrs={"num_groups": 3}, opset=18, consts={"s", "b"}, rtol=1e-4, atol=1e-5)
+    # as exported: InstanceNorm2d is one node; GroupNorm (opset <= 17) is
+    # Reshape + InstanceNormalization + Reshape + Mul + Add
+    inorm, gnorm = torch.nn.InstanceNorm2d(4, affine=True), torch.nn.GroupNorm(2, 6)
+    with torch.no_grad():
+        for mod, seed in ((inorm, 90), (gnorm, 92)):
+            mod.weight.copy_(T(randf(seed, mod.weight.numel(), lo=0.5, hi=1.5)))
+            mod.bias.copy_(T(randf(seed + 1, mod.bias.numel())))
+    yield exported("nn_instancenorm_export13", inorm, randf(94, 2, 4, 5, 3), opset=13, rtol=1e-4, atol=1e-5)
+    yield exported("nn_groupnorm_export17", gnorm, randf(95, 2, 6, 4, 3), opset=17, rtol=1e-4, atol=1e-5)
     x = randf(29, 3, 4, 5)
     x[0, :, 1] = 0
     for axis, p in ((-1, 2), (1, 1), (0, 2)):
