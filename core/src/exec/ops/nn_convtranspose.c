@@ -104,6 +104,12 @@ bf_status bf__convt_prepare(bf__prep *p, bf_error *err)
                                   "spatial dim %d: stride %lld, dilation %lld, output_padding %lld; stride and "
                                   "dilation must be >= 1, output_padding >= 0",
                                   i, (long long)s, (long long)d, (long long)op);
+        /* sizes come from the file: keep every product below 2^40 before forming it */
+        if ((double)s * (double)in + (double)k * (double)d + (double)op > (double)((int64_t)1 << 40) ||
+            (gos && (oshape[i] < 0 || oshape[i] > ((int64_t)1 << 40))))
+            return bf__node_error(err, nd, BF_EUNSUPPORTED, "spatial dim %d: the output would be too large (input %lld, "
+                                  "stride %lld, kernel %lld, dilation %lld)",
+                                  i, (long long)in, (long long)s, (long long)k, (long long)d);
         int64_t ext = (k - 1) * d + 1, full = s * (in - 1) + op + ext, out, pb;
         if (gos || upper || lower) {
             /* the spec's total padding, split with the odd one at the end for
@@ -126,6 +132,9 @@ bf_status bf__convt_prepare(bf__prep *p, bf_error *err)
     }
     cp->n = x->dims[0], cp->c = c, cp->m = m, cp->group = group, cp->cg = c / group, cp->mg = m / group;
     cp->isp = cp->in[0] * cp->in[1] * cp->in[2];
+    if ((double)cp->out[0] * (double)cp->out[1] * (double)cp->out[2] * (double)cp->n * (double)m > (double)((int64_t)1 << 40))
+        return bf__node_error(err, nd, BF_EUNSUPPORTED, "the output [%lld, %lld, ...] would have more than 2^40 elements",
+                              (long long)cp->n, (long long)m);
     cp->osp = cp->out[0] * cp->out[1] * cp->out[2];
     cp->ksp = cp->k[0] * cp->k[1] * cp->k[2];
     cp->has_bias = b != NULL;

@@ -13,7 +13,7 @@
 #include "exec/op.h"
 #include "linalg_impl.h"
 
-enum { EIN_OPS = 4, EIN_LABELS = 24 };
+enum { EIN_OPS = 4, EIN_LABELS = 24, EIN_TERM_MAX = 64 };
 
 typedef struct ein_params {
     int n_ops, n_labels, n_out;         /* labels: the output's first, then the contracted */
@@ -26,7 +26,7 @@ static_assert(sizeof(ein_params) <= BF__OP_PARAMS_MAX, "einsum params too large"
  * 0..51 letters, 52 + k the k-th ellipsis dim counted from the right. */
 typedef struct term {
     int n;               /* letters and the ellipsis position */
-    int code[BF_MAX_DIMS + 1];
+    int code[EIN_TERM_MAX];
     int ell;             /* index in code[] of the ellipsis, -1 if none */
 } term;
 
@@ -44,13 +44,13 @@ static int parse_term(const char *s, const char *e, term *t)
     while (s < e) {
         if (*s == ' ') { s++; continue; }
         if (*s == '.') {
-            if (e - s < 3 || s[1] != '.' || s[2] != '.' || t->ell >= 0) return 0;
+            if (e - s < 3 || s[1] != '.' || s[2] != '.' || t->ell >= 0 || t->n >= EIN_TERM_MAX) return 0;
             t->ell = t->n++;
             s += 3;
             continue;
         }
         int l = letter(*s++);
-        if (l < 0 || t->n >= BF_MAX_DIMS + 1) return 0;
+        if (l < 0 || t->n >= EIN_TERM_MAX) return 0;
         t->code[t->n++] = l;
     }
     return 1;
@@ -141,7 +141,12 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
         out.n = 0, out.ell = -1;
         if (n_ell > 0) out.ell = out.n++;
         for (int l = 0; l < 52; l++)
-            if (count[l] == 1) out.code[out.n++] = l;
+            if (count[l] == 1) {
+                if (out.n >= BF_MAX_DIMS + 1)
+                    return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': the implicit output has more "
+                                          "than %d dims", eq, BF_MAX_DIMS);
+                out.code[out.n++] = l;
+            }
     }
     /* label order: output dims first, then contracted letters, then contracted ellipsis dims */
     int order[52 + BF_MAX_DIMS], nl = 0, in_out[52 + BF_MAX_DIMS] = {0};
