@@ -98,11 +98,11 @@ static void einsum_hand_and_errors(void **state)
     (void)state;
     /* "ij,jk->ik": [[1, 2]] x [[3], [4]] = [[11]]; "ii": trace; "i,j": outer */
     float av[] = {1, 2}, bv[] = {3, 4}, mv[] = {1, 2, 3, 4}, ov[] = {3, 4, 6, 8};
-    int64_t da[2] = {1, 2}, db[2] = {2, 1}, d11[2] = {1, 1}, dm[2] = {2, 2}, dv[1] = {2};
+    int64_t da[2] = {1, 2}, db[2] = {2, 1}, d11[2] = {1, 1}, dm[2] = {2, 2}, dv[1] = {2}, d1[1] = {1};
     bf_tensor a = th_tensor_f32(av, 2, da), b = th_tensor_f32(bv, 2, db), m = th_tensor_f32(mv, 2, dm);
     bf_tensor va = th_tensor_f32(av, 1, dv), vb = th_tensor_f32(bv, 1, dv);
     float r11[] = {11}, tr[] = {5};
-    bf_tensor want = th_tensor_f32(r11, 2, d11), want_tr = th_tensor_f32(tr, 1, dv), want_outer = th_tensor_f32(ov, 2, dm);
+    bf_tensor want = th_tensor_f32(r11, 2, d11), want_tr = th_tensor_f32(tr, 1, d1), want_outer = th_tensor_f32(ov, 2, dm);
     const bf_tensor *ab[2] = {&a, &b}, *mm[1] = {&m}, *vv[2] = {&va, &vb};
     bf__attr e1[1] = {th_attr_string("equation", "ij,jk->ik")};
     expect_exact("Einsum", e1, 1, ab, 2, &want);
