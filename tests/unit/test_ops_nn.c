@@ -128,6 +128,34 @@ static void einsum_hand_and_errors(void **state)
     th_tensor_free(&want), th_tensor_free(&want_tr), th_tensor_free(&want_outer);
 }
 
+/* The batched-product path (bf__sgemm) gives each element the in-order
+ * chain of fused multiply-adds over the contracted subscripts, the bits
+ * the plain loop gives: "bhqk" attention scores against that chain. */
+static void einsum_gemm_is_the_chain(void **state)
+{
+    (void)state;
+    int64_t dq[4] = {2, 3, 5, 16}, dk[4] = {2, 3, 7, 16};
+    bf_tensor q = th_tensor_rand(11, 4, dq), k = th_tensor_rand(12, 4, dk);
+    const bf_tensor *in[2] = {&q, &k};
+    bf__attr eq[1] = {th_attr_string("equation", "bhqd,bhkd->bhqk")};
+    bf_tensor out;
+    bf_error err = {0};
+    if (th_run_op("Einsum", 13, eq, 1, in, 2, &out, 1, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(out.ndim, 4);
+    const float *qv = q.data, *kv = k.data, *y = out.data;
+    for (int64_t bh = 0; bh < 6; bh++)
+        for (int64_t i = 0; i < 5; i++)
+            for (int64_t j = 0; j < 7; j++) {
+                float s = 0.0f;
+                for (int64_t d = 0; d < 16; d++) s = fmaf(qv[(bh * 5 + i) * 16 + d], kv[(bh * 7 + j) * 16 + d], s);
+                if (y[(bh * 5 + i) * 7 + j] != s) fail_msg("element %lld, %lld, %lld: %.9g, the chain gives %.9g",
+                                                           (long long)bh, (long long)i, (long long)j,
+                                                           y[(bh * 5 + i) * 7 + j], s);
+            }
+    th_free(&out, 1);
+    th_tensor_free(&q), th_tensor_free(&k);
+}
+
 static void norms_hand_and_errors(void **state)
 {
     (void)state;
@@ -170,6 +198,7 @@ int main(void)
         cmocka_unit_test(convtranspose_hand),
         cmocka_unit_test(convtranspose_errors),
         cmocka_unit_test(einsum_hand_and_errors),
+        cmocka_unit_test(einsum_gemm_is_the_chain),
         cmocka_unit_test(norms_hand_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -210,6 +210,12 @@ def einsum_cases():
         ("ellipsis", "...ij,...jk->...ik", [(2, 3, 4, 5), (3, 5, 2)]),
         ("ellipsis_bcast", "...ij,...jk", [(2, 1, 4, 5), (3, 5, 2)]),
         ("sum_axis", "ijk->ik", [(3, 4, 5)]),
+        # two operands that are not a plain batched product (the loop path)
+        ("sum_one_side", "ij,jk->k", [(3, 4), (4, 5)]),
+        ("diag_two", "ii,ij->j", [(4, 4), (4, 3)]),
+        # batched products with the roles in unusual places (the sgemm path)
+        ("roles_permuted", "kbm,nkb->nbm", [(6, 2, 3), (4, 6, 2)]),
+        ("multi_k", "abcd,cdbe->aeb", [(2, 3, 4, 5), (4, 5, 3, 2)]),
     ]
     for i, (name, eq, shapes) in enumerate(ops):
         xs = [randf(50 + 7 * i + j, *s) for j, s in enumerate(shapes)]

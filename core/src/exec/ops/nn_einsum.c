@@ -6,12 +6,14 @@
  * of those subscripts (the last one innermost, as a chain of fused
  * multiply-adds for two operands, the chain bf__sgemm gives a MatMul). */
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "exec/op.h"
 #include "linalg_impl.h"
+#include "sgemm.h"
 
 enum { EIN_OPS = 4, EIN_LABELS = 24, EIN_TERM_MAX = 64 };
 
@@ -19,6 +21,14 @@ typedef struct ein_params {
     int n_ops, n_labels, n_out;         /* labels: the output's first, then the contracted */
     int64_t size[EIN_LABELS];
     int64_t stride[EIN_OPS][EIN_LABELS]; /* elements to step operand i when label l moves; 0: absent or broadcast */
+    /* Two operands, no diagonal, nothing summed out of one operand alone:
+     * a batched matrix product. Labels by role (indices into the above):
+     * batch (both operands and the output), m (first and output), n (second
+     * and output), k (both, contracted), each group in label order. */
+    int gemm, nb, nm, nn, nk;
+    int8_t lb[EIN_LABELS], lm[EIN_LABELS], ln[EIN_LABELS], lk[EIN_LABELS];
+    int64_t batch, m, n, k;
+    int64_t out_stride[EIN_LABELS];     /* output labels: elements to step the output */
 } ein_params;
 static_assert(sizeof(ein_params) <= BF__OP_PARAMS_MAX, "einsum params too large");
 
@@ -53,6 +63,33 @@ static int parse_term(const char *s, const char *e, term *t)
         if (l < 0 || t->n >= EIN_TERM_MAX) return 0;
         t->code[t->n++] = l;
     }
+    return 1;
+}
+
+/* Sorts the labels of a two-operand equation into the roles of a batched
+ * matrix product and sizes its scratch; 0 when the equation is not one
+ * (a diagonal, a subscript summed in one operand only) or is too large. */
+static int gemm_roles(ein_params *ep, int occ[EIN_OPS][EIN_LABELS], bf__prep *p)
+{
+    ep->nb = ep->nm = ep->nn = ep->nk = 0;
+    ep->batch = ep->m = ep->n = ep->k = 1;
+    for (int l = 0; l < ep->n_labels; l++) {
+        if (occ[0][l] > 1 || occ[1][l] > 1) return 0;   /* a diagonal */
+        /* an operand without the subscript (or with a broadcast size-1
+         * '...' dim) does not move along it: a subscript in one operand and
+         * the output is that operand's rows or columns */
+        int a = occ[0][l] == 1, b = occ[1][l] == 1, out = l < ep->n_out;
+        if (out && (a == b)) ep->lb[ep->nb++] = (int8_t)l, ep->batch *= ep->size[l];
+        else if (out && a) ep->lm[ep->nm++] = (int8_t)l, ep->m *= ep->size[l];
+        else if (out) ep->ln[ep->nn++] = (int8_t)l, ep->n *= ep->size[l];
+        else if (a == b) ep->lk[ep->nk++] = (int8_t)l, ep->k *= ep->size[l];
+        else return 0;                                   /* summed in one operand only */
+    }
+    double floats = (double)ep->batch * ((double)ep->m * (double)ep->k + (double)ep->k * (double)ep->n +
+                                         (double)ep->m * (double)ep->n);
+    if (ep->m > INT_MAX || ep->n > INT_MAX || ep->k > INT_MAX || floats * sizeof(float) > (double)((size_t)1 << 32))
+        return 0;
+    p->scratch = (size_t)floats * sizeof(float);
     return 1;
 }
 
@@ -170,6 +207,7 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
     for (int l = 0; l < n_out; l++) odims[ond++] = size[order[l]];
     /* strides: repeated subscripts add up (the diagonal); size-1 ellipsis dims broadcast */
     memset(ep->stride, 0, sizeof ep->stride);
+    int occ[EIN_OPS][EIN_LABELS] = {{0}};
     for (int i = 0; i < n; i++) {
         const bf_tensor *x = p->in[i];
         int64_t st_[BF_MAX_DIMS], acc = 1;
@@ -186,18 +224,67 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
             for (int k = 0; k < nc; k++, dim++) {
                 if (x->dims[dim] == 1 && codes[k] >= 52) continue;   /* broadcast */
                 for (int l = 0; l < nl; l++)
-                    if (order[l] == codes[k]) ep->stride[i][l] += st_[dim];
+                    if (order[l] == codes[k]) ep->stride[i][l] += st_[dim], occ[i][l]++;
             }
         }
     }
+    int64_t acc = 1;
+    for (int l = n_out - 1; l >= 0; l--) ep->out_stride[l] = acc, acc *= ep->size[l];
+    ep->gemm = n == 2 && gemm_roles(ep, occ, p);
     bf__set_shape(p->out[0], BF_F32, ond, odims);
     return BF_OK;
+}
+
+/* Copies the elements of src at the labels `ls` (row-major: the last label
+ * fastest) to dst, contiguous; `scatter` copies the other way. */
+static void pack(const ein_params *ep, const int8_t *const *groups, const int *counts, int n_groups,
+                 const int64_t *stride, float *src_or_dst, const float *src, float *dst)
+{
+    int8_t ls[EIN_LABELS];
+    int nl = 0;
+    for (int g = 0; g < n_groups; g++)
+        for (int j = 0; j < counts[g]; j++) ls[nl++] = groups[g][j];
+    int64_t idx[EIN_LABELS] = {0}, off = 0, total = 1;
+    for (int j = 0; j < nl; j++) total *= ep->size[ls[j]];
+    for (int64_t e = 0; e < total; e++) {
+        if (src) dst[e] = src[off];
+        else src_or_dst[off] = dst[e];
+        for (int j = nl - 1; j >= 0; j--) {
+            off += stride[ls[j]];
+            if (++idx[j] < ep->size[ls[j]]) break;
+            off -= stride[ls[j]] * ep->size[ls[j]];
+            idx[j] = 0;
+        }
+    }
+}
+
+/* The batched product: A packed as [batch, m, k], B as [batch, k, n],
+ * bf__sgemm per batch (each element the in-order chain over k, as the
+ * loop below computes it), the product scattered into the output. */
+static void einsum_gemm(const ein_params *ep, const float *a, const float *b, float *y, float *scratch)
+{
+    float *pa = scratch, *pb = pa + ep->batch * ep->m * ep->k, *pc = pb + ep->batch * ep->k * ep->n;
+    const int8_t *ga[3] = {ep->lb, ep->lm, ep->lk}, *gb[3] = {ep->lb, ep->lk, ep->ln}, *gc[3] = {ep->lb, ep->lm, ep->ln};
+    int ca[3] = {ep->nb, ep->nm, ep->nk}, cb[3] = {ep->nb, ep->nk, ep->nn}, cc[3] = {ep->nb, ep->nm, ep->nn};
+    pack(ep, ga, ca, 3, ep->stride[0], NULL, a, pa);
+    pack(ep, gb, cb, 3, ep->stride[1], NULL, b, pb);
+    int m = (int)ep->m, n = (int)ep->n, k = (int)ep->k;
+    for (int64_t t = 0; t < ep->batch; t++) {
+        float *ct = pc + t * ep->m * ep->n;
+        if (k == 0) memset(ct, 0, sizeof(float) * (size_t)(ep->m * ep->n));
+        else if (m > 0 && n > 0) bf__sgemm(0, 0, m, n, k, 1.0f, pa + t * ep->m * ep->k, k, pb + t * ep->k * ep->n, n, 0, ct, n);
+    }
+    pack(ep, gc, cc, 3, ep->out_stride, y, NULL, pc);
 }
 
 bf_status bf__einsum_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const ein_params *ep = c->params;
+    if (ep->gemm) {
+        einsum_gemm(ep, c->in[0]->data, c->in[1]->data, c->out[0]->data, c->scratch);
+        return BF_OK;
+    }
     float *y = c->out[0]->data;
     const float *x[EIN_OPS];
     for (int i = 0; i < ep->n_ops; i++) x[i] = c->in[i]->data;
