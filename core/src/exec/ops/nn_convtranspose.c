@@ -20,8 +20,9 @@ typedef struct convt_params {
 } convt_params;
 static_assert(sizeof(convt_params) <= BF__OP_PARAMS_MAX, "convtranspose params too large");
 
-/* Reads the ints attribute `name` into v[0, r) (default def); a value count
- * other than r (or, for output_shape, r + 2: N and C first) is an error. */
+/* Reads the ints attribute `name` into v[0, r) (default def) and, if
+ * `given`, whether it was there; a value count other than r (or, for
+ * output_shape, r + 2: N and C first) is an error. */
 static bf_status spatial_ints(const bf__node *nd, const char *name, int r, int64_t def, int64_t *v, int *given,
                               bf_error *err)
 {
@@ -29,7 +30,7 @@ static bf_status spatial_ints(const bf__node *nd, const char *name, int r, int64
     int cnt;
     bf_status st = bf__attr_ints(nd, name, buf, 6, &cnt, err);
     if (st) return st;
-    *given = cnt >= 0;
+    if (given) *given = cnt >= 0;
     int skip = strcmp(name, "output_shape") == 0 && cnt == r + 2 ? 2 : 0;
     if (cnt >= 0 && cnt - skip != r)
         return bf__node_error(err, nd, BF_EFORMAT, "attribute '%s' has %d values; expected %d (one per spatial dim)",
@@ -69,15 +70,14 @@ bf_status bf__convt_prepare(bf__prep *p, bf_error *err)
         return bf__node_error(err, nd, BF_ESHAPE, "input B has shape %s; expected [M] = [W dim 1 * group] = [%lld]",
                               bf_shape_str(b->dims, b->ndim, sw, sizeof sw), (long long)m);
     int64_t ks[3], ss[3], ds[3], ops[3], oshape[3], pads[6];
-    int gk, gs, gd, gop, gos, np;
+    int gk, gos, np;
     if ((st = spatial_ints(nd, "kernel_shape", r, 0, ks, &gk, err)) ||
-        (st = spatial_ints(nd, "strides", r, 1, ss, &gs, err)) ||
-        (st = spatial_ints(nd, "dilations", r, 1, ds, &gd, err)) ||
-        (st = spatial_ints(nd, "output_padding", r, 0, ops, &gop, err)) ||
+        (st = spatial_ints(nd, "strides", r, 1, ss, NULL, err)) ||
+        (st = spatial_ints(nd, "dilations", r, 1, ds, NULL, err)) ||
+        (st = spatial_ints(nd, "output_padding", r, 0, ops, NULL, err)) ||
         (st = spatial_ints(nd, "output_shape", r, 0, oshape, &gos, err)) ||
         (st = bf__attr_ints(nd, "pads", pads, 6, &np, err)))
         return st;
-    (void)gs, (void)gd, (void)gop;   /* defaults do for these */
     if (np >= 0 && np != 2 * r)
         return bf__node_error(err, nd, BF_EFORMAT,
                               "attribute 'pads' has %d values; expected %d (begin and end per spatial dim)", np, 2 * r);
