@@ -819,13 +819,19 @@ static void ln_hand_and_errors(void **state)
     bf_tensor s3 = th_tensor_rand(1, 1, d3);
     const bf_tensor *in3[3] = {&x, &s3, &b};
     expect_error("LayerNormalization", NULL, 0, in3, 3, 1, BF_ESHAPE, "input Scale has shape [3]");
-    /* a huge value (an exponent bit flip): the squared deviation overflows
-     * float, the variance is Inf and the row collapses to B, as in PyTorch */
-    ((float *)x.data)[1] = 1e30f;
+    /* huge values (exponent bit flips), with what PyTorch 1.13 gives for
+     * them (F.layer_norm on CPU): at 3e19 the squared deviation overflows
+     * float, the variance is Inf and the row collapses to B; at 1e30 the
+     * Welford merge multiplies an overflowed delta^2 by 0 and the row is NaN */
     bf_tensor out;
     bf_error err;
+    ((float *)x.data)[1] = 3e19f;
     assert_int_equal(th_run_op("LayerNormalization", 17, NULL, 0, in, 3, &out, 1, &err), BF_OK);
     assert_true(((float *)out.data)[0] == 1.0f && ((float *)out.data)[1] == 1.0f);
+    th_free(&out, 1);
+    ((float *)x.data)[1] = 1e30f;
+    assert_int_equal(th_run_op("LayerNormalization", 17, NULL, 0, in, 3, &out, 1, &err), BF_OK);
+    assert_true(isnan(((float *)out.data)[0]) && isnan(((float *)out.data)[1]));
     th_free(&out, 1);
     th_tensor_free(&x), th_tensor_free(&sc), th_tensor_free(&b), th_tensor_free(&want), th_tensor_free(&s3);
 }

@@ -1,6 +1,9 @@
-/* Normalisations: BatchNormalization (inference) and LayerNormalization.
- * Per-channel and per-row statistics are read from the inputs at every run:
- * scale, bias, mean and variance are parameters that faults rewrite. */
+/* Normalisations: BatchNormalization (inference), LayerNormalization,
+ * InstanceNormalization, GroupNormalization, LpNormalization. Statistics
+ * are read from the inputs at every run: scale, bias, mean and variance are
+ * parameters that faults rewrite. Each computes its statistics the way
+ * PyTorch's CPU kernel for the op does, so that huge or Inf inputs give
+ * NaN and Inf where PyTorch gives them (docs/NUMERICS.md). */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -126,7 +129,7 @@ bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err)
         (st = bf__attr_float(nd, "epsilon", 1e-5f, &lp->eps, err)) ||
         (st = bf__attr_int(nd, "stash_type", 1, &stash, err)))
         return st;
-    (void)stash;                /* statistics are computed in float whatever it asks */
+    (void)stash;                /* statistics in float whatever it asks, as PyTorch computes them */
     if (bf__output_wanted(p, 1) || bf__output_wanted(p, 2))
         return bf__node_error(err, nd, BF_EUNSUPPORTED,
                               "outputs Mean and InvStdDev are not supported; only Y");
@@ -148,6 +151,74 @@ bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
+/* PyTorch's row moments (ATen's RowwiseMoments on CPU), reproduced step for
+ * step because under faults its NaN/Inf pattern is what users see: Welford
+ * in 8 float lanes over chunks of 16 vectors, the chunks merged in a binary
+ * cascade, the leftover tail in a scalar Welford, the lanes merged into it
+ * last. A merge into an empty state multiplies delta^2 by 0, so a lane mean
+ * beyond ~1.8e19 makes delta^2 Inf and the row NaN, where a plain two-pass
+ * variance would give Inf and a row of B (docs/NUMERICS.md). 8 lanes: the
+ * AVX2 build PyTorch runs on x86-64 (Debian's, and the wheels without
+ * AVX-512 dispatch). */
+enum { MOM_LANES = 8, MOM_CHUNK = 16, MOM_DEPTH = 64 };
+
+static void mom_merge(int64_t add_n, const float *add_m1, const float *add_m2, int64_t *n, float *m1,
+                      float *m2, int lanes)
+{
+    int64_t tot = *n + add_n;
+    float c = tot == 0 ? 0.0f : (float)add_n / (float)tot, n0 = (float)*n;
+    for (int l = 0; l < lanes; l++) {
+        float d = add_m1[l] - m1[l];
+        m1[l] += c * d;
+        m2[l] += add_m2[l] + d * d * c * n0;
+    }
+    *n = tot;
+}
+
+static void welford_moments(const float *restrict x, int64_t len, float *mean, float *var)
+{
+    int64_t nv = len / MOM_LANES, chunks = (nv + MOM_CHUNK - 1) / MOM_CHUNK;
+    int depth = 1;
+    while (depth < MOM_DEPTH - 1 && ((int64_t)1 << depth) < chunks) depth++;
+    int64_t cnt[MOM_DEPTH] = {0};
+    float s1[MOM_DEPTH][MOM_LANES] = {{0}}, s2[MOM_DEPTH][MOM_LANES] = {{0}};
+    for (int64_t i = 0; i < chunks; i++) {
+        const float *xc = x + i * MOM_CHUNK * MOM_LANES;
+        int64_t k = nv - i * MOM_CHUNK < MOM_CHUNK ? nv - i * MOM_CHUNK : MOM_CHUNK;
+        float a1[MOM_LANES] = {0}, a2[MOM_LANES] = {0};
+        for (int64_t j = 0; j < k; j++) {
+            float r = 1.0f / (float)(j + 1);
+            for (int l = 0; l < MOM_LANES; l++) {
+                float v = xc[j * MOM_LANES + l], d = v - a1[l];
+                a1[l] += d * r;
+                a2[l] += d * (v - a1[l]);
+            }
+        }
+        mom_merge(k, a1, a2, &cnt[0], s1[0], s2[0], MOM_LANES);
+        int64_t mask = i + 1;
+        for (int j = 1; j < depth && (mask & 1) == 0; j++, mask >>= 1) {
+            mom_merge(cnt[j - 1], s1[j - 1], s2[j - 1], &cnt[j], s1[j], s2[j], MOM_LANES);
+            cnt[j - 1] = 0;
+            memset(s1[j - 1], 0, sizeof s1[j - 1]);
+            memset(s2[j - 1], 0, sizeof s2[j - 1]);
+        }
+    }
+    for (int j = 1; j < depth; j++) mom_merge(cnt[j], s1[j], s2[j], &cnt[0], s1[0], s2[0], MOM_LANES);
+    int64_t n = 0;
+    float m1 = 0.0f, m2 = 0.0f;
+    for (int64_t i = nv * MOM_LANES; i < len; i++) {
+        float d = x[i] - m1;
+        n++;
+        m1 += d / (float)n;
+        m2 += d * (x[i] - m1);
+    }
+    for (int l = 0; l < MOM_LANES; l++) mom_merge(nv, &s1[0][l], &s2[0][l], &n, &m1, &m2, 1);
+    *mean = m1;
+    *var = m2 / (float)len;
+}
+
+/* Two-pass mean and variance, vectorised: 16 lanes of float sums (the
+ * lanes keep the rounding of a blocked sum). */
 static float sum_sq_dev(const float *restrict x, int64_t n, float mean)
 {
     float acc[16] = {0};
@@ -166,9 +237,45 @@ static float sum_sq_dev(const float *restrict x, int64_t n, float mean)
     return acc[0];
 }
 
-/* Two-pass mean and variance in float (PyTorch accumulates in float too, so
- * a squared deviation that overflows makes the variance Inf and the row B,
- * as there). */
+/* Largest |x| (NaN ignored: the row's sum catches it). */
+static float max_abs(const float *restrict x, int64_t n)
+{
+    float m[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) {
+            float a = fabsf(x[i + j]);
+            m[j] = a > m[j] ? a : m[j];
+        }
+    for (int j = 0; i < n; i++, j++) {
+        float a = fabsf(x[i]);
+        m[j] = a > m[j] ? a : m[j];
+    }
+    float r = 0.0f;
+    for (int j = 0; j < 16; j++) r = m[j] > r ? m[j] : r;
+    return r;
+}
+
+/* The Welford order is latency-bound, several times slower than two
+ * passes, and only its overflows matter: when every |x| is below
+ * sqrt(1e37 / (4 len)), no intermediate of either method can reach 3.4e38
+ * (lane means, deltas, m2 and their merges stay under 1e37), so both give
+ * finite statistics that differ by rounding only, and the fast two-pass
+ * form is used. Rows with larger values, Inf or NaN take PyTorch's order. */
+void bf__row_moments(const float *restrict x, int64_t len, float *mean, float *var)
+{
+    float m = bf__sum16_f32(x, len) / (float)len;
+    double safe = sqrt(1e37 / (4.0 * (double)len));
+    if (m == m && (double)max_abs(x, len) < safe) {
+        *mean = m;
+        *var = sum_sq_dev(x, len, m) / (float)len;
+        return;
+    }
+    welford_moments(x, len, mean, var);
+}
+
+/* y = (x * rstd - rstd * mean) * scale + B: PyTorch's CPU kernel, term for
+ * term, so that a scale of 1e38 overflows (or not) where it does there. */
 bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
@@ -181,17 +288,214 @@ bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err)
     for (int64_t r = 0; r < lp->rows; r++) {
         const float *restrict xr = x + r * d;
         float *restrict yr = y + r * d;
-        float mean = bf__sum16_f32(xr, d) / (float)d;
-        float var = sum_sq_dev(xr, d, mean) / (float)d;
-        float rstd = 1.0f / sqrtf(var + lp->eps);
+        float mean, var;
+        bf__row_moments(xr, d, &mean, &var);
+        float rstd = 1.0f / sqrtf(var + lp->eps), shift = -rstd * mean;
+        /* one plain loop per parameter shape, so each vectorises */
         if (lp->scale_full)
-            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] - mean) * rstd * scale[i];
+            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] * rstd + shift) * scale[i];
         else
-            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] - mean) * rstd * scale[0];
+            for (int64_t i = 0; i < d; i++) yr[i] = (xr[i] * rstd + shift) * scale[0];
         if (bias && lp->bias_full)
             for (int64_t i = 0; i < d; i++) yr[i] += bias[i];
         else if (bias)
             for (int64_t i = 0; i < d; i++) yr[i] += bias[0];
     }
+    return BF_OK;
+}
+
+/* ---- InstanceNormalization ---- */
+
+typedef struct in_params {
+    int64_t n, c, inner;        /* X viewed as [N, C, inner] */
+    float eps;
+} in_params;
+static_assert(sizeof(in_params) <= BF__OP_PARAMS_MAX, "instancenorm params too large");
+
+bf_status bf__instnorm_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    in_params *ip = (in_params *)p->params;
+    bf_status st;
+    if ((st = bf__attr_float(nd, "epsilon", 1e-5f, &ip->eps, err))) return st;
+    static const char *const names[3] = {"input", "scale", "B"};
+    for (int i = 0; i < 3; i++)
+        if ((st = bf__want_f32(p, i, names[i], err))) return st;
+    const bf_tensor *x = p->in[0];
+    char sx[96], sv[96];
+    if (x->ndim < 3)
+        return bf__node_error(err, nd, BF_ESHAPE, "input has shape %s; expected [N, C, D1, ...] (rank >= 3)",
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    for (int i = 1; i < 3; i++) {
+        const bf_tensor *v = p->in[i];
+        if (v->ndim != 1 || v->dims[0] != x->dims[1])
+            return bf__node_error(err, nd, BF_ESHAPE, "input %s has shape %s; expected [C] = [%lld] from input %s",
+                                  names[i], bf_shape_str(v->dims, v->ndim, sv, sizeof sv), (long long)x->dims[1],
+                                  bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    }
+    ip->n = x->dims[0], ip->c = x->dims[1], ip->inner = 1;
+    for (int i = 2; i < x->ndim; i++) ip->inner *= x->dims[i];
+    bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
+    return BF_OK;
+}
+
+/* PyTorch runs instance_norm as a training-mode batch_norm over [1, N*C,
+ * ...]: the sum in double, the mean rounded to float, each squared deviation
+ * in float (so one beyond ~1.8e19 is Inf, the variance Inf and the plane B)
+ * summed in double; then y = x * a + b with a = invstd * scale and
+ * b = B - mean * a. */
+bf_status bf__instnorm_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const in_params *ip = c->params;
+    const float *x = c->in[0]->data, *scale = c->in[1]->data, *bias = c->in[2]->data;
+    float *y = c->out[0]->data;
+    int64_t inner = ip->inner;
+    if (inner == 0) return BF_OK;
+    for (int64_t pl = 0; pl < ip->n * ip->c; pl++) {
+        const float *restrict xr = x + pl * inner;
+        float *restrict yr = y + pl * inner;
+        int64_t ch = pl % ip->c;
+        double sum = 0.0, ssq = 0.0;
+        for (int64_t i = 0; i < inner; i++) sum += xr[i];
+        float mean = (float)(sum / (double)inner);
+        for (int64_t i = 0; i < inner; i++) {
+            float dv = xr[i] - mean;
+            ssq += dv * dv;
+        }
+        float invstd = (float)(1.0 / sqrt(ssq / (double)inner + (double)ip->eps));
+        float a = invstd * scale[ch], b = bias[ch] - mean * a;
+        for (int64_t i = 0; i < inner; i++) yr[i] = xr[i] * a + b;
+    }
+    return BF_OK;
+}
+
+/* ---- GroupNormalization (opset 18: scale and bias per group; 21: per channel) ---- */
+
+typedef struct gn_params {
+    int64_t n, c, groups, inner;  /* X viewed as [N, groups, C/groups, inner] */
+    float eps;
+    int per_channel;
+} gn_params;
+static_assert(sizeof(gn_params) <= BF__OP_PARAMS_MAX, "groupnorm params too large");
+
+bf_status bf__groupnorm_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    gn_params *gp = (gn_params *)p->params;
+    bf_status st;
+    int64_t groups;
+    if ((st = bf__attr_float(nd, "epsilon", 1e-5f, &gp->eps, err)) ||
+        (st = bf__attr_int(nd, "num_groups", -1, &groups, err)))
+        return st;
+    static const char *const names[3] = {"X", "scale", "bias"};
+    for (int i = 0; i < 3; i++)
+        if ((st = bf__want_f32(p, i, names[i], err))) return st;
+    const bf_tensor *x = p->in[0];
+    char sx[96], sv[96];
+    if (x->ndim < 2)
+        return bf__node_error(err, nd, BF_ESHAPE, "input X has shape %s; expected [N, C, ...] (rank >= 2)",
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    int64_t c = x->dims[1];
+    if (groups < 1 || c % groups != 0)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'num_groups' is %lld; it is required and must be >= 1 and divide C = %lld",
+                              (long long)groups, (long long)c);
+    const bf_tensor *s = p->in[1], *b = p->in[2];
+    int64_t len = s->ndim == 1 ? s->dims[0] : -1;
+    if ((len != groups && len != c) || b->ndim != 1 || b->dims[0] != len)
+        return bf__node_error(err, nd, BF_ESHAPE,
+                              "inputs scale %s and bias %s must both be [num_groups] = [%lld] (opset 18) or "
+                              "[C] = [%lld] (opset 21)",
+                              bf_shape_str(s->dims, s->ndim, sx, sizeof sx), bf_shape_str(b->dims, b->ndim, sv, sizeof sv),
+                              (long long)groups, (long long)c);
+    gp->per_channel = len == c && (len != groups || p->opset >= 21);
+    gp->n = x->dims[0], gp->c = c, gp->groups = groups, gp->inner = 1;
+    for (int i = 2; i < x->ndim; i++) gp->inner *= x->dims[i];
+    bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
+    return BF_OK;
+}
+
+/* PyTorch's group_norm kernel: the group's moments as LayerNorm's
+ * (bf__row_moments), then per channel y = x * a + b with a = rstd * scale,
+ * b = -a * mean + bias. */
+bf_status bf__groupnorm_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const gn_params *gp = c->params;
+    const float *x = c->in[0]->data, *scale = c->in[1]->data, *bias = c->in[2]->data;
+    float *y = c->out[0]->data;
+    int64_t cg = gp->c / gp->groups, len = cg * gp->inner;
+    if (len == 0) return BF_OK;
+    for (int64_t r = 0; r < gp->n * gp->groups; r++) {
+        int64_t g = r % gp->groups;
+        float mean, var;
+        bf__row_moments(x + r * len, len, &mean, &var);
+        float rstd = 1.0f / sqrtf((var > 0.0f || var != var ? var : 0.0f) + gp->eps);
+        for (int64_t j = 0; j < cg; j++) {
+            int64_t k = gp->per_channel ? g * cg + j : g;
+            float a = rstd * scale[k], b = -a * mean + bias[k];
+            const float *restrict xr = x + r * len + j * gp->inner;
+            float *restrict yr = y + r * len + j * gp->inner;
+            for (int64_t i = 0; i < gp->inner; i++) yr[i] = xr[i] * a + b;
+        }
+    }
+    return BF_OK;
+}
+
+/* ---- LpNormalization ---- */
+
+typedef struct lp_params {
+    int64_t outer, n, inner;    /* normalised along n */
+    int p;
+} lp_params;
+static_assert(sizeof(lp_params) <= BF__OP_PARAMS_MAX, "lpnorm params too large");
+
+bf_status bf__lpnorm_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    lp_params *lp = (lp_params *)p->params;
+    bf_status st;
+    int64_t axis64, pp;
+    if ((st = bf__attr_int(nd, "axis", -1, &axis64, err)) || (st = bf__attr_int(nd, "p", 2, &pp, err))) return st;
+    if (pp != 1 && pp != 2)
+        return bf__node_error(err, nd, BF_EFORMAT, "attribute 'p' is %lld; must be 1 or 2", (long long)pp);
+    if ((st = bf__want_f32(p, 0, "input", err))) return st;
+    const bf_tensor *x = p->in[0];
+    if (x->ndim == 0) return bf__node_error(err, nd, BF_ESHAPE, "input is a scalar; expected rank >= 1");
+    int axis;
+    if ((st = bf__norm_axis(nd, axis64, x->ndim, &axis, err))) return st;
+    lp->p = (int)pp, lp->outer = lp->n = lp->inner = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i < axis) lp->outer *= x->dims[i];
+        else if (i == axis) lp->n = x->dims[i];
+        else lp->inner *= x->dims[i];
+    }
+    bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
+    return BF_OK;
+}
+
+/* x / ||x||_p along the axis, the norm in float as torch.linalg.vector_norm
+ * computes it (a sum of squares beyond 3.4e38 is Inf, and the row 0); no
+ * epsilon, as the spec says: a zero vector gives 0/0 = NaN. */
+bf_status bf__lpnorm_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const lp_params *lp = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    int64_t n = lp->n, inner = lp->inner;
+    for (int64_t o = 0; o < lp->outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xr = x + o * n * inner + i;
+            float *yr = y + o * n * inner + i;
+            float s = 0.0f;
+            if (lp->p == 2)
+                for (int64_t k = 0; k < n; k++) s += xr[k * inner] * xr[k * inner];
+            else
+                for (int64_t k = 0; k < n; k++) s += fabsf(xr[k * inner]);
+            float norm = lp->p == 2 ? sqrtf(s) : s;
+            for (int64_t k = 0; k < n; k++) yr[k * inner] = xr[k * inner] / norm;
+        }
     return BF_OK;
 }

@@ -1,5 +1,5 @@
 /* Sliding-window ops over NC<spatial> tensors: Conv, MaxPool, AveragePool,
- * GlobalAveragePool. Spatial ranks 1 to 3 all run as 3-D, with the missing
+ * GlobalAveragePool, GlobalMaxPool. Spatial ranks 1 to 3 all run as 3-D, with the missing
  * leading dims of size 1, so each kernel is written once. */
 #include <assert.h>
 #include <limits.h>
@@ -876,6 +876,23 @@ bf_status bf__gap_run(const bf__ctx *c, bf_error *err)
     const float *x = c->in[0]->data;
     float *y = c->out[0]->data;
     for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = bf__sum16_f32(x + pl * gp->size, gp->size) / (float)gp->size;
+    return BF_OK;
+}
+
+/* GlobalMaxPool: GlobalAveragePool's shapes, the max of each plane, NaN if
+ * the plane has one (torch.amax, adaptive_max_pool). */
+bf_status bf__gmp_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const gap_params *gp = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    for (int64_t pl = 0; pl < gp->planes; pl++) {
+        const float *restrict xp = x + pl * gp->size;
+        float m = -INFINITY;
+        for (int64_t i = 0; i < gp->size; i++) m = max_nan(m, xp[i]);
+        y[pl] = m;
+    }
     return BF_OK;
 }
 

@@ -1,0 +1,334 @@
+/* Einsum: any equation of up to EIN_OPS operands, with repeated subscripts
+ * in an operand (its diagonal), ellipses (broadcast batch dims) and the
+ * implicit output (the subscripts seen once, in alphabetical order, after
+ * the ellipsis dims). One plain loop: for each output element, the products
+ * of the operands summed over the contracted subscripts, in row-major order
+ * of those subscripts (the last one innermost, as a chain of fused
+ * multiply-adds for two operands, the chain bf__sgemm gives a MatMul). */
+#include <assert.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/op.h"
+#include "linalg_impl.h"
+#include "sgemm.h"
+
+enum { EIN_OPS = 4, EIN_LABELS = 24, EIN_TERM_MAX = 64 };
+
+typedef struct ein_params {
+    int n_ops, n_labels, n_out;         /* labels: the output's first, then the contracted */
+    int64_t size[EIN_LABELS];
+    int64_t stride[EIN_OPS][EIN_LABELS]; /* elements to step operand i when label l moves; 0: absent or broadcast */
+    /* Two operands, no diagonal, nothing summed out of one operand alone:
+     * a batched matrix product. Labels by role (indices into the above):
+     * batch (both operands and the output), m (first and output), n (second
+     * and output), k (both, contracted), each group in label order. */
+    int gemm, nb, nm, nn, nk;
+    int8_t lb[EIN_LABELS], lm[EIN_LABELS], ln[EIN_LABELS], lk[EIN_LABELS];
+    int64_t batch, m, n, k;
+    int64_t out_stride[EIN_LABELS];     /* output labels: elements to step the output */
+} ein_params;
+static_assert(sizeof(ein_params) <= BF__OP_PARAMS_MAX, "einsum params too large");
+
+/* One operand's subscripts: label codes per dim, the ellipsis kept as one entry. Codes:
+ * 0..51 letters, 52 + k the k-th ellipsis dim counted from the right. */
+typedef struct term {
+    int n;               /* letters and the ellipsis position */
+    int code[EIN_TERM_MAX];
+    int ell;             /* index in code[] of the ellipsis, -1 if none */
+} term;
+
+static int letter(char ch)
+{
+    if (ch >= 'a' && ch <= 'z') return ch - 'a';
+    if (ch >= 'A' && ch <= 'Z') return 26 + ch - 'A';
+    return -1;
+}
+
+/* Parses [s, e) into t; 0 on a malformed term. */
+static int parse_term(const char *s, const char *e, term *t)
+{
+    t->n = 0, t->ell = -1;
+    while (s < e) {
+        if (*s == ' ') { s++; continue; }
+        if (*s == '.') {
+            if (e - s < 3 || s[1] != '.' || s[2] != '.' || t->ell >= 0 || t->n >= EIN_TERM_MAX) return 0;
+            t->ell = t->n++;
+            s += 3;
+            continue;
+        }
+        int l = letter(*s++);
+        if (l < 0 || t->n >= EIN_TERM_MAX) return 0;
+        t->code[t->n++] = l;
+    }
+    return 1;
+}
+
+/* Sorts the labels of a two-operand equation into the roles of a batched
+ * matrix product and sizes its scratch; 0 when the equation is not one
+ * (a diagonal, a subscript summed in one operand only) or is too large. */
+static int gemm_roles(ein_params *ep, int occ[EIN_OPS][EIN_LABELS], bf__prep *p)
+{
+    ep->nb = ep->nm = ep->nn = ep->nk = 0;
+    ep->batch = ep->m = ep->n = ep->k = 1;
+    for (int l = 0; l < ep->n_labels; l++) {
+        if (occ[0][l] > 1 || occ[1][l] > 1) return 0;   /* a diagonal */
+        /* an operand without the subscript (or with a broadcast size-1
+         * '...' dim) does not move along it: a subscript in one operand and
+         * the output is that operand's rows or columns */
+        int a = occ[0][l] == 1, b = occ[1][l] == 1, out = l < ep->n_out;
+        if (out && (a == b)) ep->lb[ep->nb++] = (int8_t)l, ep->batch *= ep->size[l];
+        else if (out && a) ep->lm[ep->nm++] = (int8_t)l, ep->m *= ep->size[l];
+        else if (out) ep->ln[ep->nn++] = (int8_t)l, ep->n *= ep->size[l];
+        else if (a == b) ep->lk[ep->nk++] = (int8_t)l, ep->k *= ep->size[l];
+        else return 0;                                   /* summed in one operand only */
+    }
+    double floats = (double)ep->batch * ((double)ep->m * (double)ep->k + (double)ep->k * (double)ep->n +
+                                         (double)ep->m * (double)ep->n);
+    if (ep->m > INT_MAX || ep->n > INT_MAX || ep->k > INT_MAX || floats * sizeof(float) > (double)((size_t)1 << 32))
+        return 0;
+    p->scratch = (size_t)floats * sizeof(float);
+    return 1;
+}
+
+bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    ein_params *ep = (ein_params *)p->params;
+    const char *eq;
+    bf_status st;
+    if ((st = bf__attr_string(nd, "equation", "", &eq, err))) return st;
+    if (p->n_in > EIN_OPS)
+        return bf__node_error(err, nd, BF_EUNSUPPORTED, "%d operands; at most %d are supported", p->n_in, EIN_OPS);
+    for (int i = 0; i < p->n_in; i++) {
+        char what[24];
+        snprintf(what, sizeof what, "Inputs[%d]", i);
+        if ((st = bf__want_f32(p, i, what, err))) return st;
+    }
+    const char *arrow = strstr(eq, "->"), *lhs_end = arrow ? arrow : eq + strlen(eq);
+    term t[EIN_OPS], out;
+    int n = 0;
+    for (const char *s = eq; n <= EIN_OPS; n++) {
+        const char *comma = memchr(s, ',', (size_t)(lhs_end - s));
+        const char *e = comma ? comma : lhs_end;
+        if (n == EIN_OPS || !parse_term(s, e, &t[n]))
+            return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': operand %d is not letters with at most one "
+                                  "'...'", eq, n);
+        if (!comma) { n++; break; }
+        s = comma + 1;
+    }
+    if (n != p->n_in)
+        return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s' names %d operands; the node has %d inputs", eq, n,
+                              p->n_in);
+    /* ellipsis dims: as many as the widest operand's; sizes broadcast */
+    int64_t size[52 + BF_MAX_DIMS];
+    int seen[52 + BF_MAX_DIMS] = {0}, count[52] = {0}, n_ell = 0;
+    for (int i = 0; i < n; i++) {
+        const bf_tensor *x = p->in[i];
+        int letters = t[i].n - (t[i].ell >= 0), e = x->ndim - letters;
+        char sx[96];
+        if (e < 0 || (e > 0 && t[i].ell < 0))
+            return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': operand %d has %d subscripts but shape %s", eq,
+                                  i, letters, bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+        if (e > n_ell) n_ell = e;
+    }
+    for (int i = 0; i < n; i++) {
+        const bf_tensor *x = p->in[i];
+        int dim = 0;
+        for (int j = 0; j < t[i].n; j++) {
+            if (j == t[i].ell) {
+                int e = x->ndim - (t[i].n - 1);
+                for (int k = 0; k < e; k++, dim++) {
+                    int code = 52 + (e - 1 - k);
+                    int64_t v = x->dims[dim];
+                    if (seen[code] && size[code] != v && size[code] != 1 && v != 1)
+                        return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': the '...' dims of the operands "
+                                              "do not broadcast (%lld vs %lld)", eq, (long long)size[code], (long long)v);
+                    if (!seen[code] || size[code] == 1) size[code] = v;
+                    seen[code] = 1;
+                }
+                continue;
+            }
+            int code = t[i].code[j];
+            int64_t v = x->dims[dim++];
+            if (seen[code] && size[code] != v)
+                return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': subscript '%c' is %lld in one place and "
+                                      "%lld in another", eq, code < 26 ? 'a' + code : 'A' + code - 26,
+                                      (long long)size[code], (long long)v);
+            size[code] = v, seen[code] = 1, count[code]++;
+        }
+    }
+    /* the output's subscripts */
+    if (arrow) {
+        if (!parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), &out))
+            return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': the output is not letters with at most one "
+                                  "'...'", eq);
+        for (int j = 0; j < out.n; j++) {
+            if (j == out.ell) continue;
+            if (!seen[out.code[j]])
+                return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': output subscript '%c' is in no operand", eq,
+                                      out.code[j] < 26 ? 'a' + out.code[j] : 'A' + out.code[j] - 26);
+            for (int k = 0; k < j; k++)
+                if (k != out.ell && out.code[k] == out.code[j])
+                    return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': output subscript repeated", eq);
+        }
+    } else {
+        out.n = 0, out.ell = -1;
+        if (n_ell > 0) out.ell = out.n++;
+        for (int l = 0; l < 52; l++)
+            if (count[l] == 1) {
+                if (out.n >= BF_MAX_DIMS + 1)
+                    return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': the implicit output has more "
+                                          "than %d dims", eq, BF_MAX_DIMS);
+                out.code[out.n++] = l;
+            }
+    }
+    /* label order: output dims first, then contracted letters, then contracted ellipsis dims */
+    int order[52 + BF_MAX_DIMS], nl = 0, in_out[52 + BF_MAX_DIMS] = {0};
+    int64_t odims[BF_MAX_DIMS];
+    int ond = 0;
+    for (int j = 0; j < out.n; j++) {
+        if (j == out.ell) {
+            for (int k = n_ell - 1; k >= 0; k--) order[nl++] = 52 + k, in_out[52 + k] = 1;
+            continue;
+        }
+        order[nl++] = out.code[j], in_out[out.code[j]] = 1;
+    }
+    int n_out = nl;
+    for (int l = 0; l < 52 + n_ell; l++)
+        if (seen[l] && !in_out[l]) order[nl++] = l;
+    if (n_out > BF_MAX_DIMS || nl > EIN_LABELS)
+        return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': %d output dims and %d subscripts in all; at "
+                              "most %d and %d are supported", eq, n_out, nl, BF_MAX_DIMS, EIN_LABELS);
+    ep->n_ops = n, ep->n_labels = nl, ep->n_out = n_out;
+    for (int l = 0; l < nl; l++) ep->size[l] = size[order[l]];
+    for (int l = 0; l < n_out; l++) odims[ond++] = size[order[l]];
+    /* strides: repeated subscripts add up (the diagonal); size-1 ellipsis dims broadcast */
+    memset(ep->stride, 0, sizeof ep->stride);
+    int occ[EIN_OPS][EIN_LABELS] = {{0}};
+    for (int i = 0; i < n; i++) {
+        const bf_tensor *x = p->in[i];
+        int64_t st_[BF_MAX_DIMS], acc = 1;
+        for (int dd = x->ndim - 1; dd >= 0; dd--) st_[dd] = acc, acc *= x->dims[dd];
+        int dim = 0;
+        for (int j = 0; j < t[i].n; j++) {
+            int codes[BF_MAX_DIMS], nc = 0;
+            if (j == t[i].ell) {
+                int e = x->ndim - (t[i].n - 1);
+                for (int k = 0; k < e; k++) codes[nc++] = 52 + (e - 1 - k);
+            } else {
+                codes[nc++] = t[i].code[j];
+            }
+            for (int k = 0; k < nc; k++, dim++) {
+                if (x->dims[dim] == 1 && codes[k] >= 52) continue;   /* broadcast */
+                for (int l = 0; l < nl; l++)
+                    if (order[l] == codes[k]) ep->stride[i][l] += st_[dim], occ[i][l]++;
+            }
+        }
+    }
+    int64_t acc = 1;
+    for (int l = n_out - 1; l >= 0; l--) ep->out_stride[l] = acc, acc *= ep->size[l];
+    ep->gemm = n == 2 && gemm_roles(ep, occ, p);
+    bf__set_shape(p->out[0], BF_F32, ond, odims);
+    return BF_OK;
+}
+
+/* Copies the elements of src at the labels `ls` (row-major: the last label
+ * fastest) to dst, contiguous; `scatter` copies the other way. */
+static void pack(const ein_params *ep, const int8_t *const *groups, const int *counts, int n_groups,
+                 const int64_t *stride, float *src_or_dst, const float *src, float *dst)
+{
+    int8_t ls[EIN_LABELS];
+    int nl = 0;
+    for (int g = 0; g < n_groups; g++)
+        for (int j = 0; j < counts[g]; j++) ls[nl++] = groups[g][j];
+    int64_t idx[EIN_LABELS] = {0}, off = 0, total = 1;
+    for (int j = 0; j < nl; j++) total *= ep->size[ls[j]];
+    for (int64_t e = 0; e < total; e++) {
+        if (src) dst[e] = src[off];
+        else src_or_dst[off] = dst[e];
+        for (int j = nl - 1; j >= 0; j--) {
+            off += stride[ls[j]];
+            if (++idx[j] < ep->size[ls[j]]) break;
+            off -= stride[ls[j]] * ep->size[ls[j]];
+            idx[j] = 0;
+        }
+    }
+}
+
+/* The batched product: A packed as [batch, m, k], B as [batch, k, n],
+ * bf__sgemm per batch (each element the in-order chain over k, as the
+ * loop below computes it), the product scattered into the output. */
+static void einsum_gemm(const ein_params *ep, const float *a, const float *b, float *y, float *scratch)
+{
+    float *pa = scratch, *pb = pa + ep->batch * ep->m * ep->k, *pc = pb + ep->batch * ep->k * ep->n;
+    const int8_t *ga[3] = {ep->lb, ep->lm, ep->lk}, *gb[3] = {ep->lb, ep->lk, ep->ln}, *gc[3] = {ep->lb, ep->lm, ep->ln};
+    int ca[3] = {ep->nb, ep->nm, ep->nk}, cb[3] = {ep->nb, ep->nk, ep->nn}, cc[3] = {ep->nb, ep->nm, ep->nn};
+    pack(ep, ga, ca, 3, ep->stride[0], NULL, a, pa);
+    pack(ep, gb, cb, 3, ep->stride[1], NULL, b, pb);
+    int m = (int)ep->m, n = (int)ep->n, k = (int)ep->k;
+    for (int64_t t = 0; t < ep->batch; t++) {
+        float *ct = pc + t * ep->m * ep->n;
+        if (k == 0) memset(ct, 0, sizeof(float) * (size_t)(ep->m * ep->n));
+        else if (m > 0 && n > 0) bf__sgemm(0, 0, m, n, k, 1.0f, pa + t * ep->m * ep->k, k, pb + t * ep->k * ep->n, n, 0, ct, n);
+    }
+    pack(ep, gc, cc, 3, ep->out_stride, y, NULL, pc);
+}
+
+bf_status bf__einsum_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const ein_params *ep = c->params;
+    if (ep->gemm) {
+        einsum_gemm(ep, c->in[0]->data, c->in[1]->data, c->out[0]->data, c->scratch);
+        return BF_OK;
+    }
+    float *y = c->out[0]->data;
+    const float *x[EIN_OPS];
+    for (int i = 0; i < ep->n_ops; i++) x[i] = c->in[i]->data;
+    int nl = ep->n_labels, no = ep->n_out, n = ep->n_ops;
+    int64_t total_out = 1, total_red = 1;
+    for (int l = 0; l < no; l++) total_out *= ep->size[l];
+    for (int l = no; l < nl; l++) total_red *= ep->size[l];
+    /* the innermost contracted label runs as a strided loop */
+    int inner = nl > no ? nl - 1 : -1;
+    int64_t ilen = inner >= 0 ? ep->size[inner] : 1, outer_red = inner >= 0 && ilen ? total_red / ilen : 1;
+    if (inner >= 0 && ilen == 0) outer_red = 0;
+    int64_t idx[EIN_LABELS] = {0}, base[EIN_OPS] = {0};
+    for (int64_t o = 0; o < total_out; o++) {
+        float s = 0.0f;
+        int64_t off[EIN_OPS];
+        int64_t ridx[EIN_LABELS] = {0};
+        for (int i = 0; i < n; i++) off[i] = base[i];
+        for (int64_t r = 0; r < outer_red; r++) {
+            if (n == 2) {
+                const float *a = x[0] + off[0], *b = x[1] + off[1];
+                int64_t sa = inner >= 0 ? ep->stride[0][inner] : 0, sb = inner >= 0 ? ep->stride[1][inner] : 0;
+                for (int64_t k = 0; k < ilen; k++) s = fmaf(a[k * sa], b[k * sb], s);
+            } else {
+                for (int64_t k = 0; k < ilen; k++) {
+                    float v = 1.0f;
+                    for (int i = 0; i < n; i++) v *= x[i][off[i] + (inner >= 0 ? k * ep->stride[i][inner] : 0)];
+                    s += v;
+                }
+            }
+            /* odometer over the other contracted labels */
+            for (int l = inner - 1; l >= no; l--) {
+                for (int i = 0; i < n; i++) off[i] += ep->stride[i][l];
+                if (++ridx[l] < ep->size[l]) break;
+                for (int i = 0; i < n; i++) off[i] -= ep->stride[i][l] * ep->size[l];
+                ridx[l] = 0;
+            }
+        }
+        y[o] = s;
+        for (int l = no - 1; l >= 0; l--) {
+            for (int i = 0; i < n; i++) base[i] += ep->stride[i][l];
+            if (++idx[l] < ep->size[l]) break;
+            for (int i = 0; i < n; i++) base[i] -= ep->stride[i][l] * ep->size[l];
+            idx[l] = 0;
+        }
+    }
+    return BF_OK;
+}

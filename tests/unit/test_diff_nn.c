@@ -1,0 +1,102 @@
+/* The differential engine on ops it has no special path for: faults in the
+ * weights and bias of ConvTranspose (tests/fixtures/diff/convtranspose_op13,
+ * made by tests/fixtures/make_diff_nn.py: Conv, ReLU, ConvTranspose with
+ * stride, padding and output_padding, ReLU, a grouped ConvTranspose without
+ * bias, Gemm). Each fault kind runs exact (opts.exact: every trial a whole
+ * pass) and differential, in a batch that divides the eval set and in one
+ * that does not; every trial must agree as in test_diff.c (the same outcome
+ * but for near ties, metrics within 1e-6). Exponent flips reach 1e38 and
+ * Inf, so NaN/Inf outputs (DUE) are among the outcomes compared. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/model.h"
+#include "campaign_check.h"
+
+#define FIX BF_FIXTURES "/diff/convtranspose_op13"
+
+static const tc_config configs[] = {
+    {"weights bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+    {"weights 2-bit bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 2},
+    {"weights stuck_at_1 fp16", BF_TARGET_WEIGHTS, BF_FAULT_STUCK_AT_1, BF_REPR_FP16, BF_PERSIST_PERMANENT, 1},
+    {"weights random_value int8", BF_TARGET_WEIGHTS, BF_FAULT_RANDOM_VALUE, BF_REPR_INT8, BF_PERSIST_PERMANENT, 1},
+    {"weights ber fp32", BF_TARGET_WEIGHTS, BF_FAULT_BER, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+    {"activations bitflip fp32 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_TRANSIENT, 1},
+};
+
+static char *up[] = {"up.*", "up2.*"}, *acts[] = {"*ConvTranspose*"};
+static double rates[] = {1e-3, 1e-2};
+
+static void convtranspose_faults_match_exact(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    if (bf_model_load_file(FIX ".onnx", &m, &err) || bf_dataset_load_file(FIX ".eval.safetensors", &ds, &err))
+        fail_msg("%s", err.msg);
+    double scale = tc_out_scale(m, ds);
+    static const int64_t batches[] = {8, 7};
+    tc_tally t = {0};
+    int64_t due = 0;
+    for (size_t k = 0; k < sizeof configs / sizeof *configs; k++)
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+            const tc_config *cf = &configs[k];
+            bf_campaign_spec s = {0};
+            s.seed = 99;
+            s.trials = 150;
+            s.target = cf->target;
+            s.tensors = cf->target == BF_TARGET_WEIGHTS ? up : acts;
+            s.n_tensors = cf->target == BF_TARGET_WEIGHTS ? 2 : 1;
+            s.model_kind = cf->kind;
+            s.bits = cf->bits;
+            s.repr = cf->repr;
+            s.persistence = cf->persistence;
+            s.critical_metric = -1;
+            s.critical_delta = -1;
+            s.batch = batches[b];
+            if (cf->kind == BF_FAULT_BER) {
+                s.rates = rates;
+                s.n_rates = 2;
+                s.repeats = 40;
+            }
+            tc_recs r[2] = {{0}};
+            for (int exact = 1; exact >= 0; exact--) {
+                bf_campaign *c = tc_make(m, ds, &s);
+                r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
+                assert_non_null(r[exact].r);
+                bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
+                bf_campaign_result res;
+                if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
+                assert_int_equal(res.trials_done, r[exact].n);
+                if (exact) due += res.total.n[BF_OUTCOME_DUE];
+                bf_campaign_result_free(&res);
+                bf_campaign_free(c);
+            }
+            char label[96];
+            snprintf(label, sizeof label, "%s, batch %lld", cf->label, (long long)batches[b]);
+            tc_compare("convtranspose_op13", label, &r[1], &r[0], scale, &t);
+            free(r[0].r);
+            free(r[1].r);
+        }
+    printf("convtranspose_op13: %lld trials compared, %lld DUE (exact)\n", (long long)t.trials, (long long)due);
+    assert_true(due > 0);   /* the extreme faults were among them */
+    tc_assert_agree("ConvTranspose faults, differential vs exact", &t, 1500);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(convtranspose_faults_match_exact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
