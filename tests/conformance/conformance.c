@@ -9,7 +9,9 @@
  * printed; every fault is checked twice, directly (a bit flip in a plan) and
  * through the campaign path (an explicit fault list from a JSON spec); the
  * exit status is 0 only if everything matches (1: a mismatch,
- * 2: usage or unreadable input).
+ * 2: usage or unreadable input). --only NAME,NAME checks just those models
+ * (a set whose other models wait for ops still being written); naming a
+ * model DIR does not hold is a usage error, so the list cannot go stale.
  *
  * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
  * the same places; the metric to 1e-4. */
@@ -279,6 +281,35 @@ out:
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* Whether name is one of the comma-separated names of list. */
+static int in_list(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && !strncmp(p, name, n)) return 1;
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
+/* The first name of list that names no model of names[0..n), or NULL; it
+ * is copied into buf. */
+static const char *missing_name(const char *list, char **names, size_t n, char *buf, size_t cap)
+{
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        snprintf(buf, cap, "%.*s", (int)len, p);
+        int found = 0;
+        for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], buf);
+        if (!found && len) return buf;
+        p += len + (end != NULL);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     /* 0: the whole eval set as one batch, as the references are made. Bit
@@ -286,16 +317,19 @@ int main(int argc, char **argv)
      * size), and faults with huge values turn last-bit differences into
      * visible ones; --batch N checks other batchings. */
     int64_t batch = 0;
-    const char *dir = NULL;
+    const char *dir = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: bitflip-conformance [--batch N] DIR\n\nChecks every DIR/NAME.ref.json against the engine.\n"
-                   "--batch N: samples per batch (default: the whole eval set at once)\n");
+            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] DIR\n\n"
+                   "Checks every DIR/NAME.ref.json against the engine.\n"
+                   "--batch N: samples per batch (default: the whole eval set at once)\n"
+                   "--only NAME,NAME: check only these models (each must exist in DIR)\n");
             return 0;
         } else dir = argv[i];
     }
-    if (!dir || batch < 0) { fprintf(stderr, "usage: bitflip-conformance [--batch N] DIR\n"); return 2; }
+    if (!dir || batch < 0) { fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] DIR\n"); return 2; }
 
     DIR *d = opendir(dir);
     if (!d) { fprintf(stderr, "bitflip-conformance: cannot open %s: %s\n", dir, strerror(errno)); return 2; }
@@ -315,16 +349,32 @@ int main(int argc, char **argv)
     closedir(d);
     if (!n_names) { fprintf(stderr, "bitflip-conformance: no *.ref.json in %s\n", dir); free(names); return 2; }
     qsort(names, n_names, sizeof *names, cmp_str);
+    char bad[256];
+    if (only && missing_name(only, names, n_names, bad, sizeof bad)) {
+        fprintf(stderr, "bitflip-conformance: --only names '%s', but %s has no %s.ref.json; the list takes model names "
+                        "separated by commas, as in the file names NAME.ref.json\n", bad, dir, bad);
+        for (size_t i = 0; i < n_names; i++) free(names[i]);
+        free(names);
+        return 2;
+    }
 
     int failed_models = 0, broken = 0;
+    size_t skipped = 0;
     for (size_t i = 0; i < n_names; i++) {
+        if (only && !in_list(only, names[i])) {
+            skipped++;
+            free(names[i]);
+            continue;
+        }
         int f = check_model(dir, names[i], batch);
         if (f < 0) broken++;
         else if (f > 0) failed_models++;
         free(names[i]);
     }
     free(names);
-    printf("\n%zu models: %zu passed, %d failed, %d could not run\n", n_names,
-           n_names - (size_t)failed_models - (size_t)broken, failed_models, broken);
+    printf("\n%zu models: %zu passed, %d failed, %d could not run", n_names - skipped,
+           n_names - skipped - (size_t)failed_models - (size_t)broken, failed_models, broken);
+    if (skipped) printf(" (%zu more in %s not selected by --only)", skipped, dir);
+    printf("\n");
     return failed_models || broken ? 1 : 0;
 }
