@@ -124,6 +124,14 @@ check run_table 0 "$BF" run --local "$tmp/layer1.json" --format table
 contains table_header "pytorch name"
 contains table_name "layer1.0.conv2.weight"
 
+# bitflip eval --flip takes either name, and says which PyTorch tensor it hit
+onnx75=$($PY -c 'import json,sys; t=json.load(open(sys.argv[1]))["tiny_resnet.onnx"]; print([k for k,v in t.items() if v["torch"]=="layer1.0.conv1.weight"][0])' "$NM/tiny_resnet.names.json")
+check eval_torch_flip 0 "$BF" eval "$model" "$data" --flip layer1.0.conv1.weight:3:30
+contains eval_torch_flip_names "$onnx75[3] bit 30"
+contains eval_torch_flip_shows "(layer1.0.conv1.weight)"
+check eval_onnx_flip 0 "$BF" eval --json "$model" "$data" --flip "$onnx75:3:30"
+contains eval_onnx_flip_json '"torch_name": "layer1.0.conv1.weight"'
+
 # (d) a model built with onnx.helper (no PyTorch scopes): no names invented
 plain=$FX/conformance/misc_norm_op17.onnx
 check plain_info 0 "$BF" info "$plain"
