@@ -198,6 +198,9 @@ static void crafted_graph(void **state)
     expect(m, "onnx::Conv_5", "head.weight", NULL);
     expect(m, "onnx::Conv_6", "head.bias", NULL);
     expect(m, "head_bn.running_var", "head_bn.running_var", NULL);
+    /* nn.Sequential as the model: its children are "0", "1", ... */
+    expect(m, "onnx::Conv_10", "0.weight", "a BatchNorm folded in");
+    expect(m, "onnx::Conv_11", "0.bias", "a BatchNorm folded in");
     expect(m, "onnx::MatMul_7", NULL, NULL);   /* the root module's */
     expect(m, "onnx::Mul_8", "act", NULL);     /* a Mul does not say which parameter */
     expect(m, "onnx::Add_9", NULL, NULL);      /* read from x1 and x2 */

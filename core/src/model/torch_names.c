@@ -29,29 +29,36 @@ static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_ident(char c) { return is_digit(c) || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 /* A dotted path of `len` bytes whose atoms are Python identifiers or
- * numbers, the first an identifier: what named_modules() and state_dict()
- * produce ("layers.0.self_attn.in_proj_bias"). */
+ * numbers: a module's name as named_modules() gives it ("features.1",
+ * "conv", or "0" for a child of a Sequential at the root). */
 static int is_torch_path(const char *s, size_t len)
 {
     size_t i = 0;
-    for (int first = 1; i < len; first = 0) {
+    while (i < len) {
         size_t a = i;
         while (i < len && s[i] != '.') {
             if (!is_ident(s[i])) return 0;
             i++;
         }
         if (i == a) return 0;   /* empty atom */
-        if (is_digit(s[a])) {   /* a number: never first, digits only */
-            if (first) return 0;
-            for (size_t k = a; k < i; k++)
-                if (!is_digit(s[k])) return 0;
-        }
+        for (size_t k = a; is_digit(s[a]) && k < i; k++)
+            if (!is_digit(s[k])) return 0;   /* "0a": neither */
         if (i < len && ++i == len) return 0;   /* a trailing dot */
     }
     return len > 0;
 }
 
-static int is_torch_key(const char *s) { return s && is_torch_path(s, strlen(s)); }
+/* A state_dict key: a path whose last atom (the parameter's own name) is an
+ * identifier, "layers.0.norm1.weight", "0.bias"; not a number such as the
+ * "297" the exporter gives unnamed values. */
+static int is_torch_key(const char *s)
+{
+    if (!s) return 0;
+    size_t len = strlen(s);
+    const char *dot = strrchr(s, '.');
+    const char *last = dot ? dot + 1 : s;
+    return is_torch_path(s, len) && *last && !is_digit(*last);
+}
 
 /* "...", then only digits and dots: `c` names a child of container `prev`
  * (the components "features" then "features.1"). */
@@ -188,9 +195,10 @@ static char *matmul_weight_leaf(names_ctx *c, const bf__node *mm, const char *mo
         if (strcmp(n->op_type, "Add") != 0 || n->n_in != 2) continue;
         int j = n->in[0] == mm->out[0] ? 1 : n->in[1] == mm->out[0] ? 0 : -1;
         if (j < 0 || n->in[j] < 0) continue;
-        int b = c->src[n->in[j]];
-        if (b < 0 || !is_param_named(c, b)) continue;
-        const char *bn = m->params[b].tensor->name;
+        /* the value's own name: a merged bias reaches the Add through an
+         * Identity named after it */
+        const char *bn = m->values[n->in[j]].name;
+        if (c->src[n->in[j]] < 0 || !is_torch_key(bn)) continue;
         size_t bl = strlen(bn);
         if (bl <= ml + 1 || strncmp(bn, mod, ml) != 0 || bn[ml] != '.' || strchr(bn + ml + 1, '.')) continue;
         if (bl < 4 || strcmp(bn + bl - 4, "bias") != 0) continue;
