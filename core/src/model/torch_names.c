@@ -124,8 +124,12 @@ typedef struct names_ctx {
     bf_model *m;
     char **mod;       /* per node (index into m->nodes): module path, or NULL */
     int *src;         /* per value: the parameter it is (directly or through Identity), or -1 */
-    int *derived;     /* per parameter: its name was made from a module path and an input */
-    const char **modp;   /* per parameter: the module path its name was made from */
+    /* per parameter: */
+    int *first, *first_slot;   /* its first reader in a module (node index, input), or -1 */
+    unsigned char *shared;     /* read in several modules */
+    unsigned char *aliased;    /* an Identity forwards it under another name */
+    int *derived;              /* its name was made from a module path and an input */
+    const char **modp;         /* the module path its name was made from */
     int oom;
 } names_ctx;
 
@@ -302,26 +306,32 @@ static void name_param(names_ctx *c, int p)
     bf_param_info *pi = &m->params[p];
     if (is_param_named(c, p)) {   /* the state_dict key itself */
         pi->torch_name = dup(pi->tensor->name, &c->oom);
-        if (pi->torch_name) merged_note(c, p);
+        if (pi->torch_name && c->aliased[p]) merged_note(c, p);
         return;
     }
-    /* the first reader in a module (Identity only forwards it); another
-     * module reading it too makes it nobody's in particular */
-    const bf__node *first = NULL;
-    const char *mod = NULL;
-    int slot = -1;
+    int idx = c->first[p];
+    /* no reader in a module, or only the root's, or readers in several */
+    if (idx < 0 || c->shared[p] || !c->mod[idx][0]) return;
+    name_from_reader(c, p, &m->nodes[idx], c->first_slot[p], c->mod[idx]);
+}
+
+/* Each parameter's first reader in a module, in topological order (an
+ * Identity only forwards it), and whether a reader in another module makes
+ * it nobody's in particular. */
+static void find_readers(names_ctx *c)
+{
+    const bf_model *m = c->m;
     for (size_t o = 0; o < m->n_nodes; o++) {
         int idx = m->order[o];
         const bf__node *n = &m->nodes[idx];
         if (!c->mod[idx] || !strcmp(n->op_type, "Identity")) continue;
         for (int j = 0; j < n->n_in; j++) {
-            if (n->in[j] < 0 || c->src[n->in[j]] != p) continue;
-            if (!first) first = n, mod = c->mod[idx], slot = j;
-            else if (strcmp(mod, c->mod[idx]) != 0) return;
+            int p = n->in[j] < 0 ? -1 : c->src[n->in[j]];
+            if (p < 0) continue;
+            if (c->first[p] < 0) c->first[p] = idx, c->first_slot[p] = j;
+            else if (strcmp(c->mod[c->first[p]], c->mod[idx]) != 0) c->shared[p] = 1;
         }
     }
-    if (!first || !mod[0]) return;   /* no reader in a module, or only the root's */
-    name_from_reader(c, p, first, slot, mod);
 }
 
 /* Two derived names alike (an MultiheadAttention's MatMuls, a name equal
@@ -361,9 +371,14 @@ bf_status bf__torch_names(bf_model *m, bf_error *err)
     names_ctx c = {.m = m};
     c.mod = bf__calloc(m->n_nodes + 1, sizeof *c.mod);
     c.src = bf__malloc((m->n_values + 1) * sizeof *c.src);
+    c.first = bf__malloc((m->n_params + 1) * sizeof *c.first);
+    c.first_slot = bf__calloc(m->n_params + 1, sizeof *c.first_slot);
+    c.shared = bf__calloc(m->n_params + 1, 1);
+    c.aliased = bf__calloc(m->n_params + 1, 1);
     c.derived = bf__calloc(m->n_params + 1, sizeof *c.derived);
     c.modp = bf__calloc(m->n_params + 1, sizeof *c.modp);
-    if (!c.mod || !c.src || !c.derived || !c.modp) c.oom = 1;
+    if (!c.mod || !c.src || !c.first || !c.first_slot || !c.shared || !c.aliased || !c.derived || !c.modp) c.oom = 1;
+    for (size_t p = 0; !c.oom && p < m->n_params; p++) c.first[p] = -1;
     for (size_t i = 0; !c.oom && i < m->n_nodes; i++) c.mod[i] = module_path(m->nodes[i].name, &c.oom);
     for (size_t v = 0; !c.oom && v < m->n_values; v++)
         c.src[v] = m->values[v].kind == BF__VAL_PARAM ? (int)m->values[v].index : -1;
@@ -371,12 +386,18 @@ bf_status bf__torch_names(bf_model *m, bf_error *err)
         const bf__node *n = &m->nodes[m->order[o]];
         if (strcmp(n->op_type, "Identity") != 0 || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0) continue;
         c.src[n->out[0]] = c.src[n->in[0]];
+        if (c.src[n->in[0]] >= 0) c.aliased[c.src[n->in[0]]] = 1;
     }
+    if (!c.oom) find_readers(&c);
     for (size_t p = 0; !c.oom && p < m->n_params; p++) name_param(&c, (int)p);
     if (!c.oom) settle_collisions(&c);
     for (size_t i = 0; c.mod && i < m->n_nodes; i++) bf__free(c.mod[i]);
     bf__free(c.mod);
     bf__free(c.src);
+    bf__free(c.first);
+    bf__free(c.first_slot);
+    bf__free(c.shared);
+    bf__free(c.aliased);
     bf__free(c.derived);
     bf__free(c.modp);
     if (c.oom) return bf_error_set(err, BF_ENOMEM, "%s: out of memory while naming the parameters", m->label);
