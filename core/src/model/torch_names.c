@@ -156,17 +156,15 @@ static char *dup(const char *s, int *oom)
     return d;
 }
 
-/* Does any node read value `v` as an input with op type `op`? Returns the
- * first such node in topological order, or NULL. */
-static const bf__node *reader_of(const bf_model *m, int v, const char *op, int *slot)
+/* Does a node of type `op` read value `v`? */
+static int read_by(const bf_model *m, int v, const char *op)
 {
-    for (size_t o = 0; v >= 0 && o < m->n_nodes; o++) {
-        const bf__node *n = &m->nodes[m->order[o]];
-        if (strcmp(n->op_type, op) != 0) continue;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] == v) { if (slot) *slot = j; return n; }
+    for (size_t i = 0; v >= 0 && i < m->n_nodes; i++) {
+        const bf__node *n = &m->nodes[i];
+        for (int j = 0; !strcmp(n->op_type, op) && j < n->n_in; j++)
+            if (n->in[j] == v) return 1;
     }
-    return NULL;
+    return 0;
 }
 
 static int param_of(const names_ctx *c, const bf__node *n, int slot)
@@ -183,7 +181,7 @@ static int is_folded_conv(const names_ctx *c, const bf__node *n)
 {
     int w = param_of(c, n, 1), b = param_of(c, n, 2);
     return w >= 0 && b >= 0 && !is_param_named(c, w) && !is_param_named(c, b) && n->n_out > 0 &&
-           !reader_of(c->m, n->out[0], "BatchNormalization", NULL);
+           !read_by(c->m, n->out[0], "BatchNormalization");
 }
 
 /* MatMul input B: nn.Linear on a 3-d input exports MatMul with the weight
