@@ -85,13 +85,15 @@ static void names_agree_with_values(void **state)
              * be an nn.Linear, so only its path is claimed */
             if (!strcmp(file, "recurrent.onnx") && !strcmp(torch, "tail.weight"))
                 expect(m, onnx_name, "tail", "if tail is an nn.Linear");
+            else if (!strcmp(file, "reuse.onnx") && !strcmp(torch, "blk.0.weight"))
+                expect(m, onnx_name, "blk.0", "if blk.0 is an nn.Linear");
             else
                 expect(m, onnx_name, torch, note_for(how));
         }
         bf_model_free(m);
         files++;
     }
-    assert_int_equal(files, 4);
+    assert_int_equal(files, 5);
     json_decref(all);
 }
 
@@ -179,6 +181,24 @@ static void recurrent_by_hand(void **state)
         }
         if (!strncmp(t, "rnn.", 4)) assert_null(strstr(note, "gates"));
         if (strstr(t, ".bias_ih_l1")) assert_non_null(strstr(note, "followed by bias_hh_l1"));
+    }
+    bf_model_free(m);
+}
+
+/* Reuse in make_names.py calls fc, blk and conv+bn twice each: the second
+ * calls' nodes are "/fc_1/MatMul", "/blk/blk.0_1/MatMul", "/conv_1/Conv",
+ * reading the merged copies of the first call's tensors. Two calls of one
+ * module are not two modules. */
+static void modules_called_twice(void **state)
+{
+    (void)state;
+    static const char *const all[] = {"fc.weight", "fc.bias", "blk.0", "conv.weight", "conv.bias"};
+    bf_model *m = parse(NAMES "reuse.onnx");
+    expect_names(m, all, sizeof all / sizeof all[0]);
+    for (size_t p = 0; p < bf_model_num_params(m); p++) {
+        const bf_param_info *pi = bf_model_param(m, p);
+        if (!strncmp(pi->torch_name, "conv.", 5)) assert_string_equal(pi->torch_note, "a BatchNorm folded in");
+        if (!strcmp(pi->torch_name, "fc.weight")) assert_string_equal(pi->torch_note, "transposed");
     }
     bf_model_free(m);
 }
@@ -288,6 +308,7 @@ int main(void)
         cmocka_unit_test(names_agree_with_values),
         cmocka_unit_test(tiny_resnet_by_hand),
         cmocka_unit_test(recurrent_by_hand),
+        cmocka_unit_test(modules_called_twice),
         cmocka_unit_test(crafted_graph),
         cmocka_unit_test(helper_built_models_get_no_names),
         cmocka_unit_test(merged_tensors),

@@ -70,10 +70,23 @@ static int extends(const char *c, size_t cl, const char *prev, size_t pl)
     return 1;
 }
 
+/* Length of `c` (cl bytes) without a "_N" call count: the exporter names
+ * a module's second call "relu_1", its third "relu_2". */
+static size_t strip_call(const char *c, size_t cl)
+{
+    size_t i = cl;
+    while (i > 0 && is_digit(c[i - 1])) i--;
+    return i > 1 && i < cl && c[i - 1] == '_' ? i - 1 : cl;
+}
+
 /* The module path of a node from its scoped name: "/layer1/layer1.0/conv1/Conv"
  * -> "layer1.0.conv1"; "" for a node of the root module ("/Flatten"); NULL
- * (and *oom untouched) when the name is not scoped. */
-static char *module_path(const char *name, int *oom)
+ * (and *oom untouched) when the name is not scoped. With `calls` 0, each
+ * component loses its call count ("/fc_1/MatMul" -> "fc"): what tells two
+ * calls of one module from two modules. A component is kept as written
+ * otherwise (a module may be called "conv_1"), unless only the count
+ * makes it unreadable ("layer1.0_1"). */
+static char *module_path(const char *name, int calls, int *oom)
 {
     if (!name || name[0] != '/') return NULL;
     size_t n = strlen(name);
@@ -86,6 +99,7 @@ static char *module_path(const char *name, int *oom)
         const char *slash = strchr(s, '/');
         if (!slash) break;   /* the last component is the node's own ("Conv_1") */
         size_t cl = (size_t)(slash - s);
+        if (!calls || !is_torch_path(s, cl)) cl = strip_call(s, cl);
         if (!is_torch_path(s, cl)) { bf__free(out); return NULL; }
         if (prev && extends(s, cl, prev, prev_len)) len = prev_at;   /* replaces its container */
         else if (len) out[len++] = '.';
@@ -123,6 +137,7 @@ static const char *slot_leaf(const char *op, int slot)
 typedef struct names_ctx {
     bf_model *m;
     char **mod;       /* per node (index into m->nodes): module path, or NULL */
+    char **module;    /* ... and without call counts: the module itself */
     int *src;         /* per value: the parameter it is (directly or through Identity), or -1 */
     /* per parameter: */
     int *first, *first_slot;   /* its first reader in a module (node index, input), or -1 */
@@ -214,17 +229,14 @@ static char *matmul_weight_leaf(names_ctx *c, const bf__node *mm, const char *mo
     return NULL;
 }
 
-/* LSTM, GRU, RNN: one node per layer, in order, within the module. */
+/* LSTM, GRU, RNN: one node per layer, in order, within the module (a
+ * second call of the module is another path, "lstm_1"). */
 static void recurrent_name(names_ctx *c, const bf__node *n, int slot, const char *mod, bf_param_info *pi)
 {
     const bf_model *m = c->m;
     int layer = 0;
-    for (size_t o = 0; o < m->n_nodes; o++) {
-        int idx = m->order[o];
-        const bf__node *k = &m->nodes[idx];
-        if (k == n) break;
-        if (strcmp(k->op_type, n->op_type) == 0 && c->mod[idx] && strcmp(c->mod[idx], mod) == 0) layer++;
-    }
+    for (size_t idx = 0; idx < m->n_nodes && &m->nodes[idx] != n; idx++)   /* in file (call) order */
+        layer += !strcmp(m->nodes[idx].op_type, n->op_type) && c->mod[idx] && !strcmp(c->mod[idx], mod);
     static const char *const leaf[] = {NULL, "weight_ih_l%d", "weight_hh_l%d", "bias_ih_l%d"};
     if (slot < 1 || slot > 3) return;
     char name[64], note[256];
@@ -313,21 +325,23 @@ static void name_param(names_ctx *c, int p)
     name_from_reader(c, p, &m->nodes[idx], c->first_slot[p], c->mod[idx]);
 }
 
-/* Each parameter's first reader in a module, in topological order (an
- * Identity only forwards it), and whether a reader in another module makes
- * it nobody's in particular. */
+/* Each parameter's first reader in a module (an Identity only forwards
+ * it), and whether a reader in another module makes it nobody's in
+ * particular. First in the file's order: ONNX files list nodes in a
+ * topological order, and a torch export in call order, so a module's first
+ * call comes before its second ("fc" before "fc_1"). */
 static void find_readers(names_ctx *c)
 {
     const bf_model *m = c->m;
-    for (size_t o = 0; o < m->n_nodes; o++) {
-        int idx = m->order[o];
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        int idx = (int)i;
         const bf__node *n = &m->nodes[idx];
         if (!c->mod[idx] || !strcmp(n->op_type, "Identity")) continue;
         for (int j = 0; j < n->n_in; j++) {
             int p = n->in[j] < 0 ? -1 : c->src[n->in[j]];
             if (p < 0) continue;
             if (c->first[p] < 0) c->first[p] = idx, c->first_slot[p] = j;
-            else if (strcmp(c->mod[c->first[p]], c->mod[idx]) != 0) c->shared[p] = 1;
+            else if (strcmp(c->module[c->first[p]], c->module[idx]) != 0) c->shared[p] = 1;
         }
     }
 }
@@ -368,6 +382,7 @@ bf_status bf__torch_names(bf_model *m, bf_error *err)
     if (!from_pytorch(m) || m->n_params == 0) return BF_OK;
     names_ctx c = {.m = m};
     c.mod = bf__calloc(m->n_nodes + 1, sizeof *c.mod);
+    c.module = bf__calloc(m->n_nodes + 1, sizeof *c.module);
     c.src = bf__malloc((m->n_values + 1) * sizeof *c.src);
     c.first = bf__malloc((m->n_params + 1) * sizeof *c.first);
     c.first_slot = bf__calloc(m->n_params + 1, sizeof *c.first_slot);
@@ -375,9 +390,13 @@ bf_status bf__torch_names(bf_model *m, bf_error *err)
     c.aliased = bf__calloc(m->n_params + 1, 1);
     c.derived = bf__calloc(m->n_params + 1, sizeof *c.derived);
     c.modp = bf__calloc(m->n_params + 1, sizeof *c.modp);
-    if (!c.mod || !c.src || !c.first || !c.first_slot || !c.shared || !c.aliased || !c.derived || !c.modp) c.oom = 1;
+    if (!c.mod || !c.module || !c.src || !c.first || !c.first_slot || !c.shared || !c.aliased || !c.derived || !c.modp) c.oom = 1;
     for (size_t p = 0; !c.oom && p < m->n_params; p++) c.first[p] = -1;
-    for (size_t i = 0; !c.oom && i < m->n_nodes; i++) c.mod[i] = module_path(m->nodes[i].name, &c.oom);
+    for (size_t i = 0; !c.oom && i < m->n_nodes; i++) {
+        c.mod[i] = module_path(m->nodes[i].name, 1, &c.oom);
+        if (c.mod[i]) c.module[i] = module_path(m->nodes[i].name, 0, &c.oom);
+        if (c.mod[i] && !c.module[i] && !c.oom) c.module[i] = dup(c.mod[i], &c.oom);   /* "a._1": keep it whole */
+    }
     for (size_t v = 0; !c.oom && v < m->n_values; v++)
         c.src[v] = m->values[v].kind == BF__VAL_PARAM ? (int)m->values[v].index : -1;
     for (size_t o = 0; !c.oom && o < m->n_nodes; o++) {
@@ -390,7 +409,9 @@ bf_status bf__torch_names(bf_model *m, bf_error *err)
     for (size_t p = 0; !c.oom && p < m->n_params; p++) name_param(&c, (int)p);
     if (!c.oom) settle_collisions(&c);
     for (size_t i = 0; c.mod && i < m->n_nodes; i++) bf__free(c.mod[i]);
+    for (size_t i = 0; c.module && i < m->n_nodes; i++) bf__free(c.module[i]);
     bf__free(c.mod);
+    bf__free(c.module);
     bf__free(c.src);
     bf__free(c.first);
     bf__free(c.first_slot);
