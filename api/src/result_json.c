@@ -42,8 +42,12 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     }
     for (size_t i = 0; i < bf_campaign_num_sites(c); i++) {
         const bf_site *s = bf_campaign_site(c, i);
-        json_array_append_new(sites, json_pack("{s:s, s:s?, s:I, s:i}", "name", s->name, "op", s->op,
-                                               "elements", (json_int_t)s->elements, "bits", s->bits));
+        json_t *site = json_pack("{s:s, s:s?, s:I, s:i}", "name", s->name, "op", s->op, "elements",
+                                 (json_int_t)s->elements, "bits", s->bits);
+        /* absent when nothing was recovered (bitflip/model.h) */
+        if (site && s->torch_name) json_object_set_new(site, "torch_name", json_string(s->torch_name));
+        if (site && s->torch_note) json_object_set_new(site, "torch_note", json_string(s->torch_note));
+        json_array_append_new(sites, site);
     }
     json_object_set_new(camp, "sites", sites);
     json_object_set_new(golden, "task", json_string(bf_task_name(r->task)));
@@ -149,7 +153,9 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
     json_t *by_tensor = json_array();
     for (size_t i = 0; i < r->n_sites; i++) {
         json_t *g = group_json(&r->by_site[i], conf);
-        json_object_set_new(g, "tensor", json_incref(json_object_get(json_array_get(sites, i), "name")));
+        const json_t *site = json_array_get(sites, i), *torch = json_object_get(site, "torch_name");
+        json_object_set_new(g, "tensor", json_incref(json_object_get(site, "name")));
+        if (torch) json_object_set_new(g, "torch_name", json_incref((json_t *)torch));
         json_array_append_new(by_tensor, g);
     }
     json_object_set_new(doc, "by_tensor", by_tensor);
@@ -283,8 +289,10 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
         json_t *bits = json_array();
         for (int b = 0; b < 32; b++)
             if (f->mask & (UINT32_C(1) << b)) json_array_append_new(bits, json_integer(b));
-        json_t *jf = json_pack("{s:s, s:I, s:o, s:o, s:o}", "tensor", bf_campaign_site(c, (size_t)f->site)->name,
-                               "index", (json_int_t)f->index, "bits", bits, "old", num(f->old_value), "new", num(f->new_value));
+        const bf_site *site = bf_campaign_site(c, (size_t)f->site);
+        json_t *jf = json_pack("{s:s, s:I, s:o, s:o, s:o}", "tensor", site->name, "index", (json_int_t)f->index, "bits",
+                               bits, "old", num(f->old_value), "new", num(f->new_value));
+        if (site->torch_name) json_object_set_new(jf, "torch_name", json_string(site->torch_name));
         if (!isfinite(f->new_value))
             json_object_set_new(jf, "new", json_string(isnan(f->new_value) ? "NaN" : f->new_value > 0 ? "Infinity" : "-Infinity"));
         if (f->sample >= 0) json_object_set_new(jf, "sample", json_integer(f->sample));
@@ -333,11 +341,14 @@ static void print_group_rows(FILE *f, const json_t *arr, const char *key, const 
     size_t n, shown = 0, with_trials = 0;
     size_t *idx = rank_by_critical(arr, &n);
     if (!idx) return;
-    for (size_t k = 0; k < n; k++)
+    int torch = 0;   /* a last column with the PyTorch names, when there are any */
+    for (size_t k = 0; k < n; k++) {
         with_trials += json_integer_value(json_object_get(json_array_get(arr, k), "trials")) > 0;
+        torch |= json_object_get(json_array_get(arr, k), "torch_name") != NULL;
+    }
     if (with_trials)
-        fprintf(f, "\n%s\n  %-32s %7s  %7s %7s %7s %7s   %7s  %s\n", title, key, "trials", "masked", "toler.", "crit.",
-                "due", "crit%", "interval");
+        fprintf(f, "\n%s\n  %-32s %7s  %7s %7s %7s %7s   %7s  %s%s\n", title, key, "trials", "masked", "toler.", "crit.",
+                "due", "crit%", torch ? "interval           " : "interval", torch ? "pytorch name" : "");
     for (size_t k = 0; k < n && shown < limit; k++) {
         const json_t *g = json_array_get(arr, idx[k]);
         if (json_integer_value(json_object_get(g, "trials")) <= 0) continue;
@@ -349,11 +360,16 @@ static void print_group_rows(FILE *f, const json_t *arr, const char *key, const 
         else if (json_is_integer(kv)) snprintf(label, sizeof label, "bit %lld", (long long)json_integer_value(kv));
         else snprintf(label, sizeof label, "%g", json_number_value(kv));
         const json_t *o = json_object_get(g, "outcomes");
-        fprintf(f, "  %-32.32s %7lld  %7lld %7lld %7lld %7lld   %6.2f%%  [%.2f%%, %.2f%%]\n", label,
+        char interval[48];
+        snprintf(interval, sizeof interval, "[%.2f%%, %.2f%%]", 100 * lo, 100 * hi);
+        fprintf(f, "  %-32.32s %7lld  %7lld %7lld %7lld %7lld   %6.2f%%  ", label,
                 (long long)json_integer_value(json_object_get(g, "trials")),
                 (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
                 (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
-                100 * cr, 100 * lo, 100 * hi);
+                100 * cr);
+        const json_t *tn = json_object_get(g, "torch_name");
+        if (torch) fprintf(f, "%-18s %s\n", interval, json_is_string(tn) ? json_string_value(tn) : "-");
+        else fprintf(f, "%s\n", interval);
     }
     if (with_trials > shown) fprintf(f, "  ... %zu more (all in the JSON result)\n", with_trials - shown);
     free(idx);

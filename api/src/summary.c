@@ -48,10 +48,14 @@ json_t *bf_model_summary(const bf_model *m)
     }
     for (size_t i = 0; i < bf_model_num_params(m); i++) {
         const bf_param_info *p = bf_model_param(m, i);
-        json_array_append_new(params, json_pack("{s:s, s:o, s:I, s:s?, s:s?, s:b, s:s}", "name", p->tensor->name, "shape",
-                                                shape_json(p->tensor), "elements", (json_int_t)bf_tensor_numel(p->tensor),
-                                                "read_by_op", p->reader_op, "read_by_node", p->reader_node, "embedding",
-                                                p->is_embedding, "dtype", bf_dtype_name(p->dtype)));
+        json_t *pj = json_pack("{s:s, s:o, s:I, s:s?, s:s?, s:b, s:s}", "name", p->tensor->name, "shape",
+                               shape_json(p->tensor), "elements", (json_int_t)bf_tensor_numel(p->tensor),
+                               "read_by_op", p->reader_op, "read_by_node", p->reader_node, "embedding", p->is_embedding,
+                               "dtype", bf_dtype_name(p->dtype));
+        /* absent, not null, when nothing was recovered: older readers see the same object */
+        if (pj && p->torch_name) json_object_set_new(pj, "torch_name", json_string(p->torch_name));
+        if (pj && p->torch_note) json_object_set_new(pj, "torch_note", json_string(p->torch_note));
+        json_array_append_new(params, pj);
         bits += bf_tensor_numel(p->tensor) * (p->dtype == BF_F32 ? 32 : 8);
     }
     json_object_set_new(root, "ops", ops);

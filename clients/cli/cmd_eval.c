@@ -25,7 +25,8 @@ static const char help[] =
     "  --threads N        worker threads, one plan each (default 1)\n"
     "  --repeat N         time N passes and report the fastest (default 1)\n"
     "  --flip P:I:B       flip bit B (0 = LSB, 31 = sign) of element I (flat,\n"
-    "                     row-major) of parameter P; repeatable\n"
+    "                     row-major) of parameter P (its ONNX name, or the PyTorch\n"
+    "                     name 'bitflip info' shows); repeatable\n"
     "  --random-flips N   N single-bit faults drawn uniformly over all parameter bits\n"
     "  --seed S           seed for --random-flips (default 1)\n"
     "  --outputs FILE     write the golden outputs (.json: JSON rows; otherwise CSV)\n"
@@ -63,6 +64,14 @@ static int parse_flip(const bf_model *m, const char *spec, bf_bitflip *out)
     long bit = strtol(c2 + 1, &end, 10);
     if (c2[1] == '\0' || *end) goto bad;
     int64_t p = bf_model_find_param(m, buf);
+    size_t by_torch = 0;   /* or the PyTorch name of one parameter */
+    for (size_t i = 0; p < 0 && i < bf_model_num_params(m); i++) {
+        const char *t = bf_model_param(m, i)->torch_name;
+        if (t && !strcmp(t, buf) && by_torch++ == 0) p = (int64_t)i;
+    }
+    if (by_torch > 1)
+        return usage_error("eval", "--flip %s: '%s' is the PyTorch name of %zu parameters; give the ONNX name of the one "
+                           "meant (see 'bitflip info')", spec, buf, by_torch);
     if (p < 0) return usage_error("eval", "--flip %s: the model has no parameter '%s' (see 'bitflip info')", spec, buf);
     *out = (bf_bitflip){.param = (size_t)p, .index = index, .bit = (int)bit};
     bf_error err = {0};
@@ -300,13 +309,16 @@ int cmd_eval(int argc, char **argv)
                                   "bit", flips[i].bit, "old", num(old_v), "new", num(new_v), "changed_predictions", (json_int_t)changed,
                                   "nonfinite_outputs", (json_int_t)nonfinite);
             if (task != BF_TASK_NONE) json_object_set_new(f, metric_name(task), num(metric_value(&r)));
+            if (p->torch_name) json_object_set_new(f, "torch_name", json_string(p->torch_name));
             json_array_append_new(jfaults, f);
         } else {
             char where[160];
             snprintf(where, sizeof where, "%s[%lld] bit %d", p->tensor->name, (long long)flips[i].index, flips[i].bit);
             printf("  %-36s %13.7g -> %-13.7g", where, old_v, new_v);
             if (task != BF_TASK_NONE) printf("  %s %.4f (%+.4f)", metric_name(task), metric_value(&r), metric_value(&r) - metric_value(&golden));
-            printf("  %lld changed%s\n", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
+            printf("  %lld changed%s", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
+            if (p->torch_name && strcmp(p->torch_name, p->tensor->name) != 0) printf("  (%s)", p->torch_name);
+            fputc('\n', stdout);
         }
     }
     if (o.json) {

@@ -12,10 +12,13 @@ static const char help[] =
     "Loads and checks MODEL.onnx and prints its graph inputs and outputs, the ops it\n"
     "uses, and every parameter tensor (float initializer) with its shape, element\n"
     "count and the op that reads it: the fault surface of weight-fault campaigns.\n"
-    "Tables read by Gather (embeddings) are marked. Last, the peak memory of a plan\n"
-    "(activations, folded constants, scratch, parameter copies) at batch 1, at a\n"
-    "campaign's default batch (64) and at eval's (256), with its largest buffer:\n"
-    "worked out from shapes, nothing allocated.\n"
+    "Tables read by Gather (embeddings) are marked. For a PyTorch export, the last\n"
+    "column is the PyTorch name recovered from the module scopes in the node names\n"
+    "(docs/EXPORT.md), with how the tensor differs from that parameter (a BatchNorm\n"
+    "folded in, transposed); campaign specs select by either name. Last, the peak\n"
+    "memory of a plan (activations, folded constants, scratch, parameter copies)\n"
+    "at batch 1, at a campaign's default batch (64) and at eval's (256), with its\n"
+    "largest buffer: worked out from shapes, nothing allocated.\n"
     "\n"
     "  --json               machine-readable output\n"
     "  --limit KEY=VALUE    a parser limit, e.g. model.graph-depth=16 (repeatable;\n"
@@ -131,13 +134,22 @@ int cmd_info(int argc, char **argv)
             bits += (long long)bf_tensor_numel(bf_model_param(m, i)->tensor) * (bf_model_param(m, i)->dtype == BF_F32 ? 32 : 8);
         printf("\n\nparameters (fault surface): %zu tensors, %lld elements, %lld bits\n",
                bf_model_num_params(m), (long long)bf_model_param_elements(m), bits);
-        printf("  %-30s %-16s %10s  %s\n", "name", "shape", "elements", "read by");
+        int torch = 0;
+        for (size_t i = 0; i < bf_model_num_params(m); i++) torch |= bf_model_param(m, i)->torch_name != NULL;
+        if (torch) printf("  %-30s %-16s %10s  %-18s pytorch name\n", "name", "shape", "elements", "read by");
+        else printf("  %-30s %-16s %10s  %s\n", "name", "shape", "elements", "read by");
         for (size_t i = 0; i < bf_model_num_params(m); i++) {
             const bf_param_info *p = bf_model_param(m, i);
+            char reader[64];
             bf_shape_str(p->tensor->dims, p->tensor->ndim, buf, sizeof buf);
-            printf("  %-30s %-16s %10lld  %s%s%s%s\n", p->tensor->name, buf, (long long)bf_tensor_numel(p->tensor),
-                   p->reader_op ? p->reader_op : "(unused)", p->is_embedding ? " (embedding)" : "",
-                   p->dtype != BF_F32 ? ", stored " : "", p->dtype != BF_F32 ? bf_dtype_name(p->dtype) : "");
+            snprintf(reader, sizeof reader, "%s%s%s%s", p->reader_op ? p->reader_op : "(unused)",
+                     p->is_embedding ? " (embedding)" : "", p->dtype != BF_F32 ? ", stored " : "",
+                     p->dtype != BF_F32 ? bf_dtype_name(p->dtype) : "");
+            printf("  %-30s %-16s %10lld  ", p->tensor->name, buf, (long long)bf_tensor_numel(p->tensor));
+            if (!torch) printf("%s\n", reader);
+            else if (!p->torch_name) printf("%-18s -\n", reader);
+            else if (!p->torch_note) printf("%-18s %s\n", reader, p->torch_name);
+            else printf("%-18s %s (%s)\n", reader, p->torch_name, p->torch_note);
         }
         printf("\nplan memory (peak, from shapes)\n");
         for (int k = 0; k < 3; k++) {

@@ -26,6 +26,12 @@ eq model_id_is_sha256 "$MID" "$(sha256sum "$M" | cut -d' ' -f1)"
 header_has model_location "Location: /v1/models/$MID"
 eq model_summary "$(jget "j['name'], j['size'], len(j['params']) > 0, j['inputs'][0]['name'] != ''")" "digits $(stat -c %s "$M") True True"
 req upload_model_again 200 "${OCT[@]}" --data-binary @"$M" "$URL/v1/models?name=digits"
+# a PyTorch export's parameters carry the PyTorch names recovered from it (docs/EXPORT.md)
+req upload_torch_model 201 "${OCT[@]}" --data-binary @"$FIX/names/tiny_resnet.onnx" "$URL/v1/models?name=tiny"
+TID=$(jget "j['id']")
+eq torch_names "$(jget "sorted(p['torch_name'] for p in j['params'] if p.get('torch_note') == 'a BatchNorm folded in')[:3]")" \
+   "['conv1.bias', 'conv1.weight', 'layer1.0.conv1.bias']"
+req delete_torch_model 204 -X DELETE "$URL/v1/models/$TID"
 req upload_dataset 201 "${OCT[@]}" --data-binary @"$D" "$URL/v1/datasets?name=digits-eval"
 DID=$(jget "j['id']")
 N=$($PY -c "import json,struct,sys; f=open(sys.argv[1],'rb'); n=struct.unpack('<Q',f.read(8))[0]; print(json.loads(f.read(n))['labels']['shape'][0])" "$D")

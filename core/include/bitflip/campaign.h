@@ -136,7 +136,9 @@ typedef struct bf_campaign_spec {
 
     /* faults */
     bf_target target;
-    char **tensors;           /* patterns: exact names, globs (*, ?), or "op:Gemm" */
+    char **tensors;           /* patterns: exact names, globs (*, ?), or "op:Gemm"; for
+                               * weights a name is the ONNX one or the PyTorch one
+                               * (bf_param_info.torch_name) */
     size_t n_tensors;
     bf_fault_model model_kind;
     int bits;                 /* distinct bits per fault (bitflip, stuck_at_*) */
@@ -281,6 +283,8 @@ typedef struct bf_campaign bf_campaign;
 typedef struct bf_site {
     const char *name;
     const char *op;           /* op reading it (weights, inputs) or producing it (activations) */
+    const char *torch_name;   /* weights: the PyTorch name (bf_param_info), or NULL */
+    const char *torch_note;   /* ... and how the tensor differs from it, or NULL */
     int64_t elements;         /* activations, inputs: per sample */
     int bits;                 /* bits per element in the representation */
 } bf_site;

@@ -37,12 +37,28 @@ typedef struct bf_value_info {
     const char *dim_names[BF_MAX_DIMS];   /* NULL where the dim is fixed */
 } bf_value_info;
 
+/* A parameter. Its identity is the ONNX initializer name (tensor->name):
+ * faults, specs and results name it so. torch.onnx.export renames what it
+ * computes ("onnx::Conv_59" for a Conv weight with a BatchNorm folded in,
+ * "onnx::MatMul_308" for a transposed Linear weight), so files whose
+ * producer is PyTorch also get the name the user knows, recovered from the
+ * module scope in the reading node's name ("/layer1/layer1.0/conv1/Conv")
+ * and the input it feeds (docs/EXPORT.md):
+ *   torch_name  "layer1.0.conv1.weight"; the state_dict key itself when the
+ *               initializer kept it; only the module path ("layers.0.self_attn")
+ *               when the input does not say which parameter it is; NULL when
+ *               nothing can be recovered (other exporters, a tensor read by
+ *               several modules)
+ *   torch_note  how the tensor differs from that PyTorch parameter, or NULL:
+ *               "a BatchNorm folded in", "transposed", gate reordering ... */
 typedef struct bf_param_info {
     const bf_tensor *tensor;     /* name, shape and the model's values (of `dtype`) */
     const char *reader_op;       /* op type of the first node reading it, or NULL */
     const char *reader_node;     /* that node's name (may be empty) */
     int is_embedding;            /* read as the data input of a Gather: a lookup table */
     bf_dtype dtype;              /* BF_F32, or BF_I8 / BF_U8 for a quantized model's stored integers */
+    const char *torch_name;
+    const char *torch_note;
 } bf_param_info;
 
 bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err);

@@ -60,11 +60,18 @@ double bf_campaign_population(const bf_campaign *c)
 
 /* --- tensor patterns */
 
+static int name_matches(const char *pat, const char *name)
+{
+    return name && (strcmp(pat, name) == 0 || fnmatch(pat, name, 0) == 0);
+}
+
+/* A pattern matches the ONNX name or the recovered PyTorch name: users
+ * write what they know ("layer1.*"), and every ONNX name still selects
+ * what it did. */
 static int pattern_matches(const char *pat, const bf_param_info *pi)
 {
     if (strncmp(pat, "op:", 3) == 0) return pi->reader_op && strcmp(pi->reader_op, pat + 3) == 0;
-    const char *name = pi->tensor->name ? pi->tensor->name : "";
-    return strcmp(pat, name) == 0 || fnmatch(pat, name, 0) == 0;
+    return name_matches(pat, pi->tensor->name ? pi->tensor->name : "") || name_matches(pat, pi->torch_name);
 }
 
 /* "a, b, c and 5 more": a few names of what was available, for messages. */
@@ -99,10 +106,16 @@ static void list_names(const bf_model *m, int ops, char *buf, size_t len)
 {
     name_list nl = names_begin(buf, len);
     for (size_t p = 0; p < m->n_params; p++) {
-        const char *s = ops ? m->params[p].reader_op : m->params[p].tensor->name;
+        const bf_param_info *pi = &m->params[p];
+        const char *s = ops ? pi->reader_op : pi->tensor->name;
         if (!s) continue;
         int dup = 0;
         for (size_t q = 0; ops && q < p; q++) dup |= m->params[q].reader_op && strcmp(m->params[q].reader_op, s) == 0;
+        char both[160];
+        if (!ops && pi->torch_name && strcmp(pi->torch_name, s) != 0) {   /* both names select it */
+            snprintf(both, sizeof both, "%s (%s)", s, pi->torch_name);
+            s = both;
+        }
         if (!dup) names_add(&nl, s);
     }
     names_end(&nl);
@@ -199,6 +212,7 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
         if (!sel[p] || bf_tensor_numel(pi->tensor) == 0) continue;
         c->sites[s] = (bf_site){.name = pi->tensor->name ? pi->tensor->name : "",
                                 .op = pi->reader_op ? pi->reader_op : "",
+                                .torch_name = pi->torch_name, .torch_note = pi->torch_note,
                                 .elements = bf_tensor_numel(pi->tensor), .bits = c->repr_bits};
         c->site_param[s] = p;
         c->prefix[s + 1] = c->prefix[s] + c->sites[s].elements;
@@ -468,9 +482,19 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
         int64_t site = -1;
         for (size_t s = 0; s < c->n_sites; s++)
             if (strcmp(c->sites[s].name, name) == 0) site = (int64_t)s;
+        /* or a PyTorch name, when it names one site */
+        size_t by_torch = 0;
+        for (size_t s = 0; site < 0 && s < c->n_sites; s++)
+            if (c->sites[s].torch_name && strcmp(c->sites[s].torch_name, name) == 0 && by_torch++ == 0) site = (int64_t)s;
+        if (by_torch > 1)
+            return bf_error_set(err, BF_EINVAL, "list entry %zu: '%s' is the PyTorch name of %zu tensors (the first is '%s'); "
+                                "name the one meant by its ONNX name (bitflip info lists both)", i, name, by_torch,
+                                c->sites[site].name);
         if (site < 0) {
             int known = c->target == BF_TARGET_WEIGHTS ? bf_model_find_param(c->model, name) >= 0
                                                        : bf_model_find_value(c->model, name) >= 0;
+            for (size_t p = 0; c->target == BF_TARGET_WEIGHTS && p < c->model->n_params; p++)
+                known |= c->model->params[p].torch_name && strcmp(c->model->params[p].torch_name, name) == 0;
             char names[256], hint[256];
             other_target_hint(c, name, hint, sizeof hint);
             if (hint[0])

@@ -22,10 +22,12 @@ static uint32_t default_protected(bf_repr r)
     return 0;
 }
 
+/* As the campaign's own patterns: the ONNX name or the PyTorch one. */
 static int site_matches(const char *pat, const bf_site *s)
 {
     if (strncmp(pat, "op:", 3) == 0) return s->op && strcmp(s->op, pat + 3) == 0;
-    return strcmp(pat, s->name) == 0 || fnmatch(pat, s->name, 0) == 0;
+    return strcmp(pat, s->name) == 0 || fnmatch(pat, s->name, 0) == 0 ||
+           (s->torch_name && (strcmp(pat, s->torch_name) == 0 || fnmatch(pat, s->torch_name, 0) == 0));
 }
 
 static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, bf_error *err)

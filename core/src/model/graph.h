@@ -106,6 +106,10 @@ const bf__attr *bf__node_attr(const bf__node *node, const char *name);
  * bf_model_load_* call). */
 bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
                           bf_model **out, bf_error *err);
+/* torch_names.c: each parameter's torch_name and torch_note (bitflip/model.h),
+ * once its readers are indexed; the strings belong to the model. */
+bf_status bf__torch_names(bf_model *m, bf_error *err);
+
 bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_model **out,
                                bf_error *err);
 

@@ -102,6 +102,10 @@ void bf_model_free(bf_model *m)
     bf__free(m->outputs);
     bf__free(m->input_vals);
     bf__free(m->output_vals);
+    for (size_t i = 0; m->params && i < m->n_params; i++) {
+        bf__free((char *)m->params[i].torch_name);
+        bf__free((char *)m->params[i].torch_note);
+    }
     bf__free(m->params);
     bf__free(m->param_vals);
     bf__free(m->param_zp);
@@ -561,6 +565,7 @@ bf_status bf__model_parse(const void *buf, size_t len, const char *label, const 
     if ((st = convert(mp, m, err)) != BF_OK) goto out;
     if ((st = sort_nodes(m, err)) != BF_OK) goto out;
     if ((st = index_params(m, err)) != BF_OK) goto out;
+    if ((st = bf__torch_names(m, err)) != BF_OK) goto out;
     *out = m;
     m = NULL;
 out:
