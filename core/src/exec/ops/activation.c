@@ -82,7 +82,7 @@ static void logsoftmax_slice(float *y, const float *x, int64_t n, int64_t stride
     float m = x[0];
     for (int64_t k = 1; k < n; k++) {
         float v = x[k * stride];
-        m = (v > m) | (v != v) ? v : m;     /* NaN sticks */
+        m = ((v > m) | (v != v)) ? v : m;   /* NaN sticks */
     }
     double s = 0;
     for (int64_t k = 0; k < n; k++) s += exp((double)x[k * stride] - (double)m);

@@ -346,8 +346,8 @@ bf_status bf__where_run(const bf__ctx *c, bf_error *err)
 
 enum { VAR_MIN, VAR_MAX, VAR_SUM, VAR_MEAN };
 
-#define VAR_MAX_F(x, y) (((x) > (y)) | ((x) != (x)) ? (x) : (y))
-#define VAR_MIN_F(x, y) (((x) < (y)) | ((x) != (x)) ? (x) : (y))
+#define VAR_MAX_F(x, y) ((((x) > (y)) | ((x) != (x))) ? (x) : (y))
+#define VAR_MIN_F(x, y) ((((x) < (y)) | ((x) != (x))) ? (x) : (y))
 ROW_FN(copy_f32) { BIN_LOOP(float, float, float, ((void)x, y)); }
 ROW_FN(max_f32) { BIN_LOOP(float, float, float, VAR_MAX_F(x, y)); }
 ROW_FN(min_f32) { BIN_LOOP(float, float, float, VAR_MIN_F(x, y)); }
