@@ -93,6 +93,14 @@ def build_module(name):
     raise SystemExit(f"real_bench: unknown model {name}")
 
 
+def load_module(name):
+    """The exported module again: built as make_model built it, its weights from the state_dict saved then."""
+    import torch
+    m, _ = build_module(name)
+    m.load_state_dict(torch.load(os.path.join(MODELS_DIR, name + ".pt")))
+    return m.eval()
+
+
 def make_model(name, force=False):
     """bench/models/real/NAME.{onnx,eval.safetensors,ref.json,pt}; returns the paths' stem."""
     stem = os.path.join(MODELS_DIR, name)
@@ -116,7 +124,7 @@ def make_model(name, force=False):
     with open(stem + ".ref.json", "w") as f:
         json.dump({"model": name, "task": "classification", "golden_accuracy": 1.0,
                    "golden": out.numpy().tolist()}, f)
-    torch.save(m, stem + ".pt")
+    torch.save(m.state_dict(), stem + ".pt")
     return stem
 
 
@@ -129,8 +137,7 @@ def torch_peer(args):
     import torch
     torch.set_num_threads(args.threads)
     stem = os.path.join(MODELS_DIR, args.torch_peer)
-    m = torch.load(stem + ".pt")
-    m.eval()
+    m = load_module(args.torch_peer)
     data = benchlib.read_safetensors(stem + ".eval.safetensors")
     x = torch.from_numpy(np.array(data["input"]))
     golden = torch.tensor(json.load(open(stem + ".ref.json"))["golden"], dtype=torch.float32)

@@ -222,7 +222,7 @@ int cmd_eval(int argc, char **argv)
     for (long long i = 0; i < o.random_flips; i++) flips[n_flips++] = random_flip(m, &rng);
 
     progress prog = {0};
-    bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads};
+    bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads, .share_buffers = 1};   /* whole passes only */
     if (!o.json && isatty(STDERR_FILENO)) {
         eo.progress = on_progress;
         eo.progress_user = &prog;

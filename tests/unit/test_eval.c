@@ -74,6 +74,49 @@ static void threads_do_not_change_results(void **state)
     bf_evaluator_free(e2);
 }
 
+/* Plans that reuse an activation's memory after its last reader give the
+ * very outputs of plans that keep every value, with faults too, on models
+ * with branches and long-lived values (a residual network, a transformer
+ * with masks, a bidirectional LSTM), and need less arena. */
+static void shared_buffers_change_nothing(void **state)
+{
+    (void)state;
+    static const char *const models[] = {"conformance/demo_digits", "real/resnet_basic", "real/transformer_full",
+                                         "real/lstm", "real/densenet", "real/dlrm"};
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        char mp[512], dp[512];
+        snprintf(mp, sizeof mp, "%s/%s.onnx", BF_FIXTURES, models[k]);
+        snprintf(dp, sizeof dp, "%s/%s.eval.safetensors", BF_FIXTURES, models[k]);
+        bf_error err = {0};
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s: %s", mp, err.msg);
+        bf_evaluator *e1 = NULL, *e2 = NULL;
+        bf_eval_opts o1 = {.batch = 7, .threads = 1}, o2 = {.batch = 7, .threads = 2, .share_buffers = 1};
+        assert_int_equal(bf_evaluator_create(m, ds, &o1, &e1, &err), BF_OK);
+        if (bf_evaluator_create(m, ds, &o2, &e2, &err) != BF_OK) fail_msg("%s: %s", mp, err.msg);
+        bf_bitflip flip = {.param = 0, .index = 0, .bit = 30};
+        for (int f = 0; f < 2; f++) {
+            bf_eval_result r1, r2;
+            float *a = run_copy(e1, f ? &flip : NULL, (size_t)f, &r1), *b = run_copy(e2, f ? &flip : NULL, (size_t)f, &r2);
+            if (memcmp(a, b, (size_t)(r1.samples * r1.out_cols) * sizeof(float)) != 0)
+                fail_msg("%s: shared plans give other outputs%s", models[k], f ? " under a fault" : "");
+            free(a);
+            free(b);
+        }
+        bf_job_budget j1, j2;
+        assert_int_equal(bf_eval_estimate(m, ds, &o1, &j1, &err), BF_OK);
+        o1.share_buffers = 1;
+        assert_int_equal(bf_eval_estimate(m, ds, &o1, &j2, &err), BF_OK);
+        assert_true(j2.plan.arena_bytes <= j1.plan.arena_bytes);
+        if (k == 1) assert_true(j2.plan.arena_bytes * 2 < j1.plan.arena_bytes);   /* a deep CNN: far less */
+        bf_evaluator_free(e1);
+        bf_evaluator_free(e2);
+        bf_model_free(m);
+        bf_dataset_free(ds);
+    }
+}
+
 /* Accuracy recomputed here from the outputs and the labels, independently
  * of bf_metric_accuracy. */
 static void accuracy_matches_outputs(void **state)
@@ -270,6 +313,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(threads_do_not_change_results),
+        cmocka_unit_test(shared_buffers_change_nothing),
         cmocka_unit_test(accuracy_matches_outputs),
         cmocka_unit_test(faults_last_one_pass),
         cmocka_unit_test(progress_and_cancel),

@@ -44,6 +44,11 @@ typedef struct bf_eval_opts {
     /* Optional: set to nonzero (from any thread) to stop a run between
      * batches; the run then fails with BF_ECANCELED. */
     const atomic_int *cancel;
+    /* 1: the plans reuse an activation's memory once its last reader has
+     * run (bf_plan_opts.share_buffers): far less memory and cache traffic,
+     * for evaluators that only run whole passes; the differential engine's
+     * and a campaign's need every value kept, so they leave it 0. */
+    int share_buffers;
 } bf_eval_opts;
 
 /* What bf_evaluator_create and a run of it will hold (bitflip/plan.h),

@@ -80,6 +80,12 @@ typedef struct bf_plan_opts {
     uint64_t max_bytes;
     /* If not NULL, receives the budget (also when refused). */
     bf_plan_budget *budget;
+    /* 1: values whose lifetimes do not overlap share memory, so after a run
+     * only the graph inputs and outputs hold their values (bf_plan_value of
+     * another may read a later value's bytes). For plans that only run
+     * whole passes (bitflip eval); the differential engine recomputes steps
+     * out of order and needs every value kept. */
+    int share_buffers;
 } bf_plan_opts;
 
 /* bf_plan_create with options (NULL: as bf_plan_create). A refusal's message

@@ -31,7 +31,7 @@ static uint64_t dataset_bytes(const bf_dataset *ds)
 
 /* Fills the plan and output terms for `workers` evaluators over `samples`
  * at `batch` (already settled); `extra` more copies (the golden pass). */
-static bf_status plans(const bf_model *m, int64_t samples, int workers, int extra, bf_job_budget *b,
+static bf_status plans(const bf_model *m, int64_t samples, int workers, int extra, int share, bf_job_budget *b,
                        bf_error *err)
 {
     bf_status st;
@@ -39,11 +39,11 @@ static bf_status plans(const bf_model *m, int64_t samples, int workers, int extr
     if (b->batch > samples && samples > 0) b->batch = samples;
     if (b->batch < 1) b->batch = 1;
     b->rest = samples > 0 ? samples % b->batch : 0;
-    if ((st = bf__plan_estimate_out(m, b->batch, &b->plan, &out_numel, err)) != BF_OK) return st;
+    if ((st = bf__plan_estimate_shared(m, b->batch, share, &b->plan, &out_numel, err)) != BF_OK) return st;
     uint64_t per = b->plan.total_bytes;
     if (b->rest) {
         bf_plan_budget r;
-        if ((st = bf_plan_estimate(m, b->rest, &r, err)) != BF_OK) return st;
+        if ((st = bf__plan_estimate_shared(m, b->rest, share, &r, NULL, err)) != BF_OK) return st;
         per = sat_add(per, r.total_bytes);
     }
     uint64_t copies = (uint64_t)workers + (uint64_t)extra;
@@ -88,7 +88,7 @@ bf_status bf_eval_estimate(const bf_model *model, const bf_dataset *ds, const bf
     b.model_bytes = model_bytes(model);
     b.dataset_bytes = dataset_bytes(ds);
     /* one evaluator: a plan per thread, one set of outputs */
-    bf_status st = plans(model, samples, b.threads, 0, &b, err);
+    bf_status st = plans(model, samples, b.threads, 0, opts && opts->share_buffers, &b, err);
     if (st != BF_OK) return st;
     if (b.rest) {   /* one rest plan in all, not one per thread */
         uint64_t per_full = b.plan.total_bytes;
@@ -123,7 +123,7 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
                                       (uint64_t)bf_tensor_numel(model->params[p].tensor) * sizeof(float) + 1);
     /* each worker has an evaluator (its plans, its outputs); the golden
      * pass has had one too */
-    bf_status st = plans(model, samples, b.threads, 1, &b, err);
+    bf_status st = plans(model, samples, b.threads, 1, 0, &b, err);
     if (st != BF_OK) return st;
     if (!opts || !opts->exact) {
         uint64_t budget = opts && opts->cache_budget > 0 ? (uint64_t)opts->cache_budget : (uint64_t)BF_CACHE_BUDGET_DEFAULT;

@@ -216,10 +216,11 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     if (ev->threads > n_batches) ev->threads = (int)n_batches;
     int64_t rest = ev->samples % ev->batch;
 
+    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers};
     ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
     if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     for (int t = 0; t < ev->threads; t++) {
-        if ((st = bf_plan_create(model, ev->batch, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
+        if ((st = bf_plan_create_opts(model, ev->batch, &po, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
         ev->n_plans++;
     }
     if (rest) {
@@ -229,7 +230,7 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
                                   model->inputs[i].name, (long long)model->inputs[i].dims[0], (long long)ev->samples);
                 goto out;
             }
-        if ((st = bf_plan_create(model, rest, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
+        if ((st = bf_plan_create_opts(model, rest, &po, &ev->plans[ev->n_plans], err)) != BF_OK) goto out;
         ev->rest = ev->plans[ev->n_plans++];
     }
 

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -26,6 +27,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
  * phantom too, unless it reads only shapes). */
 typedef struct budget_ctx {
     int estimate;             /* bf_plan_estimate: no arena, only small folds */
+    int share;                /* values whose lifetimes do not overlap share memory */
     uint64_t max_bytes;       /* 0: no limit */
     bf_plan_budget *b;
     unsigned char *phantom;   /* per value */
@@ -216,6 +218,87 @@ static int reads_phantom(const budget_ctx *bc, const bf__node *n)
     return 0;
 }
 
+/* Arena offsets for plans that only run whole passes (bf_plan_opts
+ * share_buffers): a value lives from the step that computes it (graph
+ * inputs: from before the first) to its last reader (graph outputs: to the
+ * end), and values whose lives do not overlap share bytes; a step's output
+ * never shares with its own inputs, whose lives reach that step. First fit
+ * over the places in use, in step order. A ViT-S/16 at batch 32 keeps 7.9
+ * GiB of activations in separate places and a few hundred MiB so. */
+typedef struct live {
+    size_t v, off, bytes;
+    int first, last;
+} live;
+
+static int live_cmp(const void *a, const void *b)
+{
+    const live *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->v < y->v ? -1 : x->v > y->v;
+}
+
+static int off_cmp(const void *a, const void *b)
+{
+    const live *const *x = a, *const *y = b;
+    return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
+}
+
+static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
+                               bf_error *err)
+{
+    const bf_model *m = p->model;
+    size_t n = 0;
+    int end = (int)p->n_steps;
+    int *first = bf__malloc((m->n_values + 1) * sizeof *first), *last = bf__malloc((m->n_values + 1) * sizeof *last);
+    live *ls = bf__calloc(m->n_values + 1, sizeof *ls);
+    live **act = bf__calloc(m->n_values + 1, sizeof *act);
+    size_t *off_of = bf__calloc(m->n_values + 1, sizeof *off_of);
+    if (!first || !last || !ls || !act || !off_of) {
+        bf__free(first), bf__free(last), bf__free(ls), bf__free(act), bf__free(off_of);
+        return oom(err);
+    }
+    for (size_t v = 0; v < m->n_values; v++) first[v] = last[v] = -2;
+    for (size_t i = 0; i < m->n_inputs; i++) first[m->input_vals[i]] = last[m->input_vals[i]] = -1;
+    for (size_t s = 0; s < p->n_steps; s++) {
+        const bf__node *nd = p->steps[s].node;
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) first[nd->out[j]] = last[nd->out[j]] = (int)s;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) last[nd->in[j]] = (int)s;
+    }
+    for (size_t i = 0; i < m->n_outputs; i++) last[m->output_vals[i]] = end;
+    for (size_t v = 0; v < m->n_values; v++) {
+        const bf__value *val = &m->values[v];
+        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
+        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        if (first[v] == -2) first[v] = last[v] = -1;   /* needed but made by no step: as a graph input */
+        ls[n++] = (live){.v = v, .bytes = align64(bf_tensor_nbytes(&p->vals[v])), .first = first[v], .last = last[v]};
+    }
+    qsort(ls, n, sizeof *ls, live_cmp);
+    size_t n_act = 0, top = 0;
+    for (size_t k = 0; k < n; k++) {
+        /* drop the places whose values died before this one is made */
+        size_t w = 0;
+        for (size_t a = 0; a < n_act; a++)
+            if (act[a]->last >= ls[k].first) act[w++] = act[a];
+        n_act = w;
+        qsort(act, n_act, sizeof *act, off_cmp);
+        size_t at = 0;
+        for (size_t a = 0; a < n_act; a++) {
+            if (act[a]->off >= at + ls[k].bytes) break;   /* the gap before it fits */
+            if (act[a]->off + act[a]->bytes > at) at = act[a]->off + act[a]->bytes;
+        }
+        ls[k].off = at;
+        off_of[ls[k].v] = at;
+        if (at + ls[k].bytes > top) top = at + ls[k].bytes;
+        act[n_act++] = &ls[k];
+    }
+    bf__free(first), bf__free(last), bf__free(ls), bf__free(act);
+    *total = top;
+    *out = off_of;
+    return BF_OK;
+}
+
 static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
 {
     bf_plan_budget *b = bc->b;
@@ -225,6 +308,7 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
     unsigned char *needed = bf__calloc(m->n_values + 1, 1);
     bf__prep *prep = bf__aligned_alloc(sizeof *prep);
     bf_tensor *view = bf__calloc(BF__MAX_IO, sizeof *view);
+    size_t *off_of = NULL;
     size_t n_dummies = 0;
     if (!needed || !prep || !view) { st = oom(err); goto out; }
     if ((st = mark_needed(m, needed, err)) != BF_OK) goto out;
@@ -308,14 +392,21 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
         }
     }
 
-    /* One arena for graph inputs and every computed activation. */
+    /* One arena for graph inputs and every computed activation: each its
+     * own place, or (bc->share) places reused once a value's last reader
+     * has run. */
     size_t total = 0;
-    for (size_t v = 0; v < m->n_values; v++) {
-        const bf__value *val = &m->values[v];
-        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
-        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
-        total += align64(bf_tensor_nbytes(&p->vals[v]));
+    if (bc->share) {
+        if ((st = share_offsets(p, needed, &total, &off_of, err)) != BF_OK) goto out;
+    } else {
+        for (size_t v = 0; v < m->n_values; v++) {
+            const bf__value *val = &m->values[v];
+            if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
+            if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+            total += align64(bf_tensor_nbytes(&p->vals[v]));
+        }
     }
+    size_t dummies_at = total;
     for (size_t i = 0; i < n_dummies; i++) total += align64(bf_tensor_nbytes(&p->dummies[i]));
     for (size_t v = 0; v < m->n_values; v++) {
         const bf__value *val = &m->values[v];
@@ -361,14 +452,20 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
         const bf__value *val = &m->values[v];
         if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
         if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        if (off_of) {
+            p->vals[v].data = (char *)p->arena + off_of[v];
+            continue;
+        }
         p->vals[v].data = (char *)p->arena + off;
         off += align64(bf_tensor_nbytes(&p->vals[v]));
     }
+    off = dummies_at;
     for (size_t i = 0; i < n_dummies; i++) {
         p->dummies[i].data = (char *)p->arena + off;
         off += align64(bf_tensor_nbytes(&p->dummies[i]));
     }
 out:
+    bf__free(off_of);
     bf__free(needed);
     bf__free(prep);
     bf__free(view);
@@ -388,6 +485,14 @@ bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget 
     bf_plan_opts o = {.budget = out};
     bf_plan *p = NULL;
     return plan_create(model, batch, &o, 1, NULL, &p, err);
+}
+
+bf_status bf__plan_estimate_shared(const bf_model *model, int64_t batch, int share, bf_plan_budget *out,
+                                   int64_t *out0_numel, bf_error *err)
+{
+    bf_plan_opts o = {.budget = out, .share_buffers = share};
+    bf_plan *p = NULL;
+    return plan_create(model, batch, &o, 1, out0_numel, &p, err);
 }
 
 bf_status bf__plan_estimate_out(const bf_model *model, int64_t batch, bf_plan_budget *out, int64_t *out0_numel,
@@ -412,6 +517,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     size_t n_out_slots = 0;
     bf_plan_budget local = {0};
     budget_ctx bc = {.estimate = estimate, .max_bytes = opts ? opts->max_bytes : 0,
+                     .share = opts ? opts->share_buffers : 0,
                      .b = opts && opts->budget ? opts->budget : &local};
     *out = NULL;
     memset(bc.b, 0, sizeof *bc.b);
