@@ -183,6 +183,40 @@ static int parse_args(int argc, char **argv, run_opts *o)
     return 0;
 }
 
+/* After a campaign was refused for memory: the largest smaller "batch" (a
+ * power of two) whose campaign fits, which is what a user can change in the
+ * spec (a campaign keeps every activation of a batch: docs/ENGINE.md), or
+ * else a smaller golden cache (what does not fit is recomputed). */
+static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *spec,
+                          const bf_campaign_opts *eo, int64_t batch, long long limit)
+{
+    bf_campaign_spec s = *spec;
+    bf_job_budget now;
+    bf_error e0 = {0};
+    if (bf_campaign_estimate(m, ds, spec, eo, &now, &e0) == BF_OK && now.cache_bytes > 0 &&
+        now.total_bytes - now.cache_bytes + ((uint64_t)1 << 20) <= (uint64_t)limit) {
+        uint64_t room = ((uint64_t)limit - (now.total_bytes - now.cache_bytes)) & ~(((uint64_t)1 << 20) - 1);
+        fprintf(stderr, "bitflip run: with --cache-budget %lluM it fits (values beyond the golden cache are "
+                        "recomputed when a trial needs them: slower, the same results)\n",
+                (unsigned long long)(room >> 20));
+    }
+    for (int64_t b = 1; b < batch; b *= 2) {
+        int64_t try_b = batch / (2 * b) > 0 ? batch / (2 * b) : 1;
+        bf_error err = {0};
+        bf_job_budget jb;
+        s.batch = try_b;
+        if (bf_campaign_estimate(m, ds, &s, eo, &jb, &err) != BF_OK) return;
+        if (jb.total_bytes <= (uint64_t)limit) {
+            char need[32];
+            fprintf(stderr, "bitflip run: with \"batch\": %lld in the spec the campaign needs %s and fits (a trial's cost "
+                            "does not depend on the batch much; see docs/ENGINE.md)\n",
+                    (long long)try_b, bf_bytes_str(jb.total_bytes, need, sizeof need));
+            return;
+        }
+        if (try_b == 1) break;
+    }
+}
+
 /* One configuration of the campaign (mit NULL: unprotected, unpaired):
  * created, run with progress, and rendered into run->doc; for a paired
  * comparison also each trial's metric, rate and outcome (through ps) and
@@ -296,7 +330,10 @@ int cmd_run(int argc, char **argv)
         bf_campaign_opts eo = {.threads = (int)(threads > 0 ? threads : 1), .exact = o.exact,
                                .cache_budget = o.cache_budget};
         if (bf_campaign_estimate(m, ds, &spec, &eo, &jb, &err) != BF_OK) { rc = report_error("run", &err); goto out; }
-        if ((rc = check_job_memory("run", "campaign", &jb, o.lim.job_memory)) != 0) goto out;
+        if ((rc = check_job_memory("run", "campaign", &jb, o.lim.job_memory)) != 0) {
+            suggest_batch(m, ds, &spec, &eo, jb.batch, o.lim.job_memory);
+            goto out;
+        }
     }
     /* A paired comparison runs the campaign once per configuration, on the
      * same faults; without mitigations, once, unprotected. */

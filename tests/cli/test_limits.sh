@@ -68,6 +68,14 @@ check eval_small 3 "$BF" eval --job-memory 3M "$M" "$D"
 contains eval_small "the evaluation needs"
 contains eval_small "over the 3.0 MiB job memory limit (--job-memory)"
 check eval_ok 0 "$BF" eval --job-memory 1G "$M" "$D"
+# refused, with what would fit; and what it says fits does
+check run_hint 3 "$BF" run --local --threads 1 --job-memory 6M "$FX/specs/digits_weights.json"
+contains run_hint 'with --cache-budget 1M it fits'
+contains run_hint 'with "batch": 8 in the spec the campaign needs'
+sed 's/"seed": 7,/"seed": 7, "batch": 8,/' "$FX/specs/digits_weights.json" >"$tmp/b8.json"
+sed -i "s|\.\./conformance/|$FX/conformance/|g" "$tmp/b8.json"
+check run_hint_batch 0 "$BF" run --local --threads 1 --job-memory 6M --format json --out "$tmp/b8.out" "$tmp/b8.json"
+check run_hint_cache 0 "$BF" run --local --threads 1 --job-memory 6M --cache-budget 1M --format json --out "$tmp/c1.out" "$FX/specs/digits_weights.json"
 check run_small 3 "$BF" run --local --threads 1 --job-memory 4M "$FX/specs/digits_weights.json"
 contains run_small "the campaign needs"
 check data_limit 3 "$BF" eval --limit data.tensors=1 "$M" "$D"
