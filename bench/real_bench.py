@@ -214,6 +214,8 @@ def run(cmd, threads, timeout, quiet):
 
 
 STATS = re.compile(r"(\d+) trials in ([0-9.]+) s \(([0-9.]+) trials/s\).*?setup ([0-9.]+) s")
+GOLDEN = re.compile(r"golden pass with the cache ([0-9.]+) s")
+RERAN = re.compile(r"the trials re-ran ([0-9.]+)% of the work.*?; most in (\S+) '([^']*)' ([0-9]+)%")
 
 
 def bitflip_campaign(a, name, stem, threads, trials, quiet):
@@ -233,6 +235,12 @@ def bitflip_campaign(a, name, stem, threads, trials, quiet):
             r["stats"] = {"trials": int(m.group(1)), "trial_seconds": float(m.group(2)),
                           "trials_per_s": float(m.group(3)), "setup_seconds": float(m.group(4)),
                           "line": [l for l in r["err"].splitlines() if "trials/s" in l][-1]}
+            g, w = GOLDEN.search(r["err"]), RERAN.search(r["err"])
+            if g:
+                r["stats"]["golden_seconds"] = float(g.group(1))
+            if w:
+                r["stats"].update(work_percent=float(w.group(1)), top_op=w.group(2), top_node=w.group(3),
+                                  top_share=float(w.group(4)))
     return r
 
 
@@ -347,6 +355,16 @@ def write(doc, path):
         lines.append(f"| {r['model']} | {r['threads']} | {trials or '–'} | {fmt(whole)} | {fmt(st.get('trials_per_s'), 2)} | "
                      f"{fmt(st.get('setup_seconds'))} | {fmt(ttr, 2)} | {ratio(st.get('trials_per_s'), ttr)} | "
                      f"{ratio(with_setup, ttr)} | {ratio(st.get('setup_seconds'), eval_s) if eval_s else '–'} |")
+    lines += ["", "What the differential engine re-ran (from `--stats`): the steps it ran in full or on rows, weighted "
+              "by their time on the golden pass, as a share of running every trial in full; and the step that took "
+              "most of it. *golden pass* is the campaign's one pass over the eval set that also fills the cache.", "",
+              "| model | threads | re-ran | most in | golden pass s | eval pass s |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        st = (r["bitflip_campaign"].get("stats") or {})
+        bfe = r["bitflip_eval"].get("json") or {}
+        top = f"{st['top_op']} `{st['top_node']}` ({st['top_share']:.0f}%)" if "top_op" in st else "–"
+        lines.append(f"| {r['model']} | {r['threads']} | {fmt(st.get('work_percent'), 2)}% | {top} | "
+                     f"{fmt(st.get('golden_seconds'), 2)} | {fmt(bfe.get('seconds'), 2)} |")
     lines += ["", "| model | what |", "|---|---|"]
     seen = set()
     for r in rows:

@@ -19,10 +19,13 @@ for t in "$@"; do
   [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
   # a target's own libFuzzer flags, one line (fuzz_http: its daemon's log off)
   [ -f "$here/$t.flags" ] && read -r -a flags <"$here/$t.flags"
+  # fuzz_onnx also starts from every op case and real architecture (read only)
+  seeds=()
+  [ "$t" = fuzz_onnx ] && seeds=("$here/../fixtures/ops" "$here/../fixtures/real" "$here/../fixtures/quant")
   log=$build/$t.log
   BF_FUZZ_FIXTURES=$here/../fixtures nice -n 10 "$bin" -max_total_time="$seconds" -print_final_stats=1 \
     -rss_limit_mb=2048 -timeout=20 -max_len=262144 -artifact_prefix="$crashes/" "${dict[@]}" "${flags[@]}" \
-    "$work" "$here/corpus/$t" >"$log" 2>&1
+    "$work" "$here/corpus/$t" "${seeds[@]}" >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ "$rc" -eq 0 ]; then
