@@ -23,8 +23,12 @@ enum { M_NEAREST, M_LINEAR, M_CUBIC };
 enum { C_HALF_PIXEL, C_PYTORCH_HALF_PIXEL, C_ALIGN_CORNERS, C_ASYMMETRIC, C_TF_HALF_PIXEL_NN };
 enum { N_ROUND_PREFER_FLOOR, N_ROUND_PREFER_CEIL, N_FLOOR, N_CEIL };
 
-/* Products of outer dims' taps per output row: 4 resized dims in cubic mode. */
-#define MAX_COMBOS 256
+/* Products of outer dims' taps per output row: linear over 3 dims (trilinear)
+ * or cubic over 2 (bicubic), what F.interpolate writes and ONNX Runtime runs.
+ * More would let a 200-byte file ask for 256 taps per output element: a
+ * plan within its memory budget that computes for minutes (fuzz_onnx found
+ * one: cubic over 4 dims). */
+#define MAX_COMBOS 4
 
 typedef struct resize_params {
     int rank, mode, coord, nearest, exclude_outside;
@@ -190,7 +194,10 @@ static bf_status resize_prepare(bf__prep *p, bf_error *err)
         table += ((size_t)q->odims[d] * (size_t)q->taps[d] * (sizeof(int64_t) + sizeof(float)) + 15) & ~(size_t)15;
     }
     if (combos > MAX_COMBOS)
-        return bf__node_error(err, n, BF_EUNSUPPORTED, "resizes too many dims at once in mode %s (input %s)",
+        return bf__node_error(err, n, BF_EUNSUPPORTED,
+                              "resizes too many dims at once in mode %s (input %s); bitflip, like PyTorch's "
+                              "interpolate and ONNX Runtime, resamples linear over at most 3 dims and cubic over at "
+                              "most 2 (the others' scale 1)",
                               q->mode == M_LINEAR ? "linear" : "cubic", bf_shape_str(x->dims, r, xs, sizeof xs));
     q->rank = r;
     bf__row_strides(r, x->dims, q->istride);
