@@ -145,7 +145,9 @@ async function checkModels(ort, dir) {
         continue;
       }
       const o = await runModel(ort, m2, feeds);
-      const rows = o[ref.outputs[0]].data.slice(0, nRef * ref.golden[0].length);
+      // a classifier's outputs are rows [B, C]; a binary model's (DRS) one score per sample [B]
+      const width = Array.isArray(ref.golden[0]) ? ref.golden[0].length : 1;
+      const rows = o[ref.outputs[0]].data.slice(0, nRef * width);
       c = compare(rows, f.outputs, false);
       console.log(`  fault ${k} ${f.param}[${f.index}] bit ${f.bit} (${f.old} -> ${f.new}): ` +
                   (c.bad ? 'MISMATCH ' + c.first : 'ok'));
