@@ -79,7 +79,8 @@ static void fused_text(const bf_model *m, char *buf, size_t len)
     for (size_t k = 0; (kind = bf_model_fusion(m, k, &count, &lo, &hi)) && off < len; k++) {
         if (!count) continue;
         if (lo == hi)
-            off += (size_t)snprintf(buf + off, len - off, "%s%zu %s (%zu nodes each)", off ? ", " : "", count, kind, lo);
+            off += (size_t)snprintf(buf + off, len - off, "%s%zu %s (%zu nodes%s)", off ? ", " : "", count, kind, lo,
+                                    count > 1 ? " each" : "");
         else
             off += (size_t)snprintf(buf + off, len - off, "%s%zu %s (%zu to %zu nodes)", off ? ", " : "", count, kind, lo, hi);
     }

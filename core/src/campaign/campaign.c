@@ -348,6 +348,8 @@ static bf_status no_value_site(const bf_campaign *c, const char *pat, const vcan
     char names[256], hint[640];
     list_sites(v, n, ops, names, sizeof names);
     if (!matched) {
+        if (!ops && bf__fused_note(c->model, bf_model_find_value(c->model, pat), hint, sizeof hint))
+            return bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no node output: %s", pat, hint);
         if (ops)
             return bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no %s: no %s node %s a float32 value (%s: %s)",
                                 pat, what, pat + 3, inputs ? "reads" : "computes",

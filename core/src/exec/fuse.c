@@ -590,9 +590,9 @@ int bf__fused_note(const bf_model *m, int64_t v, char *buf, size_t len)
     int y = m->values[v].fused_into - 1, p = m->values[y].producer;
     const bf__node *n = p >= 0 ? &m->nodes[p] : NULL;
     snprintf(buf, len,
-             "'%s' is an intermediate of an exported pattern that bitflip runs as one op, as PyTorch does: node "
-             "'%s' (%s) computes it inside and outputs '%s' (docs/OPS.md, fused patterns); fault '%s' instead, or "
-             "load the model with --no-fuse to run the pattern node by node",
-             m->values[v].name, n ? n->name : "?", n ? n->op_type : "?", m->values[y].name, m->values[y].name);
+             "'%s' is an intermediate of an exported pattern that bitflip runs as one op, as PyTorch does: "
+             "node '%s' (%s) computes it internally (docs/OPS.md, fused patterns); fault that node's output "
+             "'%s', or load the model with --no-fuse",
+             m->values[v].name, n ? n->name : "?", n ? n->op_type : "?", m->values[y].name);
     return 1;
 }

@@ -176,9 +176,11 @@ static inline float hard_swish_f32(float x) { return x * clamp_f32(x + 3.0f, 0.0
 static inline float softsign_f32(float x) { return x / (1.0f + fabsf(x)); }
 static inline float mish_f32(float x) { return x * tanh_f32(softplus_f32(x)); }
 static inline float gelu_f32(float x) { return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f)); }
+/* torch's order: x^3 first, so it overflows to Inf where torch's does */
 static inline float gelu_tanh_f32(float x)
 {
-    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    float x3 = x * x * x;
+    float u = 0.79788456080286536f * (x + 0.044715f * x3);
     return 0.5f * x * (1.0f + tanh_f32(u));
 }
 static inline float reciprocal_f32(float x) { return 1.0f / x; }
