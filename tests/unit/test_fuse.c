@@ -18,6 +18,7 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "alloc_fail.h"
 #include "campaign_check.h"
 #include "model/graph.h"
 
@@ -240,6 +241,29 @@ static void fused_value_is_explained(void **state)
     bf_model_free(raw);
 }
 
+/* Every allocation of a load failing in turn, fusion's among them: ENOMEM
+ * and a freeable model, never a crash or a leak (the ASan build checks). */
+static void allocation_failures_are_clean(void **state)
+{
+    (void)state;
+    static const char *const files[] = {OPS "fuse_layernorm_noaffine_op13.onnx", OPS "fuse_chain_gelu_op13.onnx",
+                                        OPS "fuse_gelu_tanh_op13.onnx", OPS "fuse_layernorm_2d_op13.onnx"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        int succeeded = 0;
+        for (long n = 0; n < 5000 && !succeeded; n++) {
+            bf_model *m = NULL;
+            bf_error err = {0};
+            bf_test_alloc_fail_after(n);
+            bf_status st = bf_model_load_file(files[f], &m, &err);
+            bf_test_alloc_fail_after(-1);
+            if (st == BF_OK) succeeded = fused_all(m) == 1;
+            else if (st != BF_ENOMEM) fail_msg("%s: allocation %ld failing gave status %d: %s", files[f], n, st, err.msg);
+            bf_model_free(m);
+        }
+        assert_true(succeeded);
+    }
+}
+
 static const tc_config configs[] = {
     {"weights bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
     {"weights stuck_at_1 fp16", BF_TARGET_WEIGHTS, BF_FAULT_STUCK_AT_1, BF_REPR_FP16, BF_PERSIST_PERMANENT, 1},
@@ -310,6 +334,7 @@ int main(void)
         cmocka_unit_test(variants_fuse),
         cmocka_unit_test(near_misses_stay),
         cmocka_unit_test(fused_value_is_explained),
+        cmocka_unit_test(allocation_failures_are_clean),
         cmocka_unit_test(vit_faults_match_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
