@@ -11,7 +11,8 @@
  * Where we differ from the letter of ONNX (each explained where it is done):
  * Cast to DOUBLE stays float32, Cast to FLOAT16/BFLOAT16 rounds but stays
  * float32; Clip without a bound does not clip (torch.clamp, not ONNX
- * Runtime's +-FLT_MAX); float reductions accumulate in double; integer
+ * Runtime's +-FLT_MAX); float reductions accumulate in double, but for
+ * ReduceSum/ReduceMean over one run of axes (PyTorch's float order); integer
  * overflow wraps; integer division by zero is an error, not a crash; the
  * axes of reductions are accepted as attribute or input at any opset. */
 #include <assert.h>
