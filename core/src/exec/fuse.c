@@ -550,7 +550,7 @@ bf_status bf__fuse(bf_model *m, bf_error *err)
         int i = m->order[o];
         if (c.dead[i]) continue;
         const bf__node *n = &m->nodes[i];
-        pattern p = {.last = -1};
+        pattern p = {.last = -1, .x = -1};
         int hit = 0;
         if (strcmp(n->op_type, "Div") == 0) hit = match_layernorm(&c, n, &p);
         else if (strcmp(n->op_type, "Erf") == 0) hit = match_gelu(&c, n, &p);
@@ -559,7 +559,8 @@ bf_status bf__fuse(bf_model *m, bf_error *err)
         if (!hit) continue;
         /* the last node may not be among those removed (a Constant feeder
          * listed twice is harmless: clearing is once per node) */
-        int bad = p.last < 0 || m->nodes[p.last].n_attrs != 0 || m->nodes[p.last].n_out != 1;
+        int bad = p.last < 0 || p.x < 0 || m->nodes[p.last].n_attrs != 0 || m->nodes[p.last].n_out != 1 ||
+                  m->nodes[p.last].out[0] < 0;
         for (int r = 0; r < p.n_rm && !bad; r++) bad = p.rm[r] == p.last || c.dead[p.rm[r]];
         if (bad) continue;
         st = rewrite(&c, &p, err);
