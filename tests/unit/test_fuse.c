@@ -144,6 +144,7 @@ static void variants_fuse(void **state)
         {"fuse_layernorm_noaffine_op13", 0, 7, "LayerNormalization", 2},
         {"fuse_layernorm_2d_op13", 0, 9, "LayerNormalization", 3},
         {"fuse_layernorm_eps_1e-2", 0, 9, "LayerNormalization", 3},
+        {"fuse_layernorm_op18_axes_input", 0, 9, "LayerNormalization", 3},
         {"fuse_gelu_op13", 1, 5, "Gelu", 1},
         {"fuse_gelu_tanh_op13", 2, 9, "Gelu", 1},
         {"fuse_hardswish_op13", 3, 2, "HardSwish", 1},

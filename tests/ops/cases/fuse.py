@@ -177,6 +177,20 @@ def near_miss_cases():
     ln3, x3, c = _ln_export(eps=1e-2)
     c.name = "fuse_layernorm_eps_1e-2"
     yield c
+    # opset 18 moves ReduceMean's axes to an input: the same pattern, fused
+    c = Case("fuse_layernorm_op18_axes_input", None, base.inputs, base.outputs, opset=18, consts=base.consts,
+             nodes=[onnx.NodeProto.FromString(n.SerializeToString()) for n in base.nodes], rtol=1e-5, atol=1e-6,
+             check=False)
+    axes_nodes = []
+    for k in range(2):
+        r = _by_op(c.nodes, "ReduceMean", k)
+        del r.attribute[:]
+        name = "axes_%d" % k
+        axes_nodes.append(helper.make_node("Constant", [], [name], name=name,
+                                           value=numpy_helper.from_array(np.array([-1], np.int64))))
+        r.input.append(name)
+    c.nodes = axes_nodes + c.nodes
+    yield c
     # HardSigmoid with ONNX's default alpha 0.2 times x: not Hardswish
     h = randf(43, 3, 6, lo=-4, hi=4)
     nodes = [helper.make_node("HardSigmoid", ["x"], ["hs"], name="hs"),
