@@ -47,7 +47,8 @@ typedef struct cli_limits {
 
 void cli_limits_init(cli_limits *l);
 /* If argv[*i] is --limit KEY=VALUE or --job-memory SIZE: parses it (and its
- * value, advancing *i), sets *rc (0 or an exit code) and returns 1; else 0. */
+ * value, advancing *i), sets *rc (0 or an exit code) and returns 1; the flag
+ * --no-fuse sets model.no_fuse and returns 1; else 0. */
 int cli_limit_option(const char *cmd, int argc, char **argv, int *i, cli_limits *l, int *rc);
 /* 0 if the job's budget fits `limit`; else prints why (the plan, or the job's
  * parts, and the largest buffer) and returns EXIT_INFRA. `job` names it:
@@ -59,6 +60,8 @@ int check_job_memory(const char *cmd, const char *job, const bf_job_budget *b, l
     "  --job-memory SIZE    refuse to start if the job's memory, computed from shapes\n" \
     "                       before anything is allocated, exceeds SIZE (default 4G)\n" \
     "  --limit KEY=VALUE    a parser limit, e.g. model.graph-depth=16, data.bytes=1G,\n" \
-    "                       spec.array=1000 (repeatable; docs/LIMITS.md lists them)\n"
+    "                       spec.array=1000 (repeatable; docs/LIMITS.md lists them)\n" \
+    "  --no-fuse            run LayerNorm, GELU and Hardswish as exported, node by\n" \
+    "                       node, not as the one op PyTorch ran (docs/OPS.md)\n"
 
 #endif

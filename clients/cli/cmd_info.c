@@ -7,7 +7,7 @@
 #include "cli.h"
 
 static const char help[] =
-    "usage: bitflip info [--json] [--limit KEY=VALUE] MODEL.onnx\n"
+    "usage: bitflip info [--json] [--no-fuse] [--limit KEY=VALUE] MODEL.onnx\n"
     "\n"
     "Loads and checks MODEL.onnx and prints its graph inputs and outputs, the ops it\n"
     "uses, and every parameter tensor (float initializer) with its shape, element\n"
@@ -21,6 +21,8 @@ static const char help[] =
     "largest buffer: worked out from shapes, nothing allocated.\n"
     "\n"
     "  --json               machine-readable output\n"
+    "  --no-fuse            show the graph with the patterns PyTorch exports in\n"
+    "                       several nodes (LayerNorm, GELU, Hardswish) unfused\n"
     "  --limit KEY=VALUE    a parser limit, e.g. model.graph-depth=16 (repeatable;\n"
     "                       docs/LIMITS.md lists them)\n";
 
@@ -68,6 +70,34 @@ static size_t count_ops(const bf_model *m, op_count *out, size_t max)
     return n;
 }
 
+/* "5 LayerNorm (9 nodes each), 2 GELU (5 nodes each)", or "" if nothing was fused. */
+static void fused_text(const bf_model *m, char *buf, size_t len)
+{
+    size_t off = 0, count, lo, hi;
+    const char *kind;
+    buf[0] = 0;
+    for (size_t k = 0; (kind = bf_model_fusion(m, k, &count, &lo, &hi)) && off < len; k++) {
+        if (!count) continue;
+        if (lo == hi)
+            off += (size_t)snprintf(buf + off, len - off, "%s%zu %s (%zu nodes%s)", off ? ", " : "", count, kind, lo,
+                                    count > 1 ? " each" : "");
+        else
+            off += (size_t)snprintf(buf + off, len - off, "%s%zu %s (%zu to %zu nodes)", off ? ", " : "", count, kind, lo, hi);
+    }
+}
+
+static json_t *fused_json(const bf_model *m)
+{
+    json_t *a = json_array();
+    size_t count, lo, hi;
+    const char *kind;
+    for (size_t k = 0; (kind = bf_model_fusion(m, k, &count, &lo, &hi)); k++)
+        if (count)
+            json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I}", "pattern", kind, "count", (json_int_t)count,
+                                               "min_nodes", (json_int_t)lo, "max_nodes", (json_int_t)hi));
+    return a;
+}
+
 int cmd_info(int argc, char **argv)
 {
     int json = 0, rc = 0;
@@ -76,7 +106,8 @@ int cmd_info(int argc, char **argv)
     cli_limits_init(&lim);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(help, stdout); return EXIT_OK; }
-        else if (!strcmp(argv[i], "--limit") && cli_limit_option("info", argc, argv, &i, &lim, &rc)) { if (rc) return rc; }
+        else if ((!strcmp(argv[i], "--limit") || !strcmp(argv[i], "--no-fuse")) &&
+                 cli_limit_option("info", argc, argv, &i, &lim, &rc)) { if (rc) return rc; }
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (argv[i][0] == '-' && argv[i][1]) return usage_error("info", "unknown option '%s'", argv[i]);
         else if (!path) path = argv[i];
@@ -103,6 +134,7 @@ int cmd_info(int argc, char **argv)
         json_t *root = bf_model_summary(m);
         if (!root) { bf_model_free(m); fprintf(stderr, "bitflip info: out of memory\n"); return EXIT_INFRA; }
         json_object_set_new(root, "model", json_string(path));
+        json_object_set_new(root, "fused", fused_json(m));
         json_t *mem = json_array();
         for (int k = 0; k < 3; k++)
             json_array_append_new(mem, have[k] ? budget_json(&budgets[k])
@@ -129,6 +161,9 @@ int cmd_info(int argc, char **argv)
         }
         printf("\nops (%zu nodes)\n ", bf_model_num_nodes(m));
         for (size_t i = 0; i < n_ops; i++) printf(" %s x%d", ops[i].op, ops[i].count);
+        char fused[512];
+        fused_text(m, fused, sizeof fused);
+        if (fused[0]) printf("\n  fused: %s; each runs as one op, as in PyTorch (--no-fuse: as exported)", fused);
         long long bits = 0;
         for (size_t i = 0; i < bf_model_num_params(m); i++)
             bits += (long long)bf_tensor_numel(bf_model_param(m, i)->tensor) * (bf_model_param(m, i)->dtype == BF_F32 ? 32 : 8);

@@ -175,9 +175,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (o->local) o->server = NULL;
     if (!o->local && !o->server)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
-    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_n > 1))
-        return usage_error("run", "--threads, --exact, --cache-budget, --stats and --shard are for --local runs; "
-                                  "the daemon has its own workers");
+    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_n > 1 || o->lim.model.no_fuse))
+        return usage_error("run", "--threads, --exact, --cache-budget, --stats, --shard and --no-fuse are for --local "
+                                  "runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
         return usage_error("run", "--format must be table, json or csv, got '%s'", o->format);
     return 0;

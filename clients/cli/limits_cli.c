@@ -1,6 +1,7 @@
 /* The limits every command that reads a model, an eval set or a spec takes:
  * --limit KEY=VALUE for the parsers (docs/LIMITS.md lists the keys) and
- * --job-memory SIZE for what an evaluation or a campaign may hold. */
+ * --job-memory SIZE for what an evaluation or a campaign may hold; and
+ * --no-fuse, which loads the model with its exported patterns unfused. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ static int set_limit(const char *cmd, const char *kv, cli_limits *l)
 int cli_limit_option(const char *cmd, int argc, char **argv, int *i, cli_limits *l, int *rc)
 {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(a, "--no-fuse")) {   /* a flag: no value to step over */
+        l->model.no_fuse = 1;
+        return 1;
+    }
     if (!strcmp(a, "--limit")) {
         *rc = set_limit(cmd, v, l);
     } else if (!strcmp(a, "--job-memory")) {

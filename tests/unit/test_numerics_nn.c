@@ -3,10 +3,10 @@
  * weight or bias element set to 1.8e38 (an exponent-bit flip of a weight
  * in [0.5, 1)), run through a plan; its 16 outputs must be NaN, Inf and
  * finite exactly where PyTorch's are (bert_ln_op17.nanpat.txt, written by
- * PyTorch). The last LayerNorm's faults are left out: its huge outputs go
- * through the mean pooling's ReduceMean, which sums in double where
- * PyTorch's float sum overflows (NUMERICS.md, "ReduceMean and ReduceSum");
- * the test counts how many of those agree, for information. */
+ * PyTorch). The last LayerNorm's faults send huge values through the mean
+ * pooling's ReduceMean, whose float sum overflows where PyTorch's does only
+ * because it is taken in PyTorch's order (NUMERICS.md, "ReduceMean and
+ * ReduceSum"); they are counted apart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,7 +59,6 @@ static void layernorm_faults_give_torch_nan_pattern(void **state)
         if (strncmp(name, "enc.layers.1.norm2.", 19) == 0) {
             skipped++;
             skipped_agree += strcmp(got, want) == 0;
-            continue;
         }
         if (strcmp(got, want) != 0) fail_msg("%s[%lld] = 1.8e38: outputs %s, PyTorch's %s", name, index, got, want);
         checked++;
@@ -67,7 +66,8 @@ static void layernorm_faults_give_torch_nan_pattern(void **state)
     fclose(f);
     printf("bert_ln_op17: %d LayerNorm faults with PyTorch's NaN/Inf pattern; of %d in the last LayerNorm (through "
            "ReduceMean), %d agree\n", checked, skipped, skipped_agree);
-    assert_int_equal(checked, 192);
+    assert_int_equal(checked, 256);
+    assert_int_equal(skipped_agree, 64);
     bf_plan_free(plan);
     bf_dataset_free(ds);
     bf_model_free(m);

@@ -386,7 +386,18 @@ static void dropout_op(void **state)
 
     /* errors: training mode, a non-bool training_mode, a string ratio */
     *(uint8_t *)tm.data = 1;
-    expect_error("Dropout", 13, NULL, 0, in, 3, 2, BF_EUNSUPPORTED, "training_mode is true", NULL);
+    expect_error("Dropout", 13, NULL, 0, in, 3, 2, BF_EUNSUPPORTED, "training_mode is true", "ratio 0.3",
+                 "deterministic", NULL);
+    /* training mode with ratio 0 (torchvision 0.14's Swin): the identity */
+    *(float *)ratio.data = 0.0f;
+    run_ok("Dropout", 13, NULL, 0, in, 3, out, 2);
+    expect_same(&out[0], &x);
+    for (int i = 0; i < 30; i++) assert_int_equal(((uint8_t *)out[1].data)[i], 1);
+    th_free(out, 2);
+    /* an omitted ratio is 0.5 */
+    in[1] = NULL;
+    expect_error("Dropout", 13, NULL, 0, in, 3, 1, BF_EUNSUPPORTED, "training_mode is true", "ratio 0.5", NULL);
+    in[1] = &ratio;
     bf_tensor tmi = th_tensor_i64((int64_t[]){0}, 0, NULL);
     in[2] = &tmi;
     expect_error("Dropout", 13, NULL, 0, in, 3, 1, BF_EFORMAT, "training_mode", "bool", NULL);

@@ -11,6 +11,7 @@
 #include "bitflip/metrics.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
+#include "exec/fuse.h"
 #include "exec/plan_impl.h"
 
 void bf_campaign_free(bf_campaign *c)
@@ -128,6 +129,10 @@ static void other_target_hint(const bf_campaign *c, const char *name, char *buf,
     buf[0] = 0;
     int64_t v = bf_model_find_value(c->model, name);
     if (v < 0) return;
+    if (bf__fused_note(c->model, v, buf + 2, len > 2 ? len - 2 : 0)) {
+        buf[0] = ';', buf[1] = ' ';
+        return;
+    }
     bf__value_kind kind = c->model->values[v].kind;
     bf_target t = kind == BF__VAL_PARAM ? BF_TARGET_WEIGHTS : kind == BF__VAL_INPUT ? BF_TARGET_INPUTS : BF_TARGET_ACTIVATIONS;
     if (kind == BF__VAL_PARAM && bf__param_is_zero_point(c->model, (size_t)c->model->values[v].index)) {
@@ -188,7 +193,7 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
             if ((spec->zero_points || !bf__param_is_zero_point(m, p)) && pattern_matches(pat, &m->params[p]))
                 sel[p] = 1, any = 1;
         if (!any) {
-            char names[256], hint[256];
+            char names[256], hint[640];
             int ops = strncmp(pat, "op:", 3) == 0;
             list_names(m, ops, names, sizeof names);
             other_target_hint(c, pat, hint, sizeof hint);
@@ -340,9 +345,11 @@ static bf_status no_value_site(const bf_campaign *c, const char *pat, const vcan
         if (matched++ == 0) first = i;
         integer += inputs && is_integer(bf_plan_value(a, v[i].value)->dtype);
     }
-    char names[256], hint[256];
+    char names[256], hint[640];
     list_sites(v, n, ops, names, sizeof names);
     if (!matched) {
+        if (!ops && bf__fused_note(c->model, bf_model_find_value(c->model, pat), hint, sizeof hint))
+            return bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no node output: %s", pat, hint);
         if (ops)
             return bf_error_set(err, BF_ENOTFOUND, "tensor pattern '%s' matches no %s: no %s node %s a float32 value (%s: %s)",
                                 pat, what, pat + 3, inputs ? "reads" : "computes",
@@ -495,7 +502,7 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
                                                        : bf_model_find_value(c->model, name) >= 0;
             for (size_t p = 0; c->target == BF_TARGET_WEIGHTS && p < c->model->n_params; p++)
                 known |= c->model->params[p].torch_name && strcmp(c->model->params[p].torch_name, name) == 0;
-            char names[256], hint[256];
+            char names[256], hint[640];
             other_target_hint(c, name, hint, sizeof hint);
             if (hint[0])
                 return bf_error_set(err, BF_EINVAL, "list entry %zu: tensor '%s' is not a fault site of this campaign%s", i,

@@ -2,6 +2,9 @@
  * (model/onnx_load.c); this binds each node to the op that runs it. It lives
  * in exec, above the parser, so that the parser never reaches into the ops.
  *
+ * Between the two, exec/fuse.c runs the patterns PyTorch exports in several
+ * nodes as the one op PyTorch ran.
+ *
  * Every unsupported op of the model is named in one error, with a node of
  * each: a user who exports a new architecture learns in one try everything
  * bitflip lacks, instead of one op per attempt. */
@@ -9,6 +12,7 @@
 #include <string.h>
 
 #include "bitflip/model.h"
+#include "exec/fuse.h"
 #include "exec/op.h"
 #include "model/graph.h"
 
@@ -71,6 +75,7 @@ bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *lab
     bf_model *m = NULL;
     *out = NULL;
     bf_status st = bf__model_parse(buf, len, label, lim, &m, err);
+    if (st == BF_OK && !(lim && lim->no_fuse)) st = bf__fuse(m, err);
     if (st == BF_OK) st = bind_ops(m, err);
     if (st != BF_OK) {
         bf_model_free(m);
@@ -90,6 +95,7 @@ bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, b
     bf_model *m = NULL;
     *out = NULL;
     bf_status st = bf__model_parse_file(path, lim, &m, err);
+    if (st == BF_OK && !(lim && lim->no_fuse)) st = bf__fuse(m, err);
     if (st == BF_OK) st = bind_ops(m, err);
     if (st != BF_OK) {
         bf_model_free(m);

@@ -3,6 +3,7 @@
 
 #include "base/alloc.h"
 #include "bitflip/fault.h"
+#include "exec/fuse.h"
 #include "exec/plan_impl.h"
 
 float bf_flip_f32(float value, int bit)
@@ -97,6 +98,8 @@ bf_status bf__plan_fault_site(const bf_plan *p, int64_t value, int64_t *row_elem
             return bf_error_set(err, BF_EINVAL,
                                 "'%s' is computed once when the plan is built (from constants and shapes only), "
                                 "not per sample at run time", name);
+        char note[512];
+        if (bf__fused_note(m, value, note, sizeof note)) return bf_error_set(err, BF_EINVAL, "%s", note);
         return bf_error_set(err, BF_EINVAL, "'%s' reaches no graph output, so it is never computed", name);
     }
     const char *what = val->kind == BF__VAL_INPUT ? "graph input" : "node output";

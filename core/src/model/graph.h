@@ -50,6 +50,9 @@ typedef struct bf__value {
     int producer;        /* node index for BF__VAL_NODE, else -1 */
     int64_t index;       /* graph input index, param index or const index */
     bf_tensor *init;     /* PARAM / CONST: the tensor (data owned by the model) */
+    /* exec/fuse.c: 1 + the value whose node now computes this one inside a
+     * fused op (its producer removed: producer -1); 0 for every other value */
+    int fused_into;
 } bf__value;
 
 typedef struct bf__node {
@@ -62,6 +65,9 @@ typedef struct bf__node {
     size_t n_attrs;
     bf__attr *attrs;
 } bf__node;
+
+/* The exported patterns exec/fuse.c runs as one op (bf_model_fusion). */
+#define BF__FUSE_KINDS 4
 
 struct bf_model {
     char *label;
@@ -87,6 +93,10 @@ struct bf_model {
      * zero point), which campaigns leave out unless asked */
     unsigned char *param_zp;
 
+    /* exec/fuse.c: per pattern kind, how many were fused and the fewest and
+     * most nodes (Constant feeders aside) one of them had */
+    size_t fused[BF__FUSE_KINDS], fused_min[BF__FUSE_KINDS], fused_max[BF__FUSE_KINDS];
+
     /* A model derived from `base` by mitigate.c (nodes inserted): it shares
      * the base's names, attributes, tensors and parameter tables and owns
      * only its arrays and what `owned` lists. The base outlives it. */
@@ -109,6 +119,12 @@ bf_status bf__model_parse(const void *buf, size_t len, const char *label, const 
 /* torch_names.c: each parameter's torch_name and torch_note (bitflip/model.h),
  * once its readers are indexed; the strings belong to the model. */
 bf_status bf__torch_names(bf_model *m, bf_error *err);
+
+/* onnx_load.c: frees what a node owns (not the node); and sets each
+ * parameter's reader_op/reader_node/is_embedding from the nodes in order
+ * (run again by exec/fuse.c after it rewrites nodes). */
+void bf__node_clear(bf__node *n);
+void bf__index_param_readers(bf_model *m);
 
 bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_model **out,
                                bf_error *err);

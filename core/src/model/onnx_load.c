@@ -59,6 +59,17 @@ static void free_attr(bf__attr *a)
     bf__tensor_free(a->t);
 }
 
+void bf__node_clear(bf__node *n)
+{
+    bf__free(n->name);
+    bf__free(n->op_type);
+    bf__free(n->in);
+    bf__free(n->out);
+    for (size_t j = 0; j < n->n_attrs; j++) free_attr(&n->attrs[j]);
+    bf__free(n->attrs);
+    memset(n, 0, sizeof *n);
+}
+
 void bf_model_free(bf_model *m)
 {
     if (!m) return;
@@ -81,15 +92,7 @@ void bf_model_free(bf_model *m)
         bf__tensor_free(m->values[i].init);
     }
     bf__free(m->values);
-    for (size_t i = 0; i < m->n_nodes; i++) {
-        bf__node *n = &m->nodes[i];
-        bf__free(n->name);
-        bf__free(n->op_type);
-        bf__free(n->in);
-        bf__free(n->out);
-        for (size_t j = 0; j < n->n_attrs; j++) free_attr(&n->attrs[j]);
-        bf__free(n->attrs);
-    }
+    for (size_t i = 0; i < m->n_nodes; i++) bf__node_clear(&m->nodes[i]);
     bf__free(m->nodes);
     bf__free(m->order);
     /* <=: the entry being filled when an error struck may hold names too
@@ -528,6 +531,16 @@ static bf_status index_params(bf_model *m, bf_error *err)
         k++;
     }
     bf__free(role);
+    bf__index_param_readers(m);
+    return BF_OK;
+}
+
+void bf__index_param_readers(bf_model *m)
+{
+    for (size_t p = 0; p < m->n_params; p++) {
+        m->params[p].reader_op = m->params[p].reader_node = NULL;
+        m->params[p].is_embedding = 0;
+    }
     for (size_t o = 0; o < m->n_nodes; o++) {
         const bf__node *n = &m->nodes[m->order[o]];
         for (int j = 0; j < n->n_in; j++) {
@@ -538,7 +551,6 @@ static bf_status index_params(bf_model *m, bf_error *err)
             if (j == 0 && strcmp(n->op_type, "Gather") == 0) pi->is_embedding = 1;
         }
     }
-    return BF_OK;
 }
 
 bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,

@@ -11,7 +11,8 @@
  * Where we differ from the letter of ONNX (each explained where it is done):
  * Cast to DOUBLE stays float32, Cast to FLOAT16/BFLOAT16 rounds but stays
  * float32; Clip without a bound does not clip (torch.clamp, not ONNX
- * Runtime's +-FLT_MAX); float reductions accumulate in double; integer
+ * Runtime's +-FLT_MAX); float reductions accumulate in double, but for
+ * ReduceSum/ReduceMean over one run of axes (PyTorch's float order); integer
  * overflow wraps; integer division by zero is an error, not a crash; the
  * axes of reductions are accepted as attribute or input at any opset. */
 #include <assert.h>
@@ -176,9 +177,11 @@ static inline float hard_swish_f32(float x) { return x * clamp_f32(x + 3.0f, 0.0
 static inline float softsign_f32(float x) { return x / (1.0f + fabsf(x)); }
 static inline float mish_f32(float x) { return x * tanh_f32(softplus_f32(x)); }
 static inline float gelu_f32(float x) { return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f)); }
+/* torch's order: x^3 first, so it overflows to Inf where torch's does */
 static inline float gelu_tanh_f32(float x)
 {
-    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    float x3 = x * x * x;
+    float u = 0.79788456080286536f * (x + 0.044715f * x3);
     return 0.5f * x * (1.0f + tanh_f32(u));
 }
 static inline float reciprocal_f32(float x) { return 1.0f / x; }

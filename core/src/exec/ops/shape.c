@@ -5,6 +5,7 @@
  * copies live in shape_copy.c, Gather and Concat in shape_gather.c. */
 #include <assert.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #include "shape_impl.h"
@@ -215,10 +216,26 @@ static int dropout_has_mask(int n_out, bf_tensor *const *out)
     return n_out > 1 && out[1] != NULL;
 }
 
-static bf_status training_error(const bf__node *n, bf_error *err)
+/* In training mode Dropout draws a random mask, and a fault campaign needs
+ * a deterministic model; with a ratio of 0 it keeps every element and scales
+ * by 1 / (1 - 0): the identity. torchvision 0.14's Swin calls F.dropout
+ * without training=, so its export has training_mode true with ratio 0. */
+static bf_status training_error(const bf__node *n, float ratio, bf_error *err)
 {
-    return bf__node_error(err, n, BF_EUNSUPPORTED, "training_mode is true; bitflip runs inference "
-                          "only, where Dropout passes its input through");
+    return bf__node_error(err, n, BF_EUNSUPPORTED,
+                          "training_mode is true with ratio %g: the output would be random, and a fault "
+                          "campaign needs a deterministic model (training mode is accepted only with ratio "
+                          "0, where Dropout is the identity); export the model in eval mode "
+                          "(model.eval() before torch.onnx.export)", (double)ratio);
+}
+
+/* The ratio input if present (opset 12 on), else the attribute's `def`;
+ * NaN when it is not known (computed at run time, or not one float32). */
+static float dropout_ratio(const bf_tensor *r, float def)
+{
+    if (!r) return def;
+    if (!r->data || r->dtype != BF_F32 || bf_tensor_numel(r) != 1) return NAN;
+    return *(const float *)r->data;
 }
 
 static bf_status dropout_prepare(bf__prep *p, bf_error *err)
@@ -235,7 +252,15 @@ static bf_status dropout_prepare(bf__prep *p, bf_error *err)
                                   "with %lld elements", bf_dtype_name(tm->dtype),
                                   (long long)bf_tensor_numel(tm));
         /* unknown now: checked again on every run */
-        if (tm->data && *(const unsigned char *)tm->data) return training_error(n, err);
+        if (tm->data && *(const unsigned char *)tm->data) {
+            const bf_tensor *r = p->n_in > 1 ? p->in[1] : NULL;
+            float rv = dropout_ratio(r, 0.5f);
+            if (r && r->data && (r->dtype != BF_F32 || bf_tensor_numel(r) != 1))
+                return bf__node_error(err, n, BF_EUNSUPPORTED, "training_mode is true and input 'ratio' is %s "
+                                      "with %lld elements; only one float32 ratio of 0 is accepted in training mode",
+                                      bf_dtype_name(r->dtype), (long long)bf_tensor_numel(r));
+            if (rv != 0.0f && rv == rv) return training_error(n, rv, err);
+        }
     }
     const bf_tensor *x = p->in[0];
     bf__set_shape(p->out[0], x->dtype, x->ndim, x->dims);
@@ -246,7 +271,10 @@ static bf_status dropout_prepare(bf__prep *p, bf_error *err)
 static bf_status dropout_run(const bf__ctx *c, bf_error *err)
 {
     const bf_tensor *tm = c->n_in > 2 ? c->in[2] : NULL;
-    if (tm && *(const unsigned char *)tm->data) return training_error(c->node, err);
+    if (tm && *(const unsigned char *)tm->data) {
+        float rv = dropout_ratio(c->n_in > 1 ? c->in[1] : NULL, 0.5f);
+        if (rv != 0.0f) return training_error(c->node, rv, err);
+    }
     run_copy(c, err);
     if (dropout_has_mask(c->n_out, c->out)) {
         size_t nb = bf_tensor_nbytes(c->out[1]);

@@ -1,0 +1,22 @@
+/* Fusing exported patterns back into the one op PyTorch ran (fuse.c). */
+#ifndef BF_FUSE_H
+#define BF_FUSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/error.h"
+#include "model/graph.h"
+
+/* Rewrites, in a parsed model whose ops are not bound yet, each exported
+ * LayerNorm, GELU (erf and tanh forms) and Hardswish pattern into one node
+ * of LayerNormalization, Gelu or HardSwish, and removes the nodes only that
+ * pattern read. Fails only for memory; the model is then still freeable. */
+bf_status bf__fuse(bf_model *m, bf_error *err);
+
+/* If value v was fused away, writes why it is not computed and what to do
+ * instead into buf (naming the node that computes it inside one op) and
+ * returns 1; else returns 0 and leaves buf empty. */
+int bf__fused_note(const bf_model *m, int64_t v, char *buf, size_t len);
+
+#endif
