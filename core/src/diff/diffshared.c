@@ -67,16 +67,17 @@ static bf_status use_lists(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
     return BF_OK;
 }
 
-/* A parameter every reader of which is a Gather on axis 0 with run-time
- * indices: an embedding table, whose row r reaches only the samples that
- * look r up. Its index values must be cached (marked in `must`). */
+/* A parameter every reader of which is a Gather on axis 0 or an
+ * EmbeddingBag (bf__row_lookup) with run-time indices: an embedding table,
+ * whose row r reaches only the samples that look r up. Its index values must
+ * be cached (marked in `must`). */
 static int embedding_param(const bf__dx_shared *sh, const bf_plan *p, size_t q, unsigned char *must)
 {
     int vq = sh->m->param_vals[q];
     if (sh->pc_off[q] == sh->pc_off[q + 1]) return 0;
     for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
         const bf__step *s = &p->steps[sh->pc_step[t]];
-        if (bf__gather_axis(s) != 0 || s->node->in[0] != vq || s->node->in[1] == vq) return 0;
+        if (!bf__row_lookup(s) || s->node->in[0] != vq || s->node->in[1] == vq) return 0;
         int iv = s->node->in[1];
         if (p->val_step[iv] == BF__VAL_NOT_RUN) return 0;
     }

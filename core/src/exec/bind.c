@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bitflip/model.h"
+#include "exec/fuse_loop.h"
 #include "exec/op.h"
 #include "model/graph.h"
 
@@ -71,6 +72,7 @@ bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *lab
     bf_model *m = NULL;
     *out = NULL;
     bf_status st = bf__model_parse(buf, len, label, lim, &m, err);
+    if (st == BF_OK) st = bf__fuse_loops(m, err);
     if (st == BF_OK) st = bind_ops(m, err);
     if (st != BF_OK) {
         bf_model_free(m);
@@ -90,6 +92,7 @@ bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, b
     bf_model *m = NULL;
     *out = NULL;
     bf_status st = bf__model_parse_file(path, lim, &m, err);
+    if (st == BF_OK) st = bf__fuse_loops(m, err);
     if (st == BF_OK) st = bind_ops(m, err);
     if (st != BF_OK) {
         bf_model_free(m);
