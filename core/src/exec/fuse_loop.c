@@ -164,8 +164,9 @@ static int lookup(body *b, int ref, int iter, match *mt)
     if (!g || g->n_in != 2 || !attrs_within(g, gather_ok) || int_attr(g, "axis", 0, -1) != 0 || g->in[0] < 0) return 0;
     const bf__node *s = made_by(b, g->in[1], "Slice");
     if (!s || s->n_attrs || s->n_in < 3 || s->in[0] < 0) return 0;
-    if (s->n_in > 3 && s->in[3] >= 0 && !const_is(b, s->in[3], 0)) return 0;
-    if (s->n_in > 4 && s->in[4] >= 0 && !const_is(b, s->in[4], 1)) return 0;
+    /* axes and steps: omitted (-1), or the constants of one plain slice of axis 0 */
+    if (s->n_in > 3 && s->in[3] != -1 && !const_is(b, s->in[3], 0)) return 0;
+    if (s->n_in > 4 && s->in[4] != -1 && !const_is(b, s->in[4], 1)) return 0;
     if (s->n_in > 5) return 0;
     mt->table = g->in[0];
     mt->indices = s->in[0];
