@@ -30,6 +30,7 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
+#include "alloc_fail.h"
 #include "campaign_check.h"
 
 #define EBAG BF_FIXTURES "/ebag/"
@@ -137,6 +138,36 @@ static void index_out_of_range_names_it(void **state)
     assert_non_null(strstr(err.msg, "index -7"));
     bf_plan_free(p);
     bf_model_free(m);
+}
+
+/* Every allocation of loading (the subgraph kept, the fusion) and of a
+ * plan and a run refused in turn: each refusal is a clean BF_ENOMEM (and,
+ * under ASan, frees everything). */
+static void allocation_failures_are_clean(void **state)
+{
+    (void)state;
+    FILE *fp = fopen(EBAG "ok_mean_op17.onnx", "rb");
+    assert_non_null(fp);
+    static unsigned char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    assert_true(len > 0 && len < sizeof buf);
+    int succeeded = 0;
+    for (long n = 0; n < 4000 && !succeeded; n++) {
+        bf_model *m = NULL;
+        bf_plan *p = NULL;
+        bf_error err = {0};
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_model_load_buffer(buf, len, "ok_mean_op17.onnx", &m, &err);
+        if (st == BF_OK) st = bf_plan_create(m, 2, &p, &err);
+        if (st == BF_OK) st = bf_plan_run(p, &err);
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) succeeded = 1;
+        else if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+        bf_plan_free(p);
+        bf_model_free(m);
+    }
+    assert_true(succeeded);
 }
 
 /* ---- differential vs exact on tests/fixtures/real/embedding_bag */
@@ -348,6 +379,7 @@ int main(void)
         cmocka_unit_test(near_misses_stay_unsupported),
         cmocka_unit_test(refusals_say_why),
         cmocka_unit_test(index_out_of_range_names_it),
+        cmocka_unit_test(allocation_failures_are_clean),
         cmocka_unit_test(listed_table_faults_match_exact),
         cmocka_unit_test(random_faults_match_exact),
         cmocka_unit_test(table_faults_rerun_only_their_batches),
