@@ -758,7 +758,10 @@ static bf_status index_params(bf_model *m, bf_error *err)
             if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
             bf_param_info *pi = &m->params[m->values[v].index];
             if (!pi->reader_op) { pi->reader_op = n->op_type; pi->reader_node = n->name; }
-            if (j == 0 && strcmp(n->op_type, "Gather") == 0) pi->is_embedding = 1;
+            /* bf.EmbeddingBag: what exec/fuse_loop.c makes of an exported
+             * EmbeddingBag Loop; named here so that a re-index after it keeps it */
+            if (j == 0 && (strcmp(n->op_type, "Gather") == 0 || strcmp(n->op_type, "bf.EmbeddingBag") == 0))
+                pi->is_embedding = 1;
         }
     }
     return BF_OK;
