@@ -16,7 +16,7 @@
  *   models, at a batch that divides the eval set and one that does not. The
  *   differential engine re-runs for a table fault only the batches that look
  *   its row up, so a fault in a row nobody looks up must come out masked
- *   there as in the exact run. */
+ *   there as in the exact run; and the same on tests/fixtures/real/wide_deep. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -396,6 +396,38 @@ static void random_faults_match_exact(void **state)
     tc_assert_agree("EmbeddingBag model faults, differential vs exact", &t, 200);
 }
 
+/* The same on tests/fixtures/real/wide_deep: the wide part is an
+ * EmbeddingBag sum over all six sparse fields ([112, 1] table), beside
+ * Embedding lookups (Gather) of the deep part and a dense input. */
+static void wide_deep_faults_match_exact(void **state)
+{
+    (void)state;
+    fixture f = {0};
+    bf_error err = {0};
+    if (bf_model_load_file(BF_FIXTURES "/real/wide_deep.onnx", &f.m, &err) ||
+        bf_dataset_load_file(BF_FIXTURES "/real/wide_deep.eval.safetensors", &f.ds, &err))
+        fail_msg("%s", err.msg);
+    f.scale = tc_out_scale(f.m, f.ds);
+    char *wide[] = {"op:bf.EmbeddingBag"};
+    char *all[] = {"*"};
+    tc_tally t = {0};
+    bf_campaign_spec s = base_spec(7);
+    s.seed = 3;
+    s.trials = 80;
+    s.tensors = wide;
+    s.n_tensors = 1;
+    both(&f, &s, "wide_deep: random wide-table bit flips, batch 7", &t, NULL);
+    s = base_spec(16);
+    s.seed = 8;
+    s.trials = 60;
+    s.tensors = all;
+    s.n_tensors = 1;
+    both(&f, &s, "wide_deep: random bit flips anywhere, batch 16", &t, NULL);
+    tc_assert_agree("wide_deep faults, differential vs exact", &t, 140);
+    bf_dataset_free(f.ds);
+    bf_model_free(f.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +440,7 @@ int main(void)
         cmocka_unit_test(listed_table_faults_match_exact),
         cmocka_unit_test(random_faults_match_exact),
         cmocka_unit_test(table_faults_rerun_only_their_batches),
+        cmocka_unit_test(wide_deep_faults_match_exact),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
