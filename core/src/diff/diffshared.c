@@ -91,11 +91,7 @@ static int64_t index_at(bf_dtype dt, const void *data, int64_t i)
     return dt == BF_I32 ? ((const int32_t *)data)[i] : ((const int64_t *)data)[i];
 }
 
-/* Batch b's indices read by lookup step t of plan p, and their dtype: from
- * the cache, or, for a graph input (never cached: nn.Embedding on the input
- * ids, as BERT's and DIN's exports read them), from the eval set. NULL when
- * neither holds them as int64 or int32. */
-static const void *lookup_indices(const bf__dx_shared *sh, bf_evaluator *ev, const bf_plan *p, int iv, int64_t b,
+const void *bf__dx_lookup_indices(const bf__dx_shared *sh, bf_evaluator *ev, const bf_plan *p, int iv, int64_t b,
                                   bf_dtype *dt)
 {
     *dt = p->vals[iv].dtype;
@@ -119,7 +115,7 @@ static bf_status build_emb(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2]
         const bf_plan *p = plan[b == sh->samples / sh->batch];
         for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
             bf_dtype dt;
-            if (!lookup_indices(sh, ev, p, p->steps[sh->pc_step[t]].node->in[1], b, &dt)) return BF_OK;
+            if (!bf__dx_lookup_indices(sh, ev, p, p->steps[sh->pc_step[t]].node->in[1], b, &dt)) return BF_OK;
         }
     }
     e->rows = w->dims[0];
@@ -139,7 +135,7 @@ static bf_status build_emb(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2]
                 int iv = p->steps[sh->pc_step[t]].node->in[1];
                 const bf_tensor *it = &p->vals[iv];
                 bf_dtype dt;
-                const void *idx = lookup_indices(sh, ev, p, iv, b, &dt);
+                const void *idx = bf__dx_lookup_indices(sh, ev, p, iv, b, &dt);
                 for (int64_t i = 0, n = bf_tensor_numel(it); idx && i < n; i++) {
                     int64_t r = index_at(dt, idx, i);
                     if (r < 0) r += e->rows;
