@@ -55,7 +55,8 @@ typedef struct bf_param_info {
     const bf_tensor *tensor;     /* name, shape and the model's values (of `dtype`) */
     const char *reader_op;       /* op type of the first node reading it, or NULL */
     const char *reader_node;     /* that node's name (may be empty) */
-    int is_embedding;            /* read as the data input of a Gather: a lookup table */
+    int is_embedding;            /* read as the data input of a Gather (or of an exported
+                                  * EmbeddingBag, bf.EmbeddingBag): a lookup table */
     bf_dtype dtype;              /* BF_F32, or BF_I8 / BF_U8 for a quantized model's stored integers */
     const char *torch_name;
     const char *torch_note;

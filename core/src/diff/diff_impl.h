@@ -22,6 +22,14 @@ typedef struct bf__lin {
                                   * the column, relative to that input's distance from 0 (inf: never linear) */
 } bf__lin;
 
+/* diffshared.c: batch b's values of index value iv (read by an embedding
+ * lookup in plan p), and their dtype: from the golden cache, or, for a graph
+ * input (never cached: nn.Embedding on the input ids, as BERT's and DIN's
+ * exports read them), from the eval set. NULL when neither holds them as
+ * int64 or int32. */
+const void *bf__dx_lookup_indices(const struct bf__dx_shared *sh, bf_evaluator *ev, const bf_plan *p, int iv,
+                                  int64_t b, bf_dtype *dt);
+
 typedef struct bf__emb_index {     /* an embedding table: row -> the batches reading it */
     int64_t rows, row_elems;
     int64_t *off;              /* rows + 1 */

@@ -423,14 +423,15 @@ static int reached_rows(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_
         for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1] && !every; t++) {
             int iv = full->steps[sh->pc_step[t]].node->in[1];
             const bf_tensor *it = &full->vals[iv];
-            const void *idx = bf__gcache_block(sh->gc, iv, b);
+            bf_dtype dt;
+            const void *idx = bf__dx_lookup_indices(sh, dx->ev, full, iv, b, &dt);
             if (!idx || it->ndim < 1 || it->dims[0] != sh->batch) {
                 every = 1;
                 break;
             }
             int64_t per = bf_tensor_numel(it) / sh->batch;
             for (int64_t j = 0; j < per * rows; j++) {
-                int64_t r = it->dtype == BF_I32 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
+                int64_t r = dt == BF_I32 ? ((const int32_t *)idx)[j] : ((const int64_t *)idx)[j];
                 if (r == row || r + e->rows == row) dx->rmark[j / per] = 1;
             }
         }

@@ -67,16 +67,17 @@ static bf_status use_lists(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
     return BF_OK;
 }
 
-/* A parameter every reader of which is a Gather on axis 0 with run-time
- * indices: an embedding table, whose row r reaches only the samples that
- * look r up. Its index values must be cached (marked in `must`). */
+/* A parameter every reader of which is a Gather on axis 0 or an
+ * EmbeddingBag (bf__row_lookup) with run-time indices: an embedding table,
+ * whose row r reaches only the samples that look r up. Its index values must
+ * be cached (marked in `must`). */
 static int embedding_param(const bf__dx_shared *sh, const bf_plan *p, size_t q, unsigned char *must)
 {
     int vq = sh->m->param_vals[q];
     if (sh->pc_off[q] == sh->pc_off[q + 1]) return 0;
     for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
         const bf__step *s = &p->steps[sh->pc_step[t]];
-        if (bf__gather_axis(s) != 0 || s->node->in[0] != vq || s->node->in[1] == vq) return 0;
+        if (!bf__row_lookup(s) || s->node->in[0] != vq || s->node->in[1] == vq) return 0;
         int iv = s->node->in[1];
         if (p->val_step[iv] == BF__VAL_NOT_RUN) return 0;
     }
@@ -85,16 +86,38 @@ static int embedding_param(const bf__dx_shared *sh, const bf_plan *p, size_t q, 
     return 1;
 }
 
-static int64_t index_at(const bf_tensor *t, const void *data, int64_t i)
+static int64_t index_at(bf_dtype dt, const void *data, int64_t i)
 {
-    return t->dtype == BF_I32 ? ((const int32_t *)data)[i] : ((const int64_t *)data)[i];
+    return dt == BF_I32 ? ((const int32_t *)data)[i] : ((const int64_t *)data)[i];
 }
 
-/* Row -> batches for embedding table q, from the cached indices. */
-static bf_status build_emb(bf__dx_shared *sh, bf_plan *plan[2], size_t q, bf_error *err)
+const void *bf__dx_lookup_indices(const bf__dx_shared *sh, bf_evaluator *ev, const bf_plan *p, int iv, int64_t b,
+                                  bf_dtype *dt)
+{
+    *dt = p->vals[iv].dtype;
+    const void *idx = bf__gcache_block(sh->gc, iv, b);
+    if (idx || p->val_step[iv] != -1 || sh->m->values[iv].kind != BF__VAL_INPUT) return idx;
+    const bf_tensor *feed = bf__evaluator_feed(ev, (size_t)sh->m->values[iv].index);
+    if (!feed || (feed->dtype != BF_I64 && feed->dtype != BF_I32)) return NULL;
+    int64_t row = bf_tensor_numel(&p->vals[iv]) / bf_plan_batch(p);
+    *dt = feed->dtype;
+    return (const char *)feed->data + (size_t)(b * sh->batch * row) * bf_dtype_size(feed->dtype);
+}
+
+/* Row -> batches for embedding table q, from the cached indices. A table
+ * whose indices cannot be read so is left an ordinary parameter (rows 0:
+ * every batch), never one that no batch reads. */
+static bf_status build_emb(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], size_t q, bf_error *err)
 {
     bf__emb_index *e = &sh->emb[q];
     const bf_tensor *w = bf_model_param(sh->m, q)->tensor;
+    for (int64_t b = 0; b < sh->n_batches; b++) {
+        const bf_plan *p = plan[b == sh->samples / sh->batch];
+        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
+            bf_dtype dt;
+            if (!bf__dx_lookup_indices(sh, ev, p, p->steps[sh->pc_step[t]].node->in[1], b, &dt)) return BF_OK;
+        }
+    }
     e->rows = w->dims[0];
     e->row_elems = e->rows ? bf_tensor_numel(w) / e->rows : 0;
     e->off = bf__calloc((size_t)e->rows + 2, sizeof *e->off);
@@ -111,9 +134,10 @@ static bf_status build_emb(bf__dx_shared *sh, bf_plan *plan[2], size_t q, bf_err
             for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
                 int iv = p->steps[sh->pc_step[t]].node->in[1];
                 const bf_tensor *it = &p->vals[iv];
-                const void *idx = bf__gcache_block(sh->gc, iv, b);
+                bf_dtype dt;
+                const void *idx = bf__dx_lookup_indices(sh, ev, p, iv, b, &dt);
                 for (int64_t i = 0, n = bf_tensor_numel(it); idx && i < n; i++) {
-                    int64_t r = index_at(it, idx, i);
+                    int64_t r = index_at(dt, idx, i);
                     if (r < 0) r += e->rows;
                     if (r < 0 || r >= e->rows || last[r] == (int32_t)b) continue;
                     last[r] = (int32_t)b;
@@ -277,7 +301,7 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
     bf_status st;
     sh->golden = golden;
     for (size_t q = 0; q < sh->m->n_params; q++)
-        if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, plan, q, err)) != BF_OK) return st;
+        if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, ev, plan, q, err)) != BF_OK) return st;
     if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) return st;
     return bf__chain_setup(sh, ev, plan, err);
 }

@@ -13,6 +13,7 @@
 
 #include "bitflip/model.h"
 #include "exec/fuse.h"
+#include "exec/fuse_loop.h"
 #include "exec/op.h"
 #include "model/graph.h"
 
@@ -76,6 +77,7 @@ bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *lab
     *out = NULL;
     bf_status st = bf__model_parse(buf, len, label, lim, &m, err);
     if (st == BF_OK && !(lim && lim->no_fuse)) st = bf__fuse(m, err);
+    if (st == BF_OK) st = bf__fuse_loops(m, err);
     if (st == BF_OK) st = bind_ops(m, err);
     if (st != BF_OK) {
         bf_model_free(m);
@@ -96,6 +98,7 @@ bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, b
     *out = NULL;
     bf_status st = bf__model_parse_file(path, lim, &m, err);
     if (st == BF_OK && !(lim && lim->no_fuse)) st = bf__fuse(m, err);
+    if (st == BF_OK) st = bf__fuse_loops(m, err);
     if (st == BF_OK) st = bind_ops(m, err);
     if (st != BF_OK) {
         bf_model_free(m);

@@ -84,6 +84,10 @@ int bf__unary_f32(const bf__step *s);
 int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
+/* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,
+ * each output row reading only the rows its indices name: a Gather on axis
+ * 0, or bf.EmbeddingBag (ops/embedding_bag.c). */
+int bf__row_lookup(const bf__step *s);
 /* A Concat step's axis; -1 if the step is no Concat. */
 int bf__concat_axis(const bf__step *s);
 /* Concat step s: input j's part of the output written into out, the

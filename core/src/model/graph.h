@@ -20,8 +20,12 @@ typedef enum bf__attr_type {
     BF__ATTR_FLOATS,
     BF__ATTR_INTS,
     BF__ATTR_STRINGS,
-    BF__ATTR_OTHER       /* graphs, sparse tensors, type protos: kept for the error only */
+    BF__ATTR_OTHER,      /* sparse tensors, type protos, graphs inside subgraphs: kept for
+                          * the error only */
+    BF__ATTR_GRAPH       /* a subgraph of a main-graph node (a Loop's body): see bf__subgraph */
 } bf__attr_type;
+
+struct bf__subgraph;
 
 typedef struct bf__attr {
     char *name;
@@ -34,6 +38,7 @@ typedef struct bf__attr {
     float *floats;
     char **strings;
     bf_tensor *t;        /* TENSOR: owned, data owned */
+    struct bf__subgraph *g;   /* GRAPH: owned */
 } bf__attr;
 
 typedef enum bf__value_kind {
@@ -68,6 +73,26 @@ typedef struct bf__node {
 
 /* The exported patterns exec/fuse.c runs as one op (bf_model_fusion). */
 #define BF__FUSE_KINDS 4
+/* A graph-valued attribute of a node of the main graph (a Loop's body), kept
+ * so that exec/fuse_loop.c can recognise the loops bitflip runs as one op.
+ * Its nodes are bf__nodes (op NULL) whose in/out hold references: r >= 0 is
+ * value r of the main graph, read from the enclosing scope; r <= -2 is the
+ * subgraph's own value BF__SUB_LOCAL(r); -1 an omitted input. Graph
+ * attributes of its nodes are not kept (BF__ATTR_OTHER): one level only,
+ * so nothing walks file input recursively. */
+typedef struct bf__subgraph {
+    size_t n_locals;
+    char **names;            /* per own value: its name (inputs, node outputs, initializers) */
+    bf_tensor **inits;       /* per own value: its initializer, or NULL */
+    int n_in, n_out;
+    int *in;                 /* own values fed by the op each iteration (a Loop: iteration, cond, ...) */
+    int *out;                /* references (either kind) of its outputs */
+    size_t n_nodes;
+    bf__node *nodes;         /* in file order */
+} bf__subgraph;
+
+#define BF__SUB_REF(local) (-(local) - 2)
+#define BF__SUB_LOCAL(ref) (-(ref) - 2)
 
 struct bf_model {
     char *label;
@@ -109,6 +134,10 @@ struct bf_model {
 int bf__param_is_zero_point(const bf_model *m, size_t p);
 
 const bf__attr *bf__node_attr(const bf__node *node, const char *name);
+
+/* onnx_load.c: frees what an attribute owns (not the attribute), a subgraph
+ * included; for exec/fuse_loop.c, which replaces a Loop's attributes. */
+void bf__attr_free(bf__attr *a);
 
 /* onnx_load.c: an ONNX model converted into our graph, nodes sorted and
  * parameters indexed, but with no op bound to a node (node->op NULL): the

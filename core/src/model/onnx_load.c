@@ -48,6 +48,8 @@ static void map_insert(name_map *m, const char *name, int value)
 
 /* --- freeing */
 
+static void free_subgraph(bf__subgraph *g);
+
 static void free_attr(bf__attr *a)
 {
     bf__free(a->name);
@@ -57,6 +59,35 @@ static void free_attr(bf__attr *a)
     for (size_t i = 0; a->strings && i < a->n; i++) bf__free(a->strings[i]);
     bf__free(a->strings);
     bf__tensor_free(a->t);
+    free_subgraph(a->g);
+}
+
+void bf__attr_free(bf__attr *a) { free_attr(a); }
+
+/* A subgraph's nodes hold no subgraph (graph.h): free_attr on them ends
+ * here, one level down. */
+static void free_subgraph(bf__subgraph *g)
+{
+    if (!g) return;
+    for (size_t i = 0; i < g->n_locals; i++) {
+        bf__free(g->names[i]);
+        if (g->inits) bf__tensor_free(g->inits[i]);
+    }
+    bf__free(g->names);
+    bf__free(g->inits);
+    bf__free(g->in);
+    bf__free(g->out);
+    for (size_t i = 0; g->nodes && i < g->n_nodes; i++) {
+        bf__node *n = &g->nodes[i];
+        bf__free(n->name);
+        bf__free(n->op_type);
+        bf__free(n->in);
+        bf__free(n->out);
+        for (size_t j = 0; j < n->n_attrs; j++) free_attr(&n->attrs[j]);
+        bf__free(n->attrs);
+    }
+    bf__free(g->nodes);
+    bf__free(g);
 }
 
 void bf__node_clear(bf__node *n)
@@ -180,8 +211,10 @@ static bf_status convert_attr(bf_model *m, const Onnx__NodeProto *np, const Onnx
         }
         break;
     default:
-        /* Graph-valued attributes (If, Loop, Scan) belong to ops we reject
-         * anyway; keep the attribute so the op check can name the node. */
+        /* Graph-valued attributes (If, Loop, Scan): the main graph's become
+         * BF__ATTR_GRAPH later (convert_subgraphs), once every value they
+         * may read from the enclosing scope exists; those inside a subgraph
+         * stay here, kept so the op check can name the node. */
         a->type = BF__ATTR_OTHER;
         break;
     }
@@ -248,6 +281,153 @@ static bf_status add_value(bf_model *m, name_map *map, const char *name, bf__val
     v->index = -1;
     *idx = (int)m->n_values++;
     map_insert(map, v->name, *idx);
+    return BF_OK;
+}
+
+/* --- subgraphs: a main-graph node's graph attribute (graph.h, bf__subgraph) */
+
+static bf_status add_local(bf_model *m, const Onnx__NodeProto *np, bf__subgraph *g, name_map *lm, bf__value *lv,
+                           const char *name, int *idx, bf_error *err)
+{
+    if (map_find(lm, name) >= 0)
+        return bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s): its subgraph defines '%s' twice (ONNX values "
+                            "are assigned once)", m->label, np->name ? np->name : "", np->op_type, name);
+    g->names[g->n_locals] = bf__strdup(name);
+    if (!g->names[g->n_locals]) return oom(err, m);
+    lv[g->n_locals].name = g->names[g->n_locals];
+    *idx = (int)g->n_locals++;
+    map_insert(lm, g->names[*idx], *idx);
+    return BF_OK;
+}
+
+/* A reference (graph.h) to the value a subgraph reads as `name`: its own
+ * first, then the main graph's. */
+static bf_status sub_ref(bf_model *m, const Onnx__NodeProto *np, const name_map *lm, const name_map *outer,
+                         const char *name, int *ref, bf_error *err)
+{
+    if (!name[0]) { *ref = -1; return BF_OK; }
+    int v = map_find(lm, name);
+    if (v >= 0) { *ref = BF__SUB_REF(v); return BF_OK; }
+    v = map_find(outer, name);
+    if (v >= 0) { *ref = v; return BF_OK; }
+    return bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s): its subgraph reads '%s', which neither the subgraph "
+                        "nor the graph around it defines", m->label, np->name ? np->name : "", np->op_type, name);
+}
+
+static bf_status convert_subgraph(bf_model *m, const Onnx__NodeProto *np, const Onnx__GraphProto *gp,
+                                  const name_map *outer, bf__subgraph *g, bf_error *err)
+{
+    bf_status st = BF_OK;
+    size_t max_locals = gp->n_input + gp->n_initializer;
+    for (size_t i = 0; i < gp->n_node; i++) max_locals += gp->node[i]->n_output;
+    name_map lm = {.cap = 16};
+    while (lm.cap < 2 * (max_locals + 1)) lm.cap <<= 1;
+    lm.slots = bf__calloc(lm.cap, sizeof *lm.slots);
+    bf__value *lv = bf__calloc(max_locals + 1, sizeof *lv);
+    g->names = bf__calloc(max_locals + 1, sizeof *g->names);
+    g->inits = bf__calloc(max_locals + 1, sizeof *g->inits);
+    g->in = bf__calloc(gp->n_input + 1, sizeof *g->in);
+    g->out = bf__calloc(gp->n_output + 1, sizeof *g->out);
+    g->nodes = bf__calloc(gp->n_node + 1, sizeof *g->nodes);
+    lm.values = lv;
+    if (!lm.slots || !lv || !g->names || !g->inits || !g->in || !g->out || !g->nodes) { st = oom(err, m); goto out; }
+    if (gp->n_input > BF__MAX_IO || gp->n_output > BF__MAX_IO) {
+        st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s): its subgraph has %zu inputs and %zu outputs; at "
+                          "most %d each supported", m->label, np->name ? np->name : "", np->op_type, gp->n_input,
+                          gp->n_output, BF__MAX_IO);
+        goto out;
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        if ((st = add_local(m, np, g, &lm, lv, gp->input[i]->name ? gp->input[i]->name : "", &g->in[i], err)) != BF_OK) goto out;
+        g->n_in = (int)i + 1;
+    }
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        char what[300];
+        int idx;
+        if ((st = add_local(m, np, g, &lm, lv, tp->name ? tp->name : "", &idx, err)) != BF_OK) goto out;
+        snprintf(what, sizeof what, "node '%.100s' (%.40s) subgraph initializer '%.100s'", np->name ? np->name : "",
+                 np->op_type, g->names[idx]);
+        if ((st = bf__tensor_from_proto(tp, what, &g->inits[idx], err)) != BF_OK) {
+            bf_error_prefix(err, "%s", m->label);
+            goto out;
+        }
+        g->inits[idx]->name = g->names[idx];
+    }
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *sp = gp->node[i];
+        bf__node *n = &g->nodes[i];
+        g->n_nodes = i + 1;
+        n->name = dup_or_empty(sp->name);
+        /* an op of another domain keeps its domain in the name, so that no
+         * pattern takes it for the standard op */
+        if (sp->domain && sp->domain[0] && strcmp(sp->domain, "ai.onnx") != 0) {
+            size_t len = strlen(sp->domain) + strlen(sp->op_type ? sp->op_type : "") + 2;
+            n->op_type = bf__malloc(len);
+            if (n->op_type) snprintf(n->op_type, len, "%s:%s", sp->domain, sp->op_type ? sp->op_type : "");
+        } else {
+            n->op_type = dup_or_empty(sp->op_type);
+        }
+        n->in = bf__malloc((sp->n_input + 1) * sizeof *n->in);
+        n->out = bf__malloc((sp->n_output + 1) * sizeof *n->out);
+        n->attrs = bf__calloc(sp->n_attribute + 1, sizeof *n->attrs);
+        if (!n->name || !n->op_type || !n->in || !n->out || !n->attrs) { st = oom(err, m); goto out; }
+        if (sp->n_input > BF__MAX_IO || sp->n_output > BF__MAX_IO) {
+            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s) in the subgraph of node '%s' has %zu inputs and "
+                              "%zu outputs; at most %d each supported", m->label, n->name, n->op_type,
+                              np->name ? np->name : "", sp->n_input, sp->n_output, BF__MAX_IO);
+            goto out;
+        }
+        for (size_t j = 0; j < sp->n_attribute; j++) {
+            n->n_attrs = j + 1;
+            if ((st = convert_attr(m, sp, sp->attribute[j], &n->attrs[j], err)) != BF_OK) goto out;
+        }
+        for (size_t j = 0; j < sp->n_output; j++) {
+            const char *name = sp->output[j] ? sp->output[j] : "";
+            n->n_out = (int)j + 1;
+            if (!name[0]) { n->out[j] = -1; continue; }
+            int idx;
+            if ((st = add_local(m, np, g, &lm, lv, name, &idx, err)) != BF_OK) goto out;
+            n->out[j] = BF__SUB_REF(idx);
+        }
+    }
+    /* inputs once every output exists: the subgraph's order need not be topological */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *sp = gp->node[i];
+        bf__node *n = &g->nodes[i];
+        for (size_t j = 0; j < sp->n_input; j++) {
+            if ((st = sub_ref(m, np, &lm, outer, sp->input[j] ? sp->input[j] : "", &n->in[j], err)) != BF_OK) goto out;
+            n->n_in = (int)j + 1;
+        }
+    }
+    for (size_t i = 0; i < gp->n_output; i++) {
+        if ((st = sub_ref(m, np, &lm, outer, gp->output[i]->name ? gp->output[i]->name : "", &g->out[i], err)) != BF_OK)
+            goto out;
+        g->n_out = (int)i + 1;
+    }
+out:
+    bf__free(lm.slots);
+    bf__free(lv);
+    return st;
+}
+
+/* The graph attributes of the main graph's nodes, kept as bf__subgraphs
+ * (those of their own nodes are not: one level). */
+static bf_status convert_subgraphs(const Onnx__GraphProto *gp, bf_model *m, const name_map *outer, bf_error *err)
+{
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        for (size_t j = 0; j < np->n_attribute && j < m->nodes[i].n_attrs; j++) {
+            const Onnx__AttributeProto *ap = np->attribute[j];
+            bf__attr *a = &m->nodes[i].attrs[j];
+            if (ap->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH || !ap->g) continue;
+            a->g = bf__calloc(1, sizeof *a->g);
+            if (!a->g) return oom(err, m);
+            a->type = BF__ATTR_GRAPH;
+            bf_status st = convert_subgraph(m, np, ap->g, outer, a->g, err);
+            if (st != BF_OK) return st;
+        }
+    }
     return BF_OK;
 }
 
@@ -365,6 +545,14 @@ static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, bf_error *err)
                               m->label, n->name, n->op_type, np->domain);
             goto out;
         }
+        /* "bf." ops are the ones bitflip puts in place of exported patterns
+         * (exec/fuse_loop.c): a file may not name them itself */
+        if (strncmp(n->op_type, "bf.", 3) == 0) {
+            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s; op names starting with 'bf.' are "
+                              "bitflip's own and cannot appear in a model file (only standard ONNX ops are supported)",
+                              m->label, n->name, n->op_type);
+            goto out;
+        }
         for (size_t j = 0; j < np->n_output; j++) {
             const char *name = np->output[j] ? np->output[j] : "";
             if (!name[0]) { n->out[j] = -1; continue; }
@@ -387,6 +575,7 @@ static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, bf_error *err)
             }
         }
     }
+    if ((st = convert_subgraphs(g, m, &map, err)) != BF_OK) goto out;
 
     /* Outputs. */
     m->outputs = bf__calloc(g->n_output + 1, sizeof *m->outputs);
@@ -411,33 +600,65 @@ out:
     return st;
 }
 
-/* Kahn's algorithm; a leftover node means a cycle, reported by name. */
+/* The main-graph values node n's subgraphs read from the enclosing scope
+ * (a Loop's body reading a table), into out unless NULL; how many. */
+static size_t captured(const bf__node *n, int *out)
+{
+    size_t k = 0;
+    for (size_t a = 0; a < n->n_attrs; a++) {
+        const bf__subgraph *g = n->attrs[a].type == BF__ATTR_GRAPH ? n->attrs[a].g : NULL;
+        for (size_t i = 0; g && i < g->n_nodes; i++)
+            for (int j = 0; j < g->nodes[i].n_in; j++)
+                if (g->nodes[i].in[j] >= 0) {
+                    if (out) out[k] = g->nodes[i].in[j];
+                    k++;
+                }
+        for (int j = 0; g && j < g->n_out; j++)
+            if (g->out[j] >= 0) {
+                if (out) out[k] = g->out[j];
+                k++;
+            }
+    }
+    return k;
+}
+
+/* Kahn's algorithm; a leftover node means a cycle, reported by name. A
+ * node comes after what it reads and what its subgraphs read. */
 static bf_status sort_nodes(bf_model *m, bf_error *err)
 {
     bf_status st = BF_OK;
     int *pending = bf__calloc(m->n_nodes + 1, sizeof *pending);
     int *queue = bf__malloc((m->n_nodes + 1) * sizeof *queue);
     int *consumers_start = bf__calloc(m->n_values + 1, sizeof(int));
-    int *consumers = NULL;
+    int *cap_start = bf__calloc(m->n_nodes + 1, sizeof(int));
+    int *consumers = NULL, *cap = NULL;
     size_t n_edges = 0, head = 0, tail = 0;
     m->order = bf__malloc((m->n_nodes + 1) * sizeof *m->order);
-    if (!pending || !queue || !consumers_start || !m->order) { st = oom(err, m); goto out; }
+    if (!pending || !queue || !consumers_start || !cap_start || !m->order) { st = oom(err, m); goto out; }
+    for (size_t i = 0; i < m->n_nodes; i++) cap_start[i + 1] = cap_start[i] + (int)captured(&m->nodes[i], NULL);
+    cap = bf__malloc(((size_t)cap_start[m->n_nodes] + 1) * sizeof *cap);
+    if (!cap) { st = oom(err, m); goto out; }
+    for (size_t i = 0; i < m->n_nodes; i++) captured(&m->nodes[i], cap + cap_start[i]);
 
     /* CSR list of consuming nodes per value */
-    for (size_t i = 0; i < m->n_nodes; i++)
+    for (size_t i = 0; i < m->n_nodes; i++) {
         for (int j = 0; j < m->nodes[i].n_in; j++)
             if (m->nodes[i].in[j] >= 0) { consumers_start[m->nodes[i].in[j] + 1]++; n_edges++; }
+        for (int k = cap_start[i]; k < cap_start[i + 1]; k++) { consumers_start[cap[k] + 1]++; n_edges++; }
+    }
     for (size_t v = 0; v < m->n_values; v++) consumers_start[v + 1] += consumers_start[v];
     consumers = bf__malloc((n_edges + 1) * sizeof *consumers);
     int *fill = bf__calloc(m->n_values + 1, sizeof *fill);
     if (!consumers || !fill) { bf__free(fill); st = oom(err, m); goto out; }
-    for (size_t i = 0; i < m->n_nodes; i++)
-        for (int j = 0; j < m->nodes[i].n_in; j++) {
-            int v = m->nodes[i].in[j];
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        int nk = m->nodes[i].n_in + (cap_start[i + 1] - cap_start[i]);
+        for (int j = 0; j < nk; j++) {
+            int v = j < m->nodes[i].n_in ? m->nodes[i].in[j] : cap[cap_start[i] + j - m->nodes[i].n_in];
             if (v < 0) continue;
             consumers[consumers_start[v] + fill[v]++] = (int)i;
             if (m->values[v].kind == BF__VAL_NODE) pending[i]++;
         }
+    }
     bf__free(fill);
 
     for (size_t i = 0; i < m->n_nodes; i++)
@@ -465,6 +686,8 @@ out:
     bf__free(queue);
     bf__free(consumers_start);
     bf__free(consumers);
+    bf__free(cap_start);
+    bf__free(cap);
     return st;
 }
 
@@ -548,7 +771,10 @@ void bf__index_param_readers(bf_model *m)
             if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
             bf_param_info *pi = &m->params[m->values[v].index];
             if (!pi->reader_op) { pi->reader_op = n->op_type; pi->reader_node = n->name; }
-            if (j == 0 && strcmp(n->op_type, "Gather") == 0) pi->is_embedding = 1;
+            /* bf.EmbeddingBag: what exec/fuse_loop.c makes of an exported
+             * EmbeddingBag Loop; named here so that a re-index after it keeps it */
+            if (j == 0 && (strcmp(n->op_type, "Gather") == 0 || strcmp(n->op_type, "bf.EmbeddingBag") == 0))
+                pi->is_embedding = 1;
         }
     }
 }

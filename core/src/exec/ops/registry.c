@@ -19,6 +19,10 @@ extern const bf__op bf__ops_resize[];       /* resize.c */
 extern const bf__op bf__ops_nn[];           /* nn.c */
 extern const bf__op bf__ops_recurrent[];    /* recurrent.c */
 extern const bf__op bf__ops_quant[];        /* quant.c */
+/* ops bitflip puts in place of exported patterns (exec/fuse_loop.c): bound
+ * like any op, but not listed (a model file cannot name them: the loader
+ * refuses "bf." ops) */
+extern const bf__op bf__ops_fused[];        /* embedding_bag.c */
 
 static const bf__op *const families[] = {bf__ops_linalg, bf__ops_elementwise, bf__ops_shape,
                                          bf__ops_activation, bf__ops_logic, bf__ops_reduce,
@@ -30,6 +34,8 @@ const bf__op *bf__op_find(const char *name)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
         for (const bf__op *op = families[f]; op->name; op++)
             if (strcmp(op->name, name) == 0) return op;
+    for (const bf__op *op = bf__ops_fused; op->name; op++)
+        if (strcmp(op->name, name) == 0) return op;
     return NULL;
 }
 

@@ -1,0 +1,15 @@
+/* The ONNX Loops bitflip runs as one op (fuse_loop.c). */
+#ifndef BF_FUSE_LOOP_H
+#define BF_FUSE_LOOP_H
+
+#include "bitflip/error.h"
+#include "model/graph.h"
+
+/* Rewrites, in a parsed model whose ops are not bound yet, each Loop that is
+ * exactly torch.onnx.export's nn.EmbeddingBag into one bf.EmbeddingBag node
+ * (ops/embedding_bag.c). Other Loops stay as they are (binding then names
+ * them unsupported). Fails for memory, and for an exported EmbeddingBag with
+ * per_sample_weights, which it names. */
+bf_status bf__fuse_loops(bf_model *m, bf_error *err);
+
+#endif
