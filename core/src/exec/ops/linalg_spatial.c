@@ -415,14 +415,17 @@ static void dw_cols_init(const window *w, dw_cols *dc)
 
 /* yr += the taps of one kernel row (weights wrow) over input row xr, in kw
  * order for every output: the same sums as tap-by-tap, fused for 3-wide
- * kernels so the output row is loaded once. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* 8 lanes where the CPU has AVX2 (the baseline build has 4): the same
- * multiplies and adds in the same order per element, so the same bits. */
-__attribute__((target_clones("avx2", "default")))
-#endif
-static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
-                   const float *restrict wrow, float *restrict yr)
+ * kernels so the output row is loaded once.
+ *
+ * The body is compiled twice (dw_row_base: the baseline's 4 lanes;
+ * dw_row_avx2: 8, where the CPU has AVX2): the same multiplies and adds in
+ * the same order per element, so the same bits. Chosen at run time as
+ * sgemm.c does (bf__sgemm_simd), not with target_clones: its ifunc resolver
+ * runs before ThreadSanitizer's runtime starts, and every binary of the TSan
+ * build died at start. */
+static inline __attribute__((always_inline)) void dw_row_impl(const window *w, const dw_cols *dc,
+                                                              const float *restrict xr, const float *restrict wrow,
+                                                              float *restrict yr)
 {
     int64_t kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
     for (int64_t kw = 0; kw < kw_n; kw++) {
@@ -451,6 +454,32 @@ static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
         else
             for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xr[ow * s + o];
     }
+}
+
+static void dw_row_base(const window *w, const dw_cols *dc, const float *restrict xr, const float *restrict wrow,
+                        float *restrict yr)
+{
+    dw_row_impl(w, dc, xr, wrow, yr);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void dw_row_avx2(const window *w, const dw_cols *dc, const float *restrict xr,
+                                                        const float *restrict wrow, float *restrict yr)
+{
+    dw_row_impl(w, dc, xr, wrow, yr);
+}
+#endif
+
+static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr, const float *restrict wrow,
+                   float *restrict yr)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (bf__sgemm_simd()) {
+        dw_row_avx2(w, dc, xr, wrow, yr);
+        return;
+    }
+#endif
+    dw_row_base(w, dc, xr, wrow, yr);
 }
 
 /* One depthwise channel: y (bias-filled) += taps of x.
