@@ -52,9 +52,11 @@ START, END = "<!-- real-bench:start -->", "<!-- real-bench:end -->"
 PLAN = {
     "resnet18": dict(samples=64, batch=32, repeat=(3, 1), trials=(40, 10),
                      what="torchvision resnet18(weights=None), 3x224x224, 11.7M params"),
-    "mobilenet_v2": dict(samples=64, batch=32, repeat=(3, 1), trials=(40, 10),
+    # campaign_batch: a campaign keeps every activation of a batch (docs/ENGINE.md); at 32 these
+    # two need more than the default 4 GiB job memory, and bitflip run says which batch fits
+    "mobilenet_v2": dict(samples=64, batch=32, campaign_batch=8, repeat=(3, 1), trials=(40, 10),
                          what="torchvision mobilenet_v2(weights=None), 3x224x224, 3.5M params"),
-    "vit_s16": dict(samples=32, batch=32, repeat=(2, 1), trials=(20, 5),
+    "vit_s16": dict(samples=32, batch=32, campaign_batch=4, repeat=(2, 1), trials=(20, 5),
                     what="torchvision VisionTransformer, ViT-S/16 (12 layers, 6 heads, 384 wide), 3x224x224, 22M params"),
     "lstm": dict(samples=256, batch=32, repeat=(5, 2), trials=(100, 20),
                  what="nn.LSTM(32, 256, num_layers=2, batch_first) + Linear(256, 10) on the last step, sequences of 64"),
@@ -226,7 +228,7 @@ RERAN = re.compile(r"the trials re-ran ([0-9.]+)% of the work.*?; most in (\S+) 
 
 def bitflip_campaign(a, name, stem, threads, trials, quiet):
     spec = {"model": stem + ".onnx", "dataset": stem + ".eval.safetensors", "seed": 7, "trials": trials,
-            "batch": PLAN[name]["batch"],
+            "batch": PLAN[name].get("campaign_batch", PLAN[name]["batch"]),
             "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": 1,
                        "representation": "fp32"}, "sampling": "uniform"}
     path = os.path.join(BENCH, "out", f"real_{name}_spec.json")
@@ -261,6 +263,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(BENCH, "out", "real.json"))
     ap.add_argument("--write-doc")
     ap.add_argument("--render")
+    ap.add_argument("--keep", help="results JSON of an earlier run: its rows for the models not run now are kept")
     ap.add_argument("--torch-peer", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=32, help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=3, help=argparse.SUPPRESS)
@@ -305,11 +308,20 @@ def main():
                     row[k].pop("err", None)
             rows.append(row)
             log(f"real_bench: {name} x{threads}: {summary(row)}")
+    if a.keep:
+        done = {r["model"] for r in rows}
+        old = json.load(open(a.keep))
+        kept = sorted({r["model"] for r in old["rows"] if r["model"] not in done})
+        rows = [r for r in old["rows"] if r["model"] not in done] + rows
+        rows.sort(key=lambda r: (list(PLAN).index(r["model"]), r["threads"]))
     mi["loadavg_end"] = os.getloadavg()
     doc = {"meta": {"date": datetime.datetime.fromtimestamp(t_start, datetime.timezone.utc).isoformat(timespec="seconds"),
                     "machine": mi, "seconds": time.time() - t_start,
                     "command": "/usr/bin/python3 bench/real_bench.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])},
            "rows": rows}
+    if a.keep and kept:
+        doc["meta"]["kept"] = (f"rows of {', '.join(kept)} from the run of {old['meta']['date']} "
+                               f"(`{old['meta']['command']}`)")
     benchlib.save_results(a.out, doc["meta"], rows)
     return write(doc, a.write_doc)
 
@@ -336,7 +348,8 @@ def write(doc, path):
     lines = [START, "## Real networks at real sizes (`bench/real_bench.py`)", "",
              f"- Date: {meta['date']}; took {meta['seconds']:.0f} s",
              *benchlib.machine_lines(meta["machine"]),
-             f"- Command: `{meta['command']}`", "",
+             f"- Command: `{meta['command']}`",
+             *([f"- Kept: {meta['kept']}"] if meta.get("kept") else []), "",
              "Eval: samples/s over the whole eval set, each peer at its fastest of batch 4, the model's batch and (PyTorch) "
              "the whole set. Ratios above 1x mean bitflip is faster.", "",
              "| model | threads | bitflip samples/s (batch) | PyTorch samples/s (batch) | ORT samples/s (batch) | bitflip / PyTorch | bitflip / ORT |",
@@ -350,7 +363,8 @@ def write(doc, path):
               "pass, checks, cache and trials: setup counted); *trials* and *setup* come from its `--stats` line. "
               "PyTorch's flip-and-rerun loop is timed over its trials only (its model already loaded). "
               "*setup / eval pass* is bitflip's setup over one golden eval pass at the same thread count.", "",
-              "| model | threads | trials | bitflip whole s | bitflip trials/s | bitflip setup s | PyTorch trials/s | "
+              "The campaign runs at the model's batch unless the table of models gives a campaign batch.", "",
+             "| model | threads | trials | bitflip whole s | bitflip trials/s | bitflip setup s | PyTorch trials/s | "
               "bitflip / PyTorch (trials) | bitflip / PyTorch (setup counted) | setup / eval pass |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -380,7 +394,8 @@ def write(doc, path):
     for r in rows:
         if r["model"] not in seen:
             seen.add(r["model"])
-            lines.append(f"| {r['model']} | {r['what']} |")
+            cb = PLAN.get(r["model"], {}).get("campaign_batch")
+            lines.append(f"| {r['model']} | {r['what']}{f'; campaigns at batch {cb}' if cb else ''} |")
     failed = [f"{r['model']} x{r['threads']} {k}: {r[k].get('error')}" for r in rows
               for k in ("bitflip_eval", "ort_eval", "torch", "bitflip_campaign") if not r[k].get("ok")]
     if failed:
