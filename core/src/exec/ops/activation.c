@@ -56,21 +56,8 @@ static_assert(sizeof(logsoftmax_params) <= BF__OP_PARAMS_MAX, "LogSoftmax params
 static bf_status logsoftmax_prepare(bf__prep *p, bf_error *err)
 {
     logsoftmax_params *q = (logsoftmax_params *)p->params;
-    bf_status st = bf__want_f32(p, 0, "'input'", err);
+    bf_status st = bf__softmax_layout(p, &q->outer, &q->n, &q->inner, err);
     if (st != BF_OK) return st;
-    const bf_tensor *x = p->in[0];
-    int legacy = p->opset < 13, axis;
-    int64_t a;
-    st = bf__attr_int(p->node, "axis", legacy ? 1 : -1, &a, err);
-    if (st == BF_OK) st = bf__norm_axis(p->node, a, x->ndim, &axis, err);
-    if (st != BF_OK) return st;
-    q->outer = q->n = q->inner = 1;
-    for (int i = 0; i < x->ndim; i++) {
-        if (i < axis) q->outer *= x->dims[i];
-        else if (i == axis || legacy) q->n *= x->dims[i];
-        else q->inner *= x->dims[i];
-    }
-    bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
     p->scratch = 0;
     return BF_OK;
 }

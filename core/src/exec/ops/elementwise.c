@@ -516,9 +516,8 @@ typedef struct softmax_params {
 } softmax_params;
 static_assert(sizeof(softmax_params) <= BF__OP_PARAMS_MAX, "Softmax params too large");
 
-static bf_status softmax_prepare(bf__prep *p, bf_error *err)
+bf_status bf__softmax_layout(bf__prep *p, int64_t *outer, int64_t *n, int64_t *inner, bf_error *err)
 {
-    softmax_params *q = (softmax_params *)p->params;
     bf_status st = bf__want_f32(p, 0, "'input'", err);
     if (st != BF_OK) return st;
     const bf_tensor *x = p->in[0];
@@ -527,13 +526,21 @@ static bf_status softmax_prepare(bf__prep *p, bf_error *err)
     st = bf__attr_int(p->node, "axis", legacy ? 1 : -1, &a, err);
     if (st == BF_OK) st = bf__norm_axis(p->node, a, x->ndim, &axis, err);
     if (st != BF_OK) return st;
-    q->outer = q->n = q->inner = 1;
+    *outer = *n = *inner = 1;
     for (int i = 0; i < x->ndim; i++) {
-        if (i < axis) q->outer *= x->dims[i];
-        else if (i == axis || legacy) q->n *= x->dims[i];
-        else q->inner *= x->dims[i];
+        if (i < axis) *outer *= x->dims[i];
+        else if (i == axis || legacy) *n *= x->dims[i];
+        else *inner *= x->dims[i];
     }
     bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
+    return BF_OK;
+}
+
+static bf_status softmax_prepare(bf__prep *p, bf_error *err)
+{
+    softmax_params *q = (softmax_params *)p->params;
+    bf_status st = bf__softmax_layout(p, &q->outer, &q->n, &q->inner, err);
+    if (st != BF_OK) return st;
     /* column sums (double) then maxima (float) for a strided axis */
     p->scratch = q->inner > 1 ? (size_t)q->inner * (sizeof(float) + sizeof(double)) : 0;
     return BF_OK;

@@ -55,6 +55,10 @@ bf_status bf__variadic_run(const bf__ctx *c, bf_error *err);
  * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp. */
 bf_status bf__reduce_prepare(bf__prep *p, bf_error *err);
 bf_status bf__reduce_run(const bf__ctx *c, bf_error *err);
+/* Softmax's and LogSoftmax's view of input 0 (float32) as [outer, n, inner]:
+ * opset < 13 flattens at `axis` (default 1), opset 13+ takes the one axis
+ * (default -1); sets the output's shape to the input's. */
+bf_status bf__softmax_layout(bf__prep *p, int64_t *outer, int64_t *n, int64_t *inner, bf_error *err);
 /* Sum of floats accumulated in double (reductions, softmax denominators). */
 double bf__sum_f32_dacc(const float *x, int64_t n);
 float bf__max_f32(const float *x, int64_t n, float init);

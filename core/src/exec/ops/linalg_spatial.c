@@ -401,6 +401,7 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
  * columns [ilo, ihi). */
 typedef struct dw_cols {
     int64_t lo[DW_MAXKW], hi[DW_MAXKW], ilo, ihi;
+    int avx2;                 /* dw_row's 8-lane build: asked once per run, not per row */
 } dw_cols;
 
 static void dw_cols_init(const window *w, dw_cols *dc)
@@ -411,6 +412,7 @@ static void dw_cols_init(const window *w, dw_cols *dc)
     /* taps move right as kw grows: the first bounds the left, the last the right */
     dc->ilo = dc->lo[0];
     dc->ihi = dc->hi[kw_n - 1] > dc->ilo ? dc->hi[kw_n - 1] : dc->ilo;
+    dc->avx2 = bf__sgemm_simd();
 }
 
 /* yr += the taps of one kernel row (weights wrow) over input row xr, in kw
@@ -474,7 +476,7 @@ static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
                    float *restrict yr)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (bf__sgemm_simd()) {
+    if (dc->avx2) {
         dw_row_avx2(w, dc, xr, wrow, yr);
         return;
     }
