@@ -154,3 +154,38 @@ uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len)
     onnx__model_proto__pack(&m, buf);
     return buf;
 }
+
+void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
+             const char *label, tc_tally *t, tc_recs *exact_out)
+{
+    tc_recs r[2] = {{0}};
+    for (int exact = 1; exact >= 0; exact--) {
+        bf_campaign *c = tc_make(m, ds, s);
+        r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
+        assert_non_null(r[exact].r);
+        bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
+        bf_campaign_result res;
+        bf_error err = {0};
+        if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
+        assert_int_equal(res.trials_done, r[exact].n);
+        bf_campaign_result_free(&res);
+        bf_campaign_free(c);
+    }
+    tc_compare(fix, label, &r[1], &r[0], scale, t);
+    if (exact_out) *exact_out = r[1];
+    else free(r[1].r);
+    free(r[0].r);
+}
+
+bf_campaign_spec tc_base_spec(int64_t batch)
+{
+    bf_campaign_spec s = {0};
+    s.target = BF_TARGET_WEIGHTS;
+    s.model_kind = BF_FAULT_BITFLIP;
+    s.bits = 1;
+    s.repr = BF_REPR_FP32;
+    s.critical_metric = -1;
+    s.critical_delta = -1;
+    s.batch = batch;
+    return s;
+}

@@ -38,6 +38,14 @@ void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_r
  * tie, no metric outside its tolerance. */
 void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
 
+/* Runs spec s exact and differential (2 threads each) on m/ds and compares
+ * them into t (tc_compare, fixture name fix); exact_out (may be NULL) keeps
+ * the exact run's records, for the caller to free. */
+void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
+             const char *label, tc_tally *t, tc_recs *exact_out);
+/* Single-bit fp32 weight flips, prediction changes only, at `batch`. */
+bf_campaign_spec tc_base_spec(int64_t batch);
+
 /* One kind of fault a differential-vs-exact test sweeps. */
 typedef struct tc_config {
     const char *label;

@@ -70,22 +70,7 @@ static int teardown(void **state)
 /* Runs spec s exact and differential and compares them into t. */
 static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_tally *t)
 {
-    tc_recs r[2] = {{0}};
-    for (int exact = 1; exact >= 0; exact--) {
-        bf_campaign *c = tc_make(f->m, f->ds, s);
-        r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
-        assert_non_null(r[exact].r);
-        bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
-        bf_campaign_result res;
-        bf_error err = {0};
-        if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
-        assert_int_equal(res.trials_done, r[exact].n);
-        bf_campaign_result_free(&res);
-        bf_campaign_free(c);
-    }
-    tc_compare("transformer_encoder_op13", label, &r[1], &r[0], f->scale, t);
-    free(r[0].r);
-    free(r[1].r);
+    tc_both(f->m, f->ds, f->scale, "transformer_encoder_op13", s, label, t, NULL);
 }
 
 static const int64_t batches[] = {16, 7};   /* 3 batches; 7 with a partial last one */

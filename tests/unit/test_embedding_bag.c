@@ -226,37 +226,9 @@ static int teardown(void **state)
 
 static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_tally *t, tc_recs *exact_out)
 {
-    tc_recs r[2] = {{0}};
-    for (int exact = 1; exact >= 0; exact--) {
-        bf_campaign *c = tc_make(f->m, f->ds, s);
-        r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
-        assert_non_null(r[exact].r);
-        bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
-        bf_campaign_result res;
-        bf_error err = {0};
-        if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
-        assert_int_equal(res.trials_done, r[exact].n);
-        bf_campaign_result_free(&res);
-        bf_campaign_free(c);
-    }
-    tc_compare(f->name ? f->name : "embedding_bag", label, &r[1], &r[0], f->scale, t);
-    if (exact_out) *exact_out = r[1];
-    else free(r[1].r);
-    free(r[0].r);
+    tc_both(f->m, f->ds, f->scale, f->name ? f->name : "embedding_bag", s, label, t, exact_out);
 }
 
-static bf_campaign_spec base_spec(int64_t batch)
-{
-    bf_campaign_spec s = {0};
-    s.target = BF_TARGET_WEIGHTS;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    s.batch = batch;
-    return s;
-}
 
 /* Whether any sample of the eval set looks up row r of the table read
  * through graph input `input` (each of its elements is an index). */
@@ -296,7 +268,7 @@ static void listed_table_faults_match_exact(void **state)
     static const int64_t batches[] = {8, 7};   /* 32 samples: 4 batches; 7 leaves a partial one */
     tc_tally t = {0};
     for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
-        bf_campaign_spec s = base_spec(batches[b]);
+        bf_campaign_spec s = tc_base_spec(batches[b]);
         s.sampling = BF_SAMPLE_LIST;
         s.list = list;
         s.n_list = n;
@@ -325,7 +297,7 @@ static double work_for_row(const fixture *f, const char *table, int64_t row)
     bf_fault_entry list[4];
     for (int b = 0; b < 4; b++)
         list[b] = (bf_fault_entry){.tensor = (char *)table, .index = row * 8 + b, .bit = 30 - b, .sample = -1};
-    bf_campaign_spec s = base_spec(4);
+    bf_campaign_spec s = tc_base_spec(4);
     s.sampling = BF_SAMPLE_LIST;
     s.list = list;
     s.n_list = 4;
@@ -367,20 +339,20 @@ static void random_faults_match_exact(void **state)
     char *tables[] = {"op:bf.EmbeddingBag"};
     char *all[] = {"*"};
     tc_tally t = {0};
-    bf_campaign_spec s = base_spec(7);
+    bf_campaign_spec s = tc_base_spec(7);
     s.seed = 23;
     s.trials = 80;
     s.tensors = tables;
     s.n_tensors = 1;
     both(f, &s, "random table bit flips, batch 7", &t, NULL);
-    s = base_spec(8);
+    s = tc_base_spec(8);
     s.seed = 5;
     s.trials = 40;
     s.tensors = tables;
     s.n_tensors = 1;
     s.bits = 2;
     both(f, &s, "random table 2-bit flips, batch 8", &t, NULL);
-    s = base_spec(7);
+    s = tc_base_spec(7);
     s.seed = 9;
     s.trials = 40;
     s.tensors = all;
@@ -388,7 +360,7 @@ static void random_faults_match_exact(void **state)
     s.model_kind = BF_FAULT_STUCK_AT_1;
     s.repr = BF_REPR_FP16;
     both(f, &s, "stuck-at-1 fp16 anywhere, batch 7", &t, NULL);
-    s = base_spec(7);
+    s = tc_base_spec(7);
     s.seed = 31;
     s.trials = 40;
     s.target = BF_TARGET_ACTIVATIONS;
@@ -412,13 +384,13 @@ static void wide_deep_faults_match_exact(void **state)
     char *wide[] = {"op:bf.EmbeddingBag"};
     char *all[] = {"*"};
     tc_tally t = {0};
-    bf_campaign_spec s = base_spec(7);
+    bf_campaign_spec s = tc_base_spec(7);
     s.seed = 3;
     s.trials = 80;
     s.tensors = wide;
     s.n_tensors = 1;
     both(&f, &s, "wide_deep: random wide-table bit flips, batch 7", &t, NULL);
-    s = base_spec(16);
+    s = tc_base_spec(16);
     s.seed = 8;
     s.trials = 60;
     s.tensors = all;
@@ -447,7 +419,7 @@ static void input_index_tables_match_exact(void **state)
     tc_tally t = {0};
     int64_t masked[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
-        bf_campaign_spec s = base_spec(k ? 7 : 8);
+        bf_campaign_spec s = tc_base_spec(k ? 7 : 8);
         s.seed = 12 + (uint64_t)k;
         s.trials = 60;
         s.tensors = item;

@@ -79,36 +79,9 @@ static int teardown(void **state)
 /* Runs spec s exact and differential and compares them into t. */
 static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_tally *t)
 {
-    tc_recs r[2] = {{0}};
-    for (int exact = 1; exact >= 0; exact--) {
-        bf_campaign *c = tc_make(f->m, f->ds, s);
-        r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
-        assert_non_null(r[exact].r);
-        bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
-        bf_campaign_result res;
-        bf_error err = {0};
-        if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
-        assert_int_equal(res.trials_done, r[exact].n);
-        bf_campaign_result_free(&res);
-        bf_campaign_free(c);
-    }
-    tc_compare(f->label, label, &r[1], &r[0], f->scale, t);
-    free(r[0].r);
-    free(r[1].r);
+    tc_both(f->m, f->ds, f->scale, f->label, s, label, t, NULL);
 }
 
-static bf_campaign_spec base_spec(int64_t batch)
-{
-    bf_campaign_spec s = {0};
-    s.target = BF_TARGET_WEIGHTS;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    s.batch = batch;
-    return s;
-}
 
 static void listed_lstm_faults_match_exact(void **state)
 {
@@ -129,7 +102,7 @@ static void listed_lstm_faults_match_exact(void **state)
     static const int64_t batches[] = {16, 7};   /* 96 samples: 6 batches; 7 leaves a partial one */
     tc_tally t = {0};
     for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
-        bf_campaign_spec s = base_spec(batches[b]);
+        bf_campaign_spec s = tc_base_spec(batches[b]);
         s.sampling = BF_SAMPLE_LIST;
         s.list = list;
         s.n_list = n;
@@ -145,7 +118,7 @@ static void random_lstm_faults_match_exact(void **state)
     const fixture *f = *state;
     char *tensors[] = {"op:LSTM"};
     tc_tally t = {0};
-    bf_campaign_spec s = base_spec(7);
+    bf_campaign_spec s = tc_base_spec(7);
     s.seed = 11;
     s.trials = 60;
     s.tensors = tensors;
@@ -175,7 +148,7 @@ static void other_fault_models_match_exact(void **state)
     int64_t trials = 0;
     for (size_t k = 0; k < sizeof configs / sizeof *configs; k++) {
         const tc_config *cf = &configs[k];
-        bf_campaign_spec s = base_spec(7);
+        bf_campaign_spec s = tc_base_spec(7);
         s.seed = 4242;
         s.trials = 30;
         s.target = cf->target;
@@ -209,7 +182,7 @@ static void gru_random_faults_match_exact(void **state)
     f.scale = tc_out_scale(f.m, f.ds);
     char *tensors[] = {"op:GRU"};
     tc_tally t = {0};
-    bf_campaign_spec s = base_spec(7);
+    bf_campaign_spec s = tc_base_spec(7);
     s.seed = 17;
     s.trials = 60;
     s.tensors = tensors;
