@@ -31,8 +31,9 @@ import benchlib  # noqa: E402
 PY = "/usr/bin/python3"  # Debian's python: the one with torch 1.13, onnx, numpy
 BENCH = benchlib.BENCH_DIR
 # Sections other benchmarks own in the same file (bench/campaign_bench.py,
-# bench/daemon_bench.py, ...): kept as they are when this one rewrites the file.
-KEPT_SECTIONS = ("campaign-bench", "daemon-bench", "mitigation-bench")
+# bench/daemon_bench.py, bench/real_bench.py, the hand-written sgemm-rows
+# analysis, ...): kept as they are when this one rewrites the file.
+KEPT_SECTIONS = ("campaign-bench", "sgemm-rows", "daemon-bench", "mitigation-bench", "real-bench")
 ROOT = benchlib.REPO_ROOT
 
 CONFORMANCE_MODELS = ["digits_mlp", "digits_cnn", "dlrm_small"]
