@@ -1,0 +1,42 @@
+/* libbitflip-report: campaign results (the JSON documents `bitflip run --out`
+ * and bitflipd's GET /v2/campaigns/{id}/result write) turned into figures a
+ * reviewer reads without the docs. One renderer serves `bitflip report`
+ * (HTML, Markdown) and bitflipd's web page (figures as JSON), so the page and
+ * the report always show the same pictures.
+ *
+ * Input documents are only read; a document that is not a result, or lacks
+ * the parts a figure needs, leaves that figure out (never a crash), and a
+ * document that is no result at all is an error naming it. */
+#ifndef BITFLIP_REPORT_H
+#define BITFLIP_REPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "bitflip/error.h"
+
+typedef struct bfr_input {
+    const json_t *result;   /* one result document */
+    const char *label;      /* its name in legends ("clipping", "resnet18"); NULL: derived from the document */
+} bfr_input;
+
+/* The figures of n >= 1 results (several are overlaid where a figure allows):
+ *   {"headline": "critical rate 4.5% [3.8, 5.2] at 1 bit per trial; ...",
+ *    "figures": [{"name": "ber_curve", "title": "...", "alt": "...", "svg": "<svg ...>...</svg>"}, ...]}
+ * Each "svg" is a complete standalone SVG document with every piece of user
+ * text escaped, no script and no external reference, safe to show in an
+ * <img>. Returns a new reference, or NULL with err set. */
+json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err);
+
+typedef enum bfr_format { BFR_HTML, BFR_MARKDOWN } bfr_format;
+
+/* A whole report. HTML: one self-contained file (figures inline as SVG, no
+ * script, no network) written to out. Markdown: the text to out and each
+ * figure as FIGDIR/NAME.svg, linked relative to figlink (the path from the
+ * Markdown file to FIGDIR). */
+bf_status bfr_write(const bfr_input *in, size_t n, bfr_format fmt, FILE *out, const char *figdir,
+                    const char *figlink, bf_error *err);
+
+#endif
