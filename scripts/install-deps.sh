@@ -4,6 +4,8 @@
 # fails. The same script runs on developer machines, in CI and in the Dockerfile.
 #   scripts/install-deps.sh          build + test dependencies
 #   scripts/install-deps.sh --bench  also PyTorch and friends (and wrk), for bench/ and fixtures
+#   scripts/install-deps.sh --slurm  also Slurm and munge, for the single-node cluster
+#                                    tests/slurm/cluster.sh starts (make test-slurm)
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
@@ -22,6 +24,12 @@ if [ "${1:-}" = "--bench" ]; then
   # not be Debian's, and Debian's npm would then conflict with it)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+fi
+
+# the daemons only: cluster.sh runs them under a temporary directory, and
+# Debian's packages do not start them (no systemd in CI containers)
+if [ "${1:-}" = "--slurm" ]; then
+  pkgs+=(slurm-wlm munge)
 fi
 
 missing=()
