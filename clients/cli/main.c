@@ -23,6 +23,8 @@ static const char usage[] =
     "  merge PART.json...              shards of one campaign into its whole result\n"
     "  plan SPEC.json                  fault population and the trials a margin needs\n"
     "  ops                             the ONNX ops bitflip runs\n"
+    "  slurm submit --shards N SPEC.json\n"
+    "                                  a campaign as a Slurm array job and its merge\n"
     "  help [COMMAND]                  this text, or a command's options\n"
     "\n"
     "Run 'bitflip help COMMAND' for a command's options. Exit codes: 0 ok, 1 a CI gate\n"
@@ -83,6 +85,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[2], "merge")) return cmd_merge(2, help_argv);
         if (!strcmp(argv[2], "plan")) return cmd_plan(2, help_argv);
         if (!strcmp(argv[2], "ops")) return cmd_ops(2, help_argv);
+        if (!strcmp(argv[2], "slurm")) return cmd_slurm(2, help_argv);
         fprintf(stderr, "bitflip: no command '%s'\n\n%s", argv[2], usage);
         return EXIT_USAGE;
     }
@@ -92,6 +95,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "merge")) return cmd_merge(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
+    if (!strcmp(cmd, "slurm")) return cmd_slurm(argc - 1, argv + 1);
     fprintf(stderr, "bitflip: no command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;
 }
