@@ -156,4 +156,34 @@ for k in ("summary", "by_tensor", "by_bit", "by_fault_model", "golden"):
     assert a[k] == b[k], k
 PYEOF
 
+# --- what goes wrong says so: a task that fails, sbatch refusing, a corrupt part
+printf '#!/bin/sh\necho "bitflip run: the disk is on fire" >&2\nexit 3\n' >"$tmp/failing-bitflip"
+chmod +x "$tmp/failing-bitflip"
+start_daemon "$tmp/data" --executor slurm --slurm-poll-seconds 0.2 --slurm-bitflip "$tmp/failing-bitflip" || exit 1
+submit "$tmp/spec1024.json"
+wait_state "$CID" failed 60 && ok || bad "a campaign whose tasks fail did not fail"
+req failed_state 200 "$URL/v1/campaigns/$CID"
+eq task_failure_named "$(jget "'ended FAILED' in j['error'] and 'the disk is on fire' in j['error']")" True
+stop_daemon TERM; PID=
+start_daemon "$tmp/data" --executor slurm --slurm-partition nosuch --slurm-poll-seconds 0.2 --slurm-bitflip "$BF" || exit 1
+submit "$tmp/spec1024.json"
+wait_state "$CID" failed 60 && ok || bad "a campaign sbatch refused did not fail"
+req refused_state 200 "$URL/v1/campaigns/$CID"
+eq sbatch_refusal_named "$(jget "'sbatch refused' in j['error'] and 'partition' in j['error']")" True
+stop_daemon TERM; PID=
+start_daemon "$tmp/data" --executor slurm --slurm-poll-seconds 0.2 --slurm-bitflip "$tmp/slow-bitflip" || exit 1
+submit "$tmp/spec2048.json"
+wait_state "$CID" running 60 && ok || bad "the Slurm campaign never ran"
+A=$(array_of "$CID")
+printf '{"summary": {"trials": 1' >"$tmp/data/slurm/$CID/part-7.json"   # truncated
+wait_state "$CID" failed 30 && ok || bad "a corrupt part did not fail the campaign"
+req corrupt_state 200 "$URL/v1/campaigns/$CID"
+eq corrupt_part_named "$(jget "'part-7.json' in j['error'] and 'does not parse' in j['error']")" True
+for _ in $(seq 100); do case "$(slurm_states "$A")" in *PENDING*|*RUNNING*|*COMPLETING*) sleep 0.2 ;; *) break ;; esac; done
+case "$(slurm_states "$A")" in *PENDING*|*RUNNING*) bad "array $A still runs after its campaign failed" ;; *) ok ;; esac
+stop_daemon TERM; PID=
+"$BFD" --executor kubernetes --data-dir "$tmp/x" --listen 127.0.0.1:0 >"$tmp/out" 2>&1
+eq bad_executor_rc $? 2
+grep -q "executor must be local or slurm, got 'kubernetes'" "$tmp/out" && ok || { bad "bad --executor not named"; cat "$tmp/out"; }
+
 finish
