@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Wall time of one campaign against its number of Slurm array tasks, on the
+single-node cluster tests/slurm/cluster.sh starts on this machine, and the
+figure docs/SCALE.md shows (docs/img/slurm-scale.png).
+
+For each shard count N it runs `bitflip slurm submit --shards N` and times
+submission to merged result (the array, Slurm's scheduling and the merge job
+included), checks every merged result equals the local unsharded run, and
+times `bitflip run --local` with 1 and 2 threads on the same spec as the
+single-machine reference. The fit time(N) = setup + work / min(N, cores)
+gives the dashed line: what more nodes would give (one core per task).
+
+Needs root, slurm-wlm and munge (scripts/install-deps.sh --slurm) and
+matplotlib (python3-matplotlib). Standard library otherwise.
+
+    sudo /usr/bin/python3 bench/slurm_scale.py --bitflip build/bitflip --png docs/img/slurm-scale.png
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CLUSTER = os.path.join(ROOT, "tests", "slurm", "cluster.sh")
+REAL = os.path.join(ROOT, "tests", "fixtures", "real")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def load_avg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def strip(doc):
+    doc = dict(doc)
+    doc.pop("shards", None)
+    return doc
+
+
+def timed_submit(bf, spec, n, workdir, env):
+    out = os.path.join(workdir, "n%d" % n)
+    os.makedirs(out)
+    t0 = time.monotonic()
+    p = run([bf, "slurm", "submit", "--shards", str(n), "--dir", out, spec], env=env)
+    ids = dict(line.split(" ", 1) for line in p.stdout.splitlines())
+    result = ids["result"]
+    while not os.path.exists(result):
+        state = subprocess.run(["scontrol", "-o", "show", "job", ids["merge_job"]], capture_output=True, text=True,
+                               env=env).stdout
+        if "JobState=CANCELLED" in state or "JobState=FAILED" in state:
+            sys.exit("merge job %s ended: %s (logs in %s)" % (ids["merge_job"], state.strip()[:200], out))
+        time.sleep(0.05)
+    return time.monotonic() - t0, result
+
+
+def fit(points, cores):
+    """Least squares for t = a + b / min(n, cores)."""
+    xs = [1.0 / min(n, cores) for n, _ in points]
+    ys = [t for _, t in points]
+    k = len(xs)
+    mx, my = sum(xs) / k, sum(ys) / k
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bitflip", required=True)
+    ap.add_argument("--shards", default="1,2,4", help="shard counts, e.g. 1,2,4")
+    ap.add_argument("--trials", type=int, default=8000)
+    ap.add_argument("--repeats", type=int, default=2, help="runs per point; the fastest counts")
+    ap.add_argument("--png", help="write the figure here")
+    ap.add_argument("--json", help="write the measurements here")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("slurm_scale: needs root to start the local cluster (tests/slurm/cluster.sh)")
+    bf = os.path.abspath(a.bitflip)
+    shards = [int(s) for s in a.shards.split(",")]
+    cores = os.cpu_count() or 1
+    work = tempfile.mkdtemp(prefix="bitflip-slurm-bench.")
+    spec = os.path.join(work, "mobilenet_v2.json")
+    with open(spec, "w") as f:
+        json.dump({"model": os.path.join(REAL, "mobilenet_v2.onnx"),
+                   "dataset": os.path.join(REAL, "mobilenet_v2.eval.safetensors"),
+                   "seed": 3, "trials": a.trials, "sampling": "uniform",
+                   "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": 1,
+                              "representation": "fp32"}}, f)
+    local = {}
+    for th in (1, 2):
+        best = None
+        for _ in range(a.repeats):
+            t0 = time.monotonic()
+            run([bf, "run", "--local", spec, "--threads", str(th), "--format", "json",
+                 "--out", os.path.join(work, "local%d.json" % th)])
+            t = time.monotonic() - t0
+            best = t if best is None else min(best, t)
+        local[th] = best
+        print("local, %d thread(s): %.2f s" % (th, best))
+    with open(os.path.join(work, "local1.json")) as f:
+        ref = strip(json.load(f))
+
+    cdir = os.path.join(work, "cluster")
+    run([CLUSTER, "start", cdir])
+    env = dict(os.environ, SLURM_CONF=os.path.join(cdir, "slurm.conf"))
+    measured, loads = [], []
+    try:
+        for n in shards:
+            best = None
+            for r in range(a.repeats):
+                loads.append(load_avg())
+                rdir = os.path.join(work, "r%d" % r)
+                os.makedirs(rdir, exist_ok=True)
+                t, result = timed_submit(bf, spec, n, rdir, env)
+                with open(result) as f:
+                    if strip(json.load(f)) != ref:
+                        sys.exit("the merged result of %d shards differs from the local run" % n)
+                best = t if best is None else min(best, t)
+            measured.append((n, best))
+            print("slurm, %d task(s): %.2f s (merged result = local run)" % (n, best))
+    finally:
+        run([CLUSTER, "stop", cdir])
+    setup, per = fit(measured, cores)
+    print("fit: time = %.2f s + %.2f s / min(N, %d cores)" % (setup, per, cores))
+    data = {"trials": a.trials, "model": "mobilenet_v2 (tests/fixtures/real)", "cores": cores,
+            "local_seconds": local, "slurm_seconds": dict(measured), "fit": {"setup": setup, "work": per},
+            "load_average": loads}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(data, f, indent=2)
+    if a.png:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+        xs = [n for n, _ in measured]
+        ax.plot(xs, [t for _, t in measured], "o-", color="C0", label="measured: Slurm array on this machine (%d cores)" % cores)
+        more = [1, 2, 4, 8, 16, 32, 64]
+        ax.plot(more, [setup + per / n for n in more], "--", color="C1",
+                label="expected with one core per task: %.1f s + %.1f s / N" % (setup, per))
+        ax.axhline(local[1], color="0.5", lw=0.8, ls=":", label="bitflip run --local, 1 thread (%.1f s)" % local[1])
+        ax.axhline(local[2], color="0.3", lw=0.8, ls="-.", label="bitflip run --local, 2 threads (%.1f s)" % local[2])
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(more)
+        ax.set_xticklabels([str(n) for n in more])
+        ax.set_xlabel("array tasks (shards)")
+        ax.set_ylabel("wall time, submit to merged result (s)")
+        ax.set_title("%d-trial weight-fault campaign, mobilenet_v2" % a.trials, fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7.5)
+        fig.tight_layout()
+        fig.savefig(a.png)
+        print("wrote", a.png)
+    subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    main()
