@@ -49,7 +49,8 @@ typedef enum { W_POLL, W_CANCEL } wkind;
 typedef struct swork {
     uv_work_t req;
     bfd_slurm *sl;            /* NULL once the executor is gone */
-    sjob *j;
+    sjob *j;                  /* may be freed before the item: n_chunks is kept here */
+    int n_chunks;
     wkind kind;
     /* inputs: the loop's state when the item started, and the settings */
     char array_job[32];
@@ -452,7 +453,7 @@ static void on_work(uv_work_t *req)
 static void item_free(swork *w)
 {
     if (w->results)
-        for (int i = 0; i < w->j->n_chunks; i++) free(w->results[i]);
+        for (int i = 0; i < w->n_chunks; i++) free(w->results[i]);
     free(w->results);
     free(w->posted);
     free(w->submit);
@@ -546,6 +547,7 @@ static void start_item(bfd_slurm *sl, sjob *j, wkind kind)
     if (w) {
         w->sl = sl;
         w->j = j;
+        w->n_chunks = j->n_chunks;
         w->kind = kind;
         snprintf(w->array_job, sizeof w->array_job, "%s", j->array_job);
         w->posted = malloc((size_t)j->n_chunks);
@@ -557,7 +559,7 @@ static void start_item(bfd_slurm *sl, sjob *j, wkind kind)
         fail |= !w->posted || !w->results || !w->submit;
     }
     if (fail) {
-        if (w) { w->j = j; item_free(w); }
+        if (w) item_free(w);
         bfd_log(sl->d, "error", "campaign %s: out of memory polling Slurm; trying again", j->id);
         return;
     }
