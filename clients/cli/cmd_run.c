@@ -59,8 +59,9 @@ static const char help[] =
     "                       array (AWS_BATCH_JOB_ARRAY_INDEX, _SIZE), or\n"
     "                       BITFLIP_SHARD_INDEX; N also from $BITFLIP_SHARDS\n"
     "  --shards N           the number of shards, for --shard auto (at most 1000000)\n"
-    "  --out-dir DIR        write the result into DIR as PREFIX.part-I-of-N.json for\n"
-    "                       a shard (PREFIX.json otherwise), atomically: the same\n"
+    "  --out-dir DIR        write the result into DIR (made if missing) as\n"
+    "                       PREFIX.part-I-of-N.json for a shard (PREFIX.json\n"
+    "                       otherwise), atomically: the same\n"
     "                       bytes however often a task is retried. 'bitflip merge\n"
     "                       DIR' merges the parts\n"
     "  --prefix NAME        PREFIX for --out-dir (default: the spec's file name\n"
@@ -241,9 +242,14 @@ static int parse_args(int argc, char **argv, run_opts *o)
 static int out_dir_path(run_opts *o)
 {
     struct stat st;
+    /* made if missing, as the first shard of a cluster job finds it; its
+     * parent must exist (a typo in it fails here, not in a stray tree) */
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bitflip run: cannot make --out-dir %s: %s\n", o->out_dir, strerror(errno));
+        return errno == ENOENT ? EXIT_USAGE : EXIT_INFRA;
+    }
     if (stat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return usage_error("run", "--out-dir %s is not a directory%s", o->out_dir,
-                           errno == ENOENT ? " (create it first: every shard writes into the same one)" : "");
+        return usage_error("run", "--out-dir %s is not a directory", o->out_dir);
     char prefix[512], name[640];
     if (o->prefix) snprintf(prefix, sizeof prefix, "%s", o->prefix);
     else {

@@ -64,15 +64,16 @@ env_case bad_env_count 2 "BITFLIP_SHARDS is 'many'" JOB_COMPLETION_INDEX=1 BITFL
 check shards_alone 2 "$BF" run --local "$spec" --shards 3;              contains shards_alone "add --shard auto"
 check shard_vs_shards 2 "$BF" run --local "$spec" --shard 1/3 --shards 4; contains shard_vs_shards "make them the same"
 check bad_shard 2 "$BF" run --local "$spec" --shard=3/3;                contains bad_shard "0 <= I < N"
-check out_dir_missing 2 "$BF" run --local "$spec" --shard 0/2 --out-dir "$tmp/nope"; contains out_dir_missing "create it first"
+check out_dir_no_parent 2 "$BF" run --local "$spec" --shard 0/2 --out-dir "$tmp/nope/parts"; contains out_dir_no_parent "cannot make --out-dir"
+: >"$tmp/afile"
+check out_dir_file 2 "$BF" run --local "$spec" --shard 0/2 --out-dir "$tmp/afile"; contains out_dir_file "is not a directory"
 check out_and_dir 2 "$BF" run --local "$spec" --out x.json --out-dir "$tmp"; contains out_and_dir "choose one"
 check prefix_slash 2 "$BF" run --local "$spec" --out-dir "$tmp" --prefix a/b; contains prefix_slash "without '/'"
 
 # --- the unsharded reference, and three shards as an Indexed Job runs them --
 check ref 0 "$BF" run --local "$spec" --threads 2 --format csv --out "$tmp/ref.json"
 cp "$tmp/stdout" "$tmp/ref.csv"
-mkdir "$tmp/parts"
-for i in 0 1 2; do
+for i in 0 1 2; do   # the first makes the directory
   check "k8s_shard$i" 0 env JOB_COMPLETION_INDEX=$i "$BF" run --local "$spec" --shard auto --shards 3 --threads 2 \
         --out-dir "$tmp/parts" --format json
 done
