@@ -81,6 +81,8 @@ for label, objs in (("base", base), ("overlay", overlay)):
     js = job["spec"]
     check(js["completionMode"] == "Indexed" and "backoffLimitPerIndex" in js and js["parallelism"] >= 1,
           f"{label}: the campaign is an Indexed Job with a back-off per index")
+    check(js.get("suspend") is True and find(objs, "Job", "bitflip-merge")["spec"].get("suspend") is True,
+          f"{label}: both Jobs are applied suspended (resumed once the campaign volume is filled)")
     check(int(env_of(container(job))["BITFLIP_SHARDS"]) == js["completions"],
           f"{label}: BITFLIP_SHARDS equals the Job's completions ({js['completions']})")
     check(find(objs, "PersistentVolumeClaim", "bitflip-campaign")["spec"]["accessModes"] == ["ReadWriteMany"],
