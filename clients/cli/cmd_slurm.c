@@ -322,46 +322,41 @@ static int slurm_submit(int argc, char **argv)
     prefix = o.prefix ? strdup(o.prefix) : default_prefix(spec);
     if (!prefix) { rc = EXIT_INFRA; goto out; }
 
-    /* The task: its shard index is the array index, and N is fixed here, not
-     * taken from SLURM_ARRAY_TASK_COUNT, so that --only can resubmit a few.
-     * The part is written beside its final name and renamed, so a part that
-     * exists is whole, and a retried task replaces it with the same bytes. */
+    /* The task: its shard index is the array index and N is fixed here, not
+     * taken from SLURM_ARRAY_TASK_COUNT ('--shard auto'), so that --only can
+     * resubmit a few indexes as a list. --out-dir writes the part atomically:
+     * a part that exists is whole, and a retried task writes the same bytes. */
     char n_str[32], cpus_str[32];
     snprintf(n_str, sizeof n_str, "%lld", o.shards);
     snprintf(cpus_str, sizeof cpus_str, "%lld", o.cpus);
     sbuf b = {0};
-    sb_add(&b, "set -e; i=$SLURM_ARRAY_TASK_ID; part=");
-    sb_quote(&b, dir);
-    sb_add(&b, "/");
-    sb_quote(&b, prefix);
-    sb_add(&b, ".part-$i-of-");
-    sb_add(&b, n_str);
-    sb_add(&b, ".json; ");
     sb_quote(&b, self);
     sb_add(&b, " run --local ");
     sb_quote(&b, spec);
-    sb_add(&b, " --shard \"$i/");
+    sb_add(&b, " --shard \"$SLURM_ARRAY_TASK_ID/");
     sb_add(&b, n_str);
     sb_add(&b, "\" --threads ");
     sb_add(&b, cpus_str);
-    sb_add(&b, " --format json --out \"$part.tmp$SLURM_JOB_ID\" >/dev/null; mv -f \"$part.tmp$SLURM_JOB_ID\" \"$part\"");
+    sb_add(&b, " --out-dir ");
+    sb_quote(&b, dir);
+    sb_add(&b, " --prefix ");
+    sb_quote(&b, prefix);
+    sb_add(&b, " --progress plain --format json >/dev/null");
     task = sb_take(&b);
 
-    /* The merge: the parts by glob; bitflip merge names any that is missing. */
+    /* The merge: every part in DIR with the prefix; a missing one is named
+     * (exit 3), and the result is written atomically. */
     sbuf m = {0};
-    sb_add(&m, "set -e; out=");
-    sb_quote(&m, dir);
-    sb_add(&m, "/");
-    sb_quote(&m, prefix);
-    sb_add(&m, ".result.json; ");
     sb_quote(&m, self);
-    sb_add(&m, " merge --format json --out \"$out.tmp$SLURM_JOB_ID\" ");
+    sb_add(&m, " merge --prefix ");
+    sb_quote(&m, prefix);
+    sb_add(&m, " --format json --out ");
     sb_quote(&m, dir);
     sb_add(&m, "/");
     sb_quote(&m, prefix);
-    sb_add(&m, ".part-*-of-");
-    sb_add(&m, n_str);
-    sb_add(&m, ".json >/dev/null; mv -f \"$out.tmp$SLURM_JOB_ID\" \"$out\"");
+    sb_add(&m, ".result.json ");
+    sb_quote(&m, dir);
+    sb_add(&m, " >/dev/null");
     merge = sb_take(&m);
 
     size_t dl = strlen(dir) + strlen(prefix) + 64;

@@ -35,7 +35,7 @@ contains dry_part "--partition=gpu"
 contains dry_acct "--account=lab"
 contains dry_time "--time=1:00:00"
 contains dry_dep "--dependency=afterok:DRYRUN_ARRAY --kill-on-invalid-dep=yes"
-contains dry_shard '--shard "$i/4"'
+contains dry_shard '--shard "$SLURM_ARRAY_TASK_ID/4"'
 contains dry_quoted "'--output=$tmp/d x/digits_weights.slurm-%A_%a.log'"
 [ "$(grep -c '^sbatch ' "$tmp/out")" -eq 2 ] && passes=$((passes+1)) || { echo "FAIL dry-run: not 2 sbatch lines"; fails=$((fails+1)); }
 [ ! -e "$tmp/d x" ] && passes=$((passes+1)) || { echo "FAIL dry-run made the directory"; fails=$((fails+1)); }

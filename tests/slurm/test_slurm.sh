@@ -81,7 +81,7 @@ case "$dep" in afterok:"$array"*|"(null)") passes=$((passes+1)) ;; *) echo "FAIL
 [ "$tasks" -ge 1 ] && passes=$((passes+1)) || { echo "FAIL job $array shows no array tasks"; fails=$((fails+1)); }
 for i in 0 1 2 3; do
   p=$shared/digits_weights.part-$i-of-4.json
-  /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['shard']; sys.exit(s!={'index':$i,'count':4})" "$p" &&
+  /usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['shard']; sys.exit((s['index'],s['count'])!=($i,4))" "$p" &&
     passes=$((passes+1)) || { echo "FAIL $p is not shard $i/4"; fails=$((fails+1)); }
 done
 same_result merged_equals_local "$tmp/local.json" "$shared/digits_weights.result.json"
@@ -126,15 +126,29 @@ st=$(job_state "$merge")
 [ "$st" = CANCELLED ] && passes=$((passes+1)) || { echo "FAIL the canceled merge ended '$st'"; fails=$((fails+1)); }
 [ ! -e "$tmp/cancel/digits_weights.result.json" ] && passes=$((passes+1)) || { echo "FAIL a canceled campaign has a result"; fails=$((fails+1)); }
 
-# deploy/slurm's scripts by hand, as deploy/slurm/README.md shows them
+# deploy/slurm's scripts by hand, as deploy/slurm/README.md shows them: the
+# shard from the array (--shard auto), then a resubmission of one index with N
 mkdir -p "$tmp/manual"
-a=$(cd "$tmp/manual" && sbatch --parsable --array=0-3 --export=ALL,SPEC="$spec",DIR="$tmp/manual",N=4,BITFLIP="$BF" \
+a=$(cd "$tmp/manual" && sbatch --parsable --array=0-3 --export=ALL,SPEC="$spec",DIR="$tmp/manual",BITFLIP="$BF" \
       "$deploy/campaign.sbatch")
 m=$(cd "$tmp/manual" && sbatch --parsable --dependency=afterok:"$a" --kill-on-invalid-dep=yes \
-      --export=ALL,DIR="$tmp/manual",N=4,PREFIX=digits_weights,BITFLIP="$BF" "$deploy/merge.sbatch")
+      --export=ALL,DIR="$tmp/manual",PREFIX=digits_weights,BITFLIP="$BF" "$deploy/merge.sbatch")
 st=$(job_state "$m")
 [ "$st" = COMPLETED ] && passes=$((passes+1)) || { echo "FAIL deploy/slurm merge ended '$st'"; cat "$tmp"/manual/*.log; fails=$((fails+1)); }
 same_result deploy_scripts_equal_local "$tmp/local.json" "$tmp/manual/digits_weights.result.json"
+grep -q "shard 1/4 (Slurm" "$tmp"/manual/bitflip-"$a"_1.log && passes=$((passes+1)) ||
+  { echo "FAIL task 1's log does not say it took shard 1/4 from Slurm"; cat "$tmp"/manual/bitflip-"$a"_1.log; fails=$((fails+1)); }
+cp "$tmp/manual/digits_weights.part-3-of-4.json" "$tmp/manual3.first"
+rm "$tmp/manual/digits_weights.part-3-of-4.json" "$tmp/manual/digits_weights.result.json"
+a=$(cd "$tmp/manual" && sbatch --parsable --array=3 --export=ALL,SPEC="$spec",DIR="$tmp/manual",N=4,BITFLIP="$BF" \
+      "$deploy/campaign.sbatch")
+m=$(cd "$tmp/manual" && sbatch --parsable --dependency=afterok:"$a" --kill-on-invalid-dep=yes \
+      --export=ALL,DIR="$tmp/manual",PREFIX=digits_weights,BITFLIP="$BF" "$deploy/merge.sbatch")
+st=$(job_state "$m")
+[ "$st" = COMPLETED ] && passes=$((passes+1)) || { echo "FAIL deploy/slurm re-merge ended '$st'"; fails=$((fails+1)); }
+cmp -s "$tmp/manual3.first" "$tmp/manual/digits_weights.part-3-of-4.json" && passes=$((passes+1)) ||
+  { echo "FAIL shard 3 run again by hand wrote other bytes"; fails=$((fails+1)); }
+same_result deploy_rerun_equal_local "$tmp/local.json" "$tmp/manual/digits_weights.result.json"
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
