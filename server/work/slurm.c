@@ -58,6 +58,8 @@ typedef struct swork {
     int *submit;
     size_t n_submit;
     char *bitflip, *partition, *account;
+    char *limits;             /* the daemon's --limit, "k=v,k=v" (or "") */
+    int64_t job_memory;
     /* outputs */
     char new_job[32];         /* submitted now */
     char **results;           /* per chunk: the part's document, NULL if not there */
@@ -236,6 +238,23 @@ static char *array_list(const int *c, size_t n)
     return s;
 }
 
+/* The daemon's limits as the CLI takes them: " --job-memory N --limit 'k=v' ...",
+ * so a task refuses what a local worker would. */
+static char *limit_opts(const char *limits, int64_t job_memory)
+{
+    char *out = fmt(" --job-memory %lld", (long long)job_memory);
+    char *copy = strdup(limits ? limits : ""), *save = NULL;
+    if (!out || !copy) { free(out); free(copy); return NULL; }
+    for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *q = sh_quote(kv), *n = q ? fmt("%s --limit %s", out, q) : NULL;
+        free(q);
+        free(out);
+        if (!(out = n)) break;
+    }
+    free(copy);
+    return out;
+}
+
 /* The spec the tasks run: the stored one with the blobs' paths for the ids. */
 static int write_task_spec(swork *w, const char *path)
 {
@@ -256,7 +275,7 @@ static void submit(swork *w)
 {
     sjob *j = w->j;
     char *spec = fmt("%s/spec.json", j->dir), *errf = fmt("%s/sbatch.err", j->dir);
-    char *q_spec = NULL, *q_dir = NULL, *q_bf = NULL, *q_trials = NULL, *script = NULL, *list = NULL;
+    char *q_spec = NULL, *q_dir = NULL, *q_bf = NULL, *q_trials = NULL, *script = NULL, *list = NULL, *q_lim = NULL;
     char *o_array = NULL, *o_out = NULL, *o_chdir = NULL, *o_name = NULL, *o_part = NULL, *o_acct = NULL, *out = NULL;
     if (!spec || !errf) goto oom;
     if ((mkdir(j->dir, 0750) != 0 && errno != EEXIST) || (mkdir(j->trials_dir, 0750) != 0 && errno != EEXIST)) {
@@ -269,14 +288,15 @@ static void submit(swork *w)
     q_bf = sh_quote(w->bitflip);
     q_trials = sh_quote(j->trials_dir);
     list = array_list(w->submit, w->n_submit);
-    if (!q_spec || !q_dir || !q_bf || !q_trials || !list) goto oom;
+    q_lim = limit_opts(w->limits, w->job_memory);
+    if (!q_spec || !q_dir || !q_bf || !q_trials || !list || !q_lim) goto oom;
     /* chunk i is shard i of N; the part and the trial records appear whole
      * (renamed), the records first, so a part that exists has its records */
     script = fmt("set -e; i=$SLURM_ARRAY_TASK_ID; t=.tmp$SLURM_JOB_ID; d=%s; r=%s; "
-                 "%s run --local %s --shard \"$i/%d\" --threads 1 --format json --out \"$d/part-$i.json$t\" "
+                 "%s run --local %s --shard \"$i/%d\" --threads 1%s --format json --out \"$d/part-$i.json$t\" "
                  "--trials-out \"$r/$i.jsonl$t\" >/dev/null; "
                  "mv -f \"$r/$i.jsonl$t\" \"$r/$i.jsonl\"; mv -f \"$d/part-$i.json$t\" \"$d/part-$i.json\"",
-                 q_dir, q_trials, q_bf, q_spec, j->n_chunks);
+                 q_dir, q_trials, q_bf, q_spec, j->n_chunks, q_lim);
     o_array = fmt("--array=%s", list);
     o_out = fmt("--output=%s/task-%%a.log", j->dir);
     o_chdir = fmt("--chdir=%s", j->dir);
@@ -326,6 +346,7 @@ out:
     free(q_trials);
     free(script);
     free(list);
+    free(q_lim);
     free(o_array);
     free(o_out);
     free(o_chdir);
@@ -460,6 +481,7 @@ static void item_free(swork *w)
     free(w->bitflip);
     free(w->partition);
     free(w->account);
+    free(w->limits);
     free(w->error);
     free(w->note);
     free(w);
@@ -556,6 +578,8 @@ static void start_item(bfd_slurm *sl, sjob *j, wkind kind)
         w->bitflip = xstrdup(c->slurm_bitflip, &fail);
         w->partition = xstrdup(c->slurm_partition, &fail);
         w->account = xstrdup(c->slurm_account, &fail);
+        w->limits = xstrdup(c->limits_arg, &fail);
+        w->job_memory = c->job_memory;
         fail |= !w->posted || !w->results || !w->submit;
     }
     if (fail) {

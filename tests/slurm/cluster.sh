@@ -79,7 +79,7 @@ stop() {
   # job steps of this cluster that outlived slurmd: slurmstepd inherits
   # slurmd's environment, SLURM_CONF included
   for pid in $(pgrep -x slurmstepd || true); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_CONF=$dir/slurm.conf" &&
+    { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$dir/slurm.conf" &&
       kill -9 "$pid" 2>/dev/null || true
   done
   # nothing of ours may be left: daemons are found by the config or socket under DIR
@@ -88,7 +88,7 @@ stop() {
   left=$(pgrep -f -- "$dir/(slurm.conf|munge.socket)" || true)
   for pid in $(our_pids); do kill -0 "$pid" 2>/dev/null && left="$left $pid"; done
   for pid in $(pgrep -x slurmstepd || true); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_CONF=$dir/slurm.conf" && left="$left $pid"
+    { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$dir/slurm.conf" && left="$left $pid"
   done
   rm -f "$dir"/run/*.pid
   [ -z "${left// /}" ] || die "daemons still running after stop: $left"

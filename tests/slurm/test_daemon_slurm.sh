@@ -71,7 +71,8 @@ req local_trials 200 "$URL/v1/campaigns/$CID/results?trials=true"; cp "$tmp/body
 stop_daemon TERM; PID=
 
 # --- the same campaign on Slurm, followed on its event stream
-start_daemon "$tmp/data" --executor slurm --slurm-partition debug --slurm-poll-seconds 0.2 --slurm-bitflip "$BF" || exit 1
+start_daemon "$tmp/data" --executor slurm --slurm-partition debug --slurm-poll-seconds 0.2 --slurm-bitflip "$BF" \
+  --limit spec.depth=32 --job-memory 3G || exit 1
 upload
 submit "$tmp/spec1024.json"
 timeout 180 curl -sSN "$URL/v1/campaigns/$CID/events" >"$tmp/events"
@@ -94,6 +95,9 @@ A=$(array_of "$CID")
 tasks=$(scontrol -o show job "$A" | grep -o 'ArrayTaskId=[0-9]*' | sort -u | wc -l)
 eq array_tasks "$tasks" 4
 eq array_completed "$(slurm_states "$A")" "COMPLETED "
+# the tasks hold to the daemon's limits, as its workers do
+scontrol write batch_script "$A" "$tmp/batch.sh" >/dev/null
+grep -q -- "--job-memory 3221225472 --limit 'spec.depth=32'" "$tmp/batch.sh" && ok || { bad "the tasks do not get the daemon's limits"; cat "$tmp/batch.sh"; }
 req slurm_json 200 "$URL/v1/campaigns/$CID/results"
 cmp -s "$tmp/local.json" "$tmp/body" && ok || { bad "Slurm campaign's JSON result differs from the local daemon's"; diff <($PY -m json.tool "$tmp/local.json") <($PY -m json.tool "$tmp/body") | head; }
 req slurm_csv 200 "$URL/v1/campaigns/$CID/results?format=csv"
