@@ -21,6 +21,7 @@ matplotlib (python3-matplotlib). Standard library otherwise.
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -52,11 +53,28 @@ def strip(doc, metrics=True):
     return doc
 
 
+# The tasks run bitflip through this, which writes the task's CPU seconds
+# (user + system, from getrusage) next to its part: what a task costs
+# whatever else shares the machine.
+CPU_WRAPPER = """#!/usr/bin/python3
+import os, resource, subprocess, sys
+rc = subprocess.call([%r] + sys.argv[1:])
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(os.path.join(%r, "cpu-%%s.txt" %% os.environ.get("SLURM_ARRAY_TASK_ID", "x")), "w") as f:
+    f.write("%%.3f\\n" %% (r.ru_utime + r.ru_stime))
+sys.exit(rc)
+"""
+
+
 def timed_submit(bf, spec, n, workdir, env):
     out = os.path.join(workdir, "n%d" % n)
     os.makedirs(out)
+    wrapper = os.path.join(out, "bitflip-cpu")
+    with open(wrapper, "w") as f:
+        f.write(CPU_WRAPPER % (bf, out))
+    os.chmod(wrapper, 0o755)
     t0 = time.monotonic()
-    p = run([bf, "slurm", "submit", "--shards", str(n), "--dir", out, spec], env=env)
+    p = run([bf, "slurm", "submit", "--shards", str(n), "--dir", out, "--bitflip", wrapper, spec], env=env)
     ids = dict(line.split(" ", 1) for line in p.stdout.splitlines())
     result = ids["result"]
     while not os.path.exists(result):
@@ -65,15 +83,20 @@ def timed_submit(bf, spec, n, workdir, env):
         if "JobState=CANCELLED" in state or "JobState=FAILED" in state:
             sys.exit("merge job %s ended: %s (logs in %s)" % (ids["merge_job"], state.strip()[:200], out))
         time.sleep(0.05)
-    return time.monotonic() - t0, result
+    wall = time.monotonic() - t0
+    cpu = []
+    for i in range(n):
+        with open(os.path.join(out, "cpu-%d.txt" % i)) as f:
+            cpu.append(float(f.read()))
+    return wall, result, cpu
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bitflip", required=True)
     ap.add_argument("--shards", default="1,2,4", help="shard counts, e.g. 1,2,4")
-    ap.add_argument("--trials", type=int, default=8000)
-    ap.add_argument("--repeats", type=int, default=2, help="runs per point; the fastest counts")
+    ap.add_argument("--trials", type=int, default=16000)
+    ap.add_argument("--repeats", type=int, default=3, help="runs per point; the fastest counts")
     ap.add_argument("--png", help="write the figure here")
     ap.add_argument("--json", help="write the measurements here")
     a = ap.parse_args()
@@ -90,32 +113,52 @@ def main():
                    "seed": 3, "trials": a.trials, "sampling": "uniform",
                    "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": 1,
                               "representation": "fp32"}}, f)
-    local = {}
+    local, local_cpu = {}, {}
     for th in (1, 2):
         best = None
         for _ in range(a.repeats):
             t0 = time.monotonic()
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             run([bf, "run", "--local", spec, "--threads", str(th), "--format", "json",
                  "--out", os.path.join(work, "local%d.json" % th)])
             t = time.monotonic() - t0
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            local_cpu[th] = min(local_cpu.get(th, 1e9), c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime)
             best = t if best is None else min(best, t)
         local[th] = best
-        print("local, %d thread(s): %.2f s" % (th, best))
+        print("local, %d thread(s): %.2f s wall, %.2f s CPU" % (th, best, local_cpu[th]))
     with open(os.path.join(work, "local1.json")) as f:
         ref = json.load(f)
 
     cdir = os.path.join(work, "cluster")
     run([CLUSTER, "start", cdir])
     env = dict(os.environ, SLURM_CONF=os.path.join(cdir, "slurm.conf"))
-    measured, loads = [], []
+    measured, loads, overhead, task_cpu = [], [], {}, {}
     try:
+        for n in shards:
+            # Slurm alone: an array of n tasks that do nothing, then a merge job
+            best = None
+            for _ in range(a.repeats):
+                t0 = time.monotonic()
+                arr = run(["sbatch", "--parsable", "--array=0-%d" % (n - 1), "-o", "/dev/null", "--wrap", "true"],
+                          env=env).stdout.strip()
+                mj = run(["sbatch", "--parsable", "--dependency=afterok:" + arr, "-o", "/dev/null", "--wrap", "true"],
+                         env=env).stdout.strip()
+                while "JobState=COMPLETED" not in run(["scontrol", "-o", "show", "job", mj], env=env).stdout:
+                    time.sleep(0.05)
+                t = time.monotonic() - t0
+                best = t if best is None else min(best, t)
+            overhead[n] = best
+            print("slurm alone, %d empty task(s) and a merge: %.2f s" % (n, best))
         for n in shards:
             best = None
             for r in range(a.repeats):
                 loads.append(load_avg())
                 rdir = os.path.join(work, "r%d" % r)
                 os.makedirs(rdir, exist_ok=True)
-                t, result = timed_submit(bf, spec, n, rdir, env)
+                t, result, cpu = timed_submit(bf, spec, n, rdir, env)
+                if n not in task_cpu or max(cpu) < max(task_cpu[n]):
+                    task_cpu[n] = cpu
                 with open(result) as f:
                     got = json.load(f)
                 # outcomes and counts must be the local run's; metric sums are
@@ -127,16 +170,17 @@ def main():
                     print("  note: %d shards: metric sums differ from the local run in their last bits" % n)
                 best = t if best is None else min(best, t)
             measured.append((n, best))
-            print("slurm, %d task(s): %.2f s (merged outcomes = local run)" % (n, best))
+            print("slurm, %d task(s): %.2f s (merged outcomes = local run); task CPU s: max %.2f, sum %.2f"
+                  % (n, best, max(task_cpu[n]), sum(task_cpu[n])))
     finally:
         run([CLUSTER, "stop", cdir])
-    # more nodes: Slurm's cost of an array and its merge job (one task against
-    # the same run without Slurm) plus the single-core work shared by N tasks
-    setup = max(dict(measured).get(1, local[1]) - local[1], 0.0)
+    # more nodes: Slurm's own cost of an array and its merge job (measured
+    # above with tasks that do nothing) plus the single-core work shared by N
+    setup = min(overhead.values())
     per = local[1]
     print("expected with one core per task: %.2f s + %.2f s / N" % (setup, per))
     data = {"trials": a.trials, "model": "mobilenet_v2 (tests/fixtures/real)", "cores": cores,
-            "local_seconds": local, "slurm_seconds": dict(measured), "expected": {"slurm_seconds": setup, "work_seconds": per},
+            "local_seconds": local, "local_cpu_seconds": local_cpu, "slurm_seconds": dict(measured), "slurm_only_seconds": overhead, "task_cpu_seconds": task_cpu, "expected": {"slurm_seconds": setup, "work_seconds": per},
             "load_average": loads}
     if a.json:
         with open(a.json, "w") as f:
@@ -145,24 +189,31 @@ def main():
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4.0), dpi=90)
         xs = [n for n, _ in measured]
-        ax.plot(xs, [t for _, t in measured], "o-", color="C0", label="measured: Slurm array on this machine (%d cores, shared)" % cores)
         more = [1, 2, 4, 8, 16, 32, 64]
+        ax.plot(xs, [t for _, t in measured], "o-", color="C0", label="Slurm array, measured")
         ax.plot(more, [setup + per / n for n in more], "--", color="C1",
-                label="expected, one core per task: %.1f s Slurm + %.1f s / N" % (setup, per))
-        ax.axhline(local[1], color="0.5", lw=0.8, ls=":", label="bitflip run --local, 1 thread (%.1f s)" % local[1])
-        ax.axhline(local[2], color="0.3", lw=0.8, ls="-.", label="bitflip run --local, 2 threads (%.1f s)" % local[2])
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(more)
-        ax.set_xticklabels([str(n) for n in more])
-        ax.set_xlabel("array tasks (shards)")
-        ax.set_ylabel("wall time, submit to merged result (s)")
-        ax.set_title("%d-trial weight-fault campaign, mobilenet_v2; load average %.0f-%.0f on %d cores"
-                     % (a.trials, min(loads), max(loads), cores), fontsize=9)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7.5)
+                label="expected, a core per task:\n%.1f s Slurm + %.1f s / N" % (setup, per))
+        ax.plot(xs, [overhead[n] for n in xs], "s:", color="C2", label="Slurm alone (empty tasks + merge)")
+        ax.axhline(local[1], color="0.5", lw=0.8, ls=":", label="run --local, 1 thread (%.1f s)" % local[1])
+        ax.set_title("wall time, submit to merged result\n(load average %.0f-%.0f on %d shared cores)"
+                     % (min(loads), max(loads), cores), fontsize=9)
+        ax.set_ylabel("seconds")
+        bx.plot(xs, [max(task_cpu[n]) for n in xs], "o-", color="C0", label="longest task (the wall time with a core each)")
+        bx.plot(xs, [sum(task_cpu[n]) for n in xs], "^-", color="C3", label="all tasks together")
+        bx.plot(more, [local_cpu[1] / n for n in more], "--", color="C1", label="1-thread run / N (perfect split)")
+        bx.axhline(local_cpu[1], color="0.5", lw=0.8, ls=":", label="run --local, 1 thread (%.1f s)" % local_cpu[1])
+        bx.set_title("CPU seconds (user + system): what the load does not change", fontsize=9)
+        for x in (ax, bx):
+            x.set_xscale("log", base=2)
+            x.set_xticks(more)
+            x.set_xticklabels([str(n) for n in more])
+            x.set_xlabel("array tasks (shards)")
+            x.set_ylim(bottom=0)
+            x.grid(alpha=0.3)
+            x.legend(fontsize=7)
+        fig.suptitle("%d-trial weight-fault campaign on mobilenet_v2, single-node Slurm" % a.trials, fontsize=10)
         fig.tight_layout()
         fig.savefig(a.png)
         print("wrote", a.png)
