@@ -15,6 +15,7 @@ from .errors import (ApiError, BitflipError, CampaignFailed, ConnectionFailed, E
                      RunError)
 from .local import run
 from .result import Result, Trials
+from . import plot  # noqa: E402 - matplotlib is imported on use
 from .safetensors import read_safetensors, save_eval_set, write_safetensors
 
 __version__ = "0.1.0"
