@@ -271,7 +271,11 @@ class Client:
         # heartbeats come every 15 s by default: a silence of 4 of them is a dead stream
         timeout = timeout or max(self.timeout, 60.0)
         bar = Progress(f"campaign {cid}") if progress else None
-        seen, last_state, failures = set(), None, 0
+        # Ids are "<run>-<n>"; a finished campaign's log is replayed as "f-<n>", and a
+        # daemon restart starts a new run, so a reconnect across either replays the log
+        # from its start with new ids. What was already yielded is skipped by content:
+        # states seen, progress not past the last, a second result.
+        seen, states, done, had_result, failures = set(), set(), -1, False, 0
         try:
             while True:
                 try:
@@ -284,11 +288,19 @@ class Client:
                                 if ev.id in seen:
                                     continue
                                 seen.add(ev.id)
-                            # after a daemon restart the log replays from its start
+                            data = ev.data if isinstance(ev.data, dict) else {}
                             if ev.event == "state":
-                                if ev.data == last_state:
+                                if data.get("state") in states:
                                     continue
-                                last_state = ev.data
+                                states.add(data.get("state"))
+                            elif ev.event == "progress":
+                                if data.get("trials_done", 0) <= done:
+                                    continue
+                                done = data.get("trials_done", 0)
+                            elif ev.event == "result":
+                                if had_result:
+                                    continue
+                                had_result = True
                             if bar and ev.event == "progress" and isinstance(ev.data, dict):
                                 bar.update(ev.data.get("trials_done", 0), ev.data.get("trials_planned"))
                             yield ev
