@@ -79,13 +79,15 @@ def metric_vs_ber(results, metric=None, *, labels=None, ax=None, protections=Tru
     ax = _ax(ax)
     metric = metric or results[0].task_metric
     drawn = 0
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--")]
     for res, label in zip(results, labels):
         if not res.rates:
             raise BitflipError("metric_vs_ber needs a BER sweep (faults.model 'ber' with 'rates'); this result has "
                                f"fault model {res.doc['campaign'].get('fault_model')!r}")
         for name, rates, mean, lo, hi in _curves(res, metric, protections):
             text = " / ".join(x for x in (label, name) if x) or metric
-            line, = ax.plot(rates, mean, marker="o", ms=3, label=text)
+            marker, ls = styles[drawn % len(styles)]   # curves that coincide stay visible
+            line, = ax.plot(rates, mean, marker=marker, ls=ls, ms=4, label=text)
             ax.fill_between(rates, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
             drawn += 1
         g = res.golden.get(metric)
@@ -96,6 +98,7 @@ def metric_vs_ber(results, metric=None, *, labels=None, ax=None, protections=Tru
     ax.set_xscale("log")
     ax.set_xlabel("bit error rate")
     ax.set_ylabel(metric + " (mean, 95% band; dashed: golden)")
+    ax.set_title(f"{metric} under bit errors")
     if drawn > 1 or labels[0]:
         ax.legend(fontsize="small")
     return ax
