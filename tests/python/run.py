@@ -7,7 +7,7 @@
   run.py install     the documented install: a venv with --system-site-packages and
                      pip install --no-build-isolation ./clients/python, no index
   run.py quickstart  examples/python/quickstart.py in a temporary directory
-  run.py drs         examples/python/drs_study.py (a few minutes: BF_EXAMPLES=ON)
+  run.py drs_study   examples/python/drs_study.py in a temporary directory
 
 The binaries come from $BITFLIP_BIN and $BITFLIPD_BIN (ctest sets them).
 Exit 77 (ctest's SKIP_RETURN_CODE) says why when optional software is missing.
@@ -56,7 +56,7 @@ def env():
     return e
 
 
-def example(name, want):
+def example(name, want, text):
     with tempfile.TemporaryDirectory(prefix="bitflip-example-") as d:
         p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", name)], cwd=d, env=env(),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -64,6 +64,10 @@ def example(name, want):
         if p.returncode != 0:
             print(f"FAIL: {name} exited {p.returncode}")
             return 1
+        for t in text:
+            if t not in p.stdout:
+                print(f"FAIL: {name} did not print {t!r} (its result table)")
+                return 1
         for f in want:
             path = os.path.join(d, f)
             if not os.path.isfile(path) or open(path, "rb").read(8) != b"\x89PNG\r\n\x1a\n":
@@ -121,11 +125,11 @@ def main():
         return install()
     if what == "quickstart":
         skip_without("torch", "torchvision", "pandas", "matplotlib")
-        return example("quickstart.py", ["resnet18_faults.png"])
-    if what == "drs":
+        return example("quickstart.py", ["resnet18_faults.png"], ["outcome", "tolerable", "critical_rate"])
+    if what == "drs_study":
         skip_without("torch", "pandas", "matplotlib")
-        return example("drs_study.py", ["drs_auc_vs_ber.png"])
-    print(f"usage: run.py client|export|install|quickstart|drs (got {what!r})")
+        return example("drs_study.py", ["drs_auc_vs_ber.png"], ["golden AUC", "clip", "sbp", "abft", "recovery"])
+    print(f"usage: run.py client|export|install|quickstart|drs_study (got {what!r})")
     return 2
 
 
