@@ -117,7 +117,8 @@ def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "client"
     if what == "client":
         require("pandas", "matplotlib")
-        return pytest("test_client.py", "test_local.py", "test_results.py", "test_safetensors.py")
+        return pytest("test_client.py", "test_local.py", "test_results.py", "test_safetensors.py",
+                      "test_hostile.py")
     if what == "export":
         skip_without("torch")
         return pytest("test_export.py")

@@ -29,4 +29,4 @@ def export(*args, **kwargs):
 
 __all__ = ["ApiError", "BitflipError", "CampaignFailed", "Client", "ConnectionFailed", "Event", "ExportError",
            "ExportMismatch", "Result", "RunError", "Trials", "export", "find_binary", "read_safetensors", "run",
-           "save_eval_set", "write_safetensors"]
+           "plot", "save_eval_set", "write_safetensors"]

@@ -49,7 +49,7 @@ def parse_sse(lines):
     """
     ev_id, ev_type, data = None, None, []
     for raw in lines:
-        line = raw.decode("utf-8").rstrip("\r\n")
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
         if not line:
             if data:
                 text = "\n".join(data)
@@ -149,7 +149,12 @@ class Client:
     def _json(self, method, path, **kw):
         with self._open(method, path, **kw) as r:
             raw = r.read()
-        return json.loads(raw) if raw else None
+            url = r.geturl()
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError as e:
+            raise BitflipError(f"{method} {url}: the answer is not JSON ({e}): {raw[:200]!r}; "
+                               "is this URL a bitflipd?") from None
 
     def _pages(self, path, query=None):
         token = None

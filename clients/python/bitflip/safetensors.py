@@ -76,14 +76,27 @@ def read_safetensors(path):
         header = json.loads(data[8:8 + n])
     except ValueError as e:
         raise BitflipError(f"{path}: the header is not JSON: {e}") from e
+    if not isinstance(header, dict):
+        raise BitflipError(f"{path}: the header is not a JSON object")
     out, base = {}, 8 + n
     for name, t in header.items():
         if name == "__metadata__":
             continue
-        if t.get("dtype") not in _NP_DTYPE:
-            raise BitflipError(f"{path}: tensor {name!r} has dtype {t.get('dtype')!r}, which this reader does not know")
-        lo, hi = t["data_offsets"]
-        a = np.frombuffer(data[base + lo:base + hi], dtype=_NP_DTYPE[t["dtype"]]).reshape(t["shape"])
+        if not isinstance(t, dict) or t.get("dtype") not in _NP_DTYPE:
+            raise BitflipError(f"{path}: tensor {name!r} has no dtype this reader knows ({_NP_DTYPE.keys()})")
+        shape, offs = t.get("shape"), t.get("data_offsets")
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)
+                and isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)):
+            raise BitflipError(f"{path}: tensor {name!r}: shape and data_offsets must be lists of integers")
+        lo, hi = offs
+        count = 1
+        for d in shape:
+            count *= d
+        size = count * np.dtype(_NP_DTYPE[t["dtype"]]).itemsize
+        if not 0 <= lo <= hi <= len(data) - base or hi - lo != size:
+            raise BitflipError(f"{path}: tensor {name!r}: bytes {lo}..{hi} do not hold {shape} of {t['dtype']} "
+                               f"({size} bytes) within the {len(data) - base} data bytes")
+        a = np.frombuffer(data[base + lo:base + hi], dtype=_NP_DTYPE[t["dtype"]]).reshape(shape)
         if t["dtype"] == "BF16":
             a = (a.astype(np.uint32) << 16).view(np.float32)
         out[name] = a.copy()
