@@ -37,6 +37,17 @@ def _absolute_spec(spec):
     return spec
 
 
+_PROGRESS_FLAG = {}
+
+
+def _has_progress_flag(exe):
+    """Whether this bitflip takes --progress (newer CLIs): asked once per binary."""
+    if exe not in _PROGRESS_FLAG:
+        p = subprocess.run([exe, "run", "--help"], capture_output=True, text=True)
+        _PROGRESS_FLAG[exe] = "--progress" in p.stdout + p.stderr
+    return _PROGRESS_FLAG[exe]
+
+
 def run(spec, *, server=None, token=None, client=None, bin=None, threads=None, gates=(), progress=False,
         keep_trials=True, out_dir=None):
     """Runs a campaign and returns its :class:`Result`.
@@ -75,6 +86,10 @@ def run(spec, *, server=None, token=None, client=None, bin=None, threads=None, g
         cmd += ["--trials-out", trials]
     if threads:
         cmd += ["--threads", str(int(threads))]
+    if _has_progress_flag(exe):
+        # stderr is a pipe here: without this a CLI that reports progress on pipes would
+        # fill it with lines nobody reads
+        cmd += ["--progress", "auto" if progress else "none"]
     junit = None
     if gates:
         if isinstance(gates, str):
@@ -91,7 +106,7 @@ def run(spec, *, server=None, token=None, client=None, bin=None, threads=None, g
         raise RunError(f"bitflip run --local failed (exit {p.returncode}): {err or 'see the messages above'}\n"
                        f"  command: {' '.join(cmd)}", p.returncode, err)
     if err and not progress:
-        # warnings the run printed; the table goes to stdout, which is discarded
+        # warnings the run printed (the table goes to stdout, which is discarded)
         print(err, file=sys.stderr)
     with open(out) as f:
         doc = json.load(f)

@@ -114,7 +114,9 @@ def _as_list(x):
 
 def collect_batches(loader, max_samples=None):
     """Concatenates a DataLoader's batches: ``(inputs, labels)`` or inputs alone, inputs
-    one tensor, a tuple of tensors, or a dict. Returns ``(inputs, labels or None)``."""
+    one tensor, a tuple of tensors, or a dict. A batch of two tensors is read as
+    ``(inputs, labels)``: a two-input model's batches are ``((x1, x2), labels)``.
+    Returns ``(inputs, labels or None)``."""
     np = need("numpy", "reading a DataLoader")
     parts, labels, keys, count = None, [], None, 0
     for batch in loader:
