@@ -12,7 +12,8 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev lib
       libssl-dev openssl    # libcrypto (SHA-256, constant-time compares); the CLI makes test certificates
       python3-jsonschema    # checks api/campaign.schema.json against the C validator
       python3-yaml          # reads api/openapi.yaml in tests/integration/openapi_check.py
-      libxml2-utils)        # xmllint: the JUnit XML against tests/api/junit-10.xsd
+      libxml2-utils         # xmllint: the JUnit XML against tests/api/junit-10.xsd
+      python3-venv python3-setuptools python3-wheel python3-pytest python3-pandas python3-matplotlib python3-torch python3-torchvision python3-numpy)  # tests/python (docs/PYTHON.md)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
         libopenblas0-pthread   # the BLAS Debian's PyTorch calls: without it, the reference
