@@ -16,6 +16,7 @@ int cmd_run(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* Prints "bitflip CMD: message" to stderr and returns EXIT_USAGE. */
 int usage_error(const char *cmd, const char *fmt, ...)

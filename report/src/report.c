@@ -1,24 +1,38 @@
-/* Placeholder renderer: the contract of bitflip/report.h with one text-only
- * figure, so that the daemon's page can be built against it while the real
- * figures are written. */
-#include "bitflip/report.h"
+/* bfr_figures: the headline and the figures of a set of results, as JSON
+ * for bitflipd's page and for the writers (write.c). */
+#include <stdlib.h>
+
+#include "report_impl.h"
+
+int bfr_fig_add(json_t *figs, const char *name, const char *title, const char *alt, char *svg)
+{
+    json_t *f = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "title", title, "alt", alt, "svg", svg);
+    free(svg);
+    if (!f) return 1;
+    return json_array_append_new(figs, f) != 0;
+}
 
 json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err)
 {
-    if (!in || n == 0) {
-        bf_error_set(err, BF_EINVAL, "report: no result given");
-        return NULL;
-    }
-    json_t *doc = json_pack("{s:s, s:[{s:s, s:s, s:s, s:s}]}", "headline", "", "figures", "name", "placeholder", "title",
-                            "placeholder", "alt", "placeholder", "svg",
-                            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"></svg>");
-    if (!doc) bf_error_set(err, BF_ENOMEM, "report: out of memory");
+    bfr_set set;
+    bf_status st = bfr_set_read(in, n, &set, err);
+    if (st != BF_OK) return NULL;
+    json_t *figs = json_array(), *doc = NULL;
+    char *headline = bfr_headline(&set);
+    /* the order a reviewer reads in: the curve, what happened, where, what helps */
+    if (!figs || !headline || bfr_fig_ber(&set, figs) || bfr_fig_outcomes(&set, figs) || bfr_fig_tensors(&set, figs) ||
+        bfr_fig_heatmap(&set, figs) || bfr_fig_mitigation(&set, figs))
+        goto oom;
+    doc = json_pack("{s:s, s:o}", "headline", headline, "figures", figs);
+    figs = NULL;
+    if (!doc) goto oom;
+    free(headline);
+    bfr_set_free(&set);
     return doc;
-}
-
-bf_status bfr_write(const bfr_input *in, size_t n, bfr_format fmt, FILE *out, const char *figdir,
-                    const char *figlink, bf_error *err)
-{
-    (void)in, (void)n, (void)fmt, (void)out, (void)figdir, (void)figlink;
-    return bf_error_set(err, BF_EUNSUPPORTED, "report: not written yet");
+oom:
+    json_decref(figs);
+    free(headline);
+    bfr_set_free(&set);
+    bf_error_set(err, BF_ENOMEM, "report: out of memory drawing the figures");
+    return NULL;
 }
