@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bitflip/campaign.h"
 #include "report_impl.h"
 
 static int by_rate_desc(const void *a, const void *b)
@@ -18,6 +19,8 @@ bfr_tensor_row *bfr_tensor_rows(const bfr_set *set, size_t doc, size_t *n, int *
 {
     const json_t *bt = json_object_get(set->docs[doc].root, "by_tensor");
     size_t cap = json_array_size(bt), k = 0, i;
+    double conf = json_number_value(json_object_get(set->docs[doc].campaign, "confidence"));
+    if (!(conf > 0 && conf < 1)) conf = 0.95;
     const json_t *g;
     *n = 0;
     if (!cap) return NULL;
@@ -32,8 +35,12 @@ bfr_tensor_row *bfr_tensor_rows(const bfr_set *set, size_t doc, size_t *n, int *
         r->critical = json_integer_value(json_object_get(json_object_get(g, "outcomes"), "critical"));
         const json_t *c = json_object_get(g, "critical"), *ci = json_object_get(c, "ci");
         r->rate = json_is_number(json_object_get(c, "rate")) ? json_number_value(json_object_get(c, "rate")) : (double)r->critical / (double)t;
-        r->lo = json_is_number(json_array_get(ci, 0)) ? json_number_value(json_array_get(ci, 0)) : r->rate;
-        r->hi = json_is_number(json_array_get(ci, 1)) ? json_number_value(json_array_get(ci, 1)) : r->rate;
+        if (json_is_number(json_array_get(ci, 0)) && json_is_number(json_array_get(ci, 1))) {
+            r->lo = json_number_value(json_array_get(ci, 0));
+            r->hi = json_number_value(json_array_get(ci, 1));
+        } else {   /* a document with counts only: the interval from them */
+            bf_wilson(r->critical < 0 ? 0 : r->critical > t ? t : r->critical, t, conf, &r->lo, &r->hi);
+        }
     }
     if (!k) { free(rows); return NULL; }
     qsort(rows, k, sizeof *rows, by_rate_desc);
