@@ -7,8 +7,8 @@
 #include "report_impl.h"
 
 #define W 760
-#define L 170
-#define VW 250
+#define L 230
+#define VW 240
 #define R 16
 #define T 64
 #define BH 20
@@ -79,7 +79,7 @@ int bfr_fig_mitigation(const bfr_set *set, json_t *figs)
             snprintf(cost, sizeof cost, "cost not measured");
         snprintf(text, sizeof text, "%s; %s", val, cost);
         snprintf(tip, sizeof tip, "%.60s recovers %s of the %s lost to faults; %s", s->label, val, mname, cost);
-        bfr_svg_text(&b, L - 8, y + BH / 2.0 + 4, "end", "lb", s->label, 24);
+        bfr_svg_text(&b, L - 8, y + BH / 2.0 + 4, "end", "lb", s->label, 32);
         if (json_is_number(v)) bfr_hbar(&b, &sx, y, BH, rv, rl, rh, bfr_palette[idx[k] % BFR_MAX_SERIES], tip, text, W - R - VW + 8);
         else bfr_svg_text(&b, W - R - VW + 8, y + BH / 2.0 + 4, "start", "v", text, 0);
         if (strlen(alt) < 500) {

@@ -16,7 +16,8 @@ static const char css[] =
     ".headline{font-size:18px;background:#fff;border-left:5px solid #D55E00;padding:12px 16px;margin:0 0 20px}"
     "table{border-collapse:collapse;margin:0 0 24px;font-size:13px;background:#fff;width:100%}"
     "th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}"
-    "td.num{text-align:right}"
+    "td.path{overflow-wrap:anywhere}"
+    "td.num{text-align:right;white-space:nowrap}"
     "figure{background:#fff;margin:0 0 24px;padding:8px;border:1px solid #e2e2e2}"
     "figure svg{display:block;max-width:100%;height:auto}"
     "figcaption{font-size:13px;color:#555;padding:6px 4px 0}"
@@ -24,6 +25,17 @@ static const char css[] =
     "dt{font-weight:bold}dd{margin:0 0 6px 16px}";
 
 static const char xmlns[] = " xmlns=\"http://www.w3.org/2000/svg\"";
+
+/* A model or dataset as the result names it: a path, or a daemon's id (a
+ * long hash) cut to 12 characters as bitflipd's listings show it */
+static void name_or_id(bfr_buf *b, const char *s)
+{
+    if (s && strlen(s) >= 32 && strspn(s, "0123456789abcdef") == strlen(s)) {
+        bfr_printf(b, "%.12s\xe2\x80\xa6", s);
+        return;
+    }
+    bfr_xml(b, s, 0);
+}
 
 /* One row per result: what ran, so a reader knows what the figures are of */
 static void inputs_html(bfr_buf *b, const bfr_set *set)
@@ -40,10 +52,10 @@ static void inputs_html(bfr_buf *b, const bfr_set *set)
         snprintf(faults, sizeof faults, "%.40s in %.20s (%.10s)", fm ? fm : "?", tg ? tg : "?", rp ? rp : "?");
         bfr_puts(b, "<tr><td>");
         bfr_xml(b, set->docs[i].label, 0);
-        bfr_puts(b, "</td><td>");
-        bfr_xml(b, json_string_value(json_object_get(c, "model")), 0);
-        bfr_puts(b, "</td><td>");
-        bfr_xml(b, json_string_value(json_object_get(c, "dataset")), 0);
+        bfr_puts(b, "</td><td class=\"path\">");
+        name_or_id(b, json_string_value(json_object_get(c, "model")));
+        bfr_puts(b, "</td><td class=\"path\">");
+        name_or_id(b, json_string_value(json_object_get(c, "dataset")));
         bfr_puts(b, "</td><td>");
         bfr_xml(b, faults, 0);
         bfr_printf(b, "</td><td class=\"num\">%s</td><td class=\"num\">%lld</td></tr>\n", tc,
