@@ -82,7 +82,15 @@ void bfr_xml(bfr_buf *b, const char *s, size_t max_chars)
         }
         size_t n = xml_char(p);
         chars++;
-        if (!n) { bfr_puts(b, "\xef\xbf\xbd"); p++; continue; }
+        if (!n) {
+            /* one U+FFFD for the whole sequence (a forbidden character, an
+             * overlong form), or for the one stray byte */
+            size_t k = 1, want = *p >= 0xf0 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc0 ? 2 : 1;
+            while (k < want && (p[k] & 0xc0) == 0x80) k++;
+            bfr_puts(b, "\xef\xbf\xbd");
+            p += k == want ? want : 1;
+            continue;
+        }
         switch (*p) {
         case '&': bfr_puts(b, "&amp;"); break;
         case '<': bfr_puts(b, "&lt;"); break;
