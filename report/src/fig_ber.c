@@ -91,8 +91,8 @@ int bfr_fig_ber(const bfr_set *set, json_t *figs)
     int nl = 0;
     if (isfinite(golden)) colors[nl] = BFR_FAULT_FREE, labels[nl++] = (char *)"without faults";
     for (int c = 0; c < nc; c++) colors[nl] = bfr_palette[idx[c] % BFR_MAX_SERIES], labels[nl++] = set->series[idx[c]].label;
-    int legend_rows = 1 + nl / 4;
-    int h = H0 + 18 * legend_rows;
+    int legend_rows = bfr_legend_rows(labels, nl, W - L - R);
+    int h = H0 + 18 * legend_rows + (set->n_hidden ? 16 : 0);
     double conf = json_number_value(json_object_get(set->docs[0].campaign, "confidence"));
     if (!(conf > 0 && conf < 1)) conf = 0.95;
 

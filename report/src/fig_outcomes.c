@@ -22,7 +22,9 @@ int bfr_fig_outcomes(const bfr_set *set, json_t *figs)
     int ns = (int)set->n_series, bh = ns > 1 ? 14 : 20, gap = 18;
     if (!ns) return 0;
     int group = ns * (bh + 3) + gap;
-    int legend_rows = ns > 1 ? 1 + ns / 4 : 0;
+    char *labels[BFR_MAX_SERIES];
+    for (int i = 0; i < ns; i++) labels[i] = set->series[i].label;
+    int legend_rows = ns > 1 ? bfr_legend_rows(labels, ns, W - L - R) : 0;
     int plot = 4 * group, h = T + plot + 52 + (legend_rows ? 18 * legend_rows + 14 : 0);
     double conf = json_number_value(json_object_get(set->docs[0].campaign, "confidence"));
     if (!(conf > 0 && conf < 1)) conf = 0.95;
@@ -59,8 +61,6 @@ int bfr_fig_outcomes(const bfr_set *set, json_t *figs)
         }
     }
     if (ns > 1) {
-        char *labels[BFR_MAX_SERIES];
-        for (int i = 0; i < ns; i++) labels[i] = set->series[i].label;
         bfr_legend(&b, L, T + plot + 62, W - L - R, labels, bfr_palette, ns, 0);
     }
     bfr_svg_close(&b);

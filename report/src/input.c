@@ -132,7 +132,18 @@ bf_status bfr_set_read(const bfr_input *in, size_t n, bfr_set *set, bf_error *er
             const char *name = json_string_value(json_object_get(m, "name"));
             char buf[160];
             if (!name || !*name) name = k == 0 ? "none" : "unnamed";
-            if (set->n_docs > 1) snprintf(buf, sizeof buf, "%.80s: %.60s", d->label, name);
+            if (set->n_docs > 1) {
+                /* a legend keeps BFR_LABEL_CHARS: the protection's name must survive, the
+                 * result's is cut (on a character boundary) */
+                size_t n = strlen(d->label);
+                if (n > 24) {
+                    n = 22;
+                    while (n > 0 && ((unsigned char)d->label[n] & 0xc0) == 0x80) n--;
+                    snprintf(buf, sizeof buf, "%.*s\xe2\x80\xa6: %.60s", (int)n, d->label, name);
+                } else {
+                    snprintf(buf, sizeof buf, "%s: %.60s", d->label, name);
+                }
+            }
             else snprintf(buf, sizeof buf, "%.60s", name);
             if (!json_is_object(json_object_get(m, "summary"))) continue;
             if (add_series(set, i, m, buf, name, k == 0) != BF_OK) goto oom;

@@ -90,6 +90,8 @@ void bfr_axis_y(bfr_buf *b, const bfr_scale *s, double x, const double *ticks, i
 #define BFR_FAULT_FREE "#555555"
 void bfr_legend(bfr_buf *b, double x, double y, double width, char *const *labels, const char *const *colors, int n,
                 int dashed_first);
+/* the rows bfr_legend takes for these labels */
+int bfr_legend_rows(char *const *labels, int n, double width);
 
 /* --- bars.c: a horizontal bar from 0 (or the scale's start) to v, with a
  * whisker over [lo, hi] (NaN: none), a tooltip, and value_text at text_x */

@@ -139,14 +139,32 @@ void bfr_axis_y(bfr_buf *b, const bfr_scale *s, double x, const double *ticks, i
     bfr_puts(b, "</text>\n");
 }
 
+/* an entry's width: the swatch, and about 7 px a character at 12 px */
+static double entry_width(const char *label)
+{
+    size_t chars = strlen(label);
+    if (chars > BFR_LABEL_CHARS) chars = BFR_LABEL_CHARS;
+    return 34 + 7.0 * (double)chars;
+}
+
+int bfr_legend_rows(char *const *labels, int n, double width)
+{
+    double cx = 0;
+    int rows = n > 0;
+    for (int i = 0; i < n; i++) {
+        double w = entry_width(labels[i]);
+        if (cx > 0 && cx + w > width) cx = 0, rows++;
+        cx += w;
+    }
+    return rows;
+}
+
 void bfr_legend(bfr_buf *b, double x, double y, double width, char *const *labels, const char *const *colors, int n,
                 int dashed_first)
 {
     double cx = x, cy = y;
     for (int i = 0; i < n; i++) {
-        size_t chars = strlen(labels[i]);
-        if (chars > BFR_LABEL_CHARS) chars = BFR_LABEL_CHARS;
-        double w = 34 + 7.0 * (double)chars;
+        double w = entry_width(labels[i]);
         if (cx > x && cx + w > x + width) cx = x, cy += 18;
         bfr_printf(b, "<g class=\"legend\"><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>",
                    cx, cx + 22, cy - 4, cy - 4, colors[i],
