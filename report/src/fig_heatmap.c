@@ -72,7 +72,7 @@ static int one(const bfr_set *set, size_t d, json_t *figs)
         json_array_foreach(json_object_get(rows[r].group, "by_bit"), j, g) {
             json_int_t bit = json_integer_value(json_object_get(g, "bit")), t = json_integer_value(json_object_get(g, "trials"));
             json_int_t c = json_integer_value(json_object_get(json_object_get(g, "outcomes"), "critical"));
-            if (bit < 0 || bit >= 64 || t <= 0 || t > (1LL << 50) || c < 0 || c > t) continue;   /* (1 << 50): no sum overflows */
+            if (bit < 0 || bit >= 64 || t <= 0 || t > (1LL << 40) || c < 0 || c > t) continue;   /* 2^40 trials a cell: no sum of a document's cells overflows */
             cells[r][bit][0] += t, cells[r][bit][1] += c;
             if (bit + 1 > bits) bits = (int)bit + 1;
             any = 1;

@@ -51,15 +51,15 @@ static void tensor_part(bfr_buf *b, const bfr_set *set, int *oom)
 {
     size_t n = 0;
     bfr_tensor_row *rows = bfr_tensor_rows(set, 0, &n, oom);
-    long long total = 0;
+    double total = 0;   /* a sum over a document's entries: no integer to overflow */
     const bfr_tensor_row *best = NULL;
     for (size_t i = 0; i < n; i++) {
         if (rows[i].critical <= 0 || rows[i].critical > (1LL << 50)) continue;
-        total += rows[i].critical;
+        total += (double)rows[i].critical;
         if (!best || rows[i].critical > best->critical) best = &rows[i];
     }
     if (best && total > 0 && n > 1) {
-        double share = (double)best->critical / (double)total;
+        double share = (double)best->critical / total;
         char s[32];
         bfr_pct(s, sizeof s, share, share >= 0.1 ? 0 : 1, 1);
         if (set->n_docs > 1) bfr_printf(b, "; in %s, tensor %s holds %s of critical faults", set->docs[0].label, bfr_tensor_name(best->group), s);
