@@ -108,7 +108,7 @@ static int one(const bfr_set *set, size_t d, json_t *figs)
     }
     for (int bit = bits - 1; bit >= 0; bit--)
         if (bit % 4 == 0 || bit == bits - 1) {
-            char t[8];
+            char t[16];
             snprintf(t, sizeof t, "%d", bit);
             bfr_svg_text(&b, XB(bit) + cw / 2, T - 6, "middle", "tk", t, 0);
         }
