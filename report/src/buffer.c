@@ -9,7 +9,7 @@
 
 #include "report_impl.h"
 
-static int grow(bfr_buf *b, size_t need)
+static int grow(bfr__buf *b, size_t need)
 {
     if (b->oom) return 0;
     if (b->len + need + 1 <= b->cap) return 1;
@@ -25,7 +25,7 @@ static int grow(bfr_buf *b, size_t need)
     return 1;
 }
 
-void bfr_put(bfr_buf *b, const char *s, size_t n)
+void bfr__put(bfr__buf *b, const char *s, size_t n)
 {
     if (!grow(b, n)) return;
     memcpy(b->p + b->len, s, n);
@@ -33,9 +33,9 @@ void bfr_put(bfr_buf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-void bfr_puts(bfr_buf *b, const char *s) { bfr_put(b, s, strlen(s)); }
+void bfr__puts(bfr__buf *b, const char *s) { bfr__put(b, s, strlen(s)); }
 
-void bfr_printf(bfr_buf *b, const char *fmt, ...)
+void bfr__printf(bfr__buf *b, const char *fmt, ...)
 {
     char small[512];
     va_list ap;
@@ -43,7 +43,7 @@ void bfr_printf(bfr_buf *b, const char *fmt, ...)
     int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    if ((size_t)n < sizeof small) { bfr_put(b, small, (size_t)n); return; }
+    if ((size_t)n < sizeof small) { bfr__put(b, small, (size_t)n); return; }
     if (!grow(b, (size_t)n)) return;
     va_start(ap, fmt);
     vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
@@ -71,13 +71,13 @@ static size_t xml_char(const unsigned char *s)
     return n;
 }
 
-void bfr_xml(bfr_buf *b, const char *s, size_t max_chars)
+void bfr__xml(bfr__buf *b, const char *s, size_t max_chars)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     size_t chars = 0;
     while (*p) {
         if (max_chars && chars == max_chars - 1 && p[xml_char(p) ? xml_char(p) : 1]) {
-            bfr_puts(b, "\xe2\x80\xa6");   /* … */
+            bfr__puts(b, "\xe2\x80\xa6");   /* … */
             return;
         }
         size_t n = xml_char(p);
@@ -87,33 +87,33 @@ void bfr_xml(bfr_buf *b, const char *s, size_t max_chars)
              * overlong form), or for the one stray byte */
             size_t k = 1, want = *p >= 0xf0 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc0 ? 2 : 1;
             while (k < want && (p[k] & 0xc0) == 0x80) k++;
-            bfr_puts(b, "\xef\xbf\xbd");
+            bfr__puts(b, "\xef\xbf\xbd");
             p += k == want ? want : 1;
             continue;
         }
         switch (*p) {
-        case '&': bfr_puts(b, "&amp;"); break;
-        case '<': bfr_puts(b, "&lt;"); break;
-        case '>': bfr_puts(b, "&gt;"); break;
-        case '"': bfr_puts(b, "&quot;"); break;
-        case '\'': bfr_puts(b, "&#39;"); break;
-        default: bfr_put(b, (const char *)p, n);
+        case '&': bfr__puts(b, "&amp;"); break;
+        case '<': bfr__puts(b, "&lt;"); break;
+        case '>': bfr__puts(b, "&gt;"); break;
+        case '"': bfr__puts(b, "&quot;"); break;
+        case '\'': bfr__puts(b, "&#39;"); break;
+        default: bfr__put(b, (const char *)p, n);
         }
         p += n;
     }
 }
 
-void bfr_coord(bfr_buf *b, double v)
+void bfr__coord(bfr__buf *b, double v)
 {
     if (!isfinite(v)) v = 0;
     if (v > 1e5) v = 1e5;
     if (v < -1e5) v = -1e5;
-    bfr_printf(b, "%.1f", v);
+    bfr__printf(b, "%.1f", v);
 }
 
-char *bfr_buf_take(bfr_buf *b)
+char *bfr__buf_take(bfr__buf *b)
 {
-    if (b->oom) { bfr_buf_free(b); return NULL; }
+    if (b->oom) { bfr__buf_free(b); return NULL; }
     if (!b->p && !grow(b, 0)) return NULL;
     if (b->len == 0) b->p[0] = '\0';
     char *p = b->p;
@@ -121,7 +121,7 @@ char *bfr_buf_take(bfr_buf *b)
     return p;
 }
 
-void bfr_buf_free(bfr_buf *b)
+void bfr__buf_free(bfr__buf *b)
 {
     free(b->p);
     memset(b, 0, sizeof *b);

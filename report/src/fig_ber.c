@@ -22,7 +22,7 @@ typedef struct pt {
 
 /* The points of one curve: the metric's mean and interval at each rate, or
  * (no metric) the critical rate with its Wilson interval. */
-static int points(const bfr_series *s, const char *metric, pt *p)
+static int points(const bfr__series *s, const char *metric, pt *p)
 {
     int n = 0;
     size_t i;
@@ -39,7 +39,7 @@ static int points(const bfr_series *s, const char *metric, pt *p)
             p[n].y = json_number_value(json_object_get(m, "mean"));
             p[n].lo = json_is_number(json_array_get(ci, 0)) ? json_number_value(json_array_get(ci, 0)) : p[n].y;
             p[n].hi = json_is_number(json_array_get(ci, 1)) ? json_number_value(json_array_get(ci, 1)) : p[n].y;
-        } else if (!bfr_rate(g, "critical", &p[n].y, &p[n].lo, &p[n].hi)) {
+        } else if (!bfr__rate(g, "critical", &p[n].y, &p[n].lo, &p[n].hi)) {
             continue;
         }
         if (!isfinite(p[n].y)) continue;
@@ -54,15 +54,15 @@ static int cmp_x(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int bfr_fig_ber(const bfr_set *set, json_t *figs)
+int bfr__fig_ber(const bfr__set *set, json_t *figs)
 {
-    const char *metric = bfr_task_metric(set);
+    const char *metric = bfr__task_metric(set);
     pt *pts = calloc((size_t)BFR_MAX_SERIES * BFR_MAX_POINTS, sizeof *pts);
     int np[BFR_MAX_SERIES] = {0}, idx[BFR_MAX_SERIES], nc = 0;
     if (!pts) return 1;
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY, golden = NAN;
     for (size_t i = 0; i < set->n_series && nc < BFR_MAX_SERIES; i++) {
-        const bfr_series *s = &set->series[i];
+        const bfr__series *s = &set->series[i];
         if (!s->by_rate) continue;
         pt *p = pts + (size_t)nc * BFR_MAX_POINTS;
         int n = points(s, metric, p);
@@ -85,13 +85,13 @@ int bfr_fig_ber(const bfr_set *set, json_t *figs)
         if (yhi > 1) yhi = 1;
     }
     double xt[16], yt[16];
-    int nxt = bfr_ticks(&xlo, &xhi, 1, xt, 8), nyt = bfr_ticks(&ylo, &yhi, 0, yt, 7);
+    int nxt = bfr__ticks(&xlo, &xhi, 1, xt, 8), nyt = bfr__ticks(&ylo, &yhi, 0, yt, 7);
     char *labels[BFR_MAX_SERIES + 1];
     const char *colors[BFR_MAX_SERIES + 1];
     int nl = 0;
     if (isfinite(golden)) colors[nl] = BFR_FAULT_FREE, labels[nl++] = (char *)"without faults";
-    for (int c = 0; c < nc; c++) colors[nl] = bfr_palette[idx[c] % BFR_MAX_SERIES], labels[nl++] = set->series[idx[c]].label;
-    int legend_rows = bfr_legend_rows(labels, nl, W - L - R);
+    for (int c = 0; c < nc; c++) colors[nl] = bfr__palette[idx[c] % BFR_MAX_SERIES], labels[nl++] = set->series[idx[c]].label;
+    int legend_rows = bfr__legend_rows(labels, nl, W - L - R);
     int h = H0 + 18 * legend_rows + (set->n_hidden ? 16 : 0);
     double conf = json_number_value(json_object_get(set->docs[0].campaign, "confidence"));
     if (!(conf > 0 && conf < 1)) conf = 0.95;
@@ -108,80 +108,80 @@ int bfr_fig_ber(const bfr_set *set, json_t *figs)
              pct ? " (%)" : "");
     snprintf(alt, sizeof alt, "%s against the bit error rate (log scale), %d curve%s: ", title, nc, nc > 1 ? "s" : "");
 
-    bfr_buf b = {0};
-    bfr_svg_open(&b, W, h, title, sub);
-    bfr_svg_text(&b, L, 24, "start", "t", title, 0);
-    bfr_svg_text(&b, L, 44, "start", "s", sub, 0);
-    bfr_scale sx = {xlo, xhi, L + 10, W - R - 10, 1}, sy = {ylo, yhi, T + PH, T, 0};
-    bfr_axis_y(&b, &sy, L, yt, nyt, pct ? 'p' : 'n', ylab, W - R);
-    bfr_axis_x(&b, &sx, T + PH, xt, nxt, 's', "bit error rate (share of stored bits flipped, log scale)", T);
+    bfr__buf b = {0};
+    bfr__svg_open(&b, W, h, title, sub);
+    bfr__svg_text(&b, L, 24, "start", "t", title, 0);
+    bfr__svg_text(&b, L, 44, "start", "s", sub, 0);
+    bfr__scale sx = {xlo, xhi, L + 10, W - R - 10, 1}, sy = {ylo, yhi, T + PH, T, 0};
+    bfr__axis_y(&b, &sy, L, yt, nyt, pct ? 'p' : 'n', ylab, W - R);
+    bfr__axis_x(&b, &sx, T + PH, xt, nxt, 's', "bit error rate (share of stored bits flipped, log scale)", T);
     if (isfinite(golden)) {
-        double gy = bfr_map(&sy, golden);
-        bfr_printf(&b, "<line x1=\"%d\" x2=\"%d\" y1=\"", L, W - R);
-        bfr_coord(&b, gy);
-        bfr_puts(&b, "\" y2=\"");
-        bfr_coord(&b, gy);
-        bfr_puts(&b, "\" stroke=\"" BFR_FAULT_FREE "\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n");
+        double gy = bfr__map(&sy, golden);
+        bfr__printf(&b, "<line x1=\"%d\" x2=\"%d\" y1=\"", L, W - R);
+        bfr__coord(&b, gy);
+        bfr__puts(&b, "\" y2=\"");
+        bfr__coord(&b, gy);
+        bfr__puts(&b, "\" stroke=\"" BFR_FAULT_FREE "\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n");
     }
     for (int c = 0; c < nc; c++) {
         const pt *p = pts + (size_t)c * BFR_MAX_POINTS;
-        const char *col = bfr_palette[idx[c] % BFR_MAX_SERIES];
-        const bfr_series *s = &set->series[idx[c]];
-        bfr_printf(&b, "<g class=\"curve\"><polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);
+        const char *col = bfr__palette[idx[c] % BFR_MAX_SERIES];
+        const bfr__series *s = &set->series[idx[c]];
+        bfr__printf(&b, "<g class=\"curve\"><polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);
         for (int k = 0; k < np[c]; k++) {
-            bfr_coord(&b, bfr_map(&sx, p[k].x));
-            bfr_puts(&b, ",");
-            bfr_coord(&b, bfr_map(&sy, fmin(p[k].hi, yhi)));
-            bfr_puts(&b, " ");
+            bfr__coord(&b, bfr__map(&sx, p[k].x));
+            bfr__puts(&b, ",");
+            bfr__coord(&b, bfr__map(&sy, fmin(p[k].hi, yhi)));
+            bfr__puts(&b, " ");
         }
         for (int k = np[c] - 1; k >= 0; k--) {
-            bfr_coord(&b, bfr_map(&sx, p[k].x));
-            bfr_puts(&b, ",");
-            bfr_coord(&b, bfr_map(&sy, fmax(p[k].lo, ylo)));
-            bfr_puts(&b, " ");
+            bfr__coord(&b, bfr__map(&sx, p[k].x));
+            bfr__puts(&b, ",");
+            bfr__coord(&b, bfr__map(&sy, fmax(p[k].lo, ylo)));
+            bfr__puts(&b, " ");
         }
-        bfr_printf(&b, "\"/>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+        bfr__printf(&b, "\"/>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
         for (int k = 0; k < np[c]; k++) {
-            bfr_coord(&b, bfr_map(&sx, p[k].x));
-            bfr_puts(&b, ",");
-            bfr_coord(&b, bfr_map(&sy, p[k].y));
-            bfr_puts(&b, " ");
+            bfr__coord(&b, bfr__map(&sx, p[k].x));
+            bfr__puts(&b, ",");
+            bfr__coord(&b, bfr__map(&sy, p[k].y));
+            bfr__puts(&b, " ");
         }
-        bfr_puts(&b, "\"/>\n");
+        bfr__puts(&b, "\"/>\n");
         for (int k = 0; k < np[c]; k++) {
             char xs[48], ys[96], ts[32];
-            bfr_sci(xs, sizeof xs, p[k].x);
-            if (pct) bfr_pct_ci(ys, sizeof ys, p[k].y, p[k].lo, p[k].hi);
+            bfr__sci(xs, sizeof xs, p[k].x);
+            if (pct) bfr__pct_ci(ys, sizeof ys, p[k].y, p[k].lo, p[k].hi);
             else {
                 char a[24], l[24], u[24];
-                bfr_num(a, sizeof a, p[k].y, 4), bfr_num(l, sizeof l, p[k].lo, 4), bfr_num(u, sizeof u, p[k].hi, 4);
+                bfr__num(a, sizeof a, p[k].y, 4), bfr__num(l, sizeof l, p[k].lo, 4), bfr__num(u, sizeof u, p[k].hi, 4);
                 snprintf(ys, sizeof ys, "%s [%s, %s]", a, l, u);
             }
-            bfr_count(ts, sizeof ts, p[k].trials);
-            bfr_printf(&b, "<circle r=\"3.5\" fill=\"%s\" cx=\"", col);
-            bfr_coord(&b, bfr_map(&sx, p[k].x));
-            bfr_puts(&b, "\" cy=\"");
-            bfr_coord(&b, bfr_map(&sy, p[k].y));
-            bfr_puts(&b, "\"><title>");
-            bfr_xml(&b, s->label, 0);
-            bfr_printf(&b, ": bit error rate %s, %s %s, %s trials</title></circle>\n", xs, mname, ys, ts);
+            bfr__count(ts, sizeof ts, p[k].trials);
+            bfr__printf(&b, "<circle r=\"3.5\" fill=\"%s\" cx=\"", col);
+            bfr__coord(&b, bfr__map(&sx, p[k].x));
+            bfr__puts(&b, "\" cy=\"");
+            bfr__coord(&b, bfr__map(&sy, p[k].y));
+            bfr__puts(&b, "\"><title>");
+            bfr__xml(&b, s->label, 0);
+            bfr__printf(&b, ": bit error rate %s, %s %s, %s trials</title></circle>\n", xs, mname, ys, ts);
         }
-        bfr_puts(&b, "</g>\n");
+        bfr__puts(&b, "</g>\n");
         if (c < 3) {
             size_t al = strlen(alt);
             snprintf(alt + al, sizeof alt - al, "%s%.40s", c ? "; " : "", s->label);
         }
     }
-    bfr_legend(&b, L, T + PH + 62, W - L - R, labels, colors, nl, isfinite(golden));
+    bfr__legend(&b, L, T + PH + 62, W - L - R, labels, colors, nl, isfinite(golden));
     if (set->n_hidden) {
         char note[96];
         snprintf(note, sizeof note, "%zu more configuration%s not drawn (at most %d curves)", set->n_hidden,
                  set->n_hidden > 1 ? "s" : "", BFR_MAX_SERIES);
-        bfr_svg_text(&b, L, h - 8, "start", "n", note, 0);
+        bfr__svg_text(&b, L, h - 8, "start", "n", note, 0);
     }
-    bfr_svg_close(&b);
+    bfr__svg_close(&b);
     free(pts);
-    char *svg = bfr_buf_take(&b);
+    char *svg = bfr__buf_take(&b);
     if (!svg) return 1;
-    return bfr_fig_add(figs, "ber_curve", title, alt, svg);
+    return bfr__fig_add(figs, "ber_curve", title, alt, svg);
 }

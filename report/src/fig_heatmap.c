@@ -50,11 +50,11 @@ static int fields_of(const char *repr, int bits, field *f)
     return 0;
 }
 
-static int one(const bfr_set *set, size_t d, json_t *figs)
+static int one(const bfr__set *set, size_t d, json_t *figs)
 {
     int oom = 0;
     size_t n = 0;
-    bfr_tensor_row *rows = bfr_tensor_rows(set, d, &n, &oom);
+    bfr__tensor_row *rows = bfr__tensor_rows(set, d, &n, &oom);
     if (!rows) return oom;
     size_t shown = n > BFR_MAX_BARS ? BFR_MAX_BARS : n;
     /* cells[row][bit]: trials and critical */
@@ -82,7 +82,7 @@ static int one(const bfr_set *set, size_t d, json_t *figs)
             if (cells[r][k][0]) vmax = fmax(vmax, (double)cells[r][k][1] / (double)cells[r][k][0]);
     if (!any) { free(rows); free(cells); return 0; }
     double lo = 0, hi = vmax > 0 ? vmax : 1, ticks[8];
-    int nt = bfr_ticks(&lo, &hi, 0, ticks, 6);
+    int nt = bfr__ticks(&lo, &hi, 0, ticks, 6);
     vmax = hi;
     const char *repr = json_string_value(json_object_get(set->docs[d].campaign, "representation"));
     field f[3];
@@ -94,71 +94,71 @@ static int one(const bfr_set *set, size_t d, json_t *figs)
     else snprintf(title, sizeof title, "Which bits matter, in which tensor");
     snprintf(sub, sizeof sub, "critical rate of the faults at each bit position (the lowest flipped bit) of each tensor; grey: no fault there");
     snprintf(alt, sizeof alt, "Heatmap of the critical rate by tensor (%zu rows) and bit position (%d columns)", shown, bits);
-    bfr_buf b = {0};
-    bfr_svg_open(&b, W, h, title, sub);
-    bfr_svg_text(&b, 16, 24, "start", "t", title, 0);
-    bfr_svg_text(&b, 16, 44, "start", "s", sub, 0);
+    bfr__buf b = {0};
+    bfr__svg_open(&b, W, h, title, sub);
+    bfr__svg_text(&b, 16, 24, "start", "t", title, 0);
+    bfr__svg_text(&b, 16, 44, "start", "s", sub, 0);
     /* column k is bit bits-1-k: the most significant bit on the left, as a number is written */
 #define XB(bit) (L + (bits - 1 - (bit)) * cw)
     for (int k = 0; k < nf; k++) {
         double x0 = XB(f[k].hi), x1 = XB(f[k].lo) + cw;
-        bfr_printf(&b, "<path stroke=\"#666\" fill=\"none\" d=\"M%.1f %dV%dH%.1fV%d\"/>\n", x0 + 1, T - 26, T - 30, x1 - 1, T - 26);
-        bfr_svg_text(&b, (x0 + x1) / 2, T - 34, "middle", "tk", x1 - x0 > 40 ? f[k].name : f[k].name[0] == 's' ? "s" : "e",
+        bfr__printf(&b, "<path stroke=\"#666\" fill=\"none\" d=\"M%.1f %dV%dH%.1fV%d\"/>\n", x0 + 1, T - 26, T - 30, x1 - 1, T - 26);
+        bfr__svg_text(&b, (x0 + x1) / 2, T - 34, "middle", "tk", x1 - x0 > 40 ? f[k].name : f[k].name[0] == 's' ? "s" : "e",
                      0);
     }
     for (int bit = bits - 1; bit >= 0; bit--)
         if (bit % 4 == 0 || bit == bits - 1) {
             char t[16];
             snprintf(t, sizeof t, "%d", bit);
-            bfr_svg_text(&b, XB(bit) + cw / 2, T - 6, "middle", "tk", t, 0);
+            bfr__svg_text(&b, XB(bit) + cw / 2, T - 6, "middle", "tk", t, 0);
         }
     for (size_t r = 0; r < shown; r++) {
-        const char *tn = bfr_tensor_name(rows[r].group);
+        const char *tn = bfr__tensor_name(rows[r].group);
         double y = T + (double)r * RH;
-        bfr_svg_text(&b, L - 8, y + RH / 2.0 + 4, "end", "lb", tn, BFR_LABEL_CHARS);
+        bfr__svg_text(&b, L - 8, y + RH / 2.0 + 4, "end", "lb", tn, BFR_LABEL_CHARS);
         for (int bit = bits - 1; bit >= 0; bit--) {
             long long t = cells[r][bit][0], c = cells[r][bit][1];
             char col[16], tip[300], kc[32], nc[32], v[32];
             if (t) color_of((double)c / (double)t / vmax, col, sizeof col);
             else snprintf(col, sizeof col, "#eeeeee");
-            bfr_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\" stroke=\"#fff\" stroke-width=\"0.5\"><title>",
+            bfr__printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\" stroke=\"#fff\" stroke-width=\"0.5\"><title>",
                        XB(bit), y, cw, RH, col);
-            bfr_count(kc, sizeof kc, c), bfr_count(nc, sizeof nc, t);
-            bfr_pct(v, sizeof v, t ? (double)c / (double)t : 0, 1, 1);
+            bfr__count(kc, sizeof kc, c), bfr__count(nc, sizeof nc, t);
+            bfr__pct(v, sizeof v, t ? (double)c / (double)t : 0, 1, 1);
             if (t) snprintf(tip, sizeof tip, "%.120s, bit %d: %s of %s faults critical (%s)", tn, bit, kc, nc, v);
             else snprintf(tip, sizeof tip, "%.120s, bit %d: no fault", tn, bit);
-            bfr_xml(&b, tip, 0);
-            bfr_puts(&b, "</title></rect>\n");
+            bfr__xml(&b, tip, 0);
+            bfr__puts(&b, "</title></rect>\n");
         }
     }
-    bfr_svg_text(&b, L + bits * cw / 2, T + plot + 20, "middle", "lb", "bit position (most significant on the left)", 0);
+    bfr__svg_text(&b, L + bits * cw / 2, T + plot + 20, "middle", "lb", "bit position (most significant on the left)", 0);
     /* the colour scale: ten steps and its ticks */
     double lx = L, ly = T + plot + 44, lw = fmin(300, bits * cw);
     for (int k = 0; k < 10; k++) {
         char col[16];
         color_of((k + 0.5) / 10, col, sizeof col);
-        bfr_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"/>\n", lx + k * lw / 10, ly, lw / 10 + 0.5, col);
+        bfr__printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"/>\n", lx + k * lw / 10, ly, lw / 10 + 0.5, col);
     }
-    bfr_scale sc = {0, vmax, lx, lx + lw, 0};
-    bfr_axis_x(&b, &sc, ly + 12, ticks, nt, 'p', "critical rate (% of the faults in the cell)", ly + 12);
-    bfr_svg_text(&b, L - 8, ly + 10, "end", "lb", "colour scale", 0);
+    bfr__scale sc = {0, vmax, lx, lx + lw, 0};
+    bfr__axis_x(&b, &sc, ly + 12, ticks, nt, 'p', "critical rate (% of the faults in the cell)", ly + 12);
+    bfr__svg_text(&b, L - 8, ly + 10, "end", "lb", "colour scale", 0);
     if (n > shown) {
         char note[96];
         snprintf(note, sizeof note, "the %zu most vulnerable of %zu tensors (as in the bars)", shown, n);
-        bfr_svg_text(&b, W - 16, h - 8, "end", "n", note, 0);
+        bfr__svg_text(&b, W - 16, h - 8, "end", "n", note, 0);
     }
-    bfr_svg_close(&b);
+    bfr__svg_close(&b);
     free(rows);
     free(cells);
-    char *svg = bfr_buf_take(&b);
+    char *svg = bfr__buf_take(&b);
     if (!svg) return 1;
     if (d == 0) snprintf(name, sizeof name, "heatmap");
     else snprintf(name, sizeof name, "heatmap_%zu", d + 1);
-    return bfr_fig_add(figs, name, title, alt, svg);
+    return bfr__fig_add(figs, name, title, alt, svg);
 #undef XB
 }
 
-int bfr_fig_heatmap(const bfr_set *set, json_t *figs)
+int bfr__fig_heatmap(const bfr__set *set, json_t *figs)
 {
     for (size_t d = 0; d < set->n_docs; d++)
         if (one(set, d, figs)) return 1;

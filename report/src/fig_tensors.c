@@ -15,11 +15,11 @@
 #define T 64
 #define BH 16
 
-static int one(const bfr_set *set, size_t d, json_t *figs)
+static int one(const bfr__set *set, size_t d, json_t *figs)
 {
     int oom = 0;
     size_t n = 0;
-    bfr_tensor_row *rows = bfr_tensor_rows(set, d, &n, &oom);
+    bfr__tensor_row *rows = bfr__tensor_rows(set, d, &n, &oom);
     if (!rows) return oom;
     size_t shown = n > BFR_MAX_BARS ? BFR_MAX_BARS : n;
     int plot = (int)shown * (BH + 6), h = T + plot + 58 + (n > shown ? 16 : 0);
@@ -35,25 +35,25 @@ static int one(const bfr_set *set, size_t d, json_t *figs)
     for (size_t i = 0; i < shown; i++) hi = fmax(hi, fmax(rows[i].hi, rows[i].rate));
     if (!(hi > 0)) hi = 0.01;
     if (hi > 1) hi = 1;
-    int nt = bfr_ticks(&lo, &hi, 0, ticks, 6);
-    bfr_scale sx = {lo, hi, L, W - R - VW, 0};
-    bfr_buf b = {0};
-    bfr_svg_open(&b, W, h, title, sub);
-    bfr_svg_text(&b, 16, 24, "start", "t", title, 0);
-    bfr_svg_text(&b, 16, 44, "start", "s", sub, 0);
-    bfr_axis_x(&b, &sx, T + plot, ticks, nt, 'p', "critical rate (% of the faults in the tensor)", T);
+    int nt = bfr__ticks(&lo, &hi, 0, ticks, 6);
+    bfr__scale sx = {lo, hi, L, W - R - VW, 0};
+    bfr__buf b = {0};
+    bfr__svg_open(&b, W, h, title, sub);
+    bfr__svg_text(&b, 16, 24, "start", "t", title, 0);
+    bfr__svg_text(&b, 16, 44, "start", "s", sub, 0);
+    bfr__axis_x(&b, &sx, T + plot, ticks, nt, 'p', "critical rate (% of the faults in the tensor)", T);
     for (size_t i = 0; i < shown; i++) {
-        const bfr_tensor_row *r = &rows[i];
-        const char *tn = bfr_tensor_name(r->group), *onnx = json_string_value(json_object_get(r->group, "tensor"));
+        const bfr__tensor_row *r = &rows[i];
+        const char *tn = bfr__tensor_name(r->group), *onnx = json_string_value(json_object_get(r->group, "tensor"));
         double y = T + 3 + (double)i * (BH + 6);
         char v[64], kc[32], nc[32], tip[400], val[120];
-        bfr_pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
-        bfr_count(kc, sizeof kc, r->critical), bfr_count(nc, sizeof nc, r->trials);
+        bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
+        bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->trials);
         snprintf(val, sizeof val, "%s of %s", v, nc);
         snprintf(tip, sizeof tip, "%.120s%s%.120s%s: %s critical of %s faults, %s", tn, onnx && strcmp(onnx, tn) ? " (ONNX " : "",
                  onnx && strcmp(onnx, tn) ? onnx : "", onnx && strcmp(onnx, tn) ? ")" : "", kc, nc, v);
-        bfr_svg_text(&b, L - 8, y + BH / 2.0 + 4, "end", "lb", tn, BFR_LABEL_CHARS);
-        bfr_hbar(&b, &sx, y, BH, r->rate, r->lo, r->hi, bfr_palette[1], tip, val, W - R - VW + 8);
+        bfr__svg_text(&b, L - 8, y + BH / 2.0 + 4, "end", "lb", tn, BFR_LABEL_CHARS);
+        bfr__hbar(&b, &sx, y, BH, r->rate, r->lo, r->hi, bfr__palette[1], tip, val, W - R - VW + 8);
         if (i < 3) {
             size_t al = strlen(alt);
             snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "", tn, v);
@@ -62,18 +62,18 @@ static int one(const bfr_set *set, size_t d, json_t *figs)
     if (n > shown) {
         char note[96];
         snprintf(note, sizeof note, "the %zu most vulnerable of %zu tensors that were hit", shown, n);
-        bfr_svg_text(&b, L, h - 8, "start", "n", note, 0);
+        bfr__svg_text(&b, L, h - 8, "start", "n", note, 0);
     }
-    bfr_svg_close(&b);
+    bfr__svg_close(&b);
     free(rows);
-    char *svg = bfr_buf_take(&b);
+    char *svg = bfr__buf_take(&b);
     if (!svg) return 1;
     if (d == 0) snprintf(name, sizeof name, "tensors");
     else snprintf(name, sizeof name, "tensors_%zu", d + 1);
-    return bfr_fig_add(figs, name, title, alt, svg);
+    return bfr__fig_add(figs, name, title, alt, svg);
 }
 
-int bfr_fig_tensors(const bfr_set *set, json_t *figs)
+int bfr__fig_tensors(const bfr__set *set, json_t *figs)
 {
     for (size_t d = 0; d < set->n_docs; d++)
         if (one(set, d, figs)) return 1;

@@ -5,7 +5,7 @@
 
 #include "report_impl.h"
 
-int bfr_pct_decimals(double frac, double lo, double hi)
+int bfr__pct_decimals(double frac, double lo, double hi)
 {
     /* the smallest non-zero of the three decides: an interval [0, 0.3%]
      * around 0% needs the decimals of its upper bound */
@@ -16,7 +16,7 @@ int bfr_pct_decimals(double frac, double lo, double hi)
     return v >= 0.01 ? 1 : v >= 0.001 ? 2 : 3;
 }
 
-void bfr_pct(char *out, size_t n, double frac, int decimals, int with_sign)
+void bfr__pct(char *out, size_t n, double frac, int decimals, int with_sign)
 {
     if (!isfinite(frac)) { snprintf(out, n, "-"); return; }
     double v = 100 * frac;
@@ -25,18 +25,18 @@ void bfr_pct(char *out, size_t n, double frac, int decimals, int with_sign)
     if (!strncmp(out, "-0", 2) && strspn(out + 2, ".0%") == strlen(out + 2)) memmove(out, out + 1, strlen(out));
 }
 
-void bfr_pct_ci(char *out, size_t n, double frac, double lo, double hi)
+void bfr__pct_ci(char *out, size_t n, double frac, double lo, double hi)
 {
     char a[32], l[32], h[32];
-    int d = bfr_pct_decimals(frac, lo, hi);
-    bfr_pct(a, sizeof a, frac, d, 1);
+    int d = bfr__pct_decimals(frac, lo, hi);
+    bfr__pct(a, sizeof a, frac, d, 1);
     if (!isfinite(lo) || !isfinite(hi)) { snprintf(out, n, "%s", a); return; }
-    bfr_pct(l, sizeof l, lo, d, 0);
-    bfr_pct(h, sizeof h, hi, d, 0);
+    bfr__pct(l, sizeof l, lo, d, 0);
+    bfr__pct(h, sizeof h, hi, d, 0);
     snprintf(out, n, "%s [%s, %s]", a, l, h);
 }
 
-void bfr_count(char *out, size_t n, long long v)
+void bfr__count(char *out, size_t n, long long v)
 {
     char digits[32], tmp[48];
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
@@ -53,12 +53,12 @@ void bfr_count(char *out, size_t n, long long v)
 static const char *const superscript[10] = {"\xe2\x81\xb0", "\xc2\xb9", "\xc2\xb2", "\xc2\xb3", "\xe2\x81\xb4",
                                             "\xe2\x81\xb5", "\xe2\x81\xb6", "\xe2\x81\xb7", "\xe2\x81\xb8", "\xe2\x81\xb9"};
 
-void bfr_sci(char *out, size_t n, double v)
+void bfr__sci(char *out, size_t n, double v)
 {
     if (!isfinite(v) || v <= 0) { snprintf(out, n, "%s", v == 0 ? "0" : "-"); return; }
     int e = (int)floor(log10(v) + 1e-9);
     double m = v / pow(10, e);
-    if (e > -3 && e < 4) { bfr_num(out, n, v, 3); return; }
+    if (e > -3 && e < 4) { bfr__num(out, n, v, 3); return; }
     char exp[48] = "";
     size_t k = 0;
     if (e < 0) k += (size_t)snprintf(exp + k, sizeof exp - k, "\xe2\x81\xbb");   /* superscript minus */
@@ -69,7 +69,7 @@ void bfr_sci(char *out, size_t n, double v)
     else snprintf(out, n, "%.3g\xc3\x97" "10%s", m, exp);   /* × */
 }
 
-void bfr_num(char *out, size_t n, double v, int sig)
+void bfr__num(char *out, size_t n, double v, int sig)
 {
     if (!isfinite(v)) { snprintf(out, n, "-"); return; }
     double a = fabs(v);

@@ -70,13 +70,13 @@ bf_status bfr_check(const json_t *doc, const char *name, bf_error *err)
     return check_as(doc, name && *name ? name : "the document", &root, err);
 }
 
-static bf_status add_series(bfr_set *set, size_t doc, const json_t *src, const char *label, const char *mit, int base)
+static bf_status add_series(bfr__set *set, size_t doc, const json_t *src, const char *label, const char *mit, int base)
 {
     if (set->n_series >= BFR_MAX_SERIES) {
         set->n_hidden++;
         return BF_OK;
     }
-    bfr_series *s = &set->series[set->n_series];
+    bfr__series *s = &set->series[set->n_series];
     memset(s, 0, sizeof *s);
     s->label = dup_str(label);
     if (!s->label) return BF_ENOMEM;
@@ -93,7 +93,7 @@ static bf_status add_series(bfr_set *set, size_t doc, const json_t *src, const c
     return BF_OK;
 }
 
-bf_status bfr_set_read(const bfr_input *in, size_t n, bfr_set *set, bf_error *err)
+bf_status bfr__set_read(const bfr_input *in, size_t n, bfr__set *set, bf_error *err)
 {
     memset(set, 0, sizeof *set);
     if (!in || n == 0) return bf_error_set(err, BF_EINVAL, "report: no result given");
@@ -103,8 +103,8 @@ bf_status bfr_set_read(const bfr_input *in, size_t n, bfr_set *set, bf_error *er
     for (size_t i = 0; i < n; i++) {
         const json_t *root = NULL;
         bf_status st = check_doc(in[i].result, i, in[i].label, &root, err);
-        if (st != BF_OK) { bfr_set_free(set); return st; }
-        bfr_doc *d = &set->docs[set->n_docs++];
+        if (st != BF_OK) { bfr__set_free(set); return st; }
+        bfr__doc *d = &set->docs[set->n_docs++];
         d->root = root;
         d->campaign = json_object_get(root, "campaign");
         d->label = in[i].label ? dup_str(in[i].label) : label_of(d->campaign, i);
@@ -120,7 +120,7 @@ bf_status bfr_set_read(const bfr_input *in, size_t n, bfr_set *set, bf_error *er
             }
     }
     for (size_t i = 0; i < set->n_docs; i++) {
-        const bfr_doc *d = &set->docs[i];
+        const bfr__doc *d = &set->docs[i];
         const json_t *mits = json_object_get(d->root, "mitigations");
         if (!json_array_size(mits)) {
             if (add_series(set, i, d->root, d->label, NULL, 0) != BF_OK) goto oom;
@@ -151,11 +151,11 @@ bf_status bfr_set_read(const bfr_input *in, size_t n, bfr_set *set, bf_error *er
     }
     return BF_OK;
 oom:
-    bfr_set_free(set);
+    bfr__set_free(set);
     return bf_error_set(err, BF_ENOMEM, "report: out of memory reading the results");
 }
 
-void bfr_set_free(bfr_set *set)
+void bfr__set_free(bfr__set *set)
 {
     for (size_t i = 0; set->docs && i < set->n_docs; i++) free(set->docs[i].label);
     for (size_t i = 0; set->series && i < set->n_series; i++) free(set->series[i].label);
@@ -164,7 +164,7 @@ void bfr_set_free(bfr_set *set)
     memset(set, 0, sizeof *set);
 }
 
-const char *bfr_task_metric(const bfr_set *set)
+const char *bfr__task_metric(const bfr__set *set)
 {
     for (size_t i = 0; i < set->n_series; i++)
         if (json_is_number(json_object_get(set->series[i].golden, "auc"))) return "auc";
@@ -173,7 +173,7 @@ const char *bfr_task_metric(const bfr_set *set)
     return NULL;
 }
 
-int bfr_rate(const json_t *rates, const char *outcome, double *rate, double *lo, double *hi)
+int bfr__rate(const json_t *rates, const char *outcome, double *rate, double *lo, double *hi)
 {
     const json_t *r = json_object_get(rates, outcome), *ci = json_object_get(r, "ci");
     *rate = json_number_value(json_object_get(r, "rate"));
@@ -182,7 +182,7 @@ int bfr_rate(const json_t *rates, const char *outcome, double *rate, double *lo,
     return json_is_number(json_object_get(r, "rate"));
 }
 
-const char *bfr_tensor_name(const json_t *group)
+const char *bfr__tensor_name(const json_t *group)
 {
     const char *t = json_string_value(json_object_get(group, "torch_name"));
     if (t && *t) return t;

@@ -4,7 +4,7 @@
 
 #include "report_impl.h"
 
-int bfr_fig_add(json_t *figs, const char *name, const char *title, const char *alt, char *svg)
+int bfr__fig_add(json_t *figs, const char *name, const char *title, const char *alt, char *svg)
 {
     json_t *f = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "title", title, "alt", alt, "svg", svg);
     free(svg);
@@ -14,25 +14,25 @@ int bfr_fig_add(json_t *figs, const char *name, const char *title, const char *a
 
 json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err)
 {
-    bfr_set set;
-    bf_status st = bfr_set_read(in, n, &set, err);
+    bfr__set set;
+    bf_status st = bfr__set_read(in, n, &set, err);
     if (st != BF_OK) return NULL;
     json_t *figs = json_array(), *doc = NULL;
-    char *headline = bfr_headline(&set);
+    char *headline = bfr__headline(&set);
     /* the order a reviewer reads in: the curve, what happened, where, what helps */
-    if (!figs || !headline || bfr_fig_ber(&set, figs) || bfr_fig_outcomes(&set, figs) || bfr_fig_tensors(&set, figs) ||
-        bfr_fig_heatmap(&set, figs) || bfr_fig_mitigation(&set, figs))
+    if (!figs || !headline || bfr__fig_ber(&set, figs) || bfr__fig_outcomes(&set, figs) || bfr__fig_tensors(&set, figs) ||
+        bfr__fig_heatmap(&set, figs) || bfr__fig_mitigation(&set, figs))
         goto oom;
     doc = json_pack("{s:s, s:o}", "headline", headline, "figures", figs);
     figs = NULL;
     if (!doc) goto oom;
     free(headline);
-    bfr_set_free(&set);
+    bfr__set_free(&set);
     return doc;
 oom:
     json_decref(figs);
     free(headline);
-    bfr_set_free(&set);
+    bfr__set_free(&set);
     bf_error_set(err, BF_ENOMEM, "report: out of memory drawing the figures");
     return NULL;
 }

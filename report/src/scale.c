@@ -3,7 +3,7 @@
 
 #include "report_impl.h"
 
-double bfr_map(const bfr_scale *s, double v)
+double bfr__map(const bfr__scale *s, double v)
 {
     double a = s->d0, b = s->d1;
     if (s->log) {
@@ -14,7 +14,7 @@ double bfr_map(const bfr_scale *s, double v)
     return s->r0 + (v - a) / (b - a) * (s->r1 - s->r0);
 }
 
-int bfr_ticks(double *lo, double *hi, int log, double *ticks, int max)
+int bfr__ticks(double *lo, double *hi, int log, double *ticks, int max)
 {
     double a = *lo, b = *hi;
     if (!isfinite(a) || !isfinite(b) || fabs(a) > 1e100 || fabs(b) > 1e100) a = 0, b = 1;   /* fuzzed documents */

@@ -8,14 +8,14 @@
 
 static int by_rate_desc(const void *a, const void *b)
 {
-    const bfr_tensor_row *x = a, *y = b;
+    const bfr__tensor_row *x = a, *y = b;
     if (x->rate != y->rate) return x->rate < y->rate ? 1 : -1;
     if (x->lo != y->lo) return x->lo < y->lo ? 1 : -1;   /* the surer one first */
     if (x->trials != y->trials) return x->trials < y->trials ? 1 : -1;
-    return strcmp(bfr_tensor_name(x->group), bfr_tensor_name(y->group));
+    return strcmp(bfr__tensor_name(x->group), bfr__tensor_name(y->group));
 }
 
-bfr_tensor_row *bfr_tensor_rows(const bfr_set *set, size_t doc, size_t *n, int *oom)
+bfr__tensor_row *bfr__tensor_rows(const bfr__set *set, size_t doc, size_t *n, int *oom)
 {
     const json_t *bt = json_object_get(set->docs[doc].root, "by_tensor");
     size_t cap = json_array_size(bt), k = 0, i;
@@ -24,12 +24,12 @@ bfr_tensor_row *bfr_tensor_rows(const bfr_set *set, size_t doc, size_t *n, int *
     const json_t *g;
     *n = 0;
     if (!cap) return NULL;
-    bfr_tensor_row *rows = malloc(cap * sizeof *rows);
+    bfr__tensor_row *rows = malloc(cap * sizeof *rows);
     if (!rows) { *oom = 1; return NULL; }
     json_array_foreach(bt, i, g) {
         json_int_t t = json_integer_value(json_object_get(g, "trials"));
         if (t <= 0) continue;
-        bfr_tensor_row *r = &rows[k++];
+        bfr__tensor_row *r = &rows[k++];
         r->group = g;
         r->trials = t;
         r->critical = json_integer_value(json_object_get(json_object_get(g, "outcomes"), "critical"));

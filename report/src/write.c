@@ -28,19 +28,19 @@ static const char xmlns[] = " xmlns=\"http://www.w3.org/2000/svg\"";
 
 /* A model or dataset as the result names it: a path, or a daemon's id (a
  * long hash) cut to 12 characters as bitflipd's listings show it */
-static void name_or_id(bfr_buf *b, const char *s)
+static void name_or_id(bfr__buf *b, const char *s)
 {
     if (s && strlen(s) >= 32 && strspn(s, "0123456789abcdef") == strlen(s)) {
-        bfr_printf(b, "%.12s\xe2\x80\xa6", s);
+        bfr__printf(b, "%.12s\xe2\x80\xa6", s);
         return;
     }
-    bfr_xml(b, s, 0);
+    bfr__xml(b, s, 0);
 }
 
 /* One row per result: what ran, so a reader knows what the figures are of */
-static void inputs_html(bfr_buf *b, const bfr_set *set)
+static void inputs_html(bfr__buf *b, const bfr__set *set)
 {
-    bfr_puts(b, "<table><thead><tr><th>result</th><th>model</th><th>dataset</th><th>faults</th><th>trials</th>"
+    bfr__puts(b, "<table><thead><tr><th>result</th><th>model</th><th>dataset</th><th>faults</th><th>trials</th>"
                 "<th>seed</th></tr></thead><tbody>\n");
     for (size_t i = 0; i < set->n_docs; i++) {
         const json_t *c = set->docs[i].campaign, *s = json_object_get(set->docs[i].root, "summary");
@@ -48,20 +48,20 @@ static void inputs_html(bfr_buf *b, const bfr_set *set)
         const char *fm = json_string_value(json_object_get(c, "fault_model"));
         const char *tg = json_string_value(json_object_get(c, "target"));
         const char *rp = json_string_value(json_object_get(c, "representation"));
-        bfr_count(tc, sizeof tc, json_integer_value(json_object_get(s, "trials")));
+        bfr__count(tc, sizeof tc, json_integer_value(json_object_get(s, "trials")));
         snprintf(faults, sizeof faults, "%.40s in %.20s (%.10s)", fm ? fm : "?", tg ? tg : "?", rp ? rp : "?");
-        bfr_puts(b, "<tr><td>");
-        bfr_xml(b, set->docs[i].label, 0);
-        bfr_puts(b, "</td><td class=\"path\">");
+        bfr__puts(b, "<tr><td>");
+        bfr__xml(b, set->docs[i].label, 0);
+        bfr__puts(b, "</td><td class=\"path\">");
         name_or_id(b, json_string_value(json_object_get(c, "model")));
-        bfr_puts(b, "</td><td class=\"path\">");
+        bfr__puts(b, "</td><td class=\"path\">");
         name_or_id(b, json_string_value(json_object_get(c, "dataset")));
-        bfr_puts(b, "</td><td>");
-        bfr_xml(b, faults, 0);
-        bfr_printf(b, "</td><td class=\"num\">%s</td><td class=\"num\">%lld</td></tr>\n", tc,
+        bfr__puts(b, "</td><td>");
+        bfr__xml(b, faults, 0);
+        bfr__printf(b, "</td><td class=\"num\">%s</td><td class=\"num\">%lld</td></tr>\n", tc,
                    (long long)json_integer_value(json_object_get(c, "seed")));
     }
-    bfr_puts(b, "</tbody></table>\n");
+    bfr__puts(b, "</tbody></table>\n");
 }
 
 static const char glossary[] =
@@ -71,43 +71,43 @@ static const char glossary[] =
     "campaign set another confidence: Wilson score intervals for rates, Student t for means, a paired bootstrap for "
     "recovery.";
 
-static bf_status html(const bfr_set *set, const json_t *figs, const char *headline, const char *title, FILE *out, bf_error *err)
+static bf_status html(const bfr__set *set, const json_t *figs, const char *headline, const char *title, FILE *out, bf_error *err)
 {
-    bfr_buf b = {0};
-    bfr_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+    bfr__buf b = {0};
+    bfr__puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
                  "<meta name=\"generator\" content=\"bitflip " BITFLIP_VERSION "\"/>\n<title>");
-    bfr_xml(&b, title, 0);
-    bfr_printf(&b, "</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n<h1>", css);
-    bfr_xml(&b, title, 0);
-    bfr_puts(&b, "</h1>\n<p class=\"headline\">");
-    bfr_xml(&b, headline, 0);
-    bfr_puts(&b, "</p>\n");
+    bfr__xml(&b, title, 0);
+    bfr__printf(&b, "</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n<h1>", css);
+    bfr__xml(&b, title, 0);
+    bfr__puts(&b, "</h1>\n<p class=\"headline\">");
+    bfr__xml(&b, headline, 0);
+    bfr__puts(&b, "</p>\n");
     inputs_html(&b, set);
     size_t i;
     const json_t *f;
     json_array_foreach(figs, i, f) {
         const char *svg = json_string_value(json_object_get(f, "svg")), *x = strstr(svg, xmlns);
-        bfr_puts(&b, "<figure id=\"fig-");
-        bfr_xml(&b, json_string_value(json_object_get(f, "name")), 0);
-        bfr_puts(&b, "\">\n");
+        bfr__puts(&b, "<figure id=\"fig-");
+        bfr__xml(&b, json_string_value(json_object_get(f, "name")), 0);
+        bfr__puts(&b, "\">\n");
         /* inline SVG takes its namespace from HTML: the attribute (a URL,
          * though never fetched) is left out so the page names no address */
         if (x) {
-            bfr_put(&b, svg, (size_t)(x - svg));
-            bfr_puts(&b, x + strlen(xmlns));
+            bfr__put(&b, svg, (size_t)(x - svg));
+            bfr__puts(&b, x + strlen(xmlns));
         } else {
-            bfr_puts(&b, svg);
+            bfr__puts(&b, svg);
         }
-        bfr_puts(&b, "<figcaption>");
-        bfr_xml(&b, json_string_value(json_object_get(f, "alt")), 0);
-        bfr_puts(&b, "</figcaption>\n</figure>\n");
+        bfr__puts(&b, "<figcaption>");
+        bfr__xml(&b, json_string_value(json_object_get(f, "alt")), 0);
+        bfr__puts(&b, "</figcaption>\n</figure>\n");
     }
-    bfr_puts(&b, "<footer><p>");
-    bfr_xml(&b, glossary, 0);
-    bfr_puts(&b, "</p><p>Written by <code>bitflip report</code>, bitflip " BITFLIP_VERSION
+    bfr__puts(&b, "<footer><p>");
+    bfr__xml(&b, glossary, 0);
+    bfr__puts(&b, "</p><p>Written by <code>bitflip report</code>, bitflip " BITFLIP_VERSION
                  ". Hover over a bar, point or cell for its counts.</p></footer>\n</main>\n</body>\n</html>\n");
-    char *text = bfr_buf_take(&b);
+    char *text = bfr__buf_take(&b);
     if (!text) return bf_error_set(err, BF_ENOMEM, "report: out of memory writing the HTML");
     size_t n = strlen(text);
     int ok = fwrite(text, 1, n, out) == n;
@@ -118,52 +118,52 @@ static bf_status html(const bfr_set *set, const json_t *figs, const char *headli
 
 /* Markdown text: HTML-special characters as entities (GitHub renders
  * HTML in Markdown) and Markdown's own escaped, lines joined */
-static void md_text(bfr_buf *b, const char *s)
+static void md_text(bfr__buf *b, const char *s)
 {
-    bfr_buf t = {0};
-    bfr_xml(&t, s, 0);
+    bfr__buf t = {0};
+    bfr__xml(&t, s, 0);
     for (const char *p = t.p ? t.p : ""; *p; p++) {
-        if (*p == '\n' || *p == '\r') { bfr_puts(b, " "); continue; }
-        if (strchr("\\`*_[]()#|!~{}+-", *p)) bfr_put(b, "\\", 1);
-        bfr_put(b, p, 1);
+        if (*p == '\n' || *p == '\r') { bfr__puts(b, " "); continue; }
+        if (strchr("\\`*_[]()#|!~{}+-", *p)) bfr__put(b, "\\", 1);
+        bfr__put(b, p, 1);
     }
     if (t.oom) b->oom = 1;
-    bfr_buf_free(&t);
+    bfr__buf_free(&t);
 }
 
 /* a relative link: characters that would end or break a Markdown link,
  * percent-encoded */
-static void md_link(bfr_buf *b, const char *s)
+static void md_link(bfr__buf *b, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p <= ' ' || strchr("()<>[]\"'%\\", *p) || *p >= 0x7f) bfr_printf(b, "%%%02X", *p);
-        else bfr_put(b, (const char *)p, 1);
+        if (*p <= ' ' || strchr("()<>[]\"'%\\", *p) || *p >= 0x7f) bfr__printf(b, "%%%02X", *p);
+        else bfr__put(b, (const char *)p, 1);
     }
 }
 
-static bf_status markdown(const bfr_set *set, const json_t *figs, const char *headline, const char *title, FILE *out,
+static bf_status markdown(const bfr__set *set, const json_t *figs, const char *headline, const char *title, FILE *out,
                           const char *figdir, const char *figlink, bf_error *err)
 {
     if (!figdir) return bf_error_set(err, BF_EINVAL, "report: Markdown needs a directory for its SVG files");
-    bfr_buf b = {0};
-    bfr_puts(&b, "# ");
+    bfr__buf b = {0};
+    bfr__puts(&b, "# ");
     md_text(&b, title);
-    bfr_puts(&b, "\n\n**");
+    bfr__puts(&b, "\n\n**");
     md_text(&b, headline);
-    bfr_puts(&b, "**\n\n| result | model | dataset | faults | trials |\n|---|---|---|---|---:|\n");
+    bfr__puts(&b, "**\n\n| result | model | dataset | faults | trials |\n|---|---|---|---|---:|\n");
     for (size_t i = 0; i < set->n_docs; i++) {
         const json_t *c = set->docs[i].campaign;
         char tc[32];
-        bfr_count(tc, sizeof tc, json_integer_value(json_object_get(json_object_get(set->docs[i].root, "summary"), "trials")));
-        bfr_puts(&b, "| ");
+        bfr__count(tc, sizeof tc, json_integer_value(json_object_get(json_object_get(set->docs[i].root, "summary"), "trials")));
+        bfr__puts(&b, "| ");
         md_text(&b, set->docs[i].label);
-        bfr_puts(&b, " | ");
+        bfr__puts(&b, " | ");
         md_text(&b, json_string_value(json_object_get(c, "model")));
-        bfr_puts(&b, " | ");
+        bfr__puts(&b, " | ");
         md_text(&b, json_string_value(json_object_get(c, "dataset")));
-        bfr_puts(&b, " | ");
+        bfr__puts(&b, " | ");
         md_text(&b, json_string_value(json_object_get(c, "fault_model")));
-        bfr_printf(&b, " | %s |\n", tc);
+        bfr__printf(&b, " | %s |\n", tc);
     }
     size_t i;
     const json_t *f;
@@ -171,7 +171,7 @@ static bf_status markdown(const bfr_set *set, const json_t *figs, const char *he
         const char *name = json_string_value(json_object_get(f, "name")), *svg = json_string_value(json_object_get(f, "svg"));
         size_t pl = strlen(figdir) + strlen(name) + 8;
         char *path = malloc(pl);
-        if (!path) { bfr_buf_free(&b); return bf_error_set(err, BF_ENOMEM, "report: out of memory"); }
+        if (!path) { bfr__buf_free(&b); return bf_error_set(err, BF_ENOMEM, "report: out of memory"); }
         snprintf(path, pl, "%s/%s.svg", figdir, name);
         FILE *fp = fopen(path, "wb");
         int ok = fp && fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", fp) >= 0 && fputs(svg, fp) >= 0;
@@ -179,26 +179,26 @@ static bf_status markdown(const bfr_set *set, const json_t *figs, const char *he
         if (!ok) {
             bf_status st = bf_error_set(err, BF_EIO, "report: cannot write %s: %s (does the directory exist?)", path, strerror(errno));
             free(path);
-            bfr_buf_free(&b);
+            bfr__buf_free(&b);
             return st;
         }
         free(path);
-        bfr_puts(&b, "\n## ");
+        bfr__puts(&b, "\n## ");
         md_text(&b, json_string_value(json_object_get(f, "title")));
-        bfr_puts(&b, "\n\n![");
+        bfr__puts(&b, "\n\n![");
         md_text(&b, json_string_value(json_object_get(f, "alt")));
-        bfr_puts(&b, "](");
+        bfr__puts(&b, "](");
         if (figlink && *figlink) {
             md_link(&b, figlink);
-            bfr_puts(&b, "/");
+            bfr__puts(&b, "/");
         }
         md_link(&b, name);
-        bfr_puts(&b, ".svg)\n");
+        bfr__puts(&b, ".svg)\n");
     }
-    bfr_puts(&b, "\n");
+    bfr__puts(&b, "\n");
     md_text(&b, glossary);
-    bfr_puts(&b, "\n\n*Written by `bitflip report`, bitflip " BITFLIP_VERSION ".*\n");
-    char *text = bfr_buf_take(&b);
+    bfr__puts(&b, "\n\n*Written by `bitflip report`, bitflip " BITFLIP_VERSION ".*\n");
+    char *text = bfr__buf_take(&b);
     if (!text) return bf_error_set(err, BF_ENOMEM, "report: out of memory writing the Markdown");
     size_t n = strlen(text);
     int ok = fwrite(text, 1, n, out) == n;
@@ -212,15 +212,15 @@ bf_status bfr_write_titled(const bfr_input *in, size_t n, bfr_format fmt, const 
 {
     json_t *figs = bfr_figures(in, n, err);
     if (!figs) return err && err->status ? err->status : BF_ENOMEM;
-    bfr_set set;
-    bf_status st = bfr_set_read(in, n, &set, err);
+    bfr__set set;
+    bf_status st = bfr__set_read(in, n, &set, err);
     if (st == BF_OK) {
         const char *headline = json_string_value(json_object_get(figs, "headline"));
         const json_t *list = json_object_get(figs, "figures");
         if (!title || !*title) title = "Fault-injection report";
         st = fmt == BFR_MARKDOWN ? markdown(&set, list, headline, title, out, figdir, figlink, err)
                                  : html(&set, list, headline, title, out, err);
-        bfr_set_free(&set);
+        bfr__set_free(&set);
     }
     json_decref(figs);
     return st;

@@ -17,9 +17,9 @@
 
 static char *xml(const char *s, size_t max)
 {
-    bfr_buf b = {0};
-    bfr_xml(&b, s, max);
-    return bfr_buf_take(&b);
+    bfr__buf b = {0};
+    bfr__xml(&b, s, max);
+    return bfr__buf_take(&b);
 }
 
 static void test_xml_escape(void **state)
@@ -49,27 +49,27 @@ static void test_numbers(void **state)
 {
     (void)state;
     char s[64];
-    bfr_pct_ci(s, sizeof s, 144.0 / 3200, 0.0383465690944616, 0.052744535934224304);
+    bfr__pct_ci(s, sizeof s, 144.0 / 3200, 0.0383465690944616, 0.052744535934224304);
     assert_string_equal(s, "4.5% [3.8, 5.3]");
-    bfr_pct_ci(s, sizeof s, 0, 0, 0.0012);   /* 0%: the decimals of the upper bound */
+    bfr__pct_ci(s, sizeof s, 0, 0, 0.0012);   /* 0%: the decimals of the upper bound */
     assert_string_equal(s, "0.00% [0.00, 0.12]");
-    bfr_pct_ci(s, sizeof s, 3.0 / 2500, 0.0004081903430066553, 0.0035223535762275273);
+    bfr__pct_ci(s, sizeof s, 3.0 / 2500, 0.0004081903430066553, 0.0035223535762275273);
     assert_string_equal(s, "0.120% [0.041, 0.352]");
-    bfr_count(s, sizeof s, 12800);
+    bfr__count(s, sizeof s, 12800);
     assert_string_equal(s, "12,800");
-    bfr_count(s, sizeof s, -1234567);
+    bfr__count(s, sizeof s, -1234567);
     assert_string_equal(s, "-1,234,567");
-    bfr_count(s, sizeof s, 999);
+    bfr__count(s, sizeof s, 999);
     assert_string_equal(s, "999");
-    bfr_sci(s, sizeof s, 1e-5);
+    bfr__sci(s, sizeof s, 1e-5);
     assert_string_equal(s, "10\xe2\x81\xbb\xe2\x81\xb5");   /* 10⁻⁵ */
-    bfr_sci(s, sizeof s, 2.5e-5);
+    bfr__sci(s, sizeof s, 2.5e-5);
     assert_string_equal(s, "2.5\xc3\x97" "10\xe2\x81\xbb\xe2\x81\xb5");
-    bfr_sci(s, sizeof s, 0.01);
+    bfr__sci(s, sizeof s, 0.01);
     assert_string_equal(s, "0.01");
-    bfr_num(s, sizeof s, 0.80181884765625, 4);
+    bfr__num(s, sizeof s, 0.80181884765625, 4);
     assert_string_equal(s, "0.8018");
-    bfr_num(s, sizeof s, 2.0, 3);
+    bfr__num(s, sizeof s, 2.0, 3);
     assert_string_equal(s, "2");
 }
 
@@ -77,17 +77,17 @@ static void test_ticks(void **state)
 {
     (void)state;
     double lo = 0, hi = 0.37, t[16];
-    int n = bfr_ticks(&lo, &hi, 0, t, 6);
+    int n = bfr__ticks(&lo, &hi, 0, t, 6);
     assert_int_equal(n, 5);   /* 0, 0.1, 0.2, 0.3, 0.4 */
     assert_float_equal(t[4], 0.4, 1e-12);
     assert_float_equal(hi, 0.4, 1e-12);
     lo = 2e-6, hi = 1e-3;
-    n = bfr_ticks(&lo, &hi, 1, t, 8);
+    n = bfr__ticks(&lo, &hi, 1, t, 8);
     assert_int_equal(n, 4);   /* 10^-6 .. 10^-3 */
     assert_float_equal(t[0], 1e-6, 1e-18);
     assert_float_equal(t[3], 1e-3, 1e-15);
     lo = 1e300, hi = -1e300;   /* a fuzzed document: a sane axis, no loop */
-    n = bfr_ticks(&lo, &hi, 0, t, 6);
+    n = bfr__ticks(&lo, &hi, 0, t, 6);
     assert_true(n >= 2 && n <= 6);
 }
 
