@@ -12,7 +12,8 @@
 #include "cli.h"
 
 static const char help[] =
-    "usage: bitflip report [-o FILE] [--format html|md] [--label NAME]... [--title TEXT] RESULT.json...\n"
+    "usage: bitflip report [-o FILE] [--format html|md] [--label NAME]... [--title TEXT]\n"
+    "                      [--max-tensors N] RESULT.json...\n"
     "\n"
     "Draws the figures of campaign results: the metric against the bit error rate with\n"
     "confidence bands (BER sweeps), the outcome rates (masked, tolerable, critical, DUE)\n"
@@ -32,6 +33,8 @@ static const char help[] =
     "                       order; default: the model's file name, or with several\n"
     "                       results the result's file name)\n"
     "  -t, --title TEXT     the report's title (default \"Fault-injection report\")\n"
+    "  --max-tensors N      tensors in the bars and the heatmap, most vulnerable first\n"
+    "                       (default 20, at most 500)\n"
     "  -h, --help           this text\n"
     "\n"
     "example:\n"
@@ -69,9 +72,12 @@ int cmd_report(int argc, char **argv)
     static const struct option opts[] = {
         {"out", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
         {"label", required_argument, NULL, 'l'}, {"title", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},        {"max-tensors", required_argument, NULL, 'm'},
+        {NULL, 0, NULL, 0},
     };
-    const char *out_path = NULL, *format = NULL, *title = NULL;
+    const char *out_path = NULL, *format = NULL;
+    bfr_options opt = {0};
+    long long max_tensors = 0;
     const char **labels = calloc((size_t)argc + 1, sizeof *labels);
     size_t n_labels = 0;
     bfr_input *in = NULL;
@@ -90,7 +96,11 @@ int cmd_report(int argc, char **argv)
         case 'o': out_path = optarg; break;
         case 'f': format = optarg; break;
         case 'l': labels[n_labels++] = optarg; break;
-        case 't': title = optarg; break;
+        case 't': opt.title = optarg; break;
+        case 'm':
+            if ((rc = parse_count("report", "--max-tensors", optarg, 1, BFR_MAX_TENSORS_LIMIT, &max_tensors)) != 0) goto done;
+            opt.max_tensors = (int)max_tensors;
+            break;
         case 'h': fputs(help, stdout); goto done;
         case ':': rc = usage_error("report", "%s needs a value", argv[optind - 1]); goto done;
         default: rc = usage_error("report", "unknown option '%s'", argv[optind - 1]); goto done;
@@ -146,7 +156,7 @@ int cmd_report(int argc, char **argv)
     }
     out = fopen(out_path, "wb");
     if (!out) { fprintf(stderr, "bitflip report: cannot write %s: %s\n", out_path, strerror(errno)); rc = EXIT_INFRA; goto done; }
-    if (bfr_write_titled(in, n, !strcmp(format, "md") ? BFR_MARKDOWN : BFR_HTML, title, out, figdir, figlink, &err) != BF_OK) {
+    if (bfr_write_opts(in, n, !strcmp(format, "md") ? BFR_MARKDOWN : BFR_HTML, &opt, out, figdir, figlink, &err) != BF_OK) {
         rc = report_error("report", &err);
         goto done;
     }

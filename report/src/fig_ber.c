@@ -28,7 +28,6 @@ static int points(const bfr__series *s, const char *metric, pt *p)
     size_t i;
     const json_t *g;
     json_array_foreach(s->by_rate, i, g) {
-        if (n >= BFR_MAX_POINTS) break;
         double x = json_number_value(json_object_get(g, "rate"));
         if (!(x > 0) || !isfinite(x)) continue;
         p[n].x = x;
@@ -57,14 +56,18 @@ static int cmp_x(const void *a, const void *b)
 int bfr__fig_ber(const bfr__set *set, json_t *figs)
 {
     const char *metric = bfr__task_metric(set);
-    pt *pts = calloc((size_t)BFR_MAX_SERIES * BFR_MAX_POINTS, sizeof *pts);
+    /* every rate of every curve: as many points as the documents hold */
+    size_t stride = 1;
+    for (size_t i = 0; i < set->n_series; i++)
+        if (set->series[i].by_rate && json_array_size(set->series[i].by_rate) > stride) stride = json_array_size(set->series[i].by_rate);
+    pt *pts = calloc((size_t)BFR_MAX_SERIES * stride, sizeof *pts);
     int np[BFR_MAX_SERIES] = {0}, idx[BFR_MAX_SERIES], nc = 0;
     if (!pts) return 1;
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY, golden = NAN;
     for (size_t i = 0; i < set->n_series && nc < BFR_MAX_SERIES; i++) {
         const bfr__series *s = &set->series[i];
         if (!s->by_rate) continue;
-        pt *p = pts + (size_t)nc * BFR_MAX_POINTS;
+        pt *p = pts + (size_t)nc * stride;
         int n = points(s, metric, p);
         if (!n) continue;
         qsort(p, (size_t)n, sizeof *p, cmp_x);
@@ -124,7 +127,7 @@ int bfr__fig_ber(const bfr__set *set, json_t *figs)
         bfr__puts(&b, "\" stroke=\"" BFR_FAULT_FREE "\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n");
     }
     for (int c = 0; c < nc; c++) {
-        const pt *p = pts + (size_t)c * BFR_MAX_POINTS;
+        const pt *p = pts + (size_t)c * stride;
         const char *col = bfr__palette[idx[c] % BFR_MAX_SERIES];
         const bfr__series *s = &set->series[idx[c]];
         bfr__printf(&b, "<g class=\"curve\"><polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);

@@ -56,7 +56,7 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     size_t n = 0;
     bfr__tensor_row *rows = bfr__tensor_rows(set, d, &n, &oom);
     if (!rows) return oom;
-    size_t shown = n > BFR_MAX_BARS ? BFR_MAX_BARS : n;
+    size_t shown = n > set->max_tensors ? set->max_tensors : n;
     /* cells[row][bit]: trials and critical */
     long long (*cells)[64][2] = calloc(shown, sizeof *cells);
     if (!cells) { free(rows); return 1; }

@@ -21,7 +21,7 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     size_t n = 0;
     bfr__tensor_row *rows = bfr__tensor_rows(set, d, &n, &oom);
     if (!rows) return oom;
-    size_t shown = n > BFR_MAX_BARS ? BFR_MAX_BARS : n;
+    size_t shown = n > set->max_tensors ? set->max_tensors : n;
     int plot = (int)shown * (BH + 6), h = T + plot + 58 + (n > shown ? 16 : 0);
     double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
     if (!(conf > 0 && conf < 1)) conf = 0.95;

@@ -93,10 +93,14 @@ static bf_status add_series(bfr__set *set, size_t doc, const json_t *src, const 
     return BF_OK;
 }
 
-bf_status bfr__set_read(const bfr_input *in, size_t n, bfr__set *set, bf_error *err)
+bf_status bfr__set_read(const bfr_input *in, size_t n, const bfr_options *opt, bfr__set *set, bf_error *err)
 {
     memset(set, 0, sizeof *set);
     if (!in || n == 0) return bf_error_set(err, BF_EINVAL, "report: no result given");
+    int mt = opt ? opt->max_tensors : 0;
+    if (mt < 0 || mt > BFR_MAX_TENSORS_LIMIT)
+        return bf_error_set(err, BF_ERANGE, "report: at most %d tensors can be drawn, asked for %d", BFR_MAX_TENSORS_LIMIT, mt);
+    set->max_tensors = mt ? (size_t)mt : BFR_MAX_TENSORS_DEFAULT;
     set->docs = calloc(n, sizeof *set->docs);
     set->series = calloc(BFR_MAX_SERIES, sizeof *set->series);
     if (!set->docs || !set->series) goto oom;

@@ -12,10 +12,12 @@ int bfr__fig_add(json_t *figs, const char *name, const char *title, const char *
     return json_array_append_new(figs, f) != 0;
 }
 
-json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err)
+json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err) { return bfr_figures_opts(in, n, NULL, err); }
+
+json_t *bfr_figures_opts(const bfr_input *in, size_t n, const bfr_options *opt, bf_error *err)
 {
     bfr__set set;
-    bf_status st = bfr__set_read(in, n, &set, err);
+    bf_status st = bfr__set_read(in, n, opt, &set, err);
     if (st != BF_OK) return NULL;
     json_t *figs = json_array(), *doc = NULL;
     char *headline = bfr__headline(&set);

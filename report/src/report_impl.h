@@ -14,9 +14,8 @@
 
 /* Limits of what a figure draws (docs/REPORT.md); the rest is counted in a
  * note under the figure, never silently dropped. */
-#define BFR_MAX_BARS 20      /* tensors in the bar chart and the heatmap */
-#define BFR_MAX_SERIES 12    /* curves and bar groups overlaid in one figure */
-#define BFR_MAX_POINTS 64    /* bit error rates on one curve */
+#define BFR_MAX_SERIES 12    /* curves and bar groups overlaid in one figure: the colours
+                              * told apart (bfr__palette), so not a flag */
 #define BFR_LABEL_CHARS 40   /* a tensor name or legend entry is cut (with an ellipsis) past this */
 
 /* --- buffer.c: text that grows; an allocation failure is remembered and
@@ -122,9 +121,10 @@ typedef struct bfr__set {
     bfr__series *series;        /* one per result, or per configuration of a paired comparison */
     size_t n_series;
     size_t n_hidden;           /* series past BFR_MAX_SERIES, left out (and said so) */
+    size_t max_tensors;        /* bfr_options.max_tensors, resolved */
 } bfr__set;
 
-bf_status bfr__set_read(const bfr_input *in, size_t n, bfr__set *set, bf_error *err);
+bf_status bfr__set_read(const bfr_input *in, size_t n, const bfr_options *opt, bfr__set *set, bf_error *err);
 void bfr__set_free(bfr__set *set);
 /* The task metric the figures show: "auc", "accuracy", or NULL */
 const char *bfr__task_metric(const bfr__set *set);

@@ -207,13 +207,14 @@ static bf_status markdown(const bfr__set *set, const json_t *figs, const char *h
     return BF_OK;
 }
 
-bf_status bfr_write_titled(const bfr_input *in, size_t n, bfr_format fmt, const char *title, FILE *out, const char *figdir,
-                           const char *figlink, bf_error *err)
+bf_status bfr_write_opts(const bfr_input *in, size_t n, bfr_format fmt, const bfr_options *opt, FILE *out, const char *figdir,
+                         const char *figlink, bf_error *err)
 {
-    json_t *figs = bfr_figures(in, n, err);
+    json_t *figs = bfr_figures_opts(in, n, opt, err);
     if (!figs) return err && err->status ? err->status : BF_ENOMEM;
     bfr__set set;
-    bf_status st = bfr__set_read(in, n, &set, err);
+    const char *title = opt ? opt->title : NULL;
+    bf_status st = bfr__set_read(in, n, opt, &set, err);
     if (st == BF_OK) {
         const char *headline = json_string_value(json_object_get(figs, "headline"));
         const json_t *list = json_object_get(figs, "figures");
@@ -229,5 +230,5 @@ bf_status bfr_write_titled(const bfr_input *in, size_t n, bfr_format fmt, const 
 bf_status bfr_write(const bfr_input *in, size_t n, bfr_format fmt, FILE *out, const char *figdir, const char *figlink,
                     bf_error *err)
 {
-    return bfr_write_titled(in, n, fmt, NULL, out, figdir, figlink, err);
+    return bfr_write_opts(in, n, fmt, NULL, out, figdir, figlink, err);
 }

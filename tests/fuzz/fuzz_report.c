@@ -69,7 +69,8 @@ static void write_both(const bfr_input *in, size_t n)
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
     if (!out) return;
-    bfr_write_titled(in, n, BFR_HTML, "</title><script>t</script>", out, NULL, NULL, NULL);
+    bfr_options opt = {.title = "</title><script>t</script>", .max_tensors = 3};
+    bfr_write_opts(in, n, BFR_HTML, &opt, out, NULL, NULL, NULL);
     fclose(out);
     assert_inert(buf);
     free(buf);

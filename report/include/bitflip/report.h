@@ -49,8 +49,17 @@ typedef enum bfr_format { BFR_HTML, BFR_MARKDOWN } bfr_format;
  * Markdown file to FIGDIR). */
 bf_status bfr_write(const bfr_input *in, size_t n, bfr_format fmt, FILE *out, const char *figdir,
                     const char *figlink, bf_error *err);
-/* The same with the report's title (NULL: "Fault-injection report"). */
-bf_status bfr_write_titled(const bfr_input *in, size_t n, bfr_format fmt, const char *title, FILE *out,
-                           const char *figdir, const char *figlink, bf_error *err);
+/* What a caller may choose (docs/REPORT.md); zeros give the defaults. */
+typedef struct bfr_options {
+    const char *title;   /* the report's title; NULL: "Fault-injection report" */
+    int max_tensors;     /* tensors in the bars and the heatmap's rows, most vulnerable first;
+                          * 0: BFR_MAX_TENSORS_DEFAULT, at most BFR_MAX_TENSORS_LIMIT */
+} bfr_options;
+#define BFR_MAX_TENSORS_DEFAULT 20
+#define BFR_MAX_TENSORS_LIMIT 500
+
+json_t *bfr_figures_opts(const bfr_input *in, size_t n, const bfr_options *opt, bf_error *err);
+bf_status bfr_write_opts(const bfr_input *in, size_t n, bfr_format fmt, const bfr_options *opt, FILE *out,
+                         const char *figdir, const char *figlink, bf_error *err);
 
 #endif
