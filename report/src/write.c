@@ -123,6 +123,13 @@ static void md_text(bfr__buf *b, const char *s)
     bfr__buf t = {0};
     bfr__xml(&t, s, 0);
     for (const char *p = t.p ? t.p : ""; *p; p++) {
+        if (*p == '&') {   /* an entity bfr__xml wrote: kept whole, or Markdown would show it */
+            const char *e = strchr(p, ';');
+            size_t n = e ? (size_t)(e - p) + 1 : 1;
+            bfr__put(b, p, n);
+            p += n - 1;
+            continue;
+        }
         if (*p == '\n' || *p == '\r') { bfr__puts(b, " "); continue; }
         if (strchr("\\`*_[]()#|!~{}+-", *p)) bfr__put(b, "\\", 1);
         bfr__put(b, p, 1);

@@ -299,6 +299,9 @@ for ln in links:
         self_contained(open(p, encoding="utf-8").read().replace('xmlns="http://www.w3.org/2000/svg"', ""), None,
                        f"md_{ln}", hostile="heatmap_3" in ln or "tensors_3" in ln)
 check("md_no_raw_html", "<script" not in md.lower() and "<img" not in md.lower())
+# entities stay whole (a Markdown escape inside one would show it as text)
+check("md_entities", "&\\#" not in md and "campaign&#39;s" in md)
+check("md_hostile_escaped", "&lt;img src=x onerror=alert\\(1\\)&gt;" in md, "hostile tensor name not found escaped")
 
 print(f"{passes} passed, {fails} failed")
 sys.exit(1 if fails else 0)
