@@ -2,7 +2,6 @@
  * without the docs, or Markdown with SVG figures beside it. The drawing is
  * libbitflip-report's (bitflip/report.h), shared with bitflipd's page. */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,44 +68,44 @@ static const char *file_stem(const char *path, char *buf, size_t n)
 
 int cmd_report(int argc, char **argv)
 {
-    static const struct option opts[] = {
+    enum { OPT_MAX_TENSORS = CLI_OPT_FIRST };
+    static const struct option longopts[] = {
         {"out", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
         {"label", required_argument, NULL, 'l'}, {"title", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},        {"max-tensors", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},        {"max-tensors", required_argument, NULL, OPT_MAX_TENSORS},
         {NULL, 0, NULL, 0},
     };
-    const char *out_path = NULL, *format = NULL;
+    const char *out_path = NULL, *format = NULL, *v;
     bfr_options opt = {0};
     long long max_tensors = 0;
-    const char **labels = calloc((size_t)argc + 1, sizeof *labels);
-    size_t n_labels = 0;
+    const char **labels = calloc((size_t)argc + 1, sizeof *labels), **paths = calloc((size_t)argc + 1, sizeof *paths);
+    size_t n_labels = 0, n = 0;
     bfr_input *in = NULL;
     json_t **docs = NULL;
     char (*stems)[128] = NULL;
     char *figdir = NULL, *figlink = NULL;
     FILE *out = NULL;
     int rc = EXIT_OK, c;
-    size_t n = 0;
     bf_error err = {0};
-    if (!labels) { fprintf(stderr, "bitflip report: out of memory\n"); return EXIT_INFRA; }
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:f:l:t:h", opts, NULL)) != -1) {
+    cli_parser p;
+    if (!labels || !paths) { fprintf(stderr, "bitflip report: out of memory\n"); rc = EXIT_INFRA; goto done; }
+    cli_parser_init(&p, "report", argc, argv, "o:f:l:t:h", longopts);
+    while (!rc && (c = cli_parser_next(&p, &v)) != CLI_END) {
         switch (c) {
-        case 'o': out_path = optarg; break;
-        case 'f': format = optarg; break;
-        case 'l': labels[n_labels++] = optarg; break;
-        case 't': opt.title = optarg; break;
-        case 'm':
-            if ((rc = parse_count("report", "--max-tensors", optarg, 1, BFR_MAX_TENSORS_LIMIT, &max_tensors)) != 0) goto done;
+        case 'o': out_path = v; break;
+        case 'f': format = v; break;
+        case 'l': labels[n_labels++] = v; break;
+        case 't': opt.title = v; break;
+        case 'h': fputs(help, stdout); goto done;
+        case OPT_MAX_TENSORS:
+            rc = parse_count("report", "--max-tensors", v, 1, BFR_MAX_TENSORS_LIMIT, &max_tensors);
             opt.max_tensors = (int)max_tensors;
             break;
-        case 'h': fputs(help, stdout); goto done;
-        case ':': rc = usage_error("report", "%s needs a value", argv[optind - 1]); goto done;
-        default: rc = usage_error("report", "unknown option '%s'", argv[optind - 1]); goto done;
+        case CLI_ARG: paths[n++] = v; break;
+        default: rc = EXIT_USAGE; break;   /* CLI_BAD: already explained */
         }
     }
-    n = (size_t)(argc - optind);
+    if (rc) goto done;
     if (!n) { rc = usage_error("report", "which results? usage: bitflip report RESULT.json... -o report.html"); goto done; }
     if (n_labels > n) {
         rc = usage_error("report", "%zu --label for %zu result%s: give one per result, in order", n_labels, n, n > 1 ? "s" : "");
@@ -126,7 +125,7 @@ int cmd_report(int argc, char **argv)
     stems = calloc(n, sizeof *stems);
     if (!in || !docs || !stems) { fprintf(stderr, "bitflip report: out of memory\n"); rc = EXIT_INFRA; goto done; }
     for (size_t i = 0; i < n; i++) {
-        const char *path = argv[optind + (int)i];
+        const char *path = paths[i];
         json_error_t je;
         docs[i] = json_load_file(path, 0, &je);
         if (!docs[i]) {
@@ -176,6 +175,7 @@ done:
     free(in);
     free(stems);
     free(labels);
+    free(paths);
     free(figdir);
     free(figlink);
     return rc;
