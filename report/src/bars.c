@@ -8,7 +8,7 @@ void bfr__hbar(bfr__buf *b, const bfr__scale *sx, double y, double h, double v, 
               const char *tip, const char *value_text, double text_x)
 {
     double x0 = bfr__map(sx, sx->d0 < 0 && sx->d1 > 0 ? 0 : sx->d0), x1 = bfr__map(sx, fmin(fmax(v, sx->d0), sx->d1));
-    bfr__puts(b, "<g class=\"bar\"><rect x=\"");
+    bfr__puts(b, "<g class=\"bfr-bar\"><rect x=\"");
     bfr__coord(b, fmin(x0, x1));
     bfr__puts(b, "\" y=\"");
     bfr__coord(b, y);

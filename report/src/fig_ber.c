@@ -130,7 +130,7 @@ int bfr__fig_ber(const bfr__set *set, json_t *figs)
         const pt *p = pts + (size_t)c * stride;
         const char *col = bfr__palette[idx[c] % BFR_MAX_SERIES];
         const bfr__series *s = &set->series[idx[c]];
-        bfr__printf(&b, "<g class=\"curve\"><polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);
+        bfr__printf(&b, "<g class=\"bfr-curve\"><polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);
         for (int k = 0; k < np[c]; k++) {
             bfr__coord(&b, bfr__map(&sx, p[k].x));
             bfr__puts(&b, ",");

@@ -20,11 +20,13 @@ void bfr__svg_open(bfr__buf *b, int w, int h, const char *title, const char *des
     bfr__xml(b, title, 0);
     bfr__puts(b, "</title>\n<desc>");
     bfr__xml(b, desc, 0);
+    /* classes prefixed: a page that shows several figures inline (bitflipd's)
+     * keeps its own .bar or .legend */
     bfr__puts(b, "</desc>\n<style>"
-                ".t{font-size:15px;font-weight:bold;fill:#222}.s{font-size:12px;fill:#555}"
-                ".ax{stroke:#444;stroke-width:1}.g{stroke:#e4e4e4;stroke-width:1}"
-                ".tk{font-size:11px;fill:#333}.lb{font-size:12px;fill:#222}.v{font-size:11px;fill:#222}"
-                ".n{font-size:11px;fill:#666;font-style:italic}"
+                ".bfr-t{font-size:15px;font-weight:bold;fill:#222}.bfr-s{font-size:12px;fill:#555}"
+                ".bfr-ax{stroke:#444;stroke-width:1}.bfr-g{stroke:#e4e4e4;stroke-width:1}"
+                ".bfr-tk{font-size:11px;fill:#333}.bfr-lb{font-size:12px;fill:#222}.bfr-v{font-size:11px;fill:#222}"
+                ".bfr-n{font-size:11px;fill:#666;font-style:italic}"
                 "</style>\n");
     bfr__printf(b, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", w, h);
 }
@@ -37,7 +39,7 @@ void bfr__svg_text(bfr__buf *b, double x, double y, const char *anchor, const ch
     bfr__coord(b, x);
     bfr__puts(b, "\" y=\"");
     bfr__coord(b, y);
-    bfr__printf(b, "\" text-anchor=\"%s\" class=\"%s\">", anchor, cls);
+    bfr__printf(b, "\" text-anchor=\"%s\" class=\"bfr-%s\">", anchor, cls);
     bfr__xml(b, text, max_chars);
     bfr__puts(b, "</text>\n");
 }
@@ -57,7 +59,7 @@ void bfr__axis_x(bfr__buf *b, const bfr__scale *s, double y, const double *ticks
         char t[48];
         tick_label(t, sizeof t, ticks[i], fmt);
         if (grid_top < y) {
-            bfr__puts(b, "<line class=\"g\" x1=\"");
+            bfr__puts(b, "<line class=\"bfr-g\" x1=\"");
             bfr__coord(b, x);
             bfr__puts(b, "\" x2=\"");
             bfr__coord(b, x);
@@ -67,7 +69,7 @@ void bfr__axis_x(bfr__buf *b, const bfr__scale *s, double y, const double *ticks
             bfr__coord(b, y);
             bfr__puts(b, "\"/>\n");
         }
-        bfr__puts(b, "<line class=\"ax\" x1=\"");
+        bfr__puts(b, "<line class=\"bfr-ax\" x1=\"");
         bfr__coord(b, x);
         bfr__puts(b, "\" x2=\"");
         bfr__coord(b, x);
@@ -78,7 +80,7 @@ void bfr__axis_x(bfr__buf *b, const bfr__scale *s, double y, const double *ticks
         bfr__puts(b, "\"/>\n");
         bfr__svg_text(b, x, y + 18, "middle", "tk", t, 0);
     }
-    bfr__puts(b, "<line class=\"ax\" x1=\"");
+    bfr__puts(b, "<line class=\"bfr-ax\" x1=\"");
     bfr__coord(b, s->r0);
     bfr__puts(b, "\" x2=\"");
     bfr__coord(b, s->r1);
@@ -98,7 +100,7 @@ void bfr__axis_y(bfr__buf *b, const bfr__scale *s, double x, const double *ticks
         char t[48];
         tick_label(t, sizeof t, ticks[i], fmt);
         if (grid_right > x) {
-            bfr__puts(b, "<line class=\"g\" x1=\"");
+            bfr__puts(b, "<line class=\"bfr-g\" x1=\"");
             bfr__coord(b, x);
             bfr__puts(b, "\" x2=\"");
             bfr__coord(b, grid_right);
@@ -108,7 +110,7 @@ void bfr__axis_y(bfr__buf *b, const bfr__scale *s, double x, const double *ticks
             bfr__coord(b, y);
             bfr__puts(b, "\"/>\n");
         }
-        bfr__puts(b, "<line class=\"ax\" x1=\"");
+        bfr__puts(b, "<line class=\"bfr-ax\" x1=\"");
         bfr__coord(b, x - 5);
         bfr__puts(b, "\" x2=\"");
         bfr__coord(b, x);
@@ -119,7 +121,7 @@ void bfr__axis_y(bfr__buf *b, const bfr__scale *s, double x, const double *ticks
         bfr__puts(b, "\"/>\n");
         bfr__svg_text(b, x - 8, y + 4, "end", "tk", t, 0);
     }
-    bfr__puts(b, "<line class=\"ax\" x1=\"");
+    bfr__puts(b, "<line class=\"bfr-ax\" x1=\"");
     bfr__coord(b, x);
     bfr__puts(b, "\" x2=\"");
     bfr__coord(b, x);
@@ -130,7 +132,7 @@ void bfr__axis_y(bfr__buf *b, const bfr__scale *s, double x, const double *ticks
     bfr__puts(b, "\"/>\n");
     /* the label runs up the left edge */
     double cy = (s->r0 + s->r1) / 2;
-    bfr__puts(b, "<text class=\"lb\" text-anchor=\"middle\" transform=\"translate(");
+    bfr__puts(b, "<text class=\"bfr-lb\" text-anchor=\"middle\" transform=\"translate(");
     bfr__coord(b, x - 52);
     bfr__puts(b, ",");
     bfr__coord(b, cy);
@@ -166,7 +168,7 @@ void bfr__legend(bfr__buf *b, double x, double y, double width, char *const *lab
     for (int i = 0; i < n; i++) {
         double w = entry_width(labels[i]);
         if (cx > x && cx + w > x + width) cx = x, cy += 18;
-        bfr__printf(b, "<g class=\"legend\"><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>",
+        bfr__printf(b, "<g class=\"bfr-legend\"><line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"%s/>",
                    cx, cx + 22, cy - 4, cy - 4, colors[i],
                    dashed_first && i == 0 ? " stroke-dasharray=\"6 3\"" : "");
         bfr__svg_text(b, cx + 28, cy, "start", "lb", labels[i], BFR_LABEL_CHARS);

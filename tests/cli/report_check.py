@@ -102,7 +102,7 @@ def figures(root):
 
 
 def texts(svg, cls):
-    return [t.text or "" for t in svg.iter("text") if t.get("class") == cls]
+    return [t.text or "" for t in svg.iter("text") if t.get("class") == "bfr-" + cls]
 
 
 def headline(root):
@@ -203,9 +203,9 @@ check("headline_recovery", m is not None and m.group(1) == best["name"], h)
 if m:
     check("headline_recovery_value", int(m.group(2)) == round(100 * best["recovery"]["value"]), m.group(2))
     check("headline_recovery_ci", [int(m.group(3)), int(m.group(4))] == [round(100 * c) for c in best["recovery"]["ci"]])
-curves = [g for g in figs["ber_curve"].iter("g") if g.get("class") == "curve"]
+curves = [g for g in figs["ber_curve"].iter("g") if g.get("class") == "bfr-curve"]
 check("mit_curves", len(curves) == len(mit["mitigations"]), f"{len(curves)} curves")
-bars = [g for g in figs["mitigation"].iter("g") if g.get("class") == "bar"]
+bars = [g for g in figs["mitigation"].iter("g") if g.get("class") == "bfr-bar"]
 check("mit_bars", len(bars) == sum(isinstance(x["recovery"].get("value"), (int, float)) for x in mit["mitigations"][1:]))
 costs = [t for t in texts(figs["mitigation"], "v")]
 check("mit_cost_text", all("\u00d7 time" in c and "storage" in c for c in costs), str(costs))
@@ -227,9 +227,9 @@ r = run("report", *specs, "--label", "seed one", "--label", "seed two", "--label
 text, root = html_tree(f"{TMP}/ber.html", "overlay")
 self_contained(text, root, "overlay")
 figs = figures(root)
-curves = [g for g in figs["ber_curve"].iter("g") if g.get("class") == "curve"]
+curves = [g for g in figs["ber_curve"].iter("g") if g.get("class") == "bfr-curve"]
 check("overlay_curves", len(curves) == 3, f"{len(curves)} curves")
-legend = ["".join(g.itertext()).strip() for g in figs["ber_curve"].iter("g") if g.get("class") == "legend"]
+legend = ["".join(g.itertext()).strip() for g in figs["ber_curve"].iter("g") if g.get("class") == "bfr-legend"]
 check("overlay_legend", legend == ["without faults", "seed one", "seed two", "seed three"], str(legend))
 check("overlay_title", root.find("body/main/h1").text == "Three seeds")
 # each curve's points: the mean of each rate, as the result has it
@@ -240,7 +240,7 @@ for p, g in zip(pts, doc["by_rate"]):
     mean = g["metrics"]["auc"]["mean"]
     shown = float(re.search(r"AUC ([-\d.]+) \[", p).group(1))
     check("overlay_point_value", abs(shown - mean) <= 0.5 * 10 ** (math.floor(math.log10(abs(mean))) - 3), f"{p} vs {mean}")
-check("overlay_outcome_bars", len([g for g in figs["outcomes"].iter("g") if g.get("class") == "bar"]) == 12)
+check("overlay_outcome_bars", len([g for g in figs["outcomes"].iter("g") if g.get("class") == "bfr-bar"]) == 12)
 
 # --- hostile names: inert in HTML, SVG files and Markdown
 hostile = ["</svg><script>alert(1)</script>", '"onload="alert(1)', "a&b]]><!--", "\u202e\u0001tab\tname",

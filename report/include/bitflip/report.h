@@ -27,7 +27,8 @@ typedef struct bfr_input {
  *    "figures": [{"name": "ber_curve", "title": "...", "alt": "...", "svg": "<svg ...>...</svg>"}, ...]}
  * Each "svg" is a complete standalone SVG document with every piece of user
  * text escaped, no script and no external reference, safe to show in an
- * <img>. "headline", "title" and "alt" are plain text (UTF-8) that may hold
+ * <img> or inline (its style and classes are all "bfr-" prefixed, so a page
+ * keeps its own). "headline", "title" and "alt" are plain text (UTF-8) that may hold
  * user text (tensor names, labels): escape them where they are shown.
  * A figure is left out when no input has what it needs (ber_curve: by_rate;
  * tensors, heatmap: by_tensor (one each per input: tensors_2, heatmap_2...);
