@@ -152,6 +152,32 @@ check merge_renamed 2 "$BF" merge "$tmp/renamed"; contains merge_renamed "was it
 echo '{"shard": {"index": 5, "count": 2}, "campaign": {}}' >"$tmp/renamed/y.part-0-of-2.json"
 check merge_bad_shard 2 "$BF" merge "$tmp/renamed/y.part-0-of-2.json"; contains merge_bad_shard "valid \"shard\""
 
+# hostile parts: each refused with its file named, none crashes or allocates by a claimed count
+mkdir "$tmp/hostile"
+head -c 300 "$tmp/parts/digits_weights.part-0-of-3.json" >"$tmp/hostile/cut.json"
+check hostile_truncated 2 "$BF" merge "$tmp/hostile/cut.json"; contains hostile_truncated "cut.json"
+echo '[1, 2]' >"$tmp/hostile/array.json"
+check hostile_array 2 "$BF" merge "$tmp/hostile/array.json"; contains hostile_array "not a campaign result"
+echo '{"shard": {"index": 0, "count": 1000000000000}, "campaign": {}}' >"$tmp/hostile/huge.json"
+check hostile_huge_count 2 "$BF" merge "$tmp/hostile/huge.json"; contains hostile_huge_count "valid \"shard\""
+echo '{"shard": {"index": -1, "count": 2}, "campaign": {}}' >"$tmp/hostile/neg.json"
+check hostile_negative 2 "$BF" merge "$tmp/hostile/neg.json"
+echo '{"shard": {"index": "0", "count": 2}, "campaign": {}}' >"$tmp/hostile/str.json"
+check hostile_string_index 2 "$BF" merge "$tmp/hostile/str.json"
+echo '{"shard": {"index": 0, "count": 1}, "campaign": {}, "summary": 5}' >"$tmp/hostile/summary.json"
+check hostile_not_a_result 2 "$BF" merge "$tmp/hostile/summary.json"
+# names that look like parts but are not: ignored in a directory (hidden, overflowing, I >= N)
+mkdir "$tmp/oddnames"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/.digits_weights.part-1-of-3.json.AbC123"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/x.part-99999999999999999999-of-3.json"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/x.part-3-of-3.json"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/x.part-0-of-3.jsonx"
+check names_ignored 3 "$BF" merge "$tmp/oddnames"; contains names_ignored "no parts in"
+env_case env_overflow 2 "JOB_COMPLETION_INDEX is '99999999999999999999'" JOB_COMPLETION_INDEX=99999999999999999999 -- --shards 3
+env_case env_trailing 2 "SLURM_ARRAY_TASK_COUNT" SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=4x --
+env_case env_negative 2 "AWS_BATCH_JOB_ARRAY_INDEX is '-1'" AWS_BATCH_JOB_ARRAY_INDEX=-1 AWS_BATCH_JOB_ARRAY_SIZE=2 --
+env_case env_too_many 2 "BITFLIP_SHARDS is '1000001'" JOB_COMPLETION_INDEX=0 BITFLIP_SHARDS=1000001 --
+
 # --- unsharded into a directory, and a directory that cannot be written ------
 check out_dir_whole 0 "$BF" run --local "$spec" --out-dir "$tmp/empty" --prefix whole --format json
 [ -s "$tmp/empty/whole.json" ] && ok || bad "--out-dir without --shard writes PREFIX.json"
