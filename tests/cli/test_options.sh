@@ -95,6 +95,10 @@ check progress_bar 0 env TERM=xterm-256color "$BF" run --local "$spec" --format 
 LC_ALL=C grep -q $'\r' "$tmp/stderr" && ok || bad "bar progress has no carriage return"
 no_escape progress_bar "$tmp/stderr"
 no_escape table_output "$tmp/stdout"
+# and no path the runs above missed writes one: no escape in the CLI's sources
+if grep -nE '\\(033|x1[bB]|e\[)' "$FX"/../../clients/cli/*.c "$FX"/../../clients/cli/*.h; then
+  bad "an escape sequence in clients/cli (above): honour NO_COLOR and TERM=dumb there, and test it"
+else ok; fi
 # NO_COLOR changes nothing because nothing is coloured
 check progress_no_color 0 env NO_COLOR=1 "$BF" run --local "$spec" --format csv --progress=plain
 no_escape progress_no_color "$tmp/out"
