@@ -104,6 +104,13 @@ assert a == b
 PY
 check merge_glob 0 "$BF" merge "$tmp/parts/*.part-*-of-3.json" --format csv
 same merge_glob_equals "$tmp/ref.csv" "$tmp/stdout"
+# uneven shards (240 trials in 7), numbered by the generic variables, given in reverse
+for i in 6 5 4 3 2 1 0; do
+  check "seven$i" 0 env BITFLIP_SHARD_INDEX=$i BITFLIP_SHARDS=7 "$BF" run --local "$spec" --shard auto --threads 1 \
+        --out-dir "$tmp/seven" --format json
+done
+check merge_seven 0 "$BF" merge $(ls -r "$tmp"/seven/*.json) --format csv
+same merge_uneven_equals "$tmp/ref.csv" "$tmp/stdout"
 check merge_glob_none 3 "$BF" merge "$tmp/parts/*.part-*-of-9.json"; contains merge_glob_none "no file matches"
 mkdir "$tmp/empty"
 check merge_empty_dir 3 "$BF" merge "$tmp/empty";                    contains merge_empty_dir "no parts in"
