@@ -70,6 +70,24 @@ check out_dir_file 2 "$BF" run --local "$spec" --shard 0/2 --out-dir "$tmp/afile
 check out_and_dir 2 "$BF" run --local "$spec" --out x.json --out-dir "$tmp"; contains out_and_dir "choose one"
 check prefix_slash 2 "$BF" run --local "$spec" --out-dir "$tmp" --prefix a/b; contains prefix_slash "without '/'"
 
+# --- how many shards: bitflip plan --sample times a slice, --wall sizes the shards --
+check plan_sample 0 "$BF" plan "$spec" --sample 48 --threads 1 --wall=10m
+contains plan_sample "48 trials sampled (shard 0/5) on 1 thread"   # 240 trials / 48: shard 0 of 5
+contains plan_sample "the whole campaign (240 trials)"
+# the shard count is the arithmetic of the printed rate and setup: ceil(240 / (rate x (600 s - setup)))
+/usr/bin/python3 - "$tmp/stdout" <<'PY' && ok || bad "plan --wall's shard count does not follow from its rate"
+import math, re, sys
+out = open(sys.argv[1]).read()
+rate, setup = map(float, re.search(r"([0-9.e+]+) trials/s, setup ([0-9.e+-]+) s", out).groups())
+k = int(re.search(r"shards +(\d+) of 1 thread each to finish within 10m \(--shard auto --shards (\d+)\)", out).group(1))
+assert k == min(240, max(1, math.ceil(240 / (rate * (600 - setup))))), (k, rate, setup)
+PY
+check plan_sample_all 0 "$BF" plan "$spec" --sample 5000 --threads 1;  contains plan_sample_all "240 trials sampled (shard 0/1)"
+check plan_wall_alone 2 "$BF" plan "$spec" --wall 1h;                  contains plan_wall_alone "--wall needs --sample"
+check plan_wall_bad 2 "$BF" plan "$spec" --sample 10 --wall 10x;       contains plan_wall_bad "90s, 30m or 2h"
+check plan_mitigations 0 "$BF" plan "$SP/dlrm_mitigations.json" --sample 5 --wall 1h
+contains plan_mitigations "does not shard"
+
 # --- the unsharded reference, and three shards as an Indexed Job runs them --
 check ref 0 "$BF" run --local "$spec" --threads 2 --format csv --out "$tmp/ref.json"
 cp "$tmp/stdout" "$tmp/ref.csv"
