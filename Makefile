@@ -12,7 +12,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures clean
+.PHONY: test-ui all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures clean
 
 all: build
 
@@ -36,6 +36,12 @@ test: test-release test-asan test-tsan fuzz-smoke
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@[ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"
+
+# bitflipd's web page (docs/UI.md): its schema validator, and the page in
+# headless Chromium; screenshots in $(BUILD)/tests/ui/artifacts
+test-ui: build
+	cd $(BUILD) && ctest --output-on-failure -R '^ui_'
 
 test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

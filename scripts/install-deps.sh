@@ -12,16 +12,20 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev lib
       libssl-dev openssl    # libcrypto (SHA-256, constant-time compares); the CLI makes test certificates
       python3-jsonschema    # checks api/campaign.schema.json against the C validator
       python3-yaml          # reads api/openapi.yaml in tests/integration/openapi_check.py
-      libxml2-utils)        # xmllint: the JUnit XML against tests/api/junit-10.xsd
+      libxml2-utils         # xmllint: the JUnit XML against tests/api/junit-10.xsd
+      chromium              # the web page's browser test (tests/ui, make test-ui), headless
+      fonts-dejavu-core)    # text in its screenshots (chromium recommends fonts, --no-install-recommends skips them)
+# node and npm: playwright-core for tests/ui (and the npm-pinned linters); any
+# node and npm will do (this machine's may not be Debian's, and Debian's npm
+# would then conflict with it)
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
         libopenblas0-pthread   # the BLAS Debian's PyTorch calls: without it, the reference
                                # libblas3 (7x slower on the digits MLP), an unfair baseline
         wrk)   # HTTP load for bench/daemon_bench.py
-  # ONNX Runtime comes from npm: any node and npm will do (this machine's may
-  # not be Debian's, and Debian's npm would then conflict with it)
-  command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
-  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+  # (ONNX Runtime comes from npm: node and npm are in the list above)
 fi
 
 missing=()

@@ -7,7 +7,7 @@
 //
 // Run by tests/ui/ui_test.sh, which starts the daemon and sets:
 //   BF_UI_URL, BF_UI_TOKEN_A, BF_UI_TOKEN_B, BF_UI_FIXTURES, BF_UI_OUT,
-//   BF_UI_MODULES (node_modules with playwright-core), BF_CHROMIUM.
+//   BF_UI_MODULES (node_modules with playwright-core), BF_CHROMIUM, BF_UI_TRIALS.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -23,6 +23,8 @@ const DATA = path.join(FIX, 'conformance', 'demo_digits.eval.safetensors');
 const REF = JSON.parse(fs.readFileSync(path.join(FIX, 'conformance', 'demo_digits.ref.json'), 'utf8'));
 // a hang guard, not a speed assertion: the slow campaign takes seconds
 const LONG = 240000;
+const TRIALS = Number(process.env.BF_UI_TRIALS || 60000);
+const fmt = (n) => new Intl.NumberFormat('en-US').format(n);
 
 let failures = 0;
 function check(name, cond, detail) {
@@ -142,7 +144,7 @@ async function main() {
     const errText = await page.locator('#spec-errors').textContent();
     check('schema errors name the fields', errText.includes('/trials') && errText.includes('/sampling'), errText);
     check('an invalid spec cannot be submitted', await page.locator('#spec-submit').isDisabled());
-    await specWith(page, { trials: 60000, sampling: 'uniform' });
+    await specWith(page, { trials: TRIALS, sampling: 'uniform' });
     await page.waitForFunction(() => !document.querySelector('#spec-errors li'));
     check('a valid spec can be submitted', await page.locator('#spec-submit').isEnabled());
     await page.locator('#spec-submit').click();
@@ -169,7 +171,7 @@ async function main() {
     check('the progress bar advanced live (' + seen.length + ' values)', seen.length >= 3 && rising, seen.join(' '));
     check('the campaign succeeded', /state-succeeded/.test(await first.getAttribute('class')));
     const ptext = await first.locator('.progress-text').textContent();
-    check('trials formatted for people', ptext.includes('60,000 of 60,000 trials (100%)'), ptext);
+    check('trials formatted for people', ptext.includes(fmt(TRIALS) + ' of ' + fmt(TRIALS) + ' trials (100%)'), ptext);
     if (!shot) await page.screenshot({ path: path.join(OUT, 'ui-desktop.png') });
 
     // --- the result: headline and figures as <img> from blob: URLs -----------

@@ -4,7 +4,9 @@
 # into WORK_DIR (a build folder, never the source tree) when it is missing or
 # the lock file changed; starts a real bitflipd on loopback with two tenants'
 # tokens; runs tests/ui/ui_test.js against it with Debian's chromium.
-#   ui_test.sh SOURCE_DIR WORK_DIR BITFLIPD
+#   ui_test.sh SOURCE_DIR WORK_DIR BITFLIPD [TRIALS]
+# TRIALS (default 60000): the watched campaign's size, enough for its progress
+# bar to move several times on the fixture model.
 # Screenshots go to WORK_DIR/artifacts. Exit 0 pass, 1 fail, 77 (ctest SKIP)
 # when chromium, node or npm is not installed (scripts/install-deps.sh installs
 # chromium; BF_CHROMIUM names another binary).
@@ -13,6 +15,7 @@ src=${1:?usage: ui_test.sh SOURCE_DIR WORK_DIR BITFLIPD}
 work=${2:?usage: ui_test.sh SOURCE_DIR WORK_DIR BITFLIPD}
 mkdir -p "$work" && work=$(cd "$work" && pwd) || exit 1
 bfd=${3:?usage: ui_test.sh SOURCE_DIR WORK_DIR BITFLIPD}
+trials=${4:-60000}
 chromium=${BF_CHROMIUM:-/usr/bin/chromium}
 
 if [ ! -x "$chromium" ]; then
@@ -54,7 +57,7 @@ url=http://127.0.0.1:$(cat "$tmp/port")
 until curl -fsS "$url/v2/health/ready" >/dev/null 2>&1; do sleep 0.05; done
 
 BF_UI_URL=$url BF_UI_TOKEN_A=$A BF_UI_TOKEN_B=$B BF_UI_FIXTURES=$src/tests/fixtures BF_UI_OUT=$work/artifacts \
-  BF_UI_MODULES=$work/node_modules BF_CHROMIUM=$chromium node "$src/tests/ui/ui_test.js"
+  BF_UI_MODULES=$work/node_modules BF_UI_TRIALS=$trials BF_CHROMIUM=$chromium node "$src/tests/ui/ui_test.js"
 rc=$?
 [ $rc -ne 0 ] && { echo "--- daemon log (last 30 lines)"; tail -30 "$tmp/daemon.log"; }
 exit $rc
