@@ -61,3 +61,10 @@ echo "== which protection to ship: bitflip run --local tests/fixtures/specs/dlrm
 echo "   (a BER sweep on a DLRM, run unprotected and with clipping, selective bit protection"
 echo "    and ABFT, each on exactly the same faults: docs/MITIGATIONS.md)"
 "$BITFLIP" run --local tests/fixtures/specs/dlrm_mitigations.json --format table | sed -n '/^mitigations/,$p'
+
+# --- the web page (docs/UI.md); the report's lines, if any, stay above this block
+echo
+echo "== to see it in a browser: bitflipd's web page"
+echo "   $BITFLIPD --listen 127.0.0.1:8080 --data-dir ~/bitflip-data"
+echo "   then open http://127.0.0.1:8080/ : upload a model and an eval set, submit a"
+echo "   campaign from the form, watch it move, read its figures (docs/UI.md)"
