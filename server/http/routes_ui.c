@@ -72,7 +72,9 @@ void bfd_h_campaign_schema(bfd *d, bfd_req *r)
 void bfd_h_campaign_figures(bfd *d, bfd_req *r)
 {
     bfd_campaign_row row = {0};
-    json_t *doc = NULL;
+    json_t *doc = NULL, *figs = NULL;
+    json_error_t je;
+    bf_error err = {0};
     if (bfd_req_campaign(d, r, &row) != 0) return;
     if (row.state != BFD_SUCCEEDED || !row.result_json) {
         bfd_reply_problem(r, 409, NULL, "campaign %s is %s%s%s; its figures exist once it has succeeded (follow "
@@ -80,19 +82,14 @@ void bfd_h_campaign_figures(bfd *d, bfd_req *r)
                           row.error ? row.error : "", row.id);
         goto out;
     }
-    json_error_t je;
-    doc = json_loads(row.result_json, 0, &je);
-    if (!doc) {
-        bf_error err = {0};
+    if (!(doc = json_loads(row.result_json, 0, &je))) {
         bf_error_set(&err, BF_EFORMAT, "the stored result does not parse: %s", je.text);
         bfd_reply_internal(r, "reading the result", &err);
         goto out;
     }
     bfr_input in = {.result = doc, .label = NULL};
-    bf_error err = {0};
-    json_t *figs = bfr_figures(&in, 1, &err);
-    if (!figs) { bfd_reply_internal(r, "drawing the figures", &err); goto out; }
-    bfd_reply_json(r, 200, figs);
+    if (!(figs = bfr_figures(&in, 1, &err))) { bfd_reply_internal(r, "drawing the figures", &err); goto out; }
+    bfd_reply_json(r, 200, figs);   /* takes figs */
 out:
     json_decref(doc);
     bfd_campaign_row_clear(&row);
