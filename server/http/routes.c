@@ -33,6 +33,7 @@ static const bfd_route ROUTES[] = {
     {"GET", "/", BFD_BODY_NONE, 0, bfd_h_ui_page},
     {"GET", "/ui/app.js", BFD_BODY_NONE, 0, bfd_h_ui_app_js},
     {"GET", "/ui/validate.js", BFD_BODY_NONE, 0, bfd_h_ui_validate_js},
+    {"GET", "/ui/sse.js", BFD_BODY_NONE, 0, bfd_h_ui_sse_js},
     {"GET", "/ui/app.css", BFD_BODY_NONE, 0, bfd_h_ui_app_css},
     {"GET", "/v1/campaign.schema.json", BFD_BODY_NONE, 0, bfd_h_campaign_schema},
     {"GET", "/v1/campaigns/{id}/figures", BFD_BODY_NONE, 1, bfd_h_campaign_figures},

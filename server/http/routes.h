@@ -30,6 +30,7 @@ void bfd_h_campaign_delete(bfd *d, bfd_req *r);
 void bfd_h_ui_page(bfd *d, bfd_req *r);
 void bfd_h_ui_app_js(bfd *d, bfd_req *r);
 void bfd_h_ui_validate_js(bfd *d, bfd_req *r);
+void bfd_h_ui_sse_js(bfd *d, bfd_req *r);
 void bfd_h_ui_app_css(bfd *d, bfd_req *r);
 void bfd_h_campaign_schema(bfd *d, bfd_req *r);
 void bfd_h_campaign_figures(bfd *d, bfd_req *r);

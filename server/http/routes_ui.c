@@ -20,9 +20,10 @@
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "      \
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-extern const char bfd_ui_index_html[], bfd_ui_app_js[], bfd_ui_validate_js[], bfd_ui_app_css[], bfd_campaign_schema[];
-extern const size_t bfd_ui_index_html_len, bfd_ui_app_js_len, bfd_ui_validate_js_len, bfd_ui_app_css_len,
-    bfd_campaign_schema_len;
+extern const char bfd_ui_index_html[], bfd_ui_app_js[], bfd_ui_validate_js[], bfd_ui_sse_js[], bfd_ui_app_css[],
+    bfd_campaign_schema[];
+extern const size_t bfd_ui_index_html_len, bfd_ui_app_js_len, bfd_ui_validate_js_len, bfd_ui_sse_js_len,
+    bfd_ui_app_css_len, bfd_campaign_schema_len;
 
 static void ui_headers(bfd_req *r)
 {
@@ -53,6 +54,13 @@ void bfd_h_ui_validate_js(bfd *d, bfd_req *r)
     (void)d;
     ui_headers(r);
     bfd_reply_static(r, 200, "text/javascript; charset=utf-8", bfd_ui_validate_js, bfd_ui_validate_js_len);
+}
+
+void bfd_h_ui_sse_js(bfd *d, bfd_req *r)
+{
+    (void)d;
+    ui_headers(r);
+    bfd_reply_static(r, 200, "text/javascript; charset=utf-8", bfd_ui_sse_js, bfd_ui_sse_js_len);
 }
 
 void bfd_h_ui_app_css(bfd *d, bfd_req *r)

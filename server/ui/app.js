@@ -6,8 +6,8 @@
  *
  * The bearer token lives in sessionStorage (gone when the tab closes) and
  * travels only in the Authorization header. EventSource cannot send that
- * header, so event streams are read with fetch() and parsed here, resuming
- * with Last-Event-ID after a dropped connection. */
+ * header, so event streams are read with fetch() and parsed by sse.js,
+ * resuming with Last-Event-ID after a dropped connection. */
 (function () {
   'use strict';
 
@@ -427,8 +427,8 @@
     }).then(function () { button.disabled = false; return refreshCampaigns(); }).catch(function () {});
   }
 
-  /* --- event streams (fetch + ReadableStream: EventSource cannot send the
-   * Authorization header) ---------------------------------------------------- */
+  /* --- event streams (sse.js: fetch + ReadableStream, since EventSource
+   * cannot send the Authorization header) ------------------------------------ */
 
   function onEvent(id, type, data) {
     var c = campaignById(id), j;
@@ -453,61 +453,19 @@
     }
   }
 
-  /* Reads one stream until its `end` event, reconnecting (with
-   * Last-Event-ID) when the connection drops. */
+  /* Reads one stream until its `end` event (sse.js reconnects with
+   * Last-Event-ID when the connection drops). */
   function follow(id) {
-    var ctrl = new AbortController(), lastId = null, ended = false, backoff = 500;
+    var ctrl = new AbortController();
     state.streams.set(id, ctrl);
-
-    function dispatch(ev) {
-      if (ev.id !== null) lastId = ev.id;
-      if (ev.data === null) return;
-      if (ev.type === 'end') ended = true;
-      onEvent(id, ev.type || 'message', ev.data);
-    }
-
-    function once() {
-      var h = headers({Accept: 'text/event-stream'});
-      if (lastId) h['Last-Event-ID'] = lastId;
-      return fetch('/v1/campaigns/' + encodeURIComponent(id) + '/events', {headers: h, signal: ctrl.signal, cache: 'no-store'})
-        .then(function (res) {
-          if (!res.ok || !res.body) { ended = res.status === 404 || res.status === 401; return; }
-          backoff = 500;
-          var reader = res.body.getReader(), dec = new TextDecoder(), buf = '';
-          var ev = {type: null, data: null, id: null};
-          function line(l) {
-            if (l === '') { dispatch(ev); ev = {type: null, data: null, id: null}; return; }
-            if (l[0] === ':') return;   /* a comment: heartbeats */
-            var i = l.indexOf(':'), field = i < 0 ? l : l.slice(0, i), value = i < 0 ? '' : l.slice(i + 1);
-            if (value[0] === ' ') value = value.slice(1);
-            if (field === 'event') ev.type = value;
-            else if (field === 'data') ev.data = ev.data === null ? value : ev.data + '\n' + value;
-            else if (field === 'id') ev.id = value;
-          }
-          function pump() {
-            return reader.read().then(function (r) {
-              if (r.done) return;
-              buf += dec.decode(r.value, {stream: true});
-              var m;
-              /* a lone \r at the end may be half of \r\n: wait for more */
-              while ((m = /\r\n|\n|\r(?!$)/.exec(buf))) {
-                line(buf.slice(0, m.index));
-                buf = buf.slice(m.index + m[0].length);
-              }
-              return pump();
-            });
-          }
-          return pump();
-        })
-        .catch(function (e) { if (ctrl.signal.aborted) ended = true; })
-        .then(function () {
-          if (ended || ctrl.signal.aborted) { state.streams.delete(id); followActive(); return; }
-          var wait = backoff;
-          backoff = Math.min(backoff * 2, 10000);
-          return new Promise(function (r) { setTimeout(r, wait); }).then(once);
-        });
-    }
-    once();
+    BitflipSSE.follow('/v1/campaigns/' + encodeURIComponent(id) + '/events', {
+      headers: function () { return headers({}); },
+      signal: ctrl.signal,
+      onEvent: function (ev) { onEvent(id, ev.type || 'message', ev.data); }
+    }).then(function () {
+      if (state.streams.get(id) === ctrl) state.streams.delete(id);
+      if (!ctrl.signal.aborted) followActive();
+    });
   }
 
   /* Streams for up to MAX_STREAMS active campaigns; a poll for the rest. */

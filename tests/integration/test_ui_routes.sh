@@ -24,7 +24,7 @@ CSP="Content-Security-Policy: default-src 'none'; script-src 'self'; style-src '
 UI=$SRC/server/ui
 if grep -nE '<script(\s[^>]*)?>[^<]|<script>|<style|\sstyle=|\son[a-z]+=|javascript:' "$UI/index.html"; then
   bad "index.html has inline script or style (the CSP would block it)"; else ok; fi
-for f in app.js validate.js; do
+for f in app.js validate.js sse.js; do
   # (comment lines aside: they say why these are not used)
   if grep -nE 'innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function|setTimeout\(["'"'"']' "$UI/$f" |
        grep -vE '^[0-9]+:\s*(/\*|\*|//)'; then
@@ -39,7 +39,8 @@ A=(-H "Authorization: Bearer $A_TOK")
 B=(-H "Authorization: Bearer $B_TOK")
 
 # --- the page and its assets: open, with their headers ---------------------------
-for p in "/:text/html" "/ui/app.js:text/javascript" "/ui/validate.js:text/javascript" "/ui/app.css:text/css"; do
+for p in "/:text/html" "/ui/app.js:text/javascript" "/ui/validate.js:text/javascript" "/ui/sse.js:text/javascript" \
+         "/ui/app.css:text/css"; do
   path=${p%%:*} ct=${p#*:}
   req "get $path" 200 "$URL$path"
   header_has "$path content type" "Content-Type: $ct; charset=utf-8"
