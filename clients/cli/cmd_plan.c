@@ -34,21 +34,44 @@ int cmd_plan(int argc, char **argv)
     long long threads = 0, cache_budget = 0;
     int exact = 0, rc = 0;
     cli_limits_init(&lim);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return EXIT_OK; }
-        if (cli_limit_option("plan", argc, argv, &i, &lim, &rc)) { if (rc) return rc; continue; }
-        if (!strcmp(a, "--exact")) { exact = 1; continue; }
-        if (!strcmp(a, "--threads")) { if ((rc = parse_count("plan", a, v, 1, 256, &threads))) return rc; i++; continue; }
-        if (!strcmp(a, "--cache-budget")) { if ((rc = parse_size("plan", a, v, &cache_budget))) return rc; i++; continue; }
-        if (!strcmp(a, "--margin") || !strcmp(a, "--confidence")) {
+    enum { OPT_EXACT = CLI_OPT_FIRST, OPT_THREADS, OPT_CACHE_BUDGET, OPT_MARGIN, OPT_CONFIDENCE };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"exact", no_argument, NULL, OPT_EXACT},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"cache-budget", required_argument, NULL, OPT_CACHE_BUDGET},
+        {"margin", required_argument, NULL, OPT_MARGIN},
+        {"confidence", required_argument, NULL, OPT_CONFIDENCE},
+        CLI_LIMITS_OPTIONS,
+        {NULL, 0, NULL, 0}};
+    cli_parser p;
+    const char *v;
+    int oc;
+    cli_parser_init(&p, "plan", argc, argv, "h", longopts);
+    while ((oc = cli_parser_next(&p, &v)) != CLI_END) {
+        switch (oc) {
+        case 'h': fputs(help, stdout); return EXIT_OK;
+        case OPT_EXACT: exact = 1; break;
+        case OPT_THREADS: rc = parse_count("plan", "--threads", v, 1, 256, &threads); break;
+        case OPT_CACHE_BUDGET: rc = parse_size("plan", "--cache-budget", v, &cache_budget); break;
+        case OPT_MARGIN:
+        case OPT_CONFIDENCE: {
+            const char *name = oc == OPT_MARGIN ? "--margin" : "--confidence";
             char *end;
-            double x = v ? strtod(v, &end) : 0;
-            if (!v || end == v || *end || !(x > 0 && x < 1)) return usage_error("plan", "%s wants a number in (0, 1)", a);
-            if (!strcmp(a, "--margin")) margin = x; else conf = x;
-            i++;
-        } else if (a[0] == '-' && a[1]) return usage_error("plan", "unknown option '%s'", a);
-        else spec_path = a;
+            double x = strtod(v, &end);
+            if (end == v || *end || !(x > 0 && x < 1)) return usage_error("plan", "%s wants a number in (0, 1), got '%s'", name, v);
+            if (oc == OPT_MARGIN) margin = x; else conf = x;
+            break;
+        }
+        case CLI_ARG:
+            if (spec_path) return usage_error("plan", "one spec at a time (got '%s' and '%s')", spec_path, v);
+            spec_path = v;
+            break;
+        case CLI_BAD: return EXIT_USAGE;
+        default:
+            if (!cli_limit_option("plan", oc, v, &lim, &rc)) return EXIT_USAGE;
+        }
+        if (rc) return rc;
     }
     if (!spec_path) return usage_error("plan", "which campaign? usage: bitflip plan SPEC.json");
     bf_campaign_spec spec = {0};
