@@ -73,3 +73,10 @@ echo "== the pictures: bitflip report (one HTML file, figures inline, nothing fe
   --title "bitflip demo: a digits CNN and a DLRM under bit flips" -o "$report_dir/report.html"
 echo "   open it:  xdg-open $report_dir/report.html   (or any browser; Markdown for a PR:"
 echo "   bitflip report RESULT.json --format md -o report.md)"
+
+# --- the web page (docs/UI.md); the report's lines, if any, stay above this block
+echo
+echo "== to see it in a browser: bitflipd's web page"
+echo "   $BITFLIPD --listen 127.0.0.1:8080 --data-dir ~/bitflip-data"
+echo "   then open http://127.0.0.1:8080/ : upload a model and an eval set, submit a"
+echo "   campaign from the form, watch it move, read its figures (docs/UI.md)"
