@@ -133,6 +133,16 @@ static int open_dir_of(const char *path)
 
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path)
 {
+    /* a symbolic link (/dev/stdout), a device, a FIFO: written through, in
+     * place; a rename would replace the link or the device node itself */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (json_dump_file(doc, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
+            fprintf(stderr, "bitflip %s: cannot write %s\n", cmd, path);
+            return EXIT_INFRA;
+        }
+        return 0;
+    }
     /* the temporary file is hidden, in the same directory (so rename is
      * atomic) and unique to this process (two retries of one task may race) */
     const char *slash = strrchr(path, '/');

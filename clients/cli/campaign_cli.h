@@ -39,7 +39,9 @@ int remote_run(const char *url, const char *token, const char *spec_path, const 
 
 /* Writes the document (indented JSON and a newline) to `path` atomically: a
  * temporary file in the same directory, fsync, rename, fsync of the
- * directory; readers see the old file or the whole new one. 0 or EXIT_INFRA. */
+ * directory; readers see the old file or the whole new one. A path that is
+ * not a regular file (a symbolic link such as /dev/stdout, a device, a FIFO)
+ * is written through, in place. 0 or EXIT_INFRA. */
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path);
 
 /* Writes the document to out_path (if any) and prints it on stdout in

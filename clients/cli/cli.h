@@ -17,11 +17,14 @@ int cmd_run(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_slurm(int argc, char **argv);
 
 /* Options. Every command parses its argv with getopt_long through
  * cli_parser (opts.c), so that --opt=value and --opt value both work and
- * every error names the option. The pattern (cmd_plan.c is a short one):
+ * every error names the option; new commands (cmd_report.c, cmd_slurm.c)
+ * too, with their -h added to tests/cli/test_options.sh. The pattern
+ * (cmd_plan.c is a short one):
  *
  *   enum { OPT_OUT = CLI_OPT_FIRST, OPT_FORMAT };   long-only options
  *   static const struct option longopts[] = {

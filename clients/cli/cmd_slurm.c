@@ -8,7 +8,6 @@
  * DIR/PREFIX.slurm.json, which status and cancel read. */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <spawn.h>
@@ -211,7 +210,7 @@ static int check_only(const char *s, long long n)
 
 static int parse_submit(int argc, char **argv, submit_opts *o)
 {
-    enum { O_DIR = 256, O_PREFIX, O_PART, O_ACCOUNT, O_TIME, O_CPUS, O_MAXRUN, O_ONLY, O_BITFLIP, O_DRY, O_SHARDS };
+    enum { O_DIR = CLI_OPT_FIRST, O_PREFIX, O_PART, O_ACCOUNT, O_TIME, O_CPUS, O_MAXRUN, O_ONLY, O_BITFLIP, O_DRY, O_SHARDS };
     static const struct option lo[] = {
         {"shards", required_argument, NULL, O_SHARDS}, {"dir", required_argument, NULL, O_DIR},
         {"prefix", required_argument, NULL, O_PREFIX}, {"partition", required_argument, NULL, O_PART},
@@ -219,33 +218,37 @@ static int parse_submit(int argc, char **argv, submit_opts *o)
         {"cpus-per-task", required_argument, NULL, O_CPUS}, {"max-running", required_argument, NULL, O_MAXRUN},
         {"only", required_argument, NULL, O_ONLY}, {"bitflip", required_argument, NULL, O_BITFLIP},
         {"dry-run", no_argument, NULL, O_DRY}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    cli_parser p;
+    const char *v;
+    const char *extra = NULL;
     int c, rc = 0;
     o->cpus = 1;
     o->dir = ".";
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    cli_parser_init(&p, "slurm", argc, argv, "h", lo);
+    while (!rc && (c = cli_parser_next(&p, &v)) != CLI_END) {
         switch (c) {
         case 'h': fputs(help, stdout); return -1;
-        case O_SHARDS: rc = parse_count("slurm", "--shards", optarg, 1, 100000, &o->shards); break;
-        case O_DIR: o->dir = optarg; break;
-        case O_PREFIX: o->prefix = optarg; break;
-        case O_PART: o->partition = optarg; break;
-        case O_ACCOUNT: o->account = optarg; break;
-        case O_TIME: o->time_limit = optarg; break;
-        case O_CPUS: rc = parse_count("slurm", "--cpus-per-task", optarg, 1, 256, &o->cpus); break;
-        case O_MAXRUN: rc = parse_count("slurm", "--max-running", optarg, 1, 100000, &o->max_running); break;
-        case O_ONLY: o->only = optarg; break;
-        case O_BITFLIP: o->bitflip = optarg; break;
+        case O_SHARDS: rc = parse_count("slurm", "--shards", v, 1, 100000, &o->shards); break;
+        case O_DIR: o->dir = v; break;
+        case O_PREFIX: o->prefix = v; break;
+        case O_PART: o->partition = v; break;
+        case O_ACCOUNT: o->account = v; break;
+        case O_TIME: o->time_limit = v; break;
+        case O_CPUS: rc = parse_count("slurm", "--cpus-per-task", v, 1, 256, &o->cpus); break;
+        case O_MAXRUN: rc = parse_count("slurm", "--max-running", v, 1, 100000, &o->max_running); break;
+        case O_ONLY: o->only = v; break;
+        case O_BITFLIP: o->bitflip = v; break;
         case O_DRY: o->dry_run = 1; break;
-        case ':': return usage_error("slurm", "%s needs a value", argv[optind - 1]);
-        default: return usage_error("slurm", "unknown option '%s'", argv[optind - 1]);
+        case CLI_ARG:
+            if (!o->spec) o->spec = v;
+            else if (!extra) extra = v;
+            break;
+        default: return EXIT_USAGE;   /* CLI_BAD: already explained */
         }
-        if (rc) return rc;
     }
-    if (optind >= argc) return usage_error("slurm", "which campaign? usage: bitflip slurm submit --shards N SPEC.json");
-    if (optind + 1 < argc) return usage_error("slurm", "one spec at a time (got '%s' and '%s')", argv[optind], argv[optind + 1]);
-    o->spec = argv[optind];
+    if (rc) return rc;
+    if (!o->spec) return usage_error("slurm", "which campaign? usage: bitflip slurm submit --shards N SPEC.json");
+    if (extra) return usage_error("slurm", "one spec at a time (got '%s' and '%s')", o->spec, extra);
     if (!o->shards) return usage_error("slurm", "how many tasks? add --shards N ('bitflip plan SPEC' helps choose)");
     if (o->only && check_only(o->only, o->shards) != 0)
         return usage_error("slurm", "--only wants shard indexes below %lld such as 3,7 or 2-5, got '%s'", o->shards, o->only);

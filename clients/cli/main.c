@@ -87,6 +87,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[2], "merge")) return cmd_merge(2, help_argv);
         if (!strcmp(argv[2], "plan")) return cmd_plan(2, help_argv);
         if (!strcmp(argv[2], "ops")) return cmd_ops(2, help_argv);
+        if (!strcmp(argv[2], "report")) return cmd_report(2, help_argv);
         if (!strcmp(argv[2], "slurm")) return cmd_slurm(2, help_argv);
         fprintf(stderr, "bitflip: no command '%s'\n\n%s", argv[2], usage);
         return EXIT_USAGE;
@@ -97,6 +98,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "merge")) return cmd_merge(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "slurm")) return cmd_slurm(argc - 1, argv + 1);
     fprintf(stderr, "bitflip: no command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;

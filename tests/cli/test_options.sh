@@ -22,7 +22,7 @@ data=$FX/conformance/demo_digits.eval.safetensors
 spec=$FX/specs/digits_weights.json
 
 # -h and --help in every command
-for cmd in info eval run merge plan ops; do
+for cmd in info eval run merge plan ops slurm; do
   check "h_$cmd" 0 "$BF" "$cmd" -h;        contains "h_$cmd" "usage: bitflip $cmd"
   check "help_$cmd" 0 "$BF" "$cmd" --help; contains "help_$cmd" "usage: bitflip $cmd"
 done
@@ -49,6 +49,17 @@ check info_limit_eq 0 "$BF" info --limit=model.graph-depth=1000 --no-fuse "$mode
 check info_limit_bad 2 "$BF" info --limit=model.nope=1 "$model"; contains info_limit_bad "model.nope"
 check job_memory_eq 3 "$BF" eval "$model" "$data" --job-memory=1K; contains job_memory_eq "--job-memory"
 check ops_one 0 "$BF" ops --one-per-line;  contains ops_one "Conv"
+# --out through a symbolic link is written through it, never replacing the link
+# (a link in $tmp: the test must not touch /dev/stdout, which a rename as root would replace)
+: >"$tmp/target.json"
+ln -s "$tmp/target.json" "$tmp/link.json"
+check out_symlink 0 "$BF" run --local "$spec" --format csv --out "$tmp/link.json" --progress none
+[ -L "$tmp/link.json" ] && grep -q '"summary"' "$tmp/target.json" && ok || bad "--out through a symbolic link"
+mkfifo "$tmp/fifo"
+cat "$tmp/fifo" >"$tmp/from_fifo" & reader=$!
+check out_fifo 0 "$BF" run --local "$spec" --format csv --out "$tmp/fifo" --progress none
+wait $reader
+[ -p "$tmp/fifo" ] && grep -q '"summary"' "$tmp/from_fifo" && ok || bad "--out to a FIFO"
 # options after the arguments, and "--" before an argument that starts with '-'
 check after_args 0 "$BF" info "$model" --json; contains after_args '"params"'
 check dashdash 3 "$BF" info -- -not-a-file.onnx; contains dashdash "-not-a-file.onnx"
@@ -84,6 +95,10 @@ check progress_bar 0 env TERM=xterm-256color "$BF" run --local "$spec" --format 
 LC_ALL=C grep -q $'\r' "$tmp/stderr" && ok || bad "bar progress has no carriage return"
 no_escape progress_bar "$tmp/stderr"
 no_escape table_output "$tmp/stdout"
+# and no path the runs above missed writes one: no escape in the CLI's sources
+if grep -nE '\\(033|x1[bB]|e\[)' "$FX"/../../clients/cli/*.c "$FX"/../../clients/cli/*.h; then
+  bad "an escape sequence in clients/cli (above): honour NO_COLOR and TERM=dumb there, and test it"
+else ok; fi
 # NO_COLOR changes nothing because nothing is coloured
 check progress_no_color 0 env NO_COLOR=1 "$BF" run --local "$spec" --format csv --progress=plain
 no_escape progress_no_color "$tmp/out"

@@ -70,6 +70,24 @@ check out_dir_file 2 "$BF" run --local "$spec" --shard 0/2 --out-dir "$tmp/afile
 check out_and_dir 2 "$BF" run --local "$spec" --out x.json --out-dir "$tmp"; contains out_and_dir "choose one"
 check prefix_slash 2 "$BF" run --local "$spec" --out-dir "$tmp" --prefix a/b; contains prefix_slash "without '/'"
 
+# --- how many shards: bitflip plan --sample times a slice, --wall sizes the shards --
+check plan_sample 0 "$BF" plan "$spec" --sample 48 --threads 1 --wall=10m
+contains plan_sample "48 trials sampled (shard 0/5) on 1 thread"   # 240 trials / 48: shard 0 of 5
+contains plan_sample "the whole campaign (240 trials)"
+# the shard count is the arithmetic of the printed rate and setup: ceil(240 / (rate x (600 s - setup)))
+/usr/bin/python3 - "$tmp/stdout" <<'PY' && ok || bad "plan --wall's shard count does not follow from its rate"
+import math, re, sys
+out = open(sys.argv[1]).read()
+rate, setup = map(float, re.search(r"([0-9.e+]+) trials/s, setup ([0-9.e+-]+) s", out).groups())
+k = int(re.search(r"shards +(\d+) of 1 thread each to finish within 10m \(--shard auto --shards (\d+)\)", out).group(1))
+assert k == min(240, max(1, math.ceil(240 / (rate * (600 - setup))))), (k, rate, setup)
+PY
+check plan_sample_all 0 "$BF" plan "$spec" --sample 5000 --threads 1;  contains plan_sample_all "240 trials sampled (shard 0/1)"
+check plan_wall_alone 2 "$BF" plan "$spec" --wall 1h;                  contains plan_wall_alone "--wall needs --sample"
+check plan_wall_bad 2 "$BF" plan "$spec" --sample 10 --wall 10x;       contains plan_wall_bad "90s, 30m or 2h"
+check plan_mitigations 0 "$BF" plan "$SP/dlrm_mitigations.json" --sample 5 --wall 1h
+contains plan_mitigations "does not shard"
+
 # --- the unsharded reference, and three shards as an Indexed Job runs them --
 check ref 0 "$BF" run --local "$spec" --threads 2 --format csv --out "$tmp/ref.json"
 cp "$tmp/stdout" "$tmp/ref.csv"
@@ -104,6 +122,13 @@ assert a == b
 PY
 check merge_glob 0 "$BF" merge "$tmp/parts/*.part-*-of-3.json" --format csv
 same merge_glob_equals "$tmp/ref.csv" "$tmp/stdout"
+# uneven shards (240 trials in 7), numbered by the generic variables, given in reverse
+for i in 6 5 4 3 2 1 0; do
+  check "seven$i" 0 env BITFLIP_SHARD_INDEX=$i BITFLIP_SHARDS=7 "$BF" run --local "$spec" --shard auto --threads 1 \
+        --out-dir "$tmp/seven" --format json
+done
+check merge_seven 0 "$BF" merge $(ls -r "$tmp"/seven/*.json) --format csv
+same merge_uneven_equals "$tmp/ref.csv" "$tmp/stdout"
 check merge_glob_none 3 "$BF" merge "$tmp/parts/*.part-*-of-9.json"; contains merge_glob_none "no file matches"
 mkdir "$tmp/empty"
 check merge_empty_dir 3 "$BF" merge "$tmp/empty";                    contains merge_empty_dir "no parts in"
@@ -151,6 +176,32 @@ check merge_renamed 2 "$BF" merge "$tmp/renamed"; contains merge_renamed "was it
 # not a result at all
 echo '{"shard": {"index": 5, "count": 2}, "campaign": {}}' >"$tmp/renamed/y.part-0-of-2.json"
 check merge_bad_shard 2 "$BF" merge "$tmp/renamed/y.part-0-of-2.json"; contains merge_bad_shard "valid \"shard\""
+
+# hostile parts: each refused with its file named, none crashes or allocates by a claimed count
+mkdir "$tmp/hostile"
+head -c 300 "$tmp/parts/digits_weights.part-0-of-3.json" >"$tmp/hostile/cut.json"
+check hostile_truncated 2 "$BF" merge "$tmp/hostile/cut.json"; contains hostile_truncated "cut.json"
+echo '[1, 2]' >"$tmp/hostile/array.json"
+check hostile_array 2 "$BF" merge "$tmp/hostile/array.json"; contains hostile_array "not a campaign result"
+echo '{"shard": {"index": 0, "count": 1000000000000}, "campaign": {}}' >"$tmp/hostile/huge.json"
+check hostile_huge_count 2 "$BF" merge "$tmp/hostile/huge.json"; contains hostile_huge_count "valid \"shard\""
+echo '{"shard": {"index": -1, "count": 2}, "campaign": {}}' >"$tmp/hostile/neg.json"
+check hostile_negative 2 "$BF" merge "$tmp/hostile/neg.json"
+echo '{"shard": {"index": "0", "count": 2}, "campaign": {}}' >"$tmp/hostile/str.json"
+check hostile_string_index 2 "$BF" merge "$tmp/hostile/str.json"
+echo '{"shard": {"index": 0, "count": 1}, "campaign": {}, "summary": 5}' >"$tmp/hostile/summary.json"
+check hostile_not_a_result 2 "$BF" merge "$tmp/hostile/summary.json"
+# names that look like parts but are not: ignored in a directory (hidden, overflowing, I >= N)
+mkdir "$tmp/oddnames"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/.digits_weights.part-1-of-3.json.AbC123"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/x.part-99999999999999999999-of-3.json"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/x.part-3-of-3.json"
+cp "$tmp/parts/digits_weights.part-0-of-3.json" "$tmp/oddnames/x.part-0-of-3.jsonx"
+check names_ignored 3 "$BF" merge "$tmp/oddnames"; contains names_ignored "no parts in"
+env_case env_overflow 2 "JOB_COMPLETION_INDEX is '99999999999999999999'" JOB_COMPLETION_INDEX=99999999999999999999 -- --shards 3
+env_case env_trailing 2 "SLURM_ARRAY_TASK_COUNT" SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=4x --
+env_case env_negative 2 "AWS_BATCH_JOB_ARRAY_INDEX is '-1'" AWS_BATCH_JOB_ARRAY_INDEX=-1 AWS_BATCH_JOB_ARRAY_SIZE=2 --
+env_case env_too_many 2 "BITFLIP_SHARDS is '1000001'" JOB_COMPLETION_INDEX=0 BITFLIP_SHARDS=1000001 --
 
 # --- unsharded into a directory, and a directory that cannot be written ------
 check out_dir_whole 0 "$BF" run --local "$spec" --out-dir "$tmp/empty" --prefix whole --format json
