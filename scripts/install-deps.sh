@@ -39,7 +39,7 @@ fi
 if [[ "$ARGS" == *" --test "* || "$ARGS" == *" --slurm "* ]]; then
   # the daemons only: tests/slurm/cluster.sh runs them under a temporary
   # directory (Debian's packages do not start them without systemd)
-  pkgs+=(slurm-wlm munge)
+  pkgs+=(slurm-wlm munge procps)   # procps: pgrep, to check no daemon is left
 fi
 if [[ "$ARGS" == *" --bench "* ]]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy

@@ -33,13 +33,14 @@ check_prereqs() {
   done
 }
 
-# A TCP port nobody listens on, from a range away from the usual 6817/6818.
+# A TCP port nobody uses, from a range away from the usual 6817/6818 (the
+# local ports of /proc/net/tcp{,6}, in hex: no ss or netstat needed).
 free_port() {
   local p used
-  used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
+  used=$(awk 'FNR > 1 { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u || true)
   for _ in $(seq 200); do
     p=$((20000 + RANDOM % 20000))
-    grep -qx "$p" <<<"$used" || { echo "$p"; return; }
+    grep -qx "$(printf '%04X' "$p")" <<<"$used" || { echo "$p"; return; }
   done
   die "no free TCP port found between 20000 and 40000"
 }
