@@ -509,6 +509,10 @@ static void after_work(uv_work_t *req, int status)
         if (w->new_job[0]) {
             snprintf(j->array_job, sizeof j->array_job, "%s", w->new_job);
             j->n_submit = 0;
+            bf_error err = {0};
+            if (bfd_campaign_set_job(d->store, j->id, j->array_job, &err) != BF_OK)
+                bfd_log(d, "error", "campaign %s: recording its Slurm job %s: %s (DIR/array_job still has it)", j->id,
+                        j->array_job, err.msg);
         }
         if (!j->over) {
             int any = 0;
@@ -677,9 +681,15 @@ void bfd_slurm_free(bfd_slurm *sl)
     free(sl);
 }
 
-/* The array recorded for a campaign by an earlier run of the daemon. */
-static void read_recorded(sjob *j)
+/* The array recorded for a campaign by an earlier run of the daemon: in the
+ * store, or else in DIR/array_job, which the work item writes as soon as
+ * sbatch answers (a daemon killed before the store heard of the job). */
+static void read_recorded(bfd *d, sjob *j)
 {
+    bf_error err = {0};
+    if (bfd_campaign_job(d->store, j->id, j->array_job, sizeof j->array_job, &err) != BF_OK)
+        bfd_log(d, "error", "campaign %s: reading its Slurm job: %s", j->id, err.msg);
+    if (j->array_job[0]) return;
     char path[4200];
     snprintf(path, sizeof path, "%s/array_job", j->dir);
     FILE *f = fopen(path, "r");
@@ -723,7 +733,7 @@ bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pendin
             j->submit[j->n_submit++] = pending[i];
         }
     if (started) {
-        read_recorded(j);
+        read_recorded(sl->d, j);
         if (j->array_job[0]) bfd_log(sl->d, "info", "campaign %s: re-attaching to Slurm array job %s", j->id, j->array_job);
     }
     j->next = sl->head;

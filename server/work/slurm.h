@@ -14,9 +14,10 @@
  * Slurm reports failed fails the campaign with the tail of its log. sbatch,
  * squeue and scancel run on libuv's thread pool, never on the loop.
  *
- * The array's job id is kept in SLURM_DIR/<campaign>/array_job: a restarted
- * daemon re-attaches to the running array instead of submitting again, and
- * picks up the parts written while it was away. A job Slurm no longer knows
+ * The array's job id is kept in the store (and in SLURM_DIR/<campaign>/
+ * array_job, written the moment sbatch answers): a restarted daemon
+ * re-attaches to the running array instead of submitting again, and picks
+ * up the parts written while it was away. A job Slurm no longer knows
  * whose parts are missing (it ended long ago) is submitted again for those
  * chunks. A daemon that stops leaves its arrays running; cancel scancels. */
 #ifndef BFD_SLURM_H

@@ -136,11 +136,13 @@ wait_state "$CID" running 60 && ok || bad "the Slurm campaign never ran"
 A=$(array_of "$CID")
 stop_daemon TERM; PID=
 case "$(slurm_states "$A")" in *PENDING*|*RUNNING*) ok ;; *) bad "the array did not outlive the daemon: $(slurm_states "$A")" ;; esac
+# the store has the job: without the copy beside the parts, it still re-attaches
+rm "$tmp/data/slurm/$CID/array_job"
 sleep 1
 start_daemon "$tmp/data" --executor slurm --slurm-poll-seconds 0.2 --slurm-bitflip "$tmp/slow-bitflip" || exit 1
 grep -q "re-attaching to Slurm array job $A" "$tmp/daemon.log" && ok || bad "no re-attach to $A in the log"
 wait_state "$CID" succeeded 180 && ok || bad "the re-attached campaign did not succeed"
-eq same_array "$(array_of "$CID")" "$A"
+[ ! -e "$tmp/data/slurm/$CID/array_job" ] && ok || bad "the restarted daemon submitted the campaign again"
 jobs=$(squeue -h --states=all -n "bitflipd-${CID:0:12}" -o %F | sort -u | tr '\n' ' ')
 eq one_array_submitted "$jobs" "$A "
 req restarted_json 200 "$URL/v1/campaigns/$CID/results"
