@@ -165,7 +165,7 @@ def main():
                 # reported, since the engine's per-trial metrics can differ in
                 # their last bits with what else ran in the process
                 if strip(got, False) != strip(ref, False):
-                    sys.exit("the merged outcomes of %d shards differ from the local run" % n)
+                    sys.exit("the merged outcomes of %d shards differ from the local run (files in %s)" % (n, work))
                 if strip(got) != strip(ref):
                     print("  note: %d shards: metric sums differ from the local run in their last bits" % n)
                 best = t if best is None else min(best, t)
@@ -221,4 +221,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main()   # its temporary directory goes at the end; after an error it is kept, for the logs
