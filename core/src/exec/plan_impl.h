@@ -55,9 +55,8 @@ struct bf_plan {
 bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_elems, bf_error *err);
 /* Room for n value faults, so that setting up to n allocates nothing. */
 /* fault.c: element i of an int8/uint8 parameter as a float holding the
- * integer, and written back from one (saturated to the type's range). */
+ * integer (bf__param_int_set, in exec/step_access.h, writes one back). */
 float bf__param_int_get(const void *data, bf_dtype dt, int64_t i);
-void bf__param_int_set(void *data, bf_dtype dt, int64_t i, float v);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
 /* bf_plan_estimate that also gives the element count of graph output 0. */
