@@ -31,6 +31,7 @@
 #include "base/alloc.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
+#include "exec/plan_impl.h"
 #include "exec/ops/sgemm.h"
 
 #define CHUNK 16            /* trials a worker takes at a time (at most); 64 saved a few
@@ -305,6 +306,10 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         bf_status u = bf_evaluator_write_param(w->ev, c->site_param[f->site], f->index, w->old[i], &w->err);
         if (u != BF_OK && st == BF_OK) st = u;
     }
+    /* every fault written back: their pages are the arena's again (a BER
+     * trial's thousands of pages are not kept until the next one) */
+    for (size_t i = 0; st == BF_OK && i < applied; i++)
+        bf__evaluator_param_golden(w->ev, c->site_param[d->f[i].site], d->f[i].index);
     return st;
 }
 

@@ -98,6 +98,9 @@ struct bf_model {
     char *label;
     char *producer;
     int64_t opset;
+    /* the large initializers' data (base/warena.h); NULL: all on the heap.
+     * Read-only once loaded. A derived model uses its base's. */
+    struct bf__warena *warena;
 
     size_t n_values;
     bf__value *values;
