@@ -80,12 +80,11 @@ void bf__pages_drop(void *addr, size_t len)
     if (len) (void)madvise(addr, len, MADV_DONTNEED);
 }
 
-void bf__wview_release(void *view, size_t off)
+void bf__wview_drop(void *view, size_t nbytes)
 {
-    size_t pg = bf__warena_page();
-    /* MADV_DONTNEED on a private file mapping drops the private copy; the
-     * next read maps the arena's page again */
-    (void)madvise((uint8_t *)view + off / pg * pg, pg, MADV_DONTNEED);
+    /* MADV_DONTNEED on a private file mapping drops the private copies and
+     * unmaps the rest; the next access maps the arena's page again */
+    if (view && nbytes) (void)madvise(view, nbytes, MADV_DONTNEED);
 }
 
 #else
@@ -100,7 +99,7 @@ void *bf__wview_create(const bf__warena *a, const void *data, size_t nbytes)
     return NULL;
 }
 void bf__wview_free(void *view, size_t nbytes) { (void)view; (void)nbytes; }
-void bf__wview_release(void *view, size_t off) { (void)view; (void)off; }
+void bf__wview_drop(void *view, size_t nbytes) { (void)view; (void)nbytes; }
 
 #endif
 

@@ -35,10 +35,10 @@ size_t bf__warena_page(void);
  * NULL on failure. Free with bf__wview_free(view, nbytes). */
 void *bf__wview_create(const bf__warena *a, const void *data, size_t nbytes);
 void bf__wview_free(void *view, size_t nbytes);
-/* Gives back the private page holding byte `off` of a view: it reads the
- * arena's (golden) contents again. Only when that page holds exactly the
- * arena's values (every fault on it restored). */
-void bf__wview_release(void *view, size_t off);
+/* Gives back every page of a view: written (private) and read (the arena's,
+ * mapped here too). It reads the arena's contents again: only when it holds
+ * exactly those (every fault restored). */
+void bf__wview_drop(void *view, size_t nbytes);
 
 /* Gives back a page-aligned range of a read-only file mapping (its pages are
  * read from the file again if touched): how the loader drops what it has

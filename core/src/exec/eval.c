@@ -521,9 +521,9 @@ bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *va
     return BF_OK;
 }
 
-void bf__evaluator_param_golden(bf_evaluator *ev, size_t param, int64_t index)
+void bf__evaluator_param_golden(bf_evaluator *ev, size_t param)
 {
-    for (size_t p = 0; p < ev->n_plans; p++) bf__plan_param_golden(ev->plans[p], param, index);
+    for (size_t p = 0; p < ev->n_plans; p++) bf__plan_param_golden(ev->plans[p], param);
 }
 
 bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,

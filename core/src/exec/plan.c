@@ -650,10 +650,15 @@ static const bf__warena *root_arena(const bf_model *m)
     return m->warena;
 }
 
-void bf__plan_param_golden(bf_plan *p, size_t param, int64_t index)
+/* The plan reads the model's own tensor again and the view's pages (the
+ * ones faults wrote, and the ones read through it) go back: a page of the
+ * arena read through two mappings counts twice in the process's resident
+ * memory, so views are only read while they hold faults. */
+void bf__plan_param_golden(bf_plan *p, size_t param)
 {
     if (param >= p->model->n_params || !p->param_view[param] || p->param_rewritten[param]) return;
-    bf__wview_release(p->param_copy[param], (size_t)index * bf_dtype_size(p->model->params[param].dtype));
+    bf__wview_drop(p->param_copy[param], p->param_view[param]);
+    p->vals[p->model->param_vals[param]].data = p->model->params[param].tensor->data;
 }
 
 void bf__plan_param_rewritten(bf_plan *p, size_t param)
@@ -687,6 +692,8 @@ bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *er
         p->param_copy[param] = copy;
         p->vals[m->param_vals[param]].data = copy;
     }
+    /* in use again after bf__plan_param_golden */
+    p->vals[m->param_vals[param]].data = p->param_copy[param];
     *data = p->param_copy[param];
     return BF_OK;
 }

@@ -63,17 +63,18 @@ bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_e
 float bf__param_int_get(const void *data, bf_dtype dt, int64_t i);
 void bf__param_int_set(void *data, bf_dtype dt, int64_t i, float v);
 /* Parameter copies that are private views of the weights arena (plan.c):
- * _golden gives back the page holding element `index` (the caller has
- * restored every fault on it), unless the copy was _rewritten whole (a stored
- * representation), which also makes _is_golden 0. */
-void bf__plan_param_golden(bf_plan *p, size_t param, int64_t index);
+ * _golden makes the plan read the model's tensor again and gives the view's
+ * pages back (the caller has restored every fault in it), unless the copy
+ * was _rewritten whole (a stored representation), which also makes
+ * _is_golden 0. */
+void bf__plan_param_golden(bf_plan *p, size_t param);
 void bf__plan_param_rewritten(bf_plan *p, size_t param);
 int bf__plan_param_is_golden(const bf_plan *p, size_t param);
 /* bf__plan_param_golden in every plan of an evaluator (eval.c): after a
  * trial's faults are written back, their pages return to the arena's, so a
  * campaign's private pages stay those of one trial, whatever it ran before. */
 struct bf_evaluator;
-void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param, int64_t index);
+void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
 /* bf_plan_estimate that also gives the element count of graph output 0. */
