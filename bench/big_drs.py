@@ -75,7 +75,9 @@ def build_onnx(rows, dim, weights):
     nodes, inits = [], [numpy_helper.from_array(a, name) for name, a in weights.items()]
 
     def const(name, arr):
-        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        # Constant nodes, not initializers: the graph's initializers are then exactly
+        # nets.DLRM's state dict (bench/torch_campaign.py loads it strictly)
+        nodes.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(arr), name)))
         return name
     x = "dense"
     for i in range(len(BOT) + 1):
@@ -113,6 +115,9 @@ def build_onnx(rows, dim, weights):
             nodes.append(helper.make_node("Relu", [y + "_g"], [y]))
         x = y
     nodes.append(helper.make_node("Sigmoid", [x], ["prob"]))
+    # nets.DLRM's buffers (the pairs it dots), which this graph does not read
+    inits.append(numpy_helper.from_array(li.astype(np.int64), "li"))
+    inits.append(numpy_helper.from_array(lj.astype(np.int64), "lj"))
     g = helper.make_graph(
         nodes, "dlrm_criteo",
         [helper.make_tensor_value_info("dense", TensorProto.FLOAT, ["batch", 13]),

@@ -426,6 +426,10 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
     b->arena_bytes = total + 64;
     b->scratch_bytes = align64(p->scratch_bytes + 64) > scratch_max ? align64(p->scratch_bytes + 64) : scratch_max;
     for (size_t i = 0; i < m->n_params; i++) {
+        /* a tensor of the weights arena is faulted through a view: a page
+         * per fault for one trial, not a copy (a stored representation
+         * rewrites it whole: bf_campaign_estimate counts that) */
+        if (bf__param_in_arena(m, i)) continue;
         uint64_t pb = align64(bf_tensor_nbytes(m->params[i].tensor) + 1);
         b->param_copy_bytes += pb;
         item(b, "parameter copy", NULL, m->params[i].tensor->name, m->params[i].tensor, pb);

@@ -953,6 +953,13 @@ const char *bf_model_node_op(const bf_model *m, size_t i) { return i < m->n_node
 const char *bf_model_node_name(const bf_model *m, size_t i) { return i < m->n_nodes ? m->nodes[m->order[i]].name : NULL; }
 size_t bf_model_num_params(const bf_model *m) { return m->n_params; }
 int bf__param_is_zero_point(const bf_model *m, size_t p) { return p < m->n_params && m->param_zp && m->param_zp[p]; }
+
+int bf__param_in_arena(const bf_model *m, size_t p)
+{
+    const bf_model *root = m;
+    while (root->base) root = root->base;
+    return p < m->n_params && bf__warena_owns(root->warena, m->params[p].tensor->data);
+}
 const bf_param_info *bf_model_param(const bf_model *m, size_t i) { return i < m->n_params ? &m->params[i] : NULL; }
 int64_t bf_model_param_elements(const bf_model *m) { return m->param_elements; }
 
