@@ -238,7 +238,7 @@ def render(out, cmd):
           "base/warena.h) plus the golden cache (`--cache-budget`, 1 GiB by default; these models' "
           "caches are 448 MiB) plus plans and eval set. Before issue 21's changes the 169M model took "
           "1.9 GiB for `bitflip info` (3x the file: the file, protobuf-c's copy, ours), 2.7 GiB for the "
-          "single-fault campaign and 6.4 GiB for the BER sweep (a copy of each faulted table per "
+          "single-fault campaign (1 thread) and 6.4 GiB for the BER sweep (2 threads; a copy of each faulted table per "
           "plan), and a fault's first hit on a table copied the table (measured on this machine with "
           "main's build at 3733091). PSS, sampled every 50 ms, counts a page mapped twice once: "
           "during a BER trial a worker reads each faulted table through its private view of the "
