@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Generate a DLRM of Criteo Kaggle's shape with random weights, for the memory and per-fault
-cost benchmark (bench/big_bench.py) and the memory-bound test (tests/test_mem_bound.sh).
+cost benchmark (bench/big_bench.py). (The ctest memory bound, tests/mem/mem_bound.py, makes
+its own smaller model with the standard library only.)
 
 Shape: 13 dense features; 26 embedding tables at Criteo Kaggle's cardinalities (as listed by
 facebookresearch/dlrm for the Kaggle display-advertising set) capped at --cap rows; dim 16;
 bottom MLP 13-512-256-64-16 and top MLP 367-512-256-1 (DLRM's Kaggle configuration); pairwise
-dot interaction of the 27 vectors. --cap 2000000 gives 169M parameters (645 MiB of ONNX),
---cap 200000 23.8M (90 MiB).
+dot interaction of the 27 vectors. --cap 2000000 gives 169.6M parameters (647 MiB of ONNX),
+--cap 200000 24.2M (92 MiB).
 
 No training: weights are drawn (tables uniform in +-1/sqrt(rows), DLRM's init; linear layers
 PyTorch's default init). Eval samples: dense features log1p(exponential), one id per table
