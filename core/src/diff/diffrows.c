@@ -389,10 +389,13 @@ static bf_status rows_check(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_e
         /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
         for (size_t q = 0; q < m->n_params; q++) {
             const void *gold = dx->plan[0]->vals[m->param_vals[q]].data;
-            if (gold == bf_model_param(m, q)->tensor->data) continue;
+            /* a copy that holds the model's values (or a trial's faults,
+             * read from plan[0] below) needs none of its own */
+            if (gold == bf_model_param(m, q)->tensor->data || bf__plan_param_is_golden(dx->plan[0], q)) continue;
             void *mine;
             if ((st = bf_plan_param_data(dx->sub[k], q, &mine, err)) != BF_OK) return st;
             memcpy(mine, gold, bf_tensor_nbytes(bf_model_param(m, q)->tensor));
+            bf__plan_param_rewritten(dx->sub[k], q);
         }
         for (size_t i = 0; i < n_w; i++) {
             int v = m->param_vals[w[i].param];
