@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""Runs the DRS study's campaigns on a zoo made by make_zoo.py (docs/STUDY.md).
+
+    /usr/bin/python3 study/drs/run_study.py --zoo build/study/drs/zoo --out build/study/drs
+        [--bitflip build/bitflip] [--threads 2] [--repeats 10] [--rates 1e-10,...,1e-3]
+        [--table-rate 1e-5] [--representations fp32,fp16,int8] [--models a,b] [--skip-tables]
+
+For each model of the zoo's manifest.json, with `bitflip run --local SPEC --out RESULT`:
+
+  sweep_MODEL_REPR   BER over every weight (tables and MLPs), --rates (default 1e-10 ..
+                     1e-3 by decades), --repeats independent trials per rate, in storage
+                     REPR (fp32, fp16, int8), AUC and log loss; the configurations none,
+                     clip (activation clipping, bounds profiled on the golden pass), sbp
+                     (ECC on the sign and exponent bits; int8: its sign bit) and abft
+                     (checksums on every Gemm/MatMul, correcting one wrong channel) run on
+                     the same faults (the spec's "mitigations": docs/MITIGATIONS.md)
+  table_MODEL_T      BER at --table-rate confined to one weight tensor T (each embedding
+                     table, and the MLPs together as "mlp"), fp32, --repeats trials: which
+                     tables' errors hurt, against their size and embedding dim
+
+Writes OUT/specs/NAME.json, OUT/results/NAME.json (bitflip's result) and OUT/study.json
+(the zoo's manifest, each campaign's spec path, result path and wall time, the whole
+run's time and the machine), which render.py turns into docs/STUDY.md's tables and
+figures.  A campaign that fails stops the study with bitflip's error.  Standard library
+only.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+
+RATES = [1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3]
+REPRESENTATIONS = ["fp32", "fp16", "int8"]
+MITIGATIONS = [
+    "none",
+    {"name": "clip", "clip": {"bounds": "profile"}},
+    "sbp",
+    {"name": "abft", "abft": {"mode": "correct"}},
+]
+
+
+def log(msg):
+    print(f"[study-drs] {msg}", file=sys.stderr, flush=True)
+
+
+def table_tensors(model, dim, info):
+    """(label, tensor name, rows, dim) of each embedding table of MODEL, from its PyTorch
+    names (models.py): <part>.C<k>.weight, Wide&Deep's wide.weight."""
+    out = []
+    for part, d in (("emb", dim), ("first", 1), ("second", dim)):
+        for t, rows in enumerate(info["table_rows"]):
+            out.append((f"{part}.C{t + 1}", f"{part}.C{t + 1}.weight", rows, d))
+    if model == "wide_deep":
+        out.append(("wide", "wide.weight", sum(info["table_rows"]), 1))
+    present = set(info["models"][model].get("tensors", []))
+    return [x for x in out if not present or x[1] in present]
+
+
+def run(bitflip, spec, spec_path, result_path, threads):
+    with open(spec_path, "w") as f:
+        json.dump(spec, f, indent=1)
+    cmd = [bitflip, "run", "--local", spec_path, "--threads", str(threads), "--out", result_path]
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    secs = time.time() - t0
+    if p.returncode not in (0,) or not os.path.exists(result_path):
+        raise RuntimeError(f"{' '.join(map(shlex.quote, cmd))} failed ({p.returncode}):\n{p.stderr}")
+    return secs, " ".join(map(shlex.quote, cmd))
+
+
+def onnx_tensors(path):
+    """The initializer names of an ONNX file, if the onnx package is there (else [])."""
+    try:
+        import onnx
+    except ImportError:
+        return []
+    m = onnx.load(path, load_external_data=False)
+    return [i.name for i in m.graph.initializer]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zoo", default="build/study/drs/zoo")
+    ap.add_argument("--out", default="build/study/drs")
+    ap.add_argument("--bitflip", default="build/bitflip")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES))
+    ap.add_argument("--table-rate", type=float, default=1e-5)
+    ap.add_argument("--representations", default=",".join(REPRESENTATIONS))
+    ap.add_argument("--models", help="a subset of the zoo's models (default: all)")
+    ap.add_argument("--skip-tables", action="store_true", help="no per-table campaigns")
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args(argv)
+    try:
+        rates = [float(r) for r in a.rates.split(",") if r]
+    except ValueError:
+        ap.error(f"--rates: not a comma-separated list of numbers: {a.rates!r}")
+    if not rates or any(not 0 < r <= 1 for r in rates):
+        ap.error("--rates must be in (0, 1]")
+    if a.repeats < 1 or a.threads < 1 or not 0 < a.table_rate <= 1:
+        ap.error("--repeats and --threads must be at least 1, --table-rate in (0, 1]")
+    reprs = [r for r in a.representations.split(",") if r]
+    for r in reprs:
+        if r not in REPRESENTATIONS:
+            ap.error(f"--representations: {r!r} is not one of {', '.join(REPRESENTATIONS)}")
+    man_path = os.path.join(a.zoo, "manifest.json")
+    if not os.path.exists(man_path):
+        print(f"run_study: {man_path} is missing: make the zoo first "
+              f"(/usr/bin/python3 study/drs/make_zoo.py --out {a.zoo})", file=sys.stderr)
+        return 1
+    if not os.access(a.bitflip, os.X_OK):
+        print(f"run_study: {a.bitflip} is not an executable: build it (make build) or pass --bitflip",
+              file=sys.stderr)
+        return 1
+    with open(man_path) as f:
+        info = json.load(f)
+    names = list(info["models"])
+    if a.models:
+        want = a.models.split(",")
+        for m in want:
+            if m not in info["models"]:
+                ap.error(f"--models: {m!r} is not in {man_path} (it has {', '.join(names)})")
+        names = want
+    os.makedirs(os.path.join(a.out, "specs"), exist_ok=True)
+    os.makedirs(os.path.join(a.out, "results"), exist_ok=True)
+    dataset = os.path.join(a.zoo, "eval.safetensors")
+    study = {"zoo": info, "rates": rates, "repeats": a.repeats, "table_rate": a.table_rate,
+             "representations": reprs, "threads": a.threads, "seed": a.seed,
+             "mitigations": MITIGATIONS, "campaigns": [],
+             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+             "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
+                         "loadavg_start": os.getloadavg()}}
+    t0 = time.time()
+
+    def campaign(kind, name, model, spec, **extra):
+        sp = os.path.join(a.out, "specs", name + ".json")
+        rp = os.path.join(a.out, "results", name + ".json")
+        secs, cmd = run(a.bitflip, spec, sp, rp, a.threads)
+        log(f"{name}: {secs:.1f} s")
+        study["campaigns"].append(dict(kind=kind, name=name, model=model, spec=sp, result=rp,
+                                       seconds=round(secs, 2), command=cmd, **extra))
+
+    for m in names:
+        onnx_path = os.path.join(a.zoo, info["models"][m]["onnx"])
+        info["models"][m]["tensors"] = onnx_tensors(onnx_path)
+        for rep in reprs:
+            spec = {"model": onnx_path, "dataset": dataset, "seed": a.seed,
+                    "faults": {"target": "weights", "model": "ber", "rates": rates,
+                               "repeats": a.repeats, "representation": rep},
+                    "metrics": ["auc", "logloss"], "mitigations": MITIGATIONS}
+            campaign("sweep", f"sweep_{m}_{rep}", m, spec, representation=rep)
+        if a.skip_tables:
+            continue
+        groups = [(lab, [t], rows, d) for lab, t, rows, d in table_tensors(m, info["dim"], info)]
+        groups.append(("mlp", ["op:Gemm"], None, None))
+        for lab, tensors, rows, d in groups:
+            spec = {"model": onnx_path, "dataset": dataset, "seed": a.seed,
+                    "faults": {"target": "weights", "tensors": tensors, "model": "ber",
+                               "rates": [a.table_rate], "repeats": a.repeats, "representation": "fp32"},
+                    "metrics": ["auc", "logloss"]}
+            campaign("table", f"table_{m}_{lab}", m, spec, table=lab, rows=rows, dim=d)
+    study["seconds"] = round(time.time() - t0, 1)
+    study["machine"]["loadavg_end"] = os.getloadavg()
+    with open(os.path.join(a.out, "study.json"), "w") as f:
+        json.dump(study, f, indent=1)
+    log(f"{len(study['campaigns'])} campaigns in {study['seconds']:.0f} s: {os.path.join(a.out, 'study.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except RuntimeError as e:
+        print(f"run_study: {e}", file=sys.stderr)
+        sys.exit(1)
