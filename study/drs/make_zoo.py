@@ -4,7 +4,7 @@ in PyTorch and exported to ONNX, and the eval set, for the DRS study (docs/STUDY
 
     /usr/bin/python3 study/drs/make_zoo.py [--out build/study/drs/zoo] [--cap 200000]
         [--dim 16] [--train 2000000] [--eval 16384] [--models dlrm,dcn_v2,deepfm,wide_deep,fm]
-        [--zipf 1.1] [--scale 0.5] [--epochs 1] [--batch 2048] [--seed 1] [--threads 2]
+        [--zipf 1.1] [--scale 0.6] [--epochs 1] [--batch 2048] [--seed 1] [--threads 1]
 
 Writes into --out (never into git: a model is 90 MiB at the default cap):
 
@@ -16,6 +16,9 @@ Writes into --out (never into git: a model is 90 MiB at the default cap):
     teacher_logit.npy      the teacher's logit per eval sample
     manifest.json          cap, rows per table, and per model: parameters, golden AUC in
                            PyTorch, training time and ONNX size; the teacher's AUC
+
+Models that --out already holds, built with the same settings, are kept (--force
+rebuilds them); the log is drawn again only if a model is missing.
 
 The log's shape and the teacher are described in synth.py, the models in models.py.
 The training set is drawn in memory and never written (2M samples: 450 MiB).  Training:
@@ -102,11 +105,14 @@ def main(argv=None):
     ap.add_argument("--eval", type=int, default=16384, help="eval samples")
     ap.add_argument("--models", default=",".join(["dlrm", "dcn_v2", "deepfm", "wide_deep", "fm"]))
     ap.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of the id distribution")
-    ap.add_argument("--scale", type=float, default=0.5, help="teacher logit scale (sets the Bayes AUC)")
+    ap.add_argument("--scale", type=float, default=0.6, help="teacher logit scale (sets the Bayes AUC)")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--force", action="store_true",
+                    help="rebuild models that --out already holds with the same settings")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="PyTorch threads (1: on a shared machine, 2 threads ran 6x slower than 1)")
     a = ap.parse_args(argv)
     for k in ("dim", "train", "eval", "epochs", "batch", "threads"):
         if getattr(a, k) < 1:
@@ -129,6 +135,19 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
     rows = criteo.table_rows(a.cap or None)
+    manifest_path = os.path.join(a.out, "manifest.json")
+    settings = {"cap": a.cap, "dim": a.dim, "zipf": a.zipf, "scale": a.scale, "seed": a.seed,
+                "train_samples": a.train, "eval_samples": a.eval, "epochs": a.epochs, "batch": a.batch}
+    old = {}
+    if os.path.exists(manifest_path) and not a.force:
+        with open(manifest_path) as f:
+            old = json.load(f)
+        if any(old.get(k) != v for k, v in settings.items()):
+            old = {}
+    if old and all(m in old.get("models", {}) and os.path.exists(os.path.join(a.out, f"{m}.onnx"))
+                   for m in names):
+        log(f"{manifest_path}: {', '.join(names)} already built with these settings (--force rebuilds)")
+        return 0
     t0 = time.time()
     teacher = synth.Teacher(rows, a.seed, zipf=a.zipf, scale=a.scale)
     train_set = teacher.draw(a.seed * 2 + 1, a.train)[:3]
@@ -141,19 +160,13 @@ def main(argv=None):
     np.save(os.path.join(a.out, "teacher_logit.npy"), ev_logit)
     teacher_auc = synth.auc(ev_labels, ev_logit)
     log(f"teacher AUC on the eval set: {teacher_auc:.4f}")
-    manifest_path = os.path.join(a.out, "manifest.json")
-    manifest = {"cap": a.cap, "dim": a.dim, "table_rows": rows, "tables": criteo.TABLE_NAMES,
-                "zipf": a.zipf, "scale": a.scale, "seed": a.seed, "train_samples": a.train,
-                "eval_samples": a.eval, "epochs": a.epochs, "batch": a.batch, "threads": a.threads,
-                "click_rate_eval": float(ev_labels.mean()), "teacher_auc": teacher_auc,
-                "models": {}}
-    if os.path.exists(manifest_path):   # keep models built by an earlier run with --models
-        with open(manifest_path) as f:
-            old = json.load(f)
-        if all(old.get(k) == manifest[k] for k in ("cap", "dim", "seed", "train_samples", "eval_samples",
-                                                     "zipf", "scale", "epochs", "batch")):
-            manifest["models"] = old.get("models", {})
+    manifest = dict(settings, table_rows=rows, tables=criteo.TABLE_NAMES, threads=a.threads,
+                    click_rate_eval=float(ev_labels.mean()), teacher_auc=teacher_auc,
+                    models=dict(old.get("models", {})))   # keeps models of an earlier --models run
     for name in names:
+        if name in manifest["models"] and os.path.exists(os.path.join(a.out, f"{name}.onnx")):
+            log(f"{name}: kept (built with these settings; --force rebuilds)")
+            continue
         torch.manual_seed(a.seed)
         model = models.ZOO[name](rows, a.dim)
         params = sum(p.numel() for p in model.parameters())

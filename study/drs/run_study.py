@@ -3,7 +3,8 @@
 
     /usr/bin/python3 study/drs/run_study.py --zoo build/study/drs/zoo --out build/study/drs
         [--bitflip build/bitflip] [--threads 2] [--repeats 10] [--rates 1e-10,...,1e-3]
-        [--table-rate 1e-5] [--representations fp32,fp16,int8] [--models a,b] [--skip-tables]
+        [--table-rate 1e-5] [--representations fp32,fp16,int8] [--models a,b]
+        [--skip-tables | --tables C1,C2]
 
 For each model of the zoo's manifest.json, with `bitflip run --local SPEC --out RESULT`:
 
@@ -48,17 +49,28 @@ def log(msg):
     print(f"[study-drs] {msg}", file=sys.stderr, flush=True)
 
 
-def table_tensors(model, dim, info):
-    """(label, tensor name, rows, dim) of each embedding table of MODEL, from its PyTorch
-    names (models.py): <part>.C<k>.weight, Wide&Deep's wide.weight."""
+def table_tensors(sites, table_rows):
+    """(label, tensor, rows, dim) of each embedding table among a result's campaign.sites:
+    the tensors read by Gather or bf.EmbeddingBag, labelled by PyTorch name without
+    ".weight" (models.py names them <part>.C<k>.weight, Wide&Deep's bag wide.weight)."""
     out = []
-    for part, d in (("emb", dim), ("first", 1), ("second", dim)):
-        for t, rows in enumerate(info["table_rows"]):
-            out.append((f"{part}.C{t + 1}", f"{part}.C{t + 1}.weight", rows, d))
-    if model == "wide_deep":
-        out.append(("wide", "wide.weight", sum(info["table_rows"]), 1))
-    present = set(info["models"][model].get("tensors", []))
-    return [x for x in out if not present or x[1] in present]
+    for s in sites:
+        if s["op"] not in ("Gather", "bf.EmbeddingBag"):
+            continue
+        name = s.get("torch_name", s["name"])
+        lab = name[:-len(".weight")] if name.endswith(".weight") else name
+        feat = lab.split(".")[-1]
+        if feat.startswith("C") and feat[1:].isdigit() and 1 <= int(feat[1:]) <= len(table_rows):
+            rows = table_rows[int(feat[1:]) - 1]
+        else:
+            rows = sum(table_rows)   # the wide part's one bag over every field's ids
+        out.append((lab, s["name"], rows, s["elements"] // rows))
+    return out
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 def run(bitflip, spec, spec_path, result_path, threads):
@@ -73,16 +85,6 @@ def run(bitflip, spec, spec_path, result_path, threads):
     return secs, " ".join(map(shlex.quote, cmd))
 
 
-def onnx_tensors(path):
-    """The initializer names of an ONNX file, if the onnx package is there (else [])."""
-    try:
-        import onnx
-    except ImportError:
-        return []
-    m = onnx.load(path, load_external_data=False)
-    return [i.name for i in m.graph.initializer]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--zoo", default="build/study/drs/zoo")
@@ -95,6 +97,7 @@ def main(argv=None):
     ap.add_argument("--representations", default=",".join(REPRESENTATIONS))
     ap.add_argument("--models", help="a subset of the zoo's models (default: all)")
     ap.add_argument("--skip-tables", action="store_true", help="no per-table campaigns")
+    ap.add_argument("--tables", help="per-table campaigns only for these features (C1..C26, comma-separated)")
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args(argv)
     try:
@@ -148,7 +151,6 @@ def main(argv=None):
 
     for m in names:
         onnx_path = os.path.join(a.zoo, info["models"][m]["onnx"])
-        info["models"][m]["tensors"] = onnx_tensors(onnx_path)
         for rep in reprs:
             spec = {"model": onnx_path, "dataset": dataset, "seed": a.seed,
                     "faults": {"target": "weights", "model": "ber", "rates": rates,
@@ -157,7 +159,15 @@ def main(argv=None):
             campaign("sweep", f"sweep_{m}_{rep}", m, spec, representation=rep)
         if a.skip_tables:
             continue
-        groups = [(lab, [t], rows, d) for lab, t, rows, d in table_tensors(m, info["dim"], info)]
+        want = set(a.tables.split(",")) if a.tables else None
+        if reprs:
+            sites = load_json(study["campaigns"][-1]["result"])["campaign"]["sites"]
+        else:   # no sweep to read the sites from: a one-trial campaign lists them
+            campaign("sites", f"sites_{m}", m, {"model": onnx_path, "dataset": dataset, "trials": 1,
+                                                "faults": {"model": "bitflip"}})
+            sites = load_json(study["campaigns"][-1]["result"])["campaign"]["sites"]
+        groups = [(lab, [t], rows, d) for lab, t, rows, d in table_tensors(sites, info["table_rows"])
+                  if want is None or lab.split(".")[-1] in want]
         groups.append(("mlp", ["op:Gemm"], None, None))
         for lab, tensors, rows, d in groups:
             spec = {"model": onnx_path, "dataset": dataset, "seed": a.seed,
