@@ -49,16 +49,21 @@ def fmt_ci(m, digits=3):
     return s
 
 
+def z(x):
+    """x, with a value that rounds to zero shown as 0 (not -0.00)."""
+    return 0.0 if abs(x) < 0.005 else x
+
+
 def fmt_rec(rec, loss):
     if rec is None or rec.get("value") is None:
         return "–"
     v = rec["value"]
     if loss is not None and loss < SMALL_LOSS:
-        return f"{v:.2f}‡"
+        return f"{z(v):.2f}‡"
     lo, hi = rec.get("ci") or [None, None]
-    s = f"{v:.2f}"
+    s = f"{z(v):.2f}"
     if lo is not None and hi is not None:
-        s += f" [{lo:.2f}, {hi:.2f}]"
+        s += f" [{z(lo):.2f}, {z(hi):.2f}]"
     return s
 
 
@@ -205,6 +210,66 @@ def figures(st, outdir):
     return made
 
 
+def rec_at(res, name, rate):
+    """(recovery dict or None, due rate) of NAME at RATE."""
+    for r, _, _, due, rec in rate_rows(res, name):
+        if r == rate:
+            return rec, due
+    return None, None
+
+
+def per_flip(st, model):
+    """(median AUC loss per expected flip over the tables, the MLPs' loss per flip)."""
+    tab, mlp = [], None
+    for c, r in st.tables(model):
+        flips = r["campaign"]["population"] * st.s["table_rate"]
+        if flips <= 0:
+            continue
+        loss = r["golden"]["auc"] - r["summary"]["metrics"]["auc"]["mean"]
+        if c["table"] == "mlp":
+            mlp = loss / flips
+        else:
+            tab.append(loss / flips)
+    tab.sort()
+    med = tab[len(tab) // 2] if tab else None
+    return med, mlp
+
+
+def beside(st):
+    """The paper's claims with our measurement of each, per model (fp32)."""
+    s = st.s
+    top = max(s["rates"])
+    L = ["| model | AUC degrades from (onset) | collapses at (AUC < 0.55) | clip recovery at "
+         f"{fmt_rate(top)} | clip's best | sbp recovery at {fmt_rate(top)} | abft recovery at {fmt_rate(top)} "
+         "(DUE) | AUC loss per flip: tables (median) / MLPs | int8 AUC at " + fmt_rate(top) + " |",
+         "| --- | ---: | ---: | --- | --- | --- | --- | --- | --- |"]
+    for m in st.models:
+        res = st.sweep(m, "fp32")
+        if not res:
+            continue
+        on, co = onset_collapse(res)
+        cells = [fmt_rate(on) if on else "none", fmt_rate(co) if co else "none"]
+        rec, _ = rec_at(res, "clip", top)
+        cells.append(fmt_rec(rec, None))
+        b = best_recovery(res, "clip")
+        cells.append(f"{fmt_rec(b[1], None)} @ {fmt_rate(b[0])}" if b else "–")
+        rec, _ = rec_at(res, "sbp", top)
+        cells.append(fmt_rec(rec, None))
+        rec, due = rec_at(res, "abft", top)
+        cells.append(f"{fmt_rec(rec, None)} ({pct(due)})")
+        med, mlp = per_flip(st, m)
+        clean = lambda x: 0.0 if abs(x) < 1e-9 else x   # noqa: E731  (float noise of a zero loss)
+        cells.append(f"{clean(med):.2g} / {clean(mlp):.2g}" if med is not None and mlp is not None else "–")
+        q = st.sweep(m, "int8")
+        if q:
+            a = [x for r, x, *_ in rate_rows(q, "none") if r == top][0]
+            cells.append(f"{a['mean']:.4f} (golden {q['golden']['auc']:.4f})" if a else "–")
+        else:
+            cells.append("–")
+        L.append(f"| {m} | " + " | ".join(cells) + " |")
+    return L
+
+
 def section(st, figdir, docdir):
     s, z = st.s, st.zoo
     L = []
@@ -212,7 +277,8 @@ def section(st, figdir, docdir):
              "(edit the scripts, not this section).")
     L.append("")
     quick = z["cap"] != 200000 or s["repeats"] < 10
-    L.append(f"- Run: {s['started']}, {s['seconds']:.0f} s for {len(s['campaigns'])} campaigns "
+    took = "run elsewhere (`run_study.py --specs-only`)" if s["seconds"] is None else f"{s['seconds']:.0f} s"
+    L.append(f"- Run: {s['started']}, {took} for {len(s['campaigns'])} campaigns "
              f"(`bitflip run --local --threads {s['threads']}`), {s['machine']['nproc']} cores, load average "
              f"{s['machine']['loadavg_start'][0]:.1f} at the start and {s['machine']['loadavg_end'][0]:.1f} at the end; "
              f"**{'QUICK mode (a smaller cap, fewer repeats): read the shapes, not the digits' if quick else 'the full study'}**.")
@@ -225,6 +291,14 @@ def section(st, figdir, docdir):
              f"{s['repeats']} trials per rate, configurations {', '.join(CONFIGS)} on the same faults, in "
              f"{', '.join(s['representations'])}; per-table campaigns at BER {fmt_rate(s['table_rate'])}, fp32, "
              f"{s['repeats']} trials each. Seed {s['seed']}.")
+    L.append("")
+    L.append("#### Beside the paper, in one table")
+    L.append("")
+    L.append("fp32 storage, BER over every weight; recoveries with their 95% paired-bootstrap interval "
+             "(a DUE trial counts as recovered); the AUC loss per flip comes from the per-table campaigns "
+             "(loss over expected flips in the tensor); the sections below have every number behind these.")
+    L.append("")
+    L += beside(st)
     L.append("")
     L.append("#### The zoo")
     L.append("")

@@ -19,10 +19,14 @@ For each model of the zoo's manifest.json, with `bitflip run --local SPEC --out 
                      table, and the MLPs together as "mlp"), fp32, --repeats trials: which
                      tables' errors hurt, against their size and embedding dim
 
-Writes OUT/specs/NAME.json, OUT/results/NAME.json (bitflip's result) and OUT/study.json
-(the zoo's manifest, each campaign's spec path, result path and wall time, the whole
-run's time and the machine), which render.py turns into docs/STUDY.md's tables and
-figures.  A campaign that fails stops the study with bitflip's error.  Standard library
+Writes OUT/specs/NAME.json, OUT/results/NAME.json (bitflip's result), OUT/campaigns.tsv
+(spec and result path per line) and OUT/study.json (the zoo's manifest, each campaign's
+spec path, result path and wall time, the whole run's time and the machine), which
+render.py turns into docs/STUDY.md's tables and figures.  --specs-only writes the specs,
+campaigns.tsv and study.json but runs nothing (except one one-trial campaign per model
+that lists its tables), for running the campaigns on a cluster: each line of
+campaigns.tsv is one `bitflip run --local SPEC --out RESULT`; render.py then reads the
+results where study.json says they are.  A campaign that fails stops the study with bitflip's error.  Standard library
 only.
 """
 import argparse
@@ -99,6 +103,9 @@ def main(argv=None):
     ap.add_argument("--skip-tables", action="store_true", help="no per-table campaigns")
     ap.add_argument("--tables", help="per-table campaigns only for these features (C1..C26, comma-separated)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--specs-only", action="store_true",
+                    help="write the specs, OUT/campaigns.tsv and OUT/study.json without running "
+                         "the campaigns (to run them elsewhere: docs/STUDY.md, on a Slurm cluster)")
     a = ap.parse_args(argv)
     try:
         rates = [float(r) for r in a.rates.split(",") if r]
@@ -144,10 +151,16 @@ def main(argv=None):
     def campaign(kind, name, model, spec, **extra):
         sp = os.path.join(a.out, "specs", name + ".json")
         rp = os.path.join(a.out, "results", name + ".json")
-        secs, cmd = run(a.bitflip, spec, sp, rp, a.threads)
-        log(f"{name}: {secs:.1f} s")
+        if a.specs_only and kind != "sites":
+            with open(sp, "w") as f:
+                json.dump(spec, f, indent=1)
+            secs, cmd = None, f"bitflip run --local {shlex.quote(sp)} --out {shlex.quote(rp)}"
+        else:
+            secs, cmd = run(a.bitflip, spec, sp, rp, a.threads)
+            log(f"{name}: {secs:.1f} s")
         study["campaigns"].append(dict(kind=kind, name=name, model=model, spec=sp, result=rp,
-                                       seconds=round(secs, 2), command=cmd, **extra))
+                                       seconds=None if secs is None else round(secs, 2),
+                                       command=cmd, **extra))
 
     for m in names:
         onnx_path = os.path.join(a.zoo, info["models"][m]["onnx"])
@@ -160,7 +173,7 @@ def main(argv=None):
         if a.skip_tables:
             continue
         want = set(a.tables.split(",")) if a.tables else None
-        if reprs:
+        if reprs and not a.specs_only:
             sites = load_json(study["campaigns"][-1]["result"])["campaign"]["sites"]
         else:   # no sweep to read the sites from: a one-trial campaign lists them
             campaign("sites", f"sites_{m}", m, {"model": onnx_path, "dataset": dataset, "trials": 1,
@@ -175,11 +188,18 @@ def main(argv=None):
                                "rates": [a.table_rate], "repeats": a.repeats, "representation": "fp32"},
                     "metrics": ["auc", "logloss"]}
             campaign("table", f"table_{m}_{lab}", m, spec, table=lab, rows=rows, dim=d)
-    study["seconds"] = round(time.time() - t0, 1)
+    study["campaigns"] = [c for c in study["campaigns"] if c["kind"] != "sites"]
+    study["seconds"] = None if a.specs_only else round(time.time() - t0, 1)
+    with open(os.path.join(a.out, "campaigns.tsv"), "w") as f:
+        for c in study["campaigns"]:
+            f.write(f"{c['spec']}\t{c['result']}\n")
     study["machine"]["loadavg_end"] = os.getloadavg()
     with open(os.path.join(a.out, "study.json"), "w") as f:
         json.dump(study, f, indent=1)
-    log(f"{len(study['campaigns'])} campaigns in {study['seconds']:.0f} s: {os.path.join(a.out, 'study.json')}")
+    if a.specs_only:
+        log(f"{len(study['campaigns'])} campaigns written, none run: {os.path.join(a.out, 'campaigns.tsv')}")
+    else:
+        log(f"{len(study['campaigns'])} campaigns in {study['seconds']:.0f} s: {os.path.join(a.out, 'study.json')}")
     return 0
 
 
