@@ -110,7 +110,7 @@ fixtures: bench-deps
 # $(BUILD)/study/drs-quick. The models are kept between runs (make_zoo.py --force rebuilds).
 .PHONY: study study-drs
 STUDY_DRS   = $(BUILD)/study/drs$(if $(QUICK),-quick)
-STUDY_ZOO   = $(if $(QUICK),--cap 2000 --train 100000 --eval 2048 --scale 0.65,)
+STUDY_ZOO   = $(if $(QUICK),--cap 2000 --train 100000 --batch 256 --eval 2048 --scale 0.65,)
 STUDY_RUN   = $(if $(QUICK),--repeats 3,--repeats 10)
 study-drs: build bench-deps
 	/usr/bin/python3 study/drs/make_zoo.py --out $(STUDY_DRS)/zoo $(STUDY_ZOO)

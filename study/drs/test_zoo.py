@@ -49,7 +49,7 @@ def main():
     zoo = os.path.join(work, "zoo")
     cap, zipf = 500, 1.1
     p = subprocess.run([sys.executable, os.path.join(HERE, "make_zoo.py"), "--out", zoo, "--cap", str(cap),
-                        "--dim", "4", "--train", "20000", "--eval", "4000", "--zipf", str(zipf), "--seed", "3"],
+                        "--dim", "4", "--train", "30000", "--batch", "256", "--eval", "4000", "--zipf", str(zipf), "--seed", "3"],
                        capture_output=True, text=True)
     print(p.stderr[-3000:])
     if p.returncode != 0:
@@ -112,7 +112,7 @@ def main():
         sk = roc_auc_score(labels, got)
         check(bauc is not None and abs(bauc - sk) < 1e-6 and abs(info["golden_auc_torch"] - roc_auc_score(labels, ref)) < 1e-6,
               f"{name}: bitflip's golden AUC {bauc} = scikit-learn's {sk:.6f} on its outputs; the manifest's PyTorch AUC too")
-        check(sk > 0.6, f"{name}: trained (AUC {sk:.3f} > 0.6 after 20,000 samples)")
+        check(sk > 0.6, f"{name}: trained (AUC {sk:.3f} > 0.6 after 30,000 samples)")
     # converter -> bitflip
     tsv = os.path.join(work, "ids.tsv")
     with open(tsv, "w") as f:
