@@ -46,6 +46,19 @@ def log(msg):
     print(f"[make_zoo] {msg}", file=sys.stderr, flush=True)
 
 
+def atomic(path, write):
+    """write(tmp) then rename over PATH: a campaign reading PATH meanwhile (run_study.py on
+    the models already built) sees the old file or the new one, never half of one."""
+    tmp = path + ".tmp"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def to_file(path, mode, fn):
+    with open(path, mode) as f:
+        fn(f)
+
+
 def train(model, data, epochs, batch, seed):
     import torch
     dense, sparse, labels = (torch.from_numpy(a) for a in data)
@@ -154,10 +167,10 @@ def main(argv=None):
     ev_dense, ev_sparse, ev_labels, ev_logit = teacher.draw(a.seed * 2 + 2, a.eval)
     log(f"log drawn: {a.train} training and {a.eval} eval samples, click rate "
         f"{train_set[2].mean():.3f}, {time.time() - t0:.1f} s")
-    criteo.write_safetensors_numpy(os.path.join(a.out, "eval.safetensors"),
-                                   {"dense": ev_dense, "sparse": ev_sparse, "labels": ev_labels})
-    teacher.save(os.path.join(a.out, "teacher.npz"))
-    np.save(os.path.join(a.out, "teacher_logit.npy"), ev_logit)
+    atomic(os.path.join(a.out, "eval.safetensors"), lambda p: criteo.write_safetensors_numpy(
+        p, {"dense": ev_dense, "sparse": ev_sparse, "labels": ev_labels}))
+    atomic(os.path.join(a.out, "teacher.npz"), lambda p: to_file(p, "wb", teacher.save))
+    atomic(os.path.join(a.out, "teacher_logit.npy"), lambda p: to_file(p, "wb", lambda f: np.save(f, ev_logit)))
     teacher_auc = synth.auc(ev_labels, ev_logit)
     log(f"teacher AUC on the eval set: {teacher_auc:.4f}")
     manifest = dict(settings, table_rows=rows, tables=criteo.TABLE_NAMES, threads=a.threads,
@@ -174,9 +187,9 @@ def main(argv=None):
         train(model, train_set, a.epochs, a.batch, a.seed)
         secs = time.time() - t1
         ref = predict(model, ev_dense, ev_sparse)
-        np.save(os.path.join(a.out, f"{name}.ref.npy"), ref)
+        atomic(os.path.join(a.out, f"{name}.ref.npy"), lambda p: to_file(p, "wb", lambda f: np.save(f, ref)))
         path = os.path.join(a.out, f"{name}.onnx")
-        export(model, ev_dense, ev_sparse, path)
+        atomic(path, lambda p: export(model, ev_dense, ev_sparse, p))
         golden = synth.auc(ev_labels, ref)
         log(f"{name}: {params:,} parameters, trained in {secs:.0f} s, golden AUC {golden:.4f}, "
             f"{os.path.getsize(path) / 2**20:.1f} MiB of ONNX")
@@ -185,8 +198,7 @@ def main(argv=None):
                                                             if _is_table(model, n)),
                                     "golden_auc_torch": golden, "train_seconds": round(secs, 1),
                                     "onnx_bytes": os.path.getsize(path)}
-        with open(manifest_path, "w") as f:
-            json.dump(manifest, f, indent=1)
+        atomic(manifest_path, lambda p: to_file(p, "w", lambda f: json.dump(manifest, f, indent=1)))
     log(f"done in {time.time() - t0:.0f} s: {manifest_path}")
     return 0
 
