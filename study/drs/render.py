@@ -277,7 +277,11 @@ def section(st, figdir, docdir):
              "(edit the scripts, not this section).")
     L.append("")
     quick = z["cap"] != 200000 or s["repeats"] < 10
-    took = "run elsewhere (`run_study.py --specs-only`)" if s["seconds"] is None else f"{s['seconds']:.0f} s"
+    secs = [c["seconds"] for c in s["campaigns"] if c.get("seconds") is not None]
+    resumed = sum(1 for c in s["campaigns"] if c.get("resumed"))
+    took = "run elsewhere (`run_study.py --specs-only`)" if not secs else \
+        f"{sum(secs):.0f} s of campaigns" + (f" ({resumed} of them kept from an earlier run with --resume)"
+                                             if resumed else "")
     L.append(f"- Run: {s['started']}, {took} for {len(s['campaigns'])} campaigns "
              f"(`bitflip run --local --threads {s['threads']}`), {s['machine']['nproc']} cores, load average "
              f"{s['machine']['loadavg_start'][0]:.1f} at the start and {s['machine']['loadavg_end'][0]:.1f} at the end; "

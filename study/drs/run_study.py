@@ -4,7 +4,7 @@
     /usr/bin/python3 study/drs/run_study.py --zoo build/study/drs/zoo --out build/study/drs
         [--bitflip build/bitflip] [--threads 2] [--repeats 10] [--rates 1e-10,...,1e-3]
         [--table-rate 1e-5] [--representations fp32,fp16,int8] [--models a,b]
-        [--skip-tables | --tables C1,C2]
+        [--skip-tables | --tables C1,C2] [--resume] [--specs-only]
 
 For each model of the zoo's manifest.json, with `bitflip run --local SPEC --out RESULT`:
 
@@ -103,6 +103,8 @@ def main(argv=None):
     ap.add_argument("--skip-tables", action="store_true", help="no per-table campaigns")
     ap.add_argument("--tables", help="per-table campaigns only for these features (C1..C26, comma-separated)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--resume", action="store_true",
+                    help="keep a campaign's result when OUT already holds it for the same spec")
     ap.add_argument("--specs-only", action="store_true",
                     help="write the specs, OUT/campaigns.tsv and OUT/study.json without running "
                          "the campaigns (to run them elsewhere: docs/STUDY.md, on a Slurm cluster)")
@@ -147,10 +149,21 @@ def main(argv=None):
              "machine": {"nproc": os.cpu_count(), "platform": platform.platform(),
                          "loadavg_start": os.getloadavg()}}
     t0 = time.time()
+    before = {}   # --resume: the earlier run's campaigns, for their times
+    if a.resume and os.path.exists(os.path.join(a.out, "study.json")):
+        before = {c["name"]: c for c in load_json(os.path.join(a.out, "study.json"))["campaigns"]}
 
     def campaign(kind, name, model, spec, **extra):
         sp = os.path.join(a.out, "specs", name + ".json")
         rp = os.path.join(a.out, "results", name + ".json")
+        if a.resume and os.path.exists(rp) and os.path.exists(sp) and load_json(sp) == spec \
+                and kind != "sites":
+            old = before.get(name, {})
+            log(f"{name}: kept from the earlier run (--resume)")
+            study["campaigns"].append(dict(kind=kind, name=name, model=model, spec=sp, result=rp,
+                                           seconds=old.get("seconds"), command=old.get("command", ""),
+                                           resumed=True, **extra))
+            return
         if a.specs_only and kind != "sites":
             with open(sp, "w") as f:
                 json.dump(spec, f, indent=1)
