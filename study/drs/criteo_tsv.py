@@ -4,7 +4,7 @@ eval set for the DRS zoo's models (docs/STUDY.md, "Real Criteo data").
 
     /usr/bin/python3 study/drs/criteo_tsv.py train.txt --out eval.safetensors
         [--limit N] [--skip 0] [--cap 200000 | --rows MANIFEST.json]
-        [--skip-bad] [--max-errors 20]
+        [--skip-bad] [--max-errors 20] [--max-line 65536]
 
 Each line: a 0/1 label, 13 integers, 26 8-digit hex categoricals, tab-separated (40
 fields); any feature may be empty.  As DLRM's loader does it:
@@ -103,7 +103,8 @@ def rows_from_manifest(path):
     return rows
 
 
-def convert(src, out, rows, limit=None, skip=0, skip_bad=False, max_errors=20, log=sys.stderr):
+def convert(src, out, rows, limit=None, skip=0, skip_bad=False, max_errors=20, log=sys.stderr,
+            max_line=MAX_LINE):
     """Converts; returns {"samples", "skipped_bad", "lines"}.  Raises BadLine (with the
     place) on a malformed line unless skip_bad, ValueError on an empty result."""
     tmp = [out + s for s in (".dense.tmp", ".sparse.tmp", ".labels.tmp")]
@@ -115,13 +116,13 @@ def convert(src, out, rows, limit=None, skip=0, skip_bad=False, max_errors=20, l
             bd, bs, bl = array.array("f"), array.array("q"), array.array("f")
             while True:
                 # readline with a bound: one line without a newline must not fill memory
-                raw = fin.readline(MAX_LINE + 1)
+                raw = fin.readline(max_line + 1)
                 if not raw:
                     break
                 lineno += 1
-                if len(raw) > MAX_LINE:
-                    raise BadLine(f"{src}:{lineno}: longer than {MAX_LINE} characters: not a Criteo "
-                                  f"TSV line (about 200 characters)")
+                if len(raw) > max_line:
+                    raise BadLine(f"{src}:{lineno}: longer than {max_line} characters: not a Criteo "
+                                  f"TSV line (about 200 characters; --max-line raises the limit)")
                 if lineno <= skip:
                     continue
                 if limit is not None and n >= limit:
@@ -192,17 +193,19 @@ def main(argv=None):
     g.add_argument("--rows", metavar="MANIFEST", help="table rows from a zoo's manifest.json")
     ap.add_argument("--skip-bad", action="store_true", help="skip malformed lines (counted)")
     ap.add_argument("--max-errors", type=int, default=20, help="malformed lines printed (--skip-bad)")
+    ap.add_argument("--max-line", type=int, default=MAX_LINE,
+                    help=f"longest line accepted, in characters (default {MAX_LINE})")
     a = ap.parse_args(argv)
-    for flag in ("limit", "cap"):
+    for flag in ("limit", "cap", "max_line"):
         v = getattr(a, flag)
         if v is not None and v < 1:
-            ap.error(f"--{flag} must be at least 1, got {v}")
+            ap.error(f"--{flag.replace('_', '-')} must be at least 1, got {v}")
     if a.skip < 0:
         ap.error(f"--skip must be 0 or more, got {a.skip}")
     try:
         rows = rows_from_manifest(a.rows) if a.rows else \
             criteo.table_rows(a.cap if a.cap is not None else criteo.DEFAULT_CAP)
-        r = convert(a.input, a.out, rows, a.limit, a.skip, a.skip_bad, a.max_errors)
+        r = convert(a.input, a.out, rows, a.limit, a.skip, a.skip_bad, a.max_errors, max_line=a.max_line)
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         print(f"criteo_tsv: {a.input}: {e} (a truncated or corrupt .gz file)", file=sys.stderr)
         return 1
