@@ -17,7 +17,8 @@ missing (scripts/install-deps.sh --bench installs them).
 * the Criteo converter's output feeds the DLRM: a TSV whose ids are known, converted
   with --rows from the manifest, evaluated by bitflip
 * run_study.py and render.py run end to end on the DLRM (two rates, two repeats, fp32,
-  and per-table campaigns for two tables) and the section names every configuration
+  and per-table campaigns for two tables): the section, the figures, bitflip report's
+  HTML and Markdown
 """
 import json
 import os
@@ -145,9 +146,14 @@ def main():
         t = json.load(open(os.path.join(out, "results", "table_dlrm_emb.C3.json")))
         check([s["name"] for s in t["campaign"]["sites"]] == ["emb.C3.weight"], "a table campaign hits one table")
         p = subprocess.run([sys.executable, os.path.join(HERE, "render.py"), "--study", os.path.join(out, "study.json"),
-                            "--figures", os.path.join(work, "fig"), "--print"], capture_output=True, text=True)
+                            "--figures", os.path.join(work, "fig"), "--bitflip", bitflip, "--print"],
+                           capture_output=True, text=True)
         check(p.returncode == 0 and "| dlrm | fp32 |" in p.stdout and "emb.C3" in p.stdout,
               f"render.py renders the section {p.stderr.strip()[-2000:]}")
+        check(all(os.path.exists(os.path.join(work, f)) for f in ("fig/auc_vs_ber.png", "fig/report.md",
+                                                                 "fig/report-figures/ber_curve.svg",
+                                                                 "study/report_dlrm.html")),
+              "render.py wrote the figures and bitflip report's Markdown and HTML")
     if FAILS:
         print(f"{len(FAILS)} check(s) failed", file=sys.stderr)
         return 1
