@@ -22,6 +22,7 @@ missing (scripts/install-deps.sh --bench installs them).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -48,6 +49,7 @@ def main():
     sys.path.insert(0, HERE)
     import criteo
     zoo = os.path.join(work, "zoo")
+    shutil.rmtree(work, ignore_errors=True)   # make_zoo.py would keep an earlier run's models
     cap, zipf = 500, 1.1
     p = subprocess.run([sys.executable, os.path.join(HERE, "make_zoo.py"), "--out", zoo, "--cap", str(cap),
                         "--dim", "4", "--train", "30000", "--batch", "256", "--eval", "4000", "--zipf", str(zipf), "--seed", "3"],
