@@ -4,7 +4,7 @@
     /usr/bin/python3 study/drs/run_study.py --zoo build/study/drs/zoo --out build/study/drs
         [--bitflip build/bitflip] [--threads 2] [--repeats 10] [--rates 1e-10,...,1e-3]
         [--table-rate 1e-5] [--representations fp32,fp16,int8] [--models a,b]
-        [--skip-tables | --tables C1,C2] [--resume] [--specs-only]
+        [--skip-tables | --tables C1,C2] [--resume] [--specs-only] [--exact-models fm]
 
 For each model of the zoo's manifest.json, with `bitflip run --local SPEC --out RESULT`:
 
@@ -18,6 +18,11 @@ For each model of the zoo's manifest.json, with `bitflip run --local SPEC --out 
   table_MODEL_T      BER at --table-rate confined to one weight tensor T (each embedding
                      table, and the MLPs together as "mlp"), fp32, --repeats trials: which
                      tables' errors hurt, against their size and embedding dim
+
+--exact-models runs those models' campaigns with `bitflip run --exact` (every trial re-runs
+the whole eval set; the outcomes are the same, docs/ENGINE.md): on FM at BER 1e-3 the
+differential engine took 24 times as long as that (33 s against 1.4 s for 2 trials on
+2026-11-26), a cost for the engine to fix, after which the default can be empty.
 
 Writes OUT/specs/NAME.json, OUT/results/NAME.json (bitflip's result), OUT/campaigns.tsv
 (spec and result path per line) and OUT/study.json (the zoo's manifest, each campaign's
@@ -77,10 +82,12 @@ def load_json(path):
         return json.load(f)
 
 
-def run(bitflip, spec, spec_path, result_path, threads):
+def run(bitflip, spec, spec_path, result_path, threads, exact=False):
     with open(spec_path, "w") as f:
         json.dump(spec, f, indent=1)
     cmd = [bitflip, "run", "--local", spec_path, "--threads", str(threads), "--out", result_path]
+    if exact:
+        cmd.append("--exact")
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     secs = time.time() - t0
@@ -103,6 +110,9 @@ def main(argv=None):
     ap.add_argument("--skip-tables", action="store_true", help="no per-table campaigns")
     ap.add_argument("--tables", help="per-table campaigns only for these features (C1..C26, comma-separated)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--exact-models", default="fm",
+                    help="models whose campaigns run with `bitflip run --exact` (default fm: on FM "
+                         "at BER 1e-3 the differential engine took 24x a full re-run, 2026-11-26)")
     ap.add_argument("--resume", action="store_true",
                     help="keep a campaign's result when OUT already holds it for the same spec")
     ap.add_argument("--specs-only", action="store_true",
@@ -117,6 +127,7 @@ def main(argv=None):
         ap.error("--rates must be in (0, 1]")
     if a.repeats < 1 or a.threads < 1 or not 0 < a.table_rate <= 1:
         ap.error("--repeats and --threads must be at least 1, --table-rate in (0, 1]")
+    exact_models = set(m for m in a.exact_models.split(",") if m)
     reprs = [r for r in a.representations.split(",") if r]
     for r in reprs:
         if r not in REPRESENTATIONS:
@@ -169,7 +180,7 @@ def main(argv=None):
                 json.dump(spec, f, indent=1)
             secs, cmd = None, f"bitflip run --local {shlex.quote(sp)} --out {shlex.quote(rp)}"
         else:
-            secs, cmd = run(a.bitflip, spec, sp, rp, a.threads)
+            secs, cmd = run(a.bitflip, spec, sp, rp, a.threads, exact=model in exact_models)
             log(f"{name}: {secs:.1f} s")
         study["campaigns"].append(dict(kind=kind, name=name, model=model, spec=sp, result=rp,
                                        seconds=None if secs is None else round(secs, 2),
