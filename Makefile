@@ -127,5 +127,22 @@ bench-mitigations: build
 fixtures: bench-deps
 	/usr/bin/python3 tests/fixtures/make_fixtures.py
 
+# The DRS study (docs/STUDY.md): builds the zoo (a synthetic Criteo-shaped log; DLRM,
+# DCN-v2, DeepFM, Wide&Deep, FM trained in PyTorch, tables capped at 200,000 rows) under
+# $(BUILD)/study/drs, runs its campaigns and rewrites docs/STUDY.md's DRS section and
+# docs/study/drs/*.png. QUICK=1: tables capped at 2,000 rows, 3 repeats (minutes), under
+# $(BUILD)/study/drs-quick. The models are kept between runs (make_zoo.py --force rebuilds).
+.PHONY: study study-drs
+STUDY_DRS   = $(BUILD)/study/drs$(if $(QUICK),-quick)
+STUDY_ZOO   = $(if $(QUICK),--cap 2000 --train 100000 --batch 256 --eval 2048 --scale 0.65,)
+STUDY_RUN   = $(if $(QUICK),--repeats 3,--repeats 10)
+study-drs: build bench-deps
+	/usr/bin/python3 study/drs/make_zoo.py --out $(STUDY_DRS)/zoo $(STUDY_ZOO)
+	/usr/bin/python3 study/drs/run_study.py --zoo $(STUDY_DRS)/zoo --out $(STUDY_DRS) --bitflip $(BUILD)/bitflip $(STUDY_RUN)
+	/usr/bin/python3 study/drs/render.py --study $(STUDY_DRS)/study.json --doc docs/STUDY.md --figures docs/study/drs
+
+# Both papers' studies: docs/STUDY.md (DRS) and docs/study/stutz.md.
+study: study-drs study-stutz
+
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
