@@ -295,6 +295,8 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
     if (rec->rate_index >= 0 && (size_t)rec->rate_index < spec->n_rates)
         json_object_set_new(t, "rate", json_real(spec->rates[rec->rate_index]));
     json_object_set_new(t, "n_faults", json_integer(rec->n_faults));
+    if (spec->model_kind == BF_FAULT_PROFILED)
+        json_object_set_new(t, "offset", json_integer(bf_campaign_map_offset(c, rec->trial)));
     for (int i = 0; i < rec->n_kept; i++) {
         const bf_applied_fault *f = &rec->faults[i];
         json_t *bits = json_array();

@@ -382,6 +382,11 @@ double bf_campaign_population(const bf_campaign *c);
 /* The golden pass's outputs (samples x cols; with a mitigation, the
  * protected model's), valid for the campaign's life. */
 const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols);
+/* Model "profiled": the offset of the error map in trial t (weight bit j
+ * sits in cell (j + offset) mod rows * cols; bitflip/errmap.h), drawn from
+ * (seed, t) alone; -1 for other models or t out of range. */
+int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t);
+
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);
 

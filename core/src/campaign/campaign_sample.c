@@ -125,6 +125,13 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t)
+{
+    if (!c || c->kind != BF_FAULT_PROFILED || t < 0 || t >= c->n_trials) return -1;
+    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
+    return (int64_t)bf_rng_below(&r, c->map_bits);
+}
+
 /* A profiled map at the trial's offset (bitflip/errmap.h): weight bit j
  * sits in cell (j + offset) mod N, so failing cell x hits bits j0, j0 + N,
  * ... below the population's W bits, j0 = (x - offset) mod N. Work and
@@ -134,8 +141,7 @@ static bf_status draw_profiled(const bf_campaign *c, int64_t t, bf__draw *d, bf_
 {
     const bf_errmap *m = c->errmap;
     uint64_t n = c->map_bits, w = (uint64_t)c->elements * (uint64_t)c->n_allowed;
-    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
-    uint64_t off = bf_rng_below(&r, n);
+    uint64_t off = (uint64_t)bf_campaign_map_offset(c, t);
     /* positions: per cell, how many times the map repeats over the weights
      * past it; counted first, so the limit is checked before allocating */
     uint64_t full = w / n, rest = w % n, cnt = 0;
