@@ -12,6 +12,7 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev lib
       libssl-dev openssl    # libcrypto (SHA-256, constant-time compares); the CLI makes test certificates
       python3-jsonschema    # checks api/campaign.schema.json against the C validator
       python3-yaml          # reads api/openapi.yaml in tests/integration/openapi_check.py
+      python3-numpy         # the numpy references of fixed point and error maps (tests/conformance/stutz_check.py)
       libxml2-utils)        # xmllint: the JUnit XML against tests/api/junit-10.xsd
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
