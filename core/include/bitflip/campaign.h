@@ -151,9 +151,10 @@ typedef struct bf_campaign_spec {
     int64_t repeats;          /* BER draws per rate; profiled: offsets (trials) */
     bf_repr repr;
     int per_channel;          /* fixed point (int<m>, uint<m>): a scale per slice along axis 0 */
-    /* Fixed point on weights: > 0 clips the quantization range to [-w_max,
-     * w_max] (Stutz et al.'s weight clipping; train with the same clip);
-     * 0: each tensor's (or slice's) own range. */
+    /* Fixed point on weights: > 0 clips the quantization range of the
+     * selected tensors to [-w_max, w_max] (Stutz et al.'s weight clipping;
+     * train with the same clip); the rest of the model, and every tensor
+     * with 0, is quantized in its own (or its slices') range. */
     double w_max;
     /* Model "profiled": the error map's path as the spec gives it, and the
      * map itself, loaded by the caller (bf_errmap_load_file) before the

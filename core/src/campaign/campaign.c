@@ -670,27 +670,40 @@ static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, b
         return BF_OK;
     }
     if (c->repr == BF_REPR_FP32 || c->target != BF_TARGET_WEIGHTS) return BF_OK;
+    /* w_max clips the tensors the campaign selects (the weights a user
+     * trained clipped); the rest of the model (constants an export adds,
+     * such as InstanceNormalization's ones) keeps its own range */
+    unsigned char *site = bf__calloc(m->n_params + 1, 1);
+    if (!site) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    for (size_t s = 0; s < c->n_sites; s++) site[c->site_param[s]] = 1;
     for (size_t p = 0; p < m->n_params; p++) {
         const bf_tensor *t = m->params[p].tensor;
         if (m->params[p].dtype != BF_F32) continue;   /* a quantized model's integers are already stored */
         int64_t n = bf_tensor_numel(t);
         int64_t dim0 = t->ndim > 0 ? t->dims[0] : 1;
         c->stored[p] = bf__malloc((size_t)n * sizeof(float) + 1);
-        if (!c->stored[p]) return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+        if (!c->stored[p]) {
+            bf__free(site);
+            return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+        }
         bf_qscale q = {0};
         if (bf_repr_is_fixed(c->repr) && n > 0) {
             int64_t n_scale = spec->per_channel && dim0 > 0 ? dim0 : 1;
             c->scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
-            if (!c->scale[p]) return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
-            if (bf_repr_is_unsigned(c->repr) && !(c->lo[p] = bf__malloc((size_t)n_scale * sizeof(float))))
+            if (bf_repr_is_unsigned(c->repr) && c->scale[p]) c->lo[p] = bf__malloc((size_t)n_scale * sizeof(float));
+            if (!c->scale[p] || (bf_repr_is_unsigned(c->repr) && !c->lo[p])) {
+                bf__free(site);
                 return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+            }
             /* per layer (or channel), as Stutz et al. quantize */
-            bf_repr_fixed_scales(c->repr, t->data, n, dim0, spec->per_channel, (float)spec->w_max, c->scale[p], c->lo[p]);
+            bf_repr_fixed_scales(c->repr, t->data, n, dim0, spec->per_channel, site[p] ? (float)spec->w_max : 0.0f,
+                                 c->scale[p], c->lo[p]);
             c->slice[p] = n / n_scale;
             q = (bf_qscale){.scale = c->scale[p], .n_scale = n_scale, .slice = c->slice[p], .lo = c->lo[p]};
         }
         bf_repr_quantize(c->repr, t->data, c->stored[p], n, &q);
     }
+    bf__free(site);
     return BF_OK;
 }
 
