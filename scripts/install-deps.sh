@@ -16,6 +16,7 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev lib
       libxml2-utils)        # xmllint: the JUnit XML against tests/api/junit-10.xsd
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
+        python3-matplotlib    # the figures of docs/study/stutz.md (make study-stutz)
         libopenblas0-pthread   # the BLAS Debian's PyTorch calls: without it, the reference
                                # libblas3 (7x slower on the digits MLP), an unfair baseline
         wrk)   # HTTP load for bench/daemon_bench.py
