@@ -53,6 +53,25 @@ spec "$tmp/missing.json" nowhere.bfmap int4
 check missing 3 "$BF" run --local "$tmp/missing.json"
 contains missing "nowhere.bfmap: cannot open the error map"
 
+# the differential engine and the full re-execution agree on every trial, and
+# protections run paired on the same map offsets (CNN, uint4, a map that wraps)
+mkmap "$tmp/cnn.bfmap" '{"format": 1, "rows": 16, "cols": 16, "flip": 3, "stuck_at_0": 2, "stuck_at_1": 2}' 3 40 201 7 99 150 255
+cat >"$tmp/cnn.json" <<JSON
+{"model": "$FX/cnn.onnx", "dataset": "$FX/cnn.eval.safetensors", "seed": 9,
+ "faults": {"model": "profiled", "error_map": "cnn.bfmap", "repeats": 20, "representation": "uint4"},
+ "metrics": ["accuracy"]}
+JSON
+check cnn 0 "$BF" run --local "$tmp/cnn.json" --threads 2 --format json --trials-out "$tmp/fast.jsonl"
+check cnn_exact 0 "$BF" run --local "$tmp/cnn.json" --threads 2 --exact --format json --trials-out "$tmp/exact.jsonl"
+outcomes() { sed 's/.*"outcome": *"\([a-z]*\)".*/\1/' "$1"; }
+outcomes "$tmp/fast.jsonl" >"$tmp/o_fast"; outcomes "$tmp/exact.jsonl" >"$tmp/o_exact"
+if cmp -s "$tmp/o_fast" "$tmp/o_exact" && [ "$(grep -c critical "$tmp/o_fast")" -gt 0 ]; then passes=$((passes+1)); else
+  echo "FAIL exact and differential outcomes differ (or nothing was critical)"; paste "$tmp/o_fast" "$tmp/o_exact" | head; fails=$((fails+1)); fi
+sed 's/"metrics": \["accuracy"\]}/"metrics": ["accuracy"], "mitigations": ["sbp", "range"]}/' "$tmp/cnn.json" >"$tmp/cnn_mit.json"
+check cnn_mit 0 "$BF" run --local "$tmp/cnn_mit.json" --threads 2 --format json
+contains cnn_mit '"mitigations"'
+contains cnn_mit_sbp '"sbp"'
+
 # spec rules: fixed point below 8 bits is for weights; a map needs model 'profiled'
 cat >"$tmp/act.json" <<JSON
 {"model": "$FX/linear.onnx", "dataset": "$FX/linear.eval.safetensors", "trials": 2,
