@@ -7,17 +7,21 @@ FUZZ_BUILD ?= build-fuzz
 # seconds per target for `make fuzz`; `make test` runs each for FUZZ_SMOKE_SECONDS
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
-FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http
+FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report
 MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures study-stutz clean
+.PHONY: test-ui test-deps all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures study-stutz clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# What the tests need beyond a build (PyTorch, chromium, node, clang).
+test-deps:
+	@scripts/install-deps.sh --test
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -34,10 +38,16 @@ build-asan: deps
 # test_campaign covers).
 test: test-release test-asan test-tsan fuzz-smoke
 
-test-release: build
+test-release: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@[ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"
 
-test-asan: build-asan
+# bitflipd's web page (docs/UI.md): its schema validator, and the page in
+# headless Chromium; screenshots in $(BUILD)/tests/ui/artifacts
+test-ui: build test-deps
+	cd $(BUILD) && ctest --output-on-failure -R '^ui_'
+
+test-asan: build-asan test-deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
@@ -45,7 +55,7 @@ build-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 
-test-tsan: build-tsan
+test-tsan: build-tsan test-deps
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_|server_|daemon_test_flow|daemon_test_security'
 
 # libFuzzer targets (tests/fuzz, docs/FUZZING.md): clang with ASan + UBSan.
@@ -59,10 +69,10 @@ fuzz: build-fuzz
 
 # A short run of each, part of `make test` (the corpora are also replayed
 # by ctest in every build); skipped with a note where clang is missing.
-fuzz-smoke:
+fuzz-smoke: test-deps
 	@if command -v clang >/dev/null 2>&1; then \
 	  $(MAKE) build-fuzz && tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS); \
-	else echo "fuzz-smoke: no clang (scripts/install-deps.sh installs it); skipped"; fi
+	else echo "fuzz-smoke: no clang (scripts/install-deps.sh --test installs it); skipped"; fi
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bitflip $(BUILD)/bitflipd

@@ -4,12 +4,16 @@
 # the service (bitflipd) on loopback, uploads the model and eval set with
 # curl, runs a 3,200-fault campaign on it with live progress from the
 # daemon's event stream, prints the result (which layers and bits matter),
-# and stops the daemon.
+# and stops the daemon; compares protections on a DLRM, and ends with
+# `bitflip report`: the figures of both campaigns in one HTML file.
 set -euo pipefail
 BITFLIP=${1:-build/bitflip}
 BITFLIPD=${2:-$(dirname "$BITFLIP")/bitflipd}
 cd "$(dirname "$0")/.."
 fx=tests/fixtures/conformance
+# the campaigns' results and their report stay here after the demo
+report_dir=$(cd "$(dirname "$BITFLIP")" && pwd)/demo-report
+mkdir -p "$report_dir"
 # a small CNN trained on scikit-learn's handwritten digits (tests/fixtures/make_fixtures.py)
 model=$fx/demo_digits.onnx
 data=$fx/demo_digits.eval.safetensors
@@ -50,7 +54,7 @@ echo
 echo "== bitflip run --server $url tests/fixtures/specs/demo_campaign.json"
 echo "   (3200 single-bit weight faults, 100 per bit position, on the daemon's workers;"
 echo "    progress from its event stream: GET /v1/campaigns/{id}/events)"
-"$BITFLIP" run --server "$url" tests/fixtures/specs/demo_campaign.json --format table
+"$BITFLIP" run --server "$url" tests/fixtures/specs/demo_campaign.json --format table --out "$report_dir/demo_digits.json"
 echo
 echo "== stopping bitflipd (SIGTERM)"
 kill -TERM "$pid"; wait "$pid"; pid=
@@ -60,4 +64,19 @@ echo
 echo "== which protection to ship: bitflip run --local tests/fixtures/specs/dlrm_mitigations.json"
 echo "   (a BER sweep on a DLRM, run unprotected and with clipping, selective bit protection"
 echo "    and ABFT, each on exactly the same faults: docs/MITIGATIONS.md)"
-"$BITFLIP" run --local tests/fixtures/specs/dlrm_mitigations.json --format table | sed -n '/^mitigations/,$p'
+"$BITFLIP" run --local tests/fixtures/specs/dlrm_mitigations.json --format table --out "$report_dir/dlrm_mitigations.json" |
+  sed -n '/^mitigations/,$p'
+
+echo
+echo "== the pictures: bitflip report (one HTML file, figures inline, nothing fetched; docs/REPORT.md)"
+"$BITFLIP" report "$report_dir/demo_digits.json" "$report_dir/dlrm_mitigations.json" \
+  --title "bitflip demo: a digits CNN and a DLRM under bit flips" -o "$report_dir/report.html"
+echo "   open it:  xdg-open $report_dir/report.html   (or any browser; Markdown for a PR:"
+echo "   bitflip report RESULT.json --format md -o report.md)"
+
+# --- the web page (docs/UI.md); the report's lines, if any, stay above this block
+echo
+echo "== to see it in a browser: bitflipd's web page"
+echo "   $BITFLIPD --listen 127.0.0.1:8080 --data-dir ~/bitflip-data"
+echo "   then open http://127.0.0.1:8080/ : upload a model and an eval set, submit a"
+echo "   campaign from the form, watch it move, read its figures (docs/UI.md)"

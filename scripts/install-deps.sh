@@ -2,8 +2,11 @@
 # Installs the Debian packages bitflip needs, only those missing: as root
 # directly, otherwise through sudo, otherwise prints the exact apt-get line and
 # fails. The same script runs on developer machines, in CI and in the Dockerfile.
-#   scripts/install-deps.sh          build + test dependencies
+#   scripts/install-deps.sh          what a build needs (the Dockerfile's builder uses this)
+#   scripts/install-deps.sh --test   also what the tests need: PyTorch for tests/python,
+#                                    chromium and node for tests/ui (make test uses this)
 #   scripts/install-deps.sh --bench  also PyTorch and friends (and wrk), for bench/ and fixtures
+# Options combine: --test --bench.
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
@@ -12,18 +15,31 @@ pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev lib
       libssl-dev openssl    # libcrypto (SHA-256, constant-time compares); the CLI makes test certificates
       python3-jsonschema    # checks api/campaign.schema.json against the C validator
       python3-yaml          # reads api/openapi.yaml in tests/integration/openapi_check.py
-      python3-numpy         # the numpy references of fixed point and error maps (tests/conformance/stutz_check.py)
       libxml2-utils)        # xmllint: the JUnit XML against tests/api/junit-10.xsd
-if [ "${1:-}" = "--bench" ]; then
+# What only the tests need, on top (make test calls --test): heavier packages
+# that a build, the Dockerfile's image among them, does without.
+ARGS=" $* "
+if [[ "$ARGS" == *" --test "* || "$ARGS" == *" --bench "* ]]; then
+  # node and npm: playwright-core for tests/ui, ONNX Runtime for bench/ and the
+  # npm-pinned linters; any node and npm will do (this machine's may not be
+  # Debian's, and Debian's npm would then conflict with it)
+  command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+fi
+if [[ "$ARGS" == *" --test "* ]]; then
+  pkgs+=(python3-venv python3-setuptools python3-wheel python3-pytest python3-pandas python3-matplotlib
+         python3-torch python3-torchvision python3-numpy   # tests/python (docs/PYTHON.md)
+         python3-onnx python3-sklearn   # tests/conformance/stutz_check.py, study_stutz_quick (digits)
+         chromium              # the web page's browser test (tests/ui, make test-ui), headless
+         fonts-dejavu-core     # text in its screenshots (chromium recommends fonts, --no-install-recommends skips them)
+         clang libclang-rt-14-dev)   # libFuzzer and its runtime: make fuzz-smoke
+fi
+if [[ "$ARGS" == *" --bench "* ]]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy
         python3-matplotlib    # the figures of docs/study/stutz.md (make study-stutz)
         libopenblas0-pthread   # the BLAS Debian's PyTorch calls: without it, the reference
                                # libblas3 (7x slower on the digits MLP), an unfair baseline
         wrk)   # HTTP load for bench/daemon_bench.py
-  # ONNX Runtime comes from npm: any node and npm will do (this machine's may
-  # not be Debian's, and Debian's npm would then conflict with it)
-  command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
-  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 
 missing=()

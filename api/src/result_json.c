@@ -167,6 +167,16 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
         const json_t *site = json_array_get(sites, i), *torch = json_object_get(site, "torch_name");
         json_object_set_new(g, "tensor", json_incref(json_object_get(site, "name")));
         if (torch) json_object_set_new(g, "torch_name", json_incref((json_t *)torch));
+        /* the tensor's counts split by the fault's lowest bit (the tensor x
+         * bit heatmap); only the bits that were hit, to keep documents small */
+        json_t *bits = json_array();
+        for (int b = 0; r->by_site_bit && b < 64; b++) {
+            const bf_outcome_counts *cb = &r->by_site_bit[i * 64 + (size_t)b];
+            if (counts_total(cb))
+                json_array_append_new(bits, json_pack("{s:i, s:I, s:o}", "bit", b, "trials", (json_int_t)counts_total(cb),
+                                                      "outcomes", counts_json(cb)));
+        }
+        json_object_set_new(g, "by_bit", bits);
         json_array_append_new(by_tensor, g);
     }
     json_object_set_new(doc, "by_tensor", by_tensor);
@@ -248,13 +258,24 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *er
     }
     r->n_sites = json_array_size(sites);
     r->by_site = calloc(r->n_sites + 1, sizeof *r->by_site);
-    if (!r->by_site) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    r->by_site_bit = calloc((r->n_sites + 1) * 64, sizeof *r->by_site_bit);
+    if (!r->by_site || !r->by_site_bit) return bf_error_set(err, BF_ENOMEM, "out of memory");
     const json_t *bt = json_object_get(doc, "by_tensor");
     if (json_array_size(bt) != r->n_sites) return bad(err, "/by_tensor");
     for (size_t i = 0; i < r->n_sites; i++) {
         char p[64];
         snprintf(p, sizeof p, "/by_tensor/%zu/outcomes", i);
         if ((st = parse_counts(json_object_get(json_array_get(bt, i), "outcomes"), p, &r->by_site[i], err))) return st;
+        /* absent in documents written before bitflip kept the split: zeros */
+        size_t j;
+        const json_t *gb;
+        json_array_foreach(json_object_get(json_array_get(bt, i), "by_bit"), j, gb) {
+            json_int_t b = json_integer_value(json_object_get(gb, "bit"));
+            snprintf(p, sizeof p, "/by_tensor/%zu/by_bit/%zu", i, j);
+            if (b < 0 || b >= 64) return bad(err, p);
+            strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
+            if ((st = parse_counts(json_object_get(gb, "outcomes"), p, &r->by_site_bit[i * 64 + (size_t)b], err))) return st;
+        }
     }
     size_t k;
     const json_t *g;

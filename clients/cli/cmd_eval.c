@@ -31,6 +31,7 @@ static const char help[] =
     "  --seed S           seed for --random-flips (default 1)\n"
     "  --outputs FILE     write the golden outputs (.json: JSON rows; otherwise CSV)\n"
     "  --json             machine-readable output\n"
+    CLI_PROGRESS_HELP
     CLI_LIMITS_HELP
     "\n"
     "example:\n"
@@ -39,9 +40,10 @@ static const char help[] =
 typedef struct opts {
     const char *model_path, *data_path, *outputs_path;
     long long batch, threads, repeat, random_flips, seed;
-    int json;
+    int json, progress;
+    double progress_interval;
     cli_limits lim;
-    char **flip_specs;
+    const char **flip_specs;
     size_t n_flip_specs;
 } opts;
 
@@ -138,25 +140,32 @@ static int64_t changed_predictions(const bf_eval_result *golden, const float *go
     return n;
 }
 
-/* A progress line on a terminal, for passes long enough to wait on. */
+/* Progress through --progress: on a bar, passes long enough to wait on
+ * (half a second in); on plain, a line per interval across all passes. */
 typedef struct progress {
-    double start, last;
-    int shown;
+    cli_progress out;
+    double pass_start;
+    char what[48];   /* "golden pass", "fault 3/100" */
 } progress;
 
 static void on_progress(void *user, int64_t done, int64_t total)
 {
     progress *p = user;
     double t = cli_now();
-    if (t - p->start < 0.5 || (t - p->last < 0.2 && done < total)) return;
-    p->last = t;
-    p->shown = 1;
-    fprintf(stderr, "\r  eval %lld/%lld samples (%.0f%%), %.0f samples/s ", (long long)done, (long long)total,
-            100.0 * (double)done / (double)total, (double)done / (t - p->start));
+    if (p->out.mode == CLI_PROGRESS_BAR && t - p->pass_start < 0.5) return;
+    /* a pass's end is final on a bar only: a log need not get one line per --flip */
+    if (!cli_progress_due(&p->out, done >= total && p->out.mode == CLI_PROGRESS_BAR)) return;
+    cli_progress_print(&p->out, "eval %s: %lld/%lld samples (%.0f%%), %.0f samples/s", p->what, (long long)done,
+                       (long long)total, 100.0 * (double)done / (double)total,
+                       t > p->pass_start ? (double)done / (t - p->pass_start) : 0.0);
 }
 
-static void progress_start(progress *p) { p->start = p->last = cli_now(); p->shown = 0; }
-static void progress_end(progress *p) { if (p->shown) fputs("\r\033[K", stderr); p->shown = 0; }
+static void progress_start(progress *p, const char *fmt, long long a, long long b)
+{
+    snprintf(p->what, sizeof p->what, fmt, a, b);
+    p->pass_start = cli_now();
+}
+static void progress_end(progress *p) { cli_progress_clear(&p->out); }
 
 static const char *metric_name(bf_task t) { return t == BF_TASK_BINARY ? "auc" : "accuracy"; }
 static double metric_value(const bf_eval_result *r) { return r->task == BF_TASK_BINARY ? r->auc : r->accuracy; }
@@ -165,26 +174,48 @@ static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); 
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return -1; }
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (cli_limit_option("eval", argc, argv, &i, &o->lim, &rc)) {}
-        else if (!strcmp(a, "--batch")) { rc = parse_count("eval", a, v, 1, 1 << 24, &o->batch); i++; }
-        else if (!strcmp(a, "--threads")) { rc = parse_count("eval", a, v, 1, 64, &o->threads); i++; }
-        else if (!strcmp(a, "--repeat")) { rc = parse_count("eval", a, v, 1, 1000000, &o->repeat); i++; }
-        else if (!strcmp(a, "--random-flips")) { rc = parse_count("eval", a, v, 0, 1000000, &o->random_flips); i++; }
-        else if (!strcmp(a, "--seed")) { rc = parse_count("eval", a, v, 0, INT64_MAX, &o->seed); i++; }
-        else if (!strcmp(a, "--outputs")) { if (!v) return usage_error("eval", "--outputs needs a file name"); o->outputs_path = v; i++; }
-        else if (!strcmp(a, "--flip")) {
-            if (!v) return usage_error("eval", "--flip needs PARAM:INDEX:BIT");
-            o->flip_specs[o->n_flip_specs++] = argv[++i];
-        } else if (a[0] == '-' && a[1]) return usage_error("eval", "unknown option '%s'", a);
-        else if (!o->model_path) o->model_path = a;
-        else if (!o->data_path) o->data_path = a;
-        else return usage_error("eval", "unexpected argument '%s'", a);
+    enum { OPT_JSON = CLI_OPT_FIRST, OPT_BATCH, OPT_THREADS, OPT_REPEAT, OPT_RANDOM_FLIPS, OPT_SEED, OPT_OUTPUTS, OPT_FLIP,
+           OPT_PROGRESS, OPT_PROGRESS_INTERVAL };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"batch", required_argument, NULL, OPT_BATCH},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"repeat", required_argument, NULL, OPT_REPEAT},
+        {"random-flips", required_argument, NULL, OPT_RANDOM_FLIPS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"outputs", required_argument, NULL, OPT_OUTPUTS},
+        {"flip", required_argument, NULL, OPT_FLIP},
+        {"progress", required_argument, NULL, OPT_PROGRESS},
+        {"progress-interval", required_argument, NULL, OPT_PROGRESS_INTERVAL},
+        CLI_LIMITS_OPTIONS,
+        {NULL, 0, NULL, 0}};
+    cli_parser p;
+    const char *v;
+    int c, rc = 0;
+    cli_parser_init(&p, "eval", argc, argv, "h", longopts);
+    while ((c = cli_parser_next(&p, &v)) != CLI_END) {
+        switch (c) {
+        case 'h': fputs(help, stdout); return -1;
+        case OPT_JSON: o->json = 1; break;
+        case OPT_BATCH: rc = parse_count("eval", "--batch", v, 1, 1 << 24, &o->batch); break;
+        case OPT_THREADS: rc = parse_count("eval", "--threads", v, 1, 64, &o->threads); break;
+        case OPT_REPEAT: rc = parse_count("eval", "--repeat", v, 1, 1000000, &o->repeat); break;
+        case OPT_RANDOM_FLIPS: rc = parse_count("eval", "--random-flips", v, 0, 1000000, &o->random_flips); break;
+        case OPT_SEED: rc = parse_count("eval", "--seed", v, 0, INT64_MAX, &o->seed); break;
+        case OPT_OUTPUTS: o->outputs_path = v; break;
+        case OPT_FLIP: o->flip_specs[o->n_flip_specs++] = v; break;
+        case OPT_PROGRESS: rc = cli_progress_parse("eval", v, &o->progress); break;
+        case OPT_PROGRESS_INTERVAL: rc = cli_progress_interval("eval", v, &o->progress_interval); break;
+        case CLI_ARG:
+            if (!o->model_path) o->model_path = v;
+            else if (!o->data_path) o->data_path = v;
+            else return usage_error("eval", "unexpected argument '%s'", v);
+            break;
+        case CLI_BAD: return EXIT_USAGE;
+        default:
+            if (!cli_limit_option("eval", c, v, &o->lim, &rc)) return EXIT_USAGE;
+        }
         if (rc) return rc;
     }
     if (!o->model_path || !o->data_path)
@@ -194,7 +225,7 @@ static int parse_args(int argc, char **argv, opts *o)
 
 int cmd_eval(int argc, char **argv)
 {
-    opts o = {.batch = 0, .threads = 1, .repeat = 1, .seed = 1};
+    opts o = {.batch = 0, .threads = 1, .repeat = 1, .seed = 1, .progress_interval = CLI_PROGRESS_INTERVAL_DEFAULT};
     cli_limits_init(&o.lim);
     int rc = EXIT_OK;
     bf_error err = {0};
@@ -222,8 +253,9 @@ int cmd_eval(int argc, char **argv)
     for (long long i = 0; i < o.random_flips; i++) flips[n_flips++] = random_flip(m, &rng);
 
     progress prog = {0};
+    cli_progress_start(&prog.out, "eval", o.progress, o.progress_interval);
     bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads, .share_buffers = 1};   /* whole passes only */
-    if (!o.json && isatty(STDERR_FILENO)) {
+    if (prog.out.mode != CLI_PROGRESS_NONE) {
         eo.progress = on_progress;
         eo.progress_user = &prog;
     }
@@ -243,7 +275,7 @@ int cmd_eval(int argc, char **argv)
     bf_eval_result golden, r;
     double best = INFINITY;
     for (long long k = 0; k < o.repeat; k++) {
-        progress_start(&prog);
+        progress_start(&prog, "golden pass", 0, 0);
         bf_status st = bf_evaluator_run(ev, NULL, 0, &golden, &err);
         progress_end(&prog);
         if (st != BF_OK) { rc = report_error("eval", &err); goto out; }
@@ -297,7 +329,7 @@ int cmd_eval(int argc, char **argv)
             old_v = ((const float *)p->tensor->data)[flips[i].index];
             new_v = bf_flip_f32(old_v, flips[i].bit);
         }
-        progress_start(&prog);
+        progress_start(&prog, "fault %lld/%lld", (long long)i + 1, (long long)n_flips);
         bf_status st = bf_evaluator_run(ev, &flips[i], 1, &r, &err);
         progress_end(&prog);
         if (st != BF_OK) { rc = report_error("eval", &err); json_decref(jfaults); goto out; }

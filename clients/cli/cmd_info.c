@@ -104,14 +104,22 @@ int cmd_info(int argc, char **argv)
     const char *path = NULL;
     cli_limits lim;
     cli_limits_init(&lim);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(help, stdout); return EXIT_OK; }
-        else if ((!strcmp(argv[i], "--limit") || !strcmp(argv[i], "--no-fuse")) &&
-                 cli_limit_option("info", argc, argv, &i, &lim, &rc)) { if (rc) return rc; }
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) return usage_error("info", "unknown option '%s'", argv[i]);
-        else if (!path) path = argv[i];
-        else return usage_error("info", "one model at a time (got '%s' and '%s')", path, argv[i]);
+    enum { OPT_JSON = CLI_OPT_FIRST };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'}, {"json", no_argument, NULL, OPT_JSON},
+        CLI_OPTION_LIMIT, CLI_OPTION_NO_FUSE, {NULL, 0, NULL, 0}};
+    cli_parser p;
+    const char *v;
+    int c;
+    cli_parser_init(&p, "info", argc, argv, "h", longopts);
+    while ((c = cli_parser_next(&p, &v)) != CLI_END) {
+        if (c == 'h') { fputs(help, stdout); return EXIT_OK; }
+        else if (c == OPT_JSON) json = 1;
+        else if (c == CLI_ARG && !path) path = v;
+        else if (c == CLI_ARG) return usage_error("info", "one model at a time (got '%s' and '%s')", path, v);
+        else if (c == CLI_BAD) return EXIT_USAGE;
+        else if (!cli_limit_option("info", c, v, &lim, &rc)) return EXIT_USAGE;
+        if (rc) return rc;
     }
     if (!path) return usage_error("info", "which model? usage: bitflip info [--json] MODEL.onnx");
 

@@ -7,7 +7,7 @@
 #include "cli.h"
 
 static const char help[] =
-    "usage: bitflip ops [--one-per-line]\n"
+    "usage: bitflip ops [-h] [--one-per-line]\n"
     "\n"
     "Lists the ONNX ops (default domain, opsets 11 to 18) that bitflip runs, sorted. A model\n"
     "that uses another op fails to load with a message naming the op and a node that uses it.\n"
@@ -17,10 +17,18 @@ static const char help[] =
 int cmd_ops(int argc, char **argv)
 {
     int one = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(help, stdout); return EXIT_OK; }
-        if (!strcmp(argv[i], "--one-per-line")) one = 1;
-        else return usage_error("ops", "unknown argument '%s'", argv[i]);
+    enum { OPT_ONE = CLI_OPT_FIRST };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'}, {"one-per-line", no_argument, NULL, OPT_ONE}, {NULL, 0, NULL, 0}};
+    cli_parser p;
+    const char *v;
+    int c;
+    cli_parser_init(&p, "ops", argc, argv, "h", longopts);
+    while ((c = cli_parser_next(&p, &v)) != CLI_END) {
+        if (c == 'h') { fputs(help, stdout); return EXIT_OK; }
+        else if (c == OPT_ONE) one = 1;
+        else if (c == CLI_ARG) return usage_error("ops", "takes no arguments, got '%s'", v);
+        else return EXIT_USAGE;
     }
     size_t n = bf_supported_ops(NULL, 0);
     const char **names = calloc(n + 1, sizeof *names);

@@ -9,9 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <sys/stat.h>
+
 #include "bitflip/api/result.h"
 #include "campaign_cli.h"
 #include "cli.h"
+#include "shard.h"
 
 static const char help[] =
     "usage: bitflip run --local [OPTIONS] SPEC.json\n"
@@ -48,12 +52,26 @@ static const char help[] =
     "  --stats              print the engine, trial rate, cache size and how many\n"
     "                       trials ran in chain mode (docs/ENGINE.md) on stderr\n"
     "  --shard I/N          run only trials t with t % N == I; merge the parts with\n"
-    "                       'bitflip merge'\n"
+    "                       'bitflip merge' (docs/SCALE.md)\n"
+    "  --shard auto         the same, with I and N from the scheduler: a Slurm array\n"
+    "                       (SLURM_ARRAY_TASK_ID, _MIN, _COUNT), a Kubernetes Indexed\n"
+    "                       Job (JOB_COMPLETION_INDEX; N from --shards), an AWS Batch\n"
+    "                       array (AWS_BATCH_JOB_ARRAY_INDEX, _SIZE), or\n"
+    "                       BITFLIP_SHARD_INDEX; N also from $BITFLIP_SHARDS\n"
+    "  --shards N           the number of shards, for --shard auto (at most 1000000)\n"
+    "  --out-dir DIR        write the result into DIR (made if missing) as\n"
+    "                       PREFIX.part-I-of-N.json for a shard (PREFIX.json\n"
+    "                       otherwise), atomically: the same\n"
+    "                       bytes however often a task is retried. 'bitflip merge\n"
+    "                       DIR' merges the parts\n"
+    "  --prefix NAME        PREFIX for --out-dir (default: the spec's file name\n"
+    "                       without .json)\n"
     "  --gate EXPR          a CI gate such as 'critical_rate<=0.01' or 'auc>=0.74'\n"
     "                       (repeatable; operators <= >= < > ==); with mitigations\n"
     "                       also 'mitigation.NAME.critical_rate<=0.01' and\n"
     "                       'mitigation.NAME.recovery>=0.3'\n"
     "  --junit FILE         write the gates as JUnit XML, one test case each\n"
+    CLI_PROGRESS_HELP
     CLI_LIMITS_HELP
     "                       (--local only)\n"
     "\n"
@@ -62,17 +80,22 @@ static const char help[] =
 
 typedef struct run_opts {
     const char *spec_path, *out_path, *trials_path, *junit_path, *format, *server, *token;
-    long long threads, shard_i, shard_n;
+    const char *shard_arg, *out_dir, *prefix;
+    long long threads, shard_i, shard_n, shards;
     long long cache_budget;
     cli_limits lim;
-    int local, exact, stats;
+    int local, exact, stats, progress;
+    double progress_interval;
+    char *out_alloc;        /* out_path when made from --out-dir and --prefix */
+    char spec_sha256[65];   /* of the spec file's bytes: a part's campaign identity */
     const char **gates;
     size_t n_gates;
 } run_opts;
 
 typedef struct progress_state {
-    int tty;
-    double start, last;
+    cli_progress out;
+    int final;       /* the run is over: the last report, whatever the interval */
+    double start;
     int64_t planned;
     double confidence;
     FILE *trials;
@@ -90,18 +113,16 @@ typedef struct progress_state {
 static void on_progress(void *user, const bf_campaign_result *r)
 {
     progress_state *p = user;
-    if (!p->tty) return;
-    double t = cli_now();
-    if (t - p->last < 0.1 && r->trials_done < p->planned) return;
-    p->last = t;
-    double el = t - p->start, rate = el > 0 ? (double)r->trials_done / el : 0;
+    if (!cli_progress_due(&p->out, p->final || r->trials_done >= p->planned)) return;
+    double el = cli_now() - p->start, rate = el > 0 ? (double)r->trials_done / el : 0;
     double eta = rate > 0 ? (double)(p->planned - r->trials_done) / rate : 0;
     double lo = 0, hi = 0;
     int64_t crit = r->total.n[BF_OUTCOME_CRITICAL];
     if (r->trials_done) bf_wilson(crit, r->trials_done, p->confidence, &lo, &hi);
-    fprintf(stderr, "\r  %s%s%lld/%lld trials  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%] ",
-            p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)r->trials_done, (long long)p->planned, rate, eta,
-            r->trials_done ? 100.0 * (double)crit / (double)r->trials_done : 0.0, 100 * lo, 100 * hi);
+    cli_progress_print(&p->out, "%s%s%lld/%lld trials (%.0f%%)  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%]",
+                       p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)r->trials_done,
+                       (long long)p->planned, p->planned ? 100.0 * (double)r->trials_done / (double)p->planned : 100.0, rate,
+                       eta, r->trials_done ? 100.0 * (double)crit / (double)r->trials_done : 0.0, 100 * lo, 100 * hi);
 }
 
 /* Called by the engine on this thread, once per trial, in trial order. */
@@ -121,49 +142,66 @@ static void on_trial(void *user, const bf_trial_record *rec)
     json_decref(j);
 }
 
-static int parse_shard(const char *s, long long *i, long long *n)
-{
-    char *end;
-    if (!s) return usage_error("run", "--shard needs I/N, e.g. 0/4");
-    *i = strtoll(s, &end, 10);
-    if (end == s || *end != '/') return usage_error("run", "--shard wants I/N (e.g. 0/4), got '%s'", s);
-    const char *ns = end + 1;
-    *n = strtoll(ns, &end, 10);
-    if (end == ns || *end || *n < 1 || *i < 0 || *i >= *n)
-        return usage_error("run", "--shard wants I/N with 0 <= I < N, got '%s'", s);
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, run_opts *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(help, stdout); return -1; }
-        else if (!strcmp(a, "--local")) o->local = 1;
-        else if (!strcmp(a, "--exact")) o->exact = 1;
-        else if (!strcmp(a, "--stats")) o->stats = 1;
-        else if (!strcmp(a, "--cache-budget")) { rc = parse_size("run", a, v, &o->cache_budget); i++; }
-        else if (cli_limit_option("run", argc, argv, &i, &o->lim, &rc)) {}
-        else if (!strcmp(a, "--server") || !strcmp(a, "--token")) {
-            if (!v) return usage_error("run", "%s needs a value", a);
-            if (!strcmp(a, "--server")) o->server = v;
-            else o->token = v;
-            i++;
-        } else if (!strcmp(a, "--out") || !strcmp(a, "--trials-out") || !strcmp(a, "--junit") || !strcmp(a, "--format") ||
-                 !strcmp(a, "--gate")) {
-            if (!v) return usage_error("run", "%s needs a value", a);
-            if (!strcmp(a, "--out")) o->out_path = v;
-            else if (!strcmp(a, "--trials-out")) o->trials_path = v;
-            else if (!strcmp(a, "--junit")) o->junit_path = v;
-            else if (!strcmp(a, "--format")) o->format = v;
-            else o->gates[o->n_gates++] = v;
-            i++;
-        } else if (!strcmp(a, "--threads")) { rc = parse_count("run", a, v, 1, 256, &o->threads); i++; }
-        else if (!strcmp(a, "--shard")) { rc = parse_shard(v, &o->shard_i, &o->shard_n); i++; }
-        else if (a[0] == '-' && a[1]) return usage_error("run", "unknown option '%s'", a);
-        else if (!o->spec_path) o->spec_path = a;
-        else return usage_error("run", "one spec at a time (got '%s' and '%s')", o->spec_path, a);
+    enum { OPT_LOCAL = CLI_OPT_FIRST, OPT_EXACT, OPT_STATS, OPT_CACHE_BUDGET, OPT_SERVER, OPT_TOKEN, OPT_OUT, OPT_TRIALS_OUT,
+           OPT_JUNIT, OPT_FORMAT, OPT_GATE, OPT_THREADS, OPT_SHARD, OPT_SHARDS, OPT_OUT_DIR, OPT_PREFIX, OPT_PROGRESS,
+           OPT_PROGRESS_INTERVAL };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"local", no_argument, NULL, OPT_LOCAL},
+        {"exact", no_argument, NULL, OPT_EXACT},
+        {"stats", no_argument, NULL, OPT_STATS},
+        {"cache-budget", required_argument, NULL, OPT_CACHE_BUDGET},
+        {"server", required_argument, NULL, OPT_SERVER},
+        {"token", required_argument, NULL, OPT_TOKEN},
+        {"out", required_argument, NULL, OPT_OUT},
+        {"trials-out", required_argument, NULL, OPT_TRIALS_OUT},
+        {"junit", required_argument, NULL, OPT_JUNIT},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"gate", required_argument, NULL, OPT_GATE},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"shard", required_argument, NULL, OPT_SHARD},
+        {"shards", required_argument, NULL, OPT_SHARDS},
+        {"out-dir", required_argument, NULL, OPT_OUT_DIR},
+        {"prefix", required_argument, NULL, OPT_PREFIX},
+        {"progress", required_argument, NULL, OPT_PROGRESS},
+        {"progress-interval", required_argument, NULL, OPT_PROGRESS_INTERVAL},
+        CLI_LIMITS_OPTIONS,
+        {NULL, 0, NULL, 0}};
+    cli_parser p;
+    const char *v;
+    int c, rc = 0;
+    cli_parser_init(&p, "run", argc, argv, "h", longopts);
+    while ((c = cli_parser_next(&p, &v)) != CLI_END) {
+        switch (c) {
+        case 'h': fputs(help, stdout); return -1;
+        case OPT_LOCAL: o->local = 1; break;
+        case OPT_EXACT: o->exact = 1; break;
+        case OPT_STATS: o->stats = 1; break;
+        case OPT_CACHE_BUDGET: rc = parse_size("run", "--cache-budget", v, &o->cache_budget); break;
+        case OPT_SERVER: o->server = v; break;
+        case OPT_TOKEN: o->token = v; break;
+        case OPT_OUT: o->out_path = v; break;
+        case OPT_TRIALS_OUT: o->trials_path = v; break;
+        case OPT_JUNIT: o->junit_path = v; break;
+        case OPT_FORMAT: o->format = v; break;
+        case OPT_GATE: o->gates[o->n_gates++] = v; break;
+        case OPT_THREADS: rc = parse_count("run", "--threads", v, 1, 256, &o->threads); break;
+        case OPT_SHARD: o->shard_arg = v; break;
+        case OPT_SHARDS: rc = parse_count("run", "--shards", v, 1, SHARDS_MAX, &o->shards); break;
+        case OPT_OUT_DIR: o->out_dir = v; break;
+        case OPT_PREFIX: o->prefix = v; break;
+        case OPT_PROGRESS: rc = cli_progress_parse("run", v, &o->progress); break;
+        case OPT_PROGRESS_INTERVAL: rc = cli_progress_interval("run", v, &o->progress_interval); break;
+        case CLI_ARG:
+            if (o->spec_path) return usage_error("run", "one spec at a time (got '%s' and '%s')", o->spec_path, v);
+            o->spec_path = v;
+            break;
+        case CLI_BAD: return EXIT_USAGE;
+        default:
+            if (!cli_limit_option("run", c, v, &o->lim, &rc)) return EXIT_USAGE;
+        }
         if (rc) return rc;
     }
     if (!o->spec_path) return usage_error("run", "which campaign? usage: bitflip run --local SPEC.json");
@@ -175,11 +213,77 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (o->local) o->server = NULL;
     if (!o->local && !o->server)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
-    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_n > 1 || o->lim.model.no_fuse))
-        return usage_error("run", "--threads, --exact, --cache-budget, --stats, --shard and --no-fuse are for --local "
-                                  "runs; the daemon has its own workers");
+    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_arg || o->shards || o->lim.model.no_fuse))
+        return usage_error("run", "--threads, --exact, --cache-budget, --stats, --shard, --shards and --no-fuse are for "
+                                  "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
         return usage_error("run", "--format must be table, json or csv, got '%s'", o->format);
+    if (o->out_dir && o->out_path)
+        return usage_error("run", "--out FILE and --out-dir DIR: choose one (--out-dir names the file from --prefix)");
+    if (o->prefix && !o->out_dir) return usage_error("run", "--prefix names a file in --out-dir DIR; add --out-dir");
+    if (o->prefix && (!*o->prefix || strchr(o->prefix, '/')))
+        return usage_error("run", "--prefix is a file name's start, without '/', got '%s'", o->prefix);
+    if (o->shard_arg && !strcmp(o->shard_arg, "auto")) {
+        char from[256];
+        if ((rc = shard_auto("run", o->shards, &o->shard_i, &o->shard_n, from, sizeof from)) != 0) return rc;
+        fprintf(stderr, "bitflip run: shard %lld/%lld (%s)\n", o->shard_i, o->shard_n, from);
+    } else if (o->shard_arg) {
+        if ((rc = shard_parse("run", o->shard_arg, &o->shard_i, &o->shard_n)) != 0) return rc;
+        if (o->shards && o->shards != o->shard_n)
+            return usage_error("run", "--shard %s but --shards %lld: make them the same", o->shard_arg, o->shards);
+    } else if (o->shards) {
+        return usage_error("run", "--shards N is the count for --shard auto; add --shard auto (or give --shard I/N)");
+    }
+    return 0;
+}
+
+/* --out-dir DIR: DIR/PREFIX.part-I-of-N.json for a shard, DIR/PREFIX.json
+ * otherwise; PREFIX defaults to the spec's file name without ".json". */
+static int out_dir_path(run_opts *o)
+{
+    struct stat st;
+    /* made if missing, as the first shard of a cluster job finds it; its
+     * parent must exist (a typo in it fails here, not in a stray tree) */
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bitflip run: cannot make --out-dir %s: %s\n", o->out_dir, strerror(errno));
+        return errno == ENOENT ? EXIT_USAGE : EXIT_INFRA;
+    }
+    if (stat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return usage_error("run", "--out-dir %s is not a directory", o->out_dir);
+    char prefix[512], name[640];
+    if (o->prefix) snprintf(prefix, sizeof prefix, "%s", o->prefix);
+    else {
+        const char *base = strrchr(o->spec_path, '/');
+        base = base ? base + 1 : o->spec_path;
+        size_t bl = strlen(base);
+        if (bl > 5 && !strcmp(base + bl - 5, ".json")) bl -= 5;
+        snprintf(prefix, sizeof prefix, "%.*s", (int)bl, base);
+    }
+    if (o->shard_arg) shard_part_name(prefix, o->shard_i, o->shard_n, name, sizeof name);
+    else snprintf(name, sizeof name, "%s.json", prefix);
+    size_t dl = strlen(o->out_dir);
+    o->out_alloc = malloc(dl + strlen(name) + 2);
+    if (!o->out_alloc) { fprintf(stderr, "bitflip run: out of memory\n"); return EXIT_INFRA; }
+    sprintf(o->out_alloc, "%s%s%s", o->out_dir, dl && o->out_dir[dl - 1] == '/' ? "" : "/", name);
+    o->out_path = o->out_alloc;
+    return 0;
+}
+
+/* The hex SHA-256 of the spec file's bytes (libcrypto). */
+static int spec_digest(const char *path, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE], buf[65536];
+    unsigned int mdlen = 0;
+    FILE *f = fopen(path, "rb");
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = f && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) ok = EVP_DigestUpdate(ctx, buf, n);
+    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &mdlen) && mdlen == 32;
+    if (f) fclose(f);
+    EVP_MD_CTX_free(ctx);
+    if (!ok) { fprintf(stderr, "bitflip run: cannot hash %s: %s\n", path, strerror(errno ? errno : EIO)); return EXIT_INFRA; }
+    for (unsigned int i = 0; i < mdlen; i++) sprintf(out + 2 * i, "%02x", md[i]);
     return 0;
 }
 
@@ -234,7 +338,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     bf_campaign *c = *cp;
     int64_t all = bf_campaign_num_trials(c);
     ps->c = c;
-    ps->start = ps->last = cli_now();
+    ps->start = cli_now();
     ps->planned = all / o->shard_n + (o->shard_i < all % o->shard_n);
     if (paired) {
         ps->mitigation = mit->name;
@@ -249,8 +353,13 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o->shard_i, .shard_count = o->shard_n,
                            .on_trial = on_trial, .progress = on_progress, .user = ps, .exact = o->exact,
                            .cache_budget = o->cache_budget};
+    ps->final = 0;
     bf_status st = bf_campaign_run(c, &co, &res, &err);
-    if (ps->tty) fputs("\r\033[K", stderr);
+    if (st == BF_OK) {   /* the engine reports while trials run; the log also gets where they ended */
+        ps->final = 1;
+        on_progress(ps, &res);
+    }
+    cli_progress_clear(&ps->out);
     if (st != BF_OK) return report_error("run", &err);
     if (o->stats) {
         double loop = res.seconds - res.setup_seconds;
@@ -281,7 +390,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
         /* the cost: the golden pass, best of 5, with and without */
         run->storage = bf_campaign_storage_overhead(c);
         if (bf_campaign_golden_seconds(c, 5, &run->golden_seconds, &err) != BF_OK) rc = report_error("run", &err);
-        else if (ps->tty) {
+        else if (ps->out.mode == CLI_PROGRESS_BAR) {   /* a log has had the final line */
             const json_t *cr = json_object_get(json_object_get(json_object_get(run->doc, "summary"), "rates"), "critical");
             fprintf(stderr, "  %s: %lld trials, critical %.2f%%\n", mit->name, (long long)res.trials_done,
                     100 * json_number_value(json_object_get(cr, "rate")));
@@ -293,7 +402,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
 
 int cmd_run(int argc, char **argv)
 {
-    run_opts o = {.shard_n = 1};
+    run_opts o = {.shard_n = 1, .progress_interval = CLI_PROGRESS_INTERVAL_DEFAULT};
     cli_limits_init(&o.lim);
     int rc = EXIT_OK;
     bf_campaign_spec spec = {0};
@@ -315,12 +424,17 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; i < o.n_gates; i++)
         if ((rc = gate_parse("run", o.gates[i], &gates[i])) != 0) goto out;
 
+    if (o.out_dir && (rc = out_dir_path(&o)) != 0) goto out;
     if (o.server) {
-        rc = remote_run(o.server, o.token, o.spec_path, o.out_path, o.format, o.trials_path, gates, o.n_gates, o.junit_path);
+        cli_progress prog;
+        cli_progress_start(&prog, "run", o.progress, o.progress_interval);
+        rc = remote_run(o.server, o.token, o.spec_path, o.out_path, o.format, o.trials_path, gates, o.n_gates, o.junit_path,
+                        &prog);
         goto out;
     }
     if ((rc = load_spec("run", o.spec_path, &o.lim, &spec)) != 0) goto out;
     have_spec = 1;
+    if (o.shard_arg && (rc = spec_digest(o.spec_path, o.spec_sha256)) != 0) goto out;
     if ((rc = load_inputs("run", o.spec_path, &spec, &o.lim, &m, &ds)) != 0) goto out;
     {
         /* what the campaign will hold, before it allocates any of it */
@@ -338,7 +452,7 @@ int cmd_run(int argc, char **argv)
     /* A paired comparison runs the campaign once per configuration, on the
      * same faults; without mitigations, once, unprotected. */
     n_cfg = spec.n_mitigations ? spec.n_mitigations : 1;
-    if (n_cfg > 1 && o.shard_n > 1) {
+    if (n_cfg > 1 && o.shard_arg) {
         fprintf(stderr, "bitflip run: --shard does not combine with mitigations: every configuration runs every trial, "
                         "paired; drop --shard or the spec's \"mitigations\"\n");
         rc = EXIT_USAGE;
@@ -351,7 +465,7 @@ int cmd_run(int argc, char **argv)
         ps.trials = fopen(o.trials_path, "w");
         if (!ps.trials) { fprintf(stderr, "bitflip run: cannot write %s: %s\n", o.trials_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
     }
-    ps.tty = isatty(STDERR_FILENO);
+    cli_progress_start(&ps.out, "run", o.progress, o.progress_interval);
     ps.spec = &spec;
     ps.confidence = spec.stop_confidence > 0 ? spec.stop_confidence : 0.95;
     for (size_t k = 0; k < n_cfg; k++) {
@@ -375,8 +489,12 @@ int cmd_run(int argc, char **argv)
         runs[0].doc = NULL;
         json_object_set_new(doc, "mitigations", mits);
     }
-    if (o.shard_n > 1)
-        json_object_set_new(doc, "shard", json_pack("{s:I, s:I}", "index", (json_int_t)o.shard_i, "count", (json_int_t)o.shard_n));
+    /* a part says which it is and of which campaign (the spec file's hash):
+     * 'bitflip merge' checks both; nothing in it depends on when or where
+     * it ran, so a retried task writes the same bytes */
+    if (o.shard_arg)
+        json_object_set_new(doc, "shard", json_pack("{s:I, s:I, s:s}", "index", (json_int_t)o.shard_i, "count",
+                                                    (json_int_t)o.shard_n, "spec_sha256", o.spec_sha256));
     if ((rc = emit_result("run", doc, o.out_path, o.format)) != 0) goto out;
     rc = gates_check("run", doc, gates, o.n_gates, o.junit_path);
 out:
@@ -395,5 +513,6 @@ out:
     if (have_spec) bf_campaign_spec_free(&spec);
     free(gates);
     free(o.gates);
+    free(o.out_alloc);
     return rc;
 }

@@ -34,23 +34,17 @@ static int set_limit(const char *cmd, const char *kv, cli_limits *l)
     return 0;
 }
 
-int cli_limit_option(const char *cmd, int argc, char **argv, int *i, cli_limits *l, int *rc)
+int cli_limit_option(const char *cmd, int c, const char *v, cli_limits *l, int *rc)
 {
-    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    if (!strcmp(a, "--no-fuse")) {   /* a flag: no value to step over */
-        l->model.no_fuse = 1;
-        return 1;
-    }
-    if (!strcmp(a, "--limit")) {
-        *rc = set_limit(cmd, v, l);
-    } else if (!strcmp(a, "--job-memory")) {
-        *rc = parse_size(cmd, a, v, &l->job_memory);
+    switch (c) {
+    case CLI_OPT_NO_FUSE: l->model.no_fuse = 1; *rc = 0; return 1;
+    case CLI_OPT_LIMIT: *rc = set_limit(cmd, v, l); return 1;
+    case CLI_OPT_JOB_MEMORY:
+        *rc = parse_size(cmd, "--job-memory", v, &l->job_memory);
         if (!*rc && l->job_memory < 1) *rc = usage_error(cmd, "--job-memory must be more than 0");
-    } else {
-        return 0;
+        return 1;
+    default: return 0;
     }
-    (*i)++;
-    return 1;
 }
 
 void cli_limits_init(cli_limits *l)

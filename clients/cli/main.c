@@ -20,12 +20,14 @@ static const char usage[] =
     "                                  the effect of bit flips (--flip)\n"
     "  run --local SPEC.json           a fault campaign: outcome rates with intervals,\n"
     "                                  the tensors and bits that matter, CI gates\n"
-    "  merge PART.json...              shards of one campaign into its whole result\n"
+    "  merge DIR | PART.json...        shards of one campaign into its whole result\n"
+    "                                  (docs/SCALE.md)\n"
     "  plan SPEC.json                  fault population and the trials a margin needs\n"
     "  ops                             the ONNX ops bitflip runs\n"
     "  help [COMMAND]                  this text, or a command's options\n"
     "\n"
-    "Run 'bitflip help COMMAND' for a command's options. Exit codes: 0 ok, 1 a CI gate\n"
+    "Run 'bitflip help COMMAND' (or 'bitflip COMMAND -h') for a command's options;\n"
+    "they take '--opt value' or '--opt=value'. Exit codes: 0 ok, 1 a CI gate\n"
     "failed, 2 usage or spec error, 3 a file or model could not be read or run.\n";
 
 double cli_now(void)
@@ -83,6 +85,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[2], "merge")) return cmd_merge(2, help_argv);
         if (!strcmp(argv[2], "plan")) return cmd_plan(2, help_argv);
         if (!strcmp(argv[2], "ops")) return cmd_ops(2, help_argv);
+        if (!strcmp(argv[2], "report")) return cmd_report(2, help_argv);
         fprintf(stderr, "bitflip: no command '%s'\n\n%s", argv[2], usage);
         return EXIT_USAGE;
     }
@@ -92,6 +95,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "merge")) return cmd_merge(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "bitflip: no command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;
 }

@@ -152,31 +152,36 @@ typedef struct sse {
     char id[64], event[32];
     buf data;
     char last_id[64];
-    int ended, tty;
+    int ended;
+    cli_progress *out;
     char state[32], verdict[16];
     char *error;
-    double start, last_print;
+    double start;
 } sse;
 
 static void on_event(sse *s)
 {
     json_t *j = s->data.p ? json_loads(s->data.p, 0, NULL) : NULL;
     double now = cli_now();
-    /* a terminal gets a live line; a log (CI) a line every few seconds */
-    if (!strcmp(s->event, "progress") && (s->tty || now - s->last_print >= 2.0)) {
+    /* through --progress: a terminal gets a live line, a log (CI) a line every few seconds */
+    if (!strcmp(s->event, "progress")) {
         long long done = (long long)json_integer_value(json_object_get(j, "trials_done"));
         long long planned = (long long)json_integer_value(json_object_get(j, "trials_planned"));
-        const json_t *o = json_object_get(j, "outcomes");
-        double el = now - s->start, rate = el > 0 ? (double)done / el : 0;
-        fprintf(stderr, "%s  %lld/%lld trials  %.0f trials/s  masked %lld  tolerable %lld  critical %lld  due %lld %s",
-                s->tty ? "\r" : "", done,
-                planned, rate, (long long)json_integer_value(json_object_get(o, "masked")),
-                (long long)json_integer_value(json_object_get(o, "tolerable")),
-                (long long)json_integer_value(json_object_get(o, "critical")),
-                (long long)json_integer_value(json_object_get(o, "due")), s->tty ? "" : "\n");
-        s->last_print = now;
+        if (cli_progress_due(s->out, done >= planned)) {
+            const json_t *o = json_object_get(j, "outcomes");
+            double el = now - s->start, rate = el > 0 ? (double)done / el : 0;
+            cli_progress_print(s->out, "%lld/%lld trials (%.0f%%)  %.0f trials/s  masked %lld  tolerable %lld  critical %lld  due %lld",
+                               done, planned, planned ? 100.0 * (double)done / (double)planned : 100.0, rate,
+                               (long long)json_integer_value(json_object_get(o, "masked")),
+                               (long long)json_integer_value(json_object_get(o, "tolerable")),
+                               (long long)json_integer_value(json_object_get(o, "critical")),
+                               (long long)json_integer_value(json_object_get(o, "due")));
+        }
     } else if (!strcmp(s->event, "state")) {
-        fprintf(stderr, "%s  %s\n", s->tty ? "\r\033[K" : "", json_string_value(json_object_get(j, "state")));
+        if (s->out->mode != CLI_PROGRESS_NONE) {
+            cli_progress_clear(s->out);
+            fprintf(stderr, "bitflip run: campaign %s\n", json_string_value(json_object_get(j, "state")));
+        }
     } else if (!strcmp(s->event, "end")) {
         s->ended = 1;
         const char *st = json_string_value(json_object_get(j, "state")), *v = json_string_value(json_object_get(j, "verdict"));
@@ -260,7 +265,7 @@ static int follow(remote *r, const char *id, sse *s)
             return report_http("following the campaign", status, &none);
         }
         if (!s->ended) {
-            if (s->tty) fputs("\r\033[K", stderr);
+            cli_progress_clear(s->out);
             fprintf(stderr, "bitflip run: event stream interrupted (%s); reconnecting\n",
                     cc != CURLE_OK ? curl_easy_strerror(cc) : "closed");
             sleep(1);
@@ -277,7 +282,7 @@ static int follow(remote *r, const char *id, sse *s)
 /* --- the run ------------------------------------------------------------- */
 
 int remote_run(const char *url, const char *token, const char *spec_path, const char *out_path, const char *format,
-               const char *trials_path, const gate *gates, size_t n_gates, const char *junit_path)
+               const char *trials_path, const gate *gates, size_t n_gates, const char *junit_path, cli_progress *prog)
 {
     remote r = {.url = url, .token = token};
     json_t *spec = NULL, *camp = NULL, *doc = NULL, *jg = NULL;
@@ -322,10 +327,10 @@ int remote_run(const char *url, const char *token, const char *spec_path, const 
     fprintf(stderr, "bitflip run: campaign %s on %s (%lld trials)\n", cid, url,
             (long long)json_integer_value(json_object_get(json_object_get(camp, "progress"), "trials_planned")));
 
-    s.tty = isatty(STDERR_FILENO);
+    s.out = prog;
     s.start = cli_now();
     rc = follow(&r, cid, &s);
-    if (s.tty) fputs("\r\033[K", stderr);
+    cli_progress_clear(prog);
     if (rc) goto out;
     if (strcmp(s.state, "succeeded")) {
         fprintf(stderr, "bitflip run: campaign %s %s%s%s\n", cid, s.state, s.error ? ": " : "", s.error ? s.error : "");

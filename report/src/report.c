@@ -1,24 +1,40 @@
-/* Placeholder renderer: the contract of bitflip/report.h with one text-only
- * figure, so that the daemon's page can be built against it while the real
- * figures are written. */
-#include "bitflip/report.h"
+/* bfr_figures: the headline and the figures of a set of results, as JSON
+ * for bitflipd's page and for the writers (write.c). */
+#include <stdlib.h>
 
-json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err)
+#include "report_impl.h"
+
+int bfr__fig_add(json_t *figs, const char *name, const char *title, const char *alt, char *svg)
 {
-    if (!in || n == 0) {
-        bf_error_set(err, BF_EINVAL, "report: no result given");
-        return NULL;
-    }
-    json_t *doc = json_pack("{s:s, s:[{s:s, s:s, s:s, s:s}]}", "headline", "", "figures", "name", "placeholder", "title",
-                            "placeholder", "alt", "placeholder", "svg",
-                            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"></svg>");
-    if (!doc) bf_error_set(err, BF_ENOMEM, "report: out of memory");
-    return doc;
+    json_t *f = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "title", title, "alt", alt, "svg", svg);
+    free(svg);
+    if (!f) return 1;
+    return json_array_append_new(figs, f) != 0;
 }
 
-bf_status bfr_write(const bfr_input *in, size_t n, bfr_format fmt, FILE *out, const char *figdir,
-                    const char *figlink, bf_error *err)
+json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err) { return bfr_figures_opts(in, n, NULL, err); }
+
+json_t *bfr_figures_opts(const bfr_input *in, size_t n, const bfr_options *opt, bf_error *err)
 {
-    (void)in, (void)n, (void)fmt, (void)out, (void)figdir, (void)figlink;
-    return bf_error_set(err, BF_EUNSUPPORTED, "report: not written yet");
+    bfr__set set;
+    bf_status st = bfr__set_read(in, n, opt, &set, err);
+    if (st != BF_OK) return NULL;
+    json_t *figs = json_array(), *doc = NULL;
+    char *headline = bfr__headline(&set);
+    /* the order a reviewer reads in: the curve, what happened, where, what helps */
+    if (!figs || !headline || bfr__fig_ber(&set, figs) || bfr__fig_outcomes(&set, figs) || bfr__fig_tensors(&set, figs) ||
+        bfr__fig_heatmap(&set, figs) || bfr__fig_mitigation(&set, figs))
+        goto oom;
+    doc = json_pack("{s:s, s:o}", "headline", headline, "figures", figs);
+    figs = NULL;
+    if (!doc) goto oom;
+    free(headline);
+    bfr__set_free(&set);
+    return doc;
+oom:
+    json_decref(figs);
+    free(headline);
+    bfr__set_free(&set);
+    bf_error_set(err, BF_ENOMEM, "report: out of memory drawing the figures");
+    return NULL;
 }

@@ -26,6 +26,19 @@ void bfd_h_campaign_results(bfd *d, bfd_req *r);
 void bfd_h_campaign_cancel(bfd *d, bfd_req *r);
 void bfd_h_campaign_delete(bfd *d, bfd_req *r);
 
+/* routes_ui.c: the web page, its assets, the spec's schema, figures */
+void bfd_h_ui_page(bfd *d, bfd_req *r);
+void bfd_h_ui_app_js(bfd *d, bfd_req *r);
+void bfd_h_ui_validate_js(bfd *d, bfd_req *r);
+void bfd_h_ui_sse_js(bfd *d, bfd_req *r);
+void bfd_h_ui_app_css(bfd *d, bfd_req *r);
+void bfd_h_campaign_schema(bfd *d, bfd_req *r);
+void bfd_h_campaign_figures(bfd *d, bfd_req *r);
+
+/* The tenant's campaign named by the path's {id} (routes_campaigns.c).
+ * Returns 0, or -1 after replying 404 (or 500). */
+int bfd_req_campaign(bfd *d, bfd_req *r, bfd_campaign_row *row);
+
 /* Paging: `limit` (1..1000, default 100) and `page_token` (opaque: the last
  * seq seen). Returns 0 or replies 400. */
 int bfd_paging(bfd_req *r, int *limit, int64_t *after);

@@ -572,3 +572,8 @@ void bfd_h_campaign_delete(bfd *d, bfd_req *r)
 out:
     bfd_campaign_row_clear(&row);
 }
+
+int bfd_req_campaign(bfd *d, bfd_req *r, bfd_campaign_row *row)
+{
+    return find_campaign(d, r, row);
+}

@@ -44,7 +44,7 @@ try:
     import torch.nn as nn
     import torch.nn.functional as tF
 except ImportError as e:
-    print("%s is not installed (scripts/install-deps.sh --bench installs it): skipped" % e.name)
+    print("%s is not installed (scripts/install-deps.sh --test installs it): skipped" % e.name)
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -2,10 +2,11 @@
 # Each script sets BF and tmp, and reports "N passed, N failed" at the end.
 fails=0 passes=0
 
-check() {   # check NAME EXPECTED_RC CMD... ; output in $tmp/out
+check() {   # check NAME EXPECTED_RC CMD... ; output in $tmp/out (stdout then stderr), $tmp/stdout, $tmp/stderr
   local name=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>&1
+  "$@" >"$tmp/stdout" 2>"$tmp/stderr"
   local rc=$?
+  cat "$tmp/stdout" "$tmp/stderr" >"$tmp/out"
   if [ "$rc" -ne "$want" ]; then
     echo "FAIL $name: exit $rc, wanted $want"; sed 's/^/    /' "$tmp/out" | head -20; fails=$((fails+1))
   else passes=$((passes+1)); fi

@@ -24,7 +24,7 @@ check bad_gate 2 "$BF" run --local "$spec" --gate 'frobs<=1';  contains bad_gate
 check bad_shard 2 "$BF" run --local "$spec" --shard 3/2
 
 check run 0 "$BF" run --local "$spec" --threads 1 --format csv --out "$tmp/full.json" --trials-out "$tmp/trials.jsonl"
-cp "$tmp/out" "$tmp/t1.csv"
+cp "$tmp/stdout" "$tmp/t1.csv"
 contains run_csv "section,key,trials"
 lines=$(wc -l <"$tmp/trials.jsonl")
 [ "$lines" -eq 240 ] && passes=$((passes+1)) || { echo "FAIL trials-out has $lines lines, wanted 240"; fails=$((fails+1)); }
@@ -44,16 +44,16 @@ same tiny_cache_outcomes "$tmp/o_fast" "$tmp/o_tiny"
 check bad_budget 2 "$BF" run --local "$spec" --cache-budget 12Q;  contains bad_budget "64M"
 
 check run_t2 0 "$BF" run --local "$spec" --threads 2 --format csv
-cp "$tmp/out" "$tmp/t2.csv"
+cp "$tmp/stdout" "$tmp/t2.csv"
 same threads_identical "$tmp/t1.csv" "$tmp/t2.csv"
 
 for i in 0 1 2; do
   check "shard$i" 0 "$BF" run --local "$spec" --shard $i/3 --threads 2 --format json --out "$tmp/part$i.json"
 done
 check merge 0 "$BF" merge "$tmp/part2.json" "$tmp/part0.json" "$tmp/part1.json" --format csv
-cp "$tmp/out" "$tmp/merged.csv"
+cp "$tmp/stdout" "$tmp/merged.csv"
 same merge_equals_unsharded "$tmp/t1.csv" "$tmp/merged.csv"
-check merge_missing 2 "$BF" merge "$tmp/part0.json" "$tmp/part1.json";  contains merge_missing "shard 2/3 is missing"
+check merge_missing 3 "$BF" merge "$tmp/part0.json" "$tmp/part1.json";  contains merge_missing "1 of 3 shards missing: 2 "
 check merge_twice 2 "$BF" merge "$tmp/part0.json" "$tmp/part0.json" "$tmp/part1.json"; contains merge_twice "given twice"
 
 # gates: an always-true one passes (0), an impossible one fails (1), JUnit has both

@@ -31,7 +31,7 @@ import tempfile
 try:
     import numpy as np
 except ImportError:
-    print("numpy is not installed (scripts/install-deps.sh installs python3-numpy): skipped")
+    print("numpy is not installed (scripts/install-deps.sh --test installs python3-numpy): skipped")
     sys.exit(77)
 
 PART, BITFLIP, FIXED_DUMP, SRC = sys.argv[1:5]
@@ -198,7 +198,7 @@ def part_torch(tmp):
         import torch
         from onnx import numpy_helper
     except ImportError as e:
-        print("%s is not installed (scripts/install-deps.sh --bench installs it): skipped" % e.name)
+        print("%s is not installed (scripts/install-deps.sh --test installs it): skipped" % e.name)
         sys.exit(77)
     sys.path.insert(0, FIX)
     from make_stutz_fixtures import Cnn

@@ -36,6 +36,8 @@ void tc_assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_re
     assert_int_equal(a->n_sites, b->n_sites);
     assert_memory_equal(a->by_site, b->by_site, a->n_sites * sizeof *a->by_site);
     assert_memory_equal(a->by_bit, b->by_bit, sizeof a->by_bit);
+    if (a->by_site_bit && b->by_site_bit)
+        assert_memory_equal(a->by_site_bit, b->by_site_bit, a->n_sites * 64 * sizeof *a->by_site_bit);
     assert_memory_equal(a->metric, b->metric, sizeof a->metric);
     assert_int_equal(a->n_rates, b->n_rates);
     if (a->n_rates) {

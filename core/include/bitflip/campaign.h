@@ -240,6 +240,8 @@ typedef struct bf_campaign_result {
     bf_outcome_counts *by_site;          /* n_sites */
     size_t n_sites;
     bf_outcome_counts by_bit[64];        /* by bit position of the first fault bit */
+    bf_outcome_counts *by_site_bit;      /* [n_sites][64]: by_site split by that bit (the
+                                          * tensor x bit heatmap); single faults only */
     bf_metric_sums metric[BF_METRIC_COUNT];               /* over all trials */
     bf_metric_sums *rate_metric;         /* BER: [n_rates][BF_METRIC_COUNT] */
     bf_outcome_counts *by_rate;          /* BER: n_rates */

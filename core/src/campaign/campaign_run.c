@@ -535,7 +535,10 @@ static void fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_r
     acc->trials_done++;
     acc->total.n[o]++;
     /* by_site and by_bit describe single faults; a BER trial is a rate's */
-    if (rec->rate_index < 0 && rec->n_kept > 0) acc->by_site[rec->faults[0].site].n[o]++;
+    if (rec->rate_index < 0 && rec->n_kept > 0) {
+        acc->by_site[rec->faults[0].site].n[o]++;
+        if (first_bit >= 0) acc->by_site_bit[(size_t)rec->faults[0].site * 64 + (size_t)first_bit].n[o]++;
+    }
     if (first_bit >= 0) acc->by_bit[first_bit].n[o]++;
     if (rec->rate_index >= 0) acc->by_rate[rec->rate_index].n[o]++;
     for (int m = 0; m < BF_METRIC_COUNT; m++) {

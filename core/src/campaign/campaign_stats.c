@@ -41,6 +41,7 @@ void bf_campaign_result_free(bf_campaign_result *r)
 {
     if (!r) return;
     bf__free(r->by_site);
+    bf__free(r->by_site_bit);
     bf__free(r->by_rate);
     bf__free(r->rate_metric);
     memset(r, 0, sizeof *r);
@@ -53,9 +54,10 @@ bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates,
     r->n_sites = n_sites;
     r->n_rates = n_rates;
     r->by_site = bf__calloc(n_sites + 1, sizeof *r->by_site);
+    r->by_site_bit = bf__calloc((n_sites + 1) * 64, sizeof *r->by_site_bit);
     r->by_rate = n_rates ? bf__calloc(n_rates, sizeof *r->by_rate) : NULL;
     r->rate_metric = n_rates ? bf__calloc(n_rates * BF_METRIC_COUNT, sizeof *r->rate_metric) : NULL;
-    if (!r->by_site || (n_rates && (!r->by_rate || !r->rate_metric))) {
+    if (!r->by_site || !r->by_site_bit || (n_rates && (!r->by_rate || !r->rate_metric))) {
         bf_campaign_result_free(r);
         return bf_error_set(err, BF_ENOMEM, "out of memory for a campaign result");
     }
@@ -97,6 +99,8 @@ bf_status bf_campaign_result_merge(bf_campaign_result *a, const bf_campaign_resu
     counts_add(&a->total, &b->total);
     for (size_t i = 0; i < a->n_sites; i++) counts_add(&a->by_site[i], &b->by_site[i]);
     for (int i = 0; i < 64; i++) counts_add(&a->by_bit[i], &b->by_bit[i]);
+    for (size_t i = 0; a->by_site_bit && b->by_site_bit && i < a->n_sites * 64; i++)
+        counts_add(&a->by_site_bit[i], &b->by_site_bit[i]);
     for (int m = 0; m < BF_METRIC_COUNT; m++) sums_merge(&a->metric[m], &b->metric[m]);
     for (size_t i = 0; i < a->n_rates; i++) {
         counts_add(&a->by_rate[i], &b->by_rate[i]);

@@ -27,8 +27,20 @@ typedef struct bfr_input {
  *    "figures": [{"name": "ber_curve", "title": "...", "alt": "...", "svg": "<svg ...>...</svg>"}, ...]}
  * Each "svg" is a complete standalone SVG document with every piece of user
  * text escaped, no script and no external reference, safe to show in an
- * <img>. Returns a new reference, or NULL with err set. */
+ * <img> or inline (its style and classes are all "bfr-" prefixed, so a page
+ * keeps its own). "headline", "title" and "alt" are plain text (UTF-8) that may hold
+ * user text (tensor names, labels): escape them where they are shown.
+ * A figure is left out when no input has what it needs (ber_curve: by_rate;
+ * tensors, heatmap: by_tensor (one each per input: tensors_2, heatmap_2...);
+ * mitigation: a paired comparison). Returns a new reference, or NULL with
+ * err set. */
 json_t *bfr_figures(const bfr_input *in, size_t n, bf_error *err);
+
+/* BF_OK if doc is a result the report reads: what `bitflip run --out` and
+ * GET /v1/campaigns/{id}/results give, or the campaign of GET
+ * /v1/campaigns/{id} once it has succeeded; else why not, in a message that
+ * names it `name` (a file name). */
+bf_status bfr_check(const json_t *doc, const char *name, bf_error *err);
 
 typedef enum bfr_format { BFR_HTML, BFR_MARKDOWN } bfr_format;
 
@@ -38,5 +50,17 @@ typedef enum bfr_format { BFR_HTML, BFR_MARKDOWN } bfr_format;
  * Markdown file to FIGDIR). */
 bf_status bfr_write(const bfr_input *in, size_t n, bfr_format fmt, FILE *out, const char *figdir,
                     const char *figlink, bf_error *err);
+/* What a caller may choose (docs/REPORT.md); zeros give the defaults. */
+typedef struct bfr_options {
+    const char *title;   /* the report's title; NULL: "Fault-injection report" */
+    int max_tensors;     /* tensors in the bars and the heatmap's rows, most vulnerable first;
+                          * 0: BFR_MAX_TENSORS_DEFAULT, at most BFR_MAX_TENSORS_LIMIT */
+} bfr_options;
+#define BFR_MAX_TENSORS_DEFAULT 20
+#define BFR_MAX_TENSORS_LIMIT 500
+
+json_t *bfr_figures_opts(const bfr_input *in, size_t n, const bfr_options *opt, bf_error *err);
+bf_status bfr_write_opts(const bfr_input *in, size_t n, bfr_format fmt, const bfr_options *opt, FILE *out,
+                         const char *figdir, const char *figlink, bf_error *err);
 
 #endif

@@ -1,0 +1,49 @@
+/* The tensors of one result that were hit, most critical first: the order
+ * of the bar chart, of the heatmap's rows and of the headline's "holds". */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitflip/campaign.h"
+#include "report_impl.h"
+
+static int by_rate_desc(const void *a, const void *b)
+{
+    const bfr__tensor_row *x = a, *y = b;
+    if (x->rate != y->rate) return x->rate < y->rate ? 1 : -1;
+    if (x->lo != y->lo) return x->lo < y->lo ? 1 : -1;   /* the surer one first */
+    if (x->trials != y->trials) return x->trials < y->trials ? 1 : -1;
+    return strcmp(bfr__tensor_name(x->group), bfr__tensor_name(y->group));
+}
+
+bfr__tensor_row *bfr__tensor_rows(const bfr__set *set, size_t doc, size_t *n, int *oom)
+{
+    const json_t *bt = json_object_get(set->docs[doc].root, "by_tensor");
+    size_t cap = json_array_size(bt), k = 0, i;
+    double conf = json_number_value(json_object_get(set->docs[doc].campaign, "confidence"));
+    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    const json_t *g;
+    *n = 0;
+    if (!cap) return NULL;
+    bfr__tensor_row *rows = malloc(cap * sizeof *rows);
+    if (!rows) { *oom = 1; return NULL; }
+    json_array_foreach(bt, i, g) {
+        json_int_t t = json_integer_value(json_object_get(g, "trials"));
+        if (t <= 0) continue;
+        bfr__tensor_row *r = &rows[k++];
+        r->group = g;
+        r->trials = t;
+        r->critical = json_integer_value(json_object_get(json_object_get(g, "outcomes"), "critical"));
+        const json_t *c = json_object_get(g, "critical"), *ci = json_object_get(c, "ci");
+        r->rate = json_is_number(json_object_get(c, "rate")) ? json_number_value(json_object_get(c, "rate")) : (double)r->critical / (double)t;
+        if (json_is_number(json_array_get(ci, 0)) && json_is_number(json_array_get(ci, 1))) {
+            r->lo = json_number_value(json_array_get(ci, 0));
+            r->hi = json_number_value(json_array_get(ci, 1));
+        } else {   /* a document with counts only: the interval from them */
+            bf_wilson(r->critical < 0 ? 0 : r->critical > t ? t : r->critical, t, conf, &r->lo, &r->hi);
+        }
+    }
+    if (!k) { free(rows); return NULL; }
+    qsort(rows, k, sizeof *rows, by_rate_desc);
+    *n = k;
+    return rows;
+}

@@ -1,0 +1,158 @@
+"""Result.to_pandas, Trials.to_pandas and bitflip.plot, checked against the trial
+records and the documented formulas by arithmetic done here (local runs)."""
+import math
+
+import pytest
+
+import bitflip
+from conftest import ber_spec, digits_spec
+
+Z95 = 1.959963984540054
+
+
+def wilson(k, n, z=Z95):
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return c - h, c + h
+
+
+@pytest.fixture(scope="module")
+def flips():
+    return bitflip.run(digits_spec(trials=400, seed=21), threads=2)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return bitflip.run(ber_spec(mitigations=["clip", "sbp", {"name": "abft", "abft": {"mode": "correct"}}]),
+                       threads=2)
+
+
+def test_outcomes_table(flips):
+    df = flips.to_pandas()
+    assert list(df["outcome"]) == ["masked", "tolerable", "critical", "due"]
+    recs = list(flips.trials)
+    assert len(recs) == 400
+    for _, row in df.iterrows():
+        k = sum(t["outcome"] == row["outcome"] for t in recs)
+        assert row["count"] == k
+        assert row["rate"] == pytest.approx(k / 400)
+        lo, hi = wilson(k, 400)
+        assert row["lo"] == pytest.approx(lo, abs=1e-9) and row["hi"] == pytest.approx(hi, abs=1e-9)
+
+
+def test_tensor_and_bit_tables_tally_the_trials(flips):
+    trials = flips.trials.to_pandas()
+    assert len(trials) == 400 and trials["trial"].tolist() == list(range(400))
+    tensors = flips.to_pandas("tensors").set_index("tensor")
+    assert set(tensors.index) == {s["name"] for s in flips.doc["campaign"]["sites"]}
+    for name, row in tensors.iterrows():
+        mine = trials[trials["tensor"] == name]
+        assert row["trials"] == len(mine)
+        for k in ("masked", "tolerable", "critical", "due"):
+            assert row[k] == (mine["outcome"] == k).sum()
+        if len(mine):
+            assert row["critical_rate"] == pytest.approx((mine["outcome"] == "critical").mean())
+            lo, hi = wilson(int((mine["outcome"] == "critical").sum()), len(mine))
+            assert row["critical_lo"] == pytest.approx(lo, abs=1e-9)
+    assert tensors.loc["fc.weight", "torch_name"] == "fc.weight"
+    bits = flips.to_pandas("bits").set_index("bit")
+    first_bit = trials["bits"].map(lambda b: b[0])
+    for b, row in bits.iterrows():
+        assert row["trials"] == (first_bit == b).sum()
+        assert row["critical"] == ((first_bit == b) & (trials["outcome"] == "critical")).sum()
+    assert bits["trials"].sum() == 400
+
+
+def test_metrics_table(flips):
+    trials = flips.trials.to_pandas()
+    m = flips.to_pandas("metrics").set_index("metric")
+    acc = trials["accuracy"]
+    assert m.loc["accuracy", "n"] == 400
+    assert m.loc["accuracy", "mean"] == pytest.approx(acc.mean())
+    assert m.loc["accuracy", "std"] == pytest.approx(acc.std(ddof=1))
+    assert m.loc["accuracy", "golden"] == flips.golden["accuracy"]
+    assert m.loc["accuracy", "lo"] <= acc.mean() <= m.loc["accuracy", "hi"]
+
+
+def test_rates_table_is_the_mean_per_rate(sweep):
+    trials = sweep.trials.to_pandas()
+    none = trials[trials["mitigation"] == "none"]
+    rates = sweep.to_pandas("rates")
+    assert rates["rate"].tolist() == [1e-5, 1e-4, 1e-3]
+    for _, row in rates.iterrows():
+        mine = none[none["rate"] == row["rate"]]
+        assert row["trials"] == len(mine) == 8
+        assert row["auc_mean"] == pytest.approx(mine["auc"].mean(), rel=1e-12)
+        assert row["auc_std"] == pytest.approx(mine["auc"].std(ddof=1), rel=1e-9, abs=1e-15)
+        assert row["critical"] == (mine["outcome"] == "critical").sum()
+        assert row["auc_lo"] <= row["auc_mean"] <= row["auc_hi"]
+
+
+def test_mitigation_tables_recompute_the_recovery(sweep):
+    trials = sweep.trials.to_pandas()
+    mit = sweep.to_pandas("mitigations").set_index("name")
+    assert list(mit.index) == ["none", "clip", "sbp", "abft"]
+    golden = sweep.golden["auc"]
+    faulty = trials[trials["mitigation"] == "none"]["auc"].mean()
+    for name, row in mit.iterrows():
+        mine = trials[trials["mitigation"] == name]
+        assert len(mine) == 24
+        assert row["mitigated"] == pytest.approx(mine["auc"].mean())
+        assert row["faulty"] == pytest.approx(faulty)
+        assert row["critical_rate"] == pytest.approx((mine["outcome"] == "critical").mean())
+        if name == "none":
+            assert math.isnan(row["recovery"])
+        else:
+            assert row["recovery"] == pytest.approx((mine["auc"].mean() - faulty) / (golden - faulty))
+            assert row["recovery_lo"] <= row["recovery"] + 1e-12 <= row["recovery_hi"] + 2e-12
+    per_rate = sweep.to_pandas("mitigation_rates")
+    assert len(per_rate) == 4 * 3
+    sbp = per_rate[(per_rate["name"] == "sbp") & (per_rate["rate"] == 1e-3)].iloc[0]
+    base = trials[(trials["mitigation"] == "none") & (trials["rate"] == 1e-3)]["auc"].mean()
+    mine = trials[(trials["mitigation"] == "sbp") & (trials["rate"] == 1e-3)]["auc"].mean()
+    assert sbp["recovery"] == pytest.approx((mine - base) / (golden - base))
+    assert set(sweep.tables()) == {"outcomes", "metrics", "tensors", "rates", "mitigations",
+                                   "mitigation_rates"}
+
+
+def test_plots(flips, sweep, tmp_path):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    ax = bitflip.plot.metric_vs_ber(sweep)
+    assert len(ax.get_lines()) == 4 + 1                 # a curve per protection, the golden line
+    assert len(ax.collections) == 4                     # a band each
+    assert ax.get_xscale() == "log" and "auc" in ax.get_ylabel()
+    none = ax.get_lines()[0]
+    assert list(none.get_ydata()) == pytest.approx(sweep.to_pandas("rates")["auc_mean"].tolist())
+    ax = bitflip.plot.metric_vs_ber({"a": sweep, "b": sweep}, protections=False, golden=False)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    ax = bitflip.plot.layer_vulnerability(flips)
+    hit = flips.to_pandas("tensors").query("trials > 0")
+    assert len(ax.patches) == len(hit)
+    assert max(p.get_width() for p in ax.patches) == pytest.approx(hit["critical_rate"].max())
+    ax = bitflip.plot.bit_vulnerability(flips)
+    assert len(ax.patches) == len(flips.to_pandas("bits"))
+    ax = bitflip.plot.mitigation_recovery(sweep)
+    assert len(ax.patches) == 3 * 3
+    with pytest.raises(bitflip.BitflipError, match="BER sweep"):
+        bitflip.plot.metric_vs_ber(flips)
+    with pytest.raises(bitflip.BitflipError, match="no mitigations"):
+        bitflip.plot.mitigation_recovery(flips)
+    for res, name in ((flips, "flips.png"), (sweep, "sweep.png")):
+        fig = bitflip.plot.summary(res, tmp_path / name)
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        plt.close(fig)
+    plt.close("all")
+
+
+def test_unknown_table(flips):
+    with pytest.raises(bitflip.BitflipError, match="tables are outcomes"):
+        flips.to_pandas("nope")
+
+
+def test_missing_pandas_names_the_debian_package(flips, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="python3-pandas"):
+        flips.to_pandas()
