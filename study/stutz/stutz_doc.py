@@ -219,11 +219,11 @@ def findings(res, w):
           100 * big, ", ".join("m=%d %s vs %s" % (m, _fmt(a), _fmt(b)) for m, a, b in clip), wins, len(clip),
           _fmt(1 - res["models"]["normal"]["fp32_accuracy"]), _fmt(1 - cm["fp32_accuracy"]),
           "" if "at_bound" not in cm else
-          " After clipped training %.0f%% of the weights sit at +-w_max: the weights fill the range, so "
-          "a bit error moves a weight by about as much as weights differ anyway, where an unclipped "
-          "layer's range is set by a few large weights (largest |w| %.2f) and a flip of a high bit moves "
-          "a typical weight by many times its size." % (100 * cm["at_bound"],
-                                                         res["models"]["normal"]["max_abs_weight"])))
+          " With clipping every layer's range is [-w_max, w_max] (%.0f%% of the weights end at a bound); "
+          "unclipped, each layer's range is set by its own largest weights (up to %.2f here). The paper "
+          "explains the gain by redundancy: with every weight bounded, the network spreads what it "
+          "computes over more weights, and one corrupted weight matters less." % (
+              100 * cm["at_bound"], res["models"]["normal"]["max_abs_weight"])))
     w("")
     low = [m for m in res["widths"] if m <= 4]
     if low:
