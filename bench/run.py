@@ -33,7 +33,7 @@ BENCH = benchlib.BENCH_DIR
 # Sections other benchmarks own in the same file (bench/campaign_bench.py,
 # bench/daemon_bench.py, bench/real_bench.py, the hand-written sgemm-rows
 # analysis, ...): kept as they are when this one rewrites the file.
-KEPT_SECTIONS = ("campaign-bench", "sgemm-rows", "daemon-bench", "mitigation-bench", "real-bench")
+KEPT_SECTIONS = ("campaign-bench", "sgemm-rows", "daemon-bench", "mitigation-bench", "real-bench", "big-drs-bench")
 ROOT = benchlib.REPO_ROOT
 
 CONFORMANCE_MODELS = ["digits_mlp", "digits_cnn", "dlrm_small"]

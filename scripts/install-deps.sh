@@ -6,6 +6,9 @@
 #   scripts/install-deps.sh --test   also what the tests need: PyTorch for tests/python,
 #                                    chromium and node for tests/ui (make test uses this)
 #   scripts/install-deps.sh --bench  also PyTorch and friends (and wrk), for bench/ and fixtures
+#   scripts/install-deps.sh --slurm  only Slurm and munge on top of a build's, for the
+#                                    single-node cluster of tests/slurm (make test-slurm);
+#                                    --test includes them
 # Options combine: --test --bench.
 set -euo pipefail
 
@@ -29,10 +32,16 @@ fi
 if [[ "$ARGS" == *" --test "* ]]; then
   pkgs+=(python3-venv python3-setuptools python3-wheel python3-pytest python3-pandas python3-matplotlib
          python3-torch python3-torchvision python3-numpy   # tests/python (docs/PYTHON.md)
-         python3-onnx python3-sklearn   # tests/conformance/stutz_check.py, study_stutz_quick (digits)
+         python3-sklearn       # study/drs/test_zoo.py: the teacher's AUC by an independent implementation; the digits of study_stutz_quick
+         python3-onnx          # tests/conformance/stutz_check.py reads the CNN fixture's initializers
          chromium              # the web page's browser test (tests/ui, make test-ui), headless
          fonts-dejavu-core     # text in its screenshots (chromium recommends fonts, --no-install-recommends skips them)
          clang libclang-rt-14-dev)   # libFuzzer and its runtime: make fuzz-smoke
+fi
+if [[ "$ARGS" == *" --test "* || "$ARGS" == *" --slurm "* ]]; then
+  # the daemons only: tests/slurm/cluster.sh runs them under a temporary
+  # directory (Debian's packages do not start them without systemd)
+  pkgs+=(slurm-wlm munge procps)   # procps: pgrep, to check no daemon is left
 fi
 if [[ "$ARGS" == *" --bench "* ]]; then
   pkgs+=(python3-torch python3-onnx python3-sklearn python3-numpy

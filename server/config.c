@@ -38,6 +38,12 @@ const bfd_option bfd_options[] = {
     {"tenant-queued", "N", BFD_OPT_INT, F(tenant_queued), 1, 1000000, "campaigns one tenant may have queued (429 past it)"},
     {"heartbeat-seconds", "SECONDS", BFD_OPT_SECONDS, F(heartbeat_seconds), 0.05, 3600, "comment lines on quiet event streams (keep proxies from closing them)"},
     {"drain-seconds", "SECONDS", BFD_OPT_SECONDS, F(drain_seconds), 0, 3600, "SIGTERM: how long uploads being checked may take to finish"},
+    {"executor", "local|slurm", BFD_OPT_STR, F(executor), 0, 0, "where campaigns run: local worker processes (none: local), or each as a Slurm array job, one task per chunk (docs/SCALE.md)"},
+    {"slurm-partition", "NAME", BFD_OPT_STR, F(slurm_partition), 0, 0, "--executor slurm: the partition the arrays go to (none: the cluster's default)"},
+    {"slurm-account", "NAME", BFD_OPT_STR, F(slurm_account), 0, 0, "--executor slurm: the account they are charged to (none: the user's default)"},
+    {"slurm-dir", "DIR", BFD_OPT_STR, F(slurm_dir), 0, 0, "--executor slurm: specs, parts and task logs, on a file system the nodes share, as the data dir must be (none: DATA_DIR/slurm)"},
+    {"slurm-bitflip", "PATH", BFD_OPT_STR, F(slurm_bitflip), 0, 0, "--executor slurm: the bitflip CLI the tasks run (none: the one beside bitflipd)"},
+    {"slurm-poll-seconds", "SECONDS", BFD_OPT_SECONDS, F(slurm_poll_seconds), 0.05, 3600, "--executor slurm: how often finished parts and squeue are looked at"},
     {"check", NULL, BFD_OPT_ACTION, 0, 0, 0, "verify the data dir (SQLite integrity, every blob against its sha256), print what is wrong, exit 0 if clean, 1 if not"},
     {"help", NULL, BFD_OPT_ACTION, 0, 0, 0, "this text"},
     {"version", NULL, BFD_OPT_ACTION, 0, 0, 0, "version and commit"},
@@ -64,6 +70,7 @@ void bfd_config_defaults(bfd_config *c)
     c->heartbeat_seconds = 15;
     c->drain_seconds = 4;
     c->job_memory = BFD_JOB_MEMORY_DEFAULT;   /* a large model's plan and golden cache fit */
+    c->slurm_poll_seconds = 2;                /* a task runs minutes; squeue every 2 s is no load on slurmctld */
 }
 
 void bfd_config_free(bfd_config *c)
@@ -75,6 +82,12 @@ void bfd_config_free(bfd_config *c)
     free(c->tls_key);
     free(c->limits_arg);
     c->limits_arg = NULL;
+    free(c->executor);
+    free(c->slurm_partition);
+    free(c->slurm_account);
+    free(c->slurm_dir);
+    free(c->slurm_bitflip);
+    c->executor = c->slurm_partition = c->slurm_account = c->slurm_dir = c->slurm_bitflip = NULL;
     c->data_dir = c->tokens_file = c->port_file = c->tls_cert = c->tls_key = NULL;
 }
 

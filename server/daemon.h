@@ -51,6 +51,12 @@ typedef struct bfd_config {
      * children that load uploads (work/proc.h), which parse it again */
     bf_limits limits;
     char *limits_arg;
+    /* where campaigns run: "local" worker processes, or "slurm" arrays (work/slurm.h) */
+    char *executor;
+    char *slurm_partition, *slurm_account;   /* sbatch --partition, --account; NULL: the cluster's defaults */
+    char *slurm_dir;          /* shared with the nodes: specs, parts, logs; NULL: DATA_DIR/slurm */
+    char *slurm_bitflip;      /* the CLI the tasks run; NULL: the bitflip beside bitflipd */
+    double slurm_poll_seconds;
 } bfd_config;
 
 void bfd_config_defaults(bfd_config *c);

@@ -18,6 +18,7 @@ int cmd_merge(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_slurm(int argc, char **argv);
 
 /* Options. Every command parses its argv with getopt_long through
  * cli_parser (opts.c), so that --opt=value and --opt value both work and

@@ -24,6 +24,8 @@ static const char usage[] =
     "                                  (docs/SCALE.md)\n"
     "  plan SPEC.json                  fault population and the trials a margin needs\n"
     "  ops                             the ONNX ops bitflip runs\n"
+    "  slurm submit --shards N SPEC.json\n"
+    "                                  a campaign as a Slurm array job and its merge\n"
     "  help [COMMAND]                  this text, or a command's options\n"
     "\n"
     "Run 'bitflip help COMMAND' (or 'bitflip COMMAND -h') for a command's options;\n"
@@ -86,6 +88,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[2], "plan")) return cmd_plan(2, help_argv);
         if (!strcmp(argv[2], "ops")) return cmd_ops(2, help_argv);
         if (!strcmp(argv[2], "report")) return cmd_report(2, help_argv);
+        if (!strcmp(argv[2], "slurm")) return cmd_slurm(2, help_argv);
         fprintf(stderr, "bitflip: no command '%s'\n\n%s", argv[2], usage);
         return EXIT_USAGE;
     }
@@ -96,6 +99,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "slurm")) return cmd_slurm(argc - 1, argv + 1);
     fprintf(stderr, "bitflip: no command '%s'\n\n%s", cmd, usage);
     return EXIT_USAGE;
 }

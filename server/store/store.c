@@ -16,7 +16,7 @@
 #include "store/blob.h"
 #include "store/sha256.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 #define BFD_XSTR(x) #x
 #define BFD_STR(x) BFD_XSTR(x)
 #define BUSY_TIMEOUT_MS 5000   /* `bitflipd token` may hold the lock briefly */
@@ -60,6 +60,9 @@ static const char schema_v2[] =
     "ALTER TABLE campaigns ADD COLUMN death_reasons TEXT;"
     "ALTER TABLE campaigns ADD COLUMN inflight INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE items ADD COLUMN corrupt INTEGER NOT NULL DEFAULT 0;";
+
+/* v3: the cluster scheduler's job of a campaign (store_job.c). */
+static const char schema_v3[] = "ALTER TABLE campaigns ADD COLUMN executor_job TEXT;";
 
 /* --- helpers shared with store_campaign.c */
 
@@ -226,6 +229,7 @@ static bf_status migrate(bfd_store *s, bf_error *err)
     /* one step per version, each from the one before */
     if (version < 1 && (st = exec_sql(s, schema_v1, "cannot create the schema", err))) goto out;
     if (version < 2 && (st = exec_sql(s, schema_v2, "cannot add the schema 2 columns (worker deaths, corrupt items)", err))) goto out;
+    if (version < 3 && (st = exec_sql(s, schema_v3, "cannot add the schema 3 column (executor jobs)", err))) goto out;
     if (version < SCHEMA_VERSION &&
         (st = exec_sql(s, "PRAGMA user_version = " BFD_STR(SCHEMA_VERSION), "cannot set the schema version", err)))
         goto out;

@@ -147,6 +147,17 @@ bf_status bfd_campaign_death(bfd_store *s, const char *id, const char *reason, i
 /* The campaign's deaths and chunks in flight. */
 bf_status bfd_campaign_deaths(bfd_store *s, const char *id, int *deaths, int *inflight, bf_error *err);
 
+/* --- executor jobs: a campaign run by a cluster scheduler ----------------
+ *
+ * The scheduler's job id of a campaign (--executor slurm: its array job), so
+ * that a restarted daemon follows the running job instead of submitting the
+ * campaign again (work/slurm.h). */
+
+/* Records `job` (at most 63 characters) for the campaign; BF_ENOTFOUND if there is no such campaign. */
+bf_status bfd_campaign_set_job(bfd_store *s, const char *id, const char *job, bf_error *err);
+/* The job recorded for the campaign into job[n] ("" when none). */
+bf_status bfd_campaign_job(bfd_store *s, const char *id, char *job, size_t n, bf_error *err);
+
 /* --- tokens ------------------------------------------------------------- */
 
 /* Stores the hash of a token (see auth.h) for `tenant`. */

@@ -11,6 +11,7 @@
 
 #include "daemon.h"
 #include "work/proc.h"
+#include "work/slurm.h"
 
 /* A worker that died without running anything is started again after this,
  * not at once: one that cannot start at all must not spin the loop. */
@@ -61,6 +62,7 @@ struct bfd_sched {
     size_t n_served;
     uint64_t clock;
     uv_timer_t *respawn;      /* its own allocation: it is closed after the scheduler is gone */
+    bfd_slurm *slurm;         /* --executor slurm: campaigns go there, no workers run here */
 };
 
 static void dispatch(bfd_sched *s);
@@ -530,6 +532,18 @@ bf_status bfd_sched_new(bfd *d, bfd_sched **out, bf_error *err)
     }
     uv_timer_init(d->loop, s->respawn);
     s->respawn->data = s;
+    const char *ex = d->cfg.executor ? d->cfg.executor : "local";
+    if (strcmp(ex, "local") && strcmp(ex, "slurm")) {
+        bfd_sched_free(s);
+        return bf_error_set(err, BF_EINVAL, "--executor must be local or slurm, got '%s'", ex);
+    }
+    if (!strcmp(ex, "slurm")) {
+        s->n_w = 0;
+        bf_status st = bfd_slurm_new(d, &s->slurm, err);
+        if (st != BF_OK) bfd_sched_free(s);
+        else *out = s;
+        return st;
+    }
     for (int i = 0; i < s->n_w; i++) {
         if (spawn_worker(s, i, err) != BF_OK) {
             bfd_sched_free(s);
@@ -543,6 +557,7 @@ bf_status bfd_sched_new(bfd *d, bfd_sched **out, bf_error *err)
 void bfd_sched_free(bfd_sched *s)
 {
     if (!s) return;
+    bfd_slurm_free(s->slurm);
     for (int i = 0; i < s->n_w; i++) {
         wproc *w = s->w[i];
         if (!w) continue;
@@ -576,6 +591,7 @@ bf_status bfd_sched_add(bfd_sched *s, const bfd_job_spec *js, const int *pending
                         bf_error *err)
 {
     if (!s) return bf_error_set(err, BF_ECANCELED, "the daemon is shutting down");
+    if (s->slurm) return bfd_slurm_add(s->slurm, js, pending, n_pending, started, err);
     entry *e = calloc(1, sizeof *e);
     if (!e) return bf_error_set(err, BF_ENOMEM, "out of memory");
     int fail = 0;
@@ -602,6 +618,7 @@ bf_status bfd_sched_add(bfd_sched *s, const bfd_job_spec *js, const int *pending
 void bfd_sched_cancel(bfd_sched *s, const char *id)
 {
     if (!s) return;   /* shut down: nothing runs */
+    if (s->slurm) { bfd_slurm_cancel(s->slurm, id); return; }
     for (entry *e = s->head; e; e = e->next) {
         if (strcmp(e->id, id)) continue;
         e->over = 1;
@@ -622,6 +639,7 @@ void bfd_sched_cancel(bfd_sched *s, const char *id)
 bfd_msg *bfd_sched_take(bfd_sched *s)
 {
     if (!s) return NULL;
+    if (s->slurm) return bfd_slurm_take(s->slurm);
     bfd_msg *m = s->out_head;
     s->out_head = s->out_tail = NULL;
     return m;
@@ -631,6 +649,7 @@ void bfd_sched_load(bfd_sched *s, int *running, int *queued)
 {
     *running = *queued = 0;
     if (!s) return;
+    if (s->slurm) { bfd_slurm_load(s->slurm, running, queued); return; }
     for (entry *e = s->head; e; e = e->next) {
         *running += e->running;
         *queued += (int)(e->n_pending - e->head);

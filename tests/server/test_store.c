@@ -821,15 +821,43 @@ static void test_schema_1_upgraded(void **state)
     assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, "ALTER TABLE items DROP COLUMN corrupt; ALTER TABLE campaigns DROP COLUMN deaths; "
                                       "ALTER TABLE campaigns DROP COLUMN death_reasons; "
-                                      "ALTER TABLE campaigns DROP COLUMN inflight; PRAGMA user_version = 1", NULL, NULL, NULL),
+                                      "ALTER TABLE campaigns DROP COLUMN inflight; "
+                                      "ALTER TABLE campaigns DROP COLUMN executor_job; PRAGMA user_version = 1", NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(bfd_store_open(f->db, &f->s, &err), BF_OK);
     assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 0);
     assert_int_equal(bfd_item_mark_corrupt(f->s, BFD_MODEL, ID_A, &err), BF_OK);
     assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
-    reopen(f);   /* now at 2: opening again changes nothing */
+    reopen(f);   /* now at the current version: opening again changes nothing */
     assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
+}
+
+/* --- executor jobs */
+
+static void test_executor_job(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    char job[64];
+    bfd_campaign_row r = campaign("c0000000000000001", "alice");
+    insert(f->s, &r);
+    assert_int_equal(bfd_campaign_job(f->s, r.id, job, sizeof job, &err), BF_OK);
+    assert_string_equal(job, "");
+    assert_int_equal(bfd_campaign_set_job(f->s, r.id, "812", &err), BF_OK);
+    reopen(f);   /* durable */
+    assert_int_equal(bfd_campaign_job(f->s, r.id, job, sizeof job, &err), BF_OK);
+    assert_string_equal(job, "812");
+    assert_int_equal(bfd_campaign_set_job(f->s, r.id, "813", &err), BF_OK);
+    char small[3];   /* a short buffer gets a cut, terminated id */
+    assert_int_equal(bfd_campaign_job(f->s, r.id, small, sizeof small, &err), BF_OK);
+    assert_string_equal(small, "81");
+    assert_int_equal(bfd_campaign_set_job(f->s, "c0000000000000009", "1", &err), BF_ENOTFOUND);
+    assert_int_equal(bfd_campaign_job(f->s, "c0000000000000009", job, sizeof job, &err), BF_ENOTFOUND);
+    char longer[80];
+    memset(longer, '7', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    assert_int_equal(bfd_campaign_set_job(f->s, r.id, longer, &err), BF_EINVAL);
 }
 
 static void test_unopenable_path(void **state)
@@ -864,6 +892,7 @@ int main(void)
         T(test_persists_across_reopen),
         T(test_garbage_file_refused),
         T(test_newer_schema_refused),
+        T(test_executor_job),
         T(test_unopenable_path),
         T(test_corrupt_mark_and_heal),
         T(test_finish_marks_corrupt),

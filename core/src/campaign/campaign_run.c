@@ -31,6 +31,7 @@
 #include "base/alloc.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
+#include "exec/plan_impl.h"
 #include "exec/ops/sgemm.h"
 
 #define CHUNK 16            /* trials a worker takes at a time (at most); 64 saved a few
@@ -307,6 +308,12 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         bf_status u = bf_evaluator_write_param(w->ev, c->site_param[f->site], f->index, w->old[i], &w->err);
         if (u != BF_OK && st == BF_OK) st = u;
     }
+    /* every fault written back: the plans read the model's tensors again
+     * and the private pages go (a BER trial's thousands are not kept until
+     * the next); once per tensor (a BER draw lists its faults by tensor) */
+    for (size_t i = 0; st == BF_OK && i < applied; i++)
+        if (i == 0 || d->f[i].site != d->f[i - 1].site)
+            bf__evaluator_param_golden(w->ev, c->site_param[d->f[i].site]);
     return st;
 }
 

@@ -125,6 +125,13 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
      * pass has had one too */
     bf_status st = plans(model, samples, b.threads, 1, 0, &b, err);
     if (st != BF_OK) return st;
+    /* a stored representation is written whole into every plan's view of the
+     * weights arena (bf_evaluator_set_param): a private copy per plan, which
+     * the plan estimate leaves out for arena tensors */
+    for (size_t p = 0; spec->target == BF_TARGET_WEIGHTS && spec->repr != BF_REPR_FP32 && p < model->n_params; p++)
+        if (bf__param_in_arena(model, p))
+            b.plans_bytes = sat_add(b.plans_bytes, sat_mul(bf_tensor_nbytes(model->params[p].tensor),
+                                                           (uint64_t)(b.threads + 1) * (b.rest ? 2u : 1u)));
     if (!opts || !opts->exact) {
         uint64_t budget = opts && opts->cache_budget > 0 ? (uint64_t)opts->cache_budget : (uint64_t)BF_CACHE_BUDGET_DEFAULT;
         /* the cache holds golden activations: at most one arena per batch */

@@ -464,6 +464,15 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         size_t q = w[i].param;
         dx->pfaults[q] = 0;
         for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) dx->param_hit[sh->pc_step[t]] = 0;
+        /* the row-mode plans read the faulty parameter from plan[0] for this
+         * trial only (bf__rows_params): the model's tensor again after it,
+         * not plan[0]'s view of the weights arena (exec/plan.c) */
+        int v = sh->m->param_vals[q];
+        for (int k = 0; k < dx->n_sub; k++)
+            if (dx->sub[k])
+                dx->sub[k]->vals[v].data = bf__plan_param_is_golden(dx->plan[0], q)
+                                               ? bf_model_param(sh->m, q)->tensor->data
+                                               : dx->plan[0]->vals[v].data;
     }
     for (int t = 0; t < 2; t++)
         for (size_t v = 0; dx->plan[t] && v < sh->m->n_values; v++)

@@ -340,25 +340,62 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     return BF_OK;
 }
 
+/* Writes value into element `index` of parameter q in the full plan (the
+ * plan the sub-plans read faulty parameters from), in its stored type. */
+static bf_status put_param(bf__dx *dx, size_t q, int64_t index, float value, bf_error *err)
+{
+    void *data;
+    bf_status st = bf_plan_param_data(dx->plan[0], q, &data, err);
+    if (st != BF_OK) return st;
+    bf_dtype dt = bf_model_param(dx->sh->m, q)->dtype;
+    if (dt == BF_F32) ((float *)data)[index] = value;
+    else bf__param_int_set(data, dt, index, value);
+    return BF_OK;
+}
+
 /* The sub-plans, made and checked on first use, which may be inside a
  * trial: the evaluator's plan then holds the trial's faults in the
- * parameters of w, so those are read from it (as bf__rows_params makes them
- * do for good: golden again after the trial), and every other parameter is
- * copied golden. */
+ * parameters of w. The check must see the golden model, or which steps run
+ * on rows would depend on which trial came first (a shard's first trial is
+ * another than the whole campaign's, and its records then differed from
+ * the unsharded run's in the last bits): the trial's stored values are put
+ * back for it and its faults written again after. The sub-plans read the
+ * parameters of w from the full plan (as bf__rows_params makes them do for
+ * good: golden again after the trial); every other parameter is copied
+ * golden. */
+static bf_status rows_check(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err);
+
 static bf_status rows_ensure(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err)
+{
+    if (dx->rows_ready || dx->n_sub == 0) return BF_OK;
+    bf_status st = BF_OK;
+    size_t undone = 0;
+    for (size_t i = n_w; i-- > 0 && st == BF_OK; undone++)   /* reverse: two faults on one element */
+        st = put_param(dx, w[i].param, w[i].index, w[i].old_value, err);
+    if (st == BF_OK) st = rows_check(dx, w, n_w, err);
+    for (size_t i = n_w - undone; i < n_w; i++) {   /* the faults again, whatever happened */
+        bf_status u = put_param(dx, w[i].param, w[i].index, w[i].new_value, err);
+        if (u != BF_OK && st == BF_OK) st = u;
+    }
+    return st;
+}
+
+static bf_status rows_check(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err)
 {
     const bf_model *m = dx->sh->m;
     bf_status st;
-    if (dx->rows_ready || dx->n_sub == 0) return BF_OK;
     for (int k = 0; k < dx->n_sub; k++) {
         if (!dx->sub[k] && (st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
         /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
         for (size_t q = 0; q < m->n_params; q++) {
             const void *gold = dx->plan[0]->vals[m->param_vals[q]].data;
-            if (gold == bf_model_param(m, q)->tensor->data) continue;
+            /* a copy that holds the model's values (or a trial's faults,
+             * read from plan[0] below) needs none of its own */
+            if (gold == bf_model_param(m, q)->tensor->data || bf__plan_param_is_golden(dx->plan[0], q)) continue;
             void *mine;
             if ((st = bf_plan_param_data(dx->sub[k], q, &mine, err)) != BF_OK) return st;
             memcpy(mine, gold, bf_tensor_nbytes(bf_model_param(m, q)->tensor));
+            bf__plan_param_rewritten(dx->sub[k], q);
         }
         for (size_t i = 0; i < n_w; i++) {
             int v = m->param_vals[w[i].param];

@@ -516,8 +516,14 @@ bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *va
         if (st != BF_OK) return st;
         if (dt == BF_F32) memcpy(data, values, n * sizeof *values);
         else for (size_t i = 0; i < n; i++) bf__param_int_set(data, dt, (int64_t)i, values[i]);
+        bf__plan_param_rewritten(ev->plans[p], param);
     }
     return BF_OK;
+}
+
+void bf__evaluator_param_golden(bf_evaluator *ev, size_t param)
+{
+    for (size_t p = 0; p < ev->n_plans; p++) bf__plan_param_golden(ev->plans[p], param);
 }
 
 bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "exec/step_access.h"
 #include "exec/plan_impl.h"
 
@@ -78,8 +79,13 @@ void bf_plan_free(bf_plan *p)
     if (!p) return;
     for (size_t i = 0; i < p->n_owned; i++) bf__free(p->owned[i]);
     bf__free(p->owned);
-    for (size_t i = 0; p->param_copy && i < p->model->n_params; i++) bf__free(p->param_copy[i]);
+    for (size_t i = 0; p->param_copy && i < p->model->n_params; i++) {
+        if (p->param_view && p->param_view[i]) bf__wview_free(p->param_copy[i], p->param_view[i]);
+        else bf__free(p->param_copy[i]);
+    }
     bf__free(p->param_copy);
+    bf__free(p->param_view);
+    bf__free(p->param_rewritten);
     for (size_t i = 0; i < p->n_steps; i++) {
         bf__free(p->steps[i].in);
         bf__free(p->steps[i].out);
@@ -420,6 +426,10 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
     b->arena_bytes = total + 64;
     b->scratch_bytes = align64(p->scratch_bytes + 64) > scratch_max ? align64(p->scratch_bytes + 64) : scratch_max;
     for (size_t i = 0; i < m->n_params; i++) {
+        /* a tensor of the weights arena is faulted through a view: a page
+         * per fault for one trial, not a copy (a stored representation
+         * rewrites it whole: bf_campaign_estimate counts that) */
+        if (bf__param_in_arena(m, i)) continue;
         uint64_t pb = align64(bf_tensor_nbytes(m->params[i].tensor) + 1);
         b->param_copy_bytes += pb;
         item(b, "parameter copy", NULL, m->params[i].tensor->name, m->params[i].tensor, pb);
@@ -532,19 +542,21 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     p->vals = bf__calloc(model->n_values + 1, sizeof *p->vals);
     p->known = bf__calloc(model->n_values + 1, 1);
     p->param_copy = bf__calloc(model->n_params + 1, sizeof *p->param_copy);
+    p->param_view = bf__calloc(model->n_params + 1, sizeof *p->param_view);
+    p->param_rewritten = bf__calloc(model->n_params + 1, 1);
     p->steps = bf__calloc(model->n_nodes + 1, sizeof *p->steps);
     p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
     p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
     bc.phantom = bf__calloc(model->n_values + 1, 1);
-    if (!p->vals || !p->known || !p->param_copy || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
+    if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
         !bc.phantom) {
         st = oom(err);
         goto fail;
     }
     /* the tables just allocated; build adds each step's */
     bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
-                           (model->n_params + 1) * sizeof *p->param_copy +
+                           (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
                            (model->n_nodes + 1) * (sizeof *p->steps + 1) + (n_out_slots + 1) * sizeof *p->dummies;
     st = build(p, &bc, err);
     bf__free(bc.phantom);
@@ -635,6 +647,34 @@ bf_status bf_plan_param_mut(bf_plan *p, size_t param, float **data, bf_error *er
     return st;
 }
 
+/* The weights arena a model's tensors live in: a derived model's is its base's. */
+static const bf__warena *root_arena(const bf_model *m)
+{
+    while (m->base) m = m->base;
+    return m->warena;
+}
+
+/* The plan reads the model's own tensor again and the view's pages (the
+ * ones faults wrote, and the ones read through it) go back: a page of the
+ * arena read through two mappings counts twice in the process's resident
+ * memory, so views are only read while they hold faults. */
+void bf__plan_param_golden(bf_plan *p, size_t param)
+{
+    if (param >= p->model->n_params || !p->param_view[param] || p->param_rewritten[param]) return;
+    bf__wview_drop(p->param_copy[param], p->param_view[param]);
+    p->vals[p->model->param_vals[param]].data = p->model->params[param].tensor->data;
+}
+
+void bf__plan_param_rewritten(bf_plan *p, size_t param)
+{
+    if (param < p->model->n_params) p->param_rewritten[param] = 1;
+}
+
+int bf__plan_param_is_golden(const bf_plan *p, size_t param)
+{
+    return param < p->model->n_params && !p->param_rewritten[param];
+}
+
 bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *err)
 {
     const bf_model *m = p->model;
@@ -643,12 +683,21 @@ bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *er
     if (!p->param_copy[param]) {
         const bf_tensor *src = m->params[param].tensor;
         size_t nb = bf_tensor_nbytes(src);
-        void *copy = bf__aligned_alloc(nb + 1);
-        if (!copy) return bf_error_set(err, BF_ENOMEM, "out of memory copying parameter '%s'", src->name);
-        memcpy(copy, src->data, nb);
+        /* a tensor of the weights arena: a private view, whose pages are
+         * copied only where written (a fault: one page, not the table) */
+        void *copy = bf__wview_create(root_arena(m), src->data, nb);
+        if (copy) {
+            p->param_view[param] = nb;
+        } else {
+            copy = bf__aligned_alloc(nb + 1);
+            if (!copy) return bf_error_set(err, BF_ENOMEM, "out of memory copying parameter '%s'", src->name);
+            memcpy(copy, src->data, nb);
+        }
         p->param_copy[param] = copy;
         p->vals[m->param_vals[param]].data = copy;
     }
+    /* in use again after bf__plan_param_golden */
+    p->vals[m->param_vals[param]].data = p->param_copy[param];
     *data = p->param_copy[param];
     return BF_OK;
 }

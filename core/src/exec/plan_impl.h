@@ -31,6 +31,10 @@ struct bf_plan {
     bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
     unsigned char *known;     /* 1: computed when the plan was built */
     void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */
+    size_t *param_view;       /* per parameter: param_copy is a private view of the model's
+                               * weights arena of this many bytes (base/warena.h); 0: a heap copy */
+    unsigned char *param_rewritten;  /* 1: the whole copy was rewritten (a stored representation):
+                                      * its pages are never given back to the arena's golden ones */
     void **owned;             /* buffers of folded values */
     size_t n_owned;
     bf__step *steps;
@@ -55,9 +59,21 @@ struct bf_plan {
 bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_elems, bf_error *err);
 /* Room for n value faults, so that setting up to n allocates nothing. */
 /* fault.c: element i of an int8/uint8 parameter as a float holding the
- * integer, and written back from one (saturated to the type's range). */
+ * integer (bf__param_int_set, in exec/step_access.h, writes one back). */
 float bf__param_int_get(const void *data, bf_dtype dt, int64_t i);
-void bf__param_int_set(void *data, bf_dtype dt, int64_t i, float v);
+/* Parameter copies that are private views of the weights arena (plan.c):
+ * _golden makes the plan read the model's tensor again and gives the view's
+ * pages back (the caller has restored every fault in it), unless the copy
+ * was _rewritten whole (a stored representation), which also makes
+ * _is_golden 0. */
+void bf__plan_param_golden(bf_plan *p, size_t param);
+void bf__plan_param_rewritten(bf_plan *p, size_t param);
+int bf__plan_param_is_golden(const bf_plan *p, size_t param);
+/* bf__plan_param_golden in every plan of an evaluator (eval.c): after a
+ * trial's faults are written back, their pages return to the arena's, so a
+ * campaign's private pages stay those of one trial, whatever it ran before. */
+struct bf_evaluator;
+void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
 /* bf_plan_estimate that also gives the element count of graph output 0. */

@@ -93,5 +93,8 @@ int bf__concat_axis(const bf__step *s);
 /* Concat step s: input j's part of the output written into out, the
  * other inputs' parts left as they are (in: the step's inputs). */
 void bf__concat_input(const bf__step *s, const bf_tensor *const *in, int j, void *out);
+/* fault.c: element i of an int8/uint8 parameter written from a float
+ * holding the integer (saturated to the type's range). */
+void bf__param_int_set(void *data, bf_dtype dt, int64_t i, float v);
 
 #endif

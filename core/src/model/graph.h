@@ -98,6 +98,9 @@ struct bf_model {
     char *label;
     char *producer;
     int64_t opset;
+    /* the large initializers' data (base/warena.h); NULL: all on the heap.
+     * Read-only once loaded. A derived model uses its base's. */
+    struct bf__warena *warena;
 
     size_t n_values;
     bf__value *values;
@@ -132,6 +135,9 @@ struct bf_model {
 
 /* Whether parameter p is a zero point (see param_zp). */
 int bf__param_is_zero_point(const bf_model *m, size_t p);
+/* 1: parameter p's data lives in the weights arena (its model's, or its
+ * base's): plans fault it through private views, not whole copies. */
+int bf__param_in_arena(const bf_model *m, size_t p);
 
 const bf__attr *bf__node_attr(const bf__node *node, const char *name);
 

@@ -5,8 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#if defined(__unix__)
+#include <sys/mman.h>
+#endif
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "model/graph.h"
 #include "model/onnx_load.h"
 
@@ -120,8 +124,11 @@ void bf_model_free(bf_model *m)
     }
     for (size_t i = 0; i < m->n_values; i++) {
         bf__free(m->values[i].name);
+        if (m->values[i].init && bf__warena_owns(m->warena, m->values[i].init->data))
+            m->values[i].init->data = NULL;   /* the arena's, freed below */
         bf__tensor_free(m->values[i].init);
     }
+    bf__warena_free(m->warena);
     bf__free(m->values);
     for (size_t i = 0; i < m->n_nodes; i++) bf__node_clear(&m->nodes[i]);
     bf__free(m->nodes);
@@ -441,7 +448,30 @@ static int64_t find_opset(const Onnx__ModelProto *mp)
     return 0;
 }
 
-static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, bf_error *err)
+/* Where the loader found the initializers' data (onnx_strip.c) and, for a
+ * mapped file, how much of it was given back to the kernel already. */
+typedef struct raw_src {
+    bf__raw_range *ranges;   /* one per main-graph initializer; NULL: unpacked whole */
+    uint8_t *map;            /* the file's read-only mapping, or NULL (a caller's buffer) */
+    size_t released;         /* map bytes before this were given back */
+} raw_src;
+
+/* Once an initializer is converted, the file's pages up to its end are not
+ * read again (protobuf-c unpacked the rest before): given back, so that
+ * loading holds the model once, not the file beside it. */
+static void release_file(raw_src *src, size_t upto)
+{
+#if defined(__unix__)
+    size_t pg = bf__warena_page(), end = upto / pg * pg;
+    if (!src->map || end <= src->released) return;
+    bf__pages_drop(src->map + src->released, end - src->released);
+    src->released = end;
+#else
+    (void)src; (void)upto;
+#endif
+}
+
+static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, raw_src *src, bf_error *err)
 {
     bf_status st = BF_OK;
     name_map map = {0};
@@ -485,10 +515,12 @@ static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, bf_error *err)
         if (!name[0]) { st = bf_error_set(err, BF_EFORMAT, "%s: initializer #%zu has no name", m->label, i); goto out; }
         snprintf(what, sizeof what, "initializer '%.250s'", name);
         if ((st = add_value(m, &map, name, BF__VAL_CONST, -1, &idx, err)) != BF_OK) goto out;
-        if ((st = bf__tensor_from_proto(tp, what, &m->values[idx].init, err)) != BF_OK) {
+        const bf__raw_range *cut = src->ranges ? &src->ranges[i] : NULL;
+        if ((st = bf__tensor_from_proto_at(tp, what, cut, m->warena, &m->values[idx].init, err)) != BF_OK) {
             bf_error_prefix(err, "%s", m->label);
             goto out;
         }
+        if (cut && cut->cut) release_file(src, cut->off + cut->len);
         m->values[idx].init->name = m->values[idx].name;
         if (m->values[idx].init->dtype == BF_F32) {
             m->values[idx].kind = BF__VAL_PARAM;
@@ -779,12 +811,32 @@ void bf__index_param_readers(bf_model *m)
     }
 }
 
-bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
-                          bf_model **out, bf_error *err)
+/* The weights arena for mp's large initializers (their sizes known from
+ * the unpacked headers and the cut ranges, and only for data that is there:
+ * dims alone could ask for gigabytes). NULL when there are none or no arena
+ * can be made: the heap then. */
+static bf__warena *make_arena(const Onnx__ModelProto *mp, const bf__raw_range *ranges)
+{
+    const Onnx__GraphProto *g = mp->graph;
+    size_t pg = bf__warena_page(), total = 0;
+    for (size_t i = 0; g && i < g->n_initializer; i++) {
+        size_t nb = bf__tensor_proto_nbytes(g->initializer[i], ranges ? &ranges[i] : NULL);
+        if (nb < BF__WARENA_MIN_BYTES) continue;
+        nb = (nb + pg - 1) / pg * pg;
+        if (nb > SIZE_MAX - total) return NULL;
+        total += nb;
+    }
+    return total ? bf__warena_create(total) : NULL;
+}
+
+static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char *label,
+                       const bf_load_limits *lim, bf_model **out, bf_error *err)
 {
     bf_status st = BF_OK;
     Onnx__ModelProto *mp = NULL;
     bf_model *m = NULL;
+    bf__stripped sp = {0};
+    raw_src src = {.map = map};
 
     *out = NULL;
     m = bf__calloc(1, sizeof *m);
@@ -793,14 +845,35 @@ bf_status bf__model_parse(const void *buf, size_t len, const char *label, const 
     if (!m->label) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
 
     if ((st = bf__onnx_check_limits(buf, len, lim, m->label, err)) != BF_OK) goto out;
-    mp = onnx__model_proto__unpack(NULL, len, buf);
+    /* the model without its large raw_data, which is then read from buf
+     * tensor by tensor; anything unexpected: the whole buffer, as protobuf-c
+     * reads it, so that errors read as they always have */
+    if ((st = bf__onnx_strip(buf, len, &sp, err)) != BF_OK) goto out;
+    if (sp.buf) {
+        mp = onnx__model_proto__unpack(NULL, sp.len, sp.buf);
+        if (mp && (mp->graph ? mp->graph->n_initializer : 0) == sp.n_ranges) {
+            src.ranges = sp.ranges;
+            for (size_t i = 0; i < sp.n_ranges; i++) {
+                sp.ranges[i].data = buf + sp.ranges[i].off;
+                sp.ranges[i].droppable = map != NULL;
+            }
+        } else if (mp) {
+            onnx__model_proto__free_unpacked(mp, NULL);
+            mp = NULL;
+        }
+        bf__free(sp.buf);   /* protobuf-c copied what it kept */
+        sp.buf = NULL;
+    }
+    if (!mp) mp = onnx__model_proto__unpack(NULL, len, buf);
     if (!mp) {
         char why[300];
         bf__onnx_diagnose(buf, len, why, sizeof why);
         st = bf_error_set(err, BF_EFORMAT, "%s: not a valid ONNX model (%zu bytes): %s", m->label, len, why);
         goto out;
     }
-    if ((st = convert(mp, m, err)) != BF_OK) goto out;
+    m->warena = make_arena(mp, src.ranges);
+    if ((st = convert(mp, m, &src, err)) != BF_OK) goto out;
+    bf__warena_seal(m->warena);
     if ((st = sort_nodes(m, err)) != BF_OK) goto out;
     if ((st = index_params(m, err)) != BF_OK) goto out;
     if ((st = bf__torch_names(m, err)) != BF_OK) goto out;
@@ -808,15 +881,26 @@ bf_status bf__model_parse(const void *buf, size_t len, const char *label, const 
     m = NULL;
 out:
     if (mp) onnx__model_proto__free_unpacked(mp, NULL);
+    bf__onnx_stripped_free(&sp);
     bf_model_free(m);
     return st;
 }
 
+bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
+                          bf_model **out, bf_error *err)
+{
+    return parse(buf, len, NULL, label, lim, out, err);
+}
+
+/* The file is mapped read-only, not read into memory: protobuf-c reads the
+ * model's structure from it, the initializers are converted from it one by
+ * one, and each one's pages are given back once converted (release_file).
+ * Peak memory: the model's tensors plus one tensor's pages of file. */
 bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_model **out,
                                bf_error *err)
 {
     bf_status st;
-    uint8_t *buf = NULL;
+    uint8_t *buf = NULL, *map = NULL;
     FILE *f = fopen(path, "rb");
     *out = NULL;
     if (!f) return bf_error_set(err, errno == ENOENT ? BF_ENOTFOUND : BF_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -825,23 +909,32 @@ bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_m
         st = bf_error_set(err, BF_EIO, "%s: not a regular file (a directory?); give the path of an .onnx file", path);
         goto out;
     }
-    if (fseek(f, 0, SEEK_END) != 0) { st = bf_error_set(err, BF_EIO, "%s: cannot seek: %s", path, strerror(errno)); goto out; }
-    long size = ftell(f);
-    if (size < 0) { st = bf_error_set(err, BF_EIO, "%s: cannot tell size: %s", path, strerror(errno)); goto out; }
-    if ((size_t)size > MAX_MODEL_BYTES) {
-        st = bf_error_set(err, BF_EUNSUPPORTED, "%s: %ld bytes; ONNX protobuf files are limited to 2 GiB", path, size);
+    if (sb.st_size < 0) { st = bf_error_set(err, BF_EIO, "%s: cannot tell its size", path); goto out; }
+    size_t size = (size_t)sb.st_size;
+    if (size > MAX_MODEL_BYTES) {
+        st = bf_error_set(err, BF_EUNSUPPORTED, "%s: %zu bytes; ONNX protobuf files are limited to 2 GiB", path, size);
         goto out;
     }
-    rewind(f);
-    buf = bf__malloc((size_t)size + 1);
-    if (!buf) { st = bf_error_set(err, BF_ENOMEM, "%s: out of memory for %ld bytes", path, size); goto out; }
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        st = bf_error_set(err, BF_EIO, "%s: read failed: %s", path, ferror(f) ? strerror(errno) : "short read");
-        goto out;
+#if defined(__unix__)
+    if (size > 0) {
+        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+        if (p != MAP_FAILED) map = p;
+    }
+#endif
+    if (!map) {   /* an empty file, or no mmap: read it */
+        buf = bf__malloc(size + 1);
+        if (!buf) { st = bf_error_set(err, BF_ENOMEM, "%s: out of memory for %zu bytes", path, size); goto out; }
+        if (fread(buf, 1, size, f) != size) {
+            st = bf_error_set(err, BF_EIO, "%s: read failed: %s", path, ferror(f) ? strerror(errno) : "short read");
+            goto out;
+        }
     }
     const char *base = strrchr(path, '/');
-    st = bf__model_parse(buf, (size_t)size, base ? base + 1 : path, lim, out, err);
+    st = parse(map ? map : buf, size, map, base ? base + 1 : path, lim, out, err);
 out:
+#if defined(__unix__)
+    if (map) munmap(map, size);
+#endif
     fclose(f);
     bf__free(buf);
     return st;
@@ -860,6 +953,13 @@ const char *bf_model_node_op(const bf_model *m, size_t i) { return i < m->n_node
 const char *bf_model_node_name(const bf_model *m, size_t i) { return i < m->n_nodes ? m->nodes[m->order[i]].name : NULL; }
 size_t bf_model_num_params(const bf_model *m) { return m->n_params; }
 int bf__param_is_zero_point(const bf_model *m, size_t p) { return p < m->n_params && m->param_zp && m->param_zp[p]; }
+
+int bf__param_in_arena(const bf_model *m, size_t p)
+{
+    const bf_model *root = m;
+    while (root->base) root = root->base;
+    return p < m->n_params && bf__warena_owns(root->warena, m->params[p].tensor->data);
+}
 const bf_param_info *bf_model_param(const bf_model *m, size_t i) { return i < m->n_params ? &m->params[i] : NULL; }
 int64_t bf_model_param_elements(const bf_model *m) { return m->param_elements; }
 

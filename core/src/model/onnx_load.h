@@ -17,6 +17,38 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
                                 bf_error *err);
 void bf__tensor_free(bf_tensor *t);
 
+/* Where an initializer's raw_data lies in the model's buffer, when the
+ * loader cut it out before unpacking (onnx_strip.c); cut = 0: not cut (the
+ * TensorProto holds its data as protobuf-c unpacked it). */
+typedef struct bf__raw_range {
+    size_t off, len;
+    int cut;
+    const uint8_t *data;   /* set by the loader: the buffer + off */
+    int droppable;         /* data is a read-only file mapping: its pages may be given back once read */
+} bf__raw_range;
+
+typedef struct bf__stripped {
+    uint8_t *buf;          /* the model without the cut fields; NULL: not stripped */
+    size_t len;
+    bf__raw_range *ranges; /* one per main-graph initializer, in file order */
+    size_t n_ranges;
+} bf__stripped;
+
+/* Cuts the large raw_data of the main graph's initializers out of a model
+ * buffer. BF_OK with out->buf NULL when the buffer's wire format is broken
+ * (the caller unpacks it whole, to report how); fails only out of memory. */
+bf_status bf__onnx_strip(const uint8_t *buf, size_t len, bf__stripped *out, bf_error *err);
+void bf__onnx_stripped_free(bf__stripped *s);
+
+struct bf__warena;
+/* bf__tensor_from_proto with the raw_data cut out (cut, or NULL) and large
+ * data placed in the weights arena (or NULL: the heap). */
+bf_status bf__tensor_from_proto_at(const Onnx__TensorProto *tp, const char *what, const bf__raw_range *cut,
+                                   struct bf__warena *arena, bf_tensor **out, bf_error *err);
+/* The bytes bf__tensor_from_proto_at would allocate for tp's data; 0 when
+ * it would refuse tp (or tp is empty). */
+size_t bf__tensor_proto_nbytes(const Onnx__TensorProto *tp, const bf__raw_range *cut);
+
 /* When protobuf-c rejects a buffer it does not say where: this walks the
  * wire format of the top level and of the graph to find the first field that
  * is cut short or malformed, and describes it with its byte offset. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "model/onnx_load.h"
 
 /* Elements per tensor we accept: 2^34 (64 GiB of fp32) is beyond any model
@@ -84,6 +85,21 @@ static void raw_elem(void *dst, bf_dtype dt, const uint8_t *src, int32_t t, int6
     }
 }
 
+/* Copies from a read-only file mapping in chunks, giving each chunk's pages
+ * back once copied: a 128 MiB table then never has its file pages resident
+ * beside its converted copy. */
+static void copy_dropping(void *dst, const uint8_t *src, size_t n)
+{
+    const size_t chunk = (size_t)16 << 20, pg = bf__warena_page();
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        memcpy((uint8_t *)dst + done, src + done, k);
+        done += k;
+        uintptr_t lo = ((uintptr_t)src + done - k + pg - 1) / pg * pg, hi = ((uintptr_t)src + done) / pg * pg;
+        if (hi > lo) bf__pages_drop((void *)lo, hi - lo);
+    }
+}
+
 static bf_status count_error(bf_error *err, const char *what, const char *field, size_t got,
                              int64_t want)
 {
@@ -91,11 +107,11 @@ static bf_status count_error(bf_error *err, const char *what, const char *field,
                         field, got, (long long)want);
 }
 
-bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, bf_tensor **out,
-                                bf_error *err)
+/* Checks what a TensorProto declares against the data it carries (raw_len:
+ * the raw_data's length, when it has one); its element count in *numel. */
+static bf_status check(const Onnx__TensorProto *tp, const char *what, int has_raw, size_t raw_len,
+                       int64_t *numel_out, bf_error *err)
 {
-    bf_tensor *t = NULL;
-    bf_status st = BF_OK;
     int32_t ot = tp->has_data_type ? tp->data_type : 0;
     bf_dtype dt = bf__onnx_dtype(ot);
 
@@ -125,11 +141,11 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
 
     /* The data must be there before we allocate for it: dims alone are a few
      * bytes of file and could ask for gigabytes. */
-    if (tp->has_raw_data) {
+    if (has_raw) {
         size_t sz = raw_size(ot);
-        if (tp->raw_data.len != (size_t)numel * sz)
+        if (raw_len != (size_t)numel * sz)
             return bf_error_set(err, BF_EFORMAT, "%s: raw_data has %zu bytes but %lld elements of %s need %zu",
-                                what, tp->raw_data.len, (long long)numel, bf__onnx_dtype_name(ot),
+                                what, raw_len, (long long)numel, bf__onnx_dtype_name(ot),
                                 (size_t)numel * sz);
     } else {
         size_t have;
@@ -143,24 +159,60 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
         }
         if (have != (size_t)numel) return count_error(err, what, field, have, numel);
     }
+    *numel_out = numel;
+    return BF_OK;
+}
+
+size_t bf__tensor_proto_nbytes(const Onnx__TensorProto *tp, const bf__raw_range *raw)
+{
+    bf_error e;
+    int64_t numel;
+    int has_raw = raw && raw->cut ? 1 : tp->has_raw_data;
+    size_t raw_len = raw && raw->cut ? raw->len : tp->raw_data.len;
+    if (check(tp, "", has_raw, raw_len, &numel, &e) != BF_OK) return 0;
+    return (size_t)numel * bf_dtype_size(bf__onnx_dtype(tp->data_type));
+}
+
+bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, bf_tensor **out,
+                                bf_error *err)
+{
+    return bf__tensor_from_proto_at(tp, what, NULL, NULL, out, err);
+}
+
+bf_status bf__tensor_from_proto_at(const Onnx__TensorProto *tp, const char *what, const bf__raw_range *cut,
+                                   bf__warena *arena, bf_tensor **out, bf_error *err)
+{
+    bf_tensor *t = NULL;
+    bf_status st = BF_OK;
+    int32_t ot = tp->has_data_type ? tp->data_type : 0;
+    bf_dtype dt = bf__onnx_dtype(ot);
+    /* cut: the raw_data the loader cut out before unpacking (onnx_strip.c) */
+    if (cut && !cut->cut) cut = NULL;
+    int has_raw = cut ? 1 : tp->has_raw_data;
+    const uint8_t *raw = cut ? cut->data : tp->raw_data.data;
+    size_t raw_len = cut ? cut->len : tp->raw_data.len;
+    int64_t numel;
+
+    if ((st = check(tp, what, has_raw, raw_len, &numel, err)) != BF_OK) return st;
 
     t = bf__calloc(1, sizeof *t);
     if (!t) return bf_error_set(err, BF_ENOMEM, "out of memory reading %s", what);
     t->dtype = dt;
     t->ndim = (int)tp->n_dims;
     for (size_t i = 0; i < tp->n_dims; i++) t->dims[i] = tp->dims[i];
-    t->data = bf__aligned_alloc((size_t)numel * bf_dtype_size(dt));
+    size_t nbytes = (size_t)numel * bf_dtype_size(dt);
+    /* large tensors in the weights arena (shared by every plan, copied a
+     * page at a time where faults land); the heap when it has no room */
+    t->data = nbytes >= BF__WARENA_MIN_BYTES ? bf__warena_take(arena, nbytes) : NULL;
+    if (!t->data) t->data = bf__aligned_alloc(nbytes);
     if (!t->data) { st = bf_error_set(err, BF_ENOMEM, "out of memory for %s (%lld elements)", what, (long long)numel); goto out; }
 
-    if (tp->has_raw_data) {
-        size_t sz = raw_size(ot);
-        if (tp->raw_data.len != (size_t)numel * sz) {
-            st = bf_error_set(err, BF_EFORMAT, "%s: raw_data has %zu bytes but %lld elements of %s need %zu",
-                              what, tp->raw_data.len, (long long)numel, bf__onnx_dtype_name(ot),
-                              (size_t)numel * sz);
-            goto out;
-        }
-        for (int64_t i = 0; i < numel; i++) raw_elem(t->data, dt, tp->raw_data.data, ot, i);
+    if (has_raw) {
+        /* little-endian fp32 as stored: one copy (x86-64 and aarch64 are
+         * little-endian, as ONNX raw_data is) */
+        if (ot == ONNX_FLOAT && cut && cut->droppable) copy_dropping(t->data, raw, (size_t)numel * 4);
+        else if (ot == ONNX_FLOAT && numel) memcpy(t->data, raw, (size_t)numel * 4);
+        else for (int64_t i = 0; i < numel; i++) raw_elem(t->data, dt, raw, ot, i);
         goto out;
     }
     /* Typed fields, as the ONNX spec assigns them to each type. */
@@ -204,7 +256,11 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
         break;
     }
 out:
-    if (st != BF_OK) { bf__tensor_free(t); return st; }
+    if (st != BF_OK) {
+        if (t && bf__warena_owns(arena, t->data)) t->data = NULL;   /* the arena's: freed with it */
+        bf__tensor_free(t);
+        return st;
+    }
     *out = t;
     return BF_OK;
 }

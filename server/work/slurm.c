@@ -1,0 +1,773 @@
+/* The Slurm executor (work/slurm.h): arrays submitted, polled and canceled
+ * through Slurm's own clients, off the loop. */
+#define _GNU_SOURCE   /* pipe2 */
+#include "work/slurm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* One campaign on the cluster. Fields above `posted` are set at add and
+ * never change, so a work item on the thread pool may read them; the rest
+ * belongs to the loop and is copied into a work item when one starts. */
+typedef struct sjob {
+    char *id, *spec_json, *model_path, *dataset_path, *trials_dir, *dir;
+    char *model_id, *dataset_id;   /* what the result names, as a local campaign's does */
+    int n_chunks;
+    double queued_at;
+    unsigned char *posted;    /* chunk's DONE posted (or checkpointed before) */
+    int *submit;              /* chunks to submit when array_job is empty */
+    size_t n_submit;
+    char array_job[32];
+    int started;              /* STARTED posted (or it ran before a restart) */
+    int over;                 /* canceled, failed or done: nothing more is posted */
+    int scancel;              /* the array is to be canceled (campaign canceled or failed) */
+    int busy;                 /* a work item runs for it */
+    struct sjob *next;
+} sjob;
+
+struct bfd_slurm {
+    bfd *d;
+    uv_timer_t *timer;        /* its own allocation: closed after the executor is gone */
+    sjob *head;
+    bfd_msg *out_head, *out_tail;
+    struct swork *items;      /* in flight, to be told when the executor goes */
+};
+
+typedef enum { W_POLL, W_CANCEL } wkind;
+
+typedef struct swork {
+    uv_work_t req;
+    bfd_slurm *sl;            /* NULL once the executor is gone */
+    sjob *j;                  /* may be freed before the item: n_chunks is kept here */
+    int n_chunks;
+    wkind kind;
+    /* inputs: the loop's state when the item started, and the settings */
+    char array_job[32];
+    unsigned char *posted;
+    int *submit;
+    size_t n_submit;
+    char *bitflip, *partition, *account;
+    char *limits;             /* the daemon's --limit, "k=v,k=v" (or "") */
+    int64_t job_memory;
+    /* outputs */
+    char new_job[32];         /* submitted now */
+    char **results;           /* per chunk: the part's document, NULL if not there */
+    int running;              /* Slurm says a task runs (or ran) */
+    int lost;                 /* Slurm no longer knows the job and parts are missing: submit them again */
+    char *error;              /* the campaign fails with this */
+    char *note;               /* logged */
+    struct swork *next;
+} swork;
+
+static char *xstrdup(const char *s, int *fail)
+{
+    char *p = strdup(s ? s : "");
+    if (!p) *fail = 1;
+    return p;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap, ap2;
+    va_start(ap, f);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, f, ap);
+    va_end(ap);
+    char *p = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (p) vsnprintf(p, (size_t)n + 1, f, ap2);
+    va_end(ap2);
+    return p;
+}
+
+static void job_free(sjob *j)
+{
+    if (!j) return;
+    free(j->id);
+    free(j->spec_json);
+    free(j->model_path);
+    free(j->dataset_path);
+    free(j->trials_dir);
+    free(j->dir);
+    free(j->model_id);
+    free(j->dataset_id);
+    free(j->posted);
+    free(j->submit);
+    free(j);
+}
+
+static void unlink_job(bfd_slurm *sl, sjob *j)
+{
+    for (sjob **p = &sl->head; *p; p = &(*p)->next)
+        if (*p == j) { *p = j->next; break; }
+    job_free(j);
+}
+
+static void post(bfd_slurm *sl, bfd_msg_kind kind, const char *id, int chunk, bfd_msg **out)
+{
+    bfd_msg *m = calloc(1, sizeof *m);
+    if (out) *out = m;
+    if (!m) return;   /* dropped when out of memory: the restart repairs the state */
+    m->kind = kind;
+    snprintf(m->id, sizeof m->id, "%s", id);
+    m->chunk = chunk;
+    if (sl->out_tail) sl->out_tail->next = m;
+    else sl->out_head = m;
+    sl->out_tail = m;
+    uv_async_send(&sl->d->wake);
+}
+
+/* --- on the thread pool: Slurm's clients, files */
+
+/* Runs argv (on PATH) with stdout into *out (malloc'd) and stderr into the
+ * file errpath; its exit status, or -1 if it did not run. */
+static int run_client(char *const argv[], const char *errpath, char **out)
+{
+    int fd[2], status = 0;
+    pid_t pid;
+    posix_spawn_file_actions_t fa;
+    size_t n = 0, cap = 4096;
+    char *buf = malloc(cap);
+    *out = NULL;
+    if (!buf) return -1;
+    if (pipe2(fd, O_CLOEXEC) != 0) { free(buf); return -1; }
+    if (posix_spawn_file_actions_init(&fa) != 0) { close(fd[0]); close(fd[1]); free(buf); return -1; }
+    posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (e != 0) { close(fd[0]); free(buf); errno = e; return -1; }
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *p = cap < (1u << 24) ? realloc(buf, cap * 2) : NULL;
+            if (!p) break;   /* more than 16 MiB from squeue: the rest is not read */
+            buf = p;
+            cap *= 2;
+        }
+        ssize_t k = read(fd[0], buf + n, cap - n - 1);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    buf[n] = 0;
+    close(fd[0]);
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) { free(buf); return -1; }
+    *out = buf;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* The last line of a small text file (a client's stderr, a task's log), for messages. */
+static void last_line(const char *path, char *line, size_t n)
+{
+    char buf[8192];
+    line[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long size = ftell(f);
+        fseek(f, size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0, SEEK_SET);
+    }
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = 0;
+    while (k && (buf[k - 1] == '\n' || buf[k - 1] == '\r')) buf[--k] = 0;
+    const char *s = strrchr(buf, '\n');
+    s = s ? s + 1 : buf;
+    size_t len = strlen(s) < n - 1 ? strlen(s) : n - 1;
+    memcpy(line, s, len);
+    line[len] = 0;
+}
+
+static int write_atomic(const char *path, const char *text)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    int bad = fputs(text, f) == EOF;
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) { unlink(tmp); return -1; }
+    return 0;
+}
+
+/* s as one sh word in single quotes. */
+static char *sh_quote(const char *s)
+{
+    size_t n = 3;
+    for (const char *p = s; *p; p++) n += *p == '\'' ? 4 : 1;
+    char *q = malloc(n), *o = q;
+    if (!q) return NULL;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') { memcpy(o, "'\\''", 4); o += 4; }
+        else *o++ = *p;
+    }
+    *o++ = '\'';
+    *o = 0;
+    return q;
+}
+
+/* "0-3,5,7-8": the chunks as Slurm's --array list. */
+static char *array_list(const int *c, size_t n)
+{
+    char *s = malloc(n * 24 + 1), *o = s;
+    if (!s) return NULL;
+    *o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = i;
+        while (k + 1 < n && c[k + 1] == c[k] + 1) k++;
+        o += sprintf(o, "%s%d", o == s ? "" : ",", c[i]);
+        if (k > i) o += sprintf(o, "-%d", c[k]);
+        i = k + 1;
+    }
+    return s;
+}
+
+/* The daemon's limits as the CLI takes them: " --job-memory N --limit 'k=v' ...",
+ * so a task refuses what a local worker would. */
+static char *limit_opts(const char *limits, int64_t job_memory)
+{
+    char *out = fmt(" --job-memory %lld", (long long)job_memory);
+    char *copy = strdup(limits ? limits : ""), *save = NULL;
+    if (!out || !copy) { free(out); free(copy); return NULL; }
+    for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *q = sh_quote(kv), *n = q ? fmt("%s --limit %s", out, q) : NULL;
+        free(q);
+        free(out);
+        if (!(out = n)) break;
+    }
+    free(copy);
+    return out;
+}
+
+/* The spec the tasks run: the stored one with the blobs' paths for the ids. */
+static int write_task_spec(swork *w, const char *path)
+{
+    json_t *spec = json_loads(w->j->spec_json, 0, NULL);
+    if (!spec || json_object_set_new(spec, "model", json_string(w->j->model_path)) != 0 ||
+        json_object_set_new(spec, "dataset", json_string(w->j->dataset_path)) != 0) {
+        json_decref(spec);
+        return -1;
+    }
+    char *text = json_dumps(spec, JSON_INDENT(2));
+    json_decref(spec);
+    int rc = text ? write_atomic(path, text) : -1;
+    free(text);
+    return rc;
+}
+
+static void submit(swork *w)
+{
+    sjob *j = w->j;
+    char *spec = fmt("%s/spec.json", j->dir), *errf = fmt("%s/sbatch.err", j->dir);
+    char *q_spec = NULL, *q_dir = NULL, *q_bf = NULL, *q_trials = NULL, *script = NULL, *list = NULL, *q_lim = NULL;
+    char *o_array = NULL, *o_out = NULL, *o_chdir = NULL, *o_name = NULL, *o_part = NULL, *o_acct = NULL, *out = NULL;
+    if (!spec || !errf) goto oom;
+    if ((mkdir(j->dir, 0750) != 0 && errno != EEXIST) || (mkdir(j->trials_dir, 0750) != 0 && errno != EEXIST)) {
+        w->error = fmt("cannot make %s or %s: %s", j->dir, j->trials_dir, strerror(errno));
+        goto out;
+    }
+    if (write_task_spec(w, spec) != 0) { w->error = fmt("cannot write %s: %s", spec, strerror(errno)); goto out; }
+    q_spec = sh_quote(spec);
+    q_dir = sh_quote(j->dir);
+    q_bf = sh_quote(w->bitflip);
+    q_trials = sh_quote(j->trials_dir);
+    list = array_list(w->submit, w->n_submit);
+    q_lim = limit_opts(w->limits, w->job_memory);
+    if (!q_spec || !q_dir || !q_bf || !q_trials || !list || !q_lim) goto oom;
+    /* chunk i is shard i of N; the part and the trial records appear whole
+     * (renamed), the records first, so a part that exists has its records */
+    script = fmt("set -e; i=$SLURM_ARRAY_TASK_ID; t=.tmp$SLURM_JOB_ID; d=%s; r=%s; "
+                 "%s run --local %s --shard \"$i/%d\" --threads 1%s --format json --out \"$d/part-$i.json$t\" "
+                 "--trials-out \"$r/$i.jsonl$t\" >/dev/null; "
+                 "mv -f \"$r/$i.jsonl$t\" \"$r/$i.jsonl\"; mv -f \"$d/part-$i.json$t\" \"$d/part-$i.json\"",
+                 q_dir, q_trials, q_bf, q_spec, j->n_chunks, q_lim);
+    o_array = fmt("--array=%s", list);
+    o_out = fmt("--output=%s/task-%%a.log", j->dir);
+    o_chdir = fmt("--chdir=%s", j->dir);
+    o_name = fmt("--job-name=bitflipd-%.12s", j->id);
+    if (!script || !o_array || !o_out || !o_chdir || !o_name) goto oom;
+    char *argv[16];
+    size_t n = 0;
+    argv[n++] = "sbatch";
+    argv[n++] = "--parsable";
+    argv[n++] = o_name;
+    argv[n++] = o_array;
+    argv[n++] = o_out;
+    argv[n++] = o_chdir;
+    argv[n++] = "--cpus-per-task=1";
+    if (w->partition && *w->partition) { if (!(o_part = fmt("--partition=%s", w->partition))) goto oom; argv[n++] = o_part; }
+    if (w->account && *w->account) { if (!(o_acct = fmt("--account=%s", w->account))) goto oom; argv[n++] = o_acct; }
+    argv[n++] = "--wrap";
+    argv[n++] = script;
+    argv[n] = NULL;
+    int rc = run_client(argv, errf, &out);
+    if (rc != 0) {
+        char line[300];
+        last_line(errf, line, sizeof line);
+        w->error = rc < 0 ? fmt("cannot run sbatch: %s (is Slurm installed on the daemon's host?)", strerror(errno))
+                          : fmt("sbatch refused the array (exit %d): %s", rc, line);
+        goto out;
+    }
+    size_t k = strspn(out, "0123456789");
+    if (k == 0 || k >= sizeof w->new_job) { w->error = fmt("sbatch printed '%.100s', not a job id", out); goto out; }
+    memcpy(w->new_job, out, k);
+    w->new_job[k] = 0;
+    char *rec = fmt("%s/array_job", j->dir), *text = fmt("%s\n", w->new_job);
+    if (!rec || !text || write_atomic(rec, text) != 0)
+        w->note = fmt("cannot record the job id %s in %s/array_job: a restart will submit the array again", w->new_job, j->dir);
+    free(rec);
+    free(text);
+    w->note = w->note ? w->note : fmt("array job %s: chunks %s of %d", w->new_job, list, j->n_chunks);
+    goto out;
+oom:
+    w->error = fmt("out of memory submitting the array");
+out:
+    free(spec);
+    free(errf);
+    free(q_spec);
+    free(q_dir);
+    free(q_bf);
+    free(q_trials);
+    free(script);
+    free(list);
+    free(q_lim);
+    free(o_array);
+    free(o_out);
+    free(o_chdir);
+    free(o_name);
+    free(o_part);
+    free(o_acct);
+    free(out);
+}
+
+/* The chunk's part as a local worker's chunk document: the campaign names
+ * the model and dataset by id, and "shard" (how it was computed) goes. */
+static char *read_part(swork *w, int i, const char *path)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc) { w->error = fmt("chunk %d's part %s does not parse: %s", i, path, je.text); return NULL; }
+    json_t *sh = json_object_get(doc, "shard"), *camp = json_object_get(doc, "campaign");
+    if (!json_is_object(sh) || json_integer_value(json_object_get(sh, "index")) != i ||
+        json_integer_value(json_object_get(sh, "count")) != w->j->n_chunks || !json_is_object(camp)) {
+        w->error = fmt("%s is not shard %d/%d of this campaign", path, i, w->j->n_chunks);
+        json_decref(doc);
+        return NULL;
+    }
+    json_object_del(doc, "shard");
+    json_object_set_new(camp, "model", json_string(w->j->model_id));
+    json_object_set_new(camp, "dataset", json_string(w->j->dataset_id));
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!text) w->error = fmt("out of memory reading %s", path);
+    return text;
+}
+
+static int part_exists(const sjob *j, int i)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/part-%d.json", j->dir, i);
+    return access(path, F_OK) == 0;
+}
+
+/* What squeue says of the array's tasks: any running, any ended without its part. */
+static void check_queue(swork *w)
+{
+    sjob *j = w->j;
+    char *errf = fmt("%s/squeue.err", j->dir), *out = NULL;
+    char *argv[] = {"squeue", "-h", "-r", "--states=all", "-j", w->array_job, "-o", "%K %T", NULL};
+    if (!errf) { w->error = fmt("out of memory polling Slurm"); return; }
+    int rc = run_client(argv, errf, &out);
+    if (rc != 0) {
+        char line[300];
+        last_line(errf, line, sizeof line);
+        /* purged after MinJobAge: the tasks are over, so missing parts are lost */
+        if (rc > 0 && strstr(line, "Invalid job id")) w->lost = 1;
+        else w->note = fmt("squeue -j %s failed (exit %d): %s; trying again", w->array_job, rc, line);
+        free(errf);
+        free(out);
+        return;
+    }
+    int seen = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        int task;
+        char state[40];
+        if (sscanf(line, "%d %39s", &task, state) != 2) continue;
+        seen = 1;
+        if (!strcmp(state, "RUNNING") || !strcmp(state, "COMPLETING") || !strcmp(state, "COMPLETED")) w->running = 1;
+        if (task < 0 || task >= j->n_chunks || w->posted[task] || w->results[task] || w->error) continue;
+        if (!strcmp(state, "PENDING") || !strcmp(state, "RUNNING") || !strcmp(state, "CONFIGURING") ||
+            !strcmp(state, "COMPLETING") || !strcmp(state, "REQUEUED") || !strcmp(state, "RESIZING") ||
+            !strcmp(state, "SUSPENDED"))
+            continue;
+        if (part_exists(j, task)) continue;   /* it finished since the scan: the next poll reads it */
+        char log[4200], tail[300];
+        snprintf(log, sizeof log, "%s/task-%d.log", j->dir, task);
+        last_line(log, tail, sizeof tail);
+        w->error = fmt("Slurm array task %s_%d ended %s%s%s (log: %s)", w->array_job, task, state, tail[0] ? ": " : "",
+                       tail, log);
+    }
+    if (!seen) w->lost = 1;   /* known to Slurm no more */
+    free(errf);
+    free(out);
+}
+
+static void work_poll(swork *w)
+{
+    sjob *j = w->j;
+    if (!w->array_job[0] && w->n_submit) {
+        submit(w);
+        if (w->error) return;
+        snprintf(w->array_job, sizeof w->array_job, "%s", w->new_job);
+    }
+    int missing = 0;
+    char path[4200];
+    for (int i = 0; i < j->n_chunks && !w->error; i++) {
+        if (w->posted[i]) continue;
+        snprintf(path, sizeof path, "%s/part-%d.json", j->dir, i);
+        if (access(path, F_OK) == 0) w->results[i] = read_part(w, i, path);
+        else missing++;
+    }
+    if (missing && !w->error && w->array_job[0]) check_queue(w);
+}
+
+static void work_cancel(swork *w)
+{
+    char *errf = fmt("%s/scancel.err", w->j->dir), *out = NULL;
+    char *argv[] = {"scancel", w->array_job, NULL};
+    if (!errf) return;
+    int rc = run_client(argv, errf, &out);
+    if (rc != 0) {
+        char line[300];
+        last_line(errf, line, sizeof line);
+        w->note = fmt("scancel %s failed (exit %d): %s", w->array_job, rc, line);
+    }
+    free(errf);
+    free(out);
+}
+
+static void on_work(uv_work_t *req)
+{
+    swork *w = req->data;
+    if (w->kind == W_CANCEL) work_cancel(w);
+    else work_poll(w);
+}
+
+/* --- back on the loop */
+
+static void item_free(swork *w)
+{
+    if (w->results)
+        for (int i = 0; i < w->n_chunks; i++) free(w->results[i]);
+    free(w->results);
+    free(w->posted);
+    free(w->submit);
+    free(w->bitflip);
+    free(w->partition);
+    free(w->account);
+    free(w->limits);
+    free(w->error);
+    free(w->note);
+    free(w);
+}
+
+static void start_item(bfd_slurm *sl, sjob *j, wkind kind);
+
+static void after_work(uv_work_t *req, int status)
+{
+    swork *w = req->data;
+    bfd_slurm *sl = w->sl;
+    sjob *j = w->j;
+    if (sl)
+        for (swork **p = &sl->items; *p; p = &(*p)->next)
+            if (*p == w) { *p = w->next; break; }
+    j->busy = 0;
+    if (!sl) {   /* the executor is gone; the arrays run on, the restart re-attaches */
+        job_free(j);
+        item_free(w);
+        return;
+    }
+    bfd *d = sl->d;
+    if (w->note) bfd_log(d, "info", "campaign %s: %s", j->id, w->note);
+    if (status == 0 && w->kind == W_POLL) {
+        if (w->new_job[0]) {
+            snprintf(j->array_job, sizeof j->array_job, "%s", w->new_job);
+            j->n_submit = 0;
+            bf_error err = {0};
+            if (bfd_campaign_set_job(d->store, j->id, j->array_job, &err) != BF_OK)
+                bfd_log(d, "error", "campaign %s: recording its Slurm job %s: %s (DIR/array_job still has it)", j->id,
+                        j->array_job, err.msg);
+        }
+        if (!j->over) {
+            int any = 0;
+            for (int i = 0; i < j->n_chunks; i++) any |= w->results[i] != NULL;
+            if (!j->started && (w->running || any)) {
+                bfd_msg *m;
+                post(sl, BFD_MSG_STARTED, j->id, 0, &m);
+                if (m) m->seconds = bfd_now() - j->queued_at;
+                j->started = 1;
+            }
+            for (int i = 0; i < j->n_chunks; i++) {
+                if (!w->results[i] || j->posted[i]) continue;
+                json_t *doc = json_loads(w->results[i], 0, NULL), *sum = json_object_get(doc, "summary");
+                bfd_msg *m;
+                post(sl, BFD_MSG_DONE, j->id, i, &m);
+                if (m) {
+                    m->result_json = w->results[i];
+                    w->results[i] = NULL;
+                    m->done = json_integer_value(json_object_get(sum, "trials"));
+                    for (int k = 0; k < BF_OUTCOME_COUNT; k++)
+                        m->outcomes[k] = json_integer_value(
+                            json_object_get(json_object_get(sum, "outcomes"), bf_outcome_name((bf_outcome)k)));
+                }
+                json_decref(doc);
+                j->posted[i] = 1;
+            }
+            if (w->error) {
+                bfd_msg *m;
+                post(sl, BFD_MSG_FAILED, j->id, -1, &m);
+                if (m) m->error = strdup(w->error);
+                j->over = j->scancel = 1;
+            } else if (w->lost) {
+                /* Slurm forgot the array; what it did not write runs again */
+                size_t n = 0;
+                for (int i = 0; i < j->n_chunks; i++)
+                    if (!j->posted[i]) j->submit[n++] = i;
+                j->n_submit = n;
+                bfd_log(d, "warn", "campaign %s: Slurm no longer knows job %s and %zu chunks have no part: submitting them again",
+                        j->id, j->array_job, n);
+                j->array_job[0] = 0;
+            }
+            int left = 0;
+            for (int i = 0; i < j->n_chunks; i++) left += !j->posted[i];
+            if (!left) j->over = 1;
+        }
+    }
+    /* canceled while this item ran, or failed: what still runs is stopped */
+    if (j->scancel && j->array_job[0] && w->kind == W_POLL) start_item(sl, j, W_CANCEL);
+    if (j->over && !j->busy) unlink_job(sl, j);
+    item_free(w);
+}
+
+static void start_item(bfd_slurm *sl, sjob *j, wkind kind)
+{
+    const bfd_config *c = &sl->d->cfg;
+    swork *w = calloc(1, sizeof *w);
+    int fail = !w;
+    if (w) {
+        w->sl = sl;
+        w->j = j;
+        w->n_chunks = j->n_chunks;
+        w->kind = kind;
+        snprintf(w->array_job, sizeof w->array_job, "%s", j->array_job);
+        w->posted = malloc((size_t)j->n_chunks);
+        w->results = calloc((size_t)j->n_chunks, sizeof *w->results);
+        w->submit = malloc((j->n_submit + 1) * sizeof *w->submit);
+        w->bitflip = xstrdup(c->slurm_bitflip, &fail);
+        w->partition = xstrdup(c->slurm_partition, &fail);
+        w->account = xstrdup(c->slurm_account, &fail);
+        w->limits = xstrdup(c->limits_arg, &fail);
+        w->job_memory = c->job_memory;
+        fail |= !w->posted || !w->results || !w->submit;
+    }
+    if (fail) {
+        if (w) item_free(w);
+        bfd_log(sl->d, "error", "campaign %s: out of memory polling Slurm; trying again", j->id);
+        return;
+    }
+    memcpy(w->posted, j->posted, (size_t)j->n_chunks);
+    memcpy(w->submit, j->submit, j->n_submit * sizeof *w->submit);
+    w->n_submit = j->n_submit;
+    w->req.data = w;
+    if (uv_queue_work(sl->d->loop, &w->req, on_work, after_work) != 0) {
+        item_free(w);
+        return;
+    }
+    j->busy = 1;
+    w->next = sl->items;
+    sl->items = w;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    bfd_slurm *sl = t->data;
+    if (!sl) return;
+    for (sjob *j = sl->head; j; j = j->next)
+        if (!j->busy && !j->over) start_item(sl, j, W_POLL);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+bf_status bfd_slurm_new(bfd *d, bfd_slurm **out, bf_error *err)
+{
+    bfd_config *c = &d->cfg;
+    if (!c->slurm_dir) {
+        size_t n = strlen(c->data_dir) + 8;
+        if (!(c->slurm_dir = malloc(n))) return bf_error_set(err, BF_ENOMEM, "out of memory");
+        snprintf(c->slurm_dir, n, "%s/slurm", c->data_dir);
+    }
+    if (mkdir(c->slurm_dir, 0750) != 0 && errno != EEXIST)
+        return bf_error_set(err, BF_EIO, "--slurm-dir %s: cannot make it: %s", c->slurm_dir, strerror(errno));
+    /* the tasks need absolute paths: they run in other directories, on other nodes */
+    char *abs = realpath(c->slurm_dir, NULL);
+    if (!abs) return bf_error_set(err, BF_EIO, "--slurm-dir %s: %s", c->slurm_dir, strerror(errno));
+    free(c->slurm_dir);
+    c->slurm_dir = abs;
+    if (!c->slurm_bitflip) {
+        /* the bitflip beside this bitflipd: the same build, so the same results */
+        char self[4096];
+        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (k <= 0) return bf_error_set(err, BF_EINVAL, "where is bitflip? give --slurm-bitflip PATH");
+        self[k] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) *slash = 0;
+        size_t n = strlen(self) + 16;
+        if (!(c->slurm_bitflip = malloc(n))) return bf_error_set(err, BF_ENOMEM, "out of memory");
+        snprintf(c->slurm_bitflip, n, "%s/bitflip", self);
+    }
+    if (access(c->slurm_bitflip, X_OK) != 0)
+        return bf_error_set(err, BF_EINVAL, "--slurm-bitflip %s: %s (the tasks run it: give the path of the bitflip CLI)",
+                            c->slurm_bitflip, strerror(errno));
+    bfd_slurm *sl = calloc(1, sizeof *sl);
+    if (!sl || !(sl->timer = calloc(1, sizeof *sl->timer))) {
+        free(sl);
+        return bf_error_set(err, BF_ENOMEM, "out of memory");
+    }
+    sl->d = d;
+    uv_timer_init(d->loop, sl->timer);
+    sl->timer->data = sl;
+    uint64_t every = (uint64_t)(c->slurm_poll_seconds * 1000);
+    uv_timer_start(sl->timer, on_tick, every, every ? every : 1);
+    bfd_log(d, "info", "executor slurm: each campaign an array of '%s run --shard' tasks%s%s%s%s, parts in %s", c->slurm_bitflip,
+            c->slurm_partition ? ", partition " : "", c->slurm_partition ? c->slurm_partition : "",
+            c->slurm_account ? ", account " : "", c->slurm_account ? c->slurm_account : "", c->slurm_dir);
+    *out = sl;
+    return BF_OK;
+}
+
+void bfd_slurm_free(bfd_slurm *sl)
+{
+    if (!sl) return;
+    sl->timer->data = NULL;
+    uv_timer_stop(sl->timer);
+    uv_close((uv_handle_t *)sl->timer, on_timer_closed);
+    for (swork *w = sl->items; w; w = w->next) w->sl = NULL;   /* their jobs go with them */
+    sjob *j = sl->head;
+    while (j) {
+        sjob *n = j->next;
+        if (!j->busy) job_free(j);
+        j = n;
+    }
+    bfd_msg_free(sl->out_head);
+    free(sl);
+}
+
+/* The array recorded for a campaign by an earlier run of the daemon: in the
+ * store, or else in DIR/array_job, which the work item writes as soon as
+ * sbatch answers (a daemon killed before the store heard of the job). */
+static void read_recorded(bfd *d, sjob *j)
+{
+    bf_error err = {0};
+    if (bfd_campaign_job(d->store, j->id, j->array_job, sizeof j->array_job, &err) != BF_OK)
+        bfd_log(d, "error", "campaign %s: reading its Slurm job: %s", j->id, err.msg);
+    if (j->array_job[0]) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/array_job", j->dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char buf[64] = "";
+    if (fgets(buf, sizeof buf, f)) {
+        size_t k = strspn(buf, "0123456789");
+        if (k > 0 && k < sizeof j->array_job) { memcpy(j->array_job, buf, k); j->array_job[k] = 0; }
+    }
+    fclose(f);
+}
+
+bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pending, size_t n_pending, int started,
+                        bf_error *err)
+{
+    sjob *j = calloc(1, sizeof *j);
+    int fail = !j;
+    if (j) {
+        json_t *spec = json_loads(js->spec_json, 0, NULL);
+        j->id = xstrdup(js->id, &fail);
+        j->spec_json = xstrdup(js->spec_json, &fail);
+        j->model_path = xstrdup(js->model_path, &fail);
+        j->dataset_path = xstrdup(js->dataset_path, &fail);
+        j->trials_dir = xstrdup(js->trials_dir, &fail);
+        j->model_id = xstrdup(json_string_value(json_object_get(spec, "model")), &fail);
+        j->dataset_id = xstrdup(json_string_value(json_object_get(spec, "dataset")), &fail);
+        json_decref(spec);
+        j->dir = fmt("%s/%s", sl->d->cfg.slurm_dir, js->id);
+        j->n_chunks = js->n_chunks;
+        j->queued_at = js->queued_at;
+        j->started = started;
+        j->posted = malloc((size_t)(js->n_chunks > 0 ? js->n_chunks : 1));
+        j->submit = malloc((size_t)(js->n_chunks > 0 ? js->n_chunks : 1) * sizeof *j->submit);
+        fail |= !j->dir || !j->posted || !j->submit;
+    }
+    if (fail) { job_free(j); return bf_error_set(err, BF_ENOMEM, "out of memory"); }
+    memset(j->posted, 1, (size_t)j->n_chunks);   /* checkpointed: not pending */
+    for (size_t i = 0; i < n_pending; i++)
+        if (pending[i] >= 0 && pending[i] < j->n_chunks) {
+            j->posted[pending[i]] = 0;
+            j->submit[j->n_submit++] = pending[i];
+        }
+    if (started) {
+        read_recorded(sl->d, j);
+        if (j->array_job[0]) bfd_log(sl->d, "info", "campaign %s: re-attaching to Slurm array job %s", j->id, j->array_job);
+    }
+    j->next = sl->head;
+    sl->head = j;
+    start_item(sl, j, W_POLL);   /* submit now, not at the next tick */
+    return BF_OK;
+}
+
+void bfd_slurm_cancel(bfd_slurm *sl, const char *id)
+{
+    for (sjob *j = sl->head; j; j = j->next) {
+        if (strcmp(j->id, id) || j->over) continue;
+        j->over = j->scancel = 1;
+        if (j->busy) return;   /* its item ends it (and scancels what it submitted) */
+        if (j->array_job[0]) start_item(sl, j, W_CANCEL);
+        if (!j->busy) unlink_job(sl, j);
+        return;
+    }
+}
+
+bfd_msg *bfd_slurm_take(bfd_slurm *sl)
+{
+    bfd_msg *m = sl->out_head;
+    sl->out_head = sl->out_tail = NULL;
+    return m;
+}
+
+void bfd_slurm_load(bfd_slurm *sl, int *running, int *queued)
+{
+    *running = *queued = 0;
+    for (sjob *j = sl->head; j; j = j->next) {
+        int left = 0;
+        for (int i = 0; i < j->n_chunks; i++) left += !j->posted[i];
+        if (j->started) *running += left;
+        else *queued += left;
+    }
+}
