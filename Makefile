@@ -7,12 +7,12 @@ FUZZ_BUILD ?= build-fuzz
 # seconds per target for `make fuzz`; `make test` runs each for FUZZ_SMOKE_SECONDS
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
-FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_http fuzz_report
+FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report
 MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures clean
+.PHONY: test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures study-stutz clean
 
 all: build
 
@@ -123,6 +123,12 @@ bench-daemon: build bench-deps
 # (2 minutes on a busy machine). Standard-library Python only: no bench-deps.
 bench-mitigations: build
 	/usr/bin/python3 bench/mitigation_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/MITIGATIONS.md
+
+# Stutz et al.'s study (docs/study/stutz.md): trains a small ResNet on digits in
+# PyTorch, runs random and profiled bit errors at 8..2 bits with and without weight
+# clipping, rewrites the page and its figure; about 15 minutes on an idle machine.
+study-stutz: build bench-deps
+	/usr/bin/python3 study/stutz/stutz.py --bitflip $(BUILD)/bitflip --work $(BUILD)/study-stutz --doc docs/study/stutz.md
 
 fixtures: bench-deps
 	/usr/bin/python3 tests/fixtures/make_fixtures.py

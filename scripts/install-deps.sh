@@ -32,7 +32,8 @@ fi
 if [[ "$ARGS" == *" --test "* ]]; then
   pkgs+=(python3-venv python3-setuptools python3-wheel python3-pytest python3-pandas python3-matplotlib
          python3-torch python3-torchvision python3-numpy   # tests/python (docs/PYTHON.md)
-         python3-sklearn       # study/drs/test_zoo.py: the teacher's AUC by an independent implementation
+         python3-sklearn       # study/drs/test_zoo.py: the teacher's AUC by an independent implementation; the digits of study_stutz_quick
+         python3-onnx          # tests/conformance/stutz_check.py reads the CNN fixture's initializers
          chromium              # the web page's browser test (tests/ui, make test-ui), headless
          fonts-dejavu-core     # text in its screenshots (chromium recommends fonts, --no-install-recommends skips them)
          clang libclang-rt-14-dev)   # libFuzzer and its runtime: make fuzz-smoke

@@ -40,6 +40,17 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
         json_object_set_new(camp, "rates", rates);
         json_object_set_new(camp, "repeats", json_integer(spec->repeats));
     }
+    if (spec->w_max > 0) json_object_set_new(camp, "w_max", json_real(spec->w_max));
+    if (spec->model_kind == BF_FAULT_PROFILED && spec->errmap) {
+        const bf_errmap *m = spec->errmap;
+        json_t *em = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", spec->error_map ? spec->error_map : "",
+                               "rows", (json_int_t)m->rows, "cols", (json_int_t)m->cols, "flip", (json_int_t)m->n[0],
+                               "stuck_at_0", (json_int_t)m->n[1], "stuck_at_1", (json_int_t)m->n[2]);
+        if (em && m->voltage == m->voltage) json_object_set_new(em, "voltage", json_real(m->voltage));
+        if (em && m->chip) json_object_set_new(em, "chip", json_string(m->chip));
+        json_object_set_new(camp, "error_map", em);
+        json_object_set_new(camp, "repeats", json_integer(spec->repeats));
+    }
     for (size_t i = 0; i < bf_campaign_num_sites(c); i++) {
         const bf_site *s = bf_campaign_site(c, i);
         json_t *site = json_pack("{s:s, s:s?, s:I, s:i}", "name", s->name, "op", s->op, "elements",
@@ -305,6 +316,8 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
     if (rec->rate_index >= 0 && (size_t)rec->rate_index < spec->n_rates)
         json_object_set_new(t, "rate", json_real(spec->rates[rec->rate_index]));
     json_object_set_new(t, "n_faults", json_integer(rec->n_faults));
+    if (spec->model_kind == BF_FAULT_PROFILED)
+        json_object_set_new(t, "offset", json_integer(bf_campaign_map_offset(c, rec->trial)));
     for (int i = 0; i < rec->n_kept; i++) {
         const bf_applied_fault *f = &rec->faults[i];
         json_t *bits = json_array();

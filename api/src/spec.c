@@ -424,9 +424,10 @@ enum { R_MODEL, R_DATASET, R_SEED, R_TRIALS, R_FAULTS, R_SAMPLING, R_METRICS, R_
 
 static const char *const FAULT_NAMES[] = {"target", "tensors", "model", "bits", "positions",
                                           "burst", "rate", "rates", "repeats",
-                                          "representation", "per_channel", "persistence", "zero_points"};
+                                          "representation", "per_channel", "persistence", "zero_points",
+                                          "w_max", "error_map"};
 enum { F_TARGET, F_TENSORS, F_MODEL, F_BITS, F_POSITIONS, F_BURST, F_RATE, F_RATES,
-       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_N };
+       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_N };
 
 static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
@@ -527,6 +528,9 @@ static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_
         if (fi->model_ok && s->model_kind == BF_FAULT_RANDOM_VALUE) {
             bf__spec_problem(c, "/faults/positions", "does not apply to model 'random_value' "
                                             "(it replaces every bit)");
+        } else if (fi->model_ok && s->model_kind == BF_FAULT_PROFILED) {
+            bf__spec_problem(c, "/faults/positions", "does not apply to model 'profiled' "
+                                            "(the map covers every stored bit)");
         } else if (is_list) {
             bf__spec_problem(c, "/faults/positions", "not used with an explicit fault list "
                                             "(each entry gives its bit)");
@@ -591,13 +595,27 @@ static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_
 static bool fault_ber(ctx *c, json_t *const *f, const faults_info *fi, bf_campaign_spec *s)
 {
     const char *mname = bf_fault_model_name(s->model_kind);
-    bool is_ber = s->model_kind == BF_FAULT_BER;
+    bool is_ber = s->model_kind == BF_FAULT_BER, is_prof = s->model_kind == BF_FAULT_PROFILED;
     if (f[F_RATE] && fi->model_ok && !is_ber)
         bf__spec_problem(c, "/faults/rate", "applies only to model 'ber', not '%s'", mname);
     if (f[F_RATES] && fi->model_ok && !is_ber)
         bf__spec_problem(c, "/faults/rates", "applies only to model 'ber', not '%s'", mname);
-    if (f[F_REPEATS] && fi->model_ok && !is_ber)
-        bf__spec_problem(c, "/faults/repeats", "applies only to model 'ber', not '%s'", mname);
+    if (f[F_REPEATS] && fi->model_ok && !is_ber && !is_prof)
+        bf__spec_problem(c, "/faults/repeats", "applies only to models 'ber' and 'profiled', not '%s'", mname);
+    if (f[F_ERROR_MAP] && fi->model_ok && !is_prof)
+        bf__spec_problem(c, "/faults/error_map", "applies only to model 'profiled', not '%s'", mname);
+    if (fi->model_ok && is_prof) {
+        if (!f[F_ERROR_MAP])
+            bf__spec_problem(c, "/faults/error_map", "required for model 'profiled': the path of a chip's error map "
+                                                     "(a .bfmap file; docs/CAMPAIGNS.md, Profiled error maps)");
+        else
+            bf__spec_dup_string(c, f[F_ERROR_MAP], "/faults/error_map", &s->error_map);
+        if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
+            bf__spec_problem(c, "/faults/target", "model 'profiled' lays a memory's error map over the weights: "
+                                                  "it takes target 'weights' only");
+        if (f[F_REPEATS])
+            bf__spec_get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats);
+    }
     if (fi->model_ok && is_ber) {
         if (f[F_RATE] && f[F_RATES]) {
             bf__spec_problem(c, "/faults/rates", "give either 'rate' or 'rates', not both");
@@ -639,11 +657,11 @@ static void parse_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s,
 {
     static const fieldset fs = {FAULT_NAMES, COUNT(FAULT_NAMES), ROOT_NAMES, COUNT(ROOT_NAMES),
                                 "the top level"};
-    const char *model_names[BF_FAULT_BER + 1], *repr_names[BF_REPR_INT8 + 1];
+    const char *model_names[BF_FAULT_PROFILED + 1], *repr_names[BF_REPR_COUNT];
     json_t *f[F_N];
 
-    for (int i = 0; i <= BF_FAULT_BER; i++) model_names[i] = bf_fault_model_name((bf_fault_model)i);
-    for (int i = 0; i <= BF_REPR_INT8; i++) repr_names[i] = bf_repr_name((bf_repr)i);
+    for (int i = 0; i <= BF_FAULT_PROFILED; i++) model_names[i] = bf_fault_model_name((bf_fault_model)i);
+    for (int i = 0; i < BF_REPR_COUNT; i++) repr_names[i] = bf_repr_name((bf_repr)i);
 
     s->target = BF_TARGET_WEIGHTS;
     s->model_kind = BF_FAULT_BITFLIP;
@@ -698,17 +716,39 @@ static void parse_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s,
     fault_bits(c, f, fi, is_list, s);
     if (!fault_ber(c, f, fi, s)) return;
 
-    /* int8 scales */
+    /* fixed-point scales */
     if (f[F_PER_CHANNEL]) {
-        if (fi->repr_ok && s->repr != BF_REPR_INT8)
-            bf__spec_problem(c, "/faults/per_channel", "applies only to representation 'int8', not '%s'",
-                    bf_repr_name(s->repr));
+        if (fi->repr_ok && !bf_repr_is_fixed(s->repr))
+            bf__spec_problem(c, "/faults/per_channel", "applies only to fixed-point representations (int8 ... "
+                                                       "int2, uint8 ... uint2), not '%s'", bf_repr_name(s->repr));
         else if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
             bf__spec_problem(c, "/faults/per_channel", "applies only to target 'weights' (a scale per "
                                               "slice along a weight's axis 0)");
         else
             bf__spec_get_bool(c, f[F_PER_CHANNEL], "/faults/per_channel", &s->per_channel);
     }
+
+    /* Stutz et al.'s weight clipping as the quantization range */
+    if (f[F_W_MAX]) {
+        double w;
+        if (fi->repr_ok && !bf_repr_is_fixed(s->repr))
+            bf__spec_problem(c, "/faults/w_max", "applies only to fixed-point representations (int8 ... int2, "
+                                                 "uint8 ... uint2), not '%s'", bf_repr_name(s->repr));
+        else if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
+            bf__spec_problem(c, "/faults/w_max", "applies only to target 'weights' (the clipped range they are "
+                                                 "quantized in)");
+        else if (bf__spec_get_number(c, f[F_W_MAX], "/faults/w_max", &w)) {
+            if (!(w > 0 && w <= 3.4e38))
+                bf__spec_problem(c, "/faults/w_max", "must be a positive number (the weights' range is [-w_max, "
+                                                     "w_max]), got %s", bf__spec_describe(f[F_W_MAX]).s);
+            else
+                s->w_max = w;
+        }
+    }
+    if (fi->repr_ok && fi->target_ok && s->target != BF_TARGET_WEIGHTS && bf_repr_is_fixed(s->repr) &&
+        s->repr != BF_REPR_INT8)
+        bf__spec_problem(c, "/faults/representation", "'%s' applies only to target 'weights'; activations and inputs "
+                                                      "take fp32, fp16, bf16 or int8", bf_repr_name(s->repr));
 
     /* quantized models: their zero points as sites too */
     if (f[F_ZERO_POINTS]) {
@@ -850,6 +890,7 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
         }
     }
     bool is_ber = fi.model_ok && s->model_kind == BF_FAULT_BER;
+    bool is_prof = fi.model_ok && s->model_kind == BF_FAULT_PROFILED;
     const char *mname = bf_fault_model_name(s->model_kind);
 
     if (list) parse_list(c, list, &fi, s);
@@ -860,6 +901,9 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
     else if (sampling_ok && is_ber && s->sampling != BF_SAMPLE_UNIFORM)
         bf__spec_problem(c, "/sampling", "must be 'uniform' with model 'ber' (every bit of the selected "
                                 "tensors may flip)");
+    else if (sampling_ok && is_prof && s->sampling != BF_SAMPLE_UNIFORM)
+        bf__spec_problem(c, "/sampling", "must be 'uniform' with model 'profiled' (the map covers every bit "
+                                "of the selected tensors)");
     else if (sampling_ok && fi.model_ok && s->sampling == BF_SAMPLE_PER_BIT &&
              s->model_kind == BF_FAULT_RANDOM_VALUE)
         bf__spec_problem(c, "/sampling", "'per_bit' needs a model that touches chosen bits "
@@ -871,13 +915,16 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
                               "/sampling/list is one trial");
     } else if (r[R_TRIALS] && is_ber) {
         bf__spec_problem(c, "/trials", "not used with model 'ber': a sweep runs len(rates) x repeats trials");
+    } else if (r[R_TRIALS] && is_prof) {
+        bf__spec_problem(c, "/trials", "not used with model 'profiled': it runs 'repeats' trials, one per offset");
     } else if (r[R_TRIALS]) {
         bf__spec_get_int(c, r[R_TRIALS], "/trials", 1, MAX_TRIALS, "", &s->trials);
-    } else if (!is_list && !is_ber && sampling_ok && fi.model_ok) {
+    } else if (!is_list && !is_ber && !is_prof && sampling_ok && fi.model_ok) {
         bf__spec_problem(c, "/trials", "required: how many faults to inject, 1..%lld "
                               "(not needed for model 'ber' or an explicit list)", MAX_TRIALS);
     }
     if (is_list) s->trials = (int64_t)s->n_list;
+    if (is_prof) s->trials = s->repeats;
     if (is_ber) {
         /* n_rates <= 8 Mi (16 MiB of JSON), repeats <= 10^6: no overflow */
         int64_t t = (int64_t)s->n_rates * s->repeats;

@@ -106,17 +106,21 @@ char *resolve_input(const char *spec_path, const char *p)
     return r;
 }
 
-int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, const cli_limits *lim,
+int load_inputs(const char *cmd, const char *spec_path, bf_campaign_spec *spec, const cli_limits *lim,
                 bf_model **m, bf_dataset **ds)
 {
     bf_error err = {0};
     char *mp = resolve_input(spec_path, spec->model), *dp = resolve_input(spec_path, spec->dataset);
+    char *ep = spec->error_map ? resolve_input(spec_path, spec->error_map) : NULL;
     int rc = 0;
-    if (!mp || !dp) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); rc = EXIT_INFRA; }
+    if (!mp || !dp || (spec->error_map && !ep)) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); rc = EXIT_INFRA; }
     else if (bf_model_load_file_opts(mp, lim ? &lim->model : NULL, m, &err) != BF_OK) rc = report_error(cmd, &err);
     else if (bf_dataset_load_file_opts(dp, lim ? &lim->data : NULL, ds, &err) != BF_OK) rc = report_error(cmd, &err);
+    else if (ep && !spec->errmap && bf_errmap_load_file(ep, lim ? &lim->errmap : NULL, &spec->errmap, &err) != BF_OK)
+        rc = report_error(cmd, &err);
     free(mp);
     free(dp);
+    free(ep);
     return rc;
 }
 

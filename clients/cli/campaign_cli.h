@@ -22,9 +22,10 @@ int gates_check(const char *cmd, const json_t *doc, const gate *gates, size_t n,
 /* Reads and validates a spec; on problems prints every one with its JSON
  * Pointer and returns EXIT_USAGE. */
 int load_spec(const char *cmd, const char *path, const cli_limits *lim, bf_campaign_spec *spec);
-/* Loads the spec's model and dataset (paths relative to the working
- * directory, else to the spec's directory). */
-int load_inputs(const char *cmd, const char *spec_path, const bf_campaign_spec *spec, const cli_limits *lim,
+/* Loads the spec's model and dataset, and for model "profiled" its error
+ * map into spec->errmap (paths relative to the working directory, else to
+ * the spec's directory). */
+int load_inputs(const char *cmd, const char *spec_path, bf_campaign_spec *spec, const cli_limits *lim,
                 bf_model **m, bf_dataset **ds);
 
 /* A path from a spec: as given if it exists (or is absolute), else relative

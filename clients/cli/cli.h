@@ -129,6 +129,7 @@ typedef struct cli_limits {
     bf_load_limits model;
     bf_dataset_limits data;
     bf_spec_limits spec;
+    bf_errmap_limits errmap;
     long long job_memory;   /* bytes; the default is CLI_JOB_MEMORY_DEFAULT */
 } cli_limits;
 

@@ -24,12 +24,13 @@ int parse_size(const char *cmd, const char *opt, const char *v, long long *out)
 /* The table and its messages are api/'s, shared with bitflipd --limit. */
 static int set_limit(const char *cmd, const char *kv, cli_limits *l)
 {
-    bf_limits all = {.model = l->model, .data = l->data, .spec = l->spec};
+    bf_limits all = {.model = l->model, .data = l->data, .spec = l->spec, .errmap = l->errmap};
     bf_error err = {0};
     if (bf_limits_set(&all, kv, &err) != BF_OK) return usage_error(cmd, "%s", err.msg);
     l->model = all.model;
     l->data = all.data;
     l->spec = all.spec;
+    l->errmap = all.errmap;
     return 0;
 }
 

@@ -254,6 +254,16 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         goto out;
     }
 
+    if (spec.model_kind == BF_FAULT_PROFILED) {
+        /* a map is a file of the lab's, not an upload of this daemon's: a
+         * spec's path must not reach the daemon's disk */
+        const char *detail = "model 'profiled' runs with 'bitflip run --local SPEC.json' for now; this daemon does not "
+                             "take error maps (they would be an upload, like models: not implemented yet)";
+        bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/faults/error_map", "detail", detail), "%s",
+                          detail);
+        goto out;
+    }
+
     /* model and dataset are ids of this tenant's uploads */
     bfd_item it = {0};
     const char *names[2] = {spec.model, spec.dataset};

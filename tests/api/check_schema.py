@@ -54,7 +54,8 @@ MUTATIONS = [
     (("faults",), [{}, [], None, DELETE]),
     (("faults", "target"), ["weights", "activations", "inputs", "x", DELETE]),
     (("faults", "tensors"), [["*"], [], ["op:"], ["op:Gemm", "a?"], [""], "*", DELETE]),
-    (("faults", "model"), ["bitflip", "stuck_at_0", "stuck_at_1", "random_value", "ber", "x", DELETE]),
+    (("faults", "model"), ["bitflip", "stuck_at_0", "stuck_at_1", "random_value", "ber", "profiled", "x",
+                                DELETE]),
     (("faults", "bits"), [1, 2, 3, 8, 9, 16, 17, 32, 33, 0, DELETE]),
     (("faults", "positions"), [[0], [7], [8], [15], [16], [31], [32], [1, 1], [], [1, 2, 3], [3, 5, 6],
                                [-1], DELETE]),
@@ -62,13 +63,16 @@ MUTATIONS = [
     (("faults", "rate"), [1e-3, 0, 1, 1.5, "x", DELETE]),
     (("faults", "rates"), [[1e-3], [], [0], [1e-9, 1], DELETE]),
     (("faults", "repeats"), [1, 0, 10**6, 10**6 + 1, DELETE]),
-    (("faults", "representation"), ["fp32", "fp16", "bf16", "int8", "x", DELETE]),
+    (("faults", "representation"), ["fp32", "fp16", "bf16", "int8", "int4", "int2", "uint8", "uint3", "x", DELETE]),
+    (("faults", "w_max"), [0.1, 0, -1, "x", DELETE]),
+    (("faults", "error_map"), ["chip.bfmap", "", 3, DELETE]),
     (("faults", "per_channel"), [True, False, DELETE]),
     (("faults", "persistence"), ["permanent", "transient", "x", DELETE]),
     (("faults", "postions"), [[1]]),
 ]
 
-REPR_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8}
+REPR_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
+REPR_BITS.update({"%sint%d" % (u, m): m for u in ("", "u") for m in range(2, 9)})
 
 
 def doc_examples(md):
@@ -128,7 +132,7 @@ def extra_rules(spec):
     if model == "ber":
         rates = f["rates"] if "rates" in f else [f["rate"]]
         return len(rates) * int(f.get("repeats", 1)) <= 10**9
-    if model == "random_value":
+    if model in ("random_value", "profiled"):
         return True
     bits = int(f.get("bits", 1))
     allowed = sorted(int(p) for p in f["positions"]) if "positions" in f else \
@@ -161,6 +165,9 @@ def main():
 
     bases = examples + [
         {"model": "m", "dataset": "d", "trials": 10, "faults": {}},
+        {"model": "m", "dataset": "d", "faults": {"model": "profiled", "error_map": "c.bfmap", "repeats": 3,
+                                                  "representation": "uint4", "w_max": 0.1}},
+        {"model": "m", "dataset": "d", "faults": {"model": "ber", "rates": [1e-4, 1e-2], "representation": "int3"}},
         {"model": "m", "dataset": "d", "faults": {"model": "ber", "rate": 1e-4}},
         {"model": "m", "dataset": "d", "trials": 10,
          "faults": {"representation": "int8", "bits": 2, "burst": True, "positions": [1, 2, 5]}},

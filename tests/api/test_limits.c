@@ -43,9 +43,10 @@ static void test_every_key_listed(void **state)
     (void)state;
     size_t n = 0;
     while (bf_limits_key(n)) n++;
-    assert_int_equal(n, 17);
+    assert_int_equal(n, 20);
     assert_string_equal(bf_limits_key(0), "model.graph-depth");
     assert_string_equal(bf_limits_key(16), "spec.string");
+    assert_string_equal(bf_limits_key(19), "errmap.bits");
     /* each one is settable: sizes and counts both take a plain 1 */
     for (size_t i = 0; i < n; i++) {
         bf_limits l = {0};

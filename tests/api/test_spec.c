@@ -237,6 +237,46 @@ static void ber_sweep(void **state)
     done(p);
 }
 
+/* Stutz et al.'s fixed point and profiled maps (issue 21) */
+static void fixed_and_profiled(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"faults\": {\"model\": \"ber\", \"rates\": [1e-4, 0.01], \"repeats\": 5,"
+                   " \"representation\": \"uint4\", \"w_max\": 0.1, \"per_channel\": true}}");
+    assert_int_equal(p->spec.repr, BF_REPR_UINT4);
+    assert_true(p->spec.w_max == 0.1);
+    assert_int_equal(p->spec.per_channel, 1);
+    done(p);
+    p = ok("{" HEAD "\"trials\": 3, \"faults\": {\"representation\": \"int2\", \"positions\": [1]}}");
+    assert_int_equal(p->spec.repr, BF_REPR_INT2);
+    done(p);
+    p = ok("{" HEAD "\"faults\": {\"model\": \"profiled\", \"error_map\": \"chip.bfmap\", \"repeats\": 7,"
+           " \"representation\": \"int8\"}}");
+    assert_int_equal(p->spec.model_kind, BF_FAULT_PROFILED);
+    assert_string_equal(p->spec.error_map, "chip.bfmap");
+    assert_int_equal(p->spec.trials, 7);            /* one per offset */
+    assert_null(p->spec.errmap);                    /* the caller loads it */
+    done(p);
+
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int3\", \"bits\": 4}}",
+                 "/faults/bits", "must be 1..3 for int3");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"w_max\": 0.1}}", "/faults/w_max",
+                 "applies only to fixed-point representations");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"w_max\": -1}}",
+                 "/faults/w_max", "must be a positive number");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"target\": \"activations\"}}",
+                 "/faults/representation", "'int4' applies only to target 'weights'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"profiled\"}}", "/faults/error_map", "required for model 'profiled'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"error_map\": \"x.bfmap\"}}", "/faults/error_map",
+                 "applies only to model 'profiled'");
+    only_problem("{" HEAD "\"trials\": 4, \"faults\": {\"model\": \"profiled\", \"error_map\": \"x\"}}", "/trials",
+                 "not used with model 'profiled'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"profiled\", \"error_map\": \"x\", \"positions\": [1]}}",
+                 "/faults/positions", "does not apply to model 'profiled'");
+    only_problem("{" HEAD "\"faults\": {\"model\": \"profiled\", \"error_map\": \"x\", \"target\": \"inputs\"}}",
+                 "/faults/target", "target 'weights' only");
+}
+
 static void fault_list(void **state)
 {
     (void)state;
@@ -286,7 +326,7 @@ static void many_problems(void **state)
     assert_problem(p, "/faults/positions/2", "must be 0..31, got 40");
     assert_problem(p, "/faults/positions/3", "bit 1 is already listed at /faults/positions/0");
     assert_problem(p, "/faults/representation",
-                   "must be 'fp32', 'fp16', 'bf16' or 'int8', got 'FP16'; did you mean 'fp16'?");
+                   "must be 'fp32', 'fp16', 'bf16', 'int8', 'int7', 'int6', 'int5', 'int4', 'int3', 'int2', 'uint8', 'uint7', 'uint6', 'uint5', 'uint4', 'uint3' or 'uint2', got 'FP16'; did you mean 'fp16'?");
     assert_problem(p, "/faults/target", "must be 'weights', 'activations' or 'inputs', got "
                                         "'weigths'; did you mean 'weights'?");
     assert_problem(p, "/faults/burst", "must be a boolean (true or false), got string 'yes'");
@@ -343,7 +383,7 @@ static void wrong_types(void **state)
     assert_problem(p, "/faults/bits", "must be an integer, got true");
     assert_problem(p, "/faults/positions/0", "must be an integer, got string '1'");
     assert_problem(p, "/faults/representation",
-                   "must be a string: 'fp32', 'fp16', 'bf16' or 'int8', got 16");
+                   "must be a string: 'fp32', 'fp16', 'bf16', 'int8', 'int7', 'int6', 'int5', 'int4', 'int3', 'int2', 'uint8', 'uint7', 'uint6', 'uint5', 'uint4', 'uint3' or 'uint2', got 16");
     assert_problem(p, "/faults/per_channel", "must be a boolean (true or false), got 1");
     assert_problem(p, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
                                    "{\"list\": [...]}, got 3");
@@ -393,13 +433,13 @@ static void cross_field_rules(void **state)
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"rate\": 0.1}}", "/faults/rate",
                  "applies only to model 'ber', not 'bitflip'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"repeats\": 3}}", "/faults/repeats",
-                 "applies only to model 'ber'");
+                 "applies only to models 'ber' and 'profiled'");
     only_problem("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.1, \"bits\": 2}}", "/faults/bits",
                  "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'ber'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"random_value\", \"positions\": [1]}}",
                  "/faults/positions", "does not apply to model 'random_value'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"per_channel\": false}}", "/faults/per_channel",
-                 "applies only to representation 'int8', not 'fp32'");
+                 "applies only to fixed-point representations (int8 ... int2, uint8 ... uint2), not 'fp32'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int8\", \"per_channel\": true,"
                  " \"target\": \"activations\"}}", "/faults/per_channel", "applies only to target 'weights'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"persistence\": \"transient\"}}",
@@ -846,6 +886,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--check") == 0) return check_files(argc - 2, argv + 2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults),
+        cmocka_unit_test(fixed_and_profiled),
         cmocka_unit_test(size_limits),
         cmocka_unit_test(issue_example),
         cmocka_unit_test(every_field),

@@ -46,6 +46,8 @@ static const config configs[] = {
     {"weights stuck_at_0 bf16", BF_TARGET_WEIGHTS, BF_FAULT_STUCK_AT_0, BF_REPR_BF16, BF_PERSIST_PERMANENT, 1},
     {"weights random_value int8", BF_TARGET_WEIGHTS, BF_FAULT_RANDOM_VALUE, BF_REPR_INT8, BF_PERSIST_PERMANENT, 1},
     {"weights ber fp32", BF_TARGET_WEIGHTS, BF_FAULT_BER, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+    /* Stutz et al.'s fixed point (random bit errors in 4-bit asymmetric weights) */
+    {"weights ber uint4", BF_TARGET_WEIGHTS, BF_FAULT_BER, BF_REPR_UINT4, BF_PERSIST_PERMANENT, 1},
     {"activations bitflip fp32 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_TRANSIENT, 1},
     {"activations bitflip fp16 permanent", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP16, BF_PERSIST_PERMANENT, 1},
     {"activations stuck_at_1 int8 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_STUCK_AT_1, BF_REPR_INT8, BF_PERSIST_TRANSIENT, 1},

@@ -215,7 +215,7 @@ static void quantize_per_channel(void **state)
     bf_repr_int8_scales(w, 6, 3, 1, s);
     assert_true(s[0] == 1.0f && s[1] == 12.7f / 127.0f && s[2] == 3.0f / 127.0f);
     assert_true(s[0] != s[1] && s[1] != s[2] && s[0] != s[2]);
-    bf_qscale q = {s, 3, 2};
+    bf_qscale q = {s, 3, 2, NULL};
     bf_repr_quantize(BF_REPR_INT8, w, out, 6, &q);
     assert_true(out[0] == 1.0f);                 /* 1 / 1 -> q = 1 */
     assert_true(out[1] == 127.0f);
@@ -227,7 +227,7 @@ static void quantize_per_channel(void **state)
     float st;
     bf_repr_int8_scales(w, 6, 3, 0, &st);
     assert_true(st == 1.0f);
-    bf_qscale qt = {&st, 1, 6};
+    bf_qscale qt = {&st, 1, 6, NULL};
     bf_repr_quantize(BF_REPR_INT8, w, out, 6, &qt);
     assert_true(out[2] == 1.0f && out[3] == 13.0f && out[4] == 1.0f && out[5] == 3.0f);
 }
@@ -247,7 +247,7 @@ static void quantize_idempotent(void **state)
     for (int r = 0; r < 4; r++) {
         float scale[8];
         bf_repr_int8_scales(x, N, 8, 1, scale);
-        bf_qscale q = {scale, 8, N / 8};
+        bf_qscale q = {scale, 8, N / 8, NULL};
         bf_repr_quantize((bf_repr)r, x, a, N, &q);
         bf_repr_quantize((bf_repr)r, a, b, N, &q);
         assert_memory_equal(a, b, sizeof a);
@@ -443,7 +443,7 @@ static void check_table(bf_repr repr, uint64_t seed, const struct ref_row *rows,
         check_float_bits(bf_repr_decode(repr, rows[i].stored, scale), rows[i].golden);
         check_float_bits(bf_repr_corrupt(repr, in[i], scale, BF_FAULT_BITFLIP, 1u << bit), rows[i].flipped);
     }
-    bf_qscale q = {&scale, 1, REF_N};
+    bf_qscale q = {&scale, 1, REF_N, NULL};
     bf_repr_quantize(repr, in, golden, REF_N, &q);
     for (int i = 0; i < REF_N; i++) check_float_bits(golden[i], rows[i].golden);
 }

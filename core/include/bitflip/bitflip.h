@@ -8,6 +8,7 @@
 #include "bitflip/plan.h"
 #include "bitflip/fault.h"
 #include "bitflip/dataset.h"
+#include "bitflip/errmap.h"
 #include "bitflip/metrics.h"
 #include "bitflip/eval.h"
 

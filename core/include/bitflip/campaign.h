@@ -63,6 +63,7 @@
 #include <stdint.h>
 
 #include "bitflip/dataset.h"
+#include "bitflip/errmap.h"
 #include "bitflip/error.h"
 #include "bitflip/eval.h"
 #include "bitflip/mitigate.h"
@@ -147,9 +148,20 @@ typedef struct bf_campaign_spec {
     int burst;                /* the `bits` bits are adjacent */
     double *rates;            /* BER rates (one or a sweep) */
     size_t n_rates;
-    int64_t repeats;          /* BER draws per rate */
+    int64_t repeats;          /* BER draws per rate; profiled: offsets (trials) */
     bf_repr repr;
-    int per_channel;          /* int8: a scale per slice along axis 0 */
+    int per_channel;          /* fixed point (int<m>, uint<m>): a scale per slice along axis 0 */
+    /* Fixed point on weights: > 0 clips the quantization range of the
+     * selected tensors to [-w_max, w_max] (Stutz et al.'s weight clipping;
+     * train with the same clip); the rest of the model, and every tensor
+     * with 0, is quantized in its own (or its slices') range. */
+    double w_max;
+    /* Model "profiled": the error map's path as the spec gives it, and the
+     * map itself, loaded by the caller (bf_errmap_load_file) before the
+     * campaign is created and kept until it is freed; bf_campaign_spec_free
+     * frees both. Trials are `repeats`, each at its own random offset. */
+    char *error_map;
+    bf_errmap *errmap;
     /* Quantized models (int8/uint8 weights stored as integers): the zero
      * points are fault sites too. Off by default: a zero point is one value
      * per tensor or channel, shared by every weight it offsets. */
@@ -373,6 +385,11 @@ double bf_campaign_population(const bf_campaign *c);
 /* The golden pass's outputs (samples x cols; with a mitigation, the
  * protected model's), valid for the campaign's life. */
 const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols);
+/* Model "profiled": the offset of the error map in trial t (weight bit j
+ * sits in cell (j + offset) mod rows * cols; bitflip/errmap.h), drawn from
+ * (seed, t) alone; -1 for other models or t out of range. */
+int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t);
+
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);
 

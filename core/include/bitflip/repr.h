@@ -11,7 +11,22 @@
  *   int8   8 bits: two's complement q, value = q * scale, symmetric:
  *          scale = max|w| / 127 over the tensor (per-tensor) or over each
  *          slice along axis 0 (per-channel), q = round-half-even(w / scale)
- *          clamped to [-127, 127]; a zero range gives scale 1. */
+ *          clamped to [-127, 127]; a zero range gives scale 1.
+ *
+ * Fixed point at m = 8 down to 2 bits, as Stutz et al. (MLSys 2021) store
+ * weights; int8 is the symmetric one at m = 8:
+ *
+ *   int<m>  symmetric: m-bit two's complement q, value = q * scale,
+ *           scale = R / (2^(m-1) - 1), q = round-half-even(w / scale) clamped
+ *           to [-(2^(m-1) - 1), 2^(m-1) - 1]. R is max|w| over the tensor (per
+ *           layer) or slice (per channel), or w_max when the range is clipped.
+ *   uint<m> asymmetric: m-bit unsigned u, value = u * scale + lo, with
+ *           lo = min w, scale = (max w - min w) / (2^m - 1), u =
+ *           round-half-even((w - lo) / scale) clamped to [0, 2^m - 1]; with a
+ *           clipped range lo = -w_max and max w = w_max.
+ *
+ * Every m-bit pattern decodes (the symmetric -2^(m-1) too, which only a
+ * fault can make); a fault only ever touches the m stored bits. */
 #ifndef BITFLIP_REPR_H
 #define BITFLIP_REPR_H
 
@@ -28,12 +43,16 @@ typedef enum bf_repr {
     BF_REPR_FP32 = 0,
     BF_REPR_FP16,
     BF_REPR_BF16,
-    BF_REPR_INT8
+    BF_REPR_INT8,
+    /* fixed point: symmetric int7..int2, asymmetric uint8..uint2 */
+    BF_REPR_INT7, BF_REPR_INT6, BF_REPR_INT5, BF_REPR_INT4, BF_REPR_INT3, BF_REPR_INT2,
+    BF_REPR_UINT8, BF_REPR_UINT7, BF_REPR_UINT6, BF_REPR_UINT5, BF_REPR_UINT4, BF_REPR_UINT3, BF_REPR_UINT2,
+    BF_REPR_COUNT
 } bf_repr;
 
-/* Bits per stored value: 32, 16, 16, 8. */
+/* Bits per stored value: 32, 16, 16, m for int<m> and uint<m>; 0 if unknown. */
 int bf_repr_bits(bf_repr repr);
-const char *bf_repr_name(bf_repr repr);          /* "fp32", "fp16", "bf16", "int8" */
+const char *bf_repr_name(bf_repr repr);          /* "fp32", "fp16", "bf16", "int8", "int4", "uint4", ... */
 /* Parses a name; returns -1 if unknown. */
 int bf_repr_parse(const char *name);
 
@@ -42,22 +61,36 @@ typedef enum bf_fault_model {
     BF_FAULT_STUCK_AT_0,      /* clear the mask's bits */
     BF_FAULT_STUCK_AT_1,      /* set the mask's bits */
     BF_FAULT_RANDOM_VALUE,    /* replace every bit with a random one */
-    BF_FAULT_BER              /* independent flips; a bitflip mask per element */
+    BF_FAULT_BER,             /* independent flips; a bitflip mask per element */
+    BF_FAULT_PROFILED         /* a chip's measured map of failing cells (errmap.h); campaigns on weights only */
 } bf_fault_model;
 
 const char *bf_fault_model_name(bf_fault_model m);  /* "bitflip", "stuck_at_0", ... "ber" */
 int bf_fault_model_parse(const char *name);          /* -1 if unknown */
 
-/* Per-tensor int8 scales: one (per-tensor) or one per slice along axis 0. */
+/* A fixed-point representation (int<m> or uint<m>, int8 included): 1. */
+int bf_repr_is_fixed(bf_repr repr);
+/* An asymmetric one (uint<m>), whose values carry an offset `lo`: 1. */
+int bf_repr_is_unsigned(bf_repr repr);
+
+/* Fixed-point scales: one (per-tensor) or one per slice along axis 0. */
 typedef struct bf_qscale {
     const float *scale;       /* n_scale values */
     int64_t n_scale;
     int64_t slice;            /* elements per scale: numel / n_scale */
+    const float *lo;          /* uint<m>: n_scale offsets (NULL: 0) */
 } bf_qscale;
 
 /* Scales for int8: writes n_scale values into `scale` (per_channel: dims[0]
  * values, else 1). */
 void bf_repr_int8_scales(const float *w, int64_t numel, int64_t dim0, int per_channel, float *scale);
+
+/* Scales (and for uint<m> offsets into `lo`, else `lo` may be NULL) of any
+ * fixed-point representation, per tensor or per slice along axis 0. w_max > 0
+ * clips: the range is [-w_max, w_max] whatever the weights are; 0 takes the
+ * weights' own range. A zero or non-finite range gives scale 1. */
+void bf_repr_fixed_scales(bf_repr repr, const float *w, int64_t numel, int64_t dim0, int per_channel, float w_max,
+                          float *scale, float *lo);
 
 /* The golden stored values: dst[i] = decode(encode(src[i])). For int8, `q`
  * gives the scales (ignored otherwise). src and dst may be the same. */
@@ -69,6 +102,11 @@ void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, con
 uint32_t bf_repr_encode(bf_repr repr, float value, float scale);
 float bf_repr_decode(bf_repr repr, uint32_t bits, float scale);
 
+/* The same with the asymmetric offset `lo` (ignored by every other
+ * representation; the functions above pass 0). */
+uint32_t bf_repr_encode_lo(bf_repr repr, float value, float scale, float lo);
+float bf_repr_decode_lo(bf_repr repr, uint32_t bits, float scale, float lo);
+
 /* What the fault does to stored bits: `model` with `mask` (cut to the
  * representation's width) applied to `bits`. */
 uint32_t bf_repr_fault_bits(bf_repr repr, uint32_t bits, bf_fault_model model, uint32_t mask);
@@ -77,6 +115,7 @@ uint32_t bf_repr_fault_bits(bf_repr repr, uint32_t bits, bf_fault_model model, u
  * (bits within bf_repr_bits; for RANDOM_VALUE, `mask` holds the random
  * bits), decode. For BER use BF_FAULT_BITFLIP with the drawn mask. */
 float bf_repr_corrupt(bf_repr repr, float value, float scale, bf_fault_model model, uint32_t mask);
+float bf_repr_corrupt_lo(bf_repr repr, float value, float scale, float lo, bf_fault_model model, uint32_t mask);
 
 #ifdef __cplusplus
 }

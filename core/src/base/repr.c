@@ -6,19 +6,30 @@
 
 #include "bitflip/tensor.h"
 
-static const char *const repr_names[] = {"fp32", "fp16", "bf16", "int8"};
-static const char *const model_names[] = {"bitflip", "stuck_at_0", "stuck_at_1", "random_value", "ber"};
+static const char *const repr_names[] = {"fp32",  "fp16",  "bf16",  "int8",  "int7",  "int6",  "int5",
+                                         "int4",  "int3",  "int2",  "uint8", "uint7", "uint6", "uint5",
+                                         "uint4", "uint3", "uint2"};
+static const char *const model_names[] = {"bitflip", "stuck_at_0", "stuck_at_1", "random_value", "ber", "profiled"};
 #define N_REPRS (int)(sizeof repr_names / sizeof repr_names[0])
 #define N_MODELS (int)(sizeof model_names / sizeof model_names[0])
 
 int bf_repr_bits(bf_repr repr)
 {
-    switch (repr) {
-    case BF_REPR_FP32: return 32;
-    case BF_REPR_FP16: case BF_REPR_BF16: return 16;
-    case BF_REPR_INT8: return 8;
-    }
+    if (repr == BF_REPR_FP32) return 32;
+    if (repr == BF_REPR_FP16 || repr == BF_REPR_BF16) return 16;
+    if (repr >= BF_REPR_INT8 && repr <= BF_REPR_INT2) return 8 - (int)(repr - BF_REPR_INT8);
+    if (repr >= BF_REPR_UINT8 && repr <= BF_REPR_UINT2) return 8 - (int)(repr - BF_REPR_UINT8);
     return 0;
+}
+
+int bf_repr_is_fixed(bf_repr repr)
+{
+    return repr >= BF_REPR_INT8 && repr <= BF_REPR_UINT2;
+}
+
+int bf_repr_is_unsigned(bf_repr repr)
+{
+    return repr >= BF_REPR_UINT8 && repr <= BF_REPR_UINT2;
 }
 
 const char *bf_repr_name(bf_repr repr)
@@ -47,19 +58,41 @@ int bf_fault_model_parse(const char *name)
 
 void bf_repr_int8_scales(const float *w, int64_t numel, int64_t dim0, int per_channel, float *scale)
 {
+    bf_repr_fixed_scales(BF_REPR_INT8, w, numel, dim0, per_channel, 0, scale, NULL);
+}
+
+/* The largest integer of a symmetric m-bit code (2^(m-1) - 1) and of an
+ * unsigned one (2^m - 1). */
+static float sym_max(int m) { return (float)((1 << (m - 1)) - 1); }
+static float uns_max(int m) { return (float)((1 << m) - 1); }
+
+void bf_repr_fixed_scales(bf_repr repr, const float *w, int64_t numel, int64_t dim0, int per_channel, float w_max,
+                          float *scale, float *lo)
+{
     int64_t n_scale = per_channel && dim0 > 0 ? dim0 : 1;
     int64_t slice = numel / n_scale;
+    int m = bf_repr_bits(repr), uns = bf_repr_is_unsigned(repr);
     for (int64_t s = 0; s < n_scale; s++) {
-        float m = 0;
+        float mn = 0, mx = 0, ab = 0;
+        int seen = 0;
         for (int64_t i = s * slice; i < (s + 1) * slice; i++) {
-            float a = fabsf(w[i]);
-            if (a > m) m = a;     /* NaN never compares greater: skipped */
+            float v = w[i];
+            if (v != v) continue;     /* NaN has no place in a range */
+            if (!seen || v < mn) mn = v;
+            if (!seen || v > mx) mx = v;
+            if (fabsf(v) > ab) ab = fabsf(v);
+            seen = 1;
         }
-        float sc = m / 127.0f;
+        if (w_max > 0) {
+            mn = -w_max;
+            mx = ab = w_max;
+        }
+        float sc = uns ? (mx - mn) / uns_max(m) : ab / sym_max(m);
         /* A zero range, a range so small the scale underflows, or infinite
          * weights would give a scale that decodes every q to 0 or NaN. */
         if (!(sc > 0 && sc <= FLT_MAX)) sc = 1.0f;
         scale[s] = sc;
+        if (uns && lo) lo[s] = isfinite(mn) ? mn : 0.0f;
     }
 }
 
@@ -73,42 +106,69 @@ static float round_half_even(float x)
     return (float)r;
 }
 
-static uint32_t int8_encode(float value, float scale)
+/* m-bit code of value / scale (symmetric) or (value - lo) / scale
+ * (unsigned), rounded half to even and clamped to the code's range. */
+static uint32_t fixed_encode(int m, int uns, float value, float scale, float lo)
 {
-    float x = value / scale;
+    float x = uns ? (value - lo) / scale : value / scale;
     if (x != x) return 0;                     /* NaN: no integer is closer than 0 */
+    float hi = uns ? uns_max(m) : sym_max(m), bottom = uns ? 0.0f : -hi;
     /* clamp before rounding so huge values cannot overflow the conversion */
-    if (x > 128.0f) x = 128.0f;
-    if (x < -128.0f) x = -128.0f;
-    float q = round_half_even(x);
-    if (q > 127.0f) q = 127.0f;
-    if (q < -127.0f) q = -127.0f;
-    return (uint32_t)(uint8_t)(int8_t)q;
+    if (x > hi) x = hi;
+    if (x < bottom) x = bottom;
+    int32_t q = (int32_t)round_half_even(x);
+    return (uint32_t)q & ((UINT32_C(1) << m) - 1);
 }
 
-uint32_t bf_repr_encode(bf_repr repr, float value, float scale)
+static float fixed_decode(int m, int uns, uint32_t bits, float scale, float lo)
+{
+    int32_t q = (int32_t)(bits & ((UINT32_C(1) << m) - 1));
+    if (uns) {
+        /* kept as two statements: the product is rounded before the add,
+         * as numpy and PyTorch do it, whether or not the compiler fuses */
+        float p = (float)q * scale;
+        return p + lo;
+    }
+    /* two's complement: every pattern decodes, -2^(m-1) too (a flip of the
+     * sign bit of 0 makes it) */
+    if (q & (INT32_C(1) << (m - 1))) q -= INT32_C(1) << m;
+    return (float)q * scale;
+}
+
+uint32_t bf_repr_encode_lo(bf_repr repr, float value, float scale, float lo)
 {
     uint32_t u;
     switch (repr) {
     case BF_REPR_FP32: memcpy(&u, &value, 4); return u;
     case BF_REPR_FP16: return bf_f32_to_f16(value);
     case BF_REPR_BF16: return bf_f32_to_bf16(value);
-    case BF_REPR_INT8: return int8_encode(value, scale);
+    default:
+        if (!bf_repr_is_fixed(repr)) return 0;
+        return fixed_encode(bf_repr_bits(repr), bf_repr_is_unsigned(repr), value, scale, lo);
     }
-    return 0;
 }
 
-float bf_repr_decode(bf_repr repr, uint32_t bits, float scale)
+float bf_repr_decode_lo(bf_repr repr, uint32_t bits, float scale, float lo)
 {
     float f;
     switch (repr) {
     case BF_REPR_FP32: memcpy(&f, &bits, 4); return f;
     case BF_REPR_FP16: return bf_f16_to_f32((uint16_t)bits);
     case BF_REPR_BF16: return bf_bf16_to_f32((uint16_t)bits);
-    /* every pattern decodes, 0x80 too: a flip of the sign bit of 0 makes -128 */
-    case BF_REPR_INT8: return (float)(int8_t)(uint8_t)bits * scale;
+    default:
+        if (!bf_repr_is_fixed(repr)) return 0;
+        return fixed_decode(bf_repr_bits(repr), bf_repr_is_unsigned(repr), bits, scale, lo);
     }
-    return 0;
+}
+
+uint32_t bf_repr_encode(bf_repr repr, float value, float scale)
+{
+    return bf_repr_encode_lo(repr, value, scale, 0.0f);
+}
+
+float bf_repr_decode(bf_repr repr, uint32_t bits, float scale)
+{
+    return bf_repr_decode_lo(repr, bits, scale, 0.0f);
 }
 
 void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, const bf_qscale *q)
@@ -119,12 +179,14 @@ void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, con
         return;
     }
     for (int64_t i = 0; i < n; i++) {
-        float scale = 1.0f;     /* int8 without scales is outside the contract: stay in bounds */
-        if (repr == BF_REPR_INT8 && q && q->n_scale > 0) {
+        float scale = 1.0f, lo = 0.0f;  /* fixed point without scales is outside the contract: stay in bounds */
+        if (bf_repr_is_fixed(repr) && q && q->n_scale > 0) {
             int64_t k = q->slice > 0 ? i / q->slice : 0;
-            scale = q->scale[k < q->n_scale ? k : q->n_scale - 1];
+            if (k >= q->n_scale) k = q->n_scale - 1;
+            scale = q->scale[k];
+            if (q->lo) lo = q->lo[k];
         }
-        dst[i] = bf_repr_decode(repr, bf_repr_encode(repr, src[i], scale), scale);
+        dst[i] = bf_repr_decode_lo(repr, bf_repr_encode_lo(repr, src[i], scale, lo), scale, lo);
     }
 }
 
@@ -138,12 +200,18 @@ uint32_t bf_repr_fault_bits(bf_repr repr, uint32_t b, bf_fault_model model, uint
     case BF_FAULT_STUCK_AT_0: b &= ~mask; break;
     case BF_FAULT_STUCK_AT_1: b |= mask; break;
     case BF_FAULT_RANDOM_VALUE: b = mask; break;
+    case BF_FAULT_PROFILED: break;    /* per-cell kinds: the campaign applies them (errmap.h) */
     }
     return b;
 }
 
+float bf_repr_corrupt_lo(bf_repr repr, float value, float scale, float lo, bf_fault_model model, uint32_t mask)
+{
+    uint32_t b = bf_repr_fault_bits(repr, bf_repr_encode_lo(repr, value, scale, lo), model, mask);
+    return bf_repr_decode_lo(repr, b, scale, lo);
+}
+
 float bf_repr_corrupt(bf_repr repr, float value, float scale, bf_fault_model model, uint32_t mask)
 {
-    uint32_t b = bf_repr_fault_bits(repr, bf_repr_encode(repr, value, scale), model, mask);
-    return bf_repr_decode(repr, b, scale);
+    return bf_repr_corrupt_lo(repr, value, scale, 0.0f, model, mask);
 }

@@ -2,6 +2,7 @@
  * to sites, bit positions, fault list), the golden model stored in the
  * campaign's representation (weights), the golden pass every trial is
  * compared to, and for int8 activations and inputs their profiled scales. */
+#include <float.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,12 +22,14 @@ void bf_campaign_free(bf_campaign *c)
     bf_evaluator_free(c->gev);
     for (size_t p = 0; c->stored && p < c->model->n_params; p++) bf__free(c->stored[p]);
     for (size_t p = 0; c->scale && p < c->model->n_params; p++) bf__free(c->scale[p]);
+    for (size_t p = 0; c->lo && p < c->model->n_params; p++) bf__free(c->lo[p]);
     bf_model_free(c->own_model);
     bf__free(c->sbp_mask);
     bf__free(c->range_lo);
     bf__free(c->range_hi);
     bf__free(c->stored);
     bf__free(c->scale);
+    bf__free(c->lo);
     bf__free(c->slice);
     bf__free(c->rates);
     bf__free(c->list);
@@ -440,7 +443,7 @@ static bf_status resolve_bits(bf_campaign *c, const bf_campaign_spec *spec, bf_e
 
     c->bits = spec->bits > 0 ? spec->bits : 1;
     c->burst = spec->burst != 0;
-    if (c->kind == BF_FAULT_BER || c->kind == BF_FAULT_RANDOM_VALUE) return BF_OK;
+    if (c->kind == BF_FAULT_BER || c->kind == BF_FAULT_RANDOM_VALUE || c->kind == BF_FAULT_PROFILED) return BF_OK;
     if (c->bits > c->n_allowed)
         return bf_error_set(err, BF_ERANGE, "%d bits per fault, but only %d bit positions are allowed", c->bits, c->n_allowed);
     if (c->burst) {
@@ -556,8 +559,33 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
                             "per_channel applies only to target 'weights'; int8 activations and inputs have one scale per "
                             "tensor, profiled on the eval set");
     if (bf_repr_bits(spec->repr) == 0) return bf_error_set(err, BF_EINVAL, "unknown representation %d", (int)spec->repr);
-    if ((int)spec->model_kind < 0 || spec->model_kind > BF_FAULT_BER)
+    if (spec->target != BF_TARGET_WEIGHTS && bf_repr_is_fixed(spec->repr) && spec->repr != BF_REPR_INT8)
+        return bf_error_set(err, BF_EINVAL,
+                            "representation '%s' applies only to target 'weights' (Stutz et al.'s fixed point is how "
+                            "weights are stored); activations and inputs take fp32, fp16, bf16 or int8",
+                            bf_repr_name(spec->repr));
+    if (spec->per_channel && !bf_repr_is_fixed(spec->repr))
+        return bf_error_set(err, BF_EINVAL, "per_channel chooses fixed-point scales; representation '%s' has none",
+                            bf_repr_name(spec->repr));
+    if (spec->w_max != 0 && !(spec->w_max > 0 && spec->w_max <= FLT_MAX && bf_repr_is_fixed(spec->repr) &&
+                              spec->target == BF_TARGET_WEIGHTS))
+        return bf_error_set(err, BF_EINVAL,
+                            "w_max %g: the clipped range [-w_max, w_max] needs a positive, finite w_max, a fixed-point "
+                            "representation (int<m> or uint<m>, not '%s') and target 'weights'",
+                            spec->w_max, bf_repr_name(spec->repr));
+    if ((int)spec->model_kind < 0 || spec->model_kind > BF_FAULT_PROFILED)
         return bf_error_set(err, BF_EINVAL, "unknown fault model %d", (int)spec->model_kind);
+    if (spec->model_kind == BF_FAULT_PROFILED) {
+        if (spec->target != BF_TARGET_WEIGHTS)
+            return bf_error_set(err, BF_EINVAL, "model 'profiled' lays a memory's error map over the weights: it takes "
+                                                "target 'weights' only");
+        if (!spec->errmap)
+            return bf_error_set(err, BF_EINVAL, "model 'profiled' needs an error map (the spec's \"error_map\", loaded "
+                                                "with bf_errmap_load_file)");
+        if (spec->sampling != BF_SAMPLE_UNIFORM || spec->n_positions)
+            return bf_error_set(err, BF_EINVAL, "model 'profiled' covers every stored bit: it takes sampling 'uniform' "
+                                                "and no bit positions");
+    }
     if ((int)spec->sampling < 0 || spec->sampling > BF_SAMPLE_LIST)
         return bf_error_set(err, BF_EINVAL, "unknown sampling %d", (int)spec->sampling);
     if (spec->model_kind == BF_FAULT_BER && spec->sampling != BF_SAMPLE_UNIFORM)
@@ -601,6 +629,11 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
         c->repeats = spec->repeats > 0 ? spec->repeats : 1;
         if ((double)c->repeats * (double)c->n_rates > 9e15) return bf_error_set(err, BF_ERANGE, "too many BER trials");
         c->n_trials = c->repeats * (int64_t)c->n_rates;
+    } else if (c->kind == BF_FAULT_PROFILED) {
+        c->errmap = spec->errmap;
+        c->map_bits = (uint64_t)spec->errmap->rows * (uint64_t)spec->errmap->cols;
+        c->repeats = spec->repeats > 0 ? spec->repeats : 1;
+        c->n_trials = c->repeats;
     } else if (c->sampling == BF_SAMPLE_LIST) {
         c->n_trials = (int64_t)spec->n_list;
     } else {
@@ -617,8 +650,9 @@ static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, b
     const bf_model *m = c->model;
     c->stored = bf__calloc(m->n_params + 1, sizeof *c->stored);
     c->scale = bf__calloc(m->n_params + 1, sizeof *c->scale);
+    c->lo = bf__calloc(m->n_params + 1, sizeof *c->lo);
     c->slice = bf__calloc(m->n_params + 1, sizeof *c->slice);
-    if (!c->stored || !c->scale || !c->slice) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    if (!c->stored || !c->scale || !c->lo || !c->slice) return bf_error_set(err, BF_ENOMEM, "out of memory");
     /* faults on activations and inputs round only the element they hit:
      * the weights stay as the model has them */
     if (c->native) {
@@ -636,24 +670,40 @@ static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, b
         return BF_OK;
     }
     if (c->repr == BF_REPR_FP32 || c->target != BF_TARGET_WEIGHTS) return BF_OK;
+    /* w_max clips the tensors the campaign selects (the weights a user
+     * trained clipped); the rest of the model (constants an export adds,
+     * such as InstanceNormalization's ones) keeps its own range */
+    unsigned char *site = bf__calloc(m->n_params + 1, 1);
+    if (!site) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    for (size_t s = 0; s < c->n_sites; s++) site[c->site_param[s]] = 1;
     for (size_t p = 0; p < m->n_params; p++) {
         const bf_tensor *t = m->params[p].tensor;
         if (m->params[p].dtype != BF_F32) continue;   /* a quantized model's integers are already stored */
         int64_t n = bf_tensor_numel(t);
         int64_t dim0 = t->ndim > 0 ? t->dims[0] : 1;
         c->stored[p] = bf__malloc((size_t)n * sizeof(float) + 1);
-        if (!c->stored[p]) return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+        if (!c->stored[p]) {
+            bf__free(site);
+            return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+        }
         bf_qscale q = {0};
-        if (c->repr == BF_REPR_INT8 && n > 0) {
+        if (bf_repr_is_fixed(c->repr) && n > 0) {
             int64_t n_scale = spec->per_channel && dim0 > 0 ? dim0 : 1;
             c->scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
-            if (!c->scale[p]) return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
-            bf_repr_int8_scales(t->data, n, dim0, spec->per_channel, c->scale[p]);
+            if (bf_repr_is_unsigned(c->repr) && c->scale[p]) c->lo[p] = bf__malloc((size_t)n_scale * sizeof(float));
+            if (!c->scale[p] || (bf_repr_is_unsigned(c->repr) && !c->lo[p])) {
+                bf__free(site);
+                return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+            }
+            /* per layer (or channel), as Stutz et al. quantize */
+            bf_repr_fixed_scales(c->repr, t->data, n, dim0, spec->per_channel, site[p] ? (float)spec->w_max : 0.0f,
+                                 c->scale[p], c->lo[p]);
             c->slice[p] = n / n_scale;
-            q = (bf_qscale){.scale = c->scale[p], .n_scale = n_scale, .slice = c->slice[p]};
+            q = (bf_qscale){.scale = c->scale[p], .n_scale = n_scale, .slice = c->slice[p], .lo = c->lo[p]};
         }
         bf_repr_quantize(c->repr, t->data, c->stored[p], n, &q);
     }
+    bf__free(site);
     return BF_OK;
 }
 
@@ -841,7 +891,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_bits(c, spec, err)) != BF_OK) goto out;
     if (c->sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
-    if (c->kind == BF_FAULT_BER && (double)c->elements * c->n_allowed >= 0x1p62) {
+    if ((c->kind == BF_FAULT_BER || c->kind == BF_FAULT_PROFILED) && (double)c->elements * c->n_allowed >= 0x1p62) {
         st = bf_error_set(err, BF_ERANGE, "the BER population (%lld elements x %d bits) is too large", (long long)c->elements,
                           c->n_allowed);
         goto out;

@@ -15,6 +15,9 @@
 typedef struct bf__efault {
     int64_t site, index, sample;
     uint32_t mask;
+    /* model "profiled": bits forced to 0 and to 1 (stuck cells); `mask`
+     * holds the cells that flip. 0 for every other model. */
+    uint32_t set0, set1;
 } bf__efault;
 
 /* A trial's faults as drawn from (seed, t). The buffers belong to the worker
@@ -76,10 +79,17 @@ struct bf_campaign {
     int64_t elements;         /* prefix[n_sites] */
 
     /* The golden model as stored: per model parameter, the values in the
-     * representation (NULL for fp32: the model's own), and int8 scales. */
+     * representation (NULL for fp32: the model's own), fixed-point scales,
+     * and uint<m> offsets (NULL: none). */
     float **stored;
     float **scale;
+    float **lo;
     int64_t *slice;           /* elements per scale */
+
+    /* model "profiled": the map (the spec's, which outlives the campaign)
+     * and its size in cells */
+    const bf_errmap *errmap;
+    uint64_t map_bits;
 
     /* golden pass */
     bf_task task;
@@ -123,25 +133,36 @@ static inline float bf__scale(const bf_campaign *c, size_t param, int64_t index)
 {
     return c->scale[param] ? c->scale[param][index / c->slice[param]] : 1.0f;
 }
+static inline float bf__lo(const bf_campaign *c, size_t param, int64_t index)
+{
+    return c->lo[param] ? c->lo[param][index / c->slice[param]] : 0.0f;
+}
 
-/* A weight's stored bits and back: the representation's encoding, or for a
- * quantized model's own integers the byte itself (uint8 or two's complement). */
-static inline uint32_t bf__wencode(const bf_campaign *c, float v, float scale)
+/* Element `index` of parameter `param`'s stored bits and back: the
+ * representation's encoding (with the element's scale and offset), or for a
+ * quantized model's own integers the byte itself (uint8 or two's
+ * complement). */
+static inline uint32_t bf__wencode(const bf_campaign *c, size_t param, int64_t index, float v)
 {
     if (c->native) return (uint32_t)(int32_t)v & 0xffu;
-    return bf_repr_encode(c->repr, v, scale);
+    return bf_repr_encode_lo(c->repr, v, bf__scale(c, param, index), bf__lo(c, param, index));
 }
-static inline float bf__wdecode(const bf_campaign *c, size_t param, uint32_t bits, float scale)
+static inline float bf__wdecode(const bf_campaign *c, size_t param, int64_t index, uint32_t bits)
 {
-    if (!c->native) return bf_repr_decode(c->repr, bits, scale);
+    if (!c->native) return bf_repr_decode_lo(c->repr, bits, bf__scale(c, param, index), bf__lo(c, param, index));
     return bf_model_param(c->model, param)->dtype == BF_I8 ? (float)(int8_t)(uint8_t)bits : (float)(uint8_t)bits;
 }
-/* What a weight fault makes of the stored value `old`. */
-static inline float bf__wcorrupt(const bf_campaign *c, size_t param, float old, float scale, bf_fault_model kind,
-                                 uint32_t mask)
+/* What fault f (of the campaign's `kind`; BER is a bit flip) does to stored
+ * bits `b`. */
+static inline uint32_t bf__fault_bits(const bf_campaign *c, uint32_t b, bf_fault_model kind, const bf__efault *f)
 {
-    if (!c->native) return bf_repr_corrupt(c->repr, old, scale, kind, mask);
-    return bf__wdecode(c, param, bf_repr_fault_bits(c->repr, bf__wencode(c, old, scale), kind, mask), scale);
+    if (kind == BF_FAULT_PROFILED) return ((b ^ f->mask) & ~f->set0) | f->set1;
+    return bf_repr_fault_bits(c->repr, b, kind, f->mask);
+}
+/* What weight fault f makes of the stored value `old`. */
+static inline float bf__wcorrupt(const bf_campaign *c, size_t param, float old, bf_fault_model kind, const bf__efault *f)
+{
+    return bf__wdecode(c, param, f->index, bf__fault_bits(c, bf__wencode(c, param, f->index, old), kind, f));
 }
 
 /* campaign.c: a sample's prediction: its arg-max, or for one score per
@@ -154,8 +175,7 @@ bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_err
 /* What a weight fault leaves after the protections: *now rewritten (SBP
  * restores protected bits, the range check zeroes); 1 if the range check
  * flags it (the trial is DUE). */
-int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, float scale, bf_fault_model kind,
-                        float *now);
+int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, bf_fault_model kind, float *now);
 /* The mask of a value fault after SBP. */
 uint32_t bf__mitigate_value_mask(const bf_campaign *c, const bf__efault *f);
 

@@ -10,16 +10,16 @@
 #include "campaign/campaign_impl.h"
 #include "mitigate/mitigate_impl.h"
 
-/* Sign and exponent: the bits whose flips do the damage. */
+/* Sign and exponent: the bits whose flips do the damage; for fixed point
+ * the most significant bit (the sign of int<m>, half the range of uint<m>). */
 static uint32_t default_protected(bf_repr r)
 {
     switch (r) {
     case BF_REPR_FP32: return 0xFF800000u;   /* 31..23 */
     case BF_REPR_FP16: return 0xFC00u;       /* 15..10 */
     case BF_REPR_BF16: return 0xFF80u;       /* 15..7 */
-    case BF_REPR_INT8: return 0x80u;         /* 7 */
+    default: return bf_repr_is_fixed(r) ? 1u << (bf_repr_bits(r) - 1) : 0;
     }
-    return 0;
 }
 
 /* As the campaign's own patterns: the ONNX name or the PyTorch one. */
@@ -95,14 +95,15 @@ bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_err
     return BF_OK;
 }
 
-int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, float scale, bf_fault_model kind, float *now)
+int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, bf_fault_model kind, float *now)
 {
     uint32_t keep = c->sbp_mask ? c->sbp_mask[f->site] : 0;
     if (keep) {
         /* ECC on the protected bits: they read back as stored */
-        uint32_t ob = bf__wencode(c, old, scale);
-        uint32_t nb = bf_repr_fault_bits(c->repr, ob, kind, f->mask);
-        *now = bf__wdecode(c, c->site_param[f->site], (nb & ~keep) | (ob & keep), scale);
+        size_t p = c->site_param[f->site];
+        uint32_t ob = bf__wencode(c, p, f->index, old);
+        uint32_t nb = bf__fault_bits(c, ob, kind, f);
+        *now = bf__wdecode(c, p, f->index, (nb & ~keep) | (ob & keep));
     }
     if (c->range_lo && !(*now >= c->range_lo[f->site] && *now <= c->range_hi[f->site])) {
         if (c->range_flag) return 1;

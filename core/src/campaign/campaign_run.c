@@ -282,12 +282,13 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         const bf__efault *f = &d->f[applied];
         size_t p = c->site_param[f->site];
         float old = bf__stored(c, p, f->index);
-        float now = bf__wcorrupt(c, p, old, bf__scale(c, p, f->index), kind, f->mask);
-        if ((c->sbp_mask || c->range_lo) && bf__mitigate_weight(c, f, old, bf__scale(c, p, f->index), kind, &now)) {
+        float now = bf__wcorrupt(c, p, old, kind, f);
+        if ((c->sbp_mask || c->range_lo) && bf__mitigate_weight(c, f, old, kind, &now)) {
             /* the range check flagged it at load: nothing runs */
             if (applied < BF_TRIAL_FAULTS_MAX)
                 rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
-                                                                .mask = f->mask, .old_value = old, .new_value = now};
+                                                                .mask = f->mask | f->set0 | f->set1, .old_value = old,
+                                                                .new_value = now};
             st = bf_error_set(&w->err, BF_EDETECTED, "range check: a stored value is out of range");
             break;
         }
@@ -296,7 +297,8 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         if ((st = bf_evaluator_write_param(w->ev, p, f->index, now, &w->err)) != BF_OK) break;
         if (applied < BF_TRIAL_FAULTS_MAX)
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
-                                                            .mask = f->mask, .old_value = old, .new_value = now};
+                                                            .mask = f->mask | f->set0 | f->set1, .old_value = old,
+                                                                .new_value = now};
     }
     if (st == BF_OK && w->dx) st = run_differential(w, w->dw, applied, NULL, 0, res);
     else if (st == BF_OK) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);

@@ -2,6 +2,7 @@
  * bf_rng_make(seed, t), used in a fixed order: for transient faults the
  * sample first, then the element, then the bits (BER: the flipped bits). So
  * trial t is the same faults on any worker, shard or machine. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -110,10 +111,82 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
         int bit = c->allowed[d->pos[k] % (uint64_t)c->n_allowed];
         if (e != last) {
             while (c->prefix[site + 1] <= e) site++;
-            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .sample = sample, .mask = 0};
+            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .sample = sample};
             last = e;
         }
         d->f[d->n - 1].mask |= UINT32_C(1) << bit;
+    }
+    return BF_OK;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t)
+{
+    if (!c || c->kind != BF_FAULT_PROFILED || t < 0 || t >= c->n_trials) return -1;
+    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
+    return (int64_t)bf_rng_below(&r, c->map_bits);
+}
+
+/* A profiled map at the trial's offset (bitflip/errmap.h): weight bit j
+ * sits in cell (j + offset) mod N, so failing cell x hits bits j0, j0 + N,
+ * ... below the population's W bits, j0 = (x - offset) mod N. Work and
+ * memory follow the faults: cells x W / N positions, sorted so that one
+ * element's cells become one fault. Positions are kept as j * 4 + kind. */
+static bf_status draw_profiled(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
+{
+    const bf_errmap *m = c->errmap;
+    uint64_t n = c->map_bits, w = (uint64_t)c->elements * (uint64_t)c->n_allowed;
+    uint64_t off = (uint64_t)bf_campaign_map_offset(c, t);
+    /* positions: per cell, how many times the map repeats over the weights
+     * past it; counted first, so the limit is checked before allocating */
+    uint64_t full = w / n, rest = w % n, cnt = 0;
+    for (int k = 0; k < BF_CELL_KINDS; k++) {
+        if (full) cnt += full * (uint64_t)m->n[k];
+        for (int64_t i = 0; rest && i < m->n[k]; i++) cnt += (m->cells[k][i] + n - off) % n < rest;
+        if (cnt > (uint64_t)BF__BER_MAX_ERRORS)
+            return bf_error_set(err, BF_ERANGE,
+                                "trial %lld: the error map puts more than %lld failing cells under the weights (%llu "
+                                "bits over a memory of %llu); at most %lld per trial are supported",
+                                (long long)t, (long long)BF__BER_MAX_ERRORS, (unsigned long long)w,
+                                (unsigned long long)n, (long long)BF__BER_MAX_ERRORS);
+    }
+    if (cnt > d->pos_cap) {
+        uint64_t *pos = bf__realloc(d->pos, (size_t)cnt * sizeof *pos);
+        if (!pos) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu bit errors", (unsigned long long)cnt);
+        d->pos = pos;
+        d->pos_cap = (size_t)cnt;
+    }
+    size_t np = 0;
+    for (int k = 0; k < BF_CELL_KINDS; k++)
+        for (int64_t i = 0; i < m->n[k]; i++)
+            for (uint64_t j = (m->cells[k][i] + n - off) % n; j < w; j += n) {
+                d->pos[np++] = j * 4 + (uint64_t)k;
+                if (n > w - j) break;   /* j + n would pass w, or wrap */
+            }
+    qsort(d->pos, np, sizeof *d->pos, cmp_u64);
+    d->n_faults = (int64_t)np;
+    bf_status st = reserve(d, np, err);
+    if (st != BF_OK) return st;
+    int64_t site = 0, last = -1;
+    for (size_t k = 0; k < np; k++) {
+        uint64_t j = d->pos[k] >> 2;
+        int kind = (int)(d->pos[k] & 3);
+        int64_t e = (int64_t)(j / (uint64_t)c->n_allowed);
+        uint32_t bit = UINT32_C(1) << c->allowed[j % (uint64_t)c->n_allowed];
+        if (e != last) {
+            while (c->prefix[site + 1] <= e) site++;
+            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .sample = -1};
+            last = e;
+        }
+        bf__efault *f = &d->f[d->n - 1];
+        if (kind == BF_CELL_FLIP) f->mask |= bit;
+        else if (kind == BF_CELL_STUCK_AT_0) f->set0 |= bit;
+        else f->set1 |= bit;
     }
     return BF_OK;
 }
@@ -125,12 +198,14 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
     d->first_bit = -1;
     d->rate_index = -1;
     if (c->kind == BF_FAULT_BER) return draw_ber(c, t, d, err);
+    if (c->kind == BF_FAULT_PROFILED) return draw_profiled(c, t, d, err);
 
     bf_status st = reserve(d, 1, err);
     if (st != BF_OK) return st;
     bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
     bf__efault *f = &d->f[0];
     d->n = 1;
+    f->set0 = f->set1 = 0;
     int stratum = -1;
     f->sample = c->sampling == BF_SAMPLE_LIST ? -1 : draw_sample(c, &r);
     switch (c->sampling) {

@@ -597,7 +597,7 @@ bf_status bf_evaluator_set_value_faults(bf_evaluator *ev, const bf_value_fault *
             return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': element %lld does not exist (%lld per sample)", k,
                                 name, (long long)f->index, (long long)row);
         if (bf_repr_bits(f->repr) == 0 || (int)f->model < 0 || f->model > BF_FAULT_BER ||
-            (f->repr == BF_REPR_INT8 && !(f->scale > 0 && isfinite(f->scale))))
+            (bf_repr_is_fixed(f->repr) && !(f->scale > 0 && isfinite(f->scale))))
             return bf_error_set(err, BF_EINVAL, "value fault %zu on '%s': unknown representation or fault model, or a bad int8 scale",
                                 k, name);
     }

@@ -153,7 +153,7 @@ bf_status bf_plan_set_value_faults(bf_plan *p, const bf_value_fault *faults, siz
             st = bf_error_set(err, BF_EINVAL, "value fault %zu on '%s': unknown representation or fault model", k, name);
             goto fail;
         }
-        if (f->repr == BF_REPR_INT8 && !(f->scale > 0 && isfinite(f->scale))) {
+        if (bf_repr_is_fixed(f->repr) && !(f->scale > 0 && isfinite(f->scale))) {
             st = bf_error_set(err, BF_EINVAL, "value fault %zu on '%s': an int8 scale must be positive and finite, got %g", k,
                               name, f->scale);
             goto fail;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "bitflip/api/spec.h"
+#include "bitflip/errmap.h"
 #include "bitflip/error.h"
 #include "bitflip/limits.h"
 
@@ -21,6 +22,7 @@ typedef struct bf_limits {
     bf_load_limits model;      /* model.* */
     bf_dataset_limits data;    /* data.* */
     bf_spec_limits spec;       /* spec.* */
+    bf_errmap_limits errmap;   /* errmap.* (profiled error maps) */
 } bf_limits;
 
 /* Sets one limit from "KEY=VALUE", e.g. "model.graph-depth=16" or
