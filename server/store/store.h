@@ -96,7 +96,8 @@ bf_status bfd_campaign_get(bfd_store *s, const char *tenant, const char *id, bfd
 bf_status bfd_campaign_find_idem(bfd_store *s, const char *tenant, const char *key, bfd_campaign_row *out,
                                  bf_error *err);
 /* The tenant's campaigns (state < 0: any state) with seq > after_seq, oldest
- * first, at most `limit`; result_json is not loaded (NULL). */
+ * first, at most `limit`; result_json holds only {"summary": {"trials",
+ * "outcomes"}} of the result (NULL without one), not the whole document. */
 bf_status bfd_campaign_list(bfd_store *s, const char *tenant, int state, int64_t after_seq, int limit,
                             bfd_campaign_row **rows, size_t *n, int *more, bf_error *err);
 /* Every queued or running campaign of every tenant, oldest first, with all

@@ -15,7 +15,14 @@
     "seq, id, tenant, state, spec_json, gates_json, model_id, dataset_id, idem_key, idem_hash, created, started, " \
     "finished, trials_planned, n_chunks, "
 #define CAMP_COLS CAMP_COLS_HEAD "result_json, error, verdict"
-#define CAMP_COLS_NO_RESULT CAMP_COLS_HEAD "NULL, error, verdict"   /* listings: results can be large */
+/* Listings: results can be large, so a listed row's result_json holds only
+ * the summary's trials and outcomes, cut out by SQLite (what a listing's
+ * progress shows: without it, every finished campaign listed 0 trials done). */
+#define CAMP_COLS_NO_RESULT                                                                                   \
+    CAMP_COLS_HEAD                                                                                            \
+    "CASE WHEN json_valid(result_json) THEN json_object('summary', json_object("                             \
+    "'trials', json_extract(result_json, '$.summary.trials'), "                                               \
+    "'outcomes', json(ifnull(json_extract(result_json, '$.summary.outcomes'), '{}')))) END, error, verdict"
 
 static const char *const state_names[BFD_STATE_COUNT] = {"queued", "running", "succeeded", "failed", "canceled"};
 

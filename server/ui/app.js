@@ -25,7 +25,6 @@
     figureUrls: [],
     final: new Map(),           /* campaign id -> its last progress (GET /v1/campaigns
                                    lists a finished campaign's as 0 trials done) */
-    detailsAsked: new Set(),
     validate: null,             /* from the daemon's schema */
     shownResult: null,
     pollTimer: null
@@ -155,7 +154,7 @@
   function resetView() {
     stopAll();
     state.models = []; state.datasets = []; state.campaigns = [];
-    state.rates.clear(); state.final.clear(); state.detailsAsked.clear();
+    state.rates.clear(); state.final.clear();
     renderModels(); renderDatasets(); renderCampaigns(); fillPickers();
     hideResult();
     renderTokenState();
@@ -325,8 +324,9 @@
       items.reverse();   /* newest first */
       items.forEach(function (c) {
         if (active(c)) return;
-        if (state.final.has(c.id)) c.progress = state.final.get(c.id);
-        else if (c.state === 'succeeded' && !(c.progress || {}).trials_done) finalProgress(c.id);
+        /* the listing has a finished campaign's trials from its result;
+         * a canceled one has none, but the page may have watched it */
+        if (state.final.has(c.id) && !(c.progress || {}).trials_done) c.progress = state.final.get(c.id);
       });
       state.campaigns = items;
       renderCampaigns();
@@ -350,19 +350,6 @@
     var o = p.outcomes;
     if (o && done) t += ' · critical ' + fmtPct((o.critical || 0) / done) + ', DUE ' + fmtPct((o.due || 0) / done);
     return t;
-  }
-
-  /* A finished campaign's real progress, from its own record (the list
-   * leaves results out); asked once per campaign, for the newest few. */
-  var MAX_DETAILS = 25;
-  function finalProgress(id) {
-    if (state.detailsAsked.has(id) || state.detailsAsked.size >= MAX_DETAILS) return;
-    state.detailsAsked.add(id);
-    api('GET', '/v1/campaigns/' + encodeURIComponent(id)).then(function (full) {
-      state.final.set(id, full.progress);
-      var c = campaignById(id), li = document.querySelector('#campaign-list li[data-id="' + id + '"]');
-      if (c) { c.progress = full.progress; if (li) updateCampaignItem(li, c); }
-    }).catch(function () {});
   }
 
   function updateCampaignItem(li, c) {

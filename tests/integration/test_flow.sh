@@ -88,6 +88,9 @@ PYEOF
 
 req state 200 "$URL/v1/campaigns/$CID"
 eq final_state "$(jget "j['state'], j['verdict'], j['progress']['trials_done'], 'result' in j")" "succeeded fail 240 True"
+# ... and the listing says the same of it, without the result document
+req listed 200 "$URL/v1/campaigns"
+eq listed_progress "$(jget "[(c['progress']['trials_done'], sum(c['progress']['outcomes'].values()), c['progress']['fraction'], 'result' in c) for c in j['items'] if c['id'] == '$CID']")" "[(240, 240, 1.0, False)]"
 
 # the same numbers as the CLI on the same spec (the CSV carries no timings)
 (cd "$FIX/specs" && "$BF" run --local digits_weights.json --format csv --trials-out "$tmp/local_trials.jsonl") >"$tmp/local.csv" 2>/dev/null

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include <sqlite3.h>
 
 #include "http/auth.h"
@@ -399,7 +400,9 @@ static void test_campaign_list(void **state)
     /* states: 0 queued, 1 running, 2 succeeded, 3 running, 4 failed, 5 queued */
     assert_int_equal(bfd_campaign_set_running(f->s, ids[1], 1700000200, &err), BF_OK);
     assert_int_equal(bfd_campaign_set_running(f->s, ids[2], 1700000200, &err), BF_OK);
-    assert_int_equal(bfd_campaign_finish(f->s, ids[2], BFD_SUCCEEDED, 1700000300, "{\"big\":true}", NULL, "pass",
+    assert_int_equal(bfd_campaign_finish(f->s, ids[2], BFD_SUCCEEDED, 1700000300, "{\"big\":[1,2,3],\"summary\":{\"trials\":240,\"planned\":300,"
+                                         "\"outcomes\":{\"masked\":200,\"critical\":40}}}",
+                                         NULL, "pass",
                                          &err),
                      BF_OK);
     assert_int_equal(bfd_campaign_set_running(f->s, ids[3], 1700000200, &err), BF_OK);
@@ -412,7 +415,16 @@ static void test_campaign_list(void **state)
     assert_int_equal(more, 1);
     for (size_t i = 0; i < n; i++) assert_string_equal(rows[i].id, ids[i]);
     assert_int_equal(rows[2].state, BFD_SUCCEEDED);
-    assert_null(rows[2].result_json);   /* listings leave the result out */
+    /* listings leave the result out but for what progress shows */
+    json_t *listed = json_loads(rows[2].result_json, 0, NULL);
+    assert_non_null(listed);
+    assert_null(json_object_get(listed, "big"));
+    json_t *sum = json_object_get(listed, "summary");
+    assert_int_equal(json_object_size(sum), 2);
+    assert_int_equal(json_integer_value(json_object_get(sum, "trials")), 240);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sum, "outcomes"), "critical")), 40);
+    json_decref(listed);
+    assert_null(rows[0].result_json);   /* no result yet: none listed */
     assert_string_equal(rows[2].verdict, "pass");
     int64_t after = rows[3].seq;
     bfd_campaign_rows_free(rows, n);
