@@ -94,18 +94,6 @@ typedef struct frame {
     int numel_over, has_zero_dim;
 } frame;
 
-static int read_varint(const uint8_t *buf, size_t end, size_t *pos, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*pos >= end) return 0;
-        uint8_t b = buf[(*pos)++];
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) { *v = r; return 1; }
-    }
-    return 0;
-}
-
 /* The first string field `field` directly inside [start, end), as text
  * ("" if absent or malformed); used only to name things in errors. */
 static void scan_string(const uint8_t *buf, size_t start, size_t end, uint64_t field, char *out,
@@ -115,13 +103,13 @@ static void scan_string(const uint8_t *buf, size_t start, size_t end, uint64_t f
     out[0] = '\0';
     while (pos < end) {
         uint64_t key, v;
-        if (!read_varint(buf, end, &pos, &key)) return;
+        if (!bf__pb_varint(buf, end, &pos, &key)) return;
         switch (key & 7) {
-        case 0: if (!read_varint(buf, end, &pos, &v)) return; break;
+        case 0: if (!bf__pb_varint(buf, end, &pos, &v)) return; break;
         case 1: if (end - pos < 8) return; pos += 8; break;
         case 5: if (end - pos < 4) return; pos += 4; break;
         case 2:
-            if (!read_varint(buf, end, &pos, &v) || v > end - pos) return;
+            if (!bf__pb_varint(buf, end, &pos, &v) || v > end - pos) return;
             if (key >> 3 == field) {
                 size_t k = v < n - 1 ? (size_t)v : n - 1;
                 for (size_t i = 0; i < k; i++) {
@@ -233,12 +221,12 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
         }
         size_t at = f->pos;
         uint64_t key, v;
-        if (!read_varint(buf, f->end, &f->pos, &key)) { st = malformed(buf, len, label, at, "a field tag is cut short", err); goto out; }
+        if (!bf__pb_varint(buf, f->end, &f->pos, &key)) { st = malformed(buf, len, label, at, "a field tag is cut short", err); goto out; }
         uint64_t field = key >> 3, wt = key & 7;
         if (field == 0) { st = malformed(buf, len, label, at, "invalid field number 0", err); goto out; }
         switch (wt) {
         case 0:
-            if (!read_varint(buf, f->end, &f->pos, &v)) { st = malformed(buf, len, label, at, "a varint is cut short", err); goto out; }
+            if (!bf__pb_varint(buf, f->end, &f->pos, &v)) { st = malformed(buf, len, label, at, "a varint is cut short", err); goto out; }
             if (f->type == M_TENSOR && field == 1) {
                 add_dim(f, v, &lim);
                 if (f->rank > lim.max_rank) goto rank;
@@ -252,7 +240,7 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
             break;
         }
         case 2: {
-            if (!read_varint(buf, f->end, &f->pos, &v)) { st = malformed(buf, len, label, at, "a length is cut short", err); goto out; }
+            if (!bf__pb_varint(buf, f->end, &f->pos, &v)) { st = malformed(buf, len, label, at, "a length is cut short", err); goto out; }
             if (v > f->end - f->pos) {
                 st = malformed(buf, len, label, at, "a field is longer than what remains", err);
                 goto out;
@@ -276,7 +264,7 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
                 size_t p = body;
                 while (p < body + (size_t)v) {
                     uint64_t d;
-                    if (!read_varint(buf, body + (size_t)v, &p, &d)) { st = malformed(buf, len, label, at, "packed dims are cut short", err); goto out; }
+                    if (!bf__pb_varint(buf, body + (size_t)v, &p, &d)) { st = malformed(buf, len, label, at, "packed dims are cut short", err); goto out; }
                     add_dim(f, d, &lim);
                 }
             }

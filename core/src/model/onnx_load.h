@@ -17,6 +17,11 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
                                 bf_error *err);
 void bf__tensor_free(bf_tensor *t);
 
+/* onnx_wire.c: the protobuf varint at buf[*pos] (buf holds `len` bytes), *pos
+ * moved past it; 0 if it is truncated or longer than 10 bytes. The door
+ * check, the diagnostic walk and the initializer cutter all read with it. */
+int bf__pb_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *v);
+
 /* Where an initializer's raw_data lies in the model's buffer, when the
  * loader cut it out before unpacking (onnx_strip.c); cut = 0: not cut (the
  * TensorProto holds its data as protobuf-c unpacked it). */

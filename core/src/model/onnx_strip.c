@@ -33,18 +33,6 @@ typedef struct walker {
     int oom;
 } walker;
 
-static int get_varint(const uint8_t *buf, size_t end, size_t *pos, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*pos >= end) return 0;
-        uint8_t b = buf[(*pos)++];
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) { *v = r; return 1; }
-    }
-    return 0;
-}
-
 static size_t put_varint(uint8_t *p, uint64_t v)
 {
     size_t n = 0;
@@ -72,12 +60,12 @@ static int walk(walker *w, size_t start, size_t end, int depth, bf__raw_range *t
     while (pos < end) {
         size_t at = pos;
         uint64_t key, v;
-        if (!get_varint(w->in, end, &pos, &key)) return 0;
+        if (!bf__pb_varint(w->in, end, &pos, &key)) return 0;
         uint64_t field = key >> 3, wt = key & 7;
         if (field == 0) return 0;
         switch (wt) {
         case 0:
-            if (!get_varint(w->in, end, &pos, &v)) return 0;
+            if (!bf__pb_varint(w->in, end, &pos, &v)) return 0;
             emit(w, at, pos);
             break;
         case 1: case 5: {
@@ -88,7 +76,7 @@ static int walk(walker *w, size_t start, size_t end, int depth, bf__raw_range *t
             break;
         }
         case 2: {
-            if (!get_varint(w->in, end, &pos, &v) || v > end - pos) return 0;
+            if (!bf__pb_varint(w->in, end, &pos, &v) || v > end - pos) return 0;
             size_t body = pos, body_end = pos + (size_t)v;
             pos = body_end;
             if (depth == 2 && field == 9) {

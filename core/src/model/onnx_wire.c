@@ -2,13 +2,14 @@
  * be broken (by the door check, onnx_limits.c, or by protobuf-c), to tell the
  * user where. Its recursion is two levels deep at most. It decodes
  * nothing: it follows tags and lengths, recursing into the fields of
- * ModelProto.graph (7) and GraphProto.node / initializer (1, 5). */
+ * ModelProto.graph (7) and GraphProto.node / initializer (1, 5). Its
+ * varint reader is the one every wire-level reader in model/ uses. */
 #include <stdio.h>
 #include <string.h>
 
 #include "model/onnx_load.h"
 
-static int read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *v)
+int bf__pb_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *v)
 {
     uint64_t r = 0;
     for (int shift = 0; shift < 64; shift += 7) {
@@ -49,7 +50,7 @@ static int walk(const uint8_t *buf, size_t start, size_t end, int depth, char *o
     while (pos < end) {
         size_t at = pos;
         uint64_t key, v;
-        if (!read_varint(buf, end, &pos, &key)) {
+        if (!bf__pb_varint(buf, end, &pos, &key)) {
             snprintf(out, n, "byte offset %zu: a field tag is cut short", at);
             return 1;
         }
@@ -60,7 +61,7 @@ static int walk(const uint8_t *buf, size_t start, size_t end, int depth, char *o
         }
         switch (wt) {
         case 0:
-            if (!read_varint(buf, end, &pos, &v)) {
+            if (!bf__pb_varint(buf, end, &pos, &v)) {
                 snprintf(out, n, "byte offset %zu: %s is cut short", at, field_name(depth, field));
                 return 1;
             }
@@ -76,7 +77,7 @@ static int walk(const uint8_t *buf, size_t start, size_t end, int depth, char *o
             break;
         }
         case 2:
-            if (!read_varint(buf, end, &pos, &v)) {
+            if (!bf__pb_varint(buf, end, &pos, &v)) {
                 snprintf(out, n, "byte offset %zu: the length of %s is cut short", at, field_name(depth, field));
                 return 1;
             }
