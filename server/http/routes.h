@@ -27,11 +27,8 @@ void bfd_h_campaign_cancel(bfd *d, bfd_req *r);
 void bfd_h_campaign_delete(bfd *d, bfd_req *r);
 
 /* routes_ui.c: the web page, its assets, the spec's schema, figures */
-void bfd_h_ui_page(bfd *d, bfd_req *r);
-void bfd_h_ui_app_js(bfd *d, bfd_req *r);
-void bfd_h_ui_validate_js(bfd *d, bfd_req *r);
-void bfd_h_ui_sse_js(bfd *d, bfd_req *r);
-void bfd_h_ui_app_css(bfd *d, bfd_req *r);
+/* GET / and the files under /ui/, by the route's path */
+void bfd_h_ui_asset(bfd *d, bfd_req *r);
 void bfd_h_campaign_schema(bfd *d, bfd_req *r);
 void bfd_h_campaign_figures(bfd *d, bfd_req *r);
 

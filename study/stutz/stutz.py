@@ -32,7 +32,6 @@ by `write_doc` from the results (DIR/results.json).
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -51,6 +50,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bfmap  # noqa: E402
 import quant_ref as qr  # noqa: E402
+# the eval-set writer of the project's Python package (clients/python), not installed here
+sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
+from bitflip.safetensors import write_safetensors  # noqa: E402
 
 W_MAX = 0.1
 SITES = ["*.weight", "*.bias"]   # every trained parameter (not the export's InstanceNorm constants)
@@ -156,21 +158,6 @@ def accuracy(net, x, y, repr_name=None, w_max=0.0):
 
 
 # -------------------------------------------------------------------- bitflip
-
-def write_safetensors(path, tensors):
-    dt = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
-    header, blobs, off = {}, [], 0
-    for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
-        data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": dt[arr.dtype], "shape": list(arr.shape), "data_offsets": [off, off + len(data)]}
-        blobs.append(data)
-        off += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
 
 def export(net, path):
     net.eval()
