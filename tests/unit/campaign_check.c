@@ -71,6 +71,17 @@ void tc_keep(void *user, const bf_trial_record *rec)
     k->r[k->n++] = *rec;
 }
 
+double tc_load(const char *stem, bf_model **m, bf_dataset **ds)
+{
+    char path[4096];
+    bf_error err = {0};
+    snprintf(path, sizeof path, "%s.onnx", stem);
+    if (bf_model_load_file(path, m, &err)) fail_msg("%s", err.msg);
+    snprintf(path, sizeof path, "%s.eval.safetensors", stem);
+    if (bf_dataset_load_file(path, ds, &err)) fail_msg("%s", err.msg);
+    return tc_out_scale(*m, *ds);
+}
+
 /* The scale of an output ulp. */
 double tc_out_scale(const bf_model *m, const bf_dataset *ds)
 {

@@ -30,6 +30,10 @@ void tc_keep(void *user, const bf_trial_record *rec);
 typedef struct tc_tally {
     int64_t trials, disagree, unexplained, metric_off;
 } tc_tally;
+/* Loads STEM.onnx and STEM.eval.safetensors (the fixtures' naming), failing
+ * the test with the loader's message if either does not load; returns
+ * tc_out_scale of the pair. */
+double tc_load(const char *stem, bf_model **m, bf_dataset **ds);
 /* The largest golden output (at least 1), with batch 7. */
 double tc_out_scale(const bf_model *m, const bf_dataset *ds);
 /* Compares runs a and b trial by trial into t; prints what differs. */

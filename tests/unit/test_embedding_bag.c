@@ -376,11 +376,7 @@ static void wide_deep_faults_match_exact(void **state)
 {
     (void)state;
     fixture f = {.name = "wide_deep"};
-    bf_error err = {0};
-    if (bf_model_load_file(BF_FIXTURES "/real/wide_deep.onnx", &f.m, &err) ||
-        bf_dataset_load_file(BF_FIXTURES "/real/wide_deep.eval.safetensors", &f.ds, &err))
-        fail_msg("%s", err.msg);
-    f.scale = tc_out_scale(f.m, f.ds);
+    f.scale = tc_load(BF_FIXTURES "/real/wide_deep", &f.m, &f.ds);
     char *wide[] = {"op:bf.EmbeddingBag"};
     char *all[] = {"*"};
     tc_tally t = {0};
@@ -410,11 +406,7 @@ static void input_index_tables_match_exact(void **state)
 {
     (void)state;
     fixture f = {.name = "din"};
-    bf_error err = {0};
-    if (bf_model_load_file(BF_FIXTURES "/real/din.onnx", &f.m, &err) ||
-        bf_dataset_load_file(BF_FIXTURES "/real/din.eval.safetensors", &f.ds, &err))
-        fail_msg("%s", err.msg);
-    f.scale = tc_out_scale(f.m, f.ds);
+    f.scale = tc_load(BF_FIXTURES "/real/din", &f.m, &f.ds);
     char *item[] = {"item.weight"};
     tc_tally t = {0};
     int64_t masked[2] = {0, 0};

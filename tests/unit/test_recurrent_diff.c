@@ -175,11 +175,7 @@ static void gru_random_faults_match_exact(void **state)
 {
     (void)state;
     fixture f = {.label = "gru_2layer_bidir_op17"};
-    bf_error err = {0};
-    if (bf_model_load_file(BF_FIXTURES "/rnn/gru_2layer_bidir_op17.onnx", &f.m, &err) ||
-        bf_dataset_load_file(BF_FIXTURES "/rnn/gru_2layer_bidir_op17.eval.safetensors", &f.ds, &err))
-        fail_msg("%s", err.msg);
-    f.scale = tc_out_scale(f.m, f.ds);
+    f.scale = tc_load(BF_FIXTURES "/rnn/gru_2layer_bidir_op17", &f.m, &f.ds);
     char *tensors[] = {"op:GRU"};
     tc_tally t = {0};
     bf_campaign_spec s = tc_base_spec(7);
