@@ -30,11 +30,11 @@ static const bfd_route ROUTES[] = {
     {"GET", "/v1/campaigns/{id}/results", BFD_BODY_NONE, 1, bfd_h_campaign_results},
     {"POST", "/v1/campaigns/{id}/cancel", BFD_BODY_NONE, 1, bfd_h_campaign_cancel},
     /* routes_ui.c: the web page (only these paths; the rest stays 404) */
-    {"GET", "/", BFD_BODY_NONE, 0, bfd_h_ui_asset},
-    {"GET", "/ui/app.js", BFD_BODY_NONE, 0, bfd_h_ui_asset},
-    {"GET", "/ui/validate.js", BFD_BODY_NONE, 0, bfd_h_ui_asset},
-    {"GET", "/ui/sse.js", BFD_BODY_NONE, 0, bfd_h_ui_asset},
-    {"GET", "/ui/app.css", BFD_BODY_NONE, 0, bfd_h_ui_asset},
+    {"GET", "/", BFD_BODY_NONE, 0, bfd_h_ui_page},
+    {"GET", "/ui/app.js", BFD_BODY_NONE, 0, bfd_h_ui_app_js},
+    {"GET", "/ui/validate.js", BFD_BODY_NONE, 0, bfd_h_ui_validate_js},
+    {"GET", "/ui/sse.js", BFD_BODY_NONE, 0, bfd_h_ui_sse_js},
+    {"GET", "/ui/app.css", BFD_BODY_NONE, 0, bfd_h_ui_app_css},
     {"GET", "/v1/campaign.schema.json", BFD_BODY_NONE, 0, bfd_h_campaign_schema},
     {"GET", "/v1/campaigns/{id}/figures", BFD_BODY_NONE, 1, bfd_h_campaign_figures},
 };

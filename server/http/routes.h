@@ -27,8 +27,11 @@ void bfd_h_campaign_cancel(bfd *d, bfd_req *r);
 void bfd_h_campaign_delete(bfd *d, bfd_req *r);
 
 /* routes_ui.c: the web page, its assets, the spec's schema, figures */
-/* GET / and the files under /ui/, by the route's path */
-void bfd_h_ui_asset(bfd *d, bfd_req *r);
+void bfd_h_ui_page(bfd *d, bfd_req *r);
+void bfd_h_ui_app_js(bfd *d, bfd_req *r);
+void bfd_h_ui_validate_js(bfd *d, bfd_req *r);
+void bfd_h_ui_sse_js(bfd *d, bfd_req *r);
+void bfd_h_ui_app_css(bfd *d, bfd_req *r);
 void bfd_h_campaign_schema(bfd *d, bfd_req *r);
 void bfd_h_campaign_figures(bfd *d, bfd_req *r);
 

@@ -35,31 +35,39 @@ static void ui_headers(bfd_req *r)
     bfd_reply_header(r, "Cache-Control", "no-cache");
 }
 
-/* The page and its assets, by the route's path (routes.c lists the same
- * paths, so a miss here cannot happen; it answers 404 all the same). */
-static const struct ui_asset {
-    const char *path, *type;
-    const char *data;
-    const size_t *len;
-} ui_assets[] = {
-    {"/", "text/html; charset=utf-8", bfd_ui_index_html, &bfd_ui_index_html_len},
-    {"/ui/app.js", "text/javascript; charset=utf-8", bfd_ui_app_js, &bfd_ui_app_js_len},
-    {"/ui/validate.js", "text/javascript; charset=utf-8", bfd_ui_validate_js, &bfd_ui_validate_js_len},
-    {"/ui/sse.js", "text/javascript; charset=utf-8", bfd_ui_sse_js, &bfd_ui_sse_js_len},
-    {"/ui/app.css", "text/css; charset=utf-8", bfd_ui_app_css, &bfd_ui_app_css_len},
-};
-
-void bfd_h_ui_asset(bfd *d, bfd_req *r)
+void bfd_h_ui_page(bfd *d, bfd_req *r)
 {
     (void)d;
-    for (size_t i = 0; i < sizeof ui_assets / sizeof ui_assets[0]; i++) {
-        const struct ui_asset *a = &ui_assets[i];
-        if (strcmp(a->path, r->route->path)) continue;
-        ui_headers(r);
-        bfd_reply_static(r, 200, a->type, a->data, *a->len);
-        return;
-    }
-    bfd_reply_problem(r, 404, NULL, "no such page: %s", r->route->path);
+    ui_headers(r);
+    bfd_reply_static(r, 200, "text/html; charset=utf-8", bfd_ui_index_html, bfd_ui_index_html_len);
+}
+
+void bfd_h_ui_app_js(bfd *d, bfd_req *r)
+{
+    (void)d;
+    ui_headers(r);
+    bfd_reply_static(r, 200, "text/javascript; charset=utf-8", bfd_ui_app_js, bfd_ui_app_js_len);
+}
+
+void bfd_h_ui_validate_js(bfd *d, bfd_req *r)
+{
+    (void)d;
+    ui_headers(r);
+    bfd_reply_static(r, 200, "text/javascript; charset=utf-8", bfd_ui_validate_js, bfd_ui_validate_js_len);
+}
+
+void bfd_h_ui_sse_js(bfd *d, bfd_req *r)
+{
+    (void)d;
+    ui_headers(r);
+    bfd_reply_static(r, 200, "text/javascript; charset=utf-8", bfd_ui_sse_js, bfd_ui_sse_js_len);
+}
+
+void bfd_h_ui_app_css(bfd *d, bfd_req *r)
+{
+    (void)d;
+    ui_headers(r);
+    bfd_reply_static(r, 200, "text/css; charset=utf-8", bfd_ui_app_css, bfd_ui_app_css_len);
 }
 
 void bfd_h_campaign_schema(bfd *d, bfd_req *r)
