@@ -2,6 +2,7 @@
  * probes, metrics, the OpenAPI contract. */
 #include "http/routes.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,47 @@ static int path_match(const char *tpl, const char *path, char *id, size_t id_len
         path += pl;
     }
     return *path == '\0' || (path[0] == '/' && path[1] == '\0');
+}
+
+/* Judged on the request target as the client sent it, before
+ * libmicrohttpd percent-decodes the path: a decoded %00 would end the C
+ * string ("/v1/models/ab%00cd" becomes "/v1/models/ab"), a decoded %2F would
+ * add a segment, and "//" would be an empty one. None of these has a meaning
+ * here (no id contains '/' or a control byte), so rather than guess which
+ * resource was meant, as some servers do by merging slashes, the request is
+ * refused (Tomcat's and nginx's 400 for %00 and encoded slashes). */
+int bfd_target_check(const char *target, char *why, size_t len)
+{
+    int in_query = 0;
+    for (size_t i = 0; target[i]; i++) {
+        unsigned char c = (unsigned char)target[i];
+        const char *part = in_query ? "query" : "path";
+        if (c == '?' && !in_query) { in_query = 1; continue; }
+        if (c < 0x20 || c == 0x7f) {
+            snprintf(why, len, "the %s has a control byte (0x%02X) at byte %zu; URLs carry none (percent-encode data, "
+                     "and ids never contain one)", part, c, i);
+            return -1;
+        }
+        if (c == '%' && isxdigit((unsigned char)target[i + 1]) && isxdigit((unsigned char)target[i + 2])) {
+            char hex[3] = {target[i + 1], target[i + 2], '\0'};
+            unsigned v = (unsigned)strtoul(hex, NULL, 16);
+            if (v < 0x20 || v == 0x7f) {
+                snprintf(why, len, "the %s has an encoded control byte (%%%s) at byte %zu; no id or argument contains "
+                         "one", part, hex, i);
+                return -1;
+            }
+            if (v == '/' && !in_query) {
+                snprintf(why, len, "the path has an encoded slash (%%%s) at byte %zu; no id contains '/', so write "
+                         "the path with plain slashes", hex, i);
+                return -1;
+            }
+        }
+        if (c == '/' && !in_query && target[i + 1] == '/') {
+            snprintf(why, len, "the path has an empty segment ('//') at byte %zu; write each '/' once", i);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 const bfd_route *bfd_route_match(const char *method, const char *path, bfd_req *r, int *allowed_other)
