@@ -284,7 +284,8 @@ static void on_msg(bfd *d, bfd_msg *m)
         }
         int64_t n = c->chunk_prog[m->chunk][0];
         bfd_metrics_outcomes(d->metrics, &c->chunk_prog[m->chunk][1]);
-        if (n > 0) bfd_metrics_trial_seconds(d->metrics, m->seconds / (double)n, n);
+        /* not known: a Slurm task from before part-i.time; nothing beats a made-up 0 */
+        if (n > 0 && m->seconds >= 0) bfd_metrics_trial_seconds(d->metrics, m->seconds / (double)n, n);
         if (c->chunks_left == 0) finish(d, c, BFD_SUCCEEDED, NULL);
         else if (bfd_mono() - c->last_progress >= PROGRESS_EVERY) {
             c->last_progress = bfd_mono();

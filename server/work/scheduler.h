@@ -61,7 +61,7 @@ typedef struct bfd_msg {
     int64_t outcomes[BF_OUTCOME_COUNT];   /* ... and their outcomes */
     char *result_json;                    /* DONE: the chunk's result document */
     char *error;                          /* FAILED */
-    double seconds;                       /* DONE: the chunk's run time; STARTED: time queued */
+    double seconds;                       /* DONE: the chunk's run time (-1: not known); STARTED: time queued */
     struct bfd_msg *next;
 } bfd_msg;
 

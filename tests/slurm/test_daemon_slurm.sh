@@ -104,6 +104,25 @@ req slurm_csv 200 "$URL/v1/campaigns/$CID/results?format=csv"
 cmp -s "$tmp/local.csv" "$tmp/body" && ok || bad "Slurm campaign's CSV differs from the local daemon's"
 req slurm_trials 200 "$URL/v1/campaigns/$CID/results?trials=true"
 cmp -s "$tmp/local_trials.jsonl" "$tmp/body" && ok || bad "Slurm campaign's per-trial records differ from the local daemon's"
+# the trial-duration histogram holds each chunk's task time over its trials,
+# as for local chunks (it used to get 1024 zeros): the sum is, by hand, the
+# time each task wrote beside its part
+req slurm_metrics 200 "$URL/metrics"
+$PY - "$tmp/body" "$tmp/data/slurm/$CID" <<'PYEOF' && ok || bad "the trial-duration histogram does not hold the tasks' times"
+import sys
+lines = dict(l.rsplit(" ", 1) for l in open(sys.argv[1]) if l.startswith("bitflip_trial_duration_seconds"))
+count, total = float(lines["bitflip_trial_duration_seconds_count"]), float(lines["bitflip_trial_duration_seconds_sum"])
+spans = []
+for i in range(4):
+    t0, t1 = map(float, open(f"{sys.argv[2]}/part-{i}.time").read().split())
+    spans.append(t1 - t0)
+assert count == 1024, count
+assert all(s > 0 for s in spans), spans
+assert abs(total - sum(spans)) <= 1e-6 * sum(spans) + 1e-9, (total, spans)
+# no trial under the smallest bound (10 us): a task's time includes its process's start
+first = next(k for k in lines if k.startswith("bitflip_trial_duration_seconds_bucket"))
+assert float(lines[first]) == 0, (first, lines[first])
+PYEOF
 # and from the CLI, by hand: the same summary as 'bitflip run --local' on the spec with paths
 $PY -c "import json; s=json.load(open('$FIX/specs/digits_weights.json')); s['trials']=1024; s['model']='$M'; s['dataset']='$D'; json.dump(s, open('$tmp/cli_spec.json','w'))"
 "$BF" run --local "$tmp/cli_spec.json" --threads 1 --format json --out "$tmp/cli.json" >/dev/null 2>&1
