@@ -23,6 +23,10 @@ static const bfd_route ROUTES[] = {
     {"GET", "/v1/datasets", BFD_BODY_NONE, 1, bfd_h_item_list},
     {"GET", "/v1/datasets/{id}", BFD_BODY_NONE, 1, bfd_h_item_get},
     {"DELETE", "/v1/datasets/{id}", BFD_BODY_NONE, 1, bfd_h_item_delete},
+    {"POST", "/v1/error-maps", BFD_BODY_UPLOAD, 1, bfd_h_item_upload},
+    {"GET", "/v1/error-maps", BFD_BODY_NONE, 1, bfd_h_item_list},
+    {"GET", "/v1/error-maps/{id}", BFD_BODY_NONE, 1, bfd_h_item_get},
+    {"DELETE", "/v1/error-maps/{id}", BFD_BODY_NONE, 1, bfd_h_item_delete},
     {"POST", "/v1/campaigns", BFD_BODY_JSON, 1, bfd_h_campaign_submit},
     {"GET", "/v1/campaigns", BFD_BODY_NONE, 1, bfd_h_campaign_list},
     {"GET", "/v1/campaigns/{id}", BFD_BODY_NONE, 1, bfd_h_campaign_get},
@@ -133,7 +137,8 @@ const char *bfd_route_label(const bfd_req *r)
 
 int bfd_req_kind(const bfd_req *r)
 {
-    return !strncmp(r->route->path, "/v1/datasets", 12) ? BFD_DATASET : BFD_MODEL;
+    return !strncmp(r->route->path, "/v1/datasets", 12) ? BFD_DATASET
+         : !strncmp(r->route->path, "/v1/error-maps", 14) ? BFD_ERRMAP : BFD_MODEL;
 }
 
 int bfd_paging(bfd_req *r, int *limit, int64_t *after)

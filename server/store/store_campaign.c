@@ -268,10 +268,12 @@ bf_status bfd_campaign_using(bfd_store *s, const char *tenant, bfd_kind k, const
     bf_status st = BF_OK;
     sqlite3_stmt *q = NULL;
     int rc;
-    if (k != BFD_MODEL && k != BFD_DATASET) return bf_error_set(err, BF_EINVAL, "unknown item kind %d", (int)k);
+    if ((unsigned)k >= BFD_KIND_COUNT) return bf_error_set(err, BF_EINVAL, "unknown item kind %d", (int)k);
+    /* an error map has no column: a spec names it, and few campaigns are unfinished */
     if ((st = bfd__stmt(s, ST_CAMP_USING,
                         "SELECT count(*) FROM campaigns WHERE tenant = ?1 AND state IN (0, 1)"
-                        " AND (CASE ?2 WHEN 0 THEN model_id ELSE dataset_id END) = ?3",
+                        " AND (CASE ?2 WHEN 0 THEN model_id WHEN 1 THEN dataset_id"
+                        " ELSE substr(json_extract(spec_json, '$.faults.error_map'), 8) END) = ?3",
                         &q, err)))
         goto out;
     if ((rc = bfd__bind_text(q, 1, tenant)) || (rc = sqlite3_bind_int(q, 2, (int)k)) ||
@@ -346,9 +348,10 @@ bf_status bfd_campaign_finish(bfd_store *s, const char *id, bfd_state st_final, 
     }
     if ((st = bfd__exec(s, q, "cannot finish a campaign", err))) goto out;
     if ((st = bfd__chunks_drop(s, id, err))) goto out;
-    char what[8], sha[65];
+    char what[16], sha[65];
     if (st_final == BFD_FAILED && bfd_blob_corrupt_named(error, what, sha) &&
-        (st = bfd_item_mark_corrupt(s, strcmp(what, "model") ? BFD_DATASET : BFD_MODEL, sha, err)))
+        (st = bfd_item_mark_corrupt(s, !strcmp(what, "model") ? BFD_MODEL : !strcmp(what, "dataset") ? BFD_DATASET
+                                                                                                   : BFD_ERRMAP, sha, err)))
         goto out;
     st = bfd__commit(s, err);
 

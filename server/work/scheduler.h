@@ -40,6 +40,7 @@ typedef struct bfd_job_spec {
     const char *spec_json;    /* as stored; model and dataset are ids */
     const char *model_path;   /* blob paths */
     const char *dataset_path;
+    const char *errmap_path;  /* a profiled campaign's error map blob, or NULL */
     const char *trials_dir;   /* per-trial records go to TRIALS_DIR/<chunk>.jsonl */
     int n_chunks;
     double queued_at;         /* for the queue-wait histogram */

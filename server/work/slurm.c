@@ -24,6 +24,7 @@ extern char **environ;
 typedef struct sjob {
     char *id, *spec_json, *model_path, *dataset_path, *trials_dir, *dir;
     char *model_id, *dataset_id;   /* what the result names, as a local campaign's does */
+    char *errmap_path, *errmap_ref;   /* a profiled campaign's map: its blob, and "sha256:ID" (NULL: none) */
     int n_chunks;
     double queued_at;
     unsigned char *posted;    /* chunk's DONE posted (or checkpointed before) */
@@ -104,6 +105,8 @@ static void job_free(sjob *j)
     free(j->dir);
     free(j->model_id);
     free(j->dataset_id);
+    free(j->errmap_path);
+    free(j->errmap_ref);
     free(j->posted);
     free(j->submit);
     free(j);
@@ -262,7 +265,9 @@ static int write_task_spec(swork *w, const char *path)
 {
     json_t *spec = json_loads(w->j->spec_json, 0, NULL);
     if (!spec || json_object_set_new(spec, "model", json_string(w->j->model_path)) != 0 ||
-        json_object_set_new(spec, "dataset", json_string(w->j->dataset_path)) != 0) {
+        json_object_set_new(spec, "dataset", json_string(w->j->dataset_path)) != 0 ||
+        (w->j->errmap_path &&
+         json_object_set_new(json_object_get(spec, "faults"), "error_map", json_string(w->j->errmap_path)) != 0)) {
         json_decref(spec);
         return -1;
     }
@@ -378,6 +383,8 @@ static char *read_part(swork *w, int i, const char *path)
     json_object_del(doc, "shard");
     json_object_set_new(camp, "model", json_string(w->j->model_id));
     json_object_set_new(camp, "dataset", json_string(w->j->dataset_id));
+    json_t *em = json_object_get(camp, "error_map");   /* the map as the spec names it, not the blob's path */
+    if (w->j->errmap_ref && json_is_object(em)) json_object_set_new(em, "path", json_string(w->j->errmap_ref));
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     if (!text) w->error = fmt("out of memory reading %s", path);
@@ -753,6 +760,10 @@ bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pendin
         j->trials_dir = xstrdup(js->trials_dir, &fail);
         j->model_id = xstrdup(json_string_value(json_object_get(spec, "model")), &fail);
         j->dataset_id = xstrdup(json_string_value(json_object_get(spec, "dataset")), &fail);
+        if (js->errmap_path) {
+            j->errmap_path = xstrdup(js->errmap_path, &fail);
+            j->errmap_ref = xstrdup(json_string_value(json_object_get(json_object_get(spec, "faults"), "error_map")), &fail);
+        }
         json_decref(spec);
         j->dir = fmt("%s/%s", sl->d->cfg.slurm_dir, js->id);
         j->n_chunks = js->n_chunks;
