@@ -102,6 +102,10 @@ int bfd_check_main(int argc, char **argv)
     } else if (errmap) {
         bf_errmap *em = NULL;
         st = bf_errmap_load_file(argv[2], &lim.errmap, &em, &err);
+        /* the loader names the file: here that is the daemon's blob path, which the client never sent */
+        size_t n = strlen(argv[2]);
+        if (st != BF_OK && !strncmp(err.msg, argv[2], n) && !strncmp(err.msg + n, ": ", 2))
+            memmove(err.msg, err.msg + n + 2, strlen(err.msg + n + 2) + 1);
         if (st == BF_OK && !(sum = bf_errmap_summary(em))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
         bf_errmap_free(em);
     } else {

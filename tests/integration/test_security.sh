@@ -62,8 +62,8 @@ is_problem mitigations_not_here_yet 422;  eq mitigations_pointer "$(jget "j['err
 # a profiled error map is a path of the client's: it must not reach the daemon's disk
 $PY -c "import json,sys; s=json.load(open(sys.argv[1])); s.pop('trials', None); s['faults']={'model': 'profiled', 'error_map': '/etc/passwd', 'repeats': 2}; print(json.dumps(s))" \
   "$tmp/spec.json" >"$tmp/map.json"
-req profiled_not_here_yet 422 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/map.json" "$URL/v1/campaigns"
-is_problem profiled_not_here_yet 422;  eq profiled_pointer "$(jget "j['errors'][0]['pointer']")" "/faults/error_map"
+req profiled_path_refused 422 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/map.json" "$URL/v1/campaigns"
+is_problem profiled_path_refused 422;  body_has profiled_path_named "POST /v1/error-maps";  eq profiled_pointer "$(jget "j['errors'][0]['pointer']")" "/faults/error_map"
 req alice_campaign 202 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/spec.json" "$URL/v1/campaigns"
 CID=$(jget "j['id']")
 req bob_sees_no_campaign 404 "${B[@]}" "$URL/v1/campaigns/$CID"
