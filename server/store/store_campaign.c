@@ -406,29 +406,33 @@ out:
     return st;
 }
 
-bf_status bfd__campaign_state(bfd_store *s, const char *id, bfd_state *state, int *n_chunks, bf_error *err)
+bf_status bfd__campaign_lookup(bfd_store *s, enum bfd__stmt_id sid, const char *sql, const char *id, const char *what,
+                               sqlite3_stmt **out, bf_error *err)
 {
-    bf_status st = BF_OK;
     sqlite3_stmt *q = NULL;
     int rc;
-    if ((st = bfd__stmt(s, ST_CAMP_STATE, "SELECT state, n_chunks FROM campaigns WHERE id = ?1", &q, err))) goto out;
-    if ((rc = bfd__bind_text(q, 1, id))) {
-        st = bfd__fail(s, rc, "cannot bind a campaign state lookup", err);
-        goto out;
-    }
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_DONE) {
+    bf_status st = bfd__stmt(s, sid, sql, &q, err);
+    *out = NULL;
+    if (st) return st;
+    if ((rc = bfd__bind_text(q, 1, id)))
+        st = bfd__fail(s, rc, "cannot bind a campaign id", err);
+    else if ((rc = sqlite3_step(q)) == SQLITE_DONE)
         st = bf_error_set(err, BF_ENOTFOUND, "campaign %.40s not found", id ? id : "(null)");
-        goto out;
-    }
-    if (rc != SQLITE_ROW) {
-        st = bfd__fail(s, rc, "cannot read a campaign's state", err);
-        goto out;
-    }
+    else if (rc != SQLITE_ROW)
+        st = bfd__fail(s, rc, what, err);
+    if (st) bfd__release(q);
+    else *out = q;
+    return st;
+}
+
+bf_status bfd__campaign_state(bfd_store *s, const char *id, bfd_state *state, int *n_chunks, bf_error *err)
+{
+    sqlite3_stmt *q = NULL;
+    bf_status st = bfd__campaign_lookup(s, ST_CAMP_STATE, "SELECT state, n_chunks FROM campaigns WHERE id = ?1", id,
+                                        "cannot read a campaign's state", &q, err);
+    if (st) return st;
     *state = (bfd_state)sqlite3_column_int(q, 0);
     *n_chunks = sqlite3_column_int(q, 1);
-
-out:
     bfd__release(q);
-    return st;
+    return BF_OK;
 }
