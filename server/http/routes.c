@@ -78,6 +78,14 @@ static int path_match(const char *tpl, const char *path, char *id, size_t id_len
 int bfd_target_check(const char *target, char *why, size_t len)
 {
     int in_query = 0;
+    size_t path_at = 0;
+    /* absolute-form ("http://host/v1/models", RFC 9112 3.2.2): its "//" is no
+     * empty segment; the path starts after the authority */
+    const char *scheme_end = target[0] != '/' ? strstr(target, "://") : NULL;
+    if (scheme_end && !memchr(target, '/', (size_t)(scheme_end - target))) {
+        const char *path = strchr(scheme_end + 3, '/');
+        path_at = path ? (size_t)(path - target) : strlen(target);
+    }
     for (size_t i = 0; target[i]; i++) {
         unsigned char c = (unsigned char)target[i];
         const char *part = in_query ? "query" : "path";
@@ -101,7 +109,7 @@ int bfd_target_check(const char *target, char *why, size_t len)
                 return -1;
             }
         }
-        if (c == '/' && !in_query && target[i + 1] == '/') {
+        if (c == '/' && !in_query && i >= path_at && target[i + 1] == '/') {
             snprintf(why, len, "the path has an empty segment ('//') at byte %zu; write each '/' once", i);
             return -1;
         }

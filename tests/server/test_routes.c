@@ -35,6 +35,11 @@ static void test_empty_segments(void **state)
     accepted("/v1/models/");   /* one trailing slash is forgiven, as before */
     accepted("/");
     accepted("/v1/models?page_token=a//b");   /* a query value may hold anything printable */
+    accepted("http://lab:8080/v1/models");    /* absolute-form: the authority's "//" is not a segment */
+    refused("http://lab:8080/v1//models", "at byte 18");
+    refused("http://lab:8080/v1/models/%00", "encoded control byte (%00) at byte 26");
+    accepted("http://lab:8080");
+    refused("http://lab\x01:8080/v1/models", "control byte (0x01) at byte 10");
 }
 
 static void test_control_bytes(void **state)
