@@ -910,6 +910,16 @@ static void test_campaign_uses_error_map(void **state)
     assert_int_equal(bfd_campaign_using(f->s, "alice", BFD_ERRMAP, ID_C, &count, &err), BF_OK);
     assert_int_equal(count, 0);   /* finished: the map may go */
     assert_int_equal(bfd_campaign_using(f->s, "alice", (bfd_kind)7, ID_C, &count, &err), BF_EINVAL);
+    /* a worker that found the map's blob rotten: the map is marked, not the model of the same bytes */
+    put_item(f->s, BFD_ERRMAP, "alice", ID_C, "chip.bfmap", NULL);
+    put_item(f->s, BFD_MODEL, "alice", ID_C, "m", NULL);
+    bfd_campaign_row r2 = campaign("c0000000000000002", "alice");
+    insert(f->s, &r2);
+    assert_int_equal(bfd_campaign_finish(f->s, r2.id, BFD_FAILED, 3.0, NULL,
+                                         "chunk 0: error map blob " ID_C " is corrupt (sha256 mismatch)", NULL, &err),
+                     BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_ERRMAP, "alice", ID_C), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_C), 0);
 }
 
 /* --- executor jobs */
