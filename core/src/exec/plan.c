@@ -606,12 +606,13 @@ static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc 
     int v = s->n_in > 0 ? s->node->in[0] : -1;
     if (v < 0 || p->model->values[v].kind != BF__VAL_PARAM) return NULL;
     size_t q = (size_t)p->model->values[v].index;
-    if (!p->param_dirty[q] || p->param_untracked[q] || p->vals[v].data != p->param_copy[q] || !bf__row_lookup(s))
+    const bf_plan *own = p->views_of && p->vals[v].data == p->views_of->param_copy[q] ? p->views_of : p;
+    if (!own->param_dirty[q] || own->param_untracked[q] || p->vals[v].data != own->param_copy[q] || !bf__row_lookup(s))
         return NULL;
     size_t pg = bf__warena_page();
     unsigned shift = 0;
     while (((size_t)1 << shift) < pg) shift++;
-    *buf = (bf__rowsrc){.golden = p->model->params[q].tensor->data, .dirty = p->param_dirty[q], .page_shift = shift};
+    *buf = (bf__rowsrc){.golden = p->model->params[q].tensor->data, .dirty = own->param_dirty[q], .page_shift = shift};
     return buf;
 }
 

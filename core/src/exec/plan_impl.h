@@ -40,6 +40,8 @@ struct bf_plan {
                                * model's tensor (op.h, bf__rowsrc) */
     unsigned char *param_untracked;  /* 1: handed out writable (bf_plan_param_data), any page may differ:
                                       * lookups read the view itself */
+    const struct bf_plan *views_of;  /* a plan whose views this one reads as its parameters (the
+                                      * differential engine's row-mode plans): its dirty pages too */
     void **owned;             /* buffers of folded values */
     size_t n_owned;
     bf__step *steps;
