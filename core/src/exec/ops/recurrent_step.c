@@ -1,0 +1,106 @@
+/* The per-timestep work of the recurrent ops (recurrent.c), made fast
+ * without changing a bit of what it computes.
+ *
+ * The recurrent product H R^T: bf__sgemm given R with trans_b transposes
+ * R into 16-column panels on every call, and a step's product is only
+ * batch rows deep, so an LSTM spent as long re-packing R as multiplying by
+ * it. R^T is packed into those panels once per direction per run (faults
+ * rewrite R in place, so never once per plan) and each panel goes to
+ * bf__sgemm as a plain 16-column B, which it reads in place. Every element
+ * is still bf__sgemm's in-order chain over its row and column (sgemm.h),
+ * so the bits are the unpacked product's, whatever the batch.
+ *
+ * The LSTM cell: one pass per row over the four gates, with the same
+ * operations in the same order as recurrent.c's general path (bias adds,
+ * sigmoid_f32 / tanh_f32, the cell update), no contraction (-std=c11), so
+ * the same bits; it is compiled twice, plain and for AVX2, and the AVX2
+ * copy only widens the vectors. */
+#include "recurrent_impl.h"
+
+#include <string.h>
+
+#include "fastmath_impl.h"
+#include "sgemm.h"
+
+#define PANEL 16 /* bf__sgemm's panel width: a 16-column B is read in place */
+
+int64_t bf__rnn_panels_size(int64_t n, int64_t k) { return (n + PANEL - 1) / PANEL * PANEL * k; }
+
+void bf__rnn_pack(const float *r, int64_t n, int64_t k, float *dst)
+{
+    for (int64_t j0 = 0; j0 < n; j0 += PANEL) {
+        float *pan = dst + j0 * k;
+        int64_t nr = n - j0 < PANEL ? n - j0 : PANEL;
+        for (int64_t j = 0; j < nr; j++) {
+            const float *row = r + (j0 + j) * k;
+            for (int64_t p = 0; p < k; p++) pan[p * PANEL + j] = row[p];
+        }
+        for (int64_t p = 0; nr < PANEL && p < k; p++)
+            memset(pan + p * PANEL + nr, 0, sizeof(float) * (size_t)(PANEL - nr));
+    }
+}
+
+void bf__rnn_product(const float *h, int m, int k, const float *panels, int n, int accumulate, float *y, int ldy)
+{
+    for (int j0 = 0; j0 < n; j0 += PANEL) {
+        int nr = n - j0 < PANEL ? n - j0 : PANEL;
+        bf__sgemm(0, 0, m, nr, k, 1.0f, h, k, panels + (int64_t)j0 * k, PANEL, accumulate, y + j0, ldy);
+    }
+}
+
+/* ONNX gate order i, o, f, c; s the recurrent product (no bias), sx the
+ * input projection (no bias). recurrent.c's general path computes
+ * (s + Rb) + (sx + Wb) for each gate (the products accumulate onto the
+ * biases, then add), sigmoid / tanh, c = f c + i g, h = o tanh(c). */
+static inline __attribute__((always_inline)) void lstm_cell_body(int64_t H, const float *restrict s,
+                                                                 const float *restrict rb,
+                                                                 const float *restrict sx,
+                                                                 const float *restrict wb, float *restrict h,
+                                                                 float *restrict c)
+{
+    for (int64_t j = 0; j < H; j++) {
+        float gi = sigmoid_f32((s[j] + rb[j]) + (sx[j] + wb[j]));
+        float go = sigmoid_f32((s[H + j] + rb[H + j]) + (sx[H + j] + wb[H + j]));
+        float gf = sigmoid_f32((s[2 * H + j] + rb[2 * H + j]) + (sx[2 * H + j] + wb[2 * H + j]));
+        float gc = tanh_f32((s[3 * H + j] + rb[3 * H + j]) + (sx[3 * H + j] + wb[3 * H + j]));
+        float cn = gf * c[j] + gi * gc;
+        c[j] = cn;
+        h[j] = go * tanh_f32(cn);
+    }
+}
+
+static void lstm_cell_plain(int64_t H, const float *s, const float *rb, const float *sx, const float *wb, float *h,
+                            float *c)
+{
+    lstm_cell_body(H, s, rb, sx, wb, h, c);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void lstm_cell_avx2(int64_t H, const float *s, const float *rb,
+                                                          const float *sx, const float *wb, float *h, float *c)
+{
+    lstm_cell_body(H, s, rb, sx, wb, h, c);
+}
+#endif
+
+void bf__lstm_cell(int avx2, int64_t H, const float *s, const float *rb, const float *sx, const float *wb, float *h,
+                   float *c)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx2) {
+        lstm_cell_avx2(H, s, rb, sx, wb, h, c);
+        return;
+    }
+#endif
+    (void)avx2;
+    lstm_cell_plain(H, s, rb, sx, wb, h, c);
+}
+
+int bf__rnn_avx2(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
