@@ -14,8 +14,9 @@ void bf__rnn_pack(const float *r, int64_t n, int64_t k, float *dst);
 void bf__rnn_product(const float *h, int m, int k, const float *panels, int n, int accumulate, float *y, int ldy);
 /* One row of one LSTM step with the default activations and no clip,
  * peepholes or input_forget: s and sx the recurrent and input products
- * without bias, rb and wb the biases (4 x H each); h and c updated. */
-void bf__lstm_cell(int avx2, int64_t H, const float *s, const float *rb, const float *sx, const float *wb, float *h,
+ * without bias (s is overwritten with the gates), rb and wb the biases
+ * (4 x H each); h and c updated. */
+void bf__lstm_cell(int avx2, int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
                    float *c);
 /* 1 when the CPU runs the AVX2 copies. */
 int bf__rnn_avx2(void);
