@@ -158,10 +158,11 @@ static void check(const cfg *c, uint64_t seed)
 
 /* Sizes: H of 1, 5 (under a vector), 17 and 33 (past a 16-column panel),
  * 300 (deeper than sgemm reads in place, so it packs each panel); batch 1,
- * 3 and 7 (a 6-row block and a remainder). */
+ * 3, 7, 8 and 14 (the recurrent product's row splits: one call, 4 + 3,
+ * 4 + 4, 6 + 4 + 4). */
 static void sweep(int kind)
 {
-    static const int64_t hs[] = {1, 5, 17, 33}, bs[] = {1, 3, 7};
+    static const int64_t hs[] = {1, 5, 17, 33}, bs[] = {1, 3, 7, 14};
     uint64_t seed = 100;
     for (size_t ih = 0; ih < sizeof hs / sizeof *hs; ih++)
         for (size_t ib = 0; ib < sizeof bs / sizeof *bs; ib++)
