@@ -298,7 +298,7 @@ static bf_status plain_prepare(bf__prep *p, bf_error *err) { return rnn_prepare(
 /* In place over a vector, the switch outside the loop so that the loop
  * vectorises (fastmath_impl.h: libm's expf and tanhf are scalar calls, and
  * were half an LSTM's time). NaN stays NaN, as in PyTorch. */
-static inline __attribute__((always_inline)) void act_body(int a, float al, float be, float *x, int64_t n)
+BF__ALWAYS_INLINE void act_body(int a, float al, float be, float *x, int64_t n)
 {
     switch (a) {
     case A_SIGMOID: for (int64_t i = 0; i < n; i++) x[i] = sigmoid_f32(x[i]); break;
@@ -320,11 +320,11 @@ static inline __attribute__((always_inline)) void act_body(int a, float al, floa
     }
 }
 
-/* The same source twice: the AVX2 copy only widens the vectors (no FMA,
- * no contraction), so both give the same bits. */
+/* The same source twice: the AVX2 copy only widens the vectors, with the
+ * same bits (fastmath_impl.h). */
 static void act_plain(int a, float al, float be, float *x, int64_t n) { act_body(a, al, be, x, n); }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void act_avx2(int a, float al, float be, float *x, int64_t n)
+#ifdef BF__HAVE_AVX2_COPY
+BF__AVX2 static void act_avx2(int a, float al, float be, float *x, int64_t n)
 {
     act_body(a, al, be, x, n);
 }
@@ -333,7 +333,7 @@ __attribute__((target("avx2"))) static void act_avx2(int a, float al, float be, 
 /* Activation k (f, g, h) of direction d. */
 static void act_k(const rnn_params *q, int d, int k, float *x, int64_t n)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef BF__HAVE_AVX2_COPY
     if (q->avx2) {
         act_avx2(q->act[d][k], q->alpha[d][k], q->beta[d][k], x, n);
         return;

@@ -21,22 +21,48 @@
 
 #include "fastmath_impl.h"
 #include "sgemm.h"
+#include "transpose8.h"
 
 #define PANEL 16 /* bf__sgemm's panel width: a 16-column B is read in place */
 
 int64_t bf__rnn_panels_size(int64_t n, int64_t k) { return (n + PANEL - 1) / PANEL * PANEL * k; }
 
-void bf__rnn_pack(const float *r, int64_t n, int64_t k, float *dst)
+/* What the AVX2 copy's 8 x 8 tiles leave of the panel of columns
+ * j0 .. j0 + nr: columns from j8 on whole, the others from p = k8 on, and
+ * the zeros past nr (all of it for the plain copy: j8 = k8 = 0). */
+static void pack_edges(const float *r, int64_t k, int64_t j0, int64_t nr, int64_t j8, int64_t k8, float *pan)
+{
+    for (int64_t j = 0; j < nr; j++) {
+        const float *row = r + (j0 + j) * k;
+        for (int64_t p = j < j8 ? k8 : 0; p < k; p++) pan[p * PANEL + j] = row[p];
+    }
+    for (int64_t p = 0; nr < PANEL && p < k; p++) memset(pan + p * PANEL + nr, 0, sizeof(float) * (size_t)(PANEL - nr));
+}
+
+#ifdef BF__HAVE_AVX2_COPY
+BF__AVX2 static void pack_avx2(const float *r, int64_t n, int64_t k, float *dst)
 {
     for (int64_t j0 = 0; j0 < n; j0 += PANEL) {
         float *pan = dst + j0 * k;
+        int64_t nr = n - j0 < PANEL ? n - j0 : PANEL, j8 = nr & ~(int64_t)7, k8 = k & ~(int64_t)7;
+        for (int64_t j = 0; j < j8; j += 8)
+            for (int64_t p = 0; p < k8; p += 8) bf__transpose8(r + (j0 + j) * k + p, k, pan + p * PANEL + j, PANEL);
+        pack_edges(r, k, j0, nr, j8, k8, pan);
+    }
+}
+#endif
+
+void bf__rnn_pack(const float *r, int64_t n, int64_t k, float *dst)
+{
+#ifdef BF__HAVE_AVX2_COPY
+    if (bf__cpu_avx2()) {
+        pack_avx2(r, n, k, dst);
+        return;
+    }
+#endif
+    for (int64_t j0 = 0; j0 < n; j0 += PANEL) {
         int64_t nr = n - j0 < PANEL ? n - j0 : PANEL;
-        for (int64_t j = 0; j < nr; j++) {
-            const float *row = r + (j0 + j) * k;
-            for (int64_t p = 0; p < k; p++) pan[p * PANEL + j] = row[p];
-        }
-        for (int64_t p = 0; nr < PANEL && p < k; p++)
-            memset(pan + p * PANEL + nr, 0, sizeof(float) * (size_t)(PANEL - nr));
+        pack_edges(r, k, j0, nr, 0, 0, dst + j0 * k);
     }
 }
 
@@ -68,7 +94,7 @@ void bf__rnn_product(const float *h, int m, int k, const float *panels, int n, i
  * input projection (no bias). recurrent.c's general path computes
  * (s + Rb) + (sx + Wb) for each gate (the products accumulate onto the
  * biases, then add), sigmoid / tanh, c = f c + i g, h = o tanh(c). */
-static inline __attribute__((always_inline)) void lstm_cell_body(int64_t H, float *restrict s,
+BF__ALWAYS_INLINE void lstm_cell_body(int64_t H, float *restrict s,
                                                                  const float *restrict rb,
                                                                  const float *restrict sx,
                                                                  const float *restrict wb, float *restrict h,
@@ -93,8 +119,8 @@ static void lstm_cell_plain(int64_t H, float *s, const float *rb, const float *s
     lstm_cell_body(H, s, rb, sx, wb, h, c);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void lstm_cell_avx2(int64_t H, float *s, const float *rb,
+#ifdef BF__HAVE_AVX2_COPY
+BF__AVX2 static void lstm_cell_avx2(int64_t H, float *s, const float *rb,
                                                           const float *sx, const float *wb, float *h, float *c)
 {
     lstm_cell_body(H, s, rb, sx, wb, h, c);
@@ -104,7 +130,7 @@ __attribute__((target("avx2"))) static void lstm_cell_avx2(int64_t H, float *s, 
 void bf__lstm_cell(int avx2, int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
                    float *c)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef BF__HAVE_AVX2_COPY
     if (avx2) {
         lstm_cell_avx2(H, s, rb, sx, wb, h, c);
         return;
@@ -114,11 +140,4 @@ void bf__lstm_cell(int avx2, int64_t H, float *s, const float *rb, const float *
     lstm_cell_plain(H, s, rb, sx, wb, h, c);
 }
 
-int bf__rnn_avx2(void)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("avx2");
-#else
-    return 0;
-#endif
-}
+int bf__rnn_avx2(void) { return bf__cpu_avx2(); }
