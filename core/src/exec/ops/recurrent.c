@@ -8,8 +8,10 @@
  * (it does not depend on the state), and each step is then one product
  * H R^T + Rb over the batch plus the gates. Products go through bf__sgemm,
  * so that they have the same bits however the rows are batched (a campaign
- * recomputes parts of a batch; see sgemm.h). Biases are put into the
- * product's output first and the product added onto them, as addmm does.
+ * recomputes parts of a batch; see sgemm.h); the step's product reads R^T
+ * packed once per direction per run (recurrent_step.c). Biases are put
+ * into the product's output first and the product added onto them, as
+ * addmm does (the fused LSTM cell adds them itself: the same sums).
  *
  * Parameters are read from the inputs on every run, never cached: faults
  * rewrite W, R and B in place.
@@ -17,8 +19,8 @@
  * Where the spec is silent we do what ONNX Runtime does: clip bounds the
  * gates' inputs, not the cell state before h; a sequence of length 0 has
  * zero outputs and zero final states. sequence_lens may be int64 as well as
- * int32. Scratch is a [seq x batch, gates x hidden] copy of the projection,
- * reused by each direction. */
+ * int32. Scratch is a [seq x batch, gates x hidden] copy of the projection
+ * and the packed R^T, reused by each direction. */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
