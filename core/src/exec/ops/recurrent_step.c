@@ -3,18 +3,17 @@
  *
  * The recurrent product H R^T: bf__sgemm given R with trans_b transposes
  * R into 16-column panels on every call, and a step's product is only
- * batch rows deep, so an LSTM spent as long re-packing R as multiplying by
- * it. R^T is packed into those panels once per direction per run (faults
+ * batch rows deep: all of R (1 MiB at hidden 256) was transposed on every
+ * step for a few rows' product. R^T is packed into those panels once per direction per run (faults
  * rewrite R in place, so never once per plan) and each panel goes to
  * bf__sgemm as a plain 16-column B, which it reads in place. Every element
  * is still bf__sgemm's in-order chain over its row and column (sgemm.h),
  * so the bits are the unpacked product's, whatever the batch.
  *
- * The LSTM cell: one pass per row over the four gates, with the same
- * operations in the same order as recurrent.c's general path (bias adds,
- * sigmoid_f32 / tanh_f32, the cell update), no contraction (-std=c11), so
- * the same bits; it is compiled twice, plain and for AVX2, and the AVX2
- * copy only widens the vectors. */
+ * The LSTM cell: each row's bias adds, gates and cell update in one call
+ * instead of six passes and a copy, with the same operations in the same
+ * order as recurrent.c's general path, no contraction (-std=c11), so the
+ * same bits; compiled twice, plain and for AVX2 (fastmath_impl.h). */
 #include "recurrent_impl.h"
 
 #include <string.h>
