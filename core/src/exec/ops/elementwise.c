@@ -140,13 +140,13 @@ static void leaky_relu(float *y, const float *x, int64_t n, float alpha)
 
 #define MAP_LOOP(NAME, F) \
     static void NAME(float *y, const float *x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = F(x[i]); }
-MAP_LOOP(map_sigmoid, sigmoid_f32)
-MAP_LOOP(map_tanh, tanh_f32)
-MAP_LOOP(map_erf, erf_f32)
-MAP_LOOP(map_exp, exp_f32)
-MAP_LOOP(map_sqrt, sqrtf)
+BF__MAP_VEC(map_sigmoid, sigmoid_f32)
+BF__MAP_VEC(map_tanh, tanh_f32)
+BF__MAP_VEC(map_erf, erf_f32)
+BF__MAP_VEC(map_exp, exp_f32)
+BF__MAP_VEC(map_sqrt, sqrtf)
 MAP_LOOP(map_log, logf)
-MAP_LOOP(map_abs, fabsf)
+BF__MAP_VEC(map_abs, fabsf)
 
 /* ---- activations and float math --------------------------------------
  *
@@ -188,13 +188,13 @@ static inline float reciprocal_f32(float x) { return 1.0f / x; }
 /* comparisons are false for NaN: 0 - 0 */
 static inline float sign_f32(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }
 
-MAP_LOOP(map_hard_swish, hard_swish_f32)
+BF__MAP_VEC(map_hard_swish, hard_swish_f32)
 MAP_LOOP(map_softplus, softplus_f32)
-MAP_LOOP(map_softsign, softsign_f32)
+BF__MAP_VEC(map_softsign, softsign_f32)
 MAP_LOOP(map_mish, mish_f32)
-MAP_LOOP(map_gelu, gelu_f32)
-MAP_LOOP(map_gelu_tanh, gelu_tanh_f32)
-MAP_LOOP(map_reciprocal, reciprocal_f32)
+BF__MAP_VEC(map_gelu, gelu_f32)
+BF__MAP_VEC(map_gelu_tanh, gelu_tanh_f32)
+BF__MAP_VEC(map_reciprocal, reciprocal_f32)
 MAP_LOOP(map_floor, floorf)
 MAP_LOOP(map_ceil, ceilf)
 MAP_LOOP(map_round, nearbyintf)
@@ -546,7 +546,9 @@ static bf_status softmax_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
-static void softmax_row(float *y, const float *x, int64_t n)
+/* exp(x - m) and the scaling, in the plain and AVX2 copies of one loop
+ * (fastmath_impl.h: the same bits) */
+BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n)
 {
     if (n == 0) return;
     float m = bf__max_f32(x, n, x[0]);
@@ -554,6 +556,10 @@ static void softmax_row(float *y, const float *x, int64_t n)
     float r = (float)(1.0 / bf__sum_f32_dacc(y, n));
     for (int64_t i = 0; i < n; i++) y[i] *= r;
 }
+static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n); }
+#ifdef BF__HAVE_AVX2_COPY
+BF__AVX2 static void softmax_row_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n); }
+#endif
 
 /* Softmax over the middle axis of [n, inner]: every step is a contiguous
  * loop over inner. */
@@ -589,7 +595,13 @@ static bf_status softmax_run(const bf__ctx *c, bf_error *err)
     float *y = c->out[0]->data;
     int64_t block = q->n * q->inner;
     if (q->inner == 1) {
-        for (int64_t o = 0; o < q->outer; o++) softmax_row(y + o * block, x + o * block, q->n);
+#ifdef BF__HAVE_AVX2_COPY
+        if (bf__cpu_avx2()) {
+            for (int64_t o = 0; o < q->outer; o++) softmax_row_avx2(y + o * block, x + o * block, q->n);
+            return BF_OK;
+        }
+#endif
+        for (int64_t o = 0; o < q->outer; o++) softmax_row_plain(y + o * block, x + o * block, q->n);
         return BF_OK;
     }
     double *s = c->scratch;

@@ -111,4 +111,44 @@ static inline float erf_f32(float x0)
     return clamp_f32(x * (p / q), -1.0f, 1.0f);
 }
 
+/* ---- AVX2 copies -------------------------------------------------------
+ *
+ * The build targets plain x86-64 (4-wide SSE vectors). A loop over the
+ * functions above compiled a second time under target("avx2") runs 8 wide
+ * with the very same operations: that target has no FMA, so nothing is
+ * contracted and each lane rounds as the plain copy does, bit for bit
+ * (tests/unit/test_fastmath_avx2.c). Callers pick the copy with
+ * bf__cpu_avx2(). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BF__HAVE_AVX2_COPY 1
+#define BF__AVX2 __attribute__((target("avx2")))
+static inline int bf__cpu_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#else
+static inline int bf__cpu_avx2(void) { return 0; }
+#endif
+#define BF__ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* static void NAME(float *y, const float *x, int64_t n): y[i] = F(x[i]),
+ * the AVX2 copy where the CPU has it. */
+#ifdef BF__HAVE_AVX2_COPY
+#define BF__MAP_VEC(NAME, F)                                                                           \
+    BF__ALWAYS_INLINE void NAME##_body(float *y, const float *x, int64_t n)                            \
+    {                                                                                                  \
+        for (int64_t i = 0; i < n; i++) y[i] = F(x[i]);                                                \
+    }                                                                                                  \
+    BF__AVX2 static void NAME##_avx2(float *y, const float *x, int64_t n) { NAME##_body(y, x, n); }    \
+    static void NAME##_plain(float *y, const float *x, int64_t n) { NAME##_body(y, x, n); }            \
+    static void NAME(float *y, const float *x, int64_t n)                                              \
+    {                                                                                                  \
+        if (bf__cpu_avx2()) NAME##_avx2(y, x, n);                                                      \
+        else NAME##_plain(y, x, n);                                                                    \
+    }
+#else
+#define BF__MAP_VEC(NAME, F)                                                                           \
+    static void NAME(float *y, const float *x, int64_t n)                                              \
+    {                                                                                                  \
+        for (int64_t i = 0; i < n; i++) y[i] = F(x[i]);                                                \
+    }
+#endif
+
 #endif

@@ -8,8 +8,10 @@
  * (it does not depend on the state), and each step is then one product
  * H R^T + Rb over the batch plus the gates. Products go through bf__sgemm,
  * so that they have the same bits however the rows are batched (a campaign
- * recomputes parts of a batch; see sgemm.h). Biases are put into the
- * product's output first and the product added onto them, as addmm does.
+ * recomputes parts of a batch; see sgemm.h); the step's product reads R^T
+ * packed once per direction per run (recurrent_step.c). Biases are put
+ * into the product's output first and the product added onto them, as
+ * addmm does (the fused LSTM cell adds them itself: the same sums).
  *
  * Parameters are read from the inputs on every run, never cached: faults
  * rewrite W, R and B in place.
@@ -17,14 +19,15 @@
  * Where the spec is silent we do what ONNX Runtime does: clip bounds the
  * gates' inputs, not the cell state before h; a sequence of length 0 has
  * zero outputs and zero final states. sequence_lens may be int64 as well as
- * int32. Scratch is a [seq x batch, gates x hidden] copy of the projection,
- * reused by each direction. */
+ * int32. Scratch is a [seq x batch, gates x hidden] copy of the projection
+ * and the packed R^T, reused by each direction. */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
 #include "exec/op.h"
 #include "fastmath_impl.h"
+#include "recurrent_impl.h"
 #include "sgemm.h"
 
 enum { K_RNN, K_GRU, K_LSTM };
@@ -43,7 +46,11 @@ typedef struct rnn_params {
     int64_t seq, batch, in, hid;
     int want_y, want_h, want_c;     /* outputs the graph reads (an omitted one is not computed) */
     int lens_i64;                   /* sequence_lens is int64 (ONNX says int32; both read) */
+    int cell;                       /* LSTM with the default activations and no clip, peepholes or
+                                     * input_forget: one fused pass per row (recurrent_step.c) */
+    int avx2;                       /* the CPU runs recurrent_step.c's and act_vec's AVX2 copies */
     size_t s_g, s_rec, s_h, s_c, s_tmp;   /* scratch offsets, in floats */
+    size_t s_rt, s_rt2, s_zero;     /* R^T packed (GRU: the z, r rows, then the h rows); zero biases */
 } rnn_params;
 
 static const char *const kind_name[] = {"RNN", "GRU", "LSTM"};
@@ -268,7 +275,19 @@ static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
     q->s_h = q->s_rec + (size_t)q->batch * gh;
     q->s_c = q->s_h + bh;
     q->s_tmp = q->s_c + (kind == K_LSTM ? bh : 0);
-    p->scratch = (q->s_tmp + (kind == K_GRU ? bh : 0)) * sizeof(float);
+    q->s_rt = q->s_tmp + (kind == K_GRU ? bh : 0);
+    if (kind == K_GRU && !q->linear_before_reset) {
+        q->s_rt2 = q->s_rt + (size_t)bf__rnn_panels_size(2 * H, H);
+        q->s_zero = q->s_rt2 + (size_t)bf__rnn_panels_size(H, H);
+    } else {
+        q->s_rt2 = q->s_rt;
+        q->s_zero = q->s_rt + (size_t)bf__rnn_panels_size(G * H, H);
+    }
+    p->scratch = (q->s_zero + 2 * gh) * sizeof(float);
+    q->cell = kind == K_LSTM && !present(p, IN_P) && !q->has_clip && !q->input_forget;
+    for (int d = 0; d < q->dirs; d++)
+        q->cell = q->cell && q->act[d][0] == A_SIGMOID && q->act[d][1] == A_TANH && q->act[d][2] == A_TANH;
+    q->avx2 = bf__rnn_avx2();
     return BF_OK;
 }
 
@@ -281,7 +300,7 @@ static bf_status plain_prepare(bf__prep *p, bf_error *err) { return rnn_prepare(
 /* In place over a vector, the switch outside the loop so that the loop
  * vectorises (fastmath_impl.h: libm's expf and tanhf are scalar calls, and
  * were half an LSTM's time). NaN stays NaN, as in PyTorch. */
-static void act_vec(int a, float al, float be, float *x, int64_t n)
+BF__ALWAYS_INLINE void act_body(int a, float al, float be, float *x, int64_t n)
 {
     switch (a) {
     case A_SIGMOID: for (int64_t i = 0; i < n; i++) x[i] = sigmoid_f32(x[i]); break;
@@ -303,10 +322,26 @@ static void act_vec(int a, float al, float be, float *x, int64_t n)
     }
 }
 
+/* The same source twice: the AVX2 copy only widens the vectors, with the
+ * same bits (fastmath_impl.h). */
+static void act_plain(int a, float al, float be, float *x, int64_t n) { act_body(a, al, be, x, n); }
+#ifdef BF__HAVE_AVX2_COPY
+BF__AVX2 static void act_avx2(int a, float al, float be, float *x, int64_t n)
+{
+    act_body(a, al, be, x, n);
+}
+#endif
+
 /* Activation k (f, g, h) of direction d. */
 static void act_k(const rnn_params *q, int d, int k, float *x, int64_t n)
 {
-    act_vec(q->act[d][k], q->alpha[d][k], q->beta[d][k], x, n);
+#ifdef BF__HAVE_AVX2_COPY
+    if (q->avx2) {
+        act_avx2(q->act[d][k], q->alpha[d][k], q->beta[d][k], x, n);
+        return;
+    }
+#endif
+    act_plain(q->act[d][k], q->alpha[d][k], q->beta[d][k], x, n);
 }
 
 /* The clip attribute bounds the input of every gate's activation (not the
@@ -435,7 +470,7 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
     const int64_t T = q->seq, B = q->batch, H = q->hid, D = q->dirs, GH = q->gates * q->hid, I = q->in;
     const float *x = c->in[IN_X]->data;
     float *sc = c->scratch, *gx = sc + q->s_g, *rec = sc + q->s_rec, *h = sc + q->s_h, *cs = sc + q->s_c;
-    float *tmp = sc + q->s_tmp;
+    float *tmp = sc + q->s_tmp, *rt = sc + q->s_rt, *rt2 = sc + q->s_rt2, *zero = sc + q->s_zero;
     float *y = out_y ? out_y->data : NULL;
 
     for (int64_t b = 0; b < B; b++) {
@@ -455,9 +490,23 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
         const float *r = (const float *)c->in[IN_R]->data + d * GH * H;
         const float *wb = in_b ? (const float *)in_b->data + d * 2 * GH : NULL, *rb = wb ? wb + GH : NULL;
         const float *peep = in_p ? (const float *)in_p->data + d * 3 * H : NULL;
-        fill_rows(gx, T * B, GH, wb);
+        /* The fused LSTM cell adds the biases itself, in the order the
+         * general path's accumulating products do (fma(1, s, b) = s + b). */
+        if (q->cell) {
+            memset(zero, 0, sizeof(float) * 2 * (size_t)GH);
+            if (!wb) wb = zero, rb = zero + GH;
+        }
+        if (!q->cell) fill_rows(gx, T * B, GH, wb);
         if (T * B > 0 && I > 0)
-            bf__sgemm(0, 1, (int)(T * B), (int)GH, (int)I, 1.0f, x, (int)I, w, (int)I, 1, gx, (int)GH);
+            bf__sgemm(0, 1, (int)(T * B), (int)GH, (int)I, 1.0f, x, (int)I, w, (int)I, !q->cell, gx, (int)GH);
+        else if (q->cell)
+            memset(gx, 0, sizeof(float) * (size_t)(T * B * GH));
+        if (q->kind == K_GRU && !q->linear_before_reset) {
+            bf__rnn_pack(r, 2 * H, H, rt);
+            bf__rnn_pack(r + 2 * H * H, H, H, rt2);
+        } else {
+            bf__rnn_pack(r, GH, H, rt);
+        }
         for (int64_t b = 0; b < B; b++) {
             int64_t sr = state_row(q, d, b);
             if (in_h0) memcpy(h + b * H, (const float *)in_h0->data + sr * H, sizeof(float) * (size_t)H);
@@ -472,7 +521,7 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
              * (its state no longer moves): one product beats per-row ones */
             if (q->kind == K_GRU && !q->linear_before_reset) {
                 fill_rows(rec, B, GH, rb);
-                bf__sgemm(0, 1, (int)B, (int)(2 * H), (int)H, 1.0f, h, (int)H, r, (int)H, 1, rec, (int)GH);
+                bf__rnn_product(h, (int)B, (int)H, rt, (int)(2 * H), 1, rec, (int)GH);
                 for (int64_t b = 0; b < B; b++) {
                     int64_t len = seq_len(q, in_lens, b);
                     if (s >= len) {
@@ -484,11 +533,10 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                     gru_zr(q, (int)d, gx + x_row(q, t, b) * GH, zr, 2 * H);
                     for (int64_t j = 0; j < H; j++) tmp[b * H + j] = zr[H + j] * h[b * H + j];
                 }
-                bf__sgemm(0, 1, (int)B, (int)H, (int)H, 1.0f, tmp, (int)H, r + 2 * H * H, (int)H, 1, rec + 2 * H,
-                          (int)GH);
+                bf__rnn_product(tmp, (int)B, (int)H, rt2, (int)H, 1, rec + 2 * H, (int)GH);
             } else {
-                fill_rows(rec, B, GH, rb);
-                bf__sgemm(0, 1, (int)B, (int)GH, (int)H, 1.0f, h, (int)H, r, (int)H, 1, rec, (int)GH);
+                if (!q->cell) fill_rows(rec, B, GH, rb);
+                bf__rnn_product(h, (int)B, (int)H, rt, (int)GH, !q->cell, rec, (int)GH);
             }
             for (int64_t b = 0; b < B; b++) {
                 int64_t len = seq_len(q, in_lens, b);
@@ -496,7 +544,9 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                 int64_t t = rev ? len - 1 - s : s;
                 const float *g = gx + x_row(q, t, b) * GH;
                 float *rr = rec + b * GH, *hb = h + b * H;
-                if (q->kind == K_LSTM) {
+                if (q->cell) {
+                    bf__lstm_cell(q->avx2, H, rr, rb, g, wb, hb, cs + b * H);
+                } else if (q->kind == K_LSTM) {
                     lstm_row(q, (int)d, g, rr, peep, hb, cs + b * H);
                 } else if (q->kind == K_GRU) {
                     if (q->linear_before_reset) gru_zr(q, (int)d, g, rr, 2 * H);

@@ -1,0 +1,24 @@
+/* Shared by recurrent.c and recurrent_step.c (see its opening comment). */
+#ifndef BF_RECURRENT_IMPL_H
+#define BF_RECURRENT_IMPL_H
+
+#include <stdint.h>
+
+/* Floats of the panels bf__rnn_pack writes for an n x k matrix. */
+int64_t bf__rnn_panels_size(int64_t n, int64_t k);
+/* The transpose of r (n rows of k) as 16-column panels of k rows each,
+ * zero past n: the layout bf__sgemm reads in place as B. */
+void bf__rnn_pack(const float *r, int64_t n, int64_t k, float *dst);
+/* y (m x n, row stride ldy) = h (m x k, rows of k) times the packed r^T,
+ * added onto y when accumulate: bf__sgemm(0, 1, ..., r, ...)'s bits. */
+void bf__rnn_product(const float *h, int m, int k, const float *panels, int n, int accumulate, float *y, int ldy);
+/* One row of one LSTM step with the default activations and no clip,
+ * peepholes or input_forget: s and sx the recurrent and input products
+ * without bias (s is overwritten with the gates), rb and wb the biases
+ * (4 x H each); h and c updated. */
+void bf__lstm_cell(int avx2, int64_t H, float *s, const float *rb, const float *sx, const float *wb, float *h,
+                   float *c);
+/* 1 when the CPU runs the AVX2 copies. */
+int bf__rnn_avx2(void);
+
+#endif
