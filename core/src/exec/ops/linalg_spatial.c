@@ -165,6 +165,7 @@ typedef struct conv_params {
     int64_t nb;                         /* im2col: images per sgemm */
     size_t off_cols, off_tmp;           /* im2col: scratch offsets (floats) past the weights */
     int has_bias, path;
+    int simd;                           /* bf__sgemm path (BF_SGEMM_*), fixed when the plan is built */
 } conv_params;
 static_assert(sizeof(conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
 
@@ -204,6 +205,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     cp->cg = c / group, cp->mg = m / group;
     cp->isp = win_in(w), cp->osp = win_out(w), cp->ksp = win_k(w), cp->kc = cp->cg * cp->ksp;
     cp->has_bias = b != NULL;
+    cp->simd = bf__sgemm_chosen();
     if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
         return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large (M/group %lld, "
                               "output positions %lld, C/group * kernel %lld)", (long long)cp->mg,
@@ -396,6 +398,127 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
     }
 }
 
+/* The im2col product of one image, without the column matrix where it can
+ * (bf__sgemm_packed): for a stride-1, undilated 2-D convolution, each image's
+ * input planes are zero-padded once, and a panel's row for input channel c
+ * and tap (kh, kw) is then 16 consecutive floats of the padded plane
+ * (columns of one output row), or a few such runs side by side where the
+ * panel's 16 output positions wrap to the next output row. The product
+ * never writes the column matrix out (for a 3x3 layer of resnet18, 7 MB per
+ * image, written, read back and packed) yet multiplies the very same
+ * panels, so every output keeps the chain the column matrix gave it. */
+typedef struct conv_pack {
+    const float *xp;            /* the image's padded planes of the group */
+    int64_t plane, wp;          /* floats per padded plane, per padded row */
+    int64_t cg, ksp, kw_n, ow_n, oh_n;
+} conv_pack;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* panel row (c, kh, kw) = xp[c * plane + kh * wp + kw + shift(j) + j] for
+ * the panel's columns j, where shift is the run's: its first output
+ * position's offset in the padded plane, less its first column. Columns of
+ * run q are loaded with run q's mask; masked lanes are neither read nor
+ * kept (a masked load gives 0), so no run reads outside the planes. */
+__attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    enum { NR = 16 };
+    const conv_pack *pk = ctx;
+    int64_t shift[NR];
+    __m256i m0[NR], m1[NR];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), eight = _mm256_set1_epi32(8);
+    int ns = 0;
+    for (int j = 0; j < nr;) {
+        int64_t o = j0 + j, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int len = pk->ow_n - ow < nr - j ? (int)(pk->ow_n - ow) : nr - j;
+        shift[ns] = oh * pk->wp + ow - j;
+        __m256i lo = _mm256_set1_epi32(j - 1), hi = _mm256_set1_epi32(j + len);
+        m0[ns] = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo), _mm256_cmpgt_epi32(hi, lane));
+        __m256i l8 = _mm256_add_epi32(lane, eight);
+        m1[ns] = _mm256_and_si256(_mm256_cmpgt_epi32(l8, lo), _mm256_cmpgt_epi32(hi, l8));
+        ns++;
+        j += len;
+    }
+    int whole = ns == 1 && nr == NR;
+    float *row = panel;
+    for (int64_t cb = 0; cb < pk->cg; cb += CONV_CBLOCK) {
+        int64_t width = pk->cg - cb < CONV_CBLOCK ? pk->cg - cb : CONV_CBLOCK;
+        for (int64_t tap = 0; tap < pk->ksp; tap++) {
+            const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->wp + tap % pk->kw_n;
+            for (int64_t c = 0; c < width; c++, row += NR) {
+                const float *src = base + c * pk->plane;
+                if (whole) {
+                    _mm256_storeu_ps(row, _mm256_loadu_ps(src + shift[0]));
+                    _mm256_storeu_ps(row + 8, _mm256_loadu_ps(src + shift[0] + 8));
+                    continue;
+                }
+                __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+                for (int q = 0; q < ns; q++) {
+                    v0 = _mm256_or_ps(v0, _mm256_maskload_ps(src + shift[q], m0[q]));
+                    v1 = _mm256_or_ps(v1, _mm256_maskload_ps(src + shift[q] + 8, m1[q]));
+                }
+                _mm256_storeu_ps(row, v0);
+                _mm256_storeu_ps(row + 8, v1);
+            }
+        }
+    }
+    (void)k;
+    assert(row == panel + (int64_t)k * NR);
+}
+#endif
+
+/* The product of one image (nb = 1) written straight into y, the bias
+ * added in the kernel's epilogue: y = s + bias, the old scatter's
+ * expression (+ 0 without a bias, as there, which turns a -0 sum into
+ * +0). Panels from the padded planes where the shape allows, from the
+ * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
+ * caller then runs conv_im2col, which gives the same bits. */
+static int conv_packed(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
+                       void *scratch, int64_t ch)
+{
+    const window *w = &cp->w;
+    if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
+    size_t room = cp->off_tmp - cp->off_cols + (size_t)(cp->mg * cp->osp);
+    int padded = w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[1] == 1 && w->s[2] == 1 &&
+                 w->d[1] == 1 && w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1 &&
+                 (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
+#if !(defined(__x86_64__) && defined(__GNUC__))
+    padded = 0;
+#endif
+    float *wr = scratch, *buf = wr + cp->off_cols;
+    float *zeros = padded ? buf + ((cp->cg * plane + 15) & ~(int64_t)15) : wr + cp->off_tmp;
+    if (!padded && (size_t)cp->mg > (size_t)(cp->mg * cp->osp)) return 0;
+    reorder_weights(cp, wt, wr);
+    if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
+    if (padded) memset(buf, 0, sizeof(float) * (size_t)(cp->cg * plane));
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
+    int kc = (int)cp->kc, osp = (int)cp->osp;
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t g = g0; g < g1; g++) {
+            const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
+            const float *a = wr + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
+            float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
+            if (!padded) {
+                im2col(cp, xg, buf, 0, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, yg, osp);
+                continue;
+            }
+#if defined(__x86_64__) && defined(__GNUC__)
+            /* the borders stay zero from the memset: only the inside changes per image */
+            for (int64_t c = 0; c < cp->cg; c++)
+                for (int64_t ih = 0; ih < w->in[1]; ih++)
+                    memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
+                           sizeof(float) * (size_t)w->in[2]);
+            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->out[1]};
+            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, yg, osp)) return 0;
+#endif
+        }
+    return 1;
+}
+
 /* The direct depthwise path. Per kernel column kw, the output columns whose
  * tap lands inside the input; all kw taps land inside for the interior
  * columns [ilo, ihi). */
@@ -531,10 +654,16 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
                 depthwise_channel(&cp->w, &dc, xg, wg, yg);
                 continue;
             }
-            /* 1x1: X is already the column matrix. Bias after the product, as in the im2col path. */
+            /* 1x1: X is already the column matrix. Bias after the product,
+             * as in the im2col path, added in the kernel's epilogue (the
+             * same y = s + bias, without another pass over y). */
             if (nj == 0) continue;
+            if (kc > 0 && bias) {
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, yg, osp);
+                continue;
+            }
             if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));
-            else bf__sgemm(0, 0, (int)nj, osp, kc, 1.0f, wg, kc, xg, osp, 0, yg, osp);
+            else bf__sgemm_level(cp->simd, 0, 0, (int)nj, osp, kc, 1.0f, wg, kc, xg, osp, 0, yg, osp);
             if (bias)
                 for (int64_t j = 0; j < nj; j++) {
                     float bv = bias[g * cp->mg + j0 + j];
@@ -608,6 +737,7 @@ static void conv_channels(const conv_params *cp, const float *x, const float *wt
         return;
     }
     if (ch >= 0 && conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return;
+    if (conv_packed(cp, x, wt, bias, y, scratch, ch)) return;
     conv_im2col(cp, x, wt, bias, y, scratch, ch);
 }
 
