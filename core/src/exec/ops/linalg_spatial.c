@@ -157,6 +157,7 @@ static void valid_range(int64_t in, int64_t out, int64_t s, int64_t pb, int64_t 
 
 enum { CONV_IM2COL, CONV_POINTWISE, CONV_DEPTHWISE };
 #define DW_MAXKW 16             /* widest kernel the direct path takes */
+#define DW_MAXKH 16             /* tallest kernel its row-at-a-time form takes (dw2d) */
 
 typedef struct conv_params {
     window w;
@@ -384,8 +385,8 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
         for (int64_t g = g0; g < g1; g++) {
             for (int64_t i = 0; i < nb; i++)
                 im2col(cp, x + ((n0 + i) * cp->c + g * cp->cg) * cp->isp, cols, i * cp->osp, ld);
-            bf__sgemm(0, 0, (int)nj, (int)ld, kc, 1.0f, wr + (g * cp->mg + j0) * cp->kc, kc, cols, (int)ld, 0, tmp,
-                      (int)ld);
+            bf__sgemm_level(cp->simd, 0, 0, (int)nj, (int)ld, kc, 1.0f, wr + (g * cp->mg + j0) * cp->kc, kc, cols,
+                            (int)ld, 0, tmp, (int)ld);
             for (int64_t j = j0; j < j0 + nj; j++) {
                 float bv = bias ? bias[g * cp->mg + j] : 0.0f;
                 for (int64_t i = 0; i < nb; i++) {
@@ -489,7 +490,6 @@ static int conv_packed(const conv_params *cp, const float *x, const float *wt, c
 #endif
     float *wr = scratch, *buf = wr + cp->off_cols;
     float *zeros = padded ? buf + ((cp->cg * plane + 15) & ~(int64_t)15) : wr + cp->off_tmp;
-    if (!padded && (size_t)cp->mg > (size_t)(cp->mg * cp->osp)) return 0;
     reorder_weights(cp, wt, wr);
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
     if (padded) memset(buf, 0, sizeof(float) * (size_t)(cp->cg * plane));
@@ -527,7 +527,7 @@ typedef struct dw_cols {
     int avx2;                 /* dw_row's 8-lane build: asked once per run, not per row */
 } dw_cols;
 
-static void dw_cols_init(const window *w, dw_cols *dc)
+static void dw_cols_init(const window *w, int simd, dw_cols *dc)
 {
     int64_t kw_n = w->k[2];
     for (int64_t kw = 0; kw < kw_n; kw++)
@@ -535,7 +535,7 @@ static void dw_cols_init(const window *w, dw_cols *dc)
     /* taps move right as kw grows: the first bounds the left, the last the right */
     dc->ilo = dc->lo[0];
     dc->ihi = dc->hi[kw_n - 1] > dc->ilo ? dc->hi[kw_n - 1] : dc->ilo;
-    dc->avx2 = bf__sgemm_simd();
+    dc->avx2 = simd >= BF_SGEMM_AVX2;
 }
 
 /* yr += the taps of one kernel row (weights wrow) over input row xr, in kw
@@ -607,6 +607,105 @@ static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
     dw_row_base(w, dc, xr, wrow, yr);
 }
 
+/* One depthwise channel of a 2-D convolution, output row by output row:
+ * each output starts at the bias and takes the kernel rows whose input row
+ * exists, in kh order, each row's taps in kw order, exactly the sums of
+ * depthwise_channel (which goes kernel row by kernel row over the whole
+ * plane) element by element; but an output row is loaded and stored once
+ * instead of once per kernel row, and the bias is not a pass of its own.
+ * Compiled twice, as dw_row is (no FMA in either build: each tap stays a
+ * rounded product then a rounded sum). */
+static inline __attribute__((always_inline)) void dw2d_impl(const window *w, const dw_cols *dc,
+                                                            const float *restrict x, const float *restrict wk, float bv,
+                                                            float *restrict y)
+{
+    int64_t IH = w->in[1], IW = w->in[2], OH = w->out[1], OW = w->out[2];
+    int64_t kh_n = w->k[1], kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *xr[DW_MAXKH], *wr[DW_MAXKH];
+        int nv = 0;
+        for (int64_t kh = 0; kh < kh_n; kh++) {
+            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+            if (ih < 0 || ih >= IH) continue;
+            xr[nv] = x + ih * IW, wr[nv] = wk + kh * kw_n, nv++;
+        }
+        float *restrict yr = y + oh * OW;
+        /* the edge columns, where some taps fall in the padding */
+        for (int64_t ow = 0; ow < OW; ow++) {
+            if (ow == ilo) ow = ihi;
+            if (ow >= OW) break;
+            float v = bv;
+            for (int r = 0; r < nv; r++)
+                for (int64_t kw = 0; kw < kw_n; kw++)
+                    if (ow >= dc->lo[kw] && ow < dc->hi[kw]) v = v + wr[r][kw] * xr[r][ow * s + kw * d - pb];
+            yr[ow] = v;
+        }
+        if (ilo >= ihi) continue;
+        int64_t o0 = -pb, o1 = d - pb, o2 = 2 * d - pb;
+        if (nv == 3 && kw_n == 3) {
+            const float *restrict r0 = xr[0], *restrict r1 = xr[1], *restrict r2 = xr[2];
+            float a0 = wr[0][0], a1 = wr[0][1], a2 = wr[0][2], b0 = wr[1][0], b1 = wr[1][1], b2 = wr[1][2];
+            float c0 = wr[2][0], c1 = wr[2][1], c2 = wr[2][2];
+            if (s == 1)
+                for (int64_t ow = ilo; ow < ihi; ow++) {
+                    float v = ((bv + a0 * r0[ow + o0]) + a1 * r0[ow + o1]) + a2 * r0[ow + o2];
+                    v = ((v + b0 * r1[ow + o0]) + b1 * r1[ow + o1]) + b2 * r1[ow + o2];
+                    yr[ow] = ((v + c0 * r2[ow + o0]) + c1 * r2[ow + o1]) + c2 * r2[ow + o2];
+                }
+            else
+                for (int64_t ow = ilo; ow < ihi; ow++) {
+                    float v = ((bv + a0 * r0[ow * s + o0]) + a1 * r0[ow * s + o1]) + a2 * r0[ow * s + o2];
+                    v = ((v + b0 * r1[ow * s + o0]) + b1 * r1[ow * s + o1]) + b2 * r1[ow * s + o2];
+                    yr[ow] = ((v + c0 * r2[ow * s + o0]) + c1 * r2[ow * s + o1]) + c2 * r2[ow * s + o2];
+                }
+            continue;
+        }
+        for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] = bv;
+        for (int r = 0; r < nv; r++) {
+            if (kw_n == 3) {
+                const float *restrict xs = xr[r];
+                float w0 = wr[r][0], w1 = wr[r][1], w2 = wr[r][2];
+                for (int64_t ow = ilo; ow < ihi; ow++)
+                    yr[ow] = ((yr[ow] + w0 * xs[ow * s + o0]) + w1 * xs[ow * s + o1]) + w2 * xs[ow * s + o2];
+                continue;
+            }
+            for (int64_t kw = 0; kw < kw_n; kw++) {
+                const float *restrict xs = xr[r] + kw * d - pb;
+                float wv = wr[r][kw];
+                for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xs[ow * s];
+            }
+        }
+    }
+}
+
+static void dw2d_base(const window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
+{
+    dw2d_impl(w, dc, x, wk, bv, y);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void dw2d_avx2(const window *w, const dw_cols *dc, const float *x,
+                                                      const float *wk, float bv, float *y)
+{
+    dw2d_impl(w, dc, x, wk, bv, y);
+}
+#endif
+
+/* Whether dw2d takes the shape: one spatial plane, kernels of up to
+ * DW_MAXKH rows. */
+static int dw2d_ok(const window *w) { return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->k[1] <= DW_MAXKH; }
+
+static void dw2d(const window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (dc->avx2) {
+        dw2d_avx2(w, dc, x, wk, bv, y);
+        return;
+    }
+#endif
+    dw2d_base(w, dc, x, wk, bv, y);
+}
+
 /* One depthwise channel: y (bias-filled) += taps of x.
  * Padding taps are skipped rather than multiplied by 0, so an Inf weight
  * does not turn border outputs into NaN. */
@@ -639,12 +738,17 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     dw_cols dc = {0};
-    if (cp->path == CONV_DEPTHWISE) dw_cols_init(&cp->w, &dc);
+    if (cp->path == CONV_DEPTHWISE) dw_cols_init(&cp->w, cp->simd, &dc);
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
             float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
             const float *wg = wt + (g * cp->mg + j0) * cp->kc;
+            if (cp->path == CONV_DEPTHWISE && dw2d_ok(&cp->w)) {
+                for (int64_t j = 0; j < nj; j++)
+                    dw2d(&cp->w, &dc, xg, wg + j * cp->kc, bias ? bias[g * cp->mg + j0 + j] : 0.0f, yg + j * cp->osp);
+                continue;
+            }
             if (cp->path == CONV_DEPTHWISE) {
                 /* Bias first; the direct loop accumulates onto it. */
                 for (int64_t j = 0; j < nj; j++) {
