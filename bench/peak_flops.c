@@ -11,8 +11,9 @@
  * The peak is timed on chains of independent fused multiply-adds held in
  * registers (enough of them to cover the FMA latency on both pipes), 8-wide
  * (AVX2) and 16-wide (AVX-512) where the CPU has them. One thread; each
- * figure is the fastest of five runs of about 40 ms (the machine is shared
- * and noisy, and the fastest run is the one least disturbed). */
+ * figure is the fastest of five runs of about 40 ms of the thread's CPU
+ * time (the machine is shared: CPU time leaves out the time other processes
+ * had the core, and the fastest run is the one least disturbed otherwise). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 

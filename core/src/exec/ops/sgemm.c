@@ -130,7 +130,10 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
  * rows: the same chains (one fma per element per p, in order), half the
  * instructions of two 8-lane registers per row and twice the rows per pass
  * over the panel. Lanes past nr are masked on load and store, so the
- * in-place narrow B of `block` needs no separate case. */
+ * in-place narrow B of `block` needs no separate case. Not the default:
+ * on Zen 4, where a 16-lane fma is two 8-lane halves, it measured 2-4%
+ * slower than the AVX2 kernel on resnet18's conv shapes (make bench-peak),
+ * so it runs only when asked for (BITFLIP_SIMD=avx512, bf__sgemm_level). */
 AVX512 static inline __attribute__((always_inline)) void block512(int mr, int nr, int k, const float *a, int64_t lda,
                                                                   const float *panel, int64_t ps, float alpha,
                                                                   int accumulate, const float *bias, float *y, int ldy)
@@ -368,10 +371,11 @@ int bf__sgemm_best(void)
 int bf__sgemm_chosen(void)
 {
     int best = bf__sgemm_best();
-    const char *cap = getenv("BITFLIP_SIMD");
-    if (!cap) return best;
-    int want = strcmp(cap, "ref") == 0 ? BF_SGEMM_REF : strcmp(cap, "avx2") == 0 ? BF_SGEMM_AVX2 : best;
-    return want < best ? want : best;
+    const char *want = getenv("BITFLIP_SIMD");
+    int level = BF_SGEMM_AVX2;
+    if (want && strcmp(want, "ref") == 0) level = BF_SGEMM_REF;
+    else if (want && strcmp(want, "avx512") == 0) level = BF_SGEMM_AVX512;
+    return level < best ? level : best;
 }
 
 /* The product through `level`'s kernel (lowered to what this CPU has).
@@ -414,7 +418,7 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
 void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                int ldb, int accumulate, float *y, int ldy)
 {
-    bf__sgemm_level(BF_SGEMM_AVX512, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+    bf__sgemm_level(BF_SGEMM_AVX2, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
 }
 
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,

@@ -19,10 +19,12 @@
  * results then stay close to PyTorch's.
  *
  * bf__sgemm_ref computes exactly that with scalar fmaf; bf__sgemm is the
- * same with AVX-512 or AVX2 when the CPU has it, and the reference
- * otherwise. The CPU paths differ in speed only; tests force each one with
- * bf__sgemm_level, and the Conv op takes the one bf__sgemm_chosen names,
- * which the environment variable BITFLIP_SIMD (ref, avx2) can lower. */
+ * same with AVX2 when the CPU has it, and the reference otherwise. An
+ * AVX-512 kernel computes the same chains too, run only on request (it was
+ * no faster on Zen 4). The CPU paths differ in speed only; tests force
+ * each one with bf__sgemm_level, and the Conv op takes the one
+ * bf__sgemm_chosen names, which the environment variable BITFLIP_SIMD
+ * (ref, avx2, avx512) sets. */
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
@@ -47,12 +49,12 @@ int bf__sgemm_simd(void);
 
 /* CPU paths, in order: the scalar reference, 8-lane and 16-lane kernels. */
 enum { BF_SGEMM_REF, BF_SGEMM_AVX2, BF_SGEMM_AVX512 };
-/* The best path this CPU runs. */
+/* The highest path this CPU runs. */
 int bf__sgemm_best(void);
-/* bf__sgemm_best, lowered to BITFLIP_SIMD's if that is set to "ref" or
- * "avx2" (for tests and for timing one path against another; any other
- * value is ignored). Reads the environment: call it when a plan is built,
- * not per product. */
+/* AVX2 where the CPU has it, or BITFLIP_SIMD's path if that is "ref" or
+ * "avx512" (for tests and for timing one path against another; any other
+ * value is ignored), never above bf__sgemm_best. Reads the environment:
+ * call it when a plan is built, not per product. */
 int bf__sgemm_chosen(void);
 /* bf__sgemm through `level`'s kernel, or the best this CPU has below it. */
 void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
