@@ -132,6 +132,8 @@ static const conv_case cases[] = {
     {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1},
     {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
     {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0},
+    {"depthwise 3x3 stride 2, even width: the last 8 outputs end the input", 1, 2, 6, 34, 2, 2, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 1},
     {"depthwise 5x5", 1, 4, 12, 23, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1},
     {"depthwise 3x3 dilation 2", 1, 4, 12, 23, 4, 4, 3, 3, 1, 2, {2, 2, 2, 2}, 1},
     {"depthwise asymmetric pads", 1, 4, 12, 23, 4, 4, 3, 3, 1, 1, {0, 1, 2, 0}, 1},
