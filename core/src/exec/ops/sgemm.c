@@ -9,6 +9,13 @@
  * transposed tiles of A instead. Each is the reference's chain element by
  * element, so blocking, edges and strides never change a bit.
  *
+ * The panel may also come from the caller's packer (bf__sgemm_packed: a
+ * Conv gathers its panels from padded input planes instead of writing a
+ * column matrix), and the block's store may add a bias per row
+ * (bf__sgemm_bias), the same y = s + bias the caller's own pass computed.
+ * An AVX-512 kernel (12 rows of one 16-lane register each) runs the same
+ * chains on request; on Zen 4 it is no faster than the AVX2 one.
+ *
  * bf__fma_windows is the same chain for a product whose B rows are
  * windows of one buffer (a Conv channel's taps over padded planes). */
 #include "sgemm.h"
