@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "exec/op.h"
 #include "linalg_impl.h"
 #include "exec/step_access.h"
@@ -411,12 +415,10 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
 typedef struct conv_pack {
     const float *xp;            /* the image's padded planes of the group */
     int64_t plane, wp;          /* floats per padded plane, per padded row */
-    int64_t cg, ksp, kw_n, ow_n, oh_n;
+    int64_t cg, ksp, kw_n, ow_n;
 } conv_pack;
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
 /* panel row (c, kh, kw) = xp[c * plane + kh * wp + kw + shift(j) + j] for
  * the panel's columns j, where shift is the run's: its first output
  * position's offset in the padded plane, less its first column. Columns of
@@ -512,7 +514,7 @@ static int conv_packed(const conv_params *cp, const float *x, const float *wt, c
                 for (int64_t ih = 0; ih < w->in[1]; ih++)
                     memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
                            sizeof(float) * (size_t)w->in[2]);
-            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->out[1]};
+            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2]};
             if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, yg, osp)) return 0;
 #endif
         }
@@ -621,7 +623,6 @@ static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
  * scalar loop in dw2d_impl, which finishes the row from the index
  * returned. Without AVX2 it returns ilo: the loop does it all. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 #define DW_S2_VECTOR 1
 #endif
 
