@@ -12,7 +12,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm fixtures study-stutz clean
+.PHONY: test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak fixtures study-stutz clean
 
 all: build
 
@@ -108,6 +108,12 @@ bench: build bench-deps
 # "Rows per product"); under a minute.
 bench-sgemm: build
 	$(BUILD)/bitflip-bench-sgemm
+
+# The core's fp32 peak against bf__sgemm's (AVX2, AVX-512) and OpenBLAS's GFLOP/s on
+# resnet18's conv shapes (docs/BENCHMARKS.md, "How close to the machine's limit"); about
+# a minute. OpenBLAS is timed if libopenblas.so.0 is installed.
+bench-peak: build
+	$(BUILD)/bitflip-bench-peak
 
 bench-campaigns: build bench-deps
 	/usr/bin/python3 bench/campaign_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md

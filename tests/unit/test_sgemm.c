@@ -5,7 +5,9 @@
  * on every shape class the AVX2 kernel splits into, and for the property a
  * campaign relies on: a row, a column or a gathered set of rows computed
  * alone gives the bits of the whole product. bf__fma_windows (a Conv
- * channel's chain over shifted windows) against its definition. */
+ * channel's chain over shifted windows) against its definition. Every CPU
+ * path (AVX2, AVX-512) forced in turn, with the bias epilogue and the
+ * panel-packer entry, against the reference. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -202,6 +204,79 @@ static void windows_chain(void **state)
     free(x);
 }
 
+
+/* A packer that reads op(B) (k x n, row-major, ldb) the way a Conv's
+ * packer reads its padded planes: 16 columns, zeros past nr. */
+typedef struct mat_pack {
+    const float *b;
+    int ldb;
+} mat_pack;
+
+static void pack_from_matrix(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    const mat_pack *mp = ctx;
+    for (int p = 0; p < k; p++)
+        for (int j = 0; j < 16; j++) panel[p * 16 + j] = j < nr ? mp->b[(int64_t)p * mp->ldb + j0 + j] : 0.0f;
+}
+
+/* Each CPU path this machine has, forced, against the reference bit for
+ * bit: the plain product (both layouts of B, accumulate, alpha), the bias
+ * epilogue (y = s + bias[i]) and panels from a packer; row counts around
+ * both kernels' blocks (6 and 12 rows), columns around 16, K past the
+ * stack panel. */
+static void every_path_matches_reference(void **state)
+{
+    (void)state;
+    static const int ms[] = {1, 5, 6, 7, 11, 12, 13, 25, 64};
+    static const int ns[] = {1, 3, 15, 16, 17, 49};
+    static const int ks[] = {1, 9, 147, 1100};
+    int best = bf__sgemm_best();
+    if (best < BF_SGEMM_AVX512) print_message("no AVX-512 here: only the AVX2 path is forced\n");
+    if (best < BF_SGEMM_AVX2) skip();
+    long cases = 0;
+    for (int level = BF_SGEMM_AVX2; level <= best; level++)
+        for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
+            for (size_t in = 0; in < sizeof ns / sizeof *ns; in++)
+                for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
+                    for (int form = 0; form < 4; form++) {
+                        int m = ms[im], n = ns[in], k = ks[ik], tb = form & 1, acc = form >> 1;
+                        float alpha = acc ? 0.75f : 1.0f;
+                        int lda = k + 3, ldb = (tb ? k : n) + 2, ldy = n + 1;
+                        size_t ysz = (size_t)m * ldy;
+                        float *a = rand_buf((size_t)m * lda), *b = rand_buf((size_t)(tb ? n : k) * ldb);
+                        float *bias = rand_buf((size_t)m), *y0 = rand_buf(ysz);
+                        float *y1 = malloc(ysz * sizeof *y1), *y2 = malloc(ysz * sizeof *y2);
+                        assert_non_null(y1);
+                        assert_non_null(y2);
+                        memcpy(y1, y0, ysz * sizeof *y1), memcpy(y2, y0, ysz * sizeof *y2);
+                        bf__sgemm_level(level, 0, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy);
+                        bf__sgemm_ref(0, tb, m, n, k, alpha, a, lda, b, ldb, acc, y2, ldy);
+                        if (!same_bits(y1, y2, ysz))
+                            fail_msg("level %d m %d n %d k %d transB %d accumulate %d: differs from the reference",
+                                     level, m, n, k, tb, acc);
+                        if (!tb && !acc) {
+                            /* the bias epilogue and the packer: y = (A B) + bias */
+                            bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y2, ldy);
+                            for (int i = 0; i < m; i++)
+                                for (int j = 0; j < n; j++) y2[(int64_t)i * ldy + j] += bias[i];
+                            memcpy(y1, y0, ysz * sizeof *y1);
+                            bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, y1, ldy);
+                            if (!same_bits(y1, y2, ysz))
+                                fail_msg("level %d m %d n %d k %d: bias epilogue differs", level, m, n, k);
+                            mat_pack mp = {b, ldb};
+                            memcpy(y1, y0, ysz * sizeof *y1);
+                            assert_int_equal(bf__sgemm_packed(level, m, n, k, a, lda, pack_from_matrix, &mp, bias,
+                                                              y1, ldy),
+                                             1);
+                            if (!same_bits(y1, y2, ysz))
+                                fail_msg("level %d m %d n %d k %d: packed panels differ", level, m, n, k);
+                        }
+                        free(a), free(b), free(bias), free(y0), free(y1), free(y2);
+                        cases++;
+                    }
+    print_message("%ld products over the forced paths, each == reference bit for bit\n", cases);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +285,7 @@ int main(void)
         cmocka_unit_test(parts_reproduce_the_whole),
         cmocka_unit_test(deep_panel_without_memory),
         cmocka_unit_test(windows_chain),
+        cmocka_unit_test(every_path_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

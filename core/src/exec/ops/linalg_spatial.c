@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "exec/op.h"
 #include "linalg_impl.h"
 #include "exec/step_access.h"
@@ -157,6 +161,7 @@ static void valid_range(int64_t in, int64_t out, int64_t s, int64_t pb, int64_t 
 
 enum { CONV_IM2COL, CONV_POINTWISE, CONV_DEPTHWISE };
 #define DW_MAXKW 16             /* widest kernel the direct path takes */
+#define DW_MAXKH 16             /* tallest kernel its row-at-a-time form takes (dw2d) */
 
 typedef struct conv_params {
     window w;
@@ -165,6 +170,7 @@ typedef struct conv_params {
     int64_t nb;                         /* im2col: images per sgemm */
     size_t off_cols, off_tmp;           /* im2col: scratch offsets (floats) past the weights */
     int has_bias, path;
+    int simd;                           /* bf__sgemm path (BF_SGEMM_*), fixed when the plan is built */
 } conv_params;
 static_assert(sizeof(conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
 
@@ -204,6 +210,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     cp->cg = c / group, cp->mg = m / group;
     cp->isp = win_in(w), cp->osp = win_out(w), cp->ksp = win_k(w), cp->kc = cp->cg * cp->ksp;
     cp->has_bias = b != NULL;
+    cp->simd = bf__sgemm_chosen();
     if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
         return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large (M/group %lld, "
                               "output positions %lld, C/group * kernel %lld)", (long long)cp->mg,
@@ -382,8 +389,8 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
         for (int64_t g = g0; g < g1; g++) {
             for (int64_t i = 0; i < nb; i++)
                 im2col(cp, x + ((n0 + i) * cp->c + g * cp->cg) * cp->isp, cols, i * cp->osp, ld);
-            bf__sgemm(0, 0, (int)nj, (int)ld, kc, 1.0f, wr + (g * cp->mg + j0) * cp->kc, kc, cols, (int)ld, 0, tmp,
-                      (int)ld);
+            bf__sgemm_level(cp->simd, 0, 0, (int)nj, (int)ld, kc, 1.0f, wr + (g * cp->mg + j0) * cp->kc, kc, cols,
+                            (int)ld, 0, tmp, (int)ld);
             for (int64_t j = j0; j < j0 + nj; j++) {
                 float bv = bias ? bias[g * cp->mg + j] : 0.0f;
                 for (int64_t i = 0; i < nb; i++) {
@@ -396,6 +403,124 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
     }
 }
 
+/* The im2col product of one image, without the column matrix where it can
+ * (bf__sgemm_packed): for a stride-1, undilated 2-D convolution, each image's
+ * input planes are zero-padded once, and a panel's row for input channel c
+ * and tap (kh, kw) is then 16 consecutive floats of the padded plane
+ * (columns of one output row), or a few such runs side by side where the
+ * panel's 16 output positions wrap to the next output row. The product
+ * never writes the column matrix out (for a 3x3 layer of resnet18, 7 MB per
+ * image, written, read back and packed) yet multiplies the very same
+ * panels, so every output keeps the chain the column matrix gave it. */
+typedef struct conv_pack {
+    const float *xp;            /* the image's padded planes of the group */
+    int64_t plane, wp;          /* floats per padded plane, per padded row */
+    int64_t cg, ksp, kw_n, ow_n;
+} conv_pack;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* panel row (c, kh, kw) = xp[c * plane + kh * wp + kw + shift(j) + j] for
+ * the panel's columns j, where shift is the run's: its first output
+ * position's offset in the padded plane, less its first column. Columns of
+ * run q are loaded with run q's mask; masked lanes are neither read nor
+ * kept (a masked load gives 0), so no run reads outside the planes. */
+__attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    enum { NR = 16 };
+    const conv_pack *pk = ctx;
+    int64_t shift[NR];
+    __m256i m0[NR], m1[NR];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), eight = _mm256_set1_epi32(8);
+    int ns = 0;
+    for (int j = 0; j < nr;) {
+        int64_t o = j0 + j, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int len = pk->ow_n - ow < nr - j ? (int)(pk->ow_n - ow) : nr - j;
+        shift[ns] = oh * pk->wp + ow - j;
+        __m256i lo = _mm256_set1_epi32(j - 1), hi = _mm256_set1_epi32(j + len);
+        m0[ns] = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo), _mm256_cmpgt_epi32(hi, lane));
+        __m256i l8 = _mm256_add_epi32(lane, eight);
+        m1[ns] = _mm256_and_si256(_mm256_cmpgt_epi32(l8, lo), _mm256_cmpgt_epi32(hi, l8));
+        ns++;
+        j += len;
+    }
+    int whole = ns == 1 && nr == NR;
+    float *row = panel;
+    for (int64_t cb = 0; cb < pk->cg; cb += CONV_CBLOCK) {
+        int64_t width = pk->cg - cb < CONV_CBLOCK ? pk->cg - cb : CONV_CBLOCK;
+        for (int64_t tap = 0; tap < pk->ksp; tap++) {
+            const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->wp + tap % pk->kw_n;
+            for (int64_t c = 0; c < width; c++, row += NR) {
+                const float *src = base + c * pk->plane;
+                if (whole) {
+                    _mm256_storeu_ps(row, _mm256_loadu_ps(src + shift[0]));
+                    _mm256_storeu_ps(row + 8, _mm256_loadu_ps(src + shift[0] + 8));
+                    continue;
+                }
+                __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+                for (int q = 0; q < ns; q++) {
+                    v0 = _mm256_or_ps(v0, _mm256_maskload_ps(src + shift[q], m0[q]));
+                    v1 = _mm256_or_ps(v1, _mm256_maskload_ps(src + shift[q] + 8, m1[q]));
+                }
+                _mm256_storeu_ps(row, v0);
+                _mm256_storeu_ps(row + 8, v1);
+            }
+        }
+    }
+    (void)k;
+    assert(row == panel + (int64_t)k * NR);
+}
+#endif
+
+/* The product of one image (nb = 1) written straight into y, the bias
+ * added in the kernel's epilogue: y = s + bias, the old scatter's
+ * expression (+ 0 without a bias, as there, which turns a -0 sum into
+ * +0). Panels from the padded planes where the shape allows, from the
+ * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
+ * caller then runs conv_im2col, which gives the same bits. */
+static int conv_packed(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
+                       void *scratch, int64_t ch)
+{
+    const window *w = &cp->w;
+    if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
+    size_t room = cp->off_tmp - cp->off_cols + (size_t)(cp->mg * cp->osp);
+    int padded = w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[1] == 1 && w->s[2] == 1 &&
+                 w->d[1] == 1 && w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1 &&
+                 (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
+#if !(defined(__x86_64__) && defined(__GNUC__))
+    padded = 0;
+#endif
+    float *wr = scratch, *buf = wr + cp->off_cols;
+    float *zeros = padded ? buf + ((cp->cg * plane + 15) & ~(int64_t)15) : wr + cp->off_tmp;
+    reorder_weights(cp, wt, wr);
+    if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
+    if (padded) memset(buf, 0, sizeof(float) * (size_t)(cp->cg * plane));
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
+    int kc = (int)cp->kc, osp = (int)cp->osp;
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t g = g0; g < g1; g++) {
+            const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
+            const float *a = wr + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
+            float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
+            if (!padded) {
+                im2col(cp, xg, buf, 0, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, yg, osp);
+                continue;
+            }
+#if defined(__x86_64__) && defined(__GNUC__)
+            /* the borders stay zero from the memset: only the inside changes per image */
+            for (int64_t c = 0; c < cp->cg; c++)
+                for (int64_t ih = 0; ih < w->in[1]; ih++)
+                    memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
+                           sizeof(float) * (size_t)w->in[2]);
+            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2]};
+            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, yg, osp)) return 0;
+#endif
+        }
+    return 1;
+}
+
 /* The direct depthwise path. Per kernel column kw, the output columns whose
  * tap lands inside the input; all kw taps land inside for the interior
  * columns [ilo, ihi). */
@@ -404,7 +529,7 @@ typedef struct dw_cols {
     int avx2;                 /* dw_row's 8-lane build: asked once per run, not per row */
 } dw_cols;
 
-static void dw_cols_init(const window *w, dw_cols *dc)
+static void dw_cols_init(const window *w, int simd, dw_cols *dc)
 {
     int64_t kw_n = w->k[2];
     for (int64_t kw = 0; kw < kw_n; kw++)
@@ -412,7 +537,7 @@ static void dw_cols_init(const window *w, dw_cols *dc)
     /* taps move right as kw grows: the first bounds the left, the last the right */
     dc->ilo = dc->lo[0];
     dc->ihi = dc->hi[kw_n - 1] > dc->ilo ? dc->hi[kw_n - 1] : dc->ilo;
-    dc->avx2 = bf__sgemm_simd();
+    dc->avx2 = simd >= BF_SGEMM_AVX2;
 }
 
 /* yr += the taps of one kernel row (weights wrow) over input row xr, in kw
@@ -484,6 +609,152 @@ static void dw_row(const window *w, const dw_cols *dc, const float *restrict xr,
     dw_row_base(w, dc, xr, wrow, yr);
 }
 
+/* One depthwise channel of a 2-D convolution, output row by output row:
+ * each output starts at the bias and takes the kernel rows whose input row
+ * exists, in kh order, each row's taps in kw order, exactly the sums of
+ * depthwise_channel (which goes kernel row by kernel row over the whole
+ * plane) element by element; but an output row is loaded and stored once
+ * instead of once per kernel row, and the bias is not a pass of its own.
+ * Compiled twice, as dw_row is (no FMA in either build: each tap stays a
+ * rounded product then a rounded sum). */
+/* The inside of a stride-2, undilated 3x3 output row, 8 outputs at a time
+ * (the compiler leaves the strided loop scalar): the even and odd taps
+ * split out of two loads, the same products and sums per element as the
+ * scalar loop in dw2d_impl, which finishes the row from the index
+ * returned. Without AVX2 it returns ilo: the loop does it all. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DW_S2_VECTOR 1
+#endif
+
+#ifdef DW_S2_VECTOR
+__attribute__((target("avx2"))) static int64_t dw_s2(const float *r0, const float *r1, const float *r2,
+                                                     const float *const *wr, float bv, float *yr, int64_t ilo,
+                                                     int64_t ihi, int64_t o0)
+{
+    const float *rows[3] = {r0, r1, r2};
+    const __m256i upto7 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+    int64_t ow = ilo;
+    for (; ow + 8 <= ihi; ow += 8) {
+        __m256 v = _mm256_set1_ps(bv);
+        for (int r = 0; r < 3; r++) {
+            const float *base = rows[r] + 2 * ow + o0;
+            __m256 lo = _mm256_loadu_ps(base), hi = _mm256_loadu_ps(base + 8);
+            /* x[2 ow + o0 + 16], the last even tap, without reading x[.. + 17] past the row */
+            __m256 hi2 = _mm256_maskload_ps(base + 10, upto7), lo2 = _mm256_loadu_ps(base + 2);
+            __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88), od = _mm256_shuffle_ps(lo, hi, 0xDD);
+            __m256 e2 = _mm256_shuffle_ps(lo2, hi2, 0x88);
+            ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+            od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8));
+            e2 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e2), 0xD8));
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(wr[r][0]), ev));
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(wr[r][1]), od));
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(wr[r][2]), e2));
+        }
+        _mm256_storeu_ps(yr + ow, v);
+    }
+    return ow;
+}
+#else
+static int64_t dw_s2(const float *r0, const float *r1, const float *r2, const float *const *wr, float bv, float *yr,
+                     int64_t ilo, int64_t ihi, int64_t o0)
+{
+    (void)r0, (void)r1, (void)r2, (void)wr, (void)bv, (void)yr, (void)ihi, (void)o0;
+    return ilo;
+}
+#endif
+
+static inline __attribute__((always_inline)) void dw2d_impl(const window *w, const dw_cols *dc,
+                                                            const float *restrict x, const float *restrict wk, float bv,
+                                                            float *restrict y, int vec)
+{
+    int64_t IH = w->in[1], IW = w->in[2], OH = w->out[1], OW = w->out[2];
+    int64_t kh_n = w->k[1], kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *xr[DW_MAXKH], *wr[DW_MAXKH];
+        int nv = 0;
+        for (int64_t kh = 0; kh < kh_n; kh++) {
+            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+            if (ih < 0 || ih >= IH) continue;
+            xr[nv] = x + ih * IW, wr[nv] = wk + kh * kw_n, nv++;
+        }
+        float *restrict yr = y + oh * OW;
+        /* the edge columns, where some taps fall in the padding */
+        for (int64_t ow = 0; ow < OW; ow++) {
+            if (ow == ilo) ow = ihi;
+            if (ow >= OW) break;
+            float v = bv;
+            for (int r = 0; r < nv; r++)
+                for (int64_t kw = 0; kw < kw_n; kw++)
+                    if (ow >= dc->lo[kw] && ow < dc->hi[kw]) v = v + wr[r][kw] * xr[r][ow * s + kw * d - pb];
+            yr[ow] = v;
+        }
+        if (ilo >= ihi) continue;
+        int64_t o0 = -pb, o1 = d - pb, o2 = 2 * d - pb;
+        if (nv == 3 && kw_n == 3) {
+            const float *restrict r0 = xr[0], *restrict r1 = xr[1], *restrict r2 = xr[2];
+            float a0 = wr[0][0], a1 = wr[0][1], a2 = wr[0][2], b0 = wr[1][0], b1 = wr[1][1], b2 = wr[1][2];
+            float c0 = wr[2][0], c1 = wr[2][1], c2 = wr[2][2];
+            if (s == 1)
+                for (int64_t ow = ilo; ow < ihi; ow++) {
+                    float v = ((bv + a0 * r0[ow + o0]) + a1 * r0[ow + o1]) + a2 * r0[ow + o2];
+                    v = ((v + b0 * r1[ow + o0]) + b1 * r1[ow + o1]) + b2 * r1[ow + o2];
+                    yr[ow] = ((v + c0 * r2[ow + o0]) + c1 * r2[ow + o1]) + c2 * r2[ow + o2];
+                }
+            else
+                for (int64_t ow = vec && s == 2 && d == 1 ? dw_s2(r0, r1, r2, wr, bv, yr, ilo, ihi, o0) : ilo; ow < ihi;
+                     ow++) {
+                    float v = ((bv + a0 * r0[ow * s + o0]) + a1 * r0[ow * s + o1]) + a2 * r0[ow * s + o2];
+                    v = ((v + b0 * r1[ow * s + o0]) + b1 * r1[ow * s + o1]) + b2 * r1[ow * s + o2];
+                    yr[ow] = ((v + c0 * r2[ow * s + o0]) + c1 * r2[ow * s + o1]) + c2 * r2[ow * s + o2];
+                }
+            continue;
+        }
+        for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] = bv;
+        for (int r = 0; r < nv; r++) {
+            if (kw_n == 3) {
+                const float *restrict xs = xr[r];
+                float w0 = wr[r][0], w1 = wr[r][1], w2 = wr[r][2];
+                for (int64_t ow = ilo; ow < ihi; ow++)
+                    yr[ow] = ((yr[ow] + w0 * xs[ow * s + o0]) + w1 * xs[ow * s + o1]) + w2 * xs[ow * s + o2];
+                continue;
+            }
+            for (int64_t kw = 0; kw < kw_n; kw++) {
+                const float *restrict xs = xr[r] + kw * d - pb;
+                float wv = wr[r][kw];
+                for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xs[ow * s];
+            }
+        }
+    }
+}
+
+static void dw2d_base(const window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
+{
+    dw2d_impl(w, dc, x, wk, bv, y, 0);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void dw2d_avx2(const window *w, const dw_cols *dc, const float *x,
+                                                      const float *wk, float bv, float *y)
+{
+    dw2d_impl(w, dc, x, wk, bv, y, 1);
+}
+#endif
+
+/* Whether dw2d takes the shape: one spatial plane, kernels of up to
+ * DW_MAXKH rows. */
+static int dw2d_ok(const window *w) { return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->k[1] <= DW_MAXKH; }
+
+static void dw2d(const window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (dc->avx2) {
+        dw2d_avx2(w, dc, x, wk, bv, y);
+        return;
+    }
+#endif
+    dw2d_base(w, dc, x, wk, bv, y);
+}
+
 /* One depthwise channel: y (bias-filled) += taps of x.
  * Padding taps are skipped rather than multiplied by 0, so an Inf weight
  * does not turn border outputs into NaN. */
@@ -516,12 +787,17 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     dw_cols dc = {0};
-    if (cp->path == CONV_DEPTHWISE) dw_cols_init(&cp->w, &dc);
+    if (cp->path == CONV_DEPTHWISE) dw_cols_init(&cp->w, cp->simd, &dc);
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
             float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
             const float *wg = wt + (g * cp->mg + j0) * cp->kc;
+            if (cp->path == CONV_DEPTHWISE && dw2d_ok(&cp->w)) {
+                for (int64_t j = 0; j < nj; j++)
+                    dw2d(&cp->w, &dc, xg, wg + j * cp->kc, bias ? bias[g * cp->mg + j0 + j] : 0.0f, yg + j * cp->osp);
+                continue;
+            }
             if (cp->path == CONV_DEPTHWISE) {
                 /* Bias first; the direct loop accumulates onto it. */
                 for (int64_t j = 0; j < nj; j++) {
@@ -531,10 +807,16 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
                 depthwise_channel(&cp->w, &dc, xg, wg, yg);
                 continue;
             }
-            /* 1x1: X is already the column matrix. Bias after the product, as in the im2col path. */
+            /* 1x1: X is already the column matrix. Bias after the product,
+             * as in the im2col path, added in the kernel's epilogue (the
+             * same y = s + bias, without another pass over y). */
             if (nj == 0) continue;
+            if (kc > 0 && bias) {
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, yg, osp);
+                continue;
+            }
             if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));
-            else bf__sgemm(0, 0, (int)nj, osp, kc, 1.0f, wg, kc, xg, osp, 0, yg, osp);
+            else bf__sgemm_level(cp->simd, 0, 0, (int)nj, osp, kc, 1.0f, wg, kc, xg, osp, 0, yg, osp);
             if (bias)
                 for (int64_t j = 0; j < nj; j++) {
                     float bv = bias[g * cp->mg + j0 + j];
@@ -608,6 +890,7 @@ static void conv_channels(const conv_params *cp, const float *x, const float *wt
         return;
     }
     if (ch >= 0 && conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return;
+    if (conv_packed(cp, x, wt, bias, y, scratch, ch)) return;
     conv_im2col(cp, x, wt, bias, y, scratch, ch);
 }
 

@@ -9,18 +9,27 @@
  * transposed tiles of A instead. Each is the reference's chain element by
  * element, so blocking, edges and strides never change a bit.
  *
+ * The panel may also come from the caller's packer (bf__sgemm_packed: a
+ * Conv gathers its panels from padded input planes instead of writing a
+ * column matrix), and the block's store may add a bias per row
+ * (bf__sgemm_bias), the same y = s + bias the caller's own pass computed.
+ * An AVX-512 kernel (12 rows of one 16-lane register each) runs the same
+ * chains on request; on Zen 4 it is no faster than the AVX2 one.
+ *
  * bf__fma_windows is the same chain for a product whose B rows are
  * windows of one buffer (a Conv channel's taps over padded planes). */
 #include "sgemm.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "transpose8.h"
 
 #define MR 6
+#define MR512 12  /* rows per block of the AVX-512 kernel: 12 sums + B in 32 registers */
 #define NR 16
 #define KSTACK 1024 /* a panel up to this deep lives on the stack (64 KiB) */
 #define KDIRECT 256   /* a plain B up to this deep ... */
@@ -73,7 +82,7 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
  * nothing. */
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
                                                              const float *panel, int64_t ps, int masked, float alpha,
-                                                             int accumulate, float *y, int ldy)
+                                                             int accumulate, const float *bias, float *y, int ldy)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
     const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
@@ -94,24 +103,65 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
     __m256 al = _mm256_set1_ps(alpha);
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
         float *yr = y + (int64_t)i * ldy;
+        __m256 v0 = s[i][0], v1 = s[i][1];
+        if (accumulate && nr == NR) {
+            v0 = _mm256_fmadd_ps(al, v0, _mm256_loadu_ps(yr));
+            v1 = _mm256_fmadd_ps(al, v1, _mm256_loadu_ps(yr + 8));
+        } else if (!accumulate) {
+            v0 = _mm256_mul_ps(al, v0);
+            v1 = _mm256_mul_ps(al, v1);
+        }
+        if (bias) {
+            __m256 bv = _mm256_set1_ps(bias[i]);
+            v0 = _mm256_add_ps(v0, bv);
+            v1 = _mm256_add_ps(v1, bv);
+        }
         if (nr == NR) {
-            __m256 v0 = s[i][0], v1 = s[i][1];
-            if (accumulate) {
-                v0 = _mm256_fmadd_ps(al, v0, _mm256_loadu_ps(yr));
-                v1 = _mm256_fmadd_ps(al, v1, _mm256_loadu_ps(yr + 8));
-            } else {
-                v0 = _mm256_mul_ps(al, v0);
-                v1 = _mm256_mul_ps(al, v1);
-            }
             _mm256_storeu_ps(yr, v0);
             _mm256_storeu_ps(yr + 8, v1);
         } else {
             float t[NR];
-            __m256 v0 = s[i][0], v1 = s[i][1];
             _mm256_storeu_ps(t, v0);
             _mm256_storeu_ps(t + 8, v1);
-            for (int j = 0; j < nr; j++) yr[j] = accumulate ? fmaf(alpha, t[j], yr[j]) : alpha * t[j];
+            if (accumulate)
+                for (int j = 0; j < nr; j++) yr[j] = fmaf(alpha, t[j], yr[j]);
+            else
+                for (int j = 0; j < nr; j++) yr[j] = t[j];
         }
+    }
+}
+
+#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+
+/* block with 16-lane registers, one per row of the block and up to MR512
+ * rows: the same chains (one fma per element per p, in order), half the
+ * instructions of two 8-lane registers per row and twice the rows per pass
+ * over the panel. Lanes past nr are masked on load and store, so the
+ * in-place narrow B of `block` needs no separate case. Not the default:
+ * on Zen 4, where a 16-lane fma is two 8-lane halves, it measured 2-4%
+ * slower than the AVX2 kernel on resnet18's conv shapes (make bench-peak),
+ * so it runs only when asked for (BITFLIP_SIMD=avx512, bf__sgemm_level). */
+AVX512 static inline __attribute__((always_inline)) void block512(int mr, int nr, int k, const float *a, int64_t lda,
+                                                                  const float *panel, int64_t ps, float alpha,
+                                                                  int accumulate, const float *bias, float *y, int ldy)
+{
+    const __mmask16 mk = (__mmask16)((1u << nr) - 1u);
+    __m512 s[MR512];
+    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) s[i] = _mm512_setzero_ps();
+    const float *ar[MR512];
+    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
+    const float *bp = panel;
+    for (int p = 0; p < k; p++, bp += ps) {
+        __m512 b0 = nr == NR ? _mm512_loadu_ps(bp) : _mm512_maskz_loadu_ps(mk, bp);
+        _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++)
+            s[i] = _mm512_fmadd_ps(_mm512_set1_ps(ar[i][p]), b0, s[i]);
+    }
+    __m512 al = _mm512_set1_ps(alpha);
+    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
+        float *yr = y + (int64_t)i * ldy;
+        __m512 v = accumulate ? _mm512_fmadd_ps(al, s[i], _mm512_maskz_loadu_ps(mk, yr)) : _mm512_mul_ps(al, s[i]);
+        if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
+        _mm512_mask_storeu_ps(yr, mk, v);
     }
 }
 
@@ -149,16 +199,72 @@ AVX2 static void column_avx2(int m, int k, float alpha, const float *a, int lda,
     }
 }
 
-AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                            int ldb, int accumulate, float *y, int ldy, float *panel)
+/* The rows of A over one panel of op(B), block by block: y, bias and the
+ * panel at column j0 already. One function per kernel, so the driver below
+ * (built for AVX2) calls the AVX-512 code only through a pointer. */
+typedef void (*rows_fn)(int m, int nr, int k, const float *a, int lda, const float *pan, int64_t ps, int masked,
+                        float alpha, int accumulate, const float *bias, float *y, int ldy);
+
+AVX2 static void rows_avx2(int m, int nr, int k, const float *a, int lda, const float *pan, int64_t ps, int masked,
+                           float alpha, int accumulate, const float *bias, float *y, int ldy)
 {
+    for (int i0 = 0; i0 < m; i0 += MR) {
+        int mr = m - i0 < MR ? m - i0 : MR;
+        const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
+        float *yb = y + (int64_t)i0 * ldy;
+        switch (mr) {
+#define ROWS(r)                                                                                  \
+    case r:                                                                                      \
+        if (masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, yb, ldy);        \
+        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, yb, ldy);               \
+        break;
+            ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+        default: break;
+        }
+    }
+}
+
+AVX512 static void rows_avx512(int m, int nr, int k, const float *a, int lda, const float *pan, int64_t ps,
+                               int masked, float alpha, int accumulate, const float *bias, float *y, int ldy)
+{
+    (void)masked;   /* block512 masks every narrow panel */
+    for (int i0 = 0; i0 < m; i0 += MR512) {
+        int mr = m - i0 < MR512 ? m - i0 : MR512;
+        const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
+        float *yb = y + (int64_t)i0 * ldy;
+        switch (mr) {
+#define ROWS(r)                                                                                  \
+    case r:                                                                                      \
+        if (nr == NR) block512(r, NR, k, ab, lda, pan, ps, alpha, accumulate, bb, yb, ldy);      \
+        else block512(r, nr, k, ab, lda, pan, ps, alpha, accumulate, bb, yb, ldy);               \
+        break;
+            ROWS(12) ROWS(11) ROWS(10) ROWS(9) ROWS(8) ROWS(7) ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+        default: break;
+        }
+    }
+}
+
+/* Panel by panel of 16 columns: op(B)'s columns packed k-major (from a
+ * transposed B, a plain one, or the caller's packer), or a plain B's own
+ * rows in place where packing would cost more than it saves. */
+AVX2 static void sgemm_panels(int level, const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
+                              int lda, int accumulate, const float *bias, float *y, int ldy, float *panel)
+{
+    rows_fn rows = level >= BF_SGEMM_AVX512 ? rows_avx512 : rows_avx2;
+    int mrmax = level >= BF_SGEMM_AVX512 ? MR512 : MR;
+    const float *b = src->b;
+    int ldb = src->ldb;
     for (int j0 = 0; j0 < n; j0 += NR) {
         int nr = n - j0 < NR ? n - j0 : NR;
         /* pan[p * ps + j] = op(B)[p][j0 + j], 0 past n */
         const float *pan = panel;
         int64_t ps = NR;
         int masked = 0;
-        if (trans_b) {
+        if (src->pack) {
+            src->pack(src->ctx, j0, nr, k, panel);
+        } else if (src->trans) {
             if (nr < NR) memset(panel, 0, sizeof(float) * (size_t)k * NR);
             int j8 = nr & ~7, k8 = k & ~7;
             for (int j = 0; j < j8; j += 8)
@@ -168,11 +274,11 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
                 const float *col = b + (int64_t)(j0 + j) * ldb;
                 for (int p = j < j8 ? k8 : 0; p < k; p++) panel[(int64_t)p * NR + j] = col[p];
             }
-        } else if (nr < NR && (m <= 2 * MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
+        } else if (nr < NR && (m <= 2 * mrmax || (k <= KDIRECT && ldb <= LDDIRECT))) {
             masked = 1;   /* B's own rows, read with masks */
             pan = b + j0;
             ps = ldb;
-        } else if (nr == NR && (m <= MR || (k <= KDIRECT && ldb <= LDDIRECT))) {
+        } else if (nr == NR && (m <= mrmax || (k <= KDIRECT && ldb <= LDDIRECT))) {
             /* B's own rows serve as the panel, unpacked: for one block of
              * rows packing costs as much as the product, and a shallow
              * panel's rows stay in L1 across the row blocks anyway (unless
@@ -182,31 +288,17 @@ AVX2 static void sgemm_avx2(int trans_b, int m, int n, int k, float alpha, const
         } else {
             for (int p = 0; p < k; p++) {
                 float *row = panel + (int64_t)p * NR;
-                const float *src = b + (int64_t)p * ldb + j0;
+                const float *bs = b + (int64_t)p * ldb + j0;
                 if (nr == NR) {
-                    _mm256_storeu_ps(row, _mm256_loadu_ps(src));
-                    _mm256_storeu_ps(row + 8, _mm256_loadu_ps(src + 8));
+                    _mm256_storeu_ps(row, _mm256_loadu_ps(bs));
+                    _mm256_storeu_ps(row + 8, _mm256_loadu_ps(bs + 8));
                     continue;
                 }
-                for (int j = 0; j < nr; j++) row[j] = src[j];
+                for (int j = 0; j < nr; j++) row[j] = bs[j];
                 for (int j = nr; j < NR; j++) row[j] = 0.0f;
             }
         }
-        for (int i0 = 0; i0 < m; i0 += MR) {
-            int mr = m - i0 < MR ? m - i0 : MR;
-            const float *ab = a + (int64_t)i0 * lda;
-            float *yb = y + (int64_t)i0 * ldy + j0;
-            switch (mr) {
-#define ROWS(r)                                                                  \
-    case r:                                                                      \
-        if (masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, yb, ldy); \
-        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, yb, ldy);        \
-        break;
-                ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
-#undef ROWS
-            default: break;
-            }
-        }
+        rows(m, nr, k, a, lda, pan, ps, masked, alpha, accumulate, bias, y + j0, ldy);
     }
 }
 #endif
@@ -274,27 +366,83 @@ int bf__sgemm_simd(void)
 #endif
 }
 
+int bf__sgemm_best(void)
+{
+    if (!bf__sgemm_simd()) return BF_SGEMM_REF;
+#ifdef HAVE_AVX2_PATH
+    if (__builtin_cpu_supports("avx512f")) return BF_SGEMM_AVX512;
+#endif
+    return BF_SGEMM_AVX2;
+}
+
+int bf__sgemm_chosen(void)
+{
+    int best = bf__sgemm_best();
+    const char *want = getenv("BITFLIP_SIMD");
+    int level = BF_SGEMM_AVX2;
+    if (want && strcmp(want, "ref") == 0) level = BF_SGEMM_REF;
+    else if (want && strcmp(want, "avx512") == 0) level = BF_SGEMM_AVX512;
+    return level < best ? level : best;
+}
+
+/* The product through `level`'s kernel (lowered to what this CPU has).
+ * 0 where there is no kernel (no AVX2, or A transposed: rare in models),
+ * or no memory for a panel deeper than the stack one: the caller then
+ * computes the same bits another way. */
+static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
+                    int lda, int accumulate, const float *bias, float *y, int ldy)
+{
+    if (m <= 0 || n <= 0) return 1;
+    int best = bf__sgemm_best();
+    if (level > best) level = best;
+#ifdef HAVE_AVX2_PATH
+    if (trans_a || level < BF_SGEMM_AVX2) return 0;
+    if (n == 1 && !src->pack && !bias) {
+        column_avx2(m, k, alpha, a, lda, src->b, src->trans ? 1 : src->ldb, accumulate, y, ldy);
+        return 1;
+    }
+    _Alignas(64) float stack[NR * KSTACK];
+    float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR);
+    if (!panel) return 0;
+    sgemm_panels(level, src, m, n, k, alpha, a, lda, accumulate, bias, y, ldy, panel);
+    if (panel != stack) bf__free(panel);
+    return 1;
+#else
+    (void)trans_a, (void)src, (void)k, (void)alpha, (void)a, (void)lda, (void)accumulate, (void)bias, (void)y,
+        (void)ldy;
+    return 0;
+#endif
+}
+
+void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, int accumulate, float *y, int ldy)
+{
+    bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
+    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, y, ldy))
+        bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+}
+
 void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                int ldb, int accumulate, float *y, int ldy)
 {
-    if (m <= 0 || n <= 0) return;
-#ifdef HAVE_AVX2_PATH
-    /* A transposed (rare in models) takes the reference too. */
-    if (!trans_a && n == 1 && bf__sgemm_simd()) {
-        column_avx2(m, k, alpha, a, lda, b, trans_b ? 1 : ldb, accumulate, y, ldy);
-        return;
+    bf__sgemm_level(BF_SGEMM_AVX2, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+}
+
+void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                    const float *bias, float *y, int ldy)
+{
+    bf__gemm_b src = {.b = b, .ldb = ldb};
+    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, y, ldy)) return;
+    bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
+    for (int i = 0; i < m; i++) {
+        float *yr = y + (int64_t)i * ldy;
+        for (int j = 0; j < n; j++) yr[j] = yr[j] + bias[i];
     }
-    if (!trans_a && bf__sgemm_simd()) {
-        _Alignas(64) float stack[NR * KSTACK];
-        /* A panel deeper than the stack one is allocated; should that fail,
-         * the reference computes the same bits, only slower. */
-        float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR);
-        if (panel) {
-            sgemm_avx2(trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy, panel);
-            if (panel != stack) bf__free(panel);
-            return;
-        }
-    }
-#endif
-    bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+}
+
+int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
+                     const float *bias, float *y, int ldy)
+{
+    bf__gemm_b src = {.pack = pack, .ctx = ctx};
+    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, y, ldy);
 }

@@ -19,7 +19,12 @@
  * results then stay close to PyTorch's.
  *
  * bf__sgemm_ref computes exactly that with scalar fmaf; bf__sgemm is the
- * same with AVX2 when the CPU has it, and the reference otherwise. */
+ * same with AVX2 when the CPU has it, and the reference otherwise. An
+ * AVX-512 kernel computes the same chains too, run only on request (it was
+ * no faster on Zen 4). The CPU paths differ in speed only; tests force
+ * each one with bf__sgemm_level, and the Conv op takes the one
+ * bf__sgemm_chosen names, which the environment variable BITFLIP_SIMD
+ * (ref, avx2, avx512) sets. */
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
@@ -39,7 +44,46 @@ void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, c
  * chain. */
 void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, int rows, int cols, int64_t ldx,
                      float *acc);
-/* 1 when bf__sgemm runs the AVX2 kernel on this CPU. */
+/* 1 when bf__sgemm runs the AVX2 kernel (or better) on this CPU. */
 int bf__sgemm_simd(void);
+
+/* CPU paths, in order: the scalar reference, 8-lane and 16-lane kernels. */
+enum { BF_SGEMM_REF, BF_SGEMM_AVX2, BF_SGEMM_AVX512 };
+/* The highest path this CPU runs. */
+int bf__sgemm_best(void);
+/* AVX2 where the CPU has it, or BITFLIP_SIMD's path if that is "ref" or
+ * "avx512" (for tests and for timing one path against another; any other
+ * value is ignored), never above bf__sgemm_best. Reads the environment:
+ * call it when a plan is built, not per product. */
+int bf__sgemm_chosen(void);
+/* bf__sgemm through `level`'s kernel, or the best this CPU has below it. */
+void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, int accumulate, float *y, int ldy);
+
+/* panel[p * 16 + j] = op(B)[p][j0 + j] for p < k, j < nr, and 0 for
+ * nr <= j < 16: one k-major panel of op(B)'s columns j0 .. j0 + nr. */
+typedef void (*bf__pack_fn)(const void *ctx, int j0, int nr, int k, float *panel);
+
+/* Where op(B) comes from: a matrix (b, ldb, transposed or not), or, when
+ * pack is set, the packer's panels (a convolution's windows, gathered
+ * straight from its input instead of from a column matrix). */
+typedef struct bf__gemm_b {
+    const float *b;
+    int ldb, trans;
+    bf__pack_fn pack;
+    const void *ctx;
+} bf__gemm_b;
+
+/* Y = A B with bias[i] added to row i while the block is in registers:
+ * y = (1 * s) + bias[i], the bits of the product followed by the addition.
+ * B plain (k x n, ldb). */
+void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                    const float *bias, float *y, int ldy);
+/* Y = A op(B) + bias as bf__sgemm_bias, op(B)'s panels from `pack` (bias
+ * may be NULL: nothing added). 0, with y untouched, when this CPU has no
+ * kernel or a panel deeper than 1024 found no memory: the caller computes
+ * the product another way (the bits are the same). */
+int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
+                     const float *bias, float *y, int ldy);
 
 #endif

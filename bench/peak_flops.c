@@ -1,0 +1,195 @@
+/* How close to the machine's limit each matrix product runs: this core's
+ * measured fp32 peak, then bf__sgemm's GFLOP/s on the convolution shapes of
+ * resnet18 (one image per product, as the Conv op runs them: M output
+ * channels, N output positions, K = input channels x taps), on each CPU path
+ * this machine has, and OpenBLAS's cblas_sgemm on the same shapes if its
+ * shared library is installed (it is loaded with dlopen: the project links
+ * no BLAS, and Debian ships libopenblas without a -dev package by default).
+ *
+ *   build/bitflip-bench-peak             (make bench-peak; about a minute)
+ *
+ * The peak is timed on chains of independent fused multiply-adds held in
+ * registers (enough of them to cover the FMA latency on both pipes), 8-wide
+ * (AVX2) and 16-wide (AVX-512) where the CPU has them. One thread; each
+ * figure is the fastest of five runs of about 40 ms of the thread's CPU
+ * time (the machine is shared: CPU time leaves out the time other processes
+ * had the core, and the fastest run is the one least disturbed otherwise). */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "exec/ops/sgemm.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef void (*work_fn)(void *ctx, long reps);
+
+/* Seconds per rep of fn, the fastest of five runs of about 40 ms. */
+static double per_rep(work_fn fn, void *ctx)
+{
+    double best = 1e30;
+    for (int run = 0; run < 5; run++) {
+        for (long reps = 1;; reps *= 2) {
+            double t0 = now();
+            fn(ctx, reps);
+            double dt = now() - t0;
+            if (dt > 0.04) {
+                if (dt / (double)reps < best) best = dt / (double)reps;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+#define PEAK_ITERS 100000
+#define CHAINS 10   /* 2 pipes x 4-cycle latency, plus slack */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx2,fma"))) static void peak_ymm(void *ctx, long reps)
+{
+    __m256 s[CHAINS], a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+    for (int i = 0; i < CHAINS; i++) s[i] = _mm256_set1_ps((float)i);
+    for (long r = 0; r < reps * PEAK_ITERS; r++)
+        for (int i = 0; i < CHAINS; i++) s[i] = _mm256_fmadd_ps(s[i], a, b);
+    __m256 t = s[0];
+    for (int i = 1; i < CHAINS; i++) t = _mm256_add_ps(t, s[i]);
+    _mm256_storeu_ps(ctx, t);
+}
+
+__attribute__((target("avx512f"))) static void peak_zmm(void *ctx, long reps)
+{
+    __m512 s[CHAINS], a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+    for (int i = 0; i < CHAINS; i++) s[i] = _mm512_set1_ps((float)i);
+    for (long r = 0; r < reps * PEAK_ITERS; r++)
+        for (int i = 0; i < CHAINS; i++) s[i] = _mm512_fmadd_ps(s[i], a, b);
+    __m512 t = s[0];
+    for (int i = 1; i < CHAINS; i++) t = _mm512_add_ps(t, s[i]);
+    _mm512_storeu_ps(ctx, t);
+}
+#endif
+
+typedef void (*cblas_sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                               const float *b, int ldb, float beta, float *c, int ldc);
+
+typedef struct prod {
+    int m, n, k, level;
+    const float *a, *b;
+    float *y;
+    cblas_sgemm_fn blas;
+} prod;
+
+static void run_bf(void *ctx, long reps)
+{
+    prod *p = ctx;
+    for (long r = 0; r < reps; r++)
+        bf__sgemm_level(p->level, 0, 0, p->m, p->n, p->k, 1.0f, p->a, p->k, p->b, p->n, 0, p->y, p->n);
+}
+
+static void run_blas(void *ctx, long reps)
+{
+    prod *p = ctx;
+    /* 101 = CblasRowMajor, 111 = CblasNoTrans */
+    for (long r = 0; r < reps; r++) p->blas(101, 111, 111, p->m, p->n, p->k, 1.0f, p->a, p->k, p->b, p->n, 0.0f, p->y, p->n);
+}
+
+int main(void)
+{
+    static const struct {
+        const char *layer;
+        int m, n, k;
+    } shapes[] = {
+        {"conv1 (7x7/2, 3 -> 64)", 64, 12544, 147},     {"layer1 3x3 (64 -> 64)", 64, 3136, 576},
+        {"layer2.0.conv1 3x3/2 (64 -> 128)", 128, 784, 576}, {"layer2 3x3 (128 -> 128)", 128, 784, 1152},
+        {"layer2.0 downsample 1x1/2", 128, 784, 64},    {"layer3 3x3 (256 -> 256)", 256, 196, 2304},
+        {"layer4 3x3 (512 -> 512)", 512, 49, 4608},
+    };
+    enum { NSHAPES = sizeof shapes / sizeof *shapes };
+    size_t amax = 0, bmax = 0, ymax = 0;
+    for (int q = 0; q < NSHAPES; q++) {
+        size_t a = (size_t)shapes[q].m * shapes[q].k, b = (size_t)shapes[q].k * shapes[q].n;
+        size_t y = (size_t)shapes[q].m * shapes[q].n;
+        amax = a > amax ? a : amax, bmax = b > bmax ? b : bmax, ymax = y > ymax ? y : ymax;
+    }
+    float *a = malloc(sizeof(float) * amax), *b = malloc(sizeof(float) * bmax), *y = malloc(sizeof(float) * ymax);
+    if (!a || !b || !y) {
+        fprintf(stderr, "bitflip-bench-peak: out of memory\n");
+        return 1;
+    }
+    uint32_t s = 1;
+    for (size_t i = 0; i < amax; i++) a[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) * 0x1p-24f - 0.5f;
+    for (size_t i = 0; i < bmax; i++) b[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) * 0x1p-24f - 0.5f;
+
+    int top = bf__sgemm_best();
+    float sink[16];
+    printf("One core, fp32 GFLOP/s (2 flops per multiply-add), fastest of 5 runs of ~40 ms each.\n\n");
+#if defined(__x86_64__) && defined(__GNUC__)
+    double peak = 0;
+    if (top >= BF_SGEMM_AVX2) {
+        double g = 2.0 * 8 * CHAINS * PEAK_ITERS / per_rep(peak_ymm, sink) * 1e-9;
+        printf("peak, %d chains of 8-wide FMA (ymm):  %.1f\n", CHAINS, g);
+        peak = g;
+    }
+    if (top >= BF_SGEMM_AVX512) {
+        double g = 2.0 * 16 * CHAINS * PEAK_ITERS / per_rep(peak_zmm, sink) * 1e-9;
+        printf("peak, %d chains of 16-wide FMA (zmm): %.1f\n", CHAINS, g);
+        peak = g > peak ? g : peak;
+    }
+#else
+    double peak = 0;
+    (void)sink;
+#endif
+    void *lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    cblas_sgemm_fn blas = lib ? (cblas_sgemm_fn)dlsym(lib, "cblas_sgemm") : NULL;
+    void (*set_threads)(int) = lib ? (void (*)(int))dlsym(lib, "openblas_set_num_threads") : NULL;
+    if (set_threads) set_threads(1);
+    if (!blas) printf("OpenBLAS: libopenblas.so.0 not found (apt-get install libopenblas0 to compare)\n");
+
+    printf("\n| resnet18 conv (M x N x K) | bf__sgemm AVX2 |%s%s\n|---|---|%s%s\n",
+           top >= BF_SGEMM_AVX512 ? " bf__sgemm AVX-512 |" : "", blas ? " OpenBLAS |" : "",
+           top >= BF_SGEMM_AVX512 ? "---|" : "", blas ? "---|" : "");
+    double flops_all = 0, t_all[3] = {0, 0, 0};
+    for (int q = 0; q < NSHAPES; q++) {
+        prod p = {shapes[q].m, shapes[q].n, shapes[q].k, BF_SGEMM_AVX2, a, b, y, blas};
+        double flops = 2.0 * p.m * p.n * p.k;
+        flops_all += flops;
+        printf("| %s, %d x %d x %d |", shapes[q].layer, p.m, p.n, p.k);
+        for (int lv = BF_SGEMM_AVX2; lv <= top; lv++) {
+            p.level = lv;
+            double t = per_rep(run_bf, &p);
+            t_all[lv - BF_SGEMM_AVX2] += t;
+            printf(" %.1f |", flops / t * 1e-9);
+        }
+        if (blas) {
+            double t = per_rep(run_blas, &p);
+            t_all[2] += t;
+            printf(" %.1f |", flops / t * 1e-9);
+        }
+        printf("\n");
+    }
+    printf("| all shapes, once each |");
+    for (int lv = BF_SGEMM_AVX2; lv <= top; lv++) printf(" %.1f |", flops_all / t_all[lv - BF_SGEMM_AVX2] * 1e-9);
+    if (blas) printf(" %.1f |", flops_all / t_all[2] * 1e-9);
+    printf("\n");
+    if (peak > 0) {
+        printf("\nof the peak (%.1f):", peak);
+        for (int lv = BF_SGEMM_AVX2; lv <= top; lv++)
+            printf(" %s %.0f%%", lv == BF_SGEMM_AVX2 ? "AVX2" : "AVX-512",
+                   100.0 * flops_all / t_all[lv - BF_SGEMM_AVX2] * 1e-9 / peak);
+        if (blas) printf(" OpenBLAS %.0f%%", 100.0 * flops_all / t_all[2] * 1e-9 / peak);
+        printf("\n");
+    }
+    free(a);
+    free(b);
+    free(y);
+    return 0;
+}

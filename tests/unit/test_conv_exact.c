@@ -1,0 +1,161 @@
+/* Conv's fast paths give the bits of a plain reference written here from
+ * the contract each path keeps (docs/ENGINE.md, "The convolution path"),
+ * on awkward shapes, on every CPU path this machine has: the scalar
+ * reference (BITFLIP_SIMD=ref), AVX2 (BITFLIP_SIMD=avx2), AVX-512
+ * (BITFLIP_SIMD=avx512, where the CPU has it) and the default (unset). Which path a shape takes is the op's own
+ * rule; what each computes per output element is:
+ *
+ *   im2col (any Conv but the two below): s = 0, then s = fma(w, x, s) over
+ *     the taps in the column matrix's row order (blocks of 16 input
+ *     channels, tap-major within a block), a tap in the padding
+ *     contributing fma(w, 0, s); then y = s + bias (+ 0 without a bias)
+ *   1x1, stride 1, no padding: the same chain over the channels in order,
+ *     then y = s + bias, or y = s without a bias
+ *   depthwise (one input and one output channel per group): y = bias (or
+ *     0), then y = y + w * x (a rounded product, then a rounded sum) over
+ *     the taps in (kh, kw) order, taps in the padding skipped
+ *
+ * The shapes are sized so that the column-matrix-free product (one image
+ * per product) and the old batched one both run, with panels that wrap
+ * output rows (outputs narrower than 16), a K past the 1024-deep stack
+ * panel, groups, stride 2, dilation, asymmetric padding. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "exec/ops/sgemm.h"
+#include "op_harness.h"
+
+typedef struct conv_case {
+    const char *what;
+    int64_t n, c, h, w, m, group, kh, kw, s, d, pads[4];  /* pads: top, left, bottom, right */
+    int bias;
+} conv_case;
+
+/* The reference of the contract above; y is [n, m, oh, ow]. */
+static void ref_conv(const conv_case *k, const float *x, const float *wt, const float *b, float *y, int64_t oh,
+                     int64_t ow)
+{
+    int64_t cg = k->c / k->group, mg = k->m / k->group, ksp = k->kh * k->kw;
+    int pointwise = k->kh == 1 && k->kw == 1 && k->s == 1 && !k->pads[0] && !k->pads[1] && !k->pads[2] && !k->pads[3];
+    int depthwise = cg == 1 && mg == 1 && k->kw <= 16;
+    for (int64_t n = 0; n < k->n; n++)
+        for (int64_t oc = 0; oc < k->m; oc++) {
+            int64_t g = oc / mg;
+            const float *wo = wt + oc * cg * ksp;
+            for (int64_t i = 0; i < oh; i++)
+                for (int64_t j = 0; j < ow; j++) {
+                    float v;
+                    if (depthwise) {
+                        const float *xc = x + (n * k->c + g) * k->h * k->w;
+                        v = k->bias ? b[oc] : 0.0f;
+                        for (int64_t a = 0; a < k->kh; a++)
+                            for (int64_t e = 0; e < k->kw; e++) {
+                                int64_t ih = i * k->s - k->pads[0] + a * k->d, iw = j * k->s - k->pads[1] + e * k->d;
+                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                                float t = wo[a * k->kw + e] * xc[ih * k->w + iw];
+                                v = v + t;
+                            }
+                    } else {
+                        float s = 0.0f;
+                        for (int64_t cb = 0; cb < cg; cb += 16) {
+                            int64_t width = cg - cb < 16 ? cg - cb : 16;
+                            for (int64_t tap = 0; tap < ksp; tap++)
+                                for (int64_t c = cb; c < cb + width; c++) {
+                                    int64_t a = tap / k->kw, e = tap % k->kw;
+                                    int64_t ih = i * k->s - k->pads[0] + a * k->d, iw = j * k->s - k->pads[1] + e * k->d;
+                                    int in = ih >= 0 && ih < k->h && iw >= 0 && iw < k->w;
+                                    float xv = in ? x[((n * k->c + g * cg + c) * k->h + ih) * k->w + iw] : 0.0f;
+                                    s = fmaf(wo[c * ksp + tap], xv, s);
+                                }
+                        }
+                        v = pointwise && !k->bias ? s : s + (k->bias ? b[oc] : 0.0f);
+                    }
+                    y[((n * k->m + oc) * oh + i) * ow + j] = v;
+                }
+        }
+}
+
+static void run_case(const conv_case *k, const char *level)
+{
+    int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw}, bd[1] = {k->m};
+    bf_tensor x = th_tensor_rand(11, 4, xd), wt = th_tensor_rand(12, 4, wd), b = th_tensor_rand(13, 1, bd);
+    /* a few exact zeros and negative zeros, where the order of +0 and -0 shows */
+    float *xv = x.data;
+    for (int64_t i = 0; i < k->n * k->c * k->h * k->w; i += 7) xv[i] = (i / 7) % 2 ? -0.0f : 0.0f;
+    int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d};
+    bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
+                        th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
+                        th_attr_int("group", k->group)};
+    const bf_tensor *in[3] = {&x, &wt, k->bias ? &b : NULL};
+    bf_tensor out;
+    bf_error err = {0};
+    if (level) setenv("BITFLIP_SIMD", level, 1);
+    else unsetenv("BITFLIP_SIMD");
+    bf_status stt = th_run_op("Conv", 13, attrs, 5, in, k->bias ? 3 : 2, &out, 1, &err);
+    unsetenv("BITFLIP_SIMD");
+    if (stt != BF_OK) fail_msg("%s: %s", k->what, err.msg);
+    int64_t oh = out.dims[2], ow = out.dims[3], numel = k->n * k->m * oh * ow;
+    float *want = malloc(sizeof(float) * (size_t)numel);
+    assert_non_null(want);
+    ref_conv(k, x.data, wt.data, b.data, want, oh, ow);
+    if (memcmp(want, out.data, sizeof(float) * (size_t)numel) != 0) {
+        const float *got = out.data;
+        int64_t i = 0;
+        while (memcmp(&want[i], &got[i], sizeof(float)) == 0) i++;
+        fail_msg("%s (BITFLIP_SIMD=%s): element %lld is %.9g, the reference %.9g", k->what, level ? level : "unset",
+                 (long long)i, got[i], want[i]);
+    }
+    free(want);
+    th_free(&out, 1);
+    th_tensor_free(&x), th_tensor_free(&wt), th_tensor_free(&b);
+}
+
+static const conv_case cases[] = {
+    {"3x3 stride 1, asymmetric pads (padded planes)", 2, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 2, 0, 1}, 1},
+    {"3x3 stride 1, no bias (+0 added)", 1, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 0},
+    {"3x3 stride 2, dilation 2 (column matrix, bias in the kernel)", 2, 29, 31, 29, 19, 1, 3, 3, 2, 2, {1, 2, 0, 1}, 1},
+    {"groups 2, 3x3 stride 1", 1, 16, 37, 37, 6, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 0},
+    {"output 3 wide: panels wrap six output rows", 1, 64, 40, 3, 5, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
+    {"output 1 wide, 3x1 kernel", 1, 64, 300, 1, 5, 1, 3, 1, 1, 1, {1, 0, 1, 0}, 1},
+    {"K = 1170 past the stack panel", 1, 130, 8, 8, 7, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
+    {"7x7 stride 2, 3 channels (a first layer)", 1, 3, 64, 61, 9, 1, 7, 7, 2, 1, {3, 3, 3, 3}, 1},
+    {"small, several images per product", 3, 5, 9, 11, 7, 1, 3, 3, 1, 1, {1, 0, 2, 1}, 1},
+    {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1},
+    {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0},
+    {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1},
+    {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
+    {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0},
+    {"depthwise 3x3 stride 2, even width: the last 8 outputs end the input", 1, 2, 6, 34, 2, 2, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 1},
+    {"depthwise 5x5", 1, 4, 12, 23, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1},
+    {"depthwise 3x3 dilation 2", 1, 4, 12, 23, 4, 4, 3, 3, 1, 2, {2, 2, 2, 2}, 1},
+    {"depthwise asymmetric pads", 1, 4, 12, 23, 4, 4, 3, 3, 1, 1, {0, 1, 2, 0}, 1},
+    {"depthwise 3x5", 1, 4, 12, 23, 4, 4, 3, 5, 1, 1, {1, 2, 1, 2}, 0},
+    {"depthwise 2x2 input, 3x3 kernel: no inside column", 1, 3, 2, 2, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
+};
+
+static void conv_paths_match_reference(void **state)
+{
+    (void)state;
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    int best = bf__sgemm_best();
+    print_message("CPU paths here: reference%s%s\n", best >= BF_SGEMM_AVX2 ? ", AVX2" : "",
+                  best >= BF_SGEMM_AVX512 ? ", AVX-512" : " (no AVX-512: its kernel is not exercised)");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int l = 0; l < 4; l++) run_case(&cases[i], levels[l]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(conv_paths_match_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
