@@ -257,13 +257,14 @@ typedef struct bf_campaign_result {
     double setup_seconds;     /* of `seconds`: workers' plans and golden checks, the cache */
     /* Where the setup went, in seconds. Creating the campaign (before
      * `seconds`): the golden evaluators' plans built, the golden pass (with
-     * the cache when prepared differential) on golden_threads threads, what
+     * the cache when prepared differential) on golden_threads threads (and
+     * the process's CPU time during it, golden_cpu), what
      * the differential engine finds on it (embedding index, exact Gemm
      * blocks, chains). Of setup_seconds: the workers' plans this run built,
      * their golden checks (the exact engine), the cache when the run had to
      * make it, the executors' state. */
     struct {
-        double plans, golden, index;
+        double plans, golden, golden_cpu, index;
         int golden_threads;
         double worker_plans, checks, cache, executors;
     } setup;

@@ -112,7 +112,7 @@ struct bf_campaign {
     int64_t gdx_budget;
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
-        double plans, golden, index;
+        double plans, golden, golden_cpu, index;
         int golden_threads;
     } setup;
     /* Metric sums are kept on a fixed grid so they add exactly (see

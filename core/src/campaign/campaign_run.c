@@ -720,6 +720,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     }
     acc.setup.plans = c->setup.plans;
     acc.setup.golden = c->setup.golden;
+    acc.setup.golden_cpu = c->setup.golden_cpu;
     acc.setup.index = c->setup.index;
     acc.setup.golden_threads = c->setup.golden_threads;
     /* Evaluators are built here, one after another, before any worker
