@@ -49,7 +49,7 @@ same threads_identical "$tmp/t1.csv" "$tmp/t2.csv"
 # the golden pass runs on the run's threads: every trial record the same
 # bytes on 1, 2 and 3 threads, and again on a second run
 same threads_records_identical "$tmp/trials.jsonl" "$tmp/t2.jsonl"
-contains run_t2_setup " s on 2 threads; golden cache "
+contains run_t2_setup " of CPU) on 2 threads; golden cache "
 contains run_t2_setup_detail "workers' own plans"
 check run_t3 0 "$BF" run --local "$spec" --threads 3 --format csv --trials-out "$tmp/t3.jsonl"
 same threads3_records_identical "$tmp/trials.jsonl" "$tmp/t3.jsonl"
