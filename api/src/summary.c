@@ -86,3 +86,20 @@ json_t *bf_dataset_summary(const bf_dataset *ds)
     json_object_set_new(root, "tensors", tensors);
     return root;
 }
+
+json_t *bf_errmap_summary(const bf_errmap *m)
+{
+    json_t *root = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "rows", (json_int_t)m->rows, "cols",
+                             (json_int_t)m->cols, "bits", (json_int_t)(m->rows * m->cols), "flip",
+                             (json_int_t)m->n[BF_CELL_FLIP], "stuck_at_0", (json_int_t)m->n[BF_CELL_STUCK_AT_0],
+                             "stuck_at_1", (json_int_t)m->n[BF_CELL_STUCK_AT_1], "cells",
+                             (json_int_t)bf_errmap_cells(m));
+    if (!root) return NULL;
+    /* NaN is "no voltage in the header" */
+    if (m->voltage == m->voltage && json_object_set_new(root, "voltage", json_real(m->voltage)) != 0) goto oom;
+    if (m->chip && json_object_set_new(root, "chip", json_string(m->chip)) != 0) goto oom;
+    return root;
+oom:
+    json_decref(root);
+    return NULL;
+}

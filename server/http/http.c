@@ -214,6 +214,11 @@ static int begin(bfd *d, bfd_req *r)
                           d->connections, d->cfg.max_connections);
         return -1;
     }
+    char why[256];
+    if (bfd_target_check(r->target, why, sizeof why) != 0) {
+        bfd_reply_problem(r, 400, NULL, "%s (in '%s')", why, r->target);
+        return -1;
+    }
     r->route = bfd_route_match(r->method, r->path, r, &other);
     if (!r->route) {
         if (other) {
@@ -316,19 +321,32 @@ static enum MHD_Result queue_reply(bfd_req *r)
     return ret;
 }
 
+/* The request starts here, the one place libmicrohttpd shows the target as
+ * sent: by the time the access handler runs, the path is percent-decoded and
+ * a %00 in it has cut it short. Called once per request; on_completed frees. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    bfd_req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->d = cls;
+    r->conn = conn;
+    r->t0 = bfd_mono();
+    if (!(r->target = strdup(uri))) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
     (void)version;
+    (void)conn;
     bfd *d = cls;
     bfd_req *r = *con_cls;
-    if (!r) {
-        r = calloc(1, sizeof *r);
-        if (!r) return MHD_NO;
-        *con_cls = r;
-        r->d = d;
-        r->conn = conn;
-        r->t0 = bfd_mono();
+    if (!r) return MHD_NO;   /* on_uri ran out of memory */
+    if (!r->path) {
         snprintf(r->method, sizeof r->method, "%s", method);
         r->path = strdup(url);
         if (!r->path) return MHD_NO;
@@ -375,6 +393,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     bfd *d = cls;
     bfd_req *r = *con_cls;
     if (!r) return;
+    if (!r->path) {   /* libmicrohttpd refused the request itself before the handler saw it: nothing to log */
+        free(r->target);
+        free(r);
+        *con_cls = NULL;
+        return;
+    }
     double ms = (bfd_mono() - r->t0) * 1e3;
     int status = r->status ? r->status : (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? 200 : 499);
     const char *route = bfd_route_label(r);
@@ -397,6 +421,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r->body);
     free(r->tenant);
     free(r->path);
+    free(r->target);
     free(r);
     *con_cls = NULL;
 }
@@ -532,7 +557,7 @@ bf_status bfd_http_start(bfd *d, bf_error *err)
     }
     d->mhd = MHD_start_daemon(flags, (uint16_t)d->cfg.port, NULL, NULL, on_request, d, MHD_OPTION_EXTERNAL_LOGGER,
                               mhd_log, d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED,
-                              on_completed, d, MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
+                              on_completed, d, MHD_OPTION_URI_LOG_CALLBACK, on_uri, d, MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(d->cfg.max_connections + BFD_CONN_RESERVE),
                               MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections_per_ip,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)d->cfg.idle_timeout, MHD_OPTION_ARRAY,

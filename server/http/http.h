@@ -36,7 +36,8 @@ struct bfd_req {
     bfd *d;
     struct MHD_Connection *conn;
     char method[16];
-    char *path;
+    char *target;             /* the request target as sent (path?query, not decoded) */
+    char *path;               /* the path as libmicrohttpd decoded it */
     const bfd_route *route;
     char id[80];              /* the {id} of the path */
     char sub[32];             /* a path's last segment after {id} ("events", "cancel") */
@@ -98,5 +99,9 @@ void bfd_req_resume(bfd_req *r);
 const bfd_route *bfd_route_match(const char *method, const char *path, bfd_req *r, int *allowed_other);
 void bfd_route_allow(const char *path, char *buf, size_t len);   /* the Allow header for a 405 */
 const char *bfd_route_label(const bfd_req *r);   /* the route template, or "other" */
+/* 0 if the request target (path and query as sent, before percent-decoding)
+ * is one a route may see; -1 with the reason (naming the byte) in `why` for a
+ * control byte, raw or encoded, an encoded '/' or an empty path segment. */
+int bfd_target_check(const char *target, char *why, size_t len);
 
 #endif

@@ -2,6 +2,7 @@
  * probes, metrics, the OpenAPI contract. */
 #include "http/routes.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,10 @@ static const bfd_route ROUTES[] = {
     {"GET", "/v1/datasets", BFD_BODY_NONE, 1, bfd_h_item_list},
     {"GET", "/v1/datasets/{id}", BFD_BODY_NONE, 1, bfd_h_item_get},
     {"DELETE", "/v1/datasets/{id}", BFD_BODY_NONE, 1, bfd_h_item_delete},
+    {"POST", "/v1/error-maps", BFD_BODY_UPLOAD, 1, bfd_h_item_upload},
+    {"GET", "/v1/error-maps", BFD_BODY_NONE, 1, bfd_h_item_list},
+    {"GET", "/v1/error-maps/{id}", BFD_BODY_NONE, 1, bfd_h_item_get},
+    {"DELETE", "/v1/error-maps/{id}", BFD_BODY_NONE, 1, bfd_h_item_delete},
     {"POST", "/v1/campaigns", BFD_BODY_JSON, 1, bfd_h_campaign_submit},
     {"GET", "/v1/campaigns", BFD_BODY_NONE, 1, bfd_h_campaign_list},
     {"GET", "/v1/campaigns/{id}", BFD_BODY_NONE, 1, bfd_h_campaign_get},
@@ -63,6 +68,55 @@ static int path_match(const char *tpl, const char *path, char *id, size_t id_len
     return *path == '\0' || (path[0] == '/' && path[1] == '\0');
 }
 
+/* Judged on the request target as the client sent it, before
+ * libmicrohttpd percent-decodes the path: a decoded %00 would end the C
+ * string ("/v1/models/ab%00cd" becomes "/v1/models/ab"), a decoded %2F would
+ * add a segment, and "//" would be an empty one. None of these has a meaning
+ * here (no id contains '/' or a control byte), so rather than guess which
+ * resource was meant, as some servers do by merging slashes, the request is
+ * refused (Tomcat's and nginx's 400 for %00 and encoded slashes). */
+int bfd_target_check(const char *target, char *why, size_t len)
+{
+    int in_query = 0;
+    size_t path_at = 0;
+    /* absolute-form ("http://host/v1/models", RFC 9112 3.2.2): its "//" is no
+     * empty segment; the path starts after the authority */
+    const char *scheme_end = target[0] != '/' ? strstr(target, "://") : NULL;
+    if (scheme_end && !memchr(target, '/', (size_t)(scheme_end - target))) {
+        const char *path = strchr(scheme_end + 3, '/');
+        path_at = path ? (size_t)(path - target) : strlen(target);
+    }
+    for (size_t i = 0; target[i]; i++) {
+        unsigned char c = (unsigned char)target[i];
+        const char *part = in_query ? "query" : "path";
+        if (c == '?' && !in_query) { in_query = 1; continue; }
+        if (c < 0x20 || c == 0x7f) {
+            snprintf(why, len, "the %s has a control byte (0x%02X) at byte %zu; URLs carry none (percent-encode data, "
+                     "and ids never contain one)", part, c, i);
+            return -1;
+        }
+        if (c == '%' && isxdigit((unsigned char)target[i + 1]) && isxdigit((unsigned char)target[i + 2])) {
+            char hex[3] = {target[i + 1], target[i + 2], '\0'};
+            unsigned v = (unsigned)strtoul(hex, NULL, 16);
+            if (v < 0x20 || v == 0x7f) {
+                snprintf(why, len, "the %s has an encoded control byte (%%%s) at byte %zu; no id or argument contains "
+                         "one", part, hex, i);
+                return -1;
+            }
+            if (v == '/' && !in_query) {
+                snprintf(why, len, "the path has an encoded slash (%%%s) at byte %zu; no id contains '/', so write "
+                         "the path with plain slashes", hex, i);
+                return -1;
+            }
+        }
+        if (c == '/' && !in_query && i >= path_at && target[i + 1] == '/') {
+            snprintf(why, len, "the path has an empty segment ('//') at byte %zu; write each '/' once", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 const bfd_route *bfd_route_match(const char *method, const char *path, bfd_req *r, int *allowed_other)
 {
     *allowed_other = 0;
@@ -91,7 +145,8 @@ const char *bfd_route_label(const bfd_req *r)
 
 int bfd_req_kind(const bfd_req *r)
 {
-    return !strncmp(r->route->path, "/v1/datasets", 12) ? BFD_DATASET : BFD_MODEL;
+    return !strncmp(r->route->path, "/v1/datasets", 12) ? BFD_DATASET
+         : !strncmp(r->route->path, "/v1/error-maps", 14) ? BFD_ERRMAP : BFD_MODEL;
 }
 
 int bfd_paging(bfd_req *r, int *limit, int64_t *after)

@@ -11,7 +11,7 @@ void bfd_h_ready(bfd *d, bfd_req *r);
 void bfd_h_metrics(bfd *d, bfd_req *r);
 void bfd_h_openapi(bfd *d, bfd_req *r);
 
-/* routes_items.c: models and datasets */
+/* routes_items.c: models, datasets and error maps */
 void bfd_h_item_upload(bfd *d, bfd_req *r);
 void bfd_h_item_list(bfd *d, bfd_req *r);
 void bfd_h_item_get(bfd *d, bfd_req *r);
@@ -42,7 +42,7 @@ int bfd_req_campaign(bfd *d, bfd_req *r, bfd_campaign_row *row);
 /* Paging: `limit` (1..1000, default 100) and `page_token` (opaque: the last
  * seq seen). Returns 0 or replies 400. */
 int bfd_paging(bfd_req *r, int *limit, int64_t *after);
-/* "models" or "datasets" from the path. */
+/* The store's kind (BFD_MODEL, BFD_DATASET, BFD_ERRMAP) from the path. */
 int bfd_req_kind(const bfd_req *r);
 
 #endif

@@ -208,7 +208,7 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
 {
     json_error_t je;
     json_t *doc = NULL, *errors = json_array(), *gates = NULL;
-    char *spec_text = NULL, *model_path = NULL, *dataset_path = NULL;
+    char *spec_text = NULL, *model_path = NULL, *dataset_path = NULL, *errmap_path = NULL;
     bf_campaign_spec spec = {0};
     int have_spec = 0;
     bf_spec_problems probs = {0};
@@ -254,31 +254,41 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         goto out;
     }
 
+    /* a profiled campaign's map is an upload of the tenant's, named
+     * "sha256:ID": a path in a spec must not reach the daemon's disk */
+    const char *errmap_id = NULL;
     if (spec.model_kind == BF_FAULT_PROFILED) {
-        /* a map is a file of the lab's, not an upload of this daemon's: a
-         * spec's path must not reach the daemon's disk */
-        const char *detail = "model 'profiled' runs with 'bitflip run --local SPEC.json' for now; this daemon does not "
-                             "take error maps (they would be an upload, like models: not implemented yet)";
-        bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/faults/error_map", "detail", detail), "%s",
-                          detail);
-        goto out;
+        const char *ref = spec.error_map ? spec.error_map : "";
+        size_t hex = strncmp(ref, "sha256:", 7) ? 0 : strspn(ref + 7, "0123456789abcdef");
+        if (hex != 64 || ref[7 + hex]) {
+            char detail[400];
+            snprintf(detail, sizeof detail, "'%.80s' is not an error map of this daemon's: upload the .bfmap with POST "
+                     "/v1/error-maps and give \"sha256:ID\" with the id it returns (a path works with 'bitflip run "
+                     "--local' only)", ref);
+            bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/faults/error_map", "detail", detail), "%s",
+                              detail);
+            goto out;
+        }
+        errmap_id = ref + 7;
     }
 
-    /* model and dataset are ids of this tenant's uploads */
+    /* model, dataset and error map are ids of this tenant's uploads */
     bfd_item it = {0};
-    const char *names[2] = {spec.model, spec.dataset};
-    for (int k = 0; k < 2; k++) {
+    const char *names[3] = {spec.model, spec.dataset, errmap_id};
+    static const char *const pointers[3] = {"/model", "/dataset", "/faults/error_map"};
+    static const char *const routes[3] = {"models", "datasets", "error-maps"};
+    for (int k = 0; k < 3; k++) {
+        if (!names[k]) continue;
         bf_status st = bfd_item_get(d->store, k, r->tenant, names[k], &it, &err);
         bfd_item_clear(&it);
         if (st == BF_ENOTFOUND) {
             char detail[400];
-            snprintf(detail, sizeof detail, "no %s with id '%.80s': upload it with POST /v1/%ss and use the id it returns",
-                     k ? "dataset" : "model", names[k], k ? "dataset" : "model");
-            bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", k ? "/dataset" : "/model", "detail", detail), "%s",
-                              detail);
+            snprintf(detail, sizeof detail, "no %s with id '%.80s': upload it with POST /v1/%s and use the id it returns",
+                     bfd_kind_name(k), names[k], routes[k]);
+            bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", pointers[k], "detail", detail), "%s", detail);
             goto out;
         }
-        if (st != BF_OK) { bfd_reply_internal(r, "looking up the model", &err); goto out; }
+        if (st != BF_OK) { bfd_reply_internal(r, "looking up the uploads", &err); goto out; }
     }
     if (spec.trials > d->cfg.max_trials) {
         char detail[200];
@@ -299,7 +309,8 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
     w = calloc(1, sizeof *w);
     model_path = bfd_blob_path(d->blobs, spec.model);
     dataset_path = bfd_blob_path(d->blobs, spec.dataset);
-    if (!w || !model_path || !dataset_path || (key && !(w->key = strdup(key))) ||
+    errmap_path = errmap_id ? bfd_blob_path(d->blobs, errmap_id) : NULL;
+    if (!w || !model_path || !dataset_path || (errmap_id && !errmap_path) || (key && !(w->key = strdup(key))) ||
         (gates && !(w->gates_text = json_dumps(gates, JSON_COMPACT)))) {
         bfd_reply_problem(r, 500, NULL, "out of memory");
         goto out;
@@ -313,7 +324,7 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
     /* the stop rule looks at trials in order, so a campaign with one is not cut */
     int64_t chunks = spec.stop_margin > 0 ? 1 : (spec.trials + TRIALS_PER_CHUNK - 1) / TRIALS_PER_CHUNK;
     w->n_chunks = (int)(chunks < 1 ? 1 : chunks > MAX_CHUNKS ? MAX_CHUNKS : chunks);
-    if (bfd_check_campaign_start(d, model_path, dataset_path, spec_text, submit_checked, w, &err) != BF_OK) {
+    if (bfd_check_campaign_start(d, model_path, dataset_path, errmap_path, spec_text, submit_checked, w, &err) != BF_OK) {
         bfd_reply_header(r, "Retry-After", "1");
         bfd_reply_problem(r, 503, NULL, "cannot check the campaign now (%s); retry", err.msg);
         goto out;
@@ -331,6 +342,7 @@ out:
     free(spec_text);
     free(model_path);
     free(dataset_path);
+    free(errmap_path);
     if (have_spec) bf_campaign_spec_free(&spec);
     bf_spec_problems_free(&probs);
 }

@@ -1,5 +1,5 @@
-/* Models and datasets: uploads (checked by the engine in a child process),
- * list, get, delete. */
+/* Models, datasets and error maps: uploads (checked by the engine in a
+ * child process), list, get, delete. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,8 @@
 #include "work/check.h"
 #include "http/routes.h"
 
-static const char *kind_word(int k) { return k == BFD_DATASET ? "dataset" : "model"; }
+static const char *kind_word(int k) { return bfd_kind_name((bfd_kind)k); }
+static const char *kind_path(int k) { return k == BFD_DATASET ? "datasets" : k == BFD_ERRMAP ? "error-maps" : "models"; }
 
 static int is_hex64(const char *s)
 {
@@ -80,8 +81,9 @@ static void checked(void *user, bfd_check_result *res)
             bf_error_set(&err, res->st, "%s", res->why);
             bfd_reply_internal(r, "checking the upload", &err);
         } else {
-            bfd_reply_problem(r, 422, NULL, "not a %s bitflip can use: %s", u->kind == BFD_MODEL ? "valid ONNX model" :
-                              "valid safetensors eval set", res->why);
+            bfd_reply_problem(r, 422, NULL, "not a %s bitflip can use: %s", u->kind == BFD_MODEL ? "valid ONNX model"
+                              : u->kind == BFD_ERRMAP ? "valid error map (.bfmap, docs/CAMPAIGNS.md)"
+                                                      : "valid safetensors eval set", res->why);
         }
         goto out;
     }
@@ -105,7 +107,7 @@ static void checked(void *user, bfd_check_result *res)
     bfd_item got = {0};
     if (bfd_item_get(d->store, u->kind, r->tenant, u->sha, &got, &err) != BF_OK) { bfd_reply_internal(r, "reading back", &err); goto out; }
     char loc[128];
-    snprintf(loc, sizeof loc, "/v1/%ss/%s", kind_word(u->kind), u->sha);
+    snprintf(loc, sizeof loc, "/v1/%s/%s", kind_path(u->kind), u->sha);
     bfd_reply_header(r, "Location", loc);
     bfd_reply_json(r, existed ? 200 : 201, item_json(&got, 1));
     bfd_item_clear(&got);
@@ -199,7 +201,7 @@ static int find_item(bfd *d, bfd_req *r, int k, bfd_item *it)
     bf_error err = {0};
     bf_status st = bfd_item_get(d->store, k, r->tenant, r->id, it, &err);
     if (st == BF_ENOTFOUND) {
-        bfd_reply_problem(r, 404, NULL, "no %s %s (list yours with GET /v1/%ss)", kind_word(k), r->id, kind_word(k));
+        bfd_reply_problem(r, 404, NULL, "no %s %s (list yours with GET /v1/%s)", kind_word(k), r->id, kind_path(k));
         return -1;
     }
     if (st != BF_OK) { bfd_reply_internal(r, "reading", &err); return -1; }

@@ -338,11 +338,11 @@ out:
     return st;
 }
 
-int bfd_blob_corrupt_named(const char *msg, char what[8], char id[65])
+int bfd_blob_corrupt_named(const char *msg, char what[16], char id[65])
 {
-    static const char *const kinds[] = {"model", "dataset"};
+    static const char *const kinds[] = {"model", "dataset", "error map"};
     for (size_t k = 0; msg && k < sizeof kinds / sizeof kinds[0]; k++) {
-        char head[16];
+        char head[24];
         snprintf(head, sizeof head, "%s blob ", kinds[k]);
         for (const char *p = strstr(msg, head); p; p = strstr(p + 1, head)) {
             const char *h = p + strlen(head);
@@ -351,7 +351,7 @@ int bfd_blob_corrupt_named(const char *msg, char what[8], char id[65])
             memcpy(cand, h, 64);
             cand[64] = '\0';
             if (valid_hex64(cand) && !strncmp(h + 64, " is corrupt (sha256 mismatch)", 29)) {
-                snprintf(what, 8, "%s", kinds[k]);
+                snprintf(what, 16, "%s", kinds[k]);
                 memcpy(id, cand, 65);
                 return 1;
             }

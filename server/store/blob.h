@@ -45,7 +45,7 @@ bf_status bfd_write_atomic(const char *path, const void *data, size_t len, bf_er
 
 /* Checks that the blob at `path` still holds the bytes its name promises:
  * the file's name is its sha256 hex, and its content is hashed again,
- * streaming (constant memory, any size). `what` ("model", "dataset") names
+ * streaming (constant memory, any size). `what` ("model", "dataset", "error map") names
  * it in the message. Returns BF_OK when they match; BF_EFORMAT with
  * "<what> blob <id> is corrupt (sha256 mismatch)..." when they do not (a bit
  * flipped on disk, a truncated copy); BF_ENOTFOUND when the file is gone;
@@ -55,9 +55,9 @@ bf_status bfd_blob_verify(const char *path, const char *what, bf_error *err);
 /* The (kind word, id) of the blob a bfd_blob_verify message calls corrupt,
  * wherever it sits in `msg` (prefixes added on the way up are fine): how the
  * store learns of a corrupt blob from a campaign's error text, which is what
- * crosses from a worker to the daemon. Returns 1 and fills what (8 bytes)
+ * crosses from a worker to the daemon. Returns 1 and fills what (16 bytes)
  * and id (65 bytes), or 0. */
-int bfd_blob_corrupt_named(const char *msg, char what[8], char id[65]);
+int bfd_blob_corrupt_named(const char *msg, char what[16], char id[65]);
 
 /* Disk full. Writes that fail with ENOSPC or EDQUOT (and SQLite's
  * SQLITE_FULL, store.c) carry BFD_DISK_FULL in their message, so a reply can

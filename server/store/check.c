@@ -9,10 +9,11 @@
 #include <sys/stat.h>
 
 #include "store/blob.h"
+#include "store/store.h"
 
 typedef struct ref {
     char id[65];
-    const char *what;         /* "model" or "dataset" */
+    const char *what;         /* "model", "dataset" or "error map" */
 } ref;
 
 static int ref_cmp(const void *a, const void *b)
@@ -64,7 +65,7 @@ static bf_status check_db(const char *db_path, FILE *out, int *n, ref **refs, si
     sqlite3_finalize(q);
     q = NULL;
     if ((rc = sqlite3_prepare_v2(db, "SELECT DISTINCT id, kind FROM items ORDER BY id", -1, &q, NULL)) != SQLITE_OK) {
-        problem(out, n, "database", "%s: cannot list models and datasets: %s", db_path, sqlite3_errmsg(db));
+        problem(out, n, "database", "%s: cannot list models, datasets and error maps: %s", db_path, sqlite3_errmsg(db));
         goto out;
     }
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
@@ -82,7 +83,7 @@ static bf_status check_db(const char *db_path, FILE *out, int *n, ref **refs, si
             cap = c;
         }
         memcpy((*refs)[*n_refs].id, id, 65);
-        (*refs)[*n_refs].what = sqlite3_column_int(q, 1) == 1 ? "dataset" : "model";
+        (*refs)[*n_refs].what = bfd_kind_name((bfd_kind)sqlite3_column_int(q, 1));
         (*n_refs)++;
     }
     if (rc != SQLITE_DONE) problem(out, n, "database", "%s: listing stopped: %s", db_path, sqlite3_errmsg(db));

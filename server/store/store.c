@@ -16,7 +16,7 @@
 #include "store/blob.h"
 #include "store/sha256.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 #define BFD_XSTR(x) #x
 #define BFD_STR(x) BFD_XSTR(x)
 #define BUSY_TIMEOUT_MS 5000   /* `bitflipd token` may hold the lock briefly */
@@ -63,6 +63,26 @@ static const char schema_v2[] =
 
 /* v3: the cluster scheduler's job of a campaign (store_job.c). */
 static const char schema_v3[] = "ALTER TABLE campaigns ADD COLUMN executor_job TEXT;";
+
+/* v4: error maps are items too (kind 2). SQLite cannot change a CHECK in
+ * place, so the table is made again, rows, seq numbers and the AUTOINCREMENT
+ * counter kept (page tokens are seq numbers: one given out stays good). */
+static const char schema_v4[] =
+    "CREATE TABLE items_v4 ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  kind INTEGER NOT NULL CHECK (kind IN (0, 1, 2)),"
+    "  tenant TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL,"
+    "  size INTEGER NOT NULL, summary_json TEXT NOT NULL, created REAL NOT NULL,"
+    "  corrupt INTEGER NOT NULL DEFAULT 0,"
+    "  UNIQUE (kind, tenant, id));"
+    "INSERT INTO items_v4 (seq, kind, tenant, id, name, size, summary_json, created, corrupt)"
+    "  SELECT seq, kind, tenant, id, name, size, summary_json, created, corrupt FROM items;"
+    "DELETE FROM sqlite_sequence WHERE name = 'items_v4';"
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'items_v4', seq FROM sqlite_sequence WHERE name = 'items';"
+    "DROP TABLE items;"
+    "ALTER TABLE items_v4 RENAME TO items;"
+    "CREATE INDEX items_page ON items (kind, tenant, seq);"
+    "CREATE INDEX items_blob ON items (id);";
 
 /* --- helpers shared with store_campaign.c */
 
@@ -230,6 +250,7 @@ static bf_status migrate(bfd_store *s, bf_error *err)
     if (version < 1 && (st = exec_sql(s, schema_v1, "cannot create the schema", err))) goto out;
     if (version < 2 && (st = exec_sql(s, schema_v2, "cannot add the schema 2 columns (worker deaths, corrupt items)", err))) goto out;
     if (version < 3 && (st = exec_sql(s, schema_v3, "cannot add the schema 3 column (executor jobs)", err))) goto out;
+    if (version < 4 && (st = exec_sql(s, schema_v4, "cannot make the schema 4 items table (error maps)", err))) goto out;
     if (version < SCHEMA_VERSION &&
         (st = exec_sql(s, "PRAGMA user_version = " BFD_STR(SCHEMA_VERSION), "cannot set the schema version", err)))
         goto out;

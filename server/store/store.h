@@ -28,9 +28,11 @@ void bfd_store_close(bfd_store *s);
 /* Increments and returns the boot counter (1 on the first start). */
 bf_status bfd_store_boot(bfd_store *s, int64_t *boot, bf_error *err);
 
-/* --- models and datasets ------------------------------------------------ */
+/* --- models, datasets and error maps ------------------------------------ */
 
-typedef enum bfd_kind { BFD_MODEL = 0, BFD_DATASET = 1 } bfd_kind;
+typedef enum bfd_kind { BFD_MODEL = 0, BFD_DATASET = 1, BFD_ERRMAP = 2, BFD_KIND_COUNT } bfd_kind;
+/* "model", "dataset", "error map" */
+const char *bfd_kind_name(bfd_kind k);
 
 typedef struct bfd_item {
     int64_t seq;              /* insertion order, for paging */
@@ -104,7 +106,8 @@ bf_status bfd_campaign_list(bfd_store *s, const char *tenant, int state, int64_t
  * fields: what a restart resumes. */
 bf_status bfd_campaign_unfinished(bfd_store *s, bfd_campaign_row **rows, size_t *n, bf_error *err);
 void bfd_campaign_rows_free(bfd_campaign_row *rows, size_t n);
-/* Queued or running campaigns of the tenant that use model/dataset `id`. */
+/* Queued or running campaigns of the tenant that use model, dataset or error
+ * map `id` (an error map by its spec's "sha256:ID"). */
 bf_status bfd_campaign_using(bfd_store *s, const char *tenant, bfd_kind k, const char *id, int64_t *count,
                              bf_error *err);
 bf_status bfd_campaign_set_running(bfd_store *s, const char *id, double started, bf_error *err);

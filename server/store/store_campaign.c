@@ -268,10 +268,12 @@ bf_status bfd_campaign_using(bfd_store *s, const char *tenant, bfd_kind k, const
     bf_status st = BF_OK;
     sqlite3_stmt *q = NULL;
     int rc;
-    if (k != BFD_MODEL && k != BFD_DATASET) return bf_error_set(err, BF_EINVAL, "unknown item kind %d", (int)k);
+    if ((unsigned)k >= BFD_KIND_COUNT) return bf_error_set(err, BF_EINVAL, "unknown item kind %d", (int)k);
+    /* an error map has no column: a spec names it, and few campaigns are unfinished */
     if ((st = bfd__stmt(s, ST_CAMP_USING,
                         "SELECT count(*) FROM campaigns WHERE tenant = ?1 AND state IN (0, 1)"
-                        " AND (CASE ?2 WHEN 0 THEN model_id ELSE dataset_id END) = ?3",
+                        " AND (CASE ?2 WHEN 0 THEN model_id WHEN 1 THEN dataset_id"
+                        " ELSE substr(json_extract(spec_json, '$.faults.error_map'), 8) END) = ?3",
                         &q, err)))
         goto out;
     if ((rc = bfd__bind_text(q, 1, tenant)) || (rc = sqlite3_bind_int(q, 2, (int)k)) ||
@@ -346,9 +348,10 @@ bf_status bfd_campaign_finish(bfd_store *s, const char *id, bfd_state st_final, 
     }
     if ((st = bfd__exec(s, q, "cannot finish a campaign", err))) goto out;
     if ((st = bfd__chunks_drop(s, id, err))) goto out;
-    char what[8], sha[65];
+    char what[16], sha[65];
     if (st_final == BFD_FAILED && bfd_blob_corrupt_named(error, what, sha) &&
-        (st = bfd_item_mark_corrupt(s, strcmp(what, "model") ? BFD_DATASET : BFD_MODEL, sha, err)))
+        (st = bfd_item_mark_corrupt(s, !strcmp(what, "model") ? BFD_MODEL : !strcmp(what, "dataset") ? BFD_DATASET
+                                                                                                   : BFD_ERRMAP, sha, err)))
         goto out;
     st = bfd__commit(s, err);
 
@@ -403,29 +406,33 @@ out:
     return st;
 }
 
-bf_status bfd__campaign_state(bfd_store *s, const char *id, bfd_state *state, int *n_chunks, bf_error *err)
+bf_status bfd__campaign_lookup(bfd_store *s, enum bfd__stmt_id sid, const char *sql, const char *id, const char *what,
+                               sqlite3_stmt **out, bf_error *err)
 {
-    bf_status st = BF_OK;
     sqlite3_stmt *q = NULL;
     int rc;
-    if ((st = bfd__stmt(s, ST_CAMP_STATE, "SELECT state, n_chunks FROM campaigns WHERE id = ?1", &q, err))) goto out;
-    if ((rc = bfd__bind_text(q, 1, id))) {
-        st = bfd__fail(s, rc, "cannot bind a campaign state lookup", err);
-        goto out;
-    }
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_DONE) {
+    bf_status st = bfd__stmt(s, sid, sql, &q, err);
+    *out = NULL;
+    if (st) return st;
+    if ((rc = bfd__bind_text(q, 1, id)))
+        st = bfd__fail(s, rc, "cannot bind a campaign id", err);
+    else if ((rc = sqlite3_step(q)) == SQLITE_DONE)
         st = bf_error_set(err, BF_ENOTFOUND, "campaign %.40s not found", id ? id : "(null)");
-        goto out;
-    }
-    if (rc != SQLITE_ROW) {
-        st = bfd__fail(s, rc, "cannot read a campaign's state", err);
-        goto out;
-    }
+    else if (rc != SQLITE_ROW)
+        st = bfd__fail(s, rc, what, err);
+    if (st) bfd__release(q);
+    else *out = q;
+    return st;
+}
+
+bf_status bfd__campaign_state(bfd_store *s, const char *id, bfd_state *state, int *n_chunks, bf_error *err)
+{
+    sqlite3_stmt *q = NULL;
+    bf_status st = bfd__campaign_lookup(s, ST_CAMP_STATE, "SELECT state, n_chunks FROM campaigns WHERE id = ?1", id,
+                                        "cannot read a campaign's state", &q, err);
+    if (st) return st;
     *state = (bfd_state)sqlite3_column_int(q, 0);
     *n_chunks = sqlite3_column_int(q, 1);
-
-out:
     bfd__release(q);
-    return st;
+    return BF_OK;
 }

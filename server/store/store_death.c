@@ -34,29 +34,13 @@ bf_status bfd_campaign_inflight_clear(bfd_store *s, bf_error *err)
 static bf_status read_deaths(bfd_store *s, const char *id, int *deaths, int *inflight, char **reasons, bf_error *err)
 {
     sqlite3_stmt *q = NULL;
-    int rc;
-    bf_status st = bfd__stmt(s, ST_DEATH_GET, "SELECT deaths, inflight, death_reasons FROM campaigns WHERE id = ?1", &q,
-                             err);
+    bf_status st = bfd__campaign_lookup(s, ST_DEATH_GET, "SELECT deaths, inflight, death_reasons FROM campaigns WHERE id = ?1",
+                                        id, "cannot read a death count", &q, err);
     if (st) return st;
-    if ((rc = bfd__bind_text(q, 1, id))) {
-        st = bfd__fail(s, rc, "cannot bind a death count", err);
-        goto out;
-    }
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_DONE) {
-        st = bf_error_set(err, BF_ENOTFOUND, "campaign %.40s not found", id);
-        goto out;
-    }
-    if (rc != SQLITE_ROW) {
-        st = bfd__fail(s, rc, "cannot read a death count", err);
-        goto out;
-    }
     *deaths = sqlite3_column_int(q, 0);
     *inflight = sqlite3_column_int(q, 1);
     if (reasons && bfd__col_text(q, 2, reasons))
         st = bf_error_set(err, BF_ENOMEM, "%s: out of memory reading the death reasons of campaign %.40s", s->path, id);
-
-out:
     bfd__release(q);
     return st;
 }

@@ -51,6 +51,12 @@ int bfd__bind_text(sqlite3_stmt *q, int i, const char *text);
 int bfd__col_text(sqlite3_stmt *q, int col, char **out);
 /* A text column into a fixed array; -1 if it does not fit (SQL NULL gives ""). */
 int bfd__col_fixed(sqlite3_stmt *q, int col, char *dst, size_t size);
+/* Steps the cached statement `sid` (`sql`: one campaign's columns, its id
+ * bound to ?1) to the campaign's row: BF_OK with *out on it, for the caller
+ * to read and then bfd__release; BF_ENOTFOUND naming the campaign; or the
+ * failure, `what` saying what was being read (*out is released then). */
+bf_status bfd__campaign_lookup(bfd_store *s, enum bfd__stmt_id sid, const char *sql, const char *id, const char *what,
+                               sqlite3_stmt **out, bf_error *err);
 /* Inside a transaction: the campaign's state and chunk count, or BF_ENOTFOUND. */
 bf_status bfd__campaign_state(bfd_store *s, const char *id, bfd_state *state, int *n_chunks, bf_error *err);
 /* Deletes the campaign's chunk rows (part of the caller's transaction). */

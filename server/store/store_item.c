@@ -1,4 +1,4 @@
-/* Models and datasets: one table, keyed (kind, tenant, id), so two tenants
+/* Models, datasets and error maps: one table, keyed (kind, tenant, id), so two tenants
  * uploading the same bytes get a row each over one blob, and a tenant never
  * sees, or learns of, another's rows. */
 #include "store/store_impl.h"
@@ -8,14 +8,15 @@
 
 #define ITEM_COLS "seq, id, tenant, name, size, summary_json, created, corrupt"
 
-static const char *kind_name(bfd_kind k)
+const char *bfd_kind_name(bfd_kind k)
 {
-    return k == BFD_MODEL ? "model" : "dataset";
+    return k == BFD_MODEL ? "model" : k == BFD_DATASET ? "dataset" : "error map";
 }
+#define kind_name bfd_kind_name
 
 static bf_status check_kind(bfd_kind k, bf_error *err)
 {
-    if (k != BFD_MODEL && k != BFD_DATASET) return bf_error_set(err, BF_EINVAL, "unknown item kind %d", (int)k);
+    if ((unsigned)k >= BFD_KIND_COUNT) return bf_error_set(err, BF_EINVAL, "unknown item kind %d", (int)k);
     return BF_OK;
 }
 

@@ -21,23 +21,10 @@ bf_status bfd_campaign_set_job(bfd_store *s, const char *id, const char *job, bf
 bf_status bfd_campaign_job(bfd_store *s, const char *id, char *job, size_t n, bf_error *err)
 {
     sqlite3_stmt *q = NULL;
-    int rc;
     job[0] = 0;
-    bf_status st = bfd__stmt(s, ST_JOB_GET, "SELECT executor_job FROM campaigns WHERE id = ?1", &q, err);
+    bf_status st = bfd__campaign_lookup(s, ST_JOB_GET, "SELECT executor_job FROM campaigns WHERE id = ?1", id,
+                                        "cannot read a campaign's job", &q, err);
     if (st) return st;
-    if ((rc = bfd__bind_text(q, 1, id))) {
-        st = bfd__fail(s, rc, "cannot bind a job id", err);
-        goto out;
-    }
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_DONE) {
-        st = bf_error_set(err, BF_ENOTFOUND, "campaign %.40s not found", id);
-        goto out;
-    }
-    if (rc != SQLITE_ROW) {
-        st = bfd__fail(s, rc, "cannot read a campaign's job", err);
-        goto out;
-    }
     const unsigned char *t = sqlite3_column_text(q, 0);
     if (t) {
         size_t k = strlen((const char *)t);
@@ -45,7 +32,6 @@ bf_status bfd_campaign_job(bfd_store *s, const char *id, char *job, size_t n, bf
         memcpy(job, t, k);
         job[k] = 0;
     }
-out:
     bfd__release(q);
-    return st;
+    return BF_OK;
 }

@@ -145,6 +145,21 @@ static void finish(bfd *d, bfd_camp *c, bfd_state st, const char *error)
     bfd_live_drop(d, c);
 }
 
+/* A profiled campaign's error map blob, from the "sha256:ID" its stored
+ * spec names (the submit route checked it is one of the tenant's uploads);
+ * *path stays NULL for other campaigns. */
+static bf_status errmap_blob(bfd *d, const bfd_campaign_row *row, char **path, bf_error *err)
+{
+    json_t *spec = json_loads(row->spec_json, 0, NULL);
+    const char *ref = json_string_value(json_object_get(json_object_get(spec, "faults"), "error_map"));
+    bf_status st = BF_OK;
+    *path = NULL;
+    if (ref && !strncmp(ref, "sha256:", 7) && !(*path = bfd_blob_path(d->blobs, ref + 7)))
+        st = bf_error_set(err, BF_ENOMEM, "out of memory");
+    json_decref(spec);
+    return st;
+}
+
 static bf_status start(bfd *d, const bfd_campaign_row *row, const int *done, char **done_json, size_t n_done, bf_error *err)
 {
     char prefix[24];
@@ -163,20 +178,23 @@ static bf_status start(bfd *d, const bfd_campaign_row *row, const int *done, cha
     }
     int *pending = malloc((size_t)c->n_chunks * sizeof *pending);
     char *model = bfd_blob_path(d->blobs, row->model_id), *dataset = bfd_blob_path(d->blobs, row->dataset_id);
-    char *trials = bfd_trials_dir(d, row->id);
+    char *trials = bfd_trials_dir(d, row->id), *errmap = NULL;
     bf_status st = BF_OK;
     if (!pending || !model || !dataset || !trials) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    if ((st = errmap_blob(d, row, &errmap, err)) != BF_OK) goto out;
     size_t n = 0;
     for (int i = 0; i < c->n_chunks; i++)
         if (!c->chunk_done[i]) pending[n++] = i;
     bfd_job_spec js = {.id = row->id, .tenant = row->tenant, .spec_json = row->spec_json, .model_path = model,
-                       .dataset_path = dataset, .trials_dir = trials, .n_chunks = c->n_chunks, .queued_at = row->created};
+                       .dataset_path = dataset, .errmap_path = errmap, .trials_dir = trials, .n_chunks = c->n_chunks,
+                       .queued_at = row->created};
     st = bfd_sched_add(d->sched, &js, pending, n, row->state == BFD_RUNNING, err);
 out:
     if (st != BF_OK) bfd_live_drop(d, c);
     free(pending);
     free(model);
     free(dataset);
+    free(errmap);
     free(trials);
     return st;
 }
@@ -284,7 +302,8 @@ static void on_msg(bfd *d, bfd_msg *m)
         }
         int64_t n = c->chunk_prog[m->chunk][0];
         bfd_metrics_outcomes(d->metrics, &c->chunk_prog[m->chunk][1]);
-        if (n > 0) bfd_metrics_trial_seconds(d->metrics, m->seconds / (double)n, n);
+        /* not known: a Slurm task from before part-i.time; nothing beats a made-up 0 */
+        if (n > 0 && m->seconds >= 0) bfd_metrics_trial_seconds(d->metrics, m->seconds / (double)n, n);
         if (c->chunks_left == 0) finish(d, c, BFD_SUCCEEDED, NULL);
         else if (bfd_mono() - c->last_progress >= PROGRESS_EVERY) {
             c->last_progress = bfd_mono();

@@ -17,16 +17,16 @@
 
 /* A parser that loops forever on a crafted file is stopped after this. */
 #define CHECK_SECONDS 300
-/* The kinds after BFD_MODEL and BFD_DATASET (store.h): a campaign. */
-#define CHECK_CAMPAIGN 2
+/* The kinds after the store's (store.h): a campaign. */
+#define CHECK_CAMPAIGN BFD_KIND_COUNT
 
 /* --- the child */
 
-/* --check-campaign MODEL DATASET, the spec as one frame on stdin: what the
+/* --check-campaign MODEL DATASET [ERRMAP], the spec as one frame on stdin: what the
  * campaign's worker will hold at its peak (as job.c runs it: one thread,
  * the default cache budget) against the limit. */
-static json_t *check_campaign(const char *model_path, const char *dataset_path, int64_t job_memory,
-                              const bf_limits *lim, bf_status *st, bf_error *err)
+static json_t *check_campaign(const char *model_path, const char *dataset_path, const char *errmap_path,
+                              int64_t job_memory, const bf_limits *lim, bf_status *st, bf_error *err)
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
@@ -46,6 +46,10 @@ static json_t *check_campaign(const char *model_path, const char *dataset_path, 
     have_spec = 1;
     if ((*st = bf_model_load_file_opts(model_path, &lim->model, &m, err)) != BF_OK) { bf_error_prefix(err, "model"); goto out; }
     if ((*st = bf_dataset_load_file_opts(dataset_path, &lim->data, &ds, err)) != BF_OK) { bf_error_prefix(err, "dataset"); goto out; }
+    if (errmap_path && (*st = bf_errmap_load_file(errmap_path, &lim->errmap, &spec.errmap, err)) != BF_OK) {
+        bf_error_prefix(err, "error map");
+        goto out;
+    }
     bf_campaign_opts co = {.threads = 1};
     bf_job_budget b = {0};
     *st = bf_campaign_estimate(m, ds, &spec, &co, &b, err);
@@ -71,6 +75,7 @@ int bfd_check_main(int argc, char **argv)
     bf_error err = {0};
     if (argc < 3) return 2;
     int model = !strcmp(argv[1], "--check-model"), campaign = !strcmp(argv[1], "--check-campaign");
+    int errmap = !strcmp(argv[1], "--check-errmap");
     if (campaign && argc < 4) return 2;
     if (bfd_proc_child_init(job_memory, &err) != BF_OK) {
         fprintf(stderr, "bitflipd check %d: %s\n", (int)getpid(), err.msg);
@@ -85,13 +90,24 @@ int bfd_check_main(int argc, char **argv)
     json_t *sum = NULL, *out = NULL;
     bf_status st = BF_OK;
     if (campaign) {
-        out = check_campaign(argv[2], argv[3], job_memory, &lim, &st, &err);
+        /* the map, when there is one, comes before the options (proc.c appends those) */
+        const char *em = argc > 4 && strncmp(argv[4], "--", 2) ? argv[4] : NULL;
+        out = check_campaign(argv[2], argv[3], em, job_memory, &lim, &st, &err);
         if (st == BF_OK && !out) st = bf_error_set(&err, BF_ENOMEM, "out of memory");
     } else if (model) {
         bf_model *m = NULL;
         st = bf_model_load_file_opts(argv[2], &lim.model, &m, &err);
         if (st == BF_OK && !(sum = bf_model_summary(m))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
         bf_model_free(m);
+    } else if (errmap) {
+        bf_errmap *em = NULL;
+        st = bf_errmap_load_file(argv[2], &lim.errmap, &em, &err);
+        /* the loader names the file: here that is the daemon's blob path, which the client never sent */
+        size_t n = strlen(argv[2]);
+        if (st != BF_OK && !strncmp(err.msg, argv[2], n) && !strncmp(err.msg + n, ": ", 2))
+            memmove(err.msg, err.msg + n + 2, strlen(err.msg + n + 2) + 1);
+        if (st == BF_OK && !(sum = bf_errmap_summary(em))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
+        bf_errmap_free(em);
     } else {
         bf_dataset *ds = NULL;
         st = bf_dataset_load_file_opts(argv[2], &lim.data, &ds, &err);
@@ -161,7 +177,8 @@ static void kill_child(check *c)
 
 static void interpret(check *c, bfd_check_result *res)
 {
-    const char *what = c->kind == BFD_MODEL ? "model" : c->kind == BFD_DATASET ? "eval set" : "campaign";
+    const char *what = c->kind == BFD_MODEL ? "model" : c->kind == BFD_DATASET ? "eval set"
+                     : c->kind == BFD_ERRMAP ? "error map" : "campaign";
     char how[256];
     res->st = BF_EFORMAT;
     res->refused = 1;
@@ -314,13 +331,14 @@ static bf_status start(bfd *d, int kind, const char *const *args, const char *sp
 
 bf_status bfd_check_start(bfd *d, int kind, const char *path, bfd_check_done done, void *user, bf_error *err)
 {
-    const char *args[] = {kind == BFD_MODEL ? "--check-model" : "--check-dataset", path, NULL};
+    const char *args[] = {kind == BFD_MODEL ? "--check-model" : kind == BFD_ERRMAP ? "--check-errmap" : "--check-dataset",
+                          path, NULL};
     return start(d, kind, args, NULL, done, user, err);
 }
 
-bf_status bfd_check_campaign_start(bfd *d, const char *model_path, const char *dataset_path, const char *spec_json,
-                                   bfd_check_done done, void *user, bf_error *err)
+bf_status bfd_check_campaign_start(bfd *d, const char *model_path, const char *dataset_path, const char *errmap_path,
+                                   const char *spec_json, bfd_check_done done, void *user, bf_error *err)
 {
-    const char *args[] = {"--check-campaign", model_path, dataset_path, NULL};
+    const char *args[] = {"--check-campaign", model_path, dataset_path, errmap_path, NULL};
     return start(d, CHECK_CAMPAIGN, args, spec_json, done, user, err);
 }

@@ -19,17 +19,19 @@ typedef struct bfd_check_result {
 
 typedef void (*bfd_check_done)(void *user, bfd_check_result *res);
 
-/* Starts checking the model or dataset (kind: BFD_MODEL, BFD_DATASET) at
+/* Starts checking the model, dataset or error map (kind: BFD_MODEL,
+ * BFD_DATASET, BFD_ERRMAP; res->summary the bf_*_summary object) at
  * `path`; `done` is called once, later, on the loop. */
 bf_status bfd_check_start(bfd *d, int kind, const char *path, bfd_check_done done, void *user, bf_error *err);
 
 /* Starts checking a campaign: the spec (JSON text, as stored) against the
- * model and eval set at these blob paths, and bf_campaign_estimate's total
+ * model and eval set at these blob paths (and the error map of a profiled
+ * campaign; NULL otherwise), and bf_campaign_estimate's total
  * for one worker against --job-memory. On success res->summary is
  * {"bytes": N} (N: the estimate; null when the model's shapes cannot be
  * sized up front); a campaign over the limit is refused with over_limit
  * set and why naming the bytes and the largest buffer's node and op. */
-bf_status bfd_check_campaign_start(bfd *d, const char *model_path, const char *dataset_path, const char *spec_json,
-                                   bfd_check_done done, void *user, bf_error *err);
+bf_status bfd_check_campaign_start(bfd *d, const char *model_path, const char *dataset_path, const char *errmap_path,
+                                   const char *spec_json, bfd_check_done done, void *user, bf_error *err);
 
 #endif

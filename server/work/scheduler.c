@@ -18,7 +18,7 @@
 #define RESPAWN_MS 1000
 
 typedef struct entry {
-    char *id, *tenant, *spec_json, *model_path, *dataset_path, *trials_dir;
+    char *id, *tenant, *spec_json, *model_path, *dataset_path, *errmap_path, *trials_dir;   /* errmap_path "": none */
     int n_chunks;
     double queued_at;
     int *pending;             /* chunk indices still to run, taken from `head` */
@@ -86,6 +86,7 @@ static void entry_free(entry *e)
     free(e->spec_json);
     free(e->model_path);
     free(e->dataset_path);
+    free(e->errmap_path);
     free(e->trials_dir);
     free(e->pending);
     free(e);
@@ -483,9 +484,9 @@ static void dispatch(bfd_sched *s)
         entry *e = pick(s);
         if (!e) return;
         int idx = e->pending[e->head++];
-        json_t *run = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i}", "t", "run", "id", e->id, "tenant",
+        json_t *run = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i}", "t", "run", "id", e->id, "tenant",
                                 e->tenant, "spec", e->spec_json, "model", e->model_path, "dataset", e->dataset_path,
-                                "trials", e->trials_dir, "n_chunks", e->n_chunks, "chunk", idx);
+                                "errmap", e->errmap_path, "trials", e->trials_dir, "n_chunks", e->n_chunks, "chunk", idx);
         /* in flight before it is sent: a daemon that dies from here on counts it */
         store_inflight(s, e->id, +1);
         if (send_json(w, run) != 0) {
@@ -600,6 +601,7 @@ bf_status bfd_sched_add(bfd_sched *s, const bfd_job_spec *js, const int *pending
     e->spec_json = dup_or(js->spec_json, &fail);
     e->model_path = dup_or(js->model_path, &fail);
     e->dataset_path = dup_or(js->dataset_path, &fail);
+    e->errmap_path = dup_or(js->errmap_path, &fail);
     e->trials_dir = dup_or(js->trials_dir, &fail);
     e->pending = malloc((n_pending + 1) * sizeof *e->pending);
     if (fail || !e->pending) { entry_free(e); return bf_error_set(err, BF_ENOMEM, "out of memory"); }

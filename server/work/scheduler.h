@@ -40,6 +40,7 @@ typedef struct bfd_job_spec {
     const char *spec_json;    /* as stored; model and dataset are ids */
     const char *model_path;   /* blob paths */
     const char *dataset_path;
+    const char *errmap_path;  /* a profiled campaign's error map blob, or NULL */
     const char *trials_dir;   /* per-trial records go to TRIALS_DIR/<chunk>.jsonl */
     int n_chunks;
     double queued_at;         /* for the queue-wait histogram */
@@ -61,7 +62,7 @@ typedef struct bfd_msg {
     int64_t outcomes[BF_OUTCOME_COUNT];   /* ... and their outcomes */
     char *result_json;                    /* DONE: the chunk's result document */
     char *error;                          /* FAILED */
-    double seconds;                       /* DONE: the chunk's run time; STARTED: time queued */
+    double seconds;                       /* DONE: the chunk's run time (-1: not known); STARTED: time queued */
     struct bfd_msg *next;
 } bfd_msg;
 

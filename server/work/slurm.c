@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ extern char **environ;
 typedef struct sjob {
     char *id, *spec_json, *model_path, *dataset_path, *trials_dir, *dir;
     char *model_id, *dataset_id;   /* what the result names, as a local campaign's does */
+    char *errmap_path, *errmap_ref;   /* a profiled campaign's map: its blob, and "sha256:ID" (NULL: none) */
     int n_chunks;
     double queued_at;
     unsigned char *posted;    /* chunk's DONE posted (or checkpointed before) */
@@ -63,6 +65,7 @@ typedef struct swork {
     /* outputs */
     char new_job[32];         /* submitted now */
     char **results;           /* per chunk: the part's document, NULL if not there */
+    double *seconds;          /* per chunk with a result: its task's run time, or -1 if not known */
     int running;              /* Slurm says a task runs (or ran) */
     int lost;                 /* Slurm no longer knows the job and parts are missing: submit them again */
     char *error;              /* the campaign fails with this */
@@ -102,6 +105,8 @@ static void job_free(sjob *j)
     free(j->dir);
     free(j->model_id);
     free(j->dataset_id);
+    free(j->errmap_path);
+    free(j->errmap_ref);
     free(j->posted);
     free(j->submit);
     free(j);
@@ -260,7 +265,9 @@ static int write_task_spec(swork *w, const char *path)
 {
     json_t *spec = json_loads(w->j->spec_json, 0, NULL);
     if (!spec || json_object_set_new(spec, "model", json_string(w->j->model_path)) != 0 ||
-        json_object_set_new(spec, "dataset", json_string(w->j->dataset_path)) != 0) {
+        json_object_set_new(spec, "dataset", json_string(w->j->dataset_path)) != 0 ||
+        (w->j->errmap_path &&
+         json_object_set_new(json_object_get(spec, "faults"), "error_map", json_string(w->j->errmap_path)) != 0)) {
         json_decref(spec);
         return -1;
     }
@@ -290,12 +297,15 @@ static void submit(swork *w)
     list = array_list(w->submit, w->n_submit);
     q_lim = limit_opts(w->limits, w->job_memory);
     if (!q_spec || !q_dir || !q_bf || !q_trials || !list || !q_lim) goto oom;
-    /* chunk i is shard i of N; the part and the trial records appear whole
-     * (renamed), the records first, so a part that exists has its records */
-    script = fmt("set -e; i=$SLURM_ARRAY_TASK_ID; t=.tmp$SLURM_JOB_ID; d=%s; r=%s; "
+    /* chunk i is shard i of N; the part, the trial records and the run's
+     * start and end times (part-i.time: for the trial-duration metric, as a
+     * local worker times its chunk) appear whole (renamed), the part last,
+     * so a part that exists has the others */
+    script = fmt("set -e; i=$SLURM_ARRAY_TASK_ID; t=.tmp$SLURM_JOB_ID; d=%s; r=%s; s=$(date +%%s.%%N); "
                  "%s run --local %s --shard \"$i/%d\" --threads 1%s --format json --out \"$d/part-$i.json$t\" "
-                 "--trials-out \"$r/$i.jsonl$t\" >/dev/null; "
-                 "mv -f \"$r/$i.jsonl$t\" \"$r/$i.jsonl\"; mv -f \"$d/part-$i.json$t\" \"$d/part-$i.json\"",
+                 "--trials-out \"$r/$i.jsonl$t\" >/dev/null; echo \"$s $(date +%%s.%%N)\" >\"$d/part-$i.time$t\"; "
+                 "mv -f \"$r/$i.jsonl$t\" \"$r/$i.jsonl\"; mv -f \"$d/part-$i.time$t\" \"$d/part-$i.time\"; "
+                 "mv -f \"$d/part-$i.json$t\" \"$d/part-$i.json\"",
                  q_dir, q_trials, q_bf, q_spec, j->n_chunks, q_lim);
     o_array = fmt("--array=%s", list);
     o_out = fmt("--output=%s/task-%%a.log", j->dir);
@@ -373,10 +383,37 @@ static char *read_part(swork *w, int i, const char *path)
     json_object_del(doc, "shard");
     json_object_set_new(camp, "model", json_string(w->j->model_id));
     json_object_set_new(camp, "dataset", json_string(w->j->dataset_id));
+    json_t *em = json_object_get(camp, "error_map");   /* the map as the spec names it, not the blob's path */
+    if (w->j->errmap_ref && json_is_object(em)) json_object_set_new(em, "path", json_string(w->j->errmap_ref));
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     if (!text) w->error = fmt("out of memory reading %s", path);
     return text;
+}
+
+double bfd_slurm_task_seconds(const char *text)
+{
+    double t0, t1;
+    char end;
+    if (!text || sscanf(text, "%lf %lf %c", &t0, &t1, &end) != 2) return -1;
+    /* the difference of two clock readings on one node: negative or absurd
+     * is a file that is not ours, or a clock stepped back mid-run */
+    if (!isfinite(t0) || !isfinite(t1) || t1 < t0 || t1 - t0 > 1e7) return -1;
+    return t1 - t0;
+}
+
+/* Chunk i's task run time from its part-i.time, or -1 (a task submitted by
+ * a daemon from before these files, or a file that is not one). */
+static double part_seconds(const sjob *j, int i)
+{
+    char path[4200], text[128];
+    snprintf(path, sizeof path, "%s/part-%d.time", j->dir, i);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    return bfd_slurm_task_seconds(text);
 }
 
 static int part_exists(const sjob *j, int i)
@@ -441,8 +478,12 @@ static void work_poll(swork *w)
     for (int i = 0; i < j->n_chunks && !w->error; i++) {
         if (w->posted[i]) continue;
         snprintf(path, sizeof path, "%s/part-%d.json", j->dir, i);
-        if (access(path, F_OK) == 0) w->results[i] = read_part(w, i, path);
-        else missing++;
+        if (access(path, F_OK) == 0) {
+            w->results[i] = read_part(w, i, path);
+            w->seconds[i] = part_seconds(j, i);
+        } else {
+            missing++;
+        }
     }
     if (missing && !w->error && w->array_job[0]) check_queue(w);
 }
@@ -476,6 +517,7 @@ static void item_free(swork *w)
     if (w->results)
         for (int i = 0; i < w->n_chunks; i++) free(w->results[i]);
     free(w->results);
+    free(w->seconds);
     free(w->posted);
     free(w->submit);
     free(w->bitflip);
@@ -532,6 +574,7 @@ static void after_work(uv_work_t *req, int status)
                     m->result_json = w->results[i];
                     w->results[i] = NULL;
                     m->done = json_integer_value(json_object_get(sum, "trials"));
+                    m->seconds = w->seconds[i];
                     for (int k = 0; k < BF_OUTCOME_COUNT; k++)
                         m->outcomes[k] = json_integer_value(
                             json_object_get(json_object_get(sum, "outcomes"), bf_outcome_name((bf_outcome)k)));
@@ -578,13 +621,14 @@ static void start_item(bfd_slurm *sl, sjob *j, wkind kind)
         snprintf(w->array_job, sizeof w->array_job, "%s", j->array_job);
         w->posted = malloc((size_t)j->n_chunks);
         w->results = calloc((size_t)j->n_chunks, sizeof *w->results);
+        w->seconds = malloc((size_t)j->n_chunks * sizeof *w->seconds);
         w->submit = malloc((j->n_submit + 1) * sizeof *w->submit);
         w->bitflip = xstrdup(c->slurm_bitflip, &fail);
         w->partition = xstrdup(c->slurm_partition, &fail);
         w->account = xstrdup(c->slurm_account, &fail);
         w->limits = xstrdup(c->limits_arg, &fail);
         w->job_memory = c->job_memory;
-        fail |= !w->posted || !w->results || !w->submit;
+        fail |= !w->posted || !w->results || !w->seconds || !w->submit;
     }
     if (fail) {
         if (w) item_free(w);
@@ -716,6 +760,10 @@ bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pendin
         j->trials_dir = xstrdup(js->trials_dir, &fail);
         j->model_id = xstrdup(json_string_value(json_object_get(spec, "model")), &fail);
         j->dataset_id = xstrdup(json_string_value(json_object_get(spec, "dataset")), &fail);
+        if (js->errmap_path) {
+            j->errmap_path = xstrdup(js->errmap_path, &fail);
+            j->errmap_ref = xstrdup(json_string_value(json_object_get(json_object_get(spec, "faults"), "error_map")), &fail);
+        }
         json_decref(spec);
         j->dir = fmt("%s/%s", sl->d->cfg.slurm_dir, js->id);
         j->n_chunks = js->n_chunks;

@@ -4,8 +4,9 @@
  * Chunk i is array task i, which runs 'bitflip run --local --shard i/N' on
  * the campaign's spec (its model and dataset as the blobs' paths), writing
  * the chunk's result document to SLURM_DIR/<campaign>/part-i.json and its
- * per-trial records to the data dir's trials/<campaign>/i.jsonl, each by
- * rename, so a file that exists is whole. The data dir and --slurm-dir must
+ * per-trial records to the data dir's trials/<campaign>/i.jsonl and the
+ * run's start and end times to part-i.time, each by rename, so a file that
+ * exists is whole. The data dir and --slurm-dir must
  * therefore be paths every node sees (a shared file system).
  *
  * The daemon polls (--slurm-poll-seconds): a new part becomes the same DONE
@@ -41,6 +42,11 @@ bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pendin
 void bfd_slurm_cancel(bfd_slurm *sl, const char *id);
 /* Messages since the last call, oldest first (the caller frees them). */
 bfd_msg *bfd_slurm_take(bfd_slurm *sl);
+/* A task's run time in seconds from its part-i.time ("START END", each
+ * `date +%s.%N`), or -1 if the text is not that: a chunk's DONE carries it,
+ * as a local worker's carries its chunk's time, for the trial-duration
+ * histogram. */
+double bfd_slurm_task_seconds(const char *text);
 /* Chunks not yet done of started campaigns (running), and of the others (queued). */
 void bfd_slurm_load(bfd_slurm *sl, int *running, int *queued);
 

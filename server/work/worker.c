@@ -66,8 +66,10 @@ static void run(bfd_worker_cache *wc, json_t *msg, int64_t job_memory)
 {
     bfd_job_spec js = {.id = str(msg, "id"), .tenant = str(msg, "tenant"), .spec_json = str(msg, "spec"),
                        .model_path = str(msg, "model"), .dataset_path = str(msg, "dataset"),
+                       .errmap_path = str(msg, "errmap"),
                        .trials_dir = str(msg, "trials"), .n_chunks = (int)json_integer_value(json_object_get(msg, "n_chunks"))};
     int chunk = (int)json_integer_value(json_object_get(msg, "chunk"));
+    if (js.errmap_path && !js.errmap_path[0]) js.errmap_path = NULL;   /* "": not a profiled campaign */
     if (!js.id || !js.tenant || !js.spec_json || !js.model_path || !js.dataset_path || !js.trials_dir ||
         js.n_chunks <= 0 || chunk < 0 || chunk >= js.n_chunks) {
         send_json(json_pack("{s:s, s:i, s:s, s:b}", "t", "failed", "chunk", chunk, "error",

@@ -62,8 +62,8 @@ is_problem mitigations_not_here_yet 422;  eq mitigations_pointer "$(jget "j['err
 # a profiled error map is a path of the client's: it must not reach the daemon's disk
 $PY -c "import json,sys; s=json.load(open(sys.argv[1])); s.pop('trials', None); s['faults']={'model': 'profiled', 'error_map': '/etc/passwd', 'repeats': 2}; print(json.dumps(s))" \
   "$tmp/spec.json" >"$tmp/map.json"
-req profiled_not_here_yet 422 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/map.json" "$URL/v1/campaigns"
-is_problem profiled_not_here_yet 422;  eq profiled_pointer "$(jget "j['errors'][0]['pointer']")" "/faults/error_map"
+req profiled_path_refused 422 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/map.json" "$URL/v1/campaigns"
+is_problem profiled_path_refused 422;  body_has profiled_path_named "POST /v1/error-maps";  eq profiled_pointer "$(jget "j['errors'][0]['pointer']")" "/faults/error_map"
 req alice_campaign 202 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/spec.json" "$URL/v1/campaigns"
 CID=$(jget "j['id']")
 req bob_sees_no_campaign 404 "${B[@]}" "$URL/v1/campaigns/$CID"
@@ -125,7 +125,22 @@ eq too_many_trials_pointer "$(jget "j['errors'][0]['pointer']")" "/trials"
 $PY -c "import json,sys; s=json.load(open(sys.argv[1])); s['gates']=['frobs<=1', 'critical_rate', 'rate<=1', 'critical_rate_upper<=0.9', 'golden_accuracy>=0.1'];  print(json.dumps(s))" "$tmp/spec.json" >"$tmp/gates.json"
 req bad_gates 422 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/gates.json" "$URL/v1/campaigns"
 eq bad_gates_pointers "$(jget "[e['pointer'] for e in j['errors']]")" "['/gates/0', '/gates/1', '/gates/2']"
-req not_an_id 404 "${A[@]}" "$URL/v1/models/..%2F..%2Fetc%2Fpasswd";  is_problem not_an_id 404
+# hostile request targets: each is a 400 naming the byte, never a 404 that
+# hides it nor a silent match (before, "$MID%00junk" reached the handler as
+# "$MID", and "/v1//models" was a 404)
+req encoded_slashes 400 "${A[@]}" "$URL/v1/models/..%2F..%2Fetc%2Fpasswd";  is_problem encoded_slashes 400
+body_has encoded_slashes_names "encoded slash (%2F) at byte 13"
+req nul_after_id 400 "${A[@]}" "$URL/v1/models/$MID%00junk";  is_problem nul_after_id 400
+body_has nul_after_id_names "encoded control byte (%00) at byte 75"
+req slash_into_id 400 "${A[@]}" "$URL/v1/models%2F$MID";  body_has slash_into_id "encoded slash (%2F)"
+req empty_segment 400 "${A[@]}" --path-as-is "$URL/v1//models";  is_problem empty_segment 400
+body_has empty_segment_names "empty segment ('//') at byte 3"
+req leading_empty 400 "${A[@]}" --path-as-is "$URL//v1/models";  body_has leading_empty "empty segment"
+req trailing_empty 400 "${A[@]}" --path-as-is "$URL/v1/models//";  body_has trailing_empty "empty segment"
+req control_in_query 400 "${A[@]}" "$URL/v1/models?limit=5%0A";  body_has control_in_query "the query has an encoded control byte (%0A)"
+req del_in_path 400 "${A[@]}" "$URL/v1/campaigns/%7F/events";  body_has del_in_path "(%7F)"
+req trailing_slash_ok 200 "${A[@]}" "$URL/v1/models/$MID/"
+req encoded_letters_ok 200 "${A[@]}" "$URL/v1/models/%$(printf %x "'${MID:0:1}")${MID:1}"
 req not_a_campaign_id 404 "${A[@]}" "$URL/v1/campaigns/12345";  body_has not_a_campaign_id "not a campaign id"
 req unknown_route 404 "${A[@]}" "$URL/v1/frobs";  is_problem unknown_route 404
 req wrong_method 405 "${A[@]}" -X PUT "$URL/v1/models";  header_has wrong_method_allow "Allow: POST, GET"

@@ -57,14 +57,19 @@ header_has head_page_csp "$CSP"
 req page_trailing_query 200 "$URL/?token=x"
 
 # only those paths: near misses are 404 problems, never the page. (The router
-# forgives a trailing slash on every route, so // is /; and libmicrohttpd's
-# decoding ends a path at %00, so /ui/app.js%00 is /ui/app.js: both the same
-# files under another spelling, nothing more.)
+# forgives one trailing slash on every route; an empty segment, an encoded
+# slash or a NUL, which libmicrohttpd's decoding would turn into another
+# path, is a 400 before any route is looked at.)
 for p in /index.html /ui /ui/ /ui/APP.JS /ui/app.js.map /ui/app.jsx /ui/./app.js /ui/%2e%2e/v1 /ui/../v1/models \
-         /ui/app.js/x /ui//app.js /ui/app.css~ /favicon.ico /static/app.js /v1/ui/app.js; do
+         /ui/app.js/x /ui/app.css~ /favicon.ico /static/app.js /v1/ui/app.js; do
   req "miss $p" 404 --path-as-is "$URL$p"
   is_problem "miss $p" 404
   if grep -q "Content-Security-Policy" "$tmp/headers"; then bad "miss $p: a 404 with the page's headers"; else ok; fi
+done
+for p in /ui//app.js /ui/app.js%00 /ui%2Fapp.js //; do
+  req "refused $p" 400 --path-as-is "$URL$p"
+  is_problem "refused $p" 400
+  if grep -q "Content-Security-Policy" "$tmp/headers"; then bad "refused $p: a 400 with the page's headers"; else ok; fi
 done
 req post_page 405 -X POST "${JSON[@]}" --data '{}' "$URL/"
 header_has post_page_allow "Allow: GET"
@@ -91,7 +96,8 @@ req big 202 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/big.json" "$URL/v1/campa
 req figures_no_token 401 "$URL/v1/campaigns/$SMALL/figures";  is_problem figures_no_token 401
 req figures_wrong_token 401 -H "Authorization: Bearer bft_nope_nope_nope_nope" "$URL/v1/campaigns/$SMALL/figures"
 req figures_other_tenant 404 "${B[@]}" "$URL/v1/campaigns/$SMALL/figures";  is_problem figures_other_tenant 404
-req figures_not_an_id 404 "${A[@]}" "$URL/v1/campaigns/..%2F..%2Fetc/figures";  is_problem figures_not_an_id 404
+req figures_not_an_id 404 "${A[@]}" "$URL/v1/campaigns/..%2e..%2eetc/figures";  is_problem figures_not_an_id 404
+req figures_encoded_slash 400 "${A[@]}" "$URL/v1/campaigns/..%2F..%2Fetc/figures";  is_problem figures_encoded_slash 400
 req figures_unknown 404 "${A[@]}" "$URL/v1/campaigns/c0000000000000000/figures"
 req figures_long_id 404 "${A[@]}" "$URL/v1/campaigns/c$(head -c 300 /dev/zero | tr '\0' 0)/figures"
 req figures_post 405 "${A[@]}" -X POST "$URL/v1/campaigns/$SMALL/figures"
@@ -102,7 +108,8 @@ AUTH=("${A[@]}")
 wait_state "$BIG" canceled 60 && ok || bad "the big campaign was not canceled"
 req figures_canceled 409 "${A[@]}" "$URL/v1/campaigns/$BIG/figures"
 wait_state "$SMALL" succeeded 120 && ok || bad "the small campaign did not succeed"
-req figures 200 "${A[@]}" "$URL/v1/campaigns/$SMALL/figures?format=junk&x=%00"
+req figures_nul_arg 400 "${A[@]}" "$URL/v1/campaigns/$SMALL/figures?format=junk&x=%00"
+req figures 200 "${A[@]}" "$URL/v1/campaigns/$SMALL/figures?format=junk&x=%25"
 header_has figures_type "Content-Type: application/json"
 chk=$($PY - "$tmp/body" <<'PYEOF'
 import json, sys

@@ -266,3 +266,31 @@ def test_spec_file_paths_resolve_against_the_spec(tmp_path, alice):
     p.write_text(json.dumps(spec))
     c = alice.submit(str(p))
     assert alice.wait(c).summary["trials"] == 20
+
+
+def test_profiled_campaign_uploads_its_error_map(daemon, alice, bob, tmp_path):
+    """A spec whose faults.error_map is a path: the client uploads the map and
+    submits "sha256:ID"; the map is the tenant's, and the result names it."""
+    import struct
+    head = json.dumps({"format": 1, "rows": 4, "cols": 5, "flip": 2, "stuck_at_0": 1, "stuck_at_1": 1}).encode()
+    path = tmp_path / "chip.bfmap"   # written by hand from docs/CAMPAIGNS.md, not by bitflip
+    path.write_bytes(b"BFERRMAP" + struct.pack("<Q", len(head)) + head + struct.pack("<4Q", 1, 7, 12, 18))
+    stutz = DIGITS.replace("conformance/demo_digits.onnx", "stutz/")
+    spec = {"model": stutz + "linear.onnx", "dataset": stutz + "linear.eval.safetensors", "seed": 4,
+            "metrics": ["mse"], "faults": {"model": "profiled", "error_map": str(path), "repeats": 8,
+                                           "representation": "uint4", "w_max": 1.5}}
+    c = alice.submit(spec)
+    assert c["spec"]["faults"]["error_map"] == "sha256:" + sha(path)
+    assert [m["id"] for m in alice.error_maps()] == [sha(path)]
+    assert alice.error_map(sha(path))["cells"] == 4
+    assert bob.error_maps() == []
+    res = alice.wait(c)
+    assert res.summary["trials"] == 8
+    assert res.doc["campaign"]["error_map"]["path"] == "sha256:" + sha(path)
+    sent = alice.uploads_sent
+    assert alice.upload_error_map(path)["id"] == sha(path) and alice.uploads_sent == sent   # known: not sent again
+    with pytest.raises(bitflip.ApiError) as e:
+        alice.upload_error_map(b"BFERRMAP\x10\x00")
+    assert e.value.status == 422
+    alice.delete_error_map(sha(path))
+    assert alice.error_maps() == []

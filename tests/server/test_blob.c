@@ -332,7 +332,7 @@ static void test_verify(void **state)
     const char *dir = *state;
     bfd_blobs *b = NULL;
     bf_error err = {0};
-    char sha[65], what[8], id[65], path2[4096];
+    char sha[65], what[16], id[65], path2[4096];
     assert_int_equal(bfd_blobs_open(dir, &b, &err), BF_OK);
     store_text(b, "hello world", sha);
     char *path = bfd_blob_path(b, sha);
@@ -370,7 +370,7 @@ static void test_verify(void **state)
 static void test_corrupt_named(void **state)
 {
     (void)state;
-    char what[8] = "", id[65] = "";
+    char what[16] = "", id[65] = "";
     assert_int_equal(bfd_blob_corrupt_named(NULL, what, id), 0);
     assert_int_equal(bfd_blob_corrupt_named("model blob " HELLO_SHA " is fine", what, id), 0);
     assert_int_equal(bfd_blob_corrupt_named("model blob b94d is corrupt (sha256 mismatch)", what, id), 0);
@@ -382,6 +382,10 @@ static void test_corrupt_named(void **state)
                      1);
     assert_string_equal(what, "dataset");
     assert_string_equal(id, EMPTY_SHA);
+    assert_int_equal(bfd_blob_corrupt_named("chunk 0: error map blob " HELLO_SHA " is corrupt (sha256 mismatch)", what,
+                                            id),
+                     1);
+    assert_string_equal(what, "error map");
 }
 
 static void test_disk_full_predicate(void **state)

@@ -845,6 +845,83 @@ static void test_schema_1_upgraded(void **state)
     assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_A), 1);
 }
 
+/* A database of schema 3 (items limited to models and datasets) takes error
+ * maps once upgraded; its rows keep their seq numbers, and the next row's
+ * seq is past every one given out before (a page token stays good). */
+static void test_schema_3_takes_error_maps(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    bfd_item it = {0};
+    put_item(f->s, BFD_MODEL, "alice", ID_A, "m", NULL);
+    put_item(f->s, BFD_DATASET, "alice", ID_B, "d", NULL);
+    assert_int_equal(bfd_item_delete(f->s, BFD_DATASET, "alice", ID_B, &err), BF_OK);   /* seq 2 is spent */
+    bfd_store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    /* the v3 table, by hand: kind limited to 0 and 1 */
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE items_old (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                                      " kind INTEGER NOT NULL CHECK (kind IN (0, 1)), tenant TEXT NOT NULL,"
+                                      " id TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,"
+                                      " summary_json TEXT NOT NULL, created REAL NOT NULL,"
+                                      " corrupt INTEGER NOT NULL DEFAULT 0, UNIQUE (kind, tenant, id));"
+                                      "INSERT INTO items_old SELECT seq, kind, tenant, id, name, size, summary_json,"
+                                      " created, corrupt FROM items;"
+                                      "UPDATE sqlite_sequence SET seq = 2 WHERE name = 'items_old';"
+                                      "DROP TABLE items; ALTER TABLE items_old RENAME TO items;"
+                                      "PRAGMA user_version = 3", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO items (kind, tenant, id, name, size, summary_json, created)"
+                                      " VALUES (2, 'a', 'x', '', 0, '{}', 0)", NULL, NULL, NULL),
+                     SQLITE_CONSTRAINT);
+    sqlite3_close(db);
+    assert_int_equal(bfd_store_open(f->db, &f->s, &err), BF_OK);
+    assert_int_equal(bfd_item_get(f->s, BFD_MODEL, "alice", ID_A, &it, &err), BF_OK);
+    assert_int_equal(it.seq, 1);
+    bfd_item_clear(&it);
+    put_item(f->s, BFD_ERRMAP, "alice", ID_C, "chip.bfmap", NULL);
+    assert_int_equal(bfd_item_get(f->s, BFD_ERRMAP, "alice", ID_C, &it, &err), BF_OK);
+    assert_int_equal(it.seq, 3);
+    assert_string_equal(it.name, "chip.bfmap");
+    bfd_item_clear(&it);
+    assert_int_equal(bfd_item_get(f->s, BFD_MODEL, "alice", ID_C, &it, &err), BF_ENOTFOUND);   /* kinds apart */
+    reopen(f);   /* now at the current version: opening again changes nothing */
+    assert_int_equal(bfd_item_get(f->s, BFD_ERRMAP, "alice", ID_C, &it, &err), BF_OK);
+    bfd_item_clear(&it);
+}
+
+/* An unfinished campaign holds the error map its spec names ("sha256:ID"). */
+static void test_campaign_uses_error_map(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    int64_t count = -1;
+    bfd_campaign_row r = campaign("c0000000000000001", "alice");
+    r.spec_json = (char *)"{\"faults\":{\"model\":\"profiled\",\"error_map\":\"sha256:" ID_C "\"}}";
+    insert(f->s, &r);
+    assert_int_equal(bfd_campaign_using(f->s, "alice", BFD_ERRMAP, ID_C, &count, &err), BF_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(bfd_campaign_using(f->s, "alice", BFD_ERRMAP, ID_A, &count, &err), BF_OK);
+    assert_int_equal(count, 0);   /* ID_A is its model */
+    assert_int_equal(bfd_campaign_using(f->s, "bob", BFD_ERRMAP, ID_C, &count, &err), BF_OK);
+    assert_int_equal(count, 0);
+    assert_int_equal(bfd_campaign_finish(f->s, r.id, BFD_SUCCEEDED, 2.0, "{}", NULL, NULL, &err), BF_OK);
+    assert_int_equal(bfd_campaign_using(f->s, "alice", BFD_ERRMAP, ID_C, &count, &err), BF_OK);
+    assert_int_equal(count, 0);   /* finished: the map may go */
+    assert_int_equal(bfd_campaign_using(f->s, "alice", (bfd_kind)7, ID_C, &count, &err), BF_EINVAL);
+    /* a worker that found the map's blob rotten: the map is marked, not the model of the same bytes */
+    put_item(f->s, BFD_ERRMAP, "alice", ID_C, "chip.bfmap", NULL);
+    put_item(f->s, BFD_MODEL, "alice", ID_C, "m", NULL);
+    bfd_campaign_row r2 = campaign("c0000000000000002", "alice");
+    insert(f->s, &r2);
+    assert_int_equal(bfd_campaign_finish(f->s, r2.id, BFD_FAILED, 3.0, NULL,
+                                         "chunk 0: error map blob " ID_C " is corrupt (sha256 mismatch)", NULL, &err),
+                     BF_OK);
+    assert_int_equal(corrupt_of(f->s, BFD_ERRMAP, "alice", ID_C), 1);
+    assert_int_equal(corrupt_of(f->s, BFD_MODEL, "alice", ID_C), 0);
+}
+
 /* --- executor jobs */
 
 static void test_executor_job(void **state)
@@ -909,6 +986,8 @@ int main(void)
         T(test_corrupt_mark_and_heal),
         T(test_finish_marks_corrupt),
         T(test_schema_1_upgraded),
+        T(test_schema_3_takes_error_maps),
+        T(test_campaign_uses_error_map),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -104,6 +104,50 @@ req slurm_csv 200 "$URL/v1/campaigns/$CID/results?format=csv"
 cmp -s "$tmp/local.csv" "$tmp/body" && ok || bad "Slurm campaign's CSV differs from the local daemon's"
 req slurm_trials 200 "$URL/v1/campaigns/$CID/results?trials=true"
 cmp -s "$tmp/local_trials.jsonl" "$tmp/body" && ok || bad "Slurm campaign's per-trial records differ from the local daemon's"
+# the trial-duration histogram holds each chunk's task time over its trials,
+# as for local chunks (it used to get 1024 zeros): the sum is, by hand, the
+# time each task wrote beside its part
+req slurm_metrics 200 "$URL/metrics"
+$PY - "$tmp/body" "$tmp/data/slurm/$CID" <<'PYEOF' && ok || bad "the trial-duration histogram does not hold the tasks' times"
+import sys
+lines = dict(l.rsplit(" ", 1) for l in open(sys.argv[1]) if l.startswith("bitflip_trial_duration_seconds"))
+count, total = float(lines["bitflip_trial_duration_seconds_count"]), float(lines["bitflip_trial_duration_seconds_sum"])
+spans = []
+for i in range(4):
+    t0, t1 = map(float, open(f"{sys.argv[2]}/part-{i}.time").read().split())
+    spans.append(t1 - t0)
+assert count == 1024, count
+assert all(s > 0 for s in spans), spans
+assert abs(total - sum(spans)) <= 1e-6 * sum(spans) + 1e-9, (total, spans)
+# no trial under the smallest bound (10 us): a task's time includes its process's start
+first = next(k for k in lines if k.startswith("bitflip_trial_duration_seconds_bucket"))
+assert float(lines[first]) == 0, (first, lines[first])
+PYEOF
+# a profiled campaign: the tasks get the uploaded error map's blob, and the
+# result is the CLI's on the same file, naming the map as the spec did
+$PY -c "
+import json, struct
+h = json.dumps({'format': 1, 'rows': 4, 'cols': 5, 'flip': 2, 'stuck_at_0': 1, 'stuck_at_1': 1}).encode()
+open('$tmp/chip.bfmap', 'wb').write(b'BFERRMAP' + struct.pack('<Q', len(h)) + h + struct.pack('<4Q', 1, 7, 12, 18))"
+EID=$(sha256sum "$tmp/chip.bfmap" | cut -c1-64)
+req map_upload 201 "${OCT[@]}" --data-binary @"$tmp/chip.bfmap" "$URL/v1/error-maps"
+req lin_model 201 "${OCT[@]}" --data-binary @"$FIX/stutz/linear.onnx" "$URL/v1/models";  LMID=$(jget "j['id']")
+req lin_dataset 201 "${OCT[@]}" --data-binary @"$FIX/stutz/linear.eval.safetensors" "$URL/v1/datasets";  LDID=$(jget "j['id']")
+pspec() { echo "{\"model\": \"$2\", \"dataset\": \"$3\", \"seed\": 4, \"metrics\": [\"mse\"], \"faults\": {\"model\": \"profiled\", \"error_map\": \"$4\", \"repeats\": 600, \"representation\": \"uint4\", \"w_max\": 1.5}}" >"$1"; }
+pspec "$tmp/profiled.json" "$LMID" "$LDID" "sha256:$EID"
+submit "$tmp/profiled.json"
+wait_state "$CID" succeeded 120 && ok || bad "the profiled Slurm campaign did not succeed"
+req profiled_json 200 "$URL/v1/campaigns/$CID/results";  cp "$tmp/body" "$tmp/profiled_daemon.json"
+pspec "$tmp/profiled_cli.json" "$FIX/stutz/linear.onnx" "$FIX/stutz/linear.eval.safetensors" "$tmp/chip.bfmap"
+"$BF" run --local "$tmp/profiled_cli.json" --threads 1 --format json --out "$tmp/profiled_cli_out.json" >/dev/null 2>&1
+$PY - "$tmp/profiled_cli_out.json" "$tmp/profiled_daemon.json" "$EID" <<'PYEOF' && ok || bad "the profiled Slurm result differs from bitflip run --local"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("summary", "by_tensor", "by_bit", "by_fault_model", "golden"):
+    assert a[k] == b[k], k
+assert b["summary"]["trials"] == 600
+assert b["campaign"]["error_map"]["path"] == "sha256:" + sys.argv[3], b["campaign"]["error_map"]
+PYEOF
 # and from the CLI, by hand: the same summary as 'bitflip run --local' on the spec with paths
 $PY -c "import json; s=json.load(open('$FIX/specs/digits_weights.json')); s['trials']=1024; s['model']='$M'; s['dataset']='$D'; json.dump(s, open('$tmp/cli_spec.json','w'))"
 "$BF" run --local "$tmp/cli_spec.json" --threads 1 --format json --out "$tmp/cli.json" >/dev/null 2>&1

@@ -1,6 +1,7 @@
 /* Loading large initializers without extra copies (model/onnx_strip.c, the
  * weights arena of base/warena.h) and faulting them through private views
- * (exec/plan.c). References are independent of the loader: the bytes the
+ * (exec/plan.c), and row lookups reading a faulty table's clean rows from
+ * the model (exec/op.h). References are independent of the loader: the bytes the
  * test itself packed, protobuf-c's own unpacking of the fixture files (the
  * loader's old path), and a matrix product computed here in double.
  * Hostile inputs: every truncation of a model whose weights are cut out of
@@ -393,6 +394,139 @@ static void bad_raw_lengths_are_refused(void **state)
     free(m.buf);
 }
 
+/* An embedding table in the arena (R rows of D floats: 64 rows a 4 KiB
+ * page) looked up by a Gather on input ids. */
+#define R 2048
+#define D 16
+
+static uint8_t *make_table(float *table, size_t *len)
+{
+    uint64_t s = 2654435761ull;
+    for (int i = 0; i < R * D; i++) table[i] = urand(&s);
+    Onnx__TensorProto w;
+    int64_t wd[2] = {R, D};
+    onnx__tensor_proto__init(&w);
+    w.name = (char *)"emb.weight";
+    w.has_data_type = 1;
+    w.data_type = 1;
+    w.n_dims = 2;
+    w.dims = wd;
+    w.has_raw_data = 1;
+    w.raw_data.len = (size_t)R * D * sizeof(float);
+    w.raw_data.data = (uint8_t *)table;
+    Onnx__TensorProto *inits[1] = {&w};
+    char *g_in[2] = {(char *)"emb.weight", (char *)"ids"}, *g_out[1] = {(char *)"y"};
+    Onnx__NodeProto gather;
+    onnx__node_proto__init(&gather);
+    gather.op_type = (char *)"Gather";
+    gather.name = (char *)"lookup";
+    gather.n_input = 2;
+    gather.input = g_in;
+    gather.n_output = 1;
+    gather.output = g_out;
+    Onnx__NodeProto *nodes[1] = {&gather};
+
+    Onnx__TypeProto tp[2];
+    Onnx__TypeProto__Tensor tt[2];
+    Onnx__TensorShapeProto sh[2];
+    Onnx__TensorShapeProto__Dimension d[2][2], *dp[2][2];
+    Onnx__ValueInfoProto vi[2];
+    Onnx__ValueInfoProto *ins[1] = {vinfo("ids", 1, &tp[0], &tt[0], &sh[0], d[0], dp[0], &vi[0])};
+    tt[0].elem_type = 7;   /* int64 [batch] */
+    sh[0].n_dim = 1;
+    Onnx__ValueInfoProto *outs[1] = {vinfo("y", D, &tp[1], &tt[1], &sh[1], d[1], dp[1], &vi[1])};
+    Onnx__GraphProto g;
+    onnx__graph_proto__init(&g);
+    g.name = (char *)"table";
+    g.n_node = 1;
+    g.node = nodes;
+    g.n_initializer = 1;
+    g.initializer = inits;
+    g.n_input = 1;
+    g.input = ins;
+    g.n_output = 1;
+    g.output = outs;
+    return tc_pack_model(&g, 13, len);
+}
+
+/* Pages of [p, p + len) mapped in this process (/proc/self/pagemap's
+ * present bit); -1 when the kernel does not say. */
+static long mapped_pages(const void *p, size_t len)
+{
+    long pg = sysconf(_SC_PAGESIZE), n = 0;
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    if (!f) return -1;
+    for (uintptr_t a = (uintptr_t)p; a < (uintptr_t)p + len; a += (uintptr_t)pg) {
+        uint64_t e;
+        if (fseek(f, (long)(a / (uintptr_t)pg * 8), SEEK_SET) != 0 || fread(&e, 8, 1, f) != 1) {
+            fclose(f);
+            return -1;
+        }
+        n += (long)(e >> 63);
+    }
+    fclose(f);
+    return n;
+}
+
+/* A trial's faults in an arena table: every lookup gives the faulty rows
+ * (the reference: the table copied and corrupted here), and the plan reads
+ * the clean rows from the model's tensor, so the view maps only the pages
+ * the faults wrote (reading the rest through it made each worker's view as
+ * resident as the table during a BER trial's whole batches). A fault
+ * written through bf_plan_param_data (untracked: any page may differ)
+ * makes lookups read the view itself, still right. */
+static void lookups_read_clean_rows_from_the_model(void **state)
+{
+    (void)state;
+    static float table[R * D], want[R * D];
+    size_t len;
+    uint8_t *buf = make_table(table, &len);
+    bf_model *mod = NULL;
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    assert_int_equal(bf_model_load_buffer(buf, len, "table.onnx", &mod, &err), BF_OK);
+    size_t q = (size_t)bf_model_find_param(mod, "emb.weight");
+    assert_int_equal(bf_plan_create(mod, R, &p, &err), BF_OK);
+    int64_t *ids = bf_plan_input(p, 0)->data;
+    for (int64_t r = 0; r < R; r++) ids[r] = (r * 613) % R;   /* every row, out of order */
+
+    /* rows 70 (page 1) and 2000 (page 31): two pages of 32 */
+    memcpy(want, table, sizeof want);
+    int64_t at[2] = {70 * D + 3, 2000 * D + 15};
+    for (int k = 0; k < 2; k++) {
+        want[at[k]] = -want[at[k]] * 1024.0f;
+        assert_int_equal(bf__plan_param_write(p, q, at[k], want[at[k]], &err), BF_OK);
+    }
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    const float *y = bf_plan_output(p, 0)->data;
+    for (int64_t r = 0; r < R; r++)
+        if (memcmp(y + r * D, want + ids[r] * D, D * sizeof(float)) != 0)
+            fail_msg("lookup %lld (row %lld) differs from the corrupted table", (long long)r, (long long)ids[r]);
+    long mapped = mapped_pages(p->param_copy[q], p->param_view[q]);
+    if (mapped < 0) skip();
+    if (p->param_view[q] && mapped != 2)
+        fail_msg("the view maps %ld pages of the table; the faults wrote 2 and nothing else reads it", mapped);
+    assert_memory_equal(param(mod, "emb.weight")->data, table, sizeof table);
+
+    /* restored and given back: golden, nothing mapped */
+    for (int k = 0; k < 2; k++) assert_int_equal(bf__plan_param_write(p, q, at[k], table[at[k]], &err), BF_OK);
+    bf__plan_param_golden(p, q);
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    for (int64_t r = 0; r < R; r++) assert_memory_equal(y + r * D, table + ids[r] * D, D * sizeof(float));
+
+    /* untracked: a bit flipped through the public API */
+    bf_bitflip f = {.param = q, .index = 5 * D, .bit = 30};
+    float old, now;
+    assert_int_equal(bf_plan_flip_bit(p, &f, &old, &now, &err), BF_OK);
+    memcpy(want, table, sizeof want);
+    want[5 * D] = now;
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    for (int64_t r = 0; r < R; r++) assert_memory_equal(y + r * D, want + ids[r] * D, D * sizeof(float));
+    bf_plan_free(p);
+    bf_model_free(mod);
+    free(buf);
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
@@ -428,6 +562,7 @@ int main(void)
         cmocka_unit_test(real_fixtures_match_protobuf_c),
         cmocka_unit_test(truncations_are_refused),
         cmocka_unit_test(bad_raw_lengths_are_refused),
+        cmocka_unit_test(lookups_read_clean_rows_from_the_model),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -167,9 +167,10 @@ class Client:
             if not token:
                 return
 
-    # --- models and datasets ------------------------------------------------------
+    # --- models, datasets and error maps ----------------------------------------------
 
-    def _upload(self, kind, src, name):
+    def _upload(self, kind, src, name, route=None):
+        route = route or f"{kind}s"
         if isinstance(src, (bytes, bytearray)):
             sha, size, opener = hashlib.sha256(src).hexdigest(), len(src), lambda: io.BytesIO(src)
         else:
@@ -179,13 +180,13 @@ class Client:
             sha, size, opener = sha256_file(path), os.path.getsize(path), lambda: open(path, "rb")
             name = name or os.path.basename(path)
         try:
-            return self._json("GET", f"/v1/{kind}s/{sha}")
+            return self._json("GET", f"/v1/{route}/{sha}")
         except ApiError as e:
             if e.status != 404:
                 raise
         with opener() as f:
             self.uploads_sent += 1
-            return self._json("POST", f"/v1/{kind}s", body=f, query={"name": name},
+            return self._json("POST", f"/v1/{route}", body=f, query={"name": name},
                               headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
 
     def upload_model(self, src, name=None):
@@ -196,6 +197,20 @@ class Client:
     def upload_dataset(self, src, name=None):
         """Stores a safetensors eval set unless the daemon has these bytes already."""
         return self._upload("dataset", src, name)
+
+    def upload_error_map(self, src, name=None):
+        """Stores a chip's error map (.bfmap, for fault model ``profiled``) unless the
+        daemon has these bytes already; a spec names it ``"sha256:" + map["id"]``."""
+        return self._upload("error map", src, name, route="error-maps")
+
+    def error_map(self, map_id):
+        return self._json("GET", f"/v1/error-maps/{map_id}")
+
+    def error_maps(self):
+        return list(self._pages("/v1/error-maps"))
+
+    def delete_error_map(self, map_id):
+        self._json("DELETE", f"/v1/error-maps/{map_id}")
 
     def model(self, model_id):
         return self._json("GET", f"/v1/models/{model_id}")
@@ -234,6 +249,15 @@ class Client:
                 spec[key] = up(p)["id"]
             elif hasattr(v, "__fspath__"):
                 spec[key] = up(v)["id"]
+        # a profiled campaign's map: a path here becomes the upload's "sha256:ID"
+        faults = spec.get("faults")
+        em = faults.get("error_map") if isinstance(faults, dict) else None
+        if (isinstance(em, str) and not em.startswith("sha256:")) or hasattr(em, "__fspath__"):
+            em = os.fspath(em)
+            p = em if os.path.isabs(em) or os.path.exists(em) else os.path.join(base, em)
+            if not os.path.isfile(p):
+                raise BitflipError(f"spec faults.error_map {em!r} is neither 'sha256:ID' nor a file")
+            spec["faults"] = dict(faults, error_map="sha256:" + self.upload_error_map(p)["id"])
         return spec
 
     def submit(self, spec, *, idempotency_key=None):

@@ -433,9 +433,9 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         }
         const bf__emb_index *e = &sh->emb[q];
         if (!e->rows) { every = 1; continue; }
-        int64_t r = w[i].index / e->row_elems;
-        for (int64_t k = e->off[r]; k < e->off[r + 1]; k++)
-            dx->bmark[e->batch[k]] = 1;
+        int64_t nb;
+        const int32_t *rb = bf__emb_batches(e, w[i].index / e->row_elems, &nb);
+        for (int64_t k = 0; k < nb; k++) dx->bmark[rb[k]] = 1;
     }
     for (size_t k = 0; k < n_vf; k++) {
         int u = sh->first_use[vf[k].value];

@@ -344,13 +344,7 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
  * plan the sub-plans read faulty parameters from), in its stored type. */
 static bf_status put_param(bf__dx *dx, size_t q, int64_t index, float value, bf_error *err)
 {
-    void *data;
-    bf_status st = bf_plan_param_data(dx->plan[0], q, &data, err);
-    if (st != BF_OK) return st;
-    bf_dtype dt = bf_model_param(dx->sh->m, q)->dtype;
-    if (dt == BF_F32) ((float *)data)[index] = value;
-    else bf__param_int_set(data, dt, index, value);
-    return BF_OK;
+    return bf__plan_param_write(dx->plan[0], q, index, value, err);
 }
 
 /* The sub-plans, made and checked on first use, which may be inside a
@@ -386,6 +380,8 @@ static bf_status rows_check(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_e
     bf_status st;
     for (int k = 0; k < dx->n_sub; k++) {
         if (!dx->sub[k] && (st = bf_plan_create(m, 1 << k, &dx->sub[k], err)) != BF_OK) return st;
+        /* its lookups of plan[0]'s faulty tables read clean rows from the model too */
+        dx->sub[k]->views_of = dx->plan[0];
         /* the golden model as stored (fp16, int8, ...), as in the evaluator's plans */
         for (size_t q = 0; q < m->n_params; q++) {
             const void *gold = dx->plan[0]->vals[m->param_vals[q]].data;

@@ -2,6 +2,7 @@
  * read-only by every worker: the golden cache, which steps read which
  * values and parameters, each embedding table's row -> batch index, and
  * each Gemm's exact column block and row chunk (see diffexec.c). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -16,6 +17,7 @@ void bf__dx_shared_free(bf__dx_shared *sh)
     bf__free(sh->pc_off);
     bf__free(sh->pc_step);
     for (size_t p = 0; sh->emb && p < sh->m->n_params; p++) {
+        bf__free(sh->emb[p].row);
         bf__free(sh->emb[p].off);
         bf__free(sh->emb[p].batch);
     }
@@ -106,54 +108,95 @@ const void *bf__dx_lookup_indices(const bf__dx_shared *sh, bf_evaluator *ev, con
 
 /* Row -> batches for embedding table q, from the cached indices. A table
  * whose indices cannot be read so is left an ordinary parameter (rows 0:
- * every batch), never one that no batch reads. */
+ * every batch), never one that no batch reads. The (row, batch) pairs of
+ * every lookup are sorted and made unique: memory follows the eval set's
+ * lookups (16 bytes each while building, at most 20 after), never the
+ * table's rows. */
+typedef struct emb_pair {
+    int64_t row, batch;
+} emb_pair;
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const emb_pair *x = a, *y = b;
+    if (x->row != y->row) return x->row < y->row ? -1 : 1;
+    return (x->batch > y->batch) - (x->batch < y->batch);
+}
+
+const int32_t *bf__emb_batches(const bf__emb_index *e, int64_t r, int64_t *n)
+{
+    int64_t lo = 0, hi = e->n_read;
+    while (lo < hi) {   /* the first listed row >= r */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e->row[mid] < r) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == e->n_read || e->row[lo] != r) {
+        *n = 0;
+        return NULL;
+    }
+    *n = e->off[lo + 1] - e->off[lo];
+    return e->batch + e->off[lo];
+}
+
 static bf_status build_emb(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], size_t q, bf_error *err)
 {
     bf__emb_index *e = &sh->emb[q];
     const bf_tensor *w = bf_model_param(sh->m, q)->tensor;
+    size_t total = 0;
     for (int64_t b = 0; b < sh->n_batches; b++) {
         const bf_plan *p = plan[b == sh->samples / sh->batch];
         for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
             bf_dtype dt;
-            if (!bf__dx_lookup_indices(sh, ev, p, p->steps[sh->pc_step[t]].node->in[1], b, &dt)) return BF_OK;
+            int iv = p->steps[sh->pc_step[t]].node->in[1];
+            if (!bf__dx_lookup_indices(sh, ev, p, iv, b, &dt)) return BF_OK;
+            total += (size_t)bf_tensor_numel(&p->vals[iv]);
         }
     }
-    e->rows = w->dims[0];
-    e->row_elems = e->rows ? bf_tensor_numel(w) / e->rows : 0;
-    e->off = bf__calloc((size_t)e->rows + 2, sizeof *e->off);
-    if (!e->off) return bf__dx_oom(err);
-    /* two sweeps: count (row, batch) pairs, then fill; a batch is listed once per row */
-    int32_t *last = bf__malloc(((size_t)e->rows + 1) * sizeof *last);
-    if (!last) return bf__dx_oom(err);
-    for (int sweep = 0; sweep < 2; sweep++) {
-        for (int64_t r = 0; r < e->rows; r++) last[r] = -1;
-        int64_t *fill = sweep ? bf__calloc((size_t)e->rows + 1, sizeof *fill) : NULL;
-        if (sweep && !fill) { bf__free(last); return bf__dx_oom(err); }
-        for (int64_t b = 0; b < sh->n_batches; b++) {
-            bf_plan *p = plan[b == sh->samples / sh->batch];
-            for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
-                int iv = p->steps[sh->pc_step[t]].node->in[1];
-                const bf_tensor *it = &p->vals[iv];
-                bf_dtype dt;
-                const void *idx = bf__dx_lookup_indices(sh, ev, p, iv, b, &dt);
-                for (int64_t i = 0, n = bf_tensor_numel(it); idx && i < n; i++) {
-                    int64_t r = index_at(dt, idx, i);
-                    if (r < 0) r += e->rows;
-                    if (r < 0 || r >= e->rows || last[r] == (int32_t)b) continue;
-                    last[r] = (int32_t)b;
-                    if (sweep) e->batch[e->off[r] + fill[r]++] = (int32_t)b;
-                    else e->off[r + 1]++;
-                }
+    emb_pair *pairs = bf__malloc((total + 1) * sizeof *pairs);
+    if (!pairs) return bf__dx_oom(err);
+    int64_t rows = w->dims[0];
+    size_t n = 0;
+    for (int64_t b = 0; b < sh->n_batches; b++) {
+        bf_plan *p = plan[b == sh->samples / sh->batch];
+        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
+            int iv = p->steps[sh->pc_step[t]].node->in[1];
+            bf_dtype dt;
+            const void *idx = bf__dx_lookup_indices(sh, ev, p, iv, b, &dt);
+            for (int64_t i = 0, k = bf_tensor_numel(&p->vals[iv]); i < k; i++) {
+                int64_t r = index_at(dt, idx, i);
+                if (r < 0) r += rows;
+                if (r >= 0 && r < rows) pairs[n++] = (emb_pair){r, b};   /* out of range: the op's error */
             }
         }
-        if (!sweep) {
-            for (int64_t r = 0; r < e->rows; r++) e->off[r + 1] += e->off[r];
-            e->batch = bf__malloc(((size_t)e->off[e->rows] + 1) * sizeof *e->batch);
-            if (!e->batch) { bf__free(last); return bf__dx_oom(err); }
-        }
-        bf__free(fill);
     }
-    bf__free(last);
+    qsort(pairs, n, sizeof *pairs, pair_cmp);
+    size_t uniq = 0, n_rows = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || pair_cmp(&pairs[i], &pairs[uniq - 1]) != 0) {
+            n_rows += uniq == 0 || pairs[i].row != pairs[uniq - 1].row;
+            pairs[uniq++] = pairs[i];
+        }
+    e->row = bf__malloc((n_rows + 1) * sizeof *e->row);
+    e->off = bf__malloc((n_rows + 2) * sizeof *e->off);
+    e->batch = bf__malloc((uniq + 1) * sizeof *e->batch);
+    if (!e->row || !e->off || !e->batch) {
+        bf__free(pairs);
+        return bf__dx_oom(err);
+    }
+    int64_t k = -1;
+    for (size_t i = 0; i < uniq; i++) {
+        if (k < 0 || pairs[i].row != e->row[k]) {
+            e->row[++k] = pairs[i].row;
+            e->off[k] = (int64_t)i;
+        }
+        e->batch[i] = (int32_t)pairs[i].batch;
+    }
+    e->off[n_rows] = (int64_t)uniq;
+    bf__free(pairs);
+    e->n_read = (int64_t)n_rows;
+    e->rows = rows;
+    e->row_elems = rows ? bf_tensor_numel(w) / rows : 0;
     return BF_OK;
 }
 

@@ -535,13 +535,9 @@ bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index
     if (index < 0 || index >= bf_tensor_numel(t))
         return bf_error_set(err, BF_ERANGE, "element %lld of '%s' does not exist (it has %lld elements)",
                             (long long)index, t->name, (long long)bf_tensor_numel(t));
-    bf_dtype dt = ev->model->params[param].dtype;
     for (size_t p = 0; p < ev->n_plans; p++) {
-        void *data;
-        bf_status st = bf_plan_param_data(ev->plans[p], param, &data, err);
+        bf_status st = bf__plan_param_write(ev->plans[p], param, index, value, err);
         if (st != BF_OK) return st;
-        if (dt == BF_F32) ((float *)data)[index] = value;
-        else bf__param_int_set(data, dt, index, value);
     }
     return BF_OK;
 }

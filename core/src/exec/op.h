@@ -41,6 +41,19 @@ typedef struct bf__prep {
     size_t scratch;                  /* bytes of scratch run needs */
 } bf__prep;
 
+/* Where a row lookup (Gather on axis 0, EmbeddingBag) reads the rows of
+ * its table (input 0) when that table is a plan's private view of the
+ * weights arena holding a trial's faults (exec/plan.c): rows on a page the
+ * trial wrote from the view, every other row from the model's own tensor.
+ * Reading a clean row through the view would map the arena's page a second
+ * time, and resident memory counts it once per mapping: a BER trial's
+ * whole-batch lookups made each worker's views as resident as the tables. */
+typedef struct bf__rowsrc {
+    const unsigned char *golden;    /* the model's tensor, laid out as the view */
+    const uint64_t *dirty;          /* a bit per page of the view: written */
+    unsigned page_shift;
+} bf__rowsrc;
+
 typedef struct bf__ctx {
     const bf__node *node;
     const void *params;             /* what prepare wrote */
@@ -48,7 +61,19 @@ typedef struct bf__ctx {
     const bf_tensor *const *in;     /* NULL entries: omitted optional inputs */
     bf_tensor *const *out;
     void *scratch;
+    const bf__rowsrc *rows;         /* row lookups only; NULL: input 0's data as it is */
 } bf__ctx;
+
+/* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's
+ * data), or from the model's tensor where c->rows says the view is clean. */
+static inline const unsigned char *bf__row_at(const bf__ctx *c, const unsigned char *x, size_t off, size_t len)
+{
+    const bf__rowsrc *r = c->rows;
+    if (!r || len == 0) return x + off;
+    for (size_t pg = off >> r->page_shift, end = (off + len - 1) >> r->page_shift; pg <= end; pg++)
+        if (r->dirty[pg >> 6] >> (pg & 63) & 1) return x + off;
+    return r->golden + off;
+}
 
 typedef struct bf__op {
     const char *name;

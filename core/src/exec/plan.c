@@ -86,6 +86,9 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->param_copy);
     bf__free(p->param_view);
     bf__free(p->param_rewritten);
+    for (size_t i = 0; p->param_dirty && i < p->model->n_params; i++) bf__free(p->param_dirty[i]);
+    bf__free(p->param_dirty);
+    bf__free(p->param_untracked);
     for (size_t i = 0; i < p->n_steps; i++) {
         bf__free(p->steps[i].in);
         bf__free(p->steps[i].out);
@@ -548,12 +551,15 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     p->param_copy = bf__calloc(model->n_params + 1, sizeof *p->param_copy);
     p->param_view = bf__calloc(model->n_params + 1, sizeof *p->param_view);
     p->param_rewritten = bf__calloc(model->n_params + 1, 1);
+    p->param_dirty = bf__calloc(model->n_params + 1, sizeof *p->param_dirty);
+    p->param_untracked = bf__calloc(model->n_params + 1, 1);
     p->steps = bf__calloc(model->n_nodes + 1, sizeof *p->steps);
     p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
     p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
     bc.phantom = bf__calloc(model->n_values + 1, 1);
-    if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
+    if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
+        !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
         !bc.phantom) {
         st = oom(err);
         goto fail;
@@ -596,14 +602,33 @@ void bf__plan_apply_value_faults(bf_plan *p, int step)
     }
 }
 
+/* For a row lookup whose table is the plan's view holding a trial's
+ * faults (and nothing else written to it unseen): which rows to read
+ * where (op.h). NULL otherwise. */
+static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc *buf)
+{
+    int v = s->n_in > 0 ? s->node->in[0] : -1;
+    if (v < 0 || p->model->values[v].kind != BF__VAL_PARAM) return NULL;
+    size_t q = (size_t)p->model->values[v].index;
+    const bf_plan *own = p->views_of && p->vals[v].data == p->views_of->param_copy[q] ? p->views_of : p;
+    if (!own->param_dirty[q] || own->param_untracked[q] || p->vals[v].data != own->param_copy[q] || !bf__row_lookup(s))
+        return NULL;
+    size_t pg = bf__warena_page();
+    unsigned shift = 0;
+    while (((size_t)1 << shift) < pg) shift++;
+    *buf = (bf__rowsrc){.golden = p->model->params[q].tensor->data, .dirty = own->param_dirty[q], .page_shift = shift};
+    return buf;
+}
+
 bf_status bf_plan_run(bf_plan *p, bf_error *err)
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
     if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
+        bf__rowsrc rs;
         bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                     .in = s->in, .out = s->out, .scratch = p->scratch};
+                     .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
         bf_status st = s->node->op->run(&c, err);
         if (st != BF_OK) return st;
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
@@ -614,8 +639,9 @@ bf_status bf_plan_run(bf_plan *p, bf_error *err)
 bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
 {
     const bf__step *s = &p->steps[i];
+    bf__rowsrc rs;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
     return s->node->op->run(&c, err);
 }
 
@@ -662,16 +688,24 @@ static const bf__warena *root_arena(const bf_model *m)
  * ones faults wrote, and the ones read through it) go back: a page of the
  * arena read through two mappings counts twice in the process's resident
  * memory, so views are only read while they hold faults. */
+static size_t dirty_words(size_t view_bytes)
+{
+    size_t pg = bf__warena_page();
+    return ((view_bytes + pg - 1) / pg + 63) / 64;
+}
+
 void bf__plan_param_golden(bf_plan *p, size_t param)
 {
     if (param >= p->model->n_params || !p->param_view[param] || p->param_rewritten[param]) return;
     bf__wview_drop(p->param_copy[param], p->param_view[param]);
     p->vals[p->model->param_vals[param]].data = p->model->params[param].tensor->data;
+    if (p->param_dirty[param]) memset(p->param_dirty[param], 0, dirty_words(p->param_view[param]) * sizeof(uint64_t));
+    p->param_untracked[param] = 0;
 }
 
 void bf__plan_param_rewritten(bf_plan *p, size_t param)
 {
-    if (param < p->model->n_params) p->param_rewritten[param] = 1;
+    if (param < p->model->n_params) p->param_rewritten[param] = p->param_untracked[param] = 1;
 }
 
 int bf__plan_param_is_golden(const bf_plan *p, size_t param)
@@ -679,7 +713,8 @@ int bf__plan_param_is_golden(const bf_plan *p, size_t param)
     return param < p->model->n_params && !p->param_rewritten[param];
 }
 
-bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *err)
+/* bf_plan_param_data without saying which pages the caller writes. */
+static bf_status param_data(bf_plan *p, size_t param, void **data, bf_error *err)
 {
     const bf_model *m = p->model;
     if (param >= m->n_params)
@@ -691,6 +726,13 @@ bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *er
          * copied only where written (a fault: one page, not the table) */
         void *copy = bf__wview_create(root_arena(m), src->data, nb);
         if (copy) {
+            /* a bit a page: 4 KiB for a 122 MiB table */
+            uint64_t *dirty = bf__calloc(dirty_words(nb) + 1, sizeof *dirty);
+            if (!dirty) {
+                bf__wview_free(copy, nb);
+                return bf_error_set(err, BF_ENOMEM, "out of memory viewing parameter '%s'", src->name);
+            }
+            p->param_dirty[param] = dirty;
             p->param_view[param] = nb;
         } else {
             copy = bf__aligned_alloc(nb + 1);
@@ -703,5 +745,31 @@ bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *er
     /* in use again after bf__plan_param_golden */
     p->vals[m->param_vals[param]].data = p->param_copy[param];
     *data = p->param_copy[param];
+    return BF_OK;
+}
+
+bf_status bf_plan_param_data(bf_plan *p, size_t param, void **data, bf_error *err)
+{
+    bf_status st = param_data(p, param, data, err);
+    if (st == BF_OK) p->param_untracked[param] = 1;   /* the caller may write anywhere */
+    return st;
+}
+
+bf_status bf__plan_param_write(bf_plan *p, size_t param, int64_t index, float value, bf_error *err)
+{
+    void *data = NULL;
+    bf_status st = param_data(p, param, &data, err);
+    if (st != BF_OK) return st;
+    bf_dtype dt = p->model->params[param].dtype;
+    if (dt == BF_F32) ((float *)data)[index] = value;
+    else bf__param_int_set(data, dt, index, value);
+    if (p->param_dirty[param]) {
+        size_t pg = (size_t)index * bf_dtype_size(dt) / bf__warena_page();
+        p->param_dirty[param][pg / 64] |= (uint64_t)1 << (pg % 64);
+        /* an element of fewer bits than a byte, or a stored type other
+         * than the tensor's: the page is not known for sure */
+        if (bf_dtype_size(dt) != bf_dtype_size(p->model->params[param].tensor->dtype) || bf_dtype_size(dt) == 0)
+            p->param_untracked[param] = 1;
+    }
     return BF_OK;
 }

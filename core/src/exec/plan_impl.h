@@ -35,6 +35,13 @@ struct bf_plan {
                                * weights arena of this many bytes (base/warena.h); 0: a heap copy */
     unsigned char *param_rewritten;  /* 1: the whole copy was rewritten (a stored representation):
                                       * its pages are never given back to the arena's golden ones */
+    uint64_t **param_dirty;   /* per parameter with a view: a bit per page of it written since it was last
+                               * given back (bf__plan_param_write); row lookups read the rest from the
+                               * model's tensor (op.h, bf__rowsrc) */
+    unsigned char *param_untracked;  /* 1: handed out writable (bf_plan_param_data), any page may differ:
+                                      * lookups read the view itself */
+    const struct bf_plan *views_of;  /* a plan whose views this one reads as its parameters (the
+                                      * differential engine's row-mode plans): its dirty pages too */
     void **owned;             /* buffers of folded values */
     size_t n_owned;
     bf__step *steps;
@@ -68,6 +75,11 @@ float bf__param_int_get(const void *data, bf_dtype dt, int64_t i);
  * was _rewritten whole (a stored representation), which also makes
  * _is_golden 0. */
 void bf__plan_param_golden(bf_plan *p, size_t param);
+/* Writes element `index` of the plan's copy of parameter `param` in its
+ * stored type, and marks its page of a view written: the one way to fault
+ * a parameter that leaves row lookups reading the other rows from the
+ * model's tensor. */
+bf_status bf__plan_param_write(bf_plan *p, size_t param, int64_t index, float value, bf_error *err);
 void bf__plan_param_rewritten(bf_plan *p, size_t param);
 int bf__plan_param_is_golden(const bf_plan *p, size_t param);
 /* bf__plan_param_golden in every plan of an evaluator (eval.c): after a

@@ -1,12 +1,13 @@
-/* bitflip api — what a model or an eval set is made of, as JSON: the
- * `bitflip info --json` document and the body of the daemon's model and
- * dataset objects. */
+/* bitflip api — what a model, an eval set or an error map is made of, as
+ * JSON: the `bitflip info --json` document and the body of the daemon's
+ * model, dataset and error-map objects. */
 #ifndef BITFLIP_API_SUMMARY_H
 #define BITFLIP_API_SUMMARY_H
 
 #include <jansson.h>
 
 #include "bitflip/dataset.h"
+#include "bitflip/errmap.h"
 #include "bitflip/model.h"
 
 #ifdef __cplusplus
@@ -21,6 +22,10 @@ json_t *bf_model_summary(const bf_model *m);
 
 /* {samples, labels: bool, tensors: [{name, dtype, shape}]}. */
 json_t *bf_dataset_summary(const bf_dataset *ds);
+
+/* {rows, cols, bits, flip, stuck_at_0, stuck_at_1, cells, and voltage and
+ * chip when the map's header has them}; NULL when out of memory. */
+json_t *bf_errmap_summary(const bf_errmap *m);
 
 #ifdef __cplusplus
 }

@@ -123,7 +123,9 @@ static bf_status ebag_run(const bf__ctx *c, bf_error *err)
                                       "%lld rows (valid: %lld..%lld)", (long long)r, (long long)j, (long long)b,
                                       (long long)q->rows, (long long)-q->rows, (long long)q->rows - 1);
             if (r < 0) r += q->rows;
-            const float *restrict w = table + r * dim;
+            const float *restrict w = (const float *)bf__row_at(c, (const unsigned char *)table,
+                                                                (size_t)(r * dim) * sizeof(float),
+                                                                (size_t)dim * sizeof(float));
             if (q->mode != MODE_MAX) {
                 for (int64_t d = 0; d < dim; d++) o[d] += w[d];
             } else if (j == lo) {
