@@ -60,7 +60,7 @@ static int plan_time(const bf_model *m, const bf_dataset *ds, const bf_campaign_
                      long long cache_budget, long long sample, double wall, const char *wall_text)
 {
     char d1[32], d2[32];
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = cache_budget};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = cache_budget, .threads = threads};
     bf_campaign *c = NULL;
     bf_campaign_result res;
     bf_error err = {0};

@@ -86,6 +86,7 @@ typedef struct run_opts {
     cli_limits lim;
     int local, exact, stats, progress;
     double progress_interval;
+    double load_seconds;    /* reading the model and the eval set, for --stats */
     char *out_alloc;        /* out_path when made from --out-dir and --prefix */
     char spec_sha256[65];   /* of the spec file's bytes: a part's campaign identity */
     const char **gates;
@@ -330,8 +331,11 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
 {
     bf_error err = {0};
     bf_campaign_result res;
-    /* the differential engine's golden pass is the campaign's: made once */
-    bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget};
+    long threads = o->threads ? (long)o->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    /* the differential engine's golden pass is the campaign's: made once,
+     * on the run's threads, whose evaluators the workers then adopt */
+    bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads};
     double t_create = cli_now();
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;
@@ -349,8 +353,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
         run->outcome = ps->outcome = calloc((size_t)ps->cap + 1, sizeof *ps->outcome);
         if (!ps->metric || !ps->rate || !ps->outcome) return EXIT_INFRA;
     }
-    long threads = o->threads ? (long)o->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    bf_campaign_opts co = {.threads = (int)(threads > 0 ? threads : 1), .shard_index = o->shard_i, .shard_count = o->shard_n,
+    bf_campaign_opts co = {.threads = (int)threads, .shard_index = o->shard_i, .shard_count = o->shard_n,
                            .on_trial = on_trial, .progress = on_progress, .user = ps, .exact = o->exact,
                            .cache_budget = o->cache_budget};
     ps->final = 0;
@@ -372,6 +375,17 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 (double)res.cache_bytes / (1024.0 * 1024.0), t_create + res.setup_seconds,
                 res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
                 (long long)res.chain_exact, (long long)res.chain_linear);
+        /* where the setup went, and the model and eval set read before it */
+        fprintf(stderr,
+                "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
+                "golden pass%s %.3f s (%.3f s of CPU) on %d thread%s; golden cache %.1f MiB; embedding index, exact Gemm blocks and chains "
+                "%.3f s; the rest of the campaign %.3f s; workers' own plans %.3f s, golden checks %.3f s, "
+                "cache made by the run %.3f s, executors %.3f s\n",
+                o->load_seconds, res.setup.plans, res.exact ? "" : " filling the cache", res.setup.golden, res.setup.golden_cpu,
+                res.setup.golden_threads, res.setup.golden_threads == 1 ? "" : "s",
+                (double)res.cache_bytes / (1024.0 * 1024.0), res.setup.index,
+                fmax(0.0, t_create - res.setup.plans - res.setup.golden - res.setup.index), res.setup.worker_plans,
+                res.setup.checks, res.setup.cache, res.setup.executors);
         if (!res.exact && isfinite(res.work_fraction)) {
             fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full "
                             "(steps run in full or on rows, by their time on the golden pass)",
@@ -435,7 +449,9 @@ int cmd_run(int argc, char **argv)
     if ((rc = load_spec("run", o.spec_path, &o.lim, &spec)) != 0) goto out;
     have_spec = 1;
     if (o.shard_arg && (rc = spec_digest(o.spec_path, o.spec_sha256)) != 0) goto out;
+    o.load_seconds = cli_now();
     if ((rc = load_inputs("run", o.spec_path, &spec, &o.lim, &m, &ds)) != 0) goto out;
+    o.load_seconds = cli_now() - o.load_seconds;
     {
         /* what the campaign will hold, before it allocates any of it */
         bf_error err = {0};

@@ -43,9 +43,18 @@ outcomes "$tmp/tiny.jsonl" >"$tmp/o_tiny"
 same tiny_cache_outcomes "$tmp/o_fast" "$tmp/o_tiny"
 check bad_budget 2 "$BF" run --local "$spec" --cache-budget 12Q;  contains bad_budget "64M"
 
-check run_t2 0 "$BF" run --local "$spec" --threads 2 --format csv
+check run_t2 0 "$BF" run --local "$spec" --threads 2 --format csv --trials-out "$tmp/t2.jsonl" --stats
 cp "$tmp/stdout" "$tmp/t2.csv"
 same threads_identical "$tmp/t1.csv" "$tmp/t2.csv"
+# the golden pass runs on the run's threads: every trial record the same
+# bytes on 1, 2 and 3 threads, and again on a second run
+same threads_records_identical "$tmp/trials.jsonl" "$tmp/t2.jsonl"
+contains run_t2_setup " of CPU) on 2 threads; golden cache "
+contains run_t2_setup_detail "workers' own plans"
+check run_t3 0 "$BF" run --local "$spec" --threads 3 --format csv --trials-out "$tmp/t3.jsonl"
+same threads3_records_identical "$tmp/trials.jsonl" "$tmp/t3.jsonl"
+check run_t2_again 0 "$BF" run --local "$spec" --threads 2 --format csv --trials-out "$tmp/t2b.jsonl"
+same rerun_records_identical "$tmp/t2.jsonl" "$tmp/t2b.jsonl"
 
 for i in 0 1 2; do
   check "shard$i" 0 "$BF" run --local "$spec" --shard $i/3 --threads 2 --format json --out "$tmp/part$i.json"

@@ -890,26 +890,31 @@ static void allocation_failures(void **state)
     s.repeats = 3;
     s.repr = BF_REPR_INT8;
     s.per_channel = 1;
-    int succeeded = 0;
-    for (long n = 0; n < 5000 && !succeeded; n++) {
-        bf_campaign *c = NULL;
-        bf_campaign_result res;
-        bf_error err = {0};
-        bf_campaign_opts o = {.threads = 1};
-        bf_test_alloc_fail_after(n);
-        bf_status st = bf_campaign_create(f->mlp, f->mlp_ds, &s, &c, &err);
-        if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
-        bf_test_alloc_fail_after(-1);
-        if (st == BF_OK) {
-            succeeded = 1;
-            assert_int_equal(res.trials_done, 3);
-            bf_campaign_result_free(&res);
-        } else if (st != BF_ENOMEM) {
-            fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+    /* also prepared: the golden pass made by the differential engine, its
+     * evaluator adopted by the run (on one thread, as above) */
+    for (int prepared = 0; prepared <= 1; prepared++) {
+        int succeeded = 0;
+        for (long n = 0; n < 8000 && !succeeded; n++) {
+            bf_campaign *c = NULL;
+            bf_campaign_result res;
+            bf_error err = {0};
+            bf_campaign_opts o = {.threads = 1};
+            bf_campaign_prep prep = {.differential = 1, .threads = 1};
+            bf_test_alloc_fail_after(n);
+            bf_status st = bf_campaign_create_prepared(f->mlp, f->mlp_ds, &s, NULL, prepared ? &prep : NULL, &c, &err);
+            if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
+            bf_test_alloc_fail_after(-1);
+            if (st == BF_OK) {
+                succeeded = 1;
+                assert_int_equal(res.trials_done, 3);
+                bf_campaign_result_free(&res);
+            } else if (st != BF_ENOMEM) {
+                fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+            }
+            bf_campaign_free(c);
         }
-        bf_campaign_free(c);
+        assert_true(succeeded);
     }
-    assert_true(succeeded);
 }
 
 int main(void)

@@ -15,7 +15,12 @@
  * witness or an exact rerun), so masked on one side is masked on both.
  *
  * A run with a one-byte cache budget (nothing cached that can be recomputed)
- * must agree with the default run the same way. */
+ * must agree with the default run the same way.
+ *
+ * The golden pass that fills the cache runs on several threads, one batch
+ * per thread at a time: the cache, the golden outputs and every trial
+ * record must be the same bytes for any number of them (and the outputs
+ * those of a plain evaluator pass). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +36,8 @@
 #include "bitflip/eval.h"
 #include "bitflip/model.h"
 #include "campaign_check.h"
+#include "diff/diff.h"
+#include "exec/step_access.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 #define TRIALS 60
@@ -216,12 +223,176 @@ static void chain_mode_matches_exact(void **state)
     tc_assert_agree("chain mode vs exact", &t, 2000);
 }
 
+/* --- the golden pass on several threads */
+
+static bf_evaluator *golden_ev(const bf_model *m, const bf_dataset *ds, int64_t batch)
+{
+    bf_eval_opts eo = {.batch = batch, .threads = 1};
+    bf_evaluator *ev = NULL;
+    bf_error err = {0};
+    if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) fail_msg("%s", err.msg);
+    return ev;
+}
+
+/* The cache made on 1, 2 and 3 threads (batch 7: several batches and a
+ * partial last one; one thread more than there are batches for the
+ * smallest set): every value of every batch cached the same, the same
+ * bytes, and the golden outputs those of a plain pass (an evaluator whose
+ * plans share buffers, no cache). */
+static void golden_cache_same_on_any_threads(void **state)
+{
+    (void)state;
+    static const char *const fx[] = {"demo_digits", "cnn_ops_op17", "transformer_ops_op13", "dlrm_ops_op13"};
+    for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        load(fx[f], &m, &ds);
+        bf_error err = {0};
+        bf_eval_result plain;
+        bf_eval_opts po = {.batch = 7, .threads = 2, .share_buffers = 1};
+        bf_evaluator *pe = NULL;
+        if (bf_evaluator_create(m, ds, &po, &pe, &err) != BF_OK || bf_evaluator_run(pe, NULL, 0, &plain, &err) != BF_OK)
+            fail_msg("%s: %s", fx[f], err.msg);
+        int64_t samples = plain.samples, cols = plain.out_cols;
+        size_t out_bytes = (size_t)(samples * cols) * sizeof(float);
+        bf_evaluator *evs[3];
+        for (int k = 0; k < 3; k++) evs[k] = golden_ev(m, ds, 7);
+        bf__dx_shared *sh[3] = {NULL};
+        float *gold[3];
+        for (int n = 1; n <= 3; n++) {
+            gold[n - 1] = malloc(out_bytes + 1);
+            assert_non_null(gold[n - 1]);
+            memset(gold[n - 1], 0xA5, out_bytes);   /* every byte must be written */
+            if (bf__dx_shared_golden(evs, n, samples, cols, BF_CACHE_BUDGET_DEFAULT, gold[n - 1], &sh[n - 1], &err) != BF_OK)
+                fail_msg("%s on %d threads: %s", fx[f], n, err.msg);
+            assert_memory_equal(gold[n - 1], plain.outputs, out_bytes);
+        }
+        const bf__gcache *g1 = bf__dx_shared_cache(sh[0]);
+        int64_t batches = bf__gcache_batches(g1);
+        assert_true(batches >= 2);
+        bf_plan *full = bf__evaluator_plan(evs[0], 0), *rest = bf__evaluator_plan(evs[0], 1);
+        size_t cached = 0;
+        for (int n = 2; n <= 3; n++) {
+            const bf__gcache *gn = bf__dx_shared_cache(sh[n - 1]);
+            assert_int_equal(bf__gcache_bytes(gn), bf__gcache_bytes(g1));
+            for (size_t v = 0; v < m->n_values; v++)
+                for (int64_t b = 0; b < batches; b++) {
+                    const void *x = bf__gcache_block(g1, (int64_t)v, b), *y = bf__gcache_block(gn, (int64_t)v, b);
+                    assert_true((x == NULL) == (y == NULL));
+                    if (!x) continue;
+                    const bf_plan *p = b == batches - 1 && rest ? rest : full;
+                    assert_memory_equal(x, y, bf_tensor_nbytes(bf_plan_value(p, (int64_t)v)));
+                    cached++;
+                }
+        }
+        assert_true(cached > 0);
+        printf("%s: %lld batches, %zu cached blocks the same on 1, 2 and 3 threads\n", fx[f], (long long)batches, cached / 2);
+        for (int n = 0; n < 3; n++) {
+            bf__dx_shared_free(sh[n]);
+            free(gold[n]);
+            bf_evaluator_free(evs[n]);
+        }
+        bf_evaluator_free(pe);
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+}
+
+/* A campaign prepared on 1, 2 or 3 threads and run on 1, 2 or 3 (adopting
+ * the golden pass's evaluators, building more, or leaving some): the same
+ * golden outputs and the same trial records, field by field, as prepared
+ * and run on one; a differential run with another budget (which makes its
+ * cache on its workers' plans) too. */
+static void golden_pass_threads_agree(void **state)
+{
+    (void)state;
+    static const char *const fx[] = {"demo_digits", "cnn_ops_op17", "transformer_ops_op13"};
+    static const int cfg[] = {0, 7, 11};   /* weights fp32; transient activations; inputs */
+    for (size_t f = 0; f < sizeof fx / sizeof *fx; f++) {
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        load(fx[f], &m, &ds);
+        for (size_t k = 0; k < sizeof cfg / sizeof *cfg; k++) {
+            const config *cf = &configs[cfg[k]];
+            bf_campaign_spec s = {0};
+            s.seed = 99;
+            s.trials = 48;
+            s.target = cf->target;
+            s.tensors = all;
+            s.n_tensors = 1;
+            s.model_kind = cf->kind;
+            s.bits = cf->bits;
+            s.repr = cf->repr;
+            s.persistence = cf->persistence;
+            s.critical_metric = -1;
+            s.critical_delta = -1;
+            s.batch = 7;
+            /* budget 1 MiB: values left out are recomputed, and the
+             * near-exact updates may round otherwise than with everything
+             * cached (test above), so each budget is its own reference */
+            for (int small = 0; small <= 1; small++) {
+                recs ref = {0};
+                bf_campaign_result ref_res = {0};
+                float *ref_gold = NULL;
+                size_t gold_bytes = 0;
+                for (int pt = 1; pt <= 3; pt++)
+                    for (int rt = 1; rt <= 3; rt++) {
+                        bf_campaign *c = NULL;
+                        bf_error err = {0};
+                        bf_campaign_prep prep = {.differential = 1, .threads = pt};
+                        if (bf_campaign_create_prepared(m, ds, &s, NULL, &prep, &c, &err) != BF_OK) {
+                            if (!ref.r) goto next;   /* the fixture has no such site */
+                            fail_msg("%s %s: %s", fx[f], cf->label, err.msg);
+                        }
+                        int64_t samples, cols;
+                        const float *g = bf_campaign_golden(c, &samples, &cols);
+                        recs r = {0};
+                        r.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r.r);
+                        assert_non_null(r.r);
+                        bf_campaign_opts o = {.threads = rt, .on_trial = tc_keep, .user = &r,
+                                              .cache_budget = small ? (int64_t)1 << 20 : 0};
+                        bf_campaign_result res;
+                        if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s %s: %s", fx[f], cf->label, err.msg);
+                        assert_int_equal(res.setup.golden_threads, pt);
+                        if (!ref.r) {
+                            ref = r;
+                            ref_res = res;
+                            gold_bytes = (size_t)(samples * cols) * sizeof(float);
+                            ref_gold = malloc(gold_bytes + 1);
+                            assert_non_null(ref_gold);
+                            memcpy(ref_gold, g, gold_bytes);
+                        } else {
+                            printf("%s, %s: prepared on %d threads, run on %d%s\n", fx[f], cf->label, pt, rt,
+                                   small ? ", 1 MiB cache" : "");
+                            fflush(stdout);
+                            assert_memory_equal(g, ref_gold, gold_bytes);
+                            assert_int_equal(r.n, ref.n);
+                            for (int64_t t = 0; t < r.n; t++) tc_assert_same_record(&ref.r[t], &r.r[t]);
+                            tc_assert_same_aggregates(&ref_res, &res);
+                            free(r.r);
+                            bf_campaign_result_free(&res);
+                        }
+                        bf_campaign_free(c);
+                    }
+            next:
+                free(ref.r);
+                free(ref_gold);
+                bf_campaign_result_free(&ref_res);
+            }
+        }
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fast_matches_exact),
         cmocka_unit_test(chain_mode_matches_exact),
         cmocka_unit_test(tiny_cache_matches_default),
+        cmocka_unit_test(golden_cache_same_on_any_threads),
+        cmocka_unit_test(golden_pass_threads_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,6 +255,19 @@ typedef struct bf_campaign_result {
      * everything above) */
     int exact;                /* every trial a full pass */
     double setup_seconds;     /* of `seconds`: workers' plans and golden checks, the cache */
+    /* Where the setup went, in seconds. Creating the campaign (before
+     * `seconds`): the golden evaluators' plans built, the golden pass (with
+     * the cache when prepared differential) on golden_threads threads (and
+     * the process's CPU time during it, golden_cpu), what
+     * the differential engine finds on it (embedding index, exact Gemm
+     * blocks, chains). Of setup_seconds: the workers' plans this run built,
+     * their golden checks (the exact engine), the cache when the run had to
+     * make it, the executors' state. */
+    struct {
+        double plans, golden, golden_cpu, index;
+        int golden_threads;
+        double worker_plans, checks, cache, executors;
+    } setup;
     size_t cache_bytes;       /* the golden-activation cache */
     int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
                                * on a chain of per-sample steps, docs/ENGINE.md) */
@@ -363,6 +376,11 @@ typedef struct bf_campaign_prep {
      * a third of the time before the first trial). */
     int differential;
     int64_t cache_budget;
+    /* Threads the differential golden pass runs on (0: one), each with an
+     * evaluator of its own; a run on as many threads adopts them as its
+     * workers'. The cache and the golden outputs are the same for any
+     * number. */
+    int threads;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

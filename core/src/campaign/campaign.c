@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "bitflip/metrics.h"
@@ -19,7 +20,8 @@ void bf_campaign_free(bf_campaign *c)
 {
     if (!c) return;
     bf__dx_shared_free(c->gdx);
-    bf_evaluator_free(c->gev);
+    for (int k = 0; c->gev && k < c->n_gev; k++) bf_evaluator_free(c->gev[k]);
+    bf__free(c->gev);
     for (size_t p = 0; c->stored && p < c->model->n_params; p++) bf__free(c->stored[p]);
     for (size_t p = 0; c->scale && p < c->model->n_params; p++) bf__free(c->scale[p]);
     for (size_t p = 0; c->lo && p < c->model->n_params; p++) bf__free(c->lo[p]);
@@ -744,19 +746,66 @@ static unsigned applicable_metrics(bf_task task)
     return a;
 }
 
-/* The golden pass as the differential engine makes it: the values cached
- * on the way, the outputs into c->golden, r as bf_evaluator_run would
- * give it. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The process's CPU time, all threads: on a shared machine the golden
+ * pass's wall time says as much about the other processes as about it. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* An evaluator of the golden model as stored, one thread, the campaign's batch. */
+static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_error *err)
+{
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
+    bf_status st = bf_evaluator_create(c->model, c->ds, &eo, ev, err);
+    for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
+        if (c->stored[p]) st = bf_evaluator_set_param(*ev, p, c->stored[p], err);
+    return st;
+}
+
+/* The golden pass as the differential engine makes it: on prep->threads
+ * threads, one evaluator each (which the first run adopts as its workers'),
+ * the values cached on the way, the outputs into c->golden, r as
+ * bf_evaluator_run would give it. ev is the first evaluator, made already
+ * (it fixed the batch). */
 static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_eval_result *r,
                                      bf_error *err)
 {
     const bf_tensor *o = bf_plan_output(bf__evaluator_plan(ev, 0), 0);
     int64_t samples = bf_dataset_num_samples(c->ds), cols = bf_tensor_numel(o) / bf_evaluator_batch(ev);
+    int n = prep->threads > 1 ? prep->threads : 1;
+    if (n > BF__CAMPAIGN_THREADS_MAX) n = BF__CAMPAIGN_THREADS_MAX;
     c->golden = bf__malloc((size_t)(samples * cols) * sizeof(float) + 1);
-    if (!c->golden) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs");
-    c->gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-    bf_status st = bf__dx_shared_golden(ev, samples, cols, (size_t)c->gdx_budget, c->golden, &c->gdx, err);
+    c->gev = bf__calloc((size_t)n, sizeof *c->gev);
+    if (!c->golden || !c->gev) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs");
+    c->gev[0] = ev;
+    c->n_gev = 1;
+    /* one after another: plans share the model's weights arena; each is
+     * cheap now (its arena is only touched where a step writes it) */
+    double t0 = now_s();
+    bf_status st = BF_OK;
+    for (; c->n_gev < n && st == BF_OK; c->n_gev++)
+        if ((st = golden_evaluator(c, &c->gev[c->n_gev], err)) != BF_OK) break;
     if (st != BF_OK) return st;
+    double t1 = now_s();
+    c->setup.plans += t1 - t0;
+    c->gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+    double cpu = cpu_s();
+    st = bf__dx_shared_golden(c->gev, c->n_gev, samples, cols, (size_t)c->gdx_budget, c->golden, &c->gdx, err);
+    c->setup.golden = now_s() - t1;
+    c->setup.golden_cpu = cpu_s() - cpu;
+    if (st != BF_OK) return st;
+    int64_t batches = bf__gcache_batches(bf__dx_shared_cache(c->gdx));
+    c->setup.golden_threads = c->n_gev < batches ? c->n_gev : (int)batches;
     bf__evaluator_score(ev, c->golden, r);
     return BF_OK;
 }
@@ -766,16 +815,19 @@ static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, const
     bf_status st;
     bf_evaluator *ev = NULL;
     float *lab = NULL;
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
-    if ((st = bf_evaluator_create(c->model, c->ds, &eo, &ev, err)) != BF_OK) goto out;
+    double t0 = now_s();
+    if ((st = golden_evaluator(c, &ev, err)) != BF_OK) goto out;
     c->batch = bf_evaluator_batch(ev);   /* fixed now: every worker uses it */
-    for (size_t p = 0; p < c->model->n_params; p++)
-        if (c->stored[p] && (st = bf_evaluator_set_param(ev, p, c->stored[p], err)) != BF_OK) goto out;
+    c->setup.plans = now_s() - t0;
     bf_eval_result r;
     if (prep && prep->differential) {
         if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
-    } else if ((st = bf_evaluator_run(ev, NULL, 0, &r, err)) != BF_OK) {
-        goto out;
+    } else {
+        double t1 = now_s(), cpu = cpu_s();
+        if ((st = bf_evaluator_run(ev, NULL, 0, &r, err)) != BF_OK) goto out;
+        c->setup.golden = now_s() - t1;
+        c->setup.golden_cpu = cpu_s() - cpu;
+        c->setup.golden_threads = 1;
     }
     c->task = r.task;
     c->samples = r.samples;
@@ -818,13 +870,13 @@ static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, const
     if (c->critical_metric >= 0) c->metrics |= 1u << c->critical_metric;
     set_grids(c);
     if (c->gdx) {
+        double t1 = now_s();
         if ((st = bf__dx_shared_finish(c->gdx, ev, c->golden, err)) != BF_OK) goto out;
-        c->gev = ev;   /* the first run's worker 0 */
-        ev = NULL;
+        c->setup.index = now_s() - t1;
     }
 out:
     bf__free(lab);
-    bf_evaluator_free(ev);
+    if (!c->gev || c->gev[0] != ev) bf_evaluator_free(ev);   /* else the first run's worker 0 */
     return st;
 }
 

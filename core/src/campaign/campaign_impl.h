@@ -37,6 +37,9 @@ typedef struct bf__list_fault {
     int bit;
 } bf__list_fault;
 
+/* Threads a campaign runs on, at most (the golden pass's and the trials'). */
+#define BF__CAMPAIGN_THREADS_MAX 256
+
 /* BER draws at most this many bit errors per trial (memory: 8 bytes each). */
 #define BF__BER_MAX_ERRORS (INT64_C(1) << 22)
 
@@ -100,11 +103,18 @@ struct bf_campaign {
     double golden_metric[BF_METRIC_COUNT];
     double label_entropy;     /* binary: entropy of the positive rate (nats) */
     /* A golden pass made by the differential engine (bf_campaign_prep):
-     * its evaluator and shared state, handed to the first bf_campaign_run
-     * that can use them (NULL once handed over, or when not prepared). */
-    bf_evaluator *gev;
+     * its evaluators (one per thread it ran on) and shared state, handed to
+     * the first bf_campaign_run that can use them (NULL once handed over,
+     * or when not prepared). */
+    bf_evaluator **gev;
+    int n_gev;
     struct bf__dx_shared *gdx;
     int64_t gdx_budget;
+    /* where creating the campaign took its time (bf_campaign_result's setup) */
+    struct {
+        double plans, golden, golden_cpu, index;
+        int golden_threads;
+    } setup;
     /* Metric sums are kept on a fixed grid so they add exactly (see
      * campaign_stats.c): per metric a bound and the grid exponents. */
     double bound[BF_METRIC_COUNT];

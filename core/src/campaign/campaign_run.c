@@ -465,33 +465,38 @@ static void *worker_main(void *arg)
 
 /* An evaluator for one worker, loaded with the golden model, whose golden
  * pass must be bit-identical to the campaign's. */
-static bf_status worker_init(runner *rn, worker *w, int idx, bf_error *err)
+static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result *acc, bf_error *err)
 {
     bf_campaign *c = rn->c;
-    if (idx == 0 && rn->adopt) {
-        /* the evaluator of the campaign's golden pass, whose plans the
-         * golden cache was made on (bf_campaign_prep) */
-        w->ev = c->gev;
-        c->gev = NULL;
+    if (rn->adopt && idx < c->n_gev) {
+        /* an evaluator of the campaign's golden pass, whose plans made its
+         * share of the golden cache (bf_campaign_prep) */
+        w->ev = c->gev[idx];
+        c->gev[idx] = NULL;
         bf__evaluator_set_cancel(w->ev, rn->opts->cancel);
         return BF_OK;
     }
+    double t0 = now_s();
     bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)
         if (c->stored[p] && (st = bf_evaluator_set_param(w->ev, p, c->stored[p], err)) != BF_OK) return st;
-    /* The differential engine's golden cache is built on worker 0's plans
-     * and checked against the campaign's golden outputs as it goes
-     * (gcache.c): one pass instead of one more per worker. The exact
-     * engine has no cache, so each worker checks its own. */
     if (bf_evaluator_batch(w->ev) != c->batch)
         return bf_error_set(err, BF_EUNSUPPORTED, "worker %d's evaluator runs batches of %lld, the campaign's %lld", idx,
                             (long long)bf_evaluator_batch(w->ev), (long long)c->batch);
+    double t1 = now_s();
+    acc->setup.worker_plans += t1 - t0;
+    /* The differential engine's golden cache is made on every worker's
+     * plans and checked against the campaign's golden outputs as it goes
+     * (gcache.c): each batch on one worker, no pass of their own. The
+     * exact engine has no cache, so each worker checks its own. */
     if (!rn->opts->exact) return BF_OK;
     bf_eval_result r;
-    if ((st = bf_evaluator_run(w->ev, NULL, 0, &r, err)) != BF_OK) return st;
-    if (bf_evaluator_batch(w->ev) != c->batch || r.samples != c->samples || r.out_cols != c->out_cols ||
+    st = bf_evaluator_run(w->ev, NULL, 0, &r, err);
+    acc->setup.checks += now_s() - t1;
+    if (st != BF_OK) return st;
+    if (r.samples != c->samples || r.out_cols != c->out_cols ||
         memcmp(r.outputs, c->golden, (size_t)(c->samples * c->out_cols) * sizeof(float)) != 0)
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
@@ -677,7 +682,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     rn.chunk = o->on_outputs ? CHUNK_OUTPUTS : CHUNK;
     rn.n_chunks = (rn.n + rn.chunk - 1) / rn.chunk;
     int threads = o->threads > 0 ? o->threads : 1;
-    if (threads > 256) threads = 256;
+    if (threads > BF__CAMPAIGN_THREADS_MAX) threads = BF__CAMPAIGN_THREADS_MAX;
     if (threads > rn.n_chunks) threads = rn.n_chunks > 0 ? (int)rn.n_chunks : 1;
 
     if ((st = bf__result_init(&acc, c->n_sites, c->kind == BF_FAULT_BER ? c->n_rates : 0, err)) != BF_OK) return st;
@@ -706,19 +711,29 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
      * not made again; one that cannot be used is freed before the workers
      * allocate theirs. */
     int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-    rn.adopt = c->gdx && c->gev && !o->exact && c->gdx_budget == budget;
+    rn.adopt = c->gdx && c->n_gev > 0 && !o->exact && c->gdx_budget == budget;
     if (!rn.adopt) {
         bf__dx_shared_free(c->gdx);
-        bf_evaluator_free(c->gev);
         c->gdx = NULL;
-        c->gev = NULL;
+        for (int k = 0; c->gev && k < c->n_gev; k++) bf_evaluator_free(c->gev[k]);
+        c->n_gev = 0;
     }
+    acc.setup.plans = c->setup.plans;
+    acc.setup.golden = c->setup.golden;
+    acc.setup.golden_cpu = c->setup.golden_cpu;
+    acc.setup.index = c->setup.index;
+    acc.setup.golden_threads = c->setup.golden_threads;
     /* Evaluators are built here, one after another, before any worker
      * starts. */
     for (int i = 0; i < threads; i++) {
         rn.ws[i].rn = &rn;
-        if ((st = worker_init(&rn, &rn.ws[i], i, err)) != BF_OK) goto out;
+        if ((st = worker_init(&rn, &rn.ws[i], i, &acc, err)) != BF_OK) goto out;
     }
+    /* the golden pass's evaluators no worker took: freed before the trials */
+    for (int k = 0; c->gev && k < c->n_gev; k++) bf_evaluator_free(c->gev[k]);
+    bf__free(c->gev);
+    c->gev = NULL;
+    c->n_gev = 0;
     acc.exact = o->exact != 0;
     rn.golden_finite = 1;
     for (int64_t i = 0; i < c->samples * c->out_cols; i++) rn.golden_finite &= isfinite(c->golden[i]) != 0;
@@ -726,16 +741,25 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         if (rn.adopt) {
             rn.dxs = c->gdx;
             c->gdx = NULL;
-        } else if ((st = bf__dx_shared_create(rn.ws[0].ev, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs,
-                                              err)) != BF_OK) {
-            goto out;
+        } else {
+            /* the cache's golden pass on every worker's plans, in parallel */
+            double t1 = now_s();
+            bf_evaluator **evs = bf__calloc((size_t)threads, sizeof *evs);
+            if (!evs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers"); goto out; }
+            for (int i = 0; i < threads; i++) evs[i] = rn.ws[i].ev;
+            st = bf__dx_shared_create(evs, threads, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs, err);
+            bf__free(evs);
+            acc.setup.cache = now_s() - t1;
+            if (st != BF_OK) goto out;
         }
         acc.cache_bytes = bf__dx_shared_cache_bytes(rn.dxs);
+        double t2 = now_s();
         if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
         for (int i = 0; i < threads; i++)
             if ((st = bf__dx_create(rn.dxs, rn.ws[i].ev, &rn.ws[i].dx, err)) != BF_OK ||
                 (st = bf__score_scratch_init(&rn.ws[i].sc, c->samples, err)) != BF_OK)
                 goto out;
+        acc.setup.executors = now_s() - t2;
     }
     acc.setup_seconds = now_s() - t0;
     if ((st = init_locks(&rn, err)) != BF_OK) goto out;

@@ -76,18 +76,22 @@ void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n,
 
 typedef struct bf__gcache bf__gcache;
 
-/* Runs the golden pass batch by batch on `full` (and `rest` for the last,
- * partial batch) fed from `feeds`, keeping each run-time value's per-batch
- * tensor while the total stays within `budget` bytes: the values marked in
- * `must` first, then the others smallest first (the most values per byte).
- * Graph inputs are never cached: the dataset holds them. Each batch's
- * output 0 must equal its rows of `golden` (samples x columns; NULL: not
- * checked), or the model is not deterministic and the build fails;
- * golden_out (non-NULL) gets every batch's output 0 instead: the pass is
- * then the campaign's golden pass. */
-bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
-                           size_t budget, const unsigned char *must, const float *golden, float *golden_out,
-                           bf__gcache **out, bf_error *err);
+/* Runs the golden pass batch by batch on n_plans threads, thread k on
+ * full[k] (and rest[k] for the last, partial batch; rest NULL: none) fed
+ * from `feeds`, keeping each run-time value's per-batch tensor while the
+ * total stays within `budget` bytes: the values marked in `must` first,
+ * then the others smallest first (the most values per byte). A batch is
+ * computed by one thread, into its own slots, so the cache is the same for
+ * any thread count; the plans' kept values are written straight into the
+ * cache and point at the plans' own buffers again afterwards. Graph inputs
+ * are never cached: the dataset holds them. Each batch's output 0 must
+ * equal its rows of `golden` (samples x columns; NULL: not checked), or the
+ * model is not deterministic and the build fails; golden_out (non-NULL)
+ * gets every batch's output 0 instead: the pass is then the campaign's
+ * golden pass. */
+bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
+                           int64_t samples, size_t budget, const unsigned char *must, const float *golden,
+                           float *golden_out, bf__gcache **out, bf_error *err);
 void bf__gcache_free(bf__gcache *gc);
 /* Value v's golden tensor in batch b, or NULL if not cached. */
 const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);
@@ -111,10 +115,12 @@ typedef struct bf__dx_weight {
     float old_value, new_value;
 } bf__dx_weight;
 
-/* Built from one evaluator's plans (holding the golden parameters), with
- * `golden` the campaign's golden outputs (samples x out_cols). */
-bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols,
-                               size_t budget, bf__dx_shared **out, bf_error *err);
+/* Built from n_ev evaluators' plans (holding the golden parameters; the
+ * cache's golden pass runs on n_ev threads, one on each, and the rest is
+ * found on evs[0]'s), with `golden` the campaign's golden outputs (samples
+ * x out_cols), which every batch of the pass is checked against. */
+bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t samples, const float *golden,
+                               int64_t out_cols, size_t budget, bf__dx_shared **out, bf_error *err);
 void bf__dx_shared_free(bf__dx_shared *sh);
 /* The same in two halves, for a campaign whose golden pass is the cache's:
  * bf__dx_shared_golden runs the pass (writing output 0 of every sample into
@@ -122,8 +128,8 @@ void bf__dx_shared_free(bf__dx_shared *sh);
  * has the golden outputs, bf__dx_shared_finish does what needs them (the
  * embedding index, the exact Gemm blocks, the chains). `golden` must
  * outlive sh. */
-bf_status bf__dx_shared_golden(bf_evaluator *ev, int64_t samples, int64_t out_cols, size_t budget, float *golden_out,
-                               bf__dx_shared **out, bf_error *err);
+bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
+                               float *golden_out, bf__dx_shared **out, bf_error *err);
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);
 size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh);
 

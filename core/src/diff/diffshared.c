@@ -322,16 +322,28 @@ out:
     return st;
 }
 
-/* The golden pass over the eval set, into the cache. */
-static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *ev, size_t budget, const unsigned char *must,
-                              const float *golden, float *golden_out, bf_error *err)
+/* The golden pass over the eval set, into the cache: one thread per
+ * evaluator, each on its own plans. */
+static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n_ev, size_t budget,
+                              const unsigned char *must, const float *golden, float *golden_out, bf_error *err)
 {
     const bf_model *m = sh->m;
-    bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
+    bf_plan **plans = bf__calloc(2 * (size_t)n_ev + 1, sizeof *plans);
     const bf_tensor **feeds = bf__calloc(m->n_inputs + 1, sizeof *feeds);
-    if (!feeds) return bf__dx_oom(err);
-    for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(ev, i);
-    bf_status st = bf__gcache_build(plan[0], plan[1], feeds, sh->samples, budget, must, golden, golden_out, &sh->gc, err);
+    bf_status st;
+    if (!plans || !feeds) {
+        st = bf__dx_oom(err);
+        goto out;
+    }
+    for (int k = 0; k < n_ev; k++) {
+        plans[k] = bf__evaluator_plan(evs[k], 0);
+        plans[n_ev + k] = bf__evaluator_plan(evs[k], 1);
+    }
+    for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(evs[0], i);
+    st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, golden,
+                          golden_out, &sh->gc, err);
+out:
+    bf__free(plans);
     bf__free(feeds);
     return st;
 }
@@ -349,14 +361,14 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
     return bf__chain_setup(sh, ev, plan, err);
 }
 
-bf_status bf__dx_shared_golden(bf_evaluator *ev, int64_t samples, int64_t out_cols, size_t budget, float *golden_out,
-                               bf__dx_shared **out, bf_error *err)
+bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
+                               float *golden_out, bf__dx_shared **out, bf_error *err)
 {
     unsigned char *must = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
-    bf_status st = shared_begin(ev, samples, out_cols, &sh, &must, err);
-    if (st == BF_OK) st = shared_cache(sh, ev, budget, must, NULL, golden_out, err);
+    bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, golden_out, err);
     bf__free(must);
     if (st != BF_OK) {
         bf__dx_shared_free(sh);
@@ -366,15 +378,15 @@ bf_status bf__dx_shared_golden(bf_evaluator *ev, int64_t samples, int64_t out_co
     return BF_OK;
 }
 
-bf_status bf__dx_shared_create(bf_evaluator *ev, int64_t samples, const float *golden, int64_t out_cols, size_t budget,
-                               bf__dx_shared **out, bf_error *err)
+bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t samples, const float *golden, int64_t out_cols,
+                               size_t budget, bf__dx_shared **out, bf_error *err)
 {
     unsigned char *must = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
-    bf_status st = shared_begin(ev, samples, out_cols, &sh, &must, err);
-    if (st == BF_OK) st = shared_cache(sh, ev, budget, must, golden, NULL, err);
-    if (st == BF_OK) st = bf__dx_shared_finish(sh, ev, golden, err);
+    bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, golden, NULL, err);
+    if (st == BF_OK) st = bf__dx_shared_finish(sh, evs[0], golden, err);
     bf__free(must);
     if (st != BF_OK) {
         bf__dx_shared_free(sh);

@@ -7,12 +7,16 @@
  * every activation over the eval set, so the cache holds what fits in its
  * budget and the executor recomputes the rest from the nearest cached
  * ancestor (diffexec.c): slower, never different. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/alloc.h"
 #include "diff/diff.h"
+#include "exec/plan_impl.h"
 
 struct bf__gcache {
     int64_t samples, batch, n_batches;
@@ -54,53 +58,133 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* bf_plan_run, each step timed (full batches: what a trial's step costs,
- * for --stats); a plan with value faults runs as bf_plan_run does. */
-static bf_status run_timed(bf__gcache *gc, bf_plan *p, int time_it, bf_error *err)
+/* One thread of the pass: its own plans (the campaign's evaluators keep one
+ * per worker), its batches taken in turn from a shared counter, its step
+ * times apart (summed once every thread is done). */
+typedef struct filler {
+    bf__gcache *gc;
+    bf_plan *full, *rest;
+    const bf_tensor *const *feeds;
+    const float *golden;
+    float *golden_out;
+    atomic_llong *next;
+    atomic_int *failed;
+    double *step_s;           /* n_steps: this thread's sums */
+    void **home[2];           /* per value: the plan's own buffer, given back at the end */
+    int64_t bad_batch;        /* the batch that failed; -1: none */
+    bf_status st;
+    bf_error err;
+    pthread_t tid;
+    int started;
+} filler;
+
+/* Batch b through plan p, each step writing the values the cache keeps
+ * straight into their slot (no copy, and the plan's own buffers for them
+ * stay untouched); full batches timed step by step, for --stats. */
+static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
 {
-    if (!time_it || p->n_vf || p->inputs_hit) return bf_plan_run(p, err);
+    bf__gcache *gc = f->gc;
+    int timed = b < gc->samples / gc->batch;
+    bf_status st;
+    for (size_t i = 0; i < p->model->n_inputs; i++)
+        if ((st = bf_dataset_copy_rows(f->feeds[i], b * gc->batch, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK)
+            return st;
+    for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
+    if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
     for (size_t i = 0; i < p->n_steps; i++) {
-        double t0 = now_s();
-        bf_status st = bf__plan_run_step(p, i, err);
-        if (st != BF_OK) return st;
-        gc->step_s[i] += now_s() - t0;
+        const bf__step *s = &p->steps[i];
+        for (int j = 0; j < s->n_out; j++) {
+            int v = s->node->out[j];
+            if (v >= 0 && gc->blk[v]) p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
+        }
+        double t0 = timed ? now_s() : 0;
+        if ((st = bf__plan_run_step(p, i, err)) != BF_OK) return st;
+        if (timed) f->step_s[i] += now_s() - t0;
+        if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
+    /* This pass may run other plans than the campaign's golden pass did:
+     * if the model does not evaluate deterministically, no trial could be
+     * told from golden. */
+    const bf_tensor *o = bf_plan_output(p, 0);
+    size_t at = (size_t)(b * gc->batch) * (size_t)(bf_tensor_numel(o) / bf_plan_batch(p));
+    if (f->golden_out) memcpy(f->golden_out + at, o->data, bf_tensor_nbytes(o));
+    if (f->golden && memcmp(o->data, f->golden + at, bf_tensor_nbytes(o)) != 0)
+        return bf_error_set(err, BF_EUNSUPPORTED,
+                            "the golden pass of batch %lld differs from the campaign's: this model does not "
+                            "evaluate deterministically, so outcomes cannot be classified", (long long)b);
     return BF_OK;
 }
 
-bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const *feeds, int64_t samples,
-                           size_t budget, const unsigned char *must, const float *golden, float *golden_out,
-                           bf__gcache **out, bf_error *err)
+static void *fill_main(void *arg)
 {
-    const bf_model *m = bf_plan_model(full);
+    filler *f = arg;
+    bf__gcache *gc = f->gc;
+    int64_t n_full = gc->samples / gc->batch;
+    for (;;) {
+        int64_t b = atomic_fetch_add(f->next, 1);
+        if (b >= gc->n_batches || atomic_load(f->failed)) break;
+        if ((f->st = fill_batch(f, b < n_full ? f->full : f->rest, b, &f->err)) != BF_OK) {
+            f->bad_batch = b;
+            atomic_store(f->failed, 1);
+            break;
+        }
+    }
+    /* the plans' values point at their own buffers again */
+    for (int t = 0; t < 2; t++) {
+        bf_plan *p = t ? f->rest : f->full;
+        for (size_t v = 0; p && v < gc->n_values; v++)
+            if (gc->blk[v]) p->vals[v].data = f->home[t][v];
+    }
+    return NULL;
+}
+
+bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
+                           int64_t samples, size_t budget, const unsigned char *must, const float *golden,
+                           float *golden_out, bf__gcache **out, bf_error *err)
+{
+    const bf_model *m = bf_plan_model(full[0]);
     bf_status st = BF_OK;
     cand *cs = NULL;
+    filler *fs = NULL;
     size_t n_c = 0;
+    atomic_llong next = 0;
+    atomic_int failed = 0;
     bf__gcache *gc = bf__calloc(1, sizeof *gc);
     *out = NULL;
     if (!gc) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
     gc->samples = samples;
-    gc->batch = bf_plan_batch(full);
+    gc->batch = bf_plan_batch(full[0]);
     gc->n_batches = (samples + gc->batch - 1) / gc->batch;
     gc->n_values = m->n_values;
     gc->blk = bf__calloc(m->n_values + 1, sizeof *gc->blk);
     gc->full = bf__calloc(m->n_values + 1, sizeof *gc->full);
     cs = bf__calloc(m->n_values + 1, sizeof *cs);
-    gc->n_steps = full->n_steps;
-    gc->step_s = bf__calloc(full->n_steps + 1, sizeof *gc->step_s);
-    if (!gc->blk || !gc->full || !cs || !gc->step_s) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
+    gc->n_steps = full[0]->n_steps;
+    gc->step_s = bf__calloc(gc->n_steps + 1, sizeof *gc->step_s);
+    /* no more threads than batches: a thread without one would only cost its start */
+    if (n_plans > gc->n_batches) n_plans = (int)gc->n_batches;
+    if (n_plans < 1) n_plans = 1;
+    fs = bf__calloc((size_t)n_plans, sizeof *fs);
+    if (!gc->blk || !gc->full || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
     int64_t n_full = samples / gc->batch;
+    const bf_plan *p0 = full[0], *r0 = rest ? rest[0] : NULL;
     for (size_t v = 0; v < m->n_values; v++) {
-        if (full->val_step[v] < 0) continue;     /* graph inputs and values no step computes */
-        size_t fb = bf_tensor_nbytes(&full->vals[v]);
-        size_t tb = rest ? bf_tensor_nbytes(&rest->vals[v]) : 0;
+        if (p0->val_step[v] < 0) continue;     /* graph inputs and values no step computes */
+        size_t fb = bf_tensor_nbytes(&p0->vals[v]);
+        size_t tb = r0 ? bf_tensor_nbytes(&r0->vals[v]) : 0;
         gc->full[v] = fb;
         cs[n_c++] = (cand){.v = v, .bytes = fb * (size_t)n_full + tb, .must = must && must[v]};
     }
     qsort(cs, n_c, sizeof *cs, cand_cmp);
     for (size_t i = 0; i < n_c; i++) {
         if (!cs[i].must && gc->bytes + cs[i].bytes > budget) continue;
+        /* Not zeroed: the pass writes every byte of every slot, and each
+         * thread's first write to its slots is what faults their pages in,
+         * in parallel. Transparent huge pages (madvise) were measured
+         * slower: on a machine whose memory is fragmented the kernel
+         * compacts on each fault, and system time on resnet18 went from
+         * 0.7 to 2 s. */
         gc->blk[cs[i].v] = bf__malloc(cs[i].bytes + 1);
         if (!gc->blk[cs[i].v]) {
             if (cs[i].must) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
@@ -109,32 +193,46 @@ bf_status bf__gcache_build(bf_plan *full, bf_plan *rest, const bf_tensor *const 
         gc->bytes += cs[i].bytes;
     }
 
-    for (int64_t b = 0; b < gc->n_batches; b++) {
-        bf_plan *p = b < n_full ? full : rest;
-        for (size_t i = 0; i < m->n_inputs; i++)
-            if ((st = bf_dataset_copy_rows(feeds[i], b * gc->batch, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK)
-                goto out;
-        if ((st = run_timed(gc, p, b < n_full, err)) != BF_OK) goto out;
-        /* This pass runs other plans than the campaign's golden pass did:
-         * if the model does not evaluate deterministically, no trial could
-         * be told from golden. (The workers' evaluators used to check it
-         * with a golden pass each.) */
-        const bf_tensor *o = bf_plan_output(p, 0);
-        size_t at = (size_t)(b * gc->batch) * (size_t)(bf_tensor_numel(o) / bf_plan_batch(p));
-        if (golden_out) memcpy(golden_out + at, o->data, bf_tensor_nbytes(o));
-        if (golden && memcmp(o->data, golden + at, bf_tensor_nbytes(o)) != 0) {
-            st = bf_error_set(err, BF_EUNSUPPORTED,
-                              "the golden pass of batch %lld differs from the campaign's: this model does not "
-                              "evaluate deterministically, so outcomes cannot be classified", (long long)b);
-            goto out;
+    for (int k = 0; k < n_plans; k++) {
+        filler *f = &fs[k];
+        *f = (filler){.gc = gc, .full = full[k], .rest = rest ? rest[k] : NULL, .feeds = feeds, .golden = golden,
+                      .golden_out = golden_out, .next = &next, .failed = &failed, .bad_batch = -1};
+        f->step_s = bf__calloc(gc->n_steps + 1, sizeof *f->step_s);
+        for (int t = 0; t < 2; t++) f->home[t] = bf__calloc(m->n_values + 1, sizeof *f->home[t]);
+        if (!f->step_s || !f->home[0] || !f->home[1]) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass"); goto out; }
+        for (int t = 0; t < 2; t++) {
+            bf_plan *p = t ? f->rest : f->full;
+            for (size_t v = 0; p && v < m->n_values; v++) f->home[t][v] = p->vals[v].data;
         }
-        for (size_t v = 0; v < m->n_values; v++)
-            if (gc->blk[v]) memcpy(gc->blk[v] + (size_t)b * gc->full[v], p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
     }
+    /* the caller's thread is filler 0; a thread the system refuses leaves
+     * its batches to the others */
+    for (int k = 1; k < n_plans; k++) fs[k].started = pthread_create(&fs[k].tid, NULL, fill_main, &fs[k]) == 0;
+    fill_main(&fs[0]);
+    for (int k = 1; k < n_plans; k++)
+        if (fs[k].started) pthread_join(fs[k].tid, NULL);
+    /* the failure of the earliest batch, whichever thread ran it: the same
+     * message for any thread count */
+    int64_t bad = -1;
+    for (int k = 0; k < n_plans; k++)
+        if (fs[k].st != BF_OK && (bad < 0 || fs[k].bad_batch < bad)) {
+            bad = fs[k].bad_batch;
+            st = fs[k].st;
+            if (err) *err = fs[k].err;
+        }
+    if (st != BF_OK) goto out;
+    for (int k = 0; k < n_plans; k++)
+        for (size_t i = 0; i < gc->n_steps; i++) gc->step_s[i] += fs[k].step_s[i];
     for (size_t i = 0; n_full > 0 && i < gc->n_steps; i++) gc->step_s[i] /= (double)n_full;
     *out = gc;
     gc = NULL;
 out:
+    for (int k = 0; fs && k < n_plans; k++) {
+        bf__free(fs[k].step_s);
+        bf__free(fs[k].home[0]);
+        bf__free(fs[k].home[1]);
+    }
+    bf__free(fs);
     bf__free(cs);
     bf__gcache_free(gc);
     return st;

@@ -98,7 +98,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
-    bf__free(p->arena);
+    bf__free(p->arena_mem);
     bf__free(p->scratch);
     bf__free(p->val_step);
     bf__free(p->step_hit);
@@ -456,10 +456,14 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
         goto out;
     }
     if (bc->estimate) goto out;
-    p->arena = bf__aligned_alloc(total + 64);
+    /* zeroed by calloc, not by a memset: a large block is a fresh mapping,
+     * zero already, so a page is only touched when a step first writes it,
+     * and a campaign's golden pass (which writes the values it caches into
+     * the cache, diff/gcache.c) leaves most of a 500 MiB arena untouched */
+    p->arena_mem = bf__calloc(1, total + 64);   /* aligning up moves at most 63 bytes */
     p->scratch = bf__aligned_alloc(p->scratch_bytes + 64);
-    if (!p->arena || !p->scratch) { st = oom(err); goto out; }
-    memset(p->arena, 0, total);
+    if (!p->arena_mem || !p->scratch) { st = oom(err); goto out; }
+    p->arena = (void *)(((uintptr_t)p->arena_mem + 63) & ~(uintptr_t)63);
     size_t off = 0;
     for (size_t v = 0; v < m->n_values; v++) {
         const bf__value *val = &m->values[v];

@@ -47,7 +47,8 @@ struct bf_plan {
     bf__step *steps;
     size_t n_steps;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
-    void *arena;
+    void *arena;              /* 64-byte aligned, inside arena_mem */
+    void *arena_mem;
     size_t arena_bytes;
     void *scratch;
     size_t scratch_bytes;
