@@ -79,14 +79,15 @@ typedef struct sel {
     int64_t chain_linear;        /* out: samples through linear segments */
 } sel;
 
-static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, sel *sl,
-                   recs *out, bf_campaign **cp)
+/* A campaign of configuration cf over the tensors matched by one
+ * pattern, in batches of 7: several batches and a partial last one. */
+static bf_campaign_spec config_spec(const config *cf, uint64_t seed, int64_t trials, char **tensors)
 {
     bf_campaign_spec s = {0};
-    s.seed = 4242;
-    s.trials = sl ? sl->trials : TRIALS;
+    s.seed = seed;
+    s.trials = trials;
     s.target = cf->target;
-    s.tensors = sl ? sl->tensors : all;
+    s.tensors = tensors;
     s.n_tensors = 1;
     s.model_kind = cf->kind;
     s.bits = cf->bits;
@@ -94,7 +95,14 @@ static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, in
     s.persistence = cf->persistence;
     s.critical_metric = -1;
     s.critical_delta = -1;
-    s.batch = 7;   /* several batches and a partial last one */
+    s.batch = 7;
+    return s;
+}
+
+static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, sel *sl,
+                   recs *out, bf_campaign **cp)
+{
+    bf_campaign_spec s = config_spec(cf, 4242, sl ? sl->trials : TRIALS, sl ? sl->tensors : all);
     if (cf->kind == BF_FAULT_BER) {
         s.rates = rates;
         s.n_rates = 2;
@@ -314,19 +322,7 @@ static void golden_pass_threads_agree(void **state)
         load(fx[f], &m, &ds);
         for (size_t k = 0; k < sizeof cfg / sizeof *cfg; k++) {
             const config *cf = &configs[cfg[k]];
-            bf_campaign_spec s = {0};
-            s.seed = 99;
-            s.trials = 48;
-            s.target = cf->target;
-            s.tensors = all;
-            s.n_tensors = 1;
-            s.model_kind = cf->kind;
-            s.bits = cf->bits;
-            s.repr = cf->repr;
-            s.persistence = cf->persistence;
-            s.critical_metric = -1;
-            s.critical_delta = -1;
-            s.batch = 7;
+            bf_campaign_spec s = config_spec(cf, 99, 48, all);
             /* budget 1 MiB: values left out are recomputed, and the
              * near-exact updates may round otherwise than with everything
              * cached (test above), so each budget is its own reference */
