@@ -1,6 +1,11 @@
 # Shared by the daemon's integration tests: start the real bitflipd on an
 # ephemeral loopback port with a temp data dir, talk to it with curl, check.
-# Each script sets BFD, BF, FIX and tmp, then sources this.
+# Each script sets BFD, BF and FIX, then sources this: it makes the temp dir
+# ($tmp, kept and named on exit when KEEP is set) and kills the daemon it
+# started ($PID) on exit.
+tmp=$(mktemp -d)
+PID=
+trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 fails=0 passes=0
 PY=/usr/bin/python3
 

@@ -7,9 +7,6 @@
 # usage: test_connections.sh BITFLIPD BITFLIP FIXTURES_DIR
 set -u
 BFD=$1 BF=$2 FIX=$3
-tmp=$(mktemp -d)
-PID=
-trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 CHECK="$PY $(dirname "$0")/connections_check.py"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null   # the flood's sockets and the daemon's share of them

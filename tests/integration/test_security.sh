@@ -5,9 +5,6 @@
 # usage: test_security.sh BITFLIPD BITFLIP FIXTURES_DIR
 set -u
 BFD=$1 BF=$2 FIX=$3
-tmp=$(mktemp -d)
-PID=
-trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 M=$FIX/conformance/demo_digits.onnx
 D=$FIX/conformance/demo_digits.eval.safetensors

@@ -7,9 +7,6 @@
 # usage: test_sse_docs.sh BITFLIPD BITFLIP FIXTURES_DIR
 set -u
 BFD=$1 BF=$2 FIX=$3
-tmp=$(mktemp -d)
-PID=
-trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 DOC=$(dirname "$0")/../../docs/SERVICE.md
 

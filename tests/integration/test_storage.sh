@@ -8,9 +8,6 @@
 # usage: test_storage.sh BITFLIPD BITFLIP FIXTURES_DIR   (BFD_ENOSPC_SHIM: the shim, from CMake)
 set -u
 BFD=$1 BF=$2 FIX=$3
-tmp=$(mktemp -d)
-PID=
-trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 M=$FIX/conformance/demo_digits.onnx
 M2=$FIX/conformance/digits_mlp.onnx   # 68 KiB: larger than the disk has left below

@@ -8,9 +8,6 @@
 # usage: test_tls.sh BITFLIPD BITFLIP FIXTURES_DIR
 set -u
 BFD=$1 BF=$2 FIX=$3
-tmp=$(mktemp -d)
-PID=
-trap '[ -n "$PID" ] && kill -9 $PID 2>/dev/null; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=127.0.0.1" \
