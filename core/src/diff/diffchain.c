@@ -79,11 +79,13 @@ static const float *gold_row(const bf__dx_shared *sh, int v, int64_t r, int64_t 
     return sh->chain_rows[v] + r * width;
 }
 
-static int cached_everywhere(const bf__dx_shared *sh, int v)
+/* Value v's golden rows for every sample, in chain_rows[v]: a derived
+ * value of the cache (gcache.c) is computed for every batch now. */
+static int cached_everywhere(bf__dx_shared *sh, int v)
 {
-    for (int64_t b = 0; b < sh->n_batches; b++)
-        if (!bf__gcache_block(sh->gc, v, b)) return 0;
-    return 1;
+    if (!bf__gcache_has(sh->gc, v)) return 0;
+    if (!sh->chain_rows[v]) sh->chain_rows[v] = bf__gcache_rows(sh->gc, v);
+    return sh->chain_rows[v] != NULL;
 }
 
 /* A step whose output holds each sample's elements of its input in the same
@@ -106,7 +108,7 @@ static int same_layout(const bf_plan *p, const bf__step *s)
  * top MLP's Concat), whose changed rows row mode takes on from there
  * (diffrows.c, bf__rows_seeded): a float with the sample on dimension 0,
  * cached for every batch. */
-static int handoff_ok(const bf__dx_shared *sh, bf_plan *plan[2], int o)
+static int handoff_ok(bf__dx_shared *sh, bf_plan *plan[2], int o)
 {
     for (int t = 0; t < 2; t++) {
         if (!plan[t]) continue;
@@ -248,7 +250,7 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     sh->chain_rows = bf__calloc(m->n_values + 1, sizeof *sh->chain_rows);
     if (!sh->chain_next || !sh->chain_at || !sh->chain_rows) return bf__dx_oom(err);
     for (size_t v = 0; v < m->n_values; v++)
-        if (p->val_step[v] >= 0 && cached_everywhere(sh, (int)v)) sh->chain_rows[v] = bf__gcache_block(sh->gc, (int64_t)v, 0);
+        if (p->val_step[v] >= 0 && bf__gcache_stored(sh->gc, (int64_t)v)) sh->chain_rows[v] = bf__gcache_block(sh->gc, (int64_t)v, 0);
     sh->chain_rows[sh->out_val] = sh->golden;
     for (size_t q = 0; q < m->n_params; q++) sh->chain_at[q] = -1;
     const bf_tensor *out = &p->vals[sh->out_val];
