@@ -79,12 +79,14 @@ static const float *gold_row(const bf__dx_shared *sh, int v, int64_t r, int64_t 
     return sh->chain_rows[v] + r * width;
 }
 
-/* Value v's golden rows for every sample, in chain_rows[v]: a derived
- * value of the cache (gcache.c) is computed for every batch now. */
-static int cached_everywhere(bf__dx_shared *sh, int v)
+static int cached_everywhere(const bf__dx_shared *sh, int v) { return bf__gcache_has(sh->gc, v); }
+
+/* Value v's golden rows for every sample, in chain_rows[v]: a value the
+ * cache derives (gcache.c) is computed for every batch now, once the
+ * chains are known to be used. */
+static int golden_rows(bf__dx_shared *sh, int v)
 {
-    if (!bf__gcache_has(sh->gc, v)) return 0;
-    if (!sh->chain_rows[v]) sh->chain_rows[v] = bf__gcache_rows(sh->gc, v);
+    if (!sh->chain_rows[v] && bf__gcache_has(sh->gc, v)) sh->chain_rows[v] = bf__gcache_rows(sh->gc, v);
     return sh->chain_rows[v] != NULL;
 }
 
@@ -108,7 +110,7 @@ static int same_layout(const bf_plan *p, const bf__step *s)
  * top MLP's Concat), whose changed rows row mode takes on from there
  * (diffrows.c, bf__rows_seeded): a float with the sample on dimension 0,
  * cached for every batch. */
-static int handoff_ok(bf__dx_shared *sh, bf_plan *plan[2], int o)
+static int handoff_ok(const bf__dx_shared *sh, bf_plan *plan[2], int o)
 {
     for (int t = 0; t < 2; t++) {
         if (!plan[t]) continue;
@@ -289,6 +291,13 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     }
     if (widest * sh->samples > CHAIN_MAX_FLOATS) return BF_OK;   /* no chains: buffers too large */
     sh->chain_width = widest;
+    for (size_t k = 0; k < sh->n_steps; k++) {
+        int o = p->steps[k].node->out[0];
+        if (sh->chain_next[k] != NOT_CHAIN && o != sh->out_val && !golden_rows(sh, o))
+            return bf_error_set(err, BF_EUNSUPPORTED,
+                                "the golden cache could not compute value '%s' from its stored input; "
+                                "run the campaign with --exact, and report this as a bug", m->values[o].name);
+    }
     /* a corrupted B or C of a chain Gemm, or weight or bias of a chain
      * Conv, read by nothing else, whose input can be read for every sample
      * (cached, or a float graph input) */
@@ -311,7 +320,7 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
                 bf_tensor_numel(f) / f->dims[0] != width_of(p, av))
                 continue;
             sh->chain_rows[av] = f->data;
-        } else if (!cached_everywhere(sh, av)) {
+        } else if (!golden_rows(sh, av)) {
             continue;
         }
         sh->chain_at[q] = k;
