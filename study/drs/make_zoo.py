@@ -40,6 +40,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import criteo  # noqa: E402
 import synth  # noqa: E402
+# the eval-set writer of the project's Python package (clients/python), not installed here
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from bitflip.safetensors import write_safetensors  # noqa: E402
 
 
 def log(msg):
@@ -167,7 +170,7 @@ def main(argv=None):
     ev_dense, ev_sparse, ev_labels, ev_logit = teacher.draw(a.seed * 2 + 2, a.eval)
     log(f"log drawn: {a.train} training and {a.eval} eval samples, click rate "
         f"{train_set[2].mean():.3f}, {time.time() - t0:.1f} s")
-    atomic(os.path.join(a.out, "eval.safetensors"), lambda p: criteo.write_safetensors_numpy(
+    atomic(os.path.join(a.out, "eval.safetensors"), lambda p: write_safetensors(
         p, {"dense": ev_dense, "sparse": ev_sparse, "labels": ev_labels}))
     atomic(os.path.join(a.out, "teacher.npz"), lambda p: to_file(p, "wb", teacher.save))
     atomic(os.path.join(a.out, "teacher_logit.npy"), lambda p: to_file(p, "wb", lambda f: np.save(f, ev_logit)))

@@ -350,7 +350,7 @@ typedef struct bf_campaign_opts {
 /* What creating and running this campaign will hold at its peak
  * (bitflip/plan.h): the model and eval set, the weights as stored in the
  * representation, each worker's plans and outputs (opts->threads; NULL: 1)
- * and the golden pass's, and the golden-activation cache (opts->cache_budget,
+ * and the golden outputs, and the golden-activation cache (opts->cache_budget,
  * none with opts->exact). Computed from shapes, before anything big is
  * allocated, so a daemon can refuse the campaign at submission. */
 bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
