@@ -268,7 +268,10 @@ typedef struct bf_campaign_result {
         int golden_threads;
         double worker_plans, checks, cache, executors;
     } setup;
-    size_t cache_bytes;       /* the golden-activation cache */
+    size_t cache_bytes;       /* the golden-activation cache: every value it serves, its memory once
+                               * trials have read them all (at most the budget) */
+    size_t cache_pass_bytes;  /* ... of which the golden pass wrote (the rest is computed from a
+                               * stored value when a trial first reads it, docs/ENGINE.md) */
     int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
                                * on a chain of per-sample steps, docs/ENGINE.md) */
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */

@@ -757,7 +757,8 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
             acc.setup.cache = now_s() - t1;
             if (st != BF_OK) goto out;
         }
-        acc.cache_bytes = bf__dx_shared_cache_bytes(rn.dxs);
+        acc.cache_bytes = bf__gcache_served(bf__dx_shared_cache(rn.dxs));
+        acc.cache_pass_bytes = bf__dx_shared_cache_bytes(rn.dxs);
         double t2 = now_s();
         if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
         for (int i = 0; i < threads; i++)

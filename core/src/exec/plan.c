@@ -252,8 +252,8 @@ static int off_cmp(const void *a, const void *b)
     return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
 }
 
-static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
-                               bf_error *err)
+bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
+                                 bf_error *err)
 {
     const bf_model *m = p->model;
     size_t n = 0;
@@ -406,7 +406,7 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
      * has run. */
     size_t total = 0;
     if (bc->share) {
-        if ((st = share_offsets(p, needed, &total, &off_of, err)) != BF_OK) goto out;
+        if ((st = bf__plan_share_offsets(p, needed, &total, &off_of, err)) != BF_OK) goto out;
     } else {
         for (size_t v = 0; v < m->n_values; v++) {
             const bf__value *val = &m->values[v];

@@ -62,6 +62,14 @@ struct bf_plan {
     size_t n_vf, vf_cap;
 };
 
+/* Offsets (*out, per value) in *total bytes for the graph inputs and the
+ * step outputs marked in `needed`, places shared by values whose lives do
+ * not overlap (plan.c explains how); free *out. The plan's own arena for
+ * share_buffers, and the golden cache's pass for the values it does not
+ * keep (diff/gcache.c). */
+bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
+                                 bf_error *err);
+
 /* The row length of `value` if a value fault may hit it in this plan: run
  * time, float32, dim 0 the batch. Otherwise an error saying why. */
 bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_elems, bf_error *err);
