@@ -19,12 +19,10 @@
  * results then stay close to PyTorch's.
  *
  * bf__sgemm_ref computes exactly that with scalar fmaf; bf__sgemm is the
- * same with AVX2 when the CPU has it, and the reference otherwise. An
- * AVX-512 kernel computes the same chains too, run only on request (it was
- * no faster on Zen 4). The CPU paths differ in speed only; tests force
- * each one with bf__sgemm_level, and the Conv op takes the one
- * bf__sgemm_chosen names, which the environment variable BITFLIP_SIMD
- * (ref, avx2, avx512) sets. */
+ * same with AVX2 when the CPU has it, and the reference otherwise. The
+ * CPU paths differ in speed only; tests force each one with
+ * bf__sgemm_level, and the Conv op takes the one bf__sgemm_chosen names,
+ * which the environment variable BITFLIP_SIMD (ref, avx2) sets. */
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
@@ -47,13 +45,13 @@ void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, 
 /* 1 when bf__sgemm runs the AVX2 kernel (or better) on this CPU. */
 int bf__sgemm_simd(void);
 
-/* CPU paths, in order: the scalar reference, 8-lane and 16-lane kernels. */
-enum { BF_SGEMM_REF, BF_SGEMM_AVX2, BF_SGEMM_AVX512 };
+/* CPU paths, in order: the scalar reference and the 8-lane kernel. */
+enum { BF_SGEMM_REF, BF_SGEMM_AVX2 };
 /* The highest path this CPU runs. */
 int bf__sgemm_best(void);
-/* AVX2 where the CPU has it, or BITFLIP_SIMD's path if that is "ref" or
- * "avx512" (for tests and for timing one path against another; any other
- * value is ignored), never above bf__sgemm_best. Reads the environment:
+/* AVX2 where the CPU has it, or the reference if BITFLIP_SIMD is "ref"
+ * (for tests and for timing one path against another; any other value is
+ * ignored), never above bf__sgemm_best. Reads the environment:
  * call it when a plan is built, not per product. */
 int bf__sgemm_chosen(void);
 /* bf__sgemm through `level`'s kernel, or the best this CPU has below it. */
