@@ -216,7 +216,7 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     if (ev->threads > n_batches) ev->threads = (int)n_batches;
     int64_t rest = ev->samples % ev->batch;
 
-    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers};
+    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = opts && opts->fuse_activations};
     ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
     if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     for (int t = 0; t < ev->threads; t++) {
@@ -260,6 +260,15 @@ out:
 
 bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
 int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
+
+size_t bf_evaluator_num_fused(const bf_evaluator *ev, size_t *sites)
+{
+    if (ev->n_plans == 0) {
+        if (sites) *sites = 0;
+        return 0;
+    }
+    return bf_plan_num_fused(ev->plans[0], sites);
+}
 
 /* --- a pass */
 

@@ -102,6 +102,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->scratch);
     bf__free(p->val_step);
     bf__free(p->step_hit);
+    bf__free(p->fuse_next);
     bf__free(p->vf);
     bf__free(p);
 }
@@ -227,6 +228,38 @@ static int reads_phantom(const budget_ctx *bc, const bf__node *n)
     return 0;
 }
 
+/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations):
+ * step i a Conv, step i + 1 a float Relu or Clip reading its output, which
+ * no other input slot of any step reads and which is no graph output.
+ * Nothing else may need the Conv's own output, which a fused run never
+ * writes; value faults are the one reader that comes and goes, and
+ * bf_plan_run checks for them each run. Steps follow the graph's order, so
+ * a pair is adjacent wherever the export wrote the activation right after
+ * its Conv, as torch.onnx.export does. */
+static bf_status find_fusions(bf_plan *p, bf_error *err)
+{
+    const bf_model *m = p->model;
+    int *readers = bf__calloc(m->n_values + 1, sizeof *readers);
+    if (!readers) return oom(err);
+    for (size_t i = 0; i < p->n_steps; i++)
+        for (int j = 0; j < p->steps[i].node->n_in; j++)
+            if (p->steps[i].node->in[j] >= 0) readers[p->steps[i].node->in[j]]++;
+    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
+    bf__act act;
+    for (size_t i = 0; i + 1 < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i], *t = &p->steps[i + 1];
+        int v = s->n_out == 1 ? s->node->out[0] : -1;
+        if (!bf__conv_step(s) || v < 0 || readers[v] != 1 || t->n_in < 1 || t->node->in[0] != v ||
+            t->n_out != 1 || t->node->out[0] < 0 || !bf__act_of(t, &act))
+            continue;
+        p->fuse_next[i] = 1;
+        p->n_fusable++;
+        i++;   /* the activation is no Conv: it cannot start a pair */
+    }
+    bf__free(readers);
+    return BF_OK;
+}
+
 /* Arena offsets for plans that only run whole passes (bf_plan_opts
  * share_buffers): a value lives from the step that computes it (graph
  * inputs: from before the first) to its last reader (graph outputs: to the
@@ -276,6 +309,10 @@ static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, si
             if (nd->in[j] >= 0) last[nd->in[j]] = (int)s;
     }
     for (size_t i = 0; i < m->n_outputs; i++) last[m->output_vals[i]] = end;
+    /* a fused Conv writes its activation's output while it reads its own
+     * inputs: that output lives from the Conv's step */
+    for (size_t s = 0; s + 1 < p->n_steps; s++)
+        if (p->fuse_next[s]) first[p->steps[s + 1].node->out[0]] = (int)s;
     for (size_t v = 0; v < m->n_values; v++) {
         const bf__value *val = &m->values[v];
         if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
@@ -405,6 +442,7 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
      * own place, or (bc->share) places reused once a value's last reader
      * has run. */
     size_t total = 0;
+    if (!bc->cut_short && (st = find_fusions(p, err)) != BF_OK) goto out;
     if (bc->share) {
         if ((st = share_offsets(p, needed, &total, &off_of, err)) != BF_OK) goto out;
     } else {
@@ -557,9 +595,11 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
     p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
+    p->fuse_next = bf__calloc(model->n_nodes + 1, 1);
+    p->fuse = opts && opts->fuse_activations;
     bc.phantom = bf__calloc(model->n_values + 1, 1);
     if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
-        !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
+        !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_next ||
         !bc.phantom) {
         st = oom(err);
         goto fail;
@@ -567,7 +607,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     /* the tables just allocated; build adds each step's */
     bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
                            (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
-                           (model->n_nodes + 1) * (sizeof *p->steps + 1) + (n_out_slots + 1) * sizeof *p->dummies;
+                           (model->n_nodes + 1) * (sizeof *p->steps + 2) + (n_out_slots + 1) * sizeof *p->dummies;
     st = build(p, &bc, err);
     bf__free(bc.phantom);
     bc.phantom = NULL;
@@ -624,13 +664,25 @@ bf_status bf_plan_run(bf_plan *p, bf_error *err)
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
     if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
+    p->n_fused = 0;
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         bf__rowsrc rs;
+        bf__act act;
         bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                      .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+        /* a fault on the Conv's output needs that output: the pair runs unfused */
+        int fused = p->fuse && p->fuse_next[i] && !p->step_hit[i] && bf__act_of(&p->steps[i + 1], &act);
+        if (fused) {
+            c.out = p->steps[i + 1].out;
+            c.act = &act;
+        }
         bf_status st = s->node->op->run(&c, err);
         if (st != BF_OK) return st;
+        if (fused) {
+            p->n_fused++;
+            i++;
+        }
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
     return BF_OK;
@@ -649,6 +701,12 @@ const bf_model *bf_plan_model(const bf_plan *p) { return p->model; }
 int64_t bf_plan_batch(const bf_plan *p) { return p->batch; }
 size_t bf_plan_arena_bytes(const bf_plan *p) { return p->arena_bytes; }
 size_t bf_plan_num_steps(const bf_plan *p) { return p->n_steps; }
+
+size_t bf_plan_num_fused(const bf_plan *p, size_t *sites)
+{
+    if (sites) *sites = p->n_fusable;
+    return p->n_fused;
+}
 
 const bf_tensor *bf_plan_value(const bf_plan *p, int64_t value)
 {

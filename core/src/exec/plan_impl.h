@@ -60,6 +60,13 @@ struct bf_plan {
     int inputs_hit;
     bf__vfault *vf;
     size_t n_vf, vf_cap;
+    /* fusion (bf_plan_opts.fuse_activations): fuse_next[i] 1 when step i
+     * (a Conv) may compute step i + 1 (its output's only reader, a Relu or
+     * Clip) in its epilogue; made for every plan (a shared arena keeps the
+     * pair's buffers apart either way), used only when fuse is set */
+    int fuse;
+    unsigned char *fuse_next;
+    size_t n_fusable, n_fused;
 };
 
 /* The row length of `value` if a value fault may hit it in this plan: run

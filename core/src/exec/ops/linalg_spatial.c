@@ -373,11 +373,19 @@ static void reorder_weights(const conv_params *cp, const float *restrict wt, flo
     }
 }
 
+/* A fused activation (op.h) over n outputs just written, while they are in
+ * cache: for the paths whose last pass is not the product's epilogue. */
+static void act_pass(const bf__act *act, float *y, int64_t n)
+{
+    if (!act) return;
+    for (int64_t i = 0; i < n; i++) y[i] = bf__act_apply(act, y[i]);
+}
+
 /* Im2col for nb images at a time, one sgemm per group, then bias added last
  * (as oneDNN does) while scattering into NCHW. ch >= 0: output channel ch
  * only, its row of the product alone (bf__sgemm gives it the same bits). */
 static void conv_im2col(const conv_params *cp, const float *x, const float *wt, const float *bias,
-                        float *y, void *scratch, int64_t ch)
+                        const bf__act *act, float *y, void *scratch, int64_t ch)
 {
     float *wr = scratch, *cols = wr + cp->off_cols, *tmp = wr + cp->off_tmp;
     int kc = (int)cp->kc;
@@ -397,6 +405,7 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
                     const float *restrict src = tmp + (j - j0) * ld + i * cp->osp;
                     float *restrict dst = y + ((n0 + i) * cp->m + g * cp->mg + j) * cp->osp;
                     for (int64_t o = 0; o < cp->osp; o++) dst[o] = src[o] + bv;
+                    act_pass(act, dst, cp->osp);
                 }
             }
         }
@@ -477,8 +486,8 @@ __attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int
  * +0). Panels from the padded planes where the shape allows, from the
  * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
  * caller then runs conv_im2col, which gives the same bits. */
-static int conv_packed(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
-                       void *scratch, int64_t ch)
+static int conv_packed(const conv_params *cp, const float *x, const float *wt, const float *bias,
+                       const bf__act *act, float *y, void *scratch, int64_t ch)
 {
     const window *w = &cp->w;
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
@@ -505,7 +514,7 @@ static int conv_packed(const conv_params *cp, const float *x, const float *wt, c
             float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
             if (!padded) {
                 im2col(cp, xg, buf, 0, osp);
-                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, yg, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, act, yg, osp);
                 continue;
             }
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -515,7 +524,7 @@ static int conv_packed(const conv_params *cp, const float *x, const float *wt, c
                     memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
                            sizeof(float) * (size_t)w->in[2]);
             conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2]};
-            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, yg, osp)) return 0;
+            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, act, yg, osp)) return 0;
 #endif
         }
     return 1;
@@ -780,8 +789,8 @@ static void depthwise_channel(const window *w, const dw_cols *dc, const float *r
 
 /* Output channels [j0, j0 + nj) of each group of the direct and 1x1 paths
  * (every channel: j0 = 0, nj = mg; one: its group only). */
-static void conv_direct(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
-                        int64_t ch)
+static void conv_direct(const conv_params *cp, const float *x, const float *wt, const float *bias,
+                        const bf__act *act, float *y, int64_t ch)
 {
     int osp = (int)cp->osp, kc = (int)cp->kc;
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
@@ -796,6 +805,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
             if (cp->path == CONV_DEPTHWISE && dw2d_ok(&cp->w)) {
                 for (int64_t j = 0; j < nj; j++)
                     dw2d(&cp->w, &dc, xg, wg + j * cp->kc, bias ? bias[g * cp->mg + j0 + j] : 0.0f, yg + j * cp->osp);
+                act_pass(act, yg, nj * cp->osp);
                 continue;
             }
             if (cp->path == CONV_DEPTHWISE) {
@@ -805,6 +815,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
                     for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] = bv;
                 }
                 depthwise_channel(&cp->w, &dc, xg, wg, yg);
+                act_pass(act, yg, nj * cp->osp);
                 continue;
             }
             /* 1x1: X is already the column matrix. Bias after the product,
@@ -812,7 +823,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
              * same y = s + bias, without another pass over y). */
             if (nj == 0) continue;
             if (kc > 0 && bias) {
-                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, yg, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, act, yg, osp);
                 continue;
             }
             if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));
@@ -822,6 +833,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
                     float bv = bias[g * cp->mg + j0 + j];
                     for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] += bv;
                 }
+            act_pass(act, yg, nj * cp->osp);
         }
 }
 
@@ -875,31 +887,36 @@ static int conv_channel_windows(const conv_params *cp, const float *x, const flo
     return 1;
 }
 
-static void conv_channels(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
-                          void *scratch, int64_t ch)
+/* act: a fused activation (whole steps only, ch < 0). */
+static void conv_channels(const conv_params *cp, const float *x, const float *wt, const float *bias,
+                          const bf__act *act, float *y, void *scratch, int64_t ch)
 {
     if (cp->osp == 0 || cp->mg == 0) return;
     if (cp->path != CONV_IM2COL) {
-        conv_direct(cp, x, wt, bias, y, ch);
+        conv_direct(cp, x, wt, bias, act, y, ch);
         return;
     }
     if (cp->kc == 0) {
         for (int64_t i = 0; i < cp->n * cp->m; i++)
-            if (ch < 0 || i % cp->m == ch)
+            if (ch < 0 || i % cp->m == ch) {
                 for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
+                act_pass(act, y + i * cp->osp, cp->osp);
+            }
         return;
     }
     if (ch >= 0 && conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return;
-    if (conv_packed(cp, x, wt, bias, y, scratch, ch)) return;
-    conv_im2col(cp, x, wt, bias, y, scratch, ch);
+    if (conv_packed(cp, x, wt, bias, act, y, scratch, ch)) return;
+    conv_im2col(cp, x, wt, bias, act, y, scratch, ch);
 }
+
+int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
 
 bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const conv_params *cp = c->params;
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->out[0]->data,
-                  c->scratch, -1);
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->act,
+                  c->out[0]->data, c->scratch, -1);
     return BF_OK;
 }
 
@@ -910,7 +927,7 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     const conv_params *cp = st->params;
     int64_t ch = slot == 2 ? index : cp->kc ? index / cp->kc : -1;
     if (ch < 0 || ch >= cp->m) return 0;
-    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, y, scratch, ch);
+    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, NULL, y, scratch, ch);
     return 1;
 }
 
@@ -957,7 +974,7 @@ int bf__conv_channel_n(const bf__step *st, int64_t oc, int64_t n, const float *x
     conv_params cp = *(const conv_params *)st->params;
     if (n > cp.n) return 0;   /* the scratch is the step's */
     cp.n = n;
-    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, y, scratch, oc);
+    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, NULL, y, scratch, oc);
     return 1;
 }
 

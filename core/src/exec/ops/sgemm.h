@@ -28,6 +28,8 @@
 
 #include <stdint.h>
 
+#include "exec/op.h"
+
 /* Y (m x n, row stride ldy) = alpha * op(A) op(B) (+ Y if accumulate),
  * row-major. op(A) is m x k: A is m x k (lda) or, transposed, k x m. op(B)
  * is k x n: B is k x n (ldb) or, transposed, n x k. */
@@ -73,15 +75,16 @@ typedef struct bf__gemm_b {
 } bf__gemm_b;
 
 /* Y = A B with bias[i] added to row i while the block is in registers:
- * y = (1 * s) + bias[i], the bits of the product followed by the addition.
+ * y = (1 * s) + bias[i], the bits of the product followed by the addition,
+ * then, if act is set, the activation (op.h, bf__act_apply) on that.
  * B plain (k x n, ldb). */
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                    const float *bias, float *y, int ldy);
+                    const float *bias, const bf__act *act, float *y, int ldy);
 /* Y = A op(B) + bias as bf__sgemm_bias, op(B)'s panels from `pack` (bias
- * may be NULL: nothing added). 0, with y untouched, when this CPU has no
+ * may be NULL: nothing added; act NULL: no activation). 0, with y untouched, when this CPU has no
  * kernel or a panel deeper than 1024 found no memory: the caller computes
  * the product another way (the bits are the same). */
 int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
-                     const float *bias, float *y, int ldy);
+                     const float *bias, const bf__act *act, float *y, int ldy);
 
 #endif
