@@ -102,7 +102,8 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->scratch);
     bf__free(p->val_step);
     bf__free(p->step_hit);
-    bf__free(p->fuse_next);
+    bf__free(p->fuse_to);
+    bf__free(p->fused_skip);
     bf__free(p->vf);
     bf__free(p);
 }
@@ -229,34 +230,49 @@ static int reads_phantom(const budget_ctx *bc, const bf__node *n)
 }
 
 /* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations):
- * step i a Conv, step i + 1 a float Relu or Clip reading its output, which
- * no other input slot of any step reads and which is no graph output.
- * Nothing else may need the Conv's own output, which a fused run never
- * writes; value faults are the one reader that comes and goes, and
- * bf_plan_run checks for them each run. Steps follow the graph's order, so
- * a pair is adjacent wherever the export wrote the activation right after
- * its Conv, as torch.onnx.export does. */
+ * step i a Conv, a later step r a float Relu or Clip reading its output,
+ * which no other input slot of any step reads and which is no graph
+ * output. Nothing else may need the Conv's own output, which a fused run
+ * never writes; value faults are the one reader that comes and goes, and
+ * bf_plan_run checks for them each run. The steps between i and r read
+ * neither the Conv's output (r alone does) nor r's (computed at r in graph
+ * order), but a Clip's bounds must be ready at step i already: constants,
+ * parameters, graph inputs or values of steps before i. */
 static bf_status find_fusions(bf_plan *p, bf_error *err)
 {
     const bf_model *m = p->model;
-    int *readers = bf__calloc(m->n_values + 1, sizeof *readers);
-    if (!readers) return oom(err);
-    for (size_t i = 0; i < p->n_steps; i++)
-        for (int j = 0; j < p->steps[i].node->n_in; j++)
-            if (p->steps[i].node->in[j] >= 0) readers[p->steps[i].node->in[j]]++;
+    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
+    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
+    if (!readers || !reader || !made_at) {
+        bf__free(readers), bf__free(reader), bf__free(made_at);
+        return oom(err);
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *nd = p->steps[i].node;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;   /* 0: made by no step */
+    }
     for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
     bf__act act;
-    for (size_t i = 0; i + 1 < p->n_steps; i++) {
-        const bf__step *s = &p->steps[i], *t = &p->steps[i + 1];
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
-        if (!bf__conv_step(s) || v < 0 || readers[v] != 1 || t->n_in < 1 || t->node->in[0] != v ||
-            t->n_out != 1 || t->node->out[0] < 0 || !bf__act_of(t, &act))
+        if (!bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
+        int r = reader[v];
+        const bf__step *t = &p->steps[r];
+        if (r <= (int)i || t->n_in < 1 || t->node->in[0] != v || t->n_out != 1 || t->node->out[0] < 0 ||
+            !bf__act_of(t, &act))
             continue;
-        p->fuse_next[i] = 1;
+        int ready = 1;
+        for (int j = 1; j < t->node->n_in; j++)
+            if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > (int)i) ready = 0;
+        if (!ready) continue;
+        p->fuse_to[i] = r;
         p->n_fusable++;
-        i++;   /* the activation is no Conv: it cannot start a pair */
     }
-    bf__free(readers);
+    bf__free(readers), bf__free(reader), bf__free(made_at);
     return BF_OK;
 }
 
@@ -312,7 +328,7 @@ static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, si
     /* a fused Conv writes its activation's output while it reads its own
      * inputs: that output lives from the Conv's step */
     for (size_t s = 0; s + 1 < p->n_steps; s++)
-        if (p->fuse_next[s]) first[p->steps[s + 1].node->out[0]] = (int)s;
+        if (p->fuse_to[s]) first[p->steps[p->fuse_to[s]].node->out[0]] = (int)s;
     for (size_t v = 0; v < m->n_values; v++) {
         const bf__value *val = &m->values[v];
         if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
@@ -595,11 +611,12 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
     p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
-    p->fuse_next = bf__calloc(model->n_nodes + 1, 1);
+    p->fuse_to = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_to);
+    p->fused_skip = bf__calloc(model->n_nodes + 1, 1);
     p->fuse = opts && opts->fuse_activations;
     bc.phantom = bf__calloc(model->n_values + 1, 1);
     if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
-        !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_next ||
+        !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_to || !p->fused_skip ||
         !bc.phantom) {
         st = oom(err);
         goto fail;
@@ -607,7 +624,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     /* the tables just allocated; build adds each step's */
     bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
                            (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
-                           (model->n_nodes + 1) * (sizeof *p->steps + 2) + (n_out_slots + 1) * sizeof *p->dummies;
+                           (model->n_nodes + 1) * (sizeof *p->steps + 2 + sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
     st = build(p, &bc, err);
     bf__free(bc.phantom);
     bc.phantom = NULL;
@@ -671,17 +688,28 @@ bf_status bf_plan_run(bf_plan *p, bf_error *err)
         bf__act act;
         bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                      .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+        if (p->fused_skip[i]) {
+            /* computed inside its Conv; a fault on its output still lands here */
+            p->fused_skip[i] = 0;
+            if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+            continue;
+        }
         /* a fault on the Conv's output needs that output: the pair runs unfused */
-        int fused = p->fuse && p->fuse_next[i] && !p->step_hit[i] && bf__act_of(&p->steps[i + 1], &act);
-        if (fused) {
-            c.out = p->steps[i + 1].out;
+        int r = p->fuse ? p->fuse_to[i] : 0;
+        if (r && !p->step_hit[i] && bf__act_of(&p->steps[r], &act)) {
+            c.out = p->steps[r].out;
             c.act = &act;
+        } else {
+            r = 0;
         }
         bf_status st = s->node->op->run(&c, err);
-        if (st != BF_OK) return st;
-        if (fused) {
+        if (st != BF_OK) {
+            memset(p->fused_skip, 0, p->n_steps);
+            return st;
+        }
+        if (r) {
+            p->fused_skip[r] = 1;
             p->n_fused++;
-            i++;
         }
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
