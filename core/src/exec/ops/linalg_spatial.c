@@ -169,10 +169,25 @@ typedef struct conv_params {
     int64_t isp, osp, ksp, kc;          /* input, output, kernel positions; kc = cg * ksp */
     int64_t nb;                         /* im2col: images per sgemm */
     size_t off_cols, off_tmp;           /* im2col: scratch offsets (floats) past the weights */
+    size_t scratch_floats;              /* im2col: the scratch prepare asked for, in floats */
     int has_bias, path;
     int simd;                           /* bf__sgemm path (BF_SGEMM_*), fixed when the plan is built */
 } conv_params;
 static_assert(sizeof(conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
+
+/* A stride-1, undilated 2-D Conv whose outputs span its zero-padded
+ * planes: conv_packed multiplies panels gathered from those planes. */
+static int padded_ok(const window *w)
+{
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2];
+    return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[1] == 1 && w->s[2] == 1 && w->d[1] == 1 &&
+           w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1;
+}
+
+static int64_t padded_plane(const window *w)
+{
+    return (w->in[1] + w->pb[1] + w->pe[1]) * (w->in[2] + w->pb[2] + w->pe[2]);
+}
 
 bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
 {
@@ -239,7 +254,27 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
                                   floats * sizeof(float));
         cp->off_cols = ((size_t)(cp->m * cp->kc) + 15) & ~(size_t)15;
         cp->off_tmp = cp->off_cols + (((size_t)(cp->kc * cp->osp * cp->nb) + 15) & ~(size_t)15);
-        p->scratch = (cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb)) * sizeof(float);
+        cp->scratch_floats = cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb);
+        /* One image per product on the AVX2 kernel (conv_packed): no
+         * product buffer, and for a stride-1 2-D Conv no column matrix
+         * either, only the padded planes (a 3x3 layer of resnet18: 0.8 MB
+         * instead of 8 MB, each page of which a plan's first run touches).
+         * A panel deeper than the kernel's stack one may find no memory,
+         * and then the column matrix is needed after all: kept there. */
+        if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && cp->kc <= BF_SGEMM_KSTACK) {
+            size_t need;
+            if (padded_ok(w)) {
+                size_t planes = (size_t)(cp->cg * padded_plane(w));
+                size_t packed = ((planes + 15) & ~(size_t)15) + (size_t)cp->mg + 16;
+                /* and one channel alone (conv_channel_windows, the differential engine's) */
+                size_t windows = planes + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
+                need = cp->off_cols + (packed > windows ? packed : windows);
+            } else {
+                need = cp->off_tmp + (size_t)cp->mg;   /* one image's columns, then the bias of zeros */
+            }
+            if (need < cp->scratch_floats) cp->scratch_floats = need;
+        }
+        p->scratch = cp->scratch_floats * sizeof(float);
     }
     int64_t dims[5] = {cp->n, m};
     for (int i = 0; i < w->rank; i++) dims[2 + i] = w->out[3 - w->rank + i];
@@ -491,11 +526,9 @@ static int conv_packed(const conv_params *cp, const float *x, const float *wt, c
 {
     const window *w = &cp->w;
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
-    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
-    size_t room = cp->off_tmp - cp->off_cols + (size_t)(cp->mg * cp->osp);
-    int padded = w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[1] == 1 && w->s[2] == 1 &&
-                 w->d[1] == 1 && w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1 &&
-                 (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
+    int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = padded_plane(w);
+    size_t room = cp->scratch_floats - cp->off_cols;
+    int padded = padded_ok(w) && (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
 #if !(defined(__x86_64__) && defined(__GNUC__))
     padded = 0;
 #endif
@@ -854,7 +887,7 @@ static int conv_channel_windows(const conv_params *cp, const float *x, const flo
     int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
     if (w->out[1] != hp - w->k[1] + 1 || w->out[2] != wp - w->k[2] + 1) return 0;
     size_t need = cp->off_cols + (size_t)(cp->cg * plane) + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
-    if (need > cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb)) return 0;
+    if (need > cp->scratch_floats) return 0;
     float *wr = scratch, *xp = wr + cp->off_cols, *acc = xp + cp->cg * plane;
     int64_t *off = (int64_t *)(acc + cp->osp + (((uintptr_t)(acc + cp->osp) & 7) ? 1 : 0));
     int64_t g = ch / cp->mg;

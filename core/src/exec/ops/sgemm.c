@@ -33,7 +33,7 @@
 
 #define MR 6
 #define NR 16
-#define KSTACK 1024 /* a panel up to this deep lives on the stack (64 KiB) */
+#define KSTACK BF_SGEMM_KSTACK /* a panel up to this deep lives on the stack (64 KiB) */
 #define KDIRECT 256   /* a plain B up to this deep ... */
 #define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
 

@@ -86,5 +86,8 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
  * the product another way (the bits are the same). */
 int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
                      const float *bias, const bf__act *act, float *y, int ldy);
+/* The deepest panel kept on the stack: up to this k, bf__sgemm_packed
+ * allocates nothing and so fails only where the CPU has no AVX2. */
+#define BF_SGEMM_KSTACK 1024
 
 #endif
