@@ -3,17 +3,20 @@
  * and every other activation of a plan that does not, bit for bit, and
  * fuses exactly the pairs it may:
  *
- *   - tests/fixtures/ops/conv_fuse.onnx (tests/fixtures/make_conv_fuse.py):
+ *   - tests/fixtures/fuse/conv_fuse.onnx (tests/fixtures/make_conv_fuse.py):
  *     four pairs over the Conv paths (padded-plane product + Relu, 1x1 +
  *     Clip(0, 6), depthwise + Clip(min), stride 2 column matrix without a
- *     bias + Clip(max)), and two Convs whose output has to exist: read by a
+ *     bias + Clip(max)), a fifth whose Clip bound is computed at run time
+ *     (before the Conv), and two Convs whose output has to exist: read by a
  *     Relu and an Add, and a graph output. The fused Convs' own outputs are
  *     never written (they keep the zeros the arena started with), the other
  *     two are.
  *   - a value fault on a Conv's output makes that pair run unfused (the
  *     fault is seen, the outputs are the unfused plan's under the same
  *     fault); one on the activation's output leaves it fused.
- *   - a shared arena (bitflip eval's plans) with fusion: the same outputs.
+ *   - a shared arena (bitflip eval's plans) with fusion, where a pair's two
+ *     values share their bytes: the same outputs, fused and (under a fault
+ *     on the Conv's output) unfused.
  *   - real exports (resnet_basic, mobilenet_v2, mnasnet): as many pairs
  *     fused as the graphs have Conv -> Relu/Clip edges with no other reader
  *     (counted from the ONNX files with onnx: 4, 13 and 35), same outputs.
@@ -45,13 +48,10 @@ static bf_model *load(const char *path)
     return m;
 }
 
-static bf_plan *plan(const bf_model *m, int fuse, int share)
+/* The same pseudo-random inputs in [-2, 2) for every plan, before every
+ * run: a shared arena may reuse an input's bytes once its last reader ran. */
+static void fill(const bf_model *m, bf_plan *p)
 {
-    bf_plan_opts o = {.fuse_activations = fuse, .share_buffers = share};
-    bf_plan *p = NULL;
-    bf_error err = {0};
-    if (bf_plan_create_opts(m, BATCH, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
-    /* the same pseudo-random inputs in [-2, 2) for every plan */
     uint64_t s = 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < bf_model_num_inputs(m); i++) {
         bf_tensor *t = bf_plan_input(p, i);
@@ -62,12 +62,21 @@ static bf_plan *plan(const bf_model *m, int fuse, int share)
             x[k] = (float)((double)(s >> 11) * 0x1p-53 * 4.0 - 2.0);
         }
     }
+}
+
+static bf_plan *plan(const bf_model *m, int fuse, int share)
+{
+    bf_plan_opts o = {.fuse_activations = fuse, .share_buffers = share};
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create_opts(m, BATCH, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
     return p;
 }
 
 static void run(bf_plan *p)
 {
     bf_error err = {0};
+    fill(bf_plan_model(p), p);
     if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
 }
 
@@ -96,24 +105,24 @@ static int64_t value(const bf_model *m, const char *name)
 static void fixture_pairs(void **state)
 {
     (void)state;
-    bf_model *m = load(BF_FIXTURES "/ops/conv_fuse.onnx");
+    bf_model *m = load(BF_FIXTURES "/fuse/conv_fuse.onnx");
     bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
     run(a), run(b), run(c);
     size_t sites = 0;
     assert_int_equal(bf_plan_num_fused(a, &sites), 0);   /* not asked */
-    assert_int_equal(sites, 4);
-    assert_int_equal(bf_plan_num_fused(b, &sites), 4);
-    assert_int_equal(sites, 4);
-    assert_int_equal(bf_plan_num_fused(c, NULL), 4);
+    assert_int_equal(sites, 5);
+    assert_int_equal(bf_plan_num_fused(b, &sites), 5);
+    assert_int_equal(sites, 5);
+    assert_int_equal(bf_plan_num_fused(c, NULL), 5);
     same_outputs(m, a, b, "fused");
     same_outputs(m, a, c, "fused, shared arena");
 
     /* every value the same but the fused Convs' own outputs, never written */
-    static const char *const fused_away[] = {"c1", "c2", "c3", "c4"};
+    static const char *const fused_away[] = {"c1", "c2", "c3", "c4", "c7"};
     for (size_t i = 0; i < m->n_values; i++) {
         const char *name = m->values[i].name;
         int away = 0;
-        for (size_t k = 0; k < 4; k++) away |= strcmp(name, fused_away[k]) == 0;
+        for (size_t k = 0; k < 5; k++) away |= strcmp(name, fused_away[k]) == 0;
         if (m->values[i].kind != BF__VAL_NODE || !bf_plan_value(a, (int64_t)i)->data) continue;
         if (away) {
             if (same(a, b, (int64_t)i)) fail_msg("'%s' was computed: its Conv did not run fused", name);
@@ -131,11 +140,14 @@ static void fixture_pairs(void **state)
         const char *at = k == 0 ? "c1" : "r1";
         bf_value_fault f = {.value = value(m, at), .sample = 1, .index = 37, .model = BF_FAULT_BITFLIP,
                             .mask = 1u << 30, .repr = BF_REPR_FP32};
-        if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK)
+        if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
+            bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
             fail_msg("%s", err.msg);
-        run(a), run(b);
-        assert_int_equal(bf_plan_num_fused(b, NULL), k == 0 ? 3 : 4);
+        run(a), run(b), run(c);
+        assert_int_equal(bf_plan_num_fused(b, NULL), k == 0 ? 4 : 5);
+        assert_int_equal(bf_plan_num_fused(c, NULL), k == 0 ? 4 : 5);
         same_outputs(m, a, b, at);
+        same_outputs(m, a, c, at);   /* shared arena: the unfused Relu runs in place */
         float oa, na, ob, nb;
         bf_plan_value_fault_seen(a, 0, &oa, &na);
         bf_plan_value_fault_seen(b, 0, &ob, &nb);
@@ -145,7 +157,7 @@ static void fixture_pairs(void **state)
     }
     if (bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK) fail_msg("%s", err.msg);
     run(b);
-    assert_int_equal(bf_plan_num_fused(b, NULL), 4);
+    assert_int_equal(bf_plan_num_fused(b, NULL), 5);
     bf_plan_free(a), bf_plan_free(b), bf_plan_free(c);
     bf_model_free(m);
 }

@@ -255,15 +255,15 @@ static bf_status find_fusions(bf_plan *p, bf_error *err)
             if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;   /* 0: made by no step */
     }
     for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
-    bf__act act;
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
         if (!bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
         int r = reader[v];
         const bf__step *t = &p->steps[r];
+        /* a Clip's bounds may be values not computed yet: only its kind here */
         if (r <= (int)i || t->n_in < 1 || t->node->in[0] != v || t->n_out != 1 || t->node->out[0] < 0 ||
-            !bf__act_of(t, &act))
+            !bf__act_of(t, NULL))
             continue;
         int ready = 1;
         for (int j = 1; j < t->node->n_in; j++)
@@ -308,11 +308,12 @@ static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, si
     size_t n = 0;
     int end = (int)p->n_steps;
     int *first = bf__malloc((m->n_values + 1) * sizeof *first), *last = bf__malloc((m->n_values + 1) * sizeof *last);
+    int *alias = bf__malloc((m->n_values + 1) * sizeof *alias);
     live *ls = bf__calloc(m->n_values + 1, sizeof *ls);
     live **act = bf__calloc(m->n_values + 1, sizeof *act);
     size_t *off_of = bf__calloc(m->n_values + 1, sizeof *off_of);
-    if (!first || !last || !ls || !act || !off_of) {
-        bf__free(first), bf__free(last), bf__free(ls), bf__free(act), bf__free(off_of);
+    if (!first || !last || !alias || !ls || !act || !off_of) {
+        bf__free(first), bf__free(last), bf__free(alias), bf__free(ls), bf__free(act), bf__free(off_of);
         return oom(err);
     }
     for (size_t v = 0; v < m->n_values; v++) first[v] = last[v] = -2;
@@ -325,14 +326,22 @@ static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, si
             if (nd->in[j] >= 0) last[nd->in[j]] = (int)s;
     }
     for (size_t i = 0; i < m->n_outputs; i++) last[m->output_vals[i]] = end;
-    /* a fused Conv writes its activation's output while it reads its own
-     * inputs: that output lives from the Conv's step */
-    for (size_t s = 0; s + 1 < p->n_steps; s++)
-        if (p->fuse_to[s]) first[p->steps[p->fuse_to[s]].node->out[0]] = (int)s;
+    /* A fusable pair's two values share their bytes (the activation, run
+     * apart, maps each element in place): a fused Conv then writes its
+     * activation's output where its own would go, never over its inputs,
+     * and the pair needs the memory of one value. */
+    for (size_t v = 0; v < m->n_values; v++) alias[v] = -1;
+    for (size_t s = 0; s < p->n_steps; s++)
+        if (p->fuse_to[s]) {
+            int v = p->steps[s].node->out[0], u = p->steps[p->fuse_to[s]].node->out[0];
+            if (last[u] > last[v]) last[v] = last[u];
+            alias[u] = v;
+        }
     for (size_t v = 0; v < m->n_values; v++) {
         const bf__value *val = &m->values[v];
         if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
         if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        if (alias[v] >= 0) continue;
         if (first[v] == -2) first[v] = last[v] = -1;   /* needed but made by no step: as a graph input */
         ls[n++] = (live){.v = v, .bytes = align64(bf_tensor_nbytes(&p->vals[v])), .first = first[v], .last = last[v]};
     }
@@ -355,7 +364,9 @@ static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, si
         if (at + ls[k].bytes > top) top = at + ls[k].bytes;
         act[n_act++] = &ls[k];
     }
-    bf__free(first), bf__free(last), bf__free(ls), bf__free(act);
+    for (size_t v = 0; v < m->n_values; v++)
+        if (alias[v] >= 0) off_of[v] = off_of[alias[v]];
+    bf__free(first), bf__free(last), bf__free(alias), bf__free(ls), bf__free(act);
     *total = top;
     *out = off_of;
     return BF_OK;

@@ -84,8 +84,9 @@ int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);
  * whose every output element depends on its own input element only. */
 int bf__unary_f32(const bf__step *s);
 int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
-/* elementwise.c: 1 if the step is a float32 Relu or Clip, with *act its
- * bounds as its inputs hold them now (op.h, bf__act); 0 otherwise. */
+/* elementwise.c: 1 if the step is a float32 Relu or Clip, with *act (if
+ * not NULL: the bounds are read, so they must be computed) its bounds as
+ * its inputs hold them now (op.h, bf__act); 0 otherwise. */
 int bf__act_of(const bf__step *s, bf__act *act);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
