@@ -370,13 +370,12 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
                 "setup %.3f s before the trials (campaign and golden pass%s %.3f s, workers' plans and checks %.3f s); "
                 "%lld trials in chain mode (%lld of them redone exactly), %lld samples through linear segments; "
-                "%lld of %lld activations run in their Conv's epilogue (exact engine, last trial)\n",
+                "%lld activations run in their Conv's epilogue\n",
                 mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
                 loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
                 (double)res.cache_bytes / (1024.0 * 1024.0), t_create + res.setup_seconds,
                 res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
-                (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.fused_activations,
-                (long long)res.fusable_activations);
+                (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.fused_activations);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,
                 "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "

@@ -274,11 +274,11 @@ typedef struct bf_campaign_result {
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */
     int64_t chain_linear;     /* samples those trials ran through a linear segment (a Gemm, ReLU
                                * and Gemm as one map per sample, docs/ENGINE.md) */
-    /* the exact engine: activations (Relu, Clip) the first worker's last
-     * trial ran in their Conv's epilogue, of fusable_activations pairs its
-     * plan has (bf_plan_num_fused; a trial faulting a Conv's output runs it
-     * unfused); 0 and 0 for the differential engine, which runs steps alone */
-    int64_t fused_activations, fusable_activations;
+    /* the exact engine: activations (Relu, Clip) each pass runs in their
+     * Conv's epilogue (bf_evaluator_num_fused; a trial faulting a Conv's
+     * output runs that pair unfused); 0 for the differential engine, which
+     * runs steps alone */
+    int64_t fused_activations;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

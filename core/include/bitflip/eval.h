@@ -82,9 +82,10 @@ bf_task bf_evaluator_task(const bf_evaluator *ev);
 /* The batch size in use (results are bit-identical across runs and thread
  * counts for the same batch size; see plan.h). */
 int64_t bf_evaluator_batch(const bf_evaluator *ev);
-/* Activations fused into their Conv by the first thread's full-batch plan
- * in its last run, and how many it could fuse (bf_plan_num_fused). */
-size_t bf_evaluator_num_fused(const bf_evaluator *ev, size_t *sites);
+/* The Conv + activation pairs the evaluator's plans fuse (0 unless made
+ * with fuse_activations): every pass fuses them all, but for a pair whose
+ * Conv output a value fault hits (bf_plan_num_fused counts a plan's run). */
+size_t bf_evaluator_num_fused(const bf_evaluator *ev);
 
 /* One pass over the eval set with `n_flips` flips applied. The result's
  * outputs point into the evaluator and are overwritten by the next run. */

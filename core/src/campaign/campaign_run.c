@@ -787,11 +787,8 @@ out:
         pthread_cond_destroy(&rn.finished);
         pthread_mutex_destroy(&rn.mu);
     }
-    if (rn.ws && rn.n_workers > 0 && rn.ws[0].ev && !rn.ws[0].dx) {
-        size_t sites = 0;
-        acc.fused_activations = (int64_t)bf_evaluator_num_fused(rn.ws[0].ev, &sites);
-        acc.fusable_activations = (int64_t)sites;
-    }
+    if (rn.ws && rn.n_workers > 0 && rn.ws[0].ev && !rn.ws[0].dx)
+        acc.fused_activations = (int64_t)bf_evaluator_num_fused(rn.ws[0].ev);
     for (int i = 0; rn.ws && i < rn.n_workers; i++) {
         if (rn.ws[i].dx) {
             int64_t t, e, l;

@@ -257,8 +257,9 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
         cp->scratch_floats = cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb);
         /* One image per product on the AVX2 kernel (conv_packed): no
          * product buffer, and for a stride-1 2-D Conv no column matrix
-         * either, only the padded planes (a 3x3 layer of resnet18: 0.8 MB
-         * instead of 8 MB, each page of which a plan's first run touches).
+         * either, only the padded planes (a 3x3 layer of resnet18's layer1:
+         * 1.0 MB with the weights instead of 8.2 MB, each page of which a
+         * plan's first run touches).
          * A panel deeper than the kernel's stack one may find no memory,
          * and then the column matrix is needed after all: kept there. */
         if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && cp->kc <= BF_SGEMM_KSTACK) {
