@@ -1,9 +1,9 @@
 """Helpers shared by the benchmark scripts: the machine (its description, how busy it
-is), safetensors I/O, metrics, paths.
+is), safetensors I/O (the Python package's), metrics, paths.
 
-Only numpy and the standard library, and numpy only for the arrays: run.py imports this
-without importing torch, and the scripts that need no arrays (daemon_bench.py,
-mitigation_bench.py) import it where numpy is not installed.
+Only numpy, the standard library and clients/python, and numpy only for the arrays:
+run.py imports this without importing torch, and the scripts that need no arrays
+(daemon_bench.py, mitigation_bench.py) import it where numpy is not installed.
 """
 import datetime
 import hashlib
@@ -11,7 +11,6 @@ import json
 import math
 import os
 import platform
-import struct
 import subprocess
 import sys
 import tempfile
@@ -27,19 +26,11 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 MODELS_DIR = os.path.join(BENCH_DIR, "models")
 
-# safetensors dtype tag <-> numpy dtype (little endian)
-_DTYPES = {} if np is None else {
-    "F32": np.dtype("<f4"),
-    "F64": np.dtype("<f8"),
-    "F16": np.dtype("<f2"),
-    "I64": np.dtype("<i8"),
-    "I32": np.dtype("<i4"),
-    "I16": np.dtype("<i2"),
-    "I8": np.dtype("i1"),
-    "U8": np.dtype("u1"),
-    "BOOL": np.dtype("?"),
-}
-_TAGS = {v: k for k, v in _DTYPES.items()}
+# eval sets are read and written with the project's Python package (clients/python: only the
+# standard library until an array is touched), not installed here; the scripts call them as
+# benchlib.read_safetensors and benchlib.write_safetensors
+sys.path.insert(0, os.path.join(REPO_ROOT, "clients", "python"))
+from bitflip.safetensors import read_safetensors, write_safetensors  # noqa: E402,F401
 
 # ---------------------------------------------------------------- the machine
 
@@ -173,51 +164,6 @@ def file_id(path):
         return f"sha256 {h}, built {mt.isoformat(timespec='seconds')}"
     except OSError:
         return None
-
-
-def read_safetensors(path):
-    """Return {name: numpy array} (C-contiguous copies) from a .safetensors file."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (hlen,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + hlen].decode("utf-8"))
-    base = 8 + hlen
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dt = _DTYPES[info["dtype"]]
-        a, b = info["data_offsets"]
-        arr = np.frombuffer(blob, dtype=dt, count=(b - a) // dt.itemsize, offset=base + a)
-        out[name] = arr.reshape(info["shape"]).copy()
-    return out
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """Write {name: numpy array} as safetensors: u64 LE header length, JSON header, data.
-
-    Tensors are laid out in the order given (dicts keep insertion order)."""
-    header = {}
-    chunks = []
-    off = 0
-    for name, arr in tensors.items():
-        arr = np.asarray(arr)
-        tag = _TAGS.get(arr.dtype.newbyteorder("<"))
-        if tag is None:
-            raise ValueError(f"{name}: dtype {arr.dtype} has no safetensors tag here")
-        data = np.ascontiguousarray(arr, dtype=_DTYPES[tag]).tobytes()
-        header[name] = {"dtype": tag, "shape": list(arr.shape), "data_offsets": [off, off + len(data)]}
-        chunks.append(data)
-        off += len(data)
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)  # pad so the data starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for c in chunks:
-            f.write(c)
 
 
 def roc_auc(labels, scores):

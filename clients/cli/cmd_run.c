@@ -26,7 +26,8 @@ static const char help[] =
     "critical, due) with intervals, metrics under faults, and the tensors and bits\n"
     "that matter most. Paths in the spec are relative to the working directory, or\n"
     "else to the spec's directory. It runs on this machine (--local), or on a\n"
-    "bitflipd (--server): the spec's model and dataset are uploaded, the campaign\n"
+    "bitflipd (--server): the spec's model and dataset (and a profiled campaign's\n"
+    "error map, unless it names an upload as \"sha256:ID\") are uploaded, the campaign\n"
     "runs on the daemon's workers, progress comes from its event stream, and the\n"
     "result, trial records and gates are the same as a local run's. A spec with\n"
     "\"mitigations\" runs once per protection (clipping, ABFT, SBP, range checks)\n"
@@ -50,7 +51,8 @@ static const char help[] =
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed\n"
     "  --stats              print the engine, trial rate, cache size and how many\n"
-    "                       trials ran in chain mode (docs/ENGINE.md) on stderr\n"
+    "                       trials ran in chain mode or as full passes\n"
+    "                       (docs/ENGINE.md) on stderr\n"
     "  --shard I/N          run only trials t with t % N == I; merge the parts with\n"
     "                       'bitflip merge' (docs/SCALE.md)\n"
     "  --shard auto         the same, with I and N from the scheduler: a Slurm array\n"
@@ -370,12 +372,14 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
                 "setup %.3f s before the trials (campaign and golden pass%s %.3f s, workers' plans and checks %.3f s); "
                 "%lld trials in chain mode (%lld of them redone exactly), %lld samples through linear segments; "
-                "%lld activations run in their Conv's epilogue\n",
+                "%lld trials run as full passes (more faults than a batch has samples, reaching nearly all of the "
+                "pass: cheaper in full); %lld activations run in their Conv's epilogue\n",
                 mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
                 loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
                 (double)res.cache_bytes / (1024.0 * 1024.0), t_create + res.setup_seconds,
                 res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
-                (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.fused_activations);
+                (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.full_trials,
+                (long long)res.fused_activations);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,
                 "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "

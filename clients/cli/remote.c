@@ -1,5 +1,6 @@
 /* bitflip run --server: the same campaign on a bitflipd, over its REST API
- * (libcurl): upload, submit, follow the event stream, fetch the result. */
+ * (libcurl): upload (model, dataset, a profiled spec's error map), submit,
+ * follow the event stream, fetch the result. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -110,7 +111,7 @@ static int request(remote *r, const char *method, const char *path, const char *
     return 0;
 }
 
-/* Uploads a model or dataset; *id gets its id (malloc'd). */
+/* Uploads a model, dataset or error map (kind: its route); *id gets its id (malloc'd). */
 static int upload(remote *r, const char *kind, const char *path, char **id)
 {
     buf out = {0};
@@ -142,6 +143,38 @@ static int upload(remote *r, const char *kind, const char *path, char **id)
         if (!*id) { fprintf(stderr, "bitflip run: the daemon's reply to an upload has no id\n"); rc = EXIT_INFRA; }
     }
     free(out.p);
+    return rc;
+}
+
+/* A profiled spec's faults.error_map on its way to the daemon, which takes
+ * only its own uploads ("sha256:ID", sent as it is): a path is read as a
+ * local run reads it (as given, else beside the spec), uploaded, and
+ * replaced by "sha256:" and the upload's id (the daemon's id is the sha256). */
+static int upload_error_map(remote *r, const char *spec_path, json_t *spec)
+{
+    json_t *faults = json_object_get(spec, "faults");
+    const char *em = json_string_value(json_object_get(faults, "error_map"));
+    if (!em || !strncmp(em, "sha256:", 7)) return 0;
+    char *path = resolve_input(spec_path, em), *id = NULL;
+    if (!path) { fprintf(stderr, "bitflip run: out of memory\n"); return EXIT_INFRA; }
+    int rc = 0;
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "bitflip run: %s: faults.error_map '%s': cannot read %s: %s (give the path of a .bfmap, "
+                "from here or from the spec's directory, or \"sha256:ID\" of a map uploaded to the daemon)\n",
+                spec_path, em, path, strerror(errno));
+        rc = EXIT_USAGE;
+    } else if ((rc = upload(r, "error-maps", path, &id)) == 0) {
+        size_t n = strlen(id) + 8;
+        char *ref = malloc(n);
+        if (!ref) { fprintf(stderr, "bitflip run: out of memory\n"); rc = EXIT_INFRA; }
+        else {
+            snprintf(ref, n, "sha256:%s", id);
+            json_object_set_new(faults, "error_map", json_string(ref));
+            free(ref);
+        }
+    }
+    free(id);
+    free(path);
     return rc;
 }
 
@@ -308,6 +341,8 @@ int remote_run(const char *url, const char *token, const char *spec_path, const 
     mpath = resolve_input(spec_path, json_string_value(json_object_get(spec, "model")));
     dpath = resolve_input(spec_path, json_string_value(json_object_get(spec, "dataset")));
     if (!mpath || !dpath) { fprintf(stderr, "bitflip run: out of memory\n"); goto out; }
+    /* the map first: a missing or refused one stops the run before the big uploads */
+    if ((rc = upload_error_map(&r, spec_path, spec)) != 0) goto out;
     if ((rc = upload(&r, "models", mpath, &mid)) != 0) goto out;
     if ((rc = upload(&r, "datasets", dpath, &did)) != 0) goto out;
     json_object_set_new(spec, "model", json_string(mid));

@@ -263,8 +263,8 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         if (hex != 64 || ref[7 + hex]) {
             char detail[400];
             snprintf(detail, sizeof detail, "'%.80s' is not an error map of this daemon's: upload the .bfmap with POST "
-                     "/v1/error-maps and give \"sha256:ID\" with the id it returns (a path works with 'bitflip run "
-                     "--local' only)", ref);
+                     "/v1/error-maps and give \"sha256:ID\" with the id it returns ('bitflip run' uploads a path in "
+                     "the spec for you)", ref);
             bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/faults/error_map", "detail", detail), "%s",
                               detail);
             goto out;

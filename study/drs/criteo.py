@@ -11,9 +11,11 @@ generator (make_zoo.py) are interchangeable:
     sparse  int64   [N, 26]   the row of table t that sample n looks up
     labels  float32 [N]       0 or 1
 
-The safetensors writer is by hand (the format is an 8-byte header length, a JSON
-header, raw little-endian data: docs/GUIDE.md) because Debian ships no `safetensors`
-package and the converter must run with the standard library alone.
+The converter's safetensors header is made by hand here (the format is an 8-byte header
+length, a JSON header, raw little-endian data: docs/GUIDE.md): it streams columns larger
+than memory into the file after it, which the Python package's writer (clients/python,
+whole arrays) does not, and it must run with the standard library alone. The generator
+writes its eval set with the package's writer.
 """
 import json
 import struct
@@ -52,22 +54,6 @@ def safetensors_header(tensors):
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     return struct.pack("<Q", len(h)) + h
-
-
-def write_safetensors_numpy(path, arrays):
-    """Writes {name: numpy array} (float32 or int64) as safetensors."""
-    import numpy as np
-    items = []
-    for name, a in arrays.items():
-        a = np.ascontiguousarray(a)
-        kind = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}.get(a.dtype)
-        if kind is None:
-            raise TypeError(f"{name}: dtype {a.dtype}; write float32 or int64")
-        items.append((name, kind, a.shape, a.nbytes, a.astype(a.dtype.newbyteorder("<"))))
-    with open(path, "wb") as f:
-        f.write(safetensors_header([(n, k, s, b) for n, k, s, b, _ in items]))
-        for *_, a in items:
-            f.write(a.tobytes())
 
 
 def read_safetensors_numpy(path):

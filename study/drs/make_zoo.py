@@ -22,10 +22,11 @@ rebuilds them); the log is drawn again only if a model is missing.
 
 The log's shape and the teacher are described in synth.py, the models in models.py.
 The training set is drawn in memory and never written (2M samples: 450 MiB).  Training:
-one pass (--epochs), mini-batches of --batch, SparseAdam on the tables and Adam on the
-rest, binary cross-entropy; a run is deterministic for a seed and thread count.  The
-export follows docs/EXPORT.md: torch.onnx.export, opset 13, do_constant_folding, a
-dynamic batch axis.  --cap sets the tables' rows (Criteo Kaggle's cardinalities capped),
+one pass (--epochs), mini-batches of --batch, SparseAdam on the tables (at the rates of
+models.TABLE_LR) and Adam on the rest, binary cross-entropy; a run is deterministic for a
+seed and thread count.  The export follows docs/EXPORT.md: torch.onnx.export, opset 13,
+do_constant_folding, a dynamic batch axis.  --cap sets the tables' rows (Criteo Kaggle's
+cardinalities capped),
 --cap 0 means uncapped (33.8M rows: the ONNX file would pass protobuf's 2 GiB limit at
 dim 16; docs/STUDY.md says how to run that scale).
 """
@@ -40,6 +41,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import criteo  # noqa: E402
 import synth  # noqa: E402
+# the eval-set writer of the project's Python package (clients/python), not installed here
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from bitflip.safetensors import write_safetensors  # noqa: E402
 
 
 def log(msg):
@@ -59,12 +63,24 @@ def to_file(path, mode, fn):
         fn(f)
 
 
-def train(model, data, epochs, batch, seed):
+def table_lrs(model, name):
+    """{table parameter name: SparseAdam's rate} (models.TABLE_LR)."""
+    import models
+    return {n: models.table_lr(name, n.split(".", 1)[0]) for n, _ in model.named_parameters()
+            if _is_table(model, n)}
+
+
+def train(model, name, data, epochs, batch, seed):
     import torch
     dense, sparse, labels = (torch.from_numpy(a) for a in data)
-    sp = [p for n, p in model.named_parameters() if _is_table(model, n)]
-    de = [p for n, p in model.named_parameters() if not _is_table(model, n)]
-    opts = [torch.optim.SparseAdam(sp, lr=0.01), torch.optim.Adam(de, lr=1e-3)]
+    lrs = table_lrs(model, name)
+    groups = {}
+    for n, p in model.named_parameters():
+        if n in lrs:
+            groups.setdefault(lrs[n], []).append(p)
+    de = [p for n, p in model.named_parameters() if n not in lrs]
+    opts = [torch.optim.SparseAdam([{"params": ps, "lr": lr} for lr, ps in sorted(groups.items())]),
+            torch.optim.Adam(de, lr=1e-3)]
     lossf = torch.nn.BCELoss()
     g = torch.Generator().manual_seed(seed)
     model.train()
@@ -90,6 +106,12 @@ def _is_table(model, name):
     import torch
     mod = model.get_submodule(name.rsplit(".", 1)[0])
     return isinstance(mod, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+
+
+def _part_lrs(name):
+    """Model NAME's table rates as the manifest records them: {"default": rate, part: rate}."""
+    import models
+    return dict({"default": models.DEFAULT_TABLE_LR}, **models.TABLE_LR.get(name, {}))
 
 
 def predict(model, dense, sparse, batch=4096):
@@ -157,6 +179,9 @@ def main(argv=None):
             old = json.load(f)
         if any(old.get(k) != v for k, v in settings.items()):
             old = {}
+    if old:   # a model trained at other table rates (models.TABLE_LR) is rebuilt
+        old["models"] = {m: v for m, v in old.get("models", {}).items()
+                         if v.get("table_lr") == _part_lrs(m)}
     if old and all(m in old.get("models", {}) and os.path.exists(os.path.join(a.out, f"{m}.onnx"))
                    for m in names):
         log(f"{manifest_path}: {', '.join(names)} already built with these settings (--force rebuilds)")
@@ -167,7 +192,7 @@ def main(argv=None):
     ev_dense, ev_sparse, ev_labels, ev_logit = teacher.draw(a.seed * 2 + 2, a.eval)
     log(f"log drawn: {a.train} training and {a.eval} eval samples, click rate "
         f"{train_set[2].mean():.3f}, {time.time() - t0:.1f} s")
-    atomic(os.path.join(a.out, "eval.safetensors"), lambda p: criteo.write_safetensors_numpy(
+    atomic(os.path.join(a.out, "eval.safetensors"), lambda p: write_safetensors(
         p, {"dense": ev_dense, "sparse": ev_sparse, "labels": ev_labels}))
     atomic(os.path.join(a.out, "teacher.npz"), lambda p: to_file(p, "wb", teacher.save))
     atomic(os.path.join(a.out, "teacher_logit.npy"), lambda p: to_file(p, "wb", lambda f: np.save(f, ev_logit)))
@@ -184,7 +209,7 @@ def main(argv=None):
         model = models.ZOO[name](rows, a.dim)
         params = sum(p.numel() for p in model.parameters())
         t1 = time.time()
-        train(model, train_set, a.epochs, a.batch, a.seed)
+        train(model, name, train_set, a.epochs, a.batch, a.seed)
         secs = time.time() - t1
         ref = predict(model, ev_dense, ev_sparse)
         atomic(os.path.join(a.out, f"{name}.ref.npy"), lambda p: to_file(p, "wb", lambda f: np.save(f, ref)))
@@ -196,6 +221,7 @@ def main(argv=None):
         manifest["models"][name] = {"onnx": f"{name}.onnx", "parameters": params,
                                     "table_parameters": sum(p.numel() for n, p in model.named_parameters()
                                                             if _is_table(model, n)),
+                                    "table_lr": _part_lrs(name),
                                     "golden_auc_torch": golden, "train_seconds": round(secs, 1),
                                     "onnx_bytes": os.path.getsize(path)}
         atomic(manifest_path, lambda p: to_file(p, "w", lambda f: json.dump(manifest, f, indent=1)))

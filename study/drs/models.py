@@ -137,4 +137,23 @@ class WideDeep(nn.Module):
         return torch.sigmoid(wide + deep)
 
 
+# SparseAdam's learning rate for each model's tables, by the name of the part that holds
+# them ("emb", "first", "second", "wide"; any other part: DEFAULT_TABLE_LR).  One pass at
+# 0.01 suits the models whose MLPs weigh what the tables return (DLRM, DCN-v2, Wide&Deep:
+# golden AUC 0.79).  Where the tables' rows go straight into the logit, the 16-wide
+# pairwise factors overfit the rows that few samples read: at 0.01 FM reached 0.750 and
+# DeepFM 0.764 (a second pass made FM worse, 0.755), against the teacher's 0.819.  Slower
+# factors fix it (measured 2026-11-26, 2M samples, cap 200,000; docs/STUDY.md).
+DEFAULT_TABLE_LR = 0.01
+TABLE_LR = {
+    "fm": {"first": 0.01, "second": 0.001},
+    "deepfm": {"first": 0.01, "second": 0.001},
+}
+
+
+def table_lr(name, part):
+    """The tables' learning rate for model NAME's part PART (see TABLE_LR)."""
+    return TABLE_LR.get(name, {}).get(part, DEFAULT_TABLE_LR)
+
+
 ZOO = {"dlrm": DLRM, "dcn_v2": DCNv2, "deepfm": DeepFM, "wide_deep": WideDeep, "fm": FM}

@@ -72,7 +72,7 @@ contains eval_small "over the 2.0 MiB job memory limit (--job-memory)"
 check eval_ok 0 "$BF" eval --job-memory 1G "$M" "$D"
 # refused, with what would fit; and what it says fits does
 check run_hint 3 "$BF" run --local --threads 1 --job-memory 6M "$FX/specs/digits_weights.json"
-contains run_hint 'with --cache-budget 1M it fits'
+contains run_hint 'with --cache-budget 3M it fits'
 contains run_hint 'with "batch": 8 in the spec the campaign needs'
 sed 's/"seed": 7,/"seed": 7, "batch": 8,/' "$FX/specs/digits_weights.json" >"$tmp/b8.json"
 sed -i "s|\.\./conformance/|$FX/conformance/|g" "$tmp/b8.json"

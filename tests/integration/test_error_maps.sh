@@ -3,8 +3,10 @@
 # its sha256 (checked by sha256sum here), checked by the engine's parser (a bad
 # map is a 422 naming the byte and the rule), listed, fetched and deleted like
 # models; a profiled campaign names it "sha256:ID" and gives the same result
-# as 'bitflip run --local' on the same map; a path, an unknown id or another
-# tenant's map is a 422 at /faults/error_map, and a map in use is not deleted.
+# as 'bitflip run --local' on the same map, and so does 'bitflip run --server'
+# with the map's path (the CLI uploads it; a missing file is its usage error);
+# a path, an unknown id or another tenant's map is a 422 at /faults/error_map,
+# and a map in use is not deleted.
 # usage: test_error_maps.sh BITFLIPD BITFLIP FIXTURES_DIR
 set -u
 BFD=$1 BF=$2 FIX=$3
@@ -28,7 +30,8 @@ printf 'BFERRMAP\x10\x00' >"$tmp/short.bfmap"
 EID=$(sha256sum "$tmp/ok.bfmap" | cut -c1-64)
 
 mkdir -p "$tmp/data"
-A=(-H "Authorization: Bearer $("$BFD" token create --tenant alice --data-dir "$tmp/data" 2>/dev/null)")
+TA=$("$BFD" token create --tenant alice --data-dir "$tmp/data" 2>/dev/null)
+A=(-H "Authorization: Bearer $TA")
 B=(-H "Authorization: Bearer $("$BFD" token create --tenant bob --data-dir "$tmp/data" 2>/dev/null)")
 start_daemon "$tmp/data" --limit errmap.cells=4 || exit 1
 AUTH=("${A[@]}")
@@ -88,6 +91,47 @@ key = lambda t: t["trial"]
 assert sorted(ta, key=key) == sorted(tb, key=key), "per-trial records differ"
 assert all("offset" in t for t in tb)
 PYEOF
+
+# --- bitflip run --server with the map as a path (beside the spec, as --local reads it):
+# the CLI uploads it (the same bytes: the same id, no second map) and sends "sha256:ID"
+mkdir -p "$tmp/sub"
+cp "$tmp/ok.bfmap" "$tmp/sub/chip.bfmap"
+spec "$tmp/sub/remote.json" "$FX/linear.onnx" "$FX/linear.eval.safetensors" "chip.bfmap"
+"$BF" run --server "$URL" --token "$TA" --format json --out "$tmp/remote_result.json" \
+  --trials-out "$tmp/remote_trials.jsonl" "$tmp/sub/remote.json" >/dev/null 2>"$tmp/remote_err"
+rc=$?; eq cli_path_upload_rc $rc 0; [ $rc = 0 ] || cat "$tmp/remote_err"
+$PY - "$tmp/cli_result.json" "$tmp/remote_result.json" "$tmp/cli_trials.jsonl" "$tmp/remote_trials.jsonl" "$EID" <<'PYEOF' && ok || bad "bitflip run --server with a map path differs from bitflip run --local"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("summary", "by_tensor", "by_bit", "by_fault_model", "golden"):
+    assert a[k] == b[k], k
+assert b["campaign"]["error_map"]["path"] == "sha256:" + sys.argv[5], b["campaign"]["error_map"]
+ta, tb = ([json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[3:5])
+key = lambda t: t["trial"]
+assert sorted(ta, key=key) == sorted(tb, key=key), "per-trial records differ"
+PYEOF
+req cli_no_second_map 200 "${A[@]}" "$URL/v1/error-maps";  eq cli_no_second_map "$(jget "[i['id'] for i in j['items']]")" "['$EID']"
+# "sha256:ID" is sent as it is (nothing read here)
+spec "$tmp/sub/by_id.json" "$FX/linear.onnx" "$FX/linear.eval.safetensors" "sha256:$EID"
+"$BF" run --server "$URL" --token "$TA" --format json --out "$tmp/by_id_result.json" "$tmp/sub/by_id.json" >/dev/null 2>"$tmp/by_id_err"
+rc=$?; eq cli_by_id_rc $rc 0; [ $rc = 0 ] || cat "$tmp/by_id_err"
+eq cli_by_id_same "$($PY -c "import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); print(a['summary']==b['summary'])" \
+  "$tmp/cli_result.json" "$tmp/by_id_result.json")" True
+# a missing map: a usage error (2) naming the field and the file, before any upload or campaign
+req campaigns_before 200 "${A[@]}" "$URL/v1/campaigns";  n_before=$(jget "len(j['items'])")
+spec "$tmp/sub/missing.json" "$FX/linear.onnx" "$FX/linear.eval.safetensors" "nochip.bfmap"
+"$BF" run --server "$URL" --token "$TA" "$tmp/sub/missing.json" >/dev/null 2>"$tmp/missing_err"
+eq cli_missing_rc $? 2
+grep -qF "faults.error_map 'nochip.bfmap': cannot read nochip.bfmap: No such file or directory" "$tmp/missing_err" && ok ||
+  { bad "cli_missing: stderr does not name the field and the file"; cat "$tmp/missing_err"; }
+req campaigns_after 200 "${A[@]}" "$URL/v1/campaigns";  eq cli_missing_no_campaign "$(jget "len(j['items'])")" "$n_before"
+# a map the daemon refuses: its 422 (the byte and the rule) comes back, exit 2
+cp "$tmp/unsorted.bfmap" "$tmp/sub/bad.bfmap"
+spec "$tmp/sub/bad.json" "$FX/linear.onnx" "$FX/linear.eval.safetensors" "bad.bfmap"
+"$BF" run --server "$URL" --token "$TA" "$tmp/sub/bad.json" >/dev/null 2>"$tmp/bad_err"
+eq cli_bad_map_rc $? 2
+grep -qF "uploading $tmp/sub/bad.bfmap: HTTP 422" "$tmp/bad_err" && grep -qF "cells ascend" "$tmp/bad_err" && ok ||
+  { bad "cli_bad_map: the daemon's reason is not shown"; cat "$tmp/bad_err"; }
 
 # --- what a daemon's spec may not name: 422 at /faults/error_map
 spec "$tmp/path.json" "$MID" "$DID" "$tmp/ok.bfmap"

@@ -56,6 +56,9 @@ def _value_info(name, arr):
     return helper.make_tensor_value_info(name, _ONNX_DTYPE[arr.dtype], list(arr.shape))
 
 
+# Not the Python package's writer (clients/python): that one writes eval sets, and stores
+# bool and int8 widened to the types eval sets take; an op case's inputs and outputs keep
+# their ONNX types (BOOL, I8), which opcheck.c compares exactly.
 def write_safetensors(path, tensors, metadata):
     header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
     blobs, off = [], 0

@@ -33,6 +33,16 @@ def test_layout_by_hand(tmp_path):
     assert struct.unpack("<4q", data[160:]) == (0, 1, 1, 0)
 
 
+def test_sorted_header_keeps_the_data_order(tmp_path):
+    p = bitflip.write_safetensors(tmp_path / "s.safetensors", {"x": np.array([1.5], "f4"),
+                                                               "b": np.array([7], "i8")}, sort_keys=True)
+    n, header, data = parse(p)
+    raw = open(p, "rb").read()[8:8 + n]
+    assert raw == (b'{"b":{"data_offsets":[4,12],"dtype":"I64","shape":[1]},'
+                   b'"x":{"data_offsets":[0,4],"dtype":"F32","shape":[1]}}').ljust(n, b" ")
+    assert struct.unpack("<f", data[:4]) == (1.5,) and struct.unpack("<q", data[4:]) == (7,)
+
+
 def test_dtypes_bitflip_reads(tmp_path):
     p = bitflip.save_eval_set(tmp_path / "e.safetensors", np.ones((3, 2), dtype=np.float64),
                               labels=np.array([True, False, True]))

@@ -8,4 +8,9 @@ long bf_test_alloc_failures(void);
 /* on: record the largest size asked for from now (resets it); single-threaded tests only. */
 void bf_test_alloc_track_largest(int on);
 size_t bf_test_alloc_largest(void);
+/* Bytes core holds now, and the most it has held since the last reset
+ * (which starts the peak at what it holds then); any thread. */
+size_t bf_test_alloc_live(void);
+void bf_test_alloc_peak_reset(void);
+size_t bf_test_alloc_peak(void);
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "alloc_fail.h"
 #include "bitflip/eval.h"
 #include "campaign_check.h"
 
@@ -18,6 +19,30 @@ bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_
     bf_error err = {0};
     if (bf_campaign_create(m, ds, s, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     return c;
+}
+
+long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_mitigation *mit,
+                       const bf_campaign_prep *prep, int64_t trials, long max_n)
+{
+    for (long n = 0; n < max_n; n++) {
+        bf_campaign *c = NULL;
+        bf_campaign_result res;
+        bf_error err = {0};
+        bf_campaign_opts o = {.threads = 1};
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_campaign_create_prepared(m, ds, s, mit, prep, &c, &err);
+        if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
+        bf_test_alloc_fail_after(-1);
+        bf_campaign_free(c);
+        if (st == BF_OK) {
+            assert_int_equal(res.trials_done, trials);
+            bf_campaign_result_free(&res);
+            return n;
+        }
+        if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+    }
+    fail_msg("no create and run succeeded within %ld allocations", max_n);
+    return max_n;
 }
 
 double tc_round_half_even(double x)

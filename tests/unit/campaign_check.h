@@ -60,6 +60,16 @@ typedef struct tc_config {
     int bits;
 } tc_config;
 
+/* Fails core's allocations one at a time (alloc_fail.h), the first, then
+ * the second, ..., while creating campaign s (bf_campaign_create_prepared
+ * with mit and prep, either NULL) and running it on one thread (the
+ * countdown is not thread-safe): every failure must come back as BF_ENOMEM
+ * with all freed (ASan checks), and the first create and run that meet no
+ * failure must do `trials` trials. Fails the test if none does within max_n
+ * allocations; returns how many failed in turn before it. */
+long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_mitigation *mit,
+                       const bf_campaign_prep *prep, int64_t trials, long max_n);
+
 /* A ModelProto around `g` (ir_version 7, one opset import of `opset` for
  * the default domain), packed; malloc'd, *len its size. For tests that
  * build graphs with protobuf-c. */

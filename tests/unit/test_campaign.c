@@ -16,7 +16,6 @@
 
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
-#include "alloc_fail.h"
 #include "campaign_check.h"
 
 #define FIX BF_FIXTURES "/conformance/"
@@ -892,29 +891,9 @@ static void allocation_failures(void **state)
     s.per_channel = 1;
     /* also prepared: the golden pass made by the differential engine, its
      * evaluator adopted by the run (on one thread, as above) */
-    for (int prepared = 0; prepared <= 1; prepared++) {
-        int succeeded = 0;
-        for (long n = 0; n < 8000 && !succeeded; n++) {
-            bf_campaign *c = NULL;
-            bf_campaign_result res;
-            bf_error err = {0};
-            bf_campaign_opts o = {.threads = 1};
-            bf_campaign_prep prep = {.differential = 1, .threads = 1};
-            bf_test_alloc_fail_after(n);
-            bf_status st = bf_campaign_create_prepared(f->mlp, f->mlp_ds, &s, NULL, prepared ? &prep : NULL, &c, &err);
-            if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
-            bf_test_alloc_fail_after(-1);
-            if (st == BF_OK) {
-                succeeded = 1;
-                assert_int_equal(res.trials_done, 3);
-                bf_campaign_result_free(&res);
-            } else if (st != BF_ENOMEM) {
-                fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
-            }
-            bf_campaign_free(c);
-        }
-        assert_true(succeeded);
-    }
+    bf_campaign_prep prep = {.differential = 1, .threads = 1};
+    tc_alloc_failures(f->mlp, f->mlp_ds, &s, NULL, NULL, 3, 8000);
+    tc_alloc_failures(f->mlp, f->mlp_ds, &s, NULL, &prep, 3, 8000);
 }
 
 int main(void)

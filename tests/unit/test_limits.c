@@ -776,13 +776,14 @@ static void job_estimates_add_up(void **state)
     assert_int_equal(b.cache_bytes, 0);
     assert_int_equal(b.total_bytes, 20 + 120 + p4.total_bytes + p2.total_bytes + 120);
 
-    /* a campaign on 2 threads: each worker and the golden pass hold both
-     * plans and the outputs; the cache is the smaller of its budget and an
-     * arena per batch (3 batches of p4's arena) */
+    /* a campaign on 2 threads: each worker holds both plans and the
+     * outputs, and the campaign the golden outputs (the golden pass's
+     * evaluators become the workers'); the cache is the smaller of its
+     * budget and an arena per batch (3 batches of p4's arena) */
     bf_campaign_spec spec = {.batch = 4, .target = BF_TARGET_WEIGHTS, .repr = BF_REPR_FP16};
     bf_campaign_opts co = {.threads = 2, .cache_budget = 100};
     assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
-    assert_int_equal(b.plans_bytes, 3 * (p4.total_bytes + p2.total_bytes));
+    assert_int_equal(b.plans_bytes, 2 * (p4.total_bytes + p2.total_bytes));
     assert_int_equal(b.outputs_bytes, 3 * 10 * 3 * 4);
     assert_int_equal(b.cache_bytes, 100);
     assert_int_equal(b.weights_bytes, 12 + 1);        /* c as stored in fp16 (a float buffer, +1) */
@@ -792,10 +793,85 @@ static void job_estimates_add_up(void **state)
     co.exact = 1;
     assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
     assert_int_equal(b.cache_bytes, 0);
-    assert_int_equal(b.total_bytes, 20 + 120 + 13 + 3 * (p4.total_bytes + p2.total_bytes) + 360);
+    assert_int_equal(b.total_bytes, 20 + 120 + 13 + 2 * (p4.total_bytes + p2.total_bytes) + 360);
     bf_dataset_free(ds);
     free(f);
     bf_model_free(mod);
+    free(m.p);
+}
+
+/* x[batch, 3] -> MatMul [3, 512] -> Relu -> MatMul [512, 1]: activations
+ * of 4 KiB a sample against an output of 4 bytes, so a plan outweighs the
+ * run's bookkeeping (its trial slots, about 420 KiB a thread, and a few
+ * bytes a sample) many times over. */
+static wb wide_mlp_model(void)
+{
+    enum { H = 512 };
+    static float w1[3 * H], w2[H];
+    for (int i = 0; i < 3 * H; i++) w1[i] = (float)(i % 7) * 0.125f - 0.375f;
+    for (int i = 0; i < H; i++) w2[i] = (float)(i % 5) * 0.25f - 0.5f;
+    wb g = {0};
+    int64_t d1[2] = {3, H}, d2[2] = {H, 1}, x[2] = {-1, 3}, y[2] = {-1, 1};
+    tensor(&g, 5, "w1", 1, 2, d1, w1, sizeof w1);
+    tensor(&g, 5, "w2", 1, 2, d2, w2, sizeof w2);
+    node(&g, (nodespec){"MatMul", "fc1", {"x", "w1"}, "h"}, NULL);
+    node(&g, (nodespec){"Relu", "act", {"h"}, "r"}, NULL);
+    node(&g, (nodespec){"MatMul", "fc2", {"r", "w2"}, "y"}, NULL);
+    value_info(&g, 11, "x", 2, x);
+    value_info(&g, 12, "y", 2, y);
+    return model(&g);
+}
+
+/* The campaign estimate against what core really holds at its peak (the
+ * test allocator's count, not the estimate's arithmetic) over loading, the
+ * golden pass and an exact run on 2 workers (64 trials: 4 chunks of 16, so
+ * both run): within a quarter of one worker's plan, so a plan counted too
+ * many (the golden pass's, which became the workers') or too few fails. */
+static void campaign_estimate_is_the_peak(void **state)
+{
+    (void)state;
+    enum { SAMPLES = 2048 };
+    wb m = wide_mlp_model();
+    char hdr[128];
+    snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [%d, 3], \"data_offsets\": [0, %d]}}", SAMPLES,
+             SAMPLES * 12);
+    size_t len;
+    unsigned char *f = st_file(hdr, SAMPLES * 12, &len);
+    for (int i = 0; i < SAMPLES * 3; i++) {
+        float v = (float)(i % 11) - 5.0f;
+        memcpy(f + len - (size_t)SAMPLES * 12 + (size_t)i * 4, &v, 4);
+    }
+    bf_model *mod = NULL;
+    bf_dataset *ds = NULL;
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    size_t before = bf_test_alloc_live();
+    bf_test_alloc_peak_reset();
+    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
+    assert_int_equal(bf_dataset_load_buffer(f, len, "d", &ds, &err), BF_OK);
+    bf_campaign_spec spec = {.seed = 1, .trials = 64, .tensors = (char *[]){"*"}, .n_tensors = 1,
+                             .model_kind = BF_FAULT_BITFLIP, .bits = 1, .repr = BF_REPR_FP32,
+                             .sampling = BF_SAMPLE_UNIFORM, .critical_metric = -1, .batch = SAMPLES};
+    bf_campaign_opts co = {.threads = 2, .exact = 1};
+    bf_job_budget b;
+    assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
+    assert_int_equal(b.plans_bytes, 2 * b.plan.total_bytes);
+    assert_true(b.plan.total_bytes > 8u << 20);
+    c = NULL;
+    if (bf_campaign_create(mod, ds, &spec, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    bf_campaign_result res;
+    if (bf_campaign_run(c, &co, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(res.trials_done, 64);
+    size_t peak = bf_test_alloc_peak() - before;
+    bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+    bf_dataset_free(ds);
+    bf_model_free(mod);
+    double off = (double)peak - (double)b.total_bytes, plan = (double)b.plan.total_bytes;
+    print_message("estimate %llu, peak %zu: %+.2f of a plan (%llu)\n", (unsigned long long)b.total_bytes, peak,
+                  off / plan, (unsigned long long)b.plan.total_bytes);
+    assert_true(off > -0.25 * plan && off < 0.25 * plan);
+    free(f);
     free(m.p);
 }
 
@@ -821,6 +897,7 @@ int main(void)
         cmocka_unit_test(safetensors_json_depth),
         cmocka_unit_test(safetensors_counts_and_bytes),
         cmocka_unit_test(job_estimates_add_up),
+        cmocka_unit_test(campaign_estimate_is_the_peak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

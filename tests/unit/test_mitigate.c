@@ -29,7 +29,6 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
-#include "alloc_fail.h"
 #include "campaign_check.h"
 #include "model/graph.h"   /* the test reads a Gemm's inputs to compute the tolerance on its own */
 
@@ -537,28 +536,8 @@ static void allocation_failures(void **state)
     s.rates = &rate;
     s.n_rates = 1;
     s.repeats = 3;
-    int succeeded = 0;
-    long n = 0;
-    for (; n < 20000 && !succeeded; n++) {
-        bf_campaign *c = NULL;
-        bf_campaign_result res;
-        bf_error err = {0};
-        bf_campaign_opts o = {.threads = 1};
-        bf_test_alloc_fail_after(n);
-        bf_status st = bf_campaign_create_mitigated(l.m, l.ds, &s, &mit, &c, &err);
-        if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
-        bf_test_alloc_fail_after(-1);
-        if (st == BF_OK) {
-            succeeded = 1;
-            assert_int_equal(res.trials_done, 3);
-            bf_campaign_result_free(&res);
-        } else if (st != BF_ENOMEM) {
-            fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
-        }
-        bf_campaign_free(c);
-    }
-    printf("mitigated campaign: each of its first %ld allocations failed in turn, cleanly\n", n - 1);
-    assert_true(succeeded);
+    long n = tc_alloc_failures(l.m, l.ds, &s, &mit, NULL, 3, 20000);
+    printf("mitigated campaign: each of its first %ld allocations failed in turn, cleanly\n", n);
     unload(&l);
 }
 

@@ -35,8 +35,12 @@ def to_numpy(x, what="a tensor"):
         raise BitflipError(f"{what} is a {type(x).__name__}, not an array or tensor: {e}") from e
 
 
-def write_safetensors(path, tensors):
-    """Writes ``{name: array}`` to ``path`` (atomically: a temp file, then a rename)."""
+def write_safetensors(path, tensors, *, sort_keys=False):
+    """Writes ``{name: array}`` to ``path`` (atomically: a temp file, then a rename).
+
+    The data is in the order given; so is the header, unless ``sort_keys``
+    (its names, and each tensor's fields, sorted: the bytes ``json.dumps``
+    writes with ``sort_keys=True``, as files made that way must stay)."""
     np = need("numpy", "writing safetensors")
     header, blobs, offset = {}, [], 0
     for name, arr in tensors.items():
@@ -50,7 +54,7 @@ def write_safetensors(path, tensors):
         header[name] = {"dtype": _ST_DTYPE[kind], "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
+    h = json.dumps(header, separators=(",", ":"), sort_keys=sort_keys).encode()
     h += b" " * (-len(h) % 8)     # the format pads the header with spaces to 8 bytes
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:

@@ -274,6 +274,9 @@ typedef struct bf_campaign_result {
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */
     int64_t chain_linear;     /* samples those trials ran through a linear segment (a Gemm, ReLU
                                * and Gemm as one map per sample, docs/ENGINE.md) */
+    int64_t full_trials;      /* trials the differential engine ran as full passes, as the exact
+                               * engine does: more faults than a batch has samples, reaching at
+                               * least 95% of the pass's work (docs/ENGINE.md) */
     /* the exact engine: activations (Relu, Clip) each pass runs in their
      * Conv's epilogue (bf_evaluator_num_fused; a trial faulting a Conv's
      * output runs that pair unfused); 0 for the differential engine, which
@@ -355,7 +358,7 @@ typedef struct bf_campaign_opts {
 /* What creating and running this campaign will hold at its peak
  * (bitflip/plan.h): the model and eval set, the weights as stored in the
  * representation, each worker's plans and outputs (opts->threads; NULL: 1)
- * and the golden pass's, and the golden-activation cache (opts->cache_budget,
+ * and the golden outputs, and the golden-activation cache (opts->cache_budget,
  * none with opts->exact). Computed from shapes, before anything big is
  * allocated, so a daemon can refuse the campaign at submission. */
 bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

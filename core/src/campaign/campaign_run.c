@@ -233,16 +233,19 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
 }
 
 /* A trial through the differential executor: outputs from the golden pass
- * plus what the faults changed; metrics recomputed only if anything did. */
+ * plus what the faults changed; metrics recomputed only if anything did.
+ * *full 1: the executor found a full pass cheaper and ran nothing; the
+ * caller runs the trial as the exact engine does. */
 static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_dw, const bf_value_fault *vf, size_t n_vf,
-                                  bf_eval_result *res)
+                                  bf_eval_result *res, int *full)
 {
     const bf_campaign *c = w->rn->c;
     const float *outs;
     const int64_t *rows;
     int64_t n_rows;
-    bf_status st = bf__dx_run(w->dx, dw, n_dw, vf, n_vf, &outs, &rows, &n_rows, w->vf_old, w->vf_new, &w->err);
-    if (st != BF_OK) return st;
+    w->rows = NULL;   /* unknown: classify scans every row */
+    bf_status st = bf__dx_run(w->dx, dw, n_dw, vf, n_vf, &outs, &rows, &n_rows, w->vf_old, w->vf_new, full, &w->err);
+    if (st != BF_OK || *full) return st;
     w->rows = rows;
     w->n_rows = n_rows;
     if (n_rows) {
@@ -300,8 +303,9 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
                                                             .mask = f->mask | f->set0 | f->set1, .old_value = old,
                                                                 .new_value = now};
     }
-    if (st == BF_OK && w->dx) st = run_differential(w, w->dw, applied, NULL, 0, res);
-    else if (st == BF_OK) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
+    int full = w->dx == NULL;
+    if (st == BF_OK && w->dx) st = run_differential(w, w->dw, applied, NULL, 0, res, &full);
+    if (st == BF_OK && full) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
     for (size_t i = applied; i-- > 0;) {
         const bf__efault *f = &d->f[i];
@@ -341,14 +345,15 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
                                     .model = kind, .mask = bf__mitigate_value_mask(c, f), .repr = c->repr,
                                     .scale = c->site_scale[f->site]};
     }
+    int full = w->dx == NULL;
     if (w->dx) {
-        bf_status st = run_differential(w, NULL, 0, w->vf, d->n, res);
-        for (size_t i = 0; (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
+        bf_status st = run_differential(w, NULL, 0, w->vf, d->n, res, &full);
+        for (size_t i = 0; !full && (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
             const bf__efault *f = &d->f[i];
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample,
                                                             .mask = f->mask, .old_value = w->vf_old[i], .new_value = w->vf_new[i]};
         }
-        return st;
+        if (st != BF_OK || !full) return st;
     }
     bf_status st = bf_evaluator_set_value_faults(w->ev, w->vf, d->n, &w->err);
     /* A transient trial's faults all hit one sample (the draw makes sure):
@@ -398,7 +403,7 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
     }
     if (st != BF_OK) return st;
     /* the scorer's argmax of each changed row, when it took them of these rows */
-    int rows_known = w->dx && w->rn->golden_finite;
+    int rows_known = w->dx && w->rows && w->rn->golden_finite;
     classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, rows_known && w->sc.has_pred ? w->sc.pred : NULL, rec);
     if (outputs) memcpy(outputs, res.outputs, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
     return BF_OK;
@@ -796,6 +801,7 @@ out:
             acc.chain_trials += t;
             acc.chain_exact += e;
             acc.chain_linear += l;
+            acc.full_trials += bf__dx_full_passes(rn.ws[i].dx);
         }
         bf__dx_free(rn.ws[i].dx);
         bf__score_scratch_free(&rn.ws[i].sc);

@@ -30,7 +30,8 @@ static uint64_t dataset_bytes(const bf_dataset *ds)
 }
 
 /* Fills the plan and output terms for `workers` evaluators over `samples`
- * at `batch` (already settled); `extra` more copies (the golden pass). */
+ * at `batch` (already settled); `extra` more sets of outputs (a campaign's
+ * golden outputs, kept beside its workers'). */
 static bf_status plans(const bf_model *m, int64_t samples, int workers, int extra, int share, bf_job_budget *b,
                        bf_error *err)
 {
@@ -46,10 +47,9 @@ static bf_status plans(const bf_model *m, int64_t samples, int workers, int extr
         if ((st = bf__plan_estimate_shared(m, b->rest, share, &r, NULL, err)) != BF_OK) return st;
         per = sat_add(per, r.total_bytes);
     }
-    uint64_t copies = (uint64_t)workers + (uint64_t)extra;
-    b->plans_bytes = sat_mul(per, copies);
+    b->plans_bytes = sat_mul(per, (uint64_t)workers);
     uint64_t cols = b->batch > 0 ? (uint64_t)out_numel / (uint64_t)b->batch : 0;
-    b->outputs_bytes = sat_mul(sat_mul(cols, (uint64_t)samples), 4 * copies);
+    b->outputs_bytes = sat_mul(sat_mul(cols, (uint64_t)samples), 4 * ((uint64_t)workers + (uint64_t)extra));
     return BF_OK;
 }
 
@@ -121,8 +121,10 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
         if (spec->repr != BF_REPR_FP32 || model->params[p].dtype != BF_F32)
             b.weights_bytes = sat_add(b.weights_bytes,
                                       (uint64_t)bf_tensor_numel(model->params[p].tensor) * sizeof(float) + 1);
-    /* each worker has an evaluator (its plans, its outputs); the golden
-     * pass has had one too */
+    /* each worker has an evaluator (its plans, its outputs), and the
+     * campaign keeps the golden outputs; the golden pass's evaluators are
+     * not more: they become the workers' (campaign_run.c adopts them) or
+     * are freed before the workers make theirs */
     bf_status st = plans(model, samples, b.threads, 1, 0, &b, err);
     if (st != BF_OK) return st;
     /* a stored representation is written whole into every plan's view of the
@@ -131,7 +133,7 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
     for (size_t p = 0; spec->target == BF_TARGET_WEIGHTS && spec->repr != BF_REPR_FP32 && p < model->n_params; p++)
         if (bf__param_in_arena(model, p))
             b.plans_bytes = sat_add(b.plans_bytes, sat_mul(bf_tensor_nbytes(model->params[p].tensor),
-                                                           (uint64_t)(b.threads + 1) * (b.rest ? 2u : 1u)));
+                                                           (uint64_t)b.threads * (b.rest ? 2u : 1u)));
     if (!opts || !opts->exact) {
         uint64_t budget = opts && opts->cache_budget > 0 ? (uint64_t)opts->cache_budget : (uint64_t)BF_CACHE_BUDGET_DEFAULT;
         /* the cache holds golden activations: at most one arena per batch */

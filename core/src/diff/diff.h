@@ -142,10 +142,16 @@ void bf__dx_free(bf__dx *dx);
  * except where they changed; valid until the next call), *rows the samples
  * whose outputs differ from golden, ascending. old/new (n_vf each, may be
  * NULL) get what each value fault found and left, as
- * bf_evaluator_value_fault_seen. */
+ * bf_evaluator_value_fault_seen. *full 1: nothing was computed (no
+ * outputs, rows or old/new), since a full pass costs less than the
+ * differential run would (more faults than a batch has samples, reaching
+ * nearly every batch and step): the caller runs the trial as the exact
+ * engine does (bf_evaluator_run), which gives its record by definition. */
 bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
                      const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,
-                     bf_error *err);
+                     int *full, bf_error *err);
+/* How many trials bf__dx_run handed back for a full pass. */
+int64_t bf__dx_full_passes(const bf__dx *dx);
 
 /* How many trials this executor ran in chain mode (diffchain.c), how many
  * of those were recomputed exactly for want of a witness, and how many

@@ -70,6 +70,10 @@ struct bf__dx_shared {
     int max_n;                   /* widest Gemm output */
     int max_m;                   /* most rows of any Gemm's A, and at least the batch: a row is a sample
                                   * only where M is the batch ([seq x batch, E] in attention) */
+    double *step_cost;           /* per step: its work on a full batch, in multiply-adds or elements
+                                  * moved (step_cost_of); counted, not timed, so that which path a
+                                  * trial takes is the same on every run and machine */
+    double pass_cost;            /* their sum: one batch of the full pass */
 
     /* Chain mode (diffchain.c). */
     int *chain_next;             /* per step: the next step of its chain, or one of the below */
@@ -141,6 +145,7 @@ struct bf__dx {
     int32_t *ctap;
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
     int64_t n_linear;            /* samples through a linear segment */
+    int64_t n_full;              /* trials handed back for a full pass (bf__dx_run's *full) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 };
 

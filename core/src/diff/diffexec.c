@@ -394,12 +394,57 @@ static bf_status reserve_vf(bf__dx *dx, size_t n, bf_error *err)
     return BF_OK;
 }
 
+/* Whether a full pass costs less than this trial's differential run, which
+ * re-runs, in every batch it reaches, the steps downstream of its faults,
+ * and on top of a full pass's work compares each output with the golden
+ * one (and reads that from the cache). Only for a trial with more faults
+ * than a batch has samples, which row mode never takes (reached_rows,
+ * diffrows.c): BER at a high rate, whose faults leave next to nothing
+ * unreached and next to no batch where they all vanish. A single fault
+ * reaching every step (the first Conv of a CNN) stays differential: a
+ * column update, a ReLU that masks it, a chain, early stopping save it
+ * most of the pass. The steps downstream are found on the graph (a step
+ * reading a faulty parameter or a value one of them changed), weighed by
+ * step_cost, and the pass is run when they are at least FULL_SHARE of it
+ * (over the batches reached); state is the scratch. Why 0.8: the steps a
+ * BER trial leaves unreached are mostly index plumbing (a recommender's
+ * per-field Gathers of its sparse input: 15% of FM's elements moved, much
+ * less of its time), and each reached step costs the differential run its
+ * compare and cache reads besides; at 0.95 FM at BER 1e-3 stayed
+ * differential and took 1.15-1.5x an exact pass, at 0.8 it runs in full,
+ * as fast as --exact (docs/ENGINE.md). */
+#define FULL_SHARE 0.8
+static int full_pass_cheaper(bf__dx *dx, size_t n_w, const bf_value_fault *vf, size_t n_vf, int first, int every,
+                             int64_t marked)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_plan *p = dx->plan[0];
+    if (n_w + n_vf <= (size_t)sh->batch || (!every && n_w <= (size_t)sh->batch && dx->n_sub > 0)) return 0;
+    if (sh->pass_cost <= 0 || (double)marked < FULL_SHARE * (double)sh->n_batches) return 0;
+    memset(dx->state, 0, sh->m->n_values);
+    for (size_t k = 0; k < n_vf; k++) dx->state[vf[k].value] = 1;
+    double reached = 0;
+    for (int i = first; i >= 0 && i < (int)sh->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int hit = dx->param_hit[i];
+        for (int j = 0; j < s->n_in && !hit; j++) hit = s->node->in[j] >= 0 && dx->state[s->node->in[j]];
+        if (!hit) continue;
+        reached += sh->step_cost[i];
+        for (int j = 0; j < s->n_out; j++)
+            if (s->node->out[j] >= 0) dx->state[s->node->out[j]] = 1;
+    }
+    return reached * (double)marked >= FULL_SHARE * sh->pass_cost * (double)sh->n_batches;
+}
+
+int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
+
 bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
                      const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,
-                     bf_error *err)
+                     int *full, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     bf_status st = BF_OK;
+    *full = 0;
     if ((st = reserve_vf(dx, n_vf, err)) != BF_OK) return st;
     /* the last trial's changed rows go back to golden */
     for (int64_t t = 0; t < dx->n_touched; t++) {
@@ -421,33 +466,50 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     }
 
     int first = (int)sh->n_steps, last_entry = -1, every = 0;
+    int64_t marked = 0;   /* batches marked so far: once all are, a BER trial's other faults mark none */
     for (size_t i = 0; i < n_w; i++) {
         size_t q = w[i].param;
-        dx->pfaults[q]++;
         dx->pfault[q] = &w[i];
-        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
-            int s = sh->pc_step[t];
-            dx->param_hit[s] = 1;
-            if (s < first) first = s;
-            if (s > last_entry) last_entry = s;
-        }
+        if (dx->pfaults[q]++ == 0)   /* a tensor's readers once, not once per fault (BER: thousands) */
+            for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
+                int s = sh->pc_step[t];
+                dx->param_hit[s] = 1;
+                if (s < first) first = s;
+                if (s > last_entry) last_entry = s;
+            }
         const bf__emb_index *e = &sh->emb[q];
         if (!e->rows) { every = 1; continue; }
+        if (every || marked == sh->n_batches) continue;
         int64_t nb;
         const int32_t *rb = bf__emb_batches(e, w[i].index / e->row_elems, &nb);
-        for (int64_t k = 0; k < nb; k++) dx->bmark[rb[k]] = 1;
+        for (int64_t k = 0; k < nb; k++) {
+            marked += !dx->bmark[rb[k]];
+            dx->bmark[rb[k]] = 1;
+        }
     }
     for (size_t k = 0; k < n_vf; k++) {
         int u = sh->first_use[vf[k].value];
         if (u >= 0 && u < first) first = u;
         if (vf[k].sample < 0) { every = 1; continue; }
+        marked += !dx->bmark[vf[k].sample / sh->batch];
         dx->bmark[vf[k].sample / sh->batch] = 1;
     }
-    if (every)
+    if (every) {
         for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 1;
+        marked = sh->n_batches;
+    }
+    if (full_pass_cheaper(dx, n_w, vf, n_vf, first, every, marked)) {
+        /* nothing run: the caller runs the pass, which --stats counts as
+         * every step of every batch re-run */
+        *full = 1;
+        dx->n_full++;
+        for (size_t i = 0; i < sh->n_steps; i++) dx->work[i] += (double)bf__gcache_batches(sh->gc);
+        marked = 0;
+        for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
+    }
     /* row mode only for faults that reach some rows of a batch: embedding
      * rows and transient value faults */
-    int rowable = dx->n_sub > 0 && !every;
+    int rowable = dx->n_sub > 0 && !every && marked > 0;
     if (rowable) st = bf__rows_params(dx, w, n_w, err);
     /* the reached samples of every batch in one row-mode run, or batch by batch */
     int all = 0;
@@ -462,6 +524,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
     for (size_t i = 0; i < n_w; i++) {
         size_t q = w[i].param;
+        if (!dx->pfaults[q]) continue;   /* its tensor done already */
         dx->pfaults[q] = 0;
         for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) dx->param_hit[sh->pc_step[t]] = 0;
         /* the row-mode plans read the faulty parameter from plan[0] for this

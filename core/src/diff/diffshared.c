@@ -16,6 +16,7 @@ void bf__dx_shared_free(bf__dx_shared *sh)
     bf__free(sh->last_use);
     bf__free(sh->pc_off);
     bf__free(sh->pc_step);
+    bf__free(sh->step_cost);
     for (size_t p = 0; sh->emb && p < sh->m->n_params; p++) {
         bf__free(sh->emb[p].row);
         bf__free(sh->emb[p].off);
@@ -269,6 +270,34 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
     return BF_OK;
 }
 
+/* Step i's work on a full batch, for weighing what a trial would re-run
+ * against a full pass (bf__dx_run): multiply-adds for the products (Gemm,
+ * MatMul, Conv), elements read and written for everything else. A count,
+ * not the golden pass's timings: those differ from run to run, and the
+ * path a trial takes must not (a full pass's metrics are computed in full,
+ * the differential engine's from the golden ones, which may differ in the
+ * last bits: docs/ENGINE.md). */
+static double step_cost_of(const bf_plan *p, size_t i)
+{
+    const bf__step *s = &p->steps[i];
+    const bf_tensor *y = s->n_out > 0 && s->node->out[0] >= 0 ? &p->vals[s->node->out[0]] : NULL;
+    bf__gemm_info g;
+    int64_t c, m, isp, osp;
+    if (bf__gemm_params(s, &g)) return (double)g.m * g.n * g.k;
+    if (y && s->n_in > 1 && s->node->in[1] >= 0 && bf__conv_shape(s, &c, &m, &isp, &osp) && m > 0)
+        return (double)bf_tensor_numel(y) * (double)(bf_tensor_numel(&p->vals[s->node->in[1]]) / m);
+    if (y && s->n_in > 1 && s->node->in[0] >= 0 && strcmp(s->node->op->name, "MatMul") == 0) {
+        const bf_tensor *a = &p->vals[s->node->in[0]];
+        if (a->ndim > 0) return (double)bf_tensor_numel(y) * (double)a->dims[a->ndim - 1];
+    }
+    double n = 1;   /* a step costs something even when its tensors are empty */
+    for (int j = 0; j < s->n_in; j++)
+        if (bf__runtime(p, s->node->in[j])) n += (double)bf_tensor_numel(&p->vals[s->node->in[j]]);
+    for (int j = 0; j < s->n_out; j++)
+        if (s->node->out[j] >= 0) n += (double)bf_tensor_numel(&p->vals[s->node->out[j]]);
+    return n;
+}
+
 /* Everything but the cache and what is found on it: use lists, and the
  * values the cache must hold whatever its budget (into must). */
 static bf_status shared_begin(bf_evaluator *ev, int64_t samples, int64_t out_cols, bf__dx_shared **out,
@@ -304,7 +333,9 @@ static bf_status shared_begin(bf_evaluator *ev, int64_t samples, int64_t out_col
         }
     must = bf__calloc(m->n_values + 1, 1);
     sh->emb = bf__calloc(m->n_params + 1, sizeof *sh->emb);
-    if (!must || !sh->emb) { st = bf__dx_oom(err); goto out; }
+    sh->step_cost = bf__malloc((plan0->n_steps + 1) * sizeof *sh->step_cost);
+    if (!must || !sh->emb || !sh->step_cost) { st = bf__dx_oom(err); goto out; }
+    for (size_t i = 0; i < plan0->n_steps; i++) sh->pass_cost += sh->step_cost[i] = step_cost_of(plan0, i);
     if ((st = use_lists(sh, plan0, err)) != BF_OK) goto out;
     /* Outputs of multi-output steps are cached whatever the budget: a
      * recomputation would overwrite its siblings, which may hold a fault. */
