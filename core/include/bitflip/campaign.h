@@ -280,6 +280,11 @@ typedef struct bf_campaign_result {
     int64_t full_trials;      /* trials the differential engine ran as full passes, as the exact
                                * engine does: more faults than a batch has samples, reaching at
                                * least 95% of the pass's work (docs/ENGINE.md) */
+    /* the exact engine: activations (Relu, Clip) each pass runs in their
+     * Conv's epilogue (bf_evaluator_num_fused; a trial faulting a Conv's
+     * output runs that pair unfused); 0 for the differential engine, which
+     * runs steps alone */
+    int64_t fused_activations;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

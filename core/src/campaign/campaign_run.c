@@ -482,7 +482,11 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
         return BF_OK;
     }
     double t0 = now_s();
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel};
+    /* the exact engine reads nothing of a pass but its outputs: a Conv's
+     * activation may run in its epilogue (the differential engine runs
+     * steps alone and reads every value) */
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel,
+                       .fuse_activations = rn->opts->exact != 0};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)
@@ -789,6 +793,8 @@ out:
         pthread_cond_destroy(&rn.finished);
         pthread_mutex_destroy(&rn.mu);
     }
+    if (rn.ws && rn.n_workers > 0 && rn.ws[0].ev && !rn.ws[0].dx)
+        acc.fused_activations = (int64_t)bf_evaluator_num_fused(rn.ws[0].ev);
     for (int i = 0; rn.ws && i < rn.n_workers; i++) {
         if (rn.ws[i].dx) {
             int64_t t, e, l;

@@ -60,6 +60,15 @@ struct bf_plan {
     int inputs_hit;
     bf__vfault *vf;
     size_t n_vf, vf_cap;
+    /* fusion (bf_plan_opts.fuse_activations): fuse_to[i] > i when step i
+     * (a Conv) may compute that step (its output's only reader, a Relu or
+     * Clip) in its epilogue, else 0; made for every plan (a shared arena
+     * keeps the pair's buffers apart either way), used only when fuse is
+     * set. fused_skip: steps a run computed already, inside their Conv. */
+    int fuse;
+    int *fuse_to;
+    unsigned char *fused_skip;
+    size_t n_fusable, n_fused;
 };
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
