@@ -12,7 +12,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak fixtures study-stutz clean
+.PHONY: test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak fixtures study-stutz clean
 
 all: build
 
@@ -100,6 +100,17 @@ demo: build
 
 conformance: build
 	$(BUILD)/tests/bitflip-conformance $(CONFORMANCE_DIR)
+
+# torchvision's constructors at full size (weights=None), nn.Transformer at its
+# defaults, LSTM/GRU 512 wide: built under $(FULL_DIR) (several GiB, never
+# committed) and checked; not part of `make test` (tens of minutes on 2 cores).
+# FULL_MODELS=resnet18,vit_b_16 picks some (make_real_models.py --full --list).
+FULL_DIR ?= $(BUILD)/conformance-full
+FULL_MODELS ?=
+conformance-full: build bench-deps
+	/usr/bin/python3 tests/fixtures/make_real_models.py --full --out $(FULL_DIR) $(if $(FULL_MODELS),--only $(FULL_MODELS))
+	@$(BUILD)/tests/bitflip-conformance $(if $(FULL_MODELS),--only $(FULL_MODELS)) $(FULL_DIR) > $(FULL_DIR)/conformance.log; \
+	  s=$$?; cat $(FULL_DIR)/conformance.log; exit $$s
 
 bench-deps:
 	@scripts/install-deps.sh --bench
