@@ -301,6 +301,14 @@ static int off_cmp(const void *a, const void *b)
     return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
 }
 
+/* whether value v gets a place of its own in the arena of the values NEEDED */
+static int placed(const bf_plan *p, const unsigned char *needed, int v)
+{
+    const bf__value *val = &p->model->values[v];
+    if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) return 0;
+    return val->kind != BF__VAL_NODE || needed[v];
+}
+
 bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
                                  bf_error *err)
 {
@@ -334,13 +342,14 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
     for (size_t s = 0; s < p->n_steps; s++)
         if (p->fuse_to[s]) {
             int v = p->steps[s].node->out[0], u = p->steps[p->fuse_to[s]].node->out[0];
+            /* only where both get a place here: a caller's set (the golden
+             * cache's pool) may hold one of the pair and not the other */
+            if (!placed(p, needed, v) || !placed(p, needed, u)) continue;
             if (last[u] > last[v]) last[v] = last[u];
             alias[u] = v;
         }
     for (size_t v = 0; v < m->n_values; v++) {
-        const bf__value *val = &m->values[v];
-        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
-        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        if (!placed(p, needed, (int)v)) continue;
         if (alias[v] >= 0) continue;
         if (first[v] == -2) first[v] = last[v] = -1;   /* needed but made by no step: as a graph input */
         ls[n++] = (live){.v = v, .bytes = align64(bf_tensor_nbytes(&p->vals[v])), .first = first[v], .last = last[v]};
