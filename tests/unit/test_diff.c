@@ -13,6 +13,10 @@
  * and must not be about masking: whether a trial changed any output at
  * all is decided exactly (an update's verdict is checked by an exact
  * witness or an exact rerun), so masked on one side is masked on both.
+ * The BER configurations run differentially twice: as the product runs
+ * them, with trials whose many faults reach most of the pass run as full
+ * passes (some must be), and with that shortcut off (opts.no_full_pass: no
+ * trial is), so their row mode, batch re-runs and chains meet exact too.
  *
  * A run with a one-byte cache budget (nothing cached that can be recomputed)
  * must agree with the default run the same way.
