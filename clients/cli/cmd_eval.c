@@ -254,7 +254,8 @@ int cmd_eval(int argc, char **argv)
 
     progress prog = {0};
     cli_progress_start(&prog.out, "eval", o.progress, o.progress_interval);
-    bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads, .share_buffers = 1};   /* whole passes only */
+    /* whole passes only, reading nothing but the outputs */
+    bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads, .share_buffers = 1, .fuse_activations = 1};
     if (prog.out.mode != CLI_PROGRESS_NONE) {
         eo.progress = on_progress;
         eo.progress_user = &prog;
@@ -304,6 +305,7 @@ int cmd_eval(int argc, char **argv)
         json_object_set_new(root, "threads", json_integer(o.threads));
         json_object_set_new(root, "seconds", json_real(best));
         json_object_set_new(root, "samples_per_s", json_real(sps));
+        json_object_set_new(root, "fused_activations", json_integer((json_int_t)bf_evaluator_num_fused(ev)));
     } else {
         printf("model    %s\neval set %s: %lld samples, task %s\n", o.model_path, o.data_path, (long long)golden.samples, bf_task_name(task));
         if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden.accuracy);
@@ -311,6 +313,8 @@ int cmd_eval(int argc, char **argv)
         printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
                (long long)bf_evaluator_batch(ev), o.threads, o.threads == 1 ? "" : "s",
                o.repeat > 1 ? ", best of repeats" : "");
+        size_t fused = bf_evaluator_num_fused(ev);
+        if (fused) printf("fused    %zu activations (Relu, Clip) run in their Conv's epilogue\n", fused);
     }
 
     json_t *jfaults = o.json && n_flips ? json_array() : NULL;

@@ -373,21 +373,24 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 "setup %.3f s before the trials (campaign and golden pass%s %.3f s, workers' plans and checks %.3f s); "
                 "%lld trials in chain mode (%lld of them redone exactly), %lld samples through linear segments; "
                 "%lld trials run as full passes (more faults than a batch has samples, reaching nearly all of the "
-                "pass: cheaper in full)\n",
+                "pass: cheaper in full); %lld activations run in their Conv's epilogue\n",
                 mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
                 loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
                 (double)res.cache_bytes / (1024.0 * 1024.0), t_create + res.setup_seconds,
                 res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
-                (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.full_trials);
+                (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.full_trials,
+                (long long)res.fused_activations);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,
                 "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
-                "golden pass%s %.3f s (%.3f s of CPU) on %d thread%s; golden cache %.1f MiB; embedding index, exact Gemm blocks and chains "
+                "golden pass%s %.3f s (%.3f s of CPU) on %d thread%s; golden cache %.1f MiB (%.1f MiB written by the pass, "
+                "the rest computed when first read); embedding index, exact Gemm blocks and chains "
                 "%.3f s; the rest of the campaign %.3f s; workers' own plans %.3f s, golden checks %.3f s, "
                 "cache made by the run %.3f s, executors %.3f s\n",
                 o->load_seconds, res.setup.plans, res.exact ? "" : " filling the cache", res.setup.golden, res.setup.golden_cpu,
                 res.setup.golden_threads, res.setup.golden_threads == 1 ? "" : "s",
-                (double)res.cache_bytes / (1024.0 * 1024.0), res.setup.index,
+                (double)res.cache_bytes / (1024.0 * 1024.0), (double)res.cache_pass_bytes / (1024.0 * 1024.0),
+                res.setup.index,
                 fmax(0.0, t_create - res.setup.plans - res.setup.golden - res.setup.index), res.setup.worker_plans,
                 res.setup.checks, res.setup.cache, res.setup.executors);
         if (!res.exact && isfinite(res.work_fraction)) {

@@ -8,6 +8,13 @@ bf_status th_run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t 
                     const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out,
                     bf_error *err)
 {
+    return th_run_op_act(op_name, opset, attrs, n_attrs, inputs, n_in, outputs, n_out, NULL, err);
+}
+
+bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
+                        const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
+                        bf_error *err)
+{
     const bf__op *op = bf__op_find(op_name);
     if (!op) return bf_error_set(err, BF_EUNSUPPORTED, "no op %s", op_name);
     bf__node node = {0};
@@ -38,7 +45,7 @@ bf_status th_run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t 
     }
     void *scratch = calloc(1, p->scratch ? p->scratch : 1);
     bf__ctx c = {.node = &node, .params = p->params, .n_in = n_in, .n_out = n_out,
-                 .in = inputs, .out = p->out, .scratch = scratch};
+                 .in = inputs, .out = p->out, .scratch = scratch, .act = act};
     st = op->run(&c, err);
     free(scratch);
     free(p);

@@ -18,6 +18,11 @@ bf_status th_run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t 
                     const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out,
                     bf_error *err);
 void th_free(bf_tensor *outputs, int n_out);
+/* th_run_op with an activation fused into the op's epilogue (op.h, bf__act;
+ * NULL: none), as a plan runs a Conv followed by its only Relu or Clip. */
+bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
+                        const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
+                        bf_error *err);
 
 /* Tensor builders (data is copied into malloc'ed storage; free with th_tensor_free).
  * th_tensor: any dtype; data may be NULL for zeros. */

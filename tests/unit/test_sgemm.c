@@ -6,7 +6,7 @@
  * campaign relies on: a row, a column or a gathered set of rows computed
  * alone gives the bits of the whole product. bf__fma_windows (a Conv
  * channel's chain over shifted windows) against its definition. Every CPU
- * path (AVX2, AVX-512) forced in turn, with the bias epilogue and the
+ * path (the AVX2 kernel) forced, with the bias epilogue and the
  * panel-packer entry, against the reference. */
 #include <math.h>
 #include <setjmp.h>
@@ -222,7 +222,7 @@ static void pack_from_matrix(const void *ctx, int j0, int nr, int k, float *pane
 /* Each CPU path this machine has, forced, against the reference bit for
  * bit: the plain product (both layouts of B, accumulate, alpha), the bias
  * epilogue (y = s + bias[i]) and panels from a packer; row counts around
- * both kernels' blocks (6 and 12 rows), columns around 16, K past the
+ * the kernel's block of 6 rows, columns around 16, K past the
  * stack panel. */
 static void every_path_matches_reference(void **state)
 {
@@ -231,7 +231,6 @@ static void every_path_matches_reference(void **state)
     static const int ns[] = {1, 3, 15, 16, 17, 49};
     static const int ks[] = {1, 9, 147, 1100};
     int best = bf__sgemm_best();
-    if (best < BF_SGEMM_AVX512) print_message("no AVX-512 here: only the AVX2 path is forced\n");
     if (best < BF_SGEMM_AVX2) skip();
     long cases = 0;
     for (int level = BF_SGEMM_AVX2; level <= best; level++)
@@ -260,21 +259,83 @@ static void every_path_matches_reference(void **state)
                             for (int i = 0; i < m; i++)
                                 for (int j = 0; j < n; j++) y2[(int64_t)i * ldy + j] += bias[i];
                             memcpy(y1, y0, ysz * sizeof *y1);
-                            bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, y1, ldy);
+                            bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, NULL, y1, ldy);
                             if (!same_bits(y1, y2, ysz))
                                 fail_msg("level %d m %d n %d k %d: bias epilogue differs", level, m, n, k);
                             mat_pack mp = {b, ldb};
                             memcpy(y1, y0, ysz * sizeof *y1);
                             assert_int_equal(bf__sgemm_packed(level, m, n, k, a, lda, pack_from_matrix, &mp, bias,
-                                                              y1, ldy),
+                                                              NULL, y1, ldy),
                                              1);
                             if (!same_bits(y1, y2, ysz))
                                 fail_msg("level %d m %d n %d k %d: packed panels differ", level, m, n, k);
+                            /* and a fused activation after the bias: Relu, Clip, Clip with a max only */
+                            static const bf__act acts[] = {{0.0f, INFINITY}, {-0.1f, 0.2f}, {-INFINITY, 0.05f}};
+                            for (size_t q = 0; q < sizeof acts / sizeof *acts; q++) {
+                                float *y3 = malloc(ysz * sizeof *y3);
+                                assert_non_null(y3);
+                                memcpy(y3, y2, ysz * sizeof *y3);
+                                for (int i = 0; i < m; i++)
+                                    for (int j = 0; j < n; j++) {
+                                        float *e = y3 + (int64_t)i * ldy + j;
+                                        if (*e < acts[q].lo) *e = acts[q].lo;
+                                        if (*e > acts[q].hi) *e = acts[q].hi;
+                                    }
+                                memcpy(y1, y0, ysz * sizeof *y1);
+                                bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, &acts[q], y1, ldy);
+                                if (!same_bits(y1, y3, ysz))
+                                    fail_msg("level %d m %d n %d k %d act %zu: bias + activation epilogue differs",
+                                             level, m, n, k, q);
+                                memcpy(y1, y0, ysz * sizeof *y1);
+                                assert_int_equal(bf__sgemm_packed(level, m, n, k, a, lda, pack_from_matrix, &mp, bias,
+                                                                  &acts[q], y1, ldy),
+                                                 1);
+                                if (!same_bits(y1, y3, ysz))
+                                    fail_msg("level %d m %d n %d k %d act %zu: packed + activation differs", level,
+                                             m, n, k, q);
+                                free(y3);
+                            }
                         }
                         free(a), free(b), free(bias), free(y0), free(y1), free(y2);
                         cases++;
                     }
     print_message("%ld products over the forced paths, each == reference bit for bit\n", cases);
+}
+
+/* The activation epilogue on values written by hand: NaN passes (as
+ * torch.relu and torch.clamp let it), infinities clip, bounds inclusive.
+ * y = 1 * b[j] + 0, so y is b[j] exactly. */
+static void act_epilogue_by_hand(void **state)
+{
+    (void)state;
+    float b[16] = {NAN, INFINITY, -INFINITY, -1.0f, -0.0f, 0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 3e38f, -3e38f, 1e-40f,
+                   -1e-40f, 0.5f, 2.0f};
+    const float a[1] = {1.0f}, bias[1] = {0.0f};
+    const bf__act relu = {0.0f, INFINITY}, clip = {0.25f, 0.75f}, hi_only = {-INFINITY, 0.5f};
+    /* expected, per activation: NaN stays NaN; -0 + 0 is +0 before the activation */
+    const float want_relu[16] = {NAN, INFINITY, 0, 0, 0, 0, 0.25f, 0.5f, 0.75f, 1, 3e38f, 0, 1e-40f, 0, 0.5f, 2};
+    const float want_clip[16] = {NAN, 0.75f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.5f, 0.75f, 0.75f, 0.75f, 0.25f,
+                                 0.25f, 0.25f, 0.5f, 0.75f};
+    const float want_hi[16] = {NAN, 0.5f, -INFINITY, -1, 0, 0, 0.25f, 0.5f, 0.5f, 0.5f, 0.5f, -3e38f, 1e-40f, -1e-40f,
+                               0.5f, 0.5f};
+    const bf__act *acts[3] = {&relu, &clip, &hi_only};
+    const float *wants[3] = {want_relu, want_clip, want_hi};
+    int best = bf__sgemm_best();
+    for (int level = BF_SGEMM_REF; level <= best; level++)
+        for (int q = 0; q < 3; q++)
+            for (int n = 15; n <= 16; n++) {   /* a narrow panel's store, and a full one */
+                float y[16] = {0};
+                bf__sgemm_bias(level, 1, n, 1, a, 1, b, 16, bias, acts[q], y, 16);
+                for (int j = 0; j < n; j++) {
+                    if (isnan(wants[q][j])) {
+                        if (!isnan(y[j])) fail_msg("level %d act %d: element %d is %g, NaN should pass", level, q, j, y[j]);
+                        continue;
+                    }
+                    if (memcmp(&y[j], &wants[q][j], sizeof(float)) != 0)
+                        fail_msg("level %d act %d n %d: element %d (b = %g) is %g, want %g", level, q, n, j, b[j],
+                                 y[j], wants[q][j]);
+                }
+            }
 }
 
 int main(void)
@@ -286,6 +347,7 @@ int main(void)
         cmocka_unit_test(deep_panel_without_memory),
         cmocka_unit_test(windows_chain),
         cmocka_unit_test(every_path_matches_reference),
+        cmocka_unit_test(act_epilogue_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -268,7 +268,10 @@ typedef struct bf_campaign_result {
         int golden_threads;
         double worker_plans, checks, cache, executors;
     } setup;
-    size_t cache_bytes;       /* the golden-activation cache */
+    size_t cache_bytes;       /* the golden-activation cache: every value it serves, its memory once
+                               * trials have read them all (at most the budget) */
+    size_t cache_pass_bytes;  /* ... of which the golden pass wrote (the rest is computed from a
+                               * stored value when a trial first reads it, docs/ENGINE.md) */
     int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
                                * on a chain of per-sample steps, docs/ENGINE.md) */
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */
@@ -278,6 +281,11 @@ typedef struct bf_campaign_result {
                                * engine does: more faults than a batch has samples, reaching at
                                * least 80% of the pass's work (docs/ENGINE.md); 0 with
                                * bf_campaign_opts.no_full_pass */
+    /* the exact engine: activations (Relu, Clip) each pass runs in their
+     * Conv's epilogue (bf_evaluator_num_fused; a trial faulting a Conv's
+     * output runs that pair unfused); 0 for the differential engine, which
+     * runs steps alone */
+    int64_t fused_activations;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

@@ -49,6 +49,10 @@ typedef struct bf_eval_opts {
      * for evaluators that only run whole passes; the differential engine's
      * and a campaign's need every value kept, so they leave it 0. */
     int share_buffers;
+    /* 1: the plans fuse a Conv's only Relu or Clip into it
+     * (bf_plan_opts.fuse_activations): the same outputs, for evaluators
+     * that read no activation but the graph outputs. */
+    int fuse_activations;
 } bf_eval_opts;
 
 /* What bf_evaluator_create and a run of it will hold (bitflip/plan.h),
@@ -78,6 +82,10 @@ bf_task bf_evaluator_task(const bf_evaluator *ev);
 /* The batch size in use (results are bit-identical across runs and thread
  * counts for the same batch size; see plan.h). */
 int64_t bf_evaluator_batch(const bf_evaluator *ev);
+/* The Conv + activation pairs the evaluator's plans fuse (0 unless made
+ * with fuse_activations): every pass fuses them all, but for a pair whose
+ * Conv output a value fault hits (bf_plan_num_fused counts a plan's run). */
+size_t bf_evaluator_num_fused(const bf_evaluator *ev);
 
 /* One pass over the eval set with `n_flips` flips applied. The result's
  * outputs point into the evaluator and are overwritten by the next run. */

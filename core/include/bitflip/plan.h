@@ -86,6 +86,15 @@ typedef struct bf_plan_opts {
      * whole passes (bitflip eval); the differential engine recomputes steps
      * out of order and needs every value kept. */
     int share_buffers;
+    /* 1: a Conv whose output is read by one Relu or Clip alone (and is no
+     * graph output) applies that activation in its own epilogue and writes
+     * the activation's output directly: the same bits, one pass over the
+     * memory fewer. The Conv's own output is then not written (bf_plan_value
+     * of it reads whatever was there), so only for plans whose callers read
+     * no activation but the graph outputs (bitflip eval, the exact engine's
+     * trials). Decided per run: a value fault on the Conv's output
+     * (bf_plan_set_value_faults) makes it run unfused. */
+    int fuse_activations;
 } bf_plan_opts;
 
 /* bf_plan_create with options (NULL: as bf_plan_create). A refusal's message
@@ -147,6 +156,11 @@ const bf_tensor *bf_plan_value(const bf_plan *plan, int64_t value);
 size_t bf_plan_arena_bytes(const bf_plan *plan);
 /* Number of nodes executed per run, after folding. */
 size_t bf_plan_num_steps(const bf_plan *plan);
+/* Activations (Relu, Clip) the last run computed inside the Conv before
+ * them (bf_plan_opts.fuse_activations); *sites (if not NULL): how many
+ * Conv + activation pairs of the plan could be (a run fuses fewer when a
+ * value fault hits a Conv's output). */
+size_t bf_plan_num_fused(const bf_plan *plan, size_t *sites);
 
 /* The plan's writable copy of parameter `param` (copied from the model on the
  * first call; allocation happens here, never in bf_plan_run). A float32

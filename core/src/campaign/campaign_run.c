@@ -482,7 +482,11 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
         return BF_OK;
     }
     double t0 = now_s();
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel};
+    /* the exact engine reads nothing of a pass but its outputs: a Conv's
+     * activation may run in its epilogue (the differential engine runs
+     * steps alone and reads every value) */
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel,
+                       .fuse_activations = rn->opts->exact != 0};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)
@@ -757,7 +761,8 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
             acc.setup.cache = now_s() - t1;
             if (st != BF_OK) goto out;
         }
-        acc.cache_bytes = bf__dx_shared_cache_bytes(rn.dxs);
+        acc.cache_bytes = bf__gcache_served(bf__dx_shared_cache(rn.dxs));
+        acc.cache_pass_bytes = bf__dx_shared_cache_bytes(rn.dxs);
         double t2 = now_s();
         if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
         for (int i = 0; i < threads; i++) {
@@ -790,6 +795,8 @@ out:
         pthread_cond_destroy(&rn.finished);
         pthread_mutex_destroy(&rn.mu);
     }
+    if (rn.ws && rn.n_workers > 0 && rn.ws[0].ev && !rn.ws[0].dx)
+        acc.fused_activations = (int64_t)bf_evaluator_num_fused(rn.ws[0].ev);
     for (int i = 0; rn.ws && i < rn.n_workers; i++) {
         if (rn.ws[i].dx) {
             int64_t t, e, l;

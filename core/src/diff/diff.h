@@ -93,9 +93,26 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
                            int64_t samples, size_t budget, const unsigned char *must, const float *golden,
                            float *golden_out, bf__gcache **out, bf_error *err);
 void bf__gcache_free(bf__gcache *gc);
-/* Value v's golden tensor in batch b, or NULL if not cached. */
+/* Value v's golden tensor in batch b, or NULL if not cached. A derived
+ * value (the output of a Relu or Clip of a stored value) is computed into
+ * its block on the first call for that batch, by whichever thread makes it
+ * (thread-safe); the cache stores the rest in the golden pass. */
 const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);
+/* 1 when bf__gcache_block gives value v for every batch (stored or
+ * derived), without deriving anything; _stored: 1 only when the pass
+ * stored it. */
+int bf__gcache_has(const bf__gcache *gc, int64_t v);
+int bf__gcache_stored(const bf__gcache *gc, int64_t v);
+/* Every batch of value v, one after the other (deriving the ones not yet
+ * computed), or NULL if not cached. */
+const void *bf__gcache_rows(const bf__gcache *gc, int64_t v);
+/* Bytes the cache holds now: what the pass stored, and the derived blocks
+ * computed so far. */
 size_t bf__gcache_bytes(const bf__gcache *gc);
+/* Bytes of every value it serves, stored or derived: at most the budget
+ * (but for the values that must be cached), and its memory once every
+ * derived block has been read. */
+size_t bf__gcache_served(const bf__gcache *gc);
 /* Per plan step: the seconds one full batch of it took on the golden pass. */
 const double *bf__gcache_step_seconds(const bf__gcache *gc);
 int64_t bf__gcache_batches(const bf__gcache *gc);

@@ -79,11 +79,15 @@ static const float *gold_row(const bf__dx_shared *sh, int v, int64_t r, int64_t 
     return sh->chain_rows[v] + r * width;
 }
 
-static int cached_everywhere(const bf__dx_shared *sh, int v)
+static int cached_everywhere(const bf__dx_shared *sh, int v) { return bf__gcache_has(sh->gc, v); }
+
+/* Value v's golden rows for every sample, in chain_rows[v]: a value the
+ * cache derives (gcache.c) is computed for every batch now, once the
+ * chains are known to be used. */
+static int golden_rows(bf__dx_shared *sh, int v)
 {
-    for (int64_t b = 0; b < sh->n_batches; b++)
-        if (!bf__gcache_block(sh->gc, v, b)) return 0;
-    return 1;
+    if (!sh->chain_rows[v] && bf__gcache_has(sh->gc, v)) sh->chain_rows[v] = bf__gcache_rows(sh->gc, v);
+    return sh->chain_rows[v] != NULL;
 }
 
 /* A step whose output holds each sample's elements of its input in the same
@@ -248,7 +252,7 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     sh->chain_rows = bf__calloc(m->n_values + 1, sizeof *sh->chain_rows);
     if (!sh->chain_next || !sh->chain_at || !sh->chain_rows) return bf__dx_oom(err);
     for (size_t v = 0; v < m->n_values; v++)
-        if (p->val_step[v] >= 0 && cached_everywhere(sh, (int)v)) sh->chain_rows[v] = bf__gcache_block(sh->gc, (int64_t)v, 0);
+        if (p->val_step[v] >= 0 && bf__gcache_stored(sh->gc, (int64_t)v)) sh->chain_rows[v] = bf__gcache_block(sh->gc, (int64_t)v, 0);
     sh->chain_rows[sh->out_val] = sh->golden;
     for (size_t q = 0; q < m->n_params; q++) sh->chain_at[q] = -1;
     const bf_tensor *out = &p->vals[sh->out_val];
@@ -287,6 +291,13 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     }
     if (widest * sh->samples > CHAIN_MAX_FLOATS) return BF_OK;   /* no chains: buffers too large */
     sh->chain_width = widest;
+    for (size_t k = 0; k < sh->n_steps; k++) {
+        int o = p->steps[k].node->out[0];
+        if (sh->chain_next[k] != NOT_CHAIN && o != sh->out_val && !golden_rows(sh, o))
+            return bf_error_set(err, BF_EUNSUPPORTED,
+                                "the golden cache could not compute value '%s' from its stored input; "
+                                "run the campaign with --exact, and report this as a bug", m->values[o].name);
+    }
     /* a corrupted B or C of a chain Gemm, or weight or bias of a chain
      * Conv, read by nothing else, whose input can be read for every sample
      * (cached, or a float graph input) */
@@ -309,7 +320,7 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
                 bf_tensor_numel(f) / f->dims[0] != width_of(p, av))
                 continue;
             sh->chain_rows[av] = f->data;
-        } else if (!cached_everywhere(sh, av)) {
+        } else if (!golden_rows(sh, av)) {
             continue;
         }
         sh->chain_at[q] = k;

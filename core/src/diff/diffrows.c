@@ -246,10 +246,10 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
             if (bf__runtime(full, s->node->in[j])) fine = batch_axis(full, sp, s->node->in[j]) >= 0;
         for (int j = 0; j < s->n_out && fine; j++)
             fine = s->node->out[j] < 0 ||
-                   (batch_axis(full, sp, s->node->out[j]) >= 0 && bf__gcache_block(sh->gc, s->node->out[j], 0));
+                   (batch_axis(full, sp, s->node->out[j]) >= 0 && bf__gcache_has(sh->gc, s->node->out[j]));
         if (fine && bf__gemm_params(s, &g))   /* Gemm on rows: the sample on dim 0 of A and Y */
             fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0 &&
-                   !g.trans_a && bf__gcache_block(sh->gc, s->node->in[0], 0);
+                   !g.trans_a && bf__gcache_has(sh->gc, s->node->in[0]);
         if (fine && whole) {
             *ok = 1;
             continue;

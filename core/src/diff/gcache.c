@@ -6,9 +6,19 @@
  * golden value of the same batch. Keeping them all would cost the sum of
  * every activation over the eval set, so the cache holds what fits in its
  * budget and the executor recomputes the rest from the nearest cached
- * ancestor (diffexec.c): slower, never different. */
+ * ancestor (diffexec.c): slower, never different.
+ *
+ * Filling it costs more than the pass's arithmetic on a network with large
+ * activations and little work per byte (mobilenet_v2: about 0.5 s of system
+ * time per GiB first touched on this project's VM, a quarter of a pass per
+ * 512 MiB), so the pass touches no page it does not have to: the values it
+ * keeps are written straight into their slots, and the others share a
+ * small pool of places by lifetime (as a plan for whole passes does) instead
+ * of each touching its own buffer in the plan, which no trial reads (a
+ * trial recomputes into it what the cache left out). */
 #include <math.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +28,33 @@
 #include "diff/diff.h"
 #include "exec/plan_impl.h"
 
+#define DERIV_IN 3                /* Clip: the value, its min and its max */
+#define DERIV_CONST_BYTES 16      /* a bound is a scalar */
+
+/* How a derived value is computed from the stored one: its step, with
+ * the shapes, parsed parameters and constant inputs of the plans for a
+ * full batch [0] and the last, partial one [1], copied when the cache is
+ * built (the plans' values are repointed by the workers that run them). */
+typedef struct deriv {
+    const bf__node *node;
+    int n_in;
+    bf_tensor in[2][DERIV_IN], out[2];
+    alignas(16) unsigned char params[2][BF__OP_PARAMS_MAX];
+    unsigned char konst[2][DERIV_IN][DERIV_CONST_BYTES];
+    atomic_uchar *ready;      /* per batch: 1 once computed */
+} deriv;
+
 struct bf__gcache {
     int64_t samples, batch, n_batches;
     size_t n_values;
     unsigned char **blk;      /* per value: NULL, or its blocks, batch b at b * full[v] */
     size_t *full;             /* bytes of value v in a full batch */
-    size_t bytes;
+    int *src;                 /* per value: the stored value a derived one is computed from; -1: none */
+    deriv **dv;               /* per derived value: how */
+    size_t bytes;             /* stored by the golden pass */
+    size_t served;            /* stored and derived: what the budget counts */
+    atomic_size_t *derived;   /* bytes of derived blocks computed so far */
+    pthread_mutex_t *mu;      /* one derivation at a time */
     double *step_s;           /* per plan step: seconds a full batch took, averaged over the pass */
     size_t n_steps;
 };
@@ -32,10 +63,84 @@ void bf__gcache_free(bf__gcache *gc)
 {
     if (!gc) return;
     for (size_t v = 0; gc->blk && v < gc->n_values; v++) bf__free(gc->blk[v]);
+    for (size_t v = 0; gc->dv && v < gc->n_values; v++)
+        if (gc->dv[v]) {
+            bf__free((void *)gc->dv[v]->ready);
+            bf__free(gc->dv[v]);
+        }
+    if (gc->mu) pthread_mutex_destroy(gc->mu);
+    bf__free(gc->mu);
+    bf__free((void *)gc->derived);
+    bf__free(gc->dv);
+    bf__free(gc->src);
     bf__free(gc->blk);
     bf__free(gc->full);
     bf__free(gc->step_s);
     bf__free(gc);
+}
+
+/* The output of a Relu or Clip step whose input the cache stores, and
+ * whose other inputs (Clip's bounds) are small constants: the cache need
+ * not store it, only the step to compute it again, exactly, from the
+ * stored input (steps are deterministic; the pass applies no fault). Its
+ * snapshot in *d (d->ready not set); 0: not such a value. */
+static int derivable(const bf__gcache *gc, bf_plan *const plans[2], size_t v, deriv *d)
+{
+    const bf_plan *p0 = plans[0];
+    int i = p0->val_step[v];
+    if (i < 0) return 0;
+    const bf__step *s0 = &p0->steps[i];
+    const char *op = s0->node->op->name;
+    if ((strcmp(op, "Relu") != 0 && strcmp(op, "Clip") != 0) || s0->n_out != 1 || s0->n_in < 1 ||
+        s0->n_in > DERIV_IN || s0->node->out[0] != (int)v)
+        return 0;
+    int x = s0->node->in[0];
+    if (x < 0 || p0->val_step[x] < 0 || !gc->blk[x] || gc->src[x] >= 0) return 0;
+    memset(d, 0, sizeof *d);
+    d->node = s0->node;
+    d->n_in = s0->n_in;
+    for (int t = 0; t < 2; t++) {
+        const bf_plan *p = plans[t];
+        if (!p) continue;
+        int it = p->val_step[v];
+        if (it < 0 || p->steps[it].node != s0->node || p->step_hit[it]) return 0;
+        const bf__step *s = &p->steps[it];
+        d->in[t][0] = p->vals[x];
+        d->out[t] = p->vals[v];
+        memcpy(d->params[t], s->params, BF__OP_PARAMS_MAX);
+        for (int j = 1; j < s->n_in; j++) {
+            int k = s->node->in[j];
+            if (k < 0) continue;   /* omitted: a NULL input */
+            const bf_tensor *kt = &p->vals[k];
+            if (!p->known[k] || p->model->values[k].kind == BF__VAL_PARAM || !kt->data ||
+                bf_tensor_nbytes(kt) > DERIV_CONST_BYTES)
+                return 0;
+            d->in[t][j] = *kt;
+            memcpy(d->konst[t][j], kt->data, bf_tensor_nbytes(kt));
+            d->in[t][j].data = d->konst[t][j];
+        }
+    }
+    return 1;
+}
+
+/* Computes block b of derived value v; 0 on failure (none is known: Relu
+ * and Clip check nothing at run time). */
+static int derive(const bf__gcache *gc, size_t v, int64_t b)
+{
+    const deriv *d = gc->dv[v];
+    int t = b >= gc->samples / gc->batch;
+    bf_tensor in[DERIV_IN], out = d->out[t];
+    const bf_tensor *ins[DERIV_IN] = {0};
+    bf_tensor *outs[1] = {&out};
+    for (int j = 0; j < d->n_in; j++) {
+        in[j] = d->in[t][j];
+        if (j == 0 || d->node->in[j] >= 0) ins[j] = &in[j];
+    }
+    in[0].data = gc->blk[gc->src[v]] + (size_t)b * gc->full[gc->src[v]];
+    out.data = gc->blk[v] + (size_t)b * gc->full[v];
+    bf__ctx c = {.node = d->node, .params = d->params[t], .n_in = d->n_in, .n_out = 1, .in = ins, .out = outs};
+    bf_error e;
+    return d->node->op->run(&c, &e) == BF_OK;
 }
 
 typedef struct cand {
@@ -71,6 +176,7 @@ typedef struct filler {
     atomic_int *failed;
     double *step_s;           /* n_steps: this thread's sums */
     void **home[2];           /* per value: the plan's own buffer, given back at the end */
+    void *pool[2];            /* per plan: the places of the values the cache does not keep */
     int64_t bad_batch;        /* the batch that failed; -1: none */
     bf_status st;
     bf_error err;
@@ -95,7 +201,7 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
         const bf__step *s = &p->steps[i];
         for (int j = 0; j < s->n_out; j++) {
             int v = s->node->out[j];
-            if (v >= 0 && gc->blk[v]) p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
+            if (v >= 0 && gc->blk[v] && gc->src[v] < 0) p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
         }
         double t0 = timed ? now_s() : 0;
         if ((st = bf__plan_run_step(p, i, err)) != BF_OK) return st;
@@ -132,10 +238,37 @@ static void *fill_main(void *arg)
     /* the plans' values point at their own buffers again */
     for (int t = 0; t < 2; t++) {
         bf_plan *p = t ? f->rest : f->full;
-        for (size_t v = 0; p && v < gc->n_values; v++)
-            if (gc->blk[v]) p->vals[v].data = f->home[t][v];
+        for (size_t v = 0; p && v < gc->n_values; v++) p->vals[v].data = f->home[t][v];
     }
     return NULL;
+}
+
+/* The values of plan p that the pass writes and the cache does not keep
+ * (graph inputs too), each pointed at its place in one pool shared by
+ * lifetime; *pool: the pool (NULL when there are none). */
+static bf_status pool_values(const bf__gcache *gc, bf_plan *p, void **pool, bf_error *err)
+{
+    const bf_model *m = p->model;
+    size_t total = 0, *off = NULL;
+    unsigned char *keep = bf__calloc(m->n_values + 1, 1);
+    *pool = NULL;
+    if (!keep) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+    int any = 0;
+    for (size_t v = 0; v < m->n_values; v++) {
+        keep[v] = p->val_step[v] >= 0 && (!gc->blk[v] || gc->src[v] >= 0);
+        any |= keep[v];
+    }
+    bf_status st = any ? bf__plan_share_offsets(p, keep, &total, &off, err) : BF_OK;
+    if (st == BF_OK && any) {
+        /* not zeroed: every place is written before it is read, as in the plan */
+        *pool = bf__aligned_alloc(total + 64);
+        if (!*pool) st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+    }
+    for (size_t v = 0; st == BF_OK && any && v < m->n_values; v++)
+        if (keep[v] || m->values[v].kind == BF__VAL_INPUT) p->vals[v].data = (char *)*pool + off[v];
+    bf__free(off);
+    bf__free(keep);
+    return st;
 }
 
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
@@ -158,6 +291,15 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     gc->n_values = m->n_values;
     gc->blk = bf__calloc(m->n_values + 1, sizeof *gc->blk);
     gc->full = bf__calloc(m->n_values + 1, sizeof *gc->full);
+    gc->src = bf__malloc((m->n_values + 1) * sizeof *gc->src);
+    gc->dv = bf__calloc(m->n_values + 1, sizeof *gc->dv);
+    gc->derived = bf__calloc(1, sizeof *gc->derived);
+    gc->mu = bf__malloc(sizeof *gc->mu);
+    if (gc->mu && pthread_mutex_init(gc->mu, NULL) != 0) {
+        bf__free(gc->mu);
+        gc->mu = NULL;
+    }
+    for (size_t v = 0; gc->src && v < m->n_values; v++) gc->src[v] = -1;
     cs = bf__calloc(m->n_values + 1, sizeof *cs);
     gc->n_steps = full[0]->n_steps;
     gc->step_s = bf__calloc(gc->n_steps + 1, sizeof *gc->step_s);
@@ -165,7 +307,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     if (n_plans > gc->n_batches) n_plans = (int)gc->n_batches;
     if (n_plans < 1) n_plans = 1;
     fs = bf__calloc((size_t)n_plans, sizeof *fs);
-    if (!gc->blk || !gc->full || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
+    if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !gc->mu || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
     int64_t n_full = samples / gc->batch;
     const bf_plan *p0 = full[0], *r0 = rest ? rest[0] : NULL;
@@ -177,8 +319,30 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
         cs[n_c++] = (cand){.v = v, .bytes = fb * (size_t)n_full + tb, .must = must && must[v]};
     }
     qsort(cs, n_c, sizeof *cs, cand_cmp);
+    bf_plan *const p2[2] = {full[0], rest ? rest[0] : NULL};
+    deriv *d = NULL;
     for (size_t i = 0; i < n_c; i++) {
-        if (!cs[i].must && gc->bytes + cs[i].bytes > budget) continue;
+        if (!cs[i].must && gc->served + cs[i].bytes > budget) continue;
+        /* A derived value counts against the budget as a stored one does
+         * (the budget bounds what the cache serves, and its memory once
+         * every block has been read), but its blocks are computed, and
+         * their pages touched, only when a trial first reads them: often
+         * never (a value upstream of every fault but few). */
+        if (!cs[i].must && (d || (d = bf__malloc(sizeof *d)) != NULL) && derivable(gc, p2, cs[i].v, d)) {
+            unsigned char *blk = bf__malloc(cs[i].bytes + 1);
+            d->ready = bf__calloc((size_t)gc->n_batches + 1, sizeof *d->ready);
+            if (!blk || !d->ready) {
+                bf__free(blk);
+                bf__free((void *)d->ready);
+                continue;   /* no room even for the address space: recompute it */
+            }
+            gc->blk[cs[i].v] = blk;
+            gc->src[cs[i].v] = d->node->in[0];
+            gc->dv[cs[i].v] = d;
+            d = NULL;
+            gc->served += cs[i].bytes;
+            continue;
+        }
         /* Not zeroed: the pass writes every byte of every slot, and each
          * thread's first write to its slots is what faults their pages in,
          * in parallel. Transparent huge pages (madvise) were measured
@@ -191,7 +355,9 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
             continue;   /* the budget was more than the machine has: recompute this one */
         }
         gc->bytes += cs[i].bytes;
+        gc->served += cs[i].bytes;
     }
+    bf__free(d);
 
     for (int k = 0; k < n_plans; k++) {
         filler *f = &fs[k];
@@ -204,6 +370,19 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
             bf_plan *p = t ? f->rest : f->full;
             for (size_t v = 0; p && v < m->n_values; v++) f->home[t][v] = p->vals[v].data;
         }
+    }
+    for (int k = 0; k < n_plans && st == BF_OK; k++)
+        for (int t = 0; t < 2 && st == BF_OK; t++) {
+            bf_plan *p = t ? fs[k].rest : fs[k].full;
+            if (p) st = pool_values(gc, p, &fs[k].pool[t], err);
+        }
+    if (st != BF_OK) {
+        for (int k = 0; k < n_plans; k++)
+            for (int t = 0; t < 2; t++) {
+                bf_plan *p = t ? fs[k].rest : fs[k].full;
+                for (size_t v = 0; p && v < m->n_values; v++) p->vals[v].data = fs[k].home[t][v];
+            }
+        goto out;
     }
     /* the caller's thread is filler 0; a thread the system refuses leaves
      * its batches to the others */
@@ -231,6 +410,8 @@ out:
         bf__free(fs[k].step_s);
         bf__free(fs[k].home[0]);
         bf__free(fs[k].home[1]);
+        bf__free(fs[k].pool[0]);
+        bf__free(fs[k].pool[1]);
     }
     bf__free(fs);
     bf__free(cs);
@@ -240,9 +421,35 @@ out:
 
 const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b)
 {
-    return gc->blk[v] ? gc->blk[v] + (size_t)b * gc->full[v] : NULL;
+    if (!gc->blk[v]) return NULL;
+    const void *at = gc->blk[v] + (size_t)b * gc->full[v];
+    if (gc->src[v] < 0) return at;
+    atomic_uchar *ready = &gc->dv[v]->ready[b];
+    if (atomic_load_explicit(ready, memory_order_acquire)) return at;
+    int ok = 1;
+    pthread_mutex_lock(gc->mu);
+    if (!atomic_load_explicit(ready, memory_order_relaxed)) {
+        ok = derive(gc, (size_t)v, b);
+        if (ok) {
+            atomic_fetch_add(gc->derived, bf_tensor_nbytes(&gc->dv[v]->out[b >= gc->samples / gc->batch]));
+            atomic_store_explicit(ready, 1, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(gc->mu);
+    return ok ? at : NULL;
 }
 
-size_t bf__gcache_bytes(const bf__gcache *gc) { return gc->bytes; }
+int bf__gcache_has(const bf__gcache *gc, int64_t v) { return gc->blk[v] != NULL; }
+int bf__gcache_stored(const bf__gcache *gc, int64_t v) { return gc->blk[v] && gc->src[v] < 0; }
+
+const void *bf__gcache_rows(const bf__gcache *gc, int64_t v)
+{
+    for (int64_t b = 0; b < gc->n_batches; b++)
+        if (!bf__gcache_block(gc, v, b)) return NULL;
+    return gc->blk[v];
+}
+
+size_t bf__gcache_bytes(const bf__gcache *gc) { return gc->bytes + atomic_load(gc->derived); }
+size_t bf__gcache_served(const bf__gcache *gc) { return gc->served; }
 const double *bf__gcache_step_seconds(const bf__gcache *gc) { return gc->step_s; }
 int64_t bf__gcache_batches(const bf__gcache *gc) { return gc->n_batches; }

@@ -40,6 +40,7 @@ struct bf_evaluator {
     bf_plan **plans;          /* threads full-batch plans, then the remainder's */
     size_t n_plans;
     bf_plan *rest;            /* plan for the last, partial batch (or NULL) */
+    int fuse;                 /* the plans fuse Conv activations (bf_eval_opts) */
     const bf_tensor **feeds;  /* dataset tensor per graph input */
     const bf_tensor *labels;
     float *labels_f;          /* binary labels as float */
@@ -216,7 +217,8 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     if (ev->threads > n_batches) ev->threads = (int)n_batches;
     int64_t rest = ev->samples % ev->batch;
 
-    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers};
+    ev->fuse = opts && opts->fuse_activations;
+    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse};
     ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
     if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     for (int t = 0; t < ev->threads; t++) {
@@ -260,6 +262,14 @@ out:
 
 bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
 int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
+
+size_t bf_evaluator_num_fused(const bf_evaluator *ev)
+{
+    size_t sites = 0;
+    if (ev->n_plans == 0 || !ev->fuse) return 0;
+    bf_plan_num_fused(ev->plans[0], &sites);
+    return sites;
+}
 
 /* --- a pass */
 

@@ -54,6 +54,22 @@ typedef struct bf__rowsrc {
     unsigned page_shift;
 } bf__rowsrc;
 
+/* An activation run in an op's epilogue instead of as a step of its own
+ * (plan.c fuses a Conv's only reader, a Relu or a Clip, into it): each
+ * output element v becomes v < lo ? lo : v, then that > hi ? hi : it, the
+ * very expressions of Relu (lo 0, hi +inf) and Clip, so the bits are the
+ * ones the two steps give. Comparisons are false for NaN, which passes; an
+ * absent bound is -inf or +inf, which never compares true. */
+typedef struct bf__act {
+    float lo, hi;
+} bf__act;
+
+static inline float bf__act_apply(const bf__act *a, float v)
+{
+    v = v < a->lo ? a->lo : v;
+    return v > a->hi ? a->hi : v;
+}
+
 typedef struct bf__ctx {
     const bf__node *node;
     const void *params;             /* what prepare wrote */
@@ -62,6 +78,8 @@ typedef struct bf__ctx {
     bf_tensor *const *out;
     void *scratch;
     const bf__rowsrc *rows;         /* row lookups only; NULL: input 0's data as it is */
+    const bf__act *act;             /* Conv only (bf__conv_step); NULL: none. Set: output 0 is
+                                     * the activation's, the op's own is not written */
 } bf__ctx;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's

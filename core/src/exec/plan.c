@@ -102,6 +102,8 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->scratch);
     bf__free(p->val_step);
     bf__free(p->step_hit);
+    bf__free(p->fuse_to);
+    bf__free(p->fused_skip);
     bf__free(p->vf);
     bf__free(p);
 }
@@ -227,6 +229,53 @@ static int reads_phantom(const budget_ctx *bc, const bf__node *n)
     return 0;
 }
 
+/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations):
+ * step i a Conv, a later step r a float Relu or Clip reading its output,
+ * which no other input slot of any step reads and which is no graph
+ * output. Nothing else may need the Conv's own output, which a fused run
+ * never writes; value faults are the one reader that comes and goes, and
+ * bf_plan_run checks for them each run. The steps between i and r read
+ * neither the Conv's output (r alone does) nor r's (computed at r in graph
+ * order), but a Clip's bounds must be ready at step i already: constants,
+ * parameters, graph inputs or values of steps before i. */
+static bf_status find_fusions(bf_plan *p, bf_error *err)
+{
+    const bf_model *m = p->model;
+    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
+    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
+    if (!readers || !reader || !made_at) {
+        bf__free(readers), bf__free(reader), bf__free(made_at);
+        return oom(err);
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *nd = p->steps[i].node;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;   /* 0: made by no step */
+    }
+    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int v = s->n_out == 1 ? s->node->out[0] : -1;
+        if (!bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
+        int r = reader[v];
+        const bf__step *t = &p->steps[r];
+        /* a Clip's bounds may be values not computed yet: only its kind here */
+        if (r <= (int)i || t->n_in < 1 || t->node->in[0] != v || t->n_out != 1 || t->node->out[0] < 0 ||
+            !bf__act_of(t, NULL))
+            continue;
+        int ready = 1;
+        for (int j = 1; j < t->node->n_in; j++)
+            if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > (int)i) ready = 0;
+        if (!ready) continue;
+        p->fuse_to[i] = r;
+        p->n_fusable++;
+    }
+    bf__free(readers), bf__free(reader), bf__free(made_at);
+    return BF_OK;
+}
+
 /* Arena offsets for plans that only run whole passes (bf_plan_opts
  * share_buffers): a value lives from the step that computes it (graph
  * inputs: from before the first) to its last reader (graph outputs: to the
@@ -252,18 +301,19 @@ static int off_cmp(const void *a, const void *b)
     return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
 }
 
-static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
-                               bf_error *err)
+bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
+                                 bf_error *err)
 {
     const bf_model *m = p->model;
     size_t n = 0;
     int end = (int)p->n_steps;
     int *first = bf__malloc((m->n_values + 1) * sizeof *first), *last = bf__malloc((m->n_values + 1) * sizeof *last);
+    int *alias = bf__malloc((m->n_values + 1) * sizeof *alias);
     live *ls = bf__calloc(m->n_values + 1, sizeof *ls);
     live **act = bf__calloc(m->n_values + 1, sizeof *act);
     size_t *off_of = bf__calloc(m->n_values + 1, sizeof *off_of);
-    if (!first || !last || !ls || !act || !off_of) {
-        bf__free(first), bf__free(last), bf__free(ls), bf__free(act), bf__free(off_of);
+    if (!first || !last || !alias || !ls || !act || !off_of) {
+        bf__free(first), bf__free(last), bf__free(alias), bf__free(ls), bf__free(act), bf__free(off_of);
         return oom(err);
     }
     for (size_t v = 0; v < m->n_values; v++) first[v] = last[v] = -2;
@@ -276,10 +326,22 @@ static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, si
             if (nd->in[j] >= 0) last[nd->in[j]] = (int)s;
     }
     for (size_t i = 0; i < m->n_outputs; i++) last[m->output_vals[i]] = end;
+    /* A fusable pair's two values share their bytes (the activation, run
+     * apart, maps each element in place): a fused Conv then writes its
+     * activation's output where its own would go, never over its inputs,
+     * and the pair needs the memory of one value. */
+    for (size_t v = 0; v < m->n_values; v++) alias[v] = -1;
+    for (size_t s = 0; s < p->n_steps; s++)
+        if (p->fuse_to[s]) {
+            int v = p->steps[s].node->out[0], u = p->steps[p->fuse_to[s]].node->out[0];
+            if (last[u] > last[v]) last[v] = last[u];
+            alias[u] = v;
+        }
     for (size_t v = 0; v < m->n_values; v++) {
         const bf__value *val = &m->values[v];
         if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
         if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        if (alias[v] >= 0) continue;
         if (first[v] == -2) first[v] = last[v] = -1;   /* needed but made by no step: as a graph input */
         ls[n++] = (live){.v = v, .bytes = align64(bf_tensor_nbytes(&p->vals[v])), .first = first[v], .last = last[v]};
     }
@@ -302,7 +364,9 @@ static bf_status share_offsets(const bf_plan *p, const unsigned char *needed, si
         if (at + ls[k].bytes > top) top = at + ls[k].bytes;
         act[n_act++] = &ls[k];
     }
-    bf__free(first), bf__free(last), bf__free(ls), bf__free(act);
+    for (size_t v = 0; v < m->n_values; v++)
+        if (alias[v] >= 0) off_of[v] = off_of[alias[v]];
+    bf__free(first), bf__free(last), bf__free(alias), bf__free(ls), bf__free(act);
     *total = top;
     *out = off_of;
     return BF_OK;
@@ -405,8 +469,9 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
      * own place, or (bc->share) places reused once a value's last reader
      * has run. */
     size_t total = 0;
+    if (!bc->cut_short && (st = find_fusions(p, err)) != BF_OK) goto out;
     if (bc->share) {
-        if ((st = share_offsets(p, needed, &total, &off_of, err)) != BF_OK) goto out;
+        if ((st = bf__plan_share_offsets(p, needed, &total, &off_of, err)) != BF_OK) goto out;
     } else {
         for (size_t v = 0; v < m->n_values; v++) {
             const bf__value *val = &m->values[v];
@@ -557,9 +622,12 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     p->dummies = bf__calloc(n_out_slots + 1, sizeof *p->dummies);
     p->val_step = bf__malloc((model->n_values + 1) * sizeof *p->val_step);
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
+    p->fuse_to = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_to);
+    p->fused_skip = bf__calloc(model->n_nodes + 1, 1);
+    p->fuse = opts && opts->fuse_activations;
     bc.phantom = bf__calloc(model->n_values + 1, 1);
     if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
-        !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit ||
+        !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_to || !p->fused_skip ||
         !bc.phantom) {
         st = oom(err);
         goto fail;
@@ -567,7 +635,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const bf_plan
     /* the tables just allocated; build adds each step's */
     bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
                            (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
-                           (model->n_nodes + 1) * (sizeof *p->steps + 1) + (n_out_slots + 1) * sizeof *p->dummies;
+                           (model->n_nodes + 1) * (sizeof *p->steps + 2 + sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
     st = build(p, &bc, err);
     bf__free(bc.phantom);
     bc.phantom = NULL;
@@ -624,13 +692,36 @@ bf_status bf_plan_run(bf_plan *p, bf_error *err)
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
     if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
+    p->n_fused = 0;
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         bf__rowsrc rs;
+        bf__act act;
         bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                      .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+        if (p->fused_skip[i]) {
+            /* computed inside its Conv; a fault on its output still lands here */
+            p->fused_skip[i] = 0;
+            if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+            continue;
+        }
+        /* a fault on the Conv's output needs that output: the pair runs unfused */
+        int r = p->fuse ? p->fuse_to[i] : 0;
+        if (r && !p->step_hit[i] && bf__act_of(&p->steps[r], &act)) {
+            c.out = p->steps[r].out;
+            c.act = &act;
+        } else {
+            r = 0;
+        }
         bf_status st = s->node->op->run(&c, err);
-        if (st != BF_OK) return st;
+        if (st != BF_OK) {
+            memset(p->fused_skip, 0, p->n_steps);
+            return st;
+        }
+        if (r) {
+            p->fused_skip[r] = 1;
+            p->n_fused++;
+        }
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
     return BF_OK;
@@ -649,6 +740,12 @@ const bf_model *bf_plan_model(const bf_plan *p) { return p->model; }
 int64_t bf_plan_batch(const bf_plan *p) { return p->batch; }
 size_t bf_plan_arena_bytes(const bf_plan *p) { return p->arena_bytes; }
 size_t bf_plan_num_steps(const bf_plan *p) { return p->n_steps; }
+
+size_t bf_plan_num_fused(const bf_plan *p, size_t *sites)
+{
+    if (sites) *sites = p->n_fusable;
+    return p->n_fused;
+}
 
 const bf_tensor *bf_plan_value(const bf_plan *p, int64_t value)
 {

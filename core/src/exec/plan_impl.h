@@ -60,7 +60,24 @@ struct bf_plan {
     int inputs_hit;
     bf__vfault *vf;
     size_t n_vf, vf_cap;
+    /* fusion (bf_plan_opts.fuse_activations): fuse_to[i] > i when step i
+     * (a Conv) may compute that step (its output's only reader, a Relu or
+     * Clip) in its epilogue, else 0; made for every plan (a shared arena
+     * keeps the pair's buffers apart either way), used only when fuse is
+     * set. fused_skip: steps a run computed already, inside their Conv. */
+    int fuse;
+    int *fuse_to;
+    unsigned char *fused_skip;
+    size_t n_fusable, n_fused;
 };
+
+/* Offsets (*out, per value) in *total bytes for the graph inputs and the
+ * step outputs marked in `needed`, places shared by values whose lives do
+ * not overlap (plan.c explains how); free *out. The plan's own arena for
+ * share_buffers, and the golden cache's pass for the values it does not
+ * keep (diff/gcache.c). */
+bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
+                                 bf_error *err);
 
 /* The row length of `value` if a value fault may hit it in this plan: run
  * time, float32, dim 0 the batch. Otherwise an error saying why. */

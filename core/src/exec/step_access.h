@@ -62,6 +62,8 @@ int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, f
  * Conv. */
 int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x, const float *w, const float *bias,
                      float *y, void *scratch);
+/* linalg_spatial.c: 1 if the step is a Conv, whose run applies c->act. */
+int bf__conv_step(const bf__step *s);
 /* linalg_spatial.c, for diffchain.c; each returns 0 if the step is not of
  * its kind. A Conv's input and output channels and positions per plane. */
 int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
@@ -82,6 +84,10 @@ int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);
  * whose every output element depends on its own input element only. */
 int bf__unary_f32(const bf__step *s);
 int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
+/* elementwise.c: 1 if the step is a float32 Relu or Clip, with *act (if
+ * not NULL: the bounds are read, so they must be computed) its bounds as
+ * its inputs hold them now (op.h, bf__act); 0 otherwise. */
+int bf__act_of(const bf__step *s, bf__act *act);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 /* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,

@@ -416,6 +416,24 @@ static bf_status clip_run(const bf__ctx *c, bf_error *err)
     return BF_OK;
 }
 
+/* The bounds clip_run would use now, for a Conv that runs a Relu or Clip
+ * in its epilogue (plan.c): Relu is x < 0 ? 0 : x, the lower bound alone;
+ * an absent bound is an infinity, which no comparison passes. */
+int bf__act_of(const bf__step *s, bf__act *act)
+{
+    if (bf__unary_relu(s)) {
+        if (act) *act = (bf__act){0.0f, INFINITY};
+        return 1;
+    }
+    if (s->node->op->run != clip_run || ((const clip_params *)s->params)->dtype != BF_F32) return 0;
+    if (!act) return 1;
+    const clip_params *q = s->params;
+    int in_lo = s->n_in > 1 && s->in[1], in_hi = s->n_in > 2 && s->in[2];
+    act->lo = in_lo ? *(const float *)s->in[1]->data : q->has_lo ? q->lo : -INFINITY;
+    act->hi = in_hi ? *(const float *)s->in[2]->data : q->has_hi ? q->hi : INFINITY;
+    return 1;
+}
+
 /* ---- Cast -------------------------------------------------------------- */
 
 /* The engine computes in fp32 and has no float64 or float16 tensors. Cast to

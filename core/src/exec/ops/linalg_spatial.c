@@ -169,10 +169,25 @@ typedef struct conv_params {
     int64_t isp, osp, ksp, kc;          /* input, output, kernel positions; kc = cg * ksp */
     int64_t nb;                         /* im2col: images per sgemm */
     size_t off_cols, off_tmp;           /* im2col: scratch offsets (floats) past the weights */
+    size_t scratch_floats;              /* im2col: the scratch prepare asked for, in floats */
     int has_bias, path;
     int simd;                           /* bf__sgemm path (BF_SGEMM_*), fixed when the plan is built */
 } conv_params;
 static_assert(sizeof(conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
+
+/* A stride-1, undilated 2-D Conv whose outputs span its zero-padded
+ * planes: conv_packed multiplies panels gathered from those planes. */
+static int padded_ok(const window *w)
+{
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2];
+    return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[1] == 1 && w->s[2] == 1 && w->d[1] == 1 &&
+           w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1;
+}
+
+static int64_t padded_plane(const window *w)
+{
+    return (w->in[1] + w->pb[1] + w->pe[1]) * (w->in[2] + w->pb[2] + w->pe[2]);
+}
 
 bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
 {
@@ -239,7 +254,28 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
                                   floats * sizeof(float));
         cp->off_cols = ((size_t)(cp->m * cp->kc) + 15) & ~(size_t)15;
         cp->off_tmp = cp->off_cols + (((size_t)(cp->kc * cp->osp * cp->nb) + 15) & ~(size_t)15);
-        p->scratch = (cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb)) * sizeof(float);
+        cp->scratch_floats = cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb);
+        /* One image per product on the AVX2 kernel (conv_packed): no
+         * product buffer, and for a stride-1 2-D Conv no column matrix
+         * either, only the padded planes (a 3x3 layer of resnet18's layer1:
+         * 1.0 MB with the weights instead of 8.2 MB, each page of which a
+         * plan's first run touches).
+         * A panel deeper than the kernel's stack one may find no memory,
+         * and then the column matrix is needed after all: kept there. */
+        if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && cp->kc <= BF_SGEMM_KSTACK) {
+            size_t need;
+            if (padded_ok(w)) {
+                size_t planes = (size_t)(cp->cg * padded_plane(w));
+                size_t packed = ((planes + 15) & ~(size_t)15) + (size_t)cp->mg + 16;
+                /* and one channel alone (conv_channel_windows, the differential engine's) */
+                size_t windows = planes + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
+                need = cp->off_cols + (packed > windows ? packed : windows);
+            } else {
+                need = cp->off_tmp + (size_t)cp->mg;   /* one image's columns, then the bias of zeros */
+            }
+            if (need < cp->scratch_floats) cp->scratch_floats = need;
+        }
+        p->scratch = cp->scratch_floats * sizeof(float);
     }
     int64_t dims[5] = {cp->n, m};
     for (int i = 0; i < w->rank; i++) dims[2 + i] = w->out[3 - w->rank + i];
@@ -373,11 +409,19 @@ static void reorder_weights(const conv_params *cp, const float *restrict wt, flo
     }
 }
 
+/* A fused activation (op.h) over n outputs just written, while they are in
+ * cache: for the paths whose last pass is not the product's epilogue. */
+static void act_pass(const bf__act *act, float *y, int64_t n)
+{
+    if (!act) return;
+    for (int64_t i = 0; i < n; i++) y[i] = bf__act_apply(act, y[i]);
+}
+
 /* Im2col for nb images at a time, one sgemm per group, then bias added last
  * (as oneDNN does) while scattering into NCHW. ch >= 0: output channel ch
  * only, its row of the product alone (bf__sgemm gives it the same bits). */
 static void conv_im2col(const conv_params *cp, const float *x, const float *wt, const float *bias,
-                        float *y, void *scratch, int64_t ch)
+                        const bf__act *act, float *y, void *scratch, int64_t ch)
 {
     float *wr = scratch, *cols = wr + cp->off_cols, *tmp = wr + cp->off_tmp;
     int kc = (int)cp->kc;
@@ -397,6 +441,7 @@ static void conv_im2col(const conv_params *cp, const float *x, const float *wt, 
                     const float *restrict src = tmp + (j - j0) * ld + i * cp->osp;
                     float *restrict dst = y + ((n0 + i) * cp->m + g * cp->mg + j) * cp->osp;
                     for (int64_t o = 0; o < cp->osp; o++) dst[o] = src[o] + bv;
+                    act_pass(act, dst, cp->osp);
                 }
             }
         }
@@ -477,16 +522,14 @@ __attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int
  * +0). Panels from the padded planes where the shape allows, from the
  * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
  * caller then runs conv_im2col, which gives the same bits. */
-static int conv_packed(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
-                       void *scratch, int64_t ch)
+static int conv_packed(const conv_params *cp, const float *x, const float *wt, const float *bias,
+                       const bf__act *act, float *y, void *scratch, int64_t ch)
 {
     const window *w = &cp->w;
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
-    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
-    size_t room = cp->off_tmp - cp->off_cols + (size_t)(cp->mg * cp->osp);
-    int padded = w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[1] == 1 && w->s[2] == 1 &&
-                 w->d[1] == 1 && w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1 &&
-                 (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
+    int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = padded_plane(w);
+    size_t room = cp->scratch_floats - cp->off_cols;
+    int padded = padded_ok(w) && (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
 #if !(defined(__x86_64__) && defined(__GNUC__))
     padded = 0;
 #endif
@@ -505,7 +548,7 @@ static int conv_packed(const conv_params *cp, const float *x, const float *wt, c
             float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
             if (!padded) {
                 im2col(cp, xg, buf, 0, osp);
-                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, yg, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, act, yg, osp);
                 continue;
             }
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -515,7 +558,7 @@ static int conv_packed(const conv_params *cp, const float *x, const float *wt, c
                     memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
                            sizeof(float) * (size_t)w->in[2]);
             conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2]};
-            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, yg, osp)) return 0;
+            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, act, yg, osp)) return 0;
 #endif
         }
     return 1;
@@ -780,8 +823,8 @@ static void depthwise_channel(const window *w, const dw_cols *dc, const float *r
 
 /* Output channels [j0, j0 + nj) of each group of the direct and 1x1 paths
  * (every channel: j0 = 0, nj = mg; one: its group only). */
-static void conv_direct(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
-                        int64_t ch)
+static void conv_direct(const conv_params *cp, const float *x, const float *wt, const float *bias,
+                        const bf__act *act, float *y, int64_t ch)
 {
     int osp = (int)cp->osp, kc = (int)cp->kc;
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
@@ -796,6 +839,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
             if (cp->path == CONV_DEPTHWISE && dw2d_ok(&cp->w)) {
                 for (int64_t j = 0; j < nj; j++)
                     dw2d(&cp->w, &dc, xg, wg + j * cp->kc, bias ? bias[g * cp->mg + j0 + j] : 0.0f, yg + j * cp->osp);
+                act_pass(act, yg, nj * cp->osp);
                 continue;
             }
             if (cp->path == CONV_DEPTHWISE) {
@@ -805,6 +849,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
                     for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] = bv;
                 }
                 depthwise_channel(&cp->w, &dc, xg, wg, yg);
+                act_pass(act, yg, nj * cp->osp);
                 continue;
             }
             /* 1x1: X is already the column matrix. Bias after the product,
@@ -812,7 +857,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
              * same y = s + bias, without another pass over y). */
             if (nj == 0) continue;
             if (kc > 0 && bias) {
-                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, yg, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, act, yg, osp);
                 continue;
             }
             if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));
@@ -822,6 +867,7 @@ static void conv_direct(const conv_params *cp, const float *x, const float *wt, 
                     float bv = bias[g * cp->mg + j0 + j];
                     for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] += bv;
                 }
+            act_pass(act, yg, nj * cp->osp);
         }
 }
 
@@ -842,7 +888,7 @@ static int conv_channel_windows(const conv_params *cp, const float *x, const flo
     int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
     if (w->out[1] != hp - w->k[1] + 1 || w->out[2] != wp - w->k[2] + 1) return 0;
     size_t need = cp->off_cols + (size_t)(cp->cg * plane) + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
-    if (need > cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb)) return 0;
+    if (need > cp->scratch_floats) return 0;
     float *wr = scratch, *xp = wr + cp->off_cols, *acc = xp + cp->cg * plane;
     int64_t *off = (int64_t *)(acc + cp->osp + (((uintptr_t)(acc + cp->osp) & 7) ? 1 : 0));
     int64_t g = ch / cp->mg;
@@ -875,31 +921,36 @@ static int conv_channel_windows(const conv_params *cp, const float *x, const flo
     return 1;
 }
 
-static void conv_channels(const conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
-                          void *scratch, int64_t ch)
+/* act: a fused activation (whole steps only, ch < 0). */
+static void conv_channels(const conv_params *cp, const float *x, const float *wt, const float *bias,
+                          const bf__act *act, float *y, void *scratch, int64_t ch)
 {
     if (cp->osp == 0 || cp->mg == 0) return;
     if (cp->path != CONV_IM2COL) {
-        conv_direct(cp, x, wt, bias, y, ch);
+        conv_direct(cp, x, wt, bias, act, y, ch);
         return;
     }
     if (cp->kc == 0) {
         for (int64_t i = 0; i < cp->n * cp->m; i++)
-            if (ch < 0 || i % cp->m == ch)
+            if (ch < 0 || i % cp->m == ch) {
                 for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
+                act_pass(act, y + i * cp->osp, cp->osp);
+            }
         return;
     }
     if (ch >= 0 && conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return;
-    if (conv_packed(cp, x, wt, bias, y, scratch, ch)) return;
-    conv_im2col(cp, x, wt, bias, y, scratch, ch);
+    if (conv_packed(cp, x, wt, bias, act, y, scratch, ch)) return;
+    conv_im2col(cp, x, wt, bias, act, y, scratch, ch);
 }
+
+int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
 
 bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const conv_params *cp = c->params;
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->out[0]->data,
-                  c->scratch, -1);
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->act,
+                  c->out[0]->data, c->scratch, -1);
     return BF_OK;
 }
 
@@ -910,7 +961,7 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     const conv_params *cp = st->params;
     int64_t ch = slot == 2 ? index : cp->kc ? index / cp->kc : -1;
     if (ch < 0 || ch >= cp->m) return 0;
-    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, y, scratch, ch);
+    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, NULL, y, scratch, ch);
     return 1;
 }
 
@@ -957,7 +1008,7 @@ int bf__conv_channel_n(const bf__step *st, int64_t oc, int64_t n, const float *x
     conv_params cp = *(const conv_params *)st->params;
     if (n > cp.n) return 0;   /* the scratch is the step's */
     cp.n = n;
-    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, y, scratch, oc);
+    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, NULL, y, scratch, oc);
     return 1;
 }
 

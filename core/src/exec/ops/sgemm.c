@@ -12,9 +12,12 @@
  * The panel may also come from the caller's packer (bf__sgemm_packed: a
  * Conv gathers its panels from padded input planes instead of writing a
  * column matrix), and the block's store may add a bias per row
- * (bf__sgemm_bias), the same y = s + bias the caller's own pass computed.
- * An AVX-512 kernel (12 rows of one 16-lane register each) runs the same
- * chains on request; on Zen 4 it is no faster than the AVX2 one.
+ * (bf__sgemm_bias), the same y = s + bias the caller's own pass computed,
+ * and then apply an activation fused into the Conv (op.h, bf__act).
+ * There is no AVX-512 kernel: one of 12 rows x one 16-lane register ran the
+ * same chains but measured 2-7% slower than this AVX2 one on resnet18's
+ * conv shapes on Zen 4 (make bench-peak; a 16-lane fma is two 8-lane
+ * halves there), and was removed.
  *
  * bf__fma_windows is the same chain for a product whose B rows are
  * windows of one buffer (a Conv channel's taps over padded planes). */
@@ -29,9 +32,8 @@
 #include "transpose8.h"
 
 #define MR 6
-#define MR512 12  /* rows per block of the AVX-512 kernel: 12 sums + B in 32 registers */
 #define NR 16
-#define KSTACK 1024 /* a panel up to this deep lives on the stack (64 KiB) */
+#define KSTACK BF_SGEMM_KSTACK /* a panel up to this deep lives on the stack (64 KiB) */
 #define KDIRECT 256   /* a plain B up to this deep ... */
 #define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
 
@@ -82,7 +84,8 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
  * nothing. */
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
                                                              const float *panel, int64_t ps, int masked, float alpha,
-                                                             int accumulate, const float *bias, float *y, int ldy)
+                                                             int accumulate, const float *bias, const bf__act *act,
+                                                             float *y, int ldy)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
     const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
@@ -101,6 +104,10 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
         }
     }
     __m256 al = _mm256_set1_ps(alpha);
+    /* max(lo, v) is lo > v ? lo : v, min(hi, v) is hi < v ? hi : v (the
+     * instructions return their second operand unless the comparison
+     * holds): bf__act_apply's expressions, NaN and -0 included */
+    __m256 lo = _mm256_set1_ps(act ? act->lo : 0.0f), hi = _mm256_set1_ps(act ? act->hi : 0.0f);
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
         float *yr = y + (int64_t)i * ldy;
         __m256 v0 = s[i][0], v1 = s[i][1];
@@ -116,6 +123,10 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             v0 = _mm256_add_ps(v0, bv);
             v1 = _mm256_add_ps(v1, bv);
         }
+        if (act) {
+            v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+            v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+        }
         if (nr == NR) {
             _mm256_storeu_ps(yr, v0);
             _mm256_storeu_ps(yr + 8, v1);
@@ -128,40 +139,6 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             else
                 for (int j = 0; j < nr; j++) yr[j] = t[j];
         }
-    }
-}
-
-#define AVX512 __attribute__((target("avx2,fma,avx512f")))
-
-/* block with 16-lane registers, one per row of the block and up to MR512
- * rows: the same chains (one fma per element per p, in order), half the
- * instructions of two 8-lane registers per row and twice the rows per pass
- * over the panel. Lanes past nr are masked on load and store, so the
- * in-place narrow B of `block` needs no separate case. Not the default:
- * on Zen 4, where a 16-lane fma is two 8-lane halves, it measured 2-4%
- * slower than the AVX2 kernel on resnet18's conv shapes (make bench-peak),
- * so it runs only when asked for (BITFLIP_SIMD=avx512, bf__sgemm_level). */
-AVX512 static inline __attribute__((always_inline)) void block512(int mr, int nr, int k, const float *a, int64_t lda,
-                                                                  const float *panel, int64_t ps, float alpha,
-                                                                  int accumulate, const float *bias, float *y, int ldy)
-{
-    const __mmask16 mk = (__mmask16)((1u << nr) - 1u);
-    __m512 s[MR512];
-    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) s[i] = _mm512_setzero_ps();
-    const float *ar[MR512];
-    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
-    const float *bp = panel;
-    for (int p = 0; p < k; p++, bp += ps) {
-        __m512 b0 = nr == NR ? _mm512_loadu_ps(bp) : _mm512_maskz_loadu_ps(mk, bp);
-        _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++)
-            s[i] = _mm512_fmadd_ps(_mm512_set1_ps(ar[i][p]), b0, s[i]);
-    }
-    __m512 al = _mm512_set1_ps(alpha);
-    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
-        float *yr = y + (int64_t)i * ldy;
-        __m512 v = accumulate ? _mm512_fmadd_ps(al, s[i], _mm512_maskz_loadu_ps(mk, yr)) : _mm512_mul_ps(al, s[i]);
-        if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
-        _mm512_mask_storeu_ps(yr, mk, v);
     }
 }
 
@@ -200,13 +177,10 @@ AVX2 static void column_avx2(int m, int k, float alpha, const float *a, int lda,
 }
 
 /* The rows of A over one panel of op(B), block by block: y, bias and the
- * panel at column j0 already. One function per kernel, so the driver below
- * (built for AVX2) calls the AVX-512 code only through a pointer. */
-typedef void (*rows_fn)(int m, int nr, int k, const float *a, int lda, const float *pan, int64_t ps, int masked,
-                        float alpha, int accumulate, const float *bias, float *y, int ldy);
+ * panel at column j0 already. */
 
 AVX2 static void rows_avx2(int m, int nr, int k, const float *a, int lda, const float *pan, int64_t ps, int masked,
-                           float alpha, int accumulate, const float *bias, float *y, int ldy)
+                           float alpha, int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
 {
     for (int i0 = 0; i0 < m; i0 += MR) {
         int mr = m - i0 < MR ? m - i0 : MR;
@@ -215,31 +189,10 @@ AVX2 static void rows_avx2(int m, int nr, int k, const float *a, int lda, const 
         switch (mr) {
 #define ROWS(r)                                                                                  \
     case r:                                                                                      \
-        if (masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, yb, ldy);        \
-        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, yb, ldy);               \
+        if (masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, yb, ldy);   \
+        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, yb, ldy);          \
         break;
             ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
-#undef ROWS
-        default: break;
-        }
-    }
-}
-
-AVX512 static void rows_avx512(int m, int nr, int k, const float *a, int lda, const float *pan, int64_t ps,
-                               int masked, float alpha, int accumulate, const float *bias, float *y, int ldy)
-{
-    (void)masked;   /* block512 masks every narrow panel */
-    for (int i0 = 0; i0 < m; i0 += MR512) {
-        int mr = m - i0 < MR512 ? m - i0 : MR512;
-        const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
-        float *yb = y + (int64_t)i0 * ldy;
-        switch (mr) {
-#define ROWS(r)                                                                                  \
-    case r:                                                                                      \
-        if (nr == NR) block512(r, NR, k, ab, lda, pan, ps, alpha, accumulate, bb, yb, ldy);      \
-        else block512(r, nr, k, ab, lda, pan, ps, alpha, accumulate, bb, yb, ldy);               \
-        break;
-            ROWS(12) ROWS(11) ROWS(10) ROWS(9) ROWS(8) ROWS(7) ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
         default: break;
         }
@@ -249,11 +202,11 @@ AVX512 static void rows_avx512(int m, int nr, int k, const float *a, int lda, co
 /* Panel by panel of 16 columns: op(B)'s columns packed k-major (from a
  * transposed B, a plain one, or the caller's packer), or a plain B's own
  * rows in place where packing would cost more than it saves. */
-AVX2 static void sgemm_panels(int level, const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
-                              int lda, int accumulate, const float *bias, float *y, int ldy, float *panel)
+AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
+                              int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
+                              float *panel)
 {
-    rows_fn rows = level >= BF_SGEMM_AVX512 ? rows_avx512 : rows_avx2;
-    int mrmax = level >= BF_SGEMM_AVX512 ? MR512 : MR;
+    int mrmax = MR;
     const float *b = src->b;
     int ldb = src->ldb;
     for (int j0 = 0; j0 < n; j0 += NR) {
@@ -298,7 +251,7 @@ AVX2 static void sgemm_panels(int level, const bf__gemm_b *src, int m, int n, in
                 for (int j = nr; j < NR; j++) row[j] = 0.0f;
             }
         }
-        rows(m, nr, k, a, lda, pan, ps, masked, alpha, accumulate, bias, y + j0, ldy);
+        rows_avx2(m, nr, k, a, lda, pan, ps, masked, alpha, accumulate, bias, act, y + j0, ldy);
     }
 }
 #endif
@@ -368,11 +321,7 @@ int bf__sgemm_simd(void)
 
 int bf__sgemm_best(void)
 {
-    if (!bf__sgemm_simd()) return BF_SGEMM_REF;
-#ifdef HAVE_AVX2_PATH
-    if (__builtin_cpu_supports("avx512f")) return BF_SGEMM_AVX512;
-#endif
-    return BF_SGEMM_AVX2;
+    return bf__sgemm_simd() ? BF_SGEMM_AVX2 : BF_SGEMM_REF;
 }
 
 int bf__sgemm_chosen(void)
@@ -381,7 +330,6 @@ int bf__sgemm_chosen(void)
     const char *want = getenv("BITFLIP_SIMD");
     int level = BF_SGEMM_AVX2;
     if (want && strcmp(want, "ref") == 0) level = BF_SGEMM_REF;
-    else if (want && strcmp(want, "avx512") == 0) level = BF_SGEMM_AVX512;
     return level < best ? level : best;
 }
 
@@ -390,26 +338,26 @@ int bf__sgemm_chosen(void)
  * or no memory for a panel deeper than the stack one: the caller then
  * computes the same bits another way. */
 static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
-                    int lda, int accumulate, const float *bias, float *y, int ldy)
+                    int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
 {
     if (m <= 0 || n <= 0) return 1;
     int best = bf__sgemm_best();
     if (level > best) level = best;
 #ifdef HAVE_AVX2_PATH
     if (trans_a || level < BF_SGEMM_AVX2) return 0;
-    if (n == 1 && !src->pack && !bias) {
+    if (n == 1 && !src->pack && !bias && !act) {
         column_avx2(m, k, alpha, a, lda, src->b, src->trans ? 1 : src->ldb, accumulate, y, ldy);
         return 1;
     }
     _Alignas(64) float stack[NR * KSTACK];
     float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR);
     if (!panel) return 0;
-    sgemm_panels(level, src, m, n, k, alpha, a, lda, accumulate, bias, y, ldy, panel);
+    sgemm_panels(src, m, n, k, alpha, a, lda, accumulate, bias, act, y, ldy, panel);
     if (panel != stack) bf__free(panel);
     return 1;
 #else
-    (void)trans_a, (void)src, (void)k, (void)alpha, (void)a, (void)lda, (void)accumulate, (void)bias, (void)y,
-        (void)ldy;
+    (void)trans_a, (void)src, (void)k, (void)alpha, (void)a, (void)lda, (void)accumulate, (void)bias, (void)act,
+        (void)y, (void)ldy;
     return 0;
 #endif
 }
@@ -418,7 +366,7 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
                      const float *b, int ldb, int accumulate, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
-    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, y, ldy))
+    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy))
         bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
 }
 
@@ -429,20 +377,22 @@ void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const
 }
 
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                    const float *bias, float *y, int ldy)
+                    const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb};
-    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, y, ldy)) return;
+    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy)) return;
     bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
     for (int i = 0; i < m; i++) {
         float *yr = y + (int64_t)i * ldy;
         for (int j = 0; j < n; j++) yr[j] = yr[j] + bias[i];
+        if (act)
+            for (int j = 0; j < n; j++) yr[j] = bf__act_apply(act, yr[j]);
     }
 }
 
 int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
-                     const float *bias, float *y, int ldy)
+                     const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.pack = pack, .ctx = ctx};
-    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, y, ldy);
+    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy);
 }

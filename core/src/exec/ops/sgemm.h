@@ -19,16 +19,16 @@
  * results then stay close to PyTorch's.
  *
  * bf__sgemm_ref computes exactly that with scalar fmaf; bf__sgemm is the
- * same with AVX2 when the CPU has it, and the reference otherwise. An
- * AVX-512 kernel computes the same chains too, run only on request (it was
- * no faster on Zen 4). The CPU paths differ in speed only; tests force
- * each one with bf__sgemm_level, and the Conv op takes the one
- * bf__sgemm_chosen names, which the environment variable BITFLIP_SIMD
- * (ref, avx2, avx512) sets. */
+ * same with AVX2 when the CPU has it, and the reference otherwise. The
+ * CPU paths differ in speed only; tests force each one with
+ * bf__sgemm_level, and the Conv op takes the one bf__sgemm_chosen names,
+ * which the environment variable BITFLIP_SIMD (ref, avx2) sets. */
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
 #include <stdint.h>
+
+#include "exec/op.h"
 
 /* Y (m x n, row stride ldy) = alpha * op(A) op(B) (+ Y if accumulate),
  * row-major. op(A) is m x k: A is m x k (lda) or, transposed, k x m. op(B)
@@ -47,13 +47,13 @@ void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, 
 /* 1 when bf__sgemm runs the AVX2 kernel (or better) on this CPU. */
 int bf__sgemm_simd(void);
 
-/* CPU paths, in order: the scalar reference, 8-lane and 16-lane kernels. */
-enum { BF_SGEMM_REF, BF_SGEMM_AVX2, BF_SGEMM_AVX512 };
+/* CPU paths, in order: the scalar reference and the 8-lane kernel. */
+enum { BF_SGEMM_REF, BF_SGEMM_AVX2 };
 /* The highest path this CPU runs. */
 int bf__sgemm_best(void);
-/* AVX2 where the CPU has it, or BITFLIP_SIMD's path if that is "ref" or
- * "avx512" (for tests and for timing one path against another; any other
- * value is ignored), never above bf__sgemm_best. Reads the environment:
+/* AVX2 where the CPU has it, or the reference if BITFLIP_SIMD is "ref"
+ * (for tests and for timing one path against another; any other value is
+ * ignored), never above bf__sgemm_best. Reads the environment:
  * call it when a plan is built, not per product. */
 int bf__sgemm_chosen(void);
 /* bf__sgemm through `level`'s kernel, or the best this CPU has below it. */
@@ -75,15 +75,19 @@ typedef struct bf__gemm_b {
 } bf__gemm_b;
 
 /* Y = A B with bias[i] added to row i while the block is in registers:
- * y = (1 * s) + bias[i], the bits of the product followed by the addition.
+ * y = (1 * s) + bias[i], the bits of the product followed by the addition,
+ * then, if act is set, the activation (op.h, bf__act_apply) on that.
  * B plain (k x n, ldb). */
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                    const float *bias, float *y, int ldy);
+                    const float *bias, const bf__act *act, float *y, int ldy);
 /* Y = A op(B) + bias as bf__sgemm_bias, op(B)'s panels from `pack` (bias
- * may be NULL: nothing added). 0, with y untouched, when this CPU has no
+ * may be NULL: nothing added; act NULL: no activation). 0, with y untouched, when this CPU has no
  * kernel or a panel deeper than 1024 found no memory: the caller computes
  * the product another way (the bits are the same). */
 int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf__pack_fn pack, const void *ctx,
-                     const float *bias, float *y, int ldy);
+                     const float *bias, const bf__act *act, float *y, int ldy);
+/* The deepest panel kept on the stack: up to this k, bf__sgemm_packed
+ * allocates nothing and so fails only where the CPU has no AVX2. */
+#define BF_SGEMM_KSTACK 1024
 
 #endif

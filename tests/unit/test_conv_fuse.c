@@ -1,0 +1,196 @@
+/* A plan that fuses a Conv's only Relu or Clip into the Conv's epilogue
+ * (bf_plan_opts.fuse_activations, core/src/exec/plan.c) gives the outputs
+ * and every other activation of a plan that does not, bit for bit, and
+ * fuses exactly the pairs it may:
+ *
+ *   - tests/fixtures/fuse/conv_fuse.onnx (tests/fixtures/make_conv_fuse.py):
+ *     four pairs over the Conv paths (padded-plane product + Relu, 1x1 +
+ *     Clip(0, 6), depthwise + Clip(min), stride 2 column matrix without a
+ *     bias + Clip(max)), a fifth whose Clip bound is computed at run time
+ *     (before the Conv), and two Convs whose output has to exist: read by a
+ *     Relu and an Add, and a graph output. The fused Convs' own outputs are
+ *     never written (they keep the zeros the arena started with), the other
+ *     two are.
+ *   - a value fault on a Conv's output makes that pair run unfused (the
+ *     fault is seen, the outputs are the unfused plan's under the same
+ *     fault); one on the activation's output leaves it fused.
+ *   - a shared arena (bitflip eval's plans) with fusion, where a pair's two
+ *     values share their bytes: the same outputs, fused and (under a fault
+ *     on the Conv's output) unfused.
+ *   - real exports (resnet_basic, mobilenet_v2, mnasnet): as many pairs
+ *     fused as the graphs have Conv -> Relu/Clip edges with no other reader
+ *     (counted from the ONNX files with onnx: 4, 13 and 35), same outputs.
+ *
+ * The Conv paths themselves against a plain reference with each activation:
+ * test_conv_exact.c. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/fault.h"
+#include "bitflip/model.h"
+#include "bitflip/plan.h"
+#include "model/graph.h"
+
+#define BATCH 3
+
+static bf_model *load(const char *path)
+{
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_file(path, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    return m;
+}
+
+/* The same pseudo-random inputs in [-2, 2) for every plan, before every
+ * run: a shared arena may reuse an input's bytes once its last reader ran. */
+static void fill(const bf_model *m, bf_plan *p)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < bf_model_num_inputs(m); i++) {
+        bf_tensor *t = bf_plan_input(p, i);
+        assert_int_equal(t->dtype, BF_F32);
+        float *x = t->data;
+        for (int64_t k = 0; k < bf_tensor_numel(t); k++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            x[k] = (float)((double)(s >> 11) * 0x1p-53 * 4.0 - 2.0);
+        }
+    }
+}
+
+static bf_plan *plan(const bf_model *m, int fuse, int share)
+{
+    bf_plan_opts o = {.fuse_activations = fuse, .share_buffers = share};
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create_opts(m, BATCH, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    return p;
+}
+
+static void run(bf_plan *p)
+{
+    bf_error err = {0};
+    fill(bf_plan_model(p), p);
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+static int same(const bf_plan *a, const bf_plan *b, int64_t v)
+{
+    const bf_tensor *x = bf_plan_value(a, v), *y = bf_plan_value(b, v);
+    return bf_tensor_nbytes(x) == bf_tensor_nbytes(y) && memcmp(x->data, y->data, bf_tensor_nbytes(x)) == 0;
+}
+
+static void same_outputs(const bf_model *m, const bf_plan *a, const bf_plan *b, const char *what)
+{
+    for (size_t i = 0; i < bf_model_num_outputs(m); i++) {
+        const bf_tensor *x = bf_plan_output(a, i), *y = bf_plan_output(b, i);
+        assert_int_equal(bf_tensor_nbytes(x), bf_tensor_nbytes(y));
+        if (memcmp(x->data, y->data, bf_tensor_nbytes(x)) != 0) fail_msg("%s: output %zu differs", what, i);
+    }
+}
+
+static int64_t value(const bf_model *m, const char *name)
+{
+    int64_t v = bf_model_find_value(m, name);
+    if (v < 0) fail_msg("no value '%s'", name);
+    return v;
+}
+
+static void fixture_pairs(void **state)
+{
+    (void)state;
+    bf_model *m = load(BF_FIXTURES "/fuse/conv_fuse.onnx");
+    bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
+    run(a), run(b), run(c);
+    size_t sites = 0;
+    assert_int_equal(bf_plan_num_fused(a, &sites), 0);   /* not asked */
+    assert_int_equal(sites, 5);
+    assert_int_equal(bf_plan_num_fused(b, &sites), 5);
+    assert_int_equal(sites, 5);
+    assert_int_equal(bf_plan_num_fused(c, NULL), 5);
+    same_outputs(m, a, b, "fused");
+    same_outputs(m, a, c, "fused, shared arena");
+
+    /* every value the same but the fused Convs' own outputs, never written */
+    static const char *const fused_away[] = {"c1", "c2", "c3", "c4", "c7"};
+    for (size_t i = 0; i < m->n_values; i++) {
+        const char *name = m->values[i].name;
+        int away = 0;
+        for (size_t k = 0; k < 5; k++) away |= strcmp(name, fused_away[k]) == 0;
+        if (m->values[i].kind != BF__VAL_NODE || !bf_plan_value(a, (int64_t)i)->data) continue;
+        if (away) {
+            if (same(a, b, (int64_t)i)) fail_msg("'%s' was computed: its Conv did not run fused", name);
+        } else if (!same(a, b, (int64_t)i)) {
+            fail_msg("'%s' differs between the fused and the unfused plan", name);
+        }
+    }
+    /* the two that must exist: read twice (c5), a graph output (pre) */
+    assert_true(same(a, b, value(m, "c5")));
+    assert_true(same(a, b, value(m, "pre")));
+
+    /* a fault on a fused Conv's output: that pair runs unfused, the fault lands */
+    bf_error err = {0};
+    for (int k = 0; k < 2; k++) {
+        const char *at = k == 0 ? "c1" : "r1";
+        bf_value_fault f = {.value = value(m, at), .sample = 1, .index = 37, .model = BF_FAULT_BITFLIP,
+                            .mask = 1u << 30, .repr = BF_REPR_FP32};
+        if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
+            bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        run(a), run(b), run(c);
+        assert_int_equal(bf_plan_num_fused(b, NULL), k == 0 ? 4 : 5);
+        assert_int_equal(bf_plan_num_fused(c, NULL), k == 0 ? 4 : 5);
+        same_outputs(m, a, b, at);
+        same_outputs(m, a, c, at);   /* shared arena: the unfused Relu runs in place */
+        float oa, na, ob, nb;
+        bf_plan_value_fault_seen(a, 0, &oa, &na);
+        bf_plan_value_fault_seen(b, 0, &ob, &nb);
+        assert_false(isnan(oa));
+        assert_true(oa == ob && na == nb);
+        assert_true(na != oa);
+    }
+    if (bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK) fail_msg("%s", err.msg);
+    run(b);
+    assert_int_equal(bf_plan_num_fused(b, NULL), 5);
+    bf_plan_free(a), bf_plan_free(b), bf_plan_free(c);
+    bf_model_free(m);
+}
+
+static void real_exports(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        size_t pairs;
+    } nets[] = {{"resnet_basic", 4}, {"mobilenet_v2", 13}, {"mnasnet", 35}};
+    for (size_t i = 0; i < sizeof nets / sizeof *nets; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/real/%s.onnx", BF_FIXTURES, nets[i].name);
+        bf_model *m = load(path);
+        bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 1);
+        run(a), run(b);
+        size_t sites = 0;
+        if (bf_plan_num_fused(b, &sites) != nets[i].pairs || sites != nets[i].pairs)
+            fail_msg("%s: %zu fused of %zu, the graph has %zu pairs", nets[i].name, bf_plan_num_fused(b, NULL), sites,
+                     nets[i].pairs);
+        same_outputs(m, a, b, nets[i].name);
+        print_message("%s: %zu activations fused, outputs the same bits\n", nets[i].name, sites);
+        bf_plan_free(a), bf_plan_free(b);
+        bf_model_free(m);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fixture_pairs),
+        cmocka_unit_test(real_exports),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
