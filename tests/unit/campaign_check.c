@@ -210,6 +210,25 @@ void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *
         bf_campaign_free(c);
     }
     tc_compare(fix, label, &r[1], &r[0], scale, t);
+    if (s->model_kind == BF_FAULT_BER) {
+        /* and without the full-pass shortcut, as its many faults would run */
+        tc_recs z = {0};
+        bf_campaign *c = tc_make(m, ds, s);
+        z.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *z.r);
+        assert_non_null(z.r);
+        bf_campaign_opts o = {.threads = 2, .no_full_pass = 1, .on_trial = tc_keep, .user = &z};
+        bf_campaign_result res;
+        bf_error err = {0};
+        if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
+        assert_int_equal(res.trials_done, z.n);
+        assert_int_equal(res.full_trials, 0);
+        char l2[160];
+        snprintf(l2, sizeof l2, "%s, never a full pass", label);
+        tc_compare(fix, l2, &r[1], &z, scale, t);
+        bf_campaign_result_free(&res);
+        bf_campaign_free(c);
+        free(z.r);
+    }
     if (exact_out) *exact_out = r[1];
     else free(r[1].r);
     free(r[0].r);

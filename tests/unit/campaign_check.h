@@ -43,7 +43,9 @@ void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_r
 void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
 
 /* Runs spec s exact and differential (2 threads each) on m/ds and compares
- * them into t (tc_compare, fixture name fix); exact_out (may be NULL) keeps
+ * them into t (tc_compare, fixture name fix); a BER spec differential a
+ * second time, never taking a full pass (bf_campaign_opts.no_full_pass),
+ * compared with exact the same way; exact_out (may be NULL) keeps
  * the exact run's records, for the caller to free. */
 void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
              const char *label, tc_tally *t, tc_recs *exact_out);

@@ -13,6 +13,10 @@
  * and must not be about masking: whether a trial changed any output at
  * all is decided exactly (an update's verdict is checked by an exact
  * witness or an exact rerun), so masked on one side is masked on both.
+ * The BER configurations run differentially twice: as the product runs
+ * them, with trials whose many faults reach most of the pass run as full
+ * passes (some must be), and with that shortcut off (opts.no_full_pass: no
+ * trial is), so their row mode, batch re-runs and chains meet exact too.
  *
  * A run with a one-byte cache budget (nothing cached that can be recomputed)
  * must agree with the default run the same way.
@@ -77,6 +81,8 @@ typedef struct sel {
     int64_t trials;
     int64_t chain_trials;        /* out: trials in chain mode */
     int64_t chain_linear;        /* out: samples through linear segments */
+    int no_full;                 /* in: bf_campaign_opts.no_full_pass */
+    int64_t full_trials;         /* out: trials run as full passes */
 } sel;
 
 /* A campaign of configuration cf over the tensors matched by one
@@ -119,11 +125,12 @@ static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, in
     out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
     out->n = 0;
     assert_non_null(out->r);
-    bf_campaign_opts o = {.threads = 2, .exact = exact, .cache_budget = budget, .on_trial = tc_keep, .user = out};
+    bf_campaign_opts o = {.threads = 2, .exact = exact, .cache_budget = budget, .on_trial = tc_keep, .user = out,
+                          .no_full_pass = sl && sl->no_full};
     bf_campaign_result res;
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
     assert_int_equal(res.trials_done, out->n);
-    if (sl) sl->chain_trials = res.chain_trials, sl->chain_linear = res.chain_linear;
+    if (sl) sl->chain_trials = res.chain_trials, sl->chain_linear = res.chain_linear, sl->full_trials = res.full_trials;
     bf_campaign_result_free(&res);
     *cp = c;
     return 1;
@@ -156,17 +163,59 @@ static int pair(const char *fx, const bf_model *m, const bf_dataset *ds, const c
     return 1;
 }
 
+/* A BER config on one fixture, exact and differential both ways: with the
+ * shortcut that runs a trial as a full pass when its faults (more than a
+ * batch's 7 samples) reach most of the pass (diffexec.c,
+ * full_pass_cheaper), and without it (bf_campaign_opts.no_full_pass), so
+ * that those trials' row mode, batch re-runs and chains are checked
+ * against exact too. Both are compared with the exact run into t; *full
+ * gets the trials the first ran in full. 0 if the fixture has no site. */
+static int ber_pair(const char *fx, const bf_model *m, const bf_dataset *ds, const config *cf, double scale, tally *t,
+                    int64_t *full)
+{
+    recs a = {0};
+    bf_campaign *ca = NULL;
+    if (!run_sel(m, ds, cf, 1, 0, NULL, &a, &ca)) return 0;
+    for (int no_full = 0; no_full <= 1; no_full++) {
+        recs b = {0};
+        bf_campaign *cb = NULL;
+        sel sb = {.tensors = all, .trials = TRIALS, .no_full = no_full};
+        assert_true(run_sel(m, ds, cf, 0, 0, &sb, &b, &cb));
+        char label[128];
+        snprintf(label, sizeof label, "%s%s", cf->label, no_full ? ", never a full pass" : "");
+        tc_compare(fx, label, &a, &b, scale, t);
+        if (no_full) assert_int_equal(sb.full_trials, 0);
+        else *full = sb.full_trials;
+        free(b.r);
+        bf_campaign_free(cb);
+    }
+    free(a.r);
+    bf_campaign_free(ca);
+    return 1;
+}
+
 /* Each config (every `step`-th) on each fixture, run as A (exact or not)
- * and as B (differential with cache budget `budget_b`), compared into t. */
-static void sweep(const char *const *fx, size_t n_fx, size_t step, int exact_a, int64_t budget_b, tally *t)
+ * and as B (differential with cache budget `budget_b`), compared into t;
+ * with exact_a, the BER configs by ber_pair, whose full passes add to
+ * *full (may be NULL otherwise). */
+static void sweep(const char *const *fx, size_t n_fx, size_t step, int exact_a, int64_t budget_b, tally *t,
+                  int64_t *full)
 {
     for (size_t f = 0; f < n_fx; f++) {
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
         load(fx[f], &m, &ds);
         double scale = tc_out_scale(m, ds);
-        for (size_t k = 0; k < sizeof configs / sizeof *configs; k += step)
-            pair(fx[f], m, ds, &configs[k], exact_a, budget_b, NULL, NULL, scale, t);
+        for (size_t k = 0; k < sizeof configs / sizeof *configs; k += step) {
+            int64_t n = 0;
+            if (exact_a && budget_b == 0 && configs[k].kind == BF_FAULT_BER) {
+                if (!ber_pair(fx[f], m, ds, &configs[k], scale, t, &n)) continue;
+                printf("%s, %s: %lld of %d trials run as full passes\n", fx[f], configs[k].label, (long long)n, TRIALS);
+                *full += n;
+            } else {
+                pair(fx[f], m, ds, &configs[k], exact_a, budget_b, NULL, NULL, scale, t);
+            }
+        }
         bf_dataset_free(ds);
         bf_model_free(m);
     }
@@ -176,7 +225,10 @@ static void fast_matches_exact(void **state)
 {
     (void)state;
     tally t = {0};
-    sweep(fixtures, sizeof fixtures / sizeof *fixtures, 1, 1, 0, &t);
+    int64_t full = 0;
+    sweep(fixtures, sizeof fixtures / sizeof *fixtures, 1, 1, 0, &t, &full);
+    /* the shortcut taken, so the runs without it tested what it skips */
+    assert_true(full > 0);
     tc_assert_agree("differential vs exact", &t, 2000);
 }
 
@@ -185,7 +237,7 @@ static void tiny_cache_matches_default(void **state)
     (void)state;
     tally t = {0};
     static const char *const fx[] = {"demo_digits", "dlrm_ops_op13", "transformer_ops_op13"};
-    sweep(fx, sizeof fx / sizeof *fx, 3, 0, 1, &t);
+    sweep(fx, sizeof fx / sizeof *fx, 3, 0, 1, &t, NULL);
     tc_assert_agree("one-byte cache vs default", &t, 300);
 }
 

@@ -18,6 +18,10 @@
  *   more than a batch has samples, but reaching only the last few steps):
  *   no trial takes it either (the cost is weighed, not only the faults
  *   counted), and the records agree as above.
+ * Each campaign runs differentially a second time with the shortcut off
+ * (bf_campaign_opts.no_full_pass): no full pass, every trial's many faults
+ * re-run differentially, and the records agree with the exact engine under
+ * test_diff.c's rules.
  * The exact engine is the reference (checked against PyTorch by the
  * conformance fixtures), never the differential engine's own output. */
 #include <math.h>
@@ -66,34 +70,39 @@ static bf_campaign_spec ber_spec(bf_target target, double *rate, char **tensors)
     return s;
 }
 
-static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int exact, run *out)
+/* mode: 1 exact, 0 differential, 2 differential never taking a full pass */
+static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int mode, run *out)
 {
     bf_campaign *c = tc_make(m, ds, s);
     out->recs.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->recs.r);
     out->recs.n = 0;
     assert_non_null(out->recs.r);
-    bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &out->recs};
+    bf_campaign_opts o = {.threads = 2, .exact = mode == 1, .no_full_pass = mode == 2, .on_trial = tc_keep,
+                          .user = &out->recs};
     bf_campaign_result res;
     bf_error err = {0};
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s", err.msg);
     out->full_trials = res.full_trials;
     out->trials = res.trials_done;
     assert_int_equal(res.trials_done, out->recs.n);
-    assert_int_equal(res.exact, exact);
+    assert_int_equal(res.exact, mode == 1);
     bf_campaign_result_free(&res);
     bf_campaign_free(c);
 }
 
 /* Runs s both ways; returns the differential run's full_trials. Records
- * identical when `identical`, else agreeing as test_diff.c requires. */
+ * identical when `identical`, else agreeing as test_diff.c requires; and
+ * differentially with the shortcut off, agreeing so. */
 static int64_t both(const char *label, const bf_campaign_spec *s, int identical)
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
     double scale = tc_load(FIX, &m, &ds);
-    run ex = {0}, df = {0};
+    run ex = {0}, df = {0}, off = {0};
     run_one(m, ds, s, 1, &ex);
     run_one(m, ds, s, 0, &df);
+    run_one(m, ds, s, 2, &off);
+    assert_int_equal(off.full_trials, 0);
     assert_int_equal(ex.full_trials, 0);   /* counted by the differential engine only */
     assert_int_equal(ex.recs.n, REPEATS);
     assert_int_equal(df.recs.n, REPEATS);
@@ -113,6 +122,12 @@ static int64_t both(const char *label, const bf_campaign_spec *s, int identical)
         tc_compare("deepfm", label, &ex.recs, &df.recs, scale, &tl);
         tc_assert_agree(label, &tl, REPEATS);
     }
+    tc_tally to = {0};
+    char l2[128];
+    snprintf(l2, sizeof l2, "%s, never a full pass", label);
+    tc_compare("deepfm", l2, &ex.recs, &off.recs, scale, &to);
+    tc_assert_agree(l2, &to, REPEATS);
+    free(off.recs.r);
     free(ex.recs.r);
     free(df.recs.r);
     bf_model_free(m);

@@ -566,7 +566,10 @@ static const config configs[] = {
 static char *every[] = {"*"};
 static double rates[] = {1e-4, 1e-3};
 
-static void run(const bf_model *m, const bf_dataset *ds, const config *cf, char **tensors, uint64_t seed, int exact,
+/* mode: 1 exact, 0 differential, 2 differential never taking a full pass
+ * (bf_campaign_opts.no_full_pass: a BER trial's many faults re-run as
+ * they would be without the shortcut, checked against exact too). */
+static void run(const bf_model *m, const bf_dataset *ds, const config *cf, char **tensors, uint64_t seed, int mode,
                 tc_recs *out)
 {
     bf_campaign_spec s = {0};
@@ -591,11 +594,12 @@ static void run(const bf_model *m, const bf_dataset *ds, const config *cf, char 
     out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
     out->n = 0;
     assert_non_null(out->r);
-    bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = out};
+    bf_campaign_opts o = {.threads = 2, .exact = mode == 1, .no_full_pass = mode == 2, .on_trial = tc_keep, .user = out};
     bf_campaign_result res;
     bf_error err = {0};
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
     assert_int_equal(res.trials_done, out->n);
+    if (mode == 2) assert_int_equal(res.full_trials, 0);
     bf_campaign_result_free(&res);
     bf_campaign_free(c);
 }
@@ -653,6 +657,14 @@ static void random_graphs_match_exact(void **state)
             run(m, ds, &configs[k], every, 1000 + (uint64_t)gi, 1, &x);
             run(m, ds, &configs[k], every, 1000 + (uint64_t)gi, 0, &y);
             tc_compare(label, configs[k].label, &x, &y, scale, &t);
+            if (configs[k].kind == BF_FAULT_BER) {
+                tc_recs z = {0};
+                run(m, ds, &configs[k], every, 1000 + (uint64_t)gi, 2, &z);
+                char l2[128];
+                snprintf(l2, sizeof l2, "%s, never a full pass", configs[k].label);
+                tc_compare(label, l2, &x, &z, scale, &t);
+                free(z.r);
+            }
             free(x.r);
             free(y.r);
         }

@@ -765,10 +765,12 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         acc.cache_pass_bytes = bf__dx_shared_cache_bytes(rn.dxs);
         double t2 = now_s();
         if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
-        for (int i = 0; i < threads; i++)
+        for (int i = 0; i < threads; i++) {
             if ((st = bf__dx_create(rn.dxs, rn.ws[i].ev, &rn.ws[i].dx, err)) != BF_OK ||
                 (st = bf__score_scratch_init(&rn.ws[i].sc, c->samples, err)) != BF_OK)
                 goto out;
+            if (o->no_full_pass) bf__dx_no_full_pass(rn.ws[i].dx);
+        }
         acc.setup.executors = now_s() - t2;
     }
     acc.setup_seconds = now_s() - t0;

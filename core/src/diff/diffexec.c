@@ -419,7 +419,7 @@ static int full_pass_cheaper(bf__dx *dx, size_t n_w, const bf_value_fault *vf, s
 {
     const bf__dx_shared *sh = dx->sh;
     const bf_plan *p = dx->plan[0];
-    if (n_w + n_vf <= (size_t)sh->batch || (!every && n_w <= (size_t)sh->batch && dx->n_sub > 0)) return 0;
+    if (dx->no_full || n_w + n_vf <= (size_t)sh->batch || (!every && n_w <= (size_t)sh->batch && dx->n_sub > 0)) return 0;
     if (sh->pass_cost <= 0 || (double)marked < FULL_SHARE * (double)sh->n_batches) return 0;
     memset(dx->state, 0, sh->m->n_values);
     for (size_t k = 0; k < n_vf; k++) dx->state[vf[k].value] = 1;
@@ -437,6 +437,8 @@ static int full_pass_cheaper(bf__dx *dx, size_t n_w, const bf_value_fault *vf, s
 }
 
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
+
+void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
 
 bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
                      const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,
