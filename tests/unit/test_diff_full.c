@@ -50,19 +50,14 @@ typedef struct run {
 
 static bf_campaign_spec ber_spec(bf_target target, double *rate, char **tensors)
 {
-    bf_campaign_spec s = {0};
+    bf_campaign_spec s = tc_base_spec(BATCH);
     s.seed = 2121;
     s.target = target;
     s.model_kind = BF_FAULT_BER;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
     s.persistence = BF_PERSIST_PERMANENT;
     s.rates = rate;
     s.n_rates = 1;
     s.repeats = REPEATS;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    s.batch = BATCH;
     if (tensors) {
         s.tensors = tensors;
         s.n_tensors = 1;

@@ -301,7 +301,8 @@ static int off_cmp(const void *a, const void *b)
     return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
 }
 
-/* whether value v gets a place of its own in the arena of the values NEEDED */
+/* whether value v gets a place in the arena of the values NEEDED (not a
+ * parameter, a constant or a value known when the plan is built) */
 static int placed(const bf_plan *p, const unsigned char *needed, int v)
 {
     const bf__value *val = &p->model->values[v];
@@ -482,19 +483,14 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
     if (bc->share) {
         if ((st = bf__plan_share_offsets(p, needed, &total, &off_of, err)) != BF_OK) goto out;
     } else {
-        for (size_t v = 0; v < m->n_values; v++) {
-            const bf__value *val = &m->values[v];
-            if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
-            if (val->kind == BF__VAL_NODE && !needed[v]) continue;
-            total += align64(bf_tensor_nbytes(&p->vals[v]));
-        }
+        for (size_t v = 0; v < m->n_values; v++)
+            if (placed(p, needed, (int)v)) total += align64(bf_tensor_nbytes(&p->vals[v]));
     }
     size_t dummies_at = total;
     for (size_t i = 0; i < n_dummies; i++) total += align64(bf_tensor_nbytes(&p->dummies[i]));
     for (size_t v = 0; v < m->n_values; v++) {
         const bf__value *val = &m->values[v];
-        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
-        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        if (!placed(p, needed, (int)v)) continue;
         item(b, val->kind == BF__VAL_INPUT ? "input" : "output",
              val->kind == BF__VAL_NODE ? &m->nodes[val->producer] : NULL, val->name, &p->vals[v],
              align64(bf_tensor_nbytes(&p->vals[v])));
@@ -540,9 +536,7 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
     p->arena = (void *)(((uintptr_t)p->arena_mem + 63) & ~(uintptr_t)63);
     size_t off = 0;
     for (size_t v = 0; v < m->n_values; v++) {
-        const bf__value *val = &m->values[v];
-        if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) continue;
-        if (val->kind == BF__VAL_NODE && !needed[v]) continue;
+        if (!placed(p, needed, (int)v)) continue;
         if (off_of) {
             p->vals[v].data = (char *)p->arena + off_of[v];
             continue;
