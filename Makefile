@@ -66,7 +66,11 @@ test-ui: build test-deps
 # manifests' rendering and the Slurm scripts' cluster run. The C they reach is under ASan
 # through daemon_test_ui_routes, cli_test_shard, slurm_daemon and the cli_/daemon_ tests;
 # they run in test-release. Together they were 104 s of the sanitizer run.
-ASAN_SKIP = ^(drs_zoo|ui_browser|k8s_manifests|slurm_cluster)$$
+# simd_levels too: it runs the conformance and op fixtures that the sanitizer
+# suite runs once, twice more (once per CPU path) to compare their bits, which
+# a sanitizer build does not change.
+# ort_quant and ort_quant_avx2 run ONNX Runtime in node on the fixtures: no C of ours.
+ASAN_SKIP = ^(drs_zoo|ui_browser|k8s_manifests|slurm_cluster|simd_levels|ort_quant|ort_quant_avx2)$$
 
 test-asan: build-asan test-deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -36,6 +36,7 @@ if [[ "$ARGS" == *" --test "* ]]; then
          python3-onnx          # tests/conformance/stutz_check.py reads the CNN fixture's initializers
          chromium              # the web page's browser test (tests/ui, make test-ui), headless
          fonts-dejavu-core     # text in its screenshots (chromium recommends fonts, --no-install-recommends skips them)
+         qemu-user             # ort_quant_avx2: ONNX Runtime on an emulated AVX2-only CPU (-cpu Haswell)
          clang libclang-rt-14-dev)   # libFuzzer and its runtime: make fuzz-smoke
 fi
 if [[ "$ARGS" == *" --test "* || "$ARGS" == *" --slurm "* ]]; then

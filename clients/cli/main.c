@@ -77,7 +77,11 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) { fputs(usage, stdout); return EXIT_OK; }
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) { printf("bitflip %s\n", BITFLIP_VERSION); return EXIT_OK; }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        /* the CPU path too: a bug report says which kernels ran (the same bits either way) */
+        printf("bitflip %s (cpu path %s)\n", BITFLIP_VERSION, bf_cpu_path());
+        return EXIT_OK;
+    }
     if (!strcmp(cmd, "help")) {
         if (argc < 3) { fputs(usage, stdout); return EXIT_OK; }
         char *help_argv[] = {argv[2], (char *)"--help", NULL};

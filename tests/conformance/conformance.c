@@ -12,6 +12,10 @@
  * 2: usage or unreadable input). --only NAME,NAME checks just those models
  * (a set whose other models wait for ops still being written); naming a
  * model DIR does not hold is a usage error, so the list cannot go stale.
+ * --dump FILE writes every output it computed (golden, each fault directly,
+ * each trial of the campaign path, in that order, as raw float32 bytes per
+ * model) so that two runs can be compared bit for bit: simd_levels.sh does
+ * so under each CPU path (BITFLIP_SIMD).
  *
  * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
  * the same places; the metric to 1e-4. */
@@ -98,7 +102,26 @@ typedef struct camp_check {
     int64_t n_ref, cols;
     int64_t bad_trials;
     int64_t first_bad;
+    float *kept;          /* --dump: each trial's first n_ref rows, by trial (threads finish in any order) */
+    int64_t kept_cols;
 } camp_check;
+
+/* Appends n floats to the dump; 0 when it cannot (the caller fails). A NaN
+ * is written as the one quiet NaN 0x7fc00000: its sign and payload are not
+ * results (IEEE 754 and ONNX leave them open, and which operand's NaN an x86
+ * instruction passes on depends on the order the compiler gave two
+ * commutative operands, which differs between a kernel's scalar and AVX2
+ * copies), so runs are compared on everything else. */
+static int dump_floats(FILE *dump, const float *v, int64_t n)
+{
+    if (!dump) return 1;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits = 0x7fc00000u;
+        if (!isnan(v[i])) memcpy(&bits, &v[i], sizeof bits);
+        if (fwrite(&bits, sizeof bits, 1, dump) != 1) return 0;
+    }
+    return 1;
+}
 
 static void on_outputs(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols)
 {
@@ -106,6 +129,8 @@ static void on_outputs(void *user, int64_t trial, const float *outputs, int64_t 
     (void)samples;
     const json_t *f = json_array_get(cc->faults, (size_t)trial);
     cmp c = compare(outputs, cols, json_object_get(f, "outputs"), cc->n_ref);
+    if (cc->kept && cols == cc->kept_cols)
+        memcpy(cc->kept + trial * cc->n_ref * cols, outputs, (size_t)(cc->n_ref * cols) * sizeof *outputs);
     if (c.bad || c.format_error) {
         if (cc->first_bad < 0) cc->first_bad = trial;
         cc->bad_trials++;
@@ -113,7 +138,7 @@ static void on_outputs(void *user, int64_t trial, const float *outputs, int64_t 
 }
 
 static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
-                               const json_t *faults, int64_t n_ref, int64_t batch)
+                               const json_t *faults, int64_t n_ref, int64_t cols, int64_t batch, FILE *dump)
 {
     size_t n = json_array_size(faults), k;
     const json_t *f;
@@ -131,6 +156,7 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
     bf_campaign *c = NULL;
     bf_campaign_result res = {0};
     bf_error err = {0};
+    camp_check cc = {.faults = faults, .n_ref = n_ref, .first_bad = -1, .kept_cols = cols};
     int failures = 0;
     printf("  campaign path    %zu faults as one explicit-list campaign: ", n);
     if (!text || bf_spec_parse(text, strlen(text), &spec, &probs) != BF_OK) {
@@ -140,9 +166,14 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         goto out;
     }
     if (bf_campaign_create(m, ds, &spec, &c, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures = 1; goto out; }
-    camp_check cc = {.faults = faults, .n_ref = n_ref, .first_bad = -1};
+    if (dump && !(cc.kept = calloc(n * (size_t)(n_ref * cols), sizeof *cc.kept))) {
+        printf("out of memory for --dump\n");
+        failures = 1;
+        goto out;
+    }
     bf_campaign_opts opts = {.threads = 2, .on_outputs = on_outputs, .user = &cc};
     if (bf_campaign_run(c, &opts, &res, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures = 1; goto out; }
+    if (!dump_floats(dump, cc.kept, (int64_t)n * n_ref * cols)) { printf("cannot write --dump\n"); failures = 1; }
     if (cc.bad_trials) {
         printf("MISMATCH: %lld faults differ, first fault #%lld\n", (long long)cc.bad_trials, (long long)cc.first_bad);
         failures = 1;
@@ -153,6 +184,7 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
     }
     bf_campaign_result_free(&res);
 out:
+    free(cc.kept);
     free(text);
     bf_campaign_free(c);
     bf_campaign_spec_free(&spec);
@@ -161,7 +193,7 @@ out:
 }
 
 /* Returns the number of failures for this model (or -1 if it could not run). */
-static int check_model(const char *dir, const char *name, int64_t batch)
+static int check_model(const char *dir, const char *name, int64_t batch, FILE *dump)
 {
     char path[4096], data_path[4096], ref_path[4096];
     int failures = 0;
@@ -192,6 +224,7 @@ static int check_model(const char *dir, const char *name, int64_t batch)
     golden = malloc((size_t)(n * cols) * sizeof(float));
     if (!golden) { printf("  out of memory\n"); failures = -1; goto out; }
     memcpy(golden, r.outputs, (size_t)(n * cols) * sizeof(float));
+    if (!dump_floats(dump, golden, n * cols)) { printf("  cannot write --dump\n"); failures = -1; goto out; }
 
     cmp c = compare(golden, cols, json_object_get(ref, "golden"), n);
     printf("  golden outputs   %lld samples x %lld: ", (long long)n, (long long)cols);
@@ -264,11 +297,12 @@ static int check_model(const char *dir, const char *name, int64_t batch)
         }
         if (bf_evaluator_run(ev, &flip, 1, &r, &err) != BF_OK) { printf("MISMATCH: run failed: %s\n", err.msg); failures++; continue; }
         c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref);
+        if (!dump_floats(dump, r.outputs, n * cols)) { printf("cannot write --dump\n"); failures++; }
         print_cmp(&c, cols);
         printf("\n");
         failures += c.bad > 0 || c.format_error;
     }
-    failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, bf_evaluator_batch(ev));
+    failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, bf_evaluator_batch(ev), dump);
     printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
 out:
     free(golden);
@@ -317,19 +351,29 @@ int main(int argc, char **argv)
      * size), and faults with huge values turn last-bit differences into
      * visible ones; --batch N checks other batchings. */
     int64_t batch = 0;
-    const char *dir = NULL, *only = NULL;
+    const char *dir = NULL, *only = NULL, *dump_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] DIR\n\n"
+            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--dump FILE] DIR\n\n"
                    "Checks every DIR/NAME.ref.json against the engine.\n"
                    "--batch N: samples per batch (default: the whole eval set at once)\n"
-                   "--only NAME,NAME: check only these models (each must exist in DIR)\n");
+                   "--only NAME,NAME: check only these models (each must exist in DIR)\n"
+                   "--dump FILE: write every output computed, as raw float32, to FILE (to compare runs bit for bit)\n");
             return 0;
         } else dir = argv[i];
     }
-    if (!dir || batch < 0) { fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] DIR\n"); return 2; }
+    if (!dir || batch < 0) {
+        fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--dump FILE] DIR\n");
+        return 2;
+    }
+    FILE *dump = NULL;
+    if (dump_path && !(dump = fopen(dump_path, "wb"))) {
+        fprintf(stderr, "bitflip-conformance: cannot write --dump %s: %s\n", dump_path, strerror(errno));
+        return 2;
+    }
 
     DIR *d = opendir(dir);
     if (!d) { fprintf(stderr, "bitflip-conformance: cannot open %s: %s\n", dir, strerror(errno)); return 2; }
@@ -366,12 +410,16 @@ int main(int argc, char **argv)
             free(names[i]);
             continue;
         }
-        int f = check_model(dir, names[i], batch);
+        int f = check_model(dir, names[i], batch, dump);
         if (f < 0) broken++;
         else if (f > 0) failed_models++;
         free(names[i]);
     }
     free(names);
+    if (dump && fclose(dump) != 0) {
+        fprintf(stderr, "bitflip-conformance: cannot write --dump %s: %s\n", dump_path, strerror(errno));
+        broken++;
+    }
     printf("\n%zu models: %zu passed, %d failed, %d could not run", n_names - skipped,
            n_names - skipped - (size_t)failed_models - (size_t)broken, failed_models, broken);
     if (skipped) printf(" (%zu more in %s not selected by --only)", skipped, dir);

@@ -3,12 +3,23 @@
 # installs onnxruntime-node, pinned by bench/package.json and package-lock.json,
 # into WORK_DIR (a build folder, never the source tree) when it is missing or the
 # lock file changed, then runs tests/conformance/ort_quant.js with it.
-#   ort_quant.sh SOURCE_DIR WORK_DIR
+#   ort_quant.sh SOURCE_DIR WORK_DIR [haswell]
+# With `haswell`, ONNX Runtime runs under qemu-user emulating a Haswell: a CPU
+# with AVX2 and no AVX-512 or VNNI, whose integer kernels are not all exact
+# (ort_probe.js), so that every machine checks that this test holds on such a
+# CPU too: the probes must find ONNX Runtime 1.30's u8 x s8 MatMulInteger
+# inexact there (proof that a probe can fail) and the comparison must pass.
 # Exit 0 all match, 1 a mismatch (or the install failed), 77 (ctest SKIP) when
-# node or npm is not installed.
+# node or npm (or, for haswell, qemu-x86_64) is not installed.
 set -uo pipefail
-src=${1:?usage: ort_quant.sh SOURCE_DIR WORK_DIR}
-work=${2:?usage: ort_quant.sh SOURCE_DIR WORK_DIR}
+src=${1:?usage: ort_quant.sh SOURCE_DIR WORK_DIR [haswell]}
+work=${2:?usage: ort_quant.sh SOURCE_DIR WORK_DIR [haswell]}
+cpu=${3:-}
+if [ -n "$cpu" ] && ! command -v qemu-x86_64 >/dev/null 2>&1; then
+  echo "ort_quant: SKIP: qemu-x86_64 is not installed (Debian's qemu-user), so ONNX Runtime was not run on an" \
+       "emulated AVX2-only CPU (ort_quant still runs on this machine's own CPU)"
+  exit 77
+fi
 
 for tool in node npm; do
   if ! command -v "$tool" >/dev/null 2>&1; then
@@ -18,6 +29,9 @@ for tool in node npm; do
   fi
 done
 mkdir -p "$work" || exit 1
+# one install for both tests (ctest runs ort_quant_avx2 after ort_quant), and
+# never two npm ci at once into it
+exec 9>"$work.lock" && flock 9
 if [ ! -d "$work/node_modules/onnxruntime-node" ] || ! cmp -s "$src/bench/package-lock.json" "$work/package-lock.json"; then
   cp "$src/bench/package.json" "$src/bench/package-lock.json" "$work/" || exit 1
   echo "ort_quant: installing onnxruntime-node into $work (npm ci; --ignore-scripts: no GPU providers)"
@@ -26,4 +40,22 @@ if [ ! -d "$work/node_modules/onnxruntime-node" ] || ! cmp -s "$src/bench/packag
     exit 1
   fi
 fi
-BF_ORT_MODULES=$work/node_modules exec node "$src/tests/conformance/ort_quant.js" "$src/tests/fixtures"
+exec 9>&-
+export BF_ORT_MODULES=$work/node_modules
+if [ -z "$cpu" ]; then
+  exec node "$src/tests/conformance/ort_quant.js" "$src/tests/fixtures"
+fi
+# qemu warns about host-only CPUID features it does not emulate: not ours to show
+log=$work/haswell.log
+qemu-x86_64 -cpu Haswell "$(command -v node)" "$src/tests/conformance/ort_quant.js" "$src/tests/fixtures" 2>&1 \
+  | grep -v "TCG doesn't support requested feature" > "$log"
+status=${PIPESTATUS[0]}
+cat "$log"
+if ! grep -q '^probe MatMulInteger u8xs8: INEXACT' "$log"; then
+  echo "ort_quant: FAIL: on the emulated Haswell the probes found ONNX Runtime's u8 x s8 MatMulInteger exact;" \
+       "ONNX Runtime 1.30 sums its products in saturating int16 pairs there, so either the probe cannot fail" \
+       "or bench/package-lock.json now pins another ONNX Runtime (then re-check ort_probe.js's premise)" >&2
+  exit 1
+fi
+echo "ort_quant: on an emulated AVX2-only CPU (qemu -cpu Haswell): exit $status"
+exit "$status"

@@ -16,7 +16,9 @@
  * within atol + rtol |want|, with NaN and +-Inf in exactly the same places.
  * Exit 0 when every case matches, 1 on a mismatch or an error, 2 on usage.
  * Cases named on the command line (substring match) restrict the run;
- * --self-test also checks that every comparison can fail. */
+ * --self-test also checks that every comparison can fail; --dump FILE writes
+ * every output's bytes, case by case, so that two runs can be compared bit for
+ * bit (tests/conformance/simd_levels.sh: one run per CPU path). */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -207,6 +209,24 @@ static int perturbed_fails(const bf_tensor *got, const bf_tensor *want, double r
 }
 
 static int self_test;
+static FILE *dump;
+
+/* Appends a tensor's bytes to the dump; a float32 NaN as the one quiet NaN
+ * 0x7fc00000: its sign and payload are not results (IEEE 754 and ONNX leave
+ * them open, and which operand's NaN an x86 instruction passes on depends on
+ * the operand order the compiler chose, which differs between a kernel's
+ * scalar and AVX2 copies). */
+static int dump_tensor(const bf_tensor *t)
+{
+    size_t nb = bf_tensor_nbytes(t);
+    if (t->dtype != BF_F32) return fwrite(t->data, 1, nb, dump) == nb;
+    const uint32_t *w = t->data;
+    for (size_t i = 0; i < nb / 4; i++) {
+        uint32_t bits = (w[i] & 0x7f800000u) == 0x7f800000u && (w[i] & 0x7fffffu) ? 0x7fc00000u : w[i];
+        if (fwrite(&bits, sizeof bits, 1, dump) != 1) return 0;
+    }
+    return 1;
+}
 
 static int run_case(const char *dir, const char *name)
 {
@@ -248,6 +268,12 @@ static int run_case(const char *dir, const char *name)
         const bf_tensor *want = io_find(&io, "output:", on);
         if (!want) { snprintf(why, sizeof why, "io file has no 'output:%s'", on); ok = 0; break; }
         char msg[600];
+        const bf_tensor *got = bf_plan_output(p, i);
+        if (dump && !dump_tensor(got)) {
+            snprintf(why, sizeof why, "cannot write --dump");
+            ok = 0;
+            break;
+        }
         if (!match(bf_plan_output(p, i), want, io.rtol, io.atol, msg, sizeof msg)) {
             snprintf(why, sizeof why, "output '%s': %s (reference: %s)", on, msg, io.ref[0] ? io.ref : "?");
             ok = 0;
@@ -270,19 +296,30 @@ int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc < 2 ? stderr : stdout,
-                "usage: bitflip-opcheck [--self-test] DIR [CASE...]\n"
+                "usage: bitflip-opcheck [--self-test] [--dump FILE] DIR [CASE...]\n"
                 "Runs each DIR/NAME.onnx on the inputs of DIR/NAME.io.safetensors and compares its outputs\n"
                 "with the reference ones stored there (tests/ops/README.md). CASE: run only cases whose\n"
                 "name contains it. --self-test: also checks that each output, with its first element moved,\n"
-                "no longer matches (the comparison can fail). Exit 0: all match; 1: a mismatch or an\n"
-                "error; 2: usage.\n");
+                "no longer matches (the comparison can fail). --dump FILE: write every output's bytes to\n"
+                "FILE (to compare two runs bit for bit). Exit 0: all match; 1: a mismatch or an error;\n"
+                "2: usage.\n");
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "--self-test")) {
-        self_test = 1;
+    const char *dump_path = NULL;
+    while (argc > 1 && (!strcmp(argv[1], "--self-test") || !strcmp(argv[1], "--dump"))) {
+        if (!strcmp(argv[1], "--dump")) {
+            if (argc < 3) { fprintf(stderr, "bitflip-opcheck: --dump needs FILE\n"); return 2; }
+            dump_path = argv[2];
+            argv++;
+            argc--;
+        } else self_test = 1;
         argv++;
         argc--;
-        if (argc < 2) { fprintf(stderr, "bitflip-opcheck: --self-test needs DIR\n"); return 2; }
+    }
+    if (argc < 2) { fprintf(stderr, "bitflip-opcheck: DIR is missing\n"); return 2; }
+    if (dump_path && !(dump = fopen(dump_path, "wb"))) {
+        fprintf(stderr, "bitflip-opcheck: cannot write --dump %s: %s\n", dump_path, strerror(errno));
+        return 2;
     }
     const char *dir = argv[1];
     DIR *d = opendir(dir);
@@ -317,6 +354,10 @@ int main(int argc, char **argv)
         free(names[i]);
     }
     free(names);
+    if (dump && fclose(dump) != 0) {
+        fprintf(stderr, "bitflip-opcheck: cannot write --dump %s: %s\n", dump_path, strerror(errno));
+        failed++;
+    }
     printf("bitflip-opcheck: %zu of %zu cases match\n", n - failed, n);
     return failed ? 1 : 0;
 }

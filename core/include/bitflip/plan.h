@@ -31,6 +31,12 @@ typedef struct bf_plan bf_plan;
 bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf_error *err);
 void bf_plan_free(bf_plan *plan);
 
+/* The CPU path the kernels of plans take: "avx2" where the CPU has AVX2 and
+ * FMA, "ref" (the scalar reference) otherwise or when the environment
+ * variable BITFLIP_SIMD is "ref". Both compute the same bits
+ * (docs/ENGINE.md, "Same bits on every CPU"): the choice moves speed only. */
+const char *bf_cpu_path(void);
+
 /* --- memory known before allocating
  *
  * A plan's peak memory follows from shapes alone, so it is computed before

@@ -5,6 +5,7 @@
 #include "bitflip/metrics.h"
 
 #include "exec/metrics_impl.h"
+#include "base/simd.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -58,7 +59,7 @@ __attribute__((target("avx2"))) static int64_t argmax_narrow(const float *row, i
 int64_t bf_argmax(const float *row, int64_t n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (n <= 16 && __builtin_cpu_supports("avx2")) return argmax_narrow(row, (int)n);
+    if (n <= 16 && bf__simd_avx2()) return argmax_narrow(row, (int)n);
 #endif
     return argmax_plain(row, n);
 }

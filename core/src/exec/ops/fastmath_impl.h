@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/simd.h"
+
 /* ---- float math the compiler can vectorise ----------------------------
  *
  * libm's expf, tanhf and erff are scalar calls, ten times slower than the
@@ -118,11 +120,11 @@ static inline float erf_f32(float x0)
  * with the very same operations: that target has no FMA, so nothing is
  * contracted and each lane rounds as the plain copy does, bit for bit
  * (tests/unit/test_fastmath_avx2.c). Callers pick the copy with
- * bf__cpu_avx2(). */
+ * bf__cpu_avx2(), which BITFLIP_SIMD=ref turns off (base/simd.h). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define BF__HAVE_AVX2_COPY 1
 #define BF__AVX2 __attribute__((target("avx2")))
-static inline int bf__cpu_avx2(void) { return __builtin_cpu_supports("avx2"); }
+static inline int bf__cpu_avx2(void) { return bf__simd_avx2(); }
 #else
 static inline int bf__cpu_avx2(void) { return 0; }
 #endif

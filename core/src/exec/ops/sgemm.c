@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/simd.h"
 #include "transpose8.h"
 
 #define MR 6
@@ -313,7 +314,7 @@ void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, 
 int bf__sgemm_simd(void)
 {
 #ifdef HAVE_AVX2_PATH
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return bf__simd_avx2();
 #else
     return 0;
 #endif
@@ -324,14 +325,7 @@ int bf__sgemm_best(void)
     return bf__sgemm_simd() ? BF_SGEMM_AVX2 : BF_SGEMM_REF;
 }
 
-int bf__sgemm_chosen(void)
-{
-    int best = bf__sgemm_best();
-    const char *want = getenv("BITFLIP_SIMD");
-    int level = BF_SGEMM_AVX2;
-    if (want && strcmp(want, "ref") == 0) level = BF_SGEMM_REF;
-    return level < best ? level : best;
-}
+int bf__sgemm_chosen(void) { return bf__sgemm_best(); }
 
 /* The product through `level`'s kernel (lowered to what this CPU has).
  * 0 where there is no kernel (no AVX2, or A transposed: rare in models),

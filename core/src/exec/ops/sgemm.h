@@ -44,17 +44,17 @@ void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, c
  * chain. */
 void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, int rows, int cols, int64_t ldx,
                      float *acc);
-/* 1 when bf__sgemm runs the AVX2 kernel (or better) on this CPU. */
+/* 1 when bf__sgemm runs the AVX2 kernel (or better): this CPU has it and
+ * BITFLIP_SIMD does not ask for the reference (base/simd.h). */
 int bf__sgemm_simd(void);
 
 /* CPU paths, in order: the scalar reference and the 8-lane kernel. */
 enum { BF_SGEMM_REF, BF_SGEMM_AVX2 };
-/* The highest path this CPU runs. */
+/* The highest path this CPU runs, lowered by BITFLIP_SIMD (base/simd.h). */
 int bf__sgemm_best(void);
-/* AVX2 where the CPU has it, or the reference if BITFLIP_SIMD is "ref"
- * (for tests and for timing one path against another; any other value is
- * ignored), never above bf__sgemm_best. Reads the environment:
- * call it when a plan is built, not per product. */
+/* bf__sgemm_best: AVX2 where the CPU has it, or the reference if
+ * BITFLIP_SIMD is "ref" (for tests and for timing one path against
+ * another). The Conv op asks once, when a plan is built. */
 int bf__sgemm_chosen(void);
 /* bf__sgemm through `level`'s kernel, or the best this CPU has below it. */
 void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
