@@ -44,26 +44,32 @@ void bf__param_int_set(void *data, bf_dtype dt, int64_t i, float v)
     else ((uint8_t *)data)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* The flip is written as a value through bf__plan_param_write, the one path
+ * every weight fault takes into a plan (a campaign's, through
+ * bf_evaluator_write_param, is the same call): the dirty-page tracking that row
+ * lookups and the golden cache rely on then sees flips as it sees campaigns'. */
 bf_status bf_plan_flip_bit(bf_plan *plan, const bf_bitflip *f, float *old_value, float *new_value,
                            bf_error *err)
 {
-    void *raw;
     bf_status st = bf_bitflip_check(bf_plan_model(plan), f, err);
     if (st != BF_OK) return st;
-    if ((st = bf_plan_param_data(plan, f->param, &raw, err)) != BF_OK) return st;
-    bf_dtype dt = bf_plan_model(plan)->params[f->param].dtype;
+    const bf_model *m = bf_plan_model(plan);
+    bf_dtype dt = m->params[f->param].dtype;
+    /* what the plan reads now: its copy once written, else the model's tensor */
+    const void *cur = plan->vals[m->param_vals[f->param]].data;
+    float old, now;
     if (dt != BF_F32) {
         /* the stored byte itself: bit 7 is int8's sign bit, uint8's top bit */
-        unsigned char *b = raw;
-        if (old_value) *old_value = bf__param_int_get(raw, dt, f->index);
-        b[f->index] ^= (unsigned char)(1u << f->bit);
-        if (new_value) *new_value = bf__param_int_get(raw, dt, f->index);
-        return BF_OK;
+        unsigned char b = ((const unsigned char *)cur)[f->index] ^ (unsigned char)(1u << f->bit);
+        old = bf__param_int_get(cur, dt, f->index);
+        now = bf__param_int_get(&b, dt, 0);
+    } else {
+        old = ((const float *)cur)[f->index];
+        now = bf_flip_f32(old, f->bit);
     }
-    float *data = raw;
-    if (old_value) *old_value = data[f->index];
-    data[f->index] = bf_flip_f32(data[f->index], f->bit);
-    if (new_value) *new_value = data[f->index];
+    if ((st = bf__plan_param_write(plan, f->param, f->index, now, err)) != BF_OK) return st;
+    if (old_value) *old_value = old;
+    if (new_value) *new_value = now;
     return BF_OK;
 }
 
