@@ -19,49 +19,49 @@
 void bf_campaign_free(bf_campaign *c)
 {
     if (!c) return;
-    bf__dx_shared_free(c->gdx);
-    for (int k = 0; c->gev && k < c->n_gev; k++) bf_evaluator_free(c->gev[k]);
-    bf__free(c->gev);
-    for (size_t p = 0; c->stored && p < c->model->n_params; p++) bf__free(c->stored[p]);
-    for (size_t p = 0; c->scale && p < c->model->n_params; p++) bf__free(c->scale[p]);
-    for (size_t p = 0; c->lo && p < c->model->n_params; p++) bf__free(c->lo[p]);
-    bf_model_free(c->own_model);
-    bf__free(c->sbp_mask);
-    bf__free(c->range_lo);
-    bf__free(c->range_hi);
-    bf__free(c->stored);
-    bf__free(c->scale);
-    bf__free(c->lo);
-    bf__free(c->slice);
-    bf__free(c->rates);
-    bf__free(c->list);
-    bf__free(c->sites);
-    bf__free(c->site_param);
-    bf__free(c->site_value);
-    bf__free(c->site_scale);
-    bf__free(c->prefix);
-    bf__free(c->golden);
-    bf__free(c->golden_pred);
+    bf__dx_shared_free(c->golden.gdx);
+    for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
+    bf__free(c->golden.gev);
+    for (size_t p = 0; c->store.values && p < c->model->n_params; p++) bf__free(c->store.values[p]);
+    for (size_t p = 0; c->store.scale && p < c->model->n_params; p++) bf__free(c->store.scale[p]);
+    for (size_t p = 0; c->store.lo && p < c->model->n_params; p++) bf__free(c->store.lo[p]);
+    bf_model_free(c->protect.own_model);
+    bf__free(c->protect.sbp_mask);
+    bf__free(c->protect.range_lo);
+    bf__free(c->protect.range_hi);
+    bf__free(c->store.values);
+    bf__free(c->store.scale);
+    bf__free(c->store.lo);
+    bf__free(c->store.slice);
+    bf__free(c->faults.rates);
+    bf__free(c->faults.list);
+    bf__free(c->surface.sites);
+    bf__free(c->surface.site_param);
+    bf__free(c->surface.site_value);
+    bf__free(c->surface.site_scale);
+    bf__free(c->surface.prefix);
+    bf__free(c->golden.out);
+    bf__free(c->golden.pred);
     bf__free(c);
 }
 
-size_t bf_campaign_num_sites(const bf_campaign *c) { return c->n_sites; }
-const bf_site *bf_campaign_site(const bf_campaign *c, size_t i) { return i < c->n_sites ? &c->sites[i] : NULL; }
-int64_t bf_campaign_num_trials(const bf_campaign *c) { return c->n_trials; }
+size_t bf_campaign_num_sites(const bf_campaign *c) { return c->surface.n_sites; }
+const bf_site *bf_campaign_site(const bf_campaign *c, size_t i) { return i < c->surface.n_sites ? &c->surface.sites[i] : NULL; }
+int64_t bf_campaign_num_trials(const bf_campaign *c) { return c->faults.n_trials; }
 
 const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols)
 {
-    *samples = c->samples;
-    *cols = c->out_cols;
-    return c->golden;
+    *samples = c->golden.samples;
+    *cols = c->golden.out_cols;
+    return c->golden.out;
 }
 
 double bf_campaign_population(const bf_campaign *c)
 {
     /* random_value replaces whole values: the population is the elements */
-    double pop = c->kind == BF_FAULT_RANDOM_VALUE ? (double)c->elements : (double)c->elements * (double)c->n_allowed;
+    double pop = c->faults.kind == BF_FAULT_RANDOM_VALUE ? (double)c->surface.elements : (double)c->surface.elements * (double)c->faults.n_allowed;
     /* a transient fault also chooses the sample it hits */
-    return c->persistence == BF_PERSIST_TRANSIENT ? pop * (double)c->samples : pop;
+    return c->faults.persistence == BF_PERSIST_TRANSIENT ? pop * (double)c->golden.samples : pop;
 }
 
 /* --- tensor patterns */
@@ -148,7 +148,7 @@ static void other_target_hint(const bf_campaign *c, const char *name, char *buf,
         snprintf(buf, len, "; '%s' is a constant (an integer initializer), not a fault site", name);
         return;
     }
-    if (t == c->target) return;
+    if (t == c->faults.target) return;
     static const char *const is[] = {"a weight", "a node output", "a graph input"};
     static const char *const target[] = {"weights", "activations", "inputs"};
     snprintf(buf, len, "; '%s' is %s: faults on it need target '%s'", name, is[t], target[t]);
@@ -179,9 +179,9 @@ static bf_status choose_width(bf_campaign *c, const bf_campaign_spec *spec, unsi
         return bf_error_set(err, BF_EINVAL, "per_channel chooses scales for simulated int8; '%s' is stored as %s with "
                             "the model's own scales", m->params[first_int].tensor->name,
                             bf_dtype_name(m->params[first_int].dtype));
-    c->native = 1;
-    c->repr = BF_REPR_INT8;
-    c->repr_bits = 8;
+    c->store.native = 1;
+    c->store.repr = BF_REPR_INT8;
+    c->store.repr_bits = 8;
     return BF_OK;
 }
 
@@ -210,25 +210,25 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
         }
     }
     if ((st = choose_width(c, spec, sel, err)) != BF_OK) goto out;
-    for (size_t p = 0; p < m->n_params; p++) c->n_sites += sel[p] && bf_tensor_numel(m->params[p].tensor) > 0;
-    if (c->n_sites == 0) { st = bf_error_set(err, BF_EINVAL, "the selected parameters have no elements to corrupt"); goto out; }
-    c->sites = bf__calloc(c->n_sites, sizeof *c->sites);
-    c->site_param = bf__calloc(c->n_sites, sizeof *c->site_param);
-    c->prefix = bf__calloc(c->n_sites + 1, sizeof *c->prefix);
-    if (!c->sites || !c->site_param || !c->prefix) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    for (size_t p = 0; p < m->n_params; p++) c->surface.n_sites += sel[p] && bf_tensor_numel(m->params[p].tensor) > 0;
+    if (c->surface.n_sites == 0) { st = bf_error_set(err, BF_EINVAL, "the selected parameters have no elements to corrupt"); goto out; }
+    c->surface.sites = bf__calloc(c->surface.n_sites, sizeof *c->surface.sites);
+    c->surface.site_param = bf__calloc(c->surface.n_sites, sizeof *c->surface.site_param);
+    c->surface.prefix = bf__calloc(c->surface.n_sites + 1, sizeof *c->surface.prefix);
+    if (!c->surface.sites || !c->surface.site_param || !c->surface.prefix) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     size_t s = 0;
     for (size_t p = 0; p < m->n_params; p++) {
         const bf_param_info *pi = &m->params[p];
         if (!sel[p] || bf_tensor_numel(pi->tensor) == 0) continue;
-        c->sites[s] = (bf_site){.name = pi->tensor->name ? pi->tensor->name : "",
+        c->surface.sites[s] = (bf_site){.name = pi->tensor->name ? pi->tensor->name : "",
                                 .op = pi->reader_op ? pi->reader_op : "",
                                 .torch_name = pi->torch_name, .torch_note = pi->torch_note,
-                                .elements = bf_tensor_numel(pi->tensor), .bits = c->repr_bits};
-        c->site_param[s] = p;
-        c->prefix[s + 1] = c->prefix[s] + c->sites[s].elements;
+                                .elements = bf_tensor_numel(pi->tensor), .bits = c->store.repr_bits};
+        c->surface.site_param[s] = p;
+        c->surface.prefix[s + 1] = c->surface.prefix[s] + c->surface.sites[s].elements;
         s++;
     }
-    c->elements = c->prefix[c->n_sites];
+    c->surface.elements = c->surface.prefix[c->surface.n_sites];
 out:
     bf__free(sel);
     return st;
@@ -304,11 +304,11 @@ static bf_status value_candidates(const bf_campaign *c, const bf_plan *a, const 
 {
     const bf_model *m = c->model;
     size_t n = 0;
-    size_t cap = c->target == BF_TARGET_INPUTS ? m->n_inputs : 0;
-    for (size_t i = 0; c->target == BF_TARGET_ACTIVATIONS && i < m->n_nodes; i++) cap += (size_t)m->nodes[i].n_out;
+    size_t cap = c->faults.target == BF_TARGET_INPUTS ? m->n_inputs : 0;
+    for (size_t i = 0; c->faults.target == BF_TARGET_ACTIVATIONS && i < m->n_nodes; i++) cap += (size_t)m->nodes[i].n_out;
     vcand *v = bf__calloc(cap + 1, sizeof *v);
     if (!v) return bf_error_set(err, BF_ENOMEM, "out of memory");
-    if (c->target == BF_TARGET_INPUTS) {
+    if (c->faults.target == BF_TARGET_INPUTS) {
         for (size_t i = 0; i < m->n_inputs; i++) {
             const char *op = NULL;
             for (size_t o = 0; o < m->n_nodes && !op; o++) {
@@ -342,7 +342,7 @@ static int is_integer(bf_dtype d) { return d == BF_I64 || d == BF_I32 || d == BF
 static bf_status no_value_site(const bf_campaign *c, const char *pat, const vcand *v, size_t n, const bf_plan *a,
                                const bf_plan *b, bf_error *err)
 {
-    int inputs = c->target == BF_TARGET_INPUTS, ops = strncmp(pat, "op:", 3) == 0;
+    int inputs = c->faults.target == BF_TARGET_INPUTS, ops = strncmp(pat, "op:", 3) == 0;
     const char *what = inputs ? "graph input" : "node output";
     size_t matched = 0, first = 0, integer = 0;
     for (size_t i = 0; i < n; i++) {
@@ -397,22 +397,22 @@ static bf_status resolve_value_sites(bf_campaign *c, const bf_campaign_spec *spe
             if (v[i].elements && value_matches(pat, &v[i])) sel[i] = 1, any = 1;
         if (!any) { st = no_value_site(c, pat, v, n, a, b, err); goto out; }
     }
-    for (size_t i = 0; i < n; i++) c->n_sites += sel[i];
-    c->sites = bf__calloc(c->n_sites, sizeof *c->sites);
-    c->site_value = bf__calloc(c->n_sites, sizeof *c->site_value);
-    c->site_scale = bf__calloc(c->n_sites, sizeof *c->site_scale);
-    c->prefix = bf__calloc(c->n_sites + 1, sizeof *c->prefix);
-    if (!c->sites || !c->site_value || !c->site_scale || !c->prefix) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < n; i++) c->surface.n_sites += sel[i];
+    c->surface.sites = bf__calloc(c->surface.n_sites, sizeof *c->surface.sites);
+    c->surface.site_value = bf__calloc(c->surface.n_sites, sizeof *c->surface.site_value);
+    c->surface.site_scale = bf__calloc(c->surface.n_sites, sizeof *c->surface.site_scale);
+    c->surface.prefix = bf__calloc(c->surface.n_sites + 1, sizeof *c->surface.prefix);
+    if (!c->surface.sites || !c->surface.site_value || !c->surface.site_scale || !c->surface.prefix) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     size_t s = 0;
     for (size_t i = 0; i < n; i++) {
         if (!sel[i]) continue;
-        c->sites[s] = (bf_site){.name = v[i].name, .op = v[i].op ? v[i].op : "", .elements = v[i].elements, .bits = c->repr_bits};
-        c->site_value[s] = v[i].value;
-        c->site_scale[s] = 1.0f;
-        c->prefix[s + 1] = c->prefix[s] + v[i].elements;
+        c->surface.sites[s] = (bf_site){.name = v[i].name, .op = v[i].op ? v[i].op : "", .elements = v[i].elements, .bits = c->store.repr_bits};
+        c->surface.site_value[s] = v[i].value;
+        c->surface.site_scale[s] = 1.0f;
+        c->surface.prefix[s + 1] = c->surface.prefix[s] + v[i].elements;
         s++;
     }
-    c->elements = c->prefix[c->n_sites];
+    c->surface.elements = c->surface.prefix[c->surface.n_sites];
 out:
     bf_plan_free(a);
     bf_plan_free(b);
@@ -423,7 +423,7 @@ out:
 
 static bf_status resolve_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
 {
-    return c->target == BF_TARGET_WEIGHTS ? resolve_param_sites(c, spec, err) : resolve_value_sites(c, spec, err);
+    return c->faults.target == BF_TARGET_WEIGHTS ? resolve_param_sites(c, spec, err) : resolve_value_sites(c, spec, err);
 }
 
 /* --- bits and fault list */
@@ -435,27 +435,27 @@ static bf_status resolve_bits(bf_campaign *c, const bf_campaign_spec *spec, bf_e
         return bf_error_set(err, BF_EINVAL, "%d bit positions given; at most 64", spec->n_positions);
     for (int i = 0; i < spec->n_positions; i++) {
         int b = spec->positions[i];
-        if (b < 0 || b >= c->repr_bits)
+        if (b < 0 || b >= c->store.repr_bits)
             return bf_error_set(err, BF_ERANGE, "bit position %d does not exist in %s (bits 0..%d)", b,
-                                bf_repr_name(c->repr), c->repr_bits - 1);
+                                bf_repr_name(c->store.repr), c->store.repr_bits - 1);
         on[b] = 1;
     }
-    for (int b = 0; b < c->repr_bits; b++)
-        if (on[b] || spec->n_positions == 0) c->allowed[c->n_allowed++] = b;
+    for (int b = 0; b < c->store.repr_bits; b++)
+        if (on[b] || spec->n_positions == 0) c->faults.allowed[c->faults.n_allowed++] = b;
 
-    c->bits = spec->bits > 0 ? spec->bits : 1;
-    c->burst = spec->burst != 0;
-    if (c->kind == BF_FAULT_BER || c->kind == BF_FAULT_RANDOM_VALUE || c->kind == BF_FAULT_PROFILED) return BF_OK;
-    if (c->bits > c->n_allowed)
-        return bf_error_set(err, BF_ERANGE, "%d bits per fault, but only %d bit positions are allowed", c->bits, c->n_allowed);
-    if (c->burst) {
-        for (int b = 0; b + c->bits <= c->repr_bits; b++) {
+    c->faults.bits = spec->bits > 0 ? spec->bits : 1;
+    c->faults.burst = spec->burst != 0;
+    if (c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_RANDOM_VALUE || c->faults.kind == BF_FAULT_PROFILED) return BF_OK;
+    if (c->faults.bits > c->faults.n_allowed)
+        return bf_error_set(err, BF_ERANGE, "%d bits per fault, but only %d bit positions are allowed", c->faults.bits, c->faults.n_allowed);
+    if (c->faults.burst) {
+        for (int b = 0; b + c->faults.bits <= c->store.repr_bits; b++) {
             int ok = 1;
-            for (int k = 0; k < c->bits; k++) ok &= spec->n_positions == 0 || on[b + k];
-            if (ok) c->starts[c->n_starts++] = b;
+            for (int k = 0; k < c->faults.bits; k++) ok &= spec->n_positions == 0 || on[b + k];
+            if (ok) c->faults.starts[c->faults.n_starts++] = b;
         }
-        if (c->n_starts == 0)
-            return bf_error_set(err, BF_EINVAL, "a burst of %d adjacent bits does not fit in the allowed bit positions", c->bits);
+        if (c->faults.n_starts == 0)
+            return bf_error_set(err, BF_EINVAL, "a burst of %d adjacent bits does not fit in the allowed bit positions", c->faults.bits);
     }
     return BF_OK;
 }
@@ -464,16 +464,16 @@ static bf_status resolve_bits(bf_campaign *c, const bf_campaign_spec *spec, bf_e
 static void list_target_names(const bf_campaign *c, char *buf, size_t len)
 {
     const bf_model *m = c->model;
-    if (c->target == BF_TARGET_WEIGHTS) {
+    if (c->faults.target == BF_TARGET_WEIGHTS) {
         list_names(m, 0, buf, len);
         return;
     }
     size_t off = 0, shown = 0, total = 0;
     buf[0] = 0;
-    for (size_t s = 0; s < c->n_sites; s++) {
+    for (size_t s = 0; s < c->surface.n_sites; s++) {
         total++;
         if (shown < 6 && off < len) {
-            int w = snprintf(buf + off, len - off, "%s%s", shown ? ", " : "", c->sites[s].name);
+            int w = snprintf(buf + off, len - off, "%s%s", shown ? ", " : "", c->surface.sites[s].name);
             if (w > 0) off += (size_t)w;
             shown++;
         }
@@ -484,28 +484,28 @@ static void list_target_names(const bf_campaign *c, char *buf, size_t len)
 static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
 {
     if (spec->n_list == 0) return bf_error_set(err, BF_EINVAL, "the fault list is empty");
-    c->list = bf__calloc(spec->n_list, sizeof *c->list);
-    if (!c->list) return bf_error_set(err, BF_ENOMEM, "out of memory for the fault list");
-    c->n_list = spec->n_list;
+    c->faults.list = bf__calloc(spec->n_list, sizeof *c->faults.list);
+    if (!c->faults.list) return bf_error_set(err, BF_ENOMEM, "out of memory for the fault list");
+    c->faults.n_list = spec->n_list;
     int64_t samples = bf_dataset_num_samples(c->ds);
     for (size_t i = 0; i < spec->n_list; i++) {
         const bf_fault_entry *e = &spec->list[i];
         const char *name = e->tensor ? e->tensor : "";
         int64_t site = -1;
-        for (size_t s = 0; s < c->n_sites; s++)
-            if (strcmp(c->sites[s].name, name) == 0) site = (int64_t)s;
+        for (size_t s = 0; s < c->surface.n_sites; s++)
+            if (strcmp(c->surface.sites[s].name, name) == 0) site = (int64_t)s;
         /* or a PyTorch name, when it names one site */
         size_t by_torch = 0;
-        for (size_t s = 0; site < 0 && s < c->n_sites; s++)
-            if (c->sites[s].torch_name && strcmp(c->sites[s].torch_name, name) == 0 && by_torch++ == 0) site = (int64_t)s;
+        for (size_t s = 0; site < 0 && s < c->surface.n_sites; s++)
+            if (c->surface.sites[s].torch_name && strcmp(c->surface.sites[s].torch_name, name) == 0 && by_torch++ == 0) site = (int64_t)s;
         if (by_torch > 1)
             return bf_error_set(err, BF_EINVAL, "list entry %zu: '%s' is the PyTorch name of %zu tensors (the first is '%s'); "
                                 "name the one meant by its ONNX name (bitflip info lists both)", i, name, by_torch,
-                                c->sites[site].name);
+                                c->surface.sites[site].name);
         if (site < 0) {
-            int known = c->target == BF_TARGET_WEIGHTS ? bf_model_find_param(c->model, name) >= 0
+            int known = c->faults.target == BF_TARGET_WEIGHTS ? bf_model_find_param(c->model, name) >= 0
                                                        : bf_model_find_value(c->model, name) >= 0;
-            for (size_t p = 0; c->target == BF_TARGET_WEIGHTS && p < c->model->n_params; p++)
+            for (size_t p = 0; c->faults.target == BF_TARGET_WEIGHTS && p < c->model->n_params; p++)
                 known |= c->model->params[p].torch_name && strcmp(c->model->params[p].torch_name, name) == 0;
             char names[256], hint[640];
             other_target_hint(c, name, hint, sizeof hint);
@@ -514,22 +514,22 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
                                     name, hint);
             if (known)
                 return bf_error_set(err, BF_EINVAL, "list entry %zu: tensor '%s' is not among the selected tensors%s", i, name,
-                                    c->target == BF_TARGET_WEIGHTS ? "" : " (or cannot be faulted: see the target's rules)");
+                                    c->faults.target == BF_TARGET_WEIGHTS ? "" : " (or cannot be faulted: see the target's rules)");
             list_target_names(c, names, sizeof names);
-            const char *what = c->target == BF_TARGET_WEIGHTS ? "parameter" : c->target == BF_TARGET_INPUTS ? "graph input" : "node output";
+            const char *what = c->faults.target == BF_TARGET_WEIGHTS ? "parameter" : c->faults.target == BF_TARGET_INPUTS ? "graph input" : "node output";
             return bf_error_set(err, BF_ENOTFOUND, "list entry %zu: the model has no %s named '%s' (%s %s)", i, what, name,
-                                c->target == BF_TARGET_WEIGHTS ? "it has" : "the fault sites are", names);
+                                c->faults.target == BF_TARGET_WEIGHTS ? "it has" : "the fault sites are", names);
         }
-        const bf_site *st = &c->sites[site];
+        const bf_site *st = &c->surface.sites[site];
         if (e->index < 0 || e->index >= st->elements)
             return bf_error_set(err, BF_ERANGE, "list entry %zu: tensor '%s' has %lld elements%s, index %lld is out of range", i,
-                                name, (long long)st->elements, c->target == BF_TARGET_WEIGHTS ? "" : " per sample",
+                                name, (long long)st->elements, c->faults.target == BF_TARGET_WEIGHTS ? "" : " per sample",
                                 (long long)e->index);
-        if (e->bit < 0 || e->bit >= c->repr_bits)
+        if (e->bit < 0 || e->bit >= c->store.repr_bits)
             return bf_error_set(err, BF_ERANGE, "list entry %zu: bit %d does not exist in %s (bits 0..%d)", i, e->bit,
-                                bf_repr_name(c->repr), c->repr_bits - 1);
+                                bf_repr_name(c->store.repr), c->store.repr_bits - 1);
         int64_t sample = -1;
-        if (c->persistence == BF_PERSIST_TRANSIENT) {
+        if (c->faults.persistence == BF_PERSIST_TRANSIENT) {
             if (e->sample < 0)
                 return bf_error_set(err, BF_EINVAL, "list entry %zu: a transient fault needs 'sample', the eval-set sample it hits", i);
             if (e->sample >= samples)
@@ -539,7 +539,7 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
         } else if (e->sample >= 0) {
             return bf_error_set(err, BF_EINVAL, "list entry %zu: 'sample' applies only to transient faults (a permanent fault hits every sample)", i);
         }
-        c->list[i] = (bf__list_fault){.site = site, .index = e->index, .sample = sample, .bit = e->bit};
+        c->faults.list[i] = (bf__list_fault){.site = site, .index = e->index, .sample = sample, .bit = e->bit};
     }
     return BF_OK;
 }
@@ -602,45 +602,45 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     if (spec->stop_margin > 0 && spec->stop_confidence != 0 && !(spec->stop_confidence > 0 && spec->stop_confidence < 1))
         return bf_error_set(err, BF_EINVAL, "stop confidence must be in (0, 1), got %g", spec->stop_confidence);
 
-    c->seed = spec->seed;
-    c->target = spec->target;
-    c->persistence = spec->persistence;
-    c->kind = spec->model_kind;
-    c->repr = spec->repr;
-    c->repr_bits = bf_repr_bits(spec->repr);
-    c->sampling = spec->sampling;
-    c->critical_metric = spec->critical_metric;
-    c->critical_delta = spec->critical_delta;
-    c->stop_margin = spec->stop_margin;
-    c->stop_confidence = spec->stop_confidence > 0 ? spec->stop_confidence : 0.95;
+    c->faults.seed = spec->seed;
+    c->faults.target = spec->target;
+    c->faults.persistence = spec->persistence;
+    c->faults.kind = spec->model_kind;
+    c->store.repr = spec->repr;
+    c->store.repr_bits = bf_repr_bits(spec->repr);
+    c->faults.sampling = spec->sampling;
+    c->judge.critical_metric = spec->critical_metric;
+    c->judge.critical_delta = spec->critical_delta;
+    c->judge.stop_margin = spec->stop_margin;
+    c->judge.stop_confidence = spec->stop_confidence > 0 ? spec->stop_confidence : 0.95;
     /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md):
      * smaller batches mean less recomputed per fault that reaches a few
      * samples, larger ones faster products; 64 measured best on the bench
      * models (DLRM and digits). */
     c->batch = spec->batch ? spec->batch : BF_CAMPAIGN_BATCH_DEFAULT;
 
-    if (c->kind == BF_FAULT_BER) {
+    if (c->faults.kind == BF_FAULT_BER) {
         if (spec->n_rates == 0 || !spec->rates) return bf_error_set(err, BF_EINVAL, "model 'ber' needs at least one rate");
         for (size_t i = 0; i < spec->n_rates; i++)
             if (!(spec->rates[i] >= 0 && spec->rates[i] <= 1))
                 return bf_error_set(err, BF_ERANGE, "BER rate %zu is %g; rates are probabilities in [0, 1]", i, spec->rates[i]);
-        c->rates = bf__malloc(spec->n_rates * sizeof *c->rates);
-        if (!c->rates) return bf_error_set(err, BF_ENOMEM, "out of memory");
-        memcpy(c->rates, spec->rates, spec->n_rates * sizeof *c->rates);
-        c->n_rates = spec->n_rates;
-        c->repeats = spec->repeats > 0 ? spec->repeats : 1;
-        if ((double)c->repeats * (double)c->n_rates > 9e15) return bf_error_set(err, BF_ERANGE, "too many BER trials");
-        c->n_trials = c->repeats * (int64_t)c->n_rates;
-    } else if (c->kind == BF_FAULT_PROFILED) {
-        c->errmap = spec->errmap;
-        c->map_bits = (uint64_t)spec->errmap->rows * (uint64_t)spec->errmap->cols;
-        c->repeats = spec->repeats > 0 ? spec->repeats : 1;
-        c->n_trials = c->repeats;
-    } else if (c->sampling == BF_SAMPLE_LIST) {
-        c->n_trials = (int64_t)spec->n_list;
+        c->faults.rates = bf__malloc(spec->n_rates * sizeof *c->faults.rates);
+        if (!c->faults.rates) return bf_error_set(err, BF_ENOMEM, "out of memory");
+        memcpy(c->faults.rates, spec->rates, spec->n_rates * sizeof *c->faults.rates);
+        c->faults.n_rates = spec->n_rates;
+        c->faults.repeats = spec->repeats > 0 ? spec->repeats : 1;
+        if ((double)c->faults.repeats * (double)c->faults.n_rates > 9e15) return bf_error_set(err, BF_ERANGE, "too many BER trials");
+        c->faults.n_trials = c->faults.repeats * (int64_t)c->faults.n_rates;
+    } else if (c->faults.kind == BF_FAULT_PROFILED) {
+        c->faults.errmap = spec->errmap;
+        c->faults.map_bits = (uint64_t)spec->errmap->rows * (uint64_t)spec->errmap->cols;
+        c->faults.repeats = spec->repeats > 0 ? spec->repeats : 1;
+        c->faults.n_trials = c->faults.repeats;
+    } else if (c->faults.sampling == BF_SAMPLE_LIST) {
+        c->faults.n_trials = (int64_t)spec->n_list;
     } else {
         if (spec->trials < 1) return bf_error_set(err, BF_EINVAL, "trials must be at least 1, got %lld", (long long)spec->trials);
-        c->n_trials = spec->trials;
+        c->faults.n_trials = spec->trials;
     }
     return BF_OK;
 }
@@ -650,60 +650,60 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
 static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
 {
     const bf_model *m = c->model;
-    c->stored = bf__calloc(m->n_params + 1, sizeof *c->stored);
-    c->scale = bf__calloc(m->n_params + 1, sizeof *c->scale);
-    c->lo = bf__calloc(m->n_params + 1, sizeof *c->lo);
-    c->slice = bf__calloc(m->n_params + 1, sizeof *c->slice);
-    if (!c->stored || !c->scale || !c->lo || !c->slice) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    c->store.values = bf__calloc(m->n_params + 1, sizeof *c->store.values);
+    c->store.scale = bf__calloc(m->n_params + 1, sizeof *c->store.scale);
+    c->store.lo = bf__calloc(m->n_params + 1, sizeof *c->store.lo);
+    c->store.slice = bf__calloc(m->n_params + 1, sizeof *c->store.slice);
+    if (!c->store.values || !c->store.scale || !c->store.lo || !c->store.slice) return bf_error_set(err, BF_ENOMEM, "out of memory");
     /* faults on activations and inputs round only the element they hit:
      * the weights stay as the model has them */
-    if (c->native) {
+    if (c->store.native) {
         /* the stored integers as floats, for the trials' bookkeeping; they
          * are the model's own values, so the golden model is the model */
         for (size_t p = 0; p < m->n_params; p++) {
             const bf_tensor *t = m->params[p].tensor;
             int64_t n = bf_tensor_numel(t);
             if (m->params[p].dtype == BF_F32) continue;
-            c->stored[p] = bf__malloc((size_t)n * sizeof(float) + 1);
-            if (!c->stored[p]) return bf_error_set(err, BF_ENOMEM, "out of memory copying '%s'", t->name);
-            bf_status st = bf_convert(c->stored[p], BF_F32, t->data, t->dtype, (size_t)n, err);
+            c->store.values[p] = bf__malloc((size_t)n * sizeof(float) + 1);
+            if (!c->store.values[p]) return bf_error_set(err, BF_ENOMEM, "out of memory copying '%s'", t->name);
+            bf_status st = bf_convert(c->store.values[p], BF_F32, t->data, t->dtype, (size_t)n, err);
             if (st != BF_OK) return st;
         }
         return BF_OK;
     }
-    if (c->repr == BF_REPR_FP32 || c->target != BF_TARGET_WEIGHTS) return BF_OK;
+    if (c->store.repr == BF_REPR_FP32 || c->faults.target != BF_TARGET_WEIGHTS) return BF_OK;
     /* w_max clips the tensors the campaign selects (the weights a user
      * trained clipped); the rest of the model (constants an export adds,
      * such as InstanceNormalization's ones) keeps its own range */
     unsigned char *site = bf__calloc(m->n_params + 1, 1);
     if (!site) return bf_error_set(err, BF_ENOMEM, "out of memory");
-    for (size_t s = 0; s < c->n_sites; s++) site[c->site_param[s]] = 1;
+    for (size_t s = 0; s < c->surface.n_sites; s++) site[c->surface.site_param[s]] = 1;
     for (size_t p = 0; p < m->n_params; p++) {
         const bf_tensor *t = m->params[p].tensor;
         if (m->params[p].dtype != BF_F32) continue;   /* a quantized model's integers are already stored */
         int64_t n = bf_tensor_numel(t);
         int64_t dim0 = t->ndim > 0 ? t->dims[0] : 1;
-        c->stored[p] = bf__malloc((size_t)n * sizeof(float) + 1);
-        if (!c->stored[p]) {
+        c->store.values[p] = bf__malloc((size_t)n * sizeof(float) + 1);
+        if (!c->store.values[p]) {
             bf__free(site);
             return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
         }
         bf_qscale q = {0};
-        if (bf_repr_is_fixed(c->repr) && n > 0) {
+        if (bf_repr_is_fixed(c->store.repr) && n > 0) {
             int64_t n_scale = spec->per_channel && dim0 > 0 ? dim0 : 1;
-            c->scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
-            if (bf_repr_is_unsigned(c->repr) && c->scale[p]) c->lo[p] = bf__malloc((size_t)n_scale * sizeof(float));
-            if (!c->scale[p] || (bf_repr_is_unsigned(c->repr) && !c->lo[p])) {
+            c->store.scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
+            if (bf_repr_is_unsigned(c->store.repr) && c->store.scale[p]) c->store.lo[p] = bf__malloc((size_t)n_scale * sizeof(float));
+            if (!c->store.scale[p] || (bf_repr_is_unsigned(c->store.repr) && !c->store.lo[p])) {
                 bf__free(site);
                 return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
             }
             /* per layer (or channel), as Stutz et al. quantize */
-            bf_repr_fixed_scales(c->repr, t->data, n, dim0, spec->per_channel, site[p] ? (float)spec->w_max : 0.0f,
-                                 c->scale[p], c->lo[p]);
-            c->slice[p] = n / n_scale;
-            q = (bf_qscale){.scale = c->scale[p], .n_scale = n_scale, .slice = c->slice[p], .lo = c->lo[p]};
+            bf_repr_fixed_scales(c->store.repr, t->data, n, dim0, spec->per_channel, site[p] ? (float)spec->w_max : 0.0f,
+                                 c->store.scale[p], c->store.lo[p]);
+            c->store.slice[p] = n / n_scale;
+            q = (bf_qscale){.scale = c->store.scale[p], .n_scale = n_scale, .slice = c->store.slice[p], .lo = c->store.lo[p]};
         }
-        bf_repr_quantize(c->repr, t->data, c->stored[p], n, &q);
+        bf_repr_quantize(c->store.repr, t->data, c->store.values[p], n, &q);
     }
     bf__free(site);
     return BF_OK;
@@ -711,8 +711,8 @@ static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, b
 
 int64_t bf__prediction(const bf_campaign *c, const float *row)
 {
-    if (c->out_cols > 1) return bf_argmax(row, c->out_cols);
-    return c->logits ? row[0] > 0 : row[0] >= 0.5f;
+    if (c->golden.out_cols > 1) return bf_argmax(row, c->golden.out_cols);
+    return c->golden.logits ? row[0] > 0 : row[0] >= 0.5f;
 }
 
 /* The grid of each metric's sums (see campaign_stats.c): the campaign's sum
@@ -720,21 +720,21 @@ int64_t bf__prediction(const bf_campaign *c, const float *row)
 static void set_grids(bf_campaign *c)
 {
     double gmax = 0;
-    for (int64_t i = 0; i < c->samples * c->out_cols; i++)
-        if (isfinite(c->golden[i]) && fabs(c->golden[i]) > gmax) gmax = fabs(c->golden[i]);
+    for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++)
+        if (isfinite(c->golden.out[i]) && fabs(c->golden.out[i]) > gmax) gmax = fabs(c->golden.out[i]);
     /* deviations past 16x the largest golden output saturate in the sums */
     double out_bound = 16 * exp2(ceil(log2(gmax > 1 ? gmax : 1)));
     double ll = 32;   /* log loss clips probabilities at 1e-7: at most 16.12 */
-    for (int m = 0; m < BF_METRIC_COUNT; m++) c->bound[m] = 1;
-    c->bound[BF_METRIC_LOGLOSS] = ll;
-    if (c->label_entropy > 0) c->bound[BF_METRIC_NE] = exp2(ceil(log2(ll / c->label_entropy)));
-    c->bound[BF_METRIC_MAX_ABS] = out_bound;
-    c->bound[BF_METRIC_MSE] = out_bound * out_bound;
-    int lg = (int)ceil(log2((double)c->n_trials + 1));
+    for (int m = 0; m < BF_METRIC_COUNT; m++) c->judge.bound[m] = 1;
+    c->judge.bound[BF_METRIC_LOGLOSS] = ll;
+    if (c->golden.label_entropy > 0) c->judge.bound[BF_METRIC_NE] = exp2(ceil(log2(ll / c->golden.label_entropy)));
+    c->judge.bound[BF_METRIC_MAX_ABS] = out_bound;
+    c->judge.bound[BF_METRIC_MSE] = out_bound * out_bound;
+    int lg = (int)ceil(log2((double)c->faults.n_trials + 1));
     for (int m = 0; m < BF_METRIC_COUNT; m++) {
-        int lb = (int)log2(c->bound[m]);
-        c->fsum[m] = 52 - lg - lb;
-        c->fsq[m] = 52 - lg - 2 * lb;
+        int lb = (int)log2(c->judge.bound[m]);
+        c->judge.fsum[m] = 52 - lg - lb;
+        c->judge.fsq[m] = 52 - lg - 2 * lb;
     }
 }
 
@@ -768,13 +768,13 @@ static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_er
     bf_eval_opts eo = {.batch = c->batch, .threads = 1};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, ev, err);
     for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
-        if (c->stored[p]) st = bf_evaluator_set_param(*ev, p, c->stored[p], err);
+        if (c->store.values[p]) st = bf_evaluator_set_param(*ev, p, c->store.values[p], err);
     return st;
 }
 
 /* The golden pass as the differential engine makes it: on prep->threads
  * threads, one evaluator each (which the first run adopts as its workers'),
- * the values cached on the way, the outputs into c->golden, r as
+ * the values cached on the way, the outputs into c->golden.out, r as
  * bf_evaluator_run would give it. ev is the first evaluator, made already
  * (it fixed the batch). */
 static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_eval_result *r,
@@ -784,29 +784,29 @@ static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_
     int64_t samples = bf_dataset_num_samples(c->ds), cols = bf_tensor_numel(o) / bf_evaluator_batch(ev);
     int n = prep->threads > 1 ? prep->threads : 1;
     if (n > BF__CAMPAIGN_THREADS_MAX) n = BF__CAMPAIGN_THREADS_MAX;
-    c->golden = bf__malloc((size_t)(samples * cols) * sizeof(float) + 1);
-    c->gev = bf__calloc((size_t)n, sizeof *c->gev);
-    if (!c->golden || !c->gev) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs");
-    c->gev[0] = ev;
-    c->n_gev = 1;
+    c->golden.out = bf__malloc((size_t)(samples * cols) * sizeof(float) + 1);
+    c->golden.gev = bf__calloc((size_t)n, sizeof *c->golden.gev);
+    if (!c->golden.out || !c->golden.gev) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs");
+    c->golden.gev[0] = ev;
+    c->golden.n_gev = 1;
     /* one after another: plans share the model's weights arena; each is
      * cheap now (its arena is only touched where a step writes it) */
     double t0 = now_s();
     bf_status st = BF_OK;
-    for (; c->n_gev < n && st == BF_OK; c->n_gev++)
-        if ((st = golden_evaluator(c, &c->gev[c->n_gev], err)) != BF_OK) break;
+    for (; c->golden.n_gev < n && st == BF_OK; c->golden.n_gev++)
+        if ((st = golden_evaluator(c, &c->golden.gev[c->golden.n_gev], err)) != BF_OK) break;
     if (st != BF_OK) return st;
     double t1 = now_s();
     c->setup.plans += t1 - t0;
-    c->gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+    c->golden.gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
     double cpu = cpu_s();
-    st = bf__dx_shared_golden(c->gev, c->n_gev, samples, cols, (size_t)c->gdx_budget, c->golden, &c->gdx, err);
+    st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, c->golden.out, &c->golden.gdx, err);
     c->setup.golden = now_s() - t1;
     c->setup.golden_cpu = cpu_s() - cpu;
     if (st != BF_OK) return st;
-    int64_t batches = bf__gcache_batches(bf__dx_shared_cache(c->gdx));
-    c->setup.golden_threads = c->n_gev < batches ? c->n_gev : (int)batches;
-    bf__evaluator_score(ev, c->golden, r);
+    int64_t batches = bf__gcache_batches(bf__dx_shared_cache(c->golden.gdx));
+    c->setup.golden_threads = c->golden.n_gev < batches ? c->golden.n_gev : (int)batches;
+    bf__evaluator_score(ev, c->golden.out, r);
     return BF_OK;
 }
 
@@ -829,54 +829,54 @@ static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, const
         c->setup.golden_cpu = cpu_s() - cpu;
         c->setup.golden_threads = 1;
     }
-    c->task = r.task;
-    c->samples = r.samples;
-    c->out_cols = r.out_cols;
+    c->golden.task = r.task;
+    c->golden.samples = r.samples;
+    c->golden.out_cols = r.out_cols;
     size_t n = (size_t)(r.samples * r.out_cols);
-    if (!c->golden) c->golden = bf__malloc(n * sizeof(float) + 1);
-    c->golden_pred = bf__malloc((size_t)r.samples * sizeof(int64_t) + 1);
-    if (!c->golden || !c->golden_pred) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs"); goto out; }
-    if (r.outputs != c->golden) memcpy(c->golden, r.outputs, n * sizeof(float));
-    if (c->out_cols == 1)
-        for (int64_t i = 0; i < c->samples; i++) c->logits |= c->golden[i] < 0 || c->golden[i] > 1;
-    for (int64_t i = 0; i < c->samples; i++) c->golden_pred[i] = bf__prediction(c, c->golden + i * c->out_cols);
+    if (!c->golden.out) c->golden.out = bf__malloc(n * sizeof(float) + 1);
+    c->golden.pred = bf__malloc((size_t)r.samples * sizeof(int64_t) + 1);
+    if (!c->golden.out || !c->golden.pred) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs"); goto out; }
+    if (r.outputs != c->golden.out) memcpy(c->golden.out, r.outputs, n * sizeof(float));
+    if (c->golden.out_cols == 1)
+        for (int64_t i = 0; i < c->golden.samples; i++) c->golden.logits |= c->golden.out[i] < 0 || c->golden.out[i] > 1;
+    for (int64_t i = 0; i < c->golden.samples; i++) c->golden.pred[i] = bf__prediction(c, c->golden.out + i * c->golden.out_cols);
 
-    if (c->task == BF_TASK_BINARY) {
+    if (c->golden.task == BF_TASK_BINARY) {
         const bf_tensor *l = bf_dataset_find(c->ds, "labels");
-        lab = bf__malloc((size_t)c->samples * sizeof(float) + 1);
+        lab = bf__malloc((size_t)c->golden.samples * sizeof(float) + 1);
         if (!lab) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
-        if ((st = bf_convert(lab, BF_F32, l->data, l->dtype, (size_t)c->samples, err)) != BF_OK) goto out;
+        if ((st = bf_convert(lab, BF_F32, l->data, l->dtype, (size_t)c->golden.samples, err)) != BF_OK) goto out;
         double pos = 0;
-        for (int64_t i = 0; i < c->samples; i++) pos += lab[i] > 0.5f;
-        double p = pos / (double)c->samples;
-        c->label_entropy = p > 0 && p < 1 ? -(p * log(p) + (1 - p) * log(1 - p)) : 0;
+        for (int64_t i = 0; i < c->golden.samples; i++) pos += lab[i] > 0.5f;
+        double p = pos / (double)c->golden.samples;
+        c->golden.label_entropy = p > 0 && p < 1 ? -(p * log(p) + (1 - p) * log(1 - p)) : 0;
     }
-    for (int m = 0; m < BF_METRIC_COUNT; m++) c->golden_metric[m] = NAN;
-    c->golden_metric[BF_METRIC_ACCURACY] = r.accuracy;
-    c->golden_metric[BF_METRIC_AUC] = r.auc;
-    c->golden_metric[BF_METRIC_LOGLOSS] = r.logloss;
-    if (c->label_entropy > 0) c->golden_metric[BF_METRIC_NE] = r.logloss / c->label_entropy;
-    c->golden_metric[BF_METRIC_TOP1_MISMATCH] = 0;
-    c->golden_metric[BF_METRIC_MSE] = 0;
-    c->golden_metric[BF_METRIC_MAX_ABS] = 0;
+    for (int m = 0; m < BF_METRIC_COUNT; m++) c->golden.metric[m] = NAN;
+    c->golden.metric[BF_METRIC_ACCURACY] = r.accuracy;
+    c->golden.metric[BF_METRIC_AUC] = r.auc;
+    c->golden.metric[BF_METRIC_LOGLOSS] = r.logloss;
+    if (c->golden.label_entropy > 0) c->golden.metric[BF_METRIC_NE] = r.logloss / c->golden.label_entropy;
+    c->golden.metric[BF_METRIC_TOP1_MISMATCH] = 0;
+    c->golden.metric[BF_METRIC_MSE] = 0;
+    c->golden.metric[BF_METRIC_MAX_ABS] = 0;
 
-    unsigned app = applicable_metrics(c->task);
-    if (c->critical_metric >= 0 && !(app >> c->critical_metric & 1)) {
-        st = bf_error_set(err, BF_EINVAL, "critical metric '%s' does not apply to a %s task", bf_metric_name(c->critical_metric),
-                          bf_task_name(c->task));
+    unsigned app = applicable_metrics(c->golden.task);
+    if (c->judge.critical_metric >= 0 && !(app >> c->judge.critical_metric & 1)) {
+        st = bf_error_set(err, BF_EINVAL, "critical metric '%s' does not apply to a %s task", bf_metric_name(c->judge.critical_metric),
+                          bf_task_name(c->golden.task));
         goto out;
     }
-    c->metrics = (spec->metrics ? spec->metrics : app) & app;
-    if (c->critical_metric >= 0) c->metrics |= 1u << c->critical_metric;
+    c->judge.metrics = (spec->metrics ? spec->metrics : app) & app;
+    if (c->judge.critical_metric >= 0) c->judge.metrics |= 1u << c->judge.critical_metric;
     set_grids(c);
-    if (c->gdx) {
+    if (c->golden.gdx) {
         double t1 = now_s();
-        if ((st = bf__dx_shared_finish(c->gdx, ev, c->golden, err)) != BF_OK) goto out;
+        if ((st = bf__dx_shared_finish(c->golden.gdx, ev, c->golden.out, err)) != BF_OK) goto out;
         c->setup.index = now_s() - t1;
     }
 out:
     bf__free(lab);
-    if (!c->gev || c->gev[0] != ev) bf_evaluator_free(ev);   /* else the first run's worker 0 */
+    if (!c->golden.gev || c->golden.gev[0] != ev) bf_evaluator_free(ev);   /* else the first run's worker 0 */
     return st;
 }
 
@@ -889,27 +889,27 @@ static bf_status profile_scales(bf_campaign *c, bf_error *err)
     bf_plan *full = NULL, *rest = NULL;
     float *mx = NULL;
     bf_status st = BF_OK;
-    if (c->target == BF_TARGET_WEIGHTS || c->repr != BF_REPR_INT8) return BF_OK;
-    int64_t n_rest = c->samples % c->batch;
-    mx = bf__calloc(c->n_sites + 1, sizeof *mx);
+    if (c->faults.target == BF_TARGET_WEIGHTS || c->store.repr != BF_REPR_INT8) return BF_OK;
+    int64_t n_rest = c->golden.samples % c->batch;
+    mx = bf__calloc(c->surface.n_sites + 1, sizeof *mx);
     if (!mx) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     if ((st = bf_plan_create(m, c->batch, &full, err)) != BF_OK) goto out;
     if (n_rest && (st = bf_plan_create(m, n_rest, &rest, err)) != BF_OK) goto out;
-    for (int64_t start = 0; start < c->samples; start += c->batch) {
-        bf_plan *p = c->samples - start < c->batch ? rest : full;
+    for (int64_t start = 0; start < c->golden.samples; start += c->batch) {
+        bf_plan *p = c->golden.samples - start < c->batch ? rest : full;
         for (size_t i = 0; i < m->n_inputs; i++) {
             const bf_tensor *src = bf_dataset_find(c->ds, m->inputs[i].name);
             if ((st = bf_dataset_copy_rows(src, start, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK) goto out;
         }
         if ((st = bf_plan_run(p, err)) != BF_OK) goto out;
-        for (size_t s = 0; s < c->n_sites; s++) {
-            const bf_tensor *t = bf_plan_value(p, c->site_value[s]);
+        for (size_t s = 0; s < c->surface.n_sites; s++) {
+            const bf_tensor *t = bf_plan_value(p, c->surface.site_value[s]);
             const float *x = t->data;
             for (int64_t k = 0, n = bf_tensor_numel(t); k < n; k++)
                 if (fabsf(x[k]) > mx[s]) mx[s] = fabsf(x[k]);   /* NaN never compares greater */
         }
     }
-    for (size_t s = 0; s < c->n_sites; s++) bf_repr_int8_scales(&mx[s], 1, 1, 0, &c->site_scale[s]);
+    for (size_t s = 0; s < c->surface.n_sites; s++) bf_repr_int8_scales(&mx[s], 1, 1, 0, &c->surface.site_scale[s]);
 out:
     bf_plan_free(full);
     bf_plan_free(rest);
@@ -937,19 +937,19 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     bf_campaign *c = bf__calloc(1, sizeof *c);
     *out = NULL;
     if (!c) return bf_error_set(err, BF_ENOMEM, "out of memory");
-    c->model = model;
+    c->model = c->store.model = model;
     c->ds = ds;
     if ((st = check_spec(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_bits(c, spec, err)) != BF_OK) goto out;
-    if (c->sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
-    if ((c->kind == BF_FAULT_BER || c->kind == BF_FAULT_PROFILED) && (double)c->elements * c->n_allowed >= 0x1p62) {
-        st = bf_error_set(err, BF_ERANGE, "the BER population (%lld elements x %d bits) is too large", (long long)c->elements,
-                          c->n_allowed);
+    if (c->faults.sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
+    if ((c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_PROFILED) && (double)c->surface.elements * c->faults.n_allowed >= 0x1p62) {
+        st = bf_error_set(err, BF_ERANGE, "the BER population (%lld elements x %d bits) is too large", (long long)c->surface.elements,
+                          c->faults.n_allowed);
         goto out;
     }
     if ((st = quantize_params(c, spec, err)) != BF_OK) goto out;
-    c->base_model = model;
+    c->protect.base_model = model;
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = golden_pass(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = profile_scales(c, err)) != BF_OK) goto out;

@@ -34,23 +34,23 @@ static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, bf_error *err)
 {
     uint32_t mask = 0;
     for (int i = 0; i < o->n_positions; i++) {
-        if (o->positions[i] < 0 || o->positions[i] >= c->repr_bits)
+        if (o->positions[i] < 0 || o->positions[i] >= c->store.repr_bits)
             return bf_error_set(err, BF_EINVAL, "sbp: bit %d does not exist in %s (bits 0-%d)", o->positions[i],
-                                bf_repr_name(c->repr), c->repr_bits - 1);
+                                bf_repr_name(c->store.repr), c->store.repr_bits - 1);
         mask |= 1u << o->positions[i];
     }
-    if (!o->n_positions) mask = default_protected(c->repr);
-    if (c->kind == BF_FAULT_RANDOM_VALUE && c->target != BF_TARGET_WEIGHTS)
+    if (!o->n_positions) mask = default_protected(c->store.repr);
+    if (c->faults.kind == BF_FAULT_RANDOM_VALUE && c->faults.target != BF_TARGET_WEIGHTS)
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "sbp with random_value faults is only for weights: on activations and inputs the value a "
                             "fault replaces is not known until the pass runs");
-    c->sbp_mask = bf__calloc(c->n_sites + 1, sizeof *c->sbp_mask);
-    if (!c->sbp_mask) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    c->protect.sbp_mask = bf__calloc(c->surface.n_sites + 1, sizeof *c->protect.sbp_mask);
+    if (!c->protect.sbp_mask) return bf_error_set(err, BF_ENOMEM, "out of memory");
     size_t hit = 0;
-    for (size_t s = 0; s < c->n_sites; s++) {
+    for (size_t s = 0; s < c->surface.n_sites; s++) {
         int on = o->n_tensors == 0;
-        for (size_t i = 0; !on && i < o->n_tensors; i++) on = site_matches(o->tensors[i], &c->sites[s]);
-        if (on) c->sbp_mask[s] = mask, hit++;
+        for (size_t i = 0; !on && i < o->n_tensors; i++) on = site_matches(o->tensors[i], &c->surface.sites[s]);
+        if (on) c->protect.sbp_mask[s] = mask, hit++;
     }
     if (!hit) return bf_error_set(err, BF_ENOTFOUND, "sbp: no fault site matches its 'tensors'");
     return BF_OK;
@@ -58,27 +58,27 @@ static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, bf_error *err)
 
 static bf_status setup_range(bf_campaign *c, const bf_range_opts *o, bf_error *err)
 {
-    if (c->target != BF_TARGET_WEIGHTS)
+    if (c->faults.target != BF_TARGET_WEIGHTS)
         return bf_error_set(err, BF_EUNSUPPORTED, "range checks stored weights: it needs faults with target 'weights'");
-    c->range_lo = bf__malloc((c->n_sites + 1) * sizeof *c->range_lo);
-    c->range_hi = bf__malloc((c->n_sites + 1) * sizeof *c->range_hi);
-    if (!c->range_lo || !c->range_hi) return bf_error_set(err, BF_ENOMEM, "out of memory");
-    c->range_flag = o->flag;
-    for (size_t s = 0; s < c->n_sites; s++) {
+    c->protect.range_lo = bf__malloc((c->surface.n_sites + 1) * sizeof *c->protect.range_lo);
+    c->protect.range_hi = bf__malloc((c->surface.n_sites + 1) * sizeof *c->protect.range_hi);
+    if (!c->protect.range_lo || !c->protect.range_hi) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    c->protect.range_flag = o->flag;
+    for (size_t s = 0; s < c->surface.n_sites; s++) {
         if (o->declared) {
-            c->range_lo[s] = o->lo;
-            c->range_hi[s] = o->hi;
+            c->protect.range_lo[s] = o->lo;
+            c->protect.range_hi[s] = o->hi;
             continue;
         }
-        size_t p = c->site_param[s];
+        size_t p = c->surface.site_param[s];
         float lo = INFINITY, hi = -INFINITY;
-        for (int64_t i = 0; i < c->sites[s].elements; i++) {
-            float v = bf__stored(c, p, i);
+        for (int64_t i = 0; i < c->surface.sites[s].elements; i++) {
+            float v = bf__stored(&c->store, p, i);
             if (v < lo) lo = v;
             if (v > hi) hi = v;
         }
-        c->range_lo[s] = lo;
-        c->range_hi[s] = hi;
+        c->protect.range_lo[s] = lo;
+        c->protect.range_hi[s] = hi;
     }
     return BF_OK;
 }
@@ -89,24 +89,24 @@ bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_err
     if (mit->sbp.enabled && (st = setup_sbp(c, &mit->sbp, err)) != BF_OK) return st;
     if (mit->range.enabled && (st = setup_range(c, &mit->range, err)) != BF_OK) return st;
     if (!mit->clip.enabled && !mit->abft.enabled) return BF_OK;
-    st = bf__mitigate_model(c->model, c->ds, (const float *const *)c->stored, c->batch, mit, &c->own_model, err);
+    st = bf__mitigate_model(c->model, c->ds, (const float *const *)c->store.values, c->batch, mit, &c->protect.own_model, err);
     if (st != BF_OK) return bf_error_prefix(err, "mitigation '%s'", mit->name ? mit->name : "");
-    c->model = c->own_model;
+    c->model = c->store.model = c->protect.own_model;
     return BF_OK;
 }
 
 int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, bf_fault_model kind, float *now)
 {
-    uint32_t keep = c->sbp_mask ? c->sbp_mask[f->site] : 0;
+    uint32_t keep = c->protect.sbp_mask ? c->protect.sbp_mask[f->site] : 0;
     if (keep) {
         /* ECC on the protected bits: they read back as stored */
-        size_t p = c->site_param[f->site];
-        uint32_t ob = bf__wencode(c, p, f->index, old);
-        uint32_t nb = bf__fault_bits(c, ob, kind, f);
-        *now = bf__wdecode(c, p, f->index, (nb & ~keep) | (ob & keep));
+        size_t p = c->surface.site_param[f->site];
+        uint32_t ob = bf__wencode(&c->store, p, f->index, old);
+        uint32_t nb = bf__fault_bits(&c->store, ob, kind, f);
+        *now = bf__wdecode(&c->store, p, f->index, (nb & ~keep) | (ob & keep));
     }
-    if (c->range_lo && !(*now >= c->range_lo[f->site] && *now <= c->range_hi[f->site])) {
-        if (c->range_flag) return 1;
+    if (c->protect.range_lo && !(*now >= c->protect.range_lo[f->site] && *now <= c->protect.range_hi[f->site])) {
+        if (c->protect.range_flag) return 1;
         *now = 0;
     }
     return 0;
@@ -114,30 +114,30 @@ int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, bf
 
 uint32_t bf__mitigate_value_mask(const bf_campaign *c, const bf__efault *f)
 {
-    return c->sbp_mask ? f->mask & ~c->sbp_mask[f->site] : f->mask;
+    return c->protect.sbp_mask ? f->mask & ~c->protect.sbp_mask[f->site] : f->mask;
 }
 
 /* --- what the protections cost */
 
 double bf_campaign_storage_overhead(const bf_campaign *c)
 {
-    const bf_model *m = c->base_model ? c->base_model : c->model;
-    double all = (double)bf_model_param_elements(m) * (c->target == BF_TARGET_WEIGHTS ? c->repr_bits : 32), extra = 0;
+    const bf_model *m = c->protect.base_model ? c->protect.base_model : c->model;
+    double all = (double)bf_model_param_elements(m) * (c->faults.target == BF_TARGET_WEIGHTS ? c->store.repr_bits : 32), extra = 0;
     if (all <= 0) return 0;
-    for (size_t s = 0; c->sbp_mask && s < c->n_sites; s++) {
-        uint32_t k = c->sbp_mask[s];
+    for (size_t s = 0; c->protect.sbp_mask && s < c->surface.n_sites; s++) {
+        uint32_t k = c->protect.sbp_mask[s];
         int bits = 0;
         for (; k; k &= k - 1) bits++;
         /* activation sites protect one buffer per sample slot: counted once */
-        extra += (double)bits * (double)c->sites[s].elements;
+        extra += (double)bits * (double)c->surface.sites[s].elements;
     }
-    if (c->range_lo) extra += 64.0 * (double)c->n_sites;   /* two floats per tensor */
-    if (c->own_model)   /* ABFT checksums and clip bounds: the values the derived model added */
-        for (size_t v = m->n_values; v < c->own_model->n_values; v++) {
-            const bf__value *val = &c->own_model->values[v];
+    if (c->protect.range_lo) extra += 64.0 * (double)c->surface.n_sites;   /* two floats per tensor */
+    if (c->protect.own_model)   /* ABFT checksums and clip bounds: the values the derived model added */
+        for (size_t v = m->n_values; v < c->protect.own_model->n_values; v++) {
+            const bf__value *val = &c->protect.own_model->values[v];
             if (val->kind == BF__VAL_CONST && val->init) extra += 32.0 * (double)bf_tensor_numel(val->init);
             else if (val->kind == BF__VAL_NODE && val->producer >= 0 &&
-                     strcmp(c->own_model->nodes[val->producer].op_type, "bf.Clip") == 0)
+                     strcmp(c->protect.own_model->nodes[val->producer].op_type, "bf.Clip") == 0)
                 extra += 64.0;
         }
     return extra / all;
@@ -149,7 +149,7 @@ bf_status bf_campaign_golden_seconds(const bf_campaign *c, int repeats, double *
     bf_eval_opts eo = {.batch = c->batch, .threads = 1};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &ev, err);
     for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
-        if (c->stored[p]) st = bf_evaluator_set_param(ev, p, c->stored[p], err);
+        if (c->store.values[p]) st = bf_evaluator_set_param(ev, p, c->store.values[p], err);
     double best = INFINITY;
     for (int r = 0; st == BF_OK && r < (repeats > 0 ? repeats : 1); r++) {
         struct timespec a, b;

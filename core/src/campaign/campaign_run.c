@@ -174,11 +174,11 @@ static double row_error_of(int simd, const float *o, const float *g, int64_t col
 static void classify(const bf_campaign *c, const bf_eval_result *res, const int64_t *rows, int64_t n_rows,
                      const int64_t *pred, bf_trial_record *rec)
 {
-    const float *out = res->outputs, *g = c->golden;
-    int64_t n = c->samples * c->out_cols, cols = c->out_cols;
+    const float *out = res->outputs, *g = c->golden.out;
+    int64_t n = c->golden.samples * c->golden.out_cols, cols = c->golden.out_cols;
     /* rows: the samples whose outputs differ, when the differential engine
      * knows them; the others add exactly nothing below */
-    int64_t n_scan = rows ? n_rows : c->samples;
+    int64_t n_scan = rows ? n_rows : c->golden.samples;
     int same = rows ? n_rows == 0 : memcmp(out, g, (size_t)n * sizeof *out) == 0;
     int bad = 0;
     double sq = 0, mx = 0;
@@ -206,7 +206,7 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
                 mx = d > mx ? d : mx;
             }
         }
-        if (!same) changed += (pred ? pred[t] : bf__prediction(c, out + s * cols)) != c->golden_pred[s];
+        if (!same) changed += (pred ? pred[t] : bf__prediction(c, out + s * cols)) != c->golden.pred[s];
     }
     rec->changed = changed;
 
@@ -214,17 +214,17 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
     v[BF_METRIC_ACCURACY] = res->accuracy;
     v[BF_METRIC_AUC] = res->auc;
     v[BF_METRIC_LOGLOSS] = res->logloss;
-    v[BF_METRIC_NE] = c->label_entropy > 0 ? res->logloss / c->label_entropy : NAN;
-    v[BF_METRIC_TOP1_MISMATCH] = (double)changed / (double)c->samples;
+    v[BF_METRIC_NE] = c->golden.label_entropy > 0 ? res->logloss / c->golden.label_entropy : NAN;
+    v[BF_METRIC_TOP1_MISMATCH] = (double)changed / (double)c->golden.samples;
     v[BF_METRIC_MSE] = n ? sq / (double)n : 0;
     v[BF_METRIC_MAX_ABS] = mx;
-    for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->metrics >> m & 1 ? v[m] : NAN;
+    for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->judge.metrics >> m & 1 ? v[m] : NAN;
 
     int metric_critical = 0;
-    if (c->critical_metric >= 0 && c->critical_delta >= 0) {
-        int m = c->critical_metric;
-        double worse = higher_is_better(m) ? c->golden_metric[m] - v[m] : v[m] - c->golden_metric[m];
-        metric_critical = worse > c->critical_delta;
+    if (c->judge.critical_metric >= 0 && c->judge.critical_delta >= 0) {
+        int m = c->judge.critical_metric;
+        double worse = higher_is_better(m) ? c->golden.metric[m] - v[m] : v[m] - c->golden.metric[m];
+        metric_critical = worse > c->judge.critical_delta;
     }
     rec->outcome = same ? BF_OUTCOME_MASKED
                  : bad ? BF_OUTCOME_DUE
@@ -253,13 +253,13 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
         return BF_OK;
     }
     memset(res, 0, sizeof *res);
-    res->task = c->task;
-    res->samples = c->samples;
-    res->out_cols = c->out_cols;
+    res->task = c->golden.task;
+    res->samples = c->golden.samples;
+    res->out_cols = c->golden.out_cols;
     res->outputs = (float *)outs;
-    res->accuracy = c->golden_metric[BF_METRIC_ACCURACY];
-    res->auc = c->golden_metric[BF_METRIC_AUC];
-    res->logloss = c->golden_metric[BF_METRIC_LOGLOSS];
+    res->accuracy = c->golden.metric[BF_METRIC_ACCURACY];
+    res->auc = c->golden.metric[BF_METRIC_AUC];
+    res->logloss = c->golden.metric[BF_METRIC_LOGLOSS];
     return BF_OK;
 }
 
@@ -279,14 +279,14 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         w->dw = dw;
         w->old_cap = d->n;
     }
-    bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
+    bf_fault_model kind = c->faults.kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->faults.kind;
     size_t applied = 0;
     for (; applied < d->n; applied++) {
         const bf__efault *f = &d->f[applied];
-        size_t p = c->site_param[f->site];
-        float old = bf__stored(c, p, f->index);
-        float now = bf__wcorrupt(c, p, old, kind, f);
-        if ((c->sbp_mask || c->range_lo) && bf__mitigate_weight(c, f, old, kind, &now)) {
+        size_t p = c->surface.site_param[f->site];
+        float old = bf__stored(&c->store, p, f->index);
+        float now = bf__wcorrupt(&c->store, p, old, kind, f);
+        if ((c->protect.sbp_mask || c->protect.range_lo) && bf__mitigate_weight(c, f, old, kind, &now)) {
             /* the range check flagged it at load: nothing runs */
             if (applied < BF_TRIAL_FAULTS_MAX)
                 rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
@@ -309,7 +309,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     /* Restore in reverse order, exactly the stored values, whatever happened. */
     for (size_t i = applied; i-- > 0;) {
         const bf__efault *f = &d->f[i];
-        bf_status u = bf_evaluator_write_param(w->ev, c->site_param[f->site], f->index, w->old[i], &w->err);
+        bf_status u = bf_evaluator_write_param(w->ev, c->surface.site_param[f->site], f->index, w->old[i], &w->err);
         if (u != BF_OK && st == BF_OK) st = u;
     }
     /* every fault written back: the plans read the model's tensors again
@@ -317,7 +317,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
      * the next); once per tensor (a BER draw lists its faults by tensor) */
     for (size_t i = 0; st == BF_OK && i < applied; i++)
         if (i == 0 || d->f[i].site != d->f[i - 1].site)
-            bf__evaluator_param_golden(w->ev, c->site_param[d->f[i].site]);
+            bf__evaluator_param_golden(w->ev, c->surface.site_param[d->f[i].site]);
     return st;
 }
 
@@ -338,12 +338,12 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
         w->vf_new = o + d->n;
         w->vf_cap = d->n;
     }
-    bf_fault_model kind = c->kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->kind;
+    bf_fault_model kind = c->faults.kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->faults.kind;
     for (size_t i = 0; i < d->n; i++) {
         const bf__efault *f = &d->f[i];
-        w->vf[i] = (bf_value_fault){.value = c->site_value[f->site], .sample = f->sample, .index = f->index,
-                                    .model = kind, .mask = bf__mitigate_value_mask(c, f), .repr = c->repr,
-                                    .scale = c->site_scale[f->site]};
+        w->vf[i] = (bf_value_fault){.value = c->surface.site_value[f->site], .sample = f->sample, .index = f->index,
+                                    .model = kind, .mask = bf__mitigate_value_mask(c, f), .repr = c->store.repr,
+                                    .scale = c->surface.site_scale[f->site]};
     }
     int full = w->dx == NULL;
     if (w->dx) {
@@ -360,8 +360,8 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
      * every other batch would reproduce the golden outputs bit for bit
      * (worker_init checked this evaluator's golden pass), so only that
      * sample's batch is computed (BER with no flip: batch 0, golden). */
-    if (st == BF_OK && c->persistence == BF_PERSIST_TRANSIENT)
-        st = bf_evaluator_run_sample(w->ev, d->n ? d->f[0].sample : 0, c->golden, res, &w->err);
+    if (st == BF_OK && c->faults.persistence == BF_PERSIST_TRANSIENT)
+        st = bf_evaluator_run_sample(w->ev, d->n ? d->f[0].sample : 0, c->golden.out, res, &w->err);
     else if (st == BF_OK)
         st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     for (size_t i = 0; (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
@@ -387,7 +387,7 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
     rec->n_faults = d->n_faults;
     *first_bit = d->first_bit;
     bf_eval_result res;
-    st = c->target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
+    st = c->faults.target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
     if (st == BF_EDETECTED) {
         /* A detector fired (ABFT, the range check): the trial is DUE. Its
          * metrics are the golden ones, since a system that detects an error
@@ -397,15 +397,15 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
         rec->outcome = BF_OUTCOME_DUE;
         rec->changed = 0;
         for (int m = 0; m < BF_METRIC_COUNT; m++)
-            rec->metrics[m] = c->metrics >> m & 1 ? c->golden_metric[m] : NAN;
-        if (outputs) memcpy(outputs, c->golden, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
+            rec->metrics[m] = c->judge.metrics >> m & 1 ? c->golden.metric[m] : NAN;
+        if (outputs) memcpy(outputs, c->golden.out, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
         return BF_OK;
     }
     if (st != BF_OK) return st;
     /* the scorer's argmax of each changed row, when it took them of these rows */
     int rows_known = w->dx && w->rows && w->rn->golden_finite;
     classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, rows_known && w->sc.has_pred ? w->sc.pred : NULL, rec);
-    if (outputs) memcpy(outputs, res.outputs, (size_t)(c->samples * c->out_cols) * sizeof *outputs);
+    if (outputs) memcpy(outputs, res.outputs, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
     return BF_OK;
 }
 
@@ -423,7 +423,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
         if (rn->opts->cancel && atomic_load(rn->opts->cancel))
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
         int64_t t = rn->shard_index + (first + i) * rn->shard_count;
-        float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->samples * rn->c->out_cols) : NULL;
+        float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
         bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i], outs);
         if (st != BF_OK) return st;
     }
@@ -473,11 +473,11 @@ static void *worker_main(void *arg)
 static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result *acc, bf_error *err)
 {
     bf_campaign *c = rn->c;
-    if (rn->adopt && idx < c->n_gev) {
+    if (rn->adopt && idx < c->golden.n_gev) {
         /* an evaluator of the campaign's golden pass, whose plans made its
          * share of the golden cache (bf_campaign_prep) */
-        w->ev = c->gev[idx];
-        c->gev[idx] = NULL;
+        w->ev = c->golden.gev[idx];
+        c->golden.gev[idx] = NULL;
         bf__evaluator_set_cancel(w->ev, rn->opts->cancel);
         return BF_OK;
     }
@@ -490,7 +490,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)
-        if (c->stored[p] && (st = bf_evaluator_set_param(w->ev, p, c->stored[p], err)) != BF_OK) return st;
+        if (c->store.values[p] && (st = bf_evaluator_set_param(w->ev, p, c->store.values[p], err)) != BF_OK) return st;
     if (bf_evaluator_batch(w->ev) != c->batch)
         return bf_error_set(err, BF_EUNSUPPORTED, "worker %d's evaluator runs batches of %lld, the campaign's %lld", idx,
                             (long long)bf_evaluator_batch(w->ev), (long long)c->batch);
@@ -505,8 +505,8 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
     st = bf_evaluator_run(w->ev, NULL, 0, &r, err);
     acc->setup.checks += now_s() - t1;
     if (st != BF_OK) return st;
-    if (r.samples != c->samples || r.out_cols != c->out_cols ||
-        memcmp(r.outputs, c->golden, (size_t)(c->samples * c->out_cols) * sizeof(float)) != 0)
+    if (r.samples != c->golden.samples || r.out_cols != c->golden.out_cols ||
+        memcmp(r.outputs, c->golden.out, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof(float)) != 0)
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
                             "deterministically, so outcomes cannot be classified", idx);
@@ -565,9 +565,9 @@ static void fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_r
     for (int m = 0; m < BF_METRIC_COUNT; m++) {
         double v = rec->metrics[m];
         if (!isfinite(v)) continue;
-        bf__sums_add(&acc->metric[m], v, c->bound[m], c->fsum[m], c->fsq[m]);
+        bf__sums_add(&acc->metric[m], v, c->judge.bound[m], c->judge.fsum[m], c->judge.fsq[m]);
         if (rec->rate_index >= 0)
-            bf__sums_add(&acc->rate_metric[(size_t)rec->rate_index * BF_METRIC_COUNT + m], v, c->bound[m], c->fsum[m], c->fsq[m]);
+            bf__sums_add(&acc->rate_metric[(size_t)rec->rate_index * BF_METRIC_COUNT + m], v, c->judge.bound[m], c->judge.fsum[m], c->judge.fsq[m]);
     }
 }
 
@@ -575,8 +575,8 @@ static int stop_rule_holds(const bf_campaign *c, const bf_campaign_result *acc)
 {
     for (int o = 0; o < BF_OUTCOME_COUNT; o++) {
         double lo, hi;
-        bf_wilson(acc->total.n[o], acc->trials_done, c->stop_confidence, &lo, &hi);
-        if ((hi - lo) / 2 > c->stop_margin) return 0;
+        bf_wilson(acc->total.n[o], acc->trials_done, c->judge.stop_confidence, &lo, &hi);
+        if ((hi - lo) / 2 > c->judge.stop_margin) return 0;
     }
     return 1;
 }
@@ -597,9 +597,9 @@ static int fold_ready(runner *rn, bf_campaign_result *acc)
             fold(c, acc, &s->rec[i], s->first_bit[i]);
             if (o->on_trial) o->on_trial(o->user, &s->rec[i]);
             if (o->on_outputs)
-                o->on_outputs(o->user, s->rec[i].trial, s->outputs + (size_t)i * (size_t)(c->samples * c->out_cols),
-                              c->samples, c->out_cols);
-            stop = c->stop_margin > 0 && acc->trials_done % STOP_EVERY == 0 && acc->trials_done < rn->n &&
+                o->on_outputs(o->user, s->rec[i].trial, s->outputs + (size_t)i * (size_t)(c->golden.samples * c->golden.out_cols),
+                              c->golden.samples, c->golden.out_cols);
+            stop = c->judge.stop_margin > 0 && acc->trials_done % STOP_EVERY == 0 && acc->trials_done < rn->n &&
                    stop_rule_holds(c, acc);
         }
         pthread_mutex_lock(&rn->mu);
@@ -686,7 +686,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     if (rn.shard_index < 0 || rn.shard_index >= rn.shard_count)
         return bf_error_set(err, BF_EINVAL, "shard %lld of %lld does not exist (0..%lld)", (long long)rn.shard_index,
                             (long long)rn.shard_count, (long long)rn.shard_count - 1);
-    rn.n = rn.shard_index < c->n_trials ? (c->n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
+    rn.n = rn.shard_index < c->faults.n_trials ? (c->faults.n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
     /* fewer hand-offs per trial; fewer outputs held per slot when kept */
     rn.chunk = o->on_outputs ? CHUNK_OUTPUTS : CHUNK;
     rn.n_chunks = (rn.n + rn.chunk - 1) / rn.chunk;
@@ -694,11 +694,11 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     if (threads > BF__CAMPAIGN_THREADS_MAX) threads = BF__CAMPAIGN_THREADS_MAX;
     if (threads > rn.n_chunks) threads = rn.n_chunks > 0 ? (int)rn.n_chunks : 1;
 
-    if ((st = bf__result_init(&acc, c->n_sites, c->kind == BF_FAULT_BER ? c->n_rates : 0, err)) != BF_OK) return st;
+    if ((st = bf__result_init(&acc, c->surface.n_sites, c->faults.kind == BF_FAULT_BER ? c->faults.n_rates : 0, err)) != BF_OK) return st;
     acc.trials_planned = rn.n;
-    memcpy(acc.golden, c->golden_metric, sizeof acc.golden);
-    acc.task = c->task;
-    acc.samples = c->samples;
+    memcpy(acc.golden, c->golden.metric, sizeof acc.golden);
+    acc.task = c->golden.task;
+    acc.samples = c->golden.samples;
     if (rn.n == 0) goto out;
 
     /* Workers run ahead of the fold by up to ring_n chunks: trials vary in
@@ -712,7 +712,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     for (int64_t i = 0; i < rn.ring_n; i++) {
         rn.ring[i].chunk = -1;
         if (!o->on_outputs) continue;
-        rn.ring[i].outputs = bf__malloc((size_t)rn.chunk * (size_t)(c->samples * c->out_cols) * sizeof(float) + 1);
+        rn.ring[i].outputs = bf__malloc((size_t)rn.chunk * (size_t)(c->golden.samples * c->golden.out_cols) * sizeof(float) + 1);
         if (!rn.ring[i].outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs"); goto out; }
     }
     rn.n_workers = threads;
@@ -720,12 +720,12 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
      * not made again; one that cannot be used is freed before the workers
      * allocate theirs. */
     int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-    rn.adopt = c->gdx && c->n_gev > 0 && !o->exact && c->gdx_budget == budget;
+    rn.adopt = c->golden.gdx && c->golden.n_gev > 0 && !o->exact && c->golden.gdx_budget == budget;
     if (!rn.adopt) {
-        bf__dx_shared_free(c->gdx);
-        c->gdx = NULL;
-        for (int k = 0; c->gev && k < c->n_gev; k++) bf_evaluator_free(c->gev[k]);
-        c->n_gev = 0;
+        bf__dx_shared_free(c->golden.gdx);
+        c->golden.gdx = NULL;
+        for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
+        c->golden.n_gev = 0;
     }
     acc.setup.plans = c->setup.plans;
     acc.setup.golden = c->setup.golden;
@@ -739,24 +739,24 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         if ((st = worker_init(&rn, &rn.ws[i], i, &acc, err)) != BF_OK) goto out;
     }
     /* the golden pass's evaluators no worker took: freed before the trials */
-    for (int k = 0; c->gev && k < c->n_gev; k++) bf_evaluator_free(c->gev[k]);
-    bf__free(c->gev);
-    c->gev = NULL;
-    c->n_gev = 0;
+    for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
+    bf__free(c->golden.gev);
+    c->golden.gev = NULL;
+    c->golden.n_gev = 0;
     acc.exact = o->exact != 0;
     rn.golden_finite = 1;
-    for (int64_t i = 0; i < c->samples * c->out_cols; i++) rn.golden_finite &= isfinite(c->golden[i]) != 0;
+    for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++) rn.golden_finite &= isfinite(c->golden.out[i]) != 0;
     if (!o->exact) {
         if (rn.adopt) {
-            rn.dxs = c->gdx;
-            c->gdx = NULL;
+            rn.dxs = c->golden.gdx;
+            c->golden.gdx = NULL;
         } else {
             /* the cache's golden pass on every worker's plans, in parallel */
             double t1 = now_s();
             bf_evaluator **evs = bf__calloc((size_t)threads, sizeof *evs);
             if (!evs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers"); goto out; }
             for (int i = 0; i < threads; i++) evs[i] = rn.ws[i].ev;
-            st = bf__dx_shared_create(evs, threads, c->samples, c->golden, c->out_cols, (size_t)budget, &rn.dxs, err);
+            st = bf__dx_shared_create(evs, threads, c->golden.samples, c->golden.out, c->golden.out_cols, (size_t)budget, &rn.dxs, err);
             bf__free(evs);
             acc.setup.cache = now_s() - t1;
             if (st != BF_OK) goto out;
@@ -764,10 +764,10 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         acc.cache_bytes = bf__gcache_served(bf__dx_shared_cache(rn.dxs));
         acc.cache_pass_bytes = bf__dx_shared_cache_bytes(rn.dxs);
         double t2 = now_s();
-        if ((st = bf__scorer_create(rn.ws[0].ev, c->golden, c->samples, c->out_cols, &rn.scorer, err)) != BF_OK) goto out;
+        if ((st = bf__scorer_create(rn.ws[0].ev, c->golden.out, c->golden.samples, c->golden.out_cols, &rn.scorer, err)) != BF_OK) goto out;
         for (int i = 0; i < threads; i++) {
             if ((st = bf__dx_create(rn.dxs, rn.ws[i].ev, &rn.ws[i].dx, err)) != BF_OK ||
-                (st = bf__score_scratch_init(&rn.ws[i].sc, c->samples, err)) != BF_OK)
+                (st = bf__score_scratch_init(&rn.ws[i].sc, c->golden.samples, err)) != BF_OK)
                 goto out;
             if (o->no_full_pass) bf__dx_no_full_pass(rn.ws[i].dx);
         }

@@ -30,10 +30,10 @@ static bf_status reserve(bf__draw *d, size_t n, bf_error *err)
 /* The site holding population element u (prefix sums, binary search). */
 static int64_t site_of(const bf_campaign *c, int64_t u)
 {
-    size_t lo = 0, hi = c->n_sites;   /* prefix[lo] <= u < prefix[hi] */
+    size_t lo = 0, hi = c->surface.n_sites;   /* prefix[lo] <= u < prefix[hi] */
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
-        if (c->prefix[mid] <= u) lo = mid;
+        if (c->surface.prefix[mid] <= u) lo = mid;
         else hi = mid;
     }
     return (int64_t)lo;
@@ -44,18 +44,18 @@ static int64_t site_of(const bf_campaign *c, int64_t u)
  * stratum-th allowed position, or burst start. */
 static uint32_t draw_mask(const bf_campaign *c, bf_rng *r, int stratum, int *first)
 {
-    if (c->burst) {
-        int start = c->starts[stratum >= 0 ? stratum : (int)bf_rng_below(r, (uint64_t)c->n_starts)];
+    if (c->faults.burst) {
+        int start = c->faults.starts[stratum >= 0 ? stratum : (int)bf_rng_below(r, (uint64_t)c->faults.n_starts)];
         *first = start;
-        uint64_t run = ((UINT64_C(1) << c->bits) - 1) << start;
+        uint64_t run = ((UINT64_C(1) << c->faults.bits) - 1) << start;
         return (uint32_t)run;
     }
     int pool[64];
-    memcpy(pool, c->allowed, (size_t)c->n_allowed * sizeof *pool);
+    memcpy(pool, c->faults.allowed, (size_t)c->faults.n_allowed * sizeof *pool);
     uint32_t mask = 0;
-    for (int k = 0; k < c->bits; k++) {
+    for (int k = 0; k < c->faults.bits; k++) {
         /* partial Fisher-Yates: pool[k] becomes the k-th chosen bit */
-        int j = k == 0 && stratum >= 0 ? stratum : k + (int)bf_rng_below(r, (uint64_t)(c->n_allowed - k));
+        int j = k == 0 && stratum >= 0 ? stratum : k + (int)bf_rng_below(r, (uint64_t)(c->faults.n_allowed - k));
         int tmp = pool[k];
         pool[k] = pool[j];
         pool[j] = tmp;
@@ -68,7 +68,7 @@ static uint32_t draw_mask(const bf_campaign *c, bf_rng *r, int stratum, int *fir
 static uint32_t random_bits(const bf_campaign *c, bf_rng *r)
 {
     uint32_t v = (uint32_t)bf_rng_u64(r);
-    return c->repr_bits == 32 ? v : v & ((UINT32_C(1) << c->repr_bits) - 1);
+    return c->store.repr_bits == 32 ? v : v & ((UINT32_C(1) << c->store.repr_bits) - 1);
 }
 
 /* Every bit of the selected population flips with the trial's rate; flips
@@ -76,15 +76,15 @@ static uint32_t random_bits(const bf_campaign *c, bf_rng *r)
 /* The sample a transient fault hits; -1 (every sample) otherwise. */
 static int64_t draw_sample(const bf_campaign *c, bf_rng *r)
 {
-    return c->persistence == BF_PERSIST_TRANSIENT ? (int64_t)bf_rng_below(r, (uint64_t)c->samples) : -1;
+    return c->faults.persistence == BF_PERSIST_TRANSIENT ? (int64_t)bf_rng_below(r, (uint64_t)c->golden.samples) : -1;
 }
 
 static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
 {
-    d->rate_index = (int)(t / c->repeats);
-    double rate = c->rates[d->rate_index];
-    uint64_t n_bits = (uint64_t)c->elements * (uint64_t)c->n_allowed;
-    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
+    d->rate_index = (int)(t / c->faults.repeats);
+    double rate = c->faults.rates[d->rate_index];
+    uint64_t n_bits = (uint64_t)c->surface.elements * (uint64_t)c->faults.n_allowed;
+    bf_rng r = bf_rng_make(c->faults.seed, (uint64_t)t);
     int64_t sample = draw_sample(c, &r);
     uint64_t cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
     if (cnt > d->pos_cap) {
@@ -97,7 +97,7 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
         if (!pos) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu bit errors", (unsigned long long)cnt);
         d->pos = pos;
         d->pos_cap = (size_t)cnt;
-        r = bf_rng_make(c->seed, (uint64_t)t);   /* the same draw again, all of it kept */
+        r = bf_rng_make(c->faults.seed, (uint64_t)t);   /* the same draw again, all of it kept */
         sample = draw_sample(c, &r);
         cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
     }
@@ -107,11 +107,11 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
     int64_t site = 0, last = -1;
     /* positions ascend, so elements and sites do too */
     for (uint64_t k = 0; k < cnt; k++) {
-        int64_t e = (int64_t)(d->pos[k] / (uint64_t)c->n_allowed);
-        int bit = c->allowed[d->pos[k] % (uint64_t)c->n_allowed];
+        int64_t e = (int64_t)(d->pos[k] / (uint64_t)c->faults.n_allowed);
+        int bit = c->faults.allowed[d->pos[k] % (uint64_t)c->faults.n_allowed];
         if (e != last) {
-            while (c->prefix[site + 1] <= e) site++;
-            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .sample = sample};
+            while (c->surface.prefix[site + 1] <= e) site++;
+            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->surface.prefix[site], .sample = sample};
             last = e;
         }
         d->f[d->n - 1].mask |= UINT32_C(1) << bit;
@@ -127,9 +127,9 @@ static int cmp_u64(const void *a, const void *b)
 
 int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t)
 {
-    if (!c || c->kind != BF_FAULT_PROFILED || t < 0 || t >= c->n_trials) return -1;
-    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
-    return (int64_t)bf_rng_below(&r, c->map_bits);
+    if (!c || c->faults.kind != BF_FAULT_PROFILED || t < 0 || t >= c->faults.n_trials) return -1;
+    bf_rng r = bf_rng_make(c->faults.seed, (uint64_t)t);
+    return (int64_t)bf_rng_below(&r, c->faults.map_bits);
 }
 
 /* A profiled map at the trial's offset (bitflip/errmap.h): weight bit j
@@ -139,8 +139,8 @@ int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t)
  * element's cells become one fault. Positions are kept as j * 4 + kind. */
 static bf_status draw_profiled(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
 {
-    const bf_errmap *m = c->errmap;
-    uint64_t n = c->map_bits, w = (uint64_t)c->elements * (uint64_t)c->n_allowed;
+    const bf_errmap *m = c->faults.errmap;
+    uint64_t n = c->faults.map_bits, w = (uint64_t)c->surface.elements * (uint64_t)c->faults.n_allowed;
     uint64_t off = (uint64_t)bf_campaign_map_offset(c, t);
     /* positions: per cell, how many times the map repeats over the weights
      * past it; counted first, so the limit is checked before allocating */
@@ -176,11 +176,11 @@ static bf_status draw_profiled(const bf_campaign *c, int64_t t, bf__draw *d, bf_
     for (size_t k = 0; k < np; k++) {
         uint64_t j = d->pos[k] >> 2;
         int kind = (int)(d->pos[k] & 3);
-        int64_t e = (int64_t)(j / (uint64_t)c->n_allowed);
-        uint32_t bit = UINT32_C(1) << c->allowed[j % (uint64_t)c->n_allowed];
+        int64_t e = (int64_t)(j / (uint64_t)c->faults.n_allowed);
+        uint32_t bit = UINT32_C(1) << c->faults.allowed[j % (uint64_t)c->faults.n_allowed];
         if (e != last) {
-            while (c->prefix[site + 1] <= e) site++;
-            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->prefix[site], .sample = -1};
+            while (c->surface.prefix[site + 1] <= e) site++;
+            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->surface.prefix[site], .sample = -1};
             last = e;
         }
         bf__efault *f = &d->f[d->n - 1];
@@ -197,24 +197,24 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
     d->n_faults = 1;
     d->first_bit = -1;
     d->rate_index = -1;
-    if (c->kind == BF_FAULT_BER) return draw_ber(c, t, d, err);
-    if (c->kind == BF_FAULT_PROFILED) return draw_profiled(c, t, d, err);
+    if (c->faults.kind == BF_FAULT_BER) return draw_ber(c, t, d, err);
+    if (c->faults.kind == BF_FAULT_PROFILED) return draw_profiled(c, t, d, err);
 
     bf_status st = reserve(d, 1, err);
     if (st != BF_OK) return st;
-    bf_rng r = bf_rng_make(c->seed, (uint64_t)t);
+    bf_rng r = bf_rng_make(c->faults.seed, (uint64_t)t);
     bf__efault *f = &d->f[0];
     d->n = 1;
     f->set0 = f->set1 = 0;
     int stratum = -1;
-    f->sample = c->sampling == BF_SAMPLE_LIST ? -1 : draw_sample(c, &r);
-    switch (c->sampling) {
+    f->sample = c->faults.sampling == BF_SAMPLE_LIST ? -1 : draw_sample(c, &r);
+    switch (c->faults.sampling) {
     case BF_SAMPLE_LIST: {
-        const bf__list_fault *l = &c->list[t];
+        const bf__list_fault *l = &c->faults.list[t];
         f->site = l->site;
         f->index = l->index;
         f->sample = l->sample;
-        if (c->kind == BF_FAULT_RANDOM_VALUE) {
+        if (c->faults.kind == BF_FAULT_RANDOM_VALUE) {
             f->mask = random_bits(c, &r);
         } else {
             f->mask = UINT32_C(1) << l->bit;
@@ -223,20 +223,20 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
         return BF_OK;
     }
     case BF_SAMPLE_PER_TENSOR:
-        f->site = t % (int64_t)c->n_sites;
-        f->index = (int64_t)bf_rng_below(&r, (uint64_t)c->sites[f->site].elements);
+        f->site = t % (int64_t)c->surface.n_sites;
+        f->index = (int64_t)bf_rng_below(&r, (uint64_t)c->surface.sites[f->site].elements);
         break;
     case BF_SAMPLE_PER_BIT:
     case BF_SAMPLE_UNIFORM: {
         /* per_bit: the first bit is the stratum, the element uniform */
-        if (c->sampling == BF_SAMPLE_PER_BIT) stratum = (int)(t % (c->burst ? c->n_starts : c->n_allowed));
-        int64_t u = (int64_t)bf_rng_below(&r, (uint64_t)c->elements);
+        if (c->faults.sampling == BF_SAMPLE_PER_BIT) stratum = (int)(t % (c->faults.burst ? c->faults.n_starts : c->faults.n_allowed));
+        int64_t u = (int64_t)bf_rng_below(&r, (uint64_t)c->surface.elements);
         f->site = site_of(c, u);
-        f->index = u - c->prefix[f->site];
+        f->index = u - c->surface.prefix[f->site];
         break;
     }
     }
-    if (c->kind == BF_FAULT_RANDOM_VALUE) f->mask = random_bits(c, &r);
+    if (c->faults.kind == BF_FAULT_RANDOM_VALUE) f->mask = random_bits(c, &r);
     else f->mask = draw_mask(c, &r, stratum, &d->first_bit);
     return BF_OK;
 }

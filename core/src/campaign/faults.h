@@ -1,0 +1,70 @@
+/* A campaign's part that says what trials draw: the fault model and its
+ * parameters, the bits it may touch, the sampling design, and the draws
+ * themselves (campaign_sample.c: trial t's faults are a pure function of
+ * (seed, t)). Set from the spec by campaign.c; read by the sampler and by
+ * the runner to apply what was drawn. */
+#ifndef BF_CAMPAIGN_FAULTS_H
+#define BF_CAMPAIGN_FAULTS_H
+
+#include "bitflip/campaign.h"
+#include "bitflip/errmap.h"
+
+/* One corrupted element of a trial: for activations and inputs, `index` is
+ * within one sample and `sample` the sample a transient fault hits (-1:
+ * every sample, permanent; always -1 for weights). */
+typedef struct bf__efault {
+    int64_t site, index, sample;
+    uint32_t mask;
+    /* model "profiled": bits forced to 0 and to 1 (stuck cells); `mask`
+     * holds the cells that flip. 0 for every other model. */
+    uint32_t set0, set1;
+} bf__efault;
+
+/* A trial's faults as drawn from (seed, t). The buffers belong to the worker
+ * and are reused from trial to trial. */
+typedef struct bf__draw {
+    bf__efault *f;
+    size_t n, cap;
+    uint64_t *pos;            /* BER: flipped bit positions over the population */
+    size_t pos_cap;
+    int64_t n_faults;         /* bits flipped (BER) or 1 */
+    int first_bit;            /* the by_bit stratum; -1 for none (random_value, BER) */
+    int rate_index;           /* BER; -1 otherwise */
+} bf__draw;
+
+typedef struct bf__list_fault {
+    int64_t site, index, sample;
+    int bit;
+} bf__list_fault;
+
+/* BER draws at most this many bit errors per trial (memory: 8 bytes each). */
+#define BF__BER_MAX_ERRORS (INT64_C(1) << 22)
+
+typedef struct bf__faults {
+    uint64_t seed;
+    int64_t n_trials;
+    bf_target target;
+    bf_persistence persistence;
+    bf_fault_model kind;
+    int bits, burst;
+    int allowed[64];          /* allowed bit positions, ascending */
+    int n_allowed;
+    int starts[64];           /* burst: first bits whose whole burst is allowed */
+    int n_starts;
+    double *rates;            /* BER */
+    size_t n_rates;
+    int64_t repeats;
+    bf_sampling sampling;
+    bf__list_fault *list;     /* sampling "list" */
+    size_t n_list;
+    /* model "profiled": the map (the spec's, which outlives the campaign)
+     * and its size in cells */
+    const bf_errmap *errmap;
+    uint64_t map_bits;
+} bf__faults;
+
+/* campaign_sample.c: the faults of trial t, a pure function of (seed, t). */
+bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err);
+void bf__draw_free(bf__draw *d);
+
+#endif

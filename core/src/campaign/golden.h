@@ -1,0 +1,29 @@
+/* A campaign's golden pass: the outputs and predictions every trial is
+ * judged against, the golden metrics, and, when the differential engine made
+ * the pass (bf_campaign_prep), its evaluators and shared cache, handed to
+ * the first bf_campaign_run that can use them. Filled by campaign.c. */
+#ifndef BF_CAMPAIGN_GOLDEN_H
+#define BF_CAMPAIGN_GOLDEN_H
+
+#include "bitflip/eval.h"
+#include "bitflip/metrics.h"
+
+struct bf__dx_shared;
+
+typedef struct bf__golden {
+    bf_task task;
+    int64_t samples, out_cols;
+    float *out;               /* samples * out_cols */
+    int64_t *pred;            /* per sample: arg-max, or 0/1 for one score */
+    int logits;               /* one score per sample, and scores are logits */
+    double metric[BF_METRIC_COUNT];
+    double label_entropy;     /* binary: entropy of the positive rate (nats) */
+    /* the differential engine's pass: its evaluators (one per thread it ran
+     * on) and shared state (NULL once handed over, or when not prepared) */
+    bf_evaluator **gev;
+    int n_gev;
+    struct bf__dx_shared *gdx;
+    int64_t gdx_budget;
+} bf__golden;
+
+#endif

@@ -1,0 +1,25 @@
+/* How a campaign judges a trial: the metrics computed per trial, the
+ * critical rule (a prediction change, or a metric moving past a delta), the
+ * stop rule, and the fixed grid that metric sums are kept on so that shards
+ * add exactly (campaign_stats.c). Set from the spec by campaign.c. */
+#ifndef BF_CAMPAIGN_JUDGE_H
+#define BF_CAMPAIGN_JUDGE_H
+
+#include "bitflip/campaign.h"
+#include "bitflip/metrics.h"
+
+typedef struct bf__judge {
+    unsigned metrics;         /* computed per trial (spec's, plus the critical one) */
+    int critical_metric;      /* -1: prediction changes only */
+    double critical_delta;
+    double stop_margin, stop_confidence;
+    /* per metric a bound and the grid exponents of its sums */
+    double bound[BF_METRIC_COUNT];
+    int fsum[BF_METRIC_COUNT], fsq[BF_METRIC_COUNT];
+} bf__judge;
+
+/* campaign_stats.c: adds a finite, non-negative metric value to sums on the
+ * metric's grid. */
+void bf__sums_add(bf_metric_sums *s, double v, double bound, int fsum, int fsq);
+
+#endif

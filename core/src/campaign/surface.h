@@ -1,0 +1,23 @@
+/* A campaign's fault surface: the sites (tensors) faults may land in, each
+ * with the model's parameter or value behind it, and the running element
+ * counts that map a uniform draw over the whole surface to a site and an
+ * element. Resolved from the spec's tensor selectors by campaign.c. */
+#ifndef BF_CAMPAIGN_SURFACE_H
+#define BF_CAMPAIGN_SURFACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitflip/campaign.h"
+
+typedef struct bf__surface {
+    bf_site *sites;
+    size_t n_sites;
+    size_t *site_param;       /* weights: model parameter index of each site */
+    int64_t *site_value;      /* activations, inputs: model value id of each site */
+    float *site_scale;        /* activations, inputs: int8 scale of each site (else 1) */
+    int64_t *prefix;          /* n_sites + 1 running element counts */
+    int64_t elements;         /* prefix[n_sites] */
+} bf__surface;
+
+#endif
