@@ -670,6 +670,106 @@ static bf_status start_workers(runner *rn, int n, bf_error *err)
     return BF_OK;
 }
 
+/* The ring of chunk slots the workers fill ahead of the fold. Workers run
+ * ahead by up to ring_n chunks: trials vary in cost by 100x under the
+ * differential engine (a fault in the first layer against one in an unused
+ * embedding row), and a short ring would stall every worker behind one slow
+ * chunk. */
+static bf_status ring_alloc(runner *rn, int threads, bf_error *err)
+{
+    const bf_campaign *c = rn->c;
+    rn->ring_n = (rn->opts->on_outputs ? 4 : 64) * (int64_t)threads;
+    rn->ring = bf__calloc((size_t)rn->ring_n, sizeof *rn->ring);
+    rn->ws = bf__calloc((size_t)threads, sizeof *rn->ws);
+    if (!rn->ring || !rn->ws) return bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers");
+    for (int64_t i = 0; i < rn->ring_n; i++) {
+        rn->ring[i].chunk = -1;
+        if (!rn->opts->on_outputs) continue;
+        rn->ring[i].outputs =
+            bf__malloc((size_t)rn->chunk * (size_t)(c->golden.samples * c->golden.out_cols) * sizeof(float) + 1);
+        if (!rn->ring[i].outputs) return bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs");
+    }
+    return BF_OK;
+}
+
+/* The differential engine's shared state and one executor per worker: the
+ * golden pass prepared with the campaign adopted, or made here on the
+ * workers' plans. */
+static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_campaign_result *acc, bf_error *err)
+{
+    bf_campaign *c = rn->c;
+    bf_status st;
+    if (rn->adopt) {
+        rn->dxs = c->golden.gdx;
+        c->golden.gdx = NULL;
+    } else {
+        /* the cache's golden pass on every worker's plans, in parallel */
+        double t1 = now_s();
+        bf_evaluator **evs = bf__calloc((size_t)threads, sizeof *evs);
+        if (!evs) return bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers");
+        for (int i = 0; i < threads; i++) evs[i] = rn->ws[i].ev;
+        st = bf__dx_shared_create(evs, threads, c->golden.samples, c->golden.out, c->golden.out_cols, (size_t)budget,
+                                  &rn->dxs, err);
+        bf__free(evs);
+        acc->setup.cache = now_s() - t1;
+        if (st != BF_OK) return st;
+    }
+    acc->cache_bytes = bf__gcache_served(bf__dx_shared_cache(rn->dxs));
+    acc->cache_pass_bytes = bf__dx_shared_cache_bytes(rn->dxs);
+    double t2 = now_s();
+    st = bf__scorer_create(rn->ws[0].ev, c->golden.out, c->golden.samples, c->golden.out_cols, &rn->scorer, err);
+    if (st != BF_OK) return st;
+    for (int i = 0; i < threads; i++) {
+        if ((st = bf__dx_create(rn->dxs, rn->ws[i].ev, &rn->ws[i].dx, err)) != BF_OK ||
+            (st = bf__score_scratch_init(&rn->ws[i].sc, c->golden.samples, err)) != BF_OK)
+            return st;
+        if (rn->opts->no_full_pass) bf__dx_no_full_pass(rn->ws[i].dx);
+    }
+    acc->setup.executors = now_s() - t2;
+    return BF_OK;
+}
+
+/* Frees the workers and the ring, first adding what their engines counted
+ * to acc. */
+static void teardown(runner *rn, bf_campaign_result *acc)
+{
+    if (rn->ws && rn->n_workers > 0 && rn->ws[0].ev && !rn->ws[0].dx)
+        acc->fused_activations = (int64_t)bf_evaluator_num_fused(rn->ws[0].ev);
+    for (int i = 0; rn->ws && i < rn->n_workers; i++) {
+        worker *w = &rn->ws[i];
+        if (w->dx) {
+            int64_t t, e, l;
+            bf__dx_chain_counts(w->dx, &t, &e, &l);
+            acc->chain_trials += t;
+            acc->chain_exact += e;
+            acc->chain_linear += l;
+            acc->full_trials += bf__dx_full_passes(w->dx);
+        }
+        bf__dx_free(w->dx);
+        bf__score_scratch_free(&w->sc);
+        bf_evaluator_free(w->ev);
+        bf__draw_free(&w->d);
+        bf__free(w->old);
+        bf__free(w->dw);
+        bf__free(w->vf);
+        bf__free(w->vf_old);
+    }
+    bf__free(rn->ws);
+    bf__dx_shared_free(rn->dxs);
+    bf__scorer_free(rn->scorer);
+    for (int64_t i = 0; rn->ring && i < rn->ring_n; i++) bf__free(rn->ring[i].outputs);
+    bf__free(rn->ring);
+}
+
+/* The golden pass's evaluators no worker took: freed before the trials. */
+static void drop_golden_evaluators(bf_campaign *c)
+{
+    for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
+    bf__free(c->golden.gev);
+    c->golden.gev = NULL;
+    c->golden.n_gev = 0;
+}
+
 bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campaign_result *out, bf_error *err)
 {
     static const bf_campaign_opts none = {0};
@@ -701,20 +801,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     acc.samples = c->golden.samples;
     if (rn.n == 0) goto out;
 
-    /* Workers run ahead of the fold by up to ring_n chunks: trials vary in
-     * cost by 100x under the differential engine (a fault in the first layer
-     * against one in an unused embedding row), and a short ring would stall
-     * every worker behind one slow chunk. */
-    rn.ring_n = (o->on_outputs ? 4 : 64) * (int64_t)threads;
-    rn.ring = bf__calloc((size_t)rn.ring_n, sizeof *rn.ring);
-    rn.ws = bf__calloc((size_t)threads, sizeof *rn.ws);
-    if (!rn.ring || !rn.ws) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers"); goto out; }
-    for (int64_t i = 0; i < rn.ring_n; i++) {
-        rn.ring[i].chunk = -1;
-        if (!o->on_outputs) continue;
-        rn.ring[i].outputs = bf__malloc((size_t)rn.chunk * (size_t)(c->golden.samples * c->golden.out_cols) * sizeof(float) + 1);
-        if (!rn.ring[i].outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the trials' outputs"); goto out; }
-    }
+    if ((st = ring_alloc(&rn, threads, err)) != BF_OK) goto out;
     rn.n_workers = threads;
     /* A golden pass made for a differential run with this budget is used,
      * not made again; one that cannot be used is freed before the workers
@@ -738,41 +825,11 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         rn.ws[i].rn = &rn;
         if ((st = worker_init(&rn, &rn.ws[i], i, &acc, err)) != BF_OK) goto out;
     }
-    /* the golden pass's evaluators no worker took: freed before the trials */
-    for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
-    bf__free(c->golden.gev);
-    c->golden.gev = NULL;
-    c->golden.n_gev = 0;
+    drop_golden_evaluators(c);
     acc.exact = o->exact != 0;
     rn.golden_finite = 1;
     for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++) rn.golden_finite &= isfinite(c->golden.out[i]) != 0;
-    if (!o->exact) {
-        if (rn.adopt) {
-            rn.dxs = c->golden.gdx;
-            c->golden.gdx = NULL;
-        } else {
-            /* the cache's golden pass on every worker's plans, in parallel */
-            double t1 = now_s();
-            bf_evaluator **evs = bf__calloc((size_t)threads, sizeof *evs);
-            if (!evs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers"); goto out; }
-            for (int i = 0; i < threads; i++) evs[i] = rn.ws[i].ev;
-            st = bf__dx_shared_create(evs, threads, c->golden.samples, c->golden.out, c->golden.out_cols, (size_t)budget, &rn.dxs, err);
-            bf__free(evs);
-            acc.setup.cache = now_s() - t1;
-            if (st != BF_OK) goto out;
-        }
-        acc.cache_bytes = bf__gcache_served(bf__dx_shared_cache(rn.dxs));
-        acc.cache_pass_bytes = bf__dx_shared_cache_bytes(rn.dxs);
-        double t2 = now_s();
-        if ((st = bf__scorer_create(rn.ws[0].ev, c->golden.out, c->golden.samples, c->golden.out_cols, &rn.scorer, err)) != BF_OK) goto out;
-        for (int i = 0; i < threads; i++) {
-            if ((st = bf__dx_create(rn.dxs, rn.ws[i].ev, &rn.ws[i].dx, err)) != BF_OK ||
-                (st = bf__score_scratch_init(&rn.ws[i].sc, c->golden.samples, err)) != BF_OK)
-                goto out;
-            if (o->no_full_pass) bf__dx_no_full_pass(rn.ws[i].dx);
-        }
-        acc.setup.executors = now_s() - t2;
-    }
+    if (!o->exact && (st = setup_differential(&rn, threads, budget, &acc, err)) != BF_OK) goto out;
     acc.setup_seconds = now_s() - t0;
     if ((st = init_locks(&rn, err)) != BF_OK) goto out;
     locks = 1;
@@ -795,31 +852,7 @@ out:
         pthread_cond_destroy(&rn.finished);
         pthread_mutex_destroy(&rn.mu);
     }
-    if (rn.ws && rn.n_workers > 0 && rn.ws[0].ev && !rn.ws[0].dx)
-        acc.fused_activations = (int64_t)bf_evaluator_num_fused(rn.ws[0].ev);
-    for (int i = 0; rn.ws && i < rn.n_workers; i++) {
-        if (rn.ws[i].dx) {
-            int64_t t, e, l;
-            bf__dx_chain_counts(rn.ws[i].dx, &t, &e, &l);
-            acc.chain_trials += t;
-            acc.chain_exact += e;
-            acc.chain_linear += l;
-            acc.full_trials += bf__dx_full_passes(rn.ws[i].dx);
-        }
-        bf__dx_free(rn.ws[i].dx);
-        bf__score_scratch_free(&rn.ws[i].sc);
-        bf_evaluator_free(rn.ws[i].ev);
-        bf__draw_free(&rn.ws[i].d);
-        bf__free(rn.ws[i].old);
-        bf__free(rn.ws[i].dw);
-        bf__free(rn.ws[i].vf);
-        bf__free(rn.ws[i].vf_old);
-    }
-    bf__free(rn.ws);
-    bf__dx_shared_free(rn.dxs);
-    bf__scorer_free(rn.scorer);
-    for (int64_t i = 0; rn.ring && i < rn.ring_n; i++) bf__free(rn.ring[i].outputs);
-    bf__free(rn.ring);
+    teardown(&rn, &acc);
     if (st != BF_OK) {
         bf_campaign_result_free(&acc);
         return st;
