@@ -1,5 +1,6 @@
-/* The campaign-spec parser's internals, shared by its files: spec.c (the
- * document, the fault fields) and spec_mitigations.c. Each field reports
+/* The campaign-spec parser's internals, shared by its files: spec_fields.c
+ * (problems, pointers, typed getters), spec.c (the document, the fault
+ * fields) and spec_mitigations.c. Each field reports
  * its problems through a ctx, with its JSON Pointer. */
 #ifndef BF_SPEC_IMPL_H
 #define BF_SPEC_IMPL_H
@@ -41,6 +42,9 @@ typedef struct faults_info {
     char for_repr[16];        /* " for fp16" after a range; "" for fp32 */
 } faults_info;
 
+/* Keeps `message` (owned: freed on failure) at `pointer`; false, with
+ * c->nomem set, when out of memory. Counts nothing (bf__spec_problem does). */
+bool bf__spec_push(ctx *c, const char *pointer, char *message);
 /* Records a problem at `pointer` (kept up to BF_SPEC_MAX_PROBLEMS, counted after). */
 void bf__spec_problem(ctx *c, const char *pointer, const char *fmt, ...)
 #if defined(__GNUC__)

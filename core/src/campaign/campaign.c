@@ -2,7 +2,6 @@
  * to sites, bit positions, fault list), the golden model stored in the
  * campaign's representation (weights), the golden pass every trial is
  * compared to, and for int8 activations and inputs their profiled scales. */
-#include <float.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "bitflip/metrics.h"
+#include "bitflip/spec_rules.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
 #include "exec/fuse.h"
@@ -544,64 +544,25 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
     return BF_OK;
 }
 
-/* --- checks of the spec that do not need the model */
+/* --- the spec's rules (spec_rules.c), then the campaign's fields from it */
 
-static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+static void first_problem(void *user, const bf_spec_rule_problem *p)
 {
-    if ((int)spec->target < 0 || spec->target > BF_TARGET_INPUTS)
-        return bf_error_set(err, BF_EINVAL, "unknown target %d", (int)spec->target);
-    if ((int)spec->persistence < 0 || spec->persistence > BF_PERSIST_TRANSIENT)
-        return bf_error_set(err, BF_EINVAL, "unknown persistence %d", (int)spec->persistence);
-    if (spec->target == BF_TARGET_WEIGHTS && spec->persistence == BF_PERSIST_TRANSIENT)
-        return bf_error_set(err, BF_EINVAL,
-                            "'transient' applies only to targets 'activations' and 'inputs' (a weight fault is a memory "
-                            "error: 'permanent')");
-    if (spec->target != BF_TARGET_WEIGHTS && spec->per_channel)
-        return bf_error_set(err, BF_EINVAL,
-                            "per_channel applies only to target 'weights'; int8 activations and inputs have one scale per "
-                            "tensor, profiled on the eval set");
-    if (bf_repr_bits(spec->repr) == 0) return bf_error_set(err, BF_EINVAL, "unknown representation %d", (int)spec->repr);
-    if (spec->target != BF_TARGET_WEIGHTS && bf_repr_is_fixed(spec->repr) && spec->repr != BF_REPR_INT8)
-        return bf_error_set(err, BF_EINVAL,
-                            "representation '%s' applies only to target 'weights' (Stutz et al.'s fixed point is how "
-                            "weights are stored); activations and inputs take fp32, fp16, bf16 or int8",
-                            bf_repr_name(spec->repr));
-    if (spec->per_channel && !bf_repr_is_fixed(spec->repr))
-        return bf_error_set(err, BF_EINVAL, "per_channel chooses fixed-point scales; representation '%s' has none",
-                            bf_repr_name(spec->repr));
-    if (spec->w_max != 0 && !(spec->w_max > 0 && spec->w_max <= FLT_MAX && bf_repr_is_fixed(spec->repr) &&
-                              spec->target == BF_TARGET_WEIGHTS))
-        return bf_error_set(err, BF_EINVAL,
-                            "w_max %g: the clipped range [-w_max, w_max] needs a positive, finite w_max, a fixed-point "
-                            "representation (int<m> or uint<m>, not '%s') and target 'weights'",
-                            spec->w_max, bf_repr_name(spec->repr));
-    if ((int)spec->model_kind < 0 || spec->model_kind > BF_FAULT_PROFILED)
-        return bf_error_set(err, BF_EINVAL, "unknown fault model %d", (int)spec->model_kind);
-    if (spec->model_kind == BF_FAULT_PROFILED) {
-        if (spec->target != BF_TARGET_WEIGHTS)
-            return bf_error_set(err, BF_EINVAL, "model 'profiled' lays a memory's error map over the weights: it takes "
-                                                "target 'weights' only");
-        if (!spec->errmap)
-            return bf_error_set(err, BF_EINVAL, "model 'profiled' needs an error map (the spec's \"error_map\", loaded "
-                                                "with bf_errmap_load_file)");
-        if (spec->sampling != BF_SAMPLE_UNIFORM || spec->n_positions)
-            return bf_error_set(err, BF_EINVAL, "model 'profiled' covers every stored bit: it takes sampling 'uniform' "
-                                                "and no bit positions");
-    }
-    if ((int)spec->sampling < 0 || spec->sampling > BF_SAMPLE_LIST)
-        return bf_error_set(err, BF_EINVAL, "unknown sampling %d", (int)spec->sampling);
-    if (spec->model_kind == BF_FAULT_BER && spec->sampling != BF_SAMPLE_UNIFORM)
-        return bf_error_set(err, BF_EINVAL, "model 'ber' flips bits over the whole population: it takes sampling 'uniform' only");
-    if (spec->model_kind == BF_FAULT_RANDOM_VALUE && spec->sampling == BF_SAMPLE_PER_BIT)
-        return bf_error_set(err, BF_EINVAL, "sampling 'per_bit' needs bit positions; model 'random_value' replaces every bit");
-    if (spec->batch < 0) return bf_error_set(err, BF_EINVAL, "batch must be positive (or 0 for the default), got %lld", (long long)spec->batch);
-    if (spec->critical_metric >= BF_METRIC_COUNT || spec->critical_metric < -1)
-        return bf_error_set(err, BF_EINVAL, "unknown critical metric %d", spec->critical_metric);
-    if (spec->stop_margin < 0 || spec->stop_margin >= 1 || spec->stop_margin != spec->stop_margin)
-        return bf_error_set(err, BF_EINVAL, "stop margin must be in [0, 1), got %g", spec->stop_margin);
-    if (spec->stop_margin > 0 && spec->stop_confidence != 0 && !(spec->stop_confidence > 0 && spec->stop_confidence < 1))
-        return bf_error_set(err, BF_EINVAL, "stop confidence must be in (0, 1), got %g", spec->stop_confidence);
+    bf_error *first = user;
+    if (first->status == BF_OK) bf_error_set(first, p->status, "%s: %s", p->field, p->message);
+}
 
+static bf_status check_spec(const bf_campaign_spec *spec, bf_error *err)
+{
+    bf_error first = {0};
+    if (bf_spec_check(spec, NULL, first_problem, &first) == 0) return BF_OK;
+    return bf_error_set(err, first.status, "%s", first.msg);
+}
+
+/* The fields a valid spec sets directly; BER and profiled campaigns own
+ * their trial counts. */
+static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
     c->seed = spec->seed;
     c->target = spec->target;
     c->persistence = spec->persistence;
@@ -620,16 +581,11 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->batch = spec->batch ? spec->batch : BF_CAMPAIGN_BATCH_DEFAULT;
 
     if (c->kind == BF_FAULT_BER) {
-        if (spec->n_rates == 0 || !spec->rates) return bf_error_set(err, BF_EINVAL, "model 'ber' needs at least one rate");
-        for (size_t i = 0; i < spec->n_rates; i++)
-            if (!(spec->rates[i] >= 0 && spec->rates[i] <= 1))
-                return bf_error_set(err, BF_ERANGE, "BER rate %zu is %g; rates are probabilities in [0, 1]", i, spec->rates[i]);
         c->rates = bf__malloc(spec->n_rates * sizeof *c->rates);
         if (!c->rates) return bf_error_set(err, BF_ENOMEM, "out of memory");
         memcpy(c->rates, spec->rates, spec->n_rates * sizeof *c->rates);
         c->n_rates = spec->n_rates;
         c->repeats = spec->repeats > 0 ? spec->repeats : 1;
-        if ((double)c->repeats * (double)c->n_rates > 9e15) return bf_error_set(err, BF_ERANGE, "too many BER trials");
         c->n_trials = c->repeats * (int64_t)c->n_rates;
     } else if (c->kind == BF_FAULT_PROFILED) {
         c->errmap = spec->errmap;
@@ -639,7 +595,6 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     } else if (c->sampling == BF_SAMPLE_LIST) {
         c->n_trials = (int64_t)spec->n_list;
     } else {
-        if (spec->trials < 1) return bf_error_set(err, BF_EINVAL, "trials must be at least 1, got %lld", (long long)spec->trials);
         c->n_trials = spec->trials;
     }
     return BF_OK;
@@ -939,7 +894,8 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if (!c) return bf_error_set(err, BF_ENOMEM, "out of memory");
     c->model = model;
     c->ds = ds;
-    if ((st = check_spec(c, spec, err)) != BF_OK) goto out;
+    if ((st = check_spec(spec, err)) != BF_OK) goto out;
+    if ((st = apply_spec(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_bits(c, spec, err)) != BF_OK) goto out;
     if (c->sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
