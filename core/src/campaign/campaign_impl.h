@@ -175,7 +175,16 @@ static inline float bf__wcorrupt(const bf_campaign *c, size_t param, float old, 
     return bf__wdecode(c, param, f->index, bf__fault_bits(c, bf__wencode(c, param, f->index, old), kind, f));
 }
 
-/* campaign.c: a sample's prediction: its arg-max, or for one score per
+/* campaign_golden.c, in the order bf_campaign_create calls them (sites,
+ * bits and list resolved): the parameters as the representation stores
+ * them (c->stored, scales); the golden pass (outputs, predictions, golden
+ * metrics, the metrics' grids; the differential engine's cache when
+ * prep->differential); int8 activations' and inputs' scales. */
+bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep, bf_error *err);
+bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err);
+
+/* campaign_golden.c: a sample's prediction: its arg-max, or for one score per
  * sample the 0.5 threshold (0 when the golden scores are logits). */
 int64_t bf__prediction(const bf_campaign *c, const float *row);
 
