@@ -12,9 +12,6 @@
 #include "bitflip/api/spec.h"
 #include "spec_impl.h"
 
-#include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
