@@ -12,7 +12,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "bitflip/metrics.h"
 #include "bitflip/repr.h"
 
 typedef enum scope { ANY, DOCUMENT, STRUCT } scope;
