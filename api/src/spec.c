@@ -1,772 +1,46 @@
 /* Campaign spec: JSON -> bf_campaign_spec, reporting every problem.
  *
- * Three passes over each object: its keys (unknown ones reported, known ones
- * kept in slots), then each field on its own (type, range), then the rules
- * between fields. A field whose value is invalid is marked so, and the rules
- * that depend on it are skipped: one mistake gives one problem, not a cascade.
+ * Three passes: each object's keys (unknown ones reported, known ones kept
+ * in slots), then each field on its own (type, range; "faults" in
+ * spec_faults.c, "mitigations" in spec_mitigations.c), then, on the whole
+ * spec, the rules between fields: core's (bitflip/spec_rules.h, the same
+ * ones bf_campaign_create checks), each problem at its field's JSON Pointer.
+ * A field whose value is invalid is marked so, and the rules that read it
+ * are skipped: one mistake gives one problem, not a cascade.
  * The contract is deliberately strict (a field that does not apply is an
  * error, not ignored): relaxing a rule later breaks no spec, tightening would. */
 #include "bitflip/api/spec.h"
 #include "spec_impl.h"
 
-#include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TRIALS 1000000000LL
-#define MAX_REPEATS 1000000LL
+#define MAX_TRIALS BF_SPEC_MAX_TRIALS
 #define MAX_BATCH (1LL << 24)
-
-/* ---------------------------------------------------------------- problems */
-
-static char *vformat(const char *fmt, va_list ap)
-{
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    if (n < 0) return NULL;
-    char *s = malloc((size_t)n + 1);
-    if (s) vsnprintf(s, (size_t)n + 1, fmt, ap);
-    return s;
-}
-
-static bool push(ctx *c, const char *pointer, char *message /* owned */)
-{
-    bf_spec_problems *p = c->pr;
-    char *ptr = message ? strdup(pointer) : NULL;
-    if (ptr && p->count == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        bf_spec_problem *items = realloc(p->items, cap * sizeof *items);
-        if (items) {
-            p->items = items;
-            p->cap = cap;
-        } else {
-            free(ptr);
-            ptr = NULL;
-        }
-    }
-    if (!ptr) {
-        free(message);
-        c->nomem = true;
-        return false;
-    }
-    p->items[p->count].pointer = ptr;
-    p->items[p->count].message = message;
-    p->count++;
-    return true;
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-void bf__spec_problem(ctx *c, const char *pointer, const char *fmt, ...)
-{
-    c->found++;
-    if (!c->pr || c->nomem || c->found > BF_SPEC_MAX_PROBLEMS) return;
-    va_list ap;
-    va_start(ap, fmt);
-    char *msg = vformat(fmt, ap);
-    va_end(ap);
-    push(c, pointer, msg);
-}
-
-void bf_spec_problems_free(bf_spec_problems *p)
-{
-    if (!p) return;
-    for (size_t i = 0; i < p->count; i++) {
-        free(p->items[i].pointer);
-        free(p->items[i].message);
-    }
-    free(p->items);
-    p->items = NULL;
-    p->count = p->cap = 0;
-}
-
-json_t *bf_spec_problems_json(const bf_spec_problems *p)
-{
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && p && i < p->count; i++) {
-        json_t *e = json_pack("{s:s, s:s}", "pointer", p->items[i].pointer, "detail",
-                              p->items[i].message);
-        if (json_array_append_new(arr, e) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
-    return arr;
-}
-
-/* ------------------------------------------------- pointers and value text */
-
-/* base + "/" + key with RFC 6901 escapes (~ -> ~0, / -> ~1). */
-static char *pointer_key(const char *base, const char *key)
-{
-    size_t nb = strlen(base), n = nb + 2;
-    for (const char *k = key; *k; k++) n += (*k == '~' || *k == '/') ? 2 : 1;
-    char *s = malloc(n);
-    if (!s) return NULL;
-    memcpy(s, base, nb);
-    char *d = s + nb;
-    *d++ = '/';
-    for (const char *k = key; *k; k++) {
-        if (*k == '~' || *k == '/') {
-            *d++ = '~';
-            *d++ = *k == '~' ? '0' : '1';
-        } else {
-            *d++ = *k;
-        }
-    }
-    *d = '\0';
-    return s;
-}
-
-ptrbuf bf__spec_ptr_at(const char *base, const char *field)
-{
-    ptrbuf p;
-    if (snprintf(p.s, sizeof p.s, "%s/%s", base, field) < 0) p.s[0] = '\0';
-    return p;
-}
-
-ptrbuf bf__spec_ptr_index(const char *base, size_t i)
-{
-    ptrbuf p;
-    if (snprintf(p.s, sizeof p.s, "%s/%zu", base, i) < 0) p.s[0] = '\0';
-    return p;
-}
-
-static textbuf quote(const char *str, size_t len)
-{
-    textbuf t;
-    size_t o = 0;
-    t.s[o++] = '\'';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)str[i];
-        if (o >= 44 && (ch & 0xC0) != 0x80) {
-            memcpy(t.s + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (ch < 0x20 || ch == 0x7f) {
-            o += (size_t)snprintf(t.s + o, sizeof t.s - o, "\\u%04x", ch);
-        } else {
-            t.s[o++] = (char)ch;
-        }
-    }
-    t.s[o++] = '\'';
-    t.s[o] = '\0';
-    return t;
-}
-
-/* The shortest %g that reads back as the same double. */
-static textbuf number_text(double d)
-{
-    textbuf t;
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(t.s, sizeof t.s, "%.*g", prec, d);
-        if (strtod(t.s, NULL) == d) break;
-    }
-    return t;
-}
-
-/* What a value is, for "got ...": "string 'abc'", "40", "1.5", "true",
- * "null", "an array", "an object". */
-textbuf bf__spec_describe(const json_t *v)
-{
-    textbuf t;
-    switch (json_typeof(v)) {
-    case JSON_STRING: {
-        textbuf q = quote(json_string_value(v), json_string_length(v));
-        if (snprintf(t.s, sizeof t.s, "string %s", q.s) < 0) t.s[0] = '\0';
-        return t;
-    }
-    case JSON_INTEGER:
-        snprintf(t.s, sizeof t.s, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return t;
-    case JSON_REAL: return number_text(json_real_value(v));
-    case JSON_TRUE: snprintf(t.s, sizeof t.s, "true"); return t;
-    case JSON_FALSE: snprintf(t.s, sizeof t.s, "false"); return t;
-    case JSON_NULL: snprintf(t.s, sizeof t.s, "null"); return t;
-    case JSON_ARRAY: snprintf(t.s, sizeof t.s, "an array"); return t;
-    case JSON_OBJECT: snprintf(t.s, sizeof t.s, "an object"); return t;
-    }
-    snprintf(t.s, sizeof t.s, "a value");
-    return t;
-}
-
-void bf__spec_wrong_type(ctx *c, const char *ptr, const char *expected, const json_t *v)
-{
-    bf__spec_problem(c, ptr, "must be %s, got %s", expected, bf__spec_describe(v).s);
-}
-
-/* ---------------------------------------------------------- suggestions */
-
-static unsigned char lower(unsigned char ch) { return ch >= 'A' && ch <= 'Z' ? ch + 32 : ch; }
-
-/* Levenshtein distance, ASCII case folded; > 3 as soon as it must be. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t na = strlen(a), nb = strlen(b);
-    if (nb >= 64) return SIZE_MAX;
-    if ((na > nb ? na - nb : nb - na) > 3) return SIZE_MAX;
-    size_t row[65];
-    for (size_t j = 0; j <= nb; j++) row[j] = j;
-    for (size_t i = 1; i <= na; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= nb; j++) {
-            size_t up = row[j];
-            size_t cost = lower((unsigned char)a[i - 1]) == lower((unsigned char)b[j - 1]) ? 0 : 1;
-            size_t best = diag + cost;
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[nb];
-}
-
-/* The nearest name within 3 edits (and fewer edits than `typed` has
- * characters, so "x" suggests nothing); ties go to the earlier name. */
-static const char *nearest(const char *typed, const char *const *names, size_t n)
-{
-    size_t best = SIZE_MAX, len = strlen(typed);
-    const char *pick = NULL;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = edit_distance(typed, names[i]);
-        if (d <= 3 && d < len && d < best) {
-            best = d;
-            pick = names[i];
-        }
-    }
-    return pick;
-}
-
-/* "'a', 'b' or 'c'" */
-static textbuf name_list(const char *const *names, size_t n)
-{
-    textbuf t;
-    size_t o = 0;
-    t.s[0] = '\0';
-    for (size_t i = 0; i < n && o < sizeof t.s; i++) {
-        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
-        o += (size_t)snprintf(t.s + o, sizeof t.s - o, "%s'%s'", sep, names[i]);
-    }
-    return t;
-}
-
-/* ---------------------------------------------------------- field access */
-
-/* Reports unknown keys of `obj` (at pointer `base`); slots[i] = the value of
- * names[i], or NULL. */
-void bf__spec_take_fields(ctx *c, json_t *obj, const char *base, const fieldset *fs, json_t **slots)
-{
-    const char *key;
-    json_t *v;
-    for (size_t i = 0; i < fs->n; i++) slots[i] = NULL;
-    json_object_foreach(obj, key, v) {
-        size_t i = 0;
-        while (i < fs->n && strcmp(key, fs->names[i]) != 0) i++;
-        if (i < fs->n) {
-            slots[i] = v;
-            continue;
-        }
-        char *ptr = pointer_key(base, key);
-        if (!ptr) {
-            c->nomem = true;
-            return;
-        }
-        const char *other = NULL;
-        for (size_t j = 0; j < fs->n_elsewhere; j++)
-            if (strcmp(key, fs->elsewhere[j]) == 0) other = fs->elsewhere[j];
-        const char *near = nearest(key, fs->names, fs->n);
-        if (other)
-            bf__spec_problem(c, ptr, "unknown field here; '%s' belongs in %s", other, fs->elsewhere_where);
-        else if (near)
-            bf__spec_problem(c, ptr, "unknown field; did you mean '%s'?", near);
-        else
-            bf__spec_problem(c, ptr, "unknown field; the fields here are %s", name_list(fs->names, fs->n).s);
-        free(ptr);
-    }
-}
-
-/* Each get_* returns true with the value stored, or false with a problem
- * reported (the caller then treats the field as unknown-valued). */
-
-static bool get_string(ctx *c, const json_t *v, const char *ptr, const char **out)
-{
-    if (!json_is_string(v)) {
-        bf__spec_wrong_type(c, ptr, "a string", v);
-        return false;
-    }
-    if (json_string_length(v) == 0) {
-        bf__spec_problem(c, ptr, "must not be empty");
-        return false;
-    }
-    *out = json_string_value(v);
-    return true;
-}
-
-bool bf__spec_dup_string(ctx *c, const json_t *v, const char *ptr, char **out)
-{
-    const char *s;
-    if (!get_string(c, v, ptr, &s)) return false;
-    if (!(*out = strdup(s))) {
-        c->nomem = true;
-        return false;
-    }
-    return true;
-}
-
-bool bf__spec_get_bool(ctx *c, const json_t *v, const char *ptr, int *out)
-{
-    if (!json_is_boolean(v)) {
-        bf__spec_wrong_type(c, ptr, "a boolean (true or false)", v);
-        return false;
-    }
-    *out = json_is_true(v);
-    return true;
-}
-
-/* An integer in [lo, hi]: JSON integers, and numbers with no fraction (1e6,
- * 5.0), as JSON Schema's "integer" reads them. `what` follows the range in
- * the message ("for fp16"). */
-bool bf__spec_get_int(ctx *c, const json_t *v, const char *ptr, int64_t lo, int64_t hi,
-                    const char *what, int64_t *out)
-{
-    bool in;
-    int64_t x = 0;
-    if (json_is_integer(v)) {
-        x = json_integer_value(v);
-        in = x >= lo && x <= hi;
-    } else if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (d != floor(d)) {
-            bf__spec_wrong_type(c, ptr, "an integer", v);
-            return false;
-        }
-        /* 2^63 is the first double past INT64_MAX */
-        in = d >= (double)lo && d < 9223372036854775808.0 && d <= (double)hi;
-        if (in) x = (int64_t)d;
-    } else {
-        bf__spec_wrong_type(c, ptr, "an integer", v);
-        return false;
-    }
-    if (!in) {
-        if (hi == INT64_MAX)
-            bf__spec_problem(c, ptr, "must be >= %" PRId64 "%s, got %s", lo, what, bf__spec_describe(v).s);
-        else
-            bf__spec_problem(c, ptr, "must be %" PRId64 "..%" PRId64 "%s, got %s", lo, hi, what,
-                    bf__spec_describe(v).s);
-        return false;
-    }
-    *out = x;
-    return true;
-}
-
-bool bf__spec_get_number(ctx *c, const json_t *v, const char *ptr, double *out)
-{
-    if (!json_is_number(v)) {
-        bf__spec_wrong_type(c, ptr, "a number", v);
-        return false;
-    }
-    *out = json_number_value(v);
-    return true;
-}
-
-/* One of `names`: its index, or -1 with a problem. */
-int bf__spec_get_enum(ctx *c, const json_t *v, const char *ptr, const char *const *names, size_t n)
-{
-    if (!json_is_string(v)) {
-        bf__spec_problem(c, ptr, "must be a string: %s, got %s", name_list(names, n).s, bf__spec_describe(v).s);
-        return -1;
-    }
-    const char *s = json_string_value(v);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(s, names[i]) == 0) return (int)i;
-    const char *near = nearest(s, names, n);
-    if (near)
-        bf__spec_problem(c, ptr, "must be %s, got %s; did you mean '%s'?", name_list(names, n).s,
-                quote(s, json_string_length(v)).s, near);
-    else
-        bf__spec_problem(c, ptr, "must be %s, got %s", name_list(names, n).s,
-                quote(s, json_string_length(v)).s);
-    return -1;
-}
-
-/* An array (non-empty unless allow_empty), or false with a problem. */
-bool bf__spec_get_array(ctx *c, const json_t *v, const char *ptr, const char *of, size_t *n)
-{
-    if (!json_is_array(v)) {
-        bf__spec_problem(c, ptr, "must be an array of %s, got %s", of, bf__spec_describe(v).s);
-        return false;
-    }
-    if ((*n = json_array_size(v)) == 0) {
-        bf__spec_problem(c, ptr, "must not be empty (an array of %s)", of);
-        return false;
-    }
-    return true;
-}
 
 /* ------------------------------------------------------------ the fields */
 
-static const char *const ROOT_NAMES[] = {"model", "dataset", "seed", "trials", "faults",
-                                         "sampling", "metrics", "critical", "stop", "batch",
-                                         "mitigations"};
+const char *const bf__spec_root_names[BF__SPEC_N_ROOT_NAMES] = {
+    "model", "dataset", "seed", "trials", "faults", "sampling", "metrics", "critical", "stop", "batch", "mitigations"};
 enum { R_MODEL, R_DATASET, R_SEED, R_TRIALS, R_FAULTS, R_SAMPLING, R_METRICS, R_CRITICAL,
        R_STOP, R_BATCH, R_MITIGATIONS, R_N };
 
-static const char *const FAULT_NAMES[] = {"target", "tensors", "model", "bits", "positions",
-                                          "burst", "rate", "rates", "repeats",
-                                          "representation", "per_channel", "persistence", "zero_points",
-                                          "w_max", "error_map"};
-enum { F_TARGET, F_TENSORS, F_MODEL, F_BITS, F_POSITIONS, F_BURST, F_RATE, F_RATES,
-       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_N };
+const char *const bf__spec_fault_names[BF__SPEC_N_FAULT_NAMES] = {
+    "target", "tensors", "model", "bits", "positions", "burst", "rate", "rates", "repeats",
+    "representation", "per_channel", "persistence", "zero_points", "w_max", "error_map"};
 
 static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
 enum { E_TENSOR, E_INDEX, E_BIT, E_SAMPLE, E_N };
 static const char *const CRITICAL_NAMES[] = {"metric", "delta"};
 static const char *const STOP_NAMES[] = {"margin", "confidence"};
-
-static const char *const TARGET_NAMES[] = {"weights", "activations", "inputs"};
-static const char *const PERSIST_NAMES[] = {"permanent", "transient"};
 static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"};
 
-/* What parse_faults learnt, for the rules between sections. A *_ok flag is
- * false when the field was given but invalid: rules that need it are skipped. */
+static void invalid(bf_spec_facts *facts, bf_spec_field f) { facts->invalid |= BF_SPEC_BIT(f); }
 
-static bool flips_chosen_bits(bf_fault_model m)
-{
-    return m == BF_FAULT_BITFLIP || m == BF_FAULT_STUCK_AT_0 || m == BF_FAULT_STUCK_AT_1;
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* A rate in (0, 1]. */
-static bool get_rate(ctx *c, const json_t *v, const char *ptr, double *out)
-{
-    if (!bf__spec_get_number(c, v, ptr, out)) return false;
-    if (!(*out > 0 && *out <= 1)) {
-        bf__spec_problem(c, ptr, "must be a probability in (0, 1], got %s", bf__spec_describe(v).s);
-        return false;
-    }
-    return true;
-}
-
-/* faults.tensors, or its default ["*"]; false when out of memory. */
-static bool fault_tensors(ctx *c, json_t *v, bool is_list, bf_campaign_spec *s)
-{
-    if (v && is_list) {
-        bf__spec_problem(c, "/faults/tensors", "not used with an explicit fault list "
-                                      "(each entry of /sampling/list names its tensor)");
-    } else if (v) {
-        size_t n;
-        if (bf__spec_get_array(c, v, "/faults/tensors", "tensor names, globs or 'op:Type'", &n)) {
-            if (!(s->tensors = calloc(n, sizeof *s->tensors))) {
-                c->nomem = true;
-                return false;
-            }
-            for (size_t i = 0; i < n; i++) {
-                json_t *e = json_array_get(v, i);
-                ptrbuf p = bf__spec_ptr_index("/faults/tensors", i);
-                char *t = NULL;
-                if (!bf__spec_dup_string(c, e, p.s, &t)) continue;
-                if (strcmp(t, "op:") == 0) {
-                    bf__spec_problem(c, p.s, "'op:' needs an op type, e.g. 'op:Gemm'");
-                    free(t);
-                    continue;
-                }
-                s->tensors[s->n_tensors++] = t;
-            }
-        }
-    } else if (!is_list) {
-        if (!(s->tensors = calloc(1, sizeof *s->tensors)) || !(s->tensors[0] = strdup("*"))) {
-            c->nomem = true;
-            return false;
-        }
-        s->n_tensors = 1;
-    }
-    return true;
-}
-
-/* faults.bits, positions and burst: which bits a fault touches. */
-static void fault_bits(ctx *c, json_t *const *f, const faults_info *fi, bool is_list,
-                       bf_campaign_spec *s)
-{
-    const char *mname = bf_fault_model_name(s->model_kind);
-    bool chosen_bits = flips_chosen_bits(s->model_kind);
-    int rbits = fi->repr_bits;
-    bool bits_ok = true, positions_ok = true;
-    if (f[F_BITS]) {
-        int64_t b;
-        if (fi->model_ok && !chosen_bits) {
-            bf__spec_problem(c, "/faults/bits", "applies only to models 'bitflip', 'stuck_at_0' and "
-                                       "'stuck_at_1', not '%s'", mname);
-            bits_ok = false;
-        } else if (is_list) {
-            bf__spec_problem(c, "/faults/bits", "not used with an explicit fault list "
-                                       "(each entry flips one bit)");
-            bits_ok = false;
-        } else if ((bits_ok = bf__spec_get_int(c, f[F_BITS], "/faults/bits", 1, rbits, fi->for_repr, &b))) {
-            s->bits = (int)b;
-        }
-    }
-    if (f[F_POSITIONS]) {
-        size_t n;
-        positions_ok = false;
-        if (fi->model_ok && s->model_kind == BF_FAULT_RANDOM_VALUE) {
-            bf__spec_problem(c, "/faults/positions", "does not apply to model 'random_value' "
-                                            "(it replaces every bit)");
-        } else if (fi->model_ok && s->model_kind == BF_FAULT_PROFILED) {
-            bf__spec_problem(c, "/faults/positions", "does not apply to model 'profiled' "
-                                            "(the map covers every stored bit)");
-        } else if (is_list) {
-            bf__spec_problem(c, "/faults/positions", "not used with an explicit fault list "
-                                            "(each entry gives its bit)");
-        } else if (bf__spec_get_array(c, f[F_POSITIONS], "/faults/positions", "bit positions", &n)) {
-            int first_at[32];
-            positions_ok = true;
-            for (int b = 0; b < 32; b++) first_at[b] = -1;
-            for (size_t i = 0; i < n; i++) {
-                ptrbuf p = bf__spec_ptr_index("/faults/positions", i);
-                int64_t b;
-                if (!bf__spec_get_int(c, json_array_get(f[F_POSITIONS], i), p.s, 0, rbits - 1, fi->for_repr, &b)) {
-                    positions_ok = false;
-                } else if (first_at[b] >= 0) {
-                    bf__spec_problem(c, p.s, "bit %d is already listed at /faults/positions/%d", (int)b,
-                            first_at[b]);
-                    positions_ok = false;
-                } else {
-                    first_at[b] = (int)i;
-                    s->positions[s->n_positions++] = (int)b;
-                }
-            }
-            qsort(s->positions, (size_t)s->n_positions, sizeof s->positions[0], cmp_int);
-        }
-    }
-    if (f[F_BURST]) {
-        if (fi->model_ok && !chosen_bits)
-            bf__spec_problem(c, "/faults/burst", "applies only to models 'bitflip', 'stuck_at_0' and "
-                                        "'stuck_at_1', not '%s'", mname);
-        else if (is_list)
-            bf__spec_problem(c, "/faults/burst", "not used with an explicit fault list "
-                                        "(each entry flips one bit)");
-        else
-            bf__spec_get_bool(c, f[F_BURST], "/faults/burst", &s->burst);
-    }
-    /* bits against the allowed positions (bits against the representation
-     * is get_int's range above) */
-    if (bits_ok && positions_ok && s->n_positions > 0 && s->bits > s->n_positions) {
-        bf__spec_problem(c, "/faults/bits", "must be at most %d, the number of allowed positions, got %d",
-                s->n_positions, s->bits);
-        bits_ok = false;
-    }
-    if (s->burst && bits_ok && positions_ok && fi->repr_ok) {
-        if (s->bits < 2) {
-            bf__spec_problem(c, "/faults/burst", "needs bits >= 2 (a burst is that many adjacent bits), "
-                                        "bits is %d", s->bits);
-        } else if (s->n_positions > 0) {
-            int run = 1, longest = 1;
-            for (int i = 1; i < s->n_positions; i++) {
-                run = s->positions[i] == s->positions[i - 1] + 1 ? run + 1 : 1;
-                if (run > longest) longest = run;
-            }
-            if (longest < s->bits)
-                bf__spec_problem(c, "/faults/bits",
-                        "a burst of %d adjacent bits needs %d consecutive allowed positions; "
-                        "the longest run in /faults/positions is %d", s->bits, s->bits, longest);
-        }
-    }
-
-}
-
-/* faults.rate or rates, and repeats; false when out of memory. */
-static bool fault_ber(ctx *c, json_t *const *f, const faults_info *fi, bf_campaign_spec *s)
-{
-    const char *mname = bf_fault_model_name(s->model_kind);
-    bool is_ber = s->model_kind == BF_FAULT_BER, is_prof = s->model_kind == BF_FAULT_PROFILED;
-    if (f[F_RATE] && fi->model_ok && !is_ber)
-        bf__spec_problem(c, "/faults/rate", "applies only to model 'ber', not '%s'", mname);
-    if (f[F_RATES] && fi->model_ok && !is_ber)
-        bf__spec_problem(c, "/faults/rates", "applies only to model 'ber', not '%s'", mname);
-    if (f[F_REPEATS] && fi->model_ok && !is_ber && !is_prof)
-        bf__spec_problem(c, "/faults/repeats", "applies only to models 'ber' and 'profiled', not '%s'", mname);
-    if (f[F_ERROR_MAP] && fi->model_ok && !is_prof)
-        bf__spec_problem(c, "/faults/error_map", "applies only to model 'profiled', not '%s'", mname);
-    if (fi->model_ok && is_prof) {
-        if (!f[F_ERROR_MAP])
-            bf__spec_problem(c, "/faults/error_map", "required for model 'profiled': the path of a chip's error map "
-                                                     "(a .bfmap file; docs/CAMPAIGNS.md, Profiled error maps)");
-        else
-            bf__spec_dup_string(c, f[F_ERROR_MAP], "/faults/error_map", &s->error_map);
-        if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
-            bf__spec_problem(c, "/faults/target", "model 'profiled' lays a memory's error map over the weights: "
-                                                  "it takes target 'weights' only");
-        if (f[F_REPEATS])
-            bf__spec_get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats);
-    }
-    if (fi->model_ok && is_ber) {
-        if (f[F_RATE] && f[F_RATES]) {
-            bf__spec_problem(c, "/faults/rates", "give either 'rate' or 'rates', not both");
-        } else if (!f[F_RATE] && !f[F_RATES]) {
-            bf__spec_problem(c, "/faults/rate", "required for model 'ber': the probability that each "
-                                       "bit flips (or 'rates' for a sweep)");
-        } else if (f[F_RATE]) {
-            double r;
-            if (get_rate(c, f[F_RATE], "/faults/rate", &r)) {
-                if (!(s->rates = malloc(sizeof *s->rates))) {
-                    c->nomem = true;
-                    return false;
-                }
-                s->rates[0] = r;
-                s->n_rates = 1;
-            }
-        } else {
-            size_t n;
-            if (bf__spec_get_array(c, f[F_RATES], "/faults/rates", "probabilities in (0, 1]", &n)) {
-                if (!(s->rates = calloc(n, sizeof *s->rates))) {
-                    c->nomem = true;
-                    return false;
-                }
-                for (size_t i = 0; i < n; i++) {
-                    ptrbuf p = bf__spec_ptr_index("/faults/rates", i);
-                    double r;
-                    if (get_rate(c, json_array_get(f[F_RATES], i), p.s, &r))
-                        s->rates[s->n_rates++] = r;
-                }
-            }
-        }
-        if (f[F_REPEATS])
-            bf__spec_get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats);
-    }
-    return true;
-}
-
-static void parse_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, faults_info *fi)
-{
-    static const fieldset fs = {FAULT_NAMES, COUNT(FAULT_NAMES), ROOT_NAMES, COUNT(ROOT_NAMES),
-                                "the top level"};
-    const char *model_names[BF_FAULT_PROFILED + 1], *repr_names[BF_REPR_COUNT];
-    json_t *f[F_N];
-
-    for (int i = 0; i <= BF_FAULT_PROFILED; i++) model_names[i] = bf_fault_model_name((bf_fault_model)i);
-    for (int i = 0; i < BF_REPR_COUNT; i++) repr_names[i] = bf_repr_name((bf_repr)i);
-
-    s->target = BF_TARGET_WEIGHTS;
-    s->model_kind = BF_FAULT_BITFLIP;
-    s->bits = 1;
-    s->repeats = 1;
-    s->repr = BF_REPR_FP32;
-    s->persistence = BF_PERSIST_PERMANENT;
-    fi->target_ok = fi->model_ok = fi->repr_ok = fi->persist_ok = true;
-
-    if (!obj) {
-        bf__spec_problem(c, "/faults", "required: an object saying which faults to inject, "
-                              "e.g. {\"model\": \"bitflip\", \"bits\": 1}");
-        memset(f, 0, sizeof f);
-    } else if (!json_is_object(obj)) {
-        bf__spec_wrong_type(c, "/faults", "an object", obj);
-        memset(f, 0, sizeof f);
-    } else {
-        bf__spec_take_fields(c, obj, "/faults", &fs, f);
-    }
-
-    /* single fields */
-    int k;
-    if (f[F_TARGET]) {
-        k = bf__spec_get_enum(c, f[F_TARGET], "/faults/target", TARGET_NAMES, COUNT(TARGET_NAMES));
-        if (k >= 0) s->target = (bf_target)k;
-        fi->target_ok = k >= 0;
-    }
-    if (f[F_MODEL]) {
-        k = bf__spec_get_enum(c, f[F_MODEL], "/faults/model", model_names, COUNT(model_names));
-        if (k >= 0) k = bf_fault_model_parse(model_names[k]);
-        if (k >= 0) s->model_kind = (bf_fault_model)k;
-        fi->model_ok = k >= 0;
-    }
-    if (f[F_REPR]) {
-        k = bf__spec_get_enum(c, f[F_REPR], "/faults/representation", repr_names, COUNT(repr_names));
-        if (k >= 0) k = bf_repr_parse(repr_names[k]);
-        if (k >= 0) s->repr = (bf_repr)k;
-        fi->repr_ok = k >= 0;
-    }
-    if (f[F_PERSISTENCE]) {
-        k = bf__spec_get_enum(c, f[F_PERSISTENCE], "/faults/persistence", PERSIST_NAMES,
-                     COUNT(PERSIST_NAMES));
-        if (k >= 0) s->persistence = (bf_persistence)k;
-        fi->persist_ok = k >= 0;
-    }
-    fi->repr_bits = fi->repr_ok ? bf_repr_bits(s->repr) : 32;
-    fi->for_repr[0] = '\0';
-    if (fi->repr_ok && s->repr != BF_REPR_FP32)
-        snprintf(fi->for_repr, sizeof fi->for_repr, " for %s", bf_repr_name(s->repr));
-
-    if (!fault_tensors(c, f[F_TENSORS], is_list, s)) return;
-    fault_bits(c, f, fi, is_list, s);
-    if (!fault_ber(c, f, fi, s)) return;
-
-    /* fixed-point scales */
-    if (f[F_PER_CHANNEL]) {
-        if (fi->repr_ok && !bf_repr_is_fixed(s->repr))
-            bf__spec_problem(c, "/faults/per_channel", "applies only to fixed-point representations (int8 ... "
-                                                       "int2, uint8 ... uint2), not '%s'", bf_repr_name(s->repr));
-        else if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
-            bf__spec_problem(c, "/faults/per_channel", "applies only to target 'weights' (a scale per "
-                                              "slice along a weight's axis 0)");
-        else
-            bf__spec_get_bool(c, f[F_PER_CHANNEL], "/faults/per_channel", &s->per_channel);
-    }
-
-    /* Stutz et al.'s weight clipping as the quantization range */
-    if (f[F_W_MAX]) {
-        double w;
-        if (fi->repr_ok && !bf_repr_is_fixed(s->repr))
-            bf__spec_problem(c, "/faults/w_max", "applies only to fixed-point representations (int8 ... int2, "
-                                                 "uint8 ... uint2), not '%s'", bf_repr_name(s->repr));
-        else if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
-            bf__spec_problem(c, "/faults/w_max", "applies only to target 'weights' (the clipped range they are "
-                                                 "quantized in)");
-        else if (bf__spec_get_number(c, f[F_W_MAX], "/faults/w_max", &w)) {
-            if (!(w > 0 && w <= 3.4e38))
-                bf__spec_problem(c, "/faults/w_max", "must be a positive number (the weights' range is [-w_max, "
-                                                     "w_max]), got %s", bf__spec_describe(f[F_W_MAX]).s);
-            else
-                s->w_max = w;
-        }
-    }
-    if (fi->repr_ok && fi->target_ok && s->target != BF_TARGET_WEIGHTS && bf_repr_is_fixed(s->repr) &&
-        s->repr != BF_REPR_INT8)
-        bf__spec_problem(c, "/faults/representation", "'%s' applies only to target 'weights'; activations and inputs "
-                                                      "take fp32, fp16, bf16 or int8", bf_repr_name(s->repr));
-
-    /* quantized models: their zero points as sites too */
-    if (f[F_ZERO_POINTS]) {
-        if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
-            bf__spec_problem(c, "/faults/zero_points", "applies only to target 'weights' (a quantized model's "
-                                                       "stored zero points)");
-        else
-            bf__spec_get_bool(c, f[F_ZERO_POINTS], "/faults/zero_points", &s->zero_points);
-    }
-
-    if (fi->persist_ok && fi->target_ok && s->persistence == BF_PERSIST_TRANSIENT &&
-        s->target == BF_TARGET_WEIGHTS)
-        bf__spec_problem(c, "/faults/persistence", "'transient' applies only to targets 'activations' "
-                                          "and 'inputs' (a weight fault is a memory error: "
-                                          "'permanent')");
-}
-
-/* Entries of sampling.list, once the faults section is known. */
 static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_spec *s)
 {
     static const fieldset fs = {ENTRY_NAMES, COUNT(ENTRY_NAMES), NULL, 0, NULL};
@@ -835,166 +109,107 @@ static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_s
     }
 }
 
-static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
+
+/* "sampling": a design's name, or {"list": [...]}; returns the list's
+ * array to parse once the faults are known, or NULL. */
+static json_t *parse_sampling(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *facts)
 {
-    static const fieldset root_fs = {ROOT_NAMES, COUNT(ROOT_NAMES), FAULT_NAMES,
-                                     COUNT(FAULT_NAMES), "'faults'"};
     static const fieldset sampling_fs = {SAMPLING_OBJ_NAMES, 1, NULL, 0, NULL};
-    static const fieldset critical_fs = {CRITICAL_NAMES, COUNT(CRITICAL_NAMES), NULL, 0, NULL};
-    static const fieldset stop_fs = {STOP_NAMES, COUNT(STOP_NAMES), NULL, 0, NULL};
-    json_t *r[R_N];
-    int64_t x;
-    double d;
-
-    bf__spec_take_fields(c, root, "", &root_fs, r);
-
-    if (!r[R_MODEL]) bf__spec_problem(c, "/model", "required: the ONNX model (a path, or a model id in the daemon)");
-    else bf__spec_dup_string(c, r[R_MODEL], "/model", &s->model);
-    if (!r[R_DATASET]) bf__spec_problem(c, "/dataset", "required: the eval set (a safetensors path, or a dataset id in the daemon)");
-    else bf__spec_dup_string(c, r[R_DATASET], "/dataset", &s->dataset);
-    if (r[R_SEED] && bf__spec_get_int(c, r[R_SEED], "/seed", 0, INT64_MAX, "", &x)) s->seed = (uint64_t)x;
-
-    /* The faults section's rules depend on whether sampling is a list: known
-     * from its type alone; its value is checked after faults (schema order). */
-    bool is_list = json_is_object(r[R_SAMPLING]);
-    faults_info fi;
-    parse_faults(c, r[R_FAULTS], is_list, s, &fi);
-    if (c->nomem) return;
-
-    bool sampling_ok = true;
-    json_t *list = NULL;
+    json_t *so[1];
+    size_t n;
     s->sampling = BF_SAMPLE_UNIFORM;
-    if (json_is_string(r[R_SAMPLING]) && strcmp(json_string_value(r[R_SAMPLING]), "list") == 0) {
+    if (!v) return NULL;
+    facts->stated |= BF_SPEC_BIT(BF_SPEC_SAMPLING);
+    if (json_is_string(v) && strcmp(json_string_value(v), "list") == 0) {
         bf__spec_problem(c, "/sampling", "an explicit list is an object: {\"list\": [{\"tensor\": ..., "
-                                "\"index\": ..., \"bit\": ...}]}");
-        sampling_ok = false;
-    } else if (json_is_string(r[R_SAMPLING])) {
-        int k = bf__spec_get_enum(c, r[R_SAMPLING], "/sampling", SAMPLING_NAMES, COUNT(SAMPLING_NAMES));
+                                         "\"index\": ..., \"bit\": ...}]}");
+        invalid(facts, BF_SPEC_SAMPLING);
+    } else if (json_is_string(v)) {
+        int k = bf__spec_get_enum(c, v, "/sampling", SAMPLING_NAMES, COUNT(SAMPLING_NAMES));
         if (k >= 0) s->sampling = (bf_sampling)k;
-        sampling_ok = k >= 0;
-    } else if (r[R_SAMPLING] && !json_is_object(r[R_SAMPLING])) {
+        else invalid(facts, BF_SPEC_SAMPLING);
+    } else if (!json_is_object(v)) {
         bf__spec_problem(c, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
-                                "{\"list\": [...]}, got %s", bf__spec_describe(r[R_SAMPLING]).s);
-        sampling_ok = false;
-    } else if (r[R_SAMPLING]) {
-        json_t *so[1];
-        bf__spec_take_fields(c, r[R_SAMPLING], "/sampling", &sampling_fs, so);
+                                         "{\"list\": [...]}, got %s", bf__spec_describe(v).s);
+        invalid(facts, BF_SPEC_SAMPLING);
+    } else {
+        bf__spec_take_fields(c, v, "/sampling", &sampling_fs, so);
         s->sampling = BF_SAMPLE_LIST;
-        if (!so[0]) {
+        if (!so[0])
             bf__spec_problem(c, "/sampling/list", "required: the faults to inject, "
-                                         "[{\"tensor\": ..., \"index\": ..., \"bit\": ...}, ...]");
-        } else {
-            size_t n;
-            if (bf__spec_get_array(c, so[0], "/sampling/list", "faults {\"tensor\", \"index\", \"bit\"}", &n))
-                list = so[0];
-        }
+                                                  "[{\"tensor\": ..., \"index\": ..., \"bit\": ...}, ...]");
+        else if (bf__spec_get_array(c, so[0], "/sampling/list", "faults {\"tensor\", \"index\", \"bit\"}", &n))
+            return so[0];
     }
-    bool is_ber = fi.model_ok && s->model_kind == BF_FAULT_BER;
-    bool is_prof = fi.model_ok && s->model_kind == BF_FAULT_PROFILED;
-    const char *mname = bf_fault_model_name(s->model_kind);
+    return NULL;
+}
 
-    if (list) parse_list(c, list, &fi, s);
-    if (c->nomem) return;
-    if (is_list && fi.model_ok && !flips_chosen_bits(s->model_kind))
-        bf__spec_problem(c, "/sampling", "an explicit list flips the listed bits: it needs faults.model "
-                                "'bitflip', 'stuck_at_0' or 'stuck_at_1', not '%s'", mname);
-    else if (sampling_ok && is_ber && s->sampling != BF_SAMPLE_UNIFORM)
-        bf__spec_problem(c, "/sampling", "must be 'uniform' with model 'ber' (every bit of the selected "
-                                "tensors may flip)");
-    else if (sampling_ok && is_prof && s->sampling != BF_SAMPLE_UNIFORM)
-        bf__spec_problem(c, "/sampling", "must be 'uniform' with model 'profiled' (the map covers every bit "
-                                "of the selected tensors)");
-    else if (sampling_ok && fi.model_ok && s->sampling == BF_SAMPLE_PER_BIT &&
-             s->model_kind == BF_FAULT_RANDOM_VALUE)
-        bf__spec_problem(c, "/sampling", "'per_bit' needs a model that touches chosen bits "
-                                "('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'");
-
-    /* trials: given, or implied by a list or a BER sweep */
-    if (r[R_TRIALS] && is_list) {
-        bf__spec_problem(c, "/trials", "not used with an explicit fault list: each entry of "
-                              "/sampling/list is one trial");
-    } else if (r[R_TRIALS] && is_ber) {
-        bf__spec_problem(c, "/trials", "not used with model 'ber': a sweep runs len(rates) x repeats trials");
-    } else if (r[R_TRIALS] && is_prof) {
-        bf__spec_problem(c, "/trials", "not used with model 'profiled': it runs 'repeats' trials, one per offset");
-    } else if (r[R_TRIALS]) {
-        bf__spec_get_int(c, r[R_TRIALS], "/trials", 1, MAX_TRIALS, "", &s->trials);
-    } else if (!is_list && !is_ber && !is_prof && sampling_ok && fi.model_ok) {
-        bf__spec_problem(c, "/trials", "required: how many faults to inject, 1..%lld "
-                              "(not needed for model 'ber' or an explicit list)", MAX_TRIALS);
+static void parse_metrics(ctx *c, json_t *v, bf_campaign_spec *s)
+{
+    const char *names[BF_METRIC_COUNT];
+    int first_at[BF_METRIC_COUNT];
+    size_t n;
+    for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i), first_at[i] = -1;
+    if (!bf__spec_get_array(c, v, "/metrics", "metric names", &n)) return;
+    for (size_t i = 0; i < n; i++) {
+        ptrbuf p = bf__spec_ptr_index("/metrics", i);
+        int k = bf__spec_get_enum(c, json_array_get(v, i), p.s, names, BF_METRIC_COUNT);
+        if (k >= 0) k = bf_metric_parse(names[k]);
+        if (k < 0) continue;
+        if (first_at[k] >= 0)
+            bf__spec_problem(c, p.s, "'%s' is already listed at /metrics/%d", names[k], first_at[k]);
+        else
+            first_at[k] = (int)i;
+        s->metrics |= 1u << k;
     }
-    if (is_list) s->trials = (int64_t)s->n_list;
-    if (is_prof) s->trials = s->repeats;
-    if (is_ber) {
-        /* n_rates <= 8 Mi (16 MiB of JSON), repeats <= 10^6: no overflow */
-        int64_t t = (int64_t)s->n_rates * s->repeats;
-        if (t > MAX_TRIALS)
-            bf__spec_problem(c, "/faults/repeats", "a sweep of %zu rates x %" PRId64 " repeats is %" PRId64
-                                          " trials; the limit is %lld", s->n_rates, s->repeats,
-                    t, MAX_TRIALS);
-        s->trials = t;
-    }
+}
 
-    /* metrics */
-    if (r[R_METRICS]) {
-        const char *names[BF_METRIC_COUNT];
-        size_t n;
-        for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
-        if (bf__spec_get_array(c, r[R_METRICS], "/metrics", "metric names", &n)) {
-            int first_at[BF_METRIC_COUNT];
-            for (int i = 0; i < BF_METRIC_COUNT; i++) first_at[i] = -1;
-            for (size_t i = 0; i < n; i++) {
-                ptrbuf p = bf__spec_ptr_index("/metrics", i);
-                int k = bf__spec_get_enum(c, json_array_get(r[R_METRICS], i), p.s, names, BF_METRIC_COUNT);
-                if (k >= 0) k = bf_metric_parse(names[k]);
-                if (k < 0) continue;
-                if (first_at[k] >= 0)
-                    bf__spec_problem(c, p.s, "'%s' is already listed at /metrics/%d", names[k], first_at[k]);
-                else
-                    first_at[k] = (int)i;
-                s->metrics |= 1u << k;
-            }
-        }
-    }
-
-    /* critical */
+static void parse_critical(ctx *c, json_t *v, bf_campaign_spec *s)
+{
+    static const fieldset critical_fs = {CRITICAL_NAMES, COUNT(CRITICAL_NAMES), NULL, 0, NULL};
+    const char *names[BF_METRIC_COUNT];
+    json_t *cr[2];
+    double d;
     s->critical_metric = -1;
-    if (r[R_CRITICAL] && !json_is_object(r[R_CRITICAL])) {
-        bf__spec_wrong_type(c, "/critical", "an object {\"metric\": ..., \"delta\": ...}", r[R_CRITICAL]);
-    } else if (r[R_CRITICAL]) {
-        json_t *cr[2];
-        const char *names[BF_METRIC_COUNT];
-        for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
-        bf__spec_take_fields(c, r[R_CRITICAL], "/critical", &critical_fs, cr);
-        if (!cr[0]) {
-            bf__spec_problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");
-        } else {
-            int k = bf__spec_get_enum(c, cr[0], "/critical/metric", names, BF_METRIC_COUNT);
-            if (k >= 0) s->critical_metric = bf_metric_parse(names[k]);
-        }
-        if (!cr[1]) {
-            bf__spec_problem(c, "/critical/delta", "required: how far the metric may move before a "
-                                          "trial is critical (> 0)");
-        } else if (bf__spec_get_number(c, cr[1], "/critical/delta", &d)) {
-            if (d > 0) s->critical_delta = d;
-            else bf__spec_problem(c, "/critical/delta", "must be > 0, got %s", bf__spec_describe(cr[1]).s);
-        }
+    if (!v) return;
+    if (!json_is_object(v)) {
+        bf__spec_wrong_type(c, "/critical", "an object {\"metric\": ..., \"delta\": ...}", v);
+        return;
     }
+    for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
+    bf__spec_take_fields(c, v, "/critical", &critical_fs, cr);
+    if (!cr[0]) {
+        bf__spec_problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");
+    } else {
+        int k = bf__spec_get_enum(c, cr[0], "/critical/metric", names, BF_METRIC_COUNT);
+        if (k >= 0) s->critical_metric = bf_metric_parse(names[k]);
+    }
+    if (!cr[1]) {
+        bf__spec_problem(c, "/critical/delta", "required: how far the metric may move before a "
+                                               "trial is critical (> 0)");
+    } else if (bf__spec_get_number(c, cr[1], "/critical/delta", &d)) {
+        if (d > 0) s->critical_delta = d;
+        else bf__spec_problem(c, "/critical/delta", "must be > 0, got %s", bf__spec_describe(cr[1]).s);
+    }
+}
 
-    /* stop */
+/* "stop"; a stop with a problem of its own is invalid for the rules (one
+ * mistake, one problem). */
+static void parse_stop(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *facts)
+{
+    static const fieldset stop_fs = {STOP_NAMES, COUNT(STOP_NAMES), NULL, 0, NULL};
+    json_t *st[2];
+    double d;
+    size_t before = c->found;
     s->stop_confidence = 0.95;
-    if (r[R_STOP] && !json_is_object(r[R_STOP])) {
-        bf__spec_wrong_type(c, "/stop", "an object {\"margin\": ..., \"confidence\": ...}", r[R_STOP]);
-    } else if (r[R_STOP] && is_list) {
-        bf__spec_problem(c, "/stop", "not used with an explicit fault list (every listed fault runs)");
-    } else if (r[R_STOP] && is_ber) {
-        bf__spec_problem(c, "/stop", "not used with model 'ber' (a sweep runs every rate x repeats)");
-    } else if (r[R_STOP]) {
-        json_t *st[2];
-        bf__spec_take_fields(c, r[R_STOP], "/stop", &stop_fs, st);
+    if (!v) return;
+    facts->stated |= BF_SPEC_BIT(BF_SPEC_STOP);
+    if (!json_is_object(v)) {
+        bf__spec_wrong_type(c, "/stop", "an object {\"margin\": ..., \"confidence\": ...}", v);
+    } else {
+        bf__spec_take_fields(c, v, "/stop", &stop_fs, st);
         if (!st[0]) {
-            bf__spec_problem(c, "/stop/margin", "required: the interval half-width at which to stop, "
-                                       "in (0, 0.5)");
+            bf__spec_problem(c, "/stop/margin", "required: the interval half-width at which to stop, in (0, 0.5)");
         } else if (bf__spec_get_number(c, st[0], "/stop/margin", &d)) {
             if (d > 0 && d < 0.5) s->stop_margin = d;
             else bf__spec_problem(c, "/stop/margin", "must be in (0, 0.5), got %s", bf__spec_describe(st[0]).s);
@@ -1004,12 +219,70 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
             else bf__spec_problem(c, "/stop/confidence", "must be in (0.5, 1), got %s", bf__spec_describe(st[1]).s);
         }
     }
+    if (c->found != before) invalid(facts, BF_SPEC_STOP);
+}
 
+/* A broken rule at its JSON Pointer: the rule's field path ("faults.bits",
+ * "faults.rates.2") with '/' for '.'. */
+static void report_rule(void *user, const bf_spec_rule_problem *p)
+{
+    ptrbuf ptr;
+    size_t o = 0;
+    ptr.s[o++] = '/';
+    for (const char *k = p->field; *k && o + 1 < sizeof ptr.s; k++) ptr.s[o++] = *k == '.' ? '/' : *k;
+    ptr.s[o] = '\0';
+    bf__spec_problem(user, ptr.s, "%s", p->message);
+}
+
+/* The trials a campaign runs when a list, a sweep or a map implies them. */
+static void implied_trials(bf_campaign_spec *s)
+{
+    if (s->sampling == BF_SAMPLE_LIST) s->trials = (int64_t)s->n_list;
+    else if (s->model_kind == BF_FAULT_PROFILED) s->trials = s->repeats;
+    /* n_rates <= 8 Mi (16 MiB of JSON), repeats <= 10^6: no overflow */
+    else if (s->model_kind == BF_FAULT_BER) s->trials = (int64_t)s->n_rates * s->repeats;
+}
+
+/* Each field on its own, then the rules between them (core's,
+ * bitflip/spec_rules.h) on what the document stated. */
+static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
+{
+    static const fieldset root_fs = {bf__spec_root_names, BF__SPEC_N_ROOT_NAMES, bf__spec_fault_names,
+                                     BF__SPEC_N_FAULT_NAMES, "'faults'"};
+    json_t *r[R_N];
+    int64_t x;
+    bf_spec_facts facts = {.document = 1};
+    faults_info fi;
+
+    bf__spec_take_fields(c, root, "", &root_fs, r);
+    if (!r[R_MODEL]) bf__spec_problem(c, "/model", "required: the ONNX model (a path, or a model id in the daemon)");
+    else bf__spec_dup_string(c, r[R_MODEL], "/model", &s->model);
+    if (!r[R_DATASET]) bf__spec_problem(c, "/dataset", "required: the eval set (a safetensors path, or a dataset id in the daemon)");
+    else bf__spec_dup_string(c, r[R_DATASET], "/dataset", &s->dataset);
+    if (r[R_SEED] && bf__spec_get_int(c, r[R_SEED], "/seed", 0, INT64_MAX, "", &x)) s->seed = (uint64_t)x;
+
+    /* Whether sampling is a list is known from its type alone; its value
+     * is checked after faults (schema order). */
+    bf__spec_faults(c, r[R_FAULTS], json_is_object(r[R_SAMPLING]), s, &fi, &facts);
+    if (c->nomem) return;
+    json_t *list = parse_sampling(c, r[R_SAMPLING], s, &facts);
+    if (list) parse_list(c, list, &fi, s);
+    if (c->nomem) return;
+    if (r[R_TRIALS]) {
+        facts.stated |= BF_SPEC_BIT(BF_SPEC_TRIALS);
+        if (!bf__spec_get_int(c, r[R_TRIALS], "/trials", 1, MAX_TRIALS, "", &s->trials)) invalid(&facts, BF_SPEC_TRIALS);
+    }
+    if (r[R_METRICS]) parse_metrics(c, r[R_METRICS], s);
+    parse_critical(c, r[R_CRITICAL], s);
+    parse_stop(c, r[R_STOP], s, &facts);
     if (r[R_BATCH]) bf__spec_get_int(c, r[R_BATCH], "/batch", 1, MAX_BATCH, "", &s->batch);
-    if (r[R_MITIGATIONS] && r[R_STOP])
-        bf__spec_problem(c, "/stop", "not used with mitigations: every configuration runs every trial, so that they "
-                            "compare on the same faults");
-    if (r[R_MITIGATIONS]) bf__spec_mitigations(c, r[R_MITIGATIONS], s, &fi);
+    if (r[R_MITIGATIONS]) {
+        facts.stated |= BF_SPEC_BIT(BF_SPEC_MITIGATIONS);
+        bf__spec_mitigations(c, r[R_MITIGATIONS], s, &fi);
+    }
+    if (c->nomem) return;
+    bf_spec_check(s, &facts, report_rule, c);
+    implied_trials(s);
 }
 
 /* ------------------------------------------------------------- the door */
@@ -1165,7 +438,7 @@ out:
         char msg[64];
         snprintf(msg, sizeof msg, "%zu more problems not listed", c.found - BF_SPEC_MAX_PROBLEMS);
         char *m = strdup(msg);
-        if (m) push(&c, "", m);
+        if (m) bf__spec_push(&c, "", m);
         else c.nomem = true;
     }
     json_decref(root);

@@ -1,5 +1,7 @@
-/* The campaign-spec parser's internals, shared by its files: spec.c (the
- * document, the fault fields) and spec_mitigations.c. Each field reports
+/* The campaign-spec parser's internals, shared by its files: spec_fields.c
+ * (problems, pointers, typed getters), spec.c (the document, its top-level
+ * fields, the rules between fields), spec_faults.c ("faults") and
+ * spec_mitigations.c ("mitigations"). Each field reports
  * its problems through a ctx, with its JSON Pointer. */
 #ifndef BF_SPEC_IMPL_H
 #define BF_SPEC_IMPL_H
@@ -10,6 +12,7 @@
 #include <stdint.h>
 
 #include "bitflip/api/spec.h"
+#include "bitflip/spec_rules.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -41,6 +44,9 @@ typedef struct faults_info {
     char for_repr[16];        /* " for fp16" after a range; "" for fp32 */
 } faults_info;
 
+/* Keeps `message` (owned: freed on failure) at `pointer`; false, with
+ * c->nomem set, when out of memory. Counts nothing (bf__spec_problem does). */
+bool bf__spec_push(ctx *c, const char *pointer, char *message);
 /* Records a problem at `pointer` (kept up to BF_SPEC_MAX_PROBLEMS, counted after). */
 void bf__spec_problem(ctx *c, const char *pointer, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -60,6 +66,19 @@ bool bf__spec_get_int(ctx *c, const json_t *v, const char *ptr, int64_t lo, int6
 bool bf__spec_get_number(ctx *c, const json_t *v, const char *ptr, double *out);
 int bf__spec_get_enum(ctx *c, const json_t *v, const char *ptr, const char *const *names, size_t n);   /* -1: bad */
 bool bf__spec_get_array(ctx *c, const json_t *v, const char *ptr, const char *of, size_t *n);
+
+/* The top level's and "faults"' field names (spec.c), for the unknown
+ * fields that belong in the other ("'bits' belongs in 'faults'"). */
+extern const char *const bf__spec_root_names[];
+extern const char *const bf__spec_fault_names[];
+#define BF__SPEC_N_ROOT_NAMES 11
+#define BF__SPEC_N_FAULT_NAMES 15
+
+/* spec_faults.c: "faults" into s, each field's type and range; records in
+ * facts what it states and which fields are invalid, for the rules (run
+ * later, on the whole spec). */
+void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, faults_info *fi,
+                     bf_spec_facts *facts);
 
 /* spec_mitigations.c: "mitigations" into s->mitigations ("none" first). */
 void bf__spec_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_info *fi);

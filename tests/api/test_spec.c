@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "bitflip/api/spec.h"
+#include "bitflip/spec_rules.h"
 
 /* -------------------------------------------------------------- helpers */
 
@@ -96,6 +97,7 @@ static void only_problem(const char *json, const char *pointer, const char *part
     done(p);
 }
 
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define HEAD "\"model\": \"m.onnx\", \"dataset\": \"d.safetensors\", "
 #define HEADF HEAD "\"faults\": {}, "
 
@@ -513,6 +515,147 @@ static void cross_field_rules(void **state)
     only_problem("{" HEADF "\"trials\": 1, \"seed\": 9223372036854775808.0}", "/seed", "must be >= 0");
 }
 
+/* -------------------------------------------- core's rules, through JSON */
+
+#define LIST1 "\"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1}]}"
+
+/* Each of core's rules (bitflip/spec_rules.h) that a document can break:
+ * a spec breaking it alone, and the one problem it must give. json NULL:
+ * the sweep of 1001 rates built in rules_table. */
+static const struct {
+    const char *rule, *json, *pointer, *message;
+} RULE_ROWS[] = {
+    {"transient-not-weights", "{" HEAD "\"trials\": 1, \"faults\": {\"persistence\": \"transient\"}}",
+     "/faults/persistence",
+     "'transient' applies only to targets 'activations' and 'inputs' (a weight fault is a memory error: 'permanent')"},
+    {"tensors-not-with-list", "{" HEAD "\"faults\": {\"tensors\": [\"*\"]}, " LIST1 "}", "/faults/tensors",
+     "not used with an explicit fault list (each entry of /sampling/list names its tensor)"},
+    {"bits-chosen-models", "{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.1, \"bits\": 2}}", "/faults/bits",
+     "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'ber'"},
+    {"bits-not-with-list", "{" HEAD "\"faults\": {\"bits\": 1}, " LIST1 "}", "/faults/bits",
+     "not used with an explicit fault list (each entry flips one bit)"},
+    {"positions-not-random-value", "{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"random_value\", \"positions\": [1]}}",
+     "/faults/positions", "does not apply to model 'random_value' (it replaces every bit)"},
+    {"positions-not-profiled", "{" HEAD "\"faults\": {\"model\": \"profiled\", \"error_map\": \"x\", \"positions\": [1]}}",
+     "/faults/positions", "does not apply to model 'profiled' (the map covers every stored bit)"},
+    {"positions-not-with-list", "{" HEAD "\"faults\": {\"positions\": [1]}, " LIST1 "}", "/faults/positions",
+     "not used with an explicit fault list (each entry gives its bit)"},
+    {"burst-chosen-models", "{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"random_value\", \"burst\": true}}",
+     "/faults/burst", "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'random_value'"},
+    {"burst-not-with-list", "{" HEAD "\"faults\": {\"burst\": false}, " LIST1 "}", "/faults/burst",
+     "not used with an explicit fault list (each entry flips one bit)"},
+    {"bits-within-positions", "{" HEAD "\"trials\": 1, \"faults\": {\"bits\": 3, \"positions\": [1, 2]}}",
+     "/faults/bits", "must be at most 2, the number of allowed positions, got 3"},
+    {"burst-two-bits", "{" HEAD "\"trials\": 1, \"faults\": {\"burst\": true}}", "/faults/burst",
+     "needs bits >= 2 (a burst is that many adjacent bits), bits is 1"},
+    {"burst-fits-positions", "{" HEAD "\"trials\": 1, \"faults\": {\"burst\": true, \"bits\": 3, \"positions\": [5, 1, 4, 2]}}",
+     "/faults/bits",
+     "a burst of 3 adjacent bits needs 3 consecutive allowed positions; the longest run in /faults/positions is 2"},
+    {"rate-ber-only", "{" HEAD "\"trials\": 1, \"faults\": {\"rate\": 0.1}}", "/faults/rate",
+     "applies only to model 'ber', not 'bitflip'"},
+    {"rates-ber-only", "{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"stuck_at_1\", \"rates\": [0.1]}}",
+     "/faults/rates", "applies only to model 'ber', not 'stuck_at_1'"},
+    {"repeats-ber-profiled", "{" HEAD "\"trials\": 1, \"faults\": {\"repeats\": 3}}", "/faults/repeats",
+     "applies only to models 'ber' and 'profiled', not 'bitflip'"},
+    {"error-map-profiled-only", "{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"stuck_at_0\", \"error_map\": \"x.bfmap\"}}",
+     "/faults/error_map", "applies only to model 'profiled', not 'stuck_at_0'"},
+    {"profiled-needs-map", "{" HEAD "\"faults\": {\"model\": \"profiled\"}}", "/faults/error_map",
+     "required for model 'profiled': the path of a chip's error map (a .bfmap file; docs/CAMPAIGNS.md, Profiled error "
+     "maps)"},
+    {"profiled-weights", "{" HEAD "\"faults\": {\"model\": \"profiled\", \"error_map\": \"x\", \"target\": \"inputs\"}}",
+     "/faults/target", "model 'profiled' lays a memory's error map over the weights: it takes target 'weights' only"},
+    {"per-channel-fixed-point", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"bf16\", \"per_channel\": false}}",
+     "/faults/per_channel", "applies only to fixed-point representations (int8 ... int2, uint8 ... uint2), not 'bf16'"},
+    {"per-channel-weights",
+     "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int8\", \"per_channel\": true, \"target\": \"activations\"}}",
+     "/faults/per_channel", "applies only to target 'weights' (a scale per slice along a weight's axis 0)"},
+    {"w-max-fixed-point", "{" HEAD "\"trials\": 1, \"faults\": {\"w_max\": 0.1}}", "/faults/w_max",
+     "applies only to fixed-point representations (int8 ... int2, uint8 ... uint2), not 'fp32'"},
+    {"w-max-weights",
+     "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int8\", \"w_max\": 0.1, \"target\": \"inputs\"}}",
+     "/faults/w_max", "applies only to target 'weights' (the clipped range they are quantized in)"},
+    {"w-max-positive", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"w_max\": -0.25}}",
+     "/faults/w_max", "must be a positive number (the weights' range is [-w_max, w_max]), got -0.25"},
+    {"fixed-point-weights", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"uint4\", \"target\": \"activations\"}}",
+     "/faults/representation",
+     "'uint4' applies only to target 'weights'; activations and inputs take fp32, fp16, bf16 or int8"},
+    {"zero-points-weights", "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"activations\", \"zero_points\": false}}",
+     "/faults/zero_points", "applies only to target 'weights' (a quantized model's stored zero points)"},
+    {"ber-needs-rates", "{" HEAD "\"faults\": {\"model\": \"ber\"}}", "/faults/rate",
+     "required for model 'ber': the probability that each bit flips (or 'rates' for a sweep)"},
+    {"ber-sweep-limit", NULL, "/faults/repeats",
+     "a sweep of 1001 rates x 1000000 repeats is 1001000000 trials; the limit is 1000000000"},
+    {"list-needs-chosen-bits", "{" HEAD "\"faults\": {\"model\": \"random_value\"}, " LIST1 "}", "/sampling",
+     "an explicit list flips the listed bits: it needs faults.model 'bitflip', 'stuck_at_0' or 'stuck_at_1', not "
+     "'random_value'"},
+    {"ber-uniform", "{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.5}, \"sampling\": \"per_tensor\"}", "/sampling",
+     "must be 'uniform' with model 'ber' (every bit of the selected tensors may flip)"},
+    {"profiled-uniform", "{" HEAD "\"faults\": {\"model\": \"profiled\", \"error_map\": \"x\"}, \"sampling\": \"per_bit\"}",
+     "/sampling", "must be 'uniform' with model 'profiled' (the map covers every bit of the selected tensors)"},
+    {"per-bit-needs-bits", "{" HEAD "\"trials\": 1, \"sampling\": \"per_bit\", \"faults\": {\"model\": \"random_value\"}}",
+     "/sampling",
+     "'per_bit' needs a model that touches chosen bits ('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'"},
+    {"trials-not-with-list", "{" HEADF "\"trials\": 3, " LIST1 "}", "/trials",
+     "not used with an explicit fault list: each entry of /sampling/list is one trial"},
+    {"trials-not-with-ber", "{" HEAD "\"trials\": 10, \"faults\": {\"model\": \"ber\", \"rate\": 0.5}}", "/trials",
+     "not used with model 'ber': a sweep runs len(rates) x repeats trials"},
+    {"trials-not-with-profiled", "{" HEAD "\"trials\": 4, \"faults\": {\"model\": \"profiled\", \"error_map\": \"x\"}}",
+     "/trials", "not used with model 'profiled': it runs 'repeats' trials, one per offset"},
+    {"trials-needed", "{" HEADF "\"seed\": 1}", "/trials",
+     "required: how many faults to inject, 1..1000000000 (not needed for model 'ber' or an explicit list)"},
+    {"stop-not-with-list", "{" HEADF LIST1 ", \"stop\": {\"margin\": 0.1}}", "/stop",
+     "not used with an explicit fault list (every listed fault runs)"},
+    {"stop-not-with-ber", "{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.5}, \"stop\": {\"margin\": 0.1}}", "/stop",
+     "not used with model 'ber' (a sweep runs every rate x repeats)"},
+    {"stop-not-with-mitigations", "{" HEADF "\"trials\": 1, \"stop\": {\"margin\": 0.1}, \"mitigations\": [\"clip\"]}",
+     "/stop", "not used with mitigations: every configuration runs every trial, so that they compare on the same faults"},
+};
+
+/* Rules no document can break: enum values and ranges the JSON fields
+ * already hold to (more tightly), and the loaded map of a C struct. */
+static const char *const STRUCT_ONLY_RULES[] = {
+    "target-known", "persistence-known", "representation-known", "model-known", "sampling-known",
+    "batch-not-negative", "critical-metric-known", "stop-margin-range", "stop-confidence-range",
+    "profiled-map-loaded", "ber-rates-probabilities", "ber-trials-count",
+};
+
+static void rules_table(void **state)
+{
+    (void)state;
+    size_t n_rows = sizeof RULE_ROWS / sizeof RULE_ROWS[0], n_struct = COUNT_OF(STRUCT_ONLY_RULES);
+    for (size_t i = 0; i < n_rows; i++) {
+        char *sweep = NULL;
+        const char *json = RULE_ROWS[i].json;
+        if (!json) {
+            sweep = malloc(8192);
+            assert_non_null(sweep);
+            size_t o = (size_t)sprintf(sweep, "{" HEAD "\"faults\": {\"model\": \"ber\", \"repeats\": 1000000, \"rates\": [");
+            for (int k = 0; k < 1001; k++) o += (size_t)sprintf(sweep + o, "%s0.5", k ? "," : "");
+            strcpy(sweep + o, "]}}");
+            json = sweep;
+        }
+        parsed *p = parse(json);
+        if (p->st != BF_EINVAL || p->pr.count != 1) {
+            dump(p);
+            fail_msg("%s: expected 1 problem, got %zu", RULE_ROWS[i].rule, p->pr.count);
+        }
+        assert_string_equal(p->pr.items[0].pointer, RULE_ROWS[i].pointer);
+        assert_string_equal(p->pr.items[0].message, RULE_ROWS[i].message);
+        done(p);
+        free(sweep);
+    }
+    /* every rule of core's is a row here or one no document can break */
+    for (size_t r = 0; r < bf_spec_rule_count(); r++) {
+        const char *name = bf_spec_rule_name(r);
+        size_t k = 0, j = 0;
+        while (k < n_rows && strcmp(RULE_ROWS[k].rule, name) != 0) k++;
+        while (j < n_struct && strcmp(STRUCT_ONLY_RULES[j], name) != 0) j++;
+        if (k == n_rows && j == n_struct) fail_msg("core's rule '%s' has no row in rules_table", name);
+        if (k < n_rows && j < n_struct) fail_msg("rule '%s' is both a row and a struct-only rule", name);
+    }
+    assert_int_equal(n_rows + n_struct, bf_spec_rule_count());
+}
+
 /* ------------------------------------------------------ the document */
 
 static void syntax_errors(void **state)
@@ -897,6 +1040,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(unknown_fields),
         cmocka_unit_test(wrong_types),
         cmocka_unit_test(cross_field_rules),
+        cmocka_unit_test(rules_table),
         cmocka_unit_test(syntax_errors),
         cmocka_unit_test(limits),
         cmocka_unit_test(truncations_and_mutations),

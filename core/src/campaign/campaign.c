@@ -1,16 +1,14 @@
-/* Creating a campaign: the spec resolved against the model (tensor patterns
- * to sites, bit positions, fault list), the golden model stored in the
- * campaign's representation (weights), the golden pass every trial is
- * compared to, and for int8 activations and inputs their profiled scales. */
-#include <float.h>
+/* Creating a campaign: the spec checked against its rules (spec_rules.c),
+ * then resolved against the model (tensor patterns to sites, bit
+ * positions, fault list); the golden model, stored in the campaign's
+ * representation, and the golden pass every trial is compared to are
+ * campaign_golden.c's. */
 #include <fnmatch.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
-#include "bitflip/metrics.h"
+#include "bitflip/spec_rules.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
 #include "exec/fuse.h"
@@ -544,64 +542,25 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
     return BF_OK;
 }
 
-/* --- checks of the spec that do not need the model */
+/* --- the spec's rules (spec_rules.c), then the campaign's fields from it */
 
-static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+static void first_problem(void *user, const bf_spec_rule_problem *p)
 {
-    if ((int)spec->target < 0 || spec->target > BF_TARGET_INPUTS)
-        return bf_error_set(err, BF_EINVAL, "unknown target %d", (int)spec->target);
-    if ((int)spec->persistence < 0 || spec->persistence > BF_PERSIST_TRANSIENT)
-        return bf_error_set(err, BF_EINVAL, "unknown persistence %d", (int)spec->persistence);
-    if (spec->target == BF_TARGET_WEIGHTS && spec->persistence == BF_PERSIST_TRANSIENT)
-        return bf_error_set(err, BF_EINVAL,
-                            "'transient' applies only to targets 'activations' and 'inputs' (a weight fault is a memory "
-                            "error: 'permanent')");
-    if (spec->target != BF_TARGET_WEIGHTS && spec->per_channel)
-        return bf_error_set(err, BF_EINVAL,
-                            "per_channel applies only to target 'weights'; int8 activations and inputs have one scale per "
-                            "tensor, profiled on the eval set");
-    if (bf_repr_bits(spec->repr) == 0) return bf_error_set(err, BF_EINVAL, "unknown representation %d", (int)spec->repr);
-    if (spec->target != BF_TARGET_WEIGHTS && bf_repr_is_fixed(spec->repr) && spec->repr != BF_REPR_INT8)
-        return bf_error_set(err, BF_EINVAL,
-                            "representation '%s' applies only to target 'weights' (Stutz et al.'s fixed point is how "
-                            "weights are stored); activations and inputs take fp32, fp16, bf16 or int8",
-                            bf_repr_name(spec->repr));
-    if (spec->per_channel && !bf_repr_is_fixed(spec->repr))
-        return bf_error_set(err, BF_EINVAL, "per_channel chooses fixed-point scales; representation '%s' has none",
-                            bf_repr_name(spec->repr));
-    if (spec->w_max != 0 && !(spec->w_max > 0 && spec->w_max <= FLT_MAX && bf_repr_is_fixed(spec->repr) &&
-                              spec->target == BF_TARGET_WEIGHTS))
-        return bf_error_set(err, BF_EINVAL,
-                            "w_max %g: the clipped range [-w_max, w_max] needs a positive, finite w_max, a fixed-point "
-                            "representation (int<m> or uint<m>, not '%s') and target 'weights'",
-                            spec->w_max, bf_repr_name(spec->repr));
-    if ((int)spec->model_kind < 0 || spec->model_kind > BF_FAULT_PROFILED)
-        return bf_error_set(err, BF_EINVAL, "unknown fault model %d", (int)spec->model_kind);
-    if (spec->model_kind == BF_FAULT_PROFILED) {
-        if (spec->target != BF_TARGET_WEIGHTS)
-            return bf_error_set(err, BF_EINVAL, "model 'profiled' lays a memory's error map over the weights: it takes "
-                                                "target 'weights' only");
-        if (!spec->errmap)
-            return bf_error_set(err, BF_EINVAL, "model 'profiled' needs an error map (the spec's \"error_map\", loaded "
-                                                "with bf_errmap_load_file)");
-        if (spec->sampling != BF_SAMPLE_UNIFORM || spec->n_positions)
-            return bf_error_set(err, BF_EINVAL, "model 'profiled' covers every stored bit: it takes sampling 'uniform' "
-                                                "and no bit positions");
-    }
-    if ((int)spec->sampling < 0 || spec->sampling > BF_SAMPLE_LIST)
-        return bf_error_set(err, BF_EINVAL, "unknown sampling %d", (int)spec->sampling);
-    if (spec->model_kind == BF_FAULT_BER && spec->sampling != BF_SAMPLE_UNIFORM)
-        return bf_error_set(err, BF_EINVAL, "model 'ber' flips bits over the whole population: it takes sampling 'uniform' only");
-    if (spec->model_kind == BF_FAULT_RANDOM_VALUE && spec->sampling == BF_SAMPLE_PER_BIT)
-        return bf_error_set(err, BF_EINVAL, "sampling 'per_bit' needs bit positions; model 'random_value' replaces every bit");
-    if (spec->batch < 0) return bf_error_set(err, BF_EINVAL, "batch must be positive (or 0 for the default), got %lld", (long long)spec->batch);
-    if (spec->critical_metric >= BF_METRIC_COUNT || spec->critical_metric < -1)
-        return bf_error_set(err, BF_EINVAL, "unknown critical metric %d", spec->critical_metric);
-    if (spec->stop_margin < 0 || spec->stop_margin >= 1 || spec->stop_margin != spec->stop_margin)
-        return bf_error_set(err, BF_EINVAL, "stop margin must be in [0, 1), got %g", spec->stop_margin);
-    if (spec->stop_margin > 0 && spec->stop_confidence != 0 && !(spec->stop_confidence > 0 && spec->stop_confidence < 1))
-        return bf_error_set(err, BF_EINVAL, "stop confidence must be in (0, 1), got %g", spec->stop_confidence);
+    bf_error *first = user;
+    if (first->status == BF_OK) bf_error_set(first, p->status, "%s: %s", p->field, p->message);
+}
 
+static bf_status check_spec(const bf_campaign_spec *spec, bf_error *err)
+{
+    bf_error first = {0};
+    if (bf_spec_check(spec, NULL, first_problem, &first) == 0) return BF_OK;
+    return bf_error_set(err, first.status, "%s", first.msg);
+}
+
+/* The fields a valid spec sets directly; BER and profiled campaigns own
+ * their trial counts. */
+static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
     c->faults.seed = spec->seed;
     c->faults.target = spec->target;
     c->faults.persistence = spec->persistence;
@@ -620,16 +579,11 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->batch = spec->batch ? spec->batch : BF_CAMPAIGN_BATCH_DEFAULT;
 
     if (c->faults.kind == BF_FAULT_BER) {
-        if (spec->n_rates == 0 || !spec->rates) return bf_error_set(err, BF_EINVAL, "model 'ber' needs at least one rate");
-        for (size_t i = 0; i < spec->n_rates; i++)
-            if (!(spec->rates[i] >= 0 && spec->rates[i] <= 1))
-                return bf_error_set(err, BF_ERANGE, "BER rate %zu is %g; rates are probabilities in [0, 1]", i, spec->rates[i]);
         c->faults.rates = bf__malloc(spec->n_rates * sizeof *c->faults.rates);
         if (!c->faults.rates) return bf_error_set(err, BF_ENOMEM, "out of memory");
         memcpy(c->faults.rates, spec->rates, spec->n_rates * sizeof *c->faults.rates);
         c->faults.n_rates = spec->n_rates;
         c->faults.repeats = spec->repeats > 0 ? spec->repeats : 1;
-        if ((double)c->faults.repeats * (double)c->faults.n_rates > 9e15) return bf_error_set(err, BF_ERANGE, "too many BER trials");
         c->faults.n_trials = c->faults.repeats * (int64_t)c->faults.n_rates;
     } else if (c->faults.kind == BF_FAULT_PROFILED) {
         c->faults.errmap = spec->errmap;
@@ -639,283 +593,11 @@ static bf_status check_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     } else if (c->faults.sampling == BF_SAMPLE_LIST) {
         c->faults.n_trials = (int64_t)spec->n_list;
     } else {
-        if (spec->trials < 1) return bf_error_set(err, BF_EINVAL, "trials must be at least 1, got %lld", (long long)spec->trials);
         c->faults.n_trials = spec->trials;
     }
     return BF_OK;
 }
 
-/* --- golden model and pass */
-
-static bf_status quantize_params(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
-{
-    const bf_model *m = c->model;
-    c->store.values = bf__calloc(m->n_params + 1, sizeof *c->store.values);
-    c->store.scale = bf__calloc(m->n_params + 1, sizeof *c->store.scale);
-    c->store.lo = bf__calloc(m->n_params + 1, sizeof *c->store.lo);
-    c->store.slice = bf__calloc(m->n_params + 1, sizeof *c->store.slice);
-    if (!c->store.values || !c->store.scale || !c->store.lo || !c->store.slice) return bf_error_set(err, BF_ENOMEM, "out of memory");
-    /* faults on activations and inputs round only the element they hit:
-     * the weights stay as the model has them */
-    if (c->store.native) {
-        /* the stored integers as floats, for the trials' bookkeeping; they
-         * are the model's own values, so the golden model is the model */
-        for (size_t p = 0; p < m->n_params; p++) {
-            const bf_tensor *t = m->params[p].tensor;
-            int64_t n = bf_tensor_numel(t);
-            if (m->params[p].dtype == BF_F32) continue;
-            c->store.values[p] = bf__malloc((size_t)n * sizeof(float) + 1);
-            if (!c->store.values[p]) return bf_error_set(err, BF_ENOMEM, "out of memory copying '%s'", t->name);
-            bf_status st = bf_convert(c->store.values[p], BF_F32, t->data, t->dtype, (size_t)n, err);
-            if (st != BF_OK) return st;
-        }
-        return BF_OK;
-    }
-    if (c->store.repr == BF_REPR_FP32 || c->faults.target != BF_TARGET_WEIGHTS) return BF_OK;
-    /* w_max clips the tensors the campaign selects (the weights a user
-     * trained clipped); the rest of the model (constants an export adds,
-     * such as InstanceNormalization's ones) keeps its own range */
-    unsigned char *site = bf__calloc(m->n_params + 1, 1);
-    if (!site) return bf_error_set(err, BF_ENOMEM, "out of memory");
-    for (size_t s = 0; s < c->surface.n_sites; s++) site[c->surface.site_param[s]] = 1;
-    for (size_t p = 0; p < m->n_params; p++) {
-        const bf_tensor *t = m->params[p].tensor;
-        if (m->params[p].dtype != BF_F32) continue;   /* a quantized model's integers are already stored */
-        int64_t n = bf_tensor_numel(t);
-        int64_t dim0 = t->ndim > 0 ? t->dims[0] : 1;
-        c->store.values[p] = bf__malloc((size_t)n * sizeof(float) + 1);
-        if (!c->store.values[p]) {
-            bf__free(site);
-            return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
-        }
-        bf_qscale q = {0};
-        if (bf_repr_is_fixed(c->store.repr) && n > 0) {
-            int64_t n_scale = spec->per_channel && dim0 > 0 ? dim0 : 1;
-            c->store.scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
-            if (bf_repr_is_unsigned(c->store.repr) && c->store.scale[p]) c->store.lo[p] = bf__malloc((size_t)n_scale * sizeof(float));
-            if (!c->store.scale[p] || (bf_repr_is_unsigned(c->store.repr) && !c->store.lo[p])) {
-                bf__free(site);
-                return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
-            }
-            /* per layer (or channel), as Stutz et al. quantize */
-            bf_repr_fixed_scales(c->store.repr, t->data, n, dim0, spec->per_channel, site[p] ? (float)spec->w_max : 0.0f,
-                                 c->store.scale[p], c->store.lo[p]);
-            c->store.slice[p] = n / n_scale;
-            q = (bf_qscale){.scale = c->store.scale[p], .n_scale = n_scale, .slice = c->store.slice[p], .lo = c->store.lo[p]};
-        }
-        bf_repr_quantize(c->store.repr, t->data, c->store.values[p], n, &q);
-    }
-    bf__free(site);
-    return BF_OK;
-}
-
-int64_t bf__prediction(const bf_campaign *c, const float *row)
-{
-    if (c->golden.out_cols > 1) return bf_argmax(row, c->golden.out_cols);
-    return c->golden.logits ? row[0] > 0 : row[0] >= 0.5f;
-}
-
-/* The grid of each metric's sums (see campaign_stats.c): the campaign's sum
- * stays below 2^52 units for n_trials values of at most `bound`. */
-static void set_grids(bf_campaign *c)
-{
-    double gmax = 0;
-    for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++)
-        if (isfinite(c->golden.out[i]) && fabs(c->golden.out[i]) > gmax) gmax = fabs(c->golden.out[i]);
-    /* deviations past 16x the largest golden output saturate in the sums */
-    double out_bound = 16 * exp2(ceil(log2(gmax > 1 ? gmax : 1)));
-    double ll = 32;   /* log loss clips probabilities at 1e-7: at most 16.12 */
-    for (int m = 0; m < BF_METRIC_COUNT; m++) c->judge.bound[m] = 1;
-    c->judge.bound[BF_METRIC_LOGLOSS] = ll;
-    if (c->golden.label_entropy > 0) c->judge.bound[BF_METRIC_NE] = exp2(ceil(log2(ll / c->golden.label_entropy)));
-    c->judge.bound[BF_METRIC_MAX_ABS] = out_bound;
-    c->judge.bound[BF_METRIC_MSE] = out_bound * out_bound;
-    int lg = (int)ceil(log2((double)c->faults.n_trials + 1));
-    for (int m = 0; m < BF_METRIC_COUNT; m++) {
-        int lb = (int)log2(c->judge.bound[m]);
-        c->judge.fsum[m] = 52 - lg - lb;
-        c->judge.fsq[m] = 52 - lg - 2 * lb;
-    }
-}
-
-static unsigned applicable_metrics(bf_task task)
-{
-    unsigned a = 1u << BF_METRIC_TOP1_MISMATCH | 1u << BF_METRIC_MSE | 1u << BF_METRIC_MAX_ABS;
-    if (task == BF_TASK_CLASSIFICATION) a |= 1u << BF_METRIC_ACCURACY;
-    if (task == BF_TASK_BINARY) a |= 1u << BF_METRIC_AUC | 1u << BF_METRIC_LOGLOSS | 1u << BF_METRIC_NE;
-    return a;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The process's CPU time, all threads: on a shared machine the golden
- * pass's wall time says as much about the other processes as about it. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* An evaluator of the golden model as stored, one thread, the campaign's batch. */
-static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_error *err)
-{
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
-    bf_status st = bf_evaluator_create(c->model, c->ds, &eo, ev, err);
-    for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
-        if (c->store.values[p]) st = bf_evaluator_set_param(*ev, p, c->store.values[p], err);
-    return st;
-}
-
-/* The golden pass as the differential engine makes it: on prep->threads
- * threads, one evaluator each (which the first run adopts as its workers'),
- * the values cached on the way, the outputs into c->golden.out, r as
- * bf_evaluator_run would give it. ev is the first evaluator, made already
- * (it fixed the batch). */
-static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_eval_result *r,
-                                     bf_error *err)
-{
-    const bf_tensor *o = bf_plan_output(bf__evaluator_plan(ev, 0), 0);
-    int64_t samples = bf_dataset_num_samples(c->ds), cols = bf_tensor_numel(o) / bf_evaluator_batch(ev);
-    int n = prep->threads > 1 ? prep->threads : 1;
-    if (n > BF__CAMPAIGN_THREADS_MAX) n = BF__CAMPAIGN_THREADS_MAX;
-    c->golden.out = bf__malloc((size_t)(samples * cols) * sizeof(float) + 1);
-    c->golden.gev = bf__calloc((size_t)n, sizeof *c->golden.gev);
-    if (!c->golden.out || !c->golden.gev) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs");
-    c->golden.gev[0] = ev;
-    c->golden.n_gev = 1;
-    /* one after another: plans share the model's weights arena; each is
-     * cheap now (its arena is only touched where a step writes it) */
-    double t0 = now_s();
-    bf_status st = BF_OK;
-    for (; c->golden.n_gev < n && st == BF_OK; c->golden.n_gev++)
-        if ((st = golden_evaluator(c, &c->golden.gev[c->golden.n_gev], err)) != BF_OK) break;
-    if (st != BF_OK) return st;
-    double t1 = now_s();
-    c->setup.plans += t1 - t0;
-    c->golden.gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-    double cpu = cpu_s();
-    st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, c->golden.out, &c->golden.gdx, err);
-    c->setup.golden = now_s() - t1;
-    c->setup.golden_cpu = cpu_s() - cpu;
-    if (st != BF_OK) return st;
-    int64_t batches = bf__gcache_batches(bf__dx_shared_cache(c->golden.gdx));
-    c->setup.golden_threads = c->golden.n_gev < batches ? c->golden.n_gev : (int)batches;
-    bf__evaluator_score(ev, c->golden.out, r);
-    return BF_OK;
-}
-
-static bf_status golden_pass(bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep, bf_error *err)
-{
-    bf_status st;
-    bf_evaluator *ev = NULL;
-    float *lab = NULL;
-    double t0 = now_s();
-    if ((st = golden_evaluator(c, &ev, err)) != BF_OK) goto out;
-    c->batch = bf_evaluator_batch(ev);   /* fixed now: every worker uses it */
-    c->setup.plans = now_s() - t0;
-    bf_eval_result r;
-    if (prep && prep->differential) {
-        if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
-    } else {
-        double t1 = now_s(), cpu = cpu_s();
-        if ((st = bf_evaluator_run(ev, NULL, 0, &r, err)) != BF_OK) goto out;
-        c->setup.golden = now_s() - t1;
-        c->setup.golden_cpu = cpu_s() - cpu;
-        c->setup.golden_threads = 1;
-    }
-    c->golden.task = r.task;
-    c->golden.samples = r.samples;
-    c->golden.out_cols = r.out_cols;
-    size_t n = (size_t)(r.samples * r.out_cols);
-    if (!c->golden.out) c->golden.out = bf__malloc(n * sizeof(float) + 1);
-    c->golden.pred = bf__malloc((size_t)r.samples * sizeof(int64_t) + 1);
-    if (!c->golden.out || !c->golden.pred) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden outputs"); goto out; }
-    if (r.outputs != c->golden.out) memcpy(c->golden.out, r.outputs, n * sizeof(float));
-    if (c->golden.out_cols == 1)
-        for (int64_t i = 0; i < c->golden.samples; i++) c->golden.logits |= c->golden.out[i] < 0 || c->golden.out[i] > 1;
-    for (int64_t i = 0; i < c->golden.samples; i++) c->golden.pred[i] = bf__prediction(c, c->golden.out + i * c->golden.out_cols);
-
-    if (c->golden.task == BF_TASK_BINARY) {
-        const bf_tensor *l = bf_dataset_find(c->ds, "labels");
-        lab = bf__malloc((size_t)c->golden.samples * sizeof(float) + 1);
-        if (!lab) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
-        if ((st = bf_convert(lab, BF_F32, l->data, l->dtype, (size_t)c->golden.samples, err)) != BF_OK) goto out;
-        double pos = 0;
-        for (int64_t i = 0; i < c->golden.samples; i++) pos += lab[i] > 0.5f;
-        double p = pos / (double)c->golden.samples;
-        c->golden.label_entropy = p > 0 && p < 1 ? -(p * log(p) + (1 - p) * log(1 - p)) : 0;
-    }
-    for (int m = 0; m < BF_METRIC_COUNT; m++) c->golden.metric[m] = NAN;
-    c->golden.metric[BF_METRIC_ACCURACY] = r.accuracy;
-    c->golden.metric[BF_METRIC_AUC] = r.auc;
-    c->golden.metric[BF_METRIC_LOGLOSS] = r.logloss;
-    if (c->golden.label_entropy > 0) c->golden.metric[BF_METRIC_NE] = r.logloss / c->golden.label_entropy;
-    c->golden.metric[BF_METRIC_TOP1_MISMATCH] = 0;
-    c->golden.metric[BF_METRIC_MSE] = 0;
-    c->golden.metric[BF_METRIC_MAX_ABS] = 0;
-
-    unsigned app = applicable_metrics(c->golden.task);
-    if (c->judge.critical_metric >= 0 && !(app >> c->judge.critical_metric & 1)) {
-        st = bf_error_set(err, BF_EINVAL, "critical metric '%s' does not apply to a %s task", bf_metric_name(c->judge.critical_metric),
-                          bf_task_name(c->golden.task));
-        goto out;
-    }
-    c->judge.metrics = (spec->metrics ? spec->metrics : app) & app;
-    if (c->judge.critical_metric >= 0) c->judge.metrics |= 1u << c->judge.critical_metric;
-    set_grids(c);
-    if (c->golden.gdx) {
-        double t1 = now_s();
-        if ((st = bf__dx_shared_finish(c->golden.gdx, ev, c->golden.out, err)) != BF_OK) goto out;
-        c->setup.index = now_s() - t1;
-    }
-out:
-    bf__free(lab);
-    if (!c->golden.gev || c->golden.gev[0] != ev) bf_evaluator_free(ev);   /* else the first run's worker 0 */
-    return st;
-}
-
-/* int8 activations and inputs: scale = max |value| / 127 over the eval set,
- * per site, from a pass of the golden model (fp32) with the campaign's
- * batch. */
-static bf_status profile_scales(bf_campaign *c, bf_error *err)
-{
-    const bf_model *m = c->model;
-    bf_plan *full = NULL, *rest = NULL;
-    float *mx = NULL;
-    bf_status st = BF_OK;
-    if (c->faults.target == BF_TARGET_WEIGHTS || c->store.repr != BF_REPR_INT8) return BF_OK;
-    int64_t n_rest = c->golden.samples % c->batch;
-    mx = bf__calloc(c->surface.n_sites + 1, sizeof *mx);
-    if (!mx) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
-    if ((st = bf_plan_create(m, c->batch, &full, err)) != BF_OK) goto out;
-    if (n_rest && (st = bf_plan_create(m, n_rest, &rest, err)) != BF_OK) goto out;
-    for (int64_t start = 0; start < c->golden.samples; start += c->batch) {
-        bf_plan *p = c->golden.samples - start < c->batch ? rest : full;
-        for (size_t i = 0; i < m->n_inputs; i++) {
-            const bf_tensor *src = bf_dataset_find(c->ds, m->inputs[i].name);
-            if ((st = bf_dataset_copy_rows(src, start, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK) goto out;
-        }
-        if ((st = bf_plan_run(p, err)) != BF_OK) goto out;
-        for (size_t s = 0; s < c->surface.n_sites; s++) {
-            const bf_tensor *t = bf_plan_value(p, c->surface.site_value[s]);
-            const float *x = t->data;
-            for (int64_t k = 0, n = bf_tensor_numel(t); k < n; k++)
-                if (fabsf(x[k]) > mx[s]) mx[s] = fabsf(x[k]);   /* NaN never compares greater */
-        }
-    }
-    for (size_t s = 0; s < c->surface.n_sites; s++) bf_repr_int8_scales(&mx[s], 1, 1, 0, &c->surface.site_scale[s]);
-out:
-    bf_plan_free(full);
-    bf_plan_free(rest);
-    bf__free(mx);
-    return st;
-}
 
 bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec, bf_campaign **out,
                              bf_error *err)
@@ -939,7 +621,8 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if (!c) return bf_error_set(err, BF_ENOMEM, "out of memory");
     c->model = c->store.model = model;
     c->ds = ds;
-    if ((st = check_spec(c, spec, err)) != BF_OK) goto out;
+    if ((st = check_spec(spec, err)) != BF_OK) goto out;
+    if ((st = apply_spec(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_bits(c, spec, err)) != BF_OK) goto out;
     if (c->faults.sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
@@ -948,11 +631,11 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
                           c->faults.n_allowed);
         goto out;
     }
-    if ((st = quantize_params(c, spec, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_quantize(c, spec, err)) != BF_OK) goto out;
     c->protect.base_model = model;
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
-    if ((st = golden_pass(c, spec, prep, err)) != BF_OK) goto out;
-    if ((st = profile_scales(c, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_golden(c, spec, prep, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_profile_scales(c, err)) != BF_OK) goto out;
     *out = c;
     c = NULL;
 out:

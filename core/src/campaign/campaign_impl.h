@@ -1,8 +1,9 @@
 /* Internal layout of a campaign: a few owned parts, each in its own header
- * with the functions that work on it, shared by campaign.c (resolving the
- * spec, the golden pass), campaign_sample.c (drawing each trial's faults),
- * campaign_run.c (workers, outcomes, aggregation), campaign_mitigate.c and
- * campaign_stats.c:
+ * with the functions that work on it, shared by campaign.c (the spec's
+ * rules, spec_rules.c, applied and its selectors resolved), campaign_golden.c
+ * (the stored model and the golden pass), campaign_sample.c (drawing each
+ * trial's faults), campaign_run.c (workers, outcomes, aggregation),
+ * campaign_mitigate.c and campaign_stats.c:
  *
  *   faults.h   what trials draw: fault model, bits, rates, sampling design
  *   surface.h  where faults may land: the sites and their element counts
@@ -44,7 +45,16 @@ struct bf_campaign {
     } setup;
 };
 
-/* campaign.c: a sample's prediction: its arg-max, or for one score per
+/* campaign_golden.c, in the order bf_campaign_create calls them (sites,
+ * bits and list resolved): the parameters as the representation stores
+ * them (c->store); the golden pass (outputs, predictions, golden metrics,
+ * the metrics' grids; the differential engine's cache when
+ * prep->differential); int8 activations' and inputs' scales. */
+bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep, bf_error *err);
+bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err);
+
+/* campaign_golden.c: a sample's prediction: its arg-max, or for one score per
  * sample the 0.5 threshold (0 when the golden scores are logits). */
 int64_t bf__prediction(const bf_campaign *c, const float *row);
 
