@@ -204,6 +204,83 @@ static void submit_checked(void *user, bfd_check_result *res)
     submit_work_free(w);
 }
 
+/* An Idempotency-Key header's form; 0 when it was refused (replied). */
+static int idempotency_key_ok(bfd_req *r, const char *key)
+{
+    size_t kl = strlen(key);
+    int ok = kl >= 1 && kl <= 200;
+    for (size_t i = 0; ok && i < kl; i++) ok = key[i] >= 0x20 && key[i] < 0x7f;
+    if (!ok) bfd_reply_problem(r, 400, NULL, "Idempotency-Key must be 1..200 printable ASCII characters");
+    return ok;
+}
+
+/* A profiled campaign's map is an upload of the tenant's, named
+ * "sha256:ID": a path in a spec must not reach the daemon's disk. *id: the
+ * map's id (NULL for other fault models); 0 when refused (replied). */
+static int errmap_id_of(bfd_req *r, const bf_campaign_spec *spec, const char **id)
+{
+    *id = NULL;
+    if (spec->model_kind != BF_FAULT_PROFILED) return 1;
+    const char *ref = spec->error_map ? spec->error_map : "";
+    size_t hex = strncmp(ref, "sha256:", 7) ? 0 : strspn(ref + 7, "0123456789abcdef");
+    if (hex != 64 || ref[7 + hex]) {
+        char detail[400];
+        snprintf(detail, sizeof detail, "'%.80s' is not an error map of this daemon's: upload the .bfmap with POST "
+                 "/v1/error-maps and give \"sha256:ID\" with the id it returns ('bitflip run' uploads a path in "
+                 "the spec for you)", ref);
+        bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/faults/error_map", "detail", detail), "%s",
+                          detail);
+        return 0;
+    }
+    *id = ref + 7;
+    return 1;
+}
+
+/* Model, dataset and error map are ids of this tenant's uploads; 0 when one
+ * is not (replied). */
+static int uploads_exist(bfd *d, bfd_req *r, const bf_campaign_spec *spec, const char *errmap_id)
+{
+    bfd_item it = {0};
+    bf_error err = {0};
+    const char *names[3] = {spec->model, spec->dataset, errmap_id};
+    static const char *const pointers[3] = {"/model", "/dataset", "/faults/error_map"};
+    static const char *const routes[3] = {"models", "datasets", "error-maps"};
+    for (int k = 0; k < 3; k++) {
+        if (!names[k]) continue;
+        bf_status st = bfd_item_get(d->store, k, r->tenant, names[k], &it, &err);
+        bfd_item_clear(&it);
+        if (st == BF_ENOTFOUND) {
+            char detail[400];
+            snprintf(detail, sizeof detail, "no %s with id '%.80s': upload it with POST /v1/%s and use the id it returns",
+                     bfd_kind_name(k), names[k], routes[k]);
+            bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", pointers[k], "detail", detail), "%s", detail);
+            return 0;
+        }
+        if (st != BF_OK) { bfd_reply_internal(r, "looking up the uploads", &err); return 0; }
+    }
+    return 1;
+}
+
+/* The daemon's limits on a campaign's trials and a tenant's queue; 0 when
+ * over one (replied). */
+static int within_limits(bfd *d, bfd_req *r, const bf_campaign_spec *spec)
+{
+    if (spec->trials > d->cfg.max_trials) {
+        char detail[200];
+        snprintf(detail, sizeof detail, "%lld trials; this daemon runs at most %lld per campaign", (long long)spec->trials,
+                 (long long)d->cfg.max_trials);
+        bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/trials", "detail", detail), "%s", detail);
+        return 0;
+    }
+    if (count_queued(d, r->tenant) >= d->cfg.tenant_queued) {
+        bfd_reply_header(r, "Retry-After", "60");
+        bfd_reply_problem(r, 429, NULL, "you have %d campaigns queued, the most this daemon holds per tenant; wait for some "
+                          "to start, or cancel some", d->cfg.tenant_queued);
+        return 0;
+    }
+    return 1;
+}
+
 void bfd_h_campaign_submit(bfd *d, bfd_req *r)
 {
     json_error_t je;
@@ -217,12 +294,7 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
     submit_work *w = NULL;
 
     const char *key = bfd_req_header(r, "Idempotency-Key");
-    if (key) {
-        size_t kl = strlen(key);
-        int ok = kl >= 1 && kl <= 200;
-        for (size_t i = 0; ok && i < kl; i++) ok = key[i] >= 0x20 && key[i] < 0x7f;
-        if (!ok) { bfd_reply_problem(r, 400, NULL, "Idempotency-Key must be 1..200 printable ASCII characters"); goto out; }
-    }
+    if (key && !idempotency_key_ok(r, key)) goto out;
     if (bfd_sha256_hex(r->body, r->body_len, body_hash, &err) != BF_OK) { bfd_reply_internal(r, "hashing the body", &err); goto out; }
     if (key && idempotent_replay(d, r, key, body_hash) != 0) goto out;
 
@@ -254,55 +326,9 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
         goto out;
     }
 
-    /* a profiled campaign's map is an upload of the tenant's, named
-     * "sha256:ID": a path in a spec must not reach the daemon's disk */
     const char *errmap_id = NULL;
-    if (spec.model_kind == BF_FAULT_PROFILED) {
-        const char *ref = spec.error_map ? spec.error_map : "";
-        size_t hex = strncmp(ref, "sha256:", 7) ? 0 : strspn(ref + 7, "0123456789abcdef");
-        if (hex != 64 || ref[7 + hex]) {
-            char detail[400];
-            snprintf(detail, sizeof detail, "'%.80s' is not an error map of this daemon's: upload the .bfmap with POST "
-                     "/v1/error-maps and give \"sha256:ID\" with the id it returns ('bitflip run' uploads a path in "
-                     "the spec for you)", ref);
-            bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/faults/error_map", "detail", detail), "%s",
-                              detail);
-            goto out;
-        }
-        errmap_id = ref + 7;
-    }
-
-    /* model, dataset and error map are ids of this tenant's uploads */
-    bfd_item it = {0};
-    const char *names[3] = {spec.model, spec.dataset, errmap_id};
-    static const char *const pointers[3] = {"/model", "/dataset", "/faults/error_map"};
-    static const char *const routes[3] = {"models", "datasets", "error-maps"};
-    for (int k = 0; k < 3; k++) {
-        if (!names[k]) continue;
-        bf_status st = bfd_item_get(d->store, k, r->tenant, names[k], &it, &err);
-        bfd_item_clear(&it);
-        if (st == BF_ENOTFOUND) {
-            char detail[400];
-            snprintf(detail, sizeof detail, "no %s with id '%.80s': upload it with POST /v1/%s and use the id it returns",
-                     bfd_kind_name(k), names[k], routes[k]);
-            bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", pointers[k], "detail", detail), "%s", detail);
-            goto out;
-        }
-        if (st != BF_OK) { bfd_reply_internal(r, "looking up the uploads", &err); goto out; }
-    }
-    if (spec.trials > d->cfg.max_trials) {
-        char detail[200];
-        snprintf(detail, sizeof detail, "%lld trials; this daemon runs at most %lld per campaign", (long long)spec.trials,
-                 (long long)d->cfg.max_trials);
-        bfd_reply_problem(r, 422, json_pack("[{s:s, s:s}]", "pointer", "/trials", "detail", detail), "%s", detail);
+    if (!errmap_id_of(r, &spec, &errmap_id) || !uploads_exist(d, r, &spec, errmap_id) || !within_limits(d, r, &spec))
         goto out;
-    }
-    if (count_queued(d, r->tenant) >= d->cfg.tenant_queued) {
-        bfd_reply_header(r, "Retry-After", "60");
-        bfd_reply_problem(r, 429, NULL, "you have %d campaigns queued, the most this daemon holds per tenant; wait for some "
-                          "to start, or cancel some", d->cfg.tenant_queued);
-        goto out;
-    }
 
     /* what running it will hold, against --job-memory: in a child, since
      * that loads the model (the request waits, suspended) */
