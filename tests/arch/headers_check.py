@@ -135,7 +135,7 @@ def main():
     if len(args) != 3:
         print(__doc__)
         return 2
-    src, gen, work = args
+    src, gen, work = (os.path.abspath(a) for a in args)
     os.makedirs(work, exist_ok=True)
     if "--self-test" in sys.argv and not self_test(work):
         return 1
