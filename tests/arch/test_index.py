@@ -44,9 +44,9 @@ FOLDERS = [
                            "tests/fixtures/real (conformance_*), tests/fuzz/fuzz_onnx.c (fuzz_onnx_replay_fixtures)"),
     ("core/src/exec/", "tests/unit/test_eval.c, tests/unit/test_model.c, tests/fixtures/conformance (conformance_*)"),
     ("core/src/diff/", "tests/unit/test_diff*.c (differential vs exact), tests/unit/test_chain.c, "
-                       "tests/unit/test_recurrent_diff.c"),
+                       "tests/unit/test_recurrent_diff.c, tests/unit/test_score.c"),
     ("core/src/mitigate/", "tests/unit/test_mitigate.c, tests/unit/test_campaign.c"),
-    ("core/src/campaign/", "tests/unit/test_campaign.c, tests/unit/test_score.c, tests/cli/test_campaign.sh"),
+    ("core/src/campaign/", "tests/unit/test_campaign.c, tests/unit/test_campaign_act.c, tests/cli/test_campaign.sh"),
     ("api/src/", "tests/api/test_spec.c, tests/api/test_limits.c, tests/fuzz/fuzz_spec.c, tests/cli, "
                  "tests/integration"),
     ("report/src/", "tests/report/test_report.c, tests/fuzz/fuzz_report.c, tests/cli/test_report.sh, "
