@@ -12,7 +12,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak fixtures study-stutz clean
+.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak fixtures study-stutz clean
 
 all: build
 
@@ -44,6 +44,12 @@ test-release: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@[ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"
 	@grep -h ': SKIP: ' $(BUILD)/Testing/Temporary/LastTest.log | sort -u || true
+
+# The unit tests alone (cmocka over core, api, report and the daemon's modules,
+# and the header and layering checks): ctest -L unit, under two minutes on two
+# cores (tests/README.md). Needs only `make build`, no test-deps.
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # Slurm and munge alone (test-deps includes them), for tests/slurm (docs/SCALE.md)
 slurm-deps:

@@ -1,9 +1,9 @@
-/* bf_campaign_spec_free (declared in bitflip/campaign.h). It lives here
+/* bf_campaign_spec_free (declared in bitflip/api/spec.h). It lives here
  * because api/ is what allocates specs; the members are plain malloc'd. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "bitflip/campaign.h"
+#include "bitflip/api/spec.h"
 
 void bf_campaign_spec_free(bf_campaign_spec *spec)
 {

@@ -108,7 +108,7 @@ static void on_progress(void *user, const bf_campaign_result *partial)
     if (x->progress) x->progress(x->user, partial->trials_done, partial->total.n);
 }
 
-bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, const atomic_int *cancel,
+bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, const int *cancel,
                       bfd_progress_fn progress, void *user, char **result_json, bf_error *err)
 {
     bf_status st = BF_OK;

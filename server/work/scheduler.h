@@ -99,7 +99,7 @@ void bfd_worker_cache_drop(bfd_worker_cache *wc);
 typedef void (*bfd_progress_fn)(void *user, int64_t done, const int64_t outcomes[BF_OUTCOME_COUNT]);
 /* Runs chunk `idx` of the campaign: *result_json is the chunk's result
  * document (malloc'd). BF_ECANCELED when `cancel` was raised. */
-bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, const atomic_int *cancel,
+bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, const int *cancel,
                       bfd_progress_fn progress, void *user, char **result_json, bf_error *err);
 
 #endif

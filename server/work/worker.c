@@ -20,12 +20,12 @@
 #include "work/scheduler.h"
 #include "work/worker.h"
 
-static atomic_int cancel_flag;
+static int cancel_flag;   /* bf_cancel_request/clear: atomic, safe in a handler */
 
 static void on_usr1(int sig)
 {
     (void)sig;
-    atomic_store(&cancel_flag, 1);
+    bf_cancel_request(&cancel_flag);
 }
 
 /* Writes and frees; a daemon that cannot be written to is gone: so are we. */
@@ -84,7 +84,7 @@ static void run(bfd_worker_cache *wc, json_t *msg, int64_t job_memory)
     /* cleared before the report, never after: a SIGUSR1 for the next chunk
      * may follow the report at once. One meant for this chunk that arrives
      * late stops the next chunk, which the daemon then simply runs again. */
-    atomic_store(&cancel_flag, 0);
+    bf_cancel_clear(&cancel_flag);
     if (st == BF_OK) {
         send_json(json_pack("{s:s, s:i, s:f, s:s}", "t", "done", "chunk", chunk, "seconds", secs, "result", result));
     } else if (st == BF_ECANCELED) {

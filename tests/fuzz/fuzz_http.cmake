@@ -13,3 +13,4 @@ target_link_options(fuzz_http PRIVATE -fsanitize=fuzzer)
 set_target_properties(fuzz_http PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})   # where run.sh looks
 # Every seed once, as a test of the fuzz build (seconds).
 add_test(NAME fuzz_http_seeds COMMAND fuzz_http -runs=0 -close_fd_mask=2 ${CMAKE_CURRENT_LIST_DIR}/corpus/fuzz_http)
+set_tests_properties(fuzz_http_seeds PROPERTIES LABELS fuzz)

@@ -671,7 +671,7 @@ static void errors_name_the_culprit(void **state)
     c = tc_make(f->digits, f->digits_ds, &s);
     bf_campaign_opts o = {.shard_index = 3, .shard_count = 3};
     assert_int_equal(bf_campaign_run(c, &o, &res, &err), BF_EINVAL);
-    atomic_int cancel = 1;
+    int cancel = 1;
     o = (bf_campaign_opts){.threads = 2, .cancel = &cancel};
     assert_int_equal(bf_campaign_run(c, &o, &res, &err), BF_ECANCELED);
     assert_non_null(strstr(err.msg, "canceled"));

@@ -44,7 +44,7 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "campaign_check.h"
-#include "onnx.pb-c.h"
+#include "onnx_graph.h"
 
 /* BF_RANDOM_GRAPHS=N runs graphs 0..N-1 instead: a soak run. 800 graphs
  * (273,840 trials) gave no outcome disagreement and two metrics 1.2e-6
@@ -73,20 +73,12 @@ static float uniform(uint64_t *s) { return (float)((double)(next_u64(s) >> 11) *
 
 /* --- building ONNX graphs: everything in one arena, freed per graph */
 
-#define MAX_ALLOCS 16384
-#define MAX_NODES 256
-#define MAX_INITS 128
 #define MAX_INPUTS 3
 
+/* A graph (onnx_graph.h) and what this test adds: fresh names, PyTorch's
+ * anonymous weights, the random stream, and the eval set's rows. */
 typedef struct builder {
-    void *allocs[MAX_ALLOCS];
-    size_t n;
-    Onnx__NodeProto *nodes[MAX_NODES];
-    size_t n_nodes;
-    Onnx__TensorProto *inits[MAX_INITS];
-    size_t n_inits;
-    Onnx__ValueInfoProto *ins[MAX_INPUTS], *outs[1];
-    size_t n_ins, n_outs;
+    tg_graph g;
     int names;                   /* fresh value names so far */
     int anon;                    /* the next onnx::MatMul_N */
     uint64_t rng;
@@ -96,52 +88,26 @@ typedef struct builder {
     float *feed[MAX_INPUTS];
 } builder;
 
-static void *b_alloc(builder *b, size_t size)
-{
-    assert_true(b->n < MAX_ALLOCS);
-    void *p = calloc(1, size);
-    assert_non_null(p);
-    b->allocs[b->n++] = p;
-    return p;
-}
-
 static void b_free(builder *b)
 {
-    for (size_t i = 0; i < b->n; i++) free(b->allocs[i]);
-    for (size_t i = 0; i < b->n_ins; i++) free(b->feed[i]);
-}
-
-static char *b_str(builder *b, const char *s)
-{
-    char *d = b_alloc(b, strlen(s) + 1);
-    strcpy(d, s);
-    return d;
+    for (size_t i = 0; i < b->g.n_ins; i++) free(b->feed[i]);
+    tg_free(&b->g);
 }
 
 static const char *fresh(builder *b, const char *stem)
 {
     char name[64];
     snprintf(name, sizeof name, "%s_%d", stem, b->names++);
-    return b_str(b, name);
+    return tg_str(&b->g, name);
 }
 
 /* A node of `op` on inputs in[0..n_in) (NULL ends the list early), with
- * one fresh output, returned; attributes follow with attr_*(b->nodes[...]). */
+ * one fresh output, returned; attributes follow with tg_attr_*. */
 static Onnx__NodeProto *node(builder *b, const char *op, int n_in, const char *const *in)
 {
-    assert_true(b->n_nodes < MAX_NODES);
-    Onnx__NodeProto *n = b_alloc(b, sizeof *n);
-    onnx__node_proto__init(n);
-    n->op_type = b_str(b, op);
-    n->name = (char *)fresh(b, op);
-    n->input = b_alloc(b, (size_t)n_in * sizeof(char *) + 1);
-    for (int i = 0; i < n_in && in[i]; i++) n->input[n->n_input++] = b_str(b, in[i]);
-    n->output = b_alloc(b, sizeof(char *));
-    n->output[0] = (char *)fresh(b, "v");
-    n->n_output = 1;
-    n->attribute = b_alloc(b, 8 * sizeof(Onnx__AttributeProto *));
-    b->nodes[b->n_nodes++] = n;
-    return n;
+    const char *name = fresh(b, op);
+    const char *out = fresh(b, "v");
+    return tg_node(&b->g, op, name, in, n_in, out);
 }
 
 static const char *out_of(const Onnx__NodeProto *n) { return n->output[0]; }
@@ -156,52 +122,9 @@ static Onnx__NodeProto *op2(builder *b, const char *op, const char *x, const cha
     return node(b, op, 2, (const char *const[]){x, y});
 }
 
-static Onnx__AttributeProto *attr(builder *b, Onnx__NodeProto *n, const char *name, Onnx__AttributeProto__AttributeType t)
-{
-    Onnx__AttributeProto *a = b_alloc(b, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = b_str(b, name);
-    a->has_type = 1;
-    a->type = t;
-    n->attribute[n->n_attribute++] = a;
-    return a;
-}
-
-static void attr_int(builder *b, Onnx__NodeProto *n, const char *name, int64_t v)
-{
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
-    a->has_i = 1;
-    a->i = v;
-}
-
-static void attr_float(builder *b, Onnx__NodeProto *n, const char *name, float v)
-{
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
-    a->has_f = 1;
-    a->f = v;
-}
-
-static void attr_ints(builder *b, Onnx__NodeProto *n, const char *name, int k, const int64_t *v)
-{
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-    a->ints = b_alloc(b, (size_t)k * sizeof *a->ints);
-    memcpy(a->ints, v, (size_t)k * sizeof *a->ints);
-    a->n_ints = (size_t)k;
-}
-
 static Onnx__TensorProto *init(builder *b, const char *name, int type, int ndim, const int64_t *dims)
 {
-    assert_true(b->n_inits < MAX_INITS);
-    Onnx__TensorProto *t = b_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = b_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = type;
-    t->n_dims = (size_t)ndim;
-    t->dims = b_alloc(b, 8 * sizeof(int64_t));
-    for (int i = 0; i < ndim; i++) t->dims[i] = dims[i];
-    b->inits[b->n_inits++] = t;
-    return t;
+    return tg_init(&b->g, name, type, ndim, dims);
 }
 
 /* A float weight, uniform with the variance of 1/fan_in times gain^2. */
@@ -211,7 +134,7 @@ static const char *weight(builder *b, const char *name, int ndim, const int64_t 
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) numel *= dims[i];
     t->n_float_data = (size_t)numel;
-    t->float_data = b_alloc(b, (size_t)numel * sizeof(float) + 1);
+    t->float_data = tg_alloc(&b->g, (size_t)numel * sizeof(float) + 1);
     float a = (float)(gain * sqrt(3.0 / (double)fan_in));
     for (int64_t i = 0; i < numel; i++) t->float_data[i] = a * uniform(&b->rng);
     return t->name;
@@ -229,7 +152,7 @@ static const char *scalar(builder *b, const char *name, float v)
 {
     Onnx__TensorProto *t = init(b, name, 1, 0, NULL);
     t->n_float_data = 1;
-    t->float_data = b_alloc(b, sizeof(float));
+    t->float_data = tg_alloc(&b->g, sizeof(float));
     t->float_data[0] = v;
     return t->name;
 }
@@ -239,7 +162,7 @@ static const char *ints(builder *b, int k, const int64_t *v)
     int64_t d = k;
     Onnx__TensorProto *t = init(b, fresh(b, "const"), 7, 1, &d);
     t->n_int64_data = (size_t)k;
-    t->int64_data = b_alloc(b, (size_t)k * sizeof(int64_t) + 1);
+    t->int64_data = tg_alloc(&b->g, (size_t)k * sizeof(int64_t) + 1);
     memcpy(t->int64_data, v, (size_t)k * sizeof(int64_t));
     return t->name;
 }
@@ -247,72 +170,30 @@ static const char *ints(builder *b, int k, const int64_t *v)
 /* dims[0] < 0: the symbolic batch */
 static Onnx__ValueInfoProto *value_info(builder *b, const char *name, int ndim, const int64_t *dims)
 {
-    Onnx__ValueInfoProto *v = b_alloc(b, sizeof *v);
-    onnx__value_info_proto__init(v);
-    v->name = b_str(b, name);
-    Onnx__TypeProto *tp = b_alloc(b, sizeof *tp);
-    onnx__type_proto__init(tp);
-    Onnx__TypeProto__Tensor *tt = b_alloc(b, sizeof *tt);
-    onnx__type_proto__tensor__init(tt);
-    tt->has_elem_type = 1;
-    tt->elem_type = 1;
-    Onnx__TensorShapeProto *sh = b_alloc(b, sizeof *sh);
-    onnx__tensor_shape_proto__init(sh);
-    sh->dim = b_alloc(b, 8 * sizeof(void *));
-    for (int i = 0; i < ndim; i++) {
-        Onnx__TensorShapeProto__Dimension *d = b_alloc(b, sizeof *d);
-        onnx__tensor_shape_proto__dimension__init(d);
-        if (dims[i] >= 0) {
-            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-            d->dim_value = dims[i];
-        } else {
-            d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-            d->dim_param = b_str(b, "batch");
-        }
-        sh->dim[sh->n_dim++] = d;
-    }
-    tt->shape = sh;
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    v->type = tp;
-    return v;
+    return tg_value_info(&b->g, name, 1, ndim, dims);
 }
 
 /* A graph input of per-sample shape dims[0..ndim) and its eval-set rows,
  * uniform in [-1, 1). */
 static const char *graph_input(builder *b, int ndim, const int64_t *dims)
 {
-    size_t i = b->n_ins;
+    size_t i = b->g.n_ins;
     assert_true(i < MAX_INPUTS);
     char name[16];
     snprintf(name, sizeof name, "in%zu", i);
     int64_t d[5] = {-1}, per = 1;
     for (int k = 0; k < ndim; k++) d[k + 1] = dims[k], per *= dims[k];
-    b->ins[b->n_ins++] = value_info(b, name, ndim + 1, d);
+    b->g.ins[b->g.n_ins++] = value_info(b, name, ndim + 1, d);
     b->in_ndim[i] = ndim + 1;
     b->in_dims[i][0] = SAMPLES;
     for (int k = 0; k < ndim; k++) b->in_dims[i][k + 1] = dims[k];
     b->feed[i] = malloc((size_t)(SAMPLES * per) * sizeof(float));
     assert_non_null(b->feed[i]);
     for (int64_t k = 0; k < SAMPLES * per; k++) b->feed[i][k] = uniform(&b->rng);
-    return b->ins[i]->name;
+    return b->g.ins[i]->name;
 }
 
-static uint8_t *pack(builder *b, size_t *len)
-{
-    Onnx__GraphProto g;
-    onnx__graph_proto__init(&g);
-    g.name = (char *)"random";
-    g.n_node = b->n_nodes;
-    g.node = b->nodes;
-    g.n_initializer = b->n_inits;
-    g.initializer = b->inits;
-    g.n_input = b->n_ins;
-    g.input = b->ins;
-    g.n_output = b->n_outs;
-    g.output = b->outs;
-    return tc_pack_model(&g, 13, len);
-}
+static uint8_t *pack(builder *b, size_t *len) { return tg_pack(&b->g, "random", len); }
 
 /* The eval set as safetensors: each graph input's rows, and random labels. */
 static uint8_t *eval_set(builder *b, size_t *len)
@@ -320,9 +201,9 @@ static uint8_t *eval_set(builder *b, size_t *len)
     char header[2048];
     size_t h = 0, off = 0, sizes[MAX_INPUTS];
     h += (size_t)snprintf(header + h, sizeof header - h, "{");
-    for (size_t i = 0; i < b->n_ins; i++) {
+    for (size_t i = 0; i < b->g.n_ins; i++) {
         int64_t numel = 1;
-        h += (size_t)snprintf(header + h, sizeof header - h, "\"%s\":{\"dtype\":\"F32\",\"shape\":[", b->ins[i]->name);
+        h += (size_t)snprintf(header + h, sizeof header - h, "\"%s\":{\"dtype\":\"F32\",\"shape\":[", b->g.ins[i]->name);
         for (int k = 0; k < b->in_ndim[i]; k++) {
             numel *= b->in_dims[i][k];
             h += (size_t)snprintf(header + h, sizeof header - h, "%s%lld", k ? "," : "", (long long)b->in_dims[i][k]);
@@ -342,7 +223,7 @@ static uint8_t *eval_set(builder *b, size_t *len)
     for (int k = 0; k < 8; k++) buf[k] = (uint8_t)(hl >> (8 * k));
     memcpy(buf + 8, header, h);
     uint8_t *p = buf + 8 + h;
-    for (size_t i = 0; i < b->n_ins; i++) {
+    for (size_t i = 0; i < b->g.n_ins; i++) {
         memcpy(p, b->feed[i], sizes[i]);   /* little-endian host (x86-64, as the engine) */
         p += sizes[i];
     }
@@ -363,7 +244,7 @@ static const char *matmul_weight(builder *b, int64_t e, int64_t n, int via_trans
     if (!via_transpose) return anon_weight(b, 2, (const int64_t[]){e, n}, e);
     const char *w = anon_weight(b, 2, (const int64_t[]){n, e}, e);
     Onnx__NodeProto *t = node(b, "Transpose", 1, (const char *const[]){w});
-    attr_ints(b, t, "perm", 2, (const int64_t[]){1, 0});
+    tg_attr_ints(&b->g, t, "perm", 2, (const int64_t[]){1, 0});
     return out_of(t);
 }
 
@@ -381,7 +262,7 @@ static const char *reshape(builder *b, const char *x, int k, const int64_t *shap
 static const char *transpose(builder *b, const char *x, int k, const int64_t *perm)
 {
     Onnx__NodeProto *t = node(b, "Transpose", 1, (const char *const[]){x});
-    attr_ints(b, t, "perm", k, perm);
+    tg_attr_ints(&b->g, t, "perm", k, perm);
     return out_of(t);
 }
 
@@ -403,7 +284,7 @@ static const char *attention(builder *b, const char *x, int64_t s, int64_t e, in
     const char *scores = out_of(op2(b, "MatMul", q, k));                               /* [B, H, S, S] */
     scores = out_of(op2(b, "Mul", scores, scalar(b, fresh(b, "scale"), (float)(1 / sqrt((double)d)))));
     Onnx__NodeProto *sm = node(b, "Softmax", 1, (const char *const[]){scores});
-    attr_int(b, sm, "axis", -1);
+    tg_attr_int(&b->g, sm, "axis", -1);
     const char *ctx = out_of(op2(b, "MatMul", out_of(sm), v));                         /* [B, H, S, D] */
     if (wd) ctx = out_of(op2(b, "MatMul", ctx, wd));
     ctx = transpose(b, ctx, 4, (const int64_t[]){0, 2, 1, 3});                          /* [B, S, H, D] */
@@ -415,7 +296,7 @@ static const char *attention(builder *b, const char *x, int64_t s, int64_t e, in
         const char *in[3] = {tok, weight(b, fresh(b, "out_proj.weight"), 2, (const int64_t[]){e, e}, e, 1.0),
                              weight(b, fresh(b, "out_proj.bias"), 1, (const int64_t[]){e}, e, 0.5)};
         Onnx__NodeProto *g = node(b, "Gemm", 3, in);
-        attr_int(b, g, "transB", 1);
+        tg_attr_int(&b->g, g, "transB", 1);
         y = reshape(b, out_of(g), 3, (const int64_t[]){-1, s, e});
     } else {
         y = reshape(b, ctx, 3, (const int64_t[]){0, s, e});
@@ -439,8 +320,8 @@ static const char *attention_branch(builder *b, int64_t *width)
     for (int l = 0; l < layers; l++) x = attention(b, x, s, e, heads, win, l == 0 ? wd : NULL);
     if (pick(&b->rng, 2)) x = op1(b, "Relu", x);
     Onnx__NodeProto *mean = node(b, "ReduceMean", 1, (const char *const[]){x});
-    attr_ints(b, mean, "axes", 1, (const int64_t[]){1});
-    attr_int(b, mean, "keepdims", 0);
+    tg_attr_ints(&b->g, mean, "axes", 1, (const int64_t[]){1});
+    tg_attr_int(&b->g, mean, "keepdims", 0);
     *width = e;
     return out_of(mean);
 }
@@ -464,11 +345,11 @@ static const char *conv(builder *b, const char *x, int64_t *c, int64_t *h, int64
         const char *in[3] = {x, weight(b, fresh(b, "conv.weight"), 4, (const int64_t[]){m, *c / g, k, k}, *c / g * k * k, 1.4),
                              pick(&b->rng, 3) ? weight(b, fresh(b, "conv.bias"), 1, &m, k * k, 0.3) : NULL};
         Onnx__NodeProto *n = node(b, "Conv", 3, in);
-        attr_int(b, n, "group", g);
-        attr_ints(b, n, "dilations", 2, (const int64_t[]){dil, dil});
-        attr_ints(b, n, "strides", 2, (const int64_t[]){stride, stride});
-        attr_ints(b, n, "pads", 4, (const int64_t[]){pad, pad, pad, pad});
-        attr_ints(b, n, "kernel_shape", 2, (const int64_t[]){k, k});
+        tg_attr_int(&b->g, n, "group", g);
+        tg_attr_ints(&b->g, n, "dilations", 2, (const int64_t[]){dil, dil});
+        tg_attr_ints(&b->g, n, "strides", 2, (const int64_t[]){stride, stride});
+        tg_attr_ints(&b->g, n, "pads", 4, (const int64_t[]){pad, pad, pad, pad});
+        tg_attr_ints(&b->g, n, "kernel_shape", 2, (const int64_t[]){k, k});
         *c = m, *h = oh, *w = ow;
         return out_of(n);
     }
@@ -496,10 +377,10 @@ static const char *gemm(builder *b, const char *x, int64_t k, int64_t n, int all
     const char *in[3] = {x, weight(b, fresh(b, "fc.weight"), 2, wd, k, 1.0),
                          pick(&b->rng, 4) ? weight(b, fresh(b, "fc.bias"), 1, &n, k, 0.5) : NULL};
     Onnx__NodeProto *g = node(b, "Gemm", 3, in);
-    if (ta) attr_int(b, g, "transA", 1);
-    if (tb) attr_int(b, g, "transB", 1);
-    if (!pick(&b->rng, 3)) attr_float(b, g, "alpha", 0.5f);
-    if (!pick(&b->rng, 3)) attr_float(b, g, "beta", 2.0f);
+    if (ta) tg_attr_int(&b->g, g, "transA", 1);
+    if (tb) tg_attr_int(&b->g, g, "transB", 1);
+    if (!pick(&b->rng, 3)) tg_attr_float(&b->g, g, "alpha", 0.5f);
+    if (!pick(&b->rng, 3)) tg_attr_float(&b->g, g, "beta", 2.0f);
     return out_of(g);
 }
 
@@ -538,14 +419,14 @@ static void build_graph(builder *b, int which)
         const char *h = feat[0];
         if (n > 1) {
             Onnx__NodeProto *cat = node(b, "Concat", n, feat);
-            attr_int(b, cat, "axis", 1);
+            tg_attr_int(&b->g, cat, "axis", 1);
             h = out_of(cat);
         }
         int64_t hidden = 6 + pick(&b->rng, 8);
         h = op1(b, "Relu", gemm(b, h, total, hidden, 1));
         out = gemm(b, h, hidden, CLASSES, 1);
     }
-    b->outs[b->n_outs++] = value_info(b, out, 2, (const int64_t[]){-1, CLASSES});
+    b->g.outs[b->g.n_outs++] = value_info(b, out, 2, (const int64_t[]){-1, CLASSES});
 }
 
 /* --- the campaigns */

@@ -176,7 +176,7 @@ static void faults_last_one_pass(void **state)
 
 typedef struct seen {
     int64_t calls, last, total;
-    atomic_int *cancel_at_first;
+    int *cancel_at_first;
 } seen;
 
 static void on_progress(void *user, int64_t done, int64_t total)
@@ -186,7 +186,7 @@ static void on_progress(void *user, int64_t done, int64_t total)
     s->calls++;
     s->last = done;
     s->total = total;
-    if (s->cancel_at_first) atomic_store(s->cancel_at_first, 1);
+    if (s->cancel_at_first) bf_cancel_request(s->cancel_at_first);
 }
 
 static void progress_and_cancel(void **state)
@@ -195,7 +195,7 @@ static void progress_and_cancel(void **state)
     bf_error err = {0};
     bf_evaluator *ev = NULL;
     seen s = {0};
-    atomic_int cancel = 0;
+    int cancel = 0;
     bf_eval_opts o = {.batch = 40, .threads = 1, .progress = on_progress, .progress_user = &s, .cancel = &cancel};
     assert_int_equal(bf_evaluator_create(f->m, f->ds, &o, &ev, &err), BF_OK);
     bf_eval_result r;

@@ -448,14 +448,14 @@ static void rank_limit(void **state)
     free(m.p);
 }
 
-/* sequence(sequence(...(tensor))) 40 deep in a graph input's type */
-static void type_depth_limit(void **state)
+/* tiny_graph with a value_info 'deep' of type sequence(sequence(...(tensor)))
+ * nested `depth` deep: two frames of the walk's stack per level. */
+static wb deep_typed_model(int depth)
 {
-    (void)state;
     wb tp = {0}, tt = {0};
     wb_int(&tt, 1, 1);
     wb_msg(&tp, 1, &tt);
-    for (int i = 0; i < 40; i++) {
+    for (int i = 0; i < depth; i++) {
         wb seq = {0}, outer = {0};
         wb_msg(&seq, 1, &tp);
         wb_msg(&outer, 4, &seq);
@@ -465,7 +465,14 @@ static void type_depth_limit(void **state)
     wb_str(&vi, 1, "deep");
     wb_msg(&vi, 2, &tp);
     wb_msg(&g, 13, &vi);     /* value_info */
-    wb m = model(&g);
+    return model(&g);
+}
+
+/* sequence(sequence(...(tensor))) 40 deep in a graph input's type */
+static void type_depth_limit(void **state)
+{
+    (void)state;
+    wb m = deep_typed_model(40);
     bf_model *mod = NULL;
     bf_error err = {0};
     assert_int_equal(load(&m, NULL, &mod, &err), BF_ELIMIT);
@@ -501,24 +508,46 @@ static void walk_survives_truncation_and_flips(void **state)
     free(buf);
 }
 
+/* The walk's own allocations failing: its stack starts at 64 frames, and a
+ * type nested 40 deep (80 frames; max_type_depth raised to let it through)
+ * makes it grow. The same bytes load when nothing fails, so every refusal
+ * below is the allocation's doing, and each must say so with BF_ENOMEM: a
+ * failed allocation reported as a malformed or over-limit model would send
+ * the user to fix a file that is fine. */
 static void allocation_failure_in_the_walk(void **state)
 {
     (void)state;
-    size_t len;
-    uint8_t *buf = nested_if(40, &len);
-    bf_load_limits lim = {.max_graph_depth = 100};
-    for (long n = 0; n < 4; n++) {
-        bf_model *m = NULL;
-        bf_error err = {0};
-        bf_test_alloc_fail_after(n);
-        bf_status st = bf_model_load_buffer_opts(buf, len, "t.onnx", &lim, &m, &err);
-        bf_test_alloc_fail_after(-1);
-        assert_int_not_equal(st, BF_OK);
-        bf_model_free(m);
-    }
-    free(buf);
-}
+    wb m = deep_typed_model(40);
+    bf_load_limits lim = {.max_type_depth = 100};
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&m, &lim, &mod, &err), BF_OK);
+    bf_model_free(mod);
 
+    int walk_refusals = 0;
+    long n = 0;
+    for (;; n++) {
+        assert_true(n < 10000);
+        mod = NULL;
+        err = (bf_error){0};
+        bf_test_alloc_fail_after(n);
+        bf_status st = load(&m, &lim, &mod, &err);
+        long refused = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            assert_int_equal(refused, 0);
+            bf_model_free(mod);
+            break;
+        }
+        assert_null(mod);
+        assert_true(refused > 0);
+        if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+        if (strstr(err.msg, "out of memory checking the model")) walk_refusals++;
+    }
+    /* both the walk's first stack and its growth were made to fail */
+    assert_int_equal(walk_refusals, 2);
+    free(m.p);
+}
 
 /* --- plans: memory known before allocating */
 

@@ -15,150 +15,21 @@
 
 #include "alloc_fail.h"
 #include "bitflip/bitflip.h"
-#include "campaign_check.h"
-#include "onnx.pb-c.h"
+#include "onnx_graph.h"
 
-/* --- building models: everything lives in one arena freed per test */
+/* --- building models (onnx_graph.h): everything lives in one graph, freed per test */
 
-typedef struct builder {
-    void *allocs[4096];
-    size_t n;
-    Onnx__NodeProto *nodes[64];
-    size_t n_nodes;
-    Onnx__TensorProto *inits[64];
-    size_t n_inits;
-    Onnx__ValueInfoProto *ins[8], *outs[8];
-    size_t n_ins, n_outs;
-    int64_t opset;
-} builder;
+typedef tg_graph builder;
 
-static void *b_alloc(builder *b, size_t size)
-{
-    void *p = calloc(1, size);
-    assert_non_null(p);
-    b->allocs[b->n++] = p;
-    return p;
-}
-
-static void b_free(builder *b)
-{
-    for (size_t i = 0; i < b->n; i++) free(b->allocs[i]);
-    b->n = 0;
-}
-
-static char *b_str(builder *b, const char *s)
-{
-    char *d = b_alloc(b, strlen(s) + 1);
-    strcpy(d, s);
-    return d;
-}
-
+/* A node on up to three inputs (NULL ends them early). */
 static Onnx__NodeProto *node(builder *b, const char *op, const char *name, const char *in0, const char *in1,
                              const char *in2, const char *out)
 {
-    Onnx__NodeProto *n = b_alloc(b, sizeof *n);
-    onnx__node_proto__init(n);
-    n->op_type = b_str(b, op);
-    n->name = b_str(b, name);
     const char *ins[3] = {in0, in1, in2};
-    n->input = b_alloc(b, 3 * sizeof(char *));
-    for (int i = 0; i < 3 && ins[i]; i++) n->input[n->n_input++] = b_str(b, ins[i]);
-    n->output = b_alloc(b, sizeof(char *));
-    n->output[0] = b_str(b, out);
-    n->n_output = 1;
-    n->attribute = b_alloc(b, 8 * sizeof(Onnx__AttributeProto *));
-    b->nodes[b->n_nodes++] = n;
-    return n;
+    return tg_node(b, op, name, ins, 3, out);
 }
 
-static void attr_int(builder *b, Onnx__NodeProto *n, const char *name, int64_t v)
-{
-    Onnx__AttributeProto *a = b_alloc(b, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = b_str(b, name);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-    a->has_i = 1;
-    a->i = v;
-    n->attribute[n->n_attribute++] = a;
-}
-
-static Onnx__TensorProto *init_f32(builder *b, const char *name, int ndim, const int64_t *dims, const float *data)
-{
-    Onnx__TensorProto *t = b_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = b_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = 1;
-    t->n_dims = (size_t)ndim;
-    t->dims = b_alloc(b, 8 * sizeof(int64_t));
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) { t->dims[i] = dims[i]; numel *= dims[i]; }
-    t->n_float_data = (size_t)numel;
-    t->float_data = b_alloc(b, (size_t)numel * sizeof(float) + 1);
-    memcpy(t->float_data, data, (size_t)numel * sizeof(float));
-    b->inits[b->n_inits++] = t;
-    return t;
-}
-
-static Onnx__TensorProto *init_i64(builder *b, const char *name, int ndim, const int64_t *dims, const int64_t *data)
-{
-    Onnx__TensorProto *t = b_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = b_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = 7;
-    t->n_dims = (size_t)ndim;
-    t->dims = b_alloc(b, 8 * sizeof(int64_t));
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) { t->dims[i] = dims[i]; numel *= dims[i]; }
-    t->n_int64_data = (size_t)numel;
-    t->int64_data = b_alloc(b, (size_t)numel * sizeof(int64_t) + 1);
-    memcpy(t->int64_data, data, (size_t)numel * sizeof(int64_t));
-    b->inits[b->n_inits++] = t;
-    return t;
-}
-
-/* dims < 0 become the symbolic "batch" */
-static Onnx__ValueInfoProto *value_info(builder *b, const char *name, int elem, int ndim, const int64_t *dims)
-{
-    Onnx__ValueInfoProto *v = b_alloc(b, sizeof *v);
-    onnx__value_info_proto__init(v);
-    v->name = b_str(b, name);
-    Onnx__TypeProto *tp = b_alloc(b, sizeof *tp);
-    onnx__type_proto__init(tp);
-    Onnx__TypeProto__Tensor *tt = b_alloc(b, sizeof *tt);
-    onnx__type_proto__tensor__init(tt);
-    tt->has_elem_type = 1;
-    tt->elem_type = elem;
-    Onnx__TensorShapeProto *sh = b_alloc(b, sizeof *sh);
-    onnx__tensor_shape_proto__init(sh);
-    sh->dim = b_alloc(b, 8 * sizeof(void *));
-    for (int i = 0; i < ndim; i++) {
-        Onnx__TensorShapeProto__Dimension *d = b_alloc(b, sizeof *d);
-        onnx__tensor_shape_proto__dimension__init(d);
-        if (dims[i] >= 0) { d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE; d->dim_value = dims[i]; }
-        else { d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM; d->dim_param = b_str(b, "batch"); }
-        sh->dim[sh->n_dim++] = d;
-    }
-    tt->shape = sh;
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    v->type = tp;
-    return v;
-}
-
-static uint8_t *pack(builder *b, size_t *len)
-{
-    Onnx__GraphProto g;
-    onnx__graph_proto__init(&g);
-    g.name = (char *)"test";
-    g.n_node = b->n_nodes; g.node = b->nodes;
-    g.n_initializer = b->n_inits; g.initializer = b->inits;
-    g.n_input = b->n_ins; g.input = b->ins;
-    g.n_output = b->n_outs; g.output = b->outs;
-    return tc_pack_model(&g, b->opset ? b->opset : 13, len);
-}
+static uint8_t *pack(builder *b, size_t *len) { return tg_pack(b, "test", len); }
 
 /* x[batch,3] -> Gemm(W[2,3], bias[2], transB) -> Relu -> y[batch,2] */
 static const float W[6] = {1, 2, 3, -1, 0.5f, 0.25f};
@@ -167,12 +38,12 @@ static const float BIAS[2] = {0.5f, -4};
 static void build_mlp(builder *b)
 {
     int64_t xd[2] = {-1, 3}, yd[2] = {-1, 2}, wd[2] = {2, 3}, bd[1] = {2};
-    b->ins[b->n_ins++] = value_info(b, "x", 1, 2, xd);
-    b->outs[b->n_outs++] = value_info(b, "y", 1, 2, yd);
-    init_f32(b, "fc.weight", 2, wd, W);
-    init_f32(b, "fc.bias", 1, bd, BIAS);
+    b->ins[b->n_ins++] = tg_value_info(b, "x", 1, 2, xd);
+    b->outs[b->n_outs++] = tg_value_info(b, "y", 1, 2, yd);
+    tg_init_f32(b, "fc.weight", 2, wd, W);
+    tg_init_f32(b, "fc.bias", 1, bd, BIAS);
     Onnx__NodeProto *g = node(b, "Gemm", "fc", "x", "fc.weight", "fc.bias", "h");
-    attr_int(b, g, "transB", 1);
+    tg_attr_int(b, g, "transB", 1);
     node(b, "Relu", "act", "h", NULL, NULL, "y");
 }
 
@@ -233,7 +104,7 @@ static void mlp_runs_and_matches_hand_arithmetic(void **state)
 
     bf_plan_free(p);
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void expect_load_error(builder *b, bf_status want, const char *needle1, const char *needle2)
@@ -253,7 +124,7 @@ static void unsupported_op_is_named(void **state)
     build_mlp(&b);
     node(&b, "NonMaxSuppression", "nms", "y", NULL, NULL, "z");
     expect_load_error(&b, BF_EUNSUPPORTED, "NonMaxSuppression", "'nms'");
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void missing_input_is_named(void **state)
@@ -263,7 +134,7 @@ static void missing_input_is_named(void **state)
     build_mlp(&b);
     node(&b, "Relu", "r2", "nowhere", NULL, NULL, "z");
     expect_load_error(&b, BF_EFORMAT, "'nowhere'", "'r2'");
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void cycle_is_named(void **state)
@@ -271,12 +142,12 @@ static void cycle_is_named(void **state)
     (void)state;
     builder b = {0};
     int64_t xd[2] = {-1, 3};
-    b.ins[b.n_ins++] = value_info(&b, "x", 1, 2, xd);
-    b.outs[b.n_outs++] = value_info(&b, "c", 1, 2, xd);
+    b.ins[b.n_ins++] = tg_value_info(&b, "x", 1, 2, xd);
+    b.outs[b.n_outs++] = tg_value_info(&b, "c", 1, 2, xd);
     node(&b, "Add", "loop_a", "x", "c", NULL, "a");
     node(&b, "Relu", "loop_b", "a", NULL, NULL, "c");
     expect_load_error(&b, BF_EFORMAT, "cycle", "loop_");
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void external_data_is_refused(void **state)
@@ -288,7 +159,7 @@ static void external_data_is_refused(void **state)
     t->has_data_location = 1;
     t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     expect_load_error(&b, BF_EUNSUPPORTED, "external", "fc.weight");
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void wrong_data_length_is_refused(void **state)
@@ -298,7 +169,7 @@ static void wrong_data_length_is_refused(void **state)
     build_mlp(&b);
     b.inits[1]->n_float_data = 1;   /* bias dims say 2 */
     expect_load_error(&b, BF_EFORMAT, "fc.bias", "float_data");
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void old_opset_is_refused(void **state)
@@ -308,7 +179,7 @@ static void old_opset_is_refused(void **state)
     build_mlp(&b);
     b.opset = 9;
     expect_load_error(&b, BF_EUNSUPPORTED, "opset 9", "11");
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void duplicate_output_is_refused(void **state)
@@ -318,7 +189,7 @@ static void duplicate_output_is_refused(void **state)
     build_mlp(&b);
     node(&b, "Relu", "again", "h", NULL, NULL, "y");
     expect_load_error(&b, BF_EFORMAT, "'again'", "'y'");
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void shape_mismatch_names_node(void **state)
@@ -326,12 +197,12 @@ static void shape_mismatch_names_node(void **state)
     (void)state;
     builder b = {0};
     int64_t xd[2] = {-1, 4}, yd[2] = {-1, 2}, wd[2] = {2, 3}, bd[1] = {2};   /* x has 4 features, W wants 3 */
-    b.ins[b.n_ins++] = value_info(&b, "x", 1, 2, xd);
-    b.outs[b.n_outs++] = value_info(&b, "y", 1, 2, yd);
-    init_f32(&b, "fc.weight", 2, wd, W);
-    init_f32(&b, "fc.bias", 1, bd, BIAS);
+    b.ins[b.n_ins++] = tg_value_info(&b, "x", 1, 2, xd);
+    b.outs[b.n_outs++] = tg_value_info(&b, "y", 1, 2, yd);
+    tg_init_f32(&b, "fc.weight", 2, wd, W);
+    tg_init_f32(&b, "fc.bias", 1, bd, BIAS);
     Onnx__NodeProto *g = node(&b, "Gemm", "fc", "x", "fc.weight", "fc.bias", "y");
-    attr_int(&b, g, "transB", 1);
+    tg_attr_int(&b, g, "transB", 1);
     bf_model *m = NULL;
     bf_plan *p = NULL;
     bf_error err = {0};
@@ -340,7 +211,7 @@ static void shape_mismatch_names_node(void **state)
     assert_null(p);
     if (!strstr(err.msg, "'fc'") || !strstr(err.msg, "Gemm")) fail_msg("message: %s", err.msg);
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void every_truncation_fails_cleanly(void **state)
@@ -366,7 +237,7 @@ static void every_truncation_fails_cleanly(void **state)
     /* most cuts land inside a field, and those name where */
     assert_true(offsets_named > (int)len / 2);
     free(buf);
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void random_corruption_never_crashes(void **state)
@@ -400,7 +271,7 @@ static void random_corruption_never_crashes(void **state)
     }
     free(copy);
     free(buf);
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void allocation_failures_are_clean(void **state)
@@ -427,7 +298,7 @@ static void allocation_failures_are_clean(void **state)
     }
     assert_true(succeeded);
     free(buf);
-    b_free(&b);
+    tg_free(&b);
 }
 
 /* What PyTorch exports for x.view(x.size(0), -1) style code:
@@ -438,17 +309,17 @@ static void dynamic_batch_reshape_is_folded(void **state)
     (void)state;
     builder b = {0};
     int64_t xd[3] = {-1, 2, 3}, yd[2] = {-1, 6}, one[1] = {1}, zero = 0, six = 6;
-    b.ins[b.n_ins++] = value_info(&b, "x", 1, 3, xd);
-    b.outs[b.n_outs++] = value_info(&b, "y", 1, 2, yd);
-    init_i64(&b, "idx0", 0, NULL, &zero);
-    init_i64(&b, "axes0", 1, one, &zero);
-    init_i64(&b, "six", 1, one, &six);
+    b.ins[b.n_ins++] = tg_value_info(&b, "x", 1, 3, xd);
+    b.outs[b.n_outs++] = tg_value_info(&b, "y", 1, 2, yd);
+    tg_init_i64(&b, "idx0", 0, NULL, &zero);
+    tg_init_i64(&b, "axes0", 1, one, &zero);
+    tg_init_i64(&b, "six", 1, one, &six);
     node(&b, "Shape", "shape", "x", NULL, NULL, "s");
     Onnx__NodeProto *gather = node(&b, "Gather", "batch", "s", "idx0", NULL, "b");
-    attr_int(&b, gather, "axis", 0);
+    tg_attr_int(&b, gather, "axis", 0);
     node(&b, "Unsqueeze", "unsq", "b", "axes0", NULL, "b1");
     Onnx__NodeProto *cat = node(&b, "Concat", "cat", "b1", "six", NULL, "shape2");
-    attr_int(&b, cat, "axis", 0);
+    tg_attr_int(&b, cat, "axis", 0);
     node(&b, "Reshape", "reshape", "x", "shape2", NULL, "y");
 
     bf_model *m = NULL;
@@ -469,7 +340,7 @@ static void dynamic_batch_reshape_is_folded(void **state)
         bf_plan_free(p);
     }
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void fixed_batch_mismatch_is_explained(void **state)
@@ -477,8 +348,8 @@ static void fixed_batch_mismatch_is_explained(void **state)
     (void)state;
     builder b = {0};
     int64_t xd[2] = {1, 3}, yd[2] = {1, 3};
-    b.ins[b.n_ins++] = value_info(&b, "x", 1, 2, xd);
-    b.outs[b.n_outs++] = value_info(&b, "y", 1, 2, yd);
+    b.ins[b.n_ins++] = tg_value_info(&b, "x", 1, 2, xd);
+    b.outs[b.n_outs++] = tg_value_info(&b, "y", 1, 2, yd);
     node(&b, "Relu", "r", "x", NULL, NULL, "y");
     bf_model *m = NULL;
     bf_plan *p = NULL;
@@ -489,7 +360,7 @@ static void fixed_batch_mismatch_is_explained(void **state)
     assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_OK);
     bf_plan_free(p);
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 }
 
 static void missing_file_names_path(void **state)

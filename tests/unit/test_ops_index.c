@@ -17,8 +17,7 @@
 
 #include "alloc_fail.h"
 #include "bitflip/bitflip.h"
-#include "campaign_check.h"
-#include "onnx.pb-c.h"
+#include "onnx_graph.h"
 #include "op_harness.h"
 
 /* ---- single ops ---- */
@@ -383,115 +382,13 @@ static void depth_space_random(void **state)
 
 /* ---- plans: models built with protobuf-c ---- */
 
-typedef struct builder {
-    void *allocs[512];
-    size_t n;
-    Onnx__NodeProto *nodes[8];
-    size_t n_nodes;
-    Onnx__TensorProto *inits[8];
-    size_t n_inits;
-    Onnx__ValueInfoProto *ins[2], *outs[2];
-    size_t n_ins, n_outs;
-} builder;
-
-static void *b_alloc(builder *b, size_t size)
-{
-    void *p = calloc(1, size);
-    assert_non_null(p);
-    b->allocs[b->n++] = p;
-    return p;
-}
-
-static char *b_str(builder *b, const char *s) { return strcpy(b_alloc(b, strlen(s) + 1), s); }
-
-static void b_free(builder *b)
-{
-    for (size_t i = 0; i < b->n; i++) free(b->allocs[i]);
-    memset(b, 0, sizeof *b);
-}
-
-static void node3(builder *b, const char *op, const char *name, const char *const *ins, int n_in, const char *out)
-{
-    Onnx__NodeProto *n = b_alloc(b, sizeof *n);
-    onnx__node_proto__init(n);
-    n->op_type = b_str(b, op);
-    n->name = b_str(b, name);
-    n->input = b_alloc(b, 4 * sizeof(char *));
-    for (int i = 0; i < n_in; i++) n->input[n->n_input++] = b_str(b, ins[i]);
-    n->output = b_alloc(b, sizeof(char *));
-    n->output[0] = b_str(b, out);
-    n->n_output = 1;
-    b->nodes[b->n_nodes++] = n;
-}
-
-static void init_i64(builder *b, const char *name, int ndim, const int64_t *dims, const int64_t *data)
-{
-    Onnx__TensorProto *t = b_alloc(b, sizeof *t);
-    onnx__tensor_proto__init(t);
-    t->name = b_str(b, name);
-    t->has_data_type = 1;
-    t->data_type = 7;
-    t->n_dims = (size_t)ndim;
-    t->dims = b_alloc(b, 8 * sizeof(int64_t));
-    int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) numel *= (t->dims[i] = dims[i]);
-    t->n_int64_data = (size_t)numel;
-    t->int64_data = b_alloc(b, (size_t)numel * sizeof(int64_t) + 1);
-    memcpy(t->int64_data, data, (size_t)numel * sizeof(int64_t));
-    b->inits[b->n_inits++] = t;
-}
-
-/* dims < 0: the symbolic batch; ndim < 0: no shape */
-static Onnx__ValueInfoProto *value_info(builder *b, const char *name, int elem, int ndim, const int64_t *dims)
-{
-    Onnx__ValueInfoProto *v = b_alloc(b, sizeof *v);
-    onnx__value_info_proto__init(v);
-    v->name = b_str(b, name);
-    Onnx__TypeProto *tp = b_alloc(b, sizeof *tp);
-    onnx__type_proto__init(tp);
-    Onnx__TypeProto__Tensor *tt = b_alloc(b, sizeof *tt);
-    onnx__type_proto__tensor__init(tt);
-    tt->has_elem_type = 1;
-    tt->elem_type = elem;
-    if (ndim >= 0) {
-        Onnx__TensorShapeProto *sh = b_alloc(b, sizeof *sh);
-        onnx__tensor_shape_proto__init(sh);
-        sh->dim = b_alloc(b, 8 * sizeof(void *));
-        for (int i = 0; i < ndim; i++) {
-            Onnx__TensorShapeProto__Dimension *d = b_alloc(b, sizeof *d);
-            onnx__tensor_shape_proto__dimension__init(d);
-            if (dims[i] >= 0) {
-                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-                d->dim_value = dims[i];
-            } else {
-                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-                d->dim_param = b_str(b, "batch");
-            }
-            sh->dim[sh->n_dim++] = d;
-        }
-        tt->shape = sh;
-    }
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    v->type = tp;
-    return v;
-}
+typedef tg_graph builder;
 
 static bf_model *load(builder *b, int opset)
 {
-    Onnx__GraphProto g;
-    onnx__graph_proto__init(&g);
-    g.name = (char *)"test";
-    g.n_node = b->n_nodes;
-    g.node = b->nodes;
-    g.n_initializer = b->n_inits;
-    g.initializer = b->inits;
-    g.n_input = b->n_ins;
-    g.input = b->ins;
-    g.n_output = b->n_outs;
-    g.output = b->outs;
     size_t len;
-    uint8_t *buf = tc_pack_model(&g, opset, &len);
+    b->opset = opset;
+    uint8_t *buf = tg_pack(b, "test", &len);
     bf_model *m = NULL;
     bf_error err = {0};
     if (bf_model_load_buffer(buf, len, "test.onnx", &m, &err) != BF_OK) print_error("%s\n", err.msg);
@@ -504,8 +401,8 @@ static bf_model *load(builder *b, int opset)
 static bf_model *one_op_on_input(builder *b, const char *op, int elem_y)
 {
     int64_t xd[2] = {-1, 4};
-    b->ins[b->n_ins++] = value_info(b, "x", 1, 2, xd);
-    b->outs[b->n_outs++] = value_info(b, "y", elem_y, -1, NULL);
+    b->ins[b->n_ins++] = tg_value_info(b, "x", 1, 2, xd);
+    b->outs[b->n_outs++] = tg_value_info(b, "y", elem_y, -1, NULL);
     (void)op;
     return load(b, 13);
 }
@@ -514,7 +411,7 @@ static void nonzero_on_run_time_data_is_refused_at_build(void **state)
 {
     (void)state;
     builder b = {0};
-    node3(&b, "NonZero", "mask_idx", (const char *[]){"x"}, 1, "y");
+    tg_node(&b, "NonZero", "mask_idx", (const char *[]){"x"}, 1, "y");
     bf_model *m = one_op_on_input(&b, "NonZero", 7);
     bf_plan *p = NULL;
     bf_error err = {0};
@@ -523,7 +420,7 @@ static void nonzero_on_run_time_data_is_refused_at_build(void **state)
     assert_non_null(strstr(err.msg, "node 'mask_idx' (NonZero): its input must be known when the plan is built"));
     assert_non_null(strstr(err.msg, "output shape is the number of non-zero elements"));
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 }
 
 /* An output the budget sees before anything is allocated: refused with a
@@ -555,42 +452,42 @@ static void huge_outputs_are_refused_by_the_budget(void **state)
     /* Tile of a run-time input: [1, 4] x [2^16, 2^14] = 2^32 floats, 16 GiB */
     builder b = {0};
     int64_t two[1] = {2}, reps[2] = {(int64_t)1 << 16, (int64_t)1 << 14};
-    init_i64(&b, "reps", 1, two, reps);
-    node3(&b, "Tile", "tile_bomb", (const char *[]){"x", "reps"}, 2, "y");
+    tg_init_i64(&b, "reps", 1, two, reps);
+    tg_node(&b, "Tile", "tile_bomb", (const char *[]){"x", "reps"}, 2, "y");
     bf_model *m = one_op_on_input(&b, "Tile", 1);
     expect_budget_refusal(m, "tile_bomb", "output", (uint64_t)16 << 30);
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 
     /* Range of constants: 2^31 int64, 16 GiB, folded at build time */
     int64_t z = 0, lim = (int64_t)1 << 31, one = 1;
-    init_i64(&b, "s", 0, NULL, &z);
-    init_i64(&b, "l", 0, NULL, &lim);
-    init_i64(&b, "d", 0, NULL, &one);
-    node3(&b, "Range", "range_bomb", (const char *[]){"s", "l", "d"}, 3, "y");
+    tg_init_i64(&b, "s", 0, NULL, &z);
+    tg_init_i64(&b, "l", 0, NULL, &lim);
+    tg_init_i64(&b, "d", 0, NULL, &one);
+    tg_node(&b, "Range", "range_bomb", (const char *[]){"s", "l", "d"}, 3, "y");
     m = one_op_on_input(&b, "Range", 7);
     expect_budget_refusal(m, "range_bomb", "folded", (uint64_t)16 << 30);
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 
     /* Pad of a run-time input by 2^30 columns: 4 GiB per sample */
     int64_t four[1] = {4}, pads[4] = {0, 0, 0, (int64_t)1 << 30};
-    init_i64(&b, "pads", 1, four, pads);
-    node3(&b, "Pad", "pad_bomb", (const char *[]){"x", "pads"}, 2, "y");
+    tg_init_i64(&b, "pads", 1, four, pads);
+    tg_node(&b, "Pad", "pad_bomb", (const char *[]){"x", "pads"}, 2, "y");
     m = one_op_on_input(&b, "Pad", 1);
     expect_budget_refusal(m, "pad_bomb", "output", (uint64_t)4 << 30);
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 
     /* Resize to [1, 2^31]: 8 GiB of output, and its tap tables (12 bytes
      * per output index of the resized dim) the largest buffer */
     int64_t sizes[2] = {1, (int64_t)1 << 31};
-    init_i64(&b, "sizes", 1, two, sizes);
-    node3(&b, "Resize", "resize_bomb", (const char *[]){"x", "", "", "sizes"}, 4, "y");
+    tg_init_i64(&b, "sizes", 1, two, sizes);
+    tg_node(&b, "Resize", "resize_bomb", (const char *[]){"x", "", "", "sizes"}, 4, "y");
     m = one_op_on_input(&b, "Resize", 1);
     expect_budget_refusal(m, "resize_bomb", "scratch", (uint64_t)8 << 30);
     bf_model_free(m);
-    b_free(&b);
+    tg_free(&b);
 }
 
 int main(void)

@@ -2,8 +2,12 @@
 #ifndef BITFLIP_H
 #define BITFLIP_H
 
+#include "bitflip/version.h"
 #include "bitflip/error.h"
+#include "bitflip/rng.h"
 #include "bitflip/tensor.h"
+#include "bitflip/repr.h"
+#include "bitflip/limits.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
 #include "bitflip/fault.h"
@@ -11,7 +15,7 @@
 #include "bitflip/errmap.h"
 #include "bitflip/metrics.h"
 #include "bitflip/eval.h"
-
-#define BITFLIP_VERSION "0.1.0"
+#include "bitflip/mitigate.h"
+#include "bitflip/campaign.h"
 
 #endif

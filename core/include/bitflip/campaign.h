@@ -58,7 +58,6 @@
 #ifndef BITFLIP_CAMPAIGN_H
 #define BITFLIP_CAMPAIGN_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -159,7 +158,7 @@ typedef struct bf_campaign_spec {
     /* Model "profiled": the error map's path as the spec gives it, and the
      * map itself, loaded by the caller (bf_errmap_load_file) before the
      * campaign is created and kept until it is freed; bf_campaign_spec_free
-     * frees both. Trials are `repeats`, each at its own random offset. */
+     * (bitflip/api/spec.h) frees both. Trials are `repeats`, each at its own random offset. */
     char *error_map;
     bf_errmap *errmap;
     /* Quantized models (int8/uint8 weights stored as integers): the zero
@@ -188,10 +187,6 @@ typedef struct bf_campaign_spec {
     double stop_confidence;   /* e.g. 0.95 */
     int64_t batch;            /* 0: BF_CAMPAIGN_BATCH_DEFAULT (or the eval set, if smaller) */
 } bf_campaign_spec;
-
-/* Frees the members (malloc'd), not the struct. Defined by libbitflip-api,
- * which is what builds specs from JSON. */
-void bf_campaign_spec_free(bf_campaign_spec *spec);
 
 /* --- results ---------------------------------------------------------- */
 
@@ -363,7 +358,7 @@ typedef struct bf_campaign_opts {
     void (*on_outputs)(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols);
     void (*progress)(void *user, const bf_campaign_result *partial);
     void *user;
-    const atomic_int *cancel;
+    const int *cancel;        /* bf_cancel_request (bitflip/eval.h); NULL: none */
 } bf_campaign_opts;
 
 /* What creating and running this campaign will hold at its peak

@@ -9,7 +9,6 @@
 #ifndef BITFLIP_EVAL_H
 #define BITFLIP_EVAL_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +30,13 @@ typedef enum bf_task {
 
 const char *bf_task_name(bf_task task);
 
+/* Cancellation flags: a plain int the caller owns (0: go on), so that the
+ * options structs stay usable from C++, which has no atomic_int; these three
+ * read and write it atomically, from any thread or a signal handler. */
+void bf_cancel_request(int *flag);
+void bf_cancel_clear(int *flag);
+int bf_cancel_requested(const int *flag);
+
 /* Called on the thread that called bf_evaluator_run, after each of its
  * batches, with the samples finished so far by all threads. */
 typedef void (*bf_progress_fn)(void *user, int64_t done, int64_t total);
@@ -41,9 +47,9 @@ typedef struct bf_eval_opts {
     int threads;             /* worker threads; 0 = 1 */
     bf_progress_fn progress; /* optional */
     void *progress_user;
-    /* Optional: set to nonzero (from any thread) to stop a run between
-     * batches; the run then fails with BF_ECANCELED. */
-    const atomic_int *cancel;
+    /* Optional: a flag set with bf_cancel_request (from any thread) to
+     * stop a run between batches; the run then fails with BF_ECANCELED. */
+    const int *cancel;
     /* 1: the plans reuse an activation's memory once its last reader has
      * run (bf_plan_opts.share_buffers): far less memory and cache traffic,
      * for evaluators that only run whole passes; the differential engine's

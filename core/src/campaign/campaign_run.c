@@ -420,7 +420,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
     s->n = (int)(rn->n - first < rn->chunk ? rn->n - first : rn->chunk);
     for (int i = 0; i < s->n; i++) {
         if (atomic_load(&rn->halt)) return BF_OK;
-        if (rn->opts->cancel && atomic_load(rn->opts->cancel))
+        if (rn->opts->cancel && bf_cancel_requested(rn->opts->cancel))
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
         int64_t t = rn->shard_index + (first + i) * rn->shard_count;
         float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
@@ -623,7 +623,7 @@ static void coordinate(runner *rn, bf_campaign_result *acc)
     for (;;) {
         if (fold_ready(rn, acc)) break;
         if (rn->folded >= rn->n_chunks || rn->st != BF_OK) break;
-        if (o->cancel && atomic_load(o->cancel)) {
+        if (o->cancel && bf_cancel_requested(o->cancel)) {
             rn->st = bf_error_set(&rn->err, BF_ECANCELED, "campaign canceled");
             break;
         }

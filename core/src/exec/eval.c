@@ -36,7 +36,7 @@ struct bf_evaluator {
     bf_task task;
     bf_progress_fn progress;
     void *progress_user;
-    const atomic_int *cancel;
+    const int *cancel;
     bf_plan **plans;          /* threads full-batch plans, then the remainder's */
     size_t n_plans;
     bf_plan *rest;            /* plan for the last, partial batch (or NULL) */
@@ -324,7 +324,7 @@ static void work(worker *w)
         if (b > full || (b == full && !ev->rest)) break;
         bf_plan *plan = b == full ? ev->rest : w->plan;
         if (atomic_load(&ev->failed)) break;
-        if (ev->cancel && atomic_load(ev->cancel)) {
+        if (ev->cancel && bf_cancel_requested(ev->cancel)) {
             w->st = bf_error_set(&w->err, BF_ECANCELED, "evaluation canceled");
             atomic_store(&ev->failed, 1);
             break;
@@ -449,7 +449,7 @@ void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const
     *binary = ev->task == BF_TASK_BINARY ? ev->labels_f : NULL;
 }
 
-void bf__evaluator_set_cancel(bf_evaluator *ev, const atomic_int *cancel) { ev->cancel = cancel; }
+void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel) { ev->cancel = cancel; }
 
 bf_plan *bf__evaluator_plan(bf_evaluator *ev, int tail) { return tail ? ev->rest : ev->plans[0]; }
 const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input) { return ev->feeds[input]; }
@@ -502,7 +502,7 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
     if (sample < 0 || sample >= ev->samples)
         return bf_error_set(err, BF_ERANGE, "sample %lld does not exist (the eval set has %lld)", (long long)sample,
                             (long long)ev->samples);
-    if (ev->cancel && atomic_load(ev->cancel)) return bf_error_set(err, BF_ECANCELED, "evaluation canceled");
+    if (ev->cancel && bf_cancel_requested(ev->cancel)) return bf_error_set(err, BF_ECANCELED, "evaluation canceled");
     for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
     double t0 = now_s();
     int64_t b = sample / ev->batch;

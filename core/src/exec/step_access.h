@@ -39,7 +39,7 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
 void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary);
 /* eval.c: the cancel flag an evaluator's passes poll (an evaluator made for
  * one caller and handed to another). */
-void bf__evaluator_set_cancel(bf_evaluator *ev, const atomic_int *cancel);
+void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel);
 
 /* linalg.c: a Gemm step's parsed attributes; 0 if the step is no Gemm. */
 typedef struct bf__gemm_info {

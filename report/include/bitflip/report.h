@@ -17,6 +17,10 @@
 
 #include "bitflip/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct bfr_input {
     const json_t *result;   /* one result document */
     const char *label;      /* its name in legends ("clipping", "resnet18"); NULL: derived from the document */
@@ -62,5 +66,9 @@ typedef struct bfr_options {
 json_t *bfr_figures_opts(const bfr_input *in, size_t n, const bfr_options *opt, bf_error *err);
 bf_status bfr_write_opts(const bfr_input *in, size_t n, bfr_format fmt, const bfr_options *opt, FILE *out,
                          const char *figdir, const char *figlink, bf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

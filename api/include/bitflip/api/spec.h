@@ -72,6 +72,12 @@ typedef struct bf_spec_problems {
 bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
                         bf_spec_problems *problems);
 
+/* Frees a spec's members (malloc'd, as bf_spec_parse and the callers that
+ * fill specs by hand allocate them), not the struct; NULL is a no-op. Here
+ * and not in core's campaign.h because api/ is what allocates specs: the
+ * engine only reads them. */
+void bf_campaign_spec_free(bf_campaign_spec *spec);
+
 /* The size limits a spec is held to; a 0 field takes its default
  * (BF_SPEC_MAX_*). Past one, the problem is reported at the JSON Pointer of
  * the value ("" for the whole document), naming the limit:
