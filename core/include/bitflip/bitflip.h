@@ -17,5 +17,6 @@
 #include "bitflip/eval.h"
 #include "bitflip/mitigate.h"
 #include "bitflip/campaign.h"
+#include "bitflip/spec_rules.h"
 
 #endif

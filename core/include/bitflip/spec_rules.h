@@ -19,6 +19,10 @@
 #include "bitflip/campaign.h"
 #include "bitflip/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Trials a campaign spec may ask for (libbitflip-api's limit on "trials"
  * and on a BER sweep's rates x repeats). */
 #define BF_SPEC_MAX_TRIALS 1000000000LL
@@ -83,5 +87,9 @@ size_t bf_spec_check(const bf_campaign_spec *spec, const bf_spec_facts *facts, b
 /* The rules' names, in order (for tests that cover each one). */
 size_t bf_spec_rule_count(void);
 const char *bf_spec_rule_name(size_t i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
