@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bitflip/api/atomic_file.h"
 #include "bitflip/api/result.h"
 #include "bitflip/api/spec.h"
 #include "cli.h"
@@ -124,65 +125,35 @@ int load_inputs(const char *cmd, const char *spec_path, bf_campaign_spec *spec, 
     return rc;
 }
 
-/* The directory part of `path` ("." for a bare name), for fsync after rename. */
-static int open_dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    return open(dir, O_RDONLY | O_DIRECTORY);
-}
-
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path)
 {
     /* a symbolic link (/dev/stdout), a device, a FIFO: written through, in
      * place; a rename would replace the link or the device node itself */
-    struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         if (json_dump_file(doc, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
             fprintf(stderr, "bitflip %s: cannot write %s\n", cmd, path);
             return EXIT_INFRA;
         }
         return 0;
     }
-    /* the temporary file is hidden, in the same directory (so rename is
-     * atomic) and unique to this process (two retries of one task may race) */
-    const char *slash = strrchr(path, '/');
-    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
-    char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); return EXIT_INFRA; }
-    sprintf(tmp, "%.*s.%s.XXXXXX", (int)dl, path, path + dl);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(errno));
-        free(tmp);
-        return EXIT_INFRA;
-    }
-    /* mkstemp makes it 0600; the result is as readable as any file this
-     * process creates (a merge job may run as another user) */
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (!text) { fprintf(stderr, "bitflip %s: out of memory writing %s\n", cmd, path); return EXIT_INFRA; }
+    int rc = write_text_atomic(cmd, path, text);
+    free(text);
+    return rc;
+}
+
+int write_text_atomic(const char *cmd, const char *path, const char *text)
+{
+    /* as readable as any file this process creates (a merge job may run as
+     * another user); the CLI is one thread, so reading the umask is safe */
     mode_t um = umask(0);
     umask(um);
-    FILE *f = fdopen(fd, "w");
-    int bad = !f || fchmod(fd, 0666 & ~um) != 0;
-    if (!bad) bad = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0;
-    if (!bad) bad = fflush(f) != 0 || fsync(fd) != 0;
-    int err = errno;
-    if (f ? fclose(f) != 0 : close(fd) != 0) bad = 1;
-    if (!bad && rename(tmp, path) != 0) { bad = 1; err = errno; }
-    if (bad) {
-        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(err ? err : EIO));
-        unlink(tmp);
-        free(tmp);
+    bf_error err = {0};
+    if (bf_write_atomic(path, text, strlen(text), 0666 & ~(unsigned)um, &err) != BF_OK) {
+        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, err.msg);
         return EXIT_INFRA;
-    }
-    free(tmp);
-    /* the rename itself survives a crash once the directory is synced */
-    int dfd = open_dir_of(path);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
     }
     return 0;
 }

@@ -38,12 +38,15 @@ char *resolve_input(const char *spec_path, const char *p);
 int remote_run(const char *url, const char *token, const char *spec_path, const char *out_path, const char *format,
                const char *trials_path, const gate *gates, size_t n_gates, const char *junit_path, cli_progress *prog);
 
-/* Writes the document (indented JSON and a newline) to `path` atomically: a
- * temporary file in the same directory, fsync, rename, fsync of the
- * directory; readers see the old file or the whole new one. A path that is
- * not a regular file (a symbolic link such as /dev/stdout, a device, a FIFO)
- * is written through, in place. 0 or EXIT_INFRA. */
+/* Writes the document (indented JSON) to `path` atomically
+ * (bitflip/api/atomic_file.h: a temporary file in the same directory, fsync,
+ * rename, fsync of the directory); readers see the old file or the whole new
+ * one. A path that is not a regular file (a symbolic link such as
+ * /dev/stdout, a device, a FIFO) is written through, in place. 0, or
+ * EXIT_INFRA with the reason on stderr. */
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path);
+/* The same for text, always by rename; the file's mode is 0666 less the umask. */
+int write_text_atomic(const char *cmd, const char *path, const char *text);
 
 /* Writes the document to out_path (if any) and prints it on stdout in
  * `format` (NULL: table on a terminal, JSON otherwise). */

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "campaign_cli.h"
 #include "cli.h"
 
 extern char **environ;
@@ -272,18 +273,16 @@ static char *default_prefix(const char *spec)
 static int write_record(const char *path, const char *spec, long long shards, const char *array_id, const char *merge_id,
                         const char *dir, const char *prefix, const char *result)
 {
-    char tmp[PATH_MAX + 8];
     json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s}", "spec", spec, "shards", (json_int_t)shards, "array_job",
                           array_id, "merge_job", merge_id, "dir", dir, "prefix", prefix, "result", result);
-    if (!j || snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp ||
-        json_dump_file(j, tmp, JSON_INDENT(2)) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "bitflip slurm submit: cannot write %s: %s (the jobs are submitted; scancel %s %s to undo)\n", path,
-                strerror(errno), array_id, merge_id);
-        json_decref(j);
-        return EXIT_INFRA;
-    }
+    char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
     json_decref(j);
-    return 0;
+    int rc = text ? write_text_atomic("slurm submit", path, text) : EXIT_INFRA;
+    if (!text) fprintf(stderr, "bitflip slurm submit: out of memory writing %s\n", path);
+    if (rc != 0)
+        fprintf(stderr, "bitflip slurm submit: the jobs are submitted; scancel %s %s to undo\n", array_id, merge_id);
+    free(text);
+    return rc;
 }
 
 static int slurm_submit(int argc, char **argv)

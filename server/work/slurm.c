@@ -3,6 +3,8 @@
 #define _GNU_SOURCE   /* pipe2 */
 #include "work/slurm.h"
 
+#include "bitflip/api/atomic_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -197,19 +199,6 @@ static void last_line(const char *path, char *line, size_t n)
     line[len] = 0;
 }
 
-static int write_atomic(const char *path, const char *text)
-{
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
-    int bad = fputs(text, f) == EOF;
-    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) { unlink(tmp); return -1; }
-    return 0;
-}
-
 /* s as one sh word in single quotes. */
 static char *sh_quote(const char *s)
 {
@@ -261,7 +250,7 @@ static char *limit_opts(const char *limits, int64_t job_memory)
 }
 
 /* The spec the tasks run: the stored one with the blobs' paths for the ids. */
-static int write_task_spec(swork *w, const char *path)
+static bf_status write_task_spec(swork *w, const char *path, bf_error *err)
 {
     json_t *spec = json_loads(w->j->spec_json, 0, NULL);
     if (!spec || json_object_set_new(spec, "model", json_string(w->j->model_path)) != 0 ||
@@ -269,13 +258,15 @@ static int write_task_spec(swork *w, const char *path)
         (w->j->errmap_path &&
          json_object_set_new(json_object_get(spec, "faults"), "error_map", json_string(w->j->errmap_path)) != 0)) {
         json_decref(spec);
-        return -1;
+        return bf_error_set(err, BF_ENOMEM, "%s: out of memory making the tasks' spec", path);
     }
     char *text = json_dumps(spec, JSON_INDENT(2));
     json_decref(spec);
-    int rc = text ? write_atomic(path, text) : -1;
+    /* the tasks run as the daemon's user; the directory is 0750 */
+    bf_status st = text ? bf_write_atomic(path, text, strlen(text), 0640, err)
+                        : bf_error_set(err, BF_ENOMEM, "%s: out of memory making the tasks' spec", path);
     free(text);
-    return rc;
+    return st;
 }
 
 static void submit(swork *w)
@@ -289,7 +280,8 @@ static void submit(swork *w)
         w->error = fmt("cannot make %s or %s: %s", j->dir, j->trials_dir, strerror(errno));
         goto out;
     }
-    if (write_task_spec(w, spec) != 0) { w->error = fmt("cannot write %s: %s", spec, strerror(errno)); goto out; }
+    bf_error err = {0};
+    if (write_task_spec(w, spec, &err) != BF_OK) { w->error = fmt("cannot write the tasks' spec: %s", err.msg); goto out; }
     q_spec = sh_quote(spec);
     q_dir = sh_quote(j->dir);
     q_bf = sh_quote(w->bitflip);
@@ -339,8 +331,9 @@ static void submit(swork *w)
     memcpy(w->new_job, out, k);
     w->new_job[k] = 0;
     char *rec = fmt("%s/array_job", j->dir), *text = fmt("%s\n", w->new_job);
-    if (!rec || !text || write_atomic(rec, text) != 0)
-        w->note = fmt("cannot record the job id %s in %s/array_job: a restart will submit the array again", w->new_job, j->dir);
+    if (!rec || !text || bf_write_atomic(rec, text, strlen(text), 0640, &err) != BF_OK)
+        w->note = fmt("cannot record the job id %s in %s/array_job (%s): a restart will submit the array again", w->new_job,
+                      j->dir, rec && text ? err.msg : "out of memory");
     free(rec);
     free(text);
     w->note = w->note ? w->note : fmt("array job %s: chunks %s of %d", w->new_job, list, j->n_chunks);
