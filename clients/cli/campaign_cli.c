@@ -32,10 +32,18 @@ int gates_check(const char *cmd, const json_t *doc, const gate *gates, size_t n,
         fprintf(stderr, "gate %-30s %s (%s = %.6g)\n", gates[i].expr, ok[i] ? "pass" : "FAIL", gates[i].name, vals[i]);
     }
     if (junit_path) {
-        FILE *f = fopen(junit_path, "w");
-        if (!f) { fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, junit_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
+        /* made in memory, then published whole: a CI job that reads the
+         * report after a crash finds the old one or the new one */
+        char *xml = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&xml, &len);
+        if (!f) { fprintf(stderr, "bitflip %s: out of memory writing %s\n", cmd, junit_path); rc = EXIT_INFRA; goto out; }
         bf_gates_junit(f, gates, n, vals, ok);
-        if (fclose(f) != 0) { fprintf(stderr, "bitflip %s: writing %s failed\n", cmd, junit_path); rc = EXIT_INFRA; goto out; }
+        int bad = fclose(f) != 0;
+        if (bad) fprintf(stderr, "bitflip %s: out of memory writing %s\n", cmd, junit_path);
+        else bad = write_text_atomic(cmd, junit_path, xml) != 0;
+        free(xml);
+        if (bad) { rc = EXIT_INFRA; goto out; }
     }
     rc = failed ? EXIT_GATE : EXIT_OK;
 out:
@@ -125,12 +133,17 @@ int load_inputs(const char *cmd, const char *spec_path, bf_campaign_spec *spec, 
     return rc;
 }
 
+/* A symbolic link (/dev/stdout), a device, a FIFO: 1. Those are written
+ * through, in place: a rename would replace the link or the device node. */
+static int not_regular(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+}
+
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path)
 {
-    /* a symbolic link (/dev/stdout), a device, a FIFO: written through, in
-     * place; a rename would replace the link or the device node itself */
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    if (not_regular(path)) {
         if (json_dump_file(doc, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
             fprintf(stderr, "bitflip %s: cannot write %s\n", cmd, path);
             return EXIT_INFRA;
@@ -146,12 +159,24 @@ int write_json_atomic(const char *cmd, const json_t *doc, const char *path)
 
 int write_text_atomic(const char *cmd, const char *path, const char *text)
 {
+    return write_bytes_atomic(cmd, path, text, strlen(text));
+}
+
+int write_bytes_atomic(const char *cmd, const char *path, const void *data, size_t len)
+{
+    if (not_regular(path)) {
+        FILE *f = fopen(path, "w");
+        int bad = !f || fwrite(data, 1, len, f) != len;
+        if (f && fclose(f) != 0) bad = 1;
+        if (bad) fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+        return bad ? EXIT_INFRA : 0;
+    }
     /* as readable as any file this process creates (a merge job may run as
      * another user); the CLI is one thread, so reading the umask is safe */
     mode_t um = umask(0);
     umask(um);
     bf_error err = {0};
-    if (bf_write_atomic(path, text, strlen(text), 0666 & ~(unsigned)um, &err) != BF_OK) {
+    if (bf_write_atomic(path, data, len, 0666 & ~(unsigned)um, &err) != BF_OK) {
         fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, err.msg);
         return EXIT_INFRA;
     }

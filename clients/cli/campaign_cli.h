@@ -45,8 +45,9 @@ int remote_run(const char *url, const char *token, const char *spec_path, const 
  * /dev/stdout, a device, a FIFO) is written through, in place. 0, or
  * EXIT_INFRA with the reason on stderr. */
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path);
-/* The same for text, always by rename; the file's mode is 0666 less the umask. */
+/* The same for text; a file published by rename gets mode 0666 less the umask. */
 int write_text_atomic(const char *cmd, const char *path, const char *text);
+int write_bytes_atomic(const char *cmd, const char *path, const void *data, size_t len);
 
 /* Writes the document to out_path (if any) and prints it on stdout in
  * `format` (NULL: table on a terminal, JSON otherwise). */

@@ -396,7 +396,7 @@ static void local_stop(void *self)
 {
     bfd_local *s = self;
     if (!s) return;
-    for (int i = 0; i < s->n_w; i++) {
+    for (int i = 0; s->w && i < s->n_w; i++) {
         wproc *w = s->w[i];
         if (!w) continue;
         /* its chunk is simply redone at the next start: a clean stop is no death */

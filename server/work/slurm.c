@@ -1,10 +1,9 @@
-/* The Slurm executor (work/slurm.h): arrays submitted, polled and canceled
- * through Slurm's own clients, off the loop. */
+/* The Slurm executor (work/slurm.h), its loop side: arrays submitted,
+ * polled and canceled through Slurm's own clients on libuv's thread pool,
+ * a poll timer, and what they learn posted to the outbox. What the clients
+ * are told and how their answers read is work/slurm_cmd.c. */
 #define _GNU_SOURCE   /* pipe2 */
 #include "work/slurm.h"
-
-#include "bitflip/api/atomic_file.h"
-#include "work/slurm_cmd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +16,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "bitflip/api/atomic_file.h"
+#include "work/slurm_cmd.h"
 
 extern char **environ;
 
