@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bitflip/api/atomic_file.h"
 #include "bitflip/api/result.h"
 #include "bitflip/api/spec.h"
 #include "cli.h"
@@ -141,6 +140,13 @@ static int not_regular(const char *path)
     return lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
 }
 
+static unsigned file_mode(void)
+{
+    mode_t um = umask(0);   /* the CLI is one thread: reading the umask is safe */
+    umask(um);
+    return 0666 & ~(unsigned)um;
+}
+
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path)
 {
     if (not_regular(path)) {
@@ -171,16 +177,70 @@ int write_bytes_atomic(const char *cmd, const char *path, const void *data, size
         if (bad) fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(errno));
         return bad ? EXIT_INFRA : 0;
     }
-    /* as readable as any file this process creates (a merge job may run as
-     * another user); the CLI is one thread, so reading the umask is safe */
-    mode_t um = umask(0);
-    umask(um);
+    /* as readable as any file this process creates (a merge job may run as another user) */
     bf_error err = {0};
-    if (bf_write_atomic(path, data, len, 0666 & ~(unsigned)um, &err) != BF_OK) {
+    if (bf_write_atomic(path, data, len, file_mode(), &err) != BF_OK) {
         fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, err.msg);
         return EXIT_INFRA;
     }
     return 0;
+}
+
+int pub_open(const char *cmd, const char *path, cli_pub *p)
+{
+    memset(p, 0, sizeof *p);
+    if (not_regular(path)) {
+        if (!(p->through = fopen(path, "w"))) {
+            fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+            return EXIT_INFRA;
+        }
+        return 0;
+    }
+    bf_error err = {0};
+    if (bf_afile_open(path, file_mode(), &p->af, &err) != BF_OK) {
+        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, err.msg);
+        return EXIT_INFRA;
+    }
+    return 0;
+}
+
+void pub_write(cli_pub *p, const void *data, size_t len)
+{
+    if (p->failed) return;
+    if (p->through) {
+        if (fwrite(data, 1, len, p->through) != len) {
+            p->failed = 1;
+            bf_error_set(&p->err, BF_EIO, "%s", strerror(errno));
+        }
+    } else if (p->af && bf_afile_write(p->af, data, len, &p->err) != BF_OK) {
+        p->failed = 1;
+    }
+}
+
+int pub_close(const char *cmd, const char *path, cli_pub *p)
+{
+    int failed = p->failed;
+    if (p->through) {
+        if (fclose(p->through) != 0 && !failed) {
+            failed = 1;
+            bf_error_set(&p->err, BF_EIO, "%s", strerror(errno));
+        }
+        p->through = NULL;
+    } else if (p->af) {
+        if (failed) bf_afile_abort(p->af);
+        else failed = bf_afile_commit(p->af, NULL, &p->err) != BF_OK;
+        p->af = NULL;
+    }
+    if (failed) fprintf(stderr, "bitflip %s: writing %s failed: %s\n", cmd, path, p->err.msg);
+    return failed ? EXIT_INFRA : 0;
+}
+
+void pub_abort(cli_pub *p)
+{
+    if (p->through) fclose(p->through);
+    bf_afile_abort(p->af);
+    p->through = NULL;
+    p->af = NULL;
 }
 
 int emit_result(const char *cmd, const json_t *doc, const char *out_path, const char *format)

@@ -7,6 +7,7 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
 
+#include "bitflip/api/atomic_file.h"
 #include "bitflip/api/gate.h"
 #include "cli.h"
 
@@ -48,6 +49,24 @@ int write_json_atomic(const char *cmd, const json_t *doc, const char *path);
 /* The same for text; a file published by rename gets mode 0666 less the umask. */
 int write_text_atomic(const char *cmd, const char *path, const char *text);
 int write_bytes_atomic(const char *cmd, const char *path, const void *data, size_t len);
+
+/* A file written piece by piece (trial records) and published at the end
+ * as write_bytes_atomic publishes: by rename for a regular file (nothing
+ * under its name until pub_close), written through for /dev/stdout and the
+ * like. A failed write is remembered and reported by pub_close. */
+typedef struct cli_pub {
+    FILE *through;            /* not a regular file */
+    bf_afile *af;             /* a regular one */
+    int failed;
+    bf_error err;
+} cli_pub;
+/* 0, or EXIT_INFRA with the reason on stderr. */
+int pub_open(const char *cmd, const char *path, cli_pub *p);
+void pub_write(cli_pub *p, const void *data, size_t len);
+/* Publishes; 0, or EXIT_INFRA with the reason on stderr (nothing published). */
+int pub_close(const char *cmd, const char *path, cli_pub *p);
+/* Drops what was written (the target stays as it was); fine on a closed one. */
+void pub_abort(cli_pub *p);
 
 /* Writes the document to out_path (if any) and prints it on stdout in
  * `format` (NULL: table on a terminal, JSON otherwise). */
