@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "campaign_cli.h"
 #include "cli.h"
 
 static const char help[] =
@@ -107,8 +108,11 @@ static bf_bitflip random_flip(const bf_model *m, uint64_t *state)
 
 static int write_outputs(const char *path, const bf_eval_result *r)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "bitflip eval: cannot write %s: %s\n", path, strerror(errno)); return EXIT_INFRA; }
+    /* made in memory (the outputs are there already), then published whole */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) { fprintf(stderr, "bitflip eval: out of memory writing %s\n", path); return EXIT_INFRA; }
     int json = strlen(path) > 5 && !strcmp(path + strlen(path) - 5, ".json");
     if (json) fputs("[\n", f);
     for (int64_t i = 0; i < r->samples; i++) {
@@ -123,8 +127,14 @@ static int write_outputs(const char *path, const bf_eval_result *r)
         else fputc('\n', f);
     }
     if (json) fputs("]\n", f);
-    if (fclose(f) != 0) { fprintf(stderr, "bitflip eval: writing %s failed: %s\n", path, strerror(errno)); return EXIT_INFRA; }
-    return EXIT_OK;
+    if (fclose(f) != 0) {
+        free(buf);
+        fprintf(stderr, "bitflip eval: out of memory writing %s\n", path);
+        return EXIT_INFRA;
+    }
+    int rc = write_bytes_atomic("eval", path, buf, len);
+    free(buf);
+    return rc ? EXIT_INFRA : EXIT_OK;
 }
 
 /* Samples whose top-1 class (or 0.5-threshold decision) differs from golden. */
