@@ -233,6 +233,57 @@ static int parse_args(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* The golden pass's summary: printed, or (--json) the document's top
+ * level, returned (NULL only when out of memory). */
+static json_t *report_golden(const opts *o, const bf_eval_result *golden, double best, bf_evaluator *ev)
+{
+    bf_task task = golden->task;
+    json_t *root = NULL;
+    double sps = (double)golden->samples / best;
+    if (o->json) {
+        if (!(root = json_object())) return NULL;
+        json_object_set_new(root, "model", json_string(o->model_path));
+        json_object_set_new(root, "dataset", json_string(o->data_path));
+        json_object_set_new(root, "samples", json_integer(golden->samples));
+        json_object_set_new(root, "task", json_string(bf_task_name(task)));
+        if (task == BF_TASK_CLASSIFICATION) json_object_set_new(root, "accuracy", num(golden->accuracy));
+        if (task == BF_TASK_BINARY) {
+            json_object_set_new(root, "auc", num(golden->auc));
+            json_object_set_new(root, "logloss", num(golden->logloss));
+        }
+        json_object_set_new(root, "batch", json_integer(bf_evaluator_batch(ev)));
+        json_object_set_new(root, "threads", json_integer(o->threads));
+        json_object_set_new(root, "seconds", json_real(best));
+        json_object_set_new(root, "samples_per_s", json_real(sps));
+        json_object_set_new(root, "fused_activations", json_integer((json_int_t)bf_evaluator_num_fused(ev)));
+    } else {
+        printf("model    %s\neval set %s: %lld samples, task %s\n", o->model_path, o->data_path, (long long)golden->samples, bf_task_name(task));
+        if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden->accuracy);
+        else if (task == BF_TASK_BINARY) printf("golden   auc %.4f   logloss %.4f\n", golden->auc, golden->logloss);
+        printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
+               (long long)bf_evaluator_batch(ev), o->threads, o->threads == 1 ? "" : "s",
+               o->repeat > 1 ? ", best of repeats" : "");
+        size_t fused = bf_evaluator_num_fused(ev);
+        if (fused) printf("fused    %zu activations (Relu, Clip) run in their Conv's epilogue\n", fused);
+    }
+    return root;
+}
+
+/* The stored value a flip changes, before and after, as a float. */
+static void flip_values(const bf_param_info *p, const bf_bitflip *f, float *old_v, float *new_v)
+{
+    if (p->dtype == BF_I8) {   /* a quantized model's stored integer */
+        int8_t q = ((const int8_t *)p->tensor->data)[f->index];
+        *old_v = q, *new_v = (int8_t)(uint8_t)((uint8_t)q ^ (1u << f->bit));
+    } else if (p->dtype == BF_U8) {
+        uint8_t q = ((const uint8_t *)p->tensor->data)[f->index];
+        *old_v = q, *new_v = (uint8_t)(q ^ (1u << f->bit));
+    } else {
+        *old_v = ((const float *)p->tensor->data)[f->index];
+        *new_v = bf_flip_f32(*old_v, f->bit);
+    }
+}
+
 int cmd_eval(int argc, char **argv)
 {
     opts o = {.batch = 0, .threads = 1, .repeat = 1, .seed = 1, .progress_interval = CLI_PROGRESS_INTERVAL_DEFAULT};
@@ -299,33 +350,8 @@ int cmd_eval(int argc, char **argv)
     memcpy(golden_out, golden.outputs, (size_t)(golden.samples * golden.out_cols) * sizeof(float));
     if (o.outputs_path && (rc = write_outputs(o.outputs_path, &golden)) != EXIT_OK) goto out;
 
-    double sps = (double)golden.samples / best;
-    if (o.json) {
-        root = json_object();
-        json_object_set_new(root, "model", json_string(o.model_path));
-        json_object_set_new(root, "dataset", json_string(o.data_path));
-        json_object_set_new(root, "samples", json_integer(golden.samples));
-        json_object_set_new(root, "task", json_string(bf_task_name(task)));
-        if (task == BF_TASK_CLASSIFICATION) json_object_set_new(root, "accuracy", num(golden.accuracy));
-        if (task == BF_TASK_BINARY) {
-            json_object_set_new(root, "auc", num(golden.auc));
-            json_object_set_new(root, "logloss", num(golden.logloss));
-        }
-        json_object_set_new(root, "batch", json_integer(bf_evaluator_batch(ev)));
-        json_object_set_new(root, "threads", json_integer(o.threads));
-        json_object_set_new(root, "seconds", json_real(best));
-        json_object_set_new(root, "samples_per_s", json_real(sps));
-        json_object_set_new(root, "fused_activations", json_integer((json_int_t)bf_evaluator_num_fused(ev)));
-    } else {
-        printf("model    %s\neval set %s: %lld samples, task %s\n", o.model_path, o.data_path, (long long)golden.samples, bf_task_name(task));
-        if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden.accuracy);
-        else if (task == BF_TASK_BINARY) printf("golden   auc %.4f   logloss %.4f\n", golden.auc, golden.logloss);
-        printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
-               (long long)bf_evaluator_batch(ev), o.threads, o.threads == 1 ? "" : "s",
-               o.repeat > 1 ? ", best of repeats" : "");
-        size_t fused = bf_evaluator_num_fused(ev);
-        if (fused) printf("fused    %zu activations (Relu, Clip) run in their Conv's epilogue\n", fused);
-    }
+    root = report_golden(&o, &golden, best, ev);
+    if (o.json && !root) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
 
     json_t *jfaults = o.json && n_flips ? json_array() : NULL;
     if (n_flips && !o.json)
@@ -333,16 +359,7 @@ int cmd_eval(int argc, char **argv)
     for (size_t i = 0; i < n_flips; i++) {
         const bf_param_info *p = bf_model_param(m, flips[i].param);
         float old_v, new_v;
-        if (p->dtype == BF_I8) {   /* a quantized model's stored integer */
-            int8_t q = ((const int8_t *)p->tensor->data)[flips[i].index];
-            old_v = q, new_v = (int8_t)(uint8_t)((uint8_t)q ^ (1u << flips[i].bit));
-        } else if (p->dtype == BF_U8) {
-            uint8_t q = ((const uint8_t *)p->tensor->data)[flips[i].index];
-            old_v = q, new_v = (uint8_t)(q ^ (1u << flips[i].bit));
-        } else {
-            old_v = ((const float *)p->tensor->data)[flips[i].index];
-            new_v = bf_flip_f32(old_v, flips[i].bit);
-        }
+        flip_values(p, &flips[i], &old_v, &new_v);
         progress_start(&prog, "fault %lld/%lld", (long long)i + 1, (long long)n_flips);
         bf_status st = bf_evaluator_run(ev, &flips[i], 1, &r, &err);
         progress_end(&prog);
