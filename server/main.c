@@ -403,7 +403,7 @@ int main(int argc, char **argv)
     if (d.cfg.port_file) {   /* atomically: a script polling the file never reads half a number */
         char text[16];
         int n = snprintf(text, sizeof text, "%d\n", d.port);
-        if (bfd_write_atomic(d.cfg.port_file, text, (size_t)n, &err) != BF_OK) {
+        if (bf_write_atomic(d.cfg.port_file, text, (size_t)n, 0600, &err) != BF_OK) {
             bf_error_prefix(&err, "--port-file");
             goto fail;
         }

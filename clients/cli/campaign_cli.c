@@ -31,10 +31,18 @@ int gates_check(const char *cmd, const json_t *doc, const gate *gates, size_t n,
         fprintf(stderr, "gate %-30s %s (%s = %.6g)\n", gates[i].expr, ok[i] ? "pass" : "FAIL", gates[i].name, vals[i]);
     }
     if (junit_path) {
-        FILE *f = fopen(junit_path, "w");
-        if (!f) { fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, junit_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
+        /* made in memory, then published whole: a CI job that reads the
+         * report after a crash finds the old one or the new one */
+        char *xml = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&xml, &len);
+        if (!f) { fprintf(stderr, "bitflip %s: out of memory writing %s\n", cmd, junit_path); rc = EXIT_INFRA; goto out; }
         bf_gates_junit(f, gates, n, vals, ok);
-        if (fclose(f) != 0) { fprintf(stderr, "bitflip %s: writing %s failed\n", cmd, junit_path); rc = EXIT_INFRA; goto out; }
+        int bad = fclose(f) != 0;
+        if (bad) fprintf(stderr, "bitflip %s: out of memory writing %s\n", cmd, junit_path);
+        else bad = write_text_atomic(cmd, junit_path, xml) != 0;
+        free(xml);
+        if (bad) { rc = EXIT_INFRA; goto out; }
     }
     rc = failed ? EXIT_GATE : EXIT_OK;
 out:
@@ -124,67 +132,115 @@ int load_inputs(const char *cmd, const char *spec_path, bf_campaign_spec *spec, 
     return rc;
 }
 
-/* The directory part of `path` ("." for a bare name), for fsync after rename. */
-static int open_dir_of(const char *path)
+/* A symbolic link (/dev/stdout), a device, a FIFO: 1. Those are written
+ * through, in place: a rename would replace the link or the device node. */
+static int not_regular(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    return open(dir, O_RDONLY | O_DIRECTORY);
+    struct stat sb;
+    return lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+}
+
+static unsigned file_mode(void)
+{
+    mode_t um = umask(0);   /* the CLI is one thread: reading the umask is safe */
+    umask(um);
+    return 0666 & ~(unsigned)um;
 }
 
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path)
 {
-    /* a symbolic link (/dev/stdout), a device, a FIFO: written through, in
-     * place; a rename would replace the link or the device node itself */
-    struct stat st;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (not_regular(path)) {
         if (json_dump_file(doc, path, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
             fprintf(stderr, "bitflip %s: cannot write %s\n", cmd, path);
             return EXIT_INFRA;
         }
         return 0;
     }
-    /* the temporary file is hidden, in the same directory (so rename is
-     * atomic) and unique to this process (two retries of one task may race) */
-    const char *slash = strrchr(path, '/');
-    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
-    char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); return EXIT_INFRA; }
-    sprintf(tmp, "%.*s.%s.XXXXXX", (int)dl, path, path + dl);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(errno));
-        free(tmp);
-        return EXIT_INFRA;
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (!text) { fprintf(stderr, "bitflip %s: out of memory writing %s\n", cmd, path); return EXIT_INFRA; }
+    int rc = write_text_atomic(cmd, path, text);
+    free(text);
+    return rc;
+}
+
+int write_text_atomic(const char *cmd, const char *path, const char *text)
+{
+    return write_bytes_atomic(cmd, path, text, strlen(text));
+}
+
+int write_bytes_atomic(const char *cmd, const char *path, const void *data, size_t len)
+{
+    if (not_regular(path)) {
+        FILE *f = fopen(path, "w");
+        int bad = !f || fwrite(data, 1, len, f) != len;
+        if (f && fclose(f) != 0) bad = 1;
+        if (bad) fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+        return bad ? EXIT_INFRA : 0;
     }
-    /* mkstemp makes it 0600; the result is as readable as any file this
-     * process creates (a merge job may run as another user) */
-    mode_t um = umask(0);
-    umask(um);
-    FILE *f = fdopen(fd, "w");
-    int bad = !f || fchmod(fd, 0666 & ~um) != 0;
-    if (!bad) bad = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0;
-    if (!bad) bad = fflush(f) != 0 || fsync(fd) != 0;
-    int err = errno;
-    if (f ? fclose(f) != 0 : close(fd) != 0) bad = 1;
-    if (!bad && rename(tmp, path) != 0) { bad = 1; err = errno; }
-    if (bad) {
-        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(err ? err : EIO));
-        unlink(tmp);
-        free(tmp);
+    /* as readable as any file this process creates (a merge job may run as another user) */
+    bf_error err = {0};
+    if (bf_write_atomic(path, data, len, file_mode(), &err) != BF_OK) {
+        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, err.msg);
         return EXIT_INFRA;
-    }
-    free(tmp);
-    /* the rename itself survives a crash once the directory is synced */
-    int dfd = open_dir_of(path);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
     }
     return 0;
+}
+
+int pub_open(const char *cmd, const char *path, cli_pub *p)
+{
+    memset(p, 0, sizeof *p);
+    if (not_regular(path)) {
+        if (!(p->through = fopen(path, "w"))) {
+            fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+            return EXIT_INFRA;
+        }
+        return 0;
+    }
+    bf_error err = {0};
+    if (bf_afile_open(path, file_mode(), &p->af, &err) != BF_OK) {
+        fprintf(stderr, "bitflip %s: cannot write %s: %s\n", cmd, path, err.msg);
+        return EXIT_INFRA;
+    }
+    return 0;
+}
+
+void pub_write(cli_pub *p, const void *data, size_t len)
+{
+    if (p->failed) return;
+    if (p->through) {
+        if (fwrite(data, 1, len, p->through) != len) {
+            p->failed = 1;
+            bf_error_set(&p->err, BF_EIO, "%s", strerror(errno));
+        }
+    } else if (p->af && bf_afile_write(p->af, data, len, &p->err) != BF_OK) {
+        p->failed = 1;
+    }
+}
+
+int pub_close(const char *cmd, const char *path, cli_pub *p)
+{
+    int failed = p->failed;
+    if (p->through) {
+        if (fclose(p->through) != 0 && !failed) {
+            failed = 1;
+            bf_error_set(&p->err, BF_EIO, "%s", strerror(errno));
+        }
+        p->through = NULL;
+    } else if (p->af) {
+        if (failed) bf_afile_abort(p->af);
+        else failed = bf_afile_commit(p->af, NULL, &p->err) != BF_OK;
+        p->af = NULL;
+    }
+    if (failed) fprintf(stderr, "bitflip %s: writing %s failed: %s\n", cmd, path, p->err.msg);
+    return failed ? EXIT_INFRA : 0;
+}
+
+void pub_abort(cli_pub *p)
+{
+    if (p->through) fclose(p->through);
+    bf_afile_abort(p->af);
+    p->through = NULL;
+    p->af = NULL;
 }
 
 int emit_result(const char *cmd, const json_t *doc, const char *out_path, const char *format)

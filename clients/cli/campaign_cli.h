@@ -7,6 +7,7 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
 
+#include "bitflip/api/atomic_file.h"
 #include "bitflip/api/gate.h"
 #include "cli.h"
 
@@ -38,12 +39,34 @@ char *resolve_input(const char *spec_path, const char *p);
 int remote_run(const char *url, const char *token, const char *spec_path, const char *out_path, const char *format,
                const char *trials_path, const gate *gates, size_t n_gates, const char *junit_path, cli_progress *prog);
 
-/* Writes the document (indented JSON and a newline) to `path` atomically: a
- * temporary file in the same directory, fsync, rename, fsync of the
- * directory; readers see the old file or the whole new one. A path that is
- * not a regular file (a symbolic link such as /dev/stdout, a device, a FIFO)
- * is written through, in place. 0 or EXIT_INFRA. */
+/* Writes the document (indented JSON) to `path` atomically
+ * (bitflip/api/atomic_file.h: a temporary file in the same directory, fsync,
+ * rename, fsync of the directory); readers see the old file or the whole new
+ * one. A path that is not a regular file (a symbolic link such as
+ * /dev/stdout, a device, a FIFO) is written through, in place. 0, or
+ * EXIT_INFRA with the reason on stderr. */
 int write_json_atomic(const char *cmd, const json_t *doc, const char *path);
+/* The same for text; a file published by rename gets mode 0666 less the umask. */
+int write_text_atomic(const char *cmd, const char *path, const char *text);
+int write_bytes_atomic(const char *cmd, const char *path, const void *data, size_t len);
+
+/* A file written piece by piece (trial records) and published at the end
+ * as write_bytes_atomic publishes: by rename for a regular file (nothing
+ * under its name until pub_close), written through for /dev/stdout and the
+ * like. A failed write is remembered and reported by pub_close. */
+typedef struct cli_pub {
+    FILE *through;            /* not a regular file */
+    bf_afile *af;             /* a regular one */
+    int failed;
+    bf_error err;
+} cli_pub;
+/* 0, or EXIT_INFRA with the reason on stderr. */
+int pub_open(const char *cmd, const char *path, cli_pub *p);
+void pub_write(cli_pub *p, const void *data, size_t len);
+/* Publishes; 0, or EXIT_INFRA with the reason on stderr (nothing published). */
+int pub_close(const char *cmd, const char *path, cli_pub *p);
+/* Drops what was written (the target stays as it was); fine on a closed one. */
+void pub_abort(cli_pub *p);
 
 /* Writes the document to out_path (if any) and prints it on stdout in
  * `format` (NULL: table on a terminal, JSON otherwise). */

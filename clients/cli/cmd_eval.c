@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "campaign_cli.h"
 #include "cli.h"
 
 static const char help[] =
@@ -107,8 +108,11 @@ static bf_bitflip random_flip(const bf_model *m, uint64_t *state)
 
 static int write_outputs(const char *path, const bf_eval_result *r)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "bitflip eval: cannot write %s: %s\n", path, strerror(errno)); return EXIT_INFRA; }
+    /* made in memory (the outputs are there already), then published whole */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) { fprintf(stderr, "bitflip eval: out of memory writing %s\n", path); return EXIT_INFRA; }
     int json = strlen(path) > 5 && !strcmp(path + strlen(path) - 5, ".json");
     if (json) fputs("[\n", f);
     for (int64_t i = 0; i < r->samples; i++) {
@@ -123,8 +127,14 @@ static int write_outputs(const char *path, const bf_eval_result *r)
         else fputc('\n', f);
     }
     if (json) fputs("]\n", f);
-    if (fclose(f) != 0) { fprintf(stderr, "bitflip eval: writing %s failed: %s\n", path, strerror(errno)); return EXIT_INFRA; }
-    return EXIT_OK;
+    if (fclose(f) != 0) {
+        free(buf);
+        fprintf(stderr, "bitflip eval: out of memory writing %s\n", path);
+        return EXIT_INFRA;
+    }
+    int rc = write_bytes_atomic("eval", path, buf, len);
+    free(buf);
+    return rc ? EXIT_INFRA : EXIT_OK;
 }
 
 /* Samples whose top-1 class (or 0.5-threshold decision) differs from golden. */
@@ -223,15 +233,15 @@ static int parse_args(int argc, char **argv, opts *o)
     return 0;
 }
 
-/* The golden pass's report: a JSON object (o->json; NULL when out of
- * memory) or lines on stdout (NULL). */
-static json_t *report_golden(const opts *o, const bf_eval_result *golden, const bf_evaluator *ev, double best)
+/* The golden pass's summary: printed, or (--json) the document's top
+ * level, returned (NULL only when out of memory). */
+static json_t *report_golden(const opts *o, const bf_eval_result *golden, double best, bf_evaluator *ev)
 {
     bf_task task = golden->task;
+    json_t *root = NULL;
     double sps = (double)golden->samples / best;
     if (o->json) {
-        json_t *root = json_object();
-        if (!root) return NULL;
+        if (!(root = json_object())) return NULL;
         json_object_set_new(root, "model", json_string(o->model_path));
         json_object_set_new(root, "dataset", json_string(o->data_path));
         json_object_set_new(root, "samples", json_integer(golden->samples));
@@ -246,25 +256,23 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, const 
         json_object_set_new(root, "seconds", json_real(best));
         json_object_set_new(root, "samples_per_s", json_real(sps));
         json_object_set_new(root, "fused_activations", json_integer((json_int_t)bf_evaluator_num_fused(ev)));
-        return root;
+    } else {
+        printf("model    %s\neval set %s: %lld samples, task %s\n", o->model_path, o->data_path, (long long)golden->samples, bf_task_name(task));
+        if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden->accuracy);
+        else if (task == BF_TASK_BINARY) printf("golden   auc %.4f   logloss %.4f\n", golden->auc, golden->logloss);
+        printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
+               (long long)bf_evaluator_batch(ev), o->threads, o->threads == 1 ? "" : "s",
+               o->repeat > 1 ? ", best of repeats" : "");
+        size_t fused = bf_evaluator_num_fused(ev);
+        if (fused) printf("fused    %zu activations (Relu, Clip) run in their Conv's epilogue\n", fused);
     }
-    printf("model    %s\neval set %s: %lld samples, task %s\n", o->model_path, o->data_path, (long long)golden->samples,
-           bf_task_name(task));
-    if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden->accuracy);
-    else if (task == BF_TASK_BINARY) printf("golden   auc %.4f   logloss %.4f\n", golden->auc, golden->logloss);
-    printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
-           (long long)bf_evaluator_batch(ev), o->threads, o->threads == 1 ? "" : "s",
-           o->repeat > 1 ? ", best of repeats" : "");
-    size_t fused = bf_evaluator_num_fused(ev);
-    if (fused) printf("fused    %zu activations (Relu, Clip) run in their Conv's epilogue\n", fused);
-    return NULL;
+    return root;
 }
 
-/* A flip's value before and after: a quantized model's stored integer, or
- * the float. */
+/* The stored value a flip changes, before and after, as a float. */
 static void flip_values(const bf_param_info *p, const bf_bitflip *f, float *old_v, float *new_v)
 {
-    if (p->dtype == BF_I8) {
+    if (p->dtype == BF_I8) {   /* a quantized model's stored integer */
         int8_t q = ((const int8_t *)p->tensor->data)[f->index];
         *old_v = q, *new_v = (int8_t)(uint8_t)((uint8_t)q ^ (1u << f->bit));
     } else if (p->dtype == BF_U8) {
@@ -274,33 +282,6 @@ static void flip_values(const bf_param_info *p, const bf_bitflip *f, float *old_
         *old_v = ((const float *)p->tensor->data)[f->index];
         *new_v = bf_flip_f32(*old_v, f->bit);
     }
-}
-
-/* One flip's line, or its object appended to jfaults (o->json). */
-static void report_flip(const opts *o, const bf_param_info *p, const bf_bitflip *f, float old_v, float new_v,
-                        const bf_eval_result *golden, const float *golden_out, const bf_eval_result *r, json_t *jfaults)
-{
-    bf_task task = golden->task;
-    int64_t changed = changed_predictions(golden, golden_out, r);
-    int64_t nonfinite = 0;
-    for (int64_t k = 0; k < r->samples * r->out_cols; k++) nonfinite += !isfinite(r->outputs[k]);
-    if (o->json) {
-        json_t *j = json_pack("{s:s, s:I, s:i, s:o, s:o, s:I, s:I}", "param", p->tensor->name, "index", (json_int_t)f->index,
-                              "bit", f->bit, "old", num(old_v), "new", num(new_v), "changed_predictions", (json_int_t)changed,
-                              "nonfinite_outputs", (json_int_t)nonfinite);
-        if (task != BF_TASK_NONE) json_object_set_new(j, metric_name(task), num(metric_value(r)));
-        if (p->torch_name) json_object_set_new(j, "torch_name", json_string(p->torch_name));
-        json_array_append_new(jfaults, j);
-        return;
-    }
-    char where[160];
-    snprintf(where, sizeof where, "%s[%lld] bit %d", p->tensor->name, (long long)f->index, f->bit);
-    printf("  %-36s %13.7g -> %-13.7g", where, old_v, new_v);
-    if (task != BF_TASK_NONE)
-        printf("  %s %.4f (%+.4f)", metric_name(task), metric_value(r), metric_value(r) - metric_value(golden));
-    printf("  %lld changed%s", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
-    if (p->torch_name && strcmp(p->torch_name, p->tensor->name) != 0) printf("  (%s)", p->torch_name);
-    fputc('\n', stdout);
 }
 
 int cmd_eval(int argc, char **argv)
@@ -369,7 +350,7 @@ int cmd_eval(int argc, char **argv)
     memcpy(golden_out, golden.outputs, (size_t)(golden.samples * golden.out_cols) * sizeof(float));
     if (o.outputs_path && (rc = write_outputs(o.outputs_path, &golden)) != EXIT_OK) goto out;
 
-    root = report_golden(&o, &golden, ev, best);
+    root = report_golden(&o, &golden, best, ev);
     if (o.json && !root) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
 
     json_t *jfaults = o.json && n_flips ? json_array() : NULL;
@@ -383,7 +364,25 @@ int cmd_eval(int argc, char **argv)
         bf_status st = bf_evaluator_run(ev, &flips[i], 1, &r, &err);
         progress_end(&prog);
         if (st != BF_OK) { rc = report_error("eval", &err); json_decref(jfaults); goto out; }
-        report_flip(&o, p, &flips[i], old_v, new_v, &golden, golden_out, &r, jfaults);
+        int64_t changed = changed_predictions(&golden, golden_out, &r);
+        int64_t nonfinite = 0;
+        for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);
+        if (o.json) {
+            json_t *f = json_pack("{s:s, s:I, s:i, s:o, s:o, s:I, s:I}", "param", p->tensor->name, "index", (json_int_t)flips[i].index,
+                                  "bit", flips[i].bit, "old", num(old_v), "new", num(new_v), "changed_predictions", (json_int_t)changed,
+                                  "nonfinite_outputs", (json_int_t)nonfinite);
+            if (task != BF_TASK_NONE) json_object_set_new(f, metric_name(task), num(metric_value(&r)));
+            if (p->torch_name) json_object_set_new(f, "torch_name", json_string(p->torch_name));
+            json_array_append_new(jfaults, f);
+        } else {
+            char where[160];
+            snprintf(where, sizeof where, "%s[%lld] bit %d", p->tensor->name, (long long)flips[i].index, flips[i].bit);
+            printf("  %-36s %13.7g -> %-13.7g", where, old_v, new_v);
+            if (task != BF_TASK_NONE) printf("  %s %.4f (%+.4f)", metric_name(task), metric_value(&r), metric_value(&r) - metric_value(&golden));
+            printf("  %lld changed%s", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
+            if (p->torch_name && strcmp(p->torch_name, p->tensor->name) != 0) printf("  (%s)", p->torch_name);
+            fputc('\n', stdout);
+        }
     }
     if (o.json) {
         if (jfaults) json_object_set_new(root, "faults", jfaults);

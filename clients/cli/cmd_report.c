@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "bitflip/report.h"
+#include "campaign_cli.h"
 #include "cli.h"
 
 static const char help[] =
@@ -84,7 +85,9 @@ int cmd_report(int argc, char **argv)
     json_t **docs = NULL;
     char (*stems)[128] = NULL;
     char *figdir = NULL, *figlink = NULL;
-    FILE *out = NULL;
+    FILE *out = NULL;         /* the report, made in memory and published whole */
+    char *text = NULL;
+    size_t len = 0;
     int rc = EXIT_OK, c;
     bf_error err = {0};
     cli_parser p;
@@ -153,23 +156,25 @@ int cmd_report(int argc, char **argv)
             goto done;
         }
     }
-    out = fopen(out_path, "wb");
-    if (!out) { fprintf(stderr, "bitflip report: cannot write %s: %s\n", out_path, strerror(errno)); rc = EXIT_INFRA; goto done; }
+    out = open_memstream(&text, &len);
+    if (!out) { fprintf(stderr, "bitflip report: out of memory writing %s\n", out_path); rc = EXIT_INFRA; goto done; }
     if (bfr_write_opts(in, n, !strcmp(format, "md") ? BFR_MARKDOWN : BFR_HTML, &opt, out, figdir, figlink, &err) != BF_OK) {
         rc = report_error("report", &err);
         goto done;
     }
     if (fclose(out) != 0) {
         out = NULL;
-        fprintf(stderr, "bitflip report: writing %s failed: %s\n", out_path, strerror(errno));
+        fprintf(stderr, "bitflip report: out of memory writing %s\n", out_path);
         rc = EXIT_INFRA;
         goto done;
     }
     out = NULL;
+    if ((rc = write_bytes_atomic("report", out_path, text, len)) != 0) goto done;
     if (figdir) printf("wrote %s (figures in %s/)\n", out_path, figdir);
     else printf("wrote %s: open it in a browser (one file, nothing fetched)\n", out_path);
 done:
     if (out) fclose(out);
+    free(text);   /* after the fclose: open_memstream owns it until then */
     for (size_t i = 0; docs && i < n; i++) json_decref(docs[i]);
     free(docs);
     free(in);

@@ -101,7 +101,7 @@ typedef struct progress_state {
     double start;
     int64_t planned;
     double confidence;
-    FILE *trials;
+    cli_pub *trials;          /* --trials-out, published when the run is over */
     const bf_campaign *c;
     const bf_campaign_spec *spec;
     int write_failed;
@@ -141,8 +141,15 @@ static void on_trial(void *user, const bf_trial_record *rec)
     if (!p->trials) return;
     json_t *j = bf_trial_to_json(p->c, p->spec, rec);
     if (j && p->mitigation) json_object_set_new(j, "mitigation", json_string(p->mitigation));
-    if (!j || json_dumpf(j, p->trials, JSON_COMPACT) != 0 || fputc('\n', p->trials) == EOF) p->write_failed = 1;
+    char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
+    if (!line) {
+        p->write_failed = 1;   /* out of memory: the records would miss one */
+        return;
+    }
+    pub_write(p->trials, line, strlen(line));
+    pub_write(p->trials, "\n", 1);
+    free(line);
 }
 
 static int parse_args(int argc, char **argv, run_opts *o)
@@ -434,6 +441,7 @@ int cmd_run(int argc, char **argv)
     json_t *doc = NULL;
     gate *gates = NULL;
     progress_state ps = {0};
+    cli_pub trials = {0};   /* --trials-out */
     size_t n_cfg = 0;
     bf_mitigation_run *runs = NULL;
 
@@ -485,8 +493,8 @@ int cmd_run(int argc, char **argv)
     if (!runs) { rc = EXIT_INFRA; goto out; }
 
     if (o.trials_path) {
-        ps.trials = fopen(o.trials_path, "w");
-        if (!ps.trials) { fprintf(stderr, "bitflip run: cannot write %s: %s\n", o.trials_path, strerror(errno)); rc = EXIT_INFRA; goto out; }
+        if ((rc = pub_open("run", o.trials_path, &trials)) != 0) goto out;
+        ps.trials = &trials;
     }
     cli_progress_start(&ps.out, "run", o.progress, o.progress_interval);
     ps.spec = &spec;
@@ -499,9 +507,9 @@ int cmd_run(int argc, char **argv)
             goto out;
     }
     if (ps.trials) {
-        if (fclose(ps.trials) != 0) ps.write_failed = 1;
         ps.trials = NULL;
-        if (ps.write_failed) { fprintf(stderr, "bitflip run: writing %s failed\n", o.trials_path); rc = EXIT_INFRA; goto out; }
+        if (ps.write_failed) { fprintf(stderr, "bitflip run: writing %s failed (out of memory)\n", o.trials_path); rc = EXIT_INFRA; goto out; }
+        if ((rc = pub_close("run", o.trials_path, &trials)) != 0) goto out;
     }
 
     doc = runs[0].doc;
@@ -521,7 +529,7 @@ int cmd_run(int argc, char **argv)
     if ((rc = emit_result("run", doc, o.out_path, o.format)) != 0) goto out;
     rc = gates_check("run", doc, gates, o.n_gates, o.junit_path);
 out:
-    if (ps.trials) fclose(ps.trials);
+    pub_abort(&trials);
     for (size_t k = 0; runs && k < n_cfg; k++) {
         json_decref(runs[k].doc);
         free((double *)runs[k].metric);

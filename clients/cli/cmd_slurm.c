@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "campaign_cli.h"
 #include "cli.h"
 
 extern char **environ;
@@ -272,66 +273,63 @@ static char *default_prefix(const char *spec)
 static int write_record(const char *path, const char *spec, long long shards, const char *array_id, const char *merge_id,
                         const char *dir, const char *prefix, const char *result)
 {
-    char tmp[PATH_MAX + 8];
     json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s}", "spec", spec, "shards", (json_int_t)shards, "array_job",
                           array_id, "merge_job", merge_id, "dir", dir, "prefix", prefix, "result", result);
-    if (!j || snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp ||
-        json_dump_file(j, tmp, JSON_INDENT(2)) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "bitflip slurm submit: cannot write %s: %s (the jobs are submitted; scancel %s %s to undo)\n", path,
-                strerror(errno), array_id, merge_id);
-        json_decref(j);
-        return EXIT_INFRA;
-    }
+    char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
     json_decref(j);
-    return 0;
+    int rc = text ? write_text_atomic("slurm submit", path, text) : EXIT_INFRA;
+    if (!text) fprintf(stderr, "bitflip slurm submit: out of memory writing %s\n", path);
+    if (rc != 0)
+        fprintf(stderr, "bitflip slurm submit: the jobs are submitted; scancel %s %s to undo\n", array_id, merge_id);
+    free(text);
+    return rc;
 }
 
-static int slurm_submit(int argc, char **argv)
+/* The absolute paths the jobs are given (they run elsewhere, later): the
+ * spec, the directory (made unless --dry-run), this bitflip (or --bitflip)
+ * and the working directory. 0, or the exit code after the message. */
+static int resolve_paths(const submit_opts *o, char spec[PATH_MAX], char dir[PATH_MAX], char self[PATH_MAX],
+                         char cwd[PATH_MAX])
 {
-    submit_opts o = {0};
-    int rc = parse_submit(argc, argv, &o);
-    char spec[PATH_MAX], dir[PATH_MAX], self[PATH_MAX], cwd[PATH_MAX];
-    char array_id[32] = "DRYRUN_ARRAY", merge_id[32] = "DRYRUN_MERGE";
-    char *prefix = NULL, *task = NULL, *merge = NULL, *out = NULL;
-    char *a_array = NULL, *a_log = NULL, *a_mlog = NULL, *a_name = NULL, *a_mname = NULL, *a_dep = NULL, *a_cpus = NULL;
-    char *result = NULL, *record = NULL;
-    if (rc) return rc < 0 ? EXIT_OK : rc;
-    if (!realpath(o.spec, spec)) {
-        fprintf(stderr, "bitflip slurm submit: cannot read the spec %s: %s\n", o.spec, strerror(errno));
+    if (!realpath(o->spec, spec)) {
+        fprintf(stderr, "bitflip slurm submit: cannot read the spec %s: %s\n", o->spec, strerror(errno));
         return EXIT_USAGE;
     }
-    if (!o.dry_run && mkdir(o.dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "bitflip slurm submit: cannot make the directory %s: %s\n", o.dir, strerror(errno));
+    if (!o->dry_run && mkdir(o->dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bitflip slurm submit: cannot make the directory %s: %s\n", o->dir, strerror(errno));
         return EXIT_INFRA;
     }
-    if (!realpath(o.dir, dir)) {
-        if (!o.dry_run || o.dir[0] != '/' || strlen(o.dir) >= sizeof dir) {
-            fprintf(stderr, "bitflip slurm submit: --dir %s: %s\n", o.dir, strerror(errno));
+    if (!realpath(o->dir, dir)) {
+        if (!o->dry_run || o->dir[0] != '/' || strlen(o->dir) >= PATH_MAX) {
+            fprintf(stderr, "bitflip slurm submit: --dir %s: %s\n", o->dir, strerror(errno));
             return EXIT_INFRA;
         }
-        strcpy(dir, o.dir);
+        strcpy(dir, o->dir);
     }
-    if (!getcwd(cwd, sizeof cwd)) { fprintf(stderr, "bitflip slurm submit: getcwd: %s\n", strerror(errno)); return EXIT_INFRA; }
-    if (o.bitflip) {
-        if (!realpath(o.bitflip, self)) {
-            fprintf(stderr, "bitflip slurm submit: --bitflip %s: %s\n", o.bitflip, strerror(errno));
+    if (!getcwd(cwd, PATH_MAX)) { fprintf(stderr, "bitflip slurm submit: getcwd: %s\n", strerror(errno)); return EXIT_INFRA; }
+    if (o->bitflip) {
+        if (!realpath(o->bitflip, self)) {
+            fprintf(stderr, "bitflip slurm submit: --bitflip %s: %s\n", o->bitflip, strerror(errno));
             return EXIT_USAGE;
         }
     } else {
-        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        ssize_t k = readlink("/proc/self/exe", self, PATH_MAX - 1);
         if (k <= 0) { fprintf(stderr, "bitflip slurm submit: where is this bitflip? add --bitflip PATH\n"); return EXIT_USAGE; }
         self[k] = 0;
     }
-    prefix = o.prefix ? strdup(o.prefix) : default_prefix(spec);
-    if (!prefix) { rc = EXIT_INFRA; goto out; }
+    return 0;
+}
 
-    /* The task: its shard index is the array index and N is fixed here, not
-     * taken from SLURM_ARRAY_TASK_COUNT ('--shard auto'), so that --only can
-     * resubmit a few indexes as a list. --out-dir writes the part atomically:
-     * a part that exists is whole, and a retried task writes the same bytes. */
+/* The task: its shard index is the array index and N is fixed here, not
+ * taken from SLURM_ARRAY_TASK_COUNT ('--shard auto'), so that --only can
+ * resubmit a few indexes as a list. --out-dir writes the part atomically:
+ * a part that exists is whole, and a retried task writes the same bytes. */
+static char *task_script(const char *self, const char *spec, const char *dir, const char *prefix, long long shards,
+                         long long cpus)
+{
     char n_str[32], cpus_str[32];
-    snprintf(n_str, sizeof n_str, "%lld", o.shards);
-    snprintf(cpus_str, sizeof cpus_str, "%lld", o.cpus);
+    snprintf(n_str, sizeof n_str, "%lld", shards);
+    snprintf(cpus_str, sizeof cpus_str, "%lld", cpus);
     sbuf b = {0};
     sb_quote(&b, self);
     sb_add(&b, " run --local ");
@@ -345,10 +343,13 @@ static int slurm_submit(int argc, char **argv)
     sb_add(&b, " --prefix ");
     sb_quote(&b, prefix);
     sb_add(&b, " --progress plain --format json >/dev/null");
-    task = sb_take(&b);
+    return sb_take(&b);
+}
 
-    /* The merge: every part in DIR with the prefix; a missing one is named
-     * (exit 3), and the result is written atomically. */
+/* The merge: every part in DIR with the prefix; a missing one is named
+ * (exit 3), and the result is written atomically. */
+static char *merge_script(const char *self, const char *dir, const char *prefix)
+{
     sbuf m = {0};
     sb_quote(&m, self);
     sb_add(&m, " merge --prefix ");
@@ -360,7 +361,25 @@ static int slurm_submit(int argc, char **argv)
     sb_add(&m, ".result.json ");
     sb_quote(&m, dir);
     sb_add(&m, " >/dev/null");
-    merge = sb_take(&m);
+    return sb_take(&m);
+}
+
+static int slurm_submit(int argc, char **argv)
+{
+    submit_opts o = {0};
+    int rc = parse_submit(argc, argv, &o);
+    char spec[PATH_MAX], dir[PATH_MAX], self[PATH_MAX], cwd[PATH_MAX];
+    char array_id[32] = "DRYRUN_ARRAY", merge_id[32] = "DRYRUN_MERGE";
+    char *prefix = NULL, *task = NULL, *merge = NULL, *out = NULL;
+    char *a_array = NULL, *a_log = NULL, *a_mlog = NULL, *a_name = NULL, *a_mname = NULL, *a_dep = NULL, *a_cpus = NULL;
+    char *result = NULL, *record = NULL;
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    if ((rc = resolve_paths(&o, spec, dir, self, cwd)) != 0) return rc;
+    prefix = o.prefix ? strdup(o.prefix) : default_prefix(spec);
+    if (!prefix) { rc = EXIT_INFRA; goto out; }
+
+    task = task_script(self, spec, dir, prefix, o.shards, o.cpus);
+    merge = merge_script(self, dir, prefix);
 
     size_t dl = strlen(dir) + strlen(prefix) + 64;
     a_array = malloc(96 + strlen(o.only ? o.only : ""));

@@ -383,13 +383,7 @@ int remote_run(const char *url, const char *token, const char *spec_path, const 
         out.n = 0;
         if ((rc = request(&r, "GET", path, NULL, NULL, 0, NULL, 0, &status, &out)) != 0) goto out;
         if (status != 200) { rc = report_http("fetching the trial records", status, &out); goto out; }
-        FILE *f = fopen(trials_path, "w");
-        int bad = !f || fwrite(out.p, 1, out.n, f) != out.n;
-        if ((f && fclose(f) != 0) || bad) {
-            fprintf(stderr, "bitflip run: cannot write %s\n", trials_path);
-            rc = EXIT_INFRA;
-            goto out;
-        }
+        if ((rc = write_bytes_atomic("run", trials_path, out.p, out.n)) != 0) goto out;
     }
     if ((rc = emit_result("run", doc, out_path, format)) != 0) goto out;
     rc = gates_check("run", doc, gates, n_gates, junit_path);

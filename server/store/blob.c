@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bitflip/api/atomic_file.h"
 #include "store/sha256.h"
 
 struct bfd_blobs {
@@ -23,11 +24,10 @@ struct bfd_blobs {
 
 struct bfd_upload {
     bfd_blobs *b;
-    int fd;
-    char *path;               /* the temp file */
+    bf_afile *f;              /* the temp file in DIR/tmp; NULL once committed */
     bfd_sha256 sha;
     int64_t size;
-    int failed;               /* a write failed: the content is not what was sent */
+    int failed;               /* hashing failed: the name would not be the content's */
 };
 
 static char *join(const char *dir, const char *name)
@@ -46,73 +46,13 @@ static int valid_hex64(const char *s)
     return i == 64;
 }
 
-/* Flushes a directory's entries: the rename or mkdir in it is durable after. */
-static bf_status sync_dir(const char *path, bf_error *err)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return bf_error_set(err, BF_EIO, "%s: cannot open directory to sync: %s", path, strerror(errno));
-    /* some filesystems cannot fsync a directory (EINVAL): nothing more to do there */
-    bf_status st = BF_OK;
-    if (fsync(fd) != 0 && errno != EINVAL)
-        st = bf_error_set(err, BF_EIO, "%s: cannot sync directory: %s", path, strerror(errno));
-    close(fd);
-    return st;
-}
-
 static bf_status make_dir(const char *path, const char *parent, bf_error *err)
 {
-    if (mkdir(path, 0700) == 0) return sync_dir(parent, err);   /* the new name must survive a crash */
+    if (mkdir(path, 0700) == 0) return bf_sync_dir(parent, err);   /* the new name must survive a crash */
     if (errno != EEXIST) return bf_error_set(err, BF_EIO, "%s: cannot create directory: %s", path, strerror(errno));
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return bf_error_set(err, BF_EIO, "%s: exists and is not a directory", path);
-    return BF_OK;
-}
-
-/* The message prefix for a failed write: disk full or not. */
-static const char *full(int e)
-{
-    return e == ENOSPC || e == EDQUOT ? BFD_DISK_FULL : "";
-}
-
-static bf_status write_all(int fd, const void *data, size_t len, const char *path, bf_error *err)
-{
-    const char *p = data;
-    while (len > 0) {   /* write(2) may take less than asked, or be interrupted */
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return bf_error_set(err, BF_EIO, "%s%s: cannot write: %s", full(errno), path, strerror(errno));
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return BF_OK;
-}
-
-/* fsync then close; both can report a write that failed late (NFS, full disk). */
-static bf_status sync_close(int fd, const char *path, bf_error *err)
-{
-    bf_status st = BF_OK;
-    if (fsync(fd) != 0) st = bf_error_set(err, BF_EIO, "%s%s: cannot sync: %s", full(errno), path, strerror(errno));
-    if (close(fd) != 0 && !st)
-        st = bf_error_set(err, BF_EIO, "%s%s: cannot close: %s", full(errno), path, strerror(errno));
-    return st;
-}
-
-/* A fresh temp file from `templ` (ending in XXXXXX, rewritten in place). */
-static bf_status temp_file(char *templ, int *fd, bf_error *err)
-{
-    *fd = mkstemp(templ);
-    if (*fd < 0) return bf_error_set(err, BF_EIO, "%s: cannot create temp file: %s", templ, strerror(errno));
-    /* the daemon may one day run helpers: they must not inherit upload fds */
-    if (fcntl(*fd, F_SETFD, FD_CLOEXEC) != 0) {
-        bf_status st = bf_error_set(err, BF_EIO, "%s: cannot set close-on-exec: %s", templ, strerror(errno));
-        close(*fd);
-        unlink(templ);
-        *fd = -1;
-        return st;
-    }
     return BF_OK;
 }
 
@@ -182,21 +122,21 @@ bf_status bfd_upload_begin(bfd_blobs *b, bfd_upload **out, bf_error *err)
     bf_status st = BF_OK;
     bfd_upload *u = NULL;
     *out = NULL;
-    if (!(u = calloc(1, sizeof *u)) || !(u->path = join(b->tmp, "upload-XXXXXX"))) {
+    if (!(u = calloc(1, sizeof *u))) {
         st = bf_error_set(err, BF_ENOMEM, "%s: out of memory starting an upload", b->tmp);
         goto out;
     }
     u->b = b;
-    u->fd = -1;
     if ((st = bfd_sha256_init(&u->sha, err))) goto out;
-    if ((st = temp_file(u->path, &u->fd, err))) goto out;
+    if ((st = bf_afile_open_in(b->tmp, 0600, &u->f, err))) goto out;
+    /* a full disk is refused at the piece of the body that hit it */
+    bf_afile_unbuffered(u->f);
     *out = u;
     u = NULL;
 
 out:
     if (u) {
         bfd_sha256_free(&u->sha);
-        free(u->path);
         free(u);
     }
     return st;
@@ -204,12 +144,9 @@ out:
 
 bf_status bfd_upload_write(bfd_upload *u, const void *data, size_t len, bf_error *err)
 {
-    if (u->failed) return bf_error_set(err, BF_EIO, "%s: an earlier write failed", u->path);
-    bf_status st = write_all(u->fd, data, len, u->path, err);
-    if (st) {
-        u->failed = 1;
-        return st;
-    }
+    if (u->failed) return bf_error_set(err, BF_EIO, "an upload to %s: an earlier write failed", u->b->tmp);
+    bf_status st = bf_afile_write(u->f, data, len, err);   /* spoiled for good if it fails */
+    if (st) return st;
     if ((st = bfd_sha256_update(&u->sha, data, len, err))) {
         u->failed = 1;
         return st;
@@ -231,36 +168,28 @@ bf_status bfd_upload_finish(bfd_upload *u, char sha_hex[65], bf_error *err)
     char prefix[3];
     sha_hex[0] = '\0';
     if (u->failed) {
-        st = bf_error_set(err, BF_EIO, "%s: an earlier write failed", u->path);
+        st = bf_error_set(err, BF_EIO, "an upload to %s: an earlier write failed", u->b->tmp);
         goto out;
     }
-    st = sync_close(u->fd, u->path, err);
-    u->fd = -1;
-    if (st) goto out;
     if ((st = bfd_sha256_final(&u->sha, digest, err))) goto out;
     bfd_hex(digest, sizeof digest, sha_hex);
     memcpy(prefix, sha_hex, 2);
     prefix[2] = '\0';
     if (!(sub = join(u->b->blobs, prefix)) || !(dest = join(sub, sha_hex))) {
-        st = bf_error_set(err, BF_ENOMEM, "%s: out of memory finishing an upload", u->path);
+        st = bf_error_set(err, BF_ENOMEM, "%s: out of memory finishing an upload", u->b->tmp);
         goto out;
     }
     if ((st = make_dir(sub, u->b->blobs, err))) goto out;
     /* Same bytes already stored: the fresh copy replaces it all the same
      * (rename is atomic, readers keep the file they opened), so uploading a
-     * model again repairs a blob that rotted on disk. */
-    if (rename(u->path, dest) != 0) {
-        st = bf_error_set(err, BF_EIO, "%s: cannot rename to %s: %s", u->path, dest, strerror(errno));
-        goto out;
-    }
-    /* the temp name is free now and a concurrent upload may draw it: never unlink it */
-    free(u->path);
-    u->path = NULL;
-    if ((st = sync_dir(sub, err))) goto out;
+     * model again repairs a blob that rotted on disk. The commit fsyncs the
+     * file before and the directory after the rename. */
+    st = bf_afile_commit(u->f, dest, err);
+    u->f = NULL;   /* committed or dropped: freed either way */
 
 out:
     if (st) sha_hex[0] = '\0';
-    bfd_upload_abort(u);   /* closes and unlinks what is still ours: after the rename, nothing */
+    bfd_upload_abort(u);
     free(sub);
     free(dest);
     return st;
@@ -270,11 +199,7 @@ void bfd_upload_abort(bfd_upload *u)
 {
     if (!u) return;
     bfd_sha256_free(&u->sha);
-    if (u->fd >= 0) close(u->fd);
-    if (u->path) {
-        unlink(u->path);
-        free(u->path);
-    }
+    bf_afile_abort(u->f);
     free(u);
 }
 
@@ -363,48 +288,4 @@ int bfd_blob_corrupt_named(const char *msg, char what[16], char id[65])
 int bfd_error_disk_full(const bf_error *err)
 {
     return err && err->status != BF_OK && strstr(err->msg, BFD_DISK_FULL) != NULL;
-}
-
-bf_status bfd_write_atomic(const char *path, const void *data, size_t len, bf_error *err)
-{
-    bf_status st = BF_OK;
-    char *tmp = NULL, *dir = NULL;
-    int fd = -1;
-    size_t n = strlen(path);
-    if (n == 0) return bf_error_set(err, BF_EINVAL, "cannot write a file with an empty path");
-    if (!(tmp = malloc(n + sizeof ".tmp-XXXXXX")) || !(dir = strdup(path))) {
-        st = bf_error_set(err, BF_ENOMEM, "%s: out of memory writing", path);
-        goto out;
-    }
-    /* beside the target, so the rename stays within one filesystem */
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        strcpy(dir, ".");   /* dir has room: path is at least one byte */
-    else if (slash == dir)
-        dir[1] = '\0';      /* "/file": the root */
-    else
-        *slash = '\0';
-    if ((st = temp_file(tmp, &fd, err))) goto out;
-    if ((st = write_all(fd, data, len, tmp, err))) goto out;
-    st = sync_close(fd, tmp, err);
-    fd = -1;
-    if (st) goto out;
-    if (rename(tmp, path) != 0) {
-        st = bf_error_set(err, BF_EIO, "%s: cannot replace with %s: %s", path, tmp, strerror(errno));
-        goto out;
-    }
-    free(tmp);   /* renamed: nothing left to unlink */
-    tmp = NULL;
-    st = sync_dir(dir, err);
-
-out:
-    if (fd >= 0) close(fd);
-    if (tmp) {
-        unlink(tmp);   /* also ENOENT when mkstemp itself failed */
-        free(tmp);
-    }
-    free(dir);
-    return st;
 }

@@ -4,7 +4,7 @@
  * flight. A blob is written to a temp file as its bytes arrive, fsync'd, and
  * renamed into place (then the directory fsync'd), so a blob path either does
  * not exist or holds the whole, verified content: a crash never leaves half a
- * blob under its name. Storing bytes that are already there just drops the
+ * blob under its name (bitflip/api/atomic_file.h does the writing). Storing bytes that are already there just drops the
  * temp file. Temp files left by a crash are removed by bfd_blobs_open. */
 #ifndef BFD_BLOB_H
 #define BFD_BLOB_H
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bitflip/api/atomic_file.h"
 #include "bitflip/error.h"
 
 typedef struct bfd_blobs bfd_blobs;
@@ -39,10 +40,6 @@ char *bfd_blob_path(const bfd_blobs *b, const char *sha_hex);
 /* Removes a blob (no error if absent). */
 bf_status bfd_blob_remove(bfd_blobs *b, const char *sha_hex, bf_error *err);
 
-/* Writes `len` bytes to `path` atomically: temp file in the same directory,
- * fsync, rename, fsync the directory. */
-bf_status bfd_write_atomic(const char *path, const void *data, size_t len, bf_error *err);
-
 /* Checks that the blob at `path` still holds the bytes its name promises:
  * the file's name is its sha256 hex, and its content is hashed again,
  * streaming (constant memory, any size). `what` ("model", "dataset", "error map") names
@@ -62,7 +59,7 @@ int bfd_blob_corrupt_named(const char *msg, char what[16], char id[65]);
 /* Disk full. Writes that fail with ENOSPC or EDQUOT (and SQLite's
  * SQLITE_FULL, store.c) carry BFD_DISK_FULL in their message, so a reply can
  * be 507 instead of 500 however far the error travelled. */
-#define BFD_DISK_FULL "disk full: "
+#define BFD_DISK_FULL BF_DISK_FULL   /* what bitflip/api/atomic_file.h writes */
 int bfd_error_disk_full(const bf_error *err);
 
 #endif

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bitflip/api/atomic_file.h"
 #include "bitflip/api/result.h"
 #include "bitflip/api/spec.h"
 #include "bitflip/bitflip.h"
@@ -87,8 +88,9 @@ static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *er
 
 typedef struct run_ctx {
     bfd_worker_cache *wc;
-    FILE *trials;
+    bf_afile *trials;         /* TRIALS_DIR/<chunk>.jsonl, published when the chunk is done */
     int write_failed;
+    bf_error write_err;       /* the first failed write's error */
     bfd_progress_fn progress;
     void *user;
 } run_ctx;
@@ -98,8 +100,17 @@ static void on_trial(void *user, const bf_trial_record *rec)
     run_ctx *x = user;
     if (!x->trials || x->write_failed) return;
     json_t *j = bf_trial_to_json(x->wc->c, &x->wc->spec, rec);
-    if (!j || json_dumpf(j, x->trials, JSON_COMPACT) != 0 || fputc('\n', x->trials) == EOF) x->write_failed = 1;
+    char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
+    if (!line) {
+        x->write_failed = 1;
+        bf_error_set(&x->write_err, BF_ENOMEM, "out of memory writing a trial record");
+        return;
+    }
+    if (bf_afile_write(x->trials, line, strlen(line), &x->write_err) != BF_OK ||
+        bf_afile_write(x->trials, "\n", 1, &x->write_err) != BF_OK)
+        x->write_failed = 1;
+    free(line);
 }
 
 static void on_progress(void *user, const bf_campaign_result *partial)
@@ -115,39 +126,39 @@ bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, con
     bf_campaign_result res = {0};
     int have_res = 0;
     json_t *doc = NULL;
-    char tmp[4096], final[4096];
+    char final[4096];
     run_ctx x = {.wc = wc, .progress = progress, .user = user};
     *result_json = NULL;
 
     if (strcmp(wc->id, js->id) && (st = load(wc, js, err)) != BF_OK) { cache_clear(wc); goto out; }
 
     snprintf(final, sizeof final, "%s/%d.jsonl", js->trials_dir, idx);
-    snprintf(tmp, sizeof tmp, "%s/%d.jsonl.tmp", js->trials_dir, idx);
     if (mkdir(js->trials_dir, 0750) != 0 && errno != EEXIST) {
         st = bf_error_set(err, BF_EIO, "cannot create %s: %s", js->trials_dir, strerror(errno));
         goto out;
     }
-    x.trials = fopen(tmp, "w");
-    if (!x.trials) { st = bf_error_set(err, BF_EIO, "cannot write %s: %s", tmp, strerror(errno)); goto out; }
+    /* readable by the group the directory is open to, as the parts the daemon serves */
+    if ((st = bf_afile_open(final, 0640, &x.trials, err)) != BF_OK) goto out;
 
     bf_campaign_opts co = {.threads = 1, .shard_index = idx, .shard_count = js->n_chunks, .on_trial = on_trial,
                            .progress = on_progress, .user = &x, .cancel = cancel};
     st = bf_campaign_run(wc->c, &co, &res, err);
     have_res = st == BF_OK;
     if (st != BF_OK) goto out;
-    if (x.write_failed || fflush(x.trials) != 0 || fsync(fileno(x.trials)) != 0) {
-        st = bf_error_set(err, BF_EIO, "writing %s failed (disk full?)", tmp);
+    if (x.write_failed) {
+        if (err) *err = x.write_err;
+        st = x.write_err.status ? x.write_err.status : BF_EIO;
         goto out;
     }
-    fclose(x.trials);
-    x.trials = NULL;
-    if (rename(tmp, final) != 0) { st = bf_error_set(err, BF_EIO, "cannot rename %s: %s", tmp, strerror(errno)); goto out; }
+    st = bf_afile_commit(x.trials, NULL, err);
+    x.trials = NULL;   /* published or dropped: freed either way */
+    if (st != BF_OK) goto out;
 
     doc = bf_result_render(bf_result_header(&wc->spec, wc->c, &res), &res, 1);
     *result_json = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     if (!*result_json) st = bf_error_set(err, BF_ENOMEM, "out of memory rendering the result");
 out:
-    if (x.trials) { fclose(x.trials); unlink(tmp); }
+    bf_afile_abort(x.trials);
     json_decref(doc);
     if (have_res) bf_campaign_result_free(&res);
     return st;

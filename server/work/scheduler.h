@@ -1,25 +1,18 @@
-/* bitflipd — the scheduler and its worker processes.
+/* bitflipd — the scheduler: the daemon's one door to whatever runs
+ * campaigns' chunks.
  *
  * A campaign is cut into n_chunks chunks: chunk i runs the trials t with
  * t % n_chunks == i (a shard, in the engine's terms), so finished chunks
- * merge exactly into the result an uncut run gives, in any order. Workers
- * take chunks fairly across tenants: the tenant with the fewest chunks
- * running goes first (ties: the one served longest ago), and a tenant has at
- * most `tenant_running` campaigns started at once. Within a tenant, started
- * campaigns finish before new ones start.
+ * merge exactly into the result an uncut run gives, in any order.
  *
- * Workers are processes (proc.h, worker.c), a pool of cfg.workers kept
- * full: a chunk is sent down a worker's stdin, its progress and outcome come
- * back on its stdout. Everything here runs on the loop thread. What the
- * campaigns need to hear (a campaign started, a chunk's progress, a chunk
- * done with its result document, failed or stopped) goes into an outbox and
- * a uv_async_send, so the loop handles it on its next turn, never from
- * inside the scheduler's own callbacks.
- *
- * A worker that dies (a signal, or a malformed message that gets it killed)
- * costs its chunk: the death is recorded in the store first (store.h,
- * "worker deaths"), then the chunk runs again on a new worker; at the
- * campaign's second death the campaign fails with the reasons. */
+ * The scheduler starts the executor --executor names (work/executor.h: local
+ * worker processes with the fair queue across tenants, work/local.c and
+ * work/fairq.h; or Slurm arrays, work/slurm.h), forwards campaigns and
+ * cancels to it, and owns the one outbox (work/outbox.h) every executor
+ * reports into: a campaign started, a chunk's progress, a chunk done with
+ * its result document, failed or stopped. The loop takes those on its next
+ * turn (bfd_sched_take), never from inside an executor's callbacks.
+ * Everything here runs on the loop thread. */
 #ifndef BFD_SCHEDULER_H
 #define BFD_SCHEDULER_H
 
@@ -30,6 +23,7 @@
 #include "bitflip/api/limits.h"
 #include "bitflip/campaign.h"
 #include "bitflip/error.h"
+#include "work/outbox.h"
 
 typedef struct bfd_sched bfd_sched;
 
@@ -46,41 +40,21 @@ typedef struct bfd_job_spec {
     double queued_at;         /* for the queue-wait histogram */
 } bfd_job_spec;
 
-typedef enum bfd_msg_kind {
-    BFD_MSG_STARTED = 0,      /* the campaign's first chunk was taken */
-    BFD_MSG_PROGRESS,         /* a chunk's trials so far */
-    BFD_MSG_DONE,             /* a chunk finished: result_json */
-    BFD_MSG_FAILED,           /* a chunk failed: error (the campaign fails) */
-    BFD_MSG_STOPPED           /* a chunk was stopped by cancel or shutdown */
-} bfd_msg_kind;
-
-typedef struct bfd_msg {
-    bfd_msg_kind kind;
-    char id[33];
-    int chunk;
-    int64_t done;                         /* PROGRESS, DONE: trials of this chunk done */
-    int64_t outcomes[BF_OUTCOME_COUNT];   /* ... and their outcomes */
-    char *result_json;                    /* DONE: the chunk's result document */
-    char *error;                          /* FAILED */
-    double seconds;                       /* DONE: the chunk's run time (-1: not known); STARTED: time queued */
-    struct bfd_msg *next;
-} bfd_msg;
-
-void bfd_msg_free(bfd_msg *list);
-
 struct bfd;
-/* Starts d->cfg.workers worker processes on d->loop; news goes to d->wake. */
+/* Starts the executor d->cfg.executor names ("local" when NULL) on
+ * d->loop; news goes to d->wake. BF_EINVAL for a name no executor has. */
 bf_status bfd_sched_new(struct bfd *d, bfd_sched **out, bf_error *err);
-/* A clean stop: kills the workers (their chunks are redone at the next
- * start, which does not count this as a death), frees. */
+/* A clean stop: the executor stops (local workers are killed and their
+ * chunks redone at the next start, which does not count this as a death;
+ * Slurm arrays run on), frees. */
 void bfd_sched_free(bfd_sched *s);
 
 /* Queues the chunks `pending` of a campaign (a resumed one may have fewer
  * than all). `started` says the campaign ran before (a restart). */
 bf_status bfd_sched_add(bfd_sched *s, const bfd_job_spec *spec, const int *pending, size_t n_pending, int started,
                         bf_error *err);
-/* Drops the campaign's queued chunks and stops its running ones (within a
- * trial); they report STOPPED. */
+/* Drops the campaign's queued chunks and stops its running ones (local: within a
+ * trial, and they report STOPPED; Slurm: scancel, nothing more reported). */
 void bfd_sched_cancel(bfd_sched *s, const char *id);
 /* The outbox, oldest first (the caller frees it with bfd_msg_free). */
 bfd_msg *bfd_sched_take(bfd_sched *s);

@@ -1,12 +1,13 @@
-/* The Slurm executor (work/slurm.h): arrays submitted, polled and canceled
- * through Slurm's own clients, off the loop. */
+/* The Slurm executor (work/slurm.h), its loop side: arrays submitted,
+ * polled and canceled through Slurm's own clients on libuv's thread pool,
+ * a poll timer, and what they learn posted to the outbox. What the clients
+ * are told and how their answers read is work/slurm_cmd.c. */
 #define _GNU_SOURCE   /* pipe2 */
 #include "work/slurm.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "bitflip/api/atomic_file.h"
+#include "work/slurm_cmd.h"
 
 extern char **environ;
 
@@ -38,13 +42,13 @@ typedef struct sjob {
     struct sjob *next;
 } sjob;
 
-struct bfd_slurm {
+typedef struct bfd_slurm {
     bfd *d;
     uv_timer_t *timer;        /* its own allocation: closed after the executor is gone */
     sjob *head;
-    bfd_msg *out_head, *out_tail;
+    bfd_outbox *out;          /* the scheduler's */
     struct swork *items;      /* in flight, to be told when the executor goes */
-};
+} bfd_slurm;
 
 typedef enum { W_POLL, W_CANCEL } wkind;
 
@@ -119,20 +123,6 @@ static void unlink_job(bfd_slurm *sl, sjob *j)
     job_free(j);
 }
 
-static void post(bfd_slurm *sl, bfd_msg_kind kind, const char *id, int chunk, bfd_msg **out)
-{
-    bfd_msg *m = calloc(1, sizeof *m);
-    if (out) *out = m;
-    if (!m) return;   /* dropped when out of memory: the restart repairs the state */
-    m->kind = kind;
-    snprintf(m->id, sizeof m->id, "%s", id);
-    m->chunk = chunk;
-    if (sl->out_tail) sl->out_tail->next = m;
-    else sl->out_head = m;
-    sl->out_tail = m;
-    uv_async_send(&sl->d->wake);
-}
-
 /* --- on the thread pool: Slurm's clients, files */
 
 /* Runs argv (on PATH) with stdout into *out (malloc'd) and stderr into the
@@ -197,71 +187,8 @@ static void last_line(const char *path, char *line, size_t n)
     line[len] = 0;
 }
 
-static int write_atomic(const char *path, const char *text)
-{
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
-    int bad = fputs(text, f) == EOF;
-    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) { unlink(tmp); return -1; }
-    return 0;
-}
-
-/* s as one sh word in single quotes. */
-static char *sh_quote(const char *s)
-{
-    size_t n = 3;
-    for (const char *p = s; *p; p++) n += *p == '\'' ? 4 : 1;
-    char *q = malloc(n), *o = q;
-    if (!q) return NULL;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') { memcpy(o, "'\\''", 4); o += 4; }
-        else *o++ = *p;
-    }
-    *o++ = '\'';
-    *o = 0;
-    return q;
-}
-
-/* "0-3,5,7-8": the chunks as Slurm's --array list. */
-static char *array_list(const int *c, size_t n)
-{
-    char *s = malloc(n * 24 + 1), *o = s;
-    if (!s) return NULL;
-    *o = 0;
-    for (size_t i = 0; i < n;) {
-        size_t k = i;
-        while (k + 1 < n && c[k + 1] == c[k] + 1) k++;
-        o += sprintf(o, "%s%d", o == s ? "" : ",", c[i]);
-        if (k > i) o += sprintf(o, "-%d", c[k]);
-        i = k + 1;
-    }
-    return s;
-}
-
-/* The daemon's limits as the CLI takes them: " --job-memory N --limit 'k=v' ...",
- * so a task refuses what a local worker would. */
-static char *limit_opts(const char *limits, int64_t job_memory)
-{
-    char *out = fmt(" --job-memory %lld", (long long)job_memory);
-    char *copy = strdup(limits ? limits : ""), *save = NULL;
-    if (!out || !copy) { free(out); free(copy); return NULL; }
-    for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *q = sh_quote(kv), *n = q ? fmt("%s --limit %s", out, q) : NULL;
-        free(q);
-        free(out);
-        if (!(out = n)) break;
-    }
-    free(copy);
-    return out;
-}
-
 /* The spec the tasks run: the stored one with the blobs' paths for the ids. */
-static int write_task_spec(swork *w, const char *path)
+static bf_status write_task_spec(swork *w, const char *path, bf_error *err)
 {
     json_t *spec = json_loads(w->j->spec_json, 0, NULL);
     if (!spec || json_object_set_new(spec, "model", json_string(w->j->model_path)) != 0 ||
@@ -269,63 +196,33 @@ static int write_task_spec(swork *w, const char *path)
         (w->j->errmap_path &&
          json_object_set_new(json_object_get(spec, "faults"), "error_map", json_string(w->j->errmap_path)) != 0)) {
         json_decref(spec);
-        return -1;
+        return bf_error_set(err, BF_ENOMEM, "%s: out of memory making the tasks' spec", path);
     }
     char *text = json_dumps(spec, JSON_INDENT(2));
     json_decref(spec);
-    int rc = text ? write_atomic(path, text) : -1;
+    /* the tasks run as the daemon's user; the directory is 0750 */
+    bf_status st = text ? bf_write_atomic(path, text, strlen(text), 0640, err)
+                        : bf_error_set(err, BF_ENOMEM, "%s: out of memory making the tasks' spec", path);
     free(text);
-    return rc;
+    return st;
 }
 
 static void submit(swork *w)
 {
     sjob *j = w->j;
-    char *spec = fmt("%s/spec.json", j->dir), *errf = fmt("%s/sbatch.err", j->dir);
-    char *q_spec = NULL, *q_dir = NULL, *q_bf = NULL, *q_trials = NULL, *script = NULL, *list = NULL, *q_lim = NULL;
-    char *o_array = NULL, *o_out = NULL, *o_chdir = NULL, *o_name = NULL, *o_part = NULL, *o_acct = NULL, *out = NULL;
-    if (!spec || !errf) goto oom;
+    char *spec = fmt("%s/spec.json", j->dir), *errf = fmt("%s/sbatch.err", j->dir), *out = NULL, *list = NULL;
+    char **argv = NULL;
+    bf_error err = {0};
+    if (!spec || !errf || !(list = bfd_slurm_array_list(w->submit, w->n_submit))) goto oom;
     if ((mkdir(j->dir, 0750) != 0 && errno != EEXIST) || (mkdir(j->trials_dir, 0750) != 0 && errno != EEXIST)) {
         w->error = fmt("cannot make %s or %s: %s", j->dir, j->trials_dir, strerror(errno));
         goto out;
     }
-    if (write_task_spec(w, spec) != 0) { w->error = fmt("cannot write %s: %s", spec, strerror(errno)); goto out; }
-    q_spec = sh_quote(spec);
-    q_dir = sh_quote(j->dir);
-    q_bf = sh_quote(w->bitflip);
-    q_trials = sh_quote(j->trials_dir);
-    list = array_list(w->submit, w->n_submit);
-    q_lim = limit_opts(w->limits, w->job_memory);
-    if (!q_spec || !q_dir || !q_bf || !q_trials || !list || !q_lim) goto oom;
-    /* chunk i is shard i of N; the part, the trial records and the run's
-     * start and end times (part-i.time: for the trial-duration metric, as a
-     * local worker times its chunk) appear whole (renamed), the part last,
-     * so a part that exists has the others */
-    script = fmt("set -e; i=$SLURM_ARRAY_TASK_ID; t=.tmp$SLURM_JOB_ID; d=%s; r=%s; s=$(date +%%s.%%N); "
-                 "%s run --local %s --shard \"$i/%d\" --threads 1%s --format json --out \"$d/part-$i.json$t\" "
-                 "--trials-out \"$r/$i.jsonl$t\" >/dev/null; echo \"$s $(date +%%s.%%N)\" >\"$d/part-$i.time$t\"; "
-                 "mv -f \"$r/$i.jsonl$t\" \"$r/$i.jsonl\"; mv -f \"$d/part-$i.time$t\" \"$d/part-$i.time\"; "
-                 "mv -f \"$d/part-$i.json$t\" \"$d/part-$i.json\"",
-                 q_dir, q_trials, q_bf, q_spec, j->n_chunks, q_lim);
-    o_array = fmt("--array=%s", list);
-    o_out = fmt("--output=%s/task-%%a.log", j->dir);
-    o_chdir = fmt("--chdir=%s", j->dir);
-    o_name = fmt("--job-name=bitflipd-%.12s", j->id);
-    if (!script || !o_array || !o_out || !o_chdir || !o_name) goto oom;
-    char *argv[16];
-    size_t n = 0;
-    argv[n++] = "sbatch";
-    argv[n++] = "--parsable";
-    argv[n++] = o_name;
-    argv[n++] = o_array;
-    argv[n++] = o_out;
-    argv[n++] = o_chdir;
-    argv[n++] = "--cpus-per-task=1";
-    if (w->partition && *w->partition) { if (!(o_part = fmt("--partition=%s", w->partition))) goto oom; argv[n++] = o_part; }
-    if (w->account && *w->account) { if (!(o_acct = fmt("--account=%s", w->account))) goto oom; argv[n++] = o_acct; }
-    argv[n++] = "--wrap";
-    argv[n++] = script;
-    argv[n] = NULL;
+    if (write_task_spec(w, spec, &err) != BF_OK) { w->error = fmt("cannot write the tasks' spec: %s", err.msg); goto out; }
+    bfd_sbatch_in in = {.campaign_id = j->id, .dir = j->dir, .trials_dir = j->trials_dir, .bitflip = w->bitflip,
+                        .spec_path = spec, .partition = w->partition, .account = w->account, .limits = w->limits,
+                        .job_memory = w->job_memory, .n_chunks = j->n_chunks, .chunks = w->submit, .n_submit = w->n_submit};
+    if (bfd_sbatch_argv(&in, &argv, &err) != BF_OK) goto oom;
     int rc = run_client(argv, errf, &out);
     if (rc != 0) {
         char line[300];
@@ -334,13 +231,14 @@ static void submit(swork *w)
                           : fmt("sbatch refused the array (exit %d): %s", rc, line);
         goto out;
     }
-    size_t k = strspn(out, "0123456789");
-    if (k == 0 || k >= sizeof w->new_job) { w->error = fmt("sbatch printed '%.100s', not a job id", out); goto out; }
-    memcpy(w->new_job, out, k);
-    w->new_job[k] = 0;
+    if (!bfd_sbatch_job_id(out, w->new_job, sizeof w->new_job)) {
+        w->error = fmt("sbatch printed '%.100s', not a job id", out);
+        goto out;
+    }
     char *rec = fmt("%s/array_job", j->dir), *text = fmt("%s\n", w->new_job);
-    if (!rec || !text || write_atomic(rec, text) != 0)
-        w->note = fmt("cannot record the job id %s in %s/array_job: a restart will submit the array again", w->new_job, j->dir);
+    if (!rec || !text || bf_write_atomic(rec, text, strlen(text), 0640, &err) != BF_OK)
+        w->note = fmt("cannot record the job id %s in %s/array_job (%s): a restart will submit the array again", w->new_job,
+                      j->dir, rec && text ? err.msg : "out of memory");
     free(rec);
     free(text);
     w->note = w->note ? w->note : fmt("array job %s: chunks %s of %d", w->new_job, list, j->n_chunks);
@@ -350,19 +248,8 @@ oom:
 out:
     free(spec);
     free(errf);
-    free(q_spec);
-    free(q_dir);
-    free(q_bf);
-    free(q_trials);
-    free(script);
     free(list);
-    free(q_lim);
-    free(o_array);
-    free(o_out);
-    free(o_chdir);
-    free(o_name);
-    free(o_part);
-    free(o_acct);
+    bfd_argv_free(argv);
     free(out);
 }
 
@@ -391,17 +278,6 @@ static char *read_part(swork *w, int i, const char *path)
     return text;
 }
 
-double bfd_slurm_task_seconds(const char *text)
-{
-    double t0, t1;
-    char end;
-    if (!text || sscanf(text, "%lf %lf %c", &t0, &t1, &end) != 2) return -1;
-    /* the difference of two clock readings on one node: negative or absurd
-     * is a file that is not ours, or a clock stepped back mid-run */
-    if (!isfinite(t0) || !isfinite(t1) || t1 < t0 || t1 - t0 > 1e7) return -1;
-    return t1 - t0;
-}
-
 /* Chunk i's task run time from its part-i.time, or -1 (a task submitted by
  * a daemon from before these files, or a file that is not one). */
 static double part_seconds(const sjob *j, int i)
@@ -428,14 +304,15 @@ static void check_queue(swork *w)
 {
     sjob *j = w->j;
     char *errf = fmt("%s/squeue.err", j->dir), *out = NULL;
-    char *argv[] = {"squeue", "-h", "-r", "--states=all", "-j", w->array_job, "-o", "%K %T", NULL};
+    char *argv[9];
+    bfd_squeue_argv(w->array_job, argv);
     if (!errf) { w->error = fmt("out of memory polling Slurm"); return; }
     int rc = run_client(argv, errf, &out);
     if (rc != 0) {
         char line[300];
         last_line(errf, line, sizeof line);
         /* purged after MinJobAge: the tasks are over, so missing parts are lost */
-        if (rc > 0 && strstr(line, "Invalid job id")) w->lost = 1;
+        if (bfd_squeue_job_gone(rc, line)) w->lost = 1;
         else w->note = fmt("squeue -j %s failed (exit %d): %s; trying again", w->array_job, rc, line);
         free(errf);
         free(out);
@@ -445,14 +322,11 @@ static void check_queue(swork *w)
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
         int task;
         char state[40];
-        if (sscanf(line, "%d %39s", &task, state) != 2) continue;
+        if (!bfd_squeue_line(line, &task, state)) continue;
         seen = 1;
-        if (!strcmp(state, "RUNNING") || !strcmp(state, "COMPLETING") || !strcmp(state, "COMPLETED")) w->running = 1;
+        if (bfd_slurm_state_ran(state)) w->running = 1;
         if (task < 0 || task >= j->n_chunks || w->posted[task] || w->results[task] || w->error) continue;
-        if (!strcmp(state, "PENDING") || !strcmp(state, "RUNNING") || !strcmp(state, "CONFIGURING") ||
-            !strcmp(state, "COMPLETING") || !strcmp(state, "REQUEUED") || !strcmp(state, "RESIZING") ||
-            !strcmp(state, "SUSPENDED"))
-            continue;
+        if (bfd_slurm_state_alive(state)) continue;
         if (part_exists(j, task)) continue;   /* it finished since the scan: the next poll reads it */
         char log[4200], tail[300];
         snprintf(log, sizeof log, "%s/task-%d.log", j->dir, task);
@@ -491,7 +365,8 @@ static void work_poll(swork *w)
 static void work_cancel(swork *w)
 {
     char *errf = fmt("%s/scancel.err", w->j->dir), *out = NULL;
-    char *argv[] = {"scancel", w->array_job, NULL};
+    char *argv[3];
+    bfd_scancel_argv(w->array_job, argv);
     if (!errf) return;
     int rc = run_client(argv, errf, &out);
     if (rc != 0) {
@@ -560,16 +435,15 @@ static void after_work(uv_work_t *req, int status)
             int any = 0;
             for (int i = 0; i < j->n_chunks; i++) any |= w->results[i] != NULL;
             if (!j->started && (w->running || any)) {
-                bfd_msg *m;
-                post(sl, BFD_MSG_STARTED, j->id, 0, &m);
+                bfd_msg *m = bfd_msg_new(BFD_MSG_STARTED, j->id, 0);
                 if (m) m->seconds = bfd_now() - j->queued_at;
+                bfd_outbox_post(sl->out, m);
                 j->started = 1;
             }
             for (int i = 0; i < j->n_chunks; i++) {
                 if (!w->results[i] || j->posted[i]) continue;
                 json_t *doc = json_loads(w->results[i], 0, NULL), *sum = json_object_get(doc, "summary");
-                bfd_msg *m;
-                post(sl, BFD_MSG_DONE, j->id, i, &m);
+                bfd_msg *m = bfd_msg_new(BFD_MSG_DONE, j->id, i);
                 if (m) {
                     m->result_json = w->results[i];
                     w->results[i] = NULL;
@@ -579,13 +453,14 @@ static void after_work(uv_work_t *req, int status)
                         m->outcomes[k] = json_integer_value(
                             json_object_get(json_object_get(sum, "outcomes"), bf_outcome_name((bf_outcome)k)));
                 }
+                bfd_outbox_post(sl->out, m);   /* dropped when out of memory: the restart repairs the state */
                 json_decref(doc);
                 j->posted[i] = 1;
             }
             if (w->error) {
-                bfd_msg *m;
-                post(sl, BFD_MSG_FAILED, j->id, -1, &m);
+                bfd_msg *m = bfd_msg_new(BFD_MSG_FAILED, j->id, -1);
                 if (m) m->error = strdup(w->error);
+                bfd_outbox_post(sl->out, m);
                 j->over = j->scancel = 1;
             } else if (w->lost) {
                 /* Slurm forgot the array; what it did not write runs again */
@@ -661,7 +536,7 @@ static void on_timer_closed(uv_handle_t *h)
     free(h);
 }
 
-bf_status bfd_slurm_new(bfd *d, bfd_slurm **out, bf_error *err)
+static bf_status slurm_start(bfd *d, bfd_outbox *ob, void **out, bf_error *err)
 {
     bfd_config *c = &d->cfg;
     if (!c->slurm_dir) {
@@ -697,6 +572,7 @@ bf_status bfd_slurm_new(bfd *d, bfd_slurm **out, bf_error *err)
         return bf_error_set(err, BF_ENOMEM, "out of memory");
     }
     sl->d = d;
+    sl->out = ob;
     uv_timer_init(d->loop, sl->timer);
     sl->timer->data = sl;
     uint64_t every = (uint64_t)(c->slurm_poll_seconds * 1000);
@@ -708,8 +584,9 @@ bf_status bfd_slurm_new(bfd *d, bfd_slurm **out, bf_error *err)
     return BF_OK;
 }
 
-void bfd_slurm_free(bfd_slurm *sl)
+static void slurm_stop(void *self)
 {
+    bfd_slurm *sl = self;
     if (!sl) return;
     sl->timer->data = NULL;
     uv_timer_stop(sl->timer);
@@ -721,7 +598,6 @@ void bfd_slurm_free(bfd_slurm *sl)
         if (!j->busy) job_free(j);
         j = n;
     }
-    bfd_msg_free(sl->out_head);
     free(sl);
 }
 
@@ -746,9 +622,10 @@ static void read_recorded(bfd *d, sjob *j)
     fclose(f);
 }
 
-bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pending, size_t n_pending, int started,
-                        bf_error *err)
+static bf_status slurm_submit(void *self, const bfd_job_spec *js, const int *pending, size_t n_pending, int started,
+                              bf_error *err)
 {
+    bfd_slurm *sl = self;
     sjob *j = calloc(1, sizeof *j);
     int fail = !j;
     if (j) {
@@ -790,8 +667,9 @@ bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pendin
     return BF_OK;
 }
 
-void bfd_slurm_cancel(bfd_slurm *sl, const char *id)
+static void slurm_cancel(void *self, const char *id)
 {
+    bfd_slurm *sl = self;
     for (sjob *j = sl->head; j; j = j->next) {
         if (strcmp(j->id, id) || j->over) continue;
         j->over = j->scancel = 1;
@@ -802,15 +680,9 @@ void bfd_slurm_cancel(bfd_slurm *sl, const char *id)
     }
 }
 
-bfd_msg *bfd_slurm_take(bfd_slurm *sl)
+static void slurm_load(void *self, int *running, int *queued)
 {
-    bfd_msg *m = sl->out_head;
-    sl->out_head = sl->out_tail = NULL;
-    return m;
-}
-
-void bfd_slurm_load(bfd_slurm *sl, int *running, int *queued)
-{
+    bfd_slurm *sl = self;
     *running = *queued = 0;
     for (sjob *j = sl->head; j; j = j->next) {
         int left = 0;
@@ -819,3 +691,12 @@ void bfd_slurm_load(bfd_slurm *sl, int *running, int *queued)
         else *queued += left;
     }
 }
+
+const bfd_executor_ops bfd_slurm_executor = {
+    .name = "slurm",
+    .start = slurm_start,
+    .submit = slurm_submit,
+    .cancel = slurm_cancel,
+    .load = slurm_load,
+    .stop = slurm_stop,
+};

@@ -25,29 +25,18 @@
 #define BFD_SLURM_H
 
 #include "daemon.h"
+#include "work/executor.h"
+#include "work/slurm_cmd.h"   /* bfd_slurm_task_seconds and the commands */
 #include "work/scheduler.h"
 
-typedef struct bfd_slurm bfd_slurm;
-
-/* Checks the settings (the shared directory is made if missing) and starts
- * the poll timer on d->loop. */
-bf_status bfd_slurm_new(bfd *d, bfd_slurm **out, bf_error *err);
-/* Stops polling; arrays keep running on the cluster (a restart re-attaches). */
-void bfd_slurm_free(bfd_slurm *sl);
-/* As bfd_sched_add: the chunks `pending` are submitted as one array (or,
- * for a campaign that ran before, the array recorded for it is followed). */
-bf_status bfd_slurm_add(bfd_slurm *sl, const bfd_job_spec *js, const int *pending, size_t n_pending, int started,
-                        bf_error *err);
-/* scancel of the campaign's array; nothing more of it is reported. */
-void bfd_slurm_cancel(bfd_slurm *sl, const char *id);
-/* Messages since the last call, oldest first (the caller frees them). */
-bfd_msg *bfd_slurm_take(bfd_slurm *sl);
-/* A task's run time in seconds from its part-i.time ("START END", each
- * `date +%s.%N`), or -1 if the text is not that: a chunk's DONE carries it,
- * as a local worker's carries its chunk's time, for the trial-duration
- * histogram. */
-double bfd_slurm_task_seconds(const char *text);
-/* Chunks not yet done of started campaigns (running), and of the others (queued). */
-void bfd_slurm_load(bfd_slurm *sl, int *running, int *queued);
+/* The executor's ops (work/executor.h), under the name "slurm". start
+ * checks the settings (the shared directory is made if missing) and starts
+ * the poll timer; submit sends the chunks `pending` as one array (or, for a
+ * campaign that ran before, follows the array recorded for it); cancel
+ * scancels the array and nothing more of the campaign is reported; load
+ * counts chunks not yet done of started campaigns as running, of the others
+ * as queued; stop stops polling and leaves the arrays running (a restart
+ * re-attaches). */
+extern const bfd_executor_ops bfd_slurm_executor;
 
 #endif

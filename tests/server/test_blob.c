@@ -266,18 +266,18 @@ static void test_write_atomic_replaces(void **state)
     bf_error err = {0};
     char path[4096];
     sub(path, dir, "result.json");
-    assert_int_equal(bfd_write_atomic(path, "{\"v\":1}", 7, &err), BF_OK);
+    assert_int_equal(bf_write_atomic(path, "{\"v\":1}", 7, 0600, &err), BF_OK);
     char *got = slurp(path, NULL);
     assert_string_equal(got, "{\"v\":1}");
     free(got);
-    assert_int_equal(bfd_write_atomic(path, "[]", 2, &err), BF_OK);
+    assert_int_equal(bf_write_atomic(path, "[]", 2, 0600, &err), BF_OK);
     size_t len = 0;
     got = slurp(path, &len);
     assert_int_equal(len, 2);
     assert_string_equal(got, "[]");
     free(got);
     assert_int_equal(count_entries(dir), 1);   /* no temp file left beside it */
-    assert_int_equal(bfd_write_atomic(path, NULL, 0, &err), BF_OK);
+    assert_int_equal(bf_write_atomic(path, NULL, 0, 0600, &err), BF_OK);
     got = slurp(path, &len);
     assert_int_equal(len, 0);
     free(got);
@@ -293,7 +293,7 @@ static void test_errors_name_the_path(void **state)
     sub(file, dir, "notadir");
     spit(file, "x");
     sub(inside, dir, "notadir/out.json");
-    assert_int_equal(bfd_write_atomic(inside, "x", 1, &err), BF_EIO);
+    assert_int_equal(bf_write_atomic(inside, "x", 1, 0600, &err), BF_EIO);
     assert_non_null(strstr(err.msg, inside));
 
     memset(&err, 0, sizeof err);
