@@ -34,6 +34,10 @@
 
 #include "bitflip/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define BF_DISK_FULL "disk full: "
 
 typedef struct bf_afile bf_afile;
@@ -66,5 +70,9 @@ bf_status bf_write_atomic(const char *path, const void *data, size_t len, unsign
 /* fsync of a directory, so a rename or mkdir in it is durable (a filesystem
  * that cannot sync directories, EINVAL, is not an error). */
 bf_status bf_sync_dir(const char *dir, bf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
