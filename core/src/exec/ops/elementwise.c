@@ -1,6 +1,7 @@
 /* The elementwise op family: unary activations and math, Clip, Cast and
  * Softmax here; the ops that walk broadcast strides (binary arithmetic,
- * Where, variadic Min/Max/Sum/Mean, reductions) in elementwise_broadcast.c.
+ * Where, variadic Min/Max/Sum/Mean) in elementwise_broadcast.c, the
+ * reductions on the same walk in elementwise_reduce.c.
  * The unary machinery also serves the activation table (activation.c):
  * one kind per op, so the differential engine's chains run any of them on
  * changed elements alone.
