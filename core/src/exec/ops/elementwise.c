@@ -418,7 +418,7 @@ static bf_status clip_run(const bf__ctx *c, bf_error *err)
 }
 
 /* The bounds clip_run would use now, for a Conv that runs a Relu or Clip
- * in its epilogue (plan.c): Relu is x < 0 ? 0 : x, the lower bound alone;
+ * in its epilogue (plan_build.c): Relu is x < 0 ? 0 : x, the lower bound alone;
  * an absent bound is an infinity, which no comparison passes. */
 int bf__act_of(const bf__step *s, bf__act *act)
 {
