@@ -47,6 +47,7 @@
 #include "diffchain_impl.h"
 #include "exec/ops/sgemm.h"
 
+/* a and b's rows (whole, width w, each ascending, none in both) into c. */
 static void merge_rows(const bf__cval *a, const bf__cval *b, bf__cval *c)
 {
     int64_t i = 0, j = 0, n = 0, w = a->width;

@@ -681,7 +681,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
     p->fuse_to = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_to);
     p->fused_skip = bf__calloc(model->n_nodes + 1, 1);
-    p->fuse = ask->opts.fuse_activations;
+    p->fuse = ask->opts.fuse_activations != 0;
     bc.phantom = bf__calloc(model->n_values + 1, 1);
     if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
         !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_to || !p->fused_skip ||
