@@ -1,4 +1,4 @@
-/* Chain mode's Conv update (core/src/diff/diffchain.c, bf__conv_update) and its
+/* Chain mode's Conv update (bf__conv_update, core/src/exec/ops/linalg_conv.c) and its
  * linear segments' rows (core/src/diff/difflinear.c, bf__lin_rows): cases
  * worked by hand, then the AVX2 copies against the plain loops, bit for bit,
  * on random channels full of the values that make floats differ (zeros of

@@ -187,16 +187,9 @@ bf_status bf__dx_oom(bf_error *err);
  * `state` and returns the horizon widened to their last readers. */
 int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state, int horizon);
 
-/* diffchain.c */
-/* A Conv channel's update for one sample, position p of n: e[p] = yg[p] +
- * dw (x[tap[p]] tapm[p]), or yg[p] where that change is 0 (-0 + 0 would be
- * +0); *moved if any element moved; returns 1 if any change is NaN or huge
- * (HUGE_CHANGE). The hot loop of a Conv fault: with `simd` on a CPU with
- * AVX2, eight lanes at a time with gathers; the same IEEE operations either
- * way (no contraction in ISO C mode), so the same bits, or both NaN
- * (test_chain). */
-int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,
-                    int64_t n, float *e, int *moved);
+/* chain mode: diffchain_setup.c, then diffchain.c (its files share
+ * diffchain_impl.h; its Conv update, bf__conv_update, is exec's:
+ * step_access.h) */
 bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err);
 void bf__chain_shared_free(bf__dx_shared *sh);
 bf_status bf__chain_init(bf__dx *dx, bf_error *err);

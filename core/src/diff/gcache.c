@@ -271,45 +271,17 @@ static bf_status pool_values(const bf__gcache *gc, bf_plan *p, void **pool, bf_e
     return st;
 }
 
-bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
-                           int64_t samples, size_t budget, const unsigned char *must, const float *golden,
-                           float *golden_out, bf__gcache **out, bf_error *err)
+/* Which values the cache holds: candidates smallest first (the most values
+ * per byte) while they fit the budget, `must` ones whatever it says; each
+ * either derived (a Relu or Clip of a stored value, computed when a trial
+ * first reads it) or stored, its blocks allocated. cs: room for every
+ * value. */
+static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *const *rest, size_t budget,
+                               const unsigned char *must, cand *cs, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
-    bf_status st = BF_OK;
-    cand *cs = NULL;
-    filler *fs = NULL;
     size_t n_c = 0;
-    atomic_llong next = 0;
-    atomic_int failed = 0;
-    bf__gcache *gc = bf__calloc(1, sizeof *gc);
-    *out = NULL;
-    if (!gc) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
-    gc->samples = samples;
-    gc->batch = bf_plan_batch(full[0]);
-    gc->n_batches = (samples + gc->batch - 1) / gc->batch;
-    gc->n_values = m->n_values;
-    gc->blk = bf__calloc(m->n_values + 1, sizeof *gc->blk);
-    gc->full = bf__calloc(m->n_values + 1, sizeof *gc->full);
-    gc->src = bf__malloc((m->n_values + 1) * sizeof *gc->src);
-    gc->dv = bf__calloc(m->n_values + 1, sizeof *gc->dv);
-    gc->derived = bf__calloc(1, sizeof *gc->derived);
-    gc->mu = bf__malloc(sizeof *gc->mu);
-    if (gc->mu && pthread_mutex_init(gc->mu, NULL) != 0) {
-        bf__free(gc->mu);
-        gc->mu = NULL;
-    }
-    for (size_t v = 0; gc->src && v < m->n_values; v++) gc->src[v] = -1;
-    cs = bf__calloc(m->n_values + 1, sizeof *cs);
-    gc->n_steps = full[0]->n_steps;
-    gc->step_s = bf__calloc(gc->n_steps + 1, sizeof *gc->step_s);
-    /* no more threads than batches: a thread without one would only cost its start */
-    if (n_plans > gc->n_batches) n_plans = (int)gc->n_batches;
-    if (n_plans < 1) n_plans = 1;
-    fs = bf__calloc((size_t)n_plans, sizeof *fs);
-    if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !gc->mu || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
-
-    int64_t n_full = samples / gc->batch;
+    int64_t n_full = gc->samples / gc->batch;
     const bf_plan *p0 = full[0], *r0 = rest ? rest[0] : NULL;
     for (size_t v = 0; v < m->n_values; v++) {
         if (p0->val_step[v] < 0) continue;     /* graph inputs and values no step computes */
@@ -351,24 +323,37 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
          * 0.7 to 2 s. */
         gc->blk[cs[i].v] = bf__malloc(cs[i].bytes + 1);
         if (!gc->blk[cs[i].v]) {
-            if (cs[i].must) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
+            if (cs[i].must) {
+                bf__free(d);
+                return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+            }
             continue;   /* the budget was more than the machine has: recompute this one */
         }
         gc->bytes += cs[i].bytes;
         gc->served += cs[i].bytes;
     }
     bf__free(d);
+    return BF_OK;
+}
 
+/* The pass's fillers, one per pair of plans, each a copy of `proto` (what
+ * they share) with its plans: their own value buffers remembered (home),
+ * the values the cache does not keep pointed into a pool of the filler's.
+ * On failure every plan points at its own buffers again. */
+static bf_status make_fillers(bf__gcache *gc, filler *fs, int n_plans, const filler *proto, bf_plan *const *full,
+                              bf_plan *const *rest, bf_error *err)
+{
+    bf_status st = BF_OK;
     for (int k = 0; k < n_plans; k++) {
         filler *f = &fs[k];
-        *f = (filler){.gc = gc, .full = full[k], .rest = rest ? rest[k] : NULL, .feeds = feeds, .golden = golden,
-                      .golden_out = golden_out, .next = &next, .failed = &failed, .bad_batch = -1};
+        *f = *proto;
+        f->full = full[k], f->rest = rest ? rest[k] : NULL;
         f->step_s = bf__calloc(gc->n_steps + 1, sizeof *f->step_s);
-        for (int t = 0; t < 2; t++) f->home[t] = bf__calloc(m->n_values + 1, sizeof *f->home[t]);
-        if (!f->step_s || !f->home[0] || !f->home[1]) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass"); goto out; }
+        for (int t = 0; t < 2; t++) f->home[t] = bf__calloc(gc->n_values + 1, sizeof *f->home[t]);
+        if (!f->step_s || !f->home[0] || !f->home[1]) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
         for (int t = 0; t < 2; t++) {
             bf_plan *p = t ? f->rest : f->full;
-            for (size_t v = 0; p && v < m->n_values; v++) f->home[t][v] = p->vals[v].data;
+            for (size_t v = 0; p && v < gc->n_values; v++) f->home[t][v] = p->vals[v].data;
         }
     }
     for (int k = 0; k < n_plans && st == BF_OK; k++)
@@ -376,22 +361,26 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
             bf_plan *p = t ? fs[k].rest : fs[k].full;
             if (p) st = pool_values(gc, p, &fs[k].pool[t], err);
         }
-    if (st != BF_OK) {
+    if (st != BF_OK)
         for (int k = 0; k < n_plans; k++)
             for (int t = 0; t < 2; t++) {
                 bf_plan *p = t ? fs[k].rest : fs[k].full;
-                for (size_t v = 0; p && v < m->n_values; v++) p->vals[v].data = fs[k].home[t][v];
+                for (size_t v = 0; p && v < gc->n_values; v++) p->vals[v].data = fs[k].home[t][v];
             }
-        goto out;
-    }
-    /* the caller's thread is filler 0; a thread the system refuses leaves
-     * its batches to the others */
+    return st;
+}
+
+/* The pass on n_plans threads, the caller's being filler 0 (a thread the
+ * system refuses leaves its batches to the others); the failure of the
+ * earliest batch, whichever thread ran it, so the same message for any
+ * thread count; else the steps' times per full batch, summed. */
+static bf_status run_fillers(bf__gcache *gc, filler *fs, int n_plans, bf_error *err)
+{
+    bf_status st = BF_OK;
     for (int k = 1; k < n_plans; k++) fs[k].started = pthread_create(&fs[k].tid, NULL, fill_main, &fs[k]) == 0;
     fill_main(&fs[0]);
     for (int k = 1; k < n_plans; k++)
         if (fs[k].started) pthread_join(fs[k].tid, NULL);
-    /* the failure of the earliest batch, whichever thread ran it: the same
-     * message for any thread count */
     int64_t bad = -1;
     for (int k = 0; k < n_plans; k++)
         if (fs[k].st != BF_OK && (bad < 0 || fs[k].bad_batch < bad)) {
@@ -399,10 +388,56 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
             st = fs[k].st;
             if (err) *err = fs[k].err;
         }
-    if (st != BF_OK) goto out;
+    if (st != BF_OK) return st;
+    int64_t n_full = gc->samples / gc->batch;
     for (int k = 0; k < n_plans; k++)
         for (size_t i = 0; i < gc->n_steps; i++) gc->step_s[i] += fs[k].step_s[i];
     for (size_t i = 0; n_full > 0 && i < gc->n_steps; i++) gc->step_s[i] /= (double)n_full;
+    return BF_OK;
+}
+
+bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
+                           int64_t samples, size_t budget, const unsigned char *must, const float *golden,
+                           float *golden_out, bf__gcache **out, bf_error *err)
+{
+    const bf_model *m = bf_plan_model(full[0]);
+    bf_status st = BF_OK;
+    cand *cs = NULL;
+    filler *fs = NULL;
+    atomic_llong next = 0;
+    atomic_int failed = 0;
+    bf__gcache *gc = bf__calloc(1, sizeof *gc);
+    *out = NULL;
+    if (!gc) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+    gc->samples = samples;
+    gc->batch = bf_plan_batch(full[0]);
+    gc->n_batches = (samples + gc->batch - 1) / gc->batch;
+    gc->n_values = m->n_values;
+    gc->blk = bf__calloc(m->n_values + 1, sizeof *gc->blk);
+    gc->full = bf__calloc(m->n_values + 1, sizeof *gc->full);
+    gc->src = bf__malloc((m->n_values + 1) * sizeof *gc->src);
+    gc->dv = bf__calloc(m->n_values + 1, sizeof *gc->dv);
+    gc->derived = bf__calloc(1, sizeof *gc->derived);
+    gc->mu = bf__malloc(sizeof *gc->mu);
+    if (gc->mu && pthread_mutex_init(gc->mu, NULL) != 0) {
+        bf__free(gc->mu);
+        gc->mu = NULL;
+    }
+    for (size_t v = 0; gc->src && v < m->n_values; v++) gc->src[v] = -1;
+    cs = bf__calloc(m->n_values + 1, sizeof *cs);
+    gc->n_steps = full[0]->n_steps;
+    gc->step_s = bf__calloc(gc->n_steps + 1, sizeof *gc->step_s);
+    /* no more threads than batches: a thread without one would only cost its start */
+    if (n_plans > gc->n_batches) n_plans = (int)gc->n_batches;
+    if (n_plans < 1) n_plans = 1;
+    fs = bf__calloc((size_t)n_plans, sizeof *fs);
+    if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !gc->mu || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
+
+    if ((st = choose_values(gc, full, rest, budget, must, cs, err)) != BF_OK) goto out;
+    filler proto = {.gc = gc, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
+                    .failed = &failed, .bad_batch = -1};
+    if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;
+    if ((st = run_fillers(gc, fs, n_plans, err)) != BF_OK) goto out;
     *out = gc;
     gc = NULL;
 out:

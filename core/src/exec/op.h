@@ -55,7 +55,7 @@ typedef struct bf__rowsrc {
 } bf__rowsrc;
 
 /* An activation run in an op's epilogue instead of as a step of its own
- * (plan.c fuses a Conv's only reader, a Relu or a Clip, into it): each
+ * (plan_build.c fuses a Conv's only reader, a Relu or a Clip, into it): each
  * output element v becomes v < lo ? lo : v, then that > hi ? hi : it, the
  * very expressions of Relu (lo 0, hi +inf) and Clip, so the bits are the
  * ones the two steps give. Comparisons are false for NaN, which passes; an

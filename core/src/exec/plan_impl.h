@@ -106,10 +106,8 @@ struct bf_evaluator;
 void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
-/* bf_plan_estimate that also gives the element count of graph output 0. */
-bf_status bf__plan_estimate_out(const bf_model *model, int64_t batch, bf_plan_budget *out, int64_t *out0_numel,
-                                bf_error *err);
-/* bf_plan_estimate of a plan made with share_buffers (or not). */
+/* bf_plan_estimate of a plan made with share_buffers (or not), and the
+ * element count of graph output 0 (out0_numel, if not NULL). */
 bf_status bf__plan_estimate_shared(const bf_model *model, int64_t batch, int share, bf_plan_budget *out,
                                    int64_t *out0_numel, bf_error *err);
 

@@ -49,22 +49,22 @@ typedef struct bf__gemm_info {
     int64_t c_rs, c_cs;
 } bf__gemm_info;
 int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
-/* linalg_spatial.c: applies to y (a Conv step's golden output, from input
+/* linalg_conv.c: applies to y (a Conv step's golden output, from input
  * x) the change of element `index` of its weight (slot 1) or bias (slot 2)
  * from old to now, if every output it moves moves clearly (see
  * CLEAR_CHANGE, HUGE_CHANGE). 1 applied; 0 the step must run instead (y may
  * be partly written); -1 the step is no Conv. */
 int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, float old, float now, float *y);
-/* linalg_spatial.c: the output channel that element `index` of a Conv
+/* linalg_conv.c: the output channel that element `index` of a Conv
  * step's weight (slot 1) or bias (slot 2) feeds, recomputed alone into y
  * (the step's output; other channels untouched) with the bits the whole
  * step gives it; scratch: the plan's step scratch. 0 if the step is no
  * Conv. */
 int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x, const float *w, const float *bias,
                      float *y, void *scratch);
-/* linalg_spatial.c: 1 if the step is a Conv, whose run applies c->act. */
+/* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
-/* linalg_spatial.c, for diffchain.c; each returns 0 if the step is not of
+/* linalg_conv.c, for diffchain.c; each returns 0 if the step is not of
  * its kind. A Conv's input and output channels and positions per plane. */
 int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
 /* For element `index` of a Conv's weight (slot 1) or bias (slot 2): the
@@ -76,7 +76,16 @@ int bf__conv_taps(const bf__step *s, int slot, int64_t index, int64_t *oc, int64
  * out as its input and output) with the bits the whole step gives it. */
 int bf__conv_channel_n(const bf__step *s, int64_t oc, int64_t n, const float *x, const float *wt, const float *bias,
                        float *y, void *scratch);
-/* A MaxPool or AveragePool step: one plane (the positions per plane in and
+/* A Conv channel's update for one sample, position p of n: e[p] = yg[p] +
+ * dw (x[tap[p]] tapm[p]), or yg[p] where that change is 0 (-0 + 0 would be
+ * +0); *moved if any element moved; returns 1 if any change is NaN or huge
+ * (HUGE_CHANGE). The hot loop of a Conv fault in diffchain.c: with `simd`
+ * on a CPU with AVX2, eight lanes at a time with gathers; the same IEEE
+ * operations either way (no contraction in ISO C mode), so the same bits,
+ * or both NaN (test_chain). */
+int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,
+                    int64_t n, float *e, int *moved);
+/* linalg_pool.c: a MaxPool or AveragePool step: one plane (the positions per plane in and
  * out), with the bits the whole step gives it. */
 int bf__pool_plane(const bf__step *s, const float *x, float *y, void *scratch);
 int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);

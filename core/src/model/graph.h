@@ -155,10 +155,16 @@ bf_status bf__model_parse(const void *buf, size_t len, const char *label, const 
  * once its readers are indexed; the strings belong to the model. */
 bf_status bf__torch_names(bf_model *m, bf_error *err);
 
-/* onnx_load.c: frees what a node owns (not the node); and sets each
- * parameter's reader_op/reader_node/is_embedding from the nodes in order
- * (run again by exec/fuse.c after it rewrites nodes). */
+/* onnx_load.c: frees what a node owns (not the node). */
 void bf__node_clear(bf__node *n);
+/* graph_index.c, on a graph just converted: the nodes' topological order
+ * (m->order; a cycle is an error naming its nodes), then the parameter
+ * table (m->params) with each parameter's readers. */
+bf_status bf__graph_sort(bf_model *m, bf_error *err);
+bf_status bf__graph_index_params(bf_model *m, bf_error *err);
+/* graph_index.c: sets each parameter's reader_op/reader_node/is_embedding
+ * from the nodes in order (run again by exec/fuse.c after it rewrites
+ * nodes). */
 void bf__index_param_readers(bf_model *m);
 
 bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_model **out,

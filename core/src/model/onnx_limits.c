@@ -198,6 +198,67 @@ static bf_status count_limit(const uint8_t *buf, const frame *st, size_t sp, siz
                         label, msg_names[st[sp - 1].type], limit, what, at, place, limit, key);
 }
 
+/* The innermost message (a tensor, or a declared shape) has more dims
+ * than lim->max_rank. */
+static bf_status rank_limit(const uint8_t *buf, const frame *stack, size_t sp, const bf_load_limits *lim,
+                            const char *label, bf_error *err)
+{
+    char place[300];
+    describe_place(buf, stack, sp, place, sizeof place);
+    return bf_error_set(err, BF_ELIMIT,
+                        "%s: a %s at byte offset %zu%s has more than %d dims; the limit is %d (max_rank)",
+                        label, stack[sp - 1].type == M_SHAPE ? "declared shape" : "tensor",
+                        stack[sp - 1].at, place, lim->max_rank, lim->max_rank);
+}
+
+/* The limits on entering a child message (of type `child`, at byte `at`)
+ * of the innermost frame: the counts of what multiplies (nodes,
+ * initializers, attributes, a shape's dims), the nesting of subgraphs and
+ * types, and the messages in all (*messages counts this one). */
+static bf_status enter_limits(const uint8_t *buf, frame *stack, size_t sp, msg child, size_t at, int graph_depth,
+                              int type_depth, int64_t *messages, const bf_load_limits *lim, const char *label,
+                              bf_error *err)
+{
+    frame *f = &stack[sp - 1];
+    /* counts of what multiplies */
+    if (f->type == M_GRAPH || f->type == M_FUNCTION) {
+        if (child == M_NODE && ++f->nodes > lim->max_nodes)
+            return count_limit(buf, stack, sp, at, "nodes", lim->max_nodes, "max_nodes", label, err);
+        if ((child == M_TENSOR || child == M_SPARSE) && ++f->inits > lim->max_initializers)
+            return count_limit(buf, stack, sp, at, "initializers", lim->max_initializers, "max_initializers", label,
+                               err);
+    }
+    if (f->type == M_NODE && ++f->attrs > lim->max_attributes)
+        return count_limit(buf, stack, sp, at, "attributes", lim->max_attributes, "max_attributes", label, err);
+    if (f->type == M_SHAPE && ++f->rank > lim->max_rank) return rank_limit(buf, stack, sp, lim, label, err);
+    if (child == M_GRAPH && graph_depth + 1 > lim->max_graph_depth) {
+        char place[300];
+        describe_place(buf, stack, sp, place, sizeof place);
+        return bf_error_set(err, BF_ELIMIT,
+                            "%s: ONNX subgraphs nested more than %d deep at byte offset %zu%s; the "
+                            "limit is %d (max_graph_depth)",
+                            label, lim->max_graph_depth, at, place, lim->max_graph_depth);
+    }
+    if (child == M_TYPE && type_depth + 1 > lim->max_type_depth) {
+        char place[300];
+        describe_place(buf, stack, sp, place, sizeof place);
+        return bf_error_set(err, BF_ELIMIT,
+                            "%s: ONNX types (sequences, maps, optionals) nested more than %d deep at "
+                            "byte offset %zu%s; the limit is %d (max_type_depth)",
+                            label, lim->max_type_depth, at, place, lim->max_type_depth);
+    }
+    if (++*messages > lim->max_messages) {
+        char place[300];
+        describe_place(buf, stack, sp, place, sizeof place);
+        return bf_error_set(err, BF_ELIMIT,
+                            "%s: the model holds more than %" PRId64 " messages (nodes, attributes, "
+                            "tensors, types, dims; the one past the limit at byte offset %zu%s); the "
+                            "limit is %" PRId64 " (max_messages)",
+                            label, lim->max_messages, at, place, lim->max_messages);
+    }
+    return BF_OK;
+}
+
 bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_limits *limits,
                                 const char *label, bf_error *err)
 {
@@ -270,51 +331,8 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
             }
             if (f->type == M_TENSOR && field == 1 && f->rank > lim.max_rank) goto rank;
             if (child == M_NONE) break;
-            /* counts of what multiplies */
-            if (f->type == M_GRAPH || f->type == M_FUNCTION) {
-                if (child == M_NODE && ++f->nodes > lim.max_nodes) {
-                    st = count_limit(buf, stack, sp, at, "nodes", lim.max_nodes, "max_nodes", label, err);
-                    goto out;
-                }
-                if ((child == M_TENSOR || child == M_SPARSE) && ++f->inits > lim.max_initializers) {
-                    st = count_limit(buf, stack, sp, at, "initializers", lim.max_initializers,
-                                     "max_initializers", label, err);
-                    goto out;
-                }
-            }
-            if (f->type == M_NODE && ++f->attrs > lim.max_attributes) {
-                st = count_limit(buf, stack, sp, at, "attributes", lim.max_attributes, "max_attributes", label, err);
+            if ((st = enter_limits(buf, stack, sp, child, at, graph_depth, type_depth, &messages, &lim, label, err)))
                 goto out;
-            }
-            if (f->type == M_SHAPE && ++f->rank > lim.max_rank) goto rank;
-            if (child == M_GRAPH && graph_depth + 1 > lim.max_graph_depth) {
-                char place[300];
-                describe_place(buf, stack, sp, place, sizeof place);
-                st = bf_error_set(err, BF_ELIMIT,
-                                  "%s: ONNX subgraphs nested more than %d deep at byte offset %zu%s; the "
-                                  "limit is %d (max_graph_depth)",
-                                  label, lim.max_graph_depth, at, place, lim.max_graph_depth);
-                goto out;
-            }
-            if (child == M_TYPE && type_depth + 1 > lim.max_type_depth) {
-                char place[300];
-                describe_place(buf, stack, sp, place, sizeof place);
-                st = bf_error_set(err, BF_ELIMIT,
-                                  "%s: ONNX types (sequences, maps, optionals) nested more than %d deep at "
-                                  "byte offset %zu%s; the limit is %d (max_type_depth)",
-                                  label, lim.max_type_depth, at, place, lim.max_type_depth);
-                goto out;
-            }
-            if (++messages > lim.max_messages) {
-                char place[300];
-                describe_place(buf, stack, sp, place, sizeof place);
-                st = bf_error_set(err, BF_ELIMIT,
-                                  "%s: the model holds more than %" PRId64 " messages (nodes, attributes, "
-                                  "tensors, types, dims; the one past the limit at byte offset %zu%s); the "
-                                  "limit is %" PRId64 " (max_messages)",
-                                  label, lim.max_messages, at, place, lim.max_messages);
-                goto out;
-            }
             if (sp == cap) {
                 frame *bigger = bf__realloc(stack, 2 * cap * sizeof *stack);
                 if (!bigger) { st = bf_error_set(err, BF_ENOMEM, "%s: out of memory checking the model", label); goto out; }
@@ -332,15 +350,9 @@ bf_status bf__onnx_check_limits(const uint8_t *buf, size_t len, const bf_load_li
             goto out;
         }
         continue;
-    rank: {
-            char place[300];
-            describe_place(buf, stack, sp, place, sizeof place);
-            st = bf_error_set(err, BF_ELIMIT,
-                              "%s: a %s at byte offset %zu%s has more than %d dims; the limit is %d (max_rank)",
-                              label, stack[sp - 1].type == M_SHAPE ? "declared shape" : "tensor",
-                              stack[sp - 1].at, place, lim.max_rank, lim.max_rank);
-            goto out;
-        }
+    rank:
+        st = rank_limit(buf, stack, sp, &lim, label, err);
+        goto out;
     }
 out:
     bf__free(stack);

@@ -471,12 +471,11 @@ static void release_file(raw_src *src, size_t upto)
 #endif
 }
 
-static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, raw_src *src, bf_error *err)
+/* convert's first step: the opset, the producer, what the model may not
+ * hold. */
+static bf_status convert_header(const Onnx__ModelProto *mp, bf_model *m, bf_error *err)
 {
-    bf_status st = BF_OK;
-    name_map map = {0};
     const Onnx__GraphProto *g = mp->graph;
-
     if (!g) return bf_error_set(err, BF_EFORMAT, "%s: the model has no graph (is this an ONNX model?)", m->label);
     m->opset = find_opset(mp);
     if (m->opset < MIN_OPSET || m->opset > MAX_OPSET)
@@ -484,17 +483,158 @@ static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, raw_src *src, 
                             "%s: default-domain opset %lld; bitflip supports opsets %d to %d "
                             "(re-export with torch.onnx.export(..., opset_version=13))",
                             m->label, (long long)m->opset, MIN_OPSET, MAX_OPSET);
-    {
-        char prod[256];
-        snprintf(prod, sizeof prod, "%s%s%s", mp->producer_name ? mp->producer_name : "",
-                 mp->producer_version && mp->producer_version[0] ? " " : "",
-                 mp->producer_version ? mp->producer_version : "");
-        m->producer = bf__strdup(prod);
-        if (!m->producer) return oom(err, m);
-    }
+    char prod[256];
+    snprintf(prod, sizeof prod, "%s%s%s", mp->producer_name ? mp->producer_name : "",
+             mp->producer_version && mp->producer_version[0] ? " " : "",
+             mp->producer_version ? mp->producer_version : "");
+    m->producer = bf__strdup(prod);
+    if (!m->producer) return oom(err, m);
     if (g->n_sparse_initializer)
         return bf_error_set(err, BF_EUNSUPPORTED, "%s: sparse initializers are not supported", m->label);
+    return BF_OK;
+}
 
+/* Initializers: float ones are parameters, the rest constants. */
+static bf_status convert_initializers(const Onnx__GraphProto *g, bf_model *m, name_map *map, raw_src *src,
+                                      bf_error *err)
+{
+    bf_status st;
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const Onnx__TensorProto *tp = g->initializer[i];
+        const char *name = tp->name ? tp->name : "";
+        char what[300];
+        int idx = -1;   /* set by add_value; GCC cannot see that an error return is never BF_OK */
+        if (!name[0]) return bf_error_set(err, BF_EFORMAT, "%s: initializer #%zu has no name", m->label, i);
+        snprintf(what, sizeof what, "initializer '%.250s'", name);
+        if ((st = add_value(m, map, name, BF__VAL_CONST, -1, &idx, err)) != BF_OK) return st;
+        const bf__raw_range *cut = src->ranges ? &src->ranges[i] : NULL;
+        if ((st = bf__tensor_from_proto_at(tp, what, cut, m->warena, &m->values[idx].init, err)) != BF_OK) {
+            bf_error_prefix(err, "%s", m->label);
+            return st;
+        }
+        if (cut && cut->cut) release_file(src, cut->off + cut->len);
+        m->values[idx].init->name = m->values[idx].name;
+        if (m->values[idx].init->dtype == BF_F32) {
+            m->values[idx].kind = BF__VAL_PARAM;
+            m->n_params++;
+        }
+    }
+    return BF_OK;
+}
+
+/* Graph inputs; older exports also list initializers here: those stay initializers. */
+static bf_status convert_inputs(const Onnx__GraphProto *g, bf_model *m, name_map *map, bf_error *err)
+{
+    bf_status st;
+    m->inputs = bf__calloc(g->n_input + 1, sizeof *m->inputs);
+    m->input_vals = bf__calloc(g->n_input + 1, sizeof *m->input_vals);
+    if (!m->inputs || !m->input_vals) return oom(err, m);
+    for (size_t i = 0; i < g->n_input; i++) {
+        const char *name = g->input[i]->name ? g->input[i]->name : "";
+        if (map_find(map, name) >= 0) continue;
+        bf_value_info *vi = &m->inputs[m->n_inputs];
+        int idx;
+        if ((st = convert_value_info(m, g->input[i], "input", vi, err)) != BF_OK) return st;
+        if (vi->ndim < 0)
+            return bf_error_set(err, BF_EUNSUPPORTED, "%s: graph input '%s' declares no shape; bitflip needs its rank (re-export with input shapes)",
+                                m->label, name);
+        if ((st = add_value(m, map, name, BF__VAL_INPUT, -1, &idx, err)) != BF_OK) return st;
+        vi->name = m->values[idx].name;
+        m->values[idx].index = (int64_t)m->n_inputs;
+        m->input_vals[m->n_inputs++] = idx;
+    }
+    if (m->n_inputs == 0) return bf_error_set(err, BF_EFORMAT, "%s: the graph has no inputs to feed", m->label);
+    return BF_OK;
+}
+
+/* Node i: its name, op, attributes and output values (its inputs are
+ * resolved once every output exists: convert_node_inputs). */
+static bf_status convert_node(const Onnx__NodeProto *np, size_t i, bf_model *m, name_map *map, bf_error *err)
+{
+    bf_status st;
+    bf__node *n = &m->nodes[i];
+    m->n_nodes = i + 1;
+    n->name = dup_or_empty(np->name);
+    n->op_type = dup_or_empty(np->op_type);
+    n->in = bf__malloc((np->n_input + 1) * sizeof *n->in);
+    n->out = bf__malloc((np->n_output + 1) * sizeof *n->out);
+    n->attrs = bf__calloc(np->n_attribute + 1, sizeof *n->attrs);
+    if (!n->name || !n->op_type || !n->in || !n->out || !n->attrs) return oom(err, m);
+    if (np->n_input > BF__MAX_IO || np->n_output > BF__MAX_IO)
+        return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s) has %zu inputs and %zu outputs; at most %d each supported",
+                            m->label, n->name, n->op_type, np->n_input, np->n_output, BF__MAX_IO);
+    n->n_in = (int)np->n_input;
+    n->n_out = (int)np->n_output;
+    for (size_t j = 0; j < np->n_attribute; j++) {
+        n->n_attrs = j + 1;
+        if ((st = convert_attr(m, np, np->attribute[j], &n->attrs[j], err)) != BF_OK) return st;
+    }
+    if (np->domain && np->domain[0] && strcmp(np->domain, "ai.onnx") != 0)
+        return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s from domain '%s'; only standard ONNX ops are supported",
+                            m->label, n->name, n->op_type, np->domain);
+    /* "bf." ops are the ones bitflip puts in place of exported patterns
+     * (exec/fuse_loop.c): a file may not name them itself */
+    if (strncmp(n->op_type, "bf.", 3) == 0)
+        return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s; op names starting with 'bf.' are "
+                            "bitflip's own and cannot appear in a model file (only standard ONNX ops are supported)",
+                            m->label, n->name, n->op_type);
+    for (size_t j = 0; j < np->n_output; j++) {
+        const char *name = np->output[j] ? np->output[j] : "";
+        if (!name[0]) { n->out[j] = -1; continue; }
+        if ((st = add_value(m, map, name, BF__VAL_NODE, (int)i, &n->out[j], err)) != BF_OK) return st;
+    }
+    return BF_OK;
+}
+
+/* Inputs are resolved after all outputs exist: the file's node order need
+ * not be topological (graph_index.c sorts it). */
+static bf_status convert_node_inputs(const Onnx__GraphProto *g, bf_model *m, const name_map *map, bf_error *err)
+{
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        const Onnx__NodeProto *np = g->node[i];
+        bf__node *n = &m->nodes[i];
+        for (size_t j = 0; j < np->n_input; j++) {
+            const char *name = np->input[j] ? np->input[j] : "";
+            if (!name[0]) { n->in[j] = -1; continue; }
+            n->in[j] = map_find(map, name);
+            if (n->in[j] < 0)
+                return bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s) reads '%s', which no node, graph input or initializer defines",
+                                    m->label, n->name, n->op_type, name);
+        }
+    }
+    return BF_OK;
+}
+
+static bf_status convert_outputs(const Onnx__GraphProto *g, bf_model *m, const name_map *map, bf_error *err)
+{
+    bf_status st;
+    m->outputs = bf__calloc(g->n_output + 1, sizeof *m->outputs);
+    m->output_vals = bf__calloc(g->n_output + 1, sizeof *m->output_vals);
+    if (!m->outputs || !m->output_vals) return oom(err, m);
+    if (g->n_output == 0) return bf_error_set(err, BF_EFORMAT, "%s: the graph has no outputs", m->label);
+    for (size_t i = 0; i < g->n_output; i++) {
+        const char *name = g->output[i]->name ? g->output[i]->name : "";
+        int idx = map_find(map, name);
+        if (idx < 0) return bf_error_set(err, BF_EFORMAT, "%s: graph output '%s' is not produced by any node", m->label, name);
+        if ((st = convert_value_info(m, g->output[i], "output", &m->outputs[i], err)) != BF_OK) return st;
+        if (m->outputs[i].ndim < 0) m->outputs[i].ndim = 0;
+        m->outputs[i].name = m->values[idx].name;
+        m->output_vals[i] = idx;
+        m->n_outputs = i + 1;
+    }
+    return BF_OK;
+}
+
+/* The model's graph into m, step by step, in the order errors are
+ * reported: header, initializers, inputs, nodes, their inputs, subgraphs,
+ * outputs. The name map lives only while converting. */
+static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, raw_src *src, bf_error *err)
+{
+    bf_status st = BF_OK;
+    name_map map = {0};
+    const Onnx__GraphProto *g = mp->graph;
+
+    if ((st = convert_header(mp, m, err)) != BF_OK) return st;
     /* Upper bound on values: every initializer, input and node output. */
     size_t max_values = g->n_initializer + g->n_input;
     for (size_t i = 0; i < g->n_node; i++) max_values += g->node[i]->n_output;
@@ -506,309 +646,16 @@ static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, raw_src *src, 
     map.values = m->values;
     if (!m->values || !m->nodes || !map.slots) { st = oom(err, m); goto out; }
 
-    /* Initializers: float ones are parameters, the rest constants. */
-    for (size_t i = 0; i < g->n_initializer; i++) {
-        const Onnx__TensorProto *tp = g->initializer[i];
-        const char *name = tp->name ? tp->name : "";
-        char what[300];
-        int idx;
-        if (!name[0]) { st = bf_error_set(err, BF_EFORMAT, "%s: initializer #%zu has no name", m->label, i); goto out; }
-        snprintf(what, sizeof what, "initializer '%.250s'", name);
-        if ((st = add_value(m, &map, name, BF__VAL_CONST, -1, &idx, err)) != BF_OK) goto out;
-        const bf__raw_range *cut = src->ranges ? &src->ranges[i] : NULL;
-        if ((st = bf__tensor_from_proto_at(tp, what, cut, m->warena, &m->values[idx].init, err)) != BF_OK) {
-            bf_error_prefix(err, "%s", m->label);
-            goto out;
-        }
-        if (cut && cut->cut) release_file(src, cut->off + cut->len);
-        m->values[idx].init->name = m->values[idx].name;
-        if (m->values[idx].init->dtype == BF_F32) {
-            m->values[idx].kind = BF__VAL_PARAM;
-            m->n_params++;
-        }
-    }
-
-    /* Graph inputs; older exports also list initializers here: those stay initializers. */
-    m->inputs = bf__calloc(g->n_input + 1, sizeof *m->inputs);
-    m->input_vals = bf__calloc(g->n_input + 1, sizeof *m->input_vals);
-    if (!m->inputs || !m->input_vals) { st = oom(err, m); goto out; }
-    for (size_t i = 0; i < g->n_input; i++) {
-        const char *name = g->input[i]->name ? g->input[i]->name : "";
-        if (map_find(&map, name) >= 0) continue;
-        bf_value_info *vi = &m->inputs[m->n_inputs];
-        int idx;
-        if ((st = convert_value_info(m, g->input[i], "input", vi, err)) != BF_OK) goto out;
-        if (vi->ndim < 0) {
-            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: graph input '%s' declares no shape; bitflip needs its rank (re-export with input shapes)",
-                              m->label, name);
-            goto out;
-        }
-        if ((st = add_value(m, &map, name, BF__VAL_INPUT, -1, &idx, err)) != BF_OK) goto out;
-        vi->name = m->values[idx].name;
-        m->values[idx].index = (int64_t)m->n_inputs;
-        m->input_vals[m->n_inputs++] = idx;
-    }
-    if (m->n_inputs == 0) { st = bf_error_set(err, BF_EFORMAT, "%s: the graph has no inputs to feed", m->label); goto out; }
-
-    /* Nodes and their outputs. */
-    for (size_t i = 0; i < g->n_node; i++) {
-        const Onnx__NodeProto *np = g->node[i];
-        bf__node *n = &m->nodes[i];
-        m->n_nodes = i + 1;
-        n->name = dup_or_empty(np->name);
-        n->op_type = dup_or_empty(np->op_type);
-        n->in = bf__malloc((np->n_input + 1) * sizeof *n->in);
-        n->out = bf__malloc((np->n_output + 1) * sizeof *n->out);
-        n->attrs = bf__calloc(np->n_attribute + 1, sizeof *n->attrs);
-        if (!n->name || !n->op_type || !n->in || !n->out || !n->attrs) { st = oom(err, m); goto out; }
-        if (np->n_input > BF__MAX_IO || np->n_output > BF__MAX_IO) {
-            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s) has %zu inputs and %zu outputs; at most %d each supported",
-                              m->label, n->name, n->op_type, np->n_input, np->n_output, BF__MAX_IO);
-            goto out;
-        }
-        n->n_in = (int)np->n_input;
-        n->n_out = (int)np->n_output;
-        for (size_t j = 0; j < np->n_attribute; j++) {
-            n->n_attrs = j + 1;
-            if ((st = convert_attr(m, np, np->attribute[j], &n->attrs[j], err)) != BF_OK) goto out;
-        }
-        if (np->domain && np->domain[0] && strcmp(np->domain, "ai.onnx") != 0) {
-            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s from domain '%s'; only standard ONNX ops are supported",
-                              m->label, n->name, n->op_type, np->domain);
-            goto out;
-        }
-        /* "bf." ops are the ones bitflip puts in place of exported patterns
-         * (exec/fuse_loop.c): a file may not name them itself */
-        if (strncmp(n->op_type, "bf.", 3) == 0) {
-            st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s; op names starting with 'bf.' are "
-                              "bitflip's own and cannot appear in a model file (only standard ONNX ops are supported)",
-                              m->label, n->name, n->op_type);
-            goto out;
-        }
-        for (size_t j = 0; j < np->n_output; j++) {
-            const char *name = np->output[j] ? np->output[j] : "";
-            if (!name[0]) { n->out[j] = -1; continue; }
-            if ((st = add_value(m, &map, name, BF__VAL_NODE, (int)i, &n->out[j], err)) != BF_OK) goto out;
-        }
-    }
-    /* Inputs are resolved after all outputs exist: the file's node order need
-     * not be topological (we sort below). */
-    for (size_t i = 0; i < m->n_nodes; i++) {
-        const Onnx__NodeProto *np = g->node[i];
-        bf__node *n = &m->nodes[i];
-        for (size_t j = 0; j < np->n_input; j++) {
-            const char *name = np->input[j] ? np->input[j] : "";
-            if (!name[0]) { n->in[j] = -1; continue; }
-            n->in[j] = map_find(&map, name);
-            if (n->in[j] < 0) {
-                st = bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s) reads '%s', which no node, graph input or initializer defines",
-                                  m->label, n->name, n->op_type, name);
-                goto out;
-            }
-        }
-    }
+    if ((st = convert_initializers(g, m, &map, src, err)) != BF_OK) goto out;
+    if ((st = convert_inputs(g, m, &map, err)) != BF_OK) goto out;
+    for (size_t i = 0; i < g->n_node; i++)
+        if ((st = convert_node(g->node[i], i, m, &map, err)) != BF_OK) goto out;
+    if ((st = convert_node_inputs(g, m, &map, err)) != BF_OK) goto out;
     if ((st = convert_subgraphs(g, m, &map, err)) != BF_OK) goto out;
-
-    /* Outputs. */
-    m->outputs = bf__calloc(g->n_output + 1, sizeof *m->outputs);
-    m->output_vals = bf__calloc(g->n_output + 1, sizeof *m->output_vals);
-    if (!m->outputs || !m->output_vals) { st = oom(err, m); goto out; }
-    if (g->n_output == 0) { st = bf_error_set(err, BF_EFORMAT, "%s: the graph has no outputs", m->label); goto out; }
-    for (size_t i = 0; i < g->n_output; i++) {
-        const char *name = g->output[i]->name ? g->output[i]->name : "";
-        int idx = map_find(&map, name);
-        if (idx < 0) {
-            st = bf_error_set(err, BF_EFORMAT, "%s: graph output '%s' is not produced by any node", m->label, name);
-            goto out;
-        }
-        if ((st = convert_value_info(m, g->output[i], "output", &m->outputs[i], err)) != BF_OK) goto out;
-        if (m->outputs[i].ndim < 0) m->outputs[i].ndim = 0;
-        m->outputs[i].name = m->values[idx].name;
-        m->output_vals[i] = idx;
-        m->n_outputs = i + 1;
-    }
+    st = convert_outputs(g, m, &map, err);
 out:
     bf__free(map.slots);
     return st;
-}
-
-/* The main-graph values node n's subgraphs read from the enclosing scope
- * (a Loop's body reading a table), into out unless NULL; how many. */
-static size_t captured(const bf__node *n, int *out)
-{
-    size_t k = 0;
-    for (size_t a = 0; a < n->n_attrs; a++) {
-        const bf__subgraph *g = n->attrs[a].type == BF__ATTR_GRAPH ? n->attrs[a].g : NULL;
-        for (size_t i = 0; g && i < g->n_nodes; i++)
-            for (int j = 0; j < g->nodes[i].n_in; j++)
-                if (g->nodes[i].in[j] >= 0) {
-                    if (out) out[k] = g->nodes[i].in[j];
-                    k++;
-                }
-        for (int j = 0; g && j < g->n_out; j++)
-            if (g->out[j] >= 0) {
-                if (out) out[k] = g->out[j];
-                k++;
-            }
-    }
-    return k;
-}
-
-/* Kahn's algorithm; a leftover node means a cycle, reported by name. A
- * node comes after what it reads and what its subgraphs read. */
-static bf_status sort_nodes(bf_model *m, bf_error *err)
-{
-    bf_status st = BF_OK;
-    int *pending = bf__calloc(m->n_nodes + 1, sizeof *pending);
-    int *queue = bf__malloc((m->n_nodes + 1) * sizeof *queue);
-    int *consumers_start = bf__calloc(m->n_values + 1, sizeof(int));
-    int *cap_start = bf__calloc(m->n_nodes + 1, sizeof(int));
-    int *consumers = NULL, *cap = NULL;
-    size_t n_edges = 0, head = 0, tail = 0;
-    m->order = bf__malloc((m->n_nodes + 1) * sizeof *m->order);
-    if (!pending || !queue || !consumers_start || !cap_start || !m->order) { st = oom(err, m); goto out; }
-    for (size_t i = 0; i < m->n_nodes; i++) cap_start[i + 1] = cap_start[i] + (int)captured(&m->nodes[i], NULL);
-    cap = bf__malloc(((size_t)cap_start[m->n_nodes] + 1) * sizeof *cap);
-    if (!cap) { st = oom(err, m); goto out; }
-    for (size_t i = 0; i < m->n_nodes; i++) captured(&m->nodes[i], cap + cap_start[i]);
-
-    /* CSR list of consuming nodes per value */
-    for (size_t i = 0; i < m->n_nodes; i++) {
-        for (int j = 0; j < m->nodes[i].n_in; j++)
-            if (m->nodes[i].in[j] >= 0) { consumers_start[m->nodes[i].in[j] + 1]++; n_edges++; }
-        for (int k = cap_start[i]; k < cap_start[i + 1]; k++) { consumers_start[cap[k] + 1]++; n_edges++; }
-    }
-    for (size_t v = 0; v < m->n_values; v++) consumers_start[v + 1] += consumers_start[v];
-    consumers = bf__malloc((n_edges + 1) * sizeof *consumers);
-    int *fill = bf__calloc(m->n_values + 1, sizeof *fill);
-    if (!consumers || !fill) { bf__free(fill); st = oom(err, m); goto out; }
-    for (size_t i = 0; i < m->n_nodes; i++) {
-        int nk = m->nodes[i].n_in + (cap_start[i + 1] - cap_start[i]);
-        for (int j = 0; j < nk; j++) {
-            int v = j < m->nodes[i].n_in ? m->nodes[i].in[j] : cap[cap_start[i] + j - m->nodes[i].n_in];
-            if (v < 0) continue;
-            consumers[consumers_start[v] + fill[v]++] = (int)i;
-            if (m->values[v].kind == BF__VAL_NODE) pending[i]++;
-        }
-    }
-    bf__free(fill);
-
-    for (size_t i = 0; i < m->n_nodes; i++)
-        if (pending[i] == 0) queue[tail++] = (int)i;
-    while (head < tail) {
-        int n = queue[head];
-        m->order[head++] = n;
-        for (int j = 0; j < m->nodes[n].n_out; j++) {
-            int v = m->nodes[n].out[j];
-            if (v < 0) continue;
-            for (int k = consumers_start[v]; k < consumers_start[v + 1]; k++)
-                if (--pending[consumers[k]] == 0) queue[tail++] = consumers[k];
-        }
-    }
-    if (head < m->n_nodes) {
-        for (size_t i = 0; i < m->n_nodes; i++)
-            if (pending[i] > 0) {
-                st = bf_error_set(err, BF_EFORMAT, "%s: the graph has a cycle through node '%s' (%s)", m->label,
-                                  m->nodes[i].name, m->nodes[i].op_type);
-                break;
-            }
-    }
-out:
-    bf__free(pending);
-    bf__free(queue);
-    bf__free(consumers_start);
-    bf__free(consumers);
-    bf__free(cap_start);
-    bf__free(cap);
-    return st;
-}
-
-/* Which inputs of a quant op hold stored integers (bit 0: weights, bit 1:
- * zero points): an int8/uint8 initializer there is a parameter. The
- * requantizing forms' scales are float, so already parameters. */
-static unsigned quant_slot(const char *op, int j)
-{
-    static const struct { const char *op; unsigned weights, zps; } t[] = {
-        {"DequantizeLinear", 1u << 0, 1u << 2},
-        {"QuantizeLinear", 0, 1u << 2},
-        {"MatMulInteger", 1u << 0 | 1u << 1, 1u << 2 | 1u << 3},
-        {"ConvInteger", 1u << 0 | 1u << 1, 1u << 2 | 1u << 3},
-        {"QLinearMatMul", 1u << 0 | 1u << 3, 1u << 2 | 1u << 5 | 1u << 7},
-        {"QLinearConv", 1u << 0 | 1u << 3, 1u << 2 | 1u << 5 | 1u << 7},
-    };
-    if (j < 0 || j >= 32) return 0;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(t[i].op, op) == 0) return (t[i].weights >> j & 1u) | (t[i].zps >> j & 1u) << 1;
-    return 0;
-}
-
-/* int8/uint8 initializers read where quant_slot says become parameters; one
- * read as a zero point anywhere and as weights nowhere is a zero point.
- * `role` (per value, zeroed): bit 0 read as weights, bit 1 as a zero point. */
-static void promote_quant_params(bf_model *m, unsigned char *role)
-{
-    for (size_t o = 0; o < m->n_nodes; o++) {
-        const bf__node *n = &m->nodes[o];
-        for (int j = 0; j < n->n_in; j++) {
-            int v = n->in[j];
-            if (v < 0 || m->values[v].kind != BF__VAL_CONST || !m->values[v].init) continue;
-            bf_dtype dt = m->values[v].init->dtype;
-            if (dt == BF_I8 || dt == BF_U8) role[v] |= (unsigned char)quant_slot(n->op_type, j);
-        }
-    }
-    for (size_t v = 0; v < m->n_values; v++)
-        if (role[v]) {
-            m->values[v].kind = BF__VAL_PARAM;
-            m->n_params++;
-        }
-}
-
-/* Parameter table: every float initializer and the quant ops' stored
- * integers, with the first op that reads each. */
-static bf_status index_params(bf_model *m, bf_error *err)
-{
-    unsigned char *role = bf__calloc(m->n_values + 1, 1);
-    if (!role) return oom(err, m);
-    promote_quant_params(m, role);
-    m->params = bf__calloc(m->n_params + 1, sizeof *m->params);
-    m->param_vals = bf__calloc(m->n_params + 1, sizeof *m->param_vals);
-    m->param_zp = bf__calloc(m->n_params + 1, 1);
-    if (!m->params || !m->param_vals || !m->param_zp) { bf__free(role); return oom(err, m); }
-    size_t k = 0;
-    for (size_t v = 0; v < m->n_values; v++) {
-        if (m->values[v].kind != BF__VAL_PARAM) continue;
-        m->values[v].index = (int64_t)k;
-        m->param_vals[k] = (int)v;
-        m->params[k].tensor = m->values[v].init;
-        m->params[k].dtype = m->values[v].init->dtype;
-        m->param_zp[k] = role[v] == 2;
-        m->param_elements += bf_tensor_numel(m->values[v].init);
-        k++;
-    }
-    bf__free(role);
-    bf__index_param_readers(m);
-    return BF_OK;
-}
-
-void bf__index_param_readers(bf_model *m)
-{
-    for (size_t p = 0; p < m->n_params; p++) {
-        m->params[p].reader_op = m->params[p].reader_node = NULL;
-        m->params[p].is_embedding = 0;
-    }
-    for (size_t o = 0; o < m->n_nodes; o++) {
-        const bf__node *n = &m->nodes[m->order[o]];
-        for (int j = 0; j < n->n_in; j++) {
-            int v = n->in[j];
-            if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
-            bf_param_info *pi = &m->params[m->values[v].index];
-            if (!pi->reader_op) { pi->reader_op = n->op_type; pi->reader_node = n->name; }
-            /* bf.EmbeddingBag: what exec/fuse_loop.c makes of an exported
-             * EmbeddingBag Loop; named here so that a re-index after it keeps it */
-            if (j == 0 && (strcmp(n->op_type, "Gather") == 0 || strcmp(n->op_type, "bf.EmbeddingBag") == 0))
-                pi->is_embedding = 1;
-        }
-    }
 }
 
 /* The weights arena for mp's large initializers (their sizes known from
@@ -874,8 +721,8 @@ static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char 
     m->warena = make_arena(mp, src.ranges);
     if ((st = convert(mp, m, &src, err)) != BF_OK) goto out;
     bf__warena_seal(m->warena);
-    if ((st = sort_nodes(m, err)) != BF_OK) goto out;
-    if ((st = index_params(m, err)) != BF_OK) goto out;
+    if ((st = bf__graph_sort(m, err)) != BF_OK) goto out;
+    if ((st = bf__graph_index_params(m, err)) != BF_OK) goto out;
     if ((st = bf__torch_names(m, err)) != BF_OK) goto out;
     *out = m;
     m = NULL;

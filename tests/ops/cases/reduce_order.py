@@ -1,5 +1,5 @@
 """ReduceSum and ReduceMean of float32 in PyTorch's summation order
-(core/src/exec/ops/elementwise_broadcast.c, torch_sum): torch.sum and
+(core/src/exec/ops/elementwise_reduce.c, torch_sum): torch.sum and
 torch.mean accumulate in float in ATen's cascade (SumKernel.cpp), so with
 values near +-3e38 a partial sum overflows to Inf even where the exact sum
 is finite, and which outputs do depends on the order. Each case feeds such

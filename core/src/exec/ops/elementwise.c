@@ -1,6 +1,7 @@
 /* The elementwise op family: unary activations and math, Clip, Cast and
  * Softmax here; the ops that walk broadcast strides (binary arithmetic,
- * Where, variadic Min/Max/Sum/Mean, reductions) in elementwise_broadcast.c.
+ * Where, variadic Min/Max/Sum/Mean) in elementwise_broadcast.c, the
+ * reductions on the same walk in elementwise_reduce.c.
  * The unary machinery also serves the activation table (activation.c):
  * one kind per op, so the differential engine's chains run any of them on
  * changed elements alone.
@@ -417,7 +418,7 @@ static bf_status clip_run(const bf__ctx *c, bf_error *err)
 }
 
 /* The bounds clip_run would use now, for a Conv that runs a Relu or Clip
- * in its epilogue (plan.c): Relu is x < 0 ? 0 : x, the lower bound alone;
+ * in its epilogue (plan_build.c): Relu is x < 0 ? 0 : x, the lower bound alone;
  * an absent bound is an infinity, which no comparison passes. */
 int bf__act_of(const bf__step *s, bf__act *act)
 {

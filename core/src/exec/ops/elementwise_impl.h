@@ -1,8 +1,9 @@
 /* The elementwise family's entry points shared between its files:
  * elementwise.c (unary maps, Clip, Cast, Softmax; the elementwise table),
- * elementwise_broadcast.c (everything that walks broadcast strides), and the
- * files of the activation, logic and reduce tables, which register ops built
- * on the same machinery. */
+ * elementwise_broadcast.c (everything that walks broadcast strides but the
+ * reductions), elementwise_reduce.c (those), and the files of the
+ * activation, logic and reduce tables, which register ops built on the
+ * same machinery. */
 #ifndef BF_ELEMENTWISE_IMPL_H
 #define BF_ELEMENTWISE_IMPL_H
 
@@ -39,6 +40,44 @@ typedef int (*bf__row_fn)(void *o, const void *a, int64_t sa, const void *b, int
 #define BF__ROW_FN(NAME) \
     static int NAME(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb, int64_t n)
 
+/* The broadcast walk (elementwise_broadcast.c's opening comment says how
+ * it is planned): per operand an element stride per dim (0: repeated),
+ * size-1 dims dropped, dims that step alike merged. The binary ops, Where
+ * and the variadic ops walk their operands with it; the reductions
+ * (elementwise_reduce.c) walk the input with the output as an operand of
+ * stride 0 along the reduced axes. */
+enum { BF__BCAST_MAX_OPERANDS = 3 };
+
+typedef struct bf__bcast {
+    int nd;                                           /* >= 1 after planning */
+    int n_ops;
+    int64_t dims[BF_MAX_DIMS];
+    int64_t st[BF__BCAST_MAX_OPERANDS][BF_MAX_DIMS];   /* element strides; 0 = repeated */
+} bf__bcast;
+
+/* `shape` is the iteration space; each operand's shape broadcasts to it. */
+void bf__bcast_plan(bf__bcast *b, const bf_tensor *shape, const bf_tensor *const *ops, int n_ops);
+
+/* Rows of the walk: every dim but the innermost. */
+static inline int64_t bf__bcast_rows(const bf__bcast *b)
+{
+    int64_t rows = 1;
+    for (int d = 0; d < b->nd - 1; d++) rows *= b->dims[d];
+    return rows;
+}
+
+/* Advances the odometer over all dims but the innermost, updating each
+ * operand's element offset. Inline: the run loops call it once per row. */
+static inline void bf__bcast_next(const bf__bcast *b, int64_t *idx, int64_t *off)
+{
+    for (int d = b->nd - 2; d >= 0; d--) {
+        for (int k = 0; k < b->n_ops; k++) off[k] += b->st[k][d];
+        if (++idx[d] < b->dims[d]) return;
+        for (int k = 0; k < b->n_ops; k++) off[k] -= b->st[k][d] * b->dims[d];
+        idx[d] = 0;
+    }
+}
+
 /* Binary arithmetic (Add, Sub, Mul, Div, Pow). */
 bf_status bf__binary_prepare(bf__prep *p, bf_error *err);
 /* Any broadcasting binary op: plans inputs 0 and 1 broadcast into output 0
@@ -51,8 +90,9 @@ bf_status bf__where_run(const bf__ctx *c, bf_error *err);
 /* Variadic Min, Max, Sum, Mean: all inputs broadcast together. */
 bf_status bf__variadic_prepare(bf__prep *p, bf_error *err);
 bf_status bf__variadic_run(const bf__ctx *c, bf_error *err);
-/* ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
- * ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp. */
+/* elementwise_reduce.c: ReduceSum, ReduceMean, ReduceMax, ReduceMin,
+ * ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
+ * ReduceLogSumExp. */
 bf_status bf__reduce_prepare(bf__prep *p, bf_error *err);
 bf_status bf__reduce_run(const bf__ctx *c, bf_error *err);
 /* Softmax's and LogSoftmax's view of input 0 (float32) as [outer, n, inner]:

@@ -1,5 +1,5 @@
 /* The linear-algebra family: Gemm and MatMul here, Conv and the pools in
- * linalg_spatial.c, BatchNormalization and LayerNormalization in
+ * linalg_conv*.c and linalg_pool.c (their window geometry in linalg_window.c), BatchNormalization and LayerNormalization in
  * linalg_norm.c. Gemm and MatMul products go through bf__sgemm (sgemm.h),
  * whose elements do not depend on the product's shape, so that a campaign
  * can recompute a row or a column alone; nothing here keeps pointers to input data between runs,

@@ -5,9 +5,10 @@
 
 #include "exec/op.h"
 
-/* linalg_spatial.c */
+/* linalg_conv.c */
 bf_status bf__conv_prepare(bf__prep *p, bf_error *err);
 bf_status bf__conv_run(const bf__ctx *c, bf_error *err);
+/* linalg_pool.c */
 bf_status bf__maxpool_prepare(bf__prep *p, bf_error *err);
 bf_status bf__avgpool_prepare(bf__prep *p, bf_error *err);
 bf_status bf__pool_run(const bf__ctx *c, bf_error *err);

@@ -1,6 +1,6 @@
 /* The nn family: ops of neural-network layers beyond the linear-algebra
  * core. Kernels live beside their relatives: the normalisations in
- * linalg_norm.c, GlobalMaxPool with the pools in linalg_spatial.c,
+ * linalg_norm.c, GlobalMaxPool with the pools in linalg_pool.c,
  * ConvTranspose in nn_convtranspose.c, Einsum in nn_einsum.c. */
 #include "exec/op.h"
 #include "linalg_impl.h"

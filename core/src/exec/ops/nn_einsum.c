@@ -93,6 +93,119 @@ static int gemm_roles(ein_params *ep, int occ[EIN_OPS][EIN_LABELS], bf__prep *p)
     return 1;
 }
 
+/* An equation as einsum_prepare reads it, step by step: the operands'
+ * terms, each subscript's size (letters 0..51, then the ellipsis dims
+ * from 52, the last ellipsis dim at 52), the output's term. */
+typedef struct ein_eq {
+    const char *eq;
+    term t[EIN_OPS], out;
+    int n;                                /* operands */
+    int64_t size[52 + BF_MAX_DIMS];
+    int seen[52 + BF_MAX_DIMS], count[52], n_ell;
+} ein_eq;
+
+/* The operands' terms, left of "->": as many as the node has inputs. */
+static bf_status ein_operands(const bf__prep *p, const char *lhs_end, ein_eq *q, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    const char *eq = q->eq;
+    int n = 0;
+    for (const char *s = eq; n <= EIN_OPS; n++) {
+        const char *comma = memchr(s, ',', (size_t)(lhs_end - s));
+        const char *e = comma ? comma : lhs_end;
+        if (n == EIN_OPS || !parse_term(s, e, &q->t[n]))
+            return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': operand %d is not letters with at most one "
+                                  "'...'", eq, n);
+        if (!comma) { n++; break; }
+        s = comma + 1;
+    }
+    if (n != p->n_in)
+        return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s' names %d operands; the node has %d inputs", eq, n,
+                              p->n_in);
+    q->n = n;
+    return BF_OK;
+}
+
+/* Each subscript's size from the operands' shapes: ellipsis dims as many
+ * as the widest operand's, their sizes broadcast; a letter the same size
+ * everywhere. */
+static bf_status ein_sizes(const bf__prep *p, ein_eq *q, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    const char *eq = q->eq;
+    const term *t = q->t;
+    for (int i = 0; i < q->n; i++) {
+        const bf_tensor *x = p->in[i];
+        int letters = t[i].n - (t[i].ell >= 0), e = x->ndim - letters;
+        char sx[96];
+        if (e < 0 || (e > 0 && t[i].ell < 0))
+            return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': operand %d has %d subscripts but shape %s", eq,
+                                  i, letters, bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+        if (e > q->n_ell) q->n_ell = e;
+    }
+    for (int i = 0; i < q->n; i++) {
+        const bf_tensor *x = p->in[i];
+        int dim = 0;
+        for (int j = 0; j < t[i].n; j++) {
+            if (j == t[i].ell) {
+                int e = x->ndim - (t[i].n - 1);
+                for (int k = 0; k < e; k++, dim++) {
+                    int code = 52 + (e - 1 - k);
+                    int64_t v = x->dims[dim];
+                    if (q->seen[code] && q->size[code] != v && q->size[code] != 1 && v != 1)
+                        return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': the '...' dims of the operands "
+                                              "do not broadcast (%lld vs %lld)", eq, (long long)q->size[code], (long long)v);
+                    if (!q->seen[code] || q->size[code] == 1) q->size[code] = v;
+                    q->seen[code] = 1;
+                }
+                continue;
+            }
+            int code = t[i].code[j];
+            int64_t v = x->dims[dim++];
+            if (q->seen[code] && q->size[code] != v)
+                return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': subscript '%c' is %lld in one place and "
+                                      "%lld in another", eq, code < 26 ? 'a' + code : 'A' + code - 26,
+                                      (long long)q->size[code], (long long)v);
+            q->size[code] = v, q->seen[code] = 1, q->count[code]++;
+        }
+    }
+    return BF_OK;
+}
+
+/* The output's subscripts: after "->", or implicit (the ellipsis, then
+ * the letters used once, in alphabetical order). */
+static bf_status ein_output(const bf__prep *p, const char *arrow, ein_eq *q, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    const char *eq = q->eq;
+    term *out = &q->out;
+    if (arrow) {
+        if (!parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), out))
+            return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': the output is not letters with at most one "
+                                  "'...'", eq);
+        for (int j = 0; j < out->n; j++) {
+            if (j == out->ell) continue;
+            if (!q->seen[out->code[j]])
+                return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': output subscript '%c' is in no operand", eq,
+                                      out->code[j] < 26 ? 'a' + out->code[j] : 'A' + out->code[j] - 26);
+            for (int k = 0; k < j; k++)
+                if (k != out->ell && out->code[k] == out->code[j])
+                    return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': output subscript repeated", eq);
+        }
+        return BF_OK;
+    }
+    out->n = 0, out->ell = -1;
+    if (q->n_ell > 0) out->ell = out->n++;
+    for (int l = 0; l < 52; l++)
+        if (q->count[l] == 1) {
+            if (out->n >= BF_MAX_DIMS + 1)
+                return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': the implicit output has more "
+                                      "than %d dims", eq, BF_MAX_DIMS);
+            out->code[out->n++] = l;
+        }
+    return BF_OK;
+}
+
 bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
 {
     const bf__node *nd = p->node;
@@ -108,83 +221,12 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
         if ((st = bf__want_f32(p, i, what, err))) return st;
     }
     const char *arrow = strstr(eq, "->"), *lhs_end = arrow ? arrow : eq + strlen(eq);
-    term t[EIN_OPS], out;
-    int n = 0;
-    for (const char *s = eq; n <= EIN_OPS; n++) {
-        const char *comma = memchr(s, ',', (size_t)(lhs_end - s));
-        const char *e = comma ? comma : lhs_end;
-        if (n == EIN_OPS || !parse_term(s, e, &t[n]))
-            return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': operand %d is not letters with at most one "
-                                  "'...'", eq, n);
-        if (!comma) { n++; break; }
-        s = comma + 1;
-    }
-    if (n != p->n_in)
-        return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s' names %d operands; the node has %d inputs", eq, n,
-                              p->n_in);
-    /* ellipsis dims: as many as the widest operand's; sizes broadcast */
-    int64_t size[52 + BF_MAX_DIMS];
-    int seen[52 + BF_MAX_DIMS] = {0}, count[52] = {0}, n_ell = 0;
-    for (int i = 0; i < n; i++) {
-        const bf_tensor *x = p->in[i];
-        int letters = t[i].n - (t[i].ell >= 0), e = x->ndim - letters;
-        char sx[96];
-        if (e < 0 || (e > 0 && t[i].ell < 0))
-            return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': operand %d has %d subscripts but shape %s", eq,
-                                  i, letters, bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
-        if (e > n_ell) n_ell = e;
-    }
-    for (int i = 0; i < n; i++) {
-        const bf_tensor *x = p->in[i];
-        int dim = 0;
-        for (int j = 0; j < t[i].n; j++) {
-            if (j == t[i].ell) {
-                int e = x->ndim - (t[i].n - 1);
-                for (int k = 0; k < e; k++, dim++) {
-                    int code = 52 + (e - 1 - k);
-                    int64_t v = x->dims[dim];
-                    if (seen[code] && size[code] != v && size[code] != 1 && v != 1)
-                        return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': the '...' dims of the operands "
-                                              "do not broadcast (%lld vs %lld)", eq, (long long)size[code], (long long)v);
-                    if (!seen[code] || size[code] == 1) size[code] = v;
-                    seen[code] = 1;
-                }
-                continue;
-            }
-            int code = t[i].code[j];
-            int64_t v = x->dims[dim++];
-            if (seen[code] && size[code] != v)
-                return bf__node_error(err, nd, BF_ESHAPE, "equation '%.80s': subscript '%c' is %lld in one place and "
-                                      "%lld in another", eq, code < 26 ? 'a' + code : 'A' + code - 26,
-                                      (long long)size[code], (long long)v);
-            size[code] = v, seen[code] = 1, count[code]++;
-        }
-    }
-    /* the output's subscripts */
-    if (arrow) {
-        if (!parse_term(arrow + 2, arrow + 2 + strlen(arrow + 2), &out))
-            return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': the output is not letters with at most one "
-                                  "'...'", eq);
-        for (int j = 0; j < out.n; j++) {
-            if (j == out.ell) continue;
-            if (!seen[out.code[j]])
-                return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': output subscript '%c' is in no operand", eq,
-                                      out.code[j] < 26 ? 'a' + out.code[j] : 'A' + out.code[j] - 26);
-            for (int k = 0; k < j; k++)
-                if (k != out.ell && out.code[k] == out.code[j])
-                    return bf__node_error(err, nd, BF_EFORMAT, "equation '%.80s': output subscript repeated", eq);
-        }
-    } else {
-        out.n = 0, out.ell = -1;
-        if (n_ell > 0) out.ell = out.n++;
-        for (int l = 0; l < 52; l++)
-            if (count[l] == 1) {
-                if (out.n >= BF_MAX_DIMS + 1)
-                    return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': the implicit output has more "
-                                          "than %d dims", eq, BF_MAX_DIMS);
-                out.code[out.n++] = l;
-            }
-    }
+    ein_eq q = {.eq = eq};
+    if ((st = ein_operands(p, lhs_end, &q, err)) || (st = ein_sizes(p, &q, err)) || (st = ein_output(p, arrow, &q, err)))
+        return st;
+    const term *t = q.t, out = q.out;
+    const int64_t *size = q.size;
+    int n = q.n, n_ell = q.n_ell;
     /* label order: output dims first, then contracted letters, then contracted ellipsis dims */
     int order[52 + BF_MAX_DIMS], nl = 0, in_out[52 + BF_MAX_DIMS] = {0};
     int64_t odims[BF_MAX_DIMS];
@@ -198,7 +240,7 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
     }
     int n_out = nl;
     for (int l = 0; l < 52 + n_ell; l++)
-        if (seen[l] && !in_out[l]) order[nl++] = l;
+        if (q.seen[l] && !in_out[l]) order[nl++] = l;
     if (n_out > BF_MAX_DIMS || nl > EIN_LABELS)
         return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': %d output dims and %d subscripts in all; at "
                               "most %d and %d are supported", eq, n_out, nl, BF_MAX_DIMS, EIN_LABELS);

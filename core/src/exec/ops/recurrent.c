@@ -162,18 +162,16 @@ static bf_status want_dims(const bf__prep *p, int i, const char *what, int ndim,
 
 static int present(const bf__prep *p, int i) { return i < p->n_in && p->in[i]; }
 
-static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
+/* rnn_prepare's attributes: direction, hidden_size (*hidden, -1 when
+ * absent), layout, linear_before_reset, input_forget, clip, activations. */
+static bf_status rnn_attrs(bf__prep *p, rnn_params *q, int kind, int64_t *hidden, bf_error *err)
 {
     const bf__node *nd = p->node;
-    rnn_params *q = (rnn_params *)p->params;
-    memset(q, 0, sizeof *q);
-    q->kind = kind;
-    q->gates = kind == K_LSTM ? 4 : kind == K_GRU ? 3 : 1;
     bf_status st;
     const char *dir;
-    int64_t hidden, layout, lbr, input_forget;
+    int64_t layout, lbr, input_forget;
     if ((st = bf__attr_string(nd, "direction", "forward", &dir, err)) ||
-        (st = bf__attr_int(nd, "hidden_size", -1, &hidden, err)) ||
+        (st = bf__attr_int(nd, "hidden_size", -1, hidden, err)) ||
         (st = bf__attr_int(nd, "layout", 0, &layout, err)) ||
         (st = bf__attr_int(nd, "linear_before_reset", 0, &lbr, err)) ||
         (st = bf__attr_int(nd, "input_forget", 0, &input_forget, err)))
@@ -201,7 +199,17 @@ static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
         q->has_clip = 1;
     }
     if ((st = read_activations(p, q, q->gates == 4 ? 3 : q->gates == 3 ? 2 : 1, err))) return st;
+    return BF_OK;
+}
 
+/* rnn_prepare's inputs: X, W, R, and B, sequence_lens, initial_h,
+ * initial_c and P where present, each checked against the sizes X and R
+ * give (seq, batch, input, hidden). */
+static bf_status rnn_inputs(bf__prep *p, rnn_params *q, int kind, int64_t hidden, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    int64_t layout = q->layout;
+    bf_status st;
     if ((st = bf__want_f32(p, IN_X, "X", err)) || (st = bf__want_f32(p, IN_W, "W", err)) ||
         (st = bf__want_f32(p, IN_R, "R", err)))
         return st;
@@ -253,6 +261,14 @@ static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
                               "seq_length x batch = %lld or %d x hidden = %lld exceeds the matrix product's limit %d",
                               (long long)(q->seq * q->batch), q->gates, (long long)(G * H), INT_MAX);
 
+    return BF_OK;
+}
+
+/* rnn_prepare's outputs and scratch, and which kernel runs (the LSTM cell
+ * of recurrent_step.c where it applies). */
+static void rnn_layout(bf__prep *p, rnn_params *q, int kind)
+{
+    int64_t layout = q->layout, D = q->dirs, G = q->gates, H = q->hid;
     int64_t yd[4], shd[3];
     if (layout) {
         yd[0] = q->batch, yd[1] = q->seq, yd[2] = D, yd[3] = H;
@@ -288,6 +304,18 @@ static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
     for (int d = 0; d < q->dirs; d++)
         q->cell = q->cell && q->act[d][0] == A_SIGMOID && q->act[d][1] == A_TANH && q->act[d][2] == A_TANH;
     q->avx2 = bf__rnn_avx2();
+}
+
+static bf_status rnn_prepare(bf__prep *p, int kind, bf_error *err)
+{
+    rnn_params *q = (rnn_params *)p->params;
+    memset(q, 0, sizeof *q);
+    q->kind = kind;
+    q->gates = kind == K_LSTM ? 4 : kind == K_GRU ? 3 : 1;
+    bf_status st;
+    int64_t hidden;
+    if ((st = rnn_attrs(p, q, kind, &hidden, err)) || (st = rnn_inputs(p, q, kind, hidden, err))) return st;
+    rnn_layout(p, q, kind);
     return BF_OK;
 }
 

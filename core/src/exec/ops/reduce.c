@@ -1,6 +1,6 @@
 /* The reduce family: the Reduce* ops beyond Sum/Mean/Max (their kernels
- * share elementwise_broadcast.c's walk), ArgMax, ArgMin, Hardmax, CumSum
- * and TopK. Each works on the input viewed as [outer, n, inner], n the
+ * share the broadcast walk, in elementwise_reduce.c), ArgMax, ArgMin,
+ * Hardmax, CumSum and TopK. Each works on the input viewed as [outer, n, inner], n the
  * reduced axis. */
 #include <assert.h>
 #include <math.h>

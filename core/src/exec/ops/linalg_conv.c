@@ -1,0 +1,315 @@
+/* Conv: its prepare (which path, how much scratch), the run that hands a
+ * step or one output channel to the path chosen (linalg_conv_gemm.c: im2col
+ * and packed products; linalg_conv_direct.c: depthwise and 1x1), and the
+ * accessors through which the differential engine reads a Conv step and
+ * recomputes or updates one of its channels (exec/step_access.h): they sit
+ * beside the parameters they read. */
+#include <assert.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "exec/op.h"
+#include "exec/step_access.h"
+#include "linalg_impl.h"
+#include "linalg_window.h"
+#include "sgemm.h"
+
+bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    bf__conv_params *cp = (bf__conv_params *)p->params;
+    const bf_tensor *x = p->in[0], *wt = p->in[1];
+    const bf_tensor *b = p->n_in > 2 ? p->in[2] : NULL;
+    bf_status st;
+    if ((st = bf__want_f32(p, 0, "X", err)) || (st = bf__want_f32(p, 1, "W", err))) return st;
+    if (b && (st = bf__want_f32(p, 2, "B", err))) return st;
+    char sx[96], sw[96];
+    if (wt->ndim != x->ndim || x->ndim < 3)
+        return bf__node_error(err, nd, BF_ESHAPE,
+                              "input W has shape %s; expected [M, C/group, k1, ...] of the same rank as X %s",
+                              bf_shape_str(wt->dims, wt->ndim, sw, sizeof sw),
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    if ((st = bf__window_parse(p, BF__WIN_CONV, wt->dims + 2, &cp->w, err))) return st;
+    int64_t group;
+    if ((st = bf__attr_int(nd, "group", 1, &group, err))) return st;
+    int64_t c = x->dims[1], m = wt->dims[0];
+    if (group < 1 || c % group != 0 || m % group != 0)
+        return bf__node_error(err, nd, BF_EFORMAT,
+                              "attribute 'group' is %lld; it must be >= 1 and divide both C = %lld and M = %lld",
+                              (long long)group, (long long)c, (long long)m);
+    if (wt->dims[1] != c / group)
+        return bf__node_error(err, nd, BF_ESHAPE,
+                              "input W has shape %s; expected dim 1 = C/group = %lld (C = %lld from X %s, group %lld)",
+                              bf_shape_str(wt->dims, wt->ndim, sw, sizeof sw), (long long)(c / group),
+                              (long long)c, bf_shape_str(x->dims, x->ndim, sx, sizeof sx), (long long)group);
+    if (b && (b->ndim != 1 || b->dims[0] != m))
+        return bf__node_error(err, nd, BF_ESHAPE, "input B has shape %s; expected [M] = [%lld]",
+                              bf_shape_str(b->dims, b->ndim, sw, sizeof sw), (long long)m);
+    const bf__window *w = &cp->w;
+    cp->n = x->dims[0], cp->c = c, cp->m = m, cp->group = group;
+    cp->cg = c / group, cp->mg = m / group;
+    cp->isp = bf__win_in(w), cp->osp = bf__win_out(w), cp->ksp = bf__win_k(w), cp->kc = cp->cg * cp->ksp;
+    cp->has_bias = b != NULL;
+    cp->simd = bf__sgemm_chosen();
+    if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
+        return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large (M/group %lld, "
+                              "output positions %lld, C/group * kernel %lld)", (long long)cp->mg,
+                              (long long)cp->osp, (long long)cp->kc);
+    int unit = 1;
+    for (int i = 0; i < 3; i++)
+        unit &= w->k[i] == 1 && w->s[i] == 1 && w->pb[i] == 0 && w->pe[i] == 0;
+    /* Depthwise (one input and one output channel per group): sgemm would
+     * have one row and K = kernel size; a direct loop is faster and needs no
+     * scratch. With more output channels per input channel (a first layer on
+     * one channel), im2col + sgemm wins again. */
+    int depthwise = cp->cg == 1 && cp->mg == 1 && w->k[2] <= BF__DW_MAXKW;
+    cp->path = unit ? BF__CONV_POINTWISE : depthwise ? BF__CONV_DEPTHWISE : BF__CONV_IM2COL;
+    if (cp->path == BF__CONV_IM2COL) {
+        /* Several images per sgemm: small feature maps give tiny GEMMs
+         * otherwise, dominated by call overhead. About 256 KiB of columns and
+         * products, so both stay in L2 (measured: 4 MiB was 20% slower). */
+        double per_image = (double)(cp->kc + cp->mg) * (double)cp->osp;
+        int64_t nb = (int64_t)((double)(1 << 16) / (per_image > 1 ? per_image : 1));
+        cp->nb = nb < 1 ? 1 : nb > cp->n ? (cp->n > 0 ? cp->n : 1) : nb;
+        if ((double)cp->kc * (double)cp->osp * (double)cp->nb > (double)INT_MAX)
+            cp->nb = 1;
+        double floats = (double)cp->m * (double)cp->kc + per_image * (double)cp->nb + 64;
+        if (floats * sizeof(float) > (double)((size_t)1 << 36) || (double)cp->nb * (double)cp->osp > (double)INT_MAX)
+            return bf__node_error(err, nd, BF_EUNSUPPORTED, "im2col scratch of %.0f bytes is too large",
+                                  floats * sizeof(float));
+        cp->off_cols = ((size_t)(cp->m * cp->kc) + 15) & ~(size_t)15;
+        cp->off_tmp = cp->off_cols + (((size_t)(cp->kc * cp->osp * cp->nb) + 15) & ~(size_t)15);
+        cp->scratch_floats = cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb);
+        /* One image per product on the AVX2 kernel (conv_packed): no
+         * product buffer, and for a stride-1 2-D Conv no column matrix
+         * either, only the padded planes (a 3x3 layer of resnet18's layer1:
+         * 1.0 MB with the weights instead of 8.2 MB, each page of which a
+         * plan's first run touches).
+         * A panel deeper than the kernel's stack one may find no memory,
+         * and then the column matrix is needed after all: kept there. */
+        if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && cp->kc <= BF_SGEMM_KSTACK) {
+            size_t need;
+            if (bf__conv_padded_ok(w)) {
+                size_t planes = (size_t)(cp->cg * bf__conv_padded_plane(w));
+                size_t packed = ((planes + 15) & ~(size_t)15) + (size_t)cp->mg + 16;
+                /* and one channel alone (conv_channel_windows, the differential engine's) */
+                size_t windows = planes + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
+                need = cp->off_cols + (packed > windows ? packed : windows);
+            } else {
+                need = cp->off_tmp + (size_t)cp->mg;   /* one image's columns, then the bias of zeros */
+            }
+            if (need < cp->scratch_floats) cp->scratch_floats = need;
+        }
+        p->scratch = cp->scratch_floats * sizeof(float);
+    }
+    int64_t dims[5] = {cp->n, m};
+    for (int i = 0; i < w->rank; i++) dims[2 + i] = w->out[3 - w->rank + i];
+    bf__set_shape(p->out[0], BF_F32, 2 + w->rank, dims);
+    return BF_OK;
+}
+
+/* act: a fused activation (whole steps only, ch < 0). */
+static void conv_channels(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                          const bf__act *act, float *y, void *scratch, int64_t ch)
+{
+    if (cp->osp == 0 || cp->mg == 0) return;
+    if (cp->path != BF__CONV_IM2COL) {
+        bf__conv_direct(cp, x, wt, bias, act, y, ch);
+        return;
+    }
+    if (cp->kc == 0) {
+        for (int64_t i = 0; i < cp->n * cp->m; i++)
+            if (ch < 0 || i % cp->m == ch) {
+                for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
+                bf__act_pass(act, y + i * cp->osp, cp->osp);
+            }
+        return;
+    }
+    if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return;
+    if (bf__conv_packed(cp, x, wt, bias, act, y, scratch, ch)) return;
+    bf__conv_im2col(cp, x, wt, bias, act, y, scratch, ch);
+}
+
+int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
+
+bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const bf__conv_params *cp = c->params;
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->act,
+                  c->out[0]->data, c->scratch, -1);
+    return BF_OK;
+}
+
+int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x, const float *wt, const float *bias,
+                     float *y, void *scratch)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    int64_t ch = slot == 2 ? index : cp->kc ? index / cp->kc : -1;
+    if (ch < 0 || ch >= cp->m) return 0;
+    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, NULL, y, scratch, ch);
+    return 1;
+}
+
+int bf__conv_shape(const bf__step *st, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    *c = cp->c, *m = cp->m, *isp = cp->isp, *osp = cp->osp;
+    return 1;
+}
+
+int bf__conv_taps(const bf__step *st, int slot, int64_t index, int64_t *oc, int64_t *ic, int32_t *tap)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    const bf__window *w = &cp->w;
+    int64_t kk[3] = {0, 0, 0};
+    *ic = -1;
+    if (slot == 2) {
+        *oc = index;
+    } else {
+        *oc = index / cp->kc;
+        int64_t rem = index % cp->kc, kpos = rem % cp->ksp;
+        *ic = *oc / cp->mg * cp->cg + rem / cp->ksp;
+        kk[2] = kpos % w->k[2], kk[1] = kpos / w->k[2] % w->k[1], kk[0] = kpos / (w->k[2] * w->k[1]);
+    }
+    int64_t o = 0;
+    for (int64_t o0 = 0; o0 < w->out[0]; o0++)
+        for (int64_t o1 = 0; o1 < w->out[1]; o1++)
+            for (int64_t o2 = 0; o2 < w->out[2]; o2++, o++) {
+                int64_t i0 = o0 * w->s[0] - w->pb[0] + kk[0] * w->d[0];
+                int64_t i1 = o1 * w->s[1] - w->pb[1] + kk[1] * w->d[1];
+                int64_t i2 = o2 * w->s[2] - w->pb[2] + kk[2] * w->d[2];
+                int in = i0 >= 0 && i0 < w->in[0] && i1 >= 0 && i1 < w->in[1] && i2 >= 0 && i2 < w->in[2];
+                tap[o] = slot == 2 ? 0 : in ? (int32_t)((i0 * w->in[1] + i1) * w->in[2] + i2) : -1;
+            }
+    return 1;
+}
+
+int bf__conv_channel_n(const bf__step *st, int64_t oc, int64_t n, const float *x, const float *wt, const float *bias,
+                       float *y, void *scratch)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    bf__conv_params cp = *(const bf__conv_params *)st->params;
+    if (n > cp.n) return 0;   /* the scratch is the step's */
+    cp.n = n;
+    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, NULL, y, scratch, oc);
+    return 1;
+}
+
+/* For the differential executor (diff.h): one corrupted element of W (slot
+ * 1) or B (slot 2) moves one output channel by X * dW (or dB), applied to
+ * the golden output y where every change is clear. */
+int bf__conv_delta(const bf__step *st, int slot, const float *x, int64_t index, float old, float now, float *y)
+{
+    if (st->node->op->run != bf__conv_run) return -1;
+    const bf__conv_params *cp = st->params;
+    const bf__window *w = &cp->w;
+    if (!isfinite(old) || !isfinite(now)) return 0;
+    double dw = (double)now - (double)old;
+    int64_t oc, ic = 0, kk[3] = {0, 0, 0};
+    if (slot == 2) {
+        oc = index;
+    } else {
+        oc = index / cp->kc;
+        int64_t rem = index % cp->kc, kpos = rem % cp->ksp;
+        ic = oc / cp->mg * cp->cg + rem / cp->ksp;
+        kk[2] = kpos % w->k[2], kk[1] = kpos / w->k[2] % w->k[1], kk[0] = kpos / (w->k[2] * w->k[1]);
+    }
+    int64_t lo[3], hi[3];
+    for (int d = 0; d < 3; d++) {
+        if (slot == 2) lo[d] = 0, hi[d] = w->out[d];
+        else bf__valid_range(w->in[d], w->out[d], w->s[d], w->pb[d], kk[d], w->d[d], &lo[d], &hi[d]);
+    }
+    for (int64_t n = 0; n < cp->n; n++) {
+        const float *xc = x + (n * cp->c + ic) * cp->isp;
+        float *yc = y + (n * cp->m + oc) * cp->osp;
+        for (int64_t o0 = lo[0]; o0 < hi[0]; o0++)
+            for (int64_t o1 = lo[1]; o1 < hi[1]; o1++)
+                for (int64_t o2 = lo[2]; o2 < hi[2]; o2++) {
+                    double d = dw;
+                    if (slot != 2) {
+                        int64_t i0 = o0 * w->s[0] - w->pb[0] + kk[0] * w->d[0];
+                        int64_t i1 = o1 * w->s[1] - w->pb[1] + kk[1] * w->d[1];
+                        int64_t i2 = o2 * w->s[2] - w->pb[2] + kk[2] * w->d[2];
+                        d *= xc[(i0 * w->in[1] + i1) * w->in[2] + i2];
+                    }
+                    if (d == 0) continue;
+                    float *e = &yc[(o0 * w->out[1] + o1) * w->out[2] + o2];
+                    if (!isfinite(*e) || !(*e == 0 || fabs(d) >= CLEAR_CHANGE * fabs(*e))) return 0;
+                    if (fabs(d) > HUGE_CHANGE * fmax(1.0, fabs(*e))) return 0;
+                    if (fabs((double)*e + d) < CLEAR_CHANGE * fabs(*e)) return 0;   /* cancels (diffgemm.c) */
+                    float v = (float)((double)*e + d);
+                    if (!isfinite(v)) return 0;
+                    *e = v;
+                }
+    }
+    return 1;
+}
+
+/* bf__conv_update (step_access.h), written once for both copies: the hot
+ * loop of diffchain.c's Conv faults, beside the Conv whose channel it moves. */
+static inline __attribute__((always_inline)) int conv_update_body(const float *x, const int32_t *tap,
+                                                                  const float *tapm, const float *yg, float dw,
+                                                                  int64_t n, float *e, int *moved)
+{
+    int mv = 0, huge = 0;
+    for (int64_t p = 0; p < n; p++) {
+        float d = dw * (x[tap[p]] * tapm[p]), mag = fabsf(yg[p]), lim = (float)HUGE_CHANGE * (mag > 1.0f ? mag : 1.0f);
+        huge |= (fabsf(d) > lim) | (d != d);
+        mv |= d != 0.0f;
+        e[p] = d != 0.0f ? yg[p] + d : yg[p];
+    }
+    *moved = mv;
+    return huge;
+}
+
+static int conv_update_ref(const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw, int64_t n,
+                           float *e, int *moved)
+{
+    return conv_update_body(x, tap, tapm, yg, dw, n, e, moved);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int conv_update_avx2(const float *x, const int32_t *tap, const float *tapm,
+                                                            const float *yg, float dw, int64_t n, float *e, int *moved)
+{
+    const __m256 vdw = _mm256_set1_ps(dw), one = _mm256_set1_ps(1.0f), hc = _mm256_set1_ps((float)HUGE_CHANGE);
+    const __m256 zero = _mm256_setzero_ps(), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 huge = zero, mv = zero;
+    int64_t p = 0;
+    for (; p + 8 <= n; p += 8) {   /* conv_update_body, eight lanes at a time */
+        __m256i idx = _mm256_loadu_si256((const __m256i *)(tap + p));
+        __m256 d = _mm256_mul_ps(vdw, _mm256_mul_ps(_mm256_i32gather_ps(x, idx, 4), _mm256_loadu_ps(tapm + p)));
+        __m256 y = _mm256_loadu_ps(yg + p);
+        __m256 lim = _mm256_mul_ps(hc, _mm256_max_ps(_mm256_and_ps(y, abs), one));   /* NaN |yg|: 1, as mag > 1 ? mag : 1 */
+        huge = _mm256_or_ps(huge, _mm256_cmp_ps(_mm256_and_ps(d, abs), lim, _CMP_GT_OQ));
+        huge = _mm256_or_ps(huge, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+        __m256 nz = _mm256_cmp_ps(d, zero, _CMP_NEQ_UQ);
+        mv = _mm256_or_ps(mv, nz);
+        _mm256_storeu_ps(e + p, _mm256_blendv_ps(y, _mm256_add_ps(y, d), nz));
+    }
+    int tail_moved, h = conv_update_body(x, tap + p, tapm + p, yg + p, dw, n - p, e + p, &tail_moved);
+    *moved = tail_moved | (_mm256_movemask_ps(mv) != 0);
+    return h | (_mm256_movemask_ps(huge) != 0);
+}
+#endif
+
+int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,
+                    int64_t n, float *e, int *moved)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simd && bf__sgemm_simd()) return conv_update_avx2(x, tap, tapm, yg, dw, n, e, moved);
+#else
+    (void)simd;
+#endif
+    return conv_update_ref(x, tap, tapm, yg, dw, n, e, moved);
+}

@@ -1,0 +1,322 @@
+/* Conv's direct paths (linalg_window.h): depthwise (one input and one output
+ * channel per group), as direct loops over rows, with stride-2 3x3 rows
+ * vectorised, each body compiled for the baseline and for AVX2 with the
+ * same operations in the same order; and 1x1 (pointwise), where the input
+ * already is the column matrix of bf__sgemm. */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "exec/op.h"
+#include "linalg_window.h"
+#include "sgemm.h"
+
+/* The direct depthwise path. Per kernel column kw, the output columns whose
+ * tap lands inside the input; all kw taps land inside for the interior
+ * columns [ilo, ihi). */
+typedef struct dw_cols {
+    int64_t lo[BF__DW_MAXKW], hi[BF__DW_MAXKW], ilo, ihi;
+    int avx2;                 /* dw_row's 8-lane build: asked once per run, not per row */
+} dw_cols;
+
+static void dw_cols_init(const bf__window *w, int simd, dw_cols *dc)
+{
+    int64_t kw_n = w->k[2];
+    for (int64_t kw = 0; kw < kw_n; kw++)
+        bf__valid_range(w->in[2], w->out[2], w->s[2], w->pb[2], kw, w->d[2], &dc->lo[kw], &dc->hi[kw]);
+    /* taps move right as kw grows: the first bounds the left, the last the right */
+    dc->ilo = dc->lo[0];
+    dc->ihi = dc->hi[kw_n - 1] > dc->ilo ? dc->hi[kw_n - 1] : dc->ilo;
+    dc->avx2 = simd >= BF_SGEMM_AVX2;
+}
+
+/* yr += the taps of one kernel row (weights wrow) over input row xr, in kw
+ * order for every output: the same sums as tap-by-tap, fused for 3-wide
+ * kernels so the output row is loaded once.
+ *
+ * The body is compiled twice (dw_row_base: the baseline's 4 lanes;
+ * dw_row_avx2: 8, where the CPU has AVX2): the same multiplies and adds in
+ * the same order per element, so the same bits. Chosen at run time as
+ * sgemm.c does (bf__sgemm_simd), not with target_clones: its ifunc resolver
+ * runs before ThreadSanitizer's runtime starts, and every binary of the TSan
+ * build died at start. */
+static inline __attribute__((always_inline)) void dw_row_impl(const bf__window *w, const dw_cols *dc,
+                                                              const float *restrict xr, const float *restrict wrow,
+                                                              float *restrict yr)
+{
+    int64_t kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
+    for (int64_t kw = 0; kw < kw_n; kw++) {
+        float wv = wrow[kw];
+        int64_t o = kw * d - pb;
+        int64_t e1 = dc->hi[kw] < ilo ? dc->hi[kw] : ilo, e2 = dc->lo[kw] > ihi ? dc->lo[kw] : ihi;
+        for (int64_t ow = dc->lo[kw]; ow < e1; ow++) yr[ow] += wv * xr[ow * s + o];
+        for (int64_t ow = e2; ow < dc->hi[kw]; ow++) yr[ow] += wv * xr[ow * s + o];
+    }
+    if (kw_n == 3) {
+        float w0 = wrow[0], w1 = wrow[1], w2 = wrow[2];
+        int64_t o0 = -pb, o1 = d - pb, o2 = 2 * d - pb;
+        if (s == 1)
+            for (int64_t ow = ilo; ow < ihi; ow++)
+                yr[ow] = ((yr[ow] + w0 * xr[ow + o0]) + w1 * xr[ow + o1]) + w2 * xr[ow + o2];
+        else
+            for (int64_t ow = ilo; ow < ihi; ow++)
+                yr[ow] = ((yr[ow] + w0 * xr[ow * s + o0]) + w1 * xr[ow * s + o1]) + w2 * xr[ow * s + o2];
+        return;
+    }
+    for (int64_t kw = 0; kw < kw_n; kw++) {
+        float wv = wrow[kw];
+        int64_t o = kw * d - pb;
+        if (s == 1)
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xr[ow + o];
+        else
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xr[ow * s + o];
+    }
+}
+
+static void dw_row_base(const bf__window *w, const dw_cols *dc, const float *restrict xr, const float *restrict wrow,
+                        float *restrict yr)
+{
+    dw_row_impl(w, dc, xr, wrow, yr);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void dw_row_avx2(const bf__window *w, const dw_cols *dc, const float *restrict xr,
+                                                        const float *restrict wrow, float *restrict yr)
+{
+    dw_row_impl(w, dc, xr, wrow, yr);
+}
+#endif
+
+static void dw_row(const bf__window *w, const dw_cols *dc, const float *restrict xr, const float *restrict wrow,
+                   float *restrict yr)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (dc->avx2) {
+        dw_row_avx2(w, dc, xr, wrow, yr);
+        return;
+    }
+#endif
+    dw_row_base(w, dc, xr, wrow, yr);
+}
+
+/* One depthwise channel of a 2-D convolution, output row by output row:
+ * each output starts at the bias and takes the kernel rows whose input row
+ * exists, in kh order, each row's taps in kw order, exactly the sums of
+ * depthwise_channel (which goes kernel row by kernel row over the whole
+ * plane) element by element; but an output row is loaded and stored once
+ * instead of once per kernel row, and the bias is not a pass of its own.
+ * Compiled twice, as dw_row is (no FMA in either build: each tap stays a
+ * rounded product then a rounded sum). */
+/* The inside of a stride-2, undilated 3x3 output row, 8 outputs at a time
+ * (the compiler leaves the strided loop scalar): the even and odd taps
+ * split out of two loads, the same products and sums per element as the
+ * scalar loop in dw2d_impl, which finishes the row from the index
+ * returned. Without AVX2 it returns ilo: the loop does it all. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DW_S2_VECTOR 1
+#endif
+
+#ifdef DW_S2_VECTOR
+__attribute__((target("avx2"))) static int64_t dw_s2(const float *r0, const float *r1, const float *r2,
+                                                     const float *const *wr, float bv, float *yr, int64_t ilo,
+                                                     int64_t ihi, int64_t o0)
+{
+    const float *rows[3] = {r0, r1, r2};
+    const __m256i upto7 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+    int64_t ow = ilo;
+    for (; ow + 8 <= ihi; ow += 8) {
+        __m256 v = _mm256_set1_ps(bv);
+        for (int r = 0; r < 3; r++) {
+            const float *base = rows[r] + 2 * ow + o0;
+            __m256 lo = _mm256_loadu_ps(base), hi = _mm256_loadu_ps(base + 8);
+            /* x[2 ow + o0 + 16], the last even tap, without reading x[.. + 17] past the row */
+            __m256 hi2 = _mm256_maskload_ps(base + 10, upto7), lo2 = _mm256_loadu_ps(base + 2);
+            __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88), od = _mm256_shuffle_ps(lo, hi, 0xDD);
+            __m256 e2 = _mm256_shuffle_ps(lo2, hi2, 0x88);
+            ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+            od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8));
+            e2 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e2), 0xD8));
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(wr[r][0]), ev));
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(wr[r][1]), od));
+            v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(wr[r][2]), e2));
+        }
+        _mm256_storeu_ps(yr + ow, v);
+    }
+    return ow;
+}
+#else
+static int64_t dw_s2(const float *r0, const float *r1, const float *r2, const float *const *wr, float bv, float *yr,
+                     int64_t ilo, int64_t ihi, int64_t o0)
+{
+    (void)r0, (void)r1, (void)r2, (void)wr, (void)bv, (void)yr, (void)ihi, (void)o0;
+    return ilo;
+}
+#endif
+
+static inline __attribute__((always_inline)) void dw2d_impl(const bf__window *w, const dw_cols *dc,
+                                                            const float *restrict x, const float *restrict wk, float bv,
+                                                            float *restrict y, int vec)
+{
+    int64_t IH = w->in[1], IW = w->in[2], OH = w->out[1], OW = w->out[2];
+    int64_t kh_n = w->k[1], kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *xr[BF__DW_MAXKH], *wr[BF__DW_MAXKH];
+        int nv = 0;
+        for (int64_t kh = 0; kh < kh_n; kh++) {
+            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+            if (ih < 0 || ih >= IH) continue;
+            xr[nv] = x + ih * IW, wr[nv] = wk + kh * kw_n, nv++;
+        }
+        float *restrict yr = y + oh * OW;
+        /* the edge columns, where some taps fall in the padding */
+        for (int64_t ow = 0; ow < OW; ow++) {
+            if (ow == ilo) ow = ihi;
+            if (ow >= OW) break;
+            float v = bv;
+            for (int r = 0; r < nv; r++)
+                for (int64_t kw = 0; kw < kw_n; kw++)
+                    if (ow >= dc->lo[kw] && ow < dc->hi[kw]) v = v + wr[r][kw] * xr[r][ow * s + kw * d - pb];
+            yr[ow] = v;
+        }
+        if (ilo >= ihi) continue;
+        int64_t o0 = -pb, o1 = d - pb, o2 = 2 * d - pb;
+        if (nv == 3 && kw_n == 3) {
+            const float *restrict r0 = xr[0], *restrict r1 = xr[1], *restrict r2 = xr[2];
+            float a0 = wr[0][0], a1 = wr[0][1], a2 = wr[0][2], b0 = wr[1][0], b1 = wr[1][1], b2 = wr[1][2];
+            float c0 = wr[2][0], c1 = wr[2][1], c2 = wr[2][2];
+            if (s == 1)
+                for (int64_t ow = ilo; ow < ihi; ow++) {
+                    float v = ((bv + a0 * r0[ow + o0]) + a1 * r0[ow + o1]) + a2 * r0[ow + o2];
+                    v = ((v + b0 * r1[ow + o0]) + b1 * r1[ow + o1]) + b2 * r1[ow + o2];
+                    yr[ow] = ((v + c0 * r2[ow + o0]) + c1 * r2[ow + o1]) + c2 * r2[ow + o2];
+                }
+            else
+                for (int64_t ow = vec && s == 2 && d == 1 ? dw_s2(r0, r1, r2, wr, bv, yr, ilo, ihi, o0) : ilo; ow < ihi;
+                     ow++) {
+                    float v = ((bv + a0 * r0[ow * s + o0]) + a1 * r0[ow * s + o1]) + a2 * r0[ow * s + o2];
+                    v = ((v + b0 * r1[ow * s + o0]) + b1 * r1[ow * s + o1]) + b2 * r1[ow * s + o2];
+                    yr[ow] = ((v + c0 * r2[ow * s + o0]) + c1 * r2[ow * s + o1]) + c2 * r2[ow * s + o2];
+                }
+            continue;
+        }
+        for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] = bv;
+        for (int r = 0; r < nv; r++) {
+            if (kw_n == 3) {
+                const float *restrict xs = xr[r];
+                float w0 = wr[r][0], w1 = wr[r][1], w2 = wr[r][2];
+                for (int64_t ow = ilo; ow < ihi; ow++)
+                    yr[ow] = ((yr[ow] + w0 * xs[ow * s + o0]) + w1 * xs[ow * s + o1]) + w2 * xs[ow * s + o2];
+                continue;
+            }
+            for (int64_t kw = 0; kw < kw_n; kw++) {
+                const float *restrict xs = xr[r] + kw * d - pb;
+                float wv = wr[r][kw];
+                for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += wv * xs[ow * s];
+            }
+        }
+    }
+}
+
+static void dw2d_base(const bf__window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
+{
+    dw2d_impl(w, dc, x, wk, bv, y, 0);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void dw2d_avx2(const bf__window *w, const dw_cols *dc, const float *x,
+                                                      const float *wk, float bv, float *y)
+{
+    dw2d_impl(w, dc, x, wk, bv, y, 1);
+}
+#endif
+
+/* Whether dw2d takes the shape: one spatial plane, kernels of up to
+ * BF__DW_MAXKH rows. */
+static int dw2d_ok(const bf__window *w) { return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->k[1] <= BF__DW_MAXKH; }
+
+static void dw2d(const bf__window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (dc->avx2) {
+        dw2d_avx2(w, dc, x, wk, bv, y);
+        return;
+    }
+#endif
+    dw2d_base(w, dc, x, wk, bv, y);
+}
+
+/* One depthwise channel: y (bias-filled) += taps of x.
+ * Padding taps are skipped rather than multiplied by 0, so an Inf weight
+ * does not turn border outputs into NaN. */
+static void depthwise_channel(const bf__window *w, const dw_cols *dc, const float *restrict x,
+                              const float *restrict wk, float *restrict y)
+{
+    int64_t ID = w->in[0], IH = w->in[1], IW = w->in[2];
+    int64_t OD = w->out[0], OH = w->out[1], OW = w->out[2];
+    for (int64_t kd = 0; kd < w->k[0]; kd++)
+        for (int64_t kh = 0; kh < w->k[1]; kh++) {
+            const float *wrow = wk + (kd * w->k[1] + kh) * w->k[2];
+            for (int64_t od = 0; od < OD; od++) {
+                int64_t id = od * w->s[0] - w->pb[0] + kd * w->d[0];
+                if (id < 0 || id >= ID) continue;
+                for (int64_t oh = 0; oh < OH; oh++) {
+                    int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+                    if (ih < 0 || ih >= IH) continue;
+                    dw_row(w, dc, x + (id * IH + ih) * IW, wrow, y + (od * OH + oh) * OW);
+                }
+            }
+        }
+}
+
+/* Output channels [j0, j0 + nj) of each group of the direct and 1x1 paths
+ * (every channel: j0 = 0, nj = mg; one: its group only). */
+void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                        const bf__act *act, float *y, int64_t ch)
+{
+    int osp = (int)cp->osp, kc = (int)cp->kc;
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
+    dw_cols dc = {0};
+    if (cp->path == BF__CONV_DEPTHWISE) dw_cols_init(&cp->w, cp->simd, &dc);
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t g = g0; g < g1; g++) {
+            const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
+            float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
+            const float *wg = wt + (g * cp->mg + j0) * cp->kc;
+            if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w)) {
+                for (int64_t j = 0; j < nj; j++)
+                    dw2d(&cp->w, &dc, xg, wg + j * cp->kc, bias ? bias[g * cp->mg + j0 + j] : 0.0f, yg + j * cp->osp);
+                bf__act_pass(act, yg, nj * cp->osp);
+                continue;
+            }
+            if (cp->path == BF__CONV_DEPTHWISE) {
+                /* Bias first; the direct loop accumulates onto it. */
+                for (int64_t j = 0; j < nj; j++) {
+                    float bv = bias ? bias[g * cp->mg + j0 + j] : 0.0f;
+                    for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] = bv;
+                }
+                depthwise_channel(&cp->w, &dc, xg, wg, yg);
+                bf__act_pass(act, yg, nj * cp->osp);
+                continue;
+            }
+            /* 1x1: X is already the column matrix. Bias after the product,
+             * as in the im2col path, added in the kernel's epilogue (the
+             * same y = s + bias, without another pass over y). */
+            if (nj == 0) continue;
+            if (kc > 0 && bias) {
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, act, yg, osp);
+                continue;
+            }
+            if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));
+            else bf__sgemm_level(cp->simd, 0, 0, (int)nj, osp, kc, 1.0f, wg, kc, xg, osp, 0, yg, osp);
+            if (bias)
+                for (int64_t j = 0; j < nj; j++) {
+                    float bv = bias[g * cp->mg + j0 + j];
+                    for (int64_t o = 0; o < cp->osp; o++) yg[j * cp->osp + o] += bv;
+                }
+            bf__act_pass(act, yg, nj * cp->osp);
+        }
+}

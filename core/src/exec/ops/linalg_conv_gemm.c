@@ -1,0 +1,326 @@
+/* Conv's product paths (linalg_window.h): im2col then bf__sgemm for nb
+ * images at a time, the one-image product that packs its panels straight
+ * from zero-padded planes (no column matrix), and one output channel of a
+ * stride-1 2-D Conv summed over windows of those planes for the
+ * differential engine. Every path gives an output element the chain of
+ * fused multiply-adds of the im2col product (docs/ENGINE.md, "The
+ * convolution path"), so they agree bit for bit. */
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "exec/op.h"
+#include "linalg_window.h"
+#include "sgemm.h"
+
+/* Writes the input windows of one group of one image into the column matrix
+ * `cols` (leading dimension ld): row bf__conv_krow(c, tap), osp columns from
+ * `col0`, in (od, oh, ow) order; padding reads 0. */
+/* The common case of stride 1, no dilation, output as wide as the input
+ * (same padding), one spatial plane: a tap's row is the input plane shifted
+ * by a constant, so it is one contiguous copy plus zeros where a row or a
+ * column falls into the padding. */
+static int im2col_shift_ok(const bf__window *w)
+{
+    return w->in[0] == 1 && w->k[0] == 1 && w->s[1] == 1 && w->s[2] == 1 && w->d[1] == 1 &&
+           w->d[2] == 1 && w->out[2] == w->in[2];
+}
+
+static void im2col_shift(const bf__conv_params *cp, const float *restrict x, float *restrict cols,
+                         int64_t col0, int64_t ld)
+{
+    const bf__window *w = &cp->w;
+    int64_t IH = w->in[1], W = w->in[2], OH = w->out[1];
+    for (int64_t c = 0; c < cp->cg; c++) {
+        const float *xc = x + c * cp->isp;
+        for (int64_t kh = 0; kh < w->k[1]; kh++) {
+            int64_t dh = kh - w->pb[1];
+            /* output rows whose input row exists: 0 <= oh + dh < IH */
+            int64_t oh0 = dh < 0 ? -dh : 0, oh1 = IH - dh < OH ? IH - dh : OH;
+            if (oh1 < oh0) oh1 = oh0;
+            for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                int64_t dw = kw - w->pb[2];
+                float *restrict col = cols + bf__conv_krow(cp, c, kh * w->k[2] + kw) * ld + col0;
+                for (int64_t i = 0; i < oh0 * W; i++) col[i] = 0.0f;
+                if (oh1 > oh0) {
+                    const float *restrict src = xc + (oh0 + dh) * W + dw;
+                    float *restrict dst = col + oh0 * W;
+                    int64_t n = (oh1 - oh0) * W;
+                    /* the run may start before or end past the plane by |dw|:
+                     * those positions are padding columns, zeroed below */
+                    int64_t lo = oh0 + dh == 0 && dw < 0 ? -dw : 0;
+                    int64_t hi = oh1 + dh == IH && dw > 0 ? n - dw : n;
+                    for (int64_t i = 0; i < lo; i++) dst[i] = 0.0f;
+                    memcpy(dst + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+                    for (int64_t i = hi; i < n; i++) dst[i] = 0.0f;
+                    /* columns that wrapped into the neighbouring row */
+                    if (dw < 0)
+                        for (int64_t r = 0; r < oh1 - oh0; r++)
+                            for (int64_t k = 0; k < -dw; k++) dst[r * W + k] = 0.0f;
+                    else if (dw > 0)
+                        for (int64_t r = 0; r < oh1 - oh0; r++)
+                            for (int64_t k = W - dw; k < W; k++) dst[r * W + k] = 0.0f;
+                }
+                for (int64_t i = oh1 * W; i < OH * W; i++) col[i] = 0.0f;
+            }
+        }
+    }
+}
+
+static void im2col(const bf__conv_params *cp, const float *restrict x, float *restrict cols, int64_t col0,
+                   int64_t ld)
+{
+    const bf__window *w = &cp->w;
+    if (im2col_shift_ok(w)) {
+        im2col_shift(cp, x, cols, col0, ld);
+        return;
+    }
+    int64_t ID = w->in[0], IH = w->in[1], IW = w->in[2];
+    int64_t OD = w->out[0], OH = w->out[1], OW = w->out[2];
+    for (int64_t c = 0; c < cp->cg; c++) {
+        const float *xc = x + c * cp->isp;
+        for (int64_t kd = 0; kd < w->k[0]; kd++)
+            for (int64_t kh = 0; kh < w->k[1]; kh++)
+                for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                    int64_t tap = (kd * w->k[1] + kh) * w->k[2] + kw;
+                    float *restrict col = cols + bf__conv_krow(cp, c, tap) * ld + col0;
+                    int64_t lo, hi;
+                    bf__valid_range(IW, OW, w->s[2], w->pb[2], kw, w->d[2], &lo, &hi);
+                    int64_t offw = kw * w->d[2] - w->pb[2], sw = w->s[2];
+                    for (int64_t od = 0; od < OD; od++) {
+                        int64_t id = od * w->s[0] - w->pb[0] + kd * w->d[0];
+                        for (int64_t oh = 0; oh < OH; oh++, col += OW) {
+                            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+                            /* plain loops, not memcpy/memset: rows are often
+                             * a few floats, where a call costs more than the copy */
+                            if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+                                for (int64_t ow = 0; ow < OW; ow++) col[ow] = 0.0f;
+                                continue;
+                            }
+                            const float *restrict xr = xc + (id * IH + ih) * IW;
+                            for (int64_t ow = 0; ow < lo; ow++) col[ow] = 0.0f;
+                            if (sw == 1) {
+                                const float *restrict xs = xr + offw;
+                                for (int64_t ow = lo; ow < hi; ow++) col[ow] = xs[ow];
+                            } else {
+                                for (int64_t ow = lo; ow < hi; ow++) col[ow] = xr[ow * sw + offw];
+                            }
+                            for (int64_t ow = hi; ow < OW; ow++) col[ow] = 0.0f;
+                        }
+                    }
+                }
+    }
+}
+
+/* The weights, [M, C/group, taps] as stored, with each row's K reordered to
+ * the rows of im2col. Done every run: faults rewrite W between runs. */
+static void reorder_weights(const bf__conv_params *cp, const float *restrict wt, float *restrict wr)
+{
+    for (int64_t j = 0; j < cp->m; j++) {
+        const float *src = wt + j * cp->kc;
+        float *dst = wr + j * cp->kc;
+        for (int64_t c = 0; c < cp->cg; c++)
+            for (int64_t tap = 0; tap < cp->ksp; tap++) dst[bf__conv_krow(cp, c, tap)] = src[c * cp->ksp + tap];
+    }
+}
+
+/* Im2col for nb images at a time, one sgemm per group, then bias added last
+ * (as oneDNN does) while scattering into NCHW. ch >= 0: output channel ch
+ * only, its row of the product alone (bf__sgemm gives it the same bits). */
+void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                        const bf__act *act, float *y, void *scratch, int64_t ch)
+{
+    float *wr = scratch, *cols = wr + cp->off_cols, *tmp = wr + cp->off_tmp;
+    int kc = (int)cp->kc;
+    reorder_weights(cp, wt, wr);
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
+    for (int64_t n0 = 0; n0 < cp->n; n0 += cp->nb) {
+        int64_t nb = cp->n - n0 < cp->nb ? cp->n - n0 : cp->nb, ld = nb * cp->osp;
+        for (int64_t g = g0; g < g1; g++) {
+            for (int64_t i = 0; i < nb; i++)
+                im2col(cp, x + ((n0 + i) * cp->c + g * cp->cg) * cp->isp, cols, i * cp->osp, ld);
+            bf__sgemm_level(cp->simd, 0, 0, (int)nj, (int)ld, kc, 1.0f, wr + (g * cp->mg + j0) * cp->kc, kc, cols,
+                            (int)ld, 0, tmp, (int)ld);
+            for (int64_t j = j0; j < j0 + nj; j++) {
+                float bv = bias ? bias[g * cp->mg + j] : 0.0f;
+                for (int64_t i = 0; i < nb; i++) {
+                    const float *restrict src = tmp + (j - j0) * ld + i * cp->osp;
+                    float *restrict dst = y + ((n0 + i) * cp->m + g * cp->mg + j) * cp->osp;
+                    for (int64_t o = 0; o < cp->osp; o++) dst[o] = src[o] + bv;
+                    bf__act_pass(act, dst, cp->osp);
+                }
+            }
+        }
+    }
+}
+
+/* The im2col product of one image, without the column matrix where it can
+ * (bf__sgemm_packed): for a stride-1, undilated 2-D convolution, each image's
+ * input planes are zero-padded once, and a panel's row for input channel c
+ * and tap (kh, kw) is then 16 consecutive floats of the padded plane
+ * (columns of one output row), or a few such runs side by side where the
+ * panel's 16 output positions wrap to the next output row. The product
+ * never writes the column matrix out (for a 3x3 layer of resnet18, 7 MB per
+ * image, written, read back and packed) yet multiplies the very same
+ * panels, so every output keeps the chain the column matrix gave it. */
+typedef struct conv_pack {
+    const float *xp;            /* the image's padded planes of the group */
+    int64_t plane, wp;          /* floats per padded plane, per padded row */
+    int64_t cg, ksp, kw_n, ow_n;
+} conv_pack;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* panel row (c, kh, kw) = xp[c * plane + kh * wp + kw + shift(j) + j] for
+ * the panel's columns j, where shift is the run's: its first output
+ * position's offset in the padded plane, less its first column. Columns of
+ * run q are loaded with run q's mask; masked lanes are neither read nor
+ * kept (a masked load gives 0), so no run reads outside the planes. */
+__attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    enum { NR = 16 };
+    const conv_pack *pk = ctx;
+    int64_t shift[NR];
+    __m256i m0[NR], m1[NR];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), eight = _mm256_set1_epi32(8);
+    int ns = 0;
+    for (int j = 0; j < nr;) {
+        int64_t o = j0 + j, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int len = pk->ow_n - ow < nr - j ? (int)(pk->ow_n - ow) : nr - j;
+        shift[ns] = oh * pk->wp + ow - j;
+        __m256i lo = _mm256_set1_epi32(j - 1), hi = _mm256_set1_epi32(j + len);
+        m0[ns] = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo), _mm256_cmpgt_epi32(hi, lane));
+        __m256i l8 = _mm256_add_epi32(lane, eight);
+        m1[ns] = _mm256_and_si256(_mm256_cmpgt_epi32(l8, lo), _mm256_cmpgt_epi32(hi, l8));
+        ns++;
+        j += len;
+    }
+    int whole = ns == 1 && nr == NR;
+    float *row = panel;
+    for (int64_t cb = 0; cb < pk->cg; cb += BF__CONV_CBLOCK) {
+        int64_t width = pk->cg - cb < BF__CONV_CBLOCK ? pk->cg - cb : BF__CONV_CBLOCK;
+        for (int64_t tap = 0; tap < pk->ksp; tap++) {
+            const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->wp + tap % pk->kw_n;
+            for (int64_t c = 0; c < width; c++, row += NR) {
+                const float *src = base + c * pk->plane;
+                if (whole) {
+                    _mm256_storeu_ps(row, _mm256_loadu_ps(src + shift[0]));
+                    _mm256_storeu_ps(row + 8, _mm256_loadu_ps(src + shift[0] + 8));
+                    continue;
+                }
+                __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+                for (int q = 0; q < ns; q++) {
+                    v0 = _mm256_or_ps(v0, _mm256_maskload_ps(src + shift[q], m0[q]));
+                    v1 = _mm256_or_ps(v1, _mm256_maskload_ps(src + shift[q] + 8, m1[q]));
+                }
+                _mm256_storeu_ps(row, v0);
+                _mm256_storeu_ps(row + 8, v1);
+            }
+        }
+    }
+    (void)k;
+    assert(row == panel + (int64_t)k * NR);
+}
+#endif
+
+/* The product of one image (nb = 1) written straight into y, the bias
+ * added in the kernel's epilogue: y = s + bias, the old scatter's
+ * expression (+ 0 without a bias, as there, which turns a -0 sum into
+ * +0). Panels from the padded planes where the shape allows, from the
+ * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
+ * caller then runs conv_im2col, which gives the same bits. */
+int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                       const bf__act *act, float *y, void *scratch, int64_t ch)
+{
+    const bf__window *w = &cp->w;
+    if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
+    int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w);
+    size_t room = cp->scratch_floats - cp->off_cols;
+    int padded = bf__conv_padded_ok(w) && (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
+#if !(defined(__x86_64__) && defined(__GNUC__))
+    padded = 0;
+#endif
+    float *wr = scratch, *buf = wr + cp->off_cols;
+    float *zeros = padded ? buf + ((cp->cg * plane + 15) & ~(int64_t)15) : wr + cp->off_tmp;
+    reorder_weights(cp, wt, wr);
+    if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
+    if (padded) memset(buf, 0, sizeof(float) * (size_t)(cp->cg * plane));
+    int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
+    int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
+    int kc = (int)cp->kc, osp = (int)cp->osp;
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t g = g0; g < g1; g++) {
+            const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
+            const float *a = wr + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
+            float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
+            if (!padded) {
+                im2col(cp, xg, buf, 0, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, act, yg, osp);
+                continue;
+            }
+#if defined(__x86_64__) && defined(__GNUC__)
+            /* the borders stay zero from the memset: only the inside changes per image */
+            for (int64_t c = 0; c < cp->cg; c++)
+                for (int64_t ih = 0; ih < w->in[1]; ih++)
+                    memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
+                           sizeof(float) * (size_t)w->in[2]);
+            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2]};
+            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, act, yg, osp)) return 0;
+#endif
+        }
+    return 1;
+}
+
+/* One output channel of a stride-1, undilated 2-D convolution without the
+ * column matrix: each image's input planes zero-padded once, then the
+ * taps' windows of them summed in the column matrix's row order
+ * (bf__fma_windows), which is the chain bf__sgemm gives the channel's row
+ * of the im2col product, padding zeros included. Far less memory traffic
+ * than im2col for one channel's sake. 0 when the shape does not qualify or
+ * the scratch is too small. */
+int bf__conv_channel_windows(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, float *y,
+                                void *scratch, int64_t ch)
+{
+    const bf__window *w = &cp->w;
+    if (w->in[0] != 1 || w->k[0] != 1 || w->out[0] != 1) return 0;
+    for (int d = 1; d < 3; d++)
+        if (w->s[d] != 1 || w->d[d] != 1) return 0;
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2], plane = hp * wp;
+    if (w->out[1] != hp - w->k[1] + 1 || w->out[2] != wp - w->k[2] + 1) return 0;
+    size_t need = cp->off_cols + (size_t)(cp->cg * plane) + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
+    if (need > cp->scratch_floats) return 0;
+    float *wr = scratch, *xp = wr + cp->off_cols, *acc = xp + cp->cg * plane;
+    int64_t *off = (int64_t *)(acc + cp->osp + (((uintptr_t)(acc + cp->osp) & 7) ? 1 : 0));
+    int64_t g = ch / cp->mg;
+    const float *wrow = wt + ch * cp->kc;
+    float *wk = wr;   /* the channel's weights in the column matrix's row order */
+    for (int64_t c = 0; c < cp->cg; c++)
+        for (int64_t kh = 0; kh < w->k[1]; kh++)
+            for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                int64_t tap = kh * w->k[2] + kw, p = bf__conv_krow(cp, c, tap);
+                wk[p] = wrow[c * cp->ksp + tap];
+                off[p] = c * plane + kh * wp + kw;
+            }
+    memset(xp, 0, sizeof(float) * (size_t)(cp->cg * plane));
+    float bv = bias ? bias[ch] : 0.0f;
+    for (int64_t n = 0; n < cp->n; n++) {
+        for (int64_t c = 0; c < cp->cg; c++) {
+            const float *src = x + (n * cp->c + g * cp->cg + c) * cp->isp;
+            /* plain loops: rows of a few floats, where a memcpy call costs more */
+            for (int64_t ih = 0; ih < w->in[1]; ih++) {
+                float *restrict dst = xp + c * plane + (ih + w->pb[1]) * wp + w->pb[2];
+                const float *restrict row = src + ih * w->in[2];
+                for (int64_t iw = 0; iw < w->in[2]; iw++) dst[iw] = row[iw];
+            }
+        }
+        memset(acc, 0, sizeof(float) * (size_t)cp->osp);
+        bf__fma_windows(wk, off, (int)cp->kc, xp, (int)w->out[1], (int)w->out[2], wp, acc);
+        float *dst = y + (n * cp->m + ch) * cp->osp;
+        for (int64_t o = 0; o < cp->osp; o++) dst[o] = acc[o] + bv;
+    }
+    return 1;
+}

@@ -1,0 +1,266 @@
+/* The pools: MaxPool and AveragePool (separable over the window, with a
+ * direct loop for 2x2 max), GlobalAveragePool and GlobalMaxPool, and the
+ * accessors through which the differential engine pools one plane of a
+ * step alone (exec/step_access.h). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "exec/op.h"
+#include "exec/step_access.h"
+#include "linalg_impl.h"
+#include "linalg_window.h"
+
+/* ---- MaxPool, AveragePool ---- */
+
+typedef struct pool_params {
+    bf__window w;
+    int64_t planes;             /* N * C */
+    int64_t ilo, ihi;           /* output columns whose whole window is inside the input */
+    int is_max, count_include_pad;
+} pool_params;
+static_assert(sizeof(pool_params) <= BF__OP_PARAMS_MAX, "pool params too large");
+
+static bf_status pool_prepare(bf__prep *p, int kind, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    pool_params *pp = (pool_params *)p->params;
+    bf_status st;
+    if ((st = bf__want_f32(p, 0, "X", err))) return st;
+    if (kind == BF__WIN_MAXPOOL && bf__output_wanted(p, 1))
+        return bf__node_error(err, nd, BF_EUNSUPPORTED,
+                              "output Indices is not supported; only the values output Y");
+    int64_t cip = 0;
+    if (kind == BF__WIN_AVGPOOL && (st = bf__attr_int(nd, "count_include_pad", 0, &cip, err))) return st;
+    if (cip != 0 && cip != 1)
+        return bf__node_error(err, nd, BF_EFORMAT, "attribute 'count_include_pad' is %lld; must be 0 or 1",
+                              (long long)cip);
+    if ((st = bf__window_parse(p, kind, NULL, &pp->w, err))) return st;
+    const bf_tensor *x = p->in[0];
+    pp->planes = x->dims[0] * x->dims[1];
+    pp->is_max = kind == BF__WIN_MAXPOOL;
+    pp->count_include_pad = (int)cip;
+    p->scratch = sizeof(float) * (size_t)pp->w.in[2];
+    const bf__window *w = &pp->w;
+    int64_t lo, hi, unused;
+    bf__valid_range(w->in[2], w->out[2], w->s[2], w->pb[2], 0, w->d[2], &pp->ilo, &unused);
+    bf__valid_range(w->in[2], w->out[2], w->s[2], w->pb[2], w->k[2] - 1, w->d[2], &lo, &hi);
+    pp->ihi = hi > pp->ilo ? hi : pp->ilo;
+    int64_t dims[5] = {x->dims[0], x->dims[1]};
+    for (int i = 0; i < pp->w.rank; i++) dims[2 + i] = pp->w.out[3 - pp->w.rank + i];
+    bf__set_shape(p->out[0], BF_F32, 2 + pp->w.rank, dims);
+    return BF_OK;
+}
+
+bf_status bf__maxpool_prepare(bf__prep *p, bf_error *err) { return pool_prepare(p, BF__WIN_MAXPOOL, err); }
+bf_status bf__avgpool_prepare(bf__prep *p, bf_error *err) { return pool_prepare(p, BF__WIN_AVGPOOL, err); }
+
+/* Max that propagates NaN: once the running max is NaN it stays NaN. */
+static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+
+/* Window [*lo, *hi) of input positions (step d) for output o, clipped to the
+ * input; *full is its size clipped to the padded input instead (the
+ * count_include_pad divisor, as in PyTorch and ONNX Runtime). */
+static void window_at(const bf__window *w, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *full)
+{
+    int64_t start = o * w->s[i] - w->pb[i];
+    int64_t end = start + (w->k[i] - 1) * w->d[i] + 1;
+    int64_t pend = end < w->in[i] + w->pe[i] ? end : w->in[i] + w->pe[i];
+    *full = pend - start;                   /* dilation is 1 where this is used */
+    /* first tap at or after 0, on the dilation grid */
+    int64_t l = start >= 0 ? start : start + bf__ceil_div(-start, w->d[i]) * w->d[i];
+    *lo = l;
+    *hi = end < w->in[i] ? end : w->in[i];
+}
+
+/* Reduces one row along its width: outputs [ilo, ihi) have every tap
+ * inside the row and go tap by tap over the whole range (vectorisable);
+ * the few edge outputs clip their windows one at a time. `rows` is the
+ * divisor's factor from the outer dims. */
+static void pool_row(const pool_params *pp, const float *restrict src, float *restrict yr, int64_t rows)
+{
+    const bf__window *w = &pp->w;
+    int64_t k = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = pp->ilo, ihi = pp->ihi;
+    for (int64_t ow = 0; ow < w->out[2]; ow++) {
+        if (ow == ilo) ow = ihi;
+        if (ow >= w->out[2]) break;
+        int64_t w0, w1, wfull;
+        window_at(w, 2, ow, &w0, &w1, &wfull);
+        if (pp->is_max) {
+            float m = -INFINITY;
+            for (int64_t iw = w0; iw < w1; iw += d) m = max_nan(m, src[iw]);
+            yr[ow] = m;
+        } else {
+            float sum = 0.0f;
+            for (int64_t iw = w0; iw < w1; iw++) sum += src[iw];
+            yr[ow] = sum / (float)(rows * (pp->count_include_pad ? wfull : w1 - w0));
+        }
+    }
+    if (ilo >= ihi) return;
+    for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] = src[ow * s - pb];
+    for (int64_t j = 1; j < k; j++) {
+        int64_t o = j * d - pb;
+        if (pp->is_max)
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] = max_nan(yr[ow], src[ow * s + o]);
+        else
+            for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] += src[ow * s + o];
+    }
+    if (!pp->is_max) {
+        float count = (float)(rows * k);        /* an inside window: clipped or not, k wide */
+        for (int64_t ow = ilo; ow < ihi; ow++) yr[ow] /= count;
+    }
+}
+
+/* Pools one plane separably: for each output row, reduce the window's input
+ * rows into a row of width IW (contiguous, vectorisable), then reduce along
+ * the row. Max and sum are both separable over a box. */
+static void pool_plane(const pool_params *pp, const float *restrict x, float *restrict y,
+                       float *restrict row)
+{
+    const bf__window *w = &pp->w;
+    int64_t IH = w->in[1], IW = w->in[2];
+    for (int64_t od = 0; od < w->out[0]; od++) {
+        int64_t d0, d1, dfull;
+        window_at(w, 0, od, &d0, &d1, &dfull);
+        for (int64_t oh = 0; oh < w->out[1]; oh++) {
+            int64_t h0, h1, hfull;
+            window_at(w, 1, oh, &h0, &h1, &hfull);
+            int64_t rows = 0;
+            const float *src = row;
+            for (int64_t id = d0; id < d1; id += w->d[0])
+                for (int64_t ih = h0; ih < h1; ih += w->d[1]) {
+                    const float *restrict xr = x + (id * IH + ih) * IW;
+                    if (rows++ == 0) {
+                        src = xr;
+                        continue;
+                    }
+                    if (rows == 2) memcpy(row, src, sizeof(float) * (size_t)IW), src = row;
+                    if (pp->is_max)
+                        for (int64_t i = 0; i < IW; i++) row[i] = max_nan(row[i], xr[i]);
+                    else
+                        for (int64_t i = 0; i < IW; i++) row[i] += xr[i];
+                }
+            float *restrict yr = y + (od * w->out[1] + oh) * w->out[2];
+            if (rows == 0) {
+                /* only when dilated taps all miss the input: an empty max */
+                for (int64_t ow = 0; ow < w->out[2]; ow++) yr[ow] = -INFINITY;
+                continue;
+            }
+            int64_t nd_ = (d1 - d0 + w->d[0] - 1) / w->d[0], nh = (h1 - h0 + w->d[1] - 1) / w->d[1];
+            pool_row(pp, src, yr, pp->count_include_pad ? dfull * hfull : nd_ * nh);
+        }
+    }
+}
+
+/* The most common pool of all, 2x2 max with stride 2 and every window
+ * inside the input, gets a direct loop: max is exact, so any order gives the
+ * same result as the separable path. */
+static int pool_is_max2x2(const pool_params *pp)
+{
+    const bf__window *w = &pp->w;
+    return pp->is_max && w->in[0] == 1 && w->k[0] == 1 && w->k[1] == 2 && w->k[2] == 2 && w->s[1] == 2 &&
+           w->s[2] == 2 && w->d[1] == 1 && w->d[2] == 1 && w->pb[1] == 0 && w->pb[2] == 0 &&
+           w->out[1] * 2 <= w->in[1] && w->out[2] * 2 <= w->in[2];
+}
+
+static void maxpool2x2_plane(const bf__window *w, const float *restrict x, float *restrict y)
+{
+    int64_t IW = w->in[2], OH = w->out[1], OW = w->out[2];
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *restrict r0 = x + 2 * oh * IW, *restrict r1 = r0 + IW;
+        float *restrict yr = y + oh * OW;
+        for (int64_t ow = 0; ow < OW; ow++)
+            yr[ow] = max_nan(max_nan(r0[2 * ow], r0[2 * ow + 1]), max_nan(r1[2 * ow], r1[2 * ow + 1]));
+    }
+}
+
+int bf__pool_plane(const bf__step *st, const float *x, float *y, void *scratch)
+{
+    if (st->node->op->run != bf__pool_run) return 0;
+    const pool_params *pp = st->params;
+    if (pool_is_max2x2(pp)) maxpool2x2_plane(&pp->w, x, y);
+    else pool_plane(pp, x, y, scratch);
+    return 1;
+}
+
+int bf__pool_shape(const bf__step *st, int64_t *isp, int64_t *osp)
+{
+    if (st->node->op->run != bf__pool_run) return 0;
+    const pool_params *pp = st->params;
+    *isp = bf__win_in(&pp->w), *osp = bf__win_out(&pp->w);
+    return 1;
+}
+
+bf_status bf__pool_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const pool_params *pp = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    int64_t isp = bf__win_in(&pp->w), osp = bf__win_out(&pp->w);
+    if (pool_is_max2x2(pp)) {
+        for (int64_t pl = 0; pl < pp->planes; pl++) maxpool2x2_plane(&pp->w, x + pl * isp, y + pl * osp);
+        return BF_OK;
+    }
+    for (int64_t pl = 0; pl < pp->planes; pl++) pool_plane(pp, x + pl * isp, y + pl * osp, c->scratch);
+    return BF_OK;
+}
+
+/* ---- GlobalAveragePool ---- */
+
+typedef struct gap_params {
+    int64_t planes, size;
+} gap_params;
+static_assert(sizeof(gap_params) <= BF__OP_PARAMS_MAX, "gap params too large");
+
+bf_status bf__gap_prepare(bf__prep *p, bf_error *err)
+{
+    gap_params *gp = (gap_params *)p->params;
+    const bf_tensor *x = p->in[0];
+    bf_status st;
+    if ((st = bf__want_f32(p, 0, "X", err))) return st;
+    char sx[96];
+    if (x->ndim < 3)
+        return bf__node_error(err, p->node, BF_ESHAPE,
+                              "input X has shape %s; expected [N, C, D1, ...] with at least one spatial dim",
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    int64_t dims[BF_MAX_DIMS];
+    gp->planes = x->dims[0] * x->dims[1];
+    gp->size = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        dims[i] = i < 2 ? x->dims[i] : 1;
+        if (i >= 2) gp->size *= x->dims[i];
+    }
+    if (gp->size == 0)
+        return bf__node_error(err, p->node, BF_ESHAPE, "input X has shape %s; the spatial dims are empty",
+                              bf_shape_str(x->dims, x->ndim, sx, sizeof sx));
+    bf__set_shape(p->out[0], BF_F32, x->ndim, dims);
+    return BF_OK;
+}
+
+bf_status bf__gap_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const gap_params *gp = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = bf__sum16_f32(x + pl * gp->size, gp->size) / (float)gp->size;
+    return BF_OK;
+}
+
+/* GlobalMaxPool: GlobalAveragePool's shapes, the max of each plane, NaN if
+ * the plane has one (torch.amax, adaptive_max_pool). */
+bf_status bf__gmp_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const gap_params *gp = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    for (int64_t pl = 0; pl < gp->planes; pl++) {
+        const float *restrict xp = x + pl * gp->size;
+        float m = -INFINITY;
+        for (int64_t i = 0; i < gp->size; i++) m = max_nan(m, xp[i]);
+        y[pl] = m;
+    }
+    return BF_OK;
+}

@@ -1,0 +1,128 @@
+/* Shared by the sliding-window ops' files: the window geometry that Conv
+ * and the pools read (linalg_window.c parses it), Conv's parameters and the
+ * summation order all its paths keep (linalg_conv.c chooses a path,
+ * linalg_conv_gemm.c and linalg_conv_direct.c run them). Spatial ranks 1 to
+ * 3 all run as 3-D, with the missing leading dims of size 1, so each kernel
+ * is written once. The small helpers are static inline: the kernels call
+ * them in their inner loops, as they did when all of this was one file. */
+#ifndef BF_LINALG_WINDOW_H
+#define BF_LINALG_WINDOW_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/op.h"
+
+/* ---- window geometry ---- */
+
+typedef struct bf__window {
+    int rank;                               /* spatial rank of the model's tensors */
+    /* Always 3-D here: dims of a lower rank are padded in front with 1s. */
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+} bf__window;
+
+enum { BF__WIN_CONV, BF__WIN_MAXPOOL, BF__WIN_AVGPOOL };
+
+static inline int64_t bf__ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+/* Reads kernel_shape, strides, dilations, pads, auto_pad (and ceil_mode for
+ * the pools) against input X of shape [N, C, spatial...]; `wkernel` is the
+ * kernel from W's shape for Conv, NULL for the pools. Output sizes follow the
+ * ONNX formulas; with ceil_mode a last window that would start in the right
+ * padding is dropped, as PyTorch does. kind: BF__WIN_*. */
+bf_status bf__window_parse(const bf__prep *p, int kind, const int64_t *wkernel, bf__window *w, bf_error *err);
+
+static inline int64_t bf__win_in(const bf__window *w) { return w->in[0] * w->in[1] * w->in[2]; }
+static inline int64_t bf__win_out(const bf__window *w) { return w->out[0] * w->out[1] * w->out[2]; }
+static inline int64_t bf__win_k(const bf__window *w) { return w->k[0] * w->k[1] * w->k[2]; }
+
+/* Output positions o in [*lo, *hi) whose input o*s - pb + kk*d lies in [0, in). */
+static inline void bf__valid_range(int64_t in, int64_t out, int64_t s, int64_t pb, int64_t kk, int64_t d,
+                                   int64_t *lo, int64_t *hi)
+{
+    int64_t off = kk * d - pb;                  /* input index = o*s + off */
+    int64_t l = off >= 0 ? 0 : bf__ceil_div(-off, s);
+    int64_t h = in - off <= 0 ? 0 : bf__ceil_div(in - off, s);
+    if (h > out) h = out;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* ---- Conv ---- */
+
+enum { BF__CONV_IM2COL, BF__CONV_POINTWISE, BF__CONV_DEPTHWISE };
+#define BF__DW_MAXKW 16             /* widest kernel the direct path takes */
+#define BF__DW_MAXKH 16             /* tallest kernel its row-at-a-time form takes (dw2d) */
+
+typedef struct bf__conv_params {
+    bf__window w;
+    int64_t n, c, m, group, cg, mg;
+    int64_t isp, osp, ksp, kc;          /* input, output, kernel positions; kc = cg * ksp */
+    int64_t nb;                         /* im2col: images per sgemm */
+    size_t off_cols, off_tmp;           /* im2col: scratch offsets (floats) past the weights */
+    size_t scratch_floats;              /* im2col: the scratch prepare asked for, in floats */
+    int has_bias, path;
+    int simd;                           /* bf__sgemm path (BF_SGEMM_*), fixed when the plan is built */
+} bf__conv_params;
+static_assert(sizeof(bf__conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
+
+/* A stride-1, undilated 2-D Conv whose outputs span its zero-padded
+ * planes: bf__conv_packed multiplies panels gathered from those planes. */
+static inline int bf__conv_padded_ok(const bf__window *w)
+{
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2];
+    return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[1] == 1 && w->s[2] == 1 && w->d[1] == 1 &&
+           w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1;
+}
+
+static inline int64_t bf__conv_padded_plane(const bf__window *w)
+{
+    return (w->in[1] + w->pb[1] + w->pe[1]) * (w->in[2] + w->pb[2] + w->pe[2]);
+}
+
+/* Summation order. Rows of the column matrix, and columns of the reordered
+ * weights, run tap-major within blocks of 16 channels: (channel block, kd,
+ * kh, kw, channel in block). sgemm accumulates along K in that order, which is
+ * the order of PyTorch's oneDNN direct convolution on this class of CPU, so
+ * results (and the rounding that huge faulty values amplify) agree with
+ * PyTorch's bit for bit where it matters most. Any order is a valid sum. */
+#define BF__CONV_CBLOCK 16
+
+static inline int64_t bf__conv_krow(const bf__conv_params *cp, int64_t c, int64_t tap)
+{
+    int64_t cb = c / BF__CONV_CBLOCK, base = cb * BF__CONV_CBLOCK;
+    int64_t width = cp->cg - base < BF__CONV_CBLOCK ? cp->cg - base : BF__CONV_CBLOCK;
+    return base * cp->ksp + tap * width + (c - base);
+}
+
+/* A fused activation (op.h) over n outputs just written, while they are in
+ * cache: for the paths whose last pass is not the product's epilogue. */
+static inline void bf__act_pass(const bf__act *act, float *y, int64_t n)
+{
+    if (!act) return;
+    for (int64_t i = 0; i < n; i++) y[i] = bf__act_apply(act, y[i]);
+}
+
+/* The paths. Each computes output channel ch of every image (ch < 0: every
+ * channel, with act, a fused activation, applied); linalg_conv.c's
+ * dispatcher says which path runs. */
+
+/* linalg_conv_gemm.c: im2col for nb images at a time, one sgemm per group. */
+void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                     const bf__act *act, float *y, void *scratch, int64_t ch);
+/* linalg_conv_gemm.c: one image per product, panels packed from padded
+ * planes where it can; 0 when bf__sgemm has no kernel for it (then
+ * bf__conv_im2col gives the same bits). */
+int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                    const bf__act *act, float *y, void *scratch, int64_t ch);
+/* linalg_conv_gemm.c: one channel (ch >= 0) of a stride-1, undilated 2-D
+ * Conv summed over windows of padded planes; 0 when the shape does not
+ * qualify or the scratch is too small. */
+int bf__conv_channel_windows(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                             float *y, void *scratch, int64_t ch);
+/* linalg_conv_direct.c: the depthwise and 1x1 paths. */
+void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                     const bf__act *act, float *y, int64_t ch);
+
+#endif
