@@ -173,6 +173,83 @@ static int load_part(const char *path, part *p)
     return 0;
 }
 
+/* Loads every part (the first keeps its document, for the merged header)
+ * and checks they are the shards of one campaign, each once, none missing:
+ * the message names the files, or lists the missing shards' indexes for a
+ * pipeline to rerun. *count: the shard count. */
+static int check_parts(part *parts, size_t n, char *const *paths, const char *prefix, long long *count)
+{
+    unsigned char *seen = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = load_part(paths[i], &parts[i])) != 0) goto out;
+        if (i == 0) {
+            *count = parts[0].count;
+            if (!(seen = calloc((size_t)*count, 1))) { rc = EXIT_INFRA; goto out; }
+        }
+        if (!same_campaign(parts[i].doc, parts[0].doc)) {
+            fprintf(stderr, "bitflip merge: %s is from another campaign than %s (another spec, model, data or engine)%s\n",
+                    parts[i].path, parts[0].path, prefix ? "" : "; in a shared directory, choose one with --prefix NAME");
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        if (parts[i].count != *count) {
+            fprintf(stderr, "bitflip merge: %s is shard %lld of %lld, but %s is one of %lld shards\n", parts[i].path,
+                    parts[i].index, parts[i].count, parts[0].path, *count);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        if (seen[parts[i].index]++) {
+            fprintf(stderr, "bitflip merge: shard %lld/%lld is given twice (%s)\n", parts[i].index, *count, parts[i].path);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        if (i > 0) {
+            json_decref(parts[i].doc);
+            parts[i].doc = NULL;
+        }
+    }
+    long long missing = 0;
+    for (long long k = 0; k < *count; k++) missing += !seen[k];
+    if (missing) {
+        /* the indexes, for the pipeline to rerun: all of them up to a screenful */
+        fprintf(stderr, "bitflip merge: %lld of %lld shards missing:", missing, *count);
+        long long shown = 0;
+        for (long long k = 0; k < *count && shown < 200; k++)
+            if (!seen[k]) fprintf(stderr, "%s %lld", shown++ ? "," : "", k);
+        fprintf(stderr, "%s (shard indexes from 0); rerun them (bitflip run --shard I/%lld ...) and merge again\n",
+                shown < missing ? ", ..." : "", *count);
+        rc = EXIT_INFRA;
+    }
+out:
+    free(seen);
+    return rc;
+}
+
+/* The parts' results, read again in shard order and merged into *total. */
+static int merge_parts(const part *parts, size_t n, bf_campaign_result *total)
+{
+    bf_campaign_result one = {0};
+    bf_error err = {0};
+    for (size_t i = 0; i < n; i++) {
+        json_error_t je;
+        json_t *d = json_load_file(parts[i].path, 0, &je);
+        if (!d) {
+            fprintf(stderr, "bitflip merge: %s changed while merging: %s\n", parts[i].path, je.text);
+            return EXIT_INFRA;
+        }
+        bf_status st = bf_result_parse(d, i == 0 ? total : &one, &err);
+        json_decref(d);
+        if (st == BF_OK && i > 0) st = bf_campaign_result_merge(total, &one, &err);
+        if (i > 0) bf_campaign_result_free(&one);   /* also what a failed parse allocated */
+        if (st != BF_OK) {
+            fprintf(stderr, "bitflip merge: %s: %s\n", parts[i].path, err.msg);
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
 int cmd_merge(int argc, char **argv)
 {
     const char *out_path = NULL, *format = NULL, *junit = NULL, *prefix = NULL;
@@ -183,10 +260,8 @@ int cmd_merge(int argc, char **argv)
     part *parts = NULL;
     int rc = EXIT_OK;
     json_t *doc = NULL;
-    bf_campaign_result total = {0}, one = {0};
-    unsigned char *seen = NULL;
+    bf_campaign_result total = {0};
     long long count = 0;
-    bf_error err = {0};
     if (!args || !gates) { rc = EXIT_INFRA; goto out; }
 
     enum { OPT_OUT = CLI_OPT_FIRST, OPT_FORMAT, OPT_JUNIT, OPT_GATE, OPT_PREFIX };
@@ -225,72 +300,14 @@ int cmd_merge(int argc, char **argv)
 
     parts = calloc(files.n, sizeof *parts);
     if (!parts) { rc = EXIT_INFRA; goto out; }
-    for (size_t i = 0; i < files.n; i++) {
-        if ((rc = load_part(files.p[i], &parts[i])) != 0) goto out;
-        if (i == 0) {
-            count = parts[0].count;
-            seen = calloc((size_t)count, 1);
-            if (!seen) { rc = EXIT_INFRA; goto out; }
-        }
-        if (!same_campaign(parts[i].doc, parts[0].doc)) {
-            fprintf(stderr, "bitflip merge: %s is from another campaign than %s (another spec, model, data or engine)%s\n",
-                    parts[i].path, parts[0].path, prefix ? "" : "; in a shared directory, choose one with --prefix NAME");
-            rc = EXIT_USAGE;
-            goto out;
-        }
-        if (parts[i].count != count) {
-            fprintf(stderr, "bitflip merge: %s is shard %lld of %lld, but %s is one of %lld shards\n", parts[i].path,
-                    parts[i].index, parts[i].count, parts[0].path, count);
-            rc = EXIT_USAGE;
-            goto out;
-        }
-        if (seen[parts[i].index]++) {
-            fprintf(stderr, "bitflip merge: shard %lld/%lld is given twice (%s)\n", parts[i].index, count, parts[i].path);
-            rc = EXIT_USAGE;
-            goto out;
-        }
-        if (i > 0) {
-            json_decref(parts[i].doc);
-            parts[i].doc = NULL;
-        }
-    }
-    long long missing = 0;
-    for (long long k = 0; k < count; k++) missing += !seen[k];
-    if (missing) {
-        /* the indexes, for the pipeline to rerun: all of them up to a screenful */
-        fprintf(stderr, "bitflip merge: %lld of %lld shards missing:", missing, count);
-        long long shown = 0;
-        for (long long k = 0; k < count && shown < 200; k++)
-            if (!seen[k]) fprintf(stderr, "%s %lld", shown++ ? "," : "", k);
-        fprintf(stderr, "%s (shard indexes from 0); rerun them (bitflip run --shard I/%lld ...) and merge again\n",
-                shown < missing ? ", ..." : "", count);
-        rc = EXIT_INFRA;
-        goto out;
-    }
+    if ((rc = check_parts(parts, files.n, files.p, prefix, &count)) != 0) goto out;
     /* merged in shard order, whatever order the files came in */
     json_t *first = parts[0].doc;
     parts[0].doc = NULL;
     qsort(parts, files.n, sizeof *parts, cmp_part);
-    for (size_t i = 0; i < files.n; i++) {
-        json_error_t je;
-        json_t *d = json_load_file(parts[i].path, 0, &je);
-        bf_status st = BF_OK;
-        if (!d) {
-            fprintf(stderr, "bitflip merge: %s changed while merging: %s\n", parts[i].path, je.text);
-            json_decref(first);
-            rc = EXIT_INFRA;
-            goto out;
-        }
-        st = bf_result_parse(d, i == 0 ? &total : &one, &err);
-        json_decref(d);
-        if (st == BF_OK && i > 0) st = bf_campaign_result_merge(&total, &one, &err);
-        if (i > 0) bf_campaign_result_free(&one);   /* also what a failed parse allocated */
-        if (st != BF_OK) {
-            fprintf(stderr, "bitflip merge: %s: %s\n", parts[i].path, err.msg);
-            json_decref(first);
-            rc = EXIT_USAGE;
-            goto out;
-        }
+    if ((rc = merge_parts(parts, files.n, &total)) != 0) {
+        json_decref(first);
+        goto out;
     }
     json_t *header = json_pack("{s:O, s:O, s:O}", "bitflip", json_object_get(first, "bitflip"), "campaign",
                                json_object_get(first, "campaign"), "golden", json_object_get(first, "golden"));
@@ -305,7 +322,6 @@ out:
     for (size_t i = 0; i < files.n; i++) free(files.p[i]);
     free(files.p);
     json_decref(doc);
-    free(seen);
     free(args);
     free(gates);
     return rc;
