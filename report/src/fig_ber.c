@@ -53,6 +53,52 @@ static int cmp_x(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One curve: its confidence band, its line, and a point per rate with the
+ * numbers in its tooltip (the band clipped to the axis's range). */
+static void draw_curve(bfr__buf *b, const bfr__scale *sx, const bfr__scale *sy, const pt *p, int n, const char *col,
+                       const char *label, int pct, const char *mname)
+{
+    bfr__printf(b, "<g class=\"bfr-curve\"><polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);
+    for (int k = 0; k < n; k++) {
+        bfr__coord(b, bfr__map(sx, p[k].x));
+        bfr__puts(b, ",");
+        bfr__coord(b, bfr__map(sy, fmin(p[k].hi, sy->d1)));
+        bfr__puts(b, " ");
+    }
+    for (int k = n - 1; k >= 0; k--) {
+        bfr__coord(b, bfr__map(sx, p[k].x));
+        bfr__puts(b, ",");
+        bfr__coord(b, bfr__map(sy, fmax(p[k].lo, sy->d0)));
+        bfr__puts(b, " ");
+    }
+    bfr__printf(b, "\"/>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+    for (int k = 0; k < n; k++) {
+        bfr__coord(b, bfr__map(sx, p[k].x));
+        bfr__puts(b, ",");
+        bfr__coord(b, bfr__map(sy, p[k].y));
+        bfr__puts(b, " ");
+    }
+    bfr__puts(b, "\"/>\n");
+    for (int k = 0; k < n; k++) {
+        char xs[48], ys[96], ts[32];
+        bfr__sci(xs, sizeof xs, p[k].x);
+        if (pct) bfr__pct_ci(ys, sizeof ys, p[k].y, p[k].lo, p[k].hi);
+        else {
+            char a[24], l[24], u[24];
+            bfr__num(a, sizeof a, p[k].y, 4), bfr__num(l, sizeof l, p[k].lo, 4), bfr__num(u, sizeof u, p[k].hi, 4);
+            snprintf(ys, sizeof ys, "%s [%s, %s]", a, l, u);
+        }
+        bfr__count(ts, sizeof ts, p[k].trials);
+        bfr__printf(b, "<circle r=\"3.5\" fill=\"%s\" cx=\"", col);
+        bfr__coord(b, bfr__map(sx, p[k].x));
+        bfr__puts(b, "\" cy=\"");
+        bfr__coord(b, bfr__map(sy, p[k].y));
+        bfr__puts(b, "\"><title>");
+        bfr__xml(b, label, 0);
+        bfr__printf(b, ": bit error rate %s, %s %s, %s trials</title></circle>\n", xs, mname, ys, ts);
+    }
+}
+
 int bfr__fig_ber(const bfr__set *set, json_t *figs)
 {
     const char *metric = bfr__task_metric(set);
@@ -130,45 +176,7 @@ int bfr__fig_ber(const bfr__set *set, json_t *figs)
         const pt *p = pts + (size_t)c * stride;
         const char *col = bfr__palette[idx[c] % BFR_MAX_SERIES];
         const bfr__series *s = &set->series[idx[c]];
-        bfr__printf(&b, "<g class=\"bfr-curve\"><polygon fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" points=\"", col);
-        for (int k = 0; k < np[c]; k++) {
-            bfr__coord(&b, bfr__map(&sx, p[k].x));
-            bfr__puts(&b, ",");
-            bfr__coord(&b, bfr__map(&sy, fmin(p[k].hi, yhi)));
-            bfr__puts(&b, " ");
-        }
-        for (int k = np[c] - 1; k >= 0; k--) {
-            bfr__coord(&b, bfr__map(&sx, p[k].x));
-            bfr__puts(&b, ",");
-            bfr__coord(&b, bfr__map(&sy, fmax(p[k].lo, ylo)));
-            bfr__puts(&b, " ");
-        }
-        bfr__printf(&b, "\"/>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
-        for (int k = 0; k < np[c]; k++) {
-            bfr__coord(&b, bfr__map(&sx, p[k].x));
-            bfr__puts(&b, ",");
-            bfr__coord(&b, bfr__map(&sy, p[k].y));
-            bfr__puts(&b, " ");
-        }
-        bfr__puts(&b, "\"/>\n");
-        for (int k = 0; k < np[c]; k++) {
-            char xs[48], ys[96], ts[32];
-            bfr__sci(xs, sizeof xs, p[k].x);
-            if (pct) bfr__pct_ci(ys, sizeof ys, p[k].y, p[k].lo, p[k].hi);
-            else {
-                char a[24], l[24], u[24];
-                bfr__num(a, sizeof a, p[k].y, 4), bfr__num(l, sizeof l, p[k].lo, 4), bfr__num(u, sizeof u, p[k].hi, 4);
-                snprintf(ys, sizeof ys, "%s [%s, %s]", a, l, u);
-            }
-            bfr__count(ts, sizeof ts, p[k].trials);
-            bfr__printf(&b, "<circle r=\"3.5\" fill=\"%s\" cx=\"", col);
-            bfr__coord(&b, bfr__map(&sx, p[k].x));
-            bfr__puts(&b, "\" cy=\"");
-            bfr__coord(&b, bfr__map(&sy, p[k].y));
-            bfr__puts(&b, "\"><title>");
-            bfr__xml(&b, s->label, 0);
-            bfr__printf(&b, ": bit error rate %s, %s %s, %s trials</title></circle>\n", xs, mname, ys, ts);
-        }
+        draw_curve(&b, &sx, &sy, p, np[c], col, s->label, pct, mname);
         bfr__puts(&b, "</g>\n");
         if (c < 3) {
             size_t al = strlen(alt);
