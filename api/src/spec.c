@@ -45,7 +45,6 @@ static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_s
 {
     static const fieldset fs = {ENTRY_NAMES, COUNT(ENTRY_NAMES), NULL, 0, NULL};
     size_t n = json_array_size(arr);
-    bool transient = s->persistence == BF_PERSIST_TRANSIENT;
 
     if (!(s->list = calloc(n, sizeof *s->list))) {
         c->nomem = true;
@@ -92,15 +91,14 @@ static void parse_list(ctx *c, json_t *arr, const faults_info *fi, bf_campaign_s
         }
 
         p = bf__spec_ptr_at(base.s, "sample");
-        if (v[E_SAMPLE] && fi->persist_ok && !transient) {
+        /* core's rule (spec_rules.c), checked here per entry for its pointer */
+        const char *why = fi->persist_ok ? bf_spec_list_sample_rule(s->persistence, v[E_SAMPLE] != NULL) : NULL;
+        if (why) {
             ok = false;
-            bf__spec_problem(c, p.s, "applies only to 'transient' faults (a permanent fault hits every sample)");
+            bf__spec_problem(c, p.s, "%s", why);
         } else if (v[E_SAMPLE]) {
             if (bf__spec_get_int(c, v[E_SAMPLE], p.s, 0, INT64_MAX, "", &x)) ent.sample = x;
             else ok = false;
-        } else if (fi->persist_ok && transient) {
-            ok = false;
-            bf__spec_problem(c, p.s, "required for 'transient' faults: the eval-set sample the fault hits");
         }
         if (ok)
             s->list[s->n_list++] = ent;

@@ -748,7 +748,7 @@ static void patterns_and_errors(void **state)
     s.list = &e;
     s.n_list = 1;
     assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_EINVAL);
-    assert_non_null(strstr(err.msg, "needs 'sample'"));
+    assert_non_null(strstr(err.msg, "'sample' required for 'transient' faults"));
     e.sample = 360;
     assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_ERANGE);
     assert_non_null(strstr(err.msg, "360"));
@@ -759,7 +759,7 @@ static void patterns_and_errors(void **state)
     e.index = 0;
     s.persistence = BF_PERSIST_PERMANENT;
     assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_EINVAL);
-    assert_non_null(strstr(err.msg, "applies only to transient"));
+    assert_non_null(strstr(err.msg, "'sample' applies only to 'transient' faults"));
     e.sample = -1;
     e.tensor = "logit";
     assert_int_equal(bf_campaign_create(f->digits, f->digits_ds, &s, &c, &err), BF_ENOTFOUND);

@@ -342,6 +342,22 @@ static void campaign_create_reports_the_first(void **state)
     bf_model_free(m);
 }
 
+/* An explicit list's 'sample' against the persistence, the rule both the
+ * api (per entry, with its pointer) and bf_campaign_create apply: the four
+ * combinations by hand. */
+static void list_sample_rule(void **state)
+{
+    (void)state;
+    assert_null(bf_spec_list_sample_rule(BF_PERSIST_TRANSIENT, 1));
+    assert_null(bf_spec_list_sample_rule(BF_PERSIST_PERMANENT, 0));
+    const char *a = bf_spec_list_sample_rule(BF_PERSIST_PERMANENT, 1);
+    const char *b = bf_spec_list_sample_rule(BF_PERSIST_TRANSIENT, 0);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(a, "applies only to 'transient' faults (a permanent fault hits every sample)");
+    assert_string_equal(b, "required for 'transient' faults: the eval-set sample the fault hits");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -351,6 +367,7 @@ int main(void)
         cmocka_unit_test(scopes),
         cmocka_unit_test(one_mistake_one_problem),
         cmocka_unit_test(campaign_create_reports_the_first),
+        cmocka_unit_test(list_sample_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

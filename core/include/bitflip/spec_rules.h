@@ -84,6 +84,13 @@ typedef void (*bf_spec_report_fn)(void *user, const bf_spec_rule_problem *p);
  * Returns how many were reported. */
 size_t bf_spec_check(const bf_campaign_spec *spec, const bf_spec_facts *facts, bf_spec_report_fn report, void *user);
 
+/* The rule between an explicit-list entry's 'sample' and the faults'
+ * persistence ('sample' is required for transient faults and applies only
+ * to them), for the callers that check entries one by one: libbitflip-api
+ * with the entry's JSON Pointer, bf_campaign_create with its index. NULL
+ * when the entry keeps it, else the message about the entry's 'sample'. */
+const char *bf_spec_list_sample_rule(bf_persistence persistence, int has_sample);
+
 /* The rules' names, in order (for tests that cover each one). */
 size_t bf_spec_rule_count(void);
 const char *bf_spec_rule_name(size_t i);

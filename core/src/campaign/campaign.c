@@ -527,15 +527,13 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
             return bf_error_set(err, BF_ERANGE, "list entry %zu: bit %d does not exist in %s (bits 0..%d)", i, e->bit,
                                 bf_repr_name(c->store.repr), c->store.repr_bits - 1);
         int64_t sample = -1;
+        const char *why = bf_spec_list_sample_rule(c->faults.persistence, e->sample >= 0);
+        if (why) return bf_error_set(err, BF_EINVAL, "list entry %zu: 'sample' %s", i, why);
         if (c->faults.persistence == BF_PERSIST_TRANSIENT) {
-            if (e->sample < 0)
-                return bf_error_set(err, BF_EINVAL, "list entry %zu: a transient fault needs 'sample', the eval-set sample it hits", i);
             if (e->sample >= samples)
                 return bf_error_set(err, BF_ERANGE, "list entry %zu: sample %lld does not exist (the eval set has %lld samples)", i,
                                     (long long)e->sample, (long long)samples);
             sample = e->sample;
-        } else if (e->sample >= 0) {
-            return bf_error_set(err, BF_EINVAL, "list entry %zu: 'sample' applies only to transient faults (a permanent fault hits every sample)", i);
         }
         c->faults.list[i] = (bf__list_fault){.site = site, .index = e->index, .sample = sample, .bit = e->bit};
     }

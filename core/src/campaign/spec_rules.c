@@ -539,3 +539,12 @@ size_t bf_spec_check(const bf_campaign_spec *spec, const bf_spec_facts *facts, b
     }
     return n;
 }
+
+const char *bf_spec_list_sample_rule(bf_persistence persistence, int has_sample)
+{
+    if (has_sample && persistence != BF_PERSIST_TRANSIENT)
+        return "applies only to 'transient' faults (a permanent fault hits every sample)";
+    if (!has_sample && persistence == BF_PERSIST_TRANSIENT)
+        return "required for 'transient' faults: the eval-set sample the fault hits";
+    return NULL;
+}
