@@ -190,17 +190,19 @@ static void windows_chain(void **state)
     float w[13];
     float *x = rand_buf(4096);
     for (int p = 0; p < k; p++) w[p] = rnd(), off[p] = (p * 37) % 200;
-    for (int rows = 1; rows <= 19; rows += 3)
-        for (int cols = 1; cols <= 21; cols += 2) {
-            float got[19 * 21], want[19 * 21];
-            for (int i = 0; i < rows * cols; i++) got[i] = want[i] = rnd();
-            bf__fma_windows(w, off, k, x, rows, cols, ldx, got);
-            for (int p = 0; p < k; p++)
-                for (int r = 0; r < rows; r++)
-                    for (int c = 0; c < cols; c++)
-                        want[r * cols + c] = fmaf(w[p], x[off[p] + r * ldx + c], want[r * cols + c]);
-            if (!same_bits(got, want, (size_t)(rows * cols))) fail_msg("rows %d cols %d: differs", rows, cols);
-        }
+    for (int level = BF_SGEMM_REF; level <= BF_SGEMM_AVX2; level++)   /* each CPU path (AVX2 where the CPU has it) */
+        for (int rows = 1; rows <= 19; rows += 3)
+            for (int cols = 1; cols <= 21; cols += 2) {
+                float got[19 * 21], want[19 * 21];
+                for (int i = 0; i < rows * cols; i++) got[i] = want[i] = rnd();
+                bf__fma_windows(level, w, off, k, x, rows, cols, ldx, got);
+                for (int p = 0; p < k; p++)
+                    for (int r = 0; r < rows; r++)
+                        for (int c = 0; c < cols; c++)
+                            want[r * cols + c] = fmaf(w[p], x[off[p] + r * ldx + c], want[r * cols + c]);
+                if (!same_bits(got, want, (size_t)(rows * cols)))
+                    fail_msg("level %d, rows %d cols %d: differs", level, rows, cols);
+            }
     free(x);
 }
 

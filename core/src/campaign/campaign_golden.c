@@ -8,9 +8,11 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/simd.h"
 #include "bitflip/metrics.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
+#include "exec/metrics_impl.h"
 #include "exec/plan_impl.h"
 
 bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
@@ -75,9 +77,9 @@ bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf
     return BF_OK;
 }
 
-int64_t bf__prediction(const bf_campaign *c, const float *row)
+int64_t bf__prediction(const bf_campaign *c, const float *row, int simd)
 {
-    if (c->golden.out_cols > 1) return bf_argmax(row, c->golden.out_cols);
+    if (c->golden.out_cols > 1) return bf__argmax_at(row, c->golden.out_cols, simd);
     return c->golden.logits ? row[0] > 0 : row[0] >= 0.5f;
 }
 
@@ -205,7 +207,9 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     if (r.outputs != c->golden.out) memcpy(c->golden.out, r.outputs, n * sizeof(float));
     if (c->golden.out_cols == 1)
         for (int64_t i = 0; i < c->golden.samples; i++) c->golden.logits |= c->golden.out[i] < 0 || c->golden.out[i] > 1;
-    for (int64_t i = 0; i < c->golden.samples; i++) c->golden.pred[i] = bf__prediction(c, c->golden.out + i * c->golden.out_cols);
+    int simd = bf__simd_avx2();
+    for (int64_t i = 0; i < c->golden.samples; i++)
+        c->golden.pred[i] = bf__prediction(c, c->golden.out + i * c->golden.out_cols, simd);
 
     if (c->golden.task == BF_TASK_BINARY) {
         const bf_tensor *l = bf_dataset_find(c->ds, "labels");

@@ -55,8 +55,9 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
 bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err);
 
 /* campaign_golden.c: a sample's prediction: its arg-max, or for one score per
- * sample the 0.5 threshold (0 when the golden scores are logits). */
-int64_t bf__prediction(const bf_campaign *c, const float *row);
+ * sample the 0.5 threshold (0 when the golden scores are logits); simd:
+ * bf__simd_avx2(), asked once by the caller's loop. */
+int64_t bf__prediction(const bf_campaign *c, const float *row, int simd);
 
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);

@@ -206,7 +206,7 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
                 mx = d > mx ? d : mx;
             }
         }
-        if (!same) changed += (pred ? pred[t] : bf__prediction(c, out + s * cols)) != c->golden.pred[s];
+        if (!same) changed += (pred ? pred[t] : bf__prediction(c, out + s * cols, simd)) != c->golden.pred[s];
     }
     rec->changed = changed;
 

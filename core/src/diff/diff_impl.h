@@ -113,6 +113,7 @@ struct bf__dx {
     int *rowbuf;                 /* row indices of a Gemm's A: max_m of them */
     double *bc;                  /* rank-k update scratch */
     void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
+    int simd;                    /* bf__sgemm_simd() when created: the scans' CPU path (base/simd.h) */
     int approx;                  /* the batch at hand took a rank-k update */
     int no_approx;               /* ... and is being redone without */
     bf_value_fault *vfb;         /* value faults of the batch at hand */

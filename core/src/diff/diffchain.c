@@ -170,7 +170,7 @@ static int witness(bf__dx *dx, size_t k, const bf__dx_weight *w, bf__cval *x)
     double score[BF__WITNESSES];
     int nc = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    int narrow = !x->ncol && x->width <= 16 && bf__sgemm_simd();
+    int narrow = !x->ncol && x->width <= 16 && dx->simd;
 #endif
     for (int64_t t = 0; t < x->n; t++) {
         double d;

@@ -481,7 +481,7 @@ void bf__chain_faulty_conv(bf__chain_pass *ps, size_t k, int64_t only, bf__cval 
         int run = exact;
         if (!exact) {   /* the update, for sample r0 alone */
             const float *xc = slot == 1 ? xin + ic * isp : NULL, *yg = bf__chain_gold_row(sh, o, r0, M * osp) + oc * osp;
-            int moved, huge = bf__conv_update(1, slot == 1 ? xc : one, tap, tapm, yg, dwf, osp, e, &moved);
+            int moved, huge = bf__conv_update(dx->simd, slot == 1 ? xc : one, tap, tapm, yg, dwf, osp, e, &moved);
             run |= huge;
             /* where a ReLU reads the channel, a change it certainly clamps
              * is no change; once the trial rests on an update, that proves

@@ -24,6 +24,7 @@
 
 #include "base/alloc.h"
 #include "diff/diff_impl.h"
+#include "exec/ops/sgemm.h"
 
 /* --- shared */
 
@@ -62,6 +63,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     if (!dx) return bf__dx_oom(err);
     dx->sh = sh;
     dx->ev = ev;
+    dx->simd = bf__sgemm_simd();
     dx->plan[0] = bf__evaluator_plan(ev, 0);
     dx->plan[1] = bf__evaluator_plan(ev, 1);
     size_t n_out = (size_t)(sh->samples * sh->out_cols);

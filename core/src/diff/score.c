@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/simd.h"
 #include "bitflip/metrics.h"
 #include "diff/diff.h"
 #include "exec/metrics_impl.h"
@@ -22,6 +23,7 @@ struct bf__scorer {
     double loss_sum;
     int64_t out_of_range;      /* golden scores outside [0, 1]: logits */
     int incremental_loss;      /* golden loss finite */
+    int simd;                  /* bf__argmax_at's path, asked once (base/simd.h) */
     uint64_t *keys;            /* golden AUC keys, sorted */
     int64_t pos;
     uint32_t *kpos, *kneg;     /* golden score keys of the positives and of the negatives, sorted */
@@ -78,12 +80,13 @@ bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t sampl
     sc->n = samples;
     sc->cols = cols;
     sc->golden = golden;
+    sc->simd = bf__simd_avx2();
     bf__evaluator_labels(ev, &sc->classes, &sc->labels);
     if (sc->task == BF_TASK_CLASSIFICATION) {
         sc->hit = bf__malloc((size_t)samples + 1);
         if (!sc->hit) goto oom;
         for (int64_t i = 0; i < samples; i++) {
-            sc->hit[i] = bf_argmax(golden + i * cols, cols) == sc->classes[i];
+            sc->hit[i] = bf__argmax_at(golden + i * cols, cols, sc->simd) == sc->classes[i];
             sc->hits += sc->hit[i];
         }
     } else if (sc->task == BF_TASK_BINARY && cols == 1) {
@@ -235,7 +238,7 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
         int64_t hits = sc->hits;
         for (int64_t t = 0; t < n_rows; t++) {   /* kept: the trial's classification needs them too */
             int64_t i = rows[t];
-            s->pred[t] = bf_argmax(outputs + i * sc->cols, sc->cols);
+            s->pred[t] = bf__argmax_at(outputs + i * sc->cols, sc->cols, sc->simd);
             hits += (s->pred[t] == sc->classes[i]) - sc->hit[i];
         }
         s->has_pred = sc->cols > 1;

@@ -56,20 +56,25 @@ __attribute__((target("avx2"))) static int64_t argmax_narrow(const float *row, i
 }
 #endif
 
-int64_t bf_argmax(const float *row, int64_t n)
+int64_t bf__argmax_at(const float *row, int64_t n, int simd)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (n <= 16 && bf__simd_avx2()) return argmax_narrow(row, (int)n);
+    if (n <= 16 && simd) return argmax_narrow(row, (int)n);
+#else
+    (void)simd;
 #endif
     return argmax_plain(row, n);
 }
+
+int64_t bf_argmax(const float *row, int64_t n) { return bf__argmax_at(row, n, bf__simd_avx2()); }
 
 double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
                           const int64_t *labels)
 {
     if (n <= 0 || classes <= 0) return NAN;
     int64_t hits = 0;
-    for (int64_t i = 0; i < n; i++) hits += bf_argmax(scores + i * classes, classes) == labels[i];
+    int simd = bf__simd_avx2();
+    for (int64_t i = 0; i < n; i++) hits += bf__argmax_at(scores + i * classes, classes, simd) == labels[i];
     return (double)hits / (double)n;
 }
 

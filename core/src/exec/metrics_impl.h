@@ -14,5 +14,9 @@ int bf__u64_cmp(const void *a, const void *b);
 double bf__auc_sorted(const uint64_t *keys, const float *labels, int64_t n, int64_t pos);
 /* One sample's log loss; logits: the scores are logits, not probabilities. */
 double bf__logloss_term(float score, float label, int logits);
+/* bf_argmax with the CPU path decided by the caller (simd: bf__simd_avx2(),
+ * asked once before a loop over rows, not per row: it reads the
+ * environment). Same answer either way. */
+int64_t bf__argmax_at(const float *row, int64_t n, int simd);
 
 #endif

@@ -80,7 +80,8 @@ int bf__conv_channel_n(const bf__step *s, int64_t oc, int64_t n, const float *x,
  * dw (x[tap[p]] tapm[p]), or yg[p] where that change is 0 (-0 + 0 would be
  * +0); *moved if any element moved; returns 1 if any change is NaN or huge
  * (HUGE_CHANGE). The hot loop of a Conv fault in diffchain.c: with `simd`
- * on a CPU with AVX2, eight lanes at a time with gathers; the same IEEE
+ * (the caller's bf__sgemm_simd(), asked once: it reads BITFLIP_SIMD) on a
+ * CPU with AVX2, eight lanes at a time with gathers; the same IEEE
  * operations either way (no contraction in ISO C mode), so the same bits,
  * or both NaN (test_chain). */
 int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *tapm, const float *yg, float dw,

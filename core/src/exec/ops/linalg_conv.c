@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #endif
 
+#include "base/simd.h"
 #include "exec/op.h"
 #include "exec/step_access.h"
 #include "linalg_impl.h"
@@ -307,7 +308,7 @@ int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *t
                     int64_t n, float *e, int *moved)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (simd && bf__sgemm_simd()) return conv_update_avx2(x, tap, tapm, yg, dw, n, e, moved);
+    if (simd && bf__simd_cpu()) return conv_update_avx2(x, tap, tapm, yg, dw, n, e, moved);
 #else
     (void)simd;
 #endif

@@ -318,7 +318,7 @@ int bf__conv_channel_windows(const bf__conv_params *cp, const float *x, const fl
             }
         }
         memset(acc, 0, sizeof(float) * (size_t)cp->osp);
-        bf__fma_windows(wk, off, (int)cp->kc, xp, (int)w->out[1], (int)w->out[2], wp, acc);
+        bf__fma_windows(cp->simd, wk, off, (int)cp->kc, xp, (int)w->out[1], (int)w->out[2], wp, acc);
         float *dst = y + (n * cp->m + ch) * cp->osp;
         for (int64_t o = 0; o < cp->osp; o++) dst[o] = acc[o] + bv;
     }

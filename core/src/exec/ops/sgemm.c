@@ -299,11 +299,11 @@ AVX2 static void fma_windows_avx2(const float *w, const int64_t *off, int k, con
 }
 #endif
 
-void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, int rows, int cols, int64_t ldx,
-                     float *acc)
+void bf__fma_windows(int level, const float *w, const int64_t *off, int k, const float *x, int rows, int cols,
+                     int64_t ldx, float *acc)
 {
 #ifdef HAVE_AVX2_PATH
-    if (bf__sgemm_simd()) {
+    if (level >= BF_SGEMM_AVX2 && bf__simd_cpu()) {
         fma_windows_avx2(w, off, k, x, rows, cols, ldx, acc);
         return;
     }

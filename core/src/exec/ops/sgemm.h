@@ -42,8 +42,8 @@ void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, c
  * of x (a convolution's taps over zero-padded planes, computed without
  * writing the column matrix out), with the bits bf__sgemm gives the same
  * chain. */
-void bf__fma_windows(const float *w, const int64_t *off, int k, const float *x, int rows, int cols, int64_t ldx,
-                     float *acc);
+void bf__fma_windows(int level, const float *w, const int64_t *off, int k, const float *x, int rows, int cols,
+                     int64_t ldx, float *acc);
 /* 1 when bf__sgemm runs the AVX2 kernel (or better): this CPU has it and
  * BITFLIP_SIMD does not ask for the reference (base/simd.h). */
 int bf__sgemm_simd(void);
