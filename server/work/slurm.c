@@ -84,19 +84,6 @@ static char *xstrdup(const char *s, int *fail)
     return p;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    va_list ap, ap2;
-    va_start(ap, f);
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, f, ap);
-    va_end(ap);
-    char *p = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (p) vsnprintf(p, (size_t)n + 1, f, ap2);
-    va_end(ap2);
-    return p;
-}
 
 static void job_free(sjob *j)
 {
@@ -210,15 +197,15 @@ static bf_status write_task_spec(swork *w, const char *path, bf_error *err)
 static void submit(swork *w)
 {
     sjob *j = w->j;
-    char *spec = fmt("%s/spec.json", j->dir), *errf = fmt("%s/sbatch.err", j->dir), *out = NULL, *list = NULL;
+    char *spec = bfd_fmt("%s/spec.json", j->dir), *errf = bfd_fmt("%s/sbatch.err", j->dir), *out = NULL, *list = NULL;
     char **argv = NULL;
     bf_error err = {0};
     if (!spec || !errf || !(list = bfd_slurm_array_list(w->submit, w->n_submit))) goto oom;
     if ((mkdir(j->dir, 0750) != 0 && errno != EEXIST) || (mkdir(j->trials_dir, 0750) != 0 && errno != EEXIST)) {
-        w->error = fmt("cannot make %s or %s: %s", j->dir, j->trials_dir, strerror(errno));
+        w->error = bfd_fmt("cannot make %s or %s: %s", j->dir, j->trials_dir, strerror(errno));
         goto out;
     }
-    if (write_task_spec(w, spec, &err) != BF_OK) { w->error = fmt("cannot write the tasks' spec: %s", err.msg); goto out; }
+    if (write_task_spec(w, spec, &err) != BF_OK) { w->error = bfd_fmt("cannot write the tasks' spec: %s", err.msg); goto out; }
     bfd_sbatch_in in = {.campaign_id = j->id, .dir = j->dir, .trials_dir = j->trials_dir, .bitflip = w->bitflip,
                         .spec_path = spec, .partition = w->partition, .account = w->account, .limits = w->limits,
                         .job_memory = w->job_memory, .n_chunks = j->n_chunks, .chunks = w->submit, .n_submit = w->n_submit};
@@ -227,24 +214,24 @@ static void submit(swork *w)
     if (rc != 0) {
         char line[300];
         last_line(errf, line, sizeof line);
-        w->error = rc < 0 ? fmt("cannot run sbatch: %s (is Slurm installed on the daemon's host?)", strerror(errno))
-                          : fmt("sbatch refused the array (exit %d): %s", rc, line);
+        w->error = rc < 0 ? bfd_fmt("cannot run sbatch: %s (is Slurm installed on the daemon's host?)", strerror(errno))
+                          : bfd_fmt("sbatch refused the array (exit %d): %s", rc, line);
         goto out;
     }
     if (!bfd_sbatch_job_id(out, w->new_job, sizeof w->new_job)) {
-        w->error = fmt("sbatch printed '%.100s', not a job id", out);
+        w->error = bfd_fmt("sbatch printed '%.100s', not a job id", out);
         goto out;
     }
-    char *rec = fmt("%s/array_job", j->dir), *text = fmt("%s\n", w->new_job);
+    char *rec = bfd_fmt("%s/array_job", j->dir), *text = bfd_fmt("%s\n", w->new_job);
     if (!rec || !text || bf_write_atomic(rec, text, strlen(text), 0640, &err) != BF_OK)
-        w->note = fmt("cannot record the job id %s in %s/array_job (%s): a restart will submit the array again", w->new_job,
+        w->note = bfd_fmt("cannot record the job id %s in %s/array_job (%s): a restart will submit the array again", w->new_job,
                       j->dir, rec && text ? err.msg : "out of memory");
     free(rec);
     free(text);
-    w->note = w->note ? w->note : fmt("array job %s: chunks %s of %d", w->new_job, list, j->n_chunks);
+    w->note = w->note ? w->note : bfd_fmt("array job %s: chunks %s of %d", w->new_job, list, j->n_chunks);
     goto out;
 oom:
-    w->error = fmt("out of memory submitting the array");
+    w->error = bfd_fmt("out of memory submitting the array");
 out:
     free(spec);
     free(errf);
@@ -259,11 +246,11 @@ static char *read_part(swork *w, int i, const char *path)
 {
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
-    if (!doc) { w->error = fmt("chunk %d's part %s does not parse: %s", i, path, je.text); return NULL; }
+    if (!doc) { w->error = bfd_fmt("chunk %d's part %s does not parse: %s", i, path, je.text); return NULL; }
     json_t *sh = json_object_get(doc, "shard"), *camp = json_object_get(doc, "campaign");
     if (!json_is_object(sh) || json_integer_value(json_object_get(sh, "index")) != i ||
         json_integer_value(json_object_get(sh, "count")) != w->j->n_chunks || !json_is_object(camp)) {
-        w->error = fmt("%s is not shard %d/%d of this campaign", path, i, w->j->n_chunks);
+        w->error = bfd_fmt("%s is not shard %d/%d of this campaign", path, i, w->j->n_chunks);
         json_decref(doc);
         return NULL;
     }
@@ -274,7 +261,7 @@ static char *read_part(swork *w, int i, const char *path)
     if (w->j->errmap_ref && json_is_object(em)) json_object_set_new(em, "path", json_string(w->j->errmap_ref));
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    if (!text) w->error = fmt("out of memory reading %s", path);
+    if (!text) w->error = bfd_fmt("out of memory reading %s", path);
     return text;
 }
 
@@ -303,17 +290,17 @@ static int part_exists(const sjob *j, int i)
 static void check_queue(swork *w)
 {
     sjob *j = w->j;
-    char *errf = fmt("%s/squeue.err", j->dir), *out = NULL;
+    char *errf = bfd_fmt("%s/squeue.err", j->dir), *out = NULL;
     char *argv[9];
     bfd_squeue_argv(w->array_job, argv);
-    if (!errf) { w->error = fmt("out of memory polling Slurm"); return; }
+    if (!errf) { w->error = bfd_fmt("out of memory polling Slurm"); return; }
     int rc = run_client(argv, errf, &out);
     if (rc != 0) {
         char line[300];
         last_line(errf, line, sizeof line);
         /* purged after MinJobAge: the tasks are over, so missing parts are lost */
         if (bfd_squeue_job_gone(rc, line)) w->lost = 1;
-        else w->note = fmt("squeue -j %s failed (exit %d): %s; trying again", w->array_job, rc, line);
+        else w->note = bfd_fmt("squeue -j %s failed (exit %d): %s; trying again", w->array_job, rc, line);
         free(errf);
         free(out);
         return;
@@ -331,7 +318,7 @@ static void check_queue(swork *w)
         char log[4200], tail[300];
         snprintf(log, sizeof log, "%s/task-%d.log", j->dir, task);
         last_line(log, tail, sizeof tail);
-        w->error = fmt("Slurm array task %s_%d ended %s%s%s (log: %s)", w->array_job, task, state, tail[0] ? ": " : "",
+        w->error = bfd_fmt("Slurm array task %s_%d ended %s%s%s (log: %s)", w->array_job, task, state, tail[0] ? ": " : "",
                        tail, log);
     }
     if (!seen) w->lost = 1;   /* known to Slurm no more */
@@ -364,7 +351,7 @@ static void work_poll(swork *w)
 
 static void work_cancel(swork *w)
 {
-    char *errf = fmt("%s/scancel.err", w->j->dir), *out = NULL;
+    char *errf = bfd_fmt("%s/scancel.err", w->j->dir), *out = NULL;
     char *argv[3];
     bfd_scancel_argv(w->array_job, argv);
     if (!errf) return;
@@ -372,7 +359,7 @@ static void work_cancel(swork *w)
     if (rc != 0) {
         char line[300];
         last_line(errf, line, sizeof line);
-        w->note = fmt("scancel %s failed (exit %d): %s", w->array_job, rc, line);
+        w->note = bfd_fmt("scancel %s failed (exit %d): %s", w->array_job, rc, line);
     }
     free(errf);
     free(out);
@@ -642,7 +629,7 @@ static bf_status slurm_submit(void *self, const bfd_job_spec *js, const int *pen
             j->errmap_ref = xstrdup(json_string_value(json_object_get(json_object_get(spec, "faults"), "error_map")), &fail);
         }
         json_decref(spec);
-        j->dir = fmt("%s/%s", sl->d->cfg.slurm_dir, js->id);
+        j->dir = bfd_fmt("%s/%s", sl->d->cfg.slurm_dir, js->id);
         j->n_chunks = js->n_chunks;
         j->queued_at = js->queued_at;
         j->started = started;

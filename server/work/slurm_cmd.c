@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
+char *bfd_fmt(const char *f, ...)
 {
     va_list ap, ap2;
     va_start(ap, f);
@@ -54,11 +53,11 @@ char *bfd_slurm_array_list(const int *c, size_t n)
 
 char *bfd_slurm_limit_opts(const char *limits, int64_t job_memory)
 {
-    char *out = fmt(" --job-memory %lld", (long long)job_memory);
+    char *out = bfd_fmt(" --job-memory %lld", (long long)job_memory);
     char *copy = strdup(limits ? limits : ""), *save = NULL;
     if (!out || !copy) { free(out); free(copy); return NULL; }
     for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *q = bfd_sh_quote(kv), *n = q ? fmt("%s --limit %s", out, q) : NULL;
+        char *q = bfd_sh_quote(kv), *n = q ? bfd_fmt("%s --limit %s", out, q) : NULL;
         free(q);
         free(out);
         if (!(out = n)) break;
@@ -77,7 +76,7 @@ char *bfd_slurm_task_script(const bfd_sbatch_in *in)
      * local worker times its chunk) appear whole (renamed), the part last,
      * so a part that exists has the others */
     if (q_dir && q_trials && q_bf && q_spec && q_lim)
-        script = fmt("set -e; i=$SLURM_ARRAY_TASK_ID; t=.tmp$SLURM_JOB_ID; d=%s; r=%s; s=$(date +%%s.%%N); "
+        script = bfd_fmt("set -e; i=$SLURM_ARRAY_TASK_ID; t=.tmp$SLURM_JOB_ID; d=%s; r=%s; s=$(date +%%s.%%N); "
                      "%s run --local %s --shard \"$i/%d\" --threads 1%s --format json --out \"$d/part-$i.json$t\" "
                      "--trials-out \"$r/$i.jsonl$t\" >/dev/null; echo \"$s $(date +%%s.%%N)\" >\"$d/part-$i.time$t\"; "
                      "mv -f \"$r/$i.jsonl$t\" \"$r/$i.jsonl\"; mv -f \"$d/part-$i.time$t\" \"$d/part-$i.time\"; "
@@ -110,13 +109,13 @@ bf_status bfd_sbatch_argv(const bfd_sbatch_in *in, char ***out, bf_error *err)
 #define ARG(expr) do { if (!(argv[n++] = (expr))) goto oom; } while (0)
     ARG(strdup("sbatch"));
     ARG(strdup("--parsable"));
-    ARG(fmt("--job-name=bitflipd-%.12s", in->campaign_id));
-    ARG(fmt("--array=%s", list));
-    ARG(fmt("--output=%s/task-%%a.log", in->dir));
-    ARG(fmt("--chdir=%s", in->dir));
+    ARG(bfd_fmt("--job-name=bitflipd-%.12s", in->campaign_id));
+    ARG(bfd_fmt("--array=%s", list));
+    ARG(bfd_fmt("--output=%s/task-%%a.log", in->dir));
+    ARG(bfd_fmt("--chdir=%s", in->dir));
     ARG(strdup("--cpus-per-task=1"));
-    if (in->partition && *in->partition) ARG(fmt("--partition=%s", in->partition));
-    if (in->account && *in->account) ARG(fmt("--account=%s", in->account));
+    if (in->partition && *in->partition) ARG(bfd_fmt("--partition=%s", in->partition));
+    if (in->account && *in->account) ARG(bfd_fmt("--account=%s", in->account));
     ARG(strdup("--wrap"));
     ARG(bfd_slurm_task_script(in));
 #undef ARG

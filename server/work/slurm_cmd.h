@@ -15,6 +15,10 @@
 
 #include "bitflip/error.h"
 
+/* A printf into new memory (free it); NULL when out of memory. Both sides
+ * of the Slurm executor build their commands and paths with it. */
+char *bfd_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
 /* `s` as one sh word in single quotes ("it's" -> 'it'\''s'). */
 char *bfd_sh_quote(const char *s);
 /* The chunks as Slurm's --array list, runs of consecutive indices as
