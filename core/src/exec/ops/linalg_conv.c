@@ -57,7 +57,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     cp->cg = c / group, cp->mg = m / group;
     cp->isp = bf__win_in(w), cp->osp = bf__win_out(w), cp->ksp = bf__win_k(w), cp->kc = cp->cg * cp->ksp;
     cp->has_bias = b != NULL;
-    cp->simd = bf__sgemm_chosen();
+    cp->simd = bf__sgemm_best();   /* once, when the plan is built */
     if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
         return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large (M/group %lld, "
                               "output positions %lld, C/group * kernel %lld)", (long long)cp->mg,

@@ -325,9 +325,12 @@ int bf__sgemm_best(void)
     return bf__sgemm_simd() ? BF_SGEMM_AVX2 : BF_SGEMM_REF;
 }
 
-int bf__sgemm_chosen(void) { return bf__sgemm_best(); }
+/* The product's levels are simd.h's: sgemm_at lowers a level with it. */
+_Static_assert((int)BF_SGEMM_REF == (int)BF__SIMD_REF && (int)BF_SGEMM_AVX2 == (int)BF__SIMD_AVX2, "sgemm levels are simd.h's");
 
-/* The product through `level`'s kernel (lowered to what this CPU has).
+/* The product through `level`'s kernel (lowered to what this CPU has; the
+ * caller chose the level, BITFLIP_SIMD included, so it is not read again
+ * per product).
  * 0 where there is no kernel (no AVX2, or A transposed: rare in models),
  * or no memory for a panel deeper than the stack one: the caller then
  * computes the same bits another way. */
@@ -335,7 +338,7 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
                     int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
 {
     if (m <= 0 || n <= 0) return 1;
-    int best = bf__sgemm_best();
+    int best = bf__simd_cpu();
     if (level > best) level = best;
 #ifdef HAVE_AVX2_PATH
     if (trans_a || level < BF_SGEMM_AVX2) return 0;
@@ -367,7 +370,7 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
 void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                int ldb, int accumulate, float *y, int ldy)
 {
-    bf__sgemm_level(BF_SGEMM_AVX2, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+    bf__sgemm_level(bf__sgemm_best(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
 }
 
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,

@@ -21,8 +21,9 @@
  * bf__sgemm_ref computes exactly that with scalar fmaf; bf__sgemm is the
  * same with AVX2 when the CPU has it, and the reference otherwise. The
  * CPU paths differ in speed only; tests force each one with
- * bf__sgemm_level, and the Conv op takes the one bf__sgemm_chosen names,
- * which the environment variable BITFLIP_SIMD (ref, avx2) sets. */
+ * bf__sgemm_level, and the Conv op takes the one bf__sgemm_best names when
+ * its plan is built, which the environment variable BITFLIP_SIMD (ref,
+ * avx2) lowers. */
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
@@ -50,13 +51,12 @@ int bf__sgemm_simd(void);
 
 /* CPU paths, in order: the scalar reference and the 8-lane kernel. */
 enum { BF_SGEMM_REF, BF_SGEMM_AVX2 };
-/* The highest path this CPU runs, lowered by BITFLIP_SIMD (base/simd.h). */
+/* The highest path this CPU runs, lowered by BITFLIP_SIMD (base/simd.h):
+ * AVX2 where the CPU has it, the reference if BITFLIP_SIMD is "ref". Reads
+ * the environment: the Conv op asks once, when a plan is built. */
 int bf__sgemm_best(void);
-/* bf__sgemm_best: AVX2 where the CPU has it, or the reference if
- * BITFLIP_SIMD is "ref" (for tests and for timing one path against
- * another). The Conv op asks once, when a plan is built. */
-int bf__sgemm_chosen(void);
-/* bf__sgemm through `level`'s kernel, or the best this CPU has below it. */
+/* bf__sgemm through `level`'s kernel, or the best this CPU has below it
+ * (bf__sgemm itself takes bf__sgemm_best's level). */
 void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, int accumulate, float *y, int ldy);
 
