@@ -567,17 +567,17 @@ static bf_status softmax_prepare(bf__prep *p, bf_error *err)
 
 /* exp(x - m) and the scaling, in the plain and AVX2 copies of one loop
  * (fastmath_impl.h: the same bits) */
-BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n)
+BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n, int simd)
 {
     if (n == 0) return;
-    float m = bf__max_f32(x, n, x[0]);
+    float m = bf__max_f32_at(x, n, x[0], simd);
     for (int64_t i = 0; i < n; i++) y[i] = exp_f32(x[i] - m);
     float r = (float)(1.0 / bf__sum_f32_dacc(y, n));
     for (int64_t i = 0; i < n; i++) y[i] *= r;
 }
-static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n); }
+static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 0); }
 #ifdef BF__HAVE_AVX2_COPY
-BF__AVX2 static void softmax_row_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n); }
+BF__AVX2 static void softmax_row_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 1); }
 #endif
 
 /* Softmax over the middle axis of [n, inner]: every step is a contiguous

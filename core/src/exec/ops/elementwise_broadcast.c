@@ -61,7 +61,9 @@ void bf__bcast_plan(bf__bcast *b, const bf_tensor *shape, const bf_tensor *const
 typedef bf__row_fn row_fn;
 
 /* Float arithmetic in the plain and AVX2 copies of one loop (the same bits:
- * fastmath_impl.h); a ViT's bias and residual adds were 3% of its time. */
+ * fastmath_impl.h); a ViT's bias and residual adds were 3% of its time. The
+ * copy is picked when the plan is built (F32_PICK), not per row: asking
+ * bf__cpu_avx2 reads BITFLIP_SIMD, and per row that was 9% of a ViT's pass. */
 #ifdef BF__HAVE_AVX2_COPY
 #define F32_ROW_FN(NAME, EXPR)                                                                          \
     BF__AVX2 static int NAME##_avx2(void *o_, const void *a_, int64_t sa, const void *b_, int64_t sb, \
@@ -69,14 +71,12 @@ typedef bf__row_fn row_fn;
     {                                                                                                 \
         BIN_LOOP(float, float, float, EXPR);                                                          \
     }                                                                                                 \
-    ROW_FN(NAME)                                                                                      \
-    {                                                                                                 \
-        if (bf__cpu_avx2()) return NAME##_avx2(o_, a_, sa, b_, sb, n);                                \
-        BIN_LOOP(float, float, float, EXPR);                                                          \
-    }
+    ROW_FN(NAME) { BIN_LOOP(float, float, float, EXPR); }
+#define F32_PICK(NAME, simd) ((simd) ? NAME##_avx2 : NAME)
 #else
 #define F32_ROW_FN(NAME, EXPR) \
     ROW_FN(NAME) { BIN_LOOP(float, float, float, EXPR); }
+#define F32_PICK(NAME, simd) ((void)(simd), NAME)
 #endif
 F32_ROW_FN(add_f32, x + y)
 F32_ROW_FN(sub_f32, x - y)
@@ -134,7 +134,9 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW };
 
 static row_fn pick_arith(int op, bf_dtype dt)
 {
-    static const row_fn f32[] = {add_f32, sub_f32, mul_f32, div_f32};
+    int simd = bf__cpu_avx2();   /* once, when the plan is built */
+    const row_fn f32[] = {F32_PICK(add_f32, simd), F32_PICK(sub_f32, simd), F32_PICK(mul_f32, simd),
+                          F32_PICK(div_f32, simd)};
     static const row_fn i64[] = {add_i64, sub_i64, mul_i64, div_i64};
     static const row_fn i32[] = {add_i32, sub_i32, mul_i32, div_i32};
     switch (dt) {
@@ -384,7 +386,8 @@ bf_status bf__variadic_prepare(bf__prep *p, bf_error *err)
         bf__set_shape(&shape, t->dtype, next.ndim, next.dims);
     }
     bf_dtype dt = p->in[0]->dtype;
-    static const row_fn f32[] = {min_f32, max_f32, add_f32, add_f32};
+    int simd = bf__cpu_avx2();   /* once, when the plan is built */
+    const row_fn f32[] = {min_f32, max_f32, F32_PICK(add_f32, simd), F32_PICK(add_f32, simd)};
     static const row_fn i64[] = {min_i64, max_i64, add_i64};
     static const row_fn i32[] = {min_i32, max_i32, add_i32};
     if (dt == BF_F32) { q->copy = copy_f32; q->fold = f32[kind]; }

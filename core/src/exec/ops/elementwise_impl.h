@@ -102,5 +102,8 @@ bf_status bf__softmax_layout(bf__prep *p, int64_t *outer, int64_t *n, int64_t *i
 /* Sum of floats accumulated in double (reductions, softmax denominators). */
 double bf__sum_f32_dacc(const float *x, int64_t n);
 float bf__max_f32(const float *x, int64_t n, float init);
+/* bf__max_f32 on the path the caller asked for once (simd: bf__cpu_avx2(),
+ * which reads the environment: not per row). */
+float bf__max_f32_at(const float *x, int64_t n, float init, int simd);
 
 #endif

@@ -223,13 +223,17 @@ BF__ALWAYS_INLINE float max_f32_body(const float *x, int64_t n, float init)
 #ifdef BF__HAVE_AVX2_COPY
 BF__AVX2 static float max_f32_avx2(const float *x, int64_t n, float init) { return max_f32_body(x, n, init); }
 #endif
-float bf__max_f32(const float *x, int64_t n, float init)
+float bf__max_f32_at(const float *x, int64_t n, float init, int simd)
 {
 #ifdef BF__HAVE_AVX2_COPY
-    if (bf__cpu_avx2()) return max_f32_avx2(x, n, init);
+    if (simd) return max_f32_avx2(x, n, init);
+#else
+    (void)simd;
 #endif
     return max_f32_body(x, n, init);
 }
+
+float bf__max_f32(const float *x, int64_t n, float init) { return bf__max_f32_at(x, n, init, bf__cpu_avx2()); }
 
 static float min_f32_row(const float *x, int64_t n, float init)
 {
@@ -253,6 +257,7 @@ static void extreme_f32(const reduce_params *q, const float *x, float *out, int 
     int64_t inner = b->dims[last], rows = bf__bcast_rows(b), so = b->st[1][last];
     int64_t idx[BF_MAX_DIMS] = {0}, off[2] = {0, 0};
     for (int64_t i = 0; i < q->out_n; i++) out[i] = min ? INFINITY : -INFINITY;
+    int simd = bf__cpu_avx2();   /* once, not per row: it reads the environment */
     for (int64_t r = 0; r < rows; r++, bf__bcast_next(b, idx, off)) {
         const float *xr = x + off[0];
         float *m = out + off[1];
@@ -260,7 +265,7 @@ static void extreme_f32(const reduce_params *q, const float *x, float *out, int 
             if (!so) m[0] = min_f32_row(xr, inner, m[0]);
             else min_into(m, xr, inner);
         } else {
-            if (!so) m[0] = bf__max_f32(xr, inner, m[0]);
+            if (!so) m[0] = bf__max_f32_at(xr, inner, m[0], simd);
             else max_into(m, xr, inner);
         }
     }
