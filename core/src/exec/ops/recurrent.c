@@ -549,7 +549,7 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
              * (its state no longer moves): one product beats per-row ones */
             if (q->kind == K_GRU && !q->linear_before_reset) {
                 fill_rows(rec, B, GH, rb);
-                bf__rnn_product(h, (int)B, (int)H, rt, (int)(2 * H), 1, rec, (int)GH);
+                bf__rnn_product(q->avx2 ? BF_SGEMM_AVX2 : BF_SGEMM_REF, h, (int)B, (int)H, rt, (int)(2 * H), 1, rec, (int)GH);
                 for (int64_t b = 0; b < B; b++) {
                     int64_t len = seq_len(q, in_lens, b);
                     if (s >= len) {
@@ -561,10 +561,10 @@ static bf_status rnn_run(const bf__ctx *c, bf_error *err)
                     gru_zr(q, (int)d, gx + x_row(q, t, b) * GH, zr, 2 * H);
                     for (int64_t j = 0; j < H; j++) tmp[b * H + j] = zr[H + j] * h[b * H + j];
                 }
-                bf__rnn_product(tmp, (int)B, (int)H, rt2, (int)H, 1, rec + 2 * H, (int)GH);
+                bf__rnn_product(q->avx2 ? BF_SGEMM_AVX2 : BF_SGEMM_REF, tmp, (int)B, (int)H, rt2, (int)H, 1, rec + 2 * H, (int)GH);
             } else {
                 if (!q->cell) fill_rows(rec, B, GH, rb);
-                bf__rnn_product(h, (int)B, (int)H, rt, (int)GH, !q->cell, rec, (int)GH);
+                bf__rnn_product(q->avx2 ? BF_SGEMM_AVX2 : BF_SGEMM_REF, h, (int)B, (int)H, rt, (int)GH, !q->cell, rec, (int)GH);
             }
             for (int64_t b = 0; b < B; b++) {
                 int64_t len = seq_len(q, in_lens, b);

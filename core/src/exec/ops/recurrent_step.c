@@ -69,7 +69,8 @@ void bf__rnn_pack(const float *r, int64_t n, int64_t k, float *dst)
  * too few independent sums to keep both FMA pipes busy and costs nearly a
  * full block. So the rows past the last whole 6 but one (a batch of 32:
  * 24, then 8) go as two calls of about half each (4 and 4). */
-void bf__rnn_product(const float *h, int m, int k, const float *panels, int n, int accumulate, float *y, int ldy)
+void bf__rnn_product(int level, const float *h, int m, int k, const float *panels, int n, int accumulate, float *y,
+                     int ldy)
 {
     int rem = m % 6, head = m, tail1 = 0;
     if (m > 6 && rem >= 1 && rem <= 3) {
@@ -83,8 +84,8 @@ void bf__rnn_product(const float *h, int m, int k, const float *panels, int n, i
         for (int c = 0; c < calls; c++) {
             int i0 = cut[c], rows = cut[c + 1] - cut[c];
             if (rows > 0)
-                bf__sgemm(0, 0, rows, nr, k, 1.0f, h + (int64_t)i0 * k, k, pan, PANEL, accumulate,
-                          y + (int64_t)i0 * ldy + j0, ldy);
+                bf__sgemm_level(level, 0, 0, rows, nr, k, 1.0f, h + (int64_t)i0 * k, k, pan, PANEL, accumulate,
+                                y + (int64_t)i0 * ldy + j0, ldy);
         }
     }
 }
