@@ -25,7 +25,9 @@ extern "C" {
 typedef enum bf_task {
     BF_TASK_NONE = 0,        /* no labels: outputs only */
     BF_TASK_CLASSIFICATION,  /* integer labels, [n, classes] output */
-    BF_TASK_BINARY           /* float 0/1 labels, one score per sample */
+    BF_TASK_BINARY,          /* float 0/1 labels, one score per sample */
+    BF_TASK_LANGUAGE_MODEL   /* int64 labels [n, T]: the next token at each position
+                              * (-100: none), logits [n, T, vocab] */
 } bf_task;
 
 const char *bf_task_name(bf_task task);
@@ -73,6 +75,10 @@ typedef struct bf_eval_result {
     float *outputs;          /* samples * out_cols, owned by the evaluator */
     double accuracy;         /* classification */
     double auc, logloss;     /* binary (auc is NaN if only one class) */
+    /* language_model: exp of the mean cross-entropy over the labelled
+     * positions (accumulated in double), and the share of them whose
+     * arg-max is the label; NaN for other tasks */
+    double perplexity, token_accuracy;
     double seconds;          /* wall time of the pass */
 } bf_eval_result;
 

@@ -74,6 +74,7 @@ const char *bf_task_name(bf_task t)
     switch (t) {
     case BF_TASK_CLASSIFICATION: return "classification";
     case BF_TASK_BINARY: return "binary";
+    case BF_TASK_LANGUAGE_MODEL: return "language_model";
     case BF_TASK_NONE: break;
     }
     return "none";
@@ -426,7 +427,7 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
     res->samples = ev->samples;
     res->out_cols = ev->out_cols;
     res->outputs = (float *)outputs;
-    res->accuracy = res->auc = res->logloss = NAN;
+    res->accuracy = res->auc = res->logloss = res->perplexity = res->token_accuracy = NAN;
     if (ev->task == BF_TASK_CLASSIFICATION) {
         res->accuracy = bf_metric_accuracy(outputs, ev->samples, ev->out_cols, ev->labels_i);
     } else if (ev->task == BF_TASK_BINARY) {
