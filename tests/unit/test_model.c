@@ -3,12 +3,14 @@
  * would be. Checks the graph checks (unsupported op, cycle, missing input,
  * external data, opset), hostile bytes (every truncation, random corruption),
  * allocation failure at every point, dynamic-batch shape folding, and that
- * a plan computes what a hand calculation says. */
+ * a plan computes what a hand calculation says; symbolic dims past the
+ * batch sized from an eval set. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -374,6 +376,73 @@ static void missing_file_names_path(void **state)
     assert_non_null(strstr(err.msg, "empty"));
 }
 
+/* A safetensors file of float32 zeros, one tensor per (name, rows, cols). */
+static bf_dataset *zeros_set(int n, const char *const *names, const int64_t (*dims)[2])
+{
+    char header[512];
+    size_t off = 0, data = 0;
+    int w = snprintf(header, sizeof header, "{");
+    off = (size_t)w;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)(dims[i][0] * dims[i][1]) * 4;
+        w = snprintf(header + off, sizeof header - off, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}",
+                     i ? "," : "", names[i], (long long)dims[i][0], (long long)dims[i][1], data, data + bytes);
+        off += (size_t)w;
+        data += bytes;
+    }
+    off += (size_t)snprintf(header + off, sizeof header - off, "}");
+    size_t len = 8 + off + data;
+    uint8_t *buf = calloc(1, len);
+    assert_non_null(buf);
+    for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)off >> (8 * k));
+    memcpy(buf + 8, header, off);
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    if (bf_dataset_load_buffer(buf, len, "zeros.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    return ds;
+}
+
+/* x[batch, seq] -> Relu -> y: a plan refuses the symbolic seq until an eval
+ * set sizes it (bf_model_bind_dims), then has the eval set's length; two
+ * inputs sharing the symbol must agree. */
+static void symbolic_dims_are_bound_from_the_eval_set(void **state)
+{
+    (void)state;
+    builder b = {0};
+    int64_t xd[2] = {-1, -1};
+    b.ins[b.n_ins++] = tg_value_info(&b, "x", 1, 2, xd);
+    b.ins[b.n_ins++] = tg_value_info(&b, "z", 1, 2, xd);
+    b.outs[b.n_outs++] = tg_value_info(&b, "y", 1, 2, xd);
+    node(&b, "Add", "add", "x", "z", NULL, "s");
+    node(&b, "Relu", "r", "s", NULL, NULL, "y");
+    bf_model *m = NULL;
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&b, &m, &err), BF_OK);
+    assert_int_equal(bf_plan_create(m, 3, &p, &err), BF_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "dim 1 is symbolic"));
+
+    const char *names[2] = {"x", "z"};
+    const int64_t same[2][2] = {{3, 5}, {3, 5}}, differ[2][2] = {{3, 5}, {3, 7}};
+    bf_dataset *ds = zeros_set(2, names, same);
+    assert_int_equal(bf_model_bind_dims(m, ds, &err), BF_OK);
+    assert_int_equal(bf_plan_create(m, 3, &p, &err), BF_OK);
+    assert_int_equal(bf_plan_output(p, 0)->dims[0], 3);
+    assert_int_equal(bf_plan_output(p, 0)->dims[1], 5);
+    bf_plan_free(p);
+    bf_dataset_free(ds);
+
+    ds = zeros_set(2, names, differ);
+    assert_int_equal(bf_model_bind_dims(m, ds, &err), BF_ESHAPE);
+    assert_non_null(strstr(err.msg, "'x'"));
+    assert_non_null(strstr(err.msg, "'z'"));
+    assert_non_null(strstr(err.msg, "5 and 7"));
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    tg_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +461,7 @@ int main(void)
         cmocka_unit_test(dynamic_batch_reshape_is_folded),
         cmocka_unit_test(fixed_batch_mismatch_is_explained),
         cmocka_unit_test(missing_file_names_path),
+        cmocka_unit_test(symbolic_dims_are_bound_from_the_eval_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

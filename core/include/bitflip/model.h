@@ -79,6 +79,19 @@ bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *lab
                                     const bf_load_limits *lim, bf_model **out, bf_error *err);
 void bf_model_free(bf_model *model);
 
+struct bf_dataset;   /* bitflip/dataset.h */
+
+/* Sizes the graph inputs' symbolic dimensions past the batch (a language
+ * model's sequence axis, a KV cache's past length) from the eval set's
+ * tensors of the same names, so that plans of the model have static shapes:
+ * dim d of input 'input_ids' takes the size of dim d of the eval set's
+ * 'input_ids'. A name shared by several inputs ("sequence") must get one
+ * size from all of them (BF_ESHAPE names the two that disagree). Inputs the
+ * eval set lacks stay unbound (evaluation then says the tensor is missing).
+ * Bind once, before making evaluators or campaigns of the model; binding
+ * again replaces the sizes. Plans still refuse a symbolic dim left unbound. */
+bf_status bf_model_bind_dims(bf_model *model, const struct bf_dataset *ds, bf_error *err);
+
 int64_t bf_model_opset(const bf_model *model);
 const char *bf_model_producer(const bf_model *model);      /* e.g. "pytorch 1.13.0" */
 

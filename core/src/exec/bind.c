@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "exec/fuse.h"
 #include "exec/fuse_loop.h"
@@ -111,4 +113,51 @@ bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, b
 bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
 {
     return bf_model_load_file_opts(path, NULL, out, err);
+}
+
+/* The first input dim named `name` already bound in `b`, as input i, dim d. */
+static int bound_by_name(const bf_model *m, const int64_t *b, const char *name, size_t *i_out, int *d_out)
+{
+    for (size_t i = 0; i < m->n_inputs; i++)
+        for (int d = 1; d < m->inputs[i].ndim; d++)
+            if (b[i * BF_MAX_DIMS + d] >= 0 && m->inputs[i].dim_names[d] && strcmp(m->inputs[i].dim_names[d], name) == 0) {
+                *i_out = i;
+                *d_out = d;
+                return 1;
+            }
+    return 0;
+}
+
+bf_status bf_model_bind_dims(bf_model *m, const bf_dataset *ds, bf_error *err)
+{
+    if (m->base) return bf_error_set(err, BF_EINVAL, "%s: bind the dims of the model a derived one comes from", m->label);
+    int64_t *b = bf__malloc((m->n_inputs + 1) * BF_MAX_DIMS * sizeof *b);
+    if (!b) return bf_error_set(err, BF_ENOMEM, "out of memory binding input dims");
+    for (size_t k = 0; k < (m->n_inputs + 1) * BF_MAX_DIMS; k++) b[k] = -1;
+    int any = 0;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const bf_value_info *vi = &m->inputs[i];
+        const bf_tensor *t = bf_dataset_find(ds, vi->name);
+        if (!t || t->ndim != vi->ndim) continue;   /* evaluation names the problem */
+        for (int d = 1; d < vi->ndim; d++) {
+            if (vi->dims[d] >= 0) continue;
+            size_t oi;
+            int od;
+            if (vi->dim_names[d] && bound_by_name(m, b, vi->dim_names[d], &oi, &od) && b[oi * BF_MAX_DIMS + od] != t->dims[d]) {
+                bf_status st = bf_error_set(err, BF_ESHAPE,
+                                            "%s: graph inputs '%s' (dim %d) and '%s' (dim %d) share the symbolic size '%s', "
+                                            "but the eval set gives them %lld and %lld",
+                                            m->label, m->inputs[oi].name, od, vi->name, d, vi->dim_names[d],
+                                            (long long)b[oi * BF_MAX_DIMS + od], (long long)t->dims[d]);
+                bf__free(b);
+                return st;
+            }
+            b[i * BF_MAX_DIMS + d] = t->dims[d];
+            any = 1;
+        }
+    }
+    bf__free(m->bound_dims);
+    m->bound_dims = any ? b : NULL;
+    if (!any) bf__free(b);
+    return BF_OK;
 }

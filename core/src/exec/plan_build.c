@@ -96,6 +96,14 @@ static bf_status mark_needed(const bf_model *m, unsigned char *needed, bf_error 
     return BF_OK;
 }
 
+/* The sizes bf_model_bind_dims gave the symbolic dims (a derived model's
+ * are its base's), or NULL. */
+static const int64_t *bound_dims(const bf_model *m)
+{
+    while (m->base) m = m->base;
+    return m->bound_dims;
+}
+
 static bf_status set_inputs(bf_plan *p, bf_error *err)
 {
     const bf_model *m = p->model;
@@ -107,10 +115,12 @@ static bf_status set_inputs(bf_plan *p, bf_error *err)
         for (int d = 0; d < vi->ndim; d++) {
             if (vi->dims[d] >= 0) t->dims[d] = vi->dims[d];
             else if (d == 0) t->dims[d] = p->batch;
+            else if (bound_dims(m) && bound_dims(m)[i * BF_MAX_DIMS + d] >= 0)
+                t->dims[d] = bound_dims(m)[i * BF_MAX_DIMS + d];
             else
                 return bf_error_set(err, BF_EUNSUPPORTED,
-                                    "%s: graph input '%s' dim %d is symbolic ('%s'); only the batch "
-                                    "dimension (dim 0) may be symbolic",
+                                    "%s: graph input '%s' dim %d is symbolic ('%s') and no eval set sized it "
+                                    "(bf_model_bind_dims); only the batch dimension (dim 0) may stay symbolic",
                                     m->label, vi->name, d, vi->dim_names[d] ? vi->dim_names[d] : "?");
         }
         int64_t numel = 1;

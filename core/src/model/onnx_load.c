@@ -143,6 +143,7 @@ void bf_model_free(bf_model *m)
     bf__free(m->outputs);
     bf__free(m->input_vals);
     bf__free(m->output_vals);
+    bf__free(m->bound_dims);
     for (size_t i = 0; m->params && i < m->n_params; i++) {
         bf__free((char *)m->params[i].torch_name);
         bf__free((char *)m->params[i].torch_note);
