@@ -172,7 +172,7 @@ fixtures: bench-deps
 # $(BUILD)/study/drs, runs its campaigns and rewrites docs/STUDY.md's DRS section and
 # docs/study/drs/*.png. QUICK=1: tables capped at 2,000 rows, 3 repeats (minutes), under
 # $(BUILD)/study/drs-quick. The models are kept between runs (make_zoo.py --force rebuilds).
-.PHONY: study study-drs
+.PHONY: study study-drs study-llm
 STUDY_DRS   = $(BUILD)/study/drs$(if $(QUICK),-quick)
 STUDY_ZOO   = $(if $(QUICK),--cap 2000 --train 100000 --batch 256 --eval 2048 --scale 0.65,)
 STUDY_RUN   = $(if $(QUICK),--repeats 3,--repeats 10)
@@ -181,8 +181,17 @@ study-drs: build bench-deps
 	/usr/bin/python3 study/drs/run_study.py --zoo $(STUDY_DRS)/zoo --out $(STUDY_DRS) --bitflip $(BUILD)/bitflip $(STUDY_RUN)
 	/usr/bin/python3 study/drs/render.py --study $(STUDY_DRS)/study.json --doc docs/STUDY.md --figures docs/study/drs
 
-# Both papers' studies: docs/STUDY.md (DRS) and docs/study/stutz.md.
-study: study-drs study-stutz
+# The language-model study of issue 30 (docs/study/llm.md): trains a small Llama-style
+# decoder on the project's synthetic language (a few minutes), exports it with and
+# without a KV cache, runs the BER sweeps per storage format, the per-bit and
+# per-tensor campaigns, KV-cache against weight faults and the protections, and writes
+# the page. QUICK=1: a short training and few trials, under $(BUILD)/study/llm-quick.
+study-llm: build bench-deps
+	/usr/bin/python3 study/llm/run_study.py --bitflip $(BUILD)/bitflip --work $(BUILD)/study/llm$(if $(QUICK),-quick) \
+	  $(if $(QUICK),--quick,--doc docs/study/llm.md)
+
+# The studies: docs/STUDY.md (DRS), docs/study/stutz.md and docs/study/llm.md.
+study: study-drs study-stutz study-llm
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
