@@ -280,5 +280,5 @@ bf_status bf__fuse_loops(bf_model *m, bf_error *err)
         bf_status st = rewrite(m, n, &mt, err);
         if (st != BF_OK) return st;
     }
-    return BF_OK;
+    return bf__fuse_repeat_interleave(m, err);
 }

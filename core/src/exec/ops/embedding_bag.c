@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "shape_impl.h"
 #include "exec/step_access.h"
 
 enum { MODE_SUM, MODE_MEAN, MODE_MAX };
@@ -148,5 +149,7 @@ int bf__row_lookup(const bf__step *s)
 
 const bf__op bf__ops_fused[] = {
     {"bf.EmbeddingBag", 5, 5, 1, 1, 0, ebag_prepare, ebag_run},
+    /* exec/fuse_seq.c: the exported repeat_interleave over a dynamic axis */
+    {"bf.RepeatInterleave", 2, 3, 1, 1, 0, bf__repeat_interleave_prepare, bf__repeat_interleave_run},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL},
 };

@@ -42,5 +42,8 @@ bf_status bf__gather_prepare(bf__prep *p, bf_error *err);
 bf_status bf__gather_run(const bf__ctx *c, bf_error *err);
 bf_status bf__concat_prepare(bf__prep *p, bf_error *err);
 bf_status bf__concat_run(const bf__ctx *c, bf_error *err);
+/* bf.RepeatInterleave (repeat_interleave.c), listed in embedding_bag.c's table of fused ops */
+bf_status bf__repeat_interleave_prepare(bf__prep *p, bf_error *err);
+bf_status bf__repeat_interleave_run(const bf__ctx *c, bf_error *err);
 
 #endif
