@@ -118,8 +118,8 @@ static bf_status set_inputs(bf_plan *p, const bf_plan_opts *opts, bf_error *err)
             else if ((t->dims[d] = named_dim(opts, vi->dim_names[d])) < 0)
                 return bf_error_set(err, BF_EUNSUPPORTED,
                                     "%s: graph input '%s' dim %d is symbolic ('%s') and no size was given for it; "
-                                    "a plan has static shapes: give every symbolic dimension but the batch its "
-                                    "size (the eval set's, as bitflip eval does)",
+                                    "a plan has static shapes, so every symbolic dimension but the batch needs "
+                                    "its size (bf_plan_opts dims, from the tensors the plan will be fed)",
                                     m->label, vi->name, d, vi->dim_names[d] ? vi->dim_names[d] : "?");
         }
         int64_t numel = 1;
