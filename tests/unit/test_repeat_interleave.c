@@ -11,8 +11,9 @@
  *   form with a Reshape that keeps the repeat apart runs as plain ops;
  * - hostile files: a trip count of 2^40 or -3 is refused when the plan is
  *   built, naming the node; a sequence op on a tensor and a body reading a
- *   value defined nowhere are load errors; a symbolic dim with no size is
- *   refused naming the input and dim;
+ *   value defined nowhere are load errors, as are a SequenceAt position
+ *   outside its list and a sequence as a graph output; a symbolic dim with
+ *   no size is refused naming the input and dim;
  * - the output stays a value fault site, and the sequences the Loop wrote
  *   are refused as sites with the node that computes them now;
  * - every allocation failing in turn is a clean BF_ENOMEM. */
@@ -173,6 +174,13 @@ static void hostile_files_say_why(void **state)
     assert_null(m);
     assert_non_null(strstr(err.msg, "'/Loop'"));
     assert_non_null(strstr(err.msg, "reads 'nowhere'"));
+    /* sequence ops outside the Loop: a position outside a list; a sequence as a graph output */
+    assert_int_equal(bf_model_load_file(RINT "bad_seq_at_outside.onnx", &m, &err), BF_ERANGE);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "node 'at' (SequenceAt): position 2 is outside the sequence of 2 tensors"));
+    assert_int_not_equal(bf_model_load_file(RINT "bad_seq_graph_output.onnx", &m, &err), BF_OK);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "graph output 's' is not a tensor"));
     /* a symbolic dim with no size */
     m = load("ok_loop_op14");
     bf_plan *p = NULL;
