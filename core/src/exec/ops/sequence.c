@@ -15,7 +15,11 @@
  * bf.Stack (T1..Tn) -> Y, attribute axis: ConcatFromSequence with
  *   new_axis 1 over SequenceConstruct(T1..Tn): the tensors, of one shape,
  *   stacked along a new axis (numpy.stack). With new_axis 0 the rewrite uses
- *   Concat itself. */
+ *   Concat itself.
+ *
+ * The ONNX sequence ops themselves are listed too (bitflip ops), since they
+ * run in those forms; a plan that meets one in any other form refuses it,
+ * naming the node and why (below). */
 #include <assert.h>
 #include <string.h>
 
@@ -189,3 +193,49 @@ bf_status bf__stack_run(const bf__ctx *c, bf_error *err)
     return BF_OK;
 }
 
+
+/* The ONNX sequence ops themselves. fuse_seqops.c has rewritten every
+ * reader whose sequence it could follow, and removed the producers nothing
+ * reads then; a plan that still needs one of these meets a sequence that is
+ * not known in structure (carried by a Loop, read at a position that is no
+ * constant, ConcatFromSequence of a split, ...): refused, naming the node. */
+static bf_status seq_refuse(bf__prep *p, bf_error *err)
+{
+    return bf__node_error(err, p->node, BF_EUNSUPPORTED,
+                          "a plan holds tensors only, so bitflip runs sequence ops only where the sequence is known "
+                          "in structure when the model loads: made in the main graph by SequenceConstruct, "
+                          "SequenceEmpty, SequenceInsert or SequenceErase at constant positions, or by "
+                          "SplitToSequence, and read by SequenceAt, SequenceLength or ConcatFromSequence (docs/OPS.md, "
+                          "sequences); this node's sequence is not (a Loop's, a non-constant position, or "
+                          "ConcatFromSequence of a split)");
+}
+
+/* A reader (or Insert / Erase) reaches prepare only when its input 0 is a
+ * tensor: a sequence made by a node bitflip cannot follow refuses in that
+ * node's own prepare, which comes first, and a Loop is refused at load. */
+static bf_status seq_reader_refuse(bf__prep *p, bf_error *err)
+{
+    const bf_tensor *t = p->in[0];
+    if (!t) return seq_refuse(p, err);
+    char shape[96];
+    bf_shape_str(t->dims, t->ndim, shape, sizeof shape);
+    return bf__node_error(err, p->node, BF_EFORMAT, "input 0 is a tensor (%s %s), not a sequence",
+                          bf_dtype_name(t->dtype), shape);
+}
+
+static bf_status seq_never(const bf__ctx *c, bf_error *err)
+{
+    return bf__node_error(err, c->node, BF_EUNSUPPORTED, "sequence op run as a step (internal error)");
+}
+
+const bf__op bf__ops_sequence[] = {
+    {"ConcatFromSequence", 1, 1, 1, 1, 0, seq_reader_refuse, seq_never},
+    {"SequenceAt", 2, 2, 1, 1, 0, seq_reader_refuse, seq_never},
+    {"SequenceConstruct", 1, -1, 1, 1, 0, seq_refuse, seq_never},
+    {"SequenceEmpty", 0, 0, 1, 1, 0, seq_refuse, seq_never},
+    {"SequenceErase", 1, 2, 1, 1, 0, seq_reader_refuse, seq_never},
+    {"SequenceInsert", 2, 3, 1, 1, 0, seq_reader_refuse, seq_never},
+    {"SequenceLength", 1, 1, 1, 1, 0, seq_reader_refuse, seq_never},
+    {"SplitToSequence", 1, 2, 1, 1, 0, seq_refuse, seq_never},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL},
+};
