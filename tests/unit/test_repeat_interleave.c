@@ -17,6 +17,9 @@
  *   no size is refused naming the input and dim;
  * - the output stays a value fault site, and the sequences the Loop wrote
  *   are refused as sites with the node that computes them now;
+ * - bf_model_with_dims fixes the symbolic dims so that a plan is made by
+ *   batch alone, leaving the base as it was; unknown names and negative
+ *   sizes are refused by name;
  * - every allocation failing in turn is a clean BF_ENOMEM. */
 #include <math.h>
 #include <setjmp.h>
@@ -233,6 +236,34 @@ static void output_is_a_fault_site(void **state)
     bf_model_free(m);
 }
 
+/* bf_model_with_dims: the same model planned by batch size alone */
+static void derived_model_fixes_dims(void **state)
+{
+    (void)state;
+    bf_model *m = load("ok_loop_op14"), *d = NULL;
+    bf_error err = {0};
+    const char *names[2] = {"heads", "seq"};
+    const int64_t sizes[2] = {3, 7}, bad[2] = {3, -1};
+    if (bf_model_with_dims(m, names, sizes, 2, &d, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_null(bf_model_input(d, 0)->dim_names[1]);
+    assert_int_equal(bf_model_input(d, 0)->dims[2], 7);
+    assert_true(bf_model_input(m, 0)->dims[2] < 0);   /* the base is untouched */
+    bf_plan *p = NULL;
+    if (bf_plan_create(d, 2, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    const bf_tensor *y = bf_plan_output(p, 0);
+    assert_int_equal(y->dims[1], 6);
+    assert_int_equal(y->dims[2], 7);
+    bf_plan_free(p);
+    bf_model_free(d);
+    const char *unknown[1] = {"batch"};   /* dim 0: the plan's batch, not fixed here */
+    assert_int_equal(bf_model_with_dims(m, unknown, sizes, 1, &d, &err), BF_EINVAL);
+    assert_null(d);
+    assert_non_null(strstr(err.msg, "no graph input has a symbolic dimension 'batch' past dim 0"));
+    assert_int_equal(bf_model_with_dims(m, names, bad, 2, &d, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "'seq' given size -1"));
+    bf_model_free(m);
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
@@ -251,9 +282,17 @@ static void allocation_failures_are_clean(void **state)
         bf_status st = bf_model_load_buffer(buf, len, "ok_loop_op14.onnx", &m, &err);
         if (st == BF_OK) st = plan_for(m, (int64_t[]){2, 2, 5, 4}, &p, &err);
         if (st == BF_OK) st = bf_plan_run(p, &err);
+        bf_model *d = NULL;
+        bf_plan *pd = NULL;
+        const char *names[2] = {"heads", "seq"};
+        const int64_t sizes[2] = {2, 5};
+        if (st == BF_OK) st = bf_model_with_dims(m, names, sizes, 2, &d, &err);
+        if (st == BF_OK) st = bf_plan_create(d, 2, &pd, &err);
         bf_test_alloc_fail_after(-1);
         if (st == BF_OK) succeeded = 1;
         else if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+        bf_plan_free(pd);
+        bf_model_free(d);
         bf_plan_free(p);
         bf_model_free(m);
     }
@@ -267,6 +306,7 @@ int main(void)
         cmocka_unit_test(near_misses_stay_unsupported),
         cmocka_unit_test(hostile_files_say_why),
         cmocka_unit_test(output_is_a_fault_site),
+        cmocka_unit_test(derived_model_fixes_dims),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
