@@ -31,11 +31,14 @@
  * it is built (in exported graphs they follow from shapes and constants)
  * and refuses, naming the node, when they are not.
  *
- * Any other Loop, and every sequence op outside this pattern
- * (SequenceConstruct, SequenceAt, SequenceInsert, SequenceErase,
- * SequenceLength, SplitToSequence, ConcatFromSequence, SequenceEmpty), stays
- * as it is, and binding refuses the model with one message naming each such
- * op and a node using it. The exporter's Reshape `s` is not read: it holds
+ * The exporter writes the same body unrolled in the main graph when the
+ * axis has a static size (one Reshape(Expand(Unsqueeze(X_i, [d+1]), w), s)
+ * per index i, then Concat); each of those pieces becomes
+ * bf.RepeatInterleave(X_i, R_i) with no trip count.
+ *
+ * Any other Loop stays as it is, and binding refuses the model naming it;
+ * sequence ops outside this pattern are fuse_seqops.c's. The exporter's
+ * Reshape `s` is not read: it holds
  * 0 for dynamic dims counted one place off the unsqueezed slice, so that
  * read by the spec it gives another shape than PyTorch when a dim after d
  * is dynamic too; bf.RepeatInterleave gives PyTorch's. */

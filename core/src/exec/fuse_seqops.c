@@ -21,14 +21,15 @@
  *                           ConcatFromSequence(list, axis, new_axis): Concat
  *                           (new_axis 0) or bf.Stack (new_axis 1).
  *
- * Not supported, refused when the model is bound, naming each op and a node
- * of it: a sequence that is a graph input or output, or that a Loop or If
- * carries or reads (other than the repeat_interleave Loop), a position that
- * is not a constant for a list, ConcatFromSequence of a split, and
- * SplitToSequence / SequenceInsert of a split. A reader rewritten leaves
- * the sequence's producers; those that nothing reads any more are removed,
- * the rest stay and are named unsupported. An index outside a list is a
- * load error naming the node. */
+ * Not supported: a sequence that is a graph input or output (the loader
+ * refuses those), or that a Loop or If carries or reads (other than the
+ * repeat_interleave Loop; binding refuses the Loop), a position that is not
+ * a constant for a list, ConcatFromSequence of a split, SequenceInsert or
+ * SequenceErase of a split. A reader rewritten leaves the sequence's
+ * producers; those that nothing reads any more are removed, the rest stay,
+ * and a plan that needs one refuses it, naming the node and why
+ * (ops/sequence.c). A position outside a list is a load error naming the
+ * node. */
 #include <string.h>
 
 #include "base/alloc.h"

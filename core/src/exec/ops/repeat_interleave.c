@@ -6,7 +6,9 @@
  *
  * bf.RepeatInterleave (X, R, M) -> Y, attribute axis:
  *   X any dtype; R int64/int32 of rank 0 or 1, one count per index of X's
- *   axis (the exporter expands a scalar repeat to that length), known when
+ *   axis (the exporter expands a scalar repeat to that length; without M,
+ *   one count serves every index, as the unrolled form's Expand broadcasts
+ *   it), known when
  *   the plan is built, every count >= 0; M (optional: absent in the form
  *   the exporter unrolls when the axis has a static size) the Loop's trip
  *   count, known when the plan is built and equal to R's length. Y is X with index i of the
@@ -25,6 +27,7 @@
 
 typedef struct rint_params {
     int r_i32;            /* R is int32 rather than int64 */
+    int one;              /* R holds one count, for every index */
     int64_t outer;        /* product of X's dims before the axis */
     int64_t n;            /* X's axis length: R's length */
     size_t row;           /* bytes of X after the axis: the unit copied */
@@ -72,14 +75,17 @@ bf_status bf__repeat_interleave_prepare(bf__prep *p, bf_error *err)
                               "repeats must be known when the plan is built (a plan has static shapes, and the "
                               "output's length along axis %d is their sum)", axis);
     q->n = x->dims[axis];
-    if (bf_tensor_numel(r) != q->n)
+    int looped = p->n_in > 2 && p->in[2];
+    /* one repeat for every index: the unrolled form's Expand broadcasts it so */
+    q->one = !looped && bf_tensor_numel(r) == 1;
+    if (bf_tensor_numel(r) != q->n && !q->one)
         return bf__node_error(err, nd, BF_ESHAPE, "%lld repeats for an axis of %lld indices",
                               (long long)bf_tensor_numel(r), (long long)q->n);
-    if (p->n_in > 2 && p->in[2] && (st = check_trips(p, q->n, err))) return st;
+    if (looped && (st = check_trips(p, q->n, err))) return st;
     q->r_i32 = r->dtype == BF_I32;
     int64_t total = 0;
     for (int64_t i = 0; i < q->n; i++) {
-        int64_t c = count_at(r, q->r_i32, i);
+        int64_t c = count_at(r, q->r_i32, q->one ? 0 : i);
         if (c < 0 || c > INT64_MAX / 4 - total)
             return bf__node_error(err, nd, BF_ESHAPE, "repeat %lld of index %lld is negative or too large",
                                   (long long)c, (long long)i);
@@ -105,6 +111,6 @@ bf_status bf__repeat_interleave_run(const bf__ctx *c, bf_error *err)
     unsigned char *y = c->out[0]->data;
     for (int64_t o = 0; o < q->outer; o++)
         for (int64_t i = 0; i < q->n; i++, x += q->row)
-            for (int64_t k = count_at(r, q->r_i32, i); k > 0; k--, y += q->row) memcpy(y, x, q->row);
+            for (int64_t k = count_at(r, q->r_i32, q->one ? 0 : i); k > 0; k--, y += q->row) memcpy(y, x, q->row);
     return BF_OK;
 }
