@@ -17,6 +17,8 @@
  *   no size is refused naming the input and dim;
  * - the output stays a value fault site, and the sequences the Loop wrote
  *   are refused as sites with the node that computes them now;
+ * - campaigns on a classifier with the Loop inside agree, differential and
+ *   exact, trial by trial (weights, the repeated keys, any activation);
  * - bf_model_with_dims fixes the symbolic dims so that a plan is made by
  *   batch alone, leaving the base as it was; unknown names and negative
  *   sizes are refused by name;
@@ -31,10 +33,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
 #include "bitflip/fault.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
 #include "alloc_fail.h"
+#include "campaign_check.h"
 
 #define RINT BF_FIXTURES "/rint/"
 
@@ -264,6 +269,59 @@ static void derived_model_fixes_dims(void **state)
     bf_model_free(m);
 }
 
+/* A campaign on a model with the Loop inside (tests/fixtures/rint/
+ * gqa_classifier_op14: keys fed with a dynamic head count and keys from a
+ * Linear, each repeated by repeat_interleave, the dynamic axes fixed by
+ * bf_model_with_dims at the eval set's sizes): the differential engine agrees with the exact
+ * one trial by trial (test_diff.c's rules), for weight faults, faults in
+ * the repeated keys (the fused node's output) and transient activation
+ * faults anywhere. */
+static void campaigns_agree_differential_and_exact(void **state)
+{
+    (void)state;
+    bf_model *base = NULL, *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    if (bf_model_load_file(RINT "gqa_classifier_op14.onnx", &base, &err) ||
+        bf_dataset_load_file(RINT "gqa_classifier_op14.eval.safetensors", &ds, &err))
+        fail_msg("%s", err.msg);
+    const bf_tensor *x = bf_dataset_find(ds, "x");
+    assert_non_null(x);
+    const bf_tensor *kv = bf_dataset_find(ds, "kv");
+    assert_non_null(kv);
+    const char *names[2] = {"seq", "heads"};
+    const int64_t sizes[2] = {x->dims[1], kv->dims[1]};
+    if (bf_model_with_dims(base, names, sizes, 2, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    /* the Loop of kv's dynamic heads, and the unrolled form of x's two heads */
+    assert_int_equal(count_op(m, "bf.RepeatInterleave"), 3);
+    assert_int_equal(count_op(m, "Loop"), 0);
+    double scale = tc_out_scale(m, ds);
+    char *keys[] = {"op:bf.RepeatInterleave"};
+    tc_tally t = {0};
+    bf_campaign_spec s = tc_base_spec(5);
+    s.seed = 3;
+    s.trials = 80;
+    tc_both(m, ds, scale, "gqa_classifier", &s, "weight bit flips, batch 5", &t, NULL);
+    s = tc_base_spec(4);
+    s.seed = 8;
+    s.trials = 60;
+    s.target = BF_TARGET_ACTIVATIONS;
+    s.persistence = BF_PERSIST_TRANSIENT;
+    s.tensors = keys;
+    s.n_tensors = 1;
+    tc_both(m, ds, scale, "gqa_classifier", &s, "transient faults in the repeated keys, batch 4", &t, NULL);
+    s = tc_base_spec(4);
+    s.seed = 12;
+    s.trials = 60;
+    s.target = BF_TARGET_ACTIVATIONS;
+    s.persistence = BF_PERSIST_TRANSIENT;
+    tc_both(m, ds, scale, "gqa_classifier", &s, "transient activation faults, batch 4", &t, NULL);
+    tc_assert_agree("repeat_interleave model faults, differential vs exact", &t, 200);
+    bf_model_free(m);
+    bf_model_free(base);
+    bf_dataset_free(ds);
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
@@ -307,6 +365,7 @@ int main(void)
         cmocka_unit_test(hostile_files_say_why),
         cmocka_unit_test(output_is_a_fault_site),
         cmocka_unit_test(derived_model_fixes_dims),
+        cmocka_unit_test(campaigns_agree_differential_and_exact),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
