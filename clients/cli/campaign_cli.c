@@ -124,7 +124,7 @@ int load_inputs(const char *cmd, const char *spec_path, bf_campaign_spec *spec, 
     if (!mp || !dp || (spec->error_map && !ep)) { fprintf(stderr, "bitflip %s: out of memory\n", cmd); rc = EXIT_INFRA; }
     else if (bf_model_load_file_opts(mp, lim ? &lim->model : NULL, m, &err) != BF_OK) rc = report_error(cmd, &err);
     else if (bf_dataset_load_file_opts(dp, lim ? &lim->data : NULL, ds, &err) != BF_OK) rc = report_error(cmd, &err);
-    else if (bf_model_bind_dims(*m, *ds, &err) != BF_OK) rc = report_error(cmd, &err);
+    else if (bf_model_bind_dims(m, *ds, &err) != BF_OK) rc = report_error(cmd, &err);
     else if (ep && !spec->errmap && bf_errmap_load_file(ep, lim ? &lim->errmap : NULL, &spec->errmap, &err) != BF_OK)
         rc = report_error(cmd, &err);
     free(mp);

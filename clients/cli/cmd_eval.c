@@ -305,7 +305,7 @@ int cmd_eval(int argc, char **argv)
 
     if (bf_model_load_file_opts(o.model_path, &o.lim.model, &m, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
     if (bf_dataset_load_file_opts(o.data_path, &o.lim.data, &ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
-    if (bf_model_bind_dims(m, ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+    if (bf_model_bind_dims(&m, ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
     flips = calloc(o.n_flip_specs + (size_t)o.random_flips + 1, sizeof *flips);
     if (!flips) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
     for (size_t i = 0; i < o.n_flip_specs; i++)

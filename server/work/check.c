@@ -46,7 +46,7 @@ static json_t *check_campaign(const char *model_path, const char *dataset_path, 
     have_spec = 1;
     if ((*st = bf_model_load_file_opts(model_path, &lim->model, &m, err)) != BF_OK) { bf_error_prefix(err, "model"); goto out; }
     if ((*st = bf_dataset_load_file_opts(dataset_path, &lim->data, &ds, err)) != BF_OK) { bf_error_prefix(err, "dataset"); goto out; }
-    if ((*st = bf_model_bind_dims(m, ds, err)) != BF_OK) goto out;
+    if ((*st = bf_model_bind_dims(&m, ds, err)) != BF_OK) goto out;
     if (errmap_path && (*st = bf_errmap_load_file(errmap_path, &lim->errmap, &spec.errmap, err)) != BF_OK) {
         bf_error_prefix(err, "error map");
         goto out;

@@ -72,7 +72,7 @@ static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *er
     if ((st = bfd_blob_verify(js->dataset_path, "dataset", err)) != BF_OK) return st;
     if ((st = bf_model_load_file_opts(js->model_path, &wc->lim.model, &wc->m, err)) != BF_OK) return bf_error_prefix(err, "model");
     if ((st = bf_dataset_load_file_opts(js->dataset_path, &wc->lim.data, &wc->ds, err)) != BF_OK) return bf_error_prefix(err, "dataset");
-    if ((st = bf_model_bind_dims(wc->m, wc->ds, err)) != BF_OK) return st;
+    if ((st = bf_model_bind_dims(&wc->m, wc->ds, err)) != BF_OK) return st;
     /* a profiled campaign: the spec names the map "sha256:ID", the blob is here */
     if (js->errmap_path) {
         if ((st = bfd_blob_verify(js->errmap_path, "error map", err)) != BF_OK) return st;

@@ -79,18 +79,29 @@ bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *lab
                                     const bf_load_limits *lim, bf_model **out, bf_error *err);
 void bf_model_free(bf_model *model);
 
+/* A model like `base` whose symbolic input dimensions past dim 0 named in
+ * names[0..n) (the ONNX dim_param: "sequence", "past_sequence") have the
+ * sizes given (>= 0): a language model exported with dynamic sequence axes
+ * then plans like any other, at one sequence length, wherever plans are
+ * made by batch size alone. bf_plan_dims_from reads the names and sizes
+ * from the shapes that will be fed. It shares everything with base, which
+ * must outlive it; free it with bf_model_free. A name no input has as a
+ * symbolic dimension past dim 0, or a negative size, is an error naming it. */
+bf_status bf_model_with_dims(const bf_model *base, const char *const *names, const int64_t *sizes, size_t n,
+                             bf_model **out, bf_error *err);
+
 struct bf_dataset;   /* bitflip/dataset.h */
 
-/* Sizes the graph inputs' symbolic dimensions past the batch (a language
- * model's sequence axis, a KV cache's past length) from the eval set's
- * tensors of the same names, so that plans of the model have static shapes:
- * dim d of input 'input_ids' takes the size of dim d of the eval set's
- * 'input_ids'. A name shared by several inputs ("sequence") must get one
- * size from all of them (BF_ESHAPE names the two that disagree). Inputs the
- * eval set lacks stay unbound (evaluation then says the tensor is missing).
- * Bind once, before making evaluators or campaigns of the model; binding
- * again replaces the sizes. Plans still refuse a symbolic dim left unbound. */
-bf_status bf_model_bind_dims(bf_model *model, const struct bf_dataset *ds, bf_error *err);
+/* What `bitflip eval`, `bitflip run` and bitflipd's workers do with a model
+ * and its eval set: when graph inputs have symbolic dims past the batch (a
+ * language model's sequence axis, a KV cache's past length), *model becomes
+ * bf_model_with_dims of it at the eval set's sizes (bf_plan_dims_from over
+ * the eval set's tensors of the inputs' names), which owns the model it
+ * replaces: bf_model_free of it frees both. A name shared by several inputs
+ * must get one size from all of them (BF_ESHAPE names the input). Left as
+ * it is when nothing is symbolic, or when an input has no tensor of its
+ * rank in the eval set (evaluation then names the tensor). */
+bf_status bf_model_bind_dims(bf_model **model, const struct bf_dataset *ds, bf_error *err);
 
 int64_t bf_model_opset(const bf_model *model);
 const char *bf_model_producer(const bf_model *model);      /* e.g. "pytorch 1.13.0" */

@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "bitflip/plan.h"
 #include "exec/fuse.h"
 #include "exec/fuse_loop.h"
 #include "exec/op.h"
@@ -115,49 +116,41 @@ bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
     return bf_model_load_file_opts(path, NULL, out, err);
 }
 
-/* The first input dim named `name` already bound in `b`, as input i, dim d. */
-static int bound_by_name(const bf_model *m, const int64_t *b, const char *name, size_t *i_out, int *d_out)
-{
-    for (size_t i = 0; i < m->n_inputs; i++)
-        for (int d = 1; d < m->inputs[i].ndim; d++)
-            if (b[i * BF_MAX_DIMS + d] >= 0 && m->inputs[i].dim_names[d] && strcmp(m->inputs[i].dim_names[d], name) == 0) {
-                *i_out = i;
-                *d_out = d;
-                return 1;
-            }
-    return 0;
-}
+/* Most symbolic dims a model's inputs may name: more inputs than a KV cache
+ * of 64 layers have are not sized from an eval set. */
+#define MAX_BOUND_DIMS 256
 
-bf_status bf_model_bind_dims(bf_model *m, const bf_dataset *ds, bf_error *err)
+bf_status bf_model_bind_dims(bf_model **model, const bf_dataset *ds, bf_error *err)
 {
-    if (m->base) return bf_error_set(err, BF_EINVAL, "%s: bind the dims of the model a derived one comes from", m->label);
-    int64_t *b = bf__malloc((m->n_inputs + 1) * BF_MAX_DIMS * sizeof *b);
-    if (!b) return bf_error_set(err, BF_ENOMEM, "out of memory binding input dims");
-    for (size_t k = 0; k < (m->n_inputs + 1) * BF_MAX_DIMS; k++) b[k] = -1;
-    int any = 0;
+    bf_model *m = *model;
+    int64_t zero[BF_MAX_DIMS] = {0};
+    const int64_t **shapes = bf__calloc(m->n_inputs + 1, sizeof *shapes);
+    int *ndims = bf__calloc(m->n_inputs + 1, sizeof *ndims);
+    const char *names[MAX_BOUND_DIMS];
+    int64_t sizes[MAX_BOUND_DIMS];
+    size_t n = 0;
+    bf_status st = BF_OK;
+    if (!shapes || !ndims) {
+        st = bf_error_set(err, BF_ENOMEM, "out of memory sizing input dims");
+        goto out;
+    }
+    int symbolic = 0;
     for (size_t i = 0; i < m->n_inputs; i++) {
         const bf_value_info *vi = &m->inputs[i];
         const bf_tensor *t = bf_dataset_find(ds, vi->name);
-        if (!t || t->ndim != vi->ndim) continue;   /* evaluation names the problem */
-        for (int d = 1; d < vi->ndim; d++) {
-            if (vi->dims[d] >= 0) continue;
-            size_t oi;
-            int od;
-            if (vi->dim_names[d] && bound_by_name(m, b, vi->dim_names[d], &oi, &od) && b[oi * BF_MAX_DIMS + od] != t->dims[d]) {
-                bf_status st = bf_error_set(err, BF_ESHAPE,
-                                            "%s: graph inputs '%s' (dim %d) and '%s' (dim %d) share the symbolic size '%s', "
-                                            "but the eval set gives them %lld and %lld",
-                                            m->label, m->inputs[oi].name, od, vi->name, d, vi->dim_names[d],
-                                            (long long)b[oi * BF_MAX_DIMS + od], (long long)t->dims[d]);
-                bf__free(b);
-                return st;
-            }
-            b[i * BF_MAX_DIMS + d] = t->dims[d];
-            any = 1;
-        }
+        for (int d = 1; d < vi->ndim; d++) symbolic |= vi->dims[d] < 0;
+        if (!t || t->ndim != vi->ndim) goto out;   /* evaluation names the tensor */
+        shapes[i] = t->ndim ? t->dims : zero;
+        ndims[i] = t->ndim;
     }
-    bf__free(m->bound_dims);
-    m->bound_dims = any ? b : NULL;
-    if (!any) bf__free(b);
-    return BF_OK;
+    if (!symbolic) goto out;
+    if ((st = bf_plan_dims_from(m, shapes, ndims, names, sizes, MAX_BOUND_DIMS, &n, err)) != BF_OK) goto out;
+    bf_model *bound = NULL;
+    if ((st = bf_model_with_dims(m, names, sizes, n, &bound, err)) != BF_OK) goto out;
+    bound->owns_base = 1;
+    *model = bound;
+out:
+    bf__free(shapes);
+    bf__free(ndims);
+    return st;
 }

@@ -43,6 +43,7 @@ bf_status bf__edit_derive(const bf_model *base, bf__edit *e, bf_error *err)
     if (!m) return bf__edit_oom(err);
     *m = *base;
     m->base = base;
+    m->owns_base = 0;   /* the base's own base, if it owns one, stays the base's */
     m->owned = NULL;
     m->n_owned = m->cap_owned = 0;
     m->values = NULL;

@@ -112,10 +112,6 @@ struct bf_model {
     size_t n_inputs, n_outputs;
     bf_value_info *inputs, *outputs;
     int *input_vals, *output_vals;   /* value index of each graph input / output */
-    /* bf_model_bind_dims: per input, BF_MAX_DIMS sizes for the dims past the
-     * batch that the file leaves symbolic (a sequence length), -1 where
-     * unbound; NULL until bound. A derived model reads its base's. */
-    int64_t *bound_dims;
 
     size_t n_params;
     bf_param_info *params;
@@ -133,6 +129,7 @@ struct bf_model {
      * the base's names, attributes, tensors and parameter tables and owns
      * only its arrays and what `owned` lists. The base outlives it. */
     const struct bf_model *base;
+    int owns_base;       /* bf_model_bind_dims: freeing this model frees its base */
     void **owned;
     size_t n_owned, cap_owned;
 };

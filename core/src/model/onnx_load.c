@@ -119,7 +119,9 @@ void bf_model_free(bf_model *m)
         bf__free(m->nodes);
         bf__free(m->order);
         bf__free(m->output_vals);
+        const bf_model *base = m->owns_base ? m->base : NULL;
         bf__free(m);
+        bf_model_free((bf_model *)base);
         return;
     }
     for (size_t i = 0; i < m->n_values; i++) {
@@ -143,7 +145,6 @@ void bf_model_free(bf_model *m)
     bf__free(m->outputs);
     bf__free(m->input_vals);
     bf__free(m->output_vals);
-    bf__free(m->bound_dims);
     for (size_t i = 0; m->params && i < m->n_params; i++) {
         bf__free((char *)m->params[i].torch_name);
         bf__free((char *)m->params[i].torch_note);
