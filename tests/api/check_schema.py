@@ -67,6 +67,7 @@ MUTATIONS = [
     (("faults", "w_max"), [0.1, 0, -1, "x", DELETE]),
     (("faults", "error_map"), ["chip.bfmap", "", 3, DELETE]),
     (("faults", "per_channel"), [True, False, DELETE]),
+    (("faults", "group_size"), [32, 128, 0, -1, 1048577, 2.5, "x", DELETE]),
     (("faults", "persistence"), ["permanent", "transient", "x", DELETE]),
     (("faults", "postions"), [[1]]),
 ]

@@ -31,6 +31,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->store.scale);
     bf__free(c->store.lo);
     bf__free(c->store.slice);
+    bf__free(c->store.groups);
     bf__free(c->faults.rates);
     bf__free(c->faults.list);
     bf__free(c->surface.sites);
@@ -176,6 +177,10 @@ static bf_status choose_width(bf_campaign *c, const bf_campaign_spec *spec, unsi
     if (spec->per_channel)
         return bf_error_set(err, BF_EINVAL, "per_channel chooses scales for simulated int8; '%s' is stored as %s with "
                             "the model's own scales", m->params[first_int].tensor->name,
+                            bf_dtype_name(m->params[first_int].dtype));
+    if (spec->group_size)
+        return bf_error_set(err, BF_EINVAL, "group_size chooses scales for simulated fixed point; '%s' is stored as %s "
+                            "with the model's own scales", m->params[first_int].tensor->name,
                             bf_dtype_name(m->params[first_int].dtype));
     c->store.native = 1;
     c->store.repr = BF_REPR_INT8;

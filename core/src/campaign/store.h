@@ -26,6 +26,9 @@ typedef struct bf__store {
     float **scale;
     float **lo;
     int64_t *slice;           /* elements per scale */
+    /* per model parameter with group_size: its per-group layout (group 0:
+     * none, the scales go by slice); NULL without group_size */
+    bf_qgroups *groups;
 } bf__store;
 
 /* The golden stored value of element `index` of a parameter, and its scale. */
@@ -34,13 +37,18 @@ static inline float bf__stored(const bf__store *s, size_t param, int64_t index)
     const float *v = s->values[param] ? s->values[param] : (const float *)bf_model_param(s->model, param)->tensor->data;
     return v[index];
 }
+static inline int64_t bf__scale_index(const bf__store *s, size_t param, int64_t index)
+{
+    if (s->groups && s->groups[param].group) return bf_repr_group_of(&s->groups[param], index);
+    return index / s->slice[param];
+}
 static inline float bf__scale(const bf__store *s, size_t param, int64_t index)
 {
-    return s->scale[param] ? s->scale[param][index / s->slice[param]] : 1.0f;
+    return s->scale[param] ? s->scale[param][bf__scale_index(s, param, index)] : 1.0f;
 }
 static inline float bf__lo(const bf__store *s, size_t param, int64_t index)
 {
-    return s->lo[param] ? s->lo[param][index / s->slice[param]] : 0.0f;
+    return s->lo[param] ? s->lo[param][bf__scale_index(s, param, index)] : 0.0f;
 }
 
 /* Element `index` of parameter `param`'s stored bits and back: the
