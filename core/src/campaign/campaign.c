@@ -194,7 +194,21 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
     unsigned char *sel = bf__calloc(m->n_params + 1, 1);
     if (!sel) return bf_error_set(err, BF_ENOMEM, "out of memory");
     bf_status st = BF_OK;
-    for (size_t k = 0; k < spec->n_tensors || (k == 0 && spec->n_tensors == 0); k++) {
+    /* An explicit list (without `tensors`) of float tensors only, in a
+     * model with stored integers: the list's tensors are the selection, so
+     * that a list of a quantized model's float scales is not taken for its
+     * integers (choose_width). Every other list selects every tensor. */
+    int listed = 0, listed_int = 0, model_int = 0;
+    for (size_t k = 0; spec->sampling == BF_SAMPLE_LIST && spec->n_tensors == 0 && k < spec->n_list; k++)
+        for (size_t p = 0; spec->list[k].tensor && p < m->n_params; p++)
+            if ((spec->zero_points || !bf__param_is_zero_point(m, p)) && pattern_matches(spec->list[k].tensor, &m->params[p]))
+                sel[p] = 1, listed = 1, listed_int |= m->params[p].dtype != BF_F32;
+    for (size_t p = 0; p < m->n_params; p++) model_int |= m->params[p].dtype != BF_F32;
+    if (!listed || listed_int || !model_int) {
+        memset(sel, 0, m->n_params + 1);
+        listed = 0;
+    }
+    for (size_t k = 0; !listed && (k < spec->n_tensors || (k == 0 && spec->n_tensors == 0)); k++) {
         const char *pat = spec->n_tensors ? (spec->tensors && spec->tensors[k] ? spec->tensors[k] : "") : "*";
         int any = 0;
         for (size_t p = 0; p < m->n_params; p++)
