@@ -428,6 +428,98 @@ static void golden_is_the_rounded_model(void **state)
     bf_evaluator_free(ev);
 }
 
+/* The differential engine gives the exact runs' outcomes on group-scaled
+ * weights too (its old and new values are the store's). */
+static void differential_matches_exact(void **state)
+{
+    gfx *f = *state;
+    double scale = tc_out_scale(f->m, f->ds);
+    tc_tally t = {0};
+    bf_campaign_spec s = base_spec();
+    s.repr = BF_REPR_INT4;
+    s.group_size = 32;
+    s.trials = 300;
+    tc_both(f->m, f->ds, scale, "groups", &s, "int4 g32 bitflip", &t, NULL);
+    double rate = 2e-3;
+    s = base_spec();
+    s.repr = BF_REPR_UINT3;
+    s.group_size = 16;
+    s.model_kind = BF_FAULT_BER;
+    s.rates = &rate;
+    s.n_rates = 1;
+    s.repeats = 40;
+    tc_both(f->m, f->ds, scale, "groups", &s, "uint3 g16 ber", &t, NULL);
+    tc_assert_agree("group scales, differential vs exact", &t, 300);
+}
+
+/* Conv W [M, C, kh, kw] groups along C x kh x kw, contiguous per output
+ * channel; a 1-D bias along its only axis. */
+static void conv_layout(void **state)
+{
+    (void)state;
+    enum { CO = 4, CI = 3, KS = 3, ROW = CI * KS * KS, G = 8 };
+    float w[CO * ROW], bias[CO];
+    uint32_t seed = 99;
+    for (int i = 0; i < CO * ROW; i++) w[i] = lcg(&seed) * (i % 7 == 0 ? 2.0f : 0.4f);
+    for (int i = 0; i < CO; i++) bias[i] = lcg(&seed);
+    tg_graph g = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, CI, 4, 4});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, CO * 4});
+    tg_init_f32(&g, "W", 4, (int64_t[]){CO, CI, KS, KS}, w);
+    tg_init_f32(&g, "B", 1, (int64_t[]){CO}, bias);
+    tg_node(&g, "Conv", "conv", (const char *[]){"x", "W", "B"}, 3, "c");
+    Onnx__NodeProto *fl = tg_node(&g, "Flatten", "flat", (const char *[]){"c"}, 1, "y");
+    tg_attr_int(&g, fl, "axis", 1);
+    size_t len;
+    uint8_t *buf = tg_pack(&g, "conv", &len);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "conv", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    tg_free(&g);
+    float x[4 * CI * 16];
+    int64_t lab[4] = {0, 5, 9, 15};
+    for (int i = 0; i < 4 * CI * 16; i++) x[i] = lcg(&seed);
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "{\"x\":{\"dtype\":\"F32\",\"shape\":[4,%d,4,4],\"data_offsets\":[0,%zu]},"
+                      "\"labels\":{\"dtype\":\"I64\",\"shape\":[4],\"data_offsets\":[%zu,%zu]}}",
+                      CI, sizeof x, sizeof x, sizeof x + sizeof lab);
+    size_t total = 8 + (size_t)hl + sizeof x + sizeof lab;
+    unsigned char *st = malloc(total);
+    assert_non_null(st);
+    for (int k = 0; k < 8; k++) st[k] = (unsigned char)((uint64_t)hl >> (8 * k));
+    memcpy(st + 8, head, (size_t)hl);
+    memcpy(st + 8 + hl, x, sizeof x);
+    memcpy(st + 8 + hl + sizeof x, lab, sizeof lab);
+    bf_dataset *ds = NULL;
+    if (bf_dataset_load_buffer(st, total, "conv", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(st);
+    /* elements at group edges of channels 0 and 3, and the bias */
+    bf_fault_entry e[] = {{"W", 7, 2, -1}, {"W", 8, 3, -1}, {"W", 26, 1, -1}, {"W", 3 * ROW + 24, 0, -1},
+                          {"W", 3 * ROW + 15, 3, -1}, {"B", 2, 3, -1}};
+    size_t n = sizeof e / sizeof e[0];
+    bf_campaign_spec s = base_spec();
+    s.repr = BF_REPR_INT4;
+    s.group_size = G;
+    bf_trial_record r[sizeof e / sizeof e[0]];
+    run_list(m, ds, s, e, n, r);
+    for (size_t t = 0; t < n; t++) {
+        int is_w = e[t].tensor[0] == 'W';
+        const float *v = is_w ? w : bias;
+        int64_t row = is_w ? ROW : CO, base = e[t].index / row * row, c = e[t].index % row, c0 = c / G * G;
+        int64_t mem[G];
+        int cnt = 0;
+        for (int64_t cc = c0; cc < c0 + G && cc < row; cc++) mem[cnt++] = base + cc;
+        float sc = ref_sym_scale(v, mem, cnt, 4);
+        int32_t q = ref_sym_q(v[e[t].index], sc, 4);
+        assert_true(r[t].faults[0].old_value == (float)q * sc);
+        assert_true(r[t].faults[0].new_value == ref_sym_decode((uint32_t)q ^ (1u << e[t].bit), sc, 4));
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 static void group_size_errors(void **state)
 {
     gfx *f = *state;
@@ -465,6 +557,8 @@ int main(void)
         cmocka_unit_test(int4_groups_records),
         cmocka_unit_test(uint4_groups_records),
         cmocka_unit_test(golden_is_the_rounded_model),
+        cmocka_unit_test(differential_matches_exact),
+        cmocka_unit_test(conv_layout),
         cmocka_unit_test(group_size_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
