@@ -520,6 +520,88 @@ static void conv_layout(void **state)
     bf_model_free(m);
 }
 
+/* fault_scales: the sites are W1's and W2's fp16 group scales; a fault's
+ * old and new values are the scale's, and the pass sees every weight of
+ * the group rescaled (q the same): the trial's max_abs equals one
+ * computed here from an evaluator given those weights. */
+static void fault_scales_records(void **state)
+{
+    gfx *f = *state;
+    const int64_t gs = 32;
+    static float q1[K1 * N1], q2[M2 * N1], s1[K1 * N1];
+    int64_t mem[128] = {0};
+    for (int64_t i = 0; i < K1 * N1; i++) {
+        int cnt = group_members(1, i, gs, mem);
+        float sc = ref_sym_scale(f->w1, mem, cnt, 4);
+        q1[i] = (float)ref_sym_q(f->w1[i], sc, 4) * sc;
+    }
+    for (int64_t i = 0; i < M2 * N1; i++) {
+        int cnt = group_members(0, i, gs, mem);
+        float sc = ref_sym_scale(f->w2, mem, cnt, 4);
+        q2[i] = (float)ref_sym_q(f->w2[i], sc, 4) * sc;
+    }
+    /* W1 [40, 70] in groups of 32 down a column: scales [2, 70], scale
+     * (kg, col) = kg * 70 + col; W2 [3, 70] along rows: [3, 3] */
+    bf_fault_entry e[] = {{"W1", 3, 14, -1}, {"W1", N1 + 5, 10, -1}, {"W1", 69, 15, -1}, {"W2", 4, 12, -1}, {"W2", 8, 0, -1}};
+    size_t n = sizeof e / sizeof e[0];
+    bf_campaign_spec s = base_spec();
+    s.repr = BF_REPR_INT4;
+    s.group_size = gs;
+    s.fault_scales = 1;
+    bf_campaign *c = tc_make(f->m, f->ds, &s);
+    assert_int_equal(bf_campaign_site(c, 0)->bits, 16);
+    assert_int_equal(bf_campaign_site(c, 0)->elements + bf_campaign_site(c, 1)->elements, 2 * N1 + 3 * 3);
+    bf_campaign_free(c);
+    bf_trial_record r[5];
+    run_list(f->m, f->ds, s, e, n, r);
+    bf_evaluator *ev = NULL;
+    bf_error err = {0};
+    bf_eval_opts eo = {.batch = 16, .threads = 1};
+    if (bf_evaluator_create(f->m, f->ds, &eo, &ev, &err) != BF_OK) fail_msg("%s", err.msg);
+    size_t p1 = (size_t)bf_model_find_param(f->m, "W1"), p2 = (size_t)bf_model_find_param(f->m, "W2");
+    assert_int_equal(bf_evaluator_set_param(ev, p1, q1, &err), BF_OK);
+    assert_int_equal(bf_evaluator_set_param(ev, p2, q2, &err), BF_OK);
+    bf_eval_result er;
+    assert_int_equal(bf_evaluator_run(ev, NULL, 0, &er, &err), BF_OK);
+    float golden[NS * M2];
+    memcpy(golden, er.outputs, sizeof golden);
+    for (size_t t = 0; t < n; t++) {
+        int w1 = e[t].tensor[1] == '1';
+        const float *w = w1 ? f->w1 : f->w2;
+        /* the scale's group: its first element, then the reference's members */
+        int64_t first = w1 ? (e[t].index / N1) * gs * N1 + e[t].index % N1 : (e[t].index / 3) * N1 + (e[t].index % 3) * gs;
+        int cnt = group_members(w1, first, gs, mem);
+        float sc = ref_sym_scale(w, mem, cnt, 4);
+        uint16_t h = bf_f32_to_f16(sc);
+        float now = bf_f16_to_f32((uint16_t)(h ^ (1u << e[t].bit)));
+        assert_true(r[t].faults[0].old_value == sc);
+        assert_memory_equal(&r[t].faults[0].new_value, &now, 4);
+        memcpy(s1, w1 ? q1 : q2, (w1 ? K1 : M2) * N1 * sizeof(float));
+        for (int j = 0; j < cnt; j++) s1[mem[j]] = (float)ref_sym_q(w[mem[j]], sc, 4) * now;
+        assert_int_equal(bf_evaluator_set_param(ev, w1 ? p1 : p2, s1, &err), BF_OK);
+        assert_int_equal(bf_evaluator_run(ev, NULL, 0, &er, &err), BF_OK);
+        double mx = 0;
+        for (int i = 0; i < NS * M2; i++) {
+            double d = fabs((double)er.outputs[i] - (double)golden[i]);
+            if (d > mx || d != d) mx = d;
+        }
+        double got = r[t].metrics[BF_METRIC_MAX_ABS];
+        if (!(fabs(got - mx) <= 1e-6 * (1 + mx)) && !(isnan(got) && isnan(mx)) && !(isinf(got) && isinf(mx)))
+            fail_msg("scale fault %zu: max_abs %g, want %g", t, got, mx);
+        assert_int_equal(bf_evaluator_set_param(ev, w1 ? p1 : p2, w1 ? q1 : q2, &err), BF_OK);
+    }
+    bf_evaluator_free(ev);
+    /* and the differential engine agrees with exact runs on them */
+    tc_tally tl = {0};
+    s = base_spec();
+    s.repr = BF_REPR_INT4;
+    s.group_size = gs;
+    s.fault_scales = 1;
+    s.trials = 200;
+    tc_both(f->m, f->ds, tc_out_scale(f->m, f->ds), "groups", &s, "int4 g32 scales", &tl, NULL);
+    tc_assert_agree("fault_scales, differential vs exact", &tl, 200);
+}
+
 static void group_size_errors(void **state)
 {
     gfx *f = *state;
@@ -535,6 +617,14 @@ static void group_size_errors(void **state)
         {BF_REPR_INT4, 32, 1, BF_TARGET_WEIGHTS, BF_EINVAL, "per_channel"},
         {BF_REPR_INT4, BF_GROUP_SIZE_MAX, 0, BF_TARGET_WEIGHTS, BF_OK, NULL},   /* one group per row */
     };
+    /* fault_scales without groups (with a profiled map or mitigations:
+     * test_spec_rules) */
+    bf_campaign_spec fs = base_spec();
+    fs.repr = BF_REPR_INT4;
+    fs.fault_scales = 1;
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &fs, &c, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "only with group_size"));
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bf_campaign_spec s = base_spec();
         s.repr = cases[i].repr;
@@ -559,6 +649,7 @@ int main(void)
         cmocka_unit_test(golden_is_the_rounded_model),
         cmocka_unit_test(differential_matches_exact),
         cmocka_unit_test(conv_layout),
+        cmocka_unit_test(fault_scales_records),
         cmocka_unit_test(group_size_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

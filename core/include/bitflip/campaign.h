@@ -164,6 +164,11 @@ typedef struct bf_campaign_spec {
      * docs/CAMPAIGNS.md say which dimension per op); 0: per tensor or per
      * channel. 1..BF_GROUP_SIZE_MAX. */
     int64_t group_size;
+    /* With group_size: the faults strike the group scales (their fp16 bits,
+     * 16 per scale) instead of the weights; a fault moves every weight of
+     * its group. Sites keep their tensors' names; their elements are the
+     * scales. Not with mitigations or model "profiled". */
+    int fault_scales;
     /* Model "profiled": the error map's path as the spec gives it, and the
      * map itself, loaded by the caller (bf_errmap_load_file) before the
      * campaign is created and kept until it is freed; bf_campaign_spec_free

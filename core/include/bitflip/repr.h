@@ -94,6 +94,9 @@ int64_t bf_repr_group_count(const bf_qgroups *g);
 /* The scale of element `index` (row-major over [outer, k, inner]):
  * (o * ceil(k / group) + kk / group) * inner + i. */
 int64_t bf_repr_group_of(const bf_qgroups *g, int64_t index);
+/* The elements scale `s` covers: first + j * stride for j < the count
+ * returned (the row's last group may be shorter than g->group). */
+int64_t bf_repr_group_members(const bf_qgroups *g, int64_t s, int64_t *first, int64_t *stride);
 /* Per-group scales (and for uint<m> offsets into `lo`) of a fixed-point
  * representation into bf_repr_group_count(g) floats each, rounded to fp16
  * (see the top). w_max as bf_repr_fixed_scales. */

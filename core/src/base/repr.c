@@ -111,6 +111,15 @@ int64_t bf_repr_group_of(const bf_qgroups *g, int64_t index)
     return (o * per_k + r / g->inner / g->group) * g->inner + r % g->inner;
 }
 
+int64_t bf_repr_group_members(const bf_qgroups *g, int64_t s, int64_t *first, int64_t *stride)
+{
+    int64_t per_k = g->k / g->group + (g->k % g->group != 0);
+    int64_t o = s / (per_k * g->inner), r = s % (per_k * g->inner), kg = r / g->inner, i = r % g->inner;
+    *first = (o * g->k + kg * g->group) * g->inner + i;
+    *stride = g->inner;
+    return g->k - kg * g->group < g->group ? g->k - kg * g->group : g->group;
+}
+
 /* A value as fp16 holds it, past fp16's range its largest (the weights
  * beyond saturate). */
 static float as_fp16(float v)

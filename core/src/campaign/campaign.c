@@ -241,6 +241,10 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
                                 .op = pi->reader_op ? pi->reader_op : "",
                                 .torch_name = pi->torch_name, .torch_note = pi->torch_note,
                                 .elements = bf_tensor_numel(pi->tensor), .bits = c->store.repr_bits};
+        if (c->store.scales) {
+            bf_qgroups g = bf__group_layout(m, p, spec->group_size);
+            c->surface.sites[s].elements = bf_repr_group_count(&g);   /* its scales */
+        }
         c->surface.site_param[s] = p;
         c->surface.prefix[s + 1] = c->surface.prefix[s] + c->surface.sites[s].elements;
         s++;
@@ -584,6 +588,8 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->faults.kind = spec->model_kind;
     c->store.repr = spec->repr;
     c->store.repr_bits = bf_repr_bits(spec->repr);
+    /* fault_scales: the sites are the group scales, stored as fp16 */
+    if ((c->store.scales = spec->fault_scales && spec->group_size > 0)) c->store.repr_bits = 16;
     c->faults.sampling = spec->sampling;
     c->judge.critical_metric = spec->critical_metric;
     c->judge.critical_delta = spec->critical_delta;
@@ -650,6 +656,11 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     }
     if ((st = bf__campaign_quantize(c, spec, err)) != BF_OK) goto out;
     c->protect.base_model = model;
+    if (mit && c->store.scales) {
+        st = bf_error_set(err, BF_EINVAL, "fault_scales: mitigations protect stored weights, not their scales; run "
+                          "the comparison without fault_scales");
+        goto out;
+    }
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = bf__campaign_golden(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = bf__campaign_profile_scales(c, err)) != BF_OK) goto out;

@@ -22,7 +22,7 @@
  * (contiguous per output channel, as GPTQ quantizes a conv's reshaped
  * [M, C/g * k...]); any other tensor (biases, embedding tables, ...) along
  * its last axis. */
-static bf_qgroups group_layout(const bf_model *m, size_t p, int64_t group)
+bf_qgroups bf__group_layout(const bf_model *m, size_t p, int64_t group)
 {
     const bf_tensor *t = m->params[p].tensor;
     int64_t n = bf_tensor_numel(t), r = t->ndim;
@@ -59,7 +59,7 @@ static bf_status group_scales(bf_campaign *c, const bf_campaign_spec *spec, size
 {
     const bf_tensor *t = c->model->params[p].tensor;
     bf_qgroups *g = &c->store.groups[p];
-    *g = group_layout(c->model, p, spec->group_size);
+    *g = bf__group_layout(c->model, p, spec->group_size);
     int64_t n_scale = bf_repr_group_count(g);
     if (n_scale <= 0 || g->outer * g->k * g->inner != bf_tensor_numel(t))
         return bf_error_set(err, BF_EINVAL, "'%s': no per-group layout for its shape", t->name);
