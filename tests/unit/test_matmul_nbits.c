@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "bitflip/bitflip.h"
+#include "campaign_check.h"
 #include "onnx_graph.h"
 #include "op_harness.h"
 
@@ -202,12 +203,43 @@ static void loader_and_parameters(void **state)
     }
 }
 
+/* Campaigns on the fixtures: the differential engine gives the exact runs'
+ * outcomes with faults in the packed bytes (their 8 bits) and in the
+ * scales (float32, and fp16 with representation fp16). */
+static void differential_matches_exact(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    double scale = tc_load(BF_FIXTURES "/nbits/nbits_mlp", &m, &ds);
+    tc_tally t = {0};
+    bf_campaign_spec s = tc_base_spec(8);
+    s.seed = 5;
+    s.trials = 200;
+    s.sampling = BF_SAMPLE_UNIFORM;
+    s.stop_confidence = 0.95;
+    tc_both(m, ds, scale, "nbits_mlp", &s, "bytes of B", &t, NULL);
+    bf_campaign *c = tc_make(m, ds, &s);
+    assert_int_equal(bf_campaign_site(c, 0)->bits, 8);
+    bf_campaign_free(c);
+    char *scales[] = {"*scales"};
+    s.tensors = scales;
+    s.n_tensors = 1;
+    tc_both(m, ds, scale, "nbits_mlp", &s, "scales fp32", &t, NULL);
+    s.repr = BF_REPR_FP16;
+    tc_both(m, ds, scale, "nbits_mlp", &s, "scales fp16", &t, NULL);
+    tc_assert_agree("MatMulNBits, differential vs exact", &t, 600);
+    bf_model_free(m);
+    bf_dataset_free(ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_the_definition),
         cmocka_unit_test(hostile_shapes),
         cmocka_unit_test(loader_and_parameters),
+        cmocka_unit_test(differential_matches_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
