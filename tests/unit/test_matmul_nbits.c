@@ -112,6 +112,45 @@ static void matches_the_definition(void **state)
     }
 }
 
+/* More columns than the op dequantizes at a time (64), A of rank 3 as a
+ * language model's [batch, sequence, K]: the same bits as one product. */
+static void many_columns(void **state)
+{
+    (void)state;
+    enum { K2 = 20, N2 = 150, NB2 = 2, BL2 = 8, R = 2, S = 3 };
+    static uint8_t b[N2 * NB2 * BL2];
+    static float sc[N2 * NB2], a[R * S * K2], want[R * S * N2];
+    uint32_t s = 777;
+    for (size_t i = 0; i < sizeof b; i++) b[i] = (uint8_t)((s = s * 1103515245u + 12345u) >> 16);
+    for (int i = 0; i < N2 * NB2; i++) sc[i] = (float)((int)((s = s * 1103515245u + 12345u) >> 16) % 100 + 1) / 512.0f;
+    for (int i = 0; i < R * S * K2; i++) a[i] = (float)((int)((s = s * 1103515245u + 12345u) >> 16) % 200 - 100) / 29.0f;
+    for (int m = 0; m < R * S; m++)
+        for (int n = 0; n < N2; n++) {
+            float acc = 0;
+            for (int k = 0; k < K2; k++) {
+                uint8_t byte = b[(n * NB2 + k / 16) * BL2 + (k % 16) / 2];
+                int q = k % 2 ? byte >> 4 : byte & 15;
+                acc = fmaf(a[m * K2 + k], (float)(q - 8) * sc[n * NB2 + k / 16], acc);
+            }
+            want[m * N2 + n] = acc;
+        }
+    bf__attr at[4] = {th_attr_int("K", K2), th_attr_int("N", N2), th_attr_int("bits", 4), th_attr_int("block_size", 16)};
+    bf_tensor ta = th_tensor_f32(a, 3, (int64_t[]){R, S, K2});
+    bf_tensor tb = th_tensor(BF_U8, b, 3, (int64_t[]){N2, NB2, BL2});
+    bf_tensor ts = th_tensor_f32(sc, 2, (int64_t[]){N2, NB2});
+    const bf_tensor *in[3] = {&ta, &tb, &ts};
+    bf_tensor out;
+    bf_error err = {0};
+    if (th_run_op(OP, 13, at, 4, in, 3, &out, 1, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(out.ndim, 3);
+    assert_int_equal(out.dims[2], N2);
+    assert_memory_equal(out.data, want, sizeof want);
+    th_free(&out, 1);
+    th_tensor_free(&ta);
+    th_tensor_free(&tb);
+    th_tensor_free(&ts);
+}
+
 static void hostile_shapes(void **state)
 {
     (void)state;
@@ -237,6 +276,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_the_definition),
+        cmocka_unit_test(many_columns),
         cmocka_unit_test(hostile_shapes),
         cmocka_unit_test(loader_and_parameters),
         cmocka_unit_test(differential_matches_exact),

@@ -38,6 +38,12 @@
 #include "exec/op.h"
 #include "exec/ops/sgemm.h"
 
+/* Columns of W dequantized at a time: the scratch holds NBITS_COLS rows of
+ * W^T, not the whole matrix (an LLM's is hundreds of MB); the product's
+ * bits do not depend on the split (sgemm.h: each output is the chain of its
+ * row and column whatever the shapes). */
+#define NBITS_COLS 64
+
 typedef struct nbits_params {
     int64_t k, n, m, block, n_blocks, blob, zp_per_col;
     int has_zp, has_bias;
@@ -115,7 +121,7 @@ static bf_status nbits_prepare(bf__prep *p, bf_error *err)
     bf__set_shape(p->out[0], BF_F32, a->ndim, dims);
     q->m = bf_tensor_numel(a) / q->k;
     if (q->m > INT32_MAX) return bf__node_error(err, nd, BF_EUNSUPPORTED, "too many rows in A (%lld)", (long long)q->m);
-    p->scratch = (size_t)(q->n * q->k) * sizeof(float);
+    p->scratch = (size_t)((q->n < NBITS_COLS ? q->n : NBITS_COLS) * q->k) * sizeof(float);
     return BF_OK;
 }
 
@@ -129,15 +135,19 @@ static bf_status nbits_run(const bf__ctx *c, bf_error *err)
     const uint8_t *b = c->in[1]->data, *zp = q->has_zp ? c->in[3]->data : NULL;
     const float *sc = c->in[2]->data, *a = c->in[0]->data;
     float *w = c->scratch, *y = c->out[0]->data;
-    for (int64_t n = 0; n < q->n; n++)
-        for (int64_t blk = 0; blk < q->n_blocks; blk++) {
-            const uint8_t *blob = b + (n * q->n_blocks + blk) * q->blob;
-            int32_t z = zp ? nibble(zp + n * q->zp_per_col, blk) : 8;
-            float s = sc[n * q->n_blocks + blk];
-            int64_t k0 = blk * q->block, len = q->k - k0 < q->block ? q->k - k0 : q->block;
-            for (int64_t j = 0; j < len; j++) w[n * q->k + k0 + j] = (float)(nibble(blob, j) - z) * s;
-        }
-    bf__sgemm(0, 1, (int)q->m, (int)q->n, (int)q->k, 1.0f, a, (int)q->k, w, (int)q->k, 0, y, (int)q->n);
+    for (int64_t n0 = 0; n0 < q->n; n0 += NBITS_COLS) {
+        int64_t cols = q->n - n0 < NBITS_COLS ? q->n - n0 : NBITS_COLS;
+        for (int64_t n = n0; n < n0 + cols; n++)
+            for (int64_t blk = 0; blk < q->n_blocks; blk++) {
+                const uint8_t *blob = b + (n * q->n_blocks + blk) * q->blob;
+                int32_t z = zp ? nibble(zp + n * q->zp_per_col, blk) : 8;
+                float s = sc[n * q->n_blocks + blk];
+                int64_t k0 = blk * q->block, len = q->k - k0 < q->block ? q->k - k0 : q->block;
+                float *row = w + (n - n0) * q->k + k0;
+                for (int64_t j = 0; j < len; j++) row[j] = (float)(nibble(blob, j) - z) * s;
+            }
+        bf__sgemm(0, 1, (int)q->m, (int)cols, (int)q->k, 1.0f, a, (int)q->k, w, (int)q->k, 0, y + n0, (int)q->n);
+    }
     if (q->has_bias) {
         const float *bias = c->in[5]->data;
         for (int64_t r = 0; r < q->m; r++)
