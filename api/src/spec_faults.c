@@ -15,13 +15,13 @@ static const char *const PERSIST_NAMES[] = {"permanent", "transient"};
 
 /* faults.* by slot, in FAULT_NAMES' order (spec_impl.h) */
 enum { F_TARGET, F_TENSORS, F_MODEL, F_BITS, F_POSITIONS, F_BURST, F_RATE, F_RATES,
-       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_N };
+       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_GROUP_SIZE, F_FAULT_SCALES, F_N };
 
 /* The rules' name for each slot. */
 static const bf_spec_field SLOT_FIELD[F_N] = {
     BF_SPEC_TARGET, BF_SPEC_TENSORS, BF_SPEC_MODEL, BF_SPEC_BITS, BF_SPEC_POSITIONS, BF_SPEC_BURST,
     BF_SPEC_RATE, BF_SPEC_RATES, BF_SPEC_REPEATS, BF_SPEC_REPR, BF_SPEC_PER_CHANNEL, BF_SPEC_PERSISTENCE,
-    BF_SPEC_ZERO_POINTS, BF_SPEC_W_MAX, BF_SPEC_ERROR_MAP,
+    BF_SPEC_ZERO_POINTS, BF_SPEC_W_MAX, BF_SPEC_ERROR_MAP, BF_SPEC_GROUP_SIZE, BF_SPEC_FAULT_SCALES,
 };
 
 static void invalid(bf_spec_facts *facts, bf_spec_field f) { facts->invalid |= BF_SPEC_BIT(f); }
@@ -218,6 +218,13 @@ void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, fau
         if (f[i]) facts->stated |= BF_SPEC_BIT(SLOT_FIELD[i]);
 
     fault_enums(c, f, s, fi, facts);
+    /* faults in the fp16 group scales: bits and positions are theirs, 16 */
+    if (f[F_FAULT_SCALES] && !bf__spec_get_bool(c, f[F_FAULT_SCALES], "/faults/fault_scales", &s->fault_scales))
+        invalid(facts, BF_SPEC_FAULT_SCALES);
+    if (s->fault_scales && fi->repr_ok && bf_repr_is_fixed(s->repr)) {
+        fi->repr_bits = 16;
+        snprintf(fi->for_repr, sizeof fi->for_repr, " for fp16");
+    }
     if (!fault_tensors(c, f[F_TENSORS], is_list, s, facts)) return;
     if (f[F_BITS]) {
         if (bf__spec_get_int(c, f[F_BITS], "/faults/bits", 1, fi->repr_bits, fi->for_repr, &x)) s->bits = (int)x;
@@ -237,6 +244,11 @@ void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, fau
         if (bf__spec_get_number(c, f[F_W_MAX], "/faults/w_max", &w)) s->w_max = w;
         else invalid(facts, BF_SPEC_W_MAX);
     }
+    /* per-group scales along the input dimension (GPTQ/AWQ); the rules say
+     * with which representations */
+    if (f[F_GROUP_SIZE] && !bf__spec_get_int(c, f[F_GROUP_SIZE], "/faults/group_size", 1, BF_GROUP_SIZE_MAX,
+                                             " (weights per scale; GPTQ and AWQ use 32, 64 or 128)", &s->group_size))
+        invalid(facts, BF_SPEC_GROUP_SIZE);
     if (f[F_ZERO_POINTS] && !bf__spec_get_bool(c, f[F_ZERO_POINTS], "/faults/zero_points", &s->zero_points))
         invalid(facts, BF_SPEC_ZERO_POINTS);
 }

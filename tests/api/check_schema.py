@@ -67,6 +67,8 @@ MUTATIONS = [
     (("faults", "w_max"), [0.1, 0, -1, "x", DELETE]),
     (("faults", "error_map"), ["chip.bfmap", "", 3, DELETE]),
     (("faults", "per_channel"), [True, False, DELETE]),
+    (("faults", "group_size"), [32, 128, 0, -1, 1048577, 2.5, "x", DELETE]),
+    (("faults", "fault_scales"), [True, False, 1, DELETE]),
     (("faults", "persistence"), ["permanent", "transient", "x", DELETE]),
     (("faults", "postions"), [[1]]),
 ]
@@ -135,8 +137,8 @@ def extra_rules(spec):
     if model in ("random_value", "profiled"):
         return True
     bits = int(f.get("bits", 1))
-    allowed = sorted(int(p) for p in f["positions"]) if "positions" in f else \
-        list(range(REPR_BITS[f.get("representation", "fp32")]))
+    width = 16 if f.get("fault_scales") is True else REPR_BITS[f.get("representation", "fp32")]
+    allowed = sorted(int(p) for p in f["positions"]) if "positions" in f else list(range(width))
     if bits > len(allowed):
         return False
     if f.get("burst", False):
@@ -169,6 +171,8 @@ def main():
                                                   "representation": "uint4", "w_max": 0.1}},
         {"model": "m", "dataset": "d", "faults": {"model": "ber", "rates": [1e-4, 1e-2], "representation": "int3"}},
         {"model": "m", "dataset": "d", "faults": {"model": "ber", "rate": 1e-4}},
+        {"model": "m", "dataset": "d", "trials": 10,
+         "faults": {"representation": "int4", "group_size": 32, "fault_scales": True, "positions": [14, 10]}},
         {"model": "m", "dataset": "d", "trials": 10,
          "faults": {"representation": "int8", "bits": 2, "burst": True, "positions": [1, 2, 5]}},
         {"model": "m", "dataset": "d", "faults": {"target": "activations", "persistence": "transient"},

@@ -249,6 +249,29 @@ static void fixed_and_profiled(void **state)
     assert_true(p->spec.w_max == 0.1);
     assert_int_equal(p->spec.per_channel, 1);
     done(p);
+    p = ok("{" HEAD "\"trials\": 3, \"faults\": {\"representation\": \"int4\", \"group_size\": 128}}");
+    assert_int_equal(p->spec.group_size, 128);
+    done(p);
+    /* faults in the fp16 scales: their 16 bits are the positions */
+    p = ok("{" HEAD "\"trials\": 3, \"faults\": {\"representation\": \"int4\", \"group_size\": 64, \"fault_scales\": true, "
+           "\"positions\": [14, 13, 12, 11, 10], \"bits\": 2}}");
+    assert_int_equal(p->spec.fault_scales, 1);
+    assert_int_equal(p->spec.n_positions, 5);
+    done(p);
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"group_size\": 64, \"fault_scales\": true, "
+                 "\"positions\": [16]}}", "/faults/positions/0", "for fp16");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"group_size\": 64, \"fault_scales\": 1}}",
+                 "/faults/fault_scales", "boolean");
+    /* hostile group sizes: a clear problem at the field, nothing else */
+    const char *bad_groups[] = {"0", "-32", "1048577", "9223372036854775807", "1e300", "32.5", "\"32\"", "true", "null"};
+    for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
+        char doc[256];
+        snprintf(doc, sizeof doc, "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"group_size\": %s}}",
+                 bad_groups[i]);
+        only_problem(doc, "/faults/group_size", strchr(bad_groups[i], '"') || bad_groups[i][0] == 't' ||
+                                                        bad_groups[i][0] == 'n' || strchr(bad_groups[i], '.')
+                                                    ? "an integer" : "1..1048576");
+    }
     p = ok("{" HEAD "\"trials\": 3, \"faults\": {\"representation\": \"int2\", \"positions\": [1]}}");
     assert_int_equal(p->spec.repr, BF_REPR_INT2);
     done(p);
@@ -576,6 +599,22 @@ static const struct {
      "/faults/w_max", "applies only to target 'weights' (the clipped range they are quantized in)"},
     {"w-max-positive", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"w_max\": -0.25}}",
      "/faults/w_max", "must be a positive number (the weights' range is [-w_max, w_max]), got -0.25"},
+    {"fault-scales-groups", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"fault_scales\": false}}",
+     "/faults/fault_scales", "applies only with group_size (the per-group scales it puts the faults in)"},
+    {"fault-scales-models",
+     "{" HEAD "\"faults\": {\"model\": \"profiled\", \"error_map\": \"x\", \"representation\": \"int4\", "
+     "\"group_size\": 32, \"fault_scales\": true}}",
+     "/faults/fault_scales", "does not apply to model 'profiled' (its map lies over the stored weights)"},
+    {"group-size-fixed-point", "{" HEAD "\"trials\": 1, \"faults\": {\"group_size\": 32}}", "/faults/group_size",
+     "applies only to fixed-point representations (int8 ... int2, uint8 ... uint2), not 'fp32'"},
+    {"group-size-weights",
+     "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int8\", \"group_size\": 64, \"target\": \"inputs\"}}",
+     "/faults/group_size", "applies only to target 'weights' (a scale per group of a weight's input dimension)"},
+    {"group-size-not-per-channel",
+     "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int4\", \"group_size\": 128, \"per_channel\": true}}",
+     "/faults/group_size",
+     "and per_channel are two scale layouts: give one (group_size: a scale per group of the input dimension; "
+     "per_channel: one per output channel)"},
     {"fixed-point-weights", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"uint4\", \"target\": \"activations\"}}",
      "/faults/representation",
      "'uint4' applies only to target 'weights'; activations and inputs take fp32, fp16, bf16 or int8"},
@@ -617,6 +656,7 @@ static const char *const STRUCT_ONLY_RULES[] = {
     "target-known", "persistence-known", "representation-known", "model-known", "sampling-known",
     "batch-not-negative", "critical-metric-known", "stop-margin-range", "stop-confidence-range",
     "profiled-map-loaded", "ber-rates-probabilities", "ber-trials-count",
+    "group-size-range",   /* a document's group_size is 1..2^20 before the rules */
 };
 
 static void rules_table(void **state)

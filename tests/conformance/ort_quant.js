@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// ONNX Runtime as a second reference for the quantized fixtures (ctest ort_quant).
+// ONNX Runtime as a second reference for the quantized fixtures (ctest ort_quant): quant/ (int8) and
+// nbits/ (int4 MatMulNBits).
 //
 //   node tests/conformance/ort_quant.js FIXTURES_DIR
 //
@@ -208,10 +209,13 @@ async function checkModels(ort, dir, inexact, left) {
       const off = rawDataOffset(model, f.param);
       if (off < 0) { console.log(`  fault ${k}: MISMATCH: no raw_data for '${f.param}'`); failures++; continue; }
       const m2 = Buffer.from(model);
-      const stored = f.dtype === 'int8' ? (m2[off + f.index] << 24) >> 24 : m2[off + f.index];
-      m2[off + f.index] ^= 1 << f.bit;
-      const flipped = f.dtype === 'int8' ? (m2[off + f.index] << 24) >> 24 : m2[off + f.index];
-      if (stored !== f.old || flipped !== f.new) {
+      // a float32 record (nbits/: a MatMulNBits scale) flips a bit of its 4 little-endian bytes
+      const f32 = f.dtype === 'float32', at = f32 ? off + 4 * f.index : off + f.index;
+      const read = () => (f32 ? m2.readFloatLE(at) : f.dtype === 'int8' ? (m2[at] << 24) >> 24 : m2[at]);
+      const stored = read();
+      m2[at + (f32 ? f.bit >> 3 : 0)] ^= 1 << (f32 ? f.bit & 7 : f.bit);
+      const flipped = read();
+      if (stored !== (f32 ? Math.fround(f.old) : f.old) || flipped !== (f32 ? Math.fround(f.new) : f.new)) {
         console.log(`  fault ${k}: MISMATCH: stored ${stored} -> ${flipped}, the reference says ${f.old} -> ${f.new}`);
         failures++;
         continue;
@@ -275,7 +279,10 @@ async function main() {
     if (p.verdict.startsWith('INEXACT')) inexact.set(`${p.op} ${p.types}`, p.detail);
   }
   const left = [], compared = [];
-  const modelFailures = await checkModels(ort, path.join(fixtures, 'quant'), inexact, left);
+  // quant/: int8 models; nbits/: int4 weights as com.microsoft MatMulNBits (fp32 compute in both: ORT's
+  // SQNBitGemm sums in its own order, so within the float tolerance, not bit for bit)
+  const modelFailures = await checkModels(ort, path.join(fixtures, 'quant'), inexact, left) +
+                        await checkModels(ort, path.join(fixtures, 'nbits'), inexact, left);
   const opFailures = await checkOpCases(ort, path.join(fixtures, 'ops'), inexact, left, compared);
   const failures = modelFailures + opFailures;
   console.log(`ort_quant: CPU ${probe.cpuName()}; ONNX Runtime's integer products exact here: ` +

@@ -95,6 +95,12 @@ MUT(m_pc_weights, s->per_channel = 1; s->repr = BF_REPR_INT8; s->target = BF_TAR
 MUT(m_wmax_fixed, s->w_max = 0.5)
 MUT(m_wmax_weights, s->w_max = 0.5; s->repr = BF_REPR_INT8; s->target = BF_TARGET_INPUTS)
 MUT(m_wmax_positive, s->w_max = -0.25; s->repr = BF_REPR_INT4)
+MUT(m_group_range, s->group_size = -3; s->repr = BF_REPR_INT4)
+MUT(m_group_fixed, s->group_size = 32; s->repr = BF_REPR_BF16)
+MUT(m_group_weights, s->group_size = 32; s->repr = BF_REPR_INT8; s->target = BF_TARGET_ACTIVATIONS)
+MUT(m_group_channel, s->group_size = 32; s->repr = BF_REPR_INT4; s->per_channel = 1)
+MUT(m_scales_groups, s->fault_scales = 1; s->repr = BF_REPR_INT4)
+MUT(m_scales_models, s->fault_scales = 1; s->group_size = 64; s->repr = BF_REPR_INT4; s->n_mitigations = 1)
 MUT(m_fixed_weights, s->repr = BF_REPR_UINT4; s->target = BF_TARGET_ACTIVATIONS)
 MUT(m_zero_points, DOC(ZERO_POINTS); s->target = BF_TARGET_ACTIVATIONS)
 MUT(m_ber_rates, s->model_kind = BF_FAULT_BER)
@@ -182,6 +188,20 @@ static const row ROWS[] = {
      "applies only to target 'weights' (the clipped range they are quantized in)", BF_EINVAL},
     {"w-max-positive", m_wmax_positive, "faults.w_max",
      "must be a positive number (the weights' range is [-w_max, w_max]), got -0.25", BF_EINVAL},
+    {"group-size-range", m_group_range, "faults.group_size",
+     "must be 1..1048576 (weights per scale along the input dimension; GPTQ and AWQ use 32, 64 or 128), got -3",
+     BF_ERANGE},
+    {"group-size-fixed-point", m_group_fixed, "faults.group_size",
+     "applies only to fixed-point representations (int8 ... int2, uint8 ... uint2), not 'bf16'", BF_EINVAL},
+    {"group-size-weights", m_group_weights, "faults.group_size",
+     "applies only to target 'weights' (a scale per group of a weight's input dimension)", BF_EINVAL},
+    {"group-size-not-per-channel", m_group_channel, "faults.group_size",
+     "and per_channel are two scale layouts: give one (group_size: a scale per group of the input dimension; "
+     "per_channel: one per output channel)", BF_EINVAL},
+    {"fault-scales-groups", m_scales_groups, "faults.fault_scales",
+     "applies only with group_size (the per-group scales it puts the faults in)", BF_EINVAL},
+    {"fault-scales-models", m_scales_models, "faults.fault_scales",
+     "does not apply with mitigations (they protect the stored weights, not the scales)", BF_EINVAL},
     {"fixed-point-weights", m_fixed_weights, "faults.representation",
      "'uint4' applies only to target 'weights'; activations and inputs take fp32, fp16, bf16 or int8", BF_EINVAL},
     {"zero-points-weights", m_zero_points, "faults.zero_points",

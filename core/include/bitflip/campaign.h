@@ -128,6 +128,9 @@ typedef struct bf_fault_entry {
     int64_t sample;
 } bf_fault_entry;
 
+/* The largest group_size a campaign takes. */
+#define BF_GROUP_SIZE_MAX (INT64_C(1) << 20)
+
 typedef struct bf_campaign_spec {
     char *model;              /* path (or, in the daemon, an id) */
     char *dataset;
@@ -155,6 +158,17 @@ typedef struct bf_campaign_spec {
      * train with the same clip); the rest of the model, and every tensor
      * with 0, is quantized in its own (or its slices') range. */
     double w_max;
+    /* Fixed point on weights: > 0 gives each weight tensor one scale (and
+     * for uint<m> one offset) per group_size consecutive elements along its
+     * input dimension, stored as fp16 (GPTQ/AWQ's layout; bitflip/repr.h,
+     * docs/CAMPAIGNS.md say which dimension per op); 0: per tensor or per
+     * channel. 1..BF_GROUP_SIZE_MAX. */
+    int64_t group_size;
+    /* With group_size: the faults strike the group scales (their fp16 bits,
+     * 16 per scale) instead of the weights; a fault moves every weight of
+     * its group. Sites keep their tensors' names; their elements are the
+     * scales. Not with mitigations or model "profiled". */
+    int fault_scales;
     /* Model "profiled": the error map's path as the spec gives it, and the
      * map itself, loaded by the caller (bf_errmap_load_file) before the
      * campaign is created and kept until it is freed; bf_campaign_spec_free

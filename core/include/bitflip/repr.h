@@ -26,7 +26,15 @@
  *           clipped range lo = -w_max and max w = w_max.
  *
  * Every m-bit pattern decodes (the symmetric -2^(m-1) too, which only a
- * fault can make); a fault only ever touches the m stored bits. */
+ * fault can make); a fault only ever touches the m stored bits.
+ *
+ * Per-group scales (weight-only quantization as GPTQ and AWQ store LLM
+ * weights): the tensor seen as [outer, K, inner] with K its input
+ * dimension, one scale (and for uint<m> one offset) per `group` consecutive
+ * elements along K; a row's last group is shorter when group does not
+ * divide K. Group scales are stored as fp16, as GPTQ/AWQ store them: the
+ * scale (offset) above is rounded to fp16 before the weights are rounded
+ * with it, and a scale fp16 cannot hold (0 or past 65504) is 1 (65504). */
 #ifndef BITFLIP_REPR_H
 #define BITFLIP_REPR_H
 
@@ -74,6 +82,26 @@ int bf_repr_is_fixed(bf_repr repr);
 int bf_repr_is_unsigned(bf_repr repr);
 
 /* Fixed-point scales: one (per-tensor) or one per slice along axis 0. */
+/* A per-group layout: a tensor of outer * k * inner elements, grouped
+ * along k by `group` (> 0). */
+typedef struct bf_qgroups {
+    int64_t outer, k, inner, group;
+} bf_qgroups;
+
+/* Scales of a grouped tensor: outer * ceil(k / group) * inner; 0 when the
+ * layout is not valid (a size < 1 or the count past INT64_MAX). */
+int64_t bf_repr_group_count(const bf_qgroups *g);
+/* The scale of element `index` (row-major over [outer, k, inner]):
+ * (o * ceil(k / group) + kk / group) * inner + i. */
+int64_t bf_repr_group_of(const bf_qgroups *g, int64_t index);
+/* The elements scale `s` covers: first + j * stride for j < the count
+ * returned (the row's last group may be shorter than g->group). */
+int64_t bf_repr_group_members(const bf_qgroups *g, int64_t s, int64_t *first, int64_t *stride);
+/* Per-group scales (and for uint<m> offsets into `lo`) of a fixed-point
+ * representation into bf_repr_group_count(g) floats each, rounded to fp16
+ * (see the top). w_max as bf_repr_fixed_scales. */
+void bf_repr_group_scales(bf_repr repr, const float *w, const bf_qgroups *g, float w_max, float *scale, float *lo);
+
 typedef struct bf_qscale {
     const float *scale;       /* n_scale values */
     int64_t n_scale;
@@ -95,6 +123,11 @@ void bf_repr_fixed_scales(bf_repr repr, const float *w, int64_t numel, int64_t d
 /* The golden stored values: dst[i] = decode(encode(src[i])). For int8, `q`
  * gives the scales (ignored otherwise). src and dst may be the same. */
 void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, const bf_qscale *q);
+
+/* The same with per-group scales (and uint<m> offsets, else NULL), as
+ * bf_repr_group_scales made them; n = outer * k * inner elements. */
+void bf_repr_quantize_groups(bf_repr repr, const float *src, float *dst, const bf_qgroups *g, const float *scale,
+                             const float *lo);
 
 /* Encodes one value to its stored bits, rounding to nearest even (int8:
  * clamped to [-127, 127], NaN to 0), and back. Every pattern decodes,

@@ -50,6 +50,8 @@ typedef enum bf_spec_field {
     BF_SPEC_MITIGATIONS,
     BF_SPEC_BATCH,
     BF_SPEC_CRITICAL,
+    BF_SPEC_GROUP_SIZE,
+    BF_SPEC_FAULT_SCALES,
     BF_SPEC_FIELD_COUNT
 } bf_spec_field;
 

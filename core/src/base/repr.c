@@ -96,6 +96,76 @@ void bf_repr_fixed_scales(bf_repr repr, const float *w, int64_t numel, int64_t d
     }
 }
 
+int64_t bf_repr_group_count(const bf_qgroups *g)
+{
+    if (!g || g->outer < 1 || g->k < 1 || g->inner < 1 || g->group < 1) return 0;
+    int64_t per_k = g->k / g->group + (g->k % g->group != 0);
+    if (per_k > INT64_MAX / g->outer || per_k * g->outer > INT64_MAX / g->inner) return 0;
+    return per_k * g->outer * g->inner;
+}
+
+int64_t bf_repr_group_of(const bf_qgroups *g, int64_t index)
+{
+    int64_t per_k = g->k / g->group + (g->k % g->group != 0);
+    int64_t row = g->k * g->inner, o = index / row, r = index % row;
+    return (o * per_k + r / g->inner / g->group) * g->inner + r % g->inner;
+}
+
+int64_t bf_repr_group_members(const bf_qgroups *g, int64_t s, int64_t *first, int64_t *stride)
+{
+    int64_t per_k = g->k / g->group + (g->k % g->group != 0);
+    int64_t o = s / (per_k * g->inner), r = s % (per_k * g->inner), kg = r / g->inner, i = r % g->inner;
+    *first = (o * g->k + kg * g->group) * g->inner + i;
+    *stride = g->inner;
+    return g->k - kg * g->group < g->group ? g->k - kg * g->group : g->group;
+}
+
+/* A value as fp16 holds it, past fp16's range its largest (the weights
+ * beyond saturate). */
+static float as_fp16(float v)
+{
+    if (v > 65504.0f) v = 65504.0f;
+    if (v < -65504.0f) v = -65504.0f;
+    return bf_f16_to_f32(bf_f32_to_f16(v));
+}
+
+/* A group's scale as fp16: 0 (an underflow) is 1, as a zero range is. */
+static float fp16_scale(float sc)
+{
+    float h = as_fp16(sc);
+    return h > 0 ? h : 1.0f;
+}
+
+void bf_repr_group_scales(bf_repr repr, const float *w, const bf_qgroups *g, float w_max, float *scale, float *lo)
+{
+    int64_t per_k = g->k / g->group + (g->k % g->group != 0);
+    int m = bf_repr_bits(repr), uns = bf_repr_is_unsigned(repr);
+    for (int64_t o = 0; o < g->outer; o++)
+        for (int64_t kg = 0; kg < per_k; kg++)
+            for (int64_t i = 0; i < g->inner; i++) {
+                float mn = 0, mx = 0, ab = 0;
+                int seen = 0;
+                int64_t k_end = (kg + 1) * g->group < g->k ? (kg + 1) * g->group : g->k;
+                for (int64_t k = kg * g->group; k < k_end; k++) {
+                    float v = w[(o * g->k + k) * g->inner + i];
+                    if (v != v) continue;
+                    if (!seen || v < mn) mn = v;
+                    if (!seen || v > mx) mx = v;
+                    if (fabsf(v) > ab) ab = fabsf(v);
+                    seen = 1;
+                }
+                if (w_max > 0) {
+                    mn = -w_max;
+                    mx = ab = w_max;
+                }
+                float sc = uns ? (mx - mn) / uns_max(m) : ab / sym_max(m);
+                if (!(sc > 0 && sc <= FLT_MAX)) sc = 1.0f;
+                int64_t s = (o * per_k + kg) * g->inner + i;
+                scale[s] = fp16_scale(sc);
+                if (uns && lo) lo[s] = isfinite(mn) ? as_fp16(mn) : 0.0f;
+            }
+}
+
 /* Round half to even without depending on the floating-point environment's
  * rounding mode (rintf would); numpy's np.round does the same. In double,
  * x - floor(x) is exact for every float x, so a tie is seen exactly. */
@@ -187,6 +257,17 @@ void bf_repr_quantize(bf_repr repr, const float *src, float *dst, int64_t n, con
             if (q->lo) lo = q->lo[k];
         }
         dst[i] = bf_repr_decode_lo(repr, bf_repr_encode_lo(repr, src[i], scale, lo), scale, lo);
+    }
+}
+
+void bf_repr_quantize_groups(bf_repr repr, const float *src, float *dst, const bf_qgroups *g, const float *scale,
+                             const float *lo)
+{
+    if (!bf_repr_is_fixed(repr) || bf_repr_group_count(g) <= 0) return;
+    for (int64_t i = 0, n = g->outer * g->k * g->inner; i < n; i++) {
+        int64_t s = bf_repr_group_of(g, i);
+        float l = lo ? lo[s] : 0.0f;
+        dst[i] = bf_repr_decode_lo(repr, bf_repr_encode_lo(repr, src[i], scale[s], l), scale[s], l);
     }
 }
 

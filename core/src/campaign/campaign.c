@@ -31,6 +31,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->store.scale);
     bf__free(c->store.lo);
     bf__free(c->store.slice);
+    bf__free(c->store.groups);
     bf__free(c->faults.rates);
     bf__free(c->faults.list);
     bf__free(c->surface.sites);
@@ -177,6 +178,10 @@ static bf_status choose_width(bf_campaign *c, const bf_campaign_spec *spec, unsi
         return bf_error_set(err, BF_EINVAL, "per_channel chooses scales for simulated int8; '%s' is stored as %s with "
                             "the model's own scales", m->params[first_int].tensor->name,
                             bf_dtype_name(m->params[first_int].dtype));
+    if (spec->group_size)
+        return bf_error_set(err, BF_EINVAL, "group_size chooses scales for simulated fixed point; '%s' is stored as %s "
+                            "with the model's own scales", m->params[first_int].tensor->name,
+                            bf_dtype_name(m->params[first_int].dtype));
     c->store.native = 1;
     c->store.repr = BF_REPR_INT8;
     c->store.repr_bits = 8;
@@ -189,7 +194,21 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
     unsigned char *sel = bf__calloc(m->n_params + 1, 1);
     if (!sel) return bf_error_set(err, BF_ENOMEM, "out of memory");
     bf_status st = BF_OK;
-    for (size_t k = 0; k < spec->n_tensors || (k == 0 && spec->n_tensors == 0); k++) {
+    /* An explicit list (without `tensors`) of float tensors only, in a
+     * model with stored integers: the list's tensors are the selection, so
+     * that a list of a quantized model's float scales is not taken for its
+     * integers (choose_width). Every other list selects every tensor. */
+    int listed = 0, listed_int = 0, model_int = 0;
+    for (size_t k = 0; spec->sampling == BF_SAMPLE_LIST && spec->n_tensors == 0 && k < spec->n_list; k++)
+        for (size_t p = 0; spec->list[k].tensor && p < m->n_params; p++)
+            if ((spec->zero_points || !bf__param_is_zero_point(m, p)) && pattern_matches(spec->list[k].tensor, &m->params[p]))
+                sel[p] = 1, listed = 1, listed_int |= m->params[p].dtype != BF_F32;
+    for (size_t p = 0; p < m->n_params; p++) model_int |= m->params[p].dtype != BF_F32;
+    if (!listed || listed_int || !model_int) {
+        memset(sel, 0, m->n_params + 1);
+        listed = 0;
+    }
+    for (size_t k = 0; !listed && (k < spec->n_tensors || (k == 0 && spec->n_tensors == 0)); k++) {
         const char *pat = spec->n_tensors ? (spec->tensors && spec->tensors[k] ? spec->tensors[k] : "") : "*";
         int any = 0;
         for (size_t p = 0; p < m->n_params; p++)
@@ -222,6 +241,10 @@ static bf_status resolve_param_sites(bf_campaign *c, const bf_campaign_spec *spe
                                 .op = pi->reader_op ? pi->reader_op : "",
                                 .torch_name = pi->torch_name, .torch_note = pi->torch_note,
                                 .elements = bf_tensor_numel(pi->tensor), .bits = c->store.repr_bits};
+        if (c->store.scales) {
+            bf_qgroups g = bf__group_layout(m, p, spec->group_size);
+            c->surface.sites[s].elements = bf_repr_group_count(&g);   /* its scales */
+        }
         c->surface.site_param[s] = p;
         c->surface.prefix[s + 1] = c->surface.prefix[s] + c->surface.sites[s].elements;
         s++;
@@ -565,6 +588,8 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->faults.kind = spec->model_kind;
     c->store.repr = spec->repr;
     c->store.repr_bits = bf_repr_bits(spec->repr);
+    /* fault_scales: the sites are the group scales, stored as fp16 */
+    if ((c->store.scales = spec->fault_scales && spec->group_size > 0)) c->store.repr_bits = 16;
     c->faults.sampling = spec->sampling;
     c->judge.critical_metric = spec->critical_metric;
     c->judge.critical_delta = spec->critical_delta;
@@ -631,6 +656,11 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     }
     if ((st = bf__campaign_quantize(c, spec, err)) != BF_OK) goto out;
     c->protect.base_model = model;
+    if (mit && c->store.scales) {
+        st = bf_error_set(err, BF_EINVAL, "fault_scales: mitigations protect stored weights, not their scales; run "
+                          "the comparison without fault_scales");
+        goto out;
+    }
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = bf__campaign_golden(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = bf__campaign_profile_scales(c, err)) != BF_OK) goto out;

@@ -15,6 +15,64 @@
 #include "exec/metrics_impl.h"
 #include "exec/plan_impl.h"
 
+/* Parameter p as [outer, K, inner] with K its input dimension, as the
+ * first node reading it uses it: MatMul's B [..., K, N] groups along K
+ * (rows of one column), Gemm's B along K (transB = 0: [K, N]; 1: [N, K],
+ * contiguous), Conv's W [M, C/g, k...] along C/g x k... flattened
+ * (contiguous per output channel, as GPTQ quantizes a conv's reshaped
+ * [M, C/g * k...]); any other tensor (biases, embedding tables, ...) along
+ * its last axis. */
+bf_qgroups bf__group_layout(const bf_model *m, size_t p, int64_t group)
+{
+    const bf_tensor *t = m->params[p].tensor;
+    int64_t n = bf_tensor_numel(t), r = t->ndim;
+    bf_qgroups g = {.outer = 1, .k = r > 0 ? t->dims[r - 1] : 1, .inner = 1, .group = group};
+    int v = m->param_vals[p];
+    for (size_t o = 0; o < m->n_nodes; o++) {
+        const bf__node *nd = &m->nodes[m->order[o]];
+        int slot = -1;
+        for (int j = 0; j < nd->n_in && slot < 0; j++)
+            if (nd->in[j] == v) slot = j;
+        if (slot < 0) continue;
+        int64_t tb = 0;
+        if (slot == 1 && r >= 2 && strcmp(nd->op_type, "MatMul") == 0) {
+            g.k = t->dims[r - 2];
+            g.inner = t->dims[r - 1];
+        } else if (slot == 1 && r == 2 && strcmp(nd->op_type, "Gemm") == 0) {
+            const bf__attr *a = bf__node_attr(nd, "transB");
+            tb = a ? a->i : 0;
+            g.k = tb ? t->dims[1] : t->dims[0];
+            g.inner = tb ? 1 : t->dims[1];
+        } else if (slot == 1 && r >= 3 && strcmp(nd->op_type, "Conv") == 0) {
+            g.k = t->dims[0] > 0 ? n / t->dims[0] : 0;
+        }
+        break;
+    }
+    g.outer = g.k > 0 && g.inner > 0 ? n / (g.k * g.inner) : 0;
+    return g;
+}
+
+/* Per-group scales of parameter p (group_size): its layout in store.groups,
+ * its scales and offsets allocated and computed, its golden values
+ * rounded with them. */
+static bf_status group_scales(bf_campaign *c, const bf_campaign_spec *spec, size_t p, float w_max, bf_error *err)
+{
+    const bf_tensor *t = c->model->params[p].tensor;
+    bf_qgroups *g = &c->store.groups[p];
+    *g = bf__group_layout(c->model, p, spec->group_size);
+    int64_t n_scale = bf_repr_group_count(g);
+    if (n_scale <= 0 || g->outer * g->k * g->inner != bf_tensor_numel(t))
+        return bf_error_set(err, BF_EINVAL, "'%s': no per-group layout for its shape", t->name);
+    c->store.scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
+    if (bf_repr_is_unsigned(c->store.repr) && c->store.scale[p]) c->store.lo[p] = bf__malloc((size_t)n_scale * sizeof(float));
+    if (!c->store.scale[p] || (bf_repr_is_unsigned(c->store.repr) && !c->store.lo[p]))
+        return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
+    bf_repr_group_scales(c->store.repr, t->data, g, w_max, c->store.scale[p], c->store.lo[p]);
+    c->store.slice[p] = 1;
+    bf_repr_quantize_groups(c->store.repr, t->data, c->store.values[p], g, c->store.scale[p], c->store.lo[p]);
+    return BF_OK;
+}
+
 bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
 {
     const bf_model *m = c->model;
@@ -40,6 +98,8 @@ bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf
         return BF_OK;
     }
     if (c->store.repr == BF_REPR_FP32 || c->faults.target != BF_TARGET_WEIGHTS) return BF_OK;
+    if (spec->group_size > 0 && !(c->store.groups = bf__calloc(m->n_params + 1, sizeof *c->store.groups)))
+        return bf_error_set(err, BF_ENOMEM, "out of memory");
     /* w_max clips the tensors the campaign selects (the weights a user
      * trained clipped); the rest of the model (constants an export adds,
      * such as InstanceNormalization's ones) keeps its own range */
@@ -57,7 +117,14 @@ bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf
             return bf_error_set(err, BF_ENOMEM, "out of memory quantizing '%s'", t->name);
         }
         bf_qscale q = {0};
-        if (bf_repr_is_fixed(c->store.repr) && n > 0) {
+        if (spec->group_size > 0 && bf_repr_is_fixed(c->store.repr) && n > 0) {
+            bf_status st = group_scales(c, spec, p, site[p] ? (float)spec->w_max : 0.0f, err);
+            if (st != BF_OK) {
+                bf__free(site);
+                return st;
+            }
+            continue;
+        } else if (bf_repr_is_fixed(c->store.repr) && n > 0) {
             int64_t n_scale = spec->per_channel && dim0 > 0 ? dim0 : 1;
             c->store.scale[p] = bf__malloc((size_t)n_scale * sizeof(float));
             if (bf_repr_is_unsigned(c->store.repr) && c->store.scale[p]) c->store.lo[p] = bf__malloc((size_t)n_scale * sizeof(float));

@@ -51,6 +51,9 @@ struct bf_campaign {
  * the metrics' grids; the differential engine's cache when
  * prep->differential); int8 activations' and inputs' scales. */
 bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+/* campaign_golden.c: parameter p as [outer, K, inner] along its input
+ * dimension, in groups of `group` (group_size; docs/CAMPAIGNS.md). */
+bf_qgroups bf__group_layout(const bf_model *m, size_t p, int64_t group);
 bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep, bf_error *err);
 bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err);
 

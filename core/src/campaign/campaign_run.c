@@ -274,14 +274,11 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         float *o = bf__realloc(w->old, d->n * sizeof *o);
         if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
         w->old = o;
-        bf__dx_weight *dw = bf__realloc(w->dw, d->n * sizeof *dw);
-        if (!dw) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
-        w->dw = dw;
         w->old_cap = d->n;
     }
     bf_fault_model kind = c->faults.kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->faults.kind;
-    size_t applied = 0;
-    for (; applied < d->n; applied++) {
+    size_t applied = 0, n_dw = 0;   /* dw: every weight written, to restore (a scale fault writes its group) */
+    for (; applied < d->n && st == BF_OK; applied++) {
         const bf__efault *f = &d->f[applied];
         size_t p = c->surface.site_param[f->site];
         float old = bf__stored(&c->store, p, f->index);
@@ -296,20 +293,32 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
             break;
         }
         w->old[applied] = old;
-        if (w->dx) w->dw[applied] = (bf__dx_weight){.param = p, .index = f->index, .old_value = old, .new_value = now};
-        if ((st = bf_evaluator_write_param(w->ev, p, f->index, now, &w->err)) != BF_OK) break;
+        int64_t first, stride, span = bf__fault_span(&c->store, p, f->index, &first, &stride);
+        if (n_dw + (size_t)span > w->dw_cap) {
+            size_t cap = (n_dw + (size_t)span) * 2;
+            bf__dx_weight *dw = bf__realloc(w->dw, cap * sizeof *dw);
+            if (!dw) { st = bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults"); break; }
+            w->dw = dw;
+            w->dw_cap = cap;
+        }
+        for (int64_t j = 0, i = first; j < span && st == BF_OK; j++, i += stride) {
+            float ov = c->store.scales ? bf__stored_weight(&c->store, p, i) : old;
+            float nv = c->store.scales ? bf__rescaled(&c->store, p, i, now) : now;
+            if ((st = bf_evaluator_write_param(w->ev, p, i, nv, &w->err)) == BF_OK)
+                w->dw[n_dw++] = (bf__dx_weight){.param = p, .index = i, .old_value = ov, .new_value = nv};
+        }
+        if (st != BF_OK) break;
         if (applied < BF_TRIAL_FAULTS_MAX)
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
                                                             .mask = f->mask | f->set0 | f->set1, .old_value = old,
                                                                 .new_value = now};
     }
     int full = w->dx == NULL;
-    if (st == BF_OK && w->dx) st = run_differential(w, w->dw, applied, NULL, 0, res, &full);
+    if (st == BF_OK && w->dx) st = run_differential(w, w->dw, n_dw, NULL, 0, res, &full);
     if (st == BF_OK && full) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
-    for (size_t i = applied; i-- > 0;) {
-        const bf__efault *f = &d->f[i];
-        bf_status u = bf_evaluator_write_param(w->ev, c->surface.site_param[f->site], f->index, w->old[i], &w->err);
+    for (size_t i = n_dw; i-- > 0;) {
+        bf_status u = bf_evaluator_write_param(w->ev, w->dw[i].param, w->dw[i].index, w->dw[i].old_value, &w->err);
         if (u != BF_OK && st == BF_OK) st = u;
     }
     /* every fault written back: the plans read the model's tensors again

@@ -35,7 +35,8 @@ static const char *const PATH[BF_SPEC_FIELD_COUNT] = {
     [BF_SPEC_PERSISTENCE] = "faults.persistence", [BF_SPEC_ZERO_POINTS] = "faults.zero_points",
     [BF_SPEC_W_MAX] = "faults.w_max", [BF_SPEC_ERROR_MAP] = "faults.error_map", [BF_SPEC_SAMPLING] = "sampling",
     [BF_SPEC_TRIALS] = "trials", [BF_SPEC_STOP] = "stop", [BF_SPEC_MITIGATIONS] = "mitigations",
-    [BF_SPEC_BATCH] = "batch", [BF_SPEC_CRITICAL] = "critical",
+    [BF_SPEC_BATCH] = "batch", [BF_SPEC_CRITICAL] = "critical", [BF_SPEC_GROUP_SIZE] = "faults.group_size",
+    [BF_SPEC_FAULT_SCALES] = "faults.fault_scales",
 };
 
 #define B(f) BF_SPEC_BIT(BF_SPEC_##f)
@@ -167,6 +168,57 @@ RULE(w_max_positive)
     UNUSED;
     return (s->w_max != 0 || stated(f, BF_SPEC_W_MAX)) && !(s->w_max > 0 && s->w_max <= FLT_MAX) &&
            SAY("must be a positive number (the weights' range is [-w_max, w_max]), got %g", s->w_max);
+}
+
+static bool has_groups(const bf_campaign_spec *s, const bf_spec_facts *f)
+{
+    return s->group_size != 0 || stated(f, BF_SPEC_GROUP_SIZE);
+}
+
+RULE(group_size_range)
+{
+    UNUSED;
+    return has_groups(s, f) && !(s->group_size >= 1 && s->group_size <= BF_GROUP_SIZE_MAX) &&
+           SAY("must be 1..%lld (weights per scale along the input dimension; GPTQ and AWQ use 32, 64 or 128), got %lld",
+               (long long)BF_GROUP_SIZE_MAX, (long long)s->group_size);
+}
+
+RULE(group_size_fixed_point)
+{
+    UNUSED;
+    return has_groups(s, f) && !bf_repr_is_fixed(s->repr) &&
+           SAY("applies only to fixed-point representations (int8 ... int2, uint8 ... uint2), not '%s'",
+               bf_repr_name(s->repr));
+}
+
+RULE(group_size_weights)
+{
+    UNUSED;
+    return has_groups(s, f) && !on_weights(s) &&
+           SAY("applies only to target 'weights' (a scale per group of a weight's input dimension)");
+}
+
+RULE(group_size_not_per_channel)
+{
+    UNUSED;
+    return has_groups(s, f) && s->per_channel &&
+           SAY("and per_channel are two scale layouts: give one (group_size: a scale per group of the input "
+               "dimension; per_channel: one per output channel)");
+}
+
+RULE(fault_scales_groups)
+{
+    UNUSED;
+    return (s->fault_scales || stated(f, BF_SPEC_FAULT_SCALES)) && s->group_size <= 0 &&
+           SAY("applies only with group_size (the per-group scales it puts the faults in)");
+}
+
+RULE(fault_scales_models)
+{
+    UNUSED;
+    return s->fault_scales && (is_prof(s) || s->n_mitigations > 0) &&
+           SAY("%s", is_prof(s) ? "does not apply to model 'profiled' (its map lies over the stored weights)"
+                                : "does not apply with mitigations (they protect the stored weights, not the scales)");
 }
 
 /* Stutz et al.'s fixed point is how weights are stored */
@@ -497,6 +549,12 @@ static const rule RULES[] = {
     {"w-max-fixed-point", BF_SPEC_W_MAX, ANY, B(REPR), BF_EINVAL, w_max_fixed_point},
     {"w-max-weights", BF_SPEC_W_MAX, ANY, B(TARGET), BF_EINVAL, w_max_weights},
     {"w-max-positive", BF_SPEC_W_MAX, ANY, 0, BF_EINVAL, w_max_positive},
+    {"group-size-range", BF_SPEC_GROUP_SIZE, ANY, 0, BF_ERANGE, group_size_range},
+    {"group-size-fixed-point", BF_SPEC_GROUP_SIZE, ANY, B(REPR), BF_EINVAL, group_size_fixed_point},
+    {"group-size-weights", BF_SPEC_GROUP_SIZE, ANY, B(TARGET), BF_EINVAL, group_size_weights},
+    {"group-size-not-per-channel", BF_SPEC_GROUP_SIZE, ANY, B(PER_CHANNEL), BF_EINVAL, group_size_not_per_channel},
+    {"fault-scales-groups", BF_SPEC_FAULT_SCALES, ANY, B(GROUP_SIZE), BF_EINVAL, fault_scales_groups},
+    {"fault-scales-models", BF_SPEC_FAULT_SCALES, ANY, B(MODEL) | B(MITIGATIONS), BF_EINVAL, fault_scales_models},
     {"fixed-point-weights", BF_SPEC_REPR, ANY, B(TARGET), BF_EINVAL, fixed_point_weights},
     {"zero-points-weights", BF_SPEC_ZERO_POINTS, DOCUMENT, B(TARGET), BF_EINVAL, zero_points_weights},
     {"ber-needs-rates", BF_SPEC_RATE, ANY, B(MODEL) | B(RATES), BF_EINVAL, ber_needs_rates},

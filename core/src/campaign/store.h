@@ -26,21 +26,40 @@ typedef struct bf__store {
     float **scale;
     float **lo;
     int64_t *slice;           /* elements per scale */
+    /* per model parameter with group_size: its per-group layout (group 0:
+     * none, the scales go by slice); NULL without group_size */
+    bf_qgroups *groups;
+    /* fault_scales: the sites are the group scales (fp16, 16 bits), not the
+     * weights; a fault's `index` is a scale's, and it moves every weight of
+     * its group (bf__fault_span, bf__rescaled) */
+    int scales;
 } bf__store;
 
 /* The golden stored value of element `index` of a parameter, and its scale. */
 static inline float bf__stored(const bf__store *s, size_t param, int64_t index)
+{
+    if (s->scales) return s->scale[param][index];
+    const float *v = s->values[param] ? s->values[param] : (const float *)bf_model_param(s->model, param)->tensor->data;
+    return v[index];
+}
+static inline int64_t bf__scale_index(const bf__store *s, size_t param, int64_t index)
+{
+    if (s->groups && s->groups[param].group) return bf_repr_group_of(&s->groups[param], index);
+    return index / s->slice[param];
+}
+/* Golden weight `index` of a parameter, whatever the sites are. */
+static inline float bf__stored_weight(const bf__store *s, size_t param, int64_t index)
 {
     const float *v = s->values[param] ? s->values[param] : (const float *)bf_model_param(s->model, param)->tensor->data;
     return v[index];
 }
 static inline float bf__scale(const bf__store *s, size_t param, int64_t index)
 {
-    return s->scale[param] ? s->scale[param][index / s->slice[param]] : 1.0f;
+    return s->scale[param] ? s->scale[param][bf__scale_index(s, param, index)] : 1.0f;
 }
 static inline float bf__lo(const bf__store *s, size_t param, int64_t index)
 {
-    return s->lo[param] ? s->lo[param][index / s->slice[param]] : 0.0f;
+    return s->lo[param] ? s->lo[param][bf__scale_index(s, param, index)] : 0.0f;
 }
 
 /* Element `index` of parameter `param`'s stored bits and back: the
@@ -50,10 +69,12 @@ static inline float bf__lo(const bf__store *s, size_t param, int64_t index)
 static inline uint32_t bf__wencode(const bf__store *s, size_t param, int64_t index, float v)
 {
     if (s->native) return (uint32_t)(int32_t)v & 0xffu;
+    if (s->scales) return bf_f32_to_f16(v);
     return bf_repr_encode_lo(s->repr, v, bf__scale(s, param, index), bf__lo(s, param, index));
 }
 static inline float bf__wdecode(const bf__store *s, size_t param, int64_t index, uint32_t bits)
 {
+    if (s->scales) return bf_f16_to_f32((uint16_t)bits);
     if (!s->native) return bf_repr_decode_lo(s->repr, bits, bf__scale(s, param, index), bf__lo(s, param, index));
     return bf_model_param(s->model, param)->dtype == BF_I8 ? (float)(int8_t)(uint8_t)bits : (float)(uint8_t)bits;
 }
@@ -62,12 +83,32 @@ static inline float bf__wdecode(const bf__store *s, size_t param, int64_t index,
 static inline uint32_t bf__fault_bits(const bf__store *s, uint32_t b, bf_fault_model kind, const bf__efault *f)
 {
     if (kind == BF_FAULT_PROFILED) return ((b ^ f->mask) & ~f->set0) | f->set1;
-    return bf_repr_fault_bits(s->repr, b, kind, f->mask);
+    return bf_repr_fault_bits(s->scales ? BF_REPR_FP16 : s->repr, b, kind, f->mask);
 }
 /* What weight fault f makes of the stored value `old`. */
 static inline float bf__wcorrupt(const bf__store *s, size_t param, float old, bf_fault_model kind, const bf__efault *f)
 {
     return bf__wdecode(s, param, f->index, bf__fault_bits(s, bf__wencode(s, param, f->index, old), kind, f));
+}
+
+/* The weights fault `index` of parameter p writes: first + j * stride,
+ * j < the count returned — the fault's own element, or with fault_scales
+ * the group its scale covers. */
+static inline int64_t bf__fault_span(const bf__store *s, size_t p, int64_t index, int64_t *first, int64_t *stride)
+{
+    if (!s->scales) {
+        *first = index;
+        *stride = 1;
+        return 1;
+    }
+    return bf_repr_group_members(&s->groups[p], index, first, stride);
+}
+/* fault_scales: golden weight `index` of parameter p stored with `scale`
+ * for its group's: the same integer (and offset), the new scale. */
+static inline float bf__rescaled(const bf__store *s, size_t p, int64_t index, float scale)
+{
+    float sc = bf__scale(s, p, index), lo = bf__lo(s, p, index);
+    return bf_repr_decode_lo(s->repr, bf_repr_encode_lo(s->repr, s->values[p][index], sc, lo), scale, lo);
 }
 
 #endif

@@ -117,6 +117,8 @@ static unsigned quant_slot(const char *op, int j)
         {"ConvInteger", 1u << 0 | 1u << 1, 1u << 2 | 1u << 3},
         {"QLinearMatMul", 1u << 0 | 1u << 3, 1u << 2 | 1u << 5 | 1u << 7},
         {"QLinearConv", 1u << 0 | 1u << 3, 1u << 2 | 1u << 5 | 1u << 7},
+        /* ONNX Runtime's int4 weights: packed B, packed zero points */
+        {"com.microsoft:MatMulNBits", 1u << 1, 1u << 3},
     };
     if (j < 0 || j >= 32) return 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)

@@ -571,9 +571,16 @@ static bf_status convert_node(const Onnx__NodeProto *np, size_t i, bf_model *m, 
         n->n_attrs = j + 1;
         if ((st = convert_attr(m, np, np->attribute[j], &n->attrs[j], err)) != BF_OK) return st;
     }
-    if (np->domain && np->domain[0] && strcmp(np->domain, "ai.onnx") != 0)
-        return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s from domain '%s'; only standard ONNX ops are supported",
-                            m->label, n->name, n->op_type, np->domain);
+    if (np->domain && np->domain[0] && strcmp(np->domain, "ai.onnx") != 0) {
+        /* ONNX Runtime's MatMulNBits is how int4 weights ship in ONNX (no
+         * int4 type before opset 21): kept with its domain in the name, as
+         * a subgraph's ops are, so that no pattern takes it for a standard op */
+        if (strcmp(np->domain, "com.microsoft") != 0 || strcmp(n->op_type, "MatMulNBits") != 0)
+            return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' uses op %s from domain '%s'; only standard ONNX ops "
+                                "and com.microsoft MatMulNBits are supported", m->label, n->name, n->op_type, np->domain);
+        bf__free(n->op_type);
+        if (!(n->op_type = bf__strdup("com.microsoft:MatMulNBits"))) return oom(err, m);
+    }
     /* "bf." ops are the ones bitflip puts in place of exported patterns
      * (exec/fuse_loop.c): a file may not name them itself */
     if (strncmp(n->op_type, "bf.", 3) == 0)
