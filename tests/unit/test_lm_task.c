@@ -517,6 +517,28 @@ static void campaign_activations_mc(void **state)
     lm_campaign(DIR "tiny_lm_mc.eval.safetensors", BF_TARGET_ACTIVATIONS, BF_PERSIST_TRANSIENT, 1, 300, 4);
 }
 
+/* Every allocation of an LM campaign's create and run (the labels, the
+ * golden arg-max, the scorer's sums, tree and item index) failing in turn:
+ * BF_ENOMEM, everything freed (ASan), then the whole campaign. */
+static void allocation_failures(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    if (bf_model_load_file(DIR "tiny_lm.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf_dataset_load_file(DIR "tiny_lm_mc.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    bf_campaign_spec s = tc_base_spec(4);
+    s.trials = 6;
+    s.seed = 3;
+    bf_campaign_prep prep = {.differential = 1};
+    long n = tc_alloc_failures(m, ds, &s, NULL, &prep, 6, 20000);
+    printf("%ld allocations failed in turn\n", n);
+    assert_true(n > 10);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 /* Metric names parse and print; the task's metrics apply to it only. */
 static void metric_names(void **state)
 {
@@ -552,6 +574,7 @@ int main(void)
         cmocka_unit_test(eval_tiny_lm),
         cmocka_unit_test(hostile_layouts),
         cmocka_unit_test(metric_names),
+        cmocka_unit_test(allocation_failures),
         cmocka_unit_test(campaign_weights),
         cmocka_unit_test(campaign_weights_mc),
         cmocka_unit_test(campaign_activations_mc),
