@@ -3,7 +3,8 @@
 # gives perplexity, token_accuracy and (multiple choice) choice_accuracy;
 # `bitflip help eval` explains the layout; a campaign with the task's
 # metrics and a perplexity threshold, its records carrying both metrics,
-# the differential engine's records the same as --exact's, gates on them.
+# the differential engine's records the same as --exact's, shards that
+# merge exactly, gates on them.
 # usage: test_lm_task.sh BITFLIP FIXTURES_DIR
 set -u
 BF=$1
@@ -45,6 +46,19 @@ if cmp -s "$tmp/t.jsonl" "$tmp/x.jsonl"; then passes=$((passes+1)); else
   echo "FAIL differential and --exact trial records differ"; diff "$tmp/t.jsonl" "$tmp/x.jsonl" | head -6; fails=$((fails+1)); fi
 check gate 0 "$BF" run --local "$tmp/lm.json" --gate 'golden_perplexity<13' --gate 'golden_choice_accuracy>=0.75'
 check gate_fail 1 "$BF" run --local "$tmp/lm.json" --gate 'golden_perplexity<12'
+# shards merge into exactly the unsharded result: the perplexity sums too
+check ref 0 "$BF" run --local "$tmp/lm.json" --threads 1 --format json --out "$tmp/ref.json"
+for i in 0 1 2; do check "shard$i" 0 "$BF" run --local "$tmp/lm.json" --shard $i/3 --threads 2 --out-dir "$tmp/parts" --format json; done
+check merge 0 "$BF" merge "$tmp/parts" --format json --out "$tmp/merged.json"
+/usr/bin/python3 - "$tmp/ref.json" "$tmp/merged.json" <<'PY' && passes=$((passes+1)) || { echo "FAIL merged shards differ from the unsharded run"; fails=$((fails+1)); }
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert (a.pop("shards"), b.pop("shards")) == (1, 3)
+assert a == b
+m = a["summary"]["metrics"]
+assert m["perplexity"]["n"] > 0 and m["token_accuracy"]["n"] > 0 and m["choice_accuracy"]["n"] > 0, m
+assert a["golden"]["task"] == "language_model"
+PY
 # a metric of another task is refused when the campaign is made
 sed 's/"metric": "perplexity"/"metric": "auc"/' "$tmp/lm.json" >"$tmp/auc.json"
 check wrong_metric 3 "$BF" run --local "$tmp/auc.json"
