@@ -1,7 +1,10 @@
 /* language_model trial metrics from the golden pass's (see diff.h): each
- * sequence's cross-entropy sum, hits and arg-max per labelled position are
- * kept from the golden pass, a trial recomputes the sequences (rows) it
- * changed, and the perplexity's total is the golden pairwise tree with the
+ * labelled position's cross-entropy, hit and arg-max and each sequence's
+ * sum are kept from the golden pass; a trial redoes the sequences (rows) it
+ * changed, recomputing only their positions whose logits differ (a fault
+ * in an embedding row reaches the positions of that token; the others add
+ * their golden terms, in the same order, so the same sum), and the
+ * perplexity's total is the golden pairwise tree with the
  * changed leaves' paths redone (exec/metrics_lm.c): the same bits as a full
  * recomputation, at the cost of the changed rows plus O(k log n). Multiple
  * choice redoes the items of the changed rows. */
@@ -19,7 +22,10 @@ struct bf__lm_scorer {
     int64_t n, cols;
     bf__lm_layout lm;
     int simd;
+    const float *golden;     /* the golden outputs [n, T, V] */
     double *ce;              /* golden per sequence */
+    double *pce;             /* ... per position (labelled ones) */
+    unsigned char *phit;     /* ... the position's arg-max is its label */
     double *tree;            /* golden pairwise sums (bf__lm_tree_build) */
     int64_t *hits, hits_sum; /* golden per sequence, and in all */
     int64_t *pred;           /* golden arg-max per position (-1: unlabelled) */
@@ -32,6 +38,8 @@ void bf__lm_scorer_free(bf__lm_scorer *sc)
 {
     if (!sc) return;
     bf__free(sc->ce);
+    bf__free(sc->pce);
+    bf__free(sc->phit);
     bf__free(sc->tree);
     bf__free(sc->hits);
     bf__free(sc->pred);
@@ -96,15 +104,28 @@ bf_status bf__lm_scorer_create(bf_evaluator *ev, const float *golden, int64_t sa
     sc->simd = bf__simd_avx2();
     bf__evaluator_lm(ev, &sc->lm);
     int64_t T = sc->lm.T, V = sc->lm.V, leaves = bf__lm_tree_leaves(samples);
+    sc->golden = golden;
     sc->ce = bf__malloc(((size_t)samples + 1) * sizeof *sc->ce);
+    sc->pce = bf__malloc(((size_t)(samples * T) + 1) * sizeof *sc->pce);
+    sc->phit = bf__malloc((size_t)(samples * T) + 1);
     sc->tree = bf__malloc(2 * (size_t)leaves * sizeof *sc->tree);
     sc->hits = bf__malloc(((size_t)samples + 1) * sizeof *sc->hits);
     sc->pred = bf__malloc(((size_t)(samples * T) + 1) * sizeof *sc->pred);
-    if (!sc->ce || !sc->tree || !sc->hits || !sc->pred) goto oom;
-    for (int64_t i = 0; i < samples * T; i++)
-        sc->pred[i] = sc->lm.labels[i] == BF_LM_IGNORE ? -1 : bf__argmax_at(golden + i * V, V, sc->simd);
+    if (!sc->ce || !sc->pce || !sc->phit || !sc->tree || !sc->hits || !sc->pred) goto oom;
+    /* as bf__lm_row sums them: positions in order from 0 */
     for (int64_t i = 0; i < samples; i++) {
-        sc->ce[i] = bf__lm_row(golden + i * cols, sc->lm.labels + i * T, T, V, sc->simd, NULL, &sc->hits[i], NULL);
+        sc->ce[i] = 0;
+        sc->hits[i] = 0;
+        for (int64_t t = 0, at = i * T; t < T; t++, at++) {
+            sc->pred[at] = -1;
+            if (sc->lm.labels[at] == BF_LM_IGNORE) continue;
+            const float *row = golden + i * cols + t * V;
+            sc->pce[at] = bf__lm_position_ce(row, V, sc->lm.labels[at], sc->simd);
+            sc->pred[at] = bf__argmax_at(row, V, sc->simd);
+            sc->phit[at] = sc->pred[at] == sc->lm.labels[at];
+            sc->ce[i] += sc->pce[at];
+            sc->hits[i] += sc->phit[at];
+        }
         sc->hits_sum += sc->hits[i];
     }
     bf__lm_tree_build(sc->tree, sc->ce, samples);
@@ -116,10 +137,36 @@ oom:
     return bf_error_set(err, BF_ENOMEM, "out of memory for trial scoring");
 }
 
+/* Row i's cross-entropy as bf__lm_row sums it, its hits and its positions
+ * whose arg-max left golden's, the positions whose logits are golden's
+ * taken from the golden pass. */
+static double row_moved(const bf__lm_scorer *sc, const float *outputs, int64_t i, int64_t *hits, int64_t *changed)
+{
+    int64_t T = sc->lm.T, V = sc->lm.V, h = 0, moved = 0;
+    double ce = 0;
+    for (int64_t t = 0, at = i * T; t < T; t++, at++) {
+        int64_t y = sc->lm.labels[at];
+        if (y == BF_LM_IGNORE) continue;
+        const float *row = outputs + i * sc->cols + t * V;
+        if (memcmp(row, sc->golden + i * sc->cols + t * V, (size_t)V * sizeof *row) == 0) {
+            ce += sc->pce[at];
+            h += sc->phit[at];
+            continue;
+        }
+        ce += bf__lm_position_ce(row, V, y, sc->simd);
+        int64_t top = bf__argmax_at(row, V, sc->simd);
+        h += top == y;
+        moved += top != sc->pred[at];
+    }
+    *hits = h;
+    *changed = moved;
+    return ce;
+}
+
 void bf__lm_score(const bf__lm_scorer *sc, bf__score_scratch *s, const float *outputs, const int64_t *rows, int64_t n_rows,
                   bf_eval_result *res)
 {
-    int64_t T = sc->lm.T, V = sc->lm.V, hits = sc->hits_sum;
+    int64_t hits = sc->hits_sum;
     memset(res, 0, sizeof *res);
     res->task = BF_TASK_LANGUAGE_MODEL;
     res->samples = sc->n;
@@ -128,8 +175,7 @@ void bf__lm_score(const bf__lm_scorer *sc, bf__score_scratch *s, const float *ou
     res->accuracy = res->auc = res->logloss = res->choice_accuracy = NAN;
     for (int64_t t = 0; t < n_rows; t++) {
         int64_t i = rows[t], h;
-        s->lm_val[t] = bf__lm_row(outputs + i * sc->cols, sc->lm.labels + i * T, T, V, sc->simd, sc->pred + i * T, &h,
-                                  &s->pred[t]);   /* pred: the row's changed positions, for the trial's class */
+        s->lm_val[t] = row_moved(sc, outputs, i, &h, &s->pred[t]);   /* pred: the row's changed positions, for the trial's class */
         s->lm_idx[t] = i;
         hits += h - sc->hits[i];
     }

@@ -23,7 +23,10 @@ int64_t bf__argmax_at(const float *row, int64_t n, int simd);
  * one sequence's sum over its labelled positions, (into *hits) how many of
  * them the first arg-max gets right and, given the golden arg-max at each
  * position (NULL: not counted), (into *changed) how many it differs from. */
-double bf__lm_position_ce(const float *row, int64_t V, int64_t label);
+double bf__lm_position_ce(const float *row, int64_t V, int64_t label, int simd);
+/* exp(r) for r <= 0 as the log-softmax takes it: within 2 ulp of exp, 0
+ * below -708, the same bits on every CPU path. */
+double bf__lm_exp(double r);
 double bf__lm_row(const float *logits, const int64_t *labels, int64_t T, int64_t V, int simd, const int64_t *golden,
                   int64_t *hits, int64_t *changed);
 /* The sequences' sums added as a perfect binary tree of

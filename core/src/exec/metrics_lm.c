@@ -8,7 +8,8 @@
  *
  * - a sequence's cross-entropy is summed in double over its labelled
  *   positions in order, each term log-sum-exp(row) - row[label] with the
- *   maximum taken out first and the exponentials summed in order;
+ *   maximum taken out first and the exponentials (bf__lm_exp) summed in
+ *   four lanes, by the plain loop or its AVX2 copy, the same bits;
  * - the sequences' sums are added as a perfect binary tree over the next
  *   power of two of n leaves (missing leaves 0): pairwise summation, which
  *   keeps the rounding error at O(log n), and which a trial updates along
@@ -20,18 +21,128 @@
  * the perplexity, NaN. */
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "bitflip/metrics.h"
 #include "exec/metrics_impl.h"
 #include "base/simd.h"
 
-double bf__lm_position_ce(const float *row, int64_t V, int64_t label)
+/* exp(r) for r <= 0 (the exponentials of a log-softmax, its maximum taken
+ * out), the same bits on both CPU paths below: Cody-Waite reduction to
+ * r = k ln 2 + f, |f| <= ln 2 / 2 (k rounded to nearest even), Taylor to degree 13 by Horner (its
+ * truncation is below 1e-17 there), times 2^k built in the exponent bits.
+ * Within 2 ulp of exp; 0 below -708 (where exp is subnormal, and beside
+ * the maximum's own exp(0) = 1 it adds nothing a double can hold). NaN
+ * stays NaN. libm's exp costs four times as much and has no AVX2 copy with
+ * its bits, and a vocabulary's exponentials are most of a language
+ * model's scoring. */
+#define LN2_HI 6.93147180369123816490e-01   /* fdlibm's: k * LN2_HI exact for |k| < 2^20 */
+#define LN2_LO 1.90821492927058770002e-10
+#define INV_LN2 1.44269504088896338700e+00
+#define EXP_FLOOR (-708.0)
+#define EXP_MAGIC 0x1.8p52                  /* k + it: k in the low bits of the double */
+#define EXP_BIAS ((uint64_t)1023 - UINT64_C(0x4338000000000000))
+static const double taylor[14] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                                  1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600,
+                                  1.0 / 6227020800.0};
+
+double bf__lm_exp(double r)
 {
-    /* the largest logit as double; a NaN anywhere makes the sum NaN below */
+    if (r < EXP_FLOOR) return 0;
+    /* k = r / ln 2 rounded to nearest even by the magic number (|k| < 2^51),
+     * which leaves k in the low bits of t */
+    double t = r * INV_LN2 + EXP_MAGIC, kd = t - EXP_MAGIC;
+    double f = (r - kd * LN2_HI) - kd * LN2_LO;
+    double p = taylor[13];
+    for (int i = 12; i >= 0; i--) p = p * f + taylor[i];
+    double scale;
+    uint64_t b;
+    memcpy(&b, &t, sizeof b);
+    b = (b + EXP_BIAS) << 52;
+    memcpy(&scale, &b, sizeof scale);
+    return p * scale;
+}
+
+/* The sum of exp(row[v] - m) over v < V in four lanes (lane q takes
+ * v = 4j + q; the tail goes to lane 0), added (0 + 1) + (2 + 3): no chain
+ * of V dependent additions, and the same sums from the AVX2 copy. */
+static double exp_sum_plain(const float *row, int64_t V, double m)
+{
+    double part[4] = {0, 0, 0, 0};
+    int64_t v = 0;
+    for (; v + 4 <= V; v += 4)
+        for (int q = 0; q < 4; q++) part[q] += bf__lm_exp((double)row[v + q] - m);
+    for (; v < V; v++) part[0] += bf__lm_exp((double)row[v] - m);
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+static double max_plain(const float *row, int64_t V)
+{
+    /* a NaN never becomes the maximum; it makes the exponentials' sum NaN */
     double m = -INFINITY;
     for (int64_t v = 0; v < V; v++) m = (double)row[v] > m ? (double)row[v] : m;
-    double s = 0;
-    for (int64_t v = 0; v < V; v++) s += exp((double)row[v] - m);
+    return m;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* bf__lm_exp on four lanes: the same operations (no fma), the same bits. */
+__attribute__((target("avx2"))) static __m256d exp4(__m256d r)
+{
+    __m256d t = _mm256_add_pd(_mm256_mul_pd(r, _mm256_set1_pd(INV_LN2)), _mm256_set1_pd(EXP_MAGIC));
+    __m256d kd = _mm256_sub_pd(t, _mm256_set1_pd(EXP_MAGIC));
+    __m256d f = _mm256_sub_pd(_mm256_sub_pd(r, _mm256_mul_pd(kd, _mm256_set1_pd(LN2_HI))),
+                              _mm256_mul_pd(kd, _mm256_set1_pd(LN2_LO)));
+    __m256d p = _mm256_set1_pd(taylor[13]);
+    for (int i = 12; i >= 0; i--) p = _mm256_add_pd(_mm256_mul_pd(p, f), _mm256_set1_pd(taylor[i]));
+    __m256i b = _mm256_castpd_si256(t);
+    b = _mm256_slli_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x((long long)EXP_BIAS)), 52);
+    __m256d e = _mm256_mul_pd(p, _mm256_castsi256_pd(b));
+    /* r < -708: 0 (false for NaN, which stays) */
+    return _mm256_andnot_pd(_mm256_cmp_pd(r, _mm256_set1_pd(EXP_FLOOR), _CMP_LT_OQ), e);
+}
+
+__attribute__((target("avx2"))) static double exp_sum_avx2(const float *row, int64_t V, double m)
+{
+    __m256d acc = _mm256_setzero_pd(), vm = _mm256_set1_pd(m);
+    int64_t v = 0;
+    for (; v + 4 <= V; v += 4) acc = _mm256_add_pd(acc, exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + v)), vm)));
+    double part[4];
+    _mm256_storeu_pd(part, acc);
+    for (; v < V; v++) part[0] += bf__lm_exp((double)row[v] - m);
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+/* max_plain's maximum (a maximum is one whatever the order; of -0 and +0
+ * either may come out, which changes no result below) */
+__attribute__((target("avx2"))) static double max_avx2(const float *row, int64_t V)
+{
+    __m256d acc = _mm256_set1_pd(-INFINITY);
+    int64_t v = 0;
+    /* max_pd(x, acc) is acc when x is NaN */
+    for (; v + 4 <= V; v += 4) acc = _mm256_max_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + v)), acc);
+    double part[4], m = -INFINITY;
+    _mm256_storeu_pd(part, acc);
+    for (int q = 0; q < 4; q++) m = part[q] > m ? part[q] : m;
+    for (; v < V; v++) m = (double)row[v] > m ? (double)row[v] : m;
+    return m;
+}
+#endif
+
+double bf__lm_position_ce(const float *row, int64_t V, int64_t label, int simd)
+{
+    double m, s;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simd) {
+        m = max_avx2(row, V);
+        s = exp_sum_avx2(row, V, m);
+        return m + log(s) - (double)row[label];
+    }
+#endif
+    (void)simd;
+    m = max_plain(row, V);
+    s = exp_sum_plain(row, V, m);
     return m + log(s) - (double)row[label];
 }
 
@@ -43,7 +154,7 @@ double bf__lm_row(const float *logits, const int64_t *labels, int64_t T, int64_t
     for (int64_t t = 0; t < T; t++) {
         if (labels[t] == BF_LM_IGNORE) continue;
         const float *row = logits + t * V;
-        ce += bf__lm_position_ce(row, V, labels[t]);
+        ce += bf__lm_position_ce(row, V, labels[t], simd);
         int64_t top = bf__argmax_at(row, V, simd);
         h += top == labels[t];
         if (golden) moved += top != golden[t];
