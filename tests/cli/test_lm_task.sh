@@ -46,6 +46,16 @@ if cmp -s "$tmp/t.jsonl" "$tmp/x.jsonl"; then passes=$((passes+1)); else
   echo "FAIL differential and --exact trial records differ"; diff "$tmp/t.jsonl" "$tmp/x.jsonl" | head -6; fails=$((fails+1)); fi
 check gate 0 "$BF" run --local "$tmp/lm.json" --gate 'golden_perplexity<13' --gate 'golden_choice_accuracy>=0.75'
 check gate_fail 1 "$BF" run --local "$tmp/lm.json" --gate 'golden_perplexity<12'
+# the same bits on the scalar reference path as on the CPU's (AVX2) one
+check run_ref 0 env BITFLIP_SIMD=ref "$BF" run --local "$tmp/lm.json" --threads 2 --format json --out "$tmp/ref_path.json" \
+      --trials-out "$tmp/ref_path.jsonl"
+if cmp -s "$tmp/t.jsonl" "$tmp/ref_path.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL BITFLIP_SIMD=ref trial records differ"; diff "$tmp/t.jsonl" "$tmp/ref_path.jsonl" | head -4; fails=$((fails+1)); fi
+"$BF" eval "$D/tiny_lm.onnx" "$D/tiny_lm_mc.eval.safetensors" --json | grep -E '"(perplexity|token_accuracy|choice_accuracy)"' >"$tmp/e1"
+BITFLIP_SIMD=ref "$BF" eval "$D/tiny_lm.onnx" "$D/tiny_lm_mc.eval.safetensors" --json | grep -E '"(perplexity|token_accuracy|choice_accuracy)"' >"$tmp/e2"
+if [ -s "$tmp/e1" ] && cmp -s "$tmp/e1" "$tmp/e2"; then passes=$((passes+1)); else
+  echo "FAIL eval metrics differ between SIMD paths"; cat "$tmp/e1" "$tmp/e2"; fails=$((fails+1)); fi
+
 # shards merge into exactly the unsharded result: the perplexity sums too
 check ref 0 "$BF" run --local "$tmp/lm.json" --threads 1 --format json --out "$tmp/ref.json"
 for i in 0 1 2; do check "shard$i" 0 "$BF" run --local "$tmp/lm.json" --shard $i/3 --threads 2 --out-dir "$tmp/parts" --format json; done
