@@ -215,7 +215,7 @@ static bf_status bind_lm(bf_evaluator *ev, const bf_tensor *l, const bf_tensor *
     if (o->ndim != 3 || o->dims[1] != l->dims[1])
         return bf_error_set(err, BF_ESHAPE, "eval tensor 'labels' has shape %s, a language_model layout (the next token at each of "
                                             "T positions), which needs logits [n, %lld, vocabulary] as the first output; "
-                                            "'%s' has shape %s",
+                                            "'%s' has shape %s (other tasks take one label per sample)",
                             bf_shape_str(l->dims, l->ndim, a, sizeof a), (long long)l->dims[1], ev->model->outputs[0].name,
                             bf_shape_str(o->dims, o->ndim, b, sizeof b));
     if (l->dtype != BF_I64 && l->dtype != BF_I32)
