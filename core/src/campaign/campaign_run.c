@@ -230,7 +230,10 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
     v[BF_METRIC_CHOICE_ACCURACY] = res->choice_accuracy;
     v[BF_METRIC_MSE] = n ? sq / (double)n : 0;
     v[BF_METRIC_MAX_ABS] = mx;
-    for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->judge.metrics >> m & 1 ? v[m] : NAN;
+    /* one NaN: which payload a NaN carries depends on the order of a sum's
+     * operands, which C leaves to the compiler (a trial's record is the
+     * same bits from either engine) */
+    for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->judge.metrics >> m & 1 && !isnan(v[m]) ? v[m] : NAN;
 
     int metric_critical = 0;
     if (c->judge.critical_metric >= 0 && c->judge.critical_delta >= 0) {
