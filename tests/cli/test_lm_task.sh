@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The language_model task from the CLI: `bitflip eval` prints and --json
+# gives perplexity, token_accuracy and (multiple choice) choice_accuracy;
+# `bitflip help eval` explains the layout; a campaign with the task's
+# metrics and a perplexity threshold, its records carrying both metrics,
+# the differential engine's records the same as --exact's, shards that
+# merge exactly, gates on them.
+# usage: test_lm_task.sh BITFLIP FIXTURES_DIR
+set -u
+BF=$1
+D=$2/lmtask
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+
+check help 0 "$BF" help eval;   contains help_lm "perplexity";  contains help_mc "mc_item"
+check eval 0 "$BF" eval "$D/tiny_lm.onnx" "$D/tiny_lm.eval.safetensors"
+contains eval_task "task language_model";  contains eval_ppl "perplexity 4.17";  contains eval_tok "token_accuracy 0.6731"
+check eval_json 0 "$BF" eval "$D/tiny_lm.onnx" "$D/tiny_lm_mc.eval.safetensors" --json
+contains json_task '"task": "language_model"';  contains json_choice '"choice_accuracy": 0.75'
+contains json_ppl '"perplexity": 12.14';  contains json_tok '"token_accuracy": 0.375'
+check eval_flip 0 "$BF" eval "$D/tiny_lm.onnx" "$D/tiny_lm.eval.safetensors" --flip fc2.weight:3:30
+contains eval_flip "perplexity"
+# hostile: an eval set for another model's vocabulary
+check eval_bad 3 "$BF" eval "$D/tiny_lm.onnx" "$D/metric_case_0.safetensors"
+contains eval_bad "no tensor named 'input_ids'"
+
+cat >"$tmp/lm.json" <<JSON
+{
+  "model": "$D/tiny_lm.onnx",
+  "dataset": "$D/tiny_lm_mc.eval.safetensors",
+  "seed": 5,
+  "trials": 200,
+  "batch": 4,
+  "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": 1},
+  "metrics": ["perplexity", "token_accuracy", "choice_accuracy", "top1_mismatch"],
+  "critical": {"metric": "perplexity", "delta": 0.5}
+}
+JSON
+check run 0 "$BF" run --local "$tmp/lm.json" --threads 2 --format json --out "$tmp/r.json" --trials-out "$tmp/t.jsonl"
+contains run_golden '"perplexity"'
+grep -q '"token_accuracy"' "$tmp/t.jsonl" && grep -q '"perplexity"' "$tmp/t.jsonl" && grep -q '"choice_accuracy"' "$tmp/t.jsonl" \
+  && passes=$((passes+1)) || { echo "FAIL trial records lack the task's metrics"; head -2 "$tmp/t.jsonl"; fails=$((fails+1)); }
+check run_exact 0 "$BF" run --local "$tmp/lm.json" --threads 2 --exact --format json --out "$tmp/x.json" --trials-out "$tmp/x.jsonl"
+if cmp -s "$tmp/t.jsonl" "$tmp/x.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL differential and --exact trial records differ"; diff "$tmp/t.jsonl" "$tmp/x.jsonl" | head -6; fails=$((fails+1)); fi
+check gate 0 "$BF" run --local "$tmp/lm.json" --gate 'golden_perplexity<13' --gate 'golden_choice_accuracy>=0.75'
+check gate_fail 1 "$BF" run --local "$tmp/lm.json" --gate 'golden_perplexity<12'
+# the same bits on the scalar reference path as on the CPU's (AVX2) one
+check run_ref 0 env BITFLIP_SIMD=ref "$BF" run --local "$tmp/lm.json" --threads 2 --format json --out "$tmp/ref_path.json" \
+      --trials-out "$tmp/ref_path.jsonl"
+if cmp -s "$tmp/t.jsonl" "$tmp/ref_path.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL BITFLIP_SIMD=ref trial records differ"; diff "$tmp/t.jsonl" "$tmp/ref_path.jsonl" | head -4; fails=$((fails+1)); fi
+"$BF" eval "$D/tiny_lm.onnx" "$D/tiny_lm_mc.eval.safetensors" --json | grep -E '"(perplexity|token_accuracy|choice_accuracy)"' >"$tmp/e1"
+BITFLIP_SIMD=ref "$BF" eval "$D/tiny_lm.onnx" "$D/tiny_lm_mc.eval.safetensors" --json | grep -E '"(perplexity|token_accuracy|choice_accuracy)"' >"$tmp/e2"
+if [ -s "$tmp/e1" ] && cmp -s "$tmp/e1" "$tmp/e2"; then passes=$((passes+1)); else
+  echo "FAIL eval metrics differ between SIMD paths"; cat "$tmp/e1" "$tmp/e2"; fails=$((fails+1)); fi
+
+# shards merge into exactly the unsharded result: the perplexity sums too
+check ref 0 "$BF" run --local "$tmp/lm.json" --threads 1 --format json --out "$tmp/ref.json"
+for i in 0 1 2; do check "shard$i" 0 "$BF" run --local "$tmp/lm.json" --shard $i/3 --threads 2 --out-dir "$tmp/parts" --format json; done
+check merge 0 "$BF" merge "$tmp/parts" --format json --out "$tmp/merged.json"
+/usr/bin/python3 - "$tmp/ref.json" "$tmp/merged.json" <<'PY' && passes=$((passes+1)) || { echo "FAIL merged shards differ from the unsharded run"; fails=$((fails+1)); }
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert (a.pop("shards"), b.pop("shards")) == (1, 3)
+assert a == b
+m = a["summary"]["metrics"]
+assert m["perplexity"]["n"] > 0 and m["token_accuracy"]["n"] > 0 and m["choice_accuracy"]["n"] > 0, m
+assert a["golden"]["task"] == "language_model"
+PY
+# a metric of another task is refused when the campaign is made
+sed 's/"metric": "perplexity"/"metric": "auc"/' "$tmp/lm.json" >"$tmp/auc.json"
+check wrong_metric 3 "$BF" run --local "$tmp/auc.json"
+contains wrong_metric "critical metric 'auc' does not apply to a language_model task"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
