@@ -18,7 +18,14 @@
  * so under each CPU path (BITFLIP_SIMD).
  *
  * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
- * the same places; the metric to 1e-4. */
+ * the same places; the metric to 1e-4.
+ *
+ * Task "language_model" (tests/fixtures/README.md): the output is the logits
+ * [n, T, vocab], so "golden" covers only the first n_ref_samples samples (a
+ * row of T*vocab values each); golden_perplexity and golden_token_accuracy,
+ * measured on the whole eval set, must match the engine's within 1e-4
+ * relative, and so must a fault's "perplexity" and "token_accuracy" where
+ * the record has them (null: not compared; NaN and Inf in the same places). */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -192,6 +199,45 @@ out:
     return failures;
 }
 
+/* Whether got matches want within METRIC_TOL relative (NaN and Inf exactly). */
+static int metric_matches(double got, double want)
+{
+    if (isnan(want) || isnan(got) || isinf(want) || isinf(got)) return (isnan(want) && isnan(got)) || want == got;
+    return fabs(got - want) <= METRIC_TOL * fabs(want);
+}
+
+/* A language model's perplexity and token accuracy against the fields
+ * ppl_key and acc_key of rec (the ref, or a fault record: a missing field
+ * there is not compared, a null token accuracy neither); returns the
+ * number of failures. */
+static int check_lm_metrics(const bf_eval_result *r, const json_t *rec, const char *ppl_key, const char *acc_key,
+                            const char *indent)
+{
+    int failures = 0, is_ref = !strncmp(ppl_key, "golden", 6);
+    if (r->task != BF_TASK_LANGUAGE_MODEL) {
+        printf("%sMISMATCH: the reference's task is language_model, the engine scored the eval set as %s\n", indent,
+               bf_task_name(r->task));
+        return 1;
+    }
+    const char *keys[2] = {ppl_key, acc_key};
+    const char *shown[2] = {"perplexity", "token acc"};
+    double got[2] = {r->perplexity, r->token_accuracy};
+    for (int i = 0; i < 2; i++) {
+        const json_t *j = json_object_get(rec, keys[i]);
+        double want;
+        if (!j || json_is_null(j)) {
+            if (is_ref) { printf("%s%-9s reference malformed: no %s\n", indent, shown[i], keys[i]); failures++; }
+            continue;
+        }
+        if (!json_to_double(j, &want)) { printf("%s%-9s reference malformed: %s\n", indent, shown[i], keys[i]); failures++; continue; }
+        int ok = metric_matches(got[i], want);
+        if (is_ref || !ok)
+            printf("%s%-9s ours %.6f  ref %.6f  %s\n", indent, shown[i], got[i], want, ok ? "ok" : "MISMATCH");
+        failures += !ok;
+    }
+    return failures;
+}
+
 /* Returns the number of failures for this model (or -1 if it could not run). */
 static int check_model(const char *dir, const char *name, int64_t batch, FILE *dump)
 {
@@ -226,15 +272,23 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     memcpy(golden, r.outputs, (size_t)(n * cols) * sizeof(float));
     if (!dump_floats(dump, golden, n * cols)) { printf("  cannot write --dump\n"); failures = -1; goto out; }
 
-    cmp c = compare(golden, cols, json_object_get(ref, "golden"), n);
-    printf("  golden outputs   %lld samples x %lld: ", (long long)n, (long long)cols);
+    /* a language model's golden logits cover the first n_ref_samples */
+    const char *task = json_string_value(json_object_get(ref, "task"));
+    int lm = task && !strcmp(task, "language_model");
+    int64_t n_ref = json_integer_value(json_object_get(ref, "n_ref_samples"));
+    if (n_ref <= 0 || n_ref > n) n_ref = n;
+    int64_t n_golden = lm ? n_ref : n;
+    cmp c = compare(golden, cols, json_object_get(ref, "golden"), n_golden);
+    printf("  golden outputs   %lld samples x %lld: ", (long long)n_golden, (long long)cols);
     print_cmp(&c, cols);
     printf("\n");
     failures += c.bad > 0 || c.format_error;
 
     double want_metric;
     const char *metric = json_object_get(ref, "golden_accuracy") ? "accuracy" : json_object_get(ref, "golden_auc") ? "auc" : NULL;
-    if (metric) {
+    if (lm) {
+        failures += check_lm_metrics(&r, ref, "golden_perplexity", "golden_token_accuracy", "  golden ");
+    } else if (metric) {
         json_to_double(json_object_get(ref, !strcmp(metric, "auc") ? "golden_auc" : "golden_accuracy"), &want_metric);
         double got = !strcmp(metric, "auc") ? r.auc : r.accuracy;
         int ok = fabs(got - want_metric) <= METRIC_TOL;
@@ -243,8 +297,6 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     }
 
     const json_t *faults = json_object_get(ref, "faults");
-    int64_t n_ref = json_integer_value(json_object_get(ref, "n_ref_samples"));
-    if (n_ref <= 0 || n_ref > n) n_ref = n;
     size_t k;
     const json_t *f;
     if (json_array_size(faults))
@@ -301,6 +353,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
         print_cmp(&c, cols);
         printf("\n");
         failures += c.bad > 0 || c.format_error;
+        if (lm) failures += check_lm_metrics(&r, f, "perplexity", "token_accuracy", "       ");
     }
     failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, bf_evaluator_batch(ev), dump);
     printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
