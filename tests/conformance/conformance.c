@@ -25,7 +25,8 @@
  * row of T*vocab values each); golden_perplexity and golden_token_accuracy,
  * measured on the whole eval set, must match the engine's within 1e-4
  * relative, and so must a fault's "perplexity" and "token_accuracy" where
- * the record has them (null: not compared; NaN and Inf in the same places). */
+ * the record has them (null: not compared; NaN and Inf in the same places),
+ * on the direct path and in the campaign path's trial records. */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -111,6 +112,8 @@ typedef struct camp_check {
     int64_t first_bad;
     float *kept;          /* --dump: each trial's first n_ref rows, by trial (threads finish in any order) */
     int64_t kept_cols;
+    int lm;               /* language_model: each trial's perplexity and token accuracy too */
+    int64_t bad_metric_trials, first_bad_metric;
 } camp_check;
 
 /* Appends n floats to the dump; 0 when it cannot (the caller fails). A NaN
@@ -144,8 +147,36 @@ static void on_outputs(void *user, int64_t trial, const float *outputs, int64_t 
     }
 }
 
+/* Whether got matches want within METRIC_TOL relative (NaN and Inf exactly). */
+static int metric_matches(double got, double want)
+{
+    if (isnan(want) || isnan(got) || isinf(want) || isinf(got)) return (isnan(want) && isnan(got)) || want == got;
+    return fabs(got - want) <= METRIC_TOL * fabs(want);
+}
+
+/* A language model's trial: its perplexity and token accuracy against the
+ * fault record's, where it has them (as check_lm_metrics does directly). */
+static void on_trial(void *user, const bf_trial_record *rec)
+{
+    camp_check *cc = user;
+    if (!cc->lm) return;
+    const json_t *f = json_array_get(cc->faults, (size_t)rec->trial);
+    const char *keys[2] = {"perplexity", "token_accuracy"};
+    const double got[2] = {rec->metrics[BF_METRIC_PERPLEXITY], rec->metrics[BF_METRIC_TOKEN_ACCURACY]};
+    for (int i = 0; i < 2; i++) {
+        const json_t *j = json_object_get(f, keys[i]);
+        double want;
+        if (!j || json_is_null(j)) continue;
+        if (!json_to_double(j, &want) || !metric_matches(got[i], want)) {
+            if (cc->first_bad_metric < 0) cc->first_bad_metric = rec->trial;
+            cc->bad_metric_trials++;
+            return;
+        }
+    }
+}
+
 static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
-                               const json_t *faults, int64_t n_ref, int64_t cols, int64_t batch, FILE *dump)
+                               const json_t *faults, int64_t n_ref, int64_t cols, int64_t batch, int lm, FILE *dump)
 {
     size_t n = json_array_size(faults), k;
     const json_t *f;
@@ -163,7 +194,8 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
     bf_campaign *c = NULL;
     bf_campaign_result res = {0};
     bf_error err = {0};
-    camp_check cc = {.faults = faults, .n_ref = n_ref, .first_bad = -1, .kept_cols = cols};
+    camp_check cc = {.faults = faults, .n_ref = n_ref, .first_bad = -1, .kept_cols = cols, .lm = lm,
+                     .first_bad_metric = -1};
     int failures = 0;
     printf("  campaign path    %zu faults as one explicit-list campaign: ", n);
     if (!text || bf_spec_parse(text, strlen(text), &spec, &probs) != BF_OK) {
@@ -178,11 +210,15 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         failures = 1;
         goto out;
     }
-    bf_campaign_opts opts = {.threads = 2, .on_outputs = on_outputs, .user = &cc};
+    bf_campaign_opts opts = {.threads = 2, .on_trial = on_trial, .on_outputs = on_outputs, .user = &cc};
     if (bf_campaign_run(c, &opts, &res, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures = 1; goto out; }
     if (!dump_floats(dump, cc.kept, (int64_t)n * n_ref * cols)) { printf("cannot write --dump\n"); failures = 1; }
     if (cc.bad_trials) {
         printf("MISMATCH: %lld faults differ, first fault #%lld\n", (long long)cc.bad_trials, (long long)cc.first_bad);
+        failures = 1;
+    } else if (cc.bad_metric_trials) {
+        printf("MISMATCH: %lld faults' perplexity or token accuracy differ, first fault #%lld\n",
+               (long long)cc.bad_metric_trials, (long long)cc.first_bad_metric);
         failures = 1;
     } else {
         printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
@@ -197,13 +233,6 @@ out:
     bf_campaign_spec_free(&spec);
     bf_spec_problems_free(&probs);
     return failures;
-}
-
-/* Whether got matches want within METRIC_TOL relative (NaN and Inf exactly). */
-static int metric_matches(double got, double want)
-{
-    if (isnan(want) || isnan(got) || isinf(want) || isinf(got)) return (isnan(want) && isnan(got)) || want == got;
-    return fabs(got - want) <= METRIC_TOL * fabs(want);
 }
 
 /* A language model's perplexity and token accuracy against the fields
@@ -355,7 +384,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
         failures += c.bad > 0 || c.format_error;
         if (lm) failures += check_lm_metrics(&r, f, "perplexity", "token_accuracy", "       ");
     }
-    failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, bf_evaluator_batch(ev), dump);
+    failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, bf_evaluator_batch(ev), lm, dump);
     printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
 out:
     free(golden);

@@ -72,8 +72,9 @@ def main():
          "golden outputs   1 samples x 1024: reference malformed", True),
         ("golden perplexity off by 1e-3", lm_dir, "lm_gpt2_op14",
          lambda ref: ref.__setitem__("golden_perplexity", ref["golden_perplexity"] * 1.001), 1,
-         "perplexity ours", True),
-        ("a fault's perplexity off by 1e-3", lm_dir, "lm_gpt2_op14", scale_fault, 1, "MISMATCH", True),
+         "MISMATCH", True),
+        ("a fault's perplexity off by 1e-3 (direct and campaign path)", lm_dir, "lm_gpt2_op14", scale_fault, 1,
+         "MISMATCH: 1 faults' perplexity or token accuracy differ", True),
     ]
     for title, src, model, edit, want_rc, words, needs_lm in cases:
         with tempfile.TemporaryDirectory(prefix="bitflip-lmref-") as d:
