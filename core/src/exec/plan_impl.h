@@ -108,6 +108,10 @@ bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
 /* bf_plan_estimate of a plan made with share_buffers (or not), and the
  * element count of graph output 0 (out0_numel, if not NULL). */
+/* bf__plan_estimate_shared with every option of opts (share_buffers, the
+ * symbolic dimensions' sizes); opts->budget is ignored, out filled. */
+bf_status bf__plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                 int64_t *out0_numel, bf_error *err);
 bf_status bf__plan_estimate_shared(const bf_model *model, int64_t batch, int share, bf_plan_budget *out,
                                    int64_t *out0_numel, bf_error *err);
 
