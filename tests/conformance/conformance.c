@@ -20,6 +20,10 @@
  * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
  * the same places; the metric to 1e-4.
  *
+ * A model with symbolic dims past the batch (torch.onnx.export's dynamic
+ * sequence axes) is checked at the sizes of the eval set's tensors
+ * (bf_plan_dims_from, bf_model_with_dims), directly and in the campaign.
+ *
  * Task "language_model" (tests/fixtures/README.md): the output is the logits
  * [n, T, vocab], so "golden" covers only the first n_ref_samples samples (a
  * row of T*vocab values each); golden_perplexity and golden_token_accuracy,
@@ -267,6 +271,38 @@ static int check_lm_metrics(const bf_eval_result *r, const json_t *rec, const ch
     return failures;
 }
 
+/* A model exported with symbolic dims past the batch (a language model's
+ * "sequence", "past_sequence") runs at the sizes of the eval set's tensors:
+ * *m becomes a model with those dims fixed (bf_model_with_dims), *base keeps
+ * the loaded one, which it shares everything with. Inputs the eval set lacks
+ * are left to the evaluator's error. */
+static bf_status fix_eval_dims(bf_model **m, bf_model **base, const bf_dataset *ds, bf_error *err)
+{
+    size_t n_in = bf_model_num_inputs(*m), n = 0;
+    const int64_t **shapes = calloc(n_in ? n_in : 1, sizeof *shapes);
+    int *ndims = calloc(n_in ? n_in : 1, sizeof *ndims);
+    const char **names = calloc(n_in * BF_MAX_DIMS + 1, sizeof *names);
+    int64_t *sizes = calloc(n_in * BF_MAX_DIMS + 1, sizeof *sizes);
+    bf_status st = BF_OK;
+    if (!shapes || !ndims || !names || !sizes) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < n_in; i++) {
+        const bf_tensor *t = bf_dataset_find(ds, bf_model_input(*m, i)->name);
+        if (!t) goto out;
+        shapes[i] = t->dims, ndims[i] = t->ndim;
+    }
+    if ((st = bf_plan_dims_from(*m, shapes, ndims, names, sizes, n_in * BF_MAX_DIMS, &n, err)) != BF_OK || !n) goto out;
+    bf_model *fixed = NULL;
+    if ((st = bf_model_with_dims(*m, names, sizes, n, &fixed, err)) != BF_OK) goto out;
+    *base = *m;
+    *m = fixed;
+out:
+    free(shapes);
+    free(ndims);
+    free(names);
+    free(sizes);
+    return st;
+}
+
 /* Returns the number of failures for this model (or -1 if it could not run). */
 static int check_model(const char *dir, const char *name, int64_t batch, FILE *dump)
 {
@@ -274,7 +310,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     int failures = 0;
     json_error_t jerr;
     bf_error err = {0};
-    bf_model *m = NULL;
+    bf_model *m = NULL, *base = NULL;
     bf_dataset *ds = NULL;
     bf_evaluator *ev = NULL;
     float *golden = NULL;
@@ -290,6 +326,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     printf("== %s\n", name);
     if (bf_model_load_file(path, &m, &err) != BF_OK) { printf("  load model: %s\n", err.msg); failures = -1; goto out; }
     if (bf_dataset_load_file(data_path, &ds, &err) != BF_OK) { printf("  load eval set: %s\n", err.msg); failures = -1; goto out; }
+    if (fix_eval_dims(&m, &base, ds, &err) != BF_OK) { printf("  sequence dims: %s\n", err.msg); failures = -1; goto out; }
     bf_eval_opts eo = {.batch = batch > 0 ? batch : INT64_MAX, .threads = 1};
     if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) { printf("  prepare: %s\n", err.msg); failures = -1; goto out; }
 
@@ -391,6 +428,7 @@ out:
     bf_evaluator_free(ev);
     bf_dataset_free(ds);
     bf_model_free(m);
+    bf_model_free(base);
     json_decref(ref);
     return failures;
 }
