@@ -27,7 +27,7 @@ extern "C" {
 typedef struct bf_plan bf_plan;
 
 /* Symbolic dimension 0 of every graph input becomes `batch`; a fixed dim 0
- * must equal it. Other symbolic dimensions are not supported. */
+ * must equal it. Other symbolic dimensions need bf_plan_opts.input_dims. */
 bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf_error *err);
 void bf_plan_free(bf_plan *plan);
 
@@ -80,7 +80,13 @@ typedef struct bf_plan_budget {
  * folded tensor over 1 MiB). */
 bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget *out, bf_error *err);
 
-typedef struct bf_plan_opts {
+typedef struct bf_plan_opts bf_plan_opts;
+/* bf_plan_estimate for the plan bf_plan_create_opts would build with `opts`
+ * (share_buffers and input_dims count; max_bytes and budget are ignored). */
+bf_status bf_plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                bf_error *err);
+
+struct bf_plan_opts {
     /* Refuse (BF_ELIMIT, nothing big allocated) a plan whose budget's
      * total_bytes exceeds this; 0: no limit. */
     uint64_t max_bytes;
@@ -101,7 +107,16 @@ typedef struct bf_plan_opts {
      * trials). Decided per run: a value fault on the Conv's output
      * (bf_plan_set_value_faults) makes it run unfused. */
     int fuse_activations;
-} bf_plan_opts;
+    /* Sizes for graph inputs' symbolic dimensions past the batch (a
+     * sequence length, a KV cache's past length): input_dims[i *
+     * BF_MAX_DIMS + d] is dim d of graph input i where the file leaves it
+     * symbolic; -1 (or NULL for the whole table) keeps the rule that only
+     * dim 0 may be symbolic. Dims the file fixes, and dim 0 (the batch),
+     * ignore it. Read during the build only. A plan is then one shape of
+     * the model: generation (bitflip/generate.h) builds one per length.
+     * A size may be 0 (an empty KV cache), where the model's ops allow. */
+    const int64_t *input_dims;
+};
 
 /* bf_plan_create with options (NULL: as bf_plan_create). A refusal's message
  * reads "the plan for batch B needs 4.0 GiB (node 'c' ConstantOfShape

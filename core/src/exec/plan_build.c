@@ -107,10 +107,12 @@ static bf_status set_inputs(bf_plan *p, bf_error *err)
         for (int d = 0; d < vi->ndim; d++) {
             if (vi->dims[d] >= 0) t->dims[d] = vi->dims[d];
             else if (d == 0) t->dims[d] = p->batch;
+            else if (p->input_dims && p->input_dims[i * BF_MAX_DIMS + d] >= 0)
+                t->dims[d] = p->input_dims[i * BF_MAX_DIMS + d];
             else
                 return bf_error_set(err, BF_EUNSUPPORTED,
                                     "%s: graph input '%s' dim %d is symbolic ('%s'); only the batch "
-                                    "dimension (dim 0) may be symbolic",
+                                    "dimension (dim 0) may be symbolic (bf_plan_opts.input_dims sizes others)",
                                     m->label, vi->name, d, vi->dim_names[d] ? vi->dim_names[d] : "?");
         }
         int64_t numel = 1;
@@ -642,6 +644,15 @@ bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget 
     return plan_estimate(model, batch, &ask, err);
 }
 
+bf_status bf_plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                bf_error *err)
+{
+    plan_ask ask = {.opts = opts ? *opts : (bf_plan_opts){0}, .estimate = 1};
+    ask.opts.budget = out;
+    ask.opts.max_bytes = 0;
+    return plan_estimate(model, batch, &ask, err);
+}
+
 bf_status bf__plan_estimate_shared(const bf_model *model, int64_t batch, int share, bf_plan_budget *out,
                                    int64_t *out0_numel, bf_error *err)
 {
@@ -668,6 +679,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     if (!p) return oom(err);
     p->model = model;
     p->batch = batch;
+    p->input_dims = ask->opts.input_dims;   /* read by set_inputs only: not kept past the build */
     p->vals = bf__calloc(model->n_values + 1, sizeof *p->vals);
     p->known = bf__calloc(model->n_values + 1, 1);
     p->param_copy = bf__calloc(model->n_params + 1, sizeof *p->param_copy);
@@ -694,6 +706,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
                            (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
                            (model->n_nodes + 1) * (sizeof *p->steps + 2 + sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
     st = build(p, &bc, err);
+    p->input_dims = NULL;
     bf__free(bc.phantom);
     bc.phantom = NULL;
     if (st == BF_OK && ask->out0_numel) *ask->out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);

@@ -28,6 +28,7 @@ typedef struct bf__vfault {
 struct bf_plan {
     const bf_model *model;
     int64_t batch;
+    const int64_t *input_dims;   /* bf_plan_opts.input_dims during the build; NULL after */
     bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
     unsigned char *known;     /* 1: computed when the plan was built */
     void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */
