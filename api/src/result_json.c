@@ -110,7 +110,8 @@ static double t_quantile(double conf, double nu)
 /* Metrics that live in [0, 1]: their intervals are clipped to it. */
 static int unit_metric(const char *name)
 {
-    return !strcmp(name, "accuracy") || !strcmp(name, "auc") || !strcmp(name, "top1_mismatch");
+    return !strcmp(name, "accuracy") || !strcmp(name, "auc") || !strcmp(name, "top1_mismatch") || !strcmp(name, "token_accuracy") ||
+           !strcmp(name, "choice_accuracy");
 }
 
 static json_t *metric_json(const char *name, const bf_metric_sums *s, double conf)
@@ -585,7 +586,8 @@ void bf_result_print_csv(FILE *f, const json_t *doc)
 const char *bf_result_gate_names(void)
 {
     return "critical_rate, due_rate, masked_rate, tolerable_rate (each also _upper and _lower: its interval's "
-           "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs (means under faults), "
+           "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs, perplexity, token_accuracy, "
+           "choice_accuracy (means under faults), "
            "golden_<metric>, and with mitigations mitigation.NAME.<any of these> or mitigation.NAME.recovery "
            "(_lower, _upper), .time_ratio, .storage_overhead";
 }

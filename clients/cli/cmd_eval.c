@@ -18,6 +18,12 @@ static const char help[] =
     "Runs the model over the eval set (one tensor per graph input, named like the\n"
     "input, plus 'labels') and prints the golden metrics: accuracy for integer class\n"
     "labels, AUC-ROC and log loss for 0/1 float labels; and samples per second.\n"
+    "Integer labels [N, T] against logits [N, T, V] (a language model: the next\n"
+    "token at each position, -100 where there is none) give perplexity (exp of\n"
+    "the mean cross-entropy over the labelled positions) and token accuracy; with\n"
+    "'mc_item' and 'mc_answer' [N] (one row per choice of a multiple-choice item,\n"
+    "labels only on the choice's continuation) also choice accuracy, the share of\n"
+    "items whose most likely choice is the right one (docs/GUIDE.md).\n"
     "Each --flip (or --random-flips) is then evaluated as its own pass: the bit is\n"
     "flipped in the fp32 parameter for the whole pass and restored afterwards.\n"
     "\n"
@@ -36,7 +42,8 @@ static const char help[] =
     CLI_LIMITS_HELP
     "\n"
     "example:\n"
-    "  bitflip eval model.onnx eval.safetensors --flip fc1.weight:12:30\n";
+    "  bitflip eval model.onnx eval.safetensors --flip fc1.weight:12:30\n"
+    "  bitflip eval tiny_lm.onnx lm_eval.safetensors --json   # perplexity, token_accuracy\n";
 
 typedef struct opts {
     const char *model_path, *data_path, *outputs_path;
@@ -138,9 +145,16 @@ static int write_outputs(const char *path, const bf_eval_result *r)
 }
 
 /* Samples whose top-1 class (or 0.5-threshold decision) differs from golden. */
-static int64_t changed_predictions(const bf_eval_result *golden, const float *gold_out, const bf_eval_result *r)
+/* Samples whose prediction changed; a language model's positions (every
+ * one, labelled or not: `vocab` logits each) whose arg-max did. */
+static int64_t changed_predictions(const bf_eval_result *golden, const float *gold_out, const bf_eval_result *r, int64_t vocab)
 {
     int64_t n = 0;
+    if (r->task == BF_TASK_LANGUAGE_MODEL && vocab > 0) {
+        for (int64_t i = 0; i < r->samples * r->out_cols; i += vocab)
+            n += bf_argmax(gold_out + i, vocab) != bf_argmax(r->outputs + i, vocab);
+        return n;
+    }
     for (int64_t i = 0; i < r->samples; i++) {
         const float *a = gold_out + i * r->out_cols, *b = r->outputs + i * r->out_cols;
         if (r->out_cols == 1) n += (a[0] > 0.5f) != (b[0] > 0.5f) || (isnan(a[0]) != isnan(b[0]));
@@ -177,8 +191,14 @@ static void progress_start(progress *p, const char *fmt, long long a, long long 
 }
 static void progress_end(progress *p) { cli_progress_clear(&p->out); }
 
-static const char *metric_name(bf_task t) { return t == BF_TASK_BINARY ? "auc" : "accuracy"; }
-static double metric_value(const bf_eval_result *r) { return r->task == BF_TASK_BINARY ? r->auc : r->accuracy; }
+static const char *metric_name(bf_task t)
+{
+    return t == BF_TASK_BINARY ? "auc" : t == BF_TASK_LANGUAGE_MODEL ? "perplexity" : "accuracy";
+}
+static double metric_value(const bf_eval_result *r)
+{
+    return r->task == BF_TASK_BINARY ? r->auc : r->task == BF_TASK_LANGUAGE_MODEL ? r->perplexity : r->accuracy;
+}
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
@@ -251,6 +271,11 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
             json_object_set_new(root, "auc", num(golden->auc));
             json_object_set_new(root, "logloss", num(golden->logloss));
         }
+        if (task == BF_TASK_LANGUAGE_MODEL) {
+            json_object_set_new(root, "perplexity", num(golden->perplexity));
+            json_object_set_new(root, "token_accuracy", num(golden->token_accuracy));
+            if (!isnan(golden->choice_accuracy)) json_object_set_new(root, "choice_accuracy", num(golden->choice_accuracy));
+        }
         json_object_set_new(root, "batch", json_integer(bf_evaluator_batch(ev)));
         json_object_set_new(root, "threads", json_integer(o->threads));
         json_object_set_new(root, "seconds", json_real(best));
@@ -260,6 +285,11 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
         printf("model    %s\neval set %s: %lld samples, task %s\n", o->model_path, o->data_path, (long long)golden->samples, bf_task_name(task));
         if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden->accuracy);
         else if (task == BF_TASK_BINARY) printf("golden   auc %.4f   logloss %.4f\n", golden->auc, golden->logloss);
+        else if (task == BF_TASK_LANGUAGE_MODEL) {
+            printf("golden   perplexity %.4f   token_accuracy %.4f", golden->perplexity, golden->token_accuracy);
+            if (!isnan(golden->choice_accuracy)) printf("   choice_accuracy %.4f", golden->choice_accuracy);
+            fputc('\n', stdout);
+        }
         printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
                (long long)bf_evaluator_batch(ev), o->threads, o->threads == 1 ? "" : "s",
                o->repeat > 1 ? ", best of repeats" : "");
@@ -364,7 +394,8 @@ int cmd_eval(int argc, char **argv)
         bf_status st = bf_evaluator_run(ev, &flips[i], 1, &r, &err);
         progress_end(&prog);
         if (st != BF_OK) { rc = report_error("eval", &err); json_decref(jfaults); goto out; }
-        int64_t changed = changed_predictions(&golden, golden_out, &r);
+        const bf_value_info *lo = bf_model_output(m, 0);
+        int64_t changed = changed_predictions(&golden, golden_out, &r, lo->ndim == 3 ? lo->dims[2] : 0);
         int64_t nonfinite = 0;
         for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);
         if (o.json) {

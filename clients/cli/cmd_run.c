@@ -133,8 +133,9 @@ static void on_trial(void *user, const bf_trial_record *rec)
 {
     progress_state *p = user;
     if (p->metric && p->n < p->cap) {
-        double auc = rec->metrics[BF_METRIC_AUC];
-        p->metric[p->n] = isfinite(auc) ? auc : rec->metrics[BF_METRIC_ACCURACY];
+        /* the task's higher-is-better metric, as bf_mitigations_render reads it */
+        double auc = rec->metrics[BF_METRIC_AUC], tok = rec->metrics[BF_METRIC_TOKEN_ACCURACY];
+        p->metric[p->n] = isfinite(auc) ? auc : isfinite(tok) ? tok : rec->metrics[BF_METRIC_ACCURACY];
         p->outcome[p->n] = (int)rec->outcome;
         p->rate[p->n++] = rec->rate_index;
     }

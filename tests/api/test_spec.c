@@ -196,6 +196,19 @@ static void every_field(void **state)
     done(p);
 }
 
+/* The language_model task's metrics by name, and one as the critical metric. */
+static void language_model_metrics(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEADF "\"trials\": 10, \"metrics\": [\"perplexity\", \"token_accuracy\", \"choice_accuracy\", \"top1_mismatch\"],"
+                   " \"critical\": {\"metric\": \"perplexity\", \"delta\": 2.5}}");
+    assert_int_equal(p->spec.metrics, (1u << BF_METRIC_PERPLEXITY) | (1u << BF_METRIC_TOKEN_ACCURACY) |
+                                          (1u << BF_METRIC_CHOICE_ACCURACY) | (1u << BF_METRIC_TOP1_MISMATCH));
+    assert_int_equal(p->spec.critical_metric, BF_METRIC_PERPLEXITY);
+    assert_true(p->spec.critical_delta == 2.5);
+    done(p);
+}
+
 /* Quantized models: their zero points as sites, for weights only. */
 static void zero_points(void **state)
 {
@@ -1033,6 +1046,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(size_limits),
         cmocka_unit_test(issue_example),
         cmocka_unit_test(every_field),
+        cmocka_unit_test(language_model_metrics),
         cmocka_unit_test(ber_sweep),
         cmocka_unit_test(zero_points),
         cmocka_unit_test(fault_list),

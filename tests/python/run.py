@@ -2,8 +2,9 @@
 """The Python suite's ctest entry points (tests/CMakeLists.txt):
 
   run.py client      the client against a real bitflipd, local runs, results, plots,
-                     safetensors (pytest; numpy, pandas, matplotlib)
-  run.py export      bitflip.export on torch models (pytest; exit 77 without torch)
+                     safetensors, LM eval sets (pytest; numpy, pandas, matplotlib)
+  run.py export      bitflip.export on torch models, language models too (pytest;
+                     exit 77 without torch)
   run.py install     the documented install: a venv with --system-site-packages and
                      pip install --no-build-isolation ./clients/python, no index
   run.py quickstart  examples/python/quickstart.py in a temporary directory
@@ -118,10 +119,10 @@ def main():
     if what == "client":
         require("pandas", "matplotlib")
         return pytest("test_client.py", "test_local.py", "test_results.py", "test_safetensors.py",
-                      "test_hostile.py")
+                      "test_hostile.py", "test_lm_eval_set.py")
     if what == "export":
         skip_without("torch")
-        return pytest("test_export.py")
+        return pytest("test_export.py", "test_lm_export.py")
     if what == "install":
         return install()
     if what == "quickstart":

@@ -1,7 +1,9 @@
 """bitflip: fault injection (bit flips) in neural networks, from Python.
 
 - :func:`export` a PyTorch model to ONNX the way fault injection needs it, with
-  its eval set, checked against PyTorch; :func:`save_eval_set` on its own.
+  its eval set, checked against PyTorch (a language model too:
+  ``task="language_model"``); :func:`save_eval_set` on its own, and
+  :func:`save_lm_eval_set` for token ids.
 - :func:`run` a campaign here (the ``bitflip`` binary) or on a bitflipd
   (:class:`Client`); both return a :class:`Result`.
 - ``Result.to_pandas()``, ``Trials.to_pandas()`` and :mod:`bitflip.plot`.
@@ -16,7 +18,7 @@ from .errors import (ApiError, BitflipError, CampaignFailed, ConnectionFailed, E
 from .local import run
 from .result import Result, Trials
 from . import plot  # noqa: E402 - matplotlib is imported on use
-from .safetensors import read_safetensors, save_eval_set, write_safetensors
+from .safetensors import read_safetensors, save_eval_set, save_lm_eval_set, write_safetensors
 
 __version__ = "0.1.0"
 
@@ -29,4 +31,4 @@ def export(*args, **kwargs):
 
 __all__ = ["ApiError", "BitflipError", "CampaignFailed", "Client", "ConnectionFailed", "Event", "ExportError",
            "ExportMismatch", "Result", "RunError", "Trials", "export", "find_binary", "read_safetensors", "run",
-           "plot", "save_eval_set", "write_safetensors"]
+           "plot", "save_eval_set", "save_lm_eval_set", "write_safetensors"]

@@ -1,7 +1,8 @@
 """Figures of a result with matplotlib: the figures of the DRS study from one result.
 
 - :func:`metric_vs_ber`: a metric against the bit error rate, with confidence
-  bands; several results (or one result's protections) overlaid.
+  bands; several results (or one result's protections) overlaid;
+  :func:`perplexity_vs_ber` the same for a language model's perplexity.
 - :func:`layer_vulnerability`, :func:`bit_vulnerability`: the critical (or DUE)
   rate per tensor and per bit position, with intervals.
 - :func:`mitigation_recovery`: what each protection recovers, with its paired
@@ -104,6 +105,22 @@ def metric_vs_ber(results, metric=None, *, labels=None, ax=None, protections=Tru
     return ax
 
 
+def perplexity_vs_ber(results, *, labels=None, ax=None, protections=True, golden=True, log=True):
+    """A language model's perplexity against the bit error rate: :func:`metric_vs_ber`
+    with metric ``perplexity`` on a log scale (``log=False``: linear), since a
+    few exponent-bit flips take it from near 1 to thousands."""
+    results, labels = _results(results, labels)
+    for res in results:
+        if "perplexity" not in res.golden:
+            raise BitflipError("perplexity_vs_ber needs a language model's result (task language_model: golden "
+                               f"perplexity); this one has golden metrics {sorted(res.golden)}")
+    ax = metric_vs_ber(results, "perplexity", labels=labels, ax=ax, protections=protections, golden=golden)
+    if log:
+        ax.set_yscale("log")
+    ax.set_title("perplexity under bit errors")
+    return ax
+
+
 def layer_vulnerability(result, *, outcome="critical", top=20, ax=None):
     """The ``outcome`` rate (critical or due) per fault site, most vulnerable first,
     with intervals; labelled by PyTorch name where there is one."""
@@ -180,7 +197,9 @@ def summary(result, path=None, *, dpi=120):
     given); returns the figure."""
     plt = _plt()
     panels = []
-    if result.rates:
+    if result.rates and result.task_metric == "perplexity":
+        panels.append(lambda ax: perplexity_vs_ber(result, ax=ax))
+    elif result.rates:
         panels.append(lambda ax: metric_vs_ber(result, ax=ax))
     else:
         if any(r["trials"] for r in result.rows("tensors")):

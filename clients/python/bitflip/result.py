@@ -85,8 +85,11 @@ class Result:
 
     @property
     def task_metric(self):
-        """The metric the task is judged by: ``auc`` for binary outputs, else ``accuracy``."""
-        return "auc" if "auc" in self.golden else "accuracy"
+        """The metric the task is judged by: ``auc`` for binary outputs, ``perplexity``
+        for a language model, else ``accuracy``."""
+        if "auc" in self.golden:
+            return "auc"
+        return "perplexity" if "perplexity" in self.golden else "accuracy"
 
     @property
     def rates(self):

@@ -219,3 +219,72 @@ def save_eval_set(path, inputs, labels=None, *, input_names=None, max_samples=No
     if labels is not None:
         arrays["labels"] = normalize_labels(labels, n)
     return write_safetensors(path, arrays)
+
+
+IGNORE_INDEX = -100   # a position with no next token: PyTorch's cross_entropy ignore_index
+
+
+def lm_labels(labels, input_ids, vocab_size=None, what="labels"):
+    """A language model's labels checked against its ``input_ids`` [N, T]:
+    int64 [N, T], each a token id in [0, vocab_size) or -100 (no target)."""
+    np = need("numpy", "writing labels")
+    y = to_numpy(labels, what)
+    if y.dtype.kind not in "iu":
+        raise BitflipError(f"{what} have dtype {y.dtype.name}; a language model's labels are token ids (int64), "
+                           f"-100 where a position has no next token")
+    if y.shape != input_ids.shape:
+        raise BitflipError(f"{what} have shape {list(y.shape)}, input_ids {list(input_ids.shape)}: a language "
+                           "model needs one label per position, the next token ([samples, sequence])")
+    y = y.astype(np.int64)
+    bad = (y < 0) & (y != IGNORE_INDEX)
+    if vocab_size is not None:
+        bad |= y >= vocab_size
+    if bad.any():
+        i = tuple(int(v) for v in np.argwhere(bad)[0])
+        raise BitflipError(f"{what}{list(i)} is {int(y[i])}: a label is a token id in [0, "
+                           f"{vocab_size if vocab_size is not None else 'vocab'}) or -100 (no target)")
+    return y
+
+
+def save_lm_eval_set(path, token_ids, seq_len, *, vocab_size=None, max_samples=None):
+    """Writes a language model's eval set: ``input_ids`` and ``labels``, int64 [N, seq_len].
+
+    ``token_ids`` is one 1-D sequence of token ids (a list, numpy array or torch
+    tensor: a tokenized text). It is cut into N rows of ``seq_len + 1`` tokens,
+    each starting where the last one's inputs ended (row i is tokens
+    ``i*seq_len .. i*seq_len + seq_len``), so that every token but the first is
+    a label exactly once; a row's inputs are its first ``seq_len`` tokens, its
+    labels the ``seq_len`` after them (the next token at each position).
+    Tokens left over at the end (fewer than a row's worth) are dropped.
+    ``vocab_size`` (optional) checks that every id is below it. Returns the path.
+    """
+    np = need("numpy", "writing an eval set")
+    if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 1:
+        raise BitflipError(f"seq_len is {seq_len!r}; it is the number of input tokens per row, an int >= 1")
+    seq_len = int(seq_len)
+    if isinstance(token_ids, (str, bytes)):
+        raise BitflipError("token_ids is text; tokenize it first: save_lm_eval_set takes token ids (ints)")
+    t = to_numpy(token_ids, "token_ids")
+    if t.ndim != 1:
+        raise BitflipError(f"token_ids has shape {list(t.shape)}; give one 1-D sequence of token ids "
+                           "(concatenate the documents first), save_lm_eval_set cuts it into rows")
+    if t.size == 0:
+        raise BitflipError(f"0 tokens do not fill one row of seq_len + 1 = {seq_len + 1} tokens; give token ids")
+    if t.dtype.kind not in "iu":      # bool too: True is no token id
+        whole = t.dtype.kind == "f" and bool(np.all(np.isfinite(t))) and bool(np.all(t == np.round(t)))
+        raise BitflipError(f"token_ids has dtype {t.dtype.name}; token ids are integers"
+                           + (" (these floats are whole numbers: convert them with .astype(int))" if whole else ""))
+    t = t.astype(np.int64)
+    if t.min() < 0:
+        raise BitflipError(f"token_ids[{int(np.argmin(t))}] is {int(t.min())}: token ids are >= 0")
+    if vocab_size is not None and t.max() >= vocab_size:
+        raise BitflipError(f"token_ids[{int(np.argmax(t))}] is {int(t.max())}, not below vocab_size {vocab_size}")
+    n = (len(t) - 1) // seq_len
+    if max_samples:
+        n = min(n, int(max_samples))
+    if n < 1:
+        raise BitflipError(f"{len(t)} tokens do not fill one row of seq_len + 1 = {seq_len + 1} tokens; "
+                           "give more tokens or a shorter seq_len")
+    idx = np.arange(n)[:, None] * seq_len + np.arange(seq_len + 1)[None, :]
+    rows = t[idx]
+    return write_safetensors(path, {"input_ids": rows[:, :-1].copy(), "labels": rows[:, 1:].copy()})

@@ -96,8 +96,8 @@ def _model_labels(np, out):
 
 
 def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_path=None, input_names=None,
-           output_names=None, opset=13, keep_batchnorm=True, check=True, check_samples=8, rtol=1e-4, atol=1e-5,
-           max_samples=None, bin=None, verbose=True, **export_kwargs):
+           output_names=None, opset=None, keep_batchnorm=True, check=True, check_samples=8, rtol=1e-4, atol=1e-5,
+           max_samples=None, bin=None, verbose=True, task=None, kv_cache=False, **export_kwargs):
     """Exports ``model`` (an nn.Module) to ``path`` for fault injection.
 
     - ``example_inputs``: one tensor or a tuple, batch on dim 0 (one sample is
@@ -107,17 +107,33 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
       predictions, for a first result on random data) are written to
       ``eval_path`` (default: ``path`` with ``.eval.safetensors``).
     - ``input_names``/``output_names`` default to ``input``/``output`` (numbered
-      when several). ``opset`` 13..17. ``keep_batchnorm=False`` folds BatchNorm
+      when several). ``opset`` 13..17 (default 13, 17 for a language model).
+      ``keep_batchnorm=False`` folds BatchNorm
       into the Conv weights (the deployed model; docs/EXPORT.md says what that
       means for a fault). Other keyword arguments go to ``torch.onnx.export``.
     - ``check``: compare bitflip and PyTorch on ``check_samples`` samples within
       ``|a - b| <= atol + rtol * |b|``; a difference raises :class:`ExportMismatch`.
+    - ``task="language_model"``: a decoder-only LM whose first input is the token
+      ids int64 ``[batch, sequence]`` and first output the logits ``[batch,
+      sequence, vocab]``: the names default to ``input_ids`` and ``logits``, the
+      batch and sequence axes are dynamic, ``labels`` are the next token per
+      position (int64 ``[N, T]``, -100: none; ``"model"``: the model's own
+      arg-max), and the check runs a second, shorter sequence too, so that a
+      length the exporter baked in shows up. Tied input/output embeddings keep
+      one initializer (constant folding off unless ``do_constant_folding`` is
+      given). ``kv_cache=True``: the example inputs after the token ids are the
+      past keys and values, per layer a key and a value ``[batch, kv heads,
+      past, head dim]``, named ``past_key_values.{i}.key``/``.value``; the
+      outputs after the logits are ``present.{i}.key``/``.value``; their
+      dim 2 is dynamic too (docs/EXPORT.md).
 
     Prints (``verbose``) which parameters kept their PyTorch names; returns an
     :class:`ExportReport`.
     """
     torch = need("torch", "bitflip.export")
     np = need("numpy", "bitflip.export")
+    if opset is None:      # 17 for a language model: Trilu (torch.triu/tril masks) needs 14
+        opset = 17 if task == "language_model" else 13
     if opset not in OPSETS:
         raise ExportError(f"opset {opset}: bitflip's exports use opsets 13 to 17 (its operator tests cover those); "
                           "pick one of them")
@@ -131,11 +147,15 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
         for i, t in enumerate(example):
             if not isinstance(t, torch.Tensor):
                 raise ExportError(f"example input {i} is a {type(t).__name__}; pass tensors, the batch on dim 0")
+        lm = _lm_check_task(torch, task, kv_cache, example)
         outs = _outputs(model(*example))
-        in_names = list(input_names) if input_names else (
-            ["input"] if len(example) == 1 else [f"input{i}" for i in range(len(example))])
-        out_names = list(output_names) if output_names else (
-            ["output"] if len(outs) == 1 else [f"output{i}" for i in range(len(outs))])
+        if lm:
+            default_in, default_out = _lm_names(len(example), len(outs))
+        else:
+            default_in = ["input"] if len(example) == 1 else [f"input{i}" for i in range(len(example))]
+            default_out = ["output"] if len(outs) == 1 else [f"output{i}" for i in range(len(outs))]
+        in_names = list(input_names) if input_names else default_in
+        out_names = list(output_names) if output_names else default_out
         if len(in_names) != len(example):
             raise ExportError(f"{len(in_names)} input names {in_names} for {len(example)} example inputs")
         if len(out_names) != len(outs):
@@ -143,8 +163,12 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
         if "labels" in in_names:
             raise ExportError("an input named 'labels' would collide with the eval set's label tensor; rename it")
         dyn = {n: {0: "batch"} for n in in_names + out_names}
+        fold = True
+        if lm:
+            dyn = _lm_axes(in_names, out_names)
+            fold = not _tied_parameters(model)
         kw = dict(opset_version=opset, input_names=in_names, output_names=out_names, dynamic_axes=dyn,
-                  do_constant_folding=True)
+                  do_constant_folding=fold)
         kw["training"] = torch.onnx.TrainingMode.PRESERVE if keep_batchnorm else torch.onnx.TrainingMode.EVAL
         kw.update(export_kwargs)
         try:
@@ -169,9 +193,13 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
             if isinstance(labels, str):
                 if labels != "model":
                     raise ExportError(f"labels={labels!r}: give tensors, or 'model' for the model's own predictions")
-                labels = _model_labels(np, _run_torch(torch, model, arrays, in_names, example, 256)[0])
+                out0 = _run_torch(torch, model, arrays, in_names, example, 256)[0]
+                labels = out0.argmax(axis=-1).astype(np.int64) if lm else _model_labels(np, out0)
             eval_path = eval_path or (path[:-5] if path.endswith(".onnx") else path) + ".eval.safetensors"
-            save_eval_set(eval_path, arrays, labels, input_names=in_names)
+            if lm:
+                _save_lm(eval_path, arrays, labels, in_names)
+            else:
+                save_eval_set(eval_path, arrays, labels, input_names=in_names)
         elif labels is not None or eval_path:
             raise ExportError("labels or eval_path without eval_inputs: pass the eval inputs too")
         if arrays is None:
@@ -184,6 +212,12 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
         if check:
             report.checked, report.max_abs_diff = _check(torch, np, exe, model, path, arrays, in_names, out_names,
                                                          example, check_samples, rtol, atol)
+            t = arrays[in_names[0]].shape[1] if lm else 0
+            if t >= 2:      # a shorter sequence: the sequence axis must be dynamic, not traced as a constant
+                short = dict(arrays, **{in_names[0]: arrays[in_names[0]][:, :t - 1]})
+                _, d2 = _check(torch, np, exe, model, path, short, in_names, out_names, example, check_samples,
+                               rtol, atol)
+                report.max_abs_diff = max(report.max_abs_diff, d2)
         if verbose:
             print(report.names_text())
             if check:
@@ -260,3 +294,85 @@ def _f(v):
     if isinstance(v, str):
         return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[v]
     return v
+
+
+# ---------------------------------------------------------------- language models
+
+def _lm_check_task(torch, task, kv_cache, example):
+    """Whether this is a language-model export; checks its example inputs."""
+    if task not in (None, "classification", "binary", "language_model"):
+        raise ExportError(f"task={task!r}: one of 'classification', 'binary', 'language_model' (or None)")
+    if task != "language_model":
+        if kv_cache:
+            raise ExportError("kv_cache=True is for task='language_model'")
+        return False
+    ids = example[0]
+    if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+        raise ExportError(f"a language model's first example input is the token ids, int64 [batch, sequence]; "
+                          f"got {str(ids.dtype).replace('torch.', '')} {list(ids.shape)}")
+    past = example[1:]
+    if kv_cache:
+        if not past or len(past) % 2:
+            raise ExportError(f"kv_cache=True needs the past keys and values after the token ids, a key and a value "
+                              f"per layer ([batch, kv heads, past, head dim]); got {len(past)} tensors after them")
+        for i, p in enumerate(past):
+            if p.dim() != 4 or not p.is_floating_point():
+                raise ExportError(f"example past tensor {i} ({'key' if i % 2 == 0 else 'value'} of layer {i // 2}) "
+                                  f"is {str(p.dtype).replace('torch.', '')} {list(p.shape)}; past keys and values "
+                                  "are float [batch, kv heads, past, head dim]")
+            if p.shape[2] < 2:
+                raise ExportError(f"example past length {p.shape[2]}: give at least 2 past positions, or the "
+                                  "exporter may trace the past axis as a constant")
+    elif past:
+        raise ExportError(f"{len(past)} example inputs after the token ids: a language model takes input_ids "
+                          "alone, or with kv_cache=True the past keys and values")
+    return True
+
+
+def _lm_names(n_in, n_out):
+    layers = (n_in - 1) // 2
+    ins, outs = ["input_ids"], ["logits"]
+    for i in range(layers):
+        ins += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+    for i in range((n_out - 1) // 2):
+        outs += [f"present.{i}.key", f"present.{i}.value"]
+    if n_out != 1 + 2 * ((n_out - 1) // 2) or (layers and n_out != n_in):
+        raise ExportError(f"the model returns {n_out} outputs for {n_in} inputs; a language model returns the logits, "
+                          "and with a KV cache the present key and value of every layer after them")
+    return ins, outs
+
+
+def _lm_axes(in_names, out_names):
+    dyn = {in_names[0]: {0: "batch", 1: "sequence"}, out_names[0]: {0: "batch", 1: "sequence"}}
+    for n in in_names[1:]:
+        dyn[n] = {0: "batch", 2: "past_sequence"}
+    for n in out_names[1:]:
+        dyn[n] = {0: "batch", 2: "total_sequence"}
+    return dyn
+
+
+def _tied_parameters(model):
+    """Names of parameters that one tensor holds under two names (tied embeddings)."""
+    seen, tied = {}, []
+    for mname, mod in model.named_modules(remove_duplicate=False):
+        for pname, p in mod._parameters.items():
+            if p is None:
+                continue
+            full = f"{mname}.{pname}" if mname else pname
+            if id(p) in seen and seen[id(p)] != full:
+                tied.append((seen[id(p)], full))
+            seen.setdefault(id(p), full)
+    return tied
+
+
+def _save_lm(eval_path, arrays, labels, in_names):
+    from .safetensors import lm_labels
+    ids = arrays[in_names[0]]
+    if ids.ndim != 2 or ids.dtype.kind not in "iu":
+        raise ExportError(f"eval input {in_names[0]!r} is {ids.dtype.name} {list(ids.shape)}; a language model's "
+                          "token ids are int64 [samples, sequence]")
+    out = {n: arrays[n] for n in in_names}
+    out[in_names[0]] = ids.astype("int64")
+    if labels is not None:
+        out["labels"] = lm_labels(labels, ids)
+    write_safetensors(eval_path, out)

@@ -94,12 +94,16 @@ typedef enum bf_sampling {
 
 typedef enum bf_metric_id {
     BF_METRIC_ACCURACY = 0,
-    BF_METRIC_TOP1_MISMATCH,  /* fraction of samples whose prediction differs from golden */
+    BF_METRIC_TOP1_MISMATCH,  /* fraction of samples whose prediction differs from golden
+                               * (language_model: of labelled positions whose arg-max does) */
     BF_METRIC_AUC,
     BF_METRIC_LOGLOSS,
     BF_METRIC_NE,             /* normalized entropy: logloss / entropy of the label rate */
     BF_METRIC_MSE,            /* mean squared deviation of outputs from golden */
     BF_METRIC_MAX_ABS,        /* max absolute deviation from golden */
+    BF_METRIC_PERPLEXITY,     /* language_model: exp of the mean cross-entropy (higher is worse) */
+    BF_METRIC_TOKEN_ACCURACY, /* language_model: labelled positions whose arg-max is the label */
+    BF_METRIC_CHOICE_ACCURACY,/* language_model with mc_item/mc_answer: items whose best choice is right */
     BF_METRIC_COUNT
 } bf_metric_id;
 
@@ -110,7 +114,8 @@ typedef enum bf_outcome {
     BF_OUTCOME_MASKED = 0,    /* outputs bit-identical to golden (same batching) */
     BF_OUTCOME_TOLERABLE,     /* outputs differ, no prediction changes */
     BF_OUTCOME_CRITICAL,      /* a prediction changes, or a metric moves past its threshold */
-    BF_OUTCOME_DUE,           /* NaN or Inf in an output, or a mitigation's detector fired */
+    BF_OUTCOME_DUE,           /* NaN or Inf in an output, or a mitigation's detector fired
+                               * (language_model: or a non-finite perplexity) */
     BF_OUTCOME_COUNT
 } bf_outcome;
 
@@ -213,7 +218,8 @@ typedef struct bf_trial_record {
     int n_kept;
     bf_applied_fault faults[BF_TRIAL_FAULTS_MAX];
     double metrics[BF_METRIC_COUNT];   /* NaN where not applicable */
-    int64_t changed;          /* samples whose prediction changed */
+    int64_t changed;          /* samples whose prediction changed (language_model:
+                               * labelled positions whose arg-max changed) */
 } bf_trial_record;
 
 /* Counts of outcomes: the unit every aggregate is made of. */

@@ -27,7 +27,9 @@ typedef enum bf_task {
     BF_TASK_CLASSIFICATION,  /* integer labels, [n, classes] output */
     BF_TASK_BINARY,          /* float 0/1 labels, one score per sample */
     BF_TASK_LANGUAGE_MODEL   /* int64 labels [n, T]: the next token at each position
-                              * (-100: none), logits [n, T, vocab] */
+                              * (-100: none), logits [n, T, vocab]; optionally
+                              * mc_item, mc_answer [n]: multiple-choice rows
+                              * (docs/GUIDE.md, "Language models") */
 } bf_task;
 
 const char *bf_task_name(bf_task task);
@@ -79,6 +81,10 @@ typedef struct bf_eval_result {
      * positions (accumulated in double), and the share of them whose
      * arg-max is the label; NaN for other tasks */
     double perplexity, token_accuracy;
+    /* language_model with multiple-choice rows (eval tensors mc_item and
+     * mc_answer): the share of items whose highest-likelihood choice is
+     * the correct one; NaN otherwise */
+    double choice_accuracy;
     double seconds;          /* wall time of the pass */
 } bf_eval_result;
 

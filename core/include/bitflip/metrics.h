@@ -5,7 +5,17 @@
  * Binary: outputs are one score per sample, labels 0/1. AUC-ROC counts ties
  * as one half (the Mann-Whitney statistic, as sklearn's roc_auc_score).
  * Log loss treats scores in [0, 1] as probabilities and anything else as
- * logits; probabilities are clipped to [1e-7, 1 - 1e-7]. */
+ * logits; probabilities are clipped to [1e-7, 1 - 1e-7].
+ * Language model: outputs are logits [n, T, V], labels int64 [n, T], the
+ * next token at each position or BF_LM_IGNORE (-100, PyTorch's
+ * ignore_index) where there is none. Perplexity is exp of the mean
+ * cross-entropy over the labelled positions (log-softmax and sums in
+ * double; per sequence in position order, then the sequences pairwise, so
+ * every caller gets the same bits); token accuracy the share of labelled
+ * positions whose first arg-max is the label. Multiple choice (the
+ * lm-eval-harness way): rows are (item, choice) pairs, the choice whose
+ * continuation has the highest summed log-likelihood (the lowest row
+ * cross-entropy) wins, the first such row on ties, a NaN never. */
 #ifndef BITFLIP_METRICS_H
 #define BITFLIP_METRICS_H
 
@@ -29,6 +39,20 @@ bf_status bf_metric_auc(const float *scores, const float *labels, int64_t n, int
                         double *auc, bf_error *err);
 
 double bf_metric_logloss(const float *scores, const float *labels, int64_t n);
+
+#define BF_LM_IGNORE (-100)
+
+/* row_ce: scratch of n doubles, left holding each sequence's summed
+ * cross-entropy. NaN perplexity and token accuracy with no labelled
+ * position. */
+void bf_metric_lm(const float *logits, const int64_t *labels, int64_t n, int64_t T, int64_t V, double *row_ce,
+                  double *perplexity, double *token_accuracy);
+/* From each row's summed cross-entropy (bf_metric_lm's row_ce): item[r] in
+ * [0, n) is row r's item, answer[r] 1 on each item's correct row, 0 on the
+ * others; best: scratch of n entries. The share of items whose winning row
+ * is the correct one. */
+double bf_metric_choice_accuracy(const double *row_ce, int64_t n, const int64_t *item, const int64_t *answer,
+                                 int64_t *best);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,8 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->surface.prefix);
     bf__free(c->golden.out);
     bf__free(c->golden.pred);
+    bf__free(c->golden.lm_labels);
+    bf__free(c->golden.lm_pred);
     bf__free(c);
 }
 

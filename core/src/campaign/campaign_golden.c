@@ -83,6 +83,33 @@ int64_t bf__prediction(const bf_campaign *c, const float *row, int simd)
     return c->golden.logits ? row[0] > 0 : row[0] >= 0.5f;
 }
 
+int64_t bf__lm_changed(const bf_campaign *c, const float *row, int64_t s, int simd)
+{
+    int64_t T = c->golden.lm_T, V = c->golden.lm_V, n = 0;
+    const int64_t *g = c->golden.lm_pred + s * T;
+    for (int64_t t = 0; t < T; t++) n += g[t] >= 0 && bf__argmax_at(row + t * V, V, simd) != g[t];
+    return n;
+}
+
+/* language_model: the labels and golden arg-max per labelled position. */
+static bf_status golden_lm(bf_campaign *c, bf_evaluator *ev, bf_error *err)
+{
+    bf__lm_layout lm;
+    bf__evaluator_lm(ev, &lm);
+    size_t cells = (size_t)(c->golden.samples * lm.T);
+    c->golden.lm_T = lm.T;
+    c->golden.lm_V = lm.V;
+    c->golden.lm_labelled = lm.labelled;
+    c->golden.lm_labels = bf__malloc(cells * sizeof(int64_t) + 1);
+    c->golden.lm_pred = bf__malloc(cells * sizeof(int64_t) + 1);
+    if (!c->golden.lm_labels || !c->golden.lm_pred) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden predictions");
+    memcpy(c->golden.lm_labels, lm.labels, cells * sizeof(int64_t));
+    int simd = bf__simd_avx2();
+    for (size_t i = 0; i < cells; i++)
+        c->golden.lm_pred[i] = lm.labels[i] == BF_LM_IGNORE ? -1 : bf__argmax_at(c->golden.out + (int64_t)i * lm.V, lm.V, simd);
+    return BF_OK;
+}
+
 /* The grid of each metric's sums (see campaign_stats.c): the campaign's sum
  * stays below 2^52 units for n_trials values of at most `bound`. */
 static void set_grids(bf_campaign *c)
@@ -98,6 +125,17 @@ static void set_grids(bf_campaign *c)
     if (c->golden.label_entropy > 0) c->judge.bound[BF_METRIC_NE] = exp2(ceil(log2(ll / c->golden.label_entropy)));
     c->judge.bound[BF_METRIC_MAX_ABS] = out_bound;
     c->judge.bound[BF_METRIC_MSE] = out_bound * out_bound;
+    /* Perplexity has no upper bound (a fault can make it overflow to Inf,
+     * and such a trial is DUE). Its sums saturate at 16 x the larger of
+     * the vocabulary (a uniform guess's perplexity) and the golden one,
+     * as a power of two: a trial worse than that adds the bound, so the
+     * mean over trials is a lower bound once any trial reaches it; the
+     * records keep every trial's value. */
+    if (c->golden.task == BF_TASK_LANGUAGE_MODEL) {
+        double ppl = c->golden.metric[BF_METRIC_PERPLEXITY], v = (double)c->golden.lm_V;
+        double top = isfinite(ppl) && ppl > v ? ppl : v;
+        c->judge.bound[BF_METRIC_PERPLEXITY] = 16 * exp2(ceil(log2(top > 1 ? top : 1)));
+    }
     int lg = (int)ceil(log2((double)c->faults.n_trials + 1));
     for (int m = 0; m < BF_METRIC_COUNT; m++) {
         int lb = (int)log2(c->judge.bound[m]);
@@ -106,11 +144,13 @@ static void set_grids(bf_campaign *c)
     }
 }
 
-static unsigned applicable_metrics(bf_task task)
+static unsigned applicable_metrics(bf_task task, int choice)
 {
     unsigned a = 1u << BF_METRIC_TOP1_MISMATCH | 1u << BF_METRIC_MSE | 1u << BF_METRIC_MAX_ABS;
     if (task == BF_TASK_CLASSIFICATION) a |= 1u << BF_METRIC_ACCURACY;
     if (task == BF_TASK_BINARY) a |= 1u << BF_METRIC_AUC | 1u << BF_METRIC_LOGLOSS | 1u << BF_METRIC_NE;
+    if (task == BF_TASK_LANGUAGE_MODEL) a |= 1u << BF_METRIC_PERPLEXITY | 1u << BF_METRIC_TOKEN_ACCURACY;
+    if (task == BF_TASK_LANGUAGE_MODEL && choice) a |= 1u << BF_METRIC_CHOICE_ACCURACY;
     return a;
 }
 
@@ -229,8 +269,12 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     c->golden.metric[BF_METRIC_TOP1_MISMATCH] = 0;
     c->golden.metric[BF_METRIC_MSE] = 0;
     c->golden.metric[BF_METRIC_MAX_ABS] = 0;
+    c->golden.metric[BF_METRIC_PERPLEXITY] = r.perplexity;
+    c->golden.metric[BF_METRIC_TOKEN_ACCURACY] = r.token_accuracy;
+    c->golden.metric[BF_METRIC_CHOICE_ACCURACY] = r.choice_accuracy;
+    if (c->golden.task == BF_TASK_LANGUAGE_MODEL && (st = golden_lm(c, ev, err)) != BF_OK) goto out;
 
-    unsigned app = applicable_metrics(c->golden.task);
+    unsigned app = applicable_metrics(c->golden.task, !isnan(r.choice_accuracy));
     if (c->judge.critical_metric >= 0 && !(app >> c->judge.critical_metric & 1)) {
         st = bf_error_set(err, BF_EINVAL, "critical metric '%s' does not apply to a %s task", bf_metric_name(c->judge.critical_metric),
                           bf_task_name(c->golden.task));

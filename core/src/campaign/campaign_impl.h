@@ -58,6 +58,9 @@ bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err);
  * sample the 0.5 threshold (0 when the golden scores are logits); simd:
  * bf__simd_avx2(), asked once by the caller's loop. */
 int64_t bf__prediction(const bf_campaign *c, const float *row, int simd);
+/* campaign_golden.c: language_model: the labelled positions of sample s
+ * whose arg-max in `row` (its T x V logits) differs from golden's. */
+int64_t bf__lm_changed(const bf_campaign *c, const float *row, int64_t s, int simd);
 
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);

@@ -102,7 +102,10 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int higher_is_better(int m) { return m == BF_METRIC_ACCURACY || m == BF_METRIC_AUC; }
+static int higher_is_better(int m)
+{
+    return m == BF_METRIC_ACCURACY || m == BF_METRIC_AUC || m == BF_METRIC_TOKEN_ACCURACY || m == BF_METRIC_CHOICE_ACCURACY;
+}
 
 /* --- one trial */
 
@@ -169,8 +172,11 @@ static double row_error_of(int simd, const float *o, const float *g, int64_t col
 
 /* Masked: bit-identical outputs. DUE: a NaN or Inf where the golden output
  * is finite (a golden pass that already has some does not make every trial
- * DUE). Critical: a prediction changed, or the critical metric got worse by
- * more than the threshold. Otherwise tolerable. */
+ * DUE), or a language model's perplexity not finite where golden's is (the
+ * loss overflowed: finite logits of 1e30 make it Inf). Critical: a
+ * prediction changed (language_model: the arg-max at a labelled position),
+ * or the critical metric got worse by more than the threshold. Otherwise
+ * tolerable. */
 static void classify(const bf_campaign *c, const bf_eval_result *res, const int64_t *rows, int64_t n_rows,
                      const int64_t *pred, bf_trial_record *rec)
 {
@@ -183,7 +189,7 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
     int bad = 0;
     double sq = 0, mx = 0;
     int64_t changed = 0;
-    int simd = bf__sgemm_simd();
+    int simd = bf__sgemm_simd(), lm = c->golden.task == BF_TASK_LANGUAGE_MODEL;
     for (int64_t t = 0; t < n_scan; t++) {
         int64_t s = rows ? rows[t] : t;
         /* Each row's squares summed apart (row_error), then added: a row
@@ -206,16 +212,22 @@ static void classify(const bf_campaign *c, const bf_eval_result *res, const int6
                 mx = d > mx ? d : mx;
             }
         }
-        if (!same) changed += (pred ? pred[t] : bf__prediction(c, out + s * cols, simd)) != c->golden.pred[s];
+        if (same) continue;
+        if (lm) changed += pred ? pred[t] : bf__lm_changed(c, out + s * cols, s, simd);   /* pred: the scorer's counts */
+        else changed += (pred ? pred[t] : bf__prediction(c, out + s * cols, simd)) != c->golden.pred[s];
     }
     rec->changed = changed;
+    bad |= lm && !same && !isfinite(res->perplexity) && isfinite(c->golden.metric[BF_METRIC_PERPLEXITY]);
 
     double v[BF_METRIC_COUNT];
     v[BF_METRIC_ACCURACY] = res->accuracy;
     v[BF_METRIC_AUC] = res->auc;
     v[BF_METRIC_LOGLOSS] = res->logloss;
     v[BF_METRIC_NE] = c->golden.label_entropy > 0 ? res->logloss / c->golden.label_entropy : NAN;
-    v[BF_METRIC_TOP1_MISMATCH] = (double)changed / (double)c->golden.samples;
+    v[BF_METRIC_TOP1_MISMATCH] = (double)changed / (double)(lm ? c->golden.lm_labelled : c->golden.samples);
+    v[BF_METRIC_PERPLEXITY] = res->perplexity;
+    v[BF_METRIC_TOKEN_ACCURACY] = res->token_accuracy;
+    v[BF_METRIC_CHOICE_ACCURACY] = res->choice_accuracy;
     v[BF_METRIC_MSE] = n ? sq / (double)n : 0;
     v[BF_METRIC_MAX_ABS] = mx;
     for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->judge.metrics >> m & 1 ? v[m] : NAN;
@@ -260,6 +272,9 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
     res->accuracy = c->golden.metric[BF_METRIC_ACCURACY];
     res->auc = c->golden.metric[BF_METRIC_AUC];
     res->logloss = c->golden.metric[BF_METRIC_LOGLOSS];
+    res->perplexity = c->golden.metric[BF_METRIC_PERPLEXITY];
+    res->token_accuracy = c->golden.metric[BF_METRIC_TOKEN_ACCURACY];
+    res->choice_accuracy = c->golden.metric[BF_METRIC_CHOICE_ACCURACY];
     return BF_OK;
 }
 

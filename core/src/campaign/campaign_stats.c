@@ -14,7 +14,8 @@
 #include "campaign/campaign_impl.h"
 
 static const char *const metric_names[BF_METRIC_COUNT] = {
-    "accuracy", "top1_mismatch", "auc", "logloss", "ne", "mse", "max_abs",
+    "accuracy", "top1_mismatch", "auc", "logloss", "ne", "mse", "max_abs", "perplexity", "token_accuracy",
+    "choice_accuracy",
 };
 static const char *const outcome_names[BF_OUTCOME_COUNT] = {"masked", "tolerable", "critical", "due"};
 

@@ -18,6 +18,11 @@ typedef struct bf__golden {
     int logits;               /* one score per sample, and scores are logits */
     double metric[BF_METRIC_COUNT];
     double label_entropy;     /* binary: entropy of the positive rate (nats) */
+    /* language_model: positions per sequence, vocabulary, labelled
+     * positions, the labels [samples, T] (-100: none) and the golden
+     * arg-max at each labelled position (-1 elsewhere) */
+    int64_t lm_T, lm_V, lm_labelled;
+    int64_t *lm_labels, *lm_pred;
     /* the differential engine's pass: its evaluators (one per thread it ran
      * on) and shared state (NULL once handed over, or when not prepared) */
     bf_evaluator **gev;

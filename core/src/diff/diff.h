@@ -200,12 +200,24 @@ void bf__scorer_free(bf__scorer *sc);
 typedef struct bf__score_scratch {
     uint64_t *keys, *fresh;
     unsigned char *in_rows;
-    int64_t *pred;             /* classification: each changed row's argmax, by bf__score */
+    int64_t *pred;             /* classification: each changed row's argmax, by bf__score
+                                * (language_model: its labelled positions whose argmax changed) */
     int has_pred;              /* pred holds the rows of the last bf__score */
+    int64_t *lm_idx;           /* language_model: the changed rows' tree leaves and sums */
+    double *lm_val;
 } bf__score_scratch;
 bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error *err);
 void bf__score_scratch_free(bf__score_scratch *s);
 void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, const float *outputs, const int64_t *rows,
                int64_t n_rows, bf_eval_result *res);
+/* score_lm.c: the same for a language_model task (bf__scorer holds one):
+ * perplexity, token accuracy and multiple choice from the golden pass's
+ * per-sequence sums, the changed rows recomputed. */
+typedef struct bf__lm_scorer bf__lm_scorer;
+bf_status bf__lm_scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__lm_scorer **out,
+                               bf_error *err);
+void bf__lm_scorer_free(bf__lm_scorer *sc);
+void bf__lm_score(const bf__lm_scorer *sc, bf__score_scratch *s, const float *outputs, const int64_t *rows, int64_t n_rows,
+                  bf_eval_result *res);
 
 #endif

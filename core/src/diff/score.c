@@ -28,6 +28,7 @@ struct bf__scorer {
     int64_t pos;
     uint32_t *kpos, *kneg;     /* golden score keys of the positives and of the negatives, sorted */
     int64_t u2;                /* golden Mann-Whitney U, doubled (an integer) */
+    bf__lm_scorer *lm;         /* language_model */
 };
 
 void bf__scorer_free(bf__scorer *sc)
@@ -38,6 +39,7 @@ void bf__scorer_free(bf__scorer *sc)
     bf__free(sc->keys);
     bf__free(sc->kpos);
     bf__free(sc->kneg);
+    bf__lm_scorer_free(sc->lm);
     bf__free(sc);
 }
 
@@ -82,7 +84,13 @@ bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t sampl
     sc->golden = golden;
     sc->simd = bf__simd_avx2();
     bf__evaluator_labels(ev, &sc->classes, &sc->labels);
-    if (sc->task == BF_TASK_CLASSIFICATION) {
+    if (sc->task == BF_TASK_LANGUAGE_MODEL) {
+        bf_status st = bf__lm_scorer_create(ev, golden, samples, cols, &sc->lm, err);
+        if (st != BF_OK) {
+            bf__scorer_free(sc);
+            return st;
+        }
+    } else if (sc->task == BF_TASK_CLASSIFICATION) {
         sc->hit = bf__malloc((size_t)samples + 1);
         if (!sc->hit) goto oom;
         for (int64_t i = 0; i < samples; i++) {
@@ -126,7 +134,9 @@ bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error
     s->in_rows = bf__calloc((size_t)samples + 1, 1);
     s->pred = bf__malloc(((size_t)samples + 1) * sizeof *s->pred);
     s->has_pred = 0;
-    if (!s->keys || !s->fresh || !s->in_rows || !s->pred) return bf_error_set(err, BF_ENOMEM, "out of memory for trial scoring");
+    s->lm_idx = bf__malloc(((size_t)samples + 1) * sizeof *s->lm_idx);
+    s->lm_val = bf__malloc(((size_t)samples + 1) * sizeof *s->lm_val);
+    if (!s->keys || !s->fresh || !s->in_rows || !s->pred || !s->lm_idx || !s->lm_val) return bf_error_set(err, BF_ENOMEM, "out of memory for trial scoring");
     return BF_OK;
 }
 
@@ -136,6 +146,8 @@ void bf__score_scratch_free(bf__score_scratch *s)
     bf__free(s->fresh);
     bf__free(s->in_rows);
     bf__free(s->pred);
+    bf__free(s->lm_idx);
+    bf__free(s->lm_val);
 }
 
 /* Sorts a (n keys) by their score half, with tmp (n) as room: a stable
@@ -228,13 +240,17 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
                int64_t n_rows, bf_eval_result *res)
 {
     s->has_pred = 0;
+    if (sc->lm) {
+        bf__lm_score(sc->lm, s, outputs, rows, n_rows, res);
+        return;
+    }
     if (sc->task == BF_TASK_CLASSIFICATION) {
         memset(res, 0, sizeof *res);
         res->task = sc->task;
         res->samples = sc->n;
         res->out_cols = sc->cols;
         res->outputs = (float *)outputs;
-        res->auc = res->logloss = NAN;
+        res->auc = res->logloss = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
         int64_t hits = sc->hits;
         for (int64_t t = 0; t < n_rows; t++) {   /* kept: the trial's classification needs them too */
             int64_t i = rows[t];
@@ -260,7 +276,7 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
     res->samples = sc->n;
     res->out_cols = 1;
     res->outputs = (float *)outputs;
-    res->accuracy = NAN;
+    res->accuracy = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
     double sum = sc->loss_sum;
     for (int64_t t = 0; t < n_rows; t++) {
         int64_t i = rows[t];

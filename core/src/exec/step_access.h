@@ -37,6 +37,15 @@ const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input);
 void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res);
 /* eval.c: the labels as the metrics read them (NULL when not that task). */
 void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary);
+/* eval.c: a language_model eval set's layout (all 0 / NULL for other
+ * tasks): labels [samples, T] (-100: none), vocabulary V, the labelled
+ * positions, and multiple choice's mc_item and mc_answer (NULL: none). */
+typedef struct bf__lm_layout {
+    const int64_t *labels;
+    int64_t T, V, labelled;
+    const int64_t *item, *answer;
+} bf__lm_layout;
+void bf__evaluator_lm(const bf_evaluator *ev, bf__lm_layout *lm);
 /* eval.c: the cancel flag an evaluator's passes poll (an evaluator made for
  * one caller and handed to another). */
 void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel);
