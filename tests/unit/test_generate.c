@@ -18,27 +18,50 @@
 
 #define DIR BF_FIXTURES "/gen/"
 
+/* Model families of reference.json: gpt (this generator's), llama
+ * (lm_models.py's: grouped-query attention, 2 key/value heads under 4). */
+#define FAMILIES 2
+
 typedef struct fx {
-    bf_model *plain, *kv;
+    bf_model *plains[FAMILIES], *kvs[FAMILIES];
+    bf_model *plain, *kv;     /* the family under test */
+    json_t *fam;              /* its part of reference.json */
     bf_dataset *ds;
     json_t *ref;
     int64_t n, p, m, v;
 } fx;
+
+static void use(fx *f, int k)
+{
+    f->plain = f->plains[k];
+    f->kv = f->kvs[k];
+    f->fam = json_array_get(json_object_get(f->ref, "models"), (size_t)k);
+}
 
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
     bf_error err = {0};
     json_error_t je;
-    if (!f || bf_model_load_file(DIR "gpt.onnx", &f->plain, &err) || bf_model_load_file(DIR "gpt_kv.onnx", &f->kv, &err) ||
-        bf_dataset_load_file(DIR "prompts.safetensors", &f->ds, &err)) {
-        fprintf(stderr, "setup: %s\n", err.msg);
-        return -1;
-    }
-    if (!(f->ref = json_load_file(DIR "reference.json", 0, &je))) {
+    if (!f || !(f->ref = json_load_file(DIR "reference.json", 0, &je))) {
         fprintf(stderr, "setup: reference.json: %s\n", je.text);
         return -1;
     }
+    for (int k = 0; k < FAMILIES; k++) {
+        json_t *fam = json_array_get(json_object_get(f->ref, "models"), (size_t)k);
+        char a[256], b[256];
+        snprintf(a, sizeof a, DIR "%s", json_string_value(json_object_get(fam, "model")));
+        snprintf(b, sizeof b, DIR "%s", json_string_value(json_object_get(fam, "model_kv")));
+        if (bf_model_load_file(a, &f->plains[k], &err) || bf_model_load_file(b, &f->kvs[k], &err)) {
+            fprintf(stderr, "setup: %s\n", err.msg);
+            return -1;
+        }
+    }
+    if (bf_dataset_load_file(DIR "prompts.safetensors", &f->ds, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    use(f, 0);
     f->n = bf_dataset_num_samples(f->ds);
     f->p = json_integer_value(json_object_get(f->ref, "prompt_len"));
     f->m = json_integer_value(json_object_get(f->ref, "new_tokens"));
@@ -50,8 +73,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    bf_model_free(f->plain);
-    bf_model_free(f->kv);
+    for (int k = 0; k < FAMILIES; k++) bf_model_free(f->plains[k]), bf_model_free(f->kvs[k]);
     bf_dataset_free(f->ds);
     json_decref(f->ref);
     free(f);
@@ -93,16 +115,15 @@ static void expect_tokens(fx *f, json_t *c, const char *key, const int64_t *got,
         }
 }
 
-static json_t *golden_case(fx *f) { return json_array_get(json_object_get(f->ref, "cases"), 0); }
+static json_t *golden_case(fx *f) { return json_array_get(json_object_get(f->fam, "cases"), 0); }
 
-static void golden_matches_torch(void **state)
+static void golden_matches_torch_in(fx *f)
 {
-    fx *f = *state;
     bf_generator *plain = make(f, f->plain, 0, 0), *kv = make(f, f->kv, 0, 0), *kv_off = make(f, f->kv, 1, 0);
     assert_int_equal(bf_generator_kv(plain).layers, 0);
     assert_int_equal(bf_generator_kv(kv).layers, 2);
-    assert_int_equal(bf_generator_kv(kv).heads, 4);
-    assert_int_equal(bf_generator_kv(kv).head_dim, 8);
+    assert_int_equal(bf_generator_kv(kv).heads, json_integer_value(json_object_get(f->fam, "kv_heads")));
+    assert_int_equal(bf_generator_kv(kv).head_dim, json_integer_value(json_object_get(f->fam, "head_dim")));
     assert_int_equal(bf_generator_kv(kv_off).layers, 0);
     assert_int_equal(bf_generator_vocab(kv), f->v);
     int64_t *a = run(f, plain, NULL), *b = run(f, kv, NULL), *c = run(f, kv_off, NULL);
@@ -114,10 +135,19 @@ static void golden_matches_torch(void **state)
     bf_generator_free(plain), bf_generator_free(kv), bf_generator_free(kv_off);
 }
 
-/* Batches of 4 over 6 prompts (the last filled up with copies) and of 1 give the same tokens. */
-static void batching_keeps_tokens(void **state)
+static void golden_matches_torch(void **state)
 {
     fx *f = *state;
+    for (int k = 0; k < FAMILIES; k++) {
+        use(f, k);
+        golden_matches_torch_in(f);
+    }
+    use(f, 0);
+}
+
+/* Batches of 4 over 6 prompts (the last filled up with copies) and of 1 give the same tokens. */
+static void batching_keeps_tokens_in(fx *f)
+{
     for (int64_t batch = 1; batch <= 4; batch += 3) {
         bf_generator *g = make(f, f->kv, 0, batch);
         assert_int_equal(bf_generator_batch(g), batch);
@@ -128,20 +158,31 @@ static void batching_keeps_tokens(void **state)
     }
 }
 
-static void weight_faults_match_torch(void **state)
+static void batching_keeps_tokens(void **state)
 {
     fx *f = *state;
+    for (int k = 0; k < FAMILIES; k++) {
+        use(f, k);
+        batching_keeps_tokens_in(f);
+    }
+    use(f, 0);
+}
+
+static void weight_faults_match_torch_in(fx *f)
+{
     bf_generator *plain = make(f, f->plain, 0, 4), *kv = make(f, f->kv, 0, 0);
-    json_t *cases = json_object_get(f->ref, "cases"), *c;
+    json_t *cases = json_object_get(f->fam, "cases"), *c;
     size_t i, seen = 0;
     json_array_foreach(cases, i, c) {
         if (strcmp(json_string_value(json_object_get(c, "kind")), "weight") != 0) continue;
-        const char *name = json_string_value(json_object_get(c, "param"));
-        bf_bitflip fl = {.index = json_integer_value(json_object_get(c, "index")),
-                         .bit = (int)json_integer_value(json_object_get(c, "bit"))};
+        bf_bitflip fl = {.bit = (int)json_integer_value(json_object_get(c, "bit"))};
         char what[160];
-        snprintf(what, sizeof what, "%s[%lld] bit %d", name, (long long)fl.index, fl.bit);
         for (int form = 0; form < 2; form++) {
+            /* each form's initializer and index (a Linear's weight is exported transposed, under the exporter's name) */
+            const char *name = json_string_value(json_object_get(c, form ? "param_kv" : "param"));
+            fl.index = json_integer_value(json_object_get(c, form ? "index_kv" : "index"));
+            snprintf(what, sizeof what, "%s (%s)[%lld] bit %d", name, json_string_value(json_object_get(c, "torch")),
+                     (long long)fl.index, fl.bit);
             bf_model *m = form ? f->kv : f->plain;
             int64_t p = bf_model_find_param(m, name);
             assert_true(p >= 0);
@@ -161,6 +202,16 @@ static void weight_faults_match_torch(void **state)
     bf_generator_free(plain), bf_generator_free(kv);
 }
 
+static void weight_faults_match_torch(void **state)
+{
+    fx *f = *state;
+    for (int k = 0; k < FAMILIES; k++) {
+        use(f, k);
+        weight_faults_match_torch_in(f);
+    }
+    use(f, 0);
+}
+
 static bf_kv_fault kv_fault_of(json_t *c)
 {
     return (bf_kv_fault){.layer = (int)json_integer_value(json_object_get(c, "layer")),
@@ -172,11 +223,10 @@ static bf_kv_fault kv_fault_of(json_t *c)
                          .prompt = -1};
 }
 
-static void kv_faults_match_torch(void **state)
+static void kv_faults_match_torch_in(fx *f)
 {
-    fx *f = *state;
     bf_generator *kv = make(f, f->kv, 0, 4);
-    json_t *cases = json_object_get(f->ref, "cases"), *c;
+    json_t *cases = json_object_get(f->fam, "cases"), *c;
     size_t i, seen = 0;
     json_array_foreach(cases, i, c) {
         if (strcmp(json_string_value(json_object_get(c, "kind")), "kv") != 0) continue;
@@ -206,13 +256,22 @@ static void kv_faults_match_torch(void **state)
     bf_generator_free(kv);
 }
 
-/* A bit of the last position's logit, one step: a value fault on the graph
- * output 'logits', whose slice per prompt is [tokens of the step, vocab]. */
-static void logit_faults_match_torch(void **state)
+static void kv_faults_match_torch(void **state)
 {
     fx *f = *state;
+    for (int k = 0; k < FAMILIES; k++) {
+        use(f, k);
+        kv_faults_match_torch_in(f);
+    }
+    use(f, 0);
+}
+
+/* A bit of the last position's logit, one step: a value fault on the graph
+ * output 'logits', whose slice per prompt is [tokens of the step, vocab]. */
+static void logit_faults_match_torch_in(fx *f)
+{
     bf_generator *plain = make(f, f->plain, 0, 0), *kv = make(f, f->kv, 0, 3);
-    json_t *cases = json_object_get(f->ref, "cases"), *c;
+    json_t *cases = json_object_get(f->fam, "cases"), *c;
     size_t i, seen = 0;
     json_array_foreach(cases, i, c) {
         if (strcmp(json_string_value(json_object_get(c, "kind")), "logit") != 0) continue;
@@ -234,6 +293,88 @@ static void logit_faults_match_torch(void **state)
     }
     assert_true(seen >= 2);
     bf_generator_free(plain), bf_generator_free(kv);
+}
+
+static void logit_faults_match_torch(void **state)
+{
+    fx *f = *state;
+    for (int k = 0; k < FAMILIES; k++) {
+        use(f, k);
+        logit_faults_match_torch_in(f);
+    }
+    use(f, 0);
+}
+
+/* A bit of one attention probability (the site attn_probs.LAYER, found by
+ * structure), at one step, in every prompt: the GPT family's "probs" cases. */
+static void probs_faults_match_torch(void **state)
+{
+    fx *f = *state;
+    bf_generator *plain = make(f, f->plain, 0, 0), *kv = make(f, f->kv, 0, 4);
+    json_t *cases = json_object_get(f->fam, "cases"), *c;
+    size_t i, seen = 0;
+    json_array_foreach(cases, i, c) {
+        if (strcmp(json_string_value(json_object_get(c, "kind")), "probs") != 0) continue;
+        char site[32];
+        snprintf(site, sizeof site, "attn_probs.%lld", (long long)json_integer_value(json_object_get(c, "layer")));
+        for (int form = 0; form < 2; form++) {
+            bf_model *m = form ? f->kv : f->plain;
+            bf_gen_value_fault vf = {.step = json_integer_value(json_object_get(c, "step")),
+                                     .fault = {.value = bf_model_named_site_value(m, site), .sample = -1,
+                                               .index = json_integer_value(json_object_get(c, form ? "index_kv" : "index")),
+                                               .model = BF_FAULT_BITFLIP,
+                                               .mask = UINT32_C(1) << json_integer_value(json_object_get(c, "bit")),
+                                               .repr = BF_REPR_FP32}};
+            assert_true(vf.fault.value >= 0);
+            bf_gen_faults faults = {.values = &vf, .n_values = 1};
+            int64_t *t = run(f, form ? kv : plain, &faults);
+            expect_tokens(f, c, form ? "tokens_kv" : "tokens", t, site);
+            free(t);
+        }
+        seen++;
+    }
+    assert_true(seen >= 2);
+    bf_generator_free(plain), bf_generator_free(kv);
+}
+
+/* The named sites by structure: each model's Softmax over Q.K^T and its
+ * input, the MoE's routers (a committed h-lmgen fixture), none in an MLP
+ * classifier whose Softmax reads a weight product; the ONNX values as the
+ * exporter named them (read with onnx from the files). */
+static void named_sites_found(void **state)
+{
+    fx *f = *state;
+    static const char *const gpt[4][2] = {{"attn_scores.0", "/blocks.0/Where_output_0"},
+                                          {"attn_probs.0", "/blocks.0/Softmax_output_0"},
+                                          {"attn_scores.1", "/blocks.1/Where_output_0"},
+                                          {"attn_probs.1", "/blocks.1/Softmax_output_0"}};
+    bf_named_site s[8];
+    assert_int_equal(bf_model_named_sites(f->plains[0], s, 8), 4);
+    for (int k = 0; k < 4; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "%s.%d", bf_named_site_kind_name(s[k].kind), s[k].index);
+        assert_string_equal(name, gpt[k][0]);
+        assert_string_equal(s[k].value_name, gpt[k][1]);
+        assert_int_equal(bf_model_named_site_value(f->plains[0], gpt[k][0]), bf_model_find_value(f->plains[0], gpt[k][1]));
+    }
+    assert_int_equal(bf_model_named_sites(f->kvs[1], NULL, 0), 4);   /* llama: masked by Where(mask, -inf, scores) */
+    assert_int_equal(bf_model_named_site_value(f->plains[0], "attn_probs.2"), -1);
+    assert_int_equal(bf_model_named_site_value(f->plains[0], "attn_probs.x"), -1);
+    assert_int_equal(bf_model_named_site_value(f->plains[0], "attn_probs.-1"), -1);
+    assert_int_equal(bf_model_named_site_value(f->plains[0], "router_logits.0"), -1);
+    assert_int_equal(bf_model_named_site_value(f->plains[0], "logits.0"), -1);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_file(BF_FIXTURES "/lm/lm_moe_scatter_op14.onnx", &m, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(bf_model_named_sites(m, s, 8), 6);
+    assert_int_equal(s[4].kind, BF_SITE_ROUTER_LOGITS);
+    assert_string_equal(s[4].value_name, "/layers.0/mlp/gate/MatMul_output_0");
+    assert_string_equal(s[5].value_name, "/layers.1/mlp/gate/MatMul_output_0");
+    assert_int_equal(bf_model_named_site_value(m, "router_logits.1"), bf_model_find_value(m, s[5].value_name));
+    bf_model_free(m);
+    if (bf_model_load_file(BF_FIXTURES "/conformance/mlp_ops_op13.onnx", &m, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(bf_model_named_sites(m, s, 8), 0);
+    bf_model_free(m);
 }
 
 /* Worked by hand. golden 1 2 3 4 / faulty 1 3 4 5: the first change at
@@ -268,7 +409,7 @@ static void metrics_by_hand(void **state)
 static void metrics_of_reference(void **state)
 {
     fx *f = *state;
-    json_t *gold = json_object_get(golden_case(f), "tokens_kv"), *cases = json_object_get(f->ref, "cases"), *c;
+    json_t *gold = json_object_get(golden_case(f), "tokens_kv"), *cases = json_object_get(f->fam, "cases"), *c;
     int64_t *a = calloc((size_t)(f->n * f->m), sizeof *a), *b = calloc((size_t)(f->n * f->m), sizeof *b);
     size_t i;
     json_array_foreach(cases, i, c) {
@@ -336,6 +477,35 @@ static void hostile_inputs_refused(void **state)
     expect_refusal(bf_generator_create(f->kv, prompts(f), &o, &g, &err), BF_ELIMIT, &err, "over the limit of");
 }
 
+/* Exports whose cache is not one (make_gen.py's hostile_caches): refused by
+ * name, by the layout and by a generator alike. */
+static void hostile_caches_refused(void **state)
+{
+    fx *f = *state;
+    static const char *const files[3][2] = {
+        {DIR "kv_no_present.onnx", "graph output 'present.0.value' is missing"},
+        {DIR "kv_gap.onnx", "'past_key_values.2.key' names layer 2, but the KV cache's layers run 0 .. 0"},
+        {DIR "kv_rank3.onnx", "a KV cache is float32 [batch, heads, length, head size]"}};
+    for (int k = 0; k < 3; k++) {
+        bf_model *m = NULL;
+        bf_error err = {0};
+        bf_kv_layout kv;
+        bf_generator *g = NULL;
+        if (bf_model_load_file(files[k][0], &m, &err)) fail_msg("%s", err.msg);
+        expect_refusal(bf_model_kv_layout(m, &kv, &err), BF_EFORMAT, &err, files[k][1]);
+        bf_gen_opts o = {.new_tokens = 2, .no_cache = 1};
+        expect_refusal(bf_generator_create(m, prompts(f), &o, &g, &err), BF_EFORMAT, &err, files[k][1]);
+        assert_null(g);
+        bf_model_free(m);
+    }
+    bf_kv_layout kv;
+    assert_int_equal(bf_model_kv_layout(f->plains[0], &kv, NULL), BF_OK);
+    assert_int_equal(kv.layers, 0);
+    assert_int_equal(bf_model_kv_layout(f->kvs[1], &kv, NULL), BF_OK);
+    assert_int_equal(kv.layers, 2);
+    assert_int_equal(kv.heads, 2);
+}
+
 static void hostile_faults_refused(void **state)
 {
     fx *f = *state;
@@ -384,9 +554,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(golden_matches_torch),      cmocka_unit_test(batching_keeps_tokens),
         cmocka_unit_test(weight_faults_match_torch), cmocka_unit_test(kv_faults_match_torch),
-        cmocka_unit_test(logit_faults_match_torch),  cmocka_unit_test(metrics_by_hand),
+        cmocka_unit_test(logit_faults_match_torch),  cmocka_unit_test(probs_faults_match_torch),
+        cmocka_unit_test(named_sites_found),         cmocka_unit_test(metrics_by_hand),
         cmocka_unit_test(metrics_of_reference),      cmocka_unit_test(hostile_inputs_refused),
-        cmocka_unit_test(hostile_faults_refused),
+        cmocka_unit_test(hostile_faults_refused),    cmocka_unit_test(hostile_caches_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
