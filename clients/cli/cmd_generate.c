@@ -338,6 +338,11 @@ int cmd_generate(int argc, char **argv)
     double t0 = cli_now();
     if (bf_generator_create(m, ids, &go, &g, &err) != BF_OK) {
         bf_error_prefix(&err, "%s with %s", o.model_path, o.data_path);
+        if (err.status == BF_ELIMIT) {   /* the plans over --job-memory: the flag named */
+            fprintf(stderr, "bitflip generate: %s (--job-memory)\n", err.msg);
+            rc = EXIT_INFRA;
+            goto out;
+        }
         rc = report_error("generate", &err);
         goto out;
     }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "bitflip/bitflip.h"
+#include "alloc_fail.h"
 
 #define DIR BF_FIXTURES "/gen/"
 
@@ -549,6 +550,55 @@ static void hostile_faults_refused(void **state)
     bf_generator_free(kv), bf_generator_free(plain);
 }
 
+/* Every allocation of a generator's create and of a faulty run failing in
+ * turn: BF_ENOMEM (or a failure that says out of memory), everything freed
+ * (ASan's leak check), and after a failed run the generator still gives
+ * golden tokens (the weights restored). */
+static void allocation_failures(void **state)
+{
+    fx *f = *state;
+    bf_error err = {0};
+    bf_gen_opts o = {.new_tokens = 3, .batch = 4};
+    long n;
+    for (n = 0;; n++) {
+        bf_generator *g = NULL;
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_generator_create(f->kvs[0], prompts(f), &o, &g, &err);
+        long failed = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            assert_int_equal(failed, 0);
+            bf_generator_free(g);
+            break;
+        }
+        assert_null(g);
+        assert_true(failed > 0);
+        assert_int_equal(st, BF_ENOMEM);
+    }
+    assert_true(n > 10);
+    bf_generator *g = NULL;
+    assert_int_equal(bf_generator_create(f->kvs[0], prompts(f), &o, &g, &err), BF_OK);
+    int64_t *t = calloc((size_t)(f->n * 3), sizeof *t), *gold = calloc((size_t)(f->n * 3), sizeof *gold);
+    assert_int_equal(bf_generator_run(g, NULL, gold, &err), BF_OK);
+    bf_bitflip fl[2] = {{.param = (size_t)bf_model_find_param(f->kvs[0], "gpt.blocks.0.w_k"), .index = 37, .bit = 30},
+                        {.param = (size_t)bf_model_find_param(f->kvs[0], "gpt.wte"), .index = 3, .bit = 30}};
+    bf_gen_value_fault vf = {.step = 1, .fault = {.value = bf_model_find_value(f->kvs[0], "logits"), .sample = 2,
+                                                  .mask = 1u << 30, .repr = BF_REPR_FP32}};
+    bf_gen_faults faults = {.flips = fl, .n_flips = 2, .values = &vf, .n_values = 1};
+    for (n = 0;; n++) {
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_generator_run(g, &faults, t, &err);
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) break;
+        assert_int_equal(st, BF_ENOMEM);
+        assert_int_equal(bf_generator_run(g, NULL, t, &err), BF_OK);
+        assert_memory_equal(t, gold, (size_t)(f->n * 3) * sizeof *t);
+    }
+    assert_true(n > 0);
+    free(t), free(gold);
+    bf_generator_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +608,7 @@ int main(void)
         cmocka_unit_test(named_sites_found),         cmocka_unit_test(metrics_by_hand),
         cmocka_unit_test(metrics_of_reference),      cmocka_unit_test(hostile_inputs_refused),
         cmocka_unit_test(hostile_faults_refused),    cmocka_unit_test(hostile_caches_refused),
+        cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
