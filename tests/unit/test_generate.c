@@ -479,7 +479,7 @@ static void hostile_inputs_refused(void **state)
 }
 
 /* Exports whose cache is not one (make_gen.py's hostile_caches): refused by
- * name, by the layout and by a generator alike. */
+ * name, by the layout and by a generator alike; and one with a fixed sequence. */
 static void hostile_caches_refused(void **state)
 {
     fx *f = *state;
@@ -499,6 +499,16 @@ static void hostile_caches_refused(void **state)
         assert_null(g);
         bf_model_free(m);
     }
+    /* a sequence length fixed at export: step 1 feeds P + 1 tokens (else it would be written past the buffer) */
+    bf_model *m = NULL;
+    bf_generator *g = NULL;
+    bf_error err = {0};
+    bf_gen_opts o = {.new_tokens = 3};
+    if (bf_model_load_file(DIR "fixed_seq.onnx", &m, &err)) fail_msg("%s", err.msg);
+    expect_refusal(bf_generator_create(m, prompts(f), &o, &g, &err), BF_ESHAPE, &err,
+                   "step 1: graph input 'input_ids' is [6, 5] where the step feeds [6, 6]");
+    assert_null(g);
+    bf_model_free(m);
     bf_kv_layout kv;
     assert_int_equal(bf_model_kv_layout(f->plains[0], &kv, NULL), BF_OK);
     assert_int_equal(kv.layers, 0);

@@ -64,6 +64,34 @@ static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, int64_t
                         bf_bytes_str(top, b, sizeof b), bf_bytes_str(max_bytes, c, sizeof c));
 }
 
+/* Graph input i of step s's plan has the shape the step feeds: a dim the
+ * export fixed (no dynamic axis) keeps its own size whatever input_dims says. */
+static bf_status check_input(bf_generator *g, int64_t s, int i, const int64_t *want, int nd, bf_error *err)
+{
+    const bf_tensor *t = bf_plan_input(g->steps[s].plan, (size_t)i);
+    if (t->ndim == nd && !memcmp(t->dims, want, (size_t)nd * sizeof *want)) return BF_OK;
+    char a[96], b[96];
+    return bf_error_set(err, BF_ESHAPE,
+                        "step %lld: graph input '%s' is %s where the step feeds %s; a generation needs its sequence "
+                        "(and past) dimensions symbolic (torch.onnx.export's dynamic_axes)",
+                        (long long)s, bf_model_input(g->m, (size_t)i)->name, bf_shape_str(t->dims, t->ndim, a, sizeof a),
+                        bf_shape_str(want, nd, b, sizeof b));
+}
+
+static bf_status check_inputs(bf_generator *g, int64_t s, bf_error *err)
+{
+    const bf__gen_step *st = &g->steps[s];
+    const bf__genio *io = &g->io;
+    int64_t ids[2] = {g->batch, st->seq}, mask[2] = {g->batch, st->past + st->seq};
+    int64_t past[4] = {g->batch, io->kv.heads, st->past, io->kv.head_dim};
+    bf_status rc = check_input(g, s, io->ids, ids, 2, err);
+    if (rc == BF_OK && io->mask >= 0) rc = check_input(g, s, io->mask, mask, 2, err);
+    if (rc == BF_OK && io->pos >= 0) rc = check_input(g, s, io->pos, ids, 2, err);
+    for (int l = 0; rc == BF_OK && l < io->kv.layers; l++)
+        for (int k = 0; rc == BF_OK && k < 2; k++) rc = check_input(g, s, io->kv_idx[4 * l + k], past, 4, err);
+    return rc;
+}
+
 /* The shapes a plan came out with: logits and, with a cache, the presents
  * (what the next step copies as its past). */
 static bf_status check_outputs(bf_generator *g, int64_t s, bf_error *err)
@@ -112,7 +140,7 @@ static bf_status build_plans(bf_generator *g, int64_t *dims, bf_error *err)
         if (rc != BF_OK) return bf_error_prefix(err, "step %lld (%lld tokens over a past of %lld)", (long long)s,
                                                 (long long)st->seq, (long long)st->past);
         g->plan_bytes += held(&b);
-        if ((rc = check_outputs(g, s, err)) != BF_OK) return rc;
+        if ((rc = check_inputs(g, s, err)) != BF_OK || (rc = check_outputs(g, s, err)) != BF_OK) return rc;
     }
     return BF_OK;
 }
