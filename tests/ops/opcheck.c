@@ -251,7 +251,19 @@ static int run_case(const char *dir, const char *name)
         if (!feeds[i]) { snprintf(why, sizeof why, "io file has no 'input:%s'", in); goto out; }
         if (i == 0 && feeds[i]->ndim > 0) batch = feeds[i]->dims[0];
     }
-    if (bf_plan_create(m, batch, &p, &err) != BF_OK) { snprintf(why, sizeof why, "%s", err.msg); goto out; }
+    /* symbolic dims past the batch (an exported LM's sequence axes) take the fed sizes */
+    const int64_t *shapes[MAX_IO];
+    int ndims[MAX_IO];
+    const char *dim_names[MAX_IO * BF_MAX_DIMS];
+    int64_t dim_sizes[MAX_IO * BF_MAX_DIMS];
+    size_t n_dims = 0;
+    for (size_t i = 0; i < n_in; i++) shapes[i] = feeds[i]->dims, ndims[i] = feeds[i]->ndim;
+    if (bf_plan_dims_from(m, shapes, ndims, dim_names, dim_sizes, MAX_IO * BF_MAX_DIMS, &n_dims, &err) != BF_OK) {
+        snprintf(why, sizeof why, "%s", err.msg);
+        goto out;
+    }
+    bf_plan_opts opts = {.n_dims = n_dims, .dim_names = dim_names, .dim_sizes = dim_sizes};
+    if (bf_plan_create_opts(m, batch, &opts, &p, &err) != BF_OK) { snprintf(why, sizeof why, "%s", err.msg); goto out; }
     for (size_t i = 0; i < n_in; i++) {
         bf_tensor *dst = bf_plan_input(p, i);
         if (dst->dtype != feeds[i]->dtype || bf_tensor_nbytes(dst) != bf_tensor_nbytes(feeds[i])) {

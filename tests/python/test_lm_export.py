@@ -49,6 +49,13 @@ def test_llama_with_model_labels(tmp_path):
     t = bitflip.read_safetensors(rep.eval_path)
     assert t["input_ids"].tolist() == ids.tolist()
     assert t["labels"].tolist() == m(ids).argmax(-1).tolist()      # the model's own next-token guesses
+    # bitflip's golden perplexity and token accuracy are PyTorch's
+    logits = m(ids).detach()
+    ppl = torch.exp(torch.nn.functional.cross_entropy(logits.reshape(-1, 40).double(), m(ids).argmax(-1).reshape(-1)))
+    r = subprocess.run([os.environ["BITFLIP_BIN"], "eval", rep.path, rep.eval_path, "--json"], capture_output=True,
+                       text=True, check=True)
+    g = json.loads(r.stdout)
+    assert g["token_accuracy"] == 1.0 and g["perplexity"] == pytest.approx(ppl.item(), rel=1e-5)
 
 
 def test_gpt2_tied_embedding_stays_one_tensor(tmp_path):

@@ -506,7 +506,7 @@ static void hostile_caches_refused(void **state)
     bf_gen_opts o = {.new_tokens = 3};
     if (bf_model_load_file(DIR "fixed_seq.onnx", &m, &err)) fail_msg("%s", err.msg);
     expect_refusal(bf_generator_create(m, prompts(f), &o, &g, &err), BF_ESHAPE, &err,
-                   "step 1: graph input 'input_ids' is [6, 5] where the step feeds [6, 6]");
+                   "step 1 (6 tokens over a past of 0): fixed_seq.onnx: graph input 'input_ids' dim 1 is 5, fed 6");
     assert_null(g);
     bf_model_free(m);
     bf_kv_layout kv;

@@ -79,6 +79,17 @@ bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *lab
                                     const bf_load_limits *lim, bf_model **out, bf_error *err);
 void bf_model_free(bf_model *model);
 
+/* A model like `base` whose symbolic input dimensions past dim 0 named in
+ * names[0..n) (the ONNX dim_param: "sequence", "past_sequence") have the
+ * sizes given (>= 0): a language model exported with dynamic sequence axes
+ * then plans like any other, at one sequence length, wherever plans are
+ * made by batch size alone. bf_plan_dims_from reads the names and sizes
+ * from the shapes that will be fed. It shares everything with base, which
+ * must outlive it; free it with bf_model_free. A name no input has as a
+ * symbolic dimension past dim 0, or a negative size, is an error naming it. */
+bf_status bf_model_with_dims(const bf_model *base, const char *const *names, const int64_t *sizes, size_t n,
+                             bf_model **out, bf_error *err);
+
 int64_t bf_model_opset(const bf_model *model);
 const char *bf_model_producer(const bf_model *model);      /* e.g. "pytorch 1.13.0" */
 

@@ -27,7 +27,8 @@ extern "C" {
 typedef struct bf_plan bf_plan;
 
 /* Symbolic dimension 0 of every graph input becomes `batch`; a fixed dim 0
- * must equal it. Other symbolic dimensions need bf_plan_opts.input_dims. */
+ * must equal it. Other symbolic dimensions (a language model's sequence
+ * axes) need their sizes given by name: bf_plan_opts.dims. */
 bf_status bf_plan_create(const bf_model *model, int64_t batch, bf_plan **out, bf_error *err);
 void bf_plan_free(bf_plan *plan);
 
@@ -80,13 +81,7 @@ typedef struct bf_plan_budget {
  * folded tensor over 1 MiB). */
 bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget *out, bf_error *err);
 
-typedef struct bf_plan_opts bf_plan_opts;
-/* bf_plan_estimate for the plan bf_plan_create_opts would build with `opts`
- * (share_buffers and input_dims count; max_bytes and budget are ignored). */
-bf_status bf_plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
-                                bf_error *err);
-
-struct bf_plan_opts {
+typedef struct bf_plan_opts {
     /* Refuse (BF_ELIMIT, nothing big allocated) a plan whose budget's
      * total_bytes exceeds this; 0: no limit. */
     uint64_t max_bytes;
@@ -107,16 +102,31 @@ struct bf_plan_opts {
      * trials). Decided per run: a value fault on the Conv's output
      * (bf_plan_set_value_faults) makes it run unfused. */
     int fuse_activations;
-    /* Sizes for graph inputs' symbolic dimensions past the batch (a
-     * sequence length, a KV cache's past length): input_dims[i *
-     * BF_MAX_DIMS + d] is dim d of graph input i where the file leaves it
-     * symbolic; -1 (or NULL for the whole table) keeps the rule that only
-     * dim 0 may be symbolic. Dims the file fixes, and dim 0 (the batch),
-     * ignore it. Read during the build only. A plan is then one shape of
-     * the model: generation (bitflip/generate.h) builds one per length.
-     * A size may be 0 (an empty KV cache), where the model's ops allow. */
-    const int64_t *input_dims;
-};
+    /* Sizes of the symbolic dimensions other than dim 0, by the name the
+     * ONNX file gives them (dim_param: "sequence", "past_sequence" in a
+     * torch.onnx.export with dynamic_axes): n_dims pairs, sizes >= 0 (0: an
+     * empty KV cache). A plan has static shapes, so one plan serves one set
+     * of sizes; a graph input with a symbolic dim (other than dim 0) not
+     * named here is refused, naming it. Fill them from the eval set's
+     * tensors with bf_plan_dims_from. NULL/0: none. */
+    size_t n_dims;
+    const char *const *dim_names;
+    const int64_t *dim_sizes;
+} bf_plan_opts;
+
+/* bf_plan_estimate for the plan bf_plan_create_opts would build with `opts`
+ * (share_buffers and the dims count; max_bytes and budget are ignored). */
+bf_status bf_plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                bf_error *err);
+
+/* The sizes of the model's symbolic dimensions other than dim 0, read from
+ * the shapes the graph inputs will be fed (shapes[i]: ndims[i] dims for
+ * graph input i, in bf_model_input order): up to max names (pointing into
+ * the model) and sizes into names[] and sizes[], *n how many. Fails, naming
+ * the input and dimension, when an input's rank differs from the model's,
+ * when one name gets two sizes, or when a fixed dimension differs. */
+bf_status bf_plan_dims_from(const bf_model *model, const int64_t *const *shapes, const int *ndims,
+                            const char **names, int64_t *sizes, size_t max, size_t *n, bf_error *err);
 
 /* bf_plan_create with options (NULL: as bf_plan_create). A refusal's message
  * reads "the plan for batch B needs 4.0 GiB (node 'c' ConstantOfShape

@@ -500,14 +500,13 @@ static bf_status rewrite(ctx *c, const pattern *p, bf_error *err)
 
 /* Removes the dead nodes, keeping the order topological (the fused node
  * stands where its pattern's last node stood, after all it reads). */
-static bf_status compact(ctx *c, bf_error *err)
+bf_status bf__remove_nodes(bf_model *m, const unsigned char *dead, bf_error *err)
 {
-    bf_model *m = c->m;
     int *map = bf__malloc((m->n_nodes + 1) * sizeof *map);
     if (!map) return oom(m, err);
     size_t j = 0;
     for (size_t i = 0; i < m->n_nodes; i++) {
-        if (c->dead[i]) {
+        if (dead[i]) {
             for (int o = 0; o < m->nodes[i].n_out; o++)
                 if (m->nodes[i].out[o] >= 0) m->values[m->nodes[i].out[o]].producer = -1;
             bf__node_clear(&m->nodes[i]);
@@ -566,7 +565,7 @@ bf_status bf__fuse(bf_model *m, bf_error *err)
         st = rewrite(&c, &p, err);
         fused++;
     }
-    if (st == BF_OK && fused) st = compact(&c, err);
+    if (st == BF_OK && fused) st = bf__remove_nodes(m, c.dead, err);
 out:
     bf__free(c.n_read);
     bf__free(c.reader);

@@ -14,6 +14,11 @@
  * pattern read. Fails only for memory; the model is then still freeable. */
 bf_status bf__fuse(bf_model *m, bf_error *err);
 
+/* Removes the nodes marked in dead[] (one per node) from a parsed model,
+ * keeping its order topological and its values' producers; fails only for
+ * memory. For the rewrites of fuse.c and fuse_seq.c. */
+bf_status bf__remove_nodes(bf_model *m, const unsigned char *dead, bf_error *err);
+
 /* If value v was fused away, writes why it is not computed and what to do
  * instead into buf (naming the node that computes it inside one op) and
  * returns 1; else returns 0 and leaves buf empty. */

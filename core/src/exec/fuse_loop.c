@@ -280,5 +280,6 @@ bf_status bf__fuse_loops(bf_model *m, bf_error *err)
         bf_status st = rewrite(m, n, &mt, err);
         if (st != BF_OK) return st;
     }
-    return BF_OK;
+    bf_status st = bf__fuse_repeat_interleave(m, err);
+    return st == BF_OK ? bf__fuse_sequence_ops(m, err) : st;
 }

@@ -12,4 +12,16 @@
  * per_sample_weights, which it names. */
 bf_status bf__fuse_loops(bf_model *m, bf_error *err);
 
+/* fuse_seq.c, called by bf__fuse_loops: rewrites each sequence Loop that
+ * is exactly torch.onnx.export's repeat_interleave over an axis of no static
+ * size into one bf.RepeatInterleave node (ops/repeat_interleave.c). Fails
+ * only for memory. */
+bf_status bf__fuse_repeat_interleave(bf_model *m, bf_error *err);
+
+/* fuse_seqops.c, called by bf__fuse_loops after the above: rewrites the
+ * readers of sequences known in structure (SequenceAt, SequenceLength,
+ * ConcatFromSequence) into tensor ops and removes the sequence ops nothing
+ * reads then. Fails for memory and for a position outside a known list. */
+bf_status bf__fuse_sequence_ops(bf_model *m, bf_error *err);
+
 #endif

@@ -1,6 +1,7 @@
 /* Generation: greedy decoding of a language model under faults
  * (bitflip/generate.h). One plan per step, built once: a plan has static
- * shapes, and a step's shapes (its sequence or past length) are its own.
+ * shapes, and a step's shapes (its sequence or past length, given to the
+ * plan by their ONNX names through bf_plan_dims_from) are its own.
  * Building them all up front costs one plan build per new token once per
  * generator, which every run then reuses (golden, each fault): docs/LM.md
  * has the measured cost. */
@@ -22,16 +23,64 @@ static void step_shape(const bf_generator *g, int64_t s, int64_t *seq, int64_t *
     else *seq = 1, *past = g->p + s - 1;
 }
 
-/* The sizes of the graph inputs' symbolic dims at one step (bf_plan_opts.input_dims). */
-static void step_dims(const bf_generator *g, int64_t seq, int64_t past, int64_t *dims)
+/* Scratch for the sizes of the graph inputs' symbolic dims at one step: the
+ * shapes the step feeds, and the names and sizes bf_plan_dims_from reads
+ * from them (bf_plan_opts' dims). */
+typedef struct gen_dims {
+    size_t n_in, n;
+    int64_t *shape;           /* n_in x BF_MAX_DIMS */
+    const int64_t **shapes;   /* per input: its row of shape */
+    int *ndims;
+    const char **names;
+    int64_t *sizes;
+} gen_dims;
+
+static bf_status dims_alloc(const bf_model *m, gen_dims *d)
 {
-    size_t n_in = bf_model_num_inputs(g->m);
-    for (size_t i = 0; i < n_in * BF_MAX_DIMS; i++) dims[i] = -1;
-    dims[(size_t)g->io.ids * BF_MAX_DIMS + 1] = seq;
-    if (g->io.mask >= 0) dims[(size_t)g->io.mask * BF_MAX_DIMS + 1] = past + seq;
-    if (g->io.pos >= 0) dims[(size_t)g->io.pos * BF_MAX_DIMS + 1] = seq;
-    for (int l = 0; l < g->io.kv.layers; l++)
-        for (int k = 0; k < 2; k++) dims[(size_t)g->io.kv_idx[4 * l + k] * BF_MAX_DIMS + 2] = past;
+    d->n_in = bf_model_num_inputs(m);
+    size_t slots = (d->n_in + 1) * BF_MAX_DIMS;
+    d->shape = bf__calloc(slots, sizeof *d->shape);
+    d->shapes = bf__calloc(d->n_in + 1, sizeof *d->shapes);
+    d->ndims = bf__calloc(d->n_in + 1, sizeof *d->ndims);
+    d->names = bf__calloc(slots, sizeof *d->names);
+    d->sizes = bf__calloc(slots, sizeof *d->sizes);
+    if (!d->shape || !d->shapes || !d->ndims || !d->names || !d->sizes) return BF_ENOMEM;
+    return BF_OK;
+}
+
+static void dims_free(gen_dims *d)
+{
+    bf__free(d->shape), bf__free(d->shapes), bf__free(d->ndims), bf__free(d->names), bf__free(d->sizes);
+}
+
+static void set_shape(gen_dims *d, int i, int nd, int64_t a, int64_t b, int64_t c, int64_t e)
+{
+    int64_t *row = d->shape + (size_t)i * BF_MAX_DIMS;
+    row[0] = a, row[1] = b, row[2] = c, row[3] = e;
+    d->ndims[i] = nd;
+}
+
+/* The plan options of one step: its symbolic dims sized by name from the
+ * shapes it feeds (a fixed dim that differs is refused there, naming it). */
+static bf_status step_opts(const bf_generator *g, int64_t seq, int64_t past, gen_dims *d, bf_plan_opts *po,
+                           bf_error *err)
+{
+    const bf__genio *io = &g->io;
+    for (size_t i = 0; i < d->n_in; i++) {
+        d->shapes[i] = d->shape + i * BF_MAX_DIMS;
+        d->ndims[i] = bf_model_input(g->m, i)->ndim;   /* roles checked every rank */
+    }
+    set_shape(d, io->ids, 2, g->batch, seq, 0, 0);
+    if (io->mask >= 0) set_shape(d, io->mask, 2, g->batch, past + seq, 0, 0);
+    if (io->pos >= 0) set_shape(d, io->pos, 2, g->batch, seq, 0, 0);
+    for (int l = 0; l < io->kv.layers; l++)
+        for (int k = 0; k < 2; k++) set_shape(d, io->kv_idx[4 * l + k], 4, g->batch, io->kv.heads, past, io->kv.head_dim);
+    bf_status st = bf_plan_dims_from(g->m, d->shapes, d->ndims, d->names, d->sizes, d->n_in * BF_MAX_DIMS, &d->n, err);
+    if (st != BF_OK) return st;
+    /* whole passes that read the graph outputs only */
+    *po = (bf_plan_opts){.share_buffers = 1, .fuse_activations = 1, .n_dims = d->n, .dim_names = d->names,
+                         .dim_sizes = d->sizes};
+    return BF_OK;
 }
 
 static uint64_t held(const bf_plan_budget *b)
@@ -40,17 +89,17 @@ static uint64_t held(const bf_plan_budget *b)
 }
 
 /* The plans' memory from shapes, before any is allocated. */
-static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, int64_t *dims, bf_error *err)
+static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, gen_dims *dims, bf_error *err)
 {
     uint64_t total = 0, top = 0;
     int64_t top_step = 0;
     for (int64_t s = 0; s < g->mnew; s++) {
         int64_t seq, past;
         bf_plan_budget b;
+        bf_plan_opts po;
         step_shape(g, s, &seq, &past);
-        step_dims(g, seq, past, dims);
-        bf_plan_opts po = {.share_buffers = 1, .fuse_activations = 1, .input_dims = dims};
-        bf_status st = bf_plan_estimate_opts(g->m, g->batch, &po, &b, err);
+        bf_status st = step_opts(g, seq, past, dims, &po, err);
+        if (st == BF_OK) st = bf_plan_estimate_opts(g->m, g->batch, &po, &b, err);
         if (st != BF_OK) return bf_error_prefix(err, "step %lld", (long long)s);
         total += held(&b);
         if (held(&b) > top) top = held(&b), top_step = s;
@@ -65,7 +114,7 @@ static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, int64_t
 }
 
 /* Graph input i of step s's plan has the shape the step feeds: a dim the
- * export fixed (no dynamic axis) keeps its own size whatever input_dims says. */
+ * export fixed (no dynamic axis) keeps its own size: a guard before any feed. */
 static bf_status check_input(bf_generator *g, int64_t s, int i, const int64_t *want, int nd, bf_error *err)
 {
     const bf_tensor *t = bf_plan_input(g->steps[s].plan, (size_t)i);
@@ -127,16 +176,16 @@ static bf_status check_outputs(bf_generator *g, int64_t s, bf_error *err)
     return BF_OK;
 }
 
-static bf_status build_plans(bf_generator *g, int64_t *dims, bf_error *err)
+static bf_status build_plans(bf_generator *g, gen_dims *dims, bf_error *err)
 {
     for (int64_t s = 0; s < g->mnew; s++) {
         bf__gen_step *st = &g->steps[s];
         bf_plan_budget b;
+        bf_plan_opts po;
         step_shape(g, s, &st->seq, &st->past);
-        step_dims(g, st->seq, st->past, dims);
-        /* whole passes that read the graph outputs only */
-        bf_plan_opts po = {.share_buffers = 1, .fuse_activations = 1, .input_dims = dims, .budget = &b};
-        bf_status rc = bf_plan_create_opts(g->m, g->batch, &po, &st->plan, err);
+        bf_status rc = step_opts(g, st->seq, st->past, dims, &po, err);
+        po.budget = &b;
+        if (rc == BF_OK) rc = bf_plan_create_opts(g->m, g->batch, &po, &st->plan, err);
         if (rc != BF_OK) return bf_error_prefix(err, "step %lld (%lld tokens over a past of %lld)", (long long)s,
                                                 (long long)st->seq, (long long)st->past);
         g->plan_bytes += held(&b);
@@ -176,7 +225,7 @@ bf_status bf_generator_create(const bf_model *model, const bf_tensor *prompts, c
                               bf_generator **out, bf_error *err)
 {
     bf_status st;
-    int64_t *dims = NULL;
+    gen_dims dims = {0};
     *out = NULL;
     if (opts->new_tokens < 1 || opts->new_tokens > BF_GEN_MAX_NEW_TOKENS)
         return bf_error_set(err, BF_ERANGE, "new tokens must be 1 .. %d, got %lld", BF_GEN_MAX_NEW_TOKENS,
@@ -196,19 +245,18 @@ bf_status bf_generator_create(const bf_model *model, const bf_tensor *prompts, c
     }
     g->steps = bf__calloc((size_t)g->mnew, sizeof *g->steps);
     g->seq = bf__malloc((size_t)(g->batch * (g->p + g->mnew)) * sizeof *g->seq);
-    dims = bf__malloc((bf_model_num_inputs(model) + 1) * BF_MAX_DIMS * sizeof *dims);
-    if (!g->steps || !g->seq || !dims) {
+    if (!g->steps || !g->seq || dims_alloc(model, &dims) != BF_OK) {
         st = oom(err);
         goto fail;
     }
-    if (opts->max_bytes && (st = check_budget(g, opts->max_bytes, dims, err)) != BF_OK) goto fail;
-    if ((st = build_plans(g, dims, err)) != BF_OK) goto fail;
+    if (opts->max_bytes && (st = check_budget(g, opts->max_bytes, &dims, err)) != BF_OK) goto fail;
+    if ((st = build_plans(g, &dims, err)) != BF_OK) goto fail;
     if ((st = check_ids(g, err)) != BF_OK) goto fail;
-    bf__free(dims);
+    dims_free(&dims);
     *out = g;
     return BF_OK;
 fail:
-    bf__free(dims);
+    dims_free(&dims);
     bf_generator_free(g);
     return st;
 }

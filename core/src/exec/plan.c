@@ -264,3 +264,48 @@ bf_status bf__plan_param_write(bf_plan *p, size_t param, int64_t index, float va
     }
     return BF_OK;
 }
+
+/* Records name = size in names[]/sizes[] (*n so far), or checks it against
+ * the size recorded already. */
+static bf_status note_dim(const bf_model *m, const bf_value_info *vi, int d, int64_t size, const char **names,
+                          int64_t *sizes, size_t max, size_t *n, bf_error *err)
+{
+    const char *name = vi->dim_names[d];
+    for (size_t k = 0; k < *n; k++)
+        if (strcmp(names[k], name) == 0) {
+            if (sizes[k] == size) return BF_OK;
+            return bf_error_set(err, BF_ESHAPE,
+                                "%s: graph input '%s' dim %d ('%s') is fed %lld, but another input's '%s' is %lld",
+                                m->label, vi->name, d, name, (long long)size, name, (long long)sizes[k]);
+        }
+    if (*n >= max)
+        return bf_error_set(err, BF_ELIMIT, "%s: more than %zu symbolic dimensions", m->label, max);
+    names[*n] = name;
+    sizes[(*n)++] = size;
+    return BF_OK;
+}
+
+bf_status bf_plan_dims_from(const bf_model *model, const int64_t *const *shapes, const int *ndims,
+                            const char **names, int64_t *sizes, size_t max, size_t *n, bf_error *err)
+{
+    *n = 0;
+    for (size_t i = 0; i < model->n_inputs; i++) {
+        const bf_value_info *vi = &model->inputs[i];
+        if (ndims[i] != vi->ndim)
+            return bf_error_set(err, BF_ESHAPE, "%s: graph input '%s' has rank %d, fed rank %d", model->label,
+                                vi->name, vi->ndim, ndims[i]);
+        for (int d = 1; d < vi->ndim; d++) {
+            int64_t size = shapes[i][d];
+            if (vi->dims[d] >= 0 && vi->dims[d] != size)
+                return bf_error_set(err, BF_ESHAPE, "%s: graph input '%s' dim %d is %lld, fed %lld", model->label,
+                                    vi->name, d, (long long)vi->dims[d], (long long)size);
+            if (vi->dims[d] >= 0) continue;
+            if (size < 0 || !vi->dim_names[d])
+                return bf_error_set(err, BF_ESHAPE, "%s: graph input '%s' dim %d: %s", model->label, vi->name, d,
+                                    size < 0 ? "negative size" : "symbolic without a name; re-export naming it");
+            bf_status st = note_dim(model, vi, d, size, names, sizes, max, n, err);
+            if (st != BF_OK) return st;
+        }
+    }
+    return BF_OK;
+}

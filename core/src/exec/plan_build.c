@@ -96,7 +96,15 @@ static bf_status mark_needed(const bf_model *m, unsigned char *needed, bf_error 
     return BF_OK;
 }
 
-static bf_status set_inputs(bf_plan *p, bf_error *err)
+/* The size opts gives the symbolic dimension `name`, or -1. */
+static int64_t named_dim(const bf_plan_opts *opts, const char *name)
+{
+    for (size_t i = 0; name && i < opts->n_dims; i++)
+        if (opts->dim_names[i] && strcmp(opts->dim_names[i], name) == 0) return opts->dim_sizes[i];
+    return -1;
+}
+
+static bf_status set_inputs(bf_plan *p, const bf_plan_opts *opts, bf_error *err)
 {
     const bf_model *m = p->model;
     for (size_t i = 0; i < m->n_inputs; i++) {
@@ -107,12 +115,11 @@ static bf_status set_inputs(bf_plan *p, bf_error *err)
         for (int d = 0; d < vi->ndim; d++) {
             if (vi->dims[d] >= 0) t->dims[d] = vi->dims[d];
             else if (d == 0) t->dims[d] = p->batch;
-            else if (p->input_dims && p->input_dims[i * BF_MAX_DIMS + d] >= 0)
-                t->dims[d] = p->input_dims[i * BF_MAX_DIMS + d];
-            else
+            else if ((t->dims[d] = named_dim(opts, vi->dim_names[d])) < 0)
                 return bf_error_set(err, BF_EUNSUPPORTED,
-                                    "%s: graph input '%s' dim %d is symbolic ('%s'); only the batch "
-                                    "dimension (dim 0) may be symbolic (bf_plan_opts.input_dims sizes others)",
+                                    "%s: graph input '%s' dim %d is symbolic ('%s') and no size was given for it; "
+                                    "a plan has static shapes, so every symbolic dimension but the batch needs "
+                                    "its size (bf_plan_opts dims, from the tensors the plan will be fed)",
                                     m->label, vi->name, d, vi->dim_names[d] ? vi->dim_names[d] : "?");
         }
         int64_t numel = 1;
@@ -582,7 +589,7 @@ static bf_status allocate_arena(bf_plan *p, const build_ctx *bs, bf_error *err)
  * values reach an output, the initializers, the graph inputs' shapes, each
  * node prepared and folded or made a step, the arena laid out, the budget
  * counted and checked; then, unless bc->estimate, the arena allocated. */
-static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
+static bf_status build(bf_plan *p, budget_ctx *bc, const bf_plan_opts *opts, bf_error *err)
 {
     const bf_model *m = p->model;
     bf_status st = BF_OK;
@@ -593,7 +600,7 @@ static bf_status build(bf_plan *p, budget_ctx *bc, bf_error *err)
     if (!bs.needed || !bs.prep || !bs.view) { st = oom(err); goto out; }
     if ((st = mark_needed(m, bs.needed, err)) != BF_OK) goto out;
     bind_initializers(p);
-    if ((st = set_inputs(p, err)) != BF_OK) goto out;
+    if ((st = set_inputs(p, opts, err)) != BF_OK) goto out;
     if ((st = prepare_nodes(p, bc, &bs, err)) != BF_OK) goto out;
     if ((st = lay_out(p, bc, &bs, err)) != BF_OK) goto out;
     if ((st = count_budget(p, bc, err)) != BF_OK) goto out;
@@ -660,6 +667,14 @@ bf_status bf__plan_estimate_shared(const bf_model *model, int64_t batch, int sha
     return plan_estimate(model, batch, &ask, err);
 }
 
+bf_status bf__plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                 int64_t *out0_numel, bf_error *err)
+{
+    plan_ask ask = {.opts = *opts, .estimate = 1, .out0_numel = out0_numel};
+    ask.opts.budget = out;
+    return plan_estimate(model, batch, &ask, err);
+}
+
 static bf_status plan_create(const bf_model *model, int64_t batch, const plan_ask *ask, bf_plan **out,
                              bf_error *err)
 {
@@ -679,7 +694,6 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     if (!p) return oom(err);
     p->model = model;
     p->batch = batch;
-    p->input_dims = ask->opts.input_dims;   /* read by set_inputs only: not kept past the build */
     p->vals = bf__calloc(model->n_values + 1, sizeof *p->vals);
     p->known = bf__calloc(model->n_values + 1, 1);
     p->param_copy = bf__calloc(model->n_params + 1, sizeof *p->param_copy);
@@ -705,8 +719,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
                            (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
                            (model->n_nodes + 1) * (sizeof *p->steps + 2 + sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
-    st = build(p, &bc, err);
-    p->input_dims = NULL;
+    st = build(p, &bc, &ask->opts, err);
     bf__free(bc.phantom);
     bc.phantom = NULL;
     if (st == BF_OK && ask->out0_numel) *ask->out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);

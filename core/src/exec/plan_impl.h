@@ -28,7 +28,6 @@ typedef struct bf__vfault {
 struct bf_plan {
     const bf_model *model;
     int64_t batch;
-    const int64_t *input_dims;   /* bf_plan_opts.input_dims during the build; NULL after */
     bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
     unsigned char *known;     /* 1: computed when the plan was built */
     void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */
@@ -109,6 +108,10 @@ bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 
 /* bf_plan_estimate of a plan made with share_buffers (or not), and the
  * element count of graph output 0 (out0_numel, if not NULL). */
+/* bf__plan_estimate_shared with every option of opts (share_buffers, the
+ * symbolic dimensions' sizes); opts->budget is ignored, out filled. */
+bf_status bf__plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                 int64_t *out0_numel, bf_error *err);
 bf_status bf__plan_estimate_shared(const bf_model *model, int64_t batch, int share, bf_plan_budget *out,
                                    int64_t *out0_numel, bf_error *err);
 

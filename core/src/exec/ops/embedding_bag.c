@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "shape_impl.h"
 #include "exec/step_access.h"
 
 enum { MODE_SUM, MODE_MEAN, MODE_MAX };
@@ -148,5 +149,11 @@ int bf__row_lookup(const bf__step *s)
 
 const bf__op bf__ops_fused[] = {
     {"bf.EmbeddingBag", 5, 5, 1, 1, 0, ebag_prepare, ebag_run},
+    /* exec/fuse_seq.c: the exported repeat_interleave over a dynamic axis */
+    {"bf.RepeatInterleave", 2, 3, 1, 1, 0, bf__repeat_interleave_prepare, bf__repeat_interleave_run},
+    /* exec/fuse_seqops.c: sequence ops whose sequence is known in structure (ops/sequence.c) */
+    {"bf.SplitAt", 3, 3, 1, 1, 0, bf__split_at_prepare, bf__split_at_run},
+    {"bf.SequenceLength", 0, 2, 1, 1, 1, bf__seq_length_prepare, bf__seq_length_run},
+    {"bf.Stack", 1, -1, 1, 1, 0, bf__stack_prepare, bf__stack_run},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL},
 };

@@ -19,6 +19,7 @@ extern const bf__op bf__ops_resize[];       /* resize.c */
 extern const bf__op bf__ops_nn[];           /* nn.c */
 extern const bf__op bf__ops_recurrent[];    /* recurrent.c */
 extern const bf__op bf__ops_quant[];        /* quant.c */
+extern const bf__op bf__ops_sequence[];     /* sequence.c: the forms exec/fuse_seqops.c rewrites */
 /* ops bitflip puts in place of exported patterns (exec/fuse_loop.c): bound
  * like any op, but not listed (a model file cannot name them: the loader
  * refuses "bf." ops) */
@@ -27,7 +28,7 @@ extern const bf__op bf__ops_fused[];        /* embedding_bag.c */
 static const bf__op *const families[] = {bf__ops_linalg, bf__ops_elementwise, bf__ops_shape,
                                          bf__ops_activation, bf__ops_logic, bf__ops_reduce,
                                          bf__ops_index, bf__ops_resize, bf__ops_nn,
-                                         bf__ops_recurrent, bf__ops_quant};
+                                         bf__ops_recurrent, bf__ops_quant, bf__ops_sequence};
 
 const bf__op *bf__op_find(const char *name)
 {

@@ -1,0 +1,89 @@
+/* A model whose symbolic input dimensions past the batch are fixed
+ * (bf_model_with_dims): a language model exported with dynamic sequence
+ * axes, planned by code that knows only batch sizes (an evaluator, a
+ * campaign, the differential engine). The derived model shares everything
+ * with its base (mitigate_edit.c's kind of derived model: bf_model_free
+ * frees only its own tables) and owns a copy of the input table with those
+ * dims set, which is all a plan reads of them. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "bitflip/model.h"
+#include "model/graph.h"
+
+static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory fixing input dimensions"); }
+
+/* The derived model's copies of the base's tables (bf_model_free frees them). */
+static bf_status copy_tables(const bf_model *base, bf_model *m, bf_error *err)
+{
+    m->values = bf__malloc((base->n_values + 1) * sizeof *m->values);
+    m->nodes = bf__calloc(base->n_nodes + 1, sizeof *m->nodes);
+    m->order = bf__malloc((base->n_nodes + 1) * sizeof *m->order);
+    m->output_vals = bf__malloc((base->n_outputs + 1) * sizeof *m->output_vals);
+    m->owned = bf__calloc(1, sizeof *m->owned);
+    if (!m->values || !m->nodes || !m->order || !m->output_vals || !m->owned) return oom(err);
+    m->cap_owned = 1;
+    memcpy(m->values, base->values, base->n_values * sizeof *m->values);
+    memcpy(m->order, base->order, base->n_nodes * sizeof *m->order);
+    memcpy(m->output_vals, base->output_vals, base->n_outputs * sizeof *m->output_vals);
+    for (size_t i = 0; i < base->n_nodes; i++) {
+        bf__node *n = &m->nodes[i];
+        *n = base->nodes[i];
+        n->in = bf__malloc(((size_t)n->n_in + 1) * sizeof *n->in);
+        n->out = bf__malloc(((size_t)n->n_out + 1) * sizeof *n->out);
+        m->n_nodes = i + 1;   /* what a failure frees */
+        if (!n->in || !n->out) return oom(err);
+        memcpy(n->in, base->nodes[i].in, (size_t)n->n_in * sizeof *n->in);
+        memcpy(n->out, base->nodes[i].out, (size_t)n->n_out * sizeof *n->out);
+    }
+    return BF_OK;
+}
+
+bf_status bf_model_with_dims(const bf_model *base, const char *const *names, const int64_t *sizes, size_t n,
+                             bf_model **out, bf_error *err)
+{
+    *out = NULL;
+    for (size_t k = 0; k < n; k++) {
+        int found = 0;
+        for (size_t i = 0; i < base->n_inputs && !found; i++)
+            for (int d = 1; d < base->inputs[i].ndim && !found; d++)
+                found = base->inputs[i].dims[d] < 0 && base->inputs[i].dim_names[d] && names[k] &&
+                        strcmp(base->inputs[i].dim_names[d], names[k]) == 0;
+        if (!found)
+            return bf_error_set(err, BF_EINVAL, "%s: no graph input has a symbolic dimension '%s' past dim 0",
+                                base->label, names[k] ? names[k] : "(null)");
+        if (sizes[k] < 0)
+            return bf_error_set(err, BF_EINVAL, "%s: dimension '%s' given size %lld", base->label, names[k],
+                                (long long)sizes[k]);
+    }
+    bf_model *m = bf__calloc(1, sizeof *m);
+    if (!m) return oom(err);
+    *m = *base;
+    m->base = base;
+    m->owned = NULL;
+    m->n_owned = m->cap_owned = 0;
+    m->values = NULL;
+    m->nodes = NULL;
+    m->order = NULL;
+    m->output_vals = NULL;
+    m->n_nodes = 0;
+    bf_status st = copy_tables(base, m, err);
+    bf_value_info *in = st == BF_OK ? bf__malloc((base->n_inputs + 1) * sizeof *in) : NULL;
+    if (st == BF_OK && !in) st = oom(err);
+    if (st != BF_OK) {
+        bf_model_free(m);
+        return st;
+    }
+    m->owned[m->n_owned++] = in;
+    memcpy(in, base->inputs, base->n_inputs * sizeof *in);
+    for (size_t i = 0; i < base->n_inputs; i++)
+        for (int d = 1; d < in[i].ndim; d++)
+            for (size_t k = 0; k < n && in[i].dims[d] < 0; k++)
+                if (in[i].dim_names[d] && strcmp(in[i].dim_names[d], names[k]) == 0) {
+                    in[i].dims[d] = sizes[k];
+                    in[i].dim_names[d] = NULL;   /* fixed dims have no name */
+                }
+    m->inputs = in;
+    *out = m;
+    return BF_OK;
+}
