@@ -330,6 +330,16 @@ static void probs_faults_match_torch(void **state)
             bf_gen_faults faults = {.values = &vf, .n_values = 1};
             int64_t *t = run(f, form ? kv : plain, &faults);
             expect_tokens(f, c, form ? "tokens_kv" : "tokens", t, site);
+            /* on prompt 5 alone (the last, in a batch padded with its copies): that row as above, the rest golden */
+            vf.fault.sample = 5;
+            int64_t *one = run(f, form ? kv : plain, &faults);
+            json_t *gold = json_object_get(golden_case(f), form ? "tokens_kv" : "tokens");
+            for (int64_t r = 0; r < f->n; r++)
+                for (int64_t s = 0; s < f->m; s++)
+                    assert_int_equal(one[r * f->m + s],
+                                     r == 5 ? t[r * f->m + s]
+                                            : json_integer_value(json_array_get(json_array_get(gold, (size_t)r), (size_t)s)));
+            free(one);
             free(t);
         }
         seen++;
