@@ -13,6 +13,7 @@ enum { EXIT_OK = 0, EXIT_GATE = 1, EXIT_USAGE = 2, EXIT_INFRA = 3 };
 
 int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

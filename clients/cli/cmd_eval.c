@@ -11,6 +11,7 @@
 
 #include "campaign_cli.h"
 #include "cli.h"
+#include "faults_cli.h"
 
 static const char help[] =
     "usage: bitflip eval [OPTIONS] MODEL.onnx DATA.safetensors\n"
@@ -57,40 +58,6 @@ typedef struct opts {
 
 /* "name:index:bit"; the name may itself contain ':' (onnx::MatMul_12), so the
  * numbers are read from the right. */
-static int parse_flip(const bf_model *m, const char *spec, bf_bitflip *out)
-{
-    char buf[512];
-    if (strlen(spec) >= sizeof buf) return usage_error("eval", "--flip '%.40s...' is too long", spec);
-    strcpy(buf, spec);
-    char *c2 = strrchr(buf, ':');
-    if (!c2) goto bad;
-    *c2 = '\0';
-    char *c1 = strrchr(buf, ':');
-    if (!c1) goto bad;
-    *c1 = '\0';
-    char *end;
-    long long index = strtoll(c1 + 1, &end, 10);
-    if (c1[1] == '\0' || *end) goto bad;
-    long bit = strtol(c2 + 1, &end, 10);
-    if (c2[1] == '\0' || *end) goto bad;
-    int64_t p = bf_model_find_param(m, buf);
-    size_t by_torch = 0;   /* or the PyTorch name of one parameter */
-    for (size_t i = 0; p < 0 && i < bf_model_num_params(m); i++) {
-        const char *t = bf_model_param(m, i)->torch_name;
-        if (t && !strcmp(t, buf) && by_torch++ == 0) p = (int64_t)i;
-    }
-    if (by_torch > 1)
-        return usage_error("eval", "--flip %s: '%s' is the PyTorch name of %zu parameters; give the ONNX name of the one "
-                           "meant (see 'bitflip info')", spec, buf, by_torch);
-    if (p < 0) return usage_error("eval", "--flip %s: the model has no parameter '%s' (see 'bitflip info')", spec, buf);
-    *out = (bf_bitflip){.param = (size_t)p, .index = index, .bit = (int)bit};
-    bf_error err = {0};
-    if (bf_bitflip_check(m, out, &err) != BF_OK) return usage_error("eval", "--flip %s: %s", spec, err.msg);
-    return 0;
-bad:
-    return usage_error("eval", "--flip wants PARAM:INDEX:BIT (e.g. fc1.weight:12:30), got '%s'", spec);
-}
-
 static uint64_t splitmix64(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -339,7 +306,7 @@ int cmd_eval(int argc, char **argv)
     flips = calloc(o.n_flip_specs + (size_t)o.random_flips + 1, sizeof *flips);
     if (!flips) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
     for (size_t i = 0; i < o.n_flip_specs; i++)
-        if ((rc = parse_flip(m, o.flip_specs[i], &flips[n_flips++])) != 0) goto out;
+        if ((rc = cli_parse_flip("eval", m, o.flip_specs[i], &flips[n_flips++])) != 0) goto out;
     if (o.random_flips && bf_model_num_params(m) == 0) { rc = usage_error("eval", "--random-flips: the model has no parameters"); goto out; }
     uint64_t rng = (uint64_t)o.seed;
     for (long long i = 0; i < o.random_flips; i++) flips[n_flips++] = random_flip(m, &rng);

@@ -5,6 +5,7 @@
 #include "bitflip/api/summary.h"
 #include "bitflip/campaign.h"
 #include "cli.h"
+#include "info_lm.h"
 
 static const char help[] =
     "usage: bitflip info [--json] [--no-fuse] [--limit KEY=VALUE] MODEL.onnx\n"
@@ -18,7 +19,9 @@ static const char help[] =
     "folded in, transposed); campaign specs select by either name. Last, the peak\n"
     "memory of a plan (activations, folded constants, scratch, parameter copies)\n"
     "at batch 1, at a campaign's default batch (64) and at eval's (256), with its\n"
-    "largest buffer: worked out from shapes, nothing allocated.\n"
+    "largest buffer: worked out from shapes, nothing allocated. For a language\n"
+    "model: the KV-cache entries of an export with one, and the named fault sites\n"
+    "of any model (attn_scores.K, attn_probs.K, router_logits.K: docs/LM.md).\n"
     "\n"
     "  --json               machine-readable output\n"
     "  --no-fuse            show the graph with the patterns PyTorch exports in\n"
@@ -143,6 +146,7 @@ int cmd_info(int argc, char **argv)
         if (!root) { bf_model_free(m); fprintf(stderr, "bitflip info: out of memory\n"); return EXIT_INFRA; }
         json_object_set_new(root, "model", json_string(path));
         json_object_set_new(root, "fused", fused_json(m));
+        info_lm_json(m, root);
         json_t *mem = json_array();
         for (int k = 0; k < 3; k++)
             json_array_append_new(mem, have[k] ? budget_json(&budgets[k])
@@ -194,6 +198,7 @@ int cmd_info(int argc, char **argv)
             else if (!p->torch_note) printf("%-18s %s\n", reader, p->torch_name);
             else printf("%-18s %s (%s)\n", reader, p->torch_name, p->torch_note);
         }
+        info_lm_print(m);
         printf("\nplan memory (peak, from shapes)\n");
         for (int k = 0; k < 3; k++) {
             char t[32], what[320];

@@ -87,6 +87,7 @@ int main(int argc, char **argv)
         char *help_argv[] = {argv[2], (char *)"--help", NULL};
         if (!strcmp(argv[2], "info")) return cmd_info(2, help_argv);
         if (!strcmp(argv[2], "eval")) return cmd_eval(2, help_argv);
+        if (!strcmp(argv[2], "generate")) return cmd_generate(2, help_argv);
         if (!strcmp(argv[2], "run")) return cmd_run(2, help_argv);
         if (!strcmp(argv[2], "merge")) return cmd_merge(2, help_argv);
         if (!strcmp(argv[2], "plan")) return cmd_plan(2, help_argv);
@@ -98,6 +99,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "merge")) return cmd_merge(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);

@@ -22,7 +22,7 @@ data=$FX/conformance/demo_digits.eval.safetensors
 spec=$FX/specs/digits_weights.json
 
 # -h and --help in every command
-for cmd in info eval run merge plan ops slurm; do
+for cmd in info eval generate run merge plan ops slurm; do
   check "h_$cmd" 0 "$BF" "$cmd" -h;        contains "h_$cmd" "usage: bitflip $cmd"
   check "help_$cmd" 0 "$BF" "$cmd" --help; contains "help_$cmd" "usage: bitflip $cmd"
 done

@@ -15,6 +15,8 @@
 #include "bitflip/errmap.h"
 #include "bitflip/metrics.h"
 #include "bitflip/eval.h"
+#include "bitflip/generate.h"
+#include "bitflip/sites.h"
 #include "bitflip/mitigate.h"
 #include "bitflip/campaign.h"
 #include "bitflip/spec_rules.h"

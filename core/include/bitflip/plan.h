@@ -114,6 +114,11 @@ typedef struct bf_plan_opts {
     const int64_t *dim_sizes;
 } bf_plan_opts;
 
+/* bf_plan_estimate for the plan bf_plan_create_opts would build with `opts`
+ * (share_buffers and the dims count; max_bytes and budget are ignored). */
+bf_status bf_plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                bf_error *err);
+
 /* The sizes of the model's symbolic dimensions other than dim 0, read from
  * the shapes the graph inputs will be fed (shapes[i]: ndims[i] dims for
  * graph input i, in bf_model_input order): up to max names (pointing into

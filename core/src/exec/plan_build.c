@@ -651,6 +651,15 @@ bf_status bf_plan_estimate(const bf_model *model, int64_t batch, bf_plan_budget 
     return plan_estimate(model, batch, &ask, err);
 }
 
+bf_status bf_plan_estimate_opts(const bf_model *model, int64_t batch, const bf_plan_opts *opts, bf_plan_budget *out,
+                                bf_error *err)
+{
+    plan_ask ask = {.opts = opts ? *opts : (bf_plan_opts){0}, .estimate = 1};
+    ask.opts.budget = out;
+    ask.opts.max_bytes = 0;
+    return plan_estimate(model, batch, &ask, err);
+}
+
 bf_status bf__plan_estimate_shared(const bf_model *model, int64_t batch, int share, bf_plan_budget *out,
                                    int64_t *out0_numel, bf_error *err)
 {
