@@ -24,6 +24,9 @@ static const char help[] =
     "of any model (attn_scores.K, attn_probs.K, router_logits.K: docs/LM.md).\n"
     "\n"
     "  --json               machine-readable output\n"
+    "  --dims NAME=N,...    sizes for symbolic dims past the batch (an LM's\n"
+    "                       'sequence'), for the plan memory; bitflip eval and\n"
+    "                       run take them from the eval set\n"
     "  --no-fuse            show the graph with the patterns PyTorch exports in\n"
     "                       several nodes (LayerNorm, GELU, Hardswish) unfused\n"
     "  --limit KEY=VALUE    a parser limit, e.g. model.graph-depth=16 (repeatable;\n"
@@ -101,15 +104,48 @@ static json_t *fused_json(const bf_model *m)
     return a;
 }
 
+#define MAX_DIMS_OPT 16
+
+/* --dims "sequence=256,past_sequence=0" into names (pointing into text,
+ * which it cuts) and sizes; the count, or -1 having printed why. */
+static int parse_dims(char *text, const char **names, int64_t *sizes)
+{
+    int n = 0;
+    for (char *tok = strtok(text, ","); tok; tok = strtok(NULL, ",")) {
+        char *eq = strchr(tok, '='), *end;
+        long long v = eq ? strtoll(eq + 1, &end, 10) : -1;
+        if (!eq || eq == tok || eq[1] == '\0' || *end || v < 0 || v > (1LL << 32) || n == MAX_DIMS_OPT) {
+            usage_error("info", "--dims wants NAME=SIZE[,NAME=SIZE...] (at most %d, sizes 0..2^32), got '%s'", MAX_DIMS_OPT, tok);
+            return -1;
+        }
+        *eq = '\0';
+        names[n] = tok;
+        sizes[n++] = v;
+    }
+    return n;
+}
+
+/* The first symbolic dim past the batch of any input, or NULL. */
+static const char *symbolic_dim(const bf_model *m)
+{
+    for (size_t i = 0; i < bf_model_num_inputs(m); i++) {
+        const bf_value_info *vi = bf_model_input(m, i);
+        for (int d = 1; d < vi->ndim; d++)
+            if (vi->dims[d] < 0) return vi->dim_names[d] ? vi->dim_names[d] : "?";
+    }
+    return NULL;
+}
+
 int cmd_info(int argc, char **argv)
 {
     int json = 0, rc = 0;
     const char *path = NULL;
     cli_limits lim;
     cli_limits_init(&lim);
-    enum { OPT_JSON = CLI_OPT_FIRST };
+    char dims_text_opt[512] = "";
+    enum { OPT_JSON = CLI_OPT_FIRST, OPT_DIMS };
     static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'}, {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, 'h'}, {"json", no_argument, NULL, OPT_JSON}, {"dims", required_argument, NULL, OPT_DIMS},
         CLI_OPTION_LIMIT, CLI_OPTION_NO_FUSE, {NULL, 0, NULL, 0}};
     cli_parser p;
     const char *v;
@@ -118,6 +154,8 @@ int cmd_info(int argc, char **argv)
     while ((c = cli_parser_next(&p, &v)) != CLI_END) {
         if (c == 'h') { fputs(help, stdout); return EXIT_OK; }
         else if (c == OPT_JSON) json = 1;
+        else if (c == OPT_DIMS && strlen(v) >= sizeof dims_text_opt) return usage_error("info", "--dims: too long");
+        else if (c == OPT_DIMS) strcpy(dims_text_opt, v);
         else if (c == CLI_ARG && !path) path = v;
         else if (c == CLI_ARG) return usage_error("info", "one model at a time (got '%s' and '%s')", path, v);
         else if (c == CLI_BAD) return EXIT_USAGE;
@@ -134,10 +172,23 @@ int cmd_info(int argc, char **argv)
     bf_plan_budget budgets[3];
     bf_error berr[3];
     int have[3];
+    const char *dim_names[MAX_DIMS_OPT];
+    int64_t dim_sizes[MAX_DIMS_OPT];
+    int n_dims = parse_dims(dims_text_opt, dim_names, dim_sizes);
+    bf_model *sized = NULL;
+    if (n_dims < 0) { bf_model_free(m); return EXIT_USAGE; }
+    if (n_dims > 0 && bf_model_with_dims(m, dim_names, dim_sizes, (size_t)n_dims, &sized, &err) != BF_OK) {
+        bf_model_free(m);
+        return usage_error("info", "--dims: %s", err.msg);
+    }
+    const char *symbolic = sized ? NULL : symbolic_dim(m);
     for (int k = 0; k < 3; k++) {
         memset(&berr[k], 0, sizeof berr[k]);
-        have[k] = bf_plan_estimate(m, memory_batches[k], &budgets[k], &berr[k]) == BF_OK;
+        if (symbolic) bf_error_set(&berr[k], BF_EUNSUPPORTED, "symbolic dim '%s' (sized by the eval set; --dims %s=N shows it)",
+                                   symbolic, symbolic);
+        have[k] = !symbolic && bf_plan_estimate(sized ? sized : m, memory_batches[k], &budgets[k], &berr[k]) == BF_OK;
     }
+    bf_model_free(sized);
 
     op_count ops[128];
     size_t n_ops = count_ops(m, ops, 128);

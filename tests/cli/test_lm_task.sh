@@ -74,5 +74,23 @@ sed 's/"metric": "perplexity"/"metric": "auc"/' "$tmp/lm.json" >"$tmp/auc.json"
 check wrong_metric 3 "$BF" run --local "$tmp/auc.json"
 contains wrong_metric "critical metric 'auc' does not apply to a language_model task"
 
+# a model exported with a symbolic sequence axis: eval sizes it from the eval
+# set (bf_model_bind_dims) and gives PyTorch's perplexity; info says how to
+# size it for the plan memory, and --dims does
+L=$2/lm
+check info_sym 0 "$BF" info "$L/lm_gpt2_op14.onnx";  contains info_sym "symbolic dim 'sequence' (sized by the eval set"
+check info_dims 0 "$BF" info "$L/lm_gpt2_op14.onnx" --dims sequence=16;  contains info_dims "batch 64 "
+check info_dims_bad 2 "$BF" info "$L/lm_gpt2_op14.onnx" --dims seq=16
+contains info_dims_bad "no graph input has a symbolic dimension 'seq'"
+check info_dims_syntax 2 "$BF" info "$L/lm_gpt2_op14.onnx" --dims sequence
+contains info_dims_syntax "--dims wants NAME=SIZE"
+check eval_seq 0 "$BF" eval "$L/lm_gpt2_op14.onnx" "$L/lm_gpt2_op14.eval.safetensors" --json
+/usr/bin/python3 - "$tmp/stdout" "$L/lm_gpt2_op14.ref.json" <<'PY' && passes=$((passes+1)) || { echo "FAIL eval_seq: not PyTorch's perplexity"; fails=$((fails+1)); }
+import json, sys
+got, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert abs(got["perplexity"] / ref["golden_perplexity"] - 1) < 1e-4, (got["perplexity"], ref["golden_perplexity"])
+assert abs(got["token_accuracy"] - ref["golden_token_accuracy"]) < 1e-9
+PY
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
