@@ -55,7 +55,7 @@ def make(a):
     os.makedirs(a.dir, exist_ok=True)
     onnx_path = os.path.join(a.dir, "gpt2.onnx")
     meta_path = os.path.join(a.dir, "gpt2.json")
-    want = {"shape": shape_args(a), "seqs": a.seqs, "seq_len": a.seq_len, "camp_seqs": a.camp_seqs}
+    want = {"shape": shape_args(a), "seqs": a.seqs, "seq_len": a.seq_len, "camp_seqs": a.camp_seqs, "format": 2}
     if os.path.exists(meta_path) and json.load(open(meta_path)) == want and os.path.exists(onnx_path):
         return
     torch.manual_seed(0)
@@ -116,7 +116,8 @@ def torch_eval(a):
             dt = time.time() - t
             if best is None or dt < best["seconds"]:
                 best = {"seconds": dt, "batch": batch, "perplexity": ppl}
-    best.update(setup=setup, samples=int(ids.shape[0]))
+    import benchlib
+    best.update(setup=setup, samples=int(ids.shape[0]), blas=benchlib.warn_if_reference_blas("lm"))
     print(json.dumps(best))
 
 
@@ -236,7 +237,7 @@ def run(a):
         rows["ort_eval"] = dict(r, **(json.loads(r["out"]) if r["ok"] else {}))
 
     spec = {"model": onnx_path, "dataset": os.path.join(a.dir, "camp.safetensors"), "seed": a.seed,
-            "trials": a.trials, "target": "weights", "faults": {"model": "bitflip", "bits": 1},
+            "trials": a.trials, "faults": {"target": "weights", "model": "bitflip", "bits": 1},
             "metrics": ["perplexity", "token_accuracy"]}
     spec_path = os.path.join(a.dir, "camp.json")
     json.dump(spec, open(spec_path, "w"))
@@ -264,6 +265,9 @@ def render(a, rows):
            f"{time.strftime('%Y-%m-%d')}; {a.layers} layers, width {a.width}, {a.heads} heads, vocabulary {a.vocab}, "
            f"random seeded weights, 1 thread.", ""]
     out += benchlib.machine_lines(benchlib.machine_info()) + [""]
+    if te.get("blas") and "openblas" not in str(te["blas"]).lower():
+        out += [f"**PyTorch ran on {te['blas']}, not OpenBLAS: its times are a weak baseline** "
+                "(`scripts/install-deps.sh --bench` installs libopenblas0-pthread).", ""]
     out += ["| perplexity eval, %d x %d tokens | seconds | vs PyTorch |" % (a.seqs, a.seq_len), "| --- | ---: | ---: |"]
     ts = te.get("seconds")
     for name, r in (("PyTorch eager (best batch %s)" % te.get("batch"), te), ("bitflip eval", be), ("ONNX Runtime", oe)):
