@@ -74,5 +74,43 @@ sed 's/"metric": "perplexity"/"metric": "auc"/' "$tmp/lm.json" >"$tmp/auc.json"
 check wrong_metric 3 "$BF" run --local "$tmp/auc.json"
 contains wrong_metric "critical metric 'auc' does not apply to a language_model task"
 
+# named fault sites (docs/LM.md): "attn_probs.*" selects each block's attention
+# Softmax output (the exporter names block K's /h.K/Softmax); results and
+# records carry the site beside the ONNX name; both engines agree
+L=$2/lm
+cat >"$tmp/sites.json" <<JSON
+{
+  "model": "$L/lm_gpt2_op14.onnx",
+  "dataset": "$L/lm_gpt2_op14.eval.safetensors",
+  "seed": 7,
+  "trials": 60,
+  "batch": 4,
+  "faults": {"target": "activations", "tensors": ["attn_probs.*"], "persistence": "transient"}
+}
+JSON
+check sites_plan 0 "$BF" plan "$tmp/sites.json"
+contains sites_plan "attn_probs.1"
+check sites_run 0 "$BF" run --local "$tmp/sites.json" --threads 2 --format json --out "$tmp/s.json" --trials-out "$tmp/s.jsonl"
+check sites_exact 0 "$BF" run --local "$tmp/sites.json" --threads 2 --exact --format json --out "$tmp/sx.json" --trials-out "$tmp/sx.jsonl"
+if cmp -s "$tmp/s.jsonl" "$tmp/sx.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL named sites: differential and --exact trial records differ"; diff "$tmp/s.jsonl" "$tmp/sx.jsonl" | head -6; fails=$((fails+1)); fi
+/usr/bin/python3 - "$tmp/s.json" "$tmp/s.jsonl" <<'PY' && passes=$((passes+1)) || { echo "FAIL named sites in results"; fails=$((fails+1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+truth = {"/h.%d/Softmax_output_0" % k: "attn_probs.%d" % k for k in range(2)}
+sites = r["campaign"]["sites"]
+assert {s["name"]: s.get("site") for s in sites} == truth, sites
+assert all(g["site"] == truth[g["tensor"]] for g in r["by_tensor"]), r["by_tensor"]
+n = 0
+for line in open(sys.argv[2]):
+    for f in json.loads(line)["faults"]:
+        assert f["site"] == truth[f["tensor"]], f
+        n += 1
+assert n == 60, n
+PY
+sed 's/"attn_probs\.\*"/"router_logits.*"/' "$tmp/sites.json" >"$tmp/nosite.json"
+check sites_none 3 "$BF" run --local "$tmp/nosite.json"
+contains sites_none "tensor pattern 'router_logits.*' matches no node output"
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
