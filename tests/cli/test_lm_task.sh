@@ -111,6 +111,7 @@ PY
 sed 's/"attn_probs\.\*"/"router_logits.*"/' "$tmp/sites.json" >"$tmp/nosite.json"
 check sites_none 3 "$BF" run --local "$tmp/nosite.json"
 contains sites_none "tensor pattern 'router_logits.*' matches no node output"
+contains sites_none_hint "this model's named fault sites: attn_scores.0, attn_probs.0, attn_scores.1, attn_probs.1"
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -648,14 +648,18 @@ static void campaign_named_sites(void **state)
     memset(long_name, 'a', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = 0;
     char *lng[] = {long_name};
-    named_campaign(m, ds, &s, none, 1, BF_ENOTFOUND, "router_logits.*");
+    named_campaign(m, ds, &s, none, 1, BF_ENOTFOUND,
+                   "'router_logits.*' matches no node output (the node outputs that are fault sites: ");
+    named_campaign(m, ds, &s, none, 1, BF_ENOTFOUND,
+                   "; this model's named fault sites: attn_scores.0, attn_probs.0, attn_scores.1, attn_probs.1");
     named_campaign(m, ds, &s, past, 1, BF_ENOTFOUND, "attn_probs.2");
     named_campaign(m, ds, &s, neg, 1, BF_ENOTFOUND, "attn_probs.-1");
     named_campaign(m, ds, &s, lng, 1, BF_ENOTFOUND, "aaaa");
     /* weights have no named sites */
     s.target = BF_TARGET_WEIGHTS;
     s.persistence = BF_PERSIST_PERMANENT;
-    named_campaign(m, ds, &s, probs, 1, BF_ENOTFOUND, "attn_probs.*");
+    named_campaign(m, ds, &s, probs, 1, BF_ENOTFOUND,
+                   "'attn_probs.*' names LM fault sites (docs/LM.md), which are node outputs: they need target 'activations'");
     s.target = BF_TARGET_ACTIVATIONS;
     s.persistence = BF_PERSIST_TRANSIENT;
 

@@ -4,6 +4,7 @@
  * representation, and the golden pass every trial is compared to are
  * campaign_golden.c's. */
 #include <fnmatch.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -132,9 +133,33 @@ static void list_names(const bf_model *m, int ops, char *buf, size_t len)
 
 /* If `name` is a tensor of another target than the campaign's: "; 'x' is a
  * weight: faults on it need target 'weights'" (else ""). */
+/* Whether a pattern reads as a named site ("attn_probs.*"): then the hint
+ * names the sites the model has, which no ONNX name would show. */
+static bool site_hint(const bf_campaign *c, const char *pat, char *buf, size_t len)
+{
+    bool like = false;
+    for (int k = BF_SITE_ATTN_SCORES; k <= BF_SITE_ROUTER_LOGITS; k++) {
+        const char *kn = bf_named_site_kind_name((bf_named_site_kind)k);
+        like |= strncmp(pat, kn, strlen(kn)) == 0 && pat[strlen(kn)] == '.';
+    }
+    if (!like) return false;
+    if (c->faults.target != BF_TARGET_ACTIVATIONS) {
+        snprintf(buf, len, "; '%s' names LM fault sites (docs/LM.md), which are node outputs: they need target 'activations'", pat);
+        return true;
+    }
+    bf_named_site ns[6];
+    size_t n = bf_model_named_sites(c->model, ns, 6), off = 0;
+    off = (size_t)snprintf(buf, len, "; this model's named fault sites: %s", n ? "" : "none (bitflip info lists them)");
+    for (size_t i = 0; i < n && i < 6 && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s.%d", i ? ", " : "", bf_named_site_kind_name(ns[i].kind), ns[i].index);
+    if (n > 6 && off < len) snprintf(buf + off, len - off, " and %zu more", n - 6);
+    return true;
+}
+
 static void other_target_hint(const bf_campaign *c, const char *name, char *buf, size_t len)
 {
     buf[0] = 0;
+    if (site_hint(c, name, buf, len)) return;
     int64_t v = bf_model_find_value(c->model, name);
     if (v < 0) return;
     if (bf__fused_note(c->model, v, buf + 2, len > 2 ? len - 2 : 0)) {
