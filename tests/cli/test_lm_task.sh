@@ -113,5 +113,41 @@ check sites_none 3 "$BF" run --local "$tmp/nosite.json"
 contains sites_none "tensor pattern 'router_logits.*' matches no node output"
 contains sites_none_hint "this model's named fault sites: attn_scores.0, attn_probs.0, attn_scores.1, attn_probs.1"
 
+# a KV-cache export's cache entries through target "inputs" (docs/LM.md): each
+# fault's old value is the eval set's cache tensor at [sample, head, pos, dim]
+# of the record's index; both engines agree
+cat >"$tmp/kv.json" <<JSON
+{
+  "model": "$L/lm_gpt2_kv_op15.onnx",
+  "dataset": "$L/lm_gpt2_kv_op15.eval.safetensors",
+  "seed": 3, "trials": 40, "batch": 4,
+  "faults": {"target": "inputs", "tensors": ["past_key_values.1.*"], "persistence": "transient"}
+}
+JSON
+check kv_run 0 "$BF" run --local "$tmp/kv.json" --threads 2 --format json --out "$tmp/kv.out.json" --trials-out "$tmp/kv.jsonl"
+check kv_exact 0 "$BF" run --local "$tmp/kv.json" --threads 2 --exact --format json --out "$tmp/kvx.out.json" --trials-out "$tmp/kvx.jsonl"
+if cmp -s "$tmp/kv.jsonl" "$tmp/kvx.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL KV cache: differential and --exact trial records differ"; diff "$tmp/kv.jsonl" "$tmp/kvx.jsonl" | head -6; fails=$((fails+1)); fi
+/usr/bin/python3 - "$L/lm_gpt2_kv_op15.eval.safetensors" "$tmp/kv.jsonl" <<'PY' && passes=$((passes+1)) || { echo "FAIL KV cache faults"; fails=$((fails+1)); }
+import json, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+def cache(k):
+    s, e = h[k]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], dtype=np.float32).reshape(h[k]["shape"])
+seen = set()
+for line in open(sys.argv[2]):
+    for f in json.loads(line)["faults"]:
+        assert f["tensor"] in ("past_key_values.1.key", "past_key_values.1.value"), f
+        t = cache(f["tensor"])
+        head, rest = divmod(f["index"], t.shape[2] * t.shape[3])
+        pos, dim = divmod(rest, t.shape[3])
+        assert t[f["sample"], head, pos, dim] == np.float32(f["old"]), (f, t[f["sample"], head, pos, dim])
+        seen.add(f["tensor"])
+assert len(seen) == 2, seen
+PY
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
