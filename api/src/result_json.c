@@ -60,6 +60,8 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
         /* absent when nothing was recovered (bitflip/model.h) */
         if (site && s->torch_name) json_object_set_new(site, "torch_name", json_string(s->torch_name));
         if (site && s->torch_note) json_object_set_new(site, "torch_note", json_string(s->torch_note));
+        /* the named site (bitflip/sites.h) this node output is, when it is one */
+        if (site && s->site) json_object_set_new(site, "site", json_string(s->site));
         json_array_append_new(sites, site);
     }
     json_object_set_new(camp, "sites", sites);
@@ -170,6 +172,7 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
         const json_t *site = json_array_get(sites, i), *torch = json_object_get(site, "torch_name");
         json_object_set_new(g, "tensor", json_incref(json_object_get(site, "name")));
         if (torch) json_object_set_new(g, "torch_name", json_incref((json_t *)torch));
+        if (json_object_get(site, "site")) json_object_set_new(g, "site", json_incref(json_object_get(site, "site")));
         /* the tensor's counts split by the fault's lowest bit (the tensor x
          * bit heatmap); only the bits that were hit, to keep documents small */
         json_t *bits = json_array();
@@ -330,6 +333,7 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
         json_t *jf = json_pack("{s:s, s:I, s:o, s:o, s:o}", "tensor", site->name, "index", (json_int_t)f->index, "bits",
                                bits, "old", num(f->old_value), "new", num(f->new_value));
         if (site->torch_name) json_object_set_new(jf, "torch_name", json_string(site->torch_name));
+        if (site->site) json_object_set_new(jf, "site", json_string(site->site));
         if (!isfinite(f->new_value))
             json_object_set_new(jf, "new", json_string(isnan(f->new_value) ? "NaN" : f->new_value > 0 ? "Infinity" : "-Infinity"));
         if (f->sample >= 0) json_object_set_new(jf, "sample", json_integer(f->sample));

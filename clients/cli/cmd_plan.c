@@ -201,8 +201,9 @@ int cmd_plan(int argc, char **argv)
             printf("fault population  %.6g faults (%zu tensors)\n", pop, bf_campaign_num_sites(c));
             for (size_t i = 0; i < bf_campaign_num_sites(c); i++) {
                 const bf_site *s = bf_campaign_site(c, i);
-                printf("  %-32s %12lld elements x %2d bits%s%s\n", s->name, (long long)s->elements, s->bits,
-                       s->torch_name ? "   " : "", s->torch_name ? s->torch_name : "");
+                printf("  %-32s %12lld elements x %2d bits%s%s%s%s\n", s->name, (long long)s->elements, s->bits,
+                       s->torch_name ? "   " : "", s->torch_name ? s->torch_name : "", s->site ? "   " : "",
+                       s->site ? s->site : "");
             }
             printf("margin %.4g at confidence %.4g (z = %.4f): %lld trials (Leveugle et al. 2009, p = 0.5)\n", margin, conf,
                    bf_z_for_confidence(conf), (long long)bf_leveugle_trials(pop, margin, conf));

@@ -92,5 +92,79 @@ assert abs(got["perplexity"] / ref["golden_perplexity"] - 1) < 1e-4, (got["perpl
 assert abs(got["token_accuracy"] - ref["golden_token_accuracy"]) < 1e-9
 PY
 
+# named fault sites (docs/LM.md): "attn_probs.*" selects each block's attention
+# Softmax output (the exporter names block K's /h.K/Softmax); results and
+# records carry the site beside the ONNX name; both engines agree
+cat >"$tmp/sites.json" <<JSON
+{
+  "model": "$L/lm_gpt2_op14.onnx",
+  "dataset": "$L/lm_gpt2_op14.eval.safetensors",
+  "seed": 7,
+  "trials": 60,
+  "batch": 4,
+  "faults": {"target": "activations", "tensors": ["attn_probs.*"], "persistence": "transient"}
+}
+JSON
+check sites_plan 0 "$BF" plan "$tmp/sites.json"
+contains sites_plan "attn_probs.1"
+check sites_run 0 "$BF" run --local "$tmp/sites.json" --threads 2 --format json --out "$tmp/s.json" --trials-out "$tmp/s.jsonl"
+check sites_exact 0 "$BF" run --local "$tmp/sites.json" --threads 2 --exact --format json --out "$tmp/sx.json" --trials-out "$tmp/sx.jsonl"
+if cmp -s "$tmp/s.jsonl" "$tmp/sx.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL named sites: differential and --exact trial records differ"; diff "$tmp/s.jsonl" "$tmp/sx.jsonl" | head -6; fails=$((fails+1)); fi
+/usr/bin/python3 - "$tmp/s.json" "$tmp/s.jsonl" <<'PY' && passes=$((passes+1)) || { echo "FAIL named sites in results"; fails=$((fails+1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+truth = {"/h.%d/Softmax_output_0" % k: "attn_probs.%d" % k for k in range(2)}
+sites = r["campaign"]["sites"]
+assert {s["name"]: s.get("site") for s in sites} == truth, sites
+assert all(g["site"] == truth[g["tensor"]] for g in r["by_tensor"]), r["by_tensor"]
+n = 0
+for line in open(sys.argv[2]):
+    for f in json.loads(line)["faults"]:
+        assert f["site"] == truth[f["tensor"]], f
+        n += 1
+assert n == 60, n
+PY
+sed 's/"attn_probs\.\*"/"router_logits.*"/' "$tmp/sites.json" >"$tmp/nosite.json"
+check sites_none 3 "$BF" run --local "$tmp/nosite.json"
+contains sites_none "tensor pattern 'router_logits.*' matches no node output"
+contains sites_none_hint "this model's named fault sites: attn_scores.0, attn_probs.0, attn_scores.1, attn_probs.1"
+
+# a KV-cache export's cache entries through target "inputs" (docs/LM.md): each
+# fault's old value is the eval set's cache tensor at [sample, head, pos, dim]
+# of the record's index; both engines agree
+cat >"$tmp/kv.json" <<JSON
+{
+  "model": "$L/lm_gpt2_kv_op15.onnx",
+  "dataset": "$L/lm_gpt2_kv_op15.eval.safetensors",
+  "seed": 3, "trials": 40, "batch": 4,
+  "faults": {"target": "inputs", "tensors": ["past_key_values.1.*"], "persistence": "transient"}
+}
+JSON
+check kv_run 0 "$BF" run --local "$tmp/kv.json" --threads 2 --format json --out "$tmp/kv.out.json" --trials-out "$tmp/kv.jsonl"
+check kv_exact 0 "$BF" run --local "$tmp/kv.json" --threads 2 --exact --format json --out "$tmp/kvx.out.json" --trials-out "$tmp/kvx.jsonl"
+if cmp -s "$tmp/kv.jsonl" "$tmp/kvx.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL KV cache: differential and --exact trial records differ"; diff "$tmp/kv.jsonl" "$tmp/kvx.jsonl" | head -6; fails=$((fails+1)); fi
+/usr/bin/python3 - "$L/lm_gpt2_kv_op15.eval.safetensors" "$tmp/kv.jsonl" <<'PY' && passes=$((passes+1)) || { echo "FAIL KV cache faults"; fails=$((fails+1)); }
+import json, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+def cache(k):
+    s, e = h[k]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], dtype=np.float32).reshape(h[k]["shape"])
+seen = set()
+for line in open(sys.argv[2]):
+    for f in json.loads(line)["faults"]:
+        assert f["tensor"] in ("past_key_values.1.key", "past_key_values.1.value"), f
+        t = cache(f["tensor"])
+        head, rest = divmod(f["index"], t.shape[2] * t.shape[3])
+        pos, dim = divmod(rest, t.shape[3])
+        assert t[f["sample"], head, pos, dim] == np.float32(f["old"]), (f, t[f["sample"], head, pos, dim])
+        seen.add(f["tensor"])
+assert len(seen) == 2, seen
+PY
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -577,6 +577,142 @@ static void campaign_gpt(void **state)
     lm_campaign(DIR "tiny_gpt.onnx", DIR "tiny_lm.eval.safetensors", BF_TARGET_ACTIVATIONS, BF_PERSIST_PERMANENT, 0, 200, 5);
 }
 
+/* Named fault sites (issue 30): `tensors` patterns match the names `bitflip
+ * info` shows. The reference for where attn_probs.K and attn_scores.K are is
+ * the exporter's own naming of the GPT-2 fixture (tests/fixtures/
+ * make_lm_models.py): block K's Softmax is /h.K/Softmax, fed by /h.K/Where
+ * (the masked_fill). */
+static bf_campaign *named_campaign(const bf_model *m, const bf_dataset *ds, bf_campaign_spec *s, char **pats, size_t n,
+                                   bf_status want, const char *needle)
+{
+    s->tensors = pats;
+    s->n_tensors = n;
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    bf_status st = bf_campaign_create(m, ds, s, &c, &err);
+    if (st != want) fail_msg("%s: status %d (%s)", pats[0], (int)st, err.msg);
+    if (needle && !strstr(err.msg, needle)) fail_msg("%s: '%s' lacks '%s'", pats[0], err.msg, needle);
+    return c;
+}
+
+static void campaign_named_sites(void **state)
+{
+    (void)state;
+    const char *model = BF_FIXTURES "/lm/lm_gpt2_op14.onnx", *data = BF_FIXTURES "/lm/lm_gpt2_op14.eval.safetensors";
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    if (bf_model_load_file(model, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf_dataset_load_file(data, &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf_model_bind_dims(&m, ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    bf_campaign_spec s = tc_base_spec(4);
+    s.trials = 120;
+    s.seed = 31;
+    s.target = BF_TARGET_ACTIVATIONS;
+    s.persistence = BF_PERSIST_TRANSIENT;
+    s.sampling = BF_SAMPLE_UNIFORM;
+    char *probs[] = {"attn_probs.*"}, *scores[] = {"attn_scores.1"}, *both[] = {"attn_*.0", "/h.1/Softmax_output_0"};
+    bf_campaign *c = named_campaign(m, ds, &s, probs, 1, BF_OK, NULL);
+    assert_int_equal(bf_campaign_num_sites(c), 2);
+    for (size_t i = 0; i < 2; i++) {
+        char want[64], site[32];
+        snprintf(want, sizeof want, "/h.%zu/Softmax_output_0", i);
+        snprintf(site, sizeof site, "attn_probs.%zu", i);
+        assert_string_equal(bf_campaign_site(c, i)->name, want);
+        assert_string_equal(bf_campaign_site(c, i)->op, "Softmax");
+        assert_non_null(bf_campaign_site(c, i)->site);
+        assert_string_equal(bf_campaign_site(c, i)->site, site);
+    }
+    bf_campaign_free(c);
+    c = named_campaign(m, ds, &s, scores, 1, BF_OK, NULL);
+    assert_int_equal(bf_campaign_num_sites(c), 1);
+    assert_string_equal(bf_campaign_site(c, 0)->name, "/h.1/Where_output_0");
+    assert_string_equal(bf_campaign_site(c, 0)->site, "attn_scores.1");
+    bf_campaign_free(c);
+    /* globs over site names and ONNX names together; each value once */
+    c = named_campaign(m, ds, &s, both, 2, BF_OK, NULL);
+    assert_int_equal(bf_campaign_num_sites(c), 3);
+    assert_string_equal(bf_campaign_site(c, 0)->site, "attn_scores.0");
+    assert_string_equal(bf_campaign_site(c, 1)->site, "attn_probs.0");
+    assert_string_equal(bf_campaign_site(c, 2)->site, "attn_probs.1");
+    bf_campaign_free(c);
+    /* an ordinary activation has no site name */
+    char *ln[] = {"op:MatMul"};
+    c = named_campaign(m, ds, &s, ln, 1, BF_OK, NULL);
+    assert_true(bf_campaign_num_sites(c) > 4);
+    for (size_t i = 0; i < bf_campaign_num_sites(c); i++) assert_null(bf_campaign_site(c, i)->site);
+    bf_campaign_free(c);
+    /* hostile and absent names: refused, naming the pattern */
+    char *none[] = {"router_logits.*"}, *past[] = {"attn_probs.2"}, *neg[] = {"attn_probs.-1"};
+    char long_name[300];
+    memset(long_name, 'a', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = 0;
+    char *lng[] = {long_name};
+    named_campaign(m, ds, &s, none, 1, BF_ENOTFOUND,
+                   "'router_logits.*' matches no node output (the node outputs that are fault sites: ");
+    named_campaign(m, ds, &s, none, 1, BF_ENOTFOUND,
+                   "; this model's named fault sites: attn_scores.0, attn_probs.0, attn_scores.1, attn_probs.1");
+    named_campaign(m, ds, &s, past, 1, BF_ENOTFOUND, "attn_probs.2");
+    named_campaign(m, ds, &s, neg, 1, BF_ENOTFOUND, "attn_probs.-1");
+    named_campaign(m, ds, &s, lng, 1, BF_ENOTFOUND, "aaaa");
+    /* weights have no named sites */
+    s.target = BF_TARGET_WEIGHTS;
+    s.persistence = BF_PERSIST_PERMANENT;
+    named_campaign(m, ds, &s, probs, 1, BF_ENOTFOUND,
+                   "'attn_probs.*' names LM fault sites (docs/LM.md), which are node outputs: they need target 'activations'");
+    s.target = BF_TARGET_ACTIVATIONS;
+    s.persistence = BF_PERSIST_TRANSIENT;
+
+    /* a fault list may name a site as well */
+    bf_fault_entry e = {.tensor = "attn_probs.1", .index = 5, .bit = 30, .sample = 1};
+    bf_campaign_spec sl = s;
+    sl.sampling = BF_SAMPLE_LIST;
+    sl.list = &e;
+    sl.n_list = 1;
+    sl.tensors = NULL;
+    sl.n_tensors = 0;
+    c = tc_make(m, ds, &sl);
+    int64_t at = -1;
+    for (size_t i = 0; i < bf_campaign_num_sites(c); i++)
+        if (bf_campaign_site(c, i)->site && !strcmp(bf_campaign_site(c, i)->site, "attn_probs.1")) at = (int64_t)i;
+    assert_true(at >= 0);
+    assert_string_equal(bf_campaign_site(c, (size_t)at)->name, "/h.1/Softmax_output_0");
+    bf_campaign_free(c);
+    bf_campaign_result rl;
+    keep_all kl = run_kept(m, ds, &sl, 1, &rl);
+    assert_int_equal(kl.n, 1);
+    assert_int_equal(kl.rec[0].faults[0].site, at);
+    free(kl.rec);
+    free(kl.out);
+    bf_campaign_result_free(&rl);
+
+    /* the campaign over the sites: both engines, the records' faults in them */
+    s.tensors = probs;
+    s.n_tensors = 1;
+    bf_campaign_result rx, rd;
+    keep_all ex = run_kept(m, ds, &s, 1, &rx), df = run_kept(m, ds, &s, 0, &rd);
+    int64_t cells = ex.samples * ex.cols, same = 0;
+    for (int64_t j = 0; j < ex.n; j++) {
+        assert_true(ex.rec[j].n_kept > 0);
+        assert_true(ex.rec[j].faults[0].site >= 0 && ex.rec[j].faults[0].site < 2);
+        if (memcmp(ex.out + j * cells, df.out + j * cells, (size_t)cells * sizeof(float)) != 0) continue;
+        same++;
+        tc_assert_same_record(&ex.rec[j], &df.rec[j]);
+    }
+    assert_true(same * 100 >= ex.n * 95);
+    free(ex.rec);
+    free(ex.out);
+    free(df.rec);
+    free(df.out);
+    bf_campaign_result_free(&rx);
+    bf_campaign_result_free(&rd);
+    tc_tally tally = {0};
+    tc_both(m, ds, tc_out_scale(m, ds), data, &s, "named sites", &tally, NULL);
+    tc_assert_agree("named sites", &tally, s.trials);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 /* Every allocation of an LM campaign's create and run (the labels, the
  * golden arg-max, the scorer's sums, tree and item index) failing in turn:
  * BF_ENOMEM, everything freed (ASan), then the whole campaign. */
@@ -640,6 +776,7 @@ int main(void)
         cmocka_unit_test(campaign_weights_mc),
         cmocka_unit_test(campaign_activations_mc),
         cmocka_unit_test(campaign_gpt),
+        cmocka_unit_test(campaign_named_sites),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

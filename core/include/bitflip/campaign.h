@@ -341,6 +341,9 @@ typedef struct bf_site {
     const char *torch_note;   /* ... and how the tensor differs from it, or NULL */
     int64_t elements;         /* activations, inputs: per sample */
     int bits;                 /* bits per element in the representation */
+    /* activations: the named site this node output is (bitflip/sites.h:
+     * "attn_probs.3"), or NULL; `tensors` patterns match it as well as name */
+    const char *site;
 } bf_site;
 
 /* Default batch of a campaign's passes (bf_campaign_spec.batch). */

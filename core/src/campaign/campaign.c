@@ -4,10 +4,12 @@
  * representation, and the golden pass every trial is compared to are
  * campaign_golden.c's. */
 #include <fnmatch.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "bitflip/sites.h"
 #include "bitflip/spec_rules.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
@@ -38,6 +40,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->surface.site_param);
     bf__free(c->surface.site_value);
     bf__free(c->surface.site_scale);
+    bf__free(c->surface.site_label);
     bf__free(c->surface.prefix);
     bf__free(c->golden.out);
     bf__free(c->golden.pred);
@@ -130,9 +133,33 @@ static void list_names(const bf_model *m, int ops, char *buf, size_t len)
 
 /* If `name` is a tensor of another target than the campaign's: "; 'x' is a
  * weight: faults on it need target 'weights'" (else ""). */
+/* Whether a pattern reads as a named site ("attn_probs.*"): then the hint
+ * names the sites the model has, which no ONNX name would show. */
+static bool site_hint(const bf_campaign *c, const char *pat, char *buf, size_t len)
+{
+    bool like = false;
+    for (int k = BF_SITE_ATTN_SCORES; k <= BF_SITE_ROUTER_LOGITS; k++) {
+        const char *kn = bf_named_site_kind_name((bf_named_site_kind)k);
+        like |= strncmp(pat, kn, strlen(kn)) == 0 && pat[strlen(kn)] == '.';
+    }
+    if (!like) return false;
+    if (c->faults.target != BF_TARGET_ACTIVATIONS) {
+        snprintf(buf, len, "; '%s' names LM fault sites (docs/LM.md), which are node outputs: they need target 'activations'", pat);
+        return true;
+    }
+    bf_named_site ns[6];
+    size_t n = bf_model_named_sites(c->model, ns, 6), off = 0;
+    off = (size_t)snprintf(buf, len, "; this model's named fault sites: %s", n ? "" : "none (bitflip info lists them)");
+    for (size_t i = 0; i < n && i < 6 && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s.%d", i ? ", " : "", bf_named_site_kind_name(ns[i].kind), ns[i].index);
+    if (n > 6 && off < len) snprintf(buf + off, len - off, " and %zu more", n - 6);
+    return true;
+}
+
 static void other_target_hint(const bf_campaign *c, const char *name, char *buf, size_t len)
 {
     buf[0] = 0;
+    if (site_hint(c, name, buf, len)) return;
     int64_t v = bf_model_find_value(c->model, name);
     if (v < 0) return;
     if (bf__fused_note(c->model, v, buf + 2, len > 2 ? len - 2 : 0)) {
@@ -269,6 +296,7 @@ typedef struct vcand {
     int64_t value;
     const char *name, *op;
     int64_t elements;         /* per sample; 0: not a site */
+    char site[BF__SITE_LABEL]; /* its named site (bitflip/sites.h), or "" */
 } vcand;
 
 static bf_status probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err)
@@ -292,7 +320,25 @@ static bf_status probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64
 static int value_matches(const char *pat, const vcand *v)
 {
     if (strncmp(pat, "op:", 3) == 0) return v->op && strcmp(v->op, pat + 3) == 0;
-    return strcmp(pat, v->name) == 0 || fnmatch(pat, v->name, 0) == 0;
+    if (strcmp(pat, v->name) == 0 || fnmatch(pat, v->name, 0) == 0) return 1;
+    return v->site[0] && (strcmp(pat, v->site) == 0 || fnmatch(pat, v->site, 0) == 0);
+}
+
+/* Label each candidate that is a named site (attn_probs.3, ...) so that
+ * `tensors` patterns may name it as `bitflip info` shows it. */
+static bf_status label_named_sites(const bf_model *m, vcand *v, size_t n, bf_error *err)
+{
+    size_t k = bf_model_named_sites(m, NULL, 0);
+    if (!k) return BF_OK;
+    bf_named_site *ns = bf__calloc(k, sizeof *ns);
+    if (!ns) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    bf_model_named_sites(m, ns, k);
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < n; i++)
+            if (v[i].value == ns[j].value && !v[i].site[0])
+                snprintf(v[i].site, sizeof v[i].site, "%s.%d", bf_named_site_kind_name(ns[j].kind), ns[j].index);
+    bf__free(ns);
+    return BF_OK;
 }
 
 /* The same over the candidates that are sites (names or ops). */
@@ -354,6 +400,8 @@ static bf_status value_candidates(const bf_campaign *c, const bf_plan *a, const 
         if (!v[i].name) v[i].name = "";
         if (probe_site(a, b, v[i].value, &row, NULL) == BF_OK) v[i].elements = row;
     }
+    bf_status st = c->faults.target == BF_TARGET_ACTIVATIONS ? label_named_sites(m, v, n, err) : BF_OK;
+    if (st != BF_OK) { bf__free(v); return st; }
     *out = v;
     *n_out = n;
     return BF_OK;
@@ -425,13 +473,18 @@ static bf_status resolve_value_sites(bf_campaign *c, const bf_campaign_spec *spe
     c->surface.site_value = bf__calloc(c->surface.n_sites, sizeof *c->surface.site_value);
     c->surface.site_scale = bf__calloc(c->surface.n_sites, sizeof *c->surface.site_scale);
     c->surface.prefix = bf__calloc(c->surface.n_sites + 1, sizeof *c->surface.prefix);
-    if (!c->surface.sites || !c->surface.site_value || !c->surface.site_scale || !c->surface.prefix) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
+    c->surface.site_label = bf__calloc(c->surface.n_sites + 1, sizeof *c->surface.site_label);
+    if (!c->surface.sites || !c->surface.site_value || !c->surface.site_scale || !c->surface.prefix || !c->surface.site_label) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     size_t s = 0;
     for (size_t i = 0; i < n; i++) {
         if (!sel[i]) continue;
         c->surface.sites[s] = (bf_site){.name = v[i].name, .op = v[i].op ? v[i].op : "", .elements = v[i].elements, .bits = c->store.repr_bits};
         c->surface.site_value[s] = v[i].value;
         c->surface.site_scale[s] = 1.0f;
+        if (v[i].site[0]) {
+            memcpy(c->surface.site_label[s], v[i].site, sizeof v[i].site);
+            c->surface.sites[s].site = c->surface.site_label[s];
+        }
         c->surface.prefix[s + 1] = c->surface.prefix[s] + v[i].elements;
         s++;
     }
@@ -517,6 +570,9 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
         int64_t site = -1;
         for (size_t s = 0; s < c->surface.n_sites; s++)
             if (strcmp(c->surface.sites[s].name, name) == 0) site = (int64_t)s;
+        /* or a named site (attn_probs.3) */
+        for (size_t s = 0; site < 0 && s < c->surface.n_sites; s++)
+            if (c->surface.sites[s].site && strcmp(c->surface.sites[s].site, name) == 0) site = (int64_t)s;
         /* or a PyTorch name, when it names one site */
         size_t by_torch = 0;
         for (size_t s = 0; site < 0 && s < c->surface.n_sites; s++)

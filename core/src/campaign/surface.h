@@ -10,12 +10,16 @@
 
 #include "bitflip/campaign.h"
 
+/* room for "router_logits.<K>" with K up to 2^20 (bitflip/sites.h) */
+#define BF__SITE_LABEL 32
+
 typedef struct bf__surface {
     bf_site *sites;
     size_t n_sites;
     size_t *site_param;       /* weights: model parameter index of each site */
     int64_t *site_value;      /* activations, inputs: model value id of each site */
     float *site_scale;        /* activations, inputs: int8 scale of each site (else 1) */
+    char (*site_label)[BF__SITE_LABEL]; /* activations: named site of each site ("attn_probs.3"), or "" */
     int64_t *prefix;          /* n_sites + 1 running element counts */
     int64_t elements;         /* prefix[n_sites] */
 } bf__surface;
