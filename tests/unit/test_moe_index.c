@@ -12,7 +12,9 @@
  * - the NonZero's value, named as a fault site, is refused naming the node
  *   that computes it now;
  * - campaigns agree, differential and exact, trial by trial (weights,
- *   transient activation faults). */
+ *   transient activation faults);
+ * - every allocation failing in turn while loading (the rewrite included)
+ *   is a clean BF_ENOMEM. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +30,7 @@
 #include "bitflip/fault.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
+#include "alloc_fail.h"
 #include "campaign_check.h"
 
 #define MOE BF_FIXTURES "/moe/"
@@ -157,12 +160,40 @@ static void campaigns_agree_differential_and_exact(void **state)
     bf_dataset_free(ds);
 }
 
+static void allocation_failures_are_clean(void **state)
+{
+    (void)state;
+    FILE *fp = fopen(MOE "moe_classifier_op17.onnx", "rb");
+    assert_non_null(fp);
+    static unsigned char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    assert_true(len > 0 && len < sizeof buf);
+    int succeeded = 0;
+    for (long n = 0; n < 20000 && !succeeded; n++) {
+        bf_model *m = NULL;
+        bf_error err = {0};
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_model_load_buffer(buf, len, "moe_classifier_op17.onnx", &m, &err);
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            succeeded = 1;
+            assert_int_equal(count_op(m, "bf.MoEIndexAdd"), 4);
+        } else if (st != BF_ENOMEM) {
+            fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+        }
+        bf_model_free(m);
+    }
+    assert_true(succeeded);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(export_gives_pytorch_logits),
         cmocka_unit_test(near_misses_stay_refused),
         cmocka_unit_test(campaigns_agree_differential_and_exact),
+        cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
