@@ -281,5 +281,6 @@ bf_status bf__fuse_loops(bf_model *m, bf_error *err)
         if (st != BF_OK) return st;
     }
     bf_status st = bf__fuse_repeat_interleave(m, err);
-    return st == BF_OK ? bf__fuse_sequence_ops(m, err) : st;
+    if (st == BF_OK) st = bf__fuse_sequence_ops(m, err);
+    return st == BF_OK ? bf__fuse_moe_index(m, err) : st;
 }

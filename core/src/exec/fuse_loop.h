@@ -24,4 +24,8 @@ bf_status bf__fuse_repeat_interleave(bf_model *m, bf_error *err);
  * reads then. Fails for memory and for a position outside a known list. */
 bf_status bf__fuse_sequence_ops(bf_model *m, bf_error *err);
 
+/* exec/fuse_moe.c: each expert's dispatch by index (NonZero, Gather,
+ * index_add) of a Mixtral-style MoE as bf.MoEIndexAdd; fails only for memory. */
+bf_status bf__fuse_moe_index(bf_model *m, bf_error *err);
+
 #endif

@@ -19,8 +19,9 @@ compared with the modules' own outputs (issue 30):
   past length 0 and 3, at a sequence length other than the traced one.
 
 Not here: the MoE dispatch by nonzero/index_add (`dispatch="index"`), whose
-NonZero output's shape is data: a plan has static shapes, and bitflip refuses
-it when the plan is built, naming the NonZero node (docs/OPS.md).
+NonZero output's shape is data: bitflip runs exactly the exported form with
+static shapes (core/src/exec/fuse_moe.c, docs/OPS.md "MoE dispatch by index"),
+checked by conformance_lm (lm_moe_index_tril_op17) and tests/unit/test_moe_index.c.
 """
 import io
 import os

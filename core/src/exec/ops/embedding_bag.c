@@ -151,6 +151,8 @@ const bf__op bf__ops_fused[] = {
     {"bf.EmbeddingBag", 5, 5, 1, 1, 0, ebag_prepare, ebag_run},
     /* exec/fuse_seq.c: the exported repeat_interleave over a dynamic axis */
     {"bf.RepeatInterleave", 2, 3, 1, 1, 0, bf__repeat_interleave_prepare, bf__repeat_interleave_run},
+    /* exec/fuse_moe.c: an MoE expert's index_add of its tokens picked by NonZero */
+    {"bf.MoEIndexAdd", 4, 4, 1, 1, 0, bf__moe_index_add_prepare, bf__moe_index_add_run},
     /* exec/fuse_seqops.c: sequence ops whose sequence is known in structure (ops/sequence.c) */
     {"bf.SplitAt", 3, 3, 1, 1, 0, bf__split_at_prepare, bf__split_at_run},
     {"bf.SequenceLength", 0, 2, 1, 1, 1, bf__seq_length_prepare, bf__seq_length_run},

@@ -220,7 +220,8 @@ bf_status bf__nonzero_prepare(bf__prep *p, bf_error *err)
                               "inputs (x[mask], torch.nonzero, and torch.where(cond) with one argument export this: a "
                               "mixture-of-experts that picks each expert's tokens so, for one); only a NonZero of "
                               "constants is supported, since a plan has static shapes (docs/OPS.md: a MoE runs when "
-                              "it weights every expert's output by a gate scattered from top-k)");
+                              "it weights every expert's output by a gate scattered from top-k, or when its "
+                              "dispatch by index is exactly the exported one: MoE dispatch by index)");
     int64_t count = 0, total = bf_tensor_numel(x);
     for (int64_t i = 0; i < total; i++) count += is_nonzero(x, i);
     ((nonzero_params *)p->params)->count = count;

@@ -45,6 +45,9 @@ bf_status bf__concat_run(const bf__ctx *c, bf_error *err);
 /* bf.RepeatInterleave (repeat_interleave.c), listed in embedding_bag.c's table of fused ops */
 bf_status bf__repeat_interleave_prepare(bf__prep *p, bf_error *err);
 bf_status bf__repeat_interleave_run(const bf__ctx *c, bf_error *err);
+/* bf.MoEIndexAdd (moe_index_add.c), listed there too */
+bf_status bf__moe_index_add_prepare(bf__prep *p, bf_error *err);
+bf_status bf__moe_index_add_run(const bf__ctx *c, bf_error *err);
 /* bf.SplitAt, bf.SequenceLength, bf.Stack (sequence.c), listed there too */
 bf_status bf__split_at_prepare(bf__prep *p, bf_error *err);
 bf_status bf__split_at_run(const bf__ctx *c, bf_error *err);
