@@ -244,4 +244,9 @@ bf_status bf__rows_seeded(bf__dx *dx, int v, const int64_t *rows, const float *v
 bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
                        int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
 
+/* diffshared.c: for a MatMul of one B matrix (bf__matmul_fold_params) whose
+ * B is a 2-D parameter, or a Transpose of one (GPT-2's logits read its tied
+ * embedding table so): that parameter in *q, and in *tr whether B is its
+ * transpose; 0 otherwise. */
+int bf__dx_matmul_weight(const bf_model *m, const bf_plan *p, const bf__step *s, size_t *q, int *tr);
 #endif

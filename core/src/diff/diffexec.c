@@ -262,6 +262,42 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
     return BF_OK;
 }
 
+/* A MatMul of one B matrix with one corrupted element of its parameter B,
+ * or of the parameter B is a Transpose of (tied embeddings: GPT-2's logits
+ * read the token table through one), and golden A: one output column, as
+ * try_gemm does for a Gemm. The Transpose itself has run (it reads the
+ * faulty parameter), so B holds the faulty element. The column is
+ * recomputed exactly, never updated: a language model's metrics
+ * (perplexity) read every logit's bits, which an update's rounding moves. */
+static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    const bf__step *s = &p->steps[i];
+    bf__gemm_info g;
+    size_t q;
+    int tr;
+    *done = 0;
+    if (!sh->colw[tail][i] || !bf__dx_matmul_weight(m, p, s, &q, &tr) || !bf__matmul_fold_params(s, &g)) return BF_OK;
+    int av = s->node->in[0], bv = s->node->in[1], yv = s->node->out[0];
+    if (dx->pfaults[q] != 1 || dx->state[av] == DIRTY || !bf__runtime(p, av)) return BF_OK;
+    if (tr && dx->state[bv] != DIRTY) return BF_OK;   /* the Transpose came out golden (a NaN payload, ...) */
+    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    if (!yg) return BF_OK;
+    const bf__dx_weight *w = dx->pfault[q];
+    /* element [r][c] of a [R, C] parameter is B[c][r] of its transpose */
+    int64_t cols = tr ? bf_tensor_numel(&p->vals[bv]) / g.k : g.n;
+    int j = (int)(tr ? w->index / g.k : w->index % g.n);
+    if (cols != g.n) return BF_OK;
+    bf_status st = fetch(dx, p, b, av, err);
+    if (st != BF_OK) return st;
+    golden_output(dx, p, yv, yg);
+    bf__gemm_column(&g, sh->colblk[tail][i][j], p->vals[av].data, p->vals[bv].data, NULL, j, p->vals[yv].data,
+                    dx->scratch);
+    *done = 1;
+    return BF_OK;
+}
+
 /* Every output element within a few ulps of the golden one, an ulp being
  * that of its row's largest output: a small logit that nearly cancels moves
  * by the ulps of the terms it was summed from, not by its own. */
@@ -343,6 +379,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         if (!needed) continue;
         int done = 0;
         if ((st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (!done && (st = try_matmul(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done) {
             for (int j = 0; j < s->n_in; j++)

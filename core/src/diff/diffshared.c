@@ -201,6 +201,31 @@ static bf_status build_emb(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2]
     return BF_OK;
 }
 
+int bf__dx_matmul_weight(const bf_model *m, const bf_plan *p, const bf__step *s, size_t *q, int *tr)
+{
+    bf__gemm_info g;
+    if (!bf__matmul_fold_params(s, &g)) return 0;
+    int bv = s->node->in[1];
+    const bf_tensor *bt = &p->vals[bv];
+    if (bt->ndim != 2) return 0;
+    if (m->values[bv].kind == BF__VAL_PARAM) {
+        *q = (size_t)m->values[bv].index, *tr = 0;
+        return 1;
+    }
+    /* a Transpose of a [R, C] parameter into [C, R]: with R != C that is the
+     * swap, the one permutation of two axes that moves elements */
+    int ps = p->val_step[bv];
+    if (ps < 0) return 0;
+    const bf__step *t = &p->steps[ps];
+    int iv = t->node->in[0];
+    if (strcmp(t->node->op->name, "Transpose") != 0 || t->n_in != 1 || iv < 0 || m->values[iv].kind != BF__VAL_PARAM)
+        return 0;
+    const bf_tensor *w = &p->vals[iv];
+    if (w->ndim != 2 || w->dims[0] == w->dims[1] || bt->dims[0] != w->dims[1] || bt->dims[1] != w->dims[0]) return 0;
+    *q = (size_t)m->values[iv].index, *tr = 1;
+    return 1;
+}
+
 /* Each Gemm's exact column blocks and row chunks, found on the golden pass. */
 static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
 {
@@ -235,10 +260,17 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
         for (size_t i = 0; i < p->n_steps; i++) {
             bf__gemm_info g;
             const bf__step *s = &p->steps[i];
-            if (!bf__gemm_params(s, &g) || g.trans_a) continue;
+            size_t mq;
+            int mtr = 0, mm = !bf__gemm_params(s, &g);
+            if (mm && !bf__dx_matmul_weight(m, p, s, &mq, &mtr)) continue;
+            if (mm) bf__matmul_fold_params(s, &g);
+            if (g.trans_a) continue;
             int av = s->node->in[0], yv = s->node->out[0];
-            int bv = s->node->in[1], cv = s->n_in > 2 ? s->node->in[2] : -1;
-            if (m->values[bv].kind != BF__VAL_PARAM) continue;
+            int bv = s->node->in[1], cv = mm ? -1 : s->n_in > 2 ? s->node->in[2] : -1;
+            if (!mm && m->values[bv].kind != BF__VAL_PARAM) continue;
+            /* a transposed parameter's golden copy, from the cache */
+            const float *bg = mtr ? bf__gcache_block(sh->gc, bv, b) : p->vals[bv].data;
+            if (!bg) continue;
             if (cv >= 0 && p->val_step[cv] != BF__VAL_NOT_RUN) continue;   /* C computed at run time */
             const void *a = bf__gcache_block(sh->gc, av, b), *y = bf__gcache_block(sh->gc, yv, b);
             if (!a && p->val_step[av] == -1) {   /* a graph input: from the dataset */
@@ -261,8 +293,9 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
                 return bf__dx_oom(err);
             }
             sh->colblk[t][i] = blk;
-            sh->colw[t][i] = bf__gemm_col_blocks(&g, a, p->vals[bv].data, c, y, scratch, blk);
-            sh->roww[t][i] = bf__gemm_row_width(&g, a, p->vals[bv].data, c, y, scratch, rows);
+            sh->colw[t][i] = bf__gemm_col_blocks(&g, a, bg, c, y, scratch, blk);
+            /* a MatMul's rows stay unused: only its column forms are wired (diffexec.c) */
+            sh->roww[t][i] = mm ? 0 : bf__gemm_row_width(&g, a, bg, c, y, scratch, rows);
         }
     }
     bf__free(scratch);

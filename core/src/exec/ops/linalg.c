@@ -228,6 +228,19 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
     return BF_OK;
 }
 
+/* For the differential executor (diff.h): a MatMul whose B is one matrix
+ * runs as one product [batch x M, K] @ [K, N] (matmul_run's fold), the
+ * same call a Gemm with these parameters makes, so its columns can be
+ * recomputed or updated as a Gemm's. 0 for any other MatMul. */
+int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out)
+{
+    if (s->node->op->run != matmul_run) return 0;
+    const matmul_params *mp = s->params;
+    if (!mp->fold || mp->k == 0 || mp->batch * mp->m > INT_MAX) return 0;
+    *out = (bf__gemm_info){.m = (int)(mp->batch * mp->m), .n = mp->n, .k = mp->k, .alpha = 1.0f, .beta = 0.0f};
+    return 1;
+}
+
 const bf__op bf__ops_linalg[] = {
     {"Gemm", 2, 3, 1, 1, 0, gemm_prepare, gemm_run},
     {"MatMul", 2, 2, 1, 1, 0, matmul_prepare, matmul_run},
