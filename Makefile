@@ -185,10 +185,10 @@ study-drs: build bench-deps
 # decoder on the project's synthetic language (a few minutes), exports it with and
 # without a KV cache, runs the BER sweeps per storage format, the per-bit and
 # per-tensor campaigns, KV-cache against weight faults and the protections, and writes
-# the page. QUICK=1: a short training and few trials, under $(BUILD)/study/llm-quick.
+# the page. QUICK=1: a short training and few trials, the page under $(BUILD)/study/llm-quick.
 study-llm: build bench-deps
 	/usr/bin/python3 study/llm/run_study.py --bitflip $(BUILD)/bitflip --work $(BUILD)/study/llm$(if $(QUICK),-quick) \
-	  $(if $(QUICK),--quick,--doc docs/study/llm.md)
+	  $(if $(QUICK),--quick --doc $(BUILD)/study/llm-quick/llm.md,--doc docs/study/llm.md)
 
 # The studies: docs/STUDY.md (DRS), docs/study/stutz.md and docs/study/llm.md.
 study: study-drs study-stutz study-llm
