@@ -126,7 +126,9 @@ for _ in $(seq 1 3000); do
 done
 timeout 120 curl -sSN "$URL/v1/campaigns/$CT/events" >"$tmp/ev_term" 2>/dev/null &
 SSE=$!
-sleep 0.2
+# the stream must be open (its first event written) before the signal: a fixed
+# 0.2 s sleep lost that race on a loaded machine, and curl then failed to connect
+for _ in $(seq 1 1000); do [ -s "$tmp/ev_term" ] && break; sleep 0.01; done
 stop_daemon TERM
 eq sigterm_exit "$STOP_RC" 0
 $PY -c "import sys; sys.exit(0 if $STOP_SECONDS < 5 else 1)" && ok || bad "SIGTERM took $STOP_SECONDS s (limit 5 s)"
