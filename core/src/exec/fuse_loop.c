@@ -40,15 +40,7 @@ typedef struct body {
     unsigned char used[MAX_BODY];   /* per body node: matched */
 } body;
 
-static const bf__attr *attr_of(const bf__node *n, const char *name)
-{
-    for (size_t i = 0; i < n->n_attrs; i++)
-        if (n->attrs[i].name && strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];
-    return NULL;
-}
-
-/* Whether n's attributes are among the names given (NULL-terminated). */
-static int attrs_within(const bf__node *n, const char *const *names)
+int bf__attrs_within(const bf__node *n, const char *const *names)
 {
     for (size_t i = 0; i < n->n_attrs; i++) {
         int ok = 0;
@@ -58,11 +50,9 @@ static int attrs_within(const bf__node *n, const char *const *names)
     return 1;
 }
 
-/* An int attribute: absent gives def; present with another type gives
- * `bad` (never a valid value where it is used). */
-static int64_t int_attr(const bf__node *n, const char *name, int64_t def, int64_t bad)
+int64_t bf__int_attr(const bf__node *n, const char *name, int64_t def, int64_t bad)
 {
-    const bf__attr *a = attr_of(n, name);
+    const bf__attr *a = bf__node_attr(n, name);
     if (!a) return def;
     return a->type == BF__ATTR_INT ? a->i : bad;
 }
@@ -101,7 +91,7 @@ static const bf_tensor *const_of(const body *b, int ref)
         if (v->kind == BF__VAL_NODE && v->producer >= 0) n = &b->m->nodes[v->producer];
     }
     if (!n || strcmp(n->op_type, "Constant") != 0 || n->n_in != 0 || n->n_attrs != 1) return NULL;
-    const bf__attr *a = attr_of(n, "value");
+    const bf__attr *a = bf__node_attr(n, "value");
     return a && a->type == BF__ATTR_TENSOR ? a->t : NULL;
 }
 
@@ -124,7 +114,7 @@ static int const_true(const body *b, int ref)
 /* axes [0], as an attribute or as input 1 (by the opset's form). */
 static int axes_zero(const body *b, const bf__node *n, int as_input)
 {
-    const bf__attr *a = attr_of(n, "axes");
+    const bf__attr *a = bf__node_attr(n, "axes");
     if (as_input) return !a && n->n_in == 2 && const_is(b, n->in[1], 0);
     return n->n_in == 1 && a && a->type == BF__ATTR_INTS && a->n == 1 && a->ints[0] == 0;
 }
@@ -134,7 +124,7 @@ static int gather_by_iter(body *b, int ref, int iter)
 {
     static const char *const ok[] = {"axis", NULL};
     const bf__node *n = made_by(b, ref, "Gather");
-    if (!n || n->n_in != 2 || !attrs_within(n, ok) || int_attr(n, "axis", 0, -1) != 0) return -1;
+    if (!n || n->n_in != 2 || !bf__attrs_within(n, ok) || bf__int_attr(n, "axis", 0, -1) != 0) return -1;
     return n->in[0] >= 0 && n->in[1] == iter ? n->in[0] : -1;
 }
 
@@ -143,7 +133,7 @@ static int bound(body *b, int ref, int iter)
 {
     static const char *const ok[] = {"axes", NULL};
     const bf__node *n = made_by(b, ref, "Unsqueeze");
-    if (!n || !attrs_within(n, ok) || !axes_zero(b, n, b->m->opset >= 13)) return -1;
+    if (!n || !bf__attrs_within(n, ok) || !axes_zero(b, n, b->m->opset >= 13)) return -1;
     return gather_by_iter(b, n->in[0], iter);
 }
 
@@ -161,7 +151,7 @@ static int lookup(body *b, int ref, int iter, match *mt)
 {
     static const char *const gather_ok[] = {"axis", NULL};
     const bf__node *g = made_by(b, ref, "Gather");
-    if (!g || g->n_in != 2 || !attrs_within(g, gather_ok) || int_attr(g, "axis", 0, -1) != 0 || g->in[0] < 0) return 0;
+    if (!g || g->n_in != 2 || !bf__attrs_within(g, gather_ok) || bf__int_attr(g, "axis", 0, -1) != 0 || g->in[0] < 0) return 0;
     const bf__node *s = made_by(b, g->in[1], "Slice");
     if (!s || s->n_attrs || s->n_in < 3 || s->in[0] < 0) return 0;
     /* axes and steps: omitted (-1), or the constants of one plain slice of axis 0 */
@@ -184,7 +174,7 @@ static int reduction(body *b, int ref, int iter, match *mt)
     const bf__node *r = NULL;
     for (int k = 0; k < 3 && !r; k++)
         if ((r = made_by(b, ref, ops[k])) != NULL) mt->mode = k;
-    if (!r || !attrs_within(r, ok) || int_attr(r, "keepdims", 1, 1) != 0 || int_attr(r, "noop_with_empty_axes", 0, 1) != 0)
+    if (!r || !bf__attrs_within(r, ok) || bf__int_attr(r, "keepdims", 1, 1) != 0 || bf__int_attr(r, "noop_with_empty_axes", 0, 1) != 0)
         return 0;
     int axes_input = mt->mode == 0 ? b->m->opset >= 13 : b->m->opset >= 18;
     if (!axes_zero(b, r, axes_input)) return 0;
@@ -199,7 +189,7 @@ static int reduction(body *b, int ref, int iter, match *mt)
 static int is_embedding_bag(const bf_model *m, const bf__node *n, match *mt)
 {
     if (n->n_in != 2 || n->n_out != 1 || n->in[0] < 0 || n->out[0] < 0 || n->n_attrs != 1) return 0;
-    const bf__attr *a = attr_of(n, "body");
+    const bf__attr *a = bf__node_attr(n, "body");
     if (!a || a->type != BF__ATTR_GRAPH || !a->g) return 0;
     body b = {.m = m, .g = a->g};
     const bf__subgraph *g = a->g;
@@ -210,7 +200,7 @@ static int is_embedding_bag(const bf_model *m, const bf__node *n, match *mt)
     if (g->out[0] != cond_in) {
         static const char *const ok[] = {"to", NULL};
         const bf__node *c = made_by(&b, g->out[0], "Cast");
-        if (!c || c->n_in != 1 || !attrs_within(c, ok) || int_attr(c, "to", -1, -1) != 9 /* BOOL */ ||
+        if (!c || c->n_in != 1 || !bf__attrs_within(c, ok) || bf__int_attr(c, "to", -1, -1) != 9 /* BOOL */ ||
             !const_true(&b, c->in[0]))
             return 0;
     }

@@ -12,6 +12,12 @@
  * per_sample_weights, which it names. */
 bf_status bf__fuse_loops(bf_model *m, bf_error *err);
 
+/* For the pattern matchers here: whether n's attributes are all among the
+ * names given (NULL-terminated), and an int attribute (absent: def; present
+ * with another type: `bad`, never a valid value where it is used). */
+int bf__attrs_within(const bf__node *n, const char *const *names);
+int64_t bf__int_attr(const bf__node *n, const char *name, int64_t def, int64_t bad);
+
 /* fuse_seq.c, called by bf__fuse_loops: rewrites each sequence Loop that
  * is exactly torch.onnx.export's repeat_interleave over an axis of no static
  * size into one bf.RepeatInterleave node (ops/repeat_interleave.c). Fails

@@ -59,23 +59,7 @@ typedef struct rbody {
 
 static int is_op(const bf__node *n, const char *op) { return n && strcmp(n->op_type, op) == 0; }
 
-/* Whether n's attributes are among the names given (NULL-terminated). */
-static int attrs_within(const bf__node *n, const char *const *names)
-{
-    for (size_t i = 0; i < n->n_attrs; i++) {
-        int ok = 0;
-        for (const char *const *k = names; *k && !ok; k++) ok = n->attrs[i].name && strcmp(n->attrs[i].name, *k) == 0;
-        if (!ok) return 0;
-    }
-    return 1;
-}
 
-static int64_t int_attr(const bf__node *n, const char *name, int64_t def, int64_t bad)
-{
-    const bf__attr *a = bf__node_attr(n, name);
-    if (!a) return def;
-    return a->type == BF__ATTR_INT ? a->i : bad;
-}
 
 /* The body node writing reference ref as its only output, with op `op`;
  * marked used. NULL if none. */
@@ -172,9 +156,9 @@ static int split_at(rbody *b, int ref, int64_t *axis, int *seq)
     const bf__node *a = body_node(b, ref, "SequenceAt");
     if (!a || a->n_in != 2 || a->n_attrs || a->in[1] != b->iter) return -1;
     bf__node *s = main_node(b->m, a->in[0], "SplitToSequence");
-    if (!s || s->n_in != 2 || s->n_out != 1 || !attrs_within(s, ok) || s->in[0] < 0) return -1;
+    if (!s || s->n_in != 2 || s->n_out != 1 || !bf__attrs_within(s, ok) || s->in[0] < 0) return -1;
     if (!ones_node(main_node(b->m, s->in[1], "ConstantOfShape"))) return -1;
-    *axis = int_attr(s, "axis", 0, INT64_MIN);
+    *axis = bf__int_attr(s, "axis", 0, INT64_MIN);
     *seq = a->in[0];
     return s->in[0];
 }
@@ -212,12 +196,12 @@ static int piece(rbody *b, int ref, int *x, int *r, int64_t *axis, const bf__nod
     static const char *const unsq_ok[] = {"axes", NULL};
     int64_t s[BF_MAX_DIMS + 1], c1[BF_MAX_DIMS + 1], c2[BF_MAX_DIMS + 1], ax[1];
     const bf__node *rs = body_node(b, ref, "Reshape");
-    if (!rs || rs->n_in != 2 || !attrs_within(rs, reshape_ok) || int_attr(rs, "allowzero", 0, 1) != 0) return 0;
+    if (!rs || rs->n_in != 2 || !bf__attrs_within(rs, reshape_ok) || bf__int_attr(rs, "allowzero", 0, 1) != 0) return 0;
     int rank = const_ints(b, rs->in[1], s, BF_MAX_DIMS);
     const bf__node *ex = body_node(b, rs->in[0], "Expand");
     if (rank < 1 || !ex || ex->n_in != 2 || ex->n_attrs) return 0;
     const bf__node *un = body_node(b, ex->in[0], "Unsqueeze");
-    if (!un || !attrs_within(un, unsq_ok)) return 0;
+    if (!un || !bf__attrs_within(un, unsq_ok)) return 0;
     if (b->m->opset >= 13) {
         if (un->n_attrs || un->n_in != 2 || const_ints(b, un->in[1], ax, 1) != 1) return 0;
     } else {
@@ -226,7 +210,7 @@ static int piece(rbody *b, int ref, int *x, int *r, int64_t *axis, const bf__nod
         ax[0] = a->ints[0];
     }
     const bf__node *cc = body_node(b, minus_ones_to_one(b, ex->in[1]), "Concat");
-    if (!cc || cc->n_in != 3 || int_attr(cc, "axis", -1, -1) != 0 || cc->n_attrs != 1) return 0;
+    if (!cc || cc->n_in != 3 || bf__int_attr(cc, "axis", -1, -1) != 0 || cc->n_attrs != 1) return 0;
     int n1 = const_ints(b, cc->in[0], c1, BF_MAX_DIMS), n2 = const_ints(b, cc->in[2], c2, BF_MAX_DIMS);
     /* rank + 1 entries: the slice's dims up to d with 1 at d, the repeat, the
      * rest; the Reshape merges d and d + 1 (-1 at d) */
@@ -282,8 +266,8 @@ static int reads_of(const bf_model *m, int v, const bf__node *skip, int *in_skip
 static int is_repeat_interleave(const bf_model *m, const bf__node *y, rmatch *mt, bf__node **rm)
 {
     static const char *const ok[] = {"axis", "new_axis", NULL};
-    if (y->n_in != 1 || y->n_out != 1 || y->out[0] < 0 || !attrs_within(y, ok) ||
-        int_attr(y, "new_axis", 0, 1) != 0 || !bf__node_attr(y, "axis"))
+    if (y->n_in != 1 || y->n_out != 1 || y->out[0] < 0 || !bf__attrs_within(y, ok) ||
+        bf__int_attr(y, "new_axis", 0, 1) != 0 || !bf__node_attr(y, "axis"))
         return 0;
     bf__node *loop = main_node(m, y->in[0], "Loop");
     if (!loop || loop->n_in != 3 || loop->n_out != 1 || loop->n_attrs != 1 || loop->in[0] < 0) return 0;
@@ -298,14 +282,14 @@ static int is_repeat_interleave(const bf_model *m, const bf__node *y, rmatch *mt
     if (g->out[0] != BF__SUB_REF(g->in[1])) {
         static const char *const cast_ok[] = {"to", NULL};
         const bf__node *c = body_node(&b, g->out[0], "Cast");
-        if (!c || c->n_in != 1 || !attrs_within(c, cast_ok) || int_attr(c, "to", -1, -1) != 9 /* BOOL */ ||
+        if (!c || c->n_in != 1 || !bf__attrs_within(c, cast_ok) || bf__int_attr(c, "to", -1, -1) != 9 /* BOOL */ ||
             !const_true(&b, c->in[0]))
             return 0;
     }
     const bf__node *ins = body_node(&b, g->out[1], "SequenceInsert");
     if (!ins || ins->n_in != 2 || ins->n_attrs || ins->in[0] != BF__SUB_REF(g->in[2])) return 0;
     if (!body_matches(&b, ins->in[1], mt)) return 0;
-    if (int_attr(y, "axis", 0, INT64_MIN) != mt->axis) return 0;
+    if (bf__int_attr(y, "axis", 0, INT64_MIN) != mt->axis) return 0;
     for (size_t i = 0; i < g->n_nodes; i++)
         if (!b.used[i] && !constant_value(&g->nodes[i])) return 0;
     /* the sequences are the pattern's alone */

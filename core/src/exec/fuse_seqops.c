@@ -155,11 +155,6 @@ static bf_status become(const bf_model *m, bf__node *n, const char *op, const in
     return BF_OK;
 }
 
-static int64_t int_attr(const bf__node *n, const char *name, int64_t def)
-{
-    const bf__attr *a = bf__node_attr(n, name);
-    return a && a->type == BF__ATTR_INT ? a->i : def;
-}
 
 /* Rewrites reader n of a sequence, if it can be; *done says whether it was. */
 static bf_status rewrite_reader(bf_model *m, bf__node *n, int *done, bf_error *err)
@@ -177,7 +172,7 @@ static bf_status rewrite_reader(bf_model *m, bf__node *n, int *done, bf_error *e
         if (n->n_in != 2 || n->in[1] < 0) return BF_OK;
         if (s.split) {
             int in[3] = {s.x, s.sp, n->in[1]};
-            int64_t v[2] = {int_attr(s.split_node, "axis", 0), int_attr(s.split_node, "keepdims", 1)};
+            int64_t v[2] = {bf__int_attr(s.split_node, "axis", 0, 0), bf__int_attr(s.split_node, "keepdims", 1, 1)};
             *done = 1;
             return become(m, n, "bf.SplitAt", in, 3, split_attrs, v, err);
         }
@@ -192,7 +187,7 @@ static bf_status rewrite_reader(bf_model *m, bf__node *n, int *done, bf_error *e
     }
     if (is_len) {
         int in[2] = {s.x, s.sp};
-        int64_t v[2] = {s.split ? -1 : s.n, s.split ? int_attr(s.split_node, "axis", 0) : 0};
+        int64_t v[2] = {s.split ? -1 : s.n, s.split ? bf__int_attr(s.split_node, "axis", 0, 0) : 0};
         *done = 1;
         return become(m, n, "bf.SequenceLength", in, s.split ? 2 : 0, len_attrs, v, err);
     }
@@ -200,9 +195,9 @@ static bf_status rewrite_reader(bf_model *m, bf__node *n, int *done, bf_error *e
     if (s.n == 0)
         return bf_error_set(err, BF_EFORMAT, "%s: node '%s' (ConcatFromSequence): the sequence is empty", m->label,
                             n->name);
-    int64_t v[1] = {int_attr(n, "axis", 0)};
+    int64_t v[1] = {bf__int_attr(n, "axis", 0, 0)};
     *done = 1;
-    return become(m, n, int_attr(n, "new_axis", 0) ? "bf.Stack" : "Concat", s.items, s.n, axis_attr, v, err);
+    return become(m, n, bf__int_attr(n, "new_axis", 0, 0) ? "bf.Stack" : "Concat", s.items, s.n, axis_attr, v, err);
 }
 
 static int is_seq_op(const char *op)

@@ -39,18 +39,8 @@ char *bf__edit_own_str(bf__edit *e, const char *a, const char *b)
 bf_status bf__edit_derive(const bf_model *base, bf__edit *e, bf_error *err)
 {
     memset(e, 0, sizeof *e);
-    bf_model *m = bf__calloc(1, sizeof *m);
+    bf_model *m = bf__model_derive_shell(base);
     if (!m) return bf__edit_oom(err);
-    *m = *base;
-    m->base = base;
-    m->owns_base = 0;   /* the base's own base, if it owns one, stays the base's */
-    m->owned = NULL;
-    m->n_owned = m->cap_owned = 0;
-    m->values = NULL;
-    m->nodes = NULL;
-    m->order = NULL;
-    m->output_vals = NULL;
-    m->n_nodes = 0;   /* the nodes copied so far: what a failure frees */
     e->m = m;
     e->base_values = base->n_values;
     e->base_nodes = base->n_nodes;

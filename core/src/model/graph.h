@@ -134,6 +134,12 @@ struct bf_model {
     size_t n_owned, cap_owned;
 };
 
+/* model_dims.c: a derived model (see `base`) sharing everything with base,
+ * with no tables of its own yet (values, nodes, order, output_vals NULL,
+ * nothing owned), for the caller to fill; NULL for memory. Freed with
+ * bf_model_free at any point of the filling. */
+bf_model *bf__model_derive_shell(const bf_model *base);
+
 /* Whether parameter p is a zero point (see param_zp). */
 int bf__param_is_zero_point(const bf_model *m, size_t p);
 /* 1: parameter p's data lives in the weights arena (its model's, or its

@@ -11,6 +11,23 @@
 #include "bitflip/model.h"
 #include "model/graph.h"
 
+bf_model *bf__model_derive_shell(const bf_model *base)
+{
+    bf_model *m = bf__calloc(1, sizeof *m);
+    if (!m) return NULL;
+    *m = *base;
+    m->base = base;
+    m->owns_base = 0;   /* the base's own base, if it owns one, stays the base's */
+    m->owned = NULL;
+    m->n_owned = m->cap_owned = 0;
+    m->values = NULL;
+    m->nodes = NULL;
+    m->order = NULL;
+    m->output_vals = NULL;
+    m->n_nodes = 0;     /* the nodes copied so far: what a failure frees */
+    return m;
+}
+
 static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory fixing input dimensions"); }
 
 /* The derived model's copies of the base's tables (bf_model_free frees them). */
@@ -56,18 +73,8 @@ bf_status bf_model_with_dims(const bf_model *base, const char *const *names, con
             return bf_error_set(err, BF_EINVAL, "%s: dimension '%s' given size %lld", base->label, names[k],
                                 (long long)sizes[k]);
     }
-    bf_model *m = bf__calloc(1, sizeof *m);
+    bf_model *m = bf__model_derive_shell(base);
     if (!m) return oom(err);
-    *m = *base;
-    m->base = base;
-    m->owns_base = 0;
-    m->owned = NULL;
-    m->n_owned = m->cap_owned = 0;
-    m->values = NULL;
-    m->nodes = NULL;
-    m->order = NULL;
-    m->output_vals = NULL;
-    m->n_nodes = 0;
     bf_status st = copy_tables(base, m, err);
     bf_value_info *in = st == BF_OK ? bf__malloc((base->n_inputs + 1) * sizeof *in) : NULL;
     if (st == BF_OK && !in) st = oom(err);
