@@ -136,6 +136,30 @@ static const char *symbolic_dim(const bf_model *m)
     return NULL;
 }
 
+/* A plan's memory at each of memory_batches, at the --dims sizes; a batch
+ * the model cannot take (a fixed batch dimension, a symbolic dim with no
+ * size) says why instead. 0, or EXIT_USAGE having printed why. */
+static int estimate_memory(const bf_model *m, char *dims_text_opt, bf_plan_budget *budgets, bf_error *berr, int *have)
+{
+    const char *dim_names[MAX_DIMS_OPT];
+    int64_t dim_sizes[MAX_DIMS_OPT];
+    bf_error err = {0};
+    int n_dims = parse_dims(dims_text_opt, dim_names, dim_sizes);
+    bf_model *sized = NULL;
+    if (n_dims < 0) return EXIT_USAGE;
+    if (n_dims > 0 && bf_model_with_dims(m, dim_names, dim_sizes, (size_t)n_dims, &sized, &err) != BF_OK)
+        return usage_error("info", "--dims: %s", err.msg);
+    const char *symbolic = sized ? NULL : symbolic_dim(m);
+    for (int k = 0; k < 3; k++) {
+        memset(&berr[k], 0, sizeof berr[k]);
+        if (symbolic) bf_error_set(&berr[k], BF_EUNSUPPORTED, "symbolic dim '%s' (sized by the eval set; --dims %s=N shows it)",
+                                   symbolic, symbolic);
+        have[k] = !symbolic && bf_plan_estimate(sized ? sized : m, memory_batches[k], &budgets[k], &berr[k]) == BF_OK;
+    }
+    bf_model_free(sized);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv)
 {
     int json = 0, rc = 0;
@@ -167,28 +191,13 @@ int cmd_info(int argc, char **argv)
     bf_error err = {0};
     bf_model *m = NULL;
     if (bf_model_load_file_opts(path, &lim.model, &m, &err) != BF_OK) return report_error("info", &err);
-    /* a plan's memory at each batch; a batch the model cannot take (a fixed
-     * batch dimension) says why instead */
     bf_plan_budget budgets[3];
     bf_error berr[3];
     int have[3];
-    const char *dim_names[MAX_DIMS_OPT];
-    int64_t dim_sizes[MAX_DIMS_OPT];
-    int n_dims = parse_dims(dims_text_opt, dim_names, dim_sizes);
-    bf_model *sized = NULL;
-    if (n_dims < 0) { bf_model_free(m); return EXIT_USAGE; }
-    if (n_dims > 0 && bf_model_with_dims(m, dim_names, dim_sizes, (size_t)n_dims, &sized, &err) != BF_OK) {
+    if ((rc = estimate_memory(m, dims_text_opt, budgets, berr, have)) != 0) {
         bf_model_free(m);
-        return usage_error("info", "--dims: %s", err.msg);
+        return rc;
     }
-    const char *symbolic = sized ? NULL : symbolic_dim(m);
-    for (int k = 0; k < 3; k++) {
-        memset(&berr[k], 0, sizeof berr[k]);
-        if (symbolic) bf_error_set(&berr[k], BF_EUNSUPPORTED, "symbolic dim '%s' (sized by the eval set; --dims %s=N shows it)",
-                                   symbolic, symbolic);
-        have[k] = !symbolic && bf_plan_estimate(sized ? sized : m, memory_batches[k], &budgets[k], &berr[k]) == BF_OK;
-    }
-    bf_model_free(sized);
 
     op_count ops[128];
     size_t n_ops = count_ops(m, ops, 128);
