@@ -66,6 +66,36 @@ void bf_repr_int8_scales(const float *w, int64_t numel, int64_t dim0, int per_ch
 static float sym_max(int m) { return (float)((1 << (m - 1)) - 1); }
 static float uns_max(int m) { return (float)((1 << m) - 1); }
 
+/* The range of the weights one scale covers: min, max and max |w|, NaN left
+ * out (it has no place in a range). */
+typedef struct range_acc {
+    float mn, mx, ab;
+    int seen;
+} range_acc;
+
+static void range_add(range_acc *r, float v)
+{
+    if (v != v) return;
+    if (!r->seen || v < r->mn) r->mn = v;
+    if (!r->seen || v > r->mx) r->mx = v;
+    if (fabsf(v) > r->ab) r->ab = fabsf(v);
+    r->seen = 1;
+}
+
+/* The scale of the range (clipped to [-w_max, w_max] when w_max > 0, which
+ * also moves r->mn, the unsigned codes' offset). A zero range, a range so
+ * small the scale underflows, or infinite weights would give a scale that
+ * decodes every q to 0 or NaN: 1 then. */
+static float range_scale(range_acc *r, float w_max, int uns, int m)
+{
+    if (w_max > 0) {
+        r->mn = -w_max;
+        r->mx = r->ab = w_max;
+    }
+    float sc = uns ? (r->mx - r->mn) / uns_max(m) : r->ab / sym_max(m);
+    return sc > 0 && sc <= FLT_MAX ? sc : 1.0f;
+}
+
 void bf_repr_fixed_scales(bf_repr repr, const float *w, int64_t numel, int64_t dim0, int per_channel, float w_max,
                           float *scale, float *lo)
 {
@@ -73,26 +103,10 @@ void bf_repr_fixed_scales(bf_repr repr, const float *w, int64_t numel, int64_t d
     int64_t slice = numel / n_scale;
     int m = bf_repr_bits(repr), uns = bf_repr_is_unsigned(repr);
     for (int64_t s = 0; s < n_scale; s++) {
-        float mn = 0, mx = 0, ab = 0;
-        int seen = 0;
-        for (int64_t i = s * slice; i < (s + 1) * slice; i++) {
-            float v = w[i];
-            if (v != v) continue;     /* NaN has no place in a range */
-            if (!seen || v < mn) mn = v;
-            if (!seen || v > mx) mx = v;
-            if (fabsf(v) > ab) ab = fabsf(v);
-            seen = 1;
-        }
-        if (w_max > 0) {
-            mn = -w_max;
-            mx = ab = w_max;
-        }
-        float sc = uns ? (mx - mn) / uns_max(m) : ab / sym_max(m);
-        /* A zero range, a range so small the scale underflows, or infinite
-         * weights would give a scale that decodes every q to 0 or NaN. */
-        if (!(sc > 0 && sc <= FLT_MAX)) sc = 1.0f;
-        scale[s] = sc;
-        if (uns && lo) lo[s] = isfinite(mn) ? mn : 0.0f;
+        range_acc r = {0};
+        for (int64_t i = s * slice; i < (s + 1) * slice; i++) range_add(&r, w[i]);
+        scale[s] = range_scale(&r, w_max, uns, m);
+        if (uns && lo) lo[s] = isfinite(r.mn) ? r.mn : 0.0f;
     }
 }
 
@@ -143,26 +157,13 @@ void bf_repr_group_scales(bf_repr repr, const float *w, const bf_qgroups *g, flo
     for (int64_t o = 0; o < g->outer; o++)
         for (int64_t kg = 0; kg < per_k; kg++)
             for (int64_t i = 0; i < g->inner; i++) {
-                float mn = 0, mx = 0, ab = 0;
-                int seen = 0;
+                range_acc r = {0};
                 int64_t k_end = (kg + 1) * g->group < g->k ? (kg + 1) * g->group : g->k;
-                for (int64_t k = kg * g->group; k < k_end; k++) {
-                    float v = w[(o * g->k + k) * g->inner + i];
-                    if (v != v) continue;
-                    if (!seen || v < mn) mn = v;
-                    if (!seen || v > mx) mx = v;
-                    if (fabsf(v) > ab) ab = fabsf(v);
-                    seen = 1;
-                }
-                if (w_max > 0) {
-                    mn = -w_max;
-                    mx = ab = w_max;
-                }
-                float sc = uns ? (mx - mn) / uns_max(m) : ab / sym_max(m);
-                if (!(sc > 0 && sc <= FLT_MAX)) sc = 1.0f;
+                for (int64_t k = kg * g->group; k < k_end; k++) range_add(&r, w[(o * g->k + k) * g->inner + i]);
+                float sc = range_scale(&r, w_max, uns, m);
                 int64_t s = (o * per_k + kg) * g->inner + i;
                 scale[s] = fp16_scale(sc);
-                if (uns && lo) lo[s] = isfinite(mn) ? as_fp16(mn) : 0.0f;
+                if (uns && lo) lo[s] = isfinite(r.mn) ? as_fp16(r.mn) : 0.0f;
             }
 }
 
