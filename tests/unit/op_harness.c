@@ -121,3 +121,23 @@ bf__attr th_attr_ints(const char *name, const int64_t *v, size_t n)
 {
     return (bf__attr){.name = (char *)name, .type = BF__ATTR_INTS, .ints = (int64_t *)v, .n = n};
 }
+
+size_t th_count_op(const bf_model *m, const char *op)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < bf_model_num_nodes(m); i++) k += strcmp(bf_model_node_op(m, i), op) == 0;
+    return k;
+}
+
+bf_status th_plan_for(const bf_model *m, const int64_t *dims, int ndim, bf_plan **p, bf_error *err)
+{
+    const int64_t *shapes[1] = {dims};
+    int nd[1] = {ndim};
+    const char *names[8];
+    int64_t sizes[8];
+    size_t n = 0;
+    bf_status st = bf_plan_dims_from(m, shapes, nd, names, sizes, 8, &n, err);
+    if (st != BF_OK) return st;
+    bf_plan_opts o = {.n_dims = n, .dim_names = names, .dim_sizes = sizes};
+    return bf_plan_create_opts(m, dims[0], &o, p, err);
+}

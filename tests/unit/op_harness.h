@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bitflip/plan.h"
 #include "bitflip/tensor.h"
 #include "model/graph.h"
 #include "exec/op.h"
@@ -26,6 +27,13 @@ bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, siz
 
 /* Tensor builders (data is copied into malloc'ed storage; free with th_tensor_free).
  * th_tensor: any dtype; data may be NULL for zeros. */
+/* Nodes of the loaded model whose op is `op`. */
+size_t th_count_op(const bf_model *m, const char *op);
+/* A plan for a model with one graph input fed shape dims[0..ndim) (batch
+ * dims[0]), the sizes of its symbolic dims read from that shape
+ * (bf_plan_dims_from). */
+bf_status th_plan_for(const bf_model *m, const int64_t *dims, int ndim, bf_plan **p, bf_error *err);
+
 bf_tensor th_tensor(bf_dtype dtype, const void *data, int ndim, const int64_t *dims);
 bf_tensor th_tensor_f32(const float *data, int ndim, const int64_t *dims);
 bf_tensor th_tensor_i64(const int64_t *data, int ndim, const int64_t *dims);

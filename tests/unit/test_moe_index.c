@@ -32,15 +32,10 @@
 #include "bitflip/plan.h"
 #include "alloc_fail.h"
 #include "campaign_check.h"
+#include "op_harness.h"
 
 #define MOE BF_FIXTURES "/moe/"
 
-static size_t count_op(const bf_model *m, const char *op)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < bf_model_num_nodes(m); i++) k += strcmp(bf_model_node_op(m, i), op) == 0;
-    return k;
-}
 
 static bf_model *load(const char *name)
 {
@@ -52,25 +47,13 @@ static bf_model *load(const char *name)
     return m;
 }
 
-static bf_status plan_for(const bf_model *m, const int64_t *dims, bf_plan **p, bf_error *err)
-{
-    const int64_t *shapes[1] = {dims};
-    int nd[1] = {3};
-    const char *names[8];
-    int64_t sizes[8];
-    size_t n = 0;
-    bf_status st = bf_plan_dims_from(m, shapes, nd, names, sizes, 8, &n, err);
-    if (st != BF_OK) return st;
-    bf_plan_opts o = {.n_dims = n, .dim_names = names, .dim_sizes = sizes};
-    return bf_plan_create_opts(m, dims[0], &o, p, err);
-}
 
 static void export_gives_pytorch_logits(void **state)
 {
     (void)state;
     bf_model *m = load("moe_classifier_op17");
-    assert_int_equal(count_op(m, "bf.MoEIndexAdd"), 4);
-    assert_int_equal(count_op(m, "NonZero") + count_op(m, "ScatterElements"), 0);
+    assert_int_equal(th_count_op(m, "bf.MoEIndexAdd"), 4);
+    assert_int_equal(th_count_op(m, "NonZero") + th_count_op(m, "ScatterElements"), 0);
     bf_dataset *ds = NULL, *ref = NULL;
     bf_error err = {0};
     if (bf_dataset_load_file(MOE "moe_classifier_op17.eval.safetensors", &ds, &err) ||
@@ -80,7 +63,7 @@ static void export_gives_pytorch_logits(void **state)
     assert_non_null(x);
     assert_non_null(want);
     bf_plan *p = NULL;
-    if (plan_for(m, x->dims, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (th_plan_for(m, x->dims, 3, &p, &err) != BF_OK) fail_msg("%s", err.msg);
     bf_tensor *in = bf_plan_input(p, 0);
     assert_int_equal(bf_tensor_numel(in), bf_tensor_numel(x));
     memcpy(in->data, x->data, (size_t)bf_tensor_numel(x) * sizeof(float));
@@ -111,11 +94,11 @@ static void near_misses_stay_refused(void **state)
     static const char *const files[] = {"near_cross_token_op17", "near_slot0_op17"};
     for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
         bf_model *m = load(files[f]);
-        assert_int_equal(count_op(m, "bf.MoEIndexAdd"), 0);
-        assert_int_equal(count_op(m, "NonZero"), 4);
+        assert_int_equal(th_count_op(m, "bf.MoEIndexAdd"), 0);
+        assert_int_equal(th_count_op(m, "NonZero"), 4);
         bf_plan *p = NULL;
         bf_error err = {0};
-        bf_status st = plan_for(m, (int64_t[]){2, 3, 8}, &p, &err);
+        bf_status st = th_plan_for(m, (int64_t[]){2, 3, 8}, 3, &p, &err);
         if (st != BF_EUNSUPPORTED || !strstr(err.msg, "(NonZero)"))
             fail_msg("%s: status %d: %s", files[f], (int)st, err.msg);
         assert_null(p);
@@ -178,7 +161,7 @@ static void allocation_failures_are_clean(void **state)
         bf_test_alloc_fail_after(-1);
         if (st == BF_OK) {
             succeeded = 1;
-            assert_int_equal(count_op(m, "bf.MoEIndexAdd"), 4);
+            assert_int_equal(th_count_op(m, "bf.MoEIndexAdd"), 4);
         } else if (st != BF_ENOMEM) {
             fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
         }

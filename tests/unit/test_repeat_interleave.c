@@ -40,15 +40,10 @@
 #include "bitflip/plan.h"
 #include "alloc_fail.h"
 #include "campaign_check.h"
+#include "op_harness.h"
 
 #define RINT BF_FIXTURES "/rint/"
 
-static size_t count_op(const bf_model *m, const char *op)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < bf_model_num_nodes(m); i++) k += strcmp(bf_model_node_op(m, i), op) == 0;
-    return k;
-}
 
 static bf_model *load(const char *name)
 {
@@ -60,33 +55,19 @@ static bf_model *load(const char *name)
     return m;
 }
 
-/* A plan for input k of shape dims[4] (batch dims[0]), sizes of the
- * symbolic dims from that shape. */
-static bf_status plan_for(const bf_model *m, const int64_t *dims, bf_plan **p, bf_error *err)
-{
-    const int64_t *shapes[1] = {dims};
-    int nd[1] = {4};
-    const char *names[8];
-    int64_t sizes[8];
-    size_t n = 0;
-    bf_status st = bf_plan_dims_from(m, shapes, nd, names, sizes, 8, &n, err);
-    if (st != BF_OK) return st;
-    bf_plan_opts o = {.n_dims = n, .dim_names = names, .dim_sizes = sizes};
-    return bf_plan_create_opts(m, dims[0], &o, p, err);
-}
 
 /* Runs file `name` on k [dims] (k[i] = i) and checks y against the
  * definition: along `axis`, index i of k repeated reps[i] times. */
 static void check_file(const char *name, const int64_t *dims, int axis, const int64_t *reps)
 {
     bf_model *m = load(name);
-    assert_int_equal(count_op(m, "Loop") + count_op(m, "SplitToSequence") + count_op(m, "ConcatFromSequence") +
-                         count_op(m, "SequenceEmpty"),
+    assert_int_equal(th_count_op(m, "Loop") + th_count_op(m, "SplitToSequence") + th_count_op(m, "ConcatFromSequence") +
+                         th_count_op(m, "SequenceEmpty"),
                      0);
-    assert_true(count_op(m, "bf.RepeatInterleave") >= 1);
+    assert_true(th_count_op(m, "bf.RepeatInterleave") >= 1);
     bf_plan *p = NULL;
     bf_error err = {0};
-    if (plan_for(m, dims, &p, &err) != BF_OK) fail_msg("%s: %s", name, err.msg);
+    if (th_plan_for(m, dims, 4, &p, &err) != BF_OK) fail_msg("%s: %s", name, err.msg);
     bf_tensor *k = bf_plan_input(p, 0);
     float *kd = k->data;
     for (int64_t i = 0; i < bf_tensor_numel(k); i++) kd[i] = (float)i;
@@ -126,8 +107,8 @@ static void exports_compute_repeat_interleave(void **state)
     /* the unrolled form: two bf.RepeatInterleave, one per head, then Concat; seq 3, not the traced 5 */
     check_file("ok_static_op14", (int64_t[]){2, 2, 3, 4}, 1, two);
     bf_model *m = load("ok_static_op14");
-    assert_int_equal(count_op(m, "bf.RepeatInterleave"), 2);
-    assert_int_equal(count_op(m, "Reshape"), 0);
+    assert_int_equal(th_count_op(m, "bf.RepeatInterleave"), 2);
+    assert_int_equal(th_count_op(m, "Reshape"), 0);
     bf_model_free(m);
 }
 
@@ -151,8 +132,8 @@ static void near_misses_stay_unsupported(void **state)
     }
     /* one piece of the unrolled form with a Reshape that keeps the repeat apart: plain ops */
     bf_model *m = load("near_static_reshape");
-    assert_int_equal(count_op(m, "bf.RepeatInterleave"), 1);
-    assert_int_equal(count_op(m, "Reshape"), 1);
+    assert_int_equal(th_count_op(m, "bf.RepeatInterleave"), 1);
+    assert_int_equal(th_count_op(m, "Reshape"), 1);
     bf_model_free(m);
 }
 
@@ -167,7 +148,7 @@ static void hostile_files_say_why(void **state)
         bf_model *m = load(trips[i].file);
         bf_plan *p = NULL;
         bf_error err = {0};
-        assert_int_equal(plan_for(m, (int64_t[]){2, 2, 5, 4}, &p, &err), BF_ESHAPE);
+        assert_int_equal(th_plan_for(m, (int64_t[]){2, 2, 5, 4}, 4, &p, &err), BF_ESHAPE);
         assert_null(p);
         if (!strstr(err.msg, "'/ConcatFromSequence' (bf.RepeatInterleave)") || !strstr(err.msg, trips[i].needle))
             fail_msg("%s: %s", trips[i].file, err.msg);
@@ -218,7 +199,7 @@ static void output_is_a_fault_site(void **state)
     bf_model *m = load("ok_loop_op17");
     bf_plan *p = NULL;
     bf_error err = {0};
-    if (plan_for(m, (int64_t[]){2, 2, 3, 4}, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (th_plan_for(m, (int64_t[]){2, 2, 3, 4}, 4, &p, &err) != BF_OK) fail_msg("%s", err.msg);
     bf_tensor *k = bf_plan_input(p, 0);
     for (int64_t i = 0; i < bf_tensor_numel(k); i++) ((float *)k->data)[i] = 1.0f;
     bf_value_fault f = {.value = bf_model_find_value(m, "y"), .sample = 1, .index = 5, .model = BF_FAULT_BITFLIP,
@@ -293,8 +274,8 @@ static void campaigns_agree_differential_and_exact(void **state)
     const int64_t sizes[2] = {x->dims[1], kv->dims[1]};
     if (bf_model_with_dims(base, names, sizes, 2, &m, &err) != BF_OK) fail_msg("%s", err.msg);
     /* the Loop of kv's dynamic heads, and the unrolled form of x's two heads */
-    assert_int_equal(count_op(m, "bf.RepeatInterleave"), 3);
-    assert_int_equal(count_op(m, "Loop"), 0);
+    assert_int_equal(th_count_op(m, "bf.RepeatInterleave"), 3);
+    assert_int_equal(th_count_op(m, "Loop"), 0);
     double scale = tc_out_scale(m, ds);
     char *keys[] = {"op:bf.RepeatInterleave"};
     tc_tally t = {0};
@@ -338,7 +319,7 @@ static void allocation_failures_are_clean(void **state)
         bf_error err = {0};
         bf_test_alloc_fail_after(n);
         bf_status st = bf_model_load_buffer(buf, len, "ok_loop_op14.onnx", &m, &err);
-        if (st == BF_OK) st = plan_for(m, (int64_t[]){2, 2, 5, 4}, &p, &err);
+        if (st == BF_OK) st = th_plan_for(m, (int64_t[]){2, 2, 5, 4}, 4, &p, &err);
         if (st == BF_OK) st = bf_plan_run(p, &err);
         bf_model *d = NULL;
         bf_plan *pd = NULL;
