@@ -23,8 +23,8 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     json_object_set_new(camp, "dataset", json_string(spec->dataset ? spec->dataset : ""));
     json_object_set_new(camp, "seed", json_integer((json_int_t)spec->seed));
     json_object_set_new(camp, "trials", json_integer(bf_campaign_num_trials(c)));
-    json_object_set_new(camp, "target", json_string(spec->target == BF_TARGET_WEIGHTS ? "weights"
-                                                    : spec->target == BF_TARGET_ACTIVATIONS ? "activations" : "inputs"));
+    static const char *const targets[] = {"weights", "activations", "inputs", "kv_cache"};
+    json_object_set_new(camp, "target", json_string((unsigned)spec->target < 4 ? targets[spec->target] : "?"));
     json_object_set_new(camp, "fault_model", json_string(bf_fault_model_name(spec->model_kind)));
     json_object_set_new(camp, "bits", json_integer(spec->bits));
     json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
@@ -62,6 +62,12 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
         if (site && s->torch_note) json_object_set_new(site, "torch_note", json_string(s->torch_note));
         /* the named site (bitflip/sites.h) this node output is, when it is one */
         if (site && s->site) json_object_set_new(site, "site", json_string(s->site));
+        /* kv_cache: the layer and kind, and the entries' extent in this value */
+        if (site && s->kv_kind)
+            json_object_set_new(site, "kv", json_pack("{s:i, s:s, s:I, s:I, s:I}", "layer", s->kv_layer, "kind",
+                                                      s->kv_kind == 'k' ? "k" : "v", "heads", (json_int_t)s->kv.heads,
+                                                      "positions", (json_int_t)s->kv.positions, "dim",
+                                                      (json_int_t)s->kv.dim));
         json_array_append_new(sites, site);
     }
     json_object_set_new(camp, "sites", sites);
@@ -334,6 +340,15 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
                                bits, "old", num(f->old_value), "new", num(f->new_value));
         if (site->torch_name) json_object_set_new(jf, "torch_name", json_string(site->torch_name));
         if (site->site) json_object_set_new(jf, "site", json_string(site->site));
+        if (site->kv_kind) {   /* the entry, as a KV cache indexes it */
+            int64_t h, p, d;
+            bf_site_kv_entry(site, f->index, &h, &p, &d);
+            json_object_set_new(jf, "layer", json_integer(site->kv_layer));
+            json_object_set_new(jf, "kind", json_string(site->kv_kind == 'k' ? "k" : "v"));
+            json_object_set_new(jf, "head", json_integer(h));
+            json_object_set_new(jf, "position", json_integer(p));
+            json_object_set_new(jf, "dim", json_integer(d));
+        }
         if (!isfinite(f->new_value))
             json_object_set_new(jf, "new", json_string(isnan(f->new_value) ? "NaN" : f->new_value > 0 ? "Infinity" : "-Infinity"));
         if (f->sample >= 0) json_object_set_new(jf, "sample", json_integer(f->sample));

@@ -10,18 +10,18 @@
 
 #define MAX_REPEATS 1000000LL
 
-static const char *const TARGET_NAMES[] = {"weights", "activations", "inputs"};
+static const char *const TARGET_NAMES[] = {"weights", "activations", "inputs", "kv_cache"};
 static const char *const PERSIST_NAMES[] = {"permanent", "transient"};
 
 /* faults.* by slot, in FAULT_NAMES' order (spec_impl.h) */
 enum { F_TARGET, F_TENSORS, F_MODEL, F_BITS, F_POSITIONS, F_BURST, F_RATE, F_RATES,
-       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_GROUP_SIZE, F_FAULT_SCALES, F_N };
+       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_GROUP_SIZE, F_FAULT_SCALES, F_KV, F_N };
 
 /* The rules' name for each slot. */
 static const bf_spec_field SLOT_FIELD[F_N] = {
     BF_SPEC_TARGET, BF_SPEC_TENSORS, BF_SPEC_MODEL, BF_SPEC_BITS, BF_SPEC_POSITIONS, BF_SPEC_BURST,
     BF_SPEC_RATE, BF_SPEC_RATES, BF_SPEC_REPEATS, BF_SPEC_REPR, BF_SPEC_PER_CHANNEL, BF_SPEC_PERSISTENCE,
-    BF_SPEC_ZERO_POINTS, BF_SPEC_W_MAX, BF_SPEC_ERROR_MAP, BF_SPEC_GROUP_SIZE, BF_SPEC_FAULT_SCALES,
+    BF_SPEC_ZERO_POINTS, BF_SPEC_W_MAX, BF_SPEC_ERROR_MAP, BF_SPEC_GROUP_SIZE, BF_SPEC_FAULT_SCALES, BF_SPEC_KV,
 };
 
 static void invalid(bf_spec_facts *facts, bf_spec_field f) { facts->invalid |= BF_SPEC_BIT(f); }
@@ -150,6 +150,83 @@ static bool fault_rates(ctx *c, json_t *const *f, const faults_info *fi, bf_camp
     return true;
 }
 
+/* faults.kv.<name>: a non-empty list of distinct indices (0 .. 2^31);
+ * false when out of memory. */
+static bool kv_indices(ctx *c, json_t *v, const char *name, int64_t **out, size_t *n_out, bf_spec_facts *facts)
+{
+    ptrbuf ptr = bf__spec_ptr_at("/faults/kv", name);
+    size_t n;
+    if (!bf__spec_get_array(c, v, ptr.s, "indices", &n)) {
+        invalid(facts, BF_SPEC_KV);
+        return true;
+    }
+    if (n == 0 || n > BF_KV_FILTER_MAX) {
+        if (n) bf__spec_problem(c, ptr.s, "%zu entries; at most %d", n, BF_KV_FILTER_MAX);
+        else bf__spec_problem(c, ptr.s, "an empty list selects nothing (leave '%s' out for every one)", name);
+        invalid(facts, BF_SPEC_KV);
+        return true;
+    }
+    if (!(*out = calloc(n, sizeof **out))) {
+        c->nomem = true;
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ptrbuf p = bf__spec_ptr_index(ptr.s, i);
+        int64_t x;
+        if (!bf__spec_get_int(c, json_array_get(v, i), p.s, 0, INT32_MAX, "", &x)) {
+            invalid(facts, BF_SPEC_KV);
+            continue;
+        }
+        size_t j = 0;
+        while (j < *n_out && (*out)[j] != x) j++;
+        if (j < *n_out) {
+            bf__spec_problem(c, p.s, "%lld is already listed", (long long)x);
+            invalid(facts, BF_SPEC_KV);
+            continue;
+        }
+        (*out)[(*n_out)++] = x;
+    }
+    return true;
+}
+
+/* faults.kv: {"layers", "kinds", "heads", "positions"}, each optional;
+ * false when out of memory. */
+static bool fault_kv(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *facts)
+{
+    static const char *const names[] = {"layers", "kinds", "heads", "positions"};
+    static const char *const kinds[] = {"k", "v"};
+    static const fieldset fs = {names, COUNT(names), NULL, 0, NULL};
+    json_t *k[4] = {0};
+    if (!json_is_object(v)) {
+        bf__spec_wrong_type(c, "/faults/kv", "an object {\"layers\", \"kinds\", \"heads\", \"positions\"}", v);
+        invalid(facts, BF_SPEC_KV);
+        return true;
+    }
+    bf__spec_take_fields(c, v, "/faults/kv", &fs, k);
+    if (k[0] && !kv_indices(c, k[0], "layers", &s->kv.layers, &s->kv.n_layers, facts)) return false;
+    if (k[2] && !kv_indices(c, k[2], "heads", &s->kv.heads, &s->kv.n_heads, facts)) return false;
+    if (k[3] && !kv_indices(c, k[3], "positions", &s->kv.positions, &s->kv.n_positions, facts)) return false;
+    if (k[1]) {
+        size_t n;
+        if (!bf__spec_get_array(c, k[1], "/faults/kv/kinds", "'k' or 'v'", &n)) {
+            invalid(facts, BF_SPEC_KV);
+            return true;
+        }
+        if (n == 0) {
+            bf__spec_problem(c, "/faults/kv/kinds", "an empty list selects nothing (leave 'kinds' out for keys and values)");
+            invalid(facts, BF_SPEC_KV);
+        }
+        for (size_t i = 0; i < n; i++) {
+            ptrbuf p = bf__spec_ptr_index("/faults/kv/kinds", i);
+            int e = bf__spec_get_enum(c, json_array_get(k[1], i), p.s, kinds, COUNT(kinds));
+            if (e < 0) invalid(facts, BF_SPEC_KV);
+            else if (s->kv.kinds & (1u << e)) bf__spec_problem(c, p.s, "'%s' is already listed", kinds[e]), invalid(facts, BF_SPEC_KV);
+            else s->kv.kinds |= 1u << e;
+        }
+    }
+    return true;
+}
+
 /* target, model, representation, persistence: what the other fields'
  * ranges and the rules depend on. */
 static void fault_enums(ctx *c, json_t *const *f, bf_campaign_spec *s, faults_info *fi, bf_spec_facts *facts)
@@ -251,4 +328,7 @@ void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, fau
         invalid(facts, BF_SPEC_GROUP_SIZE);
     if (f[F_ZERO_POINTS] && !bf__spec_get_bool(c, f[F_ZERO_POINTS], "/faults/zero_points", &s->zero_points))
         invalid(facts, BF_SPEC_ZERO_POINTS);
+    if (f[F_KV] && !fault_kv(c, f[F_KV], s, facts)) return;
+    /* a KV-cache entry is struck once, in one sample: transient unless said */
+    if (fi->target_ok && s->target == BF_TARGET_KV_CACHE && !f[F_PERSISTENCE]) s->persistence = BF_PERSIST_TRANSIENT;
 }

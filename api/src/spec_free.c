@@ -17,6 +17,9 @@ void bf_campaign_spec_free(bf_campaign_spec *spec)
     free(spec->list);
     for (size_t i = 0; i < spec->n_mitigations; i++) bf_mitigation_free(&spec->mitigations[i]);
     free(spec->mitigations);
+    free(spec->kv.layers);
+    free(spec->kv.heads);
+    free(spec->kv.positions);
     free(spec->error_map);
     bf_errmap_free(spec->errmap);
     memset(spec, 0, sizeof *spec);

@@ -481,7 +481,7 @@ static void cross_field_rules(void **state)
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int8\", \"per_channel\": true,"
                  " \"target\": \"activations\"}}", "/faults/per_channel", "applies only to target 'weights'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"persistence\": \"transient\"}}",
-                 "/faults/persistence", "'transient' applies only to targets 'activations' and 'inputs'");
+                 "/faults/persistence", "'transient' applies only to targets 'activations', 'inputs' and 'kv_cache'");
 
     /* BER */
     only_problem("{" HEAD "\"faults\": {\"model\": \"ber\"}}", "/faults/rate", "required for model 'ber'");
@@ -563,7 +563,7 @@ static const struct {
 } RULE_ROWS[] = {
     {"transient-not-weights", "{" HEAD "\"trials\": 1, \"faults\": {\"persistence\": \"transient\"}}",
      "/faults/persistence",
-     "'transient' applies only to targets 'activations' and 'inputs' (a weight fault is a memory error: 'permanent')"},
+     "'transient' applies only to targets 'activations', 'inputs' and 'kv_cache' (a weight fault is a memory error: 'permanent')"},
     {"tensors-not-with-list", "{" HEAD "\"faults\": {\"tensors\": [\"*\"]}, " LIST1 "}", "/faults/tensors",
      "not used with an explicit fault list (each entry of /sampling/list names its tensor)"},
     {"bits-chosen-models", "{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.1, \"bits\": 2}}", "/faults/bits",

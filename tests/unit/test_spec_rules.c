@@ -61,7 +61,7 @@ static bf_errmap fake_map;    /* its rows and cols are not read by the rules */
         __VA_ARGS__;                                                            \
     }
 
-MUT(m_target, s->target = (bf_target)3)
+MUT(m_target, s->target = (bf_target)4)
 MUT(m_persistence, s->persistence = (bf_persistence)-1)
 MUT(m_repr, s->repr = (bf_repr)BF_REPR_COUNT)
 MUT(m_model, s->model_kind = (bf_fault_model)9)
@@ -72,6 +72,9 @@ MUT(m_margin, s->stop_margin = 1)
 MUT(m_confidence, s->stop_margin = 0.1; s->stop_confidence = 1.5)
 MUT(m_transient, s->persistence = BF_PERSIST_TRANSIENT)
 MUT(m_tensors_list, DOC(TENSORS); s->sampling = BF_SAMPLE_LIST)
+MUT(m_tensors_kv, DOC(TENSORS); s->target = BF_TARGET_KV_CACHE; s->persistence = BF_PERSIST_TRANSIENT)
+MUT(m_kv_target, DOC(KV); s->target = BF_TARGET_ACTIVATIONS)
+MUT(m_kv_kinds, s->target = BF_TARGET_KV_CACHE; s->kv.kinds = 4)
 MUT(m_bits_models, DOC(BITS); s->model_kind = BF_FAULT_RANDOM_VALUE)
 MUT(m_bits_list, DOC(BITS); s->sampling = BF_SAMPLE_LIST)
 MUT(m_pos_random, DOC(POSITIONS); s->model_kind = BF_FAULT_RANDOM_VALUE; s->positions[0] = 3; s->n_positions = 1)
@@ -128,7 +131,7 @@ typedef struct row {
 } row;
 
 static const row ROWS[] = {
-    {"target-known", m_target, "faults.target", "unknown target 3", BF_EINVAL},
+    {"target-known", m_target, "faults.target", "unknown target 4", BF_EINVAL},
     {"persistence-known", m_persistence, "faults.persistence", "unknown persistence -1", BF_EINVAL},
     {"representation-known", m_repr, "faults.representation", "unknown representation 17", BF_EINVAL},
     {"model-known", m_model, "faults.model", "unknown fault model 9", BF_EINVAL},
@@ -138,10 +141,15 @@ static const row ROWS[] = {
     {"stop-margin-range", m_margin, "stop.margin", "must be in [0, 1), got 1", BF_EINVAL},
     {"stop-confidence-range", m_confidence, "stop.confidence", "must be in (0, 1), got 1.5", BF_EINVAL},
     {"transient-not-weights", m_transient, "faults.persistence",
-     "'transient' applies only to targets 'activations' and 'inputs' (a weight fault is a memory error: 'permanent')",
+     "'transient' applies only to targets 'activations', 'inputs' and 'kv_cache' (a weight fault is a memory error: 'permanent')",
      BF_EINVAL},
     {"tensors-not-with-list", m_tensors_list, "faults.tensors",
      "not used with an explicit fault list (each entry of /sampling/list names its tensor)", BF_EINVAL},
+    {"tensors-not-kv-cache", m_tensors_kv, "faults.tensors",
+     "not used with target 'kv_cache' (faults.kv chooses the layers, kinds, heads and positions)", BF_EINVAL},
+    {"kv-kv-cache-only", m_kv_target, "faults.kv",
+     "applies only to target 'kv_cache' (the layers, kinds, heads and positions of the KV cache's entries)", BF_EINVAL},
+    {"kv-kinds-known", m_kv_kinds, "faults.kv.kinds", "unknown kinds 4 (a bit each: 1 keys, 2 values)", BF_EINVAL},
     {"bits-chosen-models", m_bits_models, "faults.bits",
      "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'random_value'", BF_EINVAL},
     {"bits-not-with-list", m_bits_list, "faults.bits", "not used with an explicit fault list (each entry flips one bit)",

@@ -69,6 +69,7 @@
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
 #include "bitflip/repr.h"
+#include "bitflip/sites.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,7 +78,9 @@ extern "C" {
 typedef enum bf_target {
     BF_TARGET_WEIGHTS = 0,    /* parameter tensors */
     BF_TARGET_ACTIVATIONS,    /* node outputs */
-    BF_TARGET_INPUTS          /* graph inputs */
+    BF_TARGET_INPUTS,         /* graph inputs */
+    BF_TARGET_KV_CACHE        /* the KV cache's entries (bitflip/sites.h k_cache.K, v_cache.K),
+                               * chosen by bf_campaign_spec.kv; value faults as on activations */
 } bf_target;
 
 typedef enum bf_persistence {
@@ -133,6 +136,20 @@ typedef struct bf_fault_entry {
     int64_t sample;
 } bf_fault_entry;
 
+/* Target kv_cache: which entries faults land in. Each list holds distinct
+ * indices (layers as bitflip info numbers k_cache.K; key/value heads,
+ * grouped-query repetition undone; key positions of the pass, past ones
+ * first in a past_key_values export); n_* 0 = every one. kinds: 1 keys,
+ * 2 values, 3 or 0 both. */
+typedef struct bf_kv_filter {
+    int64_t *layers, *heads, *positions;
+    size_t n_layers, n_heads, n_positions;
+    unsigned kinds;
+} bf_kv_filter;
+
+/* Entries a kv_cache filter list may hold (bf_kv_filter). */
+#define BF_KV_FILTER_MAX 65536
+
 /* The largest group_size a campaign takes. */
 #define BF_GROUP_SIZE_MAX (INT64_C(1) << 20)
 
@@ -144,6 +161,7 @@ typedef struct bf_campaign_spec {
 
     /* faults */
     bf_target target;
+    bf_kv_filter kv;          /* target kv_cache */
     char **tensors;           /* patterns: exact names, globs (*, ?), or "op:Gemm"; for
                                * weights a name is the ONNX one or the PyTorch one
                                * (bf_param_info.torch_name) */
@@ -344,7 +362,15 @@ typedef struct bf_site {
     /* activations: the named site this node output is (bitflip/sites.h:
      * "attn_probs.3"), or NULL; `tensors` patterns match it as well as name */
     const char *site;
+    /* kv_cache: the layer, 'k' or 'v' (0 for every other site), and where
+     * its entries lie in the value (bitflip/sites.h) */
+    int kv_layer;
+    char kv_kind;
+    bf_kv_site_layout kv;
 } bf_site;
+
+/* A kv_cache site's entry at element `index` of a sample's slice. */
+void bf_site_kv_entry(const bf_site *site, int64_t index, int64_t *head, int64_t *position, int64_t *dim);
 
 /* Default batch of a campaign's passes (bf_campaign_spec.batch). */
 #define BF_CAMPAIGN_BATCH_DEFAULT 64

@@ -52,6 +52,7 @@ typedef enum bf_spec_field {
     BF_SPEC_CRITICAL,
     BF_SPEC_GROUP_SIZE,
     BF_SPEC_FAULT_SCALES,
+    BF_SPEC_KV,               /* faults.kv: target kv_cache's filters */
     BF_SPEC_FIELD_COUNT
 } bf_spec_field;
 

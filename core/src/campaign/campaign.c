@@ -42,6 +42,8 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->surface.site_scale);
     bf__free(c->surface.site_label);
     bf__free(c->surface.prefix);
+    bf__free(c->surface.site_kv);
+    bf__free(c->surface.kv_lists);
     bf__free(c->golden.out);
     bf__free(c->golden.pred);
     bf__free(c->golden.lm_labels);
@@ -138,7 +140,7 @@ static void list_names(const bf_model *m, int ops, char *buf, size_t len)
 static bool site_hint(const bf_campaign *c, const char *pat, char *buf, size_t len)
 {
     bool like = false;
-    for (int k = BF_SITE_ATTN_SCORES; k <= BF_SITE_ROUTER_LOGITS; k++) {
+    for (int k = BF_SITE_ATTN_SCORES; k <= BF_SITE_V_CACHE; k++) {
         const char *kn = bf_named_site_kind_name((bf_named_site_kind)k);
         like |= strncmp(pat, kn, strlen(kn)) == 0 && pat[strlen(kn)] == '.';
     }
@@ -299,7 +301,7 @@ typedef struct vcand {
     char site[BF__SITE_LABEL]; /* its named site (bitflip/sites.h), or "" */
 } vcand;
 
-static bf_status probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err)
+bf_status bf__campaign_probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err)
 {
     bf_status st = bf__plan_fault_site(a, v, row, err);
     if (st != BF_OK || !b) return st;
@@ -356,7 +358,7 @@ static void list_sites(const vcand *v, size_t n, int ops, char *buf, size_t len)
 }
 
 /* Plans for batches 1 and 2 (or the model's fixed batch, and b NULL). */
-static bf_status probe_plans(const bf_model *m, bf_plan **a, bf_plan **b, bf_error *err)
+bf_status bf__campaign_probe_plans(const bf_model *m, bf_plan **a, bf_plan **b, bf_error *err)
 {
     int64_t fixed = 0;
     for (size_t i = 0; i < m->n_inputs; i++)
@@ -398,7 +400,7 @@ static bf_status value_candidates(const bf_campaign *c, const bf_plan *a, const 
     for (size_t i = 0; i < n; i++) {
         int64_t row;
         if (!v[i].name) v[i].name = "";
-        if (probe_site(a, b, v[i].value, &row, NULL) == BF_OK) v[i].elements = row;
+        if (bf__campaign_probe_site(a, b, v[i].value, &row, NULL) == BF_OK) v[i].elements = row;
     }
     bf_status st = c->faults.target == BF_TARGET_ACTIVATIONS ? label_named_sites(m, v, n, err) : BF_OK;
     if (st != BF_OK) { bf__free(v); return st; }
@@ -446,7 +448,7 @@ static bf_status no_value_site(const bf_campaign *c, const char *pat, const vcan
                             matched > 1 ? ", among others" : "", names[0] ? names : "this model has none");
     bf_error why = {0};
     int64_t row;
-    probe_site(a, b, v[first].value, &row, &why);
+    bf__campaign_probe_site(a, b, v[first].value, &row, &why);
     return bf_error_set(err, BF_EINVAL, "tensor pattern '%s' matches %s be faulted: %s", pat, more, why.msg);
 }
 
@@ -457,7 +459,7 @@ static bf_status resolve_value_sites(bf_campaign *c, const bf_campaign_spec *spe
     unsigned char *sel = NULL;
     bf_plan *a = NULL, *b = NULL;
     bf_status st;
-    if ((st = probe_plans(c->model, &a, &b, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_probe_plans(c->model, &a, &b, err)) != BF_OK) goto out;
     if ((st = value_candidates(c, a, b, &v, &n, err)) != BF_OK) goto out;
     sel = bf__calloc(n + 1, 1);
     if (!sel) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
@@ -499,6 +501,7 @@ out:
 
 static bf_status resolve_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
 {
+    if (c->faults.target == BF_TARGET_KV_CACHE) return bf__campaign_kv_sites(c, spec, err);
     return c->faults.target == BF_TARGET_WEIGHTS ? resolve_param_sites(c, spec, err) : resolve_value_sites(c, spec, err);
 }
 
@@ -600,7 +603,10 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
                                 c->faults.target == BF_TARGET_WEIGHTS ? "it has" : "the fault sites are", names);
         }
         const bf_site *st = &c->surface.sites[site];
-        if (e->index < 0 || e->index >= st->elements)
+        if (c->surface.site_kv) {
+            bf_status ks = bf__kv_list_check(c, site, e->index, i, err);
+            if (ks != BF_OK) return ks;
+        } else if (e->index < 0 || e->index >= st->elements)
             return bf_error_set(err, BF_ERANGE, "list entry %zu: tensor '%s' has %lld elements%s, index %lld is out of range", i,
                                 name, (long long)st->elements, c->faults.target == BF_TARGET_WEIGHTS ? "" : " per sample",
                                 (long long)e->index);

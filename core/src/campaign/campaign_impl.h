@@ -65,6 +65,19 @@ int64_t bf__prediction(const bf_campaign *c, const float *row, int simd);
  * whose arg-max in `row` (its T x V logits) differs from golden's. */
 int64_t bf__lm_changed(const bf_campaign *c, const float *row, int64_t s, int simd);
 
+/* campaign.c: plans for batches 1 and 2 (or the model's fixed batch, and b
+ * NULL), and whether value v is a fault site in them: its elements per
+ * sample in *row, else an error saying why. */
+bf_status bf__campaign_probe_plans(const bf_model *m, bf_plan **a, bf_plan **b, bf_error *err);
+bf_status bf__campaign_probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err);
+
+/* kv_sites.c: target kv_cache's sites (bf_campaign_spec.kv over the
+ * model's k_cache.K / v_cache.K); a cell number of site s to its element
+ * index; list entry i's element checked against the selection. */
+bf_status bf__campaign_kv_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+int64_t bf__kv_cell_index(const bf_campaign *c, int64_t site, int64_t cell);
+bf_status bf__kv_list_check(const bf_campaign *c, int64_t site, int64_t index, size_t entry, bf_error *err);
+
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);
 

@@ -111,7 +111,9 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
         int bit = c->faults.allowed[d->pos[k] % (uint64_t)c->faults.n_allowed];
         if (e != last) {
             while (c->surface.prefix[site + 1] <= e) site++;
-            d->f[d->n++] = (bf__efault){.site = site, .index = e - c->surface.prefix[site], .sample = sample};
+            int64_t index = e - c->surface.prefix[site];
+            if (c->surface.site_kv) index = bf__kv_cell_index(c, site, index);
+            d->f[d->n++] = (bf__efault){.site = site, .index = index, .sample = sample};
             last = e;
         }
         d->f[d->n - 1].mask |= UINT32_C(1) << bit;
@@ -236,6 +238,8 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
         break;
     }
     }
+    /* kv_cache: the draw numbered the selected entries; the fault is on the element */
+    if (c->surface.site_kv) f->index = bf__kv_cell_index(c, f->site, f->index);
     if (c->faults.kind == BF_FAULT_RANDOM_VALUE) f->mask = random_bits(c, &r);
     else f->mask = draw_mask(c, &r, stratum, &d->first_bit);
     return BF_OK;

@@ -36,7 +36,7 @@ static const char *const PATH[BF_SPEC_FIELD_COUNT] = {
     [BF_SPEC_W_MAX] = "faults.w_max", [BF_SPEC_ERROR_MAP] = "faults.error_map", [BF_SPEC_SAMPLING] = "sampling",
     [BF_SPEC_TRIALS] = "trials", [BF_SPEC_STOP] = "stop", [BF_SPEC_MITIGATIONS] = "mitigations",
     [BF_SPEC_BATCH] = "batch", [BF_SPEC_CRITICAL] = "critical", [BF_SPEC_GROUP_SIZE] = "faults.group_size",
-    [BF_SPEC_FAULT_SCALES] = "faults.fault_scales",
+    [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_KV] = "faults.kv",
 };
 
 #define B(f) BF_SPEC_BIT(BF_SPEC_##f)
@@ -65,7 +65,7 @@ static bool chosen_bits(const bf_campaign_spec *s)
 RULE(target_known)
 {
     UNUSED;
-    return ((int)s->target < 0 || s->target > BF_TARGET_INPUTS) && SAY("unknown target %d", (int)s->target);
+    return ((int)s->target < 0 || s->target > BF_TARGET_KV_CACHE) && SAY("unknown target %d", (int)s->target);
 }
 
 RULE(persistence_known)
@@ -129,8 +129,34 @@ RULE(transient_not_weights)
 {
     UNUSED;
     return s->persistence == BF_PERSIST_TRANSIENT && on_weights(s) &&
-           SAY("'transient' applies only to targets 'activations' and 'inputs' (a weight fault is a memory error: "
-               "'permanent')");
+           SAY("'transient' applies only to targets 'activations', 'inputs' and 'kv_cache' (a weight fault is a "
+               "memory error: 'permanent')");
+}
+
+static bool has_kv(const bf_campaign_spec *s, const bf_spec_facts *f)
+{
+    return stated(f, BF_SPEC_KV) || s->kv.n_layers || s->kv.n_heads || s->kv.n_positions || s->kv.kinds;
+}
+
+RULE(kv_kv_cache_only)
+{
+    UNUSED;
+    return has_kv(s, f) && s->target != BF_TARGET_KV_CACHE &&
+           SAY("applies only to target 'kv_cache' (the layers, kinds, heads and positions of the KV cache's entries)");
+}
+
+RULE(kv_kinds_known)
+{
+    (void)f;
+    snprintf(field, FIELD_PATH_MAX, "faults.kv.kinds");
+    return s->kv.kinds > 3 && SAY("unknown kinds %u (a bit each: 1 keys, 2 values)", s->kv.kinds);
+}
+
+RULE(tensors_not_kv_cache)
+{
+    UNUSED;
+    return stated(f, BF_SPEC_TENSORS) && s->target == BF_TARGET_KV_CACHE &&
+           SAY("not used with target 'kv_cache' (faults.kv chooses the layers, kinds, heads and positions)");
 }
 
 RULE(per_channel_fixed_point)
@@ -526,6 +552,9 @@ static const rule RULES[] = {
 
     {"transient-not-weights", BF_SPEC_PERSISTENCE, ANY, B(TARGET), BF_EINVAL, transient_not_weights},
     {"tensors-not-with-list", BF_SPEC_TENSORS, DOCUMENT, B(SAMPLING), BF_EINVAL, tensors_not_with_list},
+    {"tensors-not-kv-cache", BF_SPEC_TENSORS, DOCUMENT, B(TARGET), BF_EINVAL, tensors_not_kv_cache},
+    {"kv-kv-cache-only", BF_SPEC_KV, ANY, B(TARGET), BF_EINVAL, kv_kv_cache_only},
+    {"kv-kinds-known", BF_SPEC_KV, ANY, 0, BF_EINVAL, kv_kinds_known},
     {"bits-chosen-models", BF_SPEC_BITS, DOCUMENT, B(MODEL), BF_EINVAL, bits_chosen_models},
     {"bits-not-with-list", BF_SPEC_BITS, DOCUMENT, B(SAMPLING), BF_EINVAL, bits_not_with_list},
     {"positions-not-random-value", BF_SPEC_POSITIONS, DOCUMENT, B(MODEL), BF_EINVAL, positions_not_random_value},

@@ -1,11 +1,12 @@
 /* Named fault sites (bitflip/sites.h): attention scores and probabilities,
- * MoE router logits, found by walking the graph around each Softmax and
+ * MoE router logits, the KV cache (its walk and layout: sites_kv.c), found by walking the graph around each Softmax and
  * TopK. The walks are short and bounded (a few nodes back, one hop
  * forward), read the graph only and allocate nothing. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bitflip/sites.h"
+#include "exec/sites_impl.h"
 #include "model/graph.h"
 
 /* Hops a walk takes through the elementwise and reshaping ops between the
@@ -32,36 +33,40 @@ static int dynamic(const bf_model *m, int v)
 
 static int is_param(const bf_model *m, int v) { return v >= 0 && m->values[v].kind == BF__VAL_PARAM; }
 
-/* Value v is (through the masking and scaling ops) a product of two activations: Q·K^T. */
-static int from_qk(const bf_model *m, int v, int depth)
+/* Value v is (through the masking and scaling ops) a product of two
+ * activations, Q·K^T: that product's node, else NULL. */
+static const bf__node *from_qk(const bf_model *m, int v, int depth)
 {
     const bf__node *n = producer(m, v);
-    if (!n || depth > WALK_MAX) return 0;
-    if (op_is(n, "MatMul") || op_is(n, "Einsum")) return n->n_in >= 2 && dynamic(m, n->in[0]) && dynamic(m, n->in[1]);
+    if (!n || depth > WALK_MAX) return NULL;
+    if (op_is(n, "MatMul") || op_is(n, "Einsum")) return n->n_in >= 2 && dynamic(m, n->in[0]) && dynamic(m, n->in[1]) ? n : NULL;
     static const char *const through[] = {"Add", "Sub", "Mul", "Div", "Where", "Cast", "Reshape", "Identity"};
     int pass = 0;
     for (size_t k = 0; k < sizeof through / sizeof *through; k++) pass |= op_is(n, through[k]);
-    if (!pass) return 0;
-    for (int i = 0; i < n->n_in; i++)
-        if (dynamic(m, n->in[i]) && from_qk(m, n->in[i], depth + 1)) return 1;
-    return 0;
+    if (!pass) return NULL;
+    for (int i = 0; i < n->n_in; i++) {
+        const bf__node *p = dynamic(m, n->in[i]) ? from_qk(m, n->in[i], depth + 1) : NULL;
+        if (p) return p;
+    }
+    return NULL;
 }
 
 /* Value v is read by a MatMul or Einsum (probabilities times V), directly or
- * through one Cast, Dropout or Identity. */
-static int read_by_product(const bf_model *m, int v, int depth)
+ * through one Cast, Dropout or Identity: that product's node, else NULL. */
+static const bf__node *read_by_product(const bf_model *m, int v, int depth)
 {
     for (size_t i = 0; i < m->n_nodes; i++) {
         const bf__node *n = &m->nodes[i];
         int reads = 0;
         for (int j = 0; j < n->n_in; j++) reads |= n->in[j] == v;
         if (!reads) continue;
-        if (op_is(n, "MatMul") || op_is(n, "Einsum")) return 1;
-        if (depth == 0 && (op_is(n, "Cast") || op_is(n, "Dropout") || op_is(n, "Identity")) && n->n_out > 0 &&
-            read_by_product(m, n->out[0], 1))
-            return 1;
+        if (op_is(n, "MatMul") || op_is(n, "Einsum")) return n;
+        const bf__node *p = depth == 0 && (op_is(n, "Cast") || op_is(n, "Dropout") || op_is(n, "Identity")) && n->n_out > 0
+                                ? read_by_product(m, n->out[0], 1)
+                                : NULL;
+        if (p) return p;
     }
-    return 0;
+    return NULL;
 }
 
 /* The router's logits behind a TopK's input: the Linear's output value, or -1. */
@@ -91,12 +96,12 @@ typedef struct scan {
     int64_t found;
 } scan;
 
-static void put(scan *sc, const bf_model *m, bf_named_site_kind kind, int index, int v)
+static void put(scan *sc, const bf_model *m, bf_named_site_kind kind, int index, int v, int operand)
 {
     if (sc->n < sc->max) {
         const bf__node *p = producer(m, v);
         sc->out[sc->n] = (bf_named_site){.kind = kind, .index = index, .value = v, .value_name = m->values[v].name,
-                                   .node = p ? p->name : NULL, .op = p ? p->op_type : NULL};
+                                   .node = p ? p->name : NULL, .op = p ? p->op_type : NULL, .operand = operand};
     }
     if (kind == sc->want && index == sc->want_index) sc->found = v;
     sc->n++;
@@ -116,6 +121,16 @@ static int new_router(const bf_model *m, size_t o)
     return v;
 }
 
+/* The K and V operands behind attention Softmax s, when both products are
+ * MatMuls of [.., T, D] by [.., D, T] and [.., T, D] (an Einsum's operands
+ * could be laid out any way: not a KV site); -1 each otherwise. */
+static void kv_operands(const bf_model *m, const bf__node *s, int *k, int *v)
+{
+    const bf__node *qk = from_qk(m, s->in[0], 0), *pv = read_by_product(m, s->out[0], 0);
+    *k = qk && op_is(qk, "MatMul") ? qk->in[1] : -1;
+    *v = pv && op_is(pv, "MatMul") && pv->n_in >= 2 ? pv->in[1] : -1;
+}
+
 static void run_scan(const bf_model *m, scan *sc)
 {
     int attn = 0, routers = 0;
@@ -123,13 +138,30 @@ static void run_scan(const bf_model *m, scan *sc)
         const bf__node *s = &m->nodes[m->order[o]];
         if (!op_is(s, "Softmax") || s->n_in < 1 || s->n_out < 1 || s->out[0] < 0) continue;
         if (!from_qk(m, s->in[0], 0) || !read_by_product(m, s->out[0], 0)) continue;
-        put(sc, m, BF_SITE_ATTN_SCORES, attn, s->in[0]);
-        put(sc, m, BF_SITE_ATTN_PROBS, attn, s->out[0]);
+        put(sc, m, BF_SITE_ATTN_SCORES, attn, s->in[0], -1);
+        put(sc, m, BF_SITE_ATTN_PROBS, attn, s->out[0], -1);
         attn++;
     }
     for (size_t o = 0; o < m->n_nodes; o++) {
         int v = new_router(m, o);
-        if (v >= 0) put(sc, m, BF_SITE_ROUTER_LOGITS, routers++, v);
+        if (v >= 0) put(sc, m, BF_SITE_ROUTER_LOGITS, routers++, v, -1);
+    }
+    /* the KV cache, numbered as the attention layers: a layer whose keys or
+     * values cannot be traced has neither (a site half there would be a
+     * cache half described) */
+    attn = 0;
+    for (size_t o = 0; o < m->n_nodes; o++) {
+        const bf__node *s = &m->nodes[m->order[o]];
+        if (!op_is(s, "Softmax") || s->n_in < 1 || s->n_out < 1 || s->out[0] < 0) continue;
+        if (!from_qk(m, s->in[0], 0) || !read_by_product(m, s->out[0], 0)) continue;
+        int k, v;
+        kv_operands(m, s, &k, &v);
+        int kc = k >= 0 ? bf__kv_walk(m, k) : -1, vc = v >= 0 ? bf__kv_walk(m, v) : -1;
+        if (kc >= 0 && vc >= 0 && kc != vc) {
+            put(sc, m, BF_SITE_K_CACHE, attn, kc, k);
+            put(sc, m, BF_SITE_V_CACHE, attn, vc, v);
+        }
+        attn++;
     }
 }
 
@@ -146,6 +178,8 @@ const char *bf_named_site_kind_name(bf_named_site_kind kind)
     case BF_SITE_ATTN_SCORES: return "attn_scores";
     case BF_SITE_ATTN_PROBS: return "attn_probs";
     case BF_SITE_ROUTER_LOGITS: return "router_logits";
+    case BF_SITE_K_CACHE: return "k_cache";
+    case BF_SITE_V_CACHE: return "v_cache";
     }
     return NULL;
 }
@@ -158,7 +192,7 @@ int64_t bf_model_named_site_value(const bf_model *m, const char *name)
     long k = strtol(dot + 1, &end, 10);
     if (*end || k < 0 || k > 1 << 20) return -1;
     scan sc = {.want_index = (int)k, .found = -1};
-    for (int c = BF_SITE_ATTN_SCORES; c <= BF_SITE_ROUTER_LOGITS; c++) {
+    for (int c = BF_SITE_ATTN_SCORES; c <= BF_SITE_V_CACHE; c++) {
         const char *kn = bf_named_site_kind_name((bf_named_site_kind)c);
         if (strlen(kn) == (size_t)(dot - name) && !strncmp(name, kn, (size_t)(dot - name))) sc.want = (bf_named_site_kind)c;
     }
