@@ -150,8 +150,8 @@ static bool fault_rates(ctx *c, json_t *const *f, const faults_info *fi, bf_camp
     return true;
 }
 
-/* faults.kv.<name>: a non-empty list of distinct indices (0 .. 2^31);
- * false when out of memory. */
+/* faults.kv.<name>: a non-empty list (bf__spec_get_array refuses an empty
+ * one) of distinct indices 0 .. 2^31-1; false when out of memory. */
 static bool kv_indices(ctx *c, json_t *v, const char *name, int64_t **out, size_t *n_out, bf_spec_facts *facts)
 {
     ptrbuf ptr = bf__spec_ptr_at("/faults/kv", name);
@@ -160,9 +160,8 @@ static bool kv_indices(ctx *c, json_t *v, const char *name, int64_t **out, size_
         invalid(facts, BF_SPEC_KV);
         return true;
     }
-    if (n == 0 || n > BF_KV_FILTER_MAX) {
-        if (n) bf__spec_problem(c, ptr.s, "%zu entries; at most %d", n, BF_KV_FILTER_MAX);
-        else bf__spec_problem(c, ptr.s, "an empty list selects nothing (leave '%s' out for every one)", name);
+    if (n > BF_KV_FILTER_MAX) {
+        bf__spec_problem(c, ptr.s, "%zu entries; at most %d", n, BF_KV_FILTER_MAX);
         invalid(facts, BF_SPEC_KV);
         return true;
     }
@@ -211,10 +210,6 @@ static bool fault_kv(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *fact
         if (!bf__spec_get_array(c, k[1], "/faults/kv/kinds", "'k' or 'v'", &n)) {
             invalid(facts, BF_SPEC_KV);
             return true;
-        }
-        if (n == 0) {
-            bf__spec_problem(c, "/faults/kv/kinds", "an empty list selects nothing (leave 'kinds' out for keys and values)");
-            invalid(facts, BF_SPEC_KV);
         }
         for (size_t i = 0; i < n; i++) {
             ptrbuf p = bf__spec_ptr_index("/faults/kv/kinds", i);

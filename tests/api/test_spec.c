@@ -365,7 +365,7 @@ static void many_problems(void **state)
     assert_problem(p, "/faults/positions/3", "bit 1 is already listed at /faults/positions/0");
     assert_problem(p, "/faults/representation",
                    "must be 'fp32', 'fp16', 'bf16', 'int8', 'int7', 'int6', 'int5', 'int4', 'int3', 'int2', 'uint8', 'uint7', 'uint6', 'uint5', 'uint4', 'uint3' or 'uint2', got 'FP16'; did you mean 'fp16'?");
-    assert_problem(p, "/faults/target", "must be 'weights', 'activations' or 'inputs', got "
+    assert_problem(p, "/faults/target", "must be 'weights', 'activations', 'inputs' or 'kv_cache', got "
                                         "'weigths'; did you mean 'weights'?");
     assert_problem(p, "/faults/burst", "must be a boolean (true or false), got string 'yes'");
     assert_problem_has(p, "/metrics/1", "did you mean 'accuracy'?");
@@ -566,6 +566,10 @@ static const struct {
      "'transient' applies only to targets 'activations', 'inputs' and 'kv_cache' (a weight fault is a memory error: 'permanent')"},
     {"tensors-not-with-list", "{" HEAD "\"faults\": {\"tensors\": [\"*\"]}, " LIST1 "}", "/faults/tensors",
      "not used with an explicit fault list (each entry of /sampling/list names its tensor)"},
+    {"tensors-not-kv-cache", "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"kv_cache\", \"tensors\": [\"*\"]}}",
+     "/faults/tensors", "not used with target 'kv_cache' (faults.kv chooses the layers, kinds, heads and positions)"},
+    {"kv-kv-cache-only", "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"activations\", \"kv\": {\"heads\": [0]}}}",
+     "/faults/kv", "applies only to target 'kv_cache' (the layers, kinds, heads and positions of the KV cache's entries)"},
     {"bits-chosen-models", "{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.1, \"bits\": 2}}", "/faults/bits",
      "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'ber'"},
     {"bits-not-with-list", "{" HEAD "\"faults\": {\"bits\": 1}, " LIST1 "}", "/faults/bits",
@@ -670,6 +674,7 @@ static const char *const STRUCT_ONLY_RULES[] = {
     "batch-not-negative", "critical-metric-known", "stop-margin-range", "stop-confidence-range",
     "profiled-map-loaded", "ber-rates-probabilities", "ber-trials-count",
     "group-size-range",   /* a document's group_size is 1..2^20 before the rules */
+    "kv-kinds-known",     /* a document's kinds are 'k' and 'v' */
 };
 
 static void rules_table(void **state)
@@ -707,6 +712,58 @@ static void rules_table(void **state)
         if (k < n_rows && j < n_struct) fail_msg("rule '%s' is both a row and a struct-only rule", name);
     }
     assert_int_equal(n_rows + n_struct, bf_spec_rule_count());
+}
+
+/* Target kv_cache: faults.kv's filters, transient by default, and every
+ * malformed filter reported at its pointer (hostile input included). */
+static void kv_cache_target(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"trials\": 10, \"faults\": {\"target\": \"kv_cache\", \"positions\": [30], \"kv\": "
+                   "{\"layers\": [1, 0], \"kinds\": [\"v\"], \"heads\": [3], \"positions\": [7, 2, 5]}}}");
+    const bf_campaign_spec *s = &p->spec;
+    assert_int_equal(s->target, BF_TARGET_KV_CACHE);
+    assert_int_equal(s->persistence, BF_PERSIST_TRANSIENT);
+    assert_int_equal(s->kv.n_layers, 2);
+    assert_int_equal(s->kv.layers[0], 1);
+    assert_int_equal(s->kv.layers[1], 0);
+    assert_int_equal(s->kv.kinds, 2);
+    assert_int_equal(s->kv.n_heads, 1);
+    assert_int_equal(s->kv.heads[0], 3);
+    assert_int_equal(s->kv.n_positions, 3);
+    assert_int_equal(s->kv.positions[2], 5);
+    assert_int_equal(s->n_positions, 1);           /* faults.positions stays the bits */
+    assert_int_equal(s->positions[0], 30);
+    done(p);
+    p = ok("{" HEAD "\"trials\": 10, \"faults\": {\"target\": \"kv_cache\", \"persistence\": \"permanent\"}}");
+    assert_int_equal(p->spec.persistence, BF_PERSIST_PERMANENT);
+    assert_int_equal(p->spec.kv.n_heads, 0);
+    assert_int_equal(p->spec.kv.kinds, 0);
+    done(p);
+#define KV(x) "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"kv_cache\", \"kv\": " x "}}"
+    only_problem(KV("[0]"), "/faults/kv", "must be an object");
+    only_problem(KV("{\"head\": [0]}"), "/faults/kv/head", "unknown field");
+    only_problem(KV("{\"heads\": []}"), "/faults/kv/heads", "must not be empty");
+    only_problem(KV("{\"heads\": 1}"), "/faults/kv/heads", "must be an array");
+    only_problem(KV("{\"heads\": [-1]}"), "/faults/kv/heads/0", "-1");
+    only_problem(KV("{\"positions\": [1099511627776]}"), "/faults/kv/positions/0", "1099511627776");
+    only_problem(KV("{\"positions\": [0.5]}"), "/faults/kv/positions/0", "integer");
+    only_problem(KV("{\"layers\": [1, 2, 1]}"), "/faults/kv/layers/2", "1 is already listed");
+    only_problem(KV("{\"kinds\": [\"key\"]}"), "/faults/kv/kinds/0", "'k'");
+    only_problem(KV("{\"kinds\": [\"k\", \"k\"]}"), "/faults/kv/kinds/1", "'k' is already listed");
+    only_problem(KV("{\"kinds\": []}"), "/faults/kv/kinds", "must not be empty");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"kv\": {\"heads\": [0]}}}", "/faults/kv",
+                 "applies only to target 'kv_cache'");
+#undef KV
+    /* a long list: past the limit, one problem, not one per entry */
+    size_t cap = 16 + 8 * (BF_KV_FILTER_MAX + 2);
+    char *big = malloc(cap + 256);
+    assert_non_null(big);
+    size_t o = (size_t)sprintf(big, "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"kv_cache\", \"kv\": {\"positions\": [");
+    for (int k = 0; k <= BF_KV_FILTER_MAX; k++) o += (size_t)sprintf(big + o, "%s%d", k ? "," : "", k);
+    strcpy(big + o, "]}}}");
+    only_problem(big, "/faults/kv/positions", "65537 entries; at most 65536");
+    free(big);
 }
 
 /* ------------------------------------------------------ the document */
@@ -1101,6 +1158,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(problems_as_json),
         cmocka_unit_test(docs_examples),
         cmocka_unit_test(mitigations),
+        cmocka_unit_test(kv_cache_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
