@@ -1,6 +1,6 @@
 /* bitflip info's language-model part: the KV-cache entries of a cache
  * export and the named fault sites (attention scores and probabilities,
- * MoE router logits) of any model, where faults can be aimed by name. */
+ * MoE router logits, the KV cache's keys and values) of any model, where faults can be aimed by name. */
 #include <jansson.h>
 #include <string.h>
 
@@ -27,7 +27,8 @@ void info_lm_print(const bf_model *m)
     size_t n = bf_model_named_sites(m, sites, SITES_MAX);
     if (!n) return;
     printf("\nnamed fault sites (node outputs, per sample: 'bitflip generate --act-flip NAME:STEP:INDEX:BIT',\n"
-           "or the ONNX value in a campaign's activation selector)\n");
+           "or the ONNX value in a campaign's activation selector; k_cache.K and v_cache.K, the KV cache's\n"
+           "keys and values, are also what a campaign's \"target\": \"kv_cache\" faults by head and position)\n");
     printf("  %-18s %-40s %s\n", "name", "ONNX value", "op");
     for (size_t i = 0; i < n && i < SITES_MAX; i++) {
         char name[48];
