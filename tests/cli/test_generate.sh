@@ -61,8 +61,9 @@ $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); f=d["faults"]; assert l
 check info 0 "$BF" info "$G/gpt_kv.onnx"
 contains info "layer 1   k: past_key_values.1.key -> present.1.key"
 contains info "attn_probs.1       /blocks.1/Softmax_output_0"
+contains info "k_cache.1          present.1.key"
 check info_json 0 "$BF" info --json "$FX/lm/lm_moe_scatter_op14.onnx"
-$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kv_cache"] is None; assert [s["name"] for s in d["sites"]][-2:]==["router_logits.0","router_logits.1"]' \
+$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kv_cache"] is None; assert [s["name"] for s in d["sites"]][4:]==["router_logits.0","router_logits.1","k_cache.0","v_cache.0","k_cache.1","v_cache.1"]' \
   "$tmp/stdout" && passes=$((passes+1)) || { echo "FAIL info_json sites"; fails=$((fails+1)); }
 
 # hostile arguments

@@ -166,5 +166,53 @@ for line in open(sys.argv[2]):
 assert len(seen) == 2, seen
 PY
 
+# target kv_cache (docs/LM.md): the same cache by layer, kind, head and
+# position; over the past positions (0..7) a fault's old value is the eval
+# set's cache at [sample, head, position, dim] as the record names them, the
+# record's index is that entry in present.K ([N, H, P+T, D]); both engines agree
+cat >"$tmp/kvc.json" <<JSON
+{
+  "model": "$L/lm_gpt2_kv_op15.onnx",
+  "dataset": "$L/lm_gpt2_kv_op15.eval.safetensors",
+  "seed": 4, "trials": 40, "batch": 4,
+  "faults": {"target": "kv_cache", "kv": {"layers": [1], "heads": [0, 2], "positions": [0, 3, 7]}}
+}
+JSON
+check kvc_run 0 "$BF" run --local "$tmp/kvc.json" --threads 2 --format json --out "$tmp/kvc.out.json" --trials-out "$tmp/kvc.jsonl"
+check kvc_exact 0 "$BF" run --local "$tmp/kvc.json" --threads 2 --exact --format json --out "$tmp/kvcx.out.json" --trials-out "$tmp/kvcx.jsonl"
+if cmp -s "$tmp/kvc.jsonl" "$tmp/kvcx.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL kv_cache: differential and --exact trial records differ"; diff "$tmp/kvc.jsonl" "$tmp/kvcx.jsonl" | head -6; fails=$((fails+1)); fi
+/usr/bin/python3 - "$L/lm_gpt2_kv_op15.eval.safetensors" "$tmp/kvc.jsonl" "$tmp/kvc.out.json" <<'PY' && passes=$((passes+1)) || { echo "FAIL kv_cache faults"; fails=$((fails+1)); }
+import json, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+def cache(k):
+    s, e = h[k]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], dtype=np.float32).reshape(h[k]["shape"])
+seen = set()
+for line in open(sys.argv[2]):
+    for f in json.loads(line)["faults"]:
+        assert f["site"] == "%s_cache.1" % f["kind"] and f["layer"] == 1, f
+        assert f["tensor"] == "present.1.%s" % ("key" if f["kind"] == "k" else "value"), f
+        assert f["head"] in (0, 2) and f["position"] in (0, 3, 7), f
+        t = cache("past_key_values.1.%s" % ("key" if f["kind"] == "k" else "value"))
+        D, S = t.shape[3], t.shape[2] + 8
+        assert f["index"] == (f["head"] * S + f["position"]) * D + f["dim"], f
+        assert t[f["sample"], f["head"], f["position"], f["dim"]] == np.float32(f["old"]), f
+        seen.add(f["kind"])
+assert seen == {"k", "v"}, seen
+sites = json.load(open(sys.argv[3]))["campaign"]["sites"]
+assert [(s["site"], s["elements"]) for s in sites] == [("k_cache.1", 2 * 3 * 8), ("v_cache.1", 2 * 3 * 8)], sites
+assert sites[0]["kv"] == {"layer": 1, "kind": "k", "heads": 4, "positions": 16, "dim": 8}, sites[0]
+PY
+sed 's/"heads": \[0, 2\]/"heads": [0, 9]/' "$tmp/kvc.json" >"$tmp/kvc_bad.json"
+check kvc_head 3 "$BF" run --local "$tmp/kvc_bad.json"
+contains kvc_head "faults.kv.heads.1: head 9 does not exist (k_cache.1 has 4: 0..3)"
+sed 's/"target": "kv_cache"/"target": "activations"/' "$tmp/kvc.json" >"$tmp/kvc_target.json"
+check kvc_target 2 "$BF" run --local "$tmp/kvc_target.json"
+contains kvc_target "/faults/kv"
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -349,7 +349,8 @@ static void probs_faults_match_torch(void **state)
 }
 
 /* The named sites by structure: each model's Softmax over Q.K^T and its
- * input, the MoE's routers (a committed h-lmgen fixture), none in an MLP
+ * input, the MoE's routers (a committed h-lmgen fixture), then each
+ * attention layer's KV cache (test_kv_sites checks those), none in an MLP
  * classifier whose Softmax reads a weight product; the ONNX values as the
  * exporter named them (read with onnx from the files). */
 static void named_sites_found(void **state)
@@ -359,8 +360,11 @@ static void named_sites_found(void **state)
                                           {"attn_probs.0", "/blocks.0/Softmax_output_0"},
                                           {"attn_scores.1", "/blocks.1/Where_output_0"},
                                           {"attn_probs.1", "/blocks.1/Softmax_output_0"}};
-    bf_named_site s[8];
-    assert_int_equal(bf_model_named_sites(f->plains[0], s, 8), 4);
+    bf_named_site s[12];
+    assert_int_equal(bf_model_named_sites(f->plains[0], s, 12), 8);   /* and k_cache.0, v_cache.0, k_cache.1, v_cache.1 */
+    assert_int_equal(s[4].kind, BF_SITE_K_CACHE);
+    assert_int_equal(s[7].kind, BF_SITE_V_CACHE);
+    assert_int_equal(s[7].index, 1);
     for (int k = 0; k < 4; k++) {
         char name[48];
         snprintf(name, sizeof name, "%s.%d", bf_named_site_kind_name(s[k].kind), s[k].index);
@@ -368,7 +372,7 @@ static void named_sites_found(void **state)
         assert_string_equal(s[k].value_name, gpt[k][1]);
         assert_int_equal(bf_model_named_site_value(f->plains[0], gpt[k][0]), bf_model_find_value(f->plains[0], gpt[k][1]));
     }
-    assert_int_equal(bf_model_named_sites(f->kvs[1], NULL, 0), 4);   /* llama: masked by Where(mask, -inf, scores) */
+    assert_int_equal(bf_model_named_sites(f->kvs[1], NULL, 0), 8);   /* llama: masked by Where(mask, -inf, scores) */
     assert_int_equal(bf_model_named_site_value(f->plains[0], "attn_probs.2"), -1);
     assert_int_equal(bf_model_named_site_value(f->plains[0], "attn_probs.x"), -1);
     assert_int_equal(bf_model_named_site_value(f->plains[0], "attn_probs.-1"), -1);
@@ -377,14 +381,15 @@ static void named_sites_found(void **state)
     bf_model *m = NULL;
     bf_error err = {0};
     if (bf_model_load_file(BF_FIXTURES "/lm/lm_moe_scatter_op14.onnx", &m, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(bf_model_named_sites(m, s, 8), 6);
+    assert_int_equal(bf_model_named_sites(m, s, 12), 10);
     assert_int_equal(s[4].kind, BF_SITE_ROUTER_LOGITS);
+    assert_int_equal(s[6].kind, BF_SITE_K_CACHE);
     assert_string_equal(s[4].value_name, "/layers.0/mlp/gate/MatMul_output_0");
     assert_string_equal(s[5].value_name, "/layers.1/mlp/gate/MatMul_output_0");
     assert_int_equal(bf_model_named_site_value(m, "router_logits.1"), bf_model_find_value(m, s[5].value_name));
     bf_model_free(m);
     if (bf_model_load_file(BF_FIXTURES "/conformance/mlp_ops_op13.onnx", &m, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(bf_model_named_sites(m, s, 8), 0);
+    assert_int_equal(bf_model_named_sites(m, s, 12), 0);
     bf_model_free(m);
 }
 

@@ -119,13 +119,8 @@ bf_status bf__kv_list_check(const bf_campaign *c, int64_t site, int64_t index, s
                             "range", entry, s->name, s->site, (long long)s->kv.elements, (long long)index);
     int64_t h, p, d;
     bf_site_kv_entry(s, index, &h, &p, &d);
-    const bf__kv_sel *sel = &c->surface.site_kv[site];
-    size_t nh = 0, np = 0;
-    const int64_t *heads = NULL, *positions = NULL;
-    for (int k = 0; k < 3; k++) {
-        if (sel->stride[k] == s->kv.stride_head && sel->idx[k] && s->kv.stride_head) heads = sel->idx[k], nh = (size_t)sel->n[k];
-        if (sel->stride[k] == s->kv.stride_pos && sel->idx[k] && s->kv.stride_pos) positions = sel->idx[k], np = (size_t)sel->n[k];
-    }
+    size_t nh = c->surface.kv_n_heads, np = c->surface.kv_n_positions;
+    const int64_t *heads = c->surface.kv_lists, *positions = c->surface.kv_lists + nh;
     if (!listed(heads, nh, h))
         return bf_error_set(err, BF_EINVAL, "list entry %zu: index %lld of %s is head %lld, which faults.kv.heads leaves out",
                             entry, (long long)index, s->site, (long long)h);
@@ -223,6 +218,8 @@ bf_status bf__campaign_kv_sites(bf_campaign *c, const bf_campaign_spec *spec, bf
     }
     if (f->n_heads) memcpy(c->surface.kv_lists, f->heads, f->n_heads * sizeof *f->heads);
     if (f->n_positions) memcpy(c->surface.kv_lists + f->n_heads, f->positions, f->n_positions * sizeof *f->positions);
+    c->surface.kv_n_heads = f->n_heads;
+    c->surface.kv_n_positions = f->n_positions;
     qsort(c->surface.kv_lists, f->n_heads, sizeof *c->surface.kv_lists, cmp_i64);
     qsort(c->surface.kv_lists + f->n_heads, f->n_positions, sizeof *c->surface.kv_lists, cmp_i64);
     if ((st = bf__campaign_probe_plans(c->model, &a, &b, err)) != BF_OK) goto out;

@@ -31,7 +31,8 @@ typedef struct bf__surface {
     float *site_scale;        /* activations, inputs: int8 scale of each site (else 1) */
     char (*site_label)[BF__SITE_LABEL]; /* activations: named site of each site ("attn_probs.3"), or "" */
     bf__kv_sel *site_kv;      /* kv_cache: each site's cells (kv_sites.c); else NULL */
-    int64_t *kv_lists;        /* ... the heads and positions they index, owned */
+    int64_t *kv_lists;        /* ... the heads and positions they index (sorted), owned */
+    size_t kv_n_heads, kv_n_positions;   /* how many of each (0: every one) */
     int64_t *prefix;          /* n_sites + 1 running element counts */
     int64_t elements;         /* prefix[n_sites] */
 } bf__surface;
