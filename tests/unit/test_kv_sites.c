@@ -366,6 +366,23 @@ static void campaign_hostile(void **state)
     unload(&f);
 }
 
+/* Every allocation of creating and running a kv_cache campaign failing in
+ * turn: BF_ENOMEM each time, nothing leaked (ASan), then the full run. */
+static void allocation_failures(void **state)
+{
+    (void)state;
+    fx f = load("lm_gpt2_kv_op15");
+    bf_campaign_spec s = kv_spec();
+    s.trials = 4;
+    int64_t heads[] = {2, 0}, positions[] = {9, 1};
+    s.kv = (bf_kv_filter){.heads = heads, .n_heads = 2, .positions = positions, .n_positions = 2};
+    bf_campaign_prep prep = {.differential = 1};
+    long n = tc_alloc_failures(f.m, f.ds, &s, NULL, &prep, 4, 40000);
+    print_message("%ld allocations failed in turn\n", n);
+    assert_true(n > 10);
+    unload(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +392,7 @@ int main(void)
         cmocka_unit_test(campaign_filters),
         cmocka_unit_test(campaign_hostile),
         cmocka_unit_test(campaign_differential),
+        cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
