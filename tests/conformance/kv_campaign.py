@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """ctest conformance_kv_campaign: campaigns with "target": "kv_cache" on the
 GPT-2 and Llama fixtures of tests/fixtures/lm (no-cache exports and
-past_key_values exports) against PyTorch.
+past_key_values exports) and a Mixtral-style MoE (Llama attention) against
+PyTorch.
 
 Each fixture's PyTorch model (tests/fixtures/lm_models.py, built as
 make_lm_models.py's FIXTURES say) gets the ONNX file's weights (an
@@ -47,7 +48,7 @@ import make_lm_models  # noqa: E402
 from bitflip.safetensors import read_safetensors  # noqa: E402
 
 FIXTURES = ["lm_gpt2_op14", "lm_gpt2_kv_op15", "lm_llama_half_ri_triu_op15", "lm_llama_il_expand_buf_op16",
-            "lm_llama_kv_op17"]
+            "lm_llama_kv_op17", "lm_moe_scatter_op14"]
 TRIALS = 12
 BITS = [22, 25, 27, 29, 30, 31]
 failures = []
