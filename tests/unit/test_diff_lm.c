@@ -36,6 +36,7 @@
 #include "campaign_check.h"
 #include "diff/diff.h"
 #include "exec/step_access.h"
+#include "model/graph.h"
 
 #define LM BF_FIXTURES "/lm/"
 #define BATCH 4
@@ -266,11 +267,133 @@ static void weights_match_full_pass(void **state)
     }
 }
 
+/* One value fault (an activation or a graph input such as a KV-cache
+ * entry): bit `bit` of element idx of sample s's slice, transient, through
+ * the executor and through a full pass. *golden_before: the full pass left
+ * every output of sequence s before position p golden (causal attention,
+ * no NaN spread through a mask). */
+static void value_trial(lmfix *f, int64_t v, int64_t s, int64_t idx, int bit, double *work, int64_t p, int64_t T,
+                        int *golden_before)
+{
+    bf_value_fault vf = {.value = v, .sample = s, .index = idx, .model = BF_FAULT_BITFLIP, .mask = 1u << bit,
+                         .repr = BF_REPR_FP32};
+    bf_error err = {0};
+    memcpy(f->work, bf__dx_work(f->dx), f->n_steps * sizeof *f->work);
+    const float *outs;
+    const int64_t *rows;
+    int64_t n_rows;
+    int full = 0;
+    float o1, n1, o2, n2;
+    if (bf__dx_run(f->dx, NULL, 0, &vf, 1, &outs, &rows, &n_rows, &o1, &n1, &full, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(full, 0);
+    const double *after = bf__dx_work(f->dx);
+    for (size_t i = 0; i < f->n_steps; i++) work[i] = after[i] - f->work[i];
+    bf_eval_result r;
+    if (bf_evaluator_set_value_faults(f->ref, &vf, 1, &err) != BF_OK || bf_evaluator_run(f->ref, NULL, 0, &r, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    bf_evaluator_value_fault_seen(f->ref, 0, &o2, &n2);
+    char what[256];
+    snprintf(what, sizeof what, "%s sample %lld [%lld] bit %d", f->m->values[v].name, (long long)s, (long long)idx, bit);
+    compare(f, what, outs, rows, n_rows, r.outputs);
+    if (!same_float(o1, o2) || !same_float(n1, n2)) fail_msg("%s: the fault saw %a -> %a, the full pass %a -> %a", what, o1, n1, o2, n2);
+    int64_t per = f->cols / T;   /* outputs per position */
+    *golden_before = memcmp(r.outputs + s * f->cols, f->golden + s * f->cols, (size_t)(p * per) * sizeof(float)) == 0;
+    if (bf_evaluator_set_value_faults(f->ref, NULL, 0, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+/* The last MatMul of the plan: the logits. */
+static int logits_step(const lmfix *f)
+{
+    const bf_plan *p = bf__evaluator_plan(f->ev, 0);
+    for (size_t i = p->n_steps; i-- > 0;)
+        if (strcmp(p->steps[i].node->op->name, "MatMul") == 0) return (int)i;
+    fail_msg("no MatMul");
+    return -1;
+}
+
+/* Activation faults at positions 0, 1, T/2 and T-1 of [batch, T, ...]
+ * values across the network (sign, exponent bits giving Inf and NaN,
+ * mantissa), on every LM fixture; the KV-cache exports' past_key_values
+ * inputs besides. Each against a full pass; and where the full pass left
+ * the positions before p golden, the logits MatMul recomputed at most the
+ * T - p rows from p on (of the batch x T rows a full run computes). */
+static void positions_match_full_pass(void **state)
+{
+    (void)state;
+    static const char *const fx[] = {"lm_gpt2_op14", "lm_llama_half_ri_triu_op15", "lm_llama_il_expand_buf_op16",
+                                     "lm_gpt2_kv_op15", "lm_llama_kv_op17"};
+    static const int vbits[] = {31, 30, 29, 23, 22, 0};
+    for (size_t k = 0; k < sizeof fx / sizeof *fx; k++) {
+        lmfix f;
+        lm_open(fx[k], &f);
+        double *work = calloc(f.n_steps + 1, sizeof *work);
+        assert_non_null(work);
+        const bf_plan *p = bf__evaluator_plan(f.ev, 0);
+        const bf_tensor *ids = bf_dataset_find(f.ds, "input_ids");
+        int64_t T = ids->dims[1];
+        int lg = logits_step(&f);
+        /* [batch, T, ...] float values computed at run time, spread over the graph */
+        int64_t cand[512];
+        int nc = 0;
+        for (size_t v = 0; v < f.m->n_values && nc < 512; v++) {
+            const bf_tensor *t = &p->vals[v];
+            if (p->val_step[v] < 0 || t->dtype != BF_F32 || t->ndim != 3 || t->dims[0] != BATCH || t->dims[1] != T)
+                continue;
+            cand[nc++] = (int64_t)v;
+        }
+        assert_true(nc >= 6);
+        int trials = 0, structural = 0, gb;
+        value_trial(&f, cand[0], 0, 0, 30, work, 0, T, &gb);   /* the row-mode plans' first use and check */
+        for (int c = 0; c < 6; c++) {
+            int64_t v = cand[(int64_t)c * (nc - 1) / 5];
+            int64_t per = bf_tensor_numel(&p->vals[v]) / (BATCH * T);
+            const int64_t pos[] = {0, 1, T / 2, T - 1};
+            for (size_t q = 0; q < 4; q++)
+                for (size_t b = 0; b < sizeof vbits / sizeof *vbits; b++) {
+                    int64_t s = (int64_t)(c * 5 + q * 3 + b) % f.samples, e = (int64_t)(b * 7 + q) % per;
+                    int golden_before;
+                    value_trial(&f, v, s, pos[q] * per + e, vbits[b], work, pos[q], T, &golden_before);
+                    trials++;
+                    if (!golden_before) continue;
+                    structural++;
+                    double most = (double)(T - pos[q]) / (double)(BATCH * T) + 1e-9;
+                    if (work[lg] > most)
+                        fail_msg("%s: %s position %lld: the logits re-ran %g batches, at most %g", fx[k],
+                                 f.m->values[v].name, (long long)pos[q], work[lg], most);
+                }
+        }
+        /* past_key_values: every position of the cache, keys and values */
+        int kv = 0;
+        for (size_t i = 0; i < 4; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "past_key_values.%zu.%s", i / 2, i % 2 ? "value" : "key");
+            int64_t v = bf_model_find_value(f.m, name);
+            if (v < 0) continue;
+            const bf_tensor *t = bf_dataset_find(f.ds, name);
+            int64_t heads = t->dims[1], past = t->dims[2], d = t->dims[3];
+            for (int64_t pp = 0; pp < past; pp++)
+                for (size_t b = 0; b < 3; b++) {
+                    int64_t s = (int64_t)(pp + i) % f.samples, h = (pp + (int64_t)b) % heads;
+                    int golden_before;
+                    value_trial(&f, v, s, (h * past + pp) * d + (int64_t)b, vbits[b * 2], work, 0, T, &golden_before);
+                    kv++;
+                }
+        }
+        print_message("%s: %d activation faults at positions (%d with the earlier positions golden, the logits "
+                      "re-run from p on only), %d KV-cache faults, all match the full pass\n",
+                      fx[k], trials, structural, kv);
+        assert_true(structural > trials / 2);
+        free(work);
+        lm_close(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tied_rows_match_full_pass),
         cmocka_unit_test(weights_match_full_pass),
+        cmocka_unit_test(positions_match_full_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -67,6 +67,13 @@ int bf__gemm_row_width(const bf__gemm_info *g, const float *a, const float *b, c
 int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag, const float *b, const float *c,
                   float *y, float *scratch, int *rows);
 
+/* The same for any number of rows short of all (a language model's
+ * MatMul whose input changed from a token on: the rows before it are
+ * golden): the count recomputed, 0 when none differs; -1 (y untouched) when
+ * every row differs. */
+int bf__gemm_rows_some(const bf__gemm_info *g, int r, const float *a, const float *ag, const float *b, const float *c,
+                       float *y, float *scratch, int *rows);
+
 /* The product for n rows of A given contiguous (a: n x k), into y (n x n
  * cols), in chunks of r rows as bf__gemm_rows. */
 void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n, const float *b, const float *c, float *y,

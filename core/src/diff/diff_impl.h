@@ -144,6 +144,7 @@ struct bf__dx {
     unsigned char *inv;          /* [n_sub][n_values]: shape_only, no sample axis, and the same in the
                                   * sub-plan as in the batch (a causal mask, a tied table's transpose) */
     int mark_reached;            /* bf__rows_all flags the samples it ran in reached */
+    int checking;                /* check_steps at work: every step runs its own kernel */
     unsigned char *reached;      /* per sample: its outputs came from row mode (rall[0..n_reached)) */
     int64_t n_reached;
 

@@ -282,7 +282,23 @@ static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t 
     *done = 0;
     if (!sh->colw[tail][i] || !bf__dx_matmul_weight(m, p, s, &q, &tr) || !bf__matmul_fold_params(s, &g)) return BF_OK;
     int av = s->node->in[0], bv = s->node->in[1], yv = s->node->out[0];
-    if (dx->pfaults[q] != 1 || dx->state[av] == DIRTY || !bf__runtime(p, av)) return BF_OK;
+    if (!bf__runtime(p, av)) return BF_OK;
+    if (dx->pfaults[q] == 0 && dx->state[av] == DIRTY && (!tr || dx->state[bv] != DIRTY) && sh->roww[tail][i]) {
+        /* golden B, A changed in some rows (tokens): those rows alone, exactly;
+         * a fault at position p of a causal LM leaves the rows before p golden */
+        const float *ag = bf__gcache_block(sh->gc, av, b), *yg = bf__gcache_block(sh->gc, yv, b);
+        if (!ag || !yg) return BF_OK;
+        bf_status st = tr ? fetch(dx, p, b, bv, err) : BF_OK;
+        if (st != BF_OK) return st;
+        golden_output(dx, p, yv, yg);
+        int n = bf__gemm_rows_some(&g, sh->roww[tail][i], p->vals[av].data, ag, p->vals[bv].data, NULL,
+                                   p->vals[yv].data, dx->scratch, dx->rowbuf);
+        if (n < 0) return BF_OK;   /* every row: the step runs in full over the golden copy */
+        dx->work[i] += (double)n / (double)g.m;
+        *done = 1;
+        return BF_OK;
+    }
+    if (dx->pfaults[q] != 1 || dx->state[av] == DIRTY) return BF_OK;
     if (tr && dx->state[bv] != DIRTY) return BF_OK;   /* the Transpose came out golden (a NaN payload, ...) */
     const float *yg = bf__gcache_block(sh->gc, yv, b);
     if (!yg) return BF_OK;

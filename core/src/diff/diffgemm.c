@@ -264,6 +264,18 @@ int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag
     return 1;
 }
 
+int bf__gemm_rows_some(const bf__gemm_info *g, int r, const float *a, const float *ag, const float *b, const float *c,
+                       float *y, float *scratch, int *rows)
+{
+    const int K = g->k;
+    int n = 0;
+    for (int i = 0; i < g->m; i++)
+        if (memcmp(a + (int64_t)i * K, ag + (int64_t)i * K, (size_t)K * sizeof *a) != 0) rows[n++] = i;
+    if (n == g->m) return -1;
+    chunks(g, r, a, rows, n, b, c, y, scratch);
+    return n;
+}
+
 void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n, const float *b, const float *c, float *y,
                            float *scratch)
 {

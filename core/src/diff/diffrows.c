@@ -214,6 +214,45 @@ static int concat_rows(bf__dx *dx, bf_plan *sp, size_t i, const int64_t *sel, in
     return 1;
 }
 
+/* A MatMul of one golden B matrix (a parameter or its transpose) whose
+ * input A changed in some of its rows (tokens of the sub-plan's sequences:
+ * from the fault's position on, under causal attention): the golden output
+ * rows, and those rows of A that differ from golden recomputed exactly
+ * (bf__gemm_rows_some, the row width checked on the golden pass). *done 0:
+ * the step runs as before (every row changed, or not such a MatMul). Not
+ * while checking the steps: the check is of the sub-plan's own product,
+ * which runs when every row changed. */
+static bf_status matmul_rows(bf__dx *dx, bf_plan *sp, const int64_t *sel, size_t i, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf__step *s = &sp->steps[i];
+    bf__gemm_info g, gf;
+    size_t q;
+    int tr;
+    bf_status st = BF_OK;
+    *done = 0;
+    if (dx->checking || !sh->roww[0][i] || !bf__dx_matmul_weight(sh->m, dx->plan[0], &dx->plan[0]->steps[i], &q, &tr) ||
+        !bf__matmul_fold_params(s, &g) || !bf__matmul_fold_params(&dx->plan[0]->steps[i], &gf))
+        return BF_OK;
+    int av = s->node->in[0], bv = s->node->in[1], yv = s->node->out[0], r = (int)bf_plan_batch(sp);
+    if (dx->pfaults[q] || dx->sstate[av] != DIRTY || (tr && dx->sstate[bv] == DIRTY)) return BF_OK;
+    if ((size_t)bf_tensor_numel(&sp->vals[av]) > dx->sh->scratch_floats) return BF_OK;
+    /* golden A's rows in the scratch's first half, the product's in its second */
+    float *ag = dx->scratch, *scr = dx->scratch + sh->scratch_floats;
+    void *mine = sp->vals[av].data;
+    sp->vals[av].data = ag;
+    int ok = gather(dx, sp, av, sel, r, err, &st);
+    sp->vals[av].data = mine;
+    if (st != BF_OK || !ok) return st;
+    if (!gather(dx, sp, yv, sel, r, err, &st)) return st;   /* golden Y, its changed rows rewritten */
+    int n = bf__gemm_rows_some(&g, sh->roww[0][i], sp->vals[av].data, ag, sp->vals[bv].data, NULL, sp->vals[yv].data,
+                               scr, dx->rowbuf);
+    if (n < 0) return BF_OK;
+    dx->work[i] += (double)n / (double)gf.m;
+    *done = 1;
+    return BF_OK;
+}
+
 /* Runs step i on the sub-plan's rows (its inputs in place). A Gemm runs as
  * exact rows, or, when they do not reproduce the batch's product, as that
  * very product: the golden input of batch b (the rows' one batch) with the
@@ -222,6 +261,9 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
 {
     bf__gemm_info g;
     const bf__step *s = &sp->steps[i];
+    int done = 0;
+    bf_status st = matmul_rows(dx, sp, sel, i, &done, err);
+    if (st != BF_OK || done) return st;
     int any = 0;   /* a step of parameters alone (a tied table's transpose) runs whole */
     for (int j = 0; j < s->n_out; j++) any |= s->node->out[j] >= 0 && !same_in_sub(dx, sp, s->node->out[j]);
     dx->work[i] += any ? (double)bf_plan_batch(sp) / (double)dx->sh->batch : 1.0;
@@ -243,7 +285,13 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
         memcpy(a + (sel[t] - start) * (int64_t)ra, (char *)sp->vals[av].data + t * (int64_t)ra, ra);
     fp->vals[av].data = a;
     fp->vals[yv].data = y;
-    bf_status st = bf__plan_run_step(fp, i, err);
+    /* a B or C computed at run time the same in every batch (a quantized
+     * weight's DequantizeLinear): the sub-plan's, golden or the trial's; the
+     * full plan's own buffer holds neither */
+    for (int j = 1; j < s->n_in; j++)
+        if (bf__runtime(sp, s->node->in[j]) && same_in_sub(dx, sp, s->node->in[j]))
+            fp->vals[s->node->in[j]].data = sp->vals[s->node->in[j]].data;
+    st = bf__plan_run_step(fp, i, err);
     for (int t = 0; st == BF_OK && t < r; t++)
         memcpy((char *)sp->vals[yv].data + t * (int64_t)ry, y + (sel[t] - start) * (int64_t)ry, ry);
     return st;
@@ -257,6 +305,7 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
     int r = 1 << k;
     int64_t sel[1 << (BF__SUB_MAX - 1)];
     for (int t = 0; t < r; t++) sel[t] = (t * 7919 + 13) % rows_of(sh, 0);   /* out of order */
+    dx->checking = 1;
     for (size_t i = 0; i < sh->n_steps; i++) {
         const bf__step *s = &full->steps[i];
         unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps + i];
@@ -280,13 +329,17 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
         bf_status st = BF_OK;
         for (int j = 0; j < s->n_in && fine; j++)
             if (bf__runtime(full, s->node->in[j])) fine = gather(dx, sp, s->node->in[j], sel, r, err, &st);
-        if (st != BF_OK) return st;
+        if (st != BF_OK) {
+            dx->checking = 0;
+            return st;
+        }
         if (!fine) continue;
         if (run_rows(dx, sp, 0, sel, i, err) != BF_OK) continue;   /* e.g. an index out of range: not on rows */
         for (int j = 0; j < s->n_out && fine; j++)
             fine = s->node->out[j] < 0 || rows_golden(dx, sp, s->node->out[j], sel, r);
         *ok = (unsigned char)fine;
     }
+    dx->checking = 0;
     return BF_OK;
 }
 

@@ -273,7 +273,12 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
     for (int t = 0; t < 2; t++)
         for (size_t i = 0; plan[t] && i < plan[t]->n_steps; i++) {
             bf__gemm_info g;
-            if (bf__gemm_params(&plan[t]->steps[i], &g) && g.m > sh->max_m) sh->max_m = g.m;
+            size_t mq;
+            int mtr;
+            const bf__step *s = &plan[t]->steps[i];
+            int mm = !bf__gemm_params(s, &g) && bf__dx_matmul_weight(m, plan[t], s, &mq, &mtr) &&
+                     bf__matmul_fold_params(s, &g);
+            if ((mm || bf__gemm_params(s, &g)) && g.m > sh->max_m) sh->max_m = g.m;
         }
     float *scratch = bf__malloc(2 * sh->scratch_floats * sizeof(float) + 64);
     int *rows = bf__malloc(((size_t)sh->max_m + 1) * sizeof *rows);
@@ -323,8 +328,9 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
             }
             sh->colblk[t][i] = blk;
             sh->colw[t][i] = bf__gemm_col_blocks(&g, a, bg, c, y, scratch, blk);
-            /* a MatMul's rows stay unused: only its column forms are wired (diffexec.c) */
-            sh->roww[t][i] = mm ? 0 : bf__gemm_row_width(&g, a, bg, c, y, scratch, rows);
+            /* a MatMul's rows: those of its input that changed (try_matmul,
+             * and row mode's run_rows), never an update */
+            sh->roww[t][i] = bf__gemm_row_width(&g, a, bg, c, y, scratch, rows);
         }
     }
     bf__free(scratch);
