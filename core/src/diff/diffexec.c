@@ -288,12 +288,13 @@ static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t 
          * a fault at position p of a causal LM leaves the rows before p golden */
         const float *ag = bf__gcache_block(sh->gc, av, b), *yg = bf__gcache_block(sh->gc, yv, b);
         if (!ag || !yg) return BF_OK;
+        int n = bf__gemm_rows_changed(&g, p->vals[av].data, ag, dx->rowbuf);
+        if (n == g.m) return BF_OK;   /* every row: the step runs in full */
         bf_status st = tr ? fetch(dx, p, b, bv, err) : BF_OK;
         if (st != BF_OK) return st;
         golden_output(dx, p, yv, yg);
-        int n = bf__gemm_rows_some(&g, sh->roww[tail][i], p->vals[av].data, ag, p->vals[bv].data, NULL,
-                                   p->vals[yv].data, dx->scratch, dx->rowbuf);
-        if (n < 0) return BF_OK;   /* every row: the step runs in full over the golden copy */
+        bf__gemm_rows_at(&g, sh->roww[tail][i], p->vals[av].data, dx->rowbuf, n, p->vals[bv].data, NULL,
+                         p->vals[yv].data, dx->scratch);
         dx->work[i] += (double)n / (double)g.m;
         *done = 1;
         return BF_OK;

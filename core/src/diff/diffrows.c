@@ -218,10 +218,10 @@ static int concat_rows(bf__dx *dx, bf_plan *sp, size_t i, const int64_t *sel, in
  * input A changed in some of its rows (tokens of the sub-plan's sequences:
  * from the fault's position on, under causal attention): the golden output
  * rows, and those rows of A that differ from golden recomputed exactly
- * (bf__gemm_rows_some, the row width checked on the golden pass). *done 0:
- * the step runs as before (every row changed, or not such a MatMul). Not
- * while checking the steps: the check is of the sub-plan's own product,
- * which runs when every row changed. */
+ * (bf__gemm_rows_changed and _at, the row width checked on the golden
+ * pass). *done 0: the step runs as before (every row changed, or not such
+ * a MatMul). Not while checking the steps: the check is of the sub-plan's
+ * own product, which runs when every row changed. */
 static bf_status matmul_rows(bf__dx *dx, bf_plan *sp, const int64_t *sel, size_t i, int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
@@ -244,10 +244,11 @@ static bf_status matmul_rows(bf__dx *dx, bf_plan *sp, const int64_t *sel, size_t
     int ok = gather(dx, sp, av, sel, r, err, &st);
     sp->vals[av].data = mine;
     if (st != BF_OK || !ok) return st;
+    int n = bf__gemm_rows_changed(&g, sp->vals[av].data, ag, dx->rowbuf);
+    if (n == g.m) return BF_OK;   /* every row: the sub-plan's product */
     if (!gather(dx, sp, yv, sel, r, err, &st)) return st;   /* golden Y, its changed rows rewritten */
-    int n = bf__gemm_rows_some(&g, sh->roww[0][i], sp->vals[av].data, ag, sp->vals[bv].data, NULL, sp->vals[yv].data,
-                               scr, dx->rowbuf);
-    if (n < 0) return BF_OK;
+    bf__gemm_rows_at(&g, sh->roww[0][i], sp->vals[av].data, dx->rowbuf, n, sp->vals[bv].data, NULL, sp->vals[yv].data,
+                     scr);
     dx->work[i] += (double)n / (double)gf.m;
     *done = 1;
     return BF_OK;

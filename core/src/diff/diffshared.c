@@ -330,7 +330,8 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
             sh->colw[t][i] = bf__gemm_col_blocks(&g, a, bg, c, y, scratch, blk);
             /* a MatMul's rows: those of its input that changed (try_matmul,
              * and row mode's run_rows), never an update */
-            sh->roww[t][i] = bf__gemm_row_width(&g, a, bg, c, y, scratch, rows);
+            sh->roww[t][i] = mm ? bf__gemm_row_one(&g, a, bg, c, y, scratch, rows)
+                                : bf__gemm_row_width(&g, a, bg, c, y, scratch, rows);
         }
     }
     bf__free(scratch);
