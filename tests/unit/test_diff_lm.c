@@ -16,8 +16,17 @@
  *   a row no sequence looks up; before, it re-ran every batch reading the
  *   row whole. A row more than half the sequences look up runs whole
  *   batches, as row mode's limit says (docs/ENGINE.md, step 5).
- * - Llama (untied embed_tokens, additive mask from triu) and the GPT-2
- *   KV-cache export: embedding and other weight faults, the same check.
+ * - GPT-2's learned positions: row p of wpe at positions 0, 1, T/2, T-1;
+ *   every batch is reached, and the logits recompute the rows from p on.
+ * - Seeded weight faults on every LM fixture (GPT-2, Llama with additive
+ *   and buffer masks, both KV-cache exports).
+ * - Activation faults at positions 0, 1, T/2, T-1 of [batch, T, ...] values
+ *   across each network (sign, exponent bits giving Inf and NaN, mantissa),
+ *   and every position of the KV-cache exports' past_key_values inputs:
+ *   where the full pass left the positions before p golden, the logits
+ *   recomputed at most the T - p rows from p on (a NaN value row at a
+ *   masked position makes earlier rows NaN, in PyTorch too: those trials
+ *   are checked for their bits only).
  * The reference is the evaluator's own full pass (what --exact runs), never
  * the differential engine's output. */
 #include <math.h>
@@ -48,6 +57,7 @@ typedef struct lmfix {
     bf__dx_shared *sh;
     bf__dx *dx;
     float *golden;
+    float *last;               /* the full pass's outputs of the last weight_trial */
     int64_t samples, cols;
     size_t n_steps;
     double *work;              /* the executor's per-step work before the trial */
@@ -76,6 +86,8 @@ static void lm_open(const char *name, lmfix *f)
     f->golden = malloc(bytes + 1);
     assert_non_null(f->golden);
     memcpy(f->golden, r.outputs, bytes);
+    f->last = malloc(bytes + 1);
+    assert_non_null(f->last);
     if (bf__dx_shared_create(&f->ev, 1, f->samples, f->golden, f->cols, BF_CACHE_BUDGET_DEFAULT, &f->sh, &err) != BF_OK ||
         bf__dx_create(f->sh, f->ev, &f->dx, &err) != BF_OK)
         fail_msg("%s: %s", name, err.msg);
@@ -93,6 +105,7 @@ static void lm_close(lmfix *f)
     bf_dataset_free(f->ds);
     bf_model_free(f->m);
     free(f->golden);
+    free(f->last);
     free(f->work);
 }
 
@@ -171,6 +184,7 @@ static void weight_trial(lmfix *f, const char *param, int64_t idx, int bit, doub
     char what[256];
     snprintf(what, sizeof what, "%s[%lld] bit %d", param, (long long)idx, bit);
     compare(f, what, outs, rows, n_rows, r.outputs);
+    memcpy(f->last, r.outputs, (size_t)(f->samples * f->cols) * sizeof(float));
     if (bf_evaluator_write_param(f->ev, (size_t)q, idx, old, &err) != BF_OK ||
         bf_evaluator_write_param(f->ref, (size_t)q, idx, old, &err) != BF_OK)
         fail_msg("%s", err.msg);
@@ -233,6 +247,48 @@ static void tied_rows_match_full_pass(void **state)
     print_message("wte: %lld faults match the full pass (rows looked up by 0/1/2-3/4+ sequences: %d/%d/%d/%d)\n",
                   (long long)trials, seen[0], seen[1], seen[2], seen[3]);
     assert_true(seen[0] > 0 && seen[1] > 0 && seen[2] > 0);
+    free(work);
+    lm_close(&f);
+}
+
+static int logits_step(const lmfix *f);
+
+/* GPT-2's learned positions: a fault in row p of wpe reaches every
+ * sequence from position p on (every batch: wpe is read through a Range of
+ * positions, no sample's lookup), and each MatMul recomputes the rows from
+ * p on: where the full pass left every earlier position golden, the logits
+ * re-ran at most (T - p) / T of each batch. */
+static void position_rows_match_full_pass(void **state)
+{
+    (void)state;
+    lmfix f;
+    lm_open("lm_gpt2_op14", &f);
+    int lg = logits_step(&f);
+    const bf_tensor *wpe = bf_model_param(f.m, (size_t)bf_model_find_param(f.m, "wpe.weight"))->tensor;
+    const bf_tensor *ids = bf_dataset_find(f.ds, "input_ids");
+    int64_t T = ids->dims[1], dim = wpe->dims[1], batches = (f.samples + BATCH - 1) / BATCH;
+    double *work = calloc(f.n_steps + 1, sizeof *work);
+    assert_non_null(work);
+    const int64_t pos[] = {0, 1, T / 2, T - 1};
+    int structural = 0, trials = 0;
+    for (size_t q = 0; q < 4; q++)
+        for (size_t b = 0; b < N_BITS; b++) {
+            weight_trial(&f, "wpe.weight", pos[q] * dim + (int64_t)(b * 5 % (size_t)dim), bits[b], work);
+            trials++;
+            /* the full pass's outputs before p, in every sequence */
+            int64_t per = f.cols / T;
+            int golden_before = 1;
+            for (int64_t s = 0; s < f.samples && golden_before; s++)
+                golden_before = memcmp(f.last + s * f.cols, f.golden + s * f.cols, (size_t)(pos[q] * per) * sizeof(float)) == 0;
+            if (!golden_before) continue;
+            structural++;
+            double most = (double)batches * (double)(T - pos[q]) / (double)T + 1e-9;
+            if (work[lg] > most)
+                fail_msg("wpe row %lld bit %d: the logits re-ran %g batches, at most %g", (long long)pos[q], bits[b],
+                         work[lg], most);
+        }
+    print_message("wpe: %d faults match the full pass, %d with the earlier positions golden\n", trials, structural);
+    assert_true(structural > trials / 2);
     free(work);
     lm_close(&f);
 }
@@ -394,6 +450,7 @@ int main(void)
         cmocka_unit_test(tied_rows_match_full_pass),
         cmocka_unit_test(weights_match_full_pass),
         cmocka_unit_test(positions_match_full_pass),
+        cmocka_unit_test(position_rows_match_full_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
