@@ -8,7 +8,11 @@
 #   faults confined to wte.weight, single-bit and BER, and uniform weight
 #   faults (MatMul weights take the same one-column path);
 # - Llama (untied lm_head, a MatMul of a parameter) and a KV-cache export,
-#   uniform weight faults.
+#   uniform weight faults;
+# - transient activation faults (one token of one sequence) on GPT-2 and
+#   Llama, and transient faults in the KV-cache exports' past_key_values
+#   inputs (tests/unit/test_diff_lm.c checks the same fault by fault, with
+#   the structure: rows before the fault's position not recomputed).
 # The exact engine is the reference (checked against PyTorch by
 # conformance_lm), never the differential engine's own output.
 # usage: test_lm_diff.sh BITFLIP FIXTURES_DIR
@@ -37,6 +41,13 @@ same gpt2_wte_ber lm_gpt2_op14 '{"target": "weights", "tensors": ["wte.weight"],
 same gpt2_uniform lm_gpt2_op14 '{"target": "weights", "model": "bitflip", "bits": 1}'
 same llama_uniform lm_llama_half_ri_triu_op15 '{"target": "weights", "model": "bitflip", "bits": 1}'
 same gpt2_kv_uniform lm_gpt2_kv_op15 '{"target": "weights", "model": "bitflip", "bits": 1}'
+# faults at a position (a transient activation fault hits one token of one
+# sequence; a KV-cache entry one past position): row mode on the sequence,
+# each MatMul downstream recomputing only its changed token rows
+same gpt2_act lm_gpt2_op14 '{"target": "activations", "model": "bitflip", "bits": 1, "persistence": "transient"}'
+same llama_act lm_llama_il_expand_buf_op16 '{"target": "activations", "model": "bitflip", "bits": 1, "persistence": "transient"}'
+same gpt2_kv_inputs lm_gpt2_kv_op15 '{"target": "inputs", "tensors": ["past_key_values.*"], "model": "bitflip", "bits": 1, "persistence": "transient"}'
+same llama_kv_inputs lm_llama_kv_op17 '{"target": "inputs", "tensors": ["past_key_values.*"], "model": "bitflip", "bits": 1, "persistence": "transient"}'
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

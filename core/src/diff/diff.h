@@ -61,11 +61,28 @@ int bf__gemm_rank(const bf__gemm_info *g, const float *a, const float *ag, const
  * rows: m ints of scratch. */
 int bf__gemm_row_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
                        float *scratch, int *rows);
+/* 1 when rows of A reproduce y one by one and gathered out of order,
+ * checked on a sample (the first row, the last, eight out of order), else
+ * 0: for a MatMul over every token, where checking each of its rows alone
+ * cost a product per row (12 s of the quick LM benchmark's setup, most of
+ * it its logits); the kernel computes each row's chain alone by
+ * construction (test_sgemm). */
+int bf__gemm_row_one(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                     float *scratch, int *rows);
 /* y's rows where a differs from ag recomputed exactly, in chunks of r rows;
  * scratch: r x (k + n) floats, rows: m ints. Returns 0 (y untouched) when
  * more than half the rows differ. */
 int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag, const float *b, const float *c,
                   float *y, float *scratch, int *rows);
+
+/* The same in two calls, for any number of rows (a language model's MatMul
+ * whose input changed from a token on: the rows before it are golden): the
+ * rows where a differs from ag, into rows (m ints), and their count; then
+ * those rows of y recomputed exactly (the others left as they are: golden,
+ * written by the caller once it knows the rows are not all of them). */
+int bf__gemm_rows_changed(const bf__gemm_info *g, const float *a, const float *ag, int *rows);
+void bf__gemm_rows_at(const bf__gemm_info *g, int r, const float *a, const int *rows, int n, const float *b,
+                      const float *c, float *y, float *scratch);
 
 /* The product for n rows of A given contiguous (a: n x k), into y (n x n
  * cols), in chunks of r rows as bf__gemm_rows. */

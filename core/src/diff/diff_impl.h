@@ -41,7 +41,12 @@ typedef struct bf__emb_index {
     int64_t *row;                /* n_read, ascending */
     int64_t *off;                /* n_read + 1: row[i]'s batches are batch[off[i] .. off[i + 1]) */
     int32_t *batch;
+    int tied;                    /* also read whole, through a 2-D Transpose (tied logits): every batch */
 } bf__emb_index;
+
+/* Step `step` of p is a row lookup (Gather, EmbeddingBag) of parameter q,
+ * not a tied table's Transpose. */
+int bf__dx_lookup_step(const struct bf__dx_shared *sh, const bf_plan *p, size_t q, int step);
 
 /* The batches reading row r of table e (n 0: none, a row no sample looks
  * up). */
@@ -135,6 +140,13 @@ struct bf__dx {
     unsigned char *rmark;        /* per row of a batch: reached */
     int64_t *rsel;               /* the samples in row mode, padded to the sub-plan's rows */
     int64_t *rall;               /* the reached samples of every batch, before runs of rsel */
+    unsigned char *shape_only;   /* per value: computed from parameters, initializers and shapes alone */
+    unsigned char *inv;          /* [n_sub][n_values]: shape_only, no sample axis, and the same in the
+                                  * sub-plan as in the batch (a causal mask, a tied table's transpose) */
+    int mark_reached;            /* bf__rows_all flags the samples it ran in reached */
+    int checking;                /* check_steps at work: every step runs its own kernel */
+    unsigned char *reached;      /* per sample: its outputs came from row mode (rall[0..n_reached)) */
+    int64_t n_reached;
 
     /* Chain mode (diffchain.c): the changed rows of a value over the eval
      * set, three of them (two and, past a linear segment, the rows it left

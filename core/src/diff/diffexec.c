@@ -20,6 +20,7 @@
  * cache, or recomputed from the nearest cached ancestor when the cache's
  * budget left them out. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -73,7 +74,8 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->pfaults = bf__calloc(m->n_params + 1, sizeof *dx->pfaults);
     dx->pfault = bf__calloc(m->n_params + 1, sizeof *dx->pfault);
     dx->bmark = bf__calloc((size_t)sh->n_batches + 1, 1);
-    dx->touched = bf__malloc(((size_t)sh->n_batches + 1) * sizeof *dx->touched);
+    /* twice: a tied table's trial lists row mode's batches, then every batch (run_tied) */
+    dx->touched = bf__malloc((2 * (size_t)sh->n_batches + 1) * sizeof *dx->touched);
     dx->out = bf__malloc(n_out * sizeof(float) + 1);
     dx->rows = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->rows);
     dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
@@ -280,7 +282,24 @@ static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t 
     *done = 0;
     if (!sh->colw[tail][i] || !bf__dx_matmul_weight(m, p, s, &q, &tr) || !bf__matmul_fold_params(s, &g)) return BF_OK;
     int av = s->node->in[0], bv = s->node->in[1], yv = s->node->out[0];
-    if (dx->pfaults[q] != 1 || dx->state[av] == DIRTY || !bf__runtime(p, av)) return BF_OK;
+    if (!bf__runtime(p, av)) return BF_OK;
+    if (dx->pfaults[q] == 0 && dx->state[av] == DIRTY && (!tr || dx->state[bv] != DIRTY) && sh->roww[tail][i]) {
+        /* golden B, A changed in some rows (tokens): those rows alone, exactly;
+         * a fault at position p of a causal LM leaves the rows before p golden */
+        const float *ag = bf__gcache_block(sh->gc, av, b), *yg = bf__gcache_block(sh->gc, yv, b);
+        if (!ag || !yg) return BF_OK;
+        int n = bf__gemm_rows_changed(&g, p->vals[av].data, ag, dx->rowbuf);
+        if (n == g.m) return BF_OK;   /* every row: the step runs in full */
+        bf_status st = tr ? fetch(dx, p, b, bv, err) : BF_OK;
+        if (st != BF_OK) return st;
+        golden_output(dx, p, yv, yg);
+        bf__gemm_rows_at(&g, sh->roww[tail][i], p->vals[av].data, dx->rowbuf, n, p->vals[bv].data, NULL,
+                         p->vals[yv].data, dx->scratch);
+        dx->work[i] += (double)n / (double)g.m;
+        *done = 1;
+        return BF_OK;
+    }
+    if (dx->pfaults[q] != 1 || dx->state[av] == DIRTY) return BF_OK;
     if (tr && dx->state[bv] != DIRTY) return BF_OK;   /* the Transpose came out golden (a NaN payload, ...) */
     const float *yg = bf__gcache_block(sh->gc, yv, b);
     if (!yg) return BF_OK;
@@ -411,11 +430,17 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     if (dx->state[sh->out_val] == DIRTY) {
         const float *o = p->vals[sh->out_val].data;
         size_t row_bytes = (size_t)sh->out_cols * sizeof(float);
-        memcpy(dx->out + start * sh->out_cols, o, (size_t)rows * row_bytes);
+        /* samples row mode gave already (a tied table's lookups: run_tied)
+         * keep those outputs */
+        const unsigned char *kept = dx->n_reached ? dx->reached + start : NULL;
+        if (!kept) memcpy(dx->out + start * sh->out_cols, o, (size_t)rows * row_bytes);
         dx->touched[dx->n_touched++] = b;
-        for (int64_t r = 0; r < rows; r++)
-            if (memcmp(o + r * sh->out_cols, sh->golden + (start + r) * sh->out_cols, row_bytes) != 0)
-                dx->rows[dx->n_rows++] = start + r;
+        for (int64_t r = 0; r < rows; r++) {
+            if (kept && kept[r]) continue;
+            if (memcmp(o + r * sh->out_cols, sh->golden + (start + r) * sh->out_cols, row_bytes) == 0) continue;
+            if (kept) memcpy(dx->out + (start + r) * sh->out_cols, o + r * sh->out_cols, row_bytes);
+            dx->rows[dx->n_rows++] = start + r;
+        }
     }
     return BF_OK;
 }
@@ -475,6 +500,62 @@ static int full_pass_cheaper(bf__dx *dx, size_t n_w, const bf_value_fault *vf, s
     return reached * (double)marked >= FULL_SHARE * sh->pass_cost * (double)sh->n_batches;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t sort_unique(int64_t *v, int64_t n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+    return k;
+}
+
+/* Faults in tied tables alone (GPT-2's wte, read by its Gather and, through
+ * a Transpose, by the logits), at most one a sample of a batch: the samples
+ * that look a faulty row up run in row mode (all of their steps), and every
+ * batch then runs from the transpose alone, its lookups not re-run (their
+ * other samples read golden rows): one logit column, the other samples'
+ * outputs, the looked-up samples' kept from row mode. *done 0: nothing
+ * written, the caller runs the marked batches whole. */
+static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int first, int last_entry, int64_t marked,
+                          int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_status st = BF_OK;
+    int rows_done = marked == 0;
+    *done = 0;
+    if (!rows_done) {
+        if (dx->n_sub == 0) return BF_OK;
+        if ((st = bf__rows_params(dx, w, n_w, err)) != BF_OK) return st;
+        dx->mark_reached = 1;
+        st = bf__rows_all(dx, w, n_w, NULL, 0, first, last_entry, NULL, NULL, &rows_done, err);
+        dx->mark_reached = 0;
+        if (st != BF_OK || !rows_done) return st;
+    }
+    int col_first = (int)sh->n_steps;
+    for (size_t i = 0; i < n_w; i++)
+        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1]; t++) {
+            int s = sh->pc_step[t];
+            if (bf__dx_lookup_step(sh, dx->plan[0], w[i].param, s)) dx->param_hit[s] = 0;
+            else if (s < col_first) col_first = s;
+        }
+    for (int64_t b = 0; b < sh->n_batches && st == BF_OK; b++)
+        st = run_batch(dx, b, NULL, 0, col_first, last_entry, NULL, NULL, err);
+    for (size_t i = 0; i < n_w; i++)   /* bf__dx_run clears them all after the trial */
+        for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1]; t++) dx->param_hit[sh->pc_step[t]] = 1;
+    for (int64_t k = 0; k < dx->n_reached; k++) dx->reached[dx->rall[k]] = 0;
+    dx->n_reached = 0;
+    dx->n_rows = sort_unique(dx->rows, dx->n_rows);
+    dx->n_touched = sort_unique(dx->touched, dx->n_touched);
+    *done = st == BF_OK;
+    return st;
+}
+
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
@@ -506,7 +587,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         }
     }
 
-    int first = (int)sh->n_steps, last_entry = -1, every = 0;
+    int first = (int)sh->n_steps, last_entry = -1, every = 0, tied = 0;
     int64_t marked = 0;   /* batches marked so far: once all are, a BER trial's other faults mark none */
     for (size_t i = 0; i < n_w; i++) {
         size_t q = w[i].param;
@@ -520,6 +601,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
             }
         const bf__emb_index *e = &sh->emb[q];
         if (!e->rows) { every = 1; continue; }
+        tied |= e->tied;
         if (every || marked == sh->n_batches) continue;
         int64_t nb;
         const int32_t *rb = bf__emb_batches(e, w[i].index / e->row_elems, &nb);
@@ -535,9 +617,15 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         marked += !dx->bmark[vf[k].sample / sh->batch];
         dx->bmark[vf[k].sample / sh->batch] = 1;
     }
-    if (every) {
+    if (tied && !every && n_vf == 0 && n_w <= (size_t)sh->batch) {
+        int done;
+        if ((st = run_tied(dx, w, n_w, first, last_entry, marked, &done, err)) != BF_OK) return st;
+        if (done) goto finish;
+    }
+    if (every || tied) {   /* a tied table's transpose reaches every batch */
         for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 1;
         marked = sh->n_batches;
+        every = 1;
     }
     if (full_pass_cheaper(dx, n_w, vf, n_vf, first, every, marked)) {
         /* nothing run: the caller runs the pass, which --stats counts as
@@ -561,6 +649,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         if (rowable) st = bf__rows_batch(dx, b, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &done, err);
         if (st == BF_OK && !done) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
     }
+finish:
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
     for (size_t i = 0; i < n_w; i++) {

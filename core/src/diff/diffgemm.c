@@ -207,6 +207,19 @@ static int rows_match(const bf__gemm_info *g, const float *a, const float *b, co
     return 1;
 }
 
+int bf__gemm_row_one(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                     float *scratch, int *rows)
+{
+    if (g->trans_a || g->k == 0 || g->m < 2 || g->c_rs) return 0;
+    int n = g->m / 2 < 8 ? g->m / 2 : 8;
+    rows[0] = 0;
+    if (!rows_match(g, a, b, c, y, 1, rows, scratch)) return 0;
+    rows[0] = g->m - 1;
+    if (!rows_match(g, a, b, c, y, 1, rows, scratch)) return 0;
+    for (int t = 0; t < n; t++) rows[t] = (int)(((int64_t)t * 7919 + 13) % g->m);   /* out of order */
+    return rows_match(g, a, b, c, y, n, rows, scratch);
+}
+
 int bf__gemm_row_width(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
                        float *scratch, int *rows)
 {
@@ -262,6 +275,21 @@ int bf__gemm_rows(const bf__gemm_info *g, int r, const float *a, const float *ag
         }
     chunks(g, r, a, rows, n, b, c, y, scratch);
     return 1;
+}
+
+int bf__gemm_rows_changed(const bf__gemm_info *g, const float *a, const float *ag, int *rows)
+{
+    const int K = g->k;
+    int n = 0;
+    for (int i = 0; i < g->m; i++)
+        if (memcmp(a + (int64_t)i * K, ag + (int64_t)i * K, (size_t)K * sizeof *a) != 0) rows[n++] = i;
+    return n;
+}
+
+void bf__gemm_rows_at(const bf__gemm_info *g, int r, const float *a, const int *rows, int n, const float *b,
+                      const float *c, float *y, float *scratch)
+{
+    chunks(g, r, a, rows, n, b, c, y, scratch);
 }
 
 void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n, const float *b, const float *c, float *y,

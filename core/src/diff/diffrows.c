@@ -34,6 +34,16 @@ static int batch_axis(const bf_plan *full, const bf_plan *sub, int v)
     return axis;
 }
 
+/* Value v is the same tensor in sub-plan sp as in the batch's plan, with
+ * no sample axis (a causal mask, learned positions, a tied table's
+ * transpose): found at start (invariant_values). */
+static int same_in_sub(const bf__dx *dx, const bf_plan *sp, int v)
+{
+    int k = 0;
+    while ((1 << k) < bf_plan_batch(sp)) k++;
+    return dx->inv[(size_t)k * dx->sh->m->n_values + (size_t)v];
+}
+
 /* A sample's slice of a value is a few dozen bytes: copied and compared
  * inline, in 16-byte pieces, rather than by a libc call each (row mode
  * makes thousands a trial). Larger ones go to libc. */
@@ -120,6 +130,12 @@ static int gather(bf__dx *dx, bf_plan *sp, int v, const int64_t *sel, int n, bf_
         }
         return 1;
     }
+    if (same_in_sub(dx, sp, v)) {   /* the same in every batch and plan: batch 0's */
+        const void *g = bf__gcache_block(sh->gc, v, 0);
+        if (!g) return 0;
+        memcpy(t->data, g, bf_tensor_nbytes(t));
+        return 1;
+    }
     int axis = batch_axis(dx->plan[0], sp, v);
     if (axis < 0) return 0;
     layout l = layout_of(sp, v, axis);
@@ -146,6 +162,10 @@ static int rows_golden(const bf__dx *dx, const bf_plan *sp, int v, const int64_t
 {
     const bf__dx_shared *sh = dx->sh;
     const bf_tensor *t = &sp->vals[v];
+    if (same_in_sub(dx, sp, v)) {
+        const void *g = bf__gcache_block(sh->gc, v, 0);
+        return g && memcmp(t->data, g, bf_tensor_nbytes(t)) == 0;
+    }
     int axis = batch_axis(dx->plan[0], sp, v);
     layout l = layout_of(sp, v, axis);
     int64_t r = bf_plan_batch(sp);
@@ -194,6 +214,46 @@ static int concat_rows(bf__dx *dx, bf_plan *sp, size_t i, const int64_t *sel, in
     return 1;
 }
 
+/* A MatMul of one golden B matrix (a parameter or its transpose) whose
+ * input A changed in some of its rows (tokens of the sub-plan's sequences:
+ * from the fault's position on, under causal attention): the golden output
+ * rows, and those rows of A that differ from golden recomputed exactly
+ * (bf__gemm_rows_changed and _at, the row width checked on the golden
+ * pass). *done 0: the step runs as before (every row changed, or not such
+ * a MatMul). Not while checking the steps: the check is of the sub-plan's
+ * own product, which runs when every row changed. */
+static bf_status matmul_rows(bf__dx *dx, bf_plan *sp, const int64_t *sel, size_t i, int *done, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf__step *s = &sp->steps[i];
+    bf__gemm_info g, gf;
+    size_t q;
+    int tr;
+    bf_status st = BF_OK;
+    *done = 0;
+    if (dx->checking || !sh->roww[0][i] || !bf__dx_matmul_weight(sh->m, dx->plan[0], &dx->plan[0]->steps[i], &q, &tr) ||
+        !bf__matmul_fold_params(s, &g) || !bf__matmul_fold_params(&dx->plan[0]->steps[i], &gf))
+        return BF_OK;
+    int av = s->node->in[0], bv = s->node->in[1], yv = s->node->out[0], r = (int)bf_plan_batch(sp);
+    if (dx->pfaults[q] || dx->sstate[av] != DIRTY || (tr && dx->sstate[bv] == DIRTY)) return BF_OK;
+    if ((size_t)bf_tensor_numel(&sp->vals[av]) > dx->sh->scratch_floats) return BF_OK;
+    /* golden A's rows in the scratch's first half, the product's in its second */
+    float *ag = dx->scratch, *scr = dx->scratch + sh->scratch_floats;
+    void *mine = sp->vals[av].data;
+    sp->vals[av].data = ag;
+    int ok = gather(dx, sp, av, sel, r, err, &st);
+    sp->vals[av].data = mine;
+    if (st != BF_OK || !ok) return st;
+    int n = bf__gemm_rows_changed(&g, sp->vals[av].data, ag, dx->rowbuf);
+    if (n == g.m) return BF_OK;   /* every row: the sub-plan's product */
+    if (!gather(dx, sp, yv, sel, r, err, &st)) return st;   /* golden Y, its changed rows rewritten */
+    bf__gemm_rows_at(&g, sh->roww[0][i], sp->vals[av].data, dx->rowbuf, n, sp->vals[bv].data, NULL, sp->vals[yv].data,
+                     scr);
+    dx->work[i] += (double)n / (double)gf.m;
+    *done = 1;
+    return BF_OK;
+}
+
 /* Runs step i on the sub-plan's rows (its inputs in place). A Gemm runs as
  * exact rows, or, when they do not reproduce the batch's product, as that
  * very product: the golden input of batch b (the rows' one batch) with the
@@ -202,7 +262,12 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
 {
     bf__gemm_info g;
     const bf__step *s = &sp->steps[i];
-    dx->work[i] += (double)bf_plan_batch(sp) / (double)dx->sh->batch;
+    int done = 0;
+    bf_status st = matmul_rows(dx, sp, sel, i, &done, err);
+    if (st != BF_OK || done) return st;
+    int any = 0;   /* a step of parameters alone (a tied table's transpose) runs whole */
+    for (int j = 0; j < s->n_out; j++) any |= s->node->out[j] >= 0 && !same_in_sub(dx, sp, s->node->out[j]);
+    dx->work[i] += any ? (double)bf_plan_batch(sp) / (double)dx->sh->batch : 1.0;
     if (!bf__gemm_params(&dx->plan[0]->steps[i], &g)) return bf__plan_run_step(sp, i, err);
     int av = s->node->in[0], yv = s->node->out[0], cv = s->n_in > 2 ? s->node->in[2] : -1;
     int r = (int)bf_plan_batch(sp);
@@ -221,7 +286,13 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
         memcpy(a + (sel[t] - start) * (int64_t)ra, (char *)sp->vals[av].data + t * (int64_t)ra, ra);
     fp->vals[av].data = a;
     fp->vals[yv].data = y;
-    bf_status st = bf__plan_run_step(fp, i, err);
+    /* a B or C computed at run time the same in every batch (a quantized
+     * weight's DequantizeLinear): the sub-plan's, golden or the trial's; the
+     * full plan's own buffer holds neither */
+    for (int j = 1; j < s->n_in; j++)
+        if (bf__runtime(sp, s->node->in[j]) && same_in_sub(dx, sp, s->node->in[j]))
+            fp->vals[s->node->in[j]].data = sp->vals[s->node->in[j]].data;
+    st = bf__plan_run_step(fp, i, err);
     for (int t = 0; st == BF_OK && t < r; t++)
         memcpy((char *)sp->vals[yv].data + t * (int64_t)ry, y + (sel[t] - start) * (int64_t)ry, ry);
     return st;
@@ -235,6 +306,7 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
     int r = 1 << k;
     int64_t sel[1 << (BF__SUB_MAX - 1)];
     for (int t = 0; t < r; t++) sel[t] = (t * 7919 + 13) % rows_of(sh, 0);   /* out of order */
+    dx->checking = 1;
     for (size_t i = 0; i < sh->n_steps; i++) {
         const bf__step *s = &full->steps[i];
         unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps + i];
@@ -243,10 +315,11 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
         int whole = bf__gemm_params(s, &g) && !sh->roww[0][i];   /* runs as the batch's product */
         int fine = 1;
         for (int j = 0; j < s->n_in && fine; j++)
-            if (bf__runtime(full, s->node->in[j])) fine = batch_axis(full, sp, s->node->in[j]) >= 0;
+            if (bf__runtime(full, s->node->in[j]))
+                fine = batch_axis(full, sp, s->node->in[j]) >= 0 || same_in_sub(dx, sp, s->node->in[j]);
         for (int j = 0; j < s->n_out && fine; j++)
-            fine = s->node->out[j] < 0 ||
-                   (batch_axis(full, sp, s->node->out[j]) >= 0 && bf__gcache_has(sh->gc, s->node->out[j]));
+            fine = s->node->out[j] < 0 || ((batch_axis(full, sp, s->node->out[j]) >= 0 || same_in_sub(dx, sp, s->node->out[j])) &&
+                                           bf__gcache_has(sh->gc, s->node->out[j]));
         if (fine && bf__gemm_params(s, &g))   /* Gemm on rows: the sample on dim 0 of A and Y */
             fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0 &&
                    !g.trans_a && bf__gcache_has(sh->gc, s->node->in[0]);
@@ -257,13 +330,17 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
         bf_status st = BF_OK;
         for (int j = 0; j < s->n_in && fine; j++)
             if (bf__runtime(full, s->node->in[j])) fine = gather(dx, sp, s->node->in[j], sel, r, err, &st);
-        if (st != BF_OK) return st;
+        if (st != BF_OK) {
+            dx->checking = 0;
+            return st;
+        }
         if (!fine) continue;
         if (run_rows(dx, sp, 0, sel, i, err) != BF_OK) continue;   /* e.g. an index out of range: not on rows */
         for (int j = 0; j < s->n_out && fine; j++)
             fine = s->node->out[j] < 0 || rows_golden(dx, sp, s->node->out[j], sel, r);
         *ok = (unsigned char)fine;
     }
+    dx->checking = 0;
     return BF_OK;
 }
 
@@ -334,9 +411,26 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     dx->rall = bf__malloc(((size_t)sh->samples + (size_t)sh->batch + 1) * sizeof *dx->rall);
     dx->rows_from = bf__malloc((size_t)dx->n_sub * m->n_values + 1);
     dx->moves = bf__calloc(sh->n_steps + 1, 1);
-    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rall || !dx->rows_from || !dx->moves)
+    dx->shape_only = bf__calloc(m->n_values + 1, 1);
+    dx->inv = bf__calloc((size_t)dx->n_sub * m->n_values + 1, 1);
+    dx->reached = bf__calloc((size_t)sh->samples + 1, 1);
+    if (!dx->row_ok || !dx->sstate || !dx->rmark || !dx->rsel || !dx->rall || !dx->rows_from || !dx->moves ||
+        !dx->shape_only || !dx->inv || !dx->reached)
         return bf__dx_oom(err);
-    for (size_t i = 0; i < sh->n_steps; i++) dx->moves[i] = moves_elements(&dx->plan[0]->steps[i]);
+    const bf_plan *p = dx->plan[0];
+    for (size_t i = 0; i < sh->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        dx->moves[i] = moves_elements(s);
+        /* from parameters, initializers and shapes alone: no sample's data */
+        int so = strcmp(s->node->op->name, "Shape") == 0 || strcmp(s->node->op->name, "Size") == 0;
+        if (!so) {
+            so = 1;
+            for (int j = 0; j < s->n_in && so; j++)
+                if (bf__runtime(p, s->node->in[j])) so = dx->shape_only[s->node->in[j]];
+        }
+        for (int j = 0; j < s->n_out; j++)
+            if (s->node->out[j] >= 0) dx->shape_only[s->node->out[j]] = (unsigned char)so;
+    }
     return BF_OK;
 }
 
@@ -374,6 +468,45 @@ static bf_status rows_ensure(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_
     return st;
 }
 
+/* The values of sub-plan k computed from parameters, initializers and
+ * shapes alone (shape_only), with no sample axis, that come out as the
+ * batch's golden ones: computed on the sub-plan here and compared. A shape
+ * holding the batch size differs, and so does what is computed from it;
+ * the sequence length, the same in both, does not. A row-mode run reads
+ * them from the cache (gather), so a step that mixes them with sample rows
+ * (a broadcast Add of learned positions, a causal mask's Where) runs on
+ * rows. */
+static bf_status invariant_values(bf__dx *dx, int k, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    bf_plan *full = dx->plan[0], *sp = dx->sub[k];
+    unsigned char *inv = &dx->inv[(size_t)k * sh->m->n_values];
+    (void)err;
+    for (size_t i = 0; i < sh->n_steps; i++) {
+        const bf__step *s = &sp->steps[i];
+        int so = s->n_out > 0;
+        for (int j = 0; j < s->n_out && so; j++) so = s->node->out[j] < 0 || dx->shape_only[s->node->out[j]];
+        if (!so) continue;
+        bf_error e = {0};
+        if (bf__plan_run_step(sp, i, &e) != BF_OK) continue;   /* left to the batch */
+        for (int j = 0; j < s->n_out; j++) {
+            int o = s->node->out[j];
+            if (o < 0 || batch_axis(full, sp, o) >= 0) continue;
+            const bf_tensor *a = &full->vals[o], *b = &sp->vals[o];
+            const void *g = bf__gcache_block(sh->gc, o, 0);
+            int same = g && a->ndim == b->ndim && a->dtype == b->dtype && bf_tensor_nbytes(a) == bf_tensor_nbytes(b);
+            for (int d = 0; d < a->ndim && same; d++) same = a->dims[d] == b->dims[d];
+            /* and the last batch's, which may have a plan of its own */
+            const bf_plan *tp = dx->plan[1] ? dx->plan[1] : full;
+            const void *gl = bf_tensor_nbytes(&tp->vals[o]) == bf_tensor_nbytes(b)
+                                 ? bf__gcache_block(sh->gc, o, sh->n_batches - 1) : NULL;
+            inv[o] = (unsigned char)(same && gl && memcmp(b->data, g, bf_tensor_nbytes(b)) == 0 &&
+                                     memcmp(b->data, gl, bf_tensor_nbytes(b)) == 0);
+        }
+    }
+    return BF_OK;
+}
+
 static bf_status rows_check(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err)
 {
     const bf_model *m = dx->sh->m;
@@ -397,6 +530,7 @@ static bf_status rows_check(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_e
             int v = m->param_vals[w[i].param];
             dx->sub[k]->vals[v].data = dx->plan[0]->vals[v].data;
         }
+        if ((st = invariant_values(dx, k, err)) != BF_OK) return st;
         if ((st = check_steps(dx, k, err)) != BF_OK) return st;
         downstream_ok(dx, k);
     }
@@ -414,6 +548,9 @@ void bf__rows_free(bf__dx *dx)
     bf__free(dx->rsel);
     bf__free(dx->rall);
     bf__free(dx->rows_from);
+    bf__free(dx->shape_only);
+    bf__free(dx->inv);
+    bf__free(dx->reached);
 }
 
 bf_status bf__rows_params(bf__dx *dx, const bf__dx_weight *w, size_t n_w, bf_error *err)
@@ -459,6 +596,7 @@ static int reached_rows(bf__dx *dx, int64_t b, const bf__dx_weight *w, size_t n_
         }
         int64_t row = w[i].index / e->row_elems;
         for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1] && !every; t++) {
+            if (!bf__dx_lookup_step(sh, full, w[i].param, sh->pc_step[t])) continue;   /* a tied transpose */
             int iv = full->steps[sh->pc_step[t]].node->in[1];
             const bf_tensor *it = &full->vals[iv];
             bf_dtype dt;
@@ -507,6 +645,7 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
         for (int t = sh->pc_off[w[i].param]; t < sh->pc_off[w[i].param + 1]; t++) {
             int st_i = sh->pc_step[t];
             const bf__step *s = &dx->plan[0]->steps[st_i];
+            if (!bf__dx_lookup_step(sh, dx->plan[0], w[i].param, st_i)) continue;   /* checked when it runs */
             if (!dx->row_ok[(size_t)k * sh->n_steps + (size_t)st_i] || !from[s->node->out[0]]) return BF_OK;
         }
     bf_plan *sp = dx->sub[k];
@@ -637,6 +776,9 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
             return BF_OK;
         }
     }
+    if (dx->mark_reached)   /* the samples whose outputs these runs gave (a tied table: bf__dx_run) */
+        for (int i = 0; i < n; i++) dx->reached[dx->rall[i]] = 1;
+    dx->n_reached = dx->mark_reached ? n : 0;
     return BF_OK;
 }
 

@@ -70,22 +70,49 @@ static bf_status use_lists(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
     return BF_OK;
 }
 
+/* A 2-D Transpose of parameter vq alone (the swap): how GPT-2's logits
+ * read its tied token table. */
+static int tied_reader(const bf__dx_shared *sh, const bf_plan *p, const bf__step *s, int vq)
+{
+    const bf_tensor *w = &p->vals[vq];
+    return strcmp(s->node->op->name, "Transpose") == 0 && s->n_in == 1 && s->node->in[0] == vq && s->n_out == 1 &&
+           s->node->out[0] >= 0 && w->ndim == 2 && w->dims[0] != w->dims[1] &&
+           sh->m->values[vq].kind == BF__VAL_PARAM;
+}
+
+int bf__dx_lookup_step(const bf__dx_shared *sh, const bf_plan *p, size_t q, int step)
+{
+    const bf__step *s = &p->steps[step];
+    return bf__row_lookup(s) && s->node->in[0] == sh->m->param_vals[q];
+}
+
 /* A parameter every reader of which is a Gather on axis 0 or an
  * EmbeddingBag (bf__row_lookup) with run-time indices: an embedding table,
  * whose row r reaches only the samples that look r up. Its index values must
- * be cached (marked in `must`). */
-static int embedding_param(const bf__dx_shared *sh, const bf_plan *p, size_t q, unsigned char *must)
+ * be cached (marked in `must`). A tied table (GPT-2's wte, read by its
+ * Gather and, through a 2-D Transpose, by the logits) is one too, with
+ * *tied 1: its rows reach the samples that look them up, and its transpose
+ * every batch (one logit column, diffexec.c). */
+static int embedding_param(const bf__dx_shared *sh, const bf_plan *p, size_t q, unsigned char *must, int *tied)
 {
-    int vq = sh->m->param_vals[q];
+    int vq = sh->m->param_vals[q], lookups = 0, tr = 0;
     if (sh->pc_off[q] == sh->pc_off[q + 1]) return 0;
     for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
         const bf__step *s = &p->steps[sh->pc_step[t]];
+        if (tied_reader(sh, p, s, vq)) {
+            tr = 1;
+            continue;
+        }
         if (!bf__row_lookup(s) || s->node->in[0] != vq || s->node->in[1] == vq) return 0;
         int iv = s->node->in[1];
         if (p->val_step[iv] == BF__VAL_NOT_RUN) return 0;
+        lookups++;
     }
+    if (!lookups) return 0;
     if (must)
-        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) must[p->steps[sh->pc_step[t]].node->in[1]] = 1;
+        for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++)
+            if (bf__dx_lookup_step(sh, p, q, sh->pc_step[t])) must[p->steps[sh->pc_step[t]].node->in[1]] = 1;
+    if (tied) *tied = tr;
     return 1;
 }
 
@@ -149,6 +176,7 @@ static bf_status build_emb(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2]
         const bf_plan *p = plan[b == sh->samples / sh->batch];
         for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
             bf_dtype dt;
+            if (!bf__dx_lookup_step(sh, p, q, sh->pc_step[t])) continue;   /* a tied table's transpose */
             int iv = p->steps[sh->pc_step[t]].node->in[1];
             if (!bf__dx_lookup_indices(sh, ev, p, iv, b, &dt)) return BF_OK;
             total += (size_t)bf_tensor_numel(&p->vals[iv]);
@@ -161,6 +189,7 @@ static bf_status build_emb(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2]
     for (int64_t b = 0; b < sh->n_batches; b++) {
         bf_plan *p = plan[b == sh->samples / sh->batch];
         for (int t = sh->pc_off[q]; t < sh->pc_off[q + 1]; t++) {
+            if (!bf__dx_lookup_step(sh, p, q, sh->pc_step[t])) continue;
             int iv = p->steps[sh->pc_step[t]].node->in[1];
             bf_dtype dt;
             const void *idx = bf__dx_lookup_indices(sh, ev, p, iv, b, &dt);
@@ -244,7 +273,12 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
     for (int t = 0; t < 2; t++)
         for (size_t i = 0; plan[t] && i < plan[t]->n_steps; i++) {
             bf__gemm_info g;
-            if (bf__gemm_params(&plan[t]->steps[i], &g) && g.m > sh->max_m) sh->max_m = g.m;
+            size_t mq;
+            int mtr;
+            const bf__step *s = &plan[t]->steps[i];
+            int mm = !bf__gemm_params(s, &g) && bf__dx_matmul_weight(m, plan[t], s, &mq, &mtr) &&
+                     bf__matmul_fold_params(s, &g);
+            if ((mm || bf__gemm_params(s, &g)) && g.m > sh->max_m) sh->max_m = g.m;
         }
     float *scratch = bf__malloc(2 * sh->scratch_floats * sizeof(float) + 64);
     int *rows = bf__malloc(((size_t)sh->max_m + 1) * sizeof *rows);
@@ -294,8 +328,10 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
             }
             sh->colblk[t][i] = blk;
             sh->colw[t][i] = bf__gemm_col_blocks(&g, a, bg, c, y, scratch, blk);
-            /* a MatMul's rows stay unused: only its column forms are wired (diffexec.c) */
-            sh->roww[t][i] = mm ? 0 : bf__gemm_row_width(&g, a, bg, c, y, scratch, rows);
+            /* a MatMul's rows: those of its input that changed (try_matmul,
+             * and row mode's run_rows), never an update */
+            sh->roww[t][i] = mm ? bf__gemm_row_one(&g, a, bg, c, y, scratch, rows)
+                                : bf__gemm_row_width(&g, a, bg, c, y, scratch, rows);
         }
     }
     bf__free(scratch);
@@ -376,7 +412,7 @@ static bf_status shared_begin(bf_evaluator *ev, int64_t samples, int64_t out_col
         if (plan0->steps[i].n_out > 1)
             for (int j = 0; j < plan0->steps[i].n_out; j++)
                 if (plan0->steps[i].node->out[j] >= 0) must[plan0->steps[i].node->out[j]] = 1;
-    for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan0, q, must);
+    for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan0, q, must, NULL);
     *out = sh;
     *must_out = must;
     return BF_OK;
@@ -419,8 +455,11 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
     bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
     bf_status st;
     sh->golden = golden;
-    for (size_t q = 0; q < sh->m->n_params; q++)
-        if (embedding_param(sh, plan[0], q, NULL) && (st = build_emb(sh, ev, plan, q, err)) != BF_OK) return st;
+    for (size_t q = 0; q < sh->m->n_params; q++) {
+        int tied = 0;
+        if (embedding_param(sh, plan[0], q, NULL, &tied) && (st = build_emb(sh, ev, plan, q, err)) != BF_OK) return st;
+        sh->emb[q].tied = sh->emb[q].rows ? tied : 0;
+    }
     if ((st = gemm_widths(sh, ev, plan, err)) != BF_OK) return st;
     return bf__chain_setup(sh, ev, plan, err);
 }
