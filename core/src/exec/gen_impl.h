@@ -47,4 +47,12 @@ struct bf_generator {
     size_t vf_cap;
 };
 
+/* exec/generate.c: a campaign's stored weights and faults in every step's
+ * plan, as bf_evaluator_set_param, bf_evaluator_write_param and
+ * bf__evaluator_param_golden do in an evaluator's (param and index are
+ * the caller's to check). */
+bf_status bf__generator_set_param(bf_generator *g, size_t param, const float *values, bf_error *err);
+bf_status bf__generator_write_param(bf_generator *g, size_t param, int64_t index, float value, bf_error *err);
+void bf__generator_param_golden(bf_generator *g, size_t param);
+
 #endif

@@ -11,6 +11,8 @@
 
 #include "base/alloc.h"
 #include "exec/gen_impl.h"
+#include "exec/plan_impl.h"
+#include "exec/step_access.h"
 
 static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory"); }
 
@@ -283,4 +285,37 @@ bf_kv_layout bf_generator_kv(const bf_generator *g)
 {
     bf_kv_layout none = {0};
     return g->io.cache ? g->io.kv : none;
+}
+
+/* --- parameters as a campaign stores and faults them (campaign/campaign_gen.c):
+ * the same writes an evaluator makes to its plans (exec/eval.c), to every
+ * step's plan. */
+
+bf_status bf__generator_set_param(bf_generator *g, size_t param, const float *values, bf_error *err)
+{
+    size_t n = (size_t)bf_tensor_numel(g->m->params[param].tensor);
+    bf_dtype dt = g->m->params[param].dtype;
+    for (int64_t s = 0; s < g->mnew; s++) {
+        void *data;
+        bf_status st = bf_plan_param_data(g->steps[s].plan, param, &data, err);
+        if (st != BF_OK) return st;
+        if (dt == BF_F32) memcpy(data, values, n * sizeof *values);
+        else for (size_t i = 0; i < n; i++) bf__param_int_set(data, dt, (int64_t)i, values[i]);
+        bf__plan_param_rewritten(g->steps[s].plan, param);
+    }
+    return BF_OK;
+}
+
+bf_status bf__generator_write_param(bf_generator *g, size_t param, int64_t index, float value, bf_error *err)
+{
+    for (int64_t s = 0; s < g->mnew; s++) {
+        bf_status st = bf__plan_param_write(g->steps[s].plan, param, index, value, err);
+        if (st != BF_OK) return st;
+    }
+    return BF_OK;
+}
+
+void bf__generator_param_golden(bf_generator *g, size_t param)
+{
+    for (int64_t s = 0; s < g->mnew; s++) bf__plan_param_golden(g->steps[s].plan, param);
 }
