@@ -191,6 +191,7 @@ static bf_status build_plans(bf_generator *g, gen_dims *dims, bf_error *err)
         if (rc != BF_OK) return bf_error_prefix(err, "step %lld (%lld tokens over a past of %lld)", (long long)s,
                                                 (long long)st->seq, (long long)st->past);
         g->plan_bytes += held(&b);
+        st->plan->flat_rows = st->seq;   /* value faults on [B*T, ...] values too (plan_impl.h) */
         if ((rc = check_inputs(g, s, err)) != BF_OK || (rc = check_outputs(g, s, err)) != BF_OK) return rc;
     }
     return BF_OK;
