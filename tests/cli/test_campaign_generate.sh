@@ -2,7 +2,8 @@
 # A campaign that generates ("generate": {"new_tokens": M}, docs/LM.md) end to
 # end: a listed-fault campaign on an LM fixture records, per trial, the
 # generation_match, first_divergence and edit_distance that `bitflip generate`
-# prints for the same fault (--flip P:I:B); the result document and the
+# prints for the same fault (--flip P:I:B), in fp32 and in bf16 (against a copy
+# rounded to bf16 by numpy, the stored bit k flipped as fp32 bit k + 16); the result document and the
 # trial records carry them; bitflip report shows them; a spec past the limit
 # (and the limit raised with --limit spec.new-tokens), a CTR model and target
 # inputs are refused naming the field.
@@ -52,6 +53,51 @@ for k in ("generation_match", "first_divergence", "edit_distance"):
 assert any(r["metrics"]["generation_match"] < 1 for r in recs), "no listed fault changed a generation"
 PYEOF
 then passes=$((passes+1)); else echo "FAIL campaign metrics against bitflip generate"; fails=$((fails+1)); fi
+
+# bf16 weights: the campaign decodes with the weights as bf16 stores them and flips stored bit k;
+# bitflip generate on a copy rounded to bf16 (to nearest even, here in numpy) with fp32 bit k + 16
+# flipped must give the same metrics
+$PY - "$M" "$tmp/bf16.onnx" <<'PYEOF'
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+for i, t in enumerate(m.graph.initializer):
+    if t.data_type != onnx.TensorProto.FLOAT:
+        continue
+    u = numpy_helper.to_array(t).astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    m.graph.initializer[i].CopyFrom(numpy_helper.from_array(u.view(np.float32), t.name))
+onnx.save(m, sys.argv[2])
+PYEOF
+$PY - "$tmp/spec.json" "$tmp/bf16.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["faults"] = {"representation": "bf16"}
+s["sampling"]["list"] = [{"tensor": "h.0.c_attn.weight", "index": 37, "bit": 14},
+                         {"tensor": "wte.weight", "index": 163, "bit": 13},
+                         {"tensor": "h.1.c_fc.weight", "index": 5, "bit": 7}]
+json.dump(s, open(sys.argv[2], "w"))
+PYEOF
+check "run bf16" 0 "$BF" run --local --threads 1 --format json --out "$tmp/res16.json" --trials-out "$tmp/trials16.jsonl" "$tmp/bf16.json"
+for f in "h.0.c_attn.weight:37:30" "wte.weight:163:29" "h.1.c_fc.weight:5:23"; do
+  check "generate bf16 $f" 0 "$BF" generate "$tmp/bf16.onnx" "$D" -n 5 --json --flip "$f"
+  cp "$tmp/stdout" "$tmp/gen16_${f%%:*}.json"
+done
+if $PY - "$tmp" <<'PYEOF'
+import json, sys
+d = sys.argv[1]
+recs = [json.loads(l) for l in open(d + "/trials16.jsonl")]
+changed = 0
+for r, name in zip(recs, ["h.0.c_attn.weight", "wte.weight", "h.1.c_fc.weight"]):
+    g = json.load(open("%s/gen16_%s.json" % (d, name)))["faults"][0]
+    for k in ("generation_match", "first_divergence", "edit_distance"):
+        assert r["metrics"][k] == g[k], (name, k, r["metrics"][k], g[k])
+    changed += g["generation_match"] < 1
+assert len(recs) == 3 and changed >= 1
+PYEOF
+then passes=$((passes+1)); else echo "FAIL bf16 campaign metrics against bitflip generate on a bf16-rounded copy"; fails=$((fails+1)); fi
 
 check report 0 "$BF" report -o "$tmp/r.html" "$tmp/res.json"
 if grep -q '<td>generation_match</td><td class="num">1</td>' "$tmp/r.html" && grep -q '<td>perplexity</td>' "$tmp/r.html"; then
