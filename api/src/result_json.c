@@ -43,6 +43,8 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     if (spec->w_max > 0) json_object_set_new(camp, "w_max", json_real(spec->w_max));
     if (spec->group_size > 0) json_object_set_new(camp, "group_size", json_integer((json_int_t)spec->group_size));
     if (spec->fault_scales) json_object_set_new(camp, "fault_scales", json_true());
+    if (spec->gen_new_tokens > 0)
+        json_object_set_new(camp, "generate", json_pack("{s:I}", "new_tokens", (json_int_t)spec->gen_new_tokens));
     if (spec->model_kind == BF_FAULT_PROFILED && spec->errmap) {
         const bf_errmap *m = spec->errmap;
         json_t *em = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", spec->error_map ? spec->error_map : "",
