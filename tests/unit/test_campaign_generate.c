@@ -347,6 +347,32 @@ static void hostile_specs_refused(void **state)
     bf_dataset_free(digits);
 }
 
+/* The campaign's estimate counts each worker's generator: the plans
+ * bf_generator_plan_bytes says a generator of the same model and prompts
+ * holds, once per thread. */
+static void estimate_counts_generators(void **state)
+{
+    fx *f = *state;
+    bf_campaign_spec s = tc_base_spec(0);
+    s.trials = 2;
+    bf_campaign_opts o = {.threads = 3};
+    bf_job_budget plain, gen;
+    bf_error err = {0};
+    assert_int_equal(bf_campaign_estimate(f->llama, f->ds, &s, &o, &plain, &err), BF_OK);
+    s.gen_new_tokens = 7;
+    assert_int_equal(bf_campaign_estimate(f->llama, f->ds, &s, &o, &gen, &err), BF_OK);
+    bf_model *unbound = NULL;
+    assert_int_equal(bf_model_load_file(DIR "llama.onnx", &unbound, &err), BF_OK);
+    bf_generator *g = NULL;
+    bf_gen_opts go = {.new_tokens = 7};
+    assert_int_equal(bf_generator_create(unbound, bf_dataset_find(f->ds, "input_ids"), &go, &g, &err), BF_OK);
+    assert_true(bf_generator_plan_bytes(g) > 0);
+    assert_true(gen.plans_bytes - plain.plans_bytes == 3 * bf_generator_plan_bytes(g));
+    assert_true(gen.total_bytes - plain.total_bytes == 3 * bf_generator_plan_bytes(g));
+    bf_generator_free(g);
+    bf_model_free(unbound);
+}
+
 /* Every allocation of creating and running a generating campaign failing
  * in turn: BF_ENOMEM, all freed (ASan), then a clean run. */
 static void allocation_failures(void **state)
@@ -364,7 +390,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(weights_match_torch),     cmocka_unit_test(activation_matches_torch),
         cmocka_unit_test(sampled_matches_generate), cmocka_unit_test(hostile_specs_refused),
-        cmocka_unit_test(allocation_failures),
+        cmocka_unit_test(estimate_counts_generators), cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

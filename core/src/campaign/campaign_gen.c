@@ -26,27 +26,30 @@ static double now_s(void)
 
 /* The prompts: the eval-set tensor of the model's `input_ids` input, else of
  * its first integer input (the graph input a language model's tokens feed). */
-static const bf_tensor *find_prompts(const bf_campaign *c)
+const bf_tensor *bf__campaign_gen_prompts(const bf_model *m, const bf_dataset *ds)
 {
-    const bf_tensor *t = bf_dataset_find(c->ds, "input_ids");
-    for (size_t i = 0; !t && i < c->model->n_inputs; i++) {
-        const bf_tensor *x = bf_dataset_find(c->ds, c->model->inputs[i].name);
+    const bf_tensor *t = bf_dataset_find(ds, "input_ids");
+    for (size_t i = 0; !t && i < m->n_inputs; i++) {
+        const bf_tensor *x = bf_dataset_find(ds, m->inputs[i].name);
         if (x && (x->dtype == BF_I64 || x->dtype == BF_I32)) t = x;
     }
     return t;
 }
+
+static const bf_tensor *find_prompts(const bf_campaign *c) { return bf__campaign_gen_prompts(c->model, c->ds); }
 
 /* The model a generator decodes with: a language model's sequence axis is
  * bound to the eval set's length for the campaign's passes
  * (bf_model_bind_dims), and every step of a decoding has a length of its
  * own, so the model before binding; a bound model shares its base's values
  * and parameters, index for index (model_dims.c). */
-static const bf_model *gen_model(const bf_campaign *c)
+const bf_model *bf__campaign_gen_model(const bf_model *m)
 {
-    const bf_model *m = c->model;
     while (m->base && m->base->n_values == m->n_values && m->base->n_params == m->n_params) m = m->base;
     return m;
 }
+
+static const bf_model *gen_model(const bf_campaign *c) { return bf__campaign_gen_model(c->model); }
 
 /* A generator with the campaign's stored weights (the golden model as the
  * representation holds it). */

@@ -86,6 +86,11 @@ int64_t bf__lm_changed(const bf_campaign *c, const float *row, int64_t s, int si
  * the value faults (struck at step 0), scored against golden into
  * gen[3]; tokens: n x m scratch. */
 bf_status bf__campaign_gen_golden(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+/* ... the eval set's prompts (its input_ids, else the tensor of the model's
+ * first integer input; NULL: none), and the model a generator decodes with
+ * (before bf_model_bind_dims fixed its sequence axis) */
+const bf_tensor *bf__campaign_gen_prompts(const bf_model *m, const bf_dataset *ds);
+const bf_model *bf__campaign_gen_model(const bf_model *m);
 bf_status bf__campaign_gen_worker(const bf_campaign *c, int idx, struct bf_generator **out, bf_error *err);
 struct bf__dx_weight;
 bf_status bf__campaign_gen_trial(const bf_campaign *c, struct bf_generator *g, const struct bf__dx_weight *dw, size_t n_dw,

@@ -90,11 +90,13 @@ static uint64_t held(const bf_plan_budget *b)
     return b->arena_bytes + b->folded_bytes + b->scratch_bytes + b->overhead_bytes;
 }
 
-/* The plans' memory from shapes, before any is allocated. */
-static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, gen_dims *dims, bf_error *err)
+/* The plans' memory from shapes, before any is allocated: in all, and the
+ * largest step's. */
+static bf_status sum_budget(const bf_generator *g, gen_dims *dims, uint64_t *total, uint64_t *top, int64_t *top_step,
+                            bf_error *err)
 {
-    uint64_t total = 0, top = 0;
-    int64_t top_step = 0;
+    *total = *top = 0;
+    *top_step = 0;
     for (int64_t s = 0; s < g->mnew; s++) {
         int64_t seq, past;
         bf_plan_budget b;
@@ -103,10 +105,18 @@ static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, gen_dim
         bf_status st = step_opts(g, seq, past, dims, &po, err);
         if (st == BF_OK) st = bf_plan_estimate_opts(g->m, g->batch, &po, &b, err);
         if (st != BF_OK) return bf_error_prefix(err, "step %lld", (long long)s);
-        total += held(&b);
-        if (held(&b) > top) top = held(&b), top_step = s;
+        *total += held(&b);
+        if (held(&b) > *top) *top = held(&b), *top_step = s;
     }
-    if (total <= max_bytes) return BF_OK;
+    return BF_OK;
+}
+
+static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, gen_dims *dims, bf_error *err)
+{
+    uint64_t total, top;
+    int64_t top_step;
+    bf_status st = sum_budget(g, dims, &total, &top, &top_step, err);
+    if (st != BF_OK || total <= max_bytes) return st;
     char a[32], b[32], c[32];
     return bf_error_set(err, BF_ELIMIT,
                         "the generation's %lld plans (one per new token, batch %lld) need %s (the largest, step %lld's: "
@@ -261,6 +271,29 @@ bf_status bf_generator_create(const bf_model *model, const bf_tensor *prompts, c
 fail:
     dims_free(&dims);
     bf_generator_free(g);
+    return st;
+}
+
+bf_status bf__gen_estimate(const bf_model *model, const bf_tensor *prompts, int64_t new_tokens, uint64_t *bytes,
+                           bf_error *err)
+{
+    bf_generator g = {.m = model, .mnew = new_tokens};
+    gen_dims dims = {0};
+    uint64_t top;
+    int64_t top_step;
+    *bytes = 0;
+    if (new_tokens < 1 || new_tokens > BF_GEN_MAX_NEW_TOKENS)
+        return bf_error_set(err, BF_ERANGE, "new tokens must be 1 .. %d, got %lld", BF_GEN_MAX_NEW_TOKENS,
+                            (long long)new_tokens);
+    bf_status st = bf__gen_roles(model, 1, &g.io, err);
+    if (st == BF_OK) st = read_prompts(&g, prompts, err);
+    if (st == BF_OK) {
+        g.batch = g.n < 64 ? g.n : 64;
+        if (dims_alloc(model, &dims) != BF_OK) st = oom(err);
+    }
+    if (st == BF_OK) st = sum_budget(&g, &dims, bytes, &top, &top_step, err);
+    dims_free(&dims);
+    bf__free(g.prompts);
     return st;
 }
 
