@@ -61,6 +61,7 @@ static const struct {
     {"spec.depth", K_COUNT, T_INT, offsetof(bf_limits, spec.max_depth)},
     {"spec.array", K_COUNT, T_SIZE_T, offsetof(bf_limits, spec.max_array)},
     {"spec.string", K_SIZE, T_SIZE_T, offsetof(bf_limits, spec.max_string)},
+    {"spec.new-tokens", K_COUNT, T_I64, offsetof(bf_limits, spec.max_new_tokens)},
     {"errmap.header-bytes", K_SIZE, T_I64, offsetof(bf_limits, errmap.max_header_bytes)},
     {"errmap.cells", K_COUNT, T_I64, offsetof(bf_limits, errmap.max_cells)},
     {"errmap.bits", K_COUNT, T_I64, offsetof(bf_limits, errmap.max_bits)},

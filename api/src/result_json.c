@@ -43,6 +43,8 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     if (spec->w_max > 0) json_object_set_new(camp, "w_max", json_real(spec->w_max));
     if (spec->group_size > 0) json_object_set_new(camp, "group_size", json_integer((json_int_t)spec->group_size));
     if (spec->fault_scales) json_object_set_new(camp, "fault_scales", json_true());
+    if (spec->gen_new_tokens > 0)
+        json_object_set_new(camp, "generate", json_pack("{s:I}", "new_tokens", (json_int_t)spec->gen_new_tokens));
     if (spec->model_kind == BF_FAULT_PROFILED && spec->errmap) {
         const bf_errmap *m = spec->errmap;
         json_t *em = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", spec->error_map ? spec->error_map : "",
@@ -121,7 +123,7 @@ static double t_quantile(double conf, double nu)
 static int unit_metric(const char *name)
 {
     return !strcmp(name, "accuracy") || !strcmp(name, "auc") || !strcmp(name, "top1_mismatch") || !strcmp(name, "token_accuracy") ||
-           !strcmp(name, "choice_accuracy");
+           !strcmp(name, "choice_accuracy") || !strcmp(name, "generation_match");
 }
 
 static json_t *metric_json(const char *name, const bf_metric_sums *s, double conf)
@@ -527,7 +529,7 @@ void bf_result_print_table(FILE *f, const json_t *doc)
         fprintf(f, "\nmetrics under faults (mean, std, %.0f%% interval of the mean)\n", 100 * conf);
         json_object_foreach((json_t *)metrics, k, v) {
             int64_t n = json_integer_value(json_object_get(v, "n"));
-            fprintf(f, "  %-14s %.6g  std %.4g  [%.6g, %.6g]", k, json_number_value(json_object_get(v, "mean")),
+            fprintf(f, "  %-16s %.6g  std %.4g  [%.6g, %.6g]", k, json_number_value(json_object_get(v, "mean")),
                     json_number_value(json_object_get(v, "std")), json_number_value(json_array_get(json_object_get(v, "ci"), 0)),
                     json_number_value(json_array_get(json_object_get(v, "ci"), 1)));
             if (n < trials) fprintf(f, "  over %lld of %lld trials (the rest gave no finite value)", (long long)n, (long long)trials);
@@ -608,7 +610,7 @@ const char *bf_result_gate_names(void)
 {
     return "critical_rate, due_rate, masked_rate, tolerable_rate (each also _upper and _lower: its interval's "
            "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs, perplexity, token_accuracy, "
-           "choice_accuracy (means under faults), "
+           "choice_accuracy, generation_match, first_divergence, edit_distance (means under faults), "
            "golden_<metric>, and with mitigations mitigation.NAME.<any of these> or mitigation.NAME.recovery "
            "(_lower, _upper), .time_ratio, .storage_overhead";
 }

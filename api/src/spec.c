@@ -12,6 +12,8 @@
 #include "bitflip/api/spec.h"
 #include "spec_impl.h"
 
+#include "bitflip/generate.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,9 +26,10 @@
 /* ------------------------------------------------------------ the fields */
 
 const char *const bf__spec_root_names[BF__SPEC_N_ROOT_NAMES] = {
-    "model", "dataset", "seed", "trials", "faults", "sampling", "metrics", "critical", "stop", "batch", "mitigations"};
+    "model", "dataset", "seed", "trials", "faults", "sampling", "metrics", "critical", "stop", "batch", "mitigations",
+    "generate"};
 enum { R_MODEL, R_DATASET, R_SEED, R_TRIALS, R_FAULTS, R_SAMPLING, R_METRICS, R_CRITICAL,
-       R_STOP, R_BATCH, R_MITIGATIONS, R_N };
+       R_STOP, R_BATCH, R_MITIGATIONS, R_GENERATE, R_N };
 
 const char *const bf__spec_fault_names[BF__SPEC_N_FAULT_NAMES] = {
     "target", "tensors", "model", "bits", "positions", "burst", "rate", "rates", "repeats",
@@ -38,6 +41,7 @@ static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
 enum { E_TENSOR, E_INDEX, E_BIT, E_SAMPLE, E_N };
 static const char *const CRITICAL_NAMES[] = {"metric", "delta"};
 static const char *const STOP_NAMES[] = {"margin", "confidence"};
+static const char *const GENERATE_NAMES[] = {"new_tokens"};
 static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"};
 
 static void invalid(bf_spec_facts *facts, bf_spec_field f) { facts->invalid |= BF_SPEC_BIT(f); }
@@ -221,6 +225,28 @@ static void parse_stop(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *fa
     if (c->found != before) invalid(facts, BF_SPEC_STOP);
 }
 
+/* "generate": {"new_tokens": M}, M within the limit (max_new_tokens). */
+static void parse_generate(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *facts)
+{
+    static const fieldset gen_fs = {GENERATE_NAMES, COUNT(GENERATE_NAMES), NULL, 0, NULL};
+    json_t *g[1];
+    size_t before = c->found;
+    if (!v) return;
+    facts->stated |= BF_SPEC_BIT(BF_SPEC_GENERATE);
+    if (!json_is_object(v)) {
+        bf__spec_wrong_type(c, "/generate", "an object {\"new_tokens\": M}", v);
+    } else {
+        bf__spec_take_fields(c, v, "/generate", &gen_fs, g);
+        if (!g[0])
+            bf__spec_problem(c, "/generate/new_tokens", "required: the tokens each trial decodes greedily from every "
+                                                        "prompt, 1..%lld", (long long)c->max_new_tokens);
+        else
+            bf__spec_get_int(c, g[0], "/generate/new_tokens", 1, c->max_new_tokens, " (the limit spec.new-tokens)",
+                             &s->gen_new_tokens);
+    }
+    if (c->found != before) invalid(facts, BF_SPEC_GENERATE);
+}
+
 /* A broken rule at its JSON Pointer: the rule's field path ("faults.bits",
  * "faults.rates.2") with '/' for '.'. */
 static void report_rule(void *user, const bf_spec_rule_problem *p)
@@ -272,6 +298,7 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
         if (!bf__spec_get_int(c, r[R_TRIALS], "/trials", 1, MAX_TRIALS, "", &s->trials)) invalid(&facts, BF_SPEC_TRIALS);
     }
     if (r[R_METRICS]) parse_metrics(c, r[R_METRICS], s);
+    parse_generate(c, r[R_GENERATE], s, &facts);
     parse_critical(c, r[R_CRITICAL], s);
     parse_stop(c, r[R_STOP], s, &facts);
     if (r[R_BATCH]) bf__spec_get_int(c, r[R_BATCH], "/batch", 1, MAX_BATCH, "", &s->batch);
@@ -379,7 +406,7 @@ bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
 bf_status bf_spec_parse_opts(const char *json, size_t len, const bf_spec_limits *limits, bf_campaign_spec *out,
                              bf_spec_problems *problems)
 {
-    ctx c = {problems, 0, false};
+    ctx c = {problems, 0, false, BF_SPEC_MAX_NEW_TOKENS};
     bf_campaign_spec s;
     json_t *root = NULL;
     json_error_t jerr;
@@ -390,7 +417,10 @@ bf_status bf_spec_parse_opts(const char *json, size_t len, const bf_spec_limits 
     if (lim.max_depth <= 0) lim.max_depth = BF_SPEC_MAX_DEPTH;
     if (!lim.max_array) lim.max_array = BF_SPEC_MAX_ARRAY;
     if (!lim.max_string) lim.max_string = BF_SPEC_MAX_STRING;
+    if (lim.max_new_tokens <= 0) lim.max_new_tokens = BF_SPEC_MAX_NEW_TOKENS;
+    if (lim.max_new_tokens > BF_GEN_MAX_NEW_TOKENS) lim.max_new_tokens = BF_GEN_MAX_NEW_TOKENS;
 
+    c.max_new_tokens = lim.max_new_tokens;
     memset(&s, 0, sizeof s);
     memset(out, 0, sizeof *out);
     if (problems) memset(problems, 0, sizeof *problems);

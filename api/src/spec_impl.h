@@ -20,6 +20,7 @@ typedef struct ctx {
     bf_spec_problems *pr;   /* NULL: count only */
     size_t found;           /* problems found, kept or not */
     bool nomem;
+    int64_t max_new_tokens; /* the limit on "generate": {"new_tokens"} */
 } ctx;
 
 /* Fixed pointers are short: "/mitigations/<index>/clip/at/<index>" at most. */
@@ -71,7 +72,7 @@ bool bf__spec_get_array(ctx *c, const json_t *v, const char *ptr, const char *of
  * fields that belong in the other ("'bits' belongs in 'faults'"). */
 extern const char *const bf__spec_root_names[];
 extern const char *const bf__spec_fault_names[];
-#define BF__SPEC_N_ROOT_NAMES 11
+#define BF__SPEC_N_ROOT_NAMES 12
 #define BF__SPEC_N_FAULT_NAMES 18
 
 /* spec_faults.c: "faults" into s, each field's type and range; records in

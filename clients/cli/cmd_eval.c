@@ -117,15 +117,12 @@ static int write_outputs(const char *path, const bf_eval_result *r)
 static int64_t changed_predictions(const bf_eval_result *golden, const float *gold_out, const bf_eval_result *r, int64_t vocab)
 {
     int64_t n = 0;
-    if (r->task == BF_TASK_LANGUAGE_MODEL && vocab > 0) {
-        for (int64_t i = 0; i < r->samples * r->out_cols; i += vocab)
-            n += bf_argmax(gold_out + i, vocab) != bf_argmax(r->outputs + i, vocab);
-        return n;
-    }
+    if (r->task == BF_TASK_LANGUAGE_MODEL && vocab > 0)
+        return bf_argmax_changed(gold_out, r->outputs, r->samples * r->out_cols / vocab, vocab);
+    if (r->out_cols > 1) return bf_argmax_changed(gold_out, r->outputs, r->samples, r->out_cols);
     for (int64_t i = 0; i < r->samples; i++) {
         const float *a = gold_out + i * r->out_cols, *b = r->outputs + i * r->out_cols;
-        if (r->out_cols == 1) n += (a[0] > 0.5f) != (b[0] > 0.5f) || (isnan(a[0]) != isnan(b[0]));
-        else n += bf_argmax(a, r->out_cols) != bf_argmax(b, r->out_cols);
+        n += (a[0] > 0.5f) != (b[0] > 0.5f) || (isnan(a[0]) != isnan(b[0]));
     }
     (void)golden;
     return n;

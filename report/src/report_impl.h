@@ -157,4 +157,15 @@ typedef struct bfr__tensor_row {
  * (or out of memory: *oom set) */
 bfr__tensor_row *bfr__tensor_rows(const bfr__set *set, size_t doc, size_t *n, int *oom);
 
+/* metrics.c: a row per (result, task metric) the results report, in the
+ * table's order; at most max rows, their count returned. Every field is
+ * plain ASCII made here (numbers, a name from a fixed list). */
+typedef struct bfr__metric_row {
+    size_t doc;                /* index into set->docs */
+    const char *name;          /* "perplexity", ... */
+    char golden[24], mean[24], ci[56], over[48];
+} bfr__metric_row;
+#define BFR__MAX_METRIC_ROWS 64
+int bfr__metric_rows(const bfr__set *set, bfr__metric_row *rows, int max);
+
 #endif

@@ -12,7 +12,7 @@
 static const char css[] =
     "body{margin:0;background:#f6f6f4;color:#222;font:15px/1.45 'DejaVu Sans',Helvetica,Arial,sans-serif}"
     "main{max-width:820px;margin:0 auto;padding:24px 16px 48px}"
-    "h1{font-size:24px;margin:0 0 12px}"
+    "h1{font-size:24px;margin:0 0 12px}h2{font-size:18px;margin:0 0 8px}"
     ".headline{font-size:18px;background:#fff;border-left:5px solid #D55E00;padding:12px 16px;margin:0 0 20px}"
     "table{border-collapse:collapse;margin:0 0 24px;font-size:13px;background:#fff;width:100%}"
     "th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}"
@@ -64,6 +64,51 @@ static void inputs_html(bfr__buf *b, const bfr__set *set)
     bfr__puts(b, "</tbody></table>\n");
 }
 
+static const char metrics_title[] = "Metrics: golden, and the mean under faults with its interval";
+static const char metrics_note[] =
+    "A mean is over the trials that gave a finite value (a perplexity that overflowed is left out: that trial is "
+    "DUE). generation_match, first_divergence and edit_distance compare each trial's greedy decoding of every "
+    "prompt with the golden one (docs/LM.md).";
+
+/* The task metrics (metrics.c), when the results have any */
+static void metrics_html(bfr__buf *b, const bfr__set *set)
+{
+    bfr__metric_row rows[BFR__MAX_METRIC_ROWS];
+    int n = bfr__metric_rows(set, rows, BFR__MAX_METRIC_ROWS);
+    if (!n) return;
+    bfr__printf(b, "<h2>%s</h2>\n<table id=\"metrics\"><thead><tr><th>result</th><th>metric</th><th>golden</th>"
+                   "<th>under faults</th><th>interval</th><th>trials</th></tr></thead><tbody>\n", metrics_title);
+    for (int i = 0; i < n; i++) {
+        bfr__puts(b, "<tr><td>");
+        bfr__xml(b, set->docs[rows[i].doc].label, 0);
+        bfr__printf(b, "</td><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+                       "<td class=\"num\">%s</td></tr>\n",
+                    rows[i].name, rows[i].golden, rows[i].mean, rows[i].ci, rows[i].over);
+    }
+    bfr__printf(b, "</tbody></table>\n<p>%s</p>\n", metrics_note);
+}
+
+static void md_text(bfr__buf *b, const char *s);
+
+static void metrics_md(bfr__buf *b, const bfr__set *set)
+{
+    bfr__metric_row rows[BFR__MAX_METRIC_ROWS];
+    int n = bfr__metric_rows(set, rows, BFR__MAX_METRIC_ROWS);
+    if (!n) return;
+    bfr__printf(b, "\n## %s\n\n| result | metric | golden | under faults | interval | trials |\n|---|---|---:|---:|---:|---:|\n",
+                metrics_title);
+    for (int i = 0; i < n; i++) {
+        bfr__puts(b, "| ");
+        md_text(b, set->docs[rows[i].doc].label);
+        bfr__puts(b, " | ");
+        md_text(b, rows[i].name);
+        bfr__printf(b, " | %s | %s | %s | %s |\n", rows[i].golden, rows[i].mean, rows[i].ci, rows[i].over);
+    }
+    bfr__puts(b, "\n");
+    md_text(b, metrics_note);
+    bfr__puts(b, "\n");
+}
+
 static const char glossary[] =
     "masked: the outputs are bit-identical to the fault-free run; tolerable: outputs differ but no prediction changes; "
     "critical: a prediction changes (or the task metric moves past the campaign's threshold); DUE (detected "
@@ -84,6 +129,7 @@ static bf_status html(const bfr__set *set, const json_t *figs, const char *headl
     bfr__xml(&b, headline, 0);
     bfr__puts(&b, "</p>\n");
     inputs_html(&b, set);
+    metrics_html(&b, set);
     size_t i;
     const json_t *f;
     json_array_foreach(figs, i, f) {
@@ -172,6 +218,7 @@ static bf_status markdown(const bfr__set *set, const json_t *figs, const char *h
         md_text(&b, json_string_value(json_object_get(c, "fault_model")));
         bfr__printf(&b, " | %s |\n", tc);
     }
+    metrics_md(&b, set);
     size_t i;
     const json_t *f;
     json_array_foreach(figs, i, f) {

@@ -49,6 +49,10 @@ MUTATIONS = [
                     ["perplexity", "token_accuracy", "choice_accuracy"], ["perplexity", "perplexity"], DELETE]),
     (("critical",), [{"metric": "auc", "delta": 0.1}, {"metric": "perplexity", "delta": 2.5}, {"metric": "auc"}, {"metric": "auc", "delta": 0},
                      {"metric": "x", "delta": 1}, {"metric": "auc", "delta": 1, "x": 1}, [], DELETE]),
+    (("generate",), [{"new_tokens": 8}, {"new_tokens": 0}, {"new_tokens": 256}, {"new_tokens": 257}, {"new_tokens": 2.5},
+                     {}, {"new_tokens": 4, "x": 1}, 8, DELETE]),
+    (("metrics",), [["generation_match", "edit_distance"], ["first_divergence"]]),
+    (("critical",), [{"metric": "generation_match", "delta": 0.1}, {"metric": "edit_distance", "delta": 2}]),
     (("stop",), [{"margin": 0.01}, {"margin": 0.5}, {"margin": 0.01, "confidence": 0.5},
                  {"margin": 0.01, "confidence": 0.99}, {}, {"confidence": 0.9}, 0.01, DELETE]),
     (("extra",), [1]),
@@ -178,6 +182,9 @@ def main():
          "faults": {"representation": "int8", "bits": 2, "burst": True, "positions": [1, 2, 5]}},
         {"model": "m", "dataset": "d", "faults": {"target": "activations", "persistence": "transient"},
          "sampling": {"list": [dict(ENTRY, sample=0)]}},
+        {"model": "m", "dataset": "d", "trials": 10, "faults": {}, "generate": {"new_tokens": 8},
+         "metrics": ["generation_match", "first_divergence", "edit_distance", "perplexity"],
+         "critical": {"metric": "edit_distance", "delta": 1.5}},
     ]
     rng = random.Random(SEED)
     corpus = list(bases)

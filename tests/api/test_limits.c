@@ -28,6 +28,8 @@ static void test_each_kind(void **state)
     assert_true(l.spec.max_array == 7);
     assert_int_equal(bf_limits_set(&l, "spec.depth=3", &err), BF_OK);
     assert_int_equal(l.spec.max_depth, 3);
+    assert_int_equal(bf_limits_set(&l, "spec.new-tokens=64", &err), BF_OK);
+    assert_true(l.spec.max_new_tokens == 64);
     assert_int_equal(bf_limits_set(&l, "data.json-depth=4", &err), BF_OK);
     assert_int_equal(l.data.max_json_depth, 4);
     /* the fields not named keep 0: their defaults */
@@ -43,10 +45,11 @@ static void test_every_key_listed(void **state)
     (void)state;
     size_t n = 0;
     while (bf_limits_key(n)) n++;
-    assert_int_equal(n, 20);
+    assert_int_equal(n, 21);
     assert_string_equal(bf_limits_key(0), "model.graph-depth");
     assert_string_equal(bf_limits_key(16), "spec.string");
-    assert_string_equal(bf_limits_key(19), "errmap.bits");
+    assert_string_equal(bf_limits_key(17), "spec.new-tokens");
+    assert_string_equal(bf_limits_key(20), "errmap.bits");
     /* each one is settable: sizes and counts both take a plain 1 */
     for (size_t i = 0; i < n; i++) {
         bf_limits l = {0};

@@ -665,6 +665,19 @@ static const struct {
      "not used with model 'ber' (a sweep runs every rate x repeats)"},
     {"stop-not-with-mitigations", "{" HEADF "\"trials\": 1, \"stop\": {\"margin\": 0.1}, \"mitigations\": [\"clip\"]}",
      "/stop", "not used with mitigations: every configuration runs every trial, so that they compare on the same faults"},
+    {"generate-not-inputs", "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"inputs\"}, \"generate\": {\"new_tokens\": 4}}",
+     "/generate/new_tokens",
+     "generation takes weight and activation faults, not target 'inputs' (an eval set's inputs are the prompts the "
+     "decoding starts from); a KV-cache entry during generation: bitflip generate --kv-flip (docs/LM.md)"},
+    {"generate-not-mitigations", "{" HEADF "\"trials\": 1, \"mitigations\": [\"clip\"], \"generate\": {\"new_tokens\": 4}}",
+     "/generate/new_tokens", "generation runs the model as given, without protections: not used with mitigations"},
+    {"generation-metrics-need-generate", "{" HEADF "\"trials\": 1, \"metrics\": [\"perplexity\", \"edit_distance\"]}",
+     "/metrics",
+     "generation_match, first_divergence and edit_distance need \"generate\": {\"new_tokens\": M} (greedy decoding "
+     "of M tokens per prompt in every trial)"},
+    {"critical-generation-needs-generate",
+     "{" HEADF "\"trials\": 1, \"critical\": {\"metric\": \"first_divergence\", \"delta\": 2}}", "/critical/metric",
+     "'first_divergence' needs \"generate\": {\"new_tokens\": M}"},
 };
 
 /* Rules no document can break: enum values and ranges the JSON fields
@@ -675,6 +688,7 @@ static const char *const STRUCT_ONLY_RULES[] = {
     "profiled-map-loaded", "ber-rates-probabilities", "ber-trials-count",
     "group-size-range",   /* a document's group_size is 1..2^20 before the rules */
     "kv-kinds-known",     /* a document's kinds are 'k' and 'v' */
+    "generate-range",     /* a document's new_tokens is 1..max_new_tokens before the rules */
 };
 
 static void rules_table(void **state)
@@ -809,7 +823,8 @@ static void limits(void **state)
     s = nested(32);                                /* deep enough, but allowed: other problems */
     parsed *p = parse(s);
     assert_problem(p, "/x", "unknown field; the fields here are 'model', 'dataset', 'seed', "
-                            "'trials', 'faults', 'sampling', 'metrics', 'critical', 'stop', 'batch' or 'mitigations'");
+                            "'trials', 'faults', 'sampling', 'metrics', 'critical', 'stop', 'batch', 'mitigations' or "
+                            "'generate'");
     done(p);
     free(s);
     s = nested(100000);                            /* never reaches the parser */
@@ -844,6 +859,50 @@ static void limits(void **state)
     assert_string_equal(p->pr.items[1000].message, "2000 more problems not listed");
     done(p);
     free(list);
+}
+
+/* "generate": {"new_tokens": M}, M within the limit spec.new-tokens. */
+static void generate_field(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 16}, \"metrics\": [\"generation_match\", "
+                   "\"first_divergence\", \"edit_distance\"], \"critical\": {\"metric\": \"edit_distance\", \"delta\": 1}}");
+    assert_int_equal(p->spec.gen_new_tokens, 16);
+    assert_int_equal(p->spec.metrics, (1u << BF_METRIC_GENERATION_MATCH) | (1u << BF_METRIC_FIRST_DIVERGENCE) |
+                                          (1u << BF_METRIC_EDIT_DISTANCE));
+    assert_int_equal(p->spec.critical_metric, BF_METRIC_EDIT_DISTANCE);
+    done(p);
+    p = ok("{" HEADF "\"trials\": 2}");
+    assert_int_equal(p->spec.gen_new_tokens, 0);
+    done(p);
+    only_problem("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 257}}", "/generate/new_tokens",
+                 "must be 1..256 (the limit spec.new-tokens), got 257");
+    only_problem("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 0}}", "/generate/new_tokens", "must be 1..256");
+    only_problem("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 2.5}}", "/generate/new_tokens", "an integer");
+    only_problem("{" HEADF "\"trials\": 2, \"generate\": {}}", "/generate/new_tokens", "required: the tokens each trial");
+    only_problem("{" HEADF "\"trials\": 2, \"generate\": 8}", "/generate", "an object {\"new_tokens\": M}");
+    only_problem("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 8, \"steps\": 1}}", "/generate/steps",
+                 "unknown field");
+    /* one mistake, one problem: an invalid generate does not also break the metrics rule */
+    only_problem("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": -1}, \"metrics\": [\"edit_distance\"]}",
+                 "/generate/new_tokens", "must be 1..256");
+    /* the limit: lower with spec.new-tokens, never past BF_GEN_MAX_NEW_TOKENS */
+    const char *j = "{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 100}}";
+    bf_spec_limits lim = {.max_new_tokens = 64};
+    bf_campaign_spec spec;
+    bf_spec_problems pr;
+    assert_int_equal(bf_spec_parse_opts(j, strlen(j), &lim, &spec, &pr), BF_EINVAL);
+    assert_string_equal(pr.items[0].message, "must be 1..64 (the limit spec.new-tokens), got 100");
+    bf_spec_problems_free(&pr);
+    const char *k = "{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 1025}}";
+    lim.max_new_tokens = 1 << 20;
+    assert_int_equal(bf_spec_parse_opts(k, strlen(k), &lim, &spec, &pr), BF_EINVAL);
+    assert_string_equal(pr.items[0].message, "must be 1..1024 (the limit spec.new-tokens), got 1025");
+    bf_spec_problems_free(&pr);
+    assert_int_equal(bf_spec_parse_opts(j, strlen(j), &lim, &spec, &pr), BF_OK);
+    assert_int_equal(spec.gen_new_tokens, 100);
+    bf_spec_problems_free(&pr);
+    bf_campaign_spec_free(&spec);
 }
 
 static const char *const FULL =
@@ -1154,6 +1213,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(rules_table),
         cmocka_unit_test(syntax_errors),
         cmocka_unit_test(limits),
+        cmocka_unit_test(generate_field),
         cmocka_unit_test(truncations_and_mutations),
         cmocka_unit_test(problems_as_json),
         cmocka_unit_test(docs_examples),

@@ -71,3 +71,34 @@ def test_perplexity_plot(tmp_path):
                   "by_rate": [], "summary": {}})
     with pytest.raises(BitflipError, match="needs a language model's result"):
         bitflip.plot.perplexity_vs_ber(acc)
+
+
+def test_save_eval_set_lm_labels(tmp_path):
+    """save_eval_set given labels [N, T] with int input_ids [N, T]: a language
+    model's eval set, the labels as given (int64, -100 kept)."""
+    ids = np.array([[3, 1, 4], [1, 5, 9]], dtype=np.int32)
+    lab = np.array([[1, 4, -100], [5, 9, 2]])
+    t = bitflip.read_safetensors(bitflip.save_eval_set(tmp_path / "lm.safetensors", {"input_ids": ids}, lab))
+    assert sorted(t) == ["input_ids", "labels"]
+    assert t["labels"].dtype == np.int64 and t["labels"].tolist() == lab.tolist()
+    assert t["input_ids"].tolist() == ids.tolist()
+    # the same from a torch-like tuple input named by input_names, with max_samples
+    t = bitflip.read_safetensors(bitflip.save_eval_set(tmp_path / "b.safetensors", ids, lab, input_names=["tokens"],
+                                                       max_samples=1))
+    assert t["labels"].tolist() == [[1, 4, -100]] and t["tokens"].tolist() == [[3, 1, 4]]
+    # one label per sample stays a classifier's; [N, 1] too
+    t = bitflip.read_safetensors(bitflip.save_eval_set(tmp_path / "c.safetensors", ids.astype(np.float32),
+                                                       np.array([[1], [0]])))
+    assert t["labels"].tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("inputs, labels, words", [
+    (np.zeros((2, 3), np.float32), np.zeros((2, 3), np.int64), r"no integer input has that shape.*save_lm_eval_set"),
+    ({"input_ids": np.zeros((2, 4), np.int64)}, np.zeros((2, 3), np.int64), r"labels have shape \[2, 3\].*save_lm_eval_set"),
+    ({"input_ids": np.zeros((2, 3), np.int64)}, np.zeros((2, 3), np.float32), r"\(float32\).*save_lm_eval_set"),
+    ({"input_ids": np.zeros((2, 3), np.int64)}, np.array([[0, -7, 1], [0, 0, 0]]), r"labels\[0, 1\] is -7"),
+])
+def test_save_eval_set_lm_refusals(tmp_path, inputs, labels, words):
+    with pytest.raises(BitflipError, match=words):
+        bitflip.save_eval_set(tmp_path / "x.safetensors", inputs, labels)
+    assert not (tmp_path / "x.safetensors").exists()

@@ -3,10 +3,12 @@
  * ticks, and the errors and headline of bfr_figures on hand-built
  * documents (the Wilson bounds below were computed with the formula in
  * Python's statistics module, not by bitflip). */
+#define _GNU_SOURCE   /* open_memstream, mkdtemp */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,6 +135,68 @@ static void test_headline(void **state)
     json_decref(doc);
 }
 
+/* A language-model result: its metrics table (golden, mean under faults,
+ * interval, trials) in both formats, the language model's first and the
+ * perplexity's count of finite trials said. */
+static void test_lm_metrics(void **state)
+{
+    (void)state;
+    json_t *doc = hand_doc();
+    assert_non_null(doc);
+    json_object_set_new(doc, "golden", json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "task", "language_model", "perplexity", 1.25,
+                                                 "token_accuracy", 0.875, "generation_match", 1.0, "first_divergence", 6.0,
+                                                 "edit_distance", 0.0));
+    json_object_set_new(json_object_get(doc, "summary"), "metrics",
+                        json_pack("{s:{s:i, s:f, s:[f, f]}, s:{s:i, s:f, s:[f, f]}, s:{s:i, s:f, s:[f, f]},"
+                                  " s:{s:i, s:f, s:[f, f]}, s:{s:i, s:f, s:[f, f]}}",
+                                  "edit_distance", "n", 3200, "mean", 4.5, "ci", 4.25, 4.75,
+                                  "mse", "n", 3200, "mean", 0.5, "ci", 0.25, 0.75,
+                                  "perplexity", "n", 3000, "mean", 1.5, "ci", 1.375, 1.625,
+                                  "token_accuracy", "n", 3200, "mean", 0.5, "ci", 0.25, 0.75,
+                                  "generation_match", "n", 3200, "mean", 0.125, "ci", 0.0625, 0.1875));
+    bfr_input in = {doc, "gpt"};
+    bf_error err = {0};
+    char *html = NULL, *md = NULL;
+    size_t hl = 0, ml = 0;
+    FILE *f = open_memstream(&html, &hl);
+    assert_int_equal(bfr_write(&in, 1, BFR_HTML, f, NULL, NULL, &err), BF_OK);
+    fclose(f);
+    const char *t = strstr(html, "<table id=\"metrics\">");
+    assert_non_null(t);
+    const char *ppl = strstr(t, "<tr><td>gpt</td><td>perplexity</td><td class=\"num\">1.25</td><td class=\"num\">1.5</td>"
+                                "<td class=\"num\">[1.375, 1.625]</td><td class=\"num\">3000 of 3200</td></tr>");
+    const char *gm = strstr(t, "<tr><td>gpt</td><td>generation_match</td><td class=\"num\">1</td><td class=\"num\">0.125</td>"
+                               "<td class=\"num\">[0.0625, 0.1875]</td><td class=\"num\">3200</td></tr>");
+    const char *ed = strstr(t, "<td>edit_distance</td><td class=\"num\">0</td><td class=\"num\">4.5</td>");
+    const char *mse = strstr(t, "<td>mse</td><td class=\"num\">-</td><td class=\"num\">0.5</td>");   /* no golden mse given */
+    assert_true(ppl && gm && ed && mse);
+    assert_true(ppl < gm && gm < ed && ed < mse);   /* the language model's first, in the table's order */
+    assert_non_null(strstr(t, "<td>token_accuracy</td><td class=\"num\">0.875</td>"));
+    char dir[] = "/tmp/bfr_lm_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    f = open_memstream(&md, &ml);
+    assert_int_equal(bfr_write(&in, 1, BFR_MARKDOWN, f, dir, "fig", &err), BF_OK);
+    fclose(f);
+    assert_non_null(strstr(md, "| gpt | perplexity | 1.25 | 1.5 | [1.375, 1.625] | 3000 of 3200 |"));
+    assert_non_null(strstr(md, "| gpt | generation\\_match | 1 | 0.125 | [0.0625, 0.1875] | 3200 |"));
+    /* a classifier's result without metrics: no table */
+    json_t *plain = hand_doc();
+    bfr_input in2 = {plain, NULL};
+    free(html);
+    html = NULL;
+    f = open_memstream(&html, &hl);
+    assert_int_equal(bfr_write(&in2, 1, BFR_HTML, f, NULL, NULL, &err), BF_OK);
+    fclose(f);
+    assert_null(strstr(html, "id=\"metrics\""));
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(html);
+    free(md);
+    json_decref(plain);
+    json_decref(doc);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -156,7 +220,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_xml_escape), cmocka_unit_test(test_numbers), cmocka_unit_test(test_ticks),
-        cmocka_unit_test(test_headline),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_headline),   cmocka_unit_test(test_errors),  cmocka_unit_test(test_lm_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,12 @@
 /* Metrics: hand-worked cases, a pairwise reference for AUC, and values
  * computed by scikit-learn on data both sides generate from the same LCG. */
+#include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -42,6 +44,65 @@ static void argmax_cases(void **state)
     const float e[] = {-INFINITY, -INFINITY, 1e38f, INFINITY};
     assert_int_equal(bf_argmax(e, 4), 3);
     assert_int_equal(bf_argmax(a, 0), 0);
+}
+
+/* The two arg-max rules (bitflip/metrics.h) against PyTorch: on rows with
+ * NaN, ties, infinities and signed zeros (tests/fixtures/argmax/argmax.json,
+ * torch.argmax's answers, made by make_argmax.py), bf_argmax_nan_wins is
+ * torch.argmax, and bf_argmax is torch.argmax over the row's numbers alone
+ * (NaN never wins; 0 with none); and bf_argmax_changed counts the rows whose
+ * bf_argmax differs, here each row against itself with its NaNs replaced. */
+static void argmax_rules_match_torch(void **state)
+{
+    (void)state;
+    json_error_t je;
+    json_t *doc = json_load_file(BF_FIXTURES "/argmax/argmax.json", 0, &je);
+    if (!doc) fail_msg("argmax.json: %s", je.text);
+    json_t *rows = json_object_get(doc, "rows");
+    size_t i, n_nan = 0, differ = 0;
+    json_t *r;
+    float *all = calloc(json_array_size(rows) * 100, sizeof *all), *clean = calloc(json_array_size(rows) * 100, sizeof *clean);
+    assert_true(all && clean);
+    json_array_foreach(rows, i, r) {
+        float row[100];
+        size_t n = json_array_size(r), k;
+        json_t *x;
+        assert_true(n <= 100);
+        int has_nan = 0;
+        json_array_foreach(r, k, x) {
+            const char *t = json_string_value(x);
+            row[k] = !t ? (float)json_number_value(x) : !strcmp(t, "nan") ? NAN : !strcmp(t, "inf") ? INFINITY : -INFINITY;
+            has_nan |= isnan(row[k]);
+        }
+        int64_t want = json_integer_value(json_array_get(json_object_get(doc, "argmax"), i));
+        int64_t want_num = json_integer_value(json_array_get(json_object_get(doc, "argmax_without_nan"), i));
+        if (bf_argmax_nan_wins(row, (int64_t)n) != want)
+            fail_msg("row %zu: bf_argmax_nan_wins %lld, torch.argmax %lld", i, (long long)bf_argmax_nan_wins(row, (int64_t)n), (long long)want);
+        if (bf_argmax(row, (int64_t)n) != want_num)
+            fail_msg("row %zu: bf_argmax %lld, torch.argmax of its numbers %lld", i, (long long)bf_argmax(row, (int64_t)n), (long long)want_num);
+        n_nan += (size_t)has_nan;
+        /* rows of 5 for bf_argmax_changed: the row's first five, and the same with NaN made 7 */
+        for (k = 0; k < 5; k++) {
+            all[i * 5 + k] = k < n ? row[k] : -1.0f;
+            clean[i * 5 + k] = isnan(all[i * 5 + k]) ? 7.0f : all[i * 5 + k];
+        }
+        differ += bf_argmax(all + i * 5, 5) != bf_argmax(clean + i * 5, 5);
+    }
+    assert_true(n_nan >= 10);   /* the rules do differ on these rows */
+    assert_int_equal(bf_argmax_changed(all, clean, (int64_t)json_array_size(rows), 5), (int64_t)differ);
+    assert_true(differ > 0);
+    assert_int_equal(bf_argmax_changed(all, all, (int64_t)json_array_size(rows), 5), 0);
+    /* by hand: the rules side by side */
+    const float b[] = {1, NAN, 3};
+    assert_int_equal(bf_argmax(b, 3), 2);
+    assert_int_equal(bf_argmax_nan_wins(b, 3), 1);
+    const float c[] = {INFINITY, NAN};
+    assert_int_equal(bf_argmax(c, 2), 0);
+    assert_int_equal(bf_argmax_nan_wins(c, 2), 1);
+    assert_int_equal(bf_argmax_nan_wins(c, 0), 0);
+    free(all);
+    free(clean);
+    json_decref(doc);
 }
 
 /* bf_argmax (a vector path for rows of at most 16 on CPUs with AVX2, a
@@ -282,7 +343,7 @@ static void logloss_cases(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(argmax_cases),
+        cmocka_unit_test(argmax_cases), cmocka_unit_test(argmax_rules_match_torch),
         cmocka_unit_test(argmax_random),
         cmocka_unit_test(accuracy_cases),
         cmocka_unit_test(auc_hand_worked),

@@ -119,6 +119,11 @@ MUT(m_trials_list, DOC(TRIALS); s->sampling = BF_SAMPLE_LIST)
 MUT(m_trials_ber, DOC(TRIALS); s->model_kind = BF_FAULT_BER; s->rates = rates_two; s->n_rates = 2)
 MUT(m_trials_prof, DOC(TRIALS); s->model_kind = BF_FAULT_PROFILED; s->error_map = map_path)
 MUT(m_trials_needed, s->trials = 0)
+MUT(m_gen_range, s->gen_new_tokens = 1025)
+MUT(m_gen_inputs, s->gen_new_tokens = 4; s->target = BF_TARGET_INPUTS)
+MUT(m_gen_mit, s->gen_new_tokens = 4; s->n_mitigations = 1)
+MUT(m_gen_metrics, s->metrics = 1u << BF_METRIC_EDIT_DISTANCE)
+MUT(m_gen_critical, s->critical_metric = BF_METRIC_GENERATION_MATCH; s->critical_delta = 0.5)
 MUT(m_stop_list, DOC(STOP); s->sampling = BF_SAMPLE_LIST)
 MUT(m_stop_ber, DOC(STOP); s->model_kind = BF_FAULT_BER; s->rates = rates_two; s->n_rates = 2)
 MUT(m_stop_mit, DOC(STOP); f->stated |= BF_SPEC_BIT(BF_SPEC_MITIGATIONS))
@@ -137,7 +142,7 @@ static const row ROWS[] = {
     {"model-known", m_model, "faults.model", "unknown fault model 9", BF_EINVAL},
     {"sampling-known", m_sampling, "sampling", "unknown sampling 4", BF_EINVAL},
     {"batch-not-negative", m_batch, "batch", "must be positive (or 0 for the default), got -2", BF_EINVAL},
-    {"critical-metric-known", m_critical, "critical.metric", "unknown critical metric 10", BF_EINVAL},
+    {"critical-metric-known", m_critical, "critical.metric", "unknown critical metric 13", BF_EINVAL},
     {"stop-margin-range", m_margin, "stop.margin", "must be in [0, 1), got 1", BF_EINVAL},
     {"stop-confidence-range", m_confidence, "stop.confidence", "must be in (0, 1), got 1.5", BF_EINVAL},
     {"transient-not-weights", m_transient, "faults.persistence",
@@ -246,6 +251,18 @@ static const row ROWS[] = {
     {"stop-not-with-mitigations", m_stop_mit, "stop",
      "not used with mitigations: every configuration runs every trial, so that they compare on the same faults",
      BF_EINVAL},
+    {"generate-range", m_gen_range, "generate.new_tokens", "must be 1..1024 new tokens, got 1025", BF_ERANGE},
+    {"generate-not-inputs", m_gen_inputs, "generate.new_tokens",
+     "generation takes weight and activation faults, not target 'inputs' (an eval set's inputs are the prompts the "
+     "decoding starts from); a KV-cache entry during generation: bitflip generate --kv-flip (docs/LM.md)",
+     BF_EINVAL},
+    {"generate-not-mitigations", m_gen_mit, "generate.new_tokens",
+     "generation runs the model as given, without protections: not used with mitigations", BF_EINVAL},
+    {"generation-metrics-need-generate", m_gen_metrics, "metrics",
+     "generation_match, first_divergence and edit_distance need \"generate\": {\"new_tokens\": M} (greedy "
+     "decoding of M tokens per prompt in every trial)", BF_EINVAL},
+    {"critical-generation-needs-generate", m_gen_critical, "critical.metric",
+     "'generation_match' needs \"generate\": {\"new_tokens\": M}", BF_EINVAL},
 };
 
 #define N_ROWS (sizeof ROWS / sizeof ROWS[0])

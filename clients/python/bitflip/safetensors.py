@@ -195,7 +195,10 @@ def save_eval_set(path, inputs, labels=None, *, input_names=None, max_samples=No
     batches are ``(inputs, labels)`` (or inputs alone). ``labels`` holds int class
     ids (classification: accuracy) or 0/1 floats (binary: AUC, log loss).
     ``input_names`` must match the ONNX model's inputs (``bitflip.export`` uses the
-    names it exported with). Returns the path.
+    names it exported with). A language model's labels, int [N, T] (the next token
+    at each position, -100 where none), are written as such when an integer input
+    (its token ids) has the same shape [N, T]; labels [N, T] without one are
+    refused with a pointer to ``save_lm_eval_set``. Returns the path.
     """
     if _is_batches(inputs):
         inputs, loader_labels = collect_batches(inputs, max_samples)
@@ -217,8 +220,29 @@ def save_eval_set(path, inputs, labels=None, *, input_names=None, max_samples=No
     if "labels" in arrays:
         raise BitflipError("a graph input is called 'labels', which is the eval set's label tensor; rename the input")
     if labels is not None:
-        arrays["labels"] = normalize_labels(labels, n)
+        ids = _lm_ids(arrays, labels)
+        arrays["labels"] = lm_labels(labels, arrays[ids]) if ids else normalize_labels(labels, n)
     return write_safetensors(path, arrays)
+
+
+def _lm_ids(arrays, labels):
+    """The input a language model's labels go with: labels [N, T] (T > 1) of
+    integers and an integer input of that very shape (the token ids) make the
+    eval set a language model's (bitflip's task language_model: one label per
+    position, -100 where none). Labels [N, T] with no such input are refused,
+    pointing to the ways that say what they are."""
+    y = to_numpy(labels, "labels")
+    if y.ndim != 2 or y.shape[1] == 1:
+        return None
+    ids = [k for k, a in arrays.items() if a.dtype.kind in "iu" and a.shape == y.shape]
+    if y.dtype.kind in "iu" and ids:
+        return "input_ids" if "input_ids" in ids else ids[0]
+    shapes = {k: list(a.shape) for k, a in arrays.items()}
+    raise BitflipError(f"labels have shape {list(y.shape)} ({y.dtype.name}), and no integer input has that shape "
+                       f"(inputs: {shapes}): per-position labels are a language model's, the next token at each "
+                       "position of an int input_ids [N, T] (-100 where none). Give that input with them, or write "
+                       "the eval set from token ids with bitflip.save_lm_eval_set(path, token_ids, seq_len); a "
+                       "classifier takes one label per sample ([N])")
 
 
 IGNORE_INDEX = -100   # a position with no next token: PyTorch's cross_entropy ignore_index

@@ -107,6 +107,11 @@ typedef enum bf_metric_id {
     BF_METRIC_PERPLEXITY,     /* language_model: exp of the mean cross-entropy (higher is worse) */
     BF_METRIC_TOKEN_ACCURACY, /* language_model: labelled positions whose arg-max is the label */
     BF_METRIC_CHOICE_ACCURACY,/* language_model with mc_item/mc_answer: items whose best choice is right */
+    /* language_model with spec.gen_new_tokens: each trial's greedy generations
+     * against golden's (bitflip/generate.h, bf_gen_metrics) */
+    BF_METRIC_GENERATION_MATCH,   /* share of prompts whose new tokens all equal golden's */
+    BF_METRIC_FIRST_DIVERGENCE,   /* mean first position that differs (new_tokens if none) */
+    BF_METRIC_EDIT_DISTANCE,      /* mean token Levenshtein distance to golden's tokens */
     BF_METRIC_COUNT
 } bf_metric_id;
 
@@ -219,6 +224,16 @@ typedef struct bf_campaign_spec {
      * bf_campaign_create_mitigated with one of them. */
     bf_mitigation *mitigations;
     size_t n_mitigations;
+
+    /* Generation (language_model only): > 0 makes every trial also decode
+     * this many tokens greedily from each eval-set prompt (its `input_ids`)
+     * with the trial's faults, and score the tokens against the golden
+     * decoding (generation_match, first_divergence, edit_distance). Weight
+     * faults hold for every step; activation faults strike step 0's run
+     * (the prompt's pass, whose shapes are the eval pass's). Each trial's
+     * decoding is a full re-run (exact). Not with target inputs or
+     * mitigations. 0 .. BF_GEN_MAX_NEW_TOKENS (bitflip/generate.h). */
+    int64_t gen_new_tokens;
 
     double stop_margin;       /* 0: run every trial */
     double stop_confidence;   /* e.g. 0.95 */

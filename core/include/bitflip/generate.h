@@ -2,7 +2,8 @@
  *
  * From each prompt of an eval set (`input_ids`, int64 [N, P]: N prompts of
  * the same length P), M new tokens, each the arg-max of the last position's
- * logits (the first maximum; a NaN wins, as torch.argmax has it), fed back
+ * logits (bf_argmax_nan_wins: the first maximum; a NaN wins, as torch.argmax
+ * has it), fed back
  * as the next input. Golden is the same decoding with no faults.
  *
  * The model: graph input `input_ids` [B, T] (int64 or int32), optionally

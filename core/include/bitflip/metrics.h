@@ -27,8 +27,26 @@
 extern "C" {
 #endif
 
-/* Index of the first maximum of row[0..n); NaN never wins over a number. */
+/* Two arg-max rules, for two jobs; they differ only where a row holds a NaN.
+ * Both take the first of equal maxima (-0 and +0 equal) and 0 for n = 0.
+ *
+ * bf_argmax, for scoring (accuracy, token_accuracy, a prediction changed):
+ * NaN never wins over a number, so a NaN logit does not count as the class
+ * chosen; a row of NaNs gives 0. [1, NaN, 3] -> 2.
+ *
+ * bf_argmax_nan_wins, for greedy decoding (bitflip/generate.h): torch.argmax's
+ * rule, NaN is the largest, so the first NaN wins, ahead of +Inf; the
+ * token a PyTorch decoder would feed back. [1, NaN, 3] -> 1.
+ *
+ * test_metrics checks both against torch.argmax on rows with NaN, ties,
+ * infinities and signed zeros (tests/fixtures/argmax, made by PyTorch). */
 int64_t bf_argmax(const float *row, int64_t n);
+int64_t bf_argmax_nan_wins(const float *row, int64_t n);
+
+/* Rows of n numbers (a[rows][n] and b[rows][n]) whose bf_argmax differs
+ * between a and b: a changed prediction per row (a classifier's sample, a
+ * language model's position). The CPU path is chosen once for all rows. */
+int64_t bf_argmax_changed(const float *a, const float *b, int64_t rows, int64_t n);
 
 double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
                           const int64_t *labels);

@@ -53,6 +53,8 @@ typedef enum bf_spec_field {
     BF_SPEC_GROUP_SIZE,
     BF_SPEC_FAULT_SCALES,
     BF_SPEC_KV,               /* faults.kv: target kv_cache's filters */
+    BF_SPEC_GENERATE,         /* gen_new_tokens */
+    BF_SPEC_METRICS,
     BF_SPEC_FIELD_COUNT
 } bf_spec_field;
 

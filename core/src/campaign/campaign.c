@@ -19,6 +19,7 @@
 void bf_campaign_free(bf_campaign *c)
 {
     if (!c) return;
+    bf__campaign_gen_free(c);
     bf__dx_shared_free(c->golden.gdx);
     for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
     bf__free(c->golden.gev);
@@ -728,6 +729,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = bf__campaign_golden(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = bf__campaign_profile_scales(c, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_gen_golden(c, spec, err)) != BF_OK) goto out;
     *out = c;
     c = NULL;
 out:

@@ -203,6 +203,11 @@ static void set_grids(bf_campaign *c)
         double top = isfinite(ppl) && ppl > v ? ppl : v;
         c->judge.bound[BF_METRIC_PERPLEXITY] = 16 * exp2(ceil(log2(top > 1 ? top : 1)));
     }
+    /* generation: positions and edits are at most the new tokens */
+    if (!isnan(c->golden.metric[BF_METRIC_FIRST_DIVERGENCE])) {
+        double m = exp2(ceil(log2(c->golden.metric[BF_METRIC_FIRST_DIVERGENCE])));
+        c->judge.bound[BF_METRIC_FIRST_DIVERGENCE] = c->judge.bound[BF_METRIC_EDIT_DISTANCE] = m;
+    }
     int lg = (int)ceil(log2((double)c->faults.n_trials + 1));
     for (int m = 0; m < BF_METRIC_COUNT; m++) {
         int lb = (int)log2(c->judge.bound[m]);
@@ -211,13 +216,15 @@ static void set_grids(bf_campaign *c)
     }
 }
 
-static unsigned applicable_metrics(bf_task task, int choice)
+static unsigned applicable_metrics(bf_task task, int choice, int gen)
 {
     unsigned a = 1u << BF_METRIC_TOP1_MISMATCH | 1u << BF_METRIC_MSE | 1u << BF_METRIC_MAX_ABS;
     if (task == BF_TASK_CLASSIFICATION) a |= 1u << BF_METRIC_ACCURACY;
     if (task == BF_TASK_BINARY) a |= 1u << BF_METRIC_AUC | 1u << BF_METRIC_LOGLOSS | 1u << BF_METRIC_NE;
     if (task == BF_TASK_LANGUAGE_MODEL) a |= 1u << BF_METRIC_PERPLEXITY | 1u << BF_METRIC_TOKEN_ACCURACY;
     if (task == BF_TASK_LANGUAGE_MODEL && choice) a |= 1u << BF_METRIC_CHOICE_ACCURACY;
+    if (task == BF_TASK_LANGUAGE_MODEL && gen)
+        a |= 1u << BF_METRIC_GENERATION_MATCH | 1u << BF_METRIC_FIRST_DIVERGENCE | 1u << BF_METRIC_EDIT_DISTANCE;
     return a;
 }
 
@@ -341,7 +348,19 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     c->golden.metric[BF_METRIC_CHOICE_ACCURACY] = r.choice_accuracy;
     if (c->golden.task == BF_TASK_LANGUAGE_MODEL && (st = golden_lm(c, ev, err)) != BF_OK) goto out;
 
-    unsigned app = applicable_metrics(c->golden.task, !isnan(r.choice_accuracy));
+    if (spec->gen_new_tokens > 0 && c->golden.task != BF_TASK_LANGUAGE_MODEL) {
+        st = bf_error_set(err, BF_EINVAL,
+                          "generate.new_tokens: generation applies to a language_model task (an eval set with input_ids "
+                          "and labels int64 [N, T]); this eval set makes the task %s", bf_task_name(c->golden.task));
+        goto out;
+    }
+    if (spec->gen_new_tokens > 0) {
+        /* the golden decoding against itself (campaign_gen.c makes it) */
+        c->golden.metric[BF_METRIC_GENERATION_MATCH] = 1;
+        c->golden.metric[BF_METRIC_FIRST_DIVERGENCE] = (double)spec->gen_new_tokens;
+        c->golden.metric[BF_METRIC_EDIT_DISTANCE] = 0;
+    }
+    unsigned app = applicable_metrics(c->golden.task, !isnan(r.choice_accuracy), spec->gen_new_tokens > 0);
     if (c->judge.critical_metric >= 0 && !(app >> c->judge.critical_metric & 1)) {
         st = bf_error_set(err, BF_EINVAL, "critical metric '%s' does not apply to a %s task", bf_metric_name(c->judge.critical_metric),
                           bf_task_name(c->golden.task));

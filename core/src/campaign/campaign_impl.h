@@ -16,6 +16,7 @@
 
 #include "bitflip/campaign.h"
 #include "bitflip/eval.h"
+#include "bitflip/generate.h"
 #include "bitflip/mitigate.h"
 #include "bitflip/rng.h"
 #include "faults.h"
@@ -24,6 +25,18 @@
 #include "protect.h"
 #include "store.h"
 #include "surface.h"
+
+/* A campaign that generates (bf_campaign_spec.gen_new_tokens; campaign_gen.c):
+ * the golden decoding, done once, and its generator, which the first worker
+ * of a run uses (the others build their own: a generator's plans are one
+ * thread's). */
+typedef struct bf__cgen {
+    int64_t m;                /* new tokens; 0: the campaign does not generate */
+    int64_t n;                /* prompts: the eval set's samples */
+    struct bf_generator *g;   /* the golden decoding's */
+    int64_t *golden;          /* n x m */
+    double seconds;           /* the golden decoding's plans and run */
+} bf__cgen;
 
 /* Threads a campaign runs on, at most (the golden pass's and the trials'). */
 #define BF__CAMPAIGN_THREADS_MAX 256
@@ -38,6 +51,7 @@ struct bf_campaign {
     bf__golden golden;
     bf__judge judge;
     bf__protect protect;
+    bf__cgen gen;
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
         double plans, golden, golden_cpu, index;
@@ -77,6 +91,23 @@ bf_status bf__campaign_probe_site(const bf_plan *a, const bf_plan *b, int64_t v,
 bf_status bf__campaign_kv_sites(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
 int64_t bf__kv_cell_index(const bf_campaign *c, int64_t site, int64_t cell);
 bf_status bf__kv_list_check(const bf_campaign *c, int64_t site, int64_t index, size_t entry, bf_error *err);
+/* campaign_gen.c: the golden decoding (after bf__campaign_golden: needs the
+ * task); a worker's generator (idx 0: the golden one, borrowed; else made
+ * with the stored weights); one trial's decoding with the weights written
+ * (dw, each with its stored and faulty value: written, run, restored) or
+ * the value faults (struck at step 0), scored against golden into
+ * gen[3]; tokens: n x m scratch. */
+bf_status bf__campaign_gen_golden(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+/* ... the eval set's prompts (its input_ids, else the tensor of the model's
+ * first integer input; NULL: none), and the model a generator decodes with
+ * (before bf_model_bind_dims fixed its sequence axis) */
+const bf_tensor *bf__campaign_gen_prompts(const bf_model *m, const bf_dataset *ds);
+const bf_model *bf__campaign_gen_model(const bf_model *m);
+bf_status bf__campaign_gen_worker(const bf_campaign *c, int idx, struct bf_generator **out, bf_error *err);
+struct bf__dx_weight;
+bf_status bf__campaign_gen_trial(const bf_campaign *c, struct bf_generator *g, const struct bf__dx_weight *dw, size_t n_dw,
+                                 const bf_value_fault *vf, size_t n_vf, int64_t *tokens, double gen[3], bf_error *err);
+void bf__campaign_gen_free(bf_campaign *c);
 
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);

@@ -65,7 +65,9 @@ typedef struct worker {
     const int64_t *rows;    /* the last differential trial's changed samples; NULL: exact */
     int64_t n_rows;
     bf__dx_weight *dw;      /* its weight faults */
-    size_t dw_cap;
+    size_t dw_cap, n_dw;
+    struct bf_generator *gen;   /* the campaign generates: this worker's decoder */
+    int64_t *gen_tokens;        /* ... and its tokens, prompts x new tokens */
     bf_error err;
     pthread_t tid;
     int started;
@@ -102,150 +104,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int higher_is_better(int m)
-{
-    return m == BF_METRIC_ACCURACY || m == BF_METRIC_AUC || m == BF_METRIC_TOKEN_ACCURACY || m == BF_METRIC_CHOICE_ACCURACY;
-}
-
-/* --- one trial */
-
-/* The tail of row_error from element i, and the lanes' merge. */
-static double row_error_end(const float *o, const float *g, int64_t i, int64_t cols, double part[4], double top[4],
-                            double *most)
-{
-    for (; i < cols; i++) {
-        double d = fabs((double)o[i] - (double)g[i]);
-        part[0] += d * d;
-        top[0] = d > top[0] ? d : top[0];
-    }
-    *most = 0;
-    for (int q = 0; q < 4; q++) *most = top[q] > *most ? top[q] : *most;
-    return (part[0] + part[1]) + (part[2] + part[3]);
-}
-
-/* A row's output error against golden: the sum of squared differences,
- * returned, and the largest difference, into *most. In four lanes (lane q
- * takes elements i + q, the tail lane 0), summed (0 + 1) + (2 + 3): no
- * chain of dependent additions through the row, and the same sums from
- * the plain loop and the AVX2 one, which takes four floats at a time. A
- * NaN or Inf shows in the sum. */
-static double row_error(const float *o, const float *g, int64_t cols, double *most)
-{
-    double part[4] = {0, 0, 0, 0}, top[4] = {0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 4 <= cols; i += 4)
-        for (int q = 0; q < 4; q++) {
-            double d = fabs((double)o[i + q] - (double)g[i + q]);
-            part[q] += d * d;
-            top[q] = d > top[q] ? d : top[q];
-        }
-    return row_error_end(o, g, i, cols, part, top, most);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-__attribute__((target("avx2"))) static double row_error_avx2(const float *o, const float *g, int64_t cols, double *most)
-{
-    const __m256d abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
-    __m256d part = _mm256_setzero_pd(), top = _mm256_setzero_pd();
-    int64_t i = 0;
-    for (; i + 4 <= cols; i += 4) {
-        __m256d d = _mm256_and_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(o + i)), _mm256_cvtps_pd(_mm_loadu_ps(g + i))), abs);
-        part = _mm256_add_pd(part, _mm256_mul_pd(d, d));   /* no fma: the plain loop rounds twice */
-        top = _mm256_max_pd(d, top);   /* d > top ? d : top, NaN keeps top */
-    }
-    double p[4], t[4];
-    _mm256_storeu_pd(p, part);
-    _mm256_storeu_pd(t, top);
-    return row_error_end(o, g, i, cols, p, t, most);
-}
-#endif
-
-static double row_error_of(int simd, const float *o, const float *g, int64_t cols, double *most)
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (simd) return row_error_avx2(o, g, cols, most);
-#endif
-    (void)simd;
-    return row_error(o, g, cols, most);
-}
-
-/* Masked: bit-identical outputs. DUE: a NaN or Inf where the golden output
- * is finite (a golden pass that already has some does not make every trial
- * DUE), or a language model's perplexity not finite where golden's is (the
- * loss overflowed: finite logits of 1e30 make it Inf). Critical: a
- * prediction changed (language_model: the arg-max at a labelled position),
- * or the critical metric got worse by more than the threshold. Otherwise
- * tolerable. */
-static void classify(const bf_campaign *c, const bf_eval_result *res, const int64_t *rows, int64_t n_rows,
-                     const int64_t *pred, bf_trial_record *rec)
-{
-    const float *out = res->outputs, *g = c->golden.out;
-    int64_t n = c->golden.samples * c->golden.out_cols, cols = c->golden.out_cols;
-    /* rows: the samples whose outputs differ, when the differential engine
-     * knows them; the others add exactly nothing below */
-    int64_t n_scan = rows ? n_rows : c->golden.samples;
-    int same = rows ? n_rows == 0 : memcmp(out, g, (size_t)n * sizeof *out) == 0;
-    int bad = 0;
-    double sq = 0, mx = 0;
-    int64_t changed = 0;
-    int simd = bf__sgemm_simd(), lm = c->golden.task == BF_TASK_LANGUAGE_MODEL;
-    for (int64_t t = 0; t < n_scan; t++) {
-        int64_t s = rows ? rows[t] : t;
-        /* Each row's squares summed apart (row_error), then added: a row
-         * left golden adds exactly 0, so any row list gives the same sum.
-         * Only a row whose sum is not finite takes the careful loop. */
-        const float *o = out + s * cols, *gs = g + s * cols;
-        double row_mx, row_sq = row_error_of(simd, o, gs, cols, &row_mx);
-        if (isfinite(row_sq)) {
-            sq += row_sq;
-            mx = row_mx > mx ? row_mx : mx;
-        } else {
-            for (int64_t i = 0; i < cols; i++) {
-                if (!isfinite(o[i])) {
-                    bad |= isfinite(gs[i]) != 0;
-                    sq = mx = INFINITY;
-                    continue;
-                }
-                double d = fabs((double)o[i] - (double)gs[i]);
-                sq += d * d;
-                mx = d > mx ? d : mx;
-            }
-        }
-        if (same) continue;
-        if (lm) changed += pred ? pred[t] : bf__lm_changed(c, out + s * cols, s, simd);   /* pred: the scorer's counts */
-        else changed += (pred ? pred[t] : bf__prediction(c, out + s * cols, simd)) != c->golden.pred[s];
-    }
-    rec->changed = changed;
-    bad |= lm && !same && !isfinite(res->perplexity) && isfinite(c->golden.metric[BF_METRIC_PERPLEXITY]);
-
-    double v[BF_METRIC_COUNT];
-    v[BF_METRIC_ACCURACY] = res->accuracy;
-    v[BF_METRIC_AUC] = res->auc;
-    v[BF_METRIC_LOGLOSS] = res->logloss;
-    v[BF_METRIC_NE] = c->golden.label_entropy > 0 ? res->logloss / c->golden.label_entropy : NAN;
-    v[BF_METRIC_TOP1_MISMATCH] = (double)changed / (double)(lm ? c->golden.lm_labelled : c->golden.samples);
-    v[BF_METRIC_PERPLEXITY] = res->perplexity;
-    v[BF_METRIC_TOKEN_ACCURACY] = res->token_accuracy;
-    v[BF_METRIC_CHOICE_ACCURACY] = res->choice_accuracy;
-    v[BF_METRIC_MSE] = n ? sq / (double)n : 0;
-    v[BF_METRIC_MAX_ABS] = mx;
-    /* one NaN: which payload a NaN carries depends on the order of a sum's
-     * operands, which C leaves to the compiler (a trial's record is the
-     * same bits from either engine) */
-    for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->judge.metrics >> m & 1 && !isnan(v[m]) ? v[m] : NAN;
-
-    int metric_critical = 0;
-    if (c->judge.critical_metric >= 0 && c->judge.critical_delta >= 0) {
-        int m = c->judge.critical_metric;
-        double worse = higher_is_better(m) ? c->golden.metric[m] - v[m] : v[m] - c->golden.metric[m];
-        metric_critical = worse > c->judge.critical_delta;
-    }
-    rec->outcome = same ? BF_OUTCOME_MASKED
-                 : bad ? BF_OUTCOME_DUE
-                 : changed > 0 || metric_critical ? BF_OUTCOME_CRITICAL
-                 : BF_OUTCOME_TOLERABLE;
-}
+/* --- one trial (campaign_judge.c classifies it) */
 
 /* A trial through the differential executor: outputs from the golden pass
  * plus what the faults changed; metrics recomputed only if anything did.
@@ -332,6 +191,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
                                                                 .new_value = now};
     }
     int full = w->dx == NULL;
+    w->n_dw = n_dw;
     if (st == BF_OK && w->dx) st = run_differential(w, w->dw, n_dw, NULL, 0, res, &full);
     if (st == BF_OK && full) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
@@ -429,9 +289,15 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
         return BF_OK;
     }
     if (st != BF_OK) return st;
+    double gen[3];
+    int weights = c->faults.target == BF_TARGET_WEIGHTS;
+    if (w->gen && (st = bf__campaign_gen_trial(c, w->gen, weights ? w->dw : NULL, weights ? w->n_dw : 0, weights ? NULL : w->vf,
+                                               weights ? 0 : d->n, w->gen_tokens, gen, &w->err)) != BF_OK)
+        return st;
     /* the scorer's argmax of each changed row, when it took them of these rows */
     int rows_known = w->dx && w->rows && w->rn->golden_finite;
-    classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, rows_known && w->sc.has_pred ? w->sc.pred : NULL, rec);
+    bf__classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, rows_known && w->sc.has_pred ? w->sc.pred : NULL,
+                 w->gen ? gen : NULL, rec);
     if (outputs) memcpy(outputs, res.outputs, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
     return BF_OK;
 }
@@ -538,6 +404,19 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
                             "deterministically, so outcomes cannot be classified", idx);
     return BF_OK;
+}
+
+/* A worker's decoder, when the campaign generates (campaign_gen.c). */
+static bf_status worker_gen(runner *rn, worker *w, int idx, bf_campaign_result *acc, bf_error *err)
+{
+    const bf_campaign *c = rn->c;
+    if (!c->gen.m) return BF_OK;
+    double t0 = now_s();
+    bf_status st = bf__campaign_gen_worker(c, idx, &w->gen, err);
+    acc->setup.worker_plans += now_s() - t0;
+    if (st == BF_OK && !(w->gen_tokens = bf__malloc((size_t)(c->gen.n * c->gen.m) * sizeof *w->gen_tokens)))
+        st = bf_error_set(err, BF_ENOMEM, "out of memory for a worker's generation");
+    return st;
 }
 
 /* What the differential engine re-ran, for --stats: each step's batches
@@ -775,6 +654,8 @@ static void teardown(runner *rn, bf_campaign_result *acc)
         bf__dx_free(w->dx);
         bf__score_scratch_free(&w->sc);
         bf_evaluator_free(w->ev);
+        if (i > 0) bf_generator_free(w->gen);   /* worker 0's is the campaign's golden one */
+        bf__free(w->gen_tokens);
         bf__draw_free(&w->d);
         bf__free(w->old);
         bf__free(w->dw);
@@ -851,6 +732,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     for (int i = 0; i < threads; i++) {
         rn.ws[i].rn = &rn;
         if ((st = worker_init(&rn, &rn.ws[i], i, &acc, err)) != BF_OK) goto out;
+        if ((st = worker_gen(&rn, &rn.ws[i], i, &acc, err)) != BF_OK) goto out;
     }
     drop_golden_evaluators(c);
     acc.exact = o->exact != 0;

@@ -15,7 +15,7 @@
 
 static const char *const metric_names[BF_METRIC_COUNT] = {
     "accuracy", "top1_mismatch", "auc", "logloss", "ne", "mse", "max_abs", "perplexity", "token_accuracy",
-    "choice_accuracy",
+    "choice_accuracy", "generation_match", "first_divergence", "edit_distance",
 };
 static const char *const outcome_names[BF_OUTCOME_COUNT] = {"masked", "tolerable", "critical", "due"};
 

@@ -8,6 +8,8 @@
 
 #include "model/graph.h"
 #include "exec/plan_impl.h"
+#include "campaign/campaign_impl.h"
+#include "exec/gen_impl.h"
 
 #define EVAL_BATCH_DEFAULT 256   /* eval.c's default */
 
@@ -134,6 +136,12 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
         if (bf__param_in_arena(model, p))
             b.plans_bytes = sat_add(b.plans_bytes, sat_mul(bf_tensor_nbytes(model->params[p].tensor),
                                                            (uint64_t)b.threads * (b.rest ? 2u : 1u)));
+    /* a generating campaign: each worker's generator, M plans (campaign_gen.c);
+     * a model that cannot generate is refused when the campaign is created */
+    const bf_tensor *prompts = spec->gen_new_tokens > 0 && ds ? bf__campaign_gen_prompts(model, ds) : NULL;
+    uint64_t gen = 0;
+    if (prompts && bf__gen_estimate(bf__campaign_gen_model(model), prompts, spec->gen_new_tokens, &gen, NULL) == BF_OK)
+        b.plans_bytes = sat_add(b.plans_bytes, sat_mul(gen, (uint64_t)b.threads));
     if (!opts || !opts->exact) {
         uint64_t budget = opts && opts->cache_budget > 0 ? (uint64_t)opts->cache_budget : (uint64_t)BF_CACHE_BUDGET_DEFAULT;
         /* the cache holds golden activations: at most one arena per batch */

@@ -6,6 +6,7 @@
 #define BF_CAMPAIGN_JUDGE_H
 
 #include "bitflip/campaign.h"
+#include "bitflip/eval.h"
 #include "bitflip/metrics.h"
 
 typedef struct bf__judge {
@@ -21,5 +22,14 @@ typedef struct bf__judge {
 /* campaign_stats.c: adds a finite, non-negative metric value to sums on the
  * metric's grid. */
 void bf__sums_add(bf_metric_sums *s, double v, double bound, int fsum, int fsq);
+
+struct bf_campaign;
+/* campaign_judge.c: a trial's metrics and outcome from its pass (res; rows:
+ * the samples whose outputs differ when known, else NULL; pred: the
+ * scorer's per-row prediction counts, or NULL) and, when the campaign
+ * generates, its generation metrics (gen: generation_match,
+ * first_divergence, edit_distance; NULL otherwise). */
+void bf__classify(const struct bf_campaign *c, const bf_eval_result *res, const int64_t *rows, int64_t n_rows,
+                  const int64_t *pred, const double *gen, bf_trial_record *rec);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "bitflip/generate.h"
 #include "bitflip/repr.h"
 
 typedef enum scope { ANY, DOCUMENT, STRUCT } scope;
@@ -37,6 +38,8 @@ static const char *const PATH[BF_SPEC_FIELD_COUNT] = {
     [BF_SPEC_TRIALS] = "trials", [BF_SPEC_STOP] = "stop", [BF_SPEC_MITIGATIONS] = "mitigations",
     [BF_SPEC_BATCH] = "batch", [BF_SPEC_CRITICAL] = "critical", [BF_SPEC_GROUP_SIZE] = "faults.group_size",
     [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_KV] = "faults.kv",
+    [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_GENERATE] = "generate.new_tokens",
+    [BF_SPEC_METRICS] = "metrics",
 };
 
 #define B(f) BF_SPEC_BIT(BF_SPEC_##f)
@@ -536,6 +539,51 @@ RULE(stop_not_with_mitigations)
                "faults");
 }
 
+/* --- generation (gen_new_tokens) */
+
+static const unsigned GEN_METRICS = 1u << BF_METRIC_GENERATION_MATCH | 1u << BF_METRIC_FIRST_DIVERGENCE |
+                                    1u << BF_METRIC_EDIT_DISTANCE;
+
+RULE(generate_range)
+{
+    UNUSED;
+    return (s->gen_new_tokens < 0 || s->gen_new_tokens > BF_GEN_MAX_NEW_TOKENS) &&
+           SAY("must be 1..%d new tokens, got %lld", BF_GEN_MAX_NEW_TOKENS, (long long)s->gen_new_tokens);
+}
+
+RULE(generate_not_inputs)
+{
+    UNUSED;
+    return s->gen_new_tokens > 0 && s->target == BF_TARGET_INPUTS &&
+           SAY("generation takes weight and activation faults, not target 'inputs' (an eval set's inputs are the "
+               "prompts the decoding starts from); a KV-cache entry during generation: bitflip generate --kv-flip "
+               "(docs/LM.md)");
+}
+
+RULE(generate_not_mitigations)
+{
+    UNUSED;
+    return s->gen_new_tokens > 0 && s->n_mitigations > 0 &&
+           SAY("generation runs the model as given, without protections: not used with mitigations");
+}
+
+RULE(generation_metrics_need_generate)
+{
+    UNUSED;
+    return s->gen_new_tokens == 0 && (s->metrics & GEN_METRICS) &&
+           SAY("generation_match, first_divergence and edit_distance need \"generate\": {\"new_tokens\": M} "
+               "(greedy decoding of M tokens per prompt in every trial)");
+}
+
+RULE(critical_generation_needs_generate)
+{
+    (void)f;
+    snprintf(field, FIELD_PATH_MAX, "critical.metric");
+    return s->gen_new_tokens == 0 && s->critical_metric >= 0 && s->critical_metric < BF_METRIC_COUNT &&
+           (GEN_METRICS >> s->critical_metric & 1) &&
+           SAY("'%s' needs \"generate\": {\"new_tokens\": M}", bf_metric_name((bf_metric_id)s->critical_metric));
+}
+
 /* In order: the values a struct alone can get wrong first (the rules after
  * them read those fields), then a field's rules in the order a reader asks
  * them ("does this field apply?" before "does its value fit?"). */
@@ -602,6 +650,12 @@ static const rule RULES[] = {
     {"stop-not-with-list", BF_SPEC_STOP, DOCUMENT, B(SAMPLING), BF_EINVAL, stop_not_with_list},
     {"stop-not-with-ber", BF_SPEC_STOP, DOCUMENT, B(MODEL), BF_EINVAL, stop_not_with_ber},
     {"stop-not-with-mitigations", BF_SPEC_STOP, DOCUMENT, B(MITIGATIONS), BF_EINVAL, stop_not_with_mitigations},
+    {"generate-range", BF_SPEC_GENERATE, ANY, 0, BF_ERANGE, generate_range},
+    {"generate-not-inputs", BF_SPEC_GENERATE, ANY, B(TARGET), BF_EINVAL, generate_not_inputs},
+    {"generate-not-mitigations", BF_SPEC_GENERATE, ANY, B(MITIGATIONS), BF_EINVAL, generate_not_mitigations},
+    {"generation-metrics-need-generate", BF_SPEC_METRICS, ANY, B(GENERATE), BF_EINVAL, generation_metrics_need_generate},
+    {"critical-generation-needs-generate", BF_SPEC_CRITICAL, ANY, B(GENERATE), BF_EINVAL,
+     critical_generation_needs_generate},
 };
 
 size_t bf_spec_rule_count(void) { return sizeof RULES / sizeof RULES[0]; }

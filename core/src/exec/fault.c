@@ -112,8 +112,17 @@ bf_status bf__plan_fault_site(const bf_plan *p, int64_t value, int64_t *row_elem
     if (t->dtype != BF_F32)
         return bf_error_set(err, BF_EINVAL, "%s '%s' is %s; only float32 values are fault sites", what, name,
                             bf_dtype_name(t->dtype));
-    if (t->ndim < 1 || t->dims[0] != p->batch) {
+    /* the sample on dim 0, or (flat_rows) rows of it, batch-major: either
+     * way one sample's elements are numel / batch in a row from s times that */
+    int flat = p->flat_rows > 0 && t->ndim >= 1 && t->dims[0] == p->batch * p->flat_rows;
+    if (t->ndim < 1 || (t->dims[0] != p->batch && !flat)) {
         char s[96];
+        if (p->flat_rows > 0)
+            return bf_error_set(err, BF_EINVAL,
+                                "%s '%s' has shape %s for a batch of %lld sequences of %lld tokens: dim 0 is neither "
+                                "the sample nor the batch's tokens flattened (%lld, as a router's [B*T, E] logits)",
+                                what, name, bf_shape_str(t->dims, t->ndim, s, sizeof s), (long long)p->batch,
+                                (long long)p->flat_rows, (long long)(p->batch * p->flat_rows));
         return bf_error_set(err, BF_EINVAL, "%s '%s' has shape %s for a batch of %lld: dim 0 is not the sample", what,
                             name, bf_shape_str(t->dims, t->ndim, s, sizeof s), (long long)p->batch);
     }

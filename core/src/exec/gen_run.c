@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "bitflip/metrics.h"
 #include "exec/gen_impl.h"
 
 static bf_status check_kv(const bf_generator *g, const bf_kv_fault *f, size_t i, bf_error *err)
@@ -142,17 +143,6 @@ static bf_status set_values(bf_generator *g, int64_t s, int64_t b0, int64_t real
     return bf_plan_set_value_faults(g->steps[s].plan, g->vf, *n, err);
 }
 
-/* torch.argmax of a row: the first maximum, or the first NaN if there is one. */
-static int64_t greedy(const float *row, int64_t n)
-{
-    int64_t best = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(row[i])) return i;
-        if (row[i] > row[best]) best = i;
-    }
-    return best;
-}
-
 static bf_status run_batch(bf_generator *g, int64_t b0, const bf_gen_faults *f, int64_t *tokens, bf_error *err)
 {
     int64_t width = g->p + g->mnew, real = g->n - b0 < g->batch ? g->n - b0 : g->batch;
@@ -172,7 +162,7 @@ static bf_status run_batch(bf_generator *g, int64_t b0, const bf_gen_faults *f, 
         int64_t rows = lo->ndim == 3 ? st->seq : 1;
         for (int64_t r = 0; r < g->batch; r++) {
             const float *row = (const float *)lo->data + ((r * rows) + rows - 1) * g->vocab;
-            int64_t tok = greedy(row, g->vocab);
+            int64_t tok = bf_argmax_nan_wins(row, g->vocab);   /* torch.argmax: bitflip/metrics.h */
             g->seq[r * width + g->p + s] = tok;
             if (r < real) tokens[(b0 + r) * g->mnew + s] = tok;
         }

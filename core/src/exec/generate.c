@@ -11,6 +11,8 @@
 
 #include "base/alloc.h"
 #include "exec/gen_impl.h"
+#include "exec/plan_impl.h"
+#include "exec/step_access.h"
 
 static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory"); }
 
@@ -88,11 +90,13 @@ static uint64_t held(const bf_plan_budget *b)
     return b->arena_bytes + b->folded_bytes + b->scratch_bytes + b->overhead_bytes;
 }
 
-/* The plans' memory from shapes, before any is allocated. */
-static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, gen_dims *dims, bf_error *err)
+/* The plans' memory from shapes, before any is allocated: in all, and the
+ * largest step's. */
+static bf_status sum_budget(const bf_generator *g, gen_dims *dims, uint64_t *total, uint64_t *top, int64_t *top_step,
+                            bf_error *err)
 {
-    uint64_t total = 0, top = 0;
-    int64_t top_step = 0;
+    *total = *top = 0;
+    *top_step = 0;
     for (int64_t s = 0; s < g->mnew; s++) {
         int64_t seq, past;
         bf_plan_budget b;
@@ -101,10 +105,18 @@ static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, gen_dim
         bf_status st = step_opts(g, seq, past, dims, &po, err);
         if (st == BF_OK) st = bf_plan_estimate_opts(g->m, g->batch, &po, &b, err);
         if (st != BF_OK) return bf_error_prefix(err, "step %lld", (long long)s);
-        total += held(&b);
-        if (held(&b) > top) top = held(&b), top_step = s;
+        *total += held(&b);
+        if (held(&b) > *top) *top = held(&b), *top_step = s;
     }
-    if (total <= max_bytes) return BF_OK;
+    return BF_OK;
+}
+
+static bf_status check_budget(const bf_generator *g, uint64_t max_bytes, gen_dims *dims, bf_error *err)
+{
+    uint64_t total, top;
+    int64_t top_step;
+    bf_status st = sum_budget(g, dims, &total, &top, &top_step, err);
+    if (st != BF_OK || total <= max_bytes) return st;
     char a[32], b[32], c[32];
     return bf_error_set(err, BF_ELIMIT,
                         "the generation's %lld plans (one per new token, batch %lld) need %s (the largest, step %lld's: "
@@ -189,6 +201,7 @@ static bf_status build_plans(bf_generator *g, gen_dims *dims, bf_error *err)
         if (rc != BF_OK) return bf_error_prefix(err, "step %lld (%lld tokens over a past of %lld)", (long long)s,
                                                 (long long)st->seq, (long long)st->past);
         g->plan_bytes += held(&b);
+        st->plan->flat_rows = st->seq;   /* value faults on [B*T, ...] values too (plan_impl.h) */
         if ((rc = check_inputs(g, s, err)) != BF_OK || (rc = check_outputs(g, s, err)) != BF_OK) return rc;
     }
     return BF_OK;
@@ -261,6 +274,29 @@ fail:
     return st;
 }
 
+bf_status bf__gen_estimate(const bf_model *model, const bf_tensor *prompts, int64_t new_tokens, uint64_t *bytes,
+                           bf_error *err)
+{
+    bf_generator g = {.m = model, .mnew = new_tokens};
+    gen_dims dims = {0};
+    uint64_t top;
+    int64_t top_step;
+    *bytes = 0;
+    if (new_tokens < 1 || new_tokens > BF_GEN_MAX_NEW_TOKENS)
+        return bf_error_set(err, BF_ERANGE, "new tokens must be 1 .. %d, got %lld", BF_GEN_MAX_NEW_TOKENS,
+                            (long long)new_tokens);
+    bf_status st = bf__gen_roles(model, 1, &g.io, err);
+    if (st == BF_OK) st = read_prompts(&g, prompts, err);
+    if (st == BF_OK) {
+        g.batch = g.n < 64 ? g.n : 64;
+        if (dims_alloc(model, &dims) != BF_OK) st = oom(err);
+    }
+    if (st == BF_OK) st = sum_budget(&g, &dims, bytes, &top, &top_step, err);
+    dims_free(&dims);
+    bf__free(g.prompts);
+    return st;
+}
+
 void bf_generator_free(bf_generator *g)
 {
     if (!g) return;
@@ -283,4 +319,37 @@ bf_kv_layout bf_generator_kv(const bf_generator *g)
 {
     bf_kv_layout none = {0};
     return g->io.cache ? g->io.kv : none;
+}
+
+/* --- parameters as a campaign stores and faults them (campaign/campaign_gen.c):
+ * the same writes an evaluator makes to its plans (exec/eval.c), to every
+ * step's plan. */
+
+bf_status bf__generator_set_param(bf_generator *g, size_t param, const float *values, bf_error *err)
+{
+    size_t n = (size_t)bf_tensor_numel(g->m->params[param].tensor);
+    bf_dtype dt = g->m->params[param].dtype;
+    for (int64_t s = 0; s < g->mnew; s++) {
+        void *data;
+        bf_status st = bf_plan_param_data(g->steps[s].plan, param, &data, err);
+        if (st != BF_OK) return st;
+        if (dt == BF_F32) memcpy(data, values, n * sizeof *values);
+        else for (size_t i = 0; i < n; i++) bf__param_int_set(data, dt, (int64_t)i, values[i]);
+        bf__plan_param_rewritten(g->steps[s].plan, param);
+    }
+    return BF_OK;
+}
+
+bf_status bf__generator_write_param(bf_generator *g, size_t param, int64_t index, float value, bf_error *err)
+{
+    for (int64_t s = 0; s < g->mnew; s++) {
+        bf_status st = bf__plan_param_write(g->steps[s].plan, param, index, value, err);
+        if (st != BF_OK) return st;
+    }
+    return BF_OK;
+}
+
+void bf__generator_param_golden(bf_generator *g, size_t param)
+{
+    for (int64_t s = 0; s < g->mnew; s++) bf__plan_param_golden(g->steps[s].plan, param);
 }

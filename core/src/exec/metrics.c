@@ -68,6 +68,24 @@ int64_t bf__argmax_at(const float *row, int64_t n, int simd)
 
 int64_t bf_argmax(const float *row, int64_t n) { return bf__argmax_at(row, n, bf__simd_avx2()); }
 
+int64_t bf_argmax_nan_wins(const float *row, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(row[i])) return i;
+        if (row[i] > row[best]) best = i;
+    }
+    return best;
+}
+
+int64_t bf_argmax_changed(const float *a, const float *b, int64_t rows, int64_t n)
+{
+    int simd = bf__simd_avx2();   /* reads the environment: once, not per row */
+    int64_t k = 0;
+    for (int64_t r = 0; r < rows; r++) k += bf__argmax_at(a + r * n, n, simd) != bf__argmax_at(b + r * n, n, simd);
+    return k;
+}
+
 double bf_metric_accuracy(const float *scores, int64_t n, int64_t classes,
                           const int64_t *labels)
 {

@@ -28,6 +28,13 @@ typedef struct bf__vfault {
 struct bf_plan {
     const bf_model *model;
     int64_t batch;
+    /* > 0: a value fault may also strike a value whose dim 0 is batch x
+     * flat_rows (a language model's tokens flattened across the batch,
+     * [B·T, E], as a router's logits are), sample s being rows s·T .. s·T+T-1
+     * (the batch-major order a reshape of [B, T, E] gives): the generator
+     * sets it to its step's sequence length (exec/generate.c). 0: dim 0 must
+     * be the batch, as everywhere else (campaigns, the differential engine). */
+    int64_t flat_rows;
     bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
     unsigned char *known;     /* 1: computed when the plan was built */
     void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */

@@ -35,6 +35,9 @@ extern "C" {
 #define BF_SPEC_MAX_DEPTH 32          /* nested arrays and objects, the document's own included */
 #define BF_SPEC_MAX_ARRAY 100000      /* entries of any one array (a fault list, rates, patterns) */
 #define BF_SPEC_MAX_STRING 4096       /* bytes of any one string or field name */
+/* "generate": new tokens per prompt (each trial decodes that many from every
+ * prompt, one plan per token per worker); at most BF_GEN_MAX_NEW_TOKENS */
+#define BF_SPEC_MAX_NEW_TOKENS 256
 /* Problems kept per spec; past this they are counted, and one last problem
  * at "" says how many more there were (a hostile 16 MiB list could otherwise
  * produce an error reply larger than itself). */
@@ -88,6 +91,7 @@ typedef struct bf_spec_limits {
     int max_depth;
     size_t max_array;
     size_t max_string;
+    int64_t max_new_tokens;   /* "generate": {"new_tokens"} (1 .. BF_GEN_MAX_NEW_TOKENS) */
 } bf_spec_limits;
 
 /* bf_spec_parse with limits (NULL: the defaults, as bf_spec_parse). */
