@@ -668,7 +668,8 @@ static const struct {
     {"generate-not-inputs", "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"inputs\"}, \"generate\": {\"new_tokens\": 4}}",
      "/generate/new_tokens",
      "generation takes weight and activation faults, not target 'inputs' (an eval set's inputs are the prompts the "
-     "decoding starts from); a KV-cache entry during generation: bitflip generate --kv-flip (docs/LM.md)"},
+     "decoding starts from; a campaign strikes value faults in the first step only); a KV-cache entry during "
+     "generation: bitflip generate --kv-flip (docs/LM.md)"},
     {"generate-not-mitigations", "{" HEADF "\"trials\": 1, \"mitigations\": [\"clip\"], \"generate\": {\"new_tokens\": 4}}",
      "/generate/new_tokens", "generation runs the model as given, without protections: not used with mitigations"},
     {"generation-metrics-need-generate", "{" HEADF "\"trials\": 1, \"metrics\": [\"perplexity\", \"edit_distance\"]}",
@@ -883,6 +884,10 @@ static void generate_field(void **state)
     only_problem("{" HEADF "\"trials\": 2, \"generate\": 8}", "/generate", "an object {\"new_tokens\": M}");
     only_problem("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": 8, \"steps\": 1}}", "/generate/steps",
                  "unknown field");
+    /* a KV entry must persist through the decoding's steps, which a campaign's
+     * step-0 value faults do not model: refused, pointing to generate --kv-flip */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"kv_cache\"}, \"generate\": {\"new_tokens\": 4}}",
+                 "/generate/new_tokens", "not target 'kv_cache'");
     /* one mistake, one problem: an invalid generate does not also break the metrics rule */
     only_problem("{" HEADF "\"trials\": 2, \"generate\": {\"new_tokens\": -1}, \"metrics\": [\"edit_distance\"]}",
                  "/generate/new_tokens", "must be 1..256");

@@ -254,7 +254,8 @@ static const row ROWS[] = {
     {"generate-range", m_gen_range, "generate.new_tokens", "must be 1..1024 new tokens, got 1025", BF_ERANGE},
     {"generate-not-inputs", m_gen_inputs, "generate.new_tokens",
      "generation takes weight and activation faults, not target 'inputs' (an eval set's inputs are the prompts the "
-     "decoding starts from); a KV-cache entry during generation: bitflip generate --kv-flip (docs/LM.md)",
+     "decoding starts from; a campaign strikes value faults in the first step only); a KV-cache entry during "
+     "generation: bitflip generate --kv-flip (docs/LM.md)",
      BF_EINVAL},
     {"generate-not-mitigations", m_gen_mit, "generate.new_tokens",
      "generation runs the model as given, without protections: not used with mitigations", BF_EINVAL},

@@ -37,8 +37,7 @@ static const char *const PATH[BF_SPEC_FIELD_COUNT] = {
     [BF_SPEC_W_MAX] = "faults.w_max", [BF_SPEC_ERROR_MAP] = "faults.error_map", [BF_SPEC_SAMPLING] = "sampling",
     [BF_SPEC_TRIALS] = "trials", [BF_SPEC_STOP] = "stop", [BF_SPEC_MITIGATIONS] = "mitigations",
     [BF_SPEC_BATCH] = "batch", [BF_SPEC_CRITICAL] = "critical", [BF_SPEC_GROUP_SIZE] = "faults.group_size",
-    [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_KV] = "faults.kv",
-    [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_GENERATE] = "generate.new_tokens",
+    [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_KV] = "faults.kv", [BF_SPEC_GENERATE] = "generate.new_tokens",
     [BF_SPEC_METRICS] = "metrics",
 };
 
@@ -554,10 +553,14 @@ RULE(generate_range)
 RULE(generate_not_inputs)
 {
     UNUSED;
-    return s->gen_new_tokens > 0 && s->target == BF_TARGET_INPUTS &&
-           SAY("generation takes weight and activation faults, not target 'inputs' (an eval set's inputs are the "
-               "prompts the decoding starts from); a KV-cache entry during generation: bitflip generate --kv-flip "
-               "(docs/LM.md)");
+    /* kv_cache too: a campaign strikes value faults in step 0 only, and a
+     * cache entry must persist through every later step, which only the
+     * generator's own --kv-flip models */
+    return s->gen_new_tokens > 0 && (s->target == BF_TARGET_INPUTS || s->target == BF_TARGET_KV_CACHE) &&
+           SAY("generation takes weight and activation faults, not target '%s' (an eval set's inputs are the "
+               "prompts the decoding starts from; a campaign strikes value faults in the first step only); a "
+               "KV-cache entry during generation: bitflip generate --kv-flip (docs/LM.md)",
+               s->target == BF_TARGET_INPUTS ? "inputs" : "kv_cache");
 }
 
 RULE(generate_not_mitigations)
