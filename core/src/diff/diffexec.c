@@ -35,6 +35,7 @@ void bf__dx_free(bf__dx *dx)
     if (!dx) return;
     bf__rows_free(dx);
     bf__chain_free(dx);
+    bf__pv_free(dx);
     bf__free(dx->state);
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);
@@ -93,6 +94,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
     bf_status st = bf__rows_init(dx, err);
     if (st == BF_OK) st = bf__chain_init(dx, err);
+    if (st == BF_OK) st = bf__pv_init(dx, err);
     if (st != BF_OK) {
         bf__dx_free(dx);
         return st;
@@ -127,7 +129,7 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
     bf_tensor *t = &p->vals[v];
     int s = p->val_step[v];
     bf_status st = BF_OK;
-    const void *blk = s >= 0 ? bf__gcache_block(sh->gc, v, b) : NULL;
+    const void *blk = s >= 0 ? bf__dx_golden(sh, v, b) : NULL;
     if (s < 0) {
         size_t i = (size_t)sh->m->values[v].index;
         own(dx, p, v);
@@ -165,7 +167,7 @@ static bf_status fetch_writable(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_err
 
 static int differs(const bf__dx *dx, const bf_plan *p, int64_t b, int v)
 {
-    const void *g = bf__gcache_block(dx->sh->gc, v, b);
+    const void *g = bf__dx_golden(dx->sh, v, b);
     return !g || memcmp(p->vals[v].data, g, bf_tensor_nbytes(&p->vals[v])) != 0;
 }
 
@@ -197,7 +199,7 @@ static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done
         int k = dx->pfaults[m->values[v].index];
         if (k) n += k, slot = j;
     }
-    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    const float *yg = bf__dx_golden(sh, yv, b);
     if (n != 1 || dx->state[xv] == DIRTY || !yg) return BF_OK;
     const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
     bf_status st = fetch(dx, p, b, xv, err);
@@ -224,7 +226,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
     *done = 0;
     if (!sh->colw[tail][i] || !bf__gemm_params(s, &g)) return BF_OK;
     int av = s->node->in[0], bv = s->node->in[1], cv = s->n_in > 2 ? s->node->in[2] : -1, yv = s->node->out[0];
-    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    const float *yg = bf__dx_golden(sh, yv, b);
     size_t qb = (size_t)m->values[bv].index;
     int nb = dx->pfaults[qb], nc = cv >= 0 && m->values[cv].kind == BF__VAL_PARAM ? dx->pfaults[m->values[cv].index] : 0;
     const float *c = cv >= 0 ? p->vals[cv].data : NULL;
@@ -282,7 +284,7 @@ static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t 
     int av = s->node->in[0], bv = s->node->in[1], yv = s->node->out[0];
     if (dx->pfaults[q] != 1 || dx->state[av] == DIRTY || !bf__runtime(p, av)) return BF_OK;
     if (tr && dx->state[bv] != DIRTY) return BF_OK;   /* the Transpose came out golden (a NaN payload, ...) */
-    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    const float *yg = bf__dx_golden(sh, yv, b);
     if (!yg) return BF_OK;
     const bf__dx_weight *w = dx->pfault[q];
     /* element [r][c] of a [R, C] parameter is B[c][r] of its transpose */
@@ -352,6 +354,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     int64_t start = b * sh->batch, rows = bf_plan_batch(p);
     bf_status st;
     memset(dx->state, UNLOADED, m->n_values);
+    bf__pv_batch(dx, p);
     dx->approx = 0;
 
     /* this batch's value faults, rows relative to it */
@@ -539,7 +542,9 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 1;
         marked = sh->n_batches;
     }
-    if (full_pass_cheaper(dx, n_w, vf, n_vf, first, every, marked)) {
+    /* written into the views, given back by bf__pv_trial_end below whatever happens */
+    if (n_w) st = bf__pv_trial_begin(dx, w, n_w, &last_entry, err);
+    if (st == BF_OK && full_pass_cheaper(dx, n_w, vf, n_vf, first, every, marked)) {
         /* nothing run: the caller runs the pass, which --stats counts as
          * every step of every batch re-run */
         *full = 1;
@@ -551,7 +556,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     /* row mode only for faults that reach some rows of a batch: embedding
      * rows and transient value faults */
     int rowable = dx->n_sub > 0 && !every && marked > 0;
-    if (rowable) st = bf__rows_params(dx, w, n_w, err);
+    if (rowable && st == BF_OK) st = bf__rows_params(dx, w, n_w, err);
     /* the reached samples of every batch in one row-mode run, or batch by batch */
     int all = 0;
     if (rowable && st == BF_OK) st = bf__rows_all(dx, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &all, err);
@@ -563,6 +568,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     }
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
+    bf__pv_trial_end(dx);
     for (size_t i = 0; i < n_w; i++) {
         size_t q = w[i].param;
         if (!dx->pfaults[q]) continue;   /* its tensor done already */
