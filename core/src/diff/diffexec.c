@@ -267,8 +267,9 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
 /* A MatMul of one B matrix with one corrupted element of its parameter B,
  * or of the parameter B is a Transpose of (tied embeddings: GPT-2's logits
  * read the token table through one), and golden A: one output column, as
- * try_gemm does for a Gemm. The Transpose itself has run (it reads the
- * faulty parameter), so B holds the faulty element. The column is
+ * try_gemm does for a Gemm. B holds the faulty element: the Transpose is
+ * a parameter-only value whose view the trial wrote it into (dxparam.c),
+ * or, where no view could be made, it ran on the faulty parameter. The column is
  * recomputed exactly, never updated: a language model's metrics
  * (perplexity) read every logit's bits, which an update's rounding moves. */
 static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i, int *done, bf_error *err)
