@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "diff/diff.h"
 #include "exec/plan_impl.h"
 
@@ -207,7 +208,11 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
         }
         for (int j = 0; j < s->n_out; j++) {
             int v = s->node->out[j];
-            if (v >= 0 && gc->blk[v] && gc->src[v] < 0) p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
+            if (v >= 0 && gc->blk[v] && gc->src[v] < 0) {
+                p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
+                /* its slot, written whole by this step: its pages in one call */
+                bf__pages_populate(p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
+            }
         }
         double t0 = timed ? now_s() : 0;
         if ((st = bf__plan_run_step(p, i, err)) != BF_OK) return st;
