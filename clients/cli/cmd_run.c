@@ -392,13 +392,14 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
         fprintf(stderr,
                 "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
                 "golden pass%s %.3f s (%.3f s of CPU) on %d thread%s; golden cache %.1f MiB (%.1f MiB written by the pass, "
-                "the rest computed when first read); embedding index, exact Gemm blocks and chains "
+                "the rest computed when first read); parameter-only values %.1f MiB (computed once, outside the "
+                "cache's budget); embedding index, exact Gemm blocks and chains "
                 "%.3f s; the rest of the campaign %.3f s; workers' own plans %.3f s, golden checks %.3f s, "
                 "cache made by the run %.3f s, executors %.3f s\n",
                 o->load_seconds, res.setup.plans, res.exact ? "" : " filling the cache", res.setup.golden, res.setup.golden_cpu,
                 res.setup.golden_threads, res.setup.golden_threads == 1 ? "" : "s",
                 (double)res.cache_bytes / (1024.0 * 1024.0), (double)res.cache_pass_bytes / (1024.0 * 1024.0),
-                res.setup.index,
+                (double)res.param_bytes / (1024.0 * 1024.0), res.setup.index,
                 fmax(0.0, t_create - res.setup.plans - res.setup.golden - res.setup.index), res.setup.worker_plans,
                 res.setup.checks, res.setup.cache, res.setup.executors);
         if (!res.exact && isfinite(res.work_fraction)) {

@@ -320,6 +320,8 @@ typedef struct bf_campaign_result {
                                * trials have read them all (at most the budget) */
     size_t cache_pass_bytes;  /* ... of which the golden pass wrote (the rest is computed from a
                                * stored value when a trial first reads it, docs/ENGINE.md) */
+    size_t param_bytes;       /* parameter-only values (a weight's Transpose, ...) computed once and
+                               * held outside the cache's budget: weight-sized, docs/ENGINE.md */
     int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
                                * on a chain of per-sample steps, docs/ENGINE.md) */
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */

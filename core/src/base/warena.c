@@ -80,6 +80,16 @@ void bf__pages_drop(void *addr, size_t len)
     if (len) (void)madvise(addr, len, MADV_DONTNEED);
 }
 
+void bf__pages_populate(void *addr, size_t len)
+{
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14; older kernels refuse it (EINVAL), which is fine */
+#endif
+    size_t pg = bf__warena_page();
+    uintptr_t a = ((uintptr_t)addr + pg - 1) / pg * pg, e = ((uintptr_t)addr + len) / pg * pg;
+    if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+}
+
 void bf__wview_drop(void *view, size_t nbytes)
 {
     /* MADV_DONTNEED on a private file mapping drops the private copies and
@@ -90,6 +100,7 @@ void bf__wview_drop(void *view, size_t nbytes)
 #else
 
 void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
+void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }
 void bf__warena_free(bf__warena *a) { (void)a; }

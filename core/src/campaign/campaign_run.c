@@ -622,6 +622,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
     }
     acc->cache_bytes = bf__gcache_served(bf__dx_shared_cache(rn->dxs));
     acc->cache_pass_bytes = bf__dx_shared_cache_bytes(rn->dxs);
+    acc->param_bytes = bf__dx_shared_param_bytes(rn->dxs);
     double t2 = now_s();
     st = bf__scorer_create(rn->ws[0].ev, c->golden.out, c->golden.samples, c->golden.out_cols, &rn->scorer, err);
     if (st != BF_OK) return st;

@@ -93,6 +93,20 @@ void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n,
 
 typedef struct bf__gcache bf__gcache;
 
+/* Parameter-only values (dxparam.c): run-time values computed from
+ * parameters and constants alone, computed once per campaign from plan[0]
+ * (plan[1], the partial batch's, may be NULL) and held outside the cache's
+ * budget, while their total stays within `limit` bytes. *out NULL when
+ * there are none (or no weights arena can hold them). */
+typedef struct bf__pvals bf__pvals;
+bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out, bf_error *err);
+void bf__pvals_free(bf__pvals *pv);
+/* Value v's bytes, or NULL when it is not parameter-only (pv NULL: none is). */
+const void *bf__pvals_data(const bf__pvals *pv, int v);
+/* 1 when step i of plan p computes parameter-only values. */
+int bf__pvals_step(const bf__pvals *pv, size_t i, const bf_plan *p);
+size_t bf__pvals_bytes(const bf__pvals *pv);
+
 /* Runs the golden pass batch by batch on n_plans threads, thread k on
  * full[k] (and rest[k] for the last, partial batch; rest NULL: none) fed
  * from `feeds`, keeping each run-time value's per-batch tensor while the
@@ -105,10 +119,11 @@ typedef struct bf__gcache bf__gcache;
  * equal its rows of `golden` (samples x columns; NULL: not checked), or the
  * model is not deterministic and the build fails; golden_out (non-NULL)
  * gets every batch's output 0 instead: the pass is then the campaign's
- * golden pass. */
+ * golden pass. The parameter-only values of pv (NULL: none) are neither
+ * computed nor cached: their steps read pv's copy. */
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
-                           int64_t samples, size_t budget, const unsigned char *must, const float *golden,
-                           float *golden_out, bf__gcache **out, bf_error *err);
+                           int64_t samples, size_t budget, const unsigned char *must, const bf__pvals *pv,
+                           const float *golden, float *golden_out, bf__gcache **out, bf_error *err);
 void bf__gcache_free(bf__gcache *gc);
 /* Value v's golden tensor in batch b, or NULL if not cached. A derived
  * value (the output of a Relu or Clip of a stored value) is computed into
@@ -166,6 +181,8 @@ bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t sampl
                                float *golden_out, bf__dx_shared **out, bf_error *err);
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);
 size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh);
+/* The parameter-only values' bytes (dxparam.c), outside the cache's budget. */
+size_t bf__dx_shared_param_bytes(const bf__dx_shared *sh);
 
 bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out, bf_error *err);
 void bf__dx_free(bf__dx *dx);

@@ -60,6 +60,7 @@ enum { CHAIN_END = -1, NOT_CHAIN = -2, HANDOFF = -3 };
 struct bf__dx_shared {
     const bf_model *m;
     bf__gcache *gc;
+    bf__pvals *pv;               /* parameter-only values, computed once (dxparam.c); NULL: none */
     int64_t samples, batch, n_batches, out_cols;
     int batch_shift;             /* log2 of batch when a power of two, else -1 */
     const float *golden;
@@ -97,6 +98,12 @@ struct bf__dx_shared {
 #define BF__SUB_MAX 7            /* row-mode plans of 1, 2, 4, ..., 64 rows */
 
 enum { UNLOADED = 0, GOLDEN, DIRTY };
+
+/* An element of a parameter-only value a trial wrote into its view. */
+typedef struct bf__pv_write {
+    int value;
+    size_t at, size;             /* bytes */
+} bf__pv_write;
 
 struct bf__dx {
     const bf__dx_shared *sh;
@@ -161,6 +168,14 @@ struct bf__dx {
     int64_t n_full;              /* trials handed back for a full pass (bf__dx_run's *full) */
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
+
+    /* Parameter-only values (dxparam.c): a private view of each, made when
+     * a trial first corrupts the parameter it moves; which ones this trial
+     * hit, and the elements it wrote. */
+    void **pv_view;
+    unsigned char *pv_hit;
+    bf__pv_write *pvw;
+    size_t n_pvw, pvw_cap;
 };
 
 /* Sample s's batch and its row in it: a shift and a mask for the usual
@@ -255,6 +270,31 @@ bf_status bf__rows_seeded(bf__dx *dx, int v, const int64_t *rows, const float *v
                           bf_error *err);
 bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
                        int first, int last_entry, float *vf_old, float *vf_new, int *done, bf_error *err);
+
+/* dxparam.c: a trial's faults in parameters that parameter-only values
+ * move (Transpose, Reshape, ...) written into the worker's views of those
+ * values, their steps left unrun (param_hit cleared) and *last_entry
+ * widened to their readers; _batch marks them DIRTY in a batch and points
+ * plan p at the views; _end writes the golden bits back and gives the
+ * written pages back. */
+bf_status bf__pv_init(bf__dx *dx, bf_error *err);
+void bf__pv_free(bf__dx *dx);
+bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int *last_entry, bf_error *err);
+void bf__pv_batch(bf__dx *dx, bf_plan *p);
+void bf__pv_trial_end(bf__dx *dx);
+/* Value v's golden tensor in batch b: the cache's, a parameter-only
+ * value's (the same for every batch), or for the graph's output the
+ * campaign's golden outputs (the cache, smallest values first, leaves a
+ * language model's logits out: GPT-2's, 103 MB for 2 x 256 tokens, were
+ * then read by no trial, and a tied table's logit column could not be
+ * recomputed alone); NULL: none holds it. */
+static inline const void *bf__dx_golden(const bf__dx_shared *sh, int v, int64_t b)
+{
+    const void *g = bf__pvals_data(sh->pv, v);
+    if (!g) g = bf__gcache_block(sh->gc, v, b);
+    if (!g && v == sh->out_val && sh->golden) g = sh->golden + b * sh->batch * sh->out_cols;
+    return g;
+}
 
 /* diffshared.c: for a MatMul of one B matrix (bf__matmul_fold_params) whose
  * B is a 2-D parameter, or a Transpose of one (GPT-2's logits read its tied

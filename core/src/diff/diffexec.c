@@ -36,6 +36,7 @@ void bf__dx_free(bf__dx *dx)
     if (!dx) return;
     bf__rows_free(dx);
     bf__chain_free(dx);
+    bf__pv_free(dx);
     bf__free(dx->state);
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);
@@ -95,6 +96,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
     bf_status st = bf__rows_init(dx, err);
     if (st == BF_OK) st = bf__chain_init(dx, err);
+    if (st == BF_OK) st = bf__pv_init(dx, err);
     if (st != BF_OK) {
         bf__dx_free(dx);
         return st;
@@ -129,7 +131,7 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
     bf_tensor *t = &p->vals[v];
     int s = p->val_step[v];
     bf_status st = BF_OK;
-    const void *blk = s >= 0 ? bf__gcache_block(sh->gc, v, b) : NULL;
+    const void *blk = s >= 0 ? bf__dx_golden(sh, v, b) : NULL;
     if (s < 0) {
         size_t i = (size_t)sh->m->values[v].index;
         own(dx, p, v);
@@ -167,7 +169,7 @@ static bf_status fetch_writable(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_err
 
 static int differs(const bf__dx *dx, const bf_plan *p, int64_t b, int v)
 {
-    const void *g = bf__gcache_block(dx->sh->gc, v, b);
+    const void *g = bf__dx_golden(dx->sh, v, b);
     return !g || memcmp(p->vals[v].data, g, bf_tensor_nbytes(&p->vals[v])) != 0;
 }
 
@@ -199,7 +201,7 @@ static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done
         int k = dx->pfaults[m->values[v].index];
         if (k) n += k, slot = j;
     }
-    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    const float *yg = bf__dx_golden(sh, yv, b);
     if (n != 1 || dx->state[xv] == DIRTY || !yg) return BF_OK;
     const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
     bf_status st = fetch(dx, p, b, xv, err);
@@ -226,7 +228,7 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
     *done = 0;
     if (!sh->colw[tail][i] || !bf__gemm_params(s, &g)) return BF_OK;
     int av = s->node->in[0], bv = s->node->in[1], cv = s->n_in > 2 ? s->node->in[2] : -1, yv = s->node->out[0];
-    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    const float *yg = bf__dx_golden(sh, yv, b);
     size_t qb = (size_t)m->values[bv].index;
     int nb = dx->pfaults[qb], nc = cv >= 0 && m->values[cv].kind == BF__VAL_PARAM ? dx->pfaults[m->values[cv].index] : 0;
     const float *c = cv >= 0 ? p->vals[cv].data : NULL;
@@ -267,8 +269,9 @@ static bf_status try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
 /* A MatMul of one B matrix with one corrupted element of its parameter B,
  * or of the parameter B is a Transpose of (tied embeddings: GPT-2's logits
  * read the token table through one), and golden A: one output column, as
- * try_gemm does for a Gemm. The Transpose itself has run (it reads the
- * faulty parameter), so B holds the faulty element. The column is
+ * try_gemm does for a Gemm. B holds the faulty element: the Transpose is
+ * a parameter-only value whose view the trial wrote it into (dxparam.c),
+ * or, where no view could be made, it ran on the faulty parameter. The column is
  * recomputed exactly, never updated: a language model's metrics
  * (perplexity) read every logit's bits, which an update's rounding moves. */
 static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i, int *done, bf_error *err)
@@ -301,7 +304,7 @@ static bf_status try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t 
     }
     if (dx->pfaults[q] != 1 || dx->state[av] == DIRTY) return BF_OK;
     if (tr && dx->state[bv] != DIRTY) return BF_OK;   /* the Transpose came out golden (a NaN payload, ...) */
-    const float *yg = bf__gcache_block(sh->gc, yv, b);
+    const float *yg = bf__dx_golden(sh, yv, b);
     if (!yg) return BF_OK;
     const bf__dx_weight *w = dx->pfault[q];
     /* element [r][c] of a [R, C] parameter is B[c][r] of its transpose */
@@ -371,6 +374,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     int64_t start = b * sh->batch, rows = bf_plan_batch(p);
     bf_status st;
     memset(dx->state, UNLOADED, m->n_values);
+    bf__pv_batch(dx, p);
     dx->approx = 0;
 
     /* this batch's value faults, rows relative to it */
@@ -617,17 +621,19 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         marked += !dx->bmark[vf[k].sample / sh->batch];
         dx->bmark[vf[k].sample / sh->batch] = 1;
     }
+    /* written into the views (before the tied table's rows and column read
+     * its transpose's), given back by bf__pv_trial_end below whatever happens */
+    if (n_w && (st = bf__pv_trial_begin(dx, w, n_w, &last_entry, err)) != BF_OK) goto finish;
     if (tied && !every && n_vf == 0 && n_w <= (size_t)sh->batch) {
         int done;
-        if ((st = run_tied(dx, w, n_w, first, last_entry, marked, &done, err)) != BF_OK) return st;
-        if (done) goto finish;
+        if ((st = run_tied(dx, w, n_w, first, last_entry, marked, &done, err)) != BF_OK || done) goto finish;
     }
     if (every || tied) {   /* a tied table's transpose reaches every batch */
         for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 1;
         marked = sh->n_batches;
         every = 1;
     }
-    if (full_pass_cheaper(dx, n_w, vf, n_vf, first, every, marked)) {
+    if (st == BF_OK && full_pass_cheaper(dx, n_w, vf, n_vf, first, every, marked)) {
         /* nothing run: the caller runs the pass, which --stats counts as
          * every step of every batch re-run */
         *full = 1;
@@ -639,7 +645,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     /* row mode only for faults that reach some rows of a batch: embedding
      * rows and transient value faults */
     int rowable = dx->n_sub > 0 && !every && marked > 0;
-    if (rowable) st = bf__rows_params(dx, w, n_w, err);
+    if (rowable && st == BF_OK) st = bf__rows_params(dx, w, n_w, err);
     /* the reached samples of every batch in one row-mode run, or batch by batch */
     int all = 0;
     if (rowable && st == BF_OK) st = bf__rows_all(dx, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &all, err);
@@ -652,6 +658,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
 finish:
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
+    bf__pv_trial_end(dx);
     for (size_t i = 0; i < n_w; i++) {
         size_t q = w[i].param;
         if (!dx->pfaults[q]) continue;   /* its tensor done already */

@@ -64,11 +64,46 @@ static int block_matches(const bf__gemm_info *g, const float *blk, int c0, int w
  * first, sliding one column at a time past a mismatch (widths up to 8) or a
  * quarter of the width (wider ones, to bound the search), and tiling on
  * from a match. */
+/* A wide product's columns are checked on a sample: every column, one at a
+ * time, costs the product again at a single column's speed (GPT-2's logits
+ * MatMul, 50,257 columns: about 38 s on the benchmark machine, once its
+ * transposed table was at hand). The sample is the first and last
+ * SAMPLE_EDGE columns (a kernel's edge tiles) and SAMPLE_N spread between;
+ * all of them reproduced at width 1, every column is trusted at width 1,
+ * as the kernel promises; one that did not, the full search below. */
+#define SAMPLE_FROM 512
+#define SAMPLE_EDGE 16
+#define SAMPLE_N 256
+static int sampled_columns(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
+                           float *scratch)
+{
+    int stride = g->n / SAMPLE_N;
+    /* and of each, the first and last SAMPLE_EDGE rows (rows are chains of
+     * their own too): a column of every row costs the product's depth for
+     * every row */
+    bf__gemm_info part = *g;
+    int rows = g->m > 2 * SAMPLE_EDGE && !g->use_c ? SAMPLE_EDGE : g->m;
+    part.m = rows;
+    for (int j = 0; j < g->n; j++) {
+        if (j >= SAMPLE_EDGE && j < g->n - SAMPLE_EDGE && j % stride != 0) continue;
+        for (int top = 0; top < (rows < g->m ? 2 : 1); top++) {
+            int r0 = top ? g->m - rows : 0;
+            block(&part, a + (int64_t)r0 * g->k, b, c, j, 1, scratch);
+            if (!block_matches(&part, scratch, j, 1, y + (int64_t)r0 * g->n)) return 0;
+        }
+    }
+    return 1;
+}
+
 int bf__gemm_col_blocks(const bf__gemm_info *g, const float *a, const float *b, const float *c, const float *y,
                         float *scratch, bf__colblk *blk)
 {
     if (g->trans_a || g->k == 0 || g->m == 0) return 0;
     int left = g->n;
+    if (g->n >= SAMPLE_FROM && sampled_columns(g, a, b, c, y, scratch)) {
+        for (int j = 0; j < g->n; j++) blk[j] = (bf__colblk){j, 1};
+        return 1;
+    }
     for (int j = 0; j < g->n; j++) blk[j] = (bf__colblk){0, 0};
     for (int w = 1; w < g->n && left > 0; w *= 2) {
         int step = w <= 8 ? 1 : w / 4;

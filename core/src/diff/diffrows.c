@@ -44,6 +44,20 @@ static int same_in_sub(const bf__dx *dx, const bf_plan *sp, int v)
     return dx->inv[(size_t)k * dx->sh->m->n_values + (size_t)v];
 }
 
+/* A parameter-only value (dxparam.c) in a row-mode run: the campaign's
+ * copy, or in a trial whose fault it moves, the worker's view holding the
+ * faulty element. Pointed at, never copied or computed (154 MB for GPT-2's
+ * tied table), and never written: its step does not run on rows. */
+static int pv_point(bf__dx *dx, bf_plan *sp, int v)
+{
+    const void *g = bf__pvals_data(dx->sh->pv, v);
+    if (!g) return 0;
+    /* the steps' check (check_steps, with the parameters golden again) on
+     * the golden copy, even in the trial whose fault made the view */
+    sp->vals[v].data = dx->pv_hit[v] && !dx->checking ? dx->pv_view[v] : (void *)g;
+    return 1;
+}
+
 /* A sample's slice of a value is a few dozen bytes: copied and compared
  * inline, in 16-byte pieces, rather than by a libc call each (row mode
  * makes thousands a trial). Larger ones go to libc. */
@@ -131,7 +145,8 @@ static int gather(bf__dx *dx, bf_plan *sp, int v, const int64_t *sel, int n, bf_
         return 1;
     }
     if (same_in_sub(dx, sp, v)) {   /* the same in every batch and plan: batch 0's */
-        const void *g = bf__gcache_block(sh->gc, v, 0);
+        if (pv_point(dx, sp, v)) return 1;
+        const void *g = bf__dx_golden(sh, v, 0);
         if (!g) return 0;
         memcpy(t->data, g, bf_tensor_nbytes(t));
         return 1;
@@ -163,8 +178,8 @@ static int rows_golden(const bf__dx *dx, const bf_plan *sp, int v, const int64_t
     const bf__dx_shared *sh = dx->sh;
     const bf_tensor *t = &sp->vals[v];
     if (same_in_sub(dx, sp, v)) {
-        const void *g = bf__gcache_block(sh->gc, v, 0);
-        return g && memcmp(t->data, g, bf_tensor_nbytes(t)) == 0;
+        const void *g = bf__dx_golden(sh, v, 0);
+        return g && (t->data == g || memcmp(t->data, g, bf_tensor_nbytes(t)) == 0);
     }
     int axis = batch_axis(dx->plan[0], sp, v);
     layout l = layout_of(sp, v, axis);
@@ -263,6 +278,11 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
     bf__gemm_info g;
     const bf__step *s = &sp->steps[i];
     int done = 0;
+    if (bf__pvals_step(dx->sh->pv, i, sp)) {   /* computed once: pointed at (pv_point) */
+        for (int j = 0; j < s->n_out; j++)
+            if (s->node->out[j] >= 0) pv_point(dx, sp, s->node->out[j]);
+        return BF_OK;
+    }
     bf_status st = matmul_rows(dx, sp, sel, i, &done, err);
     if (st != BF_OK || done) return st;
     int any = 0;   /* a step of parameters alone (a tied table's transpose) runs whole */
@@ -319,7 +339,7 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
                 fine = batch_axis(full, sp, s->node->in[j]) >= 0 || same_in_sub(dx, sp, s->node->in[j]);
         for (int j = 0; j < s->n_out && fine; j++)
             fine = s->node->out[j] < 0 || ((batch_axis(full, sp, s->node->out[j]) >= 0 || same_in_sub(dx, sp, s->node->out[j])) &&
-                                           bf__gcache_has(sh->gc, s->node->out[j]));
+                                           bf__dx_golden(sh, s->node->out[j], 0) != NULL);
         if (fine && bf__gemm_params(s, &g))   /* Gemm on rows: the sample on dim 0 of A and Y */
             fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0 &&
                    !g.trans_a && bf__gcache_has(sh->gc, s->node->in[0]);
@@ -493,13 +513,13 @@ static bf_status invariant_values(bf__dx *dx, int k, bf_error *err)
             int o = s->node->out[j];
             if (o < 0 || batch_axis(full, sp, o) >= 0) continue;
             const bf_tensor *a = &full->vals[o], *b = &sp->vals[o];
-            const void *g = bf__gcache_block(sh->gc, o, 0);
+            const void *g = bf__dx_golden(sh, o, 0);
             int same = g && a->ndim == b->ndim && a->dtype == b->dtype && bf_tensor_nbytes(a) == bf_tensor_nbytes(b);
             for (int d = 0; d < a->ndim && same; d++) same = a->dims[d] == b->dims[d];
             /* and the last batch's, which may have a plan of its own */
             const bf_plan *tp = dx->plan[1] ? dx->plan[1] : full;
             const void *gl = bf_tensor_nbytes(&tp->vals[o]) == bf_tensor_nbytes(b)
-                                 ? bf__gcache_block(sh->gc, o, sh->n_batches - 1) : NULL;
+                                 ? bf__dx_golden(sh, o, sh->n_batches - 1) : NULL;
             inv[o] = (unsigned char)(same && gl && memcmp(b->data, g, bf_tensor_nbytes(b)) == 0 &&
                                      memcmp(b->data, gl, bf_tensor_nbytes(b)) == 0);
         }
@@ -654,6 +674,10 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
     const int64_t *sel = dx->rsel;
     const unsigned char *ok = &dx->row_ok[(size_t)k * sh->n_steps];
     memset(dx->sstate, UNLOADED, m->n_values);
+    /* a parameter-only value this trial's fault moved: the worker's view,
+     * changed, as bf__pv_batch gives it to a batch */
+    for (size_t v = 0; sh->pv && v < m->n_values; v++)
+        if (dx->pv_hit[v] && pv_point(dx, sp, (int)v)) dx->sstate[v] = DIRTY;
 
     /* value faults, rows relative to the sub-plan */
     size_t nb = 0;

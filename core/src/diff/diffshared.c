@@ -12,6 +12,7 @@ void bf__dx_shared_free(bf__dx_shared *sh)
 {
     if (!sh) return;
     bf__gcache_free(sh->gc);
+    bf__pvals_free(sh->pv);
     bf__free(sh->first_use);
     bf__free(sh->last_use);
     bf__free(sh->pc_off);
@@ -34,6 +35,7 @@ void bf__dx_shared_free(bf__dx_shared *sh)
 }
 
 size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh) { return bf__gcache_bytes(sh->gc); }
+size_t bf__dx_shared_param_bytes(const bf__dx_shared *sh) { return bf__pvals_bytes(sh->pv); }
 
 bf_status bf__dx_oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory for the differential executor"); }
 
@@ -303,10 +305,10 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
             int bv = s->node->in[1], cv = mm ? -1 : s->n_in > 2 ? s->node->in[2] : -1;
             if (!mm && m->values[bv].kind != BF__VAL_PARAM) continue;
             /* a transposed parameter's golden copy, from the cache */
-            const float *bg = mtr ? bf__gcache_block(sh->gc, bv, b) : p->vals[bv].data;
+            const float *bg = mtr ? bf__dx_golden(sh, bv, b) : p->vals[bv].data;
             if (!bg) continue;
             if (cv >= 0 && p->val_step[cv] != BF__VAL_NOT_RUN) continue;   /* C computed at run time */
-            const void *a = bf__gcache_block(sh->gc, av, b), *y = bf__gcache_block(sh->gc, yv, b);
+            const void *a = bf__gcache_block(sh->gc, av, b), *y = bf__dx_golden(sh, yv, b);
             if (!a && p->val_step[av] == -1) {   /* a graph input: from the dataset */
                 size_t in = (size_t)m->values[av].index;
                 bf_status st = bf_dataset_copy_rows(bf__evaluator_feed(ev, in), b * sh->batch, bf_plan_batch(p), &p->vals[av], err);
@@ -413,6 +415,13 @@ static bf_status shared_begin(bf_evaluator *ev, int64_t samples, int64_t out_col
             for (int j = 0; j < plan0->steps[i].n_out; j++)
                 if (plan0->steps[i].node->out[j] >= 0) must[plan0->steps[i].node->out[j]] = 1;
     for (size_t q = 0; q < m->n_params; q++) embedding_param(sh, plan0, q, must, NULL);
+    /* parameter-only values: at most twice the weights' size (an export
+     * that writes every Linear as MatMul(x, Transpose(W)), GPT-2's, has a
+     * transposed copy of nearly every weight) */
+    size_t wbytes = 0;
+    for (size_t q = 0; q < m->n_params; q++) wbytes += bf_tensor_nbytes(bf_model_param(m, q)->tensor);
+    bf_plan *pl[2] = {plan0, bf__evaluator_plan(ev, 1)};
+    if ((st = bf__pvals_build(pl, 2 * wbytes, &sh->pv, err)) != BF_OK) goto out;
     *out = sh;
     *must_out = must;
     return BF_OK;
@@ -440,8 +449,8 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
         plans[n_ev + k] = bf__evaluator_plan(evs[k], 1);
     }
     for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(evs[0], i);
-    st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, golden,
-                          golden_out, &sh->gc, err);
+    st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, sh->pv,
+                          golden, golden_out, &sh->gc, err);
 out:
     bf__free(plans);
     bf__free(feeds);

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "diff/diff.h"
 #include "exec/plan_impl.h"
 
@@ -172,6 +173,7 @@ typedef struct filler {
     const bf_tensor *const *feeds;
     const float *golden;
     float *golden_out;
+    const bf__pvals *pv;
     atomic_llong *next;
     atomic_int *failed;
     double *step_s;           /* n_steps: this thread's sums */
@@ -199,9 +201,18 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
     if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
+        if (bf__pvals_step(f->pv, i, p)) {   /* computed once, before the pass (dxparam.c) */
+            for (int j = 0; j < s->n_out; j++)
+                if (s->node->out[j] >= 0) p->vals[s->node->out[j]].data = (void *)bf__pvals_data(f->pv, s->node->out[j]);
+            continue;
+        }
         for (int j = 0; j < s->n_out; j++) {
             int v = s->node->out[j];
-            if (v >= 0 && gc->blk[v] && gc->src[v] < 0) p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
+            if (v >= 0 && gc->blk[v] && gc->src[v] < 0) {
+                p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
+                /* its slot, written whole by this step: its pages in one call */
+                bf__pages_populate(p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
+            }
         }
         double t0 = timed ? now_s() : 0;
         if ((st = bf__plan_run_step(p, i, err)) != BF_OK) return st;
@@ -246,7 +257,7 @@ static void *fill_main(void *arg)
 /* The values of plan p that the pass writes and the cache does not keep
  * (graph inputs too), each pointed at its place in one pool shared by
  * lifetime; *pool: the pool (NULL when there are none). */
-static bf_status pool_values(const bf__gcache *gc, bf_plan *p, void **pool, bf_error *err)
+static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan *p, void **pool, bf_error *err)
 {
     const bf_model *m = p->model;
     size_t total = 0, *off = NULL;
@@ -255,7 +266,7 @@ static bf_status pool_values(const bf__gcache *gc, bf_plan *p, void **pool, bf_e
     if (!keep) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
     int any = 0;
     for (size_t v = 0; v < m->n_values; v++) {
-        keep[v] = p->val_step[v] >= 0 && (!gc->blk[v] || gc->src[v] >= 0);
+        keep[v] = p->val_step[v] >= 0 && (!gc->blk[v] || gc->src[v] >= 0) && !bf__pvals_data(pv, (int)v);
         any |= keep[v];
     }
     bf_status st = any ? bf__plan_share_offsets(p, keep, &total, &off, err) : BF_OK;
@@ -277,7 +288,7 @@ static bf_status pool_values(const bf__gcache *gc, bf_plan *p, void **pool, bf_e
  * first reads it) or stored, its blocks allocated. cs: room for every
  * value. */
 static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *const *rest, size_t budget,
-                               const unsigned char *must, cand *cs, bf_error *err)
+                               const unsigned char *must, const bf__pvals *pv, cand *cs, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
     size_t n_c = 0;
@@ -285,6 +296,7 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
     const bf_plan *p0 = full[0], *r0 = rest ? rest[0] : NULL;
     for (size_t v = 0; v < m->n_values; v++) {
         if (p0->val_step[v] < 0) continue;     /* graph inputs and values no step computes */
+        if (bf__pvals_data(pv, (int)v)) continue;   /* held apart, once */
         size_t fb = bf_tensor_nbytes(&p0->vals[v]);
         size_t tb = r0 ? bf_tensor_nbytes(&r0->vals[v]) : 0;
         gc->full[v] = fb;
@@ -359,7 +371,7 @@ static bf_status make_fillers(bf__gcache *gc, filler *fs, int n_plans, const fil
     for (int k = 0; k < n_plans && st == BF_OK; k++)
         for (int t = 0; t < 2 && st == BF_OK; t++) {
             bf_plan *p = t ? fs[k].rest : fs[k].full;
-            if (p) st = pool_values(gc, p, &fs[k].pool[t], err);
+            if (p) st = pool_values(gc, proto->pv, p, &fs[k].pool[t], err);
         }
     if (st != BF_OK)
         for (int k = 0; k < n_plans; k++)
@@ -397,8 +409,8 @@ static bf_status run_fillers(bf__gcache *gc, filler *fs, int n_plans, bf_error *
 }
 
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
-                           int64_t samples, size_t budget, const unsigned char *must, const float *golden,
-                           float *golden_out, bf__gcache **out, bf_error *err)
+                           int64_t samples, size_t budget, const unsigned char *must, const bf__pvals *pv,
+                           const float *golden, float *golden_out, bf__gcache **out, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
     bf_status st = BF_OK;
@@ -433,8 +445,8 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     fs = bf__calloc((size_t)n_plans, sizeof *fs);
     if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !gc->mu || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
-    if ((st = choose_values(gc, full, rest, budget, must, cs, err)) != BF_OK) goto out;
-    filler proto = {.gc = gc, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
+    if ((st = choose_values(gc, full, rest, budget, must, pv, cs, err)) != BF_OK) goto out;
+    filler proto = {.gc = gc, .pv = pv, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
                     .failed = &failed, .bad_batch = -1};
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;
     if ((st = run_fillers(gc, fs, n_plans, err)) != BF_OK) goto out;

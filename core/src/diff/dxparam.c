@@ -1,0 +1,290 @@
+/* Parameter-only values: run-time values computed from parameters and
+ * constants alone (GPT-2's logits read its tied token table through
+ * Transpose(wte), 154 MB at vocabulary 50,257). A plan computes them in
+ * every batch of every pass; they are the same for every batch, so the
+ * differential engine computes each once per campaign, holds it outside
+ * the golden cache's budget (they are weight-sized, and the cache filled
+ * with activations left the tied table's transpose out, so every trial
+ * re-ran it), and neither the golden pass nor a trial runs their steps.
+ *
+ * A fault in the parameter one of them is moved from (Transpose, Reshape,
+ * ...) changes one element of it: the trial writes that element into a
+ * private view of the value's pages (base/warena.h: the kernel copies the
+ * one page written) and gives the page back after the trial, instead of
+ * running the whole step. Any other step reading a faulty parameter runs
+ * in the trial as before, into its own buffer. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/warena.h"
+#include "diff/diff_impl.h"
+#include "exec/step_access.h"
+
+struct bf__pvals {
+    size_t n_values;
+    void **data;                 /* per value: its bytes (in the arena), NULL: not parameter-only */
+    size_t *bytes;
+    int *from;                   /* per value: the parameter its step moves elements of, -1: none */
+    int *perm;                   /* per value with from >= 0: Transpose's permutation ([BF_MAX_DIMS]), or
+                                  * perm[0] -1: the same flat index (Reshape and the like) */
+    int *step;                   /* per value: the step computing it */
+    bf__warena *arena;
+    size_t total;
+};
+
+void bf__pvals_free(bf__pvals *pv)
+{
+    if (!pv) return;
+    bf__warena_free(pv->arena);
+    bf__free(pv->data);
+    bf__free(pv->bytes);
+    bf__free(pv->from);
+    bf__free(pv->perm);
+    bf__free(pv->step);
+    bf__free(pv);
+}
+
+/* Ops that draw on no state: a parameter-only value computed once is what
+ * every pass computes. */
+static int deterministic(const char *op)
+{
+    return strncmp(op, "Random", 6) != 0 && strcmp(op, "Bernoulli") != 0 && strcmp(op, "Multinomial") != 0 &&
+           strcmp(op, "Dropout") != 0;
+}
+
+/* Input v of a step is fixed for every batch: a parameter, a constant, a
+ * parameter-only value, or a value the plans folded to the same bytes. */
+static int fixed_input(const bf__pvals *pv, bf_plan *const plan[2], int v, int *reads_param)
+{
+    const bf_model *m = plan[0]->model;
+    if (v < 0) return 1;
+    if (m->values[v].kind == BF__VAL_PARAM) { *reads_param = 1; return 1; }
+    if (m->values[v].kind == BF__VAL_CONST) return 1;
+    if (pv->data[v]) { *reads_param = 1; return 1; }
+    if (plan[0]->val_step[v] != BF__VAL_NOT_RUN || !plan[0]->known[v]) return 0;
+    if (!plan[1]) return 1;
+    const bf_tensor *a = &plan[0]->vals[v], *b = &plan[1]->vals[v];
+    size_t n = bf_tensor_nbytes(a);
+    return plan[1]->known[v] && n == bf_tensor_nbytes(b) && (!n || memcmp(a->data, b->data, n) == 0);
+}
+
+/* Whether step s's output moves elements of a parameter, one to one: which
+ * one (-1: none) and how (perm). */
+static int moved_param(const bf_plan *p, const bf__step *s, int *perm)
+{
+    static const char *const same[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    const bf_model *m = p->model;
+    int x = s->node->in[0];
+    if (s->n_out != 1 || x < 0 || m->values[x].kind != BF__VAL_PARAM) return -1;
+    for (int j = 1; j < s->n_in; j++)
+        if (s->node->in[j] >= 0 && m->values[s->node->in[j]].kind == BF__VAL_PARAM) return -1;
+    const char *op = s->node->op->name;
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        if (strcmp(op, same[i]) == 0) {
+            perm[0] = -1;
+            return m->values[x].index;
+        }
+    if (strcmp(op, "Transpose") != 0) return -1;
+    int64_t pm[BF_MAX_DIMS];
+    int np, r = p->vals[x].ndim;
+    bf_error e;
+    if (bf__attr_ints(s->node, "perm", pm, BF_MAX_DIMS, &np, &e) != BF_OK) return -1;
+    if (np < 0) {
+        for (int d = 0; d < r; d++) pm[d] = r - 1 - d;
+        np = r;
+    }
+    if (np != r) return -1;
+    for (int d = 0; d < BF_MAX_DIMS; d++) perm[d] = d < r ? (int)pm[d] : 0;
+    return m->values[x].index;
+}
+
+/* Which values are parameter-only, in step order (a chain of them too),
+ * while their total stays within `limit` bytes; 0 when none. */
+static size_t choose(bf__pvals *pv, bf_plan *const plan[2], size_t limit)
+{
+    const bf_plan *p = plan[0];
+    size_t total = 0, pg = bf__warena_page();
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int reads = 0, ok = deterministic(s->node->op->name) && !p->step_hit[i] && (!plan[1] || !plan[1]->step_hit[i]);
+        for (int j = 0; j < s->n_in && ok; j++) ok = fixed_input(pv, plan, s->node->in[j], &reads);
+        if (!ok || !reads) continue;
+        size_t need = 0;
+        for (int j = 0; j < s->n_out && ok; j++) {
+            int v = s->node->out[j];
+            if (v < 0) continue;
+            size_t n = bf_tensor_nbytes(&p->vals[v]);
+            ok = p->val_step[v] == (int)i && (!plan[1] || bf_tensor_nbytes(&plan[1]->vals[v]) == n);
+            need += (n + pg - 1) / pg * pg + pg;
+        }
+        if (!ok || total + need > limit) continue;
+        for (int j = 0; j < s->n_out; j++) {
+            int v = s->node->out[j];
+            if (v < 0) continue;
+            pv->bytes[v] = bf_tensor_nbytes(&p->vals[v]);
+            pv->data[v] = pv;   /* marked: placed below */
+            pv->step[v] = (int)i;
+            pv->from[v] = s->n_out == 1 ? moved_param(p, s, &pv->perm[(size_t)v * BF_MAX_DIMS]) : -1;
+        }
+        total += need;
+    }
+    return total;
+}
+
+bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out, bf_error *err)
+{
+    bf_plan *p = plan[0];
+    const bf_model *m = p->model;
+    bf_status st = BF_OK;
+    *out = NULL;
+    bf__pvals *pv = bf__calloc(1, sizeof *pv);
+    if (!pv) return bf__dx_oom(err);
+    pv->n_values = m->n_values;
+    pv->data = bf__calloc(m->n_values + 1, sizeof *pv->data);
+    pv->bytes = bf__calloc(m->n_values + 1, sizeof *pv->bytes);
+    pv->from = bf__malloc((m->n_values + 1) * sizeof *pv->from);
+    pv->step = bf__malloc((m->n_values + 1) * sizeof *pv->step);
+    pv->perm = bf__calloc((m->n_values + 1) * BF_MAX_DIMS, sizeof *pv->perm);
+    void **home = bf__calloc(m->n_values + 1, sizeof *home);
+    if (!pv->data || !pv->bytes || !pv->from || !pv->step || !pv->perm || !home) { st = bf__dx_oom(err); goto out; }
+    for (size_t v = 0; v < m->n_values; v++) pv->from[v] = pv->step[v] = -1;
+    pv->total = choose(pv, plan, limit);
+    /* no arena (not Linux, no memory): none, and the steps run as before */
+    if (!pv->total || !(pv->arena = bf__warena_create(pv->total))) goto out;
+    for (size_t v = 0; v < m->n_values; v++) {
+        home[v] = p->vals[v].data;
+        if (!pv->data[v]) continue;
+        p->vals[v].data = pv->data[v] = bf__warena_take(pv->arena, pv->bytes[v] ? pv->bytes[v] : 1);
+        bf__pages_populate(pv->data[v], pv->bytes[v]);   /* written whole just below */
+    }
+    /* computed in step order by plan 0's own steps: the bytes its pass
+     * computes (no fault is written while a campaign is set up) */
+    for (size_t i = 0; i < p->n_steps && st == BF_OK; i++) {
+        const bf__step *s = &p->steps[i];
+        int mine = 0;
+        for (int j = 0; j < s->n_out; j++) mine |= s->node->out[j] >= 0 && pv->step[s->node->out[j]] == (int)i;
+        if (mine) st = bf__plan_run_step(p, i, err);
+    }
+    for (size_t v = 0; v < m->n_values; v++) p->vals[v].data = home[v];
+    if (st == BF_OK) bf__warena_seal(pv->arena);
+out:
+    bf__free(home);
+    if (st == BF_OK && pv->arena) {
+        *out = pv;
+        return BF_OK;
+    }
+    bf__pvals_free(pv);
+    return st;
+}
+
+const void *bf__pvals_data(const bf__pvals *pv, int v) { return pv && v >= 0 ? pv->data[v] : NULL; }
+size_t bf__pvals_bytes(const bf__pvals *pv) { return pv ? pv->total : 0; }
+int bf__pvals_step(const bf__pvals *pv, size_t i, const bf_plan *p)
+{
+    if (!pv) return 0;
+    const bf__step *s = &p->steps[i];
+    for (int j = 0; j < s->n_out; j++)
+        if (s->node->out[j] >= 0 && pv->step[s->node->out[j]] == (int)i) return 1;
+    return 0;
+}
+
+/* --- a trial */
+
+/* Element `index` of parameter q moved into value v: its flat index there. */
+static int64_t moved_index(const bf__pvals *pv, const bf_plan *p, int v, int64_t index)
+{
+    const int *perm = &pv->perm[(size_t)v * BF_MAX_DIMS];
+    if (perm[0] < 0) return index;
+    const bf_tensor *x = &p->vals[p->model->param_vals[pv->from[v]]], *y = &p->vals[v];
+    int64_t at[BF_MAX_DIMS], r = x->ndim, o = 0;
+    for (int64_t d = r - 1; d >= 0; d--) {
+        at[d] = index % x->dims[d];
+        index /= x->dims[d];
+    }
+    for (int64_t d = 0; d < r; d++) o = o * y->dims[d] + at[perm[d]];
+    return o;
+}
+
+bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int *last_entry, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf__pvals *pv = sh->pv;
+    dx->n_pvw = 0;
+    if (!pv) return BF_OK;
+    bf_plan *p = dx->plan[0];
+    for (size_t v = 0; v < pv->n_values; v++) {
+        if (pv->from[v] < 0 || !dx->pfaults[pv->from[v]]) continue;
+        if (!dx->pv_view[v] && !(dx->pv_view[v] = bf__wview_create(pv->arena, pv->data[v], pv->bytes[v]))) continue;
+        /* its step reads the faulty parameter: not run, the view is the value */
+        dx->param_hit[pv->step[v]] = 0;
+        dx->pv_hit[v] = 1;
+        if (sh->last_use[v] > *last_entry) *last_entry = sh->last_use[v];
+    }
+    size_t es;
+    for (size_t k = 0; k < n_w; k++) {
+        int pq = sh->m->param_vals[w[k].param];
+        es = bf_dtype_size(p->vals[pq].dtype);
+        for (size_t v = 0; v < pv->n_values; v++) {
+            if (!dx->pv_hit[v] || pv->from[v] != (int)w[k].param) continue;
+            if (dx->n_pvw == dx->pvw_cap) {
+                size_t cap = dx->pvw_cap ? 2 * dx->pvw_cap : 16;
+                bf__pv_write *nw = bf__realloc(dx->pvw, cap * sizeof *nw);
+                if (!nw) return bf__dx_oom(err);
+                dx->pvw = nw;
+                dx->pvw_cap = cap;
+            }
+            /* the faulty element's bits, as the plan stores the parameter */
+            int64_t j = moved_index(pv, p, (int)v, w[k].index);
+            memcpy((char *)dx->pv_view[v] + (size_t)j * es, (const char *)p->vals[pq].data + (size_t)w[k].index * es, es);
+            dx->pvw[dx->n_pvw++] = (bf__pv_write){.value = (int)v, .at = (size_t)j * es, .size = es};
+        }
+    }
+    return BF_OK;
+}
+
+void bf__pv_batch(bf__dx *dx, bf_plan *p)
+{
+    const bf__pvals *pv = dx->sh->pv;
+    for (size_t v = 0; pv && v < pv->n_values; v++)
+        if (dx->pv_hit[v]) {
+            p->vals[v].data = dx->pv_view[v];
+            dx->state[v] = DIRTY;
+        }
+}
+
+void bf__pv_trial_end(bf__dx *dx)
+{
+    const bf__pvals *pv = dx->sh->pv;
+    if (!pv) return;
+    size_t pg = bf__warena_page();
+    /* the golden bits back, then the written pages given back to the
+     * arena's (a view's other pages stay mapped for the next trial) */
+    for (size_t k = 0; k < dx->n_pvw; k++) {
+        const bf__pv_write *x = &dx->pvw[k];
+        memcpy((char *)dx->pv_view[x->value] + x->at, (const char *)pv->data[x->value] + x->at, x->size);
+    }
+    for (size_t k = 0; k < dx->n_pvw; k++) {
+        const bf__pv_write *x = &dx->pvw[k];
+        size_t at = x->at / pg * pg, end = x->at + x->size;
+        bf__wview_drop((char *)dx->pv_view[x->value] + at, (end - at + pg - 1) / pg * pg);
+    }
+    dx->n_pvw = 0;
+    for (size_t v = 0; v < pv->n_values; v++) dx->pv_hit[v] = 0;
+}
+
+bf_status bf__pv_init(bf__dx *dx, bf_error *err)
+{
+    size_t n = dx->sh->m->n_values + 1;
+    dx->pv_view = bf__calloc(n, sizeof *dx->pv_view);
+    dx->pv_hit = bf__calloc(n, 1);
+    return dx->pv_view && dx->pv_hit ? BF_OK : bf__dx_oom(err);
+}
+
+void bf__pv_free(bf__dx *dx)
+{
+    const bf__pvals *pv = dx->sh->pv;
+    for (size_t v = 0; pv && dx->pv_view && v < pv->n_values; v++) bf__wview_free(dx->pv_view[v], pv->bytes[v]);
+    bf__free(dx->pv_view);
+    bf__free(dx->pv_hit);
+    bf__free(dx->pvw);
+}
