@@ -31,11 +31,15 @@ build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Every test in the release build and under ASan + UBSan; the threaded ones
-# (evaluator, campaigns, CLI, the daemon) under ThreadSanitizer too; left out
-# there: the daemon's crash-and-restart test (six minutes under TSan) and
-# test_mitigate (three minutes; its threads are the campaign runner's, which
-# test_campaign covers).
+# Every test in the release build; under ASan + UBSan every test that runs C of
+# ours (ASAN_SKIP below says which are left out and why); the threaded ones
+# (label `threads`: evaluator, campaigns, the CLI's threaded campaigns, the
+# daemon) under ThreadSanitizer too; left out there: the daemon's
+# crash-and-restart test (six minutes under TSan) and test_mitigate (three
+# minutes; its threads are the campaign runner's, which test_campaign covers).
+# Then a short libFuzzer run of each target. Where the time goes, and the
+# rules that keep it under the CI's 15 minutes: tests/README.md, "How long
+# make test takes".
 test: test-release test-asan test-tsan fuzz-smoke
 
 # the tests that skip (exit 77: not root for the Slurm cluster, no node for
