@@ -31,11 +31,16 @@ build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Every test in the release build and under ASan + UBSan; the threaded ones
-# (evaluator, campaigns, CLI, the daemon) under ThreadSanitizer too; left out
-# there: the daemon's crash-and-restart test (six minutes under TSan) and
-# test_mitigate (three minutes; its threads are the campaign runner's, which
-# test_campaign covers).
+# Every test in the release build; under ASan + UBSan every test that runs C of
+# ours (ASAN_SKIP below says which are left out and why); the threaded ones
+# (label `threads`: evaluator, campaigns, the CLI's threaded campaigns, the
+# daemon) under ThreadSanitizer too; left out there: the daemon's
+# crash-and-restart test (six minutes under TSan) and test_mitigate (three
+# minutes; its threads are the campaign runner's, which test_campaign covers).
+# Then a short libFuzzer run of each target. 2264 CPU-seconds in all, so about
+# 20 minutes on 2 idle cores (60 on the shared machine at load 5-12), down from
+# 25: not yet the CI's 15. Where the time goes, and the rules for what runs
+# under each sanitizer: tests/README.md, "How long make test takes".
 test: test-release test-asan test-tsan fuzz-smoke
 
 # the tests that skip (exit 77: not root for the Slurm cluster, no node for
@@ -67,7 +72,15 @@ test-slurm: slurm-deps build
 test-ui: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -R '^ui_'
 
-# The sanitizer suite leaves out four tests whose time goes to Python, Chromium or Slurm
+# The sanitizer suite leaves out the tests that run no C of ours: Python and node
+# over the sources and the contracts (core_layers, public_headers: the compiler
+# on the public headers, test_index, size_rules, openapi_contract,
+# openapi_check_catches, openapi_redocly_lint, ui_validate, ui_sse, and the DRS
+# study's TSV converter drs_criteo_tsv). They are given the source tree, never
+# a binary, so a sanitized build cannot change what they see; they run in
+# test-release (25 s of the sanitizer run's test time).
+ASAN_NO_C = core_layers|public_headers|test_index|size_rules|openapi_contract|openapi_check_catches|openapi_redocly_lint|ui_validate|ui_sse|drs_criteo_tsv
+# It also leaves out four tests whose time goes to Python, Chromium or Slurm
 # rather than to our C: training the DRS zoo in PyTorch, the page in a browser, the k8s
 # manifests' rendering and the Slurm scripts' cluster run. The C they reach is under ASan
 # through daemon_test_ui_routes, cli_test_shard, slurm_daemon and the cli_/daemon_ tests;
@@ -76,7 +89,7 @@ test-ui: build test-deps
 # suite runs once, twice more (once per CPU path) to compare their bits, which
 # a sanitizer build does not change.
 # ort_quant and ort_quant_avx2 run ONNX Runtime in node on the fixtures: no C of ours.
-ASAN_SKIP = ^(drs_zoo|ui_browser|k8s_manifests|slurm_cluster|simd_levels|ort_quant|ort_quant_avx2)$$
+ASAN_SKIP = ^(drs_zoo|ui_browser|k8s_manifests|slurm_cluster|simd_levels|ort_quant|ort_quant_avx2|$(ASAN_NO_C))$$
 
 test-asan: build-asan test-deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -84,25 +97,28 @@ test-asan: build-asan test-deps
 
 build-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS)
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded-tests
 
+# The tests labelled `threads` (tests/CMakeLists.txt says which and why), and
+# only the programs they run are built (target threaded-tests).
 test-tsan: build-tsan test-deps
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R 'test_eval|test_campaign|cli_|server_|daemon_test_flow|daemon_test_security'
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -L threads
 
 # libFuzzer targets (tests/fuzz, docs/FUZZING.md): clang with ASan + UBSan.
 build-fuzz: deps
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 
 # Each target for FUZZ_SECONDS (default 60): "TARGET: N executions, no crash".
 fuzz: build-fuzz
 	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # A short run of each, part of `make test` (the corpora are also replayed
-# by ctest in every build); skipped with a note where clang is missing.
+# by ctest in every build), JOBS targets at a time (one per core: each still
+# gets FUZZ_SMOKE_SECONDS); skipped with a note where clang is missing.
 fuzz-smoke: test-deps
 	@if command -v clang >/dev/null 2>&1; then \
-	  $(MAKE) build-fuzz && tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS); \
+	  $(MAKE) build-fuzz && FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS); \
 	else echo "fuzz-smoke: no clang (scripts/install-deps.sh --test installs it); skipped"; fi
 
 demo: build
