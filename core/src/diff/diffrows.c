@@ -278,7 +278,9 @@ static bf_status run_rows(bf__dx *dx, bf_plan *sp, int64_t b, const int64_t *sel
     bf__gemm_info g;
     const bf__step *s = &sp->steps[i];
     int done = 0;
-    if (bf__pvals_step(dx->sh->pv, i, sp)) {   /* computed once: pointed at (pv_point) */
+    int pointed = bf__pvals_step(dx->sh->pv, i, sp);   /* computed once: pointed at (pv_point) */
+    for (int j = 0; j < s->n_out && pointed; j++) pointed = s->node->out[j] < 0 || same_in_sub(dx, sp, s->node->out[j]);
+    if (pointed) {
         for (int j = 0; j < s->n_out; j++)
             if (s->node->out[j] >= 0) pv_point(dx, sp, s->node->out[j]);
         return BF_OK;
@@ -339,7 +341,9 @@ static bf_status check_steps(bf__dx *dx, int k, bf_error *err)
                 fine = batch_axis(full, sp, s->node->in[j]) >= 0 || same_in_sub(dx, sp, s->node->in[j]);
         for (int j = 0; j < s->n_out && fine; j++)
             fine = s->node->out[j] < 0 || ((batch_axis(full, sp, s->node->out[j]) >= 0 || same_in_sub(dx, sp, s->node->out[j])) &&
-                                           bf__dx_golden(sh, s->node->out[j], 0) != NULL);
+                                           (bf__gcache_has(sh->gc, s->node->out[j]) ||
+                                            (same_in_sub(dx, sp, s->node->out[j]) &&
+                                             bf__pvals_data(sh->pv, s->node->out[j]))));
         if (fine && bf__gemm_params(s, &g))   /* Gemm on rows: the sample on dim 0 of A and Y */
             fine = batch_axis(full, sp, s->node->in[0]) == 0 && batch_axis(full, sp, s->node->out[0]) == 0 &&
                    !g.trans_a && bf__gcache_has(sh->gc, s->node->in[0]);
@@ -676,8 +680,11 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
     memset(dx->sstate, UNLOADED, m->n_values);
     /* a parameter-only value this trial's fault moved: the worker's view,
      * changed, as bf__pv_batch gives it to a batch */
-    for (size_t v = 0; sh->pv && v < m->n_values; v++)
-        if (dx->pv_hit[v] && pv_point(dx, sp, (int)v)) dx->sstate[v] = DIRTY;
+    for (size_t v = 0; sh->pv && v < m->n_values; v++) {
+        if (!dx->pv_hit[v]) continue;
+        if (!same_in_sub(dx, sp, (int)v)) return BF_OK;   /* shaped by the batch: the batch runs whole */
+        if (pv_point(dx, sp, (int)v)) dx->sstate[v] = DIRTY;
+    }
 
     /* value faults, rows relative to the sub-plan */
     size_t nb = 0;
