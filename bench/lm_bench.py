@@ -18,16 +18,34 @@ What it measures, each peer in its own process, one at a time:
   re-runs blocks k..L-1, the final norm and the logits; a fault in an embedding row re-runs
   the sequences that read it from the first position that does (causal attention leaves
   earlier positions golden), and, tied, one logit column everywhere; a position row p re-runs
-  every sequence from position p on.
+  every sequence from position p on;
+* a campaign of uniform single-bit KV-cache faults (`"faults": {"target": "kv_cache"}`:
+  one bit of one cached K or V entry of one sequence, layer, kind, head, position, dim and
+  bit uniform, transient), the same --trials on the same --camp-seqs sequences:
+  `bitflip run --local --stats` (whole process, setup counted; its re-run share recorded)
+  against `torch-kv-campaign`, PyTorch's loop with the entry flipped in the k or v its
+  attention receives (tests/conformance/kv_campaign.py's hook), setup counted;
+* the structural bound of that campaign (kv_structural_bound): a fault in layer l,
+  position p of one sequence must re-run, for that sequence only, layer l's attention rows
+  p..T-1 (the faulted head's only: a K entry changes one score of each row, a V entry one
+  column of the weighted sum), its projection and MLP rows p..T-1, layers l+1.. for rows
+  p..T-1 and the logits rows p..T-1; the other sequences nothing;
+* `kv-check`: --kv-check-trials faults drawn as torch-kv-campaign draws them, run by
+  bitflip as a listed kv_cache campaign (k_cache.L / v_cache.L, index (position * heads +
+  head) * head_size + dim in the c_attn split); each record must name the same (layer,
+  kind, sample, head, position, dim, bit) and its old value, perplexity (1e-4 relative)
+  and token accuracy must be PyTorch's with that flip.
 
 The model is random (seeded), not trained: speed does not depend on the weights. Files go to
-bench/models/lm/ (gitignored; ~500 MB for the full shape). Sub-commands `torch-eval` and
-`torch-campaign` are the PyTorch peers, run by the harness in subprocesses.
+bench/models/lm/ (gitignored; ~500 MB for the full shape). Sub-commands `torch-eval`,
+`torch-campaign`, `torch-kv-campaign` and `kv-check` are the PyTorch peers and the KV check,
+run by the harness in subprocesses.
 """
 import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -38,6 +56,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "fixtures"))
 
 START = "<!-- lm_bench:start -->"
 END = "<!-- lm_bench:end -->"
+# bitflip run --stats: the share of the trials' work the differential engine re-ran
+RERAN = re.compile(r"the trials re-ran ([0-9.]+)% of the work")
 
 
 def shape_args(a):
@@ -97,7 +117,15 @@ def perplexity(model, ids, labels, batch):
             nll += F.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), lab.reshape(-1),
                                    ignore_index=-100, reduction="sum").item()
             n += int((lab != -100).sum())
-    return math.exp(nll / n)
+    return exp_or_inf(nll / n)
+
+
+def exp_or_inf(x):
+    """exp of a mean NLL; a fault can push it past float range (perplexity inf, not a crash)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return float("inf")
 
 
 def torch_eval(a):
@@ -159,6 +187,122 @@ def torch_campaign(a):
         iv[idx] = old
     loop = time.time() - t1
     print(json.dumps({"setup": setup, "loop": loop, "trials": a.trials, "seconds": setup + loop}))
+
+
+# ---------------------------------------------------------------- KV-cache faults
+
+def kv_conformance():
+    """tests/conformance/kv_campaign.py: its Fault (one bit of one cache entry, as the
+    attention receives it), run_torch (the hook in lm_models.attend) and compare."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "conformance"))
+    import kv_campaign
+    return kv_campaign
+
+
+def draw_kv_fault(rng, a, n_seqs):
+    """(layer, kind, sample, head, position, dim, bit), each uniform: every (layer, kind,
+    head, position, dim, bit) cell of one sequence's cache equally likely, as bitflip's
+    kv_cache target draws them."""
+    hd = a.width // a.heads
+    return (int(rng.integers(0, a.layers)), "kv"[int(rng.integers(0, 2))], int(rng.integers(0, n_seqs)),
+            int(rng.integers(0, a.heads)), int(rng.integers(0, a.seq_len)), int(rng.integers(0, hd)),
+            int(rng.integers(0, 32)))
+
+
+def torch_kv_campaign(a):
+    """PyTorch's loop for KV-cache faults: per trial one bit of one cached K or V entry of
+    one sequence flipped in the k or v the attention receives, then the eval pass over the
+    campaign sequences (nothing to restore: the hook's copy goes with the pass)."""
+    import numpy as np
+    import torch
+    kvc = kv_conformance()
+    torch.set_num_threads(a.threads)
+    t0 = time.time()
+    m = load_torch(a)
+    ids, labels = read_set(a, "camp")
+    setup = time.time() - t0
+    rng = np.random.default_rng(a.seed)
+    t1 = time.time()
+    ppl = []
+    for _ in range(a.torch_trials):
+        fault = kvc.Fault(*draw_kv_fault(rng, a, int(ids.shape[0])))
+        with torch.inference_mode():
+            logits = kvc.run_torch(m, [ids], fault)
+            ppl.append(exp_or_inf(torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).double(), labels.reshape(-1), ignore_index=-100).item()))
+    loop = time.time() - t1
+    print(json.dumps({"setup": setup, "loop": loop, "trials": a.torch_trials, "seconds": setup + loop}))
+
+
+def kv_check(a):
+    """Faults drawn as torch_kv_campaign draws them, run by bitflip as a listed kv_cache
+    campaign; each record checked against PyTorch with kv_campaign.compare (old value,
+    perplexity to 1e-4, token accuracy) and for naming the entry listed."""
+    import subprocess
+    import tempfile
+    import numpy as np
+    import torch
+    kvc = kv_conformance()
+    torch.set_num_threads(a.threads)
+    m = load_torch(a)
+    ids, labels = read_set(a, "camp")
+    rng = np.random.default_rng(a.seed + 1000)
+    hd = a.width // a.heads
+    drawn = [draw_kv_fault(rng, a, int(ids.shape[0])) for _ in range(a.kv_check_trials)]
+    # GPT-2's no-cache export: the site is c_attn's split, [N, T, heads*D] per sample
+    lst = [{"tensor": f"{kind}_cache.{layer}", "index": (pos * a.heads + head) * hd + dim, "bit": bit,
+            "sample": sample} for layer, kind, sample, head, pos, dim, bit in drawn]
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = {"model": os.path.join(a.dir, "gpt2.onnx"), "dataset": os.path.join(a.dir, "camp.safetensors"),
+                "seed": a.seed, "faults": {"target": "kv_cache"}, "sampling": {"list": lst},
+                "metrics": ["perplexity", "token_accuracy"]}
+        path, recs_path = os.path.join(tmp, "kv.json"), os.path.join(tmp, "kv.trials")
+        json.dump(spec, open(path, "w"))
+        p = subprocess.run([a.bitflip, "run", "--local", "--threads", "1", "--format", "json", "--trials-out",
+                            recs_path, path], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(json.dumps({"ok": False, "error": p.stderr.strip()[-500:]}))
+            return 1
+        recs = [json.loads(line) for line in open(recs_path)]
+    kvc.check(len(recs) == len(drawn), f"{len(recs)} records for {len(drawn)} listed faults")
+    for rec, want in zip(recs, drawn):
+        f = rec["faults"][0]
+        got = (f["layer"], f["kind"], f["sample"], f["head"], f["position"], f["dim"], f["bits"][0])
+        kvc.check(got == want, f"record names {got}, listed {want}")
+        kvc.compare("lm_bench", m, [ids], labels, rec)
+    print(json.dumps({"ok": not kvc.failures, "faults": len(drawn), "failures": kvc.failures[:5]}))
+    return 0 if not kvc.failures else 1
+
+
+def kv_structural_bound(a):
+    """The mean share of a full pass over the --camp-seqs sequences that a uniform KV-cache
+    fault must re-run, from the design (multiply-adds, as structural_bound counts them;
+    norms and softmax left out as there). A fault in layer l, position p, head h of one
+    sequence reaches query rows p..T-1 only (causal; the row that wrote the entry reads it
+    too), in that sequence only:
+      layer l: K entry: head h's score for key p in rows q >= p (D each), then the row's
+               softmax changed, so head h's weighted sum of rows q (q+1)*D each;
+               V entry: the one column dim of head h's weighted sum, rows q: q+1 each;
+               then c_proj (d^2) and the MLP (8 d^2) of rows p..T-1 (the q, k, v
+               projections stay golden: the fault is in their output);
+      layers l+1..L-1: rows p..T-1 whole (qkv 3d^2, attention (q+1)*2d, c_proj d^2,
+               MLP 8d^2; keys and values of positions < p stay golden);
+      logits rows p..T-1 (d*V each).
+    Averaged over uniform layer, kind and position (heads and dims weigh alike)."""
+    d, L, V, T, N = a.width, a.layers, a.vocab, a.seq_len, a.camp_seqs
+    D = d // a.heads
+    total = N * (L * (12 * d * d * T + T * (T + 1) * d) + T * d * V)
+    share = 0.0
+    for l in range(L):
+        for p in range(T):
+            rows = range(p, T)
+            k_attn = sum(D + (q + 1) * D for q in rows)
+            v_attn = sum(q + 1 for q in rows)
+            rest_l = len(rows) * 9 * d * d
+            later = (L - 1 - l) * sum(12 * d * d + (q + 1) * 2 * d for q in rows)
+            head = len(rows) * d * V
+            share += ((k_attn + v_attn) / 2 + rest_l + later + head) / total
+    return share / (L * T)
 
 
 # ---------------------------------------------------------------- the structural bound
@@ -248,6 +392,24 @@ def run(a):
                                  env, 7200, a.quiet_wait, "lm")
     rows["torch_campaign"] = dict(r, **(json.loads(r["out"]) if r["ok"] else {}))
     rows["bound"] = structural_bound(a, first_use_share(a))
+
+    kv_spec = dict(spec, faults={"target": "kv_cache"})
+    kv_path = os.path.join(a.dir, "camp_kv.json")
+    json.dump(kv_spec, open(kv_path, "w"))
+    r = benchlib.measure_process([a.bitflip, "run", "--local", kv_path, "--threads", "1", "--stats"], env, 7200,
+                                 a.quiet_wait, "lm")
+    rows["bitflip_kv_campaign"] = r
+    r = benchlib.measure_process([py, me, "torch-kv-campaign", "--torch-trials", str(a.torch_trials),
+                                  "--seed", str(a.seed)] + common, env, 7200, a.quiet_wait, "lm")
+    rows["torch_kv_campaign"] = dict(r, **(json.loads(r["out"]) if r["ok"] else {}))
+    rows["kv_bound"] = kv_structural_bound(a)
+    for name in ("bitflip_campaign", "bitflip_kv_campaign"):
+        m = RERAN.search(rows[name].get("err", ""))
+        rows[name]["reran"] = float(m.group(1)) / 100 if m else None
+    if a.kv_check_trials:
+        r = benchlib.measure_process([py, me, "kv-check", "--kv-check-trials", str(a.kv_check_trials), "--bitflip",
+                                      a.bitflip, "--seed", str(a.seed)] + common, env, 7200, 0, "lm")
+        rows["kv_check"] = dict(r, **(json.loads(r["out"].strip().splitlines()[-1]) if r.get("out", "").strip() else {}))
     text = render(a, rows)
     print(text)
     benchlib.save_results(os.path.join(BENCH_DIR, "out", "lm_bench.json"), vars(a), rows)
@@ -285,13 +447,49 @@ def render(a, rows):
                 f"for the same trials: {torch_total / bc['wall']:.2f}x. Structural bound: a trial must re-run "
                 f"{100 * rows['bound']:.1f}% of a pass on average, so the loop's time times that is "
                 f"{tc['setup'] + per_t * a.trials * rows['bound']:.1f} s."]
+    out += kv_lines(a, rows)
     out += ["", END]
     return "\n".join(out)
 
 
+def kv_lines(a, rows):
+    """The two campaigns side by side: bitflip's whole process against PyTorch's loop for the
+    same trials (its timed trials extrapolated, setup added once), the structural bound and
+    what bitflip's --stats says its trials re-ran."""
+    out = ["", f"| campaign, {a.trials} trials on {a.camp_seqs} x {a.seq_len} tokens | bitflip s (setup incl.) | "
+           "PyTorch loop s (setup incl.) | PyTorch / bitflip | structural bound | bitflip re-ran |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for label, b, t, bound in (("uniform single-bit weight faults", "bitflip_campaign", "torch_campaign", "bound"),
+                               ("uniform single-bit KV-cache faults", "bitflip_kv_campaign", "torch_kv_campaign",
+                                "kv_bound")):
+        bc, tc = rows.get(b, {}), rows.get(t, {})
+        if not (bc.get("wall") and tc.get("loop")):
+            continue
+        torch_total = tc["setup"] + tc["loop"] / tc["trials"] * a.trials
+        reran = f"{100 * bc['reran']:.2f}%" if bc.get("reran") is not None else "?"
+        out.append(f"| {label} | {bc['wall']:.1f} | {torch_total:.1f} | {torch_total / bc['wall']:.2f}x | "
+                   f"{100 * rows[bound]:.2f}% | {reran} |")
+    kc = rows.get("kv_check")
+    if kc:
+        out += ["", f"KV-cache faults against PyTorch (`lm_bench.py kv-check`): {kc.get('faults', '?')} faults drawn "
+                "as the PyTorch loop draws them, run by bitflip as a listed campaign: "
+                + ("every record named the entry listed and matched PyTorch's flip (old value, perplexity to "
+                   "1e-4, token accuracy)." if kc.get("ok") else f"**disagreed**: {kc.get('failures') or kc.get('error')}")]
+    out += ["", "PyTorch's loop: its timed trials' mean times the campaign's trials, plus its setup (loading the "
+            "model and the data). The KV bound: a fault at layer l, position p of one sequence re-runs that "
+            "sequence's rows p..T-1 from layer l's attention (the faulted head only) through the later layers "
+            "and the logits, the other sequences nothing (bench/lm_bench.py kv_structural_bound). The bounds count "
+            "multiply-adds; *bitflip re-ran* is its `--stats` share, the steps its trials ran weighted by their time "
+            "on the golden pass."]
+    return out
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", nargs="?", default="run", choices=["run", "make", "torch-eval", "torch-campaign"])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", nargs="?", default="run", choices=["run", "make", "torch-eval", "torch-campaign", "torch-kv-campaign", "kv-check"],
+                    help="run: the whole bench (default); make: write the model and data; torch-eval, "
+                         "torch-campaign (weight faults), torch-kv-campaign (KV-cache faults): the PyTorch peers; "
+                         "kv-check: listed KV-cache faults run by bitflip, each checked against PyTorch")
     ap.add_argument("--dir", default=os.path.join(BENCH_DIR, "models", "lm"))
     ap.add_argument("--bitflip", default=os.path.join(REPO, "build", "bitflip"))
     ap.add_argument("--vocab", type=int, default=50257)
@@ -301,8 +499,10 @@ def main():
     ap.add_argument("--seqs", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--camp-seqs", type=int, default=4)
-    ap.add_argument("--trials", type=int, default=200, help="bitflip campaign trials")
-    ap.add_argument("--torch-trials", type=int, default=10, help="PyTorch loop trials timed (per-trial time extrapolated)")
+    ap.add_argument("--trials", type=int, default=200, help="bitflip campaign trials (weight and KV-cache campaigns)")
+    ap.add_argument("--torch-trials", type=int, default=10, help="PyTorch loop trials timed, each campaign (per-trial time extrapolated)")
+    ap.add_argument("--kv-check-trials", type=int, default=8,
+                    help="KV-cache faults kv-check runs by bitflip and PyTorch and compares (0: no check)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
@@ -320,6 +520,10 @@ def main():
         return torch_eval(a)
     if a.command == "torch-campaign":
         return torch_campaign(a)
+    if a.command == "torch-kv-campaign":
+        return torch_kv_campaign(a)
+    if a.command == "kv-check":
+        return kv_check(a)
     return run(a)
 
 
