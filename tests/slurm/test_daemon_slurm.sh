@@ -10,6 +10,12 @@
 set -u
 BFD=$(realpath "$1") BF=$(realpath "$2") FIX=$(realpath "$3")
 here=$(cd "$(dirname "$0")" && pwd)
+# lib.sh first: it makes a $tmp of its own and sets an EXIT trap that only
+# kills the daemon; sourced after ours, it replaced our trap and our $tmp,
+# so the cluster was never stopped and its daemons and directory outlived
+# every run (found as leftover munged/slurmctld/slurmd after CI runs)
+. "$here/../integration/lib.sh"
+rmdir "$tmp"
 tmp=$(mktemp -d /tmp/bitflipd-slurm.XXXXXX)
 cluster=$tmp/cluster
 PID=
@@ -21,7 +27,6 @@ cleanup() {
   exit $rc
 }
 trap cleanup EXIT
-. "$here/../integration/lib.sh"
 
 "$here/cluster.sh" start "$cluster"
 rc=$?
