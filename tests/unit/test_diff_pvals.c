@@ -93,15 +93,8 @@ static void same_records(const fixture *f, const bf_campaign_spec *s, size_t min
 
 static bf_campaign_spec lm_spec(int64_t batch)
 {
-    bf_campaign_spec s = {0};
-    s.target = BF_TARGET_WEIGHTS;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
+    bf_campaign_spec s = tc_base_spec(batch);
     s.metrics = 1u << BF_METRIC_PERPLEXITY | 1u << BF_METRIC_TOKEN_ACCURACY;
-    s.batch = batch;
     return s;
 }
 
