@@ -680,10 +680,10 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
     memset(dx->sstate, UNLOADED, m->n_values);
     /* a parameter-only value this trial's fault moved: the worker's view,
      * changed, as bf__pv_batch gives it to a batch */
-    for (size_t v = 0; sh->pv && v < m->n_values; v++) {
-        if (!dx->pv_hit[v]) continue;
-        if (!same_in_sub(dx, sp, (int)v)) return BF_OK;   /* shaped by the batch: the batch runs whole */
-        if (pv_point(dx, sp, (int)v)) dx->sstate[v] = DIRTY;
+    for (size_t x = 0; x < dx->n_pvw; x++) {   /* the values written (bf__pv_trial_begin), not every value */
+        int v = dx->pvw[x].value;
+        if (!same_in_sub(dx, sp, v)) return BF_OK;   /* shaped by the batch: the batch runs whole */
+        if (pv_point(dx, sp, v)) dx->sstate[v] = DIRTY;
     }
 
     /* value faults, rows relative to the sub-plan */
