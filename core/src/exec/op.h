@@ -39,6 +39,15 @@ typedef struct bf__prep {
     bf_tensor *out[BF__MAX_IO];     /* prepare sets dtype, ndim, dims */
     alignas(16) unsigned char params[BF__OP_PARAMS_MAX];
     size_t scratch;                  /* bytes of scratch run needs */
+    /* Shapes that are data (a detector's NonMaxSuppression keeps a different
+     * number of boxes per image). at_run 0: prepare is called when the plan is
+     * built, and an op whose output shape needs the data of an input that is
+     * not known then (in[i]->data NULL) sets data_dependent = 1 and returns
+     * BF_OK without setting its outputs: the plan builder then makes it, and
+     * every step that reads what it computes, a step prepared again on every
+     * run (at_run 1), when every input's data is there. */
+    int at_run;
+    int data_dependent;
 } bf__prep;
 
 /* Where a row lookup (Gather on axis 0, EmbeddingBag) reads the rows of
