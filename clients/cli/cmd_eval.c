@@ -37,7 +37,8 @@ static const char help[] =
     "                     name 'bitflip info' shows); repeatable\n"
     "  --random-flips N   N single-bit faults drawn uniformly over all parameter bits\n"
     "  --seed S           seed for --random-flips (default 1)\n"
-    "  --outputs FILE     write the golden outputs (.json: JSON rows; otherwise CSV)\n"
+    "  --outputs FILE     write the golden outputs (.json: JSON rows; otherwise CSV); a graph that takes\n"
+    "                     one image per call (a detector): every output per image, by name\n"
     "  --json             machine-readable output\n"
     CLI_PROGRESS_HELP
     CLI_LIMITS_HELP
@@ -80,6 +81,42 @@ static bf_bitflip random_flip(const bf_model *m, uint64_t *state)
     return (bf_bitflip){.param = p, .index = (int64_t)e, .bit = (int)(splitmix64(state) % (uint64_t)bits)};
 }
 
+static void put_num(FILE *f, int json, const char *sep, float v)
+{
+    if (json && !isfinite(v)) fprintf(f, "%s\"%s\"", sep, isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+    else fprintf(f, "%s%.9g", sep, v);
+}
+
+/* A one-sample graph's outputs, whose sizes may be data (a detector's K
+ * boxes per image). JSON: a list with an object per sample, each output by
+ * name as a list of rows (a flat list when rows are single numbers), the
+ * conformance format's `golden` (tests/fixtures/README.md). CSV: a line per
+ * row, `sample,output,row,values...`. */
+static void write_ragged(FILE *f, int json, const bf_eval_result *r)
+{
+    if (json) fputs("[\n", f);
+    else fputs("sample,output,row,values\n", f);
+    for (int64_t i = 0; i < r->samples; i++) {
+        if (json) fputs("  {", f);
+        for (size_t k = 0; k < r->n_ragged; k++) {
+            const bf_ragged_output *o = &r->ragged[k];
+            int64_t w = o->row_elems, a = o->offsets[i], rows = (o->offsets[i + 1] - a) / w;
+            if (json) fprintf(f, "%s\"%s\": [", k ? ", " : "", o->name);
+            for (int64_t q = 0; q < rows; q++) {
+                const float *row = o->data + a + q * w;
+                if (json) fputs(q ? (w > 1 ? ", [" : ", ") : (w > 1 ? "[" : ""), f);
+                else fprintf(f, "%lld,%s,%lld", (long long)i, o->name, (long long)q);
+                for (int64_t j = 0; j < w; j++) put_num(f, json, json ? (j ? ", " : "") : ",", row[j]);
+                if (json) fputs(w > 1 ? "]" : "", f);
+                else fputc('\n', f);
+            }
+            if (json) fputc(']', f);
+        }
+        if (json) fprintf(f, "}%s\n", i + 1 < r->samples ? "," : "");
+    }
+    if (json) fputs("]\n", f);
+}
+
 static int write_outputs(const char *path, const bf_eval_result *r)
 {
     /* made in memory (the outputs are there already), then published whole */
@@ -88,19 +125,16 @@ static int write_outputs(const char *path, const bf_eval_result *r)
     FILE *f = open_memstream(&buf, &len);
     if (!f) { fprintf(stderr, "bitflip eval: out of memory writing %s\n", path); return EXIT_INFRA; }
     int json = strlen(path) > 5 && !strcmp(path + strlen(path) - 5, ".json");
-    if (json) fputs("[\n", f);
-    for (int64_t i = 0; i < r->samples; i++) {
+    if (r->n_ragged) write_ragged(f, json, r);
+    if (json && !r->n_ragged) fputs("[\n", f);
+    for (int64_t i = 0; i < r->samples && !r->n_ragged; i++) {
         const float *row = r->outputs + i * r->out_cols;
         if (json) fputs(r->out_cols > 1 ? "  [" : "  ", f);
-        for (int64_t j = 0; j < r->out_cols; j++) {
-            float v = row[j];
-            if (json && !isfinite(v)) fprintf(f, "%s\"%s\"", j ? ", " : "", isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
-            else fprintf(f, json ? "%s%.9g" : "%s%.9g", j ? (json ? ", " : ",") : "", v);
-        }
+        for (int64_t j = 0; j < r->out_cols; j++) put_num(f, json, j ? (json ? ", " : ",") : "", row[j]);
         if (json) fprintf(f, "%s%s\n", r->out_cols > 1 ? "]" : "", i + 1 < r->samples ? "," : "");
         else fputc('\n', f);
     }
-    if (json) fputs("]\n", f);
+    if (json && !r->n_ragged) fputs("]\n", f);
     if (fclose(f) != 0) {
         free(buf);
         fprintf(stderr, "bitflip eval: out of memory writing %s\n", path);
@@ -340,7 +374,7 @@ int cmd_eval(int argc, char **argv)
     }
     golden.seconds = best;
     bf_task task = golden.task;
-    golden_out = malloc((size_t)(golden.samples * golden.out_cols) * sizeof(float));
+    golden_out = malloc((size_t)(golden.samples * golden.out_cols + 1) * sizeof(float));
     if (!golden_out) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
     memcpy(golden_out, golden.outputs, (size_t)(golden.samples * golden.out_cols) * sizeof(float));
     if (o.outputs_path && (rc = write_outputs(o.outputs_path, &golden)) != EXIT_OK) goto out;

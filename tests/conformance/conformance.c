@@ -98,6 +98,54 @@ static cmp compare(const float *ours, int64_t cols, const json_t *ref, int64_t r
     return c;
 }
 
+/* A one-image graph's outputs (a detector's boxes, labels and scores: K
+ * rows per image, K data): for each of the first n samples, an object of
+ * the reference list keyed by output name, each a list of rows compared as
+ * compare() does, after the row counts, which must be equal. *rows_bad gets
+ * the first sample whose row count differs, or -1. */
+static cmp compare_ragged(const bf_eval_result *r, const json_t *ref, int64_t n, int64_t *rows_bad, const char **out_bad)
+{
+    cmp all = {.first_bad = -1};
+    *rows_bad = -1;
+    *out_bad = NULL;
+    if (!json_is_array(ref) || (int64_t)json_array_size(ref) < n) { all.format_error = 1; return all; }
+    for (int64_t i = 0; i < n; i++) {
+        const json_t *obj = json_array_get(ref, (size_t)i);
+        if (!json_is_object(obj)) { all.format_error = 1; return all; }
+        for (size_t k = 0; k < r->n_ragged; k++) {
+            const bf_ragged_output *o = &r->ragged[k];
+            const json_t *want = json_object_get(obj, o->name);
+            int64_t a = o->offsets[i], rows = (o->offsets[i + 1] - a) / o->row_elems;
+            if (!json_is_array(want)) { all.format_error = 1; return all; }
+            if ((int64_t)json_array_size(want) != rows) {
+                if (*rows_bad < 0) { *rows_bad = i; *out_bad = o->name; }
+                all.bad++;
+                continue;
+            }
+            cmp c = compare(o->data + a, o->row_elems, want, rows);
+            if (c.format_error) { all.format_error = 1; return all; }
+            if (c.worst > all.worst) all.worst = c.worst;
+            if (c.bad && all.first_bad < 0) {
+                all.first_bad = i;
+                all.first_got = c.first_got;
+                all.first_want = c.first_want;
+                *out_bad = o->name;
+            }
+            all.bad += c.bad;
+        }
+    }
+    return all;
+}
+
+static void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
+{
+    if (c->format_error) { printf("reference malformed"); return; }
+    if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
+    if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
+    else printf("MISMATCH: %lld values, first in sample %lld '%s': got %.9g, want %.9g", (long long)c->bad,
+                (long long)c->first_bad, out_bad, c->first_got, c->first_want);
+}
+
 static void print_cmp(const cmp *c, int64_t cols)
 {
     if (c->format_error) { printf("reference malformed"); return; }
@@ -313,9 +361,18 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     int64_t n_ref = json_integer_value(json_object_get(ref, "n_ref_samples"));
     if (n_ref <= 0 || n_ref > n) n_ref = n;
     int64_t n_golden = lm ? n_ref : n;
-    cmp c = compare(golden, cols, json_object_get(ref, "golden"), n_golden);
-    printf("  golden outputs   %lld samples x %lld: ", (long long)n_golden, (long long)cols);
-    print_cmp(&c, cols);
+    cmp c;
+    int64_t rows_bad;
+    const char *out_bad;
+    if (r.n_ragged) {   /* one image per call: every output, per image */
+        c = compare_ragged(&r, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad);
+        printf("  golden outputs   %lld samples, %zu outputs each: ", (long long)n_golden, r.n_ragged);
+        print_cmp_ragged(&c, rows_bad, out_bad);
+    } else {
+        c = compare(golden, cols, json_object_get(ref, "golden"), n_golden);
+        printf("  golden outputs   %lld samples x %lld: ", (long long)n_golden, (long long)cols);
+        print_cmp(&c, cols);
+    }
     printf("\n");
     failures += c.bad > 0 || c.format_error;
 
@@ -383,9 +440,14 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
             continue;
         }
         if (bf_evaluator_run(ev, &flip, 1, &r, &err) != BF_OK) { printf("MISMATCH: run failed: %s\n", err.msg); failures++; continue; }
-        c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref);
+        if (r.n_ragged) {
+            c = compare_ragged(&r, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad);
+            print_cmp_ragged(&c, rows_bad, out_bad);
+        } else {
+            c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref);
+            print_cmp(&c, cols);
+        }
         if (!dump_floats(dump, r.outputs, n * cols)) { printf("cannot write --dump\n"); failures++; }
-        print_cmp(&c, cols);
         printf("\n");
         failures += c.bad > 0 || c.format_error;
         if (lm) failures += check_lm_metrics(&r, f, "perplexity", "token_accuracy", "       ");

@@ -302,6 +302,8 @@ typedef struct bf_campaign_result {
     /* how it ran (not part of the result proper: shards and modes agree on
      * everything above) */
     int exact;                /* every trial a full pass */
+    const char *exact_reason; /* why, when the run did not ask for it (a graph the differential
+                               * engine cannot run in part), else NULL; static text */
     double setup_seconds;     /* of `seconds`: workers' plans and golden checks, the cache */
     /* Where the setup went, in seconds. Creating the campaign (before
      * `seconds`): the golden evaluators' plans built, the golden pass (with

@@ -70,6 +70,20 @@ typedef struct bf_eval_opts {
 bf_status bf_eval_estimate(const bf_model *model, const bf_dataset *ds, const bf_eval_opts *opts,
                            bf_job_budget *out, bf_error *err);
 
+/* A graph output of a one-sample graph (its inputs have no batch dim; the
+ * eval set's tensors have one more dim than they), whose size may be data:
+ * a detector's boxes [K, 4], labels [K] and scores [K], K per image. Every
+ * sample's elements as float (int64 class ids and bools exactly), in eval
+ * order: sample i owns data[offsets[i] .. offsets[i + 1] - 1], rows of
+ * row_elems elements (the product of the value's dims past dim 0; 1 for a
+ * scalar or a 1-D value). */
+typedef struct bf_ragged_output {
+    const char *name;
+    int64_t row_elems;
+    const int64_t *offsets;  /* samples + 1 */
+    const float *data;
+} bf_ragged_output;
+
 typedef struct bf_eval_result {
     bf_task task;
     int64_t samples;
@@ -86,6 +100,12 @@ typedef struct bf_eval_result {
      * the correct one; NaN otherwise */
     double choice_accuracy;
     double seconds;          /* wall time of the pass */
+    /* One-sample graphs: every graph output, per sample (bf_ragged_output),
+     * owned by the evaluator; outputs/out_cols then hold output 0 only when
+     * its size is the same for every sample (else NULL, 0). n_ragged 0,
+     * ragged NULL for batched graphs. */
+    size_t n_ragged;
+    const bf_ragged_output *ragged;
 } bf_eval_result;
 
 typedef struct bf_evaluator bf_evaluator;
@@ -97,6 +117,9 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds,
 void bf_evaluator_free(bf_evaluator *ev);
 
 bf_task bf_evaluator_task(const bf_evaluator *ev);
+/* 1: the graph takes one sample per call (its inputs have no batch dim),
+ * so the eval set runs a sample at a time and results carry `ragged`. */
+int bf_evaluator_unbatched(const bf_evaluator *ev);
 /* The batch size in use (results are bit-identical across runs and thread
  * counts for the same batch size; see plan.h). */
 int64_t bf_evaluator_batch(const bf_evaluator *ev);

@@ -112,6 +112,11 @@ typedef struct bf_plan_opts {
     size_t n_dims;
     const char *const *dim_names;
     const int64_t *dim_sizes;
+    /* 1: the graph takes one sample per call, with no batch dimension (a
+     * torchvision detector's `images` [3, H, W]); batch must be 1. Every
+     * value computed at run time is then the sample's, whatever its dim 0:
+     * a value fault's index counts within the whole value. */
+    int unbatched;
 } bf_plan_opts;
 
 /* bf_plan_estimate for the plan bf_plan_create_opts would build with `opts`

@@ -358,9 +358,14 @@ static void list_sites(const vcand *v, size_t n, int ops, char *buf, size_t len)
     names_end(&nl);
 }
 
-/* Plans for batches 1 and 2 (or the model's fixed batch, and b NULL). */
-bf_status bf__campaign_probe_plans(const bf_model *m, bf_plan **a, bf_plan **b, bf_error *err)
+/* Plans for batches 1 and 2 (or the model's fixed batch, and b NULL; a
+ * one-sample graph's one plan, whose values are wholly the sample's). */
+bf_status bf__campaign_probe_plans(const bf_model *m, const bf_dataset *ds, bf_plan **a, bf_plan **b, bf_error *err)
 {
+    if (bf__eval_set_unbatched(m, ds)) {
+        bf_plan_opts po = {.unbatched = 1};
+        return bf_plan_create_opts(m, 1, &po, a, err);
+    }
     int64_t fixed = 0;
     for (size_t i = 0; i < m->n_inputs; i++)
         if (m->inputs[i].ndim > 0 && m->inputs[i].dims[0] > 0) fixed = m->inputs[i].dims[0];
@@ -460,7 +465,7 @@ static bf_status resolve_value_sites(bf_campaign *c, const bf_campaign_spec *spe
     unsigned char *sel = NULL;
     bf_plan *a = NULL, *b = NULL;
     bf_status st;
-    if ((st = bf__campaign_probe_plans(c->model, &a, &b, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_probe_plans(c->model, c->ds, &a, &b, err)) != BF_OK) goto out;
     if ((st = value_candidates(c, a, b, &v, &n, err)) != BF_OK) goto out;
     sel = bf__calloc(n + 1, 1);
     if (!sel) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }

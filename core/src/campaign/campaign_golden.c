@@ -301,8 +301,13 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     if ((st = golden_evaluator(c, &ev, err)) != BF_OK) goto out;
     c->batch = bf_evaluator_batch(ev);   /* fixed now: every worker uses it */
     c->setup.plans = now_s() - t0;
+    /* The differential engine's steps slice values by the batch on dim 0;
+     * a one-sample graph has none (its value [K, 4] is K boxes of one image) */
+    if (bf_evaluator_unbatched(ev))
+        c->golden.exact_reason = "the graph takes one sample per call (its inputs have no batch dimension): every trial "
+                                 "runs in full";
     bf_eval_result r;
-    if (prep && prep->differential) {
+    if (prep && prep->differential && !c->golden.exact_reason) {
         if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
     } else {
         double t1 = now_s(), cpu = cpu_s();
@@ -393,13 +398,17 @@ bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err)
     int64_t n_rest = c->golden.samples % c->batch;
     mx = bf__calloc(c->surface.n_sites + 1, sizeof *mx);
     if (!mx) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
-    if ((st = bf_plan_create(m, c->batch, &full, err)) != BF_OK) goto out;
-    if (n_rest && (st = bf_plan_create(m, n_rest, &rest, err)) != BF_OK) goto out;
+    int one = bf__eval_set_unbatched(m, c->ds);
+    bf_plan_opts po = {.unbatched = one};
+    if ((st = bf_plan_create_opts(m, c->batch, &po, &full, err)) != BF_OK) goto out;
+    if (n_rest && (st = bf_plan_create_opts(m, n_rest, &po, &rest, err)) != BF_OK) goto out;
     for (int64_t start = 0; start < c->golden.samples; start += c->batch) {
         bf_plan *p = c->golden.samples - start < c->batch ? rest : full;
         for (size_t i = 0; i < m->n_inputs; i++) {
             const bf_tensor *src = bf_dataset_find(c->ds, m->inputs[i].name);
-            if ((st = bf_dataset_copy_rows(src, start, bf_plan_batch(p), bf_plan_input(p, i), err)) != BF_OK) goto out;
+            st = one ? bf__eval_feed_sample(src, start, bf_plan_input(p, i), err)
+                     : bf_dataset_copy_rows(src, start, bf_plan_batch(p), bf_plan_input(p, i), err);
+            if (st != BF_OK) goto out;
         }
         if ((st = bf_plan_run(p, err)) != BF_OK) goto out;
         for (size_t s = 0; s < c->surface.n_sites; s++) {

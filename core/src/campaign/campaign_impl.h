@@ -82,7 +82,7 @@ int64_t bf__lm_changed(const bf_campaign *c, const float *row, int64_t s, int si
 /* campaign.c: plans for batches 1 and 2 (or the model's fixed batch, and b
  * NULL), and whether value v is a fault site in them: its elements per
  * sample in *row, else an error saying why. */
-bf_status bf__campaign_probe_plans(const bf_model *m, bf_plan **a, bf_plan **b, bf_error *err);
+bf_status bf__campaign_probe_plans(const bf_model *m, const bf_dataset *ds, bf_plan **a, bf_plan **b, bf_error *err);
 bf_status bf__campaign_probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err);
 
 /* kv_sites.c: target kv_cache's sites (bf_campaign_spec.kv over the

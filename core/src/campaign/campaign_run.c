@@ -683,6 +683,12 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
 {
     static const bf_campaign_opts none = {0};
     const bf_campaign_opts *o = opts ? opts : &none;
+    bf_campaign_opts forced;
+    if (c->golden.exact_reason && !o->exact) {   /* the exact engine, whatever was asked: the result says why */
+        forced = *o;
+        forced.exact = 1;
+        o = &forced;
+    }
     runner rn = {.c = c, .opts = o};
     bf_campaign_result acc = {0};
     bf_status st;
@@ -737,6 +743,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     }
     drop_golden_evaluators(c);
     acc.exact = o->exact != 0;
+    acc.exact_reason = c->golden.exact_reason;
     rn.golden_finite = 1;
     for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++) rn.golden_finite &= isfinite(c->golden.out[i]) != 0;
     if (!o->exact && (st = setup_differential(&rn, threads, budget, &acc, err)) != BF_OK) goto out;

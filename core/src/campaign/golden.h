@@ -29,6 +29,9 @@ typedef struct bf__golden {
     int n_gev;
     struct bf__dx_shared *gdx;
     int64_t gdx_budget;
+    /* why every trial runs in full whatever the run asks (a graph the
+     * differential engine cannot re-run in part), or NULL */
+    const char *exact_reason;
 } bf__golden;
 
 #endif

@@ -222,7 +222,7 @@ bf_status bf__campaign_kv_sites(bf_campaign *c, const bf_campaign_spec *spec, bf
     c->surface.kv_n_positions = f->n_positions;
     qsort(c->surface.kv_lists, f->n_heads, sizeof *c->surface.kv_lists, cmp_i64);
     qsort(c->surface.kv_lists + f->n_heads, f->n_positions, sizeof *c->surface.kv_lists, cmp_i64);
-    if ((st = bf__campaign_probe_plans(c->model, &a, &b, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_probe_plans(c->model, c->ds, &a, &b, err)) != BF_OK) goto out;
     for (size_t i = 0, s = 0; i < n; i++)
         if (on[i] && (st = one_site(c, spec, a, b, &ns[i], s++, err)) != BF_OK) goto out;
     c->surface.elements = c->surface.prefix[count];

@@ -12,6 +12,7 @@
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
 #include "bitflip/plan.h"
+#include "exec/eval_ragged.h"
 #include "exec/step_access.h"
 #include "exec/plan_impl.h"
 
@@ -51,6 +52,13 @@ struct bf_evaluator {
     int64_t *mc_item, *mc_answer, *mc_best;   /* multiple choice (NULL: none) */
     int64_t *order;           /* AUC scratch */
     float *outputs;
+    /* one-sample graphs (inputs without the batch dim): batch 1, and every
+     * graph output kept per sample (eval_ragged.h); rag_base, if set
+     * (bf__evaluator_ragged_base), is what bf_evaluator_run_sample takes the
+     * other samples' outputs from */
+    int unbatched;
+    bf__ragged rag;
+    const bf_ragged_output *rag_base;
     bf_value_fault *vf;       /* value faults, by eval-set sample */
     size_t n_vf, vf_cap;
     float *vf_old, *vf_new;   /* what each saw in the last run */
@@ -108,6 +116,7 @@ void bf_evaluator_free(bf_evaluator *ev)
     bf__free(ev->mc_best);
     bf__free(ev->order);
     bf__free(ev->outputs);
+    bf__ragged_free(&ev->rag);
     bf__free(ev);
 }
 
@@ -131,8 +140,14 @@ static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
             return bf_error_set(err, BF_ENOTFOUND, "the eval set has no tensor named '%s' for graph input '%s' (it has %s)",
                                 vi->name, vi->name, names);
         }
-        int ok = t->ndim == vi->ndim;
+        /* a one-sample graph ([3, H, W] against an eval set's [N, 3, H, W])
+         * when every input is one dim short and fits the sample's shape */
+        int one = t->ndim == vi->ndim + 1 && (i == 0 || ev->unbatched);
+        for (int d = 0; one && d < vi->ndim; d++) one = vi->dims[d] < 0 || vi->dims[d] == t->dims[d + 1];
+        int ok = t->ndim == vi->ndim && !(i > 0 && ev->unbatched);
         for (int d = 1; ok && d < vi->ndim; d++) ok = vi->dims[d] < 0 || vi->dims[d] == t->dims[d];
+        if (one) ok = 1;
+        if (i == 0) ev->unbatched = one;
         if (!ok) {
             /* the declared shape, with symbolic dims by name: [batch, 1, 8, 8] */
             size_t off = (size_t)snprintf(b, sizeof b, "[");
@@ -141,8 +156,10 @@ static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
                                         : (size_t)snprintf(b + off, sizeof b - off, "%s%s", d ? ", " : "",
                                                            vi->dim_names[d] ? vi->dim_names[d] : "?");
             if (off < sizeof b) snprintf(b + off, sizeof b - off, "]");
-            return bf_error_set(err, BF_ESHAPE, "eval tensor '%s' has shape %s; graph input '%s' wants %s (dim 0 is the sample)",
-                                vi->name, bf_shape_str(t->dims, t->ndim, a, sizeof a), vi->name, b);
+            return bf_error_set(err, BF_ESHAPE, "eval tensor '%s' has shape %s; graph input '%s' wants %s (dim 0 is the sample%s)",
+                                vi->name, bf_shape_str(t->dims, t->ndim, a, sizeof a), vi->name, b,
+                                ev->unbatched ? ", and the first input takes one sample per call, so this one must too"
+                                              : "; or one dim more than the graph input, for a graph that takes one sample");
         }
         if ((vi->dtype == BF_I64 || vi->dtype == BF_I32) && (t->dtype == BF_F32 || t->dtype == BF_F16 || t->dtype == BF_BF16))
             return bf_error_set(err, BF_EFORMAT, "eval tensor '%s' is %s but graph input '%s' takes integer indices (%s)",
@@ -297,6 +314,17 @@ static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
     return BF_OK;
 }
 
+/* A one-sample graph's outputs: kept per sample; output 0 also as the
+ * evaluator's outputs (out_cols a sample) when its size is not data, so
+ * the tasks and campaigns that read those work on such graphs too. */
+static bf_status bind_unbatched(bf_evaluator *ev, const bf_tensor *o, bf_error *err)
+{
+    bf_status st = bf__ragged_init(&ev->rag, ev->model, ev->samples, err);
+    if (st != BF_OK) return st;
+    ev->out_cols = o->dtype == BF_F32 && bf__plan_output_static(ev->plans[0], 0) ? bf_tensor_numel(o) : 0;
+    return BF_OK;
+}
+
 bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const bf_eval_opts *opts,
                               bf_evaluator **out, bf_error *err)
 {
@@ -319,9 +347,11 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     if (!ev->feeds) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     if ((st = bind_inputs(ev, err)) != BF_OK) goto out;
 
-    /* A model with a fixed batch dimension runs with that batch. */
-    for (size_t i = 0; i < model->n_inputs; i++)
+    /* A model with a fixed batch dimension runs with that batch; one that
+     * takes a sample per call, one at a time. */
+    for (size_t i = 0; i < model->n_inputs && !ev->unbatched; i++)
         if (model->inputs[i].ndim > 0 && model->inputs[i].dims[0] > 0) ev->batch = model->inputs[i].dims[0];
+    if (ev->unbatched) ev->batch = 1;
     if (auto_batch && ev->threads > 1 && ev->samples < ev->batch * ev->threads)
         ev->batch = (ev->samples + ev->threads - 1) / ev->threads;
     if (ev->batch > ev->samples) ev->batch = ev->samples;
@@ -330,7 +360,7 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     int64_t rest = ev->samples % ev->batch;
 
     ev->fuse = opts && opts->fuse_activations;
-    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse};
+    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse, .unbatched = ev->unbatched};
     ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
     if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     for (int t = 0; t < ev->threads; t++) {
@@ -338,7 +368,7 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
         ev->n_plans++;
     }
     if (rest) {
-        for (size_t i = 0; i < model->n_inputs; i++)
+        for (size_t i = 0; i < model->n_inputs && !ev->unbatched; i++)
             if (model->inputs[i].ndim > 0 && model->inputs[i].dims[0] > 0) {
                 st = bf_error_set(err, BF_ESHAPE, "graph input '%s' has a fixed batch of %lld, which does not divide the %lld eval samples",
                                   model->inputs[i].name, (long long)model->inputs[i].dims[0], (long long)ev->samples);
@@ -349,19 +379,21 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     }
 
     const bf_tensor *o = bf_plan_output(ev->plans[0], 0);
-    if (o->dtype != BF_F32) {
+    if (ev->unbatched) {
+        if ((st = bind_unbatched(ev, o, err)) != BF_OK) goto out;
+    } else if (o->dtype != BF_F32) {
         st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' is %s; evaluation reads float32 outputs",
                           model->outputs[0].name, bf_dtype_name(o->dtype));
         goto out;
     }
-    if (o->ndim < 1 || o->dims[0] != ev->batch) {
+    if (!ev->unbatched && (o->ndim < 1 || o->dims[0] != ev->batch)) {
         char s[96];
         st = bf_error_set(err, BF_ESHAPE, "output '%s' has shape %s for a batch of %lld; evaluation needs the sample on dim 0",
                           model->outputs[0].name, bf_shape_str(o->dims, o->ndim, s, sizeof s), (long long)ev->batch);
         goto out;
     }
-    ev->out_cols = bf_tensor_numel(o) / ev->batch;
-    ev->outputs = bf__malloc((size_t)(ev->samples * ev->out_cols) * sizeof(float));
+    if (!ev->unbatched) ev->out_cols = bf_tensor_numel(o) / ev->batch;
+    ev->outputs = bf__malloc((size_t)(ev->samples * ev->out_cols + 1) * sizeof(float));
     if (!ev->outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for outputs"); goto out; }
     if ((st = bind_labels(ev, err)) != BF_OK) goto out;
     if ((st = start_pool(ev, err)) != BF_OK) goto out;
@@ -373,6 +405,7 @@ out:
 }
 
 bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
+int bf_evaluator_unbatched(const bf_evaluator *ev) { return ev->unbatched; }
 int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
 
 size_t bf_evaluator_num_fused(const bf_evaluator *ev)
@@ -404,13 +437,44 @@ static bf_status batch_value_faults(bf_evaluator *ev, worker *w, bf_plan *plan, 
     return bf_plan_set_value_faults(plan, w->vf, m, err);
 }
 
+/* Sample `s` of an eval tensor into a one-sample graph's input, which has
+ * its shape without dim 0 (bind_inputs checked). */
+bf_status bf__eval_feed_sample(const bf_tensor *src, int64_t s, bf_tensor *dst, bf_error *err)
+{
+    int64_t row = bf_tensor_numel(dst);
+    const char *from = (const char *)src->data + (size_t)(s * row) * bf_dtype_size(src->dtype);
+    bf_status st = bf_convert(dst->data, dst->dtype, from, src->dtype, (size_t)row, err);
+    if (st && err) bf_error_prefix(err, "tensor '%s'", src->name ? src->name : "(unnamed)");
+    return st;
+}
+
+int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
+{
+    if (m->n_inputs == 0) return 0;
+    const bf_tensor *t = bf_dataset_find(ds, m->inputs[0].name);
+    return t && t->ndim == m->inputs[0].ndim + 1;
+}
+
+/* A one-sample graph's run: every output into the sample's slots, and
+ * output 0 into the outputs when its size is not data. */
+static bf_status keep_sample(bf_evaluator *ev, bf_plan *plan, int64_t s, bf_error *err)
+{
+    for (size_t k = 0; k < ev->model->n_outputs; k++) {
+        bf_status st = bf__ragged_put(&ev->rag, k, s, bf_plan_output(plan, k), err);
+        if (st != BF_OK) return st;
+    }
+    if (ev->out_cols > 0) memcpy(ev->outputs + s * ev->out_cols, bf_plan_output(plan, 0)->data, (size_t)ev->out_cols * sizeof(float));
+    return BF_OK;
+}
+
 static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, bf_error *err)
 {
     const bf_model *m = ev->model;
     int64_t n = bf_plan_batch(plan);
     size_t n_vf = 0;
     for (size_t i = 0; i < m->n_inputs; i++) {
-        bf_status st = bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
+        bf_status st = ev->unbatched ? bf__eval_feed_sample(ev->feeds[i], start, bf_plan_input(plan, i), err)
+                                     : bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
         if (st != BF_OK) return st;
     }
     bf_status st = batch_value_faults(ev, w, plan, start, n, &n_vf, err);
@@ -422,6 +486,7 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
         size_t k = w->vf_of[j];
         if (ev->vf[k].sample >= 0 || start == 0) bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
     }
+    if (ev->unbatched) return keep_sample(ev, plan, start, err);
     memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
            (size_t)(n * ev->out_cols) * sizeof(float));
     return BF_OK;
@@ -539,6 +604,10 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
     res->out_cols = ev->out_cols;
     res->outputs = (float *)outputs;
     res->accuracy = res->auc = res->logloss = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
+    if (ev->unbatched) {
+        res->n_ragged = ev->rag.n_out;
+        res->ragged = ev->rag.view;
+    }
     if (ev->task == BF_TASK_CLASSIFICATION) {
         res->accuracy = bf_metric_accuracy(outputs, ev->samples, ev->out_cols, ev->labels_i);
     } else if (ev->task == BF_TASK_BINARY) {
@@ -554,10 +623,15 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
 }
 
 /* The result of a pass whose outputs are in place: metrics over them. */
-static void finish(bf_evaluator *ev, bf_eval_result *res, double seconds)
+static bf_status finish(bf_evaluator *ev, bf_eval_result *res, double seconds, bf_error *err)
 {
+    if (ev->unbatched) {
+        bf_status st = bf__ragged_lay_out(&ev->rag, err);
+        if (st != BF_OK) return st;
+    }
     bf__evaluator_score(ev, ev->outputs, res);
     res->seconds = seconds;
+    return BF_OK;
 }
 
 void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary)
@@ -617,8 +691,7 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
         }
     if (st != BF_OK) return st;
 
-    finish(ev, res, t1 - t0);
-    return BF_OK;
+    return finish(ev, res, t1 - t0, err);
 }
 
 bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float *base, bf_eval_result *res,
@@ -633,11 +706,16 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
     int64_t b = sample / ev->batch;
     bf_plan *plan = b == ev->samples / ev->batch ? ev->rest : ev->plans[0];
     if (base != ev->outputs) memcpy(ev->outputs, base, (size_t)(ev->samples * ev->out_cols) * sizeof(float));
+    for (int64_t s = 0; ev->unbatched && ev->rag_base && s < ev->samples; s++) {
+        bf_status st = s == sample ? BF_OK : bf__ragged_copy_sample(&ev->rag, ev->rag_base, s, err);
+        if (st != BF_OK) return st;
+    }
     bf_status st = run_batch(ev, &ev->ws[0], plan, b * ev->batch, err);
     if (st != BF_OK) return st;
-    finish(ev, res, now_s() - t0);
-    return BF_OK;
+    return finish(ev, res, now_s() - t0, err);
 }
+
+void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base) { ev->rag_base = base; }
 
 bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err)
 {

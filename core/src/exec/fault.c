@@ -112,6 +112,11 @@ bf_status bf__plan_fault_site(const bf_plan *p, int64_t value, int64_t *row_elem
     if (t->dtype != BF_F32)
         return bf_error_set(err, BF_EINVAL, "%s '%s' is %s; only float32 values are fault sites", what, name,
                             bf_dtype_name(t->dtype));
+    if (p->unbatched) {   /* one sample per run: the whole value is its */
+        *row_elems = bf_tensor_numel(t);
+        if (*row_elems < 1) return bf_error_set(err, BF_EINVAL, "%s '%s' has no elements", what, name);
+        return BF_OK;
+    }
     /* the sample on dim 0, or (flat_rows) rows of it, batch-major: either
      * way one sample's elements are numel / batch in a row from s times that */
     int flat = p->flat_rows > 0 && t->ndim >= 1 && t->dims[0] == p->batch * p->flat_rows;

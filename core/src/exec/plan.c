@@ -156,6 +156,13 @@ const bf_tensor *bf_plan_output(const bf_plan *p, size_t i)
     return i < p->model->n_outputs ? &p->vals[p->model->output_vals[i]] : NULL;
 }
 
+int bf__plan_output_static(const bf_plan *p, size_t k)
+{
+    /* every shape is fixed when the plan is built (until steps whose shapes
+     * are data exist) */
+    return k < p->model->n_outputs;
+}
+
 bf_status bf_plan_param_mut(bf_plan *p, size_t param, float **data, bf_error *err)
 {
     const bf_model *m = p->model;

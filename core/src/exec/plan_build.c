@@ -114,7 +114,7 @@ static bf_status set_inputs(bf_plan *p, const bf_plan_opts *opts, bf_error *err)
         t->ndim = vi->ndim;
         for (int d = 0; d < vi->ndim; d++) {
             if (vi->dims[d] >= 0) t->dims[d] = vi->dims[d];
-            else if (d == 0) t->dims[d] = p->batch;
+            else if (d == 0 && !p->unbatched) t->dims[d] = p->batch;
             else if ((t->dims[d] = named_dim(opts, vi->dim_names[d])) < 0)
                 return bf_error_set(err, BF_EUNSUPPORTED,
                                     "%s: graph input '%s' dim %d is symbolic ('%s') and no size was given for it; "
@@ -129,7 +129,7 @@ static bf_status set_inputs(bf_plan *p, const bf_plan_opts *opts, bf_error *err)
                                     m->label, vi->name, d, (long long)t->dims[d]);
             numel *= t->dims[d];
         }
-        if (vi->ndim > 0 && vi->dims[0] >= 0 && vi->dims[0] != p->batch)
+        if (!p->unbatched && vi->ndim > 0 && vi->dims[0] >= 0 && vi->dims[0] != p->batch)
             return bf_error_set(err, BF_ESHAPE,
                                 "%s: graph input '%s' has a fixed batch of %lld; a plan for batch %lld "
                                 "cannot feed it (re-export with a dynamic batch axis, or use batch %lld)",
@@ -600,6 +600,12 @@ static bf_status build(bf_plan *p, budget_ctx *bc, const bf_plan_opts *opts, bf_
     if (!bs.needed || !bs.prep || !bs.view) { st = oom(err); goto out; }
     if ((st = mark_needed(m, bs.needed, err)) != BF_OK) goto out;
     bind_initializers(p);
+    p->unbatched = opts && opts->unbatched;
+    if (p->unbatched && p->batch != 1) {
+        st = bf_error_set(err, BF_EINVAL, "a plan of a graph without a batch dimension runs one sample (batch 1), not %lld",
+                          (long long)p->batch);
+        goto out;
+    }
     if ((st = set_inputs(p, opts, err)) != BF_OK) goto out;
     if ((st = prepare_nodes(p, bc, &bs, err)) != BF_OK) goto out;
     if ((st = lay_out(p, bc, &bs, err)) != BF_OK) goto out;

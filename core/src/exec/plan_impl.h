@@ -35,6 +35,8 @@ struct bf_plan {
      * sets it to its step's sequence length (exec/generate.c). 0: dim 0 must
      * be the batch, as everywhere else (campaigns, the differential engine). */
     int64_t flat_rows;
+    /* bf_plan_opts.unbatched: one sample per run, every value wholly its */
+    int unbatched;
     bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
     unsigned char *known;     /* 1: computed when the plan was built */
     void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */
@@ -112,6 +114,9 @@ int bf__plan_param_is_golden(const bf_plan *p, size_t param);
 struct bf_evaluator;
 void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
+/* 1: graph output k has the same shape on every run (its size is not data),
+ * as bf_plan_output gives it after the plan is built. */
+int bf__plan_output_static(const bf_plan *plan, size_t k);
 
 /* bf_plan_estimate of a plan made with share_buffers (or not), and the
  * element count of graph output 0 (out0_numel, if not NULL). */

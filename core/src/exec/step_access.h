@@ -49,6 +49,16 @@ void bf__evaluator_lm(const bf_evaluator *ev, bf__lm_layout *lm);
 /* eval.c: the cancel flag an evaluator's passes poll (an evaluator made for
  * one caller and handed to another). */
 void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel);
+/* One-sample graphs: the per-sample outputs bf_evaluator_run_sample takes
+ * every other sample's from (e.g. a campaign's golden ones), as `base` gives
+ * output 0's; NULL: what the evaluator's last pass left. */
+void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
+/* 1: the model takes one sample per call from this eval set (its first
+ * input has one dim fewer than the eval set's tensor of that name), as
+ * bf_evaluator_create decides it; plans of it need bf_plan_opts.unbatched. */
+int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds);
+/* Sample s of eval tensor src into a one-sample graph's input dst. */
+bf_status bf__eval_feed_sample(const bf_tensor *src, int64_t s, bf_tensor *dst, bf_error *err);
 
 /* linalg.c: a Gemm step's parsed attributes; 0 if the step is no Gemm. */
 typedef struct bf__gemm_info {

@@ -1,0 +1,40 @@
+/* The outputs of a one-sample graph whose size is data (a detector's boxes,
+ * labels and scores: K rows, K a different number per image), kept per
+ * sample while a pass runs and laid end to end, in eval order, when it
+ * ends (bf_eval_result.ragged). Used by eval.c only. */
+#ifndef BF_EVAL_RAGGED_H
+#define BF_EVAL_RAGGED_H
+
+#include "bitflip/eval.h"
+
+typedef struct bf__ragged {
+    size_t n_out;
+    int64_t samples;
+    /* per (output k, sample s), at k * samples + s: its elements as float,
+     * how many, room, and its rows (dim 0; 1 for a scalar). A pass's workers
+     * each write the slots of their own samples only. */
+    float **buf;
+    int64_t *len, *cap, *rows;
+    /* the laid-out result: per output its offsets [samples + 1] and data */
+    bf_ragged_output *view;
+    int64_t *offsets;         /* n_out x (samples + 1) */
+    float **flat;
+    int64_t *flat_cap;
+} bf__ragged;
+
+/* Tables for the model's graph outputs and `samples` samples; nothing is
+ * allocated per sample yet. */
+bf_status bf__ragged_init(bf__ragged *r, const bf_model *m, int64_t samples, bf_error *err);
+void bf__ragged_free(bf__ragged *r);
+/* Sample s's value of graph output k: its elements converted to float
+ * (int64 class ids and bools exactly, integers past 2^24 rounded). Grows
+ * the slot when the value is larger than any before it. */
+bf_status bf__ragged_put(bf__ragged *r, size_t k, int64_t s, const bf_tensor *t, bf_error *err);
+/* The pass's outputs laid out (r->view), after checking that each output's
+ * rows have one length across the samples that have rows. */
+bf_status bf__ragged_lay_out(bf__ragged *r, bf_error *err);
+/* Copies another store's slot (sample s of every output) into this one:
+ * for a pass that recomputes one sample and takes the others from a base. */
+bf_status bf__ragged_copy_sample(bf__ragged *r, const bf_ragged_output *base, int64_t s, bf_error *err);
+
+#endif
