@@ -103,7 +103,8 @@ static cmp compare(const float *ours, int64_t cols, const json_t *ref, int64_t r
  * the reference list keyed by output name, each a list of rows compared as
  * compare() does, after the row counts, which must be equal. *rows_bad gets
  * the first sample whose row count differs, or -1. */
-static cmp compare_ragged(const bf_eval_result *r, const json_t *ref, int64_t n, int64_t *rows_bad, const char **out_bad)
+static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
+                          const char **out_bad)
 {
     cmp all = {.first_bad = -1};
     *rows_bad = -1;
@@ -112,8 +113,8 @@ static cmp compare_ragged(const bf_eval_result *r, const json_t *ref, int64_t n,
     for (int64_t i = 0; i < n; i++) {
         const json_t *obj = json_array_get(ref, (size_t)i);
         if (!json_is_object(obj)) { all.format_error = 1; return all; }
-        for (size_t k = 0; k < r->n_ragged; k++) {
-            const bf_ragged_output *o = &r->ragged[k];
+        for (size_t k = 0; k < n_outs; k++) {
+            const bf_ragged_output *o = &outs[k];
             const json_t *want = json_object_get(obj, o->name);
             int64_t a = o->offsets[i], rows = (o->offsets[i + 1] - a) / o->row_elems;
             if (!json_is_array(want)) { all.format_error = 1; return all; }
@@ -185,6 +186,31 @@ static int dump_floats(FILE *dump, const float *v, int64_t n)
     return 1;
 }
 
+/* A one-sample graph's trial: every output per sample, as the direct path
+ * compares them. */
+static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, size_t n, int64_t samples)
+{
+    camp_check *cc = user;
+    int64_t rows_bad;
+    const char *out_bad;
+    (void)samples;
+    const json_t *f = json_array_get(cc->faults, (size_t)trial);
+    cmp c = compare_ragged(outs, n, json_object_get(f, "outputs"), cc->n_ref, &rows_bad, &out_bad);
+    if (c.bad || c.format_error) {
+        if (cc->first_bad < 0) cc->first_bad = trial;
+        cc->bad_trials++;
+    }
+}
+
+/* A one-sample graph's every output (its row counts are in the data's
+ * length) into the dump. */
+static int dump_ragged(FILE *dump, const bf_eval_result *r)
+{
+    for (size_t k = 0; k < r->n_ragged; k++)
+        if (!dump_floats(dump, r->ragged[k].data, r->ragged[k].offsets[r->samples])) return 0;
+    return 1;
+}
+
 static void on_outputs(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols)
 {
     camp_check *cc = user;
@@ -228,7 +254,7 @@ static void on_trial(void *user, const bf_trial_record *rec)
 }
 
 static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
-                               const json_t *faults, int64_t n_ref, int64_t cols, int64_t batch, int lm, FILE *dump)
+                               const json_t *faults, int64_t n_ref, int64_t cols, int64_t batch, int lm, int ragged, FILE *dump)
 {
     size_t n = json_array_size(faults), k;
     const json_t *f;
@@ -262,7 +288,8 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         failures = 1;
         goto out;
     }
-    bf_campaign_opts opts = {.threads = 2, .on_trial = on_trial, .on_outputs = on_outputs, .user = &cc};
+    bf_campaign_opts opts = {.threads = 2, .on_trial = on_trial, .on_outputs = ragged ? NULL : on_outputs,
+                             .on_ragged = ragged ? on_ragged : NULL, .user = &cc};
     if (bf_campaign_run(c, &opts, &res, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures = 1; goto out; }
     if (!dump_floats(dump, cc.kept, (int64_t)n * n_ref * cols)) { printf("cannot write --dump\n"); failures = 1; }
     if (cc.bad_trials) {
@@ -353,7 +380,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     golden = malloc((size_t)(n * cols) * sizeof(float));
     if (!golden) { printf("  out of memory\n"); failures = -1; goto out; }
     memcpy(golden, r.outputs, (size_t)(n * cols) * sizeof(float));
-    if (!dump_floats(dump, golden, n * cols)) { printf("  cannot write --dump\n"); failures = -1; goto out; }
+    if (!dump_floats(dump, golden, n * cols) || !dump_ragged(dump, &r)) { printf("  cannot write --dump\n"); failures = -1; goto out; }
 
     /* a language model's golden logits cover the first n_ref_samples */
     const char *task = json_string_value(json_object_get(ref, "task"));
@@ -365,7 +392,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     int64_t rows_bad;
     const char *out_bad;
     if (r.n_ragged) {   /* one image per call: every output, per image */
-        c = compare_ragged(&r, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad);
+        c = compare_ragged(r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad);
         printf("  golden outputs   %lld samples, %zu outputs each: ", (long long)n_golden, r.n_ragged);
         print_cmp_ragged(&c, rows_bad, out_bad);
     } else {
@@ -441,18 +468,19 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
         }
         if (bf_evaluator_run(ev, &flip, 1, &r, &err) != BF_OK) { printf("MISMATCH: run failed: %s\n", err.msg); failures++; continue; }
         if (r.n_ragged) {
-            c = compare_ragged(&r, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad);
+            c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad);
             print_cmp_ragged(&c, rows_bad, out_bad);
         } else {
             c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref);
             print_cmp(&c, cols);
         }
-        if (!dump_floats(dump, r.outputs, n * cols)) { printf("cannot write --dump\n"); failures++; }
+        if (!dump_floats(dump, r.outputs, n * cols) || !dump_ragged(dump, &r)) { printf("cannot write --dump\n"); failures++; }
         printf("\n");
         failures += c.bad > 0 || c.format_error;
         if (lm) failures += check_lm_metrics(&r, f, "perplexity", "token_accuracy", "       ");
     }
-    failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, bf_evaluator_batch(ev), lm, dump);
+    failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, bf_evaluator_batch(ev), lm, r.n_ragged > 0,
+                                    dump);
     printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
 out:
     free(golden);

@@ -424,6 +424,9 @@ typedef struct bf_campaign_opts {
      * 16 x threads trials' worth). */
     void (*on_trial)(void *user, const bf_trial_record *rec);
     void (*on_outputs)(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols);
+    /* Like on_outputs, for a one-sample graph (bf_eval_result.ragged): every
+     * graph output of the trial, per sample. */
+    void (*on_ragged)(void *user, int64_t trial, const bf_ragged_output *outputs, size_t n, int64_t samples);
     void (*progress)(void *user, const bf_campaign_result *partial);
     void *user;
     const int *cancel;        /* bf_cancel_request (bitflip/eval.h); NULL: none */

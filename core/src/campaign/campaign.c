@@ -46,6 +46,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->surface.site_kv);
     bf__free(c->surface.kv_lists);
     bf__free(c->golden.out);
+    bf__ragcopy_free(&c->golden.rag);
     bf__free(c->golden.pred);
     bf__free(c->golden.lm_labels);
     bf__free(c->golden.lm_pred);

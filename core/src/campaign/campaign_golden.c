@@ -316,6 +316,7 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
         c->setup.golden_cpu = cpu_s() - cpu;
         c->setup.golden_threads = 1;
     }
+    if (r.n_ragged && (st = bf__ragcopy_set(&c->golden.rag, r.ragged, r.n_ragged, r.samples, err)) != BF_OK) goto out;
     c->golden.task = r.task;
     c->golden.samples = r.samples;
     c->golden.out_cols = r.out_cols;

@@ -47,6 +47,7 @@ typedef struct slot {
     bf_trial_record rec[CHUNK];
     int first_bit[CHUNK];
     float *outputs;         /* on_outputs only: CHUNK_OUTPUTS x samples x out_cols */
+    bf__ragcopy rag[CHUNK_OUTPUTS];   /* on_ragged only: each trial's per-sample outputs */
 } slot;
 
 typedef struct runner runner;
@@ -261,7 +262,7 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
     return st != BF_OK ? st : u;
 }
 
-static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs)
+static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs, bf__ragcopy *rag)
 {
     w->sc.has_pred = 0;
     const bf_campaign *c = w->rn->c;
@@ -286,7 +287,7 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
         for (int m = 0; m < BF_METRIC_COUNT; m++)
             rec->metrics[m] = c->judge.metrics >> m & 1 ? c->golden.metric[m] : NAN;
         if (outputs) memcpy(outputs, c->golden.out, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
-        return BF_OK;
+        return rag ? bf__ragcopy_set(rag, c->golden.rag.view, c->golden.rag.n, c->golden.samples, &w->err) : BF_OK;
     }
     if (st != BF_OK) return st;
     double gen[3];
@@ -299,7 +300,7 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
     bf__classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, rows_known && w->sc.has_pred ? w->sc.pred : NULL,
                  w->gen ? gen : NULL, rec);
     if (outputs) memcpy(outputs, res.outputs, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
-    return BF_OK;
+    return rag ? bf__ragcopy_set(rag, res.ragged, res.n_ragged, c->golden.samples, &w->err) : BF_OK;
 }
 
 /* --- workers */
@@ -317,7 +318,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
         int64_t t = rn->shard_index + (first + i) * rn->shard_count;
         float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
-        bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i], outs);
+        bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
         if (st != BF_OK) return st;
     }
     *complete = 1;
@@ -363,6 +364,15 @@ static void *worker_main(void *arg)
 
 /* An evaluator for one worker, loaded with the golden model, whose golden
  * pass must be bit-identical to the campaign's. */
+/* Every sample's every output as golden's (a one-sample graph's), bit for bit. */
+static int ragged_same(const bf_eval_result *r, const bf_campaign *c)
+{
+    if (r->n_ragged != c->golden.rag.n) return 0;
+    for (int64_t s = 0; s < r->samples && r->n_ragged; s++)
+        if (!bf__ragged_sample_same(r->ragged, c->golden.rag.view, r->n_ragged, s)) return 0;
+    return 1;
+}
+
 static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result *acc, bf_error *err)
 {
     bf_campaign *c = rn->c;
@@ -387,6 +397,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
     if (bf_evaluator_batch(w->ev) != c->batch)
         return bf_error_set(err, BF_EUNSUPPORTED, "worker %d's evaluator runs batches of %lld, the campaign's %lld", idx,
                             (long long)bf_evaluator_batch(w->ev), (long long)c->batch);
+    if (c->golden.rag.n) bf__evaluator_ragged_base(w->ev, c->golden.rag.view);   /* a transient trial's other samples */
     double t1 = now_s();
     acc->setup.worker_plans += t1 - t0;
     /* The differential engine's golden cache is made on every worker's
@@ -399,7 +410,8 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
     acc->setup.checks += now_s() - t1;
     if (st != BF_OK) return st;
     if (r.samples != c->golden.samples || r.out_cols != c->golden.out_cols ||
-        memcmp(r.outputs, c->golden.out, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof(float)) != 0)
+        memcmp(r.outputs, c->golden.out, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof(float)) != 0 ||
+        !ragged_same(&r, c))
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
                             "deterministically, so outcomes cannot be classified", idx);
@@ -505,6 +517,7 @@ static int fold_ready(runner *rn, bf_campaign_result *acc)
             if (o->on_outputs)
                 o->on_outputs(o->user, s->rec[i].trial, s->outputs + (size_t)i * (size_t)(c->golden.samples * c->golden.out_cols),
                               c->golden.samples, c->golden.out_cols);
+            if (o->on_ragged) o->on_ragged(o->user, s->rec[i].trial, s->rag[i].view, s->rag[i].n, c->golden.samples);
             stop = c->judge.stop_margin > 0 && acc->trials_done % STOP_EVERY == 0 && acc->trials_done < rn->n &&
                    stop_rule_holds(c, acc);
         }
@@ -584,7 +597,7 @@ static bf_status start_workers(runner *rn, int n, bf_error *err)
 static bf_status ring_alloc(runner *rn, int threads, bf_error *err)
 {
     const bf_campaign *c = rn->c;
-    rn->ring_n = (rn->opts->on_outputs ? 4 : 64) * (int64_t)threads;
+    rn->ring_n = (rn->opts->on_outputs || rn->opts->on_ragged ? 4 : 64) * (int64_t)threads;
     rn->ring = bf__calloc((size_t)rn->ring_n, sizeof *rn->ring);
     rn->ws = bf__calloc((size_t)threads, sizeof *rn->ws);
     if (!rn->ring || !rn->ws) return bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers");
@@ -666,7 +679,10 @@ static void teardown(runner *rn, bf_campaign_result *acc)
     bf__free(rn->ws);
     bf__dx_shared_free(rn->dxs);
     bf__scorer_free(rn->scorer);
-    for (int64_t i = 0; rn->ring && i < rn->ring_n; i++) bf__free(rn->ring[i].outputs);
+    for (int64_t i = 0; rn->ring && i < rn->ring_n; i++) {
+        bf__free(rn->ring[i].outputs);
+        for (int k = 0; k < CHUNK_OUTPUTS; k++) bf__ragcopy_free(&rn->ring[i].rag[k]);
+    }
     bf__free(rn->ring);
 }
 
@@ -703,7 +719,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
                             (long long)rn.shard_count, (long long)rn.shard_count - 1);
     rn.n = rn.shard_index < c->faults.n_trials ? (c->faults.n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
     /* fewer hand-offs per trial; fewer outputs held per slot when kept */
-    rn.chunk = o->on_outputs ? CHUNK_OUTPUTS : CHUNK;
+    rn.chunk = o->on_outputs || o->on_ragged ? CHUNK_OUTPUTS : CHUNK;
     rn.n_chunks = (rn.n + rn.chunk - 1) / rn.chunk;
     int threads = o->threads > 0 ? o->threads : 1;
     if (threads > BF__CAMPAIGN_THREADS_MAX) threads = BF__CAMPAIGN_THREADS_MAX;

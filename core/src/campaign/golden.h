@@ -7,6 +7,7 @@
 
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
+#include "exec/eval_ragged.h"
 
 struct bf__dx_shared;
 
@@ -32,6 +33,8 @@ typedef struct bf__golden {
     /* why every trial runs in full whatever the run asks (a graph the
      * differential engine cannot re-run in part), or NULL */
     const char *exact_reason;
+    /* a one-sample graph's outputs, every one per sample (n 0 otherwise) */
+    bf__ragcopy rag;
 } bf__golden;
 
 #endif

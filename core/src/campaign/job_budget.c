@@ -10,6 +10,7 @@
 #include "exec/plan_impl.h"
 #include "campaign/campaign_impl.h"
 #include "exec/gen_impl.h"
+#include "exec/step_access.h"
 
 #define EVAL_BATCH_DEFAULT 256   /* eval.c's default */
 
@@ -34,15 +35,17 @@ static uint64_t dataset_bytes(const bf_dataset *ds)
 /* Fills the plan and output terms for `workers` evaluators over `samples`
  * at `batch` (already settled); `extra` more sets of outputs (a campaign's
  * golden outputs, kept beside its workers'). */
-static bf_status plans(const bf_model *m, int64_t samples, int workers, int extra, int share, bf_job_budget *b,
+static bf_status plans(const bf_model *m, int64_t samples, int workers, int extra, int share, int one, bf_job_budget *b,
                        bf_error *err)
 {
     bf_status st;
     int64_t out_numel = 0;
+    if (one) b->batch = 1;   /* a one-sample graph: a sample per run, output 0 a sample's */
     if (b->batch > samples && samples > 0) b->batch = samples;
     if (b->batch < 1) b->batch = 1;
     b->rest = samples > 0 ? samples % b->batch : 0;
-    if ((st = bf__plan_estimate_shared(m, b->batch, share, &b->plan, &out_numel, err)) != BF_OK) return st;
+    bf_plan_opts po = {.share_buffers = share, .unbatched = one};
+    if ((st = bf__plan_estimate_opts(m, b->batch, &po, &b->plan, &out_numel, err)) != BF_OK) return st;
     uint64_t per = b->plan.total_bytes;
     if (b->rest) {
         bf_plan_budget r;
@@ -89,8 +92,12 @@ bf_status bf_eval_estimate(const bf_model *model, const bf_dataset *ds, const bf
         b.threads = (int)((samples + b.batch - 1) / b.batch);
     b.model_bytes = model_bytes(model);
     b.dataset_bytes = dataset_bytes(ds);
+    /* the eval set's tensors against the graph inputs first: a shape that
+     * fits neither layout is named as the evaluator would name it */
+    bf_status st = ds ? bf__eval_check_inputs(model, ds, err) : BF_OK;
+    if (st != BF_OK) return st;
     /* one evaluator: a plan per thread, one set of outputs */
-    bf_status st = plans(model, samples, b.threads, 0, opts && opts->share_buffers, &b, err);
+    st = plans(model, samples, b.threads, 0, opts && opts->share_buffers, ds && bf__eval_set_unbatched(model, ds), &b, err);
     if (st != BF_OK) return st;
     if (b.rest) {   /* one rest plan in all, not one per thread */
         uint64_t per_full = b.plan.total_bytes;
@@ -127,7 +134,7 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
      * campaign keeps the golden outputs; the golden pass's evaluators are
      * not more: they become the workers' (campaign_run.c adopts them) or
      * are freed before the workers make theirs */
-    bf_status st = plans(model, samples, b.threads, 1, 0, &b, err);
+    bf_status st = plans(model, samples, b.threads, 1, 0, ds && bf__eval_set_unbatched(model, ds), &b, err);
     if (st != BF_OK) return st;
     /* a stored representation is written whole into every plan's view of the
      * weights arena (bf_evaluator_set_param): a private copy per plan, which

@@ -169,6 +169,16 @@ static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
     return BF_OK;
 }
 
+bf_status bf__eval_check_inputs(const bf_model *m, const bf_dataset *ds, bf_error *err)
+{
+    bf_evaluator ev = {.model = m, .ds = ds};
+    ev.feeds = bf__calloc(m->n_inputs + 1, sizeof *ev.feeds);
+    if (!ev.feeds) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    bf_status st = bind_inputs(&ev, err);
+    bf__free(ev.feeds);
+    return st;
+}
+
 /* Multiple choice: 'mc_item' [n] (each row's item, in [0, n)) and
  * 'mc_answer' [n] (1 on each item's correct row, 0 elsewhere), integers. */
 static bf_status bind_choices(bf_evaluator *ev, bf_error *err)

@@ -120,3 +120,59 @@ bf_status bf__ragged_copy_sample(bf__ragged *r, const bf_ragged_output *base, in
     }
     return BF_OK;
 }
+
+bf_status bf__ragcopy_set(bf__ragcopy *c, const bf_ragged_output *src, size_t n, int64_t samples, bf_error *err)
+{
+    size_t offs = n * (size_t)(samples + 1), elems = 0;
+    for (size_t k = 0; k < n; k++) elems += (size_t)src[k].offsets[samples];
+    if (n > c->view_cap) {
+        bf_ragged_output *v = bf__realloc(c->view, n * sizeof *v);
+        if (!v) return oom(err);
+        c->view = v;
+        c->view_cap = n;
+    }
+    if (offs > c->off_cap) {
+        int64_t *o = bf__realloc(c->off, offs * sizeof *o);
+        if (!o) return oom(err);
+        c->off = o;
+        c->off_cap = offs;
+    }
+    if (elems + 1 > c->data_cap) {
+        size_t cap = c->data_cap ? c->data_cap : 64;
+        while (cap < elems + 1) cap *= 2;
+        float *d = bf__realloc(c->data, cap * sizeof *d);
+        if (!d) return oom(err);
+        c->data = d;
+        c->data_cap = cap;
+    }
+    c->n = n;
+    c->samples = samples;
+    size_t at = 0;
+    for (size_t k = 0; k < n; k++) {
+        int64_t *off = c->off + k * (size_t)(samples + 1), total = src[k].offsets[samples];
+        memcpy(off, src[k].offsets, (size_t)(samples + 1) * sizeof *off);
+        if (total) memcpy(c->data + at, src[k].data, (size_t)total * sizeof(float));
+        c->view[k] = (bf_ragged_output){.name = src[k].name, .row_elems = src[k].row_elems, .offsets = off,
+                                        .data = c->data + at};
+        at += (size_t)total;
+    }
+    return BF_OK;
+}
+
+void bf__ragcopy_free(bf__ragcopy *c)
+{
+    bf__free(c->view);
+    bf__free(c->off);
+    bf__free(c->data);
+    memset(c, 0, sizeof *c);
+}
+
+int bf__ragged_sample_same(const bf_ragged_output *a, const bf_ragged_output *b, size_t n, int64_t s)
+{
+    for (size_t k = 0; k < n; k++) {
+        int64_t la = a[k].offsets[s + 1] - a[k].offsets[s], lb = b[k].offsets[s + 1] - b[k].offsets[s];
+        if (la != lb || (la && memcmp(a[k].data + a[k].offsets[s], b[k].data + b[k].offsets[s], (size_t)la * sizeof(float))))
+            return 0;
+    }
+    return 1;
+}

@@ -37,4 +37,22 @@ bf_status bf__ragged_lay_out(bf__ragged *r, bf_error *err);
  * for a pass that recomputes one sample and takes the others from a base. */
 bf_status bf__ragged_copy_sample(bf__ragged *r, const bf_ragged_output *base, int64_t s, bf_error *err);
 
+
+
+/* An owned copy of a pass's per-sample outputs (a campaign's golden ones,
+ * a trial's held until its turn to be reported), reusing its room. */
+typedef struct bf__ragcopy {
+    size_t n;                 /* outputs */
+    int64_t samples;
+    bf_ragged_output *view;   /* n, pointing into off and data */
+    int64_t *off;             /* n x (samples + 1) */
+    float *data;              /* every output's elements end to end */
+    size_t off_cap, data_cap, view_cap;
+} bf__ragcopy;
+
+bf_status bf__ragcopy_set(bf__ragcopy *c, const bf_ragged_output *src, size_t n, int64_t samples, bf_error *err);
+void bf__ragcopy_free(bf__ragcopy *c);
+/* 1: sample s has the same rows and the same bits in every output of a and
+ * b (NaNs compared by their bits too). */
+int bf__ragged_sample_same(const bf_ragged_output *a, const bf_ragged_output *b, size_t n, int64_t s);
 #endif

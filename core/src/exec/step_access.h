@@ -57,6 +57,9 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * input has one dim fewer than the eval set's tensor of that name), as
  * bf_evaluator_create decides it; plans of it need bf_plan_opts.unbatched. */
 int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds);
+/* bf_evaluator_create's check of the eval set's tensors against the graph
+ * inputs (names, shapes, dtypes), for estimates made before it. */
+bf_status bf__eval_check_inputs(const bf_model *m, const bf_dataset *ds, bf_error *err);
 /* Sample s of eval tensor src into a one-sample graph's input dst. */
 bf_status bf__eval_feed_sample(const bf_tensor *src, int64_t s, bf_tensor *dst, bf_error *err);
 

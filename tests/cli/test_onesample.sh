@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One-sample graphs (an input without the batch dim, as a torchvision
+# detector's `images` [3, H, W]): eval runs the eval set a sample at a time,
+# --outputs writes every output per sample, campaigns run on the exact
+# engine and say why, and eval sets that fit neither layout get an error
+# naming the input. usage: test_onesample.sh BITFLIP FIXTURES_DIR
+set -u
+BF=$1
+FX=$2/onesample
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+model=$FX/onesample_cls.onnx
+data=$FX/onesample_cls.eval.safetensors
+
+# --outputs: JSON is the conformance format's golden (an object per sample);
+# the values are PyTorch's within the conformance tolerance
+check eval_json 0 "$BF" eval "$model" "$data" --outputs "$tmp/o.json" --json
+contains eval_json '"accuracy": 0.75'
+if $PY - "$tmp/o.json" "$FX/onesample_cls.ref.json" <<'PYEOF'
+import json, sys
+import numpy as np
+ours, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["golden"]
+assert len(ours) == len(ref) == 12
+for o, r in zip(ours, ref):
+    assert sorted(o) == ["feat", "logits"], sorted(o)
+    for k in o:
+        a, b = np.array(o[k], dtype=float), np.array(r[k], dtype=float)
+        assert a.shape == b.shape, (k, a.shape, b.shape)
+        assert np.all(np.abs(a - b) <= np.maximum(1e-5, 1e-4 * np.abs(b))), k
+PYEOF
+then passes=$((passes+1)); else echo "FAIL --outputs JSON differs from PyTorch's golden"; fails=$((fails+1)); fi
+# CSV: a line per row, sample,output,row,values: 12 samples x (5 logits rows of one value, [5] being 1-D, + 4 feat rows), and the header
+check eval_csv 0 "$BF" eval "$model" "$data" --outputs "$tmp/o.csv"
+lines=$(wc -l <"$tmp/o.csv")
+[ "$lines" = 109 ] && passes=$((passes+1)) || { echo "FAIL CSV has $lines lines, want 109"; fails=$((fails+1)); }
+grep -q '^3,feat,2,' "$tmp/o.csv" && passes=$((passes+1)) || { echo "FAIL CSV lacks sample 3's feat row 2"; fails=$((fails+1)); }
+# the same outputs on two threads
+check eval_threads 0 "$BF" eval "$model" "$data" --threads 2 --outputs "$tmp/o2.json"
+cmp -s "$tmp/o.json" "$tmp/o2.json" && passes=$((passes+1)) || { echo "FAIL outputs differ on two threads"; fails=$((fails+1)); }
+
+# campaigns: activations (every value is the sample's) and weights, exact
+# engine with the reason under --stats, the same records as --exact
+for target in activations weights; do
+  cat >"$tmp/$target.json" <<JSON
+{"model": "$model", "dataset": "$data", "trials": 30, "seed": 5, "faults": {"target": "$target", "model": "bitflip"}}
+JSON
+  check "run_$target" 0 "$BF" run "$tmp/$target.json" --local --stats --trials-out "$tmp/$target.1.jsonl"
+  contains "run_$target" "exact engine: the graph takes one sample per call"
+  check "run_${target}_exact" 0 "$BF" run "$tmp/$target.json" --local --exact --threads 2 --trials-out "$tmp/$target.2.jsonl"
+  cmp -s "$tmp/$target.1.jsonl" "$tmp/$target.2.jsonl" && passes=$((passes+1)) || { echo "FAIL $target records differ"; fails=$((fails+1)); }
+done
+grep -q '"outcome":"critical"' "$tmp/activations.1.jsonl" && passes=$((passes+1)) || { echo "FAIL no activation fault was critical"; fails=$((fails+1)); }
+
+# eval sets that fit neither layout
+$PY -c "
+import sys, numpy as np
+sys.path.insert(0, '$(dirname "$0")/../../clients/python')
+from bitflip.safetensors import write_safetensors
+write_safetensors('$tmp/wide.safetensors', {'images': np.zeros((4, 3, 9, 8), np.float32)})
+write_safetensors('$tmp/flat.safetensors', {'images': np.zeros((4, 192), np.float32)})
+write_safetensors('$tmp/empty.safetensors', {'images': np.zeros((0, 3, 8, 8), np.float32)})
+"
+check wide 3 "$BF" eval "$model" "$tmp/wide.safetensors"
+contains wide "graph input 'images' wants [3, 8, 8]"
+check flat 3 "$BF" eval "$model" "$tmp/flat.safetensors"
+contains flat "eval tensor 'images' has shape [4, 192]"
+check empty 3 "$BF" eval "$model" "$tmp/empty.safetensors"
+contains empty "no samples"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
