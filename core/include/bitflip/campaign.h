@@ -302,6 +302,10 @@ typedef struct bf_campaign_result {
     /* how it ran (not part of the result proper: shards and modes agree on
      * everything above) */
     int exact;                /* every trial a full pass */
+    /* why every trial was a full pass though bf_campaign_opts.exact was 0
+     * (the differential engine declined the model), for --stats; NULL:
+     * it was not declined */
+    const char *full_reason;
     double setup_seconds;     /* of `seconds`: workers' plans and golden checks, the cache */
     /* Where the setup went, in seconds. Creating the campaign (before
      * `seconds`): the golden evaluators' plans built, the golden pass (with

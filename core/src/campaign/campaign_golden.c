@@ -301,8 +301,9 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     if ((st = golden_evaluator(c, &ev, err)) != BF_OK) goto out;
     c->batch = bf_evaluator_batch(ev);   /* fixed now: every worker uses it */
     c->setup.plans = now_s() - t0;
+    c->golden.dyn = bf__evaluator_plan(ev, 0)->n_dyn > 0;
     bf_eval_result r;
-    if (prep && prep->differential) {
+    if (prep && prep->differential && !c->golden.dyn) {
         if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
     } else {
         double t1 = now_s(), cpu = cpu_s();

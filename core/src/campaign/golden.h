@@ -29,6 +29,10 @@ typedef struct bf__golden {
     int n_gev;
     struct bf__dx_shared *gdx;
     int64_t gdx_budget;
+    /* 1: the model's plans have dynamic steps (shapes that are data,
+     * exec/plan_dyn.c): the differential engine declines, every trial runs
+     * in full (bf_campaign_result.full_reason) */
+    int dyn;
 } bf__golden;
 
 #endif
