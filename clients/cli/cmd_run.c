@@ -388,7 +388,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
                 (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.full_trials,
                 (long long)res.fused_activations);
-        if (res.exact_reason) fprintf(stderr, "bitflip run: exact engine: %s\n", res.exact_reason);
+        if (res.full_reason) fprintf(stderr, "bitflip run: exact engine: %s\n", res.full_reason);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,
                 "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "

@@ -302,8 +302,11 @@ typedef struct bf_campaign_result {
     /* how it ran (not part of the result proper: shards and modes agree on
      * everything above) */
     int exact;                /* every trial a full pass */
-    const char *exact_reason; /* why, when the run did not ask for it (a graph the differential
-                               * engine cannot run in part), else NULL; static text */
+    /* why every trial was a full pass though bf_campaign_opts.exact was 0
+     * (the differential engine declined the model: a one-sample graph, or
+     * shapes that are data), for --stats; NULL:
+     * it was not declined */
+    const char *full_reason;
     double setup_seconds;     /* of `seconds`: workers' plans and golden checks, the cache */
     /* Where the setup went, in seconds. Creating the campaign (before
      * `seconds`): the golden evaluators' plans built, the golden pass (with

@@ -117,7 +117,16 @@ typedef struct bf_plan_opts {
      * value computed at run time is then the sample's, whatever its dim 0:
      * a value fault's index counts within the whole value. */
     int unbatched;
+    /* Bytes of the run-time arena: the outputs and scratch of the steps
+     * whose shapes are data (NonZero of a computed value, what reads it,
+     * If and Loop), sized on every run and not in the budget above. A run
+     * that needs more fails naming the step. 0: what max_bytes leaves over
+     * the plan's total_bytes when max_bytes is set, else
+     * BF_PLAN_RUN_BYTES_DEFAULT. */
+    uint64_t max_run_bytes;
 } bf_plan_opts;
+
+#define BF_PLAN_RUN_BYTES_DEFAULT ((uint64_t)4 << 30)   /* 4 GiB */
 
 /* bf_plan_estimate for the plan bf_plan_create_opts would build with `opts`
  * (share_buffers and the dims count; max_bytes and budget are ignored). */

@@ -306,6 +306,11 @@ typedef struct vcand {
 bf_status bf__campaign_probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err)
 {
     bf_status st = bf__plan_fault_site(a, v, row, err);
+    if (st == BF_OK && *row == BF__ROW_PER_RUN)
+        return bf_error_set(err, BF_EUNSUPPORTED,
+                            "'%s': a dynamic step computes it (its shape is data, docs/ENGINE.md), so its elements "
+                            "differ from sample to sample: not an activation site of a campaign",
+                            a->model->values[v].name ? a->model->values[v].name : "");
     if (st != BF_OK || !b) return st;
     int64_t rb;
     if ((st = bf__plan_fault_site(b, v, &rb, err)) != BF_OK) return st;

@@ -301,13 +301,17 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     if ((st = golden_evaluator(c, &ev, err)) != BF_OK) goto out;
     c->batch = bf_evaluator_batch(ev);   /* fixed now: every worker uses it */
     c->setup.plans = now_s() - t0;
-    /* The differential engine's steps slice values by the batch on dim 0;
-     * a one-sample graph has none (its value [K, 4] is K boxes of one image) */
+    /* The differential engine's steps slice values by the batch on dim 0,
+     * and re-run steps whose shapes are fixed: a one-sample graph has no
+     * batch dim (its value [K, 4] is K boxes of one image), and a dynamic
+     * step's shapes are data */
     if (bf_evaluator_unbatched(ev))
-        c->golden.exact_reason = "the graph takes one sample per call (its inputs have no batch dimension): every trial "
-                                 "runs in full";
+        c->golden.full_reason = "the graph takes one sample per call (its inputs have no batch dimension): every trial "
+                                "runs in full";
+    else if (bf__evaluator_plan(ev, 0)->n_dyn > 0)
+        c->golden.full_reason = "shapes that are data (dynamic steps): every trial runs in full";
     bf_eval_result r;
-    if (prep && prep->differential && !c->golden.exact_reason) {
+    if (prep && prep->differential && !c->golden.full_reason) {
         if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
     } else {
         double t1 = now_s(), cpu = cpu_s();

@@ -77,6 +77,7 @@ typedef struct worker {
 struct runner {
     bf_campaign *c;
     const bf_campaign_opts *opts;
+    int exact;              /* opts->exact, or a model the differential engine declines */
     int64_t shard_index, shard_count;
     int64_t n;              /* trials in this shard */
     int chunk;              /* trials per chunk */
@@ -389,7 +390,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
      * activation may run in its epilogue (the differential engine runs
      * steps alone and reads every value) */
     bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel,
-                       .fuse_activations = rn->opts->exact != 0};
+                       .fuse_activations = rn->exact};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)
@@ -404,7 +405,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
      * plans and checked against the campaign's golden outputs as it goes
      * (gcache.c): each batch on one worker, no pass of their own. The
      * exact engine has no cache, so each worker checks its own. */
-    if (!rn->opts->exact) return BF_OK;
+    if (!rn->exact) return BF_OK;
     bf_eval_result r;
     st = bf_evaluator_run(w->ev, NULL, 0, &r, err);
     acc->setup.checks += now_s() - t1;
@@ -699,13 +700,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
 {
     static const bf_campaign_opts none = {0};
     const bf_campaign_opts *o = opts ? opts : &none;
-    bf_campaign_opts forced;
-    if (c->golden.exact_reason && !o->exact) {   /* the exact engine, whatever was asked: the result says why */
-        forced = *o;
-        forced.exact = 1;
-        o = &forced;
-    }
-    runner rn = {.c = c, .opts = o};
+    runner rn = {.c = c, .opts = o, .exact = o->exact != 0 || c->golden.full_reason};
     bf_campaign_result acc = {0};
     bf_status st;
     int locks = 0;
@@ -738,7 +733,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
      * not made again; one that cannot be used is freed before the workers
      * allocate theirs. */
     int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-    rn.adopt = c->golden.gdx && c->golden.n_gev > 0 && !o->exact && c->golden.gdx_budget == budget;
+    rn.adopt = c->golden.gdx && c->golden.n_gev > 0 && !rn.exact && c->golden.gdx_budget == budget;
     if (!rn.adopt) {
         bf__dx_shared_free(c->golden.gdx);
         c->golden.gdx = NULL;
@@ -758,11 +753,11 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         if ((st = worker_gen(&rn, &rn.ws[i], i, &acc, err)) != BF_OK) goto out;
     }
     drop_golden_evaluators(c);
-    acc.exact = o->exact != 0;
-    acc.exact_reason = c->golden.exact_reason;
+    acc.exact = rn.exact;
+    if (!o->exact) acc.full_reason = c->golden.full_reason;
     rn.golden_finite = 1;
     for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++) rn.golden_finite &= isfinite(c->golden.out[i]) != 0;
-    if (!o->exact && (st = setup_differential(&rn, threads, budget, &acc, err)) != BF_OK) goto out;
+    if (!rn.exact && (st = setup_differential(&rn, threads, budget, &acc, err)) != BF_OK) goto out;
     acc.setup_seconds = now_s() - t0;
     if ((st = init_locks(&rn, err)) != BF_OK) goto out;
     locks = 1;

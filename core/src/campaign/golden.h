@@ -31,8 +31,9 @@ typedef struct bf__golden {
     struct bf__dx_shared *gdx;
     int64_t gdx_budget;
     /* why every trial runs in full whatever the run asks (a graph the
-     * differential engine cannot re-run in part), or NULL */
-    const char *exact_reason;
+     * differential engine cannot re-run in part: one sample per call, or
+     * dynamic steps, exec/plan_dyn.c), or NULL; static text */
+    const char *full_reason;
     /* a one-sample graph's outputs, every one per sample (n 0 otherwise) */
     bf__ragcopy rag;
 } bf__golden;

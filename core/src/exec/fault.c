@@ -109,6 +109,17 @@ bf_status bf__plan_fault_site(const bf_plan *p, int64_t value, int64_t *row_elem
         return bf_error_set(err, BF_EINVAL, "'%s' reaches no graph output, so it is never computed", name);
     }
     const char *what = val->kind == BF__VAL_INPUT ? "graph input" : "node output";
+    if (p->dyn_val[value]) {
+        /* a dynamic step's value (plan_dyn.c): its type and shape are each
+         * run's, so the element is checked when the fault applies, and one
+         * past this run's elements (or a value that is not float32 this run)
+         * is left alone (seen: NaN) */
+        if (t->dtype != BF_DTYPE_INVALID && t->dtype != BF_F32)
+            return bf_error_set(err, BF_EINVAL, "%s '%s' is %s; only float32 values are fault sites", what, name,
+                                bf_dtype_name(t->dtype));
+        *row_elems = BF__ROW_PER_RUN;
+        return BF_OK;
+    }
     if (t->dtype != BF_F32)
         return bf_error_set(err, BF_EINVAL, "%s '%s' is %s; only float32 values are fault sites", what, name,
                             bf_dtype_name(t->dtype));
@@ -120,6 +131,13 @@ bf_status bf__plan_fault_site(const bf_plan *p, int64_t value, int64_t *row_elem
     /* the sample on dim 0, or (flat_rows) rows of it, batch-major: either
      * way one sample's elements are numel / batch in a row from s times that */
     int flat = p->flat_rows > 0 && t->ndim >= 1 && t->dims[0] == p->batch * p->flat_rows;
+    /* a plan of one sample (a detector's one-image graph, [3, H, W] in and
+     * [K, 4] out): the whole value is the sample's */
+    if (p->batch == 1 && p->flat_rows == 0) {
+        if (bf_tensor_numel(t) < 1) return bf_error_set(err, BF_EINVAL, "%s '%s' has no elements", what, name);
+        *row_elems = bf_tensor_numel(t);
+        return BF_OK;
+    }
     if (t->ndim < 1 || (t->dims[0] != p->batch && !flat)) {
         char s[96];
         if (p->flat_rows > 0)

@@ -44,9 +44,21 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->fuse_to);
     bf__free(p->fused_skip);
     bf__free(p->vf);
+    bf__dyn_free(p);
+    bf__free(p->dyn_val);
     bf__free(p);
 }
 
+
+/* A dynamic step's value's elements per sample in this run (plan_dyn.c):
+ * all of them in a plan of one sample, else numel / batch when dim 0 is
+ * the batch; 0 (no fault applies) otherwise, or when not float32. */
+static int64_t dyn_row(const bf_plan *p, const bf_tensor *t)
+{
+    if (t->dtype != BF_F32) return 0;
+    if (p->batch == 1) return bf_tensor_numel(t);
+    return t->ndim >= 1 && t->dims[0] == p->batch ? bf_tensor_numel(t) / p->batch : 0;
+}
 
 /* The value faults that apply after `step` (-1: to the graph inputs). */
 void bf__plan_apply_value_faults(bf_plan *p, int step)
@@ -56,8 +68,10 @@ void bf__plan_apply_value_faults(bf_plan *p, int step)
         if (v->step != step) continue;
         float *x = p->vals[v->f.value].data;
         int64_t r0 = v->f.sample < 0 ? 0 : v->f.sample, r1 = v->f.sample < 0 ? p->batch : v->f.sample + 1;
+        int64_t row = v->row_elems;
+        if (row == BF__ROW_PER_RUN && (row = dyn_row(p, &p->vals[v->f.value])) <= v->f.index) continue;
         for (int64_t r = r0; r < r1; r++) {
-            float *e = x + r * v->row_elems + v->f.index, was, now;
+            float *e = x + r * row + v->f.index, was, now;
             *e = bf_value_fault_apply(&v->f, *e, &was, &now);
             if (r == r0) v->old_value = was, v->new_value = now;
         }
@@ -87,10 +101,17 @@ bf_status bf_plan_run(bf_plan *p, bf_error *err)
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
     if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
     p->n_fused = 0;
+    if (p->n_dyn) bf__dyn_reset(p);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         bf__rowsrc rs;
         bf__act act;
+        if (s->dyn) {
+            bf_status st = bf__dyn_run_step(p, i, err);
+            if (st != BF_OK) return st;
+            if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+            continue;
+        }
         bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                      .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
         if (p->fused_skip[i]) {
@@ -125,6 +146,7 @@ bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
 {
     const bf__step *s = &p->steps[i];
     bf__rowsrc rs;
+    if (s->dyn) return bf__dyn_run_step(p, i, err);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
     return s->node->op->run(&c, err);

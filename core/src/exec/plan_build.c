@@ -235,11 +235,11 @@ static bf_status find_fusions(bf_plan *p, bf_error *err)
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
-        if (!bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
+        if (s->dyn || !bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
         int r = reader[v];
         const bf__step *t = &p->steps[r];
         /* a Clip's bounds may be values not computed yet: only its kind here */
-        if (r <= (int)i || t->n_in < 1 || t->node->in[0] != v || t->n_out != 1 || t->node->out[0] < 0 ||
+        if (r <= (int)i || t->dyn || t->n_in < 1 || t->node->in[0] != v || t->n_out != 1 || t->node->out[0] < 0 ||
             !bf__act_of(t, NULL))
             continue;
         int ready = 1;
@@ -283,7 +283,7 @@ static int off_cmp(const void *a, const void *b)
 static int placed(const bf_plan *p, const unsigned char *needed, int v)
 {
     const bf__value *val = &p->model->values[v];
-    if (p->known[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) return 0;
+    if (p->known[v] || p->dyn_val[v] || val->kind == BF__VAL_PARAM || val->kind == BF__VAL_CONST) return 0;
     return val->kind != BF__VAL_NODE || needed[v];
 }
 
@@ -392,13 +392,17 @@ static void bind_initializers(bf_plan *p)
 /* Node n's prepare: its output shapes and dtypes, its parameters, its
  * scratch, into bs->prep; *all_known when every input is known now. A
  * failure on a phantom's account (or any failure, for an estimate) sets
- * bc->cut_short instead and returns BF_OK: the budget so far says enough. */
+ * bc->cut_short instead and returns BF_OK: the budget so far says enough.
+ * A node that reads a value of a dynamic step is not prepared now: it is a
+ * dynamic step too (plan_dyn.c), as is one whose prepare says its output
+ * shape needs data not known now (prep->data_dependent). */
 static bf_status prepare_node(bf_plan *p, budget_ctx *bc, build_ctx *bs, const bf__node *n, int *all_known,
                               bf_error *err)
 {
     const bf_model *m = p->model;
     bf__prep *prep = bs->prep;
     bf_status st;
+    int dyn = 0;
     *all_known = 1;
     memset(prep, 0, sizeof *prep);
     prep->node = n;
@@ -417,7 +421,12 @@ static bf_status prepare_node(bf_plan *p, budget_ctx *bc, build_ctx *bs, const b
         if (n->out[j] >= 0) prep->out[j] = &p->vals[n->out[j]];
         else prep->out[j] = &p->dummies[bs->n_dummies++];
     }
-    if ((st = n->op->prepare(prep, err)) == BF_OK) return BF_OK;
+    for (int j = 0; j < n->n_in; j++) dyn |= n->in[j] >= 0 && p->dyn_val[n->in[j]];
+    if (dyn) prep->data_dependent = 1;
+    if (dyn || (st = n->op->prepare(prep, err)) == BF_OK) {
+        if (prep->data_dependent) *all_known = 0;
+        return BF_OK;
+    }
     if (reads_phantom(bc, n) || bc->estimate) {
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0 && bc->phantom[n->in[j]]) bc->cut_short = 1;
@@ -439,6 +448,23 @@ static bf_status place_node(bf_plan *p, budget_ctx *bc, build_ctx *bs, const bf_
     bf_plan_budget *b = bc->b;
     bf__prep *prep = bs->prep;
     bf_status st;
+    if (prep->data_dependent) {
+        /* shapes that are data: prepared on every run (plan_dyn.c), its
+         * outputs in the run-time arena, outside this budget */
+        for (int j = 0; j < n->n_out; j++) {
+            if (n->out[j] >= 0) p->dyn_val[n->out[j]] = 1;
+            bf_tensor *t = prep->out[j];
+            const char *name = t->name;
+            memset(t, 0, sizeof *t);
+            t->name = name;
+        }
+        prep->scratch = 0;
+        if ((st = add_step(p, n, prep, err)) != BF_OK) return st;
+        p->steps[p->n_steps - 1].dyn = 1;
+        p->n_dyn++;
+        b->overhead_bytes += BF__OP_PARAMS_MAX + ((size_t)n->n_in + (size_t)n->n_out + 2) * sizeof(void *);
+        return BF_OK;
+    }
     for (int j = 0; j < n->n_out; j++)
         if ((st = check_output(m, n, prep->out[j], err)) != BF_OK) return st;
 
@@ -681,6 +707,18 @@ bf_status bf__plan_estimate_opts(const bf_model *model, int64_t batch, const bf_
     return plan_estimate(model, batch, &ask, err);
 }
 
+/* A plan with dynamic steps: their prepare state and the run-time
+ * arena's limit (bf_plan_opts.max_run_bytes; docs/LIMITS.md). */
+static bf_status dyn_setup(bf_plan *p, const bf_plan_opts *opts, const bf_plan_budget *b, bf_error *err)
+{
+    p->dyn_prep = bf__aligned_alloc(sizeof *p->dyn_prep);
+    if (!p->dyn_prep) return oom(err);
+    if (opts->max_run_bytes) p->dyn.limit = opts->max_run_bytes;
+    else if (opts->max_bytes) p->dyn.limit = opts->max_bytes > b->total_bytes ? opts->max_bytes - b->total_bytes : 0;
+    else p->dyn.limit = BF_PLAN_RUN_BYTES_DEFAULT;
+    return BF_OK;
+}
+
 static bf_status plan_create(const bf_model *model, int64_t batch, const plan_ask *ask, bf_plan **out,
                              bf_error *err)
 {
@@ -714,10 +752,11 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     p->fuse_to = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_to);
     p->fused_skip = bf__calloc(model->n_nodes + 1, 1);
     p->fuse = ask->opts.fuse_activations != 0;
+    p->dyn_val = bf__calloc(model->n_values + 1, 1);
     bc.phantom = bf__calloc(model->n_values + 1, 1);
     if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
         !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_to || !p->fused_skip ||
-        !bc.phantom) {
+        !bc.phantom || !p->dyn_val) {
         st = oom(err);
         goto fail;
     }
@@ -730,6 +769,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     bc.phantom = NULL;
     if (st == BF_OK && ask->out0_numel) *ask->out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);
     if (st != BF_OK || ask->estimate) goto fail;
+    if (p->n_dyn && (st = dyn_setup(p, &ask->opts, bc.b, err)) != BF_OK) goto fail;
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
     for (size_t i = 0; i < p->n_steps; i++)

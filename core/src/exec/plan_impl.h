@@ -13,7 +13,21 @@ typedef struct bf__step {
     const bf_tensor **in;     /* into plan->vals; NULL for omitted inputs */
     bf_tensor **out;          /* into plan->vals; outputs nobody reads get a dummy */
     void *params;             /* what the op's prepare wrote */
+    int dyn;                  /* prepared again on every run (plan_dyn.c): a shape that is data */
 } bf__step;
+
+/* The run-time arena of dynamic steps (plan_dyn.c): chunks kept across
+ * runs, emptied at the start of each run, so that a run whose shapes are
+ * those of an earlier one allocates nothing. */
+typedef struct bf__dynarena {
+    unsigned char **chunk;    /* 64-byte aligned */
+    size_t *cap;              /* bytes of each chunk */
+    size_t n, n_cap;
+    size_t cur, used;         /* the chunk being filled, bytes used in it */
+    uint64_t total;           /* bytes of every chunk */
+    uint64_t limit;           /* total may not exceed it */
+    uint64_t run_bytes;       /* bytes handed out this run */
+} bf__dynarena;
 
 /* A value fault as the plan keeps it: where it applies and what it saw. */
 typedef struct bf__vfault {
@@ -24,6 +38,8 @@ typedef struct bf__vfault {
 } bf__vfault;
 
 #define BF__VAL_NOT_RUN (-2)   /* val_step of a value no step computes */
+/* bf__plan_fault_site's row length of a dynamic step's value: each run's */
+#define BF__ROW_PER_RUN INT64_MAX
 
 struct bf_plan {
     const bf_model *model;
@@ -78,7 +94,24 @@ struct bf_plan {
     int *fuse_to;
     unsigned char *fused_skip;
     size_t n_fusable, n_fused;
+    /* dynamic steps (plan_dyn.c): dyn_val[v] 1 when a dynamic step computes
+     * v (its shape and data are the last run's); dyn_prep: the prepare
+     * state a run fills for each dynamic step */
+    size_t n_dyn;
+    unsigned char *dyn_val;
+    bf__prep *dyn_prep;
+    bf__dynarena dyn;
 };
+
+/* plan_dyn.c: runs dynamic step i: prepared on the values its inputs hold
+ * now, its outputs and scratch from the run-time arena. */
+bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err);
+/* plan_dyn.c: empties the run-time arena (the start of a run). */
+void bf__dyn_reset(bf_plan *p);
+void bf__dyn_free(bf_plan *p);
+/* plan_dyn.c: n bytes (64-byte aligned) of the run-time arena into *out,
+ * or an error naming `what` when they would pass its limit. */
+bf_status bf__dyn_alloc(bf_plan *p, size_t n, const char *what, void **out, bf_error *err);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do

@@ -1,8 +1,9 @@
 /* Ops that make index tensors and masks: Range (torch.arange), OneHot,
  * NonZero (torch.nonzero, masks turned into indices) and Trilu (causal
  * masks, torch.triu / tril). Range and NonZero have output shapes that
- * depend on their inputs' values, so those must be known when the plan is
- * built (constants, or shape arithmetic the plan folds). */
+ * depend on their inputs' values: a NonZero of a value computed at run time
+ * is a dynamic step (plan_dyn.c), prepared on every run; a Range reading
+ * one is too, as every step reading a dynamic step's value. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -214,14 +215,12 @@ bf_status bf__nonzero_prepare(bf__prep *p, bf_error *err)
     bf_dtype dt = x->dtype;
     if (dt != BF_F32 && dt != BF_I64 && dt != BF_I32 && dt != BF_BOOL && dt != BF_U8 && dt != BF_I8)
         return bf__node_error(err, n, BF_EUNSUPPORTED, "input is %s; not supported", bf_dtype_name(dt));
-    if (!x->data)
-        return bf__node_error(err, n, BF_EUNSUPPORTED, "its input must be known when the plan is built: the "
-                              "output shape is the number of non-zero elements. Here it depends on the graph's "
-                              "inputs (x[mask], torch.nonzero, and torch.where(cond) with one argument export this: a "
-                              "mixture-of-experts that picks each expert's tokens so, for one); only a NonZero of "
-                              "constants is supported, since a plan has static shapes (docs/OPS.md: a MoE runs when "
-                              "it weights every expert's output by a gate scattered from top-k, or when its "
-                              "dispatch by index is exactly the exported one: MoE dispatch by index)");
+    if (!x->data) {
+        /* the output's length is the data's: prepared again on every run
+         * (plan_dyn.c), when x is there */
+        p->data_dependent = 1;
+        return BF_OK;
+    }
     int64_t count = 0, total = bf_tensor_numel(x);
     for (int64_t i = 0; i < total; i++) count += is_nonzero(x, i);
     ((nonzero_params *)p->params)->count = count;
