@@ -180,9 +180,9 @@ const bf_tensor *bf_plan_output(const bf_plan *p, size_t i)
 
 int bf__plan_output_static(const bf_plan *p, size_t k)
 {
-    /* every shape is fixed when the plan is built (until steps whose shapes
-     * are data exist) */
-    return k < p->model->n_outputs;
+    if (k >= p->model->n_outputs) return 0;
+    int st = p->val_step[p->model->output_vals[k]];   /* -1: a graph input; BF__VAL_NOT_RUN: folded */
+    return st < 0 || !p->steps[st].dyn;
 }
 
 bf_status bf_plan_param_mut(bf_plan *p, size_t param, float **data, bf_error *err)
