@@ -126,7 +126,7 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
         bf__score(w->rn->scorer, &w->sc, w->ev, outs, rows, n_rows, res);
         return BF_OK;
     }
-    memset(res, 0, sizeof *res);
+    bf__eval_result_clear(res);
     res->task = c->golden.task;
     res->samples = c->golden.samples;
     res->out_cols = c->golden.out_cols;
@@ -137,6 +137,11 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
     res->perplexity = c->golden.metric[BF_METRIC_PERPLEXITY];
     res->token_accuracy = c->golden.metric[BF_METRIC_TOKEN_ACCURACY];
     res->choice_accuracy = c->golden.metric[BF_METRIC_CHOICE_ACCURACY];
+    res->miou = c->golden.metric[BF_METRIC_MIOU];
+    res->pixel_accuracy = c->golden.metric[BF_METRIC_PIXEL_ACCURACY];
+    res->map = c->golden.metric[BF_METRIC_MAP];
+    res->map50 = c->golden.metric[BF_METRIC_MAP50];
+    res->recall = c->golden.metric[BF_METRIC_RECALL];
     return BF_OK;
 }
 
@@ -628,7 +633,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
     if (st != BF_OK) return st;
     for (int i = 0; i < threads; i++) {
         if ((st = bf__dx_create(rn->dxs, rn->ws[i].ev, &rn->ws[i].dx, err)) != BF_OK ||
-            (st = bf__score_scratch_init(&rn->ws[i].sc, c->golden.samples, err)) != BF_OK)
+            (st = bf__score_scratch_init(&rn->ws[i].sc, rn->scorer, c->golden.samples, err)) != BF_OK)
             return st;
         if (rn->opts->no_full_pass) bf__dx_no_full_pass(rn->ws[i].dx);
     }

@@ -23,6 +23,10 @@ typedef struct bf__golden {
      * arg-max at each labelled position (-1 elsewhere) */
     int64_t lm_T, lm_V, lm_labelled;
     int64_t *lm_labels, *lm_pred;
+    /* segmentation: classes, pixels per image and the golden arg-max at
+     * every pixel [samples, HW] */
+    int64_t seg_C, seg_HW;
+    int32_t *seg_pred;
     /* the differential engine's pass: its evaluators (one per thread it ran
      * on) and shared state (NULL once handed over, or when not prepared) */
     bf_evaluator **gev;

@@ -12,6 +12,7 @@
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
 #include "bitflip/plan.h"
+#include "exec/metrics_seg.h"
 #include "exec/step_access.h"
 #include "exec/plan_impl.h"
 
@@ -49,6 +50,7 @@ struct bf_evaluator {
     int64_t lm_labelled;      /* ... positions with a label (not -100) */
     double *row_ce;           /* ... scratch: each sequence's cross-entropy */
     int64_t *mc_item, *mc_answer, *mc_best;   /* multiple choice (NULL: none) */
+    bf__seg *seg;             /* segmentation (metrics_seg.h; NULL: another task) */
     int64_t *order;           /* AUC scratch */
     float *outputs;
     bf_value_fault *vf;       /* value faults, by eval-set sample */
@@ -79,6 +81,8 @@ const char *bf_task_name(bf_task t)
     case BF_TASK_CLASSIFICATION: return "classification";
     case BF_TASK_BINARY: return "binary";
     case BF_TASK_LANGUAGE_MODEL: return "language_model";
+    case BF_TASK_DETECTION: return "detection";
+    case BF_TASK_SEGMENTATION: return "segmentation";
     case BF_TASK_NONE: break;
     }
     return "none";
@@ -106,6 +110,7 @@ void bf_evaluator_free(bf_evaluator *ev)
     bf__free(ev->mc_item);
     bf__free(ev->mc_answer);
     bf__free(ev->mc_best);
+    bf__seg_free(ev->seg);
     bf__free(ev->order);
     bf__free(ev->outputs);
     bf__free(ev);
@@ -259,6 +264,11 @@ static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
     int64_t n = ev->samples;
     const bf_tensor *o = bf_plan_output(ev->plans[0], 0);
     if (l->ndim == 2 && (o->ndim == 3 || l->dims[1] > 1)) return bind_lm(ev, l, o, err);
+    if (bf__seg_layout(l, o) && !bf_dataset_find(ev->ds, "mc_item") && !bf_dataset_find(ev->ds, "mc_answer")) {
+        bf_status st = bf__seg_create(l, o, ev->model->outputs[0].name, n, &ev->seg, err);
+        if (st == BF_OK) ev->task = BF_TASK_SEGMENTATION;
+        return st;
+    }
     if (bf_dataset_find(ev->ds, "mc_item") || bf_dataset_find(ev->ds, "mc_answer"))
         return bf_error_set(err, BF_EINVAL, "eval tensors 'mc_item' and 'mc_answer' (multiple choice) need "
                                             "'labels' [n, T] of a language_model eval set");
@@ -533,12 +543,11 @@ static bf_status apply_flips(bf_evaluator *ev, const bf_bitflip *flips, size_t n
 
 void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res)
 {
-    memset(res, 0, sizeof *res);
+    bf__eval_result_clear(res);
     res->task = ev->task;
     res->samples = ev->samples;
     res->out_cols = ev->out_cols;
     res->outputs = (float *)outputs;
-    res->accuracy = res->auc = res->logloss = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
     if (ev->task == BF_TASK_CLASSIFICATION) {
         res->accuracy = bf_metric_accuracy(outputs, ev->samples, ev->out_cols, ev->labels_i);
     } else if (ev->task == BF_TASK_BINARY) {
@@ -550,8 +559,19 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
                      &res->token_accuracy);
         if (ev->mc_item)
             res->choice_accuracy = bf_metric_choice_accuracy(ev->row_ce, ev->samples, ev->mc_item, ev->mc_answer, ev->mc_best);
+    } else if (ev->task == BF_TASK_SEGMENTATION) {
+        bf__seg_score(ev->seg, outputs, &res->miou, &res->pixel_accuracy);
     }
 }
+
+void bf__eval_result_clear(bf_eval_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->accuracy = res->auc = res->logloss = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
+    res->miou = res->pixel_accuracy = res->map = res->map50 = res->recall = NAN;
+}
+
+const bf__seg *bf__evaluator_seg(const bf_evaluator *ev) { return ev->seg; }
 
 /* The result of a pass whose outputs are in place: metrics over them. */
 static void finish(bf_evaluator *ev, bf_eval_result *res, double seconds)
