@@ -162,7 +162,8 @@ json_t *bf_mitigations_render(const bf_mitigation_run *runs, size_t n_runs, doub
     if (!n_runs) return arr;
     const json_t *g0 = json_object_get(runs[0].doc, "golden");
     /* the task's higher-is-better metric (cmd_run.c keeps each trial's) */
-    const char *metric = json_object_get(g0, "auc") ? "auc" : json_object_get(g0, "token_accuracy") ? "token_accuracy" : "accuracy";
+    const char *metric = json_object_get(g0, "auc") ? "auc" : json_object_get(g0, "token_accuracy") ? "token_accuracy"
+                       : json_object_get(g0, "miou") ? "miou" : "accuracy";
     double golden = json_number_value(json_object_get(g0, metric));
     for (size_t k = 0; k < n_runs; k++) {
         const bf_mitigation_run *r = &runs[k];

@@ -123,7 +123,8 @@ static double t_quantile(double conf, double nu)
 static int unit_metric(const char *name)
 {
     return !strcmp(name, "accuracy") || !strcmp(name, "auc") || !strcmp(name, "top1_mismatch") || !strcmp(name, "token_accuracy") ||
-           !strcmp(name, "choice_accuracy") || !strcmp(name, "generation_match");
+           !strcmp(name, "choice_accuracy") || !strcmp(name, "generation_match") || !strcmp(name, "miou") ||
+           !strcmp(name, "pixel_accuracy") || !strcmp(name, "map") || !strcmp(name, "map50") || !strcmp(name, "recall");
 }
 
 static json_t *metric_json(const char *name, const bf_metric_sums *s, double conf)
@@ -610,7 +611,8 @@ const char *bf_result_gate_names(void)
 {
     return "critical_rate, due_rate, masked_rate, tolerable_rate (each also _upper and _lower: its interval's "
            "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs, perplexity, token_accuracy, "
-           "choice_accuracy, generation_match, first_divergence, edit_distance (means under faults), "
+           "choice_accuracy, generation_match, first_divergence, edit_distance, miou, pixel_accuracy, map, map50, recall "
+           "(means under faults), "
            "golden_<metric>, and with mitigations mitigation.NAME.<any of these> or mitigation.NAME.recovery "
            "(_lower, _upper), .time_ratio, .storage_overhead";
 }

@@ -39,7 +39,7 @@ const char *const bf__spec_fault_names[BF__SPEC_N_FAULT_NAMES] = {
 static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
 enum { E_TENSOR, E_INDEX, E_BIT, E_SAMPLE, E_N };
-static const char *const CRITICAL_NAMES[] = {"metric", "delta"};
+static const char *const CRITICAL_NAMES[] = {"metric", "delta", "pixels", "score"};
 static const char *const STOP_NAMES[] = {"margin", "confidence"};
 static const char *const GENERATE_NAMES[] = {"new_tokens"};
 static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"};
@@ -171,7 +171,7 @@ static void parse_critical(ctx *c, json_t *v, bf_campaign_spec *s)
 {
     static const fieldset critical_fs = {CRITICAL_NAMES, COUNT(CRITICAL_NAMES), NULL, 0, NULL};
     const char *names[BF_METRIC_COUNT];
-    json_t *cr[2];
+    json_t *cr[4];
     double d;
     s->critical_metric = -1;
     if (!v) return;
@@ -181,6 +181,19 @@ static void parse_critical(ctx *c, json_t *v, bf_campaign_spec *s)
     }
     for (int i = 0; i < BF_METRIC_COUNT; i++) names[i] = bf_metric_name((bf_metric_id)i);
     bf__spec_take_fields(c, v, "/critical", &critical_fs, cr);
+    /* segmentation's share of an image's pixels; alone, it needs no metric */
+    if (cr[2] && bf__spec_get_number(c, cr[2], "/critical/pixels", &d)) {
+        if (d >= 0 && d < 1) s->critical_pixels = d, s->critical_pixels_set = 1;
+        else bf__spec_problem(c, "/critical/pixels", "must be at least 0 and below 1 (a share of an image's pixels), got %s",
+                              bf__spec_describe(cr[2]).s);
+    }
+    /* detection's score threshold: a detection over it counts; alone too */
+    if (cr[3] && bf__spec_get_number(c, cr[3], "/critical/score", &d)) {
+        if (d >= 0 && d < 1) s->critical_score = d, s->critical_score_set = 1;
+        else bf__spec_problem(c, "/critical/score", "must be at least 0 and below 1 (a detection's score), got %s",
+                              bf__spec_describe(cr[3]).s);
+    }
+    if ((cr[2] || cr[3]) && !cr[0] && !cr[1]) return;
     if (!cr[0]) {
         bf__spec_problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");
     } else {

@@ -25,6 +25,9 @@ static const char help[] =
     "'mc_item' and 'mc_answer' [N] (one row per choice of a multiple-choice item,\n"
     "labels only on the choice's continuation) also choice accuracy, the share of\n"
     "items whose most likely choice is the right one (docs/GUIDE.md).\n"
+    "Integer labels [N, H, W] against logits [N, C, H, W] (a segmenter; 255 marks\n"
+    "an ignored pixel) give mIoU (from the confusion matrix of the whole eval set)\n"
+    "and pixel accuracy; a fault's changed predictions are then pixels.\n"
     "Each --flip (or --random-flips) is then evaluated as its own pass: the bit is\n"
     "flipped in the fp32 parameter for the whole pass and restored afterwards.\n"
     "\n"
@@ -147,10 +150,13 @@ static int write_outputs(const char *path, const bf_eval_result *r)
 
 /* Samples whose top-1 class (or 0.5-threshold decision) differs from golden. */
 /* Samples whose prediction changed; a language model's positions (every
- * one, labelled or not: `vocab` logits each) whose arg-max did. */
+ * one, labelled or not: `vocab` logits each) whose arg-max did; a
+ * segmenter's pixels (`vocab` classes each) whose arg-max did. */
 static int64_t changed_predictions(const bf_eval_result *golden, const float *gold_out, const bf_eval_result *r, int64_t vocab)
 {
     int64_t n = 0;
+    if (r->task == BF_TASK_SEGMENTATION && vocab > 0)   /* vocab: the classes; the pixels whose arg-max moved */
+        return bf_metric_seg_changed(gold_out, r->outputs, r->samples, vocab, r->out_cols / vocab);
     if (r->task == BF_TASK_LANGUAGE_MODEL && vocab > 0)
         return bf_argmax_changed(gold_out, r->outputs, r->samples * r->out_cols / vocab, vocab);
     if (r->out_cols > 1) return bf_argmax_changed(gold_out, r->outputs, r->samples, r->out_cols);
@@ -191,11 +197,12 @@ static void progress_end(progress *p) { cli_progress_clear(&p->out); }
 
 static const char *metric_name(bf_task t)
 {
-    return t == BF_TASK_BINARY ? "auc" : t == BF_TASK_LANGUAGE_MODEL ? "perplexity" : "accuracy";
+    return t == BF_TASK_BINARY ? "auc" : t == BF_TASK_LANGUAGE_MODEL ? "perplexity" : t == BF_TASK_SEGMENTATION ? "miou" : "accuracy";
 }
 static double metric_value(const bf_eval_result *r)
 {
-    return r->task == BF_TASK_BINARY ? r->auc : r->task == BF_TASK_LANGUAGE_MODEL ? r->perplexity : r->accuracy;
+    return r->task == BF_TASK_BINARY ? r->auc : r->task == BF_TASK_LANGUAGE_MODEL ? r->perplexity
+         : r->task == BF_TASK_SEGMENTATION ? r->miou : r->accuracy;
 }
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -274,6 +281,10 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
             json_object_set_new(root, "token_accuracy", num(golden->token_accuracy));
             if (!isnan(golden->choice_accuracy)) json_object_set_new(root, "choice_accuracy", num(golden->choice_accuracy));
         }
+        if (task == BF_TASK_SEGMENTATION) {
+            json_object_set_new(root, "miou", num(golden->miou));
+            json_object_set_new(root, "pixel_accuracy", num(golden->pixel_accuracy));
+        }
         json_object_set_new(root, "batch", json_integer(bf_evaluator_batch(ev)));
         json_object_set_new(root, "threads", json_integer(o->threads));
         json_object_set_new(root, "seconds", json_real(best));
@@ -287,6 +298,8 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
             printf("golden   perplexity %.4f   token_accuracy %.4f", golden->perplexity, golden->token_accuracy);
             if (!isnan(golden->choice_accuracy)) printf("   choice_accuracy %.4f", golden->choice_accuracy);
             fputc('\n', stdout);
+        } else if (task == BF_TASK_SEGMENTATION) {
+            printf("golden   miou %.4f   pixel_accuracy %.4f\n", golden->miou, golden->pixel_accuracy);
         }
         printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
                (long long)bf_evaluator_batch(ev), o->threads, o->threads == 1 ? "" : "s",
@@ -394,7 +407,7 @@ int cmd_eval(int argc, char **argv)
         progress_end(&prog);
         if (st != BF_OK) { rc = report_error("eval", &err); json_decref(jfaults); goto out; }
         const bf_value_info *lo = bf_model_output(m, 0);
-        int64_t changed = changed_predictions(&golden, golden_out, &r, lo->ndim == 3 ? lo->dims[2] : 0);
+        int64_t changed = changed_predictions(&golden, golden_out, &r, lo->ndim == 3 ? lo->dims[2] : lo->ndim == 4 ? lo->dims[1] : 0);
         int64_t nonfinite = 0;
         for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);
         if (o.json) {

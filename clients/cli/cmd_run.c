@@ -134,8 +134,8 @@ static void on_trial(void *user, const bf_trial_record *rec)
     progress_state *p = user;
     if (p->metric && p->n < p->cap) {
         /* the task's higher-is-better metric, as bf_mitigations_render reads it */
-        double auc = rec->metrics[BF_METRIC_AUC], tok = rec->metrics[BF_METRIC_TOKEN_ACCURACY];
-        p->metric[p->n] = isfinite(auc) ? auc : isfinite(tok) ? tok : rec->metrics[BF_METRIC_ACCURACY];
+        double auc = rec->metrics[BF_METRIC_AUC], tok = rec->metrics[BF_METRIC_TOKEN_ACCURACY], miou = rec->metrics[BF_METRIC_MIOU];
+        p->metric[p->n] = isfinite(auc) ? auc : isfinite(tok) ? tok : isfinite(miou) ? miou : rec->metrics[BF_METRIC_ACCURACY];
         p->outcome[p->n] = (int)rec->outcome;
         p->rate[p->n++] = rec->rate_index;
     }

@@ -1,7 +1,8 @@
 /* The task metrics of each result as a table: golden, and the mean under
  * faults with its interval and the trials it is over. A language model's
  * (perplexity, token_accuracy, choice_accuracy, and with "generate"
- * generation_match, first_divergence, edit_distance) come first; only
+ * generation_match, first_divergence, edit_distance) come first, then a segmenter's (miou,
+ * pixel_accuracy) and a detector's (map, map50, recall); only
  * names from this list are read, so nothing of the document's own keys is
  * printed. */
 #include <math.h>
@@ -12,7 +13,7 @@
 
 static const char *const NAMES[] = {
     "perplexity", "token_accuracy", "choice_accuracy", "generation_match", "first_divergence", "edit_distance",
-    "accuracy",   "auc",            "logloss",         "ne",               "top1_mismatch",    "mse", "max_abs",
+    "miou", "pixel_accuracy", "map", "map50", "recall", "accuracy",   "auc",            "logloss",         "ne",               "top1_mismatch",    "mse", "max_abs",
 };
 #define N_NAMES (sizeof NAMES / sizeof NAMES[0])
 

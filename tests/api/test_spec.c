@@ -209,6 +209,30 @@ static void language_model_metrics(void **state)
     done(p);
 }
 
+/* Segmentation and detection metrics; critical.pixels alone or with a
+ * metric, in [0, 1); metric and delta only together. */
+static void vision_metrics(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEADF "\"trials\": 10, \"metrics\": [\"miou\", \"pixel_accuracy\", \"map\", \"map50\", \"recall\"],"
+                   " \"critical\": {\"pixels\": 0.05}}");
+    assert_int_equal(p->spec.metrics, (1u << BF_METRIC_MIOU) | (1u << BF_METRIC_PIXEL_ACCURACY) | (1u << BF_METRIC_MAP) |
+                                          (1u << BF_METRIC_MAP50) | (1u << BF_METRIC_RECALL));
+    assert_int_equal(p->spec.critical_metric, -1);
+    assert_true(p->spec.critical_pixels == 0.05 && p->spec.critical_pixels_set == 1);
+    done(p);
+    p = ok("{" HEADF "\"trials\": 10, \"critical\": {\"metric\": \"miou\", \"delta\": 0.02, \"pixels\": 0}}");
+    assert_int_equal(p->spec.critical_metric, BF_METRIC_MIOU);
+    assert_true(p->spec.critical_delta == 0.02 && p->spec.critical_pixels == 0 && p->spec.critical_pixels_set == 1);
+    done(p);
+    p = ok("{" HEADF "\"trials\": 10}");
+    assert_int_equal(p->spec.critical_pixels_set, 0);
+    done(p);
+    only_problem("{" HEADF "\"trials\": 10, \"critical\": {\"pixels\": 1}}", "/critical/pixels", "below 1");
+    only_problem("{" HEADF "\"trials\": 10, \"critical\": {\"pixels\": -0.5}}", "/critical/pixels", "at least 0");
+    only_problem("{" HEADF "\"trials\": 10, \"critical\": {\"delta\": 0.1, \"pixels\": 0.1}}", "/critical/metric", "required");
+}
+
 /* Quantized models: their zero points as sites, for weights only. */
 static void zero_points(void **state)
 {
@@ -1208,6 +1232,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(issue_example),
         cmocka_unit_test(every_field),
         cmocka_unit_test(language_model_metrics),
+        cmocka_unit_test(vision_metrics),
         cmocka_unit_test(ber_sweep),
         cmocka_unit_test(zero_points),
         cmocka_unit_test(fault_list),

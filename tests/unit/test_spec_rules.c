@@ -142,7 +142,7 @@ static const row ROWS[] = {
     {"model-known", m_model, "faults.model", "unknown fault model 9", BF_EINVAL},
     {"sampling-known", m_sampling, "sampling", "unknown sampling 4", BF_EINVAL},
     {"batch-not-negative", m_batch, "batch", "must be positive (or 0 for the default), got -2", BF_EINVAL},
-    {"critical-metric-known", m_critical, "critical.metric", "unknown critical metric 13", BF_EINVAL},
+    {"critical-metric-known", m_critical, "critical.metric", "unknown critical metric 18", BF_EINVAL},
     {"stop-margin-range", m_margin, "stop.margin", "must be in [0, 1), got 1", BF_EINVAL},
     {"stop-confidence-range", m_confidence, "stop.confidence", "must be in (0, 1), got 1.5", BF_EINVAL},
     {"transient-not-weights", m_transient, "faults.persistence",

@@ -112,6 +112,11 @@ typedef enum bf_metric_id {
     BF_METRIC_GENERATION_MATCH,   /* share of prompts whose new tokens all equal golden's */
     BF_METRIC_FIRST_DIVERGENCE,   /* mean first position that differs (new_tokens if none) */
     BF_METRIC_EDIT_DISTANCE,      /* mean token Levenshtein distance to golden's tokens */
+    BF_METRIC_MIOU,           /* segmentation: mean IoU over classes (bf_eval_result.miou) */
+    BF_METRIC_PIXEL_ACCURACY, /* segmentation: labelled pixels whose arg-max is the label */
+    BF_METRIC_MAP,            /* detection: COCO mAP@[.5:.95] (bf_eval_result.map) */
+    BF_METRIC_MAP50,          /* detection: AP at IoU 0.5 */
+    BF_METRIC_RECALL,         /* detection: COCO average recall over IoU .5:.95 */
     BF_METRIC_COUNT
 } bf_metric_id;
 
@@ -121,7 +126,9 @@ int bf_metric_parse(const char *name);        /* -1 if unknown */
 typedef enum bf_outcome {
     BF_OUTCOME_MASKED = 0,    /* outputs bit-identical to golden (same batching) */
     BF_OUTCOME_TOLERABLE,     /* outputs differ, no prediction changes */
-    BF_OUTCOME_CRITICAL,      /* a prediction changes, or a metric moves past its threshold */
+    BF_OUTCOME_CRITICAL,      /* a prediction changes, or a metric moves past its threshold
+                               * (segmentation: an image's arg-max changes at more than
+                               * critical_pixels of its pixels) */
     BF_OUTCOME_DUE,           /* NaN or Inf in an output, or a mitigation's detector fired
                                * (language_model: or a non-finite perplexity) */
     BF_OUTCOME_COUNT
@@ -157,6 +164,10 @@ typedef struct bf_kv_filter {
 
 /* The largest group_size a campaign takes. */
 #define BF_GROUP_SIZE_MAX (INT64_C(1) << 20)
+
+/* Segmentation's default critical_pixels: more than 1% of an image's
+ * pixels changing class (docs/CAMPAIGNS.md says why). */
+#define BF_CRITICAL_PIXELS_DEFAULT 0.01
 
 typedef struct bf_campaign_spec {
     char *model;              /* path (or, in the daemon, an id) */
@@ -218,6 +229,17 @@ typedef struct bf_campaign_spec {
      * this (absolute); < 0: only prediction changes count. */
     int critical_metric;      /* bf_metric_id, or -1 */
     double critical_delta;
+    /* Segmentation: an image is critical when its arg-max changes at more
+     * than this share of its pixels (critical_pixels_set 0:
+     * BF_CRITICAL_PIXELS_DEFAULT); with critical_metric miou or
+     * pixel_accuracy, images are not judged, only the metric. */
+    double critical_pixels;
+    int critical_pixels_set;
+    /* Detection: a detection counts (golden or faulty) when its score is
+     * over this (critical_score_set 0: BF_DET_SCORE_DEFAULT); an image is
+     * critical when the ones that count do not pair up (docs/CAMPAIGNS.md). */
+    double critical_score;
+    int critical_score_set;
 
     /* Mitigation configurations to compare on the same faults (paired):
      * api/ and the CLI run the campaign once per entry; each run is a

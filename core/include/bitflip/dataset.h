@@ -3,7 +3,11 @@
  * One tensor per graph input, named like the input, plus `labels`: int64 (or
  * other integer) class ids for classification, float 0/1 for binary tasks
  * (integer 0/1 too, when the model outputs one score per sample).
- * Every tensor's first dimension is the sample. The header is parsed with
+ * Every tensor's first dimension is the sample, but for a detection eval
+ * set's ground truth: `gt_boxes` float32 [K, 4] (x1, y1, x2, y2 pixels),
+ * `gt_labels` int64 [K] and `gt_offsets` int64 [N + 1] (image i owns rows
+ * gt_offsets[i] .. gt_offsets[i + 1] - 1), checked at load, values too
+ * (docs/GUIDE.md, "Detectors"). The header is parsed with
  * jansson and every offset is checked against the file before use. F32, F16,
  * BF16, I64, I32 and U8 are read; tensors keep their stored dtype. */
 #ifndef BITFLIP_DATASET_H

@@ -26,10 +26,15 @@ typedef enum bf_task {
     BF_TASK_NONE = 0,        /* no labels: outputs only */
     BF_TASK_CLASSIFICATION,  /* integer labels, [n, classes] output */
     BF_TASK_BINARY,          /* float 0/1 labels, one score per sample */
-    BF_TASK_LANGUAGE_MODEL   /* int64 labels [n, T]: the next token at each position
+    BF_TASK_LANGUAGE_MODEL,  /* int64 labels [n, T]: the next token at each position
                               * (-100: none), logits [n, T, vocab]; optionally
                               * mc_item, mc_answer [n]: multiple-choice rows
                               * (docs/GUIDE.md, "Language models") */
+    BF_TASK_DETECTION,       /* gt_boxes float32 [K, 4], gt_labels int64 [K], gt_offsets
+                              * int64 [n + 1] against outputs boxes, labels, scores
+                              * (docs/GUIDE.md, "Detectors") */
+    BF_TASK_SEGMENTATION     /* int64 labels [n, H, W] (255: ignored) against logits
+                              * [n, C, H, W] (docs/GUIDE.md, "Segmenters") */
 } bf_task;
 
 const char *bf_task_name(bf_task task);
@@ -99,6 +104,15 @@ typedef struct bf_eval_result {
      * mc_answer): the share of items whose highest-likelihood choice is
      * the correct one; NaN otherwise */
     double choice_accuracy;
+    /* segmentation: the mean over classes of IoU = TP / (TP + FP + FN) from
+     * the confusion matrix of the whole eval set (classes no label and no
+     * prediction has left out), and the share of labelled (not 255)
+     * pixels whose arg-max is the label; NaN for other tasks */
+    double miou, pixel_accuracy;
+    /* detection: COCO mAP@[.5:.95] (101-point interpolation, every
+     * detection ranked by score), AP at IoU 0.5, and COCO's average recall
+     * over the same IoU thresholds; NaN for other tasks */
+    double map, map50, recall;
     double seconds;          /* wall time of the pass */
     /* One-sample graphs: every graph output, per sample (bf_ragged_output),
      * owned by the evaluator; outputs/out_cols then hold output 0 only when

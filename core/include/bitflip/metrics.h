@@ -72,6 +72,24 @@ void bf_metric_lm(const float *logits, const int64_t *labels, int64_t n, int64_t
 double bf_metric_choice_accuracy(const double *row_ce, int64_t n, const int64_t *item, const int64_t *answer,
                                  int64_t *best);
 
+/* Segmentation: logits [n, C, HW] (HW pixels per image), labels [n, HW]
+ * class ids or BF_SEG_IGNORE. The prediction at a pixel is its arg-max over
+ * C by bf_argmax_nan_wins's rule (torch.argmax's: NaN is the largest, the
+ * first of equal maxima). From the confusion matrix over every labelled
+ * pixel (cm: scratch of C x C, left holding it, row the label, column the
+ * prediction): mIoU, the mean of TP / (TP + FP + FN) over the classes whose
+ * union is not empty (the VOC devkit's, torchvision's references' mean
+ * with empty classes left out), and pixel accuracy, the share of labelled
+ * pixels predicted right; NaN with no labelled pixel. pred: scratch of HW
+ * entries. Labels outside [0, C) other than BF_SEG_IGNORE must not occur
+ * (the evaluator refuses them). */
+#define BF_SEG_IGNORE 255
+void bf_metric_segmentation(const float *logits, const int64_t *labels, int64_t n, int64_t C, int64_t HW, int64_t *cm,
+                            int32_t *pred, double *miou, double *pixel_accuracy);
+/* Pixels of n images whose arg-max (the rule above) differs between a and
+ * b, both [n, C, HW]. */
+int64_t bf_metric_seg_changed(const float *a, const float *b, int64_t n, int64_t C, int64_t HW);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,9 +47,11 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->surface.kv_lists);
     bf__free(c->golden.out);
     bf__ragcopy_free(&c->golden.rag);
+    bf__free(c->golden.det_labels);
     bf__free(c->golden.pred);
     bf__free(c->golden.lm_labels);
     bf__free(c->golden.lm_pred);
+    bf__free(c->golden.seg_pred);
     bf__free(c);
 }
 
@@ -669,6 +671,11 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->faults.sampling = spec->sampling;
     c->judge.critical_metric = spec->critical_metric;
     c->judge.critical_delta = spec->critical_delta;
+    c->judge.critical_pixels = spec->critical_pixels_set ? spec->critical_pixels : BF_CRITICAL_PIXELS_DEFAULT;
+    if (!(c->judge.critical_pixels >= 0 && c->judge.critical_pixels < 1))
+        return bf_error_set(err, BF_EINVAL, "critical.pixels is %g; it must be at least 0 and below 1 (a share of an image's "
+                                            "pixels)", c->judge.critical_pixels);
+    c->judge.det_threshold = spec->critical_score_set ? spec->critical_score : BF_DET_SCORE_THRESHOLD_DEFAULT;
     c->judge.stop_margin = spec->stop_margin;
     c->judge.stop_confidence = spec->stop_confidence > 0 ? spec->stop_confidence : 0.95;
     /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md):

@@ -13,6 +13,7 @@
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
 #include "exec/metrics_impl.h"
+#include "exec/metrics_seg.h"
 #include "exec/plan_impl.h"
 
 /* Parameter p as [outer, K, inner] with K its input dimension, as the
@@ -158,6 +159,26 @@ int64_t bf__lm_changed(const bf_campaign *c, const float *row, int64_t s, int si
     return n;
 }
 
+int bf__seg_image_critical(const bf_campaign *c, const float *row, int64_t s, int64_t moved)
+{
+    int64_t HW = c->golden.seg_HW;
+    if (moved < 0) moved = bf__seg_changed(row, c->golden.seg_pred + s * HW, c->golden.seg_C, HW);
+    return (double)moved > c->judge.critical_pixels * (double)HW;
+}
+
+/* segmentation: the golden arg-max at every pixel. */
+static bf_status golden_seg(bf_campaign *c, bf_evaluator *ev, bf_error *err)
+{
+    const bf__seg *seg = bf__evaluator_seg(ev);
+    c->golden.seg_C = seg->C;
+    c->golden.seg_HW = seg->HW;
+    c->golden.seg_pred = bf__malloc((size_t)(c->golden.samples * seg->HW) * sizeof(int32_t) + 1);
+    if (!c->golden.seg_pred) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden predictions");
+    for (int64_t i = 0; i < c->golden.samples; i++)
+        bf__seg_argmax(c->golden.out + i * c->golden.out_cols, seg->C, seg->HW, c->golden.seg_pred + i * seg->HW);
+    return BF_OK;
+}
+
 /* language_model: the labels and golden arg-max per labelled position. */
 static bf_status golden_lm(bf_campaign *c, bf_evaluator *ev, bf_error *err)
 {
@@ -223,6 +244,8 @@ static unsigned applicable_metrics(bf_task task, int choice, int gen)
     if (task == BF_TASK_BINARY) a |= 1u << BF_METRIC_AUC | 1u << BF_METRIC_LOGLOSS | 1u << BF_METRIC_NE;
     if (task == BF_TASK_LANGUAGE_MODEL) a |= 1u << BF_METRIC_PERPLEXITY | 1u << BF_METRIC_TOKEN_ACCURACY;
     if (task == BF_TASK_LANGUAGE_MODEL && choice) a |= 1u << BF_METRIC_CHOICE_ACCURACY;
+    if (task == BF_TASK_SEGMENTATION) a |= 1u << BF_METRIC_MIOU | 1u << BF_METRIC_PIXEL_ACCURACY;
+    if (task == BF_TASK_DETECTION) a |= 1u << BF_METRIC_MAP | 1u << BF_METRIC_MAP50 | 1u << BF_METRIC_RECALL;
     if (task == BF_TASK_LANGUAGE_MODEL && gen)
         a |= 1u << BF_METRIC_GENERATION_MATCH | 1u << BF_METRIC_FIRST_DIVERGENCE | 1u << BF_METRIC_EDIT_DISTANCE;
     return a;
@@ -333,7 +356,13 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
         for (int64_t i = 0; i < c->golden.samples; i++) c->golden.logits |= c->golden.out[i] < 0 || c->golden.out[i] > 1;
     int simd = bf__simd_avx2();
     for (int64_t i = 0; i < c->golden.samples; i++)
-        c->golden.pred[i] = bf__prediction(c, c->golden.out + i * c->golden.out_cols, simd);
+        c->golden.pred[i] = c->golden.out_cols ? bf__prediction(c, c->golden.out + i * c->golden.out_cols, simd) : 0;
+    if (c->golden.task == BF_TASK_DETECTION) {   /* the golden detections, as the judge reads them */
+        c->golden.det_task = *bf__evaluator_det(ev);
+        if ((st = bf__det_view(&c->golden.det_task, c->golden.rag.view, r.samples, &c->golden.det_labels, &c->golden.det_cap,
+                               &c->golden.det, err)) != BF_OK)
+            goto out;
+    }
 
     if (c->golden.task == BF_TASK_BINARY) {
         const bf_tensor *l = bf_dataset_find(c->ds, "labels");
@@ -356,7 +385,23 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     c->golden.metric[BF_METRIC_PERPLEXITY] = r.perplexity;
     c->golden.metric[BF_METRIC_TOKEN_ACCURACY] = r.token_accuracy;
     c->golden.metric[BF_METRIC_CHOICE_ACCURACY] = r.choice_accuracy;
+    c->golden.metric[BF_METRIC_MIOU] = r.miou;
+    c->golden.metric[BF_METRIC_PIXEL_ACCURACY] = r.pixel_accuracy;
+    c->golden.metric[BF_METRIC_MAP] = r.map;
+    c->golden.metric[BF_METRIC_MAP50] = r.map50;
+    c->golden.metric[BF_METRIC_RECALL] = r.recall;
     if (c->golden.task == BF_TASK_LANGUAGE_MODEL && (st = golden_lm(c, ev, err)) != BF_OK) goto out;
+    if (c->golden.task == BF_TASK_SEGMENTATION && (st = golden_seg(c, ev, err)) != BF_OK) goto out;
+    if (spec->critical_score_set && c->golden.task != BF_TASK_DETECTION) {
+        st = bf_error_set(err, BF_EINVAL, "critical.score applies to a detection task (gt_boxes, gt_labels, gt_offsets in the "
+                                          "eval set); this eval set makes the task %s", bf_task_name(c->golden.task));
+        goto out;
+    }
+    if (spec->critical_pixels_set && c->golden.task != BF_TASK_SEGMENTATION) {
+        st = bf_error_set(err, BF_EINVAL, "critical.pixels applies to a segmentation task (labels [N, H, W] against an output "
+                                          "[N, C, H, W]); this eval set makes the task %s", bf_task_name(c->golden.task));
+        goto out;
+    }
 
     if (spec->gen_new_tokens > 0 && c->golden.task != BF_TASK_LANGUAGE_MODEL) {
         st = bf_error_set(err, BF_EINVAL,

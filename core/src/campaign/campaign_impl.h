@@ -79,6 +79,12 @@ int64_t bf__prediction(const bf_campaign *c, const float *row, int simd);
  * whose arg-max in `row` (its T x V logits) differs from golden's. */
 int64_t bf__lm_changed(const bf_campaign *c, const float *row, int64_t s, int simd);
 
+/* campaign_golden.c: segmentation: whether sample s, its logits in `row`,
+ * is a critical image (its arg-max changed at more than the critical share
+ * of its pixels); moved: the pixels that changed, or -1 to count them
+ * here. */
+int bf__seg_image_critical(const bf_campaign *c, const float *row, int64_t s, int64_t moved);
+
 /* campaign.c: plans for batches 1 and 2 (or the model's fixed batch, and b
  * NULL), and whether value v is a fault site in them: its elements per
  * sample in *row, else an error saying why. */

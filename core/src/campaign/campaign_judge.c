@@ -10,7 +10,8 @@
 static int higher_is_better(int m)
 {
     return m == BF_METRIC_ACCURACY || m == BF_METRIC_AUC || m == BF_METRIC_TOKEN_ACCURACY || m == BF_METRIC_CHOICE_ACCURACY ||
-           m == BF_METRIC_GENERATION_MATCH || m == BF_METRIC_FIRST_DIVERGENCE;
+           m == BF_METRIC_GENERATION_MATCH || m == BF_METRIC_FIRST_DIVERGENCE || m == BF_METRIC_MIOU ||
+           m == BF_METRIC_PIXEL_ACCURACY || m == BF_METRIC_MAP || m == BF_METRIC_MAP50 || m == BF_METRIC_RECALL;
 }
 
 /* The tail of row_error from element i, and the lanes' merge. */
@@ -96,7 +97,8 @@ void bf__classify(const bf_campaign *c, const bf_eval_result *res, const int64_t
     int bad = 0;
     double sq = 0, mx = 0;
     int64_t changed = 0;
-    int simd = bf__sgemm_simd(), lm = c->golden.task == BF_TASK_LANGUAGE_MODEL;
+    int simd = bf__sgemm_simd(), lm = c->golden.task == BF_TASK_LANGUAGE_MODEL, seg = c->golden.task == BF_TASK_SEGMENTATION;
+    int det = c->golden.task == BF_TASK_DETECTION;
     for (int64_t t = 0; t < n_scan; t++) {
         int64_t s = rows ? rows[t] : t;
         /* Each row's squares summed apart (row_error), then added: a row
@@ -120,7 +122,15 @@ void bf__classify(const bf_campaign *c, const bf_eval_result *res, const int64_t
             }
         }
         if (same) continue;
-        if (lm) changed += pred ? pred[t] : bf__lm_changed(c, out + s * cols, s, simd);   /* pred: the scorer's counts */
+        /* a one-sample graph's other outputs: NaN or Inf where the golden
+         * sample had none is DUE, as in output 0 */
+        if (res->n_ragged && bf__ragged_sample_nonfinite(res->ragged, res->n_ragged, s) &&
+            !bf__ragged_sample_nonfinite(c->golden.rag.view, c->golden.rag.n, s))
+            bad = 1;
+        if (det) changed += pred ? pred[t] : 0;   /* pred: the image is critical (run_trial, det_judge) */
+        else if (cols == 0) continue;   /* outputs whose size is data, no task: no prediction to change */
+        else if (lm) changed += pred ? pred[t] : bf__lm_changed(c, out + s * cols, s, simd);   /* pred: the scorer's counts */
+        else if (seg) changed += bf__seg_image_critical(c, out + s * cols, s, pred ? pred[t] : -1);   /* pred: changed pixels */
         else changed += (pred ? pred[t] : bf__prediction(c, out + s * cols, simd)) != c->golden.pred[s];
     }
     rec->changed = changed;
@@ -140,6 +150,11 @@ void bf__classify(const bf_campaign *c, const bf_eval_result *res, const int64_t
     v[BF_METRIC_GENERATION_MATCH] = gen ? gen[0] : NAN;
     v[BF_METRIC_FIRST_DIVERGENCE] = gen ? gen[1] : NAN;
     v[BF_METRIC_EDIT_DISTANCE] = gen ? gen[2] : NAN;
+    v[BF_METRIC_MIOU] = res->miou;
+    v[BF_METRIC_PIXEL_ACCURACY] = res->pixel_accuracy;
+    v[BF_METRIC_MAP] = res->map;
+    v[BF_METRIC_MAP50] = res->map50;
+    v[BF_METRIC_RECALL] = res->recall;
     /* A generated token that differs is an arg-max that changed, at a
      * position the eval pass may not have: not masked, whatever the
      * outputs; critical, unless the critical metric is a generation metric,
@@ -152,6 +167,10 @@ void bf__classify(const bf_campaign *c, const bf_eval_result *res, const int64_t
      * same bits from either engine) */
     for (int m = 0; m < BF_METRIC_COUNT; m++) rec->metrics[m] = c->judge.metrics >> m & 1 && !isnan(v[m]) ? v[m] : NAN;
 
+    /* segmentation judged by its metric: the images' changes count in
+     * `changed` and top1_mismatch, but only the metric makes a trial
+     * critical */
+    if (seg && (cm == BF_METRIC_MIOU || cm == BF_METRIC_PIXEL_ACCURACY)) changed = 0;
     int metric_critical = 0;
     if (c->judge.critical_metric >= 0 && c->judge.critical_delta >= 0) {
         int m = c->judge.critical_metric;

@@ -67,6 +67,9 @@ typedef struct worker {
     int64_t n_rows;
     bf__dx_weight *dw;      /* its weight faults */
     size_t dw_cap, n_dw;
+    int64_t *det_crit;      /* detection: per image, critical (det_judge) */
+    int64_t *det_labels;    /* ... the trial's labels as int64 */
+    size_t det_cap;
     struct bf_generator *gen;   /* the campaign generates: this worker's decoder */
     int64_t *gen_tokens;        /* ... and its tokens, prompts x new tokens */
     bf_error err;
@@ -128,7 +131,7 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
         bf__score(w->rn->scorer, &w->sc, w->ev, outs, rows, n_rows, res);
         return BF_OK;
     }
-    memset(res, 0, sizeof *res);
+    bf__eval_result_clear(res);
     res->task = c->golden.task;
     res->samples = c->golden.samples;
     res->out_cols = c->golden.out_cols;
@@ -139,6 +142,11 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
     res->perplexity = c->golden.metric[BF_METRIC_PERPLEXITY];
     res->token_accuracy = c->golden.metric[BF_METRIC_TOKEN_ACCURACY];
     res->choice_accuracy = c->golden.metric[BF_METRIC_CHOICE_ACCURACY];
+    res->miou = c->golden.metric[BF_METRIC_MIOU];
+    res->pixel_accuracy = c->golden.metric[BF_METRIC_PIXEL_ACCURACY];
+    res->map = c->golden.metric[BF_METRIC_MAP];
+    res->map50 = c->golden.metric[BF_METRIC_MAP50];
+    res->recall = c->golden.metric[BF_METRIC_RECALL];
     return BF_OK;
 }
 
@@ -263,6 +271,26 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
     return st != BF_OK ? st : u;
 }
 
+/* A detector's trial, image by image against the golden detections
+ * (metrics_det.h's rule): w->det_crit[i] 1 when image i is critical. An
+ * image whose outputs are bit-identical is not looked at. */
+static bf_status det_judge(worker *w, const bf_eval_result *res)
+{
+    const bf_campaign *c = w->rn->c;
+    int64_t n = c->golden.samples;
+    if (!w->det_crit && !(w->det_crit = bf__calloc((size_t)n + 1, sizeof *w->det_crit)))
+        return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's per-image outcomes");
+    bf__dets faulty;
+    bf_status st = bf__det_view(&c->golden.det_task, res->ragged, n, &w->det_labels, &w->det_cap, &faulty, &w->err);
+    for (int64_t i = 0; st == BF_OK && i < n; i++) {
+        int crit = 0;
+        if (!bf__ragged_sample_same(res->ragged, c->golden.rag.view, res->n_ragged, i))
+            st = bf__det_image_critical(&c->golden.det, &faulty, i, c->judge.det_threshold, &crit, &w->err);
+        w->det_crit[i] = crit;
+    }
+    return st;
+}
+
 static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs, bf__ragcopy *rag)
 {
     w->sc.has_pred = 0;
@@ -298,8 +326,13 @@ static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *firs
         return st;
     /* the scorer's argmax of each changed row, when it took them of these rows */
     int rows_known = w->dx && w->rows && w->rn->golden_finite;
-    bf__classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, rows_known && w->sc.has_pred ? w->sc.pred : NULL,
-                 w->gen ? gen : NULL, rec);
+    const int64_t *pred = rows_known && w->sc.has_pred ? w->sc.pred : NULL;
+    if (c->golden.task == BF_TASK_DETECTION) {   /* the exact engine's pass: every image, in order */
+        if ((st = det_judge(w, &res)) != BF_OK) return st;
+        pred = w->det_crit;
+        rows_known = 0;
+    }
+    bf__classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, pred, w->gen ? gen : NULL, rec);
     if (outputs) memcpy(outputs, res.outputs, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
     return rag ? bf__ragcopy_set(rag, res.ragged, res.n_ragged, c->golden.samples, &w->err) : BF_OK;
 }
@@ -642,7 +675,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
     if (st != BF_OK) return st;
     for (int i = 0; i < threads; i++) {
         if ((st = bf__dx_create(rn->dxs, rn->ws[i].ev, &rn->ws[i].dx, err)) != BF_OK ||
-            (st = bf__score_scratch_init(&rn->ws[i].sc, c->golden.samples, err)) != BF_OK)
+            (st = bf__score_scratch_init(&rn->ws[i].sc, rn->scorer, c->golden.samples, err)) != BF_OK)
             return st;
         if (rn->opts->no_full_pass) bf__dx_no_full_pass(rn->ws[i].dx);
     }
@@ -671,6 +704,8 @@ static void teardown(runner *rn, bf_campaign_result *acc)
         bf_evaluator_free(w->ev);
         if (i > 0) bf_generator_free(w->gen);   /* worker 0's is the campaign's golden one */
         bf__free(w->gen_tokens);
+        bf__free(w->det_crit);
+        bf__free(w->det_labels);
         bf__draw_free(&w->d);
         bf__free(w->old);
         bf__free(w->dw);

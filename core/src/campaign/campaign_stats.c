@@ -15,7 +15,8 @@
 
 static const char *const metric_names[BF_METRIC_COUNT] = {
     "accuracy", "top1_mismatch", "auc", "logloss", "ne", "mse", "max_abs", "perplexity", "token_accuracy",
-    "choice_accuracy", "generation_match", "first_divergence", "edit_distance",
+    "choice_accuracy", "generation_match", "first_divergence", "edit_distance", "miou", "pixel_accuracy", "map", "map50",
+    "recall",
 };
 static const char *const outcome_names[BF_OUTCOME_COUNT] = {"masked", "tolerable", "critical", "due"};
 

@@ -7,6 +7,7 @@
 
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
+#include "exec/eval_det.h"
 #include "exec/eval_ragged.h"
 
 struct bf__dx_shared;
@@ -24,6 +25,10 @@ typedef struct bf__golden {
      * arg-max at each labelled position (-1 elsewhere) */
     int64_t lm_T, lm_V, lm_labelled;
     int64_t *lm_labels, *lm_pred;
+    /* segmentation: classes, pixels per image and the golden arg-max at
+     * every pixel [samples, HW] */
+    int64_t seg_C, seg_HW;
+    int32_t *seg_pred;
     /* the differential engine's pass: its evaluators (one per thread it ran
      * on) and shared state (NULL once handed over, or when not prepared) */
     bf_evaluator **gev;
@@ -36,6 +41,12 @@ typedef struct bf__golden {
     const char *full_reason;
     /* a one-sample graph's outputs, every one per sample (n 0 otherwise) */
     bf__ragcopy rag;
+    /* detection: which outputs are the boxes, scores, labels, and the
+     * golden detections (rag's, labels as int64 in det_labels) */
+    bf__det_task det_task;
+    bf__dets det;
+    int64_t *det_labels;
+    size_t det_cap;
 } bf__golden;
 
 #endif

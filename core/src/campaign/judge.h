@@ -13,6 +13,8 @@ typedef struct bf__judge {
     unsigned metrics;         /* computed per trial (spec's, plus the critical one) */
     int critical_metric;      /* -1: prediction changes only */
     double critical_delta;
+    double critical_pixels;   /* segmentation: the share of an image's pixels (bf_campaign_spec) */
+    double det_threshold;     /* detection: the score over which a detection counts */
     double stop_margin, stop_confidence;
     /* per metric a bound and the grid exponents of its sums */
     double bound[BF_METRIC_COUNT];

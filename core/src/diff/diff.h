@@ -239,8 +239,12 @@ typedef struct bf__score_scratch {
     int has_pred;              /* pred holds the rows of the last bf__score */
     int64_t *lm_idx;           /* language_model: the changed rows' tree leaves and sums */
     double *lm_val;
+    int64_t *seg_cm;           /* segmentation: the trial's confusion matrix, and one image's arg-max */
+    int32_t *seg_px;
 } bf__score_scratch;
-bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error *err);
+/* sc: the scorer the scratch serves (NULL: the tasks that need no more
+ * than samples). */
+bf_status bf__score_scratch_init(bf__score_scratch *s, const bf__scorer *sc, int64_t samples, bf_error *err);
 void bf__score_scratch_free(bf__score_scratch *s);
 void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, const float *outputs, const int64_t *rows,
                int64_t n_rows, bf_eval_result *res);
@@ -253,5 +257,15 @@ bf_status bf__lm_scorer_create(bf_evaluator *ev, const float *golden, int64_t sa
 void bf__lm_scorer_free(bf__lm_scorer *sc);
 void bf__lm_score(const bf__lm_scorer *sc, bf__score_scratch *s, const float *outputs, const int64_t *rows, int64_t n_rows,
                   bf_eval_result *res);
+/* score_seg.c: the same for a segmentation task: mIoU and pixel accuracy
+ * from the golden confusion matrix, the changed images' pixels moved in it;
+ * pred: each changed image's pixels whose arg-max moved. */
+typedef struct bf__seg_scorer bf__seg_scorer;
+bf_status bf__seg_scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__seg_scorer **out,
+                                bf_error *err);
+void bf__seg_scorer_free(bf__seg_scorer *sc);
+bf_status bf__seg_scratch_init(const bf__seg_scorer *sc, bf__score_scratch *s, bf_error *err);
+void bf__seg_score_rows(const bf__seg_scorer *sc, bf__score_scratch *s, const float *outputs, const int64_t *rows,
+                        int64_t n_rows, bf_eval_result *res);
 
 #endif

@@ -29,6 +29,7 @@ struct bf__scorer {
     uint32_t *kpos, *kneg;     /* golden score keys of the positives and of the negatives, sorted */
     int64_t u2;                /* golden Mann-Whitney U, doubled (an integer) */
     bf__lm_scorer *lm;         /* language_model */
+    bf__seg_scorer *seg;       /* segmentation */
 };
 
 void bf__scorer_free(bf__scorer *sc)
@@ -40,6 +41,7 @@ void bf__scorer_free(bf__scorer *sc)
     bf__free(sc->kpos);
     bf__free(sc->kneg);
     bf__lm_scorer_free(sc->lm);
+    bf__seg_scorer_free(sc->seg);
     bf__free(sc);
 }
 
@@ -90,6 +92,12 @@ bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t sampl
             bf__scorer_free(sc);
             return st;
         }
+    } else if (sc->task == BF_TASK_SEGMENTATION) {
+        bf_status st = bf__seg_scorer_create(ev, golden, samples, cols, &sc->seg, err);
+        if (st != BF_OK) {
+            bf__scorer_free(sc);
+            return st;
+        }
     } else if (sc->task == BF_TASK_CLASSIFICATION) {
         sc->hit = bf__malloc((size_t)samples + 1);
         if (!sc->hit) goto oom;
@@ -127,8 +135,13 @@ oom:
     return bf_error_set(err, BF_ENOMEM, "out of memory for trial scoring");
 }
 
-bf_status bf__score_scratch_init(bf__score_scratch *s, int64_t samples, bf_error *err)
+bf_status bf__score_scratch_init(bf__score_scratch *s, const bf__scorer *sc, int64_t samples, bf_error *err)
 {
+    memset(s, 0, sizeof *s);
+    if (sc && sc->seg) {
+        bf_status st = bf__seg_scratch_init(sc->seg, s, err);
+        if (st != BF_OK) return st;
+    }
     s->keys = bf__malloc(((size_t)samples + 1) * sizeof *s->keys);
     s->fresh = bf__malloc(((size_t)samples + 1) * sizeof *s->fresh);
     s->in_rows = bf__calloc((size_t)samples + 1, 1);
@@ -148,6 +161,8 @@ void bf__score_scratch_free(bf__score_scratch *s)
     bf__free(s->pred);
     bf__free(s->lm_idx);
     bf__free(s->lm_val);
+    bf__free(s->seg_cm);
+    bf__free(s->seg_px);
 }
 
 /* Sorts a (n keys) by their score half, with tmp (n) as room: a stable
@@ -244,13 +259,17 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
         bf__lm_score(sc->lm, s, outputs, rows, n_rows, res);
         return;
     }
+    if (sc->seg) {
+        bf__eval_result_clear(res);
+        bf__seg_score_rows(sc->seg, s, outputs, rows, n_rows, res);
+        return;
+    }
     if (sc->task == BF_TASK_CLASSIFICATION) {
-        memset(res, 0, sizeof *res);
+        bf__eval_result_clear(res);
         res->task = sc->task;
         res->samples = sc->n;
         res->out_cols = sc->cols;
         res->outputs = (float *)outputs;
-        res->auc = res->logloss = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
         int64_t hits = sc->hits;
         for (int64_t t = 0; t < n_rows; t++) {   /* kept: the trial's classification needs them too */
             int64_t i = rows[t];
@@ -271,12 +290,11 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
         bf__evaluator_score(ev, outputs, res);
         return;
     }
-    memset(res, 0, sizeof *res);
+    bf__eval_result_clear(res);
     res->task = sc->task;
     res->samples = sc->n;
     res->out_cols = 1;
     res->outputs = (float *)outputs;
-    res->accuracy = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
     double sum = sc->loss_sum;
     for (int64_t t = 0; t < n_rows; t++) {
         int64_t i = rows[t];

@@ -167,12 +167,11 @@ void bf__lm_score(const bf__lm_scorer *sc, bf__score_scratch *s, const float *ou
                   bf_eval_result *res)
 {
     int64_t hits = sc->hits_sum;
-    memset(res, 0, sizeof *res);
+    bf__eval_result_clear(res);
     res->task = BF_TASK_LANGUAGE_MODEL;
     res->samples = sc->n;
     res->out_cols = sc->cols;
     res->outputs = (float *)outputs;
-    res->accuracy = res->auc = res->logloss = res->choice_accuracy = NAN;
     for (int64_t t = 0; t < n_rows; t++) {
         int64_t i = rows[t], h;
         s->lm_val[t] = row_moved(sc, outputs, i, &h, &s->pred[t]);   /* pred: the row's changed positions, for the trial's class */

@@ -12,7 +12,9 @@
 #include "bitflip/eval.h"
 #include "bitflip/metrics.h"
 #include "bitflip/plan.h"
+#include "exec/eval_det.h"
 #include "exec/eval_ragged.h"
+#include "exec/metrics_seg.h"
 #include "exec/step_access.h"
 #include "exec/plan_impl.h"
 
@@ -50,6 +52,7 @@ struct bf_evaluator {
     int64_t lm_labelled;      /* ... positions with a label (not -100) */
     double *row_ce;           /* ... scratch: each sequence's cross-entropy */
     int64_t *mc_item, *mc_answer, *mc_best;   /* multiple choice (NULL: none) */
+    bf__seg *seg;             /* segmentation (metrics_seg.h; NULL: another task) */
     int64_t *order;           /* AUC scratch */
     float *outputs;
     /* one-sample graphs (inputs without the batch dim): batch 1, and every
@@ -59,6 +62,9 @@ struct bf_evaluator {
     int unbatched;
     bf__ragged rag;
     const bf_ragged_output *rag_base;
+    bf__det_task det;         /* detection: its outputs and ground truth (eval_det.h) */
+    int64_t *det_labels;      /* ... a pass's labels as int64 */
+    size_t det_cap;
     bf_value_fault *vf;       /* value faults, by eval-set sample */
     size_t n_vf, vf_cap;
     float *vf_old, *vf_new;   /* what each saw in the last run */
@@ -87,6 +93,8 @@ const char *bf_task_name(bf_task t)
     case BF_TASK_CLASSIFICATION: return "classification";
     case BF_TASK_BINARY: return "binary";
     case BF_TASK_LANGUAGE_MODEL: return "language_model";
+    case BF_TASK_DETECTION: return "detection";
+    case BF_TASK_SEGMENTATION: return "segmentation";
     case BF_TASK_NONE: break;
     }
     return "none";
@@ -114,9 +122,11 @@ void bf_evaluator_free(bf_evaluator *ev)
     bf__free(ev->mc_item);
     bf__free(ev->mc_answer);
     bf__free(ev->mc_best);
+    bf__seg_free(ev->seg);
     bf__free(ev->order);
     bf__free(ev->outputs);
     bf__ragged_free(&ev->rag);
+    bf__free(ev->det_labels);
     bf__free(ev);
 }
 
@@ -286,6 +296,11 @@ static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
     int64_t n = ev->samples;
     const bf_tensor *o = bf_plan_output(ev->plans[0], 0);
     if (l->ndim == 2 && (o->ndim == 3 || l->dims[1] > 1)) return bind_lm(ev, l, o, err);
+    if (bf__seg_layout(l, o) && !bf_dataset_find(ev->ds, "mc_item") && !bf_dataset_find(ev->ds, "mc_answer")) {
+        bf_status st = bf__seg_create(l, o, ev->model->outputs[0].name, n, &ev->seg, err);
+        if (st == BF_OK) ev->task = BF_TASK_SEGMENTATION;
+        return st;
+    }
     if (bf_dataset_find(ev->ds, "mc_item") || bf_dataset_find(ev->ds, "mc_answer"))
         return bf_error_set(err, BF_EINVAL, "eval tensors 'mc_item' and 'mc_answer' (multiple choice) need "
                                             "'labels' [n, T] of a language_model eval set");
@@ -406,6 +421,9 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     ev->outputs = bf__malloc((size_t)(ev->samples * ev->out_cols + 1) * sizeof(float));
     if (!ev->outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for outputs"); goto out; }
     if ((st = bind_labels(ev, err)) != BF_OK) goto out;
+    int det = 0;
+    if (ev->task == BF_TASK_NONE && (st = bf__det_task_find(model, ds, ev->unbatched, &ev->det, &det, err)) != BF_OK) goto out;
+    if (det) ev->task = BF_TASK_DETECTION;
     if ((st = start_pool(ev, err)) != BF_OK) goto out;
     *out = ev;
     ev = NULL;
@@ -416,6 +434,7 @@ out:
 
 bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
 int bf_evaluator_unbatched(const bf_evaluator *ev) { return ev->unbatched; }
+const bf__det_task *bf__evaluator_det(const bf_evaluator *ev) { return &ev->det; }
 int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
 
 size_t bf_evaluator_num_fused(const bf_evaluator *ev)
@@ -608,12 +627,11 @@ static bf_status apply_flips(bf_evaluator *ev, const bf_bitflip *flips, size_t n
 
 void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res)
 {
-    memset(res, 0, sizeof *res);
+    bf__eval_result_clear(res);
     res->task = ev->task;
     res->samples = ev->samples;
     res->out_cols = ev->out_cols;
     res->outputs = (float *)outputs;
-    res->accuracy = res->auc = res->logloss = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
     if (ev->unbatched) {
         res->n_ragged = ev->rag.n_out;
         res->ragged = ev->rag.view;
@@ -629,8 +647,19 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
                      &res->token_accuracy);
         if (ev->mc_item)
             res->choice_accuracy = bf_metric_choice_accuracy(ev->row_ce, ev->samples, ev->mc_item, ev->mc_answer, ev->mc_best);
+    } else if (ev->task == BF_TASK_SEGMENTATION) {
+        bf__seg_score(ev->seg, outputs, &res->miou, &res->pixel_accuracy);
     }
 }
+
+void bf__eval_result_clear(bf_eval_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->accuracy = res->auc = res->logloss = res->perplexity = res->token_accuracy = res->choice_accuracy = NAN;
+    res->miou = res->pixel_accuracy = res->map = res->map50 = res->recall = NAN;
+}
+
+const bf__seg *bf__evaluator_seg(const bf_evaluator *ev) { return ev->seg; }
 
 /* The result of a pass whose outputs are in place: metrics over them. */
 static bf_status finish(bf_evaluator *ev, bf_eval_result *res, double seconds, bf_error *err)
@@ -641,6 +670,17 @@ static bf_status finish(bf_evaluator *ev, bf_eval_result *res, double seconds, b
     }
     bf__evaluator_score(ev, ev->outputs, res);
     res->seconds = seconds;
+    if (ev->task == BF_TASK_DETECTION) {   /* COCO metrics of the pass's detections (metrics_det.c) */
+        bf__dets pred, gt;
+        bf__det_metrics dm;
+        bf_status st = bf__det_view(&ev->det, ev->rag.view, ev->samples, &ev->det_labels, &ev->det_cap, &pred, err);
+        bf__det_gt_view(&ev->det, &gt);
+        if (st == BF_OK) st = bf__det_evaluate(&pred, &gt, &dm, err);
+        if (st != BF_OK) return st;
+        res->map = dm.map;
+        res->map50 = dm.map50;
+        res->recall = dm.recall;
+    }
     return BF_OK;
 }
 

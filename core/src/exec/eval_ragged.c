@@ -5,6 +5,7 @@
  * them end to end in eval order once every worker is done. Slots keep their
  * room across passes, so a campaign's passes stop allocating once every
  * sample has seen its largest output. */
+#include <math.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -175,4 +176,12 @@ int bf__ragged_sample_same(const bf_ragged_output *a, const bf_ragged_output *b,
             return 0;
     }
     return 1;
+}
+
+int bf__ragged_sample_nonfinite(const bf_ragged_output *a, size_t n, int64_t s)
+{
+    for (size_t k = 0; k < n; k++)
+        for (int64_t i = a[k].offsets[s]; i < a[k].offsets[s + 1]; i++)
+            if (!isfinite(a[k].data[i])) return 1;
+    return 0;
 }

@@ -55,4 +55,6 @@ void bf__ragcopy_free(bf__ragcopy *c);
 /* 1: sample s has the same rows and the same bits in every output of a and
  * b (NaNs compared by their bits too). */
 int bf__ragged_sample_same(const bf_ragged_output *a, const bf_ragged_output *b, size_t n, int64_t s);
+/* 1: some output of sample s holds a NaN or an infinity. */
+int bf__ragged_sample_nonfinite(const bf_ragged_output *a, size_t n, int64_t s);
 #endif

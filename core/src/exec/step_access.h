@@ -35,6 +35,13 @@ const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input);
 /* eval.c: the task metrics of `outputs` (samples x out_cols), as a pass
  * that produced them would report; res->outputs points at `outputs`. */
 void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res);
+/* eval.c: a result with no task metric (every metric NaN, the rest 0),
+ * for the scorers to fill. */
+void bf__eval_result_clear(bf_eval_result *res);
+/* eval.c: a segmentation eval set's layout (metrics_seg.h), NULL for
+ * other tasks. */
+struct bf__seg;
+const struct bf__seg *bf__evaluator_seg(const bf_evaluator *ev);
 /* eval.c: the labels as the metrics read them (NULL when not that task). */
 void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary);
 /* eval.c: a language_model eval set's layout (all 0 / NULL for other
@@ -57,6 +64,9 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * input has one dim fewer than the eval set's tensor of that name), as
  * bf_evaluator_create decides it; plans of it need bf_plan_opts.unbatched. */
 int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds);
+/* A detection evaluator's outputs and ground truth (eval_det.h). */
+struct bf__det_task;
+const struct bf__det_task *bf__evaluator_det(const bf_evaluator *ev);
 /* bf_evaluator_create's check of the eval set's tensors against the graph
  * inputs (names, shapes, dtypes), for estimates made before it. */
 bf_status bf__eval_check_inputs(const bf_model *m, const bf_dataset *ds, bf_error *err);

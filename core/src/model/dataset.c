@@ -18,6 +18,7 @@
 
 #include "base/alloc.h"
 #include "bitflip/limits.h"
+#include "model/dataset_det.h"
 
 bf_dataset_limits bf_dataset_limits_resolve(const bf_dataset_limits *lim)
 {
@@ -318,17 +319,22 @@ static bf_status check_overlaps(span *spans, size_t n, const bf_tensor *tensors,
     return BF_OK;
 }
 
-static bf_status check_samples(const bf_tensor *tensors, size_t n, const char *label,
+/* The samples: dim 0 of every tensor but detection ground truth's
+ * (dataset_det.h), which must agree; -1 when there is no other tensor. */
+static bf_status check_samples(const bf_tensor *tensors, size_t n, const char *label, int64_t *samples,
                                bf_error *err)
 {
-    for (size_t i = 1; i < n; i++) {
-        if (tensors[i].dims[0] == tensors[0].dims[0]) continue;
+    size_t first = 0;
+    while (first < n && bf__dataset_det_name(tensors[first].name)) first++;
+    *samples = first < n ? tensors[first].dims[0] : -1;
+    for (size_t i = first + 1; i < n; i++) {
+        if (bf__dataset_det_name(tensors[i].name) || tensors[i].dims[0] == tensors[first].dims[0]) continue;
         char a[160], b[160];
         return fail(err, BF_EFORMAT, label,
                     "tensor '" NAME_FMT "' has shape %s but tensor '" NAME_FMT "' has shape %s; "
                     "every tensor's first dimension is the sample and must agree",
                     tensors[i].name, bf_shape_str(tensors[i].dims, tensors[i].ndim, a, sizeof a),
-                    tensors[0].name, bf_shape_str(tensors[0].dims, tensors[0].ndim, b, sizeof b));
+                    tensors[first].name, bf_shape_str(tensors[first].dims, tensors[first].ndim, b, sizeof b));
     }
     return BF_OK;
 }
@@ -422,8 +428,8 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
         i++;
     }
     ds->num_tensors = n;
-    ds->num_samples = ds->tensors[0].dims[0];
-    if ((st = check_samples(ds->tensors, n, label, err))) goto out;
+    int64_t samples;
+    if ((st = check_samples(ds->tensors, n, label, &samples, err))) goto out;
     if ((st = check_overlaps(spans, n, ds->tensors, label, err))) goto out;
 
     /* Non-overlapping spans inside the data section: the sum is bounded by
@@ -447,6 +453,9 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
         if ((st = read_span(src, &spans[i], t->data, label, err))) goto out;
         off += round_up((size_t)(spans[i].end - spans[i].begin));
     }
+    if ((st = bf__dataset_det_check(ds->tensors, n, samples, label, err))) goto out;
+    /* only ground truth: its offsets count the images */
+    ds->num_samples = samples >= 0 ? samples : bf_dataset_find(ds, "gt_offsets")->dims[0] - 1;
     *out = ds;
     ds = NULL;
 

@@ -1,0 +1,90 @@
+/* The detection task's binding and views (eval_det.h). A detector's
+ * outputs are per image and their sizes are data (eval_ragged.c keeps
+ * them), its ground truth is three tensors of the eval set
+ * (model/dataset_det.c checks them); the metrics (metrics_det.c) read both
+ * as plain arrays, which is all this file makes. */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "exec/eval_det.h"
+#include "model/graph.h"
+
+static int find_output(const bf_model *m, const char *name, size_t *k)
+{
+    for (size_t i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i].name && strcmp(m->outputs[i].name, name) == 0) {
+            *k = i;
+            return 1;
+        }
+    return 0;
+}
+
+bf_status bf__det_task_find(const bf_model *m, const bf_dataset *ds, int unbatched, bf__det_task *t, int *found,
+                            bf_error *err)
+{
+    bf__det_task d = {0};
+    *found = 0;
+    bf_status st = bf__dataset_det_gt(ds, &d.gt, err);
+    if (st == BF_ENOTFOUND) return BF_OK;
+    if (st != BF_OK) return st;
+    if (!unbatched)
+        return bf_error_set(err, BF_EUNSUPPORTED,
+                            "the eval set holds detection ground truth (gt_boxes, gt_labels, gt_offsets), but graph input '%s' "
+                            "takes a batch: a detector takes one image per call, [3, H, W] against the eval set's "
+                            "[N, 3, H, W] (bitflip.export writes torchvision's detectors so)",
+                            m->n_inputs ? m->inputs[0].name : "?");
+    const char *names[3] = {"boxes", "scores", "labels"};
+    size_t *ks[3] = {&d.k_boxes, &d.k_scores, &d.k_labels};
+    for (int i = 0; i < 3; i++)
+        if (!find_output(m, names[i], ks[i]))
+            return bf_error_set(err, BF_ENOTFOUND,
+                                "the eval set holds detection ground truth, but the graph has no output named '%s': a "
+                                "detector's outputs are boxes [K, 4], scores [K] and labels [K] (bitflip.export names "
+                                "them so)", names[i]);
+    if (d.gt.n != bf_dataset_num_samples(ds))
+        return bf_error_set(err, BF_ESHAPE, "gt_offsets describes %lld images, the eval set has %lld", (long long)d.gt.n,
+                            (long long)bf_dataset_num_samples(ds));
+    *t = d;
+    *found = 1;
+    return BF_OK;
+}
+
+bf_status bf__det_view(const bf__det_task *t, const bf_ragged_output *outs, int64_t samples, int64_t **scratch, size_t *cap,
+                       bf__dets *out, bf_error *err)
+{
+    const bf_ragged_output *b = &outs[t->k_boxes], *s = &outs[t->k_scores], *l = &outs[t->k_labels];
+    int64_t rows = l->offsets[samples];
+    if (b->row_elems != 4 && b->offsets[samples] > 0)
+        return bf_error_set(err, BF_ESHAPE, "output 'boxes' has rows of %lld values; a detector's boxes are [K, 4]",
+                            (long long)b->row_elems);
+    for (int64_t i = 0; i < samples; i++) {
+        int64_t nb = (b->offsets[i + 1] - b->offsets[i]) / 4, ns = s->offsets[i + 1] - s->offsets[i];
+        int64_t nl = l->offsets[i + 1] - l->offsets[i];
+        if (nb != ns || nb != nl)
+            return bf_error_set(err, BF_ESHAPE, "image %lld has %lld boxes, %lld scores and %lld labels; a detector gives "
+                                "as many of each", (long long)i, (long long)nb, (long long)ns, (long long)nl);
+    }
+    if ((size_t)rows + 1 > *cap) {
+        size_t c = (size_t)rows + 1 > 2 * *cap ? (size_t)rows + 1 : 2 * *cap;
+        int64_t *p = bf__realloc(*scratch, c * sizeof *p);
+        if (!p) return bf_error_set(err, BF_ENOMEM, "out of memory for %lld detections' labels", (long long)rows);
+        *scratch = p;
+        *cap = c;
+    }
+    /* labels reach here as floats (eval_ragged.c): class ids, exact; a value
+     * that is no class id (NaN, negative) matches no ground truth */
+    for (int64_t r = 0; r < rows; r++) {
+        float v = l->data[r];
+        (*scratch)[r] = isfinite(v) && v >= 0 && v < 9.2e18f ? (int64_t)v : -1;
+    }
+    /* the three outputs' rows line up image by image (checked above), so
+     * one offsets array, in rows, serves: the labels' */
+    *out = (bf__dets){.n = samples, .offsets = l->offsets, .boxes = b->data, .scores = s->data, .labels = *scratch};
+    return BF_OK;
+}
+
+void bf__det_gt_view(const bf__det_task *t, bf__dets *out)
+{
+    *out = (bf__dets){.n = t->gt.n, .offsets = t->gt.offsets, .boxes = t->gt.boxes, .scores = NULL, .labels = t->gt.labels};
+}

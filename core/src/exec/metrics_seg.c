@@ -1,0 +1,164 @@
+/* The segmentation task's layout and metrics (metrics_seg.h).
+ *
+ * mIoU follows the VOC devkit and torchvision's references/segmentation
+ * ConfusionMatrix: one confusion matrix over every labelled pixel of the
+ * eval set (ignored pixels left out), IoU per class diag / (row + column -
+ * diag), averaged over the classes whose union is not empty (torchvision's
+ * iu.mean() would be NaN for such a class; the VOC devkit and mmseg's
+ * nanmean leave it out, as we do). Pixel accuracy is torchvision's
+ * acc_global: the diagonal over the total. Labels outside [0, C) other than
+ * 255 are an error here, where torchvision would drop them silently. */
+#include "exec/metrics_seg.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+int bf__seg_layout(const bf_tensor *labels, const bf_tensor *out) { return labels->ndim == 3 && out->ndim == 4; }
+
+void bf__seg_free(bf__seg *seg)
+{
+    if (!seg) return;
+    bf__free(seg->labels);
+    bf__free(seg->cm);
+    bf__free(seg->pred);
+    bf__free(seg);
+}
+
+bf_status bf__seg_create(const bf_tensor *l, const bf_tensor *o, const char *out_name, int64_t n, bf__seg **out,
+                         bf_error *err)
+{
+    char a[96], b[96];
+    *out = NULL;
+    if (l->dtype != BF_I64 && l->dtype != BF_I32 && l->dtype != BF_U8)
+        return bf_error_set(err, BF_EFORMAT, "eval tensor 'labels' is %s; a segmentation eval set's labels are class ids, "
+                                             "int64 (or int32, uint8) [N, H, W]", bf_dtype_name(l->dtype));
+    if (o->dims[2] != l->dims[1] || o->dims[3] != l->dims[2] || o->dims[1] < 1)
+        return bf_error_set(err, BF_ESHAPE, "eval tensor 'labels' has shape %s (segmentation: [N, H, W]) but output '%s' has "
+                                            "shape %s; it must be [N, C, H, W] with the labels' H and W",
+                            bf_shape_str(l->dims, l->ndim, a, sizeof a), out_name, bf_shape_str(o->dims, o->ndim, b, sizeof b));
+    bf__seg *s = bf__calloc(1, sizeof *s);
+    if (!s) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
+    s->n = n;
+    s->C = o->dims[1];
+    s->HW = l->dims[1] * l->dims[2];
+    size_t cells = (size_t)(n * s->HW);
+    s->labels = bf__malloc(cells * sizeof(int64_t) + 1);
+    s->cm = bf__malloc((size_t)(s->C * s->C) * sizeof(int64_t));
+    s->pred = bf__malloc((size_t)s->HW * sizeof(int32_t) + 1);
+    bf_status st = BF_OK;
+    if (!s->labels || !s->cm || !s->pred) st = bf_error_set(err, BF_ENOMEM, "out of memory for labels");
+    if (st == BF_OK) st = bf_convert(s->labels, BF_I64, l->data, l->dtype, cells, err);
+    for (size_t i = 0; st == BF_OK && i < cells; i++) {
+        int64_t y = s->labels[i];
+        if (y == BF_SEG_IGNORE) continue;
+        if (y < 0 || y >= s->C)
+            st = bf_error_set(err, BF_ERANGE, "labels[%lld, %lld, %lld] is class %lld but output '%s' scores %lld classes "
+                                              "(255 marks an ignored pixel)",
+                              (long long)(i / (size_t)s->HW), (long long)(i % (size_t)s->HW / (size_t)l->dims[2]),
+                              (long long)(i % (size_t)l->dims[2]), (long long)y, out_name, (long long)s->C);
+        s->labelled++;
+    }
+    if (st == BF_OK && s->labelled == 0)
+        st = bf_error_set(err, BF_EINVAL, "eval tensor 'labels' labels no pixel: every entry is 255 (ignored), so there is "
+                                          "nothing to measure");
+    if (st != BF_OK) {
+        bf__seg_free(s);
+        return st;
+    }
+    *out = s;
+    return BF_OK;
+}
+
+/* Plane by plane, so the loads run along memory: per pixel the best so far
+ * and whether it is a NaN (which nothing after it replaces). */
+void bf__seg_argmax(const float *x, int64_t C, int64_t HW, int32_t *pred)
+{
+    for (int64_t p = 0; p < HW; p++) pred[p] = 0;
+    for (int64_t c = 1; c < C; c++) {
+        const float *plane = x + c * HW;
+        for (int64_t p = 0; p < HW; p++) {
+            float best = x[(int64_t)pred[p] * HW + p], v = plane[p];
+            /* a NaN best stays; a NaN here wins over a number; else strictly greater */
+            int up = !isnan(best) && (isnan(v) || v > best);
+            pred[p] = up ? (int32_t)c : pred[p];
+        }
+    }
+}
+
+int64_t bf__seg_changed(const float *x, const int32_t *pred, int64_t C, int64_t HW)
+{
+    int64_t moved = 0;
+    for (int64_t p = 0; p < HW; p++) {
+        /* the arg-max of column p, as bf__seg_argmax finds it */
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++) {
+            float b = x[best * HW + p], v = x[c * HW + p];
+            if (!isnan(b) && (isnan(v) || v > b)) best = c;
+        }
+        moved += best != pred[p];
+    }
+    return moved;
+}
+
+void bf__seg_confusion(int64_t *cm, int64_t C, const int64_t *labels, const int32_t *pred, int64_t HW, int sign)
+{
+    for (int64_t p = 0; p < HW; p++)
+        if (labels[p] != BF_SEG_IGNORE) cm[labels[p] * C + pred[p]] += sign;
+}
+
+void bf__seg_metrics(const int64_t *cm, int64_t C, double *miou, double *pixel_accuracy)
+{
+    int64_t diag = 0, total = 0, classes = 0;
+    double sum = 0;
+    for (int64_t k = 0; k < C; k++) {
+        int64_t tp = cm[k * C + k], row = 0, col = 0;
+        for (int64_t j = 0; j < C; j++) row += cm[k * C + j], col += cm[j * C + k];
+        diag += tp;
+        total += row;
+        int64_t uni = row + col - tp;
+        if (uni == 0) continue;   /* neither labelled nor predicted: left out */
+        sum += (double)tp / (double)uni;
+        classes++;
+    }
+    *miou = classes ? sum / (double)classes : NAN;
+    *pixel_accuracy = total ? (double)diag / (double)total : NAN;
+}
+
+void bf__seg_score(bf__seg *s, const float *outputs, double *miou, double *pixel_accuracy)
+{
+    memset(s->cm, 0, (size_t)(s->C * s->C) * sizeof *s->cm);
+    for (int64_t i = 0; i < s->n; i++) {
+        bf__seg_argmax(outputs + i * s->C * s->HW, s->C, s->HW, s->pred);
+        bf__seg_confusion(s->cm, s->C, s->labels + i * s->HW, s->pred, s->HW, 1);
+    }
+    bf__seg_metrics(s->cm, s->C, miou, pixel_accuracy);
+}
+
+void bf_metric_segmentation(const float *logits, const int64_t *labels, int64_t n, int64_t C, int64_t HW, int64_t *cm,
+                            int32_t *pred, double *miou, double *pixel_accuracy)
+{
+    bf__seg s = {.n = n, .C = C, .HW = HW, .labels = (int64_t *)labels, .cm = cm, .pred = pred};
+    bf__seg_score(&s, logits, miou, pixel_accuracy);
+}
+
+int64_t bf_metric_seg_changed(const float *a, const float *b, int64_t n, int64_t C, int64_t HW)
+{
+    /* b's arg-max column by column against a's, without scratch */
+    int64_t moved = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *x = a + i * C * HW, *y = b + i * C * HW;
+        for (int64_t p = 0; p < HW; p++) {
+            int64_t ba = 0, bb = 0;
+            for (int64_t c = 1; c < C; c++) {
+                float u = x[ba * HW + p], v = x[c * HW + p];
+                if (!isnan(u) && (isnan(v) || v > u)) ba = c;
+                u = y[bb * HW + p], v = y[c * HW + p];
+                if (!isnan(u) && (isnan(v) || v > u)) bb = c;
+            }
+            moved += ba != bb;
+        }
+    }
+    return moved;
+}
