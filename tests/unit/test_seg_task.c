@@ -98,7 +98,7 @@ static void against_reference(void **state)
     json_t *ref = json_load_file(DIR "metric_cases.ref.json", 0, &jerr);
     assert_non_null(ref);
     for (int k = 0; k < 3; k++) {
-        char path[512], key[8];
+        char path[512], key[16];
         snprintf(path, sizeof path, DIR "metric_case_%d.safetensors", k);
         snprintf(key, sizeof key, "%d", k);
         bf_dataset *ds = NULL;
