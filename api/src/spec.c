@@ -39,7 +39,7 @@ const char *const bf__spec_fault_names[BF__SPEC_N_FAULT_NAMES] = {
 static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
 enum { E_TENSOR, E_INDEX, E_BIT, E_SAMPLE, E_N };
-static const char *const CRITICAL_NAMES[] = {"metric", "delta", "pixels"};
+static const char *const CRITICAL_NAMES[] = {"metric", "delta", "pixels", "score_threshold"};
 static const char *const STOP_NAMES[] = {"margin", "confidence"};
 static const char *const GENERATE_NAMES[] = {"new_tokens"};
 static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"};
@@ -171,7 +171,7 @@ static void parse_critical(ctx *c, json_t *v, bf_campaign_spec *s)
 {
     static const fieldset critical_fs = {CRITICAL_NAMES, COUNT(CRITICAL_NAMES), NULL, 0, NULL};
     const char *names[BF_METRIC_COUNT];
-    json_t *cr[3];
+    json_t *cr[4];
     double d;
     s->critical_metric = -1;
     if (!v) return;
@@ -187,7 +187,9 @@ static void parse_critical(ctx *c, json_t *v, bf_campaign_spec *s)
         else bf__spec_problem(c, "/critical/pixels", "must be at least 0 and below 1 (a share of an image's pixels), got %s",
                               bf__spec_describe(cr[2]).s);
     }
-    if (cr[2] && !cr[0] && !cr[1]) return;
+    /* detection's score threshold: any number (scores may be logits) */
+    if (cr[3] && bf__spec_get_number(c, cr[3], "/critical/score_threshold", &d)) s->critical_score = d, s->critical_score_set = 1;
+    if ((cr[2] || cr[3]) && !cr[0] && !cr[1]) return;
     if (!cr[0]) {
         bf__spec_problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");
     } else {

@@ -471,6 +471,11 @@ static void spec_rules(void **state)
     s.critical_pixels = 0.1, s.critical_pixels_set = 1;
     assert_int_equal(bf_campaign_create(lm, lds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "critical.pixels applies to a segmentation task"));
+    /* and detection's score threshold on a segmenter */
+    s.critical_pixels_set = 0;
+    s.critical_score = 0.3, s.critical_score_set = 1;
+    assert_int_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "critical.score_threshold applies to a detection task"));
     bf_dataset_free(lds);
     bf_model_free(lm);
     bf_dataset_free(ds);

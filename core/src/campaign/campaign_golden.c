@@ -376,6 +376,12 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     c->golden.metric[BF_METRIC_RECALL] = r.recall;
     if (c->golden.task == BF_TASK_LANGUAGE_MODEL && (st = golden_lm(c, ev, err)) != BF_OK) goto out;
     if (c->golden.task == BF_TASK_SEGMENTATION && (st = golden_seg(c, ev, err)) != BF_OK) goto out;
+    if (spec->critical_score_set && c->golden.task != BF_TASK_DETECTION) {
+        st = bf_error_set(err, BF_EINVAL, "critical.score_threshold applies to a detection task (gt_boxes, gt_labels, gt_offsets "
+                                          "against outputs boxes, labels, scores); this eval set makes the task %s",
+                          bf_task_name(c->golden.task));
+        goto out;
+    }
     if (spec->critical_pixels_set && c->golden.task != BF_TASK_SEGMENTATION) {
         st = bf_error_set(err, BF_EINVAL, "critical.pixels applies to a segmentation task (labels [N, H, W] against an output "
                                           "[N, C, H, W]); this eval set makes the task %s", bf_task_name(c->golden.task));
