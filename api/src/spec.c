@@ -39,7 +39,7 @@ const char *const bf__spec_fault_names[BF__SPEC_N_FAULT_NAMES] = {
 static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
 enum { E_TENSOR, E_INDEX, E_BIT, E_SAMPLE, E_N };
-static const char *const CRITICAL_NAMES[] = {"metric", "delta", "pixels", "score"};
+static const char *const CRITICAL_NAMES[] = {"metric", "delta", "pixels", "score_threshold"};
 static const char *const STOP_NAMES[] = {"margin", "confidence"};
 static const char *const GENERATE_NAMES[] = {"new_tokens"};
 static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"};
@@ -187,12 +187,8 @@ static void parse_critical(ctx *c, json_t *v, bf_campaign_spec *s)
         else bf__spec_problem(c, "/critical/pixels", "must be at least 0 and below 1 (a share of an image's pixels), got %s",
                               bf__spec_describe(cr[2]).s);
     }
-    /* detection's score threshold: a detection over it counts; alone too */
-    if (cr[3] && bf__spec_get_number(c, cr[3], "/critical/score", &d)) {
-        if (d >= 0 && d < 1) s->critical_score = d, s->critical_score_set = 1;
-        else bf__spec_problem(c, "/critical/score", "must be at least 0 and below 1 (a detection's score), got %s",
-                              bf__spec_describe(cr[3]).s);
-    }
+    /* detection's score threshold: any number (scores may be logits) */
+    if (cr[3] && bf__spec_get_number(c, cr[3], "/critical/score_threshold", &d)) s->critical_score = d, s->critical_score_set = 1;
     if ((cr[2] || cr[3]) && !cr[0] && !cr[1]) return;
     if (!cr[0]) {
         bf__spec_problem(c, "/critical/metric", "required: the metric whose change makes a trial critical");

@@ -231,6 +231,9 @@ static void vision_metrics(void **state)
     only_problem("{" HEADF "\"trials\": 10, \"critical\": {\"pixels\": 1}}", "/critical/pixels", "below 1");
     only_problem("{" HEADF "\"trials\": 10, \"critical\": {\"pixels\": -0.5}}", "/critical/pixels", "at least 0");
     only_problem("{" HEADF "\"trials\": 10, \"critical\": {\"delta\": 0.1, \"pixels\": 0.1}}", "/critical/metric", "required");
+    p = ok("{" HEADF "\"trials\": 10, \"critical\": {\"score_threshold\": 0.3}}");
+    assert_true(p->spec.critical_score == 0.3 && p->spec.critical_score_set == 1 && p->spec.critical_metric == -1);
+    done(p);
 }
 
 /* Quantized models: their zero points as sites, for weights only. */

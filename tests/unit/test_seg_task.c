@@ -98,7 +98,7 @@ static void against_reference(void **state)
     json_t *ref = json_load_file(DIR "metric_cases.ref.json", 0, &jerr);
     assert_non_null(ref);
     for (int k = 0; k < 3; k++) {
-        char path[512], key[8];
+        char path[512], key[16];
         snprintf(path, sizeof path, DIR "metric_case_%d.safetensors", k);
         snprintf(key, sizeof key, "%d", k);
         bf_dataset *ds = NULL;
@@ -471,6 +471,11 @@ static void spec_rules(void **state)
     s.critical_pixels = 0.1, s.critical_pixels_set = 1;
     assert_int_equal(bf_campaign_create(lm, lds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "critical.pixels applies to a segmentation task"));
+    /* and detection's score threshold on a segmenter */
+    s.critical_pixels_set = 0;
+    s.critical_score = 0.3, s.critical_score_set = 1;
+    assert_int_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "critical.score_threshold applies to a detection task"));
     bf_dataset_free(lds);
     bf_model_free(lm);
     bf_dataset_free(ds);

@@ -168,6 +168,9 @@ typedef struct bf_kv_filter {
 /* Segmentation's default critical_pixels: more than 1% of an image's
  * pixels changing class (docs/CAMPAIGNS.md says why). */
 #define BF_CRITICAL_PIXELS_DEFAULT 0.01
+/* Detection's default critical_score (exec/metrics_det.h's
+ * BF_DET_SCORE_THRESHOLD_DEFAULT). */
+#define BF_CRITICAL_SCORE_DEFAULT 0.5
 
 typedef struct bf_campaign_spec {
     char *model;              /* path (or, in the daemon, an id) */
@@ -235,9 +238,9 @@ typedef struct bf_campaign_spec {
      * pixel_accuracy, images are not judged, only the metric. */
     double critical_pixels;
     int critical_pixels_set;
-    /* Detection: a detection counts (golden or faulty) when its score is
-     * over this (critical_score_set 0: BF_DET_SCORE_DEFAULT); an image is
-     * critical when the ones that count do not pair up (docs/CAMPAIGNS.md). */
+    /* Detection: a detection counts when its score is over this
+     * (critical_score_set 0: BF_CRITICAL_SCORE_DEFAULT); see
+     * docs/CAMPAIGNS.md for the outcome rule. */
     double critical_score;
     int critical_score_set;
 

@@ -3,6 +3,7 @@
  * positions, fault list); the golden model, stored in the campaign's
  * representation, and the golden pass every trial is compared to are
  * campaign_golden.c's. */
+#include <math.h>
 #include <fnmatch.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -672,10 +673,12 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     c->judge.critical_metric = spec->critical_metric;
     c->judge.critical_delta = spec->critical_delta;
     c->judge.critical_pixels = spec->critical_pixels_set ? spec->critical_pixels : BF_CRITICAL_PIXELS_DEFAULT;
+    c->judge.critical_score = spec->critical_score_set ? spec->critical_score : BF_CRITICAL_SCORE_DEFAULT;
+    if (!isfinite(c->judge.critical_score))
+        return bf_error_set(err, BF_EINVAL, "critical.score_threshold is %g; it must be a finite number", c->judge.critical_score);
     if (!(c->judge.critical_pixels >= 0 && c->judge.critical_pixels < 1))
         return bf_error_set(err, BF_EINVAL, "critical.pixels is %g; it must be at least 0 and below 1 (a share of an image's "
                                             "pixels)", c->judge.critical_pixels);
-    c->judge.det_threshold = spec->critical_score_set ? spec->critical_score : BF_DET_SCORE_THRESHOLD_DEFAULT;
     c->judge.stop_margin = spec->stop_margin;
     c->judge.stop_confidence = spec->stop_confidence > 0 ? spec->stop_confidence : 0.95;
     /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md):

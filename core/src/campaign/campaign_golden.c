@@ -393,8 +393,9 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     if (c->golden.task == BF_TASK_LANGUAGE_MODEL && (st = golden_lm(c, ev, err)) != BF_OK) goto out;
     if (c->golden.task == BF_TASK_SEGMENTATION && (st = golden_seg(c, ev, err)) != BF_OK) goto out;
     if (spec->critical_score_set && c->golden.task != BF_TASK_DETECTION) {
-        st = bf_error_set(err, BF_EINVAL, "critical.score applies to a detection task (gt_boxes, gt_labels, gt_offsets in the "
-                                          "eval set); this eval set makes the task %s", bf_task_name(c->golden.task));
+        st = bf_error_set(err, BF_EINVAL, "critical.score_threshold applies to a detection task (gt_boxes, gt_labels, gt_offsets "
+                                          "against outputs boxes, labels, scores); this eval set makes the task %s",
+                          bf_task_name(c->golden.task));
         goto out;
     }
     if (spec->critical_pixels_set && c->golden.task != BF_TASK_SEGMENTATION) {

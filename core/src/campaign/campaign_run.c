@@ -285,7 +285,7 @@ static bf_status det_judge(worker *w, const bf_eval_result *res)
     for (int64_t i = 0; st == BF_OK && i < n; i++) {
         int crit = 0;
         if (!bf__ragged_sample_same(res->ragged, c->golden.rag.view, res->n_ragged, i))
-            st = bf__det_image_critical(&c->golden.det, &faulty, i, c->judge.det_threshold, &crit, &w->err);
+            st = bf__det_image_critical(&c->golden.det, &faulty, i, c->judge.critical_score, &crit, &w->err);
         w->det_crit[i] = crit;
     }
     return st;

@@ -14,7 +14,7 @@ typedef struct bf__judge {
     int critical_metric;      /* -1: prediction changes only */
     double critical_delta;
     double critical_pixels;   /* segmentation: the share of an image's pixels (bf_campaign_spec) */
-    double det_threshold;     /* detection: the score over which a detection counts */
+    double critical_score;    /* detection: the score over which a detection counts */
     double stop_margin, stop_confidence;
     /* per metric a bound and the grid exponents of its sums */
     double bound[BF_METRIC_COUNT];
