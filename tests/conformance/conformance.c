@@ -237,8 +237,15 @@ static int metric_matches(double got, double want)
 static void on_trial(void *user, const bf_trial_record *rec)
 {
     camp_check *cc = user;
-    if (!cc->lm) return;
     const json_t *f = json_array_get(cc->faults, (size_t)rec->trial);
+    /* a detector's fault: the images it makes critical (IVMOD's count) */
+    const json_t *ci = json_object_get(f, "critical_images");
+    if (json_is_integer(ci) && json_integer_value(ci) != rec->changed) {
+        if (cc->first_bad_metric < 0) cc->first_bad_metric = rec->trial;
+        cc->bad_metric_trials++;
+        return;
+    }
+    if (!cc->lm) return;
     const char *keys[2] = {"perplexity", "token_accuracy"};
     const double got[2] = {rec->metrics[BF_METRIC_PERPLEXITY], rec->metrics[BF_METRIC_TOKEN_ACCURACY]};
     for (int i = 0; i < 2; i++) {
@@ -296,7 +303,7 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         printf("MISMATCH: %lld faults differ, first fault #%lld\n", (long long)cc.bad_trials, (long long)cc.first_bad);
         failures = 1;
     } else if (cc.bad_metric_trials) {
-        printf("MISMATCH: %lld faults' perplexity or token accuracy differ, first fault #%lld\n",
+        printf("MISMATCH: %lld faults' perplexity or token accuracy (a detector's: critical images) differ, first fault #%lld\n",
                (long long)cc.bad_metric_trials, (long long)cc.first_bad_metric);
         failures = 1;
     } else {
@@ -341,6 +348,28 @@ static int check_lm_metrics(const bf_eval_result *r, const json_t *rec, const ch
         int ok = metric_matches(got[i], want);
         if (is_ref || !ok)
             printf("%s%-9s ours %.6f  ref %.6f  %s\n", indent, shown[i], got[i], want, ok ? "ok" : "MISMATCH");
+        failures += !ok;
+    }
+    return failures;
+}
+
+/* Segmenters' and detectors' metrics, each where rec has it as
+ * prefix + name (golden_miou in the ref, map in a fault record), within
+ * METRIC_TOL absolute; returns the number of failures. */
+static int check_vision_metrics(const bf_eval_result *r, const json_t *rec, const char *prefix, const char *indent)
+{
+    const char *names[5] = {"miou", "pixel_accuracy", "map", "map50", "recall"};
+    const double got[5] = {r->miou, r->pixel_accuracy, r->map, r->map50, r->recall};
+    int failures = 0, is_ref = prefix[0] != 0;
+    for (int i = 0; i < 5; i++) {
+        char key[64];
+        double want;
+        snprintf(key, sizeof key, "%s%s", prefix, names[i]);
+        const json_t *j = json_object_get(rec, key);
+        if (!j || json_is_null(j)) continue;
+        if (!json_to_double(j, &want)) { printf("%s%-9s reference malformed: %s\n", indent, names[i], key); failures++; continue; }
+        int ok = (isnan(want) && isnan(got[i])) || fabs(got[i] - want) <= METRIC_TOL;
+        if (is_ref || !ok) printf("%s%-9s ours %.6f  ref %.6f  %s\n", indent, names[i], got[i], want, ok ? "ok" : "MISMATCH");
         failures += !ok;
     }
     return failures;
@@ -414,6 +443,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
         printf("  golden %-9s ours %.6f  ref %.6f  %s\n", metric, got, want_metric, ok ? "ok" : "MISMATCH");
         failures += !ok;
     }
+    failures += check_vision_metrics(&r, ref, "golden_", "  golden ");
 
     const json_t *faults = json_object_get(ref, "faults");
     size_t k;
@@ -478,6 +508,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
         printf("\n");
         failures += c.bad > 0 || c.format_error;
         if (lm) failures += check_lm_metrics(&r, f, "perplexity", "token_accuracy", "       ");
+        failures += check_vision_metrics(&r, f, "", "       ");
     }
     failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, bf_evaluator_batch(ev), lm, r.n_ragged > 0,
                                     dump);
