@@ -168,6 +168,65 @@ static int64_t changed_predictions(const bf_eval_result *golden, const float *go
     return n;
 }
 
+/* A one-sample graph's golden outputs, kept for the faults' passes (the
+ * evaluator's are overwritten by the next one): per output, the offsets
+ * and data of bf_ragged_output, end to end. */
+typedef struct kept_ragged {
+    size_t n;
+    int64_t samples;
+    int64_t *off;   /* n x (samples + 1) */
+    float *data;
+    int64_t *at;    /* n: where output k's data starts */
+} kept_ragged;
+
+static int keep_ragged(kept_ragged *k, const bf_eval_result *r)
+{
+    size_t total = 0;
+    k->n = r->n_ragged;
+    k->samples = r->samples;
+    for (size_t i = 0; i < r->n_ragged; i++) total += (size_t)r->ragged[i].offsets[r->samples];
+    k->off = malloc((r->n_ragged * (size_t)(r->samples + 1) + 1) * sizeof *k->off);
+    k->data = malloc((total + 1) * sizeof *k->data);
+    k->at = malloc((r->n_ragged + 1) * sizeof *k->at);
+    if (!k->off || !k->data || !k->at) return 0;
+    for (size_t i = 0, at = 0; i < r->n_ragged; i++) {
+        const bf_ragged_output *o = &r->ragged[i];
+        memcpy(k->off + i * (size_t)(r->samples + 1), o->offsets, (size_t)(r->samples + 1) * sizeof *k->off);
+        memcpy(k->data + at, o->data, (size_t)o->offsets[r->samples] * sizeof *k->data);
+        k->at[i] = (int64_t)at;
+        at += (size_t)o->offsets[r->samples];
+    }
+    return 1;
+}
+
+static void free_kept(kept_ragged *k)
+{
+    free(k->off);
+    free(k->data);
+    free(k->at);
+}
+
+/* Samples some output of which differs from golden's (a detector: the
+ * images whose detections moved), and the NaNs and infinities in r. */
+static int64_t ragged_changed(const kept_ragged *k, const bf_eval_result *r, int64_t *nonfinite)
+{
+    int64_t n = 0;
+    *nonfinite = 0;
+    for (int64_t s = 0; s < r->samples; s++) {
+        int diff = 0;
+        for (size_t i = 0; i < r->n_ragged; i++) {
+            const bf_ragged_output *o = &r->ragged[i];
+            const int64_t *go = k->off + i * (size_t)(k->samples + 1);
+            int64_t a = o->offsets[s], len = o->offsets[s + 1] - a;
+            for (int64_t j = 0; j < len; j++) *nonfinite += !isfinite(o->data[a + j]);
+            diff |= len != go[s + 1] - go[s] ||
+                    (len && memcmp(o->data + a, k->data + k->at[i] + go[s], (size_t)len * sizeof(float)) != 0);
+        }
+        n += diff;
+    }
+    return n;
+}
+
 /* Progress through --progress: on a bar, passes long enough to wait on
  * (half a second in); on plain, a line per interval across all passes. */
 typedef struct progress {
@@ -197,12 +256,13 @@ static void progress_end(progress *p) { cli_progress_clear(&p->out); }
 
 static const char *metric_name(bf_task t)
 {
-    return t == BF_TASK_BINARY ? "auc" : t == BF_TASK_LANGUAGE_MODEL ? "perplexity" : t == BF_TASK_SEGMENTATION ? "miou" : "accuracy";
+    return t == BF_TASK_BINARY ? "auc" : t == BF_TASK_LANGUAGE_MODEL ? "perplexity" : t == BF_TASK_SEGMENTATION ? "miou"
+         : t == BF_TASK_DETECTION ? "map" : "accuracy";
 }
 static double metric_value(const bf_eval_result *r)
 {
     return r->task == BF_TASK_BINARY ? r->auc : r->task == BF_TASK_LANGUAGE_MODEL ? r->perplexity
-         : r->task == BF_TASK_SEGMENTATION ? r->miou : r->accuracy;
+         : r->task == BF_TASK_SEGMENTATION ? r->miou : r->task == BF_TASK_DETECTION ? r->map : r->accuracy;
 }
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -285,6 +345,11 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
             json_object_set_new(root, "miou", num(golden->miou));
             json_object_set_new(root, "pixel_accuracy", num(golden->pixel_accuracy));
         }
+        if (task == BF_TASK_DETECTION) {
+            json_object_set_new(root, "map", num(golden->map));
+            json_object_set_new(root, "map50", num(golden->map50));
+            json_object_set_new(root, "recall", num(golden->recall));
+        }
         json_object_set_new(root, "batch", json_integer(bf_evaluator_batch(ev)));
         json_object_set_new(root, "threads", json_integer(o->threads));
         json_object_set_new(root, "seconds", json_real(best));
@@ -300,6 +365,8 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
             fputc('\n', stdout);
         } else if (task == BF_TASK_SEGMENTATION) {
             printf("golden   miou %.4f   pixel_accuracy %.4f\n", golden->miou, golden->pixel_accuracy);
+        } else if (task == BF_TASK_DETECTION) {
+            printf("golden   map %.4f   map50 %.4f   recall %.4f\n", golden->map, golden->map50, golden->recall);
         }
         printf("speed    %.0f samples/s  (%.3f ms per pass, batch %lld, %lld thread%s%s)\n", sps, best * 1e3,
                (long long)bf_evaluator_batch(ev), o->threads, o->threads == 1 ? "" : "s",
@@ -336,6 +403,7 @@ int cmd_eval(int argc, char **argv)
     bf_evaluator *ev = NULL;
     bf_bitflip *flips = NULL;
     float *golden_out = NULL;
+    kept_ragged gr = {0};
     json_t *root = NULL;
     size_t n_flips = 0;
 
@@ -390,6 +458,7 @@ int cmd_eval(int argc, char **argv)
     golden_out = malloc((size_t)(golden.samples * golden.out_cols + 1) * sizeof(float));
     if (!golden_out) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
     memcpy(golden_out, golden.outputs, (size_t)(golden.samples * golden.out_cols) * sizeof(float));
+    if (golden.n_ragged && !keep_ragged(&gr, &golden)) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
     if (o.outputs_path && (rc = write_outputs(o.outputs_path, &golden)) != EXIT_OK) goto out;
 
     root = report_golden(&o, &golden, best, ev);
@@ -397,7 +466,8 @@ int cmd_eval(int argc, char **argv)
 
     json_t *jfaults = o.json && n_flips ? json_array() : NULL;
     if (n_flips && !o.json)
-        printf("\nsingle-bit faults (each its own pass; %s vs golden, predictions changed)\n", task == BF_TASK_NONE ? "outputs" : metric_name(task));
+        printf("\nsingle-bit faults (each its own pass; %s vs golden, %s changed)\n", task == BF_TASK_NONE ? "outputs" : metric_name(task),
+               golden.n_ragged ? "samples whose outputs" : "predictions");
     for (size_t i = 0; i < n_flips; i++) {
         const bf_param_info *p = bf_model_param(m, flips[i].param);
         float old_v, new_v;
@@ -409,7 +479,11 @@ int cmd_eval(int argc, char **argv)
         const bf_value_info *lo = bf_model_output(m, 0);
         int64_t changed = changed_predictions(&golden, golden_out, &r, lo->ndim == 3 ? lo->dims[2] : lo->ndim == 4 ? lo->dims[1] : 0);
         int64_t nonfinite = 0;
-        for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);
+        /* a one-sample graph: the samples whose outputs moved at all (a
+         * detector's images whose detections did) */
+        if (r.n_ragged) changed = ragged_changed(&gr, &r, &nonfinite);
+        else
+            for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);
         if (o.json) {
             json_t *f = json_pack("{s:s, s:I, s:i, s:o, s:o, s:I, s:I}", "param", p->tensor->name, "index", (json_int_t)flips[i].index,
                                   "bit", flips[i].bit, "old", num(old_v), "new", num(new_v), "changed_predictions", (json_int_t)changed,
@@ -435,6 +509,7 @@ int cmd_eval(int argc, char **argv)
 out:
     json_decref(root);
     free(golden_out);
+    free_kept(&gr);
     free(flips);
     free(o.flip_specs);
     bf_evaluator_free(ev);
