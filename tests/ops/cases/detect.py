@@ -258,9 +258,58 @@ def roi_cases():
                {"y": _RoiAlign()(xt, boxes).numpy()}, rtol=0.0, atol=0.0, model=onnx.load_from_string(f.getvalue()))
 
 
+# ---- the other ops' forms torchvision's detectors export ----
+
+def zoo_forms():
+    """The forms of other ops the detection zoo's exports use (docs/OPS.md,
+    "Detectors"): shape arithmetic on int64 and int32 (reductions over all
+    axes with keepdims 0, Div, Mod, Cast, Expand, Tile, Split), bool logic,
+    Clip with only a max, GatherND, TopK, ScatterElements; numpy or torch."""
+    r = np.random.default_rng(5)
+    i64 = r.integers(-40, 40, (3, 4)).astype(np.int64)
+    i64p = r.integers(1, 9, (3, 4)).astype(np.int64)
+    i32 = r.integers(-40, 40, (3, 4)).astype(np.int32)
+    f = r.uniform(-3, 3, (3, 4)).astype(np.float32)
+    b1 = r.uniform(0, 1, (3, 4)) > 0.5
+    b2 = r.uniform(0, 1, (3, 4)) > 0.5
+    for op, fn in [("ReduceMin", np.min), ("ReduceMax", np.max), ("ReduceProd", np.prod)]:
+        for nm, x in [("i64", i64), ("f32", f)]:
+            yield Case(f"detect_form_{op}_{nm}_all_keep0", op, {"x": x}, {"y": np.array(fn(x), x.dtype)}, attrs={"keepdims": 0}, ref="numpy")
+    yield Case("detect_form_div_i64", "Div", {"a": i64, "b": i64p}, {"y": (np.trunc(i64 / i64p)).astype(np.int64)}, ref="numpy")
+    yield Case("detect_form_mul_i32", "Mul", {"a": i32, "b": i32}, {"y": i32 * i32}, ref="numpy")
+    yield Case("detect_form_cast_i32_f32", "Cast", {"a": i32}, {"y": i32.astype(np.float32)}, attrs={"to": 1}, ref="numpy")
+    yield Case("detect_form_cast_f32_i32", "Cast", {"a": f}, {"y": f.astype(np.int32)}, attrs={"to": 6}, ref="numpy")
+    yield Case("detect_form_cast_i64_i32", "Cast", {"a": i64}, {"y": i64.astype(np.int32)}, attrs={"to": 6}, ref="numpy")
+    yield Case("detect_form_cast_b_b", "Cast", {"a": b1}, {"y": b1}, attrs={"to": 9}, ref="numpy")
+    yield Case("detect_form_cast_f_b", "Cast", {"a": f}, {"y": f != 0}, attrs={"to": 9}, ref="numpy")
+    yield Case("detect_form_mod_i64", "Mod", {"a": i64, "b": i64p}, {"y": np.mod(i64, i64p)}, attrs={"fmod": 0}, ref="numpy")
+    yield Case("detect_form_xor", "Xor", {"a": b1, "b": b2}, {"y": b1 ^ b2}, ref="numpy")
+    yield Case("detect_form_not", "Not", {"a": b1}, {"y": ~b1}, ref="numpy")
+    yield Case("detect_form_and", "And", {"a": b1, "b": b2}, {"y": b1 & b2}, ref="numpy")
+    yield Case("detect_form_less_i64", "Less", {"a": i64, "b": np.array(3, np.int64)}, {"y": i64 < 3}, ref="numpy", consts={"b"})
+    yield Case("detect_form_where_i64", "Where", {"c": b1, "a": i64, "b": i64p}, {"y": np.where(b1, i64, i64p)}, ref="numpy")
+    yield Case("detect_form_expand_i32", "Expand", {"a": i32[:1], "s": np.array([3, 4], np.int64)}, {"y": np.broadcast_to(i32[:1], (3, 4)).copy()}, ref="numpy", consts={"s"})
+    yield Case("detect_form_clip_nomin", "Clip", {"a": f, "mx": np.array(1.5, np.float32)}, {"y": np.minimum(f, 1.5).astype(np.float32)}, ref="numpy", node_inputs=["a", "", "mx"])
+    x = r.uniform(-1, 1, (4, 5, 6)).astype(np.float32)
+    ind = r.integers(0, 4, (7, 2)).astype(np.int64)
+    yield Case("detect_form_gathernd", "GatherND", {"x": x, "i": ind}, {"y": x[ind[:, 0], ind[:, 1]]}, ref="numpy", consts={"i"})
+    yield Case("detect_form_tile_i64", "Tile", {"a": i64, "rep": np.array([2, 1], np.int64)}, {"y": np.tile(i64, (2, 1))}, ref="numpy", consts={"rep"})
+    yield Case("detect_form_split_i64", "Split", {"a": i64, "s": np.array([1, 3], np.int64)}, {"y0": i64[:, :1], "y1": i64[:, 1:]}, attrs={"axis": 1}, ref="numpy", consts={"s"})
+    v = r.uniform(-1, 1, (2, 50)).astype(np.float32)
+    tv, ti = torch.topk(torch.from_numpy(v), 7, dim=1, largest=True, sorted=True)
+    yield Case("detect_form_topk", "TopK", {"x": v, "k": np.array([7], np.int64)}, {"v": tv.numpy(), "i": ti.numpy()}, attrs={"axis": 1, "largest": 1, "sorted": 1}, consts={"k"})
+    d = np.zeros((6, 3), np.float32)
+    idx = np.array([[4, 4, 4], [1, 1, 1], [0, 0, 0]], np.int64)
+    u = r.uniform(-1, 1, (3, 3)).astype(np.float32)
+    want = d.copy()
+    want[[4, 1, 0]] = u
+    yield Case("detect_form_scatter_elements", "ScatterElements", {"d": d, "i": idx, "u": u}, {"y": want}, attrs={"axis": 0}, ref="numpy")
+
+
 def cases():
     yield from nms_cases(fed=False)
     yield from roi_cases()
+    yield from zoo_forms()
 
 
 def dyn_cases():
