@@ -515,8 +515,8 @@ static void roialign_random_vs_reference(void **state)
 static void roialign_hostile(void **state)
 {
     (void)state;
-    float x[2 * 4 * 4];
-    for (int i = 0; i < 32; i++) x[i] = (float)(i % 7) - 3;
+    float x[2 * 2 * 4 * 4];
+    for (int i = 0; i < 64; i++) x[i] = (float)(i % 7) - 3;
     const int64_t bi2[] = {0, 1};
     /* NaN, Inf and 1e30 corners, a negative size: defined, finite outputs, adaptive grid or not */
     const float bad[] = {NAN, 0, 2, 2, 0, 0, INFINITY, 2, -1e30f, -1e30f, 1e30f, 1e30f, 3, 3, 1, 1};
@@ -600,6 +600,36 @@ static void roialign_empty(void **state)
     run_free(&o);
 }
 
+/* Every bit pattern as a coordinate or score (NaN, Inf, subnormals, 1e38):
+ * both ops give an output, no crash, no undefined behaviour (the sanitizer
+ * build runs this too), and RoiAlign's adaptive grid stays bounded. */
+static void random_bits(void **state)
+{
+    (void)state;
+    uint64_t seed = 99;
+    for (int trial = 0; trial < 30; trial++) {
+        float boxes[4 * 16], scores[2 * 16], rois[4 * 6], x[2 * 3 * 5 * 5];
+        for (int i = 0; i < 64; i++) {
+            uint32_t u = (uint32_t)(frand(&seed) * 4294967295.0);
+            memcpy(&boxes[i], &u, 4);
+        }
+        for (int i = 0; i < 32; i++) scores[i] = i % 5 ? frand(&seed) : boxes[i];
+        for (int i = 0; i < 24; i++) rois[i] = i % 3 ? boxes[i + 7] : frand(&seed) * 8;
+        for (int i = 0; i < 150; i++) x[i] = i % 37 ? frand(&seed) : boxes[i % 64];
+        nms_case k = {1, 2, 16, boxes, scores, 16, 0.5f, trial % 2 ? 0.1f : NAN, trial % 3 == 0};
+        run_out o = nms(&k);
+        if (o.st != BF_OK) fail_msg("%s", o.err.msg);
+        assert_true(o.y.dims[0] <= 32);
+        run_free(&o);
+        const int64_t bi[] = {0, 1, 0, 1, 0, 1};
+        ra_case r = {2, 3, 5, 5, 6, x, rois, bi, 2, 3, trial % 2 ? 0 : 2, 1.0f, trial % 4 == 3 ? "max" : NULL,
+                     trial % 3 ? "half_pixel" : "output_half_pixel", 16};
+        o = roialign(&r);
+        if (o.st != BF_OK) fail_msg("%s", o.err.msg);
+        run_free(&o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -610,6 +640,7 @@ int main(void)
         cmocka_unit_test(nms_errors_and_data_dependence),
         cmocka_unit_test(roialign_by_hand),     cmocka_unit_test(roialign_random_vs_reference),
         cmocka_unit_test(roialign_hostile),     cmocka_unit_test(roialign_empty),
+        cmocka_unit_test(random_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
