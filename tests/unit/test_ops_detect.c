@@ -7,7 +7,10 @@
  * on random inputs, and on hostile inputs (rois with NaN, Inf, 1e30
  * coordinates, negative sizes, batch indices out of range, mismatched
  * shapes), which must give a clear error or the defined output, never a
- * crash. tests/ops/cases/detect.py compares both ops with torchvision. */
+ * crash. tests/ops/cases/detect.py compares both ops with torchvision. And
+ * the differential engine through RoiAlign (tests/fixtures/detect/roi_head_op13,
+ * made by tests/fixtures/make_detect_models.py: Conv, ReLU, two exported
+ * torchvision roi_aligns, Linear) against full re-execution, as test_diff_nn.c. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +21,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/model.h"
+#include "campaign_check.h"
 #include "op_harness.h"
 
 /* ---- running one op as a step prepared at run time ---- */
@@ -630,6 +637,41 @@ static void random_bits(void **state)
     }
 }
 
+/* Faults before, in and after RoiAlign: differential trials agree with whole passes. */
+static void roialign_faults_match_exact(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    double scale = tc_load(BF_FIXTURES "/detect/roi_head_op13", &m, &ds);
+    static char *weights[] = {"*"}, *acts[] = {"*"};
+    static double rates[] = {1e-3};
+    tc_tally t = {0};
+    for (int k = 0; k < 4; k++) {
+        bf_campaign_spec s = tc_base_spec(k % 2 ? 7 : 8);
+        s.seed = 40 + (uint64_t)k;
+        s.trials = 200;
+        s.tensors = k < 2 ? weights : acts;
+        s.n_tensors = 1;
+        if (k == 1) {   /* many faults at once */
+            s.model_kind = BF_FAULT_BER;
+            s.rates = rates;
+            s.n_rates = 1;
+            s.repeats = 40;
+        }
+        if (k >= 2) {
+            s.target = BF_TARGET_ACTIVATIONS;
+            s.persistence = BF_PERSIST_TRANSIENT;
+        }
+        char label[64];
+        snprintf(label, sizeof label, "config %d", k);
+        tc_both(m, ds, scale, "roi_head_op13", &s, label, &t, NULL);
+    }
+    tc_assert_agree("faults through RoiAlign, differential vs exact", &t, 600);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -640,7 +682,7 @@ int main(void)
         cmocka_unit_test(nms_errors_and_data_dependence),
         cmocka_unit_test(roialign_by_hand),     cmocka_unit_test(roialign_random_vs_reference),
         cmocka_unit_test(roialign_hostile),     cmocka_unit_test(roialign_empty),
-        cmocka_unit_test(random_bits),
+        cmocka_unit_test(random_bits),          cmocka_unit_test(roialign_faults_match_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
