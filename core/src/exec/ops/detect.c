@@ -1,0 +1,263 @@
+/* NonMaxSuppression: the box selection of every torchvision detector
+ * (torchvision.ops.nms and batched_nms export as it, one class, batch 1). Its
+ * output's shape is the number of boxes kept, so it is data: prepare
+ * computes the selection when every input's data is there (at plan time for
+ * constants, or prepared again at run time: op.h, at_run) and says so
+ * otherwise (data_dependent); run computes it again into the output.
+ *
+ * The rules (docs/OPS.md, "Detectors"): per batch and class, candidates are
+ * the boxes whose score is > score_threshold (every box when that input is
+ * absent; a NaN score is never > it), sorted by score descending with NaN
+ * as the largest score (torch.sort's order, which torchvision.ops.nms
+ * uses) and ties by lower box index (torch's CPU sort is stable; ONNX
+ * Runtime's heap leaves ties unordered); then greedily, as torchvision's
+ * CPU kernel: a box is kept unless its IoU with a box kept before it is
+ * > iou_threshold, computed with that kernel's expressions (std::max and
+ * std::min, so NaN coordinates never suppress), on corners put in order
+ * first as the spec says (torchvision does not; its detectors drop boxes with
+ * x1 > x2 before NMS). At most max_output_boxes_per_class per batch and class
+ * (absent, 0 or negative: none, as the spec and ONNX Runtime); rows (batch,
+ * class, box) in batch, class, then selection order. */
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "detect_impl.h"
+#include "shape_impl.h"
+
+typedef struct nms_params {
+    int center;             /* center_point_box: 0 corners, 1 centre and size */
+    int known;              /* prepare computed `count` from the data */
+    int64_t count;          /* rows of selected_indices */
+} nms_params;
+static_assert(sizeof(nms_params) <= BF__OP_PARAMS_MAX, "nms_params must fit in params");
+
+/* std::max and std::min as the C++ library defines them (the kernel's NaN
+ * behaviour follows from these: the first argument wins unless the
+ * comparison is true). */
+static inline float std_max(float a, float b) { return a < b ? b : a; }
+static inline float std_min(float a, float b) { return b < a ? b : a; }
+
+/* a comes strictly before b: NaN first, then by descending score. */
+static inline int score_before(float a, float b)
+{
+    if (isnan(a)) return !isnan(b);
+    return a > b;
+}
+
+/* Stable bottom-up merge sort of idx[0..n) by score_before on s, with tmp of n. */
+static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const float *s)
+{
+    int64_t *a = idx, *b = tmp;
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) b[k++] = score_before(s[a[j]], s[a[i]]) ? a[j++] : a[i++];
+            while (i < mid) b[k++] = a[i++];
+            while (j < hi) b[k++] = a[j++];
+        }
+        int64_t *t = a; a = b; b = t;
+    }
+    if (a != idx) memcpy(idx, a, (size_t)n * sizeof *idx);
+}
+
+/* ONNX Runtime's MaxMin: NaN leaves the pair as it is. */
+static inline void min_max(float p, float q, float *lo, float *hi)
+{
+    if (p >= q) { *lo = q; *hi = p; }
+    else { *lo = p; *hi = q; }
+}
+
+/* Batch b's boxes as corners in order (c[4i..4i+3] = lo0, lo1, hi0, hi1)
+ * and their areas. */
+static void corners(const float *bx, int64_t n, int center, float *c, float *area)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float *v = bx + 4 * i;
+        float *o = c + 4 * i;
+        if (center) {
+            /* [x_centre, y_centre, width, height], as ONNX Runtime reads it */
+            float hw = v[2] / 2, hh = v[3] / 2;
+            o[0] = v[0] - hw; o[2] = v[0] + hw;
+            o[1] = v[1] - hh; o[3] = v[1] + hh;
+        } else {
+            /* [y1, x1, y2, x2] in the spec, [x1, y1, x2, y2] from torchvision:
+             * the IoU is the same either way */
+            min_max(v[0], v[2], &o[0], &o[2]);
+            min_max(v[1], v[3], &o[1], &o[3]);
+        }
+        area[i] = (o[2] - o[0]) * (o[3] - o[1]);
+    }
+}
+
+/* Scratch bytes for n boxes: order and merge buffer, corners, areas, flags. */
+static size_t nms_scratch(int64_t n) { return (size_t)n * (2 * sizeof(int64_t) + 5 * sizeof(float) + 1) + 64; }
+
+typedef struct nms_limits {
+    int64_t max_out;
+    float iou, score;
+    int have_score;
+} nms_limits;
+
+static bf_status read_limits(const bf__node *n, const bf_tensor *const *in, int n_in, nms_limits *l,
+                             bf_error *err)
+{
+    memset(l, 0, sizeof *l);
+    if (n_in > 2 && in[2] && bf_tensor_numel(in[2]) == 1)
+        l->max_out = in[2]->dtype == BF_I32 ? ((const int32_t *)in[2]->data)[0] : ((const int64_t *)in[2]->data)[0];
+    if (n_in > 3 && in[3] && bf_tensor_numel(in[3]) == 1) {
+        l->iou = ((const float *)in[3]->data)[0];
+        if (!(l->iou >= 0.0f && l->iou <= 1.0f))
+            return bf__node_error(err, n, BF_EINVAL, "iou_threshold is %g; it must be in [0, 1]", (double)l->iou);
+    }
+    if (n_in > 4 && in[4] && bf_tensor_numel(in[4]) == 1) {
+        l->score = ((const float *)in[4]->data)[0];
+        l->have_score = 1;
+    }
+    return BF_OK;
+}
+
+/* The selection. out NULL: count only; else up to cap rows into out. */
+static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n_in, int center, void *scratch,
+                            int64_t *out, int64_t cap, int64_t *count, bf_error *err)
+{
+    nms_limits l;
+    bf_status st = read_limits(n, in, n_in, &l, err);
+    if (st) return st;
+    int64_t nb = in[0]->dims[0], nbox = in[0]->dims[1], ncls = in[1]->dims[1], rows = 0;
+    *count = 0;
+    if (l.max_out <= 0 || nbox <= 0) return BF_OK;
+    int64_t *order = scratch, *tmp = order + nbox;
+    float *c = (float *)(tmp + nbox), *area = c + 4 * nbox;
+    unsigned char *supp = (unsigned char *)(area + nbox);
+    const float *boxes = in[0]->data, *scores = in[1]->data;
+    for (int64_t b = 0; b < nb; b++) {
+        corners(boxes + b * nbox * 4, nbox, center, c, area);
+        for (int64_t k = 0; k < ncls; k++) {
+            const float *s = scores + (b * ncls + k) * nbox;
+            int64_t m = 0, kept = 0;
+            for (int64_t i = 0; i < nbox; i++)
+                if (!l.have_score || s[i] > l.score) order[m++] = i;
+            sort_by_score(order, tmp, m, s);
+            memset(supp, 0, (size_t)nbox);
+            for (int64_t ii = 0; ii < m && kept < l.max_out; ii++) {
+                int64_t i = order[ii];
+                if (supp[i]) continue;
+                if (out) {
+                    if (rows == cap)
+                        return bf__node_error(err, n, BF_EINVAL, "its inputs changed since it was prepared "
+                                              "(more than %lld boxes selected)", (long long)cap);
+                    out[3 * rows] = b; out[3 * rows + 1] = k; out[3 * rows + 2] = i;
+                }
+                rows++;
+                if (++kept == l.max_out) break;
+                const float *ci = c + 4 * i;
+                float ix1 = ci[0], iy1 = ci[1], ix2 = ci[2], iy2 = ci[3], iarea = area[i];
+                for (int64_t jj = ii + 1; jj < m; jj++) {
+                    int64_t j = order[jj];
+                    if (supp[j]) continue;
+                    const float *cj = c + 4 * j;
+                    float w = std_max(0.0f, std_min(ix2, cj[2]) - std_max(ix1, cj[0]));
+                    float h = std_max(0.0f, std_min(iy2, cj[3]) - std_max(iy1, cj[1]));
+                    float inter = w * h;
+                    float ovr = inter / (iarea + area[j] - inter);
+                    if (ovr > l.iou) supp[j] = 1;
+                }
+            }
+        }
+    }
+    *count = rows;
+    return BF_OK;
+}
+
+/* Optional input i, if present and not empty: one value of an allowed dtype. */
+static bf_status want_scalar(const bf__prep *p, int i, const char *what, int ints, bf_error *err)
+{
+    const bf_tensor *t = p->n_in > i ? p->in[i] : NULL;
+    if (!t || bf_tensor_numel(t) == 0) return BF_OK;
+    int ok = ints ? (t->dtype == BF_I64 || t->dtype == BF_I32) : t->dtype == BF_F32;
+    if (!ok)
+        return bf__node_error(err, p->node, BF_EFORMAT, "%s is %s; it must be %s", what, bf_dtype_name(t->dtype),
+                              ints ? "int64" : "float32");
+    if (bf_tensor_numel(t) != 1)
+        return bf__node_error(err, p->node, BF_ESHAPE, "%s holds %lld values; it must hold one", what,
+                              (long long)bf_tensor_numel(t));
+    return BF_OK;
+}
+
+static bf_status nms_prepare(bf__prep *p, bf_error *err)
+{
+    const bf__node *n = p->node;
+    nms_params *np = (nms_params *)p->params;
+    char a[64], b[64];
+    bf_status st;
+    if ((st = bf__need_inputs(p, 2, err)) || (st = bf__want_f32(p, 0, "boxes", err)) ||
+        (st = bf__want_f32(p, 1, "scores", err)))
+        return st;
+    const bf_tensor *bx = p->in[0], *sc = p->in[1];
+    if (bx->ndim != 3 || bx->dims[2] != 4)
+        return bf__node_error(err, n, BF_ESHAPE, "boxes are %s; they must be [batches, boxes, 4]",
+                              bf_shape_str(bx->dims, bx->ndim, a, sizeof a));
+    if (sc->ndim != 3 || sc->dims[0] != bx->dims[0] || sc->dims[2] != bx->dims[1])
+        return bf__node_error(err, n, BF_ESHAPE, "scores are %s with boxes %s; they must be [batches, classes, "
+                              "boxes] with the boxes' batches and boxes",
+                              bf_shape_str(sc->dims, sc->ndim, a, sizeof a), bf_shape_str(bx->dims, bx->ndim, b, sizeof b));
+    if ((st = bf__check_dims(n, "scores", sc->ndim, sc->dims, err)) ||
+        (st = want_scalar(p, 2, "max_output_boxes_per_class", 1, err)) ||
+        (st = want_scalar(p, 3, "iou_threshold", 0, err)) || (st = want_scalar(p, 4, "score_threshold", 0, err)))
+        return st;
+    int64_t center;
+    if ((st = bf__attr_int(n, "center_point_box", 0, &center, err))) return st;
+    if (center != 0 && center != 1)
+        return bf__node_error(err, n, BF_EINVAL, "center_point_box is %lld; it must be 0 or 1", (long long)center);
+    if (bx->dims[1] > (int64_t)(SIZE_MAX / 64))
+        return bf__node_error(err, n, BF_ESHAPE, "%lld boxes is too many", (long long)bx->dims[1]);
+    memset(np, 0, sizeof *np);
+    np->center = (int)center;
+    p->scratch = nms_scratch(bx->dims[1]);
+    for (int i = 0; i < p->n_in && i < 5; i++) {
+        if (!p->in[i] || p->in[i]->data || bf_tensor_numel(p->in[i]) == 0) continue;
+        if (p->at_run)
+            return bf__node_error(err, n, BF_EINVAL, "input %d has no data when prepared at run time", i);
+        p->data_dependent = 1;   /* the output's shape is the data: prepared again at run time */
+        return BF_OK;
+    }
+    void *scratch = bf__aligned_alloc(p->scratch);
+    if (!scratch) return bf__node_error(err, n, BF_ENOMEM, "out of memory for %lld boxes", (long long)bx->dims[1]);
+    st = nms_select(n, p->in, p->n_in, np->center, scratch, NULL, 0, &np->count, err);
+    bf__free(scratch);
+    if (st) return st;
+    np->known = 1;
+    int64_t dims[2] = {np->count, 3};
+    bf__set_shape(p->out[0], BF_I64, 2, dims);
+    return BF_OK;
+}
+
+static bf_status nms_run(const bf__ctx *c, bf_error *err)
+{
+    const nms_params *np = c->params;
+    const bf_tensor *o = c->out[0];
+    if (!np->known)
+        return bf__node_error(err, c->node, BF_EUNSUPPORTED, "its output's shape is the number of boxes it keeps, "
+                              "which depends on the data, and this plan did not prepare it again when the data "
+                              "was there");
+    if (o->ndim != 2 || o->dims[0] != np->count || o->dims[1] != 3)
+        return bf__node_error(err, c->node, BF_EINVAL, "its output is not the [%lld, 3] it was prepared for",
+                              (long long)np->count);
+    int64_t got;
+    bf_status st = nms_select(c->node, c->in, c->n_in, np->center, c->scratch, o->data, np->count, &got, err);
+    if (st) return st;
+    if (got != np->count)
+        return bf__node_error(err, c->node, BF_EINVAL, "its inputs changed since it was prepared (%lld boxes "
+                              "selected, %lld then)", (long long)got, (long long)np->count);
+    return BF_OK;
+}
+
+const bf__op bf__ops_detect[] = {
+    {"NonMaxSuppression", 2, 5, 1, 1, 0, nms_prepare, nms_run},
+    {"RoiAlign", 3, 3, 1, 1, 0, bf__roialign_prepare, bf__roialign_run},
+    {0},
+};
