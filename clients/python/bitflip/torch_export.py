@@ -127,6 +127,14 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
       outputs after the logits are ``present.{i}.key``/``.value``; their
       dim 2 is dynamic too (docs/EXPORT.md).
 
+    - ``task="detection"`` / ``"segmentation"`` (or a torchvision detector or
+      segmenter, recognised by class; a list of images as the example means a
+      detector): bitflip wraps the model (bitflip/vision.py, vision_export.py).
+      A detector takes one image [3, H, W] (input ``images``; outputs ``boxes``,
+      ``labels``, ``scores``, and ``masks`` for Mask R-CNN) and its ``labels``
+      are torchvision-style targets; a segmenter outputs ``out`` [B, C, H, W]
+      and its ``labels`` are masks [N, H, W].
+
     Prints (``verbose``) which parameters kept their PyTorch names; returns an
     :class:`ExportReport`.
     """
