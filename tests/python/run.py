@@ -119,10 +119,10 @@ def main():
     if what == "client":
         require("pandas", "matplotlib")
         return pytest("test_client.py", "test_local.py", "test_results.py", "test_safetensors.py",
-                      "test_hostile.py", "test_lm_eval_set.py")
+                      "test_hostile.py", "test_lm_eval_set.py", "test_vision_eval_set.py")
     if what == "export":
         skip_without("torch")
-        return pytest("test_export.py", "test_lm_export.py")
+        return pytest("test_export.py", "test_lm_export.py", "test_vision_export.py")
     if what == "install":
         return install()
     if what == "quickstart":

@@ -3,7 +3,8 @@
 - :func:`export` a PyTorch model to ONNX the way fault injection needs it, with
   its eval set, checked against PyTorch (a language model too:
   ``task="language_model"``); :func:`save_eval_set` on its own, and
-  :func:`save_lm_eval_set` for token ids.
+  :func:`save_lm_eval_set` for token ids; a torchvision detector or segmenter
+  too (:func:`save_detection_eval_set`, :func:`save_segmentation_eval_set`).
 - :func:`run` a campaign here (the ``bitflip`` binary) or on a bitflipd
   (:class:`Client`); both return a :class:`Result`.
 - ``Result.to_pandas()``, ``Trials.to_pandas()`` and :mod:`bitflip.plot`.
@@ -19,6 +20,7 @@ from .local import run
 from .result import Result, Trials
 from . import plot  # noqa: E402 - matplotlib is imported on use
 from .safetensors import read_safetensors, save_eval_set, save_lm_eval_set, write_safetensors
+from .vision import save_detection_eval_set, save_segmentation_eval_set
 
 __version__ = "0.1.0"
 
@@ -31,4 +33,5 @@ def export(*args, **kwargs):
 
 __all__ = ["ApiError", "BitflipError", "CampaignFailed", "Client", "ConnectionFailed", "Event", "ExportError",
            "ExportMismatch", "Result", "RunError", "Trials", "export", "find_binary", "read_safetensors", "run",
-           "plot", "save_eval_set", "save_lm_eval_set", "write_safetensors"]
+           "plot", "save_detection_eval_set", "save_eval_set", "save_lm_eval_set",
+           "save_segmentation_eval_set", "write_safetensors"]

@@ -127,6 +127,14 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
       outputs after the logits are ``present.{i}.key``/``.value``; their
       dim 2 is dynamic too (docs/EXPORT.md).
 
+    - ``task="detection"`` / ``"segmentation"`` (or a torchvision detector or
+      segmenter, recognised by class; a list of images as the example means a
+      detector): bitflip wraps the model (bitflip/vision.py, vision_export.py).
+      A detector takes one image [3, H, W] (input ``images``; outputs ``boxes``,
+      ``labels``, ``scores``, and ``masks`` for Mask R-CNN) and its ``labels``
+      are torchvision-style targets; a segmenter outputs ``out`` [B, C, H, W]
+      and its ``labels`` are masks [N, H, W].
+
     Prints (``verbose``) which parameters kept their PyTorch names; returns an
     :class:`ExportReport`.
     """
@@ -140,6 +148,23 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
     path = os.fspath(path)
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"model is a {type(model).__name__}, not a torch.nn.Module")
+    vision = _vision_task(model, task, example_inputs)
+    if vision:
+        if kv_cache:
+            raise ExportError(f"kv_cache=True is for task='language_model', not {vision!r}")
+        if max_samples is not None:
+            raise ExportError(f"max_samples is not taken for task={vision!r}: slice the eval inputs first")
+        from .vision_export import export_vision
+        was_training = model.training
+        model.eval()
+        try:
+            return export_vision(vision, model, example_inputs, path, eval_inputs=eval_inputs, labels=labels,
+                                 eval_path=eval_path, input_names=input_names, output_names=output_names,
+                                 opset=opset, keep_batchnorm=keep_batchnorm, check=check,
+                                 check_samples=check_samples, rtol=rtol, atol=atol, bin=bin, verbose=verbose,
+                                 **export_kwargs)
+        finally:
+            model.train(was_training)
     was_training = model.training
     model.eval()
     try:
@@ -228,6 +253,21 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
         model.train(was_training)
 
 
+def _vision_task(model, task, example):
+    """'detection' or 'segmentation' when the task says so or the model is
+    torchvision's, or a list of images is the example (a detector's call); else None."""
+    from .vision import is_detector, is_segmenter
+    if task in ("detection", "segmentation"):
+        return task
+    if task is not None:
+        return None
+    if is_detector(model) or (isinstance(example, list) and example and hasattr(example[0], "dim")):
+        return "detection"
+    if is_segmenter(model):
+        return "segmentation"
+    return None
+
+
 def _run_torch(torch, model, arrays, names, example, batch):
     """The model's outputs on the arrays, as numpy, batch by batch (autograd on: see above)."""
     n = next(iter(arrays.values())).shape[0]
@@ -301,7 +341,8 @@ def _f(v):
 def _lm_check_task(torch, task, kv_cache, example):
     """Whether this is a language-model export; checks its example inputs."""
     if task not in (None, "classification", "binary", "language_model"):
-        raise ExportError(f"task={task!r}: one of 'classification', 'binary', 'language_model' (or None)")
+        raise ExportError(f"task={task!r}: one of 'classification', 'binary', 'language_model', 'detection', "
+                          "'segmentation' (or None)")
     if task != "language_model":
         if kv_cache:
             raise ExportError("kv_cache=True is for task='language_model'")
