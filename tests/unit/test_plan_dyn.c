@@ -74,6 +74,9 @@ static void nonzero_of_an_input_runs_per_run(void **state)
     bf_model *m = nonzero_model(&g);
     bf_plan *p = NULL;
     bf_error err = {0};
+    /* an estimate counts no dynamic value and does not fail */
+    bf_plan_budget bud;
+    if (bf_plan_estimate(m, 2, &bud, &err) != BF_OK) fail_msg("%s", err.msg);
     if (bf_plan_create(m, 2, &p, &err) != BF_OK) fail_msg("%s", err.msg);
     /* NonZero and the Shape reading it are both steps, run at run time */
     assert_int_equal(bf_plan_num_steps(p), 2);
@@ -273,6 +276,30 @@ static void if_hostile(void **state)
     assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_EFORMAT);
     if (!strstr(err.msg, "the node has 1 outputs, its then_branch 1 and its else_branch 2")) fail_msg("%s", err.msg);
     bf_model_free(m);
+    /* an If inside a branch: refused when the plan is built, naming both */
+    {
+        tg_graph g = {0}, t = {0}, e = {0}, inner = {0};
+        g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 3});
+        g.ins[g.n_ins++] = tg_value_info(&g, "c", 9, 1, (int64_t[]){1});
+        tg_node(&inner, "Neg", "inner_neg", (const char *[]){"x"}, 1, "iy");
+        inner.outs[inner.n_outs++] = tg_value_info(&inner, "iy", 1, -1, NULL);
+        Onnx__NodeProto *in_if = tg_node(&t, "If", "inner_if", (const char *[]){"c"}, 1, "ty");
+        graph_attr(&t, in_if, "then_branch", sub(&t, &inner, "a"));
+        graph_attr(&t, in_if, "else_branch", sub(&t, &inner, "b"));
+        t.outs[t.n_outs++] = tg_value_info(&t, "ty", 1, -1, NULL);
+        tg_node(&e, "Neg", "else_neg", (const char *[]){"x"}, 1, "ey");
+        e.outs[e.n_outs++] = tg_value_info(&e, "ey", 1, -1, NULL);
+        Onnx__NodeProto *n = tg_node(&g, "If", "if", (const char *[]){"c"}, 1, "y");
+        graph_attr(&g, n, "then_branch", sub(&g, &t, "then"));
+        graph_attr(&g, n, "else_branch", sub(&g, &e, "else"));
+        g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
+        m = load(&g, 13);
+        assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_EUNSUPPORTED);
+        if (!strstr(err.msg, "node 'if' (If): node 'inner_if' (If) in its then_branch: control flow inside a subgraph"))
+            fail_msg("%s", err.msg);
+        bf_model_free(m);
+        tg_free(&inner), tg_free(&t), tg_free(&e), tg_free(&g);
+    }
     /* a branch reading a name nothing defines: a load error */
     assert_int_equal(load_if(9, 1, "nope", &m, &err), BF_EFORMAT);
     assert_null(m);

@@ -11,7 +11,9 @@
 
 #include "exec/op.h"
 
-/* the node's graph attribute `name`, or NULL with an error naming it */
+/* the node's graph attribute `name`, or NULL with an error naming it; its
+ * nodes hold no control flow of their own (subgraphs are kept one level
+ * deep: model/graph.h) */
 static const bf__subgraph *graph_attr(const bf__prep *p, const char *name, bf_error *err)
 {
     const bf__attr *a = bf__node_attr(p->node, name);
@@ -20,6 +22,16 @@ static const bf__subgraph *graph_attr(const bf__prep *p, const char *name, bf_er
                        "attribute '%s' %s (a subgraph inside another subgraph is not supported)", name,
                        a ? "is not a graph bitflip keeps" : "is missing");
         return NULL;
+    }
+    for (size_t i = 0; i < a->g->n_nodes; i++) {
+        const char *op = a->g->nodes[i].op_type;
+        if (strcmp(op, "If") == 0 || strcmp(op, "Loop") == 0 || strcmp(op, "Scan") == 0) {
+            bf__node_error(err, p->node, BF_EUNSUPPORTED,
+                           "node '%s' (%s) in its %s: control flow inside a subgraph is not supported (a TorchScript "
+                           "`while a and b:` exports an If in the Loop's body; test one condition)",
+                           a->g->nodes[i].name, op, name);
+            return NULL;
+        }
     }
     return a->g;
 }
