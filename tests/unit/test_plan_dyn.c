@@ -276,30 +276,6 @@ static void if_hostile(void **state)
     assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_EFORMAT);
     if (!strstr(err.msg, "the node has 1 outputs, its then_branch 1 and its else_branch 2")) fail_msg("%s", err.msg);
     bf_model_free(m);
-    /* an If inside a branch: refused when the plan is built, naming both */
-    {
-        tg_graph g = {0}, t = {0}, e = {0}, inner = {0};
-        g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 3});
-        g.ins[g.n_ins++] = tg_value_info(&g, "c", 9, 1, (int64_t[]){1});
-        tg_node(&inner, "Neg", "inner_neg", (const char *[]){"x"}, 1, "iy");
-        inner.outs[inner.n_outs++] = tg_value_info(&inner, "iy", 1, -1, NULL);
-        Onnx__NodeProto *in_if = tg_node(&t, "If", "inner_if", (const char *[]){"c"}, 1, "ty");
-        graph_attr(&t, in_if, "then_branch", sub(&t, &inner, "a"));
-        graph_attr(&t, in_if, "else_branch", sub(&t, &inner, "b"));
-        t.outs[t.n_outs++] = tg_value_info(&t, "ty", 1, -1, NULL);
-        tg_node(&e, "Neg", "else_neg", (const char *[]){"x"}, 1, "ey");
-        e.outs[e.n_outs++] = tg_value_info(&e, "ey", 1, -1, NULL);
-        Onnx__NodeProto *n = tg_node(&g, "If", "if", (const char *[]){"c"}, 1, "y");
-        graph_attr(&g, n, "then_branch", sub(&g, &t, "then"));
-        graph_attr(&g, n, "else_branch", sub(&g, &e, "else"));
-        g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
-        m = load(&g, 13);
-        assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_EUNSUPPORTED);
-        if (!strstr(err.msg, "node 'if' (If): node 'inner_if' (If) in its then_branch: control flow inside a subgraph"))
-            fail_msg("%s", err.msg);
-        bf_model_free(m);
-        tg_free(&inner), tg_free(&t), tg_free(&e), tg_free(&g);
-    }
     /* a branch reading a name nothing defines: a load error */
     assert_int_equal(load_if(9, 1, "nope", &m, &err), BF_EFORMAT);
     assert_null(m);
@@ -345,6 +321,54 @@ static void loop_huge_trip_count(void **state)
     tg_free(&g);
 }
 
+/* y = If(c, then: [tm = Mul(x, W); If(c, then: Neg(tm), else: Abs(tm))],
+ * else: Neg(x)): an If in a branch reading a value of that branch (an
+ * implicit local) and a parameter of the graph, as torchvision's batched_nms
+ * export has one */
+static void nested_if_reads_its_parent_branch(void **state)
+{
+    (void)state;
+    tg_graph g = {0}, t = {0}, e = {0}, it = {0}, ie = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 3});
+    g.ins[g.n_ins++] = tg_value_info(&g, "c", 9, 1, (int64_t[]){1});
+    g.ins[g.n_ins++] = tg_value_info(&g, "c2", 9, 1, (int64_t[]){1});
+    tg_init_f32(&g, "W", 1, (int64_t[]){3}, (float[]){1, 2, 3});
+    tg_node(&it, "Neg", "inner_neg", (const char *[]){"tm"}, 1, "iy");
+    it.outs[it.n_outs++] = tg_value_info(&it, "iy", 1, -1, NULL);
+    tg_node(&ie, "Abs", "inner_abs", (const char *[]){"tm"}, 1, "iz");
+    ie.outs[ie.n_outs++] = tg_value_info(&ie, "iz", 1, -1, NULL);
+    tg_node(&t, "Mul", "then_mul", (const char *[]){"x", "W"}, 2, "tm");
+    Onnx__NodeProto *in_if = tg_node(&t, "If", "inner_if", (const char *[]){"c2"}, 1, "ty");
+    graph_attr(&t, in_if, "then_branch", sub(&t, &it, "a"));
+    graph_attr(&t, in_if, "else_branch", sub(&t, &ie, "b"));
+    t.outs[t.n_outs++] = tg_value_info(&t, "ty", 1, -1, NULL);
+    tg_node(&e, "Neg", "else_neg", (const char *[]){"x"}, 1, "ey");
+    e.outs[e.n_outs++] = tg_value_info(&e, "ey", 1, -1, NULL);
+    Onnx__NodeProto *n = tg_node(&g, "If", "if", (const char *[]){"c"}, 1, "y");
+    graph_attr(&g, n, "then_branch", sub(&g, &t, "then"));
+    graph_attr(&g, n, "else_branch", sub(&g, &e, "else"));
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
+    bf_model *m = load(&g, 13);
+    tg_free(&it), tg_free(&ie), tg_free(&t), tg_free(&e), tg_free(&g);
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create(m, 1, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    float *x = bf_plan_input(p, 0)->data;
+    unsigned char *c = bf_plan_input(p, 1)->data, *c2 = bf_plan_input(p, 2)->data;
+    x[0] = 1, x[1] = -1, x[2] = 2;
+    static const unsigned char cs[3][2] = {{1, 1}, {1, 0}, {0, 1}};
+    static const float want[3][3] = {{-1, 2, -6}, {1, 2, 6}, {-1, 1, -2}};
+    for (int k = 0; k < 3; k++) {
+        c[0] = cs[k][0], c2[0] = cs[k][1];
+        if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+        const float *y = bf_plan_output(p, 0)->data;
+        for (int i = 0; i < 3; i++)
+            if (y[i] != want[k][i]) fail_msg("case %d: y[%d] = %g, want %g", k, i, y[i], want[k][i]);
+    }
+    bf_plan_free(p);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +379,7 @@ int main(void)
         cmocka_unit_test(if_reads_outer_values_and_their_faults),
         cmocka_unit_test(if_hostile),
         cmocka_unit_test(loop_huge_trip_count),
+        cmocka_unit_test(nested_if_reads_its_parent_branch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

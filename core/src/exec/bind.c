@@ -26,12 +26,13 @@
  * those become extra inputs of the node, after its ONNX inputs, each once,
  * so that a plan computes them before the node and keeps them until it has
  * run (exec/plan_sub.c reads them from the plan's values). */
-static bf_status capture_outer(bf_model *m, bf__node *n, bf_error *err)
+/* the main-graph values node sn's subgraphs read, at any depth, into extra
+ * (*k so far) unless n already reads them */
+static bf_status collect_outer(bf_model *m, const bf__node *n, const bf__node *sn, int *extra, int *k, int depth,
+                               bf_error *err)
 {
-    int extra[BF__MAX_IO];
-    int k = 0;
-    for (size_t a = 0; a < n->n_attrs; a++) {
-        const bf__subgraph *g = n->attrs[a].type == BF__ATTR_GRAPH ? n->attrs[a].g : NULL;
+    for (size_t a = 0; a < sn->n_attrs; a++) {
+        const bf__subgraph *g = sn->attrs[a].type == BF__ATTR_GRAPH ? sn->attrs[a].g : NULL;
         for (size_t i = 0; g && i <= g->n_nodes; i++) {
             int cnt = i < g->n_nodes ? g->nodes[i].n_in : g->n_out;
             const int *refs = i < g->n_nodes ? g->nodes[i].in : g->out;
@@ -39,15 +40,28 @@ static bf_status capture_outer(bf_model *m, bf__node *n, bf_error *err)
                 int r = refs[j], seen = 0;
                 if (r < 0) continue;
                 for (int q = 0; q < n->n_in && !seen; q++) seen = n->in[q] == r;
-                for (int q = 0; q < k && !seen; q++) seen = extra[q] == r;
+                for (int q = 0; q < *k && !seen; q++) seen = extra[q] == r;
                 if (seen) continue;
-                if (n->n_in + k >= BF__MAX_IO)
+                if (n->n_in + *k >= BF__MAX_IO)
                     return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s): its subgraphs and inputs read more "
                                         "than %d values", m->label, n->name, n->op_type, BF__MAX_IO);
-                extra[k++] = r;
+                extra[(*k)++] = r;
             }
+            /* the loader's graph-depth limit bounds this recursion */
+            bf_status st = i < g->n_nodes && depth < 64 ? collect_outer(m, n, &g->nodes[i], extra, k, depth + 1, err)
+                                                        : BF_OK;
+            if (st != BF_OK) return st;
         }
     }
+    return BF_OK;
+}
+
+static bf_status capture_outer(bf_model *m, bf__node *n, bf_error *err)
+{
+    int extra[BF__MAX_IO];
+    int k = 0;
+    bf_status st = collect_outer(m, n, n, extra, &k, 0, err);
+    if (st != BF_OK) return st;
     if (!k) return BF_OK;
     int *in = bf__realloc(n->in, ((size_t)n->n_in + (size_t)k + 1) * sizeof *in);
     if (!in) return bf_error_set(err, BF_ENOMEM, "%s: out of memory while loading the model", m->label);
@@ -91,12 +105,16 @@ static bf_status bind_ops(bf_model *m, bf_error *err)
     const char *where[MAX_LISTED];
     size_t n_missing = 0, n_nodes_missing = 0;
     bf_status st;
+    int resort = 0;
 
     for (size_t i = 0; i < m->n_nodes; i++) {
         bf__node *n = &m->nodes[i];
         int control = strcmp(n->op_type, "If") == 0 || strcmp(n->op_type, "Loop") == 0;
+        int n_in0 = n->n_in;
         if (control && (st = capture_outer(m, n, err)) != BF_OK) return st;
-        /* the subgraphs' nodes: bound as the graph's, their unsupported ops listed with them */
+        resort |= n->n_in != n_in0;
+        /* the subgraphs' nodes (an If's inside them too): bound as the graph's,
+         * their unsupported ops listed with them */
         for (size_t a = 0; control && a < n->n_attrs; a++) {
             bf__subgraph *g = n->attrs[a].type == BF__ATTR_GRAPH ? n->attrs[a].g : NULL;
             for (size_t s = 0; g && s < g->n_nodes; s++) {
@@ -105,12 +123,26 @@ static bf_status bind_ops(bf_model *m, bf_error *err)
                 snprintf(in_what, sizeof in_what, " in the subgraph of node '%.100s'", n->name);
                 if ((st = bind_node(m, sn, in_what, err)) != BF_OK) return st;
                 if (!sn->op) note_missing(sn, missing, where, &n_missing, &n_nodes_missing);
+                for (size_t a2 = 0; a2 < sn->n_attrs; a2++) {
+                    bf__subgraph *g2 = sn->attrs[a2].type == BF__ATTR_GRAPH ? sn->attrs[a2].g : NULL;
+                    for (size_t s2 = 0; g2 && s2 < g2->n_nodes; s2++) {
+                        bf__node *sn2 = &g2->nodes[s2];
+                        if ((st = bind_node(m, sn2, in_what, err)) != BF_OK) return st;
+                        if (!sn2->op) note_missing(sn2, missing, where, &n_missing, &n_nodes_missing);
+                    }
+                }
             }
         }
         if ((st = bind_node(m, n, "", err)) != BF_OK) return st;
         if (!n->op) note_missing(n, missing, where, &n_missing, &n_nodes_missing);
     }
-    if (n_missing == 0) return BF_OK;
+    if (n_missing == 0) {
+        if (!resort) return BF_OK;
+        /* captured values a nested subgraph reads: the order must have them first */
+        bf__free(m->order);
+        m->order = NULL;
+        return bf__graph_sort(m, err);
+    }
 
     size_t n_ops = bf__op_names(NULL, 0);
     char list[1024];

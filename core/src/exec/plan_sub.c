@@ -52,6 +52,48 @@ static const bf_tensor *resolve(bf_plan *p, bf_tensor *loc, const unsigned char 
     return set[BF__SUB_LOCAL(r)] ? &loc[BF__SUB_LOCAL(r)] : NULL;
 }
 
+static bf_status sub_run(bf_plan *p, const bf__node *own, const bf__subgraph *g, bf_tensor *loc, unsigned char *set,
+                         bf_error *err);
+static bf_status sub_locals(bf_plan *p, const bf__subgraph *g, bf_tensor **loc, unsigned char **set, bf_error *err);
+
+/* An If inside a subgraph (torchvision's batched_nms has one in its other
+ * branch): cond and the picked branch's implicit locals read from the
+ * parent's values (ploc), its outputs set as the parent's. */
+static bf_status nested_if(bf_plan *p, const bf__node *n, bf_tensor *ploc, unsigned char *pset, bf_error *err)
+{
+    const bf_tensor *c = n->n_in > 0 ? resolve(p, ploc, pset, n->in[0]) : NULL;
+    if (!c || c->dtype != BF_BOOL || bf_tensor_numel(c) != 1)
+        return node_err(p, n, BF_EFORMAT, "input 'cond' must be one bool", err);
+    const bf__attr *a = bf__node_attr(n, ((const uint8_t *)c->data)[0] ? "then_branch" : "else_branch");
+    const bf__subgraph *g = a && a->type == BF__ATTR_GRAPH ? a->g : NULL;
+    if (!g || g->n_out != n->n_out || g->n_in)
+        return node_err(p, n, BF_EFORMAT, "its branch is missing, has inputs, or gives another number of outputs", err);
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (bf__node_attr(&g->nodes[i], "then_branch") || bf__node_attr(&g->nodes[i], "body"))
+            return node_err(p, n, BF_EUNSUPPORTED, "control flow three deep is not supported", err);
+    bf_tensor *loc;
+    unsigned char *set;
+    bf_status st = sub_locals(p, g, &loc, &set, err);
+    for (int k = 0; st == BF_OK && k < g->n_implicit; k++) {
+        const bf_tensor *v = resolve(p, ploc, pset, g->implicit_ref[k]);
+        if (!v) return node_err(p, n, BF_EFORMAT, "its branch reads a value not computed yet", err);
+        loc[g->implicit_local[k]] = *v;
+        set[g->implicit_local[k]] = 1;
+    }
+    if (st == BF_OK) st = sub_run(p, n, g, loc, set, err);
+    for (int j = 0; st == BF_OK && j < n->n_out; j++) {
+        const bf_tensor *v = resolve(p, loc, set, g->out[j]);
+        if (!v) return node_err(p, n, BF_EFORMAT, "a branch output is neither computed nor read from around it", err);
+        if (n->out[j] == -1) continue;
+        int l = BF__SUB_LOCAL(n->out[j]);
+        const char *name = ploc[l].name;
+        ploc[l] = *v;
+        ploc[l].name = name;
+        pset[l] = 1;
+    }
+    return st;
+}
+
 /* One pass over subgraph g, owned by node `own`: its nodes in file order
  * (torch.onnx.export writes them in topological order; a node reading a
  * local not computed yet is an error naming both). */
@@ -63,10 +105,14 @@ static bf_status sub_run(bf_plan *p, const bf__node *own, const bf__subgraph *g,
     bf_status st;
     for (size_t k = 0; k < g->n_nodes; k++) {
         const bf__node *n = &g->nodes[k];
-        if (!n->op || strcmp(n->op_type, "If") == 0 || strcmp(n->op_type, "Loop") == 0)
+        if (strcmp(n->op_type, "If") == 0) {
+            if ((st = nested_if(p, n, loc, set, err)) != BF_OK) return st;
+            continue;
+        }
+        if (!n->op || strcmp(n->op_type, "Loop") == 0)
             return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s) in the subgraph of node '%s': %s",
                                 p->model->label, n->name, n->op_type, own->name,
-                                n->op ? "an If or Loop inside a subgraph is not supported" : "unsupported op");
+                                n->op ? "a Loop inside a subgraph is not supported" : "unsupported op");
         memset(prep, 0, offsetof(bf__prep, params));
         prep->node = n;
         prep->opset = p->model->opset;

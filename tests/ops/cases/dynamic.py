@@ -143,6 +143,20 @@ class WhileLoop(torch.nn.Module):
         return y, s
 
 
+class WhileAnd(torch.nn.Module):
+    """`while a and b:` exports an If inside the Loop's body."""
+
+    def forward(self, x):
+        i = 0
+        s = x.sum()
+        y = x
+        while bool(s < 100.0) and i < 3:
+            y = y * 2.0 + 1.0
+            s = y.sum()
+            i += 1
+        return y, s
+
+
 class ForLoop(torch.nn.Module):
     """A for loop over a data-sized count (the kept rows), carrying a sum."""
 
@@ -232,4 +246,5 @@ def control_cases():
     yield scripted_case("dyn_loop_while", WhileLoop(), [np.abs(x)], ["x"], ["y", "s"], ["Loop"])
     yield scripted_case("dyn_loop_while_none", WhileLoop(), [np.abs(x) * 100], ["x"], ["y", "s"], ["Loop"])
     yield scripted_case("dyn_loop_for_data", ForLoop(), [x], ["x"], ["acc"], ["Loop", "NonZero"])
+    yield scripted_case("dyn_loop_while_and", WhileAnd(), [np.abs(x)], ["x"], ["y", "s"], ["Loop"])
     yield loop_scan_case()

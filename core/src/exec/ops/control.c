@@ -25,10 +25,9 @@ static const bf__subgraph *graph_attr(const bf__prep *p, const char *name, bf_er
     }
     for (size_t i = 0; i < a->g->n_nodes; i++) {
         const char *op = a->g->nodes[i].op_type;
-        if (strcmp(op, "If") == 0 || strcmp(op, "Loop") == 0 || strcmp(op, "Scan") == 0) {
+        if (strcmp(op, "Loop") == 0 || strcmp(op, "Scan") == 0) {
             bf__node_error(err, p->node, BF_EUNSUPPORTED,
-                           "node '%s' (%s) in its %s: control flow inside a subgraph is not supported (a TorchScript "
-                           "`while a and b:` exports an If in the Loop's body; test one condition)",
+                           "node '%s' (%s) in its %s: a Loop or Scan inside a subgraph is not supported (an If is)",
                            a->g->nodes[i].name, op, name);
             return NULL;
         }
