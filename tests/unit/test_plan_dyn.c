@@ -74,6 +74,9 @@ static void nonzero_of_an_input_runs_per_run(void **state)
     bf_model *m = nonzero_model(&g);
     bf_plan *p = NULL;
     bf_error err = {0};
+    /* an estimate counts no dynamic value and does not fail */
+    bf_plan_budget bud;
+    if (bf_plan_estimate(m, 2, &bud, &err) != BF_OK) fail_msg("%s", err.msg);
     if (bf_plan_create(m, 2, &p, &err) != BF_OK) fail_msg("%s", err.msg);
     /* NonZero and the Shape reading it are both steps, run at run time */
     assert_int_equal(bf_plan_num_steps(p), 2);
@@ -171,6 +174,201 @@ static void value_fault_on_a_dynamic_value(void **state)
     tg_free(&g);
 }
 
+/* ---- If and Loop: hostile graphs (the op cases run the good ones) ---- */
+
+/* body's nodes, inputs, outputs and initializers as a GraphProto owned by g */
+static Onnx__GraphProto *sub(tg_graph *g, const tg_graph *body, const char *name)
+{
+    Onnx__GraphProto *gp = tg_alloc(g, sizeof *gp);
+    onnx__graph_proto__init(gp);
+    gp->name = tg_str(g, name);
+    gp->n_node = body->n_nodes;
+    gp->node = body->nodes;
+    gp->n_initializer = body->n_inits;
+    gp->initializer = body->inits;
+    gp->n_input = body->n_ins;
+    gp->input = (Onnx__ValueInfoProto **)body->ins;
+    gp->n_output = body->n_outs;
+    gp->output = (Onnx__ValueInfoProto **)body->outs;
+    return gp;
+}
+
+static void graph_attr(tg_graph *g, Onnx__NodeProto *n, const char *name, Onnx__GraphProto *gp)
+{
+    Onnx__AttributeProto *a = tg_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+    a->g = gp;
+}
+
+/* y = If(cond, then: Mul(x, W), else: Neg(x)); cond's element type `cond_elem`
+ * (9 bool); the else branch gives `else_outs` outputs; then reads `then_reads` */
+static uint8_t *if_model(int cond_elem, int else_outs, const char *then_reads, size_t *len)
+{
+    tg_graph g = {0}, t = {0}, e = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 3});
+    g.ins[g.n_ins++] = tg_value_info(&g, "c", cond_elem, 1, (int64_t[]){1});
+    tg_init_f32(&g, "W", 1, (int64_t[]){3}, (float[]){1, 2, 3});
+    tg_node(&t, "Mul", "then_mul", (const char *[]){"x", then_reads}, 2, "ty");
+    t.outs[t.n_outs++] = tg_value_info(&t, "ty", 1, -1, NULL);
+    tg_node(&e, "Neg", "else_neg", (const char *[]){"x"}, 1, "ey");
+    for (int k = 0; k < else_outs; k++) e.outs[e.n_outs++] = tg_value_info(&e, "ey", 1, -1, NULL);
+    Onnx__NodeProto *n = tg_node(&g, "If", "if", (const char *[]){"c"}, 1, "y");
+    graph_attr(&g, n, "then_branch", sub(&g, &t, "then"));
+    graph_attr(&g, n, "else_branch", sub(&g, &e, "else"));
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
+    g.opset = 13;
+    uint8_t *buf = tg_pack(&g, "if", len);
+    tg_free(&t), tg_free(&e), tg_free(&g);
+    return buf;
+}
+
+static bf_status load_if(int cond_elem, int else_outs, const char *then_reads, bf_model **m, bf_error *err)
+{
+    size_t len;
+    uint8_t *buf = if_model(cond_elem, else_outs, then_reads, &len);
+    bf_status st = bf_model_load_buffer(buf, len, "if.onnx", m, err);
+    free(buf);
+    return st;
+}
+
+static void if_reads_outer_values_and_their_faults(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (load_if(9, 1, "W", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    bf_plan *p = NULL;
+    if (bf_plan_create(m, 1, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    float *x = bf_plan_input(p, 0)->data;
+    unsigned char *c = bf_plan_input(p, 1)->data;
+    x[0] = 1, x[1] = 1, x[2] = 1;
+    c[0] = 1;
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    const float *y = bf_plan_output(p, 0)->data;
+    assert_true(y[0] == 1 && y[1] == 2 && y[2] == 3);
+    /* a weight fault in W, which only the branch reads, lands */
+    float *w = NULL;
+    assert_int_equal(bf_plan_param_mut(p, 0, &w, &err), BF_OK);
+    w[1] = -8;
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    y = bf_plan_output(p, 0)->data;
+    assert_true(y[1] == -8);
+    c[0] = 0;   /* the other branch */
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    y = bf_plan_output(p, 0)->data;
+    assert_true(y[0] == -1 && y[1] == -1 && y[2] == -1);
+    bf_plan_free(p);
+    bf_model_free(m);
+}
+
+static void if_hostile(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    /* cond not bool: refused when the plan is built */
+    if (load_if(1, 1, "W", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_EFORMAT);
+    if (!strstr(err.msg, "node 'if' (If): input 'cond' is float32; it must be bool")) fail_msg("%s", err.msg);
+    bf_model_free(m);
+    /* branches with different output counts */
+    if (load_if(9, 2, "W", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(bf_plan_create(m, 1, &p, &err), BF_EFORMAT);
+    if (!strstr(err.msg, "the node has 1 outputs, its then_branch 1 and its else_branch 2")) fail_msg("%s", err.msg);
+    bf_model_free(m);
+    /* a branch reading a name nothing defines: a load error */
+    assert_int_equal(load_if(9, 1, "nope", &m, &err), BF_EFORMAT);
+    assert_null(m);
+    if (!strstr(err.msg, "node 'if' (If): its subgraph reads 'nope', which neither the subgraph nor the graph around "
+                         "it defines"))
+        fail_msg("%s", err.msg);
+}
+
+/* Loop(M = 2^62, no cond, v0 = x) whose body keeps going: stops at the
+ * iteration limit, naming the node, having allocated a bounded amount */
+static void loop_huge_trip_count(void **state)
+{
+    (void)state;
+    tg_graph g = {0}, b = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 3});
+    tg_init_i64(&g, "M", 0, NULL, (int64_t[]){(int64_t)1 << 62});
+    b.ins[b.n_ins++] = tg_value_info(&b, "it", 7, 0, NULL);
+    b.ins[b.n_ins++] = tg_value_info(&b, "cin", 9, 0, NULL);
+    b.ins[b.n_ins++] = tg_value_info(&b, "vin", 1, -1, NULL);
+    tg_node(&b, "Identity", "keep_going", (const char *[]){"cin"}, 1, "cout");
+    tg_node(&b, "Identity", "carry", (const char *[]){"vin"}, 1, "vout");
+    b.outs[b.n_outs++] = tg_value_info(&b, "cout", 9, -1, NULL);
+    b.outs[b.n_outs++] = tg_value_info(&b, "vout", 1, -1, NULL);
+    Onnx__NodeProto *n = tg_node(&g, "Loop", "loop", (const char *[]){"M", "", "x"}, 3, "y");
+    graph_attr(&g, n, "body", sub(&g, &b, "body"));
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
+    bf_model *m = load(&g, 13);
+    tg_free(&b);
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create(m, 1, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(bf_plan_run(p, &err), BF_ELIMIT);
+    if (!strstr(err.msg, "node 'loop' (Loop): more than 100000 iterations (trip count 4611686018427387904)"))
+        fail_msg("%s", err.msg);
+    /* and with a small run-time limit, the arena's cap comes first */
+    bf_plan_free(p);
+    bf_plan_opts o = {.max_run_bytes = 1 << 16};
+    if (bf_plan_create_opts(m, 1, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    assert_int_equal(bf_plan_run(p, &err), BF_ELIMIT);
+    if (!strstr(err.msg, "over the run-time limit of 64.0 KiB")) fail_msg("%s", err.msg);
+    bf_plan_free(p);
+    bf_model_free(m);
+    tg_free(&g);
+}
+
+/* y = If(c, then: [tm = Mul(x, W); If(c, then: Neg(tm), else: Abs(tm))],
+ * else: Neg(x)): an If in a branch reading a value of that branch (an
+ * implicit local) and a parameter of the graph, as torchvision's batched_nms
+ * export has one */
+static void nested_if_reads_its_parent_branch(void **state)
+{
+    (void)state;
+    tg_graph g = {0}, t = {0}, e = {0}, it = {0}, ie = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 3});
+    g.ins[g.n_ins++] = tg_value_info(&g, "c", 9, 1, (int64_t[]){1});
+    g.ins[g.n_ins++] = tg_value_info(&g, "c2", 9, 1, (int64_t[]){1});
+    tg_init_f32(&g, "W", 1, (int64_t[]){3}, (float[]){1, 2, 3});
+    tg_node(&it, "Neg", "inner_neg", (const char *[]){"tm"}, 1, "iy");
+    it.outs[it.n_outs++] = tg_value_info(&it, "iy", 1, -1, NULL);
+    tg_node(&ie, "Abs", "inner_abs", (const char *[]){"tm"}, 1, "iz");
+    ie.outs[ie.n_outs++] = tg_value_info(&ie, "iz", 1, -1, NULL);
+    tg_node(&t, "Mul", "then_mul", (const char *[]){"x", "W"}, 2, "tm");
+    Onnx__NodeProto *in_if = tg_node(&t, "If", "inner_if", (const char *[]){"c2"}, 1, "ty");
+    graph_attr(&t, in_if, "then_branch", sub(&t, &it, "a"));
+    graph_attr(&t, in_if, "else_branch", sub(&t, &ie, "b"));
+    t.outs[t.n_outs++] = tg_value_info(&t, "ty", 1, -1, NULL);
+    tg_node(&e, "Neg", "else_neg", (const char *[]){"x"}, 1, "ey");
+    e.outs[e.n_outs++] = tg_value_info(&e, "ey", 1, -1, NULL);
+    Onnx__NodeProto *n = tg_node(&g, "If", "if", (const char *[]){"c"}, 1, "y");
+    graph_attr(&g, n, "then_branch", sub(&g, &t, "then"));
+    graph_attr(&g, n, "else_branch", sub(&g, &e, "else"));
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
+    bf_model *m = load(&g, 13);
+    tg_free(&it), tg_free(&ie), tg_free(&t), tg_free(&e), tg_free(&g);
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create(m, 1, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    float *x = bf_plan_input(p, 0)->data;
+    unsigned char *c = bf_plan_input(p, 1)->data, *c2 = bf_plan_input(p, 2)->data;
+    x[0] = 1, x[1] = -1, x[2] = 2;
+    static const unsigned char cs[3][2] = {{1, 1}, {1, 0}, {0, 1}};
+    static const float want[3][3] = {{-1, 2, -6}, {1, 2, 6}, {-1, 1, -2}};
+    for (int k = 0; k < 3; k++) {
+        c[0] = cs[k][0], c2[0] = cs[k][1];
+        if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+        const float *y = bf_plan_output(p, 0)->data;
+        for (int i = 0; i < 3; i++)
+            if (y[i] != want[k][i]) fail_msg("case %d: y[%d] = %g, want %g", k, i, y[i], want[k][i]);
+    }
+    bf_plan_free(p);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -178,6 +376,10 @@ int main(void)
         cmocka_unit_test(second_run_allocates_nothing),
         cmocka_unit_test(run_time_limit_names_the_step),
         cmocka_unit_test(value_fault_on_a_dynamic_value),
+        cmocka_unit_test(if_reads_outer_values_and_their_faults),
+        cmocka_unit_test(if_hostile),
+        cmocka_unit_test(loop_huge_trip_count),
+        cmocka_unit_test(nested_if_reads_its_parent_branch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,34 +22,127 @@
 
 #define MAX_LISTED 16
 
+/* If and Loop read values of the graph around them from their subgraphs:
+ * those become extra inputs of the node, after its ONNX inputs, each once,
+ * so that a plan computes them before the node and keeps them until it has
+ * run (exec/plan_sub.c reads them from the plan's values). */
+/* the main-graph values node sn's subgraphs read, at any depth, into extra
+ * (*k so far) unless n already reads them */
+static bf_status collect_outer(bf_model *m, const bf__node *n, const bf__node *sn, int *extra, int *k, int depth,
+                               bf_error *err)
+{
+    for (size_t a = 0; a < sn->n_attrs; a++) {
+        const bf__subgraph *g = sn->attrs[a].type == BF__ATTR_GRAPH ? sn->attrs[a].g : NULL;
+        for (size_t i = 0; g && i <= g->n_nodes; i++) {
+            int cnt = i < g->n_nodes ? g->nodes[i].n_in : g->n_out;
+            const int *refs = i < g->n_nodes ? g->nodes[i].in : g->out;
+            for (int j = 0; j < cnt; j++) {
+                int r = refs[j], seen = 0;
+                if (r < 0) continue;
+                for (int q = 0; q < n->n_in && !seen; q++) seen = n->in[q] == r;
+                for (int q = 0; q < *k && !seen; q++) seen = extra[q] == r;
+                if (seen) continue;
+                if (n->n_in + *k >= BF__MAX_IO)
+                    return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s): its subgraphs and inputs read more "
+                                        "than %d values", m->label, n->name, n->op_type, BF__MAX_IO);
+                extra[(*k)++] = r;
+            }
+            /* the loader's graph-depth limit bounds this recursion */
+            bf_status st = i < g->n_nodes && depth < 64 ? collect_outer(m, n, &g->nodes[i], extra, k, depth + 1, err)
+                                                        : BF_OK;
+            if (st != BF_OK) return st;
+        }
+    }
+    return BF_OK;
+}
+
+static bf_status capture_outer(bf_model *m, bf__node *n, bf_error *err)
+{
+    int extra[BF__MAX_IO];
+    int k = 0;
+    bf_status st = collect_outer(m, n, n, extra, &k, 0, err);
+    if (st != BF_OK) return st;
+    if (!k) return BF_OK;
+    int *in = bf__realloc(n->in, ((size_t)n->n_in + (size_t)k + 1) * sizeof *in);
+    if (!in) return bf_error_set(err, BF_ENOMEM, "%s: out of memory while loading the model", m->label);
+    memcpy(in + n->n_in, extra, (size_t)k * sizeof *in);
+    n->in = in;
+    n->n_in += k;
+    return BF_OK;
+}
+
+/* The op of node n (NULL: unsupported, listed by the caller), its counts of
+ * inputs and outputs checked. */
+static bf_status bind_node(bf_model *m, bf__node *n, const char *where, bf_error *err)
+{
+    n->op = bf__op_find(n->op_type);
+    if (!n->op) return BF_OK;
+    int max_in = n->op->max_inputs < 0 ? BF__MAX_IO : n->op->max_inputs;
+    if (n->n_in < n->op->min_inputs || n->n_in > max_in || n->n_out < n->op->min_outputs ||
+        n->n_out > n->op->max_outputs)
+        return bf_error_set(err, BF_EFORMAT,
+                            "%s: node '%s' (%s)%s has %d inputs and %d outputs; the op takes %d to %d inputs and %d to %d "
+                            "outputs", m->label, n->name, n->op_type, where, n->n_in, n->n_out, n->op->min_inputs, max_in,
+                            n->op->min_outputs, n->op->max_outputs);
+    return BF_OK;
+}
+
+static void note_missing(const bf__node *n, const char **missing, const char **where, size_t *n_missing,
+                         size_t *n_nodes_missing)
+{
+    (*n_nodes_missing)++;
+    size_t k = 0;
+    while (k < *n_missing && strcmp(missing[k], n->op_type) != 0) k++;
+    if (k == *n_missing && *n_missing < MAX_LISTED) {
+        missing[*n_missing] = n->op_type;
+        where[(*n_missing)++] = n->name;
+    }
+}
+
 static bf_status bind_ops(bf_model *m, bf_error *err)
 {
     const char *missing[MAX_LISTED];
     const char *where[MAX_LISTED];
     size_t n_missing = 0, n_nodes_missing = 0;
+    bf_status st;
+    int resort = 0;
 
     for (size_t i = 0; i < m->n_nodes; i++) {
         bf__node *n = &m->nodes[i];
-        n->op = bf__op_find(n->op_type);
-        if (!n->op) {
-            n_nodes_missing++;
-            size_t k = 0;
-            while (k < n_missing && strcmp(missing[k], n->op_type) != 0) k++;
-            if (k == n_missing && n_missing < MAX_LISTED) {
-                missing[n_missing] = n->op_type;
-                where[n_missing++] = n->name;
+        int control = strcmp(n->op_type, "If") == 0 || strcmp(n->op_type, "Loop") == 0;
+        int n_in0 = n->n_in;
+        if (control && (st = capture_outer(m, n, err)) != BF_OK) return st;
+        resort |= n->n_in != n_in0;
+        /* the subgraphs' nodes (an If's inside them too): bound as the graph's,
+         * their unsupported ops listed with them */
+        for (size_t a = 0; control && a < n->n_attrs; a++) {
+            bf__subgraph *g = n->attrs[a].type == BF__ATTR_GRAPH ? n->attrs[a].g : NULL;
+            for (size_t s = 0; g && s < g->n_nodes; s++) {
+                bf__node *sn = &g->nodes[s];
+                char in_what[200];
+                snprintf(in_what, sizeof in_what, " in the subgraph of node '%.100s'", n->name);
+                if ((st = bind_node(m, sn, in_what, err)) != BF_OK) return st;
+                if (!sn->op) note_missing(sn, missing, where, &n_missing, &n_nodes_missing);
+                for (size_t a2 = 0; a2 < sn->n_attrs; a2++) {
+                    bf__subgraph *g2 = sn->attrs[a2].type == BF__ATTR_GRAPH ? sn->attrs[a2].g : NULL;
+                    for (size_t s2 = 0; g2 && s2 < g2->n_nodes; s2++) {
+                        bf__node *sn2 = &g2->nodes[s2];
+                        if ((st = bind_node(m, sn2, in_what, err)) != BF_OK) return st;
+                        if (!sn2->op) note_missing(sn2, missing, where, &n_missing, &n_nodes_missing);
+                    }
+                }
             }
-            continue;
         }
-        int max_in = n->op->max_inputs < 0 ? BF__MAX_IO : n->op->max_inputs;
-        if (n->n_in < n->op->min_inputs || n->n_in > max_in || n->n_out < n->op->min_outputs ||
-            n->n_out > n->op->max_outputs)
-            return bf_error_set(err, BF_EFORMAT,
-                                "%s: node '%s' (%s) has %d inputs and %d outputs; the op takes %d to %d inputs and %d to %d outputs",
-                                m->label, n->name, n->op_type, n->n_in, n->n_out, n->op->min_inputs, max_in,
-                                n->op->min_outputs, n->op->max_outputs);
+        if ((st = bind_node(m, n, "", err)) != BF_OK) return st;
+        if (!n->op) note_missing(n, missing, where, &n_missing, &n_nodes_missing);
     }
-    if (n_missing == 0) return BF_OK;
+    if (n_missing == 0) {
+        if (!resort) return BF_OK;
+        /* captured values a nested subgraph reads: the order must have them first */
+        bf__free(m->order);
+        m->order = NULL;
+        return bf__graph_sort(m, err);
+    }
 
     size_t n_ops = bf__op_names(NULL, 0);
     char list[1024];

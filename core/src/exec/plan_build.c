@@ -712,7 +712,8 @@ bf_status bf__plan_estimate_opts(const bf_model *model, int64_t batch, const bf_
 static bf_status dyn_setup(bf_plan *p, const bf_plan_opts *opts, const bf_plan_budget *b, bf_error *err)
 {
     p->dyn_prep = bf__aligned_alloc(sizeof *p->dyn_prep);
-    if (!p->dyn_prep) return oom(err);
+    p->sub_prep = bf__aligned_alloc(sizeof *p->sub_prep);
+    if (!p->dyn_prep || !p->sub_prep) return oom(err);
     if (opts->max_run_bytes) p->dyn.limit = opts->max_run_bytes;
     else if (opts->max_bytes) p->dyn.limit = opts->max_bytes > b->total_bytes ? opts->max_bytes - b->total_bytes : 0;
     else p->dyn.limit = BF_PLAN_RUN_BYTES_DEFAULT;

@@ -33,7 +33,8 @@ void bf__dyn_free(bf_plan *p)
     bf__free(p->dyn.cap);
     memset(&p->dyn, 0, sizeof p->dyn);
     bf__free(p->dyn_prep);
-    p->dyn_prep = NULL;
+    bf__free(p->sub_prep);
+    p->dyn_prep = p->sub_prep = NULL;
 }
 
 static bf_status over(bf_plan *p, size_t n, const char *what, bf_error *err)
@@ -106,6 +107,7 @@ bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err)
     bf__prep *prep = p->dyn_prep;
     bf_status st;
     char what[200];
+    if (strcmp(n->op_type, "If") == 0 || strcmp(n->op_type, "Loop") == 0) return bf__sub_run_step(p, i, err);
     memset(prep, 0, offsetof(bf__prep, params));
     prep->node = n;
     prep->opset = p->model->opset;

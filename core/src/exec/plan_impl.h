@@ -100,12 +100,19 @@ struct bf_plan {
     size_t n_dyn;
     unsigned char *dyn_val;
     bf__prep *dyn_prep;
+    bf__prep *sub_prep;       /* a subgraph node's (plan_sub.c) */
     bf__dynarena dyn;
 };
 
 /* plan_dyn.c: runs dynamic step i: prepared on the values its inputs hold
  * now, its outputs and scratch from the run-time arena. */
 bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err);
+/* plan_sub.c: runs If or Loop step i, its subgraph node by node; the Loop
+ * alone (after the step's prepare checked its inputs). A Loop runs at most
+ * BF__LOOP_MAX_ITERS iterations a run (docs/LIMITS.md). */
+#define BF__LOOP_MAX_ITERS INT64_C(100000)
+bf_status bf__sub_run_step(bf_plan *p, size_t i, bf_error *err);
+bf_status bf__sub_run_loop(bf_plan *p, bf__step *s, bf_error *err);
 /* plan_dyn.c: empties the run-time arena (the start of a run). */
 void bf__dyn_reset(bf_plan *p);
 void bf__dyn_free(bf_plan *p);

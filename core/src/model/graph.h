@@ -74,12 +74,14 @@ typedef struct bf__node {
 /* The exported patterns exec/fuse.c runs as one op (bf_model_fusion). */
 #define BF__FUSE_KINDS 4
 /* A graph-valued attribute of a node of the main graph (a Loop's body), kept
- * so that exec/fuse_loop.c can recognise the loops bitflip runs as one op.
+ * so that exec/fuse_loop.c can recognise the loops bitflip runs as one op,
+ * and exec/plan_sub.c can run If and Loop.
  * Its nodes are bf__nodes (op NULL) whose in/out hold references: r >= 0 is
  * value r of the main graph, read from the enclosing scope; r <= -2 is the
  * subgraph's own value BF__SUB_LOCAL(r); -1 an omitted input. Graph
- * attributes of its nodes are not kept (BF__ATTR_OTHER): one level only,
- * so nothing walks file input recursively. */
+ * attributes of its nodes are kept too (see n_implicit below), as deep as
+ * the loader's graph-depth limit (bf_load_limits.max_graph_depth) allows,
+ * which bounds every walk over them. */
 typedef struct bf__subgraph {
     size_t n_locals;
     char **names;            /* per own value: its name (inputs, node outputs, initializers) */
@@ -89,6 +91,15 @@ typedef struct bf__subgraph {
     int *out;                /* references (either kind) of its outputs */
     size_t n_nodes;
     bf__node *nodes;         /* in file order */
+    /* A subgraph of a subgraph's node (an If in an If's branch, as
+     * torchvision's batched_nms exports): its nodes' graph attributes are
+     * kept too, and what such a nested subgraph reads of its parent
+     * subgraph's own values are its implicit locals: implicit_local[k] is
+     * set, before it runs, from the parent's value implicit_ref[k] (a
+     * reference in the parent's terms). Values of the main graph are read
+     * directly (r >= 0) at any depth; those of a grandparent are not kept. */
+    int n_implicit;
+    int *implicit_local, *implicit_ref;
 } bf__subgraph;
 
 #define BF__SUB_REF(local) (-(local) - 2)

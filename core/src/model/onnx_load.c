@@ -68,11 +68,13 @@ static void free_attr(bf__attr *a)
 
 void bf__attr_free(bf__attr *a) { free_attr(a); }
 
-/* A subgraph's nodes hold no subgraph (graph.h): free_attr on them ends
- * here, one level down. */
+/* Nested subgraphs (graph.h) are freed through free_attr, as deep as the
+ * loader's graph-depth limit let them be. */
 static void free_subgraph(bf__subgraph *g)
 {
     if (!g) return;
+    bf__free(g->implicit_local);
+    bf__free(g->implicit_ref);
     for (size_t i = 0; i < g->n_locals; i++) {
         bf__free(g->names[i]);
         if (g->inits) bf__tensor_free(g->inits[i]);
@@ -309,14 +311,32 @@ static bf_status add_local(bf_model *m, const Onnx__NodeProto *np, bf__subgraph 
     return BF_OK;
 }
 
+/* The subgraph being converted's parent (a subgraph too) and its names:
+ * what the nested one reads of it becomes an implicit local (graph.h). */
+typedef struct sub_parent {
+    const name_map *lm;
+} sub_parent;
+
 /* A reference (graph.h) to the value a subgraph reads as `name`: its own
- * first, then the main graph's. */
-static bf_status sub_ref(bf_model *m, const Onnx__NodeProto *np, const name_map *lm, const name_map *outer,
-                         const char *name, int *ref, bf_error *err)
+ * first, then its parent subgraph's (as an implicit local), then the main
+ * graph's. */
+static bf_status sub_ref(bf_model *m, const Onnx__NodeProto *np, name_map *lm, const name_map *outer,
+                         const sub_parent *par, bf__subgraph *g, const char *name, int *ref, bf_error *err)
 {
     if (!name[0]) { *ref = -1; return BF_OK; }
     int v = map_find(lm, name);
     if (v >= 0) { *ref = BF__SUB_REF(v); return BF_OK; }
+    int pv = par ? map_find(par->lm, name) : -1;
+    if (pv >= 0) {
+        int idx;
+        /* lm->values is the converter's own table of g's values (lv) */
+        bf_status st = add_local(m, np, g, lm, (bf__value *)lm->values, name, &idx, err);
+        if (st != BF_OK) return st;
+        g->implicit_local[g->n_implicit] = idx;
+        g->implicit_ref[g->n_implicit++] = BF__SUB_REF(pv);
+        *ref = BF__SUB_REF(idx);
+        return BF_OK;
+    }
     v = map_find(outer, name);
     if (v >= 0) { *ref = v; return BF_OK; }
     return bf_error_set(err, BF_EFORMAT, "%s: node '%s' (%s): its subgraph reads '%s', which neither the subgraph "
@@ -324,11 +344,37 @@ static bf_status sub_ref(bf_model *m, const Onnx__NodeProto *np, const name_map 
 }
 
 static bf_status convert_subgraph(bf_model *m, const Onnx__NodeProto *np, const Onnx__GraphProto *gp,
-                                  const name_map *outer, bf__subgraph *g, bf_error *err)
+                                  const name_map *outer, const sub_parent *par, bf__subgraph *g, bf_error *err);
+
+/* The graph attributes of subgraph g's nodes (sp's), once g's own values
+ * all exist: nested subgraphs, their reads of g as implicit locals. */
+static bf_status convert_nested(bf_model *m, const Onnx__GraphProto *gp, bf__subgraph *g, name_map *lm,
+                                const name_map *outer, bf_error *err)
+{
+    sub_parent par = {.lm = lm};
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *sp = gp->node[i];
+        for (size_t j = 0; j < sp->n_attribute && j < g->nodes[i].n_attrs; j++) {
+            const Onnx__AttributeProto *ap = sp->attribute[j];
+            bf__attr *a = &g->nodes[i].attrs[j];
+            if (ap->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH || !ap->g) continue;
+            a->g = bf__calloc(1, sizeof *a->g);
+            if (!a->g) return oom(err, m);
+            a->type = BF__ATTR_GRAPH;
+            bf_status st = convert_subgraph(m, sp, ap->g, outer, &par, a->g, err);
+            if (st != BF_OK) return st;
+        }
+    }
+    return BF_OK;
+}
+
+static bf_status convert_subgraph(bf_model *m, const Onnx__NodeProto *np, const Onnx__GraphProto *gp,
+                                  const name_map *outer, const sub_parent *par, bf__subgraph *g, bf_error *err)
 {
     bf_status st = BF_OK;
-    size_t max_locals = gp->n_input + gp->n_initializer;
-    for (size_t i = 0; i < gp->n_node; i++) max_locals += gp->node[i]->n_output;
+    size_t max_locals = gp->n_input + gp->n_initializer + gp->n_output;
+    /* outputs, and implicit locals (at most one per reference) */
+    for (size_t i = 0; i < gp->n_node; i++) max_locals += gp->node[i]->n_output + gp->node[i]->n_input;
     name_map lm = {.cap = 16};
     while (lm.cap < 2 * (max_locals + 1)) lm.cap <<= 1;
     lm.slots = bf__calloc(lm.cap, sizeof *lm.slots);
@@ -338,8 +384,11 @@ static bf_status convert_subgraph(bf_model *m, const Onnx__NodeProto *np, const 
     g->in = bf__calloc(gp->n_input + 1, sizeof *g->in);
     g->out = bf__calloc(gp->n_output + 1, sizeof *g->out);
     g->nodes = bf__calloc(gp->n_node + 1, sizeof *g->nodes);
+    g->implicit_local = bf__calloc(max_locals + 1, sizeof *g->implicit_local);
+    g->implicit_ref = bf__calloc(max_locals + 1, sizeof *g->implicit_ref);
     lm.values = lv;
-    if (!lm.slots || !lv || !g->names || !g->inits || !g->in || !g->out || !g->nodes) { st = oom(err, m); goto out; }
+    if (!lm.slots || !lv || !g->names || !g->inits || !g->in || !g->out || !g->nodes || !g->implicit_local ||
+        !g->implicit_ref) { st = oom(err, m); goto out; }
     if (gp->n_input > BF__MAX_IO || gp->n_output > BF__MAX_IO) {
         st = bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s): its subgraph has %zu inputs and %zu outputs; at "
                           "most %d each supported", m->label, np->name ? np->name : "", np->op_type, gp->n_input,
@@ -405,15 +454,18 @@ static bf_status convert_subgraph(bf_model *m, const Onnx__NodeProto *np, const 
         const Onnx__NodeProto *sp = gp->node[i];
         bf__node *n = &g->nodes[i];
         for (size_t j = 0; j < sp->n_input; j++) {
-            if ((st = sub_ref(m, np, &lm, outer, sp->input[j] ? sp->input[j] : "", &n->in[j], err)) != BF_OK) goto out;
+            if ((st = sub_ref(m, np, &lm, outer, par, g, sp->input[j] ? sp->input[j] : "", &n->in[j], err)) != BF_OK)
+                goto out;
             n->n_in = (int)j + 1;
         }
     }
     for (size_t i = 0; i < gp->n_output; i++) {
-        if ((st = sub_ref(m, np, &lm, outer, gp->output[i]->name ? gp->output[i]->name : "", &g->out[i], err)) != BF_OK)
+        if ((st = sub_ref(m, np, &lm, outer, par, g, gp->output[i]->name ? gp->output[i]->name : "", &g->out[i], err)) !=
+            BF_OK)
             goto out;
         g->n_out = (int)i + 1;
     }
+    st = convert_nested(m, gp, g, &lm, outer, err);
 out:
     bf__free(lm.slots);
     bf__free(lv);
@@ -433,7 +485,7 @@ static bf_status convert_subgraphs(const Onnx__GraphProto *gp, bf_model *m, cons
             a->g = bf__calloc(1, sizeof *a->g);
             if (!a->g) return oom(err, m);
             a->type = BF__ATTR_GRAPH;
-            bf_status st = convert_subgraph(m, np, ap->g, outer, a->g, err);
+            bf_status st = convert_subgraph(m, np, ap->g, outer, NULL, a->g, err);
             if (st != BF_OK) return st;
         }
     }

@@ -22,6 +22,7 @@ extern const bf__op bf__ops_quant[];        /* quant.c */
 extern const bf__op bf__ops_sequence[];     /* sequence.c: the forms exec/fuse_seqops.c rewrites */
 extern const bf__op bf__ops_contrib[];      /* quant_nbits.c: ONNX Runtime's com.microsoft ops, named "com.microsoft:Op" */
 extern const bf__op bf__ops_detect[];       /* detect.c: NonMaxSuppression, RoiAlign */
+extern const bf__op bf__ops_control[];      /* control.c: If, Loop (their subgraphs: exec/plan_sub.c) */
 /* ops bitflip puts in place of exported patterns (exec/fuse_loop.c): bound
  * like any op, but not listed (a model file cannot name them: the loader
  * refuses "bf." ops) */
@@ -31,7 +32,7 @@ static const bf__op *const families[] = {bf__ops_linalg, bf__ops_elementwise, bf
                                          bf__ops_activation, bf__ops_logic, bf__ops_reduce,
                                          bf__ops_index, bf__ops_resize, bf__ops_nn,
                                          bf__ops_recurrent, bf__ops_quant, bf__ops_sequence,
-                                         bf__ops_contrib, bf__ops_detect};
+                                         bf__ops_contrib, bf__ops_detect, bf__ops_control};
 
 const bf__op *bf__op_find(const char *name)
 {
