@@ -345,7 +345,14 @@ static bf_status reshape_prepare(bf__prep *p, bf_error *err)
     if (allowzero && zero && infer >= 0)
         return bf__node_error(err, n, BF_EINVAL, "requested shape %s has both 0 and -1, which "
                               "allowzero=1 forbids", rs);
-    if (infer >= 0) {
+    if (infer >= 0 && known == 0 && numel == 0) {
+        /* -1 beside a 0 on an empty input can be anything (the spec leaves
+         * it open; PyTorch's view and ONNX Runtime refuse it): 0. An
+         * exported detector reaches it when a fault leaves no proposals,
+         * the branch PyTorch's eager code skips (torchvision's BoxCoder
+         * reshapes only if there are boxes), and an empty result follows */
+        dims[infer] = 0;
+    } else if (infer >= 0) {
         if (known == 0 || numel % known != 0)
             return bf__node_error(err, n, BF_ESHAPE, "cannot reshape input of shape %s (%lld elements) "
                                   "to requested shape %s", xs, (long long)numel, rs);
