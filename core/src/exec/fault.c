@@ -131,13 +131,6 @@ bf_status bf__plan_fault_site(const bf_plan *p, int64_t value, int64_t *row_elem
     /* the sample on dim 0, or (flat_rows) rows of it, batch-major: either
      * way one sample's elements are numel / batch in a row from s times that */
     int flat = p->flat_rows > 0 && t->ndim >= 1 && t->dims[0] == p->batch * p->flat_rows;
-    /* a plan of one sample (a detector's one-image graph, [3, H, W] in and
-     * [K, 4] out): the whole value is the sample's */
-    if (p->batch == 1 && p->flat_rows == 0) {
-        if (bf_tensor_numel(t) < 1) return bf_error_set(err, BF_EINVAL, "%s '%s' has no elements", what, name);
-        *row_elems = bf_tensor_numel(t);
-        return BF_OK;
-    }
     if (t->ndim < 1 || (t->dims[0] != p->batch && !flat)) {
         char s[96];
         if (p->flat_rows > 0)
