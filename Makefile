@@ -25,15 +25,16 @@ test-deps:
 	@scripts/install-deps.sh --test
 
 # Each build and each suite once, as the targets below and `make test` run them.
-# MAKEFLAGS= : cmake's make must not see make test's jobserver (-j3 below).
+# MAKEFLAGS=...: cmake's make must not see make test's jobserver (-j3 below), and
+# stays as quiet as before (no "Entering directory" lines).
 BUILD_RELEASE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null && \
-  MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS)
+  MAKEFLAGS=--no-print-directory cmake --build $(BUILD) -j $(JOBS)
 BUILD_ASAN = cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON >/dev/null && \
-  MAKEFLAGS= cmake --build $(ASAN_BUILD) -j $(JOBS)
+  MAKEFLAGS=--no-print-directory cmake --build $(ASAN_BUILD) -j $(JOBS)
 BUILD_TSAN = cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON >/dev/null && \
-  MAKEFLAGS= cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded-tests
+  MAKEFLAGS=--no-print-directory cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded-tests
 BUILD_FUZZ = CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON >/dev/null && \
-  MAKEFLAGS= cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+  MAKEFLAGS=--no-print-directory cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 RUN_RELEASE = cd $(BUILD) && ctest --output-on-failure -j $(JOBS); s=$$?; cd - >/dev/null; \
   [ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"; \
   grep -h ': SKIP: ' $(BUILD)/Testing/Temporary/LastTest.log | sort -u; exit $$s
