@@ -12,6 +12,7 @@ MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
+.PHONY: pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
 .PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak fixtures study-stutz clean
 
 all: build
@@ -23,13 +24,32 @@ deps:
 test-deps:
 	@scripts/install-deps.sh --test
 
+# Each build and each suite once, as the targets below and `make test` run them.
+# MAKEFLAGS=...: cmake's make must not see make test's jobserver (-j3 below), and
+# stays as quiet as before (no "Entering directory" lines).
+BUILD_RELEASE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null && \
+  MAKEFLAGS=--no-print-directory cmake --build $(BUILD) -j $(JOBS)
+BUILD_ASAN = cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON >/dev/null && \
+  MAKEFLAGS=--no-print-directory cmake --build $(ASAN_BUILD) -j $(JOBS)
+BUILD_TSAN = cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON >/dev/null && \
+  MAKEFLAGS=--no-print-directory cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded-tests
+BUILD_FUZZ = CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON >/dev/null && \
+  MAKEFLAGS=--no-print-directory cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+RUN_RELEASE = cd $(BUILD) && ctest --output-on-failure -j $(JOBS); s=$$?; cd - >/dev/null; \
+  [ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"; \
+  grep -h ': SKIP: ' $(BUILD)/Testing/Temporary/LastTest.log | sort -u; exit $$s
+RUN_ASAN = cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '$(ASAN_SKIP)'
+RUN_TSAN = cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -L threads
+FUZZ_SMOKE = if command -v clang >/dev/null 2>&1; then \
+  FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS); \
+  else echo "fuzz-smoke: no clang (scripts/install-deps.sh --test installs it); skipped"; fi
+
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@$(BUILD_RELEASE)
 
 build-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@$(BUILD_ASAN)
 
 # Every test in the release build; under ASan + UBSan every test that runs C of
 # ours (ASAN_SKIP below says which are left out and why); the threaded ones
@@ -37,18 +57,41 @@ build-asan: deps
 # daemon) under ThreadSanitizer too; left out there: the daemon's
 # crash-and-restart test (six minutes under TSan) and test_mitigate (three
 # minutes; its threads are the campaign runner's, which test_campaign covers).
-# Then a short libFuzzer run of each target. 2264 CPU-seconds in all, so about
-# 20 minutes on 2 idle cores (60 on the shared machine at load 5-12), down from
-# 25: not yet the CI's 15. Where the time goes, and the rules for what runs
-# under each sanitizer: tests/README.md, "How long make test takes".
-test: test-release test-asan test-tsan fuzz-smoke
+# Then a short libFuzzer run of each target. Where the time goes, and the rules
+# for what runs under each sanitizer: tests/README.md, "How long make test takes".
+#
+# The steps overlap, as no suite keeps both cores busy on its own (about a fifth
+# of each suite's time a core waits: daemons, Slurm, Python starting, the last
+# long test): after the release build, the ASan, TSan and fuzz builds run one
+# after another beside the suites; each suite starts when its build is done,
+# the TSan one after the release one, so at most one build and two suites run
+# at a time (make -j3); the fuzz smoke last. Each step's output is printed
+# whole when it ends (--output-sync), so the log reads as if they had run one
+# after another. The deps are installed once, first.
+test: test-deps
+	@$(MAKE) -j3 --output-sync=target pipe-done
+
+pipe-build:
+	@$(BUILD_RELEASE)
+pipe-build-asan: pipe-build
+	@$(BUILD_ASAN)
+pipe-build-tsan: pipe-build-asan
+	@$(BUILD_TSAN)
+pipe-build-fuzz: pipe-build-tsan
+	@if command -v clang >/dev/null 2>&1; then $(BUILD_FUZZ); fi
+pipe-release: pipe-build
+	@echo "== test-release"; $(RUN_RELEASE)
+pipe-asan: pipe-build-asan
+	@echo "== test-asan"; $(RUN_ASAN)
+pipe-tsan: pipe-build-tsan pipe-release
+	@echo "== test-tsan"; $(RUN_TSAN)
+pipe-done: pipe-release pipe-asan pipe-tsan pipe-build-fuzz
+	@echo "== fuzz-smoke"; $(FUZZ_SMOKE)
 
 # the tests that skip (exit 77: not root for the Slurm cluster, no node for
 # ONNX Runtime, ...) say why in their output; the last line repeats their reasons
 test-release: build test-deps
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	@[ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"
-	@grep -h ': SKIP: ' $(BUILD)/Testing/Temporary/LastTest.log | sort -u || true
+	@$(RUN_RELEASE)
 
 # The unit tests alone (cmocka over core, api, report and the daemon's modules,
 # and the header and layering checks): ctest -L unit, under two minutes on two
@@ -92,22 +135,19 @@ ASAN_NO_C = core_layers|public_headers|test_index|size_rules|openapi_contract|op
 ASAN_SKIP = ^(drs_zoo|ui_browser|k8s_manifests|slurm_cluster|simd_levels|ort_quant|ort_quant_avx2|$(ASAN_NO_C))$$
 
 test-asan: build-asan test-deps
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '$(ASAN_SKIP)'
+	@$(RUN_ASAN)
 
 build-tsan: deps
-	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded-tests
+	@$(BUILD_TSAN)
 
 # The tests labelled `threads` (tests/CMakeLists.txt says which and why), and
 # only the programs they run are built (target threaded-tests).
 test-tsan: build-tsan test-deps
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -L threads
+	@$(RUN_TSAN)
 
 # libFuzzer targets (tests/fuzz, docs/FUZZING.md): clang with ASan + UBSan.
 build-fuzz: deps
-	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
+	@$(BUILD_FUZZ)
 
 # Each target for FUZZ_SECONDS (default 60): "TARGET: N executions, no crash".
 fuzz: build-fuzz
@@ -117,9 +157,8 @@ fuzz: build-fuzz
 # by ctest in every build), JOBS targets at a time (one per core: each still
 # gets FUZZ_SMOKE_SECONDS); skipped with a note where clang is missing.
 fuzz-smoke: test-deps
-	@if command -v clang >/dev/null 2>&1; then \
-	  $(MAKE) build-fuzz && FUZZ_JOBS=$(JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS); \
-	else echo "fuzz-smoke: no clang (scripts/install-deps.sh --test installs it); skipped"; fi
+	@if command -v clang >/dev/null 2>&1; then $(MAKE) build-fuzz; fi
+	@$(FUZZ_SMOKE)
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bitflip $(BUILD)/bitflipd

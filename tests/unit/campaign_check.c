@@ -24,7 +24,7 @@ bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_
 long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_mitigation *mit,
                        const bf_campaign_prep *prep, int64_t trials, long max_n)
 {
-    for (long n = 0; n < max_n; n++) {
+    for (long n = 0; n < max_n; n += TC_ALLOC_STEP) {
         bf_campaign *c = NULL;
         bf_campaign_result res;
         bf_error err = {0};
