@@ -392,6 +392,29 @@ static void flip_values(const bf_param_info *p, const bf_bitflip *f, float *old_
     }
 }
 
+/* One --flip's line, or (jfaults not NULL) its entry of the JSON list. */
+static void report_fault(const bf_param_info *p, const bf_bitflip *fl, float old_v, float new_v, const bf_eval_result *golden,
+                         const bf_eval_result *r, int64_t changed, int64_t nonfinite, json_t *jfaults)
+{
+    bf_task task = golden->task;
+    if (jfaults) {
+        json_t *f = json_pack("{s:s, s:I, s:i, s:o, s:o, s:I, s:I}", "param", p->tensor->name, "index", (json_int_t)fl->index,
+                              "bit", fl->bit, "old", num(old_v), "new", num(new_v), "changed_predictions", (json_int_t)changed,
+                              "nonfinite_outputs", (json_int_t)nonfinite);
+        if (task != BF_TASK_NONE) json_object_set_new(f, metric_name(task), num(metric_value(r)));
+        if (p->torch_name) json_object_set_new(f, "torch_name", json_string(p->torch_name));
+        json_array_append_new(jfaults, f);
+        return;
+    }
+    char where[160];
+    snprintf(where, sizeof where, "%s[%lld] bit %d", p->tensor->name, (long long)fl->index, fl->bit);
+    printf("  %-36s %13.7g -> %-13.7g", where, old_v, new_v);
+    if (task != BF_TASK_NONE) printf("  %s %.4f (%+.4f)", metric_name(task), metric_value(r), metric_value(r) - metric_value(golden));
+    printf("  %lld changed%s", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
+    if (p->torch_name && strcmp(p->torch_name, p->tensor->name) != 0) printf("  (%s)", p->torch_name);
+    fputc('\n', stdout);
+}
+
 int cmd_eval(int argc, char **argv)
 {
     opts o = {.batch = 0, .threads = 1, .repeat = 1, .seed = 1, .progress_interval = CLI_PROGRESS_INTERVAL_DEFAULT};
@@ -484,22 +507,7 @@ int cmd_eval(int argc, char **argv)
         if (r.n_ragged) changed = ragged_changed(&gr, &r, &nonfinite);
         else
             for (int64_t k = 0; k < r.samples * r.out_cols; k++) nonfinite += !isfinite(r.outputs[k]);
-        if (o.json) {
-            json_t *f = json_pack("{s:s, s:I, s:i, s:o, s:o, s:I, s:I}", "param", p->tensor->name, "index", (json_int_t)flips[i].index,
-                                  "bit", flips[i].bit, "old", num(old_v), "new", num(new_v), "changed_predictions", (json_int_t)changed,
-                                  "nonfinite_outputs", (json_int_t)nonfinite);
-            if (task != BF_TASK_NONE) json_object_set_new(f, metric_name(task), num(metric_value(&r)));
-            if (p->torch_name) json_object_set_new(f, "torch_name", json_string(p->torch_name));
-            json_array_append_new(jfaults, f);
-        } else {
-            char where[160];
-            snprintf(where, sizeof where, "%s[%lld] bit %d", p->tensor->name, (long long)flips[i].index, flips[i].bit);
-            printf("  %-36s %13.7g -> %-13.7g", where, old_v, new_v);
-            if (task != BF_TASK_NONE) printf("  %s %.4f (%+.4f)", metric_name(task), metric_value(&r), metric_value(&r) - metric_value(&golden));
-            printf("  %lld changed%s", (long long)changed, nonfinite ? "  NaN/Inf in outputs" : "");
-            if (p->torch_name && strcmp(p->torch_name, p->tensor->name) != 0) printf("  (%s)", p->torch_name);
-            fputc('\n', stdout);
-        }
+        report_fault(p, &flips[i], old_v, new_v, &golden, &r, changed, nonfinite, jfaults);
     }
     if (o.json) {
         if (jfaults) json_object_set_new(root, "faults", jfaults);
