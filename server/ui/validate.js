@@ -13,7 +13,7 @@
 
   var IGNORED = ['$schema', '$id', 'title', 'description', 'default'];
   var KNOWN = IGNORED.concat(['type', 'enum', 'const', 'minLength', 'minimum', 'maximum', 'exclusiveMinimum',
-    'exclusiveMaximum', 'required', 'properties', 'additionalProperties', 'items', 'minItems', 'maxItems',
+    'exclusiveMaximum', 'required', 'properties', 'additionalProperties', 'minProperties', 'dependentRequired', 'items', 'minItems', 'maxItems',
     'uniqueItems', 'not', 'anyOf', 'oneOf', 'allOf', 'if', 'then', 'else']);
 
   function kind(v) {
@@ -127,6 +127,14 @@
       if ('items' in s) v.forEach(function (x, n) { validate(s.items, x, ptr + '/' + n, out); });
     }
     if (k === 'object') {
+      if ('minProperties' in s && Object.keys(v).length < s.minProperties)
+        out.push({pointer: ptr, message: s.minProperties === 1 ? 'must not be empty' : 'needs at least ' + s.minProperties + ' fields'});
+      Object.keys(s.dependentRequired || {}).forEach(function (d) {
+        if (!Object.prototype.hasOwnProperty.call(v, d)) return;
+        s.dependentRequired[d].forEach(function (r) {
+          if (!Object.prototype.hasOwnProperty.call(v, r)) out.push({pointer: ptr, message: 'needs "' + r + '" with "' + d + '"'});
+        });
+      });
       (s.required || []).forEach(function (r) {
         if (!Object.prototype.hasOwnProperty.call(v, r)) out.push({pointer: ptr, message: 'needs "' + r + '"'});
       });

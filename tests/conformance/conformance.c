@@ -303,7 +303,8 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         printf("MISMATCH: %lld faults differ, first fault #%lld\n", (long long)cc.bad_trials, (long long)cc.first_bad);
         failures = 1;
     } else if (cc.bad_metric_trials) {
-        printf("MISMATCH: %lld faults' perplexity or token accuracy (a detector's: critical images) differ, first fault #%lld\n",
+        printf(cc.lm ? "MISMATCH: %lld faults' perplexity or token accuracy differ, first fault #%lld\n"
+                     : "MISMATCH: %lld faults' critical images (IVMOD's count) differ, first fault #%lld\n",
                (long long)cc.bad_metric_trials, (long long)cc.first_bad_metric);
         failures = 1;
     } else {

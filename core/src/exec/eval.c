@@ -152,7 +152,9 @@ static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
         }
         /* a one-sample graph ([3, H, W] against an eval set's [N, 3, H, W])
          * when every input is one dim short and fits the sample's shape */
-        int one = t->ndim == vi->ndim + 1 && (i == 0 || ev->unbatched);
+        /* (a graph input whose dim 0 is symbolic takes a batch: [batch, T]
+         * against [N, T, X] is a wrong eval set, not one sample per call) */
+        int one = t->ndim == vi->ndim + 1 && (vi->ndim == 0 || vi->dims[0] >= 0) && (i == 0 || ev->unbatched);
         for (int d = 0; one && d < vi->ndim; d++) one = vi->dims[d] < 0 || vi->dims[d] == t->dims[d + 1];
         int ok = t->ndim == vi->ndim && !(i > 0 && ev->unbatched);
         for (int d = 1; ok && d < vi->ndim; d++) ok = vi->dims[d] < 0 || vi->dims[d] == t->dims[d];
@@ -481,7 +483,8 @@ int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
 {
     if (m->n_inputs == 0) return 0;
     const bf_tensor *t = bf_dataset_find(ds, m->inputs[0].name);
-    return t && t->ndim == m->inputs[0].ndim + 1;
+    const bf_value_info *vi = &m->inputs[0];
+    return t && t->ndim == vi->ndim + 1 && (vi->ndim == 0 || vi->dims[0] >= 0);
 }
 
 /* A one-sample graph's run: every output into the sample's slots, and

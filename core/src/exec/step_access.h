@@ -61,7 +61,7 @@ void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel);
  * output 0's; NULL: what the evaluator's last pass left. */
 void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
 /* 1: the model takes one sample per call from this eval set (its first
- * input has one dim fewer than the eval set's tensor of that name), as
+ * input has one dim fewer than the eval set's tensor of that name, and a fixed dim 0), as
  * bf_evaluator_create decides it; plans of it need bf_plan_opts.unbatched. */
 int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds);
 /* A detection evaluator's outputs and ground truth (eval_det.h). */
