@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "st_build.h"
 #include "bitflip/dataset.h"
 #include "exec/metrics_det.h"
 #include "model/dataset_det.h"
@@ -239,48 +240,12 @@ static void against_reference(void **state)
 
 /* --- the ground truth's layout in an eval set: safetensors built here */
 
-typedef struct st_tensor {
-    const char *name, *dtype;
-    int ndim;
-    int64_t dims[4];
-    const void *data;
-    size_t bytes;
-} st_tensor;
-
-static uint8_t *st_build(const st_tensor *t, int n, size_t *len)
-{
-    char header[2048];
-    size_t off = 0, data = 0;
-    off += (size_t)snprintf(header + off, sizeof header - off, "{");
-    for (int i = 0; i < n; i++) {
-        off += (size_t)snprintf(header + off, sizeof header - off, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "",
-                                t[i].name, t[i].dtype);
-        for (int d = 0; d < t[i].ndim; d++)
-            off += (size_t)snprintf(header + off, sizeof header - off, "%s%lld", d ? "," : "", (long long)t[i].dims[d]);
-        off += (size_t)snprintf(header + off, sizeof header - off, "],\"data_offsets\":[%zu,%zu]}", data, data + t[i].bytes);
-        data += t[i].bytes;
-    }
-    off += (size_t)snprintf(header + off, sizeof header - off, "}");
-    while (off % 8) header[off++] = ' ';
-    uint8_t *buf = malloc(8 + off + data + 1);
-    assert_non_null(buf);
-    uint64_t h = off;
-    for (int b = 0; b < 8; b++) buf[b] = (uint8_t)(h >> (8 * b));
-    memcpy(buf + 8, header, off);
-    size_t at = 8 + off;
-    for (int i = 0; i < n; i++) {
-        if (t[i].bytes) memcpy(buf + at, t[i].data, t[i].bytes);
-        at += t[i].bytes;
-    }
-    *len = at;
-    return buf;
-}
 
 /* Loading these tensors gives `want`, and a message holding `needle`. */
-static void load_gives(const st_tensor *t, int n, bf_status want, const char *needle)
+static void load_gives(const th_st_tensor *t, int n, bf_status want, const char *needle)
 {
     size_t len;
-    uint8_t *buf = st_build(t, n, &len);
+    uint8_t *buf = th_st_build(t, n, &len);
     bf_dataset *ds = NULL;
     bf_error err = {0};
     bf_status st = bf_dataset_load_buffer(buf, len, "hostile", &ds, &err);
@@ -299,14 +264,14 @@ static void ground_truth_layout(void **state)
     float boxes[16] = {0, 0, 1, 1, 0.5f, 0.5f, 2, 2, 1, 1, 1, 1, 0, 0, 2, 2};
     int64_t labels[4] = {1, 2, 0, 7}, offsets[4] = {0, 2, 2, 4};
     int32_t labels32[4] = {1, 2, 0, 7};
-    st_tensor in = {"images", "F32", 4, {3, 3, 2, 2}, img, sizeof img};
-    st_tensor gb = {"gt_boxes", "F32", 2, {4, 4}, boxes, sizeof boxes};
-    st_tensor gl = {"gt_labels", "I64", 1, {4}, labels, sizeof labels};
-    st_tensor go = {"gt_offsets", "I64", 1, {4}, offsets, sizeof offsets};
+    th_st_tensor in = {"images", "F32", 4, {3, 3, 2, 2}, img, sizeof img};
+    th_st_tensor gb = {"gt_boxes", "F32", 2, {4, 4}, boxes, sizeof boxes};
+    th_st_tensor gl = {"gt_labels", "I64", 1, {4}, labels, sizeof labels};
+    th_st_tensor go = {"gt_offsets", "I64", 1, {4}, offsets, sizeof offsets};
 
-    st_tensor ok[] = {gb, gl, go, in};   /* the ground truth first: the samples come from 'images' */
+    th_st_tensor ok[] = {gb, gl, go, in};   /* the ground truth first: the samples come from 'images' */
     size_t len;
-    uint8_t *buf = st_build(ok, 4, &len);
+    uint8_t *buf = th_st_build(ok, 4, &len);
     bf_dataset *ds = NULL;
     bf_error err = {0};
     if (bf_dataset_load_buffer(buf, len, "ok", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
@@ -317,28 +282,28 @@ static void ground_truth_layout(void **state)
     bf_dataset_free(ds);
     free(buf);
     /* no ground truth: not found */
-    st_tensor plain[] = {in};
-    buf = st_build(plain, 1, &len);
+    th_st_tensor plain[] = {in};
+    buf = th_st_build(plain, 1, &len);
     if (bf_dataset_load_buffer(buf, len, "plain", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
     assert_int_equal(bf__dataset_det_gt(ds, &gt, &err), BF_ENOTFOUND);
     bf_dataset_free(ds);
     free(buf);
     /* a detection set of ground truth alone: its offsets count the images */
-    st_tensor alone[] = {gb, gl, go};
+    th_st_tensor alone[] = {gb, gl, go};
     load_gives(alone, 3, BF_OK, NULL);
 
     /* one of the three missing */
-    st_tensor t1[] = {in, gb, go};
+    th_st_tensor t1[] = {in, gb, go};
     load_gives(t1, 3, BF_EFORMAT, "'gt_labels' is missing");
     /* dtypes and shapes */
-    st_tensor t2[] = {in, gb, {"gt_labels", "I32", 1, {4}, labels32, sizeof labels32}, go};
+    th_st_tensor t2[] = {in, gb, {"gt_labels", "I32", 1, {4}, labels32, sizeof labels32}, go};
     load_gives(t2, 4, BF_EFORMAT, "tensor 'gt_labels' is int32; it must be int64");
-    st_tensor t3[] = {in, {"gt_boxes", "F32", 2, {4, 4}, boxes, sizeof boxes}, {"gt_labels", "I64", 1, {3}, labels, 24}, go};
+    th_st_tensor t3[] = {in, {"gt_boxes", "F32", 2, {4, 4}, boxes, sizeof boxes}, {"gt_labels", "I64", 1, {3}, labels, 24}, go};
     load_gives(t3, 4, BF_ESHAPE, "'gt_labels' has shape [3]; it must be [4]");
-    st_tensor t4[] = {in, {"gt_boxes", "F32", 2, {8, 2}, boxes, sizeof boxes}, gl, go};
+    th_st_tensor t4[] = {in, {"gt_boxes", "F32", 2, {8, 2}, boxes, sizeof boxes}, gl, go};
     load_gives(t4, 4, BF_ESHAPE, "'gt_boxes' has shape [8, 2]; it must be [K, 4]");
     /* N + 1 offsets, N the input's samples */
-    st_tensor t5[] = {in, gb, gl, {"gt_offsets", "I64", 1, {3}, offsets, 24}};
+    th_st_tensor t5[] = {in, gb, gl, {"gt_offsets", "I64", 1, {3}, offsets, 24}};
     load_gives(t5, 4, BF_ESHAPE, "'gt_offsets' has shape [3]; it must be [4], one more than the 3 samples");
     /* offsets: not from 0, decreasing, not ending at K */
     offsets[0] = 1;
@@ -367,7 +332,7 @@ static void ground_truth_layout(void **state)
     load_gives(ok, 4, BF_ERANGE, "gt_labels[1] is -3");
     labels[1] = 2;
     /* the input tensors' own rule still holds among themselves */
-    st_tensor t6[] = {in, gb, gl, go, {"other", "F32", 1, {2}, img, 8}};
+    th_st_tensor t6[] = {in, gb, gl, go, {"other", "F32", 1, {2}, img, 8}};
     load_gives(t6, 5, BF_EFORMAT, "first dimension is the sample");
     load_gives(ok, 4, BF_OK, NULL);
 }

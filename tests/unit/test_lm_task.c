@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "st_build.h"
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/eval.h"
@@ -258,42 +259,6 @@ static void eval_tiny_lm(void **state)
 
 /* --- hostile eval sets: safetensors built here */
 
-typedef struct st_tensor {
-    const char *name, *dtype;
-    int ndim;
-    int64_t dims[3];
-    const void *data;
-    size_t bytes;
-} st_tensor;
-
-static uint8_t *st_build(const st_tensor *t, int n, size_t *len)
-{
-    char header[2048];
-    size_t off = 0, data = 0;
-    off += (size_t)snprintf(header + off, sizeof header - off, "{");
-    for (int i = 0; i < n; i++) {
-        off += (size_t)snprintf(header + off, sizeof header - off, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "",
-                                t[i].name, t[i].dtype);
-        for (int d = 0; d < t[i].ndim; d++)
-            off += (size_t)snprintf(header + off, sizeof header - off, "%s%lld", d ? "," : "", (long long)t[i].dims[d]);
-        off += (size_t)snprintf(header + off, sizeof header - off, "],\"data_offsets\":[%zu,%zu]}", data, data + t[i].bytes);
-        data += t[i].bytes;
-    }
-    off += (size_t)snprintf(header + off, sizeof header - off, "}");
-    while (off % 8) header[off++] = ' ';
-    uint8_t *buf = malloc(8 + off + data + 1);
-    assert_non_null(buf);
-    uint64_t h = off;
-    for (int b = 0; b < 8; b++) buf[b] = (uint8_t)(h >> (8 * b));
-    memcpy(buf + 8, header, off);
-    size_t at = 8 + off;
-    for (int i = 0; i < n; i++) {
-        if (t[i].bytes) memcpy(buf + at, t[i].data, t[i].bytes);
-        at += t[i].bytes;
-    }
-    *len = at;
-    return buf;
-}
 
 #define N 4
 #define T 6
@@ -301,10 +266,10 @@ static uint8_t *st_build(const st_tensor *t, int n, size_t *len)
 
 /* Creating an evaluator of the tiny LM on these tensors fails with `want`
  * and a message holding `needle`. */
-static void refused(const bf_model *m, const st_tensor *t, int n, bf_status want, const char *needle)
+static void refused(const bf_model *m, const th_st_tensor *t, int n, bf_status want, const char *needle)
 {
     size_t len;
-    uint8_t *buf = st_build(t, n, &len);
+    uint8_t *buf = th_st_build(t, n, &len);
     bf_dataset *ds = NULL;
     bf_evaluator *ev = NULL;
     bf_error err = {0};
@@ -327,20 +292,20 @@ static void hostile_layouts(void **state)
     int64_t ids[N * T], lab[N * T], item[N] = {0, 0, 1, 1}, ans[N] = {1, 0, 0, 1};
     float flab[N * T];
     for (int i = 0; i < N * T; i++) ids[i] = i % V, lab[i] = (i + 1) % V, flab[i] = 1;
-    st_tensor in = {"input_ids", "I64", 2, {N, T}, ids, sizeof ids};
-    st_tensor l = {"labels", "I64", 2, {N, T}, lab, sizeof lab};
+    th_st_tensor in = {"input_ids", "I64", 2, {N, T}, ids, sizeof ids};
+    th_st_tensor l = {"labels", "I64", 2, {N, T}, lab, sizeof lab};
 
     /* float labels of the language-model shape */
-    st_tensor t1[] = {in, {"labels", "F32", 2, {N, T}, flab, sizeof flab}};
+    th_st_tensor t1[] = {in, {"labels", "F32", 2, {N, T}, flab, sizeof flab}};
     refused(m, t1, 2, BF_EFORMAT, "token ids");
     /* [N, T + 1] against logits [N, T, V]; [N, 2, 3] */
-    st_tensor t2[] = {in, {"labels", "I64", 2, {N, T - 2}, lab, sizeof(int64_t) * N * (T - 2)}};
+    th_st_tensor t2[] = {in, {"labels", "I64", 2, {N, T - 2}, lab, sizeof(int64_t) * N * (T - 2)}};
     refused(m, t2, 2, BF_ESHAPE, "language_model layout");
-    st_tensor t3[] = {in, {"labels", "I64", 3, {N, 2, 3}, lab, sizeof lab}};
+    th_st_tensor t3[] = {in, {"labels", "I64", 3, {N, 2, 3}, lab, sizeof lab}};
     refused(m, t3, 2, BF_ESHAPE, "one label per sample");
     /* a token past the vocabulary, and a negative one other than -100 */
     lab[2 * T + 4] = V;
-    st_tensor t4[] = {in, l};
+    th_st_tensor t4[] = {in, l};
     refused(m, t4, 2, BF_ERANGE, "labels[2, 4] is token 13");
     lab[2 * T + 4] = -1;
     refused(m, t4, 2, BF_ERANGE, "labels[2, 4] is token -1");
@@ -350,14 +315,14 @@ static void hostile_layouts(void **state)
     for (int i = 0; i < N * T; i++) lab[i] = (i + 1) % V;
 
     /* multiple choice */
-    st_tensor it = {"mc_item", "I64", 1, {N}, item, sizeof item}, an = {"mc_answer", "I64", 1, {N}, ans, sizeof ans};
-    st_tensor t5[] = {in, l, it};
+    th_st_tensor it = {"mc_item", "I64", 1, {N}, item, sizeof item}, an = {"mc_answer", "I64", 1, {N}, ans, sizeof ans};
+    th_st_tensor t5[] = {in, l, it};
     refused(m, t5, 3, BF_EINVAL, "'mc_answer' is missing");
-    st_tensor t6[] = {in, l, it, {"mc_answer", "I64", 2, {N, 1}, ans, sizeof ans}};
+    th_st_tensor t6[] = {in, l, it, {"mc_answer", "I64", 2, {N, 1}, ans, sizeof ans}};
     refused(m, t6, 4, BF_ESHAPE, "'mc_answer' has shape [4, 1]");
-    st_tensor t7[] = {in, l, {"mc_item", "F32", 1, {N}, flab, sizeof(float) * N}, an};
+    th_st_tensor t7[] = {in, l, {"mc_item", "F32", 1, {N}, flab, sizeof(float) * N}, an};
     refused(m, t7, 4, BF_EFORMAT, "'mc_item' is float32");
-    st_tensor t8[] = {in, l, it, an};
+    th_st_tensor t8[] = {in, l, it, an};
     item[3] = N;
     refused(m, t8, 4, BF_ERANGE, "mc_item[3] is 4");
     item[3] = 1;
@@ -372,13 +337,13 @@ static void hostile_layouts(void **state)
     refused(m, t8, 4, BF_EINVAL, "row 2 (item 1) has no continuation");
     for (int t = 0; t < T; t++) lab[2 * T + t] = 1;
     /* multiple choice without a language-model eval set */
-    st_tensor t9[] = {in, it, an};
+    th_st_tensor t9[] = {in, it, an};
     refused(m, t9, 3, BF_EINVAL, "need 'labels' [n, T]");
 
     /* sizes whose products overflow: the loader refuses them */
-    st_tensor t10[] = {in, {"labels", "I64", 2, {(int64_t)1 << 40, (int64_t)1 << 40}, lab, sizeof lab}};
+    th_st_tensor t10[] = {in, {"labels", "I64", 2, {(int64_t)1 << 40, (int64_t)1 << 40}, lab, sizeof lab}};
     size_t len;
-    uint8_t *buf = st_build(t10, 2, &len);
+    uint8_t *buf = th_st_build(t10, 2, &len);
     bf_dataset *ds = NULL;
     assert_int_not_equal(bf_dataset_load_buffer(buf, len, "hostile", &ds, &err), BF_OK);
     printf("refused: %s\n", err.msg);
@@ -386,8 +351,8 @@ static void hostile_layouts(void **state)
     free(buf);
     /* and an eval set whose labelled, finished rows are fine: a row of -100s among them */
     for (int t = 0; t < T; t++) lab[1 * T + t] = -100;
-    st_tensor t11[] = {in, l};
-    buf = st_build(t11, 2, &len);
+    th_st_tensor t11[] = {in, l};
+    buf = th_st_build(t11, 2, &len);
     bf_evaluator *ev = NULL;
     assert_int_equal(bf_dataset_load_buffer(buf, len, "ok", &ds, &err), BF_OK);
     assert_int_equal(bf_evaluator_create(m, ds, NULL, &ev, &err), BF_OK);

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "st_build.h"
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/eval.h"
@@ -158,48 +159,12 @@ static void eval_tiny_seg(void **state)
 
 /* --- hostile eval sets: safetensors built here */
 
-typedef struct st_tensor {
-    const char *name, *dtype;
-    int ndim;
-    int64_t dims[4];
-    const void *data;
-    size_t bytes;
-} st_tensor;
-
-static uint8_t *st_build(const st_tensor *t, int n, size_t *len)
-{
-    char header[2048];
-    size_t off = 0, data = 0;
-    off += (size_t)snprintf(header + off, sizeof header - off, "{");
-    for (int i = 0; i < n; i++) {
-        off += (size_t)snprintf(header + off, sizeof header - off, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "",
-                                t[i].name, t[i].dtype);
-        for (int d = 0; d < t[i].ndim; d++)
-            off += (size_t)snprintf(header + off, sizeof header - off, "%s%lld", d ? "," : "", (long long)t[i].dims[d]);
-        off += (size_t)snprintf(header + off, sizeof header - off, "],\"data_offsets\":[%zu,%zu]}", data, data + t[i].bytes);
-        data += t[i].bytes;
-    }
-    off += (size_t)snprintf(header + off, sizeof header - off, "}");
-    while (off % 8) header[off++] = ' ';
-    uint8_t *buf = malloc(8 + off + data + 1);
-    assert_non_null(buf);
-    uint64_t h = off;
-    for (int b = 0; b < 8; b++) buf[b] = (uint8_t)(h >> (8 * b));
-    memcpy(buf + 8, header, off);
-    size_t at = 8 + off;
-    for (int i = 0; i < n; i++) {
-        if (t[i].bytes) memcpy(buf + at, t[i].data, t[i].bytes);
-        at += t[i].bytes;
-    }
-    *len = at;
-    return buf;
-}
 
 /* Creating an evaluator on these tensors gives `want` and a message holding `needle`. */
-static void outcome_of(const bf_model *m, const st_tensor *t, int n, bf_status want, const char *needle)
+static void outcome_of(const bf_model *m, const th_st_tensor *t, int n, bf_status want, const char *needle)
 {
     size_t len;
-    uint8_t *buf = st_build(t, n, &len);
+    uint8_t *buf = th_st_build(t, n, &len);
     bf_dataset *ds = NULL;
     bf_evaluator *ev = NULL;
     bf_error err = {0};
@@ -229,21 +194,21 @@ static void hostile_layouts(void **state)
     static int32_t lab32[N * HH * WW];
     static uint8_t lab8[N * HH * WW];
     for (int i = 0; i < N * HH * WW; i++) lab[i] = lab32[i] = lab8[i] = (uint8_t)(i % 4), flab[i] = 1;
-    st_tensor in = {"input", "F32", 4, {N, 3, HH, WW}, img, sizeof img};
-    st_tensor l = {"labels", "I64", 3, {N, HH, WW}, lab, sizeof lab};
+    th_st_tensor in = {"input", "F32", 4, {N, 3, HH, WW}, img, sizeof img};
+    th_st_tensor l = {"labels", "I64", 3, {N, HH, WW}, lab, sizeof lab};
 
     /* fine: int64, int32 and uint8 labels */
-    st_tensor ok[] = {in, l};
+    th_st_tensor ok[] = {in, l};
     outcome_of(m, ok, 2, BF_OK, NULL);
-    st_tensor ok32[] = {in, {"labels", "I32", 3, {N, HH, WW}, lab32, sizeof lab32}};
+    th_st_tensor ok32[] = {in, {"labels", "I32", 3, {N, HH, WW}, lab32, sizeof lab32}};
     outcome_of(m, ok32, 2, BF_OK, NULL);
-    st_tensor ok8[] = {in, {"labels", "U8", 3, {N, HH, WW}, lab8, sizeof lab8}};
+    th_st_tensor ok8[] = {in, {"labels", "U8", 3, {N, HH, WW}, lab8, sizeof lab8}};
     outcome_of(m, ok8, 2, BF_OK, NULL);
     /* float labels */
-    st_tensor t1[] = {in, {"labels", "F32", 3, {N, HH, WW}, flab, sizeof flab}};
+    th_st_tensor t1[] = {in, {"labels", "F32", 3, {N, HH, WW}, flab, sizeof flab}};
     outcome_of(m, t1, 2, BF_EFORMAT, "labels are class ids");
     /* H, W other than the output's */
-    st_tensor t2[] = {in, {"labels", "I64", 3, {N, WW * 2, HH / 2}, lab, sizeof lab}};
+    th_st_tensor t2[] = {in, {"labels", "I64", 3, {N, WW * 2, HH / 2}, lab, sizeof lab}};
     outcome_of(m, t2, 2, BF_ESHAPE, "with the labels' H and W");
     /* a class past C, a negative one, a 254 */
     lab[1 * HH * WW + 3 * WW + 5] = 5;
@@ -256,7 +221,7 @@ static void hostile_layouts(void **state)
     for (int i = 0; i < N * HH * WW; i++) lab[i] = 255;
     outcome_of(m, ok, 2, BF_EINVAL, "labels no pixel");
     /* a sample count the labels do not share: the loader's rule */
-    st_tensor t3[] = {in, {"labels", "I64", 3, {N - 1, HH, WW}, lab, sizeof lab / 2}};
+    th_st_tensor t3[] = {in, {"labels", "I64", 3, {N - 1, HH, WW}, lab, sizeof lab / 2}};
     outcome_of(m, t3, 2, BF_EFORMAT, "first dimension is the sample");
     bf_model_free(m);
 }
