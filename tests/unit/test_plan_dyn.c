@@ -131,13 +131,13 @@ static void run_time_limit_names_the_step(void **state)
 }
 
 /* x [1, 4] -> f = Cast(NonZero(x), float) [2, count] -> z = Neg(f): a float
- * value of a dynamic step, faulted. A plan of one sample: the whole value is
- * the sample's (docs/ENGINE.md). */
+ * value of a dynamic step, faulted. A one-sample graph's plan
+ * (bf_plan_opts.unbatched): the whole value is the sample's (docs/ENGINE.md). */
 static void value_fault_on_a_dynamic_value(void **state)
 {
     (void)state;
     tg_graph g = {0};
-    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 4});
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){1, 4});
     tg_node(&g, "NonZero", "nz", (const char *[]){"x"}, 1, "idx");
     Onnx__NodeProto *c = tg_node(&g, "Cast", "to_float", (const char *[]){"idx"}, 1, "f");
     tg_attr_int(&g, c, "to", 1);
@@ -146,7 +146,8 @@ static void value_fault_on_a_dynamic_value(void **state)
     bf_model *m = load(&g, 13);
     bf_plan *p = NULL;
     bf_error err = {0};
-    if (bf_plan_create(m, 1, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    bf_plan_opts one = {.unbatched = 1};
+    if (bf_plan_create_opts(m, 1, &one, &p, &err) != BF_OK) fail_msg("%s", err.msg);
     /* element 3 of f: row 1 (the column indices), entry 1 */
     bf_value_fault f[2] = {
         {.value = bf_model_find_value(m, "f"), .sample = 0, .index = 3, .model = BF_FAULT_BITFLIP,

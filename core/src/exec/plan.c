@@ -51,12 +51,14 @@ void bf_plan_free(bf_plan *p)
 
 
 /* A dynamic step's value's elements per sample in this run (plan_dyn.c):
- * all of them in a plan of one sample, else numel / batch when dim 0 is
- * the batch; 0 (no fault applies) otherwise, or when not float32. */
+ * all of them in a one-sample graph's plan (bf_plan_opts.unbatched, the
+ * rule bf__plan_fault_site applies to static values), else numel / batch
+ * when dim 0 is the batch; 0 (no fault applies) otherwise, or when not
+ * float32. */
 static int64_t dyn_row(const bf_plan *p, const bf_tensor *t)
 {
     if (t->dtype != BF_F32) return 0;
-    if (p->batch == 1) return bf_tensor_numel(t);
+    if (p->unbatched) return bf_tensor_numel(t);
     return t->ndim >= 1 && t->dims[0] == p->batch ? bf_tensor_numel(t) / p->batch : 0;
 }
 
