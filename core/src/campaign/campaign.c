@@ -48,7 +48,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->surface.kv_lists);
     bf__free(c->golden.out);
     bf__ragcopy_free(&c->golden.rag);
-    bf__free(c->golden.det_labels);
+    bf__free(c->golden.det.labels);
     bf__free(c->golden.pred);
     bf__free(c->golden.lm_labels);
     bf__free(c->golden.lm_pred);

@@ -358,9 +358,9 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     for (int64_t i = 0; i < c->golden.samples; i++)
         c->golden.pred[i] = c->golden.out_cols ? bf__prediction(c, c->golden.out + i * c->golden.out_cols, simd) : 0;
     if (c->golden.task == BF_TASK_DETECTION) {   /* the golden detections, as the judge reads them */
-        c->golden.det_task = *bf__evaluator_det(ev);
-        if ((st = bf__det_view(&c->golden.det_task, c->golden.rag.view, r.samples, &c->golden.det_labels, &c->golden.det_cap,
-                               &c->golden.det, err)) != BF_OK)
+        c->golden.det.task = *bf__evaluator_det(ev);
+        if ((st = bf__det_view(&c->golden.det.task, c->golden.rag.view, r.samples, &c->golden.det.labels, &c->golden.det.cap,
+                               &c->golden.det.view, err)) != BF_OK)
             goto out;
     }
 

@@ -281,11 +281,11 @@ static bf_status det_judge(worker *w, const bf_eval_result *res)
     if (!w->det_crit && !(w->det_crit = bf__calloc((size_t)n + 1, sizeof *w->det_crit)))
         return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's per-image outcomes");
     bf__dets faulty;
-    bf_status st = bf__det_view(&c->golden.det_task, res->ragged, n, &w->det_labels, &w->det_cap, &faulty, &w->err);
+    bf_status st = bf__det_view(&c->golden.det.task, res->ragged, n, &w->det_labels, &w->det_cap, &faulty, &w->err);
     for (int64_t i = 0; st == BF_OK && i < n; i++) {
         int crit = 0;
         if (!bf__ragged_sample_same(res->ragged, c->golden.rag.view, res->n_ragged, i))
-            st = bf__det_image_critical(&c->golden.det, &faulty, i, c->judge.critical_score, &crit, &w->err);
+            st = bf__det_image_critical(&c->golden.det.view, &faulty, i, c->judge.critical_score, &crit, &w->err);
         w->det_crit[i] = crit;
     }
     return st;

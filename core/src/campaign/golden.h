@@ -41,12 +41,14 @@ typedef struct bf__golden {
     const char *full_reason;
     /* a one-sample graph's outputs, every one per sample (n 0 otherwise) */
     bf__ragcopy rag;
-    /* detection: which outputs are the boxes, scores, labels, and the
-     * golden detections (rag's, labels as int64 in det_labels) */
-    bf__det_task det_task;
-    bf__dets det;
-    int64_t *det_labels;
-    size_t det_cap;
+    /* detection: which outputs are the boxes, scores, labels (task), and
+     * the golden detections (view: rag's, the labels as int64 in labels) */
+    struct {
+        bf__det_task task;
+        bf__dets view;
+        int64_t *labels;
+        size_t cap;
+    } det;
 } bf__golden;
 
 #endif
