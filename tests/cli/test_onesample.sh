@@ -69,5 +69,38 @@ contains flat "eval tensor 'images' has shape [4, 192]"
 check empty 3 "$BF" eval "$model" "$tmp/empty.safetensors"
 contains empty "no samples"
 
+# the runner's per-sample comparison can fail: references made wrong on
+# purpose (a fault's outputs replaced by golden's, one image's boxes one row
+# short, a fault's critical-image count off by one, a fault's map off) each
+# make it exit 1 naming what differs
+CONF=$(dirname "$BF")/tests/bitflip-conformance
+if [ -x "$CONF" ]; then
+  mkdir -p "$tmp/bad"
+  cp "$FX/onesample_dyn.onnx" "$FX/onesample_det.eval.safetensors" "$tmp/bad/"
+  $PY - "$FX/onesample_det.ref.json" "$tmp/bad/onesample_det.ref.json" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["faults"][0]["outputs"] = r["golden"]
+r["faults"][1]["outputs"][3]["boxes"] = r["faults"][1]["outputs"][3]["boxes"][:-1]
+r["faults"][2]["map"] = r["faults"][2]["map"] + 0.01
+json.dump(r, open(sys.argv[2], "w"))
+PYEOF
+  check bad_refs 1 "$CONF" "$tmp/bad"
+  contains bad_refs "faults differ, first fault #0"
+  contains bad_refs "has another number of rows of 'boxes'"
+  contains bad_refs "map       ours"
+  # outputs right, a critical-image count wrong: only the campaign path's records show it
+  $PY - "$FX/onesample_det.ref.json" "$tmp/bad/onesample_det.ref.json" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["faults"][8]["critical_images"] += 1
+json.dump(r, open(sys.argv[2], "w"))
+PYEOF
+  check bad_count 1 "$CONF" "$tmp/bad"
+  contains bad_count "critical images (IVMOD's count) differ, first fault #8"
+else
+  echo "FAIL no bitflip-conformance beside $BF"; fails=$((fails+1))
+fi
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
