@@ -130,6 +130,16 @@ void bf_evaluator_free(bf_evaluator *ev)
     bf__free(ev);
 }
 
+/* The eval tensor t has one dim more than graph input vi, whose dim 0 is
+ * fixed: vi takes one sample per call (a graph input whose dim 0 is
+ * symbolic takes a batch: [batch, T] against [N, T, X] is a wrong eval set,
+ * not one sample per call). The one rule bind_inputs and
+ * bf__eval_set_unbatched share. */
+static int one_sample_rank(const bf_value_info *vi, const bf_tensor *t)
+{
+    return t->ndim == vi->ndim + 1 && (vi->ndim == 0 || vi->dims[0] >= 0);
+}
+
 static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
 {
     const bf_model *m = ev->model;
@@ -152,9 +162,7 @@ static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
         }
         /* a one-sample graph ([3, H, W] against an eval set's [N, 3, H, W])
          * when every input is one dim short and fits the sample's shape */
-        /* (a graph input whose dim 0 is symbolic takes a batch: [batch, T]
-         * against [N, T, X] is a wrong eval set, not one sample per call) */
-        int one = t->ndim == vi->ndim + 1 && (vi->ndim == 0 || vi->dims[0] >= 0) && (i == 0 || ev->unbatched);
+        int one = one_sample_rank(vi, t) && (i == 0 || ev->unbatched);
         for (int d = 0; one && d < vi->ndim; d++) one = vi->dims[d] < 0 || vi->dims[d] == t->dims[d + 1];
         int ok = t->ndim == vi->ndim && !(i > 0 && ev->unbatched);
         for (int d = 1; ok && d < vi->ndim; d++) ok = vi->dims[d] < 0 || vi->dims[d] == t->dims[d];
@@ -483,8 +491,7 @@ int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
 {
     if (m->n_inputs == 0) return 0;
     const bf_tensor *t = bf_dataset_find(ds, m->inputs[0].name);
-    const bf_value_info *vi = &m->inputs[0];
-    return t && t->ndim == vi->ndim + 1 && (vi->ndim == 0 || vi->dims[0] >= 0);
+    return t && one_sample_rank(&m->inputs[0], t);
 }
 
 /* A one-sample graph's run: every output into the sample's slots, and
