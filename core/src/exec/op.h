@@ -113,6 +113,10 @@ typedef struct bf__op {
     bf_status (*run)(const bf__ctx *c, bf_error *err);
 } bf__op;
 
+/* 1: op is If or Loop (ops/control.c), whose subgraphs a plan runs
+ * itself (exec/plan_sub.c): checked per run of a dynamic step, so by the
+ * op's functions rather than its name. */
+int bf__op_is_control(const bf__op *op);
 /* Looks up an op of the default domain; NULL if unsupported. */
 const bf__op *bf__op_find(const char *name);
 /* The ops bitflip inserts itself ("bf.Clip", "bf.AbftCheck": see

@@ -120,7 +120,7 @@ bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err)
     bf__prep *prep = p->dyn_prep;
     bf_status st;
     char what[200];
-    if (strcmp(n->op_type, "If") == 0 || strcmp(n->op_type, "Loop") == 0) return bf__sub_run_step(p, i, err);
+    if (bf__op_is_control(n->op)) return bf__sub_run_step(p, i, err);
     bf__prep_at_run(prep, n, p->model->opset, s->n_in, s->n_out);
     for (int j = 0; j < s->n_in; j++) prep->in[j] = s->in[j];
     for (int j = 0; j < s->n_out; j++) {

@@ -106,6 +106,8 @@ static bf_status control_run(const bf__ctx *c, bf_error *err)
     return bf__node_error(err, c->node, BF_EFORMAT, "internal error: a control-flow op run outside a plan");
 }
 
+int bf__op_is_control(const bf__op *op) { return op && op->run == control_run; }
+
 const bf__op bf__ops_control[] = {
     {"If", 1, -1, 1, BF__MAX_IO, 0, if_prepare, control_run},
     {"Loop", 2, -1, 0, BF__MAX_IO, 0, loop_prepare, control_run},
