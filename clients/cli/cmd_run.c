@@ -49,7 +49,8 @@ static const char help[] =
     "                       only what the faults reach (slow; for checking: the\n"
     "                       outcomes agree, see docs/ENGINE.md)\n"
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
-    "                       2G (default 1G); what does not fit is recomputed\n"
+    "                       2G (default 1G); what does not fit is recomputed;\n"
+    "                       it also bounds a one-image graph's checkpoints\n"
     "  --stats              print the engine, trial rate, cache size and how many\n"
     "                       trials ran in chain mode or as full passes\n"
     "                       (docs/ENGINE.md) on stderr\n"
@@ -403,10 +404,18 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 (double)res.param_bytes / (1024.0 * 1024.0), res.setup.index,
                 fmax(0.0, t_create - res.setup.plans - res.setup.golden - res.setup.index), res.setup.worker_plans,
                 res.setup.checks, res.setup.cache, res.setup.executors);
+        if (res.ckpt.cuts)
+            fprintf(stderr,
+                    "bitflip run: one image per call: each trial resumed each image from the golden pass's %zu "
+                    "checkpoints (%.1f MiB, --cache-budget), expected to skip %.1f%% of an image's pass; %lld images "
+                    "ended early at a checkpoint whose values came back golden\n",
+                    res.ckpt.cuts, (double)res.ckpt.bytes / (1024.0 * 1024.0), 100 * res.ckpt.expected_skip,
+                    (long long)res.ckpt.early);
         if (!res.exact && isfinite(res.work_fraction)) {
-            fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full "
-                            "(steps run in full or on rows, by their time on the golden pass)",
-                    100 * res.work_fraction);
+            fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full %s",
+                    100 * res.work_fraction,
+                    res.ckpt.cuts ? "(each image from its checkpoint on, by the steps' time on the golden pass)"
+                                  : "(steps run in full or on rows, by their time on the golden pass)");
             for (int i = 0; i < res.n_top_steps; i++)
                 fprintf(stderr, "%s %s '%s' %.0f%% (%.2f batches a trial)", i ? "," : "; most in", res.top_steps[i].op,
                         res.top_steps[i].node, 100 * res.top_steps[i].share, res.top_steps[i].per_trial);

@@ -40,14 +40,15 @@ grep -q '^3,feat,2,' "$tmp/o.csv" && passes=$((passes+1)) || { echo "FAIL CSV la
 check eval_threads 0 "$BF" eval "$model" "$data" --threads 2 --outputs "$tmp/o2.json"
 cmp -s "$tmp/o.json" "$tmp/o2.json" && passes=$((passes+1)) || { echo "FAIL outputs differ on two threads"; fails=$((fails+1)); }
 
-# campaigns: activations (every value is the sample's) and weights, exact
-# engine with the reason under --stats, the same records as --exact
+# campaigns: activations (every value is the sample's) and weights, each
+# image resumed from the golden checkpoints (--stats says so), the same
+# records as --exact
 for target in activations weights; do
   cat >"$tmp/$target.json" <<JSON
 {"model": "$model", "dataset": "$data", "trials": 30, "seed": 5, "faults": {"target": "$target", "model": "bitflip"}}
 JSON
   check "run_$target" 0 "$BF" run "$tmp/$target.json" --local --stats --trials-out "$tmp/$target.1.jsonl"
-  contains "run_$target" "exact engine: the graph takes one sample per call"
+  contains "run_$target" "one image per call: each trial resumed each image from the golden pass"
   check "run_${target}_exact" 0 "$BF" run "$tmp/$target.json" --local --exact --threads 2 --trials-out "$tmp/$target.2.jsonl"
   cmp -s "$tmp/$target.1.jsonl" "$tmp/$target.2.jsonl" && passes=$((passes+1)) || { echo "FAIL $target records differ"; fails=$((fails+1)); }
 done

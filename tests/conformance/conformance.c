@@ -289,7 +289,14 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         failures = 1;
         goto out;
     }
-    if (bf_campaign_create(m, ds, &spec, &c, &err) != BF_OK) { printf("MISMATCH: %s\n", err.msg); failures = 1; goto out; }
+    /* as `bitflip run` makes it: a golden pass prepared for the differential
+     * engine (a one-image graph's checkpoints, exec/ckpt.h) */
+    bf_campaign_prep prep = {.differential = 1, .threads = 2};
+    if (bf_campaign_create_prepared(m, ds, &spec, NULL, &prep, &c, &err) != BF_OK) {
+        printf("MISMATCH: %s\n", err.msg);
+        failures = 1;
+        goto out;
+    }
     if (dump && !(cc.kept = calloc(n * (size_t)(n_ref * cols), sizeof *cc.kept))) {
         printf("out of memory for --dump\n");
         failures = 1;

@@ -378,6 +378,18 @@ typedef struct bf_campaign_result {
         double per_trial;     /* batches of it re-run per trial */
     } top_steps[5];
     int n_top_steps;
+    /* A one-sample graph's campaign (a detector's; docs/ENGINE.md, "One
+     * image per call"): the golden pass's checkpoints (cuts, bytes over
+     * every sample), the share of each image's pass they were expected to
+     * skip (weighted by where the faults land), and the images a trial
+     * ended early at a checkpoint whose values came back golden. cuts 0:
+     * not used (work_fraction is then the differential engine's, or NaN). */
+    struct {
+        size_t cuts;
+        uint64_t bytes;
+        double expected_skip;
+        int64_t early;
+    } ckpt;
 } bf_campaign_result;
 
 void bf_campaign_result_free(bf_campaign_result *r);   /* frees members */

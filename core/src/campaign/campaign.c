@@ -13,6 +13,7 @@
 #include "bitflip/sites.h"
 #include "bitflip/spec_rules.h"
 #include "campaign/campaign_impl.h"
+#include "exec/ckpt.h"
 #include "diff/diff.h"
 #include "exec/fuse.h"
 #include "exec/plan_impl.h"
@@ -48,6 +49,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->surface.kv_lists);
     bf__free(c->golden.out);
     bf__ragcopy_free(&c->golden.rag);
+    bf__ckpt_free(c->golden.ckpt);
     bf__free(c->golden.det.labels);
     bf__free(c->golden.pred);
     bf__free(c->golden.lm_labels);

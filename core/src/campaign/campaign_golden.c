@@ -338,7 +338,13 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
         if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
     } else {
         double t1 = now_s(), cpu = cpu_s();
-        if ((st = bf_evaluator_run(ev, NULL, 0, &r, err)) != BF_OK) goto out;
+        /* one image per call: trials resume each image from checkpoints
+         * this pass records (campaign_ckpt.c) */
+        if ((st = bf__campaign_ckpt_prepare(c, ev, prep, err)) != BF_OK) goto out;
+        if (c->golden.ckpt) c->golden.full_reason = NULL;
+        st = bf_evaluator_run(ev, NULL, 0, &r, err);
+        bf__evaluator_ckpt(ev, NULL, NULL, NULL);
+        if (st != BF_OK) goto out;
         c->setup.golden = now_s() - t1;
         c->setup.golden_cpu = cpu_s() - cpu;
         c->setup.golden_threads = 1;

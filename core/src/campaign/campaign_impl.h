@@ -115,6 +115,17 @@ bf_status bf__campaign_gen_trial(const bf_campaign *c, struct bf_generator *g, c
                                  const bf_value_fault *vf, size_t n_vf, int64_t *tokens, double gen[3], bf_error *err);
 void bf__campaign_gen_free(bf_campaign *c);
 
+/* campaign_ckpt.c: a one-sample graph's golden checkpoints (exec/ckpt.h),
+ * made before the golden pass on its evaluator ev (which then records
+ * them) when prep asks for the differential engine: c->golden.ckpt, or
+ * left NULL (no cut fits; another task). _weights / _values: a trial's
+ * window into the worker's evaluator before its pass. _summary: the
+ * checkpoints and the trials' re-run share (work_fraction) into acc. */
+bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_error *err);
+void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n);
+void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n);
+void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc);
+
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);
 

@@ -81,6 +81,7 @@ struct runner {
     bf_campaign *c;
     const bf_campaign_opts *opts;
     int exact;              /* opts->exact, or a model the differential engine declines */
+    int ckpt;               /* ... a one-sample graph's trials resume from golden checkpoints (campaign_ckpt.c) */
     int64_t shard_index, shard_count;
     int64_t n;              /* trials in this shard */
     int chunk;              /* trials per chunk */
@@ -203,6 +204,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     int full = w->dx == NULL;
     w->n_dw = n_dw;
     if (st == BF_OK && w->dx) st = run_differential(w, w->dw, n_dw, NULL, 0, res, &full);
+    if (st == BF_OK && full && w->rn->ckpt) bf__campaign_ckpt_weights(c, w->ev, w->dw, n_dw);
     if (st == BF_OK && full) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
     for (size_t i = n_dw; i-- > 0;) {
@@ -253,6 +255,7 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
         if (st != BF_OK || !full) return st;
     }
     bf_status st = bf_evaluator_set_value_faults(w->ev, w->vf, d->n, &w->err);
+    if (w->rn->ckpt) bf__campaign_ckpt_values(c, w->ev, w->vf, d->n);
     /* A transient trial's faults all hit one sample (the draw makes sure):
      * every other batch would reproduce the golden outputs bit for bit
      * (worker_init checked this evaluator's golden pass), so only that
@@ -449,6 +452,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
                             "deterministically, so outcomes cannot be classified", idx);
+    if (rn->ckpt) bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out);
     return BF_OK;
 }
 
@@ -735,7 +739,10 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
 {
     static const bf_campaign_opts none = {0};
     const bf_campaign_opts *o = opts ? opts : &none;
-    runner rn = {.c = c, .opts = o, .exact = o->exact != 0 || c->golden.full_reason};
+    /* a one-sample graph's checkpoints: its workers are the exact engine's,
+     * each image resumed from a checkpoint */
+    runner rn = {.c = c, .opts = o, .ckpt = !o->exact && c->golden.ckpt};
+    rn.exact = o->exact != 0 || c->golden.full_reason || rn.ckpt;
     bf_campaign_result acc = {0};
     bf_status st;
     int locks = 0;
@@ -788,7 +795,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         if ((st = worker_gen(&rn, &rn.ws[i], i, &acc, err)) != BF_OK) goto out;
     }
     drop_golden_evaluators(c);
-    acc.exact = rn.exact;
+    acc.exact = rn.exact && !rn.ckpt;
     if (!o->exact) acc.full_reason = c->golden.full_reason;
     rn.golden_finite = 1;
     for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++) rn.golden_finite &= isfinite(c->golden.out[i]) != 0;
@@ -810,6 +817,11 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     }
 out:
     if (st == BF_OK) work_summary(&rn, &acc);
+    if (st == BF_OK && rn.ckpt) {
+        bf_evaluator *evs[BF__CAMPAIGN_THREADS_MAX];
+        for (int i = 0; i < rn.n_workers && i < BF__CAMPAIGN_THREADS_MAX; i++) evs[i] = rn.ws ? rn.ws[i].ev : NULL;
+        bf__campaign_ckpt_summary(c, evs, rn.n_workers, &acc);
+    }
     if (locks) {
         pthread_cond_destroy(&rn.room);
         pthread_cond_destroy(&rn.finished);

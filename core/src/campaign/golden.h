@@ -39,6 +39,10 @@ typedef struct bf__golden {
      * differential engine cannot re-run in part: one sample per call, or
      * dynamic steps, exec/plan_dyn.c), or NULL; static text */
     const char *full_reason;
+    /* a one-sample graph's golden checkpoints (exec/ckpt.h; campaign_ckpt.c),
+     * which its trials resume from unless the run asks for exact; NULL:
+     * none */
+    struct bf__ckpt *ckpt;
     /* a one-sample graph's outputs, every one per sample (n 0 otherwise) */
     bf__ragcopy rag;
     /* detection: which outputs are the boxes, scores, labels (task), and

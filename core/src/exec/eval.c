@@ -13,6 +13,7 @@
 #include "bitflip/metrics.h"
 #include "bitflip/plan.h"
 #include "exec/eval_det.h"
+#include "exec/ckpt.h"
 #include "exec/eval_ragged.h"
 #include "exec/metrics_seg.h"
 #include "exec/step_access.h"
@@ -62,6 +63,15 @@ struct bf_evaluator {
     int unbatched;
     bf__ragged rag;
     const bf_ragged_output *rag_base;
+    /* one-sample graphs: the golden checkpoints (exec/ckpt.h) a pass
+     * resumes from, the window of the faults it runs with (lo < 0: from
+     * step 0), the golden outputs of a sample that ends early; ck_rec: the
+     * checkpoints the next pass records */
+    const struct bf__ckpt *ck;
+    struct bf__ckpt *ck_rec;
+    int ck_lo, ck_hi;
+    const float *ck_out;
+    atomic_llong ck_work, ck_early;   /* golden ns of the steps run; samples ended early */
     bf__det_task det;         /* detection: its outputs and ground truth (eval_det.h) */
     int64_t *det_labels;      /* ... a pass's labels as int64 */
     size_t det_cap;
@@ -518,12 +528,23 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
     }
     bf_status st = batch_value_faults(ev, w, plan, start, n, &n_vf, err);
     if (st != BF_OK) return st;
-    if ((st = bf_plan_run(plan, err)) != BF_OK) return st;
+    int golden = 0;
+    int64_t work = 0;
+    if (ev->unbatched && ev->ck_rec) st = bf__ckpt_record(ev->ck_rec, plan, start, err);
+    else if (ev->unbatched && ev->ck) st = bf__ckpt_run(ev->ck, plan, start, ev->ck_lo, ev->ck_hi, &golden, &work, err);
+    else st = bf_plan_run(plan, err);
+    if (st != BF_OK) return st;
+    atomic_fetch_add(&ev->ck_work, work);
+    if (golden) atomic_fetch_add(&ev->ck_early, 1);
     /* each fault's report comes from the one batch that holds its sample
      * (sample 0 for every-sample faults), so one worker writes it */
     for (size_t j = 0; j < n_vf; j++) {
         size_t k = w->vf_of[j];
         if (ev->vf[k].sample >= 0 || start == 0) bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
+    }
+    if (golden) {   /* the checkpoints showed the rest of the run golden */
+        if (ev->out_cols > 0) memcpy(ev->outputs + start * ev->out_cols, ev->ck_out + start * ev->out_cols, (size_t)ev->out_cols * sizeof(float));
+        return bf__ragged_copy_sample(&ev->rag, ev->rag_base, start, err);
     }
     if (ev->unbatched) return keep_sample(ev, plan, start, err);
     memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
@@ -738,6 +759,7 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
     while (ev->remaining > 0) pthread_cond_wait(&ev->finished, &ev->mu);
     pthread_mutex_unlock(&ev->mu);
     double t1 = now_s();
+    ev->ck_lo = ev->ck_hi = -1;   /* a window is the one pass's */
 
     /* Undo in reverse order so overlapping flips restore exactly. */
     for (size_t i = n_flips; i-- > 0;) {
@@ -771,11 +793,28 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
         if (st != BF_OK) return st;
     }
     bf_status st = run_batch(ev, &ev->ws[0], plan, b * ev->batch, err);
+    ev->ck_lo = ev->ck_hi = -1;
     if (st != BF_OK) return st;
     return finish(ev, res, now_s() - t0, err);
 }
 
 void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base) { ev->rag_base = base; }
+
+void bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record, const float *golden_out)
+{
+    ev->ck = ev->unbatched && ev->rag_base && golden_out ? ck : NULL;
+    ev->ck_rec = ev->unbatched ? record : NULL;
+    ev->ck_out = golden_out;
+    ev->ck_lo = ev->ck_hi = -1;
+}
+
+void bf__evaluator_ckpt_window(bf_evaluator *ev, int lo, int hi) { ev->ck_lo = lo, ev->ck_hi = hi; }
+
+void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early)
+{
+    *work_ns = atomic_load(&ev->ck_work);
+    *early = atomic_load(&ev->ck_early);
+}
 
 bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err)
 {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/warena.h"
@@ -98,16 +99,36 @@ static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc 
     return buf;
 }
 
-bf_status bf_plan_run(bf_plan *p, bf_error *err)
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bf_status bf_plan_run(bf_plan *p, bf_error *err) { return bf__plan_run_from(p, 0, NULL, NULL, err); }
+
+bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, int *stopped, bf_error *err)
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
-    if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
+    if (p->inputs_hit && from == 0) bf__plan_apply_value_faults(p, -1);
     p->n_fused = 0;
+    if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
-    for (size_t i = 0; i < p->n_steps; i++) {
+    double t = w && w->step_time ? now_s() : 0;
+    for (size_t i = from; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         bf__rowsrc rs;
         bf__act act;
+        if (w && w->step_time && i > from) {
+            double u = now_s();
+            w->step_time[i - 1] += u - t;
+            t = u;
+        }
+        if (w && w->mark && w->mark[i] && w->at(w->user, p, i)) {
+            if (stopped) *stopped = 1;
+            return BF_OK;
+        }
         if (s->dyn) {
             bf_status st = bf__dyn_run_step(p, i, err);
             if (st != BF_OK) return st;
@@ -141,6 +162,7 @@ bf_status bf_plan_run(bf_plan *p, bf_error *err)
         }
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
+    if (w && w->step_time && p->n_steps > from) w->step_time[p->n_steps - 1] += now_s() - t;
     return BF_OK;
 }
 

@@ -104,6 +104,22 @@ struct bf_plan {
     bf__dynarena dyn;
 };
 
+/* What a run started part-way does at its marked steps (exec/ckpt.c's
+ * checkpoints): before step i runs, where mark[i] is set, at() is called;
+ * nonzero stops the run there (what follows is known to be golden).
+ * step_time, if not NULL, gets each step's seconds added. */
+typedef struct bf__plan_watch {
+    const unsigned char *mark;
+    int (*at)(void *user, bf_plan *p, size_t step);
+    void *user;
+    double *step_time;
+} bf__plan_watch;
+/* plan.c: bf_plan_run from step `from` on, the values the steps before it
+ * computed taken as they are in the plan (the caller put them there): a
+ * graph input's value faults apply only when from is 0. *stopped (if not
+ * NULL) is 1 when the watch stopped the run. */
+bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, int *stopped, bf_error *err);
+
 /* plan_dyn.c: runs dynamic step i: prepared on the values its inputs hold
  * now, its outputs and scratch from the run-time arena. */
 bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err);

@@ -60,6 +60,18 @@ void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel);
  * every other sample's from (e.g. a campaign's golden ones), as `base` gives
  * output 0's; NULL: what the evaluator's last pass left. */
 void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
+/* One-sample graphs: the golden checkpoints (exec/ckpt.h) every later pass
+ * resumes each sample from (ck, NULL: none), or that the next pass records
+ * (record, then detached), and the golden outputs [samples x out_cols] a
+ * sample that ends early takes (with bf__evaluator_ragged_base's, which must
+ * be set first). _window: the steps the next passes' faults touch (lo < 0:
+ * run from step 0; hi < 0: never end early), for the next pass only.
+ * _counts: the golden time (ns) of the steps the passes so far ran from
+ * checkpoints, and the samples they ended early. */
+struct bf__ckpt;
+void bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record, const float *golden_out);
+void bf__evaluator_ckpt_window(bf_evaluator *ev, int lo, int hi);
+void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early);
 /* 1: the model takes one sample per call from this eval set (its first
  * input has one dim fewer than the eval set's tensor of that name, and a fixed dim 0), as
  * bf_evaluator_create decides it; plans of it need bf_plan_opts.unbatched. */

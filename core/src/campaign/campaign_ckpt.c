@@ -1,0 +1,103 @@
+/* A one-sample graph's campaign (a detector: one image per call, steps
+ * whose shapes are data) with the golden pass's checkpoints (exec/ckpt.h):
+ * made before the golden pass, which records them; each trial's window
+ * (the first and last step its faults touch) handed to the worker's
+ * evaluator before its pass; what the trials re-ran, for --stats.
+ * docs/ENGINE.md, "One image per call". */
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/alloc.h"
+#include "campaign/campaign_impl.h"
+#include "diff/diff.h"
+#include "exec/ckpt.h"
+#include "exec/plan_impl.h"
+#include "exec/step_access.h"
+
+/* Each step's golden time, from a run of sample 0 on ev's plan. */
+static bf_status step_times(bf_evaluator *ev, double *cost, bf_error *err)
+{
+    bf_plan *p = bf__evaluator_plan(ev, 0);
+    const bf_model *m = bf_plan_model(p);
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        bf_status st = bf__eval_feed_sample(bf__evaluator_feed(ev, i), 0, bf_plan_input(p, i), err);
+        if (st != BF_OK) return st;
+    }
+    bf__plan_watch w = {.step_time = cost};
+    return bf__plan_run_from(p, 0, &w, NULL, err);
+}
+
+bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_error *err)
+{
+    if (!bf_evaluator_unbatched(ev) || !prep || !prep->differential || c->gen.m > 0) return BF_OK;
+    bf_plan *p = bf__evaluator_plan(ev, 0);
+    const bf_model *m = c->model;
+    size_t n = bf_plan_num_steps(p);
+    int64_t samples = bf_dataset_num_samples(c->ds);
+    double *cost = bf__calloc(n + 1, sizeof *cost);
+    double *pm = bf__calloc(m->n_params + 1, sizeof *pm), *vm = bf__calloc(m->n_values + 1, sizeof *vm);
+    bf_status st = BF_OK;
+    if (!cost || !pm || !vm) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden checkpoints"); goto out; }
+    if ((st = step_times(ev, cost, err)) != BF_OK) goto out;
+    for (size_t s = 0; s < c->surface.n_sites; s++) {
+        double e = (double)c->surface.sites[s].elements;
+        if (c->surface.site_param) pm[c->surface.site_param[s]] += e;
+        else if (c->surface.site_value && c->surface.site_value[s] >= 0) vm[c->surface.site_value[s]] += e;
+    }
+    int64_t budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+    bf__ckpt *ck = NULL;
+    if ((st = bf__ckpt_create(p, samples, cost, pm, vm, (size_t)budget, &ck, err)) != BF_OK) goto out;
+    if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
+        bf__ckpt_free(ck);
+        goto out;
+    }
+    c->golden.ckpt = ck;
+    bf__evaluator_ckpt(ev, NULL, ck, NULL);   /* the golden pass records them */
+out:
+    bf__free(cost);
+    bf__free(pm);
+    bf__free(vm);
+    return st;
+}
+
+void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n)
+{
+    int lo = -1, hi = -1;
+    for (size_t i = 0; i < n; i++) {
+        int a, b;
+        bf__ckpt_param_steps(c->golden.ckpt, dw[i].param, &a, &b);
+        if (lo < 0 || a < lo) lo = a;
+        if (b > hi) hi = b;
+    }
+    bf__evaluator_ckpt_window(ev, lo, hi);
+}
+
+void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n)
+{
+    int lo = -1, hi = -1;
+    for (size_t i = 0; i < n; i++) {
+        int a, b;
+        bf__ckpt_value_step(c->golden.ckpt, vf[i].value, &a, &b);
+        if (lo < 0 || a < lo) lo = a;
+        if (b > hi) hi = b;
+    }
+    bf__evaluator_ckpt_window(ev, lo, hi);
+}
+
+void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc)
+{
+    const bf__ckpt *ck = c->golden.ckpt;
+    int64_t work = 0, early = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t w, e;
+        if (!evs[i]) continue;
+        bf__evaluator_ckpt_counts(evs[i], &w, &e);
+        work += w, early += e;
+    }
+    acc->ckpt.cuts = bf__ckpt_num_cuts(ck);
+    acc->ckpt.bytes = bf__ckpt_bytes(ck);
+    acc->ckpt.expected_skip = bf__ckpt_saved_share(ck);
+    acc->ckpt.early = early;
+    double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
+    acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
+}

@@ -1,0 +1,348 @@
+/* Checkpoints of a one-sample graph's golden pass (ckpt.h says what and
+ * why). Hand-written: the cuts, the values live across them and the
+ * restore are facts of this project's plans (their steps, their arena), so
+ * no library knows them.
+ *
+ * The values saved at cut k are those a step before k computed into the
+ * plan's arena and a step at or after k reads (or the graph outputs): with
+ * them back in place, running steps k.. computes what the whole run would,
+ * because every step reads only its inputs. A value outside the arena (a
+ * parameter, a folded constant, a Reshape aliasing either, a graph input
+ * fed before each run) is already in place. The cuts are chosen greedily by
+ * the golden time they save per byte, weighted by where trials' faults
+ * land (mass), until the samples' checkpoints fill the budget. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "exec/ckpt.h"
+#include "exec/plan_impl.h"
+
+struct bf__ckpt {
+    size_t n_steps, n_params;
+    int *param_lo, *param_hi;   /* per parameter: first and last step reading it (lo > hi: none) */
+    int *val_step;              /* per value: the step computing it (-1: a graph input) */
+    double saved;               /* bf__ckpt_saved_share */
+    int64_t *pre_ns;            /* n_steps + 1: golden time of the steps before each */
+    size_t n_cuts;
+    int *cut;                   /* ascending steps */
+    int *cut_of;                /* per step: the last cut at or before it (an index into cut), or -1 */
+    unsigned char *mark;        /* per step: 1 at a cut */
+    size_t *lv_first;           /* n_cuts + 1, into lv: each cut's values */
+    int64_t *lv;                /* value ids */
+    size_t *lv_off, *lv_bytes;  /* where in a sample's block, how many bytes */
+    size_t sample_bytes;
+    int64_t samples;
+    unsigned char *data;        /* samples x sample_bytes */
+};
+
+void bf__ckpt_free(bf__ckpt *ck)
+{
+    if (!ck) return;
+    bf__free(ck->param_lo);
+    bf__free(ck->param_hi);
+    bf__free(ck->val_step);
+    bf__free(ck->pre_ns);
+    bf__free(ck->cut);
+    bf__free(ck->cut_of);
+    bf__free(ck->mark);
+    bf__free(ck->lv_first);
+    bf__free(ck->lv);
+    bf__free(ck->lv_off);
+    bf__free(ck->lv_bytes);
+    bf__free(ck->data);
+    bf__free(ck);
+}
+
+static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory for the golden checkpoints"); }
+
+static int in_arena(const bf_plan *p, const void *data)
+{
+    const char *a = p->arena, *d = data;
+    return d && a && d >= a && d < a + p->arena_bytes;
+}
+
+/* The values live across cut k: computed before k into the arena, read at
+ * or after k (last[v]). Counted into *n and *bytes; listed if lv != NULL. */
+static void live_at(const bf_plan *p, const int *last, int k, int64_t *lv, size_t *n, size_t *bytes)
+{
+    *n = *bytes = 0;
+    for (size_t v = 0; v < p->model->n_values; v++) {
+        int at = p->val_step[v];
+        if (at < 0 || at >= k || last[v] < k || !in_arena(p, p->vals[v].data)) continue;
+        if (lv) lv[*n] = (int64_t)v;
+        (*n)++;
+        *bytes += bf_tensor_nbytes(&p->vals[v]);
+    }
+}
+
+/* Where cuts may go: after step 0, at or before the first dynamic step
+ * (the run-time arena is emptied when a run starts), never between a Conv
+ * and the activation its epilogue may compute (its own output is then
+ * never written). */
+static void allowed_cuts(const bf_plan *p, unsigned char *ok)
+{
+    size_t end = p->n_steps;
+    for (size_t i = 0; i < p->n_steps; i++)
+        if (p->steps[i].dyn) { end = i; break; }
+    for (size_t k = 1; k <= end && k < p->n_steps; k++) ok[k] = 1;
+    for (size_t i = 0; i < p->n_steps; i++)
+        for (int k = (int)i + 1; p->fuse_to[i] > (int)i && k <= p->fuse_to[i]; k++) ok[k] = 0;
+}
+
+/* Greedy: the allowed cut that saves the most mass-weighted golden time
+ * per byte, while the samples' checkpoints fit the budget. pre[k]: the time
+ * of steps before k; msum[k]: the mass of steps before k. */
+static void choose(const double *pre, const double *msum, const size_t *bytes, const unsigned char *ok, size_t n,
+                   uint64_t budget, int64_t samples, unsigned char *chosen, int *prev, int *next)
+{
+    uint64_t used = 0;
+    for (;;) {
+        int pc = 0;
+        for (size_t k = 0; k < n; k++) {
+            prev[k] = pc;
+            if (chosen[k]) pc = (int)k;
+        }
+        int nc = (int)n;
+        for (size_t k = n; k-- > 0;) {
+            next[k] = nc;
+            if (chosen[k]) nc = (int)k;
+        }
+        double best = 0;
+        size_t at = 0;
+        for (size_t k = 1; k < n; k++) {
+            if (!ok[k] || chosen[k] || bytes[k] == 0) continue;
+            uint64_t b = (uint64_t)bytes[k] * (uint64_t)samples;
+            if (b > budget - used) continue;
+            /* trials starting in [k, next) start at k instead of prev */
+            double gain = (msum[next[k]] - msum[k]) * (pre[k] - pre[prev[k]]);
+            if (gain / (double)b > best) best = gain / (double)b, at = k;
+        }
+        if (at == 0) return;
+        chosen[at] = 1;
+        used += (uint64_t)bytes[at] * (uint64_t)samples;
+    }
+}
+
+static bf_status windows(bf__ckpt *ck, const bf_plan *p, int *last)
+{
+    const bf_model *m = p->model;
+    for (size_t q = 0; q < m->n_params; q++) ck->param_lo[q] = (int)p->n_steps, ck->param_hi[q] = -1;
+    for (size_t v = 0; v < m->n_values; v++) last[v] = -1, ck->val_step[v] = p->val_step[v];
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *nd = p->steps[i].node;
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (v < 0) continue;
+            last[v] = (int)i;
+            if (m->values[v].kind != BF__VAL_PARAM) continue;
+            size_t q = (size_t)m->values[v].index;
+            if (ck->param_lo[q] > (int)i) ck->param_lo[q] = (int)i;
+            ck->param_hi[q] = (int)i;
+        }
+    }
+    for (size_t k = 0; k < m->n_outputs; k++) last[m->output_vals[k]] = (int)p->n_steps;
+    return BF_OK;
+}
+
+static bf_status lay_out(bf__ckpt *ck, const bf_plan *p, const int *last, const unsigned char *chosen, bf_error *err)
+{
+    size_t n_lv = 0, bytes = 0, n, b;
+    for (size_t k = 0; k < p->n_steps; k++) {
+        if (!chosen[k]) continue;
+        live_at(p, last, (int)k, NULL, &n, &b);
+        ck->n_cuts++, n_lv += n, bytes += b;
+    }
+    ck->cut = bf__malloc((ck->n_cuts + 1) * sizeof *ck->cut);
+    ck->lv_first = bf__malloc((ck->n_cuts + 1) * sizeof *ck->lv_first);
+    ck->lv = bf__malloc((n_lv + 1) * sizeof *ck->lv);
+    ck->lv_off = bf__malloc((n_lv + 1) * sizeof *ck->lv_off);
+    ck->lv_bytes = bf__malloc((n_lv + 1) * sizeof *ck->lv_bytes);
+    if (!ck->cut || !ck->lv_first || !ck->lv || !ck->lv_off || !ck->lv_bytes) return oom(err);
+    size_t c = 0, at = 0, off = 0;
+    ck->lv_first[0] = 0;
+    for (size_t k = 0; k < p->n_steps; k++) {
+        if (chosen[k]) {
+            live_at(p, last, (int)k, ck->lv + at, &n, &b);
+            for (size_t j = at; j < at + n; j++) {
+                ck->lv_bytes[j] = bf_tensor_nbytes(&p->vals[ck->lv[j]]);
+                ck->lv_off[j] = off;
+                off += (ck->lv_bytes[j] + 63) & ~(size_t)63;
+            }
+            at += n;
+            ck->cut[c++] = (int)k;
+            ck->lv_first[c] = at;
+            ck->mark[k] = 1;
+        }
+        ck->cut_of[k] = (int)c - 1;
+    }
+    ck->sample_bytes = off;
+    if (ck->samples > 0 && off > 0 && !(ck->data = bf__malloc((size_t)ck->samples * off))) return oom(err);
+    return BF_OK;
+}
+
+bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, const double *step_cost, const double *param_mass,
+                          const double *value_mass, size_t budget, bf__ckpt **out, bf_error *err)
+{
+    const bf_model *m = p->model;
+    size_t n = p->n_steps;
+    *out = NULL;
+    bf__ckpt *ck = bf__calloc(1, sizeof *ck);
+    int *last = bf__malloc((m->n_values + 1) * sizeof *last), *prev = bf__malloc((n + 1) * sizeof *prev);
+    int *next = bf__malloc((n + 1) * sizeof *next);
+    double *pre = bf__malloc((n + 1) * sizeof *pre), *msum = bf__malloc((n + 1) * sizeof *msum);
+    double *mass = bf__calloc(n + 1, sizeof *mass);
+    size_t *bytes = bf__calloc(n + 1, sizeof *bytes);
+    unsigned char *ok = bf__calloc(n + 1, 1), *chosen = bf__calloc(n + 1, 1);
+    bf_status st = BF_OK;
+    if (!ck || !last || !prev || !next || !pre || !msum || !mass || !bytes || !ok || !chosen) { st = oom(err); goto out; }
+    ck->n_steps = n;
+    ck->n_params = m->n_params;
+    ck->samples = samples;
+    ck->param_lo = bf__malloc((m->n_params + 1) * sizeof *ck->param_lo);
+    ck->param_hi = bf__malloc((m->n_params + 1) * sizeof *ck->param_hi);
+    ck->val_step = bf__malloc((m->n_values + 1) * sizeof *ck->val_step);
+    ck->pre_ns = bf__malloc((n + 1) * sizeof *ck->pre_ns);
+    ck->cut_of = bf__malloc((n + 1) * sizeof *ck->cut_of);
+    ck->mark = bf__calloc(n + 1, 1);
+    if (!ck->param_lo || !ck->param_hi || !ck->val_step || !ck->pre_ns || !ck->cut_of || !ck->mark) {
+        st = oom(err);
+        goto out;
+    }
+    windows(ck, p, last);
+    allowed_cuts(p, ok);
+    for (size_t q = 0; param_mass && q < m->n_params; q++) {
+        int lo, hi;
+        bf__ckpt_param_steps(ck, q, &lo, &hi);
+        if (param_mass[q] > 0) mass[lo < (int)n ? lo : 0] += param_mass[q];
+    }
+    for (size_t v = 0; value_mass && v < m->n_values; v++) {
+        int lo, hi;
+        bf__ckpt_value_step(ck, (int64_t)v, &lo, &hi);
+        if (value_mass[v] > 0) mass[lo < (int)n ? lo : 0] += value_mass[v];
+    }
+    pre[0] = msum[0] = 0;
+    double total = 0, mtotal = 0;
+    for (size_t i = 0; i < n; i++) {
+        pre[i + 1] = pre[i] + (step_cost[i] > 0 ? step_cost[i] : 0);
+        msum[i + 1] = msum[i] + (mass[i] > 0 ? mass[i] : 0);
+    }
+    total = pre[n], mtotal = msum[n];
+    for (size_t i = 0; i <= n; i++) ck->pre_ns[i] = (int64_t)(pre[i] * 1e9);
+    for (size_t k = 1; k < n; k++) {
+        size_t nv;
+        if (ok[k]) live_at(p, last, (int)k, NULL, &nv, &bytes[k]);
+    }
+    if (samples > 0) choose(pre, msum, bytes, ok, n, (uint64_t)budget, samples, chosen, prev, next);
+    if ((st = lay_out(ck, p, last, chosen, err)) != BF_OK) goto out;
+    for (size_t i = 0; i < n && total > 0 && mtotal > 0; i++)
+        if (mass[i] > 0 && ck->cut_of[i] >= 0) ck->saved += mass[i] / mtotal * pre[ck->cut[ck->cut_of[i]]] / total;
+    *out = ck;
+    ck = NULL;
+out:
+    bf__ckpt_free(ck);
+    bf__free(last);
+    bf__free(prev);
+    bf__free(next);
+    bf__free(pre);
+    bf__free(msum);
+    bf__free(mass);
+    bf__free(bytes);
+    bf__free(ok);
+    bf__free(chosen);
+    return st;
+}
+
+size_t bf__ckpt_num_cuts(const bf__ckpt *ck) { return ck ? ck->n_cuts : 0; }
+uint64_t bf__ckpt_bytes(const bf__ckpt *ck) { return ck ? (uint64_t)ck->sample_bytes * (uint64_t)ck->samples : 0; }
+double bf__ckpt_saved_share(const bf__ckpt *ck) { return ck ? ck->saved : 0; }
+
+void bf__ckpt_param_steps(const bf__ckpt *ck, size_t q, int *lo, int *hi)
+{
+    *lo = q < ck->n_params ? ck->param_lo[q] : 0;
+    *hi = q < ck->n_params ? ck->param_hi[q] : (int)ck->n_steps;
+    if (*lo > *hi) *lo = 0, *hi = (int)ck->n_steps;
+}
+
+void bf__ckpt_value_step(const bf__ckpt *ck, int64_t v, int *lo, int *hi)
+{
+    int at = ck->val_step[v];
+    *lo = at < 0 ? 0 : at;
+    *hi = at == BF__VAL_NOT_RUN ? (int)ck->n_steps : at;   /* no step computes it: from the start, to the end */
+}
+
+/* A plan the checkpoints fit: the same values in its arena with the same
+ * sizes at every cut (plans of one model with one batch do; a check, since
+ * fusion or sharing options may differ from the recording plan's). */
+static int fits(const bf__ckpt *ck, const bf_plan *p, size_t c)
+{
+    if (p->n_steps != ck->n_steps) return 0;
+    for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++) {
+        const bf_tensor *t = &p->vals[ck->lv[j]];
+        if (!in_arena(p, t->data) || bf_tensor_nbytes(t) != ck->lv_bytes[j]) return 0;
+    }
+    return 1;
+}
+
+typedef struct watch_ctx {
+    const bf__ckpt *ck;
+    unsigned char *block;     /* the sample's checkpoints */
+    int record, hi;
+    size_t stopped_at;
+} watch_ctx;
+
+static int at_cut(void *user, bf_plan *p, size_t step)
+{
+    watch_ctx *w = user;
+    const bf__ckpt *ck = w->ck;
+    size_t c = (size_t)ck->cut_of[step];
+    if (w->record) {
+        for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
+            memcpy(w->block + ck->lv_off[j], p->vals[ck->lv[j]].data, ck->lv_bytes[j]);
+        return 0;
+    }
+    if (w->hi < 0 || (int)step <= w->hi) return 0;
+    for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
+        if (memcmp(w->block + ck->lv_off[j], p->vals[ck->lv[j]].data, ck->lv_bytes[j]) != 0) return 0;
+    w->stopped_at = step;
+    return 1;
+}
+
+bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
+{
+    if (s < 0 || s >= ck->samples) return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
+    for (size_t c = 0; c < ck->n_cuts; c++)
+        if (!fits(ck, p, c)) return bf_error_set(err, BF_EINVAL, "internal error: the golden checkpoints do not fit this plan");
+    watch_ctx w = {.ck = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .record = 1};
+    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .user = &w};
+    return bf__plan_run_from(p, 0, ck->n_cuts ? &pw : NULL, NULL, err);
+}
+
+int64_t bf__ckpt_pass_ns(const bf__ckpt *ck) { return ck ? ck->pre_ns[ck->n_steps] : 0; }
+
+bf_status bf__ckpt_run(const bf__ckpt *ck, bf_plan *p, int64_t s, int lo, int hi, int *golden, int64_t *work,
+                       bf_error *err)
+{
+    *golden = 0;
+    if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
+        return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
+    watch_ctx w = {.ck = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .hi = hi, .stopped_at = p->n_steps};
+    int c = -1;
+    if (lo >= 0 && ck->n_steps) c = ck->cut_of[(size_t)lo < ck->n_steps ? (size_t)lo : ck->n_steps - 1];
+    size_t from = 0;
+    if (c >= 0 && fits(ck, p, (size_t)c)) {
+        for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
+            memcpy(p->vals[ck->lv[j]].data, w.block + ck->lv_off[j], ck->lv_bytes[j]);
+        from = (size_t)ck->cut[c];
+    }
+    for (size_t k = 0; hi >= 0 && k < ck->n_cuts; k++)
+        if (ck->cut[k] > hi && (size_t)ck->cut[k] > from && !fits(ck, p, k)) hi = -1;   /* no early end on a plan it does not fit */
+    w.hi = hi;
+    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .user = &w};
+    int stopped = 0;
+    bf_status st = bf__plan_run_from(p, from, hi >= 0 && ck->n_cuts ? &pw : NULL, &stopped, err);
+    if (st != BF_OK) return st;
+    *golden = stopped;
+    if (work) *work += ck->pre_ns[stopped ? w.stopped_at : p->n_steps] - ck->pre_ns[from];
+    return BF_OK;
+}

@@ -1,0 +1,216 @@
+/* One image per call: a detector's campaign resumes each image from the
+ * golden pass's checkpoints (exec/ckpt.h, docs/ENGINE.md "One image per
+ * call"). The rule it must keep: every record, and every per-image output
+ * of every trial, bit for bit the exact engine's (which runs each image in
+ * full). Checked on the detector fixtures (tests/fixtures/det: SSD, SSDlite,
+ * RetinaNet, FCOS, Faster/Mask R-CNN, YOLO; each matches PyTorch, ctest
+ * conformance_det) for weight faults (one and two bits of a value, a BER), and
+ * activation faults persistent and transient; and that the checkpoints were
+ * used (cuts made, part of each pass skipped, images ended early), that a
+ * budget too small for any cut leaves every trial in full with the reason
+ * said, and that checkpoints are never made for a batched graph. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/model.h"
+#include "campaign_check.h"
+
+#ifndef BF_FIXTURES
+#error BF_FIXTURES must be defined
+#endif
+
+/* every trial's records and per-image outputs, in trial order */
+typedef struct kept {
+    int64_t n;
+    bf_trial_record *rec;
+    /* per trial: each output's offsets and elements, end to end */
+    size_t *bytes;
+    unsigned char **blob;
+} kept;
+
+static void keep_rec(void *user, const bf_trial_record *rec)
+{
+    kept *k = user;
+    k->rec[k->n++] = *rec;
+}
+
+static void keep_rag(void *user, int64_t trial, const bf_ragged_output *outs, size_t n_out, int64_t samples)
+{
+    kept *k = user;
+    size_t total = 0;
+    for (size_t o = 0; o < n_out; o++)
+        total += (size_t)(samples + 1) * sizeof(int64_t) + (size_t)outs[o].offsets[samples] * sizeof(float);
+    unsigned char *b = malloc(total + 1), *at = b;
+    assert_non_null(b);
+    for (size_t o = 0; o < n_out; o++) {
+        memcpy(at, outs[o].offsets, (size_t)(samples + 1) * sizeof(int64_t));
+        at += (size_t)(samples + 1) * sizeof(int64_t);
+        memcpy(at, outs[o].data, (size_t)outs[o].offsets[samples] * sizeof(float));
+        at += (size_t)outs[o].offsets[samples] * sizeof(float);
+    }
+    assert_true(trial >= 0);
+    k->bytes[trial] = total;
+    k->blob[trial] = b;
+}
+
+static void kept_free(kept *k, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) free(k->blob[i]);
+    free(k->blob);
+    free(k->bytes);
+    free(k->rec);
+}
+
+/* spec s on m/ds: exact (each image in full), or prepared for the
+ * differential engine with `budget` bytes (the checkpoints') */
+static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int exact, int64_t budget,
+                bf_campaign_result *res)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = 2};
+    if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    int64_t n = bf_campaign_num_trials(c);
+    kept k = {0};
+    k.rec = calloc((size_t)n + 1, sizeof *k.rec);
+    k.bytes = calloc((size_t)n + 1, sizeof *k.bytes);
+    k.blob = calloc((size_t)n + 1, sizeof *k.blob);
+    assert_true(k.rec && k.bytes && k.blob);
+    bf_campaign_opts o = {.threads = 2, .exact = exact, .cache_budget = budget, .on_trial = keep_rec,
+                          .on_ragged = keep_rag, .user = &k};
+    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(k.n, n);
+    bf_campaign_free(c);
+    return k;
+}
+
+typedef struct sums {
+    int64_t runs, early, masked, changed;
+} sums;
+
+static void same_as_exact(const char *fix, const bf_campaign_spec *s, int64_t budget, sums *t)
+{
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/det/%s", BF_FIXTURES, fix);
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_load(stem, &m, &ds);
+    bf_campaign_result rx, rd;
+    kept ex = run(m, ds, s, 1, 0, &rx), df = run(m, ds, s, 0, budget, &rd);
+    assert_int_equal(ex.n, df.n);
+    for (int64_t i = 0; i < ex.n; i++) {
+        tc_assert_same_record(&ex.rec[i], &df.rec[i]);
+        if (ex.bytes[i] != df.bytes[i] || memcmp(ex.blob[i], df.blob[i], ex.bytes[i]) != 0)
+            fail_msg("%s: trial %lld: the per-image outputs differ from the exact engine's", fix, (long long)i);
+        t->masked += ex.rec[i].outcome == BF_OUTCOME_MASKED;
+        t->changed += ex.rec[i].outcome != BF_OUTCOME_MASKED;
+    }
+    tc_assert_same_aggregates(&rx, &rd);
+    assert_int_equal(rx.ckpt.cuts, 0);
+    if (budget == 0 || budget > 1024) {   /* 0: the default budget */
+        /* the checkpoints ran it: cuts made, part of each image's pass skipped */
+        if (rd.ckpt.cuts == 0) fail_msg("%s: no checkpoint was made", fix);
+        assert_false(rd.exact);
+        assert_null(rd.full_reason);
+        assert_true(rd.work_fraction > 0 && rd.work_fraction < 1);
+        t->runs++;
+        t->early += rd.ckpt.early;
+    } else {
+        /* no cut fits: every trial in full, and --stats says why */
+        assert_int_equal(rd.ckpt.cuts, 0);
+        assert_true(rd.exact);
+        assert_non_null(rd.full_reason);
+    }
+    kept_free(&ex, ex.n);
+    kept_free(&df, df.n);
+    bf_campaign_result_free(&rx);
+    bf_campaign_result_free(&rd);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+static bf_campaign_spec spec(bf_target target, int trials, uint64_t seed)
+{
+    bf_campaign_spec s = tc_base_spec(1);
+    s.target = target;
+    s.trials = trials;
+    s.seed = seed;
+    return s;
+}
+
+static const char *const DETECTORS[] = {"ssd", "ssdlite", "retinanet", "fcos", "fasterrcnn", "maskrcnn", "yolo"};
+#define N_DET (sizeof DETECTORS / sizeof *DETECTORS)
+
+static void weights_single_bit(void **state)
+{
+    (void)state;
+    sums t = {0};
+    for (size_t i = 0; i < N_DET; i++) {
+        bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 24, 11 + i);
+        same_as_exact(DETECTORS[i], &s, 0, &t);
+    }
+    /* not vacuous: faults that changed detections, and ones that did not,
+     * some of them ended at a checkpoint */
+    assert_int_equal(t.runs, (int64_t)N_DET);
+    assert_true(t.changed > 0);
+    assert_true(t.masked > 0);
+    assert_true(t.early > 0);
+}
+
+static void weights_several_and_ber(void **state)
+{
+    (void)state;
+    sums t = {0};
+    bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 16, 5);
+    s.bits = 2;   /* two bits of one value */
+    same_as_exact("ssdlite", &s, 0, &t);
+    same_as_exact("fasterrcnn", &s, 0, &t);
+    bf_campaign_spec b = spec(BF_TARGET_WEIGHTS, 8, 6);
+    b.model_kind = BF_FAULT_BER;
+    double rates[] = {1e-6, 1e-5};
+    b.rates = rates;
+    b.n_rates = 2;
+    b.repeats = 4;
+    same_as_exact("yolo", &b, 0, &t);
+}
+
+static void activations(void **state)
+{
+    (void)state;
+    sums t = {0};
+    for (size_t i = 0; i < N_DET; i += 2) {
+        bf_campaign_spec s = spec(BF_TARGET_ACTIVATIONS, 16, 21 + i);
+        same_as_exact(DETECTORS[i], &s, 0, &t);
+        s.persistence = BF_PERSIST_TRANSIENT;
+        same_as_exact(DETECTORS[i], &s, 0, &t);
+    }
+    assert_true(t.changed > 0);
+}
+
+static void no_room_for_a_cut(void **state)
+{
+    (void)state;
+    sums t = {0};
+    bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 8, 3);
+    same_as_exact("ssdlite", &s, 1, &t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(weights_single_bit),
+        cmocka_unit_test(weights_several_and_ber),
+        cmocka_unit_test(activations),
+        cmocka_unit_test(no_room_for_a_cut),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
