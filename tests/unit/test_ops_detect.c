@@ -4,7 +4,9 @@
  * exactly at the threshold, score threshold, classes and batches, the
  * per-class cut, centre-size boxes, flipped corners, NaN scores and
  * coordinates, ties), against plain references written here from the spec
- * on random inputs, and on hostile inputs (rois with NaN, Inf, 1e30
+ * on random inputs and from torchvision's kernel loop on thousands of boxes
+ * of offset classes with faulty coordinates (what the op's index by x must
+ * equal), and on hostile inputs (rois with NaN, Inf, 1e30
  * coordinates, negative sizes, batch indices out of range, mismatched
  * shapes), which must give a clear error or the defined output, never a
  * crash. tests/ops/cases/detect.py compares both ops with torchvision. And
@@ -311,6 +313,92 @@ static void nms_random_vs_reference(void **state)
         int64_t rows = ref_nms(&k, want);
         want_rows(&k, want, rows);
         free(boxes); free(scores); free(want);
+    }
+}
+
+/* The kernel's own loop, written plainly (torchvision's CPU nms: candidates
+ * in score order, NaN first and ties by index; each kept box suppresses
+ * every later one whose IoU, in its std::max/std::min expressions, is > the
+ * threshold), for one batch and class with corners already in order. The op
+ * finds the boxes a kept box may suppress through an index by x (detect.c,
+ * x_index) instead of looking at all; this is the loop it must equal. */
+static float k_max(float a, float b) { return a < b ? b : a; }
+static float k_min(float a, float b) { return b < a ? b : a; }
+
+static int64_t kernel_nms(const float *c, const float *s, int64_t n, float thr, int64_t *keep)
+{
+    int64_t *order = malloc(sizeof *order * (size_t)(n + 1)), m = 0, kept = 0;
+    char *supp = calloc((size_t)n + 1, 1);
+    for (int64_t i = 0; i < n; i++) order[m++] = i;
+    for (int64_t a = 1; a < m; a++)   /* insertion sort: stable */
+        for (int64_t b = a; b > 0; b--) {
+            float x = s[order[b]], y = s[order[b - 1]];
+            int before = isnan(x) ? !isnan(y) : (!isnan(y) && x > y);
+            if (!before) break;
+            int64_t t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+        }
+    for (int64_t ii = 0; ii < m; ii++) {
+        int64_t i = order[ii];
+        if (supp[i]) continue;
+        keep[kept++] = i;
+        const float *ci = c + 4 * i;
+        float ai = (ci[2] - ci[0]) * (ci[3] - ci[1]);
+        for (int64_t jj = ii + 1; jj < m; jj++) {
+            int64_t j = order[jj];
+            if (supp[j]) continue;
+            const float *cj = c + 4 * j;
+            float w = k_max(0.0f, k_min(ci[2], cj[2]) - k_max(ci[0], cj[0]));
+            float h = k_max(0.0f, k_min(ci[3], cj[3]) - k_max(ci[1], cj[1]));
+            float inter = w * h, aj = (cj[2] - cj[0]) * (cj[3] - cj[1]);
+            if (inter / (ai + aj - inter) > thr) supp[j] = 1;
+        }
+    }
+    free(order);
+    free(supp);
+    return kept;
+}
+
+/* What the exported detectors give it: thousands of boxes of many classes,
+ * each class offset apart (batched_nms when tracing), untrained scores full
+ * of ties, and the boxes faults make (NaN, infinities, 1e30, a box as wide
+ * as every class); against kernel_nms. */
+static void nms_many_boxes_vs_kernel(void **state)
+{
+    (void)state;
+    uint64_t seed = 777;
+    const float thr[] = {0.0f, 0.45f, 0.5f, 1.0f};
+    for (int trial = 0; trial < 8; trial++) {
+        int64_t nbox = 500 + 400 * trial, classes = 1 + trial * 5;
+        float *boxes = malloc(sizeof(float) * (size_t)(nbox * 4)), *scores = malloc(sizeof(float) * (size_t)nbox);
+        int64_t *want = malloc(sizeof(int64_t) * (size_t)(nbox + 1)), *rows = malloc(sizeof(int64_t) * 3 * (size_t)(nbox + 1));
+        for (int64_t i = 0; i < nbox; i++) {
+            float off = (float)(i % classes) * 321.0f;
+            float x = frand(&seed) * 300, y = frand(&seed) * 300, w = 1 + frand(&seed) * 60, h = 1 + frand(&seed) * 60;
+            float *o = boxes + 4 * i;
+            o[0] = off + x; o[1] = off + y; o[2] = off + x + w; o[3] = off + y + h;
+            float u = frand(&seed);
+            if (trial >= 2 && u < 0.01f) o[(int)(frand(&seed) * 4) & 3] = NAN;
+            else if (trial >= 2 && u < 0.02f) o[2] = INFINITY;
+            else if (trial >= 2 && u < 0.03f) o[0] = -INFINITY;
+            else if (trial >= 2 && u < 0.04f) o[2] = 1e30f;
+            else if (trial >= 2 && u < 0.045f) { o[0] = -5; o[2] = (float)classes * 321.0f; }   /* spans every class */
+            scores[i] = trial % 2 ? (float)(int)(frand(&seed) * 8) / 8 : frand(&seed);
+            if (trial >= 4 && u > 0.99f) scores[i] = NAN;
+        }
+        /* corners as the op puts them in order (min_max: NaN leaves the pair) */
+        float *c = malloc(sizeof(float) * (size_t)(nbox * 4));
+        for (int64_t i = 0; i < nbox; i++) {
+            const float *v = boxes + 4 * i;
+            float *o = c + 4 * i;
+            if (v[0] >= v[2]) { o[0] = v[2]; o[2] = v[0]; } else { o[0] = v[0]; o[2] = v[2]; }
+            if (v[1] >= v[3]) { o[1] = v[3]; o[3] = v[1]; } else { o[1] = v[1]; o[3] = v[3]; }
+        }
+        float t = thr[trial % 4];
+        int64_t n = kernel_nms(c, scores, nbox, t, want);
+        for (int64_t r = 0; r < n; r++) rows[3 * r] = 0, rows[3 * r + 1] = 0, rows[3 * r + 2] = want[r];
+        nms_case k = {1, 1, nbox, boxes, scores, nbox, t, NAN, 0};
+        want_rows(&k, rows, n);
+        free(boxes); free(scores); free(want); free(rows); free(c);
     }
 }
 
@@ -679,7 +767,7 @@ int main(void)
         cmocka_unit_test(nms_score_threshold),  cmocka_unit_test(nms_classes_batches),
         cmocka_unit_test(nms_center_and_flipped), cmocka_unit_test(nms_ties_and_cut),
         cmocka_unit_test(nms_empty_and_nan_boxes), cmocka_unit_test(nms_random_vs_reference),
-        cmocka_unit_test(nms_errors_and_data_dependence),
+        cmocka_unit_test(nms_errors_and_data_dependence), cmocka_unit_test(nms_many_boxes_vs_kernel),
         cmocka_unit_test(roialign_by_hand),     cmocka_unit_test(roialign_random_vs_reference),
         cmocka_unit_test(roialign_hostile),     cmocka_unit_test(roialign_empty),
         cmocka_unit_test(random_bits),          cmocka_unit_test(roialign_faults_match_exact),

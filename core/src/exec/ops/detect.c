@@ -20,6 +20,7 @@
  * class, box) in batch, class, then selection order. */
 #include <assert.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -93,8 +94,111 @@ static void corners(const float *bx, int64_t n, int center, float *c, float *are
     }
 }
 
-/* Scratch bytes for n boxes: order and merge buffer, corners, areas, flags. */
-static size_t nms_scratch(int64_t n) { return (size_t)n * (2 * sizeof(int64_t) + 5 * sizeof(float) + 1) + 64; }
+/* Scratch bytes for n boxes: order and merge buffer, corners, areas, flags;
+ * then the x index (x_index): ranks, boxes by x and their x, the others. */
+static size_t nms_scratch(int64_t n)
+{
+    return (size_t)n * (2 * sizeof(int64_t) + 5 * sizeof(float) + 1) + 64 +
+           (size_t)n * (4 * sizeof(int64_t) + sizeof(double)) + 64;
+}
+
+/* The boxes a kept box may suppress, found without looking at every later
+ * candidate. A box suppresses another only when their IoU is > the
+ * threshold, which is >= 0 (read_limits), so only when their intersection
+ * is > 0: each box's x extent must overlap the other's. The exported
+ * detectors put every class's boxes in one NMS, offset apart by class
+ * (torchvision's batched_nms when tracing), so a box overlaps few of the
+ * 10^4-10^5 candidates an untrained head gives. Boxes with all four corners
+ * finite are indexed by their x1, ascending; a kept box scans those with x1
+ * from its own x1 less the widest box's width (in double, and a little
+ * wider: the window may only be too wide) up to its x2, and every other
+ * box (a NaN or an infinity, as faults make) as the kernel would. Each pair
+ * looked at is computed with the kernel's expressions, and a pair not looked
+ * at has no positive intersection, so the selection is the kernel's. */
+typedef struct x_index {
+    int64_t *rank;            /* per box: its place in the score order (or -1) */
+    int64_t *by_x, *tmp;      /* finite candidates, by x1 */
+    double *x;                /* ... their x1 */
+    int64_t n_x;
+    int64_t *odd, n_odd;      /* the other candidates, in score order */
+    double width;             /* the widest finite candidate's x2 - x1 */
+} x_index;
+
+static void x_sort(int64_t *idx, int64_t *tmp, int64_t n, const float *c)
+{
+    int64_t *a = idx, *b = tmp;
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) b[k++] = c[4 * a[j]] < c[4 * a[i]] ? a[j++] : a[i++];
+            while (i < mid) b[k++] = a[i++];
+            while (j < hi) b[k++] = a[j++];
+        }
+        int64_t *t = a; a = b; b = t;
+    }
+    if (a != idx) memcpy(idx, a, (size_t)n * sizeof *idx);
+}
+
+static void x_build(x_index *xi, const int64_t *order, int64_t m, const float *c)
+{
+    xi->n_x = xi->n_odd = 0;
+    xi->width = 0;
+    for (int64_t r = 0; r < m; r++) {
+        int64_t i = order[r];
+        const float *ci = c + 4 * i;
+        xi->rank[i] = r;
+        if (isfinite(ci[0]) && isfinite(ci[1]) && isfinite(ci[2]) && isfinite(ci[3])) {
+            xi->by_x[xi->n_x++] = i;
+            double w = (double)ci[2] - (double)ci[0];
+            if (w > xi->width) xi->width = w;
+        } else {
+            xi->odd[xi->n_odd++] = i;
+        }
+    }
+    x_sort(xi->by_x, xi->tmp, xi->n_x, c);
+    for (int64_t t = 0; t < xi->n_x; t++) xi->x[t] = c[4 * xi->by_x[t]];
+}
+
+/* Box i (at rank ii, kept) suppresses a later, unsuppressed box j when
+ * their IoU is > iou: torchvision's expressions. */
+static inline void suppress(const float *c, const float *area, int64_t i, int64_t j, float iou, unsigned char *supp)
+{
+    const float *ci = c + 4 * i, *cj = c + 4 * j;
+    float w = std_max(0.0f, std_min(ci[2], cj[2]) - std_max(ci[0], cj[0]));
+    float h = std_max(0.0f, std_min(ci[3], cj[3]) - std_max(ci[1], cj[1]));
+    float inter = w * h;
+    float ovr = inter / (area[i] + area[j] - inter);
+    if (ovr > iou) supp[j] = 1;
+}
+
+static void suppress_after(const x_index *xi, const int64_t *order, int64_t m, int64_t ii, const float *c,
+                           const float *area, float iou, unsigned char *supp)
+{
+    int64_t i = order[ii];
+    const float *ci = c + 4 * i;
+    if (!(isfinite(ci[0]) && isfinite(ci[1]) && isfinite(ci[2]) && isfinite(ci[3]))) {
+        for (int64_t jj = ii + 1; jj < m; jj++)   /* as the kernel: every later box */
+            if (!supp[order[jj]]) suppress(c, area, i, order[jj], iou, supp);
+        return;
+    }
+    double from = (double)ci[0] - xi->width, to = (double)ci[2];
+    from -= 1e-6 * (fabs(from) + xi->width) + 1e-30;
+    int64_t lo = 0, hi = xi->n_x;
+    while (lo < hi) {   /* the first indexed box with x1 >= from */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (xi->x[mid] < from) lo = mid + 1;
+        else hi = mid;
+    }
+    for (int64_t t = lo; t < xi->n_x && xi->x[t] <= to; t++) {
+        int64_t j = xi->by_x[t];
+        if (xi->rank[j] > ii && !supp[j]) suppress(c, area, i, j, iou, supp);
+    }
+    for (int64_t t = 0; t < xi->n_odd; t++) {
+        int64_t j = xi->odd[t];
+        if (xi->rank[j] > ii && !supp[j]) suppress(c, area, i, j, iou, supp);
+    }
+}
 
 typedef struct nms_limits {
     int64_t max_out;
@@ -133,6 +237,12 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
     int64_t *order = scratch, *tmp = order + nbox;
     float *c = (float *)(tmp + nbox), *area = c + 4 * nbox;
     unsigned char *supp = (unsigned char *)(area + nbox);
+    x_index xi;
+    xi.rank = (int64_t *)(((uintptr_t)(supp + nbox) + 63) & ~(uintptr_t)63);
+    xi.by_x = xi.rank + nbox;
+    xi.tmp = xi.by_x + nbox;
+    xi.odd = xi.tmp + nbox;
+    xi.x = (double *)(xi.odd + nbox);
     const float *boxes = in[0]->data, *scores = in[1]->data;
     for (int64_t b = 0; b < nb; b++) {
         corners(boxes + b * nbox * 4, nbox, center, c, area);
@@ -142,6 +252,7 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
             for (int64_t i = 0; i < nbox; i++)
                 if (!l.have_score || s[i] > l.score) order[m++] = i;
             sort_by_score(order, tmp, m, s);
+            x_build(&xi, order, m, c);
             memset(supp, 0, (size_t)nbox);
             for (int64_t ii = 0; ii < m && kept < l.max_out; ii++) {
                 int64_t i = order[ii];
@@ -154,18 +265,7 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
                 }
                 rows++;
                 if (++kept == l.max_out) break;
-                const float *ci = c + 4 * i;
-                float ix1 = ci[0], iy1 = ci[1], ix2 = ci[2], iy2 = ci[3], iarea = area[i];
-                for (int64_t jj = ii + 1; jj < m; jj++) {
-                    int64_t j = order[jj];
-                    if (supp[j]) continue;
-                    const float *cj = c + 4 * j;
-                    float w = std_max(0.0f, std_min(ix2, cj[2]) - std_max(ix1, cj[0]));
-                    float h = std_max(0.0f, std_min(iy2, cj[3]) - std_max(iy1, cj[1]));
-                    float inter = w * h;
-                    float ovr = inter / (iarea + area[j] - inter);
-                    if (ovr > l.iou) supp[j] = 1;
-                }
+                suppress_after(&xi, order, m, ii, c, area, l.iou, supp);
             }
         }
     }
