@@ -60,26 +60,29 @@ out:
     return st;
 }
 
+/* the window of every fault: from the first step any touches to the last */
+static void widen(int *lo, int *hi, int a, int b)
+{
+    if (*lo < 0 || a < *lo) *lo = a;
+    if (b > *hi) *hi = b;
+}
+
 void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n)
 {
-    int lo = -1, hi = -1;
+    int lo = -1, hi = -1, a, b;
     for (size_t i = 0; i < n; i++) {
-        int a, b;
         bf__ckpt_param_steps(c->golden.ckpt, dw[i].param, &a, &b);
-        if (lo < 0 || a < lo) lo = a;
-        if (b > hi) hi = b;
+        widen(&lo, &hi, a, b);
     }
     bf__evaluator_ckpt_window(ev, lo, hi);
 }
 
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n)
 {
-    int lo = -1, hi = -1;
+    int lo = -1, hi = -1, a, b;
     for (size_t i = 0; i < n; i++) {
-        int a, b;
         bf__ckpt_value_step(c->golden.ckpt, vf[i].value, &a, &b);
-        if (lo < 0 || a < lo) lo = a;
-        if (b > hi) hi = b;
+        widen(&lo, &hi, a, b);
     }
     bf__evaluator_ckpt_window(ev, lo, hi);
 }

@@ -48,15 +48,17 @@ static inline int score_before(float a, float b)
     return a > b;
 }
 
-/* Stable bottom-up merge sort of idx[0..n) by score_before on s, with tmp of n. */
-static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const float *s)
+/* Stable bottom-up merge sort of idx[0..n) with tmp of n: b goes before a
+ * when before(key, b, a) (the score order; the x index's x1 order). */
+static void merge_sort(int64_t *idx, int64_t *tmp, int64_t n, int (*before)(const float *, int64_t, int64_t),
+                       const float *key)
 {
     int64_t *a = idx, *b = tmp;
     for (int64_t w = 1; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) b[k++] = score_before(s[a[j]], s[a[i]]) ? a[j++] : a[i++];
+            while (i < mid && j < hi) b[k++] = before(key, a[j], a[i]) ? a[j++] : a[i++];
             while (i < mid) b[k++] = a[i++];
             while (j < hi) b[k++] = a[j++];
         }
@@ -64,6 +66,9 @@ static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const float *s)
     }
     if (a != idx) memcpy(idx, a, (size_t)n * sizeof *idx);
 }
+
+static int by_score(const float *s, int64_t i, int64_t j) { return score_before(s[i], s[j]); }
+static int by_x1(const float *c, int64_t i, int64_t j) { return c[4 * i] < c[4 * j]; }
 
 /* ONNX Runtime's MaxMin: NaN leaves the pair as it is. */
 static inline void min_max(float p, float q, float *lo, float *hi)
@@ -124,22 +129,6 @@ typedef struct x_index {
     double width;             /* the widest finite candidate's x2 - x1 */
 } x_index;
 
-static void x_sort(int64_t *idx, int64_t *tmp, int64_t n, const float *c)
-{
-    int64_t *a = idx, *b = tmp;
-    for (int64_t w = 1; w < n; w *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * w) {
-            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) b[k++] = c[4 * a[j]] < c[4 * a[i]] ? a[j++] : a[i++];
-            while (i < mid) b[k++] = a[i++];
-            while (j < hi) b[k++] = a[j++];
-        }
-        int64_t *t = a; a = b; b = t;
-    }
-    if (a != idx) memcpy(idx, a, (size_t)n * sizeof *idx);
-}
-
 static void x_build(x_index *xi, const int64_t *order, int64_t m, const float *c)
 {
     xi->n_x = xi->n_odd = 0;
@@ -156,7 +145,7 @@ static void x_build(x_index *xi, const int64_t *order, int64_t m, const float *c
             xi->odd[xi->n_odd++] = i;
         }
     }
-    x_sort(xi->by_x, xi->tmp, xi->n_x, c);
+    merge_sort(xi->by_x, xi->tmp, xi->n_x, by_x1, c);
     for (int64_t t = 0; t < xi->n_x; t++) xi->x[t] = c[4 * xi->by_x[t]];
 }
 
@@ -251,7 +240,7 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
             int64_t m = 0, kept = 0;
             for (int64_t i = 0; i < nbox; i++)
                 if (!l.have_score || s[i] > l.score) order[m++] = i;
-            sort_by_score(order, tmp, m, s);
+            merge_sort(order, tmp, m, by_score, s);
             x_build(&xi, order, m, c);
             memset(supp, 0, (size_t)nbox);
             for (int64_t ii = 0; ii < m && kept < l.max_out; ii++) {
