@@ -8,7 +8,7 @@
  * activation faults persistent and transient; and that the checkpoints were
  * used (cuts made, part of each pass skipped, images ended early), that a
  * budget too small for any cut leaves every trial in full with the reason
- * said, and that checkpoints are never made for a batched graph. */
+ * said, and that every allocation failing in turn is a clean BF_ENOMEM. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,6 +204,23 @@ static void no_room_for_a_cut(void **state)
     same_as_exact("ssdlite", &s, 1, &t);
 }
 
+/* Every allocation the checkpoints make (their layout, each image's copy,
+ * the timing run's) failing in turn gives BF_ENOMEM and frees what it
+ * made, never a crash or a leak (the ASan build checks the leaks). */
+static void allocations_fail_cleanly(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_load(BF_FIXTURES "/onesample/onesample_cls", &m, &ds);
+    bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 3, 9);
+    bf_campaign_prep prep = {.differential = 1};
+    long n = tc_alloc_failures(m, ds, &s, NULL, &prep, 3, 40000);
+    assert_true(n > 0);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +228,7 @@ int main(void)
         cmocka_unit_test(weights_several_and_ber),
         cmocka_unit_test(activations),
         cmocka_unit_test(no_room_for_a_cut),
+        cmocka_unit_test(allocations_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
