@@ -108,12 +108,17 @@ static json_t *rate_json(int64_t k, int64_t n, double conf)
 
 /* Two-sided Student t quantile with nu degrees of freedom: the
  * Cornish-Fisher expansion around z (within 0.2% of the exact value for
- * nu >= 3 at 95%; exact for nu -> infinity). Small repeat counts (10 draws
+ * nu >= 3 at 95%; exact for nu -> infinity), closed forms for nu 1 and 2. Small repeat counts (10 draws
  * per BER rate) need t, not z. */
 static double t_quantile(double conf, double nu)
 {
-    double z = bf_z_for_confidence(conf);
+    double z = bf_z_for_confidence(conf), p = 1 - (1 - conf) / 2;
     if (nu < 1) return NAN;
+    /* one and two degrees of freedom (IVMOD of a bit hit twice or three
+     * times), where the expansion is far off (9.6 for 12.7 at 95%): the
+     * closed forms of the quantile */
+    if (nu == 1) return tan(3.14159265358979323846 * (p - 0.5));
+    if (nu == 2) return (2 * p - 1) / sqrt(2 * p * (1 - p));
     double z3 = z * z * z, z5 = z3 * z * z, z7 = z5 * z * z;
     return z + (z3 + z) / (4 * nu) + (5 * z5 + 16 * z3 + 3 * z) / (96 * nu * nu) +
            (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * nu * nu * nu);
