@@ -7,7 +7,6 @@
 typedef struct report_trial_req {
     const char *spec_path, *result_path;
     long long trial, image;
-    double score_threshold;   /* filled from the spec */
 } report_trial_req;
 
 /* The figure of trial q->trial on image q->image (bfr_trial_figure's);

@@ -540,6 +540,9 @@ const bf_ragged_output *bf_campaign_golden_ragged(const bf_campaign *c, size_t *
  * (seed, t) alone; -1 for other models or t out of range. */
 int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t);
 
+/* The task of the campaign's eval set (from its labels). */
+bf_task bf_campaign_task(const bf_campaign *c);
+
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);
 

@@ -67,6 +67,8 @@ const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t 
     return c->golden.out;
 }
 
+bf_task bf_campaign_task(const bf_campaign *c) { return c->golden.task; }
+
 const bf_ragged_output *bf_campaign_golden_ragged(const bf_campaign *c, size_t *n)
 {
     *n = c->golden.rag.n;

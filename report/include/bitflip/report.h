@@ -109,6 +109,26 @@ typedef struct bfr_trial_view {
  * that has no picture). */
 json_t *bfr_trial_figure(const bfr_trial_view *v, bf_error *err);
 
+typedef struct bf_model bf_model;
+typedef struct bf_dataset bf_dataset;
+struct bf_campaign_spec;
+
+typedef struct bfr_trial_req {
+    long long trial, image;
+    long long trials;    /* the result's trial count, checked against the spec's; < 0: not checked */
+} bfr_trial_req;
+
+/* Runs trial req->trial of the campaign `spec` describes (on model m and
+ * eval set ds, which it must name) again and draws it on image req->image
+ * (bfr_trial_figure). Its faults are the campaign's trial's: they come from
+ * the seed and the trial's index alone. Costs a golden pass and one trial on
+ * the exact engine, one thread. NULL with err set: BF_ERANGE for a trial or
+ * image out of range, BF_EINVAL for a task other than detection and
+ * segmentation, a trial count other than req->trials, or outputs that are
+ * not a detector's (boxes, scores, labels) or a segmenter's logits. */
+json_t *bfr_trial_picture(const bf_model *m, const bf_dataset *ds, const struct bf_campaign_spec *spec, const bfr_trial_req *req,
+                          bf_error *err);
+
 #ifdef __cplusplus
 }
 #endif
