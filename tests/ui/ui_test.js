@@ -187,6 +187,47 @@ async function main() {
     check('the headline is the daemon\'s', (await page.locator('#headline').textContent()) === figs.headline, figs.headline);
     await page.screenshot({ path: path.join(OUT, 'ui-result.png') });
 
+    // --- a detection campaign: IVMOD per tensor and per bit on the page --------
+    // uploaded and submitted through the API; shown through the page, whose
+    // IVMOD bars must carry the result's counts
+    const auth = { Authorization: 'Bearer ' + TOKEN_A };
+    const up = async (kind, file) => (await (await fetch(URL_ + '/v1/' + kind + '?name=' + path.basename(file), {
+      method: 'POST', headers: Object.assign({ 'Content-Type': 'application/octet-stream' }, auth), body: fs.readFileSync(file) })).json()).id;
+    const detModel = await up('models', path.join(FIX, 'onesample', 'onesample_dyn.onnx'));
+    const detData = await up('datasets', path.join(FIX, 'onesample', 'onesample_det.eval.safetensors'));
+    const sub = await (await fetch(URL_ + '/v1/campaigns', { method: 'POST', headers: Object.assign({ 'Content-Type': 'application/json' }, auth),
+      body: JSON.stringify({ model: detModel, dataset: detData, trials: 40, seed: 5, faults: { target: 'weights', model: 'bitflip' } }) })).json();
+    check('detection campaign submitted', typeof sub.id === 'string', JSON.stringify(sub));
+    await page.reload();   // the lists again (the token stays in sessionStorage)
+    await page.locator('#campaign-list li[data-id="' + sub.id + '"]').waitFor();
+    const detItem = page.locator('#campaign-list li.state-succeeded[data-id="' + sub.id + '"]');
+    await detItem.waitFor({ timeout: LONG });
+    await detItem.getByRole('button', { name: /Show the result/ }).click();
+    await page.locator('#result figure[data-name="ivmod_tensors"] img').waitFor();
+    const detFigs = await (await fetch(URL_ + '/v1/campaigns/' + sub.id + '/figures', { headers: auth })).json();
+    const detRes = await (await fetch(URL_ + '/v1/campaigns/' + sub.id + '/results', { headers: auth })).json();
+    for (const [name, groups, key] of [['ivmod_tensors', detRes.by_tensor, (g) => g.torch_name || g.tensor],
+      ['ivmod_bits', detRes.by_bit, (g) => 'bit ' + g.bit]]) {
+      check(name + ' shown on the page', await page.locator('#result figure[data-name="' + name + '"] img').count() === 1);
+      const fig = detFigs.figures.find((f) => f.name === name);
+      // the bars' counts, read from the SVG the page shows (here, not in the
+      // page: an SVG parsed there would trip the page's CSP with its <style>)
+      const bars = Array.from((fig ? fig.svg : '').matchAll(
+        /<g class="bfr-ivmod" data-critical="(\d+)" data-images="(\d+)">\s*<text[^>]*>([^<]*)<\/text>\s*<g class="bfr-bar"><rect [^>]*width="([\d.]+)"/g))
+        .map((m) => [m[3].replace(/&amp;/g, '&'), Number(m[1]), Number(m[2]), Number(m[4])]);
+      const want = {};
+      groups.filter((g) => g.ivmod && g.ivmod.images > 0).forEach((g) => { want[key(g)] = [g.ivmod.critical_images, g.ivmod.images]; });
+      const got = {};
+      bars.forEach((b) => { got[b[0]] = [b[1], b[2]]; });
+      check(name + ': a bar per group with the result\'s critical images and images', JSON.stringify(got) === JSON.stringify(
+        Object.fromEntries(Object.keys(got).map((k) => [k, want[k]]))) && Object.keys(got).length === Object.keys(want).length,
+        JSON.stringify(got) + ' vs ' + JSON.stringify(want));
+      const scale = bars.filter((b) => b[1] > 0).map((b) => b[3] / (b[1] / b[2]));
+      check(name + ': bar lengths in proportion to IVMOD', scale.length > 0 && Math.max(...scale) - Math.min(...scale) < 2, scale.join(' '));
+    }
+    check('a classification result has no IVMOD figure', !figs.figures.some((f) => /^ivmod/.test(f.name)));
+    await page.screenshot({ path: path.join(OUT, 'ui-ivmod.png'), fullPage: true });
+
     // --- a second campaign, canceled -----------------------------------------
     await specWith(page, { trials: 1000000, seed: 2 });
     await page.locator('#spec-submit').click();
@@ -202,7 +243,7 @@ async function main() {
     await phone.page.goto(URL_ + '/');
     await phone.page.locator('#status').filter({ hasText: 'needs a token' }).waitFor();
     await signIn(phone.page, TOKEN_A);
-    await phone.page.locator('#campaign-list li.state-succeeded').waitFor();
+    await phone.page.locator('#campaign-list li.state-succeeded').first().waitFor();
     const overflow = await phone.page.evaluate(() => document.documentElement.scrollWidth);
     check('no sideways scrolling at 375 px', overflow <= 375, overflow);
     await phone.page.locator('#campaigns-h').scrollIntoViewIfNeeded();
