@@ -116,7 +116,8 @@ static json_t *run_and_draw(const bfr_trial_req *q, const char *task, double sco
     int64_t n_trials = bf_campaign_num_trials(c);
     const bf_tensor *img = image_tensor(m, ds);
     if (!img)
-        return bf_error_set(err, BF_EINVAL, "--trial: the eval set has no image [N, 1 or 3, H, W] float32 named like the graph input"),
+        return bf_error_set(err, BF_EINVAL, "a trial's picture needs an image: the eval set has no tensor [N, 1 or 3, H, W] "
+                            "float32 named like the graph input"),
                NULL;
     catch k = {.image = q->image};
     bf_campaign_opts o = {.threads = 1, .exact = 1, .shard_index = q->trial, .shard_count = n_trials, .on_trial = on_trial,
@@ -130,7 +131,7 @@ static json_t *run_and_draw(const bfr_trial_req *q, const char *task, double sco
     const bf_ragged_output *grag = bf_campaign_golden_ragged(c, &n_rag);
     int64_t hw = img->dims[2] * img->dims[3];
     if (!st && det && (!k.dets || dets_of(grag, n_rag, q->image, &gd, &n_gd) != 0))
-        st = bf_error_set(err, BF_EINVAL, "--trial: the model's outputs are not a detector's boxes [K, 4], scores [K] and labels [K]");
+        st = bf_error_set(err, BF_EINVAL, "a trial's picture: the model's outputs are not a detector's boxes [K, 4], scores [K] and labels [K]");
     if (!st && !det) {
         int64_t gs, gc;
         const float *g = bf_campaign_golden(c, &gs, &gc);
@@ -138,7 +139,7 @@ static json_t *run_and_draw(const bfr_trial_req *q, const char *task, double sco
         if (gc <= 0 && n_rag)
             gi = grag[0].data + grag[0].offsets[q->image], gc = grag[0].offsets[q->image + 1] - grag[0].offsets[q->image];
         if (!k.out || k.cols != gc || gc % hw != 0)
-            st = bf_error_set(err, BF_EINVAL, "--trial: the model's output is not logits [C, %lld, %lld] per image",
+            st = bf_error_set(err, BF_EINVAL, "a trial's picture: the model's output is not logits [C, %lld, %lld] per image",
                               (long long)img->dims[2], (long long)img->dims[3]);
         else if (!(gm = argmax_mask(gi, gc / hw, (size_t)hw)) || !(fm = argmax_mask(k.out, gc / hw, (size_t)hw)))
             st = bf_error_set(err, BF_ENOMEM, "out of memory drawing trial %lld's masks", q->trial);
@@ -168,9 +169,9 @@ json_t *bfr_trial_picture(const bf_model *m, const bf_dataset *ds, const bf_camp
 {
     int64_t samples = bf_dataset_num_samples(ds);
     if (q->trial < 0 || q->image < 0)
-        return bf_error_set(err, BF_ERANGE, "--trial and --image are indices from 0, got %lld and %lld", q->trial, q->image), NULL;
+        return bf_error_set(err, BF_ERANGE, "the trial and the image are indices from 0, got %lld and %lld", q->trial, q->image), NULL;
     if (q->image >= samples)
-        return bf_error_set(err, BF_ERANGE, "--image %lld is out of range: the eval set has %lld images (0 to %lld)", q->image,
+        return bf_error_set(err, BF_ERANGE, "image %lld is out of range: the eval set has %lld images (0 to %lld)", q->image,
                             (long long)samples, (long long)samples - 1),
                NULL;
     bf_campaign *c = NULL;
@@ -182,10 +183,10 @@ json_t *bfr_trial_picture(const bf_model *m, const bf_dataset *ds, const bf_camp
         bf_error_set(err, BF_EINVAL, "the result has %lld trials, the spec makes %lld: give the spec that made the result", q->trials,
                      (long long)n_trials);
     else if (q->trial >= n_trials)
-        bf_error_set(err, BF_ERANGE, "--trial %lld is out of range: the campaign has %lld trials (0 to %lld)", q->trial,
+        bf_error_set(err, BF_ERANGE, "trial %lld is out of range: the campaign has %lld trials (0 to %lld)", q->trial,
                      (long long)n_trials, (long long)n_trials - 1);
     else if (t != BF_TASK_DETECTION && t != BF_TASK_SEGMENTATION)
-        bf_error_set(err, BF_EINVAL, "--trial draws detections or masks, but the spec's campaign is a %s task", bf_task_name(t));
+        bf_error_set(err, BF_EINVAL, "a trial's picture is of detections or masks, but the spec's campaign is a %s task", bf_task_name(t));
     else
         fig = run_and_draw(q, bf_task_name(t), spec->critical_score_set ? spec->critical_score : BF_CRITICAL_SCORE_DEFAULT, c, m,
                            ds, err);

@@ -65,9 +65,9 @@ rc=$?
 # a spec that did not make the result
 pic() { "$BF" report "$@" -o "$tmp/p.html"; }
 check trial_range 2 pic "$tmp/det.res.json" --spec "$tmp/det.json" --trial 60 --image 0
-contains trial_range "--trial 60 is out of range: the campaign has 60 trials (0 to 59)"
+contains trial_range "trial 60 is out of range: the campaign has 60 trials (0 to 59)"
 check image_range 2 pic "$tmp/det.res.json" --spec "$tmp/det.json" --trial 3 --image 10
-contains image_range "--image 10 is out of range: the eval set has 10 images (0 to 9)"
+contains image_range "image 10 is out of range: the eval set has 10 images (0 to 9)"
 check trial_neg 2 pic "$tmp/det.res.json" --spec "$tmp/det.json" --trial -1 --image 0
 contains trial_neg "--trial"
 check cls_pic 2 pic "$tmp/cls.res.json" --spec "$tmp/cls.json" --trial 0 --image 0

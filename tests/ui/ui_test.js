@@ -185,6 +185,7 @@ async function main() {
     check('figures carry their alt text', imgs.every((i, k) => i.alt === (figs.figures[k].alt || figs.figures[k].title)));
     check('no SVG inserted into the page', await page.locator('svg').count() === 0);
     check('the headline is the daemon\'s', (await page.locator('#headline').textContent()) === figs.headline, figs.headline);
+    check('no picture form for a classification result', await page.locator('#picture-form').isHidden());
     await page.screenshot({ path: path.join(OUT, 'ui-result.png') });
 
     // --- a detection campaign: IVMOD per tensor and per bit on the page --------
@@ -226,6 +227,36 @@ async function main() {
       check(name + ': bar lengths in proportion to IVMOD', scale.length > 0 && Math.max(...scale) - Math.min(...scale) < 2, scale.join(' '));
     }
     check('a classification result has no IVMOD figure', !figs.figures.some((f) => /^ivmod/.test(f.name)));
+
+    // --- a trial on an image, drawn by the daemon through the page's form ------
+    check('the picture form is offered for a detection result', await page.locator('#picture-form').isVisible());
+    await page.locator('#picture-trial').fill('4');
+    await page.locator('#picture-image').fill('2');
+    await page.locator('#picture-draw').click();
+    await page.locator('#picture figure[data-name="trial"] img').waitFor({ timeout: LONG });
+    const picW = await page.locator('#picture figure img').evaluate((i) => i.decode().then(() => i.naturalWidth, () => 0));
+    check('the trial picture loads as an image', picW > 0, picW);
+    const pic = await (await fetch(URL_ + '/v1/campaigns/' + sub.id + '/picture?trial=4&image=2', { headers: auth })).json();
+    const count = (cls) => (pic.svg.match(new RegExp('<g class="' + cls + '"', 'g')) || []).length;
+    // golden: PyTorch's detections of image 2 scoring over the default threshold (0.5)
+    const detRef = JSON.parse(fs.readFileSync(path.join(FIX, 'onesample', 'onesample_det.ref.json'), 'utf8'));
+    const wantGolden = detRef.golden[2].scores.filter((x) => x > 0.5).length;
+    check('golden boxes drawn: PyTorch\'s ' + wantGolden, count('bfr-box-golden') === wantGolden, count('bfr-box-golden'));
+    const capt = (pic.svg.match(/faulty: (\d+) detection/) || [])[1];
+    check('faulty boxes drawn as the caption counts', Number(capt) === count('bfr-box-faulty'), capt + ' vs ' + count('bfr-box-faulty'));
+    const status = async (q, id) => (await fetch(URL_ + '/v1/campaigns/' + (id || sub.id) + '/picture?' + q, { headers: auth })).status;
+    check('a trial out of range is a 400', await status('trial=40&image=0') === 400);
+    check('an image out of range is a 400', await status('trial=0&image=10') === 400);
+    check('a malformed index is a 400', await status('trial=x&image=0') === 400);
+    check('a classification campaign has no picture (422)', await status('trial=0&image=0', cid) === 422);
+    // a refused trial: the browser logs the 400 it asked for, and only that
+    const before = problems.length;
+    await page.locator('#picture-trial').fill('40');
+    await page.locator('#picture-draw').click();
+    await page.locator('#picture p.bad').waitFor();
+    check('the page says why a trial cannot be drawn', /out of range/.test(await page.locator('#picture p.bad').textContent()));
+    const added = problems.splice(before);
+    check('the refused trial logged only its 400', added.every((m) => /status of 400/.test(m)), added.join('; '));
     await page.screenshot({ path: path.join(OUT, 'ui-ivmod.png'), fullPage: true });
 
     // --- a second campaign, canceled -----------------------------------------
