@@ -77,6 +77,33 @@ static const char *file_stem(const char *path, char *buf, size_t n)
     return buf;
 }
 
+/* Reads and checks each RESULT into docs[] and in[]; 0 or an exit code, having said why */
+static int load_docs(const char **paths, size_t n, const char **labels, size_t n_labels, json_t **docs, bfr_input *in,
+                     char (*stems)[128])
+{
+    bf_error err = {0};
+    for (size_t i = 0; i < n; i++) {
+        const char *path = paths[i];
+        json_error_t je;
+        docs[i] = json_load_file(path, 0, &je);
+        if (!docs[i]) {
+            FILE *probe = fopen(path, "rb");
+            if (!probe) fprintf(stderr, "bitflip report: cannot read %s: %s\n", path, strerror(errno));
+            else fprintf(stderr, "bitflip report: %s is not JSON: %s (line %d, column %d)\n", path, je.text, je.line, je.column);
+            if (probe) fclose(probe);
+            return EXIT_INFRA;
+        }
+        if (bfr_check(docs[i], path, &err) != BF_OK) {
+            fprintf(stderr, "bitflip report: %s\n", err.msg);
+            return EXIT_INFRA;
+        }
+        in[i].result = docs[i];
+        /* several results of one model tell apart by their files' names */
+        in[i].label = i < n_labels ? labels[i] : n > 1 ? file_stem(path, stems[i], sizeof stems[i]) : NULL;
+    }
+    return EXIT_OK;
+}
+
 int cmd_report(int argc, char **argv)
 {
     enum { OPT_MAX_TENSORS = CLI_OPT_FIRST, OPT_SPEC, OPT_TRIAL, OPT_IMAGE };
@@ -148,27 +175,7 @@ int cmd_report(int argc, char **argv)
     docs = calloc(n, sizeof *docs);
     stems = calloc(n, sizeof *stems);
     if (!in || !docs || !stems) { fprintf(stderr, "bitflip report: out of memory\n"); rc = EXIT_INFRA; goto done; }
-    for (size_t i = 0; i < n; i++) {
-        const char *path = paths[i];
-        json_error_t je;
-        docs[i] = json_load_file(path, 0, &je);
-        if (!docs[i]) {
-            FILE *probe = fopen(path, "rb");
-            if (!probe) fprintf(stderr, "bitflip report: cannot read %s: %s\n", path, strerror(errno));
-            else fprintf(stderr, "bitflip report: %s is not JSON: %s (line %d, column %d)\n", path, je.text, je.line, je.column);
-            if (probe) fclose(probe);
-            rc = EXIT_INFRA;
-            goto done;
-        }
-        if (bfr_check(docs[i], path, &err) != BF_OK) {
-            fprintf(stderr, "bitflip report: %s\n", err.msg);
-            rc = EXIT_INFRA;
-            goto done;
-        }
-        in[i].result = docs[i];
-        /* several results of one model tell apart by their files' names */
-        in[i].label = i < n_labels ? labels[i] : n > 1 ? file_stem(path, stems[i], sizeof stems[i]) : NULL;
-    }
+    if ((rc = load_docs(paths, n, labels, n_labels, docs, in, stems)) != 0) goto done;
     if (trial.spec_path) {
         trial.result_path = paths[0];
         if ((rc = report_trial_figure(&trial, docs[0], &fig)) != 0) goto done;
