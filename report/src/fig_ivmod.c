@@ -35,7 +35,7 @@ static int by_rate_desc(const void *a, const void *b)
 static int by_bit_desc(const void *a, const void *b)
 {
     const row *x = a, *y = b;
-    return y->bit - x->bit;
+    return (x->bit < y->bit) - (x->bit > y->bit);   /* no subtraction: bits come from the document */
 }
 
 /* the groups of `arr` that carry an ivmod with images, as rows; NULL with
