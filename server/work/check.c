@@ -227,21 +227,23 @@ static void interpret(check *c, bfd_check_result *res)
     const char *what = c->kind == BFD_MODEL ? "model" : c->kind == BFD_DATASET ? "eval set"
                      : c->kind == BFD_ERRMAP ? "error map" : c->kind == CHECK_PICTURE ? "trial" : "campaign";
     char how[256];
+    /* a picture is drawn, the rest parsed */
+    const char *verb = c->kind == CHECK_PICTURE ? "drawn" : "parsed", *who = c->kind == CHECK_PICTURE ? "child" : "parser";
     res->st = BF_EFORMAT;
     res->refused = 1;
     if (c->bad) {
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser's reply was malformed", what);
+        snprintf(res->why, sizeof res->why, "the %s could not be %s: the %s's reply was malformed", what, verb, who);
         return;
     }
     if (c->timed_out) {
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed within %d s: the parser was stopped", what,
-                 CHECK_SECONDS);
+        snprintf(res->why, sizeof res->why, "the %s could not be %s within %d s: the %s was stopped", what, verb,
+                 CHECK_SECONDS, who);
         return;
     }
     if (c->signal || c->status != 0) {
         /* "the parser was killed by SIGSEGV", "the parser exited with status 1" */
         bfd_exit_reason(c->status, c->signal, c->d->cfg.job_memory, how, sizeof how);
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser %s%s", what, c->signal ? "was " : "",
+        snprintf(res->why, sizeof res->why, "the %s could not be %s: the %s %s%s", what, verb, who, c->signal ? "was " : "",
                  how);
         return;
     }
@@ -258,7 +260,7 @@ static void interpret(check *c, bfd_check_result *res)
     } else if (e) {
         snprintf(res->why, sizeof res->why, "%s", e);
     } else {
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser ended without an answer", what);
+        snprintf(res->why, sizeof res->why, "the %s could not be %s: the %s ended without an answer", what, verb, who);
     }
     json_decref(doc);
 }
