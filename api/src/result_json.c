@@ -108,12 +108,17 @@ static json_t *rate_json(int64_t k, int64_t n, double conf)
 
 /* Two-sided Student t quantile with nu degrees of freedom: the
  * Cornish-Fisher expansion around z (within 0.2% of the exact value for
- * nu >= 3 at 95%; exact for nu -> infinity). Small repeat counts (10 draws
+ * nu >= 3 at 95%; exact for nu -> infinity), closed forms for nu 1 and 2. Small repeat counts (10 draws
  * per BER rate) need t, not z. */
 static double t_quantile(double conf, double nu)
 {
-    double z = bf_z_for_confidence(conf);
+    double z = bf_z_for_confidence(conf), p = 1 - (1 - conf) / 2;
     if (nu < 1) return NAN;
+    /* one and two degrees of freedom (IVMOD of a bit hit twice or three
+     * times), where the expansion is far off (9.6 for 12.7 at 95%): the
+     * closed forms of the quantile */
+    if (nu == 1) return tan(3.14159265358979323846 * (p - 0.5));
+    if (nu == 2) return (2 * p - 1) / sqrt(2 * p * (1 - p));
     double z3 = z * z * z, z5 = z3 * z * z, z7 = z5 * z * z;
     return z + (z3 + z) / (4 * nu) + (5 * z5 + 16 * z3 + 3 * z) / (96 * nu * nu) +
            (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * nu * nu * nu);
@@ -142,6 +147,34 @@ static json_t *metric_json(const char *name, const bf_metric_sums *s, double con
                      "mean", num(mean), "std", num(sd), "ci", num(lo), num(hi));
 }
 
+/* IVMOD of a group (detection, segmentation): the images its trials' faults
+ * made critical over trials x samples, and the Student-t interval of the
+ * per-trial share (the one summary.metrics.top1_mismatch has). The integer
+ * sums are kept so that shards merge exactly. */
+static json_t *ivmod_json(const bf_ivmod_sums *v, int64_t samples, double conf)
+{
+    double s = (double)samples, t = (double)v->trials, images = t * s;
+    double mean = images > 0 ? (double)v->critical / images : NAN;
+    double var = v->trials > 1 ? ((double)v->critical_sq / (s * s) - t * mean * mean) / (t - 1) : NAN;
+    double sd = var > 0 ? sqrt(var) : (v->trials > 1 ? 0 : NAN);
+    double half = v->trials > 1 ? t_quantile(conf, t - 1) * sd / sqrt(t) : NAN;
+    double lo = mean - half < 0 ? 0 : mean - half, hi = mean + half > 1 ? 1 : mean + half;
+    return json_pack("{s:I, s:I, s:I, s:I, s:o, s:[o, o]}", "trials", (json_int_t)v->trials, "images",
+                     (json_int_t)(v->trials * samples), "critical_images", (json_int_t)v->critical,
+                     "critical_images_sumsq", (json_int_t)v->critical_sq, "rate", num(mean), "ci", num(lo), num(hi));
+}
+
+/* samples of the golden pass when the task has IVMOD (detection,
+ * segmentation), else 0 */
+static int64_t ivmod_samples(const json_t *header)
+{
+    const json_t *g = json_object_get(header, "golden");
+    const char *task = json_string_value(json_object_get(g, "task"));
+    if (!task || (strcmp(task, "detection") && strcmp(task, "segmentation"))) return 0;
+    json_int_t n = json_integer_value(json_object_get(g, "samples"));
+    return n > 0 ? n : 0;
+}
+
 /* Counts, the critical rate and its interval: one entry of by_tensor etc. */
 static json_t *group_json(const bf_outcome_counts *c, double conf)
 {
@@ -157,6 +190,7 @@ static json_t *group_json(const bf_outcome_counts *c, double conf)
 json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t shards)
 {
     double conf = confidence_of(header);
+    int64_t iv_samples = r->ivmod_by_site && r->ivmod_by_site_bit ? ivmod_samples(header) : 0;
     json_t *doc = header, *summary = json_object(), *rates = json_object(), *metrics = json_object();
     const json_t *camp = json_object_get(header, "campaign");
     json_object_set_new(doc, "shards", json_integer(shards));
@@ -182,14 +216,16 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
         json_object_set_new(g, "tensor", json_incref(json_object_get(site, "name")));
         if (torch) json_object_set_new(g, "torch_name", json_incref((json_t *)torch));
         if (json_object_get(site, "site")) json_object_set_new(g, "site", json_incref(json_object_get(site, "site")));
+        if (iv_samples) json_object_set_new(g, "ivmod", ivmod_json(&r->ivmod_by_site[i], iv_samples, conf));
         /* the tensor's counts split by the fault's lowest bit (the tensor x
          * bit heatmap); only the bits that were hit, to keep documents small */
         json_t *bits = json_array();
         for (int b = 0; r->by_site_bit && b < 64; b++) {
             const bf_outcome_counts *cb = &r->by_site_bit[i * 64 + (size_t)b];
-            if (counts_total(cb))
-                json_array_append_new(bits, json_pack("{s:i, s:I, s:o}", "bit", b, "trials", (json_int_t)counts_total(cb),
-                                                      "outcomes", counts_json(cb)));
+            if (!counts_total(cb)) continue;
+            json_t *e = json_pack("{s:i, s:I, s:o}", "bit", b, "trials", (json_int_t)counts_total(cb), "outcomes", counts_json(cb));
+            if (e && iv_samples) json_object_set_new(e, "ivmod", ivmod_json(&r->ivmod_by_site_bit[i * 64 + (size_t)b], iv_samples, conf));
+            json_array_append_new(bits, e);
         }
         json_object_set_new(g, "by_bit", bits);
         json_array_append_new(by_tensor, g);
@@ -200,6 +236,7 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
         if (!counts_total(&r->by_bit[b])) continue;
         json_t *g = group_json(&r->by_bit[b], conf);
         json_object_set_new(g, "bit", json_integer(b));
+        if (iv_samples) json_object_set_new(g, "ivmod", ivmod_json(&r->ivmod_by_bit[b], iv_samples, conf));
         json_array_append_new(by_bit, g);
     }
     json_object_set_new(doc, "by_bit", by_bit);
@@ -245,6 +282,26 @@ static bf_status parse_counts(const json_t *o, const char *ptr, bf_outcome_count
     return BF_OK;
 }
 
+/* An "ivmod" object back into its sums; absent (a document of another task
+ * or an older bitflip): zeros */
+static bf_status parse_ivmod(const json_t *g, const char *ptr, bf_ivmod_sums *v, bf_error *err)
+{
+    const json_t *o = json_object_get(g, "ivmod");
+    if (!o) return BF_OK;
+    const json_t *t = json_object_get(o, "trials"), *k = json_object_get(o, "critical_images"),
+                 *q = json_object_get(o, "critical_images_sumsq");
+    if (!json_is_integer(t) || !json_is_integer(k) || !json_is_integer(q) || json_integer_value(t) < 0 ||
+        json_integer_value(k) < 0 || json_integer_value(q) < 0) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/ivmod", ptr);
+        return bad(err, p);
+    }
+    v->trials = json_integer_value(t);
+    v->critical = json_integer_value(k);
+    v->critical_sq = json_integer_value(q);
+    return BF_OK;
+}
+
 static bf_status parse_sums(const json_t *o, bf_metric_sums *s)
 {
     s->n = json_integer_value(json_object_get(o, "n"));
@@ -274,13 +331,18 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *er
     r->n_sites = json_array_size(sites);
     r->by_site = calloc(r->n_sites + 1, sizeof *r->by_site);
     r->by_site_bit = calloc((r->n_sites + 1) * 64, sizeof *r->by_site_bit);
-    if (!r->by_site || !r->by_site_bit) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    r->ivmod_by_site = calloc(r->n_sites + 1, sizeof *r->ivmod_by_site);
+    r->ivmod_by_site_bit = calloc((r->n_sites + 1) * 64, sizeof *r->ivmod_by_site_bit);
+    if (!r->by_site || !r->by_site_bit || !r->ivmod_by_site || !r->ivmod_by_site_bit)
+        return bf_error_set(err, BF_ENOMEM, "out of memory");
     const json_t *bt = json_object_get(doc, "by_tensor");
     if (json_array_size(bt) != r->n_sites) return bad(err, "/by_tensor");
     for (size_t i = 0; i < r->n_sites; i++) {
         char p[64];
         snprintf(p, sizeof p, "/by_tensor/%zu/outcomes", i);
         if ((st = parse_counts(json_object_get(json_array_get(bt, i), "outcomes"), p, &r->by_site[i], err))) return st;
+        snprintf(p, sizeof p, "/by_tensor/%zu", i);
+        if ((st = parse_ivmod(json_array_get(bt, i), p, &r->ivmod_by_site[i], err))) return st;
         /* absent in documents written before bitflip kept the split: zeros */
         size_t j;
         const json_t *gb;
@@ -288,6 +350,7 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *er
             json_int_t b = json_integer_value(json_object_get(gb, "bit"));
             snprintf(p, sizeof p, "/by_tensor/%zu/by_bit/%zu", i, j);
             if (b < 0 || b >= 64) return bad(err, p);
+            if ((st = parse_ivmod(gb, p, &r->ivmod_by_site_bit[i * 64 + (size_t)b], err))) return st;
             strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
             if ((st = parse_counts(json_object_get(gb, "outcomes"), p, &r->by_site_bit[i * 64 + (size_t)b], err))) return st;
         }
@@ -299,6 +362,7 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *er
         char p[64];
         snprintf(p, sizeof p, "/by_bit/%zu", k);
         if (b < 0 || b >= 64) return bad(err, p);
+        if ((st = parse_ivmod(g, p, &r->ivmod_by_bit[b], err))) return st;
         strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
         if ((st = parse_counts(json_object_get(g, "outcomes"), p, &r->by_bit[b], err))) return st;
     }

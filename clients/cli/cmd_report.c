@@ -3,6 +3,7 @@
  * libbitflip-report's (bitflip/report.h), shared with bitflipd's page. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,10 +11,11 @@
 #include "bitflip/report.h"
 #include "campaign_cli.h"
 #include "cli.h"
+#include "report_trial.h"
 
 static const char help[] =
     "usage: bitflip report [-o FILE] [--format html|md] [--label NAME]... [--title TEXT]\n"
-    "                      [--max-tensors N] RESULT.json...\n"
+    "                      [--max-tensors N] [--spec SPEC --trial K --image I] RESULT.json...\n"
     "\n"
     "Draws the figures of campaign results: the metric against the bit error rate with\n"
     "confidence bands (BER sweeps), the outcome rates (masked, tolerable, critical, DUE)\n"
@@ -35,6 +37,14 @@ static const char help[] =
     "  -t, --title TEXT     the report's title (default \"Fault-injection report\")\n"
     "  --max-tensors N      tensors in the bars and the heatmap, most vulnerable first\n"
     "                       (default 20, at most 500)\n"
+    "  --spec SPEC          with --trial and --image: the campaign spec that made the\n"
+    "  --trial K            (first) RESULT; adds the picture of what trial K's faults\n"
+    "  --image I            did to image I of the eval set: the golden and the faulty\n"
+    "                       detections (boxes labelled class and score) or masks side\n"
+    "                       by side. The result keeps no outputs, so trial K runs again\n"
+    "                       (its faults come from the spec's seed; only that trial, one\n"
+    "                       thread, exact engine, after the golden pass). Detection and\n"
+    "                       segmentation results only\n"
     "  -h, --help           this text\n"
     "\n"
     "example:\n"
@@ -67,13 +77,42 @@ static const char *file_stem(const char *path, char *buf, size_t n)
     return buf;
 }
 
+/* Reads and checks each RESULT into docs[] and in[]; 0 or an exit code, having said why */
+static int load_docs(const char **paths, size_t n, const char **labels, size_t n_labels, json_t **docs, bfr_input *in,
+                     char (*stems)[128])
+{
+    bf_error err = {0};
+    for (size_t i = 0; i < n; i++) {
+        const char *path = paths[i];
+        json_error_t je;
+        docs[i] = json_load_file(path, 0, &je);
+        if (!docs[i]) {
+            FILE *probe = fopen(path, "rb");
+            if (!probe) fprintf(stderr, "bitflip report: cannot read %s: %s\n", path, strerror(errno));
+            else fprintf(stderr, "bitflip report: %s is not JSON: %s (line %d, column %d)\n", path, je.text, je.line, je.column);
+            if (probe) fclose(probe);
+            return EXIT_INFRA;
+        }
+        if (bfr_check(docs[i], path, &err) != BF_OK) {
+            fprintf(stderr, "bitflip report: %s\n", err.msg);
+            return EXIT_INFRA;
+        }
+        in[i].result = docs[i];
+        /* several results of one model tell apart by their files' names */
+        in[i].label = i < n_labels ? labels[i] : n > 1 ? file_stem(path, stems[i], sizeof stems[i]) : NULL;
+    }
+    return EXIT_OK;
+}
+
 int cmd_report(int argc, char **argv)
 {
-    enum { OPT_MAX_TENSORS = CLI_OPT_FIRST };
+    enum { OPT_MAX_TENSORS = CLI_OPT_FIRST, OPT_SPEC, OPT_TRIAL, OPT_IMAGE };
     static const struct option longopts[] = {
         {"out", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
         {"label", required_argument, NULL, 'l'}, {"title", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},        {"max-tensors", required_argument, NULL, OPT_MAX_TENSORS},
+        {"spec", required_argument, NULL, OPT_SPEC}, {"trial", required_argument, NULL, OPT_TRIAL},
+        {"image", required_argument, NULL, OPT_IMAGE},
         {NULL, 0, NULL, 0},
     };
     const char *out_path = NULL, *format = NULL, *v;
@@ -90,6 +129,8 @@ int cmd_report(int argc, char **argv)
     size_t len = 0;
     int rc = EXIT_OK, c;
     bf_error err = {0};
+    report_trial_req trial = {.trial = -1, .image = -1};
+    json_t *extra = NULL, *fig = NULL;
     cli_parser p;
     if (!labels || !paths) { fprintf(stderr, "bitflip report: out of memory\n"); rc = EXIT_INFRA; goto done; }
     cli_parser_init(&p, "report", argc, argv, "o:f:l:t:h", longopts);
@@ -104,6 +145,9 @@ int cmd_report(int argc, char **argv)
             rc = parse_count("report", "--max-tensors", v, 1, BFR_MAX_TENSORS_LIMIT, &max_tensors);
             opt.max_tensors = (int)max_tensors;
             break;
+        case OPT_SPEC: trial.spec_path = v; break;
+        case OPT_TRIAL: rc = parse_count("report", "--trial", v, 0, INT64_MAX - 1, &trial.trial); break;
+        case OPT_IMAGE: rc = parse_count("report", "--image", v, 0, INT64_MAX - 1, &trial.image); break;
         case CLI_ARG: paths[n++] = v; break;
         default: rc = EXIT_USAGE; break;   /* CLI_BAD: already explained */
         }
@@ -112,6 +156,10 @@ int cmd_report(int argc, char **argv)
     if (!n) { rc = usage_error("report", "which results? usage: bitflip report RESULT.json... -o report.html"); goto done; }
     if (n_labels > n) {
         rc = usage_error("report", "%zu --label for %zu result%s: give one per result, in order", n_labels, n, n > 1 ? "s" : "");
+        goto done;
+    }
+    if ((trial.spec_path || trial.trial >= 0 || trial.image >= 0) && !(trial.spec_path && trial.trial >= 0 && trial.image >= 0)) {
+        rc = usage_error("report", "a trial's picture needs --spec, --trial and --image together");
         goto done;
     }
     if (!format) {
@@ -127,26 +175,12 @@ int cmd_report(int argc, char **argv)
     docs = calloc(n, sizeof *docs);
     stems = calloc(n, sizeof *stems);
     if (!in || !docs || !stems) { fprintf(stderr, "bitflip report: out of memory\n"); rc = EXIT_INFRA; goto done; }
-    for (size_t i = 0; i < n; i++) {
-        const char *path = paths[i];
-        json_error_t je;
-        docs[i] = json_load_file(path, 0, &je);
-        if (!docs[i]) {
-            FILE *probe = fopen(path, "rb");
-            if (!probe) fprintf(stderr, "bitflip report: cannot read %s: %s\n", path, strerror(errno));
-            else fprintf(stderr, "bitflip report: %s is not JSON: %s (line %d, column %d)\n", path, je.text, je.line, je.column);
-            if (probe) fclose(probe);
-            rc = EXIT_INFRA;
-            goto done;
-        }
-        if (bfr_check(docs[i], path, &err) != BF_OK) {
-            fprintf(stderr, "bitflip report: %s\n", err.msg);
-            rc = EXIT_INFRA;
-            goto done;
-        }
-        in[i].result = docs[i];
-        /* several results of one model tell apart by their files' names */
-        in[i].label = i < n_labels ? labels[i] : n > 1 ? file_stem(path, stems[i], sizeof stems[i]) : NULL;
+    if ((rc = load_docs(paths, n, labels, n_labels, docs, in, stems)) != 0) goto done;
+    if (trial.spec_path) {
+        trial.result_path = paths[0];
+        if ((rc = report_trial_figure(&trial, docs[0], &fig)) != 0) goto done;
+        if (!(extra = json_array()) || json_array_append(extra, fig)) { fprintf(stderr, "bitflip report: out of memory\n"); rc = EXIT_INFRA; goto done; }
+        opt.extra_figures = extra;
     }
     if (!strcmp(format, "md")) {
         if (figure_paths(out_path, &figdir, &figlink) != 0) { fprintf(stderr, "bitflip report: out of memory\n"); rc = EXIT_INFRA; goto done; }
@@ -183,5 +217,7 @@ done:
     free(paths);
     free(figdir);
     free(figlink);
+    json_decref(fig);
+    json_decref(extra);
     return rc;
 }

@@ -140,8 +140,13 @@ int bfr__fig_outcomes(const bfr__set *set, json_t *figs);
 int bfr__fig_tensors(const bfr__set *set, json_t *figs);
 int bfr__fig_heatmap(const bfr__set *set, json_t *figs);
 int bfr__fig_mitigation(const bfr__set *set, json_t *figs);
+int bfr__fig_ivmod(const bfr__set *set, json_t *figs);
 /* Appends the figure; takes svg (freed); non-zero when out of memory. */
 int bfr__fig_add(json_t *figs, const char *name, const char *title, const char *alt, char *svg);
+
+/* --- png.c: an RGB image (height x width x 3 bytes) as a base64 PNG;
+ * NULL when out of memory or a side is out of 1..BFR_PICTURE_MAX_SIDE */
+char *bfr__png_base64(const unsigned char *rgb, int width, int height);
 
 /* --- headline.c */
 char *bfr__headline(const bfr__set *set);

@@ -42,6 +42,7 @@ static const bfd_route ROUTES[] = {
     {"GET", "/ui/app.css", BFD_BODY_NONE, 0, bfd_h_ui_app_css},
     {"GET", "/v1/campaign.schema.json", BFD_BODY_NONE, 0, bfd_h_campaign_schema},
     {"GET", "/v1/campaigns/{id}/figures", BFD_BODY_NONE, 1, bfd_h_campaign_figures},
+    {"GET", "/v1/campaigns/{id}/picture", BFD_BODY_NONE, 1, bfd_h_campaign_picture},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 

@@ -34,6 +34,7 @@ void bfd_h_ui_sse_js(bfd *d, bfd_req *r);
 void bfd_h_ui_app_css(bfd *d, bfd_req *r);
 void bfd_h_campaign_schema(bfd *d, bfd_req *r);
 void bfd_h_campaign_figures(bfd *d, bfd_req *r);
+void bfd_h_campaign_picture(bfd *d, bfd_req *r);
 
 /* The tenant's campaign named by the path's {id} (routes_campaigns.c).
  * Returns 0, or -1 after replying 404 (or 500). */

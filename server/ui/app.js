@@ -477,11 +477,43 @@
 
   /* --- a campaign's result: headline and figures ------------------------ */
 
+  /* a figure as an <img> from a blob: URL, never in the DOM: an <img> runs
+   * no script and loads nothing, whatever the document holds */
+  function figureEl(f) {
+    var url = URL.createObjectURL(new Blob([f.svg || ''], {type: 'image/svg+xml'}));
+    state.figureUrls.push(url);
+    return el('figure', {dataset: {name: f.name || ''}}, [
+      el('img', {src: url, alt: f.alt || f.title || 'figure', loading: 'lazy'}, []),
+      el('figcaption', null, [f.title || ''])]);
+  }
+
+  /* a detection or segmentation result: trial K on image I, drawn by the
+   * daemon (it runs the trial again) */
+  function drawPicture(ev) {
+    ev.preventDefault();
+    var id = state.shownResult;
+    if (!id) return;
+    clear($('picture'));
+    $('picture').appendChild(el('p', null, ['Running the trial again...']));
+    api('GET', '/v1/campaigns/' + encodeURIComponent(id) + '/picture?trial=' + encodeURIComponent($('picture-trial').value) +
+        '&image=' + encodeURIComponent($('picture-image').value)).then(function (f) {
+      if (state.shownResult !== id) return;
+      clear($('picture'));
+      $('picture').appendChild(figureEl(f));
+    }).catch(function (e) {
+      if (authProblem(e)) return;
+      clear($('picture'));
+      $('picture').appendChild(el('p', {className: 'bad'}, ['Cannot draw it: ' + e.message]));
+    });
+  }
+
   function hideResult() {
     state.figureUrls.forEach(function (u) { URL.revokeObjectURL(u); });
     state.figureUrls = [];
     state.shownResult = null;
     $('result').hidden = true;
+    $('picture-form').hidden = true;
+    clear($('picture'));
     clear($('figures'));
     $('headline').textContent = '';
   }
@@ -492,15 +524,9 @@
       state.shownResult = id;
       $('result-h').textContent = 'Result of ' + id;
       $('headline').textContent = j.headline || '';
-      (j.figures || []).forEach(function (f) {
-        /* the SVG goes in an <img> from a blob: URL, never into the DOM: an
-         * <img> runs no script and loads nothing, whatever the document holds */
-        var url = URL.createObjectURL(new Blob([f.svg || ''], {type: 'image/svg+xml'}));
-        state.figureUrls.push(url);
-        $('figures').appendChild(el('figure', {dataset: {name: f.name || ''}}, [
-          el('img', {src: url, alt: f.alt || f.title || 'figure', loading: 'lazy'}, []),
-          el('figcaption', null, [f.title || ''])]));
-      });
+      (j.figures || []).forEach(function (f) { $('figures').appendChild(figureEl(f)); });
+      /* IVMOD figures: a detection or segmentation result, whose trials can be drawn */
+      $('picture-form').hidden = !(j.figures || []).some(function (f) { return /^ivmod_/.test(f.name || ''); });
       if (!(j.figures || []).length) $('figures').appendChild(el('p', null, ['This result has no figures to draw.']));
       $('result').hidden = false;
       $('result-h').focus();
@@ -538,6 +564,7 @@
     var timer = null;
     $('spec').addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(checkSpec, 200); });
     $('result-close').addEventListener('click', hideResult);
+    $('picture-form').addEventListener('submit', drawPicture);
     /* the time left moves between events too */
     setInterval(function () {
       state.campaigns.forEach(function (c) {

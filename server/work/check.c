@@ -12,13 +12,15 @@
 #include "bitflip/api/spec.h"
 #include "bitflip/api/summary.h"
 #include "bitflip/bitflip.h"
+#include "bitflip/report.h"
 #include "work/proc.h"
 #include "work/worker.h"
 
 /* A parser that loops forever on a crafted file is stopped after this. */
 #define CHECK_SECONDS 300
-/* The kinds after the store's (store.h): a campaign. */
+/* The kinds after the store's (store.h): a campaign, a trial's picture. */
 #define CHECK_CAMPAIGN BFD_KIND_COUNT
+#define CHECK_PICTURE (BFD_KIND_COUNT + 1)
 
 /* --- the child */
 
@@ -70,14 +72,55 @@ out:
     return out;
 }
 
+/* --picture MODEL DATASET TRIAL,IMAGE,TRIALS, the spec as one frame on
+ * stdin: trial TRIAL run again and drawn on image IMAGE (bfr_trial_picture);
+ * TRIALS is the result's trial count, which the spec must make. A trial or
+ * image out of range, or a campaign with nothing to draw, comes back as
+ * {"error", "range": true} (the route's 400 and 422). */
+static json_t *picture(char **argv, const bf_limits *lim, bf_status *st, bf_error *err)
+{
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_campaign_spec spec = {0};
+    bf_spec_problems probs = {0};
+    int have_spec = 0;
+    json_t *fig = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    bfr_trial_req q = {-1, -1, -1};
+    if (sscanf(argv[4], "%lld,%lld,%lld", &q.trial, &q.image, &q.trials) != 3) {
+        *st = bf_error_set(err, BF_EINVAL, "which trial to draw: '%s' is not TRIAL,IMAGE,TRIALS", argv[4]);
+        return NULL;
+    }
+    int rc = bfd_frame_read_fd(0, &text, &len, err);
+    if (rc != 1) { *st = rc == 0 ? bf_error_set(err, BF_EIO, "no spec on stdin") : BF_EIO; goto out; }
+    if ((*st = bf_spec_parse_opts(text, len, &lim->spec, &spec, &probs)) != BF_OK) {
+        *st = bf_error_set(err, BF_EINVAL, "the spec no longer validates: %s: %s", probs.count ? probs.items[0].pointer : "",
+                           probs.count ? probs.items[0].message : "?");
+        goto out;
+    }
+    have_spec = 1;
+    if ((*st = bf_model_load_file_opts(argv[2], &lim->model, &m, err)) != BF_OK) { bf_error_prefix(err, "model"); goto out; }
+    if ((*st = bf_dataset_load_file_opts(argv[3], &lim->data, &ds, err)) != BF_OK) { bf_error_prefix(err, "dataset"); goto out; }
+    if ((*st = bf_model_bind_dims(&m, ds, err)) != BF_OK) goto out;
+    if (!(fig = bfr_trial_picture(m, ds, &spec, &q, err))) *st = err->status ? err->status : BF_ENOMEM;
+out:
+    if (have_spec) bf_campaign_spec_free(&spec);
+    bf_spec_problems_free(&probs);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    free(text);
+    return fig ? json_pack("{s:o}", "figure", fig) : NULL;
+}
+
 int bfd_check_main(int argc, char **argv)
 {
     int64_t job_memory = bfd_proc_arg_memory(argc, argv);
     bf_error err = {0};
     if (argc < 3) return 2;
     int model = !strcmp(argv[1], "--check-model"), campaign = !strcmp(argv[1], "--check-campaign");
-    int errmap = !strcmp(argv[1], "--check-errmap");
-    if (campaign && argc < 4) return 2;
+    int errmap = !strcmp(argv[1], "--check-errmap"), pic = !strcmp(argv[1], "--picture");
+    if ((campaign && argc < 4) || (pic && argc < 5)) return 2;
     if (bfd_proc_child_init(job_memory, &err) != BF_OK) {
         fprintf(stderr, "bitflipd check %d: %s\n", (int)getpid(), err.msg);
         return 3;
@@ -90,7 +133,9 @@ int bfd_check_main(int argc, char **argv)
     }
     json_t *sum = NULL, *out = NULL;
     bf_status st = BF_OK;
-    if (campaign) {
+    if (pic) {
+        out = picture(argv, &lim, &st, &err);
+    } else if (campaign) {
         /* the map, when there is one, comes before the options (proc.c appends those) */
         const char *em = argc > 4 && strncmp(argv[4], "--", 2) ? argv[4] : NULL;
         out = check_campaign(argv[2], argv[3], em, job_memory, &lim, &st, &err);
@@ -116,12 +161,13 @@ int bfd_check_main(int argc, char **argv)
         bf_dataset_free(ds);
     }
     if (st == BF_OK) {
-        if (!campaign) out = json_pack("{s:o}", "summary", sum);
+        if (!campaign && !pic) out = json_pack("{s:o}", "summary", sum);
     } else {
         char why[BF_ERROR_MSG_MAX + 128];
         if (st == BF_ENOMEM) bfd_oom_reason(job_memory, err.msg, why, sizeof why);
         else snprintf(why, sizeof why, "%s", err.msg[0] ? err.msg : bf_strerror(st));
-        out = json_pack("{s:s, s:b, s:b}", "error", why, "oom", st == BF_ENOMEM, "limit", st == BF_ELIMIT);
+        out = json_pack("{s:s, s:b, s:b, s:b}", "error", why, "oom", st == BF_ENOMEM, "limit", st == BF_ELIMIT, "range",
+                        pic && st == BF_ERANGE);
     }
     char *s = out ? json_dumps(out, JSON_COMPACT) : NULL;
     json_decref(out);
@@ -165,7 +211,7 @@ static void on_closed(uv_handle_t *h)
 
 static void close_all(check *c)
 {
-    if (c->kind == CHECK_CAMPAIGN && !uv_is_closing((uv_handle_t *)&c->in)) uv_close((uv_handle_t *)&c->in, on_closed);
+    if ((c->kind == CHECK_CAMPAIGN || c->kind == CHECK_PICTURE) && !uv_is_closing((uv_handle_t *)&c->in)) uv_close((uv_handle_t *)&c->in, on_closed);
     uv_close((uv_handle_t *)&c->proc, on_closed);
     uv_close((uv_handle_t *)&c->out, on_closed);
     uv_close((uv_handle_t *)&c->timer, on_closed);
@@ -179,30 +225,33 @@ static void kill_child(check *c)
 static void interpret(check *c, bfd_check_result *res)
 {
     const char *what = c->kind == BFD_MODEL ? "model" : c->kind == BFD_DATASET ? "eval set"
-                     : c->kind == BFD_ERRMAP ? "error map" : "campaign";
+                     : c->kind == BFD_ERRMAP ? "error map" : c->kind == CHECK_PICTURE ? "trial" : "campaign";
     char how[256];
+    /* a picture is drawn, the rest parsed */
+    const char *verb = c->kind == CHECK_PICTURE ? "drawn" : "parsed", *who = c->kind == CHECK_PICTURE ? "child" : "parser";
     res->st = BF_EFORMAT;
     res->refused = 1;
     if (c->bad) {
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser's reply was malformed", what);
+        snprintf(res->why, sizeof res->why, "the %s could not be %s: the %s's reply was malformed", what, verb, who);
         return;
     }
     if (c->timed_out) {
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed within %d s: the parser was stopped", what,
-                 CHECK_SECONDS);
+        snprintf(res->why, sizeof res->why, "the %s could not be %s within %d s: the %s was stopped", what, verb,
+                 CHECK_SECONDS, who);
         return;
     }
     if (c->signal || c->status != 0) {
         /* "the parser was killed by SIGSEGV", "the parser exited with status 1" */
         bfd_exit_reason(c->status, c->signal, c->d->cfg.job_memory, how, sizeof how);
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser %s%s", what, c->signal ? "was " : "",
+        snprintf(res->why, sizeof res->why, "the %s could not be %s: the %s %s%s", what, verb, who, c->signal ? "was " : "",
                  how);
         return;
     }
     json_t *doc = c->payload ? json_loadb(c->payload, c->payload_len, 0, NULL) : NULL;
-    json_t *sum = json_object_get(doc, c->kind == CHECK_CAMPAIGN ? "estimate" : "summary");
+    json_t *sum = json_object_get(doc, c->kind == CHECK_CAMPAIGN ? "estimate" : c->kind == CHECK_PICTURE ? "figure" : "summary");
     const char *e = json_string_value(json_object_get(doc, "error"));
     res->over_limit = json_is_true(json_object_get(doc, "limit"));
+    res->out_of_range = json_is_true(json_object_get(doc, "range"));
     if (json_is_object(sum)) {
         res->summary = json_dumps(sum, JSON_COMPACT);
         res->refused = 0;
@@ -211,7 +260,7 @@ static void interpret(check *c, bfd_check_result *res)
     } else if (e) {
         snprintf(res->why, sizeof res->why, "%s", e);
     } else {
-        snprintf(res->why, sizeof res->why, "the %s could not be parsed: the parser ended without an answer", what);
+        snprintf(res->why, sizeof res->why, "the %s could not be %s: the %s ended without an answer", what, verb, who);
     }
     json_decref(doc);
 }
@@ -342,4 +391,14 @@ bf_status bfd_check_campaign_start(bfd *d, const char *model_path, const char *d
 {
     const char *args[] = {"--check-campaign", model_path, dataset_path, errmap_path, NULL};
     return start(d, CHECK_CAMPAIGN, args, spec_json, done, user, err);
+}
+
+bf_status bfd_picture_start(bfd *d, const char *model_path, const char *dataset_path, const char *spec_json, int64_t trial,
+                            int64_t image, int64_t trials, bfd_check_done done, void *user, bf_error *err)
+{
+    /* one argument: a child takes at most four (proc.c) */
+    char which[80];
+    snprintf(which, sizeof which, "%lld,%lld,%lld", (long long)trial, (long long)image, (long long)trials);
+    const char *args[] = {"--picture", model_path, dataset_path, which, NULL};
+    return start(d, CHECK_PICTURE, args, spec_json, done, user, err);
 }

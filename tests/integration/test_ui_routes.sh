@@ -6,6 +6,9 @@
 # repository's byte for byte, and a campaign's figures are tenant-scoped like
 # its results (401, 404 for another tenant's, 409 before success) and carry
 # no script even when the user's names are markup.
+# A trial's picture (GET /v1/campaigns/{id}/picture) is checked here too:
+# tenant-scoped, refused for a classification campaign and for indices out of
+# range, and its golden boxes are PyTorch's.
 # usage: test_ui_routes.sh BITFLIPD BITFLIP FIXTURES_DIR
 set -u
 BFD=$1 BF=$2 FIX=$3
@@ -126,6 +129,46 @@ PYEOF
 )
 eq figures_shape "$chk" ok
 req bob_still_404 404 "${B[@]}" "$URL/v1/campaigns/$SMALL/figures"
+
+# --- a trial's picture: detection campaigns only, drawn in a child -------------
+req picture_no_token 401 "$URL/v1/campaigns/$SMALL/picture?trial=0&image=0"
+req picture_other_tenant 404 "${B[@]}" "$URL/v1/campaigns/$SMALL/picture?trial=0&image=0"
+req picture_classification 422 "${A[@]}" "$URL/v1/campaigns/$SMALL/picture?trial=0&image=0"
+body_has picture_classification_says "is a classification campaign"
+req picture_canceled 409 "${A[@]}" "$URL/v1/campaigns/$BIG/picture?trial=0&image=0"
+OS=$FIX/onesample
+req upload_det_model 201 "${A[@]}" "${OCT[@]}" --data-binary @"$OS/onesample_dyn.onnx" "$URL/v1/models?name=det.onnx"
+DMID=$(jget "j['id']")
+req upload_det_data 201 "${A[@]}" "${OCT[@]}" --data-binary @"$OS/onesample_det.eval.safetensors" "$URL/v1/datasets?name=det"
+DDID=$(jget "j['id']")
+$PY -c "import json,sys; print(json.dumps({'model': sys.argv[1], 'dataset': sys.argv[2], 'seed': 5, 'trials': 20,
+  'faults': {'target': 'weights', 'model': 'bitflip'}}))" "$DMID" "$DDID" >"$tmp/det.json"
+req det 202 "${A[@]}" "${JSON[@]}" --data-binary @"$tmp/det.json" "$URL/v1/campaigns";  DET=$(jget "j['id']")
+wait_state "$DET" succeeded 120 && ok || bad "the detection campaign did not succeed"
+req picture_no_trial 400 "${A[@]}" "$URL/v1/campaigns/$DET/picture?image=0";  is_problem picture_no_trial 400
+req picture_bad_trial 400 "${A[@]}" "$URL/v1/campaigns/$DET/picture?trial=-1&image=0"
+req picture_nul 400 "${A[@]}" "$URL/v1/campaigns/$DET/picture?trial=0%00&image=0"
+req picture_trial_range 400 "${A[@]}" "$URL/v1/campaigns/$DET/picture?trial=20&image=0"
+body_has picture_trial_range_says "trial 20 is out of range: the campaign has 20 trials (0 to 19)"
+req picture_image_range 400 "${A[@]}" "$URL/v1/campaigns/$DET/picture?trial=0&image=10"
+body_has picture_image_range_says "image 10 is out of range: the eval set has 10 images (0 to 9)"
+req picture 200 "${A[@]}" "$URL/v1/campaigns/$DET/picture?trial=3&image=1"
+chk=$($PY - "$tmp/body" "$OS/onesample_det.ref.json" <<'PYEOF'
+import json, re, sys
+f, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert f["name"] == "trial", f["name"]
+svg = f["svg"].lower()
+for bad in ("<script", "onerror", "onload", "javascript:", "<foreignobject", "href=\"http"):
+    assert bad not in svg, bad
+assert all(h.startswith("data:image/png;base64,") for h in re.findall(r'href="([^"]*)"', f["svg"])), "an href not a PNG"
+# golden: PyTorch's detections of image 1 over the default score threshold (0.5)
+want = sorted(round(s, 4) for s in ref["golden"][1]["scores"] if s > 0.5)
+got = sorted(round(float(x), 4) for x in re.findall(r'<g class="bfr-box-golden" data-label="\d+" data-score="([^"]+)"', f["svg"]))
+assert got == want, (got, want)
+print("ok")
+PYEOF
+)
+eq picture_shape "$chk" ok
 req ready_after 200 "$URL/v2/health/ready"
 stop_daemon
 finish

@@ -156,3 +156,25 @@ def test_missing_pandas_names_the_debian_package(flips, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match="python3-pandas"):
         flips.to_pandas()
+
+
+def test_ivmod_columns_of_a_detection_result():
+    """A detection campaign's tensor and bit tables carry IVMOD: the trials'
+    critical images (changed_predictions) summed by hand, over trials x images."""
+    from conftest import FIX
+    one = f"{FIX}/onesample"
+    det = bitflip.run({"model": f"{one}/onesample_dyn.onnx", "dataset": f"{one}/onesample_det.eval.safetensors",
+                       "trials": 30, "seed": 5, "faults": {"target": "weights", "model": "bitflip"}})
+    trials = det.trials.to_pandas()
+    samples = det.doc["golden"]["samples"]
+    tensors = det.to_pandas("tensors").set_index("tensor")
+    assert trials["changed_predictions"].sum() > 0
+    for name, row in tensors.iterrows():
+        mine = trials[trials["tensor"] == name]
+        assert row["critical_images"] == mine["changed_predictions"].sum()
+        assert row["images"] == len(mine) * samples
+        if len(mine):
+            assert row["ivmod"] == pytest.approx(mine["changed_predictions"].sum() / (len(mine) * samples))
+    bits = det.to_pandas("bits")
+    assert bits["critical_images"].sum() == trials["changed_predictions"].sum()
+    assert "ivmod" not in bitflip.run(digits_spec(trials=20, seed=3)).to_pandas("tensors").columns

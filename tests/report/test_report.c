@@ -216,10 +216,72 @@ static void test_errors(void **state)
     json_decref(running);
 }
 
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(s, what); p; p = strstr(p + 1, what)) n++;
+    return n;
+}
+
+/* bfr_trial_figure on a hand-built view: the boxes over the threshold are
+ * drawn (and only they), clipped to the image, labelled "class score"; the
+ * masks' changed pixels counted; views that do not hold together refused. */
+static void test_trial_figure(void **state)
+{
+    (void)state;
+    float px[3 * 3 * 4];
+    for (int i = 0; i < 36; i++) px[i] = (float)i;
+    bfr_detection g[3] = {{{0, 0, 2, 2}, 7, 0.9f}, {{1, 1, 400, 3}, 2, 0.6f}, {{0, 0, 1, 1}, 3, 0.4f}};
+    bfr_detection f[1] = {{{0, 0, 2, 2}, 7, 0.55f}};
+    bfr_trial_view v = {.task = "detection", .trial = 4, .image = 2, .outcome = "critical", .fault = ", w[3] <b>",
+                        .pixels = px, .channels = 3, .height = 3, .width = 4, .golden = g, .n_golden = 3, .faulty = f,
+                        .n_faulty = 1, .score_threshold = 0.5};
+    bf_error err = {0};
+    json_t *fig = bfr_trial_figure(&v, &err);
+    assert_non_null(fig);
+    const char *svg = json_string_value(json_object_get(fig, "svg"));
+    assert_string_equal(json_string_value(json_object_get(fig, "name")), "trial");
+    assert_int_equal(count(svg, "<g class=\"bfr-box-golden\""), 2);   /* 0.4 is under the threshold */
+    assert_int_equal(count(svg, "<g class=\"bfr-box-faulty\""), 1);
+    assert_non_null(strstr(svg, ">7 0.90</text>"));
+    assert_non_null(strstr(svg, "golden: 2 detections"));
+    assert_non_null(strstr(svg, "faulty: 1 detection<"));
+    assert_non_null(strstr(svg, "w[3] &lt;b&gt;"));                  /* text escaped */
+    assert_non_null(strstr(svg, "href=\"data:image/png;base64,iVBORw0KGgo"));   /* the PNG signature */
+    /* scale 75 (300 / 4): the box to x = 400 is clipped at the image's width, 4 x 75 = 300 wide less x0 = 75 */
+    assert_non_null(strstr(svg, "width=\"225.0\" height=\"150.0\" fill=\"none\""));
+    json_decref(fig);
+
+    int gm[12] = {0}, fm[12] = {0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255};
+    bfr_trial_view sv = {.task = "segmentation", .trial = 0, .image = 0, .pixels = px, .channels = 1, .height = 3, .width = 4,
+                         .golden_mask = gm, .faulty_mask = fm};
+    fig = bfr_trial_figure(&sv, &err);
+    assert_non_null(fig);
+    assert_non_null(strstr(json_string_value(json_object_get(fig, "svg")), "faulty mask: 2 pixels changed (16.67%)"));
+    assert_int_equal(count(json_string_value(json_object_get(fig, "svg")), "<image "), 3);
+    json_decref(fig);
+
+    bfr_trial_view bad = v;
+    bad.task = "classification";
+    assert_null(bfr_trial_figure(&bad, &err));
+    assert_int_equal(err.status, BF_EINVAL);
+    assert_non_null(strstr(err.msg, "task is classification"));
+    bad = v, bad.pixels = NULL;
+    assert_null(bfr_trial_figure(&bad, &err));
+    bad = v, bad.width = BFR_PICTURE_MAX_SIDE + 1;
+    assert_null(bfr_trial_figure(&bad, &err));
+    assert_non_null(strstr(err.msg, "sides of 1 to 4096"));
+    bad = v, bad.channels = 2;
+    assert_null(bfr_trial_figure(&bad, &err));
+    bad = sv, bad.faulty_mask = NULL;
+    assert_null(bfr_trial_figure(&bad, &err));
+    assert_non_null(strstr(err.msg, "golden and the faulty masks"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_xml_escape), cmocka_unit_test(test_numbers), cmocka_unit_test(test_ticks),
+        cmocka_unit_test(test_xml_escape), cmocka_unit_test(test_trial_figure), cmocka_unit_test(test_numbers), cmocka_unit_test(test_ticks),
         cmocka_unit_test(test_headline),   cmocka_unit_test(test_errors),  cmocka_unit_test(test_lm_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,6 +33,14 @@ def _group_row(g):
         row[f"{which}_rate"] = _nan(r.get("rate"))
         row[f"{which}_lo"] = lo
         row[f"{which}_hi"] = hi
+    iv = g.get("ivmod")
+    if iv is not None:   # detection and segmentation: the share of images made critical
+        lo, hi = _ci(iv)
+        row["critical_images"] = iv.get("critical_images", 0)
+        row["images"] = iv.get("images", 0)
+        row["ivmod"] = _nan(iv.get("rate"))
+        row["ivmod_lo"] = lo
+        row["ivmod_hi"] = hi
     return row
 
 

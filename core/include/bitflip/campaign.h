@@ -305,6 +305,15 @@ typedef struct bf_metric_sums {
     double sum, sumsq;
 } bf_metric_sums;
 
+/* IVMOD's parts (detection and segmentation tasks) over a group of trials:
+ * the trials, the images their faults made critical (bf_trial_record.changed)
+ * summed, and the sum of each trial's count squared (for the interval of the
+ * mean over trials). IVMOD = critical / (trials x samples). Integers, so
+ * shards merge exactly. */
+typedef struct bf_ivmod_sums {
+    int64_t trials, critical, critical_sq;
+} bf_ivmod_sums;
+
 typedef struct bf_campaign_result {
     int64_t trials_planned;   /* in this shard */
     int64_t trials_done;
@@ -315,6 +324,12 @@ typedef struct bf_campaign_result {
     bf_outcome_counts by_bit[64];        /* by bit position of the first fault bit */
     bf_outcome_counts *by_site_bit;      /* [n_sites][64]: by_site split by that bit (the
                                           * tensor x bit heatmap); single faults only */
+    /* detection, segmentation: IVMOD's parts per site, per bit (the first
+     * fault bit) and per site x bit, grouped as by_site, by_bit and
+     * by_site_bit; all zeros for other tasks */
+    bf_ivmod_sums *ivmod_by_site;        /* n_sites */
+    bf_ivmod_sums ivmod_by_bit[64];
+    bf_ivmod_sums *ivmod_by_site_bit;    /* [n_sites][64] */
     bf_metric_sums metric[BF_METRIC_COUNT];               /* over all trials */
     bf_metric_sums *rate_metric;         /* BER: [n_rates][BF_METRIC_COUNT] */
     bf_outcome_counts *by_rate;          /* BER: n_rates */
@@ -528,10 +543,17 @@ double bf_campaign_population(const bf_campaign *c);
 /* The golden pass's outputs (samples x cols; with a mitigation, the
  * protected model's), valid for the campaign's life. */
 const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t *cols);
+/* A one-sample graph's golden outputs, every one per sample (as
+ * bf_campaign_opts.on_ragged gives a trial's); NULL with *n = 0 for a
+ * batched graph. Valid for the campaign's life. */
+const bf_ragged_output *bf_campaign_golden_ragged(const bf_campaign *c, size_t *n);
 /* Model "profiled": the offset of the error map in trial t (weight bit j
  * sits in cell (j + offset) mod rows * cols; bitflip/errmap.h), drawn from
  * (seed, t) alone; -1 for other models or t out of range. */
 int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t);
+
+/* The task of the campaign's eval set (from its labels). */
+bf_task bf_campaign_task(const bf_campaign *c);
 
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);

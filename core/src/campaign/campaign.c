@@ -69,6 +69,14 @@ const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t 
     return c->golden.out;
 }
 
+bf_task bf_campaign_task(const bf_campaign *c) { return c->golden.task; }
+
+const bf_ragged_output *bf_campaign_golden_ragged(const bf_campaign *c, size_t *n)
+{
+    *n = c->golden.rag.n;
+    return c->golden.rag.n ? c->golden.rag.view : NULL;
+}
+
 double bf_campaign_population(const bf_campaign *c)
 {
     /* random_value replaces whole values: the population is the elements */

@@ -128,5 +128,7 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
 
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);
+/* Adds trials, critical images and their squares' sum into an IVMOD group. */
+void bf__ivmod_add(bf_ivmod_sums *a, int64_t trials, int64_t critical, int64_t critical_sq);
 
 #endif

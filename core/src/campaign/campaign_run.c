@@ -512,11 +512,18 @@ static void fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_r
     acc->trials_done++;
     acc->total.n[o]++;
     /* by_site and by_bit describe single faults; a BER trial is a rate's */
+    /* IVMOD's parts, grouped the same way: the trial's critical images */
+    int iv = c->golden.task == BF_TASK_DETECTION || c->golden.task == BF_TASK_SEGMENTATION;
+    int64_t k = rec->changed;
     if (rec->rate_index < 0 && rec->n_kept > 0) {
-        acc->by_site[rec->faults[0].site].n[o]++;
-        if (first_bit >= 0) acc->by_site_bit[(size_t)rec->faults[0].site * 64 + (size_t)first_bit].n[o]++;
+        size_t site = (size_t)rec->faults[0].site;
+        acc->by_site[site].n[o]++;
+        if (first_bit >= 0) acc->by_site_bit[site * 64 + (size_t)first_bit].n[o]++;
+        if (iv) bf__ivmod_add(&acc->ivmod_by_site[site], 1, k, k * k);
+        if (iv && first_bit >= 0) bf__ivmod_add(&acc->ivmod_by_site_bit[site * 64 + (size_t)first_bit], 1, k, k * k);
     }
     if (first_bit >= 0) acc->by_bit[first_bit].n[o]++;
+    if (iv && first_bit >= 0) bf__ivmod_add(&acc->ivmod_by_bit[first_bit], 1, k, k * k);
     if (rec->rate_index >= 0) acc->by_rate[rec->rate_index].n[o]++;
     for (int m = 0; m < BF_METRIC_COUNT; m++) {
         double v = rec->metrics[m];

@@ -44,6 +44,8 @@ void bf_campaign_result_free(bf_campaign_result *r)
     if (!r) return;
     bf__free(r->by_site);
     bf__free(r->by_site_bit);
+    bf__free(r->ivmod_by_site);
+    bf__free(r->ivmod_by_site_bit);
     bf__free(r->by_rate);
     bf__free(r->rate_metric);
     memset(r, 0, sizeof *r);
@@ -57,9 +59,11 @@ bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates,
     r->n_rates = n_rates;
     r->by_site = bf__calloc(n_sites + 1, sizeof *r->by_site);
     r->by_site_bit = bf__calloc((n_sites + 1) * 64, sizeof *r->by_site_bit);
+    r->ivmod_by_site = bf__calloc(n_sites + 1, sizeof *r->ivmod_by_site);
+    r->ivmod_by_site_bit = bf__calloc((n_sites + 1) * 64, sizeof *r->ivmod_by_site_bit);
     r->by_rate = n_rates ? bf__calloc(n_rates, sizeof *r->by_rate) : NULL;
     r->rate_metric = n_rates ? bf__calloc(n_rates * BF_METRIC_COUNT, sizeof *r->rate_metric) : NULL;
-    if (!r->by_site || !r->by_site_bit || (n_rates && (!r->by_rate || !r->rate_metric))) {
+    if (!r->by_site || !r->by_site_bit || !r->ivmod_by_site || !r->ivmod_by_site_bit || (n_rates && (!r->by_rate || !r->rate_metric))) {
         bf_campaign_result_free(r);
         return bf_error_set(err, BF_ENOMEM, "out of memory for a campaign result");
     }
@@ -69,6 +73,13 @@ bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates,
 static void counts_add(bf_outcome_counts *a, const bf_outcome_counts *b)
 {
     for (int o = 0; o < BF_OUTCOME_COUNT; o++) a->n[o] += b->n[o];
+}
+
+void bf__ivmod_add(bf_ivmod_sums *a, int64_t trials, int64_t critical, int64_t critical_sq)
+{
+    a->trials += trials;
+    a->critical += critical;
+    a->critical_sq += critical_sq;
 }
 
 static void sums_merge(bf_metric_sums *a, const bf_metric_sums *b)
@@ -103,6 +114,14 @@ bf_status bf_campaign_result_merge(bf_campaign_result *a, const bf_campaign_resu
     for (int i = 0; i < 64; i++) counts_add(&a->by_bit[i], &b->by_bit[i]);
     for (size_t i = 0; a->by_site_bit && b->by_site_bit && i < a->n_sites * 64; i++)
         counts_add(&a->by_site_bit[i], &b->by_site_bit[i]);
+    /* a result parsed from a document of an older bitflip may lack them */
+    for (size_t i = 0; a->ivmod_by_site && b->ivmod_by_site && i < a->n_sites; i++)
+        bf__ivmod_add(&a->ivmod_by_site[i], b->ivmod_by_site[i].trials, b->ivmod_by_site[i].critical, b->ivmod_by_site[i].critical_sq);
+    for (size_t i = 0; a->ivmod_by_site_bit && b->ivmod_by_site_bit && i < a->n_sites * 64; i++)
+        bf__ivmod_add(&a->ivmod_by_site_bit[i], b->ivmod_by_site_bit[i].trials, b->ivmod_by_site_bit[i].critical,
+                      b->ivmod_by_site_bit[i].critical_sq);
+    for (int i = 0; i < 64; i++)
+        bf__ivmod_add(&a->ivmod_by_bit[i], b->ivmod_by_bit[i].trials, b->ivmod_by_bit[i].critical, b->ivmod_by_bit[i].critical_sq);
     for (int m = 0; m < BF_METRIC_COUNT; m++) sums_merge(&a->metric[m], &b->metric[m]);
     for (size_t i = 0; i < a->n_rates; i++) {
         counts_add(&a->by_rate[i], &b->by_rate[i]);

@@ -1,0 +1,137 @@
+/* Figures: IVMOD per tensor and per bit (detection and segmentation
+ * results). IVMOD is the share of images whose detections (or masks) a
+ * fault made critical: by_tensor[].ivmod and by_bit[].ivmod, with the
+ * Student-t interval of the mean over trials. One figure of each per result
+ * that has them ("ivmod_tensors", "ivmod_bits"; _2, _3... for the others). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_impl.h"
+
+#define W 760
+#define L 270   /* tensor names, bit labels */
+#define VW 190  /* value text */
+#define R 16
+#define T 64
+#define BH 16
+
+typedef struct row {
+    const json_t *group;
+    int bit;                   /* ivmod_bits: the bit; else -1 */
+    double rate, lo, hi;
+    long long critical, images;
+} row;
+
+static int by_rate_desc(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->rate != y->rate) return x->rate < y->rate ? 1 : -1;
+    if (x->images != y->images) return x->images < y->images ? 1 : -1;
+    return strcmp(bfr__tensor_name(x->group), bfr__tensor_name(y->group));
+}
+
+static int by_bit_desc(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    return (x->bit < y->bit) - (x->bit > y->bit);   /* no subtraction: bits come from the document */
+}
+
+/* the groups of `arr` that carry an ivmod with images, as rows; NULL with
+ * *n = 0 if none (or out of memory: *oom) */
+static row *rows_of(const json_t *arr, int bits, size_t *n, int *oom)
+{
+    size_t cap = json_array_size(arr), k = 0, i;
+    const json_t *g;
+    *n = 0;
+    if (!cap) return NULL;
+    row *rows = malloc(cap * sizeof *rows);
+    if (!rows) { *oom = 1; return NULL; }
+    json_array_foreach(arr, i, g) {
+        const json_t *iv = json_object_get(g, "ivmod"), *ci = json_object_get(iv, "ci");
+        json_int_t images = json_integer_value(json_object_get(iv, "images"));
+        if (!json_is_object(iv) || images <= 0) continue;
+        row *r = &rows[k++];
+        r->group = g;
+        r->bit = bits ? (int)json_integer_value(json_object_get(g, "bit")) : -1;
+        r->images = images;
+        r->critical = json_integer_value(json_object_get(iv, "critical_images"));
+        r->rate = (double)r->critical / (double)images;
+        r->lo = json_is_number(json_array_get(ci, 0)) ? json_number_value(json_array_get(ci, 0)) : NAN;
+        r->hi = json_is_number(json_array_get(ci, 1)) ? json_number_value(json_array_get(ci, 1)) : NAN;
+    }
+    if (!k) { free(rows); return NULL; }
+    qsort(rows, k, sizeof *rows, bits ? by_bit_desc : by_rate_desc);
+    *n = k;
+    return rows;
+}
+
+static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
+{
+    int oom = 0;
+    size_t n = 0;
+    row *rows = rows_of(json_object_get(set->docs[d].root, bits ? "by_bit" : "by_tensor"), bits, &n, &oom);
+    if (!rows) return oom;
+    size_t shown = !bits && n > set->max_tensors ? set->max_tensors : n;
+    int plot = (int)shown * (BH + 6), h = T + plot + 58 + (n > shown ? 16 : 0);
+    double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
+    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    const char *what = bits ? "bit" : "tensor";
+    char title[160], sub[256], alt[640], name[32];
+    if (set->n_docs > 1) snprintf(title, sizeof title, "IVMOD per %s: %.80s", what, set->docs[d].label);
+    else snprintf(title, sizeof title, "IVMOD per %s: images a fault made critical", what);
+    snprintf(sub, sizeof sub, "critical images over trials x images, faults in each %s%s; whiskers: %.0f%% t interval over trials",
+             what, bits ? " (lowest flipped bit), highest bit first" : ", most first", 100 * conf);
+    snprintf(alt, sizeof alt, "Bar chart of IVMOD per %s, %zu %s%s; ", what, n, what, n > 1 ? "s" : "");
+    double lo = 0, hi = 0, ticks[8];
+    for (size_t i = 0; i < shown; i++) hi = fmax(hi, isfinite(rows[i].hi) ? fmax(rows[i].hi, rows[i].rate) : rows[i].rate);
+    if (!(hi > 0)) hi = 0.01;
+    if (hi > 1) hi = 1;
+    int nt = bfr__ticks(&lo, &hi, 0, ticks, 6);
+    bfr__scale sx = {lo, hi, L, W - R - VW, 0};
+    bfr__buf b = {0};
+    bfr__svg_open(&b, W, h, title, sub);
+    bfr__svg_text(&b, 16, 24, "start", "t", title, 0);
+    bfr__svg_text(&b, 16, 44, "start", "s", sub, 0);
+    bfr__axis_x(&b, &sx, T + plot, ticks, nt, 'p', "IVMOD (% of the images, over the trials)", T);
+    for (size_t i = 0; i < shown; i++) {
+        const row *r = &rows[i];
+        char label[160], v[64], kc[32], nc[32], tip[400], val[120];
+        if (bits) snprintf(label, sizeof label, "bit %d", r->bit);
+        else snprintf(label, sizeof label, "%s", bfr__tensor_name(r->group));
+        double y = T + 3 + (double)i * (BH + 6);
+        if (isfinite(r->lo) && isfinite(r->hi)) bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
+        else bfr__pct(v, sizeof v, r->rate, bfr__pct_decimals(r->rate, r->rate, r->rate), 1);
+        bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->images);
+        snprintf(val, sizeof val, "%s of %s", kc, nc);
+        snprintf(tip, sizeof tip, "%.120s: %s critical images of %s, IVMOD %s", label, kc, nc, v);
+        bfr__printf(&b, "<g class=\"bfr-ivmod\" data-critical=\"%lld\" data-images=\"%lld\">\n", r->critical, r->images);
+        bfr__svg_text(&b, L - 8, y + BH / 2.0 + 4, "end", "lb", label, BFR_LABEL_CHARS);
+        bfr__hbar(&b, &sx, y, BH, r->rate, r->lo, r->hi, bfr__palette[2], tip, val, W - R - VW + 8);
+        bfr__puts(&b, "</g>\n");
+        if (i < 3) {
+            size_t al = strlen(alt);
+            snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "highest: ", label, v);
+        }
+    }
+    if (n > shown) {
+        char note[96];
+        snprintf(note, sizeof note, "the %zu highest of %zu tensors that were hit", shown, n);
+        bfr__svg_text(&b, L, h - 8, "start", "n", note, 0);
+    }
+    bfr__svg_close(&b);
+    free(rows);
+    char *svg = bfr__buf_take(&b);
+    if (!svg) return 1;
+    if (d == 0) snprintf(name, sizeof name, "ivmod_%ss", what);
+    else snprintf(name, sizeof name, "ivmod_%ss_%zu", what, d + 1);
+    return bfr__fig_add(figs, name, title, alt, svg);
+}
+
+int bfr__fig_ivmod(const bfr__set *set, json_t *figs)
+{
+    for (size_t d = 0; d < set->n_docs; d++)
+        if (one(set, d, 0, figs) || one(set, d, 1, figs)) return 1;
+    return 0;
+}
