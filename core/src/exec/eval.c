@@ -68,6 +68,7 @@ struct bf_evaluator {
     bf_value_fault *vf;       /* value faults, by eval-set sample */
     size_t n_vf, vf_cap;
     float *vf_old, *vf_new;   /* what each saw in the last run */
+    int64_t *vf_at;           /* ... and where: element, the value's elements there (pairs) */
 
     /* Worker threads live as long as the evaluator: a pass over a small eval
      * set takes a fraction of a millisecond, less than creating threads. */
@@ -112,6 +113,7 @@ void bf_evaluator_free(bf_evaluator *ev)
     bf__free(ev->vf);
     bf__free(ev->vf_old);
     bf__free(ev->vf_new);
+    bf__free(ev->vf_at);
     bf__free(ev->tids);
     for (size_t i = 0; i < ev->n_plans; i++) bf_plan_free(ev->plans[i]);
     bf__free(ev->plans);
@@ -523,7 +525,9 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
      * (sample 0 for every-sample faults), so one worker writes it */
     for (size_t j = 0; j < n_vf; j++) {
         size_t k = w->vf_of[j];
-        if (ev->vf[k].sample >= 0 || start == 0) bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
+        if (ev->vf[k].sample < 0 && start != 0) continue;
+        bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
+        bf__plan_value_fault_at(plan, j, &ev->vf_at[2 * k], &ev->vf_at[2 * k + 1]);
     }
     if (ev->unbatched) return keep_sample(ev, plan, start, err);
     memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
@@ -722,7 +726,7 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
         if ((st = bf_bitflip_check(ev->model, &flips[i], err)) != BF_OK) return st;
     if ((st = apply_flips(ev, flips, n_flips, err)) != BF_OK) return st;
 
-    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN, ev->vf_at[2 * k] = -1, ev->vf_at[2 * k + 1] = 0;
     double t0 = now_s();
     atomic_store(&ev->next, 0);
     atomic_store(&ev->done, 0);
@@ -761,7 +765,7 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
         return bf_error_set(err, BF_ERANGE, "sample %lld does not exist (the eval set has %lld)", (long long)sample,
                             (long long)ev->samples);
     if (ev->cancel && bf_cancel_requested(ev->cancel)) return bf_error_set(err, BF_ECANCELED, "evaluation canceled");
-    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN, ev->vf_at[2 * k] = -1, ev->vf_at[2 * k + 1] = 0;
     double t0 = now_s();
     int64_t b = sample / ev->batch;
     bf_plan *plan = b == ev->samples / ev->batch ? ev->rest : ev->plans[0];
@@ -843,6 +847,9 @@ static bf_status reserve_value_faults(bf_evaluator *ev, size_t n, bf_error *err)
     o = bf__realloc(ev->vf_new, cap * sizeof *o);
     if (!o) goto oom;
     ev->vf_new = o;
+    int64_t *at = bf__realloc(ev->vf_at, 2 * cap * sizeof *at);
+    if (!at) goto oom;
+    ev->vf_at = at;
     ev->vf_cap = cap;
     return BF_OK;
 oom:
@@ -862,9 +869,9 @@ bf_status bf_evaluator_set_value_faults(bf_evaluator *ev, const bf_value_fault *
         if (f->sample < -1 || f->sample >= ev->samples)
             return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': sample %lld does not exist (the eval set has %lld)", k,
                                 name, (long long)f->sample, (long long)ev->samples);
-        if (f->index < 0 || f->index >= row)
-            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': element %lld does not exist (%lld per sample)", k,
-                                name, (long long)f->index, (long long)row);
+        if (f->index < 0 || f->index >= (f->drawn ? BF_VALUE_FAULT_DRAWS : row))
+            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': %s %lld does not exist (%lld per sample)", k, name,
+                                f->drawn ? "draw" : "element", (long long)f->index, (long long)row);
         if (bf_repr_bits(f->repr) == 0 || (int)f->model < 0 || f->model > BF_FAULT_BER ||
             (bf_repr_is_fixed(f->repr) && !(f->scale > 0 && isfinite(f->scale))))
             return bf_error_set(err, BF_EINVAL, "value fault %zu on '%s': unknown representation or fault model, or a bad int8 scale",
@@ -879,4 +886,10 @@ void bf_evaluator_value_fault_seen(const bf_evaluator *ev, size_t i, float *old_
 {
     *old_value = i < ev->n_vf ? ev->vf_old[i] : NAN;
     *new_value = i < ev->n_vf ? ev->vf_new[i] : NAN;
+}
+
+void bf__evaluator_value_fault_at(const bf_evaluator *ev, size_t i, int64_t *index, int64_t *elements)
+{
+    *index = i < ev->n_vf ? ev->vf_at[2 * i] : -1;
+    *elements = i < ev->n_vf ? ev->vf_at[2 * i + 1] : 0;
 }

@@ -60,6 +60,10 @@ void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel);
  * every other sample's from (e.g. a campaign's golden ones), as `base` gives
  * output 0's; NULL: what the evaluator's last pass left. */
 void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
+/* Value fault i of the last pass: the element it struck in the sample it
+ * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
+ * or shorter there) and the elements the value had there (plan_impl.h). */
+void bf__evaluator_value_fault_at(const bf_evaluator *ev, size_t i, int64_t *index, int64_t *elements);
 /* 1: the model takes one sample per call from this eval set (its first
  * input has one dim fewer than the eval set's tensor of that name, and a fixed dim 0), as
  * bf_evaluator_create decides it; plans of it need bf_plan_opts.unbatched. */
