@@ -53,6 +53,28 @@ JSON
 done
 grep -q '"outcome":"critical"' "$tmp/activations.1.jsonl" && passes=$((passes+1)) || { echo "FAIL no activation fault was critical"; fails=$((fails+1)); }
 
+# --run-memory: the cap on a run's memory for shapes that are data; a tiny
+# one fails naming the step and the flag (eval, run, plan), a usable one runs
+dmodel=$FX/onesample_dyn.onnx
+ddata=$FX/onesample_det.eval.safetensors
+check run_memory_eval 3 "$BF" eval "$dmodel" "$ddata" --run-memory 1K
+contains run_memory_eval "node '"
+contains run_memory_eval "over the run-time limit of 1.0 KiB (--run-memory"
+check run_memory_zero 2 "$BF" eval "$dmodel" "$ddata" --run-memory 0
+contains run_memory_zero "--run-memory must be more than 0"
+check run_memory_ok 0 "$BF" eval "$dmodel" "$ddata" --run-memory 1M
+cat >"$tmp/dyn.json" <<JSON
+{"model": "$dmodel", "dataset": "$ddata", "trials": 4, "seed": 5, "faults": {"target": "activations"}}
+JSON
+check run_memory_run 3 "$BF" run "$tmp/dyn.json" --local --run-memory 1K
+contains run_memory_run "over the run-time limit of 1.0 KiB (--run-memory"
+check run_memory_plan 3 "$BF" plan "$tmp/dyn.json" --run-memory 1K
+contains run_memory_plan "(--run-memory"
+check run_memory_server 2 "$BF" run "$tmp/dyn.json" --server http://127.0.0.1:9 --run-memory 1M
+contains run_memory_server "--run-memory are for --local runs"
+check run_memory_help 0 "$BF" help eval
+contains run_memory_help "--run-memory SIZE"
+
 # eval sets that fit neither layout
 $PY -c "
 import sys, numpy as np

@@ -510,6 +510,10 @@ typedef struct bf_campaign_prep {
      * workers'. The cache and the golden outputs are the same for any
      * number. */
     int threads;
+    /* Every plan's cap on a run's memory for shapes that are data
+     * (bf_plan_opts.max_run_bytes; 0: its default): the golden pass's, the
+     * workers', the counting passes'. The CLI's --run-memory. */
+    uint64_t max_run_bytes;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

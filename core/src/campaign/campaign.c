@@ -739,6 +739,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if (!c) return bf_error_set(err, BF_ENOMEM, "out of memory");
     c->model = c->store.model = model;
     c->ds = ds;
+    c->max_run_bytes = prep ? prep->max_run_bytes : 0;
     if ((st = check_spec(spec, err)) != BF_OK) goto out;
     if ((st = apply_spec(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;

@@ -22,7 +22,7 @@ static bf_status count_pass(bf_campaign *c, double *sum, bf_error *err)
     bf_plan *full = NULL, *rest = NULL;
     int64_t n_rest = c->golden.samples % c->batch;
     int one = bf__eval_set_unbatched(m, c->ds);
-    bf_plan_opts po = {.unbatched = one};
+    bf_plan_opts po = {.unbatched = one, .max_run_bytes = c->max_run_bytes};
     bf_status st = bf_plan_create_opts(m, c->batch, &po, &full, err);
     if (st == BF_OK && n_rest) st = bf_plan_create_opts(m, n_rest, &po, &rest, err);
     for (int64_t start = 0; st == BF_OK && start < c->golden.samples; start += c->batch) {

@@ -270,7 +270,7 @@ static double cpu_s(void)
 /* An evaluator of the golden model as stored, one thread, the campaign's batch. */
 static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_error *err)
 {
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .max_run_bytes = c->max_run_bytes};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, ev, err);
     for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
         if (c->store.values[p]) st = bf_evaluator_set_param(*ev, p, c->store.values[p], err);
@@ -450,7 +450,7 @@ bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err)
     mx = bf__calloc(c->surface.n_sites + 1, sizeof *mx);
     if (!mx) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     int one = bf__eval_set_unbatched(m, c->ds);
-    bf_plan_opts po = {.unbatched = one};
+    bf_plan_opts po = {.unbatched = one, .max_run_bytes = c->max_run_bytes};
     if ((st = bf_plan_create_opts(m, c->batch, &po, &full, err)) != BF_OK) goto out;
     if (n_rest && (st = bf_plan_create_opts(m, n_rest, &po, &rest, err)) != BF_OK) goto out;
     for (int64_t start = 0; start < c->golden.samples; start += c->batch) {

@@ -52,6 +52,7 @@ struct bf_campaign {
     bf__judge judge;
     bf__protect protect;
     bf__cgen gen;
+    uint64_t max_run_bytes;   /* every plan's (bf_campaign_prep; 0: the default) */
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
         double plans, golden, golden_cpu, index;

@@ -426,7 +426,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
      * activation may run in its epilogue (the differential engine runs
      * steps alone and reads every value) */
     bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel,
-                       .fuse_activations = rn->exact};
+                       .fuse_activations = rn->exact, .max_run_bytes = c->max_run_bytes};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)

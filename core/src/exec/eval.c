@@ -397,7 +397,8 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     int64_t rest = ev->samples % ev->batch;
 
     ev->fuse = opts && opts->fuse_activations;
-    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse, .unbatched = ev->unbatched};
+    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse, .unbatched = ev->unbatched,
+                       .max_run_bytes = opts ? opts->max_run_bytes : 0};
     ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
     if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     for (int t = 0; t < ev->threads; t++) {

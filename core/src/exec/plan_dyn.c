@@ -42,7 +42,7 @@ static bf_status over(bf_plan *p, size_t n, const char *what, bf_error *err)
     char a[32], b[32], c[32];
     return bf_error_set(err, BF_ELIMIT,
                         "%s: %s needs %s of run-time memory, %s in this run already: over the run-time limit of %s "
-                        "(bf_plan_opts.max_run_bytes; docs/LIMITS.md)",
+                        "(--run-memory; bf_plan_opts.max_run_bytes; docs/LIMITS.md)",
                         p->model->label, what, bf_bytes_str(n, a, sizeof a),
                         bf_bytes_str(p->dyn.run_bytes, b, sizeof b), bf_bytes_str(p->dyn.limit, c, sizeof c));
 }
