@@ -164,7 +164,7 @@ void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 /* plan_dyn.c: prep readied for a run-time prepare of node n (at_run 1,
  * nothing prepared yet); the caller sets its inputs and outputs. */
-void bf__prep_at_run(bf__prep *prep, const bf__node *n, int64_t opset, int n_in, int n_out);
+void bf__prep_at_run(bf__prep *prep, bf_plan *p, const bf__node *n, int n_in, int n_out);
 /* 1: graph output k has the same shape on every run (its size is not data),
  * as bf_plan_output gives it after the plan is built. */
 int bf__plan_output_static(const bf_plan *plan, size_t k);
