@@ -354,7 +354,7 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
             json_object_set_new(jf, "position", json_integer(p));
             json_object_set_new(jf, "dim", json_integer(d));
         }
-        if (!isfinite(f->new_value))
+        if (!isfinite(f->new_value) && !(site->dynamic && f->index < 0))   /* a fault that struck nothing: null */
             json_object_set_new(jf, "new", json_string(isnan(f->new_value) ? "NaN" : f->new_value > 0 ? "Infinity" : "-Infinity"));
         if (f->sample >= 0) json_object_set_new(jf, "sample", json_integer(f->sample));
         /* a dynamic site: the elements the value had where the fault struck (0: it did nothing) */

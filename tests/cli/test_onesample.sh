@@ -75,6 +75,22 @@ contains run_memory_server "--run-memory are for --local runs"
 check run_memory_help 0 "$BF" help eval
 contains run_memory_help "--run-memory SIZE"
 
+# faults after NMS (docs/CAMPAIGNS.md): a list fault in the image with no
+# detection strikes nothing, and its record says so; one in an image with
+# boxes names the element and the run's count; the site is marked dynamic
+DS=$2/dynsite
+value=$($PY -c "import json; print(json.load(open('$DS/postnms.ref.json'))['value'])")
+cat >"$tmp/nms.json" <<JSON
+{"model": "$DS/postnms.onnx", "dataset": "$DS/postnms.eval.safetensors", "faults": {"target": "activations",
+ "persistence": "transient"}, "sampling": {"list": [{"tensor": "$value", "index": 0, "bit": 30, "sample": 3},
+ {"tensor": "$value", "index": 2, "bit": 30, "sample": 0}]}}
+JSON
+check nms_list 0 "$BF" run "$tmp/nms.json" --local --trials-out "$tmp/nms.jsonl" --out "$tmp/nms.out.json"
+grep -q '"index":-1,"bits":\[30\],"old":null,"new":null,"sample":3,"run_elements":0' "$tmp/nms.jsonl" && grep -q '"outcome":"masked"' "$tmp/nms.jsonl" \
+  && passes=$((passes+1)) || { echo "FAIL a fault on an empty value: record"; cat "$tmp/nms.jsonl"; fails=$((fails+1)); }
+grep -q '"index":2,.*"sample":0,"run_elements":16' "$tmp/nms.jsonl" && passes=$((passes+1)) || { echo "FAIL a fault after NMS: record"; fails=$((fails+1)); }
+grep -q '"dynamic": *true' "$tmp/nms.out.json" && passes=$((passes+1)) || { echo "FAIL the site is not marked dynamic"; fails=$((fails+1)); }
+
 # eval sets that fit neither layout
 $PY -c "
 import sys, numpy as np
