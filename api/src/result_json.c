@@ -64,6 +64,8 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
         if (site && s->torch_note) json_object_set_new(site, "torch_note", json_string(s->torch_note));
         /* the named site (bitflip/sites.h) this node output is, when it is one */
         if (site && s->site) json_object_set_new(site, "site", json_string(s->site));
+        /* a dynamic step computes it: `elements` is the golden mean per sample (bitflip/campaign.h) */
+        if (site && s->dynamic) json_object_set_new(site, "dynamic", json_true());
         /* kv_cache: the layer and kind, and the entries' extent in this value */
         if (site && s->kv_kind)
             json_object_set_new(site, "kv", json_pack("{s:i, s:s, s:I, s:I, s:I}", "layer", s->kv_layer, "kind",
@@ -416,9 +418,11 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
             json_object_set_new(jf, "position", json_integer(p));
             json_object_set_new(jf, "dim", json_integer(d));
         }
-        if (!isfinite(f->new_value))
+        if (!isfinite(f->new_value) && !(site->dynamic && f->index < 0))   /* a fault that struck nothing: null */
             json_object_set_new(jf, "new", json_string(isnan(f->new_value) ? "NaN" : f->new_value > 0 ? "Infinity" : "-Infinity"));
         if (f->sample >= 0) json_object_set_new(jf, "sample", json_integer(f->sample));
+        /* a dynamic site: the elements the value had where the fault struck (0: it did nothing) */
+        if (site->dynamic) json_object_set_new(jf, "run_elements", json_integer(f->run_elements));
         json_array_append_new(faults, jf);
     }
     json_object_set_new(t, "faults", faults);

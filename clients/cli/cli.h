@@ -59,6 +59,7 @@ enum {
     CLI_OPT_LIMIT = 0x200,
     CLI_OPT_JOB_MEMORY,
     CLI_OPT_NO_FUSE,
+    CLI_OPT_RUN_MEMORY,
 };
 typedef struct cli_parser {
     const char *cmd;
@@ -132,6 +133,7 @@ typedef struct cli_limits {
     bf_spec_limits spec;
     bf_errmap_limits errmap;
     long long job_memory;   /* bytes; the default is CLI_JOB_MEMORY_DEFAULT */
+    long long run_memory;   /* --run-memory, bytes (bf_plan_opts.max_run_bytes); 0: the plans' default */
 } cli_limits;
 
 void cli_limits_init(cli_limits *l);
@@ -141,6 +143,9 @@ void cli_limits_init(cli_limits *l);
 #define CLI_OPTION_JOB_MEMORY {"job-memory", required_argument, NULL, CLI_OPT_JOB_MEMORY}
 #define CLI_OPTION_NO_FUSE {"no-fuse", no_argument, NULL, CLI_OPT_NO_FUSE}
 #define CLI_LIMITS_OPTIONS CLI_OPTION_LIMIT, CLI_OPTION_JOB_MEMORY, CLI_OPTION_NO_FUSE
+/* --run-memory SIZE: the commands whose plans may have dynamic steps (eval,
+ * run, plan) add it to their table; cli_limit_option applies it */
+#define CLI_OPTION_RUN_MEMORY {"run-memory", required_argument, NULL, CLI_OPT_RUN_MEMORY}
 /* If option c (from cli_parser_next, its value v) is one of those: applies
  * it, sets *rc (0 or an exit code, having printed why) and returns 1; else 0. */
 int cli_limit_option(const char *cmd, int c, const char *v, cli_limits *l, int *rc);
@@ -157,5 +162,10 @@ int check_job_memory(const char *cmd, const char *job, const bf_job_budget *b, l
     "                       spec.array=1000 (repeatable; docs/LIMITS.md lists them)\n" \
     "  --no-fuse            run LayerNorm, GELU and Hardswish as exported, node by\n" \
     "                       node, not as the one op PyTorch ran (docs/OPS.md)\n"
+#define CLI_RUN_MEMORY_HELP \
+    "  --run-memory SIZE    cap on the memory one plan run takes for shapes that are\n" \
+    "                       data (NMS, NonZero, If/Loop: dynamic steps); a run over it\n" \
+    "                       fails naming the step (default 4G, or what --job-memory\n" \
+    "                       leaves; docs/LIMITS.md)\n"
 
 #endif

@@ -45,6 +45,7 @@ static const char help[] =
     "  --json             machine-readable output\n"
     CLI_PROGRESS_HELP
     CLI_LIMITS_HELP
+    CLI_RUN_MEMORY_HELP
     "\n"
     "example:\n"
     "  bitflip eval model.onnx eval.safetensors --flip fc1.weight:12:30\n"
@@ -283,7 +284,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"flip", required_argument, NULL, OPT_FLIP},
         {"progress", required_argument, NULL, OPT_PROGRESS},
         {"progress-interval", required_argument, NULL, OPT_PROGRESS_INTERVAL},
-        CLI_LIMITS_OPTIONS,
+        CLI_LIMITS_OPTIONS, CLI_OPTION_RUN_MEMORY,
         {NULL, 0, NULL, 0}};
     cli_parser p;
     const char *v;
@@ -449,7 +450,8 @@ int cmd_eval(int argc, char **argv)
     progress prog = {0};
     cli_progress_start(&prog.out, "eval", o.progress, o.progress_interval);
     /* whole passes only, reading nothing but the outputs */
-    bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads, .share_buffers = 1, .fuse_activations = 1};
+    bf_eval_opts eo = {.batch = o.batch, .threads = (int)o.threads, .share_buffers = 1, .fuse_activations = 1,
+                       .max_run_bytes = (uint64_t)o.lim.run_memory};
     if (prog.out.mode != CLI_PROGRESS_NONE) {
         eo.progress = on_progress;
         eo.progress_user = &prog;

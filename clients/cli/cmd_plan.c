@@ -30,7 +30,8 @@ static const char help[] =
     "  --wall DURATION      with --sample: how many shards of --threads each finish\n"
     "                       within DURATION (90s, 30m, 2h), for --shard auto on a\n"
     "                       cluster (docs/SCALE.md)\n"
-    CLI_LIMITS_HELP;
+    CLI_LIMITS_HELP
+    CLI_RUN_MEMORY_HELP;
 
 /* "90", "90s", "30m", "2h", "1.5h" in seconds; 0 or EXIT_USAGE. */
 static int parse_duration(const char *v, double *out)
@@ -57,10 +58,11 @@ static const char *duration_str(double sec, char *buf, size_t len)
  * campaign prepared for the differential engine, its setup apart), the
  * whole campaign's time projected, and with --wall the shards it needs. */
 static int plan_time(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *spec, int threads, int exact,
-                     long long cache_budget, long long sample, double wall, const char *wall_text)
+                     long long cache_budget, long long sample, double wall, const char *wall_text, long long run_memory)
 {
     char d1[32], d2[32];
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = cache_budget, .threads = threads};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = cache_budget, .threads = threads,
+                             .max_run_bytes = (uint64_t)run_memory};
     bf_campaign *c = NULL;
     bf_campaign_result res;
     bf_error err = {0};
@@ -130,7 +132,7 @@ int cmd_plan(int argc, char **argv)
         {"confidence", required_argument, NULL, OPT_CONFIDENCE},
         {"sample", required_argument, NULL, OPT_SAMPLE},
         {"wall", required_argument, NULL, OPT_WALL},
-        CLI_LIMITS_OPTIONS,
+        CLI_LIMITS_OPTIONS, CLI_OPTION_RUN_MEMORY,
         {NULL, 0, NULL, 0}};
     cli_parser p;
     const char *v;
@@ -195,7 +197,9 @@ int cmd_plan(int argc, char **argv)
             rc = check_job_memory("plan", "campaign", &jb, lim.job_memory);
         }
         if (rc) {}
-        else if (bf_campaign_create(m, ds, &spec, &c, &err) != BF_OK) rc = report_error("plan", &err);
+        else if (bf_campaign_create_prepared(m, ds, &spec, NULL, &(bf_campaign_prep){.max_run_bytes = (uint64_t)lim.run_memory},
+                                             &c, &err) != BF_OK)
+            rc = report_error("plan", &err);
         else {
             double pop = bf_campaign_population(c);
             printf("fault population  %.6g faults (%zu tensors)\n", pop, bf_campaign_num_sites(c));
@@ -208,7 +212,7 @@ int cmd_plan(int argc, char **argv)
             printf("margin %.4g at confidence %.4g (z = %.4f): %lld trials (Leveugle et al. 2009, p = 0.5)\n", margin, conf,
                    bf_z_for_confidence(conf), (long long)bf_leveugle_trials(pop, margin, conf));
             printf("the spec asks for %lld trials\n", (long long)bf_campaign_num_trials(c));
-            if (sample) rc = plan_time(m, ds, &spec, (int)threads, exact, cache_budget, sample, wall, wall_text);
+            if (sample) rc = plan_time(m, ds, &spec, (int)threads, exact, cache_budget, sample, wall, wall_text, lim.run_memory);
         }
     }
     bf_campaign_free(c);

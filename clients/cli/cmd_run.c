@@ -77,6 +77,7 @@ static const char help[] =
     CLI_PROGRESS_HELP
     CLI_LIMITS_HELP
     "                       (--local only)\n"
+    CLI_RUN_MEMORY_HELP
     "\n"
     "Exit codes: 0 ran and every gate holds, 1 a gate failed, 2 usage or spec error,\n"
     "3 the campaign could not run.\n";
@@ -179,7 +180,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         {"prefix", required_argument, NULL, OPT_PREFIX},
         {"progress", required_argument, NULL, OPT_PROGRESS},
         {"progress-interval", required_argument, NULL, OPT_PROGRESS_INTERVAL},
-        CLI_LIMITS_OPTIONS,
+        CLI_LIMITS_OPTIONS, CLI_OPTION_RUN_MEMORY,
         {NULL, 0, NULL, 0}};
     cli_parser p;
     const char *v;
@@ -225,8 +226,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (o->local) o->server = NULL;
     if (!o->local && !o->server)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
-    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_arg || o->shards || o->lim.model.no_fuse))
-        return usage_error("run", "--threads, --exact, --cache-budget, --stats, --shard, --shards and --no-fuse are for "
+    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_arg || o->shards || o->lim.model.no_fuse ||
+                      o->lim.run_memory))
+        return usage_error("run", "--threads, --exact, --cache-budget, --stats, --shard, --shards, --no-fuse and --run-memory are for "
                                   "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
         return usage_error("run", "--format must be table, json or csv, got '%s'", o->format);
@@ -346,7 +348,8 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     if (threads < 1) threads = 1;
     /* the differential engine's golden pass is the campaign's: made once,
      * on the run's threads, whose evaluators the workers then adopt */
-    bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads};
+    bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
+                             .max_run_bytes = (uint64_t)o->lim.run_memory};
     double t_create = cli_now();
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;

@@ -39,6 +39,10 @@ int cli_limit_option(const char *cmd, int c, const char *v, cli_limits *l, int *
     switch (c) {
     case CLI_OPT_NO_FUSE: l->model.no_fuse = 1; *rc = 0; return 1;
     case CLI_OPT_LIMIT: *rc = set_limit(cmd, v, l); return 1;
+    case CLI_OPT_RUN_MEMORY:
+        *rc = parse_size(cmd, "--run-memory", v, &l->run_memory);
+        if (!*rc && l->run_memory < 1) *rc = usage_error(cmd, "--run-memory must be more than 0");
+        return 1;
     case CLI_OPT_JOB_MEMORY:
         *rc = parse_size(cmd, "--job-memory", v, &l->job_memory);
         if (!*rc && l->job_memory < 1) *rc = usage_error(cmd, "--job-memory must be more than 0");

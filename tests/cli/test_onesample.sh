@@ -54,6 +54,44 @@ JSON
 done
 grep -q '"outcome":"critical"' "$tmp/activations.1.jsonl" && passes=$((passes+1)) || { echo "FAIL no activation fault was critical"; fails=$((fails+1)); }
 
+# --run-memory: the cap on a run's memory for shapes that are data; a tiny
+# one fails naming the step and the flag (eval, run, plan), a usable one runs
+dmodel=$FX/onesample_dyn.onnx
+ddata=$FX/onesample_det.eval.safetensors
+check run_memory_eval 3 "$BF" eval "$dmodel" "$ddata" --run-memory 1K
+contains run_memory_eval "node '"
+contains run_memory_eval "over the run-time limit of 1.0 KiB (--run-memory"
+check run_memory_zero 2 "$BF" eval "$dmodel" "$ddata" --run-memory 0
+contains run_memory_zero "--run-memory must be more than 0"
+check run_memory_ok 0 "$BF" eval "$dmodel" "$ddata" --run-memory 1M
+cat >"$tmp/dyn.json" <<JSON
+{"model": "$dmodel", "dataset": "$ddata", "trials": 4, "seed": 5, "faults": {"target": "activations"}}
+JSON
+check run_memory_run 3 "$BF" run "$tmp/dyn.json" --local --run-memory 1K
+contains run_memory_run "over the run-time limit of 1.0 KiB (--run-memory"
+check run_memory_plan 3 "$BF" plan "$tmp/dyn.json" --run-memory 1K
+contains run_memory_plan "(--run-memory"
+check run_memory_server 2 "$BF" run "$tmp/dyn.json" --server http://127.0.0.1:9 --run-memory 1M
+contains run_memory_server "--run-memory are for --local runs"
+check run_memory_help 0 "$BF" help eval
+contains run_memory_help "--run-memory SIZE"
+
+# faults after NMS (docs/CAMPAIGNS.md): a list fault in the image with no
+# detection strikes nothing, and its record says so; one in an image with
+# boxes names the element and the run's count; the site is marked dynamic
+DS=$2/dynsite
+value=$($PY -c "import json; print(json.load(open('$DS/postnms.ref.json'))['value'])")
+cat >"$tmp/nms.json" <<JSON
+{"model": "$DS/postnms.onnx", "dataset": "$DS/postnms.eval.safetensors", "faults": {"target": "activations",
+ "persistence": "transient"}, "sampling": {"list": [{"tensor": "$value", "index": 0, "bit": 30, "sample": 3},
+ {"tensor": "$value", "index": 2, "bit": 30, "sample": 0}]}}
+JSON
+check nms_list 0 "$BF" run "$tmp/nms.json" --local --trials-out "$tmp/nms.jsonl" --out "$tmp/nms.out.json"
+grep -q '"index":-1,"bits":\[30\],"old":null,"new":null,"sample":3,"run_elements":0' "$tmp/nms.jsonl" && grep -q '"outcome":"masked"' "$tmp/nms.jsonl" \
+  && passes=$((passes+1)) || { echo "FAIL a fault on an empty value: record"; cat "$tmp/nms.jsonl"; fails=$((fails+1)); }
+grep -q '"index":2,.*"sample":0,"run_elements":16' "$tmp/nms.jsonl" && passes=$((passes+1)) || { echo "FAIL a fault after NMS: record"; fails=$((fails+1)); }
+grep -q '"dynamic": *true' "$tmp/nms.out.json" && passes=$((passes+1)) || { echo "FAIL the site is not marked dynamic"; fails=$((fails+1)); }
+
 # eval sets that fit neither layout
 $PY -c "
 import sys, numpy as np

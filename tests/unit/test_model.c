@@ -18,6 +18,7 @@
 #include "alloc_fail.h"
 #include "bitflip/bitflip.h"
 #include "onnx_graph.h"
+#include "st_build.h"
 
 /* --- building models (onnx_graph.h): everything lives in one graph, freed per test */
 
@@ -365,6 +366,64 @@ static void fixed_batch_mismatch_is_explained(void **state)
     tg_free(&b);
 }
 
+/* A one-image graph (images [3, H, W], H and W symbolic, as a detector's
+ * export at dynamic_axes) against the eval set's [N, 3, H, W]: the sizes
+ * come from the eval tensor's dims past N, so the evaluator runs it a
+ * sample at a time with output [3, 5, 7]. An eval set of neither rank is
+ * left to evaluation, which names the tensor. */
+static void one_sample_symbolic_dims_are_bound(void **state)
+{
+    (void)state;
+    builder b = {0};
+    int64_t d[3] = {3, -1, -1};
+    Onnx__ValueInfoProto *in = tg_value_info(&b, "images", 1, 3, d);
+    in->type->tensor_type->shape->dim[1]->dim_param = tg_str(&b, "height");
+    in->type->tensor_type->shape->dim[2]->dim_param = tg_str(&b, "width");
+    b.ins[b.n_ins++] = in;
+    b.outs[b.n_outs++] = tg_value_info(&b, "y", 1, 3, d);
+    node(&b, "Relu", "r", "images", NULL, NULL, "y");
+    bf_model *m = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&b, &m, &err), BF_OK);
+    static float zeros[2 * 3 * 5 * 7];
+    th_st_tensor t = {"images", "F32", 4, {2, 3, 5, 7}, zeros, sizeof zeros};
+    size_t len;
+    uint8_t *buf = th_st_build(&t, 1, &len);
+    bf_dataset *ds = NULL;
+    assert_int_equal(bf_dataset_load_buffer(buf, len, "one.safetensors", &ds, &err), BF_OK);
+    free(buf);
+    bf_model *base = m;
+    assert_int_equal(bf_model_bind_dims(&m, ds, &err), BF_OK);
+    assert_ptr_not_equal(m, base);
+    bf_evaluator *ev = NULL;
+    assert_int_equal(bf_evaluator_create(m, ds, NULL, &ev, &err), BF_OK);
+    assert_true(bf_evaluator_unbatched(ev));
+    bf_eval_result r;
+    assert_int_equal(bf_evaluator_run(ev, NULL, 0, &r, &err), BF_OK);
+    assert_int_equal(r.samples, 2);
+    assert_int_equal(r.n_ragged, 1);
+    assert_int_equal(r.ragged[0].offsets[1], 3 * 5 * 7);   /* one image's y: [3, 5, 7] */
+    assert_int_equal(r.ragged[0].row_elems, 5 * 7);
+    bf_evaluator_free(ev);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+
+    /* [N, 105]: neither one sample's rank nor the batch's; left alone, and evaluation says which tensor */
+    assert_int_equal(load(&b, &m, &err), BF_OK);
+    th_st_tensor t3 = {"images", "F32", 2, {2, 105}, zeros, sizeof zeros};
+    buf = th_st_build(&t3, 1, &len);
+    assert_int_equal(bf_dataset_load_buffer(buf, len, "flat.safetensors", &ds, &err), BF_OK);
+    free(buf);
+    base = m;
+    assert_int_equal(bf_model_bind_dims(&m, ds, &err), BF_OK);
+    assert_ptr_equal(m, base);
+    assert_int_not_equal(bf_evaluator_create(m, ds, NULL, &ev, &err), BF_OK);
+    assert_non_null(strstr(err.msg, "images"));
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    tg_free(&b);
+}
+
 static void missing_file_names_path(void **state)
 {
     (void)state;
@@ -469,6 +528,7 @@ int main(void)
         cmocka_unit_test(fixed_batch_mismatch_is_explained),
         cmocka_unit_test(missing_file_names_path),
         cmocka_unit_test(symbolic_dims_are_bound_from_the_eval_set),
+        cmocka_unit_test(one_sample_symbolic_dims_are_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,9 @@
  *   1 and 2: dim 0 follows the batch, the other dims do not move), and not
  *   folded when the plan is built (shape arithmetic, values computed from
  *   constants alone are not activations). Patterns match output names (exact
- *   or glob), or "op:Conv" selects the outputs of every Conv node.
+ *   or glob), or "op:Conv" selects the outputs of every Conv node. A value a
+ *   dynamic step computes (its shape is data: boxes after NMS) is a site too
+ *   (bf_site.dynamic): its element is drawn in the run it strikes.
  *
  * - inputs: the sites are the float32 graph inputs (with the sample on dim
  *   0); patterns match input names, or "op:Gemm" selects the inputs a Gemm
@@ -278,6 +280,12 @@ typedef struct bf_applied_fault {
     int64_t sample;           /* transient: eval sample hit; -1 otherwise */
     uint32_t mask;
     float old_value, new_value;
+    /* a dynamic site (bf_site.dynamic): the elements the value had in the
+     * sample hit (permanent: sample 0), and `index` the element struck
+     * there; 0 elements (an empty value: no detection) or an explicit index
+     * past them: the fault did nothing, index -1, old and new NaN. 0 for
+     * every other site. */
+    int64_t run_elements;
 } bf_applied_fault;
 
 #define BF_TRIAL_FAULTS_MAX 8 /* faults kept per trial record (BER may apply more) */
@@ -433,6 +441,14 @@ typedef struct bf_site {
     const char *torch_note;   /* ... and how the tensor differs from it, or NULL */
     int64_t elements;         /* activations, inputs: per sample */
     int bits;                 /* bits per element in the representation */
+    /* activations: 1 when a dynamic step computes the value (its shape is
+     * data: boxes after NMS). Its elements differ per sample and run, so
+     * `elements` is its weight: the golden pass's elements per sample over
+     * the eval set (their mean, rounded; at least 1 if any sample has
+     * one), and a drawn fault's element is drawn uniformly over the
+     * elements it has in the run it strikes (bf_value_fault.drawn;
+     * docs/CAMPAIGNS.md "Faults after NMS") */
+    int dynamic;
     /* activations: the named site this node output is (bitflip/sites.h:
      * "attn_probs.3"), or NULL; `tensors` patterns match it as well as name */
     const char *site;
@@ -521,6 +537,10 @@ typedef struct bf_campaign_prep {
      * workers'. The cache and the golden outputs are the same for any
      * number. */
     int threads;
+    /* Every plan's cap on a run's memory for shapes that are data
+     * (bf_plan_opts.max_run_bytes; 0: its default): the golden pass's, the
+     * workers', the counting passes'. The CLI's --run-memory. */
+    uint64_t max_run_bytes;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -68,6 +68,9 @@ typedef struct bf_eval_opts {
      * (bf_plan_opts.fuse_activations): the same outputs, for evaluators
      * that read no activation but the graph outputs. */
     int fuse_activations;
+    /* The plans' cap on a run's memory for shapes that are data
+     * (bf_plan_opts.max_run_bytes; 0: its default). The CLI's --run-memory. */
+    uint64_t max_run_bytes;
 } bf_eval_opts;
 
 /* What bf_evaluator_create and a run of it will hold (bitflip/plan.h),

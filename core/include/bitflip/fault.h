@@ -57,7 +57,17 @@ typedef struct bf_value_fault {
     uint32_t mask;            /* the representation's bits; RANDOM_VALUE: the new bits */
     bf_repr repr;
     float scale;              /* int8 only */
+    /* 1: `index` is not an element but a uniform draw in [0, 2^62): the
+     * element is floor(index * n / 2^62), n the elements the value has in
+     * that run for that sample (a value a dynamic step computes, whose
+     * elements are data: docs/ENGINE.md "Dynamic steps"); n = 0 (an empty
+     * value) applies nothing. 0: `index` is the element (one past the run's
+     * elements of a dynamic value applies nothing). */
+    int drawn;
 } bf_value_fault;
+
+/* A drawn fault's index: 2^62 draws, the element floor(index * n / 2^62). */
+#define BF_VALUE_FAULT_DRAWS (INT64_C(1) << 62)
 
 /* Replaces the plan's value faults with these (n = 0 clears them); they
  * apply in every following run, in order, until replaced. Checks each one

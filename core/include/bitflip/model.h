@@ -98,7 +98,9 @@ struct bf_dataset;   /* bitflip/dataset.h */
  * bf_model_with_dims of it at the eval set's sizes (bf_plan_dims_from over
  * the eval set's tensors of the inputs' names), which owns the model it
  * replaces: bf_model_free of it frees both. A name shared by several inputs
- * must get one size from all of them (BF_ESHAPE names the input). Left as
+ * must get one size from all of them (BF_ESHAPE names the input). A graph
+ * that takes one sample per call ([3, H, W] against the eval set's
+ * [N, 3, H, W]) is sized from the eval tensors' dims past N. Left as
  * it is when nothing is symbolic, or when an input has no tensor of its
  * rank in the eval set (evaluation then names the tensor). */
 bf_status bf_model_bind_dims(bf_model **model, const struct bf_dataset *ds, bf_error *err);

@@ -313,18 +313,16 @@ typedef struct vcand {
     int64_t value;
     const char *name, *op;
     int64_t elements;         /* per sample; 0: not a site */
+    int dynamic;              /* a dynamic step computes it (elements 1 until counted) */
     char site[BF__SITE_LABEL]; /* its named site (bitflip/sites.h), or "" */
 } vcand;
 
 bf_status bf__campaign_probe_site(const bf_plan *a, const bf_plan *b, int64_t v, int64_t *row, bf_error *err)
 {
     bf_status st = bf__plan_fault_site(a, v, row, err);
-    if (st == BF_OK && *row == BF__ROW_PER_RUN)
-        return bf_error_set(err, BF_EUNSUPPORTED,
-                            "'%s': a dynamic step computes it (its shape is data, docs/ENGINE.md), so its elements "
-                            "differ from sample to sample: not an activation site of a campaign",
-                            a->model->values[v].name ? a->model->values[v].name : "");
-    if (st != BF_OK || !b) return st;
+    /* a dynamic step's value (*row BF__ROW_PER_RUN): its elements are each
+     * run's, counted by the golden pass (campaign_dynsite.c) */
+    if (st != BF_OK || !b || *row == BF__ROW_PER_RUN) return st;
     int64_t rb;
     if ((st = bf__plan_fault_site(b, v, &rb, err)) != BF_OK) return st;
     const bf_tensor *ta = bf_plan_value(a, v), *tb = bf_plan_value(b, v);
@@ -425,7 +423,9 @@ static bf_status value_candidates(const bf_campaign *c, const bf_plan *a, const 
     for (size_t i = 0; i < n; i++) {
         int64_t row;
         if (!v[i].name) v[i].name = "";
-        if (bf__campaign_probe_site(a, b, v[i].value, &row, NULL) == BF_OK) v[i].elements = row;
+        if (bf__campaign_probe_site(a, b, v[i].value, &row, NULL) != BF_OK) continue;
+        v[i].dynamic = row == BF__ROW_PER_RUN;
+        v[i].elements = v[i].dynamic ? 1 : row;
     }
     bf_status st = c->faults.target == BF_TARGET_ACTIVATIONS ? label_named_sites(m, v, n, err) : BF_OK;
     if (st != BF_OK) { bf__free(v); return st; }
@@ -505,14 +505,23 @@ static bf_status resolve_value_sites(bf_campaign *c, const bf_campaign_spec *spe
     size_t s = 0;
     for (size_t i = 0; i < n; i++) {
         if (!sel[i]) continue;
-        c->surface.sites[s] = (bf_site){.name = v[i].name, .op = v[i].op ? v[i].op : "", .elements = v[i].elements, .bits = c->store.repr_bits};
+        if (v[i].dynamic && c->faults.kind == BF_FAULT_BER) {
+            st = bf_error_set(err, BF_EUNSUPPORTED, "'%s': a dynamic step computes it (its elements are data, per sample "
+                              "and run), and BER's population is fixed bits: fault it with single faults (bit_flip...)",
+                              v[i].name);
+            goto out;
+        }
+        /* a dynamic value's elements: 0 until the golden pass counts them */
+        int64_t el = v[i].dynamic ? 0 : v[i].elements;
+        c->surface.sites[s] = (bf_site){.name = v[i].name, .op = v[i].op ? v[i].op : "", .elements = el,
+                                        .bits = c->store.repr_bits, .dynamic = v[i].dynamic};
         c->surface.site_value[s] = v[i].value;
         c->surface.site_scale[s] = 1.0f;
         if (v[i].site[0]) {
             memcpy(c->surface.site_label[s], v[i].site, sizeof v[i].site);
             c->surface.sites[s].site = c->surface.site_label[s];
         }
-        c->surface.prefix[s + 1] = c->surface.prefix[s] + v[i].elements;
+        c->surface.prefix[s + 1] = c->surface.prefix[s] + el;
         s++;
     }
     c->surface.elements = c->surface.prefix[c->surface.n_sites];
@@ -631,7 +640,7 @@ static bf_status resolve_list(bf_campaign *c, const bf_campaign_spec *spec, bf_e
         if (c->surface.site_kv) {
             bf_status ks = bf__kv_list_check(c, site, e->index, i, err);
             if (ks != BF_OK) return ks;
-        } else if (e->index < 0 || e->index >= st->elements)
+        } else if (e->index < 0 || (e->index >= st->elements && !st->dynamic))   /* dynamic: checked per run */
             return bf_error_set(err, BF_ERANGE, "list entry %zu: tensor '%s' has %lld elements%s, index %lld is out of range", i,
                                 name, (long long)st->elements, c->faults.target == BF_TARGET_WEIGHTS ? "" : " per sample",
                                 (long long)e->index);
@@ -740,6 +749,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if (!c) return bf_error_set(err, BF_ENOMEM, "out of memory");
     c->model = c->store.model = model;
     c->ds = ds;
+    c->max_run_bytes = prep ? prep->max_run_bytes : 0;
     if ((st = check_spec(spec, err)) != BF_OK) goto out;
     if ((st = apply_spec(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
@@ -760,6 +770,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = bf__campaign_golden(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = bf__campaign_profile_scales(c, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_dyn_sites(c, err)) != BF_OK) goto out;
     if ((st = bf__campaign_gen_golden(c, spec, err)) != BF_OK) goto out;
     *out = c;
     c = NULL;

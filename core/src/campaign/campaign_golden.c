@@ -270,7 +270,7 @@ static double cpu_s(void)
 /* An evaluator of the golden model as stored, one thread, the campaign's batch. */
 static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_error *err)
 {
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .max_run_bytes = c->max_run_bytes};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, ev, err);
     for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
         if (c->store.values[p]) st = bf_evaluator_set_param(*ev, p, c->store.values[p], err);
@@ -315,6 +315,26 @@ static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_
     return BF_OK;
 }
 
+/* The golden pass as the exact engine makes it, one evaluator; a
+ * one-sample graph's checkpoints recorded on the way when prep asks for
+ * the differential engine (trials resume each image from them:
+ * campaign_ckpt.c). */
+static bf_status golden_full(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_eval_result *r,
+                             bf_error *err)
+{
+    double t1 = now_s(), cpu = cpu_s();
+    bf_status st = bf__campaign_ckpt_prepare(c, ev, prep, err);
+    if (st != BF_OK) return st;
+    if (c->golden.ckpt) c->golden.full_reason = NULL;
+    st = bf_evaluator_run(ev, NULL, 0, r, err);
+    bf__evaluator_ckpt(ev, NULL, NULL, NULL);
+    if (st != BF_OK) return st;
+    c->setup.golden = now_s() - t1;
+    c->setup.golden_cpu = cpu_s() - cpu;
+    c->setup.golden_threads = 1;
+    return BF_OK;
+}
+
 bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep, bf_error *err)
 {
     bf_status st;
@@ -336,18 +356,8 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     bf_eval_result r;
     if (prep && prep->differential && !c->golden.full_reason) {
         if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
-    } else {
-        double t1 = now_s(), cpu = cpu_s();
-        /* one image per call: trials resume each image from checkpoints
-         * this pass records (campaign_ckpt.c) */
-        if ((st = bf__campaign_ckpt_prepare(c, ev, prep, err)) != BF_OK) goto out;
-        if (c->golden.ckpt) c->golden.full_reason = NULL;
-        st = bf_evaluator_run(ev, NULL, 0, &r, err);
-        bf__evaluator_ckpt(ev, NULL, NULL, NULL);
-        if (st != BF_OK) goto out;
-        c->setup.golden = now_s() - t1;
-        c->setup.golden_cpu = cpu_s() - cpu;
-        c->setup.golden_threads = 1;
+    } else if ((st = golden_full(c, ev, prep, &r, err)) != BF_OK) {
+        goto out;
     }
     if (r.n_ragged && (st = bf__ragcopy_set(&c->golden.rag, r.ragged, r.n_ragged, r.samples, err)) != BF_OK) goto out;
     c->golden.task = r.task;
@@ -456,7 +466,7 @@ bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err)
     mx = bf__calloc(c->surface.n_sites + 1, sizeof *mx);
     if (!mx) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     int one = bf__eval_set_unbatched(m, c->ds);
-    bf_plan_opts po = {.unbatched = one};
+    bf_plan_opts po = {.unbatched = one, .max_run_bytes = c->max_run_bytes};
     if ((st = bf_plan_create_opts(m, c->batch, &po, &full, err)) != BF_OK) goto out;
     if (n_rest && (st = bf_plan_create_opts(m, n_rest, &po, &rest, err)) != BF_OK) goto out;
     for (int64_t start = 0; start < c->golden.samples; start += c->batch) {

@@ -52,6 +52,7 @@ struct bf_campaign {
     bf__judge judge;
     bf__protect protect;
     bf__cgen gen;
+    uint64_t max_run_bytes;   /* every plan's (bf_campaign_prep; 0: the default) */
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
         double plans, golden, golden_cpu, index;
@@ -70,6 +71,8 @@ bf_status bf__campaign_quantize(bf_campaign *c, const bf_campaign_spec *spec, bf
 bf_qgroups bf__group_layout(const bf_model *m, size_t p, int64_t group);
 bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep, bf_error *err);
 bf_status bf__campaign_profile_scales(bf_campaign *c, bf_error *err);
+/* campaign_dynsite.c: the weights of sites a dynamic step computes. */
+bf_status bf__campaign_dyn_sites(bf_campaign *c, bf_error *err);
 
 /* campaign_golden.c: a sample's prediction: its arg-max, or for one score per
  * sample the 0.5 threshold (0 when the golden scores are logits); simd:

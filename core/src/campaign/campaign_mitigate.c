@@ -146,7 +146,7 @@ double bf_campaign_storage_overhead(const bf_campaign *c)
 bf_status bf_campaign_golden_seconds(const bf_campaign *c, int repeats, double *seconds, bf_error *err)
 {
     bf_evaluator *ev = NULL;
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1};
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .max_run_bytes = c->max_run_bytes};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &ev, err);
     for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
         if (c->store.values[p]) st = bf_evaluator_set_param(ev, p, c->store.values[p], err);

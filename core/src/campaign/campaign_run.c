@@ -32,6 +32,7 @@
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
 #include "exec/plan_impl.h"
+#include "exec/step_access.h"
 #include "exec/ops/sgemm.h"
 
 #define CHUNK 16            /* trials a worker takes at a time (at most); 64 saved a few
@@ -242,7 +243,8 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
         const bf__efault *f = &d->f[i];
         w->vf[i] = (bf_value_fault){.value = c->surface.site_value[f->site], .sample = f->sample, .index = f->index,
                                     .model = kind, .mask = bf__mitigate_value_mask(c, f), .repr = c->store.repr,
-                                    .scale = c->surface.site_scale[f->site]};
+                                    .scale = c->surface.site_scale[f->site],
+                                    .drawn = c->surface.sites[f->site].dynamic && c->faults.sampling != BF_SAMPLE_LIST};
     }
     int full = w->dx == NULL;
     if (w->dx) {
@@ -269,6 +271,7 @@ static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result
         bf_applied_fault *a = &rec->faults[rec->n_kept++];
         *a = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample, .mask = f->mask};
         bf_evaluator_value_fault_seen(w->ev, i, &a->old_value, &a->new_value);
+        if (c->surface.sites[f->site].dynamic) bf__evaluator_value_fault_at(w->ev, i, &a->index, &a->run_elements);
     }
     bf_status u = bf_evaluator_set_value_faults(w->ev, NULL, 0, &w->err);
     return st != BF_OK ? st : u;
@@ -426,7 +429,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
      * activation may run in its epilogue (the differential engine runs
      * steps alone and reads every value) */
     bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel,
-                       .fuse_activations = rn->exact};
+                       .fuse_activations = rn->exact, .max_run_bytes = c->max_run_bytes};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)

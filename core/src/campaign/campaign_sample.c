@@ -1,6 +1,8 @@
 /* Drawing a trial's faults. Everything random comes from one generator,
  * bf_rng_make(seed, t), used in a fixed order: for transient faults the
- * sample first, then the element, then the bits (BER: the flipped bits). So
+ * sample first, then the element (a dynamic site: the site, then a draw in
+ * [0, 2^62) its run scales to an element), then the bits (BER: the flipped
+ * bits). So
  * trial t is the same faults on any worker, shard or machine. */
 #include <stdlib.h>
 #include <string.h>
@@ -226,7 +228,8 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
     }
     case BF_SAMPLE_PER_TENSOR:
         f->site = t % (int64_t)c->surface.n_sites;
-        f->index = (int64_t)bf_rng_below(&r, (uint64_t)c->surface.sites[f->site].elements);
+        f->index = c->surface.sites[f->site].dynamic ? 0
+                                                     : (int64_t)bf_rng_below(&r, (uint64_t)c->surface.sites[f->site].elements);
         break;
     case BF_SAMPLE_PER_BIT:
     case BF_SAMPLE_UNIFORM: {
@@ -240,6 +243,10 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
     }
     /* kv_cache: the draw numbered the selected entries; the fault is on the element */
     if (c->surface.site_kv) f->index = bf__kv_cell_index(c, f->site, f->index);
+    /* a dynamic site: the element is drawn over the elements the value has
+     * in the run it strikes, so the draw is a fraction of them, scaled when
+     * the fault applies (bf_value_fault.drawn) */
+    if (c->surface.sites[f->site].dynamic) f->index = (int64_t)(bf_rng_u64(&r) >> 2);
     if (c->faults.kind == BF_FAULT_RANDOM_VALUE) f->mask = random_bits(c, &r);
     else f->mask = draw_mask(c, &r, stratum, &d->first_bit);
     return BF_OK;

@@ -18,6 +18,7 @@
 #include "exec/fuse.h"
 #include "exec/fuse_loop.h"
 #include "exec/op.h"
+#include "exec/step_access.h"
 #include "model/graph.h"
 
 #define MAX_LISTED 16
@@ -228,13 +229,17 @@ bf_status bf_model_bind_dims(bf_model **model, const bf_dataset *ds, bf_error *e
         goto out;
     }
     int symbolic = 0;
+    /* a one-sample graph ([3, H, W] against the eval set's [N, 3, H, W],
+     * bf__eval_set_unbatched): each input is fed one sample's slice, the
+     * eval tensor's dims past its first */
+    int one = bf__eval_set_unbatched(m, ds);
     for (size_t i = 0; i < m->n_inputs; i++) {
         const bf_value_info *vi = &m->inputs[i];
         const bf_tensor *t = bf_dataset_find(ds, vi->name);
         for (int d = 1; d < vi->ndim; d++) symbolic |= vi->dims[d] < 0;
-        if (!t || t->ndim != vi->ndim) goto out;   /* evaluation names the tensor */
-        shapes[i] = t->ndim ? t->dims : zero;
-        ndims[i] = t->ndim;
+        if (!t || t->ndim != vi->ndim + one) goto out;   /* evaluation names the tensor */
+        shapes[i] = vi->ndim ? t->dims + one : zero;
+        ndims[i] = vi->ndim;
     }
     if (!symbolic) goto out;
     if ((st = bf_plan_dims_from(m, shapes, ndims, names, sizes, MAX_BOUND_DIMS, &n, err)) != BF_OK) goto out;

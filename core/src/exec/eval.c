@@ -14,6 +14,7 @@
 #include "bitflip/plan.h"
 #include "exec/eval_det.h"
 #include "exec/ckpt.h"
+#include "exec/eval_labels.h"
 #include "exec/eval_ragged.h"
 #include "exec/metrics_seg.h"
 #include "exec/step_access.h"
@@ -46,15 +47,7 @@ struct bf_evaluator {
     bf_plan *rest;            /* plan for the last, partial batch (or NULL) */
     int fuse;                 /* the plans fuse Conv activations (bf_eval_opts) */
     const bf_tensor **feeds;  /* dataset tensor per graph input */
-    const bf_tensor *labels;
-    float *labels_f;          /* binary labels as float */
-    int64_t *labels_i;        /* class labels as int64; language_model: [samples, lm_T] */
-    int64_t lm_T, lm_V;       /* language_model: positions per sequence, vocabulary */
-    int64_t lm_labelled;      /* ... positions with a label (not -100) */
-    double *row_ce;           /* ... scratch: each sequence's cross-entropy */
-    int64_t *mc_item, *mc_answer, *mc_best;   /* multiple choice (NULL: none) */
-    bf__seg *seg;             /* segmentation (metrics_seg.h; NULL: another task) */
-    int64_t *order;           /* AUC scratch */
+    bf__eval_labels lab;      /* what the pass is scored against (eval_labels.h) */
     float *outputs;
     /* one-sample graphs (inputs without the batch dim): batch 1, and every
      * graph output kept per sample (eval_ragged.h); rag_base, if set
@@ -72,12 +65,11 @@ struct bf_evaluator {
     int ck_lo, ck_hi;
     const float *ck_out;
     atomic_llong ck_work, ck_early;   /* golden ns of the steps run; samples ended early */
-    bf__det_task det;         /* detection: its outputs and ground truth (eval_det.h) */
-    int64_t *det_labels;      /* ... a pass's labels as int64 */
-    size_t det_cap;
+    bf__eval_det det;         /* detection: its outputs, ground truth, a pass's views (eval_det.h) */
     bf_value_fault *vf;       /* value faults, by eval-set sample */
     size_t n_vf, vf_cap;
     float *vf_old, *vf_new;   /* what each saw in the last run */
+    int64_t *vf_at;           /* ... and where: element, the value's elements there (pairs) */
 
     /* Worker threads live as long as the evaluator: a pass over a small eval
      * set takes a fraction of a millisecond, less than creating threads. */
@@ -122,21 +114,15 @@ void bf_evaluator_free(bf_evaluator *ev)
     bf__free(ev->vf);
     bf__free(ev->vf_old);
     bf__free(ev->vf_new);
+    bf__free(ev->vf_at);
     bf__free(ev->tids);
     for (size_t i = 0; i < ev->n_plans; i++) bf_plan_free(ev->plans[i]);
     bf__free(ev->plans);
     bf__free(ev->feeds);
-    bf__free(ev->labels_f);
-    bf__free(ev->labels_i);
-    bf__free(ev->row_ce);
-    bf__free(ev->mc_item);
-    bf__free(ev->mc_answer);
-    bf__free(ev->mc_best);
-    bf__seg_free(ev->seg);
-    bf__free(ev->order);
+    bf__eval_labels_free(&ev->lab);
     bf__free(ev->outputs);
     bf__ragged_free(&ev->rag);
-    bf__free(ev->det_labels);
+    bf__eval_det_free(&ev->det);
     bf__free(ev);
 }
 
@@ -209,156 +195,6 @@ bf_status bf__eval_check_inputs(const bf_model *m, const bf_dataset *ds, bf_erro
     return st;
 }
 
-/* Multiple choice: 'mc_item' [n] (each row's item, in [0, n)) and
- * 'mc_answer' [n] (1 on each item's correct row, 0 elsewhere), integers. */
-static bf_status bind_choices(bf_evaluator *ev, bf_error *err)
-{
-    const bf_tensor *it = bf_dataset_find(ev->ds, "mc_item"), *an = bf_dataset_find(ev->ds, "mc_answer");
-    int64_t n = ev->samples;
-    if (!it && !an) return BF_OK;
-    if (!it || !an)
-        return bf_error_set(err, BF_EINVAL, "multiple choice needs both eval tensors 'mc_item' and 'mc_answer'; '%s' is missing",
-                            it ? "mc_answer" : "mc_item");
-    const bf_tensor *ts[2] = {it, an};
-    for (int k = 0; k < 2; k++) {
-        char a[96];
-        if (ts[k]->ndim != 1 || ts[k]->dims[0] != n)
-            return bf_error_set(err, BF_ESHAPE, "eval tensor '%s' has shape %s; it must be [%lld], one entry per row",
-                                ts[k]->name, bf_shape_str(ts[k]->dims, ts[k]->ndim, a, sizeof a), (long long)n);
-        if (ts[k]->dtype != BF_I64 && ts[k]->dtype != BF_I32)
-            return bf_error_set(err, BF_EFORMAT, "eval tensor '%s' is %s; it must be int64 (or int32)", ts[k]->name,
-                                bf_dtype_name(ts[k]->dtype));
-    }
-    ev->mc_item = bf__malloc((size_t)n * sizeof(int64_t));
-    ev->mc_answer = bf__malloc((size_t)n * sizeof(int64_t));
-    ev->mc_best = bf__malloc((size_t)n * sizeof(int64_t));
-    if (!ev->mc_item || !ev->mc_answer || !ev->mc_best) return bf_error_set(err, BF_ENOMEM, "out of memory for mc_item");
-    bf_status st = bf_convert(ev->mc_item, BF_I64, it->data, it->dtype, (size_t)n, err);
-    if (st == BF_OK) st = bf_convert(ev->mc_answer, BF_I64, an->data, an->dtype, (size_t)n, err);
-    if (st != BF_OK) return st;
-    int64_t *right = ev->mc_best;   /* correct rows per item, until the metric uses it */
-    for (int64_t i = 0; i < n; i++) right[i] = -1;
-    for (int64_t r = 0; r < n; r++) {
-        int64_t k = ev->mc_item[r], a = ev->mc_answer[r];
-        if (k < 0 || k >= n)
-            return bf_error_set(err, BF_ERANGE, "mc_item[%lld] is %lld; items are numbered 0 to %lld (the rows)", (long long)r,
-                                (long long)k, (long long)(n - 1));
-        if (a != 0 && a != 1)
-            return bf_error_set(err, BF_ERANGE, "mc_answer[%lld] is %lld; it must be 1 (the correct choice) or 0", (long long)r,
-                                (long long)a);
-        int64_t lab = 0;
-        for (int64_t t = 0; t < ev->lm_T; t++) lab += ev->labels_i[r * ev->lm_T + t] != BF_LM_IGNORE;
-        if (lab == 0)
-            return bf_error_set(err, BF_EINVAL, "row %lld (item %lld) has no continuation: every one of its labels is -100",
-                                (long long)r, (long long)k);
-        if (right[k] == -1) right[k] = 0;
-        if (a == 1 && right[k] >= 0) right[k] = right[k] ? -2 : 1;
-        if (a == 1 && right[k] == -2)
-            return bf_error_set(err, BF_EINVAL, "item %lld has more than one row with mc_answer 1 (row %lld is another)",
-                                (long long)k, (long long)r);
-    }
-    for (int64_t k = 0; k < n; k++)
-        if (right[k] == 0)
-            return bf_error_set(err, BF_EINVAL, "item %lld has no row with mc_answer 1 (each item needs exactly one)", (long long)k);
-    return BF_OK;
-}
-
-/* language_model: 'labels' [n, T] integer, the next token at each position
- * or -100, against logits [n, T, V]. */
-static bf_status bind_lm(bf_evaluator *ev, const bf_tensor *l, const bf_tensor *o, bf_error *err)
-{
-    int64_t n = ev->samples;
-    char a[96], b[96];
-    if (o->ndim != 3 || o->dims[1] != l->dims[1])
-        return bf_error_set(err, BF_ESHAPE, "eval tensor 'labels' has shape %s, a language_model layout (the next token at each of "
-                                            "T positions), which needs logits [n, %lld, vocabulary] as the first output; "
-                                            "'%s' has shape %s (other tasks take one label per sample)",
-                            bf_shape_str(l->dims, l->ndim, a, sizeof a), (long long)l->dims[1], ev->model->outputs[0].name,
-                            bf_shape_str(o->dims, o->ndim, b, sizeof b));
-    if (l->dtype != BF_I64 && l->dtype != BF_I32)
-        return bf_error_set(err, BF_EFORMAT, "eval tensor 'labels' is %s; language_model labels are token ids, int64 (or int32)",
-                            bf_dtype_name(l->dtype));
-    ev->lm_T = l->dims[1];
-    ev->lm_V = o->dims[2];
-    if (ev->lm_V < 1) return bf_error_set(err, BF_ESHAPE, "output '%s' has an empty vocabulary", ev->model->outputs[0].name);
-    size_t cells = (size_t)(n * ev->lm_T);
-    ev->labels_i = bf__malloc(cells * sizeof(int64_t));
-    ev->row_ce = bf__malloc((size_t)n * sizeof(double));
-    if (!ev->labels_i || !ev->row_ce) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
-    bf_status st = bf_convert(ev->labels_i, BF_I64, l->data, l->dtype, cells, err);
-    if (st != BF_OK) return st;
-    ev->lm_labelled = 0;
-    for (size_t i = 0; i < cells; i++) {
-        int64_t y = ev->labels_i[i];
-        if (y != BF_LM_IGNORE && (y < 0 || y >= ev->lm_V))
-            return bf_error_set(err, BF_ERANGE, "labels[%lld, %lld] is token %lld but output '%s' has a vocabulary of %lld "
-                                                "(-100 marks a position without a label)",
-                                (long long)(i / (size_t)ev->lm_T), (long long)(i % (size_t)ev->lm_T), (long long)y,
-                                ev->model->outputs[0].name, (long long)ev->lm_V);
-        ev->lm_labelled += y != BF_LM_IGNORE;
-    }
-    if (ev->lm_labelled == 0)
-        return bf_error_set(err, BF_EINVAL, "eval tensor 'labels' labels no position: every entry is -100, so there is "
-                                            "nothing to measure");
-    ev->task = BF_TASK_LANGUAGE_MODEL;
-    return bind_choices(ev, err);
-}
-
-static bf_status bind_labels(bf_evaluator *ev, bf_error *err)
-{
-    const bf_tensor *l = bf_dataset_find(ev->ds, "labels");
-    ev->labels = l;
-    ev->task = BF_TASK_NONE;
-    if (!l) return bf_dataset_find(ev->ds, "mc_item") || bf_dataset_find(ev->ds, "mc_answer")
-                       ? bf_error_set(err, BF_EINVAL, "eval tensors 'mc_item' and 'mc_answer' (multiple choice) need "
-                                                      "'labels' [n, T] of a language_model eval set")
-                       : BF_OK;
-    int64_t n = ev->samples;
-    const bf_tensor *o = bf_plan_output(ev->plans[0], 0);
-    if (l->ndim == 2 && (o->ndim == 3 || l->dims[1] > 1)) return bind_lm(ev, l, o, err);
-    if (bf__seg_layout(l, o) && !bf_dataset_find(ev->ds, "mc_item") && !bf_dataset_find(ev->ds, "mc_answer")) {
-        bf_status st = bf__seg_create(l, o, ev->model->outputs[0].name, n, &ev->seg, err);
-        if (st == BF_OK) ev->task = BF_TASK_SEGMENTATION;
-        return st;
-    }
-    if (bf_dataset_find(ev->ds, "mc_item") || bf_dataset_find(ev->ds, "mc_answer"))
-        return bf_error_set(err, BF_EINVAL, "eval tensors 'mc_item' and 'mc_answer' (multiple choice) need "
-                                            "'labels' [n, T] of a language_model eval set");
-    if (bf_tensor_numel(l) != n)
-        return bf_error_set(err, BF_ESHAPE, "eval tensor 'labels' must hold one label per sample (%lld), it holds %lld",
-                            (long long)n, (long long)bf_tensor_numel(l));
-    int is_float = l->dtype == BF_F32 || l->dtype == BF_F16 || l->dtype == BF_BF16;
-    /* Integer labels against a single score per sample can only mean a
-     * binary task (class ids would need a score per class). */
-    if (is_float || ev->out_cols == 1) {
-        ev->labels_f = bf__malloc((size_t)n * sizeof(float));
-        ev->order = bf__malloc((size_t)n * sizeof(int64_t));
-        if (!ev->labels_f || !ev->order) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
-        bf_status st = bf_convert(ev->labels_f, BF_F32, l->data, l->dtype, (size_t)n, err);
-        if (st != BF_OK) return st;
-        for (int64_t i = 0; i < n; i++)
-            if (ev->labels_f[i] != 0.0f && ev->labels_f[i] != 1.0f)
-                return bf_error_set(err, BF_EFORMAT, "a binary task (float labels, or one score per sample) needs labels 0 or 1; labels[%lld] is %g",
-                                    (long long)i, ev->labels_f[i]);
-        if (ev->out_cols != 1)
-            return bf_error_set(err, BF_ESHAPE, "binary labels need one score per sample, but output '%s' has %lld values per sample",
-                                ev->model->outputs[0].name, (long long)ev->out_cols);
-        ev->task = BF_TASK_BINARY;
-    } else {
-        ev->labels_i = bf__malloc((size_t)n * sizeof(int64_t));
-        if (!ev->labels_i) return bf_error_set(err, BF_ENOMEM, "out of memory for labels");
-        bf_status st = bf_convert(ev->labels_i, BF_I64, l->data, l->dtype, (size_t)n, err);
-        if (st != BF_OK) return st;
-        for (int64_t i = 0; i < n; i++)
-            if (ev->labels_i[i] < 0 || ev->labels_i[i] >= ev->out_cols)
-                return bf_error_set(err, BF_ERANGE, "labels[%lld] is class %lld but output '%s' scores %lld classes",
-                                    (long long)i, (long long)ev->labels_i[i], ev->model->outputs[0].name,
-                                    (long long)ev->out_cols);
-        ev->task = BF_TASK_CLASSIFICATION;
-    }
-    return BF_OK;
-}
-
 /* A one-sample graph's outputs: kept per sample; output 0 also as the
  * evaluator's outputs (out_cols a sample) when its size is not data, so
  * the tasks and campaigns that read those work on such graphs too. */
@@ -405,7 +241,8 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     int64_t rest = ev->samples % ev->batch;
 
     ev->fuse = opts && opts->fuse_activations;
-    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse, .unbatched = ev->unbatched};
+    bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse, .unbatched = ev->unbatched,
+                       .max_run_bytes = opts ? opts->max_run_bytes : 0};
     ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
     if (!ev->plans) { st = bf_error_set(err, BF_ENOMEM, "out of memory"); goto out; }
     for (int t = 0; t < ev->threads; t++) {
@@ -440,9 +277,10 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     if (!ev->unbatched) ev->out_cols = bf_tensor_numel(o) / ev->batch;
     ev->outputs = bf__malloc((size_t)(ev->samples * ev->out_cols + 1) * sizeof(float));
     if (!ev->outputs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for outputs"); goto out; }
-    if ((st = bind_labels(ev, err)) != BF_OK) goto out;
+    if ((st = bf__eval_labels_bind(&ev->lab, model, ds, ev->samples, ev->out_cols, o, &ev->task, err)) != BF_OK) goto out;
     int det = 0;
-    if (ev->task == BF_TASK_NONE && (st = bf__det_task_find(model, ds, ev->unbatched, &ev->det, &det, err)) != BF_OK) goto out;
+    if (ev->task == BF_TASK_NONE && (st = bf__det_task_find(model, ds, ev->unbatched, &ev->det.task, &det, err)) != BF_OK)
+        goto out;
     if (det) ev->task = BF_TASK_DETECTION;
     if ((st = start_pool(ev, err)) != BF_OK) goto out;
     *out = ev;
@@ -454,7 +292,7 @@ out:
 
 bf_task bf_evaluator_task(const bf_evaluator *ev) { return ev->task; }
 int bf_evaluator_unbatched(const bf_evaluator *ev) { return ev->unbatched; }
-const bf__det_task *bf__evaluator_det(const bf_evaluator *ev) { return &ev->det; }
+const bf__det_task *bf__evaluator_det(const bf_evaluator *ev) { return &ev->det.task; }
 int64_t bf_evaluator_batch(const bf_evaluator *ev) { return ev->batch; }
 
 size_t bf_evaluator_num_fused(const bf_evaluator *ev)
@@ -540,7 +378,9 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
      * (sample 0 for every-sample faults), so one worker writes it */
     for (size_t j = 0; j < n_vf; j++) {
         size_t k = w->vf_of[j];
-        if (ev->vf[k].sample >= 0 || start == 0) bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
+        if (ev->vf[k].sample < 0 && start != 0) continue;
+        bf_plan_value_fault_seen(plan, j, &ev->vf_old[k], &ev->vf_new[k]);
+        bf__plan_value_fault_at(plan, j, &ev->vf_at[2 * k], &ev->vf_at[2 * k + 1]);
     }
     if (golden) {   /* the checkpoints showed the rest of the run golden */
         if (ev->out_cols > 0) memcpy(ev->outputs + start * ev->out_cols, ev->ck_out + start * ev->out_cols, (size_t)ev->out_cols * sizeof(float));
@@ -668,18 +508,18 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
         res->ragged = ev->rag.view;
     }
     if (ev->task == BF_TASK_CLASSIFICATION) {
-        res->accuracy = bf_metric_accuracy(outputs, ev->samples, ev->out_cols, ev->labels_i);
+        res->accuracy = bf_metric_accuracy(outputs, ev->samples, ev->out_cols, ev->lab.labels_i);
     } else if (ev->task == BF_TASK_BINARY) {
-        if (bf_metric_auc(outputs, ev->labels_f, ev->samples, ev->order, &res->auc, NULL) != BF_OK)
+        if (bf_metric_auc(outputs, ev->lab.labels_f, ev->samples, ev->lab.order, &res->auc, NULL) != BF_OK)
             res->auc = NAN;
-        res->logloss = bf_metric_logloss(outputs, ev->labels_f, ev->samples);
+        res->logloss = bf_metric_logloss(outputs, ev->lab.labels_f, ev->samples);
     } else if (ev->task == BF_TASK_LANGUAGE_MODEL) {
-        bf_metric_lm(outputs, ev->labels_i, ev->samples, ev->lm_T, ev->lm_V, ev->row_ce, &res->perplexity,
+        bf_metric_lm(outputs, ev->lab.labels_i, ev->samples, ev->lab.lm_T, ev->lab.lm_V, ev->lab.row_ce, &res->perplexity,
                      &res->token_accuracy);
-        if (ev->mc_item)
-            res->choice_accuracy = bf_metric_choice_accuracy(ev->row_ce, ev->samples, ev->mc_item, ev->mc_answer, ev->mc_best);
+        if (ev->lab.mc_item)
+            res->choice_accuracy = bf_metric_choice_accuracy(ev->lab.row_ce, ev->samples, ev->lab.mc_item, ev->lab.mc_answer, ev->lab.mc_best);
     } else if (ev->task == BF_TASK_SEGMENTATION) {
-        bf__seg_score(ev->seg, outputs, &res->miou, &res->pixel_accuracy);
+        bf__seg_score(ev->lab.seg, outputs, &res->miou, &res->pixel_accuracy);
     }
 }
 
@@ -690,7 +530,7 @@ void bf__eval_result_clear(bf_eval_result *res)
     res->miou = res->pixel_accuracy = res->map = res->map50 = res->recall = NAN;
 }
 
-const bf__seg *bf__evaluator_seg(const bf_evaluator *ev) { return ev->seg; }
+const bf__seg *bf__evaluator_seg(const bf_evaluator *ev) { return ev->lab.seg; }
 
 /* The result of a pass whose outputs are in place: metrics over them. */
 static bf_status finish(bf_evaluator *ev, bf_eval_result *res, double seconds, bf_error *err)
@@ -701,32 +541,22 @@ static bf_status finish(bf_evaluator *ev, bf_eval_result *res, double seconds, b
     }
     bf__evaluator_score(ev, ev->outputs, res);
     res->seconds = seconds;
-    if (ev->task == BF_TASK_DETECTION) {   /* COCO metrics of the pass's detections (metrics_det.c) */
-        bf__dets pred, gt;
-        bf__det_metrics dm;
-        bf_status st = bf__det_view(&ev->det, ev->rag.view, ev->samples, &ev->det_labels, &ev->det_cap, &pred, err);
-        bf__det_gt_view(&ev->det, &gt);
-        if (st == BF_OK) st = bf__det_evaluate(&pred, &gt, &dm, err);
-        if (st != BF_OK) return st;
-        res->map = dm.map;
-        res->map50 = dm.map50;
-        res->recall = dm.recall;
-    }
+    if (ev->task == BF_TASK_DETECTION) return bf__eval_det_score(&ev->det, ev->rag.view, ev->samples, res, err);
     return BF_OK;
 }
 
 void bf__evaluator_labels(const bf_evaluator *ev, const int64_t **classes, const float **binary)
 {
-    *classes = ev->task == BF_TASK_CLASSIFICATION ? ev->labels_i : NULL;
-    *binary = ev->task == BF_TASK_BINARY ? ev->labels_f : NULL;
+    *classes = ev->task == BF_TASK_CLASSIFICATION ? ev->lab.labels_i : NULL;
+    *binary = ev->task == BF_TASK_BINARY ? ev->lab.labels_f : NULL;
 }
 
 void bf__evaluator_lm(const bf_evaluator *ev, bf__lm_layout *lm)
 {
     *lm = (bf__lm_layout){0};
     if (ev->task != BF_TASK_LANGUAGE_MODEL) return;
-    *lm = (bf__lm_layout){.labels = ev->labels_i, .T = ev->lm_T, .V = ev->lm_V, .labelled = ev->lm_labelled,
-                          .item = ev->mc_item, .answer = ev->mc_answer};
+    *lm = (bf__lm_layout){.labels = ev->lab.labels_i, .T = ev->lab.lm_T, .V = ev->lab.lm_V, .labelled = ev->lab.lm_labelled,
+                          .item = ev->lab.mc_item, .answer = ev->lab.mc_answer};
 }
 
 void bf__evaluator_set_cancel(bf_evaluator *ev, const int *cancel) { ev->cancel = cancel; }
@@ -743,7 +573,7 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
         if ((st = bf_bitflip_check(ev->model, &flips[i], err)) != BF_OK) return st;
     if ((st = apply_flips(ev, flips, n_flips, err)) != BF_OK) return st;
 
-    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN, ev->vf_at[2 * k] = -1, ev->vf_at[2 * k + 1] = 0;
     double t0 = now_s();
     atomic_store(&ev->next, 0);
     atomic_store(&ev->done, 0);
@@ -783,7 +613,7 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
         return bf_error_set(err, BF_ERANGE, "sample %lld does not exist (the eval set has %lld)", (long long)sample,
                             (long long)ev->samples);
     if (ev->cancel && bf_cancel_requested(ev->cancel)) return bf_error_set(err, BF_ECANCELED, "evaluation canceled");
-    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN;
+    for (size_t k = 0; k < ev->n_vf; k++) ev->vf_old[k] = ev->vf_new[k] = NAN, ev->vf_at[2 * k] = -1, ev->vf_at[2 * k + 1] = 0;
     double t0 = now_s();
     int64_t b = sample / ev->batch;
     bf_plan *plan = b == ev->samples / ev->batch ? ev->rest : ev->plans[0];
@@ -882,6 +712,9 @@ static bf_status reserve_value_faults(bf_evaluator *ev, size_t n, bf_error *err)
     o = bf__realloc(ev->vf_new, cap * sizeof *o);
     if (!o) goto oom;
     ev->vf_new = o;
+    int64_t *at = bf__realloc(ev->vf_at, 2 * cap * sizeof *at);
+    if (!at) goto oom;
+    ev->vf_at = at;
     ev->vf_cap = cap;
     return BF_OK;
 oom:
@@ -901,9 +734,9 @@ bf_status bf_evaluator_set_value_faults(bf_evaluator *ev, const bf_value_fault *
         if (f->sample < -1 || f->sample >= ev->samples)
             return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': sample %lld does not exist (the eval set has %lld)", k,
                                 name, (long long)f->sample, (long long)ev->samples);
-        if (f->index < 0 || f->index >= row)
-            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': element %lld does not exist (%lld per sample)", k,
-                                name, (long long)f->index, (long long)row);
+        if (f->index < 0 || f->index >= (f->drawn ? BF_VALUE_FAULT_DRAWS : row))
+            return bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': %s %lld does not exist (%lld per sample)", k, name,
+                                f->drawn ? "draw" : "element", (long long)f->index, (long long)row);
         if (bf_repr_bits(f->repr) == 0 || (int)f->model < 0 || f->model > BF_FAULT_BER ||
             (bf_repr_is_fixed(f->repr) && !(f->scale > 0 && isfinite(f->scale))))
             return bf_error_set(err, BF_EINVAL, "value fault %zu on '%s': unknown representation or fault model, or a bad int8 scale",
@@ -918,4 +751,10 @@ void bf_evaluator_value_fault_seen(const bf_evaluator *ev, size_t i, float *old_
 {
     *old_value = i < ev->n_vf ? ev->vf_old[i] : NAN;
     *new_value = i < ev->n_vf ? ev->vf_new[i] : NAN;
+}
+
+void bf__evaluator_value_fault_at(const bf_evaluator *ev, size_t i, int64_t *index, int64_t *elements)
+{
+    *index = i < ev->n_vf ? ev->vf_at[2 * i] : -1;
+    *elements = i < ev->n_vf ? ev->vf_at[2 * i + 1] : 0;
 }

@@ -88,3 +88,25 @@ void bf__det_gt_view(const bf__det_task *t, bf__dets *out)
 {
     *out = (bf__dets){.n = t->gt.n, .offsets = t->gt.offsets, .boxes = t->gt.boxes, .scores = NULL, .labels = t->gt.labels};
 }
+
+bf_status bf__eval_det_score(bf__eval_det *d, const bf_ragged_output *outs, int64_t samples, bf_eval_result *res,
+                             bf_error *err)
+{
+    bf__dets pred, gt;
+    bf__det_metrics dm;
+    bf_status st = bf__det_view(&d->task, outs, samples, &d->labels, &d->cap, &pred, err);
+    bf__det_gt_view(&d->task, &gt);
+    if (st == BF_OK) st = bf__det_evaluate(&pred, &gt, &dm, err);
+    if (st != BF_OK) return st;
+    res->map = dm.map;
+    res->map50 = dm.map50;
+    res->recall = dm.recall;
+    return BF_OK;
+}
+
+void bf__eval_det_free(bf__eval_det *d)
+{
+    bf__free(d->labels);
+    d->labels = NULL;
+    d->cap = 0;
+}

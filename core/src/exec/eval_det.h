@@ -29,4 +29,18 @@ bf_status bf__det_view(const bf__det_task *t, const bf_ragged_output *outs, int6
 /* The ground truth as a view. */
 void bf__det_gt_view(const bf__det_task *t, bf__dets *out);
 
+/* An evaluator's detection part: the task, and the buffer a pass's labels
+ * are converted into (bf__det_view's scratch). */
+typedef struct bf__eval_det {
+    bf__det_task task;
+    int64_t *labels;
+    size_t cap;
+} bf__eval_det;
+
+/* COCO mAP, AP50 and recall (metrics_det.c) of a pass's detections (outs:
+ * its per-sample outputs) into res. */
+bf_status bf__eval_det_score(bf__eval_det *d, const bf_ragged_output *outs, int64_t samples, bf_eval_result *res,
+                             bf_error *err);
+void bf__eval_det_free(bf__eval_det *d);
+
 #endif

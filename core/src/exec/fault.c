@@ -175,9 +175,11 @@ bf_status bf_plan_set_value_faults(bf_plan *p, const bf_value_fault *faults, siz
                               (long long)f->sample, (long long)p->batch);
             goto fail;
         }
-        if (f->index < 0 || f->index >= row) {
-            st = bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': element %lld does not exist (%lld per sample)", k,
-                              name, (long long)f->index, (long long)row);
+        if (f->index < 0 || f->index >= (f->drawn ? BF_VALUE_FAULT_DRAWS : row)) {
+            st = f->drawn ? bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': draw %lld is not in [0, 2^62)", k, name,
+                                         (long long)f->index)
+                          : bf_error_set(err, BF_ERANGE, "value fault %zu on '%s': element %lld does not exist (%lld per sample)",
+                                         k, name, (long long)f->index, (long long)row);
             goto fail;
         }
         if (bf_repr_bits(f->repr) == 0 || (int)f->model < 0 || f->model > BF_FAULT_BER) {
@@ -190,7 +192,7 @@ bf_status bf_plan_set_value_faults(bf_plan *p, const bf_value_fault *faults, siz
             goto fail;
         }
         int step = p->val_step[f->value];
-        p->vf[k] = (bf__vfault){.f = *f, .step = step, .row_elems = row, .old_value = NAN, .new_value = NAN};
+        p->vf[k] = (bf__vfault){.f = *f, .step = step, .row_elems = row, .old_value = NAN, .new_value = NAN, .at = -1};
         if (step < 0) p->inputs_hit = 1;
         else p->step_hit[step] = 1;
     }

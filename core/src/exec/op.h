@@ -48,6 +48,13 @@ typedef struct bf__prep {
      * run (at_run 1), when every input's data is there. */
     int at_run;
     int data_dependent;
+    /* at_run 1: memory for prepare itself from the plan's run-time arena
+     * (plan_dyn.c), kept until the run ends, so what prepare computed there
+     * (NonMaxSuppression's selection, which sizes its output) run may copy
+     * instead of computing it again: params may hold the pointer. NULL at
+     * plan build. */
+    bf_status (*run_alloc)(void *ctx, size_t bytes, const char *what, void **out, bf_error *err);
+    void *run_ctx;
 } bf__prep;
 
 /* Where a row lookup (Gather on axis 0, EmbeddingBag) reads the rows of

@@ -63,6 +63,25 @@ static int64_t dyn_row(const bf_plan *p, const bf_tensor *t)
     return t->ndim >= 1 && t->dims[0] == p->batch ? bf_tensor_numel(t) / p->batch : 0;
 }
 
+int64_t bf__plan_run_row(const bf_plan *p, int64_t v) { return dyn_row(p, &p->vals[v]); }
+
+/* floor(a * b / 2^64), exactly, in 32-bit halves */
+static uint64_t mul_hi(uint64_t a, uint64_t b)
+{
+    uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0;
+    uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
+    return a1 * b1 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* The element a fault strikes in a row of `row` elements: its index, or
+ * (drawn) the draw scaled to the row; -1 when the row has no such element. */
+static int64_t fault_element(const bf_value_fault *f, int64_t row)
+{
+    if (!f->drawn) return f->index < row ? f->index : -1;
+    return row > 0 ? (int64_t)mul_hi((uint64_t)f->index << 2, (uint64_t)row) : -1;
+}
+
 /* The value faults that apply after `step` (-1: to the graph inputs). */
 void bf__plan_apply_value_faults(bf_plan *p, int step)
 {
@@ -72,13 +91,23 @@ void bf__plan_apply_value_faults(bf_plan *p, int step)
         float *x = p->vals[v->f.value].data;
         int64_t r0 = v->f.sample < 0 ? 0 : v->f.sample, r1 = v->f.sample < 0 ? p->batch : v->f.sample + 1;
         int64_t row = v->row_elems;
-        if (row == BF__ROW_PER_RUN && (row = dyn_row(p, &p->vals[v->f.value])) <= v->f.index) continue;
+        if (row == BF__ROW_PER_RUN) row = dyn_row(p, &p->vals[v->f.value]);
+        int64_t at = fault_element(&v->f, row);
+        v->at = at;
+        v->at_n = row;
+        if (at < 0) continue;
         for (int64_t r = r0; r < r1; r++) {
-            float *e = x + r * row + v->f.index, was, now;
+            float *e = x + r * row + at, was, now;
             *e = bf_value_fault_apply(&v->f, *e, &was, &now);
             if (r == r0) v->old_value = was, v->new_value = now;
         }
     }
+}
+
+void bf__plan_value_fault_at(const bf_plan *p, size_t i, int64_t *index, int64_t *elements)
+{
+    *index = i < p->n_vf ? p->vf[i].at : -1;
+    *elements = i < p->n_vf ? p->vf[i].at_n : 0;
 }
 
 /* For a row lookup whose table is the plan's view holding a trial's
@@ -110,7 +139,7 @@ bf_status bf_plan_run(bf_plan *p, bf_error *err) { return bf__plan_run_from(p, 0
 
 bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, int *stopped, bf_error *err)
 {
-    for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
+    for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN, p->vf[k].at = -1, p->vf[k].at_n = 0;
     if (p->inputs_hit && from == 0) bf__plan_apply_value_faults(p, -1);
     p->n_fused = 0;
     if (stopped) *stopped = 0;

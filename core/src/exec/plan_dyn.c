@@ -42,7 +42,7 @@ static bf_status over(bf_plan *p, size_t n, const char *what, bf_error *err)
     char a[32], b[32], c[32];
     return bf_error_set(err, BF_ELIMIT,
                         "%s: %s needs %s of run-time memory, %s in this run already: over the run-time limit of %s "
-                        "(bf_plan_opts.max_run_bytes; docs/LIMITS.md)",
+                        "(--run-memory; bf_plan_opts.max_run_bytes; docs/LIMITS.md)",
                         p->model->label, what, bf_bytes_str(n, a, sizeof a),
                         bf_bytes_str(p->dyn.run_bytes, b, sizeof b), bf_bytes_str(p->dyn.limit, c, sizeof c));
 }
@@ -100,17 +100,24 @@ static bf_status check_out(const bf_plan *p, const bf__node *n, int j, const bf_
     return BF_OK;
 }
 
-void bf__prep_at_run(bf__prep *prep, const bf__node *n, int64_t opset, int n_in, int n_out)
+static bf_status prep_alloc(void *ctx, size_t bytes, const char *what, void **out, bf_error *err)
+{
+    return bf__dyn_alloc(ctx, bytes, what, out, err);
+}
+
+void bf__prep_at_run(bf__prep *prep, bf_plan *p, const bf__node *n, int n_in, int n_out)
 {
     /* up to params (1.5 KB an op writes what it needs of), then the fields after it */
     memset(prep, 0, offsetof(bf__prep, params));
     prep->node = n;
-    prep->opset = opset;
+    prep->opset = p->model->opset;
     prep->n_in = n_in;
     prep->n_out = n_out;
     prep->scratch = 0;
     prep->at_run = 1;
     prep->data_dependent = 0;
+    prep->run_alloc = prep_alloc;
+    prep->run_ctx = p;
 }
 
 bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err)
@@ -121,7 +128,7 @@ bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err)
     bf_status st;
     char what[200];
     if (bf__op_is_control(n->op)) return bf__sub_run_step(p, i, err);
-    bf__prep_at_run(prep, n, p->model->opset, s->n_in, s->n_out);
+    bf__prep_at_run(prep, p, n, s->n_in, s->n_out);
     for (int j = 0; j < s->n_in; j++) prep->in[j] = s->in[j];
     for (int j = 0; j < s->n_out; j++) {
         bf_tensor *t = s->out[j];

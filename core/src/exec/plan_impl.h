@@ -35,6 +35,7 @@ typedef struct bf__vfault {
     int step;                 /* applied after this step; -1: graph input, before the first */
     int64_t row_elems;        /* elements per row of the value */
     float old_value, new_value;   /* at the first row hit, last run */
+    int64_t at, at_n;         /* ... its element there (-1: none) and the value's elements in that row */
 } bf__vfault;
 
 #define BF__VAL_NOT_RUN (-2)   /* val_step of a value no step computes */
@@ -147,6 +148,13 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
 /* The row length of `value` if a value fault may hit it in this plan: run
  * time, float32, dim 0 the batch. Otherwise an error saying why. */
 bf_status bf__plan_fault_site(const bf_plan *plan, int64_t value, int64_t *row_elems, bf_error *err);
+/* Value fault i of the last run: the element it struck at its first row
+ * (-1: none; a dynamic value empty or shorter there) and the elements the
+ * value had in that row. */
+void bf__plan_value_fault_at(const bf_plan *plan, size_t i, int64_t *index, int64_t *elements);
+/* The elements per row that value v holds in this run (a dynamic step's:
+ * that run's; 0 when not float32 or dim 0 is not the batch). */
+int64_t bf__plan_run_row(const bf_plan *plan, int64_t v);
 /* Room for n value faults, so that setting up to n allocates nothing. */
 /* fault.c: element i of an int8/uint8 parameter as a float holding the
  * integer (bf__param_int_set, in exec/step_access.h, writes one back). */
@@ -172,7 +180,7 @@ void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 /* plan_dyn.c: prep readied for a run-time prepare of node n (at_run 1,
  * nothing prepared yet); the caller sets its inputs and outputs. */
-void bf__prep_at_run(bf__prep *prep, const bf__node *n, int64_t opset, int n_in, int n_out);
+void bf__prep_at_run(bf__prep *prep, bf_plan *p, const bf__node *n, int n_in, int n_out);
 /* 1: graph output k has the same shape on every run (its size is not data),
  * as bf_plan_output gives it after the plan is built. */
 int bf__plan_output_static(const bf_plan *plan, size_t k);

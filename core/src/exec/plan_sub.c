@@ -113,7 +113,7 @@ static bf_status sub_run(bf_plan *p, const bf__node *own, const bf__subgraph *g,
             return bf_error_set(err, BF_EUNSUPPORTED, "%s: node '%s' (%s) in the subgraph of node '%s': %s",
                                 p->model->label, n->name, n->op_type, own->name,
                                 n->op ? "a Loop inside a subgraph is not supported" : "unsupported op");
-        bf__prep_at_run(prep, n, p->model->opset, n->n_in, n->n_out);
+        bf__prep_at_run(prep, p, n, n->n_in, n->n_out);
         for (int j = 0; j < n->n_in; j++) {
             prep->in[j] = resolve(p, loc, set, n->in[j]);
             if (n->in[j] < -1 && !prep->in[j])
@@ -209,7 +209,7 @@ bf_status bf__sub_run_step(bf_plan *p, size_t i, bf_error *err)
     const bf__node *n = s->node;
     bf__prep *prep = p->dyn_prep;
     /* the build-time checks, on this run's inputs (cond's type and size) */
-    bf__prep_at_run(prep, n, p->model->opset, s->n_in, s->n_out);
+    bf__prep_at_run(prep, p, n, s->n_in, s->n_out);
     for (int j = 0; j < s->n_in; j++) prep->in[j] = s->in[j];
     for (int j = 0; j < s->n_out; j++) prep->out[j] = s->out[j];
     bf_status st = n->op->prepare(prep, err);

@@ -72,6 +72,10 @@ struct bf__ckpt;
 void bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record, const float *golden_out);
 void bf__evaluator_ckpt_window(bf_evaluator *ev, int lo, int hi);
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early);
+/* Value fault i of the last pass: the element it struck in the sample it
+ * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
+ * or shorter there) and the elements the value had there (plan_impl.h). */
+void bf__evaluator_value_fault_at(const bf_evaluator *ev, size_t i, int64_t *index, int64_t *elements);
 /* 1: the model takes one sample per call from this eval set (its first
  * input has one dim fewer than the eval set's tensor of that name, and a fixed dim 0), as
  * bf_evaluator_create decides it; plans of it need bf_plan_opts.unbatched. */

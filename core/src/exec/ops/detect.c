@@ -3,7 +3,9 @@
  * output's shape is the number of boxes kept, so it is data: prepare
  * computes the selection when every input's data is there (at plan time for
  * constants, or prepared again at run time: op.h, at_run) and says so
- * otherwise (data_dependent); run computes it again into the output.
+ * otherwise (data_dependent). Prepared at run time, it selects into the
+ * run-time arena (op.h, run_alloc) and run copies that selection; prepared
+ * at plan build (constants), run selects again into the output.
  *
  * The rules (docs/OPS.md, "Detectors"): per batch and class, candidates are
  * the boxes whose score is > score_threshold (every box when that input is
@@ -32,6 +34,7 @@ typedef struct nms_params {
     int center;             /* center_point_box: 0 corners, 1 centre and size */
     int known;              /* prepare computed `count` from the data */
     int64_t count;          /* rows of selected_indices */
+    const int64_t *sel;     /* prepared at run time: the count rows, in the run-time arena */
 } nms_params;
 static_assert(sizeof(nms_params) <= BF__OP_PARAMS_MAX, "nms_params must fit in params");
 
@@ -314,11 +317,31 @@ static bf_status nms_prepare(bf__prep *p, bf_error *err)
         p->data_dependent = 1;   /* the output's shape is the data: prepared again at run time */
         return BF_OK;
     }
-    void *scratch = bf__aligned_alloc(p->scratch);
-    if (!scratch) return bf__node_error(err, n, BF_ENOMEM, "out of memory for %lld boxes", (long long)bx->dims[1]);
-    st = nms_select(n, p->in, p->n_in, np->center, scratch, NULL, 0, &np->count, err);
-    bf__free(scratch);
-    if (st) return st;
+    if (p->at_run && p->run_alloc) {
+        /* once: the selection into the arena, its rows after the work area
+         * (at most one per box, class and batch), for run to copy */
+        nms_limits l;
+        if ((st = read_limits(n, p->in, p->n_in, &l, err))) return st;
+        int64_t per = l.max_out <= 0 ? 0 : l.max_out < bx->dims[1] ? l.max_out : bx->dims[1];
+        int64_t cap = bx->dims[0] * sc->dims[1] * per;   /* scores' elements bound it (check_dims) */
+        size_t work = (nms_scratch(bx->dims[1]) + 63) & ~(size_t)63;
+        if (cap > (int64_t)((SIZE_MAX - work) / (3 * sizeof(int64_t))))
+            return bf__node_error(err, n, BF_ESHAPE, "%lld candidate rows is too many", (long long)cap);
+        void *buf;
+        if ((st = p->run_alloc(p->run_ctx, work + (size_t)cap * 3 * sizeof(int64_t), "NonMaxSuppression's selection",
+                               &buf, err)))
+            return st;
+        int64_t *rows = (int64_t *)((unsigned char *)buf + work);
+        if ((st = nms_select(n, p->in, p->n_in, np->center, buf, rows, cap, &np->count, err))) return st;
+        np->sel = rows;
+        p->scratch = 0;
+    } else {
+        void *scratch = bf__aligned_alloc(p->scratch);
+        if (!scratch) return bf__node_error(err, n, BF_ENOMEM, "out of memory for %lld boxes", (long long)bx->dims[1]);
+        st = nms_select(n, p->in, p->n_in, np->center, scratch, NULL, 0, &np->count, err);
+        bf__free(scratch);
+        if (st) return st;
+    }
     np->known = 1;
     int64_t dims[2] = {np->count, 3};
     bf__set_shape(p->out[0], BF_I64, 2, dims);
@@ -336,6 +359,10 @@ static bf_status nms_run(const bf__ctx *c, bf_error *err)
     if (o->ndim != 2 || o->dims[0] != np->count || o->dims[1] != 3)
         return bf__node_error(err, c->node, BF_EINVAL, "its output is not the [%lld, 3] it was prepared for",
                               (long long)np->count);
+    if (np->sel) {   /* selected when prepared, this run */
+        if (np->count) memcpy(o->data, np->sel, (size_t)np->count * 3 * sizeof(int64_t));
+        return BF_OK;
+    }
     int64_t got;
     bf_status st = nms_select(c->node, c->in, c->n_in, np->center, c->scratch, o->data, np->count, &got, err);
     if (st) return st;
