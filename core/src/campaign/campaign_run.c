@@ -678,6 +678,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
             (st = bf__score_scratch_init(&rn->ws[i].sc, rn->scorer, c->golden.samples, err)) != BF_OK)
             return st;
         if (rn->opts->no_full_pass) bf__dx_no_full_pass(rn->ws[i].dx);
+        if (rn->opts->near_exact) bf__dx_near_exact(rn->ws[i].dx);
     }
     acc->setup.executors = now_s() - t2;
     return BF_OK;

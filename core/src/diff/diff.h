@@ -206,6 +206,12 @@ int64_t bf__dx_full_passes(const bf__dx *dx);
 /* From now on bf__dx_run runs every trial differentially, however cheaper
  * a full pass would be (bf_campaign_opts.no_full_pass: tests). */
 void bf__dx_no_full_pass(bf__dx *dx);
+/* From now on bf__dx_run may use the near-exact updates (a Gemm column or
+ * rank-k update, a Conv channel update, chain mode's updates and linear
+ * segments), whose records can differ from a full pass's at near ties and
+ * in a metric's last bits (bf_campaign_opts.near_exact). Without it every
+ * record is the full pass's, bit for bit. */
+void bf__dx_near_exact(bf__dx *dx);
 
 /* How many trials this executor ran in chain mode (diffchain.c), how many
  * of those were recomputed exactly for want of a witness, and how many

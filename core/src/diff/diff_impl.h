@@ -127,7 +127,8 @@ struct bf__dx {
     void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
     int simd;                    /* bf__sgemm_simd() when created: the scans' CPU path (base/simd.h) */
     int approx;                  /* the batch at hand took a rank-k update */
-    int no_approx;               /* ... and is being redone without */
+    int no_approx;               /* no updates: always, unless near_exact; else while a batch is redone */
+    int near_exact;              /* updates and linear segments allowed (bf__dx_near_exact) */
     bf_value_fault *vfb;         /* value faults of the batch at hand */
     size_t *vfb_of, vfb_cap;
 
