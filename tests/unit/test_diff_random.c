@@ -51,7 +51,8 @@
  * trials) gave no outcome disagreement and two metrics 1.2e-6 apart,
  * relative (an activation fault's max_abs, a BER trial's mse near 1e72):
  * updates' rounding carried to outputs several times the golden scale.
- * Without them, every record is the same bits (SOAK below). */
+ * Without them (the default), 800 graphs (305,840 trials) gave every
+ * record the same bits. */
 #define GRAPHS 8
 #define SAMPLES 24
 #define BATCH 7                  /* several batches and a partial last one */
