@@ -353,7 +353,8 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     if (threads < 1) threads = 1;
     /* the differential engine's golden pass is the campaign's: made once,
      * on the run's threads, whose evaluators the workers then adopt */
-    bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads};
+    bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
+                             .near_exact = o->near_exact};
     double t_create = cli_now();
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;

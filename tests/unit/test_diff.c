@@ -137,7 +137,7 @@ static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, in
      * default budget (bf_campaign_prep): a differential run with that
      * budget adopts it, one with another budget makes its own, an exact one
      * drops it; the comparisons below cover all three. */
-    bf_campaign_prep prep = {.differential = 1};
+    bf_campaign_prep prep = {.differential = 1, .near_exact = sl && sl->near};
     if (bf_campaign_create_prepared(m, ds, &s, NULL, &prep, &c, &err) != BF_OK) return 0;   /* the fixture has no such site */
     out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
     out->n = 0;

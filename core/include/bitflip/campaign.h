@@ -505,6 +505,10 @@ typedef struct bf_campaign_prep {
      * workers'. The cache and the golden outputs are the same for any
      * number. */
     int threads;
+    /* 1: make what bf_campaign_opts.near_exact's updates read too (chain
+     * mode's rounding bounds and linear segments: a product per sample);
+     * a near-exact run of a campaign prepared without makes its own cache. */
+    int near_exact;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

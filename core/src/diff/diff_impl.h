@@ -62,6 +62,7 @@ struct bf__dx_shared {
     bf__gcache *gc;
     bf__pvals *pv;               /* parameter-only values, computed once (dxparam.c); NULL: none */
     int64_t samples, batch, n_batches, out_cols;
+    int near_exact;              /* made for the near-exact updates: their bounds and linear segments */
     int batch_shift;             /* log2 of batch when a power of two, else -1 */
     const float *golden;
     int out_val;

@@ -246,7 +246,9 @@ void bf__chain_faulty_column(bf__chain_pass *ps, size_t k, int j, int kk, int64_
     }
     int av = s->node->in[0], o = s->node->out[0];
     const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
-    const float *am = sh->chain_amax[av], *cs = sh->chain_colabs[k];
+    /* NULL: the cache was made exact-only (bf__dx_shared_near_exact) */
+    const float *am = sh->chain_amax ? sh->chain_amax[av] : NULL;
+    const float *cs = sh->chain_colabs ? sh->chain_colabs[k] : NULL;
     int relu_after = relu_next(sh, dx->plan[0], k), relu = relu_after && am && cs;
     double ct = fabs((double)c_term(&g, c, j)), dabs = fabs((double)dwf);
     int approx0 = ps->approx;
@@ -401,7 +403,8 @@ static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, int t
 static int clamped(const bf__dx_shared *sh, size_t step, int relu, int k, int av, int o, const bf__cval *x, int64_t t,
                    float *y, int n, const bf__gemm_info *g, const float *c)
 {
-    const float *am = sh->chain_amax[av], *cs = sh->chain_colabs[step];
+    const float *am = sh->chain_amax ? sh->chain_amax[av] : NULL;
+    const float *cs = sh->chain_colabs ? sh->chain_colabs[step] : NULL;
     if (!relu || !am || !cs) return 0;
     const float *yg = bf__chain_gold_row(sh, o, x->row[t], n);
     int maybe = 1;
@@ -532,7 +535,7 @@ void bf__chain_faulty_conv(bf__chain_pass *ps, size_t k, int64_t only, bf__cval 
     /* where a ReLU reads the channel: the magnitudes its terms sum to are
      * at most max|x| times those of its weights, and its bias */
     int relu = relu_next(sh, dx->plan[0], k);
-    const float *am = sh->chain_amax[av];
+    const float *am = sh->chain_amax ? sh->chain_amax[av] : NULL;   /* NULL: made exact-only (bf__dx_shared_near_exact) */
     int64_t kc = bf_tensor_numel(&dx->plan[0]->vals[s->node->in[1]]) / M;
     double wabs = slot == 1 ? fabs(dw) : 0, babs = (bias ? fabs((double)bias[oc]) : 0) + (slot == 2 ? fabs(dw) : 0);
     for (int64_t i = 0; relu && i < kc; i++) wabs += fabs((double)wt[oc * kc + i]);
