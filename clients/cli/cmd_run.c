@@ -44,10 +44,16 @@ static const char help[] =
     "  --format F           table, json or csv on stdout (default: table on a\n"
     "                       terminal, json otherwise)\n"
     "  --threads N          worker threads (default: all cores; --local only, as are\n"
-    "                       --exact, --cache-budget, --stats and --shard)\n"
+    "                       --exact, --near-exact, --cache-budget, --stats and\n"
+    "                       --shard)\n"
     "  --exact              re-run the whole eval set for every trial instead of\n"
     "                       only what the faults reach (slow; for checking: the\n"
-    "                       outcomes agree, see docs/ENGINE.md)\n"
+    "                       records are the same bits, see docs/ENGINE.md)\n"
+    "  --near-exact         let the differential engine apply a fault's change as\n"
+    "                       a sparse update instead of recomputing it: faster on\n"
+    "                       MLP and DLRM weight faults, but a record's metrics may\n"
+    "                       differ from --exact in their last bits, and its outcome\n"
+    "                       at a near tie (docs/ENGINE.md, \"How exact it is\")\n"
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed;\n"
     "                       it also bounds a one-image graph's checkpoints\n"
@@ -88,7 +94,7 @@ typedef struct run_opts {
     long long threads, shard_i, shard_n, shards;
     long long cache_budget;
     cli_limits lim;
-    int local, exact, stats, progress;
+    int local, exact, near_exact, stats, progress;
     double progress_interval;
     double load_seconds;    /* reading the model and the eval set, for --stats */
     char *out_alloc;        /* out_path when made from --out-dir and --prefix */
@@ -157,13 +163,14 @@ static void on_trial(void *user, const bf_trial_record *rec)
 
 static int parse_args(int argc, char **argv, run_opts *o)
 {
-    enum { OPT_LOCAL = CLI_OPT_FIRST, OPT_EXACT, OPT_STATS, OPT_CACHE_BUDGET, OPT_SERVER, OPT_TOKEN, OPT_OUT, OPT_TRIALS_OUT,
+    enum { OPT_LOCAL = CLI_OPT_FIRST, OPT_EXACT, OPT_NEAR_EXACT, OPT_STATS, OPT_CACHE_BUDGET, OPT_SERVER, OPT_TOKEN, OPT_OUT, OPT_TRIALS_OUT,
            OPT_JUNIT, OPT_FORMAT, OPT_GATE, OPT_THREADS, OPT_SHARD, OPT_SHARDS, OPT_OUT_DIR, OPT_PREFIX, OPT_PROGRESS,
            OPT_PROGRESS_INTERVAL };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"local", no_argument, NULL, OPT_LOCAL},
         {"exact", no_argument, NULL, OPT_EXACT},
+        {"near-exact", no_argument, NULL, OPT_NEAR_EXACT},
         {"stats", no_argument, NULL, OPT_STATS},
         {"cache-budget", required_argument, NULL, OPT_CACHE_BUDGET},
         {"server", required_argument, NULL, OPT_SERVER},
@@ -191,6 +198,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case 'h': fputs(help, stdout); return -1;
         case OPT_LOCAL: o->local = 1; break;
         case OPT_EXACT: o->exact = 1; break;
+        case OPT_NEAR_EXACT: o->near_exact = 1; break;
         case OPT_STATS: o->stats = 1; break;
         case OPT_CACHE_BUDGET: rc = parse_size("run", "--cache-budget", v, &o->cache_budget); break;
         case OPT_SERVER: o->server = v; break;
@@ -226,9 +234,10 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (o->local) o->server = NULL;
     if (!o->local && !o->server)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
-    if (o->server && (o->threads || o->exact || o->stats || o->cache_budget || o->shard_arg || o->shards || o->lim.model.no_fuse ||
-                      o->lim.run_memory))
-        return usage_error("run", "--threads, --exact, --cache-budget, --stats, --shard, --shards, --no-fuse and --run-memory are for "
+    if (o->server && (o->threads || o->exact || o->near_exact || o->stats || o->cache_budget || o->shard_arg || o->shards ||
+                      o->lim.model.no_fuse || o->lim.run_memory))
+        return usage_error("run", "--threads, --exact, --near-exact, --cache-budget, --stats, --shard, --shards, --no-fuse and "
+                                  "--run-memory are for "
                                   "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
         return usage_error("run", "--format must be table, json or csv, got '%s'", o->format);
@@ -349,7 +358,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     /* the differential engine's golden pass is the campaign's: made once,
      * on the run's threads, whose evaluators the workers then adopt */
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
-                             .max_run_bytes = (uint64_t)o->lim.run_memory};
+                             .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact};
     double t_create = cli_now();
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;
@@ -369,7 +378,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     }
     bf_campaign_opts co = {.threads = (int)threads, .shard_index = o->shard_i, .shard_count = o->shard_n,
                            .on_trial = on_trial, .progress = on_progress, .user = ps, .exact = o->exact,
-                           .cache_budget = o->cache_budget};
+                           .near_exact = o->near_exact, .cache_budget = o->cache_budget};
     ps->final = 0;
     bf_status st = bf_campaign_run(c, &co, &res, &err);
     if (st == BF_OK) {   /* the engine reports while trials run; the log also gets where they ended */

@@ -37,6 +37,13 @@ contains run_exact_stats "exact engine"
 outcomes() { sed 's/.*"outcome": *"\([a-z]*\)".*/\1/' "$1"; }
 outcomes "$tmp/trials.jsonl" >"$tmp/o_fast"; outcomes "$tmp/exact.jsonl" >"$tmp/o_exact"
 same exact_outcomes "$tmp/o_fast" "$tmp/o_exact"
+# ... and the same record, byte for byte (docs/ENGINE.md, "How exact it is")
+same exact_records "$tmp/trials.jsonl" "$tmp/exact.jsonl"
+# the near-exact engine (updates) runs the same trials
+check run_near 0 "$BF" run --local "$spec" --threads 1 --near-exact --format json --trials-out "$tmp/near.jsonl"
+lines=$(wc -l <"$tmp/near.jsonl")
+[ "$lines" -eq 240 ] && passes=$((passes+1)) || { echo "FAIL near-exact trials-out has $lines lines, wanted 240"; fails=$((fails+1)); }
+check near_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --near-exact;  contains near_server "--near-exact"
 check run_tiny_cache 0 "$BF" run --local "$spec" --threads 1 --cache-budget 1 --stats --format json --trials-out "$tmp/tiny.jsonl"
 contains run_tiny_stats "differential engine"
 outcomes "$tmp/tiny.jsonl" >"$tmp/o_tiny"

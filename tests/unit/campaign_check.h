@@ -23,12 +23,15 @@ typedef struct tc_recs {
 void tc_keep(void *user, const bf_trial_record *rec);
 
 /* The differential engine against the exact one (test_diff.c's rules, see
- * its top comment): trials compared one by one, outcomes equal or a near
- * tie (both runs' outputs within ulps of golden, neither masked), metrics
- * within 1e-6 (mse and max_abs relative to `scale`, the largest golden
- * output, at least 1). */
+ * its top comment): trials compared one by one, every record the same bits
+ * (outcome, changed, every metric, the faults). With `near` set, the rules
+ * of the near-exact engine (bf_campaign_opts.near_exact) instead: outcomes
+ * equal or a near tie (both runs' outputs within ulps of golden, neither
+ * masked), metrics within 1e-6 (mse and max_abs relative to `scale`, the
+ * largest golden output, at least 1). */
 typedef struct tc_tally {
     int64_t trials, disagree, unexplained, metric_off;
+    int near;
 } tc_tally;
 /* Loads STEM.onnx and STEM.eval.safetensors (the fixtures' naming), failing
  * the test with the loader's message if either does not load; returns
@@ -38,8 +41,9 @@ double tc_load(const char *stem, bf_model **m, bf_dataset **ds);
 double tc_out_scale(const bf_model *m, const bf_dataset *ds);
 /* Compares runs a and b trial by trial into t; prints what differs. */
 void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_recs *b, double scale, tc_tally *t);
-/* At least min_trials, at most one disagreement in 1,000, every one a near
- * tie, no metric outside its tolerance. */
+/* At least min_trials and no record that differs; with t->near, at most
+ * one disagreement in 1,000, every one a near tie, no metric outside its
+ * tolerance. */
 void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
 
 /* Runs spec s exact and differential (2 threads each) on m/ds and compares

@@ -88,7 +88,7 @@ static void lm_open(const char *name, lmfix *f)
     memcpy(f->golden, r.outputs, bytes);
     f->last = malloc(bytes + 1);
     assert_non_null(f->last);
-    if (bf__dx_shared_create(&f->ev, 1, f->samples, f->golden, f->cols, BF_CACHE_BUDGET_DEFAULT, &f->sh, &err) != BF_OK ||
+    if (bf__dx_shared_create(&f->ev, 1, f->samples, f->golden, f->cols, BF_CACHE_BUDGET_DEFAULT, 0, &f->sh, &err) != BF_OK ||
         bf__dx_create(f->sh, f->ev, &f->dx, &err) != BF_OK)
         fail_msg("%s: %s", name, err.msg);
     f->n_steps = bf_plan_num_steps(bf__evaluator_plan(f->ev, 0));

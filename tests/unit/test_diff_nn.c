@@ -4,8 +4,8 @@
  * stride, padding and output_padding, ReLU, a grouped ConvTranspose without
  * bias, Gemm). Each fault kind runs exact (opts.exact: every trial a whole
  * pass) and differential, in a batch that divides the eval set and in one
- * that does not; every trial must agree as in test_diff.c (the same outcome
- * but for near ties, metrics within 1e-6). Exponent flips reach 1e38 and
+ * that does not; every trial's record must be the same bits, as in
+ * test_diff.c (outcome, changed predictions, every metric). Exponent flips reach 1e38 and
  * Inf, so NaN/Inf outputs (DUE) are among the outcomes compared. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -10,8 +10,8 @@
  * Listed faults in that weight (two elements, exponent and mantissa
  * bits), in a batch that divides the eval set and in one that does not,
  * then random faults in it and in the output projections, each run exact
- * (opts.exact) and differential; every trial must agree as in test_diff.c
- * (the same outcome but for near ties, metrics within 1e-6). Under ASan
+ * (opts.exact) and differential; every trial's record must be the same
+ * bits, as in test_diff.c. Under ASan
  * (make test-asan) the overflow itself is caught too. */
 #include <math.h>
 #include <setjmp.h>

@@ -474,7 +474,8 @@ typedef struct bf_campaign_opts {
      * differential path is tested against). Otherwise trials recompute only
      * what their faults reach, from a cache of the golden pass's values of
      * at most cache_budget bytes (0: BF_CACHE_BUDGET_DEFAULT; values beyond
-     * it are recomputed when needed). Outcomes agree; see docs/ENGINE.md. */
+     * it are recomputed when needed). Records are the same bits; see
+     * docs/ENGINE.md. */
     int exact;
     int64_t cache_budget;
     /* For tests only (no flag or spec field sets it): the differential
@@ -484,6 +485,16 @@ typedef struct bf_campaign_opts {
      * mode, batch re-runs, chains) are checked against exact. Records are
      * the same either way; only the time differs. 0: the shortcut is on. */
     int no_full_pass;
+    /* 1: the differential engine may apply a fault's change to the golden
+     * values as a sparse update (a Gemm column or rank-k update, a Conv
+     * channel update, chain mode's updates and linear segments) instead of
+     * recomputing what it changed: faster, but an update rounds otherwise
+     * than the product, so a record's metrics may differ from a full
+     * pass's in their last bits (mse, max_abs, logloss: about 1e-8), and
+     * its outcome at a near tie; masked is still decided exactly
+     * (docs/ENGINE.md, "How exact it is"). 0 (the default): every record is
+     * the full pass's, bit for bit. CLI: `bitflip run --near-exact`. */
+    int near_exact;
     int64_t shard_index, shard_count;    /* trials t with t % count == index; count 0 = 1 */
     /* These are called only on the thread that called bf_campaign_run, never
      * at the same time: on_trial once per trial, in trial order; on_outputs
@@ -541,6 +552,10 @@ typedef struct bf_campaign_prep {
      * (bf_plan_opts.max_run_bytes; 0: its default): the golden pass's, the
      * workers', the counting passes'. The CLI's --run-memory. */
     uint64_t max_run_bytes;
+    /* 1: make what bf_campaign_opts.near_exact's updates read too (chain
+     * mode's rounding bounds and linear segments: a product per sample);
+     * a near-exact run of a campaign prepared without makes its own cache. */
+    int near_exact;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -309,6 +309,7 @@ static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_
     c->setup.golden = now_s() - t1;
     c->setup.golden_cpu = cpu_s() - cpu;
     if (st != BF_OK) return st;
+    if (prep->near_exact) bf__dx_shared_near_exact(c->golden.gdx);
     int64_t batches = bf__gcache_batches(bf__dx_shared_cache(c->golden.gdx));
     c->setup.golden_threads = c->golden.n_gev < batches ? c->golden.n_gev : (int)batches;
     bf__evaluator_score(ev, c->golden.out, r);

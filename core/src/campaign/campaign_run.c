@@ -676,7 +676,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
         if (!evs) return bf_error_set(err, BF_ENOMEM, "out of memory for the campaign's workers");
         for (int i = 0; i < threads; i++) evs[i] = rn->ws[i].ev;
         st = bf__dx_shared_create(evs, threads, c->golden.samples, c->golden.out, c->golden.out_cols, (size_t)budget,
-                                  &rn->dxs, err);
+                                  rn->opts->near_exact, &rn->dxs, err);
         bf__free(evs);
         acc->setup.cache = now_s() - t1;
         if (st != BF_OK) return st;
@@ -692,6 +692,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
             (st = bf__score_scratch_init(&rn->ws[i].sc, rn->scorer, c->golden.samples, err)) != BF_OK)
             return st;
         if (rn->opts->no_full_pass) bf__dx_no_full_pass(rn->ws[i].dx);
+        if (rn->opts->near_exact) bf__dx_near_exact(rn->ws[i].dx);
     }
     acc->setup.executors = now_s() - t2;
     return BF_OK;
@@ -785,7 +786,10 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
      * not made again; one that cannot be used is freed before the workers
      * allocate theirs. */
     int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-    rn.adopt = c->golden.gdx && c->golden.n_gev > 0 && !rn.exact && c->golden.gdx_budget == budget;
+    /* a cache made without the near-exact updates' tables serves a run
+     * that asks for them only exactly: such a run makes its own */
+    rn.adopt = c->golden.gdx && c->golden.n_gev > 0 && !rn.exact && c->golden.gdx_budget == budget &&
+               (!o->near_exact || bf__dx_shared_is_near_exact(c->golden.gdx));
     if (!rn.adopt) {
         bf__dx_shared_free(c->golden.gdx);
         c->golden.gdx = NULL;

@@ -169,7 +169,12 @@ typedef struct bf__dx_weight {
  * found on evs[0]'s), with `golden` the campaign's golden outputs (samples
  * x out_cols), which every batch of the pass is checked against. */
 bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t samples, const float *golden,
-                               int64_t out_cols, size_t budget, bf__dx_shared **out, bf_error *err);
+                               int64_t out_cols, size_t budget, int near_exact, bf__dx_shared **out, bf_error *err);
+/* Before bf__dx_shared_finish: make what the near-exact updates read too
+ * (chain mode's rounding bounds and linear segments: bf__dx_near_exact).
+ * Without it an executor that asks for them runs chains exactly. */
+void bf__dx_shared_near_exact(bf__dx_shared *sh);
+int bf__dx_shared_is_near_exact(const bf__dx_shared *sh);
 void bf__dx_shared_free(bf__dx_shared *sh);
 /* The same in two halves, for a campaign whose golden pass is the cache's:
  * bf__dx_shared_golden runs the pass (writing output 0 of every sample into
@@ -206,6 +211,12 @@ int64_t bf__dx_full_passes(const bf__dx *dx);
 /* From now on bf__dx_run runs every trial differentially, however cheaper
  * a full pass would be (bf_campaign_opts.no_full_pass: tests). */
 void bf__dx_no_full_pass(bf__dx *dx);
+/* From now on bf__dx_run may use the near-exact updates (a Gemm column or
+ * rank-k update, a Conv channel update, chain mode's updates and linear
+ * segments), whose records can differ from a full pass's at near ties and
+ * in a metric's last bits (bf_campaign_opts.near_exact). Without it every
+ * record is the full pass's, bit for bit. */
+void bf__dx_near_exact(bf__dx *dx);
 
 /* How many trials this executor ran in chain mode (diffchain.c), how many
  * of those were recomputed exactly for want of a witness, and how many

@@ -62,6 +62,7 @@ struct bf__dx_shared {
     bf__gcache *gc;
     bf__pvals *pv;               /* parameter-only values, computed once (dxparam.c); NULL: none */
     int64_t samples, batch, n_batches, out_cols;
+    int near_exact;              /* made for the near-exact updates: their bounds and linear segments */
     int batch_shift;             /* log2 of batch when a power of two, else -1 */
     const float *golden;
     int out_val;
@@ -127,7 +128,8 @@ struct bf__dx {
     void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
     int simd;                    /* bf__sgemm_simd() when created: the scans' CPU path (base/simd.h) */
     int approx;                  /* the batch at hand took a rank-k update */
-    int no_approx;               /* ... and is being redone without */
+    int no_approx;               /* no updates: always, unless near_exact; else while a batch is redone */
+    int near_exact;              /* updates and linear segments allowed (bf__dx_near_exact) */
     bf_value_fault *vfb;         /* value faults of the batch at hand */
     size_t *vfb_of, vfb_cap;
 

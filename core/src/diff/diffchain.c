@@ -236,10 +236,12 @@ bf_status bf__chain_run(bf__dx *dx, const bf__dx_weight *w, int *done, bf_error 
         bf_status st = bf__rows_can_seed(dx, o, w, 1, &can, err);
         if (st != BF_OK || !can) return st;
     }
-    /* row mode compares bits: a chain it takes on from is computed exactly */
+    /* row mode compares bits: a chain it takes on from is computed exactly;
+     * so is every chain unless the campaign asked for the near-exact
+     * updates (bf__dx_near_exact) */
     bf__chain_pass ps = {.dx = dx, .v = {dx->cv[0], dx->cv[1], dx->cv[2]},
                          .row = {dx->crow[0], dx->crow[1], dx->crow[2]},
-                         .col = {dx->ccol[0], dx->ccol[1], dx->ccol[2]}, .exact = handoff};
+                         .col = {dx->ccol[0], dx->ccol[1], dx->ccol[2]}, .exact = handoff || !dx->near_exact};
     bf__cval x;
     int at;
     run_chain(&ps, (size_t)k, w, -1, &x, &at);

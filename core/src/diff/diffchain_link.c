@@ -9,6 +9,10 @@
 #include <math.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "diff/diff_impl.h"
 #include "diffchain_impl.h"
 #include "exec/ops/sgemm.h"
@@ -73,10 +77,77 @@ static void drop_golden(const bf__dx_shared *sh, int v, bf__cval *x)
     x->n = kept;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Column j of a Gemm over n samples from its input's column-major copy
+ * (at[p * n + r], diffchain_setup.c): for each sample the chain of
+ * ops/sgemm.h, s = 0, s = fma(a[p], b[p], s) for p in order, then
+ * fma(alpha, s, ct) (alpha s without C), eight samples to a vector and four
+ * vectors at a time, so the same bits as bf__sgemm's element, at the
+ * speed of a product rather than of one column's latency-bound chains. */
+__attribute__((target("avx2,fma"))) static void column_t_avx2(const float *at, int64_t n, const float *b, int64_t bs,
+                                                               int K, float alpha, int use_c, float ct, float *y)
+{
+    const __m256 va = _mm256_set1_ps(alpha), vc = _mm256_set1_ps(ct);
+    int64_t r = 0;
+    for (; r + 32 <= n; r += 32) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int p = 0; p < K; p++) {
+            const float *a = at + (int64_t)p * n + r;
+            __m256 w = _mm256_set1_ps(b[(int64_t)p * bs]);
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a), w, s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 8), w, s1);
+            s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 16), w, s2);
+            s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + 24), w, s3);
+        }
+        __m256 s[4] = {s0, s1, s2, s3};
+        for (int q = 0; q < 4; q++)
+            _mm256_storeu_ps(y + r + 8 * q, use_c ? _mm256_fmadd_ps(va, s[q], vc) : _mm256_mul_ps(va, s[q]));
+    }
+    for (; r < n; r++) {
+        float acc = 0.0f;
+        for (int p = 0; p < K; p++) acc = fmaf(at[(int64_t)p * n + r], b[(int64_t)p * bs], acc);
+        y[r] = use_c ? fmaf(alpha, acc, ct) : alpha * acc;
+    }
+}
+#endif
+
+/* The corrupted Gemm's column j over the eval set into x, exactly, from the
+ * column-major copies of its input and output: 1 if it could (AVX2, and
+ * the copies made). */
+static int exact_column_t(bf__chain_pass *ps, size_t k, int j, bf__cval *x)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    bf__dx *dx = ps->dx;
+    const bf__dx_shared *sh = dx->sh;
+    if (!dx->simd || !sh->chain_cols_in[k] || !sh->chain_cols_out[k]) return 0;
+    const bf__step *s = &dx->plan[0]->steps[k];
+    bf__gemm_info g;
+    bf__gemm_params(s, &g);
+    const float *b = dx->plan[0]->vals[s->node->in[1]].data;
+    const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
+    const float *bp = g.trans_b ? b + (int64_t)j * g.k : b + j;
+    int64_t n = sh->samples;
+    column_t_avx2(sh->chain_cols_in[k], n, bp, g.trans_b ? 1 : g.n, g.k, g.alpha, g.use_c, c_term(&g, c, j), x->v);
+    const float *yg = sh->chain_cols_out[k] + (int64_t)j * n;
+    int64_t kept = 0;
+    for (int64_t r = 0; r < n; r++) {   /* kept <= r: in place */
+        x->v[kept] = x->v[r];
+        x->row[kept] = r;
+        kept += !bf__same_bits(&x->v[r], &yg[r], 1);
+    }
+    x->n = kept;
+    return 1;
+#else
+    (void)ps, (void)k, (void)j, (void)x;
+    return 0;
+#endif
+}
+
 /* The corrupted Gemm's column j, for every sample (only < 0) or sample
  * `only`, into x, recomputed exactly. */
 static void exact_column(bf__chain_pass *ps, size_t k, int j, int64_t only, bf__cval *x)
 {
+    if (only < 0 && x->n == 0 && exact_column_t(ps, k, j, x)) return;
     bf__dx *dx = ps->dx;
     const bf__dx_shared *sh = dx->sh;
     const bf__step *s = &dx->plan[0]->steps[k];
@@ -175,7 +246,9 @@ void bf__chain_faulty_column(bf__chain_pass *ps, size_t k, int j, int kk, int64_
     }
     int av = s->node->in[0], o = s->node->out[0];
     const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? dx->plan[0]->vals[s->node->in[2]].data : NULL;
-    const float *am = sh->chain_amax[av], *cs = sh->chain_colabs[k];
+    /* NULL: the cache was made exact-only (bf__dx_shared_near_exact) */
+    const float *am = sh->chain_amax ? sh->chain_amax[av] : NULL;
+    const float *cs = sh->chain_colabs ? sh->chain_colabs[k] : NULL;
     int relu_after = relu_next(sh, dx->plan[0], k), relu = relu_after && am && cs;
     double ct = fabs((double)c_term(&g, c, j)), dabs = fabs((double)dwf);
     int approx0 = ps->approx;
@@ -330,7 +403,8 @@ static void exact_rows(bf__dx *dx, const bf__gemm_info *g, const float *b, int t
 static int clamped(const bf__dx_shared *sh, size_t step, int relu, int k, int av, int o, const bf__cval *x, int64_t t,
                    float *y, int n, const bf__gemm_info *g, const float *c)
 {
-    const float *am = sh->chain_amax[av], *cs = sh->chain_colabs[step];
+    const float *am = sh->chain_amax ? sh->chain_amax[av] : NULL;
+    const float *cs = sh->chain_colabs ? sh->chain_colabs[step] : NULL;
     if (!relu || !am || !cs) return 0;
     const float *yg = bf__chain_gold_row(sh, o, x->row[t], n);
     int maybe = 1;
@@ -461,7 +535,7 @@ void bf__chain_faulty_conv(bf__chain_pass *ps, size_t k, int64_t only, bf__cval 
     /* where a ReLU reads the channel: the magnitudes its terms sum to are
      * at most max|x| times those of its weights, and its bias */
     int relu = relu_next(sh, dx->plan[0], k);
-    const float *am = sh->chain_amax[av];
+    const float *am = sh->chain_amax ? sh->chain_amax[av] : NULL;   /* NULL: made exact-only (bf__dx_shared_near_exact) */
     int64_t kc = bf_tensor_numel(&dx->plan[0]->vals[s->node->in[1]]) / M;
     double wabs = slot == 1 ? fabs(dw) : 0, babs = (bias ? fabs((double)bias[oc]) : 0) + (slot == 2 ? fabs(dw) : 0);
     for (int64_t i = 0; relu && i < kc; i++) wabs += fabs((double)wt[oc * kc + i]);

@@ -261,9 +261,11 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
         }
         sh->chain_at[q] = k;
     }
-    bf_status st = rounding_bounds(sh, p, err);
+    /* the rounding bounds and linear segments serve the near-exact updates
+     * only (one product per sample for the segments' maps) */
+    bf_status st = sh->near_exact ? rounding_bounds(sh, p, err) : BF_OK;
     if (st == BF_OK) st = b_copies(sh, p, err);
-    if (st == BF_OK) st = bf__lin_setup(sh, p, err);
+    if (st == BF_OK && sh->near_exact) st = bf__lin_setup(sh, p, err);
     return st == BF_OK ? column_copies(sh, p, err) : st;
 }
 

@@ -14,7 +14,9 @@
  * bit for bit; so do a Gemm's column or rows and a Conv's channel computed
  * alone (the project's own kernel, ops/sgemm.h). Only the sparse updates
  * (a Gemm column or rank-k update, a Conv output channel: diffgemm.c,
- * bf__conv_delta) round differently, and only where the change is clear.
+ * bf__conv_delta) round differently, and only where the change is clear:
+ * they run only when the campaign asks for them (bf__dx_near_exact);
+ * otherwise every record is the full pass's, bit for bit.
  *
  * Inputs of a step that the trial has not touched are read from the golden
  * cache, or recomputed from the nearest cached ancestor when the cache's
@@ -66,6 +68,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->sh = sh;
     dx->ev = ev;
     dx->simd = bf__sgemm_simd();
+    dx->no_approx = 1;   /* exact unless bf__dx_near_exact */
     dx->plan[0] = bf__evaluator_plan(ev, 0);
     dx->plan[1] = bf__evaluator_plan(ev, 1);
     size_t n_out = (size_t)(sh->samples * sh->out_cols);
@@ -563,6 +566,12 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
+
+void bf__dx_near_exact(bf__dx *dx)
+{
+    dx->near_exact = 1;
+    dx->no_approx = 0;
+}
 
 bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_value_fault *vf, size_t n_vf,
                      const float **outputs, const int64_t **rows, int64_t *n_rows, float *vf_old, float *vf_new,

@@ -490,13 +490,18 @@ bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t sampl
     return BF_OK;
 }
 
+void bf__dx_shared_near_exact(bf__dx_shared *sh) { sh->near_exact = 1; }
+
+int bf__dx_shared_is_near_exact(const bf__dx_shared *sh) { return sh->near_exact; }
+
 bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t samples, const float *golden, int64_t out_cols,
-                               size_t budget, bf__dx_shared **out, bf_error *err)
+                               size_t budget, int near_exact, bf__dx_shared **out, bf_error *err)
 {
     unsigned char *must = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
+    if (st == BF_OK) sh->near_exact = near_exact != 0;
     if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, golden, NULL, err);
     if (st == BF_OK) st = bf__dx_shared_finish(sh, evs[0], golden, err);
     bf__free(must);

@@ -20,9 +20,8 @@ struct bf__scorer {
     unsigned char *hit;        /* classification: golden prediction right */
     int64_t hits;
     double *loss;              /* binary: golden per-sample loss */
-    double loss_sum;
+    double *loss_tree;         /* ... summed as bf_metric_logloss sums it (bf__lm_tree_build) */
     int64_t out_of_range;      /* golden scores outside [0, 1]: logits */
-    int incremental_loss;      /* golden loss finite */
     int simd;                  /* bf__argmax_at's path, asked once (base/simd.h) */
     uint64_t *keys;            /* golden AUC keys, sorted */
     int64_t pos;
@@ -37,6 +36,7 @@ void bf__scorer_free(bf__scorer *sc)
     if (!sc) return;
     bf__free(sc->hit);
     bf__free(sc->loss);
+    bf__free(sc->loss_tree);
     bf__free(sc->keys);
     bf__free(sc->kpos);
     bf__free(sc->kneg);
@@ -107,16 +107,16 @@ bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t sampl
         }
     } else if (sc->task == BF_TASK_BINARY && cols == 1) {
         sc->loss = bf__malloc(((size_t)samples + 1) * sizeof *sc->loss);
+        sc->loss_tree = bf__malloc((2 * (size_t)bf__lm_tree_leaves(samples) + 1) * sizeof *sc->loss_tree);
         sc->keys = bf__malloc(((size_t)samples + 1) * sizeof *sc->keys);
-        if (!sc->loss || !sc->keys) goto oom;
+        if (!sc->loss || !sc->loss_tree || !sc->keys) goto oom;
         for (int64_t i = 0; i < samples; i++) sc->out_of_range += out_of_range(golden[i]);
         for (int64_t i = 0; i < samples; i++) {
             sc->loss[i] = bf__logloss_term(golden[i], sc->labels[i], sc->out_of_range > 0);
-            sc->loss_sum += sc->loss[i];
             sc->keys[i] = (uint64_t)bf__score_key(golden[i]) << 32 | (uint64_t)i;
             sc->pos += sc->labels[i] > 0.5f;
         }
-        sc->incremental_loss = isfinite(sc->loss_sum);
+        bf__lm_tree_build(sc->loss_tree, sc->loss, samples);
         qsort(sc->keys, (size_t)samples, sizeof *sc->keys, bf__u64_cmp);
         sc->kpos = bf__malloc(((size_t)sc->pos + 1) * sizeof *sc->kpos);
         sc->kneg = bf__malloc(((size_t)(samples - sc->pos) + 1) * sizeof *sc->kneg);
@@ -251,6 +251,32 @@ static double auc(const bf__scorer *sc, bf__score_scratch *s, const float *outpu
     return bf__auc_sorted(s->keys, sc->labels, sc->n, sc->pos);
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The log loss's sum with the changed rows' terms: bf_metric_logloss's tree
+ * of terms, its changed leaves' paths to the root redone (O(k log n)), so
+ * the same bits as summing every term again. The tree update wants its
+ * leaves ascending, which the engine's rows are. */
+static double logloss_moved(const bf__scorer *sc, bf__score_scratch *s, const float *outputs, const int64_t *rows,
+                            int64_t k, int logits)
+{
+    int sorted = 1;
+    for (int64_t t = 0; t < k; t++) {
+        s->lm_idx[t] = rows[t];
+        sorted &= t == 0 || rows[t] > rows[t - 1];
+    }
+    if (!sorted) qsort(s->lm_idx, (size_t)k, sizeof *s->lm_idx, cmp_i64);
+    for (int64_t t = 0; t < k; t++) {
+        int64_t i = s->lm_idx[t];
+        s->lm_val[t] = bf__logloss_term(outputs[i], sc->labels[i], logits);
+    }
+    return bf__lm_tree_update(sc->loss_tree, sc->n, s->lm_idx, s->lm_val, k);
+}
+
 void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, const float *outputs, const int64_t *rows,
                int64_t n_rows, bf_eval_result *res)
 {
@@ -280,7 +306,7 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
         res->accuracy = sc->n ? (double)hits / (double)sc->n : NAN;
         return;
     }
-    if (sc->task != BF_TASK_BINARY || sc->cols != 1 || !sc->incremental_loss) {
+    if (sc->task != BF_TASK_BINARY || sc->cols != 1) {
         bf__evaluator_score(ev, outputs, res);
         return;
     }
@@ -295,11 +321,6 @@ void bf__score(const bf__scorer *sc, bf__score_scratch *s, bf_evaluator *ev, con
     res->samples = sc->n;
     res->out_cols = 1;
     res->outputs = (float *)outputs;
-    double sum = sc->loss_sum;
-    for (int64_t t = 0; t < n_rows; t++) {
-        int64_t i = rows[t];
-        sum += bf__logloss_term(outputs[i], sc->labels[i], oor > 0) - sc->loss[i];
-    }
-    res->logloss = sum / (double)sc->n;
+    res->logloss = logloss_moved(sc, s, outputs, rows, n_rows, oor > 0) / (double)sc->n;
     res->auc = auc(sc, s, outputs, rows, n_rows);
 }

@@ -167,6 +167,18 @@ double bf__logloss_term(float score, float label, int logits)
     return -(y * log(p) + (1 - y) * log(1 - p));
 }
 
+/* The terms are summed as a perfect binary tree (bf__lm_tree_sum's, missing
+ * leaves 0), not in order: a differential trial then gets the same bits by
+ * redoing its changed samples' paths to the root (diff/score.c), where an
+ * in-order sum would have to be redone from the first changed sample on. */
+static double logloss_node(const float *scores, const float *labels, int logits, int64_t n, int64_t lo, int64_t size)
+{
+    if (lo >= n) return 0;
+    if (size == 1) return bf__logloss_term(scores[lo], labels[lo], logits);
+    return logloss_node(scores, labels, logits, n, lo, size / 2) +
+           logloss_node(scores, labels, logits, n, lo + size / 2, size / 2);
+}
+
 double bf_metric_logloss(const float *scores, const float *labels, int64_t n)
 {
     if (n <= 0) return NAN;
@@ -174,7 +186,5 @@ double bf_metric_logloss(const float *scores, const float *labels, int64_t n)
      * either way (and makes the loss NaN regardless). */
     int logits = 0;
     for (int64_t i = 0; i < n; i++) logits |= scores[i] < 0 || scores[i] > 1;
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += bf__logloss_term(scores[i], labels[i], logits);
-    return sum / (double)n;
+    return logloss_node(scores, labels, logits, n, 0, bf__lm_tree_leaves(n)) / (double)n;
 }
