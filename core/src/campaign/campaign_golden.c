@@ -270,7 +270,11 @@ static double cpu_s(void)
 /* An evaluator of the golden model as stored, one thread, the campaign's batch. */
 static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_error *err)
 {
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .max_run_bytes = c->max_run_bytes};
+    /* a one-sample graph's golden evaluator may become worker 0 of the
+     * first run (campaign_ckpt.c): its Conv activations fused, as the exact
+     * engine's workers run them */
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .max_run_bytes = c->max_run_bytes,
+                       .fuse_activations = bf__eval_set_unbatched(c->model, c->ds)};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, ev, err);
     for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
         if (c->store.values[p]) st = bf_evaluator_set_param(*ev, p, c->store.values[p], err);
@@ -330,6 +334,14 @@ static bf_status golden_full(bf_campaign *c, bf_evaluator *ev, const bf_campaign
     st = bf_evaluator_run(ev, NULL, 0, r, err);
     bf__evaluator_ckpt(ev, NULL, NULL, NULL);
     if (st != BF_OK) return st;
+    /* the evaluator that made the checkpoints is the first run's worker 0,
+     * its pass that worker's golden check */
+    if (c->golden.ckpt && !c->golden.gev) {
+        if (!(c->golden.gev = bf__calloc(1, sizeof *c->golden.gev)))
+            return bf_error_set(err, BF_ENOMEM, "out of memory for the golden evaluator");
+        c->golden.gev[0] = ev;
+        c->golden.n_gev = 1;
+    }
     c->setup.golden = now_s() - t1;
     c->setup.golden_cpu = cpu_s() - cpu;
     c->setup.golden_threads = 1;

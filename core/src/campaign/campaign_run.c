@@ -416,12 +416,16 @@ static int ragged_same(const bf_eval_result *r, const bf_campaign *c)
 static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result *acc, bf_error *err)
 {
     bf_campaign *c = rn->c;
-    if (rn->adopt && idx < c->golden.n_gev) {
+    if ((rn->adopt || rn->ckpt) && idx < c->golden.n_gev && c->golden.gev[idx]) {
         /* an evaluator of the campaign's golden pass, whose plans made its
          * share of the golden cache (bf_campaign_prep) */
         w->ev = c->golden.gev[idx];
         c->golden.gev[idx] = NULL;
         bf__evaluator_set_cancel(w->ev, rn->opts->cancel);
+        if (rn->ckpt) {   /* a one-sample graph's: it recorded the checkpoints on the campaign's golden pass */
+            bf__evaluator_ragged_base(w->ev, c->golden.rag.view);
+            bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out);
+        }
         return BF_OK;
     }
     double t0 = now_s();
@@ -793,6 +797,8 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     if (!rn.adopt) {
         bf__dx_shared_free(c->golden.gdx);
         c->golden.gdx = NULL;
+    }
+    if (!rn.adopt && !rn.ckpt) {   /* a one-sample graph's golden evaluator is worker 0 (campaign_ckpt.c) */
         for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
         c->golden.n_gev = 0;
     }
