@@ -409,7 +409,8 @@ def write(doc, path):
     lines += ["", "bitflip's `--stats` (last lines), per model:", ""]
     for r in rows:
         for l in r["bitflip_campaign"].get("stats_lines") or []:
-            lines.append(f"- {r['model']}: `{l.strip()}`")
+            if not re.search(r"\d+/\d+ trials \(", l):       # progress lines
+                lines.append(f"- {r['model']}: `{l.strip()}`")
     failed = [f"{r['model']} {k}: {r[k].get('error')}" for r in rows
               for k in ("bitflip_eval", "ort_eval", "torch", "bitflip_campaign") if not r[k].get("ok")]
     notes = []
