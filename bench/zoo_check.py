@@ -27,6 +27,7 @@ import datetime
 import gc
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -224,12 +225,13 @@ def verdict(p, task):
     # (an untrained head's) broken another way, at the top-k or detections-per-image cut
     tied = not p["ok"] and not p["same_set"] and p.get("max_score", 1) <= 1e-4 and \
         all(c[0] == c[1] for c in p.get("counts", []))
-    s = ("pass" if p["ok"] else "same set, other order (ties)" if p["same_set"] else
+    s = ("pass" if p["ok"] else "same set, other order (equal or near-equal scores)" if p["same_set"] else
          "same scores, other tied boxes" if tied else "**differs**")
     extra = f"box {p['max_box']:.1g}, score {p['max_score']:.1g}"
     if "max_mask" in p:
         extra += f", mask {p['max_mask']:.1g}"
-    return f"{s} ({extra})" + (f"; {p['why']}" if not p["ok"] and not tied and p["why"] else "")
+    why = re.sub(r"(\d+\.\d{4})\d+", r"\1", p.get("why", ""))      # 4 decimals
+    return f"{s} ({extra})" + (f"; {why}" if s == "**differs**" and why else "")
 
 
 def write(doc, path):
