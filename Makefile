@@ -13,7 +13,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
 .PHONY: pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
-.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak fixtures study-stutz clean
+.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-det zoo-check fixtures study-stutz clean
 
 all: build
 
@@ -200,6 +200,22 @@ bench-peak: build
 
 bench-campaigns: build bench-deps
 	/usr/bin/python3 bench/campaign_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md
+
+# Detectors and segmenters (issue 31): SSDlite 320 and LRASPP 256, 1 thread, golden eval vs
+# PyTorch and ONNX Runtime, a uniform weight-fault campaign vs PyTorch's flip-and-rerun loop;
+# rewrites the det-bench section of docs/BENCHMARKS.md (about 10 minutes). BITFLIP=path
+# runs another build (e.g. a merged one) on the same models.
+BITFLIP ?= $(BUILD)/bitflip
+bench-det: build bench-deps
+	@[ -d bench/node_modules/onnxruntime-node ] || (cd bench && npm ci --ignore-scripts)
+	/usr/bin/python3 bench/det_bench.py --bitflip $(BITFLIP) --write-doc docs/BENCHMARKS.md
+
+# The full-size torchvision zoo (10 detectors and segmenters, weights=None, opset 13) through
+# bitflip eval --outputs, ONNX Runtime and PyTorch, compared per image; rewrites the
+# zoo-check section of docs/OPS.md (about 20 minutes, 3 GB of memory at most).
+zoo-check: build bench-deps
+	@[ -d bench/node_modules/onnxruntime-node ] || (cd bench && npm ci --ignore-scripts)
+	/usr/bin/python3 bench/zoo_check.py --bitflip $(BITFLIP) --write-doc docs/OPS.md
 
 # Rewrites the daemon section of docs/BENCHMARKS.md (bitflipd under wrk, RSS, 200 event
 # streams, while a campaign keeps both workers busy); about 2 minutes.

@@ -10,7 +10,7 @@
 
 struct bf__op;
 
-#define BF__MAX_IO 256         /* inputs or outputs per node (SSDlite320 concatenates 90 anchors' heads) */
+#define BF__MAX_IO 128         /* inputs or outputs per node: Concat may have many (SSD and SSDlite concatenate the 90 classes of COCO) */
 
 typedef enum bf__attr_type {
     BF__ATTR_FLOAT = 1,

@@ -409,6 +409,15 @@ def shape_checks():
     yield Case("index_concat_int64_folded", "Concat",
                {"a": np.array([1, 2], np.int64), "b": np.array([-1], np.int64), "c": np.array([], np.int64)},
                {"y": np.array([1, 2, -1], np.int64)}, attrs={"axis": -1}, consts={"a", "b", "c"}, ref="numpy")
+    # SSD and SSDlite (torchvision, COCO's 91 classes) concatenate the 90 per-class results
+    # of their post-processing in one Concat: a Split into 90 and a Concat of the 90 pieces
+    # in reverse order (graph.h's BF__MAX_IO, 128 inputs or outputs per node)
+    x = randf(170, 2, 90)
+    pieces = [f"p{i}" for i in range(90)]
+    nodes = [helper.make_node("Split", ["x", "ones"], pieces, name="split90", axis=1),
+             helper.make_node("Concat", pieces[::-1], ["y"], name="concat90", axis=1)]
+    yield Case("index_split_concat_90", None, {"x": x, "ones": np.ones(90, np.int64)},
+               {"y": torch.flip(torch.from_numpy(x), [1]).numpy()}, consts={"ones"}, nodes=nodes)
 
 
 def exported_chains():

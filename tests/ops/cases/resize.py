@@ -244,9 +244,55 @@ class _Interp(torch.nn.Module):
                 F.interpolate(x[:, :, 0], scale_factor=2.5, mode="linear", align_corners=False))
 
 
+class _Transform(torch.nn.Module):
+    """torchvision's GeneralizedRCNNTransform resize: scale_factor with
+    recompute_scale_factor, exported as Resize of 'sizes' from shape arithmetic."""
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=self.f, mode="bilinear", recompute_scale_factor=True,
+                             align_corners=False)
+
+
+class _Exact(torch.nn.Module):
+    """A segmentation head's upsampling (size=), ASPP's pooled 1x1 branch, align_corners,
+    scale_factor (input 'scales'), linear and trilinear."""
+    def forward(self, x, v):
+        return (F.interpolate(x, size=(37, 23), mode="bilinear", align_corners=False),
+                F.interpolate(x, size=(5, 4), mode="bilinear", align_corners=False),
+                F.interpolate(x[:, :, :1, :1], size=(7, 9), mode="bilinear", align_corners=False),
+                F.interpolate(x, size=(29, 31), mode="bilinear", align_corners=True),
+                F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=False),
+                F.interpolate(x[:, :, 0], size=41, mode="linear", align_corners=False),
+                F.interpolate(v, size=(5, 9, 7), mode="trilinear", align_corners=False))
+
+
+def torch_avx2():
+    """PyTorch's CPU kernels are those of its AVX2 (or AVX-512) build: the bilinear
+    sum's t0 * w0 + t1 * w1 is then one fused multiply-add (the exact cases' bits)."""
+    cap = [ln for ln in torch.__config__.show().splitlines() if "CPU capability usage" in ln]
+    return bool(cap) and ("AVX2" in cap[0] or "AVX512" in cap[0])
+
+
 def exported_cases():
     from cases.index import exported
     g = torch.Generator().manual_seed(210)
     for opset in (11, 13, 17):
         yield exported(f"resize_exported_opset{opset}", _Interp(), (torch.randn(2, 3, 4, 5, generator=g),), ["x"],
                        opset=opset, rtol=1e-4, atol=1e-5)
+    # bit for bit PyTorch's (rtol = atol = 0): the taps and the sum of linear in PyTorch's
+    # arithmetic (resize.c, pt_taps); a detector's image transform up, down and by an odd
+    # factor, and a segmenter's forms
+    if not torch_avx2():
+        raise SystemExit("resize: the exact cases need PyTorch's AVX2 kernels (ATEN_CPU_CAPABILITY unset, an "
+                         "x86-64 CPU with AVX2 and FMA): its default kernels sum without FMA")
+    for name, shape, f in (("resize_exact_transform_up", (1, 3, 12, 17), 60 / 12),
+                           ("resize_exact_transform_down", (1, 3, 97, 75), 64 / 75),
+                           ("resize_exact_transform_odd", (1, 3, 14, 19), 800 / 333)):
+        x = torch.rand(shape, generator=g)
+        yield exported(name, _Transform(f), (x,), ["x"], opset=13, rtol=0, atol=0)
+    yield exported("resize_exact_forms", _Exact(), (torch.randn(2, 3, 11, 7, generator=g) * 4,
+                                                    torch.randn(1, 2, 3, 4, 5, generator=g)), ["x", "v"],
+                   opset=13, rtol=0, atol=0)

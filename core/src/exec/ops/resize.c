@@ -9,14 +9,19 @@
  * tables in scratch (offsets already scaled by the input strides), then
  * each output element is a weighted sum over the product of its dims' taps.
  *
- * Coordinates are computed in float, as ONNX Runtime and PyTorch's CPU
- * kernels do. tf_crop_and_resize, opset 18's antialias and
- * keep_aspect_ratio_policy other than stretch are refused. */
+ * Coordinates are computed in float, as ONNX Runtime does, except for
+ * linear in the modes PyTorch writes (half_pixel, pytorch_half_pixel,
+ * align_corners): there the taps and the sum are PyTorch's own arithmetic
+ * (upsample_bilinear2d's CPU kernel, see pt_taps), which the spec's real-number
+ * formulas allow, so an exported F.interpolate gives PyTorch's bits.
+ * tf_crop_and_resize, opset 18's antialias and keep_aspect_ratio_policy other
+ * than stretch are refused. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/simd.h"
 #include "index_impl.h"
 
 enum { M_NEAREST, M_LINEAR, M_CUBIC };
@@ -37,6 +42,8 @@ typedef struct resize_params {
     int taps[BF_MAX_DIMS];            /* 1 for a dim that keeps its size and scale */
     int64_t idims[BF_MAX_DIMS], odims[BF_MAX_DIMS], istride[BF_MAX_DIMS];
     float scale[BF_MAX_DIMS];         /* output / input, as the spec's formulas use it */
+    float ratio[BF_MAX_DIMS];         /* input / output, as PyTorch's kernel computes it (pt_taps) */
+    int pt;                           /* linear in a mode PyTorch writes: its arithmetic */
     size_t table_off[BF_MAX_DIMS];    /* each dim's taps in scratch: offsets then weights */
 } resize_params;
 static_assert(sizeof(resize_params) <= BF__OP_PARAMS_MAX, "resize_params must fit in params");
@@ -150,12 +157,17 @@ static bf_status resize_shape(bf__prep *p, resize_params *q, bf_error *err)
             if (o > (double)(INT64_MAX / 16))
                 return bf__node_error(err, n, BF_EUNSUPPORTED, "scales[%d] = %g makes dim %d too large", i, s, d);
             out = (int64_t)o;
+            /* F.interpolate(scale_factor=s) hands 1 / s to the kernel, rounded to float */
+            q->ratio[d] = (float)(1.0 / (double)s);
         } else if (i >= 0) {
             out = sizes[i];
             if (out < 0) return bf__node_error(err, n, BF_EINVAL, "sizes[%d] is %lld; sizes must be >= 0", i,
                                                (long long)out);
             s = in ? (float)out / (float)in : 1.0f;
+            /* F.interpolate(size=...) and recompute_scale_factor: the kernel's in / out, in float */
+            q->ratio[d] = out ? (float)in / (float)out : 0.0f;
         }
+        if (i < 0) q->ratio[d] = 1.0f;
         q->idims[d] = in;
         q->odims[d] = out;
         q->scale[d] = s;
@@ -199,6 +211,7 @@ static bf_status resize_prepare(bf__prep *p, bf_error *err)
                               "interpolate and ONNX Runtime, resamples linear over at most 3 dims and cubic over at "
                               "most 2 (the others' scale 1)",
                               q->mode == M_LINEAR ? "linear" : "cubic", bf_shape_str(x->dims, r, xs, sizeof xs));
+    q->pt = q->mode == M_LINEAR && q->coord <= C_ALIGN_CORNERS;
     q->rank = r;
     bf__row_strides(r, x->dims, q->istride);
     bf__set_shape(p->out[0], x->dtype, r, q->odims);
@@ -241,6 +254,38 @@ static float cubic_weight(float s, float a)
     return 0;
 }
 
+/* Linear taps as PyTorch 1.13 to 2.x compute them on the CPU
+ * (UpSampleKernel.cpp's HelperInterpLinear::compute_indices_weights with
+ * UpSample.h's area_pixel_compute_scale / area_pixel_compute_source_index and
+ * compute_source_index_and_lambda): the ratio in float (ratio[]), the source
+ * index in double (acc_type<float> on the CPU is double), clamped below at 0
+ * only, truncated; the weight rounded to float, its complement 1 - l in float.
+ * The spec's (o + 0.5) / (out / in) - 0.5 in float rounds elsewhere: up to
+ * 5e-6 apart on a detector's image transform. align_corners: ratio
+ * (in - 1) / (out - 1) in float, source ratio * o. */
+static void pt_taps(const resize_params *q, int d, int64_t o, int64_t *i0, int64_t *i1, float *w0, float *w1)
+{
+    int64_t in = q->idims[d], out = q->odims[d];
+    double src;
+    if (q->coord == C_ALIGN_CORNERS) {
+        float r = out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f;
+        src = (double)r * (double)o;
+    } else if (q->coord == C_PYTORCH_HALF_PIXEL && out <= 1) {
+        src = 0;
+    } else {
+        src = (double)q->ratio[d] * ((double)o + 0.5) - 0.5;
+    }
+    if (src < 0) src = 0;
+    int64_t a = (int64_t)src;
+    if (a > in - 1) a = in - 1;      /* never for a ratio from sizes or scales; kept in bounds anyway */
+    double l = src - (double)a;
+    float lf = (float)(l < 0 ? 0 : l > 1 ? 1 : l);
+    *i0 = a;
+    *i1 = a + (a < in - 1);
+    *w1 = lf;
+    *w0 = 1.0f - lf;
+}
+
 /* Fills dim d's taps: offsets (input index times stride) and weights. */
 static void build_taps(const resize_params *q, int d, int64_t *off, float *w)
 {
@@ -251,6 +296,13 @@ static void build_taps(const resize_params *q, int d, int64_t *off, float *w)
             off[0] = (q->mode == M_NEAREST && !(q->odims[d] == in && q->scale[d] == 1.0f)
                       ? nearest_index(q, d, source_coord(q, d, o)) : o) * st;
             w[0] = 1.0f;
+            continue;
+        }
+        if (T == 2 && q->pt) {
+            int64_t i0, i1;
+            pt_taps(q, d, o, &i0, &i1, &w[0], &w[1]);
+            off[0] = i0 * st;
+            off[1] = i1 * st;
             continue;
         }
         float x = source_coord(q, d, o);
@@ -280,6 +332,30 @@ static void build_taps(const resize_params *q, int d, int64_t *off, float *w)
     }
 }
 
+/* One output row of linear in PyTorch's arithmetic: the kernel's nested sum
+ * (Interpolate<n> in UpSampleKernel.cpp), innermost dim first, each level
+ * t0 * w0 + t1 * w1 as the compiler contracts it on PyTorch's AVX2 build,
+ * fma(t0, w0, t1 * w1). The outer dims' pairs are the combos' offsets in
+ * order (the first outer dim most significant); ow holds their weights. The
+ * same function twice: the FMA instruction or libm's fmaf, same bits. */
+#define PT_ROW(NAME, ATTR)                                                                                          \
+    ATTR static void NAME(const float *x, const int64_t *coff, int nc, const float *ow, int nw, const int64_t *ol, \
+                          const float *wl, int TL, int64_t len, float *o)                                          \
+    {                                                                                                              \
+        for (int64_t k = 0; k < len; k++, ol += TL, wl += TL) {                                                    \
+            float v[MAX_COMBOS];                                                                                   \
+            for (int cc = 0; cc < nc; cc++) {                                                                      \
+                const float *xc = x + coff[cc];                                                                    \
+                v[cc] = TL == 2 ? fmaf(xc[ol[0]], wl[0], xc[ol[1]] * wl[1]) : xc[ol[0]];                           \
+            }                                                                                                      \
+            for (int m = nw - 1, n = nc; m >= 0; m--, n /= 2)                                                      \
+                for (int j = 0; j < n / 2; j++) v[j] = fmaf(v[2 * j], ow[2 * m], v[2 * j + 1] * ow[2 * m + 1]);    \
+            o[k] = v[0];                                                                                           \
+        }                                                                                                          \
+    }
+PT_ROW(pt_row_ref, )
+PT_ROW(pt_row_avx2, __attribute__((target("avx2,fma"))))
+
 static bf_status resize_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
@@ -303,10 +379,11 @@ static bf_status resize_run(const bf__ctx *c, bf_error *err)
     int64_t len = q->odims[last], rows = 1, idx[BF_MAX_DIMS] = {0};
     for (int d = 0; d < last; d++) rows *= q->odims[d];
     int64_t coff[MAX_COMBOS];
-    float cw[MAX_COMBOS];
+    float cw[MAX_COMBOS], ow[2 * BF_MAX_DIMS];
+    int avx2 = q->pt && bf__simd_avx2();
     for (int64_t row = 0; row < rows; row++) {
         /* the outer dims' taps for this row, multiplied out */
-        int nc = 1;
+        int nc = 1, nw = 0;
         coff[0] = 0;
         cw[0] = 1.0f;
         for (int d = 0; d < last; d++) {
@@ -317,6 +394,10 @@ static bf_status resize_run(const bf__ctx *c, bf_error *err)
                 for (int k = 0; k < nc; k++) coff[k] += od[0];
                 continue;
             }
+            if (T == 2) {
+                ow[2 * nw] = wd[0];
+                ow[2 * nw++ + 1] = wd[1];
+            }
             for (int k = nc - 1; k >= 0; k--)
                 for (int t = T - 1; t >= 0; t--) {
                     coff[k * T + t] = coff[k] + od[t];
@@ -324,7 +405,11 @@ static bf_status resize_run(const bf__ctx *c, bf_error *err)
                 }
             nc *= T;
         }
-        if (q->mode == M_NEAREST) {
+        if (q->pt) {
+            (avx2 ? pt_row_avx2 : pt_row_ref)((const float *)(const void *)x, coff, nc, ow, nw, off[last],
+                                               wt[last], TL, len, (float *)(void *)o);
+            o += (size_t)len * sizeof(float);
+        } else if (q->mode == M_NEAREST) {
             const unsigned char *xr = x + (size_t)coff[0] * es;
             for (int64_t k = 0; k < len; k++) bf__copy_elem(o + (size_t)k * es, xr + (size_t)off[last][k] * es, es);
             o += (size_t)len * es;

@@ -9,16 +9,12 @@
 
 /* ---- Split ---- */
 
-/* outputs of one Split: its sizes live in the step's parsed parameters
- * (BF__OP_PARAMS_MAX), so fewer than a node may have (BF__MAX_IO) */
-#define SPLIT_MAX 64
-
 typedef struct split_params {
     int n;
     int64_t outer;
     size_t unit;                      /* bytes of one step along the axis */
     int64_t dim;                      /* the input's size on the axis */
-    int64_t size[SPLIT_MAX];
+    int64_t size[BF__MAX_IO];
 } split_params;
 static_assert(sizeof(split_params) <= BF__OP_PARAMS_MAX, "split_params must fit in params");
 
@@ -26,17 +22,14 @@ bf_status bf__split_prepare(bf__prep *p, bf_error *err)
 {
     const bf__node *n = p->node;
     split_params *q = (split_params *)p->params;
-    int64_t axis_attr, num = -1, sizes[SPLIT_MAX];
+    int64_t axis_attr, num = -1, sizes[BF__MAX_IO];
     int ns = -1, axis;
-    if (p->n_out > SPLIT_MAX)
-        return bf__node_error(err, n, BF_EUNSUPPORTED, "has %d outputs; a Split of at most %d is supported", p->n_out,
-                              SPLIT_MAX);
     bf_status st = bf__need_inputs(p, 1, err);
     if (!st) st = bf__attr_int(n, "axis", 0, &axis_attr, err);
     if (!st && p->opset >= 18) st = bf__attr_int(n, "num_outputs", -1, &num, err);
-    if (!st && p->opset < 13) st = bf__attr_ints(n, "split", sizes, SPLIT_MAX, &ns, err);
+    if (!st && p->opset < 13) st = bf__attr_ints(n, "split", sizes, BF__MAX_IO, &ns, err);
     if (!st && p->opset >= 13 && p->n_in > 1 && p->in[1])
-        st = bf__read_ints(n, "split", p->in[1], sizes, SPLIT_MAX, &ns, err);
+        st = bf__read_ints(n, "split", p->in[1], sizes, BF__MAX_IO, &ns, err);
     if (st) return st;
     if (ns == 0) ns = -1;   /* an empty 'split' is as good as none */
     const bf_tensor *x = p->in[0];
