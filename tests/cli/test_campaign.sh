@@ -11,8 +11,9 @@ trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 # Under ThreadSanitizer (BF_TSAN=1: build-tsan's ctest) the steps whose
 # threads another step here already runs are left out (tests/README.md):
-# the gates' runs (the campaign of run_t2 on two workers, then the gates on
-# the finished result, on the main thread) and the one-byte cache on one
+# the gates' runs (the campaign of run_t2, or of mit_json, on the machine's
+# workers, then the gates on the finished result, on the main thread) and
+# the one-byte cache on one
 # worker (the engine never beside itself; the fold thread as in run). They
 # run in the release build and under ASan.
 not_tsan() { [ -z "${BF_TSAN:-}" ]; }
