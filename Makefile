@@ -55,8 +55,10 @@ build-asan: deps
 # ours (ASAN_SKIP below says which are left out and why); the threaded ones
 # (label `threads`: evaluator, campaigns, the CLI's threaded campaigns, the
 # daemon) under ThreadSanitizer too; left out there: the daemon's
-# crash-and-restart test (six minutes under TSan) and test_mitigate (three
-# minutes; its threads are the campaign runner's, which test_campaign covers).
+# crash-and-restart test (six minutes under TSan), test_mitigate (three
+# minutes; its threads are the campaign runner's, which test_campaign covers)
+# and cli_test_shard (its campaigns' threads are cli_test_campaign's:
+# tests/CMakeLists.txt says how).
 # Then a short libFuzzer run of each target. Where the time goes, and the rules
 # for what runs under each sanitizer: tests/README.md, "How long make test takes".
 #
