@@ -354,14 +354,23 @@ def js(r, k):
     return ((r or {}).get("json") or {}).get(k) if (r or {}).get("ok") else None
 
 
+def quiet_line(mi):
+    """Whether the run had the machine to itself: a 1-minute load average above the
+    cores' half at either end says other work shared them."""
+    loads = [mi[k][0] for k in ("loadavg_start", "loadavg_end") if mi.get(k)]
+    if loads and max(loads) > 0.5 * (mi.get("nproc") or 1) + 1:
+        return ("- Measured on a loaded machine (other work shared the cores: the load average above): "
+                "the numbers are indicative; the ratios are within one run.")
+    return "- Measured on a quiet machine (the load average above); the ratios are within one run."
+
+
 def write(doc, path):
     meta, rows = doc["meta"], doc["rows"]
     lines = [START, "## Detectors and segmenters (`bench/det_bench.py`)", "",
              f"- Date: {meta['date']}; took {meta['seconds']:.0f} s; bitflip at commit {meta['commit']}",
              *benchlib.machine_lines(meta["machine"]),
              f"- Command: `{meta['command']}` (`make bench-det`)",
-             "- Measured on a loaded machine (2 vCPUs shared with other sessions' builds and tests): the "
-             "numbers are indicative; the ratios are within one run.", "",
+             quiet_line(meta["machine"]), "",
              "Golden eval, 1 thread, samples/s over the whole eval set (PyTorch at its fastest of one image "
              "per call and the whole set per call; the segmenter at batch 1, 4 or all). *outputs* compares each "
              "engine's per-image outputs with PyTorch's (detections: count, labels, boxes within 1e-3 relative, "

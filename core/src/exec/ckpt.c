@@ -10,13 +10,22 @@
  * parameter, a folded constant, a Reshape aliasing either, a graph input
  * fed before each run) is already in place. The cuts are chosen greedily by
  * the golden time they save per byte, weighted by where trials' faults
- * land (mass), until the samples' checkpoints fill the budget. */
+ * land (mass), until the samples' checkpoints fill the budget or a cut
+ * would save the campaign's trials less time than recording it costs
+ * (BYTE_SECONDS). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "exec/ckpt.h"
 #include "exec/plan_impl.h"
+
+/* What recording a checkpoint byte costs the golden pass: the copy into
+ * memory touched for the first time (page faults). Measured on SSDlite320,
+ * 16 images: 1 GiB of checkpoints made its setup 3.3 s longer than 64 MiB
+ * did (4.5 s against 1.2 s), about 3 ns a byte; the trials were 12% faster
+ * (docs/ENGINE.md, "One image per call"). */
+#define BYTE_SECONDS 3e-9
 
 struct bf__ckpt {
     size_t n_steps, n_params;
@@ -91,11 +100,14 @@ static void allowed_cuts(const bf_plan *p, unsigned char *ok)
 }
 
 /* Greedy: the allowed cut that saves the most mass-weighted golden time
- * per byte, while the samples' checkpoints fit the budget. pre[k]: the time
- * of steps before k; msum[k]: the mass of steps before k. */
+ * per byte, while the samples' checkpoints fit the budget and the trials
+ * gain more than the recording costs. pre[k]: the time of steps before k;
+ * msum[k]: the share of the faults landing before step k (of 1). */
 static void choose(const double *pre, const double *msum, const size_t *bytes, const unsigned char *ok, size_t n,
-                   uint64_t budget, int64_t samples, unsigned char *chosen, int *prev, int *next)
+                   uint64_t budget, int64_t samples, int64_t trials, unsigned char *chosen, int *prev, int *next)
 {
+    /* seconds saved per image per trial, per byte of each image's checkpoints */
+    double floor_ratio = trials > 0 ? BYTE_SECONDS / (double)trials : 0;
     uint64_t used = 0;
     for (;;) {
         int pc = 0;
@@ -118,7 +130,7 @@ static void choose(const double *pre, const double *msum, const size_t *bytes, c
             double gain = (msum[next[k]] - msum[k]) * (pre[k] - pre[prev[k]]);
             if (gain / (double)b > best) best = gain / (double)b, at = k;
         }
-        if (at == 0) return;
+        if (at == 0 || best < floor_ratio) return;
         chosen[at] = 1;
         used += (uint64_t)bytes[at] * (uint64_t)samples;
     }
@@ -181,8 +193,9 @@ static bf_status lay_out(bf__ckpt *ck, const bf_plan *p, const int *last, const 
     return BF_OK;
 }
 
-bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, const double *step_cost, const double *param_mass,
-                          const double *value_mass, size_t budget, bf__ckpt **out, bf_error *err)
+bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                          const double *param_mass, const double *value_mass, size_t budget, bf__ckpt **out,
+                          bf_error *err)
 {
     const bf_model *m = p->model;
     size_t n = p->n_steps;
@@ -228,12 +241,13 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, const double *step_
         msum[i + 1] = msum[i] + (mass[i] > 0 ? mass[i] : 0);
     }
     total = pre[n], mtotal = msum[n];
+    for (size_t i = 0; i <= n && mtotal > 0; i++) msum[i] /= mtotal;
     for (size_t i = 0; i <= n; i++) ck->pre_ns[i] = (int64_t)(pre[i] * 1e9);
     for (size_t k = 1; k < n; k++) {
         size_t nv;
         if (ok[k]) live_at(p, last, (int)k, NULL, &nv, &bytes[k]);
     }
-    if (samples > 0) choose(pre, msum, bytes, ok, n, (uint64_t)budget, samples, chosen, prev, next);
+    if (samples > 0) choose(pre, msum, bytes, ok, n, (uint64_t)budget, samples, trials, chosen, prev, next);
     if ((st = lay_out(ck, p, last, chosen, err)) != BF_OK) goto out;
     for (size_t i = 0; i < n && total > 0 && mtotal > 0; i++)
         if (mass[i] > 0 && ck->cut_of[i] >= 0) ck->saved += mass[i] / mtotal * pre[ck->cut[ck->cut_of[i]]] / total;

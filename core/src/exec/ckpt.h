@@ -21,13 +21,16 @@ typedef struct bf__ckpt bf__ckpt;
 
 /* Chooses the cuts of plan p (a one-sample plan of the model the trials
  * run; fusion and buffer sharing may differ between plans) for `samples`
- * samples within `budget` bytes: step_cost[i] is step i's golden time;
+ * samples within `budget` bytes, for about `trials` trials (a cut is
+ * worth its recording only if they save more than it costs; 0: unknown,
+ * as many as the budget holds): step_cost[i] is step i's golden time;
  * param_mass[q] and value_mass[v] (either may be NULL) the share of trials
  * whose faults land in parameter q or value v. Cuts lie at or before the
  * first dynamic step and never inside a Conv + activation pair. When no cut
  * fits, *out holds none (every run starts at step 0). */
-bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, const double *step_cost, const double *param_mass,
-                          const double *value_mass, size_t budget, bf__ckpt **out, bf_error *err);
+bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                          const double *param_mass, const double *value_mass, size_t budget, bf__ckpt **out,
+                          bf_error *err);
 void bf__ckpt_free(bf__ckpt *ck);
 
 size_t bf__ckpt_num_cuts(const bf__ckpt *ck);
