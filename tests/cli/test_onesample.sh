@@ -48,7 +48,16 @@ for target in activations weights; do
 {"model": "$model", "dataset": "$data", "trials": 30, "seed": 5, "faults": {"target": "$target", "model": "bitflip"}}
 JSON
   check "run_$target" 0 "$BF" run "$tmp/$target.json" --local --stats --trials-out "$tmp/$target.1.jsonl"
-  contains "run_$target" "one image per call: each trial resumed each image from the golden pass"
+  # weights: checkpoints pay; a 30-trial activation campaign on this tiny
+  # graph saves less than recording them costs (docs/ENGINE.md), so it may run
+  # every image in full, and --stats must say which
+  if [ "$target" = weights ]; then
+    contains "run_$target" "one image per call: each trial resumed each image from the golden pass"
+  elif grep -qF "one image per call: each trial resumed" "$tmp/out" || grep -qF "every trial runs in full" "$tmp/out"; then
+    passes=$((passes+1))
+  else
+    echo "FAIL run_$target: --stats says neither checkpoints nor full runs"; fails=$((fails+1))
+  fi
   check "run_${target}_exact" 0 "$BF" run "$tmp/$target.json" --local --exact --threads 2 --trials-out "$tmp/$target.2.jsonl"
   cmp -s "$tmp/$target.1.jsonl" "$tmp/$target.2.jsonl" && passes=$((passes+1)) || { echo "FAIL $target records differ"; fails=$((fails+1)); }
 done
