@@ -298,6 +298,13 @@ static int fits(const bf__ckpt *ck, const bf_plan *p, size_t c)
     return 1;
 }
 
+int bf__ckpt_fits_plan(const bf__ckpt *ck, const bf_plan *p)
+{
+    for (size_t c = 0; c < ck->n_cuts; c++)
+        if (!fits(ck, p, c)) return 0;
+    return p->n_steps == ck->n_steps;
+}
+
 typedef struct watch_ctx {
     const bf__ckpt *ck;
     unsigned char *block;     /* the sample's checkpoints */
@@ -325,8 +332,8 @@ static int at_cut(void *user, bf_plan *p, size_t step)
 bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
 {
     if (s < 0 || s >= ck->samples) return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
-    for (size_t c = 0; c < ck->n_cuts; c++)
-        if (!fits(ck, p, c)) return bf_error_set(err, BF_EINVAL, "internal error: the golden checkpoints do not fit this plan");
+    if (!bf__ckpt_fits_plan(ck, p))
+        return bf_error_set(err, BF_EINVAL, "internal error: the golden checkpoints do not fit this plan");
     watch_ctx w = {.ck = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .record = 1};
     bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .user = &w};
     return bf__plan_run_from(p, 0, ck->n_cuts ? &pw : NULL, NULL, err);
@@ -344,14 +351,11 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, bf_plan *p, int64_t s, int lo, int hi
     int c = -1;
     if (lo >= 0 && ck->n_steps) c = ck->cut_of[(size_t)lo < ck->n_steps ? (size_t)lo : ck->n_steps - 1];
     size_t from = 0;
-    if (c >= 0 && fits(ck, p, (size_t)c)) {
+    if (c >= 0) {   /* the plan fits (bf__ckpt_fits_plan, checked when it was given them) */
         for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
             memcpy(p->vals[ck->lv[j]].data, w.block + ck->lv_off[j], ck->lv_bytes[j]);
         from = (size_t)ck->cut[c];
     }
-    for (size_t k = 0; hi >= 0 && k < ck->n_cuts; k++)
-        if (ck->cut[k] > hi && (size_t)ck->cut[k] > from && !fits(ck, p, k)) hi = -1;   /* no early end on a plan it does not fit */
-    w.hi = hi;
     bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .user = &w};
     int stopped = 0;
     bf_status st = bf__plan_run_from(p, from, hi >= 0 && ck->n_cuts ? &pw : NULL, &stopped, err);

@@ -47,6 +47,11 @@ double bf__ckpt_saved_share(const bf__ckpt *ck);
 void bf__ckpt_param_steps(const bf__ckpt *ck, size_t q, int *lo, int *hi);
 void bf__ckpt_value_step(const bf__ckpt *ck, int64_t v, int *lo, int *hi);
 
+/* 1: plan p holds every cut's values in its arena with the checkpoints'
+ * sizes (plans of one model and batch do; fusion or sharing options may
+ * differ from the recording plan's), so runs on it may resume from them.
+ * Checked once per plan, when an evaluator is given the checkpoints. */
+int bf__ckpt_fits_plan(const bf__ckpt *ck, const bf_plan *p);
 /* Sample s's golden run on plan p (its inputs fed), from step 0, saving
  * every cut's values: the campaign's golden pass. */
 bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err);
@@ -54,7 +59,7 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err);
  * cut at or before lo (restored first), comparing at each cut past hi the
  * values with the golden ones: all equal, the run stops and *golden is 1
  * (the sample's outputs are golden's; the plan's outputs were not
- * computed). lo < 0 runs from step 0; hi < 0 never stops early. *work
+ * computed). p must fit (bf__ckpt_fits_plan). lo < 0 runs from step 0; hi < 0 never stops early. *work
  * gets the golden time of the steps run, in nanoseconds (for --stats: over
  * bf__ckpt_pass_ns, the share of a pass the sample re-ran). */
 bf_status bf__ckpt_run(const bf__ckpt *ck, bf_plan *p, int64_t s, int lo, int hi, int *golden, int64_t *work,

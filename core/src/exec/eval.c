@@ -633,6 +633,8 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base) {
 void bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record, const float *golden_out)
 {
     ev->ck = ev->unbatched && ev->rag_base && golden_out ? ck : NULL;
+    for (size_t i = 0; ev->ck && i < ev->n_plans; i++)   /* a plan they do not fit runs every sample in full */
+        if (!bf__ckpt_fits_plan(ck, ev->plans[i])) ev->ck = NULL;
     ev->ck_rec = ev->unbatched ? record : NULL;
     ev->ck_out = golden_out;
     ev->ck_lo = ev->ck_hi = -1;

@@ -107,7 +107,7 @@ static void corners(const float *bx, int64_t n, int center, float *c, float *are
 static size_t nms_scratch(int64_t n)
 {
     return (size_t)n * (2 * sizeof(int64_t) + 5 * sizeof(float) + 1) + 64 +
-           (size_t)n * (4 * sizeof(int64_t) + sizeof(double)) + 64;
+           (size_t)n * (3 * sizeof(int64_t) + sizeof(double)) + 64;
 }
 
 /* The boxes a kept box may suppress, found without looking at every later
@@ -119,22 +119,24 @@ static size_t nms_scratch(int64_t n)
  * 10^4-10^5 candidates an untrained head gives. Boxes with all four corners
  * finite are indexed by their x1, ascending; a kept box scans those with x1
  * from its own x1 less the widest box's width (in double, and a little
- * wider: the window may only be too wide) up to its x2, and every other
- * box (a NaN or an infinity, as faults make) as the kernel would. Each pair
- * looked at is computed with the kernel's expressions, and a pair not looked
- * at has no positive intersection, so the selection is the kernel's. */
+ * wider: the window may only be too wide) up to its x2. Each pair looked at
+ * is computed with the kernel's expressions, and a finite pair not looked at
+ * has no positive intersection, so the selection is the kernel's. A box
+ * with a NaN or infinite corner (as faults make) is never suppressed by a
+ * finite one: the intersection is finite, and its area infinite or NaN
+ * makes the IoU 0 or NaN, never > the threshold. So it is not indexed; a
+ * kept box with such a corner compares with every later one, as the kernel. */
 typedef struct x_index {
     int64_t *rank;            /* per box: its place in the score order (or -1) */
     int64_t *by_x, *tmp;      /* finite candidates, by x1 */
     double *x;                /* ... their x1 */
     int64_t n_x;
-    int64_t *odd, n_odd;      /* the other candidates, in score order */
     double width;             /* the widest finite candidate's x2 - x1 */
 } x_index;
 
 static void x_build(x_index *xi, const int64_t *order, int64_t m, const float *c)
 {
-    xi->n_x = xi->n_odd = 0;
+    xi->n_x = 0;
     xi->width = 0;
     for (int64_t r = 0; r < m; r++) {
         int64_t i = order[r];
@@ -144,8 +146,6 @@ static void x_build(x_index *xi, const int64_t *order, int64_t m, const float *c
             xi->by_x[xi->n_x++] = i;
             double w = (double)ci[2] - (double)ci[0];
             if (w > xi->width) xi->width = w;
-        } else {
-            xi->odd[xi->n_odd++] = i;
         }
     }
     merge_sort(xi->by_x, xi->tmp, xi->n_x, by_x1, c);
@@ -184,10 +184,6 @@ static void suppress_after(const x_index *xi, const int64_t *order, int64_t m, i
     }
     for (int64_t t = lo; t < xi->n_x && xi->x[t] <= to; t++) {
         int64_t j = xi->by_x[t];
-        if (xi->rank[j] > ii && !supp[j]) suppress(c, area, i, j, iou, supp);
-    }
-    for (int64_t t = 0; t < xi->n_odd; t++) {
-        int64_t j = xi->odd[t];
         if (xi->rank[j] > ii && !supp[j]) suppress(c, area, i, j, iou, supp);
     }
 }
@@ -233,8 +229,7 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
     xi.rank = (int64_t *)(((uintptr_t)(supp + nbox) + 63) & ~(uintptr_t)63);
     xi.by_x = xi.rank + nbox;
     xi.tmp = xi.by_x + nbox;
-    xi.odd = xi.tmp + nbox;
-    xi.x = (double *)(xi.odd + nbox);
+    xi.x = (double *)(xi.tmp + nbox);
     const float *boxes = in[0]->data, *scores = in[1]->data;
     for (int64_t b = 0; b < nb; b++) {
         corners(boxes + b * nbox * 4, nbox, center, c, area);
