@@ -322,6 +322,52 @@ static void loop_huge_trip_count(void **state)
     tg_free(&g);
 }
 
+/* Loop(M = 0, v0 = x) with a scan output: no iteration runs, so the carried
+ * value is x and the scan output is the empty float32 [0] (no slice says its
+ * type). The fuzzer found this path reading the slices array before it
+ * existed. */
+static void loop_zero_iterations_with_a_scan_output(void **state)
+{
+    (void)state;
+    tg_graph g = {0}, b = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){1, 3});
+    tg_init_i64(&g, "M", 0, NULL, (int64_t[]){0});
+    b.ins[b.n_ins++] = tg_value_info(&b, "it", 7, 0, NULL);
+    b.ins[b.n_ins++] = tg_value_info(&b, "cin", 9, 0, NULL);
+    b.ins[b.n_ins++] = tg_value_info(&b, "vin", 1, -1, NULL);
+    tg_node(&b, "Identity", "keep_going", (const char *[]){"cin"}, 1, "cout");
+    tg_node(&b, "Neg", "carry", (const char *[]){"vin"}, 1, "vout");
+    tg_node(&b, "Abs", "scan", (const char *[]){"vin"}, 1, "sout");
+    b.outs[b.n_outs++] = tg_value_info(&b, "cout", 9, -1, NULL);
+    b.outs[b.n_outs++] = tg_value_info(&b, "vout", 1, -1, NULL);
+    b.outs[b.n_outs++] = tg_value_info(&b, "sout", 1, -1, NULL);
+    Onnx__NodeProto *n = tg_node(&g, "Loop", "loop", (const char *[]){"M", "", "x"}, 3, "y");
+    n->n_output = 2;
+    n->output = tg_alloc(&g, 2 * sizeof *n->output);
+    n->output[0] = tg_str(&g, "y");
+    n->output[1] = tg_str(&g, "s");
+    graph_attr(&g, n, "body", sub(&g, &b, "body"));
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
+    g.outs[g.n_outs++] = tg_value_info(&g, "s", 1, -1, NULL);
+    bf_model *m = load(&g, 13);
+    tg_free(&b);
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create(m, 1, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    float *x = bf_plan_input(p, 0)->data;
+    x[0] = 1, x[1] = -2, x[2] = 3;
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+    const bf_tensor *y = bf_plan_output(p, 0), *sc = bf_plan_output(p, 1);
+    const float *yd = y->data;
+    assert_true(bf_tensor_numel(y) == 3 && yd[0] == 1 && yd[1] == -2 && yd[2] == 3);
+    assert_int_equal(sc->dtype, BF_F32);
+    assert_int_equal(sc->ndim, 1);
+    assert_int_equal(sc->dims[0], 0);
+    bf_plan_free(p);
+    bf_model_free(m);
+    tg_free(&g);
+}
+
 /* y = If(c, then: [tm = Mul(x, W); If(c, then: Neg(tm), else: Abs(tm))],
  * else: Neg(x)): an If in a branch reading a value of that branch (an
  * implicit local) and a parameter of the graph, as torchvision's batched_nms
@@ -374,6 +420,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(nonzero_of_an_input_runs_per_run),
+        cmocka_unit_test(loop_zero_iterations_with_a_scan_output),
         cmocka_unit_test(second_run_allocates_nothing),
         cmocka_unit_test(run_time_limit_names_the_step),
         cmocka_unit_test(value_fault_on_a_dynamic_value),

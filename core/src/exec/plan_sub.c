@@ -304,7 +304,6 @@ static bf_status stack(bf_plan *p, const bf__node *n, const loop_state *ls, int 
                        bf_error *err)
 {
     const char *name = out->name;
-    const bf_tensor *first = &ls->slices[k * ls->cap];
     memset(out, 0, sizeof *out);
     out->name = name;
     if (iters == 0) {
@@ -313,6 +312,8 @@ static bf_status stack(bf_plan *p, const bf__node *n, const loop_state *ls, int 
         out->ndim = 1;
         return alloc_tensor(p, n, out, err);
     }
+    /* only now: with no iteration there may be no slices array at all */
+    const bf_tensor *first = &ls->slices[k * ls->cap];
     if (first->ndim >= BF_MAX_DIMS) return node_err(p, n, BF_ESHAPE, "a scan output has too many dims", err);
     out->dtype = first->dtype;
     out->ndim = first->ndim + 1;
