@@ -1,6 +1,8 @@
 /* Horizontal bars with interval whiskers and a value beside each: the
- * shape of the outcome, tensor and mitigation figures. */
+ * shape of the outcome, tensor and mitigation figures; and the chart of one
+ * such bar per row that the tensor and IVMOD figures share. */
 #include <math.h>
+#include <string.h>
 
 #include "report_impl.h"
 
@@ -43,4 +45,48 @@ void bfr__hbar(bfr__buf *b, const bfr__scale *sx, double y, double h, double v, 
     }
     if (value_text) bfr__svg_text(b, text_x, y + h / 2 + 4, "start", "v", value_text, 0);
     bfr__puts(b, "</g>\n");
+}
+
+/* the one-bar-per-row chart's layout (pixels) */
+#define HC_W 760
+#define HC_L 270   /* row labels */
+#define HC_VW 190  /* value text */
+#define HC_R 16
+#define HC_T 64
+#define HC_BH 16
+
+void bfr__hchart_open(bfr__hchart *c, size_t shown, size_t n, double max_hi, const char *title, const char *sub,
+                      const char *xlabel)
+{
+    memset(c, 0, sizeof *c);
+    c->shown = shown;
+    c->plot = (int)shown * (HC_BH + 6);
+    c->h = HC_T + c->plot + 58 + (n > shown ? 16 : 0);
+    double lo = 0, hi = max_hi, ticks[8];
+    if (!(hi > 0)) hi = 0.01;
+    if (hi > 1) hi = 1;
+    int nt = bfr__ticks(&lo, &hi, 0, ticks, 6);
+    c->sx = (bfr__scale){lo, hi, HC_L, HC_W - HC_R - HC_VW, 0};
+    bfr__svg_open(&c->b, HC_W, c->h, title, sub);
+    bfr__svg_text(&c->b, 16, 24, "start", "t", title, 0);
+    bfr__svg_text(&c->b, 16, 44, "start", "s", sub, 0);
+    bfr__axis_x(&c->b, &c->sx, HC_T + c->plot, ticks, nt, 'p', xlabel, HC_T);
+}
+
+void bfr__hchart_row(bfr__hchart *c, size_t i, const char *label, double v, double lo, double hi, const char *color,
+                     const char *tip, const char *value_text)
+{
+    double y = HC_T + 3 + (double)i * (HC_BH + 6);
+    bfr__svg_text(&c->b, HC_L - 8, y + HC_BH / 2.0 + 4, "end", "lb", label, BFR_LABEL_CHARS);
+    bfr__hbar(&c->b, &c->sx, y, HC_BH, v, lo, hi, color, tip, value_text, HC_W - HC_R - HC_VW + 8);
+}
+
+int bfr__hchart_finish(bfr__hchart *c, const char *note, json_t *figs, const char *name, const char *title,
+                       const char *alt)
+{
+    if (note) bfr__svg_text(&c->b, HC_L, c->h - 8, "start", "n", note, 0);
+    bfr__svg_close(&c->b);
+    char *svg = bfr__buf_take(&c->b);
+    if (!svg) return 1;
+    return bfr__fig_add(figs, name, title, alt, svg);
 }

@@ -10,13 +10,6 @@
 
 #include "report_impl.h"
 
-#define W 760
-#define L 270   /* tensor names, bit labels */
-#define VW 190  /* value text */
-#define R 16
-#define T 64
-#define BH 16
-
 typedef struct row {
     const json_t *group;
     int bit;                   /* ivmod_bits: the bit; else -1 */
@@ -74,7 +67,6 @@ static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
     row *rows = rows_of(json_object_get(set->docs[d].root, bits ? "by_bit" : "by_tensor"), bits, &n, &oom);
     if (!rows) return oom;
     size_t shown = !bits && n > set->max_tensors ? set->max_tensors : n;
-    int plot = (int)shown * (BH + 6), h = T + plot + 58 + (n > shown ? 16 : 0);
     double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
     if (!(conf > 0 && conf < 1)) conf = 0.95;
     const char *what = bits ? "bit" : "tensor";
@@ -84,49 +76,34 @@ static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
     snprintf(sub, sizeof sub, "critical images over trials x images, faults in each %s%s; whiskers: %.0f%% t interval over trials",
              what, bits ? " (lowest flipped bit), highest bit first" : ", most first", 100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of IVMOD per %s, %zu %s%s; ", what, n, what, n > 1 ? "s" : "");
-    double lo = 0, hi = 0, ticks[8];
+    double hi = 0;
     for (size_t i = 0; i < shown; i++) hi = fmax(hi, isfinite(rows[i].hi) ? fmax(rows[i].hi, rows[i].rate) : rows[i].rate);
-    if (!(hi > 0)) hi = 0.01;
-    if (hi > 1) hi = 1;
-    int nt = bfr__ticks(&lo, &hi, 0, ticks, 6);
-    bfr__scale sx = {lo, hi, L, W - R - VW, 0};
-    bfr__buf b = {0};
-    bfr__svg_open(&b, W, h, title, sub);
-    bfr__svg_text(&b, 16, 24, "start", "t", title, 0);
-    bfr__svg_text(&b, 16, 44, "start", "s", sub, 0);
-    bfr__axis_x(&b, &sx, T + plot, ticks, nt, 'p', "IVMOD (% of the images, over the trials)", T);
+    bfr__hchart c;
+    bfr__hchart_open(&c, shown, n, hi, title, sub, "IVMOD (% of the images, over the trials)");
     for (size_t i = 0; i < shown; i++) {
         const row *r = &rows[i];
         char label[160], v[64], kc[32], nc[32], tip[400], val[120];
         if (bits) snprintf(label, sizeof label, "bit %d", r->bit);
         else snprintf(label, sizeof label, "%s", bfr__tensor_name(r->group));
-        double y = T + 3 + (double)i * (BH + 6);
         if (isfinite(r->lo) && isfinite(r->hi)) bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
         else bfr__pct(v, sizeof v, r->rate, bfr__pct_decimals(r->rate, r->rate, r->rate), 1);
         bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->images);
         snprintf(val, sizeof val, "%s of %s", kc, nc);
         snprintf(tip, sizeof tip, "%.120s: %s critical images of %s, IVMOD %s", label, kc, nc, v);
-        bfr__printf(&b, "<g class=\"bfr-ivmod\" data-critical=\"%lld\" data-images=\"%lld\">\n", r->critical, r->images);
-        bfr__svg_text(&b, L - 8, y + BH / 2.0 + 4, "end", "lb", label, BFR_LABEL_CHARS);
-        bfr__hbar(&b, &sx, y, BH, r->rate, r->lo, r->hi, bfr__palette[2], tip, val, W - R - VW + 8);
-        bfr__puts(&b, "</g>\n");
+        bfr__printf(&c.b, "<g class=\"bfr-ivmod\" data-critical=\"%lld\" data-images=\"%lld\">\n", r->critical, r->images);
+        bfr__hchart_row(&c, i, label, r->rate, r->lo, r->hi, bfr__palette[2], tip, val);
+        bfr__puts(&c.b, "</g>\n");
         if (i < 3) {
             size_t al = strlen(alt);
             snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "highest: ", label, v);
         }
     }
-    if (n > shown) {
-        char note[96];
-        snprintf(note, sizeof note, "the %zu highest of %zu tensors that were hit", shown, n);
-        bfr__svg_text(&b, L, h - 8, "start", "n", note, 0);
-    }
-    bfr__svg_close(&b);
+    char note[96];
+    if (n > shown) snprintf(note, sizeof note, "the %zu highest of %zu tensors that were hit", shown, n);
     free(rows);
-    char *svg = bfr__buf_take(&b);
-    if (!svg) return 1;
     if (d == 0) snprintf(name, sizeof name, "ivmod_%ss", what);
     else snprintf(name, sizeof name, "ivmod_%ss_%zu", what, d + 1);
-    return bfr__fig_add(figs, name, title, alt, svg);
+    return bfr__hchart_finish(&c, n > shown ? note : NULL, figs, name, title, alt);
 }
 
 int bfr__fig_ivmod(const bfr__set *set, json_t *figs)

@@ -8,13 +8,6 @@
 
 #include "report_impl.h"
 
-#define W 760
-#define L 270   /* tensor names */
-#define VW 190  /* value text */
-#define R 16
-#define T 64
-#define BH 16
-
 static int one(const bfr__set *set, size_t d, json_t *figs)
 {
     int oom = 0;
@@ -22,7 +15,6 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     bfr__tensor_row *rows = bfr__tensor_rows(set, d, &n, &oom);
     if (!rows) return oom;
     size_t shown = n > set->max_tensors ? set->max_tensors : n;
-    int plot = (int)shown * (BH + 6), h = T + plot + 58 + (n > shown ? 16 : 0);
     double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
     if (!(conf > 0 && conf < 1)) conf = 0.95;
     char title[160], sub[256], alt[640], name[32];
@@ -31,46 +23,31 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     snprintf(sub, sizeof sub, "share of the faults injected into a tensor that changed a prediction, most first; whiskers: %.0f%% Wilson interval",
              100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of the critical rate per tensor, %zu tensor%s; most vulnerable: ", n, n > 1 ? "s" : "");
-    double lo = 0, hi = 0, ticks[8];
+    double hi = 0;
     for (size_t i = 0; i < shown; i++) hi = fmax(hi, fmax(rows[i].hi, rows[i].rate));
-    if (!(hi > 0)) hi = 0.01;
-    if (hi > 1) hi = 1;
-    int nt = bfr__ticks(&lo, &hi, 0, ticks, 6);
-    bfr__scale sx = {lo, hi, L, W - R - VW, 0};
-    bfr__buf b = {0};
-    bfr__svg_open(&b, W, h, title, sub);
-    bfr__svg_text(&b, 16, 24, "start", "t", title, 0);
-    bfr__svg_text(&b, 16, 44, "start", "s", sub, 0);
-    bfr__axis_x(&b, &sx, T + plot, ticks, nt, 'p', "critical rate (% of the faults in the tensor)", T);
+    bfr__hchart c;
+    bfr__hchart_open(&c, shown, n, hi, title, sub, "critical rate (% of the faults in the tensor)");
     for (size_t i = 0; i < shown; i++) {
         const bfr__tensor_row *r = &rows[i];
         const char *tn = bfr__tensor_name(r->group), *onnx = json_string_value(json_object_get(r->group, "tensor"));
-        double y = T + 3 + (double)i * (BH + 6);
         char v[64], kc[32], nc[32], tip[400], val[120];
         bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
         bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->trials);
         snprintf(val, sizeof val, "%s of %s", v, nc);
         snprintf(tip, sizeof tip, "%.120s%s%.120s%s: %s critical of %s faults, %s", tn, onnx && strcmp(onnx, tn) ? " (ONNX " : "",
                  onnx && strcmp(onnx, tn) ? onnx : "", onnx && strcmp(onnx, tn) ? ")" : "", kc, nc, v);
-        bfr__svg_text(&b, L - 8, y + BH / 2.0 + 4, "end", "lb", tn, BFR_LABEL_CHARS);
-        bfr__hbar(&b, &sx, y, BH, r->rate, r->lo, r->hi, bfr__palette[1], tip, val, W - R - VW + 8);
+        bfr__hchart_row(&c, i, tn, r->rate, r->lo, r->hi, bfr__palette[1], tip, val);
         if (i < 3) {
             size_t al = strlen(alt);
             snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "", tn, v);
         }
     }
-    if (n > shown) {
-        char note[96];
-        snprintf(note, sizeof note, "the %zu most vulnerable of %zu tensors that were hit", shown, n);
-        bfr__svg_text(&b, L, h - 8, "start", "n", note, 0);
-    }
-    bfr__svg_close(&b);
+    char note[96];
+    if (n > shown) snprintf(note, sizeof note, "the %zu most vulnerable of %zu tensors that were hit", shown, n);
     free(rows);
-    char *svg = bfr__buf_take(&b);
-    if (!svg) return 1;
     if (d == 0) snprintf(name, sizeof name, "tensors");
     else snprintf(name, sizeof name, "tensors_%zu", d + 1);
-    return bfr__fig_add(figs, name, title, alt, svg);
+    return bfr__hchart_finish(&c, n > shown ? note : NULL, figs, name, title, alt);
 }
 
 int bfr__fig_tensors(const bfr__set *set, json_t *figs)

@@ -97,6 +97,31 @@ int bfr__legend_rows(char *const *labels, int n, double width);
 void bfr__hbar(bfr__buf *b, const bfr__scale *sx, double y, double h, double v, double lo, double hi, const char *color,
               const char *tip, const char *value_text, double text_x);
 
+/* --- bars.c: a chart of one horizontal bar per row (a tensor, a bit), the
+ * frame the vulnerable-tensor and IVMOD figures share: the layout, the axis
+ * scaled to the largest value or upper whisker, the rows, and the note that
+ * says when rows were left out */
+typedef struct bfr__hchart {
+    bfr__buf b;
+    bfr__scale sx;
+    size_t shown;
+    int plot, h;
+} bfr__hchart;
+
+/* opens a chart of `shown` rows (of n; n > shown leaves room for a note)
+ * whose values and upper whiskers are at most max_hi (the axis is 0..1 at
+ * most), under title and sub, with xlabel under the axis */
+void bfr__hchart_open(bfr__hchart *c, size_t shown, size_t n, double max_hi, const char *title, const char *sub,
+                      const char *xlabel);
+/* row i: its label, a bar of v with whiskers [lo, hi] (NaN: none) in color,
+ * the tooltip and the value text beside it */
+void bfr__hchart_row(bfr__hchart *c, size_t i, const char *label, double v, double lo, double hi, const char *color,
+                     const char *tip, const char *value_text);
+/* closes the chart (with `note` under it, if not NULL) and adds it to figs
+ * as figure `name`; 1 on out of memory */
+int bfr__hchart_finish(bfr__hchart *c, const char *note, json_t *figs, const char *name, const char *title,
+                       const char *alt);
+
 /* --- input.c: result documents, read once into what the figures draw */
 typedef struct bfr__series {
     char *label;               /* legend entry */
