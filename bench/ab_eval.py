@@ -5,6 +5,7 @@ same-run ratios mean anything (docs/BENCHMARKS.md, "Same-run A/B of the eval").
 
   /usr/bin/python3 bench/ab_eval.py OLD_BITFLIP NEW_BITFLIP [--model dlrm_small]
       [--samples 65536] [--batch 256] [--rounds 5] [--repeat 10] [--threads 1]
+      [--also LABEL=BITFLIP ...]
 
 The model's eval set (bench/README.md's --conformance-dir, bench/models) is tiled to
 --samples samples (0: as is) in a temporary directory, with its golden outputs tiled the
@@ -85,6 +86,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=BITFLIP",
+                    help="a further build, run after new in each round (repeatable)")
     a = ap.parse_args()
 
     if os.path.isdir(a.model):
@@ -98,7 +101,8 @@ def main():
         data_path = os.path.join(work, name + ".eval.safetensors")
         env = benchlib.thread_env(a.threads)
         env["OMP_WAIT_POLICY"] = "PASSIVE"
-        peers = [("old", [a.old, "eval", onnx_path, data_path]), ("new", [a.new, "eval", onnx_path, data_path])]
+        builds = [("old", a.old), ("new", a.new)] + [tuple(x.split("=", 1)) for x in a.also]
+        peers = [(p, [b, "eval", onnx_path, data_path]) for p, b in builds]
         peers = [(p, c + ["--threads", str(a.threads), "--batch", str(a.batch), "--repeat", str(a.repeat),
                           "--json"]) for p, c in peers]
         if not a.no_torch:
@@ -121,8 +125,8 @@ def main():
             print(f"  {p:6s} best {best[p]:>12,.0f}  median {statistics.median(v):>12,.0f} samples/s")
         print(f"  new / old   {best['new'] / best['old']:.2f}x")
         if "torch" in best:
-            print(f"  old / torch {best['old'] / best['torch']:.2f}x")
-            print(f"  new / torch {best['new'] / best['torch']:.2f}x")
+            for p, _ in builds:
+                print(f"  {p} / torch {best[p] / best['torch']:.2f}x (medians {statistics.median(rates[p]) / statistics.median(rates['torch']):.2f}x)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
