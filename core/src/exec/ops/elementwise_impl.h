@@ -105,5 +105,10 @@ float bf__max_f32(const float *x, int64_t n, float init);
 /* bf__max_f32 on the path the caller asked for once (simd: bf__cpu_avx2(),
  * which reads the environment: not per row). */
 float bf__max_f32_at(const float *x, int64_t n, float init, int simd);
+/* x as [outer, n, inner] summed over n into out[outer * inner] in float in
+ * PyTorch's order (reduce_torchsum.c): inner == 1 means contiguous rows of
+ * n (ATen's inner sum), inner > 1 the middle axis (its outer sum). simd:
+ * bf__cpu_avx2(), read once by the caller; every path gives the same bits. */
+void bf__torch_sum_f32(const float *x, int64_t outer, int64_t n, int64_t inner, float *out, int simd);
 
 #endif

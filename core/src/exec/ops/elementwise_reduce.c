@@ -55,12 +55,13 @@ typedef struct reduce_params {
     int64_t count;          /* input elements per output element */
     int64_t out_n;
     /* float ReduceSum/ReduceMean over one run of axes, in PyTorch's order:
-     * X as [outer, n] (TS_INNER) or [outer, n, inner] (TS_MIDDLE), n summed */
+     * X as [outer, n] (TS_INNER) or [outer, n, inner] (TS_MIDDLE), n summed;
+     * TS_ONE: every reduced axis has 1 element (a bag of 1), out = 0 + x */
     int tmode;
     int64_t t_outer, t_n, t_inner;
 } reduce_params;
 
-enum { TS_NONE, TS_INNER, TS_MIDDLE };
+enum { TS_NONE, TS_INNER, TS_MIDDLE, TS_ONE };
 static_assert(sizeof(reduce_params) <= BF__OP_PARAMS_MAX, "reduce params too large");
 
 /* Sum in double over 8 lanes: the lanes vectorise, double makes the order
@@ -76,118 +77,19 @@ double bf__sum_f32_dacc(const float *x, int64_t n)
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t;
 }
 
-/* ---- float sums in PyTorch's order ----
- *
- * torch.sum and torch.mean of a contiguous float tensor accumulate in float
- * (ATen/native/cpu/SumKernel.cpp, cascade_sum; mean is that sum divided by
- * the count), so a partial sum past 3.4e38 is Inf even when the exact sum
- * is finite: under a fault that makes values ~1e38 the Inf positions of a
- * mean pooling are PyTorch's only if the order is. Reproduced here for a
- * reduction over one run of adjacent axes (what exported graphs do: the
- * last axis, or the sequence axis of [batch, seq, dim]); other reductions
- * keep the double accumulator (docs/NUMERICS.md). The AVX2 build's vectors
- * are 8 floats. */
-
-/* c10's CeilLog2 */
-static int64_t ceil_log2(int64_t x)
-{
-    if (x <= 2) return 1;
-    int64_t r = 0;
-    for (uint64_t v = (uint64_t)(x - 1); v; v >>= 1) r++;
-    return r;
-}
-
-/* multi_row_sum: nk * w float sums over `size` rows, element (i, k, l) at
- * x[i * rs + k * cs + l], each row added into level 0, and every
- * 2^level_power rows level j - 1 folded into level j (4 levels). */
-static void cascade_rows(const float *x, int64_t rs, int64_t cs, int nk, int w, int64_t size, float *out)
-{
-    enum { LEVELS = 4, LANES = 32 };
-    float acc[LEVELS][LANES] = {{0}};
-    int lanes = nk * w;
-    int64_t lp = ceil_log2(size) / LEVELS;
-    if (lp < 4) lp = 4;
-    int64_t step = (int64_t)1 << lp, mask = step - 1, i = 0;
-    while (i + step <= size) {
-        for (int64_t j = 0; j < step; j++, i++)
-            for (int k = 0; k < nk; k++)
-                for (int l = 0; l < w; l++) acc[0][k * w + l] += x[i * rs + k * cs + l];
-        for (int j = 1; j < LEVELS; j++) {
-            for (int k = 0; k < lanes; k++) {
-                acc[j][k] += acc[j - 1][k];
-                acc[j - 1][k] = 0.0f;
-            }
-            if (i & (mask << (j * lp))) break;
-        }
-    }
-    for (; i < size; i++)
-        for (int k = 0; k < nk; k++)
-            for (int l = 0; l < w; l++) acc[0][k * w + l] += x[i * rs + k * cs + l];
-    for (int j = 1; j < LEVELS; j++)
-        for (int k = 0; k < lanes; k++) acc[0][k] += acc[j][k];
-    memcpy(out, acc[0], (size_t)lanes * sizeof *out);
-}
-
-/* row_sum: `size` elements of w lanes, element e at x + e * es, as 4
- * interleaved cascades, the leftover elements into the first, then the
- * four added in order. */
-static void row_sum_f32(const float *x, int64_t es, int64_t size, int w, float *out)
-{
-    float part[32];
-    int64_t n4 = size / 4;
-    cascade_rows(x, 4 * es, es, 4, w, n4, part);
-    for (int64_t i = n4 * 4; i < size; i++)
-        for (int l = 0; l < w; l++) part[l] += x[i * es + l];
-    for (int k = 1; k < 4; k++)
-        for (int l = 0; l < w; l++) part[l] += part[k * w + l];
-    memcpy(out, part, (size_t)w * sizeof *out);
-}
-
-/* A contiguous row (vectorized_inner_sum; scalar_inner_sum below 8). */
-static float torch_inner_sum(const float *x, int64_t n)
-{
-    float s;
-    if (n < 8) {
-        row_sum_f32(x, 1, n, 1, &s);
-        return s;
-    }
-    int64_t nv = n / 8;
-    float lanes[8];
-    row_sum_f32(x, 8, nv, 8, lanes);
-    s = 0.0f;
-    for (int64_t k = nv * 8; k < n; k++) s += x[k];
-    for (int l = 0; l < 8; l++) s += lanes[l];
-    return s;
-}
-
-/* [n, inner] summed over n into out[inner] (vectorized_outer_sum; below 8
- * columns scalar_outer_sum): blocks of 32 columns (4 columns) as one
- * cascade, the rest through row_sum. */
-static void torch_outer_sum(const float *x, int64_t n, int64_t inner, float *out)
-{
-    int64_t j = 0;
-    if (inner >= 8) {
-        for (; j + 32 <= inner; j += 32) cascade_rows(x + j, inner, 8, 4, 8, n, out + j);
-        for (; j + 8 <= inner; j += 8) row_sum_f32(x + j, inner, n, 8, out + j);
-    } else {
-        for (; j + 4 <= inner; j += 4) cascade_rows(x + j, inner, 1, 4, 1, n, out + j);
-    }
-    for (; j < inner; j++) row_sum_f32(x + j, inner, n, 1, out + j);
-}
-
 /* The sums accumulate into an output filled with 0 (0 + -0 is +0). */
 static void torch_sum(const reduce_params *q, const float *x, float *out)
 {
-    if (q->tmode == TS_INNER)
-        for (int64_t r = 0; r < q->t_outer; r++) out[r] = 0.0f + torch_inner_sum(x + r * q->t_n, q->t_n);
+    if (q->tmode == TS_ONE)
+        memcpy(out, x, (size_t)q->out_n * sizeof *out);
     else
-        for (int64_t o = 0; o < q->t_outer; o++) {
-            float *y = out + o * q->t_inner;
-            torch_outer_sum(x + o * q->t_n * q->t_inner, q->t_n, q->t_inner, y);
-            for (int64_t j = 0; j < q->t_inner; j++) y[j] = 0.0f + y[j];
-        }
-    if (q->kind == RED_MEAN)
-        for (int64_t i = 0; i < q->out_n; i++) out[i] /= (float)q->count;
+        bf__torch_sum_f32(x, q->t_outer, q->t_n, q->tmode == TS_INNER ? 1 : q->t_inner, out, bf__cpu_avx2());
+    if (q->kind == RED_MEAN) {
+        float c = (float)q->count;
+        for (int64_t i = 0; i < q->out_n; i++) out[i] = (0.0f + out[i]) / c;
+    } else {
+        for (int64_t i = 0; i < q->out_n; i++) out[i] = 0.0f + out[i];
+    }
 }
 
 /* NaN is sticky: once m is NaN, neither test picks x, and a NaN x is always
@@ -447,6 +349,7 @@ bf_status bf__reduce_prepare(bf__prep *p, bf_error *err)
             gr[ng++] = reduced[i];
             runs += reduced[i];
         }
+        if (runs == 0) q->tmode = TS_ONE;   /* count 1: the sum of one element */
         if (runs == 1) {
             q->tmode = gr[ng - 1] ? TS_INNER : TS_MIDDLE;
             q->t_inner = gr[ng - 1] ? 1 : g[ng - 1];
