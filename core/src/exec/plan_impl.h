@@ -146,6 +146,9 @@ void bf__dyn_free(bf_plan *p);
 /* plan_dyn.c: n bytes (64-byte aligned) of the run-time arena into *out,
  * or an error naming `what` when they would pass its limit. */
 bf_status bf__dyn_alloc(bf_plan *p, size_t n, const char *what, void **out, bf_error *err);
+/* the same for node n's output j (-1: its scratch; -2: an output of a
+ * subgraph's node), the error naming them */
+bf_status bf__dyn_alloc_for(bf_plan *p, const bf__node *n, int j, size_t bytes, void **out, bf_error *err);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do
