@@ -420,9 +420,11 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
             fprintf(stderr,
                     "bitflip run: one image per call: each trial resumed each image from the golden pass's %zu "
                     "checkpoints (%.1f MiB, --cache-budget), expected to skip %.1f%% of an image's pass; %lld images "
-                    "ended early at a checkpoint whose values came back golden\n",
+                    "ended early at a checkpoint whose values came back golden; %lld steps the faults could not reach "
+                    "were not run (%zu of their values kept, %.1f MiB of the above)\n",
                     res.ckpt.cuts, (double)res.ckpt.bytes / (1024.0 * 1024.0), 100 * res.ckpt.expected_skip,
-                    (long long)res.ckpt.early);
+                    (long long)res.ckpt.early, (long long)res.ckpt.skipped, res.ckpt.stored,
+                    (double)res.ckpt.store_bytes / (1024.0 * 1024.0));
         if (!res.exact && isfinite(res.work_fraction)) {
             fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full %s",
                     100 * res.work_fraction,

@@ -406,12 +406,20 @@ typedef struct bf_campaign_result {
      * every sample), the share of each image's pass they were expected to
      * skip (weighted by where the faults land), and the images a trial
      * ended early at a checkpoint whose values came back golden. cuts 0:
-     * not used (work_fraction is then the differential engine's, or NaN). */
+     * not used (work_fraction is then the differential engine's, or NaN).
+     * skipped: the steps, summed over the images the trials ran, that came
+     * after the restored cut and that the trial's faults could not reach,
+     * so did not run; stored, store_bytes: the golden values the golden
+     * pass kept for them (those that steps a fault reaches read; bytes over
+     * every sample, within --cache-budget, counted in bytes too). */
     struct {
         size_t cuts;
         uint64_t bytes;
         double expected_skip;
         int64_t early;
+        int64_t skipped;
+        size_t stored;
+        uint64_t store_bytes;
     } ckpt;
 } bf_campaign_result;
 

@@ -59,7 +59,7 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
         goto out;
     }
     c->golden.ckpt = ck;
-    bf__evaluator_ckpt(ev, NULL, ck, NULL);   /* the golden pass records them */
+    st = bf__evaluator_ckpt(ev, NULL, ck, NULL, err);   /* the golden pass records them */
 out:
     bf__free(cost);
     bf__free(pm);
@@ -67,47 +67,45 @@ out:
     return st;
 }
 
-/* the window of every fault: from the first step any touches to the last */
-static void widen(int *lo, int *hi, int a, int b)
-{
-    if (*lo < 0 || a < *lo) *lo = a;
-    if (b > *hi) *hi = b;
-}
-
+/* What the trial's faults reach (exec/ckpt.h): the steps reading each
+ * faulted parameter, or computing each faulted value, and what depends on
+ * them; the evaluator's next pass skips the rest. */
 void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n)
 {
-    int lo = -1, hi = -1, a, b;
-    for (size_t i = 0; i < n; i++) {
-        bf__ckpt_param_steps(c->golden.ckpt, dw[i].param, &a, &b);
-        widen(&lo, &hi, a, b);
-    }
-    bf__evaluator_ckpt_window(ev, lo, hi);
+    bf__ckpt_trial *tr = bf__evaluator_ckpt_trial(ev);
+    if (!tr) return;
+    bf__ckpt_trial_begin(c->golden.ckpt, tr);
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(c->golden.ckpt, tr, dw[i].param);
+    bf__ckpt_trial_end(c->golden.ckpt, tr);
 }
 
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n)
 {
-    int lo = -1, hi = -1, a, b;
-    for (size_t i = 0; i < n; i++) {
-        bf__ckpt_value_step(c->golden.ckpt, vf[i].value, &a, &b);
-        widen(&lo, &hi, a, b);
-    }
-    bf__evaluator_ckpt_window(ev, lo, hi);
+    bf__ckpt_trial *tr = bf__evaluator_ckpt_trial(ev);
+    if (!tr) return;
+    bf__ckpt_trial_begin(c->golden.ckpt, tr);
+    for (size_t i = 0; i < n; i++) bf__ckpt_trial_value(c->golden.ckpt, tr, vf[i].value);
+    bf__ckpt_trial_end(c->golden.ckpt, tr);
 }
 
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc)
 {
     const bf__ckpt *ck = c->golden.ckpt;
-    int64_t work = 0, early = 0;
+    int64_t work = 0, early = 0, skipped = 0;
     for (int i = 0; i < n; i++) {
-        int64_t w, e;
+        int64_t w, e, k;
         if (!evs[i]) continue;
-        bf__evaluator_ckpt_counts(evs[i], &w, &e);
-        work += w, early += e;
+        bf__evaluator_ckpt_counts(evs[i], &w, &e, &k);
+        work += w, early += e, skipped += k;
     }
     acc->ckpt.cuts = bf__ckpt_num_cuts(ck);
     acc->ckpt.bytes = bf__ckpt_bytes(ck);
     acc->ckpt.expected_skip = bf__ckpt_saved_share(ck);
     acc->ckpt.early = early;
+    acc->ckpt.skipped = skipped;
+    acc->ckpt.stored = bf__ckpt_num_stored(ck);
+    acc->ckpt.store_bytes = bf__ckpt_store_bytes(ck);
     double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
     acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
 }

@@ -332,8 +332,9 @@ static bf_status golden_full(bf_campaign *c, bf_evaluator *ev, const bf_campaign
     if (st != BF_OK) return st;
     if (c->golden.ckpt) c->golden.full_reason = NULL;
     st = bf_evaluator_run(ev, NULL, 0, r, err);
-    bf__evaluator_ckpt(ev, NULL, NULL, NULL);
+    bf_status u = bf__evaluator_ckpt(ev, NULL, NULL, NULL, err);
     if (st != BF_OK) return st;
+    if (u != BF_OK) return u;
     /* the evaluator that made the checkpoints is the first run's worker 0,
      * its pass that worker's golden check */
     if (c->golden.ckpt && !c->golden.gev) {

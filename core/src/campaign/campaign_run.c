@@ -424,7 +424,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
         bf__evaluator_set_cancel(w->ev, rn->opts->cancel);
         if (rn->ckpt) {   /* a one-sample graph's: it recorded the checkpoints on the campaign's golden pass */
             bf__evaluator_ragged_base(w->ev, c->golden.rag.view);
-            bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out);
+            return bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out, err);
         }
         return BF_OK;
     }
@@ -459,7 +459,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
                             "deterministically, so outcomes cannot be classified", idx);
-    if (rn->ckpt) bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out);
+    if (rn->ckpt) return bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out, err);
     return BF_OK;
 }
 

@@ -17,8 +17,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "exec/ckpt.h"
-#include "exec/plan_impl.h"
+#include "exec/ckpt_impl.h"
 
 /* What recording a checkpoint byte costs the golden pass: the copy into
  * memory touched for the first time (page faults). Measured on SSDlite320,
@@ -26,24 +25,6 @@
  * did (4.5 s against 1.2 s), about 3 ns a byte; the trials were 12% faster
  * (docs/ENGINE.md, "One image per call"). */
 #define BYTE_SECONDS 3e-9
-
-struct bf__ckpt {
-    size_t n_steps, n_params;
-    int *param_lo, *param_hi;   /* per parameter: first and last step reading it (lo > hi: none) */
-    int *val_step;              /* per value: the step computing it (-1: a graph input) */
-    double saved;               /* bf__ckpt_saved_share */
-    int64_t *pre_ns;            /* n_steps + 1: golden time of the steps before each */
-    size_t n_cuts;
-    int *cut;                   /* ascending steps */
-    int *cut_of;                /* per step: the last cut at or before it (an index into cut), or -1 */
-    unsigned char *mark;        /* per step: 1 at a cut */
-    size_t *lv_first;           /* n_cuts + 1, into lv: each cut's values */
-    int64_t *lv;                /* value ids */
-    size_t *lv_off, *lv_bytes;  /* where in a sample's block, how many bytes */
-    size_t sample_bytes;
-    int64_t samples;
-    unsigned char *data;        /* samples x sample_bytes */
-};
 
 void bf__ckpt_free(bf__ckpt *ck)
 {
@@ -59,13 +40,26 @@ void bf__ckpt_free(bf__ckpt *ck)
     bf__free(ck->lv);
     bf__free(ck->lv_off);
     bf__free(ck->lv_bytes);
+    bf__free(ck->in_first);
+    bf__free(ck->in_val);
+    bf__free(ck->out_first);
+    bf__free(ck->out_val);
+    bf__free(ck->val_param);
+    bf__free(ck->dyn);
+    bf__free(ck->outputs);
+    bf__free(ck->st_first);
+    bf__free(ck->st_val);
+    bf__free(ck->st_off);
+    bf__free(ck->st_bytes);
+    bf__free(ck->store_of);
+    bf__free(ck->post);
     bf__free(ck->data);
     bf__free(ck);
 }
 
 static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory for the golden checkpoints"); }
 
-static int in_arena(const bf_plan *p, const void *data)
+int bf__ckpt_in_arena(const bf_plan *p, const void *data)
 {
     const char *a = p->arena, *d = data;
     return d && a && d >= a && d < a + p->arena_bytes;
@@ -78,7 +72,7 @@ static void live_at(const bf_plan *p, const int *last, int k, int64_t *lv, size_
     *n = *bytes = 0;
     for (size_t v = 0; v < p->model->n_values; v++) {
         int at = p->val_step[v];
-        if (at < 0 || at >= k || last[v] < k || !in_arena(p, p->vals[v].data)) continue;
+        if (at < 0 || at >= k || last[v] < k || !bf__ckpt_in_arena(p, p->vals[v].data)) continue;
         if (lv) lv[*n] = (int64_t)v;
         (*n)++;
         *bytes += bf_tensor_nbytes(&p->vals[v]);
@@ -189,7 +183,6 @@ static bf_status lay_out(bf__ckpt *ck, const bf_plan *p, const int *last, const 
         ck->cut_of[k] = (int)c - 1;
     }
     ck->sample_bytes = off;
-    if (ck->samples > 0 && off > 0 && !(ck->data = bf__malloc((size_t)ck->samples * off))) return oom(err);
     return BF_OK;
 }
 
@@ -211,6 +204,7 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
     if (!ck || !last || !prev || !next || !pre || !msum || !mass || !bytes || !ok || !chosen) { st = oom(err); goto out; }
     ck->n_steps = n;
     ck->n_params = m->n_params;
+    ck->n_values = m->n_values;
     ck->samples = samples;
     ck->param_lo = bf__malloc((m->n_params + 1) * sizeof *ck->param_lo);
     ck->param_hi = bf__malloc((m->n_params + 1) * sizeof *ck->param_hi);
@@ -223,6 +217,10 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
         goto out;
     }
     windows(ck, p, last);
+    if (bf__ckpt_graph(ck, p) != BF_OK) {
+        st = oom(err);
+        goto out;
+    }
     allowed_cuts(p, ok);
     for (size_t q = 0; param_mass && q < m->n_params; q++) {
         int lo, hi;
@@ -251,6 +249,17 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
     if ((st = lay_out(ck, p, last, chosen, err)) != BF_OK) goto out;
     for (size_t i = 0; i < n && total > 0 && mtotal > 0; i++)
         if (mass[i] > 0 && ck->cut_of[i] >= 0) ck->saved += mass[i] / mtotal * pre[ck->cut[ck->cut_of[i]]] / total;
+    if (ck->n_cuts > 0) {   /* the store: what trials would run again only to feed the steps they reach */
+        uint64_t used = (uint64_t)ck->sample_bytes * (uint64_t)samples, room = budget > used ? budget - used : 0;
+        if ((st = bf__ckpt_choose_store(ck, p, mass, mtotal, room, trials, &ck->sample_bytes)) != BF_OK) {
+            st = oom(err);
+            goto out;
+        }
+    }
+    if (samples > 0 && ck->sample_bytes > 0 && !(ck->data = bf__malloc((size_t)samples * ck->sample_bytes))) {
+        st = oom(err);
+        goto out;
+    }
     *out = ck;
     ck = NULL;
 out:
@@ -293,7 +302,7 @@ static int fits(const bf__ckpt *ck, const bf_plan *p, size_t c)
     if (p->n_steps != ck->n_steps) return 0;
     for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++) {
         const bf_tensor *t = &p->vals[ck->lv[j]];
-        if (!in_arena(p, t->data) || bf_tensor_nbytes(t) != ck->lv_bytes[j]) return 0;
+        if (!bf__ckpt_in_arena(p, t->data) || bf_tensor_nbytes(t) != ck->lv_bytes[j]) return 0;
     }
     return 1;
 }
@@ -302,16 +311,24 @@ int bf__ckpt_fits_plan(const bf__ckpt *ck, const bf_plan *p)
 {
     for (size_t c = 0; c < ck->n_cuts; c++)
         if (!fits(ck, p, c)) return 0;
+    for (size_t j = 0; j < ck->n_store; j++) {
+        const bf_tensor *t = &p->vals[ck->st_val[j]];
+        if (!bf__ckpt_in_arena(p, t->data) || bf_tensor_nbytes(t) != ck->st_bytes[j]) return 0;
+    }
     return p->n_steps == ck->n_steps;
 }
 
 typedef struct watch_ctx {
     const bf__ckpt *ck;
+    const bf__ckpt_trial *tr;
     unsigned char *block;     /* the sample's checkpoints */
     int record, hi;
     size_t stopped_at;
 } watch_ctx;
 
+/* before a cut: record its values (the golden pass), or past the faults'
+ * last step compare those they reach with golden's (the others are golden
+ * and may not have been computed: their steps were skipped) */
 static int at_cut(void *user, bf_plan *p, size_t step)
 {
     watch_ctx *w = user;
@@ -323,10 +340,30 @@ static int at_cut(void *user, bf_plan *p, size_t step)
         return 0;
     }
     if (w->hi < 0 || (int)step <= w->hi) return 0;
+    const unsigned char *taint = w->tr && !w->tr->all ? w->tr->taint : NULL;
     for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
-        if (memcmp(w->block + ck->lv_off[j], p->vals[ck->lv[j]].data, ck->lv_bytes[j]) != 0) return 0;
+        if ((!taint || taint[ck->lv[j]]) && memcmp(w->block + ck->lv_off[j], p->vals[ck->lv[j]].data, ck->lv_bytes[j]) != 0)
+            return 0;
     w->stopped_at = step;
     return 1;
+}
+
+/* after a step computing stored values (the golden pass): keep them */
+static void keep(void *user, bf_plan *p, size_t step)
+{
+    watch_ctx *w = user;
+    const bf__ckpt *ck = w->ck;
+    for (int j = ck->st_first[step]; j < ck->st_first[step + 1]; j++)
+        memcpy(w->block + ck->st_off[j], p->vals[ck->st_val[j]].data, ck->st_bytes[j]);
+}
+
+/* instead of a skipped step: its stored values back where it would write them */
+static void fill(void *user, bf_plan *p, size_t step)
+{
+    watch_ctx *w = user;
+    const bf__ckpt *ck = w->ck;
+    for (int j = ck->st_first[step]; j < ck->st_first[step + 1]; j++)
+        memcpy(p->vals[ck->st_val[j]].data, w->block + ck->st_off[j], ck->st_bytes[j]);
 }
 
 bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
@@ -335,32 +372,40 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
     if (!bf__ckpt_fits_plan(ck, p))
         return bf_error_set(err, BF_EINVAL, "internal error: the golden checkpoints do not fit this plan");
     watch_ctx w = {.ck = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .record = 1};
-    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .user = &w};
+    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = ck->n_store ? ck->post : NULL, .post = keep, .user = &w};
     return bf__plan_run_from(p, 0, ck->n_cuts ? &pw : NULL, NULL, err);
 }
 
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck) { return ck ? ck->pre_ns[ck->n_steps] : 0; }
 
-bf_status bf__ckpt_run(const bf__ckpt *ck, bf_plan *p, int64_t s, int lo, int hi, int *golden, int64_t *work,
-                       bf_error *err)
+bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
+                       int64_t *work, int64_t *skipped, bf_error *err)
 {
     *golden = 0;
     if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
         return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
-    watch_ctx w = {.ck = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .hi = hi, .stopped_at = p->n_steps};
-    int c = -1;
-    if (lo >= 0 && ck->n_steps) c = ck->cut_of[(size_t)lo < ck->n_steps ? (size_t)lo : ck->n_steps - 1];
+    int lo = tr ? tr->lo : -1, hi = tr ? tr->hi : -1;
+    watch_ctx w = {.ck = ck, .tr = tr, .block = ck->data + (size_t)s * ck->sample_bytes, .hi = hi,
+                   .stopped_at = p->n_steps};
+    int c = lo >= 0 ? tr->from : -1;
     size_t from = 0;
     if (c >= 0) {   /* the plan fits (bf__ckpt_fits_plan, checked when it was given them) */
         for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
             memcpy(p->vals[ck->lv[j]].data, w.block + ck->lv_off[j], ck->lv_bytes[j]);
         from = (size_t)ck->cut[c];
     }
-    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .user = &w};
+    int reach = c >= 0 && !tr->all;
+    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = reach ? tr->act : NULL, .fill = fill, .user = &w};
     int stopped = 0;
-    bf_status st = bf__plan_run_from(p, from, hi >= 0 && ck->n_cuts ? &pw : NULL, &stopped, err);
+    bf_status st = bf__plan_run_from(p, from, (hi >= 0 && ck->n_cuts) || reach ? &pw : NULL, &stopped, err);
     if (st != BF_OK) return st;
     *golden = stopped;
-    if (work) *work += ck->pre_ns[stopped ? w.stopped_at : p->n_steps] - ck->pre_ns[from];
+    size_t end = stopped ? w.stopped_at : p->n_steps;
+    if (reach) {
+        if (work) *work += tr->run_pre[end] - tr->run_pre[from];
+        if (skipped) *skipped += tr->skip_pre[end] - tr->skip_pre[from];
+    } else if (work) {
+        *work += ck->pre_ns[end] - ck->pre_ns[from];
+    }
     return BF_OK;
 }

@@ -55,15 +55,35 @@ int bf__ckpt_fits_plan(const bf__ckpt *ck, const bf_plan *p);
 /* Sample s's golden run on plan p (its inputs fed), from step 0, saving
  * every cut's values: the campaign's golden pass. */
 bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err);
-/* Sample s on plan p (its inputs fed, a trial's faults set), from the last
- * cut at or before lo (restored first), comparing at each cut past hi the
- * values with the golden ones: all equal, the run stops and *golden is 1
- * (the sample's outputs are golden's; the plan's outputs were not
- * computed). p must fit (bf__ckpt_fits_plan). lo < 0 runs from step 0; hi < 0 never stops early. *work
+/* What a trial's faults reach: made once per evaluator, set before each
+ * pass (begin, each faulted parameter or value, end). A step none of whose
+ * inputs depends on a fault computes its golden values: a run does not run
+ * it, and puts back those of its values that a step it runs reads, from the
+ * store (the golden pass kept them), or runs it when they were not kept.
+ * Cleared (bf__ckpt_trial_clear): no window, every sample from step 0. */
+typedef struct bf__ckpt_trial bf__ckpt_trial;
+bf_status bf__ckpt_trial_new(const bf__ckpt *ck, bf__ckpt_trial **out, bf_error *err);
+void bf__ckpt_trial_free(bf__ckpt_trial *tr);
+void bf__ckpt_trial_clear(bf__ckpt_trial *tr);
+void bf__ckpt_trial_begin(const bf__ckpt *ck, bf__ckpt_trial *tr);
+void bf__ckpt_trial_param(const bf__ckpt *ck, bf__ckpt_trial *tr, size_t q);
+void bf__ckpt_trial_value(const bf__ckpt *ck, bf__ckpt_trial *tr, int64_t v);
+void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr);
+/* the values the store keeps, their bytes over every sample */
+size_t bf__ckpt_num_stored(const bf__ckpt *ck);
+uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck);
+
+/* Sample s on plan p (its inputs fed, a trial's faults set, tr set for
+ * them), from the last cut at or before the faults' first step (restored
+ * first), skipping the steps they cannot reach, comparing at each cut past
+ * their last step the values they reach with the golden ones: all equal,
+ * the run stops and *golden is 1 (the sample's outputs are golden's; the
+ * plan's outputs were not computed). p must fit (bf__ckpt_fits_plan). *work
  * gets the golden time of the steps run, in nanoseconds (for --stats: over
- * bf__ckpt_pass_ns, the share of a pass the sample re-ran). */
-bf_status bf__ckpt_run(const bf__ckpt *ck, bf_plan *p, int64_t s, int lo, int hi, int *golden, int64_t *work,
-                       bf_error *err);
+ * bf__ckpt_pass_ns, the share of a pass the sample re-ran), *skipped the
+ * steps not run. */
+bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
+                       int64_t *work, int64_t *skipped, bf_error *err);
 /* the golden time of a whole run of one sample, in nanoseconds */
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck);
 

@@ -13,7 +13,7 @@
 #include "bitflip/metrics.h"
 #include "bitflip/plan.h"
 #include "exec/eval_det.h"
-#include "exec/ckpt.h"
+#include "exec/eval_ckpt.h"
 #include "exec/eval_labels.h"
 #include "exec/eval_ragged.h"
 #include "exec/metrics_seg.h"
@@ -56,15 +56,7 @@ struct bf_evaluator {
     int unbatched;
     bf__ragged rag;
     const bf_ragged_output *rag_base;
-    /* one-sample graphs: the golden checkpoints (exec/ckpt.h) a pass
-     * resumes from, the window of the faults it runs with (lo < 0: from
-     * step 0), the golden outputs of a sample that ends early; ck_rec: the
-     * checkpoints the next pass records */
-    const struct bf__ckpt *ck;
-    struct bf__ckpt *ck_rec;
-    int ck_lo, ck_hi;
-    const float *ck_out;
-    atomic_llong ck_work, ck_early;   /* golden ns of the steps run; samples ended early */
+    bf__eval_ckpt ckp;        /* one-sample graphs: the golden checkpoints (eval_ckpt.h) */
     bf__eval_det det;         /* detection: its outputs, ground truth, a pass's views (eval_det.h) */
     bf_value_fault *vf;       /* value faults, by eval-set sample */
     size_t n_vf, vf_cap;
@@ -123,6 +115,7 @@ void bf_evaluator_free(bf_evaluator *ev)
     bf__free(ev->outputs);
     bf__ragged_free(&ev->rag);
     bf__eval_det_free(&ev->det);
+    bf__eval_ckpt_free(&ev->ckp);
     bf__free(ev);
 }
 
@@ -367,13 +360,8 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
     bf_status st = batch_value_faults(ev, w, plan, start, n, &n_vf, err);
     if (st != BF_OK) return st;
     int golden = 0;
-    int64_t work = 0;
-    if (ev->unbatched && ev->ck_rec) st = bf__ckpt_record(ev->ck_rec, plan, start, err);
-    else if (ev->unbatched && ev->ck) st = bf__ckpt_run(ev->ck, plan, start, ev->ck_lo, ev->ck_hi, &golden, &work, err);
-    else st = bf_plan_run(plan, err);
+    st = ev->unbatched ? bf__eval_ckpt_run(&ev->ckp, plan, start, &golden, err) : bf_plan_run(plan, err);
     if (st != BF_OK) return st;
-    atomic_fetch_add(&ev->ck_work, work);
-    if (golden) atomic_fetch_add(&ev->ck_early, 1);
     /* each fault's report comes from the one batch that holds its sample
      * (sample 0 for every-sample faults), so one worker writes it */
     for (size_t j = 0; j < n_vf; j++) {
@@ -383,7 +371,8 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
         bf__plan_value_fault_at(plan, j, &ev->vf_at[2 * k], &ev->vf_at[2 * k + 1]);
     }
     if (golden) {   /* the checkpoints showed the rest of the run golden */
-        if (ev->out_cols > 0) memcpy(ev->outputs + start * ev->out_cols, ev->ck_out + start * ev->out_cols, (size_t)ev->out_cols * sizeof(float));
+        if (ev->out_cols > 0)
+            memcpy(ev->outputs + start * ev->out_cols, ev->ckp.out + start * ev->out_cols, (size_t)ev->out_cols * sizeof(float));
         return bf__ragged_copy_sample(&ev->rag, ev->rag_base, start, err);
     }
     if (ev->unbatched) return keep_sample(ev, plan, start, err);
@@ -589,7 +578,7 @@ bf_status bf_evaluator_run(bf_evaluator *ev, const bf_bitflip *flips, size_t n_f
     while (ev->remaining > 0) pthread_cond_wait(&ev->finished, &ev->mu);
     pthread_mutex_unlock(&ev->mu);
     double t1 = now_s();
-    ev->ck_lo = ev->ck_hi = -1;   /* a window is the one pass's */
+    bf__eval_ckpt_pass_done(&ev->ckp);   /* a trial's reach is the one pass's */
 
     /* Undo in reverse order so overlapping flips restore exactly. */
     for (size_t i = n_flips; i-- > 0;) {
@@ -623,29 +612,29 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
         if (st != BF_OK) return st;
     }
     bf_status st = run_batch(ev, &ev->ws[0], plan, b * ev->batch, err);
-    ev->ck_lo = ev->ck_hi = -1;
+    bf__eval_ckpt_pass_done(&ev->ckp);
     if (st != BF_OK) return st;
     return finish(ev, res, now_s() - t0, err);
 }
 
 void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base) { ev->rag_base = base; }
 
-void bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record, const float *golden_out)
+bf_status bf__evaluator_ckpt(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *record, const float *golden_out,
+                             bf_error *err)
 {
-    ev->ck = ev->unbatched && ev->rag_base && golden_out ? ck : NULL;
-    for (size_t i = 0; ev->ck && i < ev->n_plans; i++)   /* a plan they do not fit runs every sample in full */
-        if (!bf__ckpt_fits_plan(ck, ev->plans[i])) ev->ck = NULL;
-    ev->ck_rec = ev->unbatched ? record : NULL;
-    ev->ck_out = golden_out;
-    ev->ck_lo = ev->ck_hi = -1;
+    int usable = ev->unbatched && ev->rag_base;
+    for (size_t i = 0; ck && usable && i < ev->n_plans; i++)   /* a plan they do not fit runs every sample in full */
+        if (!bf__ckpt_fits_plan(ck, ev->plans[i])) usable = 0;
+    return bf__eval_ckpt_set(&ev->ckp, ck, ev->unbatched ? record : NULL, golden_out, usable, err);
 }
 
-void bf__evaluator_ckpt_window(bf_evaluator *ev, int lo, int hi) { ev->ck_lo = lo, ev->ck_hi = hi; }
+bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev) { return ev->ckp.tr; }
 
-void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early)
+void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped)
 {
-    *work_ns = atomic_load(&ev->ck_work);
-    *early = atomic_load(&ev->ck_early);
+    *work_ns = atomic_load(&ev->ckp.work);
+    *early = atomic_load(&ev->ckp.early);
+    *skipped = atomic_load(&ev->ckp.skipped);
 }
 
 bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err)

@@ -137,6 +137,49 @@ static double now_s(void)
 
 bf_status bf_plan_run(bf_plan *p, bf_error *err) { return bf__plan_run_from(p, 0, NULL, NULL, err); }
 
+/* step i of a run: a dynamic step, an activation its Conv computed, a Conv
+ * computing its activation too, or any other; then the value faults that
+ * apply after it */
+static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
+{
+    const bf__step *s = &p->steps[i];
+    bf__rowsrc rs;
+    bf__act act;
+    if (s->dyn) {
+        bf_status st = bf__dyn_run_step(p, i, err);
+        if (st != BF_OK) return st;
+        if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+        return BF_OK;
+    }
+    if (p->fused_skip[i]) {
+        /* computed inside its Conv; a fault on its output still lands here */
+        p->fused_skip[i] = 0;
+        if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+        return BF_OK;
+    }
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+    /* a fault on the Conv's output needs that output: the pair runs unfused */
+    int r = p->fuse ? p->fuse_to[i] : 0;
+    if (r && !p->step_hit[i] && bf__act_of(&p->steps[r], &act)) {
+        c.out = p->steps[r].out;
+        c.act = &act;
+    } else {
+        r = 0;
+    }
+    bf_status st = s->node->op->run(&c, err);
+    if (st != BF_OK) {
+        memset(p->fused_skip, 0, p->n_steps);
+        return st;
+    }
+    if (r) {
+        p->fused_skip[r] = 1;
+        p->n_fused++;
+    }
+    if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+    return BF_OK;
+}
+
 bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, int *stopped, bf_error *err)
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN, p->vf[k].at = -1, p->vf[k].at_n = 0;
@@ -145,10 +188,8 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
     if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
     double t = w && w->step_time ? now_s() : 0;
+    const unsigned char *act = w ? w->act : NULL;
     for (size_t i = from; i < p->n_steps; i++) {
-        const bf__step *s = &p->steps[i];
-        bf__rowsrc rs;
-        bf__act act;
         if (w && w->step_time && i > from) {
             double u = now_s();
             w->step_time[i - 1] += u - t;
@@ -156,40 +197,17 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
         }
         if (w && w->mark && w->mark[i] && w->at(w->user, p, i)) {
             if (stopped) *stopped = 1;
+            memset(p->fused_skip, 0, p->n_steps);
             return BF_OK;
         }
-        if (s->dyn) {
-            bf_status st = bf__dyn_run_step(p, i, err);
-            if (st != BF_OK) return st;
-            if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
-            continue;
-        }
-        bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                     .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
-        if (p->fused_skip[i]) {
-            /* computed inside its Conv; a fault on its output still lands here */
+        if (act && (act[i] & BF__STEP_SKIP)) {   /* golden: its values, if read, put back */
             p->fused_skip[i] = 0;
-            if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+            if (act[i] & BF__STEP_FILL) w->fill(w->user, p, i);
             continue;
         }
-        /* a fault on the Conv's output needs that output: the pair runs unfused */
-        int r = p->fuse ? p->fuse_to[i] : 0;
-        if (r && !p->step_hit[i] && bf__act_of(&p->steps[r], &act)) {
-            c.out = p->steps[r].out;
-            c.act = &act;
-        } else {
-            r = 0;
-        }
-        bf_status st = s->node->op->run(&c, err);
-        if (st != BF_OK) {
-            memset(p->fused_skip, 0, p->n_steps);
-            return st;
-        }
-        if (r) {
-            p->fused_skip[r] = 1;
-            p->n_fused++;
-        }
-        if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+        bf_status st = run_one(p, i, err);
+        if (st != BF_OK) return st;
+        if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);
     }
     if (w && w->step_time && p->n_steps > from) w->step_time[p->n_steps - 1] += now_s() - t;
     return BF_OK;

@@ -108,10 +108,20 @@ struct bf_plan {
 /* What a run started part-way does at its marked steps (exec/ckpt.c's
  * checkpoints): before step i runs, where mark[i] is set, at() is called;
  * nonzero stops the run there (what follows is known to be golden).
+ * act[i] (act may be NULL): BF__STEP_SKIP, step i is not run (a trial's
+ * fault cannot reach it: its values are golden), and with BF__STEP_FILL
+ * fill() puts the golden values of it that later steps read in place;
+ * BF__STEP_POST, post() is called after step i ran (to record its values).
  * step_time, if not NULL, gets each step's seconds added. */
+#define BF__STEP_SKIP 1
+#define BF__STEP_FILL 2
+#define BF__STEP_POST 4
 typedef struct bf__plan_watch {
     const unsigned char *mark;
     int (*at)(void *user, bf_plan *p, size_t step);
+    const unsigned char *act;
+    void (*fill)(void *user, bf_plan *p, size_t step);
+    void (*post)(void *user, bf_plan *p, size_t step);
     void *user;
     double *step_time;
 } bf__plan_watch;
@@ -136,6 +146,9 @@ void bf__dyn_free(bf_plan *p);
 /* plan_dyn.c: n bytes (64-byte aligned) of the run-time arena into *out,
  * or an error naming `what` when they would pass its limit. */
 bf_status bf__dyn_alloc(bf_plan *p, size_t n, const char *what, void **out, bf_error *err);
+/* the same for node n's output j (-1: its scratch; -2: an output of a
+ * subgraph's node), the error naming them */
+bf_status bf__dyn_alloc_for(bf_plan *p, const bf__node *n, int j, size_t bytes, void **out, bf_error *err);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do

@@ -31,7 +31,6 @@ static bf_status node_err(const bf_plan *p, const bf__node *n, bf_status st, con
 /* t's storage: nbytes from the arena, its shape checked first */
 static bf_status alloc_tensor(bf_plan *p, const bf__node *n, bf_tensor *t, bf_error *err)
 {
-    char what[200];
     if (!bf_dtype_size(t->dtype) || t->ndim < 0 || t->ndim > BF_MAX_DIMS)
         return node_err(p, n, BF_EFORMAT, "internal error: an output's type not set at run time", err);
     int64_t numel = 1;
@@ -40,8 +39,7 @@ static bf_status alloc_tensor(bf_plan *p, const bf__node *n, bf_tensor *t, bf_er
             return node_err(p, n, BF_ESHAPE, "an output dim is negative or too large at run time", err);
         numel *= t->dims[d];
     }
-    snprintf(what, sizeof what, "node '%.100s' (%.40s)", n->name, n->op_type);
-    return bf__dyn_alloc(p, bf_tensor_nbytes(t), what, &t->data, err);
+    return bf__dyn_alloc_for(p, n, -2, bf_tensor_nbytes(t), &t->data, err);
 }
 
 /* a reference of a subgraph (graph.h): a local, or a value of the plan */

@@ -64,14 +64,17 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * resumes each sample from (ck, NULL: none), or that the next pass records
  * (record, then detached), and the golden outputs [samples x out_cols] a
  * sample that ends early takes (with bf__evaluator_ragged_base's, which must
- * be set first). _window: the steps the next passes' faults touch (lo < 0:
- * run from step 0; hi < 0: never end early), for the next pass only.
- * _counts: the golden time (ns) of the steps the passes so far ran from
- * checkpoints, and the samples they ended early. */
+ * be set first). _trial: what the next pass's faults reach, for the caller
+ * to set (bf__ckpt_trial_begin ... _end; NULL: no checkpoints to resume
+ * from), for the next pass only. _counts: the golden time (ns) of the steps
+ * the passes so far ran from checkpoints, the samples they ended early, and
+ * the steps they skipped (their faults could not reach them). */
 struct bf__ckpt;
-void bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record, const float *golden_out);
-void bf__evaluator_ckpt_window(bf_evaluator *ev, int lo, int hi);
-void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early);
+struct bf__ckpt_trial;
+bf_status bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record,
+                             const float *golden_out, bf_error *err);
+struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
+void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped);
 /* Value fault i of the last pass: the element it struck in the sample it
  * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
  * or shorter there) and the elements the value had there (plan_impl.h). */

@@ -1,0 +1,78 @@
+/* Internal layout of the golden checkpoints (ckpt.h), shared by ckpt.c
+ * (the cuts, recording, restoring) and ckpt_reach.c (what a trial's faults
+ * can reach, the golden values kept for the steps they cannot). */
+#ifndef BF_EXEC_CKPT_IMPL_H
+#define BF_EXEC_CKPT_IMPL_H
+
+#include "exec/ckpt.h"
+#include "exec/plan_impl.h"
+
+struct bf__ckpt {
+    size_t n_steps, n_params, n_values;
+    int *param_lo, *param_hi;   /* per parameter: first and last step reading it (lo > hi: none) */
+    int *val_step;              /* per value: the step computing it (-1: a graph input) */
+    double saved;               /* bf__ckpt_saved_share */
+    int64_t *pre_ns;            /* n_steps + 1: golden time of the steps before each */
+    size_t n_cuts;
+    int *cut;                   /* ascending steps */
+    int *cut_of;                /* per step: the last cut at or before it (an index into cut), or -1 */
+    unsigned char *mark;        /* per step: 1 at a cut */
+    size_t *lv_first;           /* n_cuts + 1, into lv: each cut's values */
+    int64_t *lv;                /* value ids */
+    size_t *lv_off, *lv_bytes;  /* where in a sample's block, how many bytes */
+    /* the graph (ckpt_reach.c): each step's inputs and outputs (value ids,
+     * CSR by step), each value's parameter (-1: none), dynamic steps, the
+     * graph outputs */
+    int *in_first, *in_val, *out_first, *out_val;
+    int *val_param;
+    unsigned char *dyn;
+    size_t n_outputs;
+    int *outputs;
+    /* the store (ckpt_reach.c): golden values of steps a trial may skip that
+     * steps it runs read; by producing step (st_first, CSR), after the cuts'
+     * values in a sample's block */
+    size_t n_store;
+    int *st_first;
+    int64_t *st_val;
+    size_t *st_off, *st_bytes;
+    int *store_of;              /* per value: its index in st_*, or -1 */
+    unsigned char *post;        /* per step: BF__STEP_POST where it computes a stored value */
+    size_t sample_bytes;
+    int64_t samples;
+    unsigned char *data;        /* samples x sample_bytes */
+};
+
+/* What a trial's faults reach (ckpt.h, bf__ckpt_trial_*). */
+struct bf__ckpt_trial {
+    int lo, hi;                 /* the faults' window (lo < 0: none given) */
+    int all;                    /* reach unknown (a graph input's fault): every step from `from` runs */
+    int from;                   /* the cut index a run restores (-1: step 0) */
+    unsigned char *origin;      /* per step: a fault lands in it (reads a faulted parameter, or computes a faulted value) */
+    unsigned char *taint;       /* per value: depends on a fault */
+    unsigned char *step_taint;  /* per step */
+    unsigned char *req;         /* per step, scratch: must run */
+    unsigned char *act;         /* per step: BF__STEP_SKIP / FILL (plan_impl.h) */
+    int64_t *run_pre;           /* n_steps + 1: golden ns of the steps run before each */
+    int *skip_pre;              /* n_steps + 1: steps skipped before each */
+    unsigned char *used;        /* per value, if not NULL: put back from the store (choosing it) */
+};
+
+/* ckpt_reach.c: the graph's facts above, from plan p */
+bf_status bf__ckpt_graph(bf__ckpt *ck, const bf_plan *p);
+/* ckpt_reach.c: chooses the store (st_*, store_of, post) once the cuts are
+ * laid out, within `room` bytes over every sample, for `trials` trials
+ * (0: unknown): the values trials' closures would read from steps they
+ * skip, kept if recording them costs the golden pass less than the trials
+ * save. mass[i]: the share of faults first landing in step i (of mtotal);
+ * Sets the offsets from *off on. */
+bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal,
+                                uint64_t room, int64_t trials, size_t *off);
+/* ckpt_reach.c: the steps a trial runs (act, run_pre, skip_pre) from tr's
+ * origins, storing only values whose producer is after `min_store` (-1:
+ * any stored value) */
+void bf__ckpt_reach(const bf__ckpt *ck, bf__ckpt_trial *tr, int min_store);
+int bf__ckpt_in_arena(const bf_plan *p, const void *data);
+bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr);
+void bf__ckpt_trial_release(bf__ckpt_trial *tr);
+
+#endif

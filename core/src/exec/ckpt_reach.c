@@ -1,0 +1,327 @@
+/* What a trial's faults can reach in a one-sample graph's pass, and the
+ * golden values kept so that a trial need not run what they cannot
+ * (ckpt.h, ckpt_impl.h; docs/ENGINE.md "One image per call").
+ *
+ * A step none of whose inputs depends on a fault (a faulted parameter, a
+ * faulted value, or a value such a step computed) computes its golden
+ * values. From the restored cut on, a trial runs the steps the faults
+ * reach, and, walking back from them and from the graph outputs, the steps
+ * computing what those read, unless the store holds that value: then the
+ * step is skipped and the value is put back where and when the step would
+ * write it. Every value a step that runs reads is then what the full
+ * faulty run gives it: the run writes a subset of the full run's writes, at
+ * the same points and with the same bytes (the arena's sharing of bytes
+ * between values whose lives do not overlap is the full run's too).
+ *
+ * The store holds, of the values a step computes, those read by a step a
+ * fault landing later reaches (another feature level's head, say): found
+ * by walking each step where faults land, and kept when the trials save
+ * more than recording them costs the golden pass (BYTE_SECONDS, ckpt.c's
+ * rule) and they fit the budget left by the cuts. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "exec/ckpt_impl.h"
+
+/* as ckpt.c: what recording a checkpoint byte costs the golden pass */
+#define BYTE_SECONDS 3e-9
+/* what putting a stored byte back costs a trial (a copy from memory not in
+ * cache): an estimate, it only weighs the store's saving */
+#define FILL_SECONDS 0.3e-9
+
+bf_status bf__ckpt_graph(bf__ckpt *ck, const bf_plan *p)
+{
+    const bf_model *m = p->model;
+    size_t n = p->n_steps, ni = 0, no = 0;
+    for (size_t i = 0; i < n; i++) ni += (size_t)p->steps[i].node->n_in, no += (size_t)p->steps[i].node->n_out;
+    ck->in_first = bf__malloc((n + 1) * sizeof *ck->in_first);
+    ck->in_val = bf__malloc((ni + 1) * sizeof *ck->in_val);
+    ck->out_first = bf__malloc((n + 1) * sizeof *ck->out_first);
+    ck->out_val = bf__malloc((no + 1) * sizeof *ck->out_val);
+    ck->val_param = bf__malloc((m->n_values + 1) * sizeof *ck->val_param);
+    ck->store_of = bf__malloc((m->n_values + 1) * sizeof *ck->store_of);
+    ck->dyn = bf__calloc(n + 1, 1);
+    ck->post = bf__calloc(n + 1, 1);
+    ck->st_first = bf__calloc(n + 1, sizeof *ck->st_first);
+    ck->outputs = bf__malloc((m->n_outputs + 1) * sizeof *ck->outputs);
+    if (!ck->in_first || !ck->in_val || !ck->out_first || !ck->out_val || !ck->val_param || !ck->store_of ||
+        !ck->dyn || !ck->post || !ck->st_first || !ck->outputs)
+        return BF_ENOMEM;
+    ni = no = 0;
+    for (size_t i = 0; i < n; i++) {
+        const bf__node *nd = p->steps[i].node;
+        ck->in_first[i] = (int)ni, ck->out_first[i] = (int)no;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) ck->in_val[ni++] = nd->in[j];
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) ck->out_val[no++] = nd->out[j];
+        ck->dyn[i] = p->steps[i].dyn != 0;
+    }
+    ck->in_first[n] = (int)ni, ck->out_first[n] = (int)no;
+    for (size_t v = 0; v < m->n_values; v++) {
+        ck->val_param[v] = m->values[v].kind == BF__VAL_PARAM ? (int)m->values[v].index : -1;
+        ck->store_of[v] = -1;
+    }
+    ck->n_outputs = m->n_outputs;
+    for (size_t k = 0; k < m->n_outputs; k++) ck->outputs[k] = m->output_vals[k];
+    return BF_OK;
+}
+
+bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr)
+{
+    size_t n = ck->n_steps;
+    memset(tr, 0, sizeof *tr);
+    tr->origin = bf__calloc(n + 1, 1);
+    tr->taint = bf__calloc(ck->n_values + 1, 1);
+    tr->step_taint = bf__calloc(n + 1, 1);
+    tr->req = bf__calloc(n + 1, 1);
+    tr->act = bf__calloc(n + 1, 1);
+    tr->run_pre = bf__calloc(n + 1, sizeof *tr->run_pre);
+    tr->skip_pre = bf__calloc(n + 1, sizeof *tr->skip_pre);
+    bf__ckpt_trial_clear(tr);
+    if (!tr->origin || !tr->taint || !tr->step_taint || !tr->req || !tr->act || !tr->run_pre || !tr->skip_pre)
+        return BF_ENOMEM;
+    return BF_OK;
+}
+
+void bf__ckpt_trial_release(bf__ckpt_trial *tr)
+{
+    bf__free(tr->origin);
+    bf__free(tr->taint);
+    bf__free(tr->step_taint);
+    bf__free(tr->req);
+    bf__free(tr->act);
+    bf__free(tr->run_pre);
+    bf__free(tr->skip_pre);
+}
+
+bf_status bf__ckpt_trial_new(const bf__ckpt *ck, bf__ckpt_trial **out, bf_error *err)
+{
+    *out = NULL;
+    bf__ckpt_trial *tr = bf__malloc(sizeof *tr);
+    if (!tr || bf__ckpt_trial_alloc(ck, tr) != BF_OK) {
+        if (tr) bf__ckpt_trial_release(tr);
+        bf__free(tr);
+        return bf_error_set(err, BF_ENOMEM, "out of memory for a trial's reach");
+    }
+    *out = tr;
+    return BF_OK;
+}
+
+void bf__ckpt_trial_free(bf__ckpt_trial *tr)
+{
+    if (!tr) return;
+    bf__ckpt_trial_release(tr);
+    bf__free(tr);
+}
+
+void bf__ckpt_trial_clear(bf__ckpt_trial *tr)
+{
+    tr->lo = tr->hi = -1;
+    tr->all = 1;
+    tr->from = -1;
+}
+
+void bf__ckpt_trial_begin(const bf__ckpt *ck, bf__ckpt_trial *tr)
+{
+    bf__ckpt_trial_clear(tr);
+    tr->all = 0;
+    memset(tr->origin, 0, ck->n_steps);
+    memset(tr->taint, 0, ck->n_values);
+}
+
+/* the window of every fault: from the first step any touches to the last */
+static void widen(bf__ckpt_trial *tr, int a, int b)
+{
+    if (tr->lo < 0 || a < tr->lo) tr->lo = a;
+    if (b > tr->hi) tr->hi = b;
+}
+
+void bf__ckpt_trial_param(const bf__ckpt *ck, bf__ckpt_trial *tr, size_t q)
+{
+    int a, b;
+    bf__ckpt_param_steps(ck, q, &a, &b);
+    widen(tr, a, b);
+    if (q >= ck->n_params || ck->param_lo[q] > ck->param_hi[q]) {   /* read only where this cannot follow */
+        tr->all = 1;
+        return;
+    }
+    for (size_t v = 0; v < ck->n_values; v++)
+        if (ck->val_param[v] == (int)q) tr->taint[v] = 1;
+}
+
+void bf__ckpt_trial_value(const bf__ckpt *ck, bf__ckpt_trial *tr, int64_t v)
+{
+    int a, b;
+    bf__ckpt_value_step(ck, v, &a, &b);
+    widen(tr, a, b);
+    int at = ck->val_step[v];
+    if (at < 0) tr->all = 1;   /* a graph input, or a value no step computes */
+    else tr->origin[at] = 1;
+}
+
+/* the values a step reads that another computed, from step f on */
+static void need(const bf__ckpt *ck, bf__ckpt_trial *tr, int v, int f, int min_store)
+{
+    int at = ck->val_step[v];
+    if (at < f || tr->req[at]) return;   /* restored at the cut (or not computed by a step), or run */
+    int j = ck->store_of[v];
+    if (!tr->taint[v] && j >= 0 && at > min_store) {
+        tr->act[at] |= BF__STEP_FILL;
+        if (tr->used) tr->used[v] = 1;
+    } else {
+        tr->req[at] = 1;
+    }
+}
+
+void bf__ckpt_reach(const bf__ckpt *ck, bf__ckpt_trial *tr, int min_store)
+{
+    size_t n = ck->n_steps;
+    int f = tr->from >= 0 ? ck->cut[tr->from] : 0;
+    for (size_t i = 0; i < n; i++) {   /* what the faults reach */
+        int t = tr->origin[i];
+        for (int j = ck->in_first[i]; !t && j < ck->in_first[i + 1]; j++) t = tr->taint[ck->in_val[j]];
+        tr->step_taint[i] = (unsigned char)t;
+        for (int j = ck->out_first[i]; t && j < ck->out_first[i + 1]; j++) tr->taint[ck->out_val[j]] = 1;
+    }
+    for (size_t i = 0; i < n; i++) tr->req[i] = (int)i >= f && tr->step_taint[i], tr->act[i] = 0;
+    for (size_t k = 0; k < ck->n_outputs; k++) need(ck, tr, ck->outputs[k], f, min_store);
+    for (size_t i = n; i-- > (size_t)f;) {   /* what those read, back to the cut */
+        if (!tr->req[i]) continue;
+        for (int j = ck->in_first[i]; j < ck->in_first[i + 1]; j++) need(ck, tr, ck->in_val[j], f, min_store);
+    }
+    tr->run_pre[0] = tr->skip_pre[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tr->req[i] || (int)i < f) tr->act[i] = 0;
+        else tr->act[i] |= BF__STEP_SKIP;
+        int skip = tr->act[i] & BF__STEP_SKIP;
+        tr->run_pre[i + 1] = tr->run_pre[i] + (skip ? 0 : ck->pre_ns[i + 1] - ck->pre_ns[i]);
+        tr->skip_pre[i + 1] = tr->skip_pre[i] + (skip ? 1 : 0);
+    }
+}
+
+void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
+{
+    if (tr->lo < 0) {   /* no fault: from step 0, in full */
+        tr->all = 1;
+        return;
+    }
+    tr->from = ck->n_steps ? ck->cut_of[(size_t)tr->lo < ck->n_steps ? (size_t)tr->lo : ck->n_steps - 1] : -1;
+    if (tr->from < 0) tr->all = 1;
+    if (!tr->all) bf__ckpt_reach(ck, tr, -1);
+}
+
+size_t bf__ckpt_num_stored(const bf__ckpt *ck) { return ck ? ck->n_store : 0; }
+uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck)
+{
+    uint64_t b = 0;
+    for (size_t j = 0; ck && j < ck->n_store; j++) b += (ck->st_bytes[j] + 63) & ~(size_t)63;
+    return ck ? b * (uint64_t)ck->samples : 0;
+}
+
+/* a value the store may hold: computed by a step of fixed shapes into the
+ * arena, and not a Conv's output that its activation's fused epilogue
+ * computes instead (never written then) */
+static size_t storable(const bf__ckpt *ck, const bf_plan *p, int v)
+{
+    int at = ck->val_step[v];
+    if (at < 0 || ck->dyn[at] || p->fuse_to[at] > at || !bf__ckpt_in_arena(p, p->vals[v].data)) return 0;
+    return bf_tensor_nbytes(&p->vals[v]);
+}
+
+/* one step's faults alone: the steps a trial with them runs, storing only
+ * values computed after min_store */
+static void reach_of(const bf__ckpt *ck, bf__ckpt_trial *tr, size_t o, int min_store)
+{
+    memset(tr->origin, 0, ck->n_steps);
+    memset(tr->taint, 0, ck->n_values);
+    tr->origin[o] = 1;
+    tr->lo = tr->hi = (int)o;
+    tr->from = ck->cut_of[o];
+    tr->all = 0;
+    bf__ckpt_reach(ck, tr, min_store);
+}
+
+static void lay_out_store(bf__ckpt *ck, const bf_plan *p, const unsigned char *used, size_t *off)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < ck->n_steps; i++) {
+        ck->st_first[i] = (int)k;
+        for (int j = ck->out_first[i]; j < ck->out_first[i + 1]; j++) {
+            int v = ck->out_val[j];
+            if (!used[v]) continue;
+            ck->st_val[k] = v;
+            ck->st_bytes[k] = bf_tensor_nbytes(&p->vals[v]);
+            ck->st_off[k] = *off;
+            *off += (ck->st_bytes[k] + 63) & ~(size_t)63;
+            ck->store_of[v] = (int)k;
+            ck->post[i] = BF__STEP_POST;
+            k++;
+        }
+    }
+    ck->st_first[ck->n_steps] = (int)k;
+    ck->n_store = k;
+}
+
+bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal,
+                                uint64_t room, int64_t trials, size_t *off)
+{
+    size_t n = ck->n_steps, nv = ck->n_values, count = 0;
+    bf__ckpt_trial tr;
+    bf_status st = bf__ckpt_trial_alloc(ck, &tr);
+    unsigned char *used = bf__calloc(nv + 1, 1);
+    if (!used) st = BF_ENOMEM;
+    if (st != BF_OK) goto out;
+    for (size_t v = 0; v < nv; v++) ck->store_of[v] = storable(ck, p, (int)v) ? 0 : -1;
+    /* the values a fault's trial would read from steps after its own that
+     * it does not reach (so may skip), over every step where faults land */
+    tr.used = used;
+    for (size_t o = 0; o < n && mtotal > 0; o++)
+        if (mass[o] > 0 && ck->cut_of[o] >= 0) reach_of(ck, &tr, o, (int)o);
+    uint64_t bytes = 0;
+    for (size_t v = 0; v < nv; v++) {
+        ck->store_of[v] = -1;
+        if (used[v]) bytes += (bf_tensor_nbytes(&p->vals[v]) + 63) & ~(size_t)63, count++;
+    }
+    if (count == 0 || bytes * (uint64_t)ck->samples > room) goto out;
+    ck->st_val = bf__malloc(count * sizeof *ck->st_val);
+    ck->st_off = bf__malloc(count * sizeof *ck->st_off);
+    ck->st_bytes = bf__malloc(count * sizeof *ck->st_bytes);
+    if (!ck->st_val || !ck->st_off || !ck->st_bytes) {
+        st = BF_ENOMEM;
+        goto out;
+    }
+    size_t end = *off;
+    lay_out_store(ck, p, used, &end);
+    /* what it saves each trial on each image, against what recording costs */
+    double gain = 0, run = 0, total = (double)ck->pre_ns[n] * 1e-9;
+    tr.used = NULL;
+    for (size_t o = 0; o < n && mtotal > 0; o++) {
+        if (!(mass[o] > 0) || ck->cut_of[o] < 0) continue;
+        reach_of(ck, &tr, o, -1);
+        int f = ck->cut[ck->cut_of[o]];
+        double with = (double)(tr.run_pre[n] - tr.run_pre[f]) * 1e-9;
+        for (size_t i = (size_t)f; i < n; i++)
+            if (tr.act[i] & BF__STEP_FILL)
+                for (int j = ck->st_first[i]; j < ck->st_first[i + 1]; j++) with += FILL_SECONDS * (double)ck->st_bytes[j];
+        gain += mass[o] / mtotal * ((double)(ck->pre_ns[n] - ck->pre_ns[f]) * 1e-9 - with);
+        run += mass[o] / mtotal * with;
+    }
+    if (gain <= 0 || (trials > 0 && gain * (double)trials < BYTE_SECONDS * (double)bytes)) {
+        for (size_t v = 0; v < nv; v++) ck->store_of[v] = -1;
+        memset(ck->post, 0, n);
+        memset(ck->st_first, 0, (n + 1) * sizeof *ck->st_first);
+        ck->n_store = 0;
+        goto out;
+    }
+    *off = end;
+    /* faults landing before every cut run in full: their share stays unsaved */
+    double cut_mass = 0;
+    for (size_t o = 0; o < n; o++)
+        if (mass[o] > 0 && ck->cut_of[o] >= 0) cut_mass += mass[o] / mtotal;
+    if (total > 0) ck->saved = cut_mass - run / total;
+out:
+    bf__ckpt_trial_release(&tr);
+    bf__free(used);
+    return st;
+}
