@@ -109,6 +109,12 @@ bf_status bf_campaign_result_merge(bf_campaign_result *a, const bf_campaign_resu
     a->trials_planned += b->trials_planned;
     a->trials_done += b->trials_done;
     a->stopped_early |= b->stopped_early;
+    /* each shard applies the stop rule to itself: the merged target was met
+     * when every shard's was, after their trials together */
+    for (int k = 0; k < 3; k++)
+        a->stop_met_at[k] = a->stop_met_at[k] < 0 || b->stop_met_at[k] < 0 ? -1 : a->stop_met_at[k] + b->stop_met_at[k];
+    a->adaptive_pilot += b->adaptive_pilot;
+    a->adaptive_rounds += b->adaptive_rounds;
     counts_add(&a->total, &b->total);
     for (size_t i = 0; i < a->n_sites; i++) counts_add(&a->by_site[i], &b->by_site[i]);
     for (int i = 0; i < 64; i++) counts_add(&a->by_bit[i], &b->by_bit[i]);
