@@ -3,15 +3,26 @@
  * Both see the population as strata: (site, position) cells, position one
  * of the first bits a fault may have (the allowed bits, or a burst's
  * starts). Exhaustive enumerates every fault once, trial t a pure function
- * of t. Adaptive runs rounds: a pilot of ad_pilot trials per stratum, then
- * rounds whose trials go to the strata by Neyman allocation, the stratum's
- * share of the population times its standard deviation, estimated with
- * half a trial of prior (p~ = (x + 1/2) / (n + 1)) so that a stratum with
- * no event yet keeps a share that shrinks as its n grows. Each round's
- * allocation depends only on the trials before it, folded in order, so a
- * campaign draws the same faults on any number of threads. Inside a round
- * trial t's stratum is where t falls in the round's prefix sums, and its
- * element a draw from (seed, t). */
+ * of t.
+ *
+ * Adaptive: a pilot of ad_pilot trials per stratum, then rounds. The pilot
+ * fixes the allocation: each stratum's share pi_h is a defensive mixture
+ * (Hesterberg 1995) of Neyman's, its share of the population times its
+ * standard deviation estimated with half a trial of prior (p~ = (x + 1/2) /
+ * (n + 1), so a stratum with no event keeps a share), and the population
+ * share itself (DEFENSIVE of the trials). The pilot's outcomes serve the
+ * allocation only: the estimates rest on the trials after it, whose counts
+ * per stratum do not depend on their outcomes. Re-allocating from the
+ * outcomes as they come (x_h / n_h with n_h chosen by x_h's first trials)
+ * biases every rate low: a stratum whose first trials found nothing gets
+ * few more and keeps its underestimate, one that found much gets many and
+ * is corrected (test_honesty measured 5 standard errors). Rounds keep each
+ * stratum's count at its share of the trials so far (the first gives every
+ * stratum one), so the stop rule, checked at each round's end, sees the
+ * design at any point. Each round's allocation depends only on trials
+ * before it, folded in order, so a campaign draws the same faults on any
+ * number of threads. Inside a round trial t's stratum is where t falls in
+ * the round's prefix sums, and its element a draw from (seed, t). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +36,8 @@
 /* a round after the pilot is a quarter of the trials so far, at least
  * this many: the stop rule is checked at each round's end */
 #define ROUND_MIN 256
+/* the population-proportional share of the allocation after the pilot */
+#define DEFENSIVE 0.1
 
 bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
 {
@@ -48,11 +61,13 @@ bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_e
         return BF_OK;
     }
     f->ad_pilot = PILOT_PER_STRATUM;
-    if ((double)f->n_strata * f->ad_pilot > (double)spec->trials)
+    /* the pilot, and the first round after it gives every stratum one */
+    if ((double)f->n_strata * (f->ad_pilot + 1) > (double)spec->trials)
         return bf_error_set(err, BF_EINVAL, "sampling 'adaptive': the pilot round needs %lld trials in each of %lld strata "
-                            "(%zu tensors x %d bit positions), %lld trials, more than the %lld asked for; raise trials or "
-                            "choose fewer tensors or bits", (long long)f->ad_pilot, (long long)f->n_strata, c->surface.n_sites,
-                            f->n_pos, (long long)(f->n_strata * f->ad_pilot), (long long)spec->trials);
+                            "(%zu tensors x %d bit positions) and the next round one more each, %lld trials, more than the "
+                            "%lld asked for; raise trials or choose fewer tensors or bits", (long long)f->ad_pilot,
+                            (long long)f->n_strata, c->surface.n_sites, f->n_pos,
+                            (long long)(f->n_strata * (f->ad_pilot + 1)), (long long)spec->trials);
     f->ad_prefix = bf__calloc((size_t)f->n_strata + 1, sizeof *f->ad_prefix);
     f->ad_w = bf__calloc((size_t)f->n_strata, sizeof *f->ad_w);
     f->ad_n = bf__calloc((size_t)f->n_strata, sizeof *f->ad_n);
@@ -105,25 +120,46 @@ static int by_fraction(const void *a, const void *b)
     return (x->h > y->h) - (x->h < y->h);
 }
 
-static void allocate(bf_campaign *c, const bf_campaign_result *acc, int64_t round, int64_t pilot)
+/* pi_h from the pilot's counts in acc (into ad_w). */
+static void shares(bf_campaign *c, const bf_campaign_result *acc)
+{
+    bf__faults *f = &c->faults;
+    double total_w = 0, total_n = (double)c->surface.elements * f->n_pos;
+    for (int64_t h = 0; h < f->n_strata; h++) total_w += (f->ad_w[h] = neyman(c, acc, h, &f->ad_n[h]));
+    for (int64_t h = 0; h < f->n_strata; h++) {
+        int64_t site = h / f->n_pos;
+        double pop = (double)(c->surface.prefix[site + 1] - c->surface.prefix[site]) / total_n;
+        f->ad_w[h] = (1 - DEFENSIVE) * (total_w > 0 ? f->ad_w[h] / total_w : pop) + DEFENSIVE * pop;
+    }
+}
+
+/* Trials per stratum for a round of `round` trials, written into ad_prefix
+ * as counts: at least `floor` each, the rest by each stratum's deficit
+ * against pi_h of all trials once the round is done; the rounding's
+ * remainder goes to the largest fractions, ties to the lower stratum. The
+ * counts depend on pi and the counts so far, never on outcomes. */
+static void allocate(bf_campaign *c, const bf_campaign_result *acc, int fresh, int64_t round, int64_t floor_n)
 {
     bf__faults *f = &c->faults;
     int64_t H = f->n_strata, *cnt = f->ad_prefix + 1;   /* cnt[h] = trials of stratum h this round */
-    double *w = f->ad_w, total_w = 0, deficit = 0;
-    int64_t *n = f->ad_n;
+    const double *pi = f->ad_w;
+    double deficit = 0, all = (double)((fresh ? 0 : acc->trials_done) + round);
     bf__frac *fr = f->ad_frac;
-    for (int64_t h = 0; h < H; h++) total_w += (w[h] = neyman(c, acc, h, &n[h]));
-    double all = (double)(acc->trials_done + round);
     for (int64_t h = 0; h < H; h++) {
-        double target = total_w > 0 ? all * w[h] / total_w : 0;
-        fr[h].fr = target > (double)n[h] ? target - (double)n[h] : 0;
+        int64_t site = h / f->n_pos;
+        int bit = f->burst ? f->starts[h % f->n_pos] : f->allowed[h % f->n_pos];
+        const bf_outcome_counts *k = &acc->by_site_bit[(size_t)site * 64 + (size_t)bit];
+        int64_t n = floor_n;
+        for (int o = 0; !fresh && o < BF_OUTCOME_COUNT; o++) n += k->n[o];
+        double target = all * pi[h];
+        fr[h].fr = target > (double)n ? target - (double)n : 0;
         deficit += fr[h].fr;
     }
-    int64_t rest = round - pilot * H, given = 0;
+    int64_t rest = round - floor_n * H, given = 0;
     for (int64_t h = 0; h < H; h++) {
-        double share = deficit > 0 ? fr[h].fr / deficit : total_w > 0 ? w[h] / total_w : 1.0 / (double)H;
+        double share = deficit > 0 ? fr[h].fr / deficit : pi[h];
         double x = (double)rest * share;
-        cnt[h] = pilot + (int64_t)floor(x);
+        cnt[h] = floor_n + (int64_t)floor(x);
         fr[h] = (bf__frac){.fr = x - floor(x), .h = h};
         given += cnt[h];
     }
@@ -138,13 +174,21 @@ static void allocate(bf_campaign *c, const bf_campaign_result *acc, int64_t roun
 void bf__adapt_next_round(bf_campaign *c, const bf_campaign_result *acc, int64_t first, int64_t left, int align, int64_t *round)
 {
     bf__faults *f = &c->faults;
-    int64_t pilot = first == 0 ? f->ad_pilot : 0;
-    int64_t r = pilot ? pilot * f->n_strata : acc->trials_done / 4;
-    if (r < ROUND_MIN) r = ROUND_MIN;
-    if (r < pilot * f->n_strata) r = pilot * f->n_strata;
+    int pilot = first == 0, after_pilot = first > 0 && acc->adaptive_rounds == 1;
+    int64_t floor_n = pilot ? f->ad_pilot : after_pilot ? 1 : 0;
+    int64_t r = pilot ? 0 : (first - acc->adaptive_pilot) / 4;
+    if (!pilot && r < ROUND_MIN) r = ROUND_MIN;
+    if (r < floor_n * f->n_strata) r = floor_n * f->n_strata;
     r = (r + align - 1) / align * align;
     if (r > left) r = left;
     f->ad_first = first;
-    allocate(c, acc, r, pilot);
+    if (pilot) {
+        for (int64_t h = 0; h < f->n_strata; h++) f->ad_w[h] = 1.0 / (double)f->n_strata;
+    } else if (after_pilot) {
+        shares(c, acc);
+    }
+    /* after the pilot its counts are set aside (the runner clears acc): the
+     * first round after it counts from zero */
+    allocate(c, acc, pilot || after_pilot, r, floor_n);
     *round = r;
 }

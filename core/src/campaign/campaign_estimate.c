@@ -92,8 +92,12 @@ static void gather(const bf_design *d, const bf_campaign_result *r, int64_t site
 {
     size_t s0 = site < 0 ? 0 : (size_t)site, s1 = site < 0 ? d->n_sites : (size_t)site + 1;
     bf_sampling design = d->sampling;
+    /* per_tensor's bits and per_bit's tensors cut across the design's
+     * strata: post-stratified on their cells, so that a bit's rate does not
+     * lean on the tensors that drew more trials, nor a tensor's on the bits
+     * that did (per_bit gives its first t mod B positions one more) */
     int cells = design == BF_SAMPLE_ADAPTIVE || design == BF_SAMPLE_EXHAUSTIVE ||
-                (design == BF_SAMPLE_PER_TENSOR && bit >= 0);
+                (design == BF_SAMPLE_PER_TENSOR && bit >= 0) || (design == BF_SAMPLE_PER_BIT && site >= 0);
     if (!r->by_site_bit && (cells || (site >= 0 && bit >= 0))) return;   /* a document without the cells */
     /* a single tensor-bit cell is one stratum in every design */
     if (site >= 0 && bit >= 0) {
@@ -115,8 +119,8 @@ static void gather(const bf_design *d, const bf_campaign_result *r, int64_t site
         return;
     }
     /* one stratum: the whole of a uniform design, or a domain a stratified
-     * design samples in proportion (a tensor under per_bit: every bit
-     * stratum lands on it by its share) */
+     * design samples in proportion (a tensor under per_tensor, a bit under
+     * per_bit) */
     add(s, 1, site >= 0 ? &r->by_site[site] : bit >= 0 ? &r->by_bit[bit] : &r->total, o, -1);
 }
 

@@ -556,8 +556,11 @@ static int next_round(runner *rn, bf_campaign_result *acc)
 {
     int64_t first = rn->folded * rn->chunk, round;
     if (!rn->adaptive || rn->folded != rn->limit_chunk || rn->limit_chunk >= rn->n_chunks) return 0;
-    if (stop_targets(rn->c) && bf__stop_holds(rn->c, acc)) return 1;
+    /* the pilot's counts served the allocation: the estimates start after it */
+    int after_pilot = acc->adaptive_rounds == 1;
+    if (!after_pilot && stop_targets(rn->c) && bf__stop_holds(rn->c, acc)) return 1;
     bf__adapt_next_round(rn->c, acc, first, rn->n - first, rn->chunk, &round);
+    if (after_pilot) bf__result_clear_counts(acc);
     rn->limit_chunk += (round + rn->chunk - 1) / rn->chunk;
     acc->adaptive_rounds++;
     return 0;

@@ -70,6 +70,23 @@ bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates,
     return BF_OK;
 }
 
+void bf__result_clear_counts(bf_campaign_result *r)
+{
+    r->trials_done = 0;
+    memset(&r->total, 0, sizeof r->total);
+    memset(r->by_bit, 0, sizeof r->by_bit);
+    memset(r->ivmod_by_bit, 0, sizeof r->ivmod_by_bit);
+    memset(r->metric, 0, sizeof r->metric);
+    memset(r->by_site, 0, (r->n_sites + 1) * sizeof *r->by_site);
+    memset(r->by_site_bit, 0, (r->n_sites + 1) * 64 * sizeof *r->by_site_bit);
+    memset(r->ivmod_by_site, 0, (r->n_sites + 1) * sizeof *r->ivmod_by_site);
+    memset(r->ivmod_by_site_bit, 0, (r->n_sites + 1) * 64 * sizeof *r->ivmod_by_site_bit);
+    if (r->n_rates) {
+        memset(r->by_rate, 0, r->n_rates * sizeof *r->by_rate);
+        memset(r->rate_metric, 0, r->n_rates * BF_METRIC_COUNT * sizeof *r->rate_metric);
+    }
+}
+
 static void counts_add(bf_outcome_counts *a, const bf_outcome_counts *b)
 {
     for (int o = 0; o < BF_OUTCOME_COUNT; o++) a->n[o] += b->n[o];
