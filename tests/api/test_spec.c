@@ -407,6 +407,24 @@ static void many_problems(void **state)
     done(p);
 }
 
+/* The designs and stop targets of issue 32: hostile values name their field. */
+static void adaptive_fields_hostile(void **state)
+{
+    (void)state;
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_tensor_margin\": \"0.1\"}}",
+                 "/stop/per_tensor_margin", "must be a number");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_bit_margin\": -0.1}}",
+                 "/stop/per_bit_margin", "must be in (0, 0.5), got -0.1");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_tensor_margin\": 1e308}}",
+                 "/stop/per_tensor_margin", "must be in (0, 0.5)");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_bit_margin\": null}}",
+                 "/stop/per_bit_margin", "must be a number");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"per_tensor_margin\": 0.1}}", "/stop/margin", "required");
+    only_problem("{" HEADF "\"trials\": 10, \"sampling\": \"Adaptive\"}", "/sampling", "did you mean 'adaptive'?");
+    only_problem("{" HEADF "\"trials\": 10, \"sampling\": [\"exhaustive\"]}", "/sampling", "'exhaustive', 'adaptive'");
+    only_problem("{" HEADF "\"trials\": 99999999999, \"sampling\": \"adaptive\"}", "/trials", "1..1000000000");
+}
+
 static void unknown_fields(void **state)
 {
     (void)state;
@@ -1262,6 +1280,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(many_problems),
         cmocka_unit_test(unknown_fields),
         cmocka_unit_test(wrong_types),
+        cmocka_unit_test(adaptive_fields_hostile),
         cmocka_unit_test(cross_field_rules),
         cmocka_unit_test(rules_table),
         cmocka_unit_test(syntax_errors),

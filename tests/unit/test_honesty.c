@@ -184,6 +184,41 @@ static void honest(fx *f, bf_sampling design)
     if (bad) fail_msg("%s: %d rates with coverage under 0.93 or a mean over 3 standard errors from the truth", design_name(design), bad);
 }
 
+/* Adaptive draws the same faults on any number of threads (each round's
+ * allocation rests on the folded trials before it); it refuses shards and a
+ * budget the pilot cannot fit, naming why. */
+static void adaptive_deterministic_and_refusals(void **state)
+{
+    fx *f = *state;
+    bf_campaign_spec s = spec_of(f, BF_SAMPLE_ADAPTIVE, 7);
+    s.trials = 2000;
+    s.stop_margin = 0.02;
+    s.stop_tensor_margin = 0.3;
+    bf_campaign *c;
+    bf_error err = {0};
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_OK);
+    bf_campaign_result a, b;
+    bf_campaign_opts o1 = {.threads = 1}, o3 = {.threads = 3};
+    assert_int_equal(bf_campaign_run(c, &o1, &a, &err), BF_OK);
+    assert_int_equal(bf_campaign_run(c, &o3, &b, &err), BF_OK);
+    assert_int_equal(a.trials_done, b.trials_done);
+    assert_int_equal(a.adaptive_rounds, b.adaptive_rounds);
+    assert_true(a.adaptive_pilot > 0 && a.adaptive_rounds > 1);
+    for (size_t i = 0; i < a.n_sites * 64; i++) assert_memory_equal(&a.by_site_bit[i], &b.by_site_bit[i], sizeof a.by_site_bit[i]);
+    /* the targets' record: met after a number of trials, or -1 */
+    for (int k = 0; k < 2; k++) assert_true(a.stop_met_at[k] == -1 || (a.stop_met_at[k] > 0 && a.stop_met_at[k] <= a.trials_done));
+    assert_int_equal(a.stop_met_at[2], 0);   /* not a target */
+    bf_campaign_result_free(&a);
+    bf_campaign_result_free(&b);
+    bf_campaign_opts sh = {.threads = 1, .shard_index = 0, .shard_count = 2};
+    assert_int_equal(bf_campaign_run(c, &sh, &a, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "cannot be sharded"));
+    bf_campaign_free(c);
+    s.trials = 100;   /* 3 tensors x 32 bits: the pilot and the next round need 288 */
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "the pilot round needs 2 trials in each of 96 strata"));
+}
+
 static void uniform_is_honest(void **state) { honest(*state, BF_SAMPLE_UNIFORM); }
 static void per_tensor_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_TENSOR); }
 static void per_bit_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_BIT); }
@@ -193,6 +228,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exhaustive_truth),
+        cmocka_unit_test(adaptive_deterministic_and_refusals),
         cmocka_unit_test(uniform_is_honest),
         cmocka_unit_test(per_tensor_is_honest),
         cmocka_unit_test(per_bit_is_honest),
