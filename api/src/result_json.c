@@ -257,6 +257,21 @@ static json_t *domain_json(const bf_design *d, const bf_campaign_result *r, int6
     json_t *g = group_json(c, conf);
     json_object_set_new(g, "critical", estimate_json(d, r, site, bit, BF_OUTCOME_CRITICAL, c, conf));
     json_object_set_new(g, "due", estimate_json(d, r, site, bit, BF_OUTCOME_DUE, c, conf));
+    /* a tensor's PVF (Meta's parameter vulnerability factor, arXiv
+     * 2405.01741): the probability that a fault in it makes the output
+     * wrong, critical or DUE (docs/STATISTICS.md) */
+    if (site >= 0 && bit < 0) {
+        bf_estimate e;
+        unsigned wrong = 1u << BF_OUTCOME_CRITICAL | 1u << BF_OUTCOME_DUE;
+        if (d) bf_rate_estimate_any(d, r, site, -1, wrong, conf, &e);
+        else {
+            int64_t n = counts_total(c), k = c->n[BF_OUTCOME_CRITICAL] + c->n[BF_OUTCOME_DUE];
+            e.rate = n > 0 ? (double)k / (double)n : NAN;
+            e.lo = e.hi = NAN;
+            if (n > 0) bf_wilson(k, n, conf, &e.lo, &e.hi);
+        }
+        json_object_set_new(g, "pvf", json_pack("{s:o, s:[o, o]}", "rate", num(e.rate), "ci", num(e.lo), num(e.hi)));
+    }
     return g;
 }
 

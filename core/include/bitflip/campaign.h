@@ -638,6 +638,11 @@ void bf_campaign_design(const bf_campaign *c, bf_design *d);
  * bit (-1: every position), from r's by_site_bit counts. */
 void bf_rate_estimate(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, bf_outcome o,
                       double confidence, bf_estimate *e);
+/* ... of any of several outcomes (a bit mask over bf_outcome): e.g.
+ * critical | due, a tensor's parameter vulnerability factor (PVF,
+ * docs/STATISTICS.md) */
+void bf_rate_estimate_any(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, unsigned outcomes,
+                          double confidence, bf_estimate *e);
 /* Wilson's interval on a (possibly fractional) effective sample: rate p
  * from n trials. */
 void bf_wilson_eff(double p, double n, double confidence, double *lo, double *hi);

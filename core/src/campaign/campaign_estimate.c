@@ -37,14 +37,16 @@ static int64_t total_of(const bf_outcome_counts *c)
     return n;
 }
 
-static void add(strat *s, double w, const bf_outcome_counts *c, bf_outcome o, int64_t population)
+static void add(strat *s, double w, const bf_outcome_counts *c, unsigned o, int64_t population)
 {
     int64_t n = total_of(c);
     if (n <= 0 || !(w > 0)) {
         if (w > 0) s->exact = 0;
         return;
     }
-    double x = (double)c->n[o], p = x / (double)n, q = (x + 0.5) / ((double)n + 1);
+    double x = 0;
+    for (int k = 0; k < BF_OUTCOME_COUNT; k++) x += o >> k & 1 ? (double)c->n[k] : 0;
+    double p = x / (double)n, q = (x + 0.5) / ((double)n + 1);
     s->w += w;
     s->rate += w * p;
     s->prior += w * q;
@@ -88,7 +90,7 @@ static const bf_outcome_counts *cell(const bf_campaign_result *r, size_t s, int 
 }
 
 /* The strata of domain (site, bit) under the design. */
-static void gather(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, bf_outcome o, strat *s)
+static void gather(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, unsigned o, strat *s)
 {
     size_t s0 = site < 0 ? 0 : (size_t)site, s1 = site < 0 ? d->n_sites : (size_t)site + 1;
     bf_sampling design = d->sampling;
@@ -127,10 +129,17 @@ static void gather(const bf_design *d, const bf_campaign_result *r, int64_t site
 void bf_rate_estimate(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, bf_outcome o,
                       double confidence, bf_estimate *e)
 {
+    bf_rate_estimate_any(d, r, site, bit, (int)o >= 0 && o < BF_OUTCOME_COUNT ? 1u << o : 0, confidence, e);
+}
+
+void bf_rate_estimate_any(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, unsigned outcomes,
+                          double confidence, bf_estimate *e)
+{
+    unsigned o = outcomes;
     strat s = {.exact = d->sampling == BF_SAMPLE_EXHAUSTIVE};
     e->rate = e->se = e->n_eff = e->lo = e->hi = NAN;
     e->trials = 0;
-    if ((site >= 0 && (size_t)site >= d->n_sites) || bit >= 64 || (int)o < 0 || o >= BF_OUTCOME_COUNT) return;
+    if ((site >= 0 && (size_t)site >= d->n_sites) || bit >= 64 || o == 0 || o >> BF_OUTCOME_COUNT) return;
     gather(d, r, site, bit, o, &s);
     e->trials = s.n;
     if (!(s.w > 0)) return;
