@@ -14,7 +14,9 @@
  * BF_HONESTY_TRIALS trials each (default 600), BF_HONESTY_TENSORS "all"
  * for every tensor of the model (default: three small ones, so that the
  * whole test stays well under a minute). bench/honesty.sh runs the full
- * version; its table is in docs/STATISTICS.md. */
+ * version; its table is in docs/STATISTICS.md. Under the sanitizers
+ * (BF_SANITIZED) 40 campaigns per design run every path, printing their
+ * coverage without judging it: 40 runs cannot tell 0.93 from 0.95. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,7 +86,11 @@ static int setup(void **state)
         fprintf(stderr, "setup: %s\n", err.msg);
         return -1;
     }
+#ifdef BF_SANITIZED
+    f->runs = (int)env_int("BF_HONESTY_RUNS", 40);   /* the paths, not the statistics (tests/CMakeLists.txt) */
+#else
     f->runs = (int)env_int("BF_HONESTY_RUNS", 400);
+#endif
     f->trials = env_int("BF_HONESTY_TRIALS", 600);
     f->all = getenv("BF_HONESTY_TENSORS") && strcmp(getenv("BF_HONESTY_TENSORS"), "all") == 0;
     *state = f;
@@ -181,6 +187,9 @@ static void honest(fx *f, bf_sampling design)
                se > 0 ? (mean - f->truth[i]) / se : 0.0, cov, width[i] / k);
         bad += cov < 0.93 || (counted[i] > 1 && fabs(mean - f->truth[i]) > 3 * se + 1e-12);
     }
+#ifdef BF_SANITIZED
+    bad = 0;   /* 40 runs: coverage is known to +-0.035, too coarse to judge 0.93 */
+#endif
     if (bad) fail_msg("%s: %d rates with coverage under 0.93 or a mean over 3 standard errors from the truth", design_name(design), bad);
 }
 
