@@ -10,6 +10,66 @@ static const char *const outcome_keys[BF_OUTCOME_COUNT] = {"masked", "tolerable"
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
+static int64_t counts_total(const bf_outcome_counts *c)
+{
+    int64_t n = 0;
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++) n += c->n[i];
+    return n;
+}
+
+static json_t *rate_json(int64_t k, int64_t n, double conf)
+{
+    double lo = NAN, hi = NAN;
+    if (n > 0) bf_wilson(k, n, conf, &lo, &hi);
+    return json_pack("{s:o, s:[o, o]}", "rate", n > 0 ? json_real((double)k / (double)n) : json_null(), "ci", num(lo), num(hi));
+}
+
+static const char *const sampling_names[] = {"uniform", "per_tensor", "per_bit", "list", "exhaustive", "adaptive"};
+#define COUNT_SAMPLING (sizeof sampling_names / sizeof sampling_names[0])
+static const char *const stop_keys[3] = {"overall", "per_tensor", "per_bit"};
+
+/* The design of a result document's campaign, for its estimates: from the
+ * header's sampling, sites and positions. prefix: n_sites + 1, allocated
+ * here, freed by the caller; NULL design (raw counts) when the header lacks
+ * them. */
+static const bf_design *design_of(const json_t *camp, bf_design *d, int64_t **prefix, int *pos, size_t n_sites)
+{
+    const json_t *sites = json_object_get(camp, "sites"), *ps = json_object_get(camp, "positions");
+    const char *name = json_string_value(json_object_get(camp, "sampling"));
+    memset(d, 0, sizeof *d);
+    *prefix = NULL;
+    if (!name || json_array_size(sites) != n_sites || json_array_size(ps) > 64) return NULL;
+    for (size_t k = 0; k < COUNT_SAMPLING; k++)
+        if (strcmp(name, sampling_names[k]) == 0) d->sampling = (bf_sampling)k;
+    if (!(*prefix = calloc(n_sites + 1, sizeof **prefix))) return NULL;
+    for (size_t i = 0; i < n_sites; i++) {
+        json_int_t e = json_integer_value(json_object_get(json_array_get(sites, i), "elements"));
+        (*prefix)[i + 1] = (*prefix)[i] + (e > 0 ? e : 0);
+    }
+    for (size_t k = 0; k < json_array_size(ps); k++) {
+        json_int_t b = json_integer_value(json_array_get(ps, k));
+        if (b < 0 || b > 63) return NULL;
+        pos[d->n_pos++] = (int)b;
+    }
+    d->n_sites = n_sites;
+    d->prefix = *prefix;
+    d->pos = pos;
+    d->draws = 1;
+    return d;
+}
+
+/* An outcome's rate over a domain with its interval: the design's
+ * estimator (docs/STATISTICS.md), or Wilson's on the counts without one. */
+static json_t *estimate_json(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, bf_outcome o,
+                             const bf_outcome_counts *c, double conf)
+{
+    if (!d) return rate_json(c->n[o], counts_total(c), conf);
+    bf_estimate e;
+    bf_rate_estimate(d, r, site, bit, o, conf, &e);
+    return json_pack("{s:o, s:[o, o], s:o, s:o}", "rate", num(e.rate), "ci", num(e.lo), num(e.hi), "se", num(e.se), "n_eff",
+                     num(e.n_eff));
+}
+
 static double confidence_of(const json_t *header)
 {
     double c = json_number_value(json_object_get(json_object_get(header, "campaign"), "confidence"));
@@ -29,9 +89,22 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     json_object_set_new(camp, "bits", json_integer(spec->bits));
     json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
     json_object_set_new(camp, "persistence", json_string(spec->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
-    json_object_set_new(camp, "sampling", json_string(spec->sampling == BF_SAMPLE_UNIFORM ? "uniform"
-                                                      : spec->sampling == BF_SAMPLE_PER_TENSOR ? "per_tensor"
-                                                      : spec->sampling == BF_SAMPLE_PER_BIT ? "per_bit" : "list"));
+    json_object_set_new(camp, "sampling", json_string((unsigned)spec->sampling < COUNT_SAMPLING ? sampling_names[spec->sampling] : "?"));
+    /* what the estimators need beyond the sites: the first-bit positions of
+     * the population (the strata's second axis) */
+    bf_design design;
+    bf_campaign_design(c, &design);
+    if (design.n_pos) {
+        json_t *pos = json_array();
+        for (int k = 0; k < design.n_pos; k++) json_array_append_new(pos, json_integer(design.pos[k]));
+        json_object_set_new(camp, "positions", pos);
+    }
+    if (spec->stop_margin > 0) {
+        json_t *stop = json_pack("{s:f}", "margin", spec->stop_margin);
+        if (spec->stop_tensor_margin > 0) json_object_set_new(stop, "per_tensor_margin", json_real(spec->stop_tensor_margin));
+        if (spec->stop_bit_margin > 0) json_object_set_new(stop, "per_bit_margin", json_real(spec->stop_bit_margin));
+        json_object_set_new(camp, "stop", stop);
+    }
     json_object_set_new(camp, "population", json_real(bf_campaign_population(c)));
     json_object_set_new(camp, "confidence", json_real(spec->stop_confidence > 0 ? spec->stop_confidence : 0.95));
     if (spec->n_rates) {
@@ -94,19 +167,7 @@ static json_t *counts_json(const bf_outcome_counts *c)
     return o;
 }
 
-static int64_t counts_total(const bf_outcome_counts *c)
-{
-    int64_t n = 0;
-    for (int i = 0; i < BF_OUTCOME_COUNT; i++) n += c->n[i];
-    return n;
-}
 
-static json_t *rate_json(int64_t k, int64_t n, double conf)
-{
-    double lo = NAN, hi = NAN;
-    if (n > 0) bf_wilson(k, n, conf, &lo, &hi);
-    return json_pack("{s:o, s:[o, o]}", "rate", n > 0 ? json_real((double)k / (double)n) : json_null(), "ci", num(lo), num(hi));
-}
 
 /* Two-sided Student t quantile with nu degrees of freedom: the
  * Cornish-Fisher expansion around z (within 0.2% of the exact value for
@@ -189,9 +250,50 @@ static json_t *group_json(const bf_outcome_counts *c, double conf)
     return g;
 }
 
+/* ... a tensor's or a bit's, its rates the design's estimates */
+static json_t *domain_json(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit,
+                           const bf_outcome_counts *c, double conf)
+{
+    json_t *g = group_json(c, conf);
+    json_object_set_new(g, "critical", estimate_json(d, r, site, bit, BF_OUTCOME_CRITICAL, c, conf));
+    json_object_set_new(g, "due", estimate_json(d, r, site, bit, BF_OUTCOME_DUE, c, conf));
+    /* a tensor's PVF (Meta's parameter vulnerability factor, arXiv
+     * 2405.01741): the probability that a fault in it makes the output
+     * wrong, critical or DUE (docs/STATISTICS.md) */
+    if (site >= 0 && bit < 0) {
+        bf_estimate e;
+        unsigned wrong = 1u << BF_OUTCOME_CRITICAL | 1u << BF_OUTCOME_DUE;
+        if (d) bf_rate_estimate_any(d, r, site, -1, wrong, conf, &e);
+        else {
+            int64_t n = counts_total(c), k = c->n[BF_OUTCOME_CRITICAL] + c->n[BF_OUTCOME_DUE];
+            e.rate = n > 0 ? (double)k / (double)n : NAN;
+            e.lo = e.hi = NAN;
+            if (n > 0) bf_wilson(k, n, conf, &e.lo, &e.hi);
+        }
+        json_object_set_new(g, "pvf", json_pack("{s:o, s:[o, o]}", "rate", num(e.rate), "ci", num(e.lo), num(e.hi)));
+    }
+    return g;
+}
+
+/* summary.stop: each target the spec set, whether it was met and at how
+ * many trials (the first check where it held) */
+static json_t *stop_json(const bf_campaign_result *r)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < 3; k++)
+        if (r->stop_met_at[k])
+            json_object_set_new(o, stop_keys[k], json_pack("{s:b, s:o}", "met", r->stop_met_at[k] > 0, "trials",
+                                                           r->stop_met_at[k] > 0 ? json_integer(r->stop_met_at[k]) : json_null()));
+    return o;
+}
+
 json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t shards)
 {
     double conf = confidence_of(header);
+    bf_design dd;
+    int64_t *prefix;
+    int pos[64];
+    const bf_design *d = design_of(json_object_get(header, "campaign"), &dd, &prefix, pos, r->n_sites);
     int64_t iv_samples = r->ivmod_by_site && r->ivmod_by_site_bit ? ivmod_samples(header) : 0;
     json_t *doc = header, *summary = json_object(), *rates = json_object(), *metrics = json_object();
     const json_t *camp = json_object_get(header, "campaign");
@@ -201,8 +303,12 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
     json_object_set_new(summary, "stopped_early", json_boolean(r->stopped_early));
     json_object_set_new(summary, "outcomes", counts_json(&r->total));
     for (int i = 0; i < BF_OUTCOME_COUNT; i++)
-        json_object_set_new(rates, outcome_keys[i], rate_json(r->total.n[i], r->trials_done, conf));
+        json_object_set_new(rates, outcome_keys[i], estimate_json(d, r, -1, -1, (bf_outcome)i, &r->total, conf));
     json_object_set_new(summary, "rates", rates);
+    if (r->stop_met_at[0] || r->stop_met_at[1] || r->stop_met_at[2]) json_object_set_new(summary, "stop", stop_json(r));
+    if (r->adaptive_rounds)
+        json_object_set_new(summary, "adaptive", json_pack("{s:I, s:I}", "pilot", (json_int_t)r->adaptive_pilot, "rounds",
+                                                           (json_int_t)r->adaptive_rounds));
     for (int m = 0; m < BF_METRIC_COUNT; m++)
         if (r->metric[m].n)
             json_object_set_new(metrics, bf_metric_name((bf_metric_id)m),
@@ -213,7 +319,7 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
     const json_t *sites = json_object_get(camp, "sites");
     json_t *by_tensor = json_array();
     for (size_t i = 0; i < r->n_sites; i++) {
-        json_t *g = group_json(&r->by_site[i], conf);
+        json_t *g = domain_json(d, r, (int64_t)i, -1, &r->by_site[i], conf);
         const json_t *site = json_array_get(sites, i), *torch = json_object_get(site, "torch_name");
         json_object_set_new(g, "tensor", json_incref(json_object_get(site, "name")));
         if (torch) json_object_set_new(g, "torch_name", json_incref((json_t *)torch));
@@ -236,7 +342,7 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
     json_t *by_bit = json_array();
     for (int b = 0; b < 64; b++) {
         if (!counts_total(&r->by_bit[b])) continue;
-        json_t *g = group_json(&r->by_bit[b], conf);
+        json_t *g = domain_json(d, r, -1, b, &r->by_bit[b], conf);
         json_object_set_new(g, "bit", json_integer(b));
         if (iv_samples) json_object_set_new(g, "ivmod", ivmod_json(&r->ivmod_by_bit[b], iv_samples, conf));
         json_array_append_new(by_bit, g);
@@ -262,6 +368,7 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
         }
         json_object_set_new(doc, "by_rate", by_rate);
     }
+    free(prefix);
     return doc;
 }
 
@@ -323,6 +430,14 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *er
     r->trials_done = json_integer_value(json_object_get(summary, "trials"));
     r->trials_planned = json_integer_value(json_object_get(summary, "planned"));
     r->stopped_early = json_is_true(json_object_get(summary, "stopped_early"));
+    const json_t *stop = json_object_get(summary, "stop"), *ad = json_object_get(summary, "adaptive");
+    for (int k = 0; k < 3; k++) {
+        const json_t *t = json_object_get(stop, stop_keys[k]);
+        if (t) r->stop_met_at[k] = json_is_true(json_object_get(t, "met")) ? json_integer_value(json_object_get(t, "trials")) : -1;
+        if (t && r->stop_met_at[k] == 0) r->stop_met_at[k] = -1;
+    }
+    r->adaptive_pilot = json_integer_value(json_object_get(ad, "pilot"));
+    r->adaptive_rounds = json_integer_value(json_object_get(ad, "rounds"));
     bf_status st = parse_counts(json_object_get(summary, "outcomes"), "/summary/outcomes", &r->total, err);
     if (st) return st;
     const json_t *metrics = json_object_get(summary, "metrics");

@@ -40,9 +40,11 @@ static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};
 enum { E_TENSOR, E_INDEX, E_BIT, E_SAMPLE, E_N };
 static const char *const CRITICAL_NAMES[] = {"metric", "delta", "pixels", "score_threshold"};
-static const char *const STOP_NAMES[] = {"margin", "confidence"};
+static const char *const STOP_NAMES[] = {"margin", "confidence", "per_tensor_margin", "per_bit_margin"};
 static const char *const GENERATE_NAMES[] = {"new_tokens"};
-static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit"};
+static const char *const SAMPLING_NAMES[] = {"uniform", "per_tensor", "per_bit", "exhaustive", "adaptive"};
+static const bf_sampling SAMPLING_VALUES[] = {BF_SAMPLE_UNIFORM, BF_SAMPLE_PER_TENSOR, BF_SAMPLE_PER_BIT,
+                                              BF_SAMPLE_EXHAUSTIVE, BF_SAMPLE_ADAPTIVE};
 
 static void invalid(bf_spec_facts *facts, bf_spec_field f) { facts->invalid |= BF_SPEC_BIT(f); }
 
@@ -129,10 +131,10 @@ static json_t *parse_sampling(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_fa
         invalid(facts, BF_SPEC_SAMPLING);
     } else if (json_is_string(v)) {
         int k = bf__spec_get_enum(c, v, "/sampling", SAMPLING_NAMES, COUNT(SAMPLING_NAMES));
-        if (k >= 0) s->sampling = (bf_sampling)k;
+        if (k >= 0) s->sampling = SAMPLING_VALUES[k];
         else invalid(facts, BF_SPEC_SAMPLING);
     } else if (!json_is_object(v)) {
-        bf__spec_problem(c, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
+        bf__spec_problem(c, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit', 'exhaustive', 'adaptive' or an object "
                                          "{\"list\": [...]}, got %s", bf__spec_describe(v).s);
         invalid(facts, BF_SPEC_SAMPLING);
     } else {
@@ -210,7 +212,7 @@ static void parse_critical(ctx *c, json_t *v, bf_campaign_spec *s)
 static void parse_stop(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *facts)
 {
     static const fieldset stop_fs = {STOP_NAMES, COUNT(STOP_NAMES), NULL, 0, NULL};
-    json_t *st[2];
+    json_t *st[4];
     double d;
     size_t before = c->found;
     s->stop_confidence = 0.95;
@@ -229,6 +231,13 @@ static void parse_stop(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *fa
         if (st[1] && bf__spec_get_number(c, st[1], "/stop/confidence", &d)) {
             if (d > 0.5 && d < 1) s->stop_confidence = d;
             else bf__spec_problem(c, "/stop/confidence", "must be in (0.5, 1), got %s", bf__spec_describe(st[1]).s);
+        }
+        /* every tensor's and every bit position's rates, beside the overall ones */
+        static const char *const ptr[2] = {"/stop/per_tensor_margin", "/stop/per_bit_margin"};
+        for (int k = 0; k < 2; k++) {
+            if (!st[2 + k] || !bf__spec_get_number(c, st[2 + k], ptr[k], &d)) continue;
+            if (d > 0 && d < 0.5) *(k ? &s->stop_bit_margin : &s->stop_tensor_margin) = d;
+            else bf__spec_problem(c, ptr[k], "must be in (0, 0.5), got %s", bf__spec_describe(st[2 + k]).s);
         }
     }
     if (c->found != before) invalid(facts, BF_SPEC_STOP);

@@ -212,6 +212,17 @@ int cmd_plan(int argc, char **argv)
             printf("margin %.4g at confidence %.4g (z = %.4f): %lld trials (Leveugle et al. 2009, p = 0.5)\n", margin, conf,
                    bf_z_for_confidence(conf), (long long)bf_leveugle_trials(pop, margin, conf));
             printf("the spec asks for %lld trials\n", (long long)bf_campaign_num_trials(c));
+            if (spec.sampling == BF_SAMPLE_EXHAUSTIVE)
+                printf("sampling exhaustive: every fault once, %lld trials (the limit is %lld); --sample N times them\n",
+                       (long long)bf_campaign_num_trials(c), (long long)BF_EXHAUSTIVE_MAX);
+            if (spec.sampling == BF_SAMPLE_ADAPTIVE) {
+                bf_design d;
+                bf_campaign_design(c, &d);
+                long long strata = (long long)d.n_sites * d.n_pos;
+                printf("sampling adaptive: %zu tensors x %d bit positions = %lld strata; a pilot of %lld trials (allocation "
+                       "only), one more per stratum, then rounds until the stop targets hold (docs/STATISTICS.md)\n",
+                       d.n_sites, d.n_pos, strata, 2 * strata);
+            }
             if (sample) rc = plan_time(m, ds, &spec, (int)threads, exact, cache_budget, sample, wall, wall_text, lim.run_memory);
         }
     }

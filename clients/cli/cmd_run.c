@@ -124,16 +124,27 @@ typedef struct progress_state {
 static void on_progress(void *user, const bf_campaign_result *r)
 {
     progress_state *p = user;
-    if (!cli_progress_due(&p->out, p->final || r->trials_done >= p->planned)) return;
-    double el = cli_now() - p->start, rate = el > 0 ? (double)r->trials_done / el : 0;
-    double eta = rate > 0 ? (double)(p->planned - r->trials_done) / rate : 0;
+    /* adaptive: the pilot's trials ran, though the counts leave them out */
+    int64_t ran = r->trials_done + (r->adaptive_rounds > 1 ? r->adaptive_pilot : 0);
+    if (!cli_progress_due(&p->out, p->final || ran >= p->planned)) return;
+    double el = cli_now() - p->start, rate = el > 0 ? (double)ran / el : 0;
+    double eta = rate > 0 ? (double)(p->planned - ran) / rate : 0;
     double lo = 0, hi = 0;
     int64_t crit = r->total.n[BF_OUTCOME_CRITICAL];
+    double cr = r->trials_done ? (double)crit / (double)r->trials_done : 0.0;
     if (r->trials_done) bf_wilson(crit, r->trials_done, p->confidence, &lo, &hi);
+    if (r->trials_done && p->c && p->spec->sampling != BF_SAMPLE_UNIFORM && p->spec->sampling != BF_SAMPLE_LIST) {
+        /* a stratified design: the population's rate, as the result gives it */
+        bf_design d;
+        bf_estimate e;
+        bf_campaign_design(p->c, &d);
+        bf_rate_estimate(&d, r, -1, -1, BF_OUTCOME_CRITICAL, p->confidence, &e);
+        if (isfinite(e.rate)) cr = e.rate, lo = e.lo, hi = e.hi;
+    }
     cli_progress_print(&p->out, "%s%s%lld/%lld trials (%.0f%%)  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%]",
-                       p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)r->trials_done,
-                       (long long)p->planned, p->planned ? 100.0 * (double)r->trials_done / (double)p->planned : 100.0, rate,
-                       eta, r->trials_done ? 100.0 * (double)crit / (double)r->trials_done : 0.0, 100 * lo, 100 * hi);
+                       p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)ran,
+                       (long long)p->planned, p->planned ? 100.0 * (double)ran / (double)p->planned : 100.0, rate,
+                       eta, 100 * cr, 100 * lo, 100 * hi);
 }
 
 /* Called by the engine on this thread, once per trial, in trial order. */

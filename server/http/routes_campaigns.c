@@ -347,8 +347,11 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
     snprintf(w->model_id, sizeof w->model_id, "%s", spec.model);
     snprintf(w->dataset_id, sizeof w->dataset_id, "%s", spec.dataset);
     w->trials = spec.trials;
-    /* the stop rule looks at trials in order, so a campaign with one is not cut */
-    int64_t chunks = spec.stop_margin > 0 ? 1 : (spec.trials + TRIALS_PER_CHUNK - 1) / TRIALS_PER_CHUNK;
+    /* the stop rule looks at trials in order, so a campaign with one is not cut;
+     * adaptive rounds depend on every trial before them (not shardable), and
+     * exhaustive learns its trial count only once the model is resolved */
+    int64_t chunks = spec.stop_margin > 0 || spec.sampling == BF_SAMPLE_ADAPTIVE || spec.sampling == BF_SAMPLE_EXHAUSTIVE
+                         ? 1 : (spec.trials + TRIALS_PER_CHUNK - 1) / TRIALS_PER_CHUNK;
     w->n_chunks = (int)(chunks < 1 ? 1 : chunks > MAX_CHUNKS ? MAX_CHUNKS : chunks);
     if (bfd_check_campaign_start(d, model_path, dataset_path, errmap_path, spec_text, submit_checked, w, &err) != BF_OK) {
         bfd_reply_header(r, "Retry-After", "1");

@@ -400,11 +400,29 @@ static void many_problems(void **state)
     assert_problem(p, "/critical/delta", "must be > 0, got 0");
     assert_problem(p, "/stop/margin", "must be in (0, 0.5), got 0.7");
     assert_problem(p, "/stop/confidence", "must be in (0.5, 1), got 1");
-    assert_problem(p, "/stop/extra", "unknown field; the fields here are 'margin' or 'confidence'");
+    assert_problem(p, "/stop/extra", "unknown field; the fields here are 'margin', 'confidence', 'per_tensor_margin' or 'per_bit_margin'");
     assert_problem(p, "/batch", "must be 1..16777216, got 16777217");
     assert_int_equal(p->pr.count, 18);
     assert_null(p->spec.model);
     done(p);
+}
+
+/* The designs and stop targets of issue 32: hostile values name their field. */
+static void adaptive_fields_hostile(void **state)
+{
+    (void)state;
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_tensor_margin\": \"0.1\"}}",
+                 "/stop/per_tensor_margin", "must be a number");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_bit_margin\": -0.1}}",
+                 "/stop/per_bit_margin", "must be in (0, 0.5), got -0.1");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_tensor_margin\": 1e308}}",
+                 "/stop/per_tensor_margin", "must be in (0, 0.5)");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"margin\": 0.1, \"per_bit_margin\": null}}",
+                 "/stop/per_bit_margin", "must be a number");
+    only_problem("{" HEADF "\"trials\": 10, \"stop\": {\"per_tensor_margin\": 0.1}}", "/stop/margin", "required");
+    only_problem("{" HEADF "\"trials\": 10, \"sampling\": \"Adaptive\"}", "/sampling", "did you mean 'adaptive'?");
+    only_problem("{" HEADF "\"trials\": 10, \"sampling\": [\"exhaustive\"]}", "/sampling", "'exhaustive', 'adaptive'");
+    only_problem("{" HEADF "\"trials\": 99999999999, \"sampling\": \"adaptive\"}", "/trials", "1..1000000000");
 }
 
 static void unknown_fields(void **state)
@@ -450,7 +468,7 @@ static void wrong_types(void **state)
     assert_problem(p, "/faults/representation",
                    "must be a string: 'fp32', 'fp16', 'bf16', 'int8', 'int7', 'int6', 'int5', 'int4', 'int3', 'int2', 'uint8', 'uint7', 'uint6', 'uint5', 'uint4', 'uint3' or 'uint2', got 16");
     assert_problem(p, "/faults/per_channel", "must be a boolean (true or false), got 1");
-    assert_problem(p, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit' or an object "
+    assert_problem(p, "/sampling", "must be 'uniform', 'per_tensor', 'per_bit', 'exhaustive', 'adaptive' or an object "
                                    "{\"list\": [...]}, got 3");
     assert_problem(p, "/metrics", "must be an array of metric names, got string 'auc'");
     assert_problem(p, "/critical", "must be an object {\"metric\": ..., \"delta\": ...}, got an array");
@@ -678,6 +696,24 @@ static const struct {
     {"per-bit-needs-bits", "{" HEAD "\"trials\": 1, \"sampling\": \"per_bit\", \"faults\": {\"model\": \"random_value\"}}",
      "/sampling",
      "'per_bit' needs a model that touches chosen bits ('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'"},
+    {"strata-need-bits", "{" HEAD "\"trials\": 1, \"sampling\": \"adaptive\", \"faults\": {\"model\": \"random_value\"}}",
+     "/sampling", "'adaptive' strata are (tensor, bit position) cells: it needs model 'bitflip', 'stuck_at_0' or "
+     "'stuck_at_1', not 'random_value'"},
+    {"exhaustive-single-faults", "{" HEAD "\"sampling\": \"exhaustive\", \"faults\": {\"bits\": 2}}", "/sampling",
+     "'exhaustive' enumerates single-bit faults (or bursts): 2 scattered bits per fault have too many combinations; "
+     "use bits 1, a burst, or sampling 'adaptive'"},
+    {"exhaustive-permanent",
+     "{" HEAD "\"sampling\": \"exhaustive\", \"faults\": {\"target\": \"activations\", \"persistence\": \"transient\"}}",
+     "/sampling", "'exhaustive' takes permanent faults: a transient fault's population also spans the eval set's "
+     "samples; use sampling 'adaptive' or 'uniform'"},
+    {"per-bit-margin-needs-bits",
+     "{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"random_value\"}, \"stop\": {\"margin\": 0.1, \"per_bit_margin\": 0.1}}",
+     "/stop/per_bit_margin",
+     "needs a model that touches chosen bits ('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'"},
+    {"trials-not-with-exhaustive", "{" HEADF "\"trials\": 5, \"sampling\": \"exhaustive\"}", "/trials",
+     "not used with sampling 'exhaustive': it runs every candidate fault once (bitflip plan counts them)"},
+    {"stop-not-with-exhaustive", "{" HEADF "\"sampling\": \"exhaustive\", \"stop\": {\"margin\": 0.1}}", "/stop",
+     "not used with sampling 'exhaustive': it runs every fault and reports the exact rates"},
     {"trials-not-with-list", "{" HEADF "\"trials\": 3, " LIST1 "}", "/trials",
      "not used with an explicit fault list: each entry of /sampling/list is one trial"},
     {"trials-not-with-ber", "{" HEAD "\"trials\": 10, \"faults\": {\"model\": \"ber\", \"rate\": 0.5}}", "/trials",
@@ -713,6 +749,8 @@ static const struct {
 static const char *const STRUCT_ONLY_RULES[] = {
     "target-known", "persistence-known", "representation-known", "model-known", "sampling-known",
     "batch-not-negative", "critical-metric-known", "stop-margin-range", "stop-confidence-range",
+    "stop-tensor-margin-range", "stop-bit-margin-range", /* a document's margins are (0, 0.5) before the rules */
+    "stop-margins-need-margin",                         /* ... and its stop requires a margin */
     "profiled-map-loaded", "ber-rates-probabilities", "ber-trials-count",
     "group-size-range",   /* a document's group_size is 1..2^20 before the rules */
     "kv-kinds-known",     /* a document's kinds are 'k' and 'v' */
@@ -1242,6 +1280,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(many_problems),
         cmocka_unit_test(unknown_fields),
         cmocka_unit_test(wrong_types),
+        cmocka_unit_test(adaptive_fields_hostile),
         cmocka_unit_test(cross_field_rules),
         cmocka_unit_test(rules_table),
         cmocka_unit_test(syntax_errors),

@@ -65,7 +65,7 @@ MUT(m_target, s->target = (bf_target)4)
 MUT(m_persistence, s->persistence = (bf_persistence)-1)
 MUT(m_repr, s->repr = (bf_repr)BF_REPR_COUNT)
 MUT(m_model, s->model_kind = (bf_fault_model)9)
-MUT(m_sampling, s->sampling = (bf_sampling)4)
+MUT(m_sampling, s->sampling = (bf_sampling)6)
 MUT(m_batch, s->batch = -2)
 MUT(m_critical, s->critical_metric = BF_METRIC_COUNT)
 MUT(m_margin, s->stop_margin = 1)
@@ -127,6 +127,15 @@ MUT(m_gen_critical, s->critical_metric = BF_METRIC_GENERATION_MATCH; s->critical
 MUT(m_stop_list, DOC(STOP); s->sampling = BF_SAMPLE_LIST)
 MUT(m_stop_ber, DOC(STOP); s->model_kind = BF_FAULT_BER; s->rates = rates_two; s->n_rates = 2)
 MUT(m_stop_mit, DOC(STOP); f->stated |= BF_SPEC_BIT(BF_SPEC_MITIGATIONS))
+MUT(m_tmargin, s->stop_margin = 0.1; s->stop_tensor_margin = -1)
+MUT(m_bmargin, s->stop_margin = 0.1; s->stop_bit_margin = 2)
+MUT(m_margins_need, s->stop_tensor_margin = 0.1)
+MUT(m_strata_bits, s->sampling = BF_SAMPLE_ADAPTIVE; s->model_kind = BF_FAULT_RANDOM_VALUE)
+MUT(m_exh_single, s->sampling = BF_SAMPLE_EXHAUSTIVE; s->bits = 2)
+MUT(m_exh_perm, s->sampling = BF_SAMPLE_EXHAUSTIVE; s->target = BF_TARGET_ACTIVATIONS; s->persistence = BF_PERSIST_TRANSIENT)
+MUT(m_bit_margin_bits, s->stop_margin = 0.1; s->stop_bit_margin = 0.1; s->model_kind = BF_FAULT_RANDOM_VALUE)
+MUT(m_trials_exh, DOC(TRIALS); s->sampling = BF_SAMPLE_EXHAUSTIVE)
+MUT(m_stop_exh, s->stop_margin = 0.1; s->sampling = BF_SAMPLE_EXHAUSTIVE)
 
 typedef struct row {
     const char *rule;
@@ -140,11 +149,15 @@ static const row ROWS[] = {
     {"persistence-known", m_persistence, "faults.persistence", "unknown persistence -1", BF_EINVAL},
     {"representation-known", m_repr, "faults.representation", "unknown representation 17", BF_EINVAL},
     {"model-known", m_model, "faults.model", "unknown fault model 9", BF_EINVAL},
-    {"sampling-known", m_sampling, "sampling", "unknown sampling 4", BF_EINVAL},
+    {"sampling-known", m_sampling, "sampling", "unknown sampling 6", BF_EINVAL},
     {"batch-not-negative", m_batch, "batch", "must be positive (or 0 for the default), got -2", BF_EINVAL},
     {"critical-metric-known", m_critical, "critical.metric", "unknown critical metric 18", BF_EINVAL},
     {"stop-margin-range", m_margin, "stop.margin", "must be in [0, 1), got 1", BF_EINVAL},
     {"stop-confidence-range", m_confidence, "stop.confidence", "must be in (0, 1), got 1.5", BF_EINVAL},
+    {"stop-tensor-margin-range", m_tmargin, "stop.per_tensor_margin", "must be in [0, 1), got -1", BF_EINVAL},
+    {"stop-bit-margin-range", m_bmargin, "stop.per_bit_margin", "must be in [0, 1), got 2", BF_EINVAL},
+    {"stop-margins-need-margin", m_margins_need, "stop.margin",
+     "required with per_tensor_margin or per_bit_margin: the overall rates' half-width", BF_EINVAL},
     {"transient-not-weights", m_transient, "faults.persistence",
      "'transient' applies only to targets 'activations', 'inputs' and 'kv_cache' (a weight fault is a memory error: 'permanent')",
      BF_EINVAL},
@@ -237,6 +250,21 @@ static const row ROWS[] = {
     {"per-bit-needs-bits", m_per_bit, "sampling",
      "'per_bit' needs a model that touches chosen bits ('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'",
      BF_EINVAL},
+    {"strata-need-bits", m_strata_bits, "sampling",
+     "'adaptive' strata are (tensor, bit position) cells: it needs model 'bitflip', 'stuck_at_0' or 'stuck_at_1', not "
+     "'random_value'", BF_EINVAL},
+    {"exhaustive-single-faults", m_exh_single, "sampling",
+     "'exhaustive' enumerates single-bit faults (or bursts): 2 scattered bits per fault have too many combinations; "
+     "use bits 1, a burst, or sampling 'adaptive'", BF_EINVAL},
+    {"exhaustive-permanent", m_exh_perm, "sampling",
+     "'exhaustive' takes permanent faults: a transient fault's population also spans the eval set's samples; use "
+     "sampling 'adaptive' or 'uniform'", BF_EINVAL},
+    {"per-bit-margin-needs-bits", m_bit_margin_bits, "stop.per_bit_margin",
+     "needs a model that touches chosen bits ('bitflip', 'stuck_at_0', 'stuck_at_1'), not 'random_value'", BF_EINVAL},
+    {"trials-not-with-exhaustive", m_trials_exh, "trials",
+     "not used with sampling 'exhaustive': it runs every candidate fault once (bitflip plan counts them)", BF_EINVAL},
+    {"stop-not-with-exhaustive", m_stop_exh, "stop",
+     "not used with sampling 'exhaustive': it runs every fault and reports the exact rates", BF_EINVAL},
     {"trials-not-with-list", m_trials_list, "trials",
      "not used with an explicit fault list: each entry of /sampling/list is one trial", BF_EINVAL},
     {"trials-not-with-ber", m_trials_ber, "trials", "not used with model 'ber': a sweep runs len(rates) x repeats trials",

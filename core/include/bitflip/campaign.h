@@ -94,8 +94,13 @@ typedef enum bf_sampling {
     BF_SAMPLE_UNIFORM = 0,    /* uniform over every bit of the selected tensors */
     BF_SAMPLE_PER_TENSOR,     /* equal trials per tensor, uniform within */
     BF_SAMPLE_PER_BIT,        /* equal trials per bit position, uniform within */
-    BF_SAMPLE_LIST            /* exactly the faults of `list`, in order */
+    BF_SAMPLE_LIST,           /* exactly the faults of `list`, in order */
+    BF_SAMPLE_EXHAUSTIVE,     /* every candidate fault once (at most BF_EXHAUSTIVE_MAX) */
+    BF_SAMPLE_ADAPTIVE        /* (tensor, bit) strata: a pilot, then Neyman-allocated rounds */
 } bf_sampling;
+
+/* "exhaustive": the largest fault population it enumerates (trials). */
+#define BF_EXHAUSTIVE_MAX (INT64_C(1) << 26)
 
 typedef enum bf_metric_id {
     BF_METRIC_ACCURACY = 0,
@@ -264,6 +269,10 @@ typedef struct bf_campaign_spec {
 
     double stop_margin;       /* 0: run every trial */
     double stop_confidence;   /* e.g. 0.95 */
+    /* Each tensor's and each bit position's rates must be within these too
+     * (0: not a target; they need stop_margin); the campaign stops when
+     * every target holds. */
+    double stop_tensor_margin, stop_bit_margin;
     int64_t batch;            /* 0: BF_CAMPAIGN_BATCH_DEFAULT (or the eval set, if smaller) */
 } bf_campaign_spec;
 
@@ -326,6 +335,11 @@ typedef struct bf_campaign_result {
     int64_t trials_planned;   /* in this shard */
     int64_t trials_done;
     int stopped_early;        /* the stop rule ended the campaign */
+    /* The stop targets (overall, per tensor, per bit): trials_done when each
+     * first held at a check; 0: not a target, or not met (-1). */
+    int64_t stop_met_at[3];
+    /* sampling "adaptive": the pilot's trials and the rounds run */
+    int64_t adaptive_pilot, adaptive_rounds;
     bf_outcome_counts total;
     bf_outcome_counts *by_site;          /* n_sites */
     size_t n_sites;
@@ -600,6 +614,46 @@ bf_task bf_campaign_task(const bf_campaign *c);
 
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);
+
+/* --- population estimates (docs/STATISTICS.md) ----------------------- */
+
+/* What an estimate needs to know of the design: the sampling, each site's
+ * elements (its share of the population), and the first-bit positions the
+ * population has (allowed bits, or burst starts; n_pos 0: none, e.g.
+ * random_value). Pointers borrowed. */
+typedef struct bf_design {
+    bf_sampling sampling;
+    size_t n_sites;
+    const int64_t *prefix;    /* n_sites + 1 running element counts: site i has prefix[i+1] - prefix[i] */
+    int n_pos;
+    const int *pos;
+    int64_t draws;            /* draws per element and position: transient faults' samples, else 1 */
+} bf_design;
+
+/* A rate of the fault population: the design's estimator (stratified for
+ * per_tensor, per_bit, adaptive), its standard error, the effective sample
+ * size (p(1-p)/se^2, Korn and Graubard's) and the Wilson interval on it.
+ * exhaustive: the rate itself, se 0, lo = hi = rate. NaN when no trial
+ * says anything about it. */
+typedef struct bf_estimate {
+    double rate, se, n_eff, lo, hi;
+    int64_t trials;
+} bf_estimate;
+
+/* The campaign's design; valid while c lives. */
+void bf_campaign_design(const bf_campaign *c, bf_design *d);
+/* Outcome o's rate over the population's domain: site (-1: every site) x
+ * bit (-1: every position), from r's by_site_bit counts. */
+void bf_rate_estimate(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, bf_outcome o,
+                      double confidence, bf_estimate *e);
+/* ... of any of several outcomes (a bit mask over bf_outcome): e.g.
+ * critical | due, a tensor's parameter vulnerability factor (PVF,
+ * docs/STATISTICS.md) */
+void bf_rate_estimate_any(const bf_design *d, const bf_campaign_result *r, int64_t site, int bit, unsigned outcomes,
+                          double confidence, bf_estimate *e);
+/* Wilson's interval on a (possibly fractional) effective sample: rate p
+ * from n trials. */
+void bf_wilson_eff(double p, double n, double confidence, double *lo, double *hi);
 
 /* Runs this shard's trials; fills `out` (free with bf_campaign_result_free). */
 bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campaign_result *out,

@@ -39,6 +39,10 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->store.groups);
     bf__free(c->faults.rates);
     bf__free(c->faults.list);
+    bf__free(c->faults.ad_prefix);
+    bf__free(c->faults.ad_w);
+    bf__free(c->faults.ad_n);
+    bf__free(c->faults.ad_frac);
     bf__free(c->surface.sites);
     bf__free(c->surface.site_param);
     bf__free(c->surface.site_value);
@@ -700,6 +704,8 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
                                             "pixels)", c->judge.critical_pixels);
     c->judge.stop_margin = spec->stop_margin;
     c->judge.stop_confidence = spec->stop_confidence > 0 ? spec->stop_confidence : 0.95;
+    c->judge.stop_tensor_margin = spec->stop_tensor_margin;
+    c->judge.stop_bit_margin = spec->stop_bit_margin;
     /* Trials re-execute whole batches of the golden pass (docs/ENGINE.md):
      * smaller batches mean less recomputed per fault that reaches a few
      * samples, larger ones faster products; 64 measured best on the bench
@@ -755,6 +761,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
     if ((st = resolve_bits(c, spec, err)) != BF_OK) goto out;
     if (c->faults.sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_strata(c, spec, err)) != BF_OK) goto out;
     if ((c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_PROFILED) && (double)c->surface.elements * c->faults.n_allowed >= 0x1p62) {
         st = bf_error_set(err, BF_ERANGE, "the BER population (%lld elements x %d bits) is too large", (long long)c->surface.elements,
                           c->faults.n_allowed);

@@ -129,6 +129,21 @@ void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const str
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n);
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc);
 
+/* campaign_adapt.c: "exhaustive" and "adaptive": the strata, the
+ * population's size checked (exhaustive: its trials), after the sites and
+ * bits are resolved; a trial's stratum in the current round; the next
+ * round's allocation from what acc counted, its size in *round (a
+ * multiple of `align` unless it is the last). */
+bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+int64_t bf__adapt_stratum(const bf_campaign *c, int64_t t);
+void bf__adapt_next_round(bf_campaign *c, const bf_campaign_result *acc, int64_t first, int64_t left, int align, int64_t *round);
+/* campaign_stats.c: every count and sum the trials folded into r, zeroed
+ * (adaptive: the pilot's, once it has made the allocation) */
+void bf__result_clear_counts(bf_campaign_result *r);
+/* campaign_estimate.c: whether every stop target holds over acc's trials
+ * (marking in acc->stop_met_at when each first did). */
+int bf__stop_holds(const bf_campaign *c, bf_campaign_result *acc);
+
 /* campaign_stats.c */
 bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates, bf_error *err);
 /* Adds trials, critical images and their squares' sum into an IVMOD group. */

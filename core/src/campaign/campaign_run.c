@@ -99,6 +99,8 @@ struct runner {
     pthread_mutex_t mu;
     pthread_cond_t room, finished;   /* workers wait for room; the coordinator for chunks */
     int64_t next_chunk, folded;      /* under mu */
+    int adaptive;                    /* sampling "adaptive": chunks are taken a round at a time */
+    int64_t limit_chunk;             /* ... the current round's end (else n_chunks), under mu */
     bf_status st;                    /* first failure, under mu */
     bf_error err;
     atomic_int halt;                 /* stop taking or computing trials */
@@ -371,7 +373,8 @@ static void *worker_main(void *arg)
     runner *rn = w->rn;
     pthread_mutex_lock(&rn->mu);
     for (;;) {
-        while (!atomic_load(&rn->halt) && rn->next_chunk < rn->n_chunks && rn->next_chunk >= rn->folded + rn->ring_n)
+        while (!atomic_load(&rn->halt) && rn->next_chunk < rn->n_chunks &&
+               (rn->next_chunk >= rn->folded + rn->ring_n || rn->next_chunk >= rn->limit_chunk))
             pthread_cond_wait(&rn->room, &rn->mu);
         if (atomic_load(&rn->halt) || rn->next_chunk >= rn->n_chunks) break;
         int64_t j = rn->next_chunk++;
@@ -395,7 +398,7 @@ static void *worker_main(void *arg)
          * anyway: woken per chunk, it cost a futex wake and a context switch
          * per 16 microsecond trials, a tenth of one thread's time. So only
          * once the ring is half full, in the last chunks, or on a halt. */
-        if (!complete || rn->next_chunk >= rn->n_chunks || 2 * (rn->next_chunk - rn->folded) >= rn->ring_n)
+        if (!complete || rn->next_chunk >= rn->limit_chunk || 2 * (rn->next_chunk - rn->folded) >= rn->ring_n)
             pthread_cond_signal(&rn->finished);
     }
     pthread_mutex_unlock(&rn->mu);
@@ -541,14 +544,44 @@ static void fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_r
     }
 }
 
-static int stop_rule_holds(const bf_campaign *c, const bf_campaign_result *acc)
+static int stop_targets(const bf_campaign *c)
 {
-    for (int o = 0; o < BF_OUTCOME_COUNT; o++) {
-        double lo, hi;
-        bf_wilson(acc->total.n[o], acc->trials_done, c->judge.stop_confidence, &lo, &hi);
-        if ((hi - lo) / 2 > c->judge.stop_margin) return 0;
-    }
-    return 1;
+    return c->judge.stop_margin > 0 || c->judge.stop_tensor_margin > 0 || c->judge.stop_bit_margin > 0;
+}
+
+/* Sampling "adaptive": the next round's allocation once the current one
+ * is folded (under mu: every worker waits at the round's end); the stop
+ * rule is checked there, between rounds. Returns 1 to stop. */
+static int next_round(runner *rn, bf_campaign_result *acc)
+{
+    int64_t first = rn->folded * rn->chunk, round;
+    if (!rn->adaptive || rn->folded != rn->limit_chunk || rn->limit_chunk >= rn->n_chunks) return 0;
+    /* the pilot's counts served the allocation: the estimates start after it */
+    int after_pilot = acc->adaptive_rounds == 1;
+    if (!after_pilot && stop_targets(rn->c) && bf__stop_holds(rn->c, acc)) return 1;
+    bf__adapt_next_round(rn->c, acc, first, rn->n - first, rn->chunk, &round);
+    if (after_pilot) bf__result_clear_counts(acc);
+    rn->limit_chunk += (round + rn->chunk - 1) / rn->chunk;
+    acc->adaptive_rounds++;
+    return 0;
+}
+
+/* The stop targets not met yet; sampling "adaptive": the pilot round
+ * allocated, workers held at its end. */
+static void start_rounds(runner *rn, bf_campaign_result *acc)
+{
+    bf_campaign *c = rn->c;
+    acc->stop_met_at[0] = c->judge.stop_margin > 0 ? -1 : 0;
+    acc->stop_met_at[1] = c->judge.stop_tensor_margin > 0 ? -1 : 0;
+    acc->stop_met_at[2] = c->judge.stop_bit_margin > 0 ? -1 : 0;
+    rn->limit_chunk = rn->n_chunks;
+    if (c->faults.sampling != BF_SAMPLE_ADAPTIVE || rn->n == 0) return;
+    int64_t round;
+    rn->adaptive = 1;
+    bf__adapt_next_round(c, acc, 0, rn->n, rn->chunk, &round);
+    rn->limit_chunk = (round + rn->chunk - 1) / rn->chunk;
+    acc->adaptive_pilot = round;
+    acc->adaptive_rounds = 1;
 }
 
 /* Folds every finished chunk that is next in order; returns 1 once the stop
@@ -570,12 +603,13 @@ static int fold_ready(runner *rn, bf_campaign_result *acc)
                 o->on_outputs(o->user, s->rec[i].trial, s->outputs + (size_t)i * (size_t)(c->golden.samples * c->golden.out_cols),
                               c->golden.samples, c->golden.out_cols);
             if (o->on_ragged) o->on_ragged(o->user, s->rec[i].trial, s->rag[i].view, s->rag[i].n, c->golden.samples);
-            stop = c->judge.stop_margin > 0 && acc->trials_done % STOP_EVERY == 0 && acc->trials_done < rn->n &&
-                   stop_rule_holds(c, acc);
+            stop = !rn->adaptive && stop_targets(c) && acc->trials_done % STOP_EVERY == 0 && acc->trials_done < rn->n &&
+                   bf__stop_holds(c, acc);
         }
         pthread_mutex_lock(&rn->mu);
         s->chunk = -1;
         rn->folded++;
+        stop = stop || next_round(rn, acc);
         pthread_cond_broadcast(&rn->room);
         if (stop) {
             acc->stopped_early = 1;
@@ -769,6 +803,9 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     if (rn.shard_index < 0 || rn.shard_index >= rn.shard_count)
         return bf_error_set(err, BF_EINVAL, "shard %lld of %lld does not exist (0..%lld)", (long long)rn.shard_index,
                             (long long)rn.shard_count, (long long)rn.shard_count - 1);
+    if (c->faults.sampling == BF_SAMPLE_ADAPTIVE && rn.shard_count > 1)
+        return bf_error_set(err, BF_EINVAL, "sampling 'adaptive' cannot be sharded: each round's allocation depends on "
+                            "every trial before it; run it unsharded (more threads instead of shards)");
     rn.n = rn.shard_index < c->faults.n_trials ? (c->faults.n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
     /* fewer hand-offs per trial; fewer outputs held per slot when kept */
     rn.chunk = o->on_outputs || o->on_ragged ? CHUNK_OUTPUTS : CHUNK;
@@ -782,6 +819,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     memcpy(acc.golden, c->golden.metric, sizeof acc.golden);
     acc.task = c->golden.task;
     acc.samples = c->golden.samples;
+    start_rounds(&rn, &acc);
     if (rn.n == 0) goto out;
 
     if ((st = ring_alloc(&rn, threads, err)) != BF_OK) goto out;
@@ -837,6 +875,8 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     }
 out:
     if (st == BF_OK) work_summary(&rn, &acc);
+    /* which stop targets the trials run reached, when the rule did not end them */
+    if (st == BF_OK && !acc.stopped_early && stop_targets(c) && acc.trials_done > 0) bf__stop_holds(c, &acc);
     if (st == BF_OK && rn.ckpt) {
         bf_evaluator *evs[BF__CAMPAIGN_THREADS_MAX];
         for (int i = 0; i < rn.n_workers && i < BF__CAMPAIGN_THREADS_MAX; i++) evs[i] = rn.ws ? rn.ws[i].ev : NULL;

@@ -226,6 +226,27 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
         }
         return BF_OK;
     }
+    case BF_SAMPLE_EXHAUSTIVE:
+    case BF_SAMPLE_ADAPTIVE: {
+        /* exhaustive: t is (sample, element, position), position fastest;
+         * adaptive: the round's stratum, the element uniform within it */
+        int64_t u, pos;
+        if (c->faults.sampling == BF_SAMPLE_EXHAUSTIVE) {
+            int64_t per = c->surface.elements * c->faults.n_pos;
+            if (f->sample >= 0) f->sample = t / per;
+            u = (t % per) / c->faults.n_pos;
+            pos = t % c->faults.n_pos;
+            f->site = site_of(c, u);
+            f->index = u - c->surface.prefix[f->site];
+        } else {
+            int64_t h = bf__adapt_stratum(c, t);
+            f->site = h / c->faults.n_pos;
+            pos = h % c->faults.n_pos;
+            f->index = (int64_t)bf_rng_below(&r, (uint64_t)c->surface.sites[f->site].elements);
+        }
+        stratum = (int)pos;
+        break;
+    }
     case BF_SAMPLE_PER_TENSOR:
         f->site = t % (int64_t)c->surface.n_sites;
         f->index = c->surface.sites[f->site].dynamic ? 0

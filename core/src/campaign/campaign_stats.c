@@ -70,6 +70,23 @@ bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates,
     return BF_OK;
 }
 
+void bf__result_clear_counts(bf_campaign_result *r)
+{
+    r->trials_done = 0;
+    memset(&r->total, 0, sizeof r->total);
+    memset(r->by_bit, 0, sizeof r->by_bit);
+    memset(r->ivmod_by_bit, 0, sizeof r->ivmod_by_bit);
+    memset(r->metric, 0, sizeof r->metric);
+    memset(r->by_site, 0, (r->n_sites + 1) * sizeof *r->by_site);
+    memset(r->by_site_bit, 0, (r->n_sites + 1) * 64 * sizeof *r->by_site_bit);
+    memset(r->ivmod_by_site, 0, (r->n_sites + 1) * sizeof *r->ivmod_by_site);
+    memset(r->ivmod_by_site_bit, 0, (r->n_sites + 1) * 64 * sizeof *r->ivmod_by_site_bit);
+    if (r->n_rates) {
+        memset(r->by_rate, 0, r->n_rates * sizeof *r->by_rate);
+        memset(r->rate_metric, 0, r->n_rates * BF_METRIC_COUNT * sizeof *r->rate_metric);
+    }
+}
+
 static void counts_add(bf_outcome_counts *a, const bf_outcome_counts *b)
 {
     for (int o = 0; o < BF_OUTCOME_COUNT; o++) a->n[o] += b->n[o];
@@ -109,6 +126,12 @@ bf_status bf_campaign_result_merge(bf_campaign_result *a, const bf_campaign_resu
     a->trials_planned += b->trials_planned;
     a->trials_done += b->trials_done;
     a->stopped_early |= b->stopped_early;
+    /* each shard applies the stop rule to itself: the merged target was met
+     * when every shard's was, after their trials together */
+    for (int k = 0; k < 3; k++)
+        a->stop_met_at[k] = a->stop_met_at[k] < 0 || b->stop_met_at[k] < 0 ? -1 : a->stop_met_at[k] + b->stop_met_at[k];
+    a->adaptive_pilot += b->adaptive_pilot;
+    a->adaptive_rounds += b->adaptive_rounds;
     counts_add(&a->total, &b->total);
     for (size_t i = 0; i < a->n_sites; i++) counts_add(&a->by_site[i], &b->by_site[i]);
     for (int i = 0; i < 64; i++) counts_add(&a->by_bit[i], &b->by_bit[i]);

@@ -40,6 +40,8 @@ typedef struct bf__list_fault {
 /* BER draws at most this many bit errors per trial (memory: 8 bytes each). */
 #define BF__BER_MAX_ERRORS (INT64_C(1) << 22)
 
+typedef struct bf__frac bf__frac;
+
 typedef struct bf__faults {
     uint64_t seed;
     int64_t n_trials;
@@ -61,6 +63,20 @@ typedef struct bf__faults {
      * and its size in cells */
     const bf_errmap *errmap;
     uint64_t map_bits;
+    /* "exhaustive" and "adaptive": fault t's position among the stratum's
+     * first bits (allowed, or burst starts), and how many there are. The
+     * strata are (site, position), site-major. */
+    int n_pos;
+    int64_t n_strata;
+    /* "adaptive": the current round, which the runner sets between rounds
+     * (campaign_adapt.c) while no worker draws: trials ad_first +
+     * [ad_prefix[h], ad_prefix[h+1]) fall in stratum h. */
+    int64_t *ad_prefix;       /* n_strata + 1 */
+    int64_t ad_first;
+    int64_t ad_pilot;         /* trials per stratum in the pilot round */
+    double *ad_w;             /* scratch, n_strata each: Neyman weights, */
+    int64_t *ad_n;            /* ... trials so far, */
+    struct bf__frac { double fr; int64_t h; } *ad_frac;   /* ... the rounding's fractions */
 } bf__faults;
 
 /* campaign_sample.c: the faults of trial t, a pure function of (seed, t). */

@@ -16,6 +16,7 @@ typedef struct bf__judge {
     double critical_pixels;   /* segmentation: the share of an image's pixels (bf_campaign_spec) */
     double critical_score;    /* detection: the score over which a detection counts */
     double stop_margin, stop_confidence;
+    double stop_tensor_margin, stop_bit_margin;   /* 0: not targets */
     /* per metric a bound and the grid exponents of its sums */
     double bound[BF_METRIC_COUNT];
     int fsum[BF_METRIC_COUNT], fsq[BF_METRIC_COUNT];

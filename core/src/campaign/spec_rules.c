@@ -93,7 +93,7 @@ RULE(model_known)
 RULE(sampling_known)
 {
     UNUSED;
-    return ((int)s->sampling < 0 || s->sampling > BF_SAMPLE_LIST) && SAY("unknown sampling %d", (int)s->sampling);
+    return ((int)s->sampling < 0 || s->sampling > BF_SAMPLE_ADAPTIVE) && SAY("unknown sampling %d", (int)s->sampling);
 }
 
 RULE(batch_not_negative)
@@ -115,6 +115,28 @@ RULE(stop_margin_range)
     (void)f;
     snprintf(field, FIELD_PATH_MAX, "stop.margin");
     return !(s->stop_margin >= 0 && s->stop_margin < 1) && SAY("must be in [0, 1), got %g", s->stop_margin);
+}
+
+RULE(stop_tensor_margin_range)
+{
+    (void)f;
+    snprintf(field, FIELD_PATH_MAX, "stop.per_tensor_margin");
+    return !(s->stop_tensor_margin >= 0 && s->stop_tensor_margin < 1) && SAY("must be in [0, 1), got %g", s->stop_tensor_margin);
+}
+
+RULE(stop_bit_margin_range)
+{
+    (void)f;
+    snprintf(field, FIELD_PATH_MAX, "stop.per_bit_margin");
+    return !(s->stop_bit_margin >= 0 && s->stop_bit_margin < 1) && SAY("must be in [0, 1), got %g", s->stop_bit_margin);
+}
+
+RULE(stop_margins_need_margin)
+{
+    (void)f;
+    snprintf(field, FIELD_PATH_MAX, "stop.margin");
+    return s->stop_margin == 0 && (s->stop_tensor_margin > 0 || s->stop_bit_margin > 0) &&
+           SAY("required with per_tensor_margin or per_bit_margin: the overall rates' half-width");
 }
 
 RULE(stop_confidence_range)
@@ -486,6 +508,54 @@ RULE(per_bit_needs_bits)
                "'random_value'");
 }
 
+static bool enumerated(const bf_campaign_spec *s) { return s->sampling == BF_SAMPLE_EXHAUSTIVE; }
+
+RULE(strata_need_bits)
+{
+    UNUSED;
+    return (s->sampling == BF_SAMPLE_EXHAUSTIVE || s->sampling == BF_SAMPLE_ADAPTIVE) && !chosen_bits(s) &&
+           SAY("'%s' strata are (tensor, bit position) cells: it needs model 'bitflip', 'stuck_at_0' or "
+               "'stuck_at_1', not '%s'", s->sampling == BF_SAMPLE_EXHAUSTIVE ? "exhaustive" : "adaptive", model_name(s));
+}
+
+RULE(exhaustive_single_faults)
+{
+    UNUSED;
+    return enumerated(s) && s->bits > 1 && !s->burst &&
+           SAY("'exhaustive' enumerates single-bit faults (or bursts): %d scattered bits per fault have too many "
+               "combinations; use bits 1, a burst, or sampling 'adaptive'", s->bits);
+}
+
+RULE(exhaustive_permanent)
+{
+    UNUSED;
+    return enumerated(s) && s->persistence == BF_PERSIST_TRANSIENT &&
+           SAY("'exhaustive' takes permanent faults: a transient fault's population also spans the eval set's "
+               "samples; use sampling 'adaptive' or 'uniform'");
+}
+
+RULE(per_bit_margin_needs_bits)
+{
+    (void)f;
+    snprintf(field, FIELD_PATH_MAX, "stop.per_bit_margin");
+    return s->stop_bit_margin > 0 && !chosen_bits(s) &&
+           SAY("needs a model that touches chosen bits ('bitflip', 'stuck_at_0', 'stuck_at_1'), not '%s'", model_name(s));
+}
+
+RULE(trials_not_with_exhaustive)
+{
+    UNUSED;
+    return stated(f, BF_SPEC_TRIALS) && enumerated(s) &&
+           SAY("not used with sampling 'exhaustive': it runs every candidate fault once (bitflip plan counts them)");
+}
+
+RULE(stop_not_with_exhaustive)
+{
+    UNUSED;
+    return (s->stop_margin > 0 || stated(f, BF_SPEC_STOP)) && enumerated(s) &&
+           SAY("not used with sampling 'exhaustive': it runs every fault and reports the exact rates");
+}
+
 RULE(trials_not_with_list)
 {
     UNUSED;
@@ -510,7 +580,7 @@ RULE(trials_not_with_profiled)
 RULE(trials_needed)
 {
     UNUSED;
-    if (is_list(s) || is_ber(s) || is_prof(s) || s->trials >= 1) return false;
+    if (is_list(s) || is_ber(s) || is_prof(s) || enumerated(s) || s->trials >= 1) return false;
     if (s->trials < 0) return SAY("must be >= 1, got %lld", (long long)s->trials);
     return SAY("required: how many faults to inject, 1..%lld (not needed for model 'ber' or an explicit list)",
                BF_SPEC_MAX_TRIALS);
@@ -600,6 +670,9 @@ static const rule RULES[] = {
     {"critical-metric-known", BF_SPEC_CRITICAL, ANY, 0, BF_EINVAL, critical_metric_known},
     {"stop-margin-range", BF_SPEC_STOP, ANY, 0, BF_EINVAL, stop_margin_range},
     {"stop-confidence-range", BF_SPEC_STOP, ANY, 0, BF_EINVAL, stop_confidence_range},
+    {"stop-tensor-margin-range", BF_SPEC_STOP, ANY, 0, BF_EINVAL, stop_tensor_margin_range},
+    {"stop-bit-margin-range", BF_SPEC_STOP, ANY, 0, BF_EINVAL, stop_bit_margin_range},
+    {"stop-margins-need-margin", BF_SPEC_STOP, ANY, 0, BF_EINVAL, stop_margins_need_margin},
 
     {"transient-not-weights", BF_SPEC_PERSISTENCE, ANY, B(TARGET), BF_EINVAL, transient_not_weights},
     {"tensors-not-with-list", BF_SPEC_TENSORS, DOCUMENT, B(SAMPLING), BF_EINVAL, tensors_not_with_list},
@@ -646,6 +719,12 @@ static const rule RULES[] = {
     {"ber-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, ber_uniform},
     {"profiled-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, profiled_uniform},
     {"per-bit-needs-bits", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, per_bit_needs_bits},
+    {"strata-need-bits", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, strata_need_bits},
+    {"exhaustive-single-faults", BF_SPEC_SAMPLING, ANY, B(BITS) | B(BURST), BF_EINVAL, exhaustive_single_faults},
+    {"exhaustive-permanent", BF_SPEC_SAMPLING, ANY, B(PERSISTENCE), BF_EINVAL, exhaustive_permanent},
+    {"per-bit-margin-needs-bits", BF_SPEC_STOP, ANY, B(MODEL), BF_EINVAL, per_bit_margin_needs_bits},
+    {"trials-not-with-exhaustive", BF_SPEC_TRIALS, DOCUMENT, B(SAMPLING), BF_EINVAL, trials_not_with_exhaustive},
+    {"stop-not-with-exhaustive", BF_SPEC_STOP, ANY, B(SAMPLING), BF_EINVAL, stop_not_with_exhaustive},
     {"trials-not-with-list", BF_SPEC_TRIALS, DOCUMENT, B(SAMPLING), BF_EINVAL, trials_not_with_list},
     {"trials-not-with-ber", BF_SPEC_TRIALS, DOCUMENT, B(MODEL), BF_EINVAL, trials_not_with_ber},
     {"trials-not-with-profiled", BF_SPEC_TRIALS, DOCUMENT, B(MODEL), BF_EINVAL, trials_not_with_profiled},

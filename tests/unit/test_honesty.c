@@ -1,0 +1,247 @@
+/* Do the intervals keep their promise? An exhaustive campaign gives the
+ * truth (every single-bit fault of the selected tensors once); then many
+ * seeded campaigns of each design (uniform, per_tensor, per_bit, adaptive)
+ * estimate it. Each design's 95% intervals must cover the truth, for the
+ * overall critical rate and for every tensor's, in at least 93% of the
+ * campaigns, and the estimator's mean over them must sit within three of
+ * its standard errors of the truth (no bias: one standard error would fail
+ * an unbiased estimator a third of the time; docs/STATISTICS.md).
+ *
+ * Sizes: BF_HONESTY_RUNS campaigns per design (default 400: an honest
+ * 95% interval covers in 400 runs at 0.95 +- 0.011, so 0.93 is two
+ * standard errors of Monte Carlo noise below; at 200 runs it is barely
+ * more than one),
+ * BF_HONESTY_TRIALS trials each (default 600), BF_HONESTY_TENSORS "all"
+ * for every tensor of the model (default: three small ones, so that the
+ * whole test stays well under a minute). bench/honesty.sh runs the full
+ * version; its table is in docs/STATISTICS.md. Under the sanitizers
+ * (BF_SANITIZED) 40 campaigns per design run every path, printing their
+ * coverage without judging it: 40 runs cannot tell 0.93 from 0.95. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/bitflip.h"
+#include "bitflip/campaign.h"
+
+#define FIX BF_FIXTURES "/conformance/"
+#define MAX_SITES 16
+
+static char *small_tensors[] = {"net.2.bias", "net.4.weight", "net.4.bias"};
+static char *all_tensors[] = {"*"};
+
+typedef struct fx {
+    bf_model *m;
+    bf_dataset *ds;
+    int runs;
+    int64_t trials;
+    int all;
+    size_t n_sites;
+    double truth[MAX_SITES + 1];   /* per site, then overall: the critical rate */
+} fx;
+
+static int64_t env_int(const char *name, int64_t dflt)
+{
+    const char *v = getenv(name);
+    return v && atoll(v) > 0 ? atoll(v) : dflt;
+}
+
+static bf_campaign_spec spec_of(const fx *f, bf_sampling design, uint64_t seed)
+{
+    bf_campaign_spec s = {0};
+    s.seed = seed;
+    s.trials = design == BF_SAMPLE_EXHAUSTIVE ? 0 : f->trials;
+    s.tensors = f->all ? all_tensors : small_tensors;
+    s.n_tensors = f->all ? 1 : 3;
+    s.model_kind = BF_FAULT_BITFLIP;
+    s.bits = 1;
+    s.repr = BF_REPR_FP32;
+    s.sampling = design;
+    s.critical_metric = -1;
+    s.stop_confidence = 0.95;
+    s.batch = 64;
+    return s;
+}
+
+static void run_one(const fx *f, const bf_campaign_spec *s, bf_campaign **c, bf_campaign_result *r)
+{
+    bf_error err = {0};
+    if (bf_campaign_create(f->m, f->ds, s, c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    bf_campaign_opts o = {.threads = 2};
+    if (bf_campaign_run(*c, &o, r, &err) != BF_OK) fail_msg("run: %s", err.msg);
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    bf_error err = {0};
+    if (!f || bf_model_load_file(FIX "digits_mlp.onnx", &f->m, &err) ||
+        bf_dataset_load_file(FIX "digits_mlp.eval.safetensors", &f->ds, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+#ifdef BF_SANITIZED
+    f->runs = (int)env_int("BF_HONESTY_RUNS", 40);   /* the paths, not the statistics (tests/CMakeLists.txt) */
+#else
+    f->runs = (int)env_int("BF_HONESTY_RUNS", 400);
+#endif
+    f->trials = env_int("BF_HONESTY_TRIALS", 600);
+    f->all = getenv("BF_HONESTY_TENSORS") && strcmp(getenv("BF_HONESTY_TENSORS"), "all") == 0;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    bf_model_free(f->m);
+    bf_dataset_free(f->ds);
+    free(f);
+    return 0;
+}
+
+/* The truth: every fault once; its rates are exact (zero-width intervals). */
+static void exhaustive_truth(void **state)
+{
+    fx *f = *state;
+    bf_campaign_spec s = spec_of(f, BF_SAMPLE_EXHAUSTIVE, 1);
+    bf_campaign *c;
+    bf_campaign_result r;
+    run_one(f, &s, &c, &r);
+    f->n_sites = bf_campaign_num_sites(c);
+    assert_true(f->n_sites <= MAX_SITES);
+    int64_t pop = 0;
+    for (size_t i = 0; i < f->n_sites; i++) pop += bf_campaign_site(c, i)->elements * 32;
+    assert_int_equal(r.trials_done, pop);
+    assert_int_equal(bf_campaign_num_trials(c), pop);
+    /* every (element, bit) once: each tensor-bit cell holds its elements */
+    for (size_t i = 0; i < f->n_sites; i++)
+        for (int b = 0; b < 32; b++) {
+            int64_t n = 0;
+            for (int o = 0; o < BF_OUTCOME_COUNT; o++) n += r.by_site_bit[i * 64 + (size_t)b].n[o];
+            assert_int_equal(n, bf_campaign_site(c, i)->elements);
+        }
+    bf_design d;
+    bf_campaign_design(c, &d);
+    for (size_t i = 0; i <= f->n_sites; i++) {
+        int64_t site = i < f->n_sites ? (int64_t)i : -1;
+        const bf_outcome_counts *k = site >= 0 ? &r.by_site[i] : &r.total;
+        int64_t n = 0;
+        for (int o = 0; o < BF_OUTCOME_COUNT; o++) n += k->n[o];
+        f->truth[i] = (double)k->n[BF_OUTCOME_CRITICAL] / (double)n;
+        bf_estimate e;
+        bf_rate_estimate(&d, &r, site, -1, BF_OUTCOME_CRITICAL, 0.95, &e);
+        assert_true(e.rate == f->truth[i] && e.lo == e.rate && e.hi == e.rate && e.se == 0);
+    }
+    bf_campaign_result_free(&r);
+    bf_campaign_free(c);
+}
+
+static const char *design_name(bf_sampling s)
+{
+    return s == BF_SAMPLE_UNIFORM ? "uniform" : s == BF_SAMPLE_PER_TENSOR ? "per_tensor" : s == BF_SAMPLE_PER_BIT ? "per_bit" : "adaptive";
+}
+
+static void honest(fx *f, bf_sampling design)
+{
+    assert_true(f->n_sites > 0);   /* exhaustive_truth ran */
+    size_t n = f->n_sites + 1;
+    int covered[MAX_SITES + 1] = {0};
+    double sum[MAX_SITES + 1] = {0}, sumsq[MAX_SITES + 1] = {0}, width[MAX_SITES + 1] = {0};
+    int counted[MAX_SITES + 1] = {0};
+    for (int run = 0; run < f->runs; run++) {
+        bf_campaign_spec s = spec_of(f, design, 1000 + (uint64_t)run);
+        bf_campaign *c;
+        bf_campaign_result r;
+        run_one(f, &s, &c, &r);
+        bf_design d;
+        bf_campaign_design(c, &d);
+        for (size_t i = 0; i < n; i++) {
+            bf_estimate e;
+            bf_rate_estimate(&d, &r, i < f->n_sites ? (int64_t)i : -1, -1, BF_OUTCOME_CRITICAL, 0.95, &e);
+            if (!isfinite(e.rate)) {   /* a tensor no trial landed on: its interval is [0, 1] */
+                covered[i]++;
+                continue;
+            }
+            covered[i] += e.lo <= f->truth[i] && f->truth[i] <= e.hi;
+            sum[i] += e.rate;
+            sumsq[i] += e.rate * e.rate;
+            width[i] += (e.hi - e.lo) / 2;
+            counted[i]++;
+        }
+        bf_campaign_result_free(&r);
+        bf_campaign_free(c);
+    }
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double cov = (double)covered[i] / f->runs, k = counted[i] > 1 ? counted[i] : 2;
+        double mean = sum[i] / k, sd = sqrt(fmax(0, (sumsq[i] - k * mean * mean) / (k - 1))), se = sd / sqrt(k);
+        printf("%-10s %-14s truth %.5f  mean %.5f  sd %.5f  (mean-truth)/se %+.2f  coverage %.3f  mean half-width %.5f\n",
+               design_name(design), i < f->n_sites ? "tensor" : "overall", f->truth[i], mean, sd,
+               se > 0 ? (mean - f->truth[i]) / se : 0.0, cov, width[i] / k);
+        bad += cov < 0.93 || (counted[i] > 1 && fabs(mean - f->truth[i]) > 3 * se + 1e-12);
+    }
+#ifdef BF_SANITIZED
+    bad = 0;   /* 40 runs: coverage is known to +-0.035, too coarse to judge 0.93 */
+#endif
+    if (bad) fail_msg("%s: %d rates with coverage under 0.93 or a mean over 3 standard errors from the truth", design_name(design), bad);
+}
+
+/* Adaptive draws the same faults on any number of threads (each round's
+ * allocation rests on the folded trials before it); it refuses shards and a
+ * budget the pilot cannot fit, naming why. */
+static void adaptive_deterministic_and_refusals(void **state)
+{
+    fx *f = *state;
+    bf_campaign_spec s = spec_of(f, BF_SAMPLE_ADAPTIVE, 7);
+    s.trials = 2000;
+    s.stop_margin = 0.02;
+    s.stop_tensor_margin = 0.3;
+    bf_campaign *c;
+    bf_error err = {0};
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_OK);
+    bf_campaign_result a, b;
+    bf_campaign_opts o1 = {.threads = 1}, o3 = {.threads = 3};
+    assert_int_equal(bf_campaign_run(c, &o1, &a, &err), BF_OK);
+    assert_int_equal(bf_campaign_run(c, &o3, &b, &err), BF_OK);
+    assert_int_equal(a.trials_done, b.trials_done);
+    assert_int_equal(a.adaptive_rounds, b.adaptive_rounds);
+    assert_true(a.adaptive_pilot > 0 && a.adaptive_rounds > 1);
+    for (size_t i = 0; i < a.n_sites * 64; i++) assert_memory_equal(&a.by_site_bit[i], &b.by_site_bit[i], sizeof a.by_site_bit[i]);
+    /* the targets' record: met after a number of trials, or -1 */
+    for (int k = 0; k < 2; k++) assert_true(a.stop_met_at[k] == -1 || (a.stop_met_at[k] > 0 && a.stop_met_at[k] <= a.trials_done));
+    assert_int_equal(a.stop_met_at[2], 0);   /* not a target */
+    bf_campaign_result_free(&a);
+    bf_campaign_result_free(&b);
+    bf_campaign_opts sh = {.threads = 1, .shard_index = 0, .shard_count = 2};
+    assert_int_equal(bf_campaign_run(c, &sh, &a, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "cannot be sharded"));
+    bf_campaign_free(c);
+    s.trials = 100;   /* 3 tensors x 32 bits: the pilot and the next round need 288 */
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "the pilot round needs 2 trials in each of 96 strata"));
+}
+
+static void uniform_is_honest(void **state) { honest(*state, BF_SAMPLE_UNIFORM); }
+static void per_tensor_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_TENSOR); }
+static void per_bit_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_BIT); }
+static void adaptive_is_honest(void **state) { honest(*state, BF_SAMPLE_ADAPTIVE); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(exhaustive_truth),
+        cmocka_unit_test(adaptive_deterministic_and_refusals),
+        cmocka_unit_test(uniform_is_honest),
+        cmocka_unit_test(per_tensor_is_honest),
+        cmocka_unit_test(per_bit_is_honest),
+        cmocka_unit_test(adaptive_is_honest),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
