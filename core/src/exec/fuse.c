@@ -3,7 +3,8 @@
  * torch.onnx.export spells some single kernels out in several nodes: LayerNorm
  * below opset 17 (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, then
  * Mul scale, Add bias), GELU (Div sqrt 2, Erf, Add 1, Mul x, Mul 0.5, or the
- * tanh form), Hardswish at opset 13 (HardSigmoid 1/6, Mul x). On ordinary
+ * tanh form), Hardswish at opset 13 (HardSigmoid 1/6, Mul x), GroupNorm
+ * below opset 18 (Reshape, InstanceNormalization, Reshape, Mul, Add). On ordinary
  * values the nodes agree with the kernel, but under a fault that makes a value
  * huge they overflow elsewhere: PyTorch's LayerNorm turns a row past ~1.8e19
  * into NaN where the nodes give a finite row, its GELU returns x up to FLT_MAX
@@ -22,7 +23,11 @@
  * the same initializers, so weight faults land in the same parameters. The
  * other nodes, and Constant nodes read only by them, are removed; their
  * outputs stay in the value table, marked fused_into, so that a fault spec
- * naming one is told where it went (bf__fused_note). */
+ * naming one is told where it went (bf__fused_note).
+ *
+ * When the file carries bitflip.export's record of the kernels PyTorch ran
+ * (fuse_record.c), a pattern is fused only where the record says PyTorch
+ * ran its kernel: the same nodes written out by hand ran op by op. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -9,9 +9,11 @@
 #include "model/graph.h"
 
 /* Rewrites, in a parsed model whose ops are not bound yet, each exported
- * LayerNorm, GELU (erf and tanh forms) and Hardswish pattern into one node
- * of LayerNormalization, Gelu or HardSwish, and removes the nodes only that
- * pattern read. Fails only for memory; the model is then still freeable. */
+ * LayerNorm, GELU (erf and tanh forms), Hardswish and GroupNorm pattern into
+ * one node of LayerNormalization, Gelu, HardSwish or GroupNormalization, and
+ * removes the nodes only that pattern read; with the exporter's record
+ * (m->kernels), only the patterns it names. Fails for memory or a malformed
+ * record; the model is then still freeable. */
 bf_status bf__fuse(bf_model *m, bf_error *err);
 
 /* Removes the nodes marked in dead[] (one per node) from a parsed model,
@@ -29,6 +31,7 @@ int bf__fused_note(const bf_model *m, int64_t v, char *buf, size_t len);
 typedef struct bf__kernel_call {
     const char *kernel, *scope;   /* into text */
     int used;                     /* a pattern was fused for it */
+    size_t line;                  /* in the record, for a stable order */
 } bf__kernel_call;
 
 typedef struct bf__kernels {

@@ -16,6 +16,7 @@
  * it ("/encoder/layers.0/norm1", "" for the top module), MODULE its type
  * (for people; bitflip does not read it). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -33,6 +34,15 @@ static bf_status bad(const bf_model *m, size_t line, const char *what, bf_error 
                         "', then KERNEL<tab>SCOPE<tab>MODULE per line; re-export, or drop the key to fuse by "
                         "pattern)",
                         m->label, BF__KERNELS_KEY, line, what);
+}
+
+static int call_cmp(const void *a, const void *b)
+{
+    const bf__kernel_call *x = a, *y = b;
+    int c = strcmp(x->kernel, y->kernel);
+    if (!c) c = strcmp(x->scope, y->scope);
+    if (!c) c = (x->line > y->line) - (x->line < y->line);
+    return c;
 }
 
 void bf__kernels_free(bf__kernels *k)
@@ -81,10 +91,15 @@ bf_status bf__kernels_parse(const bf_model *m, bf__kernels *k, bf_error *err)
             *t1 = *t2 = '\0';
             k->calls[k->n].kernel = p;
             k->calls[k->n].scope = t1 + 1;
+            k->calls[k->n].line = line;
             k->n++;
         }
         p = nl ? nl + 1 : NULL;
     }
+    /* sorted by (kernel, scope), each pattern's lookup is a binary search:
+     * a hostile record of 65,536 lines against a graph of many patterns
+     * stays fast; equal keys keep file order (first unused taken) */
+    qsort(k->calls, k->n, sizeof *k->calls, call_cmp);
     return BF_OK;
 }
 
@@ -104,10 +119,25 @@ int bf__kernels_take(bf__kernels *k, int kind, const char *const *names, int n_n
         const char *nm = names[i] ? names[i] : "";
         if (scope_len(nm) != sl || strncmp(nm, first, sl) != 0) return 0;   /* nodes of two modules */
     }
-    for (size_t c = 0; c < k->n; c++) {
+    /* the first call not below (kernel, scope) */
+    const char *kern = kernel_of_kind[kind];
+    size_t lo = 0, hi = k->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const bf__kernel_call *call = &k->calls[mid];
+        int c = strcmp(call->kernel, kern);
+        if (!c) {
+            c = strncmp(call->scope, first, sl);
+            if (!c) c = call->scope[sl] != '\0';   /* longer than the node's scope: after it */
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t c = lo; c < k->n; c++) {
         bf__kernel_call *call = &k->calls[c];
-        if (call->used || strcmp(call->kernel, kernel_of_kind[kind]) != 0) continue;
-        if (strlen(call->scope) != sl || strncmp(call->scope, first, sl) != 0) continue;
+        if (strcmp(call->kernel, kern) != 0 || strlen(call->scope) != sl || strncmp(call->scope, first, sl) != 0)
+            return 0;
+        if (call->used) continue;   /* several calls in one scope: the next */
         call->used = 1;
         return 1;
     }
