@@ -13,10 +13,13 @@ modules that were exported.
 Every case is fed Inf, NaN and values past the overflow thresholds.
 """
 import numpy as np
+import onnx
 import torch
+import torch.nn.functional as F
+from onnx import helper, numpy_helper
 
 from cases.fuse import exported
-from opcase import randf
+from opcase import Case, randf
 
 T = torch.from_numpy
 
@@ -136,7 +139,46 @@ def written_out_cases():
     yield exported("norm_instancenorm2d_huge_op13", inorm, _huge_groups(35, 9, 4, 3, 5), 13, rtol=1e-4, atol=1e-5)
 
 
+def _copy_nodes(case):
+    return [onnx.NodeProto.FromString(n.SerializeToString()) for n in case.nodes]
+
+
+def groupnorm_near_miss_cases():
+    """GroupNorm exports one detail away from the exporter's, which must stay
+    unfused and compute what their nodes say (reference: the nodes' formula
+    in torch, on ordinary values where instance_norm and group_norm agree)."""
+    gn = _perturb(GN(2, 6), 40)
+    x = randf(41, 3, 6, 5)
+    base = exported("tmp", gn, x, 13)
+    w = gn.gn.weight.detach().view(6, 1)
+    b = gn.gn.bias.detach().view(6, 1)
+    xt = T(x)
+
+    def nodes_formula(in_scale):
+        r = F.instance_norm(xt.reshape(3, 2, -1), weight=T(np.asarray(in_scale, np.float32)), eps=1e-5)
+        return r.reshape(xt.shape) * w + b, r
+
+    # the InstanceNormalization's scale is 2, not the exporter's 1
+    c = Case("norm_groupnorm_nearmiss_scale2", None, base.inputs, {}, opset=13, consts=base.consts,
+             nodes=_copy_nodes(base), rtol=1e-4, atol=1e-5)
+    inode = next(n for n in c.nodes if n.op_type == "InstanceNormalization")
+    for n in c.nodes:
+        if n.op_type == "Constant" and n.output[0] == inode.input[1]:
+            del n.attribute[:]
+            n.attribute.extend([helper.make_attribute("value", numpy_helper.from_array(np.full(2, 2.0, np.float32)))])
+    c.outputs = {"y": nodes_formula([2.0, 2.0])[0].numpy()}
+    yield c
+    # the InstanceNormalization's output is a graph output too: read twice
+    c = Case("norm_groupnorm_nearmiss_read_twice", None, base.inputs, {}, opset=13, consts=base.consts,
+             nodes=_copy_nodes(base), rtol=1e-4, atol=1e-5)
+    inode = next(n for n in c.nodes if n.op_type == "InstanceNormalization")
+    y, r = nodes_formula([1.0, 1.0])
+    c.outputs = {"y": y.numpy(), inode.output[0]: r.numpy()}
+    yield c
+
+
 def cases():
     yield from groupnorm_cases()
+    yield from groupnorm_near_miss_cases()
     yield from conv_groupnorm_cases()
     yield from written_out_cases()
