@@ -129,3 +129,27 @@ def test_no_record(tmp_path):
     assert "bitflip.kernels" not in {p.key for p in onnx.load(rep.path).metadata_props}
     info = json.loads(bitflip_json("info", "--json", rep.path))
     assert info["fusion"]["rule"] == "pattern"
+
+
+class Twice(nn.Module):
+    """Each module called twice: the exporter names the second call's nodes
+    /act_1/..., /ln_1/..., /hand_1/..., the trace /act, /ln, /hand."""
+
+    def __init__(self):
+        super().__init__()
+        self.act, self.ln, self.hand, self.fc = nn.GELU(), nn.LayerNorm(8), HandLN(8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        x = self.hand(self.ln(self.act(x)))
+        return self.hand(self.ln(self.act(self.fc(x))))
+
+
+def test_modules_called_twice(tmp_path):
+    torch.manual_seed(7)
+    rep = bitflip.export(Twice().eval(), torch.randn(2, 8), tmp_path / "t.onnx", opset=13, verbose=False)
+    names = [n.name for n in onnx.load(rep.path).graph.node]
+    assert any(n.startswith("/act_1/") for n in names) and any(n.startswith("/hand_1/") for n in names)
+    info = json.loads(bitflip_json("info", "--json", rep.path))
+    fused = {f["pattern"]: f["count"] for f in info["fused"]}
+    assert fused.get("GELU") == 2 and fused.get("LayerNorm") == 2     # the two hand-written ones stay nodes
+    assert info["fusion"] == {"rule": "record", "kernel_calls": 4, "unrecorded": 2}

@@ -110,17 +110,10 @@ static size_t scope_len(const char *name)
     return s ? (size_t)(s - name) : 0;
 }
 
-int bf__kernels_take(bf__kernels *k, int kind, const char *const *names, int n_names)
+/* Marks used the first unused call of `kern` in scope[0..sl); 1 if one was. */
+static int take(bf__kernels *k, const char *kern, const char *first, size_t sl)
 {
-    if (kind < 0 || kind >= BF__FUSE_KINDS || n_names < 1) return 0;
-    const char *first = names[0] ? names[0] : "";
-    size_t sl = scope_len(first);
-    for (int i = 1; i < n_names; i++) {
-        const char *nm = names[i] ? names[i] : "";
-        if (scope_len(nm) != sl || strncmp(nm, first, sl) != 0) return 0;   /* nodes of two modules */
-    }
     /* the first call not below (kernel, scope) */
-    const char *kern = kernel_of_kind[kind];
     size_t lo = 0, hi = k->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -142,4 +135,34 @@ int bf__kernels_take(bf__kernels *k, int kind, const char *const *names, int n_n
         return 1;
     }
     return 0;
+}
+
+int bf__kernels_take(bf__kernels *k, int kind, const char *const *names, int n_names)
+{
+    if (kind < 0 || kind >= BF__FUSE_KINDS || n_names < 1) return 0;
+    const char *first = names[0] ? names[0] : "";
+    size_t sl = scope_len(first);
+    for (int i = 1; i < n_names; i++) {
+        const char *nm = names[i] ? names[i] : "";
+        if (scope_len(nm) != sl || strncmp(nm, first, sl) != 0) return 0;   /* nodes of two modules */
+    }
+    if (take(k, kernel_of_kind[kind], first, sl)) return 1;
+    /* A module called again gets its scope suffixed in the ONNX names
+     * ("/act_1/Erf", "/blocks_2/ln/Div") while the trace names it as the
+     * first call: strip "_<digits>" from each part and look again. */
+    char bare[1024];   /* scopes are module paths; a longer one is not looked up again */
+    if (sl >= sizeof bare) return 0;
+    size_t n = 0;
+    for (size_t i = 0; i <= sl; i++) {
+        if (i == sl || first[i] == '/') {
+            size_t d = n;
+            while (d > 0 && bare[d - 1] >= '0' && bare[d - 1] <= '9') d--;
+            if (d < n && d >= 2 && bare[d - 1] == '_' && bare[d - 2] != '/') n = d - 1;
+            if (i < sl) bare[n++] = '/';
+        } else {
+            bare[n++] = first[i];
+        }
+    }
+    bare[n] = '\0';
+    return n != sl && take(k, kernel_of_kind[kind], bare, n);
 }
