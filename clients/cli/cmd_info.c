@@ -94,6 +94,21 @@ static void fused_text(const bf_model *m, char *buf, size_t len)
     }
 }
 
+/* Which rule chose what was fused: the exporter's record, or the patterns. */
+static void print_fusion_rule(const bf_model *m)
+{
+    size_t calls, unrec;
+    const char *rule = bf_model_fusion_rule(m, &calls, &unrec);
+    if (strcmp(rule, "record") == 0)
+        printf("\n  fusion: by the exporter's record (bitflip.kernels, %zu kernel calls): %zu pattern%s PyTorch "
+               "ran op by op left as exported", calls, unrec, unrec == 1 ? "" : "s");
+    else if (strcmp(rule, "pattern") == 0)
+        printf("\n  fusion: by pattern (no exporter record: every exported pattern fused; bitflip.export "
+               "records which PyTorch ran as one kernel)");
+    else
+        printf("\n  fusion: off (--no-fuse)");
+}
+
 static json_t *fused_json(const bf_model *m)
 {
     json_t *a = json_array();
@@ -208,6 +223,10 @@ int cmd_info(int argc, char **argv)
         if (!root) { bf_model_free(m); fprintf(stderr, "bitflip info: out of memory\n"); return EXIT_INFRA; }
         json_object_set_new(root, "model", json_string(path));
         json_object_set_new(root, "fused", fused_json(m));
+        size_t calls, unrec;
+        const char *rule = bf_model_fusion_rule(m, &calls, &unrec);
+        json_object_set_new(root, "fusion", json_pack("{s:s, s:I, s:I}", "rule", rule, "kernel_calls",
+                                                      (json_int_t)calls, "unrecorded", (json_int_t)unrec));
         info_lm_json(m, root);
         json_t *mem = json_array();
         for (int k = 0; k < 3; k++)
@@ -238,6 +257,7 @@ int cmd_info(int argc, char **argv)
         char fused[512];
         fused_text(m, fused, sizeof fused);
         if (fused[0]) printf("\n  fused: %s; each runs as one op, as in PyTorch (--no-fuse: as exported)", fused);
+        print_fusion_rule(m);
         long long bits = 0;
         for (size_t i = 0; i < bf_model_num_params(m); i++)
             bits += (long long)bf_tensor_numel(bf_model_param(m, i)->tensor) * (bf_model_param(m, i)->dtype == BF_F32 ? 32 : 8);

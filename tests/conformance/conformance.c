@@ -12,7 +12,9 @@
  * 2: usage or unreadable input). --only NAME,NAME checks just those models
  * (a set whose other models wait for ops still being written); naming a
  * model DIR does not hold is a usage error, so the list cannot go stale.
- * --dump FILE writes every output it computed (golden, each fault directly,
+ * --no-fuse loads each model as exported, without fusing patterns into
+ * the kernels PyTorch ran (docs/NUMERICS.md): for references made from a
+ * model PyTorch ran op by op. --dump FILE writes every output it computed (golden, each fault directly,
  * each trial of the campaign path, in that order, as raw float32 bytes per
  * model) so that two runs can be compared bit for bit: simd_levels.sh does
  * so under each CPU path (BITFLIP_SIMD).
@@ -384,7 +386,7 @@ static int check_vision_metrics(const bf_eval_result *r, const json_t *rec, cons
 }
 
 /* Returns the number of failures for this model (or -1 if it could not run). */
-static int check_model(const char *dir, const char *name, int64_t batch, FILE *dump)
+static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, FILE *dump)
 {
     char path[4096], data_path[4096], ref_path[4096];
     int failures = 0;
@@ -404,7 +406,9 @@ static int check_model(const char *dir, const char *name, int64_t batch, FILE *d
     snprintf(data_path, sizeof data_path, "%s/%s.eval.safetensors", dir, name);
 
     printf("== %s\n", name);
-    if (bf_model_load_file(path, &m, &err) != BF_OK) { printf("  load model: %s\n", err.msg); failures = -1; goto out; }
+    bf_load_limits lim = {0};
+    lim.no_fuse = no_fuse;
+    if (bf_model_load_file_opts(path, &lim, &m, &err) != BF_OK) { printf("  load model: %s\n", err.msg); failures = -1; goto out; }
     if (bf_dataset_load_file(data_path, &ds, &err) != BF_OK) { printf("  load eval set: %s\n", err.msg); failures = -1; goto out; }
     if (bf_model_bind_dims(&m, ds, &err) != BF_OK)   /* an LM's "sequence" at the eval set's size */
         { printf("  sequence dims: %s\n", err.msg); failures = -1; goto out; }
@@ -569,21 +573,24 @@ int main(int argc, char **argv)
      * visible ones; --batch N checks other batchings. */
     int64_t batch = 0;
     const char *dir = NULL, *only = NULL, *dump_path = NULL;
+    int no_fuse = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--no-fuse")) no_fuse = 1;
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--dump FILE] DIR\n\n"
+            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--dump FILE] DIR\n\n"
                    "Checks every DIR/NAME.ref.json against the engine.\n"
                    "--batch N: samples per batch (default: the whole eval set at once)\n"
                    "--only NAME,NAME: check only these models (each must exist in DIR)\n"
+                   "--no-fuse: load each model as exported, every node run as written (no fused patterns)\n"
                    "--dump FILE: write every output computed, as raw float32, to FILE (to compare runs bit for bit)\n");
             return 0;
         } else dir = argv[i];
     }
     if (!dir || batch < 0) {
-        fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--dump FILE] DIR\n");
+        fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--dump FILE] DIR\n");
         return 2;
     }
     FILE *dump = NULL;
@@ -627,7 +634,7 @@ int main(int argc, char **argv)
             free(names[i]);
             continue;
         }
-        int f = check_model(dir, names[i], batch, dump);
+        int f = check_model(dir, names[i], batch, no_fuse, dump);
         if (f < 0) broken++;
         else if (f > 0) failed_models++;
         free(names[i]);

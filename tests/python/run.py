@@ -122,7 +122,7 @@ def main():
                       "test_hostile.py", "test_lm_eval_set.py", "test_vision_eval_set.py")
     if what == "export":
         skip_without("torch")
-        return pytest("test_export.py", "test_lm_export.py", "test_vision_export.py")
+        return pytest("test_export.py", "test_lm_export.py", "test_vision_export.py", "test_kernel_record.py")
     if what == "install":
         return install()
     if what == "quickstart":

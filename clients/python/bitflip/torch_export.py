@@ -20,6 +20,7 @@ import warnings
 
 from .binary import find_binary
 from .errors import ExportError, ExportMismatch, need
+from .kernel_record import append_record, kernel_calls, record_text
 from .safetensors import (_is_batches, collect_batches, normalize_inputs, save_eval_set, to_numpy,
                           write_safetensors)
 
@@ -97,7 +98,8 @@ def _model_labels(np, out):
 
 def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_path=None, input_names=None,
            output_names=None, opset=None, keep_batchnorm=True, check=True, check_samples=8, rtol=1e-4, atol=1e-5,
-           max_samples=None, bin=None, verbose=True, task=None, kv_cache=False, **export_kwargs):
+           max_samples=None, bin=None, verbose=True, task=None, kv_cache=False, record_kernels=True,
+           **export_kwargs):
     """Exports ``model`` (an nn.Module) to ``path`` for fault injection.
 
     - ``example_inputs``: one tensor or a tuple, batch on dim 0 (one sample is
@@ -111,6 +113,11 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
       ``keep_batchnorm=False`` folds BatchNorm
       into the Conv weights (the deployed model; docs/EXPORT.md says what that
       means for a fault). Other keyword arguments go to ``torch.onnx.export``.
+    - ``record_kernels`` (default on): trace the model and record in the file's
+      metadata_props (``bitflip.kernels``) which LayerNorm, GroupNorm, GELU and
+      Hardswish PyTorch ran as one kernel (nn.LayerNorm, F.gelu, ...), so that
+      bitflip fuses exactly those exported patterns and runs the same nodes
+      written out by hand op by op, as PyTorch did (docs/NUMERICS.md).
     - ``check``: compare bitflip and PyTorch on ``check_samples`` samples within
       ``|a - b| <= atol + rtol * |b|``; a difference raises :class:`ExportMismatch`.
     - ``task="language_model"``: a decoder-only LM whose first input is the token
@@ -204,6 +211,13 @@ def export(model, example_inputs, path, *, eval_inputs=None, labels=None, eval_p
                 torch.onnx.export(model, example, path, **kw)
         except Exception as e:  # noqa: BLE001 - the exporter raises anything
             raise ExportError(f"torch.onnx.export failed for {path}: {e}") from e
+        if record_kernels:      # which patterns PyTorch ran as one kernel (kernel_record.py)
+            calls = kernel_calls(torch, model, example)
+            if calls is None:
+                warnings.warn(f"bitflip.export: tracing {type(model).__name__} failed, so {path} carries no "
+                              "record of the kernels PyTorch ran; bitflip fuses every exported pattern")
+            else:
+                append_record(path, record_text(calls))
 
         # the eval set
         arrays = None

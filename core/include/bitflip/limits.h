@@ -41,7 +41,8 @@ typedef struct bf_load_limits {
      * initializer or attribute tensor allocates. */
     int64_t max_tensor_elements;
     /* Not a limit: 1 runs the patterns PyTorch exports in several nodes
-     * (LayerNorm below opset 17, GELU, Hardswish at opset 13) node by node,
+     * (LayerNorm below opset 17, GELU, Hardswish at opset 13, GroupNorm
+     * below opset 18) node by node,
      * as the file spells them, instead of as the one op PyTorch ran
      * (docs/OPS.md, "Fused patterns"); their NaN/Inf under huge values then
      * follow the ONNX nodes, not PyTorch. */

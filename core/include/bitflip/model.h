@@ -119,12 +119,18 @@ const char *bf_model_node_name(const bf_model *model, size_t i);
 
 /* Exported patterns that loading runs as one op, the way PyTorch computes
  * them (docs/OPS.md, "Fused patterns"): for kind i = 0, 1, ... its name
- * ("LayerNorm", "GELU", "GELU (tanh)", "HardSwish"), how many of them the
+ * ("LayerNorm", "GELU", "GELU (tanh)", "HardSwish", "GroupNorm"), how many of them the
  * model had, and the fewest and most ONNX nodes (Constant nodes aside) one
  * of them was written with; NULL past the last kind. Loading with
  * bf_load_limits.no_fuse leaves every count 0. */
 const char *bf_model_fusion(const bf_model *model, size_t i, size_t *count, size_t *min_nodes,
                             size_t *max_nodes);
+/* Which rule chose the patterns fused: "record" (the file carries
+ * bitflip.export's record of the kernels PyTorch ran, metadata_props
+ * "bitflip.kernels": only those were fused; *calls: its kernel calls,
+ * *unrecorded: patterns left as exported because PyTorch ran them op by op),
+ * "pattern" (no record: every pattern fused), "off" (no_fuse). */
+const char *bf_model_fusion_rule(const bf_model *model, size_t *calls, size_t *unrecorded);
 
 size_t bf_model_num_params(const bf_model *model);
 const bf_param_info *bf_model_param(const bf_model *model, size_t i);

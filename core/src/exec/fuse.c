@@ -3,7 +3,8 @@
  * torch.onnx.export spells some single kernels out in several nodes: LayerNorm
  * below opset 17 (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, then
  * Mul scale, Add bias), GELU (Div sqrt 2, Erf, Add 1, Mul x, Mul 0.5, or the
- * tanh form), Hardswish at opset 13 (HardSigmoid 1/6, Mul x). On ordinary
+ * tanh form), Hardswish at opset 13 (HardSigmoid 1/6, Mul x), GroupNorm
+ * below opset 18 (Reshape, InstanceNormalization, Reshape, Mul, Add). On ordinary
  * values the nodes agree with the kernel, but under a fault that makes a value
  * huge they overflow elsewhere: PyTorch's LayerNorm turns a row past ~1.8e19
  * into NaN where the nodes give a finite row, its GELU returns x up to FLT_MAX
@@ -22,7 +23,11 @@
  * the same initializers, so weight faults land in the same parameters. The
  * other nodes, and Constant nodes read only by them, are removed; their
  * outputs stay in the value table, marked fused_into, so that a fault spec
- * naming one is told where it went (bf__fused_note). */
+ * naming one is told where it went (bf__fused_note).
+ *
+ * When the file carries bitflip.export's record of the kernels PyTorch ran
+ * (fuse_record.c), a pattern is fused only where the record says PyTorch
+ * ran its kernel: the same nodes written out by hand ran op by op. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,8 +36,8 @@
 #include "bitflip/model.h"
 #include "exec/fuse.h"
 
-enum { K_LAYERNORM, K_GELU, K_GELU_TANH, K_HARDSWISH };
-static const char *const kind_name[BF__FUSE_KINDS] = {"LayerNorm", "GELU", "GELU (tanh)", "HardSwish"};
+enum { K_LAYERNORM, K_GELU, K_GELU_TANH, K_HARDSWISH, K_GROUPNORM };
+static const char *const kind_name[BF__FUSE_KINDS] = {"LayerNorm", "GELU", "GELU (tanh)", "HardSwish", "GroupNorm"};
 
 #define MAX_PAT 16
 
@@ -52,6 +57,8 @@ typedef struct pattern {
     int last;
     int x, scale, bias;     /* scale -1: a LayerNorm without affine parameters */
     int axis;
+    int64_t groups;         /* GroupNorm */
+    int affine;             /* GroupNorm: 0, Mul 1 and Add 0 (Constant nodes, kept as the op's inputs) */
     float eps;
 } pattern;
 
@@ -384,6 +391,120 @@ static int match_hardswish(const ctx *c, const bf__node *hs, pattern *p)
     return 1;
 }
 
+/* ---- GroupNorm: Reshape [0, G, -1], InstanceNormalization (scale 1, bias
+ * 0), Reshape to Shape(x), Mul scale [C, 1, ...], Add bias: anchored at the
+ * InstanceNormalization. PyTorch's group_norm takes the group's moments as
+ * LayerNorm's Welford does, where InstanceNormalization follows
+ * instance_norm's double sums: a group past ~1.8e19 is NaN in one and the
+ * bias in the other (docs/NUMERICS.md). ---- */
+
+/* A Constant node's 1-D tensor (float or int64; NULL otherwise), its node
+ * into *feeder. Initializers are not taken: a float one is a parameter. */
+static const bf_tensor *const_vector(const ctx *c, int v, int *feeder)
+{
+    const bf__node *k = node_of(c, v, "Constant");
+    *feeder = -1;
+    if (!k || k->n_in != 0 || k->n_attrs != 1 || strcmp(k->attrs[0].name, "value") != 0 ||
+        k->attrs[0].type != BF__ATTR_TENSOR)
+        return NULL;
+    const bf_tensor *t = k->attrs[0].t;
+    if (!t || !t->data || t->ndim != 1 || (t->dtype != BF_F32 && t->dtype != BF_I64)) return NULL;
+    *feeder = idx(c, k);
+    return t;
+}
+
+/* The InstanceNormalization's scale or bias: G float values all equal to want. */
+static int const_fill(const ctx *c, int v, double want, int64_t groups, pattern *p)
+{
+    int feeder;
+    const bf_tensor *t = const_vector(c, v, &feeder);
+    if (!t || t->dtype != BF_F32 || t->dims[0] != groups || !private_value(c, v, 1)) return 0;
+    for (int64_t i = 0; i < groups; i++)
+        if (((const float *)t->data)[i] != (float)want) return 0;
+    return add_rm(p, feeder);
+}
+
+/* The Mul's scale or the Add's bias: a float parameter of one value, or of
+ * shape [C, 1, ...] (the exporter unsqueezes weight and bias to the input's
+ * rank - 1; the op checks that rank once shapes are known). */
+static int gn_param(const ctx *c, int v)
+{
+    if (v < 0 || c->m->values[v].kind != BF__VAL_PARAM) return 0;
+    const bf_tensor *t = c->m->values[v].init;
+    if (t->dtype != BF_F32 || t->ndim < 1) return 0;
+    for (int d = 1; d < t->ndim; d++)
+        if (t->dims[d] != 1) return 0;
+    return 1;
+}
+
+/* A Reshape of two inputs as the exporter writes it: no attribute, or
+ * allowzero 0 (opset 14 on). */
+static int plain_reshape(const bf__node *r)
+{
+    if (!r || r->n_in != 2 || r->n_out != 1 || r->n_attrs > 1) return 0;
+    return !r->n_attrs ||
+           (strcmp(r->attrs[0].name, "allowzero") == 0 && r->attrs[0].type == BF__ATTR_INT && r->attrs[0].i == 0);
+}
+
+/* Without affine parameters the exporter multiplies by a Constant 1 and adds
+ * a Constant 0: PyTorch then computes (x - mean) * rstd. */
+static int gn_unit(const ctx *c, int v, double want)
+{
+    double got;
+    int feeder;
+    return const_scalar(c, v, &got, &feeder) && feeder >= 0 && got == want;
+}
+
+static int match_groupnorm(const ctx *c, const bf__node *in, pattern *p)
+{
+    if (in->n_in != 3 || in->n_out != 1 || in->n_attrs > 1) return 0;
+    float eps = 1e-5f;
+    if (in->n_attrs) {
+        if (strcmp(in->attrs[0].name, "epsilon") != 0 || in->attrs[0].type != BF__ATTR_FLOAT) return 0;
+        eps = in->attrs[0].f;
+    }
+    if (!(eps >= 0.0f) || eps > 1.0f) return 0;
+    int r1v = in->in[0], feeder;
+    const bf__node *r1 = node_of(c, r1v, "Reshape");
+    if (!plain_reshape(r1) || !private_value(c, r1v, 1)) return 0;
+    const bf_tensor *shape = const_vector(c, r1->in[1], &feeder);
+    if (!shape || shape->dtype != BF_I64 || shape->dims[0] != 3) return 0;
+    const int64_t *sh = shape->data;
+    if (sh[0] != 0 || sh[1] < 1 || sh[2] != -1) return 0;
+    int64_t groups = sh[1];
+    if (private_value(c, r1->in[1], 1) && !add_rm(p, feeder)) return 0;
+    if (!const_fill(c, in->in[1], 1.0, groups, p) || !const_fill(c, in->in[2], 0.0, groups, p)) return 0;
+    int x = r1->in[0];
+    if (!private_value(c, in->out[0], 1)) return 0;
+    const bf__node *r2 = &c->m->nodes[c->reader[in->out[0]]];
+    if (c->dead[c->reader[in->out[0]]] || strcmp(r2->op_type, "Reshape") != 0 || !plain_reshape(r2) ||
+        r2->in[0] != in->out[0])
+        return 0;
+    const bf__node *sh2 = node_of(c, r2->in[1], "Shape");
+    if (!sh2 || !private_value(c, r2->in[1], 1) || sh2->n_in != 1 || sh2->n_attrs || sh2->in[0] != x) return 0;
+    const bf__node *mul = sole_reader(c, r2->out[0], "Mul");
+    if (!mul) return 0;
+    int scale = mul->in[0] == r2->out[0] ? mul->in[1] : mul->in[0];
+    const bf__node *add = sole_reader(c, mul->out[0], "Add");
+    if (!add) return 0;
+    int bias = add->in[0] == mul->out[0] ? add->in[1] : add->in[0];
+    if (gn_unit(c, scale, 1.0) && gn_unit(c, bias, 0.0)) p->affine = 0;
+    else if (gn_param(c, scale) && gn_param(c, bias)) p->affine = 1;
+    else return 0;
+    const bf__node *nodes[] = {r1, in, sh2, r2, mul};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
+        if (!add_op(p, nodes[i], c)) return 0;
+    p->n_ops++;
+    p->kind = K_GROUPNORM;
+    p->x = x;
+    p->scale = scale;
+    p->bias = bias;
+    p->groups = groups;
+    p->eps = eps;
+    p->last = idx(c, add);
+    return 1;
+}
+
 /* ---- the rewrite ---- */
 
 static bf_status oom(const bf_model *m, bf_error *err)
@@ -434,7 +555,8 @@ static bf_status rewrite(ctx *c, const pattern *p, bf_error *err)
 {
     bf_model *m = c->m;
     bf__node *last = &m->nodes[p->last];
-    static const char *const op[BF__FUSE_KINDS] = {"LayerNormalization", "Gelu", "Gelu", "HardSwish"};
+    static const char *const op[BF__FUSE_KINDS] = {"LayerNormalization", "Gelu", "Gelu", "HardSwish",
+                                                   "GroupNormalization"};
     int in[3] = {p->x, -1, -1}, n_in = 1;
     if (p->kind == K_LAYERNORM) {
         bf_status st = p->scale < 0 ? make_one(c, err) : BF_OK;
@@ -442,8 +564,10 @@ static bf_status rewrite(ctx *c, const pattern *p, bf_error *err)
         in[1] = p->scale >= 0 ? p->scale : c->one;
         in[2] = p->bias;
         n_in = p->bias >= 0 ? 3 : 2;
+    } else if (p->kind == K_GROUPNORM) {
+        in[1] = p->scale, in[2] = p->bias, n_in = 3;
     }
-    size_t n_attrs = p->kind == K_LAYERNORM ? 2 : p->kind == K_GELU_TANH ? 1 : 0;
+    size_t n_attrs = p->kind == K_LAYERNORM ? 2 : p->kind == K_GROUPNORM ? 3 : p->kind == K_GELU_TANH ? 1 : 0;
     char *op_type = dup_str(op[p->kind]);
     int *ins = bf__malloc(4 * sizeof *ins);
     bf__attr *attrs = bf__calloc(n_attrs + 1, sizeof *attrs);
@@ -452,6 +576,14 @@ static bf_status rewrite(ctx *c, const pattern *p, bf_error *err)
         attrs[0] = (bf__attr){.name = dup_str("axis"), .type = BF__ATTR_INT, .i = p->axis};
         attrs[1] = (bf__attr){.name = dup_str("epsilon"), .type = BF__ATTR_FLOAT, .f = p->eps};
         ok = attrs[0].name && attrs[1].name;
+    } else if (ok && p->kind == K_GROUPNORM) {
+        /* bitflip_per_channel 1: scale and bias [C, 1, ...] (or one value),
+         * indexed by channel whatever C and num_groups are; 2: no affine
+         * parameters, (x - mean) * rstd as PyTorch computes it then */
+        attrs[0] = (bf__attr){.name = dup_str("num_groups"), .type = BF__ATTR_INT, .i = p->groups};
+        attrs[1] = (bf__attr){.name = dup_str("epsilon"), .type = BF__ATTR_FLOAT, .f = p->eps};
+        attrs[2] = (bf__attr){.name = dup_str("bitflip_per_channel"), .type = BF__ATTR_INT, .i = p->affine ? 1 : 2};
+        ok = attrs[0].name && attrs[1].name && attrs[2].name;
     } else if (ok && p->kind == K_GELU_TANH) {
         attrs[0] = (bf__attr){.name = dup_str("approximate"), .type = BF__ATTR_STRING, .s = dup_str("tanh")};
         ok = attrs[0].name && attrs[0].s;
@@ -529,10 +661,28 @@ bf_status bf__remove_nodes(bf_model *m, const unsigned char *dead, bf_error *err
     return BF_OK;
 }
 
+/* With the exporter's record: whether PyTorch ran this pattern's kernel in
+ * the module its nodes (Constant feeders aside) belong to. */
+static int recorded(const ctx *c, const pattern *p, bf__kernels *rec)
+{
+    const char *names[MAX_PAT + 1];
+    int n = 0;
+    for (int r = 0; r < p->n_rm; r++) {
+        const bf__node *nd = &c->m->nodes[p->rm[r]];
+        if (strcmp(nd->op_type, "Constant") != 0) names[n++] = nd->name;
+    }
+    names[n++] = c->m->nodes[p->last].name;
+    return bf__kernels_take(rec, p->kind, names, n);
+}
+
 bf_status bf__fuse(bf_model *m, bf_error *err)
 {
     ctx c = {.m = m, .one = -1};
-    bf_status st = BF_OK;
+    bf__kernels rec;
+    bf_status st = bf__kernels_parse(m, &rec, err);
+    if (st != BF_OK) return st;
+    m->fuse_rule = m->kernels ? BF__FUSE_RULE_RECORD : BF__FUSE_RULE_PATTERN;
+    m->n_kernel_calls = rec.n;
     /* +1: room for the constant 1 make_one may add */
     c.n_read = bf__calloc(m->n_values + 2, sizeof *c.n_read);
     c.reader = bf__calloc(m->n_values + 2, sizeof *c.reader);
@@ -555,6 +705,7 @@ bf_status bf__fuse(bf_model *m, bf_error *err)
         else if (strcmp(n->op_type, "Erf") == 0) hit = match_gelu(&c, n, &p);
         else if (strcmp(n->op_type, "Tanh") == 0) hit = match_gelu_tanh(&c, n, &p);
         else if (strcmp(n->op_type, "HardSigmoid") == 0) hit = match_hardswish(&c, n, &p);
+        else if (strcmp(n->op_type, "InstanceNormalization") == 0) hit = match_groupnorm(&c, n, &p);
         if (!hit) continue;
         /* the last node may not be among those removed (a Constant feeder
          * listed twice is harmless: clearing is once per node) */
@@ -562,6 +713,10 @@ bf_status bf__fuse(bf_model *m, bf_error *err)
                   m->nodes[p.last].out[0] < 0;
         for (int r = 0; r < p.n_rm && !bad; r++) bad = p.rm[r] == p.last || c.dead[p.rm[r]];
         if (bad) continue;
+        if (m->kernels && !recorded(&c, &p, &rec)) {
+            m->fuse_unrecorded++;
+            continue;
+        }
         st = rewrite(&c, &p, err);
         fused++;
     }
@@ -571,7 +726,16 @@ out:
     bf__free(c.reader);
     bf__free(c.is_out);
     bf__free(c.dead);
+    bf__kernels_free(&rec);
     return st;
+}
+
+const char *bf_model_fusion_rule(const bf_model *m, size_t *calls, size_t *unrecorded)
+{
+    static const char *const rule[] = {"off", "pattern", "record"};
+    if (calls) *calls = m->n_kernel_calls;
+    if (unrecorded) *unrecorded = m->fuse_unrecorded;
+    return rule[m->fuse_rule >= 0 && m->fuse_rule <= 2 ? m->fuse_rule : 0];
 }
 
 const char *bf_model_fusion(const bf_model *m, size_t i, size_t *count, size_t *min_nodes, size_t *max_nodes)

@@ -72,7 +72,11 @@ typedef struct bf__node {
 } bf__node;
 
 /* The exported patterns exec/fuse.c runs as one op (bf_model_fusion). */
-#define BF__FUSE_KINDS 4
+#define BF__FUSE_KINDS 5
+#define BF__KERNELS_KEY "bitflip.kernels"
+#define BF__KERNELS_MAX (1 << 20)   /* bytes of that record: 1 MiB */
+#define BF__KERNELS_LINES 65536     /* kernel calls in it */
+enum { BF__FUSE_RULE_OFF, BF__FUSE_RULE_PATTERN, BF__FUSE_RULE_RECORD };
 /* A graph-valued attribute of a node of the main graph (a Loop's body), kept
  * so that exec/fuse_loop.c can recognise the loops bitflip runs as one op,
  * and exec/plan_sub.c can run If and Loop.
@@ -135,6 +139,12 @@ struct bf_model {
     /* exec/fuse.c: per pattern kind, how many were fused and the fewest and
      * most nodes (Constant feeders aside) one of them had */
     size_t fused[BF__FUSE_KINDS], fused_min[BF__FUSE_KINDS], fused_max[BF__FUSE_KINDS];
+    /* model/onnx_meta.c: metadata_props "bitflip.kernels" as stored, NULL if
+     * absent; exec/fuse.c: which rule decided (BF__FUSE_RULE_*), how many
+     * patterns the record left unfused, and the record's kernel calls */
+    char *kernels;
+    int fuse_rule;
+    size_t fuse_unrecorded, n_kernel_calls;
 
     /* A model derived from `base` by mitigate.c (nodes inserted): it shares
      * the base's names, attributes, tensors and parameter tables and owns

@@ -156,6 +156,7 @@ void bf_model_free(bf_model *m)
     bf__free(m->param_zp);
     bf__free(m->label);
     bf__free(m->producer);
+    bf__free(m->kernels);
     bf__free(m);
 }
 
@@ -543,6 +544,8 @@ static bf_status convert_header(const Onnx__ModelProto *mp, bf_model *m, bf_erro
              mp->producer_version ? mp->producer_version : "");
     m->producer = bf__strdup(prod);
     if (!m->producer) return oom(err, m);
+    bf_status st = bf__onnx_metadata(mp, m, err);
+    if (st != BF_OK) return st;
     if (g->n_sparse_initializer)
         return bf_error_set(err, BF_EUNSUPPORTED, "%s: sparse initializers are not supported", m->label);
     return BF_OK;

@@ -17,6 +17,10 @@ bf_status bf__tensor_from_proto(const Onnx__TensorProto *tp, const char *what, b
                                 bf_error *err);
 void bf__tensor_free(bf_tensor *t);
 
+/* onnx_meta.c: keeps the metadata_props bitflip reads (m->kernels). */
+struct bf_model;
+bf_status bf__onnx_metadata(const Onnx__ModelProto *mp, struct bf_model *m, bf_error *err);
+
 /* onnx_wire.c: the protobuf varint at buf[*pos] (buf holds `len` bytes), *pos
  * moved past it; 0 if it is truncated or longer than 10 bytes. The door
  * check, the diagnostic walk and the initializer cutter all read with it. */

@@ -376,8 +376,40 @@ typedef struct gn_params {
     int64_t n, c, groups, inner;  /* X viewed as [N, groups, C/groups, inner] */
     float eps;
     int per_channel;
+    int scale_one, bias_one;      /* one value for all channels (fused exports only) */
+    int no_affine;                /* fused export of GroupNorm(affine=False): (x - mean) * rstd */
 } gn_params;
 static_assert(sizeof(gn_params) <= BF__OP_PARAMS_MAX, "groupnorm params too large");
+
+/* A GroupNorm export fused at load (exec/fuse.c): scale and bias are what
+ * the pattern's Mul and Add broadcast against [N, C, ...], so each must be
+ * [C, 1, ...] of the input's rank - 1, or one value. */
+static bf_status gn_fused_params(const bf__prep *p, gn_params *gp, bf_error *err)
+{
+    const bf_tensor *x = p->in[0];
+    static const char *const names[2] = {"scale (the pattern's Mul)", "bias (the pattern's Add)"};
+    int *one[2] = {&gp->scale_one, &gp->bias_one};
+    for (int i = 0; i < 2; i++) {
+        const bf_tensor *t = p->in[1 + i];
+        int ok = t->ndim <= x->ndim;
+        *one[i] = bf_tensor_numel(t) == 1;
+        if (!*one[i]) {
+            ok = t->ndim == x->ndim - 1 && t->dims[0] == gp->c;
+            for (int d = 1; d < t->ndim && ok; d++) ok = t->dims[d] == 1;
+        }
+        if (!ok) {
+            char sx[96], sv[96];
+            return bf__node_error(err, p->node, BF_ESHAPE,
+                                  "fused GroupNorm: %s has shape %s; for input %s expected [C, 1, ...] = [%lld] "
+                                  "followed by %d ones, or one value (load with --no-fuse to run the nodes as "
+                                  "exported)",
+                                  names[i], bf_shape_str(t->dims, t->ndim, sv, sizeof sv),
+                                  bf_shape_str(x->dims, x->ndim, sx, sizeof sx), (long long)gp->c, x->ndim - 2);
+        }
+    }
+    gp->per_channel = 1;
+    return BF_OK;
+}
 
 bf_status bf__groupnorm_prepare(bf__prep *p, bf_error *err)
 {
@@ -402,6 +434,13 @@ bf_status bf__groupnorm_prepare(bf__prep *p, bf_error *err)
                               "attribute 'num_groups' is %lld; it is required and must be >= 1 and divide C = %lld",
                               (long long)groups, (long long)c);
     const bf_tensor *s = p->in[1], *b = p->in[2];
+    gp->n = x->dims[0], gp->c = c, gp->groups = groups, gp->inner = 1, gp->scale_one = gp->bias_one = 0;
+    for (int i = 2; i < x->ndim; i++) gp->inner *= x->dims[i];
+    bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
+    int64_t fused;
+    if ((st = bf__attr_int(nd, "bitflip_per_channel", 0, &fused, err))) return st;
+    gp->no_affine = fused == 2;
+    if (fused) return gn_fused_params(p, gp, err);
     int64_t len = s->ndim == 1 ? s->dims[0] : -1;
     if ((len != groups && len != c) || b->ndim != 1 || b->dims[0] != len)
         return bf__node_error(err, nd, BF_ESHAPE,
@@ -410,9 +449,6 @@ bf_status bf__groupnorm_prepare(bf__prep *p, bf_error *err)
                               bf_shape_str(s->dims, s->ndim, sx, sizeof sx), bf_shape_str(b->dims, b->ndim, sv, sizeof sv),
                               (long long)groups, (long long)c);
     gp->per_channel = len == c && (len != groups || p->opset >= 21);
-    gp->n = x->dims[0], gp->c = c, gp->groups = groups, gp->inner = 1;
-    for (int i = 2; i < x->ndim; i++) gp->inner *= x->dims[i];
-    bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
     return BF_OK;
 }
 
@@ -432,9 +468,15 @@ bf_status bf__groupnorm_run(const bf__ctx *c, bf_error *err)
         float mean, var;
         bf__row_moments(x + r * len, len, &mean, &var);
         float rstd = 1.0f / sqrtf((var > 0.0f || var != var ? var : 0.0f) + gp->eps);
+        if (gp->no_affine) {
+            const float *restrict xr = x + r * len;
+            float *restrict yr = y + r * len;
+            for (int64_t i = 0; i < len; i++) yr[i] = (xr[i] - mean) * rstd;
+            continue;
+        }
         for (int64_t j = 0; j < cg; j++) {
             int64_t k = gp->per_channel ? g * cg + j : g;
-            float a = rstd * scale[k], b = -a * mean + bias[k];
+            float a = rstd * scale[gp->scale_one ? 0 : k], b = -a * mean + bias[gp->bias_one ? 0 : k];
             const float *restrict xr = x + r * len + j * gp->inner;
             float *restrict yr = y + r * len + j * gp->inner;
             for (int64_t i = 0; i < gp->inner; i++) yr[i] = xr[i] * a + b;

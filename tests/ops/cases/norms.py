@@ -1,0 +1,184 @@
+"""Normalisations and attention as users write or export them, at the
+values a single-bit fault makes (docs/NUMERICS.md), against the PyTorch
+modules that were exported.
+
+- GroupNorm: below opset 18 the exporter writes Reshape [0, G, -1],
+  InstanceNormalization (scale 1, bias 0), Reshape to Shape(x), Mul, Add;
+  PyTorch runs group_norm, whose Welford moments overflow to NaN for a group
+  past ~1.8e19, where instance_norm's double sums give the bias. bitflip
+  fuses the pattern back into group_norm (core/src/exec/fuse.c).
+- InstanceNorm2d (one node), BatchNorm exported in training mode, RMSNorm
+  written out (x * rsqrt(mean(x^2) + eps) * w), attention written out
+  (softmax(q k^T / sqrt(d)) v): run node by node in PyTorch and in bitflip.
+Every case is fed Inf, NaN and values past the overflow thresholds.
+"""
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import helper, numpy_helper
+
+from cases.fuse import exported
+from opcase import Case, randf
+
+T = torch.from_numpy
+
+
+def _perturb(mod, seed):
+    with torch.no_grad():
+        for i, p in enumerate(mod.parameters()):
+            p.copy_(T(randf(seed + i, *p.shape, lo=0.5, hi=1.5) if p.dim() == 1 and i % 2 == 0 else
+                      randf(seed + i, *p.shape)))
+    return mod
+
+
+def _huge_groups(seed, n, c, *rest):
+    """[n, c, *rest] values in [-2, 2]; in most samples one group holds an
+    element past a threshold: 1e19 (normal), 3e19, 1e20, 1e30, -2.7e37 (a
+    flipped exponent bit), 3e38, Inf, -Inf, NaN; and one whole channel of
+    -2.7e37 times the values, as a faulty conv weight makes it."""
+    x = randf(seed, n, c, *rest, lo=-2, hi=2)
+    flat = x.reshape(n, -1)
+    vals = [1e19, 3e19, 1e20, 1e30, -2.7e37, 3e38, np.inf, -np.inf, np.nan]
+    for s, v in enumerate(vals[:n - 2]):
+        flat[s + 1, (7 * s + 3) % flat.shape[1]] = v
+    x[n - 1, c // 2] *= -2.7e37
+    return x
+
+
+class GN(torch.nn.Module):
+    def __init__(self, g, c, affine=True, eps=1e-5):
+        super().__init__()
+        self.gn = torch.nn.GroupNorm(g, c, affine=affine, eps=eps)
+
+    def forward(self, x):
+        return self.gn(x)
+
+
+def groupnorm_cases():
+    for opset in (13, 17):
+        yield exported(f"norm_groupnorm_1d_op{opset}", _perturb(GN(4, 48), 1), _huge_groups(2, 11, 48, 5), opset,
+                       rtol=1e-4, atol=1e-5)
+    yield exported("norm_groupnorm_2d_op13", _perturb(GN(2, 6), 3), _huge_groups(4, 9, 6, 3, 4), 13,
+                   rtol=1e-4, atol=1e-5)
+    # one group per channel (C == G) and eps 1e-3: scale and bias per channel
+    yield exported("norm_groupnorm_c_eq_g_op13", _perturb(GN(6, 6, eps=1e-3), 5), _huge_groups(6, 9, 6, 7), 13,
+                   rtol=1e-4, atol=1e-5)
+    # long groups: the Welford cascade over several chunks (12 * 300 values)
+    yield exported("norm_groupnorm_long_op13", _perturb(GN(2, 24), 7), _huge_groups(8, 4, 24, 300), 13,
+                   rtol=1e-4, atol=1e-5)
+    # without affine parameters: the export's Mul and Add take constants
+    yield exported("norm_groupnorm_noaffine_op13", GN(3, 12, affine=False), _huge_groups(9, 9, 12, 4), 13,
+                   rtol=1e-4, atol=1e-5)
+    # a scale of 1.8e38 in one channel: rstd * scale, then x * a + b
+    gn = _perturb(GN(4, 16), 10)
+    with torch.no_grad():
+        gn.gn.weight[5] = 1.8e38
+    yield exported("norm_groupnorm_scale_1e38_op13", gn, randf(11, 3, 16, 6, lo=-3, hi=3), 13)
+
+
+class ConvGN(torch.nn.Module):
+    """Dilated Conv1d then GroupNorm(4, 48), the held-out model's block."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(8, 48, 3, padding=2, dilation=2)
+        self.gn = torch.nn.GroupNorm(4, 48)
+
+    def forward(self, x):
+        return torch.relu(self.gn(self.conv(x)))
+
+
+def conv_groupnorm_cases():
+    for k, w in enumerate((-2.7e37, 1e20, 3e38)):
+        torch.manual_seed(20)
+        m = _perturb(ConvGN(), 21)
+        with torch.no_grad():
+            m.conv.weight[13, 2, 1] = w
+        yield exported(f"norm_conv_groupnorm_w{k}_op13", m, randf(22, 3, 8, 16), 13, rtol=1e-4, atol=1e-5)
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.w, self.eps = torch.nn.Parameter(torch.ones(d)), eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.w
+
+
+class Attention(torch.nn.Module):
+    """softmax(q k^T / sqrt(d)) v written out, as PyTorch 1.13 users do."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(d, d) for _ in range(3))
+        self.d = d
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        a = torch.softmax(q @ k.transpose(-2, -1) / self.d ** 0.5, dim=-1)
+        return a @ v
+
+
+def written_out_cases():
+    x = randf(30, 12, 16, lo=-2, hi=2)
+    x[1:10, 3] = [1e19, 2e19, 1e20, 1e30, -2.7e37, 3e38, np.inf, -np.inf, np.nan]
+    yield exported("norm_rmsnorm_op13", _perturb(RMSNorm(16), 31), x.reshape(3, 4, 16), 13, rtol=1e-4, atol=1e-5)
+    torch.manual_seed(32)
+    att = Attention(8)
+    xa = randf(33, 5, 6, 8, lo=-2, hi=2)
+    # 1e18: scores near 1e35. Not 1e20: then single products q_i k_i pass
+    # FLT_MAX, and PyTorch's small-bmm loop (rounded products, + in order)
+    # gives Inf - Inf = NaN where bitflip's fused multiply-add chain keeps
+    # -Inf (docs/NUMERICS.md, "Softmax and attention")
+    xa[1, 2, 3], xa[2, 0, 0], xa[3, 5, 7], xa[4, 1, 1] = 1e18, -2.7e37, np.inf, np.nan
+    yield exported("norm_attention_op13", att, xa, 13, rtol=1e-4, atol=1e-5)
+    inorm = torch.nn.InstanceNorm2d(4, affine=True)
+    _perturb(inorm, 34)
+    yield exported("norm_instancenorm2d_huge_op13", inorm, _huge_groups(35, 9, 4, 3, 5), 13, rtol=1e-4, atol=1e-5)
+
+
+def _copy_nodes(case):
+    return [onnx.NodeProto.FromString(n.SerializeToString()) for n in case.nodes]
+
+
+def groupnorm_near_miss_cases():
+    """GroupNorm exports one detail away from the exporter's, which must stay
+    unfused and compute what their nodes say (reference: the nodes' formula
+    in torch, on ordinary values where instance_norm and group_norm agree)."""
+    gn = _perturb(GN(2, 6), 40)
+    x = randf(41, 3, 6, 5)
+    base = exported("tmp", gn, x, 13)
+    w = gn.gn.weight.detach().view(6, 1)
+    b = gn.gn.bias.detach().view(6, 1)
+    xt = T(x)
+
+    def nodes_formula(in_scale):
+        r = F.instance_norm(xt.reshape(3, 2, -1), weight=T(np.asarray(in_scale, np.float32)), eps=1e-5)
+        return r.reshape(xt.shape) * w + b, r
+
+    # the InstanceNormalization's scale is 2, not the exporter's 1
+    c = Case("norm_groupnorm_nearmiss_scale2", None, base.inputs, {}, opset=13, consts=base.consts,
+             nodes=_copy_nodes(base), rtol=1e-4, atol=1e-5)
+    inode = next(n for n in c.nodes if n.op_type == "InstanceNormalization")
+    for n in c.nodes:
+        if n.op_type == "Constant" and n.output[0] == inode.input[1]:
+            del n.attribute[:]
+            n.attribute.extend([helper.make_attribute("value", numpy_helper.from_array(np.full(2, 2.0, np.float32)))])
+    c.outputs = {"y": nodes_formula([2.0, 2.0])[0].numpy()}
+    yield c
+    # the InstanceNormalization's output is a graph output too: read twice
+    c = Case("norm_groupnorm_nearmiss_read_twice", None, base.inputs, {}, opset=13, consts=base.consts,
+             nodes=_copy_nodes(base), rtol=1e-4, atol=1e-5)
+    inode = next(n for n in c.nodes if n.op_type == "InstanceNormalization")
+    y, r = nodes_formula([1.0, 1.0])
+    c.outputs = {"y": y.numpy(), inode.output[0]: r.numpy()}
+    yield c
+
+
+def cases():
+    yield from groupnorm_cases()
+    yield from groupnorm_near_miss_cases()
+    yield from conv_groupnorm_cases()
+    yield from written_out_cases()
