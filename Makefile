@@ -13,7 +13,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
 .PHONY: pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
-.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-det zoo-check fixtures study-stutz clean
+.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det zoo-check fixtures study-stutz clean
 
 all: build
 
@@ -199,6 +199,9 @@ bench-sgemm: build
 # a minute. OpenBLAS is timed if libopenblas.so.0 is installed.
 bench-peak: build
 	$(BUILD)/bitflip-bench-peak
+
+bench-conv: build
+	$(BUILD)/bitflip-bench-conv
 
 bench-campaigns: build bench-deps
 	/usr/bin/python3 bench/campaign_bench.py --bitflip $(BUILD)/bitflip --write-doc docs/BENCHMARKS.md

@@ -41,6 +41,7 @@ typedef struct conv_case {
     const char *what;
     int64_t n, c, h, w, m, group, kh, kw, s, d, pads[4];  /* pads: top, left, bottom, right */
     int bias;
+    int inf_w;   /* weight 0 is +Inf: a padding tap skipped keeps the border finite, 0 * Inf would not */
 } conv_case;
 
 /* The reference of the contract above; y is [n, m, oh, ow]. */
@@ -106,6 +107,7 @@ static void run_case(const conv_case *k, const char *level, size_t q)
     /* a few exact zeros and negative zeros, where the order of +0 and -0 shows */
     float *xv = x.data;
     for (int64_t i = 0; i < k->n * k->c * k->h * k->w; i += 7) xv[i] = (i / 7) % 2 ? -0.0f : 0.0f;
+    if (k->inf_w) ((float *)wt.data)[0] = INFINITY;
     int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d};
     bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
                         th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
@@ -138,28 +140,74 @@ static void run_case(const conv_case *k, const char *level, size_t q)
 }
 
 static const conv_case cases[] = {
-    {"3x3 stride 1, asymmetric pads (padded planes)", 2, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 2, 0, 1}, 1},
-    {"3x3 stride 1, no bias (+0 added)", 1, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 0},
-    {"3x3 stride 2, dilation 2 (column matrix, bias in the kernel)", 2, 29, 31, 29, 19, 1, 3, 3, 2, 2, {1, 2, 0, 1}, 1},
-    {"groups 2, 3x3 stride 1", 1, 16, 37, 37, 6, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 0},
-    {"output 3 wide: panels wrap six output rows", 1, 64, 40, 3, 5, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
-    {"output 1 wide, 3x1 kernel", 1, 64, 300, 1, 5, 1, 3, 1, 1, 1, {1, 0, 1, 0}, 1},
-    {"K = 1170 past the stack panel", 1, 130, 8, 8, 7, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
-    {"7x7 stride 2, 3 channels (a first layer)", 1, 3, 64, 61, 9, 1, 7, 7, 2, 1, {3, 3, 3, 3}, 1},
-    {"small, several images per product", 3, 5, 9, 11, 7, 1, 3, 3, 1, 1, {1, 0, 2, 1}, 1},
-    {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1},
-    {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0},
-    {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1},
-    {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
-    {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0},
+    {"3x3 stride 1, asymmetric pads (padded planes)", 2, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 2, 0, 1}, 1, 0},
+    {"3x3 stride 1, no bias (+0 added)", 1, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 0},
+    {"3x3 stride 2, dilation 2 (column matrix, bias in the kernel)", 2, 29, 31, 29, 19, 1, 3, 3, 2, 2, {1, 2, 0, 1}, 1, 0},
+    {"groups 2, 3x3 stride 1", 1, 16, 37, 37, 6, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 0},
+    {"output 3 wide: panels wrap six output rows", 1, 64, 40, 3, 5, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"output 1 wide, 3x1 kernel", 1, 64, 300, 1, 5, 1, 3, 1, 1, 1, {1, 0, 1, 0}, 1, 0},
+    {"K = 1170 past the stack panel", 1, 130, 8, 8, 7, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"7x7 stride 2, 3 channels (a first layer)", 1, 3, 64, 61, 9, 1, 7, 7, 2, 1, {3, 3, 3, 3}, 1, 0},
+    {"small, several images per product", 3, 5, 9, 11, 7, 1, 3, 3, 1, 1, {1, 0, 2, 1}, 1, 0},
+    {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
+    {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 0},
+    {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
     {"depthwise 3x3 stride 2, even width: the last 8 outputs end the input", 1, 2, 6, 34, 2, 2, 3, 3, 2, 1,
-     {1, 1, 1, 1}, 1},
-    {"depthwise 5x5", 1, 4, 12, 23, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1},
-    {"depthwise 3x3 dilation 2", 1, 4, 12, 23, 4, 4, 3, 3, 1, 2, {2, 2, 2, 2}, 1},
-    {"depthwise asymmetric pads", 1, 4, 12, 23, 4, 4, 3, 3, 1, 1, {0, 1, 2, 0}, 1},
-    {"depthwise 3x5", 1, 4, 12, 23, 4, 4, 3, 5, 1, 1, {1, 2, 1, 2}, 0},
-    {"depthwise 2x2 input, 3x3 kernel: no inside column", 1, 3, 2, 2, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1},
+     {1, 1, 1, 1}, 1, 0},
+    {"depthwise 5x5", 1, 4, 12, 23, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 0},
+    {"depthwise 3x3 dilation 2", 1, 4, 12, 23, 4, 4, 3, 3, 1, 2, {2, 2, 2, 2}, 1, 0},
+    {"depthwise asymmetric pads", 1, 4, 12, 23, 4, 4, 3, 3, 1, 1, {0, 1, 2, 0}, 1, 0},
+    {"depthwise 3x5", 1, 4, 12, 23, 4, 4, 3, 5, 1, 1, {1, 2, 1, 2}, 0, 0},
+    {"depthwise 2x2 input, 3x3 kernel: no inside column", 1, 3, 2, 2, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    /* rows of up to 8 outputs: one masked chunk per row on AVX2 */
+    {"depthwise 3x3 on 7x7 (mobilenet_v2's last maps)", 2, 5, 7, 7, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"depthwise 3x3 on 7x7, an Inf weight", 1, 3, 7, 7, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
+    {"depthwise 3x3, output exactly 8 wide", 1, 3, 5, 8, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 0},
+    {"depthwise 3x3, output 1 wide", 1, 3, 5, 1, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"depthwise 5x5 dilation 2, asymmetric pads, 6 wide", 1, 4, 9, 6, 4, 4, 5, 5, 1, 2, {2, 3, 1, 4}, 1, 1},
+    {"depthwise 3x5, 4 wide, no padding on the left", 1, 4, 6, 8, 4, 4, 3, 5, 1, 1, {1, 0, 1, 0}, 1, 0},
 };
+
+/* Random shapes, every Conv path (depthwise, pointwise, grouped, dense),
+ * each CPU path against the reference: odd sizes, strides, dilations,
+ * pads, an Inf weight now and then. A fixed seed, so a failure repeats. */
+static void conv_random_shapes_match_reference(void **state)
+{
+    (void)state;
+    uint32_t r = 12345;
+#define RND(n) ((r = r * 1103515245u + 12345u), (int64_t)((r >> 16) % (uint32_t)(n)))
+    const char *levels[] = {"ref", NULL};
+    for (int t = 0; t < 80; t++) {
+        conv_case k = {"random", 1 + RND(2), 0, 1 + RND(12), 1 + RND(12), 0, 1, 1 + RND(5), 1 + RND(5),
+                       1 + RND(3), 1 + RND(2), {RND(3), RND(3), RND(3), RND(3)}, (int)RND(2), RND(4) == 0};
+        int kind = (int)RND(4);
+        int64_t c = 1 + RND(9);
+        if (kind == 0) k.c = k.m = k.group = c;                             /* depthwise */
+        else if (kind == 1) k.c = c, k.m = 1 + RND(20), k.kh = k.kw = 1;     /* pointwise (stride, pads too) */
+        else if (kind == 2) k.group = 2, k.c = 2 * c, k.m = 2 * (1 + RND(4)); /* grouped */
+        else k.c = c, k.m = 1 + RND(9);                                      /* dense */
+        if (kind == 1 && RND(2)) k.s = 1, memset(k.pads, 0, sizeof k.pads);  /* the direct 1x1 path */
+        int64_t oh = (k.h + k.pads[0] + k.pads[2] - k.d * (k.kh - 1) - 1), ow = (k.w + k.pads[1] + k.pads[3] - k.d * (k.kw - 1) - 1);
+        if (oh < 0 || ow < 0) {
+            t--;
+            continue;
+        }
+        char what[160];
+        snprintf(what, sizeof what, "random %d: n %lld c %lld %lldx%lld m %lld group %lld kernel %lldx%lld stride %lld "
+                 "dilation %lld pads %lld,%lld,%lld,%lld, inf weight %d", t, (long long)k.n, (long long)k.c, (long long)k.h,
+                 (long long)k.w, (long long)k.m, (long long)k.group, (long long)k.kh, (long long)k.kw, (long long)k.s,
+                 (long long)k.d, (long long)k.pads[0], (long long)k.pads[1], (long long)k.pads[2], (long long)k.pads[3],
+                 k.inf_w);
+        k.what = what;
+        for (int l = 0; l < 2; l++) {
+            run_case(&k, levels[l], N_ACTS);
+            run_case(&k, levels[l], (size_t)t % N_ACTS);
+        }
+    }
+#undef RND
+}
 
 static void conv_paths_match_reference(void **state)
 {
@@ -176,6 +224,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conv_paths_match_reference),
+        cmocka_unit_test(conv_random_shapes_match_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

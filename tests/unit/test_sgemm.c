@@ -70,6 +70,47 @@ static void by_hand(void **state)
     assert_true(y == 0.0f);
 }
 
+/* Products wide enough for several groups of panels (sgemm.c multiplies a
+ * block of rows by up to 16 panels in turn when k <= 256), B in place
+ * (ldb <= 1024) and packed (ldb past it, transposed), with and without the
+ * bias and activation epilogue: the reference's bits. */
+static void grouped_panels_match_reference(void **state)
+{
+    (void)state;
+    static const int ms[] = {7, 40}, ns[] = {300, 1100}, ks[] = {16, 130, 256};
+    const bf__act act = {0.0f, 6.0f};
+    for (size_t im = 0; im < 2; im++)
+        for (size_t in = 0; in < 2; in++)
+            for (size_t ik = 0; ik < 3; ik++)
+                for (int form = 0; form < 4; form++) {
+                    int m = ms[im], n = ns[in], k = ks[ik], tb = form & 1, acc = form >> 1;
+                    int ldb = (tb ? k : n) + 1, ldy = n + 3;
+                    float *a = rand_buf((size_t)m * k), *b = rand_buf((size_t)(tb ? n : k) * ldb);
+                    float *bias = rand_buf((size_t)m), *y0 = rand_buf((size_t)m * ldy);
+                    float *y1 = malloc((size_t)m * ldy * sizeof *y1), *y2 = malloc((size_t)m * ldy * sizeof *y2);
+                    assert_non_null(y1);
+                    assert_non_null(y2);
+                    memcpy(y1, y0, (size_t)m * ldy * sizeof *y1);
+                    memcpy(y2, y0, (size_t)m * ldy * sizeof *y2);
+                    bf__sgemm(0, tb, m, n, k, 0.75f, a, k, b, ldb, acc, y1, ldy);
+                    bf__sgemm_ref(0, tb, m, n, k, 0.75f, a, k, b, ldb, acc, y2, ldy);
+                    if (!same_bits(y1, y2, (size_t)m * ldy))
+                        fail_msg("m %d n %d k %d transB %d accumulate %d: grouped panels != reference", m, n, k, tb, acc);
+                    if (!tb) {
+                        bf__sgemm_bias(BF_SGEMM_AVX2, m, n, k, a, k, b, ldb, bias, acc ? &act : NULL, y1, ldy);
+                        bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, k, b, ldb, 0, y2, ldy);
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) {
+                                float v = y2[(int64_t)i * ldy + j] + bias[i];
+                                y2[(int64_t)i * ldy + j] = acc ? bf__act_apply(&act, v) : v;
+                            }
+                        if (!same_bits(y1, y2, (size_t)m * ldy))
+                            fail_msg("m %d n %d k %d activation %d: grouped bias epilogue != reference", m, n, k, acc);
+                    }
+                    free(a), free(b), free(bias), free(y0), free(y1), free(y2);
+                }
+}
+
 /* The fast path against the scalar reference, bit for bit, over shapes that
  * cover full and partial 6 x 16 blocks, k below, at and past 8 and the
  * stack panel's depth (1024), both layouts of B and A, strides wider than
@@ -345,6 +386,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(by_hand),
         cmocka_unit_test(matches_reference_and_double),
+        cmocka_unit_test(grouped_panels_match_reference),
         cmocka_unit_test(parts_reproduce_the_whole),
         cmocka_unit_test(deep_panel_without_memory),
         cmocka_unit_test(windows_chain),

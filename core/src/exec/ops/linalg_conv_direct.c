@@ -156,6 +156,79 @@ static int64_t dw_s2(const float *r0, const float *r1, const float *r2, const fl
 }
 #endif
 
+#ifdef DW_S2_VECTOR
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256
+dw_act(__m256 v, const bf__act *act)
+{
+    return act ? _mm256_min_ps(_mm256_set1_ps(act->hi), _mm256_max_ps(_mm256_set1_ps(act->lo), v)) : v;
+}
+
+/* One chunk of 8 outputs from column c0 of a stride-1 row, lanes past
+ * c_hi not stored: each lane runs the scalar loop's sequence, v = bv,
+ * then v = v + w * x over the valid kernel rows (xr, wr: nv of them) and
+ * their taps in kw order, a tap in the padding skipped. Each tap is loaded
+ * under the mask of the lanes where it lands inside: the masked lanes'
+ * inputs are never read, and their sum is discarded (blend), so they keep
+ * v exactly as the skipped tap does (an Inf weight times the padding
+ * would give NaN there). No FMA: this file's AVX2 target lacks it, so
+ * every product and sum rounds as the scalar loop's do. act: applied
+ * before the store, as the sgemm epilogue does (min(hi, max(lo, v)):
+ * bf__act_apply's bits). */
+__attribute__((target("avx2"))) static void dw_chunk(const bf__window *w, const dw_cols *dc, int nv,
+                                                     const float *const *xr, const float *const *wr, float bv,
+                                                     const bf__act *act, float *yr, int64_t c0, int64_t c_hi)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int64_t kw_n = w->k[2], d = w->d[2], pb = w->pb[2];
+    __m256 v = _mm256_set1_ps(bv);
+    int64_t left = c_hi - c0 < 8 ? c_hi - c0 : 8;
+    __m256i mk[BF__DW_MAXKW];
+    int full = 1;
+    for (int64_t kw = 0; kw < kw_n; kw++) {
+        /* lanes l with lo[kw] <= c0 + l < min(hi[kw], c_hi) */
+        int64_t h = dc->hi[kw] < c_hi ? dc->hi[kw] : c_hi;
+        __m256i a = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)(dc->lo[kw] - c0 - 1)));
+        mk[kw] = _mm256_and_si256(a, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(h - c0)), lane));
+        full &= _mm256_movemask_ps(_mm256_castsi256_ps(mk[kw])) == (1 << left) - 1;
+    }
+    for (int r = 0; r < nv; r++)
+        for (int64_t kw = 0; kw < kw_n; kw++) {
+            if (_mm256_testz_si256(mk[kw], mk[kw])) continue;
+            __m256 t = _mm256_maskload_ps(xr[r] + c0 + kw * d - pb, mk[kw]);
+            __m256 sum = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(wr[r][kw]), t));
+            /* every stored lane takes the tap: the others are never stored */
+            v = full ? sum : _mm256_blendv_ps(v, sum, _mm256_castsi256_ps(mk[kw]));
+        }
+    v = dw_act(v, act);
+    float t[8];   /* not vmaskmovps: a masked store is microcoded on AMD's cores, tens of cycles */
+    _mm256_storeu_ps(t, v);
+    for (int64_t l = 0; l < left; l++) yr[c0 + l] = t[l];
+}
+
+/* A whole stride-1 2-D depthwise channel of output rows no wider than 8
+ * (mobilenet_v2's 7x7 maps: every column an edge or left over from the
+ * 8-wide inside, so dw2d_impl's were all scalar), a chunk per row, the
+ * activation applied on the way (AVX2 only; dw2d_impl is the reference).
+ * Wider rows stay in dw2d_impl: this chunk's masks and a 2-chunk inside
+ * measured no faster there, the loop being bound by memory on the larger
+ * maps (2026-11-29, loaded machine, thread CPU time). */
+__attribute__((target("avx2"))) static void dw2d_masked(const bf__window *w, const dw_cols *dc, const float *x,
+                                                        const float *wk, float bv, const bf__act *act, float *y)
+{
+    int64_t IH = w->in[1], IW = w->in[2], OH = w->out[1], OW = w->out[2], kh_n = w->k[1], kw_n = w->k[2];
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *xr[BF__DW_MAXKH], *wr[BF__DW_MAXKH];
+        int nv = 0;
+        for (int64_t kh = 0; kh < kh_n; kh++) {
+            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+            if (ih < 0 || ih >= IH) continue;
+            xr[nv] = x + ih * IW, wr[nv] = wk + kh * kw_n, nv++;
+        }
+        dw_chunk(w, dc, nv, xr, wr, bv, act, y + oh * OW, 0, OW);
+    }
+}
+#endif
+
 static inline __attribute__((always_inline)) void dw2d_impl(const bf__window *w, const dw_cols *dc,
                                                             const float *restrict x, const float *restrict wk, float bv,
                                                             float *restrict y, int vec)
@@ -237,6 +310,14 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const bf__window *w, const
  * BF__DW_MAXKH rows. */
 static int dw2d_ok(const bf__window *w) { return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->k[1] <= BF__DW_MAXKH; }
 
+#ifdef DW_S2_VECTOR
+/* Whether dw2d_masked takes a dw2d shape: stride 1, rows of up to 8. */
+static int dw_masked_ok(const bf__window *w)
+{
+    return w->s[2] == 1 && w->out[2] <= 8;
+}
+#endif
+
 static void dw2d(const bf__window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -286,6 +367,14 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
             float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
             const float *wg = wt + (g * cp->mg + j0) * cp->kc;
+#ifdef DW_S2_VECTOR
+            if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w) && dc.avx2 && dw_masked_ok(&cp->w)) {
+                for (int64_t j = 0; j < nj; j++)
+                    dw2d_masked(&cp->w, &dc, xg, wg + j * cp->kc, bias ? bias[g * cp->mg + j0 + j] : 0.0f, act,
+                                yg + j * cp->osp);
+                continue;
+            }
+#endif
             if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w)) {
                 for (int64_t j = 0; j < nj; j++)
                     dw2d(&cp->w, &dc, xg, wg + j * cp->kc, bias ? bias[g * cp->mg + j0 + j] : 0.0f, yg + j * cp->osp);

@@ -1,0 +1,131 @@
+/* mobilenet_v2's 1x1 and depthwise convolutions, kernel by kernel, one image
+ * at 224x224: the time of each shape, so a change to either kernel can be
+ * compared with the build before it in the same run (docs/BENCHMARKS.md,
+ * "Convolutions against ONNX Runtime").
+ *
+ *   build/bitflip-bench-conv          per shape, microseconds (x the layers of that shape)
+ *   build/bitflip-bench-conv --hash   a hash of each depthwise output instead (two builds must agree)
+ *
+ * Timed in the thread's CPU time, not wall time: on a shared, loaded
+ * machine a descheduled thread would otherwise count the other processes'
+ * turns. Each shape repeated for about 10-20 ms, the fastest of five kept. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/ops/linalg_window.h"
+#include "exec/ops/sgemm.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *rand_floats(int64_t n)
+{
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!p) {
+        fprintf(stderr, "bitflip-bench-conv: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++) p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    return p;
+}
+
+/* 1x1 convolutions: bf__sgemm_bias with ReLU6, K input channels, M output, N positions */
+static double pointwise(void)
+{
+    static const int sh[][3] = {{32, 16, 12544}, {16, 96, 12544}, {24, 144, 3136}, {144, 24, 3136}, {32, 192, 784},
+                                {192, 32, 784},  {64, 384, 196},  {384, 64, 196},  {96, 576, 196},  {576, 96, 196},
+                                {160, 960, 49},  {960, 160, 49},  {320, 1280, 49}};
+    double tot = 0;
+    for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        int k = sh[s][0], m = sh[s][1], n = sh[s][2];
+        float *a = rand_floats((int64_t)m * k), *b = rand_floats((int64_t)k * n), *y = rand_floats((int64_t)m * n);
+        float *bias = rand_floats(m);
+        bf__act act = {0.0f, 6.0f};
+        double best = 1e9;
+        for (int r = 0; r < 5; r++) {
+            double t0 = now();
+            int it = 0;
+            do {
+                bf__sgemm_bias(bf__sgemm_best(), m, n, k, a, k, b, n, bias, &act, y, n);
+                it++;
+            } while (now() - t0 < 0.02);
+            double t = (now() - t0) / it;
+            if (t < best) best = t;
+        }
+        printf("pointwise K=%d M=%d N=%d %.1f us %.1f GFLOP/s\n", k, m, n, best * 1e6, 2.0 * m * n * k / best * 1e-9);
+        tot += best;
+        free(a), free(b), free(y), free(bias);
+    }
+    return tot;
+}
+
+/* depthwise 3x3, pad 1: channels, input size, stride, layers of that shape */
+static double depthwise(int hash)
+{
+    static const int sh[][4] = {{32, 112, 1, 1}, {96, 112, 2, 1}, {144, 56, 1, 2}, {144, 56, 2, 1}, {192, 28, 1, 2},
+                                {192, 28, 2, 1}, {384, 14, 1, 4}, {576, 14, 1, 2}, {576, 14, 2, 1}, {960, 7, 1, 3}};
+    double tot = 0;
+    for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        int c = sh[s][0], h = sh[s][1], st = sh[s][2], o = (h + 2 - 3) / st + 1;
+        bf__conv_params cp;
+        memset(&cp, 0, sizeof cp);
+        bf__window *w = &cp.w;
+        w->rank = 2;
+        for (int d = 0; d < 3; d++) {
+            w->in[d] = d ? h : 1, w->out[d] = d ? o : 1, w->k[d] = d ? 3 : 1, w->s[d] = d ? st : 1;
+            w->d[d] = 1, w->pb[d] = w->pe[d] = d ? 1 : 0;
+        }
+        cp.n = 1, cp.c = cp.m = cp.group = c, cp.cg = cp.mg = 1;
+        cp.isp = (int64_t)h * h, cp.osp = (int64_t)o * o, cp.ksp = cp.kc = 9;
+        cp.has_bias = 1, cp.path = BF__CONV_DEPTHWISE, cp.simd = bf__sgemm_best();
+        srand((unsigned)s);
+        float *x = rand_floats((int64_t)c * h * h), *wt = rand_floats((int64_t)c * 9), *b = rand_floats(c);
+        float *y = rand_floats((int64_t)c * o * o);
+        bf__act act = {0.0f, 6.0f};
+        double best = 1e9;
+        for (int r = 0; r < (hash ? 1 : 5); r++) {
+            double t0 = now();
+            int it = 0;
+            do {
+                bf__conv_direct(&cp, x, wt, b, &act, y, -1);
+                it++;
+            } while (!hash && now() - t0 < 0.01);
+            double t = (now() - t0) / it;
+            if (t < best) best = t;
+        }
+        if (hash) {
+            uint64_t hv = 1469598103934665603u;
+            for (int64_t i = 0; i < (int64_t)c * o * o; i++) {
+                uint32_t u;
+                memcpy(&u, &y[i], 4);
+                hv = (hv ^ u) * 1099511628211u;
+            }
+            printf("depthwise C=%d H=%d stride %d hash %016llx\n", c, h, st, (unsigned long long)hv);
+        } else {
+            printf("depthwise C=%d H=%d stride %d x%d %.1f us\n", c, h, st, sh[s][3], best * sh[s][3] * 1e6);
+        }
+        tot += best * sh[s][3];
+        free(x), free(wt), free(b), free(y);
+    }
+    return tot;
+}
+
+int main(int argc, char **argv)
+{
+    int hash = argc > 1 && strcmp(argv[1], "--hash") == 0;
+    if (hash) {
+        depthwise(1);
+        return 0;
+    }
+    double p = pointwise(), d = depthwise(0);
+    printf("total pointwise %.1f us, depthwise %.1f us\n", p * 1e6, d * 1e6);
+    return 0;
+}
