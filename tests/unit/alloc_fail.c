@@ -66,6 +66,7 @@ static uint64_t failed_paths[PATH_SLOTS];              /* 0: empty */
 static size_t n_seen = 0;
 static uint64_t occ_key[PATH_SLOTS];             /* stacks met in this round */
 static uint32_t occ_round[PATH_SLOTS], round_no = 0;
+static size_t n_met = 0;                         /* distinct stacks this round */
 
 static uint64_t stack_key(void)
 {
@@ -79,11 +80,13 @@ static uint64_t stack_key(void)
     return h ? h : 1;
 }
 
-/* 1 if the stack's key was already met in this round (and records it). */
+/* 1 if the stack's key was already met in this round (and records it); a
+ * full table (never seen: rounds meet a few hundred stacks) says "met". */
 static int met_before(uint64_t k)
 {
+    if (n_met >= PATH_SLOTS / 2) return 1;
     for (size_t i = k & (PATH_SLOTS - 1);; i = (i + 1) & (PATH_SLOTS - 1)) {
-        if (occ_round[i] != round_no) { occ_round[i] = round_no; occ_key[i] = k; return 0; }
+        if (occ_round[i] != round_no) { occ_round[i] = round_no; occ_key[i] = k; n_met++; return 0; }
         if (occ_key[i] == k) return 1;
     }
 }
@@ -117,6 +120,7 @@ void bf_test_alloc_fail_new_path_from(long n)
     path_from = n;
     path_count = 0;
     path_failed_at = -1;
+    n_met = 0;
     /* a new round: every occ slot stale at once (round 0 is never used) */
     if (++round_no == 0) { memset(occ_round, 0, sizeof occ_round); round_no = 1; }
     pthread_mutex_unlock(&path_mu);
