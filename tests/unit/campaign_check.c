@@ -24,22 +24,41 @@ bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_
 long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_mitigation *mit,
                        const bf_campaign_prep *prep, int64_t trials, long max_n)
 {
-    for (long n = 0; n < max_n; n += TC_ALLOC_STEP) {
+    /* core's bytes before: every failed round must give them all back (the
+     * release build has no leak checker; under ASan LeakSanitizer checks too) */
+    size_t live = bf_test_alloc_live();
+    long rounds = 0;
+#if TC_ALLOC_PATHS
+    bf_test_alloc_paths_forget();
+#endif
+    for (long n = 0; n < max_n; rounds++) {
         bf_campaign *c = NULL;
         bf_campaign_result res;
         bf_error err = {0};
         bf_campaign_opts o = {.threads = 1};
+#if TC_ALLOC_PATHS
+        bf_test_alloc_fail_new_path_from(n);
+#else
         bf_test_alloc_fail_after(n);
+#endif
         bf_status st = bf_campaign_create_prepared(m, ds, s, mit, prep, &c, &err);
         if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
+        long at = bf_test_alloc_failed_at(), asked = bf_test_alloc_count();
         bf_test_alloc_fail_after(-1);
         bf_campaign_free(c);
         if (st == BF_OK) {
+            if (at >= 0) fail_msg("allocation %ld failed and the run still succeeded", at);
             assert_int_equal(res.trials_done, trials);
             bf_campaign_result_free(&res);
-            return n;
+            if (bf_test_alloc_live() != live) fail_msg("the clean run left %zu bytes held", bf_test_alloc_live() - live);
+            if (TC_ALLOC_PATHS)
+                print_message("%ld of %ld allocations failed, one per call path (TC_ALLOC_PATHS)\n", rounds, asked);
+            return asked;
         }
-        if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+        if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", at, st, err.msg);
+        if (bf_test_alloc_live() != live)
+            fail_msg("allocation %ld failing left %zu bytes held", at, bf_test_alloc_live() - live);
+        n = TC_ALLOC_PATHS ? at + 1 : n + TC_ALLOC_STEP;
     }
     fail_msg("no create and run succeeded within %ld allocations", max_n);
     return max_n;

@@ -72,8 +72,10 @@ typedef struct tc_config {
  * countdown is not thread-safe): every failure must come back as BF_ENOMEM
  * with all freed (ASan checks), and the first create and run that meet no
  * failure must do `trials` trials. Fails the test if none does within max_n
- * allocations; returns how many failed in turn before it. Under
- * ThreadSanitizer every TC_ALLOC_STEP-th allocation fails instead (below). */
+ * allocations; returns how many allocations the clean run made. Each
+ * failed round must also give back all of core's bytes (alloc_fail.h's
+ * live count). Under ThreadSanitizer every TC_ALLOC_STEP-th allocation
+ * fails instead, under ASan one per call path (below). */
 long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_mitigation *mit,
                        const bf_campaign_prep *prep, int64_t trials, long max_n);
 
@@ -95,6 +97,21 @@ uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len);
 #define TC_ALLOC_STEP 8
 #else
 #define TC_ALLOC_STEP 1
+#endif
+
+/* Under ASan (BF_TEST_ALLOC_PATHS, build-asan) tc_alloc_failures fails one
+ * allocation per call path (alloc_fail.h: the call stack, and whether it is
+ * the stack's first allocation of the run) rather than each in turn: every
+ * allocation site, on every way it is reached, fails once, first and
+ * later occurrence, while the rounds no longer grow with the trials' and
+ * nodes' repeated allocations, which made the loop quadratic (test_kv_sites:
+ * 4291 rounds, 67 CPU-s). The release build keeps every allocation in turn,
+ * each round checked for BF_ENOMEM and for core's bytes all given back
+ * (tests/README.md, "The third round"). */
+#ifdef BF_TEST_ALLOC_PATHS
+#define TC_ALLOC_PATHS 1
+#else
+#define TC_ALLOC_PATHS 0
 #endif
 
 #endif

@@ -890,7 +890,8 @@ static void weight_outputs(void **state)
 
 /* Every allocation of create and run may fail: a clean BF_ENOMEM and no
  * leak. One worker thread: the countdown allocator is not thread-safe.
- * Every 8th under TSan (TC_ALLOC_STEP, campaign_check.h). */
+ * Every 8th under TSan (TC_ALLOC_STEP), one per call path under ASan
+ * (TC_ALLOC_PATHS; campaign_check.h says why). */
 static void allocation_failures(void **state)
 {
     fx *f = *state;
@@ -903,26 +904,38 @@ static void allocation_failures(void **state)
     s.repr = BF_REPR_INT8;
     s.batch = 0;
     int succeeded = 0;
-    for (long n = 0; n < 5000 && !succeeded; n += TC_ALLOC_STEP) {   /* every 8th under TSan */
+    size_t live = bf_test_alloc_live();
+#if TC_ALLOC_PATHS
+    bf_test_alloc_paths_forget();
+#endif
+    for (long n = 0; n < 5000 && !succeeded;) {
         bf_campaign *c = NULL;
         bf_campaign_result res;
         bf_error err = {0};
         capture cap;
         capture_init(&cap, 2);
         bf_campaign_opts o = {.threads = 1, .on_trial = cap_trial, .on_outputs = cap_outputs, .user = &cap};
+#if TC_ALLOC_PATHS
+        bf_test_alloc_fail_new_path_from(n);
+#else
         bf_test_alloc_fail_after(n);
+#endif
         bf_status st = bf_campaign_create(f->dlrm, f->dlrm_ds, &s, &c, &err);
         if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
+        long at = bf_test_alloc_failed_at();
         bf_test_alloc_fail_after(-1);
         if (st == BF_OK) {
             succeeded = 1;
             assert_int_equal(res.trials_done, 2);
             bf_campaign_result_free(&res);
         } else if (st != BF_ENOMEM) {
-            fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+            fail_msg("allocation %ld failing gave status %d: %s", at, st, err.msg);
         }
         capture_free(&cap);
         bf_campaign_free(c);
+        if (bf_test_alloc_live() != live)
+            fail_msg("allocation %ld failing left %zu bytes held", at, bf_test_alloc_live() - live);
+        n = TC_ALLOC_PATHS ? at + 1 : n + TC_ALLOC_STEP;   /* every 8th under TSan */
     }
     assert_true(succeeded);
 }

@@ -68,6 +68,20 @@
 #define NEAR_STEP 1
 #endif
 
+/* chain_mode_matches_exact's trials per fault model and fixture: 120, or 60
+ * in the sanitizer builds, where it was 43 of this test's CPU-s under ASan
+ * (the exact side's full passes): the same fixtures, fault models and
+ * chains, 1500 trials compared each way (at least 1000 asserted), so the
+ * near-exact engine's one disagreement in a thousand still has room to
+ * show; the release build keeps 120 and its 2000 at least (tests/README.md). */
+#ifdef BF_SANITIZED
+#define CHAIN_TRIALS 60
+#define CHAIN_MIN 1000
+#else
+#define CHAIN_TRIALS 120
+#define CHAIN_MIN 2000
+#endif
+
 typedef tc_recs recs;
 
 typedef tc_config config;
@@ -305,7 +319,8 @@ static void chain_mode_matches_exact(void **state)
         double scale = tc_out_scale(m, ds);
         for (size_t k = 0; k < 5; k++) {   /* the weight fault models but BER (several faults a trial) */
             if (configs[k].kind == BF_FAULT_BER) continue;
-            sel sa = {.tensors = which[f], .trials = 120}, sb = sa, sn = {.tensors = which[f], .trials = 120, .near = 1};
+            sel sa = {.tensors = which[f], .trials = CHAIN_TRIALS}, sb = sa,
+                sn = {.tensors = which[f], .trials = CHAIN_TRIALS, .near = 1};
             if (!pair(fx[f], m, ds, &configs[k], 1, 0, &sa, &sb, scale, &t, &sn, &tn))
                 fail_msg("%s: no %s sites", fx[f], which[f][0]);
             assert_int_equal(sa.chain_trials, 0);   /* the exact engine never */
@@ -325,8 +340,8 @@ static void chain_mode_matches_exact(void **state)
     assert_true(chained_near * 10 >= tn.trials * 9);
     assert_int_equal(exact_linear, 0);
     assert_true(linear[0] > 0 && linear[4] > 0);
-    tc_assert_agree("chain mode vs exact", &t, 2000);
-    tc_assert_agree("chain mode vs exact", &tn, 2000);
+    tc_assert_agree("chain mode vs exact", &t, CHAIN_MIN);
+    tc_assert_agree("chain mode vs exact", &tn, CHAIN_MIN);
 }
 
 /* --- the golden pass on several threads */
