@@ -104,7 +104,7 @@ static const char *status_title(int status)
 
 static void problem(bfd_req *r, int status, const char *type, json_t *errors, const char *fmt, va_list ap)
 {
-    char detail[1024];
+    char detail[2048];   /* an upload's 422: its id, its name (200) and the engine's 768 */
     vsnprintf(detail, sizeof detail, fmt, ap);
     json_t *p = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", status_title(status), "status",
                           status, "detail", detail, "instance", r->path ? r->path : "");
