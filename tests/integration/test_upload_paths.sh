@@ -56,6 +56,9 @@ body_has len_2p63_upload "upload $(sha256sum "$tmp/in/len_2p63.safetensors" | cu
 req unnamed 422 "${OCT[@]}" --data-binary @"$tmp/in/not_json.safetensors" "$URL/v1/datasets"
 body_has unnamed_id "upload $(sha256sum "$tmp/in/not_json.safetensors" | cut -c1-64): "
 body_has unnamed_offset "(at header byte"
+# a name that is not UTF-8 (JSON strings must be): said as '?', and the request still answered
+req name_not_utf8 422 "${OCT[@]}" --data-binary @"$tmp/in/not_json.safetensors" "$URL/v1/datasets?name=chip%E9.bin"
+body_has name_not_utf8 "(uploaded as \\\"chip?.bin\\\")"
 [ "$refused" -gt $((sent / 2)) ] && ok || bad "only $refused of $sent hostile uploads were refused"
 stop_daemon
 echo "$sent uploads, $refused refused"
