@@ -19,7 +19,10 @@ $PY "$FIX/make_hostile_uploads.py" "$tmp/in" || { echo "FAIL making the hostile 
 DATA=$tmp/srv-data-dir-x
 start_daemon "$DATA" || exit 1
 
-files=("$tmp"/in/* "$CORPUS"/fuzz_onnx/* "$CORPUS"/fuzz_safetensors/* "$CORPUS"/fuzz_errmap/* "$CORPUS"/fuzz_evalset/*)
+# the corpora's seeds and crashes, not the inputs merged in from fuzz runs (named by their SHA-1)
+shopt -s nullglob
+files=("$tmp"/in/*)
+for t in fuzz_onnx fuzz_safetensors fuzz_errmap fuzz_evalset; do files+=("$CORPUS/$t"/seed_* "$CORPUS/$t"/crash_*); done
 refused=0 sent=0
 for f in "${files[@]}"; do
   [ -f "$f" ] || continue
