@@ -7,7 +7,7 @@ FUZZ_BUILD ?= build-fuzz
 # seconds per target for `make fuzz`; `make test` runs each for FUZZ_SMOKE_SECONDS
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
-FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report fuzz_cli_flip
+FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report fuzz_cli_flip fuzz_evalset fuzz_spec_kv
 MAKEFLAGS  += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance

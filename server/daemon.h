@@ -127,6 +127,7 @@ typedef struct bfd {
     char *tls_cert_pem, *tls_key_pem;   /* the files' text, for libmicrohttpd (http.c) */
     int connections;          /* open now (past cfg.max_connections: 503, see BFD_CONN_RESERVE) */
     int suspended;            /* requests waiting on work off the loop (uploads being checked) */
+    int check_in_process;     /* checks run on the loop, not in a child (work/check.c): fuzz_http's, for speed */
     double started;
 } bfd;
 

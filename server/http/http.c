@@ -104,10 +104,19 @@ static const char *status_title(int status)
 
 static void problem(bfd_req *r, int status, const char *type, json_t *errors, const char *fmt, va_list ap)
 {
-    char detail[1024];
+    char detail[2048];   /* an upload's 422: its id, its name (200) and the engine's 768 */
     vsnprintf(detail, sizeof detail, fmt, ap);
     json_t *p = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", status_title(status), "status",
                           status, "detail", detail, "instance", r->path ? r->path : "");
+    if (!p) {
+        /* a client's bytes in the detail (an upload's ?name=) that are not
+         * UTF-8, which JSON strings must be: said as '?', not dropped with
+         * the whole reply (fuzz_http found the request it left unanswered) */
+        for (char *c = detail; *c; c++)
+            if ((unsigned char)*c >= 0x80) *c = '?';
+        p = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", status_title(status), "status", status,
+                      "detail", detail, "instance", r->path ? r->path : "");
+    }
     if (p && errors) json_object_set_new(p, "errors", errors);
     else json_decref(errors);
     char *s = p ? json_dumps(p, JSON_INDENT(2)) : NULL;
@@ -359,7 +368,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return ret;
     }
-    if (!r->reply && !r->body_failed && !r->sse && !r->work) {
+    if (!r->reply && !r->body_failed && !r->sse && !r->work && r->dispatched) {
+        /* resumed by a handler that lost its reply (out of memory making it) */
+        bfd_reply_problem(r, 500, NULL, "the handler for %s %s made no reply", r->method, r->route->path);
+    } else if (!r->reply && !r->body_failed && !r->sse && !r->work) {
+        r->dispatched = 1;
         if (r->route->body == BFD_BODY_UPLOAD && bfd_upload_size(r->upload) == 0) {
             bfd_upload_abort(r->upload);
             r->upload = NULL;

@@ -57,6 +57,7 @@ struct bfd_req {
     char *hdr_value[BFD_MAX_HEADERS];
     int n_hdr;
     int suspended;
+    int dispatched;           /* the route's handler has run: never twice for one request */
     bfd_sse *sse;             /* an event stream (sse.c) */
     void *work;               /* a handler's state across a suspension */
 };

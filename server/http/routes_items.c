@@ -81,9 +81,15 @@ static void checked(void *user, bfd_check_result *res)
             bf_error_set(&err, res->st, "%s", res->why);
             bfd_reply_internal(r, "checking the upload", &err);
         } else {
-            bfd_reply_problem(r, 422, NULL, "not a %s bitflip can use: %s", u->kind == BFD_MODEL ? "valid ONNX model"
+            /* the upload by its id and the name it came as; the child has
+             * taken the blob's path out of its message (bfd_blob_scrub) */
+            const char *as = bfd_req_arg(r, "name");
+            bfd_reply_problem(r, 422, NULL, "not a %s bitflip can use: upload %s%s%.200s%s: %s",
+                              u->kind == BFD_MODEL    ? "valid ONNX model"
                               : u->kind == BFD_ERRMAP ? "valid error map (.bfmap, docs/CAMPAIGNS.md)"
-                                                      : "valid safetensors eval set", res->why);
+                                                      : "valid safetensors eval set",
+                              u->sha, as && *as ? " (uploaded as \"" : "", as && *as ? as : "", as && *as ? "\")" : "",
+                              res->why);
         }
         goto out;
     }

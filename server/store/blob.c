@@ -213,6 +213,17 @@ char *bfd_blob_path(const bfd_blobs *b, const char *sha_hex)
     return p;
 }
 
+void bfd_blob_scrub(char *msg, const char *path)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!msg || !slash) return;
+    size_t dir = (size_t)(slash - path) + 1;
+    for (char *at = msg; *at;) {
+        if (!strncmp(at, path, dir)) memmove(at, at + dir, strlen(at + dir) + 1);
+        else at++;
+    }
+}
+
 bf_status bfd_blob_remove(bfd_blobs *b, const char *sha_hex, bf_error *err)
 {
     if (!valid_hex64(sha_hex))

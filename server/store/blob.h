@@ -37,6 +37,10 @@ void bfd_upload_abort(bfd_upload *u);
 /* Path of a blob (malloc'd; NULL when out of memory); whether it exists is
  * the caller's question. sha_hex must be 64 lower-case hex digits. */
 char *bfd_blob_path(const bfd_blobs *b, const char *sha_hex);
+/* Rewrites an engine message about the blob at `path` (DIR/blobs/xx/ID) so
+ * that it names the blob by its id alone: every "DIR/blobs/xx/" is cut
+ * out. A message for a client never shows the data dir (docs/SERVICE.md). */
+void bfd_blob_scrub(char *msg, const char *path);
 /* Removes a blob (no error if absent). */
 bf_status bfd_blob_remove(bfd_blobs *b, const char *sha_hex, bf_error *err);
 

@@ -13,6 +13,7 @@
 #include "bitflip/api/summary.h"
 #include "bitflip/bitflip.h"
 #include "bitflip/report.h"
+#include "store/blob.h"
 #include "work/proc.h"
 #include "work/worker.h"
 
@@ -28,7 +29,8 @@
  * campaign's worker will hold at its peak (as job.c runs it: one thread,
  * the default cache budget) against the limit. */
 static json_t *check_campaign(const char *model_path, const char *dataset_path, const char *errmap_path,
-                              int64_t job_memory, const bf_limits *lim, bf_status *st, bf_error *err)
+                              const char *text, size_t len, int64_t job_memory, const bf_limits *lim, bf_status *st,
+                              bf_error *err)
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
@@ -36,10 +38,7 @@ static json_t *check_campaign(const char *model_path, const char *dataset_path, 
     bf_spec_problems probs = {0};
     int have_spec = 0;
     json_t *out = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    int rc = bfd_frame_read_fd(0, &text, &len, err);
-    if (rc != 1) { *st = rc == 0 ? bf_error_set(err, BF_EIO, "no spec on stdin") : BF_EIO; goto out; }
+    if (!text) { *st = bf_error_set(err, BF_EIO, "no spec on stdin"); goto out; }
     if ((*st = bf_spec_parse_opts(text, len, &lim->spec, &spec, &probs)) != BF_OK) {
         *st = bf_error_set(err, BF_EINVAL, "the spec no longer validates: %s: %s", probs.count ? probs.items[0].pointer : "",
                            probs.count ? probs.items[0].message : "?");
@@ -68,7 +67,6 @@ out:
     bf_spec_problems_free(&probs);
     bf_dataset_free(ds);
     bf_model_free(m);
-    free(text);
     return out;
 }
 
@@ -77,7 +75,7 @@ out:
  * TRIALS is the result's trial count, which the spec must make. A trial or
  * image out of range, or a campaign with nothing to draw, comes back as
  * {"error", "range": true} (the route's 400 and 422). */
-static json_t *picture(char **argv, const bf_limits *lim, bf_status *st, bf_error *err)
+static json_t *picture(char **argv, const char *text, size_t len, const bf_limits *lim, bf_status *st, bf_error *err)
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
@@ -85,15 +83,12 @@ static json_t *picture(char **argv, const bf_limits *lim, bf_status *st, bf_erro
     bf_spec_problems probs = {0};
     int have_spec = 0;
     json_t *fig = NULL;
-    char *text = NULL;
-    size_t len = 0;
     bfr_trial_req q = {-1, -1, -1};
     if (sscanf(argv[4], "%lld,%lld,%lld", &q.trial, &q.image, &q.trials) != 3) {
         *st = bf_error_set(err, BF_EINVAL, "which trial to draw: '%s' is not TRIAL,IMAGE,TRIALS", argv[4]);
         return NULL;
     }
-    int rc = bfd_frame_read_fd(0, &text, &len, err);
-    if (rc != 1) { *st = rc == 0 ? bf_error_set(err, BF_EIO, "no spec on stdin") : BF_EIO; goto out; }
+    if (!text) { *st = bf_error_set(err, BF_EIO, "no spec on stdin"); goto out; }
     if ((*st = bf_spec_parse_opts(text, len, &lim->spec, &spec, &probs)) != BF_OK) {
         *st = bf_error_set(err, BF_EINVAL, "the spec no longer validates: %s: %s", probs.count ? probs.items[0].pointer : "",
                            probs.count ? probs.items[0].message : "?");
@@ -109,8 +104,62 @@ out:
     bf_spec_problems_free(&probs);
     bf_dataset_free(ds);
     bf_model_free(m);
-    free(text);
     return fig ? json_pack("{s:o}", "figure", fig) : NULL;
+}
+
+/* The check's one frame of JSON (malloc'd; NULL when out of memory): argv
+ * as the child gets it (proc.c), `spec` the campaign's spec for
+ * --check-campaign and --picture (NULL: none came). */
+static char *answer(int argc, char **argv, const char *spec, size_t spec_len, int64_t job_memory, const bf_limits *lim)
+{
+    bf_error err = {0};
+    int model = !strcmp(argv[1], "--check-model"), campaign = !strcmp(argv[1], "--check-campaign");
+    int errmap = !strcmp(argv[1], "--check-errmap"), pic = !strcmp(argv[1], "--picture");
+    json_t *sum = NULL, *out = NULL;
+    bf_status st = BF_OK;
+    if (pic) {
+        out = picture(argv, spec, spec_len, lim, &st, &err);
+    } else if (campaign) {
+        /* the map, when there is one, comes before the options (proc.c appends those) */
+        const char *em = argc > 4 && strncmp(argv[4], "--", 2) ? argv[4] : NULL;
+        out = check_campaign(argv[2], argv[3], em, spec, spec_len, job_memory, lim, &st, &err);
+        if (st == BF_OK && !out) st = bf_error_set(&err, BF_ENOMEM, "out of memory");
+    } else if (model) {
+        bf_model *m = NULL;
+        st = bf_model_load_file_opts(argv[2], &lim->model, &m, &err);
+        if (st == BF_OK && !(sum = bf_model_summary(m))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
+        bf_model_free(m);
+    } else if (errmap) {
+        bf_errmap *em = NULL;
+        st = bf_errmap_load_file(argv[2], &lim->errmap, &em, &err);
+        if (st == BF_OK && !(sum = bf_errmap_summary(em))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
+        bf_errmap_free(em);
+    } else {
+        bf_dataset *ds = NULL;
+        st = bf_dataset_load_file_opts(argv[2], &lim->data, &ds, &err);
+        if (st == BF_OK && !(sum = bf_dataset_summary(ds))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
+        bf_dataset_free(ds);
+    }
+    if (st == BF_OK) {
+        if (!campaign && !pic) out = json_pack("{s:o}", "summary", sum);
+    } else {
+        /* the loaders name the files they read: here those are the daemon's
+         * blob paths, which the client never sent (the reply names the upload) */
+        for (int i = 2; i < argc && i < 5 && strncmp(argv[i], "--", 2); i++) bfd_blob_scrub(err.msg, argv[i]);
+        /* an upload's: the reply puts the upload's id and name first */
+        const char *id = strrchr(argv[2], '/');
+        size_t n = id ? strlen(++id) : 0;
+        if (!campaign && !pic && n && !strncmp(err.msg, id, n) && !strncmp(err.msg + n, ": ", 2))
+            memmove(err.msg, err.msg + n + 2, strlen(err.msg + n + 2) + 1);
+        char why[BF_ERROR_MSG_MAX + 128];
+        if (st == BF_ENOMEM) bfd_oom_reason(job_memory, err.msg, why, sizeof why);
+        else snprintf(why, sizeof why, "%s", err.msg[0] ? err.msg : bf_strerror(st));
+        out = json_pack("{s:s, s:b, s:b, s:b}", "error", why, "oom", st == BF_ENOMEM, "limit", st == BF_ELIMIT, "range",
+                        pic && st == BF_ERANGE);
+    }
+    char *s = out ? json_dumps(out, JSON_COMPACT) : NULL;
+    json_decref(out);
+    return s;
 }
 
 int bfd_check_main(int argc, char **argv)
@@ -118,8 +167,7 @@ int bfd_check_main(int argc, char **argv)
     int64_t job_memory = bfd_proc_arg_memory(argc, argv);
     bf_error err = {0};
     if (argc < 3) return 2;
-    int model = !strcmp(argv[1], "--check-model"), campaign = !strcmp(argv[1], "--check-campaign");
-    int errmap = !strcmp(argv[1], "--check-errmap"), pic = !strcmp(argv[1], "--picture");
+    int campaign = !strcmp(argv[1], "--check-campaign"), pic = !strcmp(argv[1], "--picture");
     if ((campaign && argc < 4) || (pic && argc < 5)) return 2;
     if (bfd_proc_child_init(job_memory, &err) != BF_OK) {
         fprintf(stderr, "bitflipd check %d: %s\n", (int)getpid(), err.msg);
@@ -131,46 +179,14 @@ int bfd_check_main(int argc, char **argv)
         fprintf(stderr, "bitflipd check %d: %s\n", (int)getpid(), err.msg);
         return 3;
     }
-    json_t *sum = NULL, *out = NULL;
-    bf_status st = BF_OK;
-    if (pic) {
-        out = picture(argv, &lim, &st, &err);
-    } else if (campaign) {
-        /* the map, when there is one, comes before the options (proc.c appends those) */
-        const char *em = argc > 4 && strncmp(argv[4], "--", 2) ? argv[4] : NULL;
-        out = check_campaign(argv[2], argv[3], em, job_memory, &lim, &st, &err);
-        if (st == BF_OK && !out) st = bf_error_set(&err, BF_ENOMEM, "out of memory");
-    } else if (model) {
-        bf_model *m = NULL;
-        st = bf_model_load_file_opts(argv[2], &lim.model, &m, &err);
-        if (st == BF_OK && !(sum = bf_model_summary(m))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
-        bf_model_free(m);
-    } else if (errmap) {
-        bf_errmap *em = NULL;
-        st = bf_errmap_load_file(argv[2], &lim.errmap, &em, &err);
-        /* the loader names the file: here that is the daemon's blob path, which the client never sent */
-        size_t n = strlen(argv[2]);
-        if (st != BF_OK && !strncmp(err.msg, argv[2], n) && !strncmp(err.msg + n, ": ", 2))
-            memmove(err.msg, err.msg + n + 2, strlen(err.msg + n + 2) + 1);
-        if (st == BF_OK && !(sum = bf_errmap_summary(em))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
-        bf_errmap_free(em);
-    } else {
-        bf_dataset *ds = NULL;
-        st = bf_dataset_load_file_opts(argv[2], &lim.data, &ds, &err);
-        if (st == BF_OK && !(sum = bf_dataset_summary(ds))) st = bf_error_set(&err, BF_ENOMEM, "out of memory summarising");
-        bf_dataset_free(ds);
+    char *spec = NULL;
+    size_t spec_len = 0;
+    if ((campaign || pic) && bfd_frame_read_fd(0, &spec, &spec_len, &err) != 1) {
+        free(spec);   /* none came, or not one frame: the answer says "no spec" */
+        spec = NULL;
     }
-    if (st == BF_OK) {
-        if (!campaign && !pic) out = json_pack("{s:o}", "summary", sum);
-    } else {
-        char why[BF_ERROR_MSG_MAX + 128];
-        if (st == BF_ENOMEM) bfd_oom_reason(job_memory, err.msg, why, sizeof why);
-        else snprintf(why, sizeof why, "%s", err.msg[0] ? err.msg : bf_strerror(st));
-        out = json_pack("{s:s, s:b, s:b, s:b}", "error", why, "oom", st == BF_ENOMEM, "limit", st == BF_ELIMIT, "range",
-                        pic && st == BF_ERANGE);
-    }
-    char *s = out ? json_dumps(out, JSON_COMPACT) : NULL;
-    json_decref(out);
+    char *s = answer(argc, argv, spec, spec_len, job_memory, &lim);
+    free(spec);
     int rc = s && bfd_frame_write_fd(1, s, strlen(s), &err) == BF_OK ? 0 : 3;
     free(s);
     return rc;
@@ -189,6 +205,7 @@ typedef struct check {
     uv_timer_t timer;
     int open;                 /* handles not yet closed */
     int exited, eof, reported, bad, timed_out;
+    int in_process;           /* d->check_in_process: no child, only the timer is open */
     int64_t status;
     int signal;
     bfd_frame_reader rd;
@@ -211,6 +228,10 @@ static void on_closed(uv_handle_t *h)
 
 static void close_all(check *c)
 {
+    if (c->in_process) {
+        uv_close((uv_handle_t *)&c->timer, on_closed);
+        return;
+    }
     if ((c->kind == CHECK_CAMPAIGN || c->kind == CHECK_PICTURE) && !uv_is_closing((uv_handle_t *)&c->in)) uv_close((uv_handle_t *)&c->in, on_closed);
     uv_close((uv_handle_t *)&c->proc, on_closed);
     uv_close((uv_handle_t *)&c->out, on_closed);
@@ -334,6 +355,50 @@ static void on_written(uv_write_t *w, int status)
     if (!uv_is_closing((uv_handle_t *)&c->in)) uv_close((uv_handle_t *)&c->in, on_closed);
 }
 
+static void on_answer(uv_timer_t *t)
+{
+    check *c = t->data;
+    c->exited = c->eof = 1;
+    maybe_finish(c);
+}
+
+/* d->check_in_process (fuzz_http): the child's work done here and now, its
+ * frame reported on the next loop turn as a child's would be, so that a check
+ * costs no process. No memory limit and no timeout: a fuzz build's choice,
+ * never bitflipd's (the child path is the integration tests'). */
+static bf_status start_in_process(check *c, const char *const *args, const char *spec_json, bf_error *err)
+{
+    bfd *d = c->d;
+    char *argv[10], mem[32];
+    int n = 0;
+    argv[n++] = "bitflipd";
+    for (size_t i = 0; args[i] && n < 5; i++) argv[n++] = (char *)args[i];
+    snprintf(mem, sizeof mem, "%lld", (long long)d->cfg.job_memory);
+    argv[n++] = "--job-memory";
+    argv[n++] = mem;
+    if (d->cfg.limits_arg && *d->cfg.limits_arg) {
+        argv[n++] = "--limits";
+        argv[n++] = d->cfg.limits_arg;
+    }
+    argv[n] = NULL;
+    bf_limits lim;
+    bf_status st = bfd_proc_arg_limits(n, argv, &lim, err);
+    if (st != BF_OK) {
+        free(c->spec_frame);
+        free(c);
+        return st;
+    }
+    c->payload = answer(n, argv, spec_json, spec_json ? strlen(spec_json) : 0, d->cfg.job_memory, &lim);
+    c->payload_len = c->payload ? strlen(c->payload) : 0;
+    c->bad = !c->payload;
+    c->in_process = 1;
+    c->timer.data = c;
+    uv_timer_init(d->loop, &c->timer);
+    c->open = 1;
+    uv_timer_start(&c->timer, on_answer, 0, 0);
+    return BF_OK;
+}
+
 static bf_status start(bfd *d, int kind, const char *const *args, const char *spec_json, bfd_check_done done,
                        void *user, bf_error *err)
 {
@@ -349,6 +414,7 @@ static bf_status start(bfd *d, int kind, const char *const *args, const char *sp
     c->done = done;
     c->user = user;
     c->rd.max = BFD_FRAME_MAX;
+    if (d->check_in_process) return start_in_process(c, args, spec_json, err);
     c->proc.data = c->out.data = c->timer.data = c->in.data = c->wreq.data = c;
     uv_pipe_init(d->loop, &c->out, 0);
     uv_timer_init(d->loop, &c->timer);

@@ -131,7 +131,14 @@ bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, con
     run_ctx x = {.wc = wc, .progress = progress, .user = user};
     *result_json = NULL;
 
-    if (strcmp(wc->id, js->id) && (st = load(wc, js, err)) != BF_OK) { cache_clear(wc); goto out; }
+    if (strcmp(wc->id, js->id) && (st = load(wc, js, err)) != BF_OK) {
+        /* the campaign's error is a client's to read: blobs by id, not by path */
+        bfd_blob_scrub(err->msg, js->model_path);
+        bfd_blob_scrub(err->msg, js->dataset_path);
+        bfd_blob_scrub(err->msg, js->errmap_path);
+        cache_clear(wc);
+        goto out;
+    }
 
     snprintf(final, sizeof final, "%s/%d.jsonl", js->trials_dir, idx);
     if (mkdir(js->trials_dir, 0750) != 0 && errno != EEXIST) {

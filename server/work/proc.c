@@ -18,6 +18,19 @@
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define BFD_SANITIZED 1
 #endif
+/* clang before 16 (Debian 12's 14: the fuzz build, build-fuzz/bitflipd)
+ * defines neither macro; it answers __has_feature instead */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define BFD_SANITIZED 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define BFD_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define BFD_TSAN 1
+#endif
 
 /* --- frames */
 
@@ -209,7 +222,7 @@ extern char **environ;
  * SIGSEGV alone (a crash then reads as a crash, not as its own abort). */
 static char **sanitizer_env(int64_t job_memory, char **mine_out)
 {
-#if defined(__SANITIZE_THREAD__)
+#if defined(BFD_TSAN)
     const char *var = "TSAN_OPTIONS";
 #else
     const char *var = "ASAN_OPTIONS";

@@ -16,7 +16,9 @@
  * FUZZ_TOKEN, which the seeds use), the digits model and eval set uploaded
  * (so campaign specs in the seeds can name them), a finished campaign with
  * a known id (FUZZ_CAMPAIGN: for events, results, cancel, delete), one
- * worker, and small limits so that campaigns stay quick. The daemon logs
+ * worker, and small limits so that campaigns stay quick. Uploads and
+ * campaign submissions are checked in-process (bfd.check_in_process; set
+ * BF_FUZZ_CHECK_CHILD=1 for the daemon's child per check). The daemon logs
  * a line per request on stderr: run with -close_fd_mask=2 to keep only
  * libFuzzer's (and the sanitizers') output. */
 #define _GNU_SOURCE
@@ -180,6 +182,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (bfd_blobs_open(data_dir, &d.blobs, &err)) die("blobs", &err);
     if (bfd_token_hash(FUZZ_TOKEN, hash, &err) || bfd_token_put(d.store, hash, "fuzz", &err)) die("token", &err);
     d.auth = 1;
+    /* uploads and submissions are checked on the loop, not in a child per
+     * input (work/check.c): about 85 inputs a second otherwise; the child
+     * path is the daemon integration tests' (daemon_test_upload_paths, ...) */
+    d.check_in_process = getenv("BF_FUZZ_CHECK_CHILD") == NULL;
     char model[65], dataset[65];
     put_fixture("demo_digits.onnx", BFD_MODEL, model);
     put_fixture("demo_digits.eval.safetensors", BFD_DATASET, dataset);

@@ -14,3 +14,8 @@ set_target_properties(fuzz_http PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINA
 # Every seed once, as a test of the fuzz build (seconds).
 add_test(NAME fuzz_http_seeds COMMAND fuzz_http -runs=0 -close_fd_mask=2 ${CMAKE_CURRENT_LIST_DIR}/corpus/fuzz_http)
 set_tests_properties(fuzz_http_seeds PROPERTIES LABELS fuzz)
+# The fuzz build's bitflipd starts its workers and upload checks (ASan's
+# memory limit, not RLIMIT_AS: server/work/proc.c); tests/fuzz/bitflipd_workers.sh.
+add_test(NAME fuzz_bitflipd_workers COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bitflipd_workers.sh $<TARGET_FILE:bitflipd>
+         ${PROJECT_SOURCE_DIR}/tests/fixtures)
+set_tests_properties(fuzz_bitflipd_workers PROPERTIES LABELS fuzz)

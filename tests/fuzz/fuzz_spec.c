@@ -1,7 +1,8 @@
 /* libFuzzer target: a campaign spec through the JSON door (size, depth,
  * array and string limits), jansson and the validator; a spec that
  * validates is then resolved against a fixture model and eval set
- * (demo_digits, its first 4 samples): patterns, bit positions, representation, the memory
+ * (FUZZ_SPEC_FIXTURE: demo_digits, its first 4 samples; fuzz_spec_kv: a
+ * GPT-2 with its KV cache as inputs, 2 samples): patterns, bit positions, representation, the memory
  * estimate and, when small, the campaign with its golden pass. */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,15 @@
 
 #ifndef BF_FIXTURES
 #define BF_FIXTURES "tests/fixtures"
+#endif
+/* the fixture the specs resolve against, under BF_FIXTURES; fuzz_spec_kv
+ * builds this file with the language model whose KV cache is graph inputs
+ * and outputs (faults.kv, target kv_cache: campaign/kv_sites.c) */
+#ifndef FUZZ_SPEC_FIXTURE
+#define FUZZ_SPEC_FIXTURE "conformance/demo_digits"
+#endif
+#ifndef FUZZ_SPEC_SAMPLES
+#define FUZZ_SPEC_SAMPLES 4
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -87,14 +97,19 @@ static void load_fixture(void)
     char mp[1024], dp[1024];
     bf_error err = {0};
     bf_dataset *full = NULL;
-    snprintf(mp, sizeof mp, "%s/conformance/demo_digits.onnx", dir ? dir : BF_FIXTURES);
-    snprintf(dp, sizeof dp, "%s/conformance/demo_digits.eval.safetensors", dir ? dir : BF_FIXTURES);
+    snprintf(mp, sizeof mp, "%s/" FUZZ_SPEC_FIXTURE ".onnx", dir ? dir : BF_FIXTURES);
+    snprintf(dp, sizeof dp, "%s/" FUZZ_SPEC_FIXTURE ".eval.safetensors", dir ? dir : BF_FIXTURES);
     if (bf_model_load_file(mp, &model, &err) != BF_OK || bf_dataset_load_file(dp, &full, &err) != BF_OK) {
         fprintf(stderr, "fuzz_spec: %s (set BF_FUZZ_FIXTURES to tests/fixtures)\n", err.msg);
         abort();
     }
-    dataset = first_samples(full, 4);
+    dataset = first_samples(full, FUZZ_SPEC_SAMPLES);
     bf_dataset_free(full);
+    /* a language model's sequence length is the eval set's (a no-op for the digits) */
+    if (bf_model_bind_dims(&model, dataset, &err) != BF_OK) {
+        fprintf(stderr, "fuzz_spec: %s\n", err.msg);
+        abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -124,6 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             bf_campaign_free(c);
         }
     }
+    /* FUZZ_VERBOSE=1: how far a spec that validated got (to check the seeds) */
+    if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "fuzz_spec: %s\n", err.msg[0] ? err.msg : "resolved");
     bf_campaign_spec_free(&spec);
     return 0;
 }

@@ -6,7 +6,8 @@
 # regression test) and makes the script fail.
 # FUZZ_JOBS targets run at once (default 1; `make fuzz-smoke` runs one per core,
 # each still for SECONDS, so the smoke run takes SECONDS x targets / cores).
-# The summary lines come out in the order the targets were given.
+# The summary lines come out in the order the targets were given. Each runs
+# under `nice -n FUZZ_NICE` (default 19: the machine is shared).
 # usage: tests/fuzz/run.sh BUILD_DIR SECONDS TARGET...
 set -u
 build=$1 seconds=$2
@@ -22,12 +23,13 @@ fuzz_one() {
   mkdir -p "$work" "$crashes"
   local dict=() flags=() seeds=()
   [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
+  [ "$t" = fuzz_spec_kv ] && dict=(-dict="$here/fuzz_spec.dict")   # fuzz_spec.c on another fixture
   # a target's own libFuzzer flags, one line (fuzz_http: its daemon's log off)
   [ -f "$here/$t.flags" ] && read -r -a flags <"$here/$t.flags"
   # fuzz_onnx also starts from every op case and real architecture (read only)
   [ "$t" = fuzz_onnx ] && seeds=("$here/../fixtures/ops" "$here/../fixtures/real" "$here/../fixtures/quant")
   local log=$build/$t.log
-  BF_FUZZ_FIXTURES=$here/../fixtures nice -n 10 "$bin" -max_total_time="$seconds" -print_final_stats=1 \
+  BF_FUZZ_FIXTURES=$here/../fixtures nice -n "${FUZZ_NICE:-19}" "$bin" -max_total_time="$seconds" -print_final_stats=1 \
     -rss_limit_mb=2048 -timeout=20 -max_len=262144 -artifact_prefix="$crashes/" "${dict[@]}" "${flags[@]}" \
     "$work" "$here/corpus/$t" "${seeds[@]}" >"$log" 2>&1
   local rc=$?

@@ -51,7 +51,7 @@ req bob_lists_none 200 "${B[@]}" "$URL/v1/error-maps";  eq bob_list "$(jget "len
 
 # --- bad maps: 422 naming what is wrong; nothing kept
 req unsorted 422 "${A[@]}" "${OCT[@]}" --data-binary @"$tmp/unsorted.bfmap" "$URL/v1/error-maps";  is_problem unsorted 422
-body_has unsorted_names "bitflip can use: flip cell 1 (byte";  body_has unsorted_why "cells ascend";  body_has unsorted_kind "not a valid error map"
+body_has unsorted_names "bitflip can use: upload $(sha256sum "$tmp/unsorted.bfmap" | cut -c1-64): flip cell 1 (byte";  body_has unsorted_why "cells ascend";  body_has unsorted_kind "not a valid error map"
 req short 422 "${A[@]}" "${OCT[@]}" --data-binary @"$tmp/short.bfmap" "$URL/v1/error-maps";  body_has short "not a bitflip error map"
 req over_limit 422 "${A[@]}" "${OCT[@]}" --data-binary @"$tmp/big.bfmap" "$URL/v1/error-maps";  body_has over_limit "errmap.cells"
 req onnx_is_no_map 422 "${A[@]}" "${OCT[@]}" --data-binary @"$FX/linear.onnx" "$URL/v1/error-maps";  is_problem onnx_is_no_map 422

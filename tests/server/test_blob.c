@@ -388,6 +388,32 @@ static void test_corrupt_named(void **state)
     assert_string_equal(what, "error map");
 }
 
+/* bfd_blob_scrub: a message about a blob names it by id, never by path */
+static void test_scrub(void **state)
+{
+    (void)state;
+    const char *id = "7026aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    char path[256], msg[1024];
+    snprintf(path, sizeof path, "/srv/x/blobs/70/%s", id);
+    snprintf(msg, sizeof msg, "%s: header declares 9223372036854775808 bytes", path);
+    bfd_blob_scrub(msg, path);
+    char want[1024];
+    snprintf(want, sizeof want, "%s: header declares 9223372036854775808 bytes", id);
+    assert_string_equal(msg, want);
+    /* inside a message (a campaign's), each time it occurs */
+    snprintf(msg, sizeof msg, "dataset: %s: cannot open: gone (and %s)", path, path);
+    bfd_blob_scrub(msg, path);
+    snprintf(want, sizeof want, "dataset: %s: cannot open: gone (and %s)", id, id);
+    assert_string_equal(msg, want);
+    /* nothing to do, and no path */
+    snprintf(msg, sizeof msg, "flip cell 1 (byte 108)");
+    bfd_blob_scrub(msg, path);
+    assert_string_equal(msg, "flip cell 1 (byte 108)");
+    bfd_blob_scrub(msg, NULL);
+    bfd_blob_scrub(NULL, path);
+    assert_string_equal(msg, "flip cell 1 (byte 108)");
+}
+
 static void test_disk_full_predicate(void **state)
 {
     (void)state;
@@ -415,6 +441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
         cmocka_unit_test(test_corrupt_named),
         cmocka_unit_test(test_disk_full_predicate),
+        cmocka_unit_test(test_scrub),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,7 +300,10 @@ static void load_file(void **state)
     assert_int_equal(fwrite(b, 1, len - 1, f), len - 1);
     fclose(f);
     assert_int_equal(bf_dataset_load_file(path, &ds, &err), BF_EFORMAT);
-    assert_non_null(strstr(err.msg, path));
+    /* what the bytes get wrong names the file by its name, not its
+     * directory (a daemon's data dir: issue 34), as the model loader does */
+    assert_null(strstr(err.msg, "/tmp"));
+    assert_int_equal(strncmp(err.msg, strrchr(path, '/') + 1, strlen(strrchr(path, '/') + 1)), 0);
     assert_non_null(strstr(err.msg, "tensor 'labels': data_offsets [48, 51] reach past the end "
                                     "of the data section (50 bytes)"));
     /* and one cut in the header */
@@ -314,6 +317,7 @@ static void load_file(void **state)
     fclose(f);
     assert_int_equal(bf_dataset_load_file(path, &ds, &err), BF_EFORMAT);
     assert_non_null(strstr(err.msg, "3 bytes is too short"));
+    assert_null(strstr(err.msg, "/tmp"));
     assert_null(ds);
 
     assert_int_equal(unlink(path), 0);
@@ -350,7 +354,7 @@ static void out_of_memory(void **state)
                 break;
             }
             assert_int_equal(st, BF_ENOMEM);
-            assert_non_null(strstr(err.msg, from_file ? path : LABEL));
+            assert_non_null(strstr(err.msg, from_file ? strrchr(path, '/') + 1 : LABEL));   /* a file by its name */
             assert_null(ds);
         }
     }

@@ -529,9 +529,14 @@ bf_status bf_dataset_load_file_opts(const char *path, const bf_dataset_limits *l
         st = fail(err, BF_EIO, path, "not a regular file");
         goto out;
     }
+    /* what the bytes get wrong is named by the file's name alone, as the model
+     * loader does: the directory is the machine's business (a daemon's data
+     * dir, docs/SERVER.md), and only opening or reading names it */
+    const char *slash = strrchr(path, '/');
+    const char *name = slash && slash[1] ? slash + 1 : path;
     uint64_t size = (uint64_t)sb.st_size;
     if (size < 8) {
-        st = fail(err, BF_EFORMAT, path,
+        st = fail(err, BF_EFORMAT, name,
                   "%" PRIu64 " bytes is too short: a safetensors file starts with an 8-byte "
                   "header length",
                   size);
@@ -539,14 +544,14 @@ bf_status bf_dataset_load_file_opts(const char *path, const bf_dataset_limits *l
     }
     if ((st = read_exact(f, prefix, 8, path, "header length", err))) goto out;
     uint64_t hdr_len = le64(prefix);
-    if ((st = check_length(hdr_len, size - 8, &lim, path, err))) goto out;
+    if ((st = check_length(hdr_len, size - 8, &lim, name, err))) goto out;
     if (!(hdr = bf__malloc((size_t)hdr_len))) {
-        st = fail(err, BF_ENOMEM, path, "cannot allocate %" PRIu64 " bytes for the header", hdr_len);
+        st = fail(err, BF_ENOMEM, name, "cannot allocate %" PRIu64 " bytes for the header", hdr_len);
         goto out;
     }
     if ((st = read_exact(f, hdr, (size_t)hdr_len, path, "header", err))) goto out;
     source src = {.file = f, .file_offset = 8 + hdr_len};
-    st = load(path, hdr, (size_t)hdr_len, size - 8 - hdr_len, &src, &lim, out, err);
+    st = load(name, hdr, (size_t)hdr_len, size - 8 - hdr_len, &src, &lim, out, err);
 
 out:
     bf__free(hdr);
