@@ -102,6 +102,21 @@ static void dw_row(const bf__window *w, const dw_cols *dc, const float *restrict
     dw_row_base(w, dc, xr, wrow, yr);
 }
 
+/* The input rows output row oh reads and the kernel rows that read them,
+ * in kh order (rows in the padding left out): their count */
+static inline __attribute__((always_inline)) int dw_rows(const bf__window *w, const float *x, const float *wk,
+                                                         int64_t oh, const float **xr, const float **wr)
+{
+    int64_t IH = w->in[1], IW = w->in[2], kh_n = w->k[1], kw_n = w->k[2];
+    int nv = 0;
+    for (int64_t kh = 0; kh < kh_n; kh++) {
+        int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+        if (ih < 0 || ih >= IH) continue;
+        xr[nv] = x + ih * IW, wr[nv] = wk + kh * kw_n, nv++;
+    }
+    return nv;
+}
+
 /* One depthwise channel of a 2-D convolution, output row by output row:
  * each output starts at the bias and takes the kernel rows whose input row
  * exists, in kh order, each row's taps in kw order, exactly the sums of
@@ -215,15 +230,10 @@ __attribute__((target("avx2"))) static void dw_chunk(const bf__window *w, const 
 __attribute__((target("avx2"))) static void dw2d_masked(const bf__window *w, const dw_cols *dc, const float *x,
                                                         const float *wk, float bv, const bf__act *act, float *y)
 {
-    int64_t IH = w->in[1], IW = w->in[2], OH = w->out[1], OW = w->out[2], kh_n = w->k[1], kw_n = w->k[2];
+    int64_t OH = w->out[1], OW = w->out[2];
     for (int64_t oh = 0; oh < OH; oh++) {
         const float *xr[BF__DW_MAXKH], *wr[BF__DW_MAXKH];
-        int nv = 0;
-        for (int64_t kh = 0; kh < kh_n; kh++) {
-            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
-            if (ih < 0 || ih >= IH) continue;
-            xr[nv] = x + ih * IW, wr[nv] = wk + kh * kw_n, nv++;
-        }
+        int nv = dw_rows(w, x, wk, oh, xr, wr);
         dw_chunk(w, dc, nv, xr, wr, bv, act, y + oh * OW, 0, OW);
     }
 }
@@ -233,16 +243,11 @@ static inline __attribute__((always_inline)) void dw2d_impl(const bf__window *w,
                                                             const float *restrict x, const float *restrict wk, float bv,
                                                             float *restrict y, int vec)
 {
-    int64_t IH = w->in[1], IW = w->in[2], OH = w->out[1], OW = w->out[2];
-    int64_t kh_n = w->k[1], kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
+    int64_t OH = w->out[1], OW = w->out[2];
+    int64_t kw_n = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = dc->ilo, ihi = dc->ihi;
     for (int64_t oh = 0; oh < OH; oh++) {
         const float *xr[BF__DW_MAXKH], *wr[BF__DW_MAXKH];
-        int nv = 0;
-        for (int64_t kh = 0; kh < kh_n; kh++) {
-            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
-            if (ih < 0 || ih >= IH) continue;
-            xr[nv] = x + ih * IW, wr[nv] = wk + kh * kw_n, nv++;
-        }
+        int nv = dw_rows(w, x, wk, oh, xr, wr);
         float *restrict yr = y + oh * OW;
         /* the edge columns, where some taps fall in the padding */
         for (int64_t ow = 0; ow < OW; ow++) {
