@@ -215,8 +215,12 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
         return BF_OK;
     }
     int64_t idx[BF_MAX_DIMS] = {0}, off_a = 0, off_b = 0;
+    /* the path once for the whole batch, not per slice: bf__sgemm reads the
+     * environment each call, which took 3.4% of DLRM's pass (its interaction
+     * product is 256 small slices a batch; perf, 2026-11-29) */
+    int level = bf__sgemm_best();
     for (int64_t t = 0; t < mp->batch; t++) {
-        bf__sgemm(0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
+        bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
         /* Odometer over the output batch index, moving A and B offsets along. */
         for (int d = mp->nb - 1; d >= 0; d--) {
             off_a += mp->sa[d], off_b += mp->sb[d];

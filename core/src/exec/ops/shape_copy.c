@@ -111,13 +111,15 @@ __attribute__((target("avx2"))) static void tile_2d_f32(float *restrict o, const
 #endif
 
 static void block_2d(unsigned char *restrict o, const unsigned char *restrict i, int64_t A,
-                     int64_t oa, int64_t B, int64_t sb, size_t es)
+                     int64_t oa, int64_t B, int64_t sb, size_t es, int simd)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (es == 4 && A >= 8 && B >= 8 && bf__sgemm_simd()) {
+    if (es == 4 && A >= 8 && B >= 8 && simd) {
         tile_2d_f32((float *)(void *)o, (const float *)(const void *)i, A, oa, B, sb);
         return;
     }
+#else
+    (void)simd;
 #endif
     switch (es) {
     case 1: tile_2d(o, i, A, oa, B, sb, 1); return;
@@ -164,9 +166,10 @@ static void copy_tiles(const bf__strided *s, int k, unsigned char *o, const unsi
     }
     int64_t count = 1, idx[BF_MAX_DIMS] = {0}, ioff = 0, ooff = 0;
     for (int d = 0; d < m; d++) count *= dims[d];
+    int simd = bf__sgemm_simd();   /* once, not per tile: it reads the environment */
     for (int64_t u = 0; u < count; u++) {
         block_2d(o + ooff * (int64_t)es, src + ioff * (int64_t)es, s->dims[k], ostride[k],
-                 s->dims[n - 1], s->stride[n - 1], es);
+                 s->dims[n - 1], s->stride[n - 1], es, simd);
         for (int d = m - 1; d >= 0; d--) {
             ioff += istr[d];
             ooff += ostr[d];
