@@ -34,7 +34,7 @@ enum { R_MODEL, R_DATASET, R_SEED, R_TRIALS, R_FAULTS, R_SAMPLING, R_METRICS, R_
 const char *const bf__spec_fault_names[BF__SPEC_N_FAULT_NAMES] = {
     "target", "tensors", "model", "bits", "positions", "burst", "rate", "rates", "repeats",
     "representation", "per_channel", "persistence", "zero_points", "w_max", "error_map", "group_size", "fault_scales",
-    "kv"};
+    "kv", "words"};
 
 static const char *const SAMPLING_OBJ_NAMES[] = {"list"};
 static const char *const ENTRY_NAMES[] = {"tensor", "index", "bit", "sample"};

@@ -15,13 +15,14 @@ static const char *const PERSIST_NAMES[] = {"permanent", "transient"};
 
 /* faults.* by slot, in FAULT_NAMES' order (spec_impl.h) */
 enum { F_TARGET, F_TENSORS, F_MODEL, F_BITS, F_POSITIONS, F_BURST, F_RATE, F_RATES,
-       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_GROUP_SIZE, F_FAULT_SCALES, F_KV, F_N };
+       F_REPEATS, F_REPR, F_PER_CHANNEL, F_PERSISTENCE, F_ZERO_POINTS, F_W_MAX, F_ERROR_MAP, F_GROUP_SIZE, F_FAULT_SCALES, F_KV, F_WORDS, F_N };
 
 /* The rules' name for each slot. */
 static const bf_spec_field SLOT_FIELD[F_N] = {
     BF_SPEC_TARGET, BF_SPEC_TENSORS, BF_SPEC_MODEL, BF_SPEC_BITS, BF_SPEC_POSITIONS, BF_SPEC_BURST,
     BF_SPEC_RATE, BF_SPEC_RATES, BF_SPEC_REPEATS, BF_SPEC_REPR, BF_SPEC_PER_CHANNEL, BF_SPEC_PERSISTENCE,
     BF_SPEC_ZERO_POINTS, BF_SPEC_W_MAX, BF_SPEC_ERROR_MAP, BF_SPEC_GROUP_SIZE, BF_SPEC_FAULT_SCALES, BF_SPEC_KV,
+    BF_SPEC_WORDS,
 };
 
 static void invalid(bf_spec_facts *facts, bf_spec_field f) { facts->invalid |= BF_SPEC_BIT(f); }
@@ -105,6 +106,20 @@ static void fault_positions(ctx *c, json_t *v, const faults_info *fi, bf_campaig
         }
     }
     qsort(s->positions, (size_t)s->n_positions, sizeof s->positions[0], cmp_int);
+}
+
+/* faults.burst: true (adjacent bits of one element), false, or "word"
+ * (adjacent bits of one 64-bit storage word, BF_BURST_WORD). */
+static void fault_burst(ctx *c, const json_t *v, bf_campaign_spec *s, bf_spec_facts *facts)
+{
+    if (json_is_string(v) && strcmp(json_string_value(v), "word") == 0) {
+        s->burst = BF_BURST_WORD;
+    } else if (!json_is_boolean(v)) {
+        bf__spec_wrong_type(c, "/faults/burst", "true, false or \"word\"", v);
+        invalid(facts, BF_SPEC_BURST);
+    } else {
+        s->burst = json_is_true(v);
+    }
 }
 
 /* faults.rate or rates (one of them); false when out of memory. */
@@ -298,12 +313,21 @@ void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, fau
         snprintf(fi->for_repr, sizeof fi->for_repr, " for fp16");
     }
     if (!fault_tensors(c, f[F_TENSORS], is_list, s, facts)) return;
+    if (f[F_BURST]) fault_burst(c, f[F_BURST], s, facts);
     if (f[F_BITS]) {
-        if (bf__spec_get_int(c, f[F_BITS], "/faults/bits", 1, fi->repr_bits, fi->for_repr, &x)) s->bits = (int)x;
+        /* a burst in a 64-bit word may span elements: up to the word's bits */
+        bool word = s->burst == BF_BURST_WORD;
+        if (bf__spec_get_int(c, f[F_BITS], "/faults/bits", 1, word ? 64 : fi->repr_bits,
+                             word ? " with burst 'word' (the bits of one 64-bit word)" : fi->for_repr, &x))
+            s->bits = (int)x;
         else invalid(facts, BF_SPEC_BITS);
     }
     if (f[F_POSITIONS]) fault_positions(c, f[F_POSITIONS], fi, s, facts);
-    if (f[F_BURST] && !bf__spec_get_bool(c, f[F_BURST], "/faults/burst", &s->burst)) invalid(facts, BF_SPEC_BURST);
+    if (f[F_WORDS]) {
+        if (bf__spec_get_int(c, f[F_WORDS], "/faults/words", 2, BF_MBU_WORDS_MAX, " (neighbouring 64-bit words)", &x))
+            s->words = (int)x;
+        else invalid(facts, BF_SPEC_WORDS);
+    }
     if (!fault_rates(c, f, fi, s, facts)) return;
     if (f[F_REPEATS] && !bf__spec_get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats))
         invalid(facts, BF_SPEC_REPEATS);

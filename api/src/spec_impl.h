@@ -73,7 +73,7 @@ bool bf__spec_get_array(ctx *c, const json_t *v, const char *ptr, const char *of
 extern const char *const bf__spec_root_names[];
 extern const char *const bf__spec_fault_names[];
 #define BF__SPEC_N_ROOT_NAMES 12
-#define BF__SPEC_N_FAULT_NAMES 18
+#define BF__SPEC_N_FAULT_NAMES 19
 
 /* spec_faults.c: "faults" into s, each field's type and range; records in
  * facts what it states and which fields are invalid, for the rules (run

@@ -67,7 +67,9 @@ MUTATIONS = [
     (("faults", "bits"), [1, 2, 3, 8, 9, 16, 17, 32, 33, 0, DELETE]),
     (("faults", "positions"), [[0], [7], [8], [15], [16], [31], [32], [1, 1], [], [1, 2, 3], [3, 5, 6],
                                [-1], DELETE]),
-    (("faults", "burst"), [True, False, 1, DELETE]),
+    (("faults", "burst"), [True, False, 1, "word", "Word", DELETE]),
+    (("faults", "words"), [2, 3, 64, 65, 1, 0, 2.5, "2", DELETE]),
+    (("faults", "bits"), [40, 64, 65]),
     (("faults", "rate"), [1e-3, 0, 1, 1.5, "x", DELETE]),
     (("faults", "rates"), [[1e-3], [], [0], [1e-9, 1], DELETE]),
     (("faults", "repeats"), [1, 0, 10**6, 10**6 + 1, DELETE]),
@@ -144,6 +146,8 @@ def extra_rules(spec):
         return len(rates) * int(f.get("repeats", 1)) <= 10**9
     if model in ("random_value", "profiled"):
         return True
+    if f.get("burst") == "word" or "words" in f:
+        return True   # a multi-bit upset in 64-bit words: no per-value bit rules
     bits = int(f.get("bits", 1))
     width = 16 if f.get("fault_scales") is True else REPR_BITS[f.get("representation", "fp32")]
     allowed = sorted(int(p) for p in f["positions"]) if "positions" in f else list(range(width))
@@ -183,6 +187,8 @@ def main():
          "faults": {"representation": "int4", "group_size": 32, "fault_scales": True, "positions": [14, 10]}},
         {"model": "m", "dataset": "d", "trials": 10,
          "faults": {"representation": "int8", "bits": 2, "burst": True, "positions": [1, 2, 5]}},
+        {"model": "m", "dataset": "d", "trials": 10, "faults": {"burst": "word", "bits": 40}},
+        {"model": "m", "dataset": "d", "trials": 10, "faults": {"words": 4, "representation": "int8", "positions": [7]}},
         {"model": "m", "dataset": "d", "faults": {"target": "activations", "persistence": "transient"},
          "sampling": {"list": [dict(ENTRY, sample=0)]}},
         {"model": "m", "dataset": "d", "trials": 10, "faults": {}, "generate": {"new_tokens": 8},

@@ -394,7 +394,7 @@ static void many_problems(void **state)
                    "must be 'fp32', 'fp16', 'bf16', 'int8', 'int7', 'int6', 'int5', 'int4', 'int3', 'int2', 'uint8', 'uint7', 'uint6', 'uint5', 'uint4', 'uint3' or 'uint2', got 'FP16'; did you mean 'fp16'?");
     assert_problem(p, "/faults/target", "must be 'weights', 'activations', 'inputs' or 'kv_cache', got "
                                         "'weigths'; did you mean 'weights'?");
-    assert_problem(p, "/faults/burst", "must be a boolean (true or false), got string 'yes'");
+    assert_problem(p, "/faults/burst", "must be true, false or \"word\", got string 'yes'");
     assert_problem_has(p, "/metrics/1", "did you mean 'accuracy'?");
     assert_problem(p, "/metrics/2", "'auc' is already listed at /metrics/0");
     assert_problem(p, "/critical/delta", "must be > 0, got 0");
@@ -636,6 +636,29 @@ static const struct {
     {"burst-fits-positions", "{" HEAD "\"trials\": 1, \"faults\": {\"burst\": true, \"bits\": 3, \"positions\": [5, 1, 4, 2]}}",
      "/faults/bits",
      "a burst of 3 adjacent bits needs 3 consecutive allowed positions; the longest run in /faults/positions is 2"},
+    {"burst-word-weights", "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"activations\", \"burst\": \"word\", \"bits\": 4}}",
+     "/faults/burst", "'word' applies only to target 'weights' (a burst inside a 64-bit word of a tensor's storage)"},
+    {"burst-word-repr", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"int6\", \"burst\": \"word\", \"bits\": 4}}",
+     "/faults/burst",
+     "needs a representation whose width divides 64 (fp32, fp16, bf16, int8, uint8, int4, uint4, int2, uint2), so "
+     "that a 64-bit word holds whole values; 'int6' is 6 bits"},
+    {"burst-word-positions", "{" HEAD "\"trials\": 1, \"faults\": {\"burst\": \"word\", \"bits\": 40, \"positions\": [3]}}",
+     "/faults/positions", "does not apply with burst 'word' (the burst may start at any bit of its 64-bit word)"},
+    {"words-chosen-models", "{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 0.1, \"words\": 2}}", "/faults/words",
+     "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'ber'"},
+    {"words-not-burst", "{" HEAD "\"trials\": 1, \"faults\": {\"words\": 2, \"burst\": true, \"bits\": 2}}", "/faults/words",
+     "and burst are two multi-bit upsets: give one (words: the same bit of neighbouring words; burst: adjacent bits)"},
+    {"words-one-bit", "{" HEAD "\"trials\": 1, \"faults\": {\"words\": 2, \"bits\": 2}}", "/faults/words",
+     "a column upset strikes one bit, the same in each word: bits must be 1, got 2"},
+    {"words-weights", "{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"inputs\", \"words\": 2}}", "/faults/words",
+     "applies only to target 'weights' (neighbouring 64-bit words of a tensor's storage)"},
+    {"words-repr", "{" HEAD "\"trials\": 1, \"faults\": {\"representation\": \"uint3\", \"words\": 3}}", "/faults/words",
+     "needs a representation whose width divides 64 (fp32, fp16, bf16, int8, uint8, int4, uint4, int2, uint2), so "
+     "that a 64-bit word holds whole values; 'uint3' is 3 bits"},
+    {"mbu-uniform", "{" HEAD "\"trials\": 1, \"faults\": {\"burst\": \"word\", \"bits\": 3}, \"sampling\": \"per_bit\"}",
+     "/sampling",
+     "must be 'uniform' with a multi-bit upset in 64-bit words (faults.burst 'word'): its population is (word, bit) "
+     "pairs, not (tensor, bit position) strata or listed bits"},
     {"rate-ber-only", "{" HEAD "\"trials\": 1, \"faults\": {\"rate\": 0.1}}", "/faults/rate",
      "applies only to model 'ber', not 'bitflip'"},
     {"rates-ber-only", "{" HEAD "\"trials\": 1, \"faults\": {\"model\": \"stuck_at_1\", \"rates\": [0.1]}}",
@@ -755,6 +778,8 @@ static const char *const STRUCT_ONLY_RULES[] = {
     "group-size-range",   /* a document's group_size is 1..2^20 before the rules */
     "kv-kinds-known",     /* a document's kinds are 'k' and 'v' */
     "generate-range",     /* a document's new_tokens is 1..max_new_tokens before the rules */
+    "burst-word-bits",    /* a document's bits are 1..64 with burst 'word' before the rules */
+    "words-range",        /* a document's words are 2..64 before the rules */
 };
 
 static void rules_table(void **state)

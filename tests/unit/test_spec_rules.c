@@ -86,6 +86,17 @@ MUT(m_bits_positions, s->bits = 3; s->positions[0] = 4; s->positions[1] = 9; s->
 MUT(m_burst_two, f->document = 1; s->burst = 1)
 MUT(m_burst_fits, s->burst = 1; s->bits = 3; s->n_positions = 4; s->positions[0] = 5; s->positions[1] = 1;
     s->positions[2] = 4; s->positions[3] = 2)
+MUT(m_bw_weights, s->burst = BF_BURST_WORD; s->bits = 4; s->target = BF_TARGET_ACTIVATIONS)
+MUT(m_bw_repr, s->burst = BF_BURST_WORD; s->bits = 4; s->repr = BF_REPR_INT6)
+MUT(m_bw_positions, s->burst = BF_BURST_WORD; s->bits = 4; s->positions[0] = 3; s->n_positions = 1)
+MUT(m_bw_bits, s->burst = BF_BURST_WORD; s->bits = 65)
+MUT(m_words_models, s->words = 2; s->model_kind = BF_FAULT_RANDOM_VALUE)
+MUT(m_words_range, s->words = 65)
+MUT(m_words_burst, s->words = 2; s->burst = 1; s->bits = 2)
+MUT(m_words_bit, s->words = 2; s->bits = 2)
+MUT(m_words_weights, s->words = 2; s->target = BF_TARGET_INPUTS)
+MUT(m_words_repr, s->words = 3; s->repr = BF_REPR_UINT3)
+MUT(m_mbu_uniform, s->words = 3; s->sampling = BF_SAMPLE_ADAPTIVE)
 MUT(m_rate, DOC(RATE))
 MUT(m_rates, DOC(RATES); s->model_kind = BF_FAULT_STUCK_AT_1)
 MUT(m_repeats, DOC(REPEATS))
@@ -190,6 +201,32 @@ static const row ROWS[] = {
     {"burst-fits-positions", m_burst_fits, "faults.bits",
      "a burst of 3 adjacent bits needs 3 consecutive allowed positions; the longest run in /faults/positions is 2",
      BF_EINVAL},
+    {"burst-word-weights", m_bw_weights, "faults.burst",
+     "'word' applies only to target 'weights' (a burst inside a 64-bit word of a tensor's storage)", BF_EINVAL},
+    {"burst-word-repr", m_bw_repr, "faults.burst",
+     "needs a representation whose width divides 64 (fp32, fp16, bf16, int8, uint8, int4, uint4, int2, uint2), so "
+     "that a 64-bit word holds whole values; 'int6' is 6 bits", BF_EINVAL},
+    {"burst-word-positions", m_bw_positions, "faults.positions",
+     "does not apply with burst 'word' (the burst may start at any bit of its 64-bit word)", BF_EINVAL},
+    {"burst-word-bits", m_bw_bits, "faults.bits", "must be at most 64 with burst 'word' (the bits of one 64-bit word), got 65",
+     BF_ERANGE},
+    {"words-chosen-models", m_words_models, "faults.words",
+     "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'random_value'", BF_EINVAL},
+    {"words-range", m_words_range, "faults.words",
+     "must be 2..64 (the neighbouring 64-bit words a column upset strikes), got 65", BF_ERANGE},
+    {"words-not-burst", m_words_burst, "faults.words",
+     "and burst are two multi-bit upsets: give one (words: the same bit of neighbouring words; burst: adjacent bits)",
+     BF_EINVAL},
+    {"words-one-bit", m_words_bit, "faults.words",
+     "a column upset strikes one bit, the same in each word: bits must be 1, got 2", BF_EINVAL},
+    {"words-weights", m_words_weights, "faults.words",
+     "applies only to target 'weights' (neighbouring 64-bit words of a tensor's storage)", BF_EINVAL},
+    {"words-repr", m_words_repr, "faults.words",
+     "needs a representation whose width divides 64 (fp32, fp16, bf16, int8, uint8, int4, uint4, int2, uint2), so "
+     "that a 64-bit word holds whole values; 'uint3' is 3 bits", BF_EINVAL},
+    {"mbu-uniform", m_mbu_uniform, "sampling",
+     "must be 'uniform' with a multi-bit upset in 64-bit words (faults.words): its population is (word, bit) pairs, "
+     "not (tensor, bit position) strata or listed bits", BF_EINVAL},
     {"rate-ber-only", m_rate, "faults.rate", "applies only to model 'ber', not 'bitflip'", BF_EINVAL},
     {"rates-ber-only", m_rates, "faults.rates", "applies only to model 'ber', not 'stuck_at_1'", BF_EINVAL},
     {"repeats-ber-profiled", m_repeats, "faults.repeats", "applies only to models 'ber' and 'profiled', not 'bitflip'",

@@ -169,6 +169,11 @@ typedef struct bf_kv_filter {
 /* Entries a kv_cache filter list may hold (bf_kv_filter). */
 #define BF_KV_FILTER_MAX 65536
 
+/* bf_campaign_spec.burst: the burst lies in one 64-bit storage word. */
+#define BF_BURST_WORD 2
+/* The most neighbouring words a column upset strikes (bf_campaign_spec.words). */
+#define BF_MBU_WORDS_MAX 64
+
 /* The largest group_size a campaign takes. */
 #define BF_GROUP_SIZE_MAX (INT64_C(1) << 20)
 
@@ -196,7 +201,14 @@ typedef struct bf_campaign_spec {
     int bits;                 /* distinct bits per fault (bitflip, stuck_at_*) */
     int positions[64];        /* allowed bit positions; n_positions 0 = every bit */
     int n_positions;
-    int burst;                /* the `bits` bits are adjacent */
+    /* the `bits` bits are adjacent: 1 within one element (its bits);
+     * BF_BURST_WORD within one 64-bit word of a weight tensor's storage, so
+     * a burst may span neighbouring elements (a multi-bit upset). */
+    int burst;
+    /* > 1: a column upset: the same bit of `words` neighbouring 64-bit words
+     * of a weight tensor's storage (docs/CAMPAIGNS.md, "Multi-bit upsets");
+     * 0: off. 2..BF_MBU_WORDS_MAX. */
+    int words;
     double *rates;            /* BER rates (one or a sweep) */
     size_t n_rates;
     int64_t repeats;          /* BER draws per rate; profiled: offsets (trials) */

@@ -55,6 +55,7 @@ typedef enum bf_spec_field {
     BF_SPEC_KV,               /* faults.kv: target kv_cache's filters */
     BF_SPEC_GENERATE,         /* gen_new_tokens */
     BF_SPEC_METRICS,
+    BF_SPEC_WORDS,            /* faults.words: a column upset's words */
     BF_SPEC_FIELD_COUNT
 } bf_spec_field;
 

@@ -43,6 +43,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->faults.ad_w);
     bf__free(c->faults.ad_n);
     bf__free(c->faults.ad_frac);
+    bf__free(c->faults.mbu_prefix);
     bf__free(c->surface.sites);
     bf__free(c->surface.site_param);
     bf__free(c->surface.site_value);
@@ -85,6 +86,8 @@ double bf_campaign_population(const bf_campaign *c)
 {
     /* random_value replaces whole values: the population is the elements */
     double pop = c->faults.kind == BF_FAULT_RANDOM_VALUE ? (double)c->surface.elements : (double)c->surface.elements * (double)c->faults.n_allowed;
+    /* a multi-bit upset: its (word, bit) members */
+    if (c->faults.mbu) pop = (double)bf__campaign_mbu_population(c);
     /* a transient fault also chooses the sample it hits */
     return c->faults.persistence == BF_PERSIST_TRANSIENT ? pop * (double)c->golden.samples : pop;
 }
@@ -563,6 +566,7 @@ static bf_status resolve_bits(bf_campaign *c, const bf_campaign_spec *spec, bf_e
     c->faults.bits = spec->bits > 0 ? spec->bits : 1;
     c->faults.burst = spec->burst != 0;
     if (c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_RANDOM_VALUE || c->faults.kind == BF_FAULT_PROFILED) return BF_OK;
+    if (spec->words > 0 || spec->burst == BF_BURST_WORD) return bf__campaign_mbu_setup(c, spec, err);
     if (c->faults.bits > c->faults.n_allowed)
         return bf_error_set(err, BF_ERANGE, "%d bits per fault, but only %d bit positions are allowed", c->faults.bits, c->faults.n_allowed);
     if (c->faults.burst) {

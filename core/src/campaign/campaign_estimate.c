@@ -76,7 +76,8 @@ void bf_campaign_design(const bf_campaign *c, bf_design *d)
     memset(d, 0, sizeof *d);
     d->sampling = c->faults.sampling;
     d->n_sites = c->surface.n_sites;
-    d->prefix = c->surface.prefix;
+    /* a multi-bit upset's population counts (word, bit) members per site */
+    d->prefix = c->faults.mbu ? c->faults.mbu_prefix : c->surface.prefix;
     if (c->faults.kind == BF_FAULT_RANDOM_VALUE || c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_PROFILED)
         return;
     d->n_pos = c->faults.burst ? c->faults.n_starts : c->faults.n_allowed;

@@ -17,7 +17,7 @@ void bf__draw_free(bf__draw *d)
     memset(d, 0, sizeof *d);
 }
 
-static bf_status reserve(bf__draw *d, size_t n, bf_error *err)
+bf_status bf__draw_reserve(bf__draw *d, size_t n, bf_error *err)
 {
     if (n <= d->cap) return BF_OK;
     size_t cap = d->cap ? d->cap : 16;
@@ -104,7 +104,7 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
         cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
     }
     d->n_faults = (int64_t)cnt;
-    bf_status st = reserve(d, (size_t)cnt, err);
+    bf_status st = bf__draw_reserve(d, (size_t)cnt, err);
     if (st != BF_OK) return st;
     int64_t site = 0, last = -1;
     /* positions ascend, so elements and sites do too */
@@ -174,7 +174,7 @@ static bf_status draw_profiled(const bf_campaign *c, int64_t t, bf__draw *d, bf_
             }
     qsort(d->pos, np, sizeof *d->pos, cmp_u64);
     d->n_faults = (int64_t)np;
-    bf_status st = reserve(d, np, err);
+    bf_status st = bf__draw_reserve(d, np, err);
     if (st != BF_OK) return st;
     int64_t site = 0, last = -1;
     for (size_t k = 0; k < np; k++) {
@@ -203,8 +203,9 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
     d->rate_index = -1;
     if (c->faults.kind == BF_FAULT_BER) return draw_ber(c, t, d, err);
     if (c->faults.kind == BF_FAULT_PROFILED) return draw_profiled(c, t, d, err);
+    if (c->faults.mbu) return bf__campaign_mbu_draw(c, t, d, err);
 
-    bf_status st = reserve(d, 1, err);
+    bf_status st = bf__draw_reserve(d, 1, err);
     if (st != BF_OK) return st;
     bf_rng r = bf_rng_make(c->faults.seed, (uint64_t)t);
     bf__efault *f = &d->f[0];

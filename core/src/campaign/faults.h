@@ -77,10 +77,26 @@ typedef struct bf__faults {
     double *ad_w;             /* scratch, n_strata each: Neyman weights, */
     int64_t *ad_n;            /* ... trials so far, */
     struct bf__frac { double fr; int64_t h; } *ad_frac;   /* ... the rounding's fractions */
+    /* multi-bit upsets in 64-bit storage words (campaign_mbu.c): mbu 0 off,
+     * BF__MBU_BURST (`bits` adjacent bits of one word) or BF__MBU_COLUMN
+     * (one bit of `words` neighbouring words); the population's running
+     * counts per site */
+    int mbu, words;
+    int64_t *mbu_prefix;      /* n_sites + 1 */
 } bf__faults;
+
+enum { BF__MBU_BURST = 1, BF__MBU_COLUMN = 2 };
 
 /* campaign_sample.c: the faults of trial t, a pure function of (seed, t). */
 bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err);
 void bf__draw_free(bf__draw *d);
+/* room for n faults in d */
+bf_status bf__draw_reserve(bf__draw *d, size_t n, bf_error *err);
+
+/* campaign_mbu.c: multi-bit upsets in 64-bit words: the population (after
+ * the sites and bits are resolved), its size, and trial t's upset. */
+bf_status bf__campaign_mbu_setup(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+int64_t bf__campaign_mbu_population(const bf_campaign *c);
+bf_status bf__campaign_mbu_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err);
 
 #endif

@@ -38,7 +38,7 @@ static const char *const PATH[BF_SPEC_FIELD_COUNT] = {
     [BF_SPEC_TRIALS] = "trials", [BF_SPEC_STOP] = "stop", [BF_SPEC_MITIGATIONS] = "mitigations",
     [BF_SPEC_BATCH] = "batch", [BF_SPEC_CRITICAL] = "critical", [BF_SPEC_GROUP_SIZE] = "faults.group_size",
     [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_KV] = "faults.kv", [BF_SPEC_GENERATE] = "generate.new_tokens",
-    [BF_SPEC_METRICS] = "metrics",
+    [BF_SPEC_METRICS] = "metrics", [BF_SPEC_WORDS] = "faults.words",
 };
 
 #define B(f) BF_SPEC_BIT(BF_SPEC_##f)
@@ -315,7 +315,7 @@ RULE(bits_not_with_list)
 RULE(bits_within_positions)
 {
     UNUSED;
-    return chosen_bits(s) && s->n_positions > 0 && s->bits > s->n_positions &&
+    return chosen_bits(s) && s->burst != BF_BURST_WORD && s->n_positions > 0 && s->bits > s->n_positions &&
            SAY("must be at most %d, the number of allowed positions, got %d", s->n_positions, s->bits);
 }
 
@@ -340,7 +340,7 @@ static int longest_run(const bf_campaign_spec *s)
 RULE(burst_fits_positions)
 {
     UNUSED;
-    if (!chosen_bits(s) || !s->burst || s->bits < 2 || s->n_positions == 0) return false;
+    if (!chosen_bits(s) || !s->burst || s->burst == BF_BURST_WORD || s->bits < 2 || s->n_positions == 0) return false;
     int longest = longest_run(s);
     return longest >= 0 && longest < s->bits &&
            SAY("a burst of %d adjacent bits needs %d consecutive allowed positions; the longest run in "
@@ -386,6 +386,101 @@ RULE(burst_two_bits)
 {
     UNUSED;
     return s->burst && s->bits < 2 && SAY("needs bits >= 2 (a burst is that many adjacent bits), bits is %d", s->bits);
+}
+
+/* --- multi-bit upsets in 64-bit storage words (docs/CAMPAIGNS.md) */
+
+static bool word_burst(const bf_campaign_spec *s) { return s->burst == BF_BURST_WORD; }
+static bool has_words(const bf_campaign_spec *s, const bf_spec_facts *f) { return s->words != 0 || stated(f, BF_SPEC_WORDS); }
+
+/* a 64-bit word holds a whole number of stored values; the scales of
+ * fault_scales are not the weights' storage */
+static bool word_storage(const bf_campaign_spec *s, char *msg, size_t len)
+{
+    int m = bf_repr_bits(s->repr);
+    if (s->fault_scales)
+        return SAY("does not apply with fault_scales (a multi-bit upset strikes the stored weights' words)");
+    return m > 0 && 64 % m != 0 &&
+           SAY("needs a representation whose width divides 64 (fp32, fp16, bf16, int8, uint8, int4, uint4, int2, "
+               "uint2), so that a 64-bit word holds whole values; '%s' is %d bits", bf_repr_name(s->repr), m);
+}
+
+RULE(burst_word_weights)
+{
+    UNUSED;
+    return word_burst(s) && !on_weights(s) &&
+           SAY("'word' applies only to target 'weights' (a burst inside a 64-bit word of a tensor's storage)");
+}
+
+RULE(burst_word_repr)
+{
+    UNUSED;
+    return word_burst(s) && chosen_bits(s) && word_storage(s, msg, len);
+}
+
+RULE(burst_word_positions)
+{
+    UNUSED;
+    return word_burst(s) && (s->n_positions != 0 || stated(f, BF_SPEC_POSITIONS)) &&
+           SAY("does not apply with burst 'word' (the burst may start at any bit of its 64-bit word)");
+}
+
+RULE(burst_word_bits)
+{
+    UNUSED;
+    return word_burst(s) && chosen_bits(s) && s->bits > 64 &&
+           SAY("must be at most 64 with burst 'word' (the bits of one 64-bit word), got %d", s->bits);
+}
+
+RULE(words_chosen_models)
+{
+    UNUSED;
+    return has_words(s, f) && !chosen_bits(s) &&
+           SAY("applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not '%s'", model_name(s));
+}
+
+RULE(words_range)
+{
+    UNUSED;
+    return has_words(s, f) && !(s->words >= 2 && s->words <= BF_MBU_WORDS_MAX) &&
+           SAY("must be 2..%d (the neighbouring 64-bit words a column upset strikes), got %d", BF_MBU_WORDS_MAX, s->words);
+}
+
+RULE(words_not_burst)
+{
+    UNUSED;
+    return has_words(s, f) && s->burst &&
+           SAY("and burst are two multi-bit upsets: give one (words: the same bit of neighbouring words; burst: "
+               "adjacent bits)");
+}
+
+RULE(words_one_bit)
+{
+    UNUSED;
+    return has_words(s, f) && s->bits > 1 &&
+           SAY("a column upset strikes one bit, the same in each word: bits must be 1, got %d", s->bits);
+}
+
+RULE(words_weights)
+{
+    UNUSED;
+    return has_words(s, f) && !on_weights(s) &&
+           SAY("applies only to target 'weights' (neighbouring 64-bit words of a tensor's storage)");
+}
+
+RULE(words_repr)
+{
+    UNUSED;
+    return has_words(s, f) && word_storage(s, msg, len);
+}
+
+RULE(mbu_uniform)
+{
+    UNUSED;
+    return (word_burst(s) || has_words(s, f)) && chosen_bits(s) && s->sampling != BF_SAMPLE_UNIFORM &&
+           SAY("must be 'uniform' with a multi-bit upset in 64-bit words (%s): its population is (word, bit) "
+               "pairs, not (tensor, bit position) strata or listed bits",
+               word_burst(s) ? "faults.burst 'word'" : "faults.words");
 }
 
 /* --- BER and profiled maps */
@@ -690,6 +785,16 @@ static const rule RULES[] = {
     {"burst-two-bits", BF_SPEC_BURST, DOCUMENT, B(BITS) | B(POSITIONS) | B(REPR), BF_EINVAL, burst_two_bits},
     {"burst-fits-positions", BF_SPEC_BITS, ANY, B(MODEL) | B(BURST) | B(POSITIONS) | B(REPR), BF_EINVAL,
      burst_fits_positions},
+    {"burst-word-weights", BF_SPEC_BURST, ANY, B(TARGET), BF_EINVAL, burst_word_weights},
+    {"burst-word-repr", BF_SPEC_BURST, ANY, B(MODEL) | B(REPR) | B(FAULT_SCALES), BF_EINVAL, burst_word_repr},
+    {"burst-word-positions", BF_SPEC_POSITIONS, ANY, B(BURST), BF_EINVAL, burst_word_positions},
+    {"burst-word-bits", BF_SPEC_BITS, ANY, B(MODEL) | B(BURST), BF_ERANGE, burst_word_bits},
+    {"words-chosen-models", BF_SPEC_WORDS, ANY, B(MODEL), BF_EINVAL, words_chosen_models},
+    {"words-range", BF_SPEC_WORDS, ANY, 0, BF_ERANGE, words_range},
+    {"words-not-burst", BF_SPEC_WORDS, ANY, B(BURST), BF_EINVAL, words_not_burst},
+    {"words-one-bit", BF_SPEC_WORDS, ANY, B(BITS), BF_EINVAL, words_one_bit},
+    {"words-weights", BF_SPEC_WORDS, ANY, B(TARGET), BF_EINVAL, words_weights},
+    {"words-repr", BF_SPEC_WORDS, ANY, B(REPR) | B(FAULT_SCALES), BF_EINVAL, words_repr},
     {"rate-ber-only", BF_SPEC_RATE, DOCUMENT, B(MODEL), BF_EINVAL, rate_ber_only},
     {"rates-ber-only", BF_SPEC_RATES, DOCUMENT, B(MODEL), BF_EINVAL, rates_ber_only},
     {"repeats-ber-profiled", BF_SPEC_REPEATS, DOCUMENT, B(MODEL), BF_EINVAL, repeats_ber_profiled},
@@ -718,6 +823,7 @@ static const rule RULES[] = {
     {"list-needs-chosen-bits", BF_SPEC_SAMPLING, DOCUMENT, B(MODEL), BF_EINVAL, list_needs_chosen_bits},
     {"ber-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, ber_uniform},
     {"profiled-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, profiled_uniform},
+    {"mbu-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL) | B(BURST) | B(WORDS), BF_EINVAL, mbu_uniform},
     {"per-bit-needs-bits", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, per_bit_needs_bits},
     {"strata-need-bits", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, strata_need_bits},
     {"exhaustive-single-faults", BF_SPEC_SAMPLING, ANY, B(BITS) | B(BURST), BF_EINVAL, exhaustive_single_faults},
