@@ -189,6 +189,8 @@ def main():
          "faults": {"representation": "int8", "bits": 2, "burst": True, "positions": [1, 2, 5]}},
         {"model": "m", "dataset": "d", "trials": 10, "faults": {"burst": "word", "bits": 40}},
         {"model": "m", "dataset": "d", "trials": 10, "faults": {"words": 4, "representation": "int8", "positions": [7]}},
+        {"model": "m", "dataset": "d", "faults": {"model": "ber", "rates": [1e-3, 1e-2], "burst": "word", "bits": 3}},
+        {"model": "m", "dataset": "d", "faults": {"model": "ber", "rate": 1e-3, "words": 2, "representation": "bf16"}},
         {"model": "m", "dataset": "d", "faults": {"target": "activations", "persistence": "transient"},
          "sampling": {"list": [dict(ENTRY, sample=0)]}},
         {"model": "m", "dataset": "d", "trials": 10, "faults": {}, "generate": {"new_tokens": 8},

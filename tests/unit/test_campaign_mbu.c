@@ -5,7 +5,8 @@
  * end), every drawn upset inside its word (burst) or on one bit of
  * consecutive words (column), the trial equal to the same bits flipped by
  * hand through bf_evaluator_run (as `bitflip eval --flip`), the
- * differential engine equal to exact, and seeds, threads and shards. */
+ * differential engine equal to exact, and seeds, threads and shards; the
+ * same at a rate (model "ber"). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -349,6 +350,80 @@ static void exact_seeds_shards(void **state)
     }
 }
 
+/* Model "ber": every member of the population upsets at the rate. The
+ * faults are distinct elements in ascending order with nonzero masks; at a
+ * low rate each trial (all its faults kept) equals its bits flipped by
+ * hand; differential equals exact; shards give the same trials. */
+static void at_a_rate(void **state)
+{
+    fx *f = *state;
+    static double rates[] = {2e-5, 1e-4};
+    double scale = tc_out_scale(f->mlp, f->mlp_ds);
+    for (int kind = 0; kind < 2; kind++) {
+        bf_campaign_spec s = kind ? spec(BF_REPR_FP32, 0, 2) : spec(BF_REPR_FP32, 3, 0);
+        s.model_kind = BF_FAULT_BER;
+        s.rates = rates;
+        s.n_rates = 2;
+        s.repeats = 12;
+        s.trials = 0;
+        bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
+        assert_int_equal(bf_campaign_num_trials(c), 24);
+        tc_recs rs = {calloc(24, sizeof *rs.r), 24};
+        outs k = {.trials = 24};
+        bf_campaign_result res;
+        bf_error err = {0};
+        records_run(c, 2, 0, 1, &rs, &res);
+        bf_campaign_result_free(&res);
+        bf_campaign_opts o2 = {.threads = 1, .on_outputs = keep_outputs, .user = &k};
+        if (bf_campaign_run(c, &o2, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+        bf_campaign_result_free(&res);
+        bf_eval_opts eo = {.batch = s.batch, .threads = 1};
+        bf_evaluator *ev;
+        if (bf_evaluator_create(f->mlp, f->mlp_ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+        int64_t checked = 0, struck = 0;
+        for (int64_t t = 0; t < 24; t++) {
+            const bf_trial_record *r = &rs.r[t];
+            assert_int_equal(r->rate_index, t / 12);
+            struck += r->n_faults;
+            for (int i = 0; i < r->n_kept; i++) {
+                assert_true(r->faults[i].mask != 0);
+                if (i > 0)
+                    assert_true(r->faults[i].site > r->faults[i - 1].site ||
+                                (r->faults[i].site == r->faults[i - 1].site && r->faults[i].index > r->faults[i - 1].index));
+            }
+            if (r->n_faults > BF_TRIAL_FAULTS_MAX) continue;
+            bf_bitflip fl[8 * 32];
+            size_t n = 0;
+            for (int i = 0; i < r->n_kept; i++) {
+                size_t p = param_of(f->mlp, bf_campaign_site(c, (size_t)r->faults[i].site)->name);
+                for (int b = 0; b < 32; b++)
+                    if (r->faults[i].mask >> b & 1) fl[n++] = (bf_bitflip){.param = p, .index = r->faults[i].index, .bit = b};
+            }
+            bf_eval_result er;
+            if (bf_evaluator_run(ev, fl, n, &er, &err) != BF_OK) fail_msg("eval: %s", err.msg);
+            assert_memory_equal(er.outputs, k.o + t * k.samples * k.cols, (size_t)(k.samples * k.cols) * sizeof(float));
+            checked++;
+        }
+        assert_true(checked >= 12);   /* the low rate's trials at least */
+        assert_true(struck > 0);
+        bf_evaluator_free(ev);
+
+        tc_recs parts = {calloc(24, sizeof *parts.r), 24};
+        for (int sh = 0; sh < 2; sh++) {
+            records_run(c, 1, sh, 2, &parts, &res);
+            bf_campaign_result_free(&res);
+        }
+        for (int64_t t = 0; t < 24; t++) tc_assert_same_record(&rs.r[t], &parts.r[t]);
+        bf_campaign_free(c);
+        tc_tally tally = {0};
+        tc_both(f->mlp, f->mlp_ds, scale, "mlp", &s, kind ? "column at a rate" : "burst at a rate", &tally, NULL);
+        tc_assert_agree("multi-bit upsets at a rate", &tally, 24);
+        free(rs.r);
+        free(parts.r);
+        free(k.o);
+    }
+}
+
 /* bf_campaign_create refuses what the rules refuse, naming the field. */
 static void refusals(void **state)
 {
@@ -372,7 +447,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(word_bursts),        cmocka_unit_test(burst_counts_by_formula),
         cmocka_unit_test(columns),            cmocka_unit_test(trial_equals_flips_by_hand),
-        cmocka_unit_test(exact_seeds_shards), cmocka_unit_test(refusals),
+        cmocka_unit_test(exact_seeds_shards), cmocka_unit_test(at_a_rate),
+        cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

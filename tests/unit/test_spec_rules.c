@@ -211,7 +211,7 @@ static const row ROWS[] = {
     {"burst-word-bits", m_bw_bits, "faults.bits", "must be at most 64 with burst 'word' (the bits of one 64-bit word), got 65",
      BF_ERANGE},
     {"words-chosen-models", m_words_models, "faults.words",
-     "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not 'random_value'", BF_EINVAL},
+     "applies only to models 'bitflip', 'stuck_at_0', 'stuck_at_1' and 'ber', not 'random_value'", BF_EINVAL},
     {"words-range", m_words_range, "faults.words",
      "must be 2..64 (the neighbouring 64-bit words a column upset strikes), got 65", BF_ERANGE},
     {"words-not-burst", m_words_burst, "faults.words",

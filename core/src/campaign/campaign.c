@@ -565,8 +565,10 @@ static bf_status resolve_bits(bf_campaign *c, const bf_campaign_spec *spec, bf_e
 
     c->faults.bits = spec->bits > 0 ? spec->bits : 1;
     c->faults.burst = spec->burst != 0;
+    /* multi-bit upsets in 64-bit words: one at a time, or (ber) at a rate */
+    int mbu_kind = c->faults.kind != BF_FAULT_RANDOM_VALUE && c->faults.kind != BF_FAULT_PROFILED;
+    if (mbu_kind && (spec->words > 0 || spec->burst == BF_BURST_WORD)) return bf__campaign_mbu_setup(c, spec, err);
     if (c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_RANDOM_VALUE || c->faults.kind == BF_FAULT_PROFILED) return BF_OK;
-    if (spec->words > 0 || spec->burst == BF_BURST_WORD) return bf__campaign_mbu_setup(c, spec, err);
     if (c->faults.bits > c->faults.n_allowed)
         return bf_error_set(err, BF_ERANGE, "%d bits per fault, but only %d bit positions are allowed", c->faults.bits, c->faults.n_allowed);
     if (c->faults.burst) {

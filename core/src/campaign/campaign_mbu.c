@@ -20,7 +20,9 @@
  * A trial (sampling 'uniform') draws one member uniformly over the whole
  * population, site-major then word then bit, from bf_rng_make(seed, t): the
  * same upset on any worker or shard. Its faults are the elements struck,
- * ascending, each with the bits of it the upset covers. */
+ * ascending, each with the bits of it the upset covers. With model "ber"
+ * every member upsets independently at the trial's rate instead. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -140,8 +142,65 @@ static void column_faults(const bf_campaign *c, size_t site, int64_t v, bf__draw
     for (int64_t i = 0; i < n; i++) add(d, site, (k + i) * L.epw + pi / na, UINT32_C(1) << bit);
 }
 
+static int cmp_fault(const void *a, const void *b)
+{
+    const bf__efault *x = a, *y = b;
+    if (x->site != y->site) return (x->site > y->site) - (x->site < y->site);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* Model "ber": every member upsets independently with the trial's rate;
+ * the elements struck, each once, their masks XORed (two upsets over one
+ * bit flip it back). */
+static bf_status draw_rate(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
+{
+    d->rate_index = (int)(t / c->faults.repeats);
+    double rate = c->faults.rates[d->rate_index];
+    uint64_t pop = (uint64_t)bf__campaign_mbu_population(c);
+    size_t span = c->faults.mbu == BF__MBU_BURST ? (size_t)c->faults.bits : (size_t)c->faults.words;
+    bf_rng r = bf_rng_make(c->faults.seed, (uint64_t)t);
+    uint64_t cnt = bf_rng_ber(&r, pop, rate, d->pos, d->pos_cap);
+    if (cnt > d->pos_cap) {
+        if (cnt > (uint64_t)BF__BER_MAX_ERRORS / span)
+            return bf_error_set(err, BF_ERANGE,
+                                "trial %lld: rate %g over %llu multi-bit upsets strikes %llu of them; at most %lld "
+                                "struck bits per trial are supported",
+                                (long long)t, rate, (unsigned long long)pop, (unsigned long long)cnt,
+                                (long long)BF__BER_MAX_ERRORS);
+        uint64_t *pos = bf__realloc(d->pos, (size_t)cnt * sizeof *pos);
+        if (!pos) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu upsets", (unsigned long long)cnt);
+        d->pos = pos;
+        d->pos_cap = (size_t)cnt;
+        r = bf_rng_make(c->faults.seed, (uint64_t)t);   /* the same draw again, all of it kept */
+        cnt = bf_rng_ber(&r, pop, rate, d->pos, d->pos_cap);
+    }
+    bf_status st = bf__draw_reserve(d, (size_t)cnt * span, err);
+    if (st != BF_OK) return st;
+    size_t site = 0;
+    for (uint64_t k = 0; k < cnt; k++) {   /* members ascend, so sites do */
+        int64_t u = (int64_t)d->pos[k];
+        while (c->faults.mbu_prefix[site + 1] <= u) site++;
+        if (c->faults.mbu == BF__MBU_BURST) burst_faults(c, site, u - c->faults.mbu_prefix[site], d);
+        else column_faults(c, site, u - c->faults.mbu_prefix[site], d);
+    }
+    /* neighbouring upsets may share elements: one fault each */
+    qsort(d->f, d->n, sizeof *d->f, cmp_fault);
+    size_t n = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (n > 0 && d->f[n - 1].site == d->f[i].site && d->f[n - 1].index == d->f[i].index) d->f[n - 1].mask ^= d->f[i].mask;
+        else d->f[n++] = d->f[i];
+    }
+    d->n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (d->f[i].mask) d->f[d->n++] = d->f[i];
+    d->n_faults = (int64_t)d->n;
+    d->first_bit = -1;
+    return BF_OK;
+}
+
 bf_status bf__campaign_mbu_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err)
 {
+    if (c->faults.kind == BF_FAULT_BER) return draw_rate(c, t, d, err);
     /* a burst of w <= 64 bits covers at most w elements; a column n */
     bf_status st = bf__draw_reserve(d, c->faults.mbu == BF__MBU_BURST ? (size_t)c->faults.bits : (size_t)c->faults.words, err);
     if (st != BF_OK) return st;

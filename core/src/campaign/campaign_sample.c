@@ -201,9 +201,9 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
     d->n_faults = 1;
     d->first_bit = -1;
     d->rate_index = -1;
+    if (c->faults.mbu) return bf__campaign_mbu_draw(c, t, d, err);
     if (c->faults.kind == BF_FAULT_BER) return draw_ber(c, t, d, err);
     if (c->faults.kind == BF_FAULT_PROFILED) return draw_profiled(c, t, d, err);
-    if (c->faults.mbu) return bf__campaign_mbu_draw(c, t, d, err);
 
     bf_status st = bf__draw_reserve(d, 1, err);
     if (st != BF_OK) return st;

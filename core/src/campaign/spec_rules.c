@@ -58,6 +58,10 @@ static bool chosen_bits(const bf_campaign_spec *s)
            s->model_kind == BF_FAULT_STUCK_AT_1;
 }
 
+/* Models a multi-bit upset in 64-bit words takes: one upset a trial, or
+ * (ber) every upset of the population at a rate. */
+static bool mbu_model(const bf_campaign_spec *s) { return chosen_bits(s) || s->model_kind == BF_FAULT_BER; }
+
 #define SAY(...) (snprintf(msg, len, __VA_ARGS__), true)
 #define RULE(fn) static bool fn(const bf_campaign_spec *s, const bf_spec_facts *f, char *field, char *msg, size_t len)
 #define UNUSED (void)f, (void)field
@@ -299,7 +303,7 @@ RULE(tensors_not_with_list)
 RULE(bits_chosen_models)
 {
     UNUSED;
-    return stated(f, BF_SPEC_BITS) && !chosen_bits(s) &&
+    return stated(f, BF_SPEC_BITS) && !chosen_bits(s) && !(is_ber(s) && s->burst == BF_BURST_WORD) &&
            SAY("applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not '%s'", model_name(s));
 }
 
@@ -371,7 +375,7 @@ RULE(positions_not_with_list)
 RULE(burst_chosen_models)
 {
     UNUSED;
-    return stated(f, BF_SPEC_BURST) && !chosen_bits(s) &&
+    return stated(f, BF_SPEC_BURST) && !chosen_bits(s) && !(is_ber(s) && s->burst == BF_BURST_WORD) &&
            SAY("applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not '%s'", model_name(s));
 }
 
@@ -415,7 +419,7 @@ RULE(burst_word_weights)
 RULE(burst_word_repr)
 {
     UNUSED;
-    return word_burst(s) && chosen_bits(s) && word_storage(s, msg, len);
+    return word_burst(s) && mbu_model(s) && word_storage(s, msg, len);
 }
 
 RULE(burst_word_positions)
@@ -428,15 +432,15 @@ RULE(burst_word_positions)
 RULE(burst_word_bits)
 {
     UNUSED;
-    return word_burst(s) && chosen_bits(s) && s->bits > 64 &&
+    return word_burst(s) && mbu_model(s) && s->bits > 64 &&
            SAY("must be at most 64 with burst 'word' (the bits of one 64-bit word), got %d", s->bits);
 }
 
 RULE(words_chosen_models)
 {
     UNUSED;
-    return has_words(s, f) && !chosen_bits(s) &&
-           SAY("applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1', not '%s'", model_name(s));
+    return has_words(s, f) && !mbu_model(s) &&
+           SAY("applies only to models 'bitflip', 'stuck_at_0', 'stuck_at_1' and 'ber', not '%s'", model_name(s));
 }
 
 RULE(words_range)
