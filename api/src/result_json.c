@@ -87,6 +87,9 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     json_object_set_new(camp, "target", json_string((unsigned)spec->target < 4 ? targets[spec->target] : "?"));
     json_object_set_new(camp, "fault_model", json_string(bf_fault_model_name(spec->model_kind)));
     json_object_set_new(camp, "bits", json_integer(spec->bits));
+    /* a multi-bit upset in 64-bit words (docs/CAMPAIGNS.md) */
+    if (spec->burst == BF_BURST_WORD) json_object_set_new(camp, "burst", json_string("word"));
+    if (spec->words > 0) json_object_set_new(camp, "words", json_integer(spec->words));
     json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
     json_object_set_new(camp, "persistence", json_string(spec->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
     json_object_set_new(camp, "sampling", json_string((unsigned)spec->sampling < COUNT_SAMPLING ? sampling_names[spec->sampling] : "?"));
