@@ -194,6 +194,17 @@ static void every_field(void **state)
     assert_true(s->stop_margin == 0.005);
     assert_true(s->stop_confidence == 0.95);
     done(p);
+    /* multi-bit upsets in 64-bit words: a burst past one fp16 value, a column at a rate */
+    p = ok("{" HEAD "\"trials\": 5, \"faults\": {\"representation\": \"fp16\", \"burst\": \"word\", \"bits\": 40}}");
+    assert_int_equal(p->spec.burst, BF_BURST_WORD);
+    assert_int_equal(p->spec.bits, 40);
+    assert_int_equal(p->spec.words, 0);
+    done(p);
+    p = ok("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 1e-6, \"words\": 64, \"positions\": [30]}}");
+    assert_int_equal(p->spec.words, 64);
+    assert_int_equal(p->spec.burst, 0);
+    assert_int_equal(p->spec.model_kind, BF_FAULT_BER);
+    done(p);
 }
 
 /* The language_model task's metrics by name, and one as the critical metric. */
@@ -503,6 +514,19 @@ static void cross_field_rules(void **state)
                  "/faults/burst", "needs bits >= 2");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"burst\": true, \"bits\": 3, \"positions\": [1, 2, 4, 5]}}",
                  "/faults/bits", "the longest run in /faults/positions is 2");
+    /* multi-bit upsets in 64-bit words: hostile values at their pointers */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"burst\": \"word\", \"bits\": 65}}",
+                 "/faults/bits", "must be 1..64 with burst 'word' (the bits of one 64-bit word), got 65");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"burst\": \"Word\", \"bits\": 4}}",
+                 "/faults/burst", "must be true, false or \"word\", got string 'Word'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"burst\": null, \"bits\": 4}}",
+                 "/faults/burst", "must be true, false or \"word\"");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"words\": 65}}", "/faults/words",
+                 "must be 2..64 (neighbouring 64-bit words), got 65");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"words\": 1}}", "/faults/words", "must be 2..64");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"words\": 2.5}}", "/faults/words", "must be an integer");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"words\": \"3\"}}", "/faults/words", "must be an integer");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"words\": -9223372036854775808}}", "/faults/words", "must be 2..64");
     only_problem("{" HEAD "\"faults\": {\"representation\": \"int8\"}, \"sampling\": {\"list\": ["
                  "{\"tensor\": \"w\", \"index\": 0, \"bit\": 3}, {\"tensor\": \"w\", \"index\": 0, \"bit\": 9}]}}",
                  "/sampling/list/1/bit", "must be 0..7 for int8, got 9");
