@@ -3,9 +3,10 @@ study/drs/ecc_dlrm.spec.json (or any BER sweep with mitigations) as a Markdown t
 
     /usr/bin/python3 study/drs/ecc_table.py RESULT.json
 
-Per rate and configuration: mean AUC under faults, the DUE share (detections and NaN/Inf
-outputs), the recovery with its 95% paired-bootstrap interval; then per configuration
-over the sweep: critical and DUE shares, time ratio and storage overhead. Standard
+Per rate and configuration: mean AUC under faults · critical share / DUE share (DUE:
+detections and NaN/Inf outputs); then per configuration over the sweep: critical and DUE
+shares, the recovery with its 95% paired-bootstrap interval, the effective faults it
+makes DUE / leaves harmless, time ratio and storage overhead. Standard
 library only."""
 import json
 import sys
@@ -37,21 +38,21 @@ def main():
             n = br["trials"]
             due = br["outcomes"]["due"] / n if n else 0
             auc = br["metrics"]["auc"]["mean"] if "auc" in br.get("metrics", {}) else float("nan")
-            cell = f"{auc:.4f}"
-            if m["name"] != "none":
-                cell += " · " + fmt_rec(br["recovery"])
-            cell += f" · DUE {100 * due:.0f}%"
+            crit = br["outcomes"]["critical"] / n if n else 0
+            cell = f"{auc:.4f} · {100 * crit:.0f}% / {100 * due:.0f}%"
             cells.append(cell)
         print(f"| {rate:g} | " + " | ".join(cells) + " |")
     print()
-    print("| configuration | critical | DUE | recovery over the sweep | time ratio | storage overhead |")
-    print("|---|---|---|---|---|---|")
+    print("| configuration | critical | DUE | recovery over the sweep | effective faults: detected / harmless | time ratio | storage overhead |")
+    print("|---|---|---|---|---|---|---|")
     for m in mits:
         s = m["summary"]
         n = s["trials"]
         o = s["outcomes"]
         print(f"| `{m['name']}` | {100 * o['critical'] / n:.1f}% | {100 * o['due'] / n:.1f}% | "
               f"{fmt_rec(m['recovery']) if m['name'] != 'none' else '(baseline)'} | "
+              f"{100 * m['coverage']['detected']['rate']:.1f}% / {100 * m['coverage']['harmless']['rate']:.1f}% "
+              f"of {m['coverage']['effective']} | "
               f"{m['cost']['time_ratio']:.2f}× | {100 * m['cost']['storage_overhead']:.1f}% |")
     print(f"\n(golden AUC {g:.4f})")
 
