@@ -17,7 +17,8 @@
  * - the storage cost is 8 check bits per word: sum over the tensors of 8 *
  *   ceil(n / k) (k values per word) over sum of n * m bits;
  * - setup errors name the culprit: activations, check_bits_faulty with a
- *   single-bit model, tensors that match nothing. */
+ *   single-bit model, tensors that match nothing;
+ * - every allocation failing in turn is reported, and nothing leaks. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -353,6 +354,26 @@ static void setup_errors(void **state)
     unload(&l);
 }
 
+/* Every allocation of an ecc campaign (its setup, the trial scratch, the
+ * check-bit draws, appended miscorrections) failing in turn: each reported
+ * as out of memory, nothing leaked (ASan checks). One worker thread: the
+ * countdown allocator is not thread-safe. */
+static void allocation_failures(void **state)
+{
+    (void)state;
+    loaded l = load("mlp_ops_op13");
+    bf_mitigation mit = ecc_mit();
+    static double rates[] = {1e-3, 1e-2};
+    bf_campaign_spec s = weight_spec(0);
+    s.model_kind = BF_FAULT_BER;
+    s.rates = rates;
+    s.n_rates = 2;
+    s.repeats = 2;
+    long n = tc_alloc_failures(l.m, l.ds, &s, &mit, NULL, 4, 20000);
+    printf("ecc campaign: each of its first %ld allocations failed in turn, cleanly\n", n);
+    unload(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +384,7 @@ int main(void)
         cmocka_unit_test(exact_agrees),
         cmocka_unit_test(storage_cost),
         cmocka_unit_test(setup_errors),
+        cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
