@@ -234,7 +234,7 @@ bf_status bf__ecc_apply(const bf_campaign *c, bf__draw *d, int64_t t, bf_trial_r
     if (dr) s->drawn = dr;
     if (keys) s->keys = keys;
     if (!dr || !keys) return bf_error_set(err, BF_ENOMEM, "out of memory for a trial's faults");
-    memcpy(s->drawn, d->f, d->n * sizeof *d->f);
+    if (d->n) memcpy(s->drawn, d->f, d->n * sizeof *d->f);   /* d->f is NULL before a first fault */
     s->n0 = d->n;
     size_t nk = 0, nc = 0;
     for (size_t i = 0; i < d->n; i++) {
