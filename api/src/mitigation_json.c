@@ -122,6 +122,16 @@ static json_t *protections_json(const bf_mitigation *m)
         json_object_set_new(s, "bits", m->sbp.n_positions ? bits : (json_decref(bits), json_string("sign and exponent")));
         json_object_set_new(o, "sbp", s);
     }
+    if (m->ecc.enabled) {
+        json_t *e = json_pack("{s:s, s:b}", "code", "hsiao(72,64) secded", "check_bits_faulty",
+                              m->ecc.check_bits_faulty == BF_ECC_CHECK_FAULTY);
+        if (m->ecc.n_tensors) {
+            json_t *t = json_array();
+            for (size_t i = 0; i < m->ecc.n_tensors; i++) json_array_append_new(t, json_string(m->ecc.tensors[i]));
+            json_object_set_new(e, "tensors", t);
+        }
+        json_object_set_new(o, "ecc", e);
+    }
     if (m->range.enabled) {
         json_t *r = json_object();
         if (m->range.declared) json_object_set_new(r, "bounds", json_pack("[f, f]", m->range.lo, m->range.hi));

@@ -7,8 +7,8 @@
 #include "bitflip/campaign.h"
 #include "spec_impl.h"
 
-static const char *const MIT_NAMES[] = {"name", "clip", "abft", "sbp", "range"};
-static const char *const MIT_SHORT[] = {"none", "clip", "abft", "sbp", "range"};
+static const char *const MIT_NAMES[] = {"name", "clip", "abft", "sbp", "range", "ecc"};
+static const char *const MIT_SHORT[] = {"none", "clip", "abft", "sbp", "range", "ecc"};
 static const char *const CLIP_NAMES[] = {"bounds", "percentile", "mode", "nan_to_zero", "at"};
 static const char *const CLIP_MODES[] = {"clamp", "zero"};
 static const char *const ABFT_NAMES[] = {"mode", "k"};
@@ -16,6 +16,7 @@ static const char *const ABFT_MODES[] = {"detect", "correct"};
 static const char *const SBP_NAMES[] = {"bits", "tensors"};
 static const char *const RANGE_NAMES[] = {"bounds", "action"};
 static const char *const RANGE_ACTIONS[] = {"zero", "flag"};
+static const char *const ECC_NAMES[] = {"check_bits_faulty", "tensors"};
 
 /* "bounds": "profile" or [lo, hi]. */
 static bool get_bounds(ctx *c, json_t *v, const char *ptr, int *fixed, float *lo, float *hi)
@@ -144,6 +145,36 @@ static void parse_range(ctx *c, json_t *v, const char *base, bf_range_opts *o)
     }
 }
 
+/* "ecc": SECDED over 64-bit words; its check bits take faults by default
+ * with model "ber" (the only one that can put them there). */
+static void parse_ecc(ctx *c, json_t *v, const char *base, bf_ecc_opts *o)
+{
+    ptrbuf ptr = bf__spec_ptr_at(base, "ecc");
+    json_t *f[COUNT(ECC_NAMES)];
+    if (!protection(c, v, ptr.s, ECC_NAMES, COUNT(ECC_NAMES), f)) return;
+    o->enabled = 1;
+    int on;
+    if (f[0] && bf__spec_get_bool(c, f[0], bf__spec_ptr_at(ptr.s, "check_bits_faulty").s, &on))
+        o->check_bits_faulty = on ? BF_ECC_CHECK_FAULTY : BF_ECC_CHECK_CLEAN;
+    if (f[1]) get_strings(c, f[1], bf__spec_ptr_at(ptr.s, "tensors").s, "tensor names, globs or 'op:Type'", &o->tensors, &o->n_tensors);
+}
+
+/* What ecc needs of the faults: stored weights, and check bits that take
+ * faults only under BER; the default made explicit for the results. */
+static void check_ecc(ctx *c, bf_ecc_opts *o, const char *base, const bf_campaign_spec *s, const faults_info *fi)
+{
+    ptrbuf ptr = bf__spec_ptr_at(base, "ecc");
+    if (fi->target_ok && s->target != BF_TARGET_WEIGHTS)
+        bf__spec_problem(c, ptr.s, "protects stored weights: it needs /faults/target 'weights'");
+    if (!fi->model_ok) return;
+    if (o->check_bits_faulty == BF_ECC_CHECK_FAULTY && s->model_kind != BF_FAULT_BER)
+        bf__spec_problem(c, bf__spec_ptr_at(ptr.s, "check_bits_faulty").s,
+                         "true needs /faults/model 'ber' (check bits flip at its rate); a %s fault is drawn in a weight's bits",
+                         bf_fault_model_name(s->model_kind));
+    if (o->check_bits_faulty == BF_ECC_CHECK_DEFAULT)
+        o->check_bits_faulty = s->model_kind == BF_FAULT_BER ? BF_ECC_CHECK_FAULTY : BF_ECC_CHECK_CLEAN;
+}
+
 /* "mitigations": ["none", "clip", {"name": ..., "clip": {...}, ...}, ...].
  * A name alone is that protection with its defaults; "none" (the
  * unprotected model, which recovery is measured against) comes first,
@@ -151,7 +182,7 @@ static void parse_range(ctx *c, json_t *v, const char *base, bf_range_opts *o)
 void bf__spec_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_info *fi)
 {
     size_t n;
-    if (!bf__spec_get_array(c, v, "/mitigations", "mitigation names or {\"name\": ..., \"clip\"|\"abft\"|\"sbp\"|\"range\": ...}", &n))
+    if (!bf__spec_get_array(c, v, "/mitigations", "mitigation names or {\"name\": ..., \"clip\"|\"abft\"|\"sbp\"|\"range\"|\"ecc\": ...}", &n))
         return;
     if (!(s->mitigations = calloc(n + 1, sizeof *s->mitigations))) {
         c->nomem = true;
@@ -179,6 +210,7 @@ void bf__spec_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_i
             m.abft.enabled = k == 2;
             m.sbp.enabled = k == 3;
             m.range.enabled = k == 4;
+            m.ecc.enabled = k == 5;
         } else if (json_is_object(e)) {
             static const fieldset fs = {MIT_NAMES, COUNT(MIT_NAMES), NULL, 0, NULL};
             json_t *f[COUNT(MIT_NAMES)];
@@ -189,11 +221,12 @@ void bf__spec_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_i
             if (f[2]) parse_abft(c, f[2], p.s, &m.abft);
             if (f[3]) parse_sbp(c, f[3], p.s, &m.sbp);
             if (f[4]) parse_range(c, f[4], p.s, &m.range);
-            if (m.name && strcmp(m.name, "none") != 0 && !f[1] && !f[2] && !f[3] && !f[4])
-                bf__spec_problem(c, p.s, "names no protection: give one or more of \"clip\", \"abft\", \"sbp\", \"range\" "
-                                "(or call it \"none\")");
+            if (f[5]) parse_ecc(c, f[5], p.s, &m.ecc);
+            if (m.name && strcmp(m.name, "none") != 0 && !f[1] && !f[2] && !f[3] && !f[4] && !f[5])
+                bf__spec_problem(c, p.s, "names no protection: give one or more of \"clip\", \"abft\", \"sbp\", \"range\", "
+                                "\"ecc\" (or call it \"none\")");
         } else {
-            bf__spec_problem(c, p.s, "must be a mitigation name (none, clip, abft, sbp, range) or an object "
+            bf__spec_problem(c, p.s, "must be a mitigation name (none, clip, abft, sbp, range, ecc) or an object "
                             "{\"name\": ..., \"clip\": {...}, ...}, got %s", bf__spec_describe(e).s);
             continue;
         }
@@ -203,11 +236,12 @@ void bf__spec_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_i
         }
         if (m.range.enabled && fi->target_ok && s->target != BF_TARGET_WEIGHTS)
             bf__spec_problem(c, bf__spec_ptr_at(p.s, "range").s, "checks stored weights: it needs /faults/target 'weights'");
+        if (m.ecc.enabled) check_ecc(c, &m.ecc, p.s, s, fi);
         int dup = -1;
         for (size_t j = 0; j < s->n_mitigations; j++)
             if (strcmp(s->mitigations[j].name, m.name) == 0) dup = (int)j;
         if (dup == 0 && strcmp(m.name, "none") == 0 && !m.clip.enabled && !m.abft.enabled && !m.sbp.enabled &&
-            !m.range.enabled) {
+            !m.range.enabled && !m.ecc.enabled) {
             bf_mitigation_free(&m);   /* "none" listed: it is already first */
             continue;
         }

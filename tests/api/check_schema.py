@@ -81,6 +81,12 @@ MUTATIONS = [
     (("faults", "fault_scales"), [True, False, 1, DELETE]),
     (("faults", "persistence"), ["permanent", "transient", "x", DELETE]),
     (("faults", "postions"), [[1]]),
+    (("mitigations",), [["ecc"], ["ecc", "sbp"], [{"name": "e", "ecc": True}], [{"name": "e", "ecc": {}}],
+                        [{"name": "e", "ecc": {"check_bits_faulty": True}}],
+                        [{"name": "e", "ecc": {"check_bits_faulty": False, "tensors": ["w*"]}}],
+                        [{"name": "e", "ecc": {"check_bits_faulty": 1}}], [{"name": "e", "ecc": False}],
+                        [{"name": "e", "ecc": {"tensors": []}}], [{"name": "e", "ecc": {"x": 1}}], ["ecc", "ecc"],
+                        [{"name": "e", "ecc": {"tensors": [""]}}], DELETE]),
 ]
 
 REPR_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
@@ -105,14 +111,17 @@ def mutate(spec, path, value):
     return s
 
 
-PROTECTIONS = ("clip", "abft", "sbp", "range")
+PROTECTIONS = ("clip", "abft", "sbp", "range", "ecc")
 
 
 def mitigation_rules(spec):
     """Mitigations: unique names ("none" without protections may repeat: it is
     the baseline), bounds [lo, hi] with lo <= hi, no percentile with fixed
-    bounds, and range only for weight faults."""
+    bounds, range and ecc only for weight faults, ecc's check_bits_faulty only
+    with model ber."""
     seen = {"none"}
+    if "mitigations" in spec and ("stop" in spec or spec["faults"].get("fault_scales") is True):
+        return False   # every configuration runs every trial; they protect weights, not scales
     for m in spec.get("mitigations", []):
         if isinstance(m, str):
             m = {"name": m, m: True} if m != "none" else {"name": "none"}
@@ -128,7 +137,10 @@ def mitigation_rules(spec):
                 lo, hi = o["bounds"]
                 if not lo <= hi or (k == "clip" and "percentile" in o):
                     return False
-        if "range" in m and spec["faults"].get("target", "weights") != "weights":
+        if ("range" in m or "ecc" in m) and spec["faults"].get("target", "weights") != "weights":
+            return False
+        ecc = m.get("ecc")
+        if isinstance(ecc, dict) and ecc.get("check_bits_faulty") is True and spec["faults"].get("model", "bitflip") != "ber":
             return False
     return True
 

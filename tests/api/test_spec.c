@@ -1229,6 +1229,45 @@ static void mitigations(void **state)
                  "same faults");
 }
 
+/* "ecc": true, a bare name, or an object; check_bits_faulty made explicit
+ * from the fault model; each bad field named at its pointer. */
+static void ecc_mitigation(void **state)
+{
+    (void)state;
+    parsed *p = ok("{" HEAD "\"faults\": {\"model\": \"ber\", \"rate\": 1e-4}, \"mitigations\": [\"ecc\", "
+                   "{\"name\": \"e2\", \"ecc\": {\"check_bits_faulty\": false, \"tensors\": [\"emb*\"]}}, "
+                   "{\"name\": \"e3\", \"ecc\": true, \"sbp\": true}]}");
+    const bf_campaign_spec *s = &p->spec;
+    assert_int_equal(s->n_mitigations, 4);
+    assert_true(s->mitigations[1].ecc.enabled && s->mitigations[1].ecc.check_bits_faulty == BF_ECC_CHECK_FAULTY);
+    assert_true(s->mitigations[2].ecc.check_bits_faulty == BF_ECC_CHECK_CLEAN && s->mitigations[2].ecc.n_tensors == 1);
+    assert_string_equal(s->mitigations[2].ecc.tensors[0], "emb*");
+    assert_true(s->mitigations[3].ecc.enabled && s->mitigations[3].sbp.enabled);
+    done(p);
+    /* single-bit models: the check bits stay clean by default */
+    p = ok("{" HEADF "\"trials\": 5, \"mitigations\": [{\"name\": \"e\", \"ecc\": {}}]}");
+    assert_int_equal(p->spec.mitigations[1].ecc.check_bits_faulty, BF_ECC_CHECK_CLEAN);
+    done(p);
+
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [\"ec\"]}", "/mitigations/0", "did you mean 'ecc'?");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"ecc\": 1}]}", "/mitigations/0/ecc",
+                 "an object (or true");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"ecc\": false}]}", "/mitigations/0/ecc",
+                 "an object (or true");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"ecc\": {\"check_bits\": true}}]}",
+                 "/mitigations/0/ecc/check_bits", "'check_bits_faulty' or 'tensors'");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"ecc\": {\"check_bits_faulty\": \"yes\"}}]}",
+                 "/mitigations/0/ecc/check_bits_faulty", "boolean");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"ecc\": {\"check_bits_faulty\": true}}]}",
+                 "/mitigations/0/ecc/check_bits_faulty", "needs /faults/model 'ber'");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"ecc\": {\"tensors\": \"w\"}}]}",
+                 "/mitigations/0/ecc/tensors", "array");
+    only_problem("{" HEADF "\"trials\": 1, \"mitigations\": [{\"name\": \"x\", \"ecc\": {\"tensors\": [3]}}]}",
+                 "/mitigations/0/ecc/tensors/0", "string");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": {\"target\": \"activations\"}, \"mitigations\": [\"ecc\"]}",
+                 "/mitigations/0/ecc", "target 'weights'");
+}
+
 /* ------------------------------------------------------------ --check */
 
 static int check_files(int argc, char **argv)
@@ -1339,6 +1378,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(problems_as_json),
         cmocka_unit_test(docs_examples),
         cmocka_unit_test(mitigations),
+        cmocka_unit_test(ecc_mitigation),
         cmocka_unit_test(kv_cache_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

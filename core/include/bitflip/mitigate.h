@@ -27,12 +27,21 @@
  *   sign and exponent of every weight: fp32 bits 31-23, fp16 15-10, bf16
  *   15-7, int8 7). Storage cost: protected bits over all bits.
  *
+ * - ecc: SECDED over 64-bit words of the stored weights, a (72,64) Hsiao
+ *   code: two fp32, four fp16/bf16 or eight int8 values per word in the
+ *   tensor's memory order (int<m>/uint<m>: floor(64 / m), packed from bit 0;
+ *   a tensor's last word zero-padded), 8 check bits each. After the faults
+ *   each word is decoded: one wrong bit (data or check) is corrected, what
+ *   the code calls uncorrectable (every double error) makes the trial DUE,
+ *   and three or more can be miscorrected or pass unseen. Check bits take
+ *   faults too with BER (check_bits_faulty). Storage cost: 8 bits per 64.
+ *
  * - range: a weight range check at load: a stored value outside its tensor's
  *   range (profiled: the golden tensor's min/max; or declared) is set to 0
  *   (zero) or makes the trial DUE (flag).
  *
  * Clipping and ABFT change the graph (bf__mitigate_model inserts internal
- * nodes after the ones they protect); sbp and range act on the faults
+ * nodes after the ones they protect); sbp, ecc and range act on the faults
  * before they reach the model. A configuration with none of them is the
  * unprotected model. */
 #ifndef BITFLIP_MITIGATE_H
@@ -77,6 +86,20 @@ typedef struct bf_sbp_opts {
     int n_positions;
 } bf_sbp_opts;
 
+/* bf_ecc_opts.check_bits_faulty */
+enum {
+    BF_ECC_CHECK_DEFAULT = 0,  /* faulty with model "ber" (they flip at the rate), clean otherwise */
+    BF_ECC_CHECK_FAULTY,       /* "ber" only: a single-element fault is drawn in a weight */
+    BF_ECC_CHECK_CLEAN
+};
+
+typedef struct bf_ecc_opts {
+    int enabled;
+    int check_bits_faulty;    /* BF_ECC_CHECK_* */
+    char **tensors;           /* patterns as in the fault spec; NULL: every tensor */
+    size_t n_tensors;
+} bf_ecc_opts;
+
 typedef struct bf_range_opts {
     int enabled;
     int declared;             /* lo, hi given; else each tensor's golden min/max */
@@ -90,6 +113,7 @@ typedef struct bf_mitigation {
     bf_abft_opts abft;
     bf_sbp_opts sbp;
     bf_range_opts range;
+    bf_ecc_opts ecc;
 } bf_mitigation;
 
 /* Frees the members, not the struct. */

@@ -32,6 +32,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->protect.sbp_mask);
     bf__free(c->protect.range_lo);
     bf__free(c->protect.range_hi);
+    bf__ecc_free(c->protect.ecc);
     bf__free(c->store.values);
     bf__free(c->store.scale);
     bf__free(c->store.lo);

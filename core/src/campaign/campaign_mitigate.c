@@ -23,7 +23,7 @@ static uint32_t default_protected(bf_repr r)
 }
 
 /* As the campaign's own patterns: the ONNX name or the PyTorch one. */
-static int site_matches(const char *pat, const bf_site *s)
+int bf__site_matches(const char *pat, const bf_site *s)
 {
     if (strncmp(pat, "op:", 3) == 0) return s->op && strcmp(s->op, pat + 3) == 0;
     return strcmp(pat, s->name) == 0 || fnmatch(pat, s->name, 0) == 0 ||
@@ -49,7 +49,7 @@ static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, bf_error *err)
     size_t hit = 0;
     for (size_t s = 0; s < c->surface.n_sites; s++) {
         int on = o->n_tensors == 0;
-        for (size_t i = 0; !on && i < o->n_tensors; i++) on = site_matches(o->tensors[i], &c->surface.sites[s]);
+        for (size_t i = 0; !on && i < o->n_tensors; i++) on = bf__site_matches(o->tensors[i], &c->surface.sites[s]);
         if (on) c->protect.sbp_mask[s] = mask, hit++;
     }
     if (!hit) return bf_error_set(err, BF_ENOTFOUND, "sbp: no fault site matches its 'tensors'");
@@ -88,6 +88,7 @@ bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_err
     bf_status st;
     if (mit->sbp.enabled && (st = setup_sbp(c, &mit->sbp, err)) != BF_OK) return st;
     if (mit->range.enabled && (st = setup_range(c, &mit->range, err)) != BF_OK) return st;
+    if (mit->ecc.enabled && (st = bf__ecc_setup(c, &mit->ecc, err)) != BF_OK) return st;
     if (!mit->clip.enabled && !mit->abft.enabled) return BF_OK;
     st = bf__mitigate_model(c->model, c->ds, (const float *const *)c->store.values, c->batch, mit, &c->protect.own_model, err);
     if (st != BF_OK) return bf_error_prefix(err, "mitigation '%s'", mit->name ? mit->name : "");
@@ -132,6 +133,7 @@ double bf_campaign_storage_overhead(const bf_campaign *c)
         extra += (double)bits * (double)c->surface.sites[s].elements;
     }
     if (c->protect.range_lo) extra += 64.0 * (double)c->surface.n_sites;   /* two floats per tensor */
+    extra += bf__ecc_storage_bits(c);   /* 8 check bits per 64-bit word */
     if (c->protect.own_model)   /* ABFT checksums and clip bounds: the values the derived model added */
         for (size_t v = m->n_values; v < c->protect.own_model->n_values; v++) {
             const bf__value *val = &c->protect.own_model->values[v];

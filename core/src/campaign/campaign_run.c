@@ -160,14 +160,15 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
 {
     const bf_campaign *c = w->rn->c;
     const bf__draw *d = &w->d;
-    bf_status st = BF_OK;
+    bf_status st = c->protect.ecc ? bf__ecc_apply(c, &w->d, rec->trial, rec, &w->err) : BF_OK;   /* BF_EDETECTED: DUE */
+    if (st != BF_OK) return st;
     if (d->n > w->old_cap) {
         float *o = bf__realloc(w->old, d->n * sizeof *o);
         if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
         w->old = o;
         w->old_cap = d->n;
     }
-    bf_fault_model kind = c->faults.kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->faults.kind;
+    bf_fault_model kind = c->faults.kind == BF_FAULT_BER || c->protect.ecc ? BF_FAULT_BITFLIP : c->faults.kind;
     size_t applied = 0, n_dw = 0;   /* dw: every weight written, to restore (a scale fault writes its group) */
     for (; applied < d->n && st == BF_OK; applied++) {
         const bf__efault *f = &d->f[applied];
@@ -220,6 +221,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     for (size_t i = 0; st == BF_OK && i < applied; i++)
         if (i == 0 || d->f[i].site != d->f[i - 1].site)
             bf__evaluator_param_golden(w->ev, c->surface.site_param[d->f[i].site]);
+    if (c->protect.ecc) bf__ecc_record(c, d, rec);
     return st;
 }
 

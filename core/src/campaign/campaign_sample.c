@@ -14,6 +14,7 @@ void bf__draw_free(bf__draw *d)
 {
     bf__free(d->f);
     bf__free(d->pos);
+    bf__ecc_scratch_free(d->ecc);
     memset(d, 0, sizeof *d);
 }
 

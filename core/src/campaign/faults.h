@@ -22,6 +22,9 @@ typedef struct bf__efault {
 
 /* A trial's faults as drawn from (seed, t). The buffers belong to the worker
  * and are reused from trial to trial. */
+typedef struct bf__ecc_scratch bf__ecc_scratch;   /* campaign_ecc.c */
+typedef struct bf__ecc bf__ecc;
+
 typedef struct bf__draw {
     bf__efault *f;
     size_t n, cap;
@@ -30,6 +33,7 @@ typedef struct bf__draw {
     int64_t n_faults;         /* bits flipped (BER) or 1 */
     int first_bit;            /* the by_bit stratum; -1 for none (random_value, BER) */
     int rate_index;           /* BER; -1 otherwise */
+    bf__ecc_scratch *ecc;     /* the ecc mitigation's, owned (NULL: none yet) */
 } bf__draw;
 
 typedef struct bf__list_fault {
@@ -98,5 +102,6 @@ bf_status bf__draw_reserve(bf__draw *d, size_t n, bf_error *err);
 bf_status bf__campaign_mbu_setup(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
 int64_t bf__campaign_mbu_population(const bf_campaign *c);
 bf_status bf__campaign_mbu_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err);
+void bf__ecc_scratch_free(bf__ecc_scratch *s);
 
 #endif

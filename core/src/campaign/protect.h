@@ -1,7 +1,7 @@
 /* A campaign's protections (campaign_mitigate.c): the model with clipping
  * and ABFT nodes inserted (the campaign's model then points to it), and the
- * filters weight faults pass through: selective bit protection and weight
- * range checks. */
+ * filters weight faults pass through: ECC over 64-bit words
+ * (campaign_ecc.c), selective bit protection and weight range checks. */
 #ifndef BF_CAMPAIGN_PROTECT_H
 #define BF_CAMPAIGN_PROTECT_H
 
@@ -16,7 +16,26 @@ typedef struct bf__protect {
     uint32_t *sbp_mask;       /* per site: protected bits (NULL: none) */
     float *range_lo, *range_hi;   /* per site (weights): the allowed range (NULL: no check) */
     int range_flag;           /* out of range: DUE; else the value is zeroed */
+    bf__ecc *ecc;             /* SECDED over 64-bit words (NULL: none) */
 } bf__protect;
+
+/* As the campaign's own patterns: pattern `pat` (a name or glob, ONNX or
+ * PyTorch, or "op:Type") matches site s. */
+int bf__site_matches(const char *pat, const bf_site *s);
+
+/* campaign_ecc.c: sets up ecc on c (sites resolved, parameters stored);
+ * its check bits over the parameters' bits (storage); a trial's draw d
+ * rewritten as the decoder leaves it (before the runner applies it: every
+ * fault then a bit flip of its mask, with the values a miscorrection
+ * changed appended; BF_EDETECTED, the trial is DUE, with rec holding the
+ * faults as drawn); after the run, rec's faults put back as drawn (their
+ * masks; the appended ones dropped), so that records pair with the
+ * unprotected model's. */
+bf_status bf__ecc_setup(bf_campaign *c, const bf_ecc_opts *o, bf_error *err);
+void bf__ecc_free(bf__ecc *e);
+double bf__ecc_storage_bits(const bf_campaign *c);
+bf_status bf__ecc_apply(const bf_campaign *c, bf__draw *d, int64_t t, bf_trial_record *rec, bf_error *err);
+void bf__ecc_record(const bf_campaign *c, const bf__draw *d, bf_trial_record *rec);
 
 /* Sets up mit's protections on c (sites resolved, parameters stored, before
  * the golden pass). */

@@ -18,6 +18,8 @@ void bf_mitigation_free(bf_mitigation *m)
     free(m->clip.at);
     for (size_t i = 0; i < m->sbp.n_tensors; i++) free(m->sbp.tensors[i]);
     free(m->sbp.tensors);
+    for (size_t i = 0; i < m->ecc.n_tensors; i++) free(m->ecc.tensors[i]);
+    free(m->ecc.tensors);
     memset(m, 0, sizeof *m);
 }
 
