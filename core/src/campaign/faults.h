@@ -77,6 +77,11 @@ typedef struct bf__faults {
     double *ad_w;             /* scratch, n_strata each: Neyman weights, */
     int64_t *ad_n;            /* ... trials so far, */
     struct bf__frac { double fr; int64_t h; } *ad_frac;   /* ... the rounding's fractions */
+    /* a sharded adaptive campaign's rounds after the pilot, all planned
+     * at the pilot's end (campaign_adapt_shard.c): round k's trials start
+     * at sched_first[k], its prefix sums at sched_prefix + k (n_strata + 1) */
+    int64_t *sched_first, *sched_prefix;
+    int64_t sched_n;
 } bf__faults;
 
 /* campaign_sample.c: the faults of trial t, a pure function of (seed, t). */
