@@ -272,6 +272,21 @@ PY
 done
 sort "$tmp/adaptive_ref.ndjson" >"$tmp/a"; sort "$tmp/adaptive_parts.ndjson" >"$tmp/b"
 same adaptive_records_shards_equal_unsharded "$tmp/a" "$tmp/b"
+# more shards than trials after the pilot (2 bits x 6 tensors: a pilot of 32, 18 after
+# it, 20 shards): the shards with none run nothing and add nothing
+/usr/bin/python3 - "$tmp/adaptive.json" "$tmp/adaptive_small.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d["trials"] = 50; d["faults"]["positions"] = [30, 31]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+check adaptive_small_ref 0 "$BF" run --local "$tmp/adaptive_small.json" --format csv
+cp "$tmp/stdout" "$tmp/adaptive_small_ref.csv"
+for i in $(seq 0 19); do
+  "$BF" run --local "$tmp/adaptive_small.json" --shard "$i/20" --out-dir "$tmp/adaptive_small" --format json >/dev/null 2>&1 ||
+    bad "adaptive_small shard $i/20 failed"
+done
+check adaptive_small_merge 0 "$BF" merge "$tmp/adaptive_small" --format csv
+same adaptive_small_merged_equals_unsharded "$tmp/adaptive_small_ref.csv" "$tmp/stdout"
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

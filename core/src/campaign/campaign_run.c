@@ -564,9 +564,10 @@ static void start_rounds(runner *rn, bf_campaign_result *acc)
          * trials count in shard 0's plan only, so the parts add up */
         int64_t rest = c->faults.n_trials - round;
         rn->pilot = round;
-        rn->n = round + (rest > rn->shard_index ? (rest - rn->shard_index + rn->shard_count - 1) / rn->shard_count : 0);
+        /* a shard with no trial after the pilot has nothing to add: it runs none */
+        rn->n = rest > rn->shard_index ? round + (rest - rn->shard_index + rn->shard_count - 1) / rn->shard_count : 0;
         rn->n_chunks = (rn->n + rn->chunk - 1) / rn->chunk;
-        acc->trials_planned = rn->n - (rn->shard_index > 0 ? round : 0);
+        acc->trials_planned = rn->n > 0 ? rn->n - (rn->shard_index > 0 ? round : 0) : 0;
     }
     rn->limit_chunk = (round + rn->chunk - 1) / rn->chunk;
     acc->adaptive_pilot = round;
