@@ -61,10 +61,11 @@ kill -TERM "$pid"; wait "$pid"; pid=
 echo "   stopped; the same with curl alone is in docs/SERVICE.md"
 
 echo
-echo "== which protection to ship: bitflip run --local tests/fixtures/specs/dlrm_mitigations.json"
-echo "   (a BER sweep on a DLRM, run unprotected and with clipping, selective bit protection"
-echo "    and ABFT, each on exactly the same faults: docs/MITIGATIONS.md)"
-"$BITFLIP" run --local tests/fixtures/specs/dlrm_mitigations.json --format table --out "$report_dir/dlrm_mitigations.json" |
+echo "== which protection to ship: bitflip run --local tests/fixtures/specs/demo_mitigations.json"
+echo "   (a BER sweep on a DLRM, 200 trials at each of 3 rates, run unprotected and with"
+echo "    clipping, selective bit protection and ABFT, each on exactly the same faults:"
+echo "    docs/MITIGATIONS.md)"
+"$BITFLIP" run --local tests/fixtures/specs/demo_mitigations.json --format table --out "$report_dir/dlrm_mitigations.json" |
   sed -n '/^mitigations/,$p'
 
 echo

@@ -5,6 +5,7 @@
 
 #include "bitflip/api/result.h"
 #include "bitflip/bitflip.h"
+#include "result_table.h"
 
 static const char *const outcome_keys[BF_OUTCOME_COUNT] = {"masked", "tolerable", "critical", "due"};
 
@@ -620,68 +621,6 @@ static void print_group_rows(FILE *f, const json_t *arr, const char *key, const 
     free(idx);
 }
 
-static void print_recovery(FILE *f, const json_t *rec)
-{
-    const json_t *v = json_object_get(rec, "value"), *ci = json_object_get(rec, "ci");
-    if (!json_is_number(v)) {
-        fprintf(f, "  %-22s", "-");
-        return;
-    }
-    char buf[64];
-    if (json_is_number(json_array_get(ci, 0)))
-        snprintf(buf, sizeof buf, "%+.2f [%+.2f, %+.2f]", json_number_value(v), json_number_value(json_array_get(ci, 0)),
-                 json_number_value(json_array_get(ci, 1)));
-    else
-        snprintf(buf, sizeof buf, "%+.2f", json_number_value(v));
-    fprintf(f, "  %-22s", buf);
-}
-
-/* The paired comparison: one row per configuration; for BER, the recovery
- * at each rate. */
-static void print_mitigations(FILE *f, const json_t *mits, double conf)
-{
-    if (!json_array_size(mits)) return;
-    const json_t *r0 = json_object_get(json_array_get(mits, 0), "recovery");
-    const char *metric = json_string_value(json_object_get(r0, "metric"));
-    if (!metric) metric = "metric";
-    fprintf(f, "\nmitigations (each on the same faults; recovery of the %s lost to faults, %.0f%% paired-bootstrap "
-               "interval; DUE counts as recovered)\n",
-            metric, 100 * conf);
-    fprintf(f, "  %-18s %8s %8s %8s %8s  %-22s %7s %8s\n", "name", "golden", "faulty", "critical", "due", "recovery",
-            "time", "storage");
-    size_t i;
-    const json_t *m;
-    json_array_foreach(mits, i, m) {
-        const json_t *rec = json_object_get(m, "recovery"), *cost = json_object_get(m, "cost");
-        const json_t *rates = json_object_get(json_object_get(m, "summary"), "rates");
-        double lo, hi, cr = rate_of(rates, "critical", &lo, &hi), du = rate_of(rates, "due", &lo, &hi);
-        double g = json_number_value(json_object_get(json_object_get(m, "golden"), metric));
-        double mm = json_number_value(json_object_get(rec, "mitigated"));
-        fprintf(f, "  %-18.18s %8.4f %8.4f %7.2f%% %7.2f%%", json_string_value(json_object_get(m, "name")), g, mm, 100 * cr,
-                100 * du);
-        print_recovery(f, rec);
-        fprintf(f, " %6.2fx %7.2f%%\n", json_number_value(json_object_get(cost, "time_ratio")),
-                100 * json_number_value(json_object_get(cost, "storage_overhead")));
-    }
-    const json_t *br0 = json_object_get(json_array_get(mits, 0), "by_rate");
-    if (!json_array_size(br0)) return;
-    fprintf(f, "\n  recovery by bit error rate\n  %-18s", "name");
-    size_t j;
-    const json_t *g;
-    json_array_foreach(br0, j, g) fprintf(f, " %10.3g", json_number_value(json_object_get(g, "rate")));
-    fputc('\n', f);
-    json_array_foreach(mits, i, m) {
-        if (i == 0) continue;
-        fprintf(f, "  %-18.18s", json_string_value(json_object_get(m, "name")));
-        json_array_foreach(json_object_get(m, "by_rate"), j, g) {
-            const json_t *v = json_object_get(json_object_get(g, "recovery"), "value");
-            if (json_is_number(v)) fprintf(f, " %+10.2f", json_number_value(v));
-            else fprintf(f, " %10s", "-");
-        }
-        fputc('\n', f);
-    }
-}
-
 void bf_result_print_table(FILE *f, const json_t *doc)
 {
     const json_t *camp = json_object_get(doc, "campaign"), *golden = json_object_get(doc, "golden");
@@ -743,7 +682,7 @@ void bf_result_print_table(FILE *f, const json_t *doc)
     }
     print_group_rows(f, json_object_get(doc, "by_tensor"), "tensor", "tensors that matter most (by critical rate)", 10);
     print_group_rows(f, json_object_get(doc, "by_bit"), "bit", "bits that matter most (by critical rate)", 8);
-    print_mitigations(f, json_object_get(doc, "mitigations"), conf);
+    bf__print_mitigations(f, json_object_get(doc, "mitigations"), conf);
 }
 
 static void csv_rows(FILE *f, const char *section, const json_t *arr, const char *key)

@@ -133,6 +133,8 @@ static void on_progress(void *user, const bf_campaign_result *r)
     int64_t crit = r->total.n[BF_OUTCOME_CRITICAL];
     double cr = r->trials_done ? (double)crit / (double)r->trials_done : 0.0;
     if (r->trials_done) bf_wilson(crit, r->trials_done, p->confidence, &lo, &hi);
+    double dlo = 0, dhi = 0, du = r->trials_done ? (double)r->total.n[BF_OUTCOME_DUE] / (double)r->trials_done : 0.0;
+    if (r->trials_done) bf_wilson(r->total.n[BF_OUTCOME_DUE], r->trials_done, p->confidence, &dlo, &dhi);
     if (r->trials_done && p->c && p->spec->sampling != BF_SAMPLE_UNIFORM && p->spec->sampling != BF_SAMPLE_LIST) {
         /* a stratified design: the population's rate, as the result gives it */
         bf_design d;
@@ -140,11 +142,15 @@ static void on_progress(void *user, const bf_campaign_result *r)
         bf_campaign_design(p->c, &d);
         bf_rate_estimate(&d, r, -1, -1, BF_OUTCOME_CRITICAL, p->confidence, &e);
         if (isfinite(e.rate)) cr = e.rate, lo = e.lo, hi = e.hi;
+        bf_rate_estimate(&d, r, -1, -1, BF_OUTCOME_DUE, p->confidence, &e);
+        if (isfinite(e.rate)) du = e.rate, dlo = e.lo, dhi = e.hi;
     }
-    cli_progress_print(&p->out, "%s%s%lld/%lld trials (%.0f%%)  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%]",
+    /* DUE beside critical: a protection moves trials between the two */
+    cli_progress_print(&p->out, "%s%s%lld/%lld trials (%.0f%%)  %.0f trials/s  ETA %.0fs  critical %.2f%% [%.2f%%, %.2f%%]  "
+                       "DUE %.2f%% [%.2f%%, %.2f%%]",
                        p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)ran,
                        (long long)p->planned, p->planned ? 100.0 * (double)ran / (double)p->planned : 100.0, rate,
-                       eta, 100 * cr, 100 * lo, 100 * hi);
+                       eta, 100 * cr, 100 * lo, 100 * hi, 100 * du, 100 * dlo, 100 * dhi);
 }
 
 /* Called by the engine on this thread, once per trial, in trial order. */

@@ -9,7 +9,7 @@
 
 #include "report_impl.h"
 
-/* "critical rate 4.5% [3.8, 5.2] at 1 bit per trial (3,200 trials)" */
+/* "critical rate 4.5% [3.8, 5.2], DUE 0.1% [0.0, 0.3] at 1 bit per trial (3,200 trials)" */
 static void rate_part(bfr__buf *b, const bfr__doc *d)
 {
     const json_t *summary = json_object_get(d->root, "summary"), *camp = d->campaign;
@@ -43,7 +43,14 @@ static void rate_part(bfr__buf *b, const bfr__doc *d)
     }
     bfr__pct_ci(ci, sizeof ci, r, lo, hi);
     bfr__count(tc, sizeof tc, trials);
-    bfr__printf(b, "critical rate %s %s (%s trials)", ci, load, tc);
+    bfr__printf(b, "critical rate %s", ci);
+    /* beside it the detected errors: a protection that turns NaN into a
+     * wrong but finite output raises the critical rate alone */
+    if (bfr__rate(top ? top : json_object_get(summary, "rates"), "due", &r, &lo, &hi)) {
+        bfr__pct_ci(ci, sizeof ci, r, lo, hi);
+        bfr__printf(b, ", DUE %s", ci);
+    }
+    bfr__printf(b, " %s (%s trials)", load, tc);
 }
 
 /* "tensor fc1.weight holds 60% of critical faults" */

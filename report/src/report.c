@@ -23,7 +23,7 @@ json_t *bfr_figures_opts(const bfr_input *in, size_t n, const bfr_options *opt, 
     char *headline = bfr__headline(&set);
     /* the order a reviewer reads in: the curve, what happened, where, what helps */
     if (!figs || !headline || bfr__fig_ber(&set, figs) || bfr__fig_outcomes(&set, figs) || bfr__fig_tensors(&set, figs) ||
-        bfr__fig_heatmap(&set, figs) || bfr__fig_ivmod(&set, figs) || bfr__fig_mitigation(&set, figs))
+        bfr__fig_pvf(&set, figs) || bfr__fig_heatmap(&set, figs) || bfr__fig_ivmod(&set, figs) || bfr__fig_mitigation(&set, figs))
         goto oom;
     size_t i;
     const json_t *f;

@@ -166,6 +166,8 @@ int bfr__fig_tensors(const bfr__set *set, json_t *figs);
 int bfr__fig_heatmap(const bfr__set *set, json_t *figs);
 int bfr__fig_mitigation(const bfr__set *set, json_t *figs);
 int bfr__fig_ivmod(const bfr__set *set, json_t *figs);
+/* --- fig_pvf.c: each tensor's PVF (critical or DUE) with its interval */
+int bfr__fig_pvf(const bfr__set *set, json_t *figs);
 /* Appends the figure; takes svg (freed); non-zero when out of memory. */
 int bfr__fig_add(json_t *figs, const char *name, const char *title, const char *alt, char *svg);
 

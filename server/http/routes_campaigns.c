@@ -348,7 +348,8 @@ void bfd_h_campaign_submit(bfd *d, bfd_req *r)
     snprintf(w->dataset_id, sizeof w->dataset_id, "%s", spec.dataset);
     w->trials = spec.trials;
     /* the stop rule looks at trials in order, so a campaign with one is not cut;
-     * adaptive rounds depend on every trial before them (not shardable), and
+     * adaptive's stop rule reads every trial before each round (its shards
+     * could not stop early, docs/SCALE.md), and
      * exhaustive learns its trial count only once the model is resolved */
     int64_t chunks = spec.stop_margin > 0 || spec.sampling == BF_SAMPLE_ADAPTIVE || spec.sampling == BF_SAMPLE_EXHAUSTIVE
                          ? 1 : (spec.trials + TRIALS_PER_CHUNK - 1) / TRIALS_PER_CHUNK;

@@ -347,9 +347,25 @@
       var secs = (Date.now() - r.t0) / 1000;
       if (secs > 1 && done > r.done0) t += ', ' + fmtLeft((planned - done) / ((done - r.done0) / secs));
     }
-    var o = p.outcomes;
-    if (o && done) t += ' · critical ' + fmtPct((o.critical || 0) / done) + ', DUE ' + fmtPct((o.due || 0) / done);
+    var o = p.outcomes, iv = p.intervals;
+    if (iv && iv.critical && iv.due && iv.half_width) {
+      /* a one-chunk campaign: the estimates and how far the intervals are
+       * from the stop targets (docs/SERVICE.md) */
+      var hw = iv.half_width;
+      t += ' · critical ' + fmtEst(iv.critical) + ', DUE ' + fmtEst(iv.due) + ' · ±' + fmtPct2(hw.overall);
+      if (typeof hw.per_tensor === 'number') t += ', per tensor ±' + fmtPct2(hw.per_tensor);
+      if (typeof hw.per_bit === 'number') t += ', per bit ±' + fmtPct2(hw.per_bit);
+    } else if (o && done) {
+      t += ' · critical ' + fmtPct((o.critical || 0) / done) + ', DUE ' + fmtPct((o.due || 0) / done);
+    }
     return t;
+  }
+  /* a rate with its interval, "4.61% [4.22, 5.03]"; two decimals: the
+   * half-widths a stop rule aims at are tenths of a percent */
+  function fmtPct2(x) { return typeof x === 'number' ? (100 * x).toFixed(2) + '%' : '–'; }
+  function fmtEst(e) {
+    if (typeof e.rate !== 'number' || !e.ci || typeof e.ci[0] !== 'number') return '–';
+    return fmtPct2(e.rate) + ' [' + (100 * e.ci[0]).toFixed(2) + ', ' + (100 * e.ci[1]).toFixed(2) + ']';
   }
 
   function updateCampaignItem(li, c) {

@@ -285,6 +285,7 @@ static void on_msg(bfd *d, bfd_msg *m)
         if (m->chunk >= 0 && m->chunk < c->n_chunks && !c->chunk_done[m->chunk]) {
             c->chunk_prog[m->chunk][0] = m->done;
             memcpy(&c->chunk_prog[m->chunk][1], m->outcomes, sizeof m->outcomes);
+            if (c->n_chunks == 1 && m->iv.set) c->iv = m->iv;
         }
         if (bfd_mono() - c->last_progress >= PROGRESS_EVERY) {
             c->last_progress = bfd_mono();

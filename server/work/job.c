@@ -1,6 +1,7 @@
 /* A worker's side of a campaign: load once, run chunks (shards of the
  * campaign's trials), keep per-trial records, render each chunk's result. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,10 +115,41 @@ static void on_trial(void *user, const bf_trial_record *rec)
     free(line);
 }
 
+/* The estimates the result will give, and the half-widths the stop rule
+ * compares with its margins (the largest over tensors and bits only when
+ * that margin is a target: computing them is a loop over every stratum). */
+static void estimates(const bfd_worker_cache *wc, const bf_campaign_result *r, bfd_intervals *iv)
+{
+    bf_design d;
+    bf_estimate e[2];
+    double conf = wc->spec.stop_confidence > 0 ? wc->spec.stop_confidence : 0.95;   /* as the result's */
+    bf_campaign_design(wc->c, &d);
+    bf_rate_estimate(&d, r, -1, -1, BF_OUTCOME_CRITICAL, conf, &e[0]);
+    bf_rate_estimate(&d, r, -1, -1, BF_OUTCOME_DUE, conf, &e[1]);
+    iv->set = r->trials_done > 0;
+    memcpy(iv->critical, (double[3]){e[0].rate, e[0].lo, e[0].hi}, sizeof iv->critical);
+    memcpy(iv->due, (double[3]){e[1].rate, e[1].lo, e[1].hi}, sizeof iv->due);
+    iv->half_width[0] = fmax(e[0].hi - e[0].lo, e[1].hi - e[1].lo) / 2;
+    iv->half_width[1] = iv->half_width[2] = NAN;
+    for (int k = 1; k < 3; k++) {
+        if (!((k == 1 ? wc->spec.stop_tensor_margin : wc->spec.stop_bit_margin) > 0)) continue;
+        double w = 0;
+        size_t n = k == 1 ? d.n_sites : (size_t)d.n_pos;
+        for (size_t i = 0; i < n; i++)
+            for (int o = BF_OUTCOME_CRITICAL; o <= BF_OUTCOME_DUE; o++) {
+                bf_rate_estimate(&d, r, k == 1 ? (int64_t)i : -1, k == 1 ? -1 : d.pos[i], (bf_outcome)o, conf, &e[0]);
+                w = fmax(w, (e[0].hi - e[0].lo) / 2);
+            }
+        iv->half_width[k] = w;
+    }
+}
+
 static void on_progress(void *user, const bf_campaign_result *partial)
 {
     run_ctx *x = user;
-    if (x->progress) x->progress(x->user, partial->trials_done, partial->total.n);
+    bfd_intervals iv = {0};
+    estimates(x->wc, partial, &iv);
+    if (x->progress) x->progress(x->user, partial->trials_done, partial->total.n, &iv);
 }
 
 bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, const int *cancel,

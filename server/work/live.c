@@ -1,6 +1,7 @@
 /* Campaigns in memory and their event logs. */
 #include "work/live.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +115,20 @@ void bfd_camp_event(bfd *d, bfd_camp *c, const char *type, json_t *data)
     if (d->on_event) d->on_event(d, c);
 }
 
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* {critical: {rate, ci}, due: {rate, ci}, half_width: {overall, per_tensor?, per_bit?}}
+ * (docs/SERVICE.md): per_tensor and per_bit only when they are stop targets */
+static json_t *intervals_json(const bfd_intervals *iv)
+{
+    json_t *hw = json_pack("{s:o}", "overall", num(iv->half_width[0]));
+    if (hw && isfinite(iv->half_width[1])) json_object_set_new(hw, "per_tensor", json_real(iv->half_width[1]));
+    if (hw && isfinite(iv->half_width[2])) json_object_set_new(hw, "per_bit", json_real(iv->half_width[2]));
+    return json_pack("{s:{s:o, s:[o, o]}, s:{s:o, s:[o, o]}, s:o*}", "critical", "rate", num(iv->critical[0]), "ci",
+                     num(iv->critical[1]), num(iv->critical[2]), "due", "rate", num(iv->due[0]), "ci", num(iv->due[1]),
+                     num(iv->due[2]), "half_width", hw);
+}
+
 json_t *bfd_camp_progress(const bfd_camp *c)
 {
     int64_t done = 0, o[BF_OUTCOME_COUNT] = {0};
@@ -123,8 +138,10 @@ json_t *bfd_camp_progress(const bfd_camp *c)
     }
     json_t *oc = json_object();
     for (int k = 0; k < BF_OUTCOME_COUNT; k++) json_object_set_new(oc, bf_outcome_name((bf_outcome)k), json_integer(o[k]));
-    return json_pack("{s:I, s:I, s:f, s:o}", "trials_done", (json_int_t)done, "trials_planned", (json_int_t)c->planned,
-                     "fraction", c->planned > 0 ? (double)done / (double)c->planned : 0.0, "outcomes", oc);
+    json_t *p = json_pack("{s:I, s:I, s:f, s:o}", "trials_done", (json_int_t)done, "trials_planned", (json_int_t)c->planned,
+                          "fraction", c->planned > 0 ? (double)done / (double)c->planned : 0.0, "outcomes", oc);
+    if (p && c->iv.set) json_object_set_new(p, "intervals", intervals_json(&c->iv));
+    return p;
 }
 
 bfd_camp *bfd_camp_replay(const bfd_campaign_row *row)

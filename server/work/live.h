@@ -12,6 +12,7 @@
 #include "bitflip/api/gate.h"
 #include "bitflip/campaign.h"
 #include "daemon.h"
+#include "work/outbox.h"
 
 typedef struct bfd_event {
     int64_t seq;
@@ -36,6 +37,7 @@ typedef struct bfd_camp {
     bf_gate *gates;
     size_t n_gates;
     double last_progress;     /* monotonic time of the last progress event */
+    bfd_intervals iv;         /* a one-chunk campaign's estimates so far (a chunk's alone say nothing of the whole) */
     char prefix[24];          /* of event ids: the boot number, or "f" for a replay of a finished campaign */
     bfd_event *ev;
     size_t n_ev, cap_ev;

@@ -8,6 +8,7 @@
  * "worker deaths"), then the chunk runs again on a new worker; at the
  * campaign's second death the campaign fails with the reasons. */
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,18 @@ static void on_frame(bfd_local *s, wproc *w, const char *payload, size_t len)
                 goto out;
             }
             m->outcomes[k] = json_integer_value(v);
+        }
+        /* the estimates, if sent: 9 rates and half-widths in [0, 1], or null (not a target) */
+        json_t *iv = json_object_get(j, "iv");
+        if (json_array_size(iv) == 9) {
+            double *dst[3] = {m->iv.critical, m->iv.due, m->iv.half_width};
+            m->iv.set = 1;
+            for (int k = 0; k < 9; k++) {
+                json_t *v = json_array_get(iv, (size_t)k);
+                double x = json_is_number(v) ? json_number_value(v) : NAN;
+                if (!json_is_null(v) && !(x >= 0 && x <= 1)) m->iv.set = 0;
+                dst[k / 3][k % 3] = x;
+            }
         }
         if (!e->over) bfd_outbox_post(s->out, m);
         else free(m);

@@ -23,12 +23,24 @@ typedef enum bfd_msg_kind {
     BFD_MSG_STOPPED           /* a chunk was stopped by cancel or shutdown */
 } bfd_msg_kind;
 
+/* A chunk's estimates as its trials come (the progress event's
+ * "intervals", docs/SERVICE.md): the critical and DUE rates with their
+ * interval (rate, lo, hi), as the result will estimate them, and the
+ * largest half-width the stop rule sees overall, over the tensors and over
+ * the bits (NAN where that margin is not a stop target). */
+typedef struct bfd_intervals {
+    int set;
+    double critical[3], due[3];
+    double half_width[3];   /* overall, per_tensor, per_bit */
+} bfd_intervals;
+
 typedef struct bfd_msg {
     bfd_msg_kind kind;
     char id[33];
     int chunk;
     int64_t done;                         /* PROGRESS, DONE: trials of this chunk done */
     int64_t outcomes[BF_OUTCOME_COUNT];   /* ... and their outcomes */
+    bfd_intervals iv;                     /* PROGRESS: the chunk's estimates, if the worker sent them */
     char *result_json;                    /* DONE: the chunk's result document */
     char *error;                          /* FAILED */
     double seconds;                       /* DONE: the chunk's run time (-1: not known); STARTED: time queued */

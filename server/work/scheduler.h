@@ -70,7 +70,7 @@ bfd_worker_cache *bfd_worker_cache_new(const bf_limits *lim);
 void bfd_worker_cache_free(bfd_worker_cache *wc);
 /* Lets go of the campaign it holds (its last chunk has been taken). */
 void bfd_worker_cache_drop(bfd_worker_cache *wc);
-typedef void (*bfd_progress_fn)(void *user, int64_t done, const int64_t outcomes[BF_OUTCOME_COUNT]);
+typedef void (*bfd_progress_fn)(void *user, int64_t done, const int64_t outcomes[BF_OUTCOME_COUNT], const bfd_intervals *iv);
 /* Runs chunk `idx` of the campaign: *result_json is the chunk's result
  * document (malloc'd). BF_ECANCELED when `cancel` was raised. */
 bf_status bfd_job_run(bfd_worker_cache *wc, const bfd_job_spec *js, int idx, const int *cancel,

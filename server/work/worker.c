@@ -4,10 +4,12 @@
  *
  * Daemon to worker: {"t":"run", id, tenant, spec, model, dataset, trials,
  * n_chunks, chunk} and {"t":"drop"} (forget the loaded campaign). Worker to
- * daemon, about the chunk it runs: {"t":"progress", chunk, done, outcomes:[]},
+ * daemon, about the chunk it runs: {"t":"progress", chunk, done, outcomes:[],
+ * iv:[9 numbers or null, bfd_intervals in order]},
  * {"t":"done", chunk, seconds, result}, {"t":"failed", chunk, error, oom},
  * {"t":"stopped", chunk}. SIGUSR1 stops the running chunk within a trial. */
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -42,12 +44,23 @@ static void send_json(json_t *j)
     json_decref(j);
 }
 
-static void on_progress(void *user, int64_t done, const int64_t outcomes[BF_OUTCOME_COUNT])
+/* a number, or null for NAN (JSON has no NaN) */
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static void on_progress(void *user, int64_t done, const int64_t outcomes[BF_OUTCOME_COUNT], const bfd_intervals *iv)
 {
     int chunk = *(int *)user;
     json_t *oc = json_array();
     for (int k = 0; k < BF_OUTCOME_COUNT; k++) json_array_append_new(oc, json_integer(outcomes[k]));
-    send_json(json_pack("{s:s, s:i, s:I, s:o}", "t", "progress", "chunk", chunk, "done", (json_int_t)done, "outcomes", oc));
+    json_t *j = json_pack("{s:s, s:i, s:I, s:o}", "t", "progress", "chunk", chunk, "done", (json_int_t)done, "outcomes", oc);
+    /* iv: [critical rate, lo, hi, due rate, lo, hi, half-width overall, per tensor, per bit] */
+    if (j && iv && iv->set) {
+        json_t *a = json_array();
+        const double *v[3] = {iv->critical, iv->due, iv->half_width};
+        for (int k = 0; k < 9; k++) json_array_append_new(a, num(v[k / 3][k % 3]));
+        json_object_set_new(j, "iv", a);
+    }
+    send_json(j);
 }
 
 static double mono(void)

@@ -148,13 +148,18 @@ n, k = s["trials"], s["outcomes"]["critical"]
 # the demo samples per_bit: its overall interval is the stratified one
 _, lo, hi = per_bit_interval(demo["by_bit"])
 h = headline(root)
-m = re.match(r"critical rate ([\d.]+)% \[([\d.]+), ([\d.]+)\] at 1 bit per trial \(([\d,]+) trials\)", h)
+m = re.match(r"critical rate ([\d.]+)% \[([\d.]+), ([\d.]+)\], DUE ([\d.]+)% \[([\d.]+), ([\d.]+)\] "
+             r"at 1 bit per trial \(([\d,]+) trials\)", h)
 check("headline_form", m is not None, h)
 if m:
     check("headline_rate", close(m.group(1), 100 * k / n), f"{m.group(1)} vs {100 * k / n}")
     check("headline_lo", close(m.group(2), 100 * lo), f"{m.group(2)} vs {100 * lo}")
     check("headline_hi", close(m.group(3), 100 * hi), f"{m.group(3)} vs {100 * hi}")
-    check("headline_trials", m.group(4) == f"{n:,}", m.group(4))
+    # DUE beside it, its interval the same design's
+    du, dlo, dhi = per_bit_interval(demo["by_bit"], "due")
+    check("headline_due", close(m.group(4), 100 * du) and close(m.group(5), 100 * dlo) and close(m.group(6), 100 * dhi),
+          f"{m.groups()[3:6]} vs {du} [{dlo}, {dhi}]")
+    check("headline_trials", m.group(7) == f"{n:,}", m.group(7))
 
 name = lambda g: g.get("torch_name") or g["tensor"]
 crit = {name(g): g["outcomes"]["critical"] for g in demo["by_tensor"]}
@@ -181,6 +186,29 @@ want = sorted(hit, key=lambda g: (-per_bit_interval(g["by_bit"])[0], -per_bit_in
                                   name(g)))
 got = [t for t in texts(figs["tensors"], "lb") if "critical rate" not in t]
 check("tensor_order", got == [name(g) for g in want][:20], f"{got} vs {[name(g) for g in want]}")
+
+# PVF per tensor: critical or DUE, most first; each bar's numbers are the
+# document's, the PVF is critical + DUE (the two exclude each other), and the
+# rate is the per_bit estimate of the union computed here from the counts
+check("pvf_figure", "pvf" in figs, str(list(figs)))
+bars = [el for el in figs["pvf"].iter() if el.get("class") == "bfr-pvf"] if "pvf" in figs else []
+with_pvf = [g for g in demo["by_tensor"] if g.get("pvf") and g["pvf"]["rate"] is not None]
+check("pvf_bars", len(bars) == min(len(with_pvf), 20) and len(bars) > 0, f"{len(bars)} vs {len(with_pvf)}")
+byname = {name(g): g for g in with_pvf}
+prev = 2.0
+for el in bars:
+    g = byname.get(el.get("data-tensor"))
+    check("pvf_tensor_known", g is not None, el.get("data-tensor"))
+    if g is None:
+        continue
+    pv = float(el.get("data-pvf"))
+    check(f"pvf_{name(g)}_doc", pv == g["pvf"]["rate"] and [float(el.get("data-lo")), float(el.get("data-hi"))] == g["pvf"]["ci"],
+          f"{el.attrib} vs {g['pvf']}")
+    check(f"pvf_{name(g)}_sum", abs(pv - (g["critical"]["rate"] + g["due"]["rate"])) < 1e-12, f"{pv} vs {g['critical']} {g['due']}")
+    union = [{"trials": c["trials"], "outcomes": {"wrong": c["outcomes"]["critical"] + c["outcomes"]["due"]}} for c in g["by_bit"]]
+    check(f"pvf_{name(g)}_counts", abs(pv - per_bit_interval(union, "wrong")[0]) < 1e-12, f"{pv} vs {per_bit_interval(union, 'wrong')}")
+    check(f"pvf_{name(g)}_order", pv <= prev, f"{pv} after {prev}")
+    prev = pv
 
 # the joint counts add up to the two marginals bitflip keeps apart
 for g in demo["by_tensor"]:

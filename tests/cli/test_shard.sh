@@ -238,5 +238,55 @@ else
   echo "note: no $REAL/mobilenet_v2.onnx; the real-model shard check did not run"
 fi
 
+# --- sampling "adaptive" in shards: each runs the pilot, plans every round
+# from it, and runs its share of the rest; the parts merge into exactly the
+# unsharded result (docs/SCALE.md), records included (the pilot's once)
+/usr/bin/python3 - "$spec" "$tmp/adaptive.json" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+base = os.path.dirname(os.path.abspath(sys.argv[1]))
+for k in ("model", "dataset"):
+    d[k] = os.path.normpath(os.path.join(base, d[k]))
+d["sampling"], d["trials"] = "adaptive", 2000
+json.dump(d, open(sys.argv[2], "w"))
+PY
+check adaptive_ref 0 "$BF" run --local "$tmp/adaptive.json" --threads 2 --format csv --out "$tmp/adaptive_ref.json" \
+  --trials-out "$tmp/adaptive_ref.ndjson"
+cp "$tmp/stdout" "$tmp/adaptive_ref.csv"
+: >"$tmp/adaptive_parts.ndjson"
+for n in 3 5; do
+  for i in $(seq 0 $((n - 1))); do
+    check "adaptive_shard${i}_of_$n" 0 "$BF" run --local "$tmp/adaptive.json" --shard "$i/$n" --threads 1 \
+          --out-dir "$tmp/adaptive$n" --format json --trials-out "$tmp/adaptive$n.$i.ndjson"
+    [ "$n" = 3 ] && cat "$tmp/adaptive$n.$i.ndjson" >>"$tmp/adaptive_parts.ndjson"
+  done
+  check "adaptive_merge$n" 0 "$BF" merge "$tmp/adaptive$n" --format csv --out "$tmp/adaptive_merged$n.json"
+  same "adaptive_merged${n}_equals_unsharded" "$tmp/adaptive_ref.csv" "$tmp/stdout"
+  /usr/bin/python3 - "$tmp/adaptive_ref.json" "$tmp/adaptive_merged$n.json" "$n" <<'PY' && ok || bad "adaptive: merged document of $n differs from the unsharded one"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert (a.pop("shards"), b.pop("shards")) == (1, int(sys.argv[3]))
+assert a["summary"]["adaptive"]["rounds"] > 2, a["summary"]["adaptive"]
+assert a == b
+PY
+done
+sort "$tmp/adaptive_ref.ndjson" >"$tmp/a"; sort "$tmp/adaptive_parts.ndjson" >"$tmp/b"
+same adaptive_records_shards_equal_unsharded "$tmp/a" "$tmp/b"
+# more shards than trials after the pilot (2 bits x 6 tensors: a pilot of 32, 18 after
+# it, 20 shards): the shards with none run nothing and add nothing
+/usr/bin/python3 - "$tmp/adaptive.json" "$tmp/adaptive_small.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); d["trials"] = 50; d["faults"]["positions"] = [30, 31]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+check adaptive_small_ref 0 "$BF" run --local "$tmp/adaptive_small.json" --format csv
+cp "$tmp/stdout" "$tmp/adaptive_small_ref.csv"
+for i in $(seq 0 19); do
+  "$BF" run --local "$tmp/adaptive_small.json" --shard "$i/20" --out-dir "$tmp/adaptive_small" --format json >/dev/null 2>&1 ||
+    bad "adaptive_small shard $i/20 failed"
+done
+check adaptive_small_merge 0 "$BF" merge "$tmp/adaptive_small" --format csv
+same adaptive_small_merged_equals_unsharded "$tmp/adaptive_small_ref.csv" "$tmp/stdout"
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -89,6 +89,45 @@ eq final_state "$(jget "j['state'], j['verdict'], j['progress']['trials_done'], 
 req listed 200 "$URL/v1/campaigns"
 eq listed_progress "$(jget "[(c['progress']['trials_done'], sum(c['progress']['outcomes'].values()), c['progress']['fraction'], 'result' in c) for c in j['items'] if c['id'] == '$CID']")" "[(240, 240, 1.0, False)]"
 
+# progress reports the intervals as they narrow (docs/SERVICE.md): an adaptive
+# campaign with stop targets it cannot meet runs all its 20,000 trials (one
+# chunk), and each progress event carries the critical and DUE rates with
+# their intervals and the half-widths the stop rule compares with its margins
+$PY - "$tmp/spec.json" >"$tmp/adaptive.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1])); s.pop("gates")
+s["sampling"], s["trials"] = "adaptive", 20000
+s["stop"] = {"margin": 0.0001, "per_tensor_margin": 0.0001}
+print(json.dumps(s))
+PYEOF
+req submit_adaptive 202 "${JSON[@]}" --data-binary @"$tmp/adaptive.json" "$URL/v1/campaigns"
+AID=$(jget "j['id']")
+timeout 300 curl -sSN "$URL/v1/campaigns/$AID/events" >"$tmp/events_adaptive"
+$PY - "$tmp/events_adaptive" <<'PYEOF' && ok || bad "adaptive progress intervals: see above"
+import json, sys
+evs = [dict(l.split(": ", 1) for l in b.split("\n") if l and not l.startswith(":"))
+       for b in open(sys.argv[1]).read().split("\n\n") if b.strip() and not b.startswith(":")]
+prog = [json.loads(e["data"]) for e in evs if e["event"] == "progress"]
+with_iv = [p for p in prog if "intervals" in p]
+assert with_iv, prog
+for p in with_iv:
+    iv = p["intervals"]
+    for o in ("critical", "due"):
+        lo, hi = iv[o]["ci"]
+        assert 0 <= lo <= iv[o]["rate"] <= hi <= 1, iv
+    # the overall half-width is the wider of the two rates' (hand arithmetic)
+    want = max(iv["critical"]["ci"][1] - iv["critical"]["ci"][0], iv["due"]["ci"][1] - iv["due"]["ci"][0]) / 2
+    assert abs(iv["half_width"]["overall"] - want) < 1e-12, (iv, want)
+    # per tensor: a target, so reported, and no tensor is known better than the whole
+    assert iv["half_width"]["per_tensor"] >= iv["half_width"]["overall"] - 1e-12, iv
+    assert "per_bit" not in iv["half_width"], iv   # not a target
+res = json.loads([e for e in evs if e["event"] == "result"][0]["data"])
+assert res["summary"]["trials"] + res["summary"]["adaptive"]["pilot"] == 20000, res["summary"]
+# the last estimate's interval is no wider than the first's: 20,000 trials narrow it
+assert with_iv[-1]["intervals"]["half_width"]["overall"] <= with_iv[0]["intervals"]["half_width"]["overall"], with_iv
+PYEOF
+req delete_adaptive 204 -X DELETE "$URL/v1/campaigns/$AID"   # the listings below count the others
+
 # the same numbers as the CLI on the same spec (the CSV carries no timings)
 (cd "$FIX/specs" && "$BF" run --local digits_weights.json --format csv --trials-out "$tmp/local_trials.jsonl") >"$tmp/local.csv" 2>/dev/null
 req results_csv 200 "$URL/v1/campaigns/$CID/results?format=csv"

@@ -178,3 +178,29 @@ def test_ivmod_columns_of_a_detection_result():
     bits = det.to_pandas("bits")
     assert bits["critical_images"].sum() == trials["changed_predictions"].sum()
     assert "ivmod" not in bitflip.run(digits_spec(trials=20, seed=3)).to_pandas("tensors").columns
+
+
+def test_adaptive_columns_weights_n_eff_pvf():
+    """An adaptive run's stratified fields: each tensor's weight is its share of the
+    elements, the overall rate is the weighted sum of the tensors' (the estimator of
+    docs/STATISTICS.md), PVF is critical + DUE, and se / n_eff / intervals are the
+    document's."""
+    res = bitflip.run(digits_spec(trials=1200, sampling="adaptive"), threads=2)
+    t = res.to_pandas("tensors")
+    sites = {s["name"]: s["elements"] for s in res["campaign"]["sites"]}
+    for _, row in t.iterrows():
+        assert row["weight"] == pytest.approx(sites[row["tensor"]] / sum(sites.values()), rel=1e-12)
+    assert t["weight"].sum() == pytest.approx(1.0)
+    o = res.to_pandas().set_index("outcome")
+    for k in ("critical", "due"):
+        assert (t["weight"] * t[f"{k}_rate"]).sum() == pytest.approx(o.loc[k, "rate"], abs=1e-12)
+        assert o.loc[k, "n_eff"] == res.summary["rates"][k]["n_eff"]
+        assert o.loc[k, "se"] == res.summary["rates"][k]["se"]
+    assert (t["pvf"] - (t["critical_rate"] + t["due_rate"])).abs().max() < 1e-12
+    by = {g["tensor"]: g for g in res["by_tensor"]}
+    for _, row in t.iterrows():
+        g = by[row["tensor"]]
+        assert [row["pvf_lo"], row["pvf_hi"]] == g["pvf"]["ci"]
+        assert row["critical_n_eff"] == g["critical"]["n_eff"] and row["critical_se"] == g["critical"]["se"]
+        assert row["pvf_lo"] <= row["pvf"] <= row["pvf_hi"]
+    assert res.summary["adaptive"]["pilot"] > 0

@@ -259,12 +259,27 @@ async function main() {
     check('the refused trial logged only its 400', added.every((m) => /status of 400/.test(m)), added.join('; '));
     await page.screenshot({ path: path.join(OUT, 'ui-ivmod.png'), fullPage: true });
 
-    // --- a second campaign, canceled -----------------------------------------
-    await specWith(page, { trials: 1000000, seed: 2 });
+    // --- a second campaign, adaptive with stop targets it cannot meet: its
+    // progress shows the estimates and half-widths the daemon's events carry;
+    // then canceled -----------------------------------------------------------
+    await specWith(page, { trials: 1000000, seed: 2, sampling: 'adaptive', stop: { margin: 0.0001, per_tensor_margin: 0.0001 } });
     await page.locator('#spec-submit').click();
     await page.locator('#campaign-list li[data-id]').nth(1).waitFor();
     const second = page.locator('#campaign-list li[data-id]').first();
     check('the new campaign is listed first', (await second.getAttribute('data-id')) !== cid);
+    await second.locator('.progress-text').filter({ hasText: 'per tensor ±' }).waitFor({ timeout: LONG });
+    const ivText = await second.locator('.progress-text').textContent();
+    const sid = await second.getAttribute('data-id');
+    const cur = await (await fetch(URL_ + '/v1/campaigns/' + sid, { headers: { Authorization: 'Bearer ' + TOKEN_A } })).json();
+    const mm = ivText.match(/critical ([\d.]+)% \[([\d.]+), ([\d.]+)\], DUE ([\d.]+)% \[([\d.]+), ([\d.]+)\] · ±([\d.]+)%, per tensor ±([\d.]+)%/);
+    check('progress shows the estimates with intervals and the half-widths', mm !== null, ivText);
+    // their form: each interval holds its rate, and the overall half-width is the wider interval's half
+    if (mm) {
+      const v = mm.slice(1).map(Number);
+      check('the intervals hold their rates', v[1] <= v[0] + 0.005 && v[0] <= v[2] + 0.005 && v[4] <= v[3] + 0.005 && v[3] <= v[5] + 0.005, ivText);
+      check('the overall half-width is the wider interval\'s half', Math.abs(v[6] - Math.max(v[2] - v[1], v[5] - v[4]) / 2) <= 0.011, ivText);
+      check('the daemon\'s progress carries the intervals', cur.progress && cur.progress.intervals && typeof cur.progress.intervals.half_width.per_tensor === 'number', JSON.stringify(cur.progress));
+    }
     await second.getByRole('button', { name: /Cancel campaign/ }).click();
     await page.locator('#campaign-list li.state-canceled').waitFor({ timeout: LONG });
     check('the second campaign was canceled', true);

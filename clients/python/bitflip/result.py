@@ -33,6 +33,17 @@ def _group_row(g):
         row[f"{which}_rate"] = _nan(r.get("rate"))
         row[f"{which}_lo"] = lo
         row[f"{which}_hi"] = hi
+        # the design's standard error and effective sample size (docs/STATISTICS.md):
+        # for a stratified or adaptive design the interval rests on n_eff, not trials
+        if "se" in r or "n_eff" in r:
+            row[f"{which}_se"] = _nan(r.get("se"))
+            row[f"{which}_n_eff"] = _nan(r.get("n_eff"))
+    pvf = g.get("pvf")
+    if pvf is not None:   # a tensor's PVF: critical or DUE, with its interval
+        lo, hi = _ci(pvf)
+        row["pvf"] = _nan(pvf.get("rate"))
+        row["pvf_lo"] = lo
+        row["pvf_hi"] = hi
     iv = g.get("ivmod")
     if iv is not None:   # detection and segmentation: the share of images made critical
         lo, hi = _ci(iv)
@@ -137,7 +148,7 @@ class Result:
                 r = doc["summary"]["rates"][k]
                 lo, hi = _ci(r)
                 out.append({"outcome": k, "count": doc["summary"]["outcomes"][k], "rate": _nan(r.get("rate")),
-                            "lo": lo, "hi": hi})
+                            "lo": lo, "hi": hi, "se": _nan(r.get("se")), "n_eff": _nan(r.get("n_eff"))})
             return out
         if table == "metrics":
             out = []
@@ -147,9 +158,16 @@ class Result:
                             "mean": _nan(m.get("mean")), "std": _nan(m.get("std")), "lo": lo, "hi": hi})
             return out
         if table == "tensors":
+            # each tensor's weight: its share of the fault population (its elements over
+            # all the sites'), the W_t with which the overall rates are sum W_t x rate_t
+            sites = doc["campaign"].get("sites") or []
+            elements = {s.get("name"): s.get("elements") for s in sites if isinstance(s.get("elements"), int)}
+            total = sum(elements.values())
             out = []
             for g in doc.get("by_tensor", []):
                 row = {"tensor": g.get("tensor"), "torch_name": g.get("torch_name")}
+                e = elements.get(g.get("tensor"))
+                row["weight"] = e / total if e is not None and total > 0 else float("nan")
                 row.update(_group_row(g))
                 out.append(row)
             return out
@@ -209,10 +227,12 @@ class Result:
     def to_pandas(self, table="outcomes"):
         """One table of the result as a pandas DataFrame.
 
-        - ``outcomes``: masked, tolerable, critical, due: count, rate, interval (lo, hi)
+        - ``outcomes``: masked, tolerable, critical, due: count, rate, interval (lo, hi),
+          the design's standard error ``se`` and effective sample size ``n_eff``
         - ``metrics``: each metric under faults: golden, n, mean, std, interval
-        - ``tensors``: per fault site (ONNX name, PyTorch name): counts, critical and
-          DUE rates with intervals
+        - ``tensors``: per fault site (ONNX name, PyTorch name): ``weight`` (its share
+          of the fault population), counts, critical and DUE rates with intervals,
+          ``_se`` and ``_n_eff``, and ``pvf`` (critical or DUE) with ``pvf_lo``/``pvf_hi``
         - ``bits``: the same per bit position
         - ``rates``: per bit error rate of a BER sweep, with each metric's mean, std
           and interval (``auc_mean``, ``auc_lo``, ...)

@@ -78,6 +78,7 @@ bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_e
 
 int64_t bf__adapt_stratum(const bf_campaign *c, int64_t t)
 {
+    if (c->faults.sched_n && t >= c->faults.sched_first[0]) return bf__adapt_plan_stratum(c, t);   /* sharded */
     const int64_t *p = c->faults.ad_prefix;
     int64_t j = t - c->faults.ad_first, lo = 0, hi = c->faults.n_strata;   /* p[lo] <= j < p[hi] */
     while (hi - lo > 1) {

@@ -137,9 +137,18 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
 bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
 int64_t bf__adapt_stratum(const bf_campaign *c, int64_t t);
 void bf__adapt_next_round(bf_campaign *c, const bf_campaign_result *acc, int64_t first, int64_t left, int align, int64_t *round);
+/* campaign_adapt_shard.c: a sharded adaptive campaign's rounds, every
+ * one planned at the pilot's end from the pilot's outcomes in acc (the
+ * same plan in every shard); their number in *rounds. A trial's stratum
+ * in that plan. */
+bf_status bf__adapt_plan_rounds(bf_campaign *c, const bf_campaign_result *acc, int64_t first, int align, int64_t *rounds,
+                                bf_error *err);
+int64_t bf__adapt_plan_stratum(const bf_campaign *c, int64_t t);
 /* campaign_stats.c: every count and sum the trials folded into r, zeroed
  * (adaptive: the pilot's, once it has made the allocation) */
 void bf__result_clear_counts(bf_campaign_result *r);
+/* campaign_stats.c: one trial's record, its first flipped bit, into acc */
+void bf__result_fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, int first_bit);
 /* campaign_estimate.c: whether every stop target holds over acc's trials
  * (marking in acc->stop_met_at when each first did). */
 int bf__stop_holds(const bf_campaign *c, bf_campaign_result *acc);

@@ -84,6 +84,7 @@ struct runner {
     int exact;              /* opts->exact, or a model the differential engine declines */
     int ckpt;               /* ... a one-sample graph's trials resume from golden checkpoints (campaign_ckpt.c) */
     int64_t shard_index, shard_count;
+    int64_t pilot;          /* sharded "adaptive": the pilot's trials, 0..pilot-1 in every shard */
     int64_t n;              /* trials in this shard */
     int chunk;              /* trials per chunk */
     int64_t n_chunks;
@@ -360,7 +361,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
         if (atomic_load(&rn->halt)) return BF_OK;
         if (rn->opts->cancel && bf_cancel_requested(rn->opts->cancel))
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
-        int64_t t = rn->shard_index + (first + i) * rn->shard_count;
+        int64_t k = first + i, t = k < rn->pilot ? k : rn->pilot + rn->shard_index + (k - rn->pilot) * rn->shard_count;
         float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
         bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
         if (st != BF_OK) return st;
@@ -516,36 +517,6 @@ static void work_summary(runner *rn, bf_campaign_result *acc)
     for (int j = 0; j < acc->n_top_steps; j++) acc->top_steps[j].share = ran > 0 ? acc->top_steps[j].share / ran : 0;
 }
 
-/* --- folding, in trial order, on the calling thread */
-
-static void fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, int first_bit)
-{
-    bf_outcome o = rec->outcome;
-    acc->trials_done++;
-    acc->total.n[o]++;
-    /* by_site and by_bit describe single faults; a BER trial is a rate's */
-    /* IVMOD's parts, grouped the same way: the trial's critical images */
-    int iv = c->golden.task == BF_TASK_DETECTION || c->golden.task == BF_TASK_SEGMENTATION;
-    int64_t k = rec->changed;
-    if (rec->rate_index < 0 && rec->n_kept > 0) {
-        size_t site = (size_t)rec->faults[0].site;
-        acc->by_site[site].n[o]++;
-        if (first_bit >= 0) acc->by_site_bit[site * 64 + (size_t)first_bit].n[o]++;
-        if (iv) bf__ivmod_add(&acc->ivmod_by_site[site], 1, k, k * k);
-        if (iv && first_bit >= 0) bf__ivmod_add(&acc->ivmod_by_site_bit[site * 64 + (size_t)first_bit], 1, k, k * k);
-    }
-    if (first_bit >= 0) acc->by_bit[first_bit].n[o]++;
-    if (iv && first_bit >= 0) bf__ivmod_add(&acc->ivmod_by_bit[first_bit], 1, k, k * k);
-    if (rec->rate_index >= 0) acc->by_rate[rec->rate_index].n[o]++;
-    for (int m = 0; m < BF_METRIC_COUNT; m++) {
-        double v = rec->metrics[m];
-        if (!isfinite(v)) continue;
-        bf__sums_add(&acc->metric[m], v, c->judge.bound[m], c->judge.fsum[m], c->judge.fsq[m]);
-        if (rec->rate_index >= 0)
-            bf__sums_add(&acc->rate_metric[(size_t)rec->rate_index * BF_METRIC_COUNT + m], v, c->judge.bound[m], c->judge.fsum[m], c->judge.fsq[m]);
-    }
-}
-
 static int stop_targets(const bf_campaign *c)
 {
     return c->judge.stop_margin > 0 || c->judge.stop_tensor_margin > 0 || c->judge.stop_bit_margin > 0;
@@ -560,6 +531,15 @@ static int next_round(runner *rn, bf_campaign_result *acc)
     if (!rn->adaptive || rn->folded != rn->limit_chunk || rn->limit_chunk >= rn->n_chunks) return 0;
     /* the pilot's counts served the allocation: the estimates start after it */
     int after_pilot = acc->adaptive_rounds == 1;
+    if (rn->pilot) {   /* sharded: every round planned now, none stops (campaign_adapt_shard.c) */
+        int64_t rounds = 0;
+        bf_status st = bf__adapt_plan_rounds(rn->c, acc, first, rn->chunk, &rounds, &rn->err);
+        if (st != BF_OK && rn->st == BF_OK) rn->st = st;
+        bf__result_clear_counts(acc);
+        rn->limit_chunk = rn->n_chunks;
+        acc->adaptive_rounds += rounds;
+        return st != BF_OK;
+    }
     if (!after_pilot && stop_targets(rn->c) && bf__stop_holds(rn->c, acc)) return 1;
     bf__adapt_next_round(rn->c, acc, first, rn->n - first, rn->chunk, &round);
     if (after_pilot) bf__result_clear_counts(acc);
@@ -580,7 +560,17 @@ static void start_rounds(runner *rn, bf_campaign_result *acc)
     if (c->faults.sampling != BF_SAMPLE_ADAPTIVE || rn->n == 0) return;
     int64_t round;
     rn->adaptive = 1;
-    bf__adapt_next_round(c, acc, 0, rn->n, rn->chunk, &round);
+    bf__adapt_next_round(c, acc, 0, rn->shard_count > 1 ? c->faults.n_trials : rn->n, rn->chunk, &round);
+    if (rn->shard_count > 1 && round < c->faults.n_trials) {
+        /* every shard runs the pilot, then its share of the rest; the pilot's
+         * trials count in shard 0's plan only, so the parts add up */
+        int64_t rest = c->faults.n_trials - round;
+        rn->pilot = round;
+        /* a shard with no trial after the pilot has nothing to add: it runs none */
+        rn->n = rest > rn->shard_index ? round + (rest - rn->shard_index + rn->shard_count - 1) / rn->shard_count : 0;
+        rn->n_chunks = (rn->n + rn->chunk - 1) / rn->chunk;
+        acc->trials_planned = rn->n > 0 ? rn->n - (rn->shard_index > 0 ? round : 0) : 0;
+    }
     rn->limit_chunk = (round + rn->chunk - 1) / rn->chunk;
     acc->adaptive_pilot = round;
     acc->adaptive_rounds = 1;
@@ -599,7 +589,8 @@ static int fold_ready(runner *rn, bf_campaign_result *acc)
         pthread_mutex_unlock(&rn->mu);
         int stop = 0;
         for (int i = 0; i < s->n && !stop; i++) {
-            fold(c, acc, &s->rec[i], s->first_bit[i]);
+            bf__result_fold(c, acc, &s->rec[i], s->first_bit[i]);
+            if (s->rec[i].trial < rn->pilot && rn->shard_index > 0) continue;   /* shard 0 reports the pilot's records */
             if (o->on_trial) o->on_trial(o->user, &s->rec[i]);
             if (o->on_outputs)
                 o->on_outputs(o->user, s->rec[i].trial, s->outputs + (size_t)i * (size_t)(c->golden.samples * c->golden.out_cols),
@@ -805,23 +796,20 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     if (rn.shard_index < 0 || rn.shard_index >= rn.shard_count)
         return bf_error_set(err, BF_EINVAL, "shard %lld of %lld does not exist (0..%lld)", (long long)rn.shard_index,
                             (long long)rn.shard_count, (long long)rn.shard_count - 1);
-    if (c->faults.sampling == BF_SAMPLE_ADAPTIVE && rn.shard_count > 1)
-        return bf_error_set(err, BF_EINVAL, "sampling 'adaptive' cannot be sharded: each round's allocation depends on "
-                            "every trial before it; run it unsharded (more threads instead of shards)");
     rn.n = rn.shard_index < c->faults.n_trials ? (c->faults.n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
     /* fewer hand-offs per trial; fewer outputs held per slot when kept */
     rn.chunk = o->on_outputs || o->on_ragged ? CHUNK_OUTPUTS : CHUNK;
     rn.n_chunks = (rn.n + rn.chunk - 1) / rn.chunk;
     int threads = o->threads > 0 ? o->threads : 1;
     if (threads > BF__CAMPAIGN_THREADS_MAX) threads = BF__CAMPAIGN_THREADS_MAX;
-    if (threads > rn.n_chunks) threads = rn.n_chunks > 0 ? (int)rn.n_chunks : 1;
 
     if ((st = bf__result_init(&acc, c->surface.n_sites, c->faults.kind == BF_FAULT_BER ? c->faults.n_rates : 0, err)) != BF_OK) return st;
     acc.trials_planned = rn.n;
     memcpy(acc.golden, c->golden.metric, sizeof acc.golden);
     acc.task = c->golden.task;
     acc.samples = c->golden.samples;
-    start_rounds(&rn, &acc);
+    start_rounds(&rn, &acc);   /* a sharded adaptive run's size: its pilot and share */
+    if (threads > rn.n_chunks) threads = rn.n_chunks > 0 ? (int)rn.n_chunks : 1;
     if (rn.n == 0) goto out;
 
     if ((st = ring_alloc(&rn, threads, err)) != BF_OK) goto out;

@@ -99,6 +99,35 @@ void bf__ivmod_add(bf_ivmod_sums *a, int64_t trials, int64_t critical, int64_t c
     a->critical_sq += critical_sq;
 }
 
+/* One trial's record into acc (campaign_run.c folds in trial order). */
+void bf__result_fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, int first_bit)
+{
+    bf_outcome o = rec->outcome;
+    acc->trials_done++;
+    acc->total.n[o]++;
+    /* by_site and by_bit describe single faults; a BER trial is a rate's */
+    /* IVMOD's parts, grouped the same way: the trial's critical images */
+    int iv = c->golden.task == BF_TASK_DETECTION || c->golden.task == BF_TASK_SEGMENTATION;
+    int64_t k = rec->changed;
+    if (rec->rate_index < 0 && rec->n_kept > 0) {
+        size_t site = (size_t)rec->faults[0].site;
+        acc->by_site[site].n[o]++;
+        if (first_bit >= 0) acc->by_site_bit[site * 64 + (size_t)first_bit].n[o]++;
+        if (iv) bf__ivmod_add(&acc->ivmod_by_site[site], 1, k, k * k);
+        if (iv && first_bit >= 0) bf__ivmod_add(&acc->ivmod_by_site_bit[site * 64 + (size_t)first_bit], 1, k, k * k);
+    }
+    if (first_bit >= 0) acc->by_bit[first_bit].n[o]++;
+    if (iv && first_bit >= 0) bf__ivmod_add(&acc->ivmod_by_bit[first_bit], 1, k, k * k);
+    if (rec->rate_index >= 0) acc->by_rate[rec->rate_index].n[o]++;
+    for (int m = 0; m < BF_METRIC_COUNT; m++) {
+        double v = rec->metrics[m];
+        if (!isfinite(v)) continue;
+        bf__sums_add(&acc->metric[m], v, c->judge.bound[m], c->judge.fsum[m], c->judge.fsq[m]);
+        if (rec->rate_index >= 0)
+            bf__sums_add(&acc->rate_metric[(size_t)rec->rate_index * BF_METRIC_COUNT + m], v, c->judge.bound[m], c->judge.fsum[m], c->judge.fsq[m]);
+    }
+}
+
 static void sums_merge(bf_metric_sums *a, const bf_metric_sums *b)
 {
     a->n += b->n;
@@ -130,8 +159,10 @@ bf_status bf_campaign_result_merge(bf_campaign_result *a, const bf_campaign_resu
      * when every shard's was, after their trials together */
     for (int k = 0; k < 3; k++)
         a->stop_met_at[k] = a->stop_met_at[k] < 0 || b->stop_met_at[k] < 0 ? -1 : a->stop_met_at[k] + b->stop_met_at[k];
-    a->adaptive_pilot += b->adaptive_pilot;
-    a->adaptive_rounds += b->adaptive_rounds;
+    /* every shard of an adaptive campaign ran the same pilot and planned
+     * the same rounds (campaign_adapt_shard.c) */
+    if (b->adaptive_pilot > a->adaptive_pilot) a->adaptive_pilot = b->adaptive_pilot;
+    if (b->adaptive_rounds > a->adaptive_rounds) a->adaptive_rounds = b->adaptive_rounds;
     counts_add(&a->total, &b->total);
     for (size_t i = 0; i < a->n_sites; i++) counts_add(&a->by_site[i], &b->by_site[i]);
     for (int i = 0; i < 64; i++) counts_add(&a->by_bit[i], &b->by_bit[i]);

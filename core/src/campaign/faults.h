@@ -87,6 +87,11 @@ typedef struct bf__faults {
      * counts per site */
     int mbu, words;
     int64_t *mbu_prefix;      /* n_sites + 1 */
+    /* a sharded adaptive campaign's rounds after the pilot, all planned
+     * at the pilot's end (campaign_adapt_shard.c): round k's trials start
+     * at sched_first[k], its prefix sums at sched_prefix + k (n_strata + 1) */
+    int64_t *sched_first, *sched_prefix;
+    int64_t sched_n;
 } bf__faults;
 
 enum { BF__MBU_BURST = 1, BF__MBU_COLUMN = 2 };

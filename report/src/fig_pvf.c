@@ -1,0 +1,110 @@
+/* Figure: each tensor's PVF (Meta's parameter vulnerability factor, arXiv
+ * 2405.01741): the probability that a fault in the tensor makes the output
+ * incorrect, critical or DUE, by_tensor[].pvf with the design's interval
+ * (docs/STATISTICS.md). Beside the vulnerable-tensors figure, which draws
+ * the critical rate alone, it counts a NaN or Inf output as incorrect too,
+ * so a tensor whose faults mostly end in DUE ranks where it belongs. One
+ * figure per result that carries pvf ("pvf"; "pvf_2", "pvf_3"... for the
+ * others). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_impl.h"
+
+typedef struct row {
+    const json_t *group;
+    double rate, lo, hi, critical, due;   /* critical, due: the tensor's rates, for the tooltip */
+} row;
+
+static int by_pvf_desc(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->rate != y->rate) return x->rate < y->rate ? 1 : -1;
+    return strcmp(bfr__tensor_name(x->group), bfr__tensor_name(y->group));
+}
+
+static double num_or_nan(const json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
+
+/* the tensors of `arr` with a finite pvf, most vulnerable first; NULL with
+ * *n = 0 if none (or out of memory: *oom) */
+static row *rows_of(const json_t *arr, size_t *n, int *oom)
+{
+    size_t cap = json_array_size(arr), k = 0, i;
+    const json_t *g;
+    *n = 0;
+    if (!cap) return NULL;
+    row *rows = malloc(cap * sizeof *rows);
+    if (!rows) { *oom = 1; return NULL; }
+    json_array_foreach(arr, i, g) {
+        const json_t *p = json_object_get(g, "pvf"), *ci = json_object_get(p, "ci");
+        double rate = num_or_nan(json_object_get(p, "rate"));
+        if (!isfinite(rate)) continue;
+        row *r = &rows[k++];
+        r->group = g;
+        r->rate = rate;
+        r->lo = num_or_nan(json_array_get(ci, 0));
+        r->hi = num_or_nan(json_array_get(ci, 1));
+        r->critical = num_or_nan(json_object_get(json_object_get(g, "critical"), "rate"));
+        r->due = num_or_nan(json_object_get(json_object_get(g, "due"), "rate"));
+    }
+    if (!k) { free(rows); return NULL; }
+    qsort(rows, k, sizeof *rows, by_pvf_desc);
+    *n = k;
+    return rows;
+}
+
+static int one(const bfr__set *set, size_t d, json_t *figs)
+{
+    int oom = 0;
+    size_t n = 0;
+    row *rows = rows_of(json_object_get(set->docs[d].root, "by_tensor"), &n, &oom);
+    if (!rows) return oom;
+    size_t shown = n > set->max_tensors ? set->max_tensors : n;
+    double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
+    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    char title[160], sub[256], alt[640], name[32];
+    if (set->n_docs > 1) snprintf(title, sizeof title, "PVF per tensor: %.80s", set->docs[d].label);
+    else snprintf(title, sizeof title, "PVF per tensor: the chance a fault in it makes the output wrong");
+    snprintf(sub, sizeof sub, "parameter vulnerability factor: critical or DUE outcomes of the faults in each tensor, most first; "
+             "whiskers: %.0f%% interval", 100 * conf);
+    snprintf(alt, sizeof alt, "Bar chart of the PVF per tensor, %zu tensor%s; highest: ", n, n > 1 ? "s" : "");
+    double hi = 0;
+    for (size_t i = 0; i < shown; i++) hi = fmax(hi, isfinite(rows[i].hi) ? fmax(rows[i].hi, rows[i].rate) : rows[i].rate);
+    bfr__hchart c;
+    bfr__hchart_open(&c, shown, n, hi, title, sub, "PVF (% of the faults in the tensor: critical or DUE)");
+    for (size_t i = 0; i < shown; i++) {
+        const row *r = &rows[i];
+        const char *tn = bfr__tensor_name(r->group);
+        char v[64], cr[32], du[32], tip[400];
+        if (isfinite(r->lo) && isfinite(r->hi)) bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
+        else bfr__pct(v, sizeof v, r->rate, bfr__pct_decimals(r->rate, r->rate, r->rate), 0);
+        bfr__pct(cr, sizeof cr, isfinite(r->critical) ? r->critical : 0, 1, 0);
+        bfr__pct(du, sizeof du, isfinite(r->due) ? r->due : 0, 1, 0);
+        snprintf(tip, sizeof tip, "%.120s: PVF %s (critical %s, DUE %s)", tn, v, cr, du);
+        /* the numbers as the result document has them, for a reader's script */
+        bfr__puts(&c.b, "<g class=\"bfr-pvf\" data-tensor=\"");
+        bfr__xml(&c.b, tn, 0);
+        bfr__printf(&c.b, "\" data-pvf=\"%.17g\" data-lo=\"%.17g\" data-hi=\"%.17g\">\n", r->rate, r->lo, r->hi);
+        bfr__hchart_row(&c, i, tn, r->rate, r->lo, r->hi, bfr__palette[3], tip, v);
+        bfr__puts(&c.b, "</g>\n");
+        if (i < 3) {
+            size_t al = strlen(alt);
+            snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "", tn, v);
+        }
+    }
+    char note[96];
+    if (n > shown) snprintf(note, sizeof note, "the %zu highest of %zu tensors that were hit", shown, n);
+    free(rows);
+    if (d == 0) snprintf(name, sizeof name, "pvf");
+    else snprintf(name, sizeof name, "pvf_%zu", d + 1);
+    return bfr__hchart_finish(&c, n > shown ? note : NULL, figs, name, title, alt);
+}
+
+int bfr__fig_pvf(const bfr__set *set, json_t *figs)
+{
+    for (size_t d = 0; d < set->n_docs; d++)
+        if (one(set, d, figs)) return 1;
+    return 0;
+}
