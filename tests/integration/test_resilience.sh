@@ -27,7 +27,6 @@ submit() {  # submit FILE -> CID
   req "submit $1" 202 "${JSON[@]}" --data-binary @"$1" "$URL/v1/campaigns"
   CID=$(jget "j['id']")
 }
-progress() { curl -fsS "$URL/v1/campaigns/$1" | $PY -c "import json,sys; j=json.load(sys.stdin); print(j['state'], j['progress']['trials_done'])"; }
 
 # --- idempotency -------------------------------------------------------------
 spec 240 1 >"$tmp/small.json"

@@ -18,7 +18,6 @@ alive() {  # alive NAME: the process is there and ready
   if kill -0 "$PID" 2>/dev/null && curl -fsS -o /dev/null "$URL/v2/health/ready"; then ok; else bad "$1: the daemon is gone"; fi
 }
 campaign() { curl -fsS "$URL/v1/campaigns/$1" >"$tmp/body"; }
-progress() { curl -fsS "$URL/v1/campaigns/$1" | $PY -c "import json,sys; j=json.load(sys.stdin); print(j['state'], j['progress']['trials_done'])"; }
 spec() {   # spec MODEL_ID DATASET_ID TRIALS SEED > file: the CLI's digits spec
   $PY - "$FIX/specs/digits_weights.json" "$@" <<'PYEOF'
 import json, sys
