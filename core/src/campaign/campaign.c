@@ -43,6 +43,8 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->faults.ad_w);
     bf__free(c->faults.ad_n);
     bf__free(c->faults.ad_frac);
+    bf__free(c->faults.ad_p);
+    bf__free(c->faults.ad_alloc);
     bf__free(c->surface.sites);
     bf__free(c->surface.site_param);
     bf__free(c->surface.site_value);

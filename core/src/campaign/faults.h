@@ -77,6 +77,9 @@ typedef struct bf__faults {
     double *ad_w;             /* scratch, n_strata each: Neyman weights, */
     int64_t *ad_n;            /* ... trials so far, */
     struct bf__frac { double fr; int64_t h; } *ad_frac;   /* ... the rounding's fractions */
+    double *ad_p;             /* ... each stratum's rate as the pilot sees it, */
+    double *ad_alloc;         /* ... and the trials the stop targets need of it */
+    double ad_need;           /* trials after the pilot the targets need (0: no target) */
 } bf__faults;
 
 /* campaign_sample.c: the faults of trial t, a pure function of (seed, t). */
