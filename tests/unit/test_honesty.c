@@ -236,6 +236,34 @@ static void adaptive_deterministic_and_refusals(void **state)
     assert_non_null(strstr(err.msg, "the pilot round needs 2 trials in each of 96 strata"));
 }
 
+/* Stop targets steer adaptive's allocation: with +-2% asked of every
+ * tensor, the smallest (net.4.bias, 10 of the 714 elements: 1.4% of the
+ * population, and of a uniform campaign's trials) gets the trials its own
+ * interval needs, several times that share, and the campaign stops with
+ * every target met, well before its budget. */
+static void adaptive_targets_steer(void **state)
+{
+    fx *f = *state;
+    if (f->all) skip();   /* the sizes below are the three small tensors' */
+    bf_campaign_spec s = spec_of(f, BF_SAMPLE_ADAPTIVE, 11);
+    s.trials = 400000;
+    s.stop_margin = 0.005;
+    s.stop_tensor_margin = 0.02;
+    bf_campaign *c;
+    bf_campaign_result r;
+    run_one(f, &s, &c, &r);
+    assert_true(r.stop_met_at[0] > 0 && r.stop_met_at[1] > 0);
+    assert_true(r.trials_done < s.trials / 4);
+    size_t small = 2;   /* net.4.bias */
+    assert_int_equal(bf_campaign_site(c, small)->elements, 10);
+    int64_t n = 0;
+    for (int o = 0; o < BF_OUTCOME_COUNT; o++) n += r.by_site[small].n[o];
+    printf("adaptive with targets: %lld trials, %lld on net.4.bias\n", (long long)r.trials_done, (long long)n);
+    assert_true((double)n > 3 * 10.0 / 714.0 * (double)r.trials_done);   /* 3x its population share (7% seen) */
+    bf_campaign_result_free(&r);
+    bf_campaign_free(c);
+}
+
 /* The exhaustive population's limit, 2^26 faults (BF_EXHAUSTIVE_MAX): a
  * model built here, not committed (8 MiB of weights), y = x W with W
  * [1024, 2049] and a bias of 16: 2,098,192 elements. All 32 bits are
@@ -317,6 +345,7 @@ int main(void)
         cmocka_unit_test(exhaustive_truth),
         cmocka_unit_test(adaptive_deterministic_and_refusals),
         cmocka_unit_test(exhaustive_limit),
+        cmocka_unit_test(adaptive_targets_steer),
         cmocka_unit_test(uniform_is_honest),
         cmocka_unit_test(per_tensor_is_honest),
         cmocka_unit_test(per_bit_is_honest),
