@@ -10,7 +10,10 @@
  * (Hesterberg 1995) of Neyman's, its share of the population times its
  * standard deviation estimated with half a trial of prior (p~ = (x + 1/2) /
  * (n + 1), so a stratum with no event keeps a share), and the population
- * share itself (DEFENSIVE of the trials). The pilot's outcomes serve the
+ * share itself (DEFENSIVE of the trials); with stop targets, the Neyman
+ * part is replaced by the largest trials any target (overall, each tensor,
+ * each bit) needs of the stratum, each target's own optimum for the
+ * estimator's variance (steer). The pilot's outcomes serve the
  * allocation only: the estimates rest on the trials after it, whose counts
  * per stratum do not depend on their outcomes. Re-allocating from the
  * outcomes as they come (x_h / n_h with n_h chosen by x_h's first trials)
