@@ -29,6 +29,7 @@
 
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
+#include "onnx_graph.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 #define MAX_SITES 16
@@ -148,7 +149,10 @@ static const char *design_name(bf_sampling s)
     return s == BF_SAMPLE_UNIFORM ? "uniform" : s == BF_SAMPLE_PER_TENSOR ? "per_tensor" : s == BF_SAMPLE_PER_BIT ? "per_bit" : "adaptive";
 }
 
-static void honest(fx *f, bf_sampling design)
+/* steered: adaptive with stop targets it cannot reach in f->trials, so
+ * that the targets shape the allocation (campaign_adapt.c, steer) and
+ * every campaign still runs its full size */
+static void honest(fx *f, bf_sampling design, int steered)
 {
     assert_true(f->n_sites > 0);   /* exhaustive_truth ran */
     size_t n = f->n_sites + 1;
@@ -157,6 +161,10 @@ static void honest(fx *f, bf_sampling design)
     int counted[MAX_SITES + 1] = {0};
     for (int run = 0; run < f->runs; run++) {
         bf_campaign_spec s = spec_of(f, design, 1000 + (uint64_t)run);
+        if (steered) {
+            s.stop_margin = 0.002;
+            s.stop_tensor_margin = 0.005;
+        }
         bf_campaign *c;
         bf_campaign_result r;
         run_one(f, &s, &c, &r);
@@ -182,15 +190,15 @@ static void honest(fx *f, bf_sampling design)
     for (size_t i = 0; i < n; i++) {
         double cov = (double)covered[i] / f->runs, k = counted[i] > 1 ? counted[i] : 2;
         double mean = sum[i] / k, sd = sqrt(fmax(0, (sumsq[i] - k * mean * mean) / (k - 1))), se = sd / sqrt(k);
-        printf("%-10s %-14s truth %.5f  mean %.5f  sd %.5f  (mean-truth)/se %+.2f  coverage %.3f  mean half-width %.5f\n",
-               design_name(design), i < f->n_sites ? "tensor" : "overall", f->truth[i], mean, sd,
+        printf("%-10s%s %-14s truth %.5f  mean %.5f  sd %.5f  (mean-truth)/se %+.2f  coverage %.3f  mean half-width %.5f\n",
+               design_name(design), steered ? "+targets" : "", i < f->n_sites ? "tensor" : "overall", f->truth[i], mean, sd,
                se > 0 ? (mean - f->truth[i]) / se : 0.0, cov, width[i] / k);
         bad += cov < 0.93 || (counted[i] > 1 && fabs(mean - f->truth[i]) > 3 * se + 1e-12);
     }
 #ifdef BF_SANITIZED
     bad = 0;   /* 40 runs: coverage is known to +-0.035, too coarse to judge 0.93 */
 #endif
-    if (bad) fail_msg("%s: %d rates with coverage under 0.93 or a mean over 3 standard errors from the truth", design_name(design), bad);
+    if (bad) fail_msg("%s%s: %d rates with coverage under 0.93 or a mean over 3 standard errors from the truth", design_name(design), steered ? " with targets" : "", bad);
 }
 
 /* Adaptive draws the same faults on any number of threads (each round's
@@ -234,20 +242,121 @@ static void adaptive_deterministic_and_refusals(void **state)
     assert_non_null(strstr(err.msg, "the pilot round needs 2 trials in each of 96 strata"));
 }
 
-static void uniform_is_honest(void **state) { honest(*state, BF_SAMPLE_UNIFORM); }
-static void per_tensor_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_TENSOR); }
-static void per_bit_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_BIT); }
-static void adaptive_is_honest(void **state) { honest(*state, BF_SAMPLE_ADAPTIVE); }
+/* Stop targets steer adaptive's allocation: with +-2% asked of every
+ * tensor, the smallest (net.4.bias, 10 of the 714 elements: 1.4% of the
+ * population, and of a uniform campaign's trials) gets the trials its own
+ * interval needs, several times that share, and the campaign stops with
+ * every target met, well before its budget. */
+static void adaptive_targets_steer(void **state)
+{
+    fx *f = *state;
+    if (f->all) skip();   /* the sizes below are the three small tensors' */
+    bf_campaign_spec s = spec_of(f, BF_SAMPLE_ADAPTIVE, 11);
+    s.trials = 400000;
+    s.stop_margin = 0.005;
+    s.stop_tensor_margin = 0.02;
+    bf_campaign *c;
+    bf_campaign_result r;
+    run_one(f, &s, &c, &r);
+    assert_true(r.stop_met_at[0] > 0 && r.stop_met_at[1] > 0);
+    assert_true(r.trials_done < s.trials / 4);
+    size_t small = 2;   /* net.4.bias */
+    assert_int_equal(bf_campaign_site(c, small)->elements, 10);
+    int64_t n = 0;
+    for (int o = 0; o < BF_OUTCOME_COUNT; o++) n += r.by_site[small].n[o];
+    printf("adaptive with targets: %lld trials, %lld on net.4.bias\n", (long long)r.trials_done, (long long)n);
+    assert_true((double)n > 3 * 10.0 / 714.0 * (double)r.trials_done);   /* 3x its population share (7% seen) */
+    bf_campaign_result_free(&r);
+    bf_campaign_free(c);
+}
+
+/* The exhaustive population's limit, 2^26 faults (BF_EXHAUSTIVE_MAX): a
+ * model built here, not committed (8 MiB of weights), y = x W with W
+ * [1024, 2049] and a bias of 16: 2,098,192 elements. All 32 bits are
+ * 67,142,144 faults, over the limit: refused, naming the population and
+ * its largest tensor; 31 bits (65,043,952) are accepted, every fault a
+ * trial. */
+static void exhaustive_limit(void **state)
+{
+    (void)state;
+    enum { K = 1024, N = 2049, S = 2 };
+    float *w = calloc((size_t)K * N, sizeof *w), bias[16] = {0}, x[S * K];
+    assert_non_null(w);
+    for (int i = 0; i < K * N; i++) w[i] = (float)((int)((unsigned)i * 7919u % 2003u) - 1001) / 1001.0f;
+    for (int i = 0; i < S * K; i++) x[i] = (float)(i % 17) / 17.0f;
+    tg_graph g = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, K});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, N});
+    tg_init_f32(&g, "big_weight", 2, (int64_t[]){K, N}, w);
+    tg_init_f32(&g, "small_bias", 1, (int64_t[]){16}, bias);
+    tg_node(&g, "MatMul", "mm", (const char *[]){"x", "big_weight"}, 2, "y");
+    size_t len;
+    uint8_t *buf = tg_pack(&g, "big", &len);
+    free(w);
+    bf_model *m;
+    bf_dataset *ds;
+    bf_error err = {0};
+    assert_int_equal(bf_model_load_buffer(buf, len, "big", &m, &err), BF_OK);
+    free(buf);
+    tg_free(&g);
+    int64_t lab[S] = {3, 5};
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "{\"x\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%zu]},"
+                      "\"labels\":{\"dtype\":\"I64\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}}",
+                      S, K, sizeof x, S, sizeof x, sizeof x + sizeof lab);
+    size_t total = 8 + (size_t)hl + sizeof x + sizeof lab;
+    unsigned char *st = malloc(total);
+    assert_non_null(st);
+    for (int k = 0; k < 8; k++) st[k] = (unsigned char)((uint64_t)hl >> (8 * k));
+    memcpy(st + 8, head, (size_t)hl);
+    memcpy(st + 8 + hl, x, sizeof x);
+    memcpy(st + 8 + hl + sizeof x, lab, sizeof lab);
+    assert_int_equal(bf_dataset_load_buffer(st, total, "big", &ds, &err), BF_OK);
+    free(st);
+    char *both[] = {"big_weight", "small_bias"};
+    bf_campaign_spec s = {0};
+    s.seed = 1;
+    s.tensors = both;
+    s.n_tensors = 2;
+    s.model_kind = BF_FAULT_BITFLIP;
+    s.bits = 1;
+    s.repr = BF_REPR_FP32;
+    s.sampling = BF_SAMPLE_EXHAUSTIVE;
+    s.critical_metric = -1;
+    s.batch = 64;
+    bf_campaign *c;
+    assert_int_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_ERANGE);
+    assert_non_null(strstr(err.msg, "the population is 67142144 faults (2098192 elements x 32 bit positions"));
+    assert_non_null(strstr(err.msg, "the largest tensor, 'big_weight', has 2098176 elements"));
+    assert_non_null(strstr(err.msg, "over the limit of 67108864"));
+    for (int b = 0; b < 31; b++) s.positions[b] = b;
+    s.n_positions = 31;
+    assert_int_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_OK);
+    assert_int_equal(bf_campaign_num_trials(c), (int64_t)2098192 * 31);
+    bf_campaign_free(c);
+    bf_model_free(m);
+    bf_dataset_free(ds);
+}
+
+static void uniform_is_honest(void **state) { honest(*state, BF_SAMPLE_UNIFORM, 0); }
+static void per_tensor_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_TENSOR, 0); }
+static void per_bit_is_honest(void **state) { honest(*state, BF_SAMPLE_PER_BIT, 0); }
+static void adaptive_is_honest(void **state) { honest(*state, BF_SAMPLE_ADAPTIVE, 0); }
+static void adaptive_steered_is_honest(void **state) { honest(*state, BF_SAMPLE_ADAPTIVE, 1); }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exhaustive_truth),
         cmocka_unit_test(adaptive_deterministic_and_refusals),
+        cmocka_unit_test(exhaustive_limit),
+        cmocka_unit_test(adaptive_targets_steer),
         cmocka_unit_test(uniform_is_honest),
         cmocka_unit_test(per_tensor_is_honest),
         cmocka_unit_test(per_bit_is_honest),
         cmocka_unit_test(adaptive_is_honest),
+        cmocka_unit_test(adaptive_steered_is_honest),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -47,6 +47,8 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->faults.mbu_prefix);
     bf__free(c->faults.sched_first);
     bf__free(c->faults.sched_prefix);
+    bf__free(c->faults.ad_p);
+    bf__free(c->faults.ad_alloc);
     bf__free(c->surface.sites);
     bf__free(c->surface.site_param);
     bf__free(c->surface.site_value);

@@ -10,7 +10,10 @@
  * (Hesterberg 1995) of Neyman's, its share of the population times its
  * standard deviation estimated with half a trial of prior (p~ = (x + 1/2) /
  * (n + 1), so a stratum with no event keeps a share), and the population
- * share itself (DEFENSIVE of the trials). The pilot's outcomes serve the
+ * share itself (DEFENSIVE of the trials); with stop targets, the Neyman
+ * part is replaced by the largest trials any target (overall, each tensor,
+ * each bit) needs of the stratum, each target's own optimum for the
+ * estimator's variance (steer). The pilot's outcomes serve the
  * allocation only: the estimates rest on the trials after it, whose counts
  * per stratum do not depend on their outcomes. Re-allocating from the
  * outcomes as they come (x_h / n_h with n_h chosen by x_h's first trials)
@@ -38,6 +41,9 @@
 #define ROUND_MIN 256
 /* the population-proportional share of the allocation after the pilot */
 #define DEFENSIVE 0.1
+/* with stop targets: the weight, in trials, of a bit position's pilot
+ * rate over every tensor in each stratum's rate (pilot_rates) */
+#define PRIOR_TRIALS 2.0
 
 bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
 {
@@ -53,10 +59,16 @@ bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_e
     f->n_strata = (int64_t)c->surface.n_sites * f->n_pos;
     if (f->sampling == BF_SAMPLE_EXHAUSTIVE) {
         double pop = (double)c->surface.elements * (double)f->n_pos;
-        if (pop > (double)BF_EXHAUSTIVE_MAX)
+        if (pop > (double)BF_EXHAUSTIVE_MAX) {
+            size_t big = 0;   /* the largest tensor: the one to leave out first */
+            for (size_t i = 1; i < c->surface.n_sites; i++)
+                if (c->surface.prefix[i + 1] - c->surface.prefix[i] > c->surface.prefix[big + 1] - c->surface.prefix[big]) big = i;
             return bf_error_set(err, BF_ERANGE, "sampling 'exhaustive': the population is %.0f faults (%lld elements x %d "
-                                "bit positions), over the limit of %lld; choose fewer tensors or bits, or sampling "
-                                "'adaptive'", pop, (long long)c->surface.elements, f->n_pos, (long long)BF_EXHAUSTIVE_MAX);
+                                "bit positions; the largest tensor, '%s', has %lld elements), over the limit of %lld; "
+                                "choose fewer tensors or bits, or sampling 'adaptive'", pop, (long long)c->surface.elements,
+                                f->n_pos, c->surface.sites[big].name,
+                                (long long)(c->surface.prefix[big + 1] - c->surface.prefix[big]), (long long)BF_EXHAUSTIVE_MAX);
+        }
         f->n_trials = (int64_t)pop;
         return BF_OK;
     }
@@ -72,7 +84,9 @@ bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_e
     f->ad_w = bf__calloc((size_t)f->n_strata, sizeof *f->ad_w);
     f->ad_n = bf__calloc((size_t)f->n_strata, sizeof *f->ad_n);
     f->ad_frac = bf__calloc((size_t)f->n_strata, sizeof *f->ad_frac);
-    if (!f->ad_prefix || !f->ad_w || !f->ad_n || !f->ad_frac) return bf_error_set(err, BF_ENOMEM, "out of memory for %lld strata", (long long)f->n_strata);
+    f->ad_p = bf__calloc((size_t)f->n_strata, sizeof *f->ad_p);
+    f->ad_alloc = bf__calloc((size_t)f->n_strata, sizeof *f->ad_alloc);
+    if (!f->ad_prefix || !f->ad_w || !f->ad_n || !f->ad_frac || !f->ad_p || !f->ad_alloc) return bf_error_set(err, BF_ENOMEM, "out of memory for %lld strata", (long long)f->n_strata);
     return BF_OK;
 }
 
@@ -94,11 +108,23 @@ int64_t bf__adapt_stratum(const bf_campaign *c, int64_t t)
  * rates (the ones the design serves; masked and tolerable are what is
  * left, and a low mantissa bit's tolerable rate near 1/2 would otherwise
  * take the trials the rare outcomes need). */
-static double neyman(const bf_campaign *c, const bf_campaign_result *acc, int64_t h, int64_t *n)
+static const bf_outcome_counts *counts(const bf_campaign *c, const bf_campaign_result *acc, int64_t h)
 {
     int64_t site = h / c->faults.n_pos;
     int bit = c->faults.burst ? c->faults.starts[h % c->faults.n_pos] : c->faults.allowed[h % c->faults.n_pos];
-    const bf_outcome_counts *k = &acc->by_site_bit[(size_t)site * 64 + (size_t)bit];
+    return &acc->by_site_bit[(size_t)site * 64 + (size_t)bit];
+}
+
+static double elements(const bf_campaign *c, int64_t h)
+{
+    int64_t site = h / c->faults.n_pos;
+    return (double)(c->surface.prefix[site + 1] - c->surface.prefix[site]);
+}
+
+static double neyman(const bf_campaign *c, const bf_campaign_result *acc, int64_t h, int64_t *n)
+{
+    int64_t site = h / c->faults.n_pos;
+    const bf_outcome_counts *k = counts(c, acc, h);
     *n = 0;
     for (int o = 0; o < BF_OUTCOME_COUNT; o++) *n += k->n[o];
     double sd = 0;
@@ -121,10 +147,125 @@ static int by_fraction(const void *a, const void *b)
     return (x->h > y->h) - (x->h < y->h);
 }
 
+/* The variance campaign_estimate.c gives a stratum (per W_h^2) after n
+ * trials if its rate is p: p~ (1 - p~) / n with p~ = (x + 1/2) / (n + 1)
+ * at x = p n; and (into dv) its derivative in n. For p = 0 it falls as
+ * 1/(2 n^2), not as p (1 - p) / n = 0: a stratum with no event still
+ * needs trials before its interval is narrow. */
+static double cell_var(double p, double n, double *dv)
+{
+    double q = (p * n + 0.5) / (n + 1), dq = (p - 0.5) / ((n + 1) * (n + 1));
+    *dv = ((1 - 2 * q) * dq * n - q * (1 - q)) / (n * n);
+    return q * (1 - q) / n;
+}
+
+/* Each stratum's rate as the pilot sees it (into ad_p): its own trials
+ * shrunk towards its bit position's pilot rate over every tensor, with the
+ * weight of PRIOR_TRIALS trials (empirical Bayes: in a float the bit
+ * position decides most of what a flip does, and two trials alone cannot
+ * tell a rate of 0 from one of 0.2). Of the critical and DUE rates, the
+ * one nearer 1/2 (the larger variance). */
+static void pilot_rates(bf_campaign *c, const bf_campaign_result *acc)
+{
+    bf__faults *f = &c->faults;
+    double x[64][2] = {{0}}, n[64] = {0};
+    for (int64_t h = 0; h < f->n_strata; h++) {
+        const bf_outcome_counts *k = counts(c, acc, h);
+        int j = (int)(h % f->n_pos);
+        for (int o = 0; o < BF_OUTCOME_COUNT; o++) n[j] += (double)k->n[o];
+        x[j][0] += (double)k->n[BF_OUTCOME_CRITICAL];
+        x[j][1] += (double)k->n[BF_OUTCOME_DUE];
+    }
+    for (int64_t h = 0; h < f->n_strata; h++) {
+        const bf_outcome_counts *k = counts(c, acc, h);
+        int j = (int)(h % f->n_pos);
+        double tot = 0, best = 0;
+        for (int o = 0; o < BF_OUTCOME_COUNT; o++) tot += (double)k->n[o];
+        for (int o = 0; o < 2; o++) {
+            double pooled = (x[j][o] + 0.5) / (n[j] + 1);
+            double p = ((double)k->n[o ? BF_OUTCOME_DUE : BF_OUTCOME_CRITICAL] + PRIOR_TRIALS * pooled) / (tot + PRIOR_TRIALS);
+            if (p * (1 - p) > best * (1 - best)) best = p;
+        }
+        f->ad_p[h] = best;
+    }
+}
+
+/* Trials a stratum with rate p and weight cw = (W_h / W_D)^2 takes at
+ * price lambda: the n >= 1 minimising n + lambda cw V(n), where the
+ * marginal variance bought by a trial equals its price (cw V is convex). */
+static double cell_need(double p, double cw, double lambda)
+{
+    double dv, lo = 0, hi = 45;   /* log n */
+    cell_var(p, 1, &dv);
+    if (-lambda * cw * dv <= 1) return 1;
+    for (int i = 0; i < 50; i++) {
+        double mid = (lo + hi) / 2;
+        cell_var(p, exp(mid), &dv);
+        if (-lambda * cw * dv > 1) lo = mid;
+        else hi = mid;
+    }
+    return exp(hi);
+}
+
+/* One target: domain (site, position j; -1 for all) with its variance at
+ * most `target`. The fewest trials that reach it, by the Lagrange
+ * condition above with the price found by bisection (Neyman's allocation
+ * inside the domain, for the estimator's own variance); each stratum's
+ * share raises ad_alloc[h] to it, so that ad_alloc meets every target. */
+static void domain_need(bf_campaign *c, int64_t site, int j, double target)
+{
+    bf__faults *f = &c->faults;
+    int64_t h0 = site >= 0 ? site * f->n_pos : 0, h1 = site >= 0 ? h0 + f->n_pos : f->n_strata;
+    double wd = 0, lo = -10, hi = 150, dv;   /* log lambda */
+    for (int64_t h = h0; h < h1; h++)
+        if (j < 0 || h % f->n_pos == j) wd += elements(c, h);
+    for (int i = 0; i < 60; i++) {
+        double mid = (lo + hi) / 2, v = 0;
+        for (int64_t h = h0; h < h1; h++) {
+            if (j >= 0 && h % f->n_pos != j) continue;
+            double cw = elements(c, h) / wd * (elements(c, h) / wd);
+            v += cw * cell_var(f->ad_p[h], cell_need(f->ad_p[h], cw, exp(mid)), &dv);
+        }
+        if (v > target) lo = mid;
+        else hi = mid;
+    }
+    for (int64_t h = h0; h < h1; h++) {
+        if (j >= 0 && h % f->n_pos != j) continue;
+        double cw = elements(c, h) / wd * (elements(c, h) / wd), n = cell_need(f->ad_p[h], cw, exp(hi));
+        if (n > f->ad_alloc[h]) f->ad_alloc[h] = n;
+    }
+}
+
+/* pi_h when the campaign has stop targets: the largest trials any target
+ * needs of each stratum (each target's own optimum inside its domain; the
+ * maximum meets them all), made defensive like the untargeted shares;
+ * ad_need the trials at which every stratum gets its need. */
+static void steer(bf_campaign *c, const bf_campaign_result *acc)
+{
+    bf__faults *f = &c->faults;
+    double z = bf_z_for_confidence(c->judge.stop_confidence), sum = 0;
+    double m[3] = {c->judge.stop_margin / z, c->judge.stop_tensor_margin / z, c->judge.stop_bit_margin / z};
+    pilot_rates(c, acc);
+    for (int64_t h = 0; h < f->n_strata; h++) f->ad_alloc[h] = 1;
+    if (m[0] > 0) domain_need(c, -1, -1, m[0] * m[0]);
+    for (size_t i = 0; m[1] > 0 && i < c->surface.n_sites; i++) domain_need(c, (int64_t)i, -1, m[1] * m[1]);
+    for (int j = 0; m[2] > 0 && j < f->n_pos; j++) domain_need(c, -1, j, m[2] * m[2]);
+    for (int64_t h = 0; h < f->n_strata; h++) sum += f->ad_alloc[h];
+    double total_n = (double)c->surface.elements * f->n_pos;
+    for (int64_t h = 0; h < f->n_strata; h++)
+        f->ad_w[h] = (1 - DEFENSIVE) * f->ad_alloc[h] / sum + DEFENSIVE * elements(c, h) / total_n;
+    f->ad_need = sum / (1 - DEFENSIVE);
+}
+
 /* pi_h from the pilot's counts in acc (into ad_w). */
 static void shares(bf_campaign *c, const bf_campaign_result *acc)
 {
     bf__faults *f = &c->faults;
+    f->ad_need = 0;
+    if (c->judge.stop_margin > 0 || c->judge.stop_tensor_margin > 0 || c->judge.stop_bit_margin > 0) {
+        steer(c, acc);
+        return;
+    }
     double total_w = 0, total_n = (double)c->surface.elements * f->n_pos;
     for (int64_t h = 0; h < f->n_strata; h++) total_w += (f->ad_w[h] = neyman(c, acc, h, &f->ad_n[h]));
     for (int64_t h = 0; h < f->n_strata; h++) {
@@ -147,9 +288,7 @@ static void allocate(bf_campaign *c, const bf_campaign_result *acc, int fresh, i
     double deficit = 0, all = (double)((fresh ? 0 : acc->trials_done) + round);
     bf__frac *fr = f->ad_frac;
     for (int64_t h = 0; h < H; h++) {
-        int64_t site = h / f->n_pos;
-        int bit = f->burst ? f->starts[h % f->n_pos] : f->allowed[h % f->n_pos];
-        const bf_outcome_counts *k = &acc->by_site_bit[(size_t)site * 64 + (size_t)bit];
+        const bf_outcome_counts *k = counts(c, acc, h);
         int64_t n = floor_n;
         for (int o = 0; !fresh && o < BF_OUTCOME_COUNT; o++) n += k->n[o];
         double target = all * pi[h];
@@ -177,17 +316,21 @@ void bf__adapt_next_round(bf_campaign *c, const bf_campaign_result *acc, int64_t
     bf__faults *f = &c->faults;
     int pilot = first == 0, after_pilot = first > 0 && acc->adaptive_rounds == 1;
     int64_t floor_n = pilot ? f->ad_pilot : after_pilot ? 1 : 0;
-    int64_t r = pilot ? 0 : (first - acc->adaptive_pilot) / 4;
-    if (!pilot && r < ROUND_MIN) r = ROUND_MIN;
-    if (r < floor_n * f->n_strata) r = floor_n * f->n_strata;
-    r = (r + align - 1) / align * align;
-    if (r > left) r = left;
-    f->ad_first = first;
     if (pilot) {
         for (int64_t h = 0; h < f->n_strata; h++) f->ad_w[h] = 1.0 / (double)f->n_strata;
     } else if (after_pilot) {
         shares(c, acc);
     }
+    int64_t done = pilot ? 0 : first - acc->adaptive_pilot;
+    int64_t r = done / 4;
+    if (!pilot && r < ROUND_MIN) r = ROUND_MIN;
+    /* with targets, a round ends where they are predicted to hold if that
+     * comes first, so that the stop rule is checked there */
+    if (!pilot && f->ad_need > (double)done && (double)(done + r) > f->ad_need) r = (int64_t)ceil(f->ad_need) - done;
+    if (r < floor_n * f->n_strata) r = floor_n * f->n_strata;
+    r = (r + align - 1) / align * align;
+    if (r > left) r = left;
+    f->ad_first = first;
     /* after the pilot its counts are set aside (the runner clears acc): the
      * first round after it counts from zero */
     allocate(c, acc, pilot || after_pilot, r, floor_n);

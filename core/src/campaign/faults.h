@@ -92,6 +92,9 @@ typedef struct bf__faults {
      * at sched_first[k], its prefix sums at sched_prefix + k (n_strata + 1) */
     int64_t *sched_first, *sched_prefix;
     int64_t sched_n;
+    double *ad_p;             /* ... each stratum's rate as the pilot sees it, */
+    double *ad_alloc;         /* ... and the trials the stop targets need of it */
+    double ad_need;           /* trials after the pilot the targets need (0: no target) */
 } bf__faults;
 
 enum { BF__MBU_BURST = 1, BF__MBU_COLUMN = 2 };
