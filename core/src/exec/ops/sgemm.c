@@ -243,13 +243,17 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
     const int64_t ps0 = p0->ps, ps1 = two ? p1->ps : 0;
     __m512 s[MR5][2];
     _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
-    const float *ar[MR5];
-    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
+    /* A's rows as four bases three rows apart plus 0, 1 or 2 row strides
+     * in bytes: the 12 broadcasts address [base + stride * 1 or 2] off 5
+     * registers (12 row pointers spilled to the stack) */
+    const char *ab[4];
+    const int64_t ldab = lda * (int64_t)sizeof(float);
+    _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) ab[q] = (const char *)(a + 3 * q * lda);
     for (int p = 0; p < k; p++, b0p += ps0, b1p += ps1) {
         __m512 b0 = _mm512_maskz_loadu_ps(k0, b0p);
         __m512 b1 = two ? _mm512_maskz_loadu_ps(k1, b1p) : b0;
         _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
-            __m512 av = _mm512_set1_ps(ar[i][p]);
+            __m512 av = _mm512_set1_ps(*(const float *)(ab[i / 3] + (i % 3) * ldab + (int64_t)p * 4));
             s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
             if (two) s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
         }
