@@ -3,11 +3,14 @@
 #
 #   simd_levels.sh BITFLIP CONFORMANCE OPCHECK FIXTURES_DIR [SHARED_CONFORMANCE_DIR]
 #
-# The engine has one switch for its CPU path (core/src/base/simd.h): the AVX2
-# copies of its kernels where the CPU has AVX2 and FMA, the scalar reference
-# otherwise or under BITFLIP_SIMD=ref. A machine without AVX2 runs the
-# reference, so "the same bits on every CPU" means: every path this machine
-# can take gives the same bits. This runs, under each of them,
+# The engine has one switch for its CPU path (core/src/base/simd.h): the
+# AVX-512 copies of its kernels where the CPU has avx512f/bw/dq/vl (and the
+# AVX2 copies of the rest), the AVX2 copies where it has AVX2 and FMA, the
+# scalar reference otherwise or under BITFLIP_SIMD=ref (BITFLIP_SIMD=avx2
+# lowers an AVX-512 CPU to the AVX2 path). A machine without AVX2 runs the
+# reference, one without AVX-512 skips that path (with a note), so "the
+# same bits on every CPU" means: every path this machine can take gives the
+# same bits. This runs, under each of them,
 #   - the conformance fixtures (tests/fixtures/{conformance,rnn,quant,real} and
 #     the shared set when present), golden, under each fault directly and
 #     through the campaign path, every output dumped (bitflip-conformance --dump);
@@ -30,11 +33,12 @@ opcheck=${3:?usage}
 fixtures=$(cd "${4:?usage}" && pwd)
 shared=${5:-}
 
-LEVELS="ref avx2"
+LEVELS="ref avx2 avx512"
 work=$(mktemp -d "${TMPDIR:-/tmp}/bf-simd.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# The paths this machine runs: ref always, avx2 where the CPU has AVX2 and FMA.
+# The paths this machine runs: ref always, avx2 where the CPU has AVX2 and
+# FMA, avx512 where it has AVX-512 too.
 levels=()
 for l in $LEVELS; do
   got=$(BITFLIP_SIMD=$l "$bitflip" --version | sed -n 's/.*(cpu path \([a-z0-9]*\)).*/\1/p')
@@ -106,7 +110,7 @@ for l in "${levels[@]}"; do
   run "$l" ops "$opcheck" --dump "$work/$l.ops.bin" "$fixtures/ops"
   for f in "$work"/*.json; do
     name=$(basename "$f" .json)
-    case $name in ref.*|avx2.*) continue ;; esac
+    case $name in ref.*|avx2.*|avx512.*) continue ;; esac
     run "$l" "run_$name" "$bitflip" run --local "$f" --threads 2 --out "$work/$l.run_$name.json" \
       --trials-out "$work/$l.run_$name.jsonl"
   done

@@ -1,8 +1,9 @@
 /* Conv's fast paths give the bits of a plain reference written here from
  * the contract each path keeps (docs/ENGINE.md, "The convolution path"),
  * on awkward shapes, on every CPU path this machine has: the scalar
- * reference (BITFLIP_SIMD=ref), AVX2 (BITFLIP_SIMD=avx2) and the default
- * (unset). Which path a shape takes is the op's own rule; what each computes per output element is:
+ * reference (BITFLIP_SIMD=ref), AVX2 (BITFLIP_SIMD=avx2), AVX-512
+ * (BITFLIP_SIMD=avx512: AVX2's bits where the CPU stops there) and the
+ * default (unset). Which path a shape takes is the op's own rule; what each computes per output element is:
  *
  *   im2col (any Conv but the two below): s = 0, then s = fma(w, x, s) over
  *     the taps in the column matrix's row order (blocks of 16 input
@@ -154,8 +155,10 @@ static const conv_case cases[] = {
     {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 0},
     {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
-    {"depthwise 3x3 stride 2, even width: the last 8 outputs end the input", 1, 2, 6, 34, 2, 2, 3, 3, 2, 1,
+    {"depthwise 3x3 stride 2, even width: the last 8 (16 on AVX-512) outputs end the input", 1, 2, 6, 34, 2, 2, 3, 3, 2, 1,
      {1, 1, 1, 1}, 1, 0},
+    {"depthwise 3x3 stride 2, 40 wide: two 16-lane chunks, an 8-lane one, scalar", 1, 3, 7, 81, 3, 3, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 1, 1},
     {"depthwise 5x5", 1, 4, 12, 23, 4, 4, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 0},
     {"depthwise 3x3 dilation 2", 1, 4, 12, 23, 4, 4, 3, 3, 1, 2, {2, 2, 2, 2}, 1, 0},
     {"depthwise asymmetric pads", 1, 4, 12, 23, 4, 4, 3, 3, 1, 1, {0, 1, 2, 0}, 1, 0},
@@ -178,7 +181,7 @@ static void conv_random_shapes_match_reference(void **state)
     (void)state;
     uint32_t r = 12345;
 #define RND(n) ((r = r * 1103515245u + 12345u), (int64_t)((r >> 16) % (uint32_t)(n)))
-    const char *levels[] = {"ref", NULL};
+    const char *levels[] = {"ref", "avx2", NULL};
     for (int t = 0; t < 80; t++) {
         conv_case k = {"random", 1 + RND(2), 0, 1 + RND(12), 1 + RND(12), 0, 1, 1 + RND(5), 1 + RND(5),
                        1 + RND(3), 1 + RND(2), {RND(3), RND(3), RND(3), RND(3)}, (int)RND(2), RND(4) == 0};
@@ -201,7 +204,7 @@ static void conv_random_shapes_match_reference(void **state)
                  (long long)k.d, (long long)k.pads[0], (long long)k.pads[1], (long long)k.pads[2], (long long)k.pads[3],
                  k.inf_w);
         k.what = what;
-        for (int l = 0; l < 2; l++) {
+        for (int l = 0; l < 3; l++) {
             run_case(&k, levels[l], N_ACTS);
             run_case(&k, levels[l], (size_t)t % N_ACTS);
         }
@@ -212,11 +215,12 @@ static void conv_random_shapes_match_reference(void **state)
 static void conv_paths_match_reference(void **state)
 {
     (void)state;
-    const char *levels[] = {"ref", "avx2", NULL};
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
     int best = bf__sgemm_best();
-    print_message("CPU paths here: reference%s\n", best >= BF_SGEMM_AVX2 ? ", AVX2" : " (no AVX2: its kernel is not exercised)");
+    print_message("CPU paths here: reference%s%s\n", best >= BF_SGEMM_AVX2 ? ", AVX2" : " (no AVX2: its kernel is not exercised)",
+                  best >= BF_SGEMM_AVX512 ? ", AVX-512" : best >= BF_SGEMM_AVX2 ? " (no AVX-512: its kernels are not exercised)" : "");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        for (int l = 0; l < 3; l++)
+        for (int l = 0; l < 4; l++)
             for (size_t q = 0; q <= N_ACTS; q++) run_case(&cases[i], levels[l], q);
 }
 

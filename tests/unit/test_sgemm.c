@@ -6,7 +6,8 @@
  * campaign relies on: a row, a column or a gathered set of rows computed
  * alone gives the bits of the whole product. bf__fma_windows (a Conv
  * channel's chain over shifted windows) against its definition. Every CPU
- * path (the AVX2 kernel) forced, with the bias epilogue and the
+ * path this machine has (the AVX2 kernel; the AVX-512 one, 12 rows x two
+ * panels, where the CPU has it) forced, with the bias epilogue and the
  * panel-packer entry, against the reference. */
 #include <math.h>
 #include <setjmp.h>
@@ -265,16 +266,18 @@ static void pack_from_matrix(const void *ctx, int j0, int nr, int k, float *pane
 /* Each CPU path this machine has, forced, against the reference bit for
  * bit: the plain product (both layouts of B, accumulate, alpha), the bias
  * epilogue (y = s + bias[i]) and panels from a packer; row counts around
- * the kernel's block of 6 rows, columns around 16, K past the
+ * the kernel's block of 6 rows (AVX-512: 12), columns around 16 and 32
+ * (AVX-512: a pair of panels, the second narrow or missing), K past the
  * stack panel. */
 static void every_path_matches_reference(void **state)
 {
     (void)state;
     static const int ms[] = {1, 5, 6, 7, 11, 12, 13, 25, 64};
-    static const int ns[] = {1, 3, 15, 16, 17, 49};
+    static const int ns[] = {1, 3, 15, 16, 17, 31, 32, 33, 49};
     static const int ks[] = {1, 9, 147, 1100};
     int best = bf__sgemm_best();
     if (best < BF_SGEMM_AVX2) skip();
+    print_message("CPU paths forced here: AVX2%s\n", best >= BF_SGEMM_AVX512 ? ", AVX-512" : " (no AVX-512 on this CPU)");
     long cases = 0;
     for (int level = BF_SGEMM_AVX2; level <= best; level++)
         for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)

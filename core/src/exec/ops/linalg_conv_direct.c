@@ -20,6 +20,7 @@
 typedef struct dw_cols {
     int64_t lo[BF__DW_MAXKW], hi[BF__DW_MAXKW], ilo, ihi;
     int avx2;                 /* dw_row's 8-lane build: asked once per run, not per row */
+    int avx512;               /* dw2d's 16-lane build */
 } dw_cols;
 
 static void dw_cols_init(const bf__window *w, int simd, dw_cols *dc)
@@ -31,6 +32,7 @@ static void dw_cols_init(const bf__window *w, int simd, dw_cols *dc)
     dc->ilo = dc->lo[0];
     dc->ihi = dc->hi[kw_n - 1] > dc->ilo ? dc->hi[kw_n - 1] : dc->ilo;
     dc->avx2 = simd >= BF_SGEMM_AVX2;
+    dc->avx512 = simd >= BF_SGEMM_AVX512;
 }
 
 /* yr += the taps of one kernel row (weights wrow) over input row xr, in kw
@@ -162,12 +164,57 @@ __attribute__((target("avx2"))) static int64_t dw_s2(const float *r0, const floa
     }
     return ow;
 }
+
+/* dw_s2 16 outputs at a time (AVX-512): the even and odd taps picked out
+ * of two 16-lane loads by one permute each, the same products and sums per
+ * element in the same order; dw_s2 then takes what is left. */
+__attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl"))) static int64_t
+dw_s2_512(const float *r0, const float *r1, const float *r2, const float *const *wr, float bv, float *yr,
+          int64_t ilo, int64_t ihi, int64_t o0)
+{
+    const float *rows[3] = {r0, r1, r2};
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    int64_t ow = ilo;
+    for (; ow + 16 <= ihi; ow += 16) {
+        __m512 v = _mm512_set1_ps(bv);
+        for (int r = 0; r < 3; r++) {
+            const float *base = rows[r] + 2 * ow + o0;
+            __m512 lo = _mm512_loadu_ps(base), hi = _mm512_loadu_ps(base + 16);
+            /* x[2 ow + o0 + 32], the last even tap, without reading x[.. + 33] past the row */
+            __m512 lo2 = _mm512_loadu_ps(base + 2), hi2 = _mm512_maskz_loadu_ps((__mmask16)0x7FFF, base + 18);
+            __m512 ev = _mm512_permutex2var_ps(lo, even, hi), od = _mm512_permutex2var_ps(lo, odd, hi);
+            __m512 e2 = _mm512_permutex2var_ps(lo2, even, hi2);
+            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(wr[r][0]), ev));
+            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(wr[r][1]), od));
+            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(wr[r][2]), e2));
+        }
+        _mm512_storeu_ps(yr + ow, v);
+    }
+    return ow;
+}
+
+/* The vector part of a stride-2 row at dw2d_impl's level (vec: 1 AVX2,
+ * 2 AVX-512): where the scalar loop starts. */
+static inline __attribute__((always_inline)) int64_t dw_s2_at(int vec, const float *r0, const float *r1,
+                                                              const float *r2, const float *const *wr, float bv,
+                                                              float *yr, int64_t ilo, int64_t ihi, int64_t o0)
+{
+    if (vec >= 2) ilo = dw_s2_512(r0, r1, r2, wr, bv, yr, ilo, ihi, o0);
+    return dw_s2(r0, r1, r2, wr, bv, yr, ilo, ihi, o0);
+}
 #else
 static int64_t dw_s2(const float *r0, const float *r1, const float *r2, const float *const *wr, float bv, float *yr,
                      int64_t ilo, int64_t ihi, int64_t o0)
 {
     (void)r0, (void)r1, (void)r2, (void)wr, (void)bv, (void)yr, (void)ihi, (void)o0;
     return ilo;
+}
+static int64_t dw_s2_at(int vec, const float *r0, const float *r1, const float *r2, const float *const *wr, float bv,
+                        float *yr, int64_t ilo, int64_t ihi, int64_t o0)
+{
+    (void)vec;
+    return dw_s2(r0, r1, r2, wr, bv, yr, ilo, ihi, o0);
 }
 #endif
 
@@ -272,7 +319,7 @@ static inline __attribute__((always_inline)) void dw2d_impl(const bf__window *w,
                     yr[ow] = ((v + c0 * r2[ow + o0]) + c1 * r2[ow + o1]) + c2 * r2[ow + o2];
                 }
             else
-                for (int64_t ow = vec && s == 2 && d == 1 ? dw_s2(r0, r1, r2, wr, bv, yr, ilo, ihi, o0) : ilo; ow < ihi;
+                for (int64_t ow = vec && s == 2 && d == 1 ? dw_s2_at(vec, r0, r1, r2, wr, bv, yr, ilo, ihi, o0) : ilo; ow < ihi;
                      ow++) {
                     float v = ((bv + a0 * r0[ow * s + o0]) + a1 * r0[ow * s + o1]) + a2 * r0[ow * s + o2];
                     v = ((v + b0 * r1[ow * s + o0]) + b1 * r1[ow * s + o1]) + b2 * r1[ow * s + o2];
@@ -309,6 +356,15 @@ __attribute__((target("avx2"))) static void dw2d_avx2(const bf__window *w, const
 {
     dw2d_impl(w, dc, x, wk, bv, y, 1);
 }
+
+/* The same on 16 lanes: the compiler's vector loops over a row's inside
+ * and dw_s2_512 (the file's targets have no FMA: each tap stays a rounded
+ * product then a rounded sum, -std=c11 contracting nothing). */
+__attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl"))) static void
+dw2d_avx512(const bf__window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
+{
+    dw2d_impl(w, dc, x, wk, bv, y, 2);
+}
 #endif
 
 /* Whether dw2d takes the shape: one spatial plane, kernels of up to
@@ -326,6 +382,10 @@ static int dw_masked_ok(const bf__window *w)
 static void dw2d(const bf__window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+    if (dc->avx512) {
+        dw2d_avx512(w, dc, x, wk, bv, y);
+        return;
+    }
     if (dc->avx2) {
         dw2d_avx2(w, dc, x, wk, bv, y);
         return;

@@ -14,10 +14,12 @@
  * column matrix), and the block's store may add a bias per row
  * (bf__sgemm_bias), the same y = s + bias the caller's own pass computed,
  * and then apply an activation fused into the Conv (op.h, bf__act).
- * There is no AVX-512 kernel: one of 12 rows x one 16-lane register ran the
- * same chains but measured 2-7% slower than this AVX2 one on resnet18's
- * conv shapes on Zen 4 (make bench-peak; a 16-lane fma is two 8-lane
- * halves there), and was removed.
+ * The AVX-512 path (BITFLIP_SIMD=avx512, base/simd.h) computes blocks of
+ * up to 12 rows x 32 columns (two panels) with the same per-element
+ * operations on 16 lanes. An earlier one of 12 rows x one 16-lane register
+ * measured 2-7% slower than the AVX2 kernel on Zen 4, where a 16-lane fma
+ * is two 8-lane halves; on Zen 5, with full-width FMA units, the zmm peak
+ * is twice the ymm one (docs/BENCHMARKS.md).
  *
  * bf__fma_windows is the same chain for a product whose B rows are
  * windows of one buffer (a Conv channel's taps over padded planes). */
@@ -34,7 +36,7 @@
 
 #define MR 6
 #define NR 16
-#define KSTACK BF_SGEMM_KSTACK /* a panel up to this deep lives on the stack (64 KiB) */
+#define KSTACK BF_SGEMM_KSTACK /* a panel (AVX-512: a pair) up to this deep lives on the stack (128 KiB) */
 #define KDIRECT 256   /* a plain B up to this deep ... */
 #define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
 #define PGROUP 16     /* panels multiplied by a block of rows in turn (sgemm_panels) */
@@ -218,6 +220,89 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
     }
 }
 
+#define AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+#define MR5 12 /* rows of the 16-lane kernel's block */
+
+/* The AVX-512 block: rows i0 .. i0 + mr of A times one or (`two`) two
+ * adjacent panels (columns j0 .. j0 + 32), one 16-lane register per row
+ * and panel: 24 sums of the 32 registers, each a[i][p] broadcast once per
+ * p for 32 columns, each panel row loaded once per p for 12 rows (the
+ * AVX2 block: 16 columns, 6 rows). Per element it is the same chain as
+ * block(): s = fma(a, b, s) from 0 over p in order, then alpha's multiply
+ * (or fma into y), the bias's add, the activation's max and min, with the
+ * same instructions on 16 lanes instead of 8. Lanes past a panel's nr are
+ * masked: never loaded (a plain B read in place may end there) nor stored. */
+AVX512 static inline __attribute__((always_inline)) void block512(int mr, int two, const panel_at *p0,
+                                                                  const panel_at *p1, int k, const float *a,
+                                                                  int64_t lda, float alpha, int accumulate,
+                                                                  const float *bias, const bf__act *act, float *y,
+                                                                  int ldy)
+{
+    const __mmask16 k0 = (__mmask16)((1u << p0->nr) - 1u), k1 = two ? (__mmask16)((1u << p1->nr) - 1u) : 0;
+    const float *b0p = p0->pan, *b1p = two ? p1->pan : p0->pan;
+    const int64_t ps0 = p0->ps, ps1 = two ? p1->ps : 0;
+    __m512 s[MR5][2];
+    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
+    /* A's rows as four bases three rows apart plus 0, 1 or 2 row strides
+     * in bytes: the 12 broadcasts address [base + stride * 1 or 2] off 5
+     * registers (12 row pointers spilled to the stack) */
+    const char *ab[4];
+    const int64_t ldab = lda * (int64_t)sizeof(float);
+    _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) ab[q] = (const char *)(a + 3 * q * lda);
+    for (int p = 0; p < k; p++, b0p += ps0, b1p += ps1) {
+        __m512 b0 = _mm512_maskz_loadu_ps(k0, b0p);
+        __m512 b1 = two ? _mm512_maskz_loadu_ps(k1, b1p) : b0;
+        _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
+            __m512 av = _mm512_set1_ps(*(const float *)(ab[i / 3] + (i % 3) * ldab + (int64_t)p * 4));
+            s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+            if (two) s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+        }
+    }
+    const __m512 al = _mm512_set1_ps(alpha);
+    /* max(lo, v), min(hi, v): block()'s operand order, so NaN and -0 give
+     * the same lanes (vmaxps/vminps return the second operand unless the
+     * comparison holds, at every width) */
+    const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
+    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
+        float *yr = y + (int64_t)i * ldy;
+        _Pragma("GCC unroll 2") for (int h = 0; h < 1 + two; h++) {
+            __mmask16 km = h ? k1 : k0;
+            float *yh = yr + h * NR;
+            __m512 v = s[i][h];
+            v = accumulate ? _mm512_fmadd_ps(al, v, _mm512_maskz_loadu_ps(km, yh)) : _mm512_mul_ps(al, v);
+            if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
+            if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+            _mm512_mask_storeu_ps(yh, km, v);
+        }
+    }
+}
+
+/* rows_avx2 on the AVX-512 block: the group's panels two at a time (the
+ * pair's columns adjacent: sgemm_panels lays them 16 apart). */
+AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
+                               int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
+{
+    for (int i0 = 0; i0 < m; i0 += MR5) {
+        int mr = m - i0 < MR5 ? m - i0 : MR5;
+        const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
+        for (int q = 0; q < np; q += 2) {
+            const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
+            float *yb = y + (int64_t)i0 * ldy + p0->j0;
+            switch (mr) {
+#define ROWS5(r)                                                                                   \
+    case r:                                                                                        \
+        if (p1) block512(r, 1, p0, p1, k, ab, lda, alpha, accumulate, bb, act, yb, ldy);          \
+        else block512(r, 0, p0, p0, k, ab, lda, alpha, accumulate, bb, act, yb, ldy);             \
+        break;
+                ROWS5(12) ROWS5(11) ROWS5(10) ROWS5(9) ROWS5(8) ROWS5(7) ROWS5(6) ROWS5(5) ROWS5(4) ROWS5(3)
+                ROWS5(2) ROWS5(1)
+#undef ROWS5
+            default: break;
+            }
+        }
+    }
+}
+
 /* The panel of op(B)'s columns j0 .. j0 + nr: packed k-major into `panel`
  * (from a transposed B, a plain one, or the caller's packer), or a plain
  * B's own rows in place where packing would cost more than it saves. */
@@ -271,7 +356,7 @@ AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int 
  * row of A. */
 AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
                               int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
-                              float *panel, int group)
+                              float *panel, int group, int wide)
 {
     panel_at pa[PGROUP];
     for (int g0 = 0; g0 < n; g0 += group * NR) {
@@ -280,7 +365,8 @@ AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float 
             int nr = n - j0 < NR ? n - j0 : NR;
             pa[np] = panel_of(src, m, j0, nr, k, panel + (int64_t)np * k * NR);
         }
-        rows_avx2(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy);
+        if (wide) rows_avx512(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy);
+        else rows_avx2(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy);
     }
 }
 #endif
@@ -350,11 +436,17 @@ int bf__sgemm_simd(void)
 
 int bf__sgemm_best(void)
 {
-    return bf__sgemm_simd() ? BF_SGEMM_AVX2 : BF_SGEMM_REF;
+#ifdef HAVE_AVX2_PATH
+    return bf__simd_level();
+#else
+    return BF_SGEMM_REF;
+#endif
 }
 
 /* The product's levels are simd.h's: sgemm_at lowers a level with it. */
-_Static_assert((int)BF_SGEMM_REF == (int)BF__SIMD_REF && (int)BF_SGEMM_AVX2 == (int)BF__SIMD_AVX2, "sgemm levels are simd.h's");
+_Static_assert((int)BF_SGEMM_REF == (int)BF__SIMD_REF && (int)BF_SGEMM_AVX2 == (int)BF__SIMD_AVX2 &&
+                   (int)BF_SGEMM_AVX512 == (int)BF__SIMD_AVX512,
+               "sgemm levels are simd.h's");
 
 /* The product through `level`'s kernel (lowered to what this CPU has; the
  * caller chose the level, BITFLIP_SIMD included, so it is not read again
@@ -374,15 +466,18 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
         column_avx2(m, k, alpha, a, lda, src->b, src->trans ? 1 : src->ldb, accumulate, y, ldy);
         return 1;
     }
-    _Alignas(64) float stack[NR * KSTACK];
-    float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR);
+    /* the AVX-512 block takes two panels at once: twice the panel memory */
+    int wide = level >= BF_SGEMM_AVX512, per = wide ? 2 : 1;
+    _Alignas(64) float stack[2 * NR * KSTACK];
+    float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR * (size_t)per);
     if (!panel) return 0;
     /* as many panels as the stack holds, up to PGROUP, for a shallow
      * product; deeper ones (k 320-576 of mobilenet_v2's 7x7 and 14x14
      * layers) measured 3-7% slower grouped, A's blocks then falling out of
-     * L1 between panels */
-    int group = k <= KDIRECT ? (k > 0 ? KSTACK / k : PGROUP) : 1;
-    sgemm_panels(src, m, n, k, alpha, a, lda, accumulate, bias, act, y, ldy, panel, group > PGROUP ? PGROUP : group);
+     * L1 between panels (AVX2; the AVX-512 block always takes a pair) */
+    int group = k <= KDIRECT ? (k > 0 ? per * KSTACK / k : PGROUP) : per;
+    sgemm_panels(src, m, n, k, alpha, a, lda, accumulate, bias, act, y, ldy, panel, group > PGROUP ? PGROUP : group,
+                 wide);
     if (panel != stack) bf__free(panel);
     return 1;
 #else

@@ -19,11 +19,11 @@
  * results then stay close to PyTorch's.
  *
  * bf__sgemm_ref computes exactly that with scalar fmaf; bf__sgemm is the
- * same with AVX2 when the CPU has it, and the reference otherwise. The
+ * same with AVX-512 or AVX2 when the CPU has it, and the reference otherwise. The
  * CPU paths differ in speed only; tests force each one with
  * bf__sgemm_level, and the Conv op takes the one bf__sgemm_best names when
  * its plan is built, which the environment variable BITFLIP_SIMD (ref,
- * avx2) lowers. */
+ * avx2, avx512) lowers. */
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
@@ -49,10 +49,11 @@ void bf__fma_windows(int level, const float *w, const int64_t *off, int k, const
  * BITFLIP_SIMD does not ask for the reference (base/simd.h). */
 int bf__sgemm_simd(void);
 
-/* CPU paths, in order: the scalar reference and the 8-lane kernel. */
-enum { BF_SGEMM_REF, BF_SGEMM_AVX2 };
+/* CPU paths, in order: the scalar reference, the 8-lane kernel and the
+ * 16-lane one (base/simd.h's levels). */
+enum { BF_SGEMM_REF, BF_SGEMM_AVX2, BF_SGEMM_AVX512 };
 /* The highest path this CPU runs, lowered by BITFLIP_SIMD (base/simd.h):
- * AVX2 where the CPU has it, the reference if BITFLIP_SIMD is "ref". Reads
+ * AVX-512 or AVX2 where the CPU has it, lower if BITFLIP_SIMD asks. Reads
  * the environment: the Conv op asks once, when a plan is built. */
 int bf__sgemm_best(void);
 /* bf__sgemm through `level`'s kernel, or the best this CPU has below it
