@@ -139,12 +139,36 @@ static void conv_channels(const bf__conv_params *cp, const float *x, const float
 
 int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
 
+/* A residual Add and its activation over the n outputs the Conv just wrote
+ * (op.h, bf__ctx.res): in one pass instead of the Add's and the
+ * activation's two, each element the Add's expression (ops/
+ * elementwise_broadcast.c, x + y with x the Add's A) rounded to float, then
+ * bf__act_apply on it, so the bits (NaN, infinities, -0 included) are the
+ * three steps'. */
+static void residual_pass(const bf__ctx *c, float *y, int64_t n)
+{
+    const float *r = c->res;
+    if (c->res_a)
+        for (int64_t i = 0; i < n; i++) {
+            float x = r[i], v = y[i], s = x + v;
+            y[i] = bf__act_apply(c->act, s);
+        }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            float x = y[i], v = r[i], s = x + v;
+            y[i] = bf__act_apply(c->act, s);
+        }
+}
+
 bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const bf__conv_params *cp = c->params;
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->act,
+    /* with a residual the Add comes before the activation: the paths run
+     * bare, and the pass then adds and activates */
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->res ? NULL : c->act,
                   c->out[0]->data, c->scratch, -1);
+    if (c->res && c->act) residual_pass(c, c->out[0]->data, cp->n * cp->m * cp->osp);
     return BF_OK;
 }
 
