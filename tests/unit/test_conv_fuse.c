@@ -17,9 +17,18 @@
  *   - a shared arena (bitflip eval's plans) with fusion, where a pair's two
  *     values share their bytes: the same outputs, fused and (under a fault
  *     on the Conv's output) unfused.
- *   - real exports (resnet_basic, mobilenet_v2, mnasnet): as many pairs
- *     fused as the graphs have Conv -> Relu/Clip edges with no other reader
- *     (counted from the ONNX files with onnx: 4, 13 and 35), same outputs.
+ *   - tests/fixtures/fuse/conv_residual.onnx (same generator): residual
+ *     Adds, Conv -> Add(other) -> Relu/Clip and Conv -> Add alone, with the
+ *     Conv's output as the Add's A and as its B, a downsampling block's
+ *     order (the first Conv not fused, the second is), and the refusals (a
+ *     broadcast Add; an Add output read twice keeps its activation apart);
+ *     the same bits on inputs holding NaNs of two payloads, infinities and
+ *     -0 (checked to reach the outputs), and under value faults.
+ *   - real exports (resnet_basic, mobilenet_v2, mnasnet): as many fusions
+ *     as the graphs have Conv -> Relu/Clip edges and Conv -> same-shape Add
+ *     (-> Relu) runs with no other reader of the Conv's output and the Add's
+ *     other operand computed before the Conv (counted from the ONNX files
+ *     with onnx: 4 + 3, 13 + 2 and 35 + 10), same outputs.
  *
  * The Conv paths themselves against a plain reference with each activation:
  * test_conv_exact.c. */
@@ -162,13 +171,137 @@ static void fixture_pairs(void **state)
     bf_model_free(m);
 }
 
+/* Input x of conv_residual.onnx with special values placed: NaNs of two
+ * payloads (an Add of two NaNs keeps its A's, so the operand order shows),
+ * infinities, and one position holding -0 in channel 0 and tiny positive
+ * values in the others: d6's weights (-1e-30) give products that round to
+ * -0, its bias is -0, so d6 + x there is -0 + -0 and Relu passes -0. */
+static void specials(bf_plan *p)
+{
+    fill(bf_plan_model(p), p);
+    bf_tensor *t = bf_plan_input(p, 0);
+    float *x = t->data;
+    const int64_t plane = 49, img = 4 * plane;
+    uint32_t nan_p = 0x7fc00123u, nan_q = 0xffc00456u;
+    memcpy(&x[0 * plane + 3], &nan_p, 4);
+    memcpy(&x[1 * plane + 3], &nan_q, 4);
+    memcpy(&x[2 * plane + 20], &nan_q, 4);
+    x[img + 0 * plane + 10] = INFINITY;
+    x[img + 1 * plane + 11] = -INFINITY;
+    x[img + 2 * plane + 12] = -INFINITY;
+    for (int c = 0; c < 4; c++) x[2 * img + c * plane + 30] = c == 0 ? -0.0f : 1e-20f;
+    x[2 * img + 3 * plane + 31] = -0.0f;
+}
+
+static void run_specials(bf_plan *p)
+{
+    bf_error err = {0};
+    specials(p);
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+/* every value of the unfused plan a in plan b, but those a fused run never
+ * writes (and d4, d5: one of the two, checked apart; d6) */
+static void same_values(const bf_model *m, const bf_plan *a, const bf_plan *b, const char *const *away, size_t n_away,
+                        const char *what)
+{
+    for (size_t i = 0; i < m->n_values; i++) {
+        const char *name = m->values[i].name;
+        int skip = 0;
+        for (size_t k = 0; k < n_away; k++) skip |= strcmp(name, away[k]) == 0;
+        if (m->values[i].kind != BF__VAL_NODE || !bf_plan_value(a, (int64_t)i)->data) continue;
+        /* d6 is zeros whether written or not (the arena starts so) */
+        if (strcmp(name, "d4") == 0 || strcmp(name, "d5") == 0 || strcmp(name, "d6") == 0) continue;
+        if (skip) {
+            if (same(a, b, (int64_t)i)) fail_msg("%s: '%s' was computed: its Conv did not run fused", what, name);
+        } else if (!same(a, b, (int64_t)i)) {
+            fail_msg("%s: '%s' differs between the fused and the unfused plan", what, name);
+        }
+    }
+}
+
+static void residual_adds(void **state)
+{
+    (void)state;
+    bf_model *m = load(BF_FIXTURES "/fuse/conv_residual.onnx");
+    bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
+    static const char *const away[] = {"d1", "a1", "d2", "a2", "d3", "a5", "d6", "a6", "d8"};
+    const size_t n_away = sizeof away / sizeof *away;
+    size_t sites = 0;
+    run(a), run(b), run(c);
+    assert_int_equal(bf_plan_num_fused(a, &sites), 0);
+    assert_int_equal(sites, 6);   /* d1, d2, d3 (Add alone), d5, d6, d8 (Add alone); not d4 nor d7 */
+    assert_int_equal(bf_plan_num_fused(b, NULL), 6);
+    assert_int_equal(bf_plan_num_fused(c, NULL), 6);
+    same_outputs(m, a, b, "residual");
+    same_outputs(m, a, c, "residual, shared arena");
+    same_values(m, a, b, away, n_away, "residual");
+    /* the Conv not fused wrote its output; of d4 and d5 (the two sides of
+     * a5), the one the plan runs first is not fused (the other side is not
+     * computed yet then), the second is */
+    assert_true(same(a, b, value(m, "d7")));
+    assert_int_equal(same(a, b, value(m, "d4")) + same(a, b, value(m, "d5")), 1);
+
+    /* NaN of two payloads, infinities, -0: the same bits; and the unfused
+     * plan shows them, so the case tests what it says */
+    run_specials(a), run_specials(b), run_specials(c);
+    assert_int_equal(bf_plan_num_fused(b, NULL), 6);
+    same_outputs(m, a, b, "specials");
+    same_outputs(m, a, c, "specials, shared arena");
+    same_values(m, a, b, away, n_away, "specials");
+    const float *s6 = bf_plan_value(a, value(m, "s6"))->data, *s1 = bf_plan_value(a, value(m, "s1"))->data;
+    const bf_tensor *st = bf_plan_value(a, value(m, "s6"));
+    int nans = 0, negz = 0, nan_q = 0;
+    for (int64_t k = 0; k < bf_tensor_numel(st); k++) {
+        uint32_t u;
+        memcpy(&u, &s6[k], 4);
+        nans += isnan(s6[k]), negz += u == 0x80000000u;
+        memcpy(&u, &s1[k], 4);
+        nan_q += u == 0xffc00456u;
+    }
+    print_message("specials: %d NaN and %d -0 in s6, %d NaN of payload Q in s1\n", nans, negz, nan_q);
+    assert_true(nans > 0);
+    assert_true(negz > 0);
+    assert_true(nan_q > 0);
+
+    /* a fault on a fused Conv's output or on the Add between: those three run
+     * unfused; on the activation's output or on an Add fused alone: fused */
+    static const struct {
+        const char *at;
+        size_t fused;
+    } faults[] = {{"d1", 5}, {"a1", 5}, {"s1", 6}, {"a3", 6}, {"a5", 5}, {"a8", 6}};
+    bf_error err = {0};
+    for (size_t k = 0; k < sizeof faults / sizeof *faults; k++) {
+        bf_value_fault f = {.value = value(m, faults[k].at), .sample = 1, .index = 37, .model = BF_FAULT_BITFLIP,
+                            .mask = 1u << 30, .repr = BF_REPR_FP32};
+        if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
+            bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        run(a), run(b), run(c);
+        if (bf_plan_num_fused(b, NULL) != faults[k].fused || bf_plan_num_fused(c, NULL) != faults[k].fused)
+            fail_msg("a fault on '%s': %zu fused, expected %zu", faults[k].at, bf_plan_num_fused(b, NULL),
+                     faults[k].fused);
+        same_outputs(m, a, b, faults[k].at);
+        same_outputs(m, a, c, faults[k].at);
+        float oa, na, ob, nb;
+        bf_plan_value_fault_seen(a, 0, &oa, &na);
+        bf_plan_value_fault_seen(b, 0, &ob, &nb);
+        assert_false(isnan(oa));
+        /* bitwise: the flip of bit 30 makes a NaN of a value in [1, 2) */
+        if (memcmp(&oa, &ob, 4) != 0 || memcmp(&na, &nb, 4) != 0)
+            fail_msg("a fault on '%s': seen %g -> %g unfused, %g -> %g fused", faults[k].at, oa, na, ob, nb);
+    }
+    bf_plan_free(a), bf_plan_free(b), bf_plan_free(c);
+    bf_model_free(m);
+}
+
 static void real_exports(void **state)
 {
     (void)state;
     static const struct {
         const char *name;
         size_t pairs;
-    } nets[] = {{"resnet_basic", 4}, {"mobilenet_v2", 13}, {"mnasnet", 35}};
+    } nets[] = {{"resnet_basic", 7}, {"mobilenet_v2", 15}, {"mnasnet", 45}};
     for (size_t i = 0; i < sizeof nets / sizeof *nets; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/real/%s.onnx", BF_FIXTURES, nets[i].name);
@@ -190,6 +323,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fixture_pairs),
+        cmocka_unit_test(residual_adds),
         cmocka_unit_test(real_exports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

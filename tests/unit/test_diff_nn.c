@@ -6,7 +6,16 @@
  * pass) and differential, in a batch that divides the eval set and in one
  * that does not; every trial's record must be the same bits, as in
  * test_diff.c (outcome, changed predictions, every metric). Exponent flips reach 1e38 and
- * Inf, so NaN/Inf outputs (DUE) are among the outcomes compared. */
+ * Inf, so NaN/Inf outputs (DUE) are among the outcomes compared.
+ *
+ * And the Convs whose trials run their activation or residual Add in the
+ * Conv's epilogue (diffexec.c, run_fused): the real exports resnet_basic
+ * (Conv -> Relu, Conv -> Add -> Relu, a downsampling block) and
+ * mobilenet_v2 (Conv -> Clip(0, 6), Conv -> Add alone), differential
+ * against exact: single-bit weight faults and transient activation faults
+ * (chain and row mode take most of these), and BER weight faults and
+ * permanent activation faults, whose batch re-runs run the fused Convs (a
+ * fault on a Conv's output or a fused Add's runs that Conv unfused). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,10 +119,78 @@ static void convtranspose_faults_match_exact(void **state)
     bf_model_free(m);
 }
 
+static void fused_convs_match_exact(void **state)
+{
+    (void)state;
+    static const char *const nets[] = {"resnet_basic", "mobilenet_v2"};
+    static char *all[] = {"*"};
+    static const tc_config cfs[] = {
+        {"weights bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+        {"activations bitflip fp32 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32,
+         BF_PERSIST_TRANSIENT, 1},
+        {"weights ber fp32", BF_TARGET_WEIGHTS, BF_FAULT_BER, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+        {"activations bitflip fp32 permanent", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32,
+         BF_PERSIST_PERMANENT, 1},
+    };
+    static double ber[] = {1e-4};
+    tc_tally t = {0};
+    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
+        char mp[512], dp[512];
+        snprintf(mp, sizeof mp, "%s/real/%s.onnx", BF_FIXTURES, nets[n]);
+        snprintf(dp, sizeof dp, "%s/real/%s.eval.safetensors", BF_FIXTURES, nets[n]);
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        bf_error err = {0};
+        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
+        double scale = tc_out_scale(m, ds);
+        for (size_t k = 0; k < sizeof cfs / sizeof *cfs; k++) {
+            bf_campaign_spec s = {0};
+            s.seed = 17;
+            s.trials = 60;
+            s.target = cfs[k].target;
+            s.tensors = all;
+            s.n_tensors = 1;
+            s.model_kind = cfs[k].kind;
+            s.bits = cfs[k].bits;
+            s.repr = cfs[k].repr;
+            s.persistence = cfs[k].persistence;
+            s.critical_metric = -1;
+            s.critical_delta = -1;
+            s.batch = 5;   /* a partial last batch too */
+            if (cfs[k].kind == BF_FAULT_BER) {
+                s.rates = ber;
+                s.n_rates = 1;
+                s.repeats = 30;
+            }
+            tc_recs r[2] = {{0}};
+            for (int exact = 1; exact >= 0; exact--) {
+                bf_campaign *c = tc_make(m, ds, &s);
+                r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
+                assert_non_null(r[exact].r);
+                bf_campaign_opts o = {.threads = 2, .exact = exact, .no_full_pass = !exact, .on_trial = tc_keep,
+                                      .user = &r[exact]};
+                bf_campaign_result res;
+                if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cfs[k].label, err.msg);
+                assert_int_equal(res.trials_done, r[exact].n);
+                bf_campaign_result_free(&res);
+                bf_campaign_free(c);
+            }
+            tc_compare(nets[n], cfs[k].label, &r[1], &r[0], scale, &t);
+            free(r[0].r);
+            free(r[1].r);
+        }
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+    printf("fused convs: %lld trials compared\n", (long long)t.trials);
+    tc_assert_agree("fused Conv epilogues, differential vs exact", &t, 240);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(convtranspose_faults_match_exact),
+        cmocka_unit_test(fused_convs_match_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,8 +64,8 @@ typedef struct bf_eval_opts {
      * for evaluators that only run whole passes; the differential engine's
      * and a campaign's need every value kept, so they leave it 0. */
     int share_buffers;
-    /* 1: the plans fuse a Conv's only Relu or Clip into it
-     * (bf_plan_opts.fuse_activations): the same outputs, for evaluators
+    /* 1: the plans fuse a Conv's only Relu or Clip, or residual Add (and
+     * its Relu or Clip), into it (bf_plan_opts.fuse_activations): the same outputs, for evaluators
      * that read no activation but the graph outputs. */
     int fuse_activations;
     /* The plans' cap on a run's memory for shapes that are data

@@ -99,8 +99,13 @@ typedef struct bf_plan_opts {
      * memory fewer. The Conv's own output is then not written (bf_plan_value
      * of it reads whatever was there), so only for plans whose callers read
      * no activation but the graph outputs (bitflip eval, the exact engine's
-     * trials). Decided per run: a value fault on the Conv's output
-     * (bf_plan_set_value_faults) makes it run unfused. */
+     * trials). Likewise a residual Add read the Conv's output alone, of a
+     * same-shape value computed before the Conv (Conv -> Add(other) ->
+     * Relu/Clip, or Conv -> Add): the Conv adds, then activates, in one
+     * pass, the Add's own expression; the Conv's and (with an activation)
+     * the Add's outputs are not written. Decided per run: a value fault on
+     * the Conv's output or on such an Add's (bf_plan_set_value_faults)
+     * makes it run unfused. */
     int fuse_activations;
     /* Sizes of the symbolic dimensions other than dim 0, by the name the
      * ONNX file gives them (dim_param: "sequence", "past_sequence" in a
@@ -201,10 +206,11 @@ const bf_tensor *bf_plan_value(const bf_plan *plan, int64_t value);
 size_t bf_plan_arena_bytes(const bf_plan *plan);
 /* Number of nodes executed per run, after folding. */
 size_t bf_plan_num_steps(const bf_plan *plan);
-/* Activations (Relu, Clip) the last run computed inside the Conv before
- * them (bf_plan_opts.fuse_activations); *sites (if not NULL): how many
- * Conv + activation pairs of the plan could be (a run fuses fewer when a
- * value fault hits a Conv's output). */
+/* Activations (Relu, Clip) and residual Adds the last run computed inside
+ * the Conv before them (bf_plan_opts.fuse_activations), a Conv -> Add ->
+ * Relu counted once; *sites (if not NULL): how many Conv + activation
+ * pairs and Conv + Add (+ activation) runs of the plan could be (a run
+ * fuses fewer when a value fault hits a Conv's or a fused Add's output). */
 size_t bf_plan_num_fused(const bf_plan *plan, size_t *sites);
 
 /* The plan's writable copy of parameter `param` (copied from the model on the

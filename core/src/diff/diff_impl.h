@@ -113,6 +113,9 @@ struct bf__dx {
     unsigned char *state;        /* per value, in the batch at hand */
     unsigned char *param_hit;    /* per step: reads a faulty parameter in this trial */
     unsigned char *step_mark;    /* per step + 1: scratch */
+    unsigned char *fdone;        /* per step, in the batch at hand: FUSED_LAST, computed in a Conv's
+                                  * epilogue (diffexec.c, run_fused); FUSED_MID, a residual Add so
+                                  * computed whose output was never written */
     int *pfaults;                /* per parameter: faults in this trial */
     const bf__dx_weight **pfault;
     unsigned char *bmark;        /* per batch: reached by this trial */

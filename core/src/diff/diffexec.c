@@ -42,6 +42,7 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->state);
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);
+    bf__free(dx->fdone);
     bf__free(dx->pfaults);
     bf__free(dx->pfault);
     bf__free(dx->bmark);
@@ -75,6 +76,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->state = bf__calloc(m->n_values + 1, 1);
     dx->param_hit = bf__calloc(sh->n_steps + 1, 1);
     dx->step_mark = bf__calloc(sh->n_steps + 2, 1);
+    dx->fdone = bf__calloc(sh->n_steps + 1, 1);
     dx->pfaults = bf__calloc(m->n_params + 1, sizeof *dx->pfaults);
     dx->pfault = bf__calloc(m->n_params + 1, sizeof *dx->pfault);
     dx->bmark = bf__calloc((size_t)sh->n_batches + 1, 1);
@@ -91,7 +93,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         if (!dx->arena[t]) { bf__dx_free(dx); return bf__dx_oom(err); }
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
-    if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->pfaults || !dx->pfault || !dx->bmark ||
+    if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->fdone || !dx->pfaults || !dx->pfault || !dx->bmark ||
         !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work) {
         bf__dx_free(dx);
         return bf__dx_oom(err);
@@ -182,6 +184,45 @@ static void golden_output(bf__dx *dx, bf_plan *p, int yv, const float *yg)
 {
     own(dx, p, yv);
     memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
+}
+
+/* dx->fdone's marks, and run_fused's *done */
+#define FUSED_LAST 1
+#define FUSED_MID 2
+#define FUSED_CONV 3
+
+/* A Conv step that computes its activation, or a residual Add (and its
+ * activation), in its epilogue as the exact engine's passes do
+ * (exec/plan.c, bf__plan_run_fused): the same bits as the steps one by one,
+ * without writing and comparing the values in between. *done: 0 when step
+ * i fuses nothing now (a value fault needs a value in between); else the
+ * steps it computed are marked in dx->fdone for run_batch to skip, and
+ * *done is FUSED_CONV: its own output is then marked DIRTY (never written,
+ * and only the fused step reads it). */
+static bf_status run_fused(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
+{
+    int a, r = bf__plan_fused_last(p, i, &a);
+    *done = 0;
+    if (!r) return BF_OK;
+    int v = p->steps[i].node->out[0], w = a ? p->steps[a].node->out[0] : -1;
+    const int ks[3] = {(int)i, a, r};
+    bf_status st;
+    for (int k = 0; k < 3; k++) {   /* the runtime inputs of the three, but the values fused away */
+        if (k && (!ks[k] || (k == 2 && r == a))) continue;
+        const bf__step *s = &p->steps[ks[k]];
+        for (int j = 0; j < s->n_in; j++) {
+            int x = s->node->in[j];
+            if (x != v && x != w && bf__runtime(p, x) && (st = fetch(dx, p, b, x, err)) != BF_OK) return st;
+        }
+    }
+    own_outputs(dx, p, (size_t)r);
+    if ((st = bf__plan_run_fused(p, i, err)) != BF_OK) return st;
+    dx->work[i] += 1.0;
+    if (a && a != r) dx->fdone[a] = FUSED_MID, dx->work[a] += 1.0;
+    dx->fdone[r] = FUSED_LAST;
+    dx->work[r] += 1.0;
+    *done = FUSED_CONV;
+    return BF_OK;
 }
 
 /* A Conv with one corrupted weight or bias element and golden input: the
@@ -398,15 +439,19 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         horizon = bf__dx_hit_values(dx, p, nb, dx->state, horizon);
     }
 
+    memset(dx->fdone, 0, sh->n_steps);
     for (int i = first; i >= 0 && i < (int)sh->n_steps && i <= horizon; i++) {
         const bf__step *s = &p->steps[i];
-        int needed = dx->param_hit[i];
+        int fused = dx->fdone[i], unwritten = fused == FUSED_MID;   /* computed by a Conv above */
+        int needed = dx->param_hit[i] || fused;
         for (int j = 0; j < s->n_in && !needed; j++) needed = s->node->in[j] >= 0 && dx->state[s->node->in[j]] == DIRTY;
         if (!needed) continue;
-        int done = 0;
-        if ((st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
+        int done = fused;
+        if (!done && (st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && (st = try_matmul(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (!done && (st = run_fused(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (done == FUSED_CONV) unwritten = 1;   /* its own output never written */
         if (!done) {
             for (int j = 0; j < s->n_in; j++)
                 if (bf__runtime(p, s->node->in[j]) && (st = fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;
@@ -418,7 +463,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];
             if (o < 0) continue;
-            dx->state[o] = differs(dx, p, b, o) ? DIRTY : GOLDEN;
+            dx->state[o] = unwritten || differs(dx, p, b, o) ? DIRTY : GOLDEN;
             if (dx->state[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
         }
     }

@@ -18,6 +18,7 @@
  * trial recomputes into it what the cache left out). */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -42,8 +43,15 @@ typedef struct deriv {
     bf_tensor in[2][DERIV_IN], out[2];
     alignas(16) unsigned char params[2][BF__OP_PARAMS_MAX];
     unsigned char konst[2][DERIV_IN][DERIV_CONST_BYTES];
-    atomic_uchar *ready;      /* per batch: 1 once computed */
+    atomic_uchar *ready;      /* per batch: DV_NONE, DV_BUSY (a thread computes it), DV_READY */
 } deriv;
+
+/* A derived block's state: each (value, batch) computed by the first
+ * thread to claim it, the others that want that very block waiting for it;
+ * blocks of other values or batches are computed in parallel (one mutex
+ * for every derivation made two threads' trials queue behind each other's
+ * Relu/Clip blocks). */
+enum { DV_NONE, DV_BUSY, DV_READY };
 
 struct bf__gcache {
     int64_t samples, batch, n_batches;
@@ -55,7 +63,6 @@ struct bf__gcache {
     size_t bytes;             /* stored by the golden pass */
     size_t served;            /* stored and derived: what the budget counts */
     atomic_size_t *derived;   /* bytes of derived blocks computed so far */
-    pthread_mutex_t *mu;      /* one derivation at a time */
     double *step_s;           /* per plan step: seconds a full batch took, averaged over the pass */
     size_t n_steps;
 };
@@ -69,8 +76,6 @@ void bf__gcache_free(bf__gcache *gc)
             bf__free((void *)gc->dv[v]->ready);
             bf__free(gc->dv[v]);
         }
-    if (gc->mu) pthread_mutex_destroy(gc->mu);
-    bf__free(gc->mu);
     bf__free((void *)gc->derived);
     bf__free(gc->dv);
     bf__free(gc->src);
@@ -430,11 +435,6 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     gc->src = bf__malloc((m->n_values + 1) * sizeof *gc->src);
     gc->dv = bf__calloc(m->n_values + 1, sizeof *gc->dv);
     gc->derived = bf__calloc(1, sizeof *gc->derived);
-    gc->mu = bf__malloc(sizeof *gc->mu);
-    if (gc->mu && pthread_mutex_init(gc->mu, NULL) != 0) {
-        bf__free(gc->mu);
-        gc->mu = NULL;
-    }
     for (size_t v = 0; gc->src && v < m->n_values; v++) gc->src[v] = -1;
     cs = bf__calloc(m->n_values + 1, sizeof *cs);
     gc->n_steps = full[0]->n_steps;
@@ -443,7 +443,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     if (n_plans > gc->n_batches) n_plans = (int)gc->n_batches;
     if (n_plans < 1) n_plans = 1;
     fs = bf__calloc((size_t)n_plans, sizeof *fs);
-    if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !gc->mu || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
+    if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
     if ((st = choose_values(gc, full, rest, budget, must, pv, cs, err)) != BF_OK) goto out;
     filler proto = {.gc = gc, .pv = pv, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
@@ -472,18 +472,25 @@ const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b)
     const void *at = gc->blk[v] + (size_t)b * gc->full[v];
     if (gc->src[v] < 0) return at;
     atomic_uchar *ready = &gc->dv[v]->ready[b];
-    if (atomic_load_explicit(ready, memory_order_acquire)) return at;
-    int ok = 1;
-    pthread_mutex_lock(gc->mu);
-    if (!atomic_load_explicit(ready, memory_order_relaxed)) {
-        ok = derive(gc, (size_t)v, b);
-        if (ok) {
-            atomic_fetch_add(gc->derived, bf_tensor_nbytes(&gc->dv[v]->out[b >= gc->samples / gc->batch]));
-            atomic_store_explicit(ready, 1, memory_order_release);
+    for (;;) {
+        unsigned char st = atomic_load_explicit(ready, memory_order_acquire);
+        if (st == DV_READY) return at;
+        if (st == DV_BUSY) {   /* another thread computes this block: a Relu of one batch, short */
+            sched_yield();
+            continue;
         }
+        unsigned char none = DV_NONE;
+        if (!atomic_compare_exchange_weak_explicit(ready, &none, DV_BUSY, memory_order_acquire,
+                                                   memory_order_relaxed))
+            continue;
+        if (!derive(gc, (size_t)v, b)) {
+            atomic_store_explicit(ready, DV_NONE, memory_order_release);
+            return NULL;
+        }
+        atomic_fetch_add(gc->derived, bf_tensor_nbytes(&gc->dv[v]->out[b >= gc->samples / gc->batch]));
+        atomic_store_explicit(ready, DV_READY, memory_order_release);
+        return at;
     }
-    pthread_mutex_unlock(gc->mu);
-    return ok ? at : NULL;
 }
 
 int bf__gcache_has(const bf__gcache *gc, int64_t v) { return gc->blk[v] != NULL; }

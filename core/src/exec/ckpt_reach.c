@@ -221,11 +221,13 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck)
 
 /* a value the store may hold: computed by a step of fixed shapes into the
  * arena, and not a Conv's output that its activation's fused epilogue
- * computes instead (never written then) */
+ * computes instead, nor a residual Add's fused in between (never written
+ * then) */
 static size_t storable(const bf__ckpt *ck, const bf_plan *p, int v)
 {
     int at = ck->val_step[v];
-    if (at < 0 || ck->dyn[at] || p->fuse_to[at] > at || !bf__ckpt_in_arena(p, p->vals[v].data)) return 0;
+    if (at < 0 || ck->dyn[at] || p->fuse_to[at] > at || p->fuse_mid[at] || !bf__ckpt_in_arena(p, p->vals[v].data))
+        return 0;
     return bf_tensor_nbytes(&p->vals[v]);
 }
 

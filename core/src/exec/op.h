@@ -96,6 +96,11 @@ typedef struct bf__ctx {
     const bf__rowsrc *rows;         /* row lookups only; NULL: input 0's data as it is */
     const bf__act *act;             /* Conv only (bf__conv_step); NULL: none. Set: output 0 is
                                      * the activation's, the op's own is not written */
+    const float *res;               /* with act: a residual Add fused in between (plan_build.c),
+                                     * its other operand, shaped as output 0; each element
+                                     * becomes act(res + v) (res_a: res is the Add's A) or
+                                     * act(v + res), the Add's own expression */
+    int res_a;
 } bf__ctx;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's

@@ -43,6 +43,8 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->val_step);
     bf__free(p->step_hit);
     bf__free(p->fuse_to);
+    bf__free(p->fuse_add);
+    bf__free(p->fuse_mid);
     bf__free(p->fused_skip);
     bf__free(p->vf);
     bf__dyn_free(p);
@@ -137,6 +139,44 @@ static double now_s(void)
 
 bf_status bf_plan_run(bf_plan *p, bf_error *err) { return bf__plan_run_from(p, 0, NULL, NULL, err); }
 
+int bf__plan_fused_last(const bf_plan *p, size_t i, int *add)
+{
+    int r = p->fuse_to[i], a = r ? p->fuse_add[i] : 0;
+    *add = 0;
+    /* a fault on the Conv's output (or a residual Add's) needs that output:
+     * the pair (the three) runs unfused */
+    if (!r || p->step_hit[i] || (a && a != r && p->step_hit[a])) return 0;
+    *add = a;
+    return r;
+}
+
+/* c set up for Conv step i computing steps up to r too (bf__plan_fused_last) */
+static void fused_ctx(const bf_plan *p, size_t i, int r, int a, bf__ctx *c, bf__act *act)
+{
+    const bf__step *s = &p->steps[i];
+    if (r == a) *act = (bf__act){-INFINITY, INFINITY};   /* an Add alone: bf__act_apply is the identity */
+    else bf__act_of(&p->steps[r], act);
+    c->out = p->steps[r].out;
+    c->act = act;
+    if (a) {   /* the Add's other operand; which one is A keeps its expression */
+        const bf__step *t = &p->steps[a];
+        int conv_is_a = t->node->in[0] == s->node->out[0];
+        c->res = t->in[conv_is_a ? 1 : 0]->data;
+        c->res_a = !conv_is_a;
+    }
+}
+
+bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
+{
+    const bf__step *s = &p->steps[i];
+    bf__act act;
+    int a, r = bf__plan_fused_last(p, i, &a);
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
+                 .in = s->in, .out = s->out, .scratch = p->scratch};
+    if (r) fused_ctx(p, i, r, a, &c, &act);
+    return s->node->op->run(&c, err);
+}
+
 /* step i of a run: a dynamic step, an activation its Conv computed, a Conv
  * computing its activation too, or any other; then the value faults that
  * apply after it */
@@ -159,14 +199,8 @@ static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
     }
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
-    /* a fault on the Conv's output needs that output: the pair runs unfused */
-    int r = p->fuse ? p->fuse_to[i] : 0;
-    if (r && !p->step_hit[i] && bf__act_of(&p->steps[r], &act)) {
-        c.out = p->steps[r].out;
-        c.act = &act;
-    } else {
-        r = 0;
-    }
+    int a = 0, r = p->fuse ? bf__plan_fused_last(p, i, &a) : 0;
+    if (r) fused_ctx(p, i, r, a, &c, &act);
     bf_status st = s->node->op->run(&c, err);
     if (st != BF_OK) {
         memset(p->fused_skip, 0, p->n_steps);
@@ -174,6 +208,7 @@ static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
     }
     if (r) {
         p->fused_skip[r] = 1;
+        if (a) p->fused_skip[a] = 1;
         p->n_fused++;
     }
     if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);

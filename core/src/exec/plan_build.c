@@ -206,7 +206,50 @@ static int reads_phantom(const budget_ctx *bc, const bf__node *n)
     return 0;
 }
 
-/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations):
+static int same_f32_shape(const bf_tensor *x, const bf_tensor *y)
+{
+    if (x->dtype != BF_F32 || y->dtype != BF_F32 || x->ndim != y->ndim) return 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->dims[d] != y->dims[d]) return 0;
+    return 1;
+}
+
+/* Whether step a, the one reader of Conv i's output v, is a residual Add
+ * the Conv may compute too: a float Add of v and another value of v's very
+ * shape (no broadcast), that value ready when the Conv runs (a parameter,
+ * a constant, an input or a value of a step before i). *r gets the one
+ * reader of the Add's output, if it has one and is no graph output; else -1. */
+static int residual_add(const bf_plan *p, int i, int a, int v, const int *readers, const int *reader,
+                        const int *made_at, int *r)
+{
+    const bf__step *t = &p->steps[a];
+    if (a <= i || t->dyn || strcmp(t->node->op_type, "Add") != 0 || t->node->n_in != 2 || t->n_out != 1) return 0;
+    int x0 = t->node->in[0], x1 = t->node->in[1], w = t->node->out[0];
+    int o = x0 == v ? x1 : x0;
+    if ((x0 == v) == (x1 == v) || o < 0 || w < 0 || made_at[o] > i) return 0;
+    if (!same_f32_shape(&p->vals[v], &p->vals[o]) || !same_f32_shape(&p->vals[v], &p->vals[w])) return 0;
+    *r = readers[w] == 1 ? reader[w] : -1;
+    return 1;
+}
+
+/* Whether step r may run in the epilogue of Conv i as its activation, reading
+ * value x: a float Relu or Clip of x alone whose bounds are ready when the
+ * Conv runs (a Clip's bounds may be values not computed yet: only its kind
+ * is asked here) */
+static int act_after(const bf_plan *p, int i, int r, int x, const int *made_at)
+{
+    if (r <= i) return 0;
+    const bf__step *t = &p->steps[r];
+    if (t->dyn || t->n_in < 1 || t->node->in[0] != x || t->n_out != 1 || t->node->out[0] < 0 || !bf__act_of(t, NULL))
+        return 0;
+    for (int j = 1; j < t->node->n_in; j++)
+        if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > i) return 0;
+    return 1;
+}
+
+/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations),
+ * and the Conv + residual Add (+ activation) runs of residual_add, where
+ * "its output" below is the Add's:
  * step i a Conv, a later step r a float Relu or Clip reading its output,
  * which no other input slot of any step reads and which is no graph
  * output. Nothing else may need the Conv's own output, which a fused run
@@ -236,17 +279,18 @@ static bf_status find_fusions(bf_plan *p, bf_error *err)
         const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
         if (s->dyn || !bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
-        int r = reader[v];
-        const bf__step *t = &p->steps[r];
-        /* a Clip's bounds may be values not computed yet: only its kind here */
-        if (r <= (int)i || t->dyn || t->n_in < 1 || t->node->in[0] != v || t->n_out != 1 || t->node->out[0] < 0 ||
-            !bf__act_of(t, NULL))
+        int r = reader[v], a = 0, rr;
+        if (residual_add(p, (int)i, r, v, readers, reader, made_at, &rr)) {
+            /* Conv -> Add -> activation, or Conv -> Add alone (the Add's
+             * output then written by the Conv: mobilenet's bottlenecks) */
+            a = r;
+            r = rr >= 0 && act_after(p, (int)i, rr, p->steps[a].node->out[0], made_at) ? rr : a;
+        } else if (!act_after(p, (int)i, r, v, made_at)) {
             continue;
-        int ready = 1;
-        for (int j = 1; j < t->node->n_in; j++)
-            if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > (int)i) ready = 0;
-        if (!ready) continue;
+        }
         p->fuse_to[i] = r;
+        p->fuse_add[i] = a;
+        if (a && r != a) p->fuse_mid[a] = 1;
         p->n_fusable++;
     }
     bf__free(readers), bf__free(reader), bf__free(made_at);
@@ -752,19 +796,21 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     p->step_hit = bf__calloc(model->n_nodes + 1, 1);
     p->fuse_to = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_to);
     p->fused_skip = bf__calloc(model->n_nodes + 1, 1);
+    p->fuse_add = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_add);
+    p->fuse_mid = bf__calloc(model->n_nodes + 1, 1);
     p->fuse = ask->opts.fuse_activations != 0;
     p->dyn_val = bf__calloc(model->n_values + 1, 1);
     bc.phantom = bf__calloc(model->n_values + 1, 1);
     if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
         !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_to || !p->fused_skip ||
-        !bc.phantom || !p->dyn_val) {
+        !p->fuse_add || !p->fuse_mid || !bc.phantom || !p->dyn_val) {
         st = oom(err);
         goto fail;
     }
     /* the tables just allocated; build adds each step's */
     bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
                            (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
-                           (model->n_nodes + 1) * (sizeof *p->steps + 2 + sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
+                           (model->n_nodes + 1) * (sizeof *p->steps + 3 + 2 * sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
     st = build(p, &bc, &ask->opts, err);
     bf__free(bc.phantom);
     bc.phantom = NULL;

@@ -90,9 +90,15 @@ struct bf_plan {
      * (a Conv) may compute that step (its output's only reader, a Relu or
      * Clip) in its epilogue, else 0; made for every plan (a shared arena
      * keeps the pair's buffers apart either way), used only when fuse is
-     * set. fused_skip: steps a run computed already, inside their Conv. */
+     * set. fused_skip: steps a run computed already, inside their Conv.
+     * fuse_add[i] > i: a residual Add between Conv i and its activation
+     * fuse_to[i] (Conv -> Add(other) -> Relu/Clip), computed in the Conv's
+     * epilogue too (fuse_mid[that Add]: 1; its output is never written
+     * then); 0: none. */
     int fuse;
     int *fuse_to;
+    int *fuse_add;
+    unsigned char *fuse_mid;
     unsigned char *fused_skip;
     size_t n_fusable, n_fused;
     /* dynamic steps (plan_dyn.c): dyn_val[v] 1 when a dynamic step computes

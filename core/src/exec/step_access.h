@@ -23,6 +23,15 @@
 
 /* plan.c: runs step i of the plan alone, on whatever its inputs hold. */
 bf_status bf__plan_run_step(bf_plan *plan, size_t i, bf_error *err);
+/* plan.c: the last step Conv step i may compute in its epilogue now (its
+ * activation, or a residual Add: plan_impl.h's fuse_to, whatever the plan's
+ * fuse says), *add the residual Add among them (0: none); 0 when it fuses
+ * nothing or a value fault needs an output in between. Then
+ * bf__plan_run_fused runs step i so: the last step's output written, the
+ * Conv's (and, before an activation, the Add's) not; the steps in between
+ * are the caller's to skip (the differential engine's trials). */
+int bf__plan_fused_last(const bf_plan *plan, size_t i, int *add);
+bf_status bf__plan_run_fused(bf_plan *plan, size_t i, bf_error *err);
 /* plan.c: applies the plan's value faults that belong after `step` (-1:
  * graph inputs), as bf_plan_run would. */
 void bf__plan_apply_value_faults(bf_plan *plan, int step);

@@ -139,12 +139,61 @@ static void conv_channels(const bf__conv_params *cp, const float *x, const float
 
 int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
 
+/* A residual Add and its activation over the n outputs the Conv just wrote
+ * (op.h, bf__ctx.res): in one pass instead of the Add's and the
+ * activation's two, each element the Add's expression (ops/
+ * elementwise_broadcast.c, x + y with x the Add's A) rounded to float, then
+ * bf__act_apply on it, so the bits (NaN, infinities, -0 included) are the
+ * three steps'. The AVX2 copy runs the same operations 8 wide (an add and
+ * two compare-selects: nothing to contract), as the Add's own copy does. */
+#define RESIDUAL_LOOP                                           \
+    if (res_a)                                                  \
+        for (int64_t i = 0; i < n; i++) {                       \
+            float x = r[i], v = y[i], s = x + v;                \
+            s = s < lo ? lo : s;                                \
+            y[i] = s > hi ? hi : s;                             \
+        }                                                       \
+    else                                                        \
+        for (int64_t i = 0; i < n; i++) {                       \
+            float x = y[i], v = r[i], s = x + v;                \
+            s = s < lo ? lo : s;                                \
+            y[i] = s > hi ? hi : s;                             \
+        }
+
+static void residual_plain(const float *restrict r, int res_a, float lo, float hi, float *restrict y, int64_t n)
+{
+    RESIDUAL_LOOP
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void residual_avx2(const float *restrict r, int res_a, float lo, float hi,
+                                                          float *restrict y, int64_t n)
+{
+    RESIDUAL_LOOP
+}
+#endif
+
+static void residual_pass(const bf__conv_params *cp, const bf__ctx *c, float *y, int64_t n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (cp->simd >= BF_SGEMM_AVX2) {
+        residual_avx2(c->res, c->res_a, c->act->lo, c->act->hi, y, n);
+        return;
+    }
+#endif
+    (void)cp;
+    residual_plain(c->res, c->res_a, c->act->lo, c->act->hi, y, n);
+}
+
 bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const bf__conv_params *cp = c->params;
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->act,
+    /* with a residual the Add comes before the activation: the paths run
+     * bare, and the pass then adds and activates */
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->res ? NULL : c->act,
                   c->out[0]->data, c->scratch, -1);
+    if (c->res && c->act) residual_pass(cp, c, c->out[0]->data, cp->n * cp->m * cp->osp);
     return BF_OK;
 }
 
