@@ -13,6 +13,11 @@
  *   fourth bit flipped, never one of the three);
  * - BER at 1e-3: some trials DUE; each record pairs with the unprotected
  *   model's (the same faults drawn: site, element, mask, stored value);
+ * - the multi-bit upsets of campaign_mbu.c, against the code: two adjacent
+ *   bits of one 64-bit word (a burst, which may span two fp32 values) are a
+ *   double error, so every trial is DUE; the same bit in 4 neighbouring
+ *   words is one error per word, so every trial is corrected (masked),
+ *   where the unprotected model is hurt by both;
  * - differential and exact runs agree trial by trial;
  * - the storage cost is 8 check bits per word: sum over the tensors of 8 *
  *   ceil(n / k) (k values per word) over sum of n * m bits;
@@ -271,6 +276,35 @@ static void ber_paired_and_due(void **state)
     unload(&l);
 }
 
+/* Word bursts and column upsets (campaign_mbu.c) meet SECDED as the code's
+ * definition says they must: a 2-bit burst inside one word is detected in
+ * every trial, a column of single bits over 4 words is corrected in every
+ * trial. Both hurt the unprotected model, so the test can fail. */
+static void upsets_in_words(void **state)
+{
+    (void)state;
+    bf_mitigation ecc = ecc_mit();
+    loaded l = load("mlp_ops_op13");
+    for (int kind = 0; kind < 2; kind++) {
+        bf_campaign_spec s = weight_spec(300);
+        if (kind == 0) s.burst = BF_BURST_WORD, s.bits = 2;
+        else s.words = 4;
+        bf_campaign_result r0, r;
+        bf_campaign *c0 = run(&l, &s, NULL, NULL, &r0), *c = run(&l, &s, &ecc, NULL, &r);
+        assert_true(r0.total.n[BF_OUTCOME_MASKED] < r0.trials_done);
+        assert_int_equal(r.trials_done, 300);
+        int outcome = kind == 0 ? BF_OUTCOME_DUE : BF_OUTCOME_MASKED;
+        if (r.total.n[outcome] != r.trials_done)
+            fail_msg("%s under ecc: %lld of %lld trials %s", kind == 0 ? "2-bit word bursts" : "4-word columns",
+                     (long long)r.total.n[outcome], (long long)r.trials_done, kind == 0 ? "DUE" : "masked");
+        bf_campaign_result_free(&r0);
+        bf_campaign_result_free(&r);
+        bf_campaign_free(c0);
+        bf_campaign_free(c);
+    }
+    unload(&l);
+}
+
 static void exact_agrees(void **state)
 {
     (void)state;
@@ -381,6 +415,7 @@ int main(void)
         cmocka_unit_test(double_in_value_due),
         cmocka_unit_test(triples_by_syndrome),
         cmocka_unit_test(ber_paired_and_due),
+        cmocka_unit_test(upsets_in_words),
         cmocka_unit_test(exact_agrees),
         cmocka_unit_test(storage_cost),
         cmocka_unit_test(setup_errors),
