@@ -90,3 +90,20 @@ int bfr__hchart_finish(bfr__hchart *c, const char *note, json_t *figs, const cha
     if (!svg) return 1;
     return bfr__fig_add(figs, name, title, alt, svg);
 }
+
+void bfr__hchart_alt(char *alt, size_t cap, size_t i, const char *lead, const char *label, const char *value)
+{
+    if (i >= 3) return;
+    size_t al = strlen(alt);
+    snprintf(alt + al, cap - al, "%s%.60s %s", i ? ", " : lead, label, value);
+}
+
+int bfr__hchart_done(bfr__hchart *c, size_t n, const char *which, json_t *figs, const char *base, size_t d,
+                     const char *title, const char *alt)
+{
+    char note[96], name[48];
+    if (n > c->shown) snprintf(note, sizeof note, "the %zu %s of %zu tensors that were hit", c->shown, which, n);
+    if (d == 0) snprintf(name, sizeof name, "%s", base);
+    else snprintf(name, sizeof name, "%s_%zu", base, d + 1);
+    return bfr__hchart_finish(c, n > c->shown ? note : NULL, figs, name, title, alt);
+}

@@ -93,17 +93,11 @@ static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
         bfr__printf(&c.b, "<g class=\"bfr-ivmod\" data-critical=\"%lld\" data-images=\"%lld\">\n", r->critical, r->images);
         bfr__hchart_row(&c, i, label, r->rate, r->lo, r->hi, bfr__palette[2], tip, val);
         bfr__puts(&c.b, "</g>\n");
-        if (i < 3) {
-            size_t al = strlen(alt);
-            snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "highest: ", label, v);
-        }
+        bfr__hchart_alt(alt, sizeof alt, i, "highest: ", label, v);
     }
-    char note[96];
-    if (n > shown) snprintf(note, sizeof note, "the %zu highest of %zu tensors that were hit", shown, n);
     free(rows);
-    if (d == 0) snprintf(name, sizeof name, "ivmod_%ss", what);
-    else snprintf(name, sizeof name, "ivmod_%ss_%zu", what, d + 1);
-    return bfr__hchart_finish(&c, n > shown ? note : NULL, figs, name, title, alt);
+    snprintf(name, sizeof name, "ivmod_%ss", what);
+    return bfr__hchart_done(&c, n, "highest", figs, name, d, title, alt);
 }
 
 int bfr__fig_ivmod(const bfr__set *set, json_t *figs)

@@ -89,17 +89,11 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
         bfr__printf(&c.b, "\" data-pvf=\"%.17g\" data-lo=\"%.17g\" data-hi=\"%.17g\">\n", r->rate, r->lo, r->hi);
         bfr__hchart_row(&c, i, tn, r->rate, r->lo, r->hi, bfr__palette[3], tip, v);
         bfr__puts(&c.b, "</g>\n");
-        if (i < 3) {
-            size_t al = strlen(alt);
-            snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "", tn, v);
-        }
+        bfr__hchart_alt(alt, sizeof alt, i, "", tn, v);
     }
-    char note[96];
-    if (n > shown) snprintf(note, sizeof note, "the %zu highest of %zu tensors that were hit", shown, n);
     free(rows);
-    if (d == 0) snprintf(name, sizeof name, "pvf");
-    else snprintf(name, sizeof name, "pvf_%zu", d + 1);
-    return bfr__hchart_finish(&c, n > shown ? note : NULL, figs, name, title, alt);
+    snprintf(name, sizeof name, "pvf");
+    return bfr__hchart_done(&c, n, "highest", figs, name, d, title, alt);
 }
 
 int bfr__fig_pvf(const bfr__set *set, json_t *figs)

@@ -37,17 +37,11 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
         snprintf(tip, sizeof tip, "%.120s%s%.120s%s: %s critical of %s faults, %s", tn, onnx && strcmp(onnx, tn) ? " (ONNX " : "",
                  onnx && strcmp(onnx, tn) ? onnx : "", onnx && strcmp(onnx, tn) ? ")" : "", kc, nc, v);
         bfr__hchart_row(&c, i, tn, r->rate, r->lo, r->hi, bfr__palette[1], tip, val);
-        if (i < 3) {
-            size_t al = strlen(alt);
-            snprintf(alt + al, sizeof alt - al, "%s%.60s %s", i ? ", " : "", tn, v);
-        }
+        bfr__hchart_alt(alt, sizeof alt, i, "", tn, v);
     }
-    char note[96];
-    if (n > shown) snprintf(note, sizeof note, "the %zu most vulnerable of %zu tensors that were hit", shown, n);
     free(rows);
-    if (d == 0) snprintf(name, sizeof name, "tensors");
-    else snprintf(name, sizeof name, "tensors_%zu", d + 1);
-    return bfr__hchart_finish(&c, n > shown ? note : NULL, figs, name, title, alt);
+    snprintf(name, sizeof name, "tensors");
+    return bfr__hchart_done(&c, n, "most vulnerable", figs, name, d, title, alt);
 }
 
 int bfr__fig_tensors(const bfr__set *set, json_t *figs)

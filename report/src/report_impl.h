@@ -98,7 +98,7 @@ void bfr__hbar(bfr__buf *b, const bfr__scale *sx, double y, double h, double v, 
               const char *tip, const char *value_text, double text_x);
 
 /* --- bars.c: a chart of one horizontal bar per row (a tensor, a bit), the
- * frame the vulnerable-tensor and IVMOD figures share: the layout, the axis
+ * frame the vulnerable-tensor, PVF and IVMOD figures share: the layout, the axis
  * scaled to the largest value or upper whisker, the rows, and the note that
  * says when rows were left out */
 typedef struct bfr__hchart {
@@ -121,6 +121,14 @@ void bfr__hchart_row(bfr__hchart *c, size_t i, const char *label, double v, doub
  * as figure `name`; 1 on out of memory */
 int bfr__hchart_finish(bfr__hchart *c, const char *note, json_t *figs, const char *name, const char *title,
                        const char *alt);
+/* row i (< 3) into the alt text: "label value" after `lead` (the first) or
+ * ", " (the next two); a reader hears the top of the chart */
+void bfr__hchart_alt(char *alt, size_t cap, size_t i, const char *lead, const char *label, const char *value);
+/* bfr__hchart_finish for the chart of document d of n tensors: figure
+ * `base` for the first document, base_2, base_3... for the others; when rows
+ * were left out, the note "the <shown> <which> of <n> tensors that were hit" */
+int bfr__hchart_done(bfr__hchart *c, size_t n, const char *which, json_t *figs, const char *base, size_t d,
+                     const char *title, const char *alt);
 
 /* --- input.c: result documents, read once into what the figures draw */
 typedef struct bfr__series {

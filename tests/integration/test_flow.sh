@@ -90,13 +90,13 @@ req listed 200 "$URL/v1/campaigns"
 eq listed_progress "$(jget "[(c['progress']['trials_done'], sum(c['progress']['outcomes'].values()), c['progress']['fraction'], 'result' in c) for c in j['items'] if c['id'] == '$CID']")" "[(240, 240, 1.0, False)]"
 
 # progress reports the intervals as they narrow (docs/SERVICE.md): an adaptive
-# campaign with stop targets it cannot meet runs all its 20,000 trials (one
+# campaign with stop targets it cannot meet runs all its 3,000 trials (one
 # chunk), and each progress event carries the critical and DUE rates with
 # their intervals and the half-widths the stop rule compares with its margins
 $PY - "$tmp/spec.json" >"$tmp/adaptive.json" <<'PYEOF'
 import json, sys
 s = json.load(open(sys.argv[1])); s.pop("gates")
-s["sampling"], s["trials"] = "adaptive", 20000
+s["sampling"], s["trials"] = "adaptive", 3000   # 20,000 outran the 300 s wait under TSan
 s["stop"] = {"margin": 0.0001, "per_tensor_margin": 0.0001}
 print(json.dumps(s))
 PYEOF
@@ -122,8 +122,8 @@ for p in with_iv:
     assert iv["half_width"]["per_tensor"] >= iv["half_width"]["overall"] - 1e-12, iv
     assert "per_bit" not in iv["half_width"], iv   # not a target
 res = json.loads([e for e in evs if e["event"] == "result"][0]["data"])
-assert res["summary"]["trials"] + res["summary"]["adaptive"]["pilot"] == 20000, res["summary"]
-# the last estimate's interval is no wider than the first's: 20,000 trials narrow it
+assert res["summary"]["trials"] + res["summary"]["adaptive"]["pilot"] == 3000, res["summary"]
+# the last estimate's interval is no wider than the first's: 3,000 trials narrow it
 assert with_iv[-1]["intervals"]["half_width"]["overall"] <= with_iv[0]["intervals"]["half_width"]["overall"], with_iv
 PYEOF
 req delete_adaptive 204 -X DELETE "$URL/v1/campaigns/$AID"   # the listings below count the others
