@@ -115,7 +115,7 @@ void tc_keep(void *user, const bf_trial_record *rec)
     k->r[k->n++] = *rec;
 }
 
-double tc_load(const char *stem, bf_model **m, bf_dataset **ds)
+void tc_open(const char *stem, bf_model **m, bf_dataset **ds)
 {
     char path[4096];
     bf_error err = {0};
@@ -123,6 +123,11 @@ double tc_load(const char *stem, bf_model **m, bf_dataset **ds)
     if (bf_model_load_file(path, m, &err)) fail_msg("%s", err.msg);
     snprintf(path, sizeof path, "%s.eval.safetensors", stem);
     if (bf_dataset_load_file(path, ds, &err)) fail_msg("%s", err.msg);
+}
+
+double tc_load(const char *stem, bf_model **m, bf_dataset **ds)
+{
+    tc_open(stem, m, ds);
     return tc_out_scale(*m, *ds);
 }
 

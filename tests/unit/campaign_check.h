@@ -37,6 +37,8 @@ typedef struct tc_tally {
  * the test with the loader's message if either does not load; returns
  * tc_out_scale of the pair. */
 double tc_load(const char *stem, bf_model **m, bf_dataset **ds);
+/* tc_load without the scale (no evaluation pass). */
+void tc_open(const char *stem, bf_model **m, bf_dataset **ds);
 /* The largest golden output (at least 1), with batch 7. */
 double tc_out_scale(const bf_model *m, const bf_dataset *ds);
 /* Compares runs a and b trial by trial into t; prints what differs. */

@@ -48,12 +48,10 @@ typedef struct loaded {
 
 static loaded load(const char *fx)
 {
-    char mp[512], dp[512];
-    snprintf(mp, sizeof mp, FIX "%s.onnx", fx);
-    snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fx);
+    char stem[512];
+    snprintf(stem, sizeof stem, FIX "%s", fx);
     loaded l = {0};
-    bf_error err = {0};
-    if (bf_model_load_file(mp, &l.m, &err) || bf_dataset_load_file(dp, &l.ds, &err)) fail_msg("%s: %s", fx, err.msg);
+    tc_open(stem, &l.m, &l.ds);
     return l;
 }
 
