@@ -19,7 +19,8 @@ Per model, 1 thread, each a whole `bitflip run --local` process (setup counted):
   torch     PyTorch's flip-and-rerun loop (bench/real_bench.py --torch-peer: XOR one bit of one
             parameter, forward the eval set at its best batch, compare, XOR back) over --torch-trials
             uniform faults: seconds per trial, times the uniform trials.
-Models: digits_mlp (tests/fixtures/conformance), dlrm_large (bench/make_models.py), resnet18 and mobilenet_v2 (bench/real_bench.py's
+Models: digits_mlp (tests/fixtures/conformance), resnet18_c32 and mobilenet_v2_c32 (torchvision's
+architectures at 3x32x32, 10 classes, 64 images: small_image_model), dlrm_large (bench/make_models.py), resnet18 and mobilenet_v2 (bench/real_bench.py's
 exports, 224x224, 64 samples unless --samples N takes the first N), dlrm_criteo (bench/big_drs.py
 --cap 200000, 24.2M parameters, into build/big_drs/). Results: --out; the table on stdout in the
 form of docs/BENCHMARKS.md's "Time to an answer" section.
@@ -63,6 +64,8 @@ def model_files(name, samples):
             subprocess.run([PY, os.path.join(BENCH, "big_drs.py"), "--cap", "200000", "--out", d, "--name", "drs_200k"],
                            check=True)
         return stem + ".onnx", stem + ".eval.safetensors", 256
+    if name.endswith("_c32"):
+        return small_image_model(name[:-4]) + (16,)
     import real_bench
     stem = real_bench.make_model(name)
     data = stem + ".eval.safetensors"
@@ -72,6 +75,28 @@ def model_files(name, samples):
             t = benchlib.read_safetensors(stem + ".eval.safetensors")
             benchlib.write_safetensors(data, {k: v[:samples] for k, v in t.items()})
     return stem + ".onnx", data, 8
+
+
+def small_image_model(arch):
+    """torchvision's resnet18 or mobilenet_v2 (weights=None, 10 classes) at CIFAR's 3x32x32, 64
+    random images labelled with the model's own top-1: every tensor and layer of the 224x224
+    network (the same 26 or 67 fp32 tensors bar the classifier's size), at about 1/50 of the work
+    per trial, so that adaptive's tens of thousands of trials run in minutes here, not hours."""
+    stem = os.path.join(OUT, f"{arch}_c32")
+    if os.path.exists(stem + ".onnx") and os.path.exists(stem + ".eval.safetensors"):
+        return stem + ".onnx", stem + ".eval.safetensors"
+    import numpy as np
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, arch)(weights=None, num_classes=10).eval()
+    x = torch.randn((64, 3, 32, 32), generator=torch.Generator().manual_seed(1))
+    torch.onnx.export(m, x[:2], stem + ".onnx", opset_version=13, input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    with torch.inference_mode():
+        labels = m(x).argmax(1).numpy().astype(np.int64)
+    benchlib.write_safetensors(stem + ".eval.safetensors", {"input": x.numpy(), "labels": labels})
+    return stem + ".onnx", stem + ".eval.safetensors"
 
 
 def campaign(name, design, a, files, cap):
