@@ -523,9 +523,10 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
         json_t *bits = json_array();
         for (int b = 0; b < 32; b++)
             if (f->mask & (UINT32_C(1) << b)) json_array_append_new(bits, json_integer(b));
-        const bf_site *site = bf_campaign_site(c, (size_t)f->site);
+        const bf_site *site = bf_campaign_group_site(c, (size_t)f->group, (size_t)f->site);
         json_t *jf = json_pack("{s:s, s:I, s:o, s:o, s:o}", "tensor", site->name, "index", (json_int_t)f->index, "bits",
                                bits, "old", num(f->old_value), "new", num(f->new_value));
+        if (spec->n_groups) json_object_set_new(jf, "group", json_integer(f->group));   /* faults as a list: which group */
         if (site->torch_name) json_object_set_new(jf, "torch_name", json_string(site->torch_name));
         if (site->site) json_object_set_new(jf, "site", json_string(site->site));
         if (site->kv_kind) {   /* the entry, as a KV cache indexes it */
