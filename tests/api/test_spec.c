@@ -805,9 +805,9 @@ static const struct {
     {"groups-uniform", "{" HEAD "\"trials\": 1, " GROUPS2 "\"sampling\": \"per_tensor\"}", "/sampling",
      "must be 'uniform' with fault groups (faults is a list of 2): the stratified samplings and 'list' enumerate one "
      "group's (tensor, bit) strata or faults, and another group has none"},
-    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"clip\"]}", "/mitigations",
-     "do not combine with fault groups yet (each protects one group's faults); run the groups without mitigations, "
-     "or one group per campaign"},
+    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"ecc\", \"clip\"]}", "/mitigations",
+     "'clip': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's stored weights; clip, abft, "
+     "sbp and range are not run with fault groups yet"},
     {"groups-not-generate", "{" HEAD "\"trials\": 1, " GROUPS2 "\"generate\": {\"new_tokens\": 4}}",
      "/generate/new_tokens", "does not combine with fault groups (a trial's decoding takes one group's faults)"},
     {"groups-stop-margins",
@@ -880,6 +880,9 @@ static void fault_groups_hostile(void **state)
     only_problem("{" HEAD "\"trials\": 5, \"faults\": [{}, {}], \"sampling\": \"per_bit\"}", "/sampling",
                  "must be 'uniform' with fault groups");
 
+    parsed *e = ok("{" HEAD "\"faults\": [{\"model\": \"ber\", \"rate\": 1e-6}, {}], \"mitigations\": [\"none\", \"ecc\"]}");
+    assert_int_equal(e->spec.n_mitigations, 2);
+    done(e);
     /* a valid list: group 0 a BER sweep on weights, group 1 transient flips in fp16 activations */
     parsed *p = ok("{" HEAD "\"seed\": 7, \"faults\": [{\"model\": \"ber\", \"rates\": [1e-6, 1e-5], \"repeats\": 3}, "
                    "{\"tensors\": [\"relu*\"], \"bits\": 2, \"positions\": [3, 4, 9], \"representation\": \"fp16\", "

@@ -327,6 +327,64 @@ static void ber_counts(void **state)
     bf_campaign_free(c);
 }
 
+/* ECC (mitigation "ecc") with fault groups protects group 0's stored
+ * weights as it does without them: its check bits fault at group 0's BER
+ * rate, it corrects and detects group 0's faults alone, so every trial's
+ * group-0 faults as ECC left them, and its DUEs, are the one-group
+ * campaign's. */
+static void ecc_follows_group0(void **state)
+{
+    fx *f = *state;
+    static double rate[] = {3e-5};
+    bf_campaign_spec s0 = spec_of(0), s1 = spec_of(1);
+    bf_campaign_spec *ss[2] = {&s0, &s1};
+    for (int k = 0; k < 2; k++) {
+        ss[k]->model_kind = BF_FAULT_BER;
+        ss[k]->rates = rate;
+        ss[k]->n_rates = 1;
+        ss[k]->repeats = 40;
+        ss[k]->trials = 40;
+    }
+    bf_mitigation ecc = {.name = "ecc", .ecc = {.enabled = 1}};
+    bf_campaign *c[2] = {NULL, NULL};
+    bf_error err = {0};
+    for (int k = 0; k < 2; k++)
+        if (bf_campaign_create_mitigated(f->m, f->ds, ss[k], &ecc, &c[k], &err) != BF_OK) fail_msg("create: %s", err.msg);
+    capture a, b;
+    cap_init(&a, 40);
+    cap_init(&b, 40);
+    run(c[0], 1, 1, 0, 1, &a);
+    run(c[1], 1, 2, 0, 1, &b);
+    int due = 0, extra = 0;
+    for (int64_t t = 0; t < 40; t++) {
+        const bf_trial_record *x = &a.rec[t], *y = &b.rec[t];
+        assert_int_equal(x->rate_index, y->rate_index);
+        if (x->outcome == BF_OUTCOME_DUE) assert_int_equal(y->outcome, BF_OUTCOME_DUE);
+        due += x->outcome == BF_OUTCOME_DUE;
+        int k = 0;
+        for (int i = 0; i < y->n_kept; i++) {
+            if (y->faults[i].group != 0) continue;
+            assert_true(k < x->n_kept);
+            const bf_applied_fault *p = &x->faults[k++], *q = &y->faults[i];
+            assert_int_equal(p->site, q->site);
+            assert_int_equal(p->index, q->index);
+            assert_int_equal(p->mask, q->mask);
+            same_bits(p->old_value, q->old_value);
+            same_bits(p->new_value, q->new_value);
+        }
+        if (y->outcome != BF_OUTCOME_DUE) {
+            assert_true(y->n_faults >= x->n_faults);   /* group 1's on top */
+            extra += y->n_faults > x->n_faults;
+        }
+    }
+    assert_true(extra > 0);
+    print_message("ecc: %d DUE trials of 40\n", due);
+    cap_free(&a);
+    cap_free(&b);
+    bf_campaign_free(c[0]);
+    bf_campaign_free(c[1]);
+}
+
 /* bf_campaign_create: a group's own errors name it. */
 static void create_errors(void **state)
 {
@@ -343,6 +401,11 @@ static void create_errors(void **state)
     s.sampling = BF_SAMPLE_PER_BIT;
     assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "sampling: must be 'uniform' with fault groups"));
+    s = spec_of(1);
+    bf_mitigation clip = {.name = "clip", .clip = {.enabled = 1}};
+    assert_int_equal(bf_campaign_create_mitigated(f->m, f->ds, &s, &clip, &c, &err), BF_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "mitigations: with fault groups only 'ecc' runs"));
 }
 
 int main(void)
@@ -350,6 +413,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(records_by_hand),   cmocka_unit_test(engines_threads_shards), cmocka_unit_test(group0_unchanged),
         cmocka_unit_test(ber_counts),             cmocka_unit_test(create_errors),
+        cmocka_unit_test(ecc_follows_group0),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

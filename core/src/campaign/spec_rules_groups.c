@@ -13,13 +13,16 @@
  *   per_bit, adaptive, exhaustive) and "list" enumerate one group's
  *   (tensor, bit) strata or faults; another group has none;
  * - group 0 a chosen-bit model, random_value or ber, without a profiled
- *   map, fault_scales, generation or mitigations (each reads or protects
- *   one group's faults);
+ *   map, fault_scales or generation (a decoding takes one group's faults);
+ *   mitigations 'ecc' only (it protects group 0's stored weights, its check
+ *   bits faulting at group 0's BER rate; the others are not run with
+ *   groups yet);
  * - an extra group computes in a float representation of its own (fp32,
  *   fp16, bf16: int8 activations need scales profiled for its sites) and
  *   takes one BER rate, not a sweep (the trials are group 0's). */
 #include "spec_rules_impl.h"
 
+#include "bitflip/mitigate.h"
 #include "bitflip/repr.h"
 
 static bool grouped(const bf_campaign_spec *s) { return s->n_groups > 0; }
@@ -164,9 +167,14 @@ RULE(groups_not_mitigations)
 {
     (void)f;
     (void)field;
-    return grouped(s) && s->n_mitigations > 0 &&
-           SAY("do not combine with fault groups yet (each protects one group's faults); run the groups without "
-               "mitigations, or one group per campaign");
+    for (size_t i = 0; grouped(s) && s->mitigations && i < s->n_mitigations; i++) {
+        const bf_mitigation *m = &s->mitigations[i];
+        if (m->clip.enabled || m->abft.enabled || m->sbp.enabled || m->range.enabled)
+            return SAY("'%s': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's "
+                       "stored weights; clip, abft, sbp and range are not run with fault groups yet",
+                       m->name ? m->name : "?");
+    }
+    return false;
 }
 
 RULE(groups_not_generate)
