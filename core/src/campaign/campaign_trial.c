@@ -87,7 +87,7 @@ static bf_status group_values(worker *w, size_t *n)
 /* ... and their records after group 0's (as many as the record keeps):
  * what each found and left, from the differential run or (full) the
  * evaluator's pass, whose value faults are cleared here. */
-static void group_records(worker *w, bf_trial_record *rec, size_t n_vf, int full, bf_status st)
+static void group_records(worker *w, bf_trial_record *rec, int full, bf_status st)
 {
     const bf_campaign *c = w->rn->c;
     size_t k = 0;
@@ -102,7 +102,6 @@ static void group_records(worker *w, bf_trial_record *rec, size_t n_vf, int full
         }
     }
     if (full) bf_evaluator_set_value_faults(w->ev, NULL, 0, &w->err);
-    (void)n_vf;
 }
 
 /* Weights: each fault written into every plan's copy of its parameter for
@@ -164,7 +163,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     if (st == BF_OK && full && w->rn->ckpt) bf__campaign_ckpt_weights(c, w->ev, w->dw, n_dw);
     if (st == BF_OK && full && n_vf) st = bf_evaluator_set_value_faults(w->ev, w->vf, n_vf, &w->err);
     if (st == BF_OK && full) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
-    if (n_vf) group_records(w, rec, n_vf, full, st);
+    if (n_vf) group_records(w, rec, full, st);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
     for (size_t i = n_dw; i-- > 0;) {
         bf_status u = bf_evaluator_write_param(w->ev, w->dw[i].param, w->dw[i].index, w->dw[i].old_value, &w->err);
