@@ -93,6 +93,20 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     if (spec->words > 0) json_object_set_new(camp, "words", json_integer(spec->words));
     json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
     json_object_set_new(camp, "persistence", json_string(spec->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
+    if (spec->n_groups) {   /* faults as a list: groups 1.. (group 0 is the fields above) */
+        json_t *gs = json_array();
+        for (size_t g = 0; g < spec->n_groups; g++) {
+            const bf_fault_group *fg = &spec->groups[g];
+            json_t *jg = json_object();
+            json_object_set_new(jg, "target", json_string((unsigned)fg->target < 4 ? targets[fg->target] : "?"));
+            json_object_set_new(jg, "fault_model", json_string(bf_fault_model_name(fg->model_kind)));
+            json_object_set_new(jg, "representation", json_string(bf_repr_name(fg->repr)));
+            json_object_set_new(jg, "persistence", json_string(fg->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
+            if (fg->model_kind == BF_FAULT_BER) json_object_set_new(jg, "rate", json_real(fg->rate));
+            json_array_append_new(gs, jg);
+        }
+        json_object_set_new(camp, "fault_groups", gs);
+    }
     json_object_set_new(camp, "sampling", json_string((unsigned)spec->sampling < COUNT_SAMPLING ? sampling_names[spec->sampling] : "?"));
     /* what the estimators need beyond the sites: the first-bit positions of
      * the population (the strata's second axis) */
@@ -523,9 +537,10 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
         json_t *bits = json_array();
         for (int b = 0; b < 32; b++)
             if (f->mask & (UINT32_C(1) << b)) json_array_append_new(bits, json_integer(b));
-        const bf_site *site = bf_campaign_site(c, (size_t)f->site);
+        const bf_site *site = bf_campaign_group_site(c, (size_t)f->group, (size_t)f->site);
         json_t *jf = json_pack("{s:s, s:I, s:o, s:o, s:o}", "tensor", site->name, "index", (json_int_t)f->index, "bits",
                                bits, "old", num(f->old_value), "new", num(f->new_value));
+        if (spec->n_groups) json_object_set_new(jf, "group", json_integer(f->group));   /* faults as a list: which group */
         if (site->torch_name) json_object_set_new(jf, "torch_name", json_string(site->torch_name));
         if (site->site) json_object_set_new(jf, "site", json_string(site->site));
         if (site->kv_kind) {   /* the entry, as a KV cache indexes it */

@@ -271,8 +271,15 @@ static void report_rule(void *user, const bf_spec_rule_problem *p)
 {
     ptrbuf ptr;
     size_t o = 0;
+    const char *field = p->field;
     ptr.s[o++] = '/';
-    for (const char *k = p->field; *k && o + 1 < sizeof ptr.s; k++) ptr.s[o++] = *k == '.' ? '/' : *k;
+    /* faults as a list of groups: the rules' "faults.bits" is group 0's, /faults/0/bits */
+    if (((ctx *)user)->faults_list && strncmp(field, "faults.", 7) == 0 && !(field[7] >= '0' && field[7] <= '9')) {
+        memcpy(ptr.s + o, "faults/0/", 9);
+        o += 9;
+        field += 7;
+    }
+    for (const char *k = field; *k && o + 1 < sizeof ptr.s; k++) ptr.s[o++] = *k == '.' ? '/' : *k;
     ptr.s[o] = '\0';
     bf__spec_problem(user, ptr.s, "%s", p->message);
 }
@@ -306,7 +313,8 @@ static void parse_spec(ctx *c, json_t *root, bf_campaign_spec *s)
 
     /* Whether sampling is a list is known from its type alone; its value
      * is checked after faults (schema order). */
-    bf__spec_faults(c, r[R_FAULTS], json_is_object(r[R_SAMPLING]), s, &fi, &facts);
+    if (json_is_array(r[R_FAULTS])) bf__spec_fault_groups(c, r[R_FAULTS], json_is_object(r[R_SAMPLING]), s, &fi, &facts);
+    else bf__spec_faults(c, r[R_FAULTS], json_is_object(r[R_SAMPLING]), s, &fi, &facts);
     if (c->nomem) return;
     json_t *list = parse_sampling(c, r[R_SAMPLING], s, &facts);
     if (list) parse_list(c, list, &fi, s);
@@ -424,7 +432,7 @@ bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
 bf_status bf_spec_parse_opts(const char *json, size_t len, const bf_spec_limits *limits, bf_campaign_spec *out,
                              bf_spec_problems *problems)
 {
-    ctx c = {problems, 0, false, BF_SPEC_MAX_NEW_TOKENS};
+    ctx c = {problems, 0, false, BF_SPEC_MAX_NEW_TOKENS, NULL, false};
     bf_campaign_spec s;
     json_t *root = NULL;
     json_error_t jerr;

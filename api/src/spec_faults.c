@@ -25,6 +25,10 @@ static const bf_spec_field SLOT_FIELD[F_N] = {
     BF_SPEC_WORDS,
 };
 
+/* Where "faults" is: "/faults", or "/faults/<i>" for group i of a list. */
+#define FBASE(c) ((c)->faults_at ? (c)->faults_at : "/faults")
+#define FPATH(c, tail) bf__spec_ptr_at(FBASE(c), tail).s
+
 static void invalid(bf_spec_facts *facts, bf_spec_field f) { facts->invalid |= BF_SPEC_BIT(f); }
 
 static int cmp_int(const void *a, const void *b)
@@ -58,7 +62,7 @@ static bool fault_tensors(ctx *c, json_t *v, bool is_list, bf_campaign_spec *s, 
         s->n_tensors = 1;
         return true;
     }
-    if (!bf__spec_get_array(c, v, "/faults/tensors", "tensor names, globs or 'op:Type'", &n)) {
+    if (!bf__spec_get_array(c, v, FPATH(c, "tensors"), "tensor names, globs or 'op:Type'", &n)) {
         invalid(facts, BF_SPEC_TENSORS);
         return true;
     }
@@ -67,7 +71,7 @@ static bool fault_tensors(ctx *c, json_t *v, bool is_list, bf_campaign_spec *s, 
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        ptrbuf p = bf__spec_ptr_index("/faults/tensors", i);
+        ptrbuf p = bf__spec_ptr_index(FPATH(c, "tensors"), i);
         char *t = NULL;
         if (!bf__spec_dup_string(c, json_array_get(v, i), p.s, &t)) {
             invalid(facts, BF_SPEC_TENSORS);
@@ -87,13 +91,13 @@ static void fault_positions(ctx *c, json_t *v, const faults_info *fi, bf_campaig
 {
     size_t n;
     int first_at[32];
-    if (!bf__spec_get_array(c, v, "/faults/positions", "bit positions", &n)) {
+    if (!bf__spec_get_array(c, v, FPATH(c, "positions"), "bit positions", &n)) {
         invalid(facts, BF_SPEC_POSITIONS);
         return;
     }
     for (int b = 0; b < 32; b++) first_at[b] = -1;
     for (size_t i = 0; i < n; i++) {
-        ptrbuf p = bf__spec_ptr_index("/faults/positions", i);
+        ptrbuf p = bf__spec_ptr_index(FPATH(c, "positions"), i);
         int64_t b;
         if (!bf__spec_get_int(c, json_array_get(v, i), p.s, 0, fi->repr_bits - 1, fi->for_repr, &b)) {
             invalid(facts, BF_SPEC_POSITIONS);
@@ -115,7 +119,7 @@ static void fault_burst(ctx *c, const json_t *v, bf_campaign_spec *s, bf_spec_fa
     if (json_is_string(v) && strcmp(json_string_value(v), "word") == 0) {
         s->burst = BF_BURST_WORD;
     } else if (!json_is_boolean(v)) {
-        bf__spec_wrong_type(c, "/faults/burst", "true, false or \"word\"", v);
+        bf__spec_wrong_type(c, FPATH(c, "burst"), "true, false or \"word\"", v);
         invalid(facts, BF_SPEC_BURST);
     } else {
         s->burst = json_is_true(v);
@@ -130,14 +134,14 @@ static bool fault_rates(ctx *c, json_t *const *f, const faults_info *fi, bf_camp
     if (f[F_RATE] && f[F_RATES]) {
         /* with another model, both are reported as not applying (a rule) */
         if (fi->model_ok && s->model_kind == BF_FAULT_BER) {
-            bf__spec_problem(c, "/faults/rates", "give either 'rate' or 'rates', not both");
+            bf__spec_problem(c, FPATH(c, "rates"), "give either 'rate' or 'rates', not both");
             invalid(facts, BF_SPEC_RATE);
             invalid(facts, BF_SPEC_RATES);
         }
         return true;
     }
     if (f[F_RATE]) {
-        if (!get_rate(c, f[F_RATE], "/faults/rate", &r)) {
+        if (!get_rate(c, f[F_RATE], FPATH(c, "rate"), &r)) {
             invalid(facts, BF_SPEC_RATE);
             return true;
         }
@@ -148,7 +152,7 @@ static bool fault_rates(ctx *c, json_t *const *f, const faults_info *fi, bf_camp
         s->rates[0] = r;
         s->n_rates = 1;
     } else if (f[F_RATES]) {
-        if (!bf__spec_get_array(c, f[F_RATES], "/faults/rates", "probabilities in (0, 1]", &n)) {
+        if (!bf__spec_get_array(c, f[F_RATES], FPATH(c, "rates"), "probabilities in (0, 1]", &n)) {
             invalid(facts, BF_SPEC_RATES);
             return true;
         }
@@ -157,7 +161,7 @@ static bool fault_rates(ctx *c, json_t *const *f, const faults_info *fi, bf_camp
             return false;
         }
         for (size_t i = 0; i < n; i++) {
-            ptrbuf p = bf__spec_ptr_index("/faults/rates", i);
+            ptrbuf p = bf__spec_ptr_index(FPATH(c, "rates"), i);
             if (get_rate(c, json_array_get(f[F_RATES], i), p.s, &r)) s->rates[s->n_rates++] = r;
             else invalid(facts, BF_SPEC_RATES);
         }
@@ -169,7 +173,7 @@ static bool fault_rates(ctx *c, json_t *const *f, const faults_info *fi, bf_camp
  * one) of distinct indices 0 .. 2^31-1; false when out of memory. */
 static bool kv_indices(ctx *c, json_t *v, const char *name, int64_t **out, size_t *n_out, bf_spec_facts *facts)
 {
-    ptrbuf ptr = bf__spec_ptr_at("/faults/kv", name);
+    ptrbuf ptr = bf__spec_ptr_at(FPATH(c, "kv"), name);
     size_t n;
     if (!bf__spec_get_array(c, v, ptr.s, "indices", &n)) {
         invalid(facts, BF_SPEC_KV);
@@ -212,22 +216,22 @@ static bool fault_kv(ctx *c, json_t *v, bf_campaign_spec *s, bf_spec_facts *fact
     static const fieldset fs = {names, COUNT(names), NULL, 0, NULL};
     json_t *k[4] = {0};
     if (!json_is_object(v)) {
-        bf__spec_wrong_type(c, "/faults/kv", "an object {\"layers\", \"kinds\", \"heads\", \"positions\"}", v);
+        bf__spec_wrong_type(c, FPATH(c, "kv"), "an object {\"layers\", \"kinds\", \"heads\", \"positions\"}", v);
         invalid(facts, BF_SPEC_KV);
         return true;
     }
-    bf__spec_take_fields(c, v, "/faults/kv", &fs, k);
+    bf__spec_take_fields(c, v, FPATH(c, "kv"), &fs, k);
     if (k[0] && !kv_indices(c, k[0], "layers", &s->kv.layers, &s->kv.n_layers, facts)) return false;
     if (k[2] && !kv_indices(c, k[2], "heads", &s->kv.heads, &s->kv.n_heads, facts)) return false;
     if (k[3] && !kv_indices(c, k[3], "positions", &s->kv.positions, &s->kv.n_positions, facts)) return false;
     if (k[1]) {
         size_t n;
-        if (!bf__spec_get_array(c, k[1], "/faults/kv/kinds", "'k' or 'v'", &n)) {
+        if (!bf__spec_get_array(c, k[1], FPATH(c, "kv/kinds"), "'k' or 'v'", &n)) {
             invalid(facts, BF_SPEC_KV);
             return true;
         }
         for (size_t i = 0; i < n; i++) {
-            ptrbuf p = bf__spec_ptr_index("/faults/kv/kinds", i);
+            ptrbuf p = bf__spec_ptr_index(FPATH(c, "kv/kinds"), i);
             int e = bf__spec_get_enum(c, json_array_get(k[1], i), p.s, kinds, COUNT(kinds));
             if (e < 0) invalid(facts, BF_SPEC_KV);
             else if (s->kv.kinds & (1u << e)) bf__spec_problem(c, p.s, "'%s' is already listed", kinds[e]), invalid(facts, BF_SPEC_KV);
@@ -246,24 +250,24 @@ static void fault_enums(ctx *c, json_t *const *f, bf_campaign_spec *s, faults_in
     for (int i = 0; i <= BF_FAULT_PROFILED; i++) model_names[i] = bf_fault_model_name((bf_fault_model)i);
     for (int i = 0; i < BF_REPR_COUNT; i++) repr_names[i] = bf_repr_name((bf_repr)i);
     if (f[F_TARGET]) {
-        k = bf__spec_get_enum(c, f[F_TARGET], "/faults/target", TARGET_NAMES, COUNT(TARGET_NAMES));
+        k = bf__spec_get_enum(c, f[F_TARGET], FPATH(c, "target"), TARGET_NAMES, COUNT(TARGET_NAMES));
         if (k >= 0) s->target = (bf_target)k;
         fi->target_ok = k >= 0;
     }
     if (f[F_MODEL]) {
-        k = bf__spec_get_enum(c, f[F_MODEL], "/faults/model", model_names, COUNT(model_names));
+        k = bf__spec_get_enum(c, f[F_MODEL], FPATH(c, "model"), model_names, COUNT(model_names));
         if (k >= 0) k = bf_fault_model_parse(model_names[k]);
         if (k >= 0) s->model_kind = (bf_fault_model)k;
         fi->model_ok = k >= 0;
     }
     if (f[F_REPR]) {
-        k = bf__spec_get_enum(c, f[F_REPR], "/faults/representation", repr_names, COUNT(repr_names));
+        k = bf__spec_get_enum(c, f[F_REPR], FPATH(c, "representation"), repr_names, COUNT(repr_names));
         if (k >= 0) k = bf_repr_parse(repr_names[k]);
         if (k >= 0) s->repr = (bf_repr)k;
         fi->repr_ok = k >= 0;
     }
     if (f[F_PERSISTENCE]) {
-        k = bf__spec_get_enum(c, f[F_PERSISTENCE], "/faults/persistence", PERSIST_NAMES, COUNT(PERSIST_NAMES));
+        k = bf__spec_get_enum(c, f[F_PERSISTENCE], FPATH(c, "persistence"), PERSIST_NAMES, COUNT(PERSIST_NAMES));
         if (k >= 0) s->persistence = (bf_persistence)k;
         fi->persist_ok = k >= 0;
     }
@@ -295,18 +299,19 @@ void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, fau
 
     memset(f, 0, sizeof f);
     if (!obj)
-        bf__spec_problem(c, "/faults", "required: an object saying which faults to inject, "
+        bf__spec_problem(c, FBASE(c), "required: an object saying which faults to inject, "
                                        "e.g. {\"model\": \"bitflip\", \"bits\": 1}");
     else if (!json_is_object(obj))
-        bf__spec_wrong_type(c, "/faults", "an object", obj);
+        bf__spec_wrong_type(c, FBASE(c), c->faults_at ? "an object (a fault group)" : "an object, or a list of fault groups",
+                            obj);
     else
-        bf__spec_take_fields(c, obj, "/faults", &fs, f);
+        bf__spec_take_fields(c, obj, FBASE(c), &fs, f);
     for (int i = 0; i < F_N; i++)
         if (f[i]) facts->stated |= BF_SPEC_BIT(SLOT_FIELD[i]);
 
     fault_enums(c, f, s, fi, facts);
     /* faults in the fp16 group scales: bits and positions are theirs, 16 */
-    if (f[F_FAULT_SCALES] && !bf__spec_get_bool(c, f[F_FAULT_SCALES], "/faults/fault_scales", &s->fault_scales))
+    if (f[F_FAULT_SCALES] && !bf__spec_get_bool(c, f[F_FAULT_SCALES], FPATH(c, "fault_scales"), &s->fault_scales))
         invalid(facts, BF_SPEC_FAULT_SCALES);
     if (s->fault_scales && fi->repr_ok && bf_repr_is_fixed(s->repr)) {
         fi->repr_bits = 16;
@@ -317,37 +322,133 @@ void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, fau
     if (f[F_BITS]) {
         /* a burst in a 64-bit word may span elements: up to the word's bits */
         bool word = s->burst == BF_BURST_WORD;
-        if (bf__spec_get_int(c, f[F_BITS], "/faults/bits", 1, word ? 64 : fi->repr_bits,
+        if (bf__spec_get_int(c, f[F_BITS], FPATH(c, "bits"), 1, word ? 64 : fi->repr_bits,
                              word ? " with burst 'word' (the bits of one 64-bit word)" : fi->for_repr, &x))
             s->bits = (int)x;
         else invalid(facts, BF_SPEC_BITS);
     }
     if (f[F_POSITIONS]) fault_positions(c, f[F_POSITIONS], fi, s, facts);
     if (f[F_WORDS]) {
-        if (bf__spec_get_int(c, f[F_WORDS], "/faults/words", 2, BF_MBU_WORDS_MAX, " (neighbouring 64-bit words)", &x))
+        if (bf__spec_get_int(c, f[F_WORDS], FPATH(c, "words"), 2, BF_MBU_WORDS_MAX, " (neighbouring 64-bit words)", &x))
             s->words = (int)x;
         else invalid(facts, BF_SPEC_WORDS);
     }
     if (!fault_rates(c, f, fi, s, facts)) return;
-    if (f[F_REPEATS] && !bf__spec_get_int(c, f[F_REPEATS], "/faults/repeats", 1, MAX_REPEATS, "", &s->repeats))
+    if (f[F_REPEATS] && !bf__spec_get_int(c, f[F_REPEATS], FPATH(c, "repeats"), 1, MAX_REPEATS, "", &s->repeats))
         invalid(facts, BF_SPEC_REPEATS);
-    if (f[F_ERROR_MAP] && !bf__spec_dup_string(c, f[F_ERROR_MAP], "/faults/error_map", &s->error_map))
+    if (f[F_ERROR_MAP] && !bf__spec_dup_string(c, f[F_ERROR_MAP], FPATH(c, "error_map"), &s->error_map))
         invalid(facts, BF_SPEC_ERROR_MAP);
-    if (f[F_PER_CHANNEL] && !bf__spec_get_bool(c, f[F_PER_CHANNEL], "/faults/per_channel", &s->per_channel))
+    if (f[F_PER_CHANNEL] && !bf__spec_get_bool(c, f[F_PER_CHANNEL], FPATH(c, "per_channel"), &s->per_channel))
         invalid(facts, BF_SPEC_PER_CHANNEL);
     /* Stutz et al.'s weight clipping as the quantization range; its sign is a rule */
     if (f[F_W_MAX]) {
-        if (bf__spec_get_number(c, f[F_W_MAX], "/faults/w_max", &w)) s->w_max = w;
+        if (bf__spec_get_number(c, f[F_W_MAX], FPATH(c, "w_max"), &w)) s->w_max = w;
         else invalid(facts, BF_SPEC_W_MAX);
     }
     /* per-group scales along the input dimension (GPTQ/AWQ); the rules say
      * with which representations */
-    if (f[F_GROUP_SIZE] && !bf__spec_get_int(c, f[F_GROUP_SIZE], "/faults/group_size", 1, BF_GROUP_SIZE_MAX,
+    if (f[F_GROUP_SIZE] && !bf__spec_get_int(c, f[F_GROUP_SIZE], FPATH(c, "group_size"), 1, BF_GROUP_SIZE_MAX,
                                              " (weights per scale; GPTQ and AWQ use 32, 64 or 128)", &s->group_size))
         invalid(facts, BF_SPEC_GROUP_SIZE);
-    if (f[F_ZERO_POINTS] && !bf__spec_get_bool(c, f[F_ZERO_POINTS], "/faults/zero_points", &s->zero_points))
+    if (f[F_ZERO_POINTS] && !bf__spec_get_bool(c, f[F_ZERO_POINTS], FPATH(c, "zero_points"), &s->zero_points))
         invalid(facts, BF_SPEC_ZERO_POINTS);
     if (f[F_KV] && !fault_kv(c, f[F_KV], s, facts)) return;
     /* a KV-cache entry is struck once, in one sample: transient unless said */
     if (fi->target_ok && s->target == BF_TARGET_KV_CACHE && !f[F_PERSISTENCE]) s->persistence = BF_PERSIST_TRANSIENT;
+}
+
+/* Fields a group after the first does not take: one representation's
+ * layout, one map, one sweep belong to group 0 (docs/CAMPAIGNS.md). */
+static const struct { int slot; const char *why; } GROUP_NOT[] = {
+    {F_RATES, "a group after the first takes one 'rate' (the rate sweep, and so the trials, are group 0's)"},
+    {F_REPEATS, "the trials are group 0's"},
+    {F_PER_CHANNEL, "a group after the first strikes activations (per_channel lays out stored weights)"},
+    {F_ZERO_POINTS, "a group after the first strikes activations (zero points are stored weights)"},
+    {F_W_MAX, "a group after the first strikes activations (w_max clips stored weights)"},
+    {F_ERROR_MAP, "model 'profiled' does not combine with other fault groups"},
+    {F_GROUP_SIZE, "a group after the first strikes activations (group_size lays out stored weights)"},
+    {F_FAULT_SCALES, "a group after the first strikes activations (fault_scales strikes stored scales)"},
+    {F_KV, "a fault group strikes weights or activations, not a KV cache"},
+    {F_WORDS, "a group after the first strikes activations (a column upset strikes words of stored weights)"},
+};
+
+/* Group i (1..) of a list, parsed as an object of fault fields into a
+ * spec of its own and taken from it; false when out of memory. */
+static bool fault_group(ctx *c, json_t *obj, size_t i, bf_fault_group *g, bf_spec_facts *facts)
+{
+    char at[32];
+    snprintf(at, sizeof at, "/faults/%zu", i);
+    bf_campaign_spec t = {0};
+    faults_info fi;
+    bf_spec_facts tf = {.document = 1};
+    size_t before = c->found;
+    c->faults_at = at;
+    bf__spec_faults(c, obj, false, &t, &fi, &tf);
+    c->faults_at = NULL;
+    if (c->nomem) {
+        bf_campaign_spec_free(&t);
+        return false;
+    }
+    json_t *f[F_N] = {0};
+    for (size_t k = 0; json_is_object(obj) && k < F_N; k++) f[k] = json_object_get(obj, bf__spec_fault_names[k]);
+    for (size_t k = 0; k < COUNT(GROUP_NOT); k++)
+        if (f[GROUP_NOT[k].slot])
+            bf__spec_problem(c, bf__spec_ptr_at(at, bf__spec_fault_names[GROUP_NOT[k].slot]).s, "does not apply here: %s",
+                             GROUP_NOT[k].why);
+    if (t.burst == BF_BURST_WORD)
+        bf__spec_problem(c, bf__spec_ptr_at(at, "burst").s, "'word' does not apply to a group after the first (it strikes "
+                                                             "stored weights); true or false");
+    g->target = f[F_TARGET] ? t.target : BF_TARGET_ACTIVATIONS;   /* what a group after the first strikes */
+    g->tensors = t.tensors;
+    g->n_tensors = t.n_tensors;
+    t.tensors = NULL;
+    t.n_tensors = 0;
+    g->model_kind = t.model_kind;
+    g->bits = t.bits;
+    memcpy(g->positions, t.positions, sizeof g->positions);
+    g->n_positions = t.n_positions;
+    g->burst = t.burst == 1;
+    g->rate = f[F_RATE] && t.n_rates == 1 ? t.rates[0] : 0;
+    g->repr = t.repr;
+    g->persistence = t.persistence;
+    bf_campaign_spec_free(&t);
+    if (c->found != before || tf.invalid) invalid(facts, BF_SPEC_GROUPS);
+    return true;
+}
+
+void bf__spec_fault_groups(ctx *c, json_t *arr, bool is_list, bf_campaign_spec *s, faults_info *fi, bf_spec_facts *facts)
+{
+    size_t n = json_array_size(arr);
+    facts->stated |= BF_SPEC_BIT(BF_SPEC_GROUPS);
+    c->faults_list = true;
+    if (n == 0) {
+        bf__spec_problem(c, "/faults", "an empty list of fault groups: give at least one, e.g. [{\"model\": \"ber\", "
+                                       "\"rate\": 1e-6}, {\"target\": \"activations\"}], or an object");
+        invalid(facts, BF_SPEC_GROUPS);
+        json_t *empty = json_object();
+        if (!empty) {
+            c->nomem = true;
+            return;
+        }
+        bf__spec_faults(c, empty, is_list, s, fi, facts);   /* group 0's defaults, no second problem */
+        json_decref(empty);
+        return;
+    }
+    if (n > BF_FAULT_GROUPS_MAX) {
+        bf__spec_problem(c, "/faults", "%zu fault groups; at most %d (group 0 on weights, then one on activations)", n,
+                         BF_FAULT_GROUPS_MAX);
+        invalid(facts, BF_SPEC_GROUPS);
+        n = 1;   /* group 0 is still read, for its own problems */
+    }
+    c->faults_at = "/faults/0";
+    bf__spec_faults(c, json_array_get(arr, 0), is_list, s, fi, facts);
+    c->faults_at = NULL;
+    if (c->nomem || n == 1) return;
+    if (!(s->groups = calloc(n - 1, sizeof *s->groups))) {
+        c->nomem = true;
+        return;
+    }
+    s->n_groups = n - 1;
+    for (size_t i = 1; i < n; i++)
+        if (!fault_group(c, json_array_get(arr, i), i, &s->groups[i - 1], facts)) return;
 }

@@ -22,5 +22,10 @@ void bf_campaign_spec_free(bf_campaign_spec *spec)
     free(spec->kv.positions);
     free(spec->error_map);
     bf_errmap_free(spec->errmap);
+    for (size_t g = 0; spec->groups && g < spec->n_groups; g++) {
+        for (size_t i = 0; i < spec->groups[g].n_tensors; i++) free(spec->groups[g].tensors[i]);
+        free(spec->groups[g].tensors);
+    }
+    free(spec->groups);
     memset(spec, 0, sizeof *spec);
 }

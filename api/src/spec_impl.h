@@ -21,6 +21,8 @@ typedef struct ctx {
     size_t found;           /* problems found, kept or not */
     bool nomem;
     int64_t max_new_tokens; /* the limit on "generate": {"new_tokens"} */
+    const char *faults_at;  /* the fault fields' object: NULL "/faults", else "/faults/<i>" */
+    bool faults_list;       /* "faults" is a list of groups: the rules' group-0 fields are at /faults/0 */
 } ctx;
 
 /* Fixed pointers are short: "/mitigations/<index>/clip/at/<index>" at most. */
@@ -80,6 +82,12 @@ extern const char *const bf__spec_fault_names[];
  * later, on the whole spec). */
 void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, faults_info *fi,
                      bf_spec_facts *facts);
+
+/* spec_faults.c: "faults" as a list of fault groups (docs/CAMPAIGNS.md,
+ * "Fault groups"): element 0 into s's own fields as bf__spec_faults reads
+ * an object, the others into s->groups. */
+void bf__spec_fault_groups(ctx *c, json_t *arr, bool is_list, bf_campaign_spec *s, faults_info *fi,
+                           bf_spec_facts *facts);
 
 /* spec_mitigations.c: "mitigations" into s->mitigations ("none" first). */
 void bf__spec_mitigations(ctx *c, json_t *v, bf_campaign_spec *s, const faults_info *fi);

@@ -112,6 +112,20 @@ static int plan_time(const bf_model *m, const bf_dataset *ds, const bf_campaign_
     return 0;
 }
 
+/* A spec's further fault groups (docs/CAMPAIGNS.md): drawn in the same
+ * trials as group 0, from their own sites. */
+static void print_groups(const bf_campaign *c)
+{
+    for (size_t g = 1; g < bf_campaign_num_groups(c); g++) {
+        printf("fault group %zu      %zu tensors, drawn in the same trials\n", g, bf_campaign_group_num_sites(c, g));
+        for (size_t i = 0; i < bf_campaign_group_num_sites(c, g); i++) {
+            const bf_site *s = bf_campaign_group_site(c, g, i);
+            printf("  %-32s %12lld elements x %2d bits per sample%s%s\n", s->name, (long long)s->elements, s->bits,
+                   s->site ? "   " : "", s->site ? s->site : "");
+        }
+    }
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *spec_path = NULL;
@@ -209,6 +223,7 @@ int cmd_plan(int argc, char **argv)
                        s->torch_name ? "   " : "", s->torch_name ? s->torch_name : "", s->site ? "   " : "",
                        s->site ? s->site : "");
             }
+            print_groups(c);
             printf("margin %.4g at confidence %.4g (z = %.4f): %lld trials (Leveugle et al. 2009, p = 0.5)\n", margin, conf,
                    bf_z_for_confidence(conf), (long long)bf_leveugle_trials(pop, margin, conf));
             printf("the spec asks for %lld trials\n", (long long)bf_campaign_num_trials(c));

@@ -389,8 +389,10 @@
     var show = el('button', {type: 'button', className: 'show'}, ['Show result']);
     show.setAttribute('aria-label', 'Show the result of campaign ' + c.id);
     show.addEventListener('click', function () { showResult(c.id); });
-    var spec = c.spec || {}, f = spec.faults || {};
+    /* faults as a list of groups (docs/CAMPAIGNS.md): group 0's, and how many more */
+    var spec = c.spec || {}, groups = Array.isArray(spec.faults) ? spec.faults : [spec.faults || {}], f = groups[0] || {};
     var what = (f.model || 'bitflip') + ' faults in ' + (f.target || 'weights') + ' (' + (f.representation || 'fp32') + '), ' +
+      (groups.length > 1 ? '+ ' + (groups.length - 1) + ' fault group on activations, ' : '') +
       (typeof spec.sampling === 'string' ? spec.sampling : spec.sampling ? 'listed' : 'uniform') + ' sampling';
     return el('li', {dataset: {id: c.id}}, [
       el('div', {className: 'row'}, [el('span', {className: 'title'}, [c.id]), el('span', {className: 'state'}, [])]),

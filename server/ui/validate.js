@@ -154,12 +154,16 @@
     }
     if (s.allOf) s.allOf.forEach(function (b) { validate(b, v, ptr, out); });
     if (s.anyOf || s.oneOf) {
-      var branches = s.anyOf || s.oneOf, best = null, matched = 0;
+      var branches = s.anyOf || s.oneOf, best = null, bestFits = false, matched = 0;
       branches.forEach(function (b) {
         var e = [];
         validate(b, v, ptr, e);
+        /* a branch of the value's own type speaks of it (an object's
+         * errors, not "must be array"): it wins over one of another type */
+        var fits = !(b && typeof b === 'object' && 'type' in b) ||
+                   [].concat(b.type).some(function (t) { return isType(v, t); });
         if (!e.length) matched++;
-        else if (!best || e.length < best.length) best = e;
+        else if (!best || (fits && !bestFits) || (fits === bestFits && e.length < best.length)) { best = e; bestFits = fits; }
       });
       if (s.oneOf && matched > 1) out.push({pointer: ptr, message: 'matches ' + matched + ' alternatives, must match exactly one'});
       if (!matched) {

@@ -488,7 +488,8 @@ static void wrong_types(void **state)
     assert_int_equal(p->pr.count, 14);
     done(p);
 
-    only_problem("{" HEAD "\"trials\": 1, \"faults\": []}", "/faults", "must be an object, got an array");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": \"ber\"}", "/faults",
+                 "must be an object, or a list of fault groups, got string 'ber'");
     only_problem("[1, 2]", "", "a campaign spec must be a JSON object, got an array");
     only_problem("\"spec\"", "", "a campaign spec must be a JSON object, got string 'spec'");
     /* long strings are cut in messages, at a UTF-8 boundary */
@@ -623,6 +624,8 @@ static void cross_field_rules(void **state)
 /* -------------------------------------------- core's rules, through JSON */
 
 #define LIST1 "\"sampling\": {\"list\": [{\"tensor\": \"w\", \"index\": 0, \"bit\": 1}]}"
+
+#define GROUPS2 "\"faults\": [{}, {\"target\": \"activations\"}], "
 
 /* Each of core's rules (bitflip/spec_rules.h) that a document can break:
  * a spec breaking it alone, and the one problem it must give. json NULL:
@@ -789,6 +792,28 @@ static const struct {
     {"critical-generation-needs-generate",
      "{" HEADF "\"trials\": 1, \"critical\": {\"metric\": \"first_divergence\", \"delta\": 2}}", "/critical/metric",
      "'first_divergence' needs \"generate\": {\"new_tokens\": M}"},
+    {"groups-base", "{" HEAD "\"trials\": 1, \"faults\": [{\"target\": \"activations\"}, {}]}", "/faults/0/target",
+     "must be 'weights' with fault groups, not 'activations' (group 0's representation makes the golden model; the "
+     "other groups strike activations)"},
+    {"groups-target", "{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"weights\"}]}", "/faults/1/target",
+     "'weights' is group 0's: one group per target (two would strike the same stored values), and a weights group "
+     "comes first (its representation makes the golden model)"},
+    {"groups-model", "{" HEAD "\"trials\": 1, \"faults\": [{}, {\"model\": \"profiled\"}]}", "/faults/1/model",
+     "a fault group takes bitflip, stuck_at_0, stuck_at_1, random_value or ber, not 'profiled'"},
+    {"groups-bits", "{" HEAD "\"trials\": 1, \"faults\": [{}, {\"bits\": 2, \"positions\": [3]}]}", "/faults/1/bits",
+     "must be 1..1 (the allowed bit positions), got 2"},
+    {"groups-uniform", "{" HEAD "\"trials\": 1, " GROUPS2 "\"sampling\": \"per_tensor\"}", "/sampling",
+     "must be 'uniform' with fault groups (faults is a list of 2): the stratified samplings and 'list' enumerate one "
+     "group's (tensor, bit) strata or faults, and another group has none"},
+    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"ecc\", \"clip\"]}", "/mitigations",
+     "'clip': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's stored weights; clip, abft, "
+     "sbp and range are not run with fault groups yet"},
+    {"groups-not-generate", "{" HEAD "\"trials\": 1, " GROUPS2 "\"generate\": {\"new_tokens\": 4}}",
+     "/generate/new_tokens", "does not combine with fault groups (a trial's decoding takes one group's faults)"},
+    {"groups-stop-margins",
+     "{" HEAD "\"trials\": 1, " GROUPS2 "\"stop\": {\"margin\": 0.1, \"per_tensor_margin\": 0.1}}", "/stop",
+     "the per-tensor and per-bit margins do not apply with fault groups (a trial's faults lie in several tensors and "
+     "bits); give only 'margin'"},
 };
 
 /* Rules no document can break: enum values and ranges the JSON fields
@@ -804,7 +829,99 @@ static const char *const STRUCT_ONLY_RULES[] = {
     "generate-range",     /* a document's new_tokens is 1..max_new_tokens before the rules */
     "burst-word-bits",    /* a document's bits are 1..64 with burst 'word' before the rules */
     "words-range",        /* a document's words are 2..64 before the rules */
+    "groups-count",       /* a document's list holds at most BF_FAULT_GROUPS_MAX groups before the rules */
 };
+
+/* "faults" as a list of fault groups (docs/CAMPAIGNS.md, "Fault groups"):
+ * hostile lists, each one problem naming the field; a valid one. */
+static void fault_groups_hostile(void **state)
+{
+    (void)state;
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": []}", "/faults", "an empty list of fault groups");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {}, {}]}", "/faults", "3 fault groups; at most 2");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [[{}]]}", "/faults/0", "must be an object (a fault group), got an array");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, [{}]]}", "/faults/1", "must be an object (a fault group), got an array");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, 5]}", "/faults/1", "must be an object (a fault group), got 5");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, null]}", "/faults/1", "must be an object (a fault group)");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"colour\": 1}]}", "/faults/1/colour", "unknown");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"bits\": \"two\"}]}", "/faults/1/bits", "must be an integer");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"model\": \"ber\", \"rates\": [0.1]}]}", "/faults/1/rates",
+                 "does not apply here: a group after the first takes one 'rate'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"words\": 2}]}", "/faults/1/words", "does not apply here");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"kv\": {}}]}", "/faults/1/kv", "does not apply here");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"burst\": \"word\", \"bits\": 2}]}", "/faults/1/burst",
+                 "'word' does not apply to a group after the first");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"model\": \"ber\"}]}", "/faults/1/rate",
+                 "model 'ber' needs a rate in (0, 1], got 0");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"rate\": 0.5}]}", "/faults/1/rate", "applies only to model 'ber'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"rate\": 2, \"model\": \"ber\"}]}", "/faults/1/rate",
+                 "must be a probability in (0, 1]");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"representation\": \"int8\"}]}", "/faults/1/representation",
+                 "a fault group's activations take fp32, fp16 or bf16, not 'int8'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"kv_cache\"}]}", "/faults/1/target",
+                 "strikes 'activations', not 'kv_cache'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"weights\", \"persistence\": \"transient\"}]}",
+                 "/faults/1/target", "'weights' is group 0's");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"tensors\": []}]}", "/faults/1/tensors", "must not be empty");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"positions\": [3, 3]}]}", "/faults/1/positions/1",
+                 "already listed");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"model\": \"random_value\", \"bits\": 2}]}", "/faults/1/bits",
+                 "applies only to models 'bitflip', 'stuck_at_0' and 'stuck_at_1'");
+    /* group 0's own fields and rules, at /faults/0 */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{\"bits\": 0}, {}]}", "/faults/0/bits", "must be");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{\"rate\": 0.1}, {}]}", "/faults/0/rate", "applies only to model 'ber'");
+    only_problem("{" HEAD "\"faults\": [{\"model\": \"profiled\", \"error_map\": \"x\"}, {}]}",
+                 "/faults/0/model", "'profiled' does not combine with other fault groups");
+    only_problem("{" HEAD "\"faults\": [{}, {}], " LIST1 "}", "/sampling", "must be 'uniform' with fault groups");
+    only_problem("{" HEAD "\"faults\": [{}, {}], \"sampling\": \"exhaustive\"}", "/sampling",
+                 "must be 'uniform' with fault groups");
+    only_problem("{" HEAD "\"trials\": 5, \"faults\": [{}, {}], \"sampling\": \"adaptive\"}", "/sampling",
+                 "must be 'uniform' with fault groups");
+    only_problem("{" HEAD "\"trials\": 5, \"faults\": [{}, {}], \"sampling\": \"per_bit\"}", "/sampling",
+                 "must be 'uniform' with fault groups");
+
+    parsed *e = ok("{" HEAD "\"faults\": [{\"model\": \"ber\", \"rate\": 1e-6}, {}], \"mitigations\": [\"none\", \"ecc\"]}");
+    assert_int_equal(e->spec.n_mitigations, 2);
+    done(e);
+    /* a valid list: group 0 a BER sweep on weights, group 1 transient flips in fp16 activations */
+    parsed *p = ok("{" HEAD "\"seed\": 7, \"faults\": [{\"model\": \"ber\", \"rates\": [1e-6, 1e-5], \"repeats\": 3}, "
+                   "{\"tensors\": [\"relu*\"], \"bits\": 2, \"positions\": [3, 4, 9], \"representation\": \"fp16\", "
+                   "\"persistence\": \"transient\"}]}");
+    assert_int_equal(p->spec.model_kind, BF_FAULT_BER);
+    assert_int_equal(p->spec.trials, 6);
+    assert_int_equal(p->spec.n_groups, 1);
+    const bf_fault_group *g = &p->spec.groups[0];
+    assert_int_equal(g->target, BF_TARGET_ACTIVATIONS);
+    assert_int_equal(g->model_kind, BF_FAULT_BITFLIP);
+    assert_int_equal(g->bits, 2);
+    assert_int_equal(g->n_positions, 3);
+    assert_int_equal(g->positions[2], 9);
+    assert_int_equal(g->repr, BF_REPR_FP16);
+    assert_int_equal(g->persistence, BF_PERSIST_TRANSIENT);
+    assert_int_equal(g->n_tensors, 1);
+    assert_string_equal(g->tensors[0], "relu*");
+    assert_true(g->rate == 0);
+    done(p);
+    p = ok("{" HEAD "\"trials\": 2, \"faults\": [{}, {\"model\": \"ber\", \"rate\": 0.001}]}");
+    assert_true(p->spec.groups[0].rate == 0.001);
+    assert_string_equal(p->spec.groups[0].tensors[0], "*");   /* every tensor, as group 0's default */
+    done(p);
+    /* one group as a list is the object form exactly */
+    parsed *a = ok("{" HEAD "\"trials\": 9, \"seed\": 3, \"faults\": [{\"bits\": 2, \"positions\": [30, 31]}]}");
+    parsed *b = ok("{" HEAD "\"trials\": 9, \"seed\": 3, \"faults\": {\"bits\": 2, \"positions\": [30, 31]}}");
+    assert_int_equal(a->spec.n_groups, 0);
+    assert_null(a->spec.groups);
+    assert_int_equal(a->spec.bits, b->spec.bits);
+    assert_int_equal(a->spec.n_positions, b->spec.n_positions);
+    assert_memory_equal(a->spec.positions, b->spec.positions, sizeof a->spec.positions);
+    assert_int_equal(a->spec.target, b->spec.target);
+    assert_int_equal(a->spec.model_kind, b->spec.model_kind);
+    assert_int_equal(a->spec.trials, b->spec.trials);
+    assert_int_equal(a->spec.seed, b->spec.seed);
+    assert_string_equal(a->spec.tensors[0], b->spec.tensors[0]);
+    done(a);
+    done(b);
+}
 
 static void rules_table(void **state)
 {
@@ -1371,6 +1488,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(adaptive_fields_hostile),
         cmocka_unit_test(cross_field_rules),
         cmocka_unit_test(rules_table),
+        cmocka_unit_test(fault_groups_hostile),
         cmocka_unit_test(syntax_errors),
         cmocka_unit_test(limits),
         cmocka_unit_test(generate_field),

@@ -174,6 +174,28 @@ typedef struct bf_kv_filter {
 /* The most neighbouring words a column upset strikes (bf_campaign_spec.words). */
 #define BF_MBU_WORDS_MAX 64
 
+/* Fault groups (docs/CAMPAIGNS.md, "Fault groups"): a spec's faults may
+ * be several groups, each drawn by its own model in every trial. Group 0 is
+ * the spec's own fault fields, on weights (its representation makes the
+ * golden model); groups 1.. are bf_campaign_spec.groups, on activations,
+ * each drawn from its own random stream (seed, group). At most this many
+ * groups in all, group 0 included: one per target a group may take. */
+#define BF_FAULT_GROUPS_MAX 2
+
+typedef struct bf_fault_group {
+    bf_target target;         /* activations */
+    char **tensors;           /* as bf_campaign_spec.tensors; at least one */
+    size_t n_tensors;
+    bf_fault_model model_kind;/* bitflip, stuck_at_0, stuck_at_1, random_value, ber */
+    int bits;                 /* as bf_campaign_spec.bits (0: 1) */
+    int positions[64];        /* as bf_campaign_spec.positions */
+    int n_positions;
+    int burst;                /* 0 or 1: adjacent bits of one element */
+    double rate;              /* ber: the bit error rate, (0, 1]; else 0 */
+    bf_repr repr;             /* the computed values' format: fp32, fp16, bf16 */
+    bf_persistence persistence;
+} bf_fault_group;
+
 /* The largest group_size a campaign takes. */
 #define BF_GROUP_SIZE_MAX (INT64_C(1) << 20)
 
@@ -241,6 +263,10 @@ typedef struct bf_campaign_spec {
      * per tensor or channel, shared by every weight it offsets. */
     int zero_points;
     bf_persistence persistence;
+    /* Fault groups 1.. (BF_FAULT_GROUPS_MAX): drawn in the same trials as
+     * the fields above (group 0); sampling "uniform" only. */
+    bf_fault_group *groups;
+    size_t n_groups;
 
     bf_sampling sampling;
     bf_fault_entry *list;     /* BF_SAMPLE_LIST */
@@ -296,7 +322,7 @@ typedef struct bf_campaign_spec {
  * in sample 0): the computed value as held in the representation, and what
  * the fault made of it. */
 typedef struct bf_applied_fault {
-    int64_t site;             /* index into bf_campaign_sites() */
+    int64_t site;             /* index into its group's sites (bf_campaign_group_site; group 0: bf_campaign_site) */
     int64_t index;            /* flat element index in the tensor (activations, inputs: within a sample) */
     int64_t sample;           /* transient: eval sample hit; -1 otherwise */
     uint32_t mask;
@@ -307,6 +333,9 @@ typedef struct bf_applied_fault {
      * past them: the fault did nothing, index -1, old and new NaN. 0 for
      * every other site. */
     int64_t run_elements;
+    /* the fault group it came from (bf_campaign_spec.groups: 0 the spec's
+     * own); `site` indexes that group's sites (bf_campaign_group_site) */
+    int group;
 } bf_applied_fault;
 
 #define BF_TRIAL_FAULTS_MAX 8 /* faults kept per trial record (BER may apply more) */
@@ -606,6 +635,12 @@ bf_status bf_campaign_golden_seconds(const bf_campaign *c, int repeats, double *
 
 size_t bf_campaign_num_sites(const bf_campaign *c);
 const bf_site *bf_campaign_site(const bf_campaign *c, size_t i);
+/* Fault groups: how many (1 + bf_campaign_spec.n_groups), and group g's
+ * sites (g 0: bf_campaign_site's); NULL past the end. A record's fault
+ * names its group's site (bf_applied_fault.group, .site). */
+size_t bf_campaign_num_groups(const bf_campaign *c);
+size_t bf_campaign_group_num_sites(const bf_campaign *c, size_t g);
+const bf_site *bf_campaign_group_site(const bf_campaign *c, size_t g, size_t i);
 /* Faults in the population (elements x bits over the sites; random_value:
  * elements; transient: also x samples), for plan sizes. */
 double bf_campaign_population(const bf_campaign *c);

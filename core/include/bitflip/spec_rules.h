@@ -56,6 +56,7 @@ typedef enum bf_spec_field {
     BF_SPEC_GENERATE,         /* gen_new_tokens */
     BF_SPEC_METRICS,
     BF_SPEC_WORDS,            /* faults.words: a column upset's words */
+    BF_SPEC_GROUPS,           /* faults as a list: the fault groups (bf_campaign_spec.groups) */
     BF_SPEC_FIELD_COUNT
 } bf_spec_field;
 

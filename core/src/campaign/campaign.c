@@ -22,6 +22,7 @@ void bf_campaign_free(bf_campaign *c)
 {
     if (!c) return;
     bf__campaign_gen_free(c);
+    bf__campaign_groups_free(c);
     bf__dx_shared_free(c->golden.gdx);
     for (int k = 0; c->golden.gev && k < c->golden.n_gev; k++) bf_evaluator_free(c->golden.gev[k]);
     bf__free(c->golden.gev);
@@ -40,15 +41,15 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->store.groups);
     bf__free(c->faults.rates);
     bf__free(c->faults.list);
-    bf__free(c->faults.ad_prefix);
-    bf__free(c->faults.ad_w);
-    bf__free(c->faults.ad_n);
-    bf__free(c->faults.ad_frac);
+    bf__free(c->adapt.ad_prefix);
+    bf__free(c->adapt.ad_w);
+    bf__free(c->adapt.ad_n);
+    bf__free(c->adapt.ad_frac);
     bf__free(c->faults.mbu_prefix);
-    bf__free(c->faults.sched_first);
-    bf__free(c->faults.sched_prefix);
-    bf__free(c->faults.ad_p);
-    bf__free(c->faults.ad_alloc);
+    bf__free(c->adapt.sched_first);
+    bf__free(c->adapt.sched_prefix);
+    bf__free(c->adapt.ad_p);
+    bf__free(c->adapt.ad_alloc);
     bf__free(c->surface.sites);
     bf__free(c->surface.site_param);
     bf__free(c->surface.site_value);
@@ -743,6 +744,19 @@ static bf_status apply_spec(bf_campaign *c, const bf_campaign_spec *spec, bf_err
     return BF_OK;
 }
 
+bf_status bf__campaign_draws(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err)
+{
+    bf_status st;
+    if ((st = apply_spec(c, spec, err)) != BF_OK) return st;
+    if ((st = resolve_sites(c, spec, err)) != BF_OK) return st;
+    if ((st = resolve_bits(c, spec, err)) != BF_OK) return st;
+    if (c->faults.sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) return st;
+    if ((st = bf__campaign_strata(c, spec, err)) != BF_OK) return st;
+    if ((c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_PROFILED) && (double)c->surface.elements * c->faults.n_allowed >= 0x1p62)
+        return bf_error_set(err, BF_ERANGE, "the BER population (%lld elements x %d bits) is too large", (long long)c->surface.elements,
+                            c->faults.n_allowed);
+    return BF_OK;
+}
 
 bf_status bf_campaign_create(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec, bf_campaign **out,
                              bf_error *err)
@@ -768,16 +782,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     c->ds = ds;
     c->max_run_bytes = prep ? prep->max_run_bytes : 0;
     if ((st = check_spec(spec, err)) != BF_OK) goto out;
-    if ((st = apply_spec(c, spec, err)) != BF_OK) goto out;
-    if ((st = resolve_sites(c, spec, err)) != BF_OK) goto out;
-    if ((st = resolve_bits(c, spec, err)) != BF_OK) goto out;
-    if (c->faults.sampling == BF_SAMPLE_LIST && (st = resolve_list(c, spec, err)) != BF_OK) goto out;
-    if ((st = bf__campaign_strata(c, spec, err)) != BF_OK) goto out;
-    if ((c->faults.kind == BF_FAULT_BER || c->faults.kind == BF_FAULT_PROFILED) && (double)c->surface.elements * c->faults.n_allowed >= 0x1p62) {
-        st = bf_error_set(err, BF_ERANGE, "the BER population (%lld elements x %d bits) is too large", (long long)c->surface.elements,
-                          c->faults.n_allowed);
-        goto out;
-    }
+    if ((st = bf__campaign_draws(c, spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_quantize(c, spec, err)) != BF_OK) goto out;
     c->protect.base_model = model;
     if (mit && c->store.scales) {
@@ -785,11 +790,17 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
                           "the comparison without fault_scales");
         goto out;
     }
+    if (mit && spec->n_groups && (mit->clip.enabled || mit->abft.enabled || mit->sbp.enabled || mit->range.enabled)) {
+        st = bf_error_set(err, BF_EINVAL, "mitigations: with fault groups only 'ecc' runs (it protects group 0's stored "
+                          "weights); clip, abft, sbp and range are not run with fault groups yet");
+        goto out;
+    }
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = bf__campaign_golden(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = bf__campaign_profile_scales(c, err)) != BF_OK) goto out;
     if ((st = bf__campaign_dyn_sites(c, err)) != BF_OK) goto out;
     if ((st = bf__campaign_gen_golden(c, spec, err)) != BF_OK) goto out;
+    if ((st = bf__campaign_groups(c, spec, err)) != BF_OK) goto out;
     *out = c;
     c = NULL;
 out:

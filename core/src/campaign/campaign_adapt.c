@@ -72,29 +72,29 @@ bf_status bf__campaign_strata(bf_campaign *c, const bf_campaign_spec *spec, bf_e
         f->n_trials = (int64_t)pop;
         return BF_OK;
     }
-    f->ad_pilot = PILOT_PER_STRATUM;
+    c->adapt.ad_pilot = PILOT_PER_STRATUM;
     /* the pilot, and the first round after it gives every stratum one */
-    if ((double)f->n_strata * (f->ad_pilot + 1) > (double)spec->trials)
+    if ((double)f->n_strata * (c->adapt.ad_pilot + 1) > (double)spec->trials)
         return bf_error_set(err, BF_EINVAL, "sampling 'adaptive': the pilot round needs %lld trials in each of %lld strata "
                             "(%zu tensors x %d bit positions) and the next round one more each, %lld trials, more than the "
-                            "%lld asked for; raise trials or choose fewer tensors or bits", (long long)f->ad_pilot,
+                            "%lld asked for; raise trials or choose fewer tensors or bits", (long long)c->adapt.ad_pilot,
                             (long long)f->n_strata, c->surface.n_sites, f->n_pos,
-                            (long long)(f->n_strata * (f->ad_pilot + 1)), (long long)spec->trials);
-    f->ad_prefix = bf__calloc((size_t)f->n_strata + 1, sizeof *f->ad_prefix);
-    f->ad_w = bf__calloc((size_t)f->n_strata, sizeof *f->ad_w);
-    f->ad_n = bf__calloc((size_t)f->n_strata, sizeof *f->ad_n);
-    f->ad_frac = bf__calloc((size_t)f->n_strata, sizeof *f->ad_frac);
-    f->ad_p = bf__calloc((size_t)f->n_strata, sizeof *f->ad_p);
-    f->ad_alloc = bf__calloc((size_t)f->n_strata, sizeof *f->ad_alloc);
-    if (!f->ad_prefix || !f->ad_w || !f->ad_n || !f->ad_frac || !f->ad_p || !f->ad_alloc) return bf_error_set(err, BF_ENOMEM, "out of memory for %lld strata", (long long)f->n_strata);
+                            (long long)(f->n_strata * (c->adapt.ad_pilot + 1)), (long long)spec->trials);
+    c->adapt.ad_prefix = bf__calloc((size_t)f->n_strata + 1, sizeof *c->adapt.ad_prefix);
+    c->adapt.ad_w = bf__calloc((size_t)f->n_strata, sizeof *c->adapt.ad_w);
+    c->adapt.ad_n = bf__calloc((size_t)f->n_strata, sizeof *c->adapt.ad_n);
+    c->adapt.ad_frac = bf__calloc((size_t)f->n_strata, sizeof *c->adapt.ad_frac);
+    c->adapt.ad_p = bf__calloc((size_t)f->n_strata, sizeof *c->adapt.ad_p);
+    c->adapt.ad_alloc = bf__calloc((size_t)f->n_strata, sizeof *c->adapt.ad_alloc);
+    if (!c->adapt.ad_prefix || !c->adapt.ad_w || !c->adapt.ad_n || !c->adapt.ad_frac || !c->adapt.ad_p || !c->adapt.ad_alloc) return bf_error_set(err, BF_ENOMEM, "out of memory for %lld strata", (long long)f->n_strata);
     return BF_OK;
 }
 
 int64_t bf__adapt_stratum(const bf_campaign *c, int64_t t)
 {
-    if (c->faults.sched_n && t >= c->faults.sched_first[0]) return bf__adapt_plan_stratum(c, t);   /* sharded */
-    const int64_t *p = c->faults.ad_prefix;
-    int64_t j = t - c->faults.ad_first, lo = 0, hi = c->faults.n_strata;   /* p[lo] <= j < p[hi] */
+    if (c->adapt.sched_n && t >= c->adapt.sched_first[0]) return bf__adapt_plan_stratum(c, t);   /* sharded */
+    const int64_t *p = c->adapt.ad_prefix;
+    int64_t j = t - c->adapt.ad_first, lo = 0, hi = c->faults.n_strata;   /* p[lo] <= j < p[hi] */
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         if (p[mid] <= j) lo = mid;
@@ -186,7 +186,7 @@ static void pilot_rates(bf_campaign *c, const bf_campaign_result *acc)
             double p = ((double)k->n[o ? BF_OUTCOME_DUE : BF_OUTCOME_CRITICAL] + PRIOR_TRIALS * pooled) / (tot + PRIOR_TRIALS);
             if (p * (1 - p) > best * (1 - best)) best = p;
         }
-        f->ad_p[h] = best;
+        c->adapt.ad_p[h] = best;
     }
 }
 
@@ -224,15 +224,15 @@ static void domain_need(bf_campaign *c, int64_t site, int j, double target)
         for (int64_t h = h0; h < h1; h++) {
             if (j >= 0 && h % f->n_pos != j) continue;
             double cw = elements(c, h) / wd * (elements(c, h) / wd);
-            v += cw * cell_var(f->ad_p[h], cell_need(f->ad_p[h], cw, exp(mid)), &dv);
+            v += cw * cell_var(c->adapt.ad_p[h], cell_need(c->adapt.ad_p[h], cw, exp(mid)), &dv);
         }
         if (v > target) lo = mid;
         else hi = mid;
     }
     for (int64_t h = h0; h < h1; h++) {
         if (j >= 0 && h % f->n_pos != j) continue;
-        double cw = elements(c, h) / wd * (elements(c, h) / wd), n = cell_need(f->ad_p[h], cw, exp(hi));
-        if (n > f->ad_alloc[h]) f->ad_alloc[h] = n;
+        double cw = elements(c, h) / wd * (elements(c, h) / wd), n = cell_need(c->adapt.ad_p[h], cw, exp(hi));
+        if (n > c->adapt.ad_alloc[h]) c->adapt.ad_alloc[h] = n;
     }
 }
 
@@ -246,32 +246,32 @@ static void steer(bf_campaign *c, const bf_campaign_result *acc)
     double z = bf_z_for_confidence(c->judge.stop_confidence), sum = 0;
     double m[3] = {c->judge.stop_margin / z, c->judge.stop_tensor_margin / z, c->judge.stop_bit_margin / z};
     pilot_rates(c, acc);
-    for (int64_t h = 0; h < f->n_strata; h++) f->ad_alloc[h] = 1;
+    for (int64_t h = 0; h < f->n_strata; h++) c->adapt.ad_alloc[h] = 1;
     if (m[0] > 0) domain_need(c, -1, -1, m[0] * m[0]);
     for (size_t i = 0; m[1] > 0 && i < c->surface.n_sites; i++) domain_need(c, (int64_t)i, -1, m[1] * m[1]);
     for (int j = 0; m[2] > 0 && j < f->n_pos; j++) domain_need(c, -1, j, m[2] * m[2]);
-    for (int64_t h = 0; h < f->n_strata; h++) sum += f->ad_alloc[h];
+    for (int64_t h = 0; h < f->n_strata; h++) sum += c->adapt.ad_alloc[h];
     double total_n = (double)c->surface.elements * f->n_pos;
     for (int64_t h = 0; h < f->n_strata; h++)
-        f->ad_w[h] = (1 - DEFENSIVE) * f->ad_alloc[h] / sum + DEFENSIVE * elements(c, h) / total_n;
-    f->ad_need = sum / (1 - DEFENSIVE);
+        c->adapt.ad_w[h] = (1 - DEFENSIVE) * c->adapt.ad_alloc[h] / sum + DEFENSIVE * elements(c, h) / total_n;
+    c->adapt.ad_need = sum / (1 - DEFENSIVE);
 }
 
 /* pi_h from the pilot's counts in acc (into ad_w). */
 static void shares(bf_campaign *c, const bf_campaign_result *acc)
 {
     bf__faults *f = &c->faults;
-    f->ad_need = 0;
+    c->adapt.ad_need = 0;
     if (c->judge.stop_margin > 0 || c->judge.stop_tensor_margin > 0 || c->judge.stop_bit_margin > 0) {
         steer(c, acc);
         return;
     }
     double total_w = 0, total_n = (double)c->surface.elements * f->n_pos;
-    for (int64_t h = 0; h < f->n_strata; h++) total_w += (f->ad_w[h] = neyman(c, acc, h, &f->ad_n[h]));
+    for (int64_t h = 0; h < f->n_strata; h++) total_w += (c->adapt.ad_w[h] = neyman(c, acc, h, &c->adapt.ad_n[h]));
     for (int64_t h = 0; h < f->n_strata; h++) {
         int64_t site = h / f->n_pos;
         double pop = (double)(c->surface.prefix[site + 1] - c->surface.prefix[site]) / total_n;
-        f->ad_w[h] = (1 - DEFENSIVE) * (total_w > 0 ? f->ad_w[h] / total_w : pop) + DEFENSIVE * pop;
+        c->adapt.ad_w[h] = (1 - DEFENSIVE) * (total_w > 0 ? c->adapt.ad_w[h] / total_w : pop) + DEFENSIVE * pop;
     }
 }
 
@@ -283,10 +283,10 @@ static void shares(bf_campaign *c, const bf_campaign_result *acc)
 static void allocate(bf_campaign *c, const bf_campaign_result *acc, int fresh, int64_t round, int64_t floor_n)
 {
     bf__faults *f = &c->faults;
-    int64_t H = f->n_strata, *cnt = f->ad_prefix + 1;   /* cnt[h] = trials of stratum h this round */
-    const double *pi = f->ad_w;
+    int64_t H = f->n_strata, *cnt = c->adapt.ad_prefix + 1;   /* cnt[h] = trials of stratum h this round */
+    const double *pi = c->adapt.ad_w;
     double deficit = 0, all = (double)((fresh ? 0 : acc->trials_done) + round);
-    bf__frac *fr = f->ad_frac;
+    bf__frac *fr = c->adapt.ad_frac;
     for (int64_t h = 0; h < H; h++) {
         const bf_outcome_counts *k = counts(c, acc, h);
         int64_t n = floor_n;
@@ -307,17 +307,17 @@ static void allocate(bf_campaign *c, const bf_campaign_result *acc, int fresh, i
         qsort(fr, (size_t)H, sizeof *fr, by_fraction);
         for (int64_t k = 0; given < round; k = (k + 1) % H, given++) cnt[fr[k].h]++;
     }
-    f->ad_prefix[0] = 0;
-    for (int64_t h = 0; h < H; h++) f->ad_prefix[h + 1] += f->ad_prefix[h];
+    c->adapt.ad_prefix[0] = 0;
+    for (int64_t h = 0; h < H; h++) c->adapt.ad_prefix[h + 1] += c->adapt.ad_prefix[h];
 }
 
 void bf__adapt_next_round(bf_campaign *c, const bf_campaign_result *acc, int64_t first, int64_t left, int align, int64_t *round)
 {
     bf__faults *f = &c->faults;
     int pilot = first == 0, after_pilot = first > 0 && acc->adaptive_rounds == 1;
-    int64_t floor_n = pilot ? f->ad_pilot : after_pilot ? 1 : 0;
+    int64_t floor_n = pilot ? c->adapt.ad_pilot : after_pilot ? 1 : 0;
     if (pilot) {
-        for (int64_t h = 0; h < f->n_strata; h++) f->ad_w[h] = 1.0 / (double)f->n_strata;
+        for (int64_t h = 0; h < f->n_strata; h++) c->adapt.ad_w[h] = 1.0 / (double)f->n_strata;
     } else if (after_pilot) {
         shares(c, acc);
     }
@@ -326,11 +326,11 @@ void bf__adapt_next_round(bf_campaign *c, const bf_campaign_result *acc, int64_t
     if (!pilot && r < ROUND_MIN) r = ROUND_MIN;
     /* with targets, a round ends where they are predicted to hold if that
      * comes first, so that the stop rule is checked there */
-    if (!pilot && f->ad_need > (double)done && (double)(done + r) > f->ad_need) r = (int64_t)ceil(f->ad_need) - done;
+    if (!pilot && c->adapt.ad_need > (double)done && (double)(done + r) > c->adapt.ad_need) r = (int64_t)ceil(c->adapt.ad_need) - done;
     if (r < floor_n * f->n_strata) r = floor_n * f->n_strata;
     r = (r + align - 1) / align * align;
     if (r > left) r = left;
-    f->ad_first = first;
+    c->adapt.ad_first = first;
     /* after the pilot its counts are set aside (the runner clears acc): the
      * first round after it counts from zero */
     allocate(c, acc, pilot || after_pilot, r, floor_n);

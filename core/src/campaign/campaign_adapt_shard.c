@@ -17,22 +17,23 @@
 #include "campaign/campaign_impl.h"
 
 /* Appends the round just allocated (ad_first, ad_prefix) to the plan. */
-static bf_status keep_round(bf__faults *f, int64_t *cap, bf_error *err)
+static bf_status keep_round(bf_campaign *c, int64_t *cap, bf_error *err)
 {
+    const bf__faults *f = &c->faults;
     size_t w = (size_t)f->n_strata + 1;
-    if (f->sched_n == *cap) {
+    if (c->adapt.sched_n == *cap) {
         int64_t nc = *cap ? 2 * *cap : 16;
-        int64_t *nf = bf__realloc(f->sched_first, (size_t)nc * sizeof *nf);
-        if (nf) f->sched_first = nf;
-        int64_t *np = nf ? bf__realloc(f->sched_prefix, (size_t)nc * w * sizeof *np) : NULL;
+        int64_t *nf = bf__realloc(c->adapt.sched_first, (size_t)nc * sizeof *nf);
+        if (nf) c->adapt.sched_first = nf;
+        int64_t *np = nf ? bf__realloc(c->adapt.sched_prefix, (size_t)nc * w * sizeof *np) : NULL;
         if (!np) return bf_error_set(err, BF_ENOMEM, "out of memory for the plan of %lld adaptive rounds over %lld strata",
                                      (long long)nc, (long long)f->n_strata);
-        f->sched_prefix = np;
+        c->adapt.sched_prefix = np;
         *cap = nc;
     }
-    f->sched_first[f->sched_n] = f->ad_first;
-    memcpy(f->sched_prefix + (size_t)f->sched_n * w, f->ad_prefix, w * sizeof *f->ad_prefix);
-    f->sched_n++;
+    c->adapt.sched_first[c->adapt.sched_n] = c->adapt.ad_first;
+    memcpy(c->adapt.sched_prefix + (size_t)c->adapt.sched_n * w, c->adapt.ad_prefix, w * sizeof *c->adapt.ad_prefix);
+    c->adapt.sched_n++;
     return BF_OK;
 }
 
@@ -42,7 +43,7 @@ bf_status bf__adapt_plan_rounds(bf_campaign *c, const bf_campaign_result *acc, i
     bf__faults *f = &c->faults;
     bf_campaign_result plan = {0};   /* what the unsharded run's acc would count: trials per stratum */
     int64_t cap = 0, n = f->n_trials;
-    f->sched_n = 0;
+    c->adapt.sched_n = 0;
     bf_status st = bf__result_init(&plan, c->surface.n_sites, 0, err);
     if (st != BF_OK) return st;
     plan.adaptive_pilot = acc->adaptive_pilot;
@@ -53,18 +54,18 @@ bf_status bf__adapt_plan_rounds(bf_campaign *c, const bf_campaign_result *acc, i
     while (first < n && st == BF_OK) {
         int64_t round;
         bf__adapt_next_round(c, from, first, n - first, align, &round);
-        if ((st = keep_round(f, &cap, err)) != BF_OK) break;
+        if ((st = keep_round(c, &cap, err)) != BF_OK) break;
         for (int64_t h = 0; h < f->n_strata; h++) {
             int64_t site = h / f->n_pos;
             int bit = f->burst ? f->starts[h % f->n_pos] : f->allowed[h % f->n_pos];
-            plan.by_site_bit[(size_t)site * 64 + (size_t)bit].n[BF_OUTCOME_MASKED] += f->ad_prefix[h + 1] - f->ad_prefix[h];
+            plan.by_site_bit[(size_t)site * 64 + (size_t)bit].n[BF_OUTCOME_MASKED] += c->adapt.ad_prefix[h + 1] - c->adapt.ad_prefix[h];
         }
         plan.trials_done += round;
         plan.adaptive_rounds++;
         from = &plan;
         first += round;
     }
-    *rounds = f->sched_n;
+    *rounds = c->adapt.sched_n;
     bf_campaign_result_free(&plan);
     return st;
 }
@@ -72,14 +73,14 @@ bf_status bf__adapt_plan_rounds(bf_campaign *c, const bf_campaign_result *acc, i
 int64_t bf__adapt_plan_stratum(const bf_campaign *c, int64_t t)
 {
     const bf__faults *f = &c->faults;
-    int64_t lo = 0, hi = f->sched_n;   /* the round: sched_first[lo] <= t */
+    int64_t lo = 0, hi = c->adapt.sched_n;   /* the round: sched_first[lo] <= t */
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (f->sched_first[mid] <= t) lo = mid;
+        if (c->adapt.sched_first[mid] <= t) lo = mid;
         else hi = mid;
     }
-    const int64_t *p = f->sched_prefix + (size_t)lo * ((size_t)f->n_strata + 1);
-    int64_t j = t - f->sched_first[lo], a = 0, b = f->n_strata;   /* p[a] <= j < p[b] */
+    const int64_t *p = c->adapt.sched_prefix + (size_t)lo * ((size_t)f->n_strata + 1);
+    int64_t j = t - c->adapt.sched_first[lo], a = 0, b = f->n_strata;   /* p[a] <= j < p[b] */
     while (b - a > 1) {
         int64_t mid = a + (b - a) / 2;
         if (p[mid] <= j) a = mid;

@@ -6,6 +6,7 @@
  * campaign_mitigate.c and campaign_stats.c:
  *
  *   faults.h   what trials draw: fault model, bits, rates, sampling design
+ *   adapt.h    sampling "adaptive": the rounds' allocations and a shard's plan
  *   surface.h  where faults may land: the sites and their element counts
  *   store.h    the golden model as stored, and what a fault makes of a value
  *   golden.h   the golden pass and the differential engine's hand-off
@@ -19,6 +20,7 @@
 #include "bitflip/generate.h"
 #include "bitflip/mitigate.h"
 #include "bitflip/rng.h"
+#include "adapt.h"
 #include "faults.h"
 #include "golden.h"
 #include "judge.h"
@@ -38,6 +40,15 @@ typedef struct bf__cgen {
     double seconds;           /* the golden decoding's plans and run */
 } bf__cgen;
 
+/* Fault groups 1.. (bf_campaign_spec.groups; campaign_groups.c): each a
+ * campaign of its own that only draws (its faults, surface and
+ * representation resolved from the group, its seed derived from the
+ * spec's and the group's index); the trials run on the parent. */
+typedef struct bf__groups {
+    size_t n;                 /* extra groups; 0: the spec's faults alone */
+    struct bf_campaign **sub; /* n, owned */
+} bf__groups;
+
 /* Threads a campaign runs on, at most (the golden pass's and the trials'). */
 #define BF__CAMPAIGN_THREADS_MAX 256
 
@@ -46,12 +57,14 @@ struct bf_campaign {
     const bf_dataset *ds;
     int64_t batch;            /* every worker's evaluator uses exactly this */
     bf__faults faults;
+    bf__adapt adapt;          /* sampling "adaptive" only */
     bf__surface surface;
     bf__store store;
     bf__golden golden;
     bf__judge judge;
     bf__protect protect;
     bf__cgen gen;
+    bf__groups groups;
     uint64_t max_run_bytes;   /* every plan's (bf_campaign_prep; 0: the default) */
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
@@ -59,6 +72,17 @@ struct bf_campaign {
         int golden_threads;
     } setup;
 };
+
+/* campaign.c: what a campaign draws from spec (checked): its fault model,
+ * sites, bits, list and strata, as bf_campaign_create sets them before the
+ * golden pass; a fault group's draw-only campaign is made with it too. */
+bf_status bf__campaign_draws(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+/* campaign_groups.c: the extra fault groups' draw-only campaigns (after
+ * the golden pass: they read its sample count); their draws of trial t
+ * into d[0 .. n-1]; freeing them. */
+bf_status bf__campaign_groups(bf_campaign *c, const bf_campaign_spec *spec, bf_error *err);
+bf_status bf__campaign_groups_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_error *err);
+void bf__campaign_groups_free(bf_campaign *c);
 
 /* campaign_golden.c, in the order bf_campaign_create calls them (sites,
  * bits and list resolved): the parameters as the representation stores

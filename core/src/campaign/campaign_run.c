@@ -30,322 +30,19 @@
 
 #include "base/alloc.h"
 #include "campaign/campaign_impl.h"
+#include "campaign/run.h"
 #include "diff/diff.h"
 #include "exec/plan_impl.h"
 #include "exec/step_access.h"
 #include "exec/ops/sgemm.h"
 
-#define CHUNK 16            /* trials a worker takes at a time (at most); 64 saved a few
-                             * wake-ups at one thread but cost two threads a fifth of their
-                             * rate on microsecond trials (docs/BENCHMARKS.md) */
-#define CHUNK_OUTPUTS 4     /* ... when each slot holds its trials' outputs */
 #define STOP_EVERY 64       /* trials between stop-rule checks */
-
-typedef struct slot {
-    int64_t chunk;          /* the chunk it holds; -1: free */
-    int done;
-    int n;
-    bf_trial_record rec[CHUNK];
-    int first_bit[CHUNK];
-    float *outputs;         /* on_outputs only: CHUNK_OUTPUTS x samples x out_cols */
-    bf__ragcopy rag[CHUNK_OUTPUTS];   /* on_ragged only: each trial's per-sample outputs */
-} slot;
-
-typedef struct runner runner;
-
-typedef struct worker {
-    runner *rn;
-    bf_evaluator *ev;
-    bf__draw d;
-    float *old;             /* the values a trial overwrote, to restore */
-    size_t old_cap;
-    bf_value_fault *vf;     /* activations, inputs: the trial's faults */
-    float *vf_old, *vf_new; /* what each found and left */
-    size_t vf_cap;
-    bf__dx *dx;             /* differential executor; NULL: exact mode */
-    bf__score_scratch sc;
-    const int64_t *rows;    /* the last differential trial's changed samples; NULL: exact */
-    int64_t n_rows;
-    bf__dx_weight *dw;      /* its weight faults */
-    size_t dw_cap, n_dw;
-    int64_t *det_crit;      /* detection: per image, critical (det_judge) */
-    int64_t *det_labels;    /* ... the trial's labels as int64 */
-    size_t det_cap;
-    struct bf_generator *gen;   /* the campaign generates: this worker's decoder */
-    int64_t *gen_tokens;        /* ... and its tokens, prompts x new tokens */
-    bf_error err;
-    pthread_t tid;
-    int started;
-} worker;
-
-struct runner {
-    bf_campaign *c;
-    const bf_campaign_opts *opts;
-    int exact;              /* opts->exact, or a model the differential engine declines */
-    int ckpt;               /* ... a one-sample graph's trials resume from golden checkpoints (campaign_ckpt.c) */
-    int64_t shard_index, shard_count;
-    int64_t pilot;          /* sharded "adaptive": the pilot's trials, 0..pilot-1 in every shard */
-    int64_t n;              /* trials in this shard */
-    int chunk;              /* trials per chunk */
-    int64_t n_chunks;
-    slot *ring;
-    int64_t ring_n;
-    worker *ws;
-    int n_workers;
-    bf__dx_shared *dxs;     /* the golden cache and graph facts all executors share */
-    int adopt;              /* worker 0 and dxs are the campaign's prepared golden pass's */
-    bf__scorer *scorer;
-    int golden_finite;      /* every golden output finite: classify may skip unchanged rows */
-
-    pthread_mutex_t mu;
-    pthread_cond_t room, finished;   /* workers wait for room; the coordinator for chunks */
-    int64_t next_chunk, folded;      /* under mu */
-    int adaptive;                    /* sampling "adaptive": chunks are taken a round at a time */
-    int64_t limit_chunk;             /* ... the current round's end (else n_chunks), under mu */
-    bf_status st;                    /* first failure, under mu */
-    bf_error err;
-    atomic_int halt;                 /* stop taking or computing trials */
-};
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* --- one trial (campaign_judge.c classifies it) */
-
-/* A trial through the differential executor: outputs from the golden pass
- * plus what the faults changed; metrics recomputed only if anything did.
- * *full 1: the executor found a full pass cheaper and ran nothing; the
- * caller runs the trial as the exact engine does. */
-static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_dw, const bf_value_fault *vf, size_t n_vf,
-                                  bf_eval_result *res, int *full)
-{
-    const bf_campaign *c = w->rn->c;
-    const float *outs;
-    const int64_t *rows;
-    int64_t n_rows;
-    w->rows = NULL;   /* unknown: classify scans every row */
-    bf_status st = bf__dx_run(w->dx, dw, n_dw, vf, n_vf, &outs, &rows, &n_rows, w->vf_old, w->vf_new, full, &w->err);
-    if (st != BF_OK || *full) return st;
-    w->rows = rows;
-    w->n_rows = n_rows;
-    if (n_rows) {
-        bf__score(w->rn->scorer, &w->sc, w->ev, outs, rows, n_rows, res);
-        return BF_OK;
-    }
-    bf__eval_result_clear(res);
-    res->task = c->golden.task;
-    res->samples = c->golden.samples;
-    res->out_cols = c->golden.out_cols;
-    res->outputs = (float *)outs;
-    res->accuracy = c->golden.metric[BF_METRIC_ACCURACY];
-    res->auc = c->golden.metric[BF_METRIC_AUC];
-    res->logloss = c->golden.metric[BF_METRIC_LOGLOSS];
-    res->perplexity = c->golden.metric[BF_METRIC_PERPLEXITY];
-    res->token_accuracy = c->golden.metric[BF_METRIC_TOKEN_ACCURACY];
-    res->choice_accuracy = c->golden.metric[BF_METRIC_CHOICE_ACCURACY];
-    res->miou = c->golden.metric[BF_METRIC_MIOU];
-    res->pixel_accuracy = c->golden.metric[BF_METRIC_PIXEL_ACCURACY];
-    res->map = c->golden.metric[BF_METRIC_MAP];
-    res->map50 = c->golden.metric[BF_METRIC_MAP50];
-    res->recall = c->golden.metric[BF_METRIC_RECALL];
-    return BF_OK;
-}
-
-/* Weights: each fault written into every plan's copy of its parameter for
- * the pass, then the stored values written back. */
-static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
-{
-    const bf_campaign *c = w->rn->c;
-    const bf__draw *d = &w->d;
-    bf_status st = c->protect.ecc ? bf__ecc_apply(c, &w->d, rec->trial, rec, &w->err) : BF_OK;   /* BF_EDETECTED: DUE */
-    if (st != BF_OK) return st;
-    if (d->n > w->old_cap) {
-        float *o = bf__realloc(w->old, d->n * sizeof *o);
-        if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
-        w->old = o;
-        w->old_cap = d->n;
-    }
-    bf_fault_model kind = c->faults.kind == BF_FAULT_BER || c->protect.ecc ? BF_FAULT_BITFLIP : c->faults.kind;
-    size_t applied = 0, n_dw = 0;   /* dw: every weight written, to restore (a scale fault writes its group) */
-    for (; applied < d->n && st == BF_OK; applied++) {
-        const bf__efault *f = &d->f[applied];
-        size_t p = c->surface.site_param[f->site];
-        float old = bf__stored(&c->store, p, f->index);
-        float now = bf__wcorrupt(&c->store, p, old, kind, f);
-        if ((c->protect.sbp_mask || c->protect.range_lo) && bf__mitigate_weight(c, f, old, kind, &now)) {
-            /* the range check flagged it at load: nothing runs */
-            if (applied < BF_TRIAL_FAULTS_MAX)
-                rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
-                                                                .mask = f->mask | f->set0 | f->set1, .old_value = old,
-                                                                .new_value = now};
-            st = bf_error_set(&w->err, BF_EDETECTED, "range check: a stored value is out of range");
-            break;
-        }
-        w->old[applied] = old;
-        int64_t first, stride, span = bf__fault_span(&c->store, p, f->index, &first, &stride);
-        if (n_dw + (size_t)span > w->dw_cap) {
-            size_t cap = (n_dw + (size_t)span) * 2;
-            bf__dx_weight *dw = bf__realloc(w->dw, cap * sizeof *dw);
-            if (!dw) { st = bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults"); break; }
-            w->dw = dw;
-            w->dw_cap = cap;
-        }
-        for (int64_t j = 0, i = first; j < span && st == BF_OK; j++, i += stride) {
-            float ov = c->store.scales ? bf__stored_weight(&c->store, p, i) : old;
-            float nv = c->store.scales ? bf__rescaled(&c->store, p, i, now) : now;
-            if ((st = bf_evaluator_write_param(w->ev, p, i, nv, &w->err)) == BF_OK)
-                w->dw[n_dw++] = (bf__dx_weight){.param = p, .index = i, .old_value = ov, .new_value = nv};
-        }
-        if (st != BF_OK) break;
-        if (applied < BF_TRIAL_FAULTS_MAX)
-            rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
-                                                            .mask = f->mask | f->set0 | f->set1, .old_value = old,
-                                                                .new_value = now};
-    }
-    int full = w->dx == NULL;
-    w->n_dw = n_dw;
-    if (st == BF_OK && w->dx) st = run_differential(w, w->dw, n_dw, NULL, 0, res, &full);
-    if (st == BF_OK && full && w->rn->ckpt) bf__campaign_ckpt_weights(c, w->ev, w->dw, n_dw);
-    if (st == BF_OK && full) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
-    /* Restore in reverse order, exactly the stored values, whatever happened. */
-    for (size_t i = n_dw; i-- > 0;) {
-        bf_status u = bf_evaluator_write_param(w->ev, w->dw[i].param, w->dw[i].index, w->dw[i].old_value, &w->err);
-        if (u != BF_OK && st == BF_OK) st = u;
-    }
-    /* every fault written back: the plans read the model's tensors again
-     * and the private pages go (a BER trial's thousands are not kept until
-     * the next); once per tensor (a BER draw lists its faults by tensor) */
-    for (size_t i = 0; st == BF_OK && i < applied; i++)
-        if (i == 0 || d->f[i].site != d->f[i - 1].site)
-            bf__evaluator_param_golden(w->ev, c->surface.site_param[d->f[i].site]);
-    if (c->protect.ecc) bf__ecc_record(c, d, rec);
-    return st;
-}
-
-/* Activations and inputs: value faults the evaluator's plans apply during
- * the pass (every sample, or the one a transient fault hits); what each
- * found and left is read back for the record. */
-static bf_status run_value_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
-{
-    const bf_campaign *c = w->rn->c;
-    const bf__draw *d = &w->d;
-    if (d->n > w->vf_cap) {
-        bf_value_fault *vf = bf__realloc(w->vf, d->n * sizeof *vf);
-        if (!vf) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
-        w->vf = vf;
-        float *o = bf__realloc(w->vf_old, 2 * d->n * sizeof *o);
-        if (!o) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
-        w->vf_old = o;
-        w->vf_new = o + d->n;
-        w->vf_cap = d->n;
-    }
-    bf_fault_model kind = c->faults.kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : c->faults.kind;
-    for (size_t i = 0; i < d->n; i++) {
-        const bf__efault *f = &d->f[i];
-        w->vf[i] = (bf_value_fault){.value = c->surface.site_value[f->site], .sample = f->sample, .index = f->index,
-                                    .model = kind, .mask = bf__mitigate_value_mask(c, f), .repr = c->store.repr,
-                                    .scale = c->surface.site_scale[f->site],
-                                    .drawn = c->surface.sites[f->site].dynamic && c->faults.sampling != BF_SAMPLE_LIST};
-    }
-    int full = w->dx == NULL;
-    if (w->dx) {
-        bf_status st = run_differential(w, NULL, 0, w->vf, d->n, res, &full);
-        for (size_t i = 0; !full && (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
-            const bf__efault *f = &d->f[i];
-            rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample,
-                                                            .mask = f->mask, .old_value = w->vf_old[i], .new_value = w->vf_new[i]};
-        }
-        if (st != BF_OK || !full) return st;
-    }
-    bf_status st = bf_evaluator_set_value_faults(w->ev, w->vf, d->n, &w->err);
-    if (w->rn->ckpt) bf__campaign_ckpt_values(c, w->ev, w->vf, d->n);
-    /* A transient trial's faults all hit one sample (the draw makes sure):
-     * every other batch would reproduce the golden outputs bit for bit
-     * (worker_init checked this evaluator's golden pass), so only that
-     * sample's batch is computed (BER with no flip: batch 0, golden). */
-    if (st == BF_OK && c->faults.persistence == BF_PERSIST_TRANSIENT)
-        st = bf_evaluator_run_sample(w->ev, d->n ? d->f[0].sample : 0, c->golden.out, res, &w->err);
-    else if (st == BF_OK)
-        st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
-    for (size_t i = 0; (st == BF_OK || st == BF_EDETECTED) && i < d->n && i < BF_TRIAL_FAULTS_MAX; i++) {
-        const bf__efault *f = &d->f[i];
-        bf_applied_fault *a = &rec->faults[rec->n_kept++];
-        *a = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample, .mask = f->mask};
-        bf_evaluator_value_fault_seen(w->ev, i, &a->old_value, &a->new_value);
-        if (c->surface.sites[f->site].dynamic) bf__evaluator_value_fault_at(w->ev, i, &a->index, &a->run_elements);
-    }
-    bf_status u = bf_evaluator_set_value_faults(w->ev, NULL, 0, &w->err);
-    return st != BF_OK ? st : u;
-}
-
-/* A detector's trial, image by image against the golden detections
- * (metrics_det.h's rule): w->det_crit[i] 1 when image i is critical. An
- * image whose outputs are bit-identical is not looked at. */
-static bf_status det_judge(worker *w, const bf_eval_result *res)
-{
-    const bf_campaign *c = w->rn->c;
-    int64_t n = c->golden.samples;
-    if (!w->det_crit && !(w->det_crit = bf__calloc((size_t)n + 1, sizeof *w->det_crit)))
-        return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's per-image outcomes");
-    bf__dets faulty;
-    bf_status st = bf__det_view(&c->golden.det.task, res->ragged, n, &w->det_labels, &w->det_cap, &faulty, &w->err);
-    for (int64_t i = 0; st == BF_OK && i < n; i++) {
-        int crit = 0;
-        if (!bf__ragged_sample_same(res->ragged, c->golden.rag.view, res->n_ragged, i))
-            st = bf__det_image_critical(&c->golden.det.view, &faulty, i, c->judge.critical_score, &crit, &w->err);
-        w->det_crit[i] = crit;
-    }
-    return st;
-}
-
-static bf_status run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs, bf__ragcopy *rag)
-{
-    w->sc.has_pred = 0;
-    const bf_campaign *c = w->rn->c;
-    bf_status st = bf__campaign_draw(c, t, &w->d, &w->err);
-    if (st != BF_OK) return st;
-    const bf__draw *d = &w->d;
-    memset(rec, 0, sizeof *rec);
-    rec->trial = t;
-    rec->rate_index = d->rate_index;
-    rec->n_faults = d->n_faults;
-    *first_bit = d->first_bit;
-    bf_eval_result res;
-    st = c->faults.target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
-    if (st == BF_EDETECTED) {
-        /* A detector fired (ABFT, the range check): the trial is DUE. Its
-         * metrics are the golden ones, since a system that detects an error
-         * re-executes from a clean state rather than use the outputs. */
-        w->rows = NULL;
-        w->n_rows = 0;
-        rec->outcome = BF_OUTCOME_DUE;
-        rec->changed = 0;
-        for (int m = 0; m < BF_METRIC_COUNT; m++)
-            rec->metrics[m] = c->judge.metrics >> m & 1 ? c->golden.metric[m] : NAN;
-        if (outputs) memcpy(outputs, c->golden.out, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
-        return rag ? bf__ragcopy_set(rag, c->golden.rag.view, c->golden.rag.n, c->golden.samples, &w->err) : BF_OK;
-    }
-    if (st != BF_OK) return st;
-    double gen[3];
-    int weights = c->faults.target == BF_TARGET_WEIGHTS;
-    if (w->gen && (st = bf__campaign_gen_trial(c, w->gen, weights ? w->dw : NULL, weights ? w->n_dw : 0, weights ? NULL : w->vf,
-                                               weights ? 0 : d->n, w->gen_tokens, gen, &w->err)) != BF_OK)
-        return st;
-    /* the scorer's argmax of each changed row, when it took them of these rows */
-    int rows_known = w->dx && w->rows && w->rn->golden_finite;
-    const int64_t *pred = rows_known && w->sc.has_pred ? w->sc.pred : NULL;
-    if (c->golden.task == BF_TASK_DETECTION) {   /* the exact engine's pass: every image, in order */
-        if ((st = det_judge(w, &res)) != BF_OK) return st;
-        pred = w->det_crit;
-        rows_known = 0;
-    }
-    bf__classify(c, &res, rows_known ? w->rows : NULL, w->n_rows, pred, w->gen ? gen : NULL, rec);
-    if (outputs) memcpy(outputs, res.outputs, (size_t)(c->golden.samples * c->golden.out_cols) * sizeof *outputs);
-    return rag ? bf__ragcopy_set(rag, res.ragged, res.n_ragged, c->golden.samples, &w->err) : BF_OK;
 }
 
 /* --- workers */
@@ -363,7 +60,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
         int64_t k = first + i, t = k < rn->pilot ? k : rn->pilot + rn->shard_index + (k - rn->pilot) * rn->shard_count;
         float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
-        bf_status st = run_trial(w, t, &s->rec[i], &s->first_bit[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
+        bf_status st = bf__run_trial(w, t, &s->rec[i], &s->first_bit[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
         if (st != BF_OK) return st;
     }
     *complete = 1;
@@ -753,6 +450,7 @@ static void teardown(runner *rn, bf_campaign_result *acc)
         bf__free(w->det_crit);
         bf__free(w->det_labels);
         bf__draw_free(&w->d);
+        for (size_t g = 0; g < BF_FAULT_GROUPS_MAX - 1; g++) bf__draw_free(&w->dg[g]);
         bf__free(w->old);
         bf__free(w->dw);
         bf__free(w->vf);
@@ -783,7 +481,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     const bf_campaign_opts *o = opts ? opts : &none;
     /* a one-sample graph's checkpoints: its workers are the exact engine's,
      * each image resumed from a checkpoint */
-    runner rn = {.c = c, .opts = o, .ckpt = !o->exact && c->golden.ckpt};
+    runner rn = {.c = c, .opts = o, .ckpt = !o->exact && c->golden.ckpt && !c->groups.n};
     rn.exact = o->exact != 0 || c->golden.full_reason || rn.ckpt;
     bf_campaign_result acc = {0};
     bf_status st;

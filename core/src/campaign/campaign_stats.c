@@ -109,7 +109,7 @@ void bf__result_fold(const bf_campaign *c, bf_campaign_result *acc, const bf_tri
     /* IVMOD's parts, grouped the same way: the trial's critical images */
     int iv = c->golden.task == BF_TASK_DETECTION || c->golden.task == BF_TASK_SEGMENTATION;
     int64_t k = rec->changed;
-    if (rec->rate_index < 0 && rec->n_kept > 0) {
+    if (rec->rate_index < 0 && rec->n_kept > 0 && rec->faults[0].group == 0) {   /* group 0's sites */
         size_t site = (size_t)rec->faults[0].site;
         acc->by_site[site].n[o]++;
         if (first_bit >= 0) acc->by_site_bit[site * 64 + (size_t)first_bit].n[o]++;

@@ -44,8 +44,6 @@ typedef struct bf__list_fault {
 /* BER draws at most this many bit errors per trial (memory: 8 bytes each). */
 #define BF__BER_MAX_ERRORS (INT64_C(1) << 22)
 
-typedef struct bf__frac bf__frac;
-
 typedef struct bf__faults {
     uint64_t seed;
     int64_t n_trials;
@@ -72,29 +70,12 @@ typedef struct bf__faults {
      * strata are (site, position), site-major. */
     int n_pos;
     int64_t n_strata;
-    /* "adaptive": the current round, which the runner sets between rounds
-     * (campaign_adapt.c) while no worker draws: trials ad_first +
-     * [ad_prefix[h], ad_prefix[h+1]) fall in stratum h. */
-    int64_t *ad_prefix;       /* n_strata + 1 */
-    int64_t ad_first;
-    int64_t ad_pilot;         /* trials per stratum in the pilot round */
-    double *ad_w;             /* scratch, n_strata each: Neyman weights, */
-    int64_t *ad_n;            /* ... trials so far, */
-    struct bf__frac { double fr; int64_t h; } *ad_frac;   /* ... the rounding's fractions */
     /* multi-bit upsets in 64-bit storage words (campaign_mbu.c): mbu 0 off,
      * BF__MBU_BURST (`bits` adjacent bits of one word) or BF__MBU_COLUMN
      * (one bit of `words` neighbouring words); the population's running
      * counts per site */
     int mbu, words;
     int64_t *mbu_prefix;      /* n_sites + 1 */
-    /* a sharded adaptive campaign's rounds after the pilot, all planned
-     * at the pilot's end (campaign_adapt_shard.c): round k's trials start
-     * at sched_first[k], its prefix sums at sched_prefix + k (n_strata + 1) */
-    int64_t *sched_first, *sched_prefix;
-    int64_t sched_n;
-    double *ad_p;             /* ... each stratum's rate as the pilot sees it, */
-    double *ad_alloc;         /* ... and the trials the stop targets need of it */
-    double ad_need;           /* trials after the pilot the targets need (0: no target) */
 } bf__faults;
 
 enum { BF__MBU_BURST = 1, BF__MBU_COLUMN = 2 };

@@ -1,4 +1,6 @@
-/* The rules of a campaign spec (bitflip/spec_rules.h), one table.
+/* The rules of a campaign spec (bitflip/spec_rules.h), in tables run in
+ * order: this file's, the multi-bit upsets' (spec_rules_mbu.c) and the
+ * fault groups' (spec_rules_groups.c).
  *
  * Each rule blames one field and reads that field and the others it names;
  * a rule is skipped when a field it reads is invalid (reported by the caller,
@@ -15,18 +17,7 @@
 #include "bitflip/generate.h"
 #include "bitflip/repr.h"
 
-typedef enum scope { ANY, DOCUMENT, STRUCT } scope;
-
-typedef struct rule {
-    const char *name;
-    bf_spec_field blame;
-    scope scope;
-    uint32_t reads;           /* besides `blame` */
-    bf_status status;
-    /* true if s breaks the rule, with the message in msg; may write an
-     * element's path ("faults.rates.2") over the blamed field's in field */
-    bool (*broken)(const bf_campaign_spec *s, const bf_spec_facts *f, char *field, char *msg, size_t len);
-} rule;
+#include "spec_rules_impl.h"
 
 static const char *const PATH[BF_SPEC_FIELD_COUNT] = {
     [BF_SPEC_TARGET] = "faults.target", [BF_SPEC_TENSORS] = "faults.tensors", [BF_SPEC_MODEL] = "faults.model",
@@ -38,33 +29,8 @@ static const char *const PATH[BF_SPEC_FIELD_COUNT] = {
     [BF_SPEC_TRIALS] = "trials", [BF_SPEC_STOP] = "stop", [BF_SPEC_MITIGATIONS] = "mitigations",
     [BF_SPEC_BATCH] = "batch", [BF_SPEC_CRITICAL] = "critical", [BF_SPEC_GROUP_SIZE] = "faults.group_size",
     [BF_SPEC_FAULT_SCALES] = "faults.fault_scales", [BF_SPEC_KV] = "faults.kv", [BF_SPEC_GENERATE] = "generate.new_tokens",
-    [BF_SPEC_METRICS] = "metrics", [BF_SPEC_WORDS] = "faults.words",
+    [BF_SPEC_METRICS] = "metrics", [BF_SPEC_WORDS] = "faults.words", [BF_SPEC_GROUPS] = "faults",
 };
-
-#define B(f) BF_SPEC_BIT(BF_SPEC_##f)
-#define FIELD_PATH_MAX 64
-
-static bool stated(const bf_spec_facts *f, bf_spec_field x) { return f->stated >> x & 1; }
-static bool is_list(const bf_campaign_spec *s) { return s->sampling == BF_SAMPLE_LIST; }
-static bool is_ber(const bf_campaign_spec *s) { return s->model_kind == BF_FAULT_BER; }
-static bool is_prof(const bf_campaign_spec *s) { return s->model_kind == BF_FAULT_PROFILED; }
-static bool on_weights(const bf_campaign_spec *s) { return s->target == BF_TARGET_WEIGHTS; }
-static const char *model_name(const bf_campaign_spec *s) { return bf_fault_model_name(s->model_kind); }
-
-/* Models that touch bits chosen by bits, positions and burst. */
-static bool chosen_bits(const bf_campaign_spec *s)
-{
-    return s->model_kind == BF_FAULT_BITFLIP || s->model_kind == BF_FAULT_STUCK_AT_0 ||
-           s->model_kind == BF_FAULT_STUCK_AT_1;
-}
-
-/* Models a multi-bit upset in 64-bit words takes: one upset a trial, or
- * (ber) every upset of the population at a rate. */
-static bool mbu_model(const bf_campaign_spec *s) { return chosen_bits(s) || s->model_kind == BF_FAULT_BER; }
-
-#define SAY(...) (snprintf(msg, len, __VA_ARGS__), true)
-#define RULE(fn) static bool fn(const bf_campaign_spec *s, const bf_spec_facts *f, char *field, char *msg, size_t len)
-#define UNUSED (void)f, (void)field
 
 /* --- values a C struct can hold and a document cannot give */
 
@@ -392,101 +358,6 @@ RULE(burst_two_bits)
     return s->burst && s->bits < 2 && SAY("needs bits >= 2 (a burst is that many adjacent bits), bits is %d", s->bits);
 }
 
-/* --- multi-bit upsets in 64-bit storage words (docs/CAMPAIGNS.md) */
-
-static bool word_burst(const bf_campaign_spec *s) { return s->burst == BF_BURST_WORD; }
-static bool has_words(const bf_campaign_spec *s, const bf_spec_facts *f) { return s->words != 0 || stated(f, BF_SPEC_WORDS); }
-
-/* a 64-bit word holds a whole number of stored values; the scales of
- * fault_scales are not the weights' storage */
-static bool word_storage(const bf_campaign_spec *s, char *msg, size_t len)
-{
-    int m = bf_repr_bits(s->repr);
-    if (s->fault_scales)
-        return SAY("does not apply with fault_scales (a multi-bit upset strikes the stored weights' words)");
-    return m > 0 && 64 % m != 0 &&
-           SAY("needs a representation whose width divides 64 (fp32, fp16, bf16, int8, uint8, int4, uint4, int2, "
-               "uint2), so that a 64-bit word holds whole values; '%s' is %d bits", bf_repr_name(s->repr), m);
-}
-
-RULE(burst_word_weights)
-{
-    UNUSED;
-    return word_burst(s) && !on_weights(s) &&
-           SAY("'word' applies only to target 'weights' (a burst inside a 64-bit word of a tensor's storage)");
-}
-
-RULE(burst_word_repr)
-{
-    UNUSED;
-    return word_burst(s) && mbu_model(s) && word_storage(s, msg, len);
-}
-
-RULE(burst_word_positions)
-{
-    UNUSED;
-    return word_burst(s) && (s->n_positions != 0 || stated(f, BF_SPEC_POSITIONS)) &&
-           SAY("does not apply with burst 'word' (the burst may start at any bit of its 64-bit word)");
-}
-
-RULE(burst_word_bits)
-{
-    UNUSED;
-    return word_burst(s) && mbu_model(s) && s->bits > 64 &&
-           SAY("must be at most 64 with burst 'word' (the bits of one 64-bit word), got %d", s->bits);
-}
-
-RULE(words_chosen_models)
-{
-    UNUSED;
-    return has_words(s, f) && !mbu_model(s) &&
-           SAY("applies only to models 'bitflip', 'stuck_at_0', 'stuck_at_1' and 'ber', not '%s'", model_name(s));
-}
-
-RULE(words_range)
-{
-    UNUSED;
-    return has_words(s, f) && !(s->words >= 2 && s->words <= BF_MBU_WORDS_MAX) &&
-           SAY("must be 2..%d (the neighbouring 64-bit words a column upset strikes), got %d", BF_MBU_WORDS_MAX, s->words);
-}
-
-RULE(words_not_burst)
-{
-    UNUSED;
-    return has_words(s, f) && s->burst &&
-           SAY("and burst are two multi-bit upsets: give one (words: the same bit of neighbouring words; burst: "
-               "adjacent bits)");
-}
-
-RULE(words_one_bit)
-{
-    UNUSED;
-    return has_words(s, f) && s->bits > 1 &&
-           SAY("a column upset strikes one bit, the same in each word: bits must be 1, got %d", s->bits);
-}
-
-RULE(words_weights)
-{
-    UNUSED;
-    return has_words(s, f) && !on_weights(s) &&
-           SAY("applies only to target 'weights' (neighbouring 64-bit words of a tensor's storage)");
-}
-
-RULE(words_repr)
-{
-    UNUSED;
-    return has_words(s, f) && word_storage(s, msg, len);
-}
-
-RULE(mbu_uniform)
-{
-    UNUSED;
-    return (word_burst(s) || has_words(s, f)) && chosen_bits(s) && s->sampling != BF_SAMPLE_UNIFORM &&
-           SAY("must be 'uniform' with a multi-bit upset in 64-bit words (%s): its population is (word, bit) "
-               "pairs, not (tensor, bit position) strata or listed bits",
-               word_burst(s) ? "faults.burst 'word'" : "faults.words");
-}
-
 /* --- BER and profiled maps */
 
 RULE(rate_ber_only)
@@ -759,7 +630,7 @@ RULE(critical_generation_needs_generate)
 /* In order: the values a struct alone can get wrong first (the rules after
  * them read those fields), then a field's rules in the order a reader asks
  * them ("does this field apply?" before "does its value fit?"). */
-static const rule RULES[] = {
+static const rule RULES_A[] = {
     {"target-known", BF_SPEC_TARGET, ANY, 0, BF_EINVAL, target_known},
     {"persistence-known", BF_SPEC_PERSISTENCE, ANY, 0, BF_EINVAL, persistence_known},
     {"representation-known", BF_SPEC_REPR, ANY, 0, BF_EINVAL, repr_known},
@@ -789,16 +660,10 @@ static const rule RULES[] = {
     {"burst-two-bits", BF_SPEC_BURST, DOCUMENT, B(BITS) | B(POSITIONS) | B(REPR), BF_EINVAL, burst_two_bits},
     {"burst-fits-positions", BF_SPEC_BITS, ANY, B(MODEL) | B(BURST) | B(POSITIONS) | B(REPR), BF_EINVAL,
      burst_fits_positions},
-    {"burst-word-weights", BF_SPEC_BURST, ANY, B(TARGET), BF_EINVAL, burst_word_weights},
-    {"burst-word-repr", BF_SPEC_BURST, ANY, B(MODEL) | B(REPR) | B(FAULT_SCALES), BF_EINVAL, burst_word_repr},
-    {"burst-word-positions", BF_SPEC_POSITIONS, ANY, B(BURST), BF_EINVAL, burst_word_positions},
-    {"burst-word-bits", BF_SPEC_BITS, ANY, B(MODEL) | B(BURST), BF_ERANGE, burst_word_bits},
-    {"words-chosen-models", BF_SPEC_WORDS, ANY, B(MODEL), BF_EINVAL, words_chosen_models},
-    {"words-range", BF_SPEC_WORDS, ANY, 0, BF_ERANGE, words_range},
-    {"words-not-burst", BF_SPEC_WORDS, ANY, B(BURST), BF_EINVAL, words_not_burst},
-    {"words-one-bit", BF_SPEC_WORDS, ANY, B(BITS), BF_EINVAL, words_one_bit},
-    {"words-weights", BF_SPEC_WORDS, ANY, B(TARGET), BF_EINVAL, words_weights},
-    {"words-repr", BF_SPEC_WORDS, ANY, B(REPR) | B(FAULT_SCALES), BF_EINVAL, words_repr},
+};
+
+/* ... then the multi-bit upsets' (spec_rules_mbu.c), then these. */
+static const rule RULES_B[] = {
     {"rate-ber-only", BF_SPEC_RATE, DOCUMENT, B(MODEL), BF_EINVAL, rate_ber_only},
     {"rates-ber-only", BF_SPEC_RATES, DOCUMENT, B(MODEL), BF_EINVAL, rates_ber_only},
     {"repeats-ber-profiled", BF_SPEC_REPEATS, DOCUMENT, B(MODEL), BF_EINVAL, repeats_ber_profiled},
@@ -827,7 +692,7 @@ static const rule RULES[] = {
     {"list-needs-chosen-bits", BF_SPEC_SAMPLING, DOCUMENT, B(MODEL), BF_EINVAL, list_needs_chosen_bits},
     {"ber-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, ber_uniform},
     {"profiled-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, profiled_uniform},
-    {"mbu-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL) | B(BURST) | B(WORDS), BF_EINVAL, mbu_uniform},
+    {"mbu-uniform", BF_SPEC_SAMPLING, ANY, B(MODEL) | B(BURST) | B(WORDS), BF_EINVAL, bf__rule_mbu_uniform},
     {"per-bit-needs-bits", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, per_bit_needs_bits},
     {"strata-need-bits", BF_SPEC_SAMPLING, ANY, B(MODEL), BF_EINVAL, strata_need_bits},
     {"exhaustive-single-faults", BF_SPEC_SAMPLING, ANY, B(BITS) | B(BURST), BF_EINVAL, exhaustive_single_faults},
@@ -850,17 +715,47 @@ static const rule RULES[] = {
      critical_generation_needs_generate},
 };
 
-size_t bf_spec_rule_count(void) { return sizeof RULES / sizeof RULES[0]; }
-const char *bf_spec_rule_name(size_t i) { return i < bf_spec_rule_count() ? RULES[i].name : NULL; }
+typedef struct segment { const rule *r; size_t n; } segment;
+
+#define SEGMENTS(sg) \
+    const segment sg[] = {{RULES_A, sizeof RULES_A / sizeof RULES_A[0]}, \
+                          {bf__spec_rules_mbu, bf__spec_rules_mbu_n}, \
+                          {RULES_B, sizeof RULES_B / sizeof RULES_B[0]}, \
+                          {bf__spec_rules_groups, bf__spec_rules_groups_n}}
+
+/* rule i of the tables in order, or NULL */
+static const rule *rule_at(size_t i)
+{
+    SEGMENTS(sg);
+    for (size_t k = 0; k < sizeof sg / sizeof sg[0]; k++) {
+        if (i < sg[k].n) return &sg[k].r[i];
+        i -= sg[k].n;
+    }
+    return NULL;
+}
+
+size_t bf_spec_rule_count(void)
+{
+    SEGMENTS(sg);
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof sg / sizeof sg[0]; k++) n += sg[k].n;
+    return n;
+}
+
+const char *bf_spec_rule_name(size_t i)
+{
+    const rule *r = rule_at(i);
+    return r ? r->name : NULL;
+}
 
 size_t bf_spec_check(const bf_campaign_spec *spec, const bf_spec_facts *facts, bf_spec_report_fn report, void *user)
 {
     static const bf_spec_facts of_struct = {0, 0, 0};
     const bf_spec_facts *f = facts ? facts : &of_struct;
     uint32_t skip = f->invalid;
-    size_t n = 0;
-    for (size_t i = 0; i < bf_spec_rule_count(); i++) {
-        const rule *r = &RULES[i];
+    size_t n = 0, count = bf_spec_rule_count();
+    for (size_t i = 0; i < count; i++) {
+        const rule *r = rule_at(i);
         if (r->scope == (f->document ? STRUCT : DOCUMENT)) continue;
         if (skip & (r->reads | BF_SPEC_BIT(r->blame))) continue;
         char field[FIELD_PATH_MAX], msg[320];

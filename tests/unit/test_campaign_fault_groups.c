@@ -1,0 +1,419 @@
+/* Fault groups (docs/CAMPAIGNS.md, "Fault groups"): a trial that combines
+ * group 0's weight faults with group 1's activation faults must give
+ * exactly the outputs of a plain evaluator with those faults applied by
+ * hand (the weight written flipped, the value fault set), each fault's
+ * bits as its group's model says; the differential engine, threads and
+ * shards change nothing; group 0's draws do not move when a group is
+ * added; a BER group's counts follow the binomial law (the JSON list form:
+ * tests/api/test_spec_groups.c); bf_campaign_create's errors name the group. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/bitflip.h"
+#include "bitflip/campaign.h"
+#include "campaign_check.h"
+
+#define FIX BF_FIXTURES "/conformance/"
+#define BATCH 64          /* digits: 360 samples */
+#define TRIALS 24
+
+typedef struct fx {
+    bf_model *m;
+    bf_dataset *ds;
+} fx;
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    bf_error err = {0};
+    if (!f || bf_model_load_file(FIX "demo_digits.onnx", &f->m, &err) ||
+        bf_dataset_load_file(FIX "demo_digits.eval.safetensors", &f->ds, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    bf_model_free(f->m);
+    bf_dataset_free(f->ds);
+    free(f);
+    return 0;
+}
+
+static char *all_tensors[] = {"*"};
+static bf_fault_group act_group;
+
+/* group 0: single-bit weight flips; group 1 (n_groups 1): transient
+ * single-bit activation flips in fp32 */
+static bf_campaign_spec spec_of(int n_groups)
+{
+    bf_campaign_spec s = {0};
+    s.seed = 11;
+    s.trials = TRIALS;
+    s.target = BF_TARGET_WEIGHTS;
+    s.tensors = all_tensors;
+    s.n_tensors = 1;
+    s.model_kind = BF_FAULT_BITFLIP;
+    s.bits = 1;
+    s.repr = BF_REPR_FP32;
+    s.sampling = BF_SAMPLE_UNIFORM;
+    s.critical_metric = -1;
+    s.stop_confidence = 0.95;
+    s.batch = BATCH;
+    act_group = (bf_fault_group){.target = BF_TARGET_ACTIVATIONS, .tensors = all_tensors, .n_tensors = 1,
+                                 .model_kind = BF_FAULT_BITFLIP, .bits = 1, .repr = BF_REPR_FP32,
+                                 .persistence = BF_PERSIST_TRANSIENT};
+    s.groups = n_groups ? &act_group : NULL;
+    s.n_groups = (size_t)n_groups;
+    return s;
+}
+
+/* Every trial's record and outputs, by trial number. */
+typedef struct capture {
+    int64_t n, samples, cols;
+    bf_trial_record *rec;
+    float *out;
+} capture;
+
+static void cap_trial(void *user, const bf_trial_record *rec)
+{
+    capture *c = user;
+    if (rec->trial >= 0 && rec->trial < c->n) c->rec[rec->trial] = *rec;
+}
+
+static void cap_outputs(void *user, int64_t trial, const float *out, int64_t samples, int64_t cols)
+{
+    capture *c = user;
+    if (!c->out) {
+        c->samples = samples;
+        c->cols = cols;
+        c->out = calloc((size_t)(c->n * samples * cols) + 1, sizeof(float));
+        assert_non_null(c->out);
+    }
+    if (trial >= 0 && trial < c->n) memcpy(c->out + trial * samples * cols, out, (size_t)(samples * cols) * sizeof(float));
+}
+
+static void cap_init(capture *c, int64_t n)
+{
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->rec = calloc((size_t)n + 1, sizeof *c->rec);
+    assert_non_null(c->rec);
+}
+
+static void cap_free(capture *c)
+{
+    free(c->rec);
+    free(c->out);
+}
+
+/* Runs c (exact or differential, threads, shard si of sn) into cap. */
+static void run(bf_campaign *c, int exact, int threads, int64_t si, int64_t sn, capture *cap)
+{
+    bf_error err = {0};
+    bf_campaign_result res;
+    bf_campaign_opts o = {.threads = threads, .shard_index = si, .shard_count = sn, .on_trial = cap_trial,
+                          .on_outputs = cap_outputs, .user = cap, .exact = exact};
+    if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    bf_campaign_result_free(&res);
+}
+
+static uint32_t bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static void same_bits(float a, float b)
+{
+    if (bits_of(a) != bits_of(b)) fail_msg("%.9g (0x%08x) != %.9g (0x%08x)", a, bits_of(a), b, bits_of(b));
+}
+
+/* Each trial: one weight fault of group 0 and one activation fault of
+ * group 1, each a single-bit flip of the value it found; the trial's
+ * outputs are a plain evaluator's with both applied by hand. */
+static void records_by_hand(void **state)
+{
+    fx *f = *state;
+    bf_campaign_spec s = spec_of(1);
+    bf_campaign *c = tc_make(f->m, f->ds, &s);
+    assert_int_equal(bf_campaign_num_groups(c), 2);
+    assert_true(bf_campaign_group_num_sites(c, 1) > 0);
+    assert_null(bf_campaign_group_site(c, 2, 0));
+    capture cap;
+    cap_init(&cap, TRIALS);
+    run(c, 1, 1, 0, 1, &cap);
+
+    bf_evaluator *ev = NULL;
+    bf_error err = {0};
+    bf_eval_opts eo = {.batch = BATCH, .threads = 1};
+    if (bf_evaluator_create(f->m, f->ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+    int64_t samples = bf_dataset_num_samples(f->ds);
+    for (int64_t t = 0; t < TRIALS; t++) {
+        const bf_trial_record *r = &cap.rec[t];
+        assert_int_equal(r->trial, t);
+        assert_int_equal(r->n_faults, 2);
+        assert_int_equal(r->n_kept, 2);
+        const bf_applied_fault *w = &r->faults[0], *a = &r->faults[1];
+        assert_int_equal(w->group, 0);
+        assert_int_equal(a->group, 1);
+        assert_int_equal(w->sample, -1);
+        assert_true(a->sample >= 0 && a->sample < samples);   /* transient: one sample */
+        /* single bits, each flipping the value it found */
+        assert_int_equal(__builtin_popcount(w->mask), 1);
+        assert_int_equal(__builtin_popcount(a->mask), 1);
+        const bf_site *ws = bf_campaign_group_site(c, 0, (size_t)w->site), *as = bf_campaign_group_site(c, 1, (size_t)a->site);
+        assert_non_null(ws);
+        assert_non_null(as);
+        int64_t p = bf_model_find_param(f->m, ws->name), v = bf_model_find_value(f->m, as->name);
+        assert_true(p >= 0 && v >= 0);
+        assert_true(w->index >= 0 && w->index < bf_tensor_numel(bf_model_param(f->m, (size_t)p)->tensor));
+        assert_true(a->index >= 0 && a->index < as->elements);
+        float stored = ((const float *)bf_model_param(f->m, (size_t)p)->tensor->data)[w->index];
+        same_bits(w->old_value, stored);
+        same_bits(w->new_value, float_of(bits_of(stored) ^ w->mask));
+        same_bits(a->new_value, float_of(bits_of(a->old_value) ^ a->mask));
+
+        /* by hand: the weight written flipped, the activation fault set, a plain pass */
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, float_of(bits_of(stored) ^ w->mask), &err), BF_OK);
+        bf_value_fault vf = {.value = v, .sample = a->sample, .index = a->index, .model = BF_FAULT_BITFLIP, .mask = a->mask,
+                             .repr = BF_REPR_FP32, .scale = 1};
+        assert_int_equal(bf_evaluator_set_value_faults(ev, &vf, 1, &err), BF_OK);
+        bf_eval_result res;
+        if (bf_evaluator_run(ev, NULL, 0, &res, &err) != BF_OK) fail_msg("by hand: %s", err.msg);
+        float seen_old, seen_new;
+        bf_evaluator_value_fault_seen(ev, 0, &seen_old, &seen_new);
+        same_bits(a->old_value, seen_old);
+        assert_int_equal(res.samples * res.out_cols, cap.samples * cap.cols);
+        assert_memory_equal(res.outputs, cap.out + t * cap.samples * cap.cols, (size_t)(cap.samples * cap.cols) * sizeof(float));
+        assert_int_equal(bf_evaluator_set_value_faults(ev, NULL, 0, &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, stored, &err), BF_OK);
+    }
+    bf_evaluator_free(ev);
+    cap_free(&cap);
+    bf_campaign_free(c);
+}
+
+static void same_records(const capture *a, const capture *b)
+{
+    for (int64_t t = 0; t < a->n; t++) {
+        tc_assert_same_record(&a->rec[t], &b->rec[t]);
+        for (int i = 0; i < a->rec[t].n_kept; i++) assert_int_equal(a->rec[t].faults[i].group, b->rec[t].faults[i].group);
+    }
+    assert_memory_equal(a->out, b->out, (size_t)(a->n * a->samples * a->cols) * sizeof(float));
+}
+
+/* Exact on one thread, differential on one and two, and two shards of two
+ * threads: the same records and outputs, trial by trial. */
+static void engines_threads_shards(void **state)
+{
+    fx *f = *state;
+    bf_campaign_spec s = spec_of(1);
+    bf_campaign_prep prep = {.differential = 1};
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    if (bf_campaign_create_prepared(f->m, f->ds, &s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    capture exact, d1, d2, sh;
+    cap_init(&exact, TRIALS);
+    cap_init(&d1, TRIALS);
+    cap_init(&d2, TRIALS);
+    cap_init(&sh, TRIALS);
+    run(c, 1, 1, 0, 1, &exact);
+    run(c, 0, 1, 0, 1, &d1);
+    run(c, 0, 2, 0, 1, &d2);
+    run(c, 0, 2, 0, 2, &sh);
+    run(c, 0, 2, 1, 2, &sh);
+    same_records(&exact, &d1);
+    same_records(&exact, &d2);
+    same_records(&exact, &sh);
+    cap_free(&exact);
+    cap_free(&d1);
+    cap_free(&d2);
+    cap_free(&sh);
+    bf_campaign_free(c);
+}
+
+/* Group 0's draws are a function of (seed, trial) alone: adding group 1
+ * leaves every trial's weight fault where it was. */
+static void group0_unchanged(void **state)
+{
+    fx *f = *state;
+    bf_campaign_spec s1 = spec_of(0), s2 = spec_of(1);
+    bf_campaign *c1 = tc_make(f->m, f->ds, &s1), *c2 = tc_make(f->m, f->ds, &s2);
+    capture a, b;
+    cap_init(&a, TRIALS);
+    cap_init(&b, TRIALS);
+    run(c1, 1, 1, 0, 1, &a);
+    run(c2, 1, 1, 0, 1, &b);
+    int moved = 0;
+    for (int64_t t = 0; t < TRIALS; t++) {
+        const bf_applied_fault *x = &a.rec[t].faults[0], *y = &b.rec[t].faults[0];
+        assert_int_equal(a.rec[t].n_kept, 1);
+        assert_int_equal(x->site, y->site);
+        assert_int_equal(x->index, y->index);
+        assert_int_equal(x->mask, y->mask);
+        same_bits(x->old_value, y->old_value);
+        same_bits(x->new_value, y->new_value);
+        /* and the activation faults changed some trial's outputs */
+        moved |= memcmp(a.out + t * a.samples * a.cols, b.out + t * b.samples * b.cols, (size_t)(a.samples * a.cols) * 4) != 0;
+    }
+    assert_true(moved);
+    cap_free(&a);
+    cap_free(&b);
+    bf_campaign_free(c1);
+    bf_campaign_free(c2);
+}
+
+/* Group 1 as BER on activations (permanent): each trial flips each bit of
+ * one sample's activations with probability r, so over T trials the flips
+ * are Binomial(T x N, r), N = elements per sample x 32; their sum must lie
+ * within 5 standard deviations of T N r (the draws are seeded, so this is
+ * one fixed draw, and 5 sigma leaves no doubt the count follows r, not,
+ * say, 2r or r/2: at T N r = 480 those lie 22 sigma away). Group 0 still
+ * flips exactly one bit. */
+static void ber_counts(void **state)
+{
+    fx *f = *state;
+    const int64_t T = 160;
+    bf_campaign_spec s = spec_of(1);
+    s.trials = T;
+    bf_campaign *probe = tc_make(f->m, f->ds, &s);
+    double n_bits = 0;
+    for (size_t i = 0; i < bf_campaign_group_num_sites(probe, 1); i++)
+        n_bits += 32.0 * (double)bf_campaign_group_site(probe, 1, i)->elements;
+    bf_campaign_free(probe);
+    act_group.model_kind = BF_FAULT_BER;
+    act_group.persistence = BF_PERSIST_PERMANENT;
+    act_group.rate = 3.0 / n_bits;   /* three flips a trial on average */
+    bf_campaign *c = tc_make(f->m, f->ds, &s);
+    capture cap;
+    cap_init(&cap, T);
+    run(c, 1, 2, 0, 1, &cap);
+    int64_t sum = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const bf_trial_record *r = &cap.rec[t];
+        assert_int_equal(r->faults[0].group, 0);
+        int64_t g1 = r->n_faults - 1;
+        sum += g1;
+        for (int i = 1; i < r->n_kept; i++) {
+            assert_int_equal(r->faults[i].group, 1);
+            assert_int_equal(r->faults[i].sample, -1);
+            assert_int_equal(__builtin_popcount(r->faults[i].mask), 1);
+        }
+        assert_int_equal(r->n_kept, 1 + (g1 < BF_TRIAL_FAULTS_MAX - 1 ? g1 : BF_TRIAL_FAULTS_MAX - 1));
+    }
+    double mean = (double)T * n_bits * act_group.rate, sd = sqrt(mean * (1 - act_group.rate));
+    if (fabs((double)sum - mean) > 5 * sd) fail_msg("group 1 flipped %lld bits; binomial mean %.1f, sd %.1f", (long long)sum, mean, sd);
+    cap_free(&cap);
+    bf_campaign_free(c);
+}
+
+/* ECC (mitigation "ecc") with fault groups protects group 0's stored
+ * weights as it does without them: its check bits fault at group 0's BER
+ * rate, it corrects and detects group 0's faults alone, so every trial's
+ * group-0 faults as ECC left them, and its DUEs, are the one-group
+ * campaign's. */
+static void ecc_follows_group0(void **state)
+{
+    fx *f = *state;
+    static double rate[] = {3e-5};
+    bf_campaign_spec s0 = spec_of(0), s1 = spec_of(1);
+    bf_campaign_spec *ss[2] = {&s0, &s1};
+    for (int k = 0; k < 2; k++) {
+        ss[k]->model_kind = BF_FAULT_BER;
+        ss[k]->rates = rate;
+        ss[k]->n_rates = 1;
+        ss[k]->repeats = 40;
+        ss[k]->trials = 40;
+    }
+    bf_mitigation ecc = {.name = "ecc", .ecc = {.enabled = 1}};
+    bf_campaign *c[2] = {NULL, NULL};
+    bf_error err = {0};
+    for (int k = 0; k < 2; k++)
+        if (bf_campaign_create_mitigated(f->m, f->ds, ss[k], &ecc, &c[k], &err) != BF_OK) fail_msg("create: %s", err.msg);
+    capture a, b;
+    cap_init(&a, 40);
+    cap_init(&b, 40);
+    run(c[0], 1, 1, 0, 1, &a);
+    run(c[1], 1, 2, 0, 1, &b);
+    int due = 0, extra = 0;
+    for (int64_t t = 0; t < 40; t++) {
+        const bf_trial_record *x = &a.rec[t], *y = &b.rec[t];
+        assert_int_equal(x->rate_index, y->rate_index);
+        if (x->outcome == BF_OUTCOME_DUE) assert_int_equal(y->outcome, BF_OUTCOME_DUE);
+        due += x->outcome == BF_OUTCOME_DUE;
+        int k = 0;
+        for (int i = 0; i < y->n_kept; i++) {
+            if (y->faults[i].group != 0) continue;
+            assert_true(k < x->n_kept);
+            const bf_applied_fault *p = &x->faults[k++], *q = &y->faults[i];
+            assert_int_equal(p->site, q->site);
+            assert_int_equal(p->index, q->index);
+            assert_int_equal(p->mask, q->mask);
+            same_bits(p->old_value, q->old_value);
+            same_bits(p->new_value, q->new_value);
+        }
+        if (y->outcome != BF_OUTCOME_DUE) {
+            assert_true(y->n_faults >= x->n_faults);   /* group 1's on top */
+            extra += y->n_faults > x->n_faults;
+        }
+    }
+    assert_true(extra > 0);
+    print_message("ecc: %d DUE trials of 40\n", due);
+    cap_free(&a);
+    cap_free(&b);
+    bf_campaign_free(c[0]);
+    bf_campaign_free(c[1]);
+}
+
+/* bf_campaign_create: a group's own errors name it. */
+static void create_errors(void **state)
+{
+    fx *f = *state;
+    static char *nowhere[] = {"no_such_value"};
+    bf_campaign_spec s = spec_of(1);
+    act_group.tensors = nowhere;
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    assert_int_not_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_OK);
+    assert_null(c);
+    if (strncmp(err.msg, "faults.1: ", 10) != 0) fail_msg("'%s' does not name the group", err.msg);
+    s = spec_of(1);
+    s.sampling = BF_SAMPLE_PER_BIT;
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
+    assert_non_null(strstr(err.msg, "sampling: must be 'uniform' with fault groups"));
+    s = spec_of(1);
+    bf_mitigation clip = {.name = "clip", .clip = {.enabled = 1}};
+    assert_int_equal(bf_campaign_create_mitigated(f->m, f->ds, &s, &clip, &c, &err), BF_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "mitigations: with fault groups only 'ecc' runs"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(records_by_hand),   cmocka_unit_test(engines_threads_shards), cmocka_unit_test(group0_unchanged),
+        cmocka_unit_test(ber_counts),             cmocka_unit_test(create_errors),
+        cmocka_unit_test(ecc_follows_group0),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
