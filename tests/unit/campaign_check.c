@@ -115,14 +115,19 @@ void tc_keep(void *user, const bf_trial_record *rec)
     k->r[k->n++] = *rec;
 }
 
+void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds)
+{
+    bf_error err = {0};
+    if (bf_model_load_file(model, m, &err)) fail_msg("%s", err.msg);
+    if (bf_dataset_load_file(data, ds, &err)) fail_msg("%s", err.msg);
+}
+
 void tc_open(const char *stem, bf_model **m, bf_dataset **ds)
 {
-    char path[4096];
-    bf_error err = {0};
-    snprintf(path, sizeof path, "%s.onnx", stem);
-    if (bf_model_load_file(path, m, &err)) fail_msg("%s", err.msg);
-    snprintf(path, sizeof path, "%s.eval.safetensors", stem);
-    if (bf_dataset_load_file(path, ds, &err)) fail_msg("%s", err.msg);
+    char mp[4096], dp[4096];
+    snprintf(mp, sizeof mp, "%s.onnx", stem);
+    snprintf(dp, sizeof dp, "%s.eval.safetensors", stem);
+    tc_open_files(mp, dp, m, ds);
 }
 
 double tc_load(const char *stem, bf_model **m, bf_dataset **ds)

@@ -39,6 +39,9 @@ typedef struct tc_tally {
 double tc_load(const char *stem, bf_model **m, bf_dataset **ds);
 /* tc_load without the scale (no evaluation pass). */
 void tc_open(const char *stem, bf_model **m, bf_dataset **ds);
+/* Loads the model and the eval set at those paths, failing the test with
+ * the loader's message if either does not load. */
+void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds);
 /* The largest golden output (at least 1), with batch 7. */
 double tc_out_scale(const bf_model *m, const bf_dataset *ds);
 /* Compares runs a and b trial by trial into t; prints what differs. */
