@@ -136,6 +136,55 @@ double tc_load(const char *stem, bf_model **m, bf_dataset **ds)
     return tc_out_scale(*m, *ds);
 }
 
+tc_loaded tc_conformance(const char *fx)
+{
+    char stem[512];
+    snprintf(stem, sizeof stem, BF_FIXTURES "/conformance/%s", fx);
+    tc_loaded l = {0};
+    tc_open(stem, &l.m, &l.ds);
+    return l;
+}
+
+void tc_unload(tc_loaded *l)
+{
+    bf_model_free(l->m);
+    bf_dataset_free(l->ds);
+}
+
+bf_campaign_spec tc_all_weights_spec(uint64_t seed, int64_t trials)
+{
+    static char *all[] = {"*"};
+    bf_campaign_spec s = {0};
+    s.seed = seed;
+    s.trials = trials;
+    s.target = BF_TARGET_WEIGHTS;
+    s.tensors = all;
+    s.n_tensors = 1;
+    s.model_kind = BF_FAULT_BITFLIP;
+    s.bits = 1;
+    s.repr = BF_REPR_FP32;
+    s.critical_metric = -1;
+    s.critical_delta = -1;
+    return s;
+}
+
+bf_campaign *tc_run_mitigated(const tc_loaded *l, const bf_campaign_spec *s, const bf_mitigation *mit, int exact,
+                              tc_recs *out, bf_campaign_result *res)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    if (bf_campaign_create_mitigated(l->m, l->ds, s, mit, &c, &err) != BF_OK)
+        fail_msg("%s: %s", mit && mit->name ? mit->name : "none", err.msg);
+    if (out) {
+        out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
+        out->n = 0;
+        assert_non_null(out->r);
+    }
+    bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = out ? tc_keep : NULL, .user = out};
+    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("%s", err.msg);
+    return c;
+}
+
 /* The scale of an output ulp. */
 double tc_out_scale(const bf_model *m, const bf_dataset *ds)
 {

@@ -42,6 +42,21 @@ void tc_open(const char *stem, bf_model **m, bf_dataset **ds);
 /* Loads the model and the eval set at those paths, failing the test with
  * the loader's message if either does not load. */
 void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds);
+/* A fixture of tests/fixtures/conformance, by name (tc_open). */
+typedef struct tc_loaded {
+    bf_model *m;
+    bf_dataset *ds;
+} tc_loaded;
+tc_loaded tc_conformance(const char *fx);
+void tc_unload(tc_loaded *l);
+/* Single-bit fp32 flips in every weight tensor ("*"), no critical metric. */
+bf_campaign_spec tc_all_weights_spec(uint64_t seed, int64_t trials);
+/* Creates spec s's campaign on l with mitigation mit (NULL: none) and runs
+ * it on 2 threads, exact or differential; with out, every record kept
+ * there (out->r the caller's to free). Fails the test if either step
+ * fails; the campaign and res are the caller's to free. */
+bf_campaign *tc_run_mitigated(const tc_loaded *l, const bf_campaign_spec *s, const bf_mitigation *mit, int exact,
+                              tc_recs *out, bf_campaign_result *res);
 /* The largest golden output (at least 1), with batch 7. */
 double tc_out_scale(const bf_model *m, const bf_dataset *ds);
 /* Compares runs a and b trial by trial into t; prints what differs. */
