@@ -312,22 +312,33 @@ uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len)
     return buf;
 }
 
-void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
-             const char *label, tc_tally *t, tc_recs *exact_out)
+int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label,
+                       int no_full_pass, tc_recs r[2])
 {
-    tc_recs r[2] = {{0}};
+    int64_t due = 0;
     for (int exact = 1; exact >= 0; exact--) {
         bf_campaign *c = tc_make(m, ds, s);
         r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
+        r[exact].n = 0;
         assert_non_null(r[exact].r);
-        bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
+        bf_campaign_opts o = {.threads = 2, .exact = exact, .no_full_pass = no_full_pass && !exact, .on_trial = tc_keep,
+                              .user = &r[exact]};
         bf_campaign_result res;
         bf_error err = {0};
         if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
         assert_int_equal(res.trials_done, r[exact].n);
+        if (exact) due = res.total.n[BF_OUTCOME_DUE];
         bf_campaign_result_free(&res);
         bf_campaign_free(c);
     }
+    return due;
+}
+
+void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
+             const char *label, tc_tally *t, tc_recs *exact_out)
+{
+    tc_recs r[2] = {{0}};
+    t->exact_due += tc_run_engines(m, ds, s, label, 0, r);
     tc_compare(fix, label, &r[1], &r[0], scale, t);
     if (s->model_kind == BF_FAULT_BER) {
         /* and without the full-pass shortcut, as its many faults would run */
@@ -351,6 +362,25 @@ void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *
     if (exact_out) *exact_out = r[1];
     else free(r[1].r);
     free(r[0].r);
+}
+
+bf_campaign_spec tc_config_spec(const tc_config *cf, uint64_t seed, int64_t trials, int64_t batch, char **pats,
+                                size_t n)
+{
+    bf_campaign_spec s = {0};
+    s.seed = seed;
+    s.trials = trials;
+    s.target = cf->target;
+    s.tensors = pats;
+    s.n_tensors = n;
+    s.model_kind = cf->kind;
+    s.bits = cf->bits;
+    s.repr = cf->repr;
+    s.persistence = cf->persistence;
+    s.critical_metric = -1;
+    s.critical_delta = -1;
+    s.batch = batch;
+    return s;
 }
 
 bf_campaign_spec tc_base_spec(int64_t batch)

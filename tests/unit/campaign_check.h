@@ -32,6 +32,7 @@ void tc_keep(void *user, const bf_trial_record *rec);
 typedef struct tc_tally {
     int64_t trials, disagree, unexplained, metric_off;
     int near;
+    int64_t exact_due;   /* tc_both: the exact runs' DUE trials */
 } tc_tally;
 /* Loads STEM.onnx and STEM.eval.safetensors (the fixtures' naming), failing
  * the test with the loader's message if either does not load; returns
@@ -73,6 +74,12 @@ void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
  * the exact run's records, for the caller to free. */
 void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
              const char *label, tc_tally *t, tc_recs *exact_out);
+/* Runs spec s exact into r[1], then differential into r[0] (with
+ * no_full_pass, never taking a full pass), 2 threads each, every record
+ * kept (r[i].r the caller's to free); fails the test, naming label, if a
+ * run fails. Returns the exact run's DUE trials. */
+int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label,
+                       int no_full_pass, tc_recs r[2]);
 /* Single-bit fp32 weight flips, prediction changes only, at `batch`. */
 bf_campaign_spec tc_base_spec(int64_t batch);
 
@@ -85,6 +92,11 @@ typedef struct tc_config {
     bf_persistence persistence;
     int bits;
 } tc_config;
+
+/* Spec of config cf (target, kind, bits, representation, persistence) over
+ * the tensors matching pats[0..n), no critical metric. */
+bf_campaign_spec tc_config_spec(const tc_config *cf, uint64_t seed, int64_t trials, int64_t batch, char **pats,
+                                size_t n);
 
 /* Fails core's allocations one at a time (alloc_fail.h), the first, then
  * the second, ..., while creating campaign s (bf_campaign_create_prepared
