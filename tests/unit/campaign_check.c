@@ -151,6 +151,36 @@ void tc_unload(tc_loaded *l)
     bf_dataset_free(l->ds);
 }
 
+bf_status tc_try_open(const char *stem, bf_model **m, bf_dataset **ds, bf_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.onnx", stem);
+    bf_status st = bf_model_load_file(path, m, err);
+    if (st != BF_OK) return st;
+    snprintf(path, sizeof path, "%s.eval.safetensors", stem);
+    return bf_dataset_load_file(path, ds, err);
+}
+
+int tc_group_open(void **state, const char *stem)
+{
+    tc_loaded *l = calloc(1, sizeof *l);
+    bf_error err = {0};
+    if (!l || tc_try_open(stem, &l->m, &l->ds, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    *state = l;
+    return 0;
+}
+
+int tc_group_close(void **state)
+{
+    tc_loaded *l = *state;
+    tc_unload(l);
+    free(l);
+    return 0;
+}
+
 bf_campaign_spec tc_all_weights_spec(uint64_t seed, int64_t trials)
 {
     static char *all[] = {"*"};

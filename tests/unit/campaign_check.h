@@ -50,6 +50,15 @@ typedef struct tc_loaded {
 } tc_loaded;
 tc_loaded tc_conformance(const char *fx);
 void tc_unload(tc_loaded *l);
+/* Loads STEM.onnx and STEM.eval.safetensors into *m, *ds without failing
+ * the test (for cmocka group setups): the first error's status, err says
+ * which file. */
+bf_status tc_try_open(const char *stem, bf_model **m, bf_dataset **ds, bf_error *err);
+/* A cmocka group setup and teardown over one fixture: *state a malloc'd
+ * tc_loaded of STEM (tc_try_open); on failure prints "setup: " and the
+ * loader's message and returns -1. */
+int tc_group_open(void **state, const char *stem);
+int tc_group_close(void **state);
 /* Single-bit fp32 flips in every weight tensor ("*"), no critical metric. */
 bf_campaign_spec tc_all_weights_spec(uint64_t seed, int64_t trials);
 /* Creates spec s's campaign on l with mitigation mit (NULL: none) and runs
