@@ -15,8 +15,7 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     bfr__tensor_row *rows = bfr__tensor_rows(set, d, &n, &oom);
     if (!rows) return oom;
     size_t shown = n > set->max_tensors ? set->max_tensors : n;
-    double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
-    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    double conf = bfr__confidence(set, d);
     char title[160], sub[256], alt[640], name[32];
     if (set->n_docs > 1) snprintf(title, sizeof title, "Vulnerable tensors: %.80s", set->docs[d].label);
     else snprintf(title, sizeof title, "Vulnerable tensors: critical rate of the faults in each");

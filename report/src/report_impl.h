@@ -187,7 +187,17 @@ char *bfr__png_base64(const unsigned char *rgb, int width, int height);
 char *bfr__headline(const bfr__set *set);
 
 /* --- tensors.c: by_tensor entries with trials, most critical first (the
- * order of the bar chart and of the heatmap's rows) */
+ * order of the bar chart and of the heatmap's rows); and the rows of any
+ * figure read from a document's groups */
+/* The confidence level of input d's campaign: 0.95 when it has none in
+ * (0, 1). */
+double bfr__confidence(const bfr__set *set, size_t d);
+/* A figure's rows from the entries of JSON array arr: fill(row, entry,
+ * ctx) writes the row (size bytes) of an entry it keeps and returns 1, or
+ * returns 0 to pass the entry over; the kept rows sorted by cmp. NULL with
+ * *n = 0 if none is kept (or out of memory: *oom set). */
+void *bfr__rows(const json_t *arr, size_t size, int (*fill)(void *row, const json_t *g, const void *ctx),
+                const void *ctx, int (*cmp)(const void *, const void *), size_t *n, int *oom);
 typedef struct bfr__tensor_row {
     const json_t *group;
     double rate, lo, hi;
