@@ -60,13 +60,12 @@ static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
     double conf = bfr__confidence(set, d);
     const char *what = bits ? "bit" : "tensor";
     char title[160], sub[256], alt[640], name[32];
-    if (set->n_docs > 1) snprintf(title, sizeof title, "IVMOD per %s: %.80s", what, set->docs[d].label);
-    else snprintf(title, sizeof title, "IVMOD per %s: images a fault made critical", what);
+    bfr__fig_title(title, sizeof title, set, d, bits ? "IVMOD per bit" : "IVMOD per tensor", "images a fault made critical");
     snprintf(sub, sizeof sub, "critical images over trials x images, faults in each %s%s; whiskers: %.0f%% t interval over trials",
              what, bits ? " (lowest flipped bit), highest bit first" : ", most first", 100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of IVMOD per %s, %zu %s%s; ", what, n, what, n > 1 ? "s" : "");
     double hi = 0;
-    for (size_t i = 0; i < shown; i++) hi = fmax(hi, isfinite(rows[i].hi) ? fmax(rows[i].hi, rows[i].rate) : rows[i].rate);
+    for (size_t i = 0; i < shown; i++) hi = bfr__bar_top(hi, rows[i].rate, rows[i].hi);
     bfr__hchart c;
     bfr__hchart_open(&c, shown, n, hi, title, sub, "IVMOD (% of the images, over the trials)");
     for (size_t i = 0; i < shown; i++) {
@@ -74,8 +73,7 @@ static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
         char label[160], v[64], kc[32], nc[32], tip[400], val[120];
         if (bits) snprintf(label, sizeof label, "bit %d", r->bit);
         else snprintf(label, sizeof label, "%s", bfr__tensor_name(r->group));
-        if (isfinite(r->lo) && isfinite(r->hi)) bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
-        else bfr__pct(v, sizeof v, r->rate, bfr__pct_decimals(r->rate, r->rate, r->rate), 1);
+        bfr__pct_maybe_ci(v, sizeof v, r->rate, r->lo, r->hi, 1);
         bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->images);
         snprintf(val, sizeof val, "%s of %s", kc, nc);
         snprintf(tip, sizeof tip, "%.120s: %s critical images of %s, IVMOD %s", label, kc, nc, v);

@@ -54,21 +54,19 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     size_t shown = n > set->max_tensors ? set->max_tensors : n;
     double conf = bfr__confidence(set, d);
     char title[160], sub[256], alt[640], name[32];
-    if (set->n_docs > 1) snprintf(title, sizeof title, "PVF per tensor: %.80s", set->docs[d].label);
-    else snprintf(title, sizeof title, "PVF per tensor: the chance a fault in it makes the output wrong");
+    bfr__fig_title(title, sizeof title, set, d, "PVF per tensor", "the chance a fault in it makes the output wrong");
     snprintf(sub, sizeof sub, "parameter vulnerability factor: critical or DUE outcomes of the faults in each tensor, most first; "
              "whiskers: %.0f%% interval", 100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of the PVF per tensor, %zu tensor%s; highest: ", n, n > 1 ? "s" : "");
     double hi = 0;
-    for (size_t i = 0; i < shown; i++) hi = fmax(hi, isfinite(rows[i].hi) ? fmax(rows[i].hi, rows[i].rate) : rows[i].rate);
+    for (size_t i = 0; i < shown; i++) hi = bfr__bar_top(hi, rows[i].rate, rows[i].hi);
     bfr__hchart c;
     bfr__hchart_open(&c, shown, n, hi, title, sub, "PVF (% of the faults in the tensor: critical or DUE)");
     for (size_t i = 0; i < shown; i++) {
         const row *r = &rows[i];
         const char *tn = bfr__tensor_name(r->group);
         char v[64], cr[32], du[32], tip[400];
-        if (isfinite(r->lo) && isfinite(r->hi)) bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
-        else bfr__pct(v, sizeof v, r->rate, bfr__pct_decimals(r->rate, r->rate, r->rate), 0);
+        bfr__pct_maybe_ci(v, sizeof v, r->rate, r->lo, r->hi, 0);
         bfr__pct(cr, sizeof cr, isfinite(r->critical) ? r->critical : 0, 1, 0);
         bfr__pct(du, sizeof du, isfinite(r->due) ? r->due : 0, 1, 0);
         snprintf(tip, sizeof tip, "%.120s: PVF %s (critical %s, DUE %s)", tn, v, cr, du);

@@ -129,6 +129,11 @@ void bfr__hchart_alt(char *alt, size_t cap, size_t i, const char *lead, const ch
  * were left out, the note "the <shown> <which> of <n> tensors that were hit" */
 int bfr__hchart_done(bfr__hchart *c, size_t n, const char *which, json_t *figs, const char *base, size_t d,
                      const char *title, const char *alt);
+/* top, or a row's value or finite upper whisker if larger: the axis's
+ * extent over the rows shown */
+double bfr__bar_top(double top, double v, double hi);
+/* a rate with its interval when both ends are finite, else alone */
+void bfr__pct_maybe_ci(char *out, size_t cap, double rate, double lo, double hi, int with_sign);
 
 /* --- input.c: result documents, read once into what the figures draw */
 typedef struct bfr__series {
@@ -171,6 +176,9 @@ const char *bfr__tensor_name(const json_t *group);
 int bfr__fig_ber(const bfr__set *set, json_t *figs);
 int bfr__fig_outcomes(const bfr__set *set, json_t *figs);
 int bfr__fig_tensors(const bfr__set *set, json_t *figs);
+/* (bars.c) the title of document d's figure: "head: <its label>" among
+ * several results, "head: single" for one */
+void bfr__fig_title(char *title, size_t cap, const bfr__set *set, size_t d, const char *head, const char *single);
 int bfr__fig_heatmap(const bfr__set *set, json_t *figs);
 int bfr__fig_mitigation(const bfr__set *set, json_t *figs);
 int bfr__fig_ivmod(const bfr__set *set, json_t *figs);
