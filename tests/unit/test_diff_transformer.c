@@ -41,9 +41,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    bf_error err = {0};
-    if (bf_model_load_file(FIX ".onnx", &f->m, &err) || bf_dataset_load_file(FIX ".eval.safetensors", &f->ds, &err))
-        fail_msg("%s", err.msg);
+    tc_open(FIX, &f->m, &f->ds);
     /* found by what it is, not by the exporter's number */
     for (size_t q = 0; q < bf_model_num_params(f->m) && !f->packed; q++) {
         const bf_param_info *pi = bf_model_param(f->m, q);
