@@ -207,19 +207,9 @@ static void fused_value_is_explained(void **state)
     assert_int_equal(bf_model_num_nodes(raw) - bf_model_num_nodes(m), 5 * (8 + 2) + 2 * (4 + 3));
     assert_consistent(m);
     char *pow[] = {"/encoder/layers/encoder_layer_0/ln_1/Pow_output_0"};
-    bf_campaign_spec s = {0};
-    s.seed = 1;
-    s.trials = 4;
-    s.target = BF_TARGET_ACTIVATIONS;
-    s.tensors = pow;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.persistence = BF_PERSIST_TRANSIENT;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    s.batch = 8;
+    static const tc_config transient = {"activations bitflip fp32 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP,
+                                        BF_REPR_FP32, BF_PERSIST_TRANSIENT, 1};
+    bf_campaign_spec s = tc_config_spec(&transient, 1, 4, 8, pow, 1);
     bf_campaign *c = NULL;
     assert_int_not_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_OK);
     if (!strstr(err.msg, "intermediate of an exported pattern") || !strstr(err.msg, "ln_1/Add_1") ||
