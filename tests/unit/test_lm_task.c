@@ -268,19 +268,7 @@ static void eval_tiny_lm(void **state)
  * and a message holding `needle`. */
 static void refused(const bf_model *m, const th_st_tensor *t, int n, bf_status want, const char *needle)
 {
-    size_t len;
-    uint8_t *buf = th_st_build(t, n, &len);
-    bf_dataset *ds = NULL;
-    bf_evaluator *ev = NULL;
-    bf_error err = {0};
-    bf_status st = bf_dataset_load_buffer(buf, len, "hostile", &ds, &err);
-    if (st == BF_OK) st = bf_evaluator_create(m, ds, NULL, &ev, &err);
-    if (st != want || !strstr(err.msg, needle))
-        fail_msg("wanted status %d with '%s', got %d: %s", want, needle, st, err.msg);
-    printf("refused: %s\n", err.msg);
-    bf_evaluator_free(ev);
-    bf_dataset_free(ds);
-    free(buf);
+    th_st_outcome(m, t, n, want, needle);
 }
 
 static void hostile_layouts(void **state)
