@@ -130,6 +130,21 @@ void tc_open(const char *stem, bf_model **m, bf_dataset **ds)
     tc_open_files(mp, dp, m, ds);
 }
 
+void tc_open_fixed(const char *stem, const char *const *names, const char *const *from, size_t n, bf_model **base,
+                   bf_model **m, bf_dataset **ds)
+{
+    int64_t sizes[8];
+    bf_error err = {0};
+    assert_true(n <= sizeof sizes / sizeof *sizes);
+    tc_open(stem, base, ds);
+    for (size_t i = 0; i < n; i++) {
+        const bf_tensor *t = bf_dataset_find(*ds, from[i]);
+        assert_non_null(t);
+        sizes[i] = t->dims[1];
+    }
+    if (bf_model_with_dims(*base, names, sizes, n, m, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
 double tc_load(const char *stem, bf_model **m, bf_dataset **ds)
 {
     tc_open(stem, m, ds);

@@ -43,6 +43,12 @@ void tc_open(const char *stem, bf_model **m, bf_dataset **ds);
 /* Loads the model and the eval set at those paths, failing the test with
  * the loader's message if either does not load. */
 void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds);
+/* tc_open, then *m the model with each symbolic dim names[i] fixed at
+ * dimension 1 of eval-set tensor from[i] (bf_model_with_dims: the sequence
+ * axis, a head count); *base the model as loaded. The caller frees all
+ * three. */
+void tc_open_fixed(const char *stem, const char *const *names, const char *const *from, size_t n, bf_model **base,
+                   bf_model **m, bf_dataset **ds);
 /* A fixture of tests/fixtures/conformance, by name (tc_open). */
 typedef struct tc_loaded {
     bf_model *m;

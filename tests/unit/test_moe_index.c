@@ -124,13 +124,7 @@ static void campaigns_agree_differential_and_exact(void **state)
     (void)state;
     bf_model *base = NULL, *m = NULL;
     bf_dataset *ds = NULL;
-    bf_error err = {0};
-    tc_open(MOE "moe_classifier_op17", &base, &ds);
-    const bf_tensor *x = bf_dataset_find(ds, "x");
-    assert_non_null(x);
-    const char *names[1] = {"seq"};
-    const int64_t sizes[1] = {x->dims[1]};
-    if (bf_model_with_dims(base, names, sizes, 1, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_fixed(MOE "moe_classifier_op17", (const char *[]){"seq"}, (const char *[]){"x"}, 1, &base, &m, &ds);
     double scale = tc_out_scale(m, ds);
     tc_tally t = {0};
     bf_campaign_spec s = tc_base_spec(5);

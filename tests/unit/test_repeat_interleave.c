@@ -272,15 +272,8 @@ static void campaigns_agree_differential_and_exact(void **state)
     (void)state;
     bf_model *base = NULL, *m = NULL;
     bf_dataset *ds = NULL;
-    bf_error err = {0};
-    tc_open(RINT "gqa_classifier_op14", &base, &ds);
-    const bf_tensor *x = bf_dataset_find(ds, "x");
-    assert_non_null(x);
-    const bf_tensor *kv = bf_dataset_find(ds, "kv");
-    assert_non_null(kv);
-    const char *names[2] = {"seq", "heads"};
-    const int64_t sizes[2] = {x->dims[1], kv->dims[1]};
-    if (bf_model_with_dims(base, names, sizes, 2, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_fixed(RINT "gqa_classifier_op14", (const char *[]){"seq", "heads"}, (const char *[]){"x", "kv"}, 2, &base, &m,
+                  &ds);
     /* the Loop of kv's dynamic heads, and the unrolled form of x's two heads */
     assert_int_equal(th_count_op(m, "bf.RepeatInterleave"), 3);
     assert_int_equal(th_count_op(m, "Loop"), 0);
