@@ -1,6 +1,7 @@
 /* Horizontal bars with interval whiskers and a value beside each: the
  * shape of the outcome, tensor and mitigation figures; and the chart of one
- * such bar per row that the tensor and IVMOD figures share. */
+ * such bar per row that the tensor, PVF and IVMOD figures share, with their
+ * titles, axis extent and value texts. */
 #include <math.h>
 #include <string.h>
 
@@ -106,4 +107,21 @@ int bfr__hchart_done(bfr__hchart *c, size_t n, const char *which, json_t *figs, 
     if (d == 0) snprintf(name, sizeof name, "%s", base);
     else snprintf(name, sizeof name, "%s_%zu", base, d + 1);
     return bfr__hchart_finish(c, n > c->shown ? note : NULL, figs, name, title, alt);
+}
+
+void bfr__fig_title(char *title, size_t cap, const bfr__set *set, size_t d, const char *head, const char *single)
+{
+    if (set->n_docs > 1) snprintf(title, cap, "%s: %.80s", head, set->docs[d].label);
+    else snprintf(title, cap, "%s: %s", head, single);
+}
+
+double bfr__bar_top(double top, double v, double hi)
+{
+    return fmax(top, isfinite(hi) ? fmax(hi, v) : v);
+}
+
+void bfr__pct_maybe_ci(char *out, size_t cap, double rate, double lo, double hi, int with_sign)
+{
+    if (isfinite(lo) && isfinite(hi)) bfr__pct_ci(out, cap, rate, lo, hi);
+    else bfr__pct(out, cap, rate, bfr__pct_decimals(rate, rate, rate), with_sign);
 }

@@ -142,8 +142,7 @@ int bfr__fig_ber(const bfr__set *set, json_t *figs)
     for (int c = 0; c < nc; c++) colors[nl] = bfr__palette[idx[c] % BFR_MAX_SERIES], labels[nl++] = set->series[idx[c]].label;
     int legend_rows = bfr__legend_rows(labels, nl, W - L - R);
     int h = H0 + 18 * legend_rows + (set->n_hidden ? 16 : 0);
-    double conf = json_number_value(json_object_get(set->docs[0].campaign, "confidence"));
-    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    double conf = bfr__confidence(set, 0);
 
     char title[128], sub[256], ylab[96], alt[512];
     const char *mname = !metric ? "critical rate" : !strcmp(metric, "auc") ? "AUC" : "accuracy";

@@ -31,53 +31,41 @@ static int by_bit_desc(const void *a, const void *b)
     return (x->bit < y->bit) - (x->bit > y->bit);   /* no subtraction: bits come from the document */
 }
 
-/* the groups of `arr` that carry an ivmod with images, as rows; NULL with
- * *n = 0 if none (or out of memory: *oom) */
-static row *rows_of(const json_t *arr, int bits, size_t *n, int *oom)
+/* a group that carries an ivmod with images; ctx: whether the groups are
+ * bits (by_bit) */
+static int ivmod_row(void *row_, const json_t *g, const void *ctx)
 {
-    size_t cap = json_array_size(arr), k = 0, i;
-    const json_t *g;
-    *n = 0;
-    if (!cap) return NULL;
-    row *rows = malloc(cap * sizeof *rows);
-    if (!rows) { *oom = 1; return NULL; }
-    json_array_foreach(arr, i, g) {
-        const json_t *iv = json_object_get(g, "ivmod"), *ci = json_object_get(iv, "ci");
-        json_int_t images = json_integer_value(json_object_get(iv, "images"));
-        if (!json_is_object(iv) || images <= 0) continue;
-        row *r = &rows[k++];
-        r->group = g;
-        r->bit = bits ? (int)json_integer_value(json_object_get(g, "bit")) : -1;
-        r->images = images;
-        r->critical = json_integer_value(json_object_get(iv, "critical_images"));
-        r->rate = (double)r->critical / (double)images;
-        r->lo = json_is_number(json_array_get(ci, 0)) ? json_number_value(json_array_get(ci, 0)) : NAN;
-        r->hi = json_is_number(json_array_get(ci, 1)) ? json_number_value(json_array_get(ci, 1)) : NAN;
-    }
-    if (!k) { free(rows); return NULL; }
-    qsort(rows, k, sizeof *rows, bits ? by_bit_desc : by_rate_desc);
-    *n = k;
-    return rows;
+    const json_t *iv = json_object_get(g, "ivmod"), *ci = json_object_get(iv, "ci");
+    json_int_t images = json_integer_value(json_object_get(iv, "images"));
+    if (!json_is_object(iv) || images <= 0) return 0;
+    row *r = row_;
+    r->group = g;
+    r->bit = *(const int *)ctx ? (int)json_integer_value(json_object_get(g, "bit")) : -1;
+    r->images = images;
+    r->critical = json_integer_value(json_object_get(iv, "critical_images"));
+    r->rate = (double)r->critical / (double)images;
+    r->lo = json_is_number(json_array_get(ci, 0)) ? json_number_value(json_array_get(ci, 0)) : NAN;
+    r->hi = json_is_number(json_array_get(ci, 1)) ? json_number_value(json_array_get(ci, 1)) : NAN;
+    return 1;
 }
 
 static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
 {
     int oom = 0;
     size_t n = 0;
-    row *rows = rows_of(json_object_get(set->docs[d].root, bits ? "by_bit" : "by_tensor"), bits, &n, &oom);
+    row *rows = bfr__rows(json_object_get(set->docs[d].root, bits ? "by_bit" : "by_tensor"), sizeof(row), ivmod_row, &bits,
+                          bits ? by_bit_desc : by_rate_desc, &n, &oom);
     if (!rows) return oom;
     size_t shown = !bits && n > set->max_tensors ? set->max_tensors : n;
-    double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
-    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    double conf = bfr__confidence(set, d);
     const char *what = bits ? "bit" : "tensor";
     char title[160], sub[256], alt[640], name[32];
-    if (set->n_docs > 1) snprintf(title, sizeof title, "IVMOD per %s: %.80s", what, set->docs[d].label);
-    else snprintf(title, sizeof title, "IVMOD per %s: images a fault made critical", what);
+    bfr__fig_title(title, sizeof title, set, d, bits ? "IVMOD per bit" : "IVMOD per tensor", "images a fault made critical");
     snprintf(sub, sizeof sub, "critical images over trials x images, faults in each %s%s; whiskers: %.0f%% t interval over trials",
              what, bits ? " (lowest flipped bit), highest bit first" : ", most first", 100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of IVMOD per %s, %zu %s%s; ", what, n, what, n > 1 ? "s" : "");
     double hi = 0;
-    for (size_t i = 0; i < shown; i++) hi = fmax(hi, isfinite(rows[i].hi) ? fmax(rows[i].hi, rows[i].rate) : rows[i].rate);
+    for (size_t i = 0; i < shown; i++) hi = bfr__bar_top(hi, rows[i].rate, rows[i].hi);
     bfr__hchart c;
     bfr__hchart_open(&c, shown, n, hi, title, sub, "IVMOD (% of the images, over the trials)");
     for (size_t i = 0; i < shown; i++) {
@@ -85,8 +73,7 @@ static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
         char label[160], v[64], kc[32], nc[32], tip[400], val[120];
         if (bits) snprintf(label, sizeof label, "bit %d", r->bit);
         else snprintf(label, sizeof label, "%s", bfr__tensor_name(r->group));
-        if (isfinite(r->lo) && isfinite(r->hi)) bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
-        else bfr__pct(v, sizeof v, r->rate, bfr__pct_decimals(r->rate, r->rate, r->rate), 1);
+        bfr__pct_maybe_ci(v, sizeof v, r->rate, r->lo, r->hi, 1);
         bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->images);
         snprintf(val, sizeof val, "%s of %s", kc, nc);
         snprintf(tip, sizeof tip, "%.120s: %s critical images of %s, IVMOD %s", label, kc, nc, v);

@@ -33,8 +33,7 @@ int bfr__fig_mitigation(const bfr__set *set, json_t *figs)
     if (hi > 2) hi = 2;
     if (!metric || (strcmp(metric, "auc") && strcmp(metric, "accuracy"))) metric = "accuracy";
     const char *mname = !strcmp(metric, "auc") ? "AUC" : "accuracy";
-    double conf = json_number_value(json_object_get(set->docs[0].campaign, "confidence"));
-    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    double conf = bfr__confidence(set, 0);
     int plot = n * (BH + 10), h = T + plot + 78;
     char title[128], sub[300], alt[640], xl[128];
     snprintf(title, sizeof title, "What each protection recovers, and what it costs");

@@ -26,8 +26,7 @@ int bfr__fig_outcomes(const bfr__set *set, json_t *figs)
     for (int i = 0; i < ns; i++) labels[i] = set->series[i].label;
     int legend_rows = ns > 1 ? bfr__legend_rows(labels, ns, W - L - R) : 0;
     int plot = 4 * group, h = T + plot + 52 + (legend_rows ? 18 * legend_rows + 14 : 0);
-    double conf = json_number_value(json_object_get(set->docs[0].campaign, "confidence"));
-    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    double conf = bfr__confidence(set, 0);
     char title[] = "What the faults did: outcome of each trial", sub[200], alt[512];
     snprintf(sub, sizeof sub, "share of trials with each outcome; whiskers: %.0f%% Wilson interval", 100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of outcome rates");

@@ -27,59 +27,46 @@ static int by_pvf_desc(const void *a, const void *b)
 
 static double num_or_nan(const json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
 
-/* the tensors of `arr` with a finite pvf, most vulnerable first; NULL with
- * *n = 0 if none (or out of memory: *oom) */
-static row *rows_of(const json_t *arr, size_t *n, int *oom)
+/* a tensor with a finite pvf */
+static int pvf_row(void *row_, const json_t *g, const void *ctx)
 {
-    size_t cap = json_array_size(arr), k = 0, i;
-    const json_t *g;
-    *n = 0;
-    if (!cap) return NULL;
-    row *rows = malloc(cap * sizeof *rows);
-    if (!rows) { *oom = 1; return NULL; }
-    json_array_foreach(arr, i, g) {
-        const json_t *p = json_object_get(g, "pvf"), *ci = json_object_get(p, "ci");
-        double rate = num_or_nan(json_object_get(p, "rate"));
-        if (!isfinite(rate)) continue;
-        row *r = &rows[k++];
-        r->group = g;
-        r->rate = rate;
-        r->lo = num_or_nan(json_array_get(ci, 0));
-        r->hi = num_or_nan(json_array_get(ci, 1));
-        r->critical = num_or_nan(json_object_get(json_object_get(g, "critical"), "rate"));
-        r->due = num_or_nan(json_object_get(json_object_get(g, "due"), "rate"));
-    }
-    if (!k) { free(rows); return NULL; }
-    qsort(rows, k, sizeof *rows, by_pvf_desc);
-    *n = k;
-    return rows;
+    const json_t *p = json_object_get(g, "pvf"), *ci = json_object_get(p, "ci");
+    double rate = num_or_nan(json_object_get(p, "rate"));
+    (void)ctx;
+    if (!isfinite(rate)) return 0;
+    row *r = row_;
+    r->group = g;
+    r->rate = rate;
+    r->lo = num_or_nan(json_array_get(ci, 0));
+    r->hi = num_or_nan(json_array_get(ci, 1));
+    r->critical = num_or_nan(json_object_get(json_object_get(g, "critical"), "rate"));
+    r->due = num_or_nan(json_object_get(json_object_get(g, "due"), "rate"));
+    return 1;
 }
 
 static int one(const bfr__set *set, size_t d, json_t *figs)
 {
     int oom = 0;
     size_t n = 0;
-    row *rows = rows_of(json_object_get(set->docs[d].root, "by_tensor"), &n, &oom);
+    /* the tensors with a finite pvf, most vulnerable first */
+    row *rows = bfr__rows(json_object_get(set->docs[d].root, "by_tensor"), sizeof(row), pvf_row, NULL, by_pvf_desc, &n, &oom);
     if (!rows) return oom;
     size_t shown = n > set->max_tensors ? set->max_tensors : n;
-    double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
-    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    double conf = bfr__confidence(set, d);
     char title[160], sub[256], alt[640], name[32];
-    if (set->n_docs > 1) snprintf(title, sizeof title, "PVF per tensor: %.80s", set->docs[d].label);
-    else snprintf(title, sizeof title, "PVF per tensor: the chance a fault in it makes the output wrong");
+    bfr__fig_title(title, sizeof title, set, d, "PVF per tensor", "the chance a fault in it makes the output wrong");
     snprintf(sub, sizeof sub, "parameter vulnerability factor: critical or DUE outcomes of the faults in each tensor, most first; "
              "whiskers: %.0f%% interval", 100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of the PVF per tensor, %zu tensor%s; highest: ", n, n > 1 ? "s" : "");
     double hi = 0;
-    for (size_t i = 0; i < shown; i++) hi = fmax(hi, isfinite(rows[i].hi) ? fmax(rows[i].hi, rows[i].rate) : rows[i].rate);
+    for (size_t i = 0; i < shown; i++) hi = bfr__bar_top(hi, rows[i].rate, rows[i].hi);
     bfr__hchart c;
     bfr__hchart_open(&c, shown, n, hi, title, sub, "PVF (% of the faults in the tensor: critical or DUE)");
     for (size_t i = 0; i < shown; i++) {
         const row *r = &rows[i];
         const char *tn = bfr__tensor_name(r->group);
         char v[64], cr[32], du[32], tip[400];
-        if (isfinite(r->lo) && isfinite(r->hi)) bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
-        else bfr__pct(v, sizeof v, r->rate, bfr__pct_decimals(r->rate, r->rate, r->rate), 0);
+        bfr__pct_maybe_ci(v, sizeof v, r->rate, r->lo, r->hi, 0);
         bfr__pct(cr, sizeof cr, isfinite(r->critical) ? r->critical : 0, 1, 0);
         bfr__pct(du, sizeof du, isfinite(r->due) ? r->due : 0, 1, 0);
         snprintf(tip, sizeof tip, "%.120s: PVF %s (critical %s, DUE %s)", tn, v, cr, du);

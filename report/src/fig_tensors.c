@@ -15,16 +15,14 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     bfr__tensor_row *rows = bfr__tensor_rows(set, d, &n, &oom);
     if (!rows) return oom;
     size_t shown = n > set->max_tensors ? set->max_tensors : n;
-    double conf = json_number_value(json_object_get(set->docs[d].campaign, "confidence"));
-    if (!(conf > 0 && conf < 1)) conf = 0.95;
+    double conf = bfr__confidence(set, d);
     char title[160], sub[256], alt[640], name[32];
-    if (set->n_docs > 1) snprintf(title, sizeof title, "Vulnerable tensors: %.80s", set->docs[d].label);
-    else snprintf(title, sizeof title, "Vulnerable tensors: critical rate of the faults in each");
+    bfr__fig_title(title, sizeof title, set, d, "Vulnerable tensors", "critical rate of the faults in each");
     snprintf(sub, sizeof sub, "share of the faults injected into a tensor that changed a prediction, most first; whiskers: %.0f%% Wilson interval",
              100 * conf);
     snprintf(alt, sizeof alt, "Bar chart of the critical rate per tensor, %zu tensor%s; most vulnerable: ", n, n > 1 ? "s" : "");
     double hi = 0;
-    for (size_t i = 0; i < shown; i++) hi = fmax(hi, fmax(rows[i].hi, rows[i].rate));
+    for (size_t i = 0; i < shown; i++) hi = bfr__bar_top(hi, rows[i].rate, rows[i].hi);   /* (hi is always finite here) */
     bfr__hchart c;
     bfr__hchart_open(&c, shown, n, hi, title, sub, "critical rate (% of the faults in the tensor)");
     for (size_t i = 0; i < shown; i++) {

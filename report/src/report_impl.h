@@ -129,6 +129,11 @@ void bfr__hchart_alt(char *alt, size_t cap, size_t i, const char *lead, const ch
  * were left out, the note "the <shown> <which> of <n> tensors that were hit" */
 int bfr__hchart_done(bfr__hchart *c, size_t n, const char *which, json_t *figs, const char *base, size_t d,
                      const char *title, const char *alt);
+/* top, or a row's value or finite upper whisker if larger: the axis's
+ * extent over the rows shown */
+double bfr__bar_top(double top, double v, double hi);
+/* a rate with its interval when both ends are finite, else alone */
+void bfr__pct_maybe_ci(char *out, size_t cap, double rate, double lo, double hi, int with_sign);
 
 /* --- input.c: result documents, read once into what the figures draw */
 typedef struct bfr__series {
@@ -171,6 +176,9 @@ const char *bfr__tensor_name(const json_t *group);
 int bfr__fig_ber(const bfr__set *set, json_t *figs);
 int bfr__fig_outcomes(const bfr__set *set, json_t *figs);
 int bfr__fig_tensors(const bfr__set *set, json_t *figs);
+/* (bars.c) the title of document d's figure: "head: <its label>" among
+ * several results, "head: single" for one */
+void bfr__fig_title(char *title, size_t cap, const bfr__set *set, size_t d, const char *head, const char *single);
 int bfr__fig_heatmap(const bfr__set *set, json_t *figs);
 int bfr__fig_mitigation(const bfr__set *set, json_t *figs);
 int bfr__fig_ivmod(const bfr__set *set, json_t *figs);
@@ -187,7 +195,17 @@ char *bfr__png_base64(const unsigned char *rgb, int width, int height);
 char *bfr__headline(const bfr__set *set);
 
 /* --- tensors.c: by_tensor entries with trials, most critical first (the
- * order of the bar chart and of the heatmap's rows) */
+ * order of the bar chart and of the heatmap's rows); and the rows of any
+ * figure read from a document's groups */
+/* The confidence level of input d's campaign: 0.95 when it has none in
+ * (0, 1). */
+double bfr__confidence(const bfr__set *set, size_t d);
+/* A figure's rows from the entries of JSON array arr: fill(row, entry,
+ * ctx) writes the row (size bytes) of an entry it keeps and returns 1, or
+ * returns 0 to pass the entry over; the kept rows sorted by cmp. NULL with
+ * *n = 0 if none is kept (or out of memory: *oom set). */
+void *bfr__rows(const json_t *arr, size_t size, int (*fill)(void *row, const json_t *g, const void *ctx),
+                const void *ctx, int (*cmp)(const void *, const void *), size_t *n, int *oom);
 typedef struct bfr__tensor_row {
     const json_t *group;
     double rate, lo, hi;

@@ -115,20 +115,119 @@ void tc_keep(void *user, const bf_trial_record *rec)
     k->r[k->n++] = *rec;
 }
 
+void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds)
+{
+    bf_error err = {0};
+    if (bf_model_load_file(model, m, &err)) fail_msg("%s", err.msg);
+    if (bf_dataset_load_file(data, ds, &err)) fail_msg("%s", err.msg);
+}
+
 void tc_open(const char *stem, bf_model **m, bf_dataset **ds)
 {
-    char path[4096];
+    char mp[4096], dp[4096];
+    snprintf(mp, sizeof mp, "%s.onnx", stem);
+    snprintf(dp, sizeof dp, "%s.eval.safetensors", stem);
+    tc_open_files(mp, dp, m, ds);
+}
+
+void tc_open_fixed(const char *stem, const char *const *names, const char *const *from, size_t n, bf_model **base,
+                   bf_model **m, bf_dataset **ds)
+{
+    int64_t sizes[8];
     bf_error err = {0};
-    snprintf(path, sizeof path, "%s.onnx", stem);
-    if (bf_model_load_file(path, m, &err)) fail_msg("%s", err.msg);
-    snprintf(path, sizeof path, "%s.eval.safetensors", stem);
-    if (bf_dataset_load_file(path, ds, &err)) fail_msg("%s", err.msg);
+    assert_true(n <= sizeof sizes / sizeof *sizes);
+    tc_open(stem, base, ds);
+    for (size_t i = 0; i < n; i++) {
+        const bf_tensor *t = bf_dataset_find(*ds, from[i]);
+        assert_non_null(t);
+        sizes[i] = t->dims[1];
+    }
+    if (bf_model_with_dims(*base, names, sizes, n, m, &err) != BF_OK) fail_msg("%s", err.msg);
 }
 
 double tc_load(const char *stem, bf_model **m, bf_dataset **ds)
 {
     tc_open(stem, m, ds);
     return tc_out_scale(*m, *ds);
+}
+
+tc_loaded tc_conformance(const char *fx)
+{
+    char stem[512];
+    snprintf(stem, sizeof stem, BF_FIXTURES "/conformance/%s", fx);
+    tc_loaded l = {0};
+    tc_open(stem, &l.m, &l.ds);
+    return l;
+}
+
+void tc_unload(tc_loaded *l)
+{
+    bf_model_free(l->m);
+    bf_dataset_free(l->ds);
+}
+
+bf_status tc_try_open(const char *stem, bf_model **m, bf_dataset **ds, bf_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.onnx", stem);
+    bf_status st = bf_model_load_file(path, m, err);
+    if (st != BF_OK) return st;
+    snprintf(path, sizeof path, "%s.eval.safetensors", stem);
+    return bf_dataset_load_file(path, ds, err);
+}
+
+int tc_group_open(void **state, const char *stem)
+{
+    tc_loaded *l = calloc(1, sizeof *l);
+    bf_error err = {0};
+    if (!l || tc_try_open(stem, &l->m, &l->ds, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    *state = l;
+    return 0;
+}
+
+int tc_group_close(void **state)
+{
+    tc_loaded *l = *state;
+    tc_unload(l);
+    free(l);
+    return 0;
+}
+
+bf_campaign_spec tc_all_weights_spec(uint64_t seed, int64_t trials)
+{
+    static char *all[] = {"*"};
+    bf_campaign_spec s = {0};
+    s.seed = seed;
+    s.trials = trials;
+    s.target = BF_TARGET_WEIGHTS;
+    s.tensors = all;
+    s.n_tensors = 1;
+    s.model_kind = BF_FAULT_BITFLIP;
+    s.bits = 1;
+    s.repr = BF_REPR_FP32;
+    s.critical_metric = -1;
+    s.critical_delta = -1;
+    return s;
+}
+
+bf_campaign *tc_run_mitigated(const tc_loaded *l, const bf_campaign_spec *s, const bf_mitigation *mit, int exact,
+                              tc_recs *out, bf_campaign_result *res)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    if (bf_campaign_create_mitigated(l->m, l->ds, s, mit, &c, &err) != BF_OK)
+        fail_msg("%s: %s", mit && mit->name ? mit->name : "none", err.msg);
+    if (out) {
+        out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
+        out->n = 0;
+        assert_non_null(out->r);
+    }
+    bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = out ? tc_keep : NULL, .user = out};
+    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("%s", err.msg);
+    return c;
 }
 
 /* The scale of an output ulp. */
@@ -258,22 +357,33 @@ uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len)
     return buf;
 }
 
-void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
-             const char *label, tc_tally *t, tc_recs *exact_out)
+int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label,
+                       int no_full_pass, tc_recs r[2])
 {
-    tc_recs r[2] = {{0}};
+    int64_t due = 0;
     for (int exact = 1; exact >= 0; exact--) {
         bf_campaign *c = tc_make(m, ds, s);
         r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
+        r[exact].n = 0;
         assert_non_null(r[exact].r);
-        bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
+        bf_campaign_opts o = {.threads = 2, .exact = exact, .no_full_pass = no_full_pass && !exact, .on_trial = tc_keep,
+                              .user = &r[exact]};
         bf_campaign_result res;
         bf_error err = {0};
         if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
         assert_int_equal(res.trials_done, r[exact].n);
+        if (exact) due = res.total.n[BF_OUTCOME_DUE];
         bf_campaign_result_free(&res);
         bf_campaign_free(c);
     }
+    return due;
+}
+
+void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
+             const char *label, tc_tally *t, tc_recs *exact_out)
+{
+    tc_recs r[2] = {{0}};
+    t->exact_due += tc_run_engines(m, ds, s, label, 0, r);
     tc_compare(fix, label, &r[1], &r[0], scale, t);
     if (s->model_kind == BF_FAULT_BER) {
         /* and without the full-pass shortcut, as its many faults would run */
@@ -297,6 +407,25 @@ void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *
     if (exact_out) *exact_out = r[1];
     else free(r[1].r);
     free(r[0].r);
+}
+
+bf_campaign_spec tc_config_spec(const tc_config *cf, uint64_t seed, int64_t trials, int64_t batch, char **pats,
+                                size_t n)
+{
+    bf_campaign_spec s = {0};
+    s.seed = seed;
+    s.trials = trials;
+    s.target = cf->target;
+    s.tensors = pats;
+    s.n_tensors = n;
+    s.model_kind = cf->kind;
+    s.bits = cf->bits;
+    s.repr = cf->repr;
+    s.persistence = cf->persistence;
+    s.critical_metric = -1;
+    s.critical_delta = -1;
+    s.batch = batch;
+    return s;
 }
 
 bf_campaign_spec tc_base_spec(int64_t batch)

@@ -32,6 +32,7 @@ void tc_keep(void *user, const bf_trial_record *rec);
 typedef struct tc_tally {
     int64_t trials, disagree, unexplained, metric_off;
     int near;
+    int64_t exact_due;   /* tc_both: the exact runs' DUE trials */
 } tc_tally;
 /* Loads STEM.onnx and STEM.eval.safetensors (the fixtures' naming), failing
  * the test with the loader's message if either does not load; returns
@@ -39,6 +40,39 @@ typedef struct tc_tally {
 double tc_load(const char *stem, bf_model **m, bf_dataset **ds);
 /* tc_load without the scale (no evaluation pass). */
 void tc_open(const char *stem, bf_model **m, bf_dataset **ds);
+/* Loads the model and the eval set at those paths, failing the test with
+ * the loader's message if either does not load. */
+void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds);
+/* tc_open, then *m the model with each symbolic dim names[i] fixed at
+ * dimension 1 of eval-set tensor from[i] (bf_model_with_dims: the sequence
+ * axis, a head count); *base the model as loaded. The caller frees all
+ * three. */
+void tc_open_fixed(const char *stem, const char *const *names, const char *const *from, size_t n, bf_model **base,
+                   bf_model **m, bf_dataset **ds);
+/* A fixture of tests/fixtures/conformance, by name (tc_open). */
+typedef struct tc_loaded {
+    bf_model *m;
+    bf_dataset *ds;
+} tc_loaded;
+tc_loaded tc_conformance(const char *fx);
+void tc_unload(tc_loaded *l);
+/* Loads STEM.onnx and STEM.eval.safetensors into *m, *ds without failing
+ * the test (for cmocka group setups): the first error's status, err says
+ * which file. */
+bf_status tc_try_open(const char *stem, bf_model **m, bf_dataset **ds, bf_error *err);
+/* A cmocka group setup and teardown over one fixture: *state a malloc'd
+ * tc_loaded of STEM (tc_try_open); on failure prints "setup: " and the
+ * loader's message and returns -1. */
+int tc_group_open(void **state, const char *stem);
+int tc_group_close(void **state);
+/* Single-bit fp32 flips in every weight tensor ("*"), no critical metric. */
+bf_campaign_spec tc_all_weights_spec(uint64_t seed, int64_t trials);
+/* Creates spec s's campaign on l with mitigation mit (NULL: none) and runs
+ * it on 2 threads, exact or differential; with out, every record kept
+ * there (out->r the caller's to free). Fails the test if either step
+ * fails; the campaign and res are the caller's to free. */
+bf_campaign *tc_run_mitigated(const tc_loaded *l, const bf_campaign_spec *s, const bf_mitigation *mit, int exact,
+                              tc_recs *out, bf_campaign_result *res);
 /* The largest golden output (at least 1), with batch 7. */
 double tc_out_scale(const bf_model *m, const bf_dataset *ds);
 /* Compares runs a and b trial by trial into t; prints what differs. */
@@ -55,6 +89,12 @@ void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
  * the exact run's records, for the caller to free. */
 void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *fix, const bf_campaign_spec *s,
              const char *label, tc_tally *t, tc_recs *exact_out);
+/* Runs spec s exact into r[1], then differential into r[0] (with
+ * no_full_pass, never taking a full pass), 2 threads each, every record
+ * kept (r[i].r the caller's to free); fails the test, naming label, if a
+ * run fails. Returns the exact run's DUE trials. */
+int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label,
+                       int no_full_pass, tc_recs r[2]);
 /* Single-bit fp32 weight flips, prediction changes only, at `batch`. */
 bf_campaign_spec tc_base_spec(int64_t batch);
 
@@ -67,6 +107,11 @@ typedef struct tc_config {
     bf_persistence persistence;
     int bits;
 } tc_config;
+
+/* Spec of config cf (target, kind, bits, representation, persistence) over
+ * the tensors matching pats[0..n), no critical metric. */
+bf_campaign_spec tc_config_spec(const tc_config *cf, uint64_t seed, int64_t trials, int64_t batch, char **pats,
+                                size_t n);
 
 /* Fails core's allocations one at a time (alloc_fail.h), the first, then
  * the second, ..., while creating campaign s (bf_campaign_create_prepared

@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "bitflip/dataset.h"
+#include "bitflip/eval.h"
 #include "st_build.h"
 
 uint8_t *th_st_build(const th_st_tensor *t, int n, size_t *len)
@@ -36,4 +38,23 @@ uint8_t *th_st_build(const th_st_tensor *t, int n, size_t *len)
     }
     *len = at;
     return buf;
+}
+
+int th_st_outcome(const bf_model *m, const th_st_tensor *t, int n, bf_status want, const char *needle)
+{
+    size_t len;
+    uint8_t *buf = th_st_build(t, n, &len);
+    bf_dataset *ds = NULL;
+    bf_evaluator *ev = NULL;
+    bf_error err = {0};
+    bf_status st = bf_dataset_load_buffer(buf, len, "hostile", &ds, &err);
+    if (st == BF_OK) st = bf_evaluator_create(m, ds, NULL, &ev, &err);
+    if (st != want || (needle && !strstr(err.msg, needle)))
+        fail_msg("wanted status %d with '%s', got %d: %s", want, needle ? needle : "", st, err.msg);
+    if (st != BF_OK) printf("refused: %s\n", err.msg);
+    int task = ev ? (int)bf_evaluator_task(ev) : -1;
+    bf_evaluator_free(ev);
+    bf_dataset_free(ds);
+    free(buf);
+    return task;
 }

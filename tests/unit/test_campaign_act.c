@@ -33,10 +33,8 @@ static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
     bf_error err = {0};
-    if (!f || bf_model_load_file(FIX "demo_digits.onnx", &f->digits, &err) ||
-        bf_dataset_load_file(FIX "demo_digits.eval.safetensors", &f->digits_ds, &err) ||
-        bf_model_load_file(FIX "dlrm_ops_op13.onnx", &f->dlrm, &err) ||
-        bf_dataset_load_file(FIX "dlrm_ops_op13.eval.safetensors", &f->dlrm_ds, &err)) {
+    if (!f || tc_try_open(FIX "demo_digits", &f->digits, &f->digits_ds, &err) ||
+        tc_try_open(FIX "dlrm_ops_op13", &f->dlrm, &f->dlrm_ds, &err)) {
         fprintf(stderr, "setup: %s\n", err.msg);
         return -1;
     }

@@ -25,31 +25,16 @@
 
 #define FIX BF_FIXTURES "/conformance/"
 
-typedef struct fx {
-    bf_model *mlp;
-    bf_dataset *mlp_ds;
-} fx;
+typedef tc_loaded fx;
 
 static int setup(void **state)
 {
-    fx *f = calloc(1, sizeof *f);
-    bf_error err = {0};
-    if (!f || bf_model_load_file(FIX "mlp_ops_op13.onnx", &f->mlp, &err) ||
-        bf_dataset_load_file(FIX "mlp_ops_op13.eval.safetensors", &f->mlp_ds, &err)) {
-        fprintf(stderr, "setup: %s\n", err.msg);
-        return -1;
-    }
-    *state = f;
-    return 0;
+    return tc_group_open(state, FIX "mlp_ops_op13");
 }
 
 static int teardown(void **state)
 {
-    fx *f = *state;
-    bf_model_free(f->mlp);
-    bf_dataset_free(f->mlp_ds);
-    free(f);
-    return 0;
+    return tc_group_close(state);
 }
 
 static char *all_tensors[] = {"*"};
@@ -147,7 +132,7 @@ static void word_bursts(void **state)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         bf_campaign_spec s = spec(cases[k].repr, cases[k].w, 0);
-        bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
+        bf_campaign *c = tc_make(f->m, f->ds, &s);
         assert_true(bf_campaign_population(c) == (double)enumerate(c, cases[k].m, cases[k].w, 0, NULL, 0));
         tc_recs rs = {calloc((size_t)s.trials, sizeof *rs.r), s.trials};
         bf_campaign_result res;
@@ -182,7 +167,7 @@ static void burst_counts_by_formula(void **state)
     const int ws[] = {8, 40};
     for (int i = 0; i < 2; i++) {
         bf_campaign_spec s = spec(BF_REPR_FP32, ws[i], 0);
-        bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
+        bf_campaign *c = tc_make(f->m, f->ds, &s);
         double want = 0;
         for (size_t k = 0; k < bf_campaign_num_sites(c); k++) {
             int64_t e = bf_campaign_site(c, k)->elements, full = e / 2, last_bits = (e % 2) * 32;
@@ -212,7 +197,7 @@ static void columns(void **state)
                 memcpy(s.positions, pos, sizeof pos);
                 s.n_positions = 2;
             }
-            bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
+            bf_campaign *c = tc_make(f->m, f->ds, &s);
             assert_true(bf_campaign_population(c) ==
                         (double)enumerate(c, cases[k].m, 0, cases[k].n, with_pos ? pos : NULL, with_pos ? 2 : 0));
             tc_recs rs = {calloc((size_t)s.trials, sizeof *rs.r), s.trials};
@@ -261,6 +246,38 @@ static void keep_outputs(void *user, int64_t trial, const float *o, int64_t samp
     memcpy(k->o + trial * samples * cols, o, (size_t)(samples * cols) * sizeof *o);
 }
 
+/* Runs c for its records into rs (2 threads), then again (same trials,
+ * same seed) for its outputs into k (1 thread); returns an evaluator of
+ * the fixture at the campaign's batch, for the flips by hand. */
+static bf_evaluator *records_and_outputs(const fx *f, bf_campaign *c, int64_t batch, tc_recs *rs, outs *k)
+{
+    bf_campaign_result res;
+    bf_error err = {0};
+    records_run(c, 2, 0, 1, rs, &res);
+    bf_campaign_result_free(&res);
+    bf_campaign_opts o2 = {.threads = 1, .on_outputs = keep_outputs, .user = k};
+    if (bf_campaign_run(c, &o2, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    bf_campaign_result_free(&res);
+    bf_eval_opts eo = {.batch = batch, .threads = 1};
+    bf_evaluator *ev;
+    if (bf_evaluator_create(f->m, f->ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+    return ev;
+}
+
+/* Record r's faults as single-bit flips into fl (room for all); their
+ * count. */
+static size_t record_flips(const fx *f, const bf_campaign *c, const bf_trial_record *r, bf_bitflip *fl)
+{
+    size_t n = 0;
+    for (int i = 0; i < r->n_kept; i++) {
+        const bf_applied_fault *a = &r->faults[i];
+        size_t p = param_of(f->m, bf_campaign_site(c, (size_t)a->site)->name);
+        for (int b = 0; b < 32; b++)
+            if (a->mask >> b & 1) fl[n++] = (bf_bitflip){.param = p, .index = a->index, .bit = b};
+    }
+    return n;
+}
+
 /* fp32: each trial's outputs equal one pass with the record's bits flipped
  * one by one (bf_bitflip, as `bitflip eval --flip` applies them) at the
  * campaign's batch, bit for bit. */
@@ -270,30 +287,14 @@ static void trial_equals_flips_by_hand(void **state)
     for (int kind = 0; kind < 2; kind++) {
         bf_campaign_spec s = kind ? spec(BF_REPR_FP32, 0, 4) : spec(BF_REPR_FP32, 37, 0);
         s.trials = 24;
-        bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
+        bf_campaign *c = tc_make(f->m, f->ds, &s);
         tc_recs rs = {calloc((size_t)s.trials, sizeof *rs.r), s.trials};
         outs k = {.trials = s.trials};
-        bf_campaign_result res;
         bf_error err = {0};
-        /* the records, then (same trials, same seed) the outputs */
-        records_run(c, 2, 0, 1, &rs, &res);
-        bf_campaign_result_free(&res);
-        bf_campaign_opts o2 = {.threads = 1, .on_outputs = keep_outputs, .user = &k};
-        if (bf_campaign_run(c, &o2, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
-        bf_campaign_result_free(&res);
-
-        bf_eval_opts eo = {.batch = s.batch, .threads = 1};
-        bf_evaluator *ev;
-        if (bf_evaluator_create(f->mlp, f->mlp_ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+        bf_evaluator *ev = records_and_outputs(f, c, s.batch, &rs, &k);
         for (int64_t t = 0; t < s.trials; t++) {
             bf_bitflip fl[64];
-            size_t n = 0;
-            for (int i = 0; i < rs.r[t].n_kept; i++) {
-                const bf_applied_fault *a = &rs.r[t].faults[i];
-                size_t p = param_of(f->mlp, bf_campaign_site(c, (size_t)a->site)->name);
-                for (int b = 0; b < 32; b++)
-                    if (a->mask >> b & 1) fl[n++] = (bf_bitflip){.param = p, .index = a->index, .bit = b};
-            }
+            size_t n = record_flips(f, c, &rs.r[t], fl);
             assert_int_equal(n, kind ? 4 : 37);
             bf_eval_result er;
             if (bf_evaluator_run(ev, fl, n, &er, &err) != BF_OK) fail_msg("eval: %s", err.msg);
@@ -313,15 +314,15 @@ static void trial_equals_flips_by_hand(void **state)
 static void exact_seeds_shards(void **state)
 {
     fx *f = *state;
-    double scale = tc_out_scale(f->mlp, f->mlp_ds);
+    double scale = tc_out_scale(f->m, f->ds);
     for (int kind = 0; kind < 2; kind++) {
         bf_campaign_spec s = kind ? spec(BF_REPR_INT8, 0, 3) : spec(BF_REPR_FP16, 11, 0);
         s.trials = 60;
         tc_tally tally = {0};
-        tc_both(f->mlp, f->mlp_ds, scale, "mlp", &s, kind ? "column int8" : "burst fp16", &tally, NULL);
+        tc_both(f->m, f->ds, scale, "mlp", &s, kind ? "column int8" : "burst fp16", &tally, NULL);
         tc_assert_agree("multi-bit upsets", &tally, 60);
 
-        bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
+        bf_campaign *c = tc_make(f->m, f->ds, &s);
         tc_recs one = {calloc((size_t)s.trials, sizeof *one.r), s.trials};
         tc_recs parts = {calloc((size_t)s.trials, sizeof *parts.r), s.trials};
         bf_campaign_result a, b[3];
@@ -334,7 +335,7 @@ static void exact_seeds_shards(void **state)
 
         /* another seed, other upsets */
         s.seed = 8;
-        c = tc_make(f->mlp, f->mlp_ds, &s);
+        c = tc_make(f->m, f->ds, &s);
         tc_recs other = {calloc((size_t)s.trials, sizeof *other.r), s.trials};
         records_run(c, 1, 0, 1, &other, &a);
         int differ = 0;
@@ -358,7 +359,7 @@ static void at_a_rate(void **state)
 {
     fx *f = *state;
     static double rates[] = {2e-5, 1e-4};
-    double scale = tc_out_scale(f->mlp, f->mlp_ds);
+    double scale = tc_out_scale(f->m, f->ds);
     for (int kind = 0; kind < 2; kind++) {
         bf_campaign_spec s = kind ? spec(BF_REPR_FP32, 0, 2) : spec(BF_REPR_FP32, 3, 0);
         s.model_kind = BF_FAULT_BER;
@@ -366,20 +367,13 @@ static void at_a_rate(void **state)
         s.n_rates = 2;
         s.repeats = 12;
         s.trials = 0;
-        bf_campaign *c = tc_make(f->mlp, f->mlp_ds, &s);
+        bf_campaign *c = tc_make(f->m, f->ds, &s);
         assert_int_equal(bf_campaign_num_trials(c), 24);
         tc_recs rs = {calloc(24, sizeof *rs.r), 24};
         outs k = {.trials = 24};
         bf_campaign_result res;
         bf_error err = {0};
-        records_run(c, 2, 0, 1, &rs, &res);
-        bf_campaign_result_free(&res);
-        bf_campaign_opts o2 = {.threads = 1, .on_outputs = keep_outputs, .user = &k};
-        if (bf_campaign_run(c, &o2, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
-        bf_campaign_result_free(&res);
-        bf_eval_opts eo = {.batch = s.batch, .threads = 1};
-        bf_evaluator *ev;
-        if (bf_evaluator_create(f->mlp, f->mlp_ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+        bf_evaluator *ev = records_and_outputs(f, c, s.batch, &rs, &k);
         int64_t checked = 0, struck = 0;
         for (int64_t t = 0; t < 24; t++) {
             const bf_trial_record *r = &rs.r[t];
@@ -393,12 +387,7 @@ static void at_a_rate(void **state)
             }
             if (r->n_faults > BF_TRIAL_FAULTS_MAX) continue;
             bf_bitflip fl[8 * 32];
-            size_t n = 0;
-            for (int i = 0; i < r->n_kept; i++) {
-                size_t p = param_of(f->mlp, bf_campaign_site(c, (size_t)r->faults[i].site)->name);
-                for (int b = 0; b < 32; b++)
-                    if (r->faults[i].mask >> b & 1) fl[n++] = (bf_bitflip){.param = p, .index = r->faults[i].index, .bit = b};
-            }
+            size_t n = record_flips(f, c, r, fl);
             bf_eval_result er;
             if (bf_evaluator_run(ev, fl, n, &er, &err) != BF_OK) fail_msg("eval: %s", err.msg);
             assert_memory_equal(er.outputs, k.o + t * k.samples * k.cols, (size_t)(k.samples * k.cols) * sizeof(float));
@@ -416,7 +405,7 @@ static void at_a_rate(void **state)
         for (int64_t t = 0; t < 24; t++) tc_assert_same_record(&rs.r[t], &parts.r[t]);
         bf_campaign_free(c);
         tc_tally tally = {0};
-        tc_both(f->mlp, f->mlp_ds, scale, "mlp", &s, kind ? "column at a rate" : "burst at a rate", &tally, NULL);
+        tc_both(f->m, f->ds, scale, "mlp", &s, kind ? "column at a rate" : "burst at a rate", &tally, NULL);
         tc_assert_agree("multi-bit upsets at a rate", &tally, 24);
         free(rs.r);
         free(parts.r);
@@ -431,12 +420,12 @@ static void refusals(void **state)
     bf_campaign *c = NULL;
     bf_error err = {0};
     bf_campaign_spec s = spec(BF_REPR_INT6, 4, 0);
-    assert_int_equal(bf_campaign_create(f->mlp, f->mlp_ds, &s, &c, &err), BF_EINVAL);
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "faults.burst"));
     s = spec(BF_REPR_FP32, 0, 2);
     s.sampling = BF_SAMPLE_EXHAUSTIVE;
     s.trials = 0;
-    assert_int_equal(bf_campaign_create(f->mlp, f->mlp_ds, &s, &c, &err), BF_EINVAL);
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "sampling"));
     assert_non_null(strstr(err.msg, "faults.words"));
     assert_null(c);

@@ -48,72 +48,29 @@ static void convtranspose_faults_match_exact(void **state)
     (void)state;
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
-    bf_error err = {0};
-    if (bf_model_load_file(FIX ".onnx", &m, &err) || bf_dataset_load_file(FIX ".eval.safetensors", &ds, &err))
-        fail_msg("%s", err.msg);
+    tc_open(FIX, &m, &ds);
     double scale = tc_out_scale(m, ds);
     static const int64_t batches[] = {8, 7};
     tc_tally t = {0};
-    int64_t due = 0;
     for (size_t k = 0; k < sizeof configs / sizeof *configs; k++)
         for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
             const tc_config *cf = &configs[k];
-            bf_campaign_spec s = {0};
-            s.seed = 99;
-            s.trials = 150;
-            s.target = cf->target;
-            s.tensors = cf->target == BF_TARGET_WEIGHTS ? up : acts;
-            s.n_tensors = cf->target == BF_TARGET_WEIGHTS ? 2 : 1;
-            s.model_kind = cf->kind;
-            s.bits = cf->bits;
-            s.repr = cf->repr;
-            s.persistence = cf->persistence;
-            s.critical_metric = -1;
-            s.critical_delta = -1;
-            s.batch = batches[b];
+            bf_campaign_spec s = cf->target == BF_TARGET_WEIGHTS ? tc_config_spec(cf, 99, 150, batches[b], up, 2)
+                                                                 : tc_config_spec(cf, 99, 150, batches[b], acts, 1);
             if (cf->kind == BF_FAULT_BER) {
                 s.rates = rates;
                 s.n_rates = 2;
                 s.repeats = 40;
             }
-            tc_recs r[2] = {{0}};
-            for (int exact = 1; exact >= 0; exact--) {
-                bf_campaign *c = tc_make(m, ds, &s);
-                r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
-                assert_non_null(r[exact].r);
-                bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
-                bf_campaign_result res;
-                if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
-                assert_int_equal(res.trials_done, r[exact].n);
-                if (exact) due += res.total.n[BF_OUTCOME_DUE];
-                bf_campaign_result_free(&res);
-                bf_campaign_free(c);
-            }
+            /* tc_both: exact against differential, for BER also against a
+             * differential run that never takes a full pass (the many faults
+             * re-run differentially) */
             char label[96];
             snprintf(label, sizeof label, "%s, batch %lld", cf->label, (long long)batches[b]);
-            tc_compare("convtranspose_op13", label, &r[1], &r[0], scale, &t);
-            if (cf->kind == BF_FAULT_BER) {
-                /* and never a full pass: the many faults re-run differentially */
-                tc_recs z = {0};
-                bf_campaign *c = tc_make(m, ds, &s);
-                z.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *z.r);
-                assert_non_null(z.r);
-                bf_campaign_opts o = {.threads = 2, .no_full_pass = 1, .on_trial = tc_keep, .user = &z};
-                bf_campaign_result res;
-                if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
-                assert_int_equal(res.trials_done, z.n);
-                assert_int_equal(res.full_trials, 0);
-                bf_campaign_result_free(&res);
-                bf_campaign_free(c);
-                snprintf(label, sizeof label, "%s, batch %lld, never a full pass", cf->label, (long long)batches[b]);
-                tc_compare("convtranspose_op13", label, &r[1], &z, scale, &t);
-                free(z.r);
-            }
-            free(r[0].r);
-            free(r[1].r);
+            tc_both(m, ds, scale, "convtranspose_op13", &s, label, &t, NULL);
         }
-    printf("convtranspose_op13: %lld trials compared, %lld DUE (exact)\n", (long long)t.trials, (long long)due);
-    assert_true(due > 0);   /* the extreme faults were among them */
+    printf("convtranspose_op13: %lld trials compared, %lld DUE (exact)\n", (long long)t.trials, (long long)t.exact_due);
+    assert_true(t.exact_due > 0);   /* the extreme faults were among them */
     tc_assert_agree("ConvTranspose faults, differential vs exact", &t, 1500);
     bf_dataset_free(ds);
     bf_model_free(m);
@@ -135,46 +92,21 @@ static void fused_convs_match_exact(void **state)
     static double ber[] = {1e-4};
     tc_tally t = {0};
     for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
-        char mp[512], dp[512];
-        snprintf(mp, sizeof mp, "%s/real/%s.onnx", BF_FIXTURES, nets[n]);
-        snprintf(dp, sizeof dp, "%s/real/%s.eval.safetensors", BF_FIXTURES, nets[n]);
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
-        bf_error err = {0};
-        if (bf_model_load_file(mp, &m, &err) || bf_dataset_load_file(dp, &ds, &err)) fail_msg("%s", err.msg);
+        tc_open(stem, &m, &ds);
         double scale = tc_out_scale(m, ds);
         for (size_t k = 0; k < sizeof cfs / sizeof *cfs; k++) {
-            bf_campaign_spec s = {0};
-            s.seed = 17;
-            s.trials = 60;
-            s.target = cfs[k].target;
-            s.tensors = all;
-            s.n_tensors = 1;
-            s.model_kind = cfs[k].kind;
-            s.bits = cfs[k].bits;
-            s.repr = cfs[k].repr;
-            s.persistence = cfs[k].persistence;
-            s.critical_metric = -1;
-            s.critical_delta = -1;
-            s.batch = 5;   /* a partial last batch too */
+            bf_campaign_spec s = tc_config_spec(&cfs[k], 17, 60, 5, all, 1);   /* batch 5: a partial last batch too */
             if (cfs[k].kind == BF_FAULT_BER) {
                 s.rates = ber;
                 s.n_rates = 1;
                 s.repeats = 30;
             }
             tc_recs r[2] = {{0}};
-            for (int exact = 1; exact >= 0; exact--) {
-                bf_campaign *c = tc_make(m, ds, &s);
-                r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
-                assert_non_null(r[exact].r);
-                bf_campaign_opts o = {.threads = 2, .exact = exact, .no_full_pass = !exact, .on_trial = tc_keep,
-                                      .user = &r[exact]};
-                bf_campaign_result res;
-                if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cfs[k].label, err.msg);
-                assert_int_equal(res.trials_done, r[exact].n);
-                bf_campaign_result_free(&res);
-                bf_campaign_free(c);
-            }
+            tc_run_engines(m, ds, &s, cfs[k].label, 1, r);
             tc_compare(nets[n], cfs[k].label, &r[1], &r[0], scale, &t);
             free(r[0].r);
             free(r[1].r);

@@ -455,19 +455,7 @@ static double rates[] = {1e-4, 1e-3};
 static void run(const bf_model *m, const bf_dataset *ds, const config *cf, char **tensors, uint64_t seed, int mode,
                 tc_recs *out)
 {
-    bf_campaign_spec s = {0};
-    s.seed = seed;
-    s.trials = TRIALS;
-    s.target = cf->target;
-    s.tensors = tensors;
-    s.n_tensors = 1;
-    s.model_kind = cf->kind;
-    s.bits = cf->bits;
-    s.repr = cf->repr;
-    s.persistence = cf->persistence;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    s.batch = BATCH;
+    bf_campaign_spec s = tc_config_spec(cf, seed, TRIALS, BATCH, tensors, 1);
     if (cf->kind == BF_FAULT_BER) {
         s.rates = rates;
         s.n_rates = 2;

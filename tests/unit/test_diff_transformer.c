@@ -41,9 +41,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    bf_error err = {0};
-    if (bf_model_load_file(FIX ".onnx", &f->m, &err) || bf_dataset_load_file(FIX ".eval.safetensors", &f->ds, &err))
-        fail_msg("%s", err.msg);
+    tc_open(FIX, &f->m, &f->ds);
     /* found by what it is, not by the exporter's number */
     for (size_t q = 0; q < bf_model_num_params(f->m) && !f->packed; q++) {
         const bf_param_info *pi = bf_model_param(f->m, q);
@@ -110,17 +108,9 @@ static void random_faults_match_exact(void **state)
     const fixture *f = *state;
     char *tensors[] = {f->packed, "*out_proj.weight"};
     tc_tally t = {0};
-    bf_campaign_spec s = {0};
-    s.seed = 7;
-    s.trials = 20;
-    s.target = BF_TARGET_WEIGHTS;
+    bf_campaign_spec s = tc_all_weights_spec(7, 20);
     s.tensors = tensors;
     s.n_tensors = 2;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
     s.batch = 7;
     both(f, &s, "random, batch 7", &t);
     tc_assert_agree("random projection faults, differential vs exact", &t, 20);

@@ -30,7 +30,7 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
-#include "alloc_fail.h"
+#include "alloc_loop.h"
 #include "campaign_check.h"
 
 #define EBAG BF_FIXTURES "/ebag/"
@@ -167,31 +167,22 @@ static void index_out_of_range_names_it(void **state)
 /* Every allocation of loading (the subgraph kept, the fusion) and of a
  * plan and a run refused in turn: each refusal is a clean BF_ENOMEM (and,
  * under ASan, frees everything). */
+static bf_status load_plan_run(const unsigned char *buf, size_t len, const char *name, bf_error *err)
+{
+    bf_model *m = NULL;
+    bf_plan *p = NULL;
+    bf_status st = bf_model_load_buffer(buf, len, name, &m, err);
+    if (st == BF_OK) st = bf_plan_create(m, 2, &p, err);
+    if (st == BF_OK) st = bf_plan_run(p, err);
+    bf_plan_free(p);
+    bf_model_free(m);
+    return st;
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
-    FILE *fp = fopen(EBAG "ok_mean_op17.onnx", "rb");
-    assert_non_null(fp);
-    static unsigned char buf[1 << 16];
-    size_t len = fread(buf, 1, sizeof buf, fp);
-    fclose(fp);
-    assert_true(len > 0 && len < sizeof buf);
-    int succeeded = 0;
-    for (long n = 0; n < 4000 && !succeeded; n++) {
-        bf_model *m = NULL;
-        bf_plan *p = NULL;
-        bf_error err = {0};
-        bf_test_alloc_fail_after(n);
-        bf_status st = bf_model_load_buffer(buf, len, "ok_mean_op17.onnx", &m, &err);
-        if (st == BF_OK) st = bf_plan_create(m, 2, &p, &err);
-        if (st == BF_OK) st = bf_plan_run(p, &err);
-        bf_test_alloc_fail_after(-1);
-        if (st == BF_OK) succeeded = 1;
-        else if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
-        bf_plan_free(p);
-        bf_model_free(m);
-    }
-    assert_true(succeeded);
+    th_alloc_failures_loading(EBAG "ok_mean_op17.onnx", 4000, load_plan_run);
 }
 
 /* ---- differential vs exact on tests/fixtures/real/embedding_bag */
@@ -207,9 +198,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    bf_error err = {0};
-    if (bf_model_load_file(REAL ".onnx", &f->m, &err) || bf_dataset_load_file(REAL ".eval.safetensors", &f->ds, &err))
-        fail_msg("%s", err.msg);
+    tc_open(REAL, &f->m, &f->ds);
     f->scale = tc_out_scale(f->m, f->ds);
     *state = f;
     return 0;

@@ -207,19 +207,9 @@ static void fused_value_is_explained(void **state)
     assert_int_equal(bf_model_num_nodes(raw) - bf_model_num_nodes(m), 5 * (8 + 2) + 2 * (4 + 3));
     assert_consistent(m);
     char *pow[] = {"/encoder/layers/encoder_layer_0/ln_1/Pow_output_0"};
-    bf_campaign_spec s = {0};
-    s.seed = 1;
-    s.trials = 4;
-    s.target = BF_TARGET_ACTIVATIONS;
-    s.tensors = pow;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.persistence = BF_PERSIST_TRANSIENT;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    s.batch = 8;
+    static const tc_config transient = {"activations bitflip fp32 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP,
+                                        BF_REPR_FP32, BF_PERSIST_TRANSIENT, 1};
+    bf_campaign_spec s = tc_config_spec(&transient, 1, 4, 8, pow, 1);
     bf_campaign *c = NULL;
     assert_int_not_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_OK);
     if (!strstr(err.msg, "intermediate of an exported pattern") || !strstr(err.msg, "ln_1/Add_1") ||
@@ -285,44 +275,17 @@ static void vit_faults_match_exact(void **state)
     double scale = tc_out_scale(m, ds);
     static const int64_t batches[] = {8, 7};
     tc_tally t = {0};
-    int64_t due = 0;
     for (size_t k = 0; k < sizeof configs / sizeof *configs; k++)
         for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
             const tc_config *cf = &configs[k];
-            bf_campaign_spec s = {0};
-            s.seed = 7;
-            s.trials = 120;
-            s.target = cf->target;
-            s.tensors = cf->target == BF_TARGET_WEIGHTS ? weights : acts;
-            s.n_tensors = cf->target == BF_TARGET_WEIGHTS ? 3 : 2;
-            s.model_kind = cf->kind;
-            s.bits = cf->bits;
-            s.repr = cf->repr;
-            s.persistence = cf->persistence;
-            s.critical_metric = -1;
-            s.critical_delta = -1;
-            s.batch = batches[b];
-            tc_recs r[2] = {{0}};
-            for (int exact = 1; exact >= 0; exact--) {
-                bf_campaign *c = tc_make(m, ds, &s);
-                r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
-                assert_non_null(r[exact].r);
-                bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
-                bf_campaign_result res;
-                if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", cf->label, err.msg);
-                assert_int_equal(res.trials_done, r[exact].n);
-                if (exact) due += res.total.n[BF_OUTCOME_DUE];
-                bf_campaign_result_free(&res);
-                bf_campaign_free(c);
-            }
+            bf_campaign_spec s = cf->target == BF_TARGET_WEIGHTS ? tc_config_spec(cf, 7, 120, batches[b], weights, 3)
+                                                                 : tc_config_spec(cf, 7, 120, batches[b], acts, 2);
             char label[96];
             snprintf(label, sizeof label, "%s, batch %lld", cf->label, (long long)batches[b]);
-            tc_compare("vit", label, &r[1], &r[0], scale, &t);
-            free(r[0].r);
-            free(r[1].r);
+            tc_both(m, ds, scale, "vit", &s, label, &t, NULL);   /* no BER among the configs: one comparison */
         }
-    printf("vit (fused): %lld trials compared, %lld DUE (exact)\n", (long long)t.trials, (long long)due);
-    assert_true(due > 0);
+    printf("vit (fused): %lld trials compared, %lld DUE (exact)\n", (long long)t.trials, (long long)t.exact_due);
+    assert_true(t.exact_due > 0);
     tc_assert_agree("fused LayerNorm and GELU faults, differential vs exact", &t, 700);
     bf_dataset_free(ds);
     bf_model_free(m);

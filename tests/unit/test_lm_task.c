@@ -22,6 +22,7 @@
 #include "bitflip/metrics.h"
 #include "bitflip/model.h"
 #include "campaign_check.h"
+#include "campaign_kept.h"
 #include "exec/metrics_impl.h"
 
 #define DIR BF_FIXTURES "/lmtask/"
@@ -230,8 +231,7 @@ static void eval_tiny_lm(void **state)
     /* the GPT-2-style block on the same eval set */
     json_t *gref = load_json(DIR "tiny_gpt.ref.json");
     bf_error err = {0};
-    if (bf_model_load_file(DIR "tiny_gpt.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(DIR "tiny_lm.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(DIR "tiny_gpt.onnx", DIR "tiny_lm.eval.safetensors", &m, &ds);
     if (bf_evaluator_create(m, ds, NULL, &ev, &err) != BF_OK) fail_msg("%s", err.msg);
     if (bf_evaluator_run(ev, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
     p = json_real_value(json_object_get(gref, "perplexity"));
@@ -268,19 +268,7 @@ static void eval_tiny_lm(void **state)
  * and a message holding `needle`. */
 static void refused(const bf_model *m, const th_st_tensor *t, int n, bf_status want, const char *needle)
 {
-    size_t len;
-    uint8_t *buf = th_st_build(t, n, &len);
-    bf_dataset *ds = NULL;
-    bf_evaluator *ev = NULL;
-    bf_error err = {0};
-    bf_status st = bf_dataset_load_buffer(buf, len, "hostile", &ds, &err);
-    if (st == BF_OK) st = bf_evaluator_create(m, ds, NULL, &ev, &err);
-    if (st != want || !strstr(err.msg, needle))
-        fail_msg("wanted status %d with '%s', got %d: %s", want, needle, st, err.msg);
-    printf("refused: %s\n", err.msg);
-    bf_evaluator_free(ev);
-    bf_dataset_free(ds);
-    free(buf);
+    th_st_outcome(m, t, n, want, needle);
 }
 
 static void hostile_layouts(void **state)
@@ -365,49 +353,10 @@ static void hostile_layouts(void **state)
 
 /* --- campaigns */
 
-typedef struct keep_all {
-    int64_t n, samples, cols;
-    bf_trial_record *rec;
-    float *out;               /* per trial: samples x cols */
-} keep_all;
-
-static void keep_rec(void *user, const bf_trial_record *rec)
-{
-    keep_all *k = user;
-    k->rec[k->n++] = *rec;
-}
-
-static void keep_out(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols)
-{
-    keep_all *k = user;
-    (void)trial;
-    k->samples = samples;
-    k->cols = cols;
-    memcpy(k->out + (size_t)(k->n - 1) * (size_t)(samples * cols), outputs, (size_t)(samples * cols) * sizeof *outputs);
-}
-
-static keep_all run_kept(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int exact, bf_campaign_result *res)
-{
-    bf_campaign *c = tc_make(m, ds, s);
-    int64_t n = bf_campaign_num_trials(c), samples, cols;
-    bf_campaign_golden(c, &samples, &cols);
-    keep_all k = {0};
-    k.rec = calloc((size_t)n + 1, sizeof *k.rec);
-    k.out = malloc((size_t)(n * samples * cols) * sizeof(float) + 1);
-    assert_non_null(k.rec);
-    assert_non_null(k.out);
-    bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = keep_rec, .on_outputs = keep_out, .user = &k};
-    bf_error err = {0};
-    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("%s", err.msg);
-    assert_int_equal(k.n, n);
-    bf_campaign_free(c);
-    return k;
-}
-
 /* Every trial's record against the definitions, over its own outputs: the
  * metrics a full recomputation gives (bit for bit), the labelled positions
  * whose arg-max moved from golden's, and the outcome rule. */
-static void check_records(const char *what, const keep_all *k, const bf_dataset *ds, const float *golden,
+static void check_records(const char *what, const tc_kept *k, const bf_dataset *ds, const float *golden,
                           const bf_campaign_spec *s, double golden_metric[BF_METRIC_COUNT])
 {
     const bf_tensor *lt = bf_dataset_find(ds, "labels");
@@ -454,9 +403,7 @@ static void lm_campaign(const char *model, const char *data, bf_target target, b
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
-    bf_error err = {0};
-    if (bf_model_load_file(model, &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(data, &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(model, data, &m, &ds);
     bf_campaign_spec s = tc_base_spec(batch);
     s.trials = trials;
     s.seed = 30;
@@ -467,16 +414,11 @@ static void lm_campaign(const char *model, const char *data, bf_target target, b
         s.critical_metric = BF_METRIC_PERPLEXITY;
         s.critical_delta = 0.05;
     }
-    bf_campaign *c = tc_make(m, ds, &s);
     int64_t samples, cols;
-    const float *g = bf_campaign_golden(c, &samples, &cols);
-    float *golden = malloc((size_t)(samples * cols) * sizeof *golden);
-    assert_non_null(golden);
-    memcpy(golden, g, (size_t)(samples * cols) * sizeof *golden);
-    bf_campaign_free(c);
+    float *golden = tc_golden_copy(m, ds, &s, &samples, &cols);
 
     bf_campaign_result rx, rd;
-    keep_all ex = run_kept(m, ds, &s, 1, &rx), df = run_kept(m, ds, &s, 0, &rd);
+    tc_kept ex = tc_run_kept(m, ds, &s, 1, &rx), df = tc_run_kept(m, ds, &s, 0, &rd);
     assert_int_equal(rx.task, BF_TASK_LANGUAGE_MODEL);
     assert_true(isfinite(rx.golden[BF_METRIC_PERPLEXITY]) && isfinite(rx.golden[BF_METRIC_TOKEN_ACCURACY]));
     check_records("exact", &ex, ds, golden, &s, rx.golden);
@@ -499,10 +441,8 @@ static void lm_campaign(const char *model, const char *data, bf_target target, b
     printf("differential: %lld of them as full passes\n", (long long)rd.full_trials);
     assert_true(rd.full_trials * 2 < ex.n);
     assert_true(count[BF_OUTCOME_CRITICAL] > 0 && count[BF_OUTCOME_TOLERABLE] + count[BF_OUTCOME_MASKED] > 0);
-    free(ex.rec);
-    free(ex.out);
-    free(df.rec);
-    free(df.out);
+    tc_kept_free(&ex);
+    tc_kept_free(&df);
     bf_campaign_result_free(&rx);
     bf_campaign_result_free(&rd);
 
@@ -567,8 +507,7 @@ static void campaign_named_sites(void **state)
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
     bf_error err = {0};
-    if (bf_model_load_file(model, &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(data, &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(model, data, &m, &ds);
     if (bf_model_bind_dims(&m, ds, &err) != BF_OK) fail_msg("%s", err.msg);
     bf_campaign_spec s = tc_base_spec(4);
     s.trials = 120;
@@ -644,18 +583,17 @@ static void campaign_named_sites(void **state)
     assert_string_equal(bf_campaign_site(c, (size_t)at)->name, "/h.1/Softmax_output_0");
     bf_campaign_free(c);
     bf_campaign_result rl;
-    keep_all kl = run_kept(m, ds, &sl, 1, &rl);
+    tc_kept kl = tc_run_kept(m, ds, &sl, 1, &rl);
     assert_int_equal(kl.n, 1);
     assert_int_equal(kl.rec[0].faults[0].site, at);
-    free(kl.rec);
-    free(kl.out);
+    tc_kept_free(&kl);
     bf_campaign_result_free(&rl);
 
     /* the campaign over the sites: both engines, the records' faults in them */
     s.tensors = probs;
     s.n_tensors = 1;
     bf_campaign_result rx, rd;
-    keep_all ex = run_kept(m, ds, &s, 1, &rx), df = run_kept(m, ds, &s, 0, &rd);
+    tc_kept ex = tc_run_kept(m, ds, &s, 1, &rx), df = tc_run_kept(m, ds, &s, 0, &rd);
     int64_t cells = ex.samples * ex.cols, same = 0;
     for (int64_t j = 0; j < ex.n; j++) {
         assert_true(ex.rec[j].n_kept > 0);
@@ -665,10 +603,8 @@ static void campaign_named_sites(void **state)
         tc_assert_same_record(&ex.rec[j], &df.rec[j]);
     }
     assert_true(same * 100 >= ex.n * 95);
-    free(ex.rec);
-    free(ex.out);
-    free(df.rec);
-    free(df.out);
+    tc_kept_free(&ex);
+    tc_kept_free(&df);
     bf_campaign_result_free(&rx);
     bf_campaign_result_free(&rd);
     tc_tally tally = {0};
@@ -684,20 +620,7 @@ static void campaign_named_sites(void **state)
 static void allocation_failures(void **state)
 {
     (void)state;
-    bf_model *m = NULL;
-    bf_dataset *ds = NULL;
-    bf_error err = {0};
-    if (bf_model_load_file(DIR "tiny_lm.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(DIR "tiny_lm_mc.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
-    bf_campaign_spec s = tc_base_spec(4);
-    s.trials = 6;
-    s.seed = 3;
-    bf_campaign_prep prep = {.differential = 1};
-    long n = tc_alloc_failures(m, ds, &s, NULL, &prep, 6, 20000);
-    printf("%ld allocations failed in turn\n", n);
-    assert_true(n > 10);
-    bf_dataset_free(ds);
-    bf_model_free(m);
+    tc_task_alloc_failures(DIR "tiny_lm.onnx", DIR "tiny_lm_mc.eval.safetensors");
 }
 
 /* Metric names parse and print; the task's metrics apply to it only. */
@@ -711,8 +634,7 @@ static void metric_names(void **state)
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
     bf_error err = {0};
-    if (bf_model_load_file(DIR "tiny_lm.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(DIR "tiny_lm.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(DIR "tiny_lm.onnx", DIR "tiny_lm.eval.safetensors", &m, &ds);
     bf_campaign_spec s = tc_base_spec(4);
     s.trials = 4;
     s.critical_metric = BF_METRIC_CHOICE_ACCURACY;   /* no mc_item in this eval set */

@@ -32,50 +32,25 @@
 #include "campaign_check.h"
 #include "model/graph.h"   /* the test reads a Gemm's inputs to compute the tolerance on its own */
 
-#define FIX BF_FIXTURES "/conformance/"
-
 static const char *fixtures[] = {"demo_digits",   "mlp_ops_op11",         "mlp_ops_op13",      "cnn_ops_op13",
                                  "cnn_ops_op17",  "dlrm_ops_op11",        "dlrm_ops_op13",     "transformer_ops_op13",
                                  "misc_attrs_op11", "misc_conv_pool_op13", "misc_norm_op17",  "misc_shapes_op13"};
 
-typedef struct loaded {
-    bf_model *m;
-    bf_dataset *ds;
-} loaded;
+typedef tc_loaded loaded;
 
 static loaded load(const char *fx)
 {
-    char mp[512], dp[512];
-    snprintf(mp, sizeof mp, FIX "%s.onnx", fx);
-    snprintf(dp, sizeof dp, FIX "%s.eval.safetensors", fx);
-    loaded l = {0};
-    bf_error err = {0};
-    if (bf_model_load_file(mp, &l.m, &err) || bf_dataset_load_file(dp, &l.ds, &err)) fail_msg("%s: %s", fx, err.msg);
-    return l;
+    return tc_conformance(fx);
 }
 
 static void unload(loaded *l)
 {
-    bf_model_free(l->m);
-    bf_dataset_free(l->ds);
+    tc_unload(l);
 }
-
-static char *all[] = {"*"};
 
 static bf_campaign_spec weight_spec(int64_t trials)
 {
-    bf_campaign_spec s = {0};
-    s.seed = 77;
-    s.trials = trials;
-    s.target = BF_TARGET_WEIGHTS;
-    s.tensors = all;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    return s;
+    return tc_all_weights_spec(77, trials);
 }
 
 typedef tc_recs recs;
@@ -86,18 +61,7 @@ static int exact_mode;
 static bf_campaign *run(const loaded *l, const bf_campaign_spec *s, const bf_mitigation *mit, recs *out,
                         bf_campaign_result *res)
 {
-    bf_campaign *c = NULL;
-    bf_error err = {0};
-    if (bf_campaign_create_mitigated(l->m, l->ds, s, mit, &c, &err) != BF_OK)
-        fail_msg("%s: %s", mit && mit->name ? mit->name : "none", err.msg);
-    if (out) {
-        out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
-        out->n = 0;
-        assert_non_null(out->r);
-    }
-    bf_campaign_opts o = {.threads = 2, .exact = exact_mode, .on_trial = out ? tc_keep : NULL, .user = out};
-    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("%s", err.msg);
-    return c;
+    return tc_run_mitigated(l, s, mit, exact_mode, out, res);
 }
 
 static void same_golden(const char *fx, const char *what, const bf_campaign *a, const bf_campaign *b)

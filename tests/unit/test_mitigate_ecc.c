@@ -39,63 +39,9 @@
 #include "bitflip/model.h"
 #include "campaign_check.h"
 
-#define FIX BF_FIXTURES "/conformance/"
-
-typedef struct loaded {
-    bf_model *m;
-    bf_dataset *ds;
-} loaded;
-
-static loaded load(const char *fx)
-{
-    char stem[512];
-    snprintf(stem, sizeof stem, FIX "%s", fx);
-    loaded l = {0};
-    tc_open(stem, &l.m, &l.ds);
-    return l;
-}
-
-static void unload(loaded *l)
-{
-    bf_model_free(l->m);
-    bf_dataset_free(l->ds);
-}
-
-static char *all[] = {"*"};
-
 static bf_campaign_spec weight_spec(int64_t trials)
 {
-    bf_campaign_spec s = {0};
-    s.seed = 1234;
-    s.trials = trials;
-    s.target = BF_TARGET_WEIGHTS;
-    s.tensors = all;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    return s;
-}
-
-static int exact_mode;
-
-static bf_campaign *run(const loaded *l, const bf_campaign_spec *s, const bf_mitigation *mit, tc_recs *out,
-                        bf_campaign_result *res)
-{
-    bf_campaign *c = NULL;
-    bf_error err = {0};
-    if (bf_campaign_create_mitigated(l->m, l->ds, s, mit, &c, &err) != BF_OK)
-        fail_msg("%s: %s", mit && mit->name ? mit->name : "none", err.msg);
-    if (out) {
-        out->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *out->r);
-        out->n = 0;
-        assert_non_null(out->r);
-    }
-    bf_campaign_opts o = {.threads = 2, .exact = exact_mode, .on_trial = out ? tc_keep : NULL, .user = out};
-    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("%s", err.msg);
-    return c;
+    return tc_all_weights_spec(1234, trials);
 }
 
 static bf_mitigation ecc_mit(void)
@@ -113,13 +59,13 @@ static void single_bits_corrected(void **state)
     static const bf_repr reprs[] = {BF_REPR_FP32, BF_REPR_FP16, BF_REPR_BF16, BF_REPR_INT8};
     bf_mitigation ecc = ecc_mit();
     for (size_t f = 0; f < sizeof fxs / sizeof *fxs; f++) {
-        loaded l = load(fxs[f]);
+        tc_loaded l = tc_conformance(fxs[f]);
         for (size_t k = 0; k < sizeof reprs / sizeof *reprs; k++) {
             bf_campaign_spec s = weight_spec(bf_repr_bits(reprs[k]) * 8);
             s.repr = reprs[k];
             s.sampling = BF_SAMPLE_PER_BIT;
             bf_campaign_result r0, r;
-            bf_campaign *c0 = run(&l, &s, NULL, NULL, &r0), *c = run(&l, &s, &ecc, NULL, &r);
+            bf_campaign *c0 = tc_run_mitigated(&l, &s, NULL, 0, NULL, &r0), *c = tc_run_mitigated(&l, &s, &ecc, 0, NULL, &r);
             assert_true(r0.total.n[BF_OUTCOME_MASKED] < r0.trials_done);   /* unprotected, they matter */
             if (r.total.n[BF_OUTCOME_MASKED] != r.trials_done)
                 fail_msg("%s %s: %lld of %lld single-bit faults not masked under ecc", fxs[f], bf_repr_name(reprs[k]),
@@ -130,7 +76,7 @@ static void single_bits_corrected(void **state)
             bf_campaign_free(c0);
             bf_campaign_free(c);
         }
-        unload(&l);
+        tc_unload(&l);
     }
 }
 
@@ -138,12 +84,12 @@ static void double_in_value_due(void **state)
 {
     (void)state;
     bf_mitigation ecc = ecc_mit();
-    loaded l = load("dlrm_ops_op13");
+    tc_loaded l = tc_conformance("dlrm_ops_op13");
     bf_campaign_spec s = weight_spec(200);
     s.bits = 2;
     tc_recs a, b;
     bf_campaign_result r0, r;
-    bf_campaign *c0 = run(&l, &s, NULL, &a, &r0), *c = run(&l, &s, &ecc, &b, &r);
+    bf_campaign *c0 = tc_run_mitigated(&l, &s, NULL, 0, &a, &r0), *c = tc_run_mitigated(&l, &s, &ecc, 0, &b, &r);
     assert_int_equal(r.total.n[BF_OUTCOME_DUE], r.trials_done);
     for (int64_t i = 0; i < a.n; i++) {
         assert_int_equal(b.r[i].n_kept, 1);
@@ -161,7 +107,7 @@ static void double_in_value_due(void **state)
     bf_campaign_result_free(&r);
     bf_campaign_free(c0);
     bf_campaign_free(c);
-    unload(&l);
+    tc_unload(&l);
 }
 
 /* H from Hsiao's definition, as test_ecc.c's reference: weight-3 columns in
@@ -186,12 +132,12 @@ static void triples_by_syndrome(void **state)
     uint8_t col[72];
     hsiao_columns(col);
     bf_mitigation ecc = ecc_mit();
-    loaded l = load("dlrm_ops_op13");
+    tc_loaded l = tc_conformance("dlrm_ops_op13");
     bf_campaign_spec s = weight_spec(400);
     s.bits = 3;
     tc_recs b;
     bf_campaign_result r;
-    bf_campaign *c = run(&l, &s, &ecc, &b, &r);
+    bf_campaign *c = tc_run_mitigated(&l, &s, &ecc, 0, &b, &r);
     int64_t due = 0, wrong = 0;
     for (int64_t i = 0; i < b.n; i++) {
         const bf_applied_fault *f = &b.r[i].faults[0];
@@ -222,7 +168,7 @@ static void triples_by_syndrome(void **state)
     free(b.r);
     bf_campaign_result_free(&r);
     bf_campaign_free(c);
-    unload(&l);
+    tc_unload(&l);
 }
 
 static void ber_paired_and_due(void **state)
@@ -232,7 +178,7 @@ static void ber_paired_and_due(void **state)
     bf_mitigation cfg[2] = {ecc_mit(), ecc_mit()};
     cfg[1].name = "ecc-clean-check";
     cfg[1].ecc.check_bits_faulty = BF_ECC_CHECK_CLEAN;
-    loaded l = load("dlrm_ops_op13");
+    tc_loaded l = tc_conformance("dlrm_ops_op13");
     bf_campaign_spec s = weight_spec(0);
     s.model_kind = BF_FAULT_BER;
     s.rates = rates;
@@ -240,11 +186,11 @@ static void ber_paired_and_due(void **state)
     s.repeats = 30;
     tc_recs base;
     bf_campaign_result r0;
-    bf_campaign *c0 = run(&l, &s, NULL, &base, &r0);
+    bf_campaign *c0 = tc_run_mitigated(&l, &s, NULL, 0, &base, &r0);
     for (int k = 0; k < 2; k++) {
         tc_recs x;
         bf_campaign_result r;
-        bf_campaign *c = run(&l, &s, &cfg[k], &x, &r);
+        bf_campaign *c = tc_run_mitigated(&l, &s, &cfg[k], 0, &x, &r);
         assert_int_equal(x.n, base.n);
         for (int64_t i = 0; i < x.n; i++) {
             const bf_trial_record *p = &base.r[i], *q = &x.r[i];
@@ -271,7 +217,7 @@ static void ber_paired_and_due(void **state)
     free(base.r);
     bf_campaign_result_free(&r0);
     bf_campaign_free(c0);
-    unload(&l);
+    tc_unload(&l);
 }
 
 /* Word bursts and column upsets (campaign_mbu.c) meet SECDED as the code's
@@ -282,13 +228,13 @@ static void upsets_in_words(void **state)
 {
     (void)state;
     bf_mitigation ecc = ecc_mit();
-    loaded l = load("mlp_ops_op13");
+    tc_loaded l = tc_conformance("mlp_ops_op13");
     for (int kind = 0; kind < 2; kind++) {
         bf_campaign_spec s = weight_spec(300);
         if (kind == 0) s.burst = BF_BURST_WORD, s.bits = 2;
         else s.words = 4;
         bf_campaign_result r0, r;
-        bf_campaign *c0 = run(&l, &s, NULL, NULL, &r0), *c = run(&l, &s, &ecc, NULL, &r);
+        bf_campaign *c0 = tc_run_mitigated(&l, &s, NULL, 0, NULL, &r0), *c = tc_run_mitigated(&l, &s, &ecc, 0, NULL, &r);
         assert_true(r0.total.n[BF_OUTCOME_MASKED] < r0.trials_done);
         assert_int_equal(r.trials_done, 300);
         int outcome = kind == 0 ? BF_OUTCOME_DUE : BF_OUTCOME_MASKED;
@@ -300,7 +246,7 @@ static void upsets_in_words(void **state)
         bf_campaign_free(c0);
         bf_campaign_free(c);
     }
-    unload(&l);
+    tc_unload(&l);
 }
 
 static void exact_agrees(void **state)
@@ -308,7 +254,7 @@ static void exact_agrees(void **state)
     (void)state;
     static double rate = 3e-4;
     bf_mitigation ecc = ecc_mit();
-    loaded l = load("dlrm_ops_op13");
+    tc_loaded l = tc_conformance("dlrm_ops_op13");
     bf_campaign_spec specs[3] = {weight_spec(60), weight_spec(60), weight_spec(0)};
     specs[1].bits = 3;
     specs[2].model_kind = BF_FAULT_BER;
@@ -318,10 +264,8 @@ static void exact_agrees(void **state)
     for (int k = 0; k < 3; k++) {
         tc_recs a, b;
         bf_campaign_result ra, rb;
-        exact_mode = 1;
-        bf_campaign *ca = run(&l, &specs[k], &ecc, &a, &ra);
-        exact_mode = 0;
-        bf_campaign *cb = run(&l, &specs[k], &ecc, &b, &rb);
+        bf_campaign *ca = tc_run_mitigated(&l, &specs[k], &ecc, 1, &a, &ra);
+        bf_campaign *cb = tc_run_mitigated(&l, &specs[k], &ecc, 0, &b, &rb);
         assert_int_equal(a.n, b.n);
         for (int64_t i = 0; i < a.n; i++) tc_assert_same_record(&a.r[i], &b.r[i]);
         free(a.r);
@@ -331,7 +275,7 @@ static void exact_agrees(void **state)
         bf_campaign_free(ca);
         bf_campaign_free(cb);
     }
-    unload(&l);
+    tc_unload(&l);
 }
 
 static void storage_cost(void **state)
@@ -339,7 +283,7 @@ static void storage_cost(void **state)
     (void)state;
     static const bf_repr reprs[] = {BF_REPR_FP32, BF_REPR_FP16, BF_REPR_INT8, BF_REPR_INT3};
     bf_mitigation ecc = ecc_mit();
-    loaded l = load("mlp_ops_op13");
+    tc_loaded l = tc_conformance("mlp_ops_op13");
     for (size_t k = 0; k < sizeof reprs / sizeof *reprs; k++) {
         bf_campaign_spec s = weight_spec(1);
         s.repr = reprs[k];
@@ -358,13 +302,13 @@ static void storage_cost(void **state)
         assert_true(fabs(got - check / bits) < 1e-12);
         bf_campaign_free(c);
     }
-    unload(&l);
+    tc_unload(&l);
 }
 
 static void setup_errors(void **state)
 {
     (void)state;
-    loaded l = load("mlp_ops_op13");
+    tc_loaded l = tc_conformance("mlp_ops_op13");
     bf_campaign *c = NULL;
     bf_error err = {0};
     bf_mitigation ecc = ecc_mit();
@@ -383,7 +327,7 @@ static void setup_errors(void **state)
     assert_int_equal(bf_campaign_create_mitigated(l.m, l.ds, &s, &ecc, &c, &err), BF_ENOTFOUND);
     assert_non_null(strstr(err.msg, "ecc"));
     assert_null(c);
-    unload(&l);
+    tc_unload(&l);
 }
 
 /* Every allocation of an ecc campaign (its setup, the trial scratch, the
@@ -393,7 +337,7 @@ static void setup_errors(void **state)
 static void allocation_failures(void **state)
 {
     (void)state;
-    loaded l = load("mlp_ops_op13");
+    tc_loaded l = tc_conformance("mlp_ops_op13");
     bf_mitigation mit = ecc_mit();
     static double rates[] = {1e-3, 1e-2};
     bf_campaign_spec s = weight_spec(0);
@@ -403,7 +347,7 @@ static void allocation_failures(void **state)
     s.repeats = 2;
     long n = tc_alloc_failures(l.m, l.ds, &s, &mit, NULL, 4, 20000);
     printf("ecc campaign: each of its first %ld allocations failed in turn, cleanly\n", n);
-    unload(&l);
+    tc_unload(&l);
 }
 
 int main(void)

@@ -31,7 +31,7 @@
 #include "bitflip/fault.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
-#include "alloc_fail.h"
+#include "alloc_loop.h"
 #include "campaign_check.h"
 #include "op_harness.h"
 
@@ -124,15 +124,7 @@ static void campaigns_agree_differential_and_exact(void **state)
     (void)state;
     bf_model *base = NULL, *m = NULL;
     bf_dataset *ds = NULL;
-    bf_error err = {0};
-    if (bf_model_load_file(MOE "moe_classifier_op17.onnx", &base, &err) ||
-        bf_dataset_load_file(MOE "moe_classifier_op17.eval.safetensors", &ds, &err))
-        fail_msg("%s", err.msg);
-    const bf_tensor *x = bf_dataset_find(ds, "x");
-    assert_non_null(x);
-    const char *names[1] = {"seq"};
-    const int64_t sizes[1] = {x->dims[1]};
-    if (bf_model_with_dims(base, names, sizes, 1, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_fixed(MOE "moe_classifier_op17", (const char *[]){"seq"}, (const char *[]){"x"}, 1, &base, &m, &ds);
     double scale = tc_out_scale(m, ds);
     tc_tally t = {0};
     bf_campaign_spec s = tc_base_spec(5);
@@ -151,31 +143,20 @@ static void campaigns_agree_differential_and_exact(void **state)
     bf_dataset_free(ds);
 }
 
+/* Loading the MoE classifier, whose MoE blocks fuse to bf.MoEIndexAdd. */
+static bf_status load_moe(const unsigned char *buf, size_t len, const char *name, bf_error *err)
+{
+    bf_model *m = NULL;
+    bf_status st = bf_model_load_buffer(buf, len, name, &m, err);
+    if (st == BF_OK) assert_int_equal(th_count_op(m, "bf.MoEIndexAdd"), 4);
+    bf_model_free(m);
+    return st;
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
-    FILE *fp = fopen(MOE "moe_classifier_op17.onnx", "rb");
-    assert_non_null(fp);
-    static unsigned char buf[1 << 16];
-    size_t len = fread(buf, 1, sizeof buf, fp);
-    fclose(fp);
-    assert_true(len > 0 && len < sizeof buf);
-    int succeeded = 0;
-    for (long n = 0; n < 20000 && !succeeded; n++) {
-        bf_model *m = NULL;
-        bf_error err = {0};
-        bf_test_alloc_fail_after(n);
-        bf_status st = bf_model_load_buffer(buf, len, "moe_classifier_op17.onnx", &m, &err);
-        bf_test_alloc_fail_after(-1);
-        if (st == BF_OK) {
-            succeeded = 1;
-            assert_int_equal(th_count_op(m, "bf.MoEIndexAdd"), 4);
-        } else if (st != BF_ENOMEM) {
-            fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
-        }
-        bf_model_free(m);
-    }
-    assert_true(succeeded);
+    th_alloc_failures_loading(MOE "moe_classifier_op17.onnx", 20000, load_moe);
 }
 
 int main(void)

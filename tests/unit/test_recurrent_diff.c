@@ -47,9 +47,7 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
     f->label = "lstm_2layer_bidir_op13";
-    bf_error err = {0};
-    if (bf_model_load_file(FIX ".onnx", &f->m, &err) || bf_dataset_load_file(FIX ".eval.safetensors", &f->ds, &err))
-        fail_msg("%s", err.msg);
+    tc_open(FIX, &f->m, &f->ds);
     /* the LSTMs' W [2, 40, in], R [2, 40, 10] and B [2, 80], found by what they are */
     for (size_t q = 0; q < bf_model_num_params(f->m); q++) {
         const bf_param_info *pi = bf_model_param(f->m, q);

@@ -38,7 +38,7 @@
 #include "bitflip/fault.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
-#include "alloc_fail.h"
+#include "alloc_loop.h"
 #include "campaign_check.h"
 #include "op_harness.h"
 
@@ -272,17 +272,8 @@ static void campaigns_agree_differential_and_exact(void **state)
     (void)state;
     bf_model *base = NULL, *m = NULL;
     bf_dataset *ds = NULL;
-    bf_error err = {0};
-    if (bf_model_load_file(RINT "gqa_classifier_op14.onnx", &base, &err) ||
-        bf_dataset_load_file(RINT "gqa_classifier_op14.eval.safetensors", &ds, &err))
-        fail_msg("%s", err.msg);
-    const bf_tensor *x = bf_dataset_find(ds, "x");
-    assert_non_null(x);
-    const bf_tensor *kv = bf_dataset_find(ds, "kv");
-    assert_non_null(kv);
-    const char *names[2] = {"seq", "heads"};
-    const int64_t sizes[2] = {x->dims[1], kv->dims[1]};
-    if (bf_model_with_dims(base, names, sizes, 2, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_fixed(RINT "gqa_classifier_op14", (const char *[]){"seq", "heads"}, (const char *[]){"x", "kv"}, 2, &base, &m,
+                  &ds);
     /* the Loop of kv's dynamic heads, and the unrolled form of x's two heads */
     assert_int_equal(th_count_op(m, "bf.RepeatInterleave"), 3);
     assert_int_equal(th_count_op(m, "Loop"), 0);
@@ -313,39 +304,30 @@ static void campaigns_agree_differential_and_exact(void **state)
     bf_dataset_free(ds);
 }
 
+/* Loading the Loop model, a plan and a run of it, and a derived model
+ * with its dims fixed and a plan of that. */
+static bf_status load_plan_derive(const unsigned char *buf, size_t len, const char *name, bf_error *err)
+{
+    bf_model *m = NULL, *d = NULL;
+    bf_plan *p = NULL, *pd = NULL;
+    bf_status st = bf_model_load_buffer(buf, len, name, &m, err);
+    if (st == BF_OK) st = th_plan_for(m, (int64_t[]){2, 2, 5, 4}, 4, &p, err);
+    if (st == BF_OK) st = bf_plan_run(p, err);
+    const char *names[2] = {"heads", "seq"};
+    const int64_t sizes[2] = {2, 5};
+    if (st == BF_OK) st = bf_model_with_dims(m, names, sizes, 2, &d, err);
+    if (st == BF_OK) st = bf_plan_create(d, 2, &pd, err);
+    bf_plan_free(pd);
+    bf_model_free(d);
+    bf_plan_free(p);
+    bf_model_free(m);
+    return st;
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
-    FILE *fp = fopen(RINT "ok_loop_op14.onnx", "rb");
-    assert_non_null(fp);
-    static unsigned char buf[1 << 16];
-    size_t len = fread(buf, 1, sizeof buf, fp);
-    fclose(fp);
-    assert_true(len > 0 && len < sizeof buf);
-    int succeeded = 0;
-    for (long n = 0; n < 4000 && !succeeded; n++) {
-        bf_model *m = NULL;
-        bf_plan *p = NULL;
-        bf_error err = {0};
-        bf_test_alloc_fail_after(n);
-        bf_status st = bf_model_load_buffer(buf, len, "ok_loop_op14.onnx", &m, &err);
-        if (st == BF_OK) st = th_plan_for(m, (int64_t[]){2, 2, 5, 4}, 4, &p, &err);
-        if (st == BF_OK) st = bf_plan_run(p, &err);
-        bf_model *d = NULL;
-        bf_plan *pd = NULL;
-        const char *names[2] = {"heads", "seq"};
-        const int64_t sizes[2] = {2, 5};
-        if (st == BF_OK) st = bf_model_with_dims(m, names, sizes, 2, &d, &err);
-        if (st == BF_OK) st = bf_plan_create(d, 2, &pd, &err);
-        bf_test_alloc_fail_after(-1);
-        if (st == BF_OK) succeeded = 1;
-        else if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
-        bf_plan_free(pd);
-        bf_model_free(d);
-        bf_plan_free(p);
-        bf_model_free(m);
-    }
-    assert_true(succeeded);
+    th_alloc_failures_loading(RINT "ok_loop_op14.onnx", 4000, load_plan_derive);
 }
 
 int main(void)

@@ -23,6 +23,7 @@
 #include "bitflip/metrics.h"
 #include "bitflip/model.h"
 #include "campaign_check.h"
+#include "campaign_kept.h"
 
 #define DIR BF_FIXTURES "/segtask/"
 
@@ -132,8 +133,7 @@ static void eval_tiny_seg(void **state)
     bf_dataset *ds = NULL;
     bf_evaluator *ev = NULL;
     bf_error err = {0};
-    if (bf_model_load_file(DIR "tiny_seg.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(DIR "tiny_seg.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(DIR "tiny_seg.onnx", DIR "tiny_seg.eval.safetensors", &m, &ds);
     json_error_t jerr;
     json_t *ref = json_load_file(DIR "tiny_seg.ref.json", 0, &jerr);
     assert_non_null(ref);
@@ -163,20 +163,8 @@ static void eval_tiny_seg(void **state)
 /* Creating an evaluator on these tensors gives `want` and a message holding `needle`. */
 static void outcome_of(const bf_model *m, const th_st_tensor *t, int n, bf_status want, const char *needle)
 {
-    size_t len;
-    uint8_t *buf = th_st_build(t, n, &len);
-    bf_dataset *ds = NULL;
-    bf_evaluator *ev = NULL;
-    bf_error err = {0};
-    bf_status st = bf_dataset_load_buffer(buf, len, "hostile", &ds, &err);
-    if (st == BF_OK) st = bf_evaluator_create(m, ds, NULL, &ev, &err);
-    if (st != want || (needle && !strstr(err.msg, needle)))
-        fail_msg("wanted status %d with '%s', got %d: %s", want, needle ? needle : "", st, err.msg);
-    if (st != BF_OK) printf("refused: %s\n", err.msg);
-    else assert_int_equal(bf_evaluator_task(ev), BF_TASK_SEGMENTATION);
-    bf_evaluator_free(ev);
-    bf_dataset_free(ds);
-    free(buf);
+    int task = th_st_outcome(m, t, n, want, needle);
+    if (want == BF_OK) assert_int_equal(task, BF_TASK_SEGMENTATION);
 }
 
 #define N 2
@@ -228,47 +216,8 @@ static void hostile_layouts(void **state)
 
 /* --- campaigns */
 
-typedef struct keep_all {
-    int64_t n, samples, cols;
-    bf_trial_record *rec;
-    float *out;               /* per trial: samples x cols */
-} keep_all;
-
-static void keep_rec(void *user, const bf_trial_record *rec)
-{
-    keep_all *k = user;
-    k->rec[k->n++] = *rec;
-}
-
-static void keep_out(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols)
-{
-    keep_all *k = user;
-    (void)trial;
-    k->samples = samples;
-    k->cols = cols;
-    memcpy(k->out + (size_t)(k->n - 1) * (size_t)(samples * cols), outputs, (size_t)(samples * cols) * sizeof *outputs);
-}
-
-static keep_all run_kept(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int exact, bf_campaign_result *res)
-{
-    bf_campaign *c = tc_make(m, ds, s);
-    int64_t n = bf_campaign_num_trials(c), samples, cols;
-    bf_campaign_golden(c, &samples, &cols);
-    keep_all k = {0};
-    k.rec = calloc((size_t)n + 1, sizeof *k.rec);
-    k.out = malloc((size_t)(n * samples * cols) * sizeof(float) + 1);
-    assert_non_null(k.rec);
-    assert_non_null(k.out);
-    bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = keep_rec, .on_outputs = keep_out, .user = &k};
-    bf_error err = {0};
-    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("%s", err.msg);
-    assert_int_equal(k.n, n);
-    bf_campaign_free(c);
-    return k;
-}
-
 /* Every trial's record against the definitions, over its own outputs. */
-static void check_records(const char *what, const keep_all *k, const bf_dataset *ds, const float *golden,
+static void check_records(const char *what, const tc_kept *k, const bf_dataset *ds, const float *golden,
                           const bf_campaign_spec *s, const double golden_metric[BF_METRIC_COUNT], int64_t count[BF_OUTCOME_COUNT])
 {
     const bf_tensor *lt = bf_dataset_find(ds, "labels");
@@ -316,9 +265,7 @@ static void seg_campaign(bf_target target, bf_persistence p, int critical_miou, 
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
-    bf_error err = {0};
-    if (bf_model_load_file(DIR "tiny_seg.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(DIR "tiny_seg.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(DIR "tiny_seg.onnx", DIR "tiny_seg.eval.safetensors", &m, &ds);
     bf_campaign_spec s = tc_base_spec(batch);
     s.trials = trials;
     s.seed = 31;
@@ -330,16 +277,11 @@ static void seg_campaign(bf_target target, bf_persistence p, int critical_miou, 
         s.critical_delta = 0.002;
     }
     if (pixels >= 0) s.critical_pixels = pixels, s.critical_pixels_set = 1;
-    bf_campaign *c = tc_make(m, ds, &s);
     int64_t samples, cols;
-    const float *g = bf_campaign_golden(c, &samples, &cols);
-    float *golden = malloc((size_t)(samples * cols) * sizeof *golden);
-    assert_non_null(golden);
-    memcpy(golden, g, (size_t)(samples * cols) * sizeof *golden);
-    bf_campaign_free(c);
+    float *golden = tc_golden_copy(m, ds, &s, &samples, &cols);
 
     bf_campaign_result rx, rd;
-    keep_all ex = run_kept(m, ds, &s, 1, &rx), df = run_kept(m, ds, &s, 0, &rd);
+    tc_kept ex = tc_run_kept(m, ds, &s, 1, &rx), df = tc_run_kept(m, ds, &s, 0, &rd);
     assert_int_equal(rx.task, BF_TASK_SEGMENTATION);
     json_error_t jerr;
     json_t *ref = json_load_file(DIR "tiny_seg.ref.json", 0, &jerr);
@@ -367,10 +309,8 @@ static void seg_campaign(bf_target target, bf_persistence p, int critical_miou, 
     assert_int_equal(same, ex.n);
     assert_true(cx[BF_OUTCOME_TOLERABLE] > 0);
     if (want_critical) assert_true(cx[BF_OUTCOME_CRITICAL] > 0);
-    free(ex.rec);
-    free(ex.out);
-    free(df.rec);
-    free(df.out);
+    tc_kept_free(&ex);
+    tc_kept_free(&df);
     bf_campaign_result_free(&rx);
     bf_campaign_result_free(&rd);
     tc_tally tally = {0};
@@ -416,8 +356,7 @@ static void spec_rules(void **state)
     bf_model *m = NULL, *lm = NULL;
     bf_dataset *ds = NULL, *lds = NULL;
     bf_error err = {0};
-    if (bf_model_load_file(DIR "tiny_seg.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(DIR "tiny_seg.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(DIR "tiny_seg.onnx", DIR "tiny_seg.eval.safetensors", &m, &ds);
     bf_campaign_spec s = tc_base_spec(4);
     s.trials = 4;
     bf_campaign *c = NULL;
@@ -432,8 +371,7 @@ static void spec_rules(void **state)
     s.critical_metric = BF_METRIC_MAP;
     assert_int_equal(bf_campaign_create(m, ds, &s, &c, &err), BF_EINVAL);
     /* pixels on a language model */
-    if (bf_model_load_file(BF_FIXTURES "/lmtask/tiny_lm.onnx", &lm, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(BF_FIXTURES "/lmtask/tiny_lm.eval.safetensors", &lds, &err) != BF_OK) fail_msg("%s", err.msg);
+    tc_open_files(BF_FIXTURES "/lmtask/tiny_lm.onnx", BF_FIXTURES "/lmtask/tiny_lm.eval.safetensors", &lm, &lds);
     s.critical_metric = -1;
     s.critical_pixels = 0.1, s.critical_pixels_set = 1;
     assert_int_equal(bf_campaign_create(lm, lds, &s, &c, &err), BF_EINVAL);
@@ -452,20 +390,7 @@ static void spec_rules(void **state)
 static void allocation_failures(void **state)
 {
     (void)state;
-    bf_model *m = NULL;
-    bf_dataset *ds = NULL;
-    bf_error err = {0};
-    if (bf_model_load_file(DIR "tiny_seg.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf_dataset_load_file(DIR "tiny_seg.eval.safetensors", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
-    bf_campaign_spec s = tc_base_spec(4);
-    s.trials = 6;
-    s.seed = 3;
-    bf_campaign_prep prep = {.differential = 1};
-    long n = tc_alloc_failures(m, ds, &s, NULL, &prep, 6, 20000);
-    printf("%ld allocations failed in turn\n", n);
-    assert_true(n > 10);
-    bf_dataset_free(ds);
-    bf_model_free(m);
+    tc_task_alloc_failures(DIR "tiny_seg.onnx", DIR "tiny_seg.eval.safetensors");
 }
 
 int main(void)
