@@ -198,8 +198,10 @@ typedef struct panel_at {
 AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
                            int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
 {
-    for (int i0 = 0; i0 < m; i0 += MR) {
-        int mr = m - i0 < MR ? m - i0 : MR;
+    /* near-equal blocks, as rows_avx512 cuts them (64: 10 x 6 and 4 -> 9 x 6 and 2 x 5) */
+    int nblk = (m + MR - 1) / MR, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
+    for (int b = 0, i0 = 0; b < nblk; b++) {
+        int mr = base + (b < extra);
         const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
         for (int q = 0; q < np; q++) {
             const float *pan = pa[q].pan;
@@ -217,6 +219,7 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
             default: break;
             }
         }
+        i0 += mr;
     }
 }
 
@@ -282,8 +285,12 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
 AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
                                int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
 {
-    for (int i0 = 0; i0 < m; i0 += MR5) {
-        int mr = m - i0 < MR5 ? m - i0 : MR5;
+    /* the rows in blocks of near-equal size (64: 11, 11, 11, 11, 10, 10,
+     * not 12 x 5 and 4): a block of 4 rows has 8 chains in flight, which
+     * the FMA units' latency leaves idle between */
+    int nblk = (m + MR5 - 1) / MR5, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
+    for (int b = 0, i0 = 0; b < nblk; b++) {
+        int mr = base + (b < extra);
         const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
         for (int q = 0; q < np; q += 2) {
             const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
@@ -300,6 +307,7 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
             default: break;
             }
         }
+        i0 += mr;
     }
 }
 
