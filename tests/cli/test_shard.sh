@@ -246,8 +246,8 @@ fi
 # asserted below): each shard runs the whole pilot at the sanitizers' speed
 # (~36 s of 1-thread wall a shard under ASan at 2000). Many shards, and shards
 # with nothing after the pilot, are the 20-shard case below. (A 5-shard run of
-# this campaign was dropped: the same code as the 3, five more pilots, 140 s of
-# the ASan run's 210.)
+# this campaign was dropped: the same code as the 3, five more pilots, about a
+# fifth of this test's time under ASan; tests/README.md, "The fifth round".)
 adaptive_trials=2000
 [ -n "${BF_SANITIZED:-}" ] && adaptive_trials=1000
 /usr/bin/python3 - "$spec" "$tmp/adaptive.json" "$adaptive_trials" <<'PY'
