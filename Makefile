@@ -66,6 +66,14 @@ build-asan: deps
 # minutes; its threads are the campaign runner's, which test_campaign covers)
 # and cli_test_shard (its campaigns' threads are cli_test_campaign's:
 # tests/CMakeLists.txt says how).
+# The sanitizers are there for memory errors, races and undefined behaviour,
+# not to re-check statistics the release suite checks: in the sanitizer builds
+# tests/CMakeLists.txt sets BF_SANITIZED (a define for the C tests that use it,
+# an environment variable for every test of tests/, so a ctest run by hand in
+# build-asan gets it too), and the heaviest (test_diff, test_mitigate,
+# test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers)
+# run fewer trials there, every step and assertion kept; the release suite
+# runs the full sizes.
 # Then a short libFuzzer run of each target. Where the time goes, and the rules
 # for what runs under each sanitizer: tests/README.md, "How long make test takes".
 #
