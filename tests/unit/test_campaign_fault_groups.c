@@ -24,32 +24,12 @@
 #define BATCH 64          /* digits: 360 samples */
 #define TRIALS 24
 
-typedef struct fx {
-    bf_model *m;
-    bf_dataset *ds;
-} fx;
+/* the digits classifier, opened by the group setup (campaign_check.c) */
+typedef tc_loaded fx;
 
-static int setup(void **state)
-{
-    fx *f = calloc(1, sizeof *f);
-    bf_error err = {0};
-    if (!f || bf_model_load_file(FIX "demo_digits.onnx", &f->m, &err) ||
-        bf_dataset_load_file(FIX "demo_digits.eval.safetensors", &f->ds, &err)) {
-        fprintf(stderr, "setup: %s\n", err.msg);
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
+static int setup(void **state) { return tc_group_open(state, FIX "demo_digits"); }
 
-static int teardown(void **state)
-{
-    fx *f = *state;
-    bf_model_free(f->m);
-    bf_dataset_free(f->ds);
-    free(f);
-    return 0;
-}
+static int teardown(void **state) { return tc_group_close(state); }
 
 static char *all_tensors[] = {"*"};
 static bf_fault_group act_group;
@@ -58,15 +38,7 @@ static bf_fault_group act_group;
  * single-bit activation flips in fp32 */
 static bf_campaign_spec spec_of(int n_groups)
 {
-    bf_campaign_spec s = {0};
-    s.seed = 11;
-    s.trials = TRIALS;
-    s.target = BF_TARGET_WEIGHTS;
-    s.tensors = all_tensors;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
+    bf_campaign_spec s = tc_all_weights_spec(11, TRIALS);
     s.sampling = BF_SAMPLE_UNIFORM;
     s.critical_metric = -1;
     s.stop_confidence = 0.95;
