@@ -126,20 +126,7 @@ typedef struct sel {
  * pattern, in batches of 7: several batches and a partial last one. */
 static bf_campaign_spec config_spec(const config *cf, uint64_t seed, int64_t trials, char **tensors)
 {
-    bf_campaign_spec s = {0};
-    s.seed = seed;
-    s.trials = trials;
-    s.target = cf->target;
-    s.tensors = tensors;
-    s.n_tensors = 1;
-    s.model_kind = cf->kind;
-    s.bits = cf->bits;
-    s.repr = cf->repr;
-    s.persistence = cf->persistence;
-    s.critical_metric = -1;
-    s.critical_delta = -1;
-    s.batch = 7;
-    return s;
+    return tc_config_spec(cf, seed, trials, 7, tensors, 1);
 }
 
 static int run_sel(const bf_model *m, const bf_dataset *ds, const config *cf, int exact, int64_t budget, sel *sl,
