@@ -16,13 +16,16 @@ Per model, 1 thread, each a whole `bitflip run --local` process (setup counted):
             projected from the adaptive run's rates: for each tensor the n whose Wilson interval at
             its rate is within ±MT, divided by its share of the population; the largest of those and
             the overall rate's own n. Its wall time = those trials x its measured seconds per trial.
-  torch     PyTorch's flip-and-rerun loop (bench/real_bench.py --torch-peer: XOR one bit of one
-            parameter, forward the eval set at its best batch, compare, XOR back) over --torch-trials
-            uniform faults: seconds per trial, times the uniform trials.
+  torch     PyTorch's flip-and-rerun loop at 1 thread: XOR one bit of one parameter, forward the
+            eval set at its best batch, compare, XOR back, over --torch-trials uniform faults
+            (bench/real_bench.py --torch-peer for resnet18 and mobilenet_v2, on the same first N
+            samples with --samples; bench/torch_campaign.py --flip replaying the uniform campaign's
+            own faults, from its --trials-out, for dlrm_criteo): seconds per trial, times the
+            uniform trials.
 Models: digits_mlp (tests/fixtures/conformance), resnet18_c32 and mobilenet_v2_c32 (torchvision's
 architectures at 3x32x32, 10 classes, 64 images: small_image_model), dlrm_large (bench/make_models.py), resnet18 and mobilenet_v2 (bench/real_bench.py's
 exports, 224x224, 64 samples unless --samples N takes the first N), dlrm_criteo (bench/big_drs.py
---cap 200000, 24.2M parameters, into build/big_drs/). Results: --out; the table on stdout in the
+--cap 200000 --name dlrm_criteo_200k, 24.2M parameters, into build/big_drs/). Results: --out; the table on stdout in the
 form of docs/BENCHMARKS.md's "Time to an answer" section.
 """
 import argparse
@@ -59,9 +62,9 @@ def model_files(name, samples):
         return stem + ".onnx", stem + ".eval.safetensors", 1024
     if name == "dlrm_criteo":
         d = os.path.join(ROOT, "build", "big_drs")
-        stem = os.path.join(d, "drs_200k")
+        stem = os.path.join(d, "dlrm_criteo_200k")
         if not os.path.exists(stem + ".onnx"):
-            subprocess.run([PY, os.path.join(BENCH, "big_drs.py"), "--cap", "200000", "--out", d, "--name", "drs_200k"],
+            subprocess.run([PY, os.path.join(BENCH, "big_drs.py"), "--cap", "200000", "--out", d, "--name", "dlrm_criteo_200k"],
                            check=True)
         return stem + ".onnx", stem + ".eval.safetensors", 256
     if name.endswith("_c32"):
@@ -99,7 +102,7 @@ def small_image_model(arch):
     return stem + ".onnx", stem + ".eval.safetensors"
 
 
-def campaign(name, design, a, files, cap):
+def campaign(name, design, a, files, cap, trials_out=None):
     onnx, data, batch = files
     spec = {"model": onnx, "dataset": data, "seed": 7, "trials": cap, "batch": batch,
             "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": 1, "representation": "fp32"},
@@ -109,6 +112,8 @@ def campaign(name, design, a, files, cap):
         json.dump(spec, f)
     cmd = [a.bitflip, "run", "--local", base + ".spec.json", "--threads", "1", "--stats", "--progress", "none",
            "--format", "json", "--out", base + ".result.json"]
+    if trials_out:
+        cmd += ["--trials-out", trials_out]
     log("answer_bench: " + " ".join(cmd))
     t0 = time.perf_counter()
     p = subprocess.run(cmd, env=benchlib.thread_env(1), capture_output=True, text=True, timeout=a.timeout)
@@ -189,12 +194,19 @@ def floors(name, a):
             "uniform_overall_only": {p: wilson_n(p, a.margin) for p in (0.01, 0.03)}}
 
 
-def torch_trial_seconds(name, a):
-    if name not in ("resnet18", "mobilenet_v2") or a.samples:
+def torch_trial_seconds(name, a, trials_out=None):
+    """Seconds per trial of PyTorch's flip-and-rerun loop on the same model and eval set, at 1
+    thread: real_bench.py's loop (uniform faults of its own draw) for the torchvision models,
+    torch_campaign.py --flip replaying the uniform campaign's own faults for dlrm_criteo."""
+    if name in ("resnet18", "mobilenet_v2"):
+        cmd = [PY, os.path.join(BENCH, "real_bench.py"), "--torch-peer", name, "--threads", "1",
+               "--batch", "32", "--repeat", "1", "--trials", str(a.torch_trials), "--samples", str(a.samples)]
+    elif name == "dlrm_criteo" and trials_out:
+        cmd = [PY, os.path.join(BENCH, "torch_campaign.py"), "dlrm_criteo_200k", trials_out, "--flip", "--threads", "1",
+               "--dir", os.path.join(ROOT, "build", "big_drs"), "--max-trials", str(a.torch_trials)]
+    else:
         return None
-    p = subprocess.run([PY, os.path.join(BENCH, "real_bench.py"), "--torch-peer", name, "--threads", "1",
-                        "--batch", "32", "--repeat", "1", "--trials", str(a.torch_trials)],
-                       env=benchlib.thread_env(1), capture_output=True, text=True, timeout=a.timeout)
+    p = subprocess.run(cmd, env=benchlib.thread_env(1), capture_output=True, text=True, timeout=a.timeout)
     line = [x for x in p.stdout.splitlines() if x.startswith("{")]
     if p.returncode != 0 or not line:
         log(f"answer_bench: the PyTorch loop failed on {name}: {p.stderr[-500:]}")
@@ -227,12 +239,13 @@ def main():
         ad = campaign(name, "adaptive", a, files, a.adaptive_cap)
         res = ad.pop("result")
         a.shares = tensor_shares(files[0], {t["tensor"] for t in res["by_tensor"]})
-        un = campaign(name, "uniform", a, files, a.uniform_cap)
+        trials_out = os.path.join(OUT, f"{name}_uniform.trials.jsonl")
+        un = campaign(name, "uniform", a, files, a.uniform_cap, trials_out)
         un.pop("result")
         proj, worst = uniform_projection(res, a)
         per_trial = un["wall"] / max(un["trials"], 1)
         u_trials = un["trials"] if un["met"] else proj
-        torch_s = torch_trial_seconds(name, a)
+        torch_s = torch_trial_seconds(name, a, trials_out)
         row = {"model": name, "samples": a.samples or None, "tensors": len(res["by_tensor"]), "adaptive": ad,
                "uniform": un, "uniform_projected": proj, "uniform_worst_tensor": worst,
                "uniform_trials": u_trials, "uniform_wall": un["wall"] if un["met"] else proj * per_trial,

@@ -143,6 +143,8 @@ def torch_peer(args):
     data = benchlib.read_safetensors(stem + ".eval.safetensors")
     x = torch.from_numpy(np.array(data["input"]))
     golden = torch.tensor(json.load(open(stem + ".ref.json"))["golden"], dtype=torch.float32)
+    if args.samples:  # the first N samples, as bench/answer_bench.py --samples cuts the eval set
+        x, golden = x[:args.samples], golden[:args.samples]
     n = len(x)
 
     def full_pass(batch):
@@ -268,6 +270,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help=argparse.SUPPRESS)
     ap.add_argument("--repeat", type=int, default=3, help=argparse.SUPPRESS)
     ap.add_argument("--trials", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--samples", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_peer:
         a.threads = int(a.threads)
