@@ -387,6 +387,17 @@ typedef struct bf_campaign_result {
     bf_outcome_counts by_bit[64];        /* by bit position of the first fault bit */
     bf_outcome_counts *by_site_bit;      /* [n_sites][64]: by_site split by that bit (the
                                           * tensor x bit heatmap); single faults only */
+    /* Fault groups 1.. (docs/CAMPAIGNS.md, "Fault groups"): what by_site
+     * and by_bit are for group 0, for each other group: a trial counts
+     * under that group's first fault (its site, its first bit) when the
+     * group is not a BER one (a BER trial is its rate's). group_by_site
+     * holds the groups' sites one after another, group g's from
+     * group_site0[g - 1] (n_group_sites in all); group_by_bit[g - 1][b]. */
+    bf_outcome_counts *group_by_site;
+    size_t n_group_sites;
+    size_t n_extra_groups;                          /* groups after group 0 */
+    size_t group_site0[BF_FAULT_GROUPS_MAX];
+    bf_outcome_counts group_by_bit[BF_FAULT_GROUPS_MAX - 1][64];
     /* detection, segmentation: IVMOD's parts per site, per bit (the first
      * fault bit) and per site x bit, grouped as by_site, by_bit and
      * by_site_bit; all zeros for other tasks */

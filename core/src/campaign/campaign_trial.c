@@ -110,7 +110,23 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
 {
     const bf_campaign *c = w->rn->c;
     const bf__draw *d = &w->d;
+    /* the record keeps a place for each other group's first fault: a BER
+     * group 0 of many flips would otherwise leave no trace of them */
+    int keep0 = BF_TRIAL_FAULTS_MAX;
+    for (size_t g = 0; g < c->groups.n; g++) keep0 -= w->dg[g].n > 0;
     bf_status st = c->protect.ecc ? bf__ecc_apply(c, &w->d, rec->trial, rec, &w->err) : BF_OK;   /* BF_EDETECTED: DUE */
+    if (st == BF_EDETECTED && c->groups.n) {
+        /* ECC detected group 0's error: nothing runs, so the other groups'
+         * faults are recorded as drawn, their values NaN (never applied) */
+        if (rec->n_kept > keep0) rec->n_kept = keep0;
+        for (size_t g = 0; g < c->groups.n; g++)
+            for (size_t i = 0; i < w->dg[g].n && rec->n_kept < BF_TRIAL_FAULTS_MAX; i++) {
+                const bf__efault *f = &w->dg[g].f[i];
+                rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample,
+                                                                .mask = f->mask, .old_value = NAN, .new_value = NAN,
+                                                                .group = (int)g + 1};
+            }
+    }
     if (st != BF_OK) return st;
     if (d->n > w->old_cap) {
         float *o = bf__realloc(w->old, d->n * sizeof *o);
@@ -127,7 +143,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         float now = bf__wcorrupt(&c->store, p, old, kind, f);
         if ((c->protect.sbp_mask || c->protect.range_lo) && bf__mitigate_weight(c, f, old, kind, &now)) {
             /* the range check flagged it at load: nothing runs */
-            if (applied < BF_TRIAL_FAULTS_MAX)
+            if (rec->n_kept < keep0)
                 rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
                                                                 .mask = f->mask | f->set0 | f->set1, .old_value = old,
                                                                 .new_value = now};
@@ -150,7 +166,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
                 w->dw[n_dw++] = (bf__dx_weight){.param = p, .index = i, .old_value = ov, .new_value = nv};
         }
         if (st != BF_OK) break;
-        if (applied < BF_TRIAL_FAULTS_MAX)
+        if (rec->n_kept < keep0)
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
                                                             .mask = f->mask | f->set0 | f->set1, .old_value = old,
                                                                 .new_value = now};
@@ -255,7 +271,7 @@ static bf_status det_judge(worker *w, const bf_eval_result *res)
     return st;
 }
 
-bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs, bf__ragcopy *rag)
+bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, bf__first *first, float *outputs, bf__ragcopy *rag)
 {
     w->sc.has_pred = 0;
     const bf_campaign *c = w->rn->c;
@@ -266,9 +282,15 @@ bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_b
     rec->trial = t;
     rec->rate_index = d->rate_index;
     rec->n_faults = d->n_faults;
-    *first_bit = d->first_bit;
+    first->bit = d->first_bit;
     if (c->groups.n && (st = bf__campaign_groups_draw(c, t, w->dg, &w->err)) != BF_OK) return st;
-    for (size_t g = 0; g < c->groups.n; g++) rec->n_faults += w->dg[g].n_faults;
+    for (size_t g = 0; g < c->groups.n; g++) {
+        rec->n_faults += w->dg[g].n_faults;
+        /* a BER group's trial is its rate's, as group 0's is (bf__result_fold) */
+        int ber = c->groups.sub[g]->faults.kind == BF_FAULT_BER;
+        first->gsite[g] = !ber && w->dg[g].n ? w->dg[g].f[0].site : -1;
+        first->gbit[g] = !ber && w->dg[g].n ? w->dg[g].first_bit : -1;
+    }
     bf_eval_result res;
     st = c->faults.target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
     if (st == BF_EDETECTED) {
