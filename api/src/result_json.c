@@ -93,28 +93,8 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     if (spec->words > 0) json_object_set_new(camp, "words", json_integer(spec->words));
     json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
     json_object_set_new(camp, "persistence", json_string(spec->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
-    if (spec->n_groups) {   /* faults as a list: groups 1.. (group 0 is the fields above) */
-        json_t *gs = json_array();
-        for (size_t g = 0; g < spec->n_groups; g++) {
-            const bf_fault_group *fg = &spec->groups[g];
-            json_t *jg = json_object();
-            json_object_set_new(jg, "target", json_string((unsigned)fg->target < 4 ? targets[fg->target] : "?"));
-            json_object_set_new(jg, "fault_model", json_string(bf_fault_model_name(fg->model_kind)));
-            json_object_set_new(jg, "representation", json_string(bf_repr_name(fg->repr)));
-            json_object_set_new(jg, "persistence", json_string(fg->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
-            if (fg->model_kind == BF_FAULT_BER) json_object_set_new(jg, "rate", json_real(fg->rate));
-            /* the group's own sites: its rows of by_tensor name them */
-            json_t *gsites = json_array();
-            for (size_t i = 0; i < bf_campaign_group_num_sites(c, g + 1); i++) {
-                const bf_site *s = bf_campaign_group_site(c, g + 1, i);
-                json_array_append_new(gsites, json_pack("{s:s, s:s?, s:I}", "name", s->name, "op", s->op, "elements",
-                                                        (json_int_t)s->elements));
-            }
-            json_object_set_new(jg, "sites", gsites);
-            json_array_append_new(gs, jg);
-        }
-        json_object_set_new(camp, "fault_groups", gs);
-    }
+    /* faults as a list: groups 1.. (group 0 is the fields above) */
+    if (spec->n_groups) json_object_set_new(camp, "fault_groups", bf__result_fault_groups(spec, c));
     json_object_set_new(camp, "sampling", json_string((unsigned)spec->sampling < COUNT_SAMPLING ? sampling_names[spec->sampling] : "?"));
     /* what the estimators need beyond the sites: the first-bit positions of
      * the population (the strata's second axis) */

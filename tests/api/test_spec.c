@@ -805,9 +805,10 @@ static const struct {
     {"groups-uniform", "{" HEAD "\"trials\": 1, " GROUPS2 "\"sampling\": \"per_tensor\"}", "/sampling",
      "must be 'uniform' with fault groups (faults is a list of 2): the stratified samplings and 'list' enumerate one "
      "group's (tensor, bit) strata or faults, and another group has none"},
-    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"ecc\", \"clip\"]}", "/mitigations",
-     "'clip': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's stored weights; clip, abft, "
-     "sbp and range are not run with fault groups yet"},
+    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"ecc\", \"clip\", \"range\"]}",
+     "/mitigations",
+     "'range': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); range is not run with fault groups: "
+     "compare it on a campaign with one fault group (faults as an object)"},
     {"groups-not-generate", "{" HEAD "\"trials\": 1, " GROUPS2 "\"generate\": {\"new_tokens\": 4}}",
      "/generate/new_tokens", "does not combine with fault groups (a trial's decoding takes one group's faults)"},
     {"groups-stop-margins",

@@ -14,9 +14,13 @@
  *   (tensor, bit) strata or faults; another group has none;
  * - group 0 a chosen-bit model, random_value or ber, without a profiled
  *   map, fault_scales or generation (a decoding takes one group's faults);
- *   mitigations 'ecc' only (it protects group 0's stored weights, its check
- *   bits faulting at group 0's BER rate; the others are not run with
- *   groups yet);
+ *   mitigations 'ecc' (it protects group 0's stored weights, its check
+ *   bits faulting at group 0's BER rate; an activation group's values are
+ *   not stored weights, so it leaves them alone), 'clip' and 'abft' (nodes
+ *   in the graph: they see every fault that reaches the outputs they guard,
+ *   an activation group's included); 'sbp' and 'range' are refused: they
+ *   filter the faults of the campaign's own sites, and which of an
+ *   activation group's bits SBP should protect is not said yet;
  * - an extra group computes in a float representation of its own (fp32,
  *   fp16, bf16: int8 activations need scales profiled for its sites) and
  *   takes one BER rate, not a sweep (the trials are group 0's). */
@@ -169,10 +173,10 @@ RULE(groups_not_mitigations)
     (void)field;
     for (size_t i = 0; grouped(s) && s->mitigations && i < s->n_mitigations; i++) {
         const bf_mitigation *m = &s->mitigations[i];
-        if (m->clip.enabled || m->abft.enabled || m->sbp.enabled || m->range.enabled)
-            return SAY("'%s': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's "
-                       "stored weights; clip, abft, sbp and range are not run with fault groups yet",
-                       m->name ? m->name : "?");
+        if (m->sbp.enabled || m->range.enabled)
+            return SAY("'%s': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); %s is not run "
+                       "with fault groups: compare it on a campaign with one fault group (faults as an object)",
+                       m->name ? m->name : "?", m->sbp.enabled ? "sbp" : "range");
     }
     return false;
 }
