@@ -19,6 +19,10 @@ the tensor of group g's first fault (its record's first fault with
   "tensor.group1" and "bit.group1";
 - two --shard halves merged give the unsharded rows.
 
+A third campaign has four groups (a weight BER, a 2-bit burst in the weights,
+transient activation flips, stuck-at-0 activation bits): every group's rows,
+in order after group 0's, each group's sites from campaign.fault_groups.
+
 usage: fault_group_rows.py BITFLIP FIXTURES_DIR WORKDIR
 """
 import collections
@@ -86,15 +90,15 @@ def check_campaign(bitflip, fixtures, work, tag, spec, ber_groups):
     by_t, by_b = recount(recs, ber_groups)
     check(dict(by_t) == rows(doc, "tensor"), f"{tag}: by_tensor {rows(doc, 'tensor')} vs recounted {dict(by_t)}")
     check(dict(by_b) == rows(doc, "bit"), f"{tag}: by_bit {rows(doc, 'bit')} vs recounted {dict(by_b)}")
-    # the rows' order and names: group 0's sites, then group 1's
+    # the rows' order and names: group 0's sites, then group 1's, ...
     bt = doc["by_tensor"]
-    g0 = [s["name"] for s in doc["campaign"]["sites"]]
-    g1 = [s["name"] for s in doc["campaign"]["fault_groups"][0]["sites"]]
-    check([(r["group"], r["tensor"]) for r in bt] == [(0, t) for t in g0] + [(1, t) for t in g1],
-          f"{tag}: by_tensor's rows are not group 0's sites then group 1's")
-    check(all(g == 1 or g not in ber_groups for g, _ in by_t), f"{tag}: a BER group has tensor rows")
+    want = [(0, s["name"]) for s in doc["campaign"]["sites"]]
+    for g, fg in enumerate(doc["campaign"]["fault_groups"], 1):
+        want += [(g, s["name"]) for s in fg["sites"]]
+    check([(r["group"], r["tensor"]) for r in bt] == want, f"{tag}: by_tensor's rows are not the groups' sites in order")
+    check(all(g not in ber_groups for g, _ in by_t), f"{tag}: a BER group has tensor rows")
     # each group's tensor rows count each trial once when the group faulted it
-    for g in (0, 1):
+    for g in range(len(doc["campaign"]["fault_groups"]) + 1):
         if g in ber_groups:
             continue
         k = sum(sum(v) for (gg, _), v in by_t.items() if gg == g)
@@ -136,6 +140,12 @@ def main():
                    {"seed": 11, "trials": 60, "faults": [{"model": "bitflip", "positions": [22, 29, 30]}, act]}, set())
     check_campaign(bitflip, fixtures, work, "ber_flip",
                    {"seed": 5, "faults": [{"model": "ber", "rates": [1e-5, 1e-4], "repeats": 20}, act]}, {0})
+    # four groups: a weight BER, a 2-bit burst in weights, transient flips and stuck-at-0 bits in activations
+    check_campaign(bitflip, fixtures, work, "four",
+                   {"seed": 9, "faults": [{"model": "ber", "rates": [1e-5], "repeats": 30},
+                                          {"target": "weights", "tensors": ["fc.weight"], "bits": 2, "burst": True},
+                                          act, {"target": "activations", "model": "stuck_at_0", "tensors": ["/Relu*"]}]},
+                   {0})
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1

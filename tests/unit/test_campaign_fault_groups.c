@@ -451,6 +451,94 @@ static void clip_abft_by_hand(void **state)
     cap_free(&none);
 }
 
+/* Four groups: group 0 single-bit flips in conv1.bias (8 values), group 1
+ * a burst of 2 adjacent bits in the same tensor (so some trials strike one
+ * value twice), group 2 transient flips and group 3 permanent stuck-at-1
+ * bits in activations. Group 1's fault finds the value group 0 left when
+ * they share an element (group order); the outputs are a plain
+ * evaluator's with the four faults applied by hand in that order; the
+ * differential engine and two threads give the same records. */
+static void stacked_groups_by_hand(void **state)
+{
+    fx *f = *state;
+    const int64_t T = 64;
+    static char *bias[] = {"conv1.bias"}, *relu[] = {"/Relu_output_0"};
+    bf_campaign_spec s = spec_of(1);
+    s.trials = T;
+    s.tensors = bias;
+    s.n_tensors = 1;
+    bf_fault_group g[3] = {
+        {.target = BF_TARGET_WEIGHTS, .tensors = bias, .n_tensors = 1, .model_kind = BF_FAULT_BITFLIP, .bits = 2, .burst = 1,
+         .repr = BF_REPR_FP32, .persistence = BF_PERSIST_PERMANENT},
+        act_group,
+        {.target = BF_TARGET_ACTIVATIONS, .tensors = relu, .n_tensors = 1, .model_kind = BF_FAULT_STUCK_AT_1, .bits = 1,
+         .repr = BF_REPR_FP32, .persistence = BF_PERSIST_PERMANENT},
+    };
+    s.groups = g;
+    s.n_groups = 3;
+    bf_campaign *c = tc_make(f->m, f->ds, &s);
+    assert_int_equal(bf_campaign_num_groups(c), 4);
+    capture cap, dif;
+    cap_init(&cap, T);
+    cap_init(&dif, T);
+    run(c, 1, 1, 0, 1, &cap);
+    run(c, 0, 2, 0, 1, &dif);
+    same_records(&cap, &dif);
+
+    bf_evaluator *ev = NULL;
+    bf_error err = {0};
+    bf_eval_opts eo = {.batch = BATCH, .threads = 1};
+    if (bf_evaluator_create(f->m, f->ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+    int64_t p = bf_model_find_param(f->m, "conv1.bias");
+    assert_true(p >= 0);
+    const float *stored = bf_model_param(f->m, (size_t)p)->tensor->data;
+    int shared = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const bf_trial_record *r = &cap.rec[t];
+        assert_int_equal(r->n_faults, 4);
+        assert_int_equal(r->n_kept, 4);
+        for (int k = 0; k < 4; k++) assert_int_equal(r->faults[k].group, k);
+        const bf_applied_fault *w0 = &r->faults[0], *w1 = &r->faults[1], *a2 = &r->faults[2], *a3 = &r->faults[3];
+        assert_int_equal(__builtin_popcount(w1->mask), 2);
+        assert_true(w1->mask & (w1->mask << 1));   /* adjacent */
+        /* by hand, in group order: group 1 finds what group 0 left */
+        float v0 = float_of(bits_of(stored[w0->index]) ^ w0->mask);
+        same_bits(w0->old_value, stored[w0->index]);
+        same_bits(w0->new_value, v0);
+        float before1 = w1->index == w0->index ? v0 : stored[w1->index];
+        shared += w1->index == w0->index;
+        same_bits(w1->old_value, before1);
+        same_bits(w1->new_value, float_of(bits_of(before1) ^ w1->mask));
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w0->index, v0, &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w1->index, w1->new_value, &err), BF_OK);
+        int64_t v2 = bf_model_find_value(f->m, bf_campaign_group_site(c, 2, (size_t)a2->site)->name);
+        int64_t v3 = bf_model_find_value(f->m, "/Relu_output_0");
+        assert_true(v2 >= 0 && v3 >= 0);
+        assert_int_equal(a3->sample, -1);   /* permanent: every sample */
+        bf_value_fault vf[2] = {
+            {.value = v2, .sample = a2->sample, .index = a2->index, .model = BF_FAULT_BITFLIP, .mask = a2->mask,
+             .repr = BF_REPR_FP32, .scale = 1},
+            {.value = v3, .sample = -1, .index = a3->index, .model = BF_FAULT_STUCK_AT_1, .mask = a3->mask,
+             .repr = BF_REPR_FP32, .scale = 1},
+        };
+        assert_int_equal(bf_evaluator_set_value_faults(ev, vf, 2, &err), BF_OK);
+        bf_eval_result res;
+        if (bf_evaluator_run(ev, NULL, 0, &res, &err) != BF_OK) fail_msg("by hand: %s", err.msg);
+        assert_memory_equal(res.outputs, cap.out + t * cap.samples * cap.cols, (size_t)(cap.samples * cap.cols) * sizeof(float));
+        same_bits(a2->new_value, float_of(bits_of(a2->old_value) ^ a2->mask));
+        same_bits(a3->new_value, float_of(bits_of(a3->old_value) | a3->mask));
+        assert_int_equal(bf_evaluator_set_value_faults(ev, NULL, 0, &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w1->index, stored[w1->index], &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w0->index, stored[w0->index], &err), BF_OK);
+    }
+    assert_true(shared > 0);   /* the fixed draw has trials where groups 0 and 1 share a value */
+    print_message("stacked: %d of %lld trials with groups 0 and 1 on one value\n", shared, (long long)T);
+    bf_evaluator_free(ev);
+    cap_free(&cap);
+    cap_free(&dif);
+    bf_campaign_free(c);
+}
+
 /* bf_campaign_create: a group's own errors name it. */
 static void create_errors(void **state)
 {
@@ -480,6 +568,7 @@ int main(void)
         cmocka_unit_test(records_by_hand),   cmocka_unit_test(engines_threads_shards), cmocka_unit_test(group0_unchanged),
         cmocka_unit_test(ber_counts),             cmocka_unit_test(create_errors),
         cmocka_unit_test(ecc_follows_group0),     cmocka_unit_test(clip_abft_by_hand),
+        cmocka_unit_test(stacked_groups_by_hand),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

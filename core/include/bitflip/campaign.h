@@ -177,13 +177,15 @@ typedef struct bf_kv_filter {
 /* Fault groups (docs/CAMPAIGNS.md, "Fault groups"): a spec's faults may
  * be several groups, each drawn by its own model in every trial. Group 0 is
  * the spec's own fault fields, on weights (its representation makes the
- * golden model); groups 1.. are bf_campaign_spec.groups, on activations,
- * each drawn from its own random stream (seed, group). At most this many
- * groups in all, group 0 included: one per target a group may take. */
-#define BF_FAULT_GROUPS_MAX 2
+ * golden model); groups 1.. are bf_campaign_spec.groups, on weights (in
+ * group 0's representation) and then on activations, each drawn from its
+ * own random stream (seed, group). In a trial the groups strike in order:
+ * a later group's fault finds what an earlier one left. At most this many
+ * groups in all, group 0 included. */
+#define BF_FAULT_GROUPS_MAX 4
 
 typedef struct bf_fault_group {
-    bf_target target;         /* activations */
+    bf_target target;         /* weights or activations */
     char **tensors;           /* as bf_campaign_spec.tensors; at least one */
     size_t n_tensors;
     bf_fault_model model_kind;/* bitflip, stuck_at_0, stuck_at_1, random_value, ber */
@@ -192,7 +194,8 @@ typedef struct bf_fault_group {
     int n_positions;
     int burst;                /* 0 or 1: adjacent bits of one element */
     double rate;              /* ber: the bit error rate, (0, 1]; else 0 */
-    bf_repr repr;             /* the computed values' format: fp32, fp16, bf16 */
+    bf_repr repr;             /* activations: the computed values' format, fp32, fp16,
+                               * bf16; weights: group 0's (the weights as stored) */
     bf_persistence persistence;
 } bf_fault_group;
 

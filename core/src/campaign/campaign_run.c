@@ -453,6 +453,7 @@ static void teardown(runner *rn, bf_campaign_result *acc)
         for (size_t g = 0; g < BF_FAULT_GROUPS_MAX - 1; g++) bf__draw_free(&w->dg[g]);
         bf__free(w->old);
         bf__free(w->dw);
+        bf__free(w->dw_at);
         bf__free(w->vf);
         bf__free(w->vf_old);
     }

@@ -42,6 +42,8 @@ typedef struct worker {
     int64_t n_rows;
     bf__dx_weight *dw;      /* its weight faults */
     size_t dw_cap, n_dw;
+    size_t *dw_at;          /* weights fault groups: dw's entries by (param, index), 1 + entry, 0 free */
+    size_t dw_at_cap;       /* ... a power of two */
     int64_t *det_crit;      /* detection: per image, critical (det_judge) */
     int64_t *det_labels;    /* ... the trial's labels as int64 */
     size_t det_cap;
