@@ -17,7 +17,8 @@ the tensor of group g's first fault (its record's first fault with
 - by_bit's rows, keyed (group, bit), are the recounted ones;
 - the CSV's rows are the same counts, group 1's under sections
   "tensor.group1" and "bit.group1";
-- two --shard halves merged give the unsharded rows.
+- two --shard halves merged give the unsharded rows;
+- `bitflip report` labels the rows of groups 1.. "[group G] ..." (in its figures' text).
 
 A third campaign has four groups (a weight BER, a 2-bit burst in the weights,
 transient activation flips, stuck-at-0 activation bits): every group's rows,
@@ -30,6 +31,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -130,6 +132,14 @@ def check_campaign(bitflip, fixtures, work, tag, spec, ber_groups):
     with open(merged) as f:
         m = json.load(f)
     check(m["by_tensor"] == doc["by_tensor"] and m["by_bit"] == doc["by_bit"], f"{tag}: merged shards' rows differ")
+    # the report names a group's tensors "[group G] name"
+    md = os.path.join(work, tag + ".report.md")
+    subprocess.run([bitflip, "report", "-o", md, "--format", "md", os.path.join(work, tag + ".json")], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(md) as f:
+        text = f.read().replace("\\", "")
+    labels = {int(x) for x in re.findall(r"\[group (\d+)\] ", text)}
+    check(labels and labels <= {g for g, _ in by_t if g > 0}, f"{tag}: the report labels groups {labels}")
 
 
 def main():
