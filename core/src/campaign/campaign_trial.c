@@ -249,6 +249,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
                                                                 .new_value = now};
     }
     int full = w->dx == NULL;
+    size_t n_dw0 = n_dw;   /* group 0's writes; the weights groups' follow */
     if (st == BF_OK && c->groups.n) st = group_weights(w, rec, &n_dw);
     w->n_dw = n_dw;
     size_t n_vf = 0;   /* the other fault groups' value faults (campaign_groups.c) */
@@ -269,8 +270,8 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     for (size_t i = 0; st == BF_OK && i < applied; i++)
         if (i == 0 || d->f[i].site != d->f[i - 1].site)
             bf__evaluator_param_golden(w->ev, c->surface.site_param[d->f[i].site]);
-    for (size_t i = applied; st == BF_OK && i < n_dw; i++)   /* weights groups' (group_weights) */
-        if (i == applied || w->dw[i].param != w->dw[i - 1].param) bf__evaluator_param_golden(w->ev, w->dw[i].param);
+    for (size_t i = n_dw0; st == BF_OK && i < n_dw; i++)   /* weights groups' (group_weights) */
+        if (i == n_dw0 || w->dw[i].param != w->dw[i - 1].param) bf__evaluator_param_golden(w->ev, w->dw[i].param);
     if (c->protect.ecc) bf__ecc_record(c, d, rec);
     return st;
 }
