@@ -18,6 +18,8 @@ the tensor of group g's first fault (its record's first fault with
 - the CSV's rows are the same counts, group 1's under sections
   "tensor.group1" and "bit.group1";
 - two --shard halves merged give the unsharded rows;
+- the Python client's Result tables have the same rows with a `group`
+  column, each group's tensor weights adding up to 1;
 - `bitflip report` labels the rows of groups 1.. "[group G] ..." (in its figures' text).
 
 A third campaign has four groups (a weight BER, a 2-bit burst in the weights,
@@ -34,6 +36,9 @@ import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from bitflip.result import Result  # noqa: E402
 
 OUTCOMES = ["masked", "tolerable", "critical", "due"]
 failures = []
@@ -105,6 +110,15 @@ def check_campaign(bitflip, fixtures, work, tag, spec, ber_groups):
             continue
         k = sum(sum(v) for (gg, _), v in by_t.items() if gg == g)
         check(k == n, f"{tag}: group {g}'s tensor rows count {k} trials of {n}")
+    # the Python client's tables: a group column; each group's weights add up to 1
+    res = Result(doc)
+    py = {(r["group"], r["tensor"]): [r[o] for o in OUTCOMES] for r in res.rows("tensors") if r["trials"] > 0}
+    check(py == dict(by_t), f"{tag}: Result.rows('tensors') {py}")
+    for g in range(len(doc["campaign"]["fault_groups"]) + 1):
+        w = sum(r["weight"] for r in res.rows("tensors") if r["group"] == g)
+        check(abs(w - 1) < 1e-9, f"{tag}: group {g}'s tensor weights add up to {w}")
+    pyb = {(r["group"], r["bit"]): [r[o] for o in OUTCOMES] for r in res.rows("bits")}
+    check(pyb == dict(by_b), f"{tag}: Result.rows('bits') {pyb}")
     # CSV: the same counts, group 1's under their own sections
     csv_out = subprocess.run([bitflip, "run", "--local", "--threads", "1", "--format", "csv", spec_path], check=True,
                              capture_output=True, text=True).stdout
