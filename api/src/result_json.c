@@ -93,20 +93,8 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     if (spec->words > 0) json_object_set_new(camp, "words", json_integer(spec->words));
     json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
     json_object_set_new(camp, "persistence", json_string(spec->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
-    if (spec->n_groups) {   /* faults as a list: groups 1.. (group 0 is the fields above) */
-        json_t *gs = json_array();
-        for (size_t g = 0; g < spec->n_groups; g++) {
-            const bf_fault_group *fg = &spec->groups[g];
-            json_t *jg = json_object();
-            json_object_set_new(jg, "target", json_string((unsigned)fg->target < 4 ? targets[fg->target] : "?"));
-            json_object_set_new(jg, "fault_model", json_string(bf_fault_model_name(fg->model_kind)));
-            json_object_set_new(jg, "representation", json_string(bf_repr_name(fg->repr)));
-            json_object_set_new(jg, "persistence", json_string(fg->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
-            if (fg->model_kind == BF_FAULT_BER) json_object_set_new(jg, "rate", json_real(fg->rate));
-            json_array_append_new(gs, jg);
-        }
-        json_object_set_new(camp, "fault_groups", gs);
-    }
+    /* faults as a list: groups 1.. (group 0 is the fields above) */
+    if (spec->n_groups) json_object_set_new(camp, "fault_groups", bf__result_fault_groups(spec, c));
     json_object_set_new(camp, "sampling", json_string((unsigned)spec->sampling < COUNT_SAMPLING ? sampling_names[spec->sampling] : "?"));
     /* what the estimators need beyond the sites: the first-bit positions of
      * the population (the strata's second axis) */
@@ -293,6 +281,30 @@ static json_t *domain_json(const bf_design *d, const bf_campaign_result *r, int6
     return g;
 }
 
+/* Fault groups 1..: their rows of by_tensor and by_bit, after group 0's,
+ * each with "group" (docs/CAMPAIGNS.md, "Fault groups"); Wilson intervals
+ * on the counts (the groups sample uniformly). */
+static void groups_render(const bf_campaign_result *r, const json_t *fgs, double conf, json_t *by_tensor, json_t *by_bit)
+{
+    for (size_t g = 0; g < r->n_extra_groups && r->group_by_site; g++) {
+        const json_t *sites = json_object_get(json_array_get(fgs, g), "sites");
+        size_t end = g + 1 < r->n_extra_groups ? r->group_site0[g + 1] : r->n_group_sites;
+        for (size_t i = r->group_site0[g]; i < end; i++) {
+            json_t *row = domain_json(NULL, r, (int64_t)i, -1, &r->group_by_site[i], conf);
+            json_object_set_new(row, "tensor", json_incref(json_object_get(json_array_get(sites, i - r->group_site0[g]), "name")));
+            json_object_set_new(row, "group", json_integer((json_int_t)g + 1));
+            json_array_append_new(by_tensor, row);
+        }
+        for (int b = 0; b < 64; b++) {
+            if (!counts_total(&r->group_by_bit[g][b])) continue;
+            json_t *row = domain_json(NULL, r, -1, b, &r->group_by_bit[g][b], conf);
+            json_object_set_new(row, "bit", json_integer(b));
+            json_object_set_new(row, "group", json_integer((json_int_t)g + 1));
+            json_array_append_new(by_bit, row);
+        }
+    }
+}
+
 /* summary.stop: each target the spec set, whether it was met and at how
  * many trials (the first check where it held) */
 static json_t *stop_json(const bf_campaign_result *r)
@@ -354,16 +366,20 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
             json_array_append_new(bits, e);
         }
         json_object_set_new(g, "by_bit", bits);
+        if (r->n_extra_groups) json_object_set_new(g, "group", json_integer(0));
         json_array_append_new(by_tensor, g);
     }
-    json_object_set_new(doc, "by_tensor", by_tensor);
     json_t *by_bit = json_array();
+    groups_render(r, json_object_get(camp, "fault_groups"), conf, by_tensor, by_bit);
+    json_object_set_new(doc, "by_tensor", by_tensor);
+    size_t b_rows = 0;   /* group 0's rows come first, then groups_render's */
     for (int b = 0; b < 64; b++) {
         if (!counts_total(&r->by_bit[b])) continue;
         json_t *g = domain_json(d, r, -1, b, &r->by_bit[b], conf);
         json_object_set_new(g, "bit", json_integer(b));
         if (iv_samples) json_object_set_new(g, "ivmod", ivmod_json(&r->ivmod_by_bit[b], iv_samples, conf));
-        json_array_append_new(by_bit, g);
+        if (r->n_extra_groups) json_object_set_new(g, "group", json_integer(0));
+        json_array_insert_new(by_bit, b_rows++, g);
     }
     json_object_set_new(doc, "by_bit", by_bit);
     /* A campaign has one fault model; the aggregate is kept so that results of
@@ -437,6 +453,35 @@ static bf_status parse_sums(const json_t *o, bf_metric_sums *s)
     return BF_OK;
 }
 
+/* groups_render's rows back: the groups' shape from campaign.fault_groups
+ * (their sites), their by_tensor rows after group 0's */
+static bf_status groups_parse(const json_t *doc, const json_t *camp, bf_campaign_result *r, bf_error *err)
+{
+    const json_t *fgs = json_object_get(camp, "fault_groups"), *bt = json_object_get(doc, "by_tensor");
+    if (!fgs) return BF_OK;
+    if (!json_is_array(fgs) || json_array_size(fgs) > BF_FAULT_GROUPS_MAX - 1) return bad(err, "/campaign/fault_groups");
+    r->n_extra_groups = json_array_size(fgs);
+    for (size_t g = 0; g < r->n_extra_groups; g++) {
+        const json_t *s = json_object_get(json_array_get(fgs, g), "sites");
+        if (!json_is_array(s)) {   /* written before groups had rows of their own: none */
+            r->n_extra_groups = 0;
+            r->n_group_sites = 0;
+            return BF_OK;
+        }
+        r->group_site0[g] = r->n_group_sites;
+        r->n_group_sites += json_array_size(s);
+    }
+    if (!(r->group_by_site = calloc(r->n_group_sites + 1, sizeof *r->group_by_site)))
+        return bf_error_set(err, BF_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->n_group_sites; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "/by_tensor/%zu/outcomes", r->n_sites + i);
+        bf_status st = parse_counts(json_object_get(json_array_get(bt, r->n_sites + i), "outcomes"), p, &r->group_by_site[i], err);
+        if (st) return st;
+    }
+    return BF_OK;
+}
+
 bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *err)
 {
     memset(r, 0, sizeof *r);
@@ -471,7 +516,8 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *er
     if (!r->by_site || !r->by_site_bit || !r->ivmod_by_site || !r->ivmod_by_site_bit)
         return bf_error_set(err, BF_ENOMEM, "out of memory");
     const json_t *bt = json_object_get(doc, "by_tensor");
-    if (json_array_size(bt) != r->n_sites) return bad(err, "/by_tensor");
+    if ((st = groups_parse(doc, camp, r, err))) return st;
+    if (json_array_size(bt) != r->n_sites + r->n_group_sites) return bad(err, "/by_tensor");
     for (size_t i = 0; i < r->n_sites; i++) {
         char p[64];
         snprintf(p, sizeof p, "/by_tensor/%zu/outcomes", i);
@@ -493,10 +539,15 @@ bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *er
     size_t k;
     const json_t *g;
     json_array_foreach(json_object_get(doc, "by_bit"), k, g) {
-        json_int_t b = json_integer_value(json_object_get(g, "bit"));
+        json_int_t b = json_integer_value(json_object_get(g, "bit")), gr = json_integer_value(json_object_get(g, "group"));
         char p[64];
         snprintf(p, sizeof p, "/by_bit/%zu", k);
-        if (b < 0 || b >= 64) return bad(err, p);
+        if (b < 0 || b >= 64 || gr < 0 || (size_t)gr > r->n_extra_groups) return bad(err, p);
+        if (gr > 0) {   /* a fault group's row (groups_render) */
+            strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
+            if ((st = parse_counts(json_object_get(g, "outcomes"), p, &r->group_by_bit[gr - 1][b], err))) return st;
+            continue;
+        }
         if ((st = parse_ivmod(g, p, &r->ivmod_by_bit[b], err))) return st;
         strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
         if ((st = parse_counts(json_object_get(g, "outcomes"), p, &r->by_bit[b], err))) return st;
@@ -615,11 +666,15 @@ static void print_group_rows(FILE *f, const json_t *arr, const char *key, const 
         if (json_integer_value(json_object_get(g, "trials")) <= 0) continue;
         shown++;
         double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
-        char label[128];
+        char label[168];
         const json_t *kv = json_object_get(g, key);
-        if (json_is_string(kv)) snprintf(label, sizeof label, "%s", json_string_value(kv));
-        else if (json_is_integer(kv)) snprintf(label, sizeof label, "bit %lld", (long long)json_integer_value(kv));
-        else snprintf(label, sizeof label, "%g", json_number_value(kv));
+        /* a fault group 1..'s row says which group (group 0's as before) */
+        json_int_t gr = json_integer_value(json_object_get(g, "group"));
+        char gl[40] = "";
+        if (gr > 0) snprintf(gl, sizeof gl, "[group %lld] ", (long long)gr);
+        if (json_is_string(kv)) snprintf(label, sizeof label, "%s%s", gl, json_string_value(kv));
+        else if (json_is_integer(kv)) snprintf(label, sizeof label, "%sbit %lld", gl, (long long)json_integer_value(kv));
+        else snprintf(label, sizeof label, "%s%g", gl, json_number_value(kv));
         const json_t *o = json_object_get(g, "outcomes");
         char interval[48];
         snprintf(interval, sizeof interval, "[%.2f%%, %.2f%%]", 100 * lo, 100 * hi);
@@ -708,7 +763,9 @@ static void csv_rows(FILE *f, const char *section, const json_t *arr, const char
         const json_t *kv = json_object_get(g, key), *o = json_object_get(g, "outcomes");
         double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
         if (json_integer_value(json_object_get(g, "trials")) <= 0) continue;   /* no rate to report */
-        fprintf(f, "%s,", section);
+        json_int_t gr = json_integer_value(json_object_get(g, "group"));
+        if (gr > 0) fprintf(f, "%s.group%lld,", section, (long long)gr);   /* fault group 1..'s row */
+        else fprintf(f, "%s,", section);
         if (json_is_string(kv)) fprintf(f, "\"%s\"", json_string_value(kv));
         else if (json_is_integer(kv)) fprintf(f, "%lld", (long long)json_integer_value(kv));
         else fprintf(f, "%.6g", json_number_value(kv));

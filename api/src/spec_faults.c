@@ -362,19 +362,19 @@ void bf__spec_faults(ctx *c, json_t *obj, bool is_list, bf_campaign_spec *s, fau
 static const struct { int slot; const char *why; } GROUP_NOT[] = {
     {F_RATES, "a group after the first takes one 'rate' (the rate sweep, and so the trials, are group 0's)"},
     {F_REPEATS, "the trials are group 0's"},
-    {F_PER_CHANNEL, "a group after the first strikes activations (per_channel lays out stored weights)"},
-    {F_ZERO_POINTS, "a group after the first strikes activations (zero points are stored weights)"},
-    {F_W_MAX, "a group after the first strikes activations (w_max clips stored weights)"},
+    {F_PER_CHANNEL, "the weights' stored layout is group 0's, for every group (give per_channel there)"},
+    {F_ZERO_POINTS, "zero points as fault sites are group 0's to give"},
+    {F_W_MAX, "the weights' stored layout is group 0's, for every group (give w_max there)"},
     {F_ERROR_MAP, "model 'profiled' does not combine with other fault groups"},
-    {F_GROUP_SIZE, "a group after the first strikes activations (group_size lays out stored weights)"},
-    {F_FAULT_SCALES, "a group after the first strikes activations (fault_scales strikes stored scales)"},
+    {F_GROUP_SIZE, "the weights' stored layout is group 0's, for every group (give group_size there)"},
+    {F_FAULT_SCALES, "fault_scales does not combine with other fault groups (its sites are scales, not values)"},
     {F_KV, "a fault group strikes weights or activations, not a KV cache"},
-    {F_WORDS, "a group after the first strikes activations (a column upset strikes words of stored weights)"},
+    {F_WORDS, "a column upset is group 0's to draw (it strikes words of the weights as group 0 stores them)"},
 };
 
 /* Group i (1..) of a list, parsed as an object of fault fields into a
  * spec of its own and taken from it; false when out of memory. */
-static bool fault_group(ctx *c, json_t *obj, size_t i, bf_fault_group *g, bf_spec_facts *facts)
+static bool fault_group(ctx *c, json_t *obj, size_t i, const bf_campaign_spec *s, bf_fault_group *g, bf_spec_facts *facts)
 {
     char at[32];
     snprintf(at, sizeof at, "/faults/%zu", i);
@@ -396,8 +396,8 @@ static bool fault_group(ctx *c, json_t *obj, size_t i, bf_fault_group *g, bf_spe
             bf__spec_problem(c, bf__spec_ptr_at(at, bf__spec_fault_names[GROUP_NOT[k].slot]).s, "does not apply here: %s",
                              GROUP_NOT[k].why);
     if (t.burst == BF_BURST_WORD)
-        bf__spec_problem(c, bf__spec_ptr_at(at, "burst").s, "'word' does not apply to a group after the first (it strikes "
-                                                             "stored weights); true or false");
+        bf__spec_problem(c, bf__spec_ptr_at(at, "burst").s, "'word' is group 0's to draw (it strikes words of the weights as "
+                                                             "group 0 stores them); true or false");
     g->target = f[F_TARGET] ? t.target : BF_TARGET_ACTIVATIONS;   /* what a group after the first strikes */
     g->tensors = t.tensors;
     g->n_tensors = t.n_tensors;
@@ -409,7 +409,9 @@ static bool fault_group(ctx *c, json_t *obj, size_t i, bf_fault_group *g, bf_spe
     g->n_positions = t.n_positions;
     g->burst = t.burst == 1;
     g->rate = f[F_RATE] && t.n_rates == 1 ? t.rates[0] : 0;
-    g->repr = t.repr;
+    /* a weights group strikes the weights as group 0 stores them: its
+     * representation, unless it names one (which the rules then judge) */
+    g->repr = g->target == BF_TARGET_WEIGHTS && !f[F_REPR] ? s->repr : t.repr;
     g->persistence = t.persistence;
     bf_campaign_spec_free(&t);
     if (c->found != before || tf.invalid) invalid(facts, BF_SPEC_GROUPS);
@@ -435,8 +437,8 @@ void bf__spec_fault_groups(ctx *c, json_t *arr, bool is_list, bf_campaign_spec *
         return;
     }
     if (n > BF_FAULT_GROUPS_MAX) {
-        bf__spec_problem(c, "/faults", "%zu fault groups; at most %d (group 0 on weights, then one on activations)", n,
-                         BF_FAULT_GROUPS_MAX);
+        bf__spec_problem(c, "/faults", "%zu fault groups; at most %d (group 0 on weights, then groups on weights, then "
+                         "on activations)", n, BF_FAULT_GROUPS_MAX);
         invalid(facts, BF_SPEC_GROUPS);
         n = 1;   /* group 0 is still read, for its own problems */
     }
@@ -450,5 +452,5 @@ void bf__spec_fault_groups(ctx *c, json_t *arr, bool is_list, bf_campaign_spec *
     }
     s->n_groups = n - 1;
     for (size_t i = 1; i < n; i++)
-        if (!fault_group(c, json_array_get(arr, i), i, &s->groups[i - 1], facts)) return;
+        if (!fault_group(c, json_array_get(arr, i), i, s, &s->groups[i - 1], facts)) return;
 }

@@ -113,7 +113,8 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
             bfr__svg_text(&b, XB(bit) + cw / 2, T - 6, "middle", "tk", t, 0);
         }
     for (size_t r = 0; r < shown; r++) {
-        const char *tn = bfr__tensor_name(rows[r].group);
+        char gl[160];
+        const char *tn = bfr__tensor_name(rows[r].group, gl, sizeof gl);
         double y = T + (double)r * RH;
         bfr__svg_text(&b, L - 8, y + RH / 2.0 + 4, "end", "lb", tn, BFR_LABEL_CHARS);
         for (int bit = bits - 1; bit >= 0; bit--) {

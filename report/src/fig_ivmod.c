@@ -22,7 +22,7 @@ static int by_rate_desc(const void *a, const void *b)
     const row *x = a, *y = b;
     if (x->rate != y->rate) return x->rate < y->rate ? 1 : -1;
     if (x->images != y->images) return x->images < y->images ? 1 : -1;
-    return strcmp(bfr__tensor_name(x->group), bfr__tensor_name(y->group));
+    return strcmp(bfr__tensor_name(x->group, NULL, 0), bfr__tensor_name(y->group, NULL, 0));
 }
 
 static int by_bit_desc(const void *a, const void *b)
@@ -72,7 +72,7 @@ static int one(const bfr__set *set, size_t d, int bits, json_t *figs)
         const row *r = &rows[i];
         char label[160], v[64], kc[32], nc[32], tip[400], val[120];
         if (bits) snprintf(label, sizeof label, "bit %d", r->bit);
-        else snprintf(label, sizeof label, "%s", bfr__tensor_name(r->group));
+        else snprintf(label, sizeof label, "%s", bfr__tensor_name(r->group, tip, sizeof tip));
         bfr__pct_maybe_ci(v, sizeof v, r->rate, r->lo, r->hi, 1);
         bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->images);
         snprintf(val, sizeof val, "%s of %s", kc, nc);

@@ -22,7 +22,7 @@ static int by_pvf_desc(const void *a, const void *b)
 {
     const row *x = a, *y = b;
     if (x->rate != y->rate) return x->rate < y->rate ? 1 : -1;
-    return strcmp(bfr__tensor_name(x->group), bfr__tensor_name(y->group));
+    return strcmp(bfr__tensor_name(x->group, NULL, 0), bfr__tensor_name(y->group, NULL, 0));
 }
 
 static double num_or_nan(const json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
@@ -64,8 +64,8 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     bfr__hchart_open(&c, shown, n, hi, title, sub, "PVF (% of the faults in the tensor: critical or DUE)");
     for (size_t i = 0; i < shown; i++) {
         const row *r = &rows[i];
-        const char *tn = bfr__tensor_name(r->group);
-        char v[64], cr[32], du[32], tip[400];
+        char v[64], cr[32], du[32], tip[400], gl[160];
+        const char *tn = bfr__tensor_name(r->group, gl, sizeof gl);
         bfr__pct_maybe_ci(v, sizeof v, r->rate, r->lo, r->hi, 0);
         bfr__pct(cr, sizeof cr, isfinite(r->critical) ? r->critical : 0, 1, 0);
         bfr__pct(du, sizeof du, isfinite(r->due) ? r->due : 0, 1, 0);

@@ -27,8 +27,8 @@ static int one(const bfr__set *set, size_t d, json_t *figs)
     bfr__hchart_open(&c, shown, n, hi, title, sub, "critical rate (% of the faults in the tensor)");
     for (size_t i = 0; i < shown; i++) {
         const bfr__tensor_row *r = &rows[i];
-        const char *tn = bfr__tensor_name(r->group), *onnx = json_string_value(json_object_get(r->group, "tensor"));
-        char v[64], kc[32], nc[32], tip[400], val[120];
+        char v[64], kc[32], nc[32], tip[400], val[120], gl[160];
+        const char *tn = bfr__tensor_name(r->group, gl, sizeof gl), *onnx = json_string_value(json_object_get(r->group, "tensor"));
         bfr__pct_ci(v, sizeof v, r->rate, r->lo, r->hi);
         bfr__count(kc, sizeof kc, r->critical), bfr__count(nc, sizeof nc, r->trials);
         snprintf(val, sizeof val, "%s of %s", v, nc);

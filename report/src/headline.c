@@ -62,6 +62,8 @@ static void tensor_part(bfr__buf *b, const bfr__set *set, int *oom)
     const bfr__tensor_row *best = NULL;
     for (size_t i = 0; i < n; i++) {
         if (rows[i].critical <= 0 || rows[i].critical > (1LL << 50)) continue;
+        /* group 0's tensors: another fault group's rows count the same trials again */
+        if (json_integer_value(json_object_get(rows[i].group, "group")) > 0) continue;
         total += (double)rows[i].critical;
         if (!best || rows[i].critical > best->critical) best = &rows[i];
     }
@@ -69,8 +71,8 @@ static void tensor_part(bfr__buf *b, const bfr__set *set, int *oom)
         double share = (double)best->critical / total;
         char s[32];
         bfr__pct(s, sizeof s, share, share >= 0.1 ? 0 : 1, 1);
-        if (set->n_docs > 1) bfr__printf(b, "; in %s, tensor %s holds %s of critical faults", set->docs[0].label, bfr__tensor_name(best->group), s);
-        else bfr__printf(b, "; tensor %s holds %s of critical faults", bfr__tensor_name(best->group), s);
+        if (set->n_docs > 1) bfr__printf(b, "; in %s, tensor %s holds %s of critical faults", set->docs[0].label, bfr__tensor_name(best->group, NULL, 0), s);
+        else bfr__printf(b, "; tensor %s holds %s of critical faults", bfr__tensor_name(best->group, NULL, 0), s);
     }
     free(rows);
 }

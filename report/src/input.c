@@ -186,10 +186,13 @@ int bfr__rate(const json_t *rates, const char *outcome, double *rate, double *lo
     return json_is_number(json_object_get(r, "rate"));
 }
 
-const char *bfr__tensor_name(const json_t *group)
+const char *bfr__tensor_name(const json_t *group, char *buf, size_t n)
 {
     const char *t = json_string_value(json_object_get(group, "torch_name"));
-    if (t && *t) return t;
-    t = json_string_value(json_object_get(group, "tensor"));
-    return t ? t : "?";
+    if (!t || !*t) t = json_string_value(json_object_get(group, "tensor"));
+    if (!t) t = "?";
+    json_int_t g = json_integer_value(json_object_get(group, "group"));
+    if (g <= 0 || !buf || n == 0) return t;
+    snprintf(buf, n, "[group %lld] %s", (long long)g, t);
+    return buf;
 }

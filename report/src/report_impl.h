@@ -169,7 +169,10 @@ const char *bfr__task_metric(const bfr__set *set);
 /* rates.<outcome> of a summary: rate and interval; 0 if absent */
 int bfr__rate(const json_t *rates, const char *outcome, double *rate, double *lo, double *hi);
 /* A tensor's name for people: torch_name where present, else the ONNX name */
-const char *bfr__tensor_name(const json_t *group);
+/* A by_tensor entry's name: its PyTorch name, else its tensor; a fault
+ * group 1..'s entry (docs/CAMPAIGNS.md, "Fault groups") as "[group G] name"
+ * in buf (n bytes), when buf is given. */
+const char *bfr__tensor_name(const json_t *group, char *buf, size_t n);
 
 /* --- one file per figure; each appends {name, title, alt, svg} to figs, or
  * nothing when its inputs lack what it needs. Non-zero only when out of memory. */

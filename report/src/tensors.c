@@ -14,7 +14,7 @@ static int by_rate_desc(const void *a, const void *b)
     if (x->rate != y->rate) return x->rate < y->rate ? 1 : -1;
     if (x->lo != y->lo) return x->lo < y->lo ? 1 : -1;   /* the surer one first */
     if (x->trials != y->trials) return x->trials < y->trials ? 1 : -1;
-    return strcmp(bfr__tensor_name(x->group), bfr__tensor_name(y->group));
+    return strcmp(bfr__tensor_name(x->group, NULL, 0), bfr__tensor_name(y->group, NULL, 0));
 }
 
 double bfr__confidence(const bfr__set *set, size_t d)

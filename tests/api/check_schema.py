@@ -9,7 +9,7 @@
    schema cannot express three rules the C validator checks; `extra_rules` applies
    them on top of the schema so that the verdicts can be compared exactly.
    "faults" as a list of fault groups (docs/CAMPAIGNS.md, "Fault groups"): the
-   schema holds the list's shape only (1 or 2 objects) and the C validator judges
+   schema holds the list's shape only (1 to 4 objects) and the C validator judges
    the groups' fields; the corpus has lists of one group (which must be judged as
    their object is, by the schema and extra_rules) and malformed lists, and
    test_spec's fault_groups_hostile the rest.
@@ -64,7 +64,7 @@ MUTATIONS = [
     (("stop",), [{"margin": 0.01}, {"margin": 0.5}, {"margin": 0.01, "confidence": 0.5},
                  {"margin": 0.01, "confidence": 0.99}, {}, {"confidence": 0.9}, 0.01, DELETE]),
     (("extra",), [1]),
-    (("faults",), [{}, [], None, DELETE, [{}], [{"model": "ber", "rate": 1e-3}], [{"bits": 40}], [[{}]], [{}, {}, {}], [3]]),
+    (("faults",), [{}, [], None, DELETE, [{}], [{"model": "ber", "rate": 1e-3}], [{"bits": 40}], [[{}]], [{}, {}, {}, {}, {}], [3]]),
     (("faults", "target"), ["weights", "activations", "inputs", "x", DELETE]),
     (("faults", "tensors"), [["*"], [], ["op:"], ["op:Gemm", "a?"], [""], "*", DELETE]),
     (("faults", "model"), ["bitflip", "stuck_at_0", "stuck_at_1", "random_value", "ber", "profiled", "x",

@@ -795,9 +795,9 @@ static const struct {
     {"groups-base", "{" HEAD "\"trials\": 1, \"faults\": [{\"target\": \"activations\"}, {}]}", "/faults/0/target",
      "must be 'weights' with fault groups, not 'activations' (group 0's representation makes the golden model; the "
      "other groups strike activations)"},
-    {"groups-target", "{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"weights\"}]}", "/faults/1/target",
-     "'weights' is group 0's: one group per target (two would strike the same stored values), and a weights group "
-     "comes first (its representation makes the golden model)"},
+    {"groups-target", "{" HEAD "\"trials\": 1, \"faults\": [{}, {}, {\"target\": \"weights\"}]}", "/faults/2/target",
+     "the weights groups come before the activations groups (a trial writes the weights, then computes): move this "
+     "group up to just after group 0"},
     {"groups-model", "{" HEAD "\"trials\": 1, \"faults\": [{}, {\"model\": \"profiled\"}]}", "/faults/1/model",
      "a fault group takes bitflip, stuck_at_0, stuck_at_1, random_value or ber, not 'profiled'"},
     {"groups-bits", "{" HEAD "\"trials\": 1, \"faults\": [{}, {\"bits\": 2, \"positions\": [3]}]}", "/faults/1/bits",
@@ -805,9 +805,10 @@ static const struct {
     {"groups-uniform", "{" HEAD "\"trials\": 1, " GROUPS2 "\"sampling\": \"per_tensor\"}", "/sampling",
      "must be 'uniform' with fault groups (faults is a list of 2): the stratified samplings and 'list' enumerate one "
      "group's (tensor, bit) strata or faults, and another group has none"},
-    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"ecc\", \"clip\"]}", "/mitigations",
-     "'clip': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's stored weights; clip, abft, "
-     "sbp and range are not run with fault groups yet"},
+    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"ecc\", \"clip\", \"range\"]}",
+     "/mitigations",
+     "'range': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); range is not run with fault groups: "
+     "compare it on a campaign with one fault group (faults as an object)"},
     {"groups-not-generate", "{" HEAD "\"trials\": 1, " GROUPS2 "\"generate\": {\"new_tokens\": 4}}",
      "/generate/new_tokens", "does not combine with fault groups (a trial's decoding takes one group's faults)"},
     {"groups-stop-margins",
@@ -838,7 +839,7 @@ static void fault_groups_hostile(void **state)
 {
     (void)state;
     only_problem("{" HEAD "\"trials\": 1, \"faults\": []}", "/faults", "an empty list of fault groups");
-    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {}, {}]}", "/faults", "3 fault groups; at most 2");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {}, {}, {}, {}]}", "/faults", "5 fault groups; at most 4");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [[{}]]}", "/faults/0", "must be an object (a fault group), got an array");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, [{}]]}", "/faults/1", "must be an object (a fault group), got an array");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, 5]}", "/faults/1", "must be an object (a fault group), got 5");
@@ -850,7 +851,7 @@ static void fault_groups_hostile(void **state)
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"words\": 2}]}", "/faults/1/words", "does not apply here");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"kv\": {}}]}", "/faults/1/kv", "does not apply here");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"burst\": \"word\", \"bits\": 2}]}", "/faults/1/burst",
-                 "'word' does not apply to a group after the first");
+                 "'word' is group 0's to draw");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"model\": \"ber\"}]}", "/faults/1/rate",
                  "model 'ber' needs a rate in (0, 1], got 0");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"rate\": 0.5}]}", "/faults/1/rate", "applies only to model 'ber'");
@@ -859,9 +860,27 @@ static void fault_groups_hostile(void **state)
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"representation\": \"int8\"}]}", "/faults/1/representation",
                  "a fault group's activations take fp32, fp16 or bf16, not 'int8'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"kv_cache\"}]}", "/faults/1/target",
-                 "strikes 'activations', not 'kv_cache'");
+                 "strikes 'weights' or 'activations', not 'kv_cache'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"weights\", \"persistence\": \"transient\"}]}",
-                 "/faults/1/target", "'weights' is group 0's");
+                 "/faults/1/persistence", "'transient' applies only to activations");
+    /* a weights group: group 0's representation (its own when not given), before the activation groups, no ECC */
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{\"representation\": \"fp16\"}, {\"target\": \"weights\", "
+                 "\"representation\": \"bf16\"}]}", "/faults/1/representation",
+                 "a weights group strikes the weights as group 0 stores them, 'fp16', not 'bf16'");
+    only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"activations\"}, {\"target\": \"weights\"}]}",
+                 "/faults/2/target", "the weights groups come before the activations groups");
+    only_problem("{" HEAD "\"faults\": [{\"model\": \"ber\", \"rate\": 1e-6}, {\"target\": \"weights\", \"bits\": 2, "
+                 "\"burst\": true}], \"mitigations\": [\"ecc\"]}", "/mitigations",
+                 "'ecc': ECC decodes each word with every fault in it");
+    parsed *wg = ok("{" HEAD "\"faults\": [{\"model\": \"ber\", \"rate\": 1e-6, \"representation\": \"fp16\"}, "
+                    "{\"target\": \"weights\", \"bits\": 2, \"burst\": true}, {\"target\": \"activations\"}, "
+                    "{\"target\": \"activations\", \"model\": \"stuck_at_1\"}], \"mitigations\": [\"clip\"]}");
+    assert_int_equal(wg->spec.n_groups, 3);
+    assert_int_equal(wg->spec.groups[0].target, BF_TARGET_WEIGHTS);
+    assert_int_equal(wg->spec.groups[0].repr, BF_REPR_FP16);   /* group 0's */
+    assert_int_equal(wg->spec.groups[1].target, BF_TARGET_ACTIVATIONS);
+    assert_int_equal(wg->spec.groups[1].repr, BF_REPR_FP32);
+    done(wg);
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"tensors\": []}]}", "/faults/1/tensors", "must not be empty");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"positions\": [3, 3]}]}", "/faults/1/positions/1",
                  "already listed");

@@ -5,7 +5,11 @@
  * bits as its group's model says; the differential engine, threads and
  * shards change nothing; group 0's draws do not move when a group is
  * added; a BER group's counts follow the binomial law (the JSON list form:
- * tests/api/test_spec_groups.c); bf_campaign_create's errors name the group. */
+ * tests/api/test_spec_groups.c); bf_campaign_create's errors name the group.
+ * Mitigations: ECC follows group 0 as without groups and leaves group 1's
+ * faults alone; clip and ABFT give, trial by trial, a plain evaluator's
+ * outputs on the clipped (checked) model with both groups' faults applied
+ * by hand, and an ABFT detection is the trial's DUE. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +23,7 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
 #include "campaign_check.h"
+#include "mitigate/mitigate_impl.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 #define BATCH 64          /* digits: 360 samples */
@@ -348,6 +353,11 @@ static void ecc_follows_group0(void **state)
             assert_true(y->n_faults >= x->n_faults);   /* group 1's on top */
             extra += y->n_faults > x->n_faults;
         }
+        /* group 1's faults stay in the record (ECC does not touch them) */
+        int g1 = 0;
+        for (int i = 0; i < y->n_kept; i++) g1 += y->faults[i].group == 1;
+        assert_int_equal(g1, 1);
+        assert_int_equal(y->faults[y->n_kept - 1].group, 1);
     }
     assert_true(extra > 0);
     print_message("ecc: %d DUE trials of 40\n", due);
@@ -355,6 +365,178 @@ static void ecc_follows_group0(void **state)
     cap_free(&b);
     bf_campaign_free(c[0]);
     bf_campaign_free(c[1]);
+}
+
+/* clip (profiled bounds; then fixed ones tight enough to bite) and ABFT
+ * (detect) with the two groups: each trial's outputs (or, when ABFT fires,
+ * its DUE) are a plain evaluator's on the derived model, the model with
+ * the bf.Clip / bf.AbftCheck nodes, given the trial's weight fault and
+ * activation fault by hand; the activation fault strikes the guarded value
+ * before the clip or the check reads it (docs/MITIGATIONS.md). */
+static void clip_abft_by_hand(void **state)
+{
+    fx *f = *state;
+    bf_mitigation cfg[3] = {{.name = "clip"}, {.name = "clip-tight"}, {.name = "abft"}};
+    cfg[0].clip.enabled = 1;
+    cfg[1].clip.enabled = cfg[1].clip.nan_to_zero = 1;
+    cfg[1].clip.lo = -2;
+    cfg[1].clip.hi = 2;
+    cfg[1].clip.bounds = BF_CLIP_FIXED;
+    cfg[2].abft.enabled = 1;
+    bf_campaign_spec s = spec_of(1);
+    capture none;
+    cap_init(&none, TRIALS);
+    bf_campaign *c0 = tc_make(f->m, f->ds, &s);
+    run(c0, 1, 1, 0, 1, &none);
+    bf_campaign_free(c0);
+    for (int k = 0; k < 3; k++) {
+        bf_error err = {0};
+        bf_campaign *c = NULL;
+        if (bf_campaign_create_mitigated(f->m, f->ds, &s, &cfg[k], &c, &err) != BF_OK) fail_msg("%s: %s", cfg[k].name, err.msg);
+        capture cap, dif;
+        cap_init(&cap, TRIALS);
+        cap_init(&dif, TRIALS);
+        run(c, 1, 1, 0, 1, &cap);
+        run(c, 0, 2, 0, 1, &dif);   /* the differential engine: the same */
+        same_records(&cap, &dif);
+        bf_model *own = NULL;
+        if (bf__mitigate_model(f->m, f->ds, NULL, BATCH, &cfg[k], &own, &err) != BF_OK) fail_msg("derive: %s", err.msg);
+        bf_evaluator *ev = NULL;
+        bf_eval_opts eo = {.batch = BATCH, .threads = 1};
+        if (bf_evaluator_create(own, f->ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+        int differs = 0, due = 0;
+        for (int64_t t = 0; t < TRIALS; t++) {
+            const bf_trial_record *r = &cap.rec[t];
+            /* the same faults as without the mitigation */
+            assert_int_equal(r->n_kept, 2);
+            for (int i = 0; i < 2; i++) {
+                const bf_applied_fault *x = &r->faults[i], *y = &none.rec[t].faults[i];
+                assert_int_equal(x->group, y->group);
+                assert_int_equal(x->site, y->site);
+                assert_int_equal(x->index, y->index);
+                assert_int_equal(x->sample, y->sample);
+                assert_int_equal(x->mask, y->mask);
+            }
+            const bf_applied_fault *w = &r->faults[0], *a = &r->faults[1];
+            int64_t p = bf_model_find_param(own, bf_campaign_group_site(c, 0, (size_t)w->site)->name);
+            int64_t v = bf_model_find_value(own, bf_campaign_group_site(c, 1, (size_t)a->site)->name);
+            assert_true(p >= 0 && v >= 0);
+            float stored = ((const float *)bf_model_param(own, (size_t)p)->tensor->data)[w->index];
+            assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, float_of(bits_of(stored) ^ w->mask), &err), BF_OK);
+            bf_value_fault vf = {.value = v, .sample = a->sample, .index = a->index, .model = BF_FAULT_BITFLIP, .mask = a->mask,
+                                 .repr = BF_REPR_FP32, .scale = 1};
+            assert_int_equal(bf_evaluator_set_value_faults(ev, &vf, 1, &err), BF_OK);
+            bf_eval_result res;
+            bf_status st = bf_evaluator_run(ev, NULL, 0, &res, &err);
+            if (st == BF_EDETECTED) {
+                assert_int_equal(r->outcome, BF_OUTCOME_DUE);
+                due++;
+            } else {
+                if (st != BF_OK) fail_msg("by hand: %s", err.msg);
+                assert_memory_equal(res.outputs, cap.out + t * cap.samples * cap.cols, (size_t)(cap.samples * cap.cols) * sizeof(float));
+                differs |= memcmp(res.outputs, none.out + t * none.samples * none.cols, (size_t)(none.samples * none.cols) * 4) != 0;
+            }
+            assert_int_equal(bf_evaluator_set_value_faults(ev, NULL, 0, &err), BF_OK);
+            assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, stored, &err), BF_OK);
+        }
+        print_message("%s: %d DUE of %d; outputs differ from unprotected: %d\n", cfg[k].name, due, TRIALS, differs);
+        if (k == 1) assert_true(differs);   /* tight bounds change something */
+        if (k == 2) assert_true(due > 0);    /* ABFT catches some of these faults */
+        bf_evaluator_free(ev);
+        bf_model_free(own);
+        cap_free(&cap);
+        cap_free(&dif);
+        bf_campaign_free(c);
+    }
+    cap_free(&none);
+}
+
+/* Four groups: group 0 single-bit flips in conv1.bias (8 values), group 1
+ * a burst of 2 adjacent bits in the same tensor (so some trials strike one
+ * value twice), group 2 transient flips and group 3 permanent stuck-at-1
+ * bits in activations. Group 1's fault finds the value group 0 left when
+ * they share an element (group order); the outputs are a plain
+ * evaluator's with the four faults applied by hand in that order; the
+ * differential engine and two threads give the same records. */
+static void stacked_groups_by_hand(void **state)
+{
+    fx *f = *state;
+    const int64_t T = 64;
+    static char *bias[] = {"conv1.bias"}, *relu[] = {"/Relu_output_0"};
+    bf_campaign_spec s = spec_of(1);
+    s.trials = T;
+    s.tensors = bias;
+    s.n_tensors = 1;
+    bf_fault_group g[3] = {
+        {.target = BF_TARGET_WEIGHTS, .tensors = bias, .n_tensors = 1, .model_kind = BF_FAULT_BITFLIP, .bits = 2, .burst = 1,
+         .repr = BF_REPR_FP32, .persistence = BF_PERSIST_PERMANENT},
+        act_group,
+        {.target = BF_TARGET_ACTIVATIONS, .tensors = relu, .n_tensors = 1, .model_kind = BF_FAULT_STUCK_AT_1, .bits = 1,
+         .repr = BF_REPR_FP32, .persistence = BF_PERSIST_PERMANENT},
+    };
+    s.groups = g;
+    s.n_groups = 3;
+    bf_campaign *c = tc_make(f->m, f->ds, &s);
+    assert_int_equal(bf_campaign_num_groups(c), 4);
+    capture cap, dif;
+    cap_init(&cap, T);
+    cap_init(&dif, T);
+    run(c, 1, 1, 0, 1, &cap);
+    run(c, 0, 2, 0, 1, &dif);
+    same_records(&cap, &dif);
+
+    bf_evaluator *ev = NULL;
+    bf_error err = {0};
+    bf_eval_opts eo = {.batch = BATCH, .threads = 1};
+    if (bf_evaluator_create(f->m, f->ds, &eo, &ev, &err) != BF_OK) fail_msg("evaluator: %s", err.msg);
+    int64_t p = bf_model_find_param(f->m, "conv1.bias");
+    assert_true(p >= 0);
+    const float *stored = bf_model_param(f->m, (size_t)p)->tensor->data;
+    int shared = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const bf_trial_record *r = &cap.rec[t];
+        assert_int_equal(r->n_faults, 4);
+        assert_int_equal(r->n_kept, 4);
+        for (int k = 0; k < 4; k++) assert_int_equal(r->faults[k].group, k);
+        const bf_applied_fault *w0 = &r->faults[0], *w1 = &r->faults[1], *a2 = &r->faults[2], *a3 = &r->faults[3];
+        assert_int_equal(__builtin_popcount(w1->mask), 2);
+        assert_true(w1->mask & (w1->mask << 1));   /* adjacent */
+        /* by hand, in group order: group 1 finds what group 0 left */
+        float v0 = float_of(bits_of(stored[w0->index]) ^ w0->mask);
+        same_bits(w0->old_value, stored[w0->index]);
+        same_bits(w0->new_value, v0);
+        float before1 = w1->index == w0->index ? v0 : stored[w1->index];
+        shared += w1->index == w0->index;
+        same_bits(w1->old_value, before1);
+        same_bits(w1->new_value, float_of(bits_of(before1) ^ w1->mask));
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w0->index, v0, &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w1->index, w1->new_value, &err), BF_OK);
+        int64_t v2 = bf_model_find_value(f->m, bf_campaign_group_site(c, 2, (size_t)a2->site)->name);
+        int64_t v3 = bf_model_find_value(f->m, "/Relu_output_0");
+        assert_true(v2 >= 0 && v3 >= 0);
+        assert_int_equal(a3->sample, -1);   /* permanent: every sample */
+        bf_value_fault vf[2] = {
+            {.value = v2, .sample = a2->sample, .index = a2->index, .model = BF_FAULT_BITFLIP, .mask = a2->mask,
+             .repr = BF_REPR_FP32, .scale = 1},
+            {.value = v3, .sample = -1, .index = a3->index, .model = BF_FAULT_STUCK_AT_1, .mask = a3->mask,
+             .repr = BF_REPR_FP32, .scale = 1},
+        };
+        assert_int_equal(bf_evaluator_set_value_faults(ev, vf, 2, &err), BF_OK);
+        bf_eval_result res;
+        if (bf_evaluator_run(ev, NULL, 0, &res, &err) != BF_OK) fail_msg("by hand: %s", err.msg);
+        assert_memory_equal(res.outputs, cap.out + t * cap.samples * cap.cols, (size_t)(cap.samples * cap.cols) * sizeof(float));
+        same_bits(a2->new_value, float_of(bits_of(a2->old_value) ^ a2->mask));
+        same_bits(a3->new_value, float_of(bits_of(a3->old_value) | a3->mask));
+        assert_int_equal(bf_evaluator_set_value_faults(ev, NULL, 0, &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w1->index, stored[w1->index], &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w0->index, stored[w0->index], &err), BF_OK);
+    }
+    assert_true(shared > 0);   /* the fixed draw has trials where groups 0 and 1 share a value */
+    print_message("stacked: %d of %lld trials with groups 0 and 1 on one value\n", shared, (long long)T);
+    bf_evaluator_free(ev);
+    cap_free(&cap);
+    cap_free(&dif);
+    bf_campaign_free(c);
 }
 
 /* bf_campaign_create: a group's own errors name it. */
@@ -374,10 +556,10 @@ static void create_errors(void **state)
     assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "sampling: must be 'uniform' with fault groups"));
     s = spec_of(1);
-    bf_mitigation clip = {.name = "clip", .clip = {.enabled = 1}};
-    assert_int_equal(bf_campaign_create_mitigated(f->m, f->ds, &s, &clip, &c, &err), BF_EINVAL);
+    bf_mitigation sbp = {.name = "sbp", .sbp = {.enabled = 1}};
+    assert_int_equal(bf_campaign_create_mitigated(f->m, f->ds, &s, &sbp, &c, &err), BF_EINVAL);
     assert_null(c);
-    assert_non_null(strstr(err.msg, "mitigations: with fault groups only 'ecc' runs"));
+    assert_non_null(strstr(err.msg, "mitigations: with fault groups 'ecc', 'clip' and 'abft' run; sbp is not run"));
 }
 
 int main(void)
@@ -385,7 +567,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(records_by_hand),   cmocka_unit_test(engines_threads_shards), cmocka_unit_test(group0_unchanged),
         cmocka_unit_test(ber_counts),             cmocka_unit_test(create_errors),
-        cmocka_unit_test(ecc_follows_group0),
+        cmocka_unit_test(ecc_follows_group0),     cmocka_unit_test(clip_abft_by_hand),
+        cmocka_unit_test(stacked_groups_by_hand),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -138,22 +138,22 @@ MUT(m_gen_critical, s->critical_metric = BF_METRIC_GENERATION_MATCH; s->critical
 
 /* fault groups: one extra group on activations, valid as made */
 static char *any_tensor[] = {"*"};
-static bf_fault_group groups2[3];
+static bf_fault_group groups2[BF_FAULT_GROUPS_MAX];
 static void one_group(bf_campaign_spec *s, size_t n)
 {
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < BF_FAULT_GROUPS_MAX; i++)
         groups2[i] = (bf_fault_group){.target = BF_TARGET_ACTIVATIONS, .tensors = any_tensor, .n_tensors = 1, .bits = 1};
     s->groups = groups2;
     s->n_groups = n;
 }
-MUT(m_groups_count, one_group(s, 2))
+MUT(m_groups_count, one_group(s, BF_FAULT_GROUPS_MAX))
 MUT(m_groups_base, one_group(s, 1); s->target = BF_TARGET_INPUTS)
-MUT(m_groups_target, one_group(s, 1); groups2[0].target = BF_TARGET_WEIGHTS)
+MUT(m_groups_target, one_group(s, 2); groups2[1].target = BF_TARGET_WEIGHTS)
 MUT(m_groups_model, one_group(s, 1); groups2[0].model_kind = BF_FAULT_PROFILED)
 MUT(m_groups_bits, one_group(s, 1); groups2[0].positions[0] = 32; groups2[0].n_positions = 1)
 MUT(m_groups_uniform, one_group(s, 1); s->sampling = BF_SAMPLE_PER_TENSOR)
-static bf_mitigation clip_mit[1] = {{.name = "clip", .clip = {.enabled = 1}}};
-MUT(m_groups_mit, one_group(s, 1); s->mitigations = clip_mit; s->n_mitigations = 1)
+static bf_mitigation sbp_mit[1] = {{.name = "sbp", .sbp = {.enabled = 1}}};   /* clip and abft run with groups */
+MUT(m_groups_mit, one_group(s, 1); s->mitigations = sbp_mit; s->n_mitigations = 1)
 MUT(m_groups_gen, one_group(s, 1); s->gen_new_tokens = 4)
 MUT(m_groups_stop, one_group(s, 1); s->stop_margin = 0.1; s->stop_bit_margin = 0.1)
 MUT(m_stop_list, DOC(STOP); s->sampling = BF_SAMPLE_LIST)
@@ -350,13 +350,13 @@ static const row ROWS[] = {
      "decoding of M tokens per prompt in every trial)", BF_EINVAL},
     {"critical-generation-needs-generate", m_gen_critical, "critical.metric",
      "'generation_match' needs \"generate\": {\"new_tokens\": M}", BF_EINVAL},
-    {"groups-count", m_groups_count, "faults", "3 fault groups; at most 2 (one on weights, one on activations)", BF_ERANGE},
+    {"groups-count", m_groups_count, "faults", "5 fault groups; at most 4 (group 0 on weights, then groups on weights, then on activations)", BF_ERANGE},
     {"groups-base", m_groups_base, "faults.0.target",
      "must be 'weights' with fault groups, not 'inputs' (group 0's representation makes the golden model; the other "
      "groups strike activations)", BF_EINVAL},
-    {"groups-target", m_groups_target, "faults.1.target",
-     "'weights' is group 0's: one group per target (two would strike the same stored values), and a weights group "
-     "comes first (its representation makes the golden model)", BF_EINVAL},
+    {"groups-target", m_groups_target, "faults.2.target",
+     "the weights groups come before the activations groups (a trial writes the weights, then computes): move this "
+     "group up to just after group 0", BF_EINVAL},
     {"groups-model", m_groups_model, "faults.1.model",
      "a fault group takes bitflip, stuck_at_0, stuck_at_1, random_value or ber, not 'profiled'", BF_EINVAL},
     {"groups-bits", m_groups_bits, "faults.1.positions", "bit 32 does not exist in fp32 (bits 0..31)", BF_EINVAL},
@@ -364,8 +364,8 @@ static const row ROWS[] = {
      "must be 'uniform' with fault groups (faults is a list of 2): the stratified samplings and 'list' enumerate one "
      "group's (tensor, bit) strata or faults, and another group has none", BF_EINVAL},
     {"groups-not-mitigations", m_groups_mit, "mitigations",
-     "'clip': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's stored weights; clip, abft, "
-     "sbp and range are not run with fault groups yet", BF_EINVAL},
+     "'sbp': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); sbp is not run with fault groups: "
+     "compare it on a campaign with one fault group (faults as an object)", BF_EINVAL},
     {"groups-not-generate", m_groups_gen, "generate.new_tokens",
      "does not combine with fault groups (a trial's decoding takes one group's faults)", BF_EINVAL},
     {"groups-stop-margins", m_groups_stop, "stop",

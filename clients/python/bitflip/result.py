@@ -159,14 +159,20 @@ class Result:
             return out
         if table == "tensors":
             # each tensor's weight: its share of the fault population (its elements over
-            # all the sites'), the W_t with which the overall rates are sum W_t x rate_t
-            sites = doc["campaign"].get("sites") or []
-            elements = {s.get("name"): s.get("elements") for s in sites if isinstance(s.get("elements"), int)}
-            total = sum(elements.values())
+            # all the sites'), the W_t with which the overall rates are sum W_t x rate_t;
+            # with fault groups, a group's rows (key "group") share its own sites'
+            groups = [doc["campaign"].get("sites") or []]
+            groups += [fg.get("sites") or [] for fg in doc["campaign"].get("fault_groups") or []]
+            elements = [{s.get("name"): s.get("elements") for s in sites if isinstance(s.get("elements"), int)}
+                        for sites in groups]
             out = []
             for g in doc.get("by_tensor", []):
                 row = {"tensor": g.get("tensor"), "torch_name": g.get("torch_name")}
-                e = elements.get(g.get("tensor"))
+                k = g.get("group", 0)
+                if "group" in g:
+                    row["group"] = k
+                el = elements[k] if isinstance(k, int) and 0 <= k < len(elements) else {}
+                e, total = el.get(g.get("tensor")), sum(el.values())
                 row["weight"] = e / total if e is not None and total > 0 else float("nan")
                 row.update(_group_row(g))
                 out.append(row)
@@ -175,6 +181,8 @@ class Result:
             out = []
             for g in doc.get("by_bit", []):
                 row = {"bit": g.get("bit")}
+                if "group" in g:
+                    row["group"] = g["group"]
                 row.update(_group_row(g))
                 out.append(row)
             return out

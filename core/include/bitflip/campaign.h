@@ -177,13 +177,15 @@ typedef struct bf_kv_filter {
 /* Fault groups (docs/CAMPAIGNS.md, "Fault groups"): a spec's faults may
  * be several groups, each drawn by its own model in every trial. Group 0 is
  * the spec's own fault fields, on weights (its representation makes the
- * golden model); groups 1.. are bf_campaign_spec.groups, on activations,
- * each drawn from its own random stream (seed, group). At most this many
- * groups in all, group 0 included: one per target a group may take. */
-#define BF_FAULT_GROUPS_MAX 2
+ * golden model); groups 1.. are bf_campaign_spec.groups, on weights (in
+ * group 0's representation) and then on activations, each drawn from its
+ * own random stream (seed, group). In a trial the groups strike in order:
+ * a later group's fault finds what an earlier one left. At most this many
+ * groups in all, group 0 included. */
+#define BF_FAULT_GROUPS_MAX 4
 
 typedef struct bf_fault_group {
-    bf_target target;         /* activations */
+    bf_target target;         /* weights or activations */
     char **tensors;           /* as bf_campaign_spec.tensors; at least one */
     size_t n_tensors;
     bf_fault_model model_kind;/* bitflip, stuck_at_0, stuck_at_1, random_value, ber */
@@ -192,7 +194,8 @@ typedef struct bf_fault_group {
     int n_positions;
     int burst;                /* 0 or 1: adjacent bits of one element */
     double rate;              /* ber: the bit error rate, (0, 1]; else 0 */
-    bf_repr repr;             /* the computed values' format: fp32, fp16, bf16 */
+    bf_repr repr;             /* activations: the computed values' format, fp32, fp16,
+                               * bf16; weights: group 0's (the weights as stored) */
     bf_persistence persistence;
 } bf_fault_group;
 
@@ -387,6 +390,17 @@ typedef struct bf_campaign_result {
     bf_outcome_counts by_bit[64];        /* by bit position of the first fault bit */
     bf_outcome_counts *by_site_bit;      /* [n_sites][64]: by_site split by that bit (the
                                           * tensor x bit heatmap); single faults only */
+    /* Fault groups 1.. (docs/CAMPAIGNS.md, "Fault groups"): what by_site
+     * and by_bit are for group 0, for each other group: a trial counts
+     * under that group's first fault (its site, its first bit) when the
+     * group is not a BER one (a BER trial is its rate's). group_by_site
+     * holds the groups' sites one after another, group g's from
+     * group_site0[g - 1] (n_group_sites in all); group_by_bit[g - 1][b]. */
+    bf_outcome_counts *group_by_site;
+    size_t n_group_sites;
+    size_t n_extra_groups;                          /* groups after group 0 */
+    size_t group_site0[BF_FAULT_GROUPS_MAX];
+    bf_outcome_counts group_by_bit[BF_FAULT_GROUPS_MAX - 1][64];
     /* detection, segmentation: IVMOD's parts per site, per bit (the first
      * fault bit) and per site x bit, grouped as by_site, by_bit and
      * by_site_bit; all zeros for other tasks */

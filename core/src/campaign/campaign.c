@@ -790,9 +790,9 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
                           "the comparison without fault_scales");
         goto out;
     }
-    if (mit && spec->n_groups && (mit->clip.enabled || mit->abft.enabled || mit->sbp.enabled || mit->range.enabled)) {
-        st = bf_error_set(err, BF_EINVAL, "mitigations: with fault groups only 'ecc' runs (it protects group 0's stored "
-                          "weights); clip, abft, sbp and range are not run with fault groups yet");
+    if (mit && spec->n_groups && (mit->sbp.enabled || mit->range.enabled)) {
+        st = bf_error_set(err, BF_EINVAL, "mitigations: with fault groups 'ecc', 'clip' and 'abft' run; %s is not run "
+                          "with fault groups: compare it on a campaign with one fault group", mit->sbp.enabled ? "sbp" : "range");
         goto out;
     }
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;

@@ -272,6 +272,12 @@ void bf__ecc_record(const bf_campaign *c, const bf__draw *d, bf_trial_record *re
 {
     (void)c;
     const bf__ecc_scratch *s = d->ecc;
-    if (rec->n_kept > (int)s->n0) rec->n_kept = (int)s->n0;
-    for (int j = 0; j < rec->n_kept; j++) rec->faults[j].mask = s->drawn[j].mask | s->drawn[j].set0 | s->drawn[j].set1;
+    /* group 0's kept faults come first; the other fault groups' (which ECC
+     * does not touch: they strike activations) follow, and stay */
+    int n0 = 0;
+    while (n0 < rec->n_kept && rec->faults[n0].group == 0) n0++;
+    int keep = n0 > (int)s->n0 ? (int)s->n0 : n0;
+    for (int j = 0; j < keep; j++) rec->faults[j].mask = s->drawn[j].mask | s->drawn[j].set0 | s->drawn[j].set1;
+    memmove(&rec->faults[keep], &rec->faults[n0], (size_t)(rec->n_kept - n0) * sizeof *rec->faults);
+    rec->n_kept -= n0 - keep;
 }

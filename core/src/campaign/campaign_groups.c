@@ -18,11 +18,31 @@ static uint64_t group_seed(uint64_t seed, size_t g)
     return bf_rng_u64(&r);
 }
 
-/* The spec a group's campaign draws with: the parent's, its fault fields
- * the group's. */
+/* The spec a group's campaign draws with. It starts from nothing and takes
+ * from the parent only what a group shares: the model, the eval set, the
+ * seed (replaced by group_seed later) and how outcomes are judged and run
+ * (critical, metrics, batch); its fault fields are the group's own. A
+ * field added to bf_campaign_spec later is therefore off in a group until
+ * it is copied here on purpose: per_channel, w_max, words, error maps,
+ * lists, mitigations, generation, nested groups and the stratified
+ * samplings stay at zero (uniform sampling). */
 static bf_campaign_spec group_spec(const bf_campaign *c, const bf_campaign_spec *spec, const bf_fault_group *g, double *rate)
 {
-    bf_campaign_spec s = *spec;
+    bf_campaign_spec s;
+    memset(&s, 0, sizeof s);
+    s.model = spec->model;
+    s.dataset = spec->dataset;
+    s.seed = spec->seed;
+    s.metrics = spec->metrics;
+    s.critical_metric = spec->critical_metric;
+    s.critical_delta = spec->critical_delta;
+    s.critical_pixels = spec->critical_pixels;
+    s.critical_pixels_set = spec->critical_pixels_set;
+    s.critical_score = spec->critical_score;
+    s.critical_score_set = spec->critical_score_set;
+    s.batch = spec->batch;
+    s.sampling = BF_SAMPLE_UNIFORM;
+
     s.target = g->target;
     s.tensors = g->tensors;
     s.n_tensors = g->n_tensors;
@@ -31,24 +51,8 @@ static bf_campaign_spec group_spec(const bf_campaign *c, const bf_campaign_spec 
     memcpy(s.positions, g->positions, sizeof s.positions);
     s.n_positions = g->n_positions;
     s.burst = g->burst;
-    s.words = 0;
     s.repr = g->repr;
-    s.per_channel = 0;
-    s.w_max = 0;
-    s.group_size = 0;
-    s.fault_scales = 0;
-    s.zero_points = 0;
     s.persistence = g->persistence;
-    s.error_map = NULL;
-    s.errmap = NULL;
-    s.sampling = BF_SAMPLE_UNIFORM;
-    s.list = NULL;
-    s.n_list = 0;
-    s.groups = NULL;
-    s.n_groups = 0;
-    s.n_mitigations = 0;
-    s.mitigations = NULL;
-    s.gen_new_tokens = 0;
     *rate = g->rate;
     s.rates = g->model_kind == BF_FAULT_BER ? rate : NULL;
     s.n_rates = g->model_kind == BF_FAULT_BER;

@@ -171,8 +171,21 @@ int64_t bf__adapt_plan_stratum(const bf_campaign *c, int64_t t);
 /* campaign_stats.c: every count and sum the trials folded into r, zeroed
  * (adaptive: the pilot's, once it has made the allocation) */
 void bf__result_clear_counts(bf_campaign_result *r);
-/* campaign_stats.c: one trial's record, its first flipped bit, into acc */
-void bf__result_fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, int first_bit);
+/* Where a trial counts in by_bit and, for fault groups 1.., in their
+ * by_site and by_bit (bf_campaign_result.group_by_*): group 0's first
+ * flipped bit, and each other group's first fault's site and bit (-1:
+ * none, or a BER group). Group 0's site is its record's first fault's. */
+typedef struct bf__first {
+    int bit;
+    int64_t gsite[BF_FAULT_GROUPS_MAX - 1];
+    int gbit[BF_FAULT_GROUPS_MAX - 1];
+} bf__first;
+/* campaign_stats.c: one trial's record, where it counts, into acc */
+void bf__result_fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, const bf__first *first);
+/* campaign_stats.c: r's counts for c's fault groups 1.. (after bf__result_init) */
+bf_status bf__result_init_groups(bf_campaign_result *r, const bf_campaign *c, bf_error *err);
+/* ... for n extra groups, group g's sites from site0[g - 1], n_sites in all */
+bf_status bf__result_shape_groups(bf_campaign_result *r, size_t n, const size_t *site0, size_t n_sites, bf_error *err);
 /* campaign_estimate.c: whether every stop target holds over acc's trials
  * (marking in acc->stop_met_at when each first did). */
 int bf__stop_holds(const bf_campaign *c, bf_campaign_result *acc);

@@ -60,7 +60,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
         int64_t k = first + i, t = k < rn->pilot ? k : rn->pilot + rn->shard_index + (k - rn->pilot) * rn->shard_count;
         float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
-        bf_status st = bf__run_trial(w, t, &s->rec[i], &s->first_bit[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
+        bf_status st = bf__run_trial(w, t, &s->rec[i], &s->first[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
         if (st != BF_OK) return st;
     }
     *complete = 1;
@@ -286,7 +286,7 @@ static int fold_ready(runner *rn, bf_campaign_result *acc)
         pthread_mutex_unlock(&rn->mu);
         int stop = 0;
         for (int i = 0; i < s->n && !stop; i++) {
-            bf__result_fold(c, acc, &s->rec[i], s->first_bit[i]);
+            bf__result_fold(c, acc, &s->rec[i], &s->first[i]);
             if (s->rec[i].trial < rn->pilot && rn->shard_index > 0) continue;   /* shard 0 reports the pilot's records */
             if (o->on_trial) o->on_trial(o->user, &s->rec[i]);
             if (o->on_outputs)
@@ -453,6 +453,7 @@ static void teardown(runner *rn, bf_campaign_result *acc)
         for (size_t g = 0; g < BF_FAULT_GROUPS_MAX - 1; g++) bf__draw_free(&w->dg[g]);
         bf__free(w->old);
         bf__free(w->dw);
+        bf__free(w->dw_at);
         bf__free(w->vf);
         bf__free(w->vf_old);
     }
@@ -502,6 +503,10 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     if (threads > BF__CAMPAIGN_THREADS_MAX) threads = BF__CAMPAIGN_THREADS_MAX;
 
     if ((st = bf__result_init(&acc, c->surface.n_sites, c->faults.kind == BF_FAULT_BER ? c->faults.n_rates : 0, err)) != BF_OK) return st;
+    if ((st = bf__result_init_groups(&acc, c, err)) != BF_OK) {
+        bf_campaign_result_free(&acc);
+        return st;
+    }
     acc.trials_planned = rn.n;
     memcpy(acc.golden, c->golden.metric, sizeof acc.golden);
     acc.task = c->golden.task;

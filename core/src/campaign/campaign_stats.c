@@ -48,6 +48,7 @@ void bf_campaign_result_free(bf_campaign_result *r)
     bf__free(r->ivmod_by_site_bit);
     bf__free(r->by_rate);
     bf__free(r->rate_metric);
+    bf__free(r->group_by_site);
     memset(r, 0, sizeof *r);
 }
 
@@ -70,8 +71,36 @@ bf_status bf__result_init(bf_campaign_result *r, size_t n_sites, size_t n_rates,
     return BF_OK;
 }
 
+bf_status bf__result_shape_groups(bf_campaign_result *r, size_t n, const size_t *site0, size_t n_sites, bf_error *err)
+{
+    if (n > BF_FAULT_GROUPS_MAX - 1)
+        return bf_error_set(err, BF_EINVAL, "%zu fault groups after the first; at most %d", n, BF_FAULT_GROUPS_MAX - 1);
+    bf__free(r->group_by_site);
+    r->group_by_site = NULL;
+    r->n_extra_groups = n;
+    r->n_group_sites = n_sites;
+    memset(r->group_site0, 0, sizeof r->group_site0);
+    for (size_t g = 0; g < n; g++) r->group_site0[g] = site0[g];
+    memset(r->group_by_bit, 0, sizeof r->group_by_bit);
+    if (n && !(r->group_by_site = bf__calloc(n_sites + 1, sizeof *r->group_by_site)))
+        return bf_error_set(err, BF_ENOMEM, "out of memory for a campaign result's fault groups");
+    return BF_OK;
+}
+
+bf_status bf__result_init_groups(bf_campaign_result *r, const bf_campaign *c, bf_error *err)
+{
+    size_t site0[BF_FAULT_GROUPS_MAX] = {0}, n = 0;
+    for (size_t g = 0; g < c->groups.n && g < BF_FAULT_GROUPS_MAX - 1; g++) {
+        site0[g] = n;
+        n += c->groups.sub[g]->surface.n_sites;
+    }
+    return bf__result_shape_groups(r, c->groups.n, site0, n, err);
+}
+
 void bf__result_clear_counts(bf_campaign_result *r)
 {
+    if (r->group_by_site) memset(r->group_by_site, 0, (r->n_group_sites + 1) * sizeof *r->group_by_site);
+    memset(r->group_by_bit, 0, sizeof r->group_by_bit);
     r->trials_done = 0;
     memset(&r->total, 0, sizeof r->total);
     memset(r->by_bit, 0, sizeof r->by_bit);
@@ -100,9 +129,15 @@ void bf__ivmod_add(bf_ivmod_sums *a, int64_t trials, int64_t critical, int64_t c
 }
 
 /* One trial's record into acc (campaign_run.c folds in trial order). */
-void bf__result_fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, int first_bit)
+void bf__result_fold(const bf_campaign *c, bf_campaign_result *acc, const bf_trial_record *rec, const bf__first *first)
 {
     bf_outcome o = rec->outcome;
+    int first_bit = first->bit;
+    /* groups 1..: each under its own first fault, beside group 0's counts */
+    for (size_t g = 0; g < acc->n_extra_groups && acc->group_by_site; g++) {
+        if (first->gsite[g] >= 0) acc->group_by_site[acc->group_site0[g] + (size_t)first->gsite[g]].n[o]++;
+        if (first->gbit[g] >= 0) acc->group_by_bit[g][first->gbit[g]].n[o]++;
+    }
     acc->trials_done++;
     acc->total.n[o]++;
     /* by_site and by_bit describe single faults; a BER trial is a rate's */
@@ -140,6 +175,7 @@ bf_status bf_campaign_result_merge(bf_campaign_result *a, const bf_campaign_resu
     /* An empty (zeroed) result takes b's shape: merging starts from nothing. */
     if (!a->by_site && a->n_sites == 0 && a->trials_planned == 0) {
         bf_status st = bf__result_init(a, b->n_sites, b->n_rates, err);
+        if (st == BF_OK) st = bf__result_shape_groups(a, b->n_extra_groups, b->group_site0, b->n_group_sites, err);
         if (st != BF_OK) return st;
         memcpy(a->golden, b->golden, sizeof a->golden);
         a->task = b->task;
@@ -163,7 +199,14 @@ bf_status bf_campaign_result_merge(bf_campaign_result *a, const bf_campaign_resu
      * the same rounds (campaign_adapt_shard.c) */
     if (b->adaptive_pilot > a->adaptive_pilot) a->adaptive_pilot = b->adaptive_pilot;
     if (b->adaptive_rounds > a->adaptive_rounds) a->adaptive_rounds = b->adaptive_rounds;
+    if (a->n_extra_groups != b->n_extra_groups || a->n_group_sites != b->n_group_sites)
+        return bf_error_set(err, BF_EINVAL, "cannot merge results of different campaigns: %zu fault groups with %zu sites vs %zu "
+                            "with %zu", a->n_extra_groups + 1, a->n_group_sites, b->n_extra_groups + 1, b->n_group_sites);
     counts_add(&a->total, &b->total);
+    for (size_t i = 0; a->group_by_site && b->group_by_site && i < a->n_group_sites; i++)
+        counts_add(&a->group_by_site[i], &b->group_by_site[i]);
+    for (size_t g = 0; g < a->n_extra_groups; g++)
+        for (int i = 0; i < 64; i++) counts_add(&a->group_by_bit[g][i], &b->group_by_bit[g][i]);
     for (size_t i = 0; i < a->n_sites; i++) counts_add(&a->by_site[i], &b->by_site[i]);
     for (int i = 0; i < 64; i++) counts_add(&a->by_bit[i], &b->by_bit[i]);
     for (size_t i = 0; a->by_site_bit && b->by_site_bit && i < a->n_sites * 64; i++)

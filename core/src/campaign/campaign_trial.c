@@ -52,6 +52,82 @@ static bf_status run_differential(worker *w, const bf__dx_weight *dw, size_t n_d
     return BF_OK;
 }
 
+/* The places in a trial's record that group `group`'s faults (0: the
+ * spec's own; g: fault group g) may fill: each later group with a fault
+ * keeps one, so that a BER group of many flips leaves a trace of the rest. */
+static int keep_for(const worker *w, size_t group)
+{
+    const bf_campaign *c = w->rn->c;
+    int keep = BF_TRIAL_FAULTS_MAX;
+    for (size_t k = group; k < c->groups.n; k++) keep -= w->dg[k].n > 0;
+    return keep;
+}
+
+/* w->dw's entry for (param, index), or where a new one goes: its slot in
+ * the open-addressed w->dw_at (which holds 1 + the entry, 0 when free). */
+static size_t *dw_slot(worker *w, size_t param, int64_t index)
+{
+    uint64_t h = ((uint64_t)param * UINT64_C(0x9e3779b97f4a7c15)) ^ ((uint64_t)index * UINT64_C(0xbf58476d1ce4e5b9));
+    size_t mask = w->dw_at_cap - 1;
+    for (size_t i = (size_t)(h ^ h >> 29) & mask;; i = (i + 1) & mask) {
+        size_t e = w->dw_at[i];
+        if (!e || (w->dw[e - 1].param == param && w->dw[e - 1].index == index)) return &w->dw_at[i];
+    }
+}
+
+/* Weights fault groups (after group 0, in order): each fault strikes the
+ * value the trial's earlier faults left in that element (or the stored
+ * one), so w->dw keeps one entry per element, the stored value and the
+ * last; the evaluator gets each value as written. Records after group 0's. */
+static bf_status group_weights(worker *w, bf_trial_record *rec, size_t *n_dw)
+{
+    const bf_campaign *c = w->rn->c;
+    size_t more = 0;
+    for (size_t g = 0; g < c->groups.n; g++) more += c->groups.sub[g]->faults.target == BF_TARGET_WEIGHTS ? w->dg[g].n : 0;
+    if (!more) return BF_OK;
+    size_t need = *n_dw + more, cap = 16;
+    while (cap < 2 * need) cap *= 2;
+    if (need > w->dw_cap) {
+        bf__dx_weight *dw = bf__realloc(w->dw, need * sizeof *dw);
+        if (!dw) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->dw = dw;
+        w->dw_cap = need;
+    }
+    if (cap > w->dw_at_cap) {
+        size_t *at = bf__realloc(w->dw_at, cap * sizeof *at);
+        if (!at) return bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults");
+        w->dw_at = at;
+        w->dw_at_cap = cap;
+    }
+    memset(w->dw_at, 0, w->dw_at_cap * sizeof *w->dw_at);
+    for (size_t i = 0; i < *n_dw; i++) *dw_slot(w, w->dw[i].param, w->dw[i].index) = i + 1;
+    bf_status st = BF_OK;
+    for (size_t g = 0; g < c->groups.n && st == BF_OK; g++) {
+        const bf_campaign *s = c->groups.sub[g];
+        if (s->faults.target != BF_TARGET_WEIGHTS) continue;
+        bf_fault_model kind = s->faults.kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : s->faults.kind;
+        int keep = keep_for(w, g + 1);
+        for (size_t i = 0; i < w->dg[g].n && st == BF_OK; i++) {
+            const bf__efault *f = &w->dg[g].f[i];
+            size_t p = s->surface.site_param[f->site], *at = dw_slot(w, p, f->index);
+            float old = *at ? w->dw[*at - 1].new_value : bf__stored(&c->store, p, f->index);
+            float now = bf__wcorrupt(&c->store, p, old, kind, f);
+            if (!*at) {
+                w->dw[*n_dw] = (bf__dx_weight){.param = p, .index = f->index, .old_value = old, .new_value = now};
+                *at = ++*n_dw;
+            } else {
+                w->dw[*at - 1].new_value = now;
+            }
+            st = bf_evaluator_write_param(w->ev, p, f->index, now, &w->err);
+            if (rec->n_kept < keep)
+                rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
+                                                                .mask = f->mask | f->set0 | f->set1, .old_value = old,
+                                                                .new_value = now, .group = (int)g + 1};
+        }
+    }
+    return st;
+}
+
 /* Fault groups 1.. (campaign_groups.c): trial t's draws of every group,
  * on activations, as value faults into w->vf (group by group, in order),
  * their count in *n. They run in the same pass as group 0's weight faults. */
@@ -59,7 +135,7 @@ static bf_status group_values(worker *w, size_t *n)
 {
     const bf_campaign *c = w->rn->c;
     size_t total = 0;
-    for (size_t g = 0; g < c->groups.n; g++) total += w->dg[g].n;
+    for (size_t g = 0; g < c->groups.n; g++) total += c->groups.sub[g]->faults.target == BF_TARGET_WEIGHTS ? 0 : w->dg[g].n;
     *n = 0;
     if (total > w->vf_cap) {
         bf_value_fault *vf = bf__realloc(w->vf, total * sizeof *vf);
@@ -74,7 +150,7 @@ static bf_status group_values(worker *w, size_t *n)
     for (size_t g = 0; g < c->groups.n; g++) {
         const bf_campaign *s = c->groups.sub[g];
         bf_fault_model kind = s->faults.kind == BF_FAULT_BER ? BF_FAULT_BITFLIP : s->faults.kind;
-        for (size_t i = 0; i < w->dg[g].n; i++) {
+        for (size_t i = 0; s->faults.target != BF_TARGET_WEIGHTS && i < w->dg[g].n; i++) {
             const bf__efault *f = &w->dg[g].f[i];
             w->vf[(*n)++] = (bf_value_fault){.value = s->surface.site_value[f->site], .sample = f->sample, .index = f->index,
                                              .model = kind, .mask = f->mask, .repr = s->store.repr,
@@ -92,8 +168,10 @@ static void group_records(worker *w, bf_trial_record *rec, int full, bf_status s
     const bf_campaign *c = w->rn->c;
     size_t k = 0;
     for (size_t g = 0; g < c->groups.n; g++) {
+        if (c->groups.sub[g]->faults.target == BF_TARGET_WEIGHTS) continue;   /* group_weights recorded them */
+        int keep = keep_for(w, g + 1);
         for (size_t i = 0; i < w->dg[g].n; i++, k++) {
-            if ((st != BF_OK && st != BF_EDETECTED) || rec->n_kept >= BF_TRIAL_FAULTS_MAX) continue;
+            if ((st != BF_OK && st != BF_EDETECTED) || rec->n_kept >= keep) continue;
             const bf__efault *f = &w->dg[g].f[i];
             bf_applied_fault *a = &rec->faults[rec->n_kept++];
             *a = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample, .mask = f->mask, .group = (int)g + 1};
@@ -110,7 +188,22 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
 {
     const bf_campaign *c = w->rn->c;
     const bf__draw *d = &w->d;
+    /* the record keeps a place for each other group's first fault: a BER
+     * group 0 of many flips would otherwise leave no trace of them */
+    int keep0 = keep_for(w, 0);
     bf_status st = c->protect.ecc ? bf__ecc_apply(c, &w->d, rec->trial, rec, &w->err) : BF_OK;   /* BF_EDETECTED: DUE */
+    if (st == BF_EDETECTED && c->groups.n) {
+        /* ECC detected group 0's error: nothing runs, so the other groups'
+         * faults are recorded as drawn, their values NaN (never applied) */
+        if (rec->n_kept > keep0) rec->n_kept = keep0;
+        for (size_t g = 0; g < c->groups.n; g++)
+            for (size_t i = 0; i < w->dg[g].n && rec->n_kept < keep_for(w, g + 1); i++) {
+                const bf__efault *f = &w->dg[g].f[i];
+                rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = f->sample,
+                                                                .mask = f->mask, .old_value = NAN, .new_value = NAN,
+                                                                .group = (int)g + 1};
+            }
+    }
     if (st != BF_OK) return st;
     if (d->n > w->old_cap) {
         float *o = bf__realloc(w->old, d->n * sizeof *o);
@@ -127,7 +220,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
         float now = bf__wcorrupt(&c->store, p, old, kind, f);
         if ((c->protect.sbp_mask || c->protect.range_lo) && bf__mitigate_weight(c, f, old, kind, &now)) {
             /* the range check flagged it at load: nothing runs */
-            if (applied < BF_TRIAL_FAULTS_MAX)
+            if (rec->n_kept < keep0)
                 rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
                                                                 .mask = f->mask | f->set0 | f->set1, .old_value = old,
                                                                 .new_value = now};
@@ -150,12 +243,14 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
                 w->dw[n_dw++] = (bf__dx_weight){.param = p, .index = i, .old_value = ov, .new_value = nv};
         }
         if (st != BF_OK) break;
-        if (applied < BF_TRIAL_FAULTS_MAX)
+        if (rec->n_kept < keep0)
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,
                                                             .mask = f->mask | f->set0 | f->set1, .old_value = old,
                                                                 .new_value = now};
     }
     int full = w->dx == NULL;
+    size_t n_dw0 = n_dw;   /* group 0's writes; the weights groups' follow */
+    if (st == BF_OK && c->groups.n) st = group_weights(w, rec, &n_dw);
     w->n_dw = n_dw;
     size_t n_vf = 0;   /* the other fault groups' value faults (campaign_groups.c) */
     if (st == BF_OK && c->groups.n) st = group_values(w, &n_vf);
@@ -175,6 +270,8 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     for (size_t i = 0; st == BF_OK && i < applied; i++)
         if (i == 0 || d->f[i].site != d->f[i - 1].site)
             bf__evaluator_param_golden(w->ev, c->surface.site_param[d->f[i].site]);
+    for (size_t i = n_dw0; st == BF_OK && i < n_dw; i++)   /* weights groups' (group_weights) */
+        if (i == n_dw0 || w->dw[i].param != w->dw[i - 1].param) bf__evaluator_param_golden(w->ev, w->dw[i].param);
     if (c->protect.ecc) bf__ecc_record(c, d, rec);
     return st;
 }
@@ -255,7 +352,7 @@ static bf_status det_judge(worker *w, const bf_eval_result *res)
     return st;
 }
 
-bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs, bf__ragcopy *rag)
+bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, bf__first *first, float *outputs, bf__ragcopy *rag)
 {
     w->sc.has_pred = 0;
     const bf_campaign *c = w->rn->c;
@@ -266,9 +363,15 @@ bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_b
     rec->trial = t;
     rec->rate_index = d->rate_index;
     rec->n_faults = d->n_faults;
-    *first_bit = d->first_bit;
+    first->bit = d->first_bit;
     if (c->groups.n && (st = bf__campaign_groups_draw(c, t, w->dg, &w->err)) != BF_OK) return st;
-    for (size_t g = 0; g < c->groups.n; g++) rec->n_faults += w->dg[g].n_faults;
+    for (size_t g = 0; g < c->groups.n; g++) {
+        rec->n_faults += w->dg[g].n_faults;
+        /* a BER group's trial is its rate's, as group 0's is (bf__result_fold) */
+        int ber = c->groups.sub[g]->faults.kind == BF_FAULT_BER;
+        first->gsite[g] = !ber && w->dg[g].n ? w->dg[g].f[0].site : -1;
+        first->gbit[g] = !ber && w->dg[g].n ? w->dg[g].first_bit : -1;
+    }
     bf_eval_result res;
     st = c->faults.target == BF_TARGET_WEIGHTS ? run_weight_trial(w, rec, &res) : run_value_trial(w, rec, &res);
     if (st == BF_EDETECTED) {

@@ -19,7 +19,7 @@ typedef struct slot {
     int done;
     int n;
     bf_trial_record rec[CHUNK];
-    int first_bit[CHUNK];
+    bf__first first[CHUNK];
     float *outputs;         /* on_outputs only: CHUNK_OUTPUTS x samples x out_cols */
     bf__ragcopy rag[CHUNK_OUTPUTS];   /* on_ragged only: each trial's per-sample outputs */
 } slot;
@@ -42,6 +42,8 @@ typedef struct worker {
     int64_t n_rows;
     bf__dx_weight *dw;      /* its weight faults */
     size_t dw_cap, n_dw;
+    size_t *dw_at;          /* weights fault groups: dw's entries by (param, index), 1 + entry, 0 free */
+    size_t dw_at_cap;       /* ... a power of two */
     int64_t *det_crit;      /* detection: per image, critical (det_judge) */
     int64_t *det_labels;    /* ... the trial's labels as int64 */
     size_t det_cap;
@@ -83,6 +85,6 @@ struct runner {
 
 /* campaign_trial.c: trial t on worker w into rec (its first flipped bit
  * in *first_bit); outputs, rag: where its outputs go, or NULL. */
-bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, int *first_bit, float *outputs, bf__ragcopy *rag);
+bf_status bf__run_trial(worker *w, int64_t t, bf_trial_record *rec, bf__first *first, float *outputs, bf__ragcopy *rag);
 
 #endif

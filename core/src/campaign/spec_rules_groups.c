@@ -4,19 +4,25 @@
  * own fault fields.
  *
  * What is allowed, and why the rest is refused:
- * - group 0 on weights and groups 1.. on activations, one group per
- *   target: group 0's representation makes the golden model (the weights
- *   as stored), so a weights group must be group 0; two groups on one
- *   target would strike the same values, and which fault won would depend
- *   on the order they are applied in;
+ * - group 0 on weights (its representation makes the golden model: the
+ *   weights as stored), then groups on weights, in group 0's
+ *   representation (there is one stored copy), then groups on activations.
+ *   Several groups may strike one value: they strike in group order, a
+ *   later fault finding what an earlier one left (bit flips commute; for
+ *   stuck-at and random_value the order is the spec's), and a weights
+ *   group's faults are all written before the pass computes activations;
  * - sampling "uniform" only: the stratified samplings (per_tensor,
  *   per_bit, adaptive, exhaustive) and "list" enumerate one group's
  *   (tensor, bit) strata or faults; another group has none;
  * - group 0 a chosen-bit model, random_value or ber, without a profiled
  *   map, fault_scales or generation (a decoding takes one group's faults);
- *   mitigations 'ecc' only (it protects group 0's stored weights, its check
- *   bits faulting at group 0's BER rate; the others are not run with
- *   groups yet);
+ *   mitigations 'ecc' (it protects group 0's stored weights, its check
+ *   bits faulting at group 0's BER rate; an activation group's values are
+ *   not stored weights, so it leaves them alone), 'clip' and 'abft' (nodes
+ *   in the graph: they see every fault that reaches the outputs they guard,
+ *   an activation group's included); 'sbp' and 'range' are refused: they
+ *   filter the faults of the campaign's own sites, and which of an
+ *   activation group's bits SBP should protect is not said yet;
  * - an extra group computes in a float representation of its own (fp32,
  *   fp16, bf16: int8 activations need scales profiled for its sites) and
  *   takes one BER rate, not a sweep (the trials are group 0's). */
@@ -47,8 +53,8 @@ RULE(groups_count)
     (void)field;
     if (!grouped(s)) return false;
     if (s->n_groups + 1 > BF_FAULT_GROUPS_MAX)
-        return SAY("%zu fault groups; at most %d (one on weights, one on activations)", s->n_groups + 1,
-                   BF_FAULT_GROUPS_MAX);
+        return SAY("%zu fault groups; at most %d (group 0 on weights, then groups on weights, then on activations)",
+                   s->n_groups + 1, BF_FAULT_GROUPS_MAX);
     return !s->groups && SAY("n_groups is %zu but groups is NULL", s->n_groups);
 }
 
@@ -74,15 +80,20 @@ RULE(groups_target)
     (void)f;
     for (size_t i = 0; grouped(s) && s->groups && i < s->n_groups; i++) {
         const bf_fault_group *g = &s->groups[i];
-        if (g->target == BF_TARGET_WEIGHTS)
-            return AT(i + 1, "target"),
-                   SAY("'weights' is group 0's: one group per target (two would strike the same stored values), and a "
-                       "weights group comes first (its representation makes the golden model)");
-        if (g->target != BF_TARGET_ACTIVATIONS)
-            return AT(i + 1, "target"), SAY("a fault group after the first strikes 'activations', not '%s'", target_name(g->target));
-        for (size_t j = 0; j < i; j++)
-            if (s->groups[j].target == g->target)
-                return AT(i + 1, "target"), SAY("group %zu is on '%s' already: one group per target", j + 1, target_name(g->target));
+        if (g->target != BF_TARGET_ACTIVATIONS && g->target != BF_TARGET_WEIGHTS)
+            return AT(i + 1, "target"), SAY("a fault group after the first strikes 'weights' or 'activations', not '%s'",
+                                            target_name(g->target));
+        if (g->target == BF_TARGET_WEIGHTS && i > 0 && s->groups[i - 1].target == BF_TARGET_ACTIVATIONS)
+            return AT(i + 1, "target"), SAY("the weights groups come before the activations groups (a trial writes the "
+                                            "weights, then computes): move this group up to just after group 0");
+        if (g->target == BF_TARGET_WEIGHTS) {
+            if (g->repr != s->repr)
+                return AT(i + 1, "representation"),
+                       SAY("a weights group strikes the weights as group 0 stores them, '%s', not '%s': give group 0's "
+                           "representation or none", (unsigned)s->repr < BF_REPR_COUNT ? bf_repr_name(s->repr) : "?",
+                           (unsigned)g->repr < BF_REPR_COUNT ? bf_repr_name(g->repr) : "?");
+            continue;
+        }
         if ((unsigned)g->repr >= BF_REPR_COUNT || bf_repr_is_fixed(g->repr))
             return AT(i + 1, "representation"),
                    SAY("a fault group's activations take fp32, fp16 or bf16, not '%s' (int8 activations need scales "
@@ -169,10 +180,16 @@ RULE(groups_not_mitigations)
     (void)field;
     for (size_t i = 0; grouped(s) && s->mitigations && i < s->n_mitigations; i++) {
         const bf_mitigation *m = &s->mitigations[i];
-        if (m->clip.enabled || m->abft.enabled || m->sbp.enabled || m->range.enabled)
-            return SAY("'%s': with fault groups, mitigations are 'ecc' (and 'none') only: ECC protects group 0's "
-                       "stored weights; clip, abft, sbp and range are not run with fault groups yet",
-                       m->name ? m->name : "?");
+        bool weights_group = false;
+        for (size_t g = 0; g < s->n_groups; g++) weights_group |= s->groups[g].target == BF_TARGET_WEIGHTS;
+        if (m->ecc.enabled && weights_group)
+            return SAY("'%s': ECC decodes each word with every fault in it, and with a second weights group it sees group "
+                       "0's only: run ECC with one weights group (the activation groups may stay), or give group 0 the "
+                       "faults of both", m->name ? m->name : "?");
+        if (m->sbp.enabled || m->range.enabled)
+            return SAY("'%s': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); %s is not run "
+                       "with fault groups: compare it on a campaign with one fault group (faults as an object)",
+                       m->name ? m->name : "?", m->sbp.enabled ? "sbp" : "range");
     }
     return false;
 }
