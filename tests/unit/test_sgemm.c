@@ -279,72 +279,89 @@ static void every_path_matches_reference(void **state)
     if (best < BF_SGEMM_AVX2) skip();
     print_message("CPU paths forced here: AVX2%s\n", best >= BF_SGEMM_AVX512 ? ", AVX-512" : " (no AVX-512 on this CPU)");
     long cases = 0;
-    for (int level = BF_SGEMM_AVX2; level <= best; level++)
-        for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
-            for (size_t in = 0; in < sizeof ns / sizeof *ns; in++)
-                for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
-                    for (int form = 0; form < 4; form++) {
-                        int m = ms[im], n = ns[in], k = ks[ik], tb = form & 1, acc = form >> 1;
-                        float alpha = acc ? 0.75f : 1.0f;
-                        int lda = k + 3, ldb = (tb ? k : n) + 2, ldy = n + 1;
-                        size_t ysz = (size_t)m * ldy;
-                        float *a = rand_buf((size_t)m * lda), *b = rand_buf((size_t)(tb ? n : k) * ldb);
-                        float *bias = rand_buf((size_t)m), *y0 = rand_buf(ysz);
-                        float *y1 = malloc(ysz * sizeof *y1), *y2 = malloc(ysz * sizeof *y2);
-                        assert_non_null(y1);
-                        assert_non_null(y2);
-                        memcpy(y1, y0, ysz * sizeof *y1), memcpy(y2, y0, ysz * sizeof *y2);
+    /* the references (plain product, bias, each activation) made once per
+     * shape and form and checked against every level: they depend on
+     * neither, and computing them again for each level was most of this
+     * test's time under ASan (tests/README.md, "The sixth round") */
+    static const bf__act acts[] = {{0.0f, INFINITY}, {-0.1f, 0.2f}, {-INFINITY, 0.05f}};
+#define N_SG_ACTS (sizeof acts / sizeof *acts)
+    for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
+        for (size_t in = 0; in < sizeof ns / sizeof *ns; in++)
+            for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
+                for (int form = 0; form < 4; form++) {
+                    int m = ms[im], n = ns[in], k = ks[ik], tb = form & 1, acc = form >> 1;
+                    float alpha = acc ? 0.75f : 1.0f;
+                    int lda = k + 3, ldb = (tb ? k : n) + 2, ldy = n + 1;
+                    size_t ysz = (size_t)m * ldy;
+                    float *a = rand_buf((size_t)m * lda), *b = rand_buf((size_t)(tb ? n : k) * ldb);
+                    float *bias = rand_buf((size_t)m), *y0 = rand_buf(ysz);
+                    float *y1 = malloc(ysz * sizeof *y1), *y2 = malloc(ysz * sizeof *y2), *yb = NULL;
+                    float *ya[N_SG_ACTS] = {NULL};
+                    assert_non_null(y1);
+                    assert_non_null(y2);
+                    memcpy(y2, y0, ysz * sizeof *y2);
+                    bf__sgemm_ref(0, tb, m, n, k, alpha, a, lda, b, ldb, acc, y2, ldy);
+                    if (!tb && !acc) {
+                        /* y = (A B) + bias, then each activation of it */
+                        yb = malloc(ysz * sizeof *yb);
+                        assert_non_null(yb);
+                        memcpy(yb, y0, ysz * sizeof *yb);
+                        bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, yb, ldy);
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) yb[(int64_t)i * ldy + j] += bias[i];
+                        for (size_t q = 0; q < N_SG_ACTS; q++) {
+                            ya[q] = malloc(ysz * sizeof *ya[q]);
+                            assert_non_null(ya[q]);
+                            memcpy(ya[q], yb, ysz * sizeof *ya[q]);
+                            for (int i = 0; i < m; i++)
+                                for (int j = 0; j < n; j++) {
+                                    float *e = ya[q] + (int64_t)i * ldy + j;
+                                    if (*e < acts[q].lo) *e = acts[q].lo;
+                                    if (*e > acts[q].hi) *e = acts[q].hi;
+                                }
+                        }
+                    }
+                    for (int level = BF_SGEMM_AVX2; level <= best; level++) {
+                        memcpy(y1, y0, ysz * sizeof *y1);
                         bf__sgemm_level(level, 0, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy);
-                        bf__sgemm_ref(0, tb, m, n, k, alpha, a, lda, b, ldb, acc, y2, ldy);
                         if (!same_bits(y1, y2, ysz))
                             fail_msg("level %d m %d n %d k %d transB %d accumulate %d: differs from the reference",
                                      level, m, n, k, tb, acc);
-                        if (!tb && !acc) {
-                            /* the bias epilogue and the packer: y = (A B) + bias */
-                            bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y2, ldy);
-                            for (int i = 0; i < m; i++)
-                                for (int j = 0; j < n; j++) y2[(int64_t)i * ldy + j] += bias[i];
+                        if (yb) {
+                            /* the bias epilogue and the packer */
                             memcpy(y1, y0, ysz * sizeof *y1);
                             bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, NULL, y1, ldy);
-                            if (!same_bits(y1, y2, ysz))
+                            if (!same_bits(y1, yb, ysz))
                                 fail_msg("level %d m %d n %d k %d: bias epilogue differs", level, m, n, k);
                             mat_pack mp = {b, ldb};
                             memcpy(y1, y0, ysz * sizeof *y1);
                             assert_int_equal(bf__sgemm_packed(level, m, n, k, a, lda, pack_from_matrix, &mp, bias,
                                                               NULL, y1, ldy),
                                              1);
-                            if (!same_bits(y1, y2, ysz))
+                            if (!same_bits(y1, yb, ysz))
                                 fail_msg("level %d m %d n %d k %d: packed panels differ", level, m, n, k);
                             /* and a fused activation after the bias: Relu, Clip, Clip with a max only */
-                            static const bf__act acts[] = {{0.0f, INFINITY}, {-0.1f, 0.2f}, {-INFINITY, 0.05f}};
-                            for (size_t q = 0; q < sizeof acts / sizeof *acts; q++) {
-                                float *y3 = malloc(ysz * sizeof *y3);
-                                assert_non_null(y3);
-                                memcpy(y3, y2, ysz * sizeof *y3);
-                                for (int i = 0; i < m; i++)
-                                    for (int j = 0; j < n; j++) {
-                                        float *e = y3 + (int64_t)i * ldy + j;
-                                        if (*e < acts[q].lo) *e = acts[q].lo;
-                                        if (*e > acts[q].hi) *e = acts[q].hi;
-                                    }
+                            for (size_t q = 0; q < N_SG_ACTS; q++) {
                                 memcpy(y1, y0, ysz * sizeof *y1);
                                 bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, &acts[q], y1, ldy);
-                                if (!same_bits(y1, y3, ysz))
+                                if (!same_bits(y1, ya[q], ysz))
                                     fail_msg("level %d m %d n %d k %d act %zu: bias + activation epilogue differs",
                                              level, m, n, k, q);
                                 memcpy(y1, y0, ysz * sizeof *y1);
                                 assert_int_equal(bf__sgemm_packed(level, m, n, k, a, lda, pack_from_matrix, &mp, bias,
                                                                   &acts[q], y1, ldy),
                                                  1);
-                                if (!same_bits(y1, y3, ysz))
+                                if (!same_bits(y1, ya[q], ysz))
                                     fail_msg("level %d m %d n %d k %d act %zu: packed + activation differs", level,
                                              m, n, k, q);
-                                free(y3);
                             }
                         }
-                        free(a), free(b), free(bias), free(y0), free(y1), free(y2);
                         cases++;
                     }
+                    for (size_t q = 0; q < N_SG_ACTS; q++) free(ya[q]);
+                    free(a), free(b), free(bias), free(y0), free(y1), free(y2), free(yb);
+                }
+#undef N_SG_ACTS
     print_message("%ld products over the forced paths, each == reference bit for bit\n", cases);
 }
 
