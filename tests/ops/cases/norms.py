@@ -128,15 +128,62 @@ def written_out_cases():
     torch.manual_seed(32)
     att = Attention(8)
     xa = randf(33, 5, 6, 8, lo=-2, hi=2)
-    # 1e18: scores near 1e35. Not 1e20: then single products q_i k_i pass
-    # FLT_MAX, and PyTorch's small-bmm loop (rounded products, + in order)
-    # gives Inf - Inf = NaN where bitflip's fused multiply-add chain keeps
-    # -Inf (docs/NUMERICS.md, "Softmax and attention")
+    # 1e18: scores near 1e35
     xa[1, 2, 3], xa[2, 0, 0], xa[3, 5, 7], xa[4, 1, 1] = 1e18, -2.7e37, np.inf, np.nan
     yield exported("norm_attention_op13", att, xa, 13, rtol=1e-4, atol=1e-5)
+    # 1e20 and 3e38 in one token: its q and k rows are all near 1e20 (or
+    # Inf), single products q_i k_i pass FLT_MAX with both signs, and
+    # PyTorch's loop (each product rounded, then added) gives Inf - Inf = NaN
+    # in that score and so a NaN row (docs/NUMERICS.md, "Softmax and
+    # attention"); a fused multiply-add chain gave +-Inf there
+    for tag, v in (("1e20", 1e20), ("3e38", 3e38)):
+        xh = randf(36, 5, 6, 8, lo=-2, hi=2)
+        xh[1, 2, 3], xh[3, 0, 5] = v, -v
+        yield exported(f"norm_attention_x{tag}_op13", att, xh, 13, rtol=1e-4, atol=1e-5)
     inorm = torch.nn.InstanceNorm2d(4, affine=True)
     _perturb(inorm, 34)
     yield exported("norm_instancenorm2d_huge_op13", inorm, _huge_groups(35, 9, 4, 3, 5), 13, rtol=1e-4, atol=1e-5)
+
+
+def matmul_activation_cases():
+    """MatMul of two fed inputs (two activations), bit for bit (rtol = atol =
+    0) against torch.matmul: a bmm (both ranks >= 3) under 400 multiply-adds
+    per matrix is ATen's plain loop, each product rounded before it is added
+    (bitflip: core/src/exec/ops/matmul_plain.c); the others are BLAS, with
+    OpenBLAS 0.3.21 the in-order fma chain bitflip's bf__sgemm computes.
+    Generate with OpenBLAS as libblas.so.3 (Debian's libopenblas0; the
+    reference libblas3 rounds every product, and the large cases differ)."""
+    exact = dict(rtol=0.0, atol=0.0)
+
+    def mm(name, a, b):
+        y = torch.matmul(T(a), T(b)).numpy()
+        return Case(name, "MatMul", {"a": a, "b": b}, {"y": y}, opset=13, **exact)
+
+    yield mm("norm_matmul_act_small", randf(70, 3, 5, 8), randf(71, 3, 8, 6))          # 240 < 400
+    yield mm("norm_matmul_act_399", randf(84, 2, 7, 19), randf(85, 2, 19, 3))        # 399: the loop
+    yield mm("norm_matmul_act_400", randf(86, 2, 5, 16), randf(87, 2, 16, 5))        # 400: BLAS
+    yield mm("norm_matmul_act_bmm", randf(72, 4, 16, 32), randf(73, 4, 32, 16))      # BLAS, per matrix
+    yield mm("norm_matmul_act_2d", randf(74, 20, 24), randf(75, 24, 12))             # mm
+    yield mm("norm_matmul_act_fold", randf(76, 2, 7, 24), randf(77, 24, 9))          # 3-D @ 2-D: mm
+    yield mm("norm_matmul_act_bcast", randf(78, 2, 3, 4, 8), randf(79, 3, 8, 5))     # bmm, batch broadcast
+    # products past FLT_MAX of both signs in one sum: NaN in PyTorch (Inf -
+    # Inf), where an fma chain keeps +-Inf; one huge product alone: +-Inf
+    q, k = randf(80, 2, 4, 8, lo=-2, hi=2), randf(81, 2, 8, 5, lo=-2, hi=2)
+    q[0, 1, 2:4] = 1e20
+    k[0, 2:4, 0] = [1e20, -1e20]        # score [0, 1, 0]: 1e40 - 1e40
+    k[0, 2, 1] = 1e20                   # score [0, 1, 1]: one product past FLT_MAX
+    q[1, 0, 6] = 3e38
+    k[1, 6, :] = [1.5, -1.5, 0.5, -0.25, 2.0]
+    q[1, 0, 7] = -3e38                  # 3e38*k6 - 3e38*k7: overflows of both signs
+    k[1, 7, :] = [1.5, 1.5, 0.5, -0.25, -2.0]
+    y = torch.matmul(T(q), T(k)).numpy()
+    assert np.isnan(y[0, 1, 0]) and np.isinf(y[0, 1, 1]) and np.isnan(y[1, 0, 0])
+    yield mm("norm_matmul_act_overflow", q, k)
+    qb, kb = randf(82, 3, 16, 32), randf(83, 3, 32, 16)      # the same past 400: BLAS, +-Inf
+    qb[1, 4, :2], kb[1, :2, 7] = 1e20, [1e20, -1e20]
+    yield mm("norm_matmul_act_overflow_bmm", qb, kb)
+    q2, k2 = q[0].copy(), k[0].copy()                        # 2-D (mm): BLAS, +-Inf
+    yield mm("norm_matmul_act_overflow_2d", q2, k2)
 
 
 def _copy_nodes(case):
@@ -182,3 +229,4 @@ def cases():
     yield from groupnorm_near_miss_cases()
     yield from conv_groupnorm_cases()
     yield from written_out_cases()
+    yield from matmul_activation_cases()
