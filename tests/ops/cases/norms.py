@@ -7,11 +7,16 @@ modules that were exported.
   PyTorch runs group_norm, whose Welford moments overflow to NaN for a group
   past ~1.8e19, where instance_norm's double sums give the bias. bitflip
   fuses the pattern back into group_norm (core/src/exec/fuse.c).
-- InstanceNorm2d (one node), BatchNorm exported in training mode, RMSNorm
+- BatchNorm exported in training mode (batch statistics, PyTorch's
+  batch_norm kernel), and InstanceNorm2d (one node: the same kernel),
+  RMSNorm
   written out (x * rsqrt(mean(x^2) + eps) * w), attention written out
   (softmax(q k^T / sqrt(d)) v): run node by node in PyTorch and in bitflip.
 Every case is fed Inf, NaN and values past the overflow thresholds.
 """
+import copy
+import io
+
 import numpy as np
 import onnx
 import torch
@@ -186,6 +191,115 @@ def matmul_activation_cases():
     yield mm("norm_matmul_act_overflow_2d", q2, k2)
 
 
+class ConvBN(torch.nn.Module):
+    """Conv2d, BatchNorm2d, ReLU, Conv2d, BatchNorm2d, global mean, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.BatchNorm2d(6)
+        self.c2, self.b2 = torch.nn.Conv2d(6, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.b1(self.c1(x)))
+        return self.fc(self.b2(self.c2(h)).mean((2, 3)))
+
+
+class BN(torch.nn.Module):
+    def __init__(self, c, dims=2, momentum=0.1, eps=1e-5):
+        super().__init__()
+        cls = {1: torch.nn.BatchNorm1d, 2: torch.nn.BatchNorm2d}[dims]
+        self.bn = cls(c, momentum=momentum, eps=eps)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+def exported_training(name, module, x, opset, rtol=1e-4, atol=1e-5):
+    """torch.onnx.export(..., training=TrainingMode.TRAINING) of module(x);
+    reference: the module in training mode (its BatchNorms normalise with
+    the batch's statistics), run on a copy, since the export's trace updates
+    the running statistics it then stores."""
+    ref = copy.deepcopy(module).train()
+    with torch.no_grad():
+        y = ref(T(x)).numpy()
+    module.train()
+    f = io.BytesIO()
+    torch.onnx.export(module, (T(x),), f, opset_version=opset, input_names=["x"], output_names=["y"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    m = onnx.load_from_string(f.getvalue())
+    bn = [n for n in m.graph.node if n.op_type == "BatchNormalization"]
+    assert bn and all(len(n.output) == (3 if opset >= 14 else 5) for n in bn), name
+    inits = {i.name: numpy_helper.to_array(i).copy() for i in m.graph.initializer}
+    return Case(name, None, {"x": x, **inits}, {"y": y}, opset=opset, consts=set(inits), nodes=list(m.graph.node),
+                rtol=rtol, atol=atol)
+
+
+def _bn_extreme(seed, n, c, *rest):
+    """[n, c, *rest] in [-2, 2] with, per channel, a value a fault makes:
+    1e19 (its square is finite), a pair +-1.5e19 (each square finite, their
+    sum past FLT_MAX: an Inf variance), 3e38, +Inf, -Inf, NaN; and one
+    channel of ordinary values."""
+    x = randf(seed, n, c, *rest, lo=-2, hi=2)
+    flat = x.reshape(n, c, -1)
+    vals = [1e19, 1.5e19, 3e38, np.inf, -np.inf, np.nan]
+    for ch, v in enumerate(vals[:c - 1]):
+        flat[1 % n, ch, 0] = v
+        if v == 1.5e19:
+            flat[(n - 1), ch, -1] = -v
+    return x
+
+
+def batchnorm_training_cases():
+    """BatchNorm exported in training mode: PyTorch normalises with the
+    batch's own statistics (its batch_norm kernel: double sums, float
+    deviations, the transform as fused multiply-adds)."""
+    for opset in (13, 14):
+        torch.manual_seed(60)
+        net = _perturb(ConvBN(), 61)
+        yield exported_training(f"norm_bn_train_convnet_op{opset}", net, randf(62, 4, 3, 6, 5), opset)
+        yield exported_training(f"norm_bn_train_2d_extreme_op{opset}", _perturb(BN(7), 63),
+                                _bn_extreme(64, 3, 7, 4, 5), opset)
+        yield exported_training(f"norm_bn_train_1d_extreme_op{opset}", _perturb(BN(7, dims=1), 65),
+                                _bn_extreme(66, 4, 7, 6), opset)
+    # [N, C] (BatchNorm1d after a Linear), a momentum and an eps of the user's
+    yield exported_training("norm_bn_train_nc_op14", _perturb(BN(5, dims=1, momentum=0.3, eps=1e-3), 67),
+                            randf(68, 6, 5, lo=-3, hi=3), 14)
+    # a conv weight flipped to a huge value, before a training-mode BatchNorm
+    for k, w in enumerate((-2.7e37, 1e20, 3e38)):
+        torch.manual_seed(69)
+        net = _perturb(ConvBN(), 70)
+        with torch.no_grad():
+            net.c1.weight[2, 1, 1, 1] = w
+        yield exported_training(f"norm_bn_train_convnet_w{k}_op14", net, randf(71, 3, 3, 6, 5), 14)
+    # the node alone with every output: running statistics as PyTorch
+    # updates its buffers (momentum 1 - ONNX's, the unbiased variance), and
+    # at opset 13 the batch's mean and (biased) variance
+    x = randf(72, 4, 3, 5, lo=-2, hi=2)
+    x[1, 2, 3] = 1e19
+    w, b = randf(73, 3, lo=0.5, hi=1.5), randf(74, 3)
+    rm, rv = randf(75, 3), randf(76, 3, lo=0.5, hi=2.0)
+    tm, tv = T(rm.copy()), T(rv.copy())
+    y = F.batch_norm(T(x), tm, tv, T(w), T(b), training=True, momentum=0.1, eps=1e-5).numpy()
+    ins = {"x": x, "scale": w, "B": b, "mean": rm, "var": rv}
+    yield Case("norm_bn_train_outputs_op14", "BatchNormalization", ins,
+               {"y": y, "running_mean": tm.numpy(), "running_var": tv.numpy()},
+               attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 1}, opset=14,
+               consts={"scale", "B", "mean", "var"}, rtol=1e-5, atol=1e-6)
+    xt = T(x)
+    yield Case("norm_bn_train_outputs_op13", "BatchNormalization", ins,
+               {"y": y, "running_mean": tm.numpy(), "running_var": tv.numpy(),
+                "saved_mean": xt.mean((0, 2)).numpy(), "saved_var": xt.var((0, 2), unbiased=False).numpy()},
+               attrs={"epsilon": 1e-5, "momentum": 0.9}, opset=13,
+               consts={"scale", "B", "mean", "var"}, rtol=1e-5, atol=1e-6)
+    # InstanceNorm2d: two values of +-1.5e19 in a plane, squares summing past
+    # FLT_MAX: PyTorch's variance sum, rounded to float, is Inf, the plane B
+    inorm = _perturb(torch.nn.InstanceNorm2d(3, affine=True), 77)
+    xi = randf(78, 2, 3, 4, 4, lo=-2, hi=2)
+    xi[0, 1, 0, 0], xi[0, 1, 3, 3], xi[1, 2, 2, 1] = 1.5e19, -1.5e19, 1.9e19
+    yield exported("norm_instancenorm2d_varsum_op13", inorm, xi, 13, rtol=1e-4, atol=1e-5)
+
+
 def _copy_nodes(case):
     return [onnx.NodeProto.FromString(n.SerializeToString()) for n in case.nodes]
 
@@ -230,3 +344,4 @@ def cases():
     yield from conv_groupnorm_cases()
     yield from written_out_cases()
     yield from matmul_activation_cases()
+    yield from batchnorm_training_cases()
