@@ -215,7 +215,7 @@ class BN(torch.nn.Module):
         return self.bn(x)
 
 
-def exported_training(name, module, x, opset, rtol=1e-4, atol=1e-5):
+def exported_training(name, module, x, opset, rtol=0.0, atol=0.0):
     """torch.onnx.export(..., training=TrainingMode.TRAINING) of module(x);
     reference: the module in training mode (its BatchNorms normalise with
     the batch's statistics), run on a copy, since the export's trace updates
@@ -253,7 +253,9 @@ def _bn_extreme(seed, n, c, *rest):
 def batchnorm_training_cases():
     """BatchNorm exported in training mode: PyTorch normalises with the
     batch's own statistics (its batch_norm kernel: double sums, float
-    deviations, the transform as fused multiply-adds)."""
+    deviations, the transform as fused multiply-adds). One thread: for
+    [N, C] inputs ATen splits the samples among its threads."""
+    torch.set_num_threads(1)
     for opset in (13, 14):
         torch.manual_seed(60)
         net = _perturb(ConvBN(), 61)
@@ -265,6 +267,11 @@ def batchnorm_training_cases():
     # [N, C] (BatchNorm1d after a Linear), a momentum and an eps of the user's
     yield exported_training("norm_bn_train_nc_op14", _perturb(BN(5, dims=1, momentum=0.3, eps=1e-3), 67),
                             randf(68, 6, 5, lo=-3, hi=3), 14)
+    # [N, C]: PyTorch's channels-last statistics (float sums in sample order,
+    # fma squares); two values of 2e38 overflow the float sum of channel 6
+    xn = _bn_extreme(83, 6, 7)
+    xn[0, 6], xn[2, 6] = 2e38, 2e38
+    yield exported_training("norm_bn_train_nc_extreme_op14", _perturb(BN(7, dims=1), 84), xn, 14)
     # a conv weight flipped to a huge value, before a training-mode BatchNorm
     for k, w in enumerate((-2.7e37, 1e20, 3e38)):
         torch.manual_seed(69)
@@ -272,6 +279,24 @@ def batchnorm_training_cases():
         with torch.no_grad():
             net.c1.weight[2, 1, 1, 1] = w
         yield exported_training(f"norm_bn_train_convnet_w{k}_op14", net, randf(71, 3, 3, 6, 5), 14)
+    # eval mode (TrainingMode.PRESERVE, not folded): running statistics,
+    # the same fused transform, bit for bit
+    bne = _perturb(BN(7), 79)
+    with torch.no_grad():
+        bne.bn.running_mean.copy_(T(randf(80, 7)))
+        bne.bn.running_var.copy_(T(randf(81, 7, lo=0.5, hi=2.0)))
+    bne.eval()
+    f = io.BytesIO()
+    xe = _bn_extreme(82, 3, 7, 4, 5)
+    torch.onnx.export(bne, (T(xe),), f, opset_version=13, input_names=["x"], output_names=["y"],
+                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+    me = onnx.load_from_string(f.getvalue())
+    assert [n.op_type for n in me.graph.node][-1] == "BatchNormalization"
+    inits = {i.name: numpy_helper.to_array(i).copy() for i in me.graph.initializer}
+    with torch.no_grad():
+        ye = bne(T(xe)).numpy()
+    yield Case("norm_bn_eval_exact_op13", None, {"x": xe, **inits}, {"y": ye}, opset=13, consts=set(inits),
+               nodes=list(me.graph.node), rtol=0.0, atol=0.0)
     # the node alone with every output: running statistics as PyTorch
     # updates its buffers (momentum 1 - ONNX's, the unbiased variance), and
     # at opset 13 the batch's mean and (biased) variance

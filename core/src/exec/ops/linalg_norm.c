@@ -33,6 +33,22 @@
  * summed in double and the sum rounded to float (past FLT_MAX: Inf). */
 static void torch_stats(const float *x, int64_t outer, int64_t stride, int64_t inner, float *mean, float *var_sum)
 {
+    if (inner == 1) {
+        /* [N, C] (or [N, C, 1, ...]): "NC11 is also channels last", and
+         * batch_norm_cpu_collect_stats_channels_last_impl sums in float, in
+         * sample order (one thread), and accumulates the squares as
+         * fma(d, d, acc) in float (measured: every output bit for bit) */
+        float sf = 0.0f, acc = 0.0f;
+        for (int64_t o = 0; o < outer; o++) sf += x[o * stride];
+        float m = (float)((double)sf / (double)outer);
+        for (int64_t o = 0; o < outer; o++) {
+            float d = x[o * stride] - m;
+            acc = fmaf(d, d, acc);
+        }
+        *mean = m;
+        *var_sum = acc;
+        return;
+    }
     double sum = 0.0, vs = 0.0;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) sum += x[o * stride + i];
