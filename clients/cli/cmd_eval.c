@@ -321,7 +321,7 @@ static int parse_args(int argc, char **argv, opts *o)
 
 /* The golden pass's summary: printed, or (--json) the document's top
  * level, returned (NULL only when out of memory). */
-static json_t *report_golden(const opts *o, const bf_eval_result *golden, double best, bf_evaluator *ev)
+static json_t *report_golden(const opts *o, const bf_model *m, const bf_eval_result *golden, double best, bf_evaluator *ev)
 {
     bf_task task = golden->task;
     json_t *root = NULL;
@@ -356,6 +356,7 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
         json_object_set_new(root, "seconds", json_real(best));
         json_object_set_new(root, "samples_per_s", json_real(sps));
         json_object_set_new(root, "fused_activations", json_integer((json_int_t)bf_evaluator_num_fused(ev)));
+        json_object_set_new(root, "batch_statistics", json_integer((json_int_t)bf_model_batch_statistics(m)));
     } else {
         printf("model    %s\neval set %s: %lld samples, task %s\n", o->model_path, o->data_path, (long long)golden->samples, bf_task_name(task));
         if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden->accuracy);
@@ -374,6 +375,11 @@ static json_t *report_golden(const opts *o, const bf_eval_result *golden, double
                o->repeat > 1 ? ", best of repeats" : "");
         size_t fused = bf_evaluator_num_fused(ev);
         if (fused) printf("fused    %zu activations (Relu, Clip; residual Adds) run in their Conv's epilogue\n", fused);
+        size_t bs = bf_model_batch_statistics(m);
+        if (bs)
+            printf("batch    %zu BatchNormalization%s in training mode: each batch normalised with its own "
+                   "statistics, so results depend on --batch and on which samples share a batch (as in PyTorch "
+                   "with the same batches)\n", bs, bs == 1 ? "" : "s");
     }
     return root;
 }
@@ -486,7 +492,7 @@ int cmd_eval(int argc, char **argv)
     if (golden.n_ragged && !keep_ragged(&gr, &golden)) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
     if (o.outputs_path && (rc = write_outputs(o.outputs_path, &golden)) != EXIT_OK) goto out;
 
-    root = report_golden(&o, &golden, best, ev);
+    root = report_golden(&o, m, &golden, best, ev);
     if (o.json && !root) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }
 
     json_t *jfaults = o.json && n_flips ? json_array() : NULL;

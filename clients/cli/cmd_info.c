@@ -227,6 +227,7 @@ int cmd_info(int argc, char **argv)
         const char *rule = bf_model_fusion_rule(m, &calls, &unrec);
         json_object_set_new(root, "fusion", json_pack("{s:s, s:I, s:I}", "rule", rule, "kernel_calls",
                                                       (json_int_t)calls, "unrecorded", (json_int_t)unrec));
+        json_object_set_new(root, "batch_statistics", json_integer((json_int_t)bf_model_batch_statistics(m)));
         info_lm_json(m, root);
         json_t *mem = json_array();
         for (int k = 0; k < 3; k++)
@@ -258,6 +259,11 @@ int cmd_info(int argc, char **argv)
         fused_text(m, fused, sizeof fused);
         if (fused[0]) printf("\n  fused: %s; each runs as one op, as in PyTorch (--no-fuse: as exported)", fused);
         print_fusion_rule(m);
+        size_t bstat = bf_model_batch_statistics(m);
+        if (bstat)
+            printf("\n  batch statistics: %zu BatchNormalization%s in training mode normalise each batch with its own "
+                   "statistics: outputs depend on the batch size and on which samples share a batch, as in PyTorch "
+                   "with the same batches", bstat, bstat == 1 ? "" : "s");
         long long bits = 0;
         for (size_t i = 0; i < bf_model_num_params(m); i++)
             bits += (long long)bf_tensor_numel(bf_model_param(m, i)->tensor) * (bf_model_param(m, i)->dtype == BF_F32 ? 32 : 8);

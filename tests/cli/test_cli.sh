@@ -56,5 +56,16 @@ dd=$FX/demo_digits
 check eval_fused 0 "$BF" eval "$dd.onnx" "$dd.eval.safetensors"; contains eval_fused "fused    2 activations (Relu, Clip; residual Adds)"
 check eval_fused_json 0 "$BF" eval --json "$dd.onnx" "$dd.eval.safetensors"; contains eval_fused_json '"fused_activations": 2'
 
+# BatchNorm exported in training mode: info and eval say the outputs depend on the
+# batching (docs/NUMERICS.md); a model without says nothing (demo_digits above)
+bn=$2/bntrain/conv_bn_train_op14
+check info_bstat 0 "$BF" info "$bn.onnx"; contains info_bstat "batch statistics: 2 BatchNormalizations in training mode"
+check info_bstat_json 0 "$BF" info --json "$bn.onnx"; contains info_bstat_json '"batch_statistics": 2'
+check eval_bstat 0 "$BF" eval --batch 8 "$bn.onnx" "$bn.eval.safetensors"; contains eval_bstat "results depend on --batch"
+check eval_bstat_json 0 "$BF" eval --json "$bn.onnx" "$bn.eval.safetensors"; contains eval_bstat_json '"batch_statistics": 2'
+check eval_nobstat 0 "$BF" eval "$dd.onnx" "$dd.eval.safetensors"
+if grep -q "results depend on --batch" "$tmp/out"; then
+  echo "FAIL eval_nobstat: a model without batch statistics named them"; fails=$((fails+1)); else passes=$((passes+1)); fi
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -289,6 +289,21 @@ static void fast_matches_exact(void **state)
     tc_assert_agree("differential vs exact", &tn, 20 * FAST_TRIALS / NEAR_STEP);
 }
 
+/* A model that normalises with its batch's statistics (BatchNorm exported
+ * in training mode, tests/fixtures/bntrain): every sample's output depends
+ * on the whole batch, so the differential engine must run those steps over
+ * whole batches, never on the rows a fault reaches (diffrows.c); every
+ * config, transient faults in one sample included, against exact. */
+static void batch_stats_matches_exact(void **state)
+{
+    (void)state;
+    tally t = {0};
+    int64_t full = 0;
+    static const char *const fx[] = {"../bntrain/conv_bn_train_op14", "../bntrain/conv_bn_train_op13"};
+    sweep(fx, sizeof fx / sizeof *fx, 1, FAST_TRIALS / 2, 1, 0, &t, &full, NULL);
+    tc_assert_agree("batch statistics: differential vs exact", &t, 10 * FAST_TRIALS);
+}
+
 static void tiny_cache_matches_default(void **state)
 {
     (void)state;
@@ -545,6 +560,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fast_matches_exact),
         cmocka_unit_test(chain_mode_matches_exact),
+        cmocka_unit_test(batch_stats_matches_exact),
         cmocka_unit_test(tiny_cache_matches_default),
         cmocka_unit_test(golden_cache_same_on_any_threads),
         cmocka_unit_test(golden_pass_threads_agree),

@@ -733,9 +733,8 @@ static void bn_hand_and_errors(void **state)
     bf_tensor m = th_tensor_f32(mv, 1, cd), v = th_tensor_f32(vv, 1, cd), want = th_tensor_f32(yv, 3, xd);
     const bf_tensor *in[5] = {&x, &sc, &b, &m, &v};
     expect_close("BatchNormalization", NULL, 0, in, 5, &want, 1e-6, 1e-6);
-    bf__attr tm[1] = {th_attr_int("training_mode", 1)};
-    expect_error("BatchNormalization", tm, 1, in, 5, 1, BF_EUNSUPPORTED, "training_mode");
-    expect_error("BatchNormalization", NULL, 0, in, 5, 3, BF_EUNSUPPORTED, "only Y");
+    /* running statistics read in inference mode: the node has Y alone */
+    expect_error("BatchNormalization", NULL, 0, in, 5, 3, BF_EFORMAT, "training_mode = 0");
     int64_t c2 = 2;
     bf_tensor m2 = th_tensor_rand(1, 1, &c2);
     const bf_tensor *in2[5] = {&x, &sc, &b, &m2, &v};
@@ -749,6 +748,55 @@ static void bn_hand_and_errors(void **state)
     th_free(&out, 1);
     th_tensor_free(&x), th_tensor_free(&sc), th_tensor_free(&b), th_tensor_free(&m);
     th_tensor_free(&v), th_tensor_free(&want), th_tensor_free(&m2);
+}
+
+/* Training mode (batch statistics) by hand: one channel, x = [1, 3]: mean
+ * 2, variance 1 (biased), y = 2 (x - 2) / sqrt(1 + eps) + 1; the running
+ * statistics as PyTorch updates its buffers with momentum 1 - 0.9: mean
+ * 0.1 * 2 + 0.9 * 2, variance 0.1 * 2 (unbiased) + 0.9 * 4; before opset 14
+ * also the batch's mean and biased variance. Then what is refused. */
+static void bn_training(void **state)
+{
+    (void)state;
+    float xv[] = {1, 3}, sv[] = {2}, bv[] = {1}, mv[] = {2}, vv[] = {4};
+    int64_t xd[3] = {1, 1, 2}, cd[1] = {1};
+    bf_tensor x = th_tensor_f32(xv, 3, xd), sc = th_tensor_f32(sv, 1, cd), b = th_tensor_f32(bv, 1, cd);
+    bf_tensor m = th_tensor_f32(mv, 1, cd), v = th_tensor_f32(vv, 1, cd);
+    const bf_tensor *in[5] = {&x, &sc, &b, &m, &v};
+    double is = 1.0 / sqrt(1.0 + 1e-5);
+    double want[5][2] = {{1 - 2 * is, 1 + 2 * is}, {2}, {0.1 * 2 + 0.9 * 4}, {2}, {1}};
+    bf__attr tm[1] = {th_attr_int("training_mode", 1)};
+    for (int k = 0; k < 2; k++) {
+        int opset = k ? 13 : 14, nout = k ? 5 : 3;
+        bf_tensor out[5];
+        bf_error err = {0};
+        bf_status st = th_run_op("BatchNormalization", opset, k ? NULL : tm, k ? 0 : 1, in, 5, out, nout, &err);
+        if (st != BF_OK) fail_msg("opset %d: %s", opset, err.msg);
+        for (int o = 0; o < nout; o++)
+            for (int64_t i = 0; i < bf_tensor_numel(&out[o]); i++)
+                if (fabs(((float *)out[o].data)[i] - want[o][i]) > 1e-6 * (1 + fabs(want[o][i])))
+                    fail_msg("opset %d output %d [%lld]: %.9g, want %.9g", opset, o, (long long)i,
+                             ((float *)out[o].data)[i], want[o][i]);
+        th_free(out, nout);
+    }
+    /* training_mode 2; opset 14's three outputs at most; one value per channel */
+    bf__attr t2[1] = {th_attr_int("training_mode", 2)};
+    expect_error("BatchNormalization", t2, 1, in, 5, 1, BF_EFORMAT, "must be 0 or 1");
+    bf_tensor out[5];
+    bf_error err = {0};
+    assert_int_equal(th_run_op("BatchNormalization", 17, tm, 1, in, 5, out, 5, &err), BF_EFORMAT);
+    assert_non_null(strstr(err.msg, "at most 3"));
+    int64_t x1d[3] = {1, 1, 1};
+    bf_tensor x1 = th_tensor_f32(xv, 3, x1d);
+    const bf_tensor *in1[5] = {&x1, &sc, &b, &m, &v};
+    expect_error("BatchNormalization", tm, 1, in1, 5, 1, BF_ESHAPE, "one value per channel");
+    /* without training_mode at opset 14, one output: inference, the running statistics */
+    bf_tensor y;
+    assert_int_equal(th_run_op("BatchNormalization", 14, NULL, 0, in, 5, &y, 1, &err), BF_OK);
+    assert_true(fabs(((float *)y.data)[1] - (2 * 1 / sqrt(4 + 1e-5) + 1)) < 1e-6);
+    th_free(&y, 1);
+    th_tensor_free(&x), th_tensor_free(&x1), th_tensor_free(&sc), th_tensor_free(&b), th_tensor_free(&m);
+    th_tensor_free(&v);
 }
 
 /* ------------------------------------------------------------ LayerNorm */
@@ -847,6 +895,7 @@ int main(void)
         cmocka_unit_test(avgpool_random),  cmocka_unit_test(pool_hand),
         cmocka_unit_test(pool_errors),     cmocka_unit_test(gap_random),
         cmocka_unit_test(bn_random),       cmocka_unit_test(bn_hand_and_errors),
+        cmocka_unit_test(bn_training),
         cmocka_unit_test(ln_random),       cmocka_unit_test(ln_hand_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

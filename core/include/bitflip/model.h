@@ -131,6 +131,12 @@ const char *bf_model_fusion(const bf_model *model, size_t i, size_t *count, size
  * *unrecorded: patterns left as exported because PyTorch ran them op by op),
  * "pattern" (no record: every pattern fused), "off" (no_fuse). */
 const char *bf_model_fusion_rule(const bf_model *model, size_t *calls, size_t *unrecorded);
+/* How many nodes normalise with the statistics of the batch they are given
+ * (a BatchNormalization exported in training mode: opset 14's
+ * training_mode = 1, or more than one output before): with any, every
+ * sample's outputs depend on which samples share its batch, as in PyTorch
+ * with the same batches. */
+size_t bf_model_batch_statistics(const bf_model *model);
 
 size_t bf_model_num_params(const bf_model *model);
 const bf_param_info *bf_model_param(const bf_model *model, size_t i);

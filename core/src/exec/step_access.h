@@ -112,6 +112,10 @@ int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
 /* linalg.c: a MatMul of one B matrix (numpy's fold of A's batch into M)
  * as the Gemm it runs as; 0 for any other step. */
 int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out);
+/* 1 for a BatchNormalization in training mode: each sample's output depends
+ * on the whole batch (its statistics), so the step never runs on a subset of
+ * the batch's rows (linalg_norm.c). */
+int bf__batchnorm_batch_stats(const bf__step *s);
 /* linalg_conv.c: applies to y (a Conv step's golden output, from input
  * x) the change of element `index` of its weight (slot 1) or bias (slot 2)
  * from old to now, if every output it moves moves clearly (see

@@ -1,7 +1,8 @@
 /* The linear-algebra family: Gemm and MatMul here, Conv and the pools in
  * linalg_conv*.c and linalg_pool.c (their window geometry in linalg_window.c), BatchNormalization and LayerNormalization in
  * linalg_norm.c. Gemm and MatMul products go through bf__sgemm (sgemm.h),
- * whose elements do not depend on the product's shape, so that a campaign
+ * a small batched MatMul through bf__smatmul_plain (PyTorch's bmm loop);
+ * neither's elements depend on the product's shape, so that a campaign
  * can recompute a row or a column alone; nothing here keeps pointers to input data between runs,
  * since faults rewrite parameter buffers in place. */
 #include <assert.h>
@@ -13,6 +14,11 @@
 #include "sgemm.h"
 #include "exec/step_access.h"
 
+
+/* ATen's bmm_out_or_baddbmm_ (1.13): contraction x rows x columns below
+ * this runs baddbmm_cpu_kernel's plain loop, else BLAS per matrix (Debian's
+ * torch has no MKL batch gemm). */
+#define BF_BMM_PLAIN_MAX 400
 
 /* bf__sgemm takes int sizes. */
 static bf_status blas_size(const bf__prep *p, const char *what, int64_t v, bf_error *err)
@@ -135,6 +141,7 @@ typedef struct matmul_params {
     int m, n, k;
     int nb;                     /* output batch rank */
     int fold;                   /* B has one matrix: fold A's batch into M, one sgemm */
+    int plain;                  /* a small bmm: PyTorch's plain loop (matmul_plain.c) */
     int64_t batch;              /* output matrices */
     int64_t bdims[BF_MAX_DIMS]; /* output batch dims */
     int64_t sa[BF_MAX_DIMS], sb[BF_MAX_DIMS];  /* per batch dim, elements to step A, B (0: broadcast) */
@@ -189,6 +196,15 @@ static bf_status matmul_prepare(bf__prep *p, bf_error *err)
     }
     mp->m = (int)m, mp->n = (int)n, mp->k = (int)k, mp->nb = nb, mp->batch = batch;
     mp->fold = batch_b == 1 && batch_a * m <= INT_MAX;
+    /* PyTorch's matmul with both operands of rank 3 or more is a bmm, and a
+     * bmm under 400 multiply-adds per matrix runs ATen's plain loop (each
+     * product rounded, then added: matmul_plain.c); everything else goes to
+     * BLAS, whose OpenBLAS kernels are bf__sgemm's fma chain at these sizes
+     * (docs/NUMERICS.md, "Softmax and attention"). A weight's product (B one
+     * [K, N] matrix), which the differential engine recomputes in parts, is
+     * never plain. */
+    mp->plain = a->ndim >= 3 && b->ndim >= 3 && k <= BF_BMM_PLAIN_MAX && m <= BF_BMM_PLAIN_MAX &&
+                n <= BF_BMM_PLAIN_MAX && k * m * n < BF_BMM_PLAIN_MAX;
     int nd_out = nb;
     if (a->ndim > 1) odims[nd_out++] = m;
     if (b->ndim > 1) odims[nd_out++] = n;
@@ -211,7 +227,10 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
     }
     if (mp->fold) {
         /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch. */
-        bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
+        if (mp->plain)
+            bf__smatmul_plain(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, y, n);
+        else
+            bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
         return BF_OK;
     }
     int64_t idx[BF_MAX_DIMS] = {0}, off_a = 0, off_b = 0;
@@ -220,7 +239,10 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
      * product is 256 small slices a batch; perf, 2026-11-29) */
     int level = bf__sgemm_best();
     for (int64_t t = 0; t < mp->batch; t++) {
-        bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
+        if (mp->plain)
+            bf__smatmul_plain(level, m, n, k, a + off_a, k, b + off_b, n, y + t * mn, n);
+        else
+            bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
         /* Odometer over the output batch index, moving A and B offsets along. */
         for (int d = mp->nb - 1; d >= 0; d--) {
             off_a += mp->sa[d], off_b += mp->sb[d];
@@ -235,12 +257,13 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
 /* For the differential executor (diff.h): a MatMul whose B is one matrix
  * runs as one product [batch x M, K] @ [K, N] (matmul_run's fold), the
  * same call a Gemm with these parameters makes, so its columns can be
- * recomputed or updated as a Gemm's. 0 for any other MatMul. */
+ * recomputed or updated as a Gemm's. 0 for any other MatMul, and for a
+ * small bmm (its chain is not bf__sgemm's). */
 int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out)
 {
     if (s->node->op->run != matmul_run) return 0;
     const matmul_params *mp = s->params;
-    if (!mp->fold || mp->k == 0 || mp->batch * mp->m > INT_MAX) return 0;
+    if (!mp->fold || mp->plain || mp->k == 0 || mp->batch * mp->m > INT_MAX) return 0;
     *out = (bf__gemm_info){.m = (int)(mp->batch * mp->m), .n = mp->n, .k = mp->k, .alpha = 1.0f, .beta = 0.0f};
     return 1;
 }

@@ -19,6 +19,9 @@ bf_status bf__gmp_run(const bf__ctx *c, bf_error *err);   /* with bf__gap_prepar
 /* linalg_norm.c */
 bf_status bf__batchnorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err);
+/* The double a PyTorch module held for a float attribute its exporter
+ * wrote (eps, momentum): the shortest decimal that rounds to the float. */
+double bf__torch_double(float f);
 bf_status bf__layernorm_prepare(bf__prep *p, bf_error *err);
 bf_status bf__layernorm_run(const bf__ctx *c, bf_error *err);
 /* Mean and (biased) variance of x[0, len), in float, overflowing to Inf

@@ -61,6 +61,12 @@ int bf__sgemm_best(void);
 void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, int accumulate, float *y, int ldy);
 
+/* Y (m x n, row stride ldy) = A B, row-major, each element the in-order
+ * chain s = s + (float)(a[p] * b[p]) from 0, never fused: PyTorch's small
+ * bmm (matmul_plain.c says when and why). level: base/simd.h's. */
+void bf__smatmul_plain(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb, float *y,
+                       int ldy);
+
 /* panel[p * 16 + j] = op(B)[p][j0 + j] for p < k, j < nr, and 0 for
  * nr <= j < 16: one k-major panel of op(B)'s columns j0 .. j0 + nr. */
 typedef void (*bf__pack_fn)(const void *ctx, int j0, int nr, int k, float *panel);
