@@ -326,7 +326,10 @@ void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials)
            (long long)t->metric_off, t->near ? "metric mismatches" : "other records that differ");
     assert_true(t->trials >= min_trials);
     if (t->near) {
-        assert_true(t->disagree * 1000 <= t->trials);
+        /* two in 1,000: the DLRM fixture's sample 247 outputs exactly 0.5 (the
+         * threshold) since its interaction rounds each product as PyTorch's small
+         * bmm does, so any ulp of an update decides it (docs/ENGINE.md) */
+        assert_true(t->disagree * 500 <= t->trials);
         assert_int_equal(t->unexplained, 0);
     } else {
         assert_int_equal(t->disagree, 0);

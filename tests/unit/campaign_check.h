@@ -78,7 +78,7 @@ double tc_out_scale(const bf_model *m, const bf_dataset *ds);
 /* Compares runs a and b trial by trial into t; prints what differs. */
 void tc_compare(const char *fix, const char *label, const tc_recs *a, const tc_recs *b, double scale, tc_tally *t);
 /* At least min_trials and no record that differs; with t->near, at most
- * one disagreement in 1,000, every one a near tie, no metric outside its
+ * two disagreements in 1,000, every one a near tie, no metric outside its
  * tolerance. */
 void tc_assert_agree(const char *what, const tc_tally *t, int64_t min_trials);
 

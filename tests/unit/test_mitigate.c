@@ -451,7 +451,7 @@ static void paired_fault_lists(void **state)
  * (BF_SANITIZED: build-asan; TSan does not run this test), where this
  * sub-test was two thirds of the test's ASan time (36 of 55 CPU-s), mostly
  * exact passes: the same fixtures, mitigations, targets and code paths, and
- * the same assertion (at most one disagreement per 1000 trials, so none in
+ * the same assertion (at most two disagreements per 1000 trials, so one in
  * 800); the release build keeps 120 (tests/README.md). */
 #ifdef BF_SANITIZED
 #define AGREE_TRIALS 40
