@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "exec/step_access.h"
 #include "linalg_impl.h"
 
 /* ---- BatchNormalization ---- */
@@ -66,17 +67,31 @@ bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err)
     const float *mean = c->in[3]->data, *var = c->in[4]->data;
     float *y = c->out[0]->data;
     int64_t inner = bp->inner;
+    const bf__bnorm bn = {scale, bias, mean, var, bp->eps};
     for (int64_t n = 0; n < bp->n; n++)
         for (int64_t ch = 0; ch < bp->c; ch++) {
             /* y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a:
-             * the form PyTorch and ONNX Runtime use for inference. */
-            float a = scale[ch] / sqrtf(var[ch] + bp->eps);
-            float b = bias[ch] - mean[ch] * a;
+             * the form PyTorch and ONNX Runtime use for inference (a Conv
+             * computing this step in its epilogue takes a and b from the
+             * same bf__bnorm_coef). */
+            float a, b;
+            bf__bnorm_coef(&bn, ch, &a, &b);
             const float *restrict xr = x + (n * bp->c + ch) * inner;
             float *restrict yr = y + (n * bp->c + ch) * inner;
             for (int64_t i = 0; i < inner; i++) yr[i] = xr[i] * a + b;
         }
     return BF_OK;
+}
+
+int bf__bnorm_of(const bf__step *s, bf__bnorm *bn)
+{
+    if (s->node->op->run != bf__batchnorm_run || s->n_in != 5 || s->n_out != 1) return 0;
+    for (int i = 1; i < 5; i++)
+        if (!s->in[i]) return 0;
+    if (bn)
+        *bn = (bf__bnorm){s->in[1]->data, s->in[2]->data, s->in[3]->data, s->in[4]->data,
+                          ((const bn_params *)s->params)->eps};
+    return 1;
 }
 
 /* ---- LayerNormalization ---- */
