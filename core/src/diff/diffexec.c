@@ -225,6 +225,7 @@ static bf_status run_fused(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *don
     if (a && a != r) dx->fdone[a] = FUSED_MID, dx->work[a] += 1.0;
     dx->fdone[r] = FUSED_LAST;
     dx->work[r] += 1.0;
+    dx->n_fused++;
     *done = FUSED_CONV;
     return BF_OK;
 }
@@ -613,6 +614,7 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 }
 
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
+int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
 

@@ -178,29 +178,43 @@ __attribute__((target("avx2"))) static void epilogue_avx2(int bn, float a, float
 }
 #endif
 
+static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
+                         int64_t n)
+{
+    for (int64_t o = 0; o < n; o += EPI_CHUNK) {
+        int64_t len = n - o < EPI_CHUNK ? n - o : EPI_CHUNK;
+        const float *ro = r ? r + o : NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (avx2) {
+            epilogue_avx2(bn, a, b, ro, res_a, act, y + o, len);
+            continue;
+        }
+#endif
+        (void)avx2;
+        epilogue_plain(bn, a, b, ro, res_a, act, y + o, len);
+    }
+}
+
+/* in memory order: without a BN the whole output as one run (a residual
+ * block's planes can be 49 floats), with one a plane at a time, a and b
+ * computed per plane as the BN kernel computes them */
 static void conv_epilogue(const bf__conv_params *cp, const bf__ctx *c, float *y)
 {
     int avx2 = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
     avx2 = cp->simd >= BF_SGEMM_AVX2;
 #endif
-    for (int64_t ch = 0; ch < cp->m; ch++) {
-        float a = 1.0f, b = 0.0f;
-        if (c->bn) bf__bnorm_coef(c->bn, ch, &a, &b);
-        for (int64_t n = 0; n < cp->n; n++)
-            for (int64_t o = 0; o < cp->osp; o += EPI_CHUNK) {
-                int64_t at = (n * cp->m + ch) * cp->osp + o, len = cp->osp - o < EPI_CHUNK ? cp->osp - o : EPI_CHUNK;
-                const float *r = c->res ? c->res + at : NULL;
-#if defined(__x86_64__) && defined(__GNUC__)
-                if (avx2) {
-                    epilogue_avx2(c->bn != NULL, a, b, r, c->res_a, c->act, y + at, len);
-                    continue;
-                }
-#endif
-                (void)avx2;
-                epilogue_plain(c->bn != NULL, a, b, r, c->res_a, c->act, y + at, len);
-            }
+    if (!c->bn) {
+        epilogue_run(avx2, 0, 1.0f, 0.0f, c->res, c->res_a, c->act, y, cp->n * cp->m * cp->osp);
+        return;
     }
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t ch = 0; ch < cp->m; ch++) {
+            float a, b;
+            bf__bnorm_coef(c->bn, ch, &a, &b);
+            int64_t at = (n * cp->m + ch) * cp->osp;
+            epilogue_run(avx2, 1, a, b, c->res ? c->res + at : NULL, c->res_a, c->act, y + at, cp->osp);
+        }
 }
 
 bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
