@@ -411,13 +411,14 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 "setup %.3f s before the trials (campaign and golden pass%s %.3f s, workers' plans and checks %.3f s); "
                 "%lld trials in chain mode (%lld of them redone exactly), %lld samples through linear segments; "
                 "%lld trials run as full passes (more faults than a batch has samples, reaching nearly all of the "
-                "pass: cheaper in full); %lld activations run in their Conv's epilogue\n",
+                "pass: cheaper in full); %lld activations, BatchNorms or Adds run in their Conv's epilogue (%s)\n",
                 mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
                 loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
                 (double)res.cache_bytes / (1024.0 * 1024.0), t_create + res.setup_seconds,
                 res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
                 (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.full_trials,
-                (long long)res.fused_activations);
+                (long long)res.fused_activations,
+                res.exact ? "in each pass" : "one image per call: in each pass; else summed over the trials' Conv re-runs");
         if (res.full_reason) fprintf(stderr, "bitflip run: exact engine: %s\n", res.full_reason);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,

@@ -53,7 +53,7 @@ if cmp -s "$tmp/a.csv" "$tmp/b.csv"; then passes=$((passes+1)); else echo "FAIL 
 
 # demo_digits' two Conv -> Relu pairs run fused (docs/ENGINE.md), the count in both forms
 dd=$FX/demo_digits
-check eval_fused 0 "$BF" eval "$dd.onnx" "$dd.eval.safetensors"; contains eval_fused "fused    2 activations (Relu, Clip; residual Adds)"
+check eval_fused 0 "$BF" eval "$dd.onnx" "$dd.eval.safetensors"; contains eval_fused "fused    2 activations (Relu, Clip, HardSwish; residual Adds, BatchNorms)"
 check eval_fused_json 0 "$BF" eval --json "$dd.onnx" "$dd.eval.safetensors"; contains eval_fused_json '"fused_activations": 2'
 
 # BatchNorm exported in training mode: info and eval say the outputs depend on the

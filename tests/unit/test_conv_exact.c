@@ -19,7 +19,8 @@
  * Conv's epilogue, bf__act), every path must give the reference followed
  * by the activation written here: v < lo ? lo : v, then > hi ? hi : it,
  * for Relu and for Clip with both bounds, the lower only, the upper only,
- * and crossed bounds (lo > hi: every element hi).
+ * and crossed bounds (lo > hi: every element hi); and HardSwish, torch's
+ * x * clamp(x + 3, 0, 6) / 6 (a pass after the paths, linalg_conv.c).
  *
  * The shapes are sized so that the column-matrix-free product (one image
  * per product) and the old batched one both run, with panels that wrap
@@ -89,12 +90,19 @@ static void ref_conv(const conv_case *k, const float *x, const float *wt, const 
         }
 }
 
-/* The activations: Relu, Clip(-0.2, 0.3), Clip(min 0.1), Clip(max -0.05), Clip(0.5, -0.5). */
-static const bf__act acts[] = {{0.0f, INFINITY}, {-0.2f, 0.3f}, {0.1f, INFINITY}, {-INFINITY, -0.05f}, {0.5f, -0.5f}};
+/* The activations: Relu, Clip(-0.2, 0.3), Clip(min 0.1), Clip(max -0.05), Clip(0.5, -0.5), HardSwish. */
+static const bf__act acts[] = {{0.0f, INFINITY, 0},   {-0.2f, 0.3f, 0},  {0.1f, INFINITY, 0},
+                               {-INFINITY, -0.05f, 0}, {0.5f, -0.5f, 0}, {-INFINITY, INFINITY, 1}};
 #define N_ACTS (sizeof acts / sizeof *acts)
 
 static float ref_act(const bf__act *a, float v)
 {
+    if (a->hswish) {   /* torch's x * clamp(x + 3, 0, 6) / 6 (docs/NUMERICS.md), NaN passing the clamp */
+        float t = v + 3.0f;
+        if (t < 0.0f) t = 0.0f;
+        if (t > 6.0f) t = 6.0f;
+        return v * t / 6.0f;
+    }
     if (v < a->lo) v = a->lo;
     if (v > a->hi) v = a->hi;
     return v;

@@ -1,4 +1,5 @@
-/* A plan that fuses a Conv's only Relu or Clip into the Conv's epilogue
+/* A plan that fuses a Conv's only Relu, Clip or HardSwish (and a BatchNormalization or a
+ * residual Add before it) into the Conv's epilogue
  * (bf_plan_opts.fuse_activations, core/src/exec/plan.c) gives the outputs
  * and every other activation of a plan that does not, bit for bit, and
  * fuses exactly the pairs it may:
@@ -24,6 +25,14 @@
  *     broadcast Add; an Add output read twice keeps its activation apart);
  *     the same bits on inputs holding NaNs of two payloads, infinities and
  *     -0 (checked to reach the outputs), and under value faults.
+ *   - tests/fixtures/fuse/conv_bn.onnx (same generator): BatchNormalization
+ *     kept after the Convs: Conv -> BN -> Relu, -> HardSwish (opset 13's
+ *     HardSigmoid * x, fused at load), -> Add alone, -> Clip(0, 6), -> Add
+ *     -> Relu, and BN alone (its output read twice); the same bits on the
+ *     special inputs, under value faults on each value of a chain (those
+ *     before its last step make it run unfused), and under weight faults in
+ *     the BN's scale, bias, mean and variance and in a Conv's weight, each
+ *     moving the outputs (the fused epilogue reads the faulted parameter).
  *   - real exports (resnet_basic, mobilenet_v2, mnasnet): as many fusions
  *     as the graphs have Conv -> Relu/Clip edges and Conv -> same-shape Add
  *     (-> Relu) runs with no other reader of the Conv's output and the Add's
@@ -295,6 +304,113 @@ static void residual_adds(void **state)
     bf_model_free(m);
 }
 
+/* Parameter i of m flipped at element k (bit b) in plan p's own copy. */
+static void flip_param(const bf_model *m, bf_plan *p, const char *name, int64_t k, int b)
+{
+    bf_error err = {0};
+    float *d = NULL;
+    int64_t i = bf_model_find_param(m, name);
+    if (i < 0) fail_msg("no parameter '%s'", name);
+    if (bf_plan_param_mut(p, (size_t)i, &d, &err) != BF_OK) fail_msg("%s", err.msg);
+    uint32_t u;
+    memcpy(&u, &d[k], 4);
+    u ^= 1u << b;
+    memcpy(&d[k], &u, 4);
+}
+
+static void batchnorm_chains(void **state)
+{
+    (void)state;
+    bf_model *m = load(BF_FIXTURES "/fuse/conv_bn.onnx");
+    bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
+    /* the values a fused run never writes: every Conv's, and the BN's and
+     * the Add's before the last step of its chain */
+    static const char *const away[] = {"e1", "n1", "e2", "n2", "e3", "n3", "e4", "n4", "e5", "e6", "n6", "a6", "e7"};
+    const size_t n_away = sizeof away / sizeof *away;
+    size_t sites = 0;
+    run(a), run(b), run(c);
+    assert_int_equal(bf_plan_num_fused(a, &sites), 0);
+    assert_int_equal(sites, 7);   /* e1..e7: BN -> Relu, HardSwish, Add alone, Clip, alone, Add -> Relu, alone */
+    assert_int_equal(bf_plan_num_fused(b, NULL), 7);
+    assert_int_equal(bf_plan_num_fused(c, NULL), 7);
+    same_outputs(m, a, b, "batchnorm");
+    same_outputs(m, a, c, "batchnorm, shared arena");
+    same_values(m, a, b, away, n_away, "batchnorm");
+    /* a BN last (e5's, e7's: read twice) is written, by its Conv */
+    assert_true(same(a, b, value(m, "b5")));
+    assert_true(same(a, b, value(m, "n7")));
+
+    /* NaN of two payloads, infinities, -0 in the input: the same bits */
+    run_specials(a), run_specials(b), run_specials(c);
+    same_outputs(m, a, b, "batchnorm specials");
+    same_outputs(m, a, c, "batchnorm specials, shared arena");
+    same_values(m, a, b, away, n_away, "batchnorm specials");
+    const bf_tensor *h1 = bf_plan_value(a, value(m, "h1"));
+    int nans = 0;
+    for (int64_t k = 0; k < bf_tensor_numel(h1); k++) nans += isnan(((const float *)h1->data)[k]);
+    assert_true(nans > 0);   /* the specials reach the first chain's output */
+
+    /* value faults: on a Conv's output or a BN's or Add's before the last
+     * step, that chain runs unfused; on a chain's last output, fused */
+    static const struct {
+        const char *at;
+        size_t fused;
+    } faults[] = {{"e1", 6}, {"n1", 6}, {"h1", 7}, {"n2", 6}, {"h2", 7}, {"b5", 7}, {"n6", 6}, {"a6", 6}, {"h6", 7}};
+    bf_error err = {0};
+    for (size_t k = 0; k < sizeof faults / sizeof *faults; k++) {
+        bf_value_fault f = {.value = value(m, faults[k].at), .sample = 1, .index = 37, .model = BF_FAULT_BITFLIP,
+                            .mask = 1u << 30, .repr = BF_REPR_FP32};
+        if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
+            bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        run(a), run(b), run(c);
+        if (bf_plan_num_fused(b, NULL) != faults[k].fused || bf_plan_num_fused(c, NULL) != faults[k].fused)
+            fail_msg("a fault on '%s': %zu fused, expected %zu", faults[k].at, bf_plan_num_fused(b, NULL),
+                     faults[k].fused);
+        same_outputs(m, a, b, faults[k].at);
+        same_outputs(m, a, c, faults[k].at);
+    }
+    if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK ||
+        bf_plan_set_value_faults(c, NULL, 0, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+
+    /* weight faults in the BN's parameters and in a Conv's weight, in each
+     * plan's own copy: the fused epilogue reads the faulted values (an
+     * exponent bit makes a scale, a bias or a mean huge, a variance huge or
+     * its sign negative: sqrt gives NaN), and the outputs move */
+    run(a);
+    const bf_tensor *o = bf_plan_output(a, 0);
+    float *golden = malloc(bf_tensor_nbytes(o));
+    assert_non_null(golden);
+    memcpy(golden, o->data, bf_tensor_nbytes(o));
+    static const struct {
+        const char *param;
+        int64_t k;
+        int bit;
+    } wf[] = {{"bn1_s", 2, 30}, {"bn2_v", 1, 31}, {"bn4_m", 3, 30}, {"bn6_b", 0, 29},
+              {"bn5_v", 2, 30}, {"bn3_s", 4, 31}, {"w2", 7, 30}};
+    for (size_t k = 0; k < sizeof wf / sizeof *wf; k++) {
+        flip_param(m, a, wf[k].param, wf[k].k, wf[k].bit);
+        flip_param(m, b, wf[k].param, wf[k].k, wf[k].bit);
+        flip_param(m, c, wf[k].param, wf[k].k, wf[k].bit);
+        run(a), run(b), run(c);
+        assert_int_equal(bf_plan_num_fused(b, NULL), 7);
+        same_outputs(m, a, b, wf[k].param);
+        same_outputs(m, a, c, wf[k].param);
+        o = bf_plan_output(a, 0);
+        if (memcmp(o->data, golden, bf_tensor_nbytes(o)) == 0) fail_msg("a fault in '%s' moved no output", wf[k].param);
+        /* flipped back: the golden outputs again */
+        flip_param(m, a, wf[k].param, wf[k].k, wf[k].bit);
+        flip_param(m, b, wf[k].param, wf[k].k, wf[k].bit);
+        flip_param(m, c, wf[k].param, wf[k].k, wf[k].bit);
+    }
+    run(b);
+    if (memcmp(bf_plan_output(b, 0)->data, golden, bf_tensor_nbytes(o)) != 0) fail_msg("not golden after the flips back");
+    free(golden);
+    bf_plan_free(a), bf_plan_free(b), bf_plan_free(c);
+    bf_model_free(m);
+}
+
 static void real_exports(void **state)
 {
     (void)state;
@@ -324,6 +440,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fixture_pairs),
         cmocka_unit_test(residual_adds),
+        cmocka_unit_test(batchnorm_chains),
         cmocka_unit_test(real_exports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

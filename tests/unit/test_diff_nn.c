@@ -15,7 +15,10 @@
  * against exact: single-bit weight faults and transient activation faults
  * (chain and row mode take most of these), and BER weight faults and
  * permanent activation faults, whose batch re-runs run the fused Convs (a
- * fault on a Conv's output or a fused Add's runs that Conv unfused). */
+ * fault on a Conv's output or a fused Add's runs that Conv unfused); and
+ * the same on tests/fixtures/fuse/conv_bn, whose Convs compute a kept
+ * BatchNormalization (and a HardSwish, Relu, Clip or Add after it) in
+ * their epilogue, faults in the BN's parameters included. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -118,11 +121,55 @@ static void fused_convs_match_exact(void **state)
     tc_assert_agree("fused Conv epilogues, differential vs exact", &t, 240);
 }
 
+/* BatchNormalization kept after the Convs (tests/fixtures/fuse/conv_bn:
+ * Conv -> BN -> Relu, HardSwish, Clip, Add alone, Add -> Relu, BN alone),
+ * whose trials' re-runs compute the BN (and what follows) in the Conv's
+ * epilogue: differential against exact, on faults in every weight, in the
+ * BN's parameters alone (scale, bias, mean, variance: 2-bit flips, reaching
+ * NaN and huge values), and on activations. */
+static void bn_convs_match_exact(void **state)
+{
+    (void)state;
+    static char *all[] = {"*"}, *bn[] = {"bn*"};
+    static const tc_config cfs[] = {
+        {"weights bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+        {"BN parameters 2-bit bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT,
+         2},
+        {"weights ber fp32", BF_TARGET_WEIGHTS, BF_FAULT_BER, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},
+        {"activations bitflip fp32 transient", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32,
+         BF_PERSIST_TRANSIENT, 1},
+        {"activations bitflip fp32 permanent", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32,
+         BF_PERSIST_PERMANENT, 1},
+    };
+    static double ber[] = {1e-3};
+    tc_tally t = {0};
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_open(BF_FIXTURES "/fuse/conv_bn", &m, &ds);
+    double scale = tc_out_scale(m, ds);
+    for (size_t k = 0; k < sizeof cfs / sizeof *cfs; k++) {
+        /* batch 5: a partial last batch too */
+        bf_campaign_spec s = tc_config_spec(&cfs[k], 23, 80, 5, k == 1 ? bn : all, 1);
+        if (cfs[k].kind == BF_FAULT_BER) {
+            s.rates = ber;
+            s.n_rates = 1;
+            s.repeats = 30;
+        }
+        tc_both(m, ds, scale, "conv_bn", &s, cfs[k].label, &t, NULL);
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    printf("conv_bn: %lld trials compared, %lld DUE (exact)\n", (long long)t.trials, (long long)t.exact_due);
+    assert_true(t.exact_due > 0);   /* NaN from a variance's sign bit, among others */
+    tc_assert_agree("Conv -> BatchNormalization epilogues, differential vs exact", &t, 360);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(convtranspose_faults_match_exact),
         cmocka_unit_test(fused_convs_match_exact),
+        cmocka_unit_test(bn_convs_match_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

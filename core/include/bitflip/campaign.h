@@ -453,10 +453,12 @@ typedef struct bf_campaign_result {
                                * engine does: more faults than a batch has samples, reaching at
                                * least 80% of the pass's work (docs/ENGINE.md); 0 with
                                * bf_campaign_opts.no_full_pass */
-    /* the exact engine: activations (Relu, Clip) each pass runs in their
-     * Conv's epilogue (bf_evaluator_num_fused; a trial faulting a Conv's
-     * output runs that pair unfused); 0 for the differential engine, which
-     * runs steps alone */
+    /* the exact engine: the activations (Relu, Clip, HardSwish),
+     * BatchNormalizations and residual Adds each pass runs in their Conv's
+     * epilogue, a chain counted once (bf_evaluator_num_fused; a trial
+     * faulting a Conv's output runs that chain unfused); the differential
+     * engine: how many times its trials re-ran such a Conv (a batch each)
+     * with its chain in the epilogue, summed over the trials */
     int64_t fused_activations;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),

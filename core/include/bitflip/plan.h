@@ -103,9 +103,14 @@ typedef struct bf_plan_opts {
      * same-shape value computed before the Conv (Conv -> Add(other) ->
      * Relu/Clip, or Conv -> Add): the Conv adds, then activates, in one
      * pass, the Add's own expression; the Conv's and (with an activation)
-     * the Add's outputs are not written. Decided per run: a value fault on
-     * the Conv's output or on such an Add's (bf_plan_set_value_faults)
-     * makes it run unfused. */
+     * the Add's outputs are not written. A BatchNormalization reading the
+     * Conv's output alone (parameters ready when the Conv runs) and a float
+     * HardSwish as the activation are computed there too (Conv -> BN ->
+     * Relu/Clip/HardSwish, Conv -> BN -> Add ..., Conv -> BN alone), each
+     * with its own kernel's arithmetic, the BN's parameters read at each
+     * run (a weight fault in them included). Decided per run: a value fault
+     * on the Conv's output or on such a BN's or Add's before the last step
+     * (bf_plan_set_value_faults) makes it run unfused. */
     int fuse_activations;
     /* Sizes of the symbolic dimensions other than dim 0, by the name the
      * ONNX file gives them (dim_param: "sequence", "past_sequence" in a
@@ -206,9 +211,9 @@ const bf_tensor *bf_plan_value(const bf_plan *plan, int64_t value);
 size_t bf_plan_arena_bytes(const bf_plan *plan);
 /* Number of nodes executed per run, after folding. */
 size_t bf_plan_num_steps(const bf_plan *plan);
-/* Activations (Relu, Clip) and residual Adds the last run computed inside
- * the Conv before them (bf_plan_opts.fuse_activations), a Conv -> Add ->
- * Relu counted once; *sites (if not NULL): how many Conv + activation
+/* Activations (Relu, Clip, HardSwish), residual Adds and BatchNormalizations
+ * the last run computed inside the Conv before them
+ * (bf_plan_opts.fuse_activations), a Conv -> BN -> Add -> Relu counted once; *sites (if not NULL): how many Conv + activation
  * pairs and Conv + Add (+ activation) runs of the plan could be (a run
  * fuses fewer when a value fault hits a Conv's or a fused Add's output). */
 size_t bf_plan_num_fused(const bf_plan *plan, size_t *sites);

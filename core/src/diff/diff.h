@@ -208,6 +208,9 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
                      int *full, bf_error *err);
 /* How many trials bf__dx_run handed back for a full pass. */
 int64_t bf__dx_full_passes(const bf__dx *dx);
+/* How many times this executor's trials re-ran a Conv with its activation,
+ * BatchNormalization or residual Add in its epilogue (a batch each). */
+int64_t bf__dx_fused_runs(const bf__dx *dx);
 /* From now on bf__dx_run runs every trial differentially, however cheaper
  * a full pass would be (bf_campaign_opts.no_full_pass: tests). */
 void bf__dx_no_full_pass(bf__dx *dx);

@@ -171,6 +171,7 @@ struct bf__dx {
     int64_t n_chain, n_chain_exact;   /* trials run so, and redone exactly */
     int64_t n_linear;            /* samples through a linear segment */
     int64_t n_full;              /* trials handed back for a full pass (bf__dx_run's *full) */
+    int64_t n_fused;             /* Conv re-runs that computed their chain in the epilogue (run_fused) */
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 

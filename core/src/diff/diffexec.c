@@ -191,8 +191,9 @@ static void golden_output(bf__dx *dx, bf_plan *p, int yv, const float *yg)
 #define FUSED_MID 2
 #define FUSED_CONV 3
 
-/* A Conv step that computes its activation, or a residual Add (and its
- * activation), in its epilogue as the exact engine's passes do
+/* A Conv step that computes its activation, a residual Add or a
+ * BatchNormalization (and what follows them), in its epilogue as the exact
+ * engine's passes do
  * (exec/plan.c, bf__plan_run_fused): the same bits as the steps one by one,
  * without writing and comparing the values in between. *done: 0 when step
  * i fuses nothing now (a value fault needs a value in between); else the
@@ -201,26 +202,30 @@ static void golden_output(bf__dx *dx, bf_plan *p, int yv, const float *yg)
  * and only the fused step reads it). */
 static bf_status run_fused(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
 {
-    int a, r = bf__plan_fused_last(p, i, &a);
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     *done = 0;
     if (!r) return BF_OK;
-    int v = p->steps[i].node->out[0], w = a ? p->steps[a].node->out[0] : -1;
-    const int ks[3] = {(int)i, a, r};
+    /* the values fused away: the Conv's, and the BN's when more follows */
+    int v = p->steps[i].node->out[0], u = n && n != r ? p->steps[n].node->out[0] : -1;
+    int w = a && a != r ? p->steps[a].node->out[0] : -1;
+    const int ks[4] = {(int)i, n, a, r};
     bf_status st;
-    for (int k = 0; k < 3; k++) {   /* the runtime inputs of the three, but the values fused away */
-        if (k && (!ks[k] || (k == 2 && r == a))) continue;
+    for (int k = 0; k < 4; k++) {   /* the runtime inputs of the steps, but the values fused away */
+        if (k && (!ks[k] || (k == 3 && (r == a || r == n)))) continue;
         const bf__step *s = &p->steps[ks[k]];
         for (int j = 0; j < s->n_in; j++) {
             int x = s->node->in[j];
-            if (x != v && x != w && bf__runtime(p, x) && (st = fetch(dx, p, b, x, err)) != BF_OK) return st;
+            if (x != v && x != u && x != w && bf__runtime(p, x) && (st = fetch(dx, p, b, x, err)) != BF_OK) return st;
         }
     }
     own_outputs(dx, p, (size_t)r);
     if ((st = bf__plan_run_fused(p, i, err)) != BF_OK) return st;
     dx->work[i] += 1.0;
+    if (n && n != r) dx->fdone[n] = FUSED_MID, dx->work[n] += 1.0;
     if (a && a != r) dx->fdone[a] = FUSED_MID, dx->work[a] += 1.0;
     dx->fdone[r] = FUSED_LAST;
     dx->work[r] += 1.0;
+    dx->n_fused++;
     *done = FUSED_CONV;
     return BF_OK;
 }
@@ -609,6 +614,7 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 }
 
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
+int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
 

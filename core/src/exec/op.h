@@ -15,6 +15,7 @@
 #ifndef BF_OP_H
 #define BF_OP_H
 
+#include <math.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,7 +79,31 @@ typedef struct bf__rowsrc {
  * absent bound is -inf or +inf, which never compares true. */
 typedef struct bf__act {
     float lo, hi;
+    int hswish;     /* 1: HardSwish instead (fastmath_impl.h's hard_swish_f32, the op's own
+                     * kernel; lo and hi unused): only in the pass after the Conv
+                     * (linalg_conv.c, conv_epilogue), never in a path's epilogue */
 } bf__act;
+
+/* A BatchNormalization (inference) fused into a Conv between the Conv and
+ * its activation (plan_build.c): the BN step's four parameter inputs as they
+ * hold now (a trial's faults in them included) and its epsilon; each output
+ * element of channel ch becomes fmaf(v, a, b) with invstd = 1 / sqrtf(var +
+ * eps), a = invstd * scale, b = fmaf(-mean, a, bias), as PyTorch's CPU
+ * batch_norm computes them and the BN kernel does (linalg_norm.c; docs/
+ * NUMERICS.md). */
+typedef struct bf__bnorm {
+    const float *scale, *bias, *mean, *var;
+    float eps;
+} bf__bnorm;
+
+/* channel ch's a and b: BatchNormalization's kernel and the fused epilogue
+ * both take them from here, so the two compute the same floats */
+static inline void bf__bnorm_coef(const bf__bnorm *bn, int64_t ch, float *a, float *b)
+{
+    float invstd = 1.0f / sqrtf(bn->var[ch] + bn->eps);
+    *a = invstd * bn->scale[ch];
+    *b = fmaf(-bn->mean[ch], *a, bn->bias[ch]);
+}
 
 static inline float bf__act_apply(const bf__act *a, float v)
 {
@@ -101,6 +126,8 @@ typedef struct bf__ctx {
                                      * becomes act(res + v) (res_a: res is the Add's A) or
                                      * act(v + res), the Add's own expression */
     int res_a;
+    const bf__bnorm *bn;            /* with act: a BatchNormalization fused right after the
+                                     * Conv, before the Add and the activation */
 } bf__ctx;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's

@@ -44,6 +44,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->step_hit);
     bf__free(p->fuse_to);
     bf__free(p->fuse_add);
+    bf__free(p->fuse_bn);
     bf__free(p->fuse_mid);
     bf__free(p->fused_skip);
     bf__free(p->vf);
@@ -139,28 +140,34 @@ static double now_s(void)
 
 bf_status bf_plan_run(bf_plan *p, bf_error *err) { return bf__plan_run_from(p, 0, NULL, NULL, err); }
 
-int bf__plan_fused_last(const bf_plan *p, size_t i, int *add)
+int bf__plan_fused_last(const bf_plan *p, size_t i, int *bn, int *add)
 {
-    int r = p->fuse_to[i], a = r ? p->fuse_add[i] : 0;
-    *add = 0;
-    /* a fault on the Conv's output (or a residual Add's) needs that output:
-     * the pair (the three) runs unfused */
-    if (!r || p->step_hit[i] || (a && a != r && p->step_hit[a])) return 0;
-    *add = a;
+    int r = p->fuse_to[i], a = r ? p->fuse_add[i] : 0, n = r ? p->fuse_bn[i] : 0;
+    *add = *bn = 0;
+    /* a fault on the Conv's output (or a BN's or residual Add's before the
+     * last step) needs that output: the chain runs unfused */
+    if (!r || p->step_hit[i] || (a && a != r && p->step_hit[a]) || (n && n != r && p->step_hit[n])) return 0;
+    *add = a, *bn = n;
     return r;
 }
 
-/* c set up for Conv step i computing steps up to r too (bf__plan_fused_last) */
-static void fused_ctx(const bf_plan *p, size_t i, int r, int a, bf__ctx *c, bf__act *act)
+/* c set up for Conv step i computing steps up to r too (bf__plan_fused_last):
+ * act and bnorm the caller's, to live as long as c */
+static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *c, bf__act *act, bf__bnorm *bnorm)
 {
     const bf__step *s = &p->steps[i];
-    if (r == a) *act = (bf__act){-INFINITY, INFINITY};   /* an Add alone: bf__act_apply is the identity */
+    if (r == a || r == n) *act = (bf__act){-INFINITY, INFINITY, 0};   /* an Add or BN last: no activation */
     else bf__act_of(&p->steps[r], act);
     c->out = p->steps[r].out;
     c->act = act;
+    if (n) {
+        bf__bnorm_of(&p->steps[n], bnorm);
+        c->bn = bnorm;
+    }
     if (a) {   /* the Add's other operand; which one is A keeps its expression */
         const bf__step *t = &p->steps[a];
-        int conv_is_a = t->node->in[0] == s->node->out[0];
+        int into = n ? p->steps[n].node->out[0] : s->node->out[0];   /* what reaches the Add */
+        int conv_is_a = t->node->in[0] == into;
         c->res = t->in[conv_is_a ? 1 : 0]->data;
         c->res_a = !conv_is_a;
     }
@@ -170,10 +177,11 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
 {
     const bf__step *s = &p->steps[i];
     bf__act act;
-    int a, r = bf__plan_fused_last(p, i, &a);
+    bf__bnorm bnorm;
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch};
-    if (r) fused_ctx(p, i, r, a, &c, &act);
+    if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     return s->node->op->run(&c, err);
 }
 
@@ -185,6 +193,7 @@ static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
     const bf__step *s = &p->steps[i];
     bf__rowsrc rs;
     bf__act act;
+    bf__bnorm bnorm;
     if (s->dyn) {
         bf_status st = bf__dyn_run_step(p, i, err);
         if (st != BF_OK) return st;
@@ -199,8 +208,8 @@ static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
     }
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
-    int a = 0, r = p->fuse ? bf__plan_fused_last(p, i, &a) : 0;
-    if (r) fused_ctx(p, i, r, a, &c, &act);
+    int a = 0, n = 0, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
+    if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     bf_status st = s->node->op->run(&c, err);
     if (st != BF_OK) {
         memset(p->fused_skip, 0, p->n_steps);
@@ -209,6 +218,7 @@ static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
     if (r) {
         p->fused_skip[r] = 1;
         if (a) p->fused_skip[a] = 1;
+        if (n) p->fused_skip[n] = 1;
         p->n_fused++;
     }
     if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);

@@ -247,6 +247,19 @@ static int act_after(const bf_plan *p, int i, int r, int x, const int *made_at)
     return 1;
 }
 
+/* Whether step t, the one reader of Conv i's output v, is a
+ * BatchNormalization the Conv may compute too: inference, one output, X
+ * v, its four parameters ready when the Conv runs (parameters or
+ * constants, as exports write them; values of steps before i would do). */
+static int bn_after(const bf_plan *p, int i, int t, int v, const int *made_at)
+{
+    const bf__step *s = &p->steps[t];
+    if (t <= i || s->dyn || s->node->in[0] != v || s->node->out[0] < 0 || !bf__bnorm_of(s, NULL)) return 0;
+    for (int j = 1; j < 5; j++)
+        if (made_at[s->node->in[j]] > i) return 0;
+    return same_f32_shape(&p->vals[v], &p->vals[s->node->out[0]]);
+}
+
 /* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations),
  * and the Conv + residual Add (+ activation) runs of residual_add, where
  * "its output" below is the Add's:
@@ -279,18 +292,35 @@ static bf_status find_fusions(bf_plan *p, bf_error *err)
         const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
         if (s->dyn || !bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
-        int r = reader[v], a = 0, rr;
+        int r = reader[v], a = 0, bn = 0, rr;
+        if (bn_after(p, (int)i, r, v, made_at)) {
+            /* Conv -> BatchNormalization (exports that keep the BN, as a
+             * fault campaign on its parameters wants): the chain goes on
+             * from the BN's output, or ends there (its output then written
+             * by the Conv) */
+            bn = r;
+            v = p->steps[bn].node->out[0];
+            if (readers[v] != 1) {
+                p->fuse_to[i] = p->fuse_bn[i] = bn;
+                p->n_fusable++;
+                continue;
+            }
+            r = reader[v];
+        }
         if (residual_add(p, (int)i, r, v, readers, reader, made_at, &rr)) {
             /* Conv -> Add -> activation, or Conv -> Add alone (the Add's
              * output then written by the Conv: mobilenet's bottlenecks) */
             a = r;
             r = rr >= 0 && act_after(p, (int)i, rr, p->steps[a].node->out[0], made_at) ? rr : a;
         } else if (!act_after(p, (int)i, r, v, made_at)) {
-            continue;
+            if (!bn) continue;
+            r = bn;   /* Conv -> BN alone */
         }
         p->fuse_to[i] = r;
         p->fuse_add[i] = a;
+        p->fuse_bn[i] = bn;
         if (a && r != a) p->fuse_mid[a] = 1;
+        if (bn && r != bn) p->fuse_mid[bn] = 1;
         p->n_fusable++;
     }
     bf__free(readers), bf__free(reader), bf__free(made_at);
@@ -364,6 +394,14 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
     for (size_t s = 0; s < p->n_steps; s++)
         if (p->fuse_to[s]) {
             int v = p->steps[s].node->out[0], u = p->steps[p->fuse_to[s]].node->out[0];
+            if (p->fuse_to[s] == p->fuse_bn[s]) {
+                /* Conv -> BN alone: not in place (the BN kernel, run
+                 * unfused, must not write over the X it reads: restrict);
+                 * the BN's output lives from the Conv on instead, which a
+                 * fused run writes it at, never over the Conv's inputs */
+                if (placed(p, needed, u) && first[u] > (int)s) first[u] = (int)s;
+                continue;
+            }
             /* only where both get a place here: a caller's set (the golden
              * cache's pool) may hold one of the pair and not the other */
             if (!placed(p, needed, v) || !placed(p, needed, u)) continue;
@@ -797,20 +835,21 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     p->fuse_to = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_to);
     p->fused_skip = bf__calloc(model->n_nodes + 1, 1);
     p->fuse_add = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_add);
+    p->fuse_bn = bf__calloc(model->n_nodes + 1, sizeof *p->fuse_bn);
     p->fuse_mid = bf__calloc(model->n_nodes + 1, 1);
     p->fuse = ask->opts.fuse_activations != 0;
     p->dyn_val = bf__calloc(model->n_values + 1, 1);
     bc.phantom = bf__calloc(model->n_values + 1, 1);
     if (!p->vals || !p->known || !p->param_copy || !p->param_view || !p->param_rewritten || !p->param_dirty ||
         !p->param_untracked || !p->steps || !p->dummies || !p->val_step || !p->step_hit || !p->fuse_to || !p->fused_skip ||
-        !p->fuse_add || !p->fuse_mid || !bc.phantom || !p->dyn_val) {
+        !p->fuse_add || !p->fuse_bn || !p->fuse_mid || !bc.phantom || !p->dyn_val) {
         st = oom(err);
         goto fail;
     }
     /* the tables just allocated; build adds each step's */
     bc.b->overhead_bytes = sizeof *p + (model->n_values + 1) * (sizeof *p->vals + 1 + sizeof *p->val_step + 1) +
                            (model->n_params + 1) * (sizeof *p->param_copy + sizeof *p->param_view + 1) +
-                           (model->n_nodes + 1) * (sizeof *p->steps + 3 + 2 * sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
+                           (model->n_nodes + 1) * (sizeof *p->steps + 3 + 3 * sizeof *p->fuse_to) + (n_out_slots + 1) * sizeof *p->dummies;
     st = build(p, &bc, &ask->opts, err);
     bf__free(bc.phantom);
     bc.phantom = NULL;

@@ -94,10 +94,14 @@ struct bf_plan {
      * fuse_add[i] > i: a residual Add between Conv i and its activation
      * fuse_to[i] (Conv -> Add(other) -> Relu/Clip), computed in the Conv's
      * epilogue too (fuse_mid[that Add]: 1; its output is never written
-     * then); 0: none. */
+     * then); 0: none. fuse_bn[i] > i: a BatchNormalization right after
+     * Conv i, computed in its epilogue too (before the Add and the
+     * activation, if any; fuse_mid[it] 1 unless it is fuse_to[i] itself:
+     * Conv -> BN alone); 0: none. */
     int fuse;
     int *fuse_to;
     int *fuse_add;
+    int *fuse_bn;
     unsigned char *fuse_mid;
     unsigned char *fused_skip;
     size_t n_fusable, n_fused;

@@ -24,13 +24,14 @@
 /* plan.c: runs step i of the plan alone, on whatever its inputs hold. */
 bf_status bf__plan_run_step(bf_plan *plan, size_t i, bf_error *err);
 /* plan.c: the last step Conv step i may compute in its epilogue now (its
- * activation, or a residual Add: plan_impl.h's fuse_to, whatever the plan's
- * fuse says), *add the residual Add among them (0: none); 0 when it fuses
- * nothing or a value fault needs an output in between. Then
+ * activation, a residual Add or a BatchNormalization: plan_impl.h's
+ * fuse_to, whatever the plan's fuse says), *bn the BatchNormalization and
+ * *add the residual Add among them (0: none); 0 when it fuses nothing or a
+ * value fault needs an output in between. Then
  * bf__plan_run_fused runs step i so: the last step's output written, the
- * Conv's (and, before an activation, the Add's) not; the steps in between
+ * Conv's (and those of a BN or an Add before the last) not; the steps in between
  * are the caller's to skip (the differential engine's trials). */
-int bf__plan_fused_last(const bf_plan *plan, size_t i, int *add);
+int bf__plan_fused_last(const bf_plan *plan, size_t i, int *bn, int *add);
 bf_status bf__plan_run_fused(bf_plan *plan, size_t i, bf_error *err);
 /* plan.c: applies the plan's value faults that belong after `step` (-1:
  * graph inputs), as bf_plan_run would. */
@@ -161,10 +162,14 @@ int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);
  * whose every output element depends on its own input element only. */
 int bf__unary_f32(const bf__step *s);
 int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
-/* elementwise.c: 1 if the step is a float32 Relu or Clip, with *act (if
+/* elementwise.c: 1 if the step is a float32 Relu, Clip or HardSwish, with *act (if
  * not NULL: the bounds are read, so they must be computed) its bounds as
  * its inputs hold them now (op.h, bf__act); 0 otherwise. */
 int bf__act_of(const bf__step *s, bf__act *act);
+/* linalg_norm.c: 1 if the step is a BatchNormalization (inference, one
+ * output), with *bn (if not NULL) its parameters as its inputs hold them
+ * now (op.h, bf__bnorm); 0 otherwise. */
+int bf__bnorm_of(const bf__step *s, bf__bnorm *bn);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 /* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,

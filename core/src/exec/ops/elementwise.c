@@ -174,7 +174,7 @@ static inline float softplus_f32(float x)
     return (x > 0.0f ? x : 0.0f) + log1pf(exp_f32(-fabsf(x)));
 }
 
-static inline float hard_swish_f32(float x) { return x * clamp_f32(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+/* hard_swish_f32: fastmath_impl.h (a Conv's fused epilogue computes it too) */
 static inline float softsign_f32(float x) { return x / (1.0f + fabsf(x)); }
 static inline float mish_f32(float x) { return x * tanh_f32(softplus_f32(x)); }
 static inline float gelu_f32(float x) { return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f)); }
@@ -419,11 +419,16 @@ static bf_status clip_run(const bf__ctx *c, bf_error *err)
 
 /* The bounds clip_run would use now, for a Conv that runs a Relu or Clip
  * in its epilogue (plan_build.c): Relu is x < 0 ? 0 : x, the lower bound alone;
- * an absent bound is an infinity, which no comparison passes. */
+ * an absent bound is an infinity, which no comparison passes. A float
+ * HardSwish is one too, run by hard_swish_f32 as map_hard_swish does. */
 int bf__act_of(const bf__step *s, bf__act *act)
 {
     if (bf__unary_relu(s)) {
-        if (act) *act = (bf__act){0.0f, INFINITY};
+        if (act) *act = (bf__act){0.0f, INFINITY, 0};
+        return 1;
+    }
+    if (bf__unary_f32(s) && ((const unary_params *)s->params)->kind == U_HARD_SWISH) {
+        if (act) *act = (bf__act){-INFINITY, INFINITY, 1};
         return 1;
     }
     if (s->node->op->run != clip_run || ((const clip_params *)s->params)->dtype != BF_F32) return 0;
@@ -432,6 +437,7 @@ int bf__act_of(const bf__step *s, bf__act *act)
     int in_lo = s->n_in > 1 && s->in[1], in_hi = s->n_in > 2 && s->in[2];
     act->lo = in_lo ? *(const float *)s->in[1]->data : q->has_lo ? q->lo : -INFINITY;
     act->hi = in_hi ? *(const float *)s->in[2]->data : q->has_hi ? q->hi : INFINITY;
+    act->hswish = 0;
     return 1;
 }
 

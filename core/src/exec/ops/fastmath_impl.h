@@ -40,6 +40,11 @@ static inline float clamp_f32(float x, float lo, float hi)
     return select_f32(x > hi, hi, x);
 }
 
+/* HardSwish as torch computes it, x * clamp(x + 3, 0, 6) / 6 (docs/NUMERICS.md):
+ * the HardSwish op's kernel (elementwise.c) and a Conv's fused epilogue
+ * (linalg_conv.c) both call this one. */
+static inline float hard_swish_f32(float x) { return x * clamp_f32(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+
 /* exp(x) = 2^n * e^r with n = round(x / ln 2), |r| <= ln 2 / 2: r by
  * Cody-Waite reduction (ln 2 split so n * LN2_HI is exact), e^r by Cephes'
  * degree-6 polynomial. 2^n is applied as two factors so that results that

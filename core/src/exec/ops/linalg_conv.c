@@ -17,6 +17,7 @@
 #include "base/simd.h"
 #include "exec/op.h"
 #include "exec/step_access.h"
+#include "fastmath_impl.h"
 #include "linalg_impl.h"
 #include "linalg_window.h"
 #include "sgemm.h"
@@ -139,61 +140,95 @@ static void conv_channels(const bf__conv_params *cp, const float *x, const float
 
 int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
 
-/* A residual Add and its activation over the n outputs the Conv just wrote
- * (op.h, bf__ctx.res): in one pass instead of the Add's and the
- * activation's two, each element the Add's expression (ops/
- * elementwise_broadcast.c, x + y with x the Add's A) rounded to float, then
- * bf__act_apply on it, so the bits (NaN, infinities, -0 included) are the
- * three steps'. The AVX2 copy runs the same operations 8 wide (an add and
- * two compare-selects: nothing to contract), as the Add's own copy does. */
-#define RESIDUAL_LOOP                                           \
-    if (res_a)                                                  \
-        for (int64_t i = 0; i < n; i++) {                       \
-            float x = r[i], v = y[i], s = x + v;                \
-            s = s < lo ? lo : s;                                \
-            y[i] = s > hi ? hi : s;                             \
-        }                                                       \
-    else                                                        \
-        for (int64_t i = 0; i < n; i++) {                       \
-            float x = y[i], v = r[i], s = x + v;                \
-            s = s < lo ? lo : s;                                \
-            y[i] = s > hi ? hi : s;                             \
-        }
+/* What a Conv computes after its own output in one pass over it (op.h,
+ * bf__ctx: bn, res, act), instead of the steps' two or three: each element
+ * the BatchNormalization's fmaf(v, a, b) (a and b from bf__bnorm_coef, as the
+ * BN kernel takes them, one rounding as in PyTorch's kernel), then the residual Add's expression (ops/
+ * elementwise_broadcast.c, x + y with x the Add's A), then the activation
+ * (clamp_f32: Relu's and Clip's two comparisons, bf__act_apply's bits; or
+ * hard_swish_f32, the HardSwish kernel's own function), each rounded to
+ * float as the step rounds it, so the bits (NaN, infinities, -0 included)
+ * are the steps'. Per channel plane, in chunks that stay in L1, each
+ * operation a loop of its own over the chunk (the AVX2 copy runs them 8
+ * wide: the BN's fused multiply-add, add and compare-selects; nothing else
+ * to contract). */
+#define EPI_CHUNK 512
+#define EPILOGUE_BODY                                                                    \
+    if (bn)                                                                              \
+        for (int64_t i = 0; i < n; i++) y[i] = fmaf(y[i], a, b);                         \
+    if (r && res_a)                                                                      \
+        for (int64_t i = 0; i < n; i++) y[i] = r[i] + y[i];                              \
+    else if (r)                                                                          \
+        for (int64_t i = 0; i < n; i++) y[i] = y[i] + r[i];                              \
+    if (act && act->hswish)                                                              \
+        for (int64_t i = 0; i < n; i++) y[i] = hard_swish_f32(y[i]);                     \
+    else if (act && (act->lo != -INFINITY || act->hi != INFINITY))                       \
+        for (int64_t i = 0; i < n; i++) y[i] = clamp_f32(y[i], act->lo, act->hi);
 
-static void residual_plain(const float *restrict r, int res_a, float lo, float hi, float *restrict y, int64_t n)
+static void epilogue_plain(int bn, float a, float b, const float *restrict r, int res_a, const bf__act *act,
+                           float *restrict y, int64_t n)
 {
-    RESIDUAL_LOOP
+    EPILOGUE_BODY
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void residual_avx2(const float *restrict r, int res_a, float lo, float hi,
-                                                          float *restrict y, int64_t n)
+__attribute__((target("avx2,fma"))) static void epilogue_avx2(int bn, float a, float b, const float *restrict r, int res_a,
+                                                          const bf__act *act, float *restrict y, int64_t n)
 {
-    RESIDUAL_LOOP
+    EPILOGUE_BODY
 }
 #endif
 
-static void residual_pass(const bf__conv_params *cp, const bf__ctx *c, float *y, int64_t n)
+static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
+                         int64_t n)
 {
+    for (int64_t o = 0; o < n; o += EPI_CHUNK) {
+        int64_t len = n - o < EPI_CHUNK ? n - o : EPI_CHUNK;
+        const float *ro = r ? r + o : NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (cp->simd >= BF_SGEMM_AVX2) {
-        residual_avx2(c->res, c->res_a, c->act->lo, c->act->hi, y, n);
+        if (avx2) {
+            epilogue_avx2(bn, a, b, ro, res_a, act, y + o, len);
+            continue;
+        }
+#endif
+        (void)avx2;
+        epilogue_plain(bn, a, b, ro, res_a, act, y + o, len);
+    }
+}
+
+/* in memory order: without a BN the whole output as one run (a residual
+ * block's planes can be 49 floats), with one a plane at a time, a and b
+ * computed per plane as the BN kernel computes them */
+static void conv_epilogue(const bf__conv_params *cp, const bf__ctx *c, float *y)
+{
+    int avx2 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    avx2 = cp->simd >= BF_SGEMM_AVX2;
+#endif
+    if (!c->bn) {
+        epilogue_run(avx2, 0, 1.0f, 0.0f, c->res, c->res_a, c->act, y, cp->n * cp->m * cp->osp);
         return;
     }
-#endif
-    (void)cp;
-    residual_plain(c->res, c->res_a, c->act->lo, c->act->hi, y, n);
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t ch = 0; ch < cp->m; ch++) {
+            float a, b;
+            bf__bnorm_coef(c->bn, ch, &a, &b);
+            int64_t at = (n * cp->m + ch) * cp->osp;
+            epilogue_run(avx2, 1, a, b, c->res ? c->res + at : NULL, c->res_a, c->act, y + at, cp->osp);
+        }
 }
 
 bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const bf__conv_params *cp = c->params;
-    /* with a residual the Add comes before the activation: the paths run
-     * bare, and the pass then adds and activates */
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, c->res ? NULL : c->act,
+    /* a BatchNormalization or a residual Add comes before the activation,
+     * and HardSwish has no copy in the paths' epilogues: the paths then run
+     * bare, and one pass computes the rest */
+    int bare = c->act && (c->res || c->bn || c->act->hswish);
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, bare ? NULL : c->act,
                   c->out[0]->data, c->scratch, -1);
-    if (c->res && c->act) residual_pass(cp, c, c->out[0]->data, cp->n * cp->m * cp->osp);
+    if (bare) conv_epilogue(cp, c, c->out[0]->data);
     return BF_OK;
 }
 

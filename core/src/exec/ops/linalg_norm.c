@@ -213,24 +213,24 @@ bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err)
     float *y = c->out[0]->data;
     int64_t inner = bp->inner, stride = bp->c * inner;
     int avx2 = bf__simd_avx2();
+    const bf__bnorm bn = {scale, bias, mean, var, bp->eps};
     for (int64_t ch = 0; ch < bp->c; ch++) {
-        float invstd, m;
+        float a, b;
         if (bp->training) {
             /* the batch's own statistics: every sample's output depends on
              * the whole batch (bf__batchnorm_batch_stats) */
-            float var_sum = 0.0f, v = 0.0f;
-            m = 0.0f;
-            invstd = 0.0f;
+            float var_sum = 0.0f, v = 0.0f, m = 0.0f, invstd = 0.0f;
             if (bp->n * inner > 0) {
                 torch_stats(x + ch * inner, bp->n, stride, inner, &m, &var_sum);
                 invstd = torch_invstd(var_sum, bp->n * inner, bp->eps_torch, &v);
             }
             bn_running(c, bp, ch, m, var_sum, v);
+            a = invstd * scale[ch], b = fmaf(-m, a, bias[ch]);
         } else {
-            m = mean[ch];
-            invstd = 1.0f / sqrtf(var[ch] + bp->eps);
+            /* the running statistics: the same a and b as a Conv computing
+             * this step in its epilogue (op.h) */
+            bf__bnorm_coef(&bn, ch, &a, &b);
         }
-        float a = invstd * scale[ch], b = fmaf(-m, a, bias[ch]);
         for (int64_t n = 0; n < bp->n; n++) affine_fma(avx2, x + n * stride + ch * inner, a, b, y + n * stride + ch * inner, inner);
     }
     return BF_OK;
@@ -241,6 +241,20 @@ bf_status bf__batchnorm_run(const bf__ctx *c, bf_error *err)
 int bf__batchnorm_batch_stats(const bf__step *s)
 {
     return s->node->op->run == bf__batchnorm_run && ((const bn_params *)s->params)->training;
+}
+
+int bf__bnorm_of(const bf__step *s, bf__bnorm *bn)
+{
+    /* training mode: statistics of the whole batch, never an epilogue */
+    if (s->node->op->run != bf__batchnorm_run || s->n_in != 5 || s->n_out != 1 ||
+        ((const bn_params *)s->params)->training)
+        return 0;
+    for (int i = 1; i < 5; i++)
+        if (!s->in[i]) return 0;
+    if (bn)
+        *bn = (bf__bnorm){s->in[1]->data, s->in[2]->data, s->in[3]->data, s->in[4]->data,
+                          ((const bn_params *)s->params)->eps};
+    return 1;
 }
 
 /* ---- LayerNormalization ---- */
