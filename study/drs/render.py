@@ -24,7 +24,8 @@ import os
 import sys
 
 START, END = "<!-- drs-study:start -->", "<!-- drs-study:end -->"
-CONFIGS = ["none", "clip", "sbp", "abft"]
+CONFIGS = ["none", "clip", "sbp", "abft", "ecc"]
+PROTECTIONS = CONFIGS[1:]
 # a rate's mean AUC more than this below golden is "degraded"; below COLLAPSE, "collapsed"
 ONSET = 0.01
 COLLAPSE = 0.55
@@ -167,22 +168,35 @@ def figures(st, outdir):
     fig.savefig(p, dpi=100)
     plt.close(fig)
     made.append(p)
-    # 2. protections, fp32, one panel per model
-    fig, axes = plt.subplots(1, len(st.models), figsize=(3.2 * len(st.models), 3.0), sharey=True, squeeze=False)
-    for ax, m in zip(axes[0], st.models):
+    # 2. protections, fp32, one column per model: mean AUC (top), and the critical
+    # (solid) and DUE (dashed) shares of the trials (bottom), which is where protections
+    # that all keep the golden AUC (sbp, abft, ecc) differ
+    fig, axes = plt.subplots(2, len(st.models), figsize=(3.2 * len(st.models), 5.6), sharey="row",
+                             sharex=True, squeeze=False)
+    for k, m in enumerate(st.models):
         res = st.sweep(m, "fp32") or st.sweep(m, reps[0])
         if not res:
             continue
-        for cname in CONFIGS:
+        ax, bx = axes[0][k], axes[1][k]
+        for j, cname in enumerate(CONFIGS):
             if config(res, cname) is None:
                 continue
+            col = f"C{j}"
             rows = [(r, a["mean"]) for r, a, *_ in rate_rows(res, cname) if a and a.get("mean") is not None]
-            ax.plot([r for r, _ in rows], [v for _, v in rows], marker="o", ms=3, label=cname)
+            ax.plot([r for r, _ in rows], [v for _, v in rows], marker="o", ms=3, color=col, label=cname)
+            rr = rate_rows(res, cname)
+            bx.plot([r[0] for r in rr], [100 * (r[2] or 0) for r in rr], marker="o", ms=3, color=col,
+                    label=f"{cname} critical")
+            bx.plot([r[0] for r in rr], [100 * (r[3] or 0) for r in rr], marker="x", ms=3, ls="--", color=col,
+                    label=f"{cname} DUE")
         ax.set_xscale("log")
         ax.set_title(m)
-        ax.set_xlabel("bit error rate")
         ax.grid(alpha=0.3)
+        bx.set_xscale("log")
+        bx.set_xlabel("bit error rate")
+        bx.grid(alpha=0.3)
     axes[0][0].set_ylabel("mean AUC (fp32)")
+    axes[1][0].set_ylabel("% of trials: critical (solid)\nDUE (dashed)")
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     p = os.path.join(outdir, "protections.png")
@@ -238,14 +252,36 @@ def per_flip(st, model):
     return med, mlp
 
 
+def ecc_cell(res):
+    """ECC over a sweep in a few words: its critical trials, the highest rate where it
+    corrected everything (0 DUE), and its DUE share at each higher rate up to the first
+    that is all DUE, e.g. "0 of 80; 0% to 1e-6, 1e-5: 90%, 1e-4: 100%"."""
+    if config(res, "ecc") is None:
+        return "–"
+    rows = rate_rows(res, "ecc")
+    n = config(res, "ecc")["summary"]["trials"]
+    crit = config(res, "ecc")["summary"]["outcomes"]["critical"]
+    clean = [r for r, _, _, due, _ in rows if not due]
+    parts = []
+    if clean:
+        parts.append(f"0% to {fmt_rate(max(clean))}")
+    for r, _, _, due, _ in rows:
+        if due and (not clean or r > max(clean)):
+            parts.append(f"{fmt_rate(r)}: {pct(due)}")
+            if due >= 1:
+                break
+    return f"{crit} of {n}; " + ", ".join(parts)
+
+
 def beside(st):
     """The paper's claims with our measurement of each, per model (fp32)."""
     s = st.s
     top = max(s["rates"])
     L = ["| model | AUC degrades from (onset) | collapses at (AUC < 0.55) | clip recovery at "
          f"{fmt_rate(top)} | clip's best | sbp recovery at {fmt_rate(top)} | abft recovery at {fmt_rate(top)} "
-         "(DUE) | AUC loss per flip: tables (median) / MLPs | int8 AUC at " + fmt_rate(top) + " |",
-         "| --- | ---: | ---: | --- | --- | --- | --- | --- | --- |"]
+         "(DUE) | ecc: critical trials; DUE by rate | AUC loss per flip: tables (median) / MLPs | int8 AUC at "
+         + fmt_rate(top) + " |",
+         "| --- | ---: | ---: | --- | --- | --- | --- | --- | --- | --- |"]
     for m in st.models:
         res = st.sweep(m, "fp32")
         if not res:
@@ -260,6 +296,7 @@ def beside(st):
         cells.append(fmt_rec(rec, None))
         rec, due = rec_at(res, "abft", top)
         cells.append(f"{fmt_rec(rec, None)} ({pct(due)})")
+        cells.append(ecc_cell(res))
         med, mlp = per_flip(st, m)
         clean = lambda x: 0.0 if abs(x) < 1e-9 else x   # noqa: E731  (float noise of a zero loss)
         cells.append(f"{clean(med):.2g} / {clean(mlp):.2g}" if med is not None and mlp is not None else "–")
@@ -271,6 +308,11 @@ def beside(st):
             cells.append("–")
         L.append(f"| {m} | " + " | ".join(cells) + " |")
     return L
+
+
+def used(s, name):
+    """Whether the study ran configuration NAME (an older study.json may have no ecc)."""
+    return any((m if isinstance(m, str) else m.get("name")) == name for m in s.get("mitigations", ["none"]))
 
 
 def section(st, figdir, docdir):
@@ -296,7 +338,8 @@ def section(st, figdir, docdir):
              f"{z['eval_samples']:,} eval samples (click rate {z['click_rate_eval']:.3f}); the planted "
              f"teacher's AUC on the eval set: {z['teacher_auc']:.4f}.")
     L.append(f"- Campaigns: BER sweep over every weight at {', '.join(fmt_rate(r) for r in s['rates'])}, "
-             f"{s['repeats']} trials per rate, configurations {', '.join(CONFIGS)} on the same faults, in "
+             f"{s['repeats']} trials per rate, configurations {', '.join(c for c in CONFIGS if used(s, c))} "
+             f"on the same faults, in "
              f"{', '.join(s['representations'])}; per-table campaigns at BER {fmt_rate(s['table_rate'])}, fp32, "
              f"{s['repeats']} trials each. Seed {s['seed']}.")
     L.append("")
@@ -375,15 +418,15 @@ def section(st, figdir, docdir):
              f"{SMALL_LOSS} AUC (value [95% paired-bootstrap interval] @ rate; a DUE trial counts as recovered, "
              "docs/MITIGATIONS.md), with its DUE rate there:")
     L.append("")
-    L.append("| model | format | clip | sbp | abft |")
-    L.append("| --- | --- | --- | --- | --- |")
+    L.append("| model | format | " + " | ".join(PROTECTIONS) + " |")
+    L.append("| --- | --- | " + " | ".join("---" for _ in PROTECTIONS) + " |")
     for m in st.models:
         for rep in s["representations"]:
             res = st.sweep(m, rep)
             if not res:
                 continue
             cells = []
-            for cname in ("clip", "sbp", "abft"):
+            for cname in PROTECTIONS:
                 b = best_recovery(res, cname)
                 if b is None:
                     cells.append("–")
@@ -393,7 +436,9 @@ def section(st, figdir, docdir):
                 cells.append(f"{fmt_rec(rec, None)} @ {fmt_rate(rate)} (DUE {pct(due)})")
             L.append(f"| {m} | {rep} | " + " | ".join(cells) + " |")
     L.append("")
-    L.append("Per rate (fp32): mean AUC per configuration, and recovery [95% interval] "
+    L.append("Per rate (fp32): mean AUC per configuration · its critical / DUE shares of the trials "
+             "(critical: the outputs wrong enough to count; DUE: a detection, an uncorrectable ECC word, "
+             "or NaN/Inf outputs), and recovery [95% interval] "
              "(‡: the faults cost less than 0.001 AUC there, the ratio is noise; –: they cost nothing):")
     L.append("")
     for m in st.models:
@@ -402,30 +447,33 @@ def section(st, figdir, docdir):
             continue
         L.append(f"<details><summary>{m}, fp32</summary>")
         L.append("")
-        L.append("| rate | none | clip | sbp | abft | clip recovery | sbp recovery | abft recovery |")
-        L.append("| ---: | --- | --- | --- | --- | --- | --- | --- |")
+        L.append("| rate | " + " | ".join(CONFIGS) + " | " + " | ".join(f"{c} recovery" for c in PROTECTIONS) + " |")
+        L.append("| ---: | " + " | ".join("---" for _ in CONFIGS + PROTECTIONS) + " |")
         per = {c: rate_rows(res, c) for c in CONFIGS if config(res, c)}
         for j, rate in enumerate(s["rates"]):
-            aucs = [f"{per[c][j][1]['mean']:.4f}" if c in per and per[c][j][1] and per[c][j][1].get("mean") is not None
+            aucs = [f"{per[c][j][1]['mean']:.4f} · {pct(per[c][j][2])} / {pct(per[c][j][3])}"
+                    if c in per and per[c][j][1] and per[c][j][1].get("mean") is not None
                     else "–" for c in CONFIGS]
             loss = None
             if per["none"][j][1] and per["none"][j][1].get("mean") is not None:
                 loss = res["golden"]["auc"] - per["none"][j][1]["mean"]
-            recs = [fmt_rec(per[c][j][4], loss) if c in per else "–" for c in ("clip", "sbp", "abft")]
+            recs = [fmt_rec(per[c][j][4], loss) if c in per else "–" for c in PROTECTIONS]
             L.append(f"| {fmt_rate(rate)} | " + " | ".join(aucs + recs) + " |")
         L.append("")
         L.append("</details>")
         L.append("")
     L.append("Cost of each protection (fp32; bitflip's measurement: one golden pass with it over one without, "
-             "and protected bits, checksums and bounds over the parameters' bits):")
+             "and protected bits, ECC check bits, checksums and bounds over the parameters' bits; ECC's check "
+             "runs in the memory controller, so its pass is the unprotected one and its time ratio is timing noise):")
     L.append("")
-    L.append("| model | clip time | sbp time | abft time | clip storage | sbp storage | abft storage |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    L.append("| model | " + " | ".join(f"{c} time" for c in PROTECTIONS) + " | "
+             + " | ".join(f"{c} storage" for c in PROTECTIONS) + " |")
+    L.append("| --- | " + " | ".join("---:" for _ in PROTECTIONS + PROTECTIONS) + " |")
     for m in st.models:
         res = st.sweep(m, "fp32")
         if not res:
             continue
-        cs = [config(res, c) for c in ("clip", "sbp", "abft")]
+        cs = [config(res, c) for c in PROTECTIONS]
         L.append(f"| {m} | " + " | ".join(f"{c['cost']['time_ratio']:.2f}x" if c else "–" for c in cs) + " | " +
                  " | ".join(f"{100 * c['cost']['storage_overhead']:.3g}%" if c else "–" for c in cs) + " |")
     L.append("")

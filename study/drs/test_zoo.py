@@ -17,8 +17,9 @@ missing (scripts/install-deps.sh --bench installs them).
 * the Criteo converter's output feeds the DLRM: a TSV whose ids are known, converted
   with --rows from the manifest, evaluated by bitflip
 * run_study.py and render.py run end to end on the DLRM (two rates, two repeats, fp32,
-  and per-table campaigns for two tables): the section, the figures, bitflip report's
-  HTML and Markdown
+  and per-table campaigns for two tables): the sweep carries ecc (no critical trial, all
+  DUE at BER 1e-2, 12.5% storage), the section, the figures, bitflip report's HTML and
+  Markdown
 """
 import json
 import os
@@ -143,14 +144,26 @@ def main():
               f"campaigns: {kinds}")
         r = json.load(open(os.path.join(out, "results", "sweep_dlrm_fp32.json")))
         names = [m["name"] for m in r["mitigations"]]
-        check(names == ["none", "clip", "sbp", "abft"] and r["summary"]["trials"] == 4,
-              f"the sweep ran none, clip, sbp, abft on 2 rates x 2 repeats: {names}")
+        check(names == ["none", "clip", "sbp", "abft", "ecc"] and r["summary"]["trials"] == 4,
+              f"the sweep ran none, clip, sbp, abft, ecc on 2 rates x 2 repeats: {names}")
+        # ecc: a word with one error is corrected, so a trial is the golden model or DUE; at
+        # 1e-2 each 72-bit word holds two or more errors with probability 16%, and a model
+        # of thousands of words has such a word in every trial
+        ecc = [m for m in r["mitigations"] if m["name"] == "ecc"]
+        top = ecc[0]["by_rate"][-1] if ecc else None
+        check(bool(ecc) and ecc[0]["summary"]["outcomes"]["critical"] == 0 and top["rate"] == 1e-2
+              and top["outcomes"]["due"] == top["trials"],
+              f"ecc: no critical trial, every trial DUE at 1e-2: {top and top['outcomes']}")
+        check(bool(ecc) and abs(ecc[0]["cost"]["storage_overhead"] - 0.125) < 0.01,
+              f"ecc's storage: 8 check bits per 64 (12.5%, a little more for padded last words): "
+              f"{ecc and ecc[0]['cost']['storage_overhead']}")
         t = json.load(open(os.path.join(out, "results", "table_dlrm_emb.C3.json")))
         check([s["name"] for s in t["campaign"]["sites"]] == ["emb.C3.weight"], "a table campaign hits one table")
         p = subprocess.run([sys.executable, os.path.join(HERE, "render.py"), "--study", os.path.join(out, "study.json"),
                             "--figures", os.path.join(work, "fig"), "--bitflip", bitflip, "--print"],
                            capture_output=True, text=True)
-        check(p.returncode == 0 and "| dlrm | fp32 |" in p.stdout and "emb.C3" in p.stdout,
+        check(p.returncode == 0 and "| dlrm | fp32 |" in p.stdout and "emb.C3" in p.stdout
+              and "| rate | none | clip | sbp | abft | ecc |" in p.stdout,
               f"render.py renders the section {p.stderr.strip()[-2000:]}")
         check(all(os.path.exists(os.path.join(work, f)) for f in ("fig/auc_vs_ber.png", "fig/report.md",
                                                                  "fig/report-figures/ber_curve.svg",
