@@ -202,6 +202,25 @@ static void specials(bf_plan *p)
     x[2 * img + 3 * plane + 31] = -0.0f;
 }
 
+/* Bit 30 of element 37 of sample 1 of value `at` flipped in the unfused plan
+ * a and the fused b and c; all three run; b and c fuse `fused` steps (a
+ * fault on a chain's inner value runs that chain unfused) and every output
+ * is a's, bit for bit. */
+static void value_fault_run(const bf_model *m, bf_plan *a, bf_plan *b, bf_plan *c, const char *at, size_t fused)
+{
+    bf_error err = {0};
+    bf_value_fault f = {.value = value(m, at), .sample = 1, .index = 37, .model = BF_FAULT_BITFLIP,
+                        .mask = 1u << 30, .repr = BF_REPR_FP32};
+    if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
+        bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    run(a), run(b), run(c);
+    if (bf_plan_num_fused(b, NULL) != fused || bf_plan_num_fused(c, NULL) != fused)
+        fail_msg("a fault on '%s': %zu fused, expected %zu", at, bf_plan_num_fused(b, NULL), fused);
+    same_outputs(m, a, b, at);
+    same_outputs(m, a, c, at);
+}
+
 static void run_specials(bf_plan *p)
 {
     bf_error err = {0};
@@ -279,19 +298,8 @@ static void residual_adds(void **state)
         const char *at;
         size_t fused;
     } faults[] = {{"d1", 5}, {"a1", 5}, {"s1", 6}, {"a3", 6}, {"a5", 5}, {"a8", 6}};
-    bf_error err = {0};
     for (size_t k = 0; k < sizeof faults / sizeof *faults; k++) {
-        bf_value_fault f = {.value = value(m, faults[k].at), .sample = 1, .index = 37, .model = BF_FAULT_BITFLIP,
-                            .mask = 1u << 30, .repr = BF_REPR_FP32};
-        if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
-            bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
-            fail_msg("%s", err.msg);
-        run(a), run(b), run(c);
-        if (bf_plan_num_fused(b, NULL) != faults[k].fused || bf_plan_num_fused(c, NULL) != faults[k].fused)
-            fail_msg("a fault on '%s': %zu fused, expected %zu", faults[k].at, bf_plan_num_fused(b, NULL),
-                     faults[k].fused);
-        same_outputs(m, a, b, faults[k].at);
-        same_outputs(m, a, c, faults[k].at);
+        value_fault_run(m, a, b, c, faults[k].at, faults[k].fused);
         float oa, na, ob, nb;
         bf_plan_value_fault_seen(a, 0, &oa, &na);
         bf_plan_value_fault_seen(b, 0, &ob, &nb);
@@ -358,17 +366,7 @@ static void batchnorm_chains(void **state)
     } faults[] = {{"e1", 6}, {"n1", 6}, {"h1", 7}, {"n2", 6}, {"h2", 7}, {"b5", 7}, {"n6", 6}, {"a6", 6}, {"h6", 7}};
     bf_error err = {0};
     for (size_t k = 0; k < sizeof faults / sizeof *faults; k++) {
-        bf_value_fault f = {.value = value(m, faults[k].at), .sample = 1, .index = 37, .model = BF_FAULT_BITFLIP,
-                            .mask = 1u << 30, .repr = BF_REPR_FP32};
-        if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
-            bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
-            fail_msg("%s", err.msg);
-        run(a), run(b), run(c);
-        if (bf_plan_num_fused(b, NULL) != faults[k].fused || bf_plan_num_fused(c, NULL) != faults[k].fused)
-            fail_msg("a fault on '%s': %zu fused, expected %zu", faults[k].at, bf_plan_num_fused(b, NULL),
-                     faults[k].fused);
-        same_outputs(m, a, b, faults[k].at);
-        same_outputs(m, a, c, faults[k].at);
+        value_fault_run(m, a, b, c, faults[k].at, faults[k].fused);
     }
     if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK ||
         bf_plan_set_value_faults(c, NULL, 0, &err) != BF_OK)
