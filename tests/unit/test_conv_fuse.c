@@ -248,6 +248,26 @@ static void same_values(const bf_model *m, const bf_plan *a, const bf_plan *b, c
     }
 }
 
+/* The unfused plan a and the fused b and c (c in a shared arena) run
+ * golden: a fuses nothing but finds n_sites places to, b and c fuse them
+ * all, and every output and every value but those fusion keeps away is
+ * a's, bit for bit. */
+static void golden_fused(const bf_model *m, bf_plan *a, bf_plan *b, bf_plan *c, size_t n_sites,
+                         const char *const *away, size_t n_away, const char *what)
+{
+    char label[96];
+    size_t sites = 0;
+    run(a), run(b), run(c);
+    assert_int_equal(bf_plan_num_fused(a, &sites), 0);
+    assert_int_equal(sites, n_sites);
+    assert_int_equal(bf_plan_num_fused(b, NULL), n_sites);
+    assert_int_equal(bf_plan_num_fused(c, NULL), n_sites);
+    same_outputs(m, a, b, what);
+    snprintf(label, sizeof label, "%s, shared arena", what);
+    same_outputs(m, a, c, label);
+    same_values(m, a, b, away, n_away, what);
+}
+
 static void residual_adds(void **state)
 {
     (void)state;
@@ -255,15 +275,8 @@ static void residual_adds(void **state)
     bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
     static const char *const away[] = {"d1", "a1", "d2", "a2", "d3", "a5", "d6", "a6", "d8"};
     const size_t n_away = sizeof away / sizeof *away;
-    size_t sites = 0;
-    run(a), run(b), run(c);
-    assert_int_equal(bf_plan_num_fused(a, &sites), 0);
-    assert_int_equal(sites, 6);   /* d1, d2, d3 (Add alone), d5, d6, d8 (Add alone); not d4 nor d7 */
-    assert_int_equal(bf_plan_num_fused(b, NULL), 6);
-    assert_int_equal(bf_plan_num_fused(c, NULL), 6);
-    same_outputs(m, a, b, "residual");
-    same_outputs(m, a, c, "residual, shared arena");
-    same_values(m, a, b, away, n_away, "residual");
+    /* d1, d2, d3 (Add alone), d5, d6, d8 (Add alone); not d4 nor d7 */
+    golden_fused(m, a, b, c, 6, away, n_away, "residual");
     /* the Conv not fused wrote its output; of d4 and d5 (the two sides of
      * a5), the one the plan runs first is not fused (the other side is not
      * computed yet then), the second is */
@@ -335,15 +348,8 @@ static void batchnorm_chains(void **state)
      * the Add's before the last step of its chain */
     static const char *const away[] = {"e1", "n1", "e2", "n2", "e3", "n3", "e4", "n4", "e5", "e6", "n6", "a6", "e7"};
     const size_t n_away = sizeof away / sizeof *away;
-    size_t sites = 0;
-    run(a), run(b), run(c);
-    assert_int_equal(bf_plan_num_fused(a, &sites), 0);
-    assert_int_equal(sites, 7);   /* e1..e7: BN -> Relu, HardSwish, Add alone, Clip, alone, Add -> Relu, alone */
-    assert_int_equal(bf_plan_num_fused(b, NULL), 7);
-    assert_int_equal(bf_plan_num_fused(c, NULL), 7);
-    same_outputs(m, a, b, "batchnorm");
-    same_outputs(m, a, c, "batchnorm, shared arena");
-    same_values(m, a, b, away, n_away, "batchnorm");
+    /* e1..e7: BN -> Relu, HardSwish, Add alone, Clip, alone, Add -> Relu, alone */
+    golden_fused(m, a, b, c, 7, away, n_away, "batchnorm");
     /* a BN last (e5's, e7's: read twice) is written, by its Conv */
     assert_true(same(a, b, value(m, "b5")));
     assert_true(same(a, b, value(m, "n7")));
