@@ -213,7 +213,7 @@ def einsum_cases():
         # two operands that are not a plain batched product (the loop path)
         ("sum_one_side", "ij,jk->k", [(3, 4), (4, 5)]),
         ("diag_two", "ii,ij->j", [(4, 4), (4, 3)]),
-        # batched products with the roles in unusual places (the sgemm path)
+        # batched products with the roles in unusual places (the packed path)
         ("roles_permuted", "kbm,nkb->nbm", [(6, 2, 3), (4, 6, 2)]),
         ("multi_k", "abcd,cdbe->aeb", [(2, 3, 4, 5), (4, 5, 3, 2)]),
     ]
@@ -222,6 +222,62 @@ def einsum_cases():
         y = torch.einsum(eq, *[T(a) for a in xs]).numpy()
         yield Case(f"nn_einsum_{name}", "Einsum", {f"x{j}": a for j, a in enumerate(xs)}, {"y": y},
                    attrs={"equation": eq}, opset=13, rtol=1e-5, atol=1e-5)
+
+
+def einsum_exact_cases():
+    """Einsum of two fed inputs bit for bit (rtol = atol = 0) against
+    torch.einsum, which lowers a pair to one bmm (batch: the output
+    subscripts of both; rows, columns: those of one; contraction: the rest,
+    ellipsis dims, then A..Z, then a..z): under 400 multiply-adds per matrix
+    ATen's plain loop of rounded products, else BLAS, with OpenBLAS 0.3.21
+    the in-order fma chain; nothing contracted, a product (docs/NUMERICS.md,
+    "Softmax and attention"). Generate with OpenBLAS as libblas.so.3, as the
+    MatMul cases (norms.py)."""
+    exact = dict(rtol=0.0, atol=0.0)
+
+    def ein(name, eq, *xs):
+        y = torch.einsum(eq, *[T(a) for a in xs]).numpy()
+        return Case(f"nn_einsum_exact_{name}", "Einsum", {f"x{j}": a for j, a in enumerate(xs)}, {"y": y},
+                    attrs={"equation": eq}, opset=13, **exact)
+
+    att = "bhqd,bhkd->bhqk"
+    yield ein("attn_385", att, randf(300, 2, 3, 5, 11), randf(301, 2, 3, 7, 11))     # 5 x 7 x 11: the loop
+    yield ein("attn_400", att, randf(302, 2, 3, 5, 10), randf(303, 2, 3, 8, 10))     # 400: BLAS
+    yield ein("bmm_399", "bij,bjk->bik", randf(304, 3, 7, 19), randf(305, 3, 19, 3))
+    yield ein("bmm_400", "bij,bjk->bik", randf(306, 2, 5, 16), randf(307, 2, 16, 5))
+    yield ein("mm_399", "ij,jk->ik", randf(308, 7, 19), randf(309, 19, 3))          # 2-D is a bmm too
+    yield ein("mm_big", "ij,jk->ik", randf(310, 20, 24), randf(311, 24, 12))
+    # two contracted subscripts, summed in PyTorch's order: the ellipsis dim,
+    # then I before j (uppercase first), then a diagonal (no packed product)
+    yield ein("order_ell", "...ij,...jk->ik", randf(312, 2, 3, 4), randf(313, 2, 4, 5))
+    yield ein("order_case", "bIj,bjIk->bk", randf(314, 2, 3, 4, lo=-4, hi=4), randf(315, 2, 4, 3, 5, lo=-4, hi=4))
+    yield ein("diag", "bii,bij->bj", randf(316, 2, 5, 5), randf(317, 2, 5, 3))
+    yield ein("order_big", "aBcd,cdBe->ae", randf(318, 20, 4, 5, 6), randf(319, 5, 6, 4, 12))    # 120 x 20 x 12: BLAS
+    # nothing contracted: a product, -0 kept
+    a, b = randf(320, 4), randf(321, 3)
+    a[1], b[2] = 0.0, -0.0
+    yield ein("outer_zero", "i,j->ij", a, b)
+    # products past FLT_MAX of both signs in one sum: NaN in PyTorch's loop
+    # (Inf - Inf), +-Inf from BLAS's fma chain
+    q, k = randf(322, 1, 2, 4, 8, lo=-2, hi=2), randf(323, 1, 2, 5, 8, lo=-2, hi=2)
+    q[0, 0, 1, 2:4] = 1e20
+    k[0, 0, 0, 2:4] = [1e20, -1e20]      # score [0, 0, 1, 0]: 1e40 - 1e40
+    k[0, 0, 1, 2] = 1e20                 # score [0, 0, 1, 1]: one product past FLT_MAX
+    q[0, 1, 0, 6:8] = [3e38, -3e38]
+    k[0, 1, 3, 6:8] = [1.5, 1.5]         # 3e38 * 1.5 - 3e38 * 1.5
+    y = torch.einsum(att, T(q), T(k)).numpy()
+    assert np.isnan(y[0, 0, 1, 0]) and np.isinf(y[0, 0, 1, 1]) and np.isnan(y[0, 1, 0, 3])
+    yield ein("overflow_attn", att, q, k)
+    qb, kb = randf(324, 2, 16, 32), randf(325, 2, 32, 16)      # past 400: BLAS, +-Inf
+    qb[1, 4, :2], kb[1, :2, 7] = 1e20, [1e20, -1e20]
+    yb = torch.einsum("bij,bjk->bik", T(qb), T(kb)).numpy()
+    assert np.isinf(yb[1, 4, 7])
+    yield ein("overflow_bmm", "bij,bjk->bik", qb, kb)
+    d = randf(326, 1, 4, 4)
+    d[0, 1, 1], d[0, 2, 2] = 1e20, -1e20
+    e = randf(327, 1, 4, 3)
+    e[0, 1, :], e[0, 2, :] = 1e20, 1e20
+    yield ein("overflow_diag", "bii,bij->bj", d, e)
 
 
 def softmax_attention_cases():
@@ -280,4 +336,5 @@ def cases():
     yield from pool_cases()
     yield from convtranspose_cases()
     yield from einsum_cases()
+    yield from einsum_exact_cases()
     yield from softmax_attention_cases()

@@ -15,11 +15,6 @@
 #include "exec/step_access.h"
 
 
-/* ATen's bmm_out_or_baddbmm_ (1.13): contraction x rows x columns below
- * this runs baddbmm_cpu_kernel's plain loop, else BLAS per matrix (Debian's
- * torch has no MKL batch gemm). */
-#define BF_BMM_PLAIN_MAX 400
-
 /* bf__sgemm takes int sizes. */
 static bf_status blas_size(const bf__prep *p, const char *what, int64_t v, bf_error *err)
 {

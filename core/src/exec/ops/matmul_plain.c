@@ -70,3 +70,15 @@ void bf__smatmul_plain(int level, int m, int n, int k, const float *a, int lda, 
 #endif
     plain_ref(m, n, k, a, lda, b, ldb, y, ldy);
 }
+
+/* One element of the same loop over strided operands, continuing from s:
+ * Einsum's contractions that are not a packed batched product (a diagonal
+ * subscript) and that PyTorch still sends to its small bmm. */
+float bf__sdot_plain(int64_t k, const float *a, int64_t sa, const float *b, int64_t sb, float s)
+{
+    for (int64_t p = 0; p < k; p++) {
+        float t = a[p * sa] * b[p * sb];
+        s = s + t;
+    }
+    return s;
+}

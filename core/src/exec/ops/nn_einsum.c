@@ -3,8 +3,18 @@
  * implicit output (the subscripts seen once, in alphabetical order, after
  * the ellipsis dims). One plain loop: for each output element, the products
  * of the operands summed over the contracted subscripts, in row-major order
- * of those subscripts (the last one innermost, as a chain of fused
- * multiply-adds for two operands, the chain bf__sgemm gives a MatMul). */
+ * of those subscripts (the last one innermost).
+ *
+ * Two operands are summed as PyTorch 1.13 sums them: its einsum lowers a
+ * pair to one bmm (sumproduct_pair: batch = the output subscripts both
+ * operands have, rows = the first's alone, columns = the second's alone,
+ * contraction = the contracted subscripts flattened in its label order:
+ * ellipsis dims, then A..Z, then a..z), or to a plain product when nothing
+ * is contracted. A bmm under 400 multiply-adds per matrix is ATen's loop of
+ * rounded products (matmul_plain.c), a larger one BLAS, bf__sgemm's chain of
+ * fused multiply-adds (docs/NUMERICS.md, "Softmax and attention"). A
+ * subscript summed in one operand alone PyTorch sums first, in an order of
+ * its own: those equations, and three or more operands, keep the chain. */
 #include <assert.h>
 #include <limits.h>
 #include <math.h>
@@ -26,6 +36,10 @@ typedef struct ein_params {
      * batch (both operands and the output), m (first and output), n (second
      * and output), k (both, contracted), each group in label order. */
     int gemm, nb, nm, nn, nk;
+    /* two operands as PyTorch runs them: plain, its small bmm loop (each
+     * product rounded, then added); mul, nothing contracted (one product,
+     * a -0 kept); neither, the fma chain */
+    int plain, mul;
     int8_t lb[EIN_LABELS], lm[EIN_LABELS], ln[EIN_LABELS], lk[EIN_LABELS];
     int64_t batch, m, n, k;
     int64_t out_stride[EIN_LABELS];     /* output labels: elements to step the output */
@@ -91,6 +105,25 @@ static int gemm_roles(ein_params *ep, int occ[EIN_OPS][EIN_LABELS], bf__prep *p)
         return 0;
     p->scratch = (size_t)floats * sizeof(float);
     return 1;
+}
+
+/* How PyTorch runs a two-operand equation (the header comment): its bmm's
+ * sizes from the subscripts' roles, a diagonal subscript counting once. A
+ * size-1 subscript changes no product, so the sizes' products decide. */
+static void torch_pair(ein_params *ep, int occ[EIN_OPS][EIN_LABELS])
+{
+    double m = 1, n = 1, k = 1;
+    ep->plain = ep->mul = 0;
+    for (int l = 0; l < ep->n_labels; l++) {
+        int a = occ[0][l] > 0, b = occ[1][l] > 0, out = l < ep->n_out;
+        double v = (double)ep->size[l];
+        if (!out && a != b) return;   /* summed in one operand first */
+        if (out && a && !b) m *= v;
+        else if (out && b && !a) n *= v;
+        else if (!out) k *= v;
+    }
+    ep->mul = k == 1;
+    ep->plain = !ep->mul && k * m * n < BF_BMM_PLAIN_MAX;
 }
 
 /* An equation as einsum_prepare reads it, step by step: the operands'
@@ -239,7 +272,14 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
         order[nl++] = out.code[j], in_out[out.code[j]] = 1;
     }
     int n_out = nl;
-    for (int l = 0; l < 52 + n_ell; l++)
+    /* the contracted labels in PyTorch's order (it flattens them so into the
+     * bmm's contraction, which sets the order of each sum): the ellipsis
+     * dims left to right, then A..Z, then a..z */
+    for (int k = n_ell - 1; k >= 0; k--)
+        if (q.seen[52 + k] && !in_out[52 + k]) order[nl++] = 52 + k;
+    for (int l = 26; l < 52; l++)
+        if (q.seen[l] && !in_out[l]) order[nl++] = l;
+    for (int l = 0; l < 26; l++)
         if (q.seen[l] && !in_out[l]) order[nl++] = l;
     if (n_out > BF_MAX_DIMS || nl > EIN_LABELS)
         return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': %d output dims and %d subscripts in all; at "
@@ -273,6 +313,7 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
     int64_t acc = 1;
     for (int l = n_out - 1; l >= 0; l--) ep->out_stride[l] = acc, acc *= ep->size[l];
     ep->gemm = n == 2 && gemm_roles(ep, occ, p);
+    if (n == 2) torch_pair(ep, occ);
     bf__set_shape(p->out[0], BF_F32, ond, odims);
     return BF_OK;
 }
@@ -310,11 +351,17 @@ static void einsum_gemm(const ein_params *ep, const float *a, const float *b, fl
     int ca[3] = {ep->nb, ep->nm, ep->nk}, cb[3] = {ep->nb, ep->nk, ep->nn}, cc[3] = {ep->nb, ep->nm, ep->nn};
     pack(ep, ga, ca, 3, ep->stride[0], NULL, a, pa);
     pack(ep, gb, cb, 3, ep->stride[1], NULL, b, pb);
-    int m = (int)ep->m, n = (int)ep->n, k = (int)ep->k;
+    int m = (int)ep->m, n = (int)ep->n, k = (int)ep->k, level = bf__sgemm_best();
     for (int64_t t = 0; t < ep->batch; t++) {
         float *ct = pc + t * ep->m * ep->n;
+        const float *at = pa + t * ep->m * ep->k, *bt = pb + t * ep->k * ep->n;
         if (k == 0) memset(ct, 0, sizeof(float) * (size_t)(ep->m * ep->n));
-        else if (m > 0 && n > 0) bf__sgemm(0, 0, m, n, k, 1.0f, pa + t * ep->m * ep->k, k, pb + t * ep->k * ep->n, n, 0, ct, n);
+        else if (m == 0 || n == 0) continue;
+        else if (ep->mul)   /* k == 1: an outer product */
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) ct[(int64_t)i * n + j] = at[i] * bt[j];
+        else if (ep->plain) bf__smatmul_plain(level, m, n, k, at, k, bt, n, ct, n);
+        else bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, at, k, bt, n, 0, ct, n);
     }
     pack(ep, gc, cc, 3, ep->out_stride, y, NULL, pc);
 }
@@ -348,7 +395,10 @@ bf_status bf__einsum_run(const bf__ctx *c, bf_error *err)
             if (n == 2) {
                 const float *a = x[0] + off[0], *b = x[1] + off[1];
                 int64_t sa = inner >= 0 ? ep->stride[0][inner] : 0, sb = inner >= 0 ? ep->stride[1][inner] : 0;
-                for (int64_t k = 0; k < ilen; k++) s = fmaf(a[k * sa], b[k * sb], s);
+                if (ep->mul) s = a[0] * b[0];   /* one product: no sum to start from 0 (a -0 stays) */
+                else if (ep->plain) s = bf__sdot_plain(ilen, a, sa, b, sb, s);
+                else
+                    for (int64_t k = 0; k < ilen; k++) s = fmaf(a[k * sa], b[k * sb], s);
             } else {
                 for (int64_t k = 0; k < ilen; k++) {
                     float v = 1.0f;

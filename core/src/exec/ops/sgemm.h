@@ -61,11 +61,20 @@ int bf__sgemm_best(void);
 void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, int accumulate, float *y, int ldy);
 
+/* ATen's bmm_out_or_baddbmm_ (1.13): contraction x rows x columns below
+ * this runs baddbmm_cpu_kernel's plain loop, else BLAS per matrix (Debian's
+ * torch has no MKL batch gemm). MatMul (linalg.c) and Einsum (nn_einsum.c)
+ * follow it. */
+#define BF_BMM_PLAIN_MAX 400
+
 /* Y (m x n, row stride ldy) = A B, row-major, each element the in-order
  * chain s = s + (float)(a[p] * b[p]) from 0, never fused: PyTorch's small
  * bmm (matmul_plain.c says when and why). level: base/simd.h's. */
 void bf__smatmul_plain(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb, float *y,
                        int ldy);
+/* s plus the k products a[p * sa] * b[p * sb] in order, each rounded, then
+ * added (the loop above, one element, strided operands). */
+float bf__sdot_plain(int64_t k, const float *a, int64_t sa, const float *b, int64_t sb, float s);
 
 /* panel[p * 16 + j] = op(B)[p][j0 + j] for p < k, j < nr, and 0 for
  * nr <= j < 16: one k-major panel of op(B)'s columns j0 .. j0 + nr. */
