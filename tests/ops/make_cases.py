@@ -20,6 +20,9 @@ sys.path.insert(0, HERE)
 
 import opcase  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+import refjson  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -30,6 +33,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     import torch
     torch.manual_seed(0)
+    blas = refjson.blas("make_cases")   # recorded in each case's metadata
     seen = set()
     total = 0
     for mod in sorted(m.name for m in pkgutil.iter_modules([os.path.join(HERE, "cases")])):
@@ -43,7 +47,7 @@ def main():
             if case.name in seen:
                 sys.exit(f"make_cases: two cases named {case.name}")
             seen.add(case.name)
-            opcase.write(case, out)
+            opcase.write(case, out, blas)
             total += 1
         print(f"{mod}: written")
     print(f"make_cases: {total} cases in {os.path.normpath(args.out)}")

@@ -77,7 +77,7 @@ def write_safetensors(path, tensors, metadata):
             f.write(b)
 
 
-def _write_model(case, out_dir):
+def _write_model(case, out_dir, blas=None):
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     g = model.graph
@@ -100,12 +100,14 @@ def _write_model(case, out_dir):
     for n, a in case.outputs.items():
         tensors["output:" + n] = a
     write_safetensors(os.path.join(out_dir, case.name + ".io.safetensors"), tensors,
-                      {"rtol": case.rtol, "atol": case.atol, "ref": case.ref})
+                      {"rtol": case.rtol, "atol": case.atol, "ref": case.ref, **({"blas": blas} if blas else {})})
 
 
-def write(case, out_dir):
+def write(case, out_dir, blas=None):
+    """Writes case into out_dir; blas (tests/fixtures/refjson.py's blas()): the BLAS the
+    references were computed on, recorded in the metadata as "blas"."""
     if case.model is not None:
-        return _write_model(case, out_dir)
+        return _write_model(case, out_dir, blas)
     for k, v in list(case.inputs.items()) + list(case.outputs.items()):
         if v.dtype not in _ST_DTYPE:
             raise ValueError(f"{case.name}: {k} has dtype {v.dtype}; use float32/int64/int32/bool/uint8/int8")
@@ -151,7 +153,7 @@ def write(case, out_dir):
     for n, a in case.outputs.items():
         tensors["output:" + n] = a
     write_safetensors(os.path.join(out_dir, case.name + ".io.safetensors"), tensors,
-                      {"rtol": case.rtol, "atol": case.atol, "ref": case.ref})
+                      {"rtol": case.rtol, "atol": case.atol, "ref": case.ref, **({"blas": blas} if blas else {})})
 
 
 def rng(seed):

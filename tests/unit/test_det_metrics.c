@@ -203,6 +203,7 @@ static void against_reference(void **state)
     json_t *c;
     int cases = 0;
     json_object_foreach(ref, key, c) {
+        if (!strcmp(key, "blas")) continue;   /* the generator's BLAS (tests/fixtures/refjson.py), not a case */
         float *b = floats(json_object_get(c, "boxes")), *s = floats(json_object_get(c, "scores"));
         float *gb = floats(json_object_get(c, "gt_boxes")), *fb = floats(json_object_get(c, "f_boxes"));
         float *fs = floats(json_object_get(c, "f_scores"));

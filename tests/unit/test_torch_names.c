@@ -72,6 +72,7 @@ static void names_agree_with_values(void **state)
     json_t *names;
     size_t files = 0;
     json_object_foreach(all, file, names) {
+        if (!strcmp(file, "blas")) continue;   /* the generator's BLAS (tests/fixtures/refjson.py), not a file */
         char path[512];
         snprintf(path, sizeof path, NAMES "%s", file);
         bf_model *m = parse(path);
