@@ -805,10 +805,10 @@ static const struct {
     {"groups-uniform", "{" HEAD "\"trials\": 1, " GROUPS2 "\"sampling\": \"per_tensor\"}", "/sampling",
      "must be 'uniform' with fault groups (faults is a list of 2): the stratified samplings and 'list' enumerate one "
      "group's (tensor, bit) strata or faults, and another group has none"},
-    {"groups-not-mitigations", "{" HEAD "\"trials\": 1, " GROUPS2 "\"mitigations\": [\"ecc\", \"clip\", \"range\"]}",
-     "/mitigations",
-     "'range': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); range is not run with fault groups: "
-     "compare it on a campaign with one fault group (faults as an object)"},
+    {"groups-sbp-random", "{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"activations\", \"model\": "
+     "\"random_value\"}], \"mitigations\": [\"ecc\", \"sbp\", \"range\"]}", "/faults/1/model",
+     "'random_value' on activations does not combine with mitigation 'sbp': the value a fault replaces is not known "
+     "until the pass runs, nor its protected bits"},
     {"groups-not-generate", "{" HEAD "\"trials\": 1, " GROUPS2 "\"generate\": {\"new_tokens\": 4}}",
      "/generate/new_tokens", "does not combine with fault groups (a trial's decoding takes one group's faults)"},
     {"groups-stop-margins",
@@ -869,9 +869,12 @@ static void fault_groups_hostile(void **state)
                  "a weights group strikes the weights as group 0 stores them, 'fp16', not 'bf16'");
     only_problem("{" HEAD "\"trials\": 1, \"faults\": [{}, {\"target\": \"activations\"}, {\"target\": \"weights\"}]}",
                  "/faults/2/target", "the weights groups come before the activations groups");
-    only_problem("{" HEAD "\"faults\": [{\"model\": \"ber\", \"rate\": 1e-6}, {\"target\": \"weights\", \"bits\": 2, "
-                 "\"burst\": true}], \"mitigations\": [\"ecc\"]}", "/mitigations",
-                 "'ecc': ECC decodes each word with every fault in it");
+    /* every mitigation with a second weights group (they protect the model, whichever group faulted it) */
+    parsed *eg = ok("{" HEAD "\"faults\": [{\"model\": \"ber\", \"rate\": 1e-6}, {\"target\": \"weights\", \"bits\": 2, "
+                    "\"burst\": true}, {\"target\": \"activations\"}], \"mitigations\": [\"ecc\", \"sbp\", \"range\"]}");
+    assert_int_equal(eg->spec.n_groups, 2);
+    assert_int_equal(eg->spec.n_mitigations, 4);   /* "none" first */
+    done(eg);
     parsed *wg = ok("{" HEAD "\"faults\": [{\"model\": \"ber\", \"rate\": 1e-6, \"representation\": \"fp16\"}, "
                     "{\"target\": \"weights\", \"bits\": 2, \"burst\": true}, {\"target\": \"activations\"}, "
                     "{\"target\": \"activations\", \"model\": \"stuck_at_1\"}], \"mitigations\": [\"clip\"]}");

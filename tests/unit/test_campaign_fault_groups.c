@@ -9,7 +9,8 @@
  * Mitigations: ECC follows group 0 as without groups and leaves group 1's
  * faults alone; clip and ABFT give, trial by trial, a plain evaluator's
  * outputs on the clipped (checked) model with both groups' faults applied
- * by hand, and an ABFT detection is the trial's DUE. */
+ * by hand, and an ABFT detection is the trial's DUE (SBP, the range check
+ * and ECC over two weights groups: test_campaign_fault_groups_mit.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -555,11 +556,6 @@ static void create_errors(void **state)
     s.sampling = BF_SAMPLE_PER_BIT;
     assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "sampling: must be 'uniform' with fault groups"));
-    s = spec_of(1);
-    bf_mitigation sbp = {.name = "sbp", .sbp = {.enabled = 1}};
-    assert_int_equal(bf_campaign_create_mitigated(f->m, f->ds, &s, &sbp, &c, &err), BF_EINVAL);
-    assert_null(c);
-    assert_non_null(strstr(err.msg, "mitigations: with fault groups 'ecc', 'clip' and 'abft' run; sbp is not run"));
 }
 
 int main(void)

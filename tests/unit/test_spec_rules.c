@@ -152,8 +152,8 @@ MUT(m_groups_target, one_group(s, 2); groups2[1].target = BF_TARGET_WEIGHTS)
 MUT(m_groups_model, one_group(s, 1); groups2[0].model_kind = BF_FAULT_PROFILED)
 MUT(m_groups_bits, one_group(s, 1); groups2[0].positions[0] = 32; groups2[0].n_positions = 1)
 MUT(m_groups_uniform, one_group(s, 1); s->sampling = BF_SAMPLE_PER_TENSOR)
-static bf_mitigation sbp_mit[1] = {{.name = "sbp", .sbp = {.enabled = 1}}};   /* clip and abft run with groups */
-MUT(m_groups_mit, one_group(s, 1); s->mitigations = sbp_mit; s->n_mitigations = 1)
+static bf_mitigation sbp_mit[1] = {{.name = "sbp", .sbp = {.enabled = 1}}};   /* every mitigation runs with groups */
+MUT(m_groups_mit, one_group(s, 1); groups2[0].model_kind = BF_FAULT_RANDOM_VALUE; s->mitigations = sbp_mit; s->n_mitigations = 1)
 MUT(m_groups_gen, one_group(s, 1); s->gen_new_tokens = 4)
 MUT(m_groups_stop, one_group(s, 1); s->stop_margin = 0.1; s->stop_bit_margin = 0.1)
 MUT(m_stop_list, DOC(STOP); s->sampling = BF_SAMPLE_LIST)
@@ -363,9 +363,9 @@ static const row ROWS[] = {
     {"groups-uniform", m_groups_uniform, "sampling",
      "must be 'uniform' with fault groups (faults is a list of 2): the stratified samplings and 'list' enumerate one "
      "group's (tensor, bit) strata or faults, and another group has none", BF_EINVAL},
-    {"groups-not-mitigations", m_groups_mit, "mitigations",
-     "'sbp': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); sbp is not run with fault groups: "
-     "compare it on a campaign with one fault group (faults as an object)", BF_EINVAL},
+    {"groups-sbp-random", m_groups_mit, "faults.1.model",
+     "'random_value' on activations does not combine with mitigation 'sbp': the value a fault replaces is not known "
+     "until the pass runs, nor its protected bits", BF_EINVAL},
     {"groups-not-generate", m_groups_gen, "generate.new_tokens",
      "does not combine with fault groups (a trial's decoding takes one group's faults)", BF_EINVAL},
     {"groups-stop-margins", m_groups_stop, "stop",

@@ -33,6 +33,8 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->protect.sbp_mask);
     bf__free(c->protect.range_lo);
     bf__free(c->protect.range_hi);
+    bf__free(c->protect.range_plo);
+    bf__free(c->protect.range_phi);
     bf__ecc_free(c->protect.ecc);
     bf__free(c->store.values);
     bf__free(c->store.scale);
@@ -790,17 +792,13 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
                           "the comparison without fault_scales");
         goto out;
     }
-    if (mit && spec->n_groups && (mit->sbp.enabled || mit->range.enabled)) {
-        st = bf_error_set(err, BF_EINVAL, "mitigations: with fault groups 'ecc', 'clip' and 'abft' run; %s is not run "
-                          "with fault groups: compare it on a campaign with one fault group", mit->sbp.enabled ? "sbp" : "range");
-        goto out;
-    }
     if (mit && (st = bf__campaign_mitigate(c, mit, err)) != BF_OK) goto out;
     if ((st = bf__campaign_golden(c, spec, prep, err)) != BF_OK) goto out;
     if ((st = bf__campaign_profile_scales(c, err)) != BF_OK) goto out;
     if ((st = bf__campaign_dyn_sites(c, err)) != BF_OK) goto out;
     if ((st = bf__campaign_gen_golden(c, spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_groups(c, spec, err)) != BF_OK) goto out;
+    if (mit && spec->n_groups && (st = bf__campaign_groups_mitigate(c, mit, err)) != BF_OK) goto out;
     *out = c;
     c = NULL;
 out:

@@ -30,7 +30,10 @@ int bf__site_matches(const char *pat, const bf_site *s)
            (s->torch_name && (strcmp(pat, s->torch_name) == 0 || fnmatch(pat, s->torch_name, 0) == 0));
 }
 
-static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, bf_error *err)
+/* SBP's masks on c's sites (c: the campaign, or one of its fault groups,
+ * each in its own representation); need_hit: 'tensors' must match one of
+ * them (group 0; a group may have none of the protected tensors). */
+static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, int need_hit, bf_error *err)
 {
     uint32_t mask = 0;
     for (int i = 0; i < o->n_positions; i++) {
@@ -52,7 +55,7 @@ static bf_status setup_sbp(bf_campaign *c, const bf_sbp_opts *o, bf_error *err)
         for (size_t i = 0; !on && i < o->n_tensors; i++) on = bf__site_matches(o->tensors[i], &c->surface.sites[s]);
         if (on) c->protect.sbp_mask[s] = mask, hit++;
     }
-    if (!hit) return bf_error_set(err, BF_ENOTFOUND, "sbp: no fault site matches its 'tensors'");
+    if (!hit && need_hit) return bf_error_set(err, BF_ENOTFOUND, "sbp: no fault site matches its 'tensors'");
     return BF_OK;
 }
 
@@ -86,7 +89,7 @@ static bf_status setup_range(bf_campaign *c, const bf_range_opts *o, bf_error *e
 bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_error *err)
 {
     bf_status st;
-    if (mit->sbp.enabled && (st = setup_sbp(c, &mit->sbp, err)) != BF_OK) return st;
+    if (mit->sbp.enabled && (st = setup_sbp(c, &mit->sbp, 1, err)) != BF_OK) return st;
     if (mit->range.enabled && (st = setup_range(c, &mit->range, err)) != BF_OK) return st;
     if (mit->ecc.enabled && (st = bf__ecc_setup(c, &mit->ecc, err)) != BF_OK) return st;
     if (!mit->clip.enabled && !mit->abft.enabled) return BF_OK;
@@ -94,6 +97,59 @@ bf_status bf__campaign_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_err
     if (st != BF_OK) return bf_error_prefix(err, "mitigation '%s'", mit->name ? mit->name : "");
     c->model = c->store.model = c->protect.own_model;
     return BF_OK;
+}
+
+/* The range check's bounds per parameter, for every weights site of c and
+ * of its weights groups: declared, or the stored tensor's own range. */
+static bf_status setup_range_late(bf_campaign *c, const bf_range_opts *o, bf_error *err)
+{
+    const bf_model *m = c->store.model;
+    c->protect.range_plo = bf__malloc((m->n_params + 1) * sizeof *c->protect.range_plo);
+    c->protect.range_phi = bf__malloc((m->n_params + 1) * sizeof *c->protect.range_phi);
+    if (!c->protect.range_plo || !c->protect.range_phi) return bf_error_set(err, BF_ENOMEM, "out of memory");
+    for (size_t p = 0; p < m->n_params; p++) c->protect.range_plo[p] = 1, c->protect.range_phi[p] = 0;   /* unset */
+    for (size_t g = 0; g <= c->groups.n; g++) {
+        const bf_campaign *s = g ? c->groups.sub[g - 1] : c;
+        if (s->faults.target != BF_TARGET_WEIGHTS) continue;
+        for (size_t k = 0; k < s->surface.n_sites; k++) {
+            size_t p = s->surface.site_param[k];
+            float lo = o->declared ? o->lo : INFINITY, hi = o->declared ? o->hi : -INFINITY;
+            for (int64_t i = 0; !o->declared && i < s->surface.sites[k].elements; i++) {
+                float v = bf__stored(&c->store, p, i);
+                if (v < lo) lo = v;
+                if (v > hi) hi = v;
+            }
+            c->protect.range_plo[p] = lo, c->protect.range_phi[p] = hi;
+        }
+    }
+    c->protect.range_late = 1;
+    return BF_OK;
+}
+
+bf_status bf__campaign_groups_mitigate(bf_campaign *c, const bf_mitigation *mit, bf_error *err)
+{
+    bf_status st;
+    int weights = 0;
+    for (size_t g = 0; g < c->groups.n; g++) {
+        bf_campaign *s = c->groups.sub[g];
+        weights |= s->faults.target == BF_TARGET_WEIGHTS;
+        if (mit->sbp.enabled && (st = setup_sbp(s, &mit->sbp, 0, err)) != BF_OK)
+            return bf_error_prefix(err, "faults.%zu", g + 1);
+        if (mit->ecc.enabled && s->faults.target == BF_TARGET_WEIGHTS && (st = bf__ecc_add_group(c, g, &mit->ecc, err)) != BF_OK)
+            return bf_error_prefix(err, "faults.%zu", g + 1);
+    }
+    /* one group on weights: its faults are checked as they land, as ever */
+    if (mit->range.enabled && weights && (st = setup_range_late(c, &mit->range, err)) != BF_OK) return st;
+    return BF_OK;
+}
+
+void bf__mitigate_group_weight(const bf_campaign *c, const bf_campaign *s, const bf__efault *f, float old, float *now)
+{
+    uint32_t keep = s->protect.sbp_mask ? s->protect.sbp_mask[f->site] : 0;
+    if (!keep) return;
+    size_t p = s->surface.site_param[f->site];
+    uint32_t ob = bf__wencode(&c->store, p, f->index, old), nb = bf__wencode(&c->store, p, f->index, *now);
+    *now = bf__wdecode(&c->store, p, f->index, (nb & ~keep) | (ob & keep));
 }
 
 int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, bf_fault_model kind, float *now)
@@ -106,7 +162,8 @@ int bf__mitigate_weight(const bf_campaign *c, const bf__efault *f, float old, bf
         uint32_t nb = bf__fault_bits(&c->store, ob, kind, f);
         *now = bf__wdecode(&c->store, p, f->index, (nb & ~keep) | (ob & keep));
     }
-    if (c->protect.range_lo && !(*now >= c->protect.range_lo[f->site] && *now <= c->protect.range_hi[f->site])) {
+    if (c->protect.range_lo && !c->protect.range_late &&
+        !(*now >= c->protect.range_lo[f->site] && *now <= c->protect.range_hi[f->site])) {
         if (c->protect.range_flag) return 1;
         *now = 0;
     }
@@ -132,6 +189,20 @@ double bf_campaign_storage_overhead(const bf_campaign *c)
         /* activation sites protect one buffer per sample slot: counted once */
         extra += (double)bits * (double)c->surface.sites[s].elements;
     }
+    /* a fault group's SBP-protected tensors that no earlier group names
+     * (by name: a weights group's tensor may be group 0's) */
+    for (size_t g = 0; g < c->groups.n; g++)
+        for (size_t k = 0; c->groups.sub[g]->protect.sbp_mask && k < c->groups.sub[g]->surface.n_sites; k++) {
+            const bf_campaign *s = c->groups.sub[g];
+            int seen = 0;
+            for (size_t h = 0; !seen && h <= g; h++) {
+                const bf_campaign *o = h ? c->groups.sub[h - 1] : c;
+                for (size_t j = 0; !seen && j < o->surface.n_sites; j++) seen = !strcmp(o->surface.sites[j].name, s->surface.sites[k].name);
+            }
+            int bits = 0;
+            for (uint32_t m = s->protect.sbp_mask[k]; m; m &= m - 1) bits++;
+            if (!seen) extra += (double)bits * (double)s->surface.sites[k].elements;
+        }
     if (c->protect.range_lo) extra += 64.0 * (double)c->surface.n_sites;   /* two floats per tensor */
     extra += bf__ecc_storage_bits(c);   /* 8 check bits per 64-bit word */
     if (c->protect.own_model)   /* ABFT checksums and clip bounds: the values the derived model added */

@@ -78,7 +78,10 @@ static size_t *dw_slot(worker *w, size_t param, int64_t index)
 /* Weights fault groups (after group 0, in order): each fault strikes the
  * value the trial's earlier faults left in that element (or the stored
  * one), so w->dw keeps one entry per element, the stored value and the
- * last; the evaluator gets each value as written. Records after group 0's. */
+ * last; the evaluator gets each value as written. Records after group 0's.
+ * The protections act as on group 0's faults: ECC rewrote a protected
+ * value's faults as the bit flips its decoded word holds, SBP restores the
+ * protected bits; the range check reads the values after (range_late). */
 static bf_status group_weights(worker *w, bf_trial_record *rec, size_t *n_dw)
 {
     const bf_campaign *c = w->rn->c;
@@ -111,7 +114,8 @@ static bf_status group_weights(worker *w, bf_trial_record *rec, size_t *n_dw)
             const bf__efault *f = &w->dg[g].f[i];
             size_t p = s->surface.site_param[f->site], *at = dw_slot(w, p, f->index);
             float old = *at ? w->dw[*at - 1].new_value : bf__stored(&c->store, p, f->index);
-            float now = bf__wcorrupt(&c->store, p, old, kind, f);
+            float now = bf__wcorrupt(&c->store, p, old, bf__ecc_covers(c, g + 1, f->site) ? BF_FAULT_BITFLIP : kind, f);
+            bf__mitigate_group_weight(c, s, f, old, &now);
             if (!*at) {
                 w->dw[*n_dw] = (bf__dx_weight){.param = p, .index = f->index, .old_value = old, .new_value = now};
                 *at = ++*n_dw;
@@ -126,6 +130,32 @@ static bf_status group_weights(worker *w, bf_trial_record *rec, size_t *n_dw)
         }
     }
     return st;
+}
+
+/* The range check with weights fault groups: each value the trial wrote,
+ * as every group's faults left it, against its tensor's bounds; out of
+ * range it is zeroed (in the evaluator, w->dw, and the record of the last
+ * fault on it) or, flagging, the trial is DUE. */
+static bf_status range_late(worker *w, bf_trial_record *rec, size_t n_dw)
+{
+    const bf_campaign *c = w->rn->c;
+    const float *lo = c->protect.range_plo, *hi = c->protect.range_phi;
+    for (size_t i = 0; i < n_dw; i++) {
+        bf__dx_weight *x = &w->dw[i];
+        if (lo[x->param] > hi[x->param] || (x->new_value >= lo[x->param] && x->new_value <= hi[x->param])) continue;
+        if (c->protect.range_flag) return bf_error_set(&w->err, BF_EDETECTED, "range check: a stored value is out of range");
+        x->new_value = 0;
+        bf_status st = bf_evaluator_write_param(w->ev, x->param, x->index, 0, &w->err);
+        if (st != BF_OK) return st;
+        for (int k = rec->n_kept; k-- > 0;) {
+            bf_applied_fault *a = &rec->faults[k];
+            const bf_campaign *s = a->group ? c->groups.sub[a->group - 1] : c;
+            if (s->faults.target != BF_TARGET_WEIGHTS || s->surface.site_param[a->site] != x->param || a->index != x->index) continue;
+            a->new_value = 0;
+            break;
+        }
+    }
+    return BF_OK;
 }
 
 /* Fault groups 1.. (campaign_groups.c): trial t's draws of every group,
@@ -153,7 +183,7 @@ static bf_status group_values(worker *w, size_t *n)
         for (size_t i = 0; s->faults.target != BF_TARGET_WEIGHTS && i < w->dg[g].n; i++) {
             const bf__efault *f = &w->dg[g].f[i];
             w->vf[(*n)++] = (bf_value_fault){.value = s->surface.site_value[f->site], .sample = f->sample, .index = f->index,
-                                             .model = kind, .mask = f->mask, .repr = s->store.repr,
+                                             .model = kind, .mask = bf__mitigate_value_mask(s, f), .repr = s->store.repr,
                                              .scale = s->surface.site_scale[f->site]};
         }
     }
@@ -191,7 +221,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     /* the record keeps a place for each other group's first fault: a BER
      * group 0 of many flips would otherwise leave no trace of them */
     int keep0 = keep_for(w, 0);
-    bf_status st = c->protect.ecc ? bf__ecc_apply(c, &w->d, rec->trial, rec, &w->err) : BF_OK;   /* BF_EDETECTED: DUE */
+    bf_status st = c->protect.ecc ? bf__ecc_apply(c, &w->d, w->dg, rec->trial, rec, &w->err) : BF_OK;   /* BF_EDETECTED: DUE */
     if (st == BF_EDETECTED && c->groups.n) {
         /* ECC detected group 0's error: nothing runs, so the other groups'
          * faults are recorded as drawn, their values NaN (never applied) */
@@ -251,6 +281,7 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     int full = w->dx == NULL;
     size_t n_dw0 = n_dw;   /* group 0's writes; the weights groups' follow */
     if (st == BF_OK && c->groups.n) st = group_weights(w, rec, &n_dw);
+    if (st == BF_OK && c->protect.range_late) st = range_late(w, rec, n_dw);
     w->n_dw = n_dw;
     size_t n_vf = 0;   /* the other fault groups' value faults (campaign_groups.c) */
     if (st == BF_OK && c->groups.n) st = group_values(w, &n_vf);

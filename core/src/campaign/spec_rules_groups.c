@@ -16,13 +16,16 @@
  *   (tensor, bit) strata or faults; another group has none;
  * - group 0 a chosen-bit model, random_value or ber, without a profiled
  *   map, fault_scales or generation (a decoding takes one group's faults);
- *   mitigations 'ecc' (it protects group 0's stored weights, its check
- *   bits faulting at group 0's BER rate; an activation group's values are
- *   not stored weights, so it leaves them alone), 'clip' and 'abft' (nodes
- *   in the graph: they see every fault that reaches the outputs they guard,
- *   an activation group's included); 'sbp' and 'range' are refused: they
- *   filter the faults of the campaign's own sites, and which of an
- *   activation group's bits SBP should protect is not said yet;
+ * - every mitigation: they protect the model, whichever group's fault
+ *   reaches what they protect (campaign_mitigate.c): 'ecc' decodes each
+ *   stored word with every weights group's faults in it (its check bits
+ *   faulting at group 0's BER rate; activations are not stored words),
+ *   'sbp' restores its tensors' protected bits, in each group's
+ *   representation, 'range' reads each stored value after every weights
+ *   group's faults, 'clip' and 'abft' are nodes that see every fault that
+ *   reaches the outputs they guard. Only SBP with random_value faults on
+ *   activations is refused, as without groups: the value a fault replaces
+ *   is not known until the pass runs, so its protected bits are not;
  * - an extra group computes in a float representation of its own (fp32,
  *   fp16, bf16: int8 activations need scales profiled for its sites) and
  *   takes one BER rate, not a sweep (the trials are group 0's). */
@@ -174,23 +177,15 @@ RULE(groups_uniform)
                "enumerate one group's (tensor, bit) strata or faults, and another group has none", s->n_groups + 1);
 }
 
-RULE(groups_not_mitigations)
+RULE(groups_sbp_random)
 {
     (void)f;
-    (void)field;
-    for (size_t i = 0; grouped(s) && s->mitigations && i < s->n_mitigations; i++) {
-        const bf_mitigation *m = &s->mitigations[i];
-        bool weights_group = false;
-        for (size_t g = 0; g < s->n_groups; g++) weights_group |= s->groups[g].target == BF_TARGET_WEIGHTS;
-        if (m->ecc.enabled && weights_group)
-            return SAY("'%s': ECC decodes each word with every fault in it, and with a second weights group it sees group "
-                       "0's only: run ECC with one weights group (the activation groups may stay), or give group 0 the "
-                       "faults of both", m->name ? m->name : "?");
-        if (m->sbp.enabled || m->range.enabled)
-            return SAY("'%s': with fault groups, mitigations are 'ecc', 'clip' and 'abft' (and 'none'); %s is not run "
-                       "with fault groups: compare it on a campaign with one fault group (faults as an object)",
-                       m->name ? m->name : "?", m->sbp.enabled ? "sbp" : "range");
-    }
+    int sbp = 0;
+    for (size_t i = 0; grouped(s) && s->mitigations && i < s->n_mitigations; i++) sbp |= s->mitigations[i].sbp.enabled;
+    for (size_t i = 0; sbp && s->groups && i < s->n_groups; i++)
+        if (s->groups[i].target != BF_TARGET_WEIGHTS && s->groups[i].model_kind == BF_FAULT_RANDOM_VALUE)
+            return AT(i + 1, "model"), SAY("'random_value' on activations does not combine with mitigation 'sbp': the value "
+                                           "a fault replaces is not known until the pass runs, nor its protected bits");
     return false;
 }
 
@@ -218,7 +213,7 @@ const rule bf__spec_rules_groups[] = {
     {"groups-model", BF_SPEC_GROUPS, ANY, 0, BF_EINVAL, groups_model},
     {"groups-bits", BF_SPEC_GROUPS, ANY, 0, BF_EINVAL, groups_bits},
     {"groups-uniform", BF_SPEC_SAMPLING, ANY, B(GROUPS), BF_EINVAL, groups_uniform},
-    {"groups-not-mitigations", BF_SPEC_MITIGATIONS, ANY, B(GROUPS), BF_EINVAL, groups_not_mitigations},
+    {"groups-sbp-random", BF_SPEC_GROUPS, ANY, B(MITIGATIONS), BF_EINVAL, groups_sbp_random},
     {"groups-not-generate", BF_SPEC_GENERATE, ANY, B(GROUPS), BF_EINVAL, groups_not_generate},
     {"groups-stop-margins", BF_SPEC_STOP, ANY, B(GROUPS), BF_EINVAL, groups_stop_margins},
 };
