@@ -252,6 +252,8 @@ def einsum_exact_cases():
     yield ein("order_ell", "...ij,...jk->ik", randf(312, 2, 3, 4), randf(313, 2, 4, 5))
     yield ein("order_case", "bIj,bjIk->bk", randf(314, 2, 3, 4, lo=-4, hi=4), randf(315, 2, 4, 3, 5, lo=-4, hi=4))
     yield ein("diag", "bii,bij->bj", randf(316, 2, 5, 5), randf(317, 2, 5, 3))
+    # the implicit output: the subscripts seen once, capitals first ([A, c])
+    yield ein("implicit_case", "Ab,bc", randf(328, 3, 4), randf(329, 4, 5))
     yield ein("order_big", "aBcd,cdBe->ae", randf(318, 20, 4, 5, 6), randf(319, 5, 6, 4, 12))    # 120 x 20 x 12: BLAS
     # nothing contracted: a product, -0 kept
     a, b = randf(320, 4), randf(321, 3)

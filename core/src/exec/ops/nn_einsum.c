@@ -1,6 +1,7 @@
 /* Einsum: any equation of up to EIN_OPS operands, with repeated subscripts
  * in an operand (its diagonal), ellipses (broadcast batch dims) and the
- * implicit output (the subscripts seen once, in alphabetical order, after
+ * implicit output (the subscripts seen once, in alphabetical order, A..Z
+ * before a..z, after
  * the ellipsis dims). One plain loop: for each output element, the products
  * of the operands summed over the contracted subscripts, in row-major order
  * of those subscripts (the last one innermost).
@@ -206,7 +207,7 @@ static bf_status ein_sizes(const bf__prep *p, ein_eq *q, bf_error *err)
 }
 
 /* The output's subscripts: after "->", or implicit (the ellipsis, then
- * the letters used once, in alphabetical order). */
+ * the letters used once, in alphabetical order, capitals first). */
 static bf_status ein_output(const bf__prep *p, const char *arrow, ein_eq *q, bf_error *err)
 {
     const bf__node *nd = p->node;
@@ -229,13 +230,17 @@ static bf_status ein_output(const bf__prep *p, const char *arrow, ein_eq *q, bf_
     }
     out->n = 0, out->ell = -1;
     if (q->n_ell > 0) out->ell = out->n++;
-    for (int l = 0; l < 52; l++)
+    /* alphabetical as ASCII has it, A..Z before a..z: PyTorch's order (and
+     * numpy's), so "Ab,bc" is [A, c] */
+    for (int k = 0; k < 52; k++) {
+        int l = k < 26 ? 26 + k : k - 26;
         if (q->count[l] == 1) {
             if (out->n >= BF_MAX_DIMS + 1)
                 return bf__node_error(err, nd, BF_EUNSUPPORTED, "equation '%.80s': the implicit output has more "
                                       "than %d dims", eq, BF_MAX_DIMS);
             out->code[out->n++] = l;
         }
+    }
     return BF_OK;
 }
 
