@@ -255,6 +255,14 @@ def einsum_exact_cases():
     # the implicit output: the subscripts seen once, capitals first ([A, c])
     yield ein("implicit_case", "Ab,bc", randf(328, 3, 4), randf(329, 4, 5))
     yield ein("order_big", "aBcd,cdBe->ae", randf(318, 20, 4, 5, 6), randf(319, 5, 6, 4, 12))    # 120 x 20 x 12: BLAS
+    # three and four operands, contracted pair by pair from the left (no
+    # opt_einsum): nn.Bilinear's equation, a chain of products, a subscript
+    # all three share (a product first, then the sum), four operands
+    yield ein("bilinear", "bn,anm,bm->ba", randf(330, 3, 4), randf(331, 2, 4, 5), randf(332, 3, 5))
+    yield ein("bilinear_big", "bn,anm,bm->ba", randf(333, 6, 16), randf(334, 5, 16, 12), randf(335, 6, 12))
+    yield ein("chain3", "bij,bjk,bkl->bil", randf(336, 2, 3, 4), randf(337, 2, 4, 5), randf(338, 2, 5, 6))
+    yield ein("shared3", "bi,bi,bi->b", randf(339, 4, 30), randf(340, 4, 30), randf(341, 4, 30))
+    yield ein("four", "ab,bc,cd,de->ae", randf(342, 3, 4), randf(343, 4, 5), randf(344, 5, 6), randf(345, 6, 2))
     # nothing contracted: a product, -0 kept
     a, b = randf(320, 4), randf(321, 3)
     a[1], b[2] = 0.0, -0.0

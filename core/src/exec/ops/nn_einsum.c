@@ -13,9 +13,11 @@
  * ellipsis dims, then A..Z, then a..z), or to a plain product when nothing
  * is contracted. A bmm under 400 multiply-adds per matrix is ATen's loop of
  * rounded products (matmul_plain.c), a larger one BLAS, bf__sgemm's chain of
- * fused multiply-adds (docs/NUMERICS.md, "Softmax and attention"). A
- * subscript summed in one operand alone PyTorch sums first, in an order of
- * its own: those equations, and three or more operands, keep the chain. */
+ * fused multiply-adds (docs/NUMERICS.md, "Softmax and attention"). Three
+ * or more operands it contracts pair by pair from the left, each pair so
+ * (torch_pairwise). A subscript summed in one operand alone PyTorch sums
+ * first, in an order of its own: those equations keep the single loop (the
+ * chain for two operands). */
 #include <assert.h>
 #include <limits.h>
 #include <math.h>
@@ -27,6 +29,7 @@
 #include "sgemm.h"
 
 enum { EIN_OPS = 4, EIN_LABELS = 24, EIN_TERM_MAX = 64 };
+enum { EIN_MUL, EIN_PLAIN, EIN_CHAIN };   /* how a pair is summed: a product, ATen's small bmm loop, BLAS's chain */
 
 typedef struct ein_params {
     int n_ops, n_labels, n_out;         /* labels: the output's first, then the contracted */
@@ -41,6 +44,14 @@ typedef struct ein_params {
      * product rounded, then added); mul, nothing contracted (one product,
      * a -0 kept); neither, the fma chain */
     int plain, mul;
+    /* three or more operands as PyTorch contracts them (pairwise): steps
+     * 1 .. n_ops - 1 take the result so far and operand j */
+    int pairwise;
+    struct ein_step {
+        uint32_t keep, sum;             /* labels of the step's result; labels it sums */
+        int mode;                       /* EIN_MUL, EIN_PLAIN, EIN_CHAIN */
+    } step[EIN_OPS - 1];
+    int64_t inter;                      /* elements of the largest result so far */
     int8_t lb[EIN_LABELS], lm[EIN_LABELS], ln[EIN_LABELS], lk[EIN_LABELS];
     int64_t batch, m, n, k;
     int64_t out_stride[EIN_LABELS];     /* output labels: elements to step the output */
@@ -125,6 +136,50 @@ static void torch_pair(ein_params *ep, int occ[EIN_OPS][EIN_LABELS])
     }
     ep->mul = k == 1;
     ep->plain = !ep->mul && k * m * n < BF_BMM_PLAIN_MAX;
+}
+
+/* Three or more operands as PyTorch 1.13 (without opt_einsum) contracts
+ * them: the result so far with the next operand, left to right, each pair
+ * one sumproduct_pair (a bmm or a product, torch_pair's rule), its result
+ * rounded to float. A contracted subscript is summed in the pair after
+ * which no later operand has it; PyTorch sums one that only one side of a
+ * pair has (and no later operand) first, with its own reduction: such an
+ * equation keeps the single loop. 0 then, or when the results would not
+ * fit the scratch bound. A subscript of size 1 is in no operand. */
+static int torch_pairwise(ein_params *ep, int occ[EIN_OPS][EIN_LABELS], bf__prep *p)
+{
+    int cnt[EIN_LABELS] = {0};
+    uint32_t in[EIN_OPS] = {0};
+    for (int i = 0; i < ep->n_ops; i++)
+        for (int l = 0; l < ep->n_labels; l++)
+            if (occ[i][l] > 0 && ep->size[l] != 1) in[i] |= 1u << l, cnt[l]++;
+    uint32_t cur = in[0];
+    double most = 0;
+    for (int j = 1; j < ep->n_ops; j++) {
+        uint32_t b = in[j], sum = 0;
+        for (int l = ep->n_out; l < ep->n_labels; l++) {
+            int a_has = cur >> l & 1, b_has = b >> l & 1;
+            if (a_has && b_has && --cnt[l] == 1) sum |= 1u << l, cnt[l] = 0;
+            else if (!(a_has && b_has) && (a_has || b_has) && cnt[l] == 1) return 0;   /* summed on one side first */
+        }
+        uint32_t keep = (cur | b) & ~sum;
+        double m = 1, n = 1, k = 1, size = 1;
+        for (int l = 0; l < ep->n_labels; l++) {
+            double v = (double)ep->size[l];
+            if (sum >> l & 1) k *= v;
+            else if ((cur & ~b) >> l & 1) m *= v;
+            else if ((b & ~cur) >> l & 1) n *= v;
+            if (keep >> l & 1) size *= v;
+        }
+        ep->step[j - 1] = (struct ein_step){.keep = keep, .sum = sum,
+                                            .mode = !sum ? EIN_MUL : k * m * n < BF_BMM_PLAIN_MAX ? EIN_PLAIN : EIN_CHAIN};
+        if (size > most) most = size;
+        cur = keep;
+    }
+    if (2 * most * sizeof(float) > (double)((size_t)1 << 32)) return 0;
+    ep->inter = (int64_t)most;
+    p->scratch = 2 * (size_t)most * sizeof(float);
+    return 1;
 }
 
 /* An equation as einsum_prepare reads it, step by step: the operands'
@@ -319,6 +374,7 @@ bf_status bf__einsum_prepare(bf__prep *p, bf_error *err)
     for (int l = n_out - 1; l >= 0; l--) ep->out_stride[l] = acc, acc *= ep->size[l];
     ep->gemm = n == 2 && gemm_roles(ep, occ, p);
     if (n == 2) torch_pair(ep, occ);
+    ep->pairwise = n > 2 && torch_pairwise(ep, occ, p);
     bf__set_shape(p->out[0], BF_F32, ond, odims);
     return BF_OK;
 }
@@ -371,6 +427,91 @@ static void einsum_gemm(const ein_params *ep, const float *a, const float *b, fl
     pack(ep, gc, cc, 3, ep->out_stride, y, NULL, pc);
 }
 
+/* Strides of a dense tensor over the labels in mask, in label order (the
+ * last fastest), 0 for the others; its elements. */
+static int64_t dense_strides(const ein_params *ep, uint32_t mask, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int l = ep->n_labels - 1; l >= 0; l--) {
+        st[l] = mask >> l & 1 ? acc : 0;
+        if (mask >> l & 1) acc *= ep->size[l];
+    }
+    return acc;
+}
+
+/* One pairwise step: t (strides st) = a (sa) times b (sb), summed over the
+ * step's labels in label order, the last one innermost. */
+static void pair_step(const ein_params *ep, const struct ein_step *s, const float *a, const int64_t *sa, const float *b,
+                      const int64_t *sb, float *t, const int64_t *st)
+{
+    int ol[EIN_LABELS], kl[EIN_LABELS], no = 0, nk = 0;
+    int64_t total = 1, outer = 1;
+    for (int l = 0; l < ep->n_labels; l++) {
+        if (s->keep >> l & 1) ol[no++] = l, total *= ep->size[l];
+        if (s->sum >> l & 1) kl[nk++] = l;
+    }
+    int inner = nk ? kl[nk - 1] : -1;
+    int64_t ilen = inner >= 0 ? ep->size[inner] : 1;
+    for (int i = 0; i + 1 < nk; i++) outer *= ep->size[kl[i]];
+    if (ilen == 0) outer = 0;
+    int64_t idx[EIN_LABELS] = {0}, oa = 0, ob = 0, ot = 0;
+    for (int64_t e = 0; e < total; e++) {
+        float acc = 0.0f;
+        if (s->mode == EIN_MUL) {
+            acc = a[oa] * b[ob];
+        } else {
+            int64_t kidx[EIN_LABELS] = {0}, ka = oa, kb = ob, ia = inner >= 0 ? sa[inner] : 0, ib = inner >= 0 ? sb[inner] : 0;
+            for (int64_t r = 0; r < outer; r++) {
+                if (s->mode == EIN_PLAIN) acc = bf__sdot_plain(ilen, a + ka, ia, b + kb, ib, acc);
+                else
+                    for (int64_t k = 0; k < ilen; k++) acc = fmaf(a[ka + k * ia], b[kb + k * ib], acc);
+                for (int i = nk - 2; i >= 0; i--) {
+                    int l = kl[i];
+                    ka += sa[l], kb += sb[l];
+                    if (++kidx[i] < ep->size[l]) break;
+                    ka -= sa[l] * ep->size[l], kb -= sb[l] * ep->size[l];
+                    kidx[i] = 0;
+                }
+            }
+        }
+        t[ot] = acc;
+        for (int i = no - 1; i >= 0; i--) {
+            int l = ol[i];
+            oa += sa[l], ob += sb[l], ot += st[l];
+            if (++idx[i] < ep->size[l]) break;
+            oa -= sa[l] * ep->size[l], ob -= sb[l] * ep->size[l], ot -= st[l] * ep->size[l];
+            idx[i] = 0;
+        }
+    }
+}
+
+/* Three or more operands, pair by pair (torch_pairwise), through two
+ * scratch buffers; the last result copied to y in output order. */
+static void einsum_pairwise(const ein_params *ep, const float *const *x, float *y, float *scratch)
+{
+    const float *cur = x[0];
+    int64_t scur[EIN_LABELS], st[EIN_LABELS];
+    memcpy(scur, ep->stride[0], sizeof scur);
+    for (int j = 1; j < ep->n_ops; j++) {
+        float *t = scratch + (j & 1) * ep->inter;
+        dense_strides(ep, ep->step[j - 1].keep, st);
+        pair_step(ep, &ep->step[j - 1], cur, scur, x[j], ep->stride[j], t, st);
+        cur = t;
+        memcpy(scur, st, sizeof scur);
+    }
+    int64_t total = 1, idx[EIN_LABELS] = {0}, off = 0;
+    for (int l = 0; l < ep->n_out; l++) total *= ep->size[l];
+    for (int64_t o = 0; o < total; o++) {
+        y[o] = cur[off];
+        for (int l = ep->n_out - 1; l >= 0; l--) {
+            off += scur[l];
+            if (++idx[l] < ep->size[l]) break;
+            off -= scur[l] * ep->size[l];
+            idx[l] = 0;
+        }
+    }
+}
+
 bf_status bf__einsum_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
@@ -380,8 +521,12 @@ bf_status bf__einsum_run(const bf__ctx *c, bf_error *err)
         return BF_OK;
     }
     float *y = c->out[0]->data;
-    const float *x[EIN_OPS];
+    const float *x[EIN_OPS] = {NULL};
     for (int i = 0; i < ep->n_ops; i++) x[i] = c->in[i]->data;
+    if (ep->pairwise) {
+        einsum_pairwise(ep, x, y, c->scratch);
+        return BF_OK;
+    }
     int nl = ep->n_labels, no = ep->n_out, n = ep->n_ops;
     int64_t total_out = 1, total_red = 1;
     for (int l = 0; l < no; l++) total_out *= ep->size[l];
