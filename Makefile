@@ -16,7 +16,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CONFORMANCE_DIR ?= ../shared/conformance
 
 .PHONY: pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
-.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det zoo-check fixtures study-stutz clean
+.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det bench-real zoo-check fixtures study-stutz clean
 
 all: build
 
@@ -232,6 +232,16 @@ BITFLIP ?= $(BUILD)/bitflip
 bench-det: build bench-deps
 	@[ -d bench/node_modules/onnxruntime-node ] || (cd bench && npm ci --ignore-scripts)
 	/usr/bin/python3 bench/det_bench.py --bitflip $(BITFLIP) --write-doc docs/BENCHMARKS.md
+
+# Real networks at real sizes (issue 33): resnet18, mobilenet_v2, ViT-S/16 and an LSTM at 1
+# and 2 threads, bitflip beside PyTorch (threads pinned, OMP_WAIT_POLICY=PASSIVE) and ONNX
+# Runtime on the same files in one run: eval samples/s and percent of this core's measured
+# peak, campaign trials/s with and without setup, the share of a pass a trial re-runs, and
+# issue 33's aims worked from the rows; rewrites the real-bench section of docs/BENCHMARKS.md
+# (about 20 minutes; wants a quiet machine: each run waits for one). BITFLIP=path as above.
+bench-real: build bench-deps
+	@[ -d bench/node_modules/onnxruntime-node ] || (cd bench && npm ci --ignore-scripts)
+	/usr/bin/python3 bench/real_bench.py --bitflip $(BITFLIP) --threads 1,2 --write-doc docs/BENCHMARKS.md
 
 # The full-size torchvision zoo (10 detectors and segmenters, weights=None, opset 13) through
 # bitflip eval --outputs, ONNX Runtime and PyTorch, compared per image; rewrites the
