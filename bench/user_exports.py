@@ -201,6 +201,11 @@ CASES = [
     C("convnext_tiny_o17_dyn", lambda: tv("convnext_tiny"), 32, 17, dynamic=True, n=4),
     C("convnext_tiny_o12_nofold", lambda: tv("convnext_tiny"), 32, 12, fold=False, n=4),
     C("vit32_o16_dyn", vit32, 32, 16, dynamic=True),
+    C("mobilenet_v2_o11_noname", lambda: tv("mobilenet_v2"), 64, 11, noname=True, static_batch=1),
+    C("mnasnet0_5_o13_dynlist", lambda: tv("mnasnet0_5"), 64, 13, dynamic=True, dyn_list=True),
+    C("densenet121_o12_preserve_dyn", lambda: tv("densenet121"), 32, 12, training="preserve", dynamic=True, n=4),
+    C("googlenet_o14_dyn", lambda: tv("googlenet", aux_logits=False, init_weights=True), 64, 14, dynamic=True,
+      n=4),
     C("vit32_o11_keepinit", vit32, 32, 11, keep_init=True),
     C("vit32_o17_preserve_nofold", vit32, 32, 17, training="preserve", fold=False, dynamic=True),
     dict(name="lraspp_o16_dyn", build=lraspp, kind="seg", size=64, opset=16, dynamic=True, n=4),
@@ -257,11 +262,13 @@ def inputs_of(case, model, n):
 
 def export(case, model, args, in_names, out_names, dyn, path):
     import torch
-    kw = dict(opset_version=case["opset"], input_names=in_names, output_names=out_names,
-              do_constant_folding=case.get("fold", True),
+    kw = dict(opset_version=case["opset"], do_constant_folding=case.get("fold", True),
               keep_initializers_as_inputs=case.get("keep_init", False))
+    if not case.get("noname"):   # else the exporter's own names ("input.1", "495")
+        kw.update(input_names=in_names, output_names=out_names)
     if case.get("dynamic"):
-        kw["dynamic_axes"] = dyn
+        # dynamic_axes as a dict of names or, as many users write it, a list of axes
+        kw["dynamic_axes"] = {k: list(v) for k, v in dyn.items()} if case.get("dyn_list") else dyn
     if case.get("training") == "preserve":
         kw["training"] = torch.onnx.TrainingMode.PRESERVE
     with warnings.catch_warnings():
@@ -440,6 +447,13 @@ def make_case(case, out, bindir):
     if case.get("half"):
         to_fp16(stem + ".onnx")
     notes["export"] = "ok"
+    if case.get("noname"):
+        import onnx
+        g = onnx.load(stem + ".onnx", load_external_data=False).graph
+        inits = {t.name for t in g.initializer}
+        in_names = [i.name for i in g.input if i.name not in inits]
+        out_names = [o.name for o in g.output]
+        notes["names"] = "%s -> %s" % (in_names, out_names)
 
     # eval set and golden
     golden = forward(ref_model, case, args)
