@@ -83,5 +83,10 @@ k=$2/user/ctr_if_kept_op11
 check eval_dyn_out 3 "$BF" eval "$k.onnx" "$k.eval.safetensors"; contains eval_dyn_out "output 'y' has a shape that is data"
 contains eval_dyn_out "(If), which runs as a dynamic step"
 
+# modules exported as ONNX functions (export_modules_as_functions=True): refused, saying what to do
+check info_functions 3 "$BF" info "$2/user/modules_as_functions_op15.onnx"
+contains info_functions "one of the 5 functions local to the model"
+contains info_functions "export without export_modules_as_functions"
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -714,6 +714,7 @@ static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, raw_src *src, 
 
     if ((st = convert_initializers(g, m, &map, src, err)) != BF_OK) goto out;
     if ((st = convert_inputs(g, m, &map, err)) != BF_OK) goto out;
+    if ((st = bf__onnx_check_functions(mp, m, err)) != BF_OK) goto out;
     for (size_t i = 0; i < g->n_node; i++)
         if ((st = convert_node(g->node[i], i, m, &map, err)) != BF_OK) goto out;
     if ((st = convert_node_inputs(g, m, &map, err)) != BF_OK) goto out;
