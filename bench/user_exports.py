@@ -210,6 +210,8 @@ CASES = [
     C("vit32_o17_preserve_nofold", vit32, 32, 17, training="preserve", fold=False, dynamic=True),
     dict(name="lraspp_o16_dyn", build=lraspp, kind="seg", size=64, opset=16, dynamic=True, n=4),
     dict(name="lraspp_o11_static", build=lraspp, kind="seg", size=64, opset=11, static_batch=1, n=4),
+    dict(name="lraspp_o13_dynhw", build=lraspp, kind="seg", size=64, opset=13, dynamic=True, dyn_hw=True, n=4),
+    C("resnet18_o13_dynhw", lambda: tv("resnet18"), 64, 13, dynamic=True, dyn_hw=True),
     dict(name="ssdlite320_o17_bitflip_export", build=None, kind="det", size=320, opset=17, n=2),
     dict(name="gpt_o14_dyn", build=GPT.make, kind="lm", opset=14, dynamic=True, fold=False),
     dict(name="gpt_o17_dyn", build=GPT.make, kind="lm", opset=17, dynamic=True),
@@ -243,6 +245,9 @@ def inputs_of(case, model, n):
     if k in ("vision", "seg"):
         x = img(n, case["size"])
         out = "logits" if k == "vision" else "out"
+        if case.get("dyn_hw"):   # any image size: height and width dynamic too
+            return (x,), ["input"], [out], {"input": {0: "batch", 2: "height", 3: "width"},
+                                            out: {0: "batch"} if k == "vision" else {0: "batch", 2: "height", 3: "width"}}
         return (x,), ["input"], [out], {"input": {0: "batch"}, out: {0: "batch"}}
     if k == "lm":
         ids = torch.from_numpy(rng.integers(0, 48, (n, 16)).astype(np.int64))
