@@ -265,8 +265,8 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
         st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' has a shape that is data: it depends on node '%s' (%s), which "
                           "runs as a dynamic step (docs/OPS.md, \"Shapes that are data\"), and an evaluation over batches "
                           "needs each output's shape when the plan is built; export without that control flow, or as a graph "
-                          "that takes one sample per call (no batch dimension), which bitflip runs a sample at a time", model->outputs[0].name,
-                          d ? d->node->name : "?", d ? d->node->op_type : "?");
+                          "that takes one sample per call (no batch dimension), which bitflip runs a sample at a time",
+                          model->outputs[0].name, d ? d->node->name : "?", d ? d->node->op_type : "?");
         goto out;
     } else if (o->dtype != BF_F32) {
         st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' is %s; evaluation reads float32 outputs",

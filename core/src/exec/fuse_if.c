@@ -109,7 +109,9 @@ static int is_squeeze_if(const bf_model *m, const bf__node *n, int *x, int64_t *
     const bf__node *eq = made_by(m, n->in[0], "Equal");
     if (!eq || eq->n_in != 2 || eq->n_attrs) return 0;
     int64_t one;
-    int side = const_int(m, NULL, eq->in[1], &one) && one == 1 ? 0 : const_int(m, NULL, eq->in[0], &one) && one == 1 ? 1 : -1;
+    int side = -1;   /* the input that is not the constant 1 */
+    if (const_int(m, NULL, eq->in[1], &one) && one == 1) side = 0;
+    else if (const_int(m, NULL, eq->in[0], &one) && one == 1) side = 1;
     if (side < 0) return 0;
     const bf__node *ga = made_by(m, eq->in[side], "Gather");
     int64_t gd;
