@@ -55,6 +55,8 @@ json_t *bf_model_summary(const bf_model *m)
         /* absent, not null, when nothing was recovered: older readers see the same object */
         if (pj && p->torch_name) json_object_set_new(pj, "torch_name", json_string(p->torch_name));
         if (pj && p->torch_note) json_object_set_new(pj, "torch_note", json_string(p->torch_note));
+        /* a half-precision export's weights: the type the file holds them in */
+        if (pj && p->stored) json_object_set_new(pj, "stored", json_string(p->stored));
         json_array_append_new(params, pj);
         bits += bf_tensor_numel(p->tensor) * (p->dtype == BF_F32 ? 32 : 8);
     }

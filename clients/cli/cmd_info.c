@@ -95,6 +95,54 @@ static void fused_text(const bf_model *m, char *buf, size_t len)
 }
 
 /* Which rule chose what was fused: the exporter's record, or the patterns. */
+/* A model whose float weights the file stores in another type than float32
+ * (a half-precision export): said once, with what a campaign then means. */
+static void info_stored_note(const bf_model *m)
+{
+    size_t n = 0;
+    const char *type = NULL;
+    for (size_t i = 0; i < bf_model_num_params(m); i++)
+        if (bf_model_param(m, i)->stored) n++, type = bf_model_param(m, i)->stored;
+    if (!n) return;
+    if (strcmp(type, "float64") == 0) {
+        printf("  %zu of these parameter%s stored as float64 in the file: bitflip holds and computes them in float32\n", n,
+               n == 1 ? " is" : "s are");
+        return;
+    }
+    printf("  %zu of these parameter%s stored as %s in the file: bitflip computes in float32 on the same values; "
+           "a campaign's faults strike fp32 bits unless its spec says \"representation\": \"%s\"\n", n,
+           n == 1 ? " is" : "s are", type, strcmp(type, "bfloat16") == 0 ? "bf16" : "fp16");
+}
+
+/* The parameters table: the fault surface, with what the file stores each in. */
+static void print_params(const bf_model *m)
+{
+    char buf[256];
+    long long bits = 0;
+    for (size_t i = 0; i < bf_model_num_params(m); i++)
+        bits += (long long)bf_tensor_numel(bf_model_param(m, i)->tensor) * (bf_model_param(m, i)->dtype == BF_F32 ? 32 : 8);
+    printf("\n\nparameters (fault surface): %zu tensors, %lld elements, %lld bits\n",
+           bf_model_num_params(m), (long long)bf_model_param_elements(m), bits);
+    int torch = 0;
+    for (size_t i = 0; i < bf_model_num_params(m); i++) torch |= bf_model_param(m, i)->torch_name != NULL;
+    if (torch) printf("  %-30s %-16s %10s  %-18s pytorch name\n", "name", "shape", "elements", "read by");
+    else printf("  %-30s %-16s %10s  %s\n", "name", "shape", "elements", "read by");
+    for (size_t i = 0; i < bf_model_num_params(m); i++) {
+        const bf_param_info *p = bf_model_param(m, i);
+        char reader[64];
+        bf_shape_str(p->tensor->dims, p->tensor->ndim, buf, sizeof buf);
+        snprintf(reader, sizeof reader, "%s%s%s%s", p->reader_op ? p->reader_op : "(unused)",
+                 p->is_embedding ? " (embedding)" : "", p->dtype != BF_F32 ? ", stored " : "",
+                 p->dtype != BF_F32 ? bf_dtype_name(p->dtype) : "");
+        printf("  %-30s %-16s %10lld  ", p->tensor->name, buf, (long long)bf_tensor_numel(p->tensor));
+        if (!torch) printf("%s\n", reader);
+        else if (!p->torch_name) printf("%-18s -\n", reader);
+        else if (!p->torch_note) printf("%-18s %s\n", reader, p->torch_name);
+        else printf("%-18s %s (%s)\n", reader, p->torch_name, p->torch_note);
+    }
+    info_stored_note(m);
+}
+
 static void print_fusion_rule(const bf_model *m)
 {
     size_t calls, unrec;
@@ -264,28 +312,7 @@ int cmd_info(int argc, char **argv)
             printf("\n  batch statistics: %zu BatchNormalization%s in training mode normalise each batch with its own "
                    "statistics: outputs depend on the batch size and on which samples share a batch, as in PyTorch "
                    "with the same batches", bstat, bstat == 1 ? "" : "s");
-        long long bits = 0;
-        for (size_t i = 0; i < bf_model_num_params(m); i++)
-            bits += (long long)bf_tensor_numel(bf_model_param(m, i)->tensor) * (bf_model_param(m, i)->dtype == BF_F32 ? 32 : 8);
-        printf("\n\nparameters (fault surface): %zu tensors, %lld elements, %lld bits\n",
-               bf_model_num_params(m), (long long)bf_model_param_elements(m), bits);
-        int torch = 0;
-        for (size_t i = 0; i < bf_model_num_params(m); i++) torch |= bf_model_param(m, i)->torch_name != NULL;
-        if (torch) printf("  %-30s %-16s %10s  %-18s pytorch name\n", "name", "shape", "elements", "read by");
-        else printf("  %-30s %-16s %10s  %s\n", "name", "shape", "elements", "read by");
-        for (size_t i = 0; i < bf_model_num_params(m); i++) {
-            const bf_param_info *p = bf_model_param(m, i);
-            char reader[64];
-            bf_shape_str(p->tensor->dims, p->tensor->ndim, buf, sizeof buf);
-            snprintf(reader, sizeof reader, "%s%s%s%s", p->reader_op ? p->reader_op : "(unused)",
-                     p->is_embedding ? " (embedding)" : "", p->dtype != BF_F32 ? ", stored " : "",
-                     p->dtype != BF_F32 ? bf_dtype_name(p->dtype) : "");
-            printf("  %-30s %-16s %10lld  ", p->tensor->name, buf, (long long)bf_tensor_numel(p->tensor));
-            if (!torch) printf("%s\n", reader);
-            else if (!p->torch_name) printf("%-18s -\n", reader);
-            else if (!p->torch_note) printf("%-18s %s\n", reader, p->torch_name);
-            else printf("%-18s %s (%s)\n", reader, p->torch_name, p->torch_note);
-        }
+        print_params(m);
         info_lm_print(m);
         printf("\nplan memory (peak, from shapes)\n");
         for (int k = 0; k < 3; k++) {

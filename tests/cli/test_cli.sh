@@ -67,5 +67,26 @@ check eval_nobstat 0 "$BF" eval "$dd.onnx" "$dd.eval.safetensors"
 if grep -q "results depend on --batch" "$tmp/out"; then
   echo "FAIL eval_nobstat: a model without batch statistics named them"; fails=$((fails+1)); else passes=$((passes+1)); fi
 
+# weights stored as float16 (a half-precision export, tests/fixtures/user): info says so and what a
+# campaign's faults then strike; a float32 model says nothing (demo_digits)
+h=$2/user/mlp_fp16_op14
+check info_fp16 0 "$BF" info "$h.onnx"; contains info_fp16 'stored as float16 in the file'
+contains info_fp16 '"representation": "fp16"'
+check info_fp16_json 0 "$BF" info --json "$h.onnx"; contains info_fp16_json '"stored": "float16"'
+check eval_fp16 0 "$BF" eval "$h.onnx" "$h.eval.safetensors"
+check info_fp32 0 "$BF" info "$dd.onnx"
+if grep -q "stored as float16" "$tmp/out"; then
+  echo "FAIL info_fp32: a float32 model was said to be stored as float16"; fails=$((fails+1)); else passes=$((passes+1)); fi
+
+# a batched graph whose output an If (a dynamic step) computes: the error names the If and why
+k=$2/user/ctr_if_kept_op11
+check eval_dyn_out 3 "$BF" eval "$k.onnx" "$k.eval.safetensors"; contains eval_dyn_out "output 'y' has a shape that is data"
+contains eval_dyn_out "(If), which runs as a dynamic step"
+
+# modules exported as ONNX functions (export_modules_as_functions=True): refused, saying what to do
+check info_functions 3 "$BF" info "$2/user/modules_as_functions_op15.onnx"
+contains info_functions "one of the 5 functions local to the model"
+contains info_functions "export without export_modules_as_functions"
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

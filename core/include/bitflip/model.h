@@ -60,6 +60,12 @@ typedef struct bf_param_info {
     bf_dtype dtype;              /* BF_F32, or BF_I8 / BF_U8 for a quantized model's stored integers */
     const char *torch_name;
     const char *torch_note;
+    /* the type the file stores a float parameter in when it is not float32:
+     * "float16" (a half-precision export), "bfloat16" or "float64"; NULL for
+     * float32. bitflip computes in float32 on the same values; a campaign's
+     * faults strike fp32 bits unless its spec says "representation": "fp16"
+     * (or "bf16"), docs/CAMPAIGNS.md */
+    const char *stored;
 } bf_param_info;
 
 bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err);

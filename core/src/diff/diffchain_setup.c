@@ -30,7 +30,7 @@ static int golden_rows(bf__dx_shared *sh, int v)
  * order (other inputs fixed when the plan was built). */
 static int same_layout(const bf_plan *p, const bf__step *s)
 {
-    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "bf.SqueezeIfOne"};
     int known = 0;
     for (size_t i = 0; i < sizeof ops / sizeof *ops && !known; i++) known = strcmp(s->node->op->name, ops[i]) == 0;
     if (!known || s->n_out != 1 || s->node->in[0] < 0) return 0;

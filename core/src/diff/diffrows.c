@@ -395,7 +395,8 @@ static void downstream_ok(bf__dx *dx, int k)
  * only moved; 2: of every input (Concat). */
 static int moves_elements(const bf__step *s)
 {
-    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"};
+    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose",
+                                      "bf.SqueezeIfOne"};
     if (s->n_out != 1) return 0;
     if (strcmp(s->node->op->name, "Concat") == 0) return 2;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
@@ -421,6 +422,11 @@ bf_status bf__rows_init(bf__dx *dx, bf_error *err)
     const bf_model *m = sh->m;
     dx->n_sub = dx->n_sub_batch = 0;
     dx->rows_ready = 0;
+    /* A graph traced without a dynamic batch axis (torch.onnx.export with
+     * no dynamic_axes, at the example's batch) takes no plan narrower than
+     * that batch: its rows are recomputed a whole batch at a time. */
+    for (size_t i = 0; i < m->n_inputs; i++)
+        if (m->inputs[i].ndim > 0 && m->inputs[i].dims[0] > 0) return BF_OK;
     while (dx->n_sub_batch < BF__SUB_MAX && 4 * (1 << dx->n_sub_batch) <= sh->batch) dx->n_sub_batch++;
     /* Wider plans pay off only for the rows of several batches at once;
      * below a batch's rows, so that all of them together hold no more than

@@ -72,7 +72,7 @@ static int fixed_input(const bf__pvals *pv, bf_plan *const plan[2], int v, int *
  * one (-1: none) and how (perm). */
 static int moved_param(const bf_plan *p, const bf__step *s, int *perm)
 {
-    static const char *const same[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    static const char *const same[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "bf.SqueezeIfOne"};
     const bf_model *m = p->model;
     int x = s->node->in[0];
     if (s->n_out != 1 || x < 0 || m->values[x].kind != BF__VAL_PARAM) return -1;

@@ -256,6 +256,18 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     const bf_tensor *o = bf_plan_output(ev->plans[0], 0);
     if (ev->unbatched) {
         if ((st = bind_unbatched(ev, o, err)) != BF_OK) goto out;
+    } else if (!bf__plan_output_static(ev->plans[0], 0)) {
+        /* an If or Loop (or a NonZero) bitflip runs as a dynamic step, in a graph that takes
+         * whole batches: its output's shape is known only when it has run */
+        const bf__step *d = NULL;
+        for (size_t i = 0; i < ev->plans[0]->n_steps && !d; i++)
+            if (ev->plans[0]->steps[i].dyn) d = &ev->plans[0]->steps[i];
+        st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' has a shape that is data: it depends on node '%s' (%s), which "
+                          "runs as a dynamic step (docs/OPS.md, \"Shapes that are data\"), and an evaluation over batches "
+                          "needs each output's shape when the plan is built; export without that control flow, or as a graph "
+                          "that takes one sample per call (no batch dimension), which bitflip runs a sample at a time",
+                          model->outputs[0].name, d ? d->node->name : "?", d ? d->node->op_type : "?");
+        goto out;
     } else if (o->dtype != BF_F32) {
         st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' is %s; evaluation reads float32 outputs",
                           model->outputs[0].name, bf_dtype_name(o->dtype));

@@ -105,10 +105,29 @@ static int const_is(const body *b, int ref, int64_t want)
     return 0;
 }
 
+/* A constant true: a bool constant, or (in the main graph) Cast(to BOOL) of a
+ * constant nonzero integer, which torch.onnx.export leaves unfolded with
+ * do_constant_folding=False. */
 static int const_true(const body *b, int ref)
 {
     const bf_tensor *t = const_of(b, ref);
-    return t && t->data && t->dtype == BF_BOOL && bf_tensor_numel(t) == 1 && ((const unsigned char *)t->data)[0];
+    if (t) return t->data && t->dtype == BF_BOOL && bf_tensor_numel(t) == 1 && ((const unsigned char *)t->data)[0];
+    if (ref < 0) return 0;
+    const bf__value *v = &b->m->values[ref];
+    if (v->kind != BF__VAL_NODE || v->producer < 0) return 0;
+    static const char *const ok[] = {"to", NULL};
+    const bf__node *c = &b->m->nodes[v->producer];
+    if (strcmp(c->op_type, "Cast") != 0 || c->n_in != 1 || c->n_out != 1 || !bf__attrs_within(c, ok) ||
+        bf__int_attr(c, "to", -1, -1) != 9 /* BOOL */)
+        return 0;
+    int64_t x;
+    t = const_of(b, c->in[0]);
+    if (!t || !t->data || bf_tensor_numel(t) != 1 || t->ndim > 1) return 0;
+    if (t->dtype == BF_I64) x = ((const int64_t *)t->data)[0];
+    else if (t->dtype == BF_I32) x = ((const int32_t *)t->data)[0];
+    else if (t->dtype == BF_BOOL) x = ((const unsigned char *)t->data)[0];
+    else return 0;
+    return x != 0;
 }
 
 /* axes [0], as an attribute or as input 1 (by the opset's form). */
@@ -272,5 +291,6 @@ bf_status bf__fuse_loops(bf_model *m, bf_error *err)
     }
     bf_status st = bf__fuse_repeat_interleave(m, err);
     if (st == BF_OK) st = bf__fuse_sequence_ops(m, err);
-    return st == BF_OK ? bf__fuse_moe_index(m, err) : st;
+    if (st == BF_OK) st = bf__fuse_moe_index(m, err);
+    return st == BF_OK ? bf__fuse_squeeze_ifs(m, err) : st;
 }

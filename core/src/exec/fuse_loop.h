@@ -34,4 +34,9 @@ bf_status bf__fuse_sequence_ops(bf_model *m, bf_error *err);
  * index_add) of a Mixtral-style MoE as bf.MoEIndexAdd; fails only for memory. */
 bf_status bf__fuse_moe_index(bf_model *m, bf_error *err);
 
+/* exec/fuse_if.c: each If that is exactly torch.onnx.export's torch.squeeze(x, d)
+ * on a dim of unknown size (Squeeze or Identity by Shape(x)[d] == 1) as one
+ * bf.SqueezeIfOne node (ops/shape.c); fails only for memory. */
+bf_status bf__fuse_squeeze_ifs(bf_model *m, bf_error *err);
+
 #endif

@@ -58,6 +58,9 @@ typedef struct bf__value {
     /* exec/fuse.c: 1 + the value whose node now computes this one inside a
      * fused op (its producer removed: producer -1); 0 for every other value */
     int fused_into;
+    /* an initializer stored as FLOAT16, BFLOAT16 or DOUBLE: that type's name
+     * (bf_param_info.stored), else NULL */
+    const char *stored;
 } bf__value;
 
 typedef struct bf__node {

@@ -165,6 +165,7 @@ bf_status bf__graph_index_params(bf_model *m, bf_error *err)
         m->param_vals[k] = (int)v;
         m->params[k].tensor = m->values[v].init;
         m->params[k].dtype = m->values[v].init->dtype;
+        m->params[k].stored = m->values[v].stored;
         m->param_zp[k] = role[v] == 2;
         m->param_elements += bf_tensor_numel(m->values[v].init);
         k++;

@@ -571,6 +571,8 @@ static bf_status convert_initializers(const Onnx__GraphProto *g, bf_model *m, na
         }
         if (cut && cut->cut) release_file(src, cut->off + cut->len);
         m->values[idx].init->name = m->values[idx].name;
+        m->values[idx].stored = tp->data_type == 10 ? "float16" : tp->data_type == 16 ? "bfloat16"
+                                : tp->data_type == 11 ? "float64" : NULL;   /* ONNX TensorProto types */
         if (m->values[idx].init->dtype == BF_F32) {
             m->values[idx].kind = BF__VAL_PARAM;
             m->n_params++;
@@ -712,6 +714,7 @@ static bf_status convert(const Onnx__ModelProto *mp, bf_model *m, raw_src *src, 
 
     if ((st = convert_initializers(g, m, &map, src, err)) != BF_OK) goto out;
     if ((st = convert_inputs(g, m, &map, err)) != BF_OK) goto out;
+    if ((st = bf__onnx_check_functions(mp, m, err)) != BF_OK) goto out;
     for (size_t i = 0; i < g->n_node; i++)
         if ((st = convert_node(g->node[i], i, m, &map, err)) != BF_OK) goto out;
     if ((st = convert_node_inputs(g, m, &map, err)) != BF_OK) goto out;

@@ -20,6 +20,9 @@ void bf__tensor_free(bf_tensor *t);
 /* onnx_meta.c: keeps the metadata_props bitflip reads (m->kernels). */
 struct bf_model;
 bf_status bf__onnx_metadata(const Onnx__ModelProto *mp, struct bf_model *m, bf_error *err);
+/* onnx_meta.c: BF_EUNSUPPORTED, saying what to do, when a node of the graph
+ * calls a function local to the model (export_modules_as_functions). */
+bf_status bf__onnx_check_functions(const Onnx__ModelProto *mp, const struct bf_model *m, bf_error *err);
 
 /* onnx_wire.c: the protobuf varint at buf[*pos] (buf holds `len` bytes), *pos
  * moved past it; 0 if it is truncated or longer than 10 bytes. The door

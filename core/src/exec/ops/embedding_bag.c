@@ -157,5 +157,7 @@ const bf__op bf__ops_fused[] = {
     {"bf.SplitAt", 3, 3, 1, 1, 0, bf__split_at_prepare, bf__split_at_run},
     {"bf.SequenceLength", 0, 2, 1, 1, 1, bf__seq_length_prepare, bf__seq_length_run},
     {"bf.Stack", 1, -1, 1, 1, 0, bf__stack_prepare, bf__stack_run},
+    /* exec/fuse_if.c: torch.squeeze(x, axis) exported as an If on the axis' size */
+    {"bf.SqueezeIfOne", 1, 1, 1, 1, 0, bf__squeeze_if_one_prepare, bf__run_copy},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL},
 };

@@ -10,7 +10,7 @@
 
 #include "shape_impl.h"
 
-static bf_status run_copy(const bf__ctx *c, bf_error *err)
+bf_status bf__run_copy(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     size_t nb = bf_tensor_nbytes(c->out[0]);
@@ -275,7 +275,7 @@ static bf_status dropout_run(const bf__ctx *c, bf_error *err)
         float rv = dropout_ratio(c->n_in > 1 ? c->in[1] : NULL, 0.5f);
         if (rv != 0.0f) return training_error(c->node, rv, err);
     }
-    run_copy(c, err);
+    bf__run_copy(c, err);
     if (dropout_has_mask(c->n_out, c->out)) {
         size_t nb = bf_tensor_nbytes(c->out[1]);
         if (nb) memset(c->out[1]->data, 1, nb);
@@ -415,6 +415,26 @@ static bf_status squeeze_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
+/* bf.SqueezeIfOne (exec/fuse_if.c): torch.squeeze(x, axis), which squeezes
+ * the axis when its dim is 1 and is the identity otherwise; the exporter
+ * writes it as an If on Shape(x)[axis] == 1 wherever it cannot tell the dim's
+ * size. A plan knows every shape, so the choice is made here. */
+bf_status bf__squeeze_if_one_prepare(bf__prep *p, bf_error *err)
+{
+    int64_t a, dims[BF_MAX_DIMS];
+    int axis;
+    bf_status st = bf__need_inputs(p, 1, err);
+    if (st || (st = bf__attr_int(p->node, "axis", 0, &a, err))) return st;
+    const bf_tensor *x = p->in[0];
+    if (x->ndim == 0) return bf__node_error(err, p->node, BF_ERANGE, "axis %lld out of range for a scalar input", (long long)a);
+    if ((st = bf__norm_axis(p->node, a, x->ndim, &axis, err))) return st;
+    int k = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != axis || x->dims[d] != 1) dims[k++] = x->dims[d];
+    bf__set_shape(p->out[0], x->dtype, k, dims);
+    return BF_OK;
+}
+
 static bf_status unsqueeze_prepare(bf__prep *p, bf_error *err)
 {
     const bf__node *n = p->node;
@@ -447,12 +467,12 @@ const bf__op bf__ops_shape[] = {
     {"Size", 1, 1, 1, 1, 1, size_prepare, shape_run},
     {"Constant", 0, 0, 1, 1, 0, const_prepare, const_run},
     {"ConstantOfShape", 1, 1, 1, 1, 0, cos_prepare, cos_run},
-    {"Identity", 1, 1, 1, 1, 0, identity_prepare, run_copy},
+    {"Identity", 1, 1, 1, 1, 0, identity_prepare, bf__run_copy},
     {"Dropout", 1, 3, 1, 2, 0, dropout_prepare, dropout_run},
-    {"Flatten", 1, 1, 1, 1, 0, flatten_prepare, run_copy},
-    {"Reshape", 2, 2, 1, 1, 0, reshape_prepare, run_copy},
-    {"Squeeze", 1, 2, 1, 1, 0, squeeze_prepare, run_copy},
-    {"Unsqueeze", 1, 2, 1, 1, 0, unsqueeze_prepare, run_copy},
+    {"Flatten", 1, 1, 1, 1, 0, flatten_prepare, bf__run_copy},
+    {"Reshape", 2, 2, 1, 1, 0, reshape_prepare, bf__run_copy},
+    {"Squeeze", 1, 2, 1, 1, 0, squeeze_prepare, bf__run_copy},
+    {"Unsqueeze", 1, 2, 1, 1, 0, unsqueeze_prepare, bf__run_copy},
     {"Transpose", 1, 1, 1, 1, 0, bf__transpose_prepare, bf__strided_run},
     {"Slice", 1, 5, 1, 1, 0, bf__slice_prepare, bf__strided_run},
     {"Expand", 2, 2, 1, 1, 0, bf__expand_prepare, bf__strided_run},

@@ -48,6 +48,10 @@ bf_status bf__repeat_interleave_run(const bf__ctx *c, bf_error *err);
 /* bf.MoEIndexAdd (moe_index_add.c), listed there too */
 bf_status bf__moe_index_add_prepare(bf__prep *p, bf_error *err);
 bf_status bf__moe_index_add_run(const bf__ctx *c, bf_error *err);
+/* bf.SqueezeIfOne (shape.c: exec/fuse_if.c's torch.squeeze), listed there too; its run is
+ * bf__run_copy, the output being the input's bytes */
+bf_status bf__squeeze_if_one_prepare(bf__prep *p, bf_error *err);
+bf_status bf__run_copy(const bf__ctx *c, bf_error *err);
 /* bf.SplitAt, bf.SequenceLength, bf.Stack (sequence.c), listed there too */
 bf_status bf__split_at_prepare(bf__prep *p, bf_error *err);
 bf_status bf__split_at_run(const bf__ctx *c, bf_error *err);
