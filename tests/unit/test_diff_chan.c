@@ -148,12 +148,35 @@ static void conv_bn_records_match_exact(void **state)
     tc_assert_agree("channel-local steps (conv_bn: BN, HardSwish, Clip, Add), differential vs exact", &t, 360);
 }
 
+/* More of the mobilenet_v3 family: efficientnet_bn (BatchNormalization
+ * kept, SiLU as x * Sigmoid(x), a Mul of one channel by itself, and
+ * squeeze-excitation) and lraspp (a mobilenet_v3 trunk with its segmentation
+ * head: Sigmoid-gated Mul, Resize). */
+static void v3_family_records_match_exact(void **state)
+{
+    (void)state;
+    static const char *const nets[] = {"efficientnet_bn", "lraspp"};
+    const fx_case cs[] = {
+        {"weights bitflip fp32", W1, all, 1},
+        {"activations bitflip fp32 permanent", AP, all, 1},
+    };
+    tc_tally t = {0};
+    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
+        int64_t chan = fixture_cases(stem, nets[n], cs, sizeof cs / sizeof *cs, 60, &t);
+        assert_true(chan > 0);
+    }
+    tc_assert_agree("channel-local steps (efficientnet_bn, lraspp), differential vs exact", &t, 480);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cnn_records_match_exact),
         cmocka_unit_test(mobilenet_v3_records_match_exact),
         cmocka_unit_test(conv_bn_records_match_exact),
+        cmocka_unit_test(v3_family_records_match_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
