@@ -13,7 +13,8 @@
  * residual Add; BN folded), mobilenet_v3_small_bn (BatchNormalization kept,
  * HardSwish as HardSigmoid and Mul of the same channel, squeeze-excitation:
  * GlobalAveragePool, two 1x1 Convs, HardSigmoid, Mul), conv_bn (a kept BN
- * before HardSwish, Relu, Clip, Add). Faults: single-bit weight flips in
+ * before HardSwish, Relu, Clip, Add), efficientnet_bn and lraspp (below).
+ * Faults: single-bit weight flips in
  * every tensor (expand, depthwise and project convolutions among them),
  * 2-bit flips confined to BatchNormalization parameters, and activation
  * flips, permanent (one element of every sample: one channel) and
