@@ -53,6 +53,27 @@ static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_s
     bf_campaign_free(c);
 }
 
+/* The same differential with the near-exact updates (a Conv channel moved
+ * by an update where its change is clear, then the channel-local steps on
+ * it), 2 threads. */
+static void run_near(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, tc_recs *r, int64_t *chan)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    bf_campaign_prep prep = {.differential = 1, .near_exact = 1};
+    if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("near-exact: %s", err.msg);
+    r->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r->r);
+    r->n = 0;
+    assert_non_null(r->r);
+    bf_campaign_opts o = {.threads = 2, .near_exact = 1, .no_full_pass = 1, .on_trial = tc_keep, .user = r};
+    bf_campaign_result res;
+    if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("near-exact: %s", err.msg);
+    assert_int_equal(res.trials_done, r->n);
+    *chan += res.chan_steps;
+    bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+}
+
 typedef struct fx_case {
     const char *label;
     tc_config cf;
@@ -171,6 +192,41 @@ static void v3_family_records_match_exact(void **state)
     tc_assert_agree("channel-local steps (efficientnet_bn, lraspp), differential vs exact", &t, 480);
 }
 
+/* --near-exact: its own rules against exact (campaign_check.h: outcomes
+ * equal or a near tie, metrics within 1e-6), the channel path taken after
+ * a Conv channel's update (try_conv's bf__conv_delta) too. */
+static void near_exact_agrees(void **state)
+{
+    (void)state;
+    static const char *const nets[] = {"mobilenet_v2", "mobilenet_v3_small_bn"};
+    const tc_config w1 = W1;
+    tc_tally t = {.near = 1};
+    int64_t near_chan = 0;
+    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        tc_open(stem, &m, &ds);
+        double scale = tc_out_scale(m, ds);
+        bf_campaign_spec s = tc_config_spec(&w1, 41, 100, 5, all, 1);
+        tc_recs ex = {0}, ne = {0};
+        int64_t chan = 0;
+        run_one(m, ds, &s, 2, 1, "exact", &ex, &chan);
+        run_near(m, ds, &s, &ne, &chan);
+        tc_compare(nets[n], "near-exact weights bitflip fp32", &ex, &ne, scale, &t);
+        printf("%s near-exact: %lld steps run on one channel\n", nets[n], (long long)chan);
+        near_chan += chan;
+        free(ex.r);
+        free(ne.r);
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+    /* chain mode takes most single Conv faults there; the rest run batches */
+    assert_true(near_chan > 0);
+    tc_assert_agree("channel-local steps under --near-exact, against exact", &t, 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -178,6 +234,7 @@ int main(void)
         cmocka_unit_test(mobilenet_v3_records_match_exact),
         cmocka_unit_test(conv_bn_records_match_exact),
         cmocka_unit_test(v3_family_records_match_exact),
+        cmocka_unit_test(near_exact_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
