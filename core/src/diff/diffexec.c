@@ -18,6 +18,9 @@
  * they run only when the campaign asks for them (bf__dx_near_exact);
  * otherwise every record is the full pass's, bit for bit.
  *
+ * A value changed in one channel alone (a Conv's moved channel) is followed
+ * through the steps that keep it there on that channel only (diffchan.c).
+ *
  * Inputs of a step that the trial has not touched are read from the golden
  * cache, or recomputed from the nearest cached ancestor when the cache's
  * budget left them out. */
