@@ -460,6 +460,13 @@ typedef struct bf_campaign_result {
      * engine: how many times its trials re-ran such a Conv (a batch each)
      * with its chain in the epilogue, summed over the trials */
     int64_t fused_activations;
+    /* the differential engine: how many steps its trials ran on one channel
+     * of their output alone (a batch each, summed over the trials): the
+     * channel-local steps after a Conv whose one corrupted weight moved one
+     * channel, or after a fault in one channel (BatchNormalization,
+     * activations, depthwise Conv, Add or Mul with a golden operand,
+     * pooling; docs/ENGINE.md); 0 when exact */
+    int64_t chan_steps;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

@@ -211,6 +211,9 @@ int64_t bf__dx_full_passes(const bf__dx *dx);
 /* How many times this executor's trials re-ran a Conv with its activation,
  * BatchNormalization or residual Add in its epilogue (a batch each). */
 int64_t bf__dx_fused_runs(const bf__dx *dx);
+/* How many steps this executor's trials ran on one channel of their output
+ * (a batch each: diffchan.c). */
+int64_t bf__dx_chan_steps(const bf__dx *dx);
 /* From now on bf__dx_run runs every trial differentially, however cheaper
  * a full pass would be (bf_campaign_opts.no_full_pass: tests). */
 void bf__dx_no_full_pass(bf__dx *dx);

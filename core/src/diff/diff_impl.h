@@ -172,6 +172,15 @@ struct bf__dx {
     int64_t n_linear;            /* samples through a linear segment */
     int64_t n_full;              /* trials handed back for a full pass (bf__dx_run's *full) */
     int64_t n_fused;             /* Conv re-runs that computed their chain in the epilogue (run_fused) */
+    /* Channel-local steps (diffchan.c), per value in the batch at hand:
+     * dch c + 1 when the value is DIRTY in channel c (dim 1) alone, 0 when
+     * not known to be; dlazy 1 when its buffer holds only that channel, the
+     * others to be copied from golden before a step reads it whole
+     * (bf__chan_fill). */
+    int32_t *dch;
+    unsigned char *dlazy;
+    int chan_c;                  /* the channel of the step just run (CHAN_DONE) */
+    int64_t n_chan;              /* steps run on one channel */
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 
@@ -215,6 +224,37 @@ static inline int bf__same_bits(const float *a, const float *b, int64_t n)
 static inline int bf__runtime(const bf_plan *p, int v) { return v >= 0 && p->val_step[v] != BF__VAL_NOT_RUN; }
 
 bf_status bf__dx_oom(bf_error *err);
+
+/* A step computed on one channel of its output (diffchan.c): run_batch's
+ * `done` then, the channel in dx->chan_c. */
+#define CHAN_DONE 4
+
+/* diffexec.c: value v's golden tensor of batch b into the plan (read in
+ * place from the cache, the dataset, or its producer run on golden inputs),
+ * unless it is loaded already; and v pointed back at its own buffer, to be
+ * written. */
+bf_status bf__dx_fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err);
+void bf__dx_own(bf__dx *dx, bf_plan *p, int v);
+
+/* diffchan.c: channel-local steps (docs/ENGINE.md, step 4). Step i of
+ * batch b on the one channel its inputs (or a fault in one channel of a
+ * BatchNormalization's parameters) changed, into its output's buffer
+ * alone: *done CHAN_DONE, the channel in dx->chan_c; *done 0 (nothing
+ * written) when the step is not channel-local or its inputs are not. */
+bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err);
+/* Output o of such a step (or of a Conv whose one corrupted weight moved
+ * channel c alone) compared with golden on channel c: DIRTY in channel c
+ * (lazy) and 1, or GOLDEN, read from the cache again, and 0. */
+int bf__chan_settle(bf__dx *dx, bf_plan *p, int64_t b, int o, int c);
+/* Value v whole in its buffer (the golden channels copied around its
+ * own), if it was lazy. */
+void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v);
+/* The same for every input of step i and of the steps its Conv epilogue
+ * may compute: before any step that reads them whole. */
+void bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i);
+/* After value faults hit value v (DIRTY, whole in its buffer): dch set when
+ * they all hit one channel of it, in every sample or one. */
+void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb);
 
 /* diffexec.c: applies the value faults of `plan` (the first nb, their
  * values already loaded in it) once per step, marks their values DIRTY in

@@ -18,6 +18,9 @@
  * they run only when the campaign asks for them (bf__dx_near_exact);
  * otherwise every record is the full pass's, bit for bit.
  *
+ * A value changed in one channel alone (a Conv's moved channel) is followed
+ * through the steps that keep it there on that channel only (diffchan.c).
+ *
  * Inputs of a step that the trial has not touched are read from the golden
  * cache, or recomputed from the nearest cached ancestor when the cache's
  * budget left them out. */
@@ -43,6 +46,8 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);
     bf__free(dx->fdone);
+    bf__free(dx->dch);
+    bf__free(dx->dlazy);
     bf__free(dx->pfaults);
     bf__free(dx->pfault);
     bf__free(dx->bmark);
@@ -77,6 +82,8 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->param_hit = bf__calloc(sh->n_steps + 1, 1);
     dx->step_mark = bf__calloc(sh->n_steps + 2, 1);
     dx->fdone = bf__calloc(sh->n_steps + 1, 1);
+    dx->dch = bf__calloc(m->n_values + 1, sizeof *dx->dch);
+    dx->dlazy = bf__calloc(m->n_values + 1, 1);
     dx->pfaults = bf__calloc(m->n_params + 1, sizeof *dx->pfaults);
     dx->pfault = bf__calloc(m->n_params + 1, sizeof *dx->pfault);
     dx->bmark = bf__calloc((size_t)sh->n_batches + 1, 1);
@@ -93,8 +100,8 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         if (!dx->arena[t]) { bf__dx_free(dx); return bf__dx_oom(err); }
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
-    if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->fdone || !dx->pfaults || !dx->pfault || !dx->bmark ||
-        !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work) {
+    if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->fdone || !dx->dch || !dx->dlazy || !dx->pfaults ||
+        !dx->pfault || !dx->bmark || !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work) {
         bf__dx_free(dx);
         return bf__dx_oom(err);
     }
@@ -159,6 +166,9 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
     if (st == BF_OK) dx->state[v] = GOLDEN;
     return st;
 }
+
+bf_status bf__dx_fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err) { return fetch(dx, p, b, v, err); }
+void bf__dx_own(bf__dx *dx, bf_plan *p, int v) { own(dx, p, v); }
 
 /* fetch, into the plan's own buffer (to be changed in place). */
 static bf_status fetch_writable(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
@@ -255,15 +265,32 @@ static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done
     const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
     bf_status st = fetch(dx, p, b, xv, err);
     if (st != BF_OK) return st;
-    golden_output(dx, p, yv, yg);
+    /* the moved channel: the output holds it alone (diffchan.c), unless a
+     * value fault on the output needs the whole of it */
+    int64_t cin, cout, isp, osp, oc = -1, wn = bf_tensor_numel(&p->vals[s->node->in[1]]);
+    int lazy = !p->step_hit[i] && bf__conv_shape(s, &cin, &cout, &isp, &osp) && wn >= cout && cout > 0;
+    if (lazy) oc = slot == 2 ? w->index : w->index / (wn / cout);
+    lazy = lazy && oc >= 0 && oc < cout;
+    if (!lazy) {
+        golden_output(dx, p, yv, yg);
+    } else {
+        own(dx, p, yv);
+        float *y = p->vals[yv].data;
+        for (int64_t k = 0, nb = bf_plan_batch(p); k < nb && !dx->no_approx; k++)   /* what an update moves */
+            memcpy(y + (k * cout + oc) * osp, yg + (k * cout + oc) * osp, (size_t)osp * sizeof *yg);
+    }
     const float *x = p->vals[xv].data;
     if (!dx->no_approx && bf__conv_delta(s, slot, x, w->index, w->old_value, w->new_value, p->vals[yv].data) == 1) {
         *done = dx->approx = 1;
-        return BF_OK;
+    } else {
+        /* the channel rewritten whole: the only one the update touched */
+        const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? p->vals[s->node->in[2]].data : NULL;
+        *done = bf__conv_channel(s, slot, w->index, x, p->vals[s->node->in[1]].data, bias, p->vals[yv].data, p->scratch);
     }
-    /* the channel rewritten whole: the only one the update touched */
-    const float *bias = s->n_in > 2 && s->node->in[2] >= 0 ? p->vals[s->node->in[2]].data : NULL;
-    *done = bf__conv_channel(s, slot, w->index, x, p->vals[s->node->in[1]].data, bias, p->vals[yv].data, p->scratch);
+    if (*done && lazy) {
+        *done = CHAN_DONE;
+        dx->chan_c = (int)oc;
+    }
     return BF_OK;
 }
 
@@ -423,6 +450,8 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     int64_t start = b * sh->batch, rows = bf_plan_batch(p);
     bf_status st;
     memset(dx->state, UNLOADED, m->n_values);
+    memset(dx->dch, 0, m->n_values * sizeof *dx->dch);
+    memset(dx->dlazy, 0, m->n_values);
     bf__pv_batch(dx, p);
     dx->approx = 0;
 
@@ -442,6 +471,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         for (size_t k = 0; k < nb; k++)
             if ((st = fetch_writable(dx, p, b, (int)dx->vfb[k].value, err)) != BF_OK) return st;
         horizon = bf__dx_hit_values(dx, p, nb, dx->state, horizon);
+        bf__chan_value_faults(dx, p, nb);
     }
 
     memset(dx->fdone, 0, sh->n_steps);
@@ -452,10 +482,17 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         for (int j = 0; j < s->n_in && !needed; j++) needed = s->node->in[j] >= 0 && dx->state[s->node->in[j]] == DIRTY;
         if (!needed) continue;
         int done = fused;
+        if (!done && (st = bf__chan_try(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (!done) bf__chan_fill_inputs(dx, p, b, (size_t)i);   /* what follows reads its inputs whole */
         if (!done && (st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && (st = try_matmul(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && (st = run_fused(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (done == CHAN_DONE) {   /* one channel of its one output (diffchan.c) */
+            int o = s->node->out[0];
+            if (bf__chan_settle(dx, p, b, o, dx->chan_c) && sh->last_use[o] > horizon) horizon = sh->last_use[o];
+            continue;
+        }
         if (done == FUSED_CONV) unwritten = 1;   /* its own output never written */
         if (!done) {
             for (int j = 0; j < s->n_in; j++)
@@ -469,9 +506,11 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
             int o = s->node->out[j];
             if (o < 0) continue;
             dx->state[o] = unwritten || differs(dx, p, b, o) ? DIRTY : GOLDEN;
+            dx->dch[o] = 0;
             if (dx->state[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
         }
     }
+    bf__chan_fill(dx, p, b, sh->out_val);
     for (size_t k = 0; k < nb; k++) {
         size_t f = dx->vfb_of[k];
         if ((vf[f].sample >= 0 || b == 0) && vf_old) bf_plan_value_fault_seen(p, k, &vf_old[f], &vf_new[f]);
@@ -615,6 +654,7 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
+int64_t bf__dx_chan_steps(const bf__dx *dx) { return dx->n_chan; }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
 

@@ -132,6 +132,10 @@ int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x,
                      float *y, void *scratch);
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
+/* linalg_conv.c: 1 if the step is a Conv whose every output channel reads
+ * its own input channel alone (group = C = M: depthwise), so that
+ * bf__conv_channel_n's channel c reads only channel c of its input. */
+int bf__conv_depthwise(const bf__step *s);
 /* linalg_conv.c, for diffchain.c; each returns 0 if the step is not of
  * its kind. A Conv's input and output channels and positions per plane. */
 int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
@@ -158,10 +162,26 @@ int bf__conv_update(int simd, const float *x, const int32_t *tap, const float *t
  * out), with the bits the whole step gives it. */
 int bf__pool_plane(const bf__step *s, const float *x, float *y, void *scratch);
 int bf__pool_shape(const bf__step *s, int64_t *isp, int64_t *osp);
+/* linalg_pool.c: 1 if the step is a GlobalAveragePool or GlobalMaxPool;
+ * then bf__gpool_plane computes output element pl (plane pl of its input,
+ * on the step's tensors as they hold now) as the run does. */
+int bf__gpool_step(const bf__step *s);
+void bf__gpool_plane(const bf__step *s, int64_t pl);
 /* elementwise.c: 1 if the step is a float unary map (Relu, Sigmoid, ...),
  * whose every output element depends on its own input element only. */
 int bf__unary_f32(const bf__step *s);
 int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
+/* elementwise.c: 1 if the step is a float unary map or a float Clip; then
+ * bf__map_span runs it on elements [off, off + n) of its input into the
+ * same elements of its output (the step's tensors as they hold now), with
+ * the bits the whole step gives them. */
+int bf__map_f32(const bf__step *s);
+void bf__map_span(const bf__step *s, int64_t off, int64_t n);
+/* elementwise_broadcast.c: 1 if the step is a float Add, Sub, Mul or Div;
+ * then bf__binary_span computes output elements [off, off + n) (flat, the
+ * operands broadcast as planned) with the bits the whole step gives them. */
+int bf__binary_f32(const bf__step *s);
+void bf__binary_span(const bf__step *s, int64_t off, int64_t n);
 /* elementwise.c: 1 if the step is a float32 Relu, Clip or HardSwish, with *act (if
  * not NULL: the bounds are read, so they must be computed) its bounds as
  * its inputs hold them now (op.h, bf__act); 0 otherwise. */
@@ -170,6 +190,10 @@ int bf__act_of(const bf__step *s, bf__act *act);
  * output), with *bn (if not NULL) its parameters as its inputs hold them
  * now (op.h, bf__bnorm); 0 otherwise. */
 int bf__bnorm_of(const bf__step *s, bf__bnorm *bn);
+/* linalg_norm.c: channel ch of such a BatchNormalization alone, every
+ * sample's plane of it, on the step's tensors as they hold now, with the
+ * bits the whole step gives it; 0 if the step is not one. */
+int bf__bnorm_channel(const bf__step *s, int64_t ch);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 /* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,

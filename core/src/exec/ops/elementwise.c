@@ -441,6 +441,26 @@ int bf__act_of(const bf__step *s, bf__act *act)
     return 1;
 }
 
+int bf__map_f32(const bf__step *s)
+{
+    return s->n_out == 1 && (bf__unary_f32(s) || (s->node->op->run == clip_run && ((const clip_params *)s->params)->dtype == BF_F32));
+}
+
+/* The step's own run on a 1-D view of the elements: every output element of
+ * these maps depends on its own input element alone (and Clip's bounds,
+ * passed as the step holds them), so a span gives the whole run's bits
+ * there, as chain mode's links rely on (diffchain_link.c). */
+void bf__map_span(const bf__step *s, int64_t off, int64_t n)
+{
+    if (n <= 0) return;
+    bf_tensor x = {.dtype = BF_F32, .ndim = 1, .dims = {n}, .data = (float *)s->in[0]->data + off};
+    bf_tensor y = {.dtype = BF_F32, .ndim = 1, .dims = {n}, .data = (float *)s->out[0]->data + off};
+    const bf_tensor *in[3] = {&x, s->n_in > 1 ? s->in[1] : NULL, s->n_in > 2 ? s->in[2] : NULL};
+    bf_tensor *out[1] = {&y};
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in > 3 ? 3 : s->n_in, .n_out = 1, .in = in, .out = out};
+    s->node->op->run(&c, NULL);
+}
+
 /* ---- Cast -------------------------------------------------------------- */
 
 /* The engine computes in fp32 and has no float64 or float16 tensors. Cast to

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "exec/step_access.h"
 #include "elementwise_impl.h"
 #include "fastmath_impl.h"
 
@@ -226,6 +227,46 @@ bf_status bf__binary_run(const bf__ctx *c, bf_error *err)
         bf__bcast_next(b, idx, off);
     }
     return BF_OK;
+}
+
+static int arith_f32(row_fn f)
+{
+#ifdef BF__HAVE_AVX2_COPY
+    if (f == add_f32_avx2 || f == sub_f32_avx2 || f == mul_f32_avx2 || f == div_f32_avx2) return 1;
+#endif
+    return f == add_f32 || f == sub_f32 || f == mul_f32 || f == div_f32;
+}
+
+int bf__binary_f32(const bf__step *s)
+{
+    return s->node->op->run == bf__binary_run && s->n_out == 1 && arith_f32(((const binary_params *)s->params)->fn);
+}
+
+/* bf__binary_run's walk from output element off instead of 0: each
+ * operand's offset unravelled from off over the planned dims, then the
+ * same row function on the rest of each row the span covers (an element is
+ * one IEEE operation on its two operands, wherever its row starts). */
+void bf__binary_span(const bf__step *s, int64_t off, int64_t n)
+{
+    const binary_params *q = s->params;
+    const bf__bcast *b = &q->b;
+    char *o = s->out[0]->data;
+    const char *x = s->in[0]->data, *y = s->in[1]->data;
+    int64_t inner = b->dims[b->nd - 1], sa = b->st[0][b->nd - 1], sb = b->st[1][b->nd - 1];
+    while (n > 0) {
+        int64_t rem = off, oa = 0, ob = 0;
+        for (int d = b->nd - 1; d >= 0; d--) {
+            int64_t i = rem % b->dims[d];
+            rem /= b->dims[d];
+            oa += i * b->st[0][d];
+            ob += i * b->st[1][d];
+        }
+        int64_t len = inner - off % inner;
+        if (len > n) len = n;
+        q->fn(o + (size_t)off * q->esz[0], x + (size_t)oa * q->esz[1], sa, y + (size_t)ob * q->esz[2], sb, len);
+        off += len;
+        n -= len;
+    }
 }
 
 /* ---- Where ------------------------------------------------------------- */

@@ -243,6 +243,13 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     return 1;
 }
 
+int bf__conv_depthwise(const bf__step *st)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    return cp->cg == 1 && cp->mg == 1;
+}
+
 int bf__conv_shape(const bf__step *st, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp)
 {
     if (st->node->op->run != bf__conv_run) return 0;

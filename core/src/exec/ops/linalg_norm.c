@@ -257,6 +257,24 @@ int bf__bnorm_of(const bf__step *s, bf__bnorm *bn)
     return 1;
 }
 
+int bf__bnorm_channel(const bf__step *s, int64_t ch)
+{
+    bf__bnorm bn;
+    if (!bf__bnorm_of(s, &bn)) return 0;
+    const bn_params *bp = s->params;
+    if (ch < 0 || ch >= bp->c) return 0;
+    const float *x = s->in[0]->data;
+    float *y = s->out[0]->data;
+    int64_t inner = bp->inner, stride = bp->c * inner;
+    int avx2 = bf__simd_avx2();
+    float a, b;
+    /* bf__batchnorm_run's inference branch for this one channel: the same
+     * coefficients, the same affine_fma call on each sample's plane */
+    bf__bnorm_coef(&bn, ch, &a, &b);
+    for (int64_t n = 0; n < bp->n; n++) affine_fma(avx2, x + n * stride + ch * inner, a, b, y + n * stride + ch * inner, inner);
+    return 1;
+}
+
 /* ---- LayerNormalization ---- */
 
 typedef struct ln_params {

@@ -238,29 +238,48 @@ bf_status bf__gap_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
+/* one plane's mean: the run's and bf__gpool_plane's */
+static inline float gap_one(const gap_params *gp, const float *x, int64_t pl)
+{
+    return bf__sum16_f32(x + pl * gp->size, gp->size) / (float)gp->size;
+}
+
 bf_status bf__gap_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const gap_params *gp = c->params;
     const float *x = c->in[0]->data;
     float *y = c->out[0]->data;
-    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = bf__sum16_f32(x + pl * gp->size, gp->size) / (float)gp->size;
+    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = gap_one(gp, x, pl);
     return BF_OK;
 }
 
 /* GlobalMaxPool: GlobalAveragePool's shapes, the max of each plane, NaN if
  * the plane has one (torch.amax, adaptive_max_pool). */
+static inline float gmp_one(const gap_params *gp, const float *x, int64_t pl)
+{
+    const float *restrict xp = x + pl * gp->size;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < gp->size; i++) m = max_nan(m, xp[i]);
+    return m;
+}
+
 bf_status bf__gmp_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const gap_params *gp = c->params;
     const float *x = c->in[0]->data;
     float *y = c->out[0]->data;
-    for (int64_t pl = 0; pl < gp->planes; pl++) {
-        const float *restrict xp = x + pl * gp->size;
-        float m = -INFINITY;
-        for (int64_t i = 0; i < gp->size; i++) m = max_nan(m, xp[i]);
-        y[pl] = m;
-    }
+    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = gmp_one(gp, x, pl);
     return BF_OK;
+}
+
+int bf__gpool_step(const bf__step *st) { return st->node->op->run == bf__gap_run || st->node->op->run == bf__gmp_run; }
+
+void bf__gpool_plane(const bf__step *st, int64_t pl)
+{
+    const gap_params *gp = st->params;
+    const float *x = st->in[0]->data;
+    float *y = st->out[0]->data;
+    y[pl] = st->node->op->run == bf__gap_run ? gap_one(gp, x, pl) : gmp_one(gp, x, pl);
 }

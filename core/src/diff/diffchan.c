@@ -1,0 +1,221 @@
+/* Channel-local steps: a value changed in one channel alone, followed
+ * through the steps that keep it in that channel.
+ *
+ * A corrupted Conv weight or bias moves one output channel (try_conv,
+ * diffexec.c), and so does a corrupted element of a BatchNormalization's
+ * parameters, or a value fault on an [N, C, ...] activation. In a
+ * mobilenet the channel then goes through a BatchNormalization, an
+ * activation, a depthwise Conv and another activation before a pointwise
+ * Conv mixes the channels; each of those steps, given an input changed in
+ * channel c alone, changes channel c of its output alone. Such a step here
+ * computes that channel only (every sample's plane of it) and compares only
+ * it with golden; the other channels of its output are golden and are never
+ * written: the output's buffer holds channel c alone (dlazy) until a step
+ * that is not channel-local reads the value, and only then are the golden
+ * channels copied around it (bf__chan_fill), the copy the old path made
+ * at every step. The state stays DIRTY, so every other reader re-runs as
+ * before.
+ *
+ * The channel-local steps, with why each gives the whole step's bits on
+ * its channel (the same kernel on the same operands; docs/ENGINE.md):
+ * - BatchNormalization, inference: bf__bnorm_channel, the kernel's own
+ *   per-channel coefficients and affine_fma call on each sample's plane;
+ * - a float unary map (Relu, HardSigmoid, HardSwish, Sigmoid, ...) or
+ *   Clip: the step's own run on a view of each plane (bf__map_span): an
+ *   element depends on its own input element alone;
+ * - Add, Sub, Mul, Div on floats whose inputs are each golden (any
+ *   broadcast) or changed in the same channel and shaped as the output:
+ *   bf__binary_span, the step's row function on each plane's elements;
+ * - a depthwise Conv (group = C = M) with golden weights: output channel c
+ *   reads input channel c alone, computed by bf__conv_channel_n as
+ *   try_conv computes a channel (the bits of the whole step, test_conv);
+ * - MaxPool and AveragePool (bf__pool_plane: plane by plane, as the run),
+ *   GlobalAveragePool and GlobalMaxPool (one output element per sample).
+ * Anything else, a step hit by a value fault, a value the cache does not
+ * hold, two different channels: the step runs as before. */
+#include <string.h>
+
+#include "diff/diff_impl.h"
+
+/* t as [n, c, inner] planes of floats */
+static int layout(const bf_tensor *t, int64_t *n, int64_t *c, int64_t *inner)
+{
+    if (t->dtype != BF_F32 || t->ndim < 2) return 0;
+    *n = t->dims[0], *c = t->dims[1], *inner = 1;
+    for (int i = 2; i < t->ndim; i++) *inner *= t->dims[i];
+    return *n > 0 && *c > 0;
+}
+
+static int same_shape(const bf_tensor *a, const bf_tensor *b)
+{
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v)
+{
+    if (v < 0 || !dx->dlazy[v]) return;
+    dx->dlazy[v] = 0;
+    /* lazy only where the cache holds v (bf__chan_settle) */
+    const float *g = bf__dx_golden(dx->sh, v, b);
+    float *y = p->vals[v].data;
+    int64_t n = 0, c = 0, in = 0, ch = dx->dch[v] - 1;
+    layout(&p->vals[v], &n, &c, &in);
+    for (int64_t s = 0; s < n; s++) {
+        int64_t at = s * c * in;
+        memcpy(y + at, g + at, (size_t)(ch * in) * sizeof *y);
+        memcpy(y + at + (ch + 1) * in, g + at + (ch + 1) * in, (size_t)((c - ch - 1) * in) * sizeof *y);
+    }
+}
+
+void bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i)
+{
+    const int ks[4] = {(int)i, p->fuse_to[i], p->fuse_add[i], p->fuse_bn[i]};
+    for (int k = 0; k < 4; k++) {
+        if (k && ks[k] <= 0) continue;
+        const bf__step *s = &p->steps[ks[k]];
+        for (int j = 0; j < s->n_in; j++) bf__chan_fill(dx, p, b, s->node->in[j]);
+    }
+}
+
+int bf__chan_settle(bf__dx *dx, bf_plan *p, int64_t b, int o, int c)
+{
+    const float *g = bf__dx_golden(dx->sh, o, b);
+    const float *y = p->vals[o].data;
+    int64_t n = 0, cs = 0, in = 0;
+    layout(&p->vals[o], &n, &cs, &in);
+    int moved = 0;
+    for (int64_t s = 0; s < n && !moved; s++)
+        moved = memcmp(y + (s * cs + c) * in, g + (s * cs + c) * in, (size_t)in * sizeof *y) != 0;
+    if (!moved) {   /* golden after all: read from the cache, as fetch leaves it */
+        p->vals[o].data = (void *)g;
+        dx->state[o] = GOLDEN;
+        dx->dch[o] = 0;
+        dx->dlazy[o] = 0;
+        return 0;
+    }
+    dx->state[o] = DIRTY;
+    dx->dch[o] = c + 1;
+    dx->dlazy[o] = 1;
+    return 1;
+}
+
+void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb)
+{
+    for (size_t k = 0; k < nb; k++) {
+        const bf__vfault *f = &p->vf[k];
+        int v = (int)f->f.value;
+        int64_t n, c, in, ch = -1;
+        if (!f->f.drawn && layout(&p->vals[v], &n, &c, &in) && n == bf_plan_batch(p) && f->row_elems == c * in &&
+            f->f.index >= 0 && f->f.index < c * in)
+            ch = f->f.index / in;
+        if (dx->dch[v] == 0) dx->dch[v] = ch >= 0 ? (int32_t)ch + 1 : -1;
+        else if (dx->dch[v] != ch + 1) dx->dch[v] = -1;
+    }
+    for (size_t k = 0; k < nb; k++) {
+        int v = (int)p->vf[k].f.value;
+        if (dx->dch[v] < 0) dx->dch[v] = 0;
+    }
+}
+
+enum { K_NONE, K_BN, K_MAP, K_BIN, K_DW, K_POOL, K_GPOOL };
+
+static int kind_of(const bf__step *s)
+{
+    int64_t isp, osp;
+    if (bf__bnorm_of(s, NULL)) return K_BN;
+    if (bf__map_f32(s)) return K_MAP;
+    if (bf__binary_f32(s)) return K_BIN;
+    if (bf__conv_depthwise(s)) return K_DW;
+    if (s->n_out == 1 && bf__pool_shape(s, &isp, &osp)) return K_POOL;
+    if (bf__gpool_step(s)) return K_GPOOL;
+    return K_NONE;
+}
+
+/* The one channel step i's inputs changed (-1: none; -2: not channel-local:
+ * a value changed in more, or two channels, or an input other than the
+ * first of a step that reads only its first channel-wise) */
+static int input_channel(const bf__dx *dx, const bf_plan *p, const bf__step *s, int kind)
+{
+    int ch = -1;
+    for (int j = 0; j < s->n_in; j++) {
+        int v = s->node->in[j];
+        if (v < 0 || dx->state[v] != DIRTY) continue;
+        if (!dx->dch[v] || (j > 0 && kind != K_BIN)) return -2;
+        if (kind == K_BIN && !same_shape(&p->vals[v], s->out[0])) return -2;
+        int c = dx->dch[v] - 1;
+        if (ch >= 0 && ch != c) return -2;
+        ch = c;
+    }
+    return ch;
+}
+
+/* A BatchNormalization's corrupted parameter elements: their channel if
+ * there is one in one channel, else -2 */
+static int param_channel(const bf__dx *dx, const bf__step *s)
+{
+    const bf_model *m = dx->sh->m;
+    int n = 0, c = -2;
+    for (int j = 1; j < s->n_in; j++) {
+        int v = s->node->in[j];
+        if (v < 0 || m->values[v].kind != BF__VAL_PARAM) continue;
+        int k = dx->pfaults[m->values[v].index];
+        if (k) n += k, c = (int)dx->pfault[m->values[v].index]->index;
+    }
+    return n == 1 ? c : -2;
+}
+
+bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
+{
+    const bf__step *s = &p->steps[i];
+    *done = 0;
+    if (s->dyn || p->step_hit[i] || s->n_out != 1 || s->node->out[0] < 0) return BF_OK;
+    int kind = kind_of(s);
+    if (kind == K_NONE || (dx->param_hit[i] && kind != K_BN)) return BF_OK;
+    int ch = input_channel(dx, p, s, kind);
+    if (ch == -2) return BF_OK;
+    if (dx->param_hit[i]) {
+        int pc = param_channel(dx, s);
+        if (pc < 0 || (ch >= 0 && ch != pc)) return BF_OK;
+        ch = pc;
+    }
+    int o = s->node->out[0];
+    int64_t n, c, in;
+    if (ch < 0 || !layout(&p->vals[o], &n, &c, &in) || ch >= c || !bf__dx_golden(dx->sh, o, b)) return BF_OK;
+    bf_status st;
+    for (int j = 0; j < s->n_in; j++)
+        if (bf__runtime(p, s->node->in[j]) && (st = bf__dx_fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;
+    bf__dx_own(dx, p, o);
+    switch (kind) {
+    case K_BN: bf__bnorm_channel(s, ch); break;
+    case K_MAP:
+        for (int64_t k = 0; k < n; k++) bf__map_span(s, (k * c + ch) * in, in);
+        break;
+    case K_BIN:
+        for (int64_t k = 0; k < n; k++) bf__binary_span(s, (k * c + ch) * in, in);
+        break;
+    case K_DW: {
+        const float *bias = s->n_in > 2 && s->in[2] ? s->in[2]->data : NULL;
+        bf__conv_channel_n(s, ch, n, s->in[0]->data, s->in[1]->data, bias, s->out[0]->data, p->scratch);
+        break;
+    }
+    case K_POOL: {
+        int64_t isp, osp;
+        bf__pool_shape(s, &isp, &osp);
+        const float *xs = s->in[0]->data;
+        float *y = s->out[0]->data;
+        for (int64_t k = 0; k < n; k++) bf__pool_plane(s, xs + (k * c + ch) * isp, y + (k * c + ch) * osp, p->scratch);
+        break;
+    }
+    default:
+        for (int64_t k = 0; k < n; k++) bf__gpool_plane(s, k * c + ch);
+        break;
+    }
+    dx->work[i] += 1.0 / (double)c;
+    dx->n_chan++;
+    dx->chan_c = ch;
+    *done = CHAN_DONE;
+    return BF_OK;
+}

@@ -1,0 +1,248 @@
+/* Channel-local steps of the differential engine (diff/diffchan.c): a
+ * value changed in one channel alone is followed through the steps that
+ * keep it there (BatchNormalization, unary activations and Clip, depthwise
+ * Conv, Add/Mul with a golden operand or the same channel, pooling), each
+ * computing and comparing that channel only. Every trial's record must be
+ * the exact engine's, bit for bit (outcome, changed predictions, every
+ * metric: test_diff.c's rules), on 1 and on 2 threads, and the channel path
+ * must have been taken (bf_campaign_result.chan_steps, `--stats`).
+ *
+ * Fixtures (tests/fixtures/real, make_real_models.py; fuse/conv_bn):
+ * resnet_basic (Conv -> Relu, MaxPool, residual Add, GlobalAveragePool),
+ * mobilenet_v2 (expand 1x1 -> Clip(0, 6) -> depthwise -> Clip -> project,
+ * residual Add; BN folded), mobilenet_v3_small_bn (BatchNormalization kept,
+ * HardSwish as HardSigmoid and Mul of the same channel, squeeze-excitation:
+ * GlobalAveragePool, two 1x1 Convs, HardSigmoid, Mul), conv_bn (a kept BN
+ * before HardSwish, Relu, Clip, Add), efficientnet_bn and lraspp (below).
+ * Faults: single-bit weight flips in
+ * every tensor (expand, depthwise and project convolutions among them),
+ * 2-bit flips confined to BatchNormalization parameters, and activation
+ * flips, permanent (one element of every sample: one channel) and
+ * transient. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/model.h"
+#include "campaign_check.h"
+
+/* Trials per campaign: 60, or 30 under the sanitizers (ASan took 55 s for
+ * 60 on a loaded machine; every path is still taken, the counters say so) */
+#ifdef BF_SANITIZED
+#define TRIALS 30
+#else
+#define TRIALS 60
+#endif
+
+/* Runs s on `threads` threads, exact or differential (never a full pass),
+ * every record into r; adds the differential run's channel-local steps to
+ * *chan. */
+static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
+                    const char *label, tc_recs *r, int64_t *chan)
+{
+    bf_campaign *c = tc_make(m, ds, s);
+    r->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r->r);
+    r->n = 0;
+    assert_non_null(r->r);
+    bf_campaign_opts o = {.threads = threads, .exact = exact, .no_full_pass = !exact, .on_trial = tc_keep, .user = r};
+    bf_campaign_result res;
+    bf_error err = {0};
+    if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
+    assert_int_equal(res.trials_done, r->n);
+    if (exact) assert_int_equal(res.chan_steps, 0);   /* the exact engine runs whole steps */
+    else *chan += res.chan_steps;
+    bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+}
+
+/* The same differential with the near-exact updates (a Conv channel moved
+ * by an update where its change is clear, then the channel-local steps on
+ * it), 2 threads. */
+static void run_near(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, tc_recs *r, int64_t *chan)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    bf_campaign_prep prep = {.differential = 1, .near_exact = 1};
+    if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("near-exact: %s", err.msg);
+    r->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r->r);
+    r->n = 0;
+    assert_non_null(r->r);
+    bf_campaign_opts o = {.threads = 2, .near_exact = 1, .no_full_pass = 1, .on_trial = tc_keep, .user = r};
+    bf_campaign_result res;
+    if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("near-exact: %s", err.msg);
+    assert_int_equal(res.trials_done, r->n);
+    *chan += res.chan_steps;
+    bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+}
+
+typedef struct fx_case {
+    const char *label;
+    tc_config cf;
+    char **pats;
+    size_t n_pats;
+} fx_case;
+
+/* Every case of one fixture: exact once (2 threads), differential on 1 and
+ * on 2 threads, each compared with it; returns the channel-local steps. */
+static int64_t fixture_cases(const char *stem, const char *name, const fx_case *cs, size_t n, int64_t trials,
+                             tc_tally *t)
+{
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_open(stem, &m, &ds);
+    double scale = tc_out_scale(m, ds);
+    int64_t chan = 0;
+    for (size_t k = 0; k < n; k++) {
+        /* batch 5: a partial last batch too */
+        bf_campaign_spec s = tc_config_spec(&cs[k].cf, 31 + k, trials, 5, cs[k].pats, cs[k].n_pats);
+        tc_recs ex = {0};
+        run_one(m, ds, &s, 2, 1, cs[k].label, &ex, &chan);
+        for (int th = 1; th <= 2; th++) {
+            tc_recs df = {0};
+            char label[160];
+            snprintf(label, sizeof label, "%s, %d thread%s", cs[k].label, th, th > 1 ? "s" : "");
+            run_one(m, ds, &s, th, 0, label, &df, &chan);
+            tc_compare(name, label, &ex, &df, scale, t);
+            free(df.r);
+        }
+        free(ex.r);
+    }
+    printf("%s: %lld steps run on one channel\n", name, (long long)chan);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    return chan;
+}
+
+#define W1 {"w", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1}
+#define W2 {"w2", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 2}
+#define AP {"ap", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1}
+#define AT {"at", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_TRANSIENT, 1}
+
+static char *all[] = {"*"};
+
+static void cnn_records_match_exact(void **state)
+{
+    (void)state;
+    static const char *const nets[] = {"resnet_basic", "mobilenet_v2"};
+    const fx_case cs[] = {
+        {"weights bitflip fp32", W1, all, 1},
+        {"activations bitflip fp32 permanent", AP, all, 1},
+        {"activations bitflip fp32 transient", AT, all, 1},
+    };
+    tc_tally t = {0};
+    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
+        int64_t chan = fixture_cases(stem, nets[n], cs, sizeof cs / sizeof *cs, TRIALS, &t);
+        assert_true(chan > 0);   /* the path was taken, not only the old one */
+    }
+    tc_assert_agree("channel-local steps (resnet_basic, mobilenet_v2), differential vs exact", &t, 12 * TRIALS);
+}
+
+static void mobilenet_v3_records_match_exact(void **state)
+{
+    (void)state;
+    static char *bn[] = {"*running_mean", "*running_var", "*.1.weight", "*.1.bias"};
+    const fx_case cs[] = {
+        {"weights bitflip fp32", W1, all, 1},
+        {"BN parameters 2-bit bitflip fp32", W2, bn, 4},
+        {"activations bitflip fp32 permanent", AP, all, 1},
+        {"activations bitflip fp32 transient", AT, all, 1},
+    };
+    tc_tally t = {0};
+    int64_t chan = fixture_cases(BF_FIXTURES "/real/mobilenet_v3_small_bn", "mobilenet_v3_small_bn", cs,
+                                 sizeof cs / sizeof *cs, TRIALS, &t);
+    assert_true(chan > 0);
+    tc_assert_agree("channel-local steps (mobilenet_v3_small_bn), differential vs exact", &t, 8 * TRIALS);
+}
+
+static void conv_bn_records_match_exact(void **state)
+{
+    (void)state;
+    static char *bn[] = {"bn*"};
+    const fx_case cs[] = {
+        {"weights bitflip fp32", W1, all, 1},
+        {"BN parameters 2-bit bitflip fp32", W2, bn, 1},
+        {"activations bitflip fp32 permanent", AP, all, 1},
+    };
+    tc_tally t = {0};
+    int64_t chan = fixture_cases(BF_FIXTURES "/fuse/conv_bn", "conv_bn", cs, sizeof cs / sizeof *cs, TRIALS, &t);
+    assert_true(chan > 0);
+    tc_assert_agree("channel-local steps (conv_bn: BN, HardSwish, Clip, Add), differential vs exact", &t, 6 * TRIALS);
+}
+
+/* More of the mobilenet_v3 family: efficientnet_bn (BatchNormalization
+ * kept, SiLU as x * Sigmoid(x), a Mul of one channel by itself, and
+ * squeeze-excitation) and lraspp (a mobilenet_v3 trunk with its segmentation
+ * head: Sigmoid-gated Mul, Resize). */
+static void v3_family_records_match_exact(void **state)
+{
+    (void)state;
+    static const char *const nets[] = {"efficientnet_bn", "lraspp"};
+    const fx_case cs[] = {
+        {"weights bitflip fp32", W1, all, 1},
+        {"activations bitflip fp32 permanent", AP, all, 1},
+    };
+    tc_tally t = {0};
+    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
+        int64_t chan = fixture_cases(stem, nets[n], cs, sizeof cs / sizeof *cs, TRIALS, &t);
+        assert_true(chan > 0);
+    }
+    tc_assert_agree("channel-local steps (efficientnet_bn, lraspp), differential vs exact", &t, 8 * TRIALS);
+}
+
+/* --near-exact: its own rules against exact (campaign_check.h: outcomes
+ * equal or a near tie, metrics within 1e-6), the channel path taken after
+ * a Conv channel's update (try_conv's bf__conv_delta) too. */
+static void near_exact_agrees(void **state)
+{
+    (void)state;
+    static const char *const nets[] = {"mobilenet_v2", "mobilenet_v3_small_bn"};
+    const tc_config w1 = W1;
+    tc_tally t = {.near = 1};
+    int64_t near_chan = 0;
+    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        tc_open(stem, &m, &ds);
+        double scale = tc_out_scale(m, ds);
+        bf_campaign_spec s = tc_config_spec(&w1, 41, 5 * TRIALS / 3, 5, all, 1);
+        tc_recs ex = {0}, ne = {0};
+        int64_t chan = 0;
+        run_one(m, ds, &s, 2, 1, "exact", &ex, &chan);
+        run_near(m, ds, &s, &ne, &chan);
+        tc_compare(nets[n], "near-exact weights bitflip fp32", &ex, &ne, scale, &t);
+        printf("%s near-exact: %lld steps run on one channel\n", nets[n], (long long)chan);
+        near_chan += chan;
+        free(ex.r);
+        free(ne.r);
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+    /* chain mode takes most single Conv faults there; the rest run batches */
+    assert_true(near_chan > 0);
+    tc_assert_agree("channel-local steps under --near-exact, against exact", &t, 10 * TRIALS / 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cnn_records_match_exact),
+        cmocka_unit_test(mobilenet_v3_records_match_exact),
+        cmocka_unit_test(conv_bn_records_match_exact),
+        cmocka_unit_test(v3_family_records_match_exact),
+        cmocka_unit_test(near_exact_agrees),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
