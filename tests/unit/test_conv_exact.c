@@ -223,6 +223,9 @@ static const conv_case cases[] = {
     {"depthwise 3x3 stride 2 on 14x14 (7 wide: one masked chunk)", 2, 5, 14, 14, 5, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 1},
     {"depthwise 3x3 stride 2, no padding, 17 wide", 1, 3, 9, 35, 3, 3, 3, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
     {"depthwise 3x3 stride 2, pads 2 left and 0 right, odd width", 1, 3, 9, 33, 3, 3, 3, 3, 2, 1, {1, 2, 0, 0}, 0, 1},
+    {"depthwise 5x5 stride 2 (mobilenet_v3's), 28 -> 14", 1, 4, 28, 28, 4, 4, 5, 5, 2, 1, {2, 2, 2, 2}, 1, 1},
+    {"depthwise 3x7 stride 2, 23 wide", 1, 3, 7, 45, 3, 3, 3, 7, 2, 1, {1, 3, 1, 3}, 1, 0},
+    {"depthwise 2x4 stride 2, an even kernel width", 1, 3, 6, 19, 3, 3, 2, 4, 2, 1, {0, 1, 1, 2}, 0, 1},
 };
 
 /* Random shapes, every Conv path (depthwise, pointwise, grouped, dense),

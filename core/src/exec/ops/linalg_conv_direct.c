@@ -479,44 +479,48 @@ AVX512_DW static void dw_flat_any(int64_t taps, const __mmask16 *tab, const int6
     dw_flat_body(taps, tab, off, osp, x, wk, bv, act, y);
 }
 
-/* ---- AVX-512 stride-2 rows of a 3-wide kernel, edges and narrow rows included ----
- * dw_s2_512 takes the inside of rows of at least 16 outputs and leaves the
- * edges and what is left (a 7-wide row of mobilenet_v2's 14 -> 7 layer:
- * all of it) to the scalar loop. Here every chunk of 16 outputs of a row
- * takes its 33 inputs as four masked loads (lanes outside the input row
- * never read), picks each tap's lanes out with one permute (even, odd,
- * even shifted by 2: the same values dw_s2_512 picks), and adds each tap
- * in the lanes where it lands inside the row only, so the padding's taps
- * are skipped lane by lane; the rows of the kernel whose input row exists
+/* ---- AVX-512 stride-2 rows, kernels up to 7 wide, edges and narrow rows included ----
+ * dw_s2_512 takes the inside of 3-wide rows of at least 16 outputs and
+ * leaves the edges and what is left (a 7-wide row of mobilenet_v2's 14 -> 7
+ * layer: all of it; every 5-wide row of mobilenet_v3) to the scalar loop.
+ * Here every chunk of 16 outputs of a row takes its inputs as pairs of
+ * masked loads, 16 apart, at even shifts 0, 2, 4, 6 (lanes outside the
+ * input row never read); a pair at shift 2q gives tap 2q as its even lanes
+ * and tap 2q + 1 as its odd ones, each picked out by one permute (for a
+ * 3-wide kernel the values dw_s2_512 picks). Each tap is added in the lanes
+ * where it lands inside the row only, so the padding's taps are skipped
+ * lane by lane, in kw order; the rows of the kernel whose input row exists
  * in kh order (dw_rows), as the scalar loop. The masks depend on the chunk
  * alone (not the row): one set per chunk, built once per call. */
 #define DW_S2M_CHUNKS 128 /* rows up to 2,048 outputs */
+#define DW_S2M_KW 7       /* the widest kernel taken */
 
 typedef struct dw_s2m {
-    __mmask16 ld[4], tap[3], st;
+    __mmask16 ld[DW_S2M_KW + 1], tap[DW_S2M_KW], st;
 } dw_s2m;
 
 static int dw_s2m_ok(const bf__window *w)
 {
-    return w->s[2] == 2 && w->d[2] == 1 && w->k[2] == 3 && w->out[2] <= 16 * DW_S2M_CHUNKS && w->in[2] < ((int64_t)1 << 20) &&
-           w->pb[2] < ((int64_t)1 << 20);
+    return w->s[2] == 2 && w->d[2] == 1 && w->k[2] <= DW_S2M_KW && w->out[2] <= 16 * DW_S2M_CHUNKS &&
+           w->in[2] < ((int64_t)1 << 20) && w->pb[2] < ((int64_t)1 << 20);
 }
 
 static void dw_s2m_masks(const bf__window *w, dw_s2m *cm)
 {
-    const int64_t IW = w->in[2], OW = w->out[2], pb = w->pb[2], lofs[4] = {0, 16, 2, 18};
+    const int64_t IW = w->in[2], OW = w->out[2], pb = w->pb[2], KW = w->k[2], nld = 2 * ((KW + 1) / 2);
     for (int64_t c = 0; c < (OW + 15) / 16; c++) {
-        dw_s2m m = {{0, 0, 0, 0}, {0, 0, 0}, 0};
+        dw_s2m m;
+        memset(&m, 0, sizeof m);
         int64_t base = 32 * c - pb;   /* input index of lane 0's first tap */
         for (int l = 0; l < 16; l++) {
-            for (int q = 0; q < 4; q++) {
-                int64_t i = base + lofs[q] + l;
+            for (int64_t q = 0; q < nld; q++) {   /* load q: shift 2 (q / 2), + 16 for odd q */
+                int64_t i = base + 2 * (q / 2) + 16 * (q % 2) + l;
                 if (i >= 0 && i < IW) m.ld[q] |= (__mmask16)(1u << l);
             }
             int64_t ow = 16 * c + l;
             if (ow >= OW) continue;
             m.st |= (__mmask16)(1u << l);
-            for (int kw = 0; kw < 3; kw++) {
+            for (int64_t kw = 0; kw < KW; kw++) {
                 int64_t i = 2 * ow + kw - pb;
                 if (i >= 0 && i < IW) m.tap[kw] |= (__mmask16)(1u << l);
             }
@@ -525,8 +529,12 @@ static void dw_s2m_masks(const bf__window *w, dw_s2m *cm)
     }
 }
 
-AVX512_DW static void dw_s2_masked(const bf__window *w, const dw_s2m *cm, const float *x, const float *wk, float bv,
-                                   const bf__act *act, float *y)
+/* KW constant where inlined (3: mobilenet_v2's, 5: mobilenet_v3's), so the
+ * pairs unroll */
+AVX512_DW static inline __attribute__((always_inline)) void dw_s2m_body(int64_t KW, const bf__window *w,
+                                                                      const dw_s2m *cm, const float *x,
+                                                                      const float *wk, float bv,
+                                                                      const bf__act *act, float *y)
 {
     const int64_t OH = w->out[1], OW = w->out[2], pb = w->pb[2], chunks = (OW + 15) / 16;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -541,13 +549,16 @@ AVX512_DW static void dw_s2_masked(const bf__window *w, const dw_s2m *cm, const 
             __m512 v = _mm512_set1_ps(bv);
             for (int r = 0; r < nv; r++) {
                 const float *p = xr[r] + 32 * c - pb;
-                __m512 w0 = _mm512_maskz_loadu_ps(m->ld[0], p), w1 = _mm512_maskz_loadu_ps(m->ld[1], p + 16);
-                __m512 w2 = _mm512_maskz_loadu_ps(m->ld[2], p + 2), w3 = _mm512_maskz_loadu_ps(m->ld[3], p + 18);
-                __m512 t0 = _mm512_permutex2var_ps(w0, even, w1), t1 = _mm512_permutex2var_ps(w0, odd, w1);
-                __m512 t2 = _mm512_permutex2var_ps(w2, even, w3);
-                v = _mm512_mask_add_ps(v, m->tap[0], v, _mm512_mul_ps(_mm512_set1_ps(wr[r][0]), t0));
-                v = _mm512_mask_add_ps(v, m->tap[1], v, _mm512_mul_ps(_mm512_set1_ps(wr[r][1]), t1));
-                v = _mm512_mask_add_ps(v, m->tap[2], v, _mm512_mul_ps(_mm512_set1_ps(wr[r][2]), t2));
+                for (int64_t kw = 0; kw < KW; kw += 2) {
+                    __m512 a = _mm512_maskz_loadu_ps(m->ld[kw], p + kw);
+                    __m512 b = _mm512_maskz_loadu_ps(m->ld[kw + 1], p + kw + 16);
+                    __m512 t = _mm512_permutex2var_ps(a, even, b);
+                    v = _mm512_mask_add_ps(v, m->tap[kw], v, _mm512_mul_ps(_mm512_set1_ps(wr[r][kw]), t));
+                    if (kw + 1 < KW) {
+                        t = _mm512_permutex2var_ps(a, odd, b);
+                        v = _mm512_mask_add_ps(v, m->tap[kw + 1], v, _mm512_mul_ps(_mm512_set1_ps(wr[r][kw + 1]), t));
+                    }
+                }
             }
             if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
             _mm512_mask_storeu_ps(yr + 16 * c, m->st, v);
@@ -555,15 +566,38 @@ AVX512_DW static void dw_s2_masked(const bf__window *w, const dw_s2m *cm, const 
     }
 }
 
+AVX512_DW static void dw_s2m_3(const bf__window *w, const dw_s2m *cm, const float *x, const float *wk, float bv,
+                               const bf__act *act, float *y)
+{
+    dw_s2m_body(3, w, cm, x, wk, bv, act, y);
+}
+
+AVX512_DW static void dw_s2m_5(const bf__window *w, const dw_s2m *cm, const float *x, const float *wk, float bv,
+                               const bf__act *act, float *y)
+{
+    dw_s2m_body(5, w, cm, x, wk, bv, act, y);
+}
+
+AVX512_DW static void dw_s2m_any(const bf__window *w, const dw_s2m *cm, const float *x, const float *wk, float bv,
+                                 const bf__act *act, float *y)
+{
+    dw_s2m_body(w->k[2], w, cm, x, wk, bv, act, y);
+}
+
 static void dw_s2m_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                        const bf__act *act, float *y, int64_t g0, int64_t g1)
 {
     dw_s2m cm[DW_S2M_CHUNKS];
     dw_s2m_masks(&cp->w, cm);
+    int64_t KW = cp->w.k[2];
     for (int64_t n = 0; n < cp->n; n++)
-        for (int64_t g = g0; g < g1; g++)
-            dw_s2_masked(&cp->w, cm, x + (n * cp->c + g) * cp->isp, wt + g * cp->kc, bias ? bias[g] : 0.0f, act,
-                         y + (n * cp->m + g) * cp->osp);
+        for (int64_t g = g0; g < g1; g++) {
+            const float *xg = x + (n * cp->c + g) * cp->isp, *wg = wt + g * cp->kc;
+            float *yg = y + (n * cp->m + g) * cp->osp, bv = bias ? bias[g] : 0.0f;
+            if (KW == 3) dw_s2m_3(&cp->w, cm, xg, wg, bv, act, yg);
+            else if (KW == 5) dw_s2m_5(&cp->w, cm, xg, wg, bv, act, yg);
+            else dw_s2m_any(&cp->w, cm, xg, wg, bv, act, yg);
+        }
 }
 
 /* bf__conv_direct's depthwise loops on dw_flat: images n, groups
