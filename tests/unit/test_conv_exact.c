@@ -210,6 +210,22 @@ static const conv_case cases[] = {
     {"depthwise 3x3, output 1 wide", 1, 3, 5, 1, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 5x5 dilation 2, asymmetric pads, 6 wide", 1, 4, 9, 6, 4, 4, 5, 5, 1, 2, {2, 3, 1, 4}, 1, 1},
     {"depthwise 3x5, 4 wide, no padding on the left", 1, 4, 6, 8, 4, 4, 3, 5, 1, 1, {1, 0, 1, 0}, 1, 0},
+    /* stride 1, rows as wide as the input's: on AVX-512 the plane runs as one
+     * run of outputs, 16-lane chunks across the row ends */
+    {"depthwise 3x3 on 14x14: chunks across row ends", 2, 5, 14, 14, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"depthwise 3x3 on 14x14, an Inf weight", 1, 3, 14, 14, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 1},
+    {"depthwise 3x3 on 3x17: rows wider than a chunk, one row of taps", 1, 3, 3, 17, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
+    {"depthwise 5x5 dilation 2, same size, pads 3 and 5", 1, 3, 11, 9, 3, 3, 5, 5, 1, 2, {3, 5, 5, 3}, 1, 1},
+    {"depthwise 3x3, 1 wide and 40 tall, same size", 1, 2, 40, 1, 2, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"depthwise 3x3 on 61x61 (61 chunks per 16 rows), no bias", 1, 2, 61, 61, 2, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 0},
+    {"depthwise 3x3 on 130x130: past the mask table, the rows instead", 1, 1, 130, 130, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    /* stride 2, 3 wide: on AVX-512 every chunk of a row masked, edges included */
+    {"depthwise 3x3 stride 2 on 14x14 (7 wide: one masked chunk)", 2, 5, 14, 14, 5, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 1},
+    {"depthwise 3x3 stride 2, no padding, 17 wide", 1, 3, 9, 35, 3, 3, 3, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
+    {"depthwise 3x3 stride 2, pads 2 left and 0 right, odd width", 1, 3, 9, 33, 3, 3, 3, 3, 2, 1, {1, 2, 0, 0}, 0, 1},
+    {"depthwise 5x5 stride 2 (mobilenet_v3's), 28 -> 14", 1, 4, 28, 28, 4, 4, 5, 5, 2, 1, {2, 2, 2, 2}, 1, 1},
+    {"depthwise 3x7 stride 2, 23 wide", 1, 3, 7, 45, 3, 3, 3, 7, 2, 1, {1, 3, 1, 3}, 1, 0},
+    {"depthwise 2x4 stride 2, an even kernel width", 1, 3, 6, 19, 3, 3, 2, 4, 2, 1, {0, 1, 1, 2}, 0, 1},
 };
 
 /* Random shapes, every Conv path (depthwise, pointwise, grouped, dense),

@@ -377,6 +377,248 @@ static int dw_masked_ok(const bf__window *w)
 {
     return w->s[2] == 1 && w->out[2] <= 8;
 }
+
+/* ---- The AVX-512 stride-1 plane as one run of outputs ----
+ * When both strides are 1 and the output rows are as wide as the input's
+ * (padding that keeps the size: mobilenet_v2's every stride-1 depthwise
+ * layer), output o = oh OW + ow reads, for tap (kh, kw), input
+ * o + (kh dh - pb_h) IW + (kw dw - pb_w): one offset per tap for the whole
+ * plane. So a plane runs 16 outputs at a time straight across the row ends
+ * (a 7x7 plane: 4 chunks instead of 7 rows of 7 lanes; a 14x14 one 13
+ * instead of 14 rows of two scalar edges and a 12-wide inside), each tap
+ * loaded under the mask of the lanes where it lands inside the input and
+ * added in those lanes only (a masked add keeps the others' sum as it is,
+ * as dw_chunk's blend does): every lane runs the scalar sequence, bias,
+ * then v = v + w * x over the taps in (kh, kw) order, the padding's taps
+ * skipped, a rounded product and a rounded sum each (no FMA: the target
+ * lacks it). The masks depend on the geometry alone: a table built once per
+ * call serves every channel and image. */
+#define DW_FLAT_MASKS 8192 /* the table's entries, 16 KiB on the stack: a 3x3 kernel over up to 910 chunks (a 120x120 plane) */
+#define AVX512_DW __attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl")))
+
+static int dw_flat_ok(const bf__window *w)
+{
+    int64_t chunks = (w->out[1] * w->out[2] + 15) / 16, taps = w->k[1] * w->k[2];
+    /* the lanes' rows and columns, and each tap's shift, in 32 bits */
+    const int64_t lim = (int64_t)1 << 20;
+    return w->s[1] == 1 && w->s[2] == 1 && w->out[2] == w->in[2] && chunks * taps <= DW_FLAT_MASKS &&
+           w->in[1] < lim && w->in[2] < lim && w->out[1] < lim && w->pb[1] < lim && w->pb[2] < lim &&
+           w->d[1] * (w->k[1] - 1) < lim && w->d[2] * (w->k[2] - 1) < lim;
+}
+
+/* tab[c * taps + kh * KW + kw]: the lanes of chunk c (outputs 16 c ..
+ * 16 c + 15 of the plane) that are outputs and whose tap (kh, kw) lands
+ * inside the input; off[kh * KW + kw], that tap's input offset. The rows
+ * and columns of the 16 lanes are carried from chunk to chunk (+16 % OW
+ * columns, + 16 / OW rows, one wrap at most). */
+AVX512_DW static void dw_flat_masks(const bf__window *w, __mmask16 *tab, int64_t *off)
+{
+    const int64_t IH = w->in[1], IW = w->in[2], OW = w->out[2], osp = w->out[1] * OW;
+    const int64_t KH = w->k[1], KW = w->k[2], taps = KH * KW, chunks = (osp + 15) / 16;
+    for (int64_t kh = 0; kh < KH; kh++)
+        for (int64_t kw = 0; kw < KW; kw++)
+            off[kh * KW + kw] = (kh * w->d[1] - w->pb[1]) * IW + kw * w->d[2] - w->pb[2];
+    int32_t r0[16], c0[16];
+    for (int l = 0; l < 16; l++) r0[l] = (int32_t)(l / OW), c0[l] = (int32_t)(l % OW);
+    __m512i row = _mm512_loadu_si512(r0), col = _mm512_loadu_si512(c0);
+    const __m512i dr = _mm512_set1_epi32((int32_t)(16 / OW)), dc = _mm512_set1_epi32((int32_t)(16 % OW));
+    const __m512i ow = _mm512_set1_epi32((int32_t)OW), one = _mm512_set1_epi32(1);
+    const __m512i ih = _mm512_set1_epi32((int32_t)IH), iw = _mm512_set1_epi32((int32_t)IW);
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t left = osp - 16 * c;
+        __mmask16 in = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __mmask16 rv[BF__DW_MAXKH], cv[BF__DW_MAXKW];
+        /* unsigned compares: a row or column before the first is a huge index */
+        for (int64_t kh = 0; kh < KH; kh++)
+            rv[kh] = _mm512_cmplt_epu32_mask(_mm512_add_epi32(row, _mm512_set1_epi32((int32_t)(kh * w->d[1] - w->pb[1]))), ih);
+        for (int64_t kw = 0; kw < KW; kw++)
+            cv[kw] = _mm512_cmplt_epu32_mask(_mm512_add_epi32(col, _mm512_set1_epi32((int32_t)(kw * w->d[2] - w->pb[2]))), iw);
+        for (int64_t kh = 0; kh < KH; kh++)
+            for (int64_t kw = 0; kw < KW; kw++) tab[c * taps + kh * KW + kw] = (__mmask16)(rv[kh] & cv[kw] & in);
+        row = _mm512_add_epi32(row, dr);
+        col = _mm512_add_epi32(col, dc);
+        __mmask16 wrap = _mm512_cmpge_epi32_mask(col, ow);
+        col = _mm512_mask_sub_epi32(col, wrap, col, ow);
+        row = _mm512_mask_add_epi32(row, wrap, row, one);
+    }
+}
+
+/* One channel's plane through the table (taps: constant where inlined, so
+ * a 3x3 kernel's nine taps unroll); the activation before the store, as
+ * dw_chunk applies it. */
+AVX512_DW static inline __attribute__((always_inline)) void dw_flat_body(int64_t taps, const __mmask16 *tab,
+                                                                       const int64_t *off, int64_t osp,
+                                                                       const float *x, const float *wk, float bv,
+                                                                       const bf__act *act, float *y)
+{
+    const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
+    const int64_t chunks = (osp + 15) / 16;
+    for (int64_t c = 0; c < chunks; c++) {
+        const __mmask16 *m = tab + c * taps;
+        const float *xc = x + 16 * c;
+        __m512 v = _mm512_set1_ps(bv);
+        for (int64_t t = 0; t < taps; t++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m[t], xc + off[t]);
+            v = _mm512_mask_add_ps(v, m[t], v, _mm512_mul_ps(_mm512_set1_ps(wk[t]), xv));
+        }
+        if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+        int64_t left = osp - 16 * c;
+        _mm512_mask_storeu_ps(y + 16 * c, left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u), v);
+    }
+}
+
+AVX512_DW static void dw_flat_3x3(const __mmask16 *tab, const int64_t *off, int64_t osp, const float *x,
+                                  const float *wk, float bv, const bf__act *act, float *y)
+{
+    dw_flat_body(9, tab, off, osp, x, wk, bv, act, y);
+}
+
+AVX512_DW static void dw_flat_any(int64_t taps, const __mmask16 *tab, const int64_t *off, int64_t osp,
+                                  const float *x, const float *wk, float bv, const bf__act *act, float *y)
+{
+    dw_flat_body(taps, tab, off, osp, x, wk, bv, act, y);
+}
+
+/* ---- AVX-512 stride-2 rows, kernels up to 7 wide, edges and narrow rows included ----
+ * dw_s2_512 takes the inside of 3-wide rows of at least 16 outputs and
+ * leaves the edges and what is left (a 7-wide row of mobilenet_v2's 14 -> 7
+ * layer: all of it; every 5-wide row of mobilenet_v3) to the scalar loop.
+ * Here every chunk of 16 outputs of a row takes its inputs as pairs of
+ * masked loads, 16 apart, at even shifts 0, 2, 4, 6 (lanes outside the
+ * input row never read); a pair at shift 2q gives tap 2q as its even lanes
+ * and tap 2q + 1 as its odd ones, each picked out by one permute (for a
+ * 3-wide kernel the values dw_s2_512 picks). Each tap is added in the lanes
+ * where it lands inside the row only, so the padding's taps are skipped
+ * lane by lane, in kw order; the rows of the kernel whose input row exists
+ * in kh order (dw_rows), as the scalar loop. The masks depend on the chunk
+ * alone (not the row): one set per chunk, built once per call. */
+#define DW_S2M_CHUNKS 128 /* rows up to 2,048 outputs */
+#define DW_S2M_KW 7       /* the widest kernel taken */
+
+typedef struct dw_s2m {
+    __mmask16 ld[DW_S2M_KW + 1], tap[DW_S2M_KW], st;
+} dw_s2m;
+
+static int dw_s2m_ok(const bf__window *w)
+{
+    return w->s[2] == 2 && w->d[2] == 1 && w->k[2] <= DW_S2M_KW && w->out[2] <= 16 * DW_S2M_CHUNKS &&
+           w->in[2] < ((int64_t)1 << 20) && w->pb[2] < ((int64_t)1 << 20);
+}
+
+static void dw_s2m_masks(const bf__window *w, dw_s2m *cm)
+{
+    const int64_t IW = w->in[2], OW = w->out[2], pb = w->pb[2], KW = w->k[2], nld = 2 * ((KW + 1) / 2);
+    for (int64_t c = 0; c < (OW + 15) / 16; c++) {
+        dw_s2m m;
+        memset(&m, 0, sizeof m);
+        int64_t base = 32 * c - pb;   /* input index of lane 0's first tap */
+        for (int l = 0; l < 16; l++) {
+            for (int64_t q = 0; q < nld; q++) {   /* load q: shift 2 (q / 2), + 16 for odd q */
+                int64_t i = base + 2 * (q / 2) + 16 * (q % 2) + l;
+                if (i >= 0 && i < IW) m.ld[q] |= (__mmask16)(1u << l);
+            }
+            int64_t ow = 16 * c + l;
+            if (ow >= OW) continue;
+            m.st |= (__mmask16)(1u << l);
+            for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t i = 2 * ow + kw - pb;
+                if (i >= 0 && i < IW) m.tap[kw] |= (__mmask16)(1u << l);
+            }
+        }
+        cm[c] = m;
+    }
+}
+
+/* KW constant where inlined (3: mobilenet_v2's, 5: mobilenet_v3's), so the
+ * pairs unroll */
+AVX512_DW static inline __attribute__((always_inline)) void dw_s2m_body(int64_t KW, const bf__window *w,
+                                                                      const dw_s2m *cm, const float *x,
+                                                                      const float *wk, float bv,
+                                                                      const bf__act *act, float *y)
+{
+    const int64_t OH = w->out[1], OW = w->out[2], pb = w->pb[2], chunks = (OW + 15) / 16;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *xr[BF__DW_MAXKH], *wr[BF__DW_MAXKH];
+        int nv = dw_rows(w, x, wk, oh, xr, wr);
+        float *yr = y + oh * OW;
+        for (int64_t c = 0; c < chunks; c++) {
+            const dw_s2m *m = &cm[c];
+            __m512 v = _mm512_set1_ps(bv);
+            for (int r = 0; r < nv; r++) {
+                const float *p = xr[r] + 32 * c - pb;
+                for (int64_t kw = 0; kw < KW; kw += 2) {
+                    __m512 a = _mm512_maskz_loadu_ps(m->ld[kw], p + kw);
+                    __m512 b = _mm512_maskz_loadu_ps(m->ld[kw + 1], p + kw + 16);
+                    __m512 t = _mm512_permutex2var_ps(a, even, b);
+                    v = _mm512_mask_add_ps(v, m->tap[kw], v, _mm512_mul_ps(_mm512_set1_ps(wr[r][kw]), t));
+                    if (kw + 1 < KW) {
+                        t = _mm512_permutex2var_ps(a, odd, b);
+                        v = _mm512_mask_add_ps(v, m->tap[kw + 1], v, _mm512_mul_ps(_mm512_set1_ps(wr[r][kw + 1]), t));
+                    }
+                }
+            }
+            if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+            _mm512_mask_storeu_ps(yr + 16 * c, m->st, v);
+        }
+    }
+}
+
+AVX512_DW static void dw_s2m_3(const bf__window *w, const dw_s2m *cm, const float *x, const float *wk, float bv,
+                               const bf__act *act, float *y)
+{
+    dw_s2m_body(3, w, cm, x, wk, bv, act, y);
+}
+
+AVX512_DW static void dw_s2m_5(const bf__window *w, const dw_s2m *cm, const float *x, const float *wk, float bv,
+                               const bf__act *act, float *y)
+{
+    dw_s2m_body(5, w, cm, x, wk, bv, act, y);
+}
+
+AVX512_DW static void dw_s2m_any(const bf__window *w, const dw_s2m *cm, const float *x, const float *wk, float bv,
+                                 const bf__act *act, float *y)
+{
+    dw_s2m_body(w->k[2], w, cm, x, wk, bv, act, y);
+}
+
+static void dw_s2m_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                       const bf__act *act, float *y, int64_t g0, int64_t g1)
+{
+    dw_s2m cm[DW_S2M_CHUNKS];
+    dw_s2m_masks(&cp->w, cm);
+    int64_t KW = cp->w.k[2];
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t g = g0; g < g1; g++) {
+            const float *xg = x + (n * cp->c + g) * cp->isp, *wg = wt + g * cp->kc;
+            float *yg = y + (n * cp->m + g) * cp->osp, bv = bias ? bias[g] : 0.0f;
+            if (KW == 3) dw_s2m_3(&cp->w, cm, xg, wg, bv, act, yg);
+            else if (KW == 5) dw_s2m_5(&cp->w, cm, xg, wg, bv, act, yg);
+            else dw_s2m_any(&cp->w, cm, xg, wg, bv, act, yg);
+        }
+}
+
+/* bf__conv_direct's depthwise loops on dw_flat: images n, groups
+ * [g0, g1), channels [j0, j0 + nj) of each (depthwise: mg = 1). */
+static void dw_flat_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                        const bf__act *act, float *y, int64_t g0, int64_t g1)
+{
+    __mmask16 tab[DW_FLAT_MASKS];
+    int64_t off[BF__DW_MAXKH * BF__DW_MAXKW];
+    const bf__window *w = &cp->w;
+    int64_t taps = w->k[1] * w->k[2];
+    dw_flat_masks(w, tab, off);
+    for (int64_t n = 0; n < cp->n; n++)
+        for (int64_t g = g0; g < g1; g++) {
+            const float *xg = x + (n * cp->c + g) * cp->isp, *wg = wt + g * cp->kc;
+            float *yg = y + (n * cp->m + g) * cp->osp;
+            float bv = bias ? bias[g] : 0.0f;
+            if (taps == 9) dw_flat_3x3(tab, off, cp->osp, xg, wg, bv, act, yg);
+            else dw_flat_any(taps, tab, off, cp->osp, xg, wg, bv, act, yg);
+        }
+}
 #endif
 
 static void dw2d(const bf__window *w, const dw_cols *dc, const float *x, const float *wk, float bv, float *y)
@@ -427,6 +669,16 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     dw_cols dc = {0};
     if (cp->path == BF__CONV_DEPTHWISE) dw_cols_init(&cp->w, cp->simd, &dc);
+#ifdef DW_S2_VECTOR
+    if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w) && dc.avx512 && dw_flat_ok(&cp->w)) {
+        dw_flat_run(cp, x, wt, bias, act, y, g0, g1);
+        return;
+    }
+    if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w) && dc.avx512 && dw_s2m_ok(&cp->w)) {
+        dw_s2m_run(cp, x, wt, bias, act, y, g0, g1);
+        return;
+    }
+#endif
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
