@@ -12,7 +12,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report fuzz_cli_flip fuzz_evalset fuzz_spec_kv
 MAKEFLAGS  += --no-print-directory
-JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+# expanded once, here: as a recursive variable its $(shell) ran in each
+# recipe, through that step's shell (STEP_TIMES below)
+ifeq ($(origin JOBS),undefined)
+JOBS       := $(shell nproc 2>/dev/null || echo 2)
+endif
 CONFORMANCE_DIR ?= ../shared/conformance
 
 .PHONY: pipe-deps pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
