@@ -12,10 +12,14 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report fuzz_cli_flip fuzz_evalset fuzz_spec_kv
 MAKEFLAGS  += --no-print-directory
-JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+# expanded once, here: as a recursive variable its $(shell) ran in each
+# recipe, through that step's shell (STEP_TIMES below)
+ifeq ($(origin JOBS),undefined)
+JOBS       := $(shell nproc 2>/dev/null || echo 2)
+endif
 CONFORMANCE_DIR ?= ../shared/conformance
 
-.PHONY: pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
+.PHONY: pipe-deps pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
 .PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det bench-real zoo-check fixtures study-stutz clean
 
 all: build
@@ -87,21 +91,36 @@ build-asan: deps
 # the TSan one after the release one, so at most one build and two suites run
 # at a time (make -j3); the fuzz smoke last. Each step's output is printed
 # whole when it ends (--output-sync), so the log reads as if they had run one
-# after another. The deps are installed once, first.
-test: test-deps
+# after another.
+# The build's packages are installed first (deps); what only the tests need
+# (PyTorch, chromium, clang, qemu, Slurm: most of a fresh machine's download)
+# is installed by pipe-deps beside the release and ASan builds, which do not
+# use it; every suite and the fuzz build (clang) wait for it.
+#
+# STEP_TIMES=1 prints each step's wall and CPU time when it ends (user +
+# system of everything it waited for, /usr/bin/time through the step's
+# shell): `make test STEP_TIMES=1` says where a run's core-seconds went
+# (tests/README.md, "The eighth round").
+PIPE_STEPS = pipe-deps pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
+ifneq ($(STEP_TIMES),)
+$(foreach s,$(PIPE_STEPS),$(eval $(s): SHELL = $(CURDIR)/scripts/step_time.sh)$(eval $(s): .SHELLFLAGS = $(s) -c))
+endif
+test: deps
 	@$(MAKE) -j3 --output-sync=target pipe-done
 
+pipe-deps:
+	@scripts/install-deps.sh --test
 pipe-build:
 	@$(BUILD_RELEASE)
 pipe-build-asan: pipe-build
 	@$(BUILD_ASAN)
 pipe-build-tsan: pipe-build-asan
 	@$(BUILD_TSAN)
-pipe-build-fuzz: pipe-build-tsan
+pipe-build-fuzz: pipe-build-tsan pipe-deps
 	@if command -v clang >/dev/null 2>&1; then $(BUILD_FUZZ); fi
-pipe-release: pipe-build
+pipe-release: pipe-build pipe-deps
 	@echo "== test-release"; $(RUN_RELEASE)
-pipe-asan: pipe-build-asan
+pipe-asan: pipe-build-asan pipe-deps
 	@echo "== test-asan"; $(RUN_ASAN)
 pipe-tsan: pipe-build-tsan pipe-release
 	@echo "== test-tsan"; $(RUN_TSAN)

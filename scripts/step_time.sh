@@ -1,0 +1,8 @@
+#!/bin/sh
+# The shell of `make test STEP_TIMES=1`'s steps (Makefile): runs a step's
+# recipe as /bin/sh would, then prints its wall time and the CPU time of
+# everything it waited for (user + system), for adding up where a run goes.
+#   step_time.sh NAME -c RECIPE
+name=$1
+shift
+exec /usr/bin/time -f "step $name: %e s wall, %U user + %S system CPU-s" /bin/sh "$@"
