@@ -320,6 +320,8 @@ def main():
         return write(json.load(open(a.render)), a.write_doc)
     if a.quick:
         a.samples, a.det_trials, a.seg_trials = 4, 4, 4
+    # bitflip.export (visionlib.export) runs the binary measured, not the checkout's build/bitflip
+    os.environ.setdefault("BITFLIP_BIN", os.path.abspath(a.bitflip))
     a.bitflip = os.path.abspath(a.bitflip)
     os.makedirs(os.path.join(BENCH, "out"), exist_ok=True)
     mi = benchlib.machine_info()

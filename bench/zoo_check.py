@@ -186,6 +186,8 @@ def main():
     if a.render:
         return write(json.load(open(a.render)), a.write_doc)
     a.bitflip = os.path.abspath(a.bitflip)
+    # bitflip.export (visionlib.export) runs the binary measured, not the checkout's build/bitflip
+    os.environ.setdefault("BITFLIP_BIN", os.path.abspath(a.bitflip))
     t0 = time.time()
     rows = []
     for name in a.models.split(","):
