@@ -443,3 +443,54 @@ bf_campaign_spec tc_base_spec(int64_t batch)
     s.batch = batch;
     return s;
 }
+
+void tc_cap_init(tc_capture *c, int64_t n)
+{
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->rec = calloc((size_t)n + 1, sizeof *c->rec);
+    assert_non_null(c->rec);
+}
+
+void tc_cap_free(tc_capture *c)
+{
+    free(c->rec);
+    free(c->out);
+}
+
+void tc_cap_trial(void *user, const bf_trial_record *rec)
+{
+    tc_capture *c = user;
+    if (rec->trial >= 0 && rec->trial < c->n) c->rec[rec->trial] = *rec;
+}
+
+void tc_cap_outputs(void *user, int64_t trial, const float *out, int64_t samples, int64_t cols)
+{
+    tc_capture *c = user;
+    if (!c->out) {
+        c->samples = samples;
+        c->cols = cols;
+        c->out = calloc((size_t)(c->n * samples * cols) + 1, sizeof(float));
+        assert_non_null(c->out);
+    }
+    if (trial >= 0 && trial < c->n) memcpy(c->out + trial * samples * cols, out, (size_t)(samples * cols) * sizeof(float));
+}
+
+uint32_t tc_bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+float tc_float_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+void tc_same_bits(float a, float b)
+{
+    if (tc_bits_of(a) != tc_bits_of(b)) fail_msg("%.9g (0x%08x) != %.9g (0x%08x)", a, tc_bits_of(a), b, tc_bits_of(b));
+}

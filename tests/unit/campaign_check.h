@@ -9,6 +9,22 @@
 #include "bitflip/model.h"
 #include "onnx.pb-c.h"
 
+/* Every trial's record and outputs, by trial number (on_trial / on_outputs
+ * of bf_campaign_opts with .user = the capture). */
+typedef struct tc_capture {
+    int64_t n, samples, cols;
+    bf_trial_record *rec;
+    float *out;
+} tc_capture;
+void tc_cap_init(tc_capture *c, int64_t n);
+void tc_cap_free(tc_capture *c);
+void tc_cap_trial(void *user, const bf_trial_record *rec);
+void tc_cap_outputs(void *user, int64_t trial, const float *out, int64_t samples, int64_t cols);
+/* a float's bits and back; fails the test naming both when a and b differ in a bit */
+uint32_t tc_bits_of(float x);
+float tc_float_of(uint32_t u);
+void tc_same_bits(float a, float b);
+
 bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s);
 void tc_assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_result *b);
 void tc_assert_same_record(const bf_trial_record *a, const bf_trial_record *b);

@@ -57,73 +57,15 @@ static bf_campaign_spec spec_of(int n_groups)
     return s;
 }
 
-/* Every trial's record and outputs, by trial number. */
-typedef struct capture {
-    int64_t n, samples, cols;
-    bf_trial_record *rec;
-    float *out;
-} capture;
-
-static void cap_trial(void *user, const bf_trial_record *rec)
-{
-    capture *c = user;
-    if (rec->trial >= 0 && rec->trial < c->n) c->rec[rec->trial] = *rec;
-}
-
-static void cap_outputs(void *user, int64_t trial, const float *out, int64_t samples, int64_t cols)
-{
-    capture *c = user;
-    if (!c->out) {
-        c->samples = samples;
-        c->cols = cols;
-        c->out = calloc((size_t)(c->n * samples * cols) + 1, sizeof(float));
-        assert_non_null(c->out);
-    }
-    if (trial >= 0 && trial < c->n) memcpy(c->out + trial * samples * cols, out, (size_t)(samples * cols) * sizeof(float));
-}
-
-static void cap_init(capture *c, int64_t n)
-{
-    memset(c, 0, sizeof *c);
-    c->n = n;
-    c->rec = calloc((size_t)n + 1, sizeof *c->rec);
-    assert_non_null(c->rec);
-}
-
-static void cap_free(capture *c)
-{
-    free(c->rec);
-    free(c->out);
-}
-
 /* Runs c (exact or differential, threads, shard si of sn) into cap. */
-static void run(bf_campaign *c, int exact, int threads, int64_t si, int64_t sn, capture *cap)
+static void run(bf_campaign *c, int exact, int threads, int64_t si, int64_t sn, tc_capture *cap)
 {
     bf_error err = {0};
     bf_campaign_result res;
-    bf_campaign_opts o = {.threads = threads, .shard_index = si, .shard_count = sn, .on_trial = cap_trial,
-                          .on_outputs = cap_outputs, .user = cap, .exact = exact};
+    bf_campaign_opts o = {.threads = threads, .shard_index = si, .shard_count = sn, .on_trial = tc_cap_trial,
+                          .on_outputs = tc_cap_outputs, .user = cap, .exact = exact};
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
     bf_campaign_result_free(&res);
-}
-
-static uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-static void same_bits(float a, float b)
-{
-    if (bits_of(a) != bits_of(b)) fail_msg("%.9g (0x%08x) != %.9g (0x%08x)", a, bits_of(a), b, bits_of(b));
 }
 
 /* Each trial: one weight fault of group 0 and one activation fault of
@@ -137,8 +79,8 @@ static void records_by_hand(void **state)
     assert_int_equal(bf_campaign_num_groups(c), 2);
     assert_true(bf_campaign_group_num_sites(c, 1) > 0);
     assert_null(bf_campaign_group_site(c, 2, 0));
-    capture cap;
-    cap_init(&cap, TRIALS);
+    tc_capture cap;
+    tc_cap_init(&cap, TRIALS);
     run(c, 1, 1, 0, 1, &cap);
 
     bf_evaluator *ev = NULL;
@@ -167,12 +109,12 @@ static void records_by_hand(void **state)
         assert_true(w->index >= 0 && w->index < bf_tensor_numel(bf_model_param(f->m, (size_t)p)->tensor));
         assert_true(a->index >= 0 && a->index < as->elements);
         float stored = ((const float *)bf_model_param(f->m, (size_t)p)->tensor->data)[w->index];
-        same_bits(w->old_value, stored);
-        same_bits(w->new_value, float_of(bits_of(stored) ^ w->mask));
-        same_bits(a->new_value, float_of(bits_of(a->old_value) ^ a->mask));
+        tc_same_bits(w->old_value, stored);
+        tc_same_bits(w->new_value, tc_float_of(tc_bits_of(stored) ^ w->mask));
+        tc_same_bits(a->new_value, tc_float_of(tc_bits_of(a->old_value) ^ a->mask));
 
         /* by hand: the weight written flipped, the activation fault set, a plain pass */
-        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, float_of(bits_of(stored) ^ w->mask), &err), BF_OK);
+        assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, tc_float_of(tc_bits_of(stored) ^ w->mask), &err), BF_OK);
         bf_value_fault vf = {.value = v, .sample = a->sample, .index = a->index, .model = BF_FAULT_BITFLIP, .mask = a->mask,
                              .repr = BF_REPR_FP32, .scale = 1};
         assert_int_equal(bf_evaluator_set_value_faults(ev, &vf, 1, &err), BF_OK);
@@ -180,18 +122,18 @@ static void records_by_hand(void **state)
         if (bf_evaluator_run(ev, NULL, 0, &res, &err) != BF_OK) fail_msg("by hand: %s", err.msg);
         float seen_old, seen_new;
         bf_evaluator_value_fault_seen(ev, 0, &seen_old, &seen_new);
-        same_bits(a->old_value, seen_old);
+        tc_same_bits(a->old_value, seen_old);
         assert_int_equal(res.samples * res.out_cols, cap.samples * cap.cols);
         assert_memory_equal(res.outputs, cap.out + t * cap.samples * cap.cols, (size_t)(cap.samples * cap.cols) * sizeof(float));
         assert_int_equal(bf_evaluator_set_value_faults(ev, NULL, 0, &err), BF_OK);
         assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, stored, &err), BF_OK);
     }
     bf_evaluator_free(ev);
-    cap_free(&cap);
+    tc_cap_free(&cap);
     bf_campaign_free(c);
 }
 
-static void same_records(const capture *a, const capture *b)
+static void same_records(const tc_capture *a, const tc_capture *b)
 {
     for (int64_t t = 0; t < a->n; t++) {
         tc_assert_same_record(&a->rec[t], &b->rec[t]);
@@ -210,11 +152,11 @@ static void engines_threads_shards(void **state)
     bf_campaign *c = NULL;
     bf_error err = {0};
     if (bf_campaign_create_prepared(f->m, f->ds, &s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
-    capture exact, d1, d2, sh;
-    cap_init(&exact, TRIALS);
-    cap_init(&d1, TRIALS);
-    cap_init(&d2, TRIALS);
-    cap_init(&sh, TRIALS);
+    tc_capture exact, d1, d2, sh;
+    tc_cap_init(&exact, TRIALS);
+    tc_cap_init(&d1, TRIALS);
+    tc_cap_init(&d2, TRIALS);
+    tc_cap_init(&sh, TRIALS);
     run(c, 1, 1, 0, 1, &exact);
     run(c, 0, 1, 0, 1, &d1);
     run(c, 0, 2, 0, 1, &d2);
@@ -223,10 +165,10 @@ static void engines_threads_shards(void **state)
     same_records(&exact, &d1);
     same_records(&exact, &d2);
     same_records(&exact, &sh);
-    cap_free(&exact);
-    cap_free(&d1);
-    cap_free(&d2);
-    cap_free(&sh);
+    tc_cap_free(&exact);
+    tc_cap_free(&d1);
+    tc_cap_free(&d2);
+    tc_cap_free(&sh);
     bf_campaign_free(c);
 }
 
@@ -237,9 +179,9 @@ static void group0_unchanged(void **state)
     fx *f = *state;
     bf_campaign_spec s1 = spec_of(0), s2 = spec_of(1);
     bf_campaign *c1 = tc_make(f->m, f->ds, &s1), *c2 = tc_make(f->m, f->ds, &s2);
-    capture a, b;
-    cap_init(&a, TRIALS);
-    cap_init(&b, TRIALS);
+    tc_capture a, b;
+    tc_cap_init(&a, TRIALS);
+    tc_cap_init(&b, TRIALS);
     run(c1, 1, 1, 0, 1, &a);
     run(c2, 1, 1, 0, 1, &b);
     int moved = 0;
@@ -249,14 +191,14 @@ static void group0_unchanged(void **state)
         assert_int_equal(x->site, y->site);
         assert_int_equal(x->index, y->index);
         assert_int_equal(x->mask, y->mask);
-        same_bits(x->old_value, y->old_value);
-        same_bits(x->new_value, y->new_value);
+        tc_same_bits(x->old_value, y->old_value);
+        tc_same_bits(x->new_value, y->new_value);
         /* and the activation faults changed some trial's outputs */
         moved |= memcmp(a.out + t * a.samples * a.cols, b.out + t * b.samples * b.cols, (size_t)(a.samples * a.cols) * 4) != 0;
     }
     assert_true(moved);
-    cap_free(&a);
-    cap_free(&b);
+    tc_cap_free(&a);
+    tc_cap_free(&b);
     bf_campaign_free(c1);
     bf_campaign_free(c2);
 }
@@ -283,8 +225,8 @@ static void ber_counts(void **state)
     act_group.persistence = BF_PERSIST_PERMANENT;
     act_group.rate = 3.0 / n_bits;   /* three flips a trial on average */
     bf_campaign *c = tc_make(f->m, f->ds, &s);
-    capture cap;
-    cap_init(&cap, T);
+    tc_capture cap;
+    tc_cap_init(&cap, T);
     run(c, 1, 2, 0, 1, &cap);
     int64_t sum = 0;
     for (int64_t t = 0; t < T; t++) {
@@ -301,7 +243,7 @@ static void ber_counts(void **state)
     }
     double mean = (double)T * n_bits * act_group.rate, sd = sqrt(mean * (1 - act_group.rate));
     if (fabs((double)sum - mean) > 5 * sd) fail_msg("group 1 flipped %lld bits; binomial mean %.1f, sd %.1f", (long long)sum, mean, sd);
-    cap_free(&cap);
+    tc_cap_free(&cap);
     bf_campaign_free(c);
 }
 
@@ -328,9 +270,9 @@ static void ecc_follows_group0(void **state)
     bf_error err = {0};
     for (int k = 0; k < 2; k++)
         if (bf_campaign_create_mitigated(f->m, f->ds, ss[k], &ecc, &c[k], &err) != BF_OK) fail_msg("create: %s", err.msg);
-    capture a, b;
-    cap_init(&a, 40);
-    cap_init(&b, 40);
+    tc_capture a, b;
+    tc_cap_init(&a, 40);
+    tc_cap_init(&b, 40);
     run(c[0], 1, 1, 0, 1, &a);
     run(c[1], 1, 2, 0, 1, &b);
     int due = 0, extra = 0;
@@ -347,8 +289,8 @@ static void ecc_follows_group0(void **state)
             assert_int_equal(p->site, q->site);
             assert_int_equal(p->index, q->index);
             assert_int_equal(p->mask, q->mask);
-            same_bits(p->old_value, q->old_value);
-            same_bits(p->new_value, q->new_value);
+            tc_same_bits(p->old_value, q->old_value);
+            tc_same_bits(p->new_value, q->new_value);
         }
         if (y->outcome != BF_OUTCOME_DUE) {
             assert_true(y->n_faults >= x->n_faults);   /* group 1's on top */
@@ -362,8 +304,8 @@ static void ecc_follows_group0(void **state)
     }
     assert_true(extra > 0);
     print_message("ecc: %d DUE trials of 40\n", due);
-    cap_free(&a);
-    cap_free(&b);
+    tc_cap_free(&a);
+    tc_cap_free(&b);
     bf_campaign_free(c[0]);
     bf_campaign_free(c[1]);
 }
@@ -385,8 +327,8 @@ static void clip_abft_by_hand(void **state)
     cfg[1].clip.bounds = BF_CLIP_FIXED;
     cfg[2].abft.enabled = 1;
     bf_campaign_spec s = spec_of(1);
-    capture none;
-    cap_init(&none, TRIALS);
+    tc_capture none;
+    tc_cap_init(&none, TRIALS);
     bf_campaign *c0 = tc_make(f->m, f->ds, &s);
     run(c0, 1, 1, 0, 1, &none);
     bf_campaign_free(c0);
@@ -394,9 +336,9 @@ static void clip_abft_by_hand(void **state)
         bf_error err = {0};
         bf_campaign *c = NULL;
         if (bf_campaign_create_mitigated(f->m, f->ds, &s, &cfg[k], &c, &err) != BF_OK) fail_msg("%s: %s", cfg[k].name, err.msg);
-        capture cap, dif;
-        cap_init(&cap, TRIALS);
-        cap_init(&dif, TRIALS);
+        tc_capture cap, dif;
+        tc_cap_init(&cap, TRIALS);
+        tc_cap_init(&dif, TRIALS);
         run(c, 1, 1, 0, 1, &cap);
         run(c, 0, 2, 0, 1, &dif);   /* the differential engine: the same */
         same_records(&cap, &dif);
@@ -423,7 +365,7 @@ static void clip_abft_by_hand(void **state)
             int64_t v = bf_model_find_value(own, bf_campaign_group_site(c, 1, (size_t)a->site)->name);
             assert_true(p >= 0 && v >= 0);
             float stored = ((const float *)bf_model_param(own, (size_t)p)->tensor->data)[w->index];
-            assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, float_of(bits_of(stored) ^ w->mask), &err), BF_OK);
+            assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w->index, tc_float_of(tc_bits_of(stored) ^ w->mask), &err), BF_OK);
             bf_value_fault vf = {.value = v, .sample = a->sample, .index = a->index, .model = BF_FAULT_BITFLIP, .mask = a->mask,
                                  .repr = BF_REPR_FP32, .scale = 1};
             assert_int_equal(bf_evaluator_set_value_faults(ev, &vf, 1, &err), BF_OK);
@@ -445,11 +387,11 @@ static void clip_abft_by_hand(void **state)
         if (k == 2) assert_true(due > 0);    /* ABFT catches some of these faults */
         bf_evaluator_free(ev);
         bf_model_free(own);
-        cap_free(&cap);
-        cap_free(&dif);
+        tc_cap_free(&cap);
+        tc_cap_free(&dif);
         bf_campaign_free(c);
     }
-    cap_free(&none);
+    tc_cap_free(&none);
 }
 
 /* Four groups: group 0 single-bit flips in conv1.bias (8 values), group 1
@@ -479,9 +421,9 @@ static void stacked_groups_by_hand(void **state)
     s.n_groups = 3;
     bf_campaign *c = tc_make(f->m, f->ds, &s);
     assert_int_equal(bf_campaign_num_groups(c), 4);
-    capture cap, dif;
-    cap_init(&cap, T);
-    cap_init(&dif, T);
+    tc_capture cap, dif;
+    tc_cap_init(&cap, T);
+    tc_cap_init(&dif, T);
     run(c, 1, 1, 0, 1, &cap);
     run(c, 0, 2, 0, 1, &dif);
     same_records(&cap, &dif);
@@ -503,13 +445,13 @@ static void stacked_groups_by_hand(void **state)
         assert_int_equal(__builtin_popcount(w1->mask), 2);
         assert_true(w1->mask & (w1->mask << 1));   /* adjacent */
         /* by hand, in group order: group 1 finds what group 0 left */
-        float v0 = float_of(bits_of(stored[w0->index]) ^ w0->mask);
-        same_bits(w0->old_value, stored[w0->index]);
-        same_bits(w0->new_value, v0);
+        float v0 = tc_float_of(tc_bits_of(stored[w0->index]) ^ w0->mask);
+        tc_same_bits(w0->old_value, stored[w0->index]);
+        tc_same_bits(w0->new_value, v0);
         float before1 = w1->index == w0->index ? v0 : stored[w1->index];
         shared += w1->index == w0->index;
-        same_bits(w1->old_value, before1);
-        same_bits(w1->new_value, float_of(bits_of(before1) ^ w1->mask));
+        tc_same_bits(w1->old_value, before1);
+        tc_same_bits(w1->new_value, tc_float_of(tc_bits_of(before1) ^ w1->mask));
         assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w0->index, v0, &err), BF_OK);
         assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w1->index, w1->new_value, &err), BF_OK);
         int64_t v2 = bf_model_find_value(f->m, bf_campaign_group_site(c, 2, (size_t)a2->site)->name);
@@ -526,8 +468,8 @@ static void stacked_groups_by_hand(void **state)
         bf_eval_result res;
         if (bf_evaluator_run(ev, NULL, 0, &res, &err) != BF_OK) fail_msg("by hand: %s", err.msg);
         assert_memory_equal(res.outputs, cap.out + t * cap.samples * cap.cols, (size_t)(cap.samples * cap.cols) * sizeof(float));
-        same_bits(a2->new_value, float_of(bits_of(a2->old_value) ^ a2->mask));
-        same_bits(a3->new_value, float_of(bits_of(a3->old_value) | a3->mask));
+        tc_same_bits(a2->new_value, tc_float_of(tc_bits_of(a2->old_value) ^ a2->mask));
+        tc_same_bits(a3->new_value, tc_float_of(tc_bits_of(a3->old_value) | a3->mask));
         assert_int_equal(bf_evaluator_set_value_faults(ev, NULL, 0, &err), BF_OK);
         assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w1->index, stored[w1->index], &err), BF_OK);
         assert_int_equal(bf_evaluator_write_param(ev, (size_t)p, w0->index, stored[w0->index], &err), BF_OK);
@@ -535,8 +477,8 @@ static void stacked_groups_by_hand(void **state)
     assert_true(shared > 0);   /* the fixed draw has trials where groups 0 and 1 share a value */
     print_message("stacked: %d of %lld trials with groups 0 and 1 on one value\n", shared, (long long)T);
     bf_evaluator_free(ev);
-    cap_free(&cap);
-    cap_free(&dif);
+    tc_cap_free(&cap);
+    tc_cap_free(&dif);
     bf_campaign_free(c);
 }
 

@@ -40,37 +40,12 @@ static int teardown(void **state) { return tc_group_close(state); }
 
 static char *all_tensors[] = {"*"}, *bias[] = {"conv1.bias"}, *fc_bias[] = {"fc.bias"};
 
-/* Every trial's record and outputs, by trial number. */
-typedef struct capture {
-    int64_t n, samples, cols;
-    bf_trial_record *rec;
-    float *out;
-} capture;
-
-static void cap_trial(void *user, const bf_trial_record *rec)
-{
-    capture *c = user;
-    if (rec->trial >= 0 && rec->trial < c->n) c->rec[rec->trial] = *rec;
-}
-
-static void cap_outputs(void *user, int64_t trial, const float *out, int64_t samples, int64_t cols)
-{
-    capture *c = user;
-    if (!c->out) {
-        c->samples = samples;
-        c->cols = cols;
-        c->out = calloc((size_t)(c->n * samples * cols) + 1, sizeof(float));
-        assert_non_null(c->out);
-    }
-    if (trial >= 0 && trial < c->n) memcpy(c->out + trial * samples * cols, out, (size_t)(samples * cols) * sizeof(float));
-}
-
 /* c's T trials, exact (one thread) and differential (two): the same
  * records and outputs, kept in *cap. */
-static void run_both(bf_campaign *c, capture *cap)
+static void run_both(bf_campaign *c, tc_capture *cap)
 {
-    capture dif;
-    capture *caps[2] = {cap, &dif};
+    tc_capture dif;
+    tc_capture *caps[2] = {cap, &dif};
     for (int k = 0; k < 2; k++) {
         memset(caps[k], 0, sizeof *caps[k]);
         caps[k]->n = T;
@@ -78,7 +53,7 @@ static void run_both(bf_campaign *c, capture *cap)
         assert_non_null(caps[k]->rec);
         bf_error err = {0};
         bf_campaign_result res;
-        bf_campaign_opts o = {.threads = k + 1, .on_trial = cap_trial, .on_outputs = cap_outputs, .user = caps[k], .exact = !k};
+        bf_campaign_opts o = {.threads = k + 1, .on_trial = tc_cap_trial, .on_outputs = tc_cap_outputs, .user = caps[k], .exact = !k};
         if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
         bf_campaign_result_free(&res);
     }
@@ -89,31 +64,6 @@ static void run_both(bf_campaign *c, capture *cap)
     assert_memory_equal(cap->out, dif.out, (size_t)(T * cap->samples * cap->cols) * sizeof(float));
     free(dif.rec);
     free(dif.out);
-}
-
-static void cap_free(capture *c)
-{
-    free(c->rec);
-    free(c->out);
-}
-
-static uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-static void same_bits(float a, float b)
-{
-    if (bits_of(a) != bits_of(b)) fail_msg("%.9g (0x%08x) != %.9g (0x%08x)", a, bits_of(a), b, bits_of(b));
 }
 
 /* group 0: single-bit flips in conv1.bias (8 values); `extra` more groups */
@@ -183,7 +133,7 @@ static float *hand_at(hand *h, int64_t p, int64_t i, const fx *f)
 /* Writes h into ev (restore: the stored values back), with the activation
  * faults vf; runs; the outputs must be the trial's (or *due: it must be DUE). */
 static void check_by_hand(const fx *f, bf_evaluator *ev, const hand *h, const bf_value_fault *vf, size_t n_vf,
-                          const capture *cap, int64_t t)
+                          const tc_capture *cap, int64_t t)
 {
     bf_error err = {0};
     for (int k = 0; k < h->n; k++) assert_int_equal(bf_evaluator_write_param(ev, (size_t)h->p[k], h->i[k], h->v[k], &err), BF_OK);
@@ -216,7 +166,7 @@ static void sbp_by_hand(void **state)
     bf_campaign_spec s = spec_of(g, 2);
     bf_mitigation sbp = {.name = "sbp", .sbp = {.enabled = 1}};
     bf_campaign *c = make(f, &s, &sbp);
-    capture cap;
+    tc_capture cap;
     run_both(c, &cap);
     bf_evaluator *ev = evaluator(f);
     const uint32_t k32 = 0xff800000u, k16 = 0xfc00u;
@@ -232,9 +182,9 @@ static void sbp_by_hand(void **state)
             if (i < 2) {
                 float *v = hand_at(&h, param_of(f, c, a), a->index, f);
                 shared += i == 1 && h.n == 1;
-                same_bits(a->old_value, *v);
-                *v = float_of(bits_of(*v) ^ (a->mask & ~k32));
-                same_bits(a->new_value, *v);
+                tc_same_bits(a->old_value, *v);
+                *v = tc_float_of(tc_bits_of(*v) ^ (a->mask & ~k32));
+                tc_same_bits(a->new_value, *v);
                 hit_w += (a->mask & k32) != 0;
             } else {
                 int64_t val = bf_model_find_value(f->m, bf_campaign_group_site(c, 2, (size_t)a->site)->name);
@@ -256,7 +206,7 @@ static void sbp_by_hand(void **state)
     print_message("sbp: %d weight and %d activation faults on protected bits; %d trials share a value\n", hit_w, hit_a, shared);
     assert_true(hit_w > 0 && hit_a > 0 && shared > 0);
     bf_evaluator_free(ev);
-    cap_free(&cap);
+    tc_cap_free(&cap);
     bf_campaign_free(c);
 }
 
@@ -280,7 +230,7 @@ static void range_by_hand(void **state)
     for (int flag = 0; flag < 2; flag++) {
         bf_mitigation range = {.name = "range", .range = {.enabled = 1, .flag = flag}};
         bf_campaign *c = make(f, &s, &range);
-        capture cap;
+        tc_capture cap;
         run_both(c, &cap);
         int cancel = 0, due = 0;
         for (int64_t t = 0; t < T; t++) {
@@ -299,13 +249,13 @@ static void range_by_hand(void **state)
             hand h = {.n = 0};
             for (int i = 0; i < 2; i++) {
                 float *v = hand_at(&h, pb, r->faults[i].index, f);
-                *v = float_of(bits_of(*v) ^ r->faults[i].mask);
+                *v = tc_float_of(tc_bits_of(*v) ^ r->faults[i].mask);
             }
             for (int k = 0; k < h.n; k++)
                 if (!(h.v[k] >= lo && h.v[k] <= hi)) h.v[k] = 0;
             /* the last fault on each value shows what the check left */
-            same_bits(w1->new_value, *hand_at(&h, pb, w1->index, f));
-            if (!same) same_bits(w0->new_value, 0.0f);
+            tc_same_bits(w1->new_value, *hand_at(&h, pb, w1->index, f));
+            if (!same) tc_same_bits(w0->new_value, 0.0f);
             const bf_applied_fault *a = &r->faults[2];
             int64_t val = bf_model_find_value(f->m, bf_campaign_group_site(c, 2, (size_t)a->site)->name);
             bf_value_fault vf = {.value = val, .sample = a->sample, .index = a->index, .model = BF_FAULT_BITFLIP,
@@ -315,7 +265,7 @@ static void range_by_hand(void **state)
         print_message("range (%s): %d of %d trials flip one value twice (it stays); %d DUE\n", flag ? "flag" : "zero", cancel,
                       T, due);
         assert_true(cancel > 0 && cancel < T);
-        cap_free(&cap);
+        tc_cap_free(&cap);
         bf_campaign_free(c);
     }
     bf_evaluator_free(ev);
@@ -334,7 +284,7 @@ static void ecc_by_hand(void **state)
     bf_campaign_spec s = spec_of(g, 3);
     bf_mitigation ecc = {.name = "ecc", .ecc = {.enabled = 1}};
     bf_campaign *c = make(f, &s, &ecc), *plain = make(f, &s, NULL);
-    capture cap, none;
+    tc_capture cap, none;
     run_both(c, &cap);
     run_both(plain, &none);
     bf_evaluator *ev = evaluator(f);
@@ -371,8 +321,8 @@ static void ecc_by_hand(void **state)
     print_message("ecc: %d of %d trials DUE; %d pairs in one word (%d in fc.bias's own words)\n", due, T, same_word, extra);
     assert_true(due > 0 && due < T && extra > 0);
     bf_evaluator_free(ev);
-    cap_free(&cap);
-    cap_free(&none);
+    tc_cap_free(&cap);
+    tc_cap_free(&none);
     bf_campaign_free(c);
     bf_campaign_free(plain);
 }
