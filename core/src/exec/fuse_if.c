@@ -136,15 +136,7 @@ static bf_status rewrite(bf_model *m, bf__node *n, int x, int64_t axis, bf_error
     }
     in[0] = x;
     attrs[0] = (bf__attr){.name = name, .type = BF__ATTR_INT, .i = axis};
-    for (size_t i = 0; i < n->n_attrs; i++) bf__attr_free(&n->attrs[i]);
-    bf__free(n->attrs);
-    bf__free(n->in);
-    bf__free(n->op_type);
-    n->op_type = op_type;
-    n->in = in;
-    n->n_in = 1;
-    n->attrs = attrs;
-    n->n_attrs = 1;
+    bf__node_replace(n, op_type, in, 1, attrs, 1);
     return BF_OK;
 }
 

@@ -57,6 +57,19 @@ int64_t bf__int_attr(const bf__node *n, const char *name, int64_t def, int64_t b
     return a->type == BF__ATTR_INT ? a->i : bad;
 }
 
+void bf__node_replace(bf__node *n, char *op_type, int *in, int n_in, bf__attr *attrs, size_t n_attrs)
+{
+    for (size_t i = 0; i < n->n_attrs; i++) bf__attr_free(&n->attrs[i]);
+    bf__free(n->attrs);
+    bf__free(n->in);
+    bf__free(n->op_type);
+    n->op_type = op_type;
+    n->in = in;
+    n->n_in = n_in;
+    n->attrs = attrs;
+    n->n_attrs = n_attrs;
+}
+
 /* The body node that writes reference ref, with op `op` and one output;
  * marked used. NULL if none (or an outer value, or already used). */
 static const bf__node *made_by(body *b, int ref, const char *op)
@@ -252,15 +265,7 @@ static bf_status rewrite(bf_model *m, bf__node *n, const match *mt, bf_error *er
     in[3] = mt->ends;
     in[4] = n->in[0];
     attrs[0] = (bf__attr){.name = name, .type = BF__ATTR_STRING, .s = mode};
-    for (size_t i = 0; i < n->n_attrs; i++) bf__attr_free(&n->attrs[i]);
-    bf__free(n->attrs);
-    bf__free(n->in);
-    bf__free(n->op_type);
-    n->op_type = op_type;
-    n->in = in;
-    n->n_in = 5;
-    n->attrs = attrs;
-    n->n_attrs = 1;
+    bf__node_replace(n, op_type, in, 5, attrs, 1);
     /* the table was read only inside the body: now by this node */
     const bf__value *tv = &m->values[mt->table];
     if (tv->kind == BF__VAL_PARAM) {

@@ -17,6 +17,10 @@ bf_status bf__fuse_loops(bf_model *m, bf_error *err);
  * with another type: `bad`, never a valid value where it is used). */
 int bf__attrs_within(const bf__node *n, const char *const *names);
 int64_t bf__int_attr(const bf__node *n, const char *name, int64_t def, int64_t bad);
+/* For the rewriters here: n becomes op_type with inputs in[0..n_in) and
+ * attributes attrs[0..n_attrs), all three now owned by n; what n owned
+ * before (its op type, inputs and attributes, subgraphs included) is freed. */
+void bf__node_replace(bf__node *n, char *op_type, int *in, int n_in, bf__attr *attrs, size_t n_attrs);
 
 /* fuse_seq.c, called by bf__fuse_loops: rewrites each sequence Loop that
  * is exactly torch.onnx.export's repeat_interleave over an axis of no static

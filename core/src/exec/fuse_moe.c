@@ -308,15 +308,7 @@ static bf_status rewrite(bf_model *m, bf__node *a, const match *mt, bf_error *er
     in[2] = mt->idx;
     in[3] = mt->w;
     attrs[0] = (bf__attr){.name = name, .type = BF__ATTR_INT, .i = mt->expert};
-    for (size_t i = 0; i < a->n_attrs; i++) bf__attr_free(&a->attrs[i]);
-    bf__free(a->attrs);
-    bf__free(a->in);
-    bf__free(a->op_type);
-    a->op_type = op_type;
-    a->in = in;
-    a->n_in = 4;
-    a->attrs = attrs;
-    a->n_attrs = 1;
+    bf__node_replace(a, op_type, in, 4, attrs, 1);
     return BF_OK;
 }
 
