@@ -5,4 +5,8 @@
 #   step_time.sh NAME -c RECIPE
 name=$1
 shift
+if [ ! -x /usr/bin/time ]; then   # Debian's package `time`, not on a fresh machine
+  echo "step $name: no /usr/bin/time (apt-get install time): not timed" >&2
+  exec /bin/sh "$@"
+fi
 exec /usr/bin/time -f "step $name: %e s wall, %U user + %S system CPU-s" /bin/sh "$@"
