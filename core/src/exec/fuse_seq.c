@@ -325,15 +325,7 @@ static bf_status rewrite(bf_model *m, bf__node *y, const rmatch *mt, int trips, 
     in[1] = mt->r;
     in[2] = trips;   /* -1: the unrolled form, no Loop */
     attrs[0] = (bf__attr){.name = name, .type = BF__ATTR_INT, .i = mt->axis};
-    for (size_t i = 0; i < y->n_attrs; i++) bf__attr_free(&y->attrs[i]);
-    bf__free(y->attrs);
-    bf__free(y->in);
-    bf__free(y->op_type);
-    y->op_type = op_type;
-    y->in = in;
-    y->n_in = trips >= 0 ? 3 : 2;
-    y->attrs = attrs;
-    y->n_attrs = 1;
+    bf__node_replace(y, op_type, in, trips >= 0 ? 3 : 2, attrs, 1);
     return BF_OK;
 }
 

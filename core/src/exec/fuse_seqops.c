@@ -143,15 +143,7 @@ static bf_status become(const bf_model *m, bf__node *n, const char *op, const in
         return oom(m, err);
     }
     if (n_in) memcpy(ins, in, (size_t)n_in * sizeof *in);
-    for (size_t i = 0; i < n->n_attrs; i++) bf__attr_free(&n->attrs[i]);
-    bf__free(n->attrs);
-    bf__free(n->in);
-    bf__free(n->op_type);
-    n->op_type = op_type;
-    n->in = ins;
-    n->n_in = n_in;
-    n->attrs = attrs;
-    n->n_attrs = (size_t)n_attrs;
+    bf__node_replace(n, op_type, ins, n_in, attrs, (size_t)n_attrs);
     return BF_OK;
 }
 
