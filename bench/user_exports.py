@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 sys.path.insert(0, HERE)
 
 import refjson  # noqa: E402
+from make_user_exports import to_fp16  # noqa: E402  (tests/fixtures: the fp16 conversion both write)
 
 N_EVAL = 8
 
@@ -391,31 +392,6 @@ def check_det(case, out, bindir, trials):
     row["conformance_s"] = round(secs, 1)
     row.update(campaign_step(stem, bindir, trials))
     return row
-
-
-def to_fp16(path):
-    """The model with every float32 tensor, type and Cast in float16, as convert_float_to_float16
-    (keep_io_types=False) or a half-precision export on the GPU writes it."""
-    import onnx
-    from onnx import TensorProto, numpy_helper
-    m = onnx.load(path)
-    F, H = TensorProto.FLOAT, TensorProto.FLOAT16
-
-    def tensor16(t):
-        if t.data_type == F:
-            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
-    for t in m.graph.initializer:
-        tensor16(t)
-    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
-        if vi.type.tensor_type.elem_type == F:
-            vi.type.tensor_type.elem_type = H
-    for n in m.graph.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.TENSOR:
-                tensor16(a.t)
-            if n.op_type == "Cast" and a.name == "to" and a.i == F:
-                a.i = H
-    onnx.save(m, path)
 
 
 def make_case(case, out, bindir):
