@@ -120,6 +120,18 @@ static int64_t fixture_cases(const char *stem, const char *name, const fx_case *
     return chan;
 }
 
+/* fixture_cases on each of tests/fixtures/real/NETS, asserting each took
+ * the channel-local path (not only the old one). */
+static void real_cases(const char *const *nets, size_t n_nets, const fx_case *cs, size_t n_cs, tc_tally *t)
+{
+    for (size_t n = 0; n < n_nets; n++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
+        int64_t chan = fixture_cases(stem, nets[n], cs, n_cs, TRIALS, t);
+        assert_true(chan > 0);
+    }
+}
+
 #define W1 {"w", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1}
 #define W2 {"w2", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 2}
 #define AP {"ap", BF_TARGET_ACTIVATIONS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1}
@@ -137,12 +149,7 @@ static void cnn_records_match_exact(void **state)
         {"activations bitflip fp32 transient", AT, all, 1},
     };
     tc_tally t = {0};
-    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
-        char stem[512];
-        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
-        int64_t chan = fixture_cases(stem, nets[n], cs, sizeof cs / sizeof *cs, TRIALS, &t);
-        assert_true(chan > 0);   /* the path was taken, not only the old one */
-    }
+    real_cases(nets, sizeof nets / sizeof *nets, cs, sizeof cs / sizeof *cs, &t);
     tc_assert_agree("channel-local steps (resnet_basic, mobilenet_v2), differential vs exact", &t, 12 * TRIALS);
 }
 
@@ -191,12 +198,7 @@ static void v3_family_records_match_exact(void **state)
         {"activations bitflip fp32 permanent", AP, all, 1},
     };
     tc_tally t = {0};
-    for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
-        char stem[512];
-        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
-        int64_t chan = fixture_cases(stem, nets[n], cs, sizeof cs / sizeof *cs, TRIALS, &t);
-        assert_true(chan > 0);
-    }
+    real_cases(nets, sizeof nets / sizeof *nets, cs, sizeof cs / sizeof *cs, &t);
     tc_assert_agree("channel-local steps (efficientnet_bn, lraspp), differential vs exact", &t, 8 * TRIALS);
 }
 
