@@ -215,6 +215,11 @@ static void honest(fx *f, bf_sampling design, int steered)
 /* Adaptive draws the same faults on any number of threads (each round's
  * allocation rests on the folded trials before it); it refuses shards and a
  * budget the pilot cannot fit, naming why. */
+static void ignore_outputs(void *user, int64_t trial, const float *outputs, int64_t samples, int64_t cols)
+{
+    (void)user, (void)trial, (void)outputs, (void)samples, (void)cols;
+}
+
 static void adaptive_deterministic_and_refusals(void **state)
 {
     fx *f = *state;
@@ -232,6 +237,15 @@ static void adaptive_deterministic_and_refusals(void **state)
     assert_int_equal(a.trials_done, b.trials_done);
     assert_int_equal(a.adaptive_rounds, b.adaptive_rounds);
     assert_true(a.adaptive_pilot > 0 && a.adaptive_rounds > 1);
+    for (size_t i = 0; i < a.n_sites * 64; i++) assert_memory_equal(&a.by_site_bit[i], &b.by_site_bit[i], sizeof a.by_site_bit[i]);
+    bf_campaign_result_free(&b);
+    /* keeping each trial's outputs hands trials out 4 at a time, not 16: the
+     * rounds are multiples of ADAPT_ALIGN trials, not of the hand-out, so
+     * the same trials are drawn and folded */
+    bf_campaign_opts kept = {.threads = 2, .on_outputs = ignore_outputs};
+    assert_int_equal(bf_campaign_run(c, &kept, &b, &err), BF_OK);
+    assert_int_equal(a.trials_done, b.trials_done);
+    assert_int_equal(a.adaptive_rounds, b.adaptive_rounds);
     for (size_t i = 0; i < a.n_sites * 64; i++) assert_memory_equal(&a.by_site_bit[i], &b.by_site_bit[i], sizeof a.by_site_bit[i]);
     /* the targets' record: met after a number of trials, or -1 */
     for (int k = 0; k < 2; k++) assert_true(a.stop_met_at[k] == -1 || (a.stop_met_at[k] > 0 && a.stop_met_at[k] <= a.trials_done));

@@ -13,6 +13,8 @@
                              * wake-ups at one thread but cost two threads a fifth of their
                              * rate on microsecond trials (docs/BENCHMARKS.md) */
 #define CHUNK_OUTPUTS 4     /* ... when each slot holds its trials' outputs */
+#define ADAPT_ALIGN 16      /* adaptive rounds are multiples of this many trials (a multiple
+                             * of every chunk size), whatever the chunk and the threads */
 
 typedef struct slot {
     int64_t chunk;          /* the chunk it holds; -1: free */
