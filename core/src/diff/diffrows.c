@@ -829,8 +829,8 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
  * check_steps asks first and needs no sub-plan: every output of a step
  * downstream of v is cached (or a parameter-only value). Where not, no
  * sub-plan can take v on, and making and checking them (about a golden
- * pass of work, and the pages of every plan: 39% of LRASPP's 20-trial
- * campaign, for no trial) is skipped. dx->sstate is the scratch. */
+ * pass of work, and the pages of every plan: 24-39% of the trials' CPU
+ * in LRASPP's 20-trial campaign, for no trial) is skipped. dx->sstate is the scratch. */
 static int may_run_from(bf__dx *dx, int v)
 {
     const bf__dx_shared *sh = dx->sh;
