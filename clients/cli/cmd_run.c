@@ -421,8 +421,9 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                 res.exact ? "in each pass" : "one image per call: in each pass; else summed over the trials' Conv re-runs");
         if (!res.exact)
             fprintf(stderr, "bitflip run: %lld steps run on one channel of their output (channel-local: a Conv's "
-                    "moved channel through BatchNorm, activations, depthwise Conv, Add/Mul with a golden operand)\n",
-                    (long long)res.chan_steps);
+                    "moved channel through BatchNorm, activations, depthwise Conv, Add/Mul with a golden operand); "
+                    "%lld output Gemms run once over every batch's changed rows\n",
+                    (long long)res.chan_steps, (long long)res.out_batched);
         if (res.full_reason) fprintf(stderr, "bitflip run: exact engine: %s\n", res.full_reason);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,

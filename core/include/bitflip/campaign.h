@@ -467,6 +467,11 @@ typedef struct bf_campaign_result {
      * activations, depthwise Conv, Add or Mul with a golden operand,
      * pooling; docs/ENGINE.md); 0 when exact */
     int64_t chan_steps;
+    /* the differential engine: how many times its trials ran the graph's
+     * output Gemm (a classifier) once over the changed input rows of every
+     * batch instead of once per batch (the weight read once a trial;
+     * docs/ENGINE.md, step 4); 0 when exact */
+    int64_t out_batched;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

@@ -459,6 +459,7 @@ static void teardown(runner *rn, bf_campaign_result *acc)
             acc->full_trials += bf__dx_full_passes(w->dx);
             acc->fused_activations += bf__dx_fused_runs(w->dx);
             acc->chan_steps += bf__dx_chan_steps(w->dx);
+            acc->out_batched += bf__dx_out_batched(w->dx);
         }
         bf__dx_free(w->dx);
         bf__score_scratch_free(&w->sc);

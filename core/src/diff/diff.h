@@ -88,6 +88,9 @@ void bf__gemm_rows_at(const bf__gemm_info *g, int r, const float *a, const int *
  * cols), in chunks of r rows as bf__gemm_rows. */
 void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n, const float *b, const float *c, float *y,
                            float *scratch);
+/* The whole product Y = alpha A op(B) + beta C for g->m rows of A
+ * (contiguous, g->trans_a 0, C not per row: g->c_rs 0). */
+void bf__gemm_product(const bf__gemm_info *g, const float *a, const float *b, const float *c, float *y);
 
 /* --- the golden cache (gcache.c) --------------------------------------- */
 
@@ -214,6 +217,9 @@ int64_t bf__dx_fused_runs(const bf__dx *dx);
 /* How many steps this executor's trials ran on one channel of their output
  * (a batch each: diffchan.c). */
 int64_t bf__dx_chan_steps(const bf__dx *dx);
+/* How many times this executor's trials ran the graph's output Gemm once
+ * over every batch's changed rows (diffout.c). */
+int64_t bf__dx_out_batched(const bf__dx *dx);
 /* From now on bf__dx_run runs every trial differentially, however cheaper
  * a full pass would be (bf_campaign_opts.no_full_pass: tests). */
 void bf__dx_no_full_pass(bf__dx *dx);

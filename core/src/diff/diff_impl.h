@@ -184,6 +184,14 @@ struct bf__dx {
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 
+    /* The graph's output Gemm over every batch at once (diffout.c): its
+     * step (-1: none), whether this trial defers it, and the input rows
+     * handed over, their samples and their outputs. */
+    int out_step, out_on;
+    float *out_a, *out_y;
+    int64_t *out_row, n_out_rows;
+    int64_t n_out_batched;       /* products so run */
+
     /* Parameter-only values (dxparam.c): a private view of each, made when
      * a trial first corrupts the parameter it moves; which ones this trial
      * hit, and the elements it wrote. */
@@ -255,6 +263,19 @@ void bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i);
 /* After value faults hit value v (DIRTY, whole in its buffer): dch set when
  * they all hit one channel of it, in every sample or one. */
 void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb);
+
+/* diffout.c: the graph's output Gemm over every batch at once. _init
+ * finds it (a Gemm computing the output whose single rows give the whole
+ * product's bits) and makes room; _begin says whether this trial may defer
+ * it; _defer, at that step of batch b, takes the changed input rows
+ * (*done OUT_DEFERRED: the output is left alone, not DIRTY); _flush runs
+ * them as one product into dx->out, dx->rows and dx->touched. */
+#define OUT_DEFERRED 5
+bf_status bf__out_init(bf__dx *dx, bf_error *err);
+void bf__out_free(bf__dx *dx);
+void bf__out_begin(bf__dx *dx, size_t n_vf, int rowable);
+bf_status bf__out_defer(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err);
+void bf__out_flush(bf__dx *dx);
 
 /* diffexec.c: applies the value faults of `plan` (the first nb, their
  * values already loaded in it) once per step, marks their values DIRTY in

@@ -40,6 +40,7 @@ void bf__dx_free(bf__dx *dx)
 {
     if (!dx) return;
     bf__rows_free(dx);
+    bf__out_free(dx);
     bf__chain_free(dx);
     bf__pv_free(dx);
     bf__free(dx->state);
@@ -109,6 +110,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     bf_status st = bf__rows_init(dx, err);
     if (st == BF_OK) st = bf__chain_init(dx, err);
     if (st == BF_OK) st = bf__pv_init(dx, err);
+    if (st == BF_OK) st = bf__out_init(dx, err);
     if (st != BF_OK) {
         bf__dx_free(dx);
         return st;
@@ -484,6 +486,11 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         int done = fused;
         if (!done && (st = bf__chan_try(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done) bf__chan_fill_inputs(dx, p, b, (size_t)i);   /* what follows reads its inputs whole */
+        if (!done && (st = bf__out_defer(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
+        if (done == OUT_DEFERRED) {   /* run over every batch at once, after them (diffout.c) */
+            dx->state[s->node->out[0]] = GOLDEN;
+            continue;
+        }
         if (!done && (st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && (st = try_matmul(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
@@ -655,6 +662,7 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 int64_t bf__dx_chan_steps(const bf__dx *dx) { return dx->n_chan; }
+int64_t bf__dx_out_batched(const bf__dx *dx) { return dx->n_out_batched; }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
 
@@ -679,6 +687,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
     }
     dx->n_touched = dx->n_rows = 0;
+    dx->out_on = 0;
     for (size_t k = 0; vf_old && k < n_vf; k++) vf_old[k] = vf_new[k] = (float)NAN;
     if (n_w == 1 && n_vf == 0) {
         int done;
@@ -749,12 +758,15 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     /* the reached samples of every batch in one row-mode run, or batch by batch */
     int all = 0;
     if (rowable && st == BF_OK) st = bf__rows_all(dx, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &all, err);
+    if (st == BF_OK && !all) bf__out_begin(dx, n_vf, rowable);
     for (int64_t b = 0; b < sh->n_batches && st == BF_OK && !all; b++) {
         if (!dx->bmark[b]) continue;
         int done = 0;
         if (rowable) st = bf__rows_batch(dx, b, w, n_w, vf, n_vf, first, last_entry, vf_old, vf_new, &done, err);
         if (st == BF_OK && !done) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
     }
+    if (st == BF_OK) bf__out_flush(dx);
+    dx->out_on = 0;
 finish:
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;

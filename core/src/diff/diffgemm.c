@@ -332,3 +332,9 @@ void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n,
 {
     chunks(g, r, a, NULL, n, b, c, y, scratch);
 }
+
+void bf__gemm_product(const bf__gemm_info *g, const float *a, const float *b, const float *c, float *y)
+{
+    init_block(g, c, 0, g->n, y);
+    bf__sgemm(0, g->trans_b, g->m, g->n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : g->n, g->use_c, y, g->n);
+}

@@ -144,6 +144,9 @@ static int derive(const bf__gcache *gc, size_t v, int64_t b)
     }
     in[0].data = gc->blk[gc->src[v]] + (size_t)b * gc->full[gc->src[v]];
     out.data = gc->blk[v] + (size_t)b * gc->full[v];
+    /* its pages in one call, as the pass does for the blocks it writes:
+     * a fault per page cost about half of deriving a Clip block */
+    bf__pages_populate(out.data, bf_tensor_nbytes(&out));
     bf__ctx c = {.node = d->node, .params = d->params[t], .n_in = d->n_in, .n_out = 1, .in = ins, .out = outs};
     bf_error e;
     return d->node->op->run(&c, &e) == BF_OK;
