@@ -188,6 +188,12 @@ static const conv_case cases[] = {
     {"output 1 wide, 3x1 kernel", 1, 64, 300, 1, 5, 1, 3, 1, 1, 1, {1, 0, 1, 0}, 1, 0},
     {"K = 1170 past the stack panel", 1, 130, 8, 8, 7, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"7x7 stride 2, 3 channels (a first layer)", 1, 3, 64, 61, 9, 1, 7, 7, 2, 1, {3, 3, 3, 3}, 1, 0},
+    /* horizontal stride 2 on AVX-512: panels gathered from the padded planes,
+     * a permute per run of outputs (runs wrap output rows, end the input) */
+    {"3x3 stride 2, outputs 7 wide: a panel spans three output rows", 1, 20, 14, 14, 13, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
+    {"3x3 stride 2, asymmetric pads, odd sizes, an Inf weight", 1, 17, 31, 33, 11, 1, 3, 3, 2, 1, {0, 1, 2, 0}, 0, 1},
+    {"3x3 stride 2, K = 1170 past the stack panel", 1, 130, 9, 9, 7, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
+    {"1x3 stride 2, output 1 wide", 1, 5, 6, 3, 4, 1, 1, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
     {"small, several images per product", 3, 5, 9, 11, 7, 1, 3, 3, 1, 1, {1, 0, 2, 1}, 1, 0},
     {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},

@@ -172,6 +172,7 @@ typedef struct conv_pack {
     const float *xp;            /* the image's padded planes of the group */
     int64_t plane, wp;          /* floats per padded plane, per padded row */
     int64_t cg, ksp, kw_n, ow_n;
+    int64_t sh, dh, dw;         /* conv_pack_s2's: vertical stride, dilations */
 } conv_pack;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -225,6 +226,56 @@ __attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int
     (void)k;
     assert(row == panel + (int64_t)k * NR);
 }
+
+/* conv_pack_panel for a horizontal stride of 2 (AVX-512): panel row (c, kh,
+ * kw) holds, in column j, padded input (oh * sh + kh * dh, 2 ow + kw * dw)
+ * of channel c for the output (oh, ow) of column j0 + j, the float the
+ * column matrix holds there (a tap in the padding: the plane's +0). Run q
+ * of the panel's columns (j .. j + len, outputs of one row) needs the
+ * 2 len - 1 floats from its first input: two masked loads of 16 (nothing
+ * past them is read), then lane l takes float 2 (l - j) of the 32 (a
+ * permute, which only moves values); lanes of no run, past nr, are 0. */
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl"))) static void
+conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    enum { NR = 16 };
+    const conv_pack *pk = ctx;
+    int64_t shift[NR];
+    __m512i idx[NR];
+    __mmask16 keep[NR], lo[NR], hi[NR];
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int ns = 0;
+    for (int j = 0; j < nr;) {
+        int64_t o = j0 + j, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int len = pk->ow_n - ow < nr - j ? (int)(pk->ow_n - ow) : nr - j, span = 2 * len - 1;
+        shift[ns] = oh * pk->sh * pk->wp + 2 * ow;
+        lo[ns] = (__mmask16)(span >= NR ? 0xffffu : (1u << span) - 1u);
+        hi[ns] = (__mmask16)(span > NR ? (1u << (span - NR)) - 1u : 0u);
+        keep[ns] = (__mmask16)(((1u << len) - 1u) << j);
+        idx[ns] = _mm512_sub_epi32(even, _mm512_set1_epi32(2 * j));   /* lanes outside keep: unused */
+        ns++;
+        j += len;
+    }
+    float *row = panel;
+    for (int64_t cb = 0; cb < pk->cg; cb += BF__CONV_CBLOCK) {
+        int64_t width = pk->cg - cb < BF__CONV_CBLOCK ? pk->cg - cb : BF__CONV_CBLOCK;
+        for (int64_t tap = 0; tap < pk->ksp; tap++) {
+            const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->dh * pk->wp + tap % pk->kw_n * pk->dw;
+            for (int64_t c = 0; c < width; c++, row += NR) {
+                const float *src = base + c * pk->plane;
+                __m512 v = _mm512_setzero_ps();
+                for (int q = 0; q < ns; q++) {
+                    __m512 a = _mm512_maskz_loadu_ps(lo[q], src + shift[q]);
+                    __m512 b = _mm512_maskz_loadu_ps(hi[q], src + shift[q] + NR);
+                    v = _mm512_or_ps(v, _mm512_maskz_permutex2var_ps(keep[q], a, idx[q], b));
+                }
+                _mm512_storeu_ps(row, v);
+            }
+        }
+    }
+    (void)k;
+    assert(row == panel + (int64_t)k * NR);
+}
 #endif
 
 /* The product of one image (nb = 1) written straight into y, the bias
@@ -240,7 +291,9 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
     int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w);
     size_t room = cp->scratch_floats - cp->off_cols;
-    int padded = bf__conv_padded_ok(w) && (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
+    /* horizontal stride 2: panels from the padded planes too (AVX-512's permutes) */
+    int s2 = !bf__conv_padded_ok(w) && cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w);
+    int padded = (bf__conv_padded_ok(w) || s2) && (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
 #if !(defined(__x86_64__) && defined(__GNUC__))
     padded = 0;
 #endif
@@ -268,8 +321,10 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                 for (int64_t ih = 0; ih < w->in[1]; ih++)
                     memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
                            sizeof(float) * (size_t)w->in[2]);
-            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2]};
-            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, act, yg, osp)) return 0;
+            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2]};
+            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, s2 ? conv_pack_s2 : conv_pack_panel, &pk, bv, act,
+                                  yg, osp))
+                return 0;
 #endif
         }
     return 1;

@@ -76,6 +76,17 @@ static inline int bf__conv_padded_ok(const bf__window *w)
            w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1;
 }
 
+/* A 2-D Conv of horizontal stride 2 (any vertical stride and dilation)
+ * whose windows lie inside its zero-padded planes: on AVX-512,
+ * bf__conv_packed gathers its panels from those planes too, each run of
+ * outputs as two loads and a permute of their even lanes. */
+static inline int bf__conv_strided_ok(const bf__window *w)
+{
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2];
+    return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[2] == 2 && w->out[1] > 0 && w->out[2] > 0 &&
+           (w->out[1] - 1) * w->s[1] + (w->k[1] - 1) * w->d[1] < hp && (w->out[2] - 1) * 2 + (w->k[2] - 1) * w->d[2] < wp;
+}
+
 static inline int64_t bf__conv_padded_plane(const bf__window *w)
 {
     return (w->in[1] + w->pb[1] + w->pe[1]) * (w->in[2] + w->pb[2] + w->pe[2]);
