@@ -117,6 +117,12 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
             }
             if (need < cp->scratch_floats) cp->scratch_floats = need;
         }
+        /* several images per product where the map is small (bf__conv_packed_images) */
+        int planes_ok = bf__conv_padded_ok(w) || (cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w));
+        if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && planes_ok) {
+            size_t want = cp->off_cols + bf__conv_packed_floats(cp, bf__conv_packed_images(cp));
+            if (want > cp->scratch_floats) cp->scratch_floats = want;
+        }
         p->scratch = cp->scratch_floats * sizeof(float);
     }
     int64_t dims[5] = {cp->n, m};
