@@ -4,7 +4,7 @@
  * CPU time summed over the last R runs (the first touches the arena and the
  * scratch for the first time, which `bitflip eval`'s best pass does not
  * pay either), and for a Conv its multiply-adds, so its GFLOP/s against the
- * core's peak (docs/BENCHMARKS.md, "resnet18's pass, layer by layer").
+ * core's peak (docs/BENCHMARKS.md, "resnet18's pass layer by layer").
  *
  *   build/bitflip-bench-steps MODEL.onnx [B [R]]     (B 32, R 3)
  *
