@@ -1,6 +1,8 @@
 /* Conv's product paths (linalg_window.h): im2col then bf__sgemm for nb
- * images at a time, the one-image product that packs its panels straight
- * from zero-padded planes (no column matrix), and one output channel of a
+ * images at a time, the product that packs its panels straight from
+ * zero-padded planes (no column matrix: stride 1, and on AVX-512 a
+ * horizontal stride of 2; one image, or a few side by side where a map is
+ * small), and one output channel of a
  * stride-1 2-D Conv summed over windows of those planes for the
  * differential engine. Every path gives an output element the chain of
  * fused multiply-adds of the im2col product (docs/ENGINE.md, "The
