@@ -25,6 +25,11 @@ bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, siz
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
                         bf_error *err);
 
+/* A Conv (opset 13) computed one output channel at a time, as the
+ * differential engine recomputes a channel (bf__conv_channel), into out[0]. */
+bf_status th_run_conv_channels(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in,
+                               bf_tensor *out, bf_error *err);
+
 /* Tensor builders (data is copied into malloc'ed storage; free with th_tensor_free).
  * th_tensor: any dtype; data may be NULL for zeros. */
 /* Nodes of the loaded model whose op is `op`. */

@@ -188,6 +188,16 @@ static const conv_case cases[] = {
     {"output 1 wide, 3x1 kernel", 1, 64, 300, 1, 5, 1, 3, 1, 1, 1, {1, 0, 1, 0}, 1, 0},
     {"K = 1170 past the stack panel", 1, 130, 8, 8, 7, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"7x7 stride 2, 3 channels (a first layer)", 1, 3, 64, 61, 9, 1, 7, 7, 2, 1, {3, 3, 3, 3}, 1, 0},
+    /* horizontal stride 2 on AVX-512: panels gathered from the padded planes,
+     * a permute per run of outputs (runs wrap output rows, end the input) */
+    {"3x3 stride 2, outputs 7 wide: a panel spans three output rows", 1, 20, 14, 14, 13, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
+    {"3x3 stride 2, asymmetric pads, odd sizes, an Inf weight", 1, 17, 31, 33, 11, 1, 3, 3, 2, 1, {0, 1, 2, 0}, 0, 1},
+    {"3x3 stride 2, K = 1170 past the stack panel", 1, 130, 9, 9, 7, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
+    {"1x3 stride 2, output 1 wide", 1, 5, 6, 3, 4, 1, 1, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
+    /* small maps: several images side by side in one product (four of 7x7) */
+    {"7x7 maps, 5 images: four in one product, then one", 5, 64, 7, 7, 100, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"3x3 stride 2 to 7x7, 3 images in one product, no bias", 3, 64, 14, 14, 100, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
+    {"groups 2 on 7x7 maps, 3 images in one product", 3, 128, 7, 7, 200, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
     {"small, several images per product", 3, 5, 9, 11, 7, 1, 3, 3, 1, 1, {1, 0, 2, 1}, 1, 0},
     {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
@@ -286,10 +296,45 @@ static void conv_paths_match_reference(void **state)
     }
 }
 
+/* The same cases one output channel at a time (bf__conv_channel: the
+ * differential engine's recomputation), on every CPU path, against the
+ * reference: a channel alone must get the bits the whole Conv gives it. */
+static void conv_channels_match_reference(void **state)
+{
+    (void)state;
+    const char *levels[] = {"ref", "avx2", "avx512"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        prepared p;
+        case_open(&cases[i], &p);
+        const conv_case *k = p.k;
+        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d};
+        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
+                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
+                            th_attr_int("group", k->group)};
+        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
+        for (int l = 0; l < 3; l++) {
+            bf_tensor out;
+            bf_error err = {0};
+            setenv("BITFLIP_SIMD", levels[l], 1);
+            bf_status stt = th_run_conv_channels(attrs, 5, in, k->bias ? 3 : 2, &out, &err);
+            unsetenv("BITFLIP_SIMD");
+            if (stt != BF_OK) fail_msg("%s, by channel: %s", k->what, err.msg);
+            const float *got = out.data;
+            for (int64_t e = 0; e < p.numel; e++)
+                if (memcmp(&got[e], &p.ref[e], sizeof(float)) != 0)
+                    fail_msg("%s, by channel (BITFLIP_SIMD=%s): element %lld is %.9g, the reference %.9g", k->what,
+                             levels[l], (long long)e, got[e], p.ref[e]);
+            th_free(&out, 1);
+        }
+        case_close(&p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conv_paths_match_reference),
+        cmocka_unit_test(conv_channels_match_reference),
         cmocka_unit_test(conv_random_shapes_match_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -576,6 +576,43 @@ static void pool_random(const char *op, int is_max)
         }
 }
 
+/* The pools' AVX2 copy (the same source compiled for AVX2) against the
+ * reference path, byte for byte, on every case above and on rows wide
+ * enough for whole vectors, with NaN, infinities and both zeros in the
+ * windows: max and sum per element in the same order, so the same bits. */
+static void pool_levels_same_bits(void **state)
+{
+    (void)state;
+    size_t nc = sizeof pool_cases / sizeof pool_cases[0];
+    for (size_t ci = 0; ci <= nc; ci++)
+        for (int kind = 0; kind < 3; kind++) {   /* MaxPool, AveragePool, AveragePool counting the pads */
+            wcfg w = ci < nc ? pool_cases[ci] : (wcfg){2, {29, 45}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL, 0};
+            int64_t xd[5] = {2, 3};
+            for (int i = 0; i < w.r; i++) xd[2 + i] = w.in[i];
+            bf_tensor x = th_tensor_rand(700 + ci, 2 + w.r, xd);
+            float *xv = x.data;
+            int64_t n = 6;
+            for (int i = 0; i < w.r; i++) n *= w.in[i];
+            static const float odd[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 3e38f, -3e38f};
+            for (int64_t i = 0; i < n; i += 5) xv[i] = odd[(i / 5) % 7];
+            bf__attr at[6];
+            int na = set_window_attrs(&w, at, 1, kind == 0);
+            at[na++] = th_attr_int("ceil_mode", w.ceil_mode);
+            if (kind) at[na++] = th_attr_int("count_include_pad", kind == 2);
+            const bf_tensor *in[1] = {&x};
+            bf_tensor a, b;
+            bf_error err = {0};
+            const char *op = kind ? "AveragePool" : "MaxPool";
+            setenv("BITFLIP_SIMD", "ref", 1);
+            assert_int_equal(th_run_op(op, 17, at, (size_t)na, in, 1, &a, 1, &err), BF_OK);
+            unsetenv("BITFLIP_SIMD");
+            assert_int_equal(th_run_op(op, 17, at, (size_t)na, in, 1, &b, 1, &err), BF_OK);
+            assert_int_equal(bf_tensor_nbytes(&a), bf_tensor_nbytes(&b));
+            if (memcmp(a.data, b.data, bf_tensor_nbytes(&a)) != 0) fail_msg("%s case %zu: the paths differ", op, ci);
+            th_free(&a, 1), th_free(&b, 1), th_tensor_free(&x);
+        }
+}
+
 static void maxpool_random(void **state) { (void)state; pool_random("MaxPool", 1); }
 static void avgpool_random(void **state) { (void)state; pool_random("AveragePool", 0); }
 
@@ -892,7 +929,7 @@ int main(void)
         cmocka_unit_test(matmul_hand),     cmocka_unit_test(matmul_errors),
         cmocka_unit_test(conv_random),     cmocka_unit_test(conv_hand),
         cmocka_unit_test(conv_errors),     cmocka_unit_test(maxpool_random),
-        cmocka_unit_test(avgpool_random),  cmocka_unit_test(pool_hand),
+        cmocka_unit_test(avgpool_random),  cmocka_unit_test(pool_hand), cmocka_unit_test(pool_levels_same_bits),
         cmocka_unit_test(pool_errors),     cmocka_unit_test(gap_random),
         cmocka_unit_test(bn_random),       cmocka_unit_test(bn_hand_and_errors),
         cmocka_unit_test(bn_training),

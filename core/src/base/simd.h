@@ -1,6 +1,6 @@
 /* Which CPU path the engine's vectorised kernels take.
  *
- * Every kernel with an AVX2 copy (the product, the Conv paths, the
+ * Every kernel with an AVX2 copy (the product, the Conv paths, the pools, the
  * elementwise and softmax maps, the recurrent packer, transposes, argmax,
  * the differential engine's scans) asks bf__simd_avx2() before taking it,
  * so that one switch moves the whole engine from one CPU path to the other:

@@ -1,6 +1,8 @@
 /* Conv's product paths (linalg_window.h): im2col then bf__sgemm for nb
- * images at a time, the one-image product that packs its panels straight
- * from zero-padded planes (no column matrix), and one output channel of a
+ * images at a time, the product that packs its panels straight from
+ * zero-padded planes (no column matrix: stride 1, and on AVX-512 a
+ * horizontal stride of 2; one image, or a few side by side where a map is
+ * small), and one output channel of a
  * stride-1 2-D Conv summed over windows of those planes for the
  * differential engine. Every path gives an output element the chain of
  * fused multiply-adds of the im2col product (docs/ENGINE.md, "The
@@ -172,6 +174,8 @@ typedef struct conv_pack {
     const float *xp;            /* the image's padded planes of the group */
     int64_t plane, wp;          /* floats per padded plane, per padded row */
     int64_t cg, ksp, kw_n, ow_n;
+    int64_t sh, dh, dw;         /* conv_pack_s2's: vertical stride, dilations */
+    int64_t osp, img;           /* columns of an image; floats of an image's padded planes */
 } conv_pack;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -189,9 +193,9 @@ __attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), eight = _mm256_set1_epi32(8);
     int ns = 0;
     for (int j = 0; j < nr;) {
-        int64_t o = j0 + j, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int64_t o = (j0 + j) % pk->osp, ow = o % pk->ow_n, oh = o / pk->ow_n;
         int len = pk->ow_n - ow < nr - j ? (int)(pk->ow_n - ow) : nr - j;
-        shift[ns] = oh * pk->wp + ow - j;
+        shift[ns] = (j0 + j) / pk->osp * pk->img + oh * pk->wp + ow - j;
         __m256i lo = _mm256_set1_epi32(j - 1), hi = _mm256_set1_epi32(j + len);
         m0[ns] = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo), _mm256_cmpgt_epi32(hi, lane));
         __m256i l8 = _mm256_add_epi32(lane, eight);
@@ -225,6 +229,56 @@ __attribute__((target("avx2"))) static void conv_pack_panel(const void *ctx, int
     (void)k;
     assert(row == panel + (int64_t)k * NR);
 }
+
+/* conv_pack_panel for a horizontal stride of 2 (AVX-512): panel row (c, kh,
+ * kw) holds, in column j, padded input (oh * sh + kh * dh, 2 ow + kw * dw)
+ * of channel c for the output (oh, ow) of column j0 + j, the float the
+ * column matrix holds there (a tap in the padding: the plane's +0). Run q
+ * of the panel's columns (j .. j + len, outputs of one row) needs the
+ * 2 len - 1 floats from its first input: two masked loads of 16 (nothing
+ * past them is read), then lane l takes float 2 (l - j) of the 32 (a
+ * permute, which only moves values); lanes of no run, past nr, are 0. */
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl"))) static void
+conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
+{
+    enum { NR = 16 };
+    const conv_pack *pk = ctx;
+    int64_t shift[NR];
+    __m512i idx[NR];
+    __mmask16 keep[NR], lo[NR], hi[NR];
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int ns = 0;
+    for (int j = 0; j < nr;) {
+        int64_t o = (j0 + j) % pk->osp, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int len = pk->ow_n - ow < nr - j ? (int)(pk->ow_n - ow) : nr - j, span = 2 * len - 1;
+        shift[ns] = (j0 + j) / pk->osp * pk->img + oh * pk->sh * pk->wp + 2 * ow;
+        lo[ns] = (__mmask16)(span >= NR ? 0xffffu : (1u << span) - 1u);
+        hi[ns] = (__mmask16)(span > NR ? (1u << (span - NR)) - 1u : 0u);
+        keep[ns] = (__mmask16)(((1u << len) - 1u) << j);
+        idx[ns] = _mm512_sub_epi32(even, _mm512_set1_epi32(2 * j));   /* lanes outside keep: unused */
+        ns++;
+        j += len;
+    }
+    float *row = panel;
+    for (int64_t cb = 0; cb < pk->cg; cb += BF__CONV_CBLOCK) {
+        int64_t width = pk->cg - cb < BF__CONV_CBLOCK ? pk->cg - cb : BF__CONV_CBLOCK;
+        for (int64_t tap = 0; tap < pk->ksp; tap++) {
+            const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->dh * pk->wp + tap % pk->kw_n * pk->dw;
+            for (int64_t c = 0; c < width; c++, row += NR) {
+                const float *src = base + c * pk->plane;
+                __m512 v = _mm512_setzero_ps();
+                for (int q = 0; q < ns; q++) {
+                    __m512 a = _mm512_maskz_loadu_ps(lo[q], src + shift[q]);
+                    __m512 b = _mm512_maskz_loadu_ps(hi[q], src + shift[q] + NR);
+                    v = _mm512_or_ps(v, _mm512_maskz_permutex2var_ps(keep[q], a, idx[q], b));
+                }
+                _mm512_storeu_ps(row, v);
+            }
+        }
+    }
+    (void)k;
+    assert(row == panel + (int64_t)k * NR);
+}
 #endif
 
 /* The product of one image (nb = 1) written straight into y, the bias
@@ -240,19 +294,28 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
     int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w);
     size_t room = cp->scratch_floats - cp->off_cols;
-    int padded = bf__conv_padded_ok(w) && (size_t)(cp->cg * plane) + (size_t)cp->mg + 16 <= room;
+    /* horizontal stride 2: panels from the padded planes too (AVX-512's permutes) */
+    int s2 = !bf__conv_padded_ok(w) && cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w);
+    int padded = bf__conv_padded_ok(w) || s2;
+    /* several images side by side in one product where a map is small:
+     * more columns, fewer padding lanes in the last panels */
+    int64_t imgs = padded ? bf__conv_packed_images(cp) : 1;
+    if (padded && bf__conv_packed_floats(cp, imgs) > room) imgs = 1;
+    if (padded && bf__conv_packed_floats(cp, 1) > room) padded = 0;
 #if !(defined(__x86_64__) && defined(__GNUC__))
-    padded = 0;
+    padded = 0, imgs = 1;
 #endif
     float *wr = scratch, *buf = wr + cp->off_cols;
-    float *zeros = padded ? buf + ((cp->cg * plane + 15) & ~(int64_t)15) : wr + cp->off_tmp;
+    int64_t planes = (imgs * cp->cg * plane + 15) & ~(int64_t)15, ldt = imgs * cp->osp;
+    float *tmp = buf + planes;   /* the product of several images, before it is spread over y */
+    float *zeros = padded ? tmp + (imgs > 1 ? (cp->mg * ldt + 15) & ~(int64_t)15 : 0) : wr + cp->off_tmp;
     reorder_weights(cp, wt, wr);
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
-    if (padded) memset(buf, 0, sizeof(float) * (size_t)(cp->cg * plane));
+    if (padded) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     int kc = (int)cp->kc, osp = (int)cp->osp;
-    for (int64_t n = 0; n < cp->n; n++)
+    for (int64_t n = 0; n < cp->n; n += imgs)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
             const float *a = wr + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
@@ -263,13 +326,24 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                 continue;
             }
 #if defined(__x86_64__) && defined(__GNUC__)
+            int64_t ni = cp->n - n < imgs ? cp->n - n : imgs;
             /* the borders stay zero from the memset: only the inside changes per image */
-            for (int64_t c = 0; c < cp->cg; c++)
-                for (int64_t ih = 0; ih < w->in[1]; ih++)
-                    memcpy(buf + c * plane + (ih + w->pb[1]) * wp + w->pb[2], xg + c * cp->isp + ih * w->in[2],
-                           sizeof(float) * (size_t)w->in[2]);
-            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2]};
-            if (!bf__sgemm_packed(cp->simd, (int)nj, osp, kc, a, kc, conv_pack_panel, &pk, bv, act, yg, osp)) return 0;
+            for (int64_t i = 0; i < ni; i++)
+                for (int64_t c = 0; c < cp->cg; c++)
+                    for (int64_t ih = 0; ih < w->in[1]; ih++)
+                        memcpy(buf + (i * cp->cg + c) * plane + (ih + w->pb[1]) * wp + w->pb[2],
+                               xg + i * cp->c * cp->isp + c * cp->isp + ih * w->in[2], sizeof(float) * (size_t)w->in[2]);
+            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],
+                            cp->osp, cp->cg * plane};
+            float *yo = ni > 1 ? tmp : yg;
+            int ldy = ni > 1 ? (int)(ni * osp) : osp;
+            if (!bf__sgemm_packed(cp->simd, (int)nj, (int)(ni * osp), kc, a, kc, s2 ? conv_pack_s2 : conv_pack_panel, &pk,
+                                  bv, act, yo, ldy))
+                return 0;
+            /* row j of the product holds channel j of each image in turn: copies only */
+            for (int64_t i = 0; ni > 1 && i < ni; i++)
+                for (int64_t j = 0; j < nj; j++)
+                    memcpy(yg + (i * cp->m + j) * cp->osp, tmp + j * ldy + i * cp->osp, sizeof(float) * (size_t)cp->osp);
 #endif
         }
     return 1;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/simd.h"
 #include "exec/op.h"
 #include "exec/step_access.h"
 #include "linalg_impl.h"
@@ -56,12 +57,12 @@ bf_status bf__maxpool_prepare(bf__prep *p, bf_error *err) { return pool_prepare(
 bf_status bf__avgpool_prepare(bf__prep *p, bf_error *err) { return pool_prepare(p, BF__WIN_AVGPOOL, err); }
 
 /* Max that propagates NaN: once the running max is NaN it stays NaN. */
-static inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+static inline __attribute__((always_inline)) float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
 
 /* Window [*lo, *hi) of input positions (step d) for output o, clipped to the
  * input; *full is its size clipped to the padded input instead (the
  * count_include_pad divisor, as in PyTorch and ONNX Runtime). */
-static void window_at(const bf__window *w, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *full)
+static inline __attribute__((always_inline)) void window_at(const bf__window *w, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *full)
 {
     int64_t start = o * w->s[i] - w->pb[i];
     int64_t end = start + (w->k[i] - 1) * w->d[i] + 1;
@@ -77,7 +78,8 @@ static void window_at(const bf__window *w, int i, int64_t o, int64_t *lo, int64_
  * inside the row and go tap by tap over the whole range (vectorisable);
  * the few edge outputs clip their windows one at a time. `rows` is the
  * divisor's factor from the outer dims. */
-static void pool_row(const pool_params *pp, const float *restrict src, float *restrict yr, int64_t rows)
+static inline __attribute__((always_inline)) void pool_row(const pool_params *pp, const float *restrict src,
+                                                            float *restrict yr, int64_t rows)
 {
     const bf__window *w = &pp->w;
     int64_t k = w->k[2], s = w->s[2], d = w->d[2], pb = w->pb[2], ilo = pp->ilo, ihi = pp->ihi;
@@ -114,8 +116,8 @@ static void pool_row(const pool_params *pp, const float *restrict src, float *re
 /* Pools one plane separably: for each output row, reduce the window's input
  * rows into a row of width IW (contiguous, vectorisable), then reduce along
  * the row. Max and sum are both separable over a box. */
-static void pool_plane(const pool_params *pp, const float *restrict x, float *restrict y,
-                       float *restrict row)
+static inline __attribute__((always_inline)) void pool_plane_body(const pool_params *pp, const float *restrict x,
+                                                                  float *restrict y, float *restrict row)
 {
     const bf__window *w = &pp->w;
     int64_t IH = w->in[1], IW = w->in[2];
@@ -152,6 +154,37 @@ static void pool_plane(const pool_params *pp, const float *restrict x, float *re
     }
 }
 
+/* pool_plane_body compiled twice: for the baseline x86-64 (the reference)
+ * and for AVX2, where its loops over a row run 8 lanes wide. Each element
+ * gets the same operations in the same order either way (max_nan's
+ * comparison, or the sums in the rows' order then the division; no FMA to
+ * contract under -std=c11), so the two give the same bits. */
+static void pool_plane_ref(const pool_params *pp, const float *restrict x, float *restrict y, float *restrict row)
+{
+    pool_plane_body(pp, x, y, row);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void pool_plane_avx2(const pool_params *pp, const float *restrict x,
+                                                            float *restrict y, float *restrict row)
+{
+    pool_plane_body(pp, x, y, row);
+}
+#endif
+
+/* avx2: bf__simd_avx2(), read once per run */
+static void pool_plane(const pool_params *pp, int avx2, const float *x, float *y, float *row)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx2) {
+        pool_plane_avx2(pp, x, y, row);
+        return;
+    }
+#endif
+    (void)avx2;
+    pool_plane_ref(pp, x, y, row);
+}
+
 /* The most common pool of all, 2x2 max with stride 2 and every window
  * inside the input, gets a direct loop: max is exact, so any order gives the
  * same result as the separable path. */
@@ -179,7 +212,7 @@ int bf__pool_plane(const bf__step *st, const float *x, float *y, void *scratch)
     if (st->node->op->run != bf__pool_run) return 0;
     const pool_params *pp = st->params;
     if (pool_is_max2x2(pp)) maxpool2x2_plane(&pp->w, x, y);
-    else pool_plane(pp, x, y, scratch);
+    else pool_plane(pp, bf__simd_avx2(), x, y, scratch);
     return 1;
 }
 
@@ -202,7 +235,8 @@ bf_status bf__pool_run(const bf__ctx *c, bf_error *err)
         for (int64_t pl = 0; pl < pp->planes; pl++) maxpool2x2_plane(&pp->w, x + pl * isp, y + pl * osp);
         return BF_OK;
     }
-    for (int64_t pl = 0; pl < pp->planes; pl++) pool_plane(pp, x + pl * isp, y + pl * osp, c->scratch);
+    int avx2 = bf__simd_avx2();
+    for (int64_t pl = 0; pl < pp->planes; pl++) pool_plane(pp, avx2, x + pl * isp, y + pl * osp, c->scratch);
     return BF_OK;
 }
 

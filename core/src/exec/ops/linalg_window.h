@@ -76,9 +76,44 @@ static inline int bf__conv_padded_ok(const bf__window *w)
            w->d[2] == 1 && w->out[1] == hp - w->k[1] + 1 && w->out[2] == wp - w->k[2] + 1;
 }
 
+/* A 2-D Conv of horizontal stride 2 (any vertical stride and dilation)
+ * whose windows lie inside its zero-padded planes: on AVX-512,
+ * bf__conv_packed gathers its panels from those planes too, each run of
+ * outputs as two loads and a permute of their even lanes. */
+static inline int bf__conv_strided_ok(const bf__window *w)
+{
+    int64_t hp = w->in[1] + w->pb[1] + w->pe[1], wp = w->in[2] + w->pb[2] + w->pe[2];
+    return w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[2] == 2 && w->out[1] > 0 && w->out[2] > 0 &&
+           (w->out[1] - 1) * w->s[1] + (w->k[1] - 1) * w->d[1] < hp && (w->out[2] - 1) * 2 + (w->k[2] - 1) * w->d[2] < wp;
+}
+
 static inline int64_t bf__conv_padded_plane(const bf__window *w)
 {
     return (w->in[1] + w->pb[1] + w->pe[1]) * (w->in[2] + w->pb[2] + w->pe[2]);
+}
+
+/* Images per product of bf__conv_packed: one, unless an image's map is
+ * small (resnet18's layer4: 7x7 = 49 columns, four 16-lane panels of which
+ * the last holds one column: 23% of its lanes padding), then enough images
+ * side by side for about BF__CONV_COLS columns (4 x 49 = 196 in 13 panels),
+ * up to the batch. Which images share a product changes no element's
+ * chain: each column is one output position of one image. */
+#define BF__CONV_COLS 192
+static inline int64_t bf__conv_packed_images(const bf__conv_params *cp)
+{
+    if (cp->osp <= 0 || cp->osp >= BF__CONV_COLS / 2) return 1;
+    int64_t k = (BF__CONV_COLS + cp->osp - 1) / cp->osp;
+    return k < cp->n ? k : cp->n > 0 ? cp->n : 1;
+}
+
+/* The scratch bf__conv_packed takes past the weights for `imgs` images'
+ * padded planes: the planes, the product of several images (imgs > 1),
+ * and a bias of zeros. */
+static inline size_t bf__conv_packed_floats(const bf__conv_params *cp, int64_t imgs)
+{
+    size_t planes = ((size_t)(imgs * cp->cg * bf__conv_padded_plane(&cp->w)) + 15) & ~(size_t)15;
+    size_t prod = imgs > 1 ? ((size_t)(cp->mg * imgs * cp->osp) + 15) & ~(size_t)15 : 0;
+    return planes + prod + (size_t)cp->mg + 16;
 }
 
 /* Summation order. Rows of the column matrix, and columns of the reordered
