@@ -78,13 +78,15 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * to set (bf__ckpt_trial_begin ... _end; NULL: no checkpoints to resume
  * from), for the next pass only. _counts: the golden time (ns) of the steps
  * the passes so far ran from checkpoints, the samples they ended early, and
- * the steps they skipped (their faults could not reach them). */
+ * the steps they skipped (their faults could not reach them), and the
+ * Convs they ran on one output channel (exec/ckpt_chan.c). */
 struct bf__ckpt;
 struct bf__ckpt_trial;
 bf_status bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record,
                              const float *golden_out, bf_error *err);
 struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
-void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped);
+void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
+                               int64_t *chan);
 /* Value fault i of the last pass: the element it struck in the sample it
  * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
  * or shorter there) and the elements the value had there (plan_impl.h). */
