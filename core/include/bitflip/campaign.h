@@ -465,8 +465,17 @@ typedef struct bf_campaign_result {
      * channel-local steps after a Conv whose one corrupted weight moved one
      * channel, or after a fault in one channel (BatchNormalization,
      * activations, depthwise Conv, Add or Mul with a golden operand,
-     * pooling; docs/ENGINE.md); 0 when exact */
+     * pooling, Resize, Concat; docs/ENGINE.md); one image per call (a
+     * detector's checkpoints): the images whose faulted Conv ran on its one
+     * moved channel over its golden output (exec/ckpt_chan.c); 0 when exact */
     int64_t chan_steps;
+    /* of chan_steps, those of a Resize, a Concat, a Conv with golden weights
+     * (depthwise, or grouped with one output channel a group), an Add, Sub,
+     * Mul or Div with a changed operand broadcast over the planes (a
+     * squeeze-excitation gate), and the checkpoints' Convs above */
+    struct {
+        int64_t resize, concat, conv, gate, ckpt_conv;
+    } chan_kinds;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

@@ -102,6 +102,7 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
         work += w, early += e, skipped += k, chan += h;
     }
     acc->chan_steps += chan;
+    acc->chan_kinds.ckpt_conv += chan;
     acc->ckpt.cuts = bf__ckpt_num_cuts(ck);
     acc->ckpt.bytes = bf__ckpt_bytes(ck);
     acc->ckpt.expected_skip = bf__ckpt_saved_share(ck);
