@@ -40,11 +40,16 @@
 #define TRIALS 60
 #endif
 
+/* the differential runs' channel-local steps by kind (chan_kinds) */
+typedef struct kinds {
+    int64_t resize, concat, conv, gate, reduce;
+} kinds;
+
 /* Runs s on `threads` threads, exact or differential (never a full pass),
  * every record into r; adds the differential run's channel-local steps to
- * *chan. */
-static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
-                    const char *label, tc_recs *r, int64_t *chan)
+ * *chan, and by kind to *k if not NULL. */
+static void run_one_k(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
+                      const char *label, tc_recs *r, int64_t *chan, kinds *k)
 {
     bf_campaign *c = tc_make(m, ds, s);
     r->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r->r);
@@ -57,8 +62,18 @@ static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_s
     assert_int_equal(res.trials_done, r->n);
     if (exact) assert_int_equal(res.chan_steps, 0);   /* the exact engine runs whole steps */
     else *chan += res.chan_steps;
+    if (k && !exact) {
+        k->resize += res.chan_kinds.resize, k->concat += res.chan_kinds.concat, k->conv += res.chan_kinds.conv;
+        k->gate += res.chan_kinds.gate, k->reduce += res.chan_kinds.reduce;
+    }
     bf_campaign_result_free(&res);
     bf_campaign_free(c);
+}
+
+static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
+                    const char *label, tc_recs *r, int64_t *chan)
+{
+    run_one_k(m, ds, s, threads, exact, label, r, chan, NULL);
 }
 
 /* The same differential with the near-exact updates (a Conv channel moved
@@ -90,9 +105,10 @@ typedef struct fx_case {
 } fx_case;
 
 /* Every case of one fixture: exact once (2 threads), differential on 1 and
- * on 2 threads, each compared with it; returns the channel-local steps. */
-static int64_t fixture_cases(const char *stem, const char *name, const fx_case *cs, size_t n, int64_t trials,
-                             tc_tally *t)
+ * on 2 threads, each compared with it; returns the channel-local steps
+ * (by kind into *kd, if not NULL). */
+static int64_t fixture_cases_k(const char *stem, const char *name, const fx_case *cs, size_t n, int64_t trials,
+                               tc_tally *t, kinds *kd)
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
@@ -108,7 +124,7 @@ static int64_t fixture_cases(const char *stem, const char *name, const fx_case *
             tc_recs df = {0};
             char label[160];
             snprintf(label, sizeof label, "%s, %d thread%s", cs[k].label, th, th > 1 ? "s" : "");
-            run_one(m, ds, &s, th, 0, label, &df, &chan);
+            run_one_k(m, ds, &s, th, 0, label, &df, &chan, kd);
             tc_compare(name, label, &ex, &df, scale, t);
             free(df.r);
         }
@@ -118,6 +134,12 @@ static int64_t fixture_cases(const char *stem, const char *name, const fx_case *
     bf_dataset_free(ds);
     bf_model_free(m);
     return chan;
+}
+
+static int64_t fixture_cases(const char *stem, const char *name, const fx_case *cs, size_t n, int64_t trials,
+                             tc_tally *t)
+{
+    return fixture_cases_k(stem, name, cs, n, trials, t, NULL);
 }
 
 /* fixture_cases on each of tests/fixtures/real/NETS, asserting each took
@@ -202,6 +224,55 @@ static void v3_family_records_match_exact(void **state)
     tc_assert_agree("channel-local steps (efficientnet_bn, lraspp), differential vs exact", &t, 8 * TRIALS);
 }
 
+/* Segmenters' heads (tests/fixtures/det: lraspp, deeplabv3, unet; and
+ * chan/chan_seg, make_chan_seg.py): a channel followed through Resize, a
+ * Concat on the channels, a grouped Conv (two input channels a group, one
+ * output), a ReduceMean over the plane and the squeeze-excitation gate it
+ * feeds, broadcast over the plane into a Mul. Weight faults everywhere, in
+ * the heads alone, and in chan_seg's stem alone (whose one moved channel
+ * can reach the grouped Conv only through the channel path), activation
+ * faults; each kind of step asserted taken. */
+static void segmenter_heads_match_exact(void **state)
+{
+    (void)state;
+    static char *cls[] = {"classifier.*"};
+    static char *unet[] = {"e3.*", "up2.*", "d2.*"};
+    static char *chan[] = {"grouped.*", "dw.*", "fc1.*", "fc2.*", "b.*"};
+    static char *stem[] = {"stem.*"};
+    const struct {
+        const char *stem, *name;
+        char **heads;
+        size_t n_heads;
+        int64_t trials;
+    } fx[] = {
+        {BF_FIXTURES "/det/lraspp", "lraspp", cls, 1, TRIALS / 2},
+        {BF_FIXTURES "/det/deeplabv3", "deeplabv3", cls, 1, TRIALS / 2},
+        {BF_FIXTURES "/det/unet", "unet", unet, 3, TRIALS / 2},
+        {BF_FIXTURES "/chan/chan_seg", "chan_seg", chan, 5, TRIALS},
+    };
+    tc_tally t = {0};
+    kinds k = {0}, kc = {0};
+    int64_t want = 0;
+    for (size_t n = 0; n < sizeof fx / sizeof *fx; n++) {
+        const fx_case cs[] = {
+            {"weights bitflip fp32", W1, all, 1},
+            {"head weights bitflip fp32", W1, fx[n].heads, fx[n].n_heads},
+            {"activations bitflip fp32 permanent", AP, all, 1},
+        };
+        assert_true(fixture_cases_k(fx[n].stem, fx[n].name, cs, 3, fx[n].trials, &t, &k) > 0);
+        want += 2 * 3 * fx[n].trials;
+    }
+    const fx_case st[] = {{"stem weights bitflip fp32", W1, stem, 1}};
+    assert_true(fixture_cases_k(BF_FIXTURES "/chan/chan_seg", "chan_seg stem", st, 1, TRIALS, &t, &kc) > 0);
+    want += 2 * TRIALS;
+    printf("segmenters: %lld Resize, %lld Concat, %lld Conv, %lld gates, %lld ReduceMean; chan_seg's stem: %lld Conv\n",
+           (long long)k.resize, (long long)k.concat, (long long)k.conv, (long long)k.gate, (long long)k.reduce,
+           (long long)kc.conv);
+    assert_true(k.resize > 0 && k.concat > 0 && k.conv > 0 && k.gate > 0 && k.reduce > 0);
+    assert_true(kc.conv > 0);   /* the grouped Conv, which the stem's channel reaches first */
+    tc_assert_agree("channel-local steps (segmenters' heads), differential vs exact", &t, want);
+}
+
 /* --near-exact: its own rules against exact (campaign_check.h: outcomes
  * equal or a near tie, metrics within 1e-6), the channel path taken after
  * a Conv channel's update (try_conv's bf__conv_delta) too. */
@@ -244,6 +315,7 @@ int main(void)
         cmocka_unit_test(mobilenet_v3_records_match_exact),
         cmocka_unit_test(conv_bn_records_match_exact),
         cmocka_unit_test(v3_family_records_match_exact),
+        cmocka_unit_test(segmenter_heads_match_exact),
         cmocka_unit_test(near_exact_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -472,9 +472,10 @@ typedef struct bf_campaign_result {
     /* of chan_steps, those of a Resize, a Concat, a Conv with golden weights
      * (depthwise, or grouped with one output channel a group), an Add, Sub,
      * Mul or Div with a changed operand broadcast over the planes (a
-     * squeeze-excitation gate), and the checkpoints' Convs above */
+     * squeeze-excitation gate), a ReduceMean or ReduceSum over each plane,
+     * and the checkpoints' Convs above */
     struct {
-        int64_t resize, concat, conv, gate, ckpt_conv;
+        int64_t resize, concat, conv, gate, reduce, ckpt_conv;
     } chan_kinds;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),

@@ -33,7 +33,9 @@
  *   bf__conv_channel_n as try_conv computes a channel (the bits of the
  *   whole step, test_conv);
  * - MaxPool and AveragePool (bf__pool_plane: plane by plane, as the run),
- *   GlobalAveragePool and GlobalMaxPool (one output element per sample);
+ *   GlobalAveragePool and GlobalMaxPool (one output element per sample),
+ *   ReduceMean and ReduceSum over every axis from 2 on (bf__reduce_plane,
+ *   the run's own row sum);
  * - Resize keeping dims 0 and 1 (bilinear, nearest, cubic upsampling of
  *   [N, C, H, W]): bf__resize_channel, the run's own row function on the
  *   rows of that channel's planes;
@@ -128,7 +130,7 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb)
     }
 }
 
-enum { K_NONE, K_BN, K_MAP, K_BIN, K_CONV, K_POOL, K_GPOOL, K_RESIZE, K_CONCAT };
+enum { K_NONE, K_BN, K_MAP, K_BIN, K_CONV, K_POOL, K_GPOOL, K_REDUCE, K_RESIZE, K_CONCAT };
 
 static int kind_of(const bf__step *s)
 {
@@ -139,6 +141,7 @@ static int kind_of(const bf__step *s)
     if (bf__conv_group_in(s) > 0) return K_CONV;
     if (s->n_out == 1 && bf__pool_shape(s, &isp, &osp)) return K_POOL;
     if (bf__gpool_step(s)) return K_GPOOL;
+    if (bf__reduce_planes(s)) return K_REDUCE;
     if (bf__resize_planes(s)) return K_RESIZE;
     if (bf__concat_axis(s) == 1 && s->out[0]->dtype == BF_F32 && s->out[0]->ndim >= 2) return K_CONCAT;
     return K_NONE;
@@ -233,6 +236,9 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
         break;
     }
     case K_RESIZE: bf__resize_channel(s, ch, p->scratch); break;
+    case K_REDUCE:
+        for (int64_t k = 0; k < n; k++) bf__reduce_plane(s, k * c + ch);
+        break;
     case K_CONCAT: {   /* the changed input's channel, copied to its place */
         int base = 0, j = 0;
         while (s->node->in[j] < 0 || dx->state[s->node->in[j]] != DIRTY) base += (int)s->in[j++]->dims[1];
@@ -261,6 +267,7 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
     else if (kind == K_CONCAT) dx->n_chan_kind[1]++;
     else if (kind == K_CONV) dx->n_chan_kind[2]++;
     else if (kind == K_BIN && gate) dx->n_chan_kind[3]++;
+    else if (kind == K_REDUCE) dx->n_chan_kind[4]++;
     dx->chan_c = ch;
     *done = CHAN_DONE;
     return BF_OK;

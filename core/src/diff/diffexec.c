@@ -655,7 +655,7 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 int64_t bf__dx_chan_steps(const bf__dx *dx) { return dx->n_chan; }
-void bf__dx_chan_kinds(const bf__dx *dx, int64_t kinds[4]) { memcpy(kinds, dx->n_chan_kind, sizeof dx->n_chan_kind); }
+void bf__dx_chan_kinds(const bf__dx *dx, int64_t kinds[5]) { memcpy(kinds, dx->n_chan_kind, sizeof dx->n_chan_kind); }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
 

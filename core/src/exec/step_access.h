@@ -202,6 +202,12 @@ int bf__bnorm_of(const bf__step *s, bf__bnorm *bn);
  * sample's plane of it, on the step's tensors as they hold now, with the
  * bits the whole step gives it; 0 if the step is not one. */
 int bf__bnorm_channel(const bf__step *s, int64_t ch);
+/* elementwise_reduce.c: 1 if the step is a float ReduceSum or ReduceMean
+ * of [N, C, ...] over every axis from 2 on; then bf__reduce_plane computes
+ * output element pl (plane pl of its input, the step's tensors as they
+ * hold now) as the run does. */
+int bf__reduce_planes(const bf__step *s);
+void bf__reduce_plane(const bf__step *s, int64_t pl);
 /* resize.c: 1 if the step is a float Resize of rank 3 or more whose dims 0
  * and 1 keep their size and scale (each output plane reads its own input
  * plane alone); then bf__resize_channel computes channel ch of every
