@@ -92,7 +92,12 @@ void bf__ckpt_trial_element(const bf__ckpt *ck, bf__ckpt_trial *tr, size_t q, in
 void bf__ckpt_chan_mark(const bf__ckpt *ck, bf__ckpt_trial *tr)
 {
     int i = tr->chan_step;
-    if (i < 0 || tr->all || tr->from < 0 || ck->cut[tr->from] > i || !ck->chan_m || ck->chan_m[i] <= 0) {
+    int golden_in = i >= 0;
+    /* its run-time inputs golden (the faults' reach, as the run sees it):
+     * else the other channels would not be the golden ones */
+    for (int j = golden_in ? ck->in_first[i] : 0; golden_in && j < ck->in_first[i + 1]; j++)
+        golden_in = ck->val_param[ck->in_val[j]] >= 0 || !tr->taint[ck->in_val[j]];
+    if (!golden_in || tr->all || tr->from < 0 || ck->cut[tr->from] > i || !ck->chan_m || ck->chan_m[i] <= 0) {
         tr->chan_step = -2;
         return;
     }
