@@ -7,7 +7,9 @@
  * conformance_det) for weight faults (one and two bits of a value, a BER), and
  * activation faults persistent and transient; and that the checkpoints were
  * used (cuts made, part of each pass skipped, images ended early, steps
- * the faults could not reach not run: ckpt_reach.c), that a
+ * the faults could not reach not run: ckpt_reach.c; a Conv whose faults
+ * all lie in one output channel run on that channel alone over its golden
+ * output: ckpt_chan.c, counted in chan_steps), that a
  * budget too small for any cut leaves every trial in full with the reason
  * said, and that every allocation failing in turn is a clean BF_ENOMEM. */
 #include <math.h>
@@ -74,11 +76,11 @@ static void kept_free(kept *k, int64_t n)
 /* spec s on m/ds: exact (each image in full), or prepared for the
  * differential engine with `budget` bytes (the checkpoints') */
 static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int exact, int64_t budget,
-                bf_campaign_result *res)
+                int threads, bf_campaign_result *res)
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = 2};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads};
     if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
     kept k = {0};
@@ -86,7 +88,7 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     k.bytes = calloc((size_t)n + 1, sizeof *k.bytes);
     k.blob = calloc((size_t)n + 1, sizeof *k.blob);
     assert_true(k.rec && k.bytes && k.blob);
-    bf_campaign_opts o = {.threads = 2, .exact = exact, .cache_budget = budget, .on_trial = keep_rec,
+    bf_campaign_opts o = {.threads = threads, .exact = exact, .cache_budget = budget, .on_trial = keep_rec,
                           .on_ragged = keep_rag, .user = &k};
     if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
     assert_int_equal(k.n, n);
@@ -95,10 +97,11 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 }
 
 typedef struct sums {
-    int64_t runs, early, masked, changed, skipped, stored;
+    int64_t runs, early, masked, changed, skipped, stored, chan;
 } sums;
 
-static void same_as_exact(const char *fix, const bf_campaign_spec *s, int64_t budget, sums *t)
+/* the differential run on `threads` threads against exact on 2 */
+static void same_as_exact_on(const char *fix, const bf_campaign_spec *s, int64_t budget, int threads, sums *t)
 {
     char stem[512];
     snprintf(stem, sizeof stem, "%s/det/%s", BF_FIXTURES, fix);
@@ -106,7 +109,7 @@ static void same_as_exact(const char *fix, const bf_campaign_spec *s, int64_t bu
     bf_dataset *ds = NULL;
     tc_load(stem, &m, &ds);
     bf_campaign_result rx, rd;
-    kept ex = run(m, ds, s, 1, 0, &rx), df = run(m, ds, s, 0, budget, &rd);
+    kept ex = run(m, ds, s, 1, 0, 2, &rx), df = run(m, ds, s, 0, budget, threads, &rd);
     assert_int_equal(ex.n, df.n);
     for (int64_t i = 0; i < ex.n; i++) {
         tc_assert_same_record(&ex.rec[i], &df.rec[i]);
@@ -117,6 +120,8 @@ static void same_as_exact(const char *fix, const bf_campaign_spec *s, int64_t bu
     }
     tc_assert_same_aggregates(&rx, &rd);
     assert_int_equal(rx.ckpt.cuts, 0);
+    assert_int_equal(rx.chan_steps, 0);   /* the exact engine runs every step whole */
+    t->chan += rd.chan_steps;
     if (budget == 0 || budget > 1024) {   /* 0: the default budget */
         /* the checkpoints ran it: cuts made, part of each image's pass skipped */
         if (rd.ckpt.cuts == 0) fail_msg("%s: no checkpoint was made", fix);
@@ -143,6 +148,11 @@ static void same_as_exact(const char *fix, const bf_campaign_spec *s, int64_t bu
     bf_campaign_result_free(&rd);
     bf_dataset_free(ds);
     bf_model_free(m);
+}
+
+static void same_as_exact(const char *fix, const bf_campaign_spec *s, int64_t budget, sums *t)
+{
+    same_as_exact_on(fix, s, budget, 2, t);
 }
 
 static bf_campaign_spec spec(bf_target target, int trials, uint64_t seed)
@@ -210,6 +220,36 @@ static void activations(void **state)
     assert_true(t.skipped > 0);
 }
 
+/* Faults confined to the detectors' heads (SSDlite's and SSD's last
+ * Convs of each level: one reader each, so a fault in one output channel
+ * of one runs on that channel alone, ckpt_chan.c; RetinaNet's and FCOS's
+ * head Convs are shared by every level, so they run whole), one and two
+ * bits, on 1 and 2 threads: every record and per-image output the exact
+ * engine's, and the one-channel path taken. */
+static void head_convs_on_one_channel(void **state)
+{
+    (void)state;
+    static char *heads[] = {"head.*"};
+    static const char *const fixes[] = {"ssdlite", "ssd", "retinanet", "fcos"};
+    sums t = {0};
+    int64_t chan_ssd = 0;
+    for (size_t f = 0; f < sizeof fixes / sizeof *fixes; f++)
+        for (int bits = 1; bits <= 2; bits++)
+            for (int th = 1; th <= 2; th++) {
+                bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 16, 40 + f * 4 + (size_t)bits * 2 + (size_t)th);
+                s.tensors = heads;
+                s.n_tensors = 1;
+                s.bits = bits;
+                int64_t before = t.chan;
+                same_as_exact_on(fixes[f], &s, 0, th, &t);
+                if (f < 2) chan_ssd += t.chan - before;
+            }
+    assert_true(chan_ssd > 0);
+    assert_true(t.changed > 0);
+    assert_true(t.masked > 0);
+    if (getenv("BF_TEST_VERBOSE")) fprintf(stderr, "heads: %lld Convs run on one channel\n", (long long)t.chan);
+}
+
 static void no_room_for_a_cut(void **state)
 {
     (void)state;
@@ -241,6 +281,7 @@ int main(void)
         cmocka_unit_test(weights_single_bit),
         cmocka_unit_test(weights_several_and_ber),
         cmocka_unit_test(activations),
+        cmocka_unit_test(head_convs_on_one_channel),
         cmocka_unit_test(no_room_for_a_cut),
         cmocka_unit_test(allocations_fail_cleanly),
     };

@@ -41,12 +41,17 @@
 #define TRIALS 60
 #endif
 
+/* the differential runs' channel-local steps by kind (chan_kinds) */
+typedef struct kinds {
+    int64_t resize, concat, conv, gate, reduce;
+} kinds;
+
 /* Runs s on `threads` threads, exact or differential (never a full pass),
  * every record into r; adds the differential run's channel-local steps to
- * *chan, and its output Gemms run once over every batch (diffout.c) to
- * *outb (NULL: not counted). */
-static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
-                    const char *label, tc_recs *r, int64_t *chan, int64_t *outb)
+ * *chan, by kind to *k, and its output Gemms run once over every batch
+ * (diffout.c) to *outb (k, outb NULL: not counted). */
+static void run_one_k(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
+                      const char *label, tc_recs *r, int64_t *chan, int64_t *outb, kinds *k)
 {
     bf_campaign *c = tc_make(m, ds, s);
     r->r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r->r);
@@ -61,8 +66,18 @@ static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_s
     else *chan += res.chan_steps;
     if (exact) assert_int_equal(res.out_batched, 0);
     else if (outb) *outb += res.out_batched;
+    if (k && !exact) {
+        k->resize += res.chan_kinds.resize, k->concat += res.chan_kinds.concat, k->conv += res.chan_kinds.conv;
+        k->gate += res.chan_kinds.gate, k->reduce += res.chan_kinds.reduce;
+    }
     bf_campaign_result_free(&res);
     bf_campaign_free(c);
+}
+
+static void run_one(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
+                    const char *label, tc_recs *r, int64_t *chan, int64_t *outb)
+{
+    run_one_k(m, ds, s, threads, exact, label, r, chan, outb, NULL);
 }
 
 /* The same differential with the near-exact updates (a Conv channel moved
@@ -94,11 +109,11 @@ typedef struct fx_case {
 } fx_case;
 
 /* Every case of one fixture: exact once (2 threads), differential on 1 and
- * on 2 threads, each compared with it; returns the channel-local steps,
- * and adds the output Gemms run over every batch at once to *outb (NULL:
- * not counted). */
-static int64_t fixture_cases(const char *stem, const char *name, const fx_case *cs, size_t n, int64_t trials,
-                             tc_tally *t, int64_t *outb)
+ * on 2 threads, each compared with it; returns the channel-local steps
+ * (by kind into *kd), and adds the output Gemms run over every batch at
+ * once to *outb (kd, outb NULL: not counted). */
+static int64_t fixture_cases_k(const char *stem, const char *name, const fx_case *cs, size_t n, int64_t trials,
+                               tc_tally *t, int64_t *outb, kinds *kd)
 {
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
@@ -114,7 +129,7 @@ static int64_t fixture_cases(const char *stem, const char *name, const fx_case *
             tc_recs df = {0};
             char label[160];
             snprintf(label, sizeof label, "%s, %d thread%s", cs[k].label, th, th > 1 ? "s" : "");
-            run_one(m, ds, &s, th, 0, label, &df, &chan, outb);
+            run_one_k(m, ds, &s, th, 0, label, &df, &chan, outb, kd);
             tc_compare(name, label, &ex, &df, scale, t);
             free(df.r);
         }
@@ -124,6 +139,12 @@ static int64_t fixture_cases(const char *stem, const char *name, const fx_case *
     bf_dataset_free(ds);
     bf_model_free(m);
     return chan;
+}
+
+static int64_t fixture_cases(const char *stem, const char *name, const fx_case *cs, size_t n, int64_t trials,
+                             tc_tally *t, int64_t *outb)
+{
+    return fixture_cases_k(stem, name, cs, n, trials, t, outb, NULL);
 }
 
 /* fixture_cases on each of tests/fixtures/real/NETS, asserting each took
@@ -213,6 +234,62 @@ static void v3_family_records_match_exact(void **state)
     tc_assert_agree("channel-local steps (efficientnet_bn, lraspp), differential vs exact", &t, 8 * TRIALS);
 }
 
+/* Segmenters' heads (tests/fixtures/det: lraspp, deeplabv3, unet; and
+ * chan/chan_seg, make_chan_seg.py): a channel followed through Resize, a
+ * Concat on the channels, a grouped Conv (two input channels a group, one
+ * output), a ReduceMean over the plane and the squeeze-excitation gate it
+ * feeds, broadcast over the plane into a Mul. Weight faults everywhere, in
+ * the heads alone, and in chan_seg's stem alone (whose one moved channel
+ * can reach the grouped Conv only through the channel path), activation
+ * faults; each kind of step asserted taken. */
+static void segmenter_heads_match_exact(void **state)
+{
+    (void)state;
+    static char *cls[] = {"classifier.*"};
+    static char *unet[] = {"e3.*", "up2.*", "d2.*"};
+    static char *chan[] = {"grouped.*", "dw.*", "fc1.*", "fc2.*", "b.*"};
+    static char *stem[] = {"stem.*"}, *se[] = {"/fc2/Conv_output_0"};
+    const struct {
+        const char *stem, *name;
+        char **heads;
+        size_t n_heads;
+        int64_t trials;
+    } fx[] = {
+        {BF_FIXTURES "/det/lraspp", "lraspp", cls, 1, TRIALS / 2},
+        {BF_FIXTURES "/det/deeplabv3", "deeplabv3", cls, 1, TRIALS / 2},
+        {BF_FIXTURES "/det/unet", "unet", unet, 3, TRIALS / 2},
+        {BF_FIXTURES "/chan/chan_seg", "chan_seg", chan, 5, TRIALS},
+    };
+    tc_tally t = {0};
+    kinds k = {0}, kc = {0};
+    int64_t want = 0;
+    for (size_t n = 0; n < sizeof fx / sizeof *fx; n++) {
+        const fx_case cs[] = {
+            {"weights bitflip fp32", W1, all, 1},
+            {"head weights bitflip fp32", W1, fx[n].heads, fx[n].n_heads},
+            {"activations bitflip fp32 permanent", AP, all, 1},
+        };
+        assert_true(fixture_cases_k(fx[n].stem, fx[n].name, cs, 3, fx[n].trials, &t, NULL, &k) > 0);
+        want += 2 * 3 * fx[n].trials;
+    }
+    /* 60 trials whatever the build: most stem faults go to chain mode, or
+     * are masked before the grouped Conv (30 under the sanitizers took the
+     * channel path none of the times); and activation faults on the SE
+     * block's second Conv's output alone (one channel of the gate before its
+     * HardSigmoid, which a Mul broadcasts over the plane; chain mode takes
+     * that Conv's weight faults) */
+    const fx_case st[] = {{"stem weights bitflip fp32", W1, stem, 1}, {"SE gate activations bitflip fp32", AP, se, 1}};
+    assert_true(fixture_cases_k(BF_FIXTURES "/chan/chan_seg", "chan_seg stem, SE", st, 2, 60, &t, NULL, &kc) > 0);
+    want += 2 * 2 * 60;
+    printf("segmenters: %lld Resize, %lld Concat, %lld Conv, %lld gates, %lld ReduceMean; chan_seg's stem and SE: "
+           "%lld Conv, %lld gates\n", (long long)k.resize, (long long)k.concat, (long long)k.conv, (long long)k.gate,
+           (long long)k.reduce, (long long)kc.conv, (long long)kc.gate);
+    assert_true(k.resize > 0 && k.concat > 0 && k.conv > 0 && k.reduce > 0);
+    assert_true(kc.conv > 0);   /* the grouped Conv, which the stem's channel reaches first */
+    assert_true(kc.gate > 0);
+    tc_assert_agree("channel-local steps (segmenters' heads), differential vs exact", &t, want);
+}
+
 /* --near-exact: its own rules against exact (campaign_check.h: outcomes
  * equal or a near tie, metrics within 1e-6), the channel path taken after
  * a Conv channel's update (try_conv's bf__conv_delta) too. */
@@ -255,6 +332,7 @@ int main(void)
         cmocka_unit_test(mobilenet_v3_records_match_exact),
         cmocka_unit_test(conv_bn_records_match_exact),
         cmocka_unit_test(v3_family_records_match_exact),
+        cmocka_unit_test(segmenter_heads_match_exact),
         cmocka_unit_test(near_exact_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

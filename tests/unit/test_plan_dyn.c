@@ -90,6 +90,70 @@ static void nonzero_of_an_input_runs_per_run(void **state)
     tg_free(&g);
 }
 
+/* NonZero's scans (one loop per dtype; bytes skipped 8 at a time where all
+ * are 0: ops/index_make.c) against a plain reference: every element tested
+ * by its dtype's rule, row-major, the indices spread over the dims. Inputs
+ * x [B, 3, 13] of elem type `elem` (1 float, 6 int32, 7 int64, 9 bool, 2
+ * uint8), B = 3: 117 elements, so words of 8 bytes straddle rows and the
+ * last is partial; patterns sparse, dense, and set at word edges. */
+static void nonzero_scans_match_a_plain_reference(void **state)
+{
+    (void)state;
+    static const int elems[] = {1, 6, 7, 9, 2};
+    enum { N = 3 * 3 * 13 };
+    for (size_t e = 0; e < sizeof elems / sizeof *elems; e++) {
+        tg_graph g = {0};
+        g.ins[g.n_ins++] = tg_value_info(&g, "x", elems[e], 3, (int64_t[]){-1, 3, 13});
+        tg_node(&g, "NonZero", "nz", (const char *[]){"x"}, 1, "y");
+        g.outs[g.n_outs++] = tg_value_info(&g, "y", 7, -1, NULL);
+        bf_model *m = load(&g, 13);
+        bf_plan *p = NULL;
+        bf_error err = {0};
+        if (bf_plan_create(m, 3, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+        bf_tensor *x = bf_plan_input(p, 0);
+        size_t es = bf_dtype_size(x->dtype);
+        assert_int_equal(bf_tensor_numel(x), N);
+        for (int pat = 0; pat < 6; pat++) {
+            int on[N];
+            unsigned r = 12345u + (unsigned)pat;
+            for (int i = 0; i < N; i++) {
+                r = r * 1103515245u + 12345u;
+                on[i] = pat == 0 ? 0 : pat == 1 ? 1 : pat == 2 ? (r >> 16) % 17 == 0 : pat == 3 ? (r >> 16) % 2
+                        : pat == 4 ? i % 8 == 7 || i % 8 == 0 : i == N - 1;
+            }
+            unsigned char *d = x->data;
+            for (int i = 0; i < N; i++) {
+                /* a non-zero of each dtype, and zeros with bits set where they may be (-0) */
+                float f = on[i] ? (i % 3 ? -2.5f : 1e-40f) : (i % 2 ? -0.0f : 0.0f);
+                int64_t v = on[i] ? (i % 2 ? -(int64_t)i - 1 : (int64_t)1 << 40 | 1) : 0;
+                int32_t w = on[i] ? (int32_t)(i + 1) * (i % 2 ? -1 : 1) : 0;
+                uint8_t b = on[i] ? (uint8_t)(elems[e] == 9 ? 1 : i % 255 + 1) : 0;
+                const void *src = elems[e] == 1 ? (const void *)&f : elems[e] == 7 ? (const void *)&v
+                                  : elems[e] == 6 ? (const void *)&w : (const void *)&b;
+                memcpy(d + (size_t)i * es, src, es);
+            }
+            if (bf_plan_run(p, &err) != BF_OK) fail_msg("run: %s", err.msg);
+            const bf_tensor *y = bf_plan_output(p, 0);
+            int64_t n = 0;
+            for (int i = 0; i < N; i++) n += on[i];
+            assert_int_equal(y->ndim, 2);
+            assert_int_equal(y->dims[0], 3);
+            assert_int_equal(y->dims[1], n);
+            const int64_t *yd = y->data;
+            for (int i = 0, k = 0; i < N; i++) {
+                if (!on[i]) continue;
+                assert_int_equal(yd[k], i / 39);
+                assert_int_equal(yd[n + k], i / 13 % 3);
+                assert_int_equal(yd[2 * n + k], i % 13);
+                k++;
+            }
+        }
+        bf_plan_free(p);
+        bf_model_free(m);
+        tg_free(&g);
+    }
+}
+
 static void second_run_allocates_nothing(void **state)
 {
     (void)state;
@@ -421,6 +485,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(nonzero_of_an_input_runs_per_run),
         cmocka_unit_test(loop_zero_iterations_with_a_scan_output),
+        cmocka_unit_test(nonzero_scans_match_a_plain_reference),
         cmocka_unit_test(second_run_allocates_nothing),
         cmocka_unit_test(run_time_limit_names_the_step),
         cmocka_unit_test(value_fault_on_a_dynamic_value),

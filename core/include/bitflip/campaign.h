@@ -465,13 +465,23 @@ typedef struct bf_campaign_result {
      * channel-local steps after a Conv whose one corrupted weight moved one
      * channel, or after a fault in one channel (BatchNormalization,
      * activations, depthwise Conv, Add or Mul with a golden operand,
-     * pooling; docs/ENGINE.md); 0 when exact */
+     * pooling, Resize, Concat; docs/ENGINE.md); one image per call (a
+     * detector's checkpoints): the images whose faulted Conv ran on its one
+     * moved channel over its golden output (exec/ckpt_chan.c); 0 when exact */
     int64_t chan_steps;
     /* the differential engine: how many times its trials ran the graph's
      * output Gemm (a classifier) once over the changed input rows of every
      * batch instead of once per batch (the weight read once a trial;
      * docs/ENGINE.md, step 4); 0 when exact */
     int64_t out_batched;
+    /* of chan_steps, those of a Resize, a Concat, a Conv with golden weights
+     * (depthwise, or grouped with one output channel a group), an Add, Sub,
+     * Mul or Div with a changed operand broadcast over the planes (a
+     * squeeze-excitation gate), a ReduceMean or ReduceSum over each plane,
+     * and the checkpoints' Convs above */
+    struct {
+        int64_t resize, concat, conv, gate, reduce, ckpt_conv;
+    } chan_kinds;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

@@ -75,8 +75,10 @@ void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const str
     bf__ckpt_trial *tr = bf__evaluator_ckpt_trial(ev);
     if (!tr) return;
     bf__ckpt_trial_begin(c->golden.ckpt, tr);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(c->golden.ckpt, tr, dw[i].param);
+        bf__ckpt_trial_element(c->golden.ckpt, tr, dw[i].param, dw[i].index);
+    }
     bf__ckpt_trial_end(c->golden.ckpt, tr);
 }
 
@@ -92,13 +94,15 @@ void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_v
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc)
 {
     const bf__ckpt *ck = c->golden.ckpt;
-    int64_t work = 0, early = 0, skipped = 0;
+    int64_t work = 0, early = 0, skipped = 0, chan = 0;
     for (int i = 0; i < n; i++) {
-        int64_t w, e, k;
+        int64_t w, e, k, h;
         if (!evs[i]) continue;
-        bf__evaluator_ckpt_counts(evs[i], &w, &e, &k);
-        work += w, early += e, skipped += k;
+        bf__evaluator_ckpt_counts(evs[i], &w, &e, &k, &h);
+        work += w, early += e, skipped += k, chan += h;
     }
+    acc->chan_steps += chan;
+    acc->chan_kinds.ckpt_conv += chan;
     acc->ckpt.cuts = bf__ckpt_num_cuts(ck);
     acc->ckpt.bytes = bf__ckpt_bytes(ck);
     acc->ckpt.expected_skip = bf__ckpt_saved_share(ck);

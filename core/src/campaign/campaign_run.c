@@ -460,6 +460,10 @@ static void teardown(runner *rn, bf_campaign_result *acc)
             acc->fused_activations += bf__dx_fused_runs(w->dx);
             acc->chan_steps += bf__dx_chan_steps(w->dx);
             acc->out_batched += bf__dx_out_batched(w->dx);
+            int64_t k[5];
+            bf__dx_chan_kinds(w->dx, k);
+            acc->chan_kinds.resize += k[0], acc->chan_kinds.concat += k[1];
+            acc->chan_kinds.conv += k[2], acc->chan_kinds.gate += k[3], acc->chan_kinds.reduce += k[4];
         }
         bf__dx_free(w->dx);
         bf__score_scratch_free(&w->sc);

@@ -220,6 +220,10 @@ int64_t bf__dx_chan_steps(const bf__dx *dx);
 /* How many times this executor's trials ran the graph's output Gemm once
  * over every batch's changed rows (diffout.c). */
 int64_t bf__dx_out_batched(const bf__dx *dx);
+/* of those: Resize, Concat, Conv with golden weights, Add/Sub/Mul/Div with
+ * a changed operand broadcast over the planes, ReduceMean/ReduceSum over
+ * the planes (bf_campaign_result.chan_kinds) */
+void bf__dx_chan_kinds(const bf__dx *dx, int64_t kinds[5]);
 /* From now on bf__dx_run runs every trial differentially, however cheaper
  * a full pass would be (bf_campaign_opts.no_full_pass: tests). */
 void bf__dx_no_full_pass(bf__dx *dx);

@@ -181,6 +181,7 @@ struct bf__dx {
     unsigned char *dlazy;
     int chan_c;                  /* the channel of the step just run (CHAN_DONE) */
     int64_t n_chan;              /* steps run on one channel */
+    int64_t n_chan_kind[5];      /* of them Resize, Concat, Conv, broadcast gate, Reduce (bf__dx_chan_kinds) */
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 

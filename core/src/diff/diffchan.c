@@ -24,13 +24,23 @@
  *   Clip: the step's own run on a view of each plane (bf__map_span): an
  *   element depends on its own input element alone;
  * - Add, Sub, Mul, Div on floats whose inputs are each golden (any
- *   broadcast) or changed in the same channel and shaped as the output:
+ *   broadcast) or changed in the same channel with the output's rank and
+ *   channels (broadcast over the others: an SE block's gate [N, C, 1, 1]):
  *   bf__binary_span, the step's row function on each plane's elements;
- * - a depthwise Conv (group = C = M) with golden weights: output channel c
- *   reads input channel c alone, computed by bf__conv_channel_n as
- *   try_conv computes a channel (the bits of the whole step, test_conv);
+ * - a Conv with golden weights whose output channels each read their own
+ *   group's input channels alone, one a group (depthwise, or grouped with
+ *   mg = 1): input channel c moves output channel c / cg alone, computed by
+ *   bf__conv_channel_n as try_conv computes a channel (the bits of the
+ *   whole step, test_conv);
  * - MaxPool and AveragePool (bf__pool_plane: plane by plane, as the run),
- *   GlobalAveragePool and GlobalMaxPool (one output element per sample).
+ *   GlobalAveragePool and GlobalMaxPool (one output element per sample),
+ *   ReduceMean and ReduceSum over every axis from 2 on (bf__reduce_plane,
+ *   the run's own row sum);
+ * - Resize keeping dims 0 and 1 (bilinear, nearest, cubic upsampling of
+ *   [N, C, H, W]): bf__resize_channel, the run's own row function on the
+ *   rows of that channel's planes;
+ * - Concat on axis 1 with one input changed: channel c of input j is
+ *   channel (the channels of the inputs before j) + c of the output, a copy.
  * Anything else, a step hit by a value fault, a value the cache does not
  * hold, two different channels: the step runs as before. */
 #include <string.h>
@@ -120,7 +130,7 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb)
     }
 }
 
-enum { K_NONE, K_BN, K_MAP, K_BIN, K_DW, K_POOL, K_GPOOL };
+enum { K_NONE, K_BN, K_MAP, K_BIN, K_CONV, K_POOL, K_GPOOL, K_REDUCE, K_RESIZE, K_CONCAT };
 
 static int kind_of(const bf__step *s)
 {
@@ -128,24 +138,46 @@ static int kind_of(const bf__step *s)
     if (bf__bnorm_of(s, NULL)) return K_BN;
     if (bf__map_f32(s)) return K_MAP;
     if (bf__binary_f32(s)) return K_BIN;
-    if (bf__conv_depthwise(s)) return K_DW;
+    if (bf__conv_group_in(s) > 0) return K_CONV;
     if (s->n_out == 1 && bf__pool_shape(s, &isp, &osp)) return K_POOL;
     if (bf__gpool_step(s)) return K_GPOOL;
+    if (bf__reduce_planes(s)) return K_REDUCE;
+    if (bf__resize_planes(s)) return K_RESIZE;
+    if (bf__concat_axis(s) == 1 && s->out[0]->dtype == BF_F32 && s->out[0]->ndim >= 2) return K_CONCAT;
     return K_NONE;
 }
 
-/* The one channel step i's inputs changed (-1: none; -2: not channel-local:
- * a value changed in more, or two channels, or an input other than the
- * first of a step that reads only its first channel-wise) */
-static int input_channel(const bf__dx *dx, const bf_plan *p, const bf__step *s, int kind)
+/* A changed operand of a binary step that keeps its channel: the output's
+ * rank and channels, any other dim the output's or broadcast (1). */
+static int keeps_channel(const bf_tensor *v, const bf_tensor *out)
 {
-    int ch = -1;
+    return v->ndim == out->ndim && v->ndim >= 2 && v->dims[1] == out->dims[1];
+}
+
+/* The one output channel step i's changed inputs move (-1: none changed;
+ * -2: not channel-local: a value changed in more, or two channels, an
+ * input other than the first of a step that reads only its first
+ * channel-wise, two changed inputs of a Concat, an operand broadcast over
+ * the channels) */
+static int input_channel(const bf__dx *dx, const bf_plan *p, const bf__step *s, int kind, int *gate)
+{
+    int ch = -1, base = 0;
     for (int j = 0; j < s->n_in; j++) {
         int v = s->node->in[j];
+        if (kind == K_CONCAT && j > 0) base += (int)p->vals[s->node->in[j - 1]].dims[1];
         if (v < 0 || dx->state[v] != DIRTY) continue;
-        if (!dx->dch[v] || (j > 0 && kind != K_BIN)) return -2;
-        if (kind == K_BIN && !same_shape(&p->vals[v], s->out[0])) return -2;
+        if (!dx->dch[v] || (j > 0 && kind != K_BIN && kind != K_CONCAT)) return -2;
+        if (kind == K_BIN && !same_shape(&p->vals[v], s->out[0])) {
+            if (!keeps_channel(&p->vals[v], s->out[0])) return -2;
+            *gate = 1;
+        }
         int c = dx->dch[v] - 1;
+        if (kind == K_CONCAT) {
+            if (ch >= 0) return -2;   /* two inputs changed: two channels */
+            c += base;
+        } else if (kind == K_CONV) {
+            c /= (int)bf__conv_group_in(s);
+        }
         if (ch >= 0 && ch != c) return -2;
         ch = c;
     }
@@ -174,7 +206,7 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
     if (s->dyn || p->step_hit[i] || s->n_out != 1 || s->node->out[0] < 0) return BF_OK;
     int kind = kind_of(s);
     if (kind == K_NONE || (dx->param_hit[i] && kind != K_BN)) return BF_OK;
-    int ch = input_channel(dx, p, s, kind);
+    int gate = 0, ch = input_channel(dx, p, s, kind, &gate);
     if (ch == -2) return BF_OK;
     if (dx->param_hit[i]) {
         int pc = param_channel(dx, s);
@@ -196,9 +228,25 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
     case K_BIN:
         for (int64_t k = 0; k < n; k++) bf__binary_span(s, (k * c + ch) * in, in);
         break;
-    case K_DW: {
+    case K_CONV: {
+        /* a group of several input channels reads the golden ones beside c */
+        if (bf__conv_group_in(s) > 1) bf__chan_fill(dx, p, b, s->node->in[0]);
         const float *bias = s->n_in > 2 && s->in[2] ? s->in[2]->data : NULL;
         bf__conv_channel_n(s, ch, n, s->in[0]->data, s->in[1]->data, bias, s->out[0]->data, p->scratch);
+        break;
+    }
+    case K_RESIZE: bf__resize_channel(s, ch, p->scratch); break;
+    case K_REDUCE:
+        for (int64_t k = 0; k < n; k++) bf__reduce_plane(s, k * c + ch);
+        break;
+    case K_CONCAT: {   /* the changed input's channel, copied to its place */
+        int base = 0, j = 0;
+        while (s->node->in[j] < 0 || dx->state[s->node->in[j]] != DIRTY) base += (int)s->in[j++]->dims[1];
+        const float *x = s->in[j]->data;
+        int64_t cj = s->in[j]->dims[1];
+        float *y = s->out[0]->data;
+        for (int64_t k = 0; k < n; k++)
+            memcpy(y + (k * c + ch) * in, x + (k * cj + ch - base) * in, (size_t)in * sizeof *y);
         break;
     }
     case K_POOL: {
@@ -215,6 +263,11 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
     }
     dx->work[i] += 1.0 / (double)c;
     dx->n_chan++;
+    if (kind == K_RESIZE) dx->n_chan_kind[0]++;
+    else if (kind == K_CONCAT) dx->n_chan_kind[1]++;
+    else if (kind == K_CONV) dx->n_chan_kind[2]++;
+    else if (kind == K_BIN && gate) dx->n_chan_kind[3]++;
+    else if (kind == K_REDUCE) dx->n_chan_kind[4]++;
     dx->chan_c = ch;
     *done = CHAN_DONE;
     return BF_OK;

@@ -663,6 +663,7 @@ int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 int64_t bf__dx_chan_steps(const bf__dx *dx) { return dx->n_chan; }
 int64_t bf__dx_out_batched(const bf__dx *dx) { return dx->n_out_batched; }
+void bf__dx_chan_kinds(const bf__dx *dx, int64_t kinds[5]) { memcpy(kinds, dx->n_chan_kind, sizeof dx->n_chan_kind); }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
 

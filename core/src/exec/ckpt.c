@@ -53,6 +53,8 @@ void bf__ckpt_free(bf__ckpt *ck)
     bf__free(ck->st_bytes);
     bf__free(ck->store_of);
     bf__free(ck->post);
+    bf__free(ck->chan_m);
+    bf__free(ck->chan_div);
     bf__free(ck->data);
     bf__free(ck);
 }
@@ -324,6 +326,7 @@ typedef struct watch_ctx {
     unsigned char *block;     /* the sample's checkpoints */
     int record, hi;
     size_t stopped_at;
+    int64_t chan;             /* steps run on one channel (ckpt_chan.c) */
 } watch_ctx;
 
 /* before a cut: record its values (the golden pass), or past the faults'
@@ -366,6 +369,15 @@ static void fill(void *user, bf_plan *p, size_t step)
         memcpy(p->vals[ck->st_val[j]].data, w->block + ck->st_off[j], ck->st_bytes[j]);
 }
 
+/* instead of a trial's channel-local Conv: its golden output, one channel recomputed */
+static int chan(void *user, bf_plan *p, size_t step)
+{
+    watch_ctx *w = user;
+    int done = bf__ckpt_chan_run(w->ck, w->tr, w->block, p, step);
+    w->chan += done;
+    return done;
+}
+
 bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
 {
     if (s < 0 || s >= ck->samples) return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
@@ -379,7 +391,7 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck) { return ck ? ck->pre_ns[ck->n_steps] : 0; }
 
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, bf_error *err)
+                       int64_t *work, int64_t *skipped, int64_t *chans, bf_error *err)
 {
     *golden = 0;
     if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
@@ -395,11 +407,13 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p,
         from = (size_t)ck->cut[c];
     }
     int reach = c >= 0 && !tr->all;
-    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = reach ? tr->act : NULL, .fill = fill, .user = &w};
+    bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = reach ? tr->act : NULL, .fill = fill, .chan = chan,
+                         .user = &w};
     int stopped = 0;
     bf_status st = bf__plan_run_from(p, from, (hi >= 0 && ck->n_cuts) || reach ? &pw : NULL, &stopped, err);
     if (st != BF_OK) return st;
     *golden = stopped;
+    if (chans) *chans += w.chan;
     size_t end = stopped ? w.stopped_at : p->n_steps;
     if (reach) {
         if (work) *work += tr->run_pre[end] - tr->run_pre[from];

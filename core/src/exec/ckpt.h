@@ -68,6 +68,11 @@ void bf__ckpt_trial_clear(bf__ckpt_trial *tr);
 void bf__ckpt_trial_begin(const bf__ckpt *ck, bf__ckpt_trial *tr);
 void bf__ckpt_trial_param(const bf__ckpt *ck, bf__ckpt_trial *tr, size_t q);
 void bf__ckpt_trial_value(const bf__ckpt *ck, bf__ckpt_trial *tr, int64_t v);
+/* each faulted element of a weight fault (parameter q, element index),
+ * between begin and end: a trial whose faults all lie in one output
+ * channel of a Conv the checkpoints chose (ckpt_chan.c) recomputes only
+ * that channel of it */
+void bf__ckpt_trial_element(const bf__ckpt *ck, bf__ckpt_trial *tr, size_t q, int64_t index);
 void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr);
 /* the values the store keeps, their bytes over every sample */
 size_t bf__ckpt_num_stored(const bf__ckpt *ck);
@@ -81,9 +86,10 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck);
  * plan's outputs were not computed). p must fit (bf__ckpt_fits_plan). *work
  * gets the golden time of the steps run, in nanoseconds (for --stats: over
  * bf__ckpt_pass_ns, the share of a pass the sample re-ran), *skipped the
- * steps not run. */
+ * steps not run, *chan 1 if a Conv ran on one output channel alone
+ * (ckpt_chan.c). */
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, bf_error *err);
+                       int64_t *work, int64_t *skipped, int64_t *chan, bf_error *err);
 /* the golden time of a whole run of one sample, in nanoseconds */
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck);
 

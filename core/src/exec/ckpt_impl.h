@@ -37,6 +37,13 @@ struct bf__ckpt {
     size_t *st_off, *st_bytes;
     int *store_of;              /* per value: its index in st_*, or -1 */
     unsigned char *post;        /* per step: BF__STEP_POST where it computes a stored value */
+    /* channel-local Convs (ckpt_chan.c): per step, the output channels of a
+     * Conv whose golden output the store keeps so that a trial whose faults
+     * all lie in one of its channels recomputes that channel alone (0: not
+     * one); per parameter, the elements of such a Conv's weight per output
+     * channel (-1: its bias, one element a channel; 0: neither) */
+    int64_t *chan_m;
+    int64_t *chan_div;
     size_t sample_bytes;
     int64_t samples;
     unsigned char *data;        /* samples x sample_bytes */
@@ -55,6 +62,11 @@ struct bf__ckpt_trial {
     int64_t *run_pre;           /* n_steps + 1: golden ns of the steps run before each */
     int *skip_pre;              /* n_steps + 1: steps skipped before each */
     unsigned char *used;        /* per value, if not NULL: put back from the store (choosing it) */
+    /* the Conv step whose one output channel chan_oc every fault lies in
+     * (-1: none seen yet; -2: not so), and one faulted element of it as
+     * bf__conv_channel takes it (slot 1 weight, 2 bias; its index) */
+    int chan_step, chan_slot;
+    int64_t chan_oc, chan_index;
 };
 
 /* ckpt_reach.c: the graph's facts above, from plan p */
@@ -72,6 +84,22 @@ bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *ma
  * any stored value) */
 void bf__ckpt_reach(const bf__ckpt *ck, bf__ckpt_trial *tr, int min_store);
 int bf__ckpt_in_arena(const bf_plan *p, const void *data);
+/* ckpt_chan.c: chooses the channel-local Convs (chan_m, chan_div) among
+ * the steps where faults land, marking their outputs in used (the values
+ * the store will hold), within `room` bytes over every sample, for
+ * `trials` trials (0: unknown); storable: a value's bytes if the store may
+ * hold it, else 0. */
+bf_status bf__ckpt_choose_chan(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal, uint64_t room,
+                               int64_t trials, unsigned char *used,
+                               size_t (*storable)(const bf__ckpt *, const bf_plan *, int));
+/* ckpt_chan.c: after bf__ckpt_reach, the trial's Conv (chan_step) marked
+ * BF__STEP_CHAN where it can run on one channel (else chan_step -2), the
+ * work counted for it the one channel's */
+void bf__ckpt_chan_mark(const bf__ckpt *ck, bf__ckpt_trial *tr);
+/* ckpt_chan.c: instead of step i of a trial's run on plan p: the Conv's
+ * golden output from the sample's block, its one channel recomputed; 0
+ * when this plan cannot (the step then runs whole) */
+int bf__ckpt_chan_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, const unsigned char *block, bf_plan *p, size_t i);
 bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr);
 void bf__ckpt_trial_release(bf__ckpt_trial *tr);
 

@@ -120,6 +120,7 @@ void bf__ckpt_trial_clear(bf__ckpt_trial *tr)
     tr->lo = tr->hi = -1;
     tr->all = 1;
     tr->from = -1;
+    tr->chan_step = -1;
 }
 
 void bf__ckpt_trial_begin(const bf__ckpt *ck, bf__ckpt_trial *tr)
@@ -158,6 +159,7 @@ void bf__ckpt_trial_value(const bf__ckpt *ck, bf__ckpt_trial *tr, int64_t v)
     int at = ck->val_step[v];
     if (at < 0) tr->all = 1;   /* a graph input, or a value no step computes */
     else tr->origin[at] = 1;
+    tr->chan_step = -2;
 }
 
 /* the values a step reads that another computed, from step f on */
@@ -209,6 +211,7 @@ void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
     tr->from = ck->n_steps ? ck->cut_of[(size_t)tr->lo < ck->n_steps ? (size_t)tr->lo : ck->n_steps - 1] : -1;
     if (tr->from < 0) tr->all = 1;
     if (!tr->all) bf__ckpt_reach(ck, tr, -1);
+    bf__ckpt_chan_mark(ck, tr);
 }
 
 size_t bf__ckpt_num_stored(const bf__ckpt *ck) { return ck ? ck->n_store : 0; }
@@ -265,8 +268,8 @@ static void lay_out_store(bf__ckpt *ck, const bf_plan *p, const unsigned char *u
     ck->n_store = k;
 }
 
-bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal,
-                                uint64_t room, int64_t trials, size_t *off)
+static bf_status choose_reach(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal, uint64_t room,
+                              int64_t trials, size_t *off)
 {
     size_t n = ck->n_steps, nv = ck->n_values, count = 0;
     bf__ckpt_trial tr;
@@ -324,6 +327,43 @@ bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *ma
     if (total > 0) ck->saved = cut_mass - run / total;
 out:
     bf__ckpt_trial_release(&tr);
+    bf__free(used);
+    return st;
+}
+
+/* The store: the values trials that skip their producers read (choose_reach),
+ * then the outputs of the channel-local Convs (ckpt_chan.c) in the room
+ * left, laid out together by producing step. */
+bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal,
+                                uint64_t room, int64_t trials, size_t *off)
+{
+    size_t off0 = *off, nv = ck->n_values, count = 0;
+    bf_status st = choose_reach(ck, p, mass, mtotal, room, trials, off);
+    unsigned char *used = st == BF_OK ? bf__calloc(nv + 1, 1) : NULL;
+    if (st == BF_OK && !used) st = BF_ENOMEM;
+    if (st != BF_OK) goto out;
+    for (size_t v = 0; v < nv; v++) used[v] = ck->store_of[v] >= 0;
+    uint64_t kept = (uint64_t)(*off - off0) * (uint64_t)ck->samples;
+    if ((st = bf__ckpt_choose_chan(ck, p, mass, mtotal, room > kept ? room - kept : 0, trials, used, storable)) != BF_OK)
+        goto out;
+    for (size_t v = 0; v < nv; v++) count += used[v] && ck->store_of[v] < 0;
+    if (count == 0) goto out;   /* no Conv chosen: the store as choose_reach left it */
+    count += ck->n_store;
+    bf__free(ck->st_val);
+    bf__free(ck->st_off);
+    bf__free(ck->st_bytes);
+    ck->st_val = bf__malloc(count * sizeof *ck->st_val);
+    ck->st_off = bf__malloc(count * sizeof *ck->st_off);
+    ck->st_bytes = bf__malloc(count * sizeof *ck->st_bytes);
+    if (!ck->st_val || !ck->st_off || !ck->st_bytes) {
+        st = BF_ENOMEM;
+        goto out;
+    }
+    for (size_t v = 0; v < nv; v++) ck->store_of[v] = -1;
+    memset(ck->post, 0, ck->n_steps);
+    *off = off0;
+    lay_out_store(ck, p, used, off);
+out:
     bf__free(used);
     return st;
 }

@@ -16,6 +16,7 @@ typedef struct bf__eval_ckpt {
     bf__ckpt_trial *tr;       /* what the next pass's faults reach (cleared after it) */
     const float *out;         /* golden outputs [samples x out_cols] of a sample that ends early */
     atomic_llong work, early, skipped;   /* golden ns of the steps run; samples ended early; steps skipped */
+    atomic_llong chan;                   /* steps run on one channel (ckpt_chan.c) */
 } bf__eval_ckpt;
 
 /* Sets what the passes resume from (ck; usable 0 when the evaluator's

@@ -250,6 +250,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             if (act[i] & BF__STEP_FILL) w->fill(w->user, p, i);
             continue;
         }
+        if (act && (act[i] & BF__STEP_CHAN) && w->chan(w->user, p, i)) continue;
         bf_status st = run_one(p, i, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);

@@ -121,17 +121,22 @@ struct bf_plan {
  * act[i] (act may be NULL): BF__STEP_SKIP, step i is not run (a trial's
  * fault cannot reach it: its values are golden), and with BF__STEP_FILL
  * fill() puts the golden values of it that later steps read in place;
- * BF__STEP_POST, post() is called after step i ran (to record its values).
+ * BF__STEP_POST, post() is called after step i ran (to record its values);
+ * BF__STEP_CHAN, chan() is called instead of running step i, and the step
+ * runs only if it returns 0 (a Conv computing one output channel over its
+ * golden output: ckpt_chan.c).
  * step_time, if not NULL, gets each step's seconds added. */
 #define BF__STEP_SKIP 1
 #define BF__STEP_FILL 2
 #define BF__STEP_POST 4
+#define BF__STEP_CHAN 8
 typedef struct bf__plan_watch {
     const unsigned char *mark;
     int (*at)(void *user, bf_plan *p, size_t step);
     const unsigned char *act;
     void (*fill)(void *user, bf_plan *p, size_t step);
     void (*post)(void *user, bf_plan *p, size_t step);
+    int (*chan)(void *user, bf_plan *p, size_t step);
     void *user;
     double *step_time;
 } bf__plan_watch;

@@ -78,13 +78,15 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * to set (bf__ckpt_trial_begin ... _end; NULL: no checkpoints to resume
  * from), for the next pass only. _counts: the golden time (ns) of the steps
  * the passes so far ran from checkpoints, the samples they ended early, and
- * the steps they skipped (their faults could not reach them). */
+ * the steps they skipped (their faults could not reach them), and the
+ * Convs they ran on one output channel (exec/ckpt_chan.c). */
 struct bf__ckpt;
 struct bf__ckpt_trial;
 bf_status bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record,
                              const float *golden_out, bf_error *err);
 struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
-void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped);
+void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
+                               int64_t *chan);
 /* Value fault i of the last pass: the element it struck in the sample it
  * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
  * or shorter there) and the elements the value had there (plan_impl.h). */
@@ -136,6 +138,12 @@ int bf__conv_step(const bf__step *s);
  * its own input channel alone (group = C = M: depthwise), so that
  * bf__conv_channel_n's channel c reads only channel c of its input. */
 int bf__conv_depthwise(const bf__step *s);
+/* linalg_conv.c: for a Conv whose every output channel reads the input
+ * channels of its own group alone, one output channel a group (a grouped
+ * or depthwise Conv with mg = 1): the input channels per group (1 for a
+ * depthwise Conv), so that input channel c feeds output channel c / that
+ * alone; 0 for any other step. */
+int64_t bf__conv_group_in(const bf__step *s);
 /* linalg_conv.c, for diffchain.c; each returns 0 if the step is not of
  * its kind. A Conv's input and output channels and positions per plane. */
 int bf__conv_shape(const bf__step *s, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp);
@@ -194,6 +202,19 @@ int bf__bnorm_of(const bf__step *s, bf__bnorm *bn);
  * sample's plane of it, on the step's tensors as they hold now, with the
  * bits the whole step gives it; 0 if the step is not one. */
 int bf__bnorm_channel(const bf__step *s, int64_t ch);
+/* elementwise_reduce.c: 1 if the step is a float ReduceSum or ReduceMean
+ * of [N, C, ...] over every axis from 2 on; then bf__reduce_plane computes
+ * output element pl (plane pl of its input, the step's tensors as they
+ * hold now) as the run does. */
+int bf__reduce_planes(const bf__step *s);
+void bf__reduce_plane(const bf__step *s, int64_t pl);
+/* resize.c: 1 if the step is a float Resize of rank 3 or more whose dims 0
+ * and 1 keep their size and scale (each output plane reads its own input
+ * plane alone); then bf__resize_channel computes channel ch of every
+ * sample's output (the step's tensors as they hold now; scratch: the plan's
+ * step scratch) with the bits the whole step gives it. */
+int bf__resize_planes(const bf__step *s);
+void bf__resize_channel(const bf__step *s, int64_t ch, void *scratch);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 /* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,

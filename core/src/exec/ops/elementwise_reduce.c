@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "exec/step_access.h"
 #include "elementwise_impl.h"
 #include "fastmath_impl.h"
 
@@ -379,3 +380,31 @@ bf_status bf__reduce_run(const bf__ctx *c, bf_error *err)
     return BF_OK;
 }
 
+/* For the differential executor (diffchan.c): a float ReduceSum or
+ * ReduceMean of [N, C, ...] over every axis from 2 on (an SE block's
+ * x.mean((2, 3))), one sum per (n, c) plane in PyTorch's order (TS_INNER). */
+int bf__reduce_planes(const bf__step *s)
+{
+    if (s->node->op->run != bf__reduce_run) return 0;
+    const reduce_params *q = s->params;
+    const bf_tensor *x = s->in[0];
+    if (q->dtype != BF_F32 || q->noop || q->tmode != TS_INNER || (q->kind != RED_SUM && q->kind != RED_MEAN) ||
+        x->ndim < 3)
+        return 0;
+    int64_t plane = 1;
+    for (int d = 2; d < x->ndim; d++) plane *= x->dims[d];
+    return q->t_outer == x->dims[0] * x->dims[1] && q->t_n == plane && q->out_n == q->t_outer;
+}
+
+/* Output element pl (plane pl of the input), as torch_sum computes it:
+ * rows are summed one by one (torch_sum_body, inner 1), then the mean's
+ * division. */
+void bf__reduce_plane(const bf__step *s, int64_t pl)
+{
+    const reduce_params *q = s->params;
+    const float *x = s->in[0]->data;
+    float *out = s->out[0]->data;
+    bf__torch_sum_f32(x + pl * q->t_n, 1, q->t_n, 1, out + pl, bf__cpu_avx2());
+    if (q->kind == RED_MEAN) out[pl] = (0.0f + out[pl]) / (float)q->count;
+    else out[pl] = 0.0f + out[pl];
+}

@@ -265,6 +265,13 @@ int bf__conv_depthwise(const bf__step *st)
     return cp->cg == 1 && cp->mg == 1;
 }
 
+int64_t bf__conv_group_in(const bf__step *st)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    return cp->mg == 1 && cp->cg > 0 ? cp->cg : 0;
+}
+
 int bf__conv_shape(const bf__step *st, int64_t *c, int64_t *m, int64_t *isp, int64_t *osp)
 {
     if (st->node->op->run != bf__conv_run) return 0;

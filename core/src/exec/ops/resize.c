@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base/simd.h"
+#include "exec/step_access.h"
 #include "index_impl.h"
 
 enum { M_NEAREST, M_LINEAR, M_CUBIC };
@@ -356,32 +357,35 @@ static void build_taps(const resize_params *q, int d, int64_t *off, float *w)
 PT_ROW(pt_row_ref, )
 PT_ROW(pt_row_avx2, __attribute__((target("avx2,fma"))))
 
-static bf_status resize_run(const bf__ctx *c, bf_error *err)
+/* Each dim's taps into scratch (offsets then weights), as run builds them. */
+static void tables(const resize_params *q, void *scratch, int64_t **off, float **wt)
 {
-    (void)err;
-    const resize_params *q = c->params;
-    int r = q->rank;
-    size_t es = q->esize;
-    const unsigned char *x = c->in[0]->data;
-    unsigned char *o = c->out[0]->data;
-    if (bf_tensor_numel(c->out[0]) == 0) return BF_OK;
-    if (r == 0) { memcpy(o, x, es); return BF_OK; }
-    int64_t *off[BF_MAX_DIMS];
-    float *wt[BF_MAX_DIMS];
-    for (int d = 0; d < r; d++) {
-        unsigned char *base = (unsigned char *)c->scratch + q->table_off[d];
+    for (int d = 0; d < q->rank; d++) {
+        unsigned char *base = (unsigned char *)scratch + q->table_off[d];
         size_t n = (size_t)q->odims[d] * (size_t)q->taps[d];
         off[d] = (int64_t *)(void *)base;
         wt[d] = (float *)(void *)(base + n * sizeof(int64_t));
         build_taps(q, d, off[d], wt[d]);
     }
-    int last = r - 1, TL = q->taps[last];
-    int64_t len = q->odims[last], rows = 1, idx[BF_MAX_DIMS] = {0};
-    for (int d = 0; d < last; d++) rows *= q->odims[d];
+}
+
+/* Output rows [lo, hi) (a row: the last dim's outputs for one index of the
+ * outer dims, row-major) of input x into the output y, from the taps. */
+static void resize_rows(const resize_params *q, const unsigned char *x, unsigned char *y, int64_t *const *off,
+                        float *const *wt, int64_t lo, int64_t hi)
+{
+    int r = q->rank, last = r - 1, TL = q->taps[last];
+    size_t es = q->esize;
+    int64_t len = q->odims[last], idx[BF_MAX_DIMS] = {0};
+    for (int64_t d = last - 1, at = lo; d >= 0; d--) {
+        idx[d] = at % q->odims[d];
+        at /= q->odims[d];
+    }
+    unsigned char *o = y + (size_t)lo * (size_t)len * es;
     int64_t coff[MAX_COMBOS];
     float cw[MAX_COMBOS], ow[2 * BF_MAX_DIMS];
     int avx2 = q->pt && bf__simd_avx2();
-    for (int64_t row = 0; row < rows; row++) {
+    for (int64_t row = lo; row < hi; row++) {
         /* the outer dims' taps for this row, multiplied out */
         int nc = 1, nw = 0;
         coff[0] = 0;
@@ -448,7 +452,51 @@ static bf_status resize_run(const bf__ctx *c, bf_error *err)
             idx[d] = 0;
         }
     }
+}
+
+static bf_status resize_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const resize_params *q = c->params;
+    int r = q->rank;
+    if (bf_tensor_numel(c->out[0]) == 0) return BF_OK;
+    if (r == 0) { memcpy(c->out[0]->data, c->in[0]->data, q->esize); return BF_OK; }
+    int64_t *off[BF_MAX_DIMS], rows = 1;
+    float *wt[BF_MAX_DIMS];
+    tables(q, c->scratch, off, wt);
+    for (int d = 0; d < r - 1; d++) rows *= q->odims[d];
+    resize_rows(q, c->in[0]->data, c->out[0]->data, off, wt, 0, rows);
     return BF_OK;
+}
+
+/* For the differential executor (diffchan.c): a Resize of float [N, C, ...]
+ * (rank 3 or more) whose dims 0 and 1 keep their size and scale, so each
+ * output plane (n, c) reads input plane (n, c) alone (one tap at its own
+ * index on both dims). */
+int bf__resize_planes(const bf__step *s)
+{
+    if (s->node->op->run != resize_run) return 0;
+    const resize_params *q = s->params;
+    if (q->rank < 3 || q->esize != sizeof(float) || s->in[0]->dtype != BF_F32) return 0;
+    for (int d = 0; d < 2; d++)
+        if (q->taps[d] != 1 || q->odims[d] != q->idims[d] || q->scale[d] != 1.0f) return 0;
+    return 1;
+}
+
+/* Channel ch of every sample's output, as the run computes those rows (the
+ * same row function on the same taps: rows are independent). */
+void bf__resize_channel(const bf__step *s, int64_t ch, void *scratch)
+{
+    const resize_params *q = s->params;
+    int64_t *off[BF_MAX_DIMS], per = 1;
+    float *wt[BF_MAX_DIMS];
+    if (bf_tensor_numel(s->out[0]) == 0) return;
+    tables(q, scratch, off, wt);
+    for (int d = 2; d < q->rank - 1; d++) per *= q->odims[d];
+    for (int64_t k = 0; k < q->odims[0]; k++) {
+        int64_t at = (k * q->odims[1] + ch) * per;
+        resize_rows(q, s->in[0]->data, s->out[0]->data, off, wt, at, at + per);
+    }
 }
 
 const bf__op bf__ops_resize[] = {
