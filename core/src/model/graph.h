@@ -168,9 +168,9 @@ struct bf_model {
  * bf_model_free at any point of the filling. */
 bf_model *bf__model_derive_shell(const bf_model *base);
 
-/* *data = 1 when a graph output depends on a node whose output's shape is
- * data (NonZero, NonMaxSuppression, If, Loop, Unique, Compress), as a
- * detector's boxes do. */
+/* *data = 1 when a graph output depends on a selection whose size is data
+ * (NonZero, NonMaxSuppression, Unique, Compress, or an If or Loop holding
+ * one), as a detector's boxes do. */
 bf_status bf__model_data_shaped(const bf_model *m, int *data, bf_error *err);
 /* A model like base (derived: base must outlive it) whose inputs' dim 0 is
  * 1, symbolic or not, with per_call set: an evaluator feeds it one eval-set
