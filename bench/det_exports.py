@@ -449,6 +449,8 @@ def render(doc, path):
                             for k, v in r["metrics"].items())
             met += "; " + ", ".join(f"{v:.3f}" for v in r.get("metrics_ref", {}).values())
         cells = [str(r.get(c, "–")).replace("|", "/") for c in cols]
+        cells = [c if len(c) <= 150 else c[:147] + "..." for c in cells]
+        cells = [" ".join(c.split()) for c in cells]
         lines.append(f"| {r['model']} | {r['variant']} | {r.get('opset', '')} | {cells[1]} | {cells[2]} | "
                      f"{cells[3]} | {cells[4]} | {cells[5]} | {met} |" if cells[0] == "ok" else
                      f"| {r['model']} | {r['variant']} | {r.get('opset', '')} | {cells[0]} | | | | | |")
@@ -474,12 +476,31 @@ def main():
     ap.add_argument("--det-size", type=int, default=128, help="R-CNN/RetinaNet/FCOS min_size = max_size")
     ap.add_argument("--seg-size", type=int, default=64)
     ap.add_argument("--no-ort", dest="ort", action="store_false")
+    ap.add_argument("--load", help="with --collect: the load the runs saw, as said in the table")
+    ap.add_argument("--command", help="with --collect: the commands that made the logs, as said in the table")
     ap.add_argument("--keep", action="store_true", help="keep --out/rows.json's rows of cases not run now")
     ap.add_argument("--write-doc")
     ap.add_argument("--render")
+    ap.add_argument("--collect", help="LOG,LOG,...: the rows of earlier runs' stderr (one JSON line per case; a "
+                    "later line replaces an earlier one of the same model and variant), rendered as one table")
     a = ap.parse_args()
     if a.render:
         return render(json.load(open(a.render)), a.write_doc)
+    if a.collect:
+        got = {}
+        for log_path in a.collect.split(","):
+            for ln in open(log_path):
+                if ln.startswith("{"):
+                    r = json.loads(ln)
+                    got[(r["model"], r["variant"])] = r
+        order = {m: i for i, m in enumerate(DET + SEG)}
+        rows = sorted(got.values(), key=lambda r: (order.get(r["model"], 99), VARIANTS.index(r["variant"])))
+        commit = os.popen(f"git -C {shlex.quote(ROOT)} rev-parse --short HEAD").read().strip()
+        doc = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                        "seconds": sum(r.get("seconds", 0) for r in rows), "commit": commit,
+                        "load": a.load or "?", "command": a.command or "/usr/bin/python3 bench/det_exports.py"},
+                "rows": rows}
+        return render(doc, a.write_doc)
     a.bin = os.path.abspath(a.bin)
     os.environ.setdefault("BITFLIP_BIN", os.path.join(a.bin, "bitflip"))
     if a.ort and not (shutil.which("node") and subprocess.run(["node", "-e", "require('onnxruntime-node')"], cwd=HERE,
