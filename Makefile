@@ -273,7 +273,9 @@ zoo-check: build bench-deps
 # bitflip.export and plain torch.onnx.export around the usual wrapper (opsets 11, 13, 17,
 # static and dynamic axes), each through bitflip info, eval against PyTorch (and ONNX Runtime
 # where node is installed), a short campaign and bitflip-conformance; rewrites the
-# det-exports section of docs/OPS.md (about 25 minutes on 2 cores). Its conformance dir,
+# det-exports section of docs/OPS.md (the cases took 90 minutes at load 7-17 on 2 cores, most
+# of it in torch.onnx.export: SSDlite's 90 per-class selections, 5-8 minutes an export, under
+# load). Its conformance dir,
 # DET_EXPORTS_DIR, is what `make conformance CONFORMANCE_DIR=...` runs.
 DET_EXPORTS_DIR ?= $(BUILD)/det-exports
 det-exports: build bench-deps
