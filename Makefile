@@ -20,7 +20,7 @@ endif
 CONFORMANCE_DIR ?= ../shared/conformance
 
 .PHONY: pipe-deps pipe-build pipe-build-asan pipe-build-tsan pipe-build-fuzz pipe-release pipe-asan pipe-tsan pipe-done
-.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det bench-real zoo-check fixtures study-stutz clean
+.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det bench-real zoo-check det-exports fixtures study-stutz clean
 
 all: build
 
@@ -268,6 +268,18 @@ bench-real: build bench-deps
 zoo-check: build bench-deps
 	@[ -d bench/node_modules/onnxruntime-node ] || (cd bench && npm ci --ignore-scripts)
 	/usr/bin/python3 bench/zoo_check.py --bitflip $(BITFLIP) --write-doc docs/OPS.md
+
+# Detectors and segmenters as users export them (issue 31): the zoo at small sizes through
+# bitflip.export and plain torch.onnx.export around the usual wrapper (opsets 11, 13, 17,
+# static and dynamic axes), each through bitflip info, eval against PyTorch (and ONNX Runtime
+# where node is installed), a short campaign and bitflip-conformance; rewrites the
+# det-exports section of docs/OPS.md (the cases took 90 minutes at load 7-17 on 2 cores, most
+# of it in torch.onnx.export: SSDlite's 90 per-class selections, 5-8 minutes an export, under
+# load). Its conformance dir,
+# DET_EXPORTS_DIR, is what `make conformance CONFORMANCE_DIR=...` runs.
+DET_EXPORTS_DIR ?= $(BUILD)/det-exports
+det-exports: build bench-deps
+	/usr/bin/python3 bench/det_exports.py --bin $(BUILD) --out $(DET_EXPORTS_DIR) --write-doc docs/OPS.md
 
 # Rewrites the daemon section of docs/BENCHMARKS.md (bitflipd under wrk, RSS, 200 event
 # streams, while a campaign keeps both workers busy); about 2 minutes.

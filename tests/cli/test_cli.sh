@@ -83,6 +83,16 @@ k=$2/user/ctr_if_kept_op11
 check eval_dyn_out 3 "$BF" eval "$k.onnx" "$k.eval.safetensors"; contains eval_dyn_out "output 'y' has a shape that is data"
 contains eval_dyn_out "(If), which runs as a dynamic step"
 
+# a detector exported around a wrapper ([batch, 3, H, W] in) runs one image per call, its
+# outputs (dets, classes, confidences) told apart by type; with its labels cast to float32
+# nothing tells two float [K] outputs apart, and the error lists the outputs
+u=$2/user_det
+check eval_det_per_call 0 "$BF" eval "$u/yolo_user_op17_dyn.onnx" "$u/yolo_user_op17_dyn.eval.safetensors"
+contains eval_det_per_call "task detection"
+check eval_det_names 3 "$BF" eval "$u/yolo_user_op17_ambiguous.onnx" "$u/yolo_user_op17_dyn.eval.safetensors"
+contains eval_det_names "outputs ('dets', 'classes_f', 'confidences') are not named boxes, scores and labels"
+contains eval_det_names "output_names=['boxes', 'labels', 'scores']"
+
 # modules exported as ONNX functions (export_modules_as_functions=True): refused, saying what to do
 check info_functions 3 "$BF" info "$2/user/modules_as_functions_op15.onnx"
 contains info_functions "one of the 5 functions local to the model"

@@ -95,3 +95,30 @@ def test_segmenter_checked_by_bitflip(tmp_path, build):
     t = bitflip.read_safetensors(rep.eval_path)
     assert t["labels"].dtype == np.int64 and np.array_equal(t["labels"], masks)
     assert not any(i.name.startswith("model.") for i in g.graph.initializer)
+
+
+def test_detector_not_torchvision(tmp_path):
+    """A YOLO-style detector in plain PyTorch (one image in, a tuple boxes, labels, scores out)
+    with task="detection": the wrapper calls it with the image, not a list, and `bitflip eval`
+    runs the graph one image per call and gives PyTorch's detections."""
+    import json
+    import subprocess
+    torch.manual_seed(0)
+    m = D.b_yolo(40).eval()
+    with torch.no_grad():
+        m.head.bias[4:].fill_(2.0)      # confident untrained scores: detections to compare
+    x, targets, _ = data(2)
+    rep = bitflip.export(m, torch.from_numpy(x[0]), tmp_path / "yolo.onnx", eval_inputs=x, labels=targets,
+                         task="detection", verbose=False)
+    assert rep.output_names == ["boxes", "labels", "scores"]
+    exe = os.environ["BITFLIP_BIN"]       # conftest.py sets it
+    out = tmp_path / "o.json"
+    subprocess.run([exe, "eval", rep.path, rep.eval_path, "--outputs", str(out)], check=True, capture_output=True)
+    rows = json.load(open(out))
+    with torch.no_grad():
+        for r, im in zip(rows, x):
+            b, lab, s = m(torch.from_numpy(im))
+            assert len(s) > 0 and len(r["scores"]) == len(s)
+            assert np.allclose(np.array(r["boxes"]).reshape(-1, 4), b.numpy(), atol=1e-4)
+            assert np.array_equal(np.array(r["labels"]), lab.numpy())
+            assert np.allclose(r["scores"], s.numpy(), atol=1e-5)

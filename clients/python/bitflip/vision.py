@@ -54,22 +54,34 @@ def is_segmenter(model):
 def detection_wrapper(model, with_masks=None):
     """The module bitflip exports for a detector: one image [3, H, W] in,
     (boxes, labels, scores[, masks]) out. ``with_masks`` None: masks when the
-    model returns them (Mask R-CNN)."""
+    model returns them (Mask R-CNN). A torchvision detector is called with a
+    list of the one image; any other module (a YOLO-style detector written in
+    plain PyTorch) with the image itself, and may return a dict with
+    ``boxes``, ``labels``, ``scores``, a list of one such dict, or a tuple
+    (boxes, labels, scores), in that order."""
     torch, nn = _torch_nn()
 
     class DetectionExport(nn.Module):
-        def __init__(self, m, masks):
+        def __init__(self, m, masks, listed):
             super().__init__()
-            self.model, self.masks = m, masks
+            self.model, self.masks, self.listed = m, masks, listed
 
         def forward(self, images):
-            out = self.model([images])[0]
-            res = (out["boxes"], out["labels"], out["scores"])
-            return res + (out["masks"],) if self.masks else res
+            out = self.model([images]) if self.listed else self.model(images)
+            if isinstance(out, (list, tuple)) and len(out) == 1 and isinstance(out[0], dict):
+                out = out[0]
+            if isinstance(out, dict):
+                res = (out["boxes"], out["labels"], out["scores"])
+                return res + (out["masks"],) if self.masks else res
+            if not isinstance(out, (list, tuple)) or len(out) < 3:
+                raise BitflipError(f"the detector returned {type(out).__name__}; bitflip.export takes a dict with "
+                                   "'boxes', 'labels' and 'scores' (torchvision's), a list of one such dict, or a "
+                                   "tuple (boxes [K, 4], labels [K], scores [K])")
+            return tuple(out[:3])
 
     if with_masks is None:
         with_masks = bool(getattr(getattr(model, "roi_heads", None), "has_mask", lambda: False)())
-    return DetectionExport(model, with_masks)
+    return DetectionExport(model, with_masks, is_detector(model))
 
 
 def segmentation_wrapper(model):

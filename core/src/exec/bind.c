@@ -214,8 +214,34 @@ bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
  * of 64 layers have are not sized from an eval set. */
 #define MAX_BOUND_DIMS 256
 
+/* A graph that takes a batch ([1, 3, H, W] or [batch, 3, H, W] against the
+ * eval set's [N, 3, H, W]) whose outputs' sizes are data (a detector
+ * exported by torch.onnx.export around a wrapper: its boxes are [K, 4]
+ * whatever the batch) cannot run a batch of images; it runs one image per
+ * call, fed as a batch of one (bf__model_per_call). */
+static bf_status bind_per_call(bf_model **model, const bf_dataset *ds, bf_error *err)
+{
+    bf_model *m = *model;
+    if (m->per_call || m->n_inputs == 0) return BF_OK;
+    for (size_t i = 0; i < m->n_inputs; i++) {
+        const bf_value_info *vi = &m->inputs[i];
+        const bf_tensor *t = bf_dataset_find(ds, vi->name);
+        if (!t || vi->ndim < 1 || t->ndim != vi->ndim || (vi->dims[0] >= 0 && vi->dims[0] != 1)) return BF_OK;
+    }
+    int data = 0;
+    bf_status st = bf__model_data_shaped(m, &data, err);
+    if (st != BF_OK || !data) return st;
+    bf_model *one = NULL;
+    if ((st = bf__model_per_call(m, &one, err)) != BF_OK) return st;
+    one->owns_base = 1;
+    *model = one;
+    return BF_OK;
+}
+
 bf_status bf_model_bind_dims(bf_model **model, const bf_dataset *ds, bf_error *err)
 {
+    bf_status pst = bind_per_call(model, ds, err);
+    if (pst != BF_OK) return pst;
     bf_model *m = *model;
     int64_t zero[BF_MAX_DIMS] = {0};
     const int64_t **shapes = bf__calloc(m->n_inputs + 1, sizeof *shapes);
@@ -232,7 +258,7 @@ bf_status bf_model_bind_dims(bf_model **model, const bf_dataset *ds, bf_error *e
     /* a one-sample graph ([3, H, W] against the eval set's [N, 3, H, W],
      * bf__eval_set_unbatched): each input is fed one sample's slice, the
      * eval tensor's dims past its first */
-    int one = bf__eval_set_unbatched(m, ds);
+    int one = bf__eval_set_unbatched(m, ds) && !m->per_call;   /* per call: [1, ...] against [N, ...] */
     for (size_t i = 0; i < m->n_inputs; i++) {
         const bf_value_info *vi = &m->inputs[i];
         const bf_tensor *t = bf_dataset_find(ds, vi->name);

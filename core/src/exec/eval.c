@@ -124,8 +124,10 @@ void bf_evaluator_free(bf_evaluator *ev)
  * symbolic takes a batch: [batch, T] against [N, T, X] is a wrong eval set,
  * not one sample per call). The one rule bind_inputs and
  * bf__eval_set_unbatched share. */
-static int one_sample_rank(const bf_value_info *vi, const bf_tensor *t)
+static int one_sample_rank(const bf_model *m, const bf_value_info *vi, const bf_tensor *t)
 {
+    if (m->per_call)   /* fed as a batch of one (bf__model_per_call) */
+        return t->ndim == vi->ndim && vi->ndim > 0 && vi->dims[0] == 1;
     return t->ndim == vi->ndim + 1 && (vi->ndim == 0 || vi->dims[0] >= 0);
 }
 
@@ -151,8 +153,9 @@ static bf_status bind_inputs(bf_evaluator *ev, bf_error *err)
         }
         /* a one-sample graph ([3, H, W] against an eval set's [N, 3, H, W])
          * when every input is one dim short and fits the sample's shape */
-        int one = one_sample_rank(vi, t) && (i == 0 || ev->unbatched);
-        for (int d = 0; one && d < vi->ndim; d++) one = vi->dims[d] < 0 || vi->dims[d] == t->dims[d + 1];
+        int one = one_sample_rank(m, vi, t) && (i == 0 || ev->unbatched);
+        int off = m->per_call ? 0 : 1;   /* the eval tensor's dim that graph dim d faces, less d */
+        for (int d = 1 - off; one && d < vi->ndim; d++) one = vi->dims[d] < 0 || vi->dims[d] == t->dims[d + off];
         int ok = t->ndim == vi->ndim && !(i > 0 && ev->unbatched);
         for (int d = 1; ok && d < vi->ndim; d++) ok = vi->dims[d] < 0 || vi->dims[d] == t->dims[d];
         if (one) ok = 1;
@@ -265,7 +268,8 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
         st = bf_error_set(err, BF_EUNSUPPORTED, "output '%s' has a shape that is data: it depends on node '%s' (%s), which "
                           "runs as a dynamic step (docs/OPS.md, \"Shapes that are data\"), and an evaluation over batches "
                           "needs each output's shape when the plan is built; export without that control flow, or as a graph "
-                          "that takes one sample per call (no batch dimension), which bitflip runs a sample at a time",
+                          "that takes one sample per call (no batch dimension, or a batch of 1: bitflip eval and run feed "
+                          "it one sample at a time)",
                           model->outputs[0].name, d ? d->node->name : "?", d ? d->node->op_type : "?");
         goto out;
     } else if (o->dtype != BF_F32) {
@@ -344,7 +348,7 @@ int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
 {
     if (m->n_inputs == 0) return 0;
     const bf_tensor *t = bf_dataset_find(ds, m->inputs[0].name);
-    return t && one_sample_rank(&m->inputs[0], t);
+    return t && one_sample_rank(m, &m->inputs[0], t);
 }
 
 /* A one-sample graph's run: every output into the sample's slots, and

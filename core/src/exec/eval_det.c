@@ -4,6 +4,7 @@
  * (model/dataset_det.c checks them); the metrics (metrics_det.c) read both
  * as plain arrays, which is all this file makes. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -20,6 +21,34 @@ static int find_output(const bf_model *m, const char *name, size_t *k)
     return 0;
 }
 
+/* Outputs a user named otherwise (or the exporter numbered), told apart
+ * by their declared types as torchvision's dict gives them: the only
+ * float32 [K, 4] is the boxes, the only float32 [K] the scores, the only
+ * int64 (int32) [K] the labels; other outputs (masks [K, 1, H, W]) are
+ * not read. */
+static int find_by_type(const bf_model *m, size_t *kb, size_t *ks, size_t *kl)
+{
+    int nb = 0, ns = 0, nl = 0;
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        const bf_value_info *vi = &m->outputs[i];
+        if (vi->dtype == BF_F32 && vi->ndim == 2 && vi->dims[1] == 4) *kb = i, nb++;
+        else if (vi->dtype == BF_F32 && vi->ndim == 1) *ks = i, ns++;
+        else if ((vi->dtype == BF_I64 || vi->dtype == BF_I32) && vi->ndim == 1) *kl = i, nl++;
+    }
+    return nb == 1 && ns == 1 && nl == 1;
+}
+
+static void output_list(const bf_model *m, char *buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < m->n_outputs && off + 1 < cap; i++) {
+        int w = snprintf(buf + off, cap - off, "%s'%s'", i ? ", " : "", m->outputs[i].name ? m->outputs[i].name : "?");
+        if (w < 0) break;
+        off += (size_t)w;
+    }
+}
+
 bf_status bf__det_task_find(const bf_model *m, const bf_dataset *ds, int unbatched, bf__det_task *t, int *found,
                             bf_error *err)
 {
@@ -32,16 +61,22 @@ bf_status bf__det_task_find(const bf_model *m, const bf_dataset *ds, int unbatch
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "the eval set holds detection ground truth (gt_boxes, gt_labels, gt_offsets), but graph input '%s' "
                             "takes a batch: a detector takes one image per call, [3, H, W] against the eval set's "
-                            "[N, 3, H, W] (bitflip.export writes torchvision's detectors so)",
+                            "[N, 3, H, W] (bitflip.export writes torchvision's detectors so), or [1, 3, H, W] with "
+                            "outputs whose sizes are data",
                             m->n_inputs ? m->inputs[0].name : "?");
     const char *names[3] = {"boxes", "scores", "labels"};
     size_t *ks[3] = {&d.k_boxes, &d.k_scores, &d.k_labels};
-    for (int i = 0; i < 3; i++)
-        if (!find_output(m, names[i], ks[i]))
-            return bf_error_set(err, BF_ENOTFOUND,
-                                "the eval set holds detection ground truth, but the graph has no output named '%s': a "
-                                "detector's outputs are boxes [K, 4], scores [K] and labels [K] (bitflip.export names "
-                                "them so)", names[i]);
+    int named = 1;
+    for (int i = 0; i < 3; i++) named &= find_output(m, names[i], ks[i]);
+    if (!named && !find_by_type(m, &d.k_boxes, &d.k_scores, &d.k_labels)) {
+        char list[256];
+        output_list(m, list, sizeof list);
+        return bf_error_set(err, BF_ENOTFOUND,
+                            "the eval set holds detection ground truth, but the graph's outputs (%s) are not named "
+                            "boxes, scores and labels, and are not told apart by type (one float32 [K, 4], one float32 "
+                            "[K], one int64 [K]): export with output_names=['boxes', 'labels', 'scores'] "
+                            "(bitflip.export names them so)", list);
+    }
     if (d.gt.n != bf_dataset_num_samples(ds))
         return bf_error_set(err, BF_ESHAPE, "gt_offsets describes %lld images, the eval set has %lld", (long long)d.gt.n,
                             (long long)bf_dataset_num_samples(ds));

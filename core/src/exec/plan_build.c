@@ -489,6 +489,7 @@ static bf_status prepare_node(bf_plan *p, budget_ctx *bc, build_ctx *bs, const b
     memset(prep, 0, sizeof *prep);
     prep->node = n;
     prep->opset = m->opset;
+    prep->producer = m->producer ? m->producer : "";
     prep->n_in = n->n_in;
     prep->n_out = n->n_out;
     for (int j = 0; j < n->n_in; j++) {

@@ -154,6 +154,10 @@ struct bf_model {
      * only its arrays and what `owned` lists. The base outlives it. */
     const struct bf_model *base;
     int owns_base;       /* bf_model_bind_dims: freeing this model frees its base */
+    /* bf__model_per_call: every input's dim 0 is a batch of one, and the
+     * graph takes one eval-set sample per call, fed as that batch of one (a
+     * detector exported as [1, 3, H, W] whose outputs' sizes are data) */
+    int per_call;
     void **owned;
     size_t n_owned, cap_owned;
 };
@@ -163,6 +167,15 @@ struct bf_model {
  * nothing owned), for the caller to fill; NULL for memory. Freed with
  * bf_model_free at any point of the filling. */
 bf_model *bf__model_derive_shell(const bf_model *base);
+
+/* *data = 1 when a graph output depends on a selection whose size is data
+ * (NonZero, NonMaxSuppression, Unique, Compress, or an If or Loop holding
+ * one), as a detector's boxes do. */
+bf_status bf__model_data_shaped(const bf_model *m, int *data, bf_error *err);
+/* A model like base (derived: base must outlive it) whose inputs' dim 0 is
+ * 1, symbolic or not, with per_call set: an evaluator feeds it one eval-set
+ * sample per run, as [1, ...]. */
+bf_status bf__model_per_call(const bf_model *base, bf_model **out, bf_error *err);
 
 /* Whether parameter p is a zero point (see param_zp). */
 int bf__param_is_zero_point(const bf_model *m, size_t p);

@@ -95,3 +95,77 @@ bf_status bf_model_with_dims(const bf_model *base, const char *const *names, con
     *out = m;
     return BF_OK;
 }
+
+/* A selection whose size is data, as a detector's boxes have: NonZero (a
+ * score threshold), NonMaxSuppression, Unique, Compress, or an If or Loop
+ * whose subgraphs hold one (torchvision's batched_nms is an If). An If on a
+ * shape alone (a squeeze of a dim the exporter could not size) is not one:
+ * such a graph is no detector, and stays batched. */
+static int data_shape_node(const bf__node *n, int depth)
+{
+    static const char *const ops[] = {"NonZero", "NonMaxSuppression", "Unique", "Compress"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (n->op_type && strcmp(n->op_type, ops[i]) == 0) return 1;
+    if (depth > 8) return 0;   /* the loader's graph-depth limit bounds it before this */
+    for (size_t a = 0; a < n->n_attrs; a++) {
+        const bf__subgraph *g = n->attrs[a].g;
+        for (size_t k = 0; g && k < g->n_nodes; k++)
+            if (data_shape_node(&g->nodes[k], depth + 1)) return 1;
+    }
+    return 0;
+}
+
+bf_status bf__model_data_shaped(const bf_model *m, int *data, bf_error *err)
+{
+    *data = 0;
+    unsigned char *seen = bf__calloc(m->n_values + 1, 1);
+    int *stack = bf__malloc((m->n_values + 1) * sizeof *stack);
+    if (!seen || !stack) {
+        bf__free(seen);
+        bf__free(stack);
+        return oom(err);
+    }
+    size_t top = 0;
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        int v = m->output_vals[i];
+        if (v >= 0 && !seen[v]) { seen[v] = 1; stack[top++] = v; }
+    }
+    while (top > 0 && !*data) {   /* back from the outputs, through each value's producer */
+        const bf__value *val = &m->values[stack[--top]];
+        if (val->kind != BF__VAL_NODE || val->producer < 0) continue;
+        const bf__node *n = &m->nodes[val->producer];
+        if (data_shape_node(n, 0)) *data = 1;
+        for (int j = 0; j < n->n_in; j++) {
+            int u = n->in[j];
+            if (u >= 0 && !seen[u]) { seen[u] = 1; stack[top++] = u; }
+        }
+    }
+    bf__free(seen);
+    bf__free(stack);
+    return BF_OK;
+}
+
+bf_status bf__model_per_call(const bf_model *base, bf_model **out, bf_error *err)
+{
+    *out = NULL;
+    bf_model *m = bf__model_derive_shell(base);
+    if (!m) return oom(err);
+    bf_status st = copy_tables(base, m, err);
+    bf_value_info *in = st == BF_OK ? bf__malloc((base->n_inputs + 1) * sizeof *in) : NULL;
+    if (st == BF_OK && !in) st = oom(err);
+    if (st != BF_OK) {
+        bf_model_free(m);
+        return st;
+    }
+    m->owned[m->n_owned++] = in;
+    memcpy(in, base->inputs, base->n_inputs * sizeof *in);
+    for (size_t i = 0; i < base->n_inputs; i++)
+        if (in[i].ndim > 0) {
+            in[i].dims[0] = 1;
+            in[i].dim_names[0] = NULL;   /* fixed dims have no name */
+        }
+    m->inputs = in;
+    m->per_call = 1;
+    *out = m;
+    return BF_OK;
+}

@@ -235,9 +235,16 @@ bf_status bf__roialign_prepare(bf__prep *p, bf_error *err)
     const char *mode, *ctm;
     int64_t oh, ow, sr;
     float scale;
+    /* Opset 16's default is half_pixel (aligned=True). torchvision up to 0.14
+     * (PyTorch 1.x) writes every roi_align, at any opset, with its opset-11
+     * symbolic, which has no such attribute and computes aligned=False; a
+     * detector exported at opset 16 or 17 by PyTorch 1.x means
+     * output_half_pixel (docs/OPS.md, RoiAlign). torchvision 0.15 and later
+     * write the attribute. */
+    int torch1 = p->producer && strncmp(p->producer, "pytorch 1.", 10) == 0;
     if ((st = bf__attr_string(n, "mode", "avg", &mode, err)) ||
-        (st = bf__attr_string(n, "coordinate_transformation_mode", p->opset >= 16 ? "half_pixel" : "output_half_pixel",
-                              &ctm, err)) ||
+        (st = bf__attr_string(n, "coordinate_transformation_mode",
+                              p->opset >= 16 && !torch1 ? "half_pixel" : "output_half_pixel", &ctm, err)) ||
         (st = bf__attr_int(n, "output_height", 1, &oh, err)) || (st = bf__attr_int(n, "output_width", 1, &ow, err)) ||
         (st = bf__attr_int(n, "sampling_ratio", 0, &sr, err)) ||
         (st = bf__attr_float(n, "spatial_scale", 1.0f, &scale, err)))
