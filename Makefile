@@ -78,8 +78,8 @@ build-asan: deps
 # tests/CMakeLists.txt sets BF_SANITIZED (a define for the C tests that use it,
 # an environment variable for every test of tests/, so a ctest run by hand in
 # build-asan gets it too), and the heaviest (test_diff, test_mitigate,
-# test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers)
-# run fewer trials there (or a smaller model where the model is not what is
+# test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers,
+# daemon_test_flow's adaptive campaign) run fewer trials there (or a smaller model where the model is not what is
 # tested), every step and assertion kept; the release suite runs the full sizes.
 # Then a short libFuzzer run of each target. Where the time goes, and the rules
 # for what runs under each sanitizer: tests/README.md, "How long make test takes".
