@@ -78,8 +78,8 @@ build-asan: deps
 # tests/CMakeLists.txt sets BF_SANITIZED (a define for the C tests that use it,
 # an environment variable for every test of tests/, so a ctest run by hand in
 # build-asan gets it too), and the heaviest (test_diff, test_mitigate,
-# test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers)
-# run fewer trials there (or a smaller model where the model is not what is
+# test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers,
+# daemon_test_flow's adaptive campaign) run fewer trials there (or a smaller model where the model is not what is
 # tested), every step and assertion kept; the release suite runs the full sizes.
 # Then a short libFuzzer run of each target. Where the time goes, and the rules
 # for what runs under each sanitizer: tests/README.md, "How long make test takes".
@@ -157,11 +157,12 @@ test-ui: build test-deps
 # The sanitizer suite leaves out the tests that run no C of ours: Python and node
 # over the sources and the contracts (core_layers, public_headers: the compiler
 # on the public headers, test_index, size_rules, openapi_contract,
-# openapi_check_catches, openapi_redocly_lint, ui_validate, ui_sse, and the DRS
-# study's TSV converter drs_criteo_tsv). They are given the source tree, never
-# a binary, so a sanitized build cannot change what they see; they run in
-# test-release (25 s of the sanitizer run's test time).
-ASAN_NO_C = core_layers|public_headers|test_index|size_rules|openapi_contract|openapi_check_catches|openapi_redocly_lint|ui_validate|ui_sse|drs_criteo_tsv
+# openapi_check_catches, openapi_redocly_lint, ui_validate, ui_sse, the DRS
+# study's TSV converter drs_criteo_tsv and its renderer's test drs_render, which
+# gives render.py a made-up study and a --bitflip that does not exist). They are
+# given the source tree, never a binary, so a sanitized build cannot change what
+# they see; they run in test-release (25 s of the sanitizer run's test time).
+ASAN_NO_C = core_layers|public_headers|test_index|size_rules|openapi_contract|openapi_check_catches|openapi_redocly_lint|ui_validate|ui_sse|drs_criteo_tsv|drs_render
 # It also leaves out four tests whose time goes to Python, Chromium or Slurm
 # rather than to our C: training the DRS zoo in PyTorch, the page in a browser, the k8s
 # manifests' rendering and the Slurm scripts' cluster run. The C they reach is under ASan
