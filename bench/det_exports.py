@@ -159,21 +159,8 @@ def user_wrapper(model, name, task, style):
             out = self.m(list(x))[0] if style == "list" else self.m([x[0]])[0]
             return out["boxes"], out["labels"], out["scores"]
 
-    class YoloUser(nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, x):
-            return self.m(x[0])
-
-    class SegUser(nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, x):
-            return self.m(x)["out"]
+    # the same wrappers as the user_det fixtures' (conformance_user_det)
+    from make_user_det_exports import SegUser, YoloUser
 
     if task == "segmentation":
         return SegUser(model)

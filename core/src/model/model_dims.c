@@ -56,6 +56,26 @@ static bf_status copy_tables(const bf_model *base, bf_model *m, bf_error *err)
     return BF_OK;
 }
 
+/* A model sharing base's arrays with tables and inputs of its own: *in,
+ * a copy of base's inputs, for the caller to edit and set as m->inputs. */
+static bf_status derive_inputs(const bf_model *base, bf_model **out, bf_value_info **in_out, bf_error *err)
+{
+    bf_model *m = bf__model_derive_shell(base);
+    if (!m) return oom(err);
+    bf_status st = copy_tables(base, m, err);
+    bf_value_info *in = st == BF_OK ? bf__malloc((base->n_inputs + 1) * sizeof *in) : NULL;
+    if (st == BF_OK && !in) st = oom(err);
+    if (st != BF_OK) {
+        bf_model_free(m);
+        return st;
+    }
+    m->owned[m->n_owned++] = in;
+    memcpy(in, base->inputs, base->n_inputs * sizeof *in);
+    *out = m;
+    *in_out = in;
+    return BF_OK;
+}
+
 bf_status bf_model_with_dims(const bf_model *base, const char *const *names, const int64_t *sizes, size_t n,
                              bf_model **out, bf_error *err)
 {
@@ -73,17 +93,10 @@ bf_status bf_model_with_dims(const bf_model *base, const char *const *names, con
             return bf_error_set(err, BF_EINVAL, "%s: dimension '%s' given size %lld", base->label, names[k],
                                 (long long)sizes[k]);
     }
-    bf_model *m = bf__model_derive_shell(base);
-    if (!m) return oom(err);
-    bf_status st = copy_tables(base, m, err);
-    bf_value_info *in = st == BF_OK ? bf__malloc((base->n_inputs + 1) * sizeof *in) : NULL;
-    if (st == BF_OK && !in) st = oom(err);
-    if (st != BF_OK) {
-        bf_model_free(m);
-        return st;
-    }
-    m->owned[m->n_owned++] = in;
-    memcpy(in, base->inputs, base->n_inputs * sizeof *in);
+    bf_model *m;
+    bf_value_info *in;
+    bf_status st = derive_inputs(base, &m, &in, err);
+    if (st != BF_OK) return st;
     for (size_t i = 0; i < base->n_inputs; i++)
         for (int d = 1; d < in[i].ndim; d++)
             for (size_t k = 0; k < n && in[i].dims[d] < 0; k++)
@@ -148,17 +161,10 @@ bf_status bf__model_data_shaped(const bf_model *m, int *data, bf_error *err)
 bf_status bf__model_per_call(const bf_model *base, bf_model **out, bf_error *err)
 {
     *out = NULL;
-    bf_model *m = bf__model_derive_shell(base);
-    if (!m) return oom(err);
-    bf_status st = copy_tables(base, m, err);
-    bf_value_info *in = st == BF_OK ? bf__malloc((base->n_inputs + 1) * sizeof *in) : NULL;
-    if (st == BF_OK && !in) st = oom(err);
-    if (st != BF_OK) {
-        bf_model_free(m);
-        return st;
-    }
-    m->owned[m->n_owned++] = in;
-    memcpy(in, base->inputs, base->n_inputs * sizeof *in);
+    bf_model *m;
+    bf_value_info *in;
+    bf_status st = derive_inputs(base, &m, &in, err);
+    if (st != BF_OK) return st;
     for (size_t i = 0; i < base->n_inputs; i++)
         if (in[i].ndim > 0) {
             in[i].dims[0] = 1;
