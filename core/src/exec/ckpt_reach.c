@@ -268,6 +268,18 @@ static void lay_out_store(bf__ckpt *ck, const bf_plan *p, const unsigned char *u
     ck->n_store = k;
 }
 
+/* The store's tables for count values (any earlier ones freed). */
+static bf_status store_alloc(bf__ckpt *ck, size_t count)
+{
+    bf__free(ck->st_val);
+    bf__free(ck->st_off);
+    bf__free(ck->st_bytes);
+    ck->st_val = bf__malloc(count * sizeof *ck->st_val);
+    ck->st_off = bf__malloc(count * sizeof *ck->st_off);
+    ck->st_bytes = bf__malloc(count * sizeof *ck->st_bytes);
+    return ck->st_val && ck->st_off && ck->st_bytes ? BF_OK : BF_ENOMEM;
+}
+
 static bf_status choose_reach(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal, uint64_t room,
                               int64_t trials, size_t *off)
 {
@@ -289,13 +301,7 @@ static bf_status choose_reach(bf__ckpt *ck, const bf_plan *p, const double *mass
         if (used[v]) bytes += (bf_tensor_nbytes(&p->vals[v]) + 63) & ~(size_t)63, count++;
     }
     if (count == 0 || bytes * (uint64_t)ck->samples > room) goto out;
-    ck->st_val = bf__malloc(count * sizeof *ck->st_val);
-    ck->st_off = bf__malloc(count * sizeof *ck->st_off);
-    ck->st_bytes = bf__malloc(count * sizeof *ck->st_bytes);
-    if (!ck->st_val || !ck->st_off || !ck->st_bytes) {
-        st = BF_ENOMEM;
-        goto out;
-    }
+    if ((st = store_alloc(ck, count)) != BF_OK) goto out;
     size_t end = *off;
     lay_out_store(ck, p, used, &end);
     /* what it saves each trial on each image, against what recording costs */
@@ -349,16 +355,7 @@ bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *ma
     for (size_t v = 0; v < nv; v++) count += used[v] && ck->store_of[v] < 0;
     if (count == 0) goto out;   /* no Conv chosen: the store as choose_reach left it */
     count += ck->n_store;
-    bf__free(ck->st_val);
-    bf__free(ck->st_off);
-    bf__free(ck->st_bytes);
-    ck->st_val = bf__malloc(count * sizeof *ck->st_val);
-    ck->st_off = bf__malloc(count * sizeof *ck->st_off);
-    ck->st_bytes = bf__malloc(count * sizeof *ck->st_bytes);
-    if (!ck->st_val || !ck->st_off || !ck->st_bytes) {
-        st = BF_ENOMEM;
-        goto out;
-    }
+    if ((st = store_alloc(ck, count)) != BF_OK) goto out;
     for (size_t v = 0; v < nv; v++) ck->store_of[v] = -1;
     memset(ck->post, 0, ck->n_steps);
     *off = off0;
