@@ -130,6 +130,13 @@ void tc_open(const char *stem, bf_model **m, bf_dataset **ds)
     tc_open_files(mp, dp, m, ds);
 }
 
+void tc_open_real(const char *name, bf_model **m, bf_dataset **ds)
+{
+    char stem[512];
+    snprintf(stem, sizeof stem, BF_FIXTURES "/real/%s", name);
+    tc_open(stem, m, ds);
+}
+
 void tc_open_fixed(const char *stem, const char *const *names, const char *const *from, size_t n, bf_model **base,
                    bf_model **m, bf_dataset **ds)
 {

@@ -56,6 +56,8 @@ typedef struct tc_tally {
 double tc_load(const char *stem, bf_model **m, bf_dataset **ds);
 /* tc_load without the scale (no evaluation pass). */
 void tc_open(const char *stem, bf_model **m, bf_dataset **ds);
+/* tc_open of tests/fixtures/real/NAME. */
+void tc_open_real(const char *name, bf_model **m, bf_dataset **ds);
 /* Loads the model and the eval set at those paths, failing the test with
  * the loader's message if either does not load. */
 void tc_open_files(const char *model, const char *data, bf_model **m, bf_dataset **ds);

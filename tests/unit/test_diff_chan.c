@@ -301,11 +301,9 @@ static void near_exact_agrees(void **state)
     tc_tally t = {.near = 1};
     int64_t near_chan = 0;
     for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
-        char stem[512];
-        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
-        tc_open(stem, &m, &ds);
+        tc_open_real(nets[n], &m, &ds);
         double scale = tc_out_scale(m, ds);
         bf_campaign_spec s = tc_config_spec(&w1, 41, 5 * TRIALS / 3, 5, all, 1);
         tc_recs ex = {0}, ne = {0};

@@ -95,11 +95,9 @@ static void fused_convs_match_exact(void **state)
     static double ber[] = {1e-4};
     tc_tally t = {0};
     for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
-        char stem[512];
-        snprintf(stem, sizeof stem, "%s/real/%s", BF_FIXTURES, nets[n]);
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
-        tc_open(stem, &m, &ds);
+        tc_open_real(nets[n], &m, &ds);
         double scale = tc_out_scale(m, ds);
         for (size_t k = 0; k < sizeof cfs / sizeof *cfs; k++) {
             bf_campaign_spec s = tc_config_spec(&cfs[k], 17, 60, 5, all, 1);   /* batch 5: a partial last batch too */
