@@ -482,6 +482,14 @@ typedef struct bf_campaign_result {
     struct {
         int64_t resize, concat, conv, gate, reduce, ckpt_conv;
     } chan_kinds;
+    /* The campaign's last trials (four chunks a worker, after the last
+     * stop-rule check) handed out most expensive first, by the share of the
+     * pass their weight faults reach, so that no worker is left with a long
+     * trial at the end (docs/ENGINE.md, step 9): how many, and the
+     * trial handed out first among them; 0 and -1 when they ran in order (one
+     * thread, the exact engine, adaptive sampling, activation or BER faults).
+     * Results do not depend on it: records are folded in trial order. */
+    int64_t tail_ordered, tail_first;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

@@ -74,7 +74,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
         if (atomic_load(&rn->halt)) return BF_OK;
         if (rn->opts->cancel && bf_cancel_requested(rn->opts->cancel))
             return bf_error_set(&w->err, BF_ECANCELED, "campaign canceled");
-        int64_t k = first + i, t = k < rn->pilot ? k : rn->pilot + rn->shard_index + (k - rn->pilot) * rn->shard_count;
+        int64_t t = bf__run_trial_of(rn, first + i);
         float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
         bf_status st = bf__run_trial(w, t, &s->rec[i], &s->first[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
         if (st != BF_OK) return st;
@@ -89,11 +89,12 @@ static void *worker_main(void *arg)
     runner *rn = w->rn;
     pthread_mutex_lock(&rn->mu);
     for (;;) {
+        /* the chunk must have a free slot: at most ring_n past the fold */
         while (!atomic_load(&rn->halt) && rn->next_chunk < rn->n_chunks &&
-               (rn->next_chunk >= rn->folded + rn->ring_n || rn->next_chunk >= rn->limit_chunk))
+               (bf__run_chunk_at(rn, rn->next_chunk) >= rn->folded + rn->ring_n || rn->next_chunk >= rn->limit_chunk))
             pthread_cond_wait(&rn->room, &rn->mu);
         if (atomic_load(&rn->halt) || rn->next_chunk >= rn->n_chunks) break;
-        int64_t j = rn->next_chunk++;
+        int64_t j = bf__run_chunk_at(rn, rn->next_chunk++);
         slot *s = &rn->ring[j % rn->ring_n];
         s->chunk = j;
         s->done = 0;
@@ -488,6 +489,7 @@ static void teardown(runner *rn, bf_campaign_result *acc)
         for (int k = 0; k < CHUNK_OUTPUTS; k++) bf__ragcopy_free(&rn->ring[i].rag[k]);
     }
     bf__free(rn->ring);
+    bf__free(rn->tail_order);
 }
 
 /* The golden pass's evaluators no worker took: freed before the trials. */
@@ -530,10 +532,12 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
         return st;
     }
     acc.trials_planned = rn.n;
+    acc.tail_first = -1;
     memcpy(acc.golden, c->golden.metric, sizeof acc.golden);
     acc.task = c->golden.task;
     acc.samples = c->golden.samples;
     start_rounds(&rn, &acc);   /* a sharded adaptive run's size: its pilot and share */
+    rn.tail_from = rn.n_chunks;   /* chunks in trial order (campaign_order.c may change the last ones') */
     if (threads > rn.n_chunks) threads = rn.n_chunks > 0 ? (int)rn.n_chunks : 1;
     if (rn.n == 0) goto out;
 
@@ -573,6 +577,11 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     rn.golden_finite = 1;
     for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++) rn.golden_finite &= isfinite(c->golden.out[i]) != 0;
     if (!rn.exact && (st = setup_differential(&rn, threads, budget, &acc, err)) != BF_OK) goto out;
+    /* no trial past the last stop-rule check before the end is computed ahead of it */
+    int64_t last_check = stop_targets(c) ? (rn.n - 1) / STOP_EVERY * STOP_EVERY : 0;
+    if ((st = bf__run_order_tail(&rn, last_check / rn.chunk, err)) != BF_OK) goto out;
+    acc.tail_ordered = rn.n - rn.tail_from * rn.chunk;
+    acc.tail_first = acc.tail_ordered > 0 ? bf__run_trial_of(&rn, rn.tail_order[0] * rn.chunk) : -1;
     acc.setup_seconds = now_s() - t0;
     if ((st = init_locks(&rn, err)) != BF_OK) goto out;
     locks = 1;

@@ -77,13 +77,33 @@ struct runner {
 
     pthread_mutex_t mu;
     pthread_cond_t room, finished;   /* workers wait for room; the coordinator for chunks */
-    int64_t next_chunk, folded;      /* under mu */
+    int64_t next_chunk, folded;      /* under mu; next_chunk counts hand-outs (bf__run_chunk_at) */
+    int64_t tail_from;               /* hand-outs from here take tail_order's chunks (campaign_order.c); */
+    int64_t *tail_order;             /* ... n_chunks: the trials' order throughout */
     int adaptive;                    /* sampling "adaptive": chunks are taken a round at a time */
     int64_t limit_chunk;             /* ... the current round's end (else n_chunks), under mu */
     bf_status st;                    /* first failure, under mu */
     bf_error err;
     atomic_int halt;                 /* stop taking or computing trials */
 };
+
+/* The trial a shard's k-th trial is (0-based): the pilot's trials are
+ * every shard's, the rest dealt round-robin. */
+static inline int64_t bf__run_trial_of(const runner *rn, int64_t k)
+{
+    return k < rn->pilot ? k : rn->pilot + rn->shard_index + (k - rn->pilot) * rn->shard_count;
+}
+
+/* The chunk the h-th hand-out takes. */
+static inline int64_t bf__run_chunk_at(const runner *rn, int64_t h)
+{
+    return h < rn->tail_from ? h : rn->tail_order[h - rn->tail_from];
+}
+
+/* campaign_order.c: the campaign's last chunks (from chunk not_before on)
+ * handed out most expensive first; sets tail_from and tail_order, or
+ * leaves tail_from at n_chunks. */
+bf_status bf__run_order_tail(runner *rn, int64_t not_before, bf_error *err);
 
 /* campaign_trial.c: trial t on worker w into rec (its first flipped bit
  * in *first_bit); outputs, rag: where its outputs go, or NULL. */

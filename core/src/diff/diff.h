@@ -243,6 +243,12 @@ void bf__dx_chain_counts(const bf__dx *dx, int64_t *trials, int64_t *exact, int6
 const double *bf__dx_work(const bf__dx *dx);
 /* The shared state's golden cache (for its per-step times). */
 const bf__gcache *bf__dx_shared_cache(const bf__dx_shared *sh);
+/* What a fault in parameter `param` can cost a trial, as a share of the
+ * pass: the counted work (step_cost) of the steps from the first one that
+ * reads it to the end. An upper bound, for ordering trials by expected
+ * cost (campaign_order.c), never for choosing a path; 0 for a parameter no
+ * step reads. */
+double bf__dx_param_reach(const bf__dx_shared *sh, size_t param);
 
 /* --- trial metrics from the golden ones (score.c) ---------------------- */
 

@@ -459,6 +459,17 @@ out:
 
 const bf__gcache *bf__dx_shared_cache(const bf__dx_shared *sh) { return sh->gc; }
 
+double bf__dx_param_reach(const bf__dx_shared *sh, size_t param)
+{
+    if (param >= sh->m->n_params || sh->pc_off[param] == sh->pc_off[param + 1] || !(sh->pass_cost > 0)) return 0;
+    int first = (int)sh->n_steps;
+    for (int t = sh->pc_off[param]; t < sh->pc_off[param + 1]; t++)
+        if (sh->pc_step[t] < first) first = sh->pc_step[t];
+    double after = 0;
+    for (size_t i = (size_t)first; i < sh->n_steps; i++) after += sh->step_cost[i];
+    return after / sh->pass_cost;
+}
+
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err)
 {
     bf_plan *plan[2] = {bf__evaluator_plan(ev, 0), bf__evaluator_plan(ev, 1)};
