@@ -216,7 +216,8 @@ def run(cmd, timeout, quiet):
     return r
 
 
-STATS = re.compile(r"(\d+) trials in ([0-9.]+) s \(([0-9.]+) trials/s\).*?setup ([0-9.]+) s")
+# --stats' first line (trials, rate, setup); the engine's parts follow on lines of their own
+STATS = re.compile(r"^bitflip run: (\d+) trials in ([0-9.]+) s \(([0-9.]+) trials/s\).*?setup ([0-9.]+) s", re.M)
 
 
 def check_outputs(task, stem, rows, names):
@@ -283,7 +284,8 @@ def one_model(a, name, trials, quick):
         if m:
             c["stats"] = {"trials": int(m.group(1)), "trial_seconds": float(m.group(2)),
                           "trials_per_s": float(m.group(3)), "setup_seconds": float(m.group(4))}
-        c["stats_lines"] = [l for l in c.get("err", "").splitlines() if l.strip()][-6:]
+        # every --stats line (one per engine part: differential, channel-local, checkpoints, ...)
+        c["stats_lines"] = [l for l in c.get("err", "").splitlines() if l.startswith("bitflip run: ")]
     row["bitflip_campaign"] = c
     row["torch"] = run([PY, os.path.abspath(__file__), "--torch-peer", name, "--samples", str(a.samples),
                         "--repeat", str(rep), "--trials-file", tfile if c.get("ok") else ""], 7200, a.quiet_wait)
@@ -417,7 +419,7 @@ def write(doc, path):
         lines.append(f"| {r['model']} | {n or '–'} | {fmt(whole)} | {fmt(bfs, 3)} | {fmt(st.get('trials_per_s'), 3)} | "
                      f"{fmt(st.get('setup_seconds'), 2)} | {fmt(tl, 3)} | {fmt(ts, 3)} | {ratio(bfs, tl)} | "
                      f"{ratio(bfs, ts)} | {tj.get('trials_changed', '–')} of {tj.get('trials', '–')} |")
-    lines += ["", "bitflip's `--stats` (last lines), per model:", ""]
+    lines += ["", "bitflip's `--stats` lines, per model:", ""]
     for r in rows:
         for l in r["bitflip_campaign"].get("stats_lines") or []:
             if not re.search(r"\d+/\d+ trials \(", l):       # progress lines

@@ -282,7 +282,8 @@ def run(cmd, threads, timeout, quiet):
     return r
 
 
-STATS = re.compile(r"(\d+) trials in ([0-9.]+) s \(([0-9.]+) trials/s\).*?setup ([0-9.]+) s")
+# --stats' first line (trials, rate, setup); the engine's parts follow on lines of their own
+STATS = re.compile(r"^bitflip run: (\d+) trials in ([0-9.]+) s \(([0-9.]+) trials/s\).*?setup ([0-9.]+) s", re.M)
 GOLDEN = re.compile(r"golden pass with the cache ([0-9.]+) s")
 RERAN = re.compile(r"the trials re-ran ([0-9.]+)% of the work.*?; most in (\S+) '([^']*)' ([0-9]+)%")
 

@@ -57,9 +57,10 @@ static const char help[] =
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed;\n"
     "                       it also bounds a one-image graph's checkpoints\n"
-    "  --stats              print the engine, trial rate, cache size and how many\n"
-    "                       trials ran in chain mode or as full passes\n"
-    "                       (docs/ENGINE.md) on stderr\n"
+    "  --stats              print the engine, trial rate, cache size and setup, then\n"
+    "                       a line for each part of the engine that ran (chain\n"
+    "                       mode and full passes, channel-local steps,\n"
+    "                       checkpoints; docs/ENGINE.md) on stderr\n"
     "  --shard I/N          run only trials t with t % N == I; merge the parts with\n"
     "                       'bitflip merge' (docs/SCALE.md)\n"
     "  --shard auto         the same, with I and N from the scheduler: a Slurm array\n"
@@ -361,6 +362,87 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
     }
 }
 
+/* --stats: the run in one line (trials, rate, engine, threads, cache,
+ * setup: what the bench scripts parse), then one line per engine part that ran,
+ * in words: the differential engine (chain mode, full passes, the output
+ * Gemm, fused epilogues), its channel-local steps, the checkpoints of a
+ * one-image-per-call graph; then where the setup went and the share of the
+ * work the trials re-ran. Every line starts "bitflip run: " and, for a
+ * protected configuration, its name. */
+static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_result *r, int threads, double t_create)
+{
+    const char *p = cfg ? cfg : "", *sep = cfg ? ": " : "";
+    double loop = r->seconds - r->setup_seconds;
+    fprintf(stderr,
+            "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
+            "setup %.3f s before the trials (campaign and golden pass%s %.3f s, workers' plans and checks %.3f s)\n",
+            p, sep, (long long)r->trials_done, loop, loop > 0 ? (double)r->trials_done / loop : 0.0,
+            r->exact ? "exact" : "differential", threads, (double)r->cache_bytes / (1024.0 * 1024.0),
+            t_create + r->setup_seconds, r->exact ? "" : " with the cache", t_create, r->setup_seconds);
+    if (r->exact) {   /* full_reason: why a differential campaign ran exactly */
+        fprintf(stderr, "bitflip run: %s%sexact engine: %s; %lld activations, BatchNorms or Adds ran inside their "
+                        "Conv (its epilogue) in each pass\n",
+                p, sep, r->full_reason ? r->full_reason : "every trial ran the whole pass", (long long)r->fused_activations);
+    } else {
+        fprintf(stderr,
+                "bitflip run: %s%sdifferential engine: %lld trials in chain mode (%lld of them redone exactly), %lld "
+                "samples through linear segments; %lld trials run as full passes (more faults than a batch has "
+                "samples, reaching nearly all of the pass: cheaper in full); %lld times the output Gemm ran once "
+                "for every batch's changed rows; %lld %s with their activation, BatchNorm or Add inside (the Conv's "
+                "epilogue)\n",
+                p, sep, (long long)r->chain_trials, (long long)r->chain_exact, (long long)r->chain_linear,
+                (long long)r->full_trials, (long long)r->out_batched, (long long)r->fused_activations,
+                /* one image per call counts a pass's fused chains, as the exact engine does */
+                r->ckpt.cuts ? "Convs in each image's pass" : "Conv re-runs in the trials");
+        /* chan_steps counts the checkpoints' one-channel Convs too: they are the checkpoint line's */
+        int64_t chan = r->chan_steps - r->chan_kinds.ckpt_conv, kinds = r->chan_kinds.resize + r->chan_kinds.concat +
+                       r->chan_kinds.conv + r->chan_kinds.gate + r->chan_kinds.reduce;
+        fprintf(stderr,
+                "bitflip run: %s%schannel-local: %lld steps ran on the one channel a fault changed instead of all "
+                "channels: %lld Resize, %lld Concat, %lld depthwise or grouped Conv, %lld gates broadcast over a "
+                "plane, %lld ReduceMean or ReduceSum, %lld others (BatchNorm, activations, pooling, Add or Mul with "
+                "a golden operand)\n",
+                p, sep, (long long)chan, (long long)r->chan_kinds.resize, (long long)r->chan_kinds.concat,
+                (long long)r->chan_kinds.conv, (long long)r->chan_kinds.gate, (long long)r->chan_kinds.reduce,
+                (long long)(chan - kinds));
+    }
+    if (r->full_reason && !r->exact) fprintf(stderr, "bitflip run: %s%sexact engine: %s\n", p, sep, r->full_reason);
+    if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
+        fprintf(stderr,
+                "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "
+                "pass's %zu checkpoints (%.1f MiB, --cache-budget), expected to skip %.1f%% of an image's pass; "
+                "%lld images ended early at a checkpoint whose values came back golden; %lld steps the faults could "
+                "not reach were not run (%zu of their values kept, %.1f MiB of the above); %lld faulted Convs ran "
+                "on their one changed channel over the golden output\n",
+                p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 100 * r->ckpt.expected_skip,
+                (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
+                (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv);
+    /* where the setup went, and the model and eval set read before it */
+    fprintf(stderr,
+            "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
+            "golden pass%s %.3f s (%.3f s of CPU) on %d thread%s; golden cache %.1f MiB (%.1f MiB written by the pass, "
+            "the rest computed when first read); parameter-only values %.1f MiB (computed once, outside the "
+            "cache's budget); embedding index, exact Gemm blocks and chains "
+            "%.3f s; the rest of the campaign %.3f s; workers' own plans %.3f s, golden checks %.3f s, "
+            "cache made by the run %.3f s, executors %.3f s\n",
+            o->load_seconds, r->setup.plans, r->exact ? "" : " filling the cache", r->setup.golden, r->setup.golden_cpu,
+            r->setup.golden_threads, r->setup.golden_threads == 1 ? "" : "s",
+            (double)r->cache_bytes / (1024.0 * 1024.0), (double)r->cache_pass_bytes / (1024.0 * 1024.0),
+            (double)r->param_bytes / (1024.0 * 1024.0), r->setup.index,
+            fmax(0.0, t_create - r->setup.plans - r->setup.golden - r->setup.index), r->setup.worker_plans,
+            r->setup.checks, r->setup.cache, r->setup.executors);
+    if (!r->exact && isfinite(r->work_fraction)) {
+        fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full %s",
+                100 * r->work_fraction,
+                r->ckpt.cuts ? "(each image from its checkpoint on, by the steps' time on the golden pass)"
+                              : "(steps run in full or on rows, by their time on the golden pass)");
+        for (int i = 0; i < r->n_top_steps; i++)
+            fprintf(stderr, "%s %s '%s' %.0f%% (%.2f batches a trial)", i ? "," : "; most in", r->top_steps[i].op,
+                    r->top_steps[i].node, 100 * r->top_steps[i].share, r->top_steps[i].per_trial);
+        fputc('\n', stderr);
+    }
+}
+
 /* One configuration of the campaign (mit NULL: unprotected, unpaired):
  * created, run with progress, and rendered into run->doc; for a paired
  * comparison also each trial's metric, rate and outcome (through ps) and
@@ -404,65 +486,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     }
     cli_progress_clear(&ps->out);
     if (st != BF_OK) return report_error("run", &err);
-    if (o->stats) {
-        double loop = res.seconds - res.setup_seconds;
-        fprintf(stderr,
-                "bitflip run: %s%s%lld trials in %.3f s (%.1f trials/s), %s engine, %d threads, golden cache %.1f MiB; "
-                "setup %.3f s before the trials (campaign and golden pass%s %.3f s, workers' plans and checks %.3f s); "
-                "%lld trials in chain mode (%lld of them redone exactly), %lld samples through linear segments; "
-                "%lld trials run as full passes (more faults than a batch has samples, reaching nearly all of the "
-                "pass: cheaper in full); %lld activations, BatchNorms or Adds run in their Conv's epilogue (%s)\n",
-                mit ? mit->name : "", mit ? ": " : "", (long long)res.trials_done, loop,
-                loop > 0 ? (double)res.trials_done / loop : 0.0, res.exact ? "exact" : "differential", co.threads,
-                (double)res.cache_bytes / (1024.0 * 1024.0), t_create + res.setup_seconds,
-                res.exact ? "" : " with the cache", t_create, res.setup_seconds, (long long)res.chain_trials,
-                (long long)res.chain_exact, (long long)res.chain_linear, (long long)res.full_trials,
-                (long long)res.fused_activations,
-                res.exact ? "in each pass" : "one image per call: in each pass; else summed over the trials' Conv re-runs");
-        if (!res.exact)
-            fprintf(stderr, "bitflip run: %lld steps run on one channel of their output (channel-local: a Conv's "
-                    "moved channel through BatchNorm, activations, depthwise or grouped Conv, Add/Mul with a golden "
-                    "operand or a gate, pooling, ReduceMean, Resize, Concat; of them %lld Resize, %lld Concat, %lld Conv, "
-                    "%lld broadcast gates, %lld ReduceMean or ReduceSum; one image per call: %lld faulted Convs run on "
-                    "their one channel over the golden output); %lld output Gemms run once over every batch's changed rows\n",
-                    (long long)res.chan_steps, (long long)res.chan_kinds.resize, (long long)res.chan_kinds.concat,
-                    (long long)res.chan_kinds.conv, (long long)res.chan_kinds.gate, (long long)res.chan_kinds.reduce,
-                    (long long)res.chan_kinds.ckpt_conv, (long long)res.out_batched);
-        if (res.full_reason) fprintf(stderr, "bitflip run: exact engine: %s\n", res.full_reason);
-        /* where the setup went, and the model and eval set read before it */
-        fprintf(stderr,
-                "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
-                "golden pass%s %.3f s (%.3f s of CPU) on %d thread%s; golden cache %.1f MiB (%.1f MiB written by the pass, "
-                "the rest computed when first read); parameter-only values %.1f MiB (computed once, outside the "
-                "cache's budget); embedding index, exact Gemm blocks and chains "
-                "%.3f s; the rest of the campaign %.3f s; workers' own plans %.3f s, golden checks %.3f s, "
-                "cache made by the run %.3f s, executors %.3f s\n",
-                o->load_seconds, res.setup.plans, res.exact ? "" : " filling the cache", res.setup.golden, res.setup.golden_cpu,
-                res.setup.golden_threads, res.setup.golden_threads == 1 ? "" : "s",
-                (double)res.cache_bytes / (1024.0 * 1024.0), (double)res.cache_pass_bytes / (1024.0 * 1024.0),
-                (double)res.param_bytes / (1024.0 * 1024.0), res.setup.index,
-                fmax(0.0, t_create - res.setup.plans - res.setup.golden - res.setup.index), res.setup.worker_plans,
-                res.setup.checks, res.setup.cache, res.setup.executors);
-        if (res.ckpt.cuts)
-            fprintf(stderr,
-                    "bitflip run: one image per call: each trial resumed each image from the golden pass's %zu "
-                    "checkpoints (%.1f MiB, --cache-budget), expected to skip %.1f%% of an image's pass; %lld images "
-                    "ended early at a checkpoint whose values came back golden; %lld steps the faults could not reach "
-                    "were not run (%zu of their values kept, %.1f MiB of the above)\n",
-                    res.ckpt.cuts, (double)res.ckpt.bytes / (1024.0 * 1024.0), 100 * res.ckpt.expected_skip,
-                    (long long)res.ckpt.early, (long long)res.ckpt.skipped, res.ckpt.stored,
-                    (double)res.ckpt.store_bytes / (1024.0 * 1024.0));
-        if (!res.exact && isfinite(res.work_fraction)) {
-            fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full %s",
-                    100 * res.work_fraction,
-                    res.ckpt.cuts ? "(each image from its checkpoint on, by the steps' time on the golden pass)"
-                                  : "(steps run in full or on rows, by their time on the golden pass)");
-            for (int i = 0; i < res.n_top_steps; i++)
-                fprintf(stderr, "%s %s '%s' %.0f%% (%.2f batches a trial)", i ? "," : "; most in", res.top_steps[i].op,
-                        res.top_steps[i].node, 100 * res.top_steps[i].share, res.top_steps[i].per_trial);
-            fputc('\n', stderr);
-        }
-    }
+    if (o->stats) print_stats(o, mit ? mit->name : NULL, &res, co.threads, t_create);
     run->mit = mit;
     run->n = ps->n;
     run->doc = bf_result_render(bf_result_header(spec, c, &res), &res, 1);

@@ -42,6 +42,7 @@ grep -q '"tensor"' "$tmp/trials.jsonl" && passes=$((passes+1)) || { echo "FAIL t
 check run_exact 0 "$BF" run --local "$spec" --threads 2 --exact --stats --format json --out "$tmp/exact.json" \
       --trials-out "$tmp/exact.jsonl"
 contains run_exact_stats "exact engine"
+contains run_exact_line "bitflip run: exact engine: every trial ran the whole pass;"
 outcomes() { sed 's/.*"outcome": *"\([a-z]*\)".*/\1/' "$1"; }
 outcomes "$tmp/trials.jsonl" >"$tmp/o_fast"; outcomes "$tmp/exact.jsonl" >"$tmp/o_exact"
 same exact_outcomes "$tmp/o_fast" "$tmp/o_exact"
@@ -55,6 +56,9 @@ check near_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --near-exact; 
 if not_tsan; then
 check run_tiny_cache 0 "$BF" run --local "$spec" --threads 1 --cache-budget 1 --stats --format json --trials-out "$tmp/tiny.jsonl"
 contains run_tiny_stats "differential engine"
+# --stats: the run on one line, then a line of its own for each part of the engine
+contains run_tiny_diff_line "bitflip run: differential engine: "
+contains run_tiny_chan_line "bitflip run: channel-local: "
 outcomes "$tmp/tiny.jsonl" >"$tmp/o_tiny"
 same tiny_cache_outcomes "$tmp/o_fast" "$tmp/o_tiny"
 fi

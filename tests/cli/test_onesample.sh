@@ -52,8 +52,8 @@ JSON
   # graph saves less than recording them costs (docs/ENGINE.md), so it may run
   # every image in full, and --stats must say which
   if [ "$target" = weights ]; then
-    contains "run_$target" "one image per call: each trial resumed each image from the golden pass"
-  elif grep -qF "one image per call: each trial resumed" "$tmp/out" || grep -qF "every trial runs in full" "$tmp/out"; then
+    contains "run_$target" "checkpoints (one image per call): each trial resumed each image from the golden pass"
+  elif grep -qF "checkpoints (one image per call): each trial resumed" "$tmp/out" || grep -qF "every trial runs in full" "$tmp/out"; then
     passes=$((passes+1))
   else
     echo "FAIL run_$target: --stats says neither checkpoints nor full runs"; fails=$((fails+1))

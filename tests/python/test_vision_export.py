@@ -1,9 +1,9 @@
 """bitflip.export on torchvision detectors and segmenters as the user has them
 (the wrapper is bitflip's): graph names and shapes, initializer names without
-the wrapper's prefix, the eval sets beside them; a segmenter checked against
-PyTorch by `bitflip eval` (onnx 1.12 has no reference evaluator, and the engine
-runs detectors only with issue 31's ops, so a detector is checked with
-onnx.checker and by its graph's names and shapes)."""
+the wrapper's prefix, the eval sets beside them; the export checked against
+PyTorch by `bitflip eval` (onnx 1.12 has no reference evaluator): a segmenter's
+logits, a detector's detections matched per image and row, and an export that
+does not compute what the module does caught."""
 import os
 import sys
 
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 pytest.importorskip("torchvision", reason="python3-torchvision is not installed")
 onnx = pytest.importorskip("onnx", reason="python3-onnx is not installed")
 import bitflip  # noqa: E402
-from bitflip.errors import ExportError  # noqa: E402
+from bitflip.errors import ExportError, ExportMismatch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 import det_models as D  # noqa: E402
@@ -36,7 +36,10 @@ def data(n=3, size=40):
                          for b, lab in zip(boxes, labels)], np.stack(masks)
 
 
+# SSDlite's untrained head scores boxes alike (ties to the last bit): its rows of tied
+# scores come in the sort's order, which the check matches in either order
 @pytest.mark.parametrize("build, outs", [(D.b_ssd, ["boxes", "labels", "scores"]),
+                                          (D.b_ssdlite, ["boxes", "labels", "scores"]),
                                           (D.b_maskrcnn, ["boxes", "labels", "scores", "masks"])])
 def test_detector(tmp_path, build, outs):
     torch.manual_seed(0)
@@ -46,6 +49,8 @@ def test_detector(tmp_path, build, outs):
                          verbose=False)
     assert m.training, "the model's mode is restored"
     assert rep.task == "detection" and rep.input_names == ["images"] and rep.output_names == outs
+    # bitflip eval ran the file on the 3 images and matched PyTorch's detections
+    assert rep.checked == 3 and rep.max_abs_diff < 1e-2
     g = onnx.load(rep.path)
     onnx.checker.check_model(g)
     assert [d.dim_value for d in g.graph.input[0].type.tensor_type.shape.dim] == [3, 40, 40]
@@ -122,3 +127,42 @@ def test_detector_not_torchvision(tmp_path):
             assert np.allclose(np.array(r["boxes"]).reshape(-1, 4), b.numpy(), atol=1e-4)
             assert np.array_equal(np.array(r["labels"]), lab.numpy())
             assert np.allclose(r["scores"], s.numpy(), atol=1e-5)
+
+
+class _Perturbed(torch.nn.Module):
+    """A detector that computes one thing and exports another: its boxes move by
+    half a pixel in the traced graph only."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        b, lab, s = self.m(x)
+        if torch.onnx.is_in_onnx_export():
+            b = b + 0.5
+        return b, lab, s
+
+
+def test_detector_mismatch_caught(tmp_path):
+    """bitflip.export runs the file and the module on the eval images and matches
+    their detections: boxes off by half a pixel raise ExportMismatch naming the
+    output, the image and the detection; check=False skips the check."""
+    torch.manual_seed(0)
+    m = D.b_yolo(40).eval()
+    with torch.no_grad():
+        m.head.bias[4:].fill_(2.0)      # confident untrained scores: detections to compare
+    x, targets, _ = data(2)
+    good = bitflip.export(m, torch.from_numpy(x[0]), tmp_path / "good.onnx", eval_inputs=x, labels=targets,
+                          task="detection", verbose=False)
+    assert good.checked == 2 and good.max_abs_diff < 1e-3
+    with torch.no_grad():
+        assert len(m(torch.from_numpy(x[0]))[2]) > 0      # the check had detections to compare
+    with pytest.raises(ExportMismatch, match=r"output 'boxes' of .*image 0, detection 0, element 0") as e:
+        bitflip.export(_Perturbed(m), torch.from_numpy(x[0]), tmp_path / "bad.onnx", eval_inputs=x,
+                       labels=targets, task="detection", verbose=False)
+    assert e.value.output == "boxes" and e.value.sample == 0
+    assert abs(e.value.bitflip - e.value.torch - 0.5) < 1e-4
+    rep = bitflip.export(_Perturbed(m), torch.from_numpy(x[0]), tmp_path / "bad.onnx", eval_inputs=x,
+                         labels=targets, task="detection", check=False, verbose=False)
+    assert rep.checked == 0

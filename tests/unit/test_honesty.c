@@ -38,10 +38,15 @@
 
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
+#include "campaign/campaign_impl.h"   /* the adaptive need (adapt.h), to check a test's premise */
 #include "onnx_graph.h"
 
 #define FIX BF_FIXTURES "/conformance/"
 #define MAX_SITES 16
+/* adaptive_rounds_do_not_follow_the_chunk's campaign: a seed and an overall
+ * margin whose need ends a round off a multiple of 4 (the test checks it) */
+#define HONESTY_CHUNK_SEED 7
+#define HONESTY_CHUNK_MARGIN 0.057   /* need 208.45: 209 trials, 212 rounded to 4, 224 to 16 */
 
 static char *small_tensors[] = {"net.2.bias", "net.4.weight", "net.4.bias"};
 static char *all_tensors[] = {"*"};
@@ -238,15 +243,6 @@ static void adaptive_deterministic_and_refusals(void **state)
     assert_int_equal(a.adaptive_rounds, b.adaptive_rounds);
     assert_true(a.adaptive_pilot > 0 && a.adaptive_rounds > 1);
     for (size_t i = 0; i < a.n_sites * 64; i++) assert_memory_equal(&a.by_site_bit[i], &b.by_site_bit[i], sizeof a.by_site_bit[i]);
-    bf_campaign_result_free(&b);
-    /* keeping each trial's outputs hands trials out 4 at a time, not 16: the
-     * rounds are multiples of ADAPT_ALIGN trials, not of the hand-out, so
-     * the same trials are drawn and folded */
-    bf_campaign_opts kept = {.threads = 2, .on_outputs = ignore_outputs};
-    assert_int_equal(bf_campaign_run(c, &kept, &b, &err), BF_OK);
-    assert_int_equal(a.trials_done, b.trials_done);
-    assert_int_equal(a.adaptive_rounds, b.adaptive_rounds);
-    for (size_t i = 0; i < a.n_sites * 64; i++) assert_memory_equal(&a.by_site_bit[i], &b.by_site_bit[i], sizeof a.by_site_bit[i]);
     /* the targets' record: met after a number of trials, or -1 */
     for (int k = 0; k < 2; k++) assert_true(a.stop_met_at[k] == -1 || (a.stop_met_at[k] > 0 && a.stop_met_at[k] <= a.trials_done));
     assert_int_equal(a.stop_met_at[2], 0);   /* not a target */
@@ -265,6 +261,45 @@ static void adaptive_deterministic_and_refusals(void **state)
     s.trials = 100;   /* 3 tensors x 32 bits: the pilot and the next round need 288 */
     assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_EINVAL);
     assert_non_null(strstr(err.msg, "the pilot round needs 2 trials in each of 96 strata"));
+}
+
+/* Keeping each trial's outputs hands trials out 4 at a time (CHUNK_OUTPUTS),
+ * not 16: adaptive rounds are multiples of ADAPT_ALIGN (16) trials whatever
+ * the hand-out, so the same trials are drawn and folded either way. The
+ * targets here put the end of the first round after the pilot where they
+ * are predicted to hold (campaign_adapt.c: ad_need, between the floor of one
+ * trial a stratum and ROUND_MIN), at a trial count that is not a multiple of
+ * 4, so that rounding it up to the chunk (4) and to 16 give different rounds:
+ * with rounds aligned to the chunk, as before, this test fails (checked by
+ * putting rn->chunk back in campaign_run.c's next_round and start_rounds). */
+static void adaptive_rounds_do_not_follow_the_chunk(void **state)
+{
+    fx *f = *state;
+    if (f->all) skip();   /* the need below is the three small tensors' */
+    bf_campaign_spec s = spec_of(f, BF_SAMPLE_ADAPTIVE, HONESTY_CHUNK_SEED);
+    s.trials = 2000;
+    s.stop_margin = HONESTY_CHUNK_MARGIN;
+    bf_campaign *c;
+    bf_error err = {0};
+    assert_int_equal(bf_campaign_create(f->m, f->ds, &s, &c, &err), BF_OK);
+    bf_campaign_result a, b;
+    bf_campaign_opts one = {.threads = 1}, kept = {.threads = 2, .on_outputs = ignore_outputs};
+    assert_int_equal(bf_campaign_run(c, &one, &a, &err), BF_OK);
+    /* the premise: the first round after the pilot ends at the need, off a
+     * multiple of 4 and short of a multiple of 16 by more than 3 */
+    double need = c->adapt.ad_need;
+    int64_t strata = c->faults.n_strata, end = (int64_t)ceil(need);
+    printf("adaptive, kept outputs: need %.2f trials after the pilot (%lld strata), %lld trials in %d rounds\n", need,
+           (long long)strata, (long long)a.trials_done, (int)a.adaptive_rounds);
+    assert_true(need > (double)strata && need < 256);
+    assert_true(end % 4 != 0 && (end + 3) / 4 * 4 != (end + 15) / 16 * 16);
+    assert_int_equal(bf_campaign_run(c, &kept, &b, &err), BF_OK);
+    assert_int_equal(a.trials_done, b.trials_done);
+    assert_int_equal(a.adaptive_rounds, b.adaptive_rounds);
+    for (size_t i = 0; i < a.n_sites * 64; i++) assert_memory_equal(&a.by_site_bit[i], &b.by_site_bit[i], sizeof a.by_site_bit[i]);
+    bf_campaign_result_free(&a);
+    bf_campaign_result_free(&b);
+    bf_campaign_free(c);
 }
 
 /* Stop targets steer adaptive's allocation: with +-2% asked of every
@@ -375,6 +410,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exhaustive_truth),
         cmocka_unit_test(adaptive_deterministic_and_refusals),
+        cmocka_unit_test(adaptive_rounds_do_not_follow_the_chunk),
         cmocka_unit_test(exhaustive_limit),
         cmocka_unit_test(adaptive_targets_steer),
         cmocka_unit_test(uniform_is_honest),

@@ -2,10 +2,13 @@
 the graphs look like). torch_export.export hands over here when ``task`` is
 ``"detection"`` or ``"segmentation"``, or the model is a torchvision detector or
 segmenter."""
+import json
 import os
+import subprocess
+import tempfile
 import warnings
 
-from .errors import ExportError, need
+from .errors import ExportError, ExportMismatch, need
 from .vision import (DETECTION_OUTPUTS, detection_wrapper, save_detection_eval_set, save_segmentation_eval_set,
                      segmentation_wrapper)
 
@@ -57,6 +60,108 @@ def _strip_prefix(onnx, path, keys):
                     fix(g)
     fix(m.graph)
     onnx.save(m, path)
+
+
+def _check_detector(torch, np, exe, wrapper, path, images, in_name, out_names, rtol, atol):
+    """Runs the exported detector on ``images`` [K, 3, H, W] with ``bitflip eval`` (one
+    image per call) and the wrapper in PyTorch, image by image, and matches their
+    detections as tests/fixtures/README.md ("Matching for detection") does: the same
+    number of rows per image and output, labels exactly, a row of several values (a
+    box's corners, a mask) within ``rtol`` of the row's largest finite magnitude (at
+    least ``atol``), a score within ``atol + rtol * |score|``; rows whose scores tie
+    may come in either order (_tied_rows). Returns (images
+    checked, largest difference); a difference raises ExportMismatch naming the output,
+    the image, the detection and the element."""
+    from . import torch_export as te
+    from .safetensors import write_safetensors
+    with tempfile.TemporaryDirectory(prefix="bitflip-export-") as d:
+        data = os.path.join(d, "check.safetensors")
+        write_safetensors(data, {in_name: np.ascontiguousarray(images, dtype=np.float32)})
+        outp = os.path.join(d, "outputs.json")
+        p = subprocess.run([exe, "eval", path, data, "--outputs", outp], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise ExportError(f"bitflip eval cannot run the exported detector {path}: {p.stderr.strip()} "
+                              "(check=False skips the check)")
+        with open(outp) as f:
+            rows = json.load(f)
+    if len(rows) != len(images):
+        raise ExportError(f"bitflip eval gave {len(rows)} images' outputs for the {len(images)} checked")
+    worst = 0.0
+    with torch.no_grad():
+        for i, (row, im) in enumerate(zip(rows, images)):
+            want = [te.to_numpy(o) for o in te._outputs(wrapper(torch.from_numpy(np.array(im, dtype=np.float32))))]
+            got, wants, tols = [], [], []
+            for k, (name, w) in enumerate(zip(out_names, want)):
+                w = np.asarray(w, dtype=np.float64)
+                n = w.shape[0] if w.ndim else 1
+                per = int(np.prod(w.shape[1:])) if w.ndim > 1 else 1
+                g = np.array([te._f(v) for v in row.get(name, [])], dtype=np.float64)
+                if g.size != w.size:
+                    raise ExportMismatch(
+                        f"bitflip and PyTorch disagree on output {name!r} of {path}, image {i}: bitflip gives "
+                        f"{g.size // per if per else g.size} detections, PyTorch {n}. The file does not compute "
+                        "what the module does (or a score or an overlap sits at a threshold, where the last bit of "
+                        "a sum decides; check=False skips the check)", name, i, None, None, None)
+                g, w = g.reshape(n, per), w.reshape(n, per)
+                if k == 1:      # labels: exactly
+                    tol = np.zeros_like(w)
+                elif per > 1:   # a row is one object: its values to the row's scale
+                    fin = np.where(np.isfinite(w), np.abs(w), 0.0)
+                    tol = np.maximum(atol, rtol * fin.max(axis=1, initial=0.0))[:, None] * np.ones_like(w)
+                else:
+                    tol = atol + rtol * np.abs(w)
+                got.append(g), wants.append(w), tols.append(tol)
+            perm = _tied_rows(np, got, wants, tols, 2 if len(wants) > 2 else None)
+            for k, name in enumerate(out_names[:len(wants)]):
+                g, w, tol = got[k][perm], wants[k], tols[k]
+                per = w.shape[1]
+                both_nan = np.isnan(g) & np.isnan(w)
+                diff = np.abs(g - w)
+                bad = ~((diff <= tol) | both_nan)
+                if bad.any():
+                    r, e = (int(x) for x in np.argwhere(bad)[0])
+                    what = f"detection {r}" + (f", element {e}" if per > 1 else "")
+                    raise ExportMismatch(
+                        f"bitflip and PyTorch disagree on output {name!r} of {path}, image {i}, {what}: bitflip "
+                        f"{g[r, e]:.9g}, PyTorch {w[r, e]:.9g} (tolerance {tol[r, e]:.3g}); {int(bad.sum())} of "
+                        f"{bad.size} values differ. The file does not compute what the module does: check for "
+                        "train-mode behaviour, randomness or Python control flow in forward() that the exporter "
+                        "traced for the example only (check=False skips the check)",
+                        name, i, r * per + e, float(g[r, e]), float(w[r, e]))
+                d = diff[~both_nan & np.isfinite(diff)]
+                if d.size:
+                    worst = max(worst, float(d.max()))
+    return len(images), worst
+
+
+def _tied_rows(np, got, want, tol, k_scores):
+    """bitflip's row for each of PyTorch's: the same row, except among detections whose
+    PyTorch scores tie within the tolerance (an untrained head scores many boxes alike),
+    whose order is the sort's and not the model's: there each PyTorch row takes the first
+    unused bitflip row of its tie that matches it in every output."""
+    n = want[0].shape[0]
+    perm = np.arange(n)
+    if k_scores is None or n < 2:
+        return perm
+
+    def same(g, r):
+        return all(np.all((np.abs(gk[g] - wk[r]) <= tk[r]) | (np.isnan(gk[g]) & np.isnan(wk[r])))
+                   for gk, wk, tk in zip(got, want, tol))
+
+    s, t = want[k_scores][:, 0], tol[k_scores][:, 0]
+    start = 0
+    for end in range(1, n + 1):
+        if end < n and abs(s[end] - s[end - 1]) <= t[end - 1]:
+            continue
+        used = set()
+        for r in range(start, end):
+            for g in range(start, end):
+                if g not in used and same(g, r):
+                    perm[r] = g
+                    used.add(g)
+                    break
+        start = end
+    return perm
 
 
 def _params(onnx, path, keys):
@@ -146,9 +251,16 @@ def export_vision(task, model, example_inputs, path, *, eval_inputs=None, labels
             checked, diff = te._check(torch, need("numpy", "bitflip.export"), exe, wrapper, path, arrays, in_names,
                                       out_names, example, check_samples, rtol, atol)
     else:
-        # the engine's check of a detector's ragged outputs comes with the engine running them;
-        # until then: onnx.checker above, and the outputs' names
         params = _params(onnx, path, keys)
+        if check:
+            np = need("numpy", "bitflip.export")
+            if eval_inputs is not None:
+                from .vision import _images
+                images = _images(eval_inputs, "eval_inputs")[:check_samples]
+            else:
+                images = te.to_numpy(example[0])[None]
+            checked, diff = _check_detector(torch, np, te.find_binary(bin), wrapper, path, images, in_names[0],
+                                            out_names, rtol, atol)
     report = te.ExportReport(path=os.fspath(path), eval_path=eval_path, input_names=in_names,
                              output_names=out_names, params=params, checked=checked, max_abs_diff=diff, task=task)
     if verbose:

@@ -111,19 +111,25 @@ bf_status bf_model_with_dims(const bf_model *base, const char *const *names, con
 
 /* A selection whose size is data, as a detector's boxes have: NonZero (a
  * score threshold), NonMaxSuppression, Unique, Compress, or an If or Loop
- * whose subgraphs hold one (torchvision's batched_nms is an If). An If on a
- * shape alone (a squeeze of a dim the exporter could not size) is not one:
- * such a graph is no detector, and stays batched. */
-static int data_shape_node(const bf__node *n, int depth)
+ * whose subgraphs hold one at any depth (torchvision's batched_nms is an If
+ * in an If). An If on a shape alone (a squeeze of a dim the exporter could
+ * not size) is not one: such a graph is no detector, and stays batched.
+ * The recursion goes one frame per nesting level, as deep as the loader let
+ * the file nest (bf_load_limits.max_graph_depth, `model.graph-depth`, 64 by
+ * default: a file nested deeper is refused at load, naming the limit), the
+ * bound of every walk over subgraphs (graph.h); protobuf-c's unpacking
+ * recursed deeper, with larger frames, before this runs. No cut-off of its
+ * own: one below the loader's limit (8, before) missed a selection nested
+ * deeper and ran such a detector batched (tests/unit/test_per_call.c). */
+static int data_shape_node(const bf__node *n)
 {
     static const char *const ops[] = {"NonZero", "NonMaxSuppression", "Unique", "Compress"};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
         if (n->op_type && strcmp(n->op_type, ops[i]) == 0) return 1;
-    if (depth > 8) return 0;   /* the loader's graph-depth limit bounds it before this */
     for (size_t a = 0; a < n->n_attrs; a++) {
         const bf__subgraph *g = n->attrs[a].g;
         for (size_t k = 0; g && k < g->n_nodes; k++)
-            if (data_shape_node(&g->nodes[k], depth + 1)) return 1;
+            if (data_shape_node(&g->nodes[k])) return 1;
     }
     return 0;
 }
@@ -147,7 +153,7 @@ bf_status bf__model_data_shaped(const bf_model *m, int *data, bf_error *err)
         const bf__value *val = &m->values[stack[--top]];
         if (val->kind != BF__VAL_NODE || val->producer < 0) continue;
         const bf__node *n = &m->nodes[val->producer];
-        if (data_shape_node(n, 0)) *data = 1;
+        if (data_shape_node(n)) *data = 1;
         for (int j = 0; j < n->n_in; j++) {
             int u = n->in[j];
             if (u >= 0 && !seen[u]) { seen[u] = 1; stack[top++] = u; }
