@@ -407,6 +407,11 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)(chan - kinds));
     }
     if (r->full_reason && !r->exact) fprintf(stderr, "bitflip run: %s%sexact engine: %s\n", p, sep, r->full_reason);
+    if (r->tail_ordered > 0)
+        fprintf(stderr,
+                "bitflip run: %s%sthreads: the last %lld trials were handed out most expensive first (trial %lld "
+                "first), so that no worker ends alone on a long one\n",
+                p, sep, (long long)r->tail_ordered, (long long)r->tail_first);
     if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
         fprintf(stderr,
                 "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "
