@@ -100,6 +100,9 @@ struct bf__dx_shared {
 
 enum { UNLOADED = 0, GOLDEN, DIRTY };
 
+/* diffout.c's per-worker state: the output Gemm over every batch at once. */
+typedef struct bf__dx_out bf__dx_out;
+
 /* An element of a parameter-only value a trial wrote into its view. */
 typedef struct bf__pv_write {
     int value;
@@ -185,13 +188,9 @@ struct bf__dx {
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 
-    /* The graph's output Gemm over every batch at once (diffout.c): its
-     * step (-1: none), whether this trial defers it, and the input rows
-     * handed over, their samples and their outputs. */
-    int out_step, out_on;
-    float *out_a, *out_y;
-    int64_t *out_row, n_out_rows;
-    int64_t n_out_batched;       /* products so run */
+    /* The graph's output Gemm over every batch at once: diffout.c's own
+     * state and buffers (bf__out_init). */
+    bf__dx_out *og;
 
     /* Parameter-only values (dxparam.c): a private view of each, made when
      * a trial first corrupts the parameter it moves; which ones this trial
@@ -277,6 +276,10 @@ void bf__out_free(bf__dx *dx);
 void bf__out_begin(bf__dx *dx, size_t n_vf, int rowable);
 bf_status bf__out_defer(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err);
 void bf__out_flush(bf__dx *dx);
+/* Nothing deferred (between trials, and on a trial's failure). */
+void bf__out_off(bf__dx *dx);
+/* Products run so, for --stats. */
+int64_t bf__out_batched(const bf__dx *dx);
 
 /* diffexec.c: applies the value faults of `plan` (the first nb, their
  * values already loaded in it) once per step, marks their values DIRTY in

@@ -662,7 +662,7 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 int64_t bf__dx_chan_steps(const bf__dx *dx) { return dx->n_chan; }
-int64_t bf__dx_out_batched(const bf__dx *dx) { return dx->n_out_batched; }
+int64_t bf__dx_out_batched(const bf__dx *dx) { return bf__out_batched(dx); }
 void bf__dx_chan_kinds(const bf__dx *dx, int64_t kinds[5]) { memcpy(kinds, dx->n_chan_kind, sizeof dx->n_chan_kind); }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
@@ -688,7 +688,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
     }
     dx->n_touched = dx->n_rows = 0;
-    dx->out_on = 0;
+    bf__out_off(dx);
     for (size_t k = 0; vf_old && k < n_vf; k++) vf_old[k] = vf_new[k] = (float)NAN;
     if (n_w == 1 && n_vf == 0) {
         int done;
@@ -767,7 +767,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         if (st == BF_OK && !done) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
     }
     if (st == BF_OK) bf__out_flush(dx);
-    dx->out_on = 0;
+    bf__out_off(dx);
 finish:
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;
