@@ -424,10 +424,12 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                     "moved channel through BatchNorm, activations, depthwise or grouped Conv, Add/Mul with a golden "
                     "operand or a gate, pooling, ReduceMean, Resize, Concat; of them %lld Resize, %lld Concat, %lld Conv, "
                     "%lld broadcast gates, %lld ReduceMean or ReduceSum; one image per call: %lld faulted Convs run on "
-                    "their one channel over the golden output); %lld output Gemms run once over every batch's changed rows\n",
+                    "their one channel over the golden output); %lld output Gemms run once over every batch's changed rows; "
+                    "%lld batches' changed outputs written in place (%lld on one channel)\n",
                     (long long)res.chan_steps, (long long)res.chan_kinds.resize, (long long)res.chan_kinds.concat,
                     (long long)res.chan_kinds.conv, (long long)res.chan_kinds.gate, (long long)res.chan_kinds.reduce,
-                    (long long)res.chan_kinds.ckpt_conv, (long long)res.out_batched);
+                    (long long)res.chan_kinds.ckpt_conv, (long long)res.out_batched, (long long)res.out_in_place,
+                    (long long)res.out_in_place_chan);
         if (res.full_reason) fprintf(stderr, "bitflip run: exact engine: %s\n", res.full_reason);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,
