@@ -479,6 +479,51 @@ int bf__dx_hit_values(bf__dx *dx, bf_plan *p, size_t nb, unsigned char *state, i
     return horizon;
 }
 
+/* The output in place (own) for batch b on plan p: exact trials only (a
+ * batch redone after an update would find the first run's channels around
+ * a lazy one), and not where row mode gave some of its samples' outputs
+ * (run_tied). */
+static void out_begin(bf__dx *dx, const bf_plan *p, int64_t b)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int ov = sh->out_val;
+    int64_t rows = bf_plan_batch(p);
+    dx->out_here = ov >= 0 && dx->no_approx && !dx->n_reached && p->vals[ov].dtype == BF_F32 &&
+                           bf_tensor_nbytes(&p->vals[ov]) == (size_t)(rows * sh->out_cols) * sizeof(float)
+                       ? dx->out + b * sh->batch * sh->out_cols
+                       : NULL;
+    dx->out_b = b;
+    dx->out_wrote = dx->orow_ok = 0;
+}
+
+/* Batch b's changed output (DIRTY) into the trial's outputs, unless it is
+ * there already (here: written in place, chan: on one channel), and its
+ * changed rows into dx->rows, from the compare made as it was written
+ * when there was one. */
+static void out_end(bf__dx *dx, const bf_plan *p, int64_t b, int here, int chan)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int64_t start = b * sh->batch, rows = bf_plan_batch(p);
+    const float *o = p->vals[sh->out_val].data;
+    size_t row_bytes = (size_t)sh->out_cols * sizeof(float);
+    /* samples row mode gave already (a tied table's lookups: run_tied)
+     * keep those outputs */
+    const unsigned char *kept = dx->n_reached ? dx->reached + start : NULL;
+    if (here) dx->n_in_place[0]++, dx->n_in_place[1] += chan;
+    else if (!kept) memcpy(dx->out + start * sh->out_cols, o, (size_t)rows * row_bytes);
+    if (!dx->out_wrote) dx->touched[dx->n_touched++] = b;
+    if (dx->orow_ok && !kept) {   /* compared already (out_differs, bf__chan_rows) */
+        for (int64_t k = 0; k < dx->n_orow; k++) dx->rows[dx->n_rows++] = start + dx->orow[k];
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        if (kept && kept[r]) continue;
+        if (memcmp(o + r * sh->out_cols, sh->golden + (start + r) * sh->out_cols, row_bytes) == 0) continue;
+        if (kept) memcpy(dx->out + (start + r) * sh->out_cols, o + r * sh->out_cols, row_bytes);
+        dx->rows[dx->n_rows++] = start + r;
+    }
+}
+
 static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size_t n_vf, int first, int last_entry,
                            float *vf_old, float *vf_new, bf_error *err)
 {
@@ -493,16 +538,8 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     memset(dx->dlazy, 0, m->n_values);
     bf__pv_batch(dx, p);
     dx->approx = 0;
-    /* the output in place (own): exact trials only (a batch redone after an
-     * update would find the first run's channels around a lazy one), and
-     * not where row mode gave some of its samples' outputs (run_tied) */
     int ov = sh->out_val;
-    dx->out_here = ov >= 0 && dx->no_approx && !dx->n_reached && p->vals[ov].dtype == BF_F32 &&
-                           bf_tensor_nbytes(&p->vals[ov]) == (size_t)(rows * sh->out_cols) * sizeof(float)
-                       ? dx->out + start * sh->out_cols
-                       : NULL;
-    dx->out_b = b;
-    dx->out_wrote = dx->orow_ok = 0;
+    out_begin(dx, p, b);
 
     /* this batch's value faults, rows relative to it */
     size_t nb = 0;
@@ -588,26 +625,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         dx->no_approx = 0;
         return st;
     }
-    if (dx->state[sh->out_val] == DIRTY) {
-        const float *o = p->vals[sh->out_val].data;
-        size_t row_bytes = (size_t)sh->out_cols * sizeof(float);
-        /* samples row mode gave already (a tied table's lookups: run_tied)
-         * keep those outputs */
-        const unsigned char *kept = dx->n_reached ? dx->reached + start : NULL;
-        if (here) dx->n_in_place[0]++, dx->n_in_place[1] += chan_rows;
-        else if (!kept) memcpy(dx->out + start * sh->out_cols, o, (size_t)rows * row_bytes);
-        if (!dx->out_wrote) dx->touched[dx->n_touched++] = b;
-        if (dx->orow_ok && !kept) {   /* compared already (out_differs, bf__chan_rows) */
-            for (int64_t k = 0; k < dx->n_orow; k++) dx->rows[dx->n_rows++] = start + dx->orow[k];
-            return BF_OK;
-        }
-        for (int64_t r = 0; r < rows; r++) {
-            if (kept && kept[r]) continue;
-            if (memcmp(o + r * sh->out_cols, sh->golden + (start + r) * sh->out_cols, row_bytes) == 0) continue;
-            if (kept) memcpy(dx->out + (start + r) * sh->out_cols, o + r * sh->out_cols, row_bytes);
-            dx->rows[dx->n_rows++] = start + r;
-        }
-    }
+    if (dx->state[sh->out_val] == DIRTY) out_end(dx, p, b, here, chan_rows);
     return BF_OK;
 }
 
