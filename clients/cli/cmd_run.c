@@ -389,11 +389,12 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "samples through linear segments; %lld trials run as full passes (more faults than a batch has "
                 "samples, reaching nearly all of the pass: cheaper in full); %lld times the output Gemm ran once "
                 "for every batch's changed rows; %lld %s with their activation, BatchNorm or Add inside (the Conv's "
-                "epilogue)\n",
+                "epilogue); %lld batches' changed outputs written in place (%lld on one channel)\n",
                 p, sep, (long long)r->chain_trials, (long long)r->chain_exact, (long long)r->chain_linear,
                 (long long)r->full_trials, (long long)r->out_batched, (long long)r->fused_activations,
                 /* one image per call counts a pass's fused chains, as the exact engine does */
-                r->ckpt.cuts ? "Convs in each image's pass" : "Conv re-runs in the trials");
+                r->ckpt.cuts ? "Convs in each image's pass" : "Conv re-runs in the trials", (long long)r->out_in_place,
+                (long long)r->out_in_place_chan);
         /* chan_steps counts the checkpoints' one-channel Convs too: they are the checkpoint line's */
         int64_t chan = r->chan_steps - r->chan_kinds.ckpt_conv, kinds = r->chan_kinds.resize + r->chan_kinds.concat +
                        r->chan_kinds.conv + r->chan_kinds.gate + r->chan_kinds.reduce;

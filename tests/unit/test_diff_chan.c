@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "bitflip/campaign.h"
@@ -323,6 +324,81 @@ static void near_exact_agrees(void **state)
     tc_assert_agree("channel-local steps under --near-exact, against exact", &t, 10 * TRIALS / 3);
 }
 
+/* The graph's output written in place (diff/diffexec.c, own): a
+ * segmenter's re-run steps write a batch's changed output straight into
+ * the trial's outputs, whole (the final Resize over every channel) or on
+ * the one channel a fault moved (the channel-local Resize, whose changed
+ * samples bf__chan_rows finds), and it is never copied there afterwards.
+ * Every trial's record and outputs must be the exact engine's, byte for
+ * byte, on 1 and 2 threads (batch 5: the partial last batch's plan too),
+ * and both paths taken (bf_campaign_result.out_in_place and
+ * out_in_place_chan, `--stats`). The fixture's single weight faults go to
+ * chain mode (its eval set is small), which writes the outputs row by row
+ * as before; activation faults run batches. */
+static void run_cap(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int exact,
+                    tc_capture *cap, int64_t in_place[2])
+{
+    bf_campaign *c = tc_make(m, ds, s);
+    tc_cap_init(cap, bf_campaign_num_trials(c));
+    bf_campaign_opts o = {.threads = threads, .exact = exact, .no_full_pass = !exact, .on_trial = tc_cap_trial,
+                          .on_outputs = tc_cap_outputs, .user = cap};
+    bf_campaign_result res;
+    bf_error err = {0};
+    if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("in place: %s", err.msg);
+    if (exact) assert_int_equal(res.out_in_place, 0);
+    else in_place[0] += res.out_in_place, in_place[1] += res.out_in_place_chan;
+    bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+}
+
+static void segmenter_outputs_in_place(void **state)
+{
+    (void)state;
+    /* the head's logits before the final Resize (low and high classifiers,
+     * their sum): a permanent fault is one channel of every sample, which
+     * the channel-local Add and Resize carry to the output */
+    static char *logits[] = {"t34", "t35", "t36"};
+    const struct {
+        const char *label;
+        tc_config cf;
+        char **pats;
+        size_t n_pats;
+    } cs[] = {{"weights bitflip fp32", W1, all, 1}, {"activations bitflip fp32 permanent", AP, all, 1},
+              {"activations bitflip fp32 transient", AT, all, 1},
+              {"head logits activations bitflip fp32 permanent", AP, logits, 3}};
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    int64_t acts[2] = {0, 0};
+    tc_open(BF_FIXTURES "/det/lraspp", &m, &ds);
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        bf_campaign_spec s = tc_config_spec(&cs[k].cf, 51 + k, TRIALS, 5, cs[k].pats, cs[k].n_pats);
+        tc_capture ex, df;
+        int64_t in_place[2] = {0, 0};
+        run_cap(m, ds, &s, 2, 1, &ex, in_place);
+        for (int th = 1; th <= 2; th++) {
+            run_cap(m, ds, &s, th, 0, &df, in_place);
+            int64_t n = ex.n, per = ex.samples * ex.cols;
+            assert_int_equal(df.n, n);
+            assert_int_equal(df.samples * df.cols, per);
+            for (int64_t t = 0; t < n; t++) {
+                tc_assert_same_record(&ex.rec[t], &df.rec[t]);
+                if (memcmp(ex.out + t * per, df.out + t * per, (size_t)per * sizeof(float)) != 0)
+                    fail_msg("lraspp, %s, %d thread(s): trial %lld's outputs differ from exact's", cs[k].label, th,
+                             (long long)t);
+            }
+            tc_cap_free(&df);
+        }
+        printf("lraspp, %s: %lld batches' outputs written in place, %lld of them on one channel\n", cs[k].label,
+               (long long)in_place[0], (long long)in_place[1]);
+        if (cs[k].cf.target == BF_TARGET_ACTIVATIONS) acts[0] += in_place[0], acts[1] += in_place[1];
+        tc_cap_free(&ex);
+    }
+    assert_true(acts[0] > 0);
+    assert_true(acts[1] > 0);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +408,7 @@ int main(void)
         cmocka_unit_test(v3_family_records_match_exact),
         cmocka_unit_test(segmenter_heads_match_exact),
         cmocka_unit_test(near_exact_agrees),
+        cmocka_unit_test(segmenter_outputs_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

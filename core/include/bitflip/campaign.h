@@ -474,6 +474,16 @@ typedef struct bf_campaign_result {
      * batch instead of once per batch (the weight read once a trial;
      * docs/ENGINE.md, step 4); 0 when exact */
     int64_t out_batched;
+    /* the differential engine: batches whose changed graph output a trial's
+     * re-run steps wrote straight into the trial's outputs, compared with
+     * golden row by row as they were written (or on the one channel that
+     * moved) and not copied afterwards (docs/ENGINE.md, step 5); 0 when
+     * exact */
+    int64_t out_in_place;
+    /* ... of them, written on the one channel that moved (a channel-local
+     * step computing the output: the changed samples found on that channel
+     * alone) */
+    int64_t out_in_place_chan;
     /* of chan_steps, those of a Resize, a Concat, a Conv with golden weights
      * (depthwise, or grouped with one output channel a group), an Add, Sub,
      * Mul or Div with a changed operand broadcast over the planes (a

@@ -385,8 +385,12 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
     if (c->golden.out_cols == 1)
         for (int64_t i = 0; i < c->golden.samples; i++) c->golden.logits |= c->golden.out[i] < 0 || c->golden.out[i] > 1;
     int simd = bf__simd_avx2();
+    /* a segmenter's images are judged pixel by pixel (seg_pred): the arg-max
+     * of a whole image's logits (1.4M for LRASPP's) is read by nothing */
     for (int64_t i = 0; i < c->golden.samples; i++)
-        c->golden.pred[i] = c->golden.out_cols ? bf__prediction(c, c->golden.out + i * c->golden.out_cols, simd) : 0;
+        c->golden.pred[i] = c->golden.out_cols && r.task != BF_TASK_SEGMENTATION
+                                ? bf__prediction(c, c->golden.out + i * c->golden.out_cols, simd)
+                                : 0;
     if (c->golden.task == BF_TASK_DETECTION) {   /* the golden detections, as the judge reads them */
         c->golden.det.task = *bf__evaluator_det(ev);
         if ((st = bf__det_view(&c->golden.det.task, c->golden.rag.view, r.samples, &c->golden.det.labels, &c->golden.det.cap,

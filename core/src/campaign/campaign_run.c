@@ -461,6 +461,8 @@ static void teardown(runner *rn, bf_campaign_result *acc)
             acc->fused_activations += bf__dx_fused_runs(w->dx);
             acc->chan_steps += bf__dx_chan_steps(w->dx);
             acc->out_batched += bf__dx_out_batched(w->dx);
+            acc->out_in_place += bf__dx_out_in_place(w->dx, 0);
+            acc->out_in_place_chan += bf__dx_out_in_place(w->dx, 1);
             int64_t k[5];
             bf__dx_chan_kinds(w->dx, k);
             acc->chan_kinds.resize += k[0], acc->chan_kinds.concat += k[1];

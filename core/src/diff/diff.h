@@ -220,6 +220,10 @@ int64_t bf__dx_chan_steps(const bf__dx *dx);
 /* How many times this executor's trials ran the graph's output Gemm once
  * over every batch's changed rows (diffout.c). */
 int64_t bf__dx_out_batched(const bf__dx *dx);
+/* Batches whose changed graph output this executor's trials wrote straight
+ * into the trial's outputs (diffexec.c, own): not copied there after;
+ * chan 1: of them, those written on one channel (bf__chan_rows). */
+int64_t bf__dx_out_in_place(const bf__dx *dx, int chan);
 /* of those: Resize, Concat, Conv with golden weights, Add/Sub/Mul/Div with
  * a changed operand broadcast over the planes, ReduceMean/ReduceSum over
  * the planes (bf_campaign_result.chan_kinds) */

@@ -100,6 +100,9 @@ struct bf__dx_shared {
 
 enum { UNLOADED = 0, GOLDEN, DIRTY };
 
+/* diffout.c's per-worker state: the output Gemm over every batch at once. */
+typedef struct bf__dx_out bf__dx_out;
+
 /* An element of a parameter-only value a trial wrote into its view. */
 typedef struct bf__pv_write {
     int value;
@@ -183,15 +186,22 @@ struct bf__dx {
     int64_t n_chan;              /* steps run on one channel */
     int64_t n_chan_kind[5];      /* of them Resize, Concat, Conv, broadcast gate, Reduce (bf__dx_chan_kinds) */
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
+    /* The graph's output written in place (diffexec.c, own): the trial's
+     * outputs of the batch at hand, which hold golden bits until a step
+     * writes them (NULL: the plan's buffer, as for every other value); the
+     * batch; whether a step wrote them (the batch then listed in touched);
+     * the rows the output's compare found changed (orow_ok: for its last
+     * write); batches whose changed output was so written. */
+    float *out_here;
+    int64_t out_b;
+    int out_wrote, orow_ok;
+    int64_t *orow, n_orow;
+    int64_t n_in_place[2];       /* and of them, those on one channel (bf__chan_rows) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
 
-    /* The graph's output Gemm over every batch at once (diffout.c): its
-     * step (-1: none), whether this trial defers it, and the input rows
-     * handed over, their samples and their outputs. */
-    int out_step, out_on;
-    float *out_a, *out_y;
-    int64_t *out_row, n_out_rows;
-    int64_t n_out_batched;       /* products so run */
+    /* The graph's output Gemm over every batch at once: diffout.c's own
+     * state and buffers (bf__out_init). */
+    bf__dx_out *og;
 
     /* Parameter-only values (dxparam.c): a private view of each, made when
      * a trial first corrupts the parameter it moves; which ones this trial
@@ -258,6 +268,9 @@ int bf__chan_settle(bf__dx *dx, bf_plan *p, int64_t b, int o, int c);
 /* Value v whole in its buffer (the golden channels copied around its
  * own), if it was lazy. */
 void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v);
+/* The samples (rows of the batch) whose channel of lazy value v differs
+ * from golden, ascending, into row[]; their count. */
+int64_t bf__chan_rows(const bf__dx *dx, const bf_plan *p, int64_t b, int v, int64_t *row);
 /* The same for every input of step i and of the steps its Conv epilogue
  * may compute: before any step that reads them whole. */
 void bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i);
@@ -277,6 +290,10 @@ void bf__out_free(bf__dx *dx);
 void bf__out_begin(bf__dx *dx, size_t n_vf, int rowable);
 bf_status bf__out_defer(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err);
 void bf__out_flush(bf__dx *dx);
+/* Nothing deferred (between trials, and on a trial's failure). */
+void bf__out_off(bf__dx *dx);
+/* Products run so, for --stats. */
+int64_t bf__out_batched(const bf__dx *dx);
 
 /* diffexec.c: applies the value faults of `plan` (the first nb, their
  * values already loaded in it) once per step, marks their values DIRTY in

@@ -80,6 +80,16 @@ void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v)
     }
 }
 
+int64_t bf__chan_rows(const bf__dx *dx, const bf_plan *p, int64_t b, int v, int64_t *row)
+{
+    const float *g = bf__dx_golden(dx->sh, v, b), *y = p->vals[v].data;
+    int64_t n = 0, c = 0, in = 0, ch = dx->dch[v] - 1, k = 0;
+    layout(&p->vals[v], &n, &c, &in);
+    for (int64_t s = 0; s < n; s++)
+        if (memcmp(y + (s * c + ch) * in, g + (s * c + ch) * in, (size_t)in * sizeof *y) != 0) row[k++] = s;
+    return k;
+}
+
 void bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i)
 {
     const int ks[4] = {(int)i, p->fuse_to[i], p->fuse_add[i], p->fuse_bn[i]};

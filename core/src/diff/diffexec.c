@@ -56,6 +56,7 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->work);
     bf__free(dx->out);
     bf__free(dx->rows);
+    bf__free(dx->orow);
     bf__free(dx->rowbuf);
     bf__free(dx->bc);
     bf__free(dx->arena[0]);
@@ -92,6 +93,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->touched = bf__malloc((2 * (size_t)sh->n_batches + 1) * sizeof *dx->touched);
     dx->out = bf__malloc(n_out * sizeof(float) + 1);
     dx->rows = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->rows);
+    dx->orow = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->orow);
     dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
     dx->work = bf__calloc(sh->n_steps + 1, sizeof *dx->work);
     dx->rowbuf = bf__malloc(((size_t)sh->max_m + 1) * sizeof *dx->rowbuf);
@@ -102,7 +104,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
     if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->fdone || !dx->dch || !dx->dlazy || !dx->pfaults ||
-        !dx->pfault || !dx->bmark || !dx->touched || !dx->out || !dx->rows || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work) {
+        !dx->pfault || !dx->bmark || !dx->touched || !dx->out || !dx->rows || !dx->orow || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work) {
         bf__dx_free(dx);
         return bf__dx_oom(err);
     }
@@ -123,10 +125,28 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
 
 /* Golden values are read in place from the cache: a value's data pointer
  * is set to its cache block, and back to the plan's own buffer before a
- * step writes it (own) or a fault changes it (writable). */
+ * step writes it (own) or a fault changes it (writable).
+ *
+ * The graph's output is the exception (run_batch sets dx->out_here): its
+ * steps write it straight into the trial's outputs, which hold the golden
+ * ones until then, so a changed batch is not copied there afterwards (a
+ * segmenter's are 88 MB a trial: LRASPP's 16 images of 21 x 256 x 256).
+ * The batch goes on the list to be restored as soon as it is written,
+ * whatever the trial then does (a detector firing ends it early). */
+static void *mine(bf__dx *dx, bf_plan *p, int v)
+{
+    if (v == dx->sh->out_val && dx->out_here) {
+        if (!dx->out_wrote) dx->touched[dx->n_touched++] = dx->out_b;
+        dx->out_wrote = 1;
+        return dx->out_here;
+    }
+    return dx->arena[p == dx->plan[1]][v];
+}
+
 static void own(bf__dx *dx, bf_plan *p, int v)
 {
-    p->vals[v].data = dx->arena[p == dx->plan[1]][v];
+    if (v == dx->sh->out_val) dx->orow_ok = 0;   /* its changed rows, if known, were the old values' */
+    p->vals[v].data = mine(dx, p, v);
 }
 
 static void own_outputs(bf__dx *dx, bf_plan *p, size_t i)
@@ -176,10 +196,10 @@ void bf__dx_own(bf__dx *dx, bf_plan *p, int v) { own(dx, p, v); }
 static bf_status fetch_writable(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
 {
     bf_status st = fetch(dx, p, b, v, err);
-    void *mine = dx->arena[p == dx->plan[1]][v];
-    if (st == BF_OK && p->vals[v].data != mine) {
-        memcpy(mine, p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
-        p->vals[v].data = mine;
+    void *buf = st == BF_OK ? mine(dx, p, v) : NULL;
+    if (buf && p->vals[v].data != buf) {
+        memcpy(buf, p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
+        p->vals[v].data = buf;
     }
     return st;
 }
@@ -188,6 +208,23 @@ static int differs(const bf__dx *dx, const bf_plan *p, int64_t b, int v)
 {
     const void *g = bf__dx_golden(dx->sh, v, b);
     return !g || memcmp(p->vals[v].data, g, bf_tensor_nbytes(&p->vals[v])) != 0;
+}
+
+/* differs for the graph's output of batch b, row by row against the
+ * campaign's golden outputs: the changed rows kept in dx->orow for the end
+ * of run_batch, which then need not compare them again. */
+static int out_differs(bf__dx *dx, const bf_plan *p, int64_t b, int v)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int64_t rows = bf_plan_batch(p);
+    if (bf_tensor_nbytes(&p->vals[v]) != (size_t)(rows * sh->out_cols) * sizeof(float)) return differs(dx, p, b, v);
+    const float *o = p->vals[v].data, *g = sh->golden + b * sh->batch * sh->out_cols;
+    size_t row = (size_t)sh->out_cols * sizeof(float);
+    dx->n_orow = 0;
+    for (int64_t r = 0; r < rows; r++)
+        if (memcmp(o + r * sh->out_cols, g + r * sh->out_cols, row) != 0) dx->orow[dx->n_orow++] = r;
+    dx->orow_ok = 1;
+    return dx->n_orow > 0;
 }
 
 /* The step's output starts as the golden one, whatever an earlier fault
@@ -442,6 +479,51 @@ int bf__dx_hit_values(bf__dx *dx, bf_plan *p, size_t nb, unsigned char *state, i
     return horizon;
 }
 
+/* The output in place (own) for batch b on plan p: exact trials only (a
+ * batch redone after an update would find the first run's channels around
+ * a lazy one), and not where row mode gave some of its samples' outputs
+ * (run_tied). */
+static void out_begin(bf__dx *dx, const bf_plan *p, int64_t b)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int ov = sh->out_val;
+    int64_t rows = bf_plan_batch(p);
+    dx->out_here = ov >= 0 && dx->no_approx && !dx->n_reached && p->vals[ov].dtype == BF_F32 &&
+                           bf_tensor_nbytes(&p->vals[ov]) == (size_t)(rows * sh->out_cols) * sizeof(float)
+                       ? dx->out + b * sh->batch * sh->out_cols
+                       : NULL;
+    dx->out_b = b;
+    dx->out_wrote = dx->orow_ok = 0;
+}
+
+/* Batch b's changed output (DIRTY) into the trial's outputs, unless it is
+ * there already (here: written in place, chan: on one channel), and its
+ * changed rows into dx->rows, from the compare made as it was written
+ * when there was one. */
+static void out_end(bf__dx *dx, const bf_plan *p, int64_t b, int here, int chan)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int64_t start = b * sh->batch, rows = bf_plan_batch(p);
+    const float *o = p->vals[sh->out_val].data;
+    size_t row_bytes = (size_t)sh->out_cols * sizeof(float);
+    /* samples row mode gave already (a tied table's lookups: run_tied)
+     * keep those outputs */
+    const unsigned char *kept = dx->n_reached ? dx->reached + start : NULL;
+    if (here) dx->n_in_place[0]++, dx->n_in_place[1] += chan;
+    else if (!kept) memcpy(dx->out + start * sh->out_cols, o, (size_t)rows * row_bytes);
+    if (!dx->out_wrote) dx->touched[dx->n_touched++] = b;
+    if (dx->orow_ok && !kept) {   /* compared already (out_differs, bf__chan_rows) */
+        for (int64_t k = 0; k < dx->n_orow; k++) dx->rows[dx->n_rows++] = start + dx->orow[k];
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        if (kept && kept[r]) continue;
+        if (memcmp(o + r * sh->out_cols, sh->golden + (start + r) * sh->out_cols, row_bytes) == 0) continue;
+        if (kept) memcpy(dx->out + (start + r) * sh->out_cols, o + r * sh->out_cols, row_bytes);
+        dx->rows[dx->n_rows++] = start + r;
+    }
+}
+
 static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size_t n_vf, int first, int last_entry,
                            float *vf_old, float *vf_new, bf_error *err)
 {
@@ -456,6 +538,8 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     memset(dx->dlazy, 0, m->n_values);
     bf__pv_batch(dx, p);
     dx->approx = 0;
+    int ov = sh->out_val;
+    out_begin(dx, p, b);
 
     /* this batch's value faults, rows relative to it */
     size_t nb = 0;
@@ -512,11 +596,22 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];
             if (o < 0) continue;
-            dx->state[o] = unwritten || differs(dx, p, b, o) ? DIRTY : GOLDEN;
+            int moved = unwritten || (o == ov && !dx->n_reached ? out_differs(dx, p, b, o) : differs(dx, p, b, o));
+            dx->state[o] = moved ? DIRTY : GOLDEN;
             dx->dch[o] = 0;
             if (dx->state[o] == DIRTY && sh->last_use[o] > horizon) horizon = sh->last_use[o];
         }
     }
+    /* the output in place holds golden bits around a lazy channel: its
+     * changed rows are those whose channel moved, and nothing is filled */
+    int here = ov >= 0 && dx->out_here && p->vals[ov].data == dx->out_here;
+    int chan_rows = here && dx->state[ov] == DIRTY && dx->dlazy[ov];
+    if (chan_rows) {
+        dx->n_orow = bf__chan_rows(dx, p, b, ov, dx->orow);
+        dx->orow_ok = 1;
+        dx->dlazy[ov] = 0;
+    }
+    dx->out_here = NULL;
     bf__chan_fill(dx, p, b, sh->out_val);
     for (size_t k = 0; k < nb; k++) {
         size_t f = dx->vfb_of[k];
@@ -530,21 +625,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         dx->no_approx = 0;
         return st;
     }
-    if (dx->state[sh->out_val] == DIRTY) {
-        const float *o = p->vals[sh->out_val].data;
-        size_t row_bytes = (size_t)sh->out_cols * sizeof(float);
-        /* samples row mode gave already (a tied table's lookups: run_tied)
-         * keep those outputs */
-        const unsigned char *kept = dx->n_reached ? dx->reached + start : NULL;
-        if (!kept) memcpy(dx->out + start * sh->out_cols, o, (size_t)rows * row_bytes);
-        dx->touched[dx->n_touched++] = b;
-        for (int64_t r = 0; r < rows; r++) {
-            if (kept && kept[r]) continue;
-            if (memcmp(o + r * sh->out_cols, sh->golden + (start + r) * sh->out_cols, row_bytes) == 0) continue;
-            if (kept) memcpy(dx->out + (start + r) * sh->out_cols, o + r * sh->out_cols, row_bytes);
-            dx->rows[dx->n_rows++] = start + r;
-        }
-    }
+    if (dx->state[sh->out_val] == DIRTY) out_end(dx, p, b, here, chan_rows);
     return BF_OK;
 }
 
@@ -662,7 +743,8 @@ static bf_status run_tied(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int fi
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
 int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 int64_t bf__dx_chan_steps(const bf__dx *dx) { return dx->n_chan; }
-int64_t bf__dx_out_batched(const bf__dx *dx) { return dx->n_out_batched; }
+int64_t bf__dx_out_batched(const bf__dx *dx) { return bf__out_batched(dx); }
+int64_t bf__dx_out_in_place(const bf__dx *dx, int chan) { return dx->n_in_place[chan != 0]; }
 void bf__dx_chan_kinds(const bf__dx *dx, int64_t kinds[5]) { memcpy(kinds, dx->n_chan_kind, sizeof dx->n_chan_kind); }
 
 void bf__dx_no_full_pass(bf__dx *dx) { dx->no_full = 1; }
@@ -688,7 +770,8 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
     }
     dx->n_touched = dx->n_rows = 0;
-    dx->out_on = 0;
+    dx->out_here = NULL;
+    bf__out_off(dx);
     for (size_t k = 0; vf_old && k < n_vf; k++) vf_old[k] = vf_new[k] = (float)NAN;
     if (n_w == 1 && n_vf == 0) {
         int done;
@@ -767,7 +850,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
         if (st == BF_OK && !done) st = run_batch(dx, b, vf, n_vf, first, last_entry, vf_old, vf_new, err);
     }
     if (st == BF_OK) bf__out_flush(dx);
-    dx->out_on = 0;
+    bf__out_off(dx);
 finish:
 
     for (int64_t b = 0; b < sh->n_batches; b++) dx->bmark[b] = 0;

@@ -26,12 +26,27 @@
 #include "base/alloc.h"
 #include "diff/diff_impl.h"
 
+/* A worker's output product: made by bf__out_init whether or not the graph
+ * has such a Gemm (step -1 then, and no buffers), so the others need not
+ * ask. */
+struct bf__dx_out {
+    int step;                    /* the output Gemm's step; -1: none */
+    int on;                      /* this trial defers it */
+    float *a;                    /* the input rows handed over, k floats each */
+    float *y;                    /* their outputs, out_cols each */
+    int64_t *row;                /* their samples, ascending */
+    int64_t n_rows;
+    int64_t n_batched;           /* products so run */
+};
+
 bf_status bf__out_init(bf__dx *dx, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     const bf_model *m = sh->m;
     bf_plan *p = dx->plan[0];
-    dx->out_step = -1;
+    bf__dx_out *o = dx->og = bf__calloc(1, sizeof *o);
+    if (!o) return bf__dx_oom(err);
+    o->step = -1;
     if (!p || sh->out_val < 0 || !sh->roww[0]) return BF_OK;
     int i = p->val_step[sh->out_val];
     bf__gemm_info g;
@@ -47,33 +62,42 @@ bf_status bf__out_init(bf__dx *dx, bf_error *err)
      * (two of the largest values of a batch), so no limit of its own */
     size_t need = (size_t)sh->samples * (size_t)g.k;
     if (need > 2 * sh->scratch_floats) return BF_OK;
-    dx->out_a = bf__malloc((need + 1) * sizeof *dx->out_a);
-    dx->out_y = bf__malloc(((size_t)sh->samples * (size_t)g.n + 1) * sizeof *dx->out_y);
-    dx->out_row = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->out_row);
-    if (!dx->out_a || !dx->out_y || !dx->out_row) return bf__dx_oom(err);
-    dx->out_step = i;
+    o->a = bf__malloc((need + 1) * sizeof *o->a);
+    o->y = bf__malloc(((size_t)sh->samples * (size_t)g.n + 1) * sizeof *o->y);
+    o->row = bf__malloc(((size_t)sh->samples + 1) * sizeof *o->row);
+    if (!o->a || !o->y || !o->row) return bf__dx_oom(err);
+    o->step = i;
     return BF_OK;
 }
 
 void bf__out_free(bf__dx *dx)
 {
-    bf__free(dx->out_a);
-    bf__free(dx->out_y);
-    bf__free(dx->out_row);
+    bf__dx_out *o = dx->og;
+    if (!o) return;
+    bf__free(o->a);
+    bf__free(o->y);
+    bf__free(o->row);
+    bf__free(o);
+    dx->og = NULL;
 }
+
+void bf__out_off(bf__dx *dx) { dx->og->on = 0; }
+int64_t bf__out_batched(const bf__dx *dx) { return dx->og->n_batched; }
 
 void bf__out_begin(bf__dx *dx, size_t n_vf, int rowable)
 {
-    dx->n_out_rows = 0;
-    dx->out_on = dx->out_step >= 0 && n_vf == 0 && !rowable && dx->no_approx && !dx->param_hit[dx->out_step];
+    bf__dx_out *o = dx->og;
+    o->n_rows = 0;
+    o->on = o->step >= 0 && n_vf == 0 && !rowable && dx->no_approx && !dx->param_hit[o->step];
 }
 
 bf_status bf__out_defer(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
+    bf__dx_out *o = dx->og;
     const bf__step *s = &p->steps[i];
     *done = 0;
-    if (!dx->out_on || (int)i != dx->out_step || dx->n_reached || p->step_hit[i]) return BF_OK;
+    if (!o->on || (int)i != o->step || dx->n_reached || p->step_hit[i]) return BF_OK;
     int av = s->node->in[0];
     bf__gemm_info g;
     if (dx->state[av] != DIRTY || !bf__gemm_params(s, &g)) return BF_OK;
@@ -81,13 +105,13 @@ bf_status bf__out_defer(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, 
     if (st != BF_OK) return st;
     const float *a = p->vals[av].data, *ag = bf__gcache_block(sh->gc, av, b);
     size_t row = (size_t)g.k * sizeof *a;
-    int64_t n0 = dx->n_out_rows;
+    int64_t n0 = o->n_rows;
     for (int r = 0; r < g.m; r++) {
         if (ag && memcmp(a + (int64_t)r * g.k, ag + (int64_t)r * g.k, row) == 0) continue;   /* golden output */
-        memcpy(dx->out_a + dx->n_out_rows * g.k, a + (int64_t)r * g.k, row);
-        dx->out_row[dx->n_out_rows++] = b * sh->batch + r;
+        memcpy(o->a + o->n_rows * g.k, a + (int64_t)r * g.k, row);
+        o->row[o->n_rows++] = b * sh->batch + r;
     }
-    dx->work[i] += (double)(dx->n_out_rows - n0) / (double)g.m;
+    dx->work[i] += (double)(o->n_rows - n0) / (double)g.m;
     *done = OUT_DEFERRED;
     return BF_OK;
 }
@@ -95,23 +119,24 @@ bf_status bf__out_defer(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, 
 void bf__out_flush(bf__dx *dx)
 {
     const bf__dx_shared *sh = dx->sh;
-    int64_t n = dx->n_out_rows;
-    dx->out_on = 0;
-    dx->n_out_rows = 0;
+    bf__dx_out *o = dx->og;
+    int64_t n = o->n_rows;
+    o->on = 0;
+    o->n_rows = 0;
     if (!n) return;
     const bf_plan *p = dx->plan[0];
-    const bf__step *s = &p->steps[dx->out_step];
+    const bf__step *s = &p->steps[o->step];
     bf__gemm_info g;
     bf__gemm_params(s, &g);
     g.m = (int)n;
     const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? p->vals[s->node->in[2]].data : NULL;
-    bf__gemm_product(&g, dx->out_a, p->vals[s->node->in[1]].data, c, dx->out_y);
-    dx->n_out_batched++;
+    bf__gemm_product(&g, o->a, p->vals[s->node->in[1]].data, c, o->y);
+    o->n_batched++;
     size_t row = (size_t)sh->out_cols * sizeof(float);
     int64_t last = -1;
     for (int64_t t = 0; t < n; t++) {
-        int64_t r = dx->out_row[t];
-        const float *y = dx->out_y + t * sh->out_cols;
+        int64_t r = o->row[t];
+        const float *y = o->y + t * sh->out_cols;
         if (memcmp(y, sh->golden + r * sh->out_cols, row) == 0) continue;
         memcpy(dx->out + r * sh->out_cols, y, row);
         dx->rows[dx->n_rows++] = r;

@@ -60,6 +60,8 @@ struct bf__gcache {
     size_t *full;             /* bytes of value v in a full batch */
     int *src;                 /* per value: the stored value a derived one is computed from; -1: none */
     deriv **dv;               /* per derived value: how */
+    int64_t alias;            /* the graph's output when its blocks are the campaign's golden outputs
+                               * (golden_out: bf__gcache_build), not the cache's own; -1 */
     size_t bytes;             /* stored by the golden pass */
     size_t served;            /* stored and derived: what the budget counts */
     atomic_size_t *derived;   /* bytes of derived blocks computed so far */
@@ -70,7 +72,8 @@ struct bf__gcache {
 void bf__gcache_free(bf__gcache *gc)
 {
     if (!gc) return;
-    for (size_t v = 0; gc->blk && v < gc->n_values; v++) bf__free(gc->blk[v]);
+    for (size_t v = 0; gc->blk && v < gc->n_values; v++)
+        if ((int64_t)v != gc->alias) bf__free(gc->blk[v]);
     for (size_t v = 0; gc->dv && v < gc->n_values; v++)
         if (gc->dv[v]) {
             bf__free((void *)gc->dv[v]->ready);
@@ -232,7 +235,8 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
      * told from golden. */
     const bf_tensor *o = bf_plan_output(p, 0);
     size_t at = (size_t)(b * gc->batch) * (size_t)(bf_tensor_numel(o) / bf_plan_batch(p));
-    if (f->golden_out) memcpy(f->golden_out + at, o->data, bf_tensor_nbytes(o));
+    if (f->golden_out && o->data != (void *)(f->golden_out + at))   /* else written there (gc->alias) */
+        memcpy(f->golden_out + at, o->data, bf_tensor_nbytes(o));
     if (f->golden && memcmp(o->data, f->golden + at, bf_tensor_nbytes(o)) != 0)
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "the golden pass of batch %lld differs from the campaign's: this model does not "
@@ -296,7 +300,8 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
  * first reads it) or stored, its blocks allocated. cs: room for every
  * value. */
 static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *const *rest, size_t budget,
-                               const unsigned char *must, const bf__pvals *pv, cand *cs, bf_error *err)
+                               const unsigned char *must, const bf__pvals *pv, float *golden_out, cand *cs,
+                               bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
     size_t n_c = 0;
@@ -315,6 +320,19 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
     deriv *d = NULL;
     for (size_t i = 0; i < n_c; i++) {
         if (!cs[i].must && gc->served + cs[i].bytes > budget) continue;
+        /* The graph's output, when this pass writes the campaign's golden
+         * outputs: its blocks are those (the same layout, batch b at
+         * b * full), written there by its step, so the pass neither stores
+         * a second copy nor copies it over (a segmenter's: 88 MB of LRASPP's
+         * 1 GiB cache). Chosen as any value is, so the cache holds the same
+         * values as before. */
+        if (golden_out && (int)cs[i].v == m->output_vals[0] && p0->vals[cs[i].v].dtype == BF_F32) {
+            gc->blk[cs[i].v] = (unsigned char *)golden_out;
+            gc->alias = (int64_t)cs[i].v;
+            gc->bytes += cs[i].bytes;   /* written by the pass, once */
+            gc->served += cs[i].bytes;
+            continue;
+        }
         /* A derived value counts against the budget as a stored one does
          * (the budget bounds what the cache serves, and its memory once
          * every block has been read), but its blocks are computed, and
@@ -439,6 +457,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     gc->dv = bf__calloc(m->n_values + 1, sizeof *gc->dv);
     gc->derived = bf__calloc(1, sizeof *gc->derived);
     for (size_t v = 0; gc->src && v < m->n_values; v++) gc->src[v] = -1;
+    gc->alias = -1;
     cs = bf__calloc(m->n_values + 1, sizeof *cs);
     gc->n_steps = full[0]->n_steps;
     gc->step_s = bf__calloc(gc->n_steps + 1, sizeof *gc->step_s);
@@ -448,7 +467,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     fs = bf__calloc((size_t)n_plans, sizeof *fs);
     if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
-    if ((st = choose_values(gc, full, rest, budget, must, pv, cs, err)) != BF_OK) goto out;
+    if ((st = choose_values(gc, full, rest, budget, must, pv, golden_out, cs, err)) != BF_OK) goto out;
     filler proto = {.gc = gc, .pv = pv, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
                     .failed = &failed, .bad_batch = -1};
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;

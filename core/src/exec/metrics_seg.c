@@ -12,8 +12,12 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "base/alloc.h"
+#include "base/simd.h"
 
 int bf__seg_layout(const bf_tensor *labels, const bf_tensor *out) { return labels->ndim == 3 && out->ndim == 4; }
 
@@ -71,19 +75,61 @@ bf_status bf__seg_create(const bf_tensor *l, const bf_tensor *o, const char *out
     return BF_OK;
 }
 
-/* Plane by plane, so the loads run along memory: per pixel the best so far
- * and whether it is a NaN (which nothing after it replaces). */
+/* Plane by plane, so the loads run along memory, a chunk of pixels at a
+ * time: per pixel the best value so far (where the old loop read it back
+ * from the plane of the best class, a load from another plane per element
+ * that kept it scalar: 5% of a segmenter campaign's CPU), and its class. A
+ * NaN best stays (nothing compares greater than it); a NaN value replaces
+ * a number; else strictly greater: torch.argmax's rule (test_seg_task).
+ * Eight pixels at a time on AVX2, the same comparisons as masks. */
+#define SEG_CHUNK 512
+static void chunk_ref(const float *x, int64_t C, int64_t HW, int64_t k0, int64_t n, float *best, int32_t *pr)
+{
+    for (int64_t c = 1; c < C; c++)
+        for (int64_t k = k0; k < n; k++) {
+            float b = best[k], v = x[c * HW + k];
+            if (!isnan(b) && (isnan(v) || v > b)) best[k] = v, pr[k] = (int32_t)c;
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int64_t chunk_avx2(const float *x, int64_t C, int64_t HW, int64_t n,
+                                                          float *best, int32_t *pr)
+{
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 b = _mm256_loadu_ps(best + k);
+        __m256i p = _mm256_loadu_si256((const __m256i *)(const void *)(pr + k));
+        for (int64_t c = 1; c < C; c++) {
+            __m256 v = _mm256_loadu_ps(x + c * HW + k);
+            __m256 up = _mm256_and_ps(_mm256_cmp_ps(b, b, _CMP_ORD_Q),
+                                      _mm256_or_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(v, b, _CMP_GT_OQ)));
+            b = _mm256_blendv_ps(b, v, up);
+            p = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(p),
+                                                     _mm256_castsi256_ps(_mm256_set1_epi32((int32_t)c)), up));
+        }
+        _mm256_storeu_ps(best + k, b);
+        _mm256_storeu_si256((__m256i *)(void *)(pr + k), p);
+    }
+    return k;
+}
+#endif
+
 void bf__seg_argmax(const float *x, int64_t C, int64_t HW, int32_t *pred)
 {
-    for (int64_t p = 0; p < HW; p++) pred[p] = 0;
-    for (int64_t c = 1; c < C; c++) {
-        const float *plane = x + c * HW;
-        for (int64_t p = 0; p < HW; p++) {
-            float best = x[(int64_t)pred[p] * HW + p], v = plane[p];
-            /* a NaN best stays; a NaN here wins over a number; else strictly greater */
-            int up = !isnan(best) && (isnan(v) || v > best);
-            pred[p] = up ? (int32_t)c : pred[p];
-        }
+    float best[SEG_CHUNK];
+#if defined(__x86_64__) && defined(__GNUC__)
+    int avx2 = bf__simd_avx2();
+#endif
+    for (int64_t p0 = 0; p0 < HW; p0 += SEG_CHUNK) {
+        int64_t n = HW - p0 < SEG_CHUNK ? HW - p0 : SEG_CHUNK, k = 0;
+        int32_t *pr = pred + p0;
+        memcpy(best, x + p0, (size_t)n * sizeof *best);
+        for (int64_t i = 0; i < n; i++) pr[i] = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (avx2) k = chunk_avx2(x + p0, C, HW, n, best, pr);
+#endif
+        chunk_ref(x + p0, C, HW, k, n, best, pr);
     }
 }
 

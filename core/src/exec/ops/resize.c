@@ -20,6 +20,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "base/simd.h"
 #include "exec/step_access.h"
@@ -357,6 +360,94 @@ static void build_taps(const resize_params *q, int d, int64_t *off, float *w)
 PT_ROW(pt_row_ref, )
 PT_ROW(pt_row_avx2, __attribute__((target("avx2,fma"))))
 
+/* Bilinear over the last two dims in PyTorch's arithmetic (a segmenter's
+ * upsampling: LRASPP's 32x32 logits to 256x256) computed separably. In
+ * PT_ROW each output element is fmaf(h0, w0, h1 * w1), h0 and h1 the last
+ * dim's pair sums fmaf(x[i], wl0, x[i + 1] * wl1) on its two input rows;
+ * those depend on the input row and the output column alone, so they are
+ * computed once per input row (hrow) and kept for the output rows that
+ * read it (8 of them at scale 8), and the output row is one fused
+ * multiply-add per element over two contiguous rows (vrow): the same
+ * operations on the same operands, so the same bits, at a fraction of the
+ * loads. Rows of the last dim longer than PT_SEP_MAX take PT_ROW. */
+#define PT_SEP_MAX 2048
+#define PT_SEP_H(NAME, ATTR)                                                                                        \
+    ATTR static void NAME(const float *x, const int64_t *ol, const float *wl, int64_t len, float *h)              \
+    {                                                                                                              \
+        for (int64_t k = 0; k < len; k++) h[k] = fmaf(x[ol[2 * k]], wl[2 * k], x[ol[2 * k + 1]] * wl[2 * k + 1]); \
+    }
+#define PT_SEP_V(NAME, ATTR)                                                                                        \
+    ATTR static void NAME(const float *h0, const float *h1, float w0, float w1, int64_t len, float *o)             \
+    {                                                                                                              \
+        for (int64_t k = 0; k < len; k++) o[k] = fmaf(h0[k], w0, h1[k] * w1);                                     \
+    }
+PT_SEP_H(pt_sep_ref_h, )
+PT_SEP_V(pt_sep_ref_v, )
+#if defined(__x86_64__) && defined(__GNUC__)
+PT_SEP_H(pt_sep_avx2_h, __attribute__((target("avx2,fma"))))
+/* vrow eight lanes at a time: _mm256_fmadd_ps is fmaf lane by lane */
+__attribute__((target("avx2,fma"))) static void pt_sep_avx2_v(const float *h0, const float *h1, float w0, float w1,
+                                                              int64_t len, float *o)
+{
+    __m256 a = _mm256_set1_ps(w0), b = _mm256_set1_ps(w1);
+    int64_t k = 0;
+    for (; k + 8 <= len; k += 8)
+        _mm256_storeu_ps(o + k, _mm256_fmadd_ps(_mm256_loadu_ps(h0 + k), a,
+                                                _mm256_mul_ps(_mm256_loadu_ps(h1 + k), b)));
+    for (; k < len; k++) o[k] = fmaf(h0[k], w0, h1[k] * w1);
+}
+#else
+#define pt_sep_avx2_h pt_sep_ref_h
+#define pt_sep_avx2_v pt_sep_ref_v
+#endif
+
+/* Whether resize_rows may take the separable form: linear in PyTorch's
+ * arithmetic over exactly the last two dims (the others kept: one tap at
+ * their own index), a row short enough for the stack. */
+static int pt_separable(const resize_params *q)
+{
+    int r = q->rank;
+    if (!q->pt || r < 2 || q->taps[r - 1] != 2 || q->taps[r - 2] != 2 || q->odims[r - 1] > PT_SEP_MAX) return 0;
+    for (int d = 0; d < r - 2; d++)
+        if (q->taps[d] != 1) return 0;
+    return 1;
+}
+
+/* Output rows [lo, hi) so (see PT_SEP); the two pair-sum rows last computed
+ * are kept by their input offset. */
+static void pt_sep_rows(const resize_params *q, const float *x, float *y, int64_t *const *off, float *const *wt,
+                        int64_t lo, int64_t hi)
+{
+    int r = q->rank, last = r - 1;
+    int64_t len = q->odims[last], rows_per = q->odims[last - 1];
+    float h[2][PT_SEP_MAX];
+    int64_t tag[2] = {-1, -1};
+    int avx2 = bf__simd_avx2();
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t plane = row / rows_per, oy = row % rows_per, base = 0;
+        for (int d = last - 2; d >= 0; d--) {   /* the kept dims: their own index times their stride */
+            base += (plane % q->odims[d]) * q->istride[d];
+            plane /= q->odims[d];
+        }
+        const int64_t *od = off[last - 1] + 2 * oy;
+        const float *wd = wt[last - 1] + 2 * oy;
+        int64_t a0 = base + od[0], a1 = base + od[1];
+        int s0 = tag[0] == a0 ? 0 : tag[1] == a0 ? 1 : -1, s1 = tag[0] == a1 ? 0 : tag[1] == a1 ? 1 : -1;
+        if (s0 < 0) {   /* into the slot the other tap does not hold */
+            s0 = s1 == 0 ? 1 : 0;
+            (avx2 ? pt_sep_avx2_h : pt_sep_ref_h)(x + a0, off[last], wt[last], len, h[s0]);
+            tag[s0] = a0;
+        }
+        if (s1 < 0) {
+            s1 = a1 == a0 ? s0 : 1 - s0;
+            if (s1 != s0) (avx2 ? pt_sep_avx2_h : pt_sep_ref_h)(x + a1, off[last], wt[last], len, h[s1]);
+            tag[s1] = a1;
+        }
+        const float *hr[2] = {h[s0], h[s1]};
+        (avx2 ? pt_sep_avx2_v : pt_sep_ref_v)(hr[0], hr[1], wd[0], wd[1], len, y + row * len);
+    }
+}
+
 /* Each dim's taps into scratch (offsets then weights), as run builds them. */
 static void tables(const resize_params *q, void *scratch, int64_t **off, float **wt)
 {
@@ -377,6 +468,10 @@ static void resize_rows(const resize_params *q, const unsigned char *x, unsigned
     int r = q->rank, last = r - 1, TL = q->taps[last];
     size_t es = q->esize;
     int64_t len = q->odims[last], idx[BF_MAX_DIMS] = {0};
+    if (pt_separable(q)) {
+        pt_sep_rows(q, (const float *)(const void *)x, (float *)(void *)y, off, wt, lo, hi);
+        return;
+    }
     for (int64_t d = last - 1, at = lo; d >= 0; d--) {
         idx[d] = at % q->odims[d];
         at /= q->odims[d];
