@@ -424,10 +424,13 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                     "moved channel through BatchNorm, activations, depthwise or grouped Conv, Add/Mul with a golden "
                     "operand or a gate, pooling, ReduceMean, Resize, Concat; of them %lld Resize, %lld Concat, %lld Conv, "
                     "%lld broadcast gates, %lld ReduceMean or ReduceSum; one image per call: %lld faulted Convs run on "
-                    "their one channel over the golden output); %lld output Gemms run once over every batch's changed rows\n",
+                    "their one channel over the golden output, %lld of them with their fused BatchNorm, Add or "
+                    "activation, and %lld steps after them following the channel on); %lld output Gemms run once "
+                    "over every batch's changed rows\n",
                     (long long)res.chan_steps, (long long)res.chan_kinds.resize, (long long)res.chan_kinds.concat,
                     (long long)res.chan_kinds.conv, (long long)res.chan_kinds.gate, (long long)res.chan_kinds.reduce,
-                    (long long)res.chan_kinds.ckpt_conv, (long long)res.out_batched);
+                    (long long)res.chan_kinds.ckpt_conv, (long long)res.chan_kinds.ckpt_fused, (long long)res.chan_kinds.ckpt_follow,
+                    (long long)res.out_batched);
         if (res.full_reason) fprintf(stderr, "bitflip run: exact engine: %s\n", res.full_reason);
         /* where the setup went, and the model and eval set read before it */
         fprintf(stderr,
@@ -447,10 +450,11 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
             fprintf(stderr,
                     "bitflip run: one image per call: each trial resumed each image from the golden pass's %zu "
                     "checkpoints (%.1f MiB, --cache-budget), expected to skip %.1f%% of an image's pass; %lld images "
-                    "ended early at a checkpoint whose values came back golden; %lld steps the faults could not reach "
+                    "ended early at a checkpoint whose values came back golden (%lld of them at a one-channel Conv whose "
+                    "channel did); %lld steps the faults could not reach "
                     "were not run (%zu of their values kept, %.1f MiB of the above)\n",
                     res.ckpt.cuts, (double)res.ckpt.bytes / (1024.0 * 1024.0), 100 * res.ckpt.expected_skip,
-                    (long long)res.ckpt.early, (long long)res.ckpt.skipped, res.ckpt.stored,
+                    (long long)res.ckpt.early, (long long)res.ckpt.early_chan, (long long)res.ckpt.skipped, res.ckpt.stored,
                     (double)res.ckpt.store_bytes / (1024.0 * 1024.0));
         if (!res.exact && isfinite(res.work_fraction)) {
             fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full %s",
