@@ -289,7 +289,7 @@ static void fused_convs_on_one_channel(void **state)
     static char *pointwise[] = {"backbone.stem.0.0.weight", "backbone.stem.1.1.0.weight"};
     for (int bits = 1; bits <= 2; bits++)
         for (int th = 1; th <= 2; th++) {
-            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 32, 80 + (size_t)bits * 2 + (size_t)th);
+            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 256, 80 + (size_t)bits * 2 + (size_t)th);
             s.tensors = pointwise;
             s.n_tensors = 2;
             s.bits = bits;
