@@ -39,6 +39,10 @@
 
 /* as ckpt.c: what recording a checkpoint byte costs the golden pass */
 #define BYTE_SECONDS 3e-9
+/* as ckpt_reach.c: what putting a stored byte back costs a trial, on each
+ * image (a pointwise Conv of few input channels costs little more than
+ * the copy of its golden output) */
+#define FILL_SECONDS 0.3e-9
 /* A value of at most this many bytes a sample is kept whatever the rule
  * says: recording it costs the golden pass well under a microsecond an
  * image, and the saving the rule weighs leaves out the images that end
@@ -50,8 +54,12 @@
  * not run), as the choice weighs it: SSDlite320 under 40 trials of
  * uniform faults in its backbone's weights ended 315 of their 640 images
  * at the channel (a ReLU6 or HardSwish zeroing it, a weight multiplying
- * zeros); half that, to stay on the safe side of a guess */
+ * zeros); half that, to stay on the safe side of a guess. Those faults
+ * lie mostly in the last blocks, whose planes are 10x10: a channel of
+ * more positions comes back golden less often (every position must), so
+ * the share is taken as P_GOLDEN * P_PLANE / positions past P_PLANE */
 #define P_GOLDEN 0.25
+#define P_PLANE 100.0
 
 /* The weight or bias of Conv step i as a parameter read by no other step:
  * its index, else -1. */
@@ -151,7 +159,10 @@ bf_status bf__ckpt_choose_chan(bf__ckpt *ck, const bf_plan *p, const double *mas
          * channels of the Conv and of the steps its epilogue computes, and
          * with P_GOLDEN the rest of the pass */
         double rest = (double)(ck->pre_ns[n] - ck->pre_ns[last + 1]) * 1e-9;
-        double save = mass[i] / mtotal * ((double)cost * 1e-9 * (1.0 - 1.0 / (double)m) + P_GOLDEN * rest);
+        double pg = P_GOLDEN * (osp > P_PLANE ? P_PLANE / (double)osp : 1.0);
+        double save = mass[i] / mtotal *
+                      ((double)cost * 1e-9 * (1.0 - 1.0 / (double)m) + pg * rest - FILL_SECONDS * (double)bytes);
+        if (save <= 0 && bytes > CHAN_SMALL) continue;
         if (need > room - taken ||
             (trials > 0 && bytes > CHAN_SMALL && save * (double)trials < BYTE_SECONDS * (double)bytes))
             continue;
@@ -171,8 +182,9 @@ bf_status bf__ckpt_choose_chan(bf__ckpt *ck, const bf_plan *p, const double *mas
             int64_t fcost = chain_of(ck, p, f, tmp), c1 = p->vals[fo].ndim > 1 ? p->vals[fo].dims[1] : 1;
             size_t fb = storable(ck, p, fo);
             uint64_t fneed = fb == 0 || used[fo] ? 0 : ((fb + 63) & ~(size_t)63) * (uint64_t)ck->samples;
-            double fsave = mass[i] / mtotal * (double)fcost * 1e-9 * (1.0 - 1.0 / (double)(c1 > 1 ? c1 : 2));
-            if (fb == 0 || c1 < 1 || fneed > room - taken ||
+            double fsave = mass[i] / mtotal *
+                           ((double)fcost * 1e-9 * (1.0 - 1.0 / (double)(c1 > 1 ? c1 : 2)) - FILL_SECONDS * (double)fb);
+            if (fb == 0 || c1 < 1 || fneed > room - taken || (fsave <= 0 && fb > CHAN_SMALL) ||
                 (trials > 0 && fb > CHAN_SMALL && fsave * (double)trials < BYTE_SECONDS * (double)fb))
                 break;
             taken += fneed;
