@@ -21,11 +21,19 @@
  * store keeps the chain's last output, and the trial recomputes the one
  * channel with bf__conv_channel_epi, the one-channel product followed by
  * the fused epilogue's own operations on that channel's planes (the same
- * bits as the whole fused step: test_conv_exact). The chain's other
- * operands (a residual Add's, the BatchNormalization's parameters) must be
- * golden. A recomputed channel equal to its golden bits leaves the whole
- * image golden (the faults changed nothing else): the run stops there, as
- * at a checkpoint that came back golden.
+ * bits as the whole fused step: test_conv_fuse's one_channel_of_a_chain).
+ * The chain's other operands (a residual Add's, the BatchNormalization's
+ * parameters) must be golden.
+ *
+ * The changed channel is followed on while the value holding it has one
+ * reader that changes one channel of its own output alone, its other
+ * inputs golden: a unary map or Clip, a BatchNormalization, a depthwise or
+ * grouped Conv (with its fused chain), computed by the kernels the
+ * differential engine's channel-local steps use (diff/diffchan.c) over
+ * their golden output, kept too. A recomputed channel equal to its golden
+ * bits then leaves the whole image golden (the faults changed nothing else,
+ * and every value before it in the walk had it as its one reader): the run
+ * stops there, as at a checkpoint that came back golden.
  *
  * Without value faults, a Conv whose output (or chain's) the store can
  * hold; each is kept when the trials save more than recording it costs the
