@@ -395,8 +395,9 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 /* one image per call counts a pass's fused chains, as the exact engine does */
                 r->ckpt.cuts ? "Convs in each image's pass" : "Conv re-runs in the trials", (long long)r->out_in_place,
                 (long long)r->out_in_place_chan);
-        /* chan_steps counts the checkpoints' one-channel Convs too: they are the checkpoint line's */
-        int64_t chan = r->chan_steps - r->chan_kinds.ckpt_conv, kinds = r->chan_kinds.resize + r->chan_kinds.concat +
+        /* chan_steps counts the checkpoints' one-channel Convs and the steps
+         * that followed their channel too: they are the checkpoint line's */
+        int64_t chan = r->chan_steps - r->chan_kinds.ckpt_conv - r->chan_kinds.ckpt_follow, kinds = r->chan_kinds.resize + r->chan_kinds.concat +
                        r->chan_kinds.conv + r->chan_kinds.gate + r->chan_kinds.reduce;
         fprintf(stderr,
                 "bitflip run: %s%schannel-local: %lld steps ran on the one channel a fault changed instead of all "
@@ -419,10 +420,13 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "pass's %zu checkpoints (%.1f MiB, --cache-budget), expected to skip %.1f%% of an image's pass; "
                 "%lld images ended early at a checkpoint whose values came back golden; %lld steps the faults could "
                 "not reach were not run (%zu of their values kept, %.1f MiB of the above); %lld faulted Convs ran "
-                "on their one changed channel over the golden output\n",
+                "on their one changed channel over the golden output, %lld of them with their fused BatchNorm, Add or "
+                "activation, and %lld steps after them followed the channel on; %lld images ended where that channel "
+                "came back golden (counted in the early ends above)\n",
                 p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 100 * r->ckpt.expected_skip,
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
-                (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv);
+                (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
+                (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan);
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "

@@ -9,7 +9,8 @@
  * used (cuts made, part of each pass skipped, images ended early, steps
  * the faults could not reach not run: ckpt_reach.c; a Conv whose faults
  * all lie in one output channel run on that channel alone over its golden
- * output: ckpt_chan.c, counted in chan_steps), that a
+ * output: ckpt_chan.c, counted in chan_steps; with its fused epilogue
+ * for the backbones' Convs, counted in chan_kinds.ckpt_fused), that a
  * budget too small for any cut leaves every trial in full with the reason
  * said, and that every allocation failing in turn is a clean BF_ENOMEM. */
 #include <math.h>
@@ -97,14 +98,15 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 }
 
 typedef struct sums {
-    int64_t runs, early, masked, changed, skipped, stored, chan;
+    int64_t runs, early, masked, changed, skipped, stored, chan, fused, follow, chan_early;
 } sums;
 
 /* the differential run on `threads` threads against exact on 2 */
 static void same_as_exact_on(const char *fix, const bf_campaign_spec *s, int64_t budget, int threads, sums *t)
 {
     char stem[512];
-    snprintf(stem, sizeof stem, "%s/det/%s", BF_FIXTURES, fix);
+    if (strchr(fix, '/')) snprintf(stem, sizeof stem, "%s/%s", BF_FIXTURES, fix);   /* another folder's */
+    else snprintf(stem, sizeof stem, "%s/det/%s", BF_FIXTURES, fix);
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
     tc_load(stem, &m, &ds);
@@ -121,7 +123,13 @@ static void same_as_exact_on(const char *fix, const bf_campaign_spec *s, int64_t
     tc_assert_same_aggregates(&rx, &rd);
     assert_int_equal(rx.ckpt.cuts, 0);
     assert_int_equal(rx.chan_steps, 0);   /* the exact engine runs every step whole */
+    assert_int_equal(rx.chan_kinds.ckpt_fused, 0);
     t->chan += rd.chan_steps;
+    t->fused += rd.chan_kinds.ckpt_fused;
+    t->follow += rd.chan_kinds.ckpt_follow;
+    t->chan_early += rd.ckpt.early_chan;
+    assert_true(rd.chan_kinds.ckpt_fused <= rd.chan_kinds.ckpt_conv);
+    assert_true(rd.ckpt.early_chan <= rd.ckpt.early);
     if (budget == 0 || budget > 1024) {   /* 0: the default budget */
         /* the checkpoints ran it: cuts made, part of each image's pass skipped */
         if (rd.ckpt.cuts == 0) fail_msg("%s: no checkpoint was made", fix);
@@ -250,6 +258,83 @@ static void head_convs_on_one_channel(void **state)
     if (getenv("BF_TEST_VERBOSE")) fprintf(stderr, "heads: %lld Convs run on one channel\n", (long long)t.chan);
 }
 
+/* Faults confined to the detectors' backbones, whose Convs compute their
+ * activation in their epilogue (SSD's, RetinaNet's and FCOS's Relu,
+ * SSDlite's HardSwish): a fault in one output channel of one recomputes
+ * that channel with the epilogue over the chain's golden output
+ * (ckpt_chan.c), and an image whose channel came back golden ends there.
+ * One and two bits, 1 and 2 threads, with many trials (the golden pass
+ * keeps a Conv's output only when the trials save more than that costs):
+ * every record and per-image output the exact engine's, and the fused
+ * path taken; and faults in the pointwise Convs before SSDlite's
+ * depthwise ones, whose channel is followed through the depthwise Conv
+ * (ckpt_chan.c), that path taken too. */
+static void fused_convs_on_one_channel(void **state)
+{
+    (void)state;
+    static char *backbone[] = {"backbone.*"};
+    static const char *const fixes[] = {"ssdlite", "ssd", "retinanet", "fcos"};
+    sums t = {0};
+    for (size_t f = 0; f < sizeof fixes / sizeof *fixes; f++)
+        for (int bits = 1; bits <= 2; bits++)
+            for (int th = 1; th <= 2; th++) {
+                bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 48, 60 + f * 4 + (size_t)bits * 2 + (size_t)th);
+                s.tensors = backbone;
+                s.n_tensors = 1;
+                s.bits = bits;
+                same_as_exact_on(fixes[f], &s, 0, th, &t);
+            }
+    /* SSDlite's pointwise Convs before a depthwise one, alone: the trials'
+     * mass there keeps the depthwise Conv's output too, and the channel is
+     * followed through it (and its HardSwish) */
+    static char *pointwise[] = {"backbone.stem.0.0.weight", "backbone.stem.1.1.0.weight"};
+    for (int bits = 1; bits <= 2; bits++)
+        for (int th = 1; th <= 2; th++) {
+            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 256, 80 + (size_t)bits * 2 + (size_t)th);
+            s.tensors = pointwise;
+            s.n_tensors = 2;
+            s.bits = bits;
+            same_as_exact_on("ssdlite", &s, 0, th, &t);
+        }
+    assert_true(t.fused > 0);
+    assert_true(t.follow > 0);
+    assert_true(t.changed > 0);
+    assert_true(t.masked > 0);
+    if (getenv("BF_TEST_VERBOSE"))
+        fprintf(stderr, "backbones: %lld steps run on one channel, %lld Convs with their epilogue, %lld steps following "
+                "the channel on, %lld images ended there\n", (long long)t.chan, (long long)t.fused, (long long)t.follow,
+                (long long)t.chan_early);
+}
+
+/* tests/fixtures/ckpt/ckpt_follow (make_ckpt_follow.py): a fault in one
+ * output channel of its first Conv is followed through a Sigmoid, a
+ * BatchNormalization, a depthwise Conv and a HardSigmoid, each on that
+ * channel over its golden output (ckpt_chan.c), ending where the channel
+ * comes back golden: every record and per-image output the exact
+ * engine's, on 1 and 2 threads, one and two bits, and the steps followed. */
+static void channel_followed_through_maps(void **state)
+{
+    (void)state;
+    static char *first[] = {"c1.*"};
+    sums t = {0};
+    for (int bits = 1; bits <= 2; bits++)
+        for (int th = 1; th <= 2; th++) {
+            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 64, 90 + (size_t)bits * 2 + (size_t)th);
+            s.tensors = first;
+            s.n_tensors = 1;
+            s.bits = bits;
+            same_as_exact_on("ckpt/ckpt_follow", &s, 0, th, &t);
+        }
+    /* four steps follow each of c1's runs on one channel, but where it
+     * came back golden already */
+    assert_true(t.chan > 0);
+    assert_true(t.follow > 0);
+    assert_true(t.changed > 0);
+    if (getenv("BF_TEST_VERBOSE"))
+        fprintf(stderr, "ckpt_follow: %lld steps on one channel, %lld following, %lld images ended there\n",
+                (long long)t.chan, (long long)t.follow, (long long)t.chan_early);
+}
+
 static void no_room_for_a_cut(void **state)
 {
     (void)state;
@@ -282,6 +367,8 @@ int main(void)
         cmocka_unit_test(weights_several_and_ber),
         cmocka_unit_test(activations),
         cmocka_unit_test(head_convs_on_one_channel),
+        cmocka_unit_test(fused_convs_on_one_channel),
+        cmocka_unit_test(channel_followed_through_maps),
         cmocka_unit_test(no_room_for_a_cut),
         cmocka_unit_test(allocations_fail_cleanly),
     };

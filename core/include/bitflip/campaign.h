@@ -488,9 +488,13 @@ typedef struct bf_campaign_result {
      * (depthwise, or grouped with one output channel a group), an Add, Sub,
      * Mul or Div with a changed operand broadcast over the planes (a
      * squeeze-excitation gate), a ReduceMean or ReduceSum over each plane,
-     * and the checkpoints' Convs above */
+     * and the checkpoints' Convs above (ckpt_fused: those of them whose
+     * fused epilogue, a BatchNormalization, residual Add or activation, ran
+     * on the one channel too; ckpt_follow: the steps after such a Conv
+     * that followed its channel on, a unary map, a BatchNormalization or a
+     * depthwise Conv reading its output alone) */
     struct {
-        int64_t resize, concat, conv, gate, reduce, ckpt_conv;
+        int64_t resize, concat, conv, gate, reduce, ckpt_conv, ckpt_fused, ckpt_follow;
     } chan_kinds;
     /* The campaign's last trials (four chunks a worker, after the last
      * stop-rule check) handed out most expensive first, by the share of the
@@ -522,12 +526,15 @@ typedef struct bf_campaign_result {
      * after the restored cut and that the trial's faults could not reach,
      * so did not run; stored, store_bytes: the golden values the golden
      * pass kept for them (those that steps a fault reaches read; bytes over
-     * every sample, within --cache-budget, counted in bytes too). */
+     * every sample, within --cache-budget, counted in bytes too).
+     * early_chan: of early, the images that ended at a Conv run on its one
+     * channel (chan_kinds.ckpt_conv), or a step following it on, whose
+     * channel came back golden. */
     struct {
         size_t cuts;
         uint64_t bytes;
         double expected_skip;
-        int64_t early;
+        int64_t early, early_chan;
         int64_t skipped;
         size_t stored;
         uint64_t store_bytes;

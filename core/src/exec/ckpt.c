@@ -55,6 +55,8 @@ void bf__ckpt_free(bf__ckpt *ck)
     bf__free(ck->post);
     bf__free(ck->chan_m);
     bf__free(ck->chan_div);
+    bf__free(ck->chan_chain);
+    bf__free(ck->chan_next);
     bf__free(ck->data);
     bf__free(ck);
 }
@@ -326,7 +328,9 @@ typedef struct watch_ctx {
     unsigned char *block;     /* the sample's checkpoints */
     int record, hi;
     size_t stopped_at;
-    int64_t chan;             /* steps run on one channel (ckpt_chan.c) */
+    int64_t chan[4];          /* Convs run on one channel (ckpt_chan.c), of them fused, runs ended so;
+                               * steps following the channel on */
+    bf__chan_walk walk;
 } watch_ctx;
 
 /* before a cut: record its values (the golden pass), or past the faults'
@@ -373,8 +377,14 @@ static void fill(void *user, bf_plan *p, size_t step)
 static int chan(void *user, bf_plan *p, size_t step)
 {
     watch_ctx *w = user;
-    int done = bf__ckpt_chan_run(w->ck, w->tr, w->block, p, step);
-    w->chan += done;
+    int fused, origin = w->tr && (int)step == w->tr->chan_step;
+    int done = bf__ckpt_chan_run(w->ck, w->tr, w->block, p, step, &fused, &w->walk);
+    w->chan[origin ? 0 : 3] += done != 0;
+    w->chan[1] += origin && done && fused;
+    if (done == 2) {   /* golden from here: the work ends with this step */
+        w->chan[2]++;
+        w->stopped_at = step + 1;
+    }
     return done;
 }
 
@@ -391,14 +401,14 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck) { return ck ? ck->pre_ns[ck->n_steps] : 0; }
 
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, int64_t *chans, bf_error *err)
+                       int64_t *work, int64_t *skipped, int64_t chans[4], bf_error *err)
 {
     *golden = 0;
     if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
         return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
     int lo = tr ? tr->lo : -1, hi = tr ? tr->hi : -1;
     watch_ctx w = {.ck = ck, .tr = tr, .block = ck->data + (size_t)s * ck->sample_bytes, .hi = hi,
-                   .stopped_at = p->n_steps};
+                   .stopped_at = p->n_steps, .walk = {.next = 0, .ch = -1}};
     int c = lo >= 0 ? tr->from : -1;
     size_t from = 0;
     if (c >= 0) {   /* the plan fits (bf__ckpt_fits_plan, checked when it was given them) */
@@ -413,7 +423,7 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p,
     bf_status st = bf__plan_run_from(p, from, (hi >= 0 && ck->n_cuts) || reach ? &pw : NULL, &stopped, err);
     if (st != BF_OK) return st;
     *golden = stopped;
-    if (chans) *chans += w.chan;
+    for (int k = 0; chans && k < 4; k++) chans[k] += w.chan[k];
     size_t end = stopped ? w.stopped_at : p->n_steps;
     if (reach) {
         if (work) *work += tr->run_pre[end] - tr->run_pre[from];

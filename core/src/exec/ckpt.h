@@ -86,10 +86,13 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck);
  * plan's outputs were not computed). p must fit (bf__ckpt_fits_plan). *work
  * gets the golden time of the steps run, in nanoseconds (for --stats: over
  * bf__ckpt_pass_ns, the share of a pass the sample re-ran), *skipped the
- * steps not run, *chan 1 if a Conv ran on one output channel alone
- * (ckpt_chan.c). */
+ * steps not run; chan[0] gets 1 if a Conv ran on one output channel alone
+ * (ckpt_chan.c), chan[1] 1 if with its fused epilogue, chan[2] 1 if that
+ * channel came back golden and ended the run (*golden then 1 too), chan[3]
+ * the steps after it that followed the channel on (a map, a BatchNorm, a
+ * depthwise Conv). */
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, int64_t *chan, bf_error *err);
+                       int64_t *work, int64_t *skipped, int64_t chan[4], bf_error *err);
 /* the golden time of a whole run of one sample, in nanoseconds */
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck);
 

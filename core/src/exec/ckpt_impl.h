@@ -44,6 +44,17 @@ struct bf__ckpt {
      * channel (-1: its bias, one element a channel; 0: neither) */
     int64_t *chan_m;
     int64_t *chan_div;
+    /* per step, three: a chosen Conv's chain as the recording plan fuses
+     * it (plan_impl.h): the step whose output the store keeps (the Conv
+     * itself when it runs alone, else the last step its epilogue computes),
+     * its BatchNormalization and its residual Add (0: none) */
+    int *chan_chain;
+    /* per step: the step that follows the changed channel on from a chosen
+     * Conv's output (or from such a step's own), reading it alone and
+     * changing one channel of its own output alone (a unary map or Clip, a
+     * BatchNormalization, a depthwise or grouped Conv with its epilogue),
+     * its golden output in the store too; 0: none */
+    int *chan_next;
     size_t sample_bytes;
     int64_t samples;
     unsigned char *data;        /* samples x sample_bytes */
@@ -97,9 +108,19 @@ bf_status bf__ckpt_choose_chan(bf__ckpt *ck, const bf_plan *p, const double *mas
  * work counted for it the one channel's */
 void bf__ckpt_chan_mark(const bf__ckpt *ck, bf__ckpt_trial *tr);
 /* ckpt_chan.c: instead of step i of a trial's run on plan p: the Conv's
- * golden output from the sample's block, its one channel recomputed; 0
- * when this plan cannot (the step then runs whole) */
-int bf__ckpt_chan_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, const unsigned char *block, bf_plan *p, size_t i);
+ * golden output (or its fused chain's last step's) from the sample's
+ * block, its one channel recomputed (with the epilogue); 0 when this plan
+ * cannot (the step then runs whole), 2 when the channel came back golden
+ * (the sample's outputs are then golden's: the run stops), else 1; *fused
+ * 1 when the chain was fused. The same for a step following the channel
+ * on (chan_next) after a Conv or another such step did so: *walk, cleared
+ * before the run, says which step is next and on what channel. */
+typedef struct bf__chan_walk {
+    int next;                   /* the next step following the channel (0: none) */
+    int64_t ch;                 /* the channel changed (-1: none followed) */
+} bf__chan_walk;
+int bf__ckpt_chan_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, const unsigned char *block, bf_plan *p, size_t i,
+                      int *fused, bf__chan_walk *walk);
 bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr);
 void bf__ckpt_trial_release(bf__ckpt_trial *tr);
 

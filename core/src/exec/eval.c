@@ -647,9 +647,12 @@ bf_status bf__evaluator_ckpt(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *rec
 bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev) { return ev->ckp.tr; }
 
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t *chan)
+                               int64_t chan[4])
 {
-    *chan = atomic_load(&ev->ckp.chan);
+    chan[3] = atomic_load(&ev->ckp.chan_follow);
+    chan[0] = atomic_load(&ev->ckp.chan);
+    chan[1] = atomic_load(&ev->ckp.chan_fused);
+    chan[2] = atomic_load(&ev->ckp.chan_stop);
     *work_ns = atomic_load(&ev->ckp.work);
     *early = atomic_load(&ev->ckp.early);
     *skipped = atomic_load(&ev->ckp.skipped);

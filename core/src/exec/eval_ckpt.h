@@ -17,6 +17,8 @@ typedef struct bf__eval_ckpt {
     const float *out;         /* golden outputs [samples x out_cols] of a sample that ends early */
     atomic_llong work, early, skipped;   /* golden ns of the steps run; samples ended early; steps skipped */
     atomic_llong chan;                   /* steps run on one channel (ckpt_chan.c) */
+    atomic_llong chan_fused, chan_stop;  /* of them, with their fused epilogue; ending the run golden */
+    atomic_llong chan_follow;            /* steps after them following the channel on */
 } bf__eval_ckpt;
 
 /* Sets what the passes resume from (ck; usable 0 when the evaluator's

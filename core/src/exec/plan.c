@@ -185,6 +185,24 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     return s->node->op->run(&c, err);
 }
 
+int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
+{
+    const bf__step *s = &p->steps[i];
+    bf__act act;
+    bf__bnorm bnorm;
+    int a, n, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
+    if (!r) return 0;
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
+                 .in = s->in, .out = s->out, .scratch = p->scratch};
+    fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
+    if (!bf__conv_channel_epi(s, &c, ch, p->scratch)) return 0;
+    p->fused_skip[r] = 1;   /* as run_one marks a fused run's steps */
+    if (a) p->fused_skip[a] = 1;
+    if (n) p->fused_skip[n] = 1;
+    p->n_fused++;
+    return r;
+}
+
 /* step i of a run: a dynamic step, an activation its Conv computed, a Conv
  * computing its activation too, or any other; then the value faults that
  * apply after it */
@@ -250,7 +268,15 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             if (act[i] & BF__STEP_FILL) w->fill(w->user, p, i);
             continue;
         }
-        if (act && (act[i] & BF__STEP_CHAN) && w->chan(w->user, p, i)) continue;
+        if (act && (act[i] & BF__STEP_CHAN)) {
+            int done = w->chan(w->user, p, i);
+            if (done == 2) {   /* its changed channel came back golden: so is the rest */
+                if (stopped) *stopped = 1;
+                memset(p->fused_skip, 0, p->n_steps);
+                return BF_OK;
+            }
+            if (done) continue;
+        }
         bf_status st = run_one(p, i, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);

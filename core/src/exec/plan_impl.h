@@ -124,7 +124,8 @@ struct bf_plan {
  * BF__STEP_POST, post() is called after step i ran (to record its values);
  * BF__STEP_CHAN, chan() is called instead of running step i, and the step
  * runs only if it returns 0 (a Conv computing one output channel over its
- * golden output: ckpt_chan.c).
+ * golden output: ckpt_chan.c); 2 stops the run as at() does (that channel
+ * came back golden, and it was all the trial's faults changed).
  * step_time, if not NULL, gets each step's seconds added. */
 #define BF__STEP_SKIP 1
 #define BF__STEP_FILL 2

@@ -79,14 +79,17 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * from), for the next pass only. _counts: the golden time (ns) of the steps
  * the passes so far ran from checkpoints, the samples they ended early, and
  * the steps they skipped (their faults could not reach them), and the
- * Convs they ran on one output channel (exec/ckpt_chan.c). */
+ * Convs they ran on one output channel (exec/ckpt_chan.c): chan[0] all,
+ * chan[1] those with their fused epilogue, chan[2] those whose channel
+ * (or a step's following it on) came back golden and ended the image's
+ * run, chan[3] the steps after them that followed the channel on. */
 struct bf__ckpt;
 struct bf__ckpt_trial;
 bf_status bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record,
                              const float *golden_out, bf_error *err);
 struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t *chan);
+                               int64_t chan[4]);
 /* Value fault i of the last pass: the element it struck in the sample it
  * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
  * or shorter there) and the elements the value had there (plan_impl.h). */
@@ -132,6 +135,20 @@ int bf__conv_delta(const bf__step *s, int slot, const float *x, int64_t index, f
  * Conv. */
 int bf__conv_channel(const bf__step *s, int slot, int64_t index, const float *x, const float *w, const float *bias,
                      float *y, void *scratch);
+/* linalg_conv.c: output channel ch of a Conv step run as c says (its
+ * inputs, and as bf__plan_run_fused sets them up: the last step's output,
+ * a BatchNormalization, a residual Add and an activation computed in its
+ * epilogue), recomputed alone into c->out[0] (other channels untouched)
+ * with the bits the whole fused step gives it: the one-channel product,
+ * then the epilogue's own operations on that channel's planes. 0 if the
+ * step is no Conv. */
+int bf__conv_channel_epi(const bf__step *s, const bf__ctx *c, int64_t ch, void *scratch);
+/* plan.c: channel ch of Conv step i and the steps its epilogue computes
+ * now (bf__plan_fused_last), into the last one's output, those steps then
+ * marked computed as a fused run marks them; returns that last step, or 0
+ * (nothing written) when the plan does not fuse step i now or it is no
+ * Conv. */
+int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch);
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: 1 if the step is a Conv whose every output channel reads

@@ -258,6 +258,29 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     return 1;
 }
 
+int bf__conv_channel_epi(const bf__step *st, const bf__ctx *c, int64_t ch, void *scratch)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    if (ch < 0 || ch >= cp->m || cp->osp == 0) return 0;
+    float *y = c->out[0]->data;
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, NULL, y, scratch, ch);
+    int avx2 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    avx2 = cp->simd >= BF_SGEMM_AVX2;
+#endif
+    /* conv_epilogue's operations on this channel's planes: elementwise, so
+     * the chunks it cut the whole output into give the same bits; a clamp
+     * a path's epilogue applies (not bare) is bf__act_apply's, as here */
+    float a = 1.0f, b = 0.0f;
+    if (c->bn) bf__bnorm_coef(c->bn, ch, &a, &b);
+    for (int64_t n = 0; n < cp->n; n++) {
+        int64_t at = (n * cp->m + ch) * cp->osp;
+        epilogue_run(avx2, c->bn != NULL, a, b, c->res ? c->res + at : NULL, c->res_a, c->act, y + at, cp->osp);
+    }
+    return 1;
+}
+
 int bf__conv_depthwise(const bf__step *st)
 {
     if (st->node->op->run != bf__conv_run) return 0;
