@@ -313,10 +313,12 @@ static void every_path_matches_reference(void **state)
                          * laid out as y, its every row and tail lane read at its own place */
                         res = rand_buf(ysz), yr = malloc(ysz * sizeof *yr);
                         assert_non_null(yr);
-                        for (size_t e = 0; e < ysz; e++) {
-                            float v = yb[e] + res[e];
-                            yr[e] = v < 0.0f ? 0.0f : v;
-                        }
+                        memcpy(yr, yb, ysz * sizeof *yr);
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) {   /* the columns past n stay y0's */
+                                float v = yb[(int64_t)i * ldy + j] + res[(int64_t)i * ldy + j];
+                                yr[(int64_t)i * ldy + j] = v < 0.0f ? 0.0f : v;
+                            }
                         for (size_t q = 0; q < N_SG_ACTS; q++) {
                             ya[q] = malloc(ysz * sizeof *ya[q]);
                             assert_non_null(ya[q]);

@@ -41,6 +41,10 @@
 #define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
 #define PGROUP 16     /* panels multiplied by a block of rows in turn (sgemm_panels) */
 
+/* a + b with a's NaN when both are NaN, as x86's first source gives it
+ * (add_first8): spelled out, since the compiler may swap a + b's operands */
+static float add_first(float a, float b) { return a != a ? a + a : a + b; }
+
 static float put(float alpha, float s, int accumulate, float y)
 {
     return accumulate ? fmaf(alpha, s, y) : alpha * s;
@@ -563,8 +567,8 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
     for (int i = 0; i < m; i++) {
         float *yr = y + (int64_t)i * ldy;
         for (int j = 0; j < n; j++) yr[j] = yr[j] + bias[i];
-        const float *rr = act && act->res ? act->res + (int64_t)i * ldy : NULL;   /* the Add step's expression */
-        for (int j = 0; rr && j < n; j++) yr[j] = act->res_a ? rr[j] + yr[j] : yr[j] + rr[j];
+        const float *rr = act && act->res ? act->res + (int64_t)i * ldy : NULL;
+        for (int j = 0; rr && j < n; j++) yr[j] = act->res_a ? add_first(rr[j], yr[j]) : add_first(yr[j], rr[j]);
         if (act)
             for (int j = 0; j < n; j++) yr[j] = bf__act_apply(act, yr[j]);
     }
