@@ -296,7 +296,7 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
             if (two) _mm_prefetch((const char *)(res + (int64_t)i * ldy + NR), _MM_HINT_T0);
         }
     }
-    for (int p = 0; p < k; p++, b0p += ps0, b1p += ps1) {
+    _Pragma("GCC unroll 4") for (int p = 0; p < k; p++, b0p += ps0, b1p += ps1) {
         __m512 b0 = _mm512_maskz_loadu_ps(k0, b0p);
         __m512 b1 = two ? _mm512_maskz_loadu_ps(k1, b1p) : b0;
         _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
