@@ -25,6 +25,13 @@ bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, siz
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
                         bf_error *err);
 
+/* th_run_op_act for a Conv (opset 13) with a residual Add fused too, as a
+ * plan runs Conv -> Add(res) -> act (op.h, bf__ctx's res): each output
+ * element act(res + v) (res_a) or act(v + res); act must be set (an Add
+ * alone: lo -inf, hi +inf). */
+bf_status th_run_conv_res(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
+                          const bf__act *act, const float *res, int res_a, bf_error *err);
+
 /* A Conv (opset 13) computed one output channel at a time, as the
  * differential engine recomputes a channel (bf__conv_channel), into out[0]. */
 bf_status th_run_conv_channels(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in,

@@ -22,6 +22,10 @@
  * and crossed bounds (lo > hi: every element hi); and HardSwish, torch's
  * x * clamp(x + 3, 0, 6) / 6 (a pass after the paths, linalg_conv.c).
  *
+ * With a residual Add fused too (Conv -> Add -> activation, op.h), every
+ * path must give the Add op's own bits on the reference's output, then the
+ * activation (the product paths add it in their epilogue).
+ *
  * The shapes are sized so that the column-matrix-free product (one image
  * per product) and the old batched one both run, with panels that wrap
  * output rows (outputs narrower than 16), a K past the 1024-deep stack
@@ -91,8 +95,8 @@ static void ref_conv(const conv_case *k, const float *x, const float *wt, const 
 }
 
 /* The activations: Relu, Clip(-0.2, 0.3), Clip(min 0.1), Clip(max -0.05), Clip(0.5, -0.5), HardSwish. */
-static const bf__act acts[] = {{0.0f, INFINITY, 0},   {-0.2f, 0.3f, 0},  {0.1f, INFINITY, 0},
-                               {-INFINITY, -0.05f, 0}, {0.5f, -0.5f, 0}, {-INFINITY, INFINITY, 1}};
+static const bf__act acts[] = {{0.0f, INFINITY, 0, NULL, 0},   {-0.2f, 0.3f, 0, NULL, 0},  {0.1f, INFINITY, 0, NULL, 0},
+                               {-INFINITY, -0.05f, 0, NULL, 0}, {0.5f, -0.5f, 0, NULL, 0}, {-INFINITY, INFINITY, 1, NULL, 0}};
 #define N_ACTS (sizeof acts / sizeof *acts)
 
 static float ref_act(const bf__act *a, float v)
@@ -330,12 +334,78 @@ static void conv_channels_match_reference(void **state)
     }
 }
 
+/* A residual Add fused into the Conv (a plan's Conv -> Add -> Relu or
+ * Clip, or the Add alone: op.h, bf__ctx's res; the product paths add it in
+ * their epilogue, the others in a pass after), every case on every CPU
+ * path, the residual as the Add's A and as its B: the bits of the Add op's
+ * own kernel run on the reference's output, then the activation. The
+ * residual holds NaNs of another payload than the Conv's own NaNs (the
+ * Inf-weight cases' padding taps), infinities (Inf - Inf) and -0, where
+ * the operands' order shows. */
+static void conv_residual_matches_add(void **state)
+{
+    (void)state;
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    static const bf__act racts[2][2] = {{{-INFINITY, INFINITY, 0, NULL, 0}, {0.0f, INFINITY, 0, NULL, 0}},
+                                        {{-INFINITY, INFINITY, 0, NULL, 0}, {-0.2f, 0.3f, 0, NULL, 0}}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        prepared p;
+        case_open(&cases[i], &p);
+        const conv_case *k = p.k;
+        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
+        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
+                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
+                            th_attr_int("group", k->group)};
+        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
+        bf_tensor r = th_tensor_rand(14, 4, od), conv = th_tensor(BF_F32, p.ref, 4, od);
+        float *rv = r.data;
+        const uint32_t nan_bits = 0x7fc0abcdu;   /* not the default NaN an invalid operation gives */
+        for (int64_t e = 0; e < p.numel; e++) {
+            if (e % 5 == 0) memcpy(&rv[e], &nan_bits, sizeof nan_bits);
+            else if (e % 11 == 0) rv[e] = e % 2 ? INFINITY : -INFINITY;
+            else if (e % 13 == 0) rv[e] = -0.0f;
+        }
+        for (int res_a = 0; res_a < 2; res_a++) {
+            const bf_tensor *ain[2] = {res_a ? &r : &conv, res_a ? &conv : &r};
+            bf_tensor sum;
+            bf_error err = {0};
+            if (th_run_op("Add", 14, NULL, 0, ain, 2, &sum, 1, &err) != BF_OK) fail_msg("%s: Add: %s", k->what, err.msg);
+            const float *want = sum.data;
+            for (int l = 0; l < 4; l++)
+                for (int q = 0; q < 2; q++) {
+                    const bf__act *act = &racts[res_a][q];
+                    bf_tensor out;
+                    if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+                    else unsetenv("BITFLIP_SIMD");
+                    bf_status stt = th_run_conv_res(attrs, 5, in, k->bias ? 3 : 2, &out, act, rv, res_a, &err);
+                    unsetenv("BITFLIP_SIMD");
+                    if (stt != BF_OK) fail_msg("%s, residual: %s", k->what, err.msg);
+                    const float *got = out.data;
+                    for (int64_t e = 0; e < p.numel; e++) {
+                        float w = ref_act(act, want[e]);
+                        uint32_t gb, wb;
+                        memcpy(&gb, &got[e], sizeof gb), memcpy(&wb, &w, sizeof wb);
+                        if (gb != wb)
+                            fail_msg("%s, residual as %s, activation %d (BITFLIP_SIMD=%s): element %lld is %.9g "
+                                     "(0x%08x), the Add then the activation %.9g (0x%08x)", k->what, res_a ? "A" : "B",
+                                     q, levels[l] ? levels[l] : "unset", (long long)e, got[e], gb, w, wb);
+                    }
+                    th_free(&out, 1);
+                }
+            th_free(&sum, 1);
+        }
+        th_tensor_free(&r), th_tensor_free(&conv);
+        case_close(&p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conv_paths_match_reference),
         cmocka_unit_test(conv_channels_match_reference),
         cmocka_unit_test(conv_random_shapes_match_reference),
+        cmocka_unit_test(conv_residual_matches_add),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,7 +79,7 @@ static void grouped_panels_match_reference(void **state)
 {
     (void)state;
     static const int ms[] = {7, 40}, ns[] = {300, 1100}, ks[] = {16, 130, 256};
-    const bf__act act = {0.0f, 6.0f, 0};
+    const bf__act act = {0.0f, 6.0f, 0, NULL, 0};
     for (size_t im = 0; im < 2; im++)
         for (size_t in = 0; in < 2; in++)
             for (size_t ik = 0; ik < 3; ik++)
@@ -283,7 +283,7 @@ static void every_path_matches_reference(void **state)
      * shape and form and checked against every level: they depend on
      * neither, and computing them again for each level was most of this
      * test's time under ASan (tests/README.md, "The sixth round") */
-    static const bf__act acts[] = {{0.0f, INFINITY, 0}, {-0.1f, 0.2f, 0}, {-INFINITY, 0.05f, 0}};
+    static const bf__act acts[] = {{0.0f, INFINITY, 0, NULL, 0}, {-0.1f, 0.2f, 0, NULL, 0}, {-INFINITY, 0.05f, 0, NULL, 0}};
 #define N_SG_ACTS (sizeof acts / sizeof *acts)
     for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
         for (size_t in = 0; in < sizeof ns / sizeof *ns; in++)
@@ -296,7 +296,7 @@ static void every_path_matches_reference(void **state)
                     float *a = rand_buf((size_t)m * lda), *b = rand_buf((size_t)(tb ? n : k) * ldb);
                     float *bias = rand_buf((size_t)m), *y0 = rand_buf(ysz);
                     float *y1 = malloc(ysz * sizeof *y1), *y2 = malloc(ysz * sizeof *y2), *yb = NULL;
-                    float *ya[N_SG_ACTS] = {NULL};
+                    float *ya[N_SG_ACTS] = {NULL}, *res = NULL, *yr = NULL;
                     assert_non_null(y1);
                     assert_non_null(y2);
                     memcpy(y2, y0, ysz * sizeof *y2);
@@ -309,6 +309,16 @@ static void every_path_matches_reference(void **state)
                         bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, yb, ldy);
                         for (int i = 0; i < m; i++)
                             for (int j = 0; j < n; j++) yb[(int64_t)i * ldy + j] += bias[i];
+                        /* and a residual added after the bias (op.h, bf__act's res), then Relu:
+                         * laid out as y, its every row and tail lane read at its own place */
+                        res = rand_buf(ysz), yr = malloc(ysz * sizeof *yr);
+                        assert_non_null(yr);
+                        memcpy(yr, yb, ysz * sizeof *yr);
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) {   /* the columns past n stay y0's */
+                                float v = yb[(int64_t)i * ldy + j] + res[(int64_t)i * ldy + j];
+                                yr[(int64_t)i * ldy + j] = v < 0.0f ? 0.0f : v;
+                            }
                         for (size_t q = 0; q < N_SG_ACTS; q++) {
                             ya[q] = malloc(ysz * sizeof *ya[q]);
                             assert_non_null(ya[q]);
@@ -355,11 +365,22 @@ static void every_path_matches_reference(void **state)
                                     fail_msg("level %d m %d n %d k %d act %zu: packed + activation differs", level,
                                              m, n, k, q);
                             }
+                            const bf__act radd = {0.0f, INFINITY, 0, res, 0};
+                            memcpy(y1, y0, ysz * sizeof *y1);
+                            bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, &radd, y1, ldy);
+                            if (!same_bits(y1, yr, ysz))
+                                fail_msg("level %d m %d n %d k %d: bias + residual + Relu epilogue differs", level, m, n, k);
+                            memcpy(y1, y0, ysz * sizeof *y1);
+                            assert_int_equal(bf__sgemm_packed(level, m, n, k, a, lda, pack_from_matrix, &mp, bias, &radd,
+                                                              y1, ldy),
+                                             1);
+                            if (!same_bits(y1, yr, ysz))
+                                fail_msg("level %d m %d n %d k %d: packed + residual + Relu differs", level, m, n, k);
                         }
                         cases++;
                     }
                     for (size_t q = 0; q < N_SG_ACTS; q++) free(ya[q]);
-                    free(a), free(b), free(bias), free(y0), free(y1), free(y2), free(yb);
+                    free(a), free(b), free(bias), free(y0), free(y1), free(y2), free(yb), free(res), free(yr);
                 }
 #undef N_SG_ACTS
     print_message("%ld products over the forced paths, each == reference bit for bit\n", cases);
@@ -374,7 +395,7 @@ static void act_epilogue_by_hand(void **state)
     float b[16] = {NAN, INFINITY, -INFINITY, -1.0f, -0.0f, 0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 3e38f, -3e38f, 1e-40f,
                    -1e-40f, 0.5f, 2.0f};
     const float a[1] = {1.0f}, bias[1] = {0.0f};
-    const bf__act relu = {0.0f, INFINITY, 0}, clip = {0.25f, 0.75f, 0}, hi_only = {-INFINITY, 0.5f, 0};
+    const bf__act relu = {0.0f, INFINITY, 0, NULL, 0}, clip = {0.25f, 0.75f, 0, NULL, 0}, hi_only = {-INFINITY, 0.5f, 0, NULL, 0};
     /* expected, per activation: NaN stays NaN; -0 + 0 is +0 before the activation */
     const float want_relu[16] = {NAN, INFINITY, 0, 0, 0, 0, 0.25f, 0.5f, 0.75f, 1, 3e38f, 0, 1e-40f, 0, 0.5f, 2};
     const float want_clip[16] = {NAN, 0.75f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.5f, 0.75f, 0.75f, 0.75f, 0.25f,
@@ -401,6 +422,44 @@ static void act_epilogue_by_hand(void **state)
             }
 }
 
+/* The residual Add in the epilogue (op.h, bf__act's res) on values
+ * written by hand, y = 1 * b[j] + 0 then the Add, at every level: the
+ * Add's A operand's NaN when both are NaN (x86 returns the first
+ * source's), Inf - Inf the default NaN, +0 + -0 = +0, -0 (from -0 + 0 =
+ * +0) + -0 = +0, a denormal sum, the residual as A and as B. */
+static void res_epilogue_by_hand(void **state)
+{
+    (void)state;
+    const uint32_t pb = 0x7fc00011u, pr = 0x7fc00022u, dflt = 0xffc00000u;
+    float b[16] = {0, 1.0f, INFINITY, -0.0f, -0.0f, 1e-40f, 3e38f, 2.0f, 0, 0.5f, -1.0f, 0, 5.0f, 0.25f, 1.0f, -3.0f};
+    float r[16] = {0, 0, -INFINITY, -0.0f, 0.0f, 1e-40f, 3e38f, -2.0f, 0, 0.25f, 1.0f, 0, -5.0f, 0.5f, 0, 1.0f};
+    memcpy(&b[0], &pb, 4), memcpy(&r[0], &pr, 4);   /* both NaN */
+    memcpy(&r[1], &pr, 4);                         /* the residual's alone */
+    memcpy(&b[8], &pb, 4);                         /* the product's alone */
+    /* sums by hand: 1 + 0, Inf - Inf, +0 + -0, +0 + +0, denormals, 3e38 + 3e38, 2 - 2, ... */
+    const float sum[16] = {0, 0, 0, 0.0f, 0.0f, 0, INFINITY, 0.0f, 0, 0.75f, 0.0f, 0, 0.0f, 0.75f, 1.0f, -2.0f};
+    const float a[1] = {1.0f}, bias[1] = {0.0f};
+    int best = bf__sgemm_best();
+    for (int level = BF_SGEMM_REF; level <= best; level++)
+        for (int res_a = 0; res_a < 2; res_a++)
+            for (int n = 15; n <= 16; n++) {   /* a narrow panel's masked load and store, and a full one */
+                const bf__act act = {-INFINITY, INFINITY, 0, r, res_a};
+                float y[16] = {0}, want[16];
+                memcpy(want, sum, sizeof want);
+                memcpy(&want[0], res_a ? &pr : &pb, 4);
+                memcpy(&want[1], &pr, 4), memcpy(&want[2], &dflt, 4), memcpy(&want[8], &pb, 4);
+                want[5] = 2.0f * b[5];   /* a denormal doubled: exact, where the literal 2e-40f may round apart */
+                bf__sgemm_bias(level, 1, n, 1, a, 1, b, 16, bias, &act, y, 16);
+                for (int j = 0; j < n; j++)
+                    if (memcmp(&y[j], &want[j], sizeof(float)) != 0) {
+                        uint32_t got, w;
+                        memcpy(&got, &y[j], 4), memcpy(&w, &want[j], 4);
+                        fail_msg("level %d, residual as %s, n %d: element %d is 0x%08x, want 0x%08x", level,
+                                 res_a ? "A" : "B", n, j, got, w);
+                    }
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +471,7 @@ int main(void)
         cmocka_unit_test(windows_chain),
         cmocka_unit_test(every_path_matches_reference),
         cmocka_unit_test(act_epilogue_by_hand),
+        cmocka_unit_test(res_epilogue_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,6 +83,13 @@ typedef struct bf__act {
     int hswish;     /* 1: HardSwish instead (fastmath_impl.h's hard_swish_f32, the op's own
                      * kernel; lo and hi unused): only in the pass after the Conv
                      * (linalg_conv.c, conv_epilogue), never in a path's epilogue */
+    /* A residual Add fused in between, computed in the matrix product's
+     * epilogue (sgemm.h: bf__sgemm_bias, bf__sgemm_packed) and nowhere else:
+     * res laid out as the product's y (the same row stride), each element
+     * v = s + bias becoming res + v (res_a: res is the Add's A) or v + res
+     * before lo and hi. NULL: none (every other reader of bf__act). */
+    const float *res;
+    int res_a;
 } bf__act;
 
 /* A BatchNormalization (inference) fused into a Conv between the Conv and

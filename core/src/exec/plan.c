@@ -156,7 +156,7 @@ int bf__plan_fused_last(const bf_plan *p, size_t i, int *bn, int *add)
 static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *c, bf__act *act, bf__bnorm *bnorm)
 {
     const bf__step *s = &p->steps[i];
-    if (r == a || r == n) *act = (bf__act){-INFINITY, INFINITY, 0};   /* an Add or BN last: no activation */
+    if (r == a || r == n) *act = (bf__act){.lo = -INFINITY, .hi = INFINITY};   /* an Add or BN last: no activation */
     else bf__act_of(&p->steps[r], act);
     c->out = p->steps[r].out;
     c->act = act;

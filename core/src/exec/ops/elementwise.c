@@ -424,11 +424,11 @@ static bf_status clip_run(const bf__ctx *c, bf_error *err)
 int bf__act_of(const bf__step *s, bf__act *act)
 {
     if (bf__unary_relu(s)) {
-        if (act) *act = (bf__act){0.0f, INFINITY, 0};
+        if (act) *act = (bf__act){.lo = 0.0f, .hi = INFINITY};
         return 1;
     }
     if (bf__unary_f32(s) && ((const unary_params *)s->params)->kind == U_HARD_SWISH) {
-        if (act) *act = (bf__act){-INFINITY, INFINITY, 1};
+        if (act) *act = (bf__act){.lo = -INFINITY, .hi = INFINITY, .hswish = 1};
         return 1;
     }
     if (s->node->op->run != clip_run || ((const clip_params *)s->params)->dtype != BF_F32) return 0;
@@ -438,6 +438,7 @@ int bf__act_of(const bf__step *s, bf__act *act)
     act->lo = in_lo ? *(const float *)s->in[1]->data : q->has_lo ? q->lo : -INFINITY;
     act->hi = in_hi ? *(const float *)s->in[2]->data : q->has_hi ? q->hi : INFINITY;
     act->hswish = 0;
+    act->res = NULL, act->res_a = 0;
     return 1;
 }
 

@@ -131,26 +131,33 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
-/* act: a fused activation (whole steps only, ch < 0). */
-static void conv_channels(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                          const bf__act *act, float *y, void *scratch, int64_t ch)
+/* act: a fused activation (whole steps only, ch < 0). With act->res (a
+ * residual Add, op.h) the paths whose product adds it in its epilogue
+ * (bf__conv_packed, bf__conv_res_direct) get it, and 1 says it is done; 0:
+ * y is the bare Conv's, the Add and the activation still to do. */
+static int conv_channels(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                         const bf__act *act, float *y, void *scratch, int64_t ch)
 {
-    if (cp->osp == 0 || cp->mg == 0) return;
+    int res = act && act->res;
+    if (cp->osp == 0 || cp->mg == 0) return 0;
     if (cp->path != BF__CONV_IM2COL) {
+        if (res && !bf__conv_res_direct(cp)) act = NULL;
         bf__conv_direct(cp, x, wt, bias, act, y, ch);
-        return;
+        return act != NULL;
     }
     if (cp->kc == 0) {
+        if (res) act = NULL;
         for (int64_t i = 0; i < cp->n * cp->m; i++)
             if (ch < 0 || i % cp->m == ch) {
                 for (int64_t o = 0; o < cp->osp; o++) y[i * cp->osp + o] = bias ? bias[i % cp->m] : 0.0f;
                 bf__act_pass(act, y + i * cp->osp, cp->osp);
             }
-        return;
+        return 0;
     }
-    if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return;
-    if (bf__conv_packed(cp, x, wt, bias, act, y, scratch, ch)) return;
-    bf__conv_im2col(cp, x, wt, bias, act, y, scratch, ch);
+    if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return 0;
+    if (bf__conv_packed(cp, x, wt, bias, act, y, scratch, ch)) return 1;
+    bf__conv_im2col(cp, x, wt, bias, res ? NULL : act, y, scratch, ch);
+    return !res;
 }
 
 int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
@@ -193,6 +200,19 @@ __attribute__((target("avx2,fma"))) static void epilogue_avx2(int bn, float a, f
     EPILOGUE_BODY
 }
 #endif
+
+static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
+                         int64_t n);
+
+void bf__conv_res_plane(int simd, const bf__act *act, const float *r, float *y, int64_t n)
+{
+    int avx2 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    avx2 = simd >= BF_SGEMM_AVX2;
+#endif
+    (void)simd;
+    epilogue_run(avx2, 0, 1.0f, 0.0f, r, act->res_a, act, y, n);
+}
 
 static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
                          int64_t n)
@@ -241,9 +261,16 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
      * and HardSwish has no copy in the paths' epilogues: the paths then run
      * bare, and one pass computes the rest */
     int bare = c->act && (c->res || c->bn || c->act->hswish);
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, bare ? NULL : c->act,
-                  c->out[0]->data, c->scratch, -1);
-    if (bare) conv_epilogue(cp, c, c->out[0]->data);
+    /* a residual Add then Relu or Clip (or nothing): into the product's
+     * epilogue where the path has one (op.h, bf__act's res), the block
+     * still in registers, instead of a pass over the whole batch's output
+     * after it */
+    bf__act ra;
+    const bf__act *act = bare ? NULL : c->act;
+    if (bare && c->res && !c->bn && !c->act->hswish) ra = *c->act, ra.res = c->res, ra.res_a = c->res_a, act = &ra;
+    int done = conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, act,
+                             c->out[0]->data, c->scratch, -1);
+    if (bare && !(act && done)) conv_epilogue(cp, c, c->out[0]->data);
     return BF_OK;
 }
 

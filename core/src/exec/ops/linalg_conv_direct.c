@@ -659,6 +659,11 @@ static void depthwise_channel(const bf__window *w, const dw_cols *dc, const floa
         }
 }
 
+int bf__conv_res_direct(const bf__conv_params *cp)
+{
+    return cp->path == BF__CONV_POINTWISE && cp->has_bias && cp->kc > 0 && cp->simd >= BF_SGEMM_AVX2;
+}
+
 /* Output channels [j0, j0 + nj) of each group of the direct and 1x1 paths
  * (every channel: j0 = 0, nj = mg; one: its group only). */
 void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
@@ -713,7 +718,10 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
              * same y = s + bias, without another pass over y). */
             if (nj == 0) continue;
             if (kc > 0 && bias) {
-                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0, act, yg, osp);
+                bf__act ka;
+                if (act && act->res) ka = *act, ka.res = act->res + (yg - y);   /* laid out as y */
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0,
+                               act && act->res ? &ka : act, yg, osp);
                 continue;
             }
             if (kc == 0) memset(yg, 0, sizeof(float) * (size_t)(nj * cp->osp));

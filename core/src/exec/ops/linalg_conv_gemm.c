@@ -286,7 +286,18 @@ conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
  * expression (+ 0 without a bias, as there, which turns a -0 sum into
  * +0). Panels from the padded planes where the shape allows, from the
  * column matrix otherwise. 0 when bf__sgemm has no kernel for it: the
- * caller then runs conv_im2col, which gives the same bits. */
+ * caller then runs conv_im2col, which gives the same bits (with act->res
+ * set, y is then to be computed again bare and the Add done after it).
+ * act->res (op.h): a residual Add, laid out as y, added in the kernel's
+ * epilogue after the bias (a plane at a time, in cache, where several
+ * images share a product), before the activation. */
+static bf__act act_at(const bf__act *act, int64_t off)
+{
+    bf__act a = *act;
+    a.res = act->res + off;   /* the residual's part laid out as y + off */
+    return a;
+}
+
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                        const bf__act *act, float *y, void *scratch, int64_t ch)
 {
@@ -319,10 +330,13 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
             const float *a = wr + (g * cp->mg + j0) * cp->kc, *bv = bias ? bias + g * cp->mg + j0 : zeros;
-            float *yg = y + (n * cp->m + g * cp->mg + j0) * cp->osp;
+            int64_t yoff = (n * cp->m + g * cp->mg + j0) * cp->osp;
+            float *yg = y + yoff;
+            bf__act ka = act && act->res ? act_at(act, yoff) : (bf__act){0};
+            const bf__act *kact = act && act->res ? &ka : act;
             if (!padded) {
                 im2col(cp, xg, buf, 0, osp);
-                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, act, yg, osp);
+                bf__sgemm_bias(cp->simd, (int)nj, osp, kc, a, kc, buf, osp, bv, kact, yg, osp);
                 continue;
             }
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -337,13 +351,20 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                             cp->osp, cp->cg * plane};
             float *yo = ni > 1 ? tmp : yg;
             int ldy = ni > 1 ? (int)(ni * osp) : osp;
+            /* several images: the residual is laid out as y, not as the product */
+            int res_after = ni > 1 && act && act->res;
             if (!bf__sgemm_packed(cp->simd, (int)nj, (int)(ni * osp), kc, a, kc, s2 ? conv_pack_s2 : conv_pack_panel, &pk,
-                                  bv, act, yo, ldy))
+                                  bv, res_after ? NULL : kact, yo, ldy))
                 return 0;
-            /* row j of the product holds channel j of each image in turn: copies only */
+            /* row j of the product holds channel j of each image in turn:
+             * copies only, the residual Add and activation first (the
+             * plane in L1) where they are fused */
             for (int64_t i = 0; ni > 1 && i < ni; i++)
-                for (int64_t j = 0; j < nj; j++)
-                    memcpy(yg + (i * cp->m + j) * cp->osp, tmp + j * ldy + i * cp->osp, sizeof(float) * (size_t)cp->osp);
+                for (int64_t j = 0; j < nj; j++) {
+                    float *t = tmp + j * ldy + i * cp->osp;
+                    if (res_after) bf__conv_res_plane(cp->simd, act, act->res + yoff + (i * cp->m + j) * cp->osp, t, cp->osp);
+                    memcpy(yg + (i * cp->m + j) * cp->osp, t, sizeof(float) * (size_t)cp->osp);
+                }
 #endif
         }
     return 1;

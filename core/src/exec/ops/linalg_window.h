@@ -148,7 +148,8 @@ void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt,
                      const bf__act *act, float *y, void *scratch, int64_t ch);
 /* linalg_conv_gemm.c: one image per product, panels packed from padded
  * planes where it can; 0 when bf__sgemm has no kernel for it (then
- * bf__conv_im2col gives the same bits). */
+ * bf__conv_im2col gives the same bits). act->res may be set (a residual
+ * Add in the product's epilogue, op.h); the other paths take none. */
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                     const bf__act *act, float *y, void *scratch, int64_t ch);
 /* linalg_conv_gemm.c: one channel (ch >= 0) of a stride-1, undilated 2-D
@@ -156,8 +157,16 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
  * qualify or the scratch is too small. */
 int bf__conv_channel_windows(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                              float *y, void *scratch, int64_t ch);
-/* linalg_conv_direct.c: the depthwise and 1x1 paths. */
+/* linalg_conv_direct.c: the depthwise and 1x1 paths. act->res may be set
+ * only where bf__conv_res_direct says. */
 void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                      const bf__act *act, float *y, int64_t ch);
+/* 1 when bf__conv_direct adds act->res in the product's epilogue: the 1x1
+ * path with a bias on a CPU with the product's kernel. */
+int bf__conv_res_direct(const bf__conv_params *cp);
+/* linalg_conv.c: n outputs y of one plane become the residual Add's
+ * expression with r (act->res_a says which is A), then the activation
+ * (act->lo, act->hi), as the pass after a bare Conv computes them. */
+void bf__conv_res_plane(int simd, const bf__act *act, const float *r, float *y, int64_t n);
 
 #endif

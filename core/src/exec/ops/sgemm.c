@@ -41,6 +41,10 @@
 #define LDDIRECT 1024 /* ... and with rows this close is read in place, unpacked */
 #define PGROUP 16     /* panels multiplied by a block of rows in turn (sgemm_panels) */
 
+/* a + b with a's NaN when both are NaN, as x86's first source gives it
+ * (add_first8): spelled out, since the compiler may swap a + b's operands */
+static float add_first(float a, float b) { return a != a ? a + a : a + b; }
+
 static float put(float alpha, float s, int accumulate, float y)
 {
     return accumulate ? fmaf(alpha, s, y) : alpha * s;
@@ -79,6 +83,20 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
+/* a + b with a the instruction's first source, which x86 returns when both
+ * are NaN: a fused residual Add keeps its A operand's payload, as the Add
+ * step does. In asm because the compiler may swap the operands of a
+ * commutative intrinsic. */
+AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __m256 b)
+{
+    __m256 o;
+    __asm__("vaddps %2, %1, %0" : "=x"(o) : "x"(a), "x"(b));
+    return o;
+}
+
+/* the residual's vector r added to v in the Add's operand order */
+#define RES_ADD(add, r, v, res_a) ((res_a) ? add((r), (v)) : add((v), (r)))
+
 /* Rows i0 .. i0 + mr of A times a panel of op(B) (k x 16, rows ps apart),
  * into y's columns j0 .. j0 + nr; mr constant where inlined, so the 2 x mr
  * sums stay in registers. The panel is packed (zero-padded past nr), or,
@@ -89,7 +107,7 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
                                                              const float *panel, int64_t ps, int masked, float alpha,
                                                              int accumulate, const float *bias, const bf__act *act,
-                                                             float *y, int ldy)
+                                                             const float *res, float *y, int ldy)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
     const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
@@ -98,6 +116,9 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
     const float *ar[MR];
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) ar[i] = a + i * lda;
     const float *bp = panel;
+    if (res) {   /* block512's prefetch of the residual */
+        _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) _mm_prefetch((const char *)(res + (int64_t)i * ldy), _MM_HINT_T0);
+    }
     _Pragma("GCC unroll 2") for (int p = 0; p < k; p++, bp += ps) {
         __m256 b0 = masked ? _mm256_maskload_ps(bp, m0) : _mm256_loadu_ps(bp);
         __m256 b1 = masked ? _mm256_maskload_ps(bp + 8, m1) : _mm256_loadu_ps(bp + 8);
@@ -126,6 +147,13 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             __m256 bv = _mm256_set1_ps(bias[i]);
             v0 = _mm256_add_ps(v0, bv);
             v1 = _mm256_add_ps(v1, bv);
+        }
+        if (res) {   /* a fused residual Add (op.h, bf__act): lanes past nr never loaded */
+            const float *rr = res + (int64_t)i * ldy;
+            __m256 r0 = nr == NR ? _mm256_loadu_ps(rr) : _mm256_maskload_ps(rr, m0);
+            __m256 r1 = nr == NR ? _mm256_loadu_ps(rr + 8) : _mm256_maskload_ps(rr + 8, m1);
+            v0 = RES_ADD(add_first8, r0, v0, act->res_a);
+            v1 = RES_ADD(add_first8, r1, v1, act->res_a);
         }
         if (act) {
             v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
@@ -208,11 +236,12 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
             int64_t ps = pa[q].ps;
             int nr = pa[q].nr;
             float *yb = y + (int64_t)i0 * ldy + pa[q].j0;
+            const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + pa[q].j0 : NULL;
             switch (mr) {
-#define ROWS(r)                                                                                  \
-    case r:                                                                                      \
-        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, yb, ldy); \
-        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, yb, ldy);          \
+#define ROWS(r)                                                                                      \
+    case r:                                                                                          \
+        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, rb, yb, ldy); \
+        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, rb, yb, ldy);          \
         break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
@@ -226,6 +255,13 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
 #define AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
 #define MR5 12 /* rows of the 16-lane kernel's block */
 
+AVX512 static inline __attribute__((always_inline)) __m512 add_first16(__m512 a, __m512 b)
+{
+    __m512 o;
+    __asm__("vaddps %2, %1, %0" : "=v"(o) : "v"(a), "v"(b));   /* add_first8's, 16 lanes */
+    return o;
+}
+
 /* The AVX-512 block: rows i0 .. i0 + mr of A times one or (`two`) two
  * adjacent panels (columns j0 .. j0 + 32), one 16-lane register per row
  * and panel: 24 sums of the 32 registers, each a[i][p] broadcast once per
@@ -238,8 +274,8 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
 AVX512 static inline __attribute__((always_inline)) void block512(int mr, int two, const panel_at *p0,
                                                                   const panel_at *p1, int k, const float *a,
                                                                   int64_t lda, float alpha, int accumulate,
-                                                                  const float *bias, const bf__act *act, float *y,
-                                                                  int ldy)
+                                                                  const float *bias, const bf__act *act,
+                                                                  const float *res, float *y, int ldy)
 {
     const __mmask16 k0 = (__mmask16)((1u << p0->nr) - 1u), k1 = two ? (__mmask16)((1u << p1->nr) - 1u) : 0;
     const float *b0p = p0->pan, *b1p = two ? p1->pan : p0->pan;
@@ -252,7 +288,15 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
     const char *ab[4];
     const int64_t ldab = lda * (int64_t)sizeof(float);
     _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) ab[q] = (const char *)(a + 3 * q * lda);
-    for (int p = 0; p < k; p++, b0p += ps0, b1p += ps1) {
+    /* the residual's lines asked for now, read after the chains: a batch's
+     * activations sit in L3, and the epilogue would wait on each */
+    if (res) {
+        _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
+            _mm_prefetch((const char *)(res + (int64_t)i * ldy), _MM_HINT_T0);
+            if (two) _mm_prefetch((const char *)(res + (int64_t)i * ldy + NR), _MM_HINT_T0);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int p = 0; p < k; p++, b0p += ps0, b1p += ps1) {
         __m512 b0 = _mm512_maskz_loadu_ps(k0, b0p);
         __m512 b1 = two ? _mm512_maskz_loadu_ps(k1, b1p) : b0;
         _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
@@ -274,6 +318,10 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
             __m512 v = s[i][h];
             v = accumulate ? _mm512_fmadd_ps(al, v, _mm512_maskz_loadu_ps(km, yh)) : _mm512_mul_ps(al, v);
             if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
+            if (res) {   /* a fused residual Add (op.h, bf__act) */
+                __m512 r = _mm512_maskz_loadu_ps(km, res + (int64_t)i * ldy + h * NR);
+                v = RES_ADD(add_first16, r, v, act->res_a);
+            }
             if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
             _mm512_mask_storeu_ps(yh, km, v);
         }
@@ -295,11 +343,12 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
         for (int q = 0; q < np; q += 2) {
             const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
             float *yb = y + (int64_t)i0 * ldy + p0->j0;
+            const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + p0->j0 : NULL;
             switch (mr) {
 #define ROWS5(r)                                                                                   \
     case r:                                                                                        \
-        if (p1) block512(r, 1, p0, p1, k, ab, lda, alpha, accumulate, bb, act, yb, ldy);          \
-        else block512(r, 0, p0, p0, k, ab, lda, alpha, accumulate, bb, act, yb, ldy);             \
+        if (p1) block512(r, 1, p0, p1, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy);      \
+        else block512(r, 0, p0, p0, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy);         \
         break;
                 ROWS5(12) ROWS5(11) ROWS5(10) ROWS5(9) ROWS5(8) ROWS5(7) ROWS5(6) ROWS5(5) ROWS5(4) ROWS5(3)
                 ROWS5(2) ROWS5(1)
@@ -518,6 +567,8 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
     for (int i = 0; i < m; i++) {
         float *yr = y + (int64_t)i * ldy;
         for (int j = 0; j < n; j++) yr[j] = yr[j] + bias[i];
+        const float *rr = act && act->res ? act->res + (int64_t)i * ldy : NULL;
+        for (int j = 0; rr && j < n; j++) yr[j] = act->res_a ? add_first(rr[j], yr[j]) : add_first(yr[j], rr[j]);
         if (act)
             for (int j = 0; j < n; j++) yr[j] = bf__act_apply(act, yr[j]);
     }

@@ -92,7 +92,9 @@ typedef struct bf__gemm_b {
 
 /* Y = A B with bias[i] added to row i while the block is in registers:
  * y = (1 * s) + bias[i], the bits of the product followed by the addition,
- * then, if act is set, the activation (op.h, bf__act_apply) on that.
+ * then, if act is set, a residual Add if act->res is set (op.h: r + y or
+ * y + r with r = act->res[i * ldy + j], the Add's operand order, an Add of
+ * two NaNs keeping its A's), then the activation (op.h, bf__act_apply).
  * B plain (k x n, ldb). */
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                     const float *bias, const bf__act *act, float *y, int ldy);
