@@ -9,6 +9,9 @@
  *   build/bitflip-bench-peak             (make bench-peak; about a minute)
  *   build/bitflip-bench-peak --peak-only (the peak lines alone, a second:
  *                                         bench/real_bench.py's percent of the peak)
+ *   build/bitflip-bench-peak --vit       (ViT-S/16's products at batch 4 instead:
+ *                                         M tokens x N outputs x K, B a weight or,
+ *                                         per head, the keys and values)
  *
  * The peak is timed on chains of independent fused multiply-adds held in
  * registers (enough of them to cover the FMA latency on both pipes), 8-wide
@@ -85,7 +88,7 @@ typedef void (*cblas_sgemm_fn)(int order, int ta, int tb, int m, int n, int k, f
                                const float *b, int ldb, float beta, float *c, int ldc);
 
 typedef struct prod {
-    int m, n, k, level;
+    int m, n, k, level, tb;
     const float *a, *b;
     float *y;
     cblas_sgemm_fn blas;
@@ -95,33 +98,47 @@ static void run_bf(void *ctx, long reps)
 {
     prod *p = ctx;
     for (long r = 0; r < reps; r++)
-        bf__sgemm_level(p->level, 0, 0, p->m, p->n, p->k, 1.0f, p->a, p->k, p->b, p->n, 0, p->y, p->n);
+        bf__sgemm_level(p->level, 0, p->tb, p->m, p->n, p->k, 1.0f, p->a, p->k, p->b, p->tb ? p->k : p->n, 0, p->y,
+                        p->n);
 }
 
 static void run_blas(void *ctx, long reps)
 {
     prod *p = ctx;
     /* 101 = CblasRowMajor, 111 = CblasNoTrans */
-    for (long r = 0; r < reps; r++) p->blas(101, 111, 111, p->m, p->n, p->k, 1.0f, p->a, p->k, p->b, p->n, 0.0f, p->y, p->n);
+    for (long r = 0; r < reps; r++)
+        p->blas(101, 111, p->tb ? 112 : 111, p->m, p->n, p->k, 1.0f, p->a, p->k, p->b, p->tb ? p->k : p->n, 0.0f,
+                p->y, p->n);
 }
 
 int main(int argc, char **argv)
 {
-    int peak_only = argc > 1 && !strcmp(argv[1], "--peak-only");
-    if (argc > 1 && !peak_only) {
-        fprintf(stderr, "usage: bitflip-bench-peak [--peak-only]\n");
+    int peak_only = argc > 1 && !strcmp(argv[1], "--peak-only"), vit = argc > 1 && !strcmp(argv[1], "--vit");
+    if (argc > 1 && !peak_only && !vit) {
+        fprintf(stderr, "usage: bitflip-bench-peak [--peak-only | --vit]\n");
         return 2;
     }
-    static const struct {
+    typedef struct shape {
         const char *layer;
-        int m, n, k;
-    } shapes[] = {
-        {"conv1 (7x7/2, 3 -> 64)", 64, 12544, 147},     {"layer1 3x3 (64 -> 64)", 64, 3136, 576},
-        {"layer2.0.conv1 3x3/2 (64 -> 128)", 128, 784, 576}, {"layer2 3x3 (128 -> 128)", 128, 784, 1152},
-        {"layer2.0 downsample 1x1/2", 128, 784, 64},    {"layer3 3x3 (256 -> 256)", 256, 196, 2304},
-        {"layer4 3x3 (512 -> 512)", 512, 49, 4608},
+        int m, n, k, tb;
+    } shape;
+    static const shape r18[] = {
+        {"conv1 (7x7/2, 3 -> 64)", 64, 12544, 147, 0},     {"layer1 3x3 (64 -> 64)", 64, 3136, 576, 0},
+        {"layer2.0.conv1 3x3/2 (64 -> 128)", 128, 784, 576, 0}, {"layer2 3x3 (128 -> 128)", 128, 784, 1152, 0},
+        {"layer2.0 downsample 1x1/2", 128, 784, 64, 0},    {"layer3 3x3 (256 -> 256)", 256, 196, 2304, 0},
+        {"layer4 3x3 (512 -> 512)", 512, 49, 4608, 0},
     };
-    enum { NSHAPES = sizeof shapes / sizeof *shapes };
+    /* ViT-S/16 at batch 4 (197 tokens an image): the weight products on the
+     * 788 tokens of the batch, the attention's per head and image; the
+     * out-projection's weight is a Gemm's transposed B */
+    static const shape vits[] = {
+        {"QKV (MatMul)", 788, 1152, 384, 0},        {"out_proj (Gemm, transB)", 788, 384, 384, 1},
+        {"mlp.0 (MatMul)", 788, 1536, 384, 0},      {"mlp.3 (MatMul)", 788, 384, 1536, 0},
+        {"scores q k^T (per head)", 197, 197, 64, 0}, {"attention x v (per head)", 197, 64, 197, 0},
+        {"conv_proj (per image)", 384, 196, 768, 0},
+    };
+    const shape *shapes = vit ? vits : r18;
+    const int NSHAPES = vit ? (int)(sizeof vits / sizeof *vits) : (int)(sizeof r18 / sizeof *r18);
     size_t amax = 0, bmax = 0, ymax = 0;
     for (int q = 0; q < NSHAPES; q++) {
         size_t a = (size_t)shapes[q].m * shapes[q].k, b = (size_t)shapes[q].k * shapes[q].n;
@@ -166,12 +183,12 @@ int main(int argc, char **argv)
     if (set_threads) set_threads(1);
     if (!blas) printf("OpenBLAS: libopenblas.so.0 not found (apt-get install libopenblas0 to compare)\n");
 
-    printf("\n| resnet18 conv (M x N x K) | bf__sgemm AVX2 |%s%s\n|---|---|%s%s\n",
+    printf("\n| %s (M x N x K) | bf__sgemm AVX2 |%s%s\n|---|---|%s%s\n", vit ? "ViT-S/16 product" : "resnet18 conv",
            top >= BF_SGEMM_AVX512 ? " bf__sgemm AVX-512 |" : "", blas ? " OpenBLAS |" : "",
            top >= BF_SGEMM_AVX512 ? "---|" : "", blas ? "---|" : "");
     double flops_all = 0, t_all[3] = {0, 0, 0};
     for (int q = 0; q < NSHAPES; q++) {
-        prod p = {shapes[q].m, shapes[q].n, shapes[q].k, BF_SGEMM_AVX2, a, b, y, blas};
+        prod p = {shapes[q].m, shapes[q].n, shapes[q].k, BF_SGEMM_AVX2, shapes[q].tb, a, b, y, blas};
         double flops = 2.0 * p.m * p.n * p.k;
         flops_all += flops;
         printf("| %s, %d x %d x %d |", shapes[q].layer, p.m, p.n, p.k);

@@ -3,13 +3,13 @@
  * with uniform random floats in [0, 1), run 1 + R times; each step's thread
  * CPU time summed over the last R runs (the first touches the arena and the
  * scratch for the first time, which `bitflip eval`'s best pass does not
- * pay either), and for a Conv its multiply-adds, so its GFLOP/s against the
+ * pay either), and for a Conv, MatMul or Gemm its multiply-adds, so its GFLOP/s against the
  * core's peak (docs/BENCHMARKS.md, "resnet18's pass layer by layer").
  *
  *   build/bitflip-bench-steps MODEL.onnx [B [R]]     (B 32, R 3)
  *
  * One line per step (op, name, output shape, ms per pass, GFLOP/s for a
- * Conv), then the total by op. Not part of the tests. */
+ * Conv, MatMul or Gemm), then the total by op kind. Not part of the tests. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +102,11 @@ int main(int argc, char **argv)
     }
     printf("| step | op | name | output | ms/pass | share | GFLOP/s |\n|---|---|---|---|---|---|---|\n");
     double conv_flop = 0, conv_t = 0, steps = 0;
+    /* the total by op kind (matrix products' GFLOP/s too) */
+    enum { MAXOPS = 64 };
+    const char *op_name[MAXOPS];
+    double op_t[MAXOPS], op_flop[MAXOPS];
+    int n_ops = 0;
     for (size_t i = 0; i < n; i++) steps += cost[i] / runs;
     for (size_t i = 0; i < n; i++) {
         const bf__step *s = &p->steps[i];
@@ -111,22 +116,44 @@ int main(int argc, char **argv)
         const bf_tensor *o = s->n_out ? s->out[0] : NULL;
         for (int d = 0; o && d < o->ndim; d++)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "x" : "", (long long)o->dims[d]);
-        double gf = 0;
+        double gf = 0, flop = 0;
         if (!strcmp(s->node->op_type, "Conv") && s->n_in > 1 && s->in[1]) {
             const bf_tensor *wt = s->in[1];
             double kc = 1;
             for (int d = 1; d < wt->ndim; d++) kc *= (double)wt->dims[d];
-            double flop = 2.0 * (double)numel(o) * kc;
+            flop = 2.0 * (double)numel(o) * kc;
             conv_flop += flop, conv_t += t;
-            gf = flop / t * 1e-9;
+        } else if ((!strcmp(s->node->op_type, "MatMul") || !strcmp(s->node->op_type, "Gemm")) && s->n_in > 1 &&
+                   s->in[0] && s->in[0]->ndim >= 1) {
+            /* MatMul's K is A's last dim; a Gemm here has transA 0 (ViT's, the LM's) */
+            flop = 2.0 * (double)numel(o) * (double)s->in[0]->dims[s->in[0]->ndim - 1];
         }
+        if (flop > 0) gf = flop / t * 1e-9;
+        int q = 0;
+        while (q < n_ops && strcmp(op_name[q], s->node->op_type)) q++;
+        if (q == n_ops && n_ops < MAXOPS) op_name[n_ops] = s->node->op_type, op_t[n_ops] = op_flop[n_ops] = 0, n_ops++;
+        if (q < n_ops) op_t[q] += t, op_flop[q] += flop;
         printf("| %zu | %s | %s | %s | %.2f | %.1f%% | ", i, s->node->op_type, s->node->name, shape, t * 1e3,
                100.0 * t / (total / runs));
         if (gf > 0) printf("%.1f |\n", gf);
         else printf("- |\n");
     }
     printf("\npass %.1f ms (thread CPU), steps %.1f ms; Convs %.1f ms, %.1f GFLOP/s, %.1f%% of the pass\n",
-           total / runs * 1e3, steps * 1e3, conv_t * 1e3, conv_flop / conv_t * 1e-9, 100.0 * conv_t / (total / runs));
+           total / runs * 1e3, steps * 1e3, conv_t * 1e3, conv_t > 0 ? conv_flop / conv_t * 1e-9 : 0.0,
+           100.0 * conv_t / (total / runs));
+    printf("\n| op | ms/pass | share | GFLOP/s |\n|---|---|---|---|\n");
+    for (int q = 0; q < n_ops; q++) {
+        int b = q;   /* largest first: selection over what is left */
+        for (int r = q + 1; r < n_ops; r++)
+            if (op_t[r] > op_t[b]) b = r;
+        const char *tn = op_name[q];
+        double tt = op_t[q], tf = op_flop[q];
+        op_name[q] = op_name[b], op_t[q] = op_t[b], op_flop[q] = op_flop[b];
+        op_name[b] = tn, op_t[b] = tt, op_flop[b] = tf;
+        printf("| %s | %.2f | %.1f%% | ", op_name[q], op_t[q] * 1e3, 100.0 * op_t[q] / (total / runs));
+        if (op_flop[q] > 0) printf("%.1f |\n", op_flop[q] / op_t[q] * 1e-9);
+        else printf("- |\n");
+    }
     free(cost), free(mark);
     bf_plan_free(p);
     bf_model_free(m);

@@ -1,6 +1,6 @@
-/* The AVX2 copies of the fast float math (fastmath_impl.h's BF__MAP_VEC,
- * used by the elementwise ops, Softmax and the recurrent gates) give the
- * plain copy's bits on every input: 8-wide vectors, same operations, no
+/* The AVX2 and AVX-512 copies of the fast float math (fastmath_impl.h's
+ * BF__MAP_VEC, used by the elementwise ops and Softmax) give the plain
+ * copy's bits on every input: 8- and 16-wide vectors, same operations, no
  * contraction. Checked over a million float bit patterns spread over the
  * whole range (subnormals, 1e38, +-Inf, NaN, -0 included), where a
  * contracted multiply-add or a reordered sum would show. The plain copy's
@@ -56,15 +56,21 @@ static void same_bits(void **state)
     void (*const entry[])(float *, const float *, int64_t) = {m_exp, m_sigmoid, m_tanh, m_erf, m_gelu, m_gelu_tanh};
     void (*const plain[])(float *, const float *, int64_t) = {m_exp_plain, m_sigmoid_plain, m_tanh_plain,
                                                               m_erf_plain, m_gelu_plain, m_gelu_tanh_plain};
+    /* the 16-lane copies, where the CPU runs AVX-512 */
+    void (*const avx512[])(float *, const float *, int64_t) = {m_exp_avx512, m_sigmoid_avx512, m_tanh_avx512,
+                                                               m_erf_avx512, m_gelu_avx512, m_gelu_tanh_avx512};
+    int wide = bf__simd_cpu() >= BF__SIMD_AVX512;
+    if (!wide) print_message("no AVX-512 on this CPU: its copies not compared\n");
     static const char *const name[] = {"exp", "sigmoid", "tanh", "erf", "gelu", "gelu_tanh"};
+    static const char *const what[] = {"AVX2 copy", "entry", "AVX-512 copy"};
     for (size_t f = 0; f < sizeof name / sizeof *name; f++) {
         plain[f](b, x, N);
-        for (int copy = 0; copy < 2; copy++) {
-            (copy ? entry : avx2)[f](a, x, N);
+        for (int copy = 0; copy < 2 + wide; copy++) {
+            (copy == 2 ? avx512 : copy ? entry : avx2)[f](a, x, N);
             for (int i = 0; i < N; i++)
                 if (memcmp(a + i, b + i, 4) != 0)
-                    fail_msg("%s(%.9g): %s %.9g, plain %.9g", name[f], (double)x[i], copy ? "entry" : "AVX2 copy",
-                             (double)a[i], (double)b[i]);
+                    fail_msg("%s(%.9g): %s %.9g, plain %.9g", name[f], (double)x[i], what[copy], (double)a[i],
+                             (double)b[i]);
         }
     }
     free(x), free(a), free(b);

@@ -8,7 +8,8 @@
  * channel's chain over shifted windows) against its definition. Every CPU
  * path this machine has (the AVX2 kernel; the AVX-512 one, 12 rows x two
  * panels, where the CPU has it) forced, with the bias epilogue and the
- * panel-packer entry, against the reference. */
+ * panel-packer entry, against the reference; and op(B) packed whole into
+ * the caller's work first (bf__sgemm_work), the same. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -386,6 +387,77 @@ static void every_path_matches_reference(void **state)
     print_message("%ld products over the forced paths, each == reference bit for bit\n", cases);
 }
 
+/* op(B) packed whole into the caller's work before the product
+ * (bf__sgemm_work, a transformer's weight products): each CPU path against
+ * the reference bit for bit, B plain and transposed, deeper than the
+ * 256-deep in-place limit and past the 1024-deep stack panel, rows more
+ * than 1024 floats apart, a last panel narrower than 16 columns, alpha and
+ * accumulate; and the work really holding op(B)'s panels (so the path ran):
+ * panel q's row p is op(B)[p][16 q ...], zero past n. */
+static void whole_packed_matches_reference(void **state)
+{
+    (void)state;
+    static const int ms[] = {13, 40, 97};
+    static const int ns[] = {2, 17, 33, 100};
+    static const int ks[] = {9, 300, 1100};
+    int best = bf__sgemm_best();
+    long cases = 0;
+    for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
+        for (size_t in = 0; in < sizeof ns / sizeof *ns; in++)
+            for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
+                for (int form = 0; form < 8; form++) {
+                    int m = ms[im], n = ns[in], k = ks[ik], tb = form & 1, acc = (form >> 1) & 1, far = form >> 2;
+                    float alpha = acc ? 0.75f : 1.0f;
+                    /* far: B's rows (columns of a transposed B) 1100 floats apart */
+                    int lda = k + 1, ldb = far ? 1100 + (tb ? k : n) : (tb ? k : n), ldy = n + 2;
+                    size_t wf = bf__sgemm_work_floats(m, n, k, tb, ldb);
+                    /* packed whole where the panels would be packed one by one */
+                    int expect = tb || k > 256 || ldb > 1024;
+                    if ((wf > 0) != expect)
+                        fail_msg("m %d n %d k %d transB %d ldb %d: work %zu floats, expected %s", m, n, k, tb, ldb,
+                                 wf, expect ? "some" : "none");
+                    if (!wf) continue;
+                    assert_true(wf == (size_t)k * (size_t)((n + 15) / 16) * 16);
+                    size_t ysz = (size_t)m * ldy;
+                    float *a = rand_buf((size_t)m * lda), *b = rand_buf((size_t)(tb ? n : k) * ldb);
+                    float *y0 = rand_buf(ysz), *y1 = malloc(ysz * sizeof *y1), *y2 = malloc(ysz * sizeof *y2);
+                    float *work = malloc(wf * sizeof *work);
+                    assert_non_null(y1);
+                    assert_non_null(y2);
+                    assert_non_null(work);
+                    memcpy(y2, y0, ysz * sizeof *y2);
+                    bf__sgemm_ref(0, tb, m, n, k, alpha, a, lda, b, ldb, acc, y2, ldy);
+                    for (int level = BF_SGEMM_AVX2; level <= best; level++) {
+                        for (size_t i = 0; i < wf; i++) work[i] = NAN;
+                        memcpy(y1, y0, ysz * sizeof *y1);
+                        bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, work);
+                        if (!same_bits(y1, y2, ysz))
+                            fail_msg("level %d m %d n %d k %d transB %d ldb %d accumulate %d: B packed whole "
+                                     "differs from the reference",
+                                     level, m, n, k, tb, ldb, acc);
+                        for (int q = 0; q < (n + 15) / 16; q++)
+                            for (int p = 0; p < k; p += k / 3 + 1)
+                                for (int j = 0; j < 16; j++) {
+                                    int c = 16 * q + j;
+                                    float want = c >= n ? 0.0f : tb ? b[(int64_t)c * ldb + p] : b[(int64_t)p * ldb + c];
+                                    float got = work[((int64_t)q * k + p) * 16 + j];
+                                    if (memcmp(&got, &want, sizeof got) != 0)
+                                        fail_msg("level %d m %d n %d k %d transB %d: panel %d row %d column %d "
+                                                 "holds %g, not op(B)'s %g",
+                                                 level, m, n, k, tb, q, p, j, (double)got, (double)want);
+                                }
+                        cases++;
+                    }
+                    /* no work: the same bits another way */
+                    memcpy(y1, y0, ysz * sizeof *y1);
+                    bf__sgemm_work(best, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, NULL);
+                    assert_true(same_bits(y1, y2, ysz));
+                    free(a), free(b), free(y0), free(y1), free(y2), free(work);
+                }
+    if (best < BF_SGEMM_AVX2) print_message("no AVX2 on this CPU: the reference alone\n");
+    print_message("%ld products with op(B) packed whole, each == reference bit for bit\n", cases);
+}
+
 /* The activation epilogue on values written by hand: NaN passes (as
  * torch.relu and torch.clamp let it), infinities clip, bounds inclusive.
  * y = 1 * b[j] + 0, so y is b[j] exactly. */
@@ -472,6 +544,7 @@ int main(void)
         cmocka_unit_test(every_path_matches_reference),
         cmocka_unit_test(act_epilogue_by_hand),
         cmocka_unit_test(res_epilogue_by_hand),
+        cmocka_unit_test(whole_packed_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,7 @@
 
 /* The CPU paths, lowest first. AVX-512 is a superset of the AVX2 path:
  * the kernels with a 16-lane copy (the product's panel kernel, the
- * depthwise rows) take it, every other kernel keeps its AVX2 copy, so
+ * depthwise rows, the float maps and Softmax's rows) take it, every other kernel keeps its AVX2 copy, so
  * bf__simd_avx2() holds at this level too. */
 enum { BF__SIMD_REF = 0, BF__SIMD_AVX2 = 1, BF__SIMD_AVX512 = 2 };
 

@@ -605,6 +605,7 @@ BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n, int
 static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 0); }
 #ifdef BF__HAVE_AVX2_COPY
 BF__AVX2 static void softmax_row_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 1); }
+BF__AVX512 static void softmax_row_avx512(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 1); }
 #endif
 
 /* Softmax over the middle axis of [n, inner]: every step is a contiguous
@@ -642,7 +643,12 @@ static bf_status softmax_run(const bf__ctx *c, bf_error *err)
     int64_t block = q->n * q->inner;
     if (q->inner == 1) {
 #ifdef BF__HAVE_AVX2_COPY
-        if (bf__cpu_avx2()) {
+        int level = bf__simd_level();
+        if (level >= BF__SIMD_AVX512) {
+            for (int64_t o = 0; o < q->outer; o++) softmax_row_avx512(y + o * block, x + o * block, q->n);
+            return BF_OK;
+        }
+        if (level >= BF__SIMD_AVX2) {
             for (int64_t o = 0; o < q->outer; o++) softmax_row_avx2(y + o * block, x + o * block, q->n);
             return BF_OK;
         }

@@ -129,6 +129,11 @@ static inline float erf_f32(float x0)
 #if defined(__x86_64__) && defined(__GNUC__)
 #define BF__HAVE_AVX2_COPY 1
 #define BF__AVX2 __attribute__((target("avx2")))
+/* The 16-lane copy (BITFLIP_SIMD=avx512's path): the same loop again under
+ * AVX-512, whose target has no FMA either; GCC is asked for 512-bit vectors
+ * (its tuning may prefer 256). Same operations lane for lane: the same bits
+ * (tests/unit/test_fastmath_avx2.c). */
+#define BF__AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512")))
 static inline int bf__cpu_avx2(void) { return bf__simd_avx2(); }
 #else
 static inline int bf__cpu_avx2(void) { return 0; }
@@ -136,7 +141,9 @@ static inline int bf__cpu_avx2(void) { return 0; }
 #define BF__ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* static void NAME(float *y, const float *x, int64_t n): y[i] = F(x[i]),
- * the AVX2 copy where the CPU has it. */
+ * the AVX-512 copy where the CPU has it (and BITFLIP_SIMD allows it), the
+ * AVX2 copy where it has that: GELU, Erf and Softmax's exp over a ViT's
+ * activations ran 8 lanes wide where its products ran 16. */
 #ifdef BF__HAVE_AVX2_COPY
 #define BF__MAP_VEC(NAME, F)                                                                           \
     BF__ALWAYS_INLINE void NAME##_body(float *y, const float *x, int64_t n)                            \
@@ -144,10 +151,13 @@ static inline int bf__cpu_avx2(void) { return 0; }
         for (int64_t i = 0; i < n; i++) y[i] = F(x[i]);                                                \
     }                                                                                                  \
     BF__AVX2 static void NAME##_avx2(float *y, const float *x, int64_t n) { NAME##_body(y, x, n); }    \
+    BF__AVX512 static void NAME##_avx512(float *y, const float *x, int64_t n) { NAME##_body(y, x, n); } \
     static void NAME##_plain(float *y, const float *x, int64_t n) { NAME##_body(y, x, n); }            \
     static void NAME(float *y, const float *x, int64_t n)                                              \
     {                                                                                                  \
-        if (bf__cpu_avx2()) NAME##_avx2(y, x, n);                                                      \
+        int level = bf__simd_level();                                                                  \
+        if (level >= BF__SIMD_AVX512) NAME##_avx512(y, x, n);                                          \
+        else if (level >= BF__SIMD_AVX2) NAME##_avx2(y, x, n);                                         \
         else NAME##_plain(y, x, n);                                                                    \
     }
 #else

@@ -7,6 +7,7 @@
  * since faults rewrite parameter buffers in place. */
 #include <assert.h>
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "exec/op.h"
@@ -31,6 +32,7 @@ typedef struct gemm_params {
     float alpha, beta;
     int use_c;              /* C present and beta != 0 */
     int64_t c_rs, c_cs;     /* C's strides after broadcasting to [M, N] (0 = repeated) */
+    size_t work;            /* floats of scratch for op(B) packed whole (0: none) */
 } gemm_params;
 static_assert(sizeof(gemm_params) <= BF__OP_SUBPARAMS_MAX, "gemm params too large (ABFT keeps them inside its own)");
 
@@ -86,7 +88,18 @@ static bf_status gemm_prepare(bf__prep *p, bf_error *err)
     }
     int64_t dims[2] = {m, n};
     bf__set_shape(p->out[0], BF_F32, 2, dims);
+    /* op(B) packed whole into the scratch (sgemm.h, bf__sgemm_work) */
+    g->work = ta ? 0 : bf__sgemm_work_floats(g->m, g->n, g->k, g->trans_b, g->trans_b ? g->k : g->n);
+    p->scratch = g->work ? g->work * sizeof(float) + 64 : 0;
     return BF_OK;
+}
+
+/* The scratch as 64-byte aligned floats for bf__sgemm_work (NULL when the
+ * step asked for none, or a caller ran it without). */
+static float *work_of(const bf__ctx *c, size_t floats)
+{
+    if (!floats || !c->scratch) return NULL;
+    return (float *)(((uintptr_t)c->scratch + 63) & ~(uintptr_t)63);
 }
 
 static bf_status gemm_run(const bf__ctx *c, bf_error *err)
@@ -115,8 +128,13 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
         if (!g->use_c) memset(y, 0, sizeof(float) * (size_t)m * (size_t)n);
         return BF_OK;
     }
-    bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, g->trans_a ? m : g->k, b, g->trans_b ? g->k : n,
-              g->use_c, y, n);
+    float *work = work_of(c, g->work);
+    if (work)
+        bf__sgemm_work(bf__sgemm_best(), g->trans_b, m, n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : n,
+                       g->use_c, y, n, work);
+    else
+        bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, g->trans_a ? m : g->k, b,
+                  g->trans_b ? g->k : n, g->use_c, y, n);
     return BF_OK;
 }
 
@@ -138,6 +156,7 @@ typedef struct matmul_params {
     int fold;                   /* B has one matrix: fold A's batch into M, one sgemm */
     int plain;                  /* a small bmm: PyTorch's plain loop (matmul_plain.c) */
     int64_t batch;              /* output matrices */
+    size_t work;                /* fold: floats of scratch for B packed whole (0: none) */
     int64_t bdims[BF_MAX_DIMS]; /* output batch dims */
     int64_t sa[BF_MAX_DIMS], sb[BF_MAX_DIMS];  /* per batch dim, elements to step A, B (0: broadcast) */
 } matmul_params;
@@ -200,6 +219,8 @@ static bf_status matmul_prepare(bf__prep *p, bf_error *err)
      * never plain. */
     mp->plain = a->ndim >= 3 && b->ndim >= 3 && k <= BF_BMM_PLAIN_MAX && m <= BF_BMM_PLAIN_MAX &&
                 n <= BF_BMM_PLAIN_MAX && k * m * n < BF_BMM_PLAIN_MAX;
+    mp->work = mp->fold && !mp->plain ? bf__sgemm_work_floats((int)(batch_a * m), (int)n, (int)k, 0, (int)n) : 0;
+    p->scratch = mp->work ? mp->work * sizeof(float) + 64 : 0;
     int nd_out = nb;
     if (a->ndim > 1) odims[nd_out++] = m;
     if (b->ndim > 1) odims[nd_out++] = n;
@@ -222,8 +243,11 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
     }
     if (mp->fold) {
         /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch. */
+        float *work = work_of(c, mp->work);
         if (mp->plain)
             bf__smatmul_plain(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, y, n);
+        else if (work)
+            bf__sgemm_work(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work);
         else
             bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
         return BF_OK;

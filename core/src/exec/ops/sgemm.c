@@ -369,7 +369,9 @@ AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int 
     const float *b = src->b;
     int ldb = src->ldb;
     panel_at pa = {panel, NR, 0, nr, j0};
-    if (src->pack) {
+    if (src->packed) {   /* packed whole beforehand (pack_whole) */
+        pa.pan = src->packed + (int64_t)(j0 / NR) * k * NR;
+    } else if (src->pack) {
         src->pack(src->ctx, j0, nr, k, panel);
     } else if (src->trans) {
         if (nr < NR) memset(panel, 0, sizeof(float) * (size_t)k * NR);
@@ -406,6 +408,33 @@ AVX2 static panel_at panel_of(const bf__gemm_b *src, int m, int j0, int nr, int 
         }
     }
     return pa;
+}
+
+/* Every panel of op(B) into work, as panel_of packs each (bf__sgemm_work):
+ * a plain B a row at a time, each row's 16-column pieces to their panels;
+ * a transposed B panel by panel, each of its 16 rows of B read in order. */
+AVX2 static void pack_whole(const bf__gemm_b *src, int m, int n, int k, float *work)
+{
+    int full = n / NR, np = (n + NR - 1) / NR;
+    if (src->trans) {
+        for (int q = 0; q < np; q++) {
+            int j0 = q * NR;
+            (void)panel_of(src, m, j0, n - j0 < NR ? n - j0 : NR, k, work + (int64_t)q * k * NR);
+        }
+        return;
+    }
+    for (int p = 0; p < k; p++) {
+        const float *row = src->b + (int64_t)p * src->ldb;
+        float *dst = work + (int64_t)p * NR;
+        for (int q = 0; q < full; q++, dst += (int64_t)k * NR) {
+            _mm256_storeu_ps(dst, _mm256_loadu_ps(row + q * NR));
+            _mm256_storeu_ps(dst + 8, _mm256_loadu_ps(row + q * NR + 8));
+        }
+        if (full < np) {
+            int nr = n - full * NR;
+            for (int j = 0; j < NR; j++) dst[j] = j < nr ? row[full * NR + j] : 0.0f;
+        }
+    }
 }
 
 /* Groups of up to `group` panels of 16 columns (their packed copies side
@@ -511,8 +540,16 @@ _Static_assert((int)BF_SGEMM_REF == (int)BF__SIMD_REF && (int)BF_SGEMM_AVX2 == (
  * 0 where there is no kernel (no AVX2, or A transposed: rare in models),
  * or no memory for a panel deeper than the stack one: the caller then
  * computes the same bits another way. */
+/* Whether a product packs op(B) panel by panel (panel_of's last two
+ * branches for every panel; m past two blocks of rows): what pack_whole may
+ * do at once instead. */
+static int packs_b(int m, int k, int trans_b, int ldb)
+{
+    return m > 2 * MR && (trans_b || k > KDIRECT || ldb > LDDIRECT);
+}
+
 static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
-                    int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
+                    int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy, float *work)
 {
     if (m <= 0 || n <= 0) return 1;
     int best = bf__simd_cpu();
@@ -523,10 +560,17 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
         column_avx2(m, k, alpha, a, lda, src->b, src->trans ? 1 : src->ldb, accumulate, y, ldy);
         return 1;
     }
+    bf__gemm_b whole;
+    if (work && !src->pack && packs_b(m, k, src->trans, src->ldb)) {
+        pack_whole(src, m, n, k, work);
+        whole = (bf__gemm_b){.packed = work};
+        src = &whole;
+    }
     /* the AVX-512 block takes two panels at once: twice the panel memory */
     int wide = level >= BF_SGEMM_AVX512, per = wide ? 2 : 1;
     _Alignas(64) float stack[2 * NR * KSTACK];
-    float *panel = k <= KSTACK ? stack : bf__malloc(sizeof(float) * (size_t)k * NR * (size_t)per);
+    /* (packed whole: the panels are in work, the stack's go unused) */
+    float *panel = k <= KSTACK || src->packed ? stack : bf__malloc(sizeof(float) * (size_t)k * NR * (size_t)per);
     if (!panel) return 0;
     /* as many panels as the stack holds, up to PGROUP, for a shallow
      * product; deeper ones (k 320-576 of mobilenet_v2's 7x7 and 14x14
@@ -539,7 +583,7 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
     return 1;
 #else
     (void)trans_a, (void)src, (void)k, (void)alpha, (void)a, (void)lda, (void)accumulate, (void)bias, (void)act,
-        (void)y, (void)ldy;
+        (void)y, (void)ldy, (void)work;
     return 0;
 #endif
 }
@@ -548,8 +592,23 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
                      const float *b, int ldb, int accumulate, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
-    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy))
+    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, NULL))
         bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+}
+
+size_t bf__sgemm_work_floats(int m, int n, int k, int trans_b, int ldb)
+{
+    if (m <= 0 || n <= 1 || k <= 0 || !packs_b(m, k, trans_b, ldb)) return 0;
+    size_t f = (size_t)k * (size_t)((n + NR - 1) / NR) * NR;
+    return f <= BF_SGEMM_WORK_MAX ? f : 0;
+}
+
+void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                    int ldb, int accumulate, float *y, int ldy, float *work)
+{
+    bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
+    if (!sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, work))
+        bf__sgemm_ref(0, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
 }
 
 void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
@@ -562,7 +621,7 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
                     const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb};
-    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy)) return;
+    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL)) return;
     bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
     for (int i = 0; i < m; i++) {
         float *yr = y + (int64_t)i * ldy;
@@ -578,5 +637,5 @@ int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf
                      const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.pack = pack, .ctx = ctx};
-    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy);
+    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL);
 }

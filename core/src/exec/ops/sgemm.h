@@ -27,6 +27,7 @@
 #ifndef BF_SGEMM_H
 #define BF_SGEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "exec/op.h"
@@ -61,6 +62,25 @@ int bf__sgemm_best(void);
 void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, int accumulate, float *y, int ldy);
 
+/* A product over many rows whose op(B) would be packed panel by panel
+ * (B transposed, deeper than 256, or rows more than 1024 floats apart: a
+ * transformer's weights) can have op(B) packed whole first, read once in
+ * order (a row of B at a time; B transposed: 16 of its rows at a time),
+ * into the caller's work: k-major panels of 16 columns, the last one
+ * zero-padded, the same panels the kernel packs one by one otherwise. Per
+ * panel, packing reads k rows of B 4 KiB or more apart, and with B out of
+ * cache (the weights of a layer, read once a pass) each was a miss the
+ * prefetchers do not follow across pages: 5.6% of a ViT-S/16 pass
+ * (docs/BENCHMARKS.md, "ViT-S/16 against ONNX Runtime"). Only the order in
+ * which memory is read changes, never an element's chain.
+ * bf__sgemm_work_floats: the floats of work such a product takes (0: it
+ * packs nothing, or more than BF_SGEMM_WORK_MAX floats, and takes none);
+ * bf__sgemm_work: bf__sgemm_level with that work (NULL: none). */
+#define BF_SGEMM_WORK_MAX (1 << 20)   /* 4 MiB of floats: a ViT-S/16 MLP weight is 2.25 MiB */
+size_t bf__sgemm_work_floats(int m, int n, int k, int trans_b, int ldb);
+void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                    int ldb, int accumulate, float *y, int ldy, float *work);
+
 /* ATen's bmm_out_or_baddbmm_ (1.13): contraction x rows x columns below
  * this runs baddbmm_cpu_kernel's plain loop, else BLAS per matrix (Debian's
  * torch has no MKL batch gemm). MatMul (linalg.c) and Einsum (nn_einsum.c)
@@ -88,6 +108,7 @@ typedef struct bf__gemm_b {
     int ldb, trans;
     bf__pack_fn pack;
     const void *ctx;
+    const float *packed;    /* set: op(B) packed whole, panel q at packed + q * k * 16 (sgemm.c) */
 } bf__gemm_b;
 
 /* Y = A B with bias[i] added to row i while the block is in registers:
