@@ -133,7 +133,11 @@ static inline float erf_f32(float x0)
  * AVX-512, whose target has no FMA either; GCC is asked for 512-bit vectors
  * (its tuning may prefer 256). Same operations lane for lane: the same bits
  * (tests/unit/test_fastmath_avx2.c). */
+#if defined(__clang__)   /* the fuzz build: clang has no prefer-vector-width target, but this attribute */
+#define BF__AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"), min_vector_width(512)))
+#else
 #define BF__AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512")))
+#endif
 static inline int bf__cpu_avx2(void) { return bf__simd_avx2(); }
 #else
 static inline int bf__cpu_avx2(void) { return 0; }
