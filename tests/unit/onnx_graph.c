@@ -75,6 +75,27 @@ Onnx__AttributeProto *tg_attr(tg_graph *g, Onnx__NodeProto *n, const char *name,
     return a;
 }
 
+Onnx__GraphProto *tg_subgraph(tg_graph *g, const tg_graph *body, const char *name)
+{
+    Onnx__GraphProto *gp = tg_alloc(g, sizeof *gp);
+    onnx__graph_proto__init(gp);
+    gp->name = tg_str(g, name);
+    gp->n_node = body->n_nodes;
+    gp->node = (Onnx__NodeProto **)body->nodes;
+    gp->n_initializer = body->n_inits;
+    gp->initializer = (Onnx__TensorProto **)body->inits;
+    gp->n_input = body->n_ins;
+    gp->input = (Onnx__ValueInfoProto **)body->ins;
+    gp->n_output = body->n_outs;
+    gp->output = (Onnx__ValueInfoProto **)body->outs;
+    return gp;
+}
+
+void tg_attr_graph(tg_graph *g, Onnx__NodeProto *n, const char *name, Onnx__GraphProto *gp)
+{
+    tg_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH)->g = gp;
+}
+
 void tg_attr_int(tg_graph *g, Onnx__NodeProto *n, const char *name, int64_t v)
 {
     Onnx__AttributeProto *a = tg_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);

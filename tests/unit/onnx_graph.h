@@ -47,6 +47,12 @@ Onnx__AttributeProto *tg_attr(tg_graph *g, Onnx__NodeProto *n, const char *name,
 void tg_attr_int(tg_graph *g, Onnx__NodeProto *n, const char *name, int64_t v);
 void tg_attr_float(tg_graph *g, Onnx__NodeProto *n, const char *name, float v);
 void tg_attr_ints(tg_graph *g, Onnx__NodeProto *n, const char *name, int k, const int64_t *v);
+/* body's nodes, initializers, inputs and outputs as a GraphProto named
+ * `name`, allocated in g (body must outlive the packing: the proto points
+ * at its arrays); tg_attr_graph hangs it on node n as attribute `name`
+ * (If's then_branch / else_branch, Loop's body). */
+Onnx__GraphProto *tg_subgraph(tg_graph *g, const tg_graph *body, const char *name);
+void tg_attr_graph(tg_graph *g, Onnx__NodeProto *n, const char *name, Onnx__GraphProto *gp);
 
 /* An initializer of ONNX data type `type` (1 float, 7 int64) and the given
  * dims, appended to the graph; tg_init leaves the data to the caller. */

@@ -39,29 +39,6 @@
 #include "onnx_graph.h"
 #include "st_build.h"
 
-/* body's nodes, inputs and outputs as a GraphProto owned by g (body must
- * outlive the packing: g points at its arrays) */
-static Onnx__GraphProto *sub(tg_graph *g, const tg_graph *body, const char *name)
-{
-    Onnx__GraphProto *gp = tg_alloc(g, sizeof *gp);
-    onnx__graph_proto__init(gp);
-    gp->name = tg_str(g, name);
-    gp->n_node = body->n_nodes;
-    gp->node = body->nodes;
-    gp->n_initializer = body->n_inits;
-    gp->initializer = body->inits;
-    gp->n_input = body->n_ins;
-    gp->input = (Onnx__ValueInfoProto **)body->ins;
-    gp->n_output = body->n_outs;
-    gp->output = (Onnx__ValueInfoProto **)body->outs;
-    return gp;
-}
-
-static void graph_attr(tg_graph *g, Onnx__NodeProto *n, const char *name, Onnx__GraphProto *gp)
-{
-    tg_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH)->g = gp;
-}
-
 static bf_status load_lim(tg_graph *g, int depth_limit, bf_model **m, bf_error *err)
 {
     size_t len;
@@ -91,8 +68,8 @@ static void if_graph(tg_graph *g, tg_graph *t, tg_graph *e, const int64_t *xdims
     tg_node(e, else_op, "else_op", (const char *[]){"x"}, 1, "ey");
     e->outs[e->n_outs++] = tg_value_info(e, "ey", 7, -1, NULL);
     Onnx__NodeProto *n = tg_node(g, "If", "if", (const char *[]){"c"}, 1, "y");
-    graph_attr(g, n, "then_branch", sub(g, t, "then"));
-    graph_attr(g, n, "else_branch", sub(g, e, "else"));
+    tg_attr_graph(g, n, "then_branch", tg_subgraph(g, t, "then"));
+    tg_attr_graph(g, n, "else_branch", tg_subgraph(g, e, "else"));
     g->outs[g->n_outs++] = tg_value_info(g, "y", 7, -1, NULL);
 }
 
@@ -178,7 +155,7 @@ static void loop_body(void **state)
     n->output = tg_alloc(&g, 2 * sizeof *n->output);
     n->output[0] = tg_str(&g, "v_final");
     n->output[1] = tg_str(&g, "y");
-    graph_attr(&g, n, "body", sub(&g, &b, "body"));
+    tg_attr_graph(&g, n, "body", tg_subgraph(&g, &b, "body"));
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 7, -1, NULL);
     bf_model *m = NULL;
     bf_error err = {0};
@@ -209,8 +186,8 @@ static bf_status nested(int levels, int depth_limit, const char *inner, const ch
         tg_node(&es[k], "Shape", "else_shape", (const char *[]){"x"}, 1, eout);
         es[k].outs[es[k].n_outs++] = tg_value_info(&es[k], eout, 7, -1, NULL);
         Onnx__NodeProto *n = tg_node(&gs[k], "If", name, (const char *[]){"c"}, 1, out);
-        graph_attr(&gs[k], n, "then_branch", sub(&gs[k], &gs[k + 1], "then"));
-        graph_attr(&gs[k], n, "else_branch", sub(&gs[k], &es[k], "else"));
+        tg_attr_graph(&gs[k], n, "then_branch", tg_subgraph(&gs[k], &gs[k + 1], "then"));
+        tg_attr_graph(&gs[k], n, "else_branch", tg_subgraph(&gs[k], &es[k], "else"));
         if (k) gs[k].outs[gs[k].n_outs++] = tg_value_info(&gs[k], out, 7, -1, NULL);
     }
     gs[0].outs[gs[0].n_outs++] = tg_value_info(&gs[0], "y", 7, -1, NULL);

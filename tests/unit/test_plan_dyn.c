@@ -241,29 +241,6 @@ static void value_fault_on_a_dynamic_value(void **state)
 
 /* ---- If and Loop: hostile graphs (the op cases run the good ones) ---- */
 
-/* body's nodes, inputs, outputs and initializers as a GraphProto owned by g */
-static Onnx__GraphProto *sub(tg_graph *g, const tg_graph *body, const char *name)
-{
-    Onnx__GraphProto *gp = tg_alloc(g, sizeof *gp);
-    onnx__graph_proto__init(gp);
-    gp->name = tg_str(g, name);
-    gp->n_node = body->n_nodes;
-    gp->node = body->nodes;
-    gp->n_initializer = body->n_inits;
-    gp->initializer = body->inits;
-    gp->n_input = body->n_ins;
-    gp->input = (Onnx__ValueInfoProto **)body->ins;
-    gp->n_output = body->n_outs;
-    gp->output = (Onnx__ValueInfoProto **)body->outs;
-    return gp;
-}
-
-static void graph_attr(tg_graph *g, Onnx__NodeProto *n, const char *name, Onnx__GraphProto *gp)
-{
-    Onnx__AttributeProto *a = tg_attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
-    a->g = gp;
-}
-
 /* y = If(cond, then: Mul(x, W), else: Neg(x)); cond's element type `cond_elem`
  * (9 bool); the else branch gives `else_outs` outputs; then reads `then_reads` */
 static uint8_t *if_model(int cond_elem, int else_outs, const char *then_reads, size_t *len)
@@ -277,8 +254,8 @@ static uint8_t *if_model(int cond_elem, int else_outs, const char *then_reads, s
     tg_node(&e, "Neg", "else_neg", (const char *[]){"x"}, 1, "ey");
     for (int k = 0; k < else_outs; k++) e.outs[e.n_outs++] = tg_value_info(&e, "ey", 1, -1, NULL);
     Onnx__NodeProto *n = tg_node(&g, "If", "if", (const char *[]){"c"}, 1, "y");
-    graph_attr(&g, n, "then_branch", sub(&g, &t, "then"));
-    graph_attr(&g, n, "else_branch", sub(&g, &e, "else"));
+    tg_attr_graph(&g, n, "then_branch", tg_subgraph(&g, &t, "then"));
+    tg_attr_graph(&g, n, "else_branch", tg_subgraph(&g, &e, "else"));
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
     g.opset = 13;
     uint8_t *buf = tg_pack(&g, "if", len);
@@ -365,7 +342,7 @@ static void loop_huge_trip_count(void **state)
     b.outs[b.n_outs++] = tg_value_info(&b, "cout", 9, -1, NULL);
     b.outs[b.n_outs++] = tg_value_info(&b, "vout", 1, -1, NULL);
     Onnx__NodeProto *n = tg_node(&g, "Loop", "loop", (const char *[]){"M", "", "x"}, 3, "y");
-    graph_attr(&g, n, "body", sub(&g, &b, "body"));
+    tg_attr_graph(&g, n, "body", tg_subgraph(&g, &b, "body"));
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
     bf_model *m = load(&g, 13);
     tg_free(&b);
@@ -410,7 +387,7 @@ static void loop_zero_iterations_with_a_scan_output(void **state)
     n->output = tg_alloc(&g, 2 * sizeof *n->output);
     n->output[0] = tg_str(&g, "y");
     n->output[1] = tg_str(&g, "s");
-    graph_attr(&g, n, "body", sub(&g, &b, "body"));
+    tg_attr_graph(&g, n, "body", tg_subgraph(&g, &b, "body"));
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
     g.outs[g.n_outs++] = tg_value_info(&g, "s", 1, -1, NULL);
     bf_model *m = load(&g, 13);
@@ -450,14 +427,14 @@ static void nested_if_reads_its_parent_branch(void **state)
     ie.outs[ie.n_outs++] = tg_value_info(&ie, "iz", 1, -1, NULL);
     tg_node(&t, "Mul", "then_mul", (const char *[]){"x", "W"}, 2, "tm");
     Onnx__NodeProto *in_if = tg_node(&t, "If", "inner_if", (const char *[]){"c2"}, 1, "ty");
-    graph_attr(&t, in_if, "then_branch", sub(&t, &it, "a"));
-    graph_attr(&t, in_if, "else_branch", sub(&t, &ie, "b"));
+    tg_attr_graph(&t, in_if, "then_branch", tg_subgraph(&t, &it, "a"));
+    tg_attr_graph(&t, in_if, "else_branch", tg_subgraph(&t, &ie, "b"));
     t.outs[t.n_outs++] = tg_value_info(&t, "ty", 1, -1, NULL);
     tg_node(&e, "Neg", "else_neg", (const char *[]){"x"}, 1, "ey");
     e.outs[e.n_outs++] = tg_value_info(&e, "ey", 1, -1, NULL);
     Onnx__NodeProto *n = tg_node(&g, "If", "if", (const char *[]){"c"}, 1, "y");
-    graph_attr(&g, n, "then_branch", sub(&g, &t, "then"));
-    graph_attr(&g, n, "else_branch", sub(&g, &e, "else"));
+    tg_attr_graph(&g, n, "then_branch", tg_subgraph(&g, &t, "then"));
+    tg_attr_graph(&g, n, "else_branch", tg_subgraph(&g, &e, "else"));
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
     bf_model *m = load(&g, 13);
     tg_free(&it), tg_free(&ie), tg_free(&t), tg_free(&e), tg_free(&g);
