@@ -383,6 +383,15 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
         fprintf(stderr, "bitflip run: %s%sexact engine: %s; %lld activations, BatchNorms or Adds ran inside their "
                         "Conv (its epilogue) in each pass\n",
                 p, sep, r->full_reason ? r->full_reason : "every trial ran the whole pass", (long long)r->fused_activations);
+    } else if (r->ckpt.cuts && !r->chain_trials && !r->full_trials && !r->out_batched && !r->out_in_place &&
+               r->chan_steps == r->chan_kinds.ckpt_conv + r->chan_kinds.ckpt_follow) {
+        /* one image per call: the batch engine's counters are all zero, and
+         * the checkpoint line below says what the trials did */
+        fprintf(stderr,
+                "bitflip run: %s%sdifferential engine, one image per call: each trial resumes from the golden pass's "
+                "checkpoints (the checkpoints line); %lld Convs in each image's pass with their activation, BatchNorm "
+                "or Add inside (the Conv's epilogue)\n",
+                p, sep, (long long)r->fused_activations);
     } else {
         fprintf(stderr,
                 "bitflip run: %s%sdifferential engine: %lld trials in chain mode (%lld of them redone exactly), %lld "
