@@ -682,6 +682,16 @@ typedef struct bf_campaign_prep {
      * mode's rounding bounds and linear segments: a product per sample);
      * a near-exact run of a campaign prepared without makes its own cache. */
     int near_exact;
+    /* 1: a one-image graph's checkpoints (docs/ENGINE.md, "One image per
+     * call") weigh each step by its counted work (multiply-adds of a Conv,
+     * Gemm or MatMul, elements read and written by anything else, at fixed
+     * nanoseconds each) instead of its time on two timed runs of image 0:
+     * the same cuts and kept values on any machine, however loaded, and no
+     * timed runs. 0 (the default): measured times, which fit the machine's
+     * real costs (the tail's dynamic steps above all). tests/unit/test_ckpt.c
+     * sets it where it asserts that a path (a fused Conv's channel, a
+     * followed step) ran. */
+    int counted_costs;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

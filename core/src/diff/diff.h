@@ -92,6 +92,11 @@ void bf__gemm_rows_compact(const bf__gemm_info *g, int r, const float *a, int n,
  * (contiguous, g->trans_a 0, C not per row: g->c_rs 0). */
 void bf__gemm_product(const bf__gemm_info *g, const float *a, const float *b, const float *c, float *y);
 
+/* Step i's counted work on plan p (diffshared.c): multiply-adds of a
+ * Gemm, Conv or MatMul (*product 1), else elements read and written (+1;
+ * *product 0). A count, the same on every machine. */
+double bf__dx_step_work(const bf_plan *p, size_t i, int *product);
+
 /* --- the golden cache (gcache.c) --------------------------------------- */
 
 typedef struct bf__gcache bf__gcache;

@@ -183,6 +183,7 @@ struct bf__dx {
     int32_t *dch;
     unsigned char *dlazy;
     int chan_c;                  /* the channel of the step just run (CHAN_DONE) */
+    int fchan_c;                 /* the channel a Conv's fused chain moved (try_conv, FUSED_CHAN) */
     int64_t n_chan;              /* steps run on one channel */
     int64_t n_chan_kind[5];      /* of them Resize, Concat, Conv, broadcast gate, Reduce (bf__dx_chan_kinds) */
     int no_full;                 /* never hand one back (bf__dx_no_full_pass) */
@@ -285,6 +286,20 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb);
  * (*done OUT_DEFERRED: the output is left alone, not DIRTY); _flush runs
  * them as one product into dx->out, dx->rows and dx->touched. */
 #define OUT_DEFERRED 5
+/* dx->fdone's marks, and run_fused's *done (diffexec.c): the last step of a
+ * Conv's fused run, a step in between */
+#define FUSED_LAST 1
+#define FUSED_MID 2
+/* diffchan.c: channel oc of Conv step i computed through its fused chain
+ * (BatchNormalization, residual Add, activation) into the chain's last
+ * output, when the cache keeps the Conv's output not (gcache.c leaves a
+ * fused chain's values in between out): *done FUSED_CONV, the chain's
+ * steps marked in dx->fdone (its last FUSED_CHAN, the channel in
+ * dx->fchan_c); 0 when the chain's other operands are not golden. */
+#define FUSED_CONV 3
+#define FUSED_CHAN 6
+bf_status bf__dx_chain_channel(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int64_t oc, int64_t cout, int *done,
+                               bf_error *err);
 bf_status bf__out_init(bf__dx *dx, bf_error *err);
 void bf__out_free(bf__dx *dx);
 void bf__out_begin(bf__dx *dx, size_t n_vf, int rowable);

@@ -41,6 +41,11 @@
  *   rows of that channel's planes;
  * - Concat on axis 1 with one input changed: channel c of input j is
  *   channel (the channels of the inputs before j) + c of the output, a copy.
+ * A Conv whose fused chain (BatchNormalization, residual Add, activation)
+ * the golden cache keeps no value in between of (gcache.c) computes its
+ * channel through the chain into the chain's last output
+ * (bf__dx_chain_channel): a corrupted weight's (try_conv) or a depthwise
+ * Conv's whose input moved in one channel.
  * Anything else, a step hit by a value fault, a value the cache does not
  * hold, two different channels: the step runs as before. */
 #include <string.h>
@@ -140,6 +145,54 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb)
     }
 }
 
+/* Conv step i, one corrupted element of its weight or bias in output
+ * channel oc, golden input, when the cache does not keep its output (its
+ * fused chain's values in between are left out, gcache.c): channel oc of
+ * the chain's last output computed through the chain's epilogue
+ * (bf__plan_chain_channel, the fused run's bits on that channel:
+ * test_conv_fuse's one_channel_of_a_chain), the other channels golden and
+ * left unwritten until a reader needs them (bf__chan_settle at the last
+ * step, FUSED_CHAN). The chain's other steps must read no corrupted
+ * parameter and golden operands (the Add's other one), else other
+ * channels would move: *done 0 then, nothing written. */
+bf_status bf__dx_chain_channel(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int64_t oc, int64_t cout, int *done,
+                               bf_error *err)
+{
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    *done = 0;
+    if (r <= 0 || p->step_hit[r] || p->steps[r].n_out != 1 || p->steps[r].node->out[0] < 0) return BF_OK;
+    int ro = p->steps[r].node->out[0];
+    if (!bf__dx_golden(dx->sh, ro, b)) return BF_OK;
+    int v = p->steps[i].node->out[0], u = n && n != r ? p->steps[n].node->out[0] : -1;
+    int w = a && a != r ? p->steps[a].node->out[0] : -1;
+    const int ks[3] = {n, a, r};
+    bf_status st;
+    for (int pass = 0; pass < 2; pass++)   /* check every operand first, then fetch */
+        for (int k = 0; k < 3; k++) {
+            if (!ks[k] || (k == 2 && (r == a || r == n))) continue;
+            const bf__step *s = &p->steps[ks[k]];
+            if (!pass && dx->param_hit[ks[k]]) return BF_OK;
+            for (int j = 0; j < s->n_in; j++) {
+                int x = s->node->in[j];
+                if (x < 0 || x == v || x == u || x == w || !bf__runtime(p, x)) continue;
+                if (!pass && dx->state[x] == DIRTY) return BF_OK;
+                if (pass && (st = bf__dx_fetch(dx, p, b, x, err)) != BF_OK) return st;
+            }
+        }
+    bf__dx_own(dx, p, ro);
+    if (!bf__plan_chain_channel(p, i, oc)) return BF_OK;   /* the whole chain then runs over it */
+    double share = 1.0 / (double)cout;
+    dx->work[i] += share;
+    if (n && n != r) dx->fdone[n] = FUSED_MID, dx->work[n] += share;
+    if (a && a != r) dx->fdone[a] = FUSED_MID, dx->work[a] += share;
+    dx->fdone[r] = FUSED_CHAN;
+    dx->work[r] += share;
+    dx->fchan_c = (int)oc;
+    dx->n_chan++;
+    *done = FUSED_CONV;
+    return BF_OK;
+}
+
 enum { K_NONE, K_BN, K_MAP, K_BIN, K_CONV, K_POOL, K_GPOOL, K_REDUCE, K_RESIZE, K_CONCAT };
 
 static int kind_of(const bf__step *s)
@@ -225,8 +278,17 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
     }
     int o = s->node->out[0];
     int64_t n, c, in;
-    if (ch < 0 || !layout(&p->vals[o], &n, &c, &in) || ch >= c || !bf__dx_golden(dx->sh, o, b)) return BF_OK;
+    if (ch < 0 || !layout(&p->vals[o], &n, &c, &in) || ch >= c) return BF_OK;
     bf_status st;
+    if (!bf__dx_golden(dx->sh, o, b)) {
+        /* a depthwise Conv whose fused chain's values in between the cache
+         * leaves out: the channel through the chain (bf__dx_chain_channel) */
+        if (kind != K_CONV || p->step_hit[i]) return BF_OK;
+        if (bf__conv_group_in(s) > 1) bf__chan_fill(dx, p, b, s->node->in[0]);
+        if ((st = bf__dx_chain_channel(dx, p, b, i, ch, c, done, err)) != BF_OK) return st;
+        if (*done) dx->n_chan_kind[2]++;
+        return BF_OK;
+    }
     for (int j = 0; j < s->n_in; j++)
         if (bf__runtime(p, s->node->in[j]) && (st = bf__dx_fetch(dx, p, b, s->node->in[j], err)) != BF_OK) return st;
     bf__dx_own(dx, p, o);

@@ -235,10 +235,8 @@ static void golden_output(bf__dx *dx, bf_plan *p, int yv, const float *yg)
     memcpy(p->vals[yv].data, yg, bf_tensor_nbytes(&p->vals[yv]));
 }
 
-/* dx->fdone's marks, and run_fused's *done */
-#define FUSED_LAST 1
-#define FUSED_MID 2
-#define FUSED_CONV 3
+/* dx->fdone's marks and run_fused's *done: FUSED_LAST, FUSED_MID,
+ * FUSED_CONV, FUSED_CHAN (diff_impl.h) */
 
 /* A Conv step that computes its activation, a residual Add or a
  * BatchNormalization (and what follows them), in its epilogue as the exact
@@ -281,7 +279,8 @@ static bf_status run_fused(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *don
 
 /* A Conv with one corrupted weight or bias element and golden input: the
  * moved output channel as an update where its change is clear, else that
- * channel recomputed alone (exact). */
+ * channel recomputed alone (exact); or through its fused chain when the
+ * cache leaves the Conv's output out (bf__dx_chain_channel). */
 static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
@@ -300,8 +299,17 @@ static bf_status try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done
         if (k) n += k, slot = j;
     }
     const float *yg = bf__dx_golden(sh, yv, b);
-    if (n != 1 || dx->state[xv] == DIRTY || !yg) return BF_OK;
+    if (n != 1 || dx->state[xv] == DIRTY) return BF_OK;
     const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
+    if (!yg) {
+        int64_t cin, cout, isp, osp, wn = bf_tensor_numel(&p->vals[s->node->in[1]]);
+        if (p->step_hit[i] || !bf__conv_shape(s, &cin, &cout, &isp, &osp) || cout <= 0 || wn < cout) return BF_OK;
+        int64_t oc = slot == 2 ? w->index : w->index / (wn / cout);
+        if (oc < 0 || oc >= cout) return BF_OK;
+        bf_status st = fetch(dx, p, b, xv, err);
+        if (st != BF_OK) return st;
+        return bf__dx_chain_channel(dx, p, b, (size_t)i, oc, cout, done, err);
+    }
     bf_status st = fetch(dx, p, b, xv, err);
     if (st != BF_OK) return st;
     /* the moved channel: the output holds it alone (diffchan.c), unless a
@@ -579,9 +587,10 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         if (!done && (st = try_matmul(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && (st = run_fused(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
-        if (done == CHAN_DONE) {   /* one channel of its one output (diffchan.c) */
+        if (done == CHAN_DONE || done == FUSED_CHAN) {   /* one channel of its one output (diffchan.c) */
             int o = s->node->out[0];
-            if (bf__chan_settle(dx, p, b, o, dx->chan_c) && sh->last_use[o] > horizon) horizon = sh->last_use[o];
+            int c = done == CHAN_DONE ? dx->chan_c : dx->fchan_c;
+            if (bf__chan_settle(dx, p, b, o, c) && sh->last_use[o] > horizon) horizon = sh->last_use[o];
             continue;
         }
         if (done == FUSED_CONV) unwritten = 1;   /* its own output never written */

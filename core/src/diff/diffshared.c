@@ -348,12 +348,13 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
  * path a trial takes must not (a full pass's metrics are computed in full,
  * the differential engine's from the golden ones, which may differ in the
  * last bits: docs/ENGINE.md). */
-static double step_cost_of(const bf_plan *p, size_t i)
+double bf__dx_step_work(const bf_plan *p, size_t i, int *product)
 {
     const bf__step *s = &p->steps[i];
     const bf_tensor *y = s->n_out > 0 && s->node->out[0] >= 0 ? &p->vals[s->node->out[0]] : NULL;
     bf__gemm_info g;
     int64_t c, m, isp, osp;
+    if (product) *product = 1;
     if (bf__gemm_params(s, &g)) return (double)g.m * g.n * g.k;
     if (y && s->n_in > 1 && s->node->in[1] >= 0 && bf__conv_shape(s, &c, &m, &isp, &osp) && m > 0)
         return (double)bf_tensor_numel(y) * (double)(bf_tensor_numel(&p->vals[s->node->in[1]]) / m);
@@ -361,6 +362,7 @@ static double step_cost_of(const bf_plan *p, size_t i)
         const bf_tensor *a = &p->vals[s->node->in[0]];
         if (a->ndim > 0) return (double)bf_tensor_numel(y) * (double)a->dims[a->ndim - 1];
     }
+    if (product) *product = 0;
     double n = 1;   /* a step costs something even when its tensors are empty */
     for (int j = 0; j < s->n_in; j++)
         if (bf__runtime(p, s->node->in[j])) n += (double)bf_tensor_numel(&p->vals[s->node->in[j]]);
@@ -406,7 +408,7 @@ static bf_status shared_begin(bf_evaluator *ev, int64_t samples, int64_t out_col
     sh->emb = bf__calloc(m->n_params + 1, sizeof *sh->emb);
     sh->step_cost = bf__malloc((plan0->n_steps + 1) * sizeof *sh->step_cost);
     if (!must || !sh->emb || !sh->step_cost) { st = bf__dx_oom(err); goto out; }
-    for (size_t i = 0; i < plan0->n_steps; i++) sh->pass_cost += sh->step_cost[i] = step_cost_of(plan0, i);
+    for (size_t i = 0; i < plan0->n_steps; i++) sh->pass_cost += sh->step_cost[i] = bf__dx_step_work(plan0, i, NULL);
     if ((st = use_lists(sh, plan0, err)) != BF_OK) goto out;
     /* Outputs of multi-output steps are cached whatever the budget: a
      * recomputation would overwrite its siblings, which may hold a fault. */

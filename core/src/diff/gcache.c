@@ -29,6 +29,7 @@
 #include "base/warena.h"
 #include "diff/diff.h"
 #include "exec/plan_impl.h"
+#include "exec/step_access.h"
 
 #define DERIV_IN 3                /* Clip: the value, its min and its max */
 #define DERIV_CONST_BYTES 16      /* a bound is a scalar */
@@ -190,6 +191,7 @@ typedef struct filler {
     double *step_s;           /* n_steps: this thread's sums */
     void **home[2];           /* per value: the plan's own buffer, given back at the end */
     void *pool[2];            /* per plan: the places of the values the cache does not keep */
+    unsigned char *skip;      /* per step: computed by a Conv's fused run this batch (fused_run) */
     int64_t bad_batch;        /* the batch that failed; -1: none */
     bf_status st;
     bf_error err;
@@ -197,9 +199,55 @@ typedef struct filler {
     int started;
 } filler;
 
+/* Values a Conv's fused run leaves unwritten (exec/plan.c,
+ * bf__plan_fused_last): its own output, and a BatchNormalization's or
+ * residual Add's before the chain's last step; only for a chain with a
+ * BatchNormalization or an Add in it. A Conv and its activation alone keep
+ * the Conv's output, the activation derived from it (derivable): chain
+ * mode (diffchain_setup.c) starts a chain at a Conv whose output the cache
+ * holds, and a Relu's input is what its rounding reads. */
+static int fused_away(const bf_plan *p, size_t i, int v[3])
+{
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    if (r <= 0 || (!n && !a) || p->step_hit[r] || p->steps[i].n_out != 1) return 0;
+    v[0] = p->steps[i].node->out[0];
+    v[1] = n && n != r ? p->steps[n].node->out[0] : -1;
+    v[2] = a && a != r ? p->steps[a].node->out[0] : -1;
+    return r;
+}
+
+/* Conv step i as the first of its fused chain, when the cache keeps none
+ * of the values the fused run leaves unwritten (choose_values leaves
+ * them out): the chain's last output written straight into its slot, the
+ * chain's other steps marked in f->skip. The same bits as the steps one
+ * by one (the trials' fused runs are compared with these values). 0: run
+ * step i alone. */
+static int fused_run(filler *f, bf_plan *p, int64_t b, size_t i, bf_status *st, bf_error *err)
+{
+    const bf__gcache *gc = f->gc;
+    int v[3], a, n, r = fused_away(p, i, v);
+    if (!r) return 0;
+    for (int k = 0; k < 3; k++)
+        if (v[k] >= 0 && gc->blk[v[k]]) return 0;
+    bf__plan_fused_last(p, i, &n, &a);
+    int o = p->steps[r].node->out[0];
+    if (o >= 0 && gc->blk[o] && gc->src[o] < 0) {
+        p->vals[o].data = gc->blk[o] + (size_t)b * gc->full[o];
+        bf__pages_populate(p->vals[o].data, bf_tensor_nbytes(&p->vals[o]));
+    }
+    *st = bf__plan_run_fused(p, i, err);
+    f->skip[r] = 1;
+    if (n) f->skip[n] = 1;
+    if (a) f->skip[a] = 1;
+    return 1;
+}
+
 /* Batch b through plan p, each step writing the values the cache keeps
  * straight into their slot (no copy, and the plan's own buffers for them
- * stay untouched); full batches timed step by step, for --stats. */
+ * stay untouched), a Conv with its BatchNormalization, residual Add and
+ * activation in one fused run where the cache keeps nothing in between
+ * (fused_run); full batches timed step by step, for --stats (a fused
+ * chain's time is its Conv's). */
 static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
 {
     bf__gcache *gc = f->gc;
@@ -210,8 +258,10 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             return st;
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
     if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
+    memset(f->skip, 0, p->n_steps);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
+        if (f->skip[i]) continue;   /* computed by its Conv's fused run */
         if (bf__pvals_step(f->pv, i, p)) {   /* computed once, before the pass (dxparam.c) */
             for (int j = 0; j < s->n_out; j++)
                 if (s->node->out[j] >= 0) p->vals[s->node->out[j]].data = (void *)bf__pvals_data(f->pv, s->node->out[j]);
@@ -226,7 +276,8 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             }
         }
         double t0 = timed ? now_s() : 0;
-        if ((st = bf__plan_run_step(p, i, err)) != BF_OK) return st;
+        if (!fused_run(f, p, b, i, &st, err)) st = bf__plan_run_step(p, i, err);
+        if (st != BF_OK) return st;
         if (timed) f->step_s[i] += now_s() - t0;
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
@@ -307,14 +358,34 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
     size_t n_c = 0;
     int64_t n_full = gc->samples / gc->batch;
     const bf_plan *p0 = full[0], *r0 = rest ? rest[0] : NULL;
+    /* What a Conv's fused run leaves unwritten (its own output, a
+     * BatchNormalization's or Add's before the activation) is not kept:
+     * the pass then runs the chain fused, as bitflip eval does, instead of
+     * writing, and faulting in, each value in between (on LRASPP the
+     * Convs' and BatchNorms' outputs were most of the 1 GiB cache, and no
+     * trial read most of them); a trial whose fault lies in one channel of
+     * such a Conv recomputes that channel through the chain over the
+     * chain's golden output (diffexec.c, try_conv), and anything else that
+     * reads one recomputes it from its inputs (fetch), as for any value the
+     * budget leaves out. */
+    unsigned char *away = bf__calloc(m->n_values + 1, 1);
+    if (!away) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+    for (size_t i = 0; i < p0->n_steps; i++) {
+        int fv[3];
+        if (fused_away(p0, i, fv) && (!r0 || fused_away(r0, i, fv)))
+            for (int k = 0; k < 3; k++)
+                if (fv[k] >= 0) away[fv[k]] = 1;
+    }
     for (size_t v = 0; v < m->n_values; v++) {
         if (p0->val_step[v] < 0) continue;     /* graph inputs and values no step computes */
         if (bf__pvals_data(pv, (int)v)) continue;   /* held apart, once */
+        if (away[v] && !(must && must[v])) continue;
         size_t fb = bf_tensor_nbytes(&p0->vals[v]);
         size_t tb = r0 ? bf_tensor_nbytes(&r0->vals[v]) : 0;
         gc->full[v] = fb;
         cs[n_c++] = (cand){.v = v, .bytes = fb * (size_t)n_full + tb, .must = must && must[v]};
     }
+    bf__free(away);
     qsort(cs, n_c, sizeof *cs, cand_cmp);
     bf_plan *const p2[2] = {full[0], rest ? rest[0] : NULL};
     deriv *d = NULL;
@@ -387,8 +458,9 @@ static bf_status make_fillers(bf__gcache *gc, filler *fs, int n_plans, const fil
         *f = *proto;
         f->full = full[k], f->rest = rest ? rest[k] : NULL;
         f->step_s = bf__calloc(gc->n_steps + 1, sizeof *f->step_s);
+        f->skip = bf__calloc(gc->n_steps + 1, 1);
         for (int t = 0; t < 2; t++) f->home[t] = bf__calloc(gc->n_values + 1, sizeof *f->home[t]);
-        if (!f->step_s || !f->home[0] || !f->home[1]) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+        if (!f->step_s || !f->skip || !f->home[0] || !f->home[1]) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
         for (int t = 0; t < 2; t++) {
             bf_plan *p = t ? f->rest : f->full;
             for (size_t v = 0; p && v < gc->n_values; v++) f->home[t][v] = p->vals[v].data;
@@ -477,6 +549,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
 out:
     for (int k = 0; fs && k < n_plans; k++) {
         bf__free(fs[k].step_s);
+        bf__free(fs[k].skip);
         bf__free(fs[k].home[0]);
         bf__free(fs[k].home[1]);
         bf__free(fs[k].pool[0]);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "exec/ckpt_impl.h"
 
 /* What recording a checkpoint byte costs the golden pass: the copy into
@@ -264,6 +265,11 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
         st = oom(err);
         goto out;
     }
+    /* the golden pass writes every byte of it (each cut's values and each
+     * stored value, every image): its pages in one call rather than a
+     * fault a page inside the pass's copies (SSDlite320: 91 MiB, 23k
+     * faults, a tenth of the golden pass on a loaded machine) */
+    if (ck->data) bf__pages_populate(ck->data, (size_t)samples * ck->sample_bytes);
     *out = ck;
     ck = NULL;
 out:

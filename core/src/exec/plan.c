@@ -185,17 +185,23 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     return s->node->op->run(&c, err);
 }
 
-int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
+int bf__plan_chain_channel(bf_plan *p, size_t i, int64_t ch)
 {
     const bf__step *s = &p->steps[i];
     bf__act act;
     bf__bnorm bnorm;
-    int a, n, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     if (!r) return 0;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch};
     fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
-    if (!bf__conv_channel_epi(s, &c, ch, p->scratch)) return 0;
+    return bf__conv_channel_epi(s, &c, ch, p->scratch) ? r : 0;
+}
+
+int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
+{
+    int a, n, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
+    if (!r || !bf__plan_chain_channel(p, i, ch)) return 0;
     p->fused_skip[r] = 1;   /* as run_one marks a fused run's steps */
     if (a) p->fused_skip[a] = 1;
     if (n) p->fused_skip[n] = 1;

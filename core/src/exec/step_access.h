@@ -149,6 +149,10 @@ int bf__conv_channel_epi(const bf__step *s, const bf__ctx *c, int64_t ch, void *
  * (nothing written) when the plan does not fuse step i now or it is no
  * Conv. */
 int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch);
+/* The same, whatever the plan's fuse says (the differential engine's
+ * plans, whose trials fuse Conv chains themselves), and nothing marked:
+ * the caller skips the chain's steps. */
+int bf__plan_chain_channel(bf_plan *p, size_t i, int64_t ch);
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: 1 if the step is a Conv whose every output channel reads
