@@ -430,7 +430,7 @@ static void whole_packed_matches_reference(void **state)
                     for (int level = BF_SGEMM_AVX2; level <= best; level++) {
                         for (size_t i = 0; i < wf; i++) work[i] = NAN;
                         memcpy(y1, y0, ysz * sizeof *y1);
-                        bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, work);
+                        bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, work, NULL);
                         if (!same_bits(y1, y2, ysz))
                             fail_msg("level %d m %d n %d k %d transB %d ldb %d accumulate %d: B packed whole "
                                      "differs from the reference",
@@ -450,8 +450,22 @@ static void whole_packed_matches_reference(void **state)
                     }
                     /* no work: the same bits another way */
                     memcpy(y1, y0, ysz * sizeof *y1);
-                    bf__sgemm_work(best, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, NULL);
+                    bf__sgemm_work(best, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, NULL, NULL);
                     assert_true(same_bits(y1, y2, ysz));
+                    /* a fused Relu (a Gemm's, linalg.c) at every level: the
+                     * reference's bits, then y < 0 -> +0 (NaN and -0 kept) */
+                    const bf__act relu = {0.0f, INFINITY, 0, NULL, 0};
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++)
+                            if (y2[(int64_t)i * ldy + j] < 0.0f) y2[(int64_t)i * ldy + j] = 0.0f;
+                    for (int level = BF_SGEMM_REF; level <= best; level++) {
+                        memcpy(y1, y0, ysz * sizeof *y1);
+                        bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, level ? work : NULL,
+                                       &relu);
+                        if (!same_bits(y1, y2, ysz))
+                            fail_msg("level %d m %d n %d k %d transB %d accumulate %d: product + Relu differs from "
+                                     "the reference's then Relu", level, m, n, k, tb, acc);
+                    }
                     free(a), free(b), free(y0), free(y1), free(y2), free(work);
                 }
     if (best < BF_SGEMM_AVX2) print_message("no AVX2 on this CPU: the reference alone\n");

@@ -124,19 +124,23 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
                 for (int j = 0; j < n; j++) yrow[j] = beta * crow[0];
         }
     }
+    /* c->act: a Relu or Clip fused after it (plan_build.c), applied to each
+     * element as the last thing, in the product's epilogue where it can */
+    const bf__act *act = c->act;
     if (g->k == 0) {
         if (!g->use_c) memset(y, 0, sizeof(float) * (size_t)m * (size_t)n);
-        return BF_OK;
-    }
-    float *work = work_of(c, g->work);
-    if (work)
+    } else if (!g->trans_a) {
         bf__sgemm_work(bf__sgemm_best(), g->trans_b, m, n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : n,
-                       g->use_c, y, n, work);
-    else
-        bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, g->trans_a ? m : g->k, b,
-                  g->trans_b ? g->k : n, g->use_c, y, n);
+                       g->use_c, y, n, work_of(c, g->work), act);
+        act = NULL;   /* applied */
+    } else {
+        bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, m, b, g->trans_b ? g->k : n, g->use_c, y, n);
+    }
+    for (int64_t i = 0; act && i < (int64_t)m * n; i++) y[i] = bf__act_apply(act, y[i]);
     return BF_OK;
 }
+
+int bf__gemm_step(const bf__step *s) { return s->node->op->run == gemm_run; }
 
 /* For the differential executor (diff.h): a Gemm step's parameters. */
 int bf__gemm_params(const bf__step *s, bf__gemm_info *out)
@@ -247,7 +251,7 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
         if (mp->plain)
             bf__smatmul_plain(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, y, n);
         else if (work)
-            bf__sgemm_work(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work);
+            bf__sgemm_work(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work, NULL);
         else
             bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
         return BF_OK;

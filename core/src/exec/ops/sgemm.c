@@ -155,7 +155,7 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             v0 = RES_ADD(add_first8, r0, v0, act->res_a);
             v1 = RES_ADD(add_first8, r1, v1, act->res_a);
         }
-        if (act) {
+        if (act && (nr == NR || !accumulate)) {   /* else after the scalar fma below */
             v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
             v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
         }
@@ -166,7 +166,9 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             float t[NR];
             _mm256_storeu_ps(t, v0);
             _mm256_storeu_ps(t + 8, v1);
-            if (accumulate)
+            if (accumulate && act)   /* a Gemm's fused Relu or Clip onto its C */
+                for (int j = 0; j < nr; j++) yr[j] = bf__act_apply(act, fmaf(alpha, t[j], yr[j]));
+            else if (accumulate)
                 for (int j = 0; j < nr; j++) yr[j] = fmaf(alpha, t[j], yr[j]);
             else
                 for (int j = 0; j < nr; j++) yr[j] = t[j];
@@ -604,11 +606,13 @@ size_t bf__sgemm_work_floats(int m, int n, int k, int trans_b, int ldb)
 }
 
 void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                    int ldb, int accumulate, float *y, int ldy, float *work)
+                    int ldb, int accumulate, float *y, int ldy, float *work, const bf__act *act)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
-    if (!sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, work))
-        bf__sgemm_ref(0, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+    if (sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, act, y, ldy, work)) return;
+    bf__sgemm_ref(0, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+    for (int i = 0; act && i < m; i++)
+        for (int j = 0; j < n; j++) y[(int64_t)i * ldy + j] = bf__act_apply(act, y[(int64_t)i * ldy + j]);
 }
 
 void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
