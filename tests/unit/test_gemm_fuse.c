@@ -6,14 +6,17 @@
  *
  *   x [B, 24] -> Gemm(W1^T, b1) -> Relu -> Gemm(W2^T, b2) -> Clip -> ...
  *
- * spelled out in mlp(): five fusable pairs (transB with a bias, a Clip,
- * plain B with alpha and no C, C a full [B, n] matrix with beta, n = 1),
+ * spelled out in mlp(): five fusable pairs (transB with a bias row, a Clip,
+ * plain B with alpha and a bias row, C a full [B, n] matrix with beta,
+ * n = 1),
  * and three Gemms
  * that must not fuse (output read twice; a graph output; HardSwish after
  * it). Inputs hold NaNs, infinities and -0; a value fault on a Gemm's
  * output makes its pair run unfused (the fault lands), one on the Relu's
  * output leaves it fused; a weight fault moves the outputs the same in
- * both. The differential engine's plans do not fuse Gemms (they read a
+ * both. A bias row with beta 1 is accumulated onto in the product
+ * (sgemm.h, crow) rather than copied into y first: the unfused plans run
+ * that too, so test_sgemm checks it against the reference. The differential engine's plans do not fuse Gemms (they read a
  * Gemm's own output), which a plan without fuse_activations shows: no
  * Gemm sites at all. */
 #include <math.h>
@@ -57,7 +60,7 @@ static Onnx__NodeProto *gemm(tg_graph *g, const char *name, const char *x, const
 
 /* The MLP of the opening comment, packed. Fusable: g1 -> r1 (transB, bias
  * [40]), g2 -> k2 (Clip(-0.5, 0.75) from constant inputs, transB, bias),
- * g3 -> r3 (plain B [17, 33], alpha 0.5, no C), g4 -> r4 (C [B, 33], beta
+ * g3 -> r3 (plain B [17, 33] read in place, alpha 0.5, bias [33]), g4 -> r4 (C [B, 33], beta
  * -1.5, transB), g7 -> r7 (n = 1). Not: g5 (read by r5 and by y5, an Add),
  * g6 (a graph output too), g8 (HardSwish). */
 static uint8_t *mlp(size_t *len)
@@ -66,7 +69,7 @@ static uint8_t *mlp(size_t *len)
     uint64_t s = 0x1234567;
     weights(&g, "w1", 40, 24, s++), weights(&g, "b1", 40, 0, s++);
     weights(&g, "w2", 17, 40, s++), weights(&g, "b2", 17, 0, s++);
-    weights(&g, "w3", 17, 33, s++);
+    weights(&g, "w3", 17, 33, s++), weights(&g, "b3", 33, 0, s++);
     weights(&g, "w4", 33, 33, s++), weights(&g, "c4", BATCH, 33, s++);
     weights(&g, "w5", 33, 33, s++), weights(&g, "w6", 33, 33, s++), weights(&g, "w7", 1, 33, s++);
     weights(&g, "w8", 8, 33, s++);
@@ -76,7 +79,7 @@ static uint8_t *mlp(size_t *len)
     tg_node(&g, "Relu", "r1", (const char *[]){"h1"}, 1, "a1");
     gemm(&g, "g2", "a1", "w2", "b2", "h2", 1);
     tg_node(&g, "Clip", "k2", (const char *[]){"h2", "lo", "hi"}, 3, "a2");
-    Onnx__NodeProto *n3 = gemm(&g, "g3", "a2", "w3", NULL, "h3", 0);
+    Onnx__NodeProto *n3 = gemm(&g, "g3", "a2", "w3", "b3", "h3", 0);
     tg_attr_float(&g, n3, "alpha", 0.5f);
     tg_node(&g, "Relu", "r3", (const char *[]){"h3"}, 1, "a3");
     Onnx__NodeProto *n4 = gemm(&g, "g4", "a3", "w4", "c4", "h4", 1);
