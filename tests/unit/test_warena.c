@@ -277,6 +277,33 @@ static void without_huge_pages(void **state)
     assert_int_equal(prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0), 0);
 }
 
+/* A tensor larger than the 16 MiB a move takes at a time (warena.c,
+ * MOVE_CHUNK): moved in pieces, the same bytes across their seams, one view. */
+static void a_large_range_moves_in_pieces(void **state)
+{
+    (void)state;
+    size_t n = 40 * MiB + 12345;
+    bf__warena *a = bf__warena_create(n);
+    assert_non_null(a);
+    uint8_t *t = bf__warena_take(a, n), *ref = malloc(n);
+    assert_non_null(t);
+    assert_non_null(ref);
+    fill(ref, n, 77);
+    memcpy(t, ref, n);
+    bf__warena_seal(a);
+    uint8_t *v = bf__wview_create(a, t, n);
+    assert_non_null(v);
+    assert_memory_equal(v, ref, n);
+    assert_memory_equal(t, ref, n);
+    size_t pg = bf__warena_page();
+    assert_int_equal(bf__warena_moved(a), (n + pg - 1) / pg * pg);
+    v[16 * MiB] ^= 1;   /* on a seam */
+    assert_int_equal(t[16 * MiB], ref[16 * MiB]);
+    bf__wview_free(v, n);
+    bf__warena_free(a);
+    free(ref);
+}
+
 static void allocation_failures_make_no_arena(void **state)
 {
     (void)state;
@@ -299,6 +326,7 @@ int main(void)
         cmocka_unit_test(moves_under_readers),
         cmocka_unit_test(no_memfd_no_view),
         cmocka_unit_test(without_huge_pages),
+        cmocka_unit_test(a_large_range_moves_in_pieces),
         cmocka_unit_test(allocation_failures_make_no_arena),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

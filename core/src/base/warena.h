@@ -31,8 +31,9 @@
  * failing: the view is NULL and the caller copies on the heap as it does
  * without an arena (plan.c) or runs the step (dxparam.c); the arena's bytes
  * and addresses are unchanged (a failed swap maps anonymous memory back
- * and reads the bytes from the file). Where there is no mmap the arena is
- * never made and tensors live on the heap. */
+ * and reads the bytes from the file). A range moves 16 MiB at a time, so
+ * its bytes are held twice for at most that long. Not on Linux (no memfd)
+ * the arena is never made and tensors live on the heap. */
 #ifndef BF_WARENA_H
 #define BF_WARENA_H
 
