@@ -381,7 +381,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
             t_create + r->setup_seconds, r->exact ? "" : " with the cache", t_create, r->setup_seconds);
     if (r->exact) {   /* full_reason: why a differential campaign ran exactly */
         fprintf(stderr, "bitflip run: %s%sexact engine: %s; %lld activations, BatchNorms or Adds ran inside their "
-                        "Conv (its epilogue) in each pass\n",
+                        "Conv or Gemm (its epilogue) in each pass\n",
                 p, sep, r->full_reason ? r->full_reason : "every trial ran the whole pass", (long long)r->fused_activations);
     } else if (r->ckpt.cuts && !r->chain_trials && !r->full_trials && !r->out_batched && !r->out_in_place &&
                r->chan_steps == r->chan_kinds.ckpt_conv + r->chan_kinds.ckpt_follow) {

@@ -6,7 +6,8 @@
  * loader's old path), and a matrix product computed here in double.
  * Hostile inputs: every truncation of a model whose weights are cut out of
  * the protobuf, a raw_data length that runs past its tensor, a raw_data
- * shorter than its dims need, allocation failure at every point. */
+ * shorter than its dims need, allocation failure at every point, no memfd
+ * for a view. */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -527,6 +529,50 @@ static void lookups_read_clean_rows_from_the_model(void **state)
     free(buf);
 }
 
+/* A plan's fault in an arena table when no view can be had (memfd_create
+ * failing: the process out of descriptors): the plan copies the table on
+ * the heap, every lookup gives the faulty row, the model's table stays
+ * golden (base/warena.h, the fallback). */
+static void without_a_view_faults_go_to_a_heap_copy(void **state)
+{
+    (void)state;
+    static float table[R * D], want[R * D];
+    size_t len;
+    uint8_t *buf = make_table(table, &len);
+    bf_model *mod = NULL;
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    assert_int_equal(bf_model_load_buffer(buf, len, "table.onnx", &mod, &err), BF_OK);
+    size_t q = (size_t)bf_model_find_param(mod, "emb.weight");
+    assert_int_equal(bf_plan_create(mod, R, &p, &err), BF_OK);
+    int64_t *ids = bf_plan_input(p, 0)->data;
+    for (int64_t r = 0; r < R; r++) ids[r] = (r * 613) % R;
+    memcpy(want, table, sizeof want);
+    want[70 * D + 3] = -want[70 * D + 3] * 1024.0f;
+
+    struct rlimit old, none;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int lowest = dup(0);
+    assert_true(lowest >= 0);
+    close(lowest);
+    none = old;
+    none.rlim_cur = (rlim_t)lowest;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+    bf_status st = bf__plan_param_write(p, q, 70 * D + 3, want[70 * D + 3], &err);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(st, BF_OK);
+    assert_int_equal(p->param_view[q], 0);   /* a heap copy, not a view */
+    assert_int_equal(bf_plan_run(p, &err), BF_OK);
+    const float *y = bf_plan_output(p, 0)->data;
+    for (int64_t r = 0; r < R; r++)
+        if (memcmp(y + r * D, want + ids[r] * D, D * sizeof(float)) != 0)
+            fail_msg("lookup %lld (row %lld) differs from the corrupted table", (long long)r, (long long)ids[r]);
+    assert_memory_equal(param(mod, "emb.weight")->data, table, sizeof table);
+    bf_plan_free(p);
+    bf_model_free(mod);
+    free(buf);
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
@@ -563,6 +609,7 @@ int main(void)
         cmocka_unit_test(truncations_are_refused),
         cmocka_unit_test(bad_raw_lengths_are_refused),
         cmocka_unit_test(lookups_read_clean_rows_from_the_model),
+        cmocka_unit_test(without_a_view_faults_go_to_a_heap_copy),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -430,7 +430,7 @@ static void whole_packed_matches_reference(void **state)
                     for (int level = BF_SGEMM_AVX2; level <= best; level++) {
                         for (size_t i = 0; i < wf; i++) work[i] = NAN;
                         memcpy(y1, y0, ysz * sizeof *y1);
-                        bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, work);
+                        bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, work, NULL, NULL);
                         if (!same_bits(y1, y2, ysz))
                             fail_msg("level %d m %d n %d k %d transB %d ldb %d accumulate %d: B packed whole "
                                      "differs from the reference",
@@ -450,8 +450,39 @@ static void whole_packed_matches_reference(void **state)
                     }
                     /* no work: the same bits another way */
                     memcpy(y1, y0, ysz * sizeof *y1);
-                    bf__sgemm_work(best, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, NULL);
+                    bf__sgemm_work(best, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, NULL, NULL, NULL);
                     assert_true(same_bits(y1, y2, ysz));
+                    /* a fused Relu (a Gemm's, linalg.c) at every level: the
+                     * reference's bits, then y < 0 -> +0 (NaN and -0 kept) */
+                    const bf__act relu = {0.0f, INFINITY, 0, NULL, 0};
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < n; j++)
+                            if (y2[(int64_t)i * ldy + j] < 0.0f) y2[(int64_t)i * ldy + j] = 0.0f;
+                    for (int level = BF_SGEMM_REF; level <= best; level++) {
+                        memcpy(y1, y0, ysz * sizeof *y1);
+                        bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, level ? work : NULL,
+                                       &relu, NULL);
+                        if (!same_bits(y1, y2, ysz))
+                            fail_msg("level %d m %d n %d k %d transB %d accumulate %d: product + Relu differs from "
+                                     "the reference's then Relu", level, m, n, k, tb, acc);
+                    }
+                    /* accumulated onto a row (a Gemm's bias row, crow) rather
+                     * than y: the reference on y filled with that row, y's
+                     * own values never read (NaN in y1 beforehand) */
+                    if (acc) {
+                        const float *crow = y0 + ldy;   /* some n values */
+                        for (int i = 0; i < m; i++) memcpy(y2 + (int64_t)i * ldy, crow, sizeof(float) * (size_t)n);
+                        bf__sgemm_ref(0, tb, m, n, k, alpha, a, lda, b, ldb, 1, y2, ldy);
+                        for (int level = BF_SGEMM_REF; level <= best; level++) {
+                            for (size_t i = 0; i < ysz; i++) y1[i] = NAN;
+                            bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, 1, y1, ldy, level ? work : NULL,
+                                           NULL, crow);
+                            for (int i = 0; i < m; i++)
+                                if (!same_bits(y1 + (int64_t)i * ldy, y2 + (int64_t)i * ldy, (size_t)n))
+                                    fail_msg("level %d m %d n %d k %d transB %d: row %d accumulated onto crow "
+                                             "differs from the reference's", level, m, n, k, tb, i);
+                        }
+                    }
                     free(a), free(b), free(y0), free(y1), free(y2), free(work);
                 }
     if (best < BF_SGEMM_AVX2) print_message("no AVX2 on this CPU: the reference alone\n");

@@ -1,6 +1,9 @@
-/* The weights arena (warena.h): a memfd mapped shared for the model, and
- * private views of it for the plans that write faults. */
+/* The weights arena (warena.h): anonymous memory with huge pages for the
+ * model, moved a range at a time into a memfd when a plan that writes faults
+ * asks for a private view of it. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,9 +16,13 @@
 #endif
 
 struct bf__warena {
-    int fd;
+    int fd;                 /* the memfd, -1 until the first view moves a range into it */
     uint8_t *base;
     size_t len, used;
+    int sealed;
+    uint64_t *moved;        /* a bit a page: in the memfd */
+    size_t n_moved;         /* pages */
+    pthread_mutex_t mu;
 };
 
 size_t bf__warena_page(void)
@@ -28,44 +35,161 @@ static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 #if defined(__linux__) && defined(MFD_CLOEXEC)
 
+/* The size of a transparent huge page on x86-64 and arm64 (4 KiB base
+ * pages); an arena at this alignment gets whole huge pages from its start. */
+#define HUGE_ALIGN ((size_t)2 << 20)
+
+/* Anonymous private memory of `len` bytes at a HUGE_ALIGN boundary when
+ * len is at least that: the mapping is made HUGE_ALIGN larger and trimmed. */
+static uint8_t *map_aligned(size_t len)
+{
+    size_t extra = len >= HUGE_ALIGN && len <= SIZE_MAX - HUGE_ALIGN ? HUGE_ALIGN : 0;
+    uint8_t *p = mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (!extra) return p;
+    uint8_t *a = (uint8_t *)round_up((uintptr_t)p, HUGE_ALIGN);
+    if (a > p) munmap(p, (size_t)(a - p));
+    if (a + len < p + len + extra) munmap(a + len, (size_t)(p + len + extra - (a + len)));
+    return a;
+}
+
 bf__warena *bf__warena_create(size_t bytes)
 {
     size_t pg = bf__warena_page();
     if (bytes == 0 || bytes > SIZE_MAX - pg) return NULL;
     bf__warena *a = bf__calloc(1, sizeof *a);
     if (!a) return NULL;
+    a->fd = -1;
     a->len = round_up(bytes, pg);
-    a->fd = memfd_create("bitflip-weights", MFD_CLOEXEC);
-    if (a->fd < 0) goto fail;
-    if (ftruncate(a->fd, (off_t)a->len) != 0) goto fail;
-    void *p = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
-    if (p == MAP_FAILED) goto fail;
-    a->base = p;
+    a->moved = bf__calloc(a->len / pg / 64 + 1, sizeof *a->moved);
+    if (!a->moved) goto fail;
+    if (pthread_mutex_init(&a->mu, NULL) != 0) goto fail;
+    if (!(a->base = map_aligned(a->len))) {
+        pthread_mutex_destroy(&a->mu);
+        goto fail;
+    }
+    /* best effort: refused (no THP, THP disabled for the process), the
+     * arena works with 4 KiB pages */
+    (void)madvise(a->base, a->len, MADV_HUGEPAGE);
     return a;
 fail:
-    if (a->fd >= 0) close(a->fd);
+    bf__free(a->moved);
     bf__free(a);
     return NULL;
 }
 
 void bf__warena_seal(bf__warena *a)
 {
-    if (a) (void)mprotect(a->base, a->len, PROT_READ);
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->sealed = 1;
+    (void)mprotect(a->base, a->len, PROT_READ);
+    pthread_mutex_unlock(&a->mu);
 }
 
 void bf__warena_free(bf__warena *a)
 {
     if (!a) return;
     munmap(a->base, a->len);
-    close(a->fd);
+    if (a->fd >= 0) close(a->fd);
+    pthread_mutex_destroy(&a->mu);
+    bf__free(a->moved);
     bf__free(a);
 }
 
-void *bf__wview_create(const bf__warena *a, const void *data, size_t nbytes)
+static int is_moved(const bf__warena *a, size_t page) { return (int)(a->moved[page / 64] >> (page % 64) & 1); }
+
+static int write_all(int fd, const uint8_t *p, size_t n, size_t off)
+{
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, uint8_t *p, size_t n, size_t off)
+{
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+        off += (size_t)r;
+    }
+    return 0;
+}
+
+/* Moves [off, off + n) (pages, none moved yet) into the memfd: written to
+ * the file, then the file mapped over the same addresses, its pages mapped
+ * at once (MAP_POPULATE: no fault a page in the next pass). Called locked. */
+static int move_run(bf__warena *a, size_t off, size_t n)
+{
+    uint8_t *at = a->base + off;
+    int prot = a->sealed ? PROT_READ : PROT_READ | PROT_WRITE;
+    if (write_all(a->fd, at, n, off) != 0) return -1;
+    void *p = mmap(at, n, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, a->fd, (off_t)off);
+    if (p == at) return 0;
+    /* the range may be unmapped now: anonymous memory back at the same
+     * addresses, with the bytes the file holds */
+    p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == at && read_all(a->fd, at, n, off) == 0) (void)mprotect(at, n, prot);
+    return -1;
+}
+
+#define MOVE_CHUNK ((size_t)16 << 20)
+
+/* Every page of [off, off + n) in the memfd; 0 when they are. */
+static int move_range(bf__warena *a, size_t off, size_t n)
+{
+    size_t pg = bf__warena_page(), first = off / pg, last = (off + n + pg - 1) / pg;
+    if (a->fd < 0) {
+        int fd = memfd_create("bitflip-weights", MFD_CLOEXEC);
+        if (fd < 0) return -1;
+        if (ftruncate(fd, (off_t)a->len) != 0) {   /* sparse: pages only where written */
+            close(fd);
+            return -1;
+        }
+        a->fd = fd;
+    }
+    for (size_t i = first; i < last;) {
+        if (is_moved(a, i)) { i++; continue; }
+        /* a run of unmoved pages, at most MOVE_CHUNK: while a chunk moves
+         * its bytes are held twice (the anonymous pages and the file's),
+         * so a 647 MiB table costs 16 MiB more at its first view, not 647 */
+        size_t j = i;
+        while (j < last && !is_moved(a, j) && (j - i) * pg < MOVE_CHUNK) j++;
+        if (move_run(a, i * pg, (j - i) * pg) != 0) return -1;
+        for (size_t k = i; k < j; k++) a->moved[k / 64] |= (uint64_t)1 << (k % 64);
+        a->n_moved += j - i;
+        i = j;
+    }
+    return 0;
+}
+
+size_t bf__warena_moved(bf__warena *a)
+{
+    if (!a) return 0;
+    pthread_mutex_lock(&a->mu);
+    size_t n = a->n_moved * bf__warena_page();
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+void *bf__wview_create(bf__warena *a, const void *data, size_t nbytes)
 {
     if (!bf__warena_owns(a, data) || nbytes == 0) return NULL;
     size_t off = (size_t)((const uint8_t *)data - a->base);
     if (off % bf__warena_page() || nbytes > a->len - off) return NULL;
+    pthread_mutex_lock(&a->mu);
+    int ok = move_range(a, off, nbytes) == 0;
+    pthread_mutex_unlock(&a->mu);
+    if (!ok) return NULL;
     void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, a->fd, (off_t)off);
     return p == MAP_FAILED ? NULL : p;
 }
@@ -104,11 +228,12 @@ void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }
 void bf__warena_free(bf__warena *a) { (void)a; }
-void *bf__wview_create(const bf__warena *a, const void *data, size_t nbytes)
+void *bf__wview_create(bf__warena *a, const void *data, size_t nbytes)
 {
     (void)a; (void)data; (void)nbytes;
     return NULL;
 }
+size_t bf__warena_moved(bf__warena *a) { (void)a; return 0; }
 void bf__wview_free(void *view, size_t nbytes) { (void)view; (void)nbytes; }
 void bf__wview_drop(void *view, size_t nbytes) { (void)view; (void)nbytes; }
 

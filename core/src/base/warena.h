@@ -1,11 +1,39 @@
-/* The weights arena: one anonymous shared-memory file (memfd) holding a
- * model's large initializers, each at a page-aligned offset. The model reads
- * it through a read-only shared mapping; a plan that must change a parameter
- * (a fault, a stored representation) maps that tensor's pages privately
- * (MAP_PRIVATE): the kernel copies only the pages written, so a fault costs a
- * page, not a copy of the table it lands in, and N plans do not hold N copies
- * of the model. Where memfd is missing (not Linux) the arena is never made and
- * tensors live on the heap, copied whole as before. */
+/* The weights arena: one block of memory holding a model's large
+ * initializers, each at a page-aligned offset, read-only once loaded.
+ *
+ * Two needs pull apart. Golden eval reads rows at random from tables of
+ * hundreds of MiB (a DLRM's embeddings): with 4 KiB pages it is TLB-bound,
+ * and only anonymous private memory gets transparent huge pages where
+ * shared memory gets none (`shmem_enabled` is often `never`; anonymous THP
+ * `madvise` is the common default). A plan that writes faults wants the
+ * opposite: a private view of a tensor's pages (MAP_PRIVATE of a file), so
+ * that the kernel copies only the pages written (a fault costs a page, not
+ * a copy of the table it lands in) and N plans do not hold N copies; only a
+ * file (a memfd) can be mapped privately more than once.
+ *
+ * So the arena starts anonymous (MAP_PRIVATE | MAP_ANONYMOUS, aligned to
+ * 2 MiB, MADV_HUGEPAGE), and the first view asked of a range moves that
+ * range, and only it, into a memfd: its pages are written once to the file
+ * at the same offsets, then the file is mapped shared over the same
+ * addresses (MAP_FIXED | MAP_SHARED, read-only again once sealed). Every
+ * pointer into the arena stays valid and reads the same bytes throughout
+ * (the kernel swaps the mapping under its mmap lock: a reader in another
+ * thread faults in the file's page, which holds the same bytes); views map
+ * the file privately as before. What was moved is remembered a page at a
+ * time, under a mutex (workers ask for views concurrently). Eval, which
+ * asks for no view, keeps huge pages everywhere; a campaign keeps them on
+ * every tensor its faults never land in. Memory stays one copy: the move
+ * frees each anonymous range as the file's replaces it (the file is
+ * sparse where nothing moved).
+ *
+ * Fallbacks: MADV_HUGEPAGE refused (no THP, THP disabled): 4 KiB pages,
+ * nothing else changes. No memfd (not Linux, out of descriptors) or the move
+ * failing: the view is NULL and the caller copies on the heap as it does
+ * without an arena (plan.c) or runs the step (dxparam.c); the arena's bytes
+ * and addresses are unchanged (a failed swap maps anonymous memory back
+ * and reads the bytes from the file). A range moves 16 MiB at a time, so
+ * its bytes are held twice for at most that long. Not on Linux (no memfd)
+ * the arena is never made and tensors live on the heap. */
 #ifndef BF_WARENA_H
 #define BF_WARENA_H
 
@@ -20,7 +48,7 @@ typedef struct bf__warena bf__warena;
 #define BF__WARENA_MIN_BYTES ((size_t)64 << 10)
 
 /* An arena of `bytes` (rounded up to pages); NULL when none can be made
- * (no memfd, out of memory): the caller then uses the heap. */
+ * (no mmap, out of memory): the caller then uses the heap. */
 bf__warena *bf__warena_create(size_t bytes);
 /* Room for `nbytes` at the next page boundary; NULL when it is full. */
 void *bf__warena_take(bf__warena *a, size_t nbytes);
@@ -31,9 +59,13 @@ void bf__warena_free(bf__warena *a);
 int bf__warena_owns(const bf__warena *a, const void *p);
 size_t bf__warena_page(void);
 
-/* A private, writable view of the `nbytes` at `data` (inside the arena);
- * NULL on failure. Free with bf__wview_free(view, nbytes). */
-void *bf__wview_create(const bf__warena *a, const void *data, size_t nbytes);
+/* A private, writable view of the `nbytes` at `data` (inside the arena, at
+ * a page boundary); NULL on failure. The first view of a range moves it
+ * into the arena's memfd (above); safe while other threads read the arena
+ * or ask for views. Free with bf__wview_free(view, nbytes). */
+void *bf__wview_create(bf__warena *a, const void *data, size_t nbytes);
+/* Bytes of the arena moved into its memfd so far (a page at a time). */
+size_t bf__warena_moved(bf__warena *a);
 void bf__wview_free(void *view, size_t nbytes);
 /* Gives back every page of a view: written (private) and read (the arena's,
  * mapped here too). It reads the arena's contents again: only when it holds

@@ -127,7 +127,8 @@ typedef struct bf__ctx {
     bf_tensor *const *out;
     void *scratch;
     const bf__rowsrc *rows;         /* row lookups only; NULL: input 0's data as it is */
-    const bf__act *act;             /* Conv only (bf__conv_step); NULL: none. Set: output 0 is
+    const bf__act *act;             /* Conv (bf__conv_step), or Gemm (lo and hi alone: a Relu or
+                                     * Clip); NULL: none. Set: output 0 is
                                      * the activation's, the op's own is not written */
     const float *res;               /* with act: a residual Add fused in between (plan_build.c),
                                      * its other operand, shaped as output 0; each element

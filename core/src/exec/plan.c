@@ -347,7 +347,7 @@ bf_status bf_plan_param_mut(bf_plan *p, size_t param, float **data, bf_error *er
 }
 
 /* The weights arena a model's tensors live in: a derived model's is its base's. */
-static const bf__warena *root_arena(const bf_model *m)
+static bf__warena *root_arena(const bf_model *m)
 {
     while (m->base) m = m->base;
     return m->warena;

@@ -260,7 +260,9 @@ static int bn_after(const bf_plan *p, int i, int t, int v, const int *made_at)
     return same_f32_shape(&p->vals[v], &p->vals[s->node->out[0]]);
 }
 
-/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations),
+/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations)
+ * and, in plans that fuse, Gemm + Relu or Clip pairs (the same rules, no BN
+ * or residual Add),
  * and the Conv + residual Add (+ activation) runs of residual_add, where
  * "its output" below is the Add's:
  * step i a Conv, a later step r a float Relu or Clip reading its output,
@@ -291,7 +293,22 @@ static bf_status find_fusions(bf_plan *p, bf_error *err)
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
-        if (s->dyn || !bf__conv_step(s) || v < 0 || readers[v] != 1) continue;
+        if (s->dyn || v < 0 || readers[v] != 1) continue;
+        if (!bf__conv_step(s)) {
+            /* Gemm -> Relu or Clip (an MLP's layers), in passes that fuse
+             * (p->fuse: eval, exact campaigns) and not in the differential
+             * engine's plans, which recompute a Gemm's rows and columns
+             * and read its own output */
+            int r = reader[v];
+            /* Relu or Clip (an act_after that is no unary map but Relu:
+             * Clip), never HardSwish, which only the Conv's own pass applies */
+            if (p->fuse && bf__gemm_step(s) && act_after(p, (int)i, r, v, made_at) &&
+                (bf__unary_relu(&p->steps[r]) || !bf__unary_f32(&p->steps[r]))) {
+                p->fuse_to[i] = r;
+                p->n_fusable++;
+            }
+            continue;
+        }
         int r = reader[v], a = 0, bn = 0, rr;
         if (bn_after(p, (int)i, r, v, made_at)) {
             /* Conv -> BatchNormalization (exports that keep the BN, as a

@@ -90,7 +90,7 @@ struct bf_plan {
      * (a Conv) may compute that step (its output's only reader, a Relu or
      * Clip) in its epilogue, else 0; made for every plan (a shared arena
      * keeps the pair's buffers apart either way), used only when fuse is
-     * set. fused_skip: steps a run computed already, inside their Conv.
+     * set. fused_skip: steps a run computed already, inside their Conv (or Gemm).
      * fuse_add[i] > i: a residual Add between Conv i and its activation
      * fuse_to[i] (Conv -> Add(other) -> Relu/Clip), computed in the Conv's
      * epilogue too (fuse_mid[that Add]: 1; its output is never written

@@ -115,6 +115,9 @@ typedef struct bf__gemm_info {
     int64_t c_rs, c_cs;
 } bf__gemm_info;
 int bf__gemm_params(const bf__step *s, bf__gemm_info *out);
+/* linalg.c: 1 if the step is a Gemm, whose run applies c->act (lo and hi
+ * alone: a fused Relu or Clip, plan_build.c). */
+int bf__gemm_step(const bf__step *s);
 /* linalg.c: a MatMul of one B matrix (numpy's fold of A's batch into M)
  * as the Gemm it runs as; 0 for any other step. */
 int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out);

@@ -111,32 +111,42 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
     int m = g->m, n = g->n;
     if (m == 0 || n == 0) return BF_OK;
     /* beta * C goes into Y first and sgemm adds onto it (beta = 1), the way
-     * addmm does; beta = 0 ignores C, NaN included, as PyTorch and ORT do. */
-    if (g->use_c) {
+     * addmm does; beta = 0 ignores C, NaN included, as PyTorch and ORT do.
+     * C a row (a Linear's bias) with beta 1: the product adds onto it
+     * directly (bf__sgemm_work's crow), y written once; 1 * c is c, so the
+     * same bits (n = 1 keeps the one-column kernel, which reads y). */
+    const float *crow = NULL;
+    if (g->use_c && g->beta == 1.0f && g->c_rs == 0 && g->c_cs == 1 && g->k > 0 && !g->trans_a && n > 1)
+        crow = c->in[2]->data;
+    else if (g->use_c) {
         const float *restrict cd = c->in[2]->data;
         float beta = g->beta;
         for (int i = 0; i < m; i++) {
-            const float *restrict crow = cd + i * g->c_rs;
+            const float *restrict cr = cd + i * g->c_rs;
             float *restrict yrow = y + (int64_t)i * n;
             if (g->c_cs)
-                for (int j = 0; j < n; j++) yrow[j] = beta * crow[j];
+                for (int j = 0; j < n; j++) yrow[j] = beta * cr[j];
             else
-                for (int j = 0; j < n; j++) yrow[j] = beta * crow[0];
+                for (int j = 0; j < n; j++) yrow[j] = beta * cr[0];
         }
     }
+    /* c->act: a Relu or Clip fused after it (plan_build.c), applied to each
+     * element as the last thing, in the product's epilogue where it can */
+    const bf__act *act = c->act;
     if (g->k == 0) {
         if (!g->use_c) memset(y, 0, sizeof(float) * (size_t)m * (size_t)n);
-        return BF_OK;
-    }
-    float *work = work_of(c, g->work);
-    if (work)
+    } else if (!g->trans_a) {
         bf__sgemm_work(bf__sgemm_best(), g->trans_b, m, n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : n,
-                       g->use_c, y, n, work);
-    else
-        bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, g->trans_a ? m : g->k, b,
-                  g->trans_b ? g->k : n, g->use_c, y, n);
+                       g->use_c, y, n, work_of(c, g->work), act, crow);
+        act = NULL;   /* applied */
+    } else {
+        bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, m, b, g->trans_b ? g->k : n, g->use_c, y, n);
+    }
+    for (int64_t i = 0; act && i < (int64_t)m * n; i++) y[i] = bf__act_apply(act, y[i]);
     return BF_OK;
 }
+
+int bf__gemm_step(const bf__step *s) { return s->node->op->run == gemm_run; }
 
 /* For the differential executor (diff.h): a Gemm step's parameters. */
 int bf__gemm_params(const bf__step *s, bf__gemm_info *out)
@@ -247,7 +257,7 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
         if (mp->plain)
             bf__smatmul_plain(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, y, n);
         else if (work)
-            bf__sgemm_work(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work);
+            bf__sgemm_work(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work, NULL, NULL);
         else
             bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
         return BF_OK;

@@ -107,7 +107,7 @@ AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
                                                              const float *panel, int64_t ps, int masked, float alpha,
                                                              int accumulate, const float *bias, const bf__act *act,
-                                                             const float *res, float *y, int ldy)
+                                                             const float *res, float *y, int ldy, const float *crow)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
     const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
@@ -136,9 +136,10 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
         float *yr = y + (int64_t)i * ldy;
         __m256 v0 = s[i][0], v1 = s[i][1];
-        if (accumulate && nr == NR) {
-            v0 = _mm256_fmadd_ps(al, v0, _mm256_loadu_ps(yr));
-            v1 = _mm256_fmadd_ps(al, v1, _mm256_loadu_ps(yr + 8));
+        if (accumulate && nr == NR) {   /* onto y's own values, or crow's (the same for every row) */
+            const float *cr = crow ? crow : yr;
+            v0 = _mm256_fmadd_ps(al, v0, _mm256_loadu_ps(cr));
+            v1 = _mm256_fmadd_ps(al, v1, _mm256_loadu_ps(cr + 8));
         } else if (!accumulate) {
             v0 = _mm256_mul_ps(al, v0);
             v1 = _mm256_mul_ps(al, v1);
@@ -155,7 +156,7 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             v0 = RES_ADD(add_first8, r0, v0, act->res_a);
             v1 = RES_ADD(add_first8, r1, v1, act->res_a);
         }
-        if (act) {
+        if (act && (nr == NR || !accumulate)) {   /* else after the scalar fma below */
             v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
             v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
         }
@@ -166,8 +167,11 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             float t[NR];
             _mm256_storeu_ps(t, v0);
             _mm256_storeu_ps(t + 8, v1);
-            if (accumulate)
-                for (int j = 0; j < nr; j++) yr[j] = fmaf(alpha, t[j], yr[j]);
+            const float *cr = crow ? crow : yr;
+            if (accumulate && act)   /* a Gemm's fused Relu or Clip onto its C */
+                for (int j = 0; j < nr; j++) yr[j] = bf__act_apply(act, fmaf(alpha, t[j], cr[j]));
+            else if (accumulate)
+                for (int j = 0; j < nr; j++) yr[j] = fmaf(alpha, t[j], cr[j]);
             else
                 for (int j = 0; j < nr; j++) yr[j] = t[j];
         }
@@ -224,7 +228,8 @@ typedef struct panel_at {
  * stalled on every line). The order of the blocks changes which elements
  * are computed first, never an element's chain. */
 AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
-                           int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
+                           int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
+                           const float *crow)
 {
     /* near-equal blocks, as rows_avx512 cuts them (64: 10 x 6 and 4 -> 9 x 6 and 2 x 5) */
     int nblk = (m + MR - 1) / MR, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
@@ -237,11 +242,12 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
             int nr = pa[q].nr;
             float *yb = y + (int64_t)i0 * ldy + pa[q].j0;
             const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + pa[q].j0 : NULL;
+            const float *cb = crow ? crow + pa[q].j0 : NULL;
             switch (mr) {
 #define ROWS(r)                                                                                      \
     case r:                                                                                          \
-        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, rb, yb, ldy); \
-        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, rb, yb, ldy);          \
+        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, rb, yb, ldy, cb); \
+        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, rb, yb, ldy, cb);          \
         break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
@@ -275,7 +281,8 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
                                                                   const panel_at *p1, int k, const float *a,
                                                                   int64_t lda, float alpha, int accumulate,
                                                                   const float *bias, const bf__act *act,
-                                                                  const float *res, float *y, int ldy)
+                                                                  const float *res, float *y, int ldy,
+                                                                  const float *crow)
 {
     const __mmask16 k0 = (__mmask16)((1u << p0->nr) - 1u), k1 = two ? (__mmask16)((1u << p1->nr) - 1u) : 0;
     const float *b0p = p0->pan, *b1p = two ? p1->pan : p0->pan;
@@ -316,7 +323,8 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
             __mmask16 km = h ? k1 : k0;
             float *yh = yr + h * NR;
             __m512 v = s[i][h];
-            v = accumulate ? _mm512_fmadd_ps(al, v, _mm512_maskz_loadu_ps(km, yh)) : _mm512_mul_ps(al, v);
+            v = accumulate ? _mm512_fmadd_ps(al, v, _mm512_maskz_loadu_ps(km, crow ? crow + h * NR : yh))
+                           : _mm512_mul_ps(al, v);
             if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
             if (res) {   /* a fused residual Add (op.h, bf__act) */
                 __m512 r = _mm512_maskz_loadu_ps(km, res + (int64_t)i * ldy + h * NR);
@@ -331,7 +339,8 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
 /* rows_avx2 on the AVX-512 block: the group's panels two at a time (the
  * pair's columns adjacent: sgemm_panels lays them 16 apart). */
 AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
-                               int accumulate, const float *bias, const bf__act *act, float *y, int ldy)
+                               int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
+                               const float *crow)
 {
     /* the rows in blocks of near-equal size (64: 11, 11, 11, 11, 10, 10,
      * not 12 x 5 and 4): a block of 4 rows has 8 chains in flight, which
@@ -344,11 +353,12 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
             const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
             float *yb = y + (int64_t)i0 * ldy + p0->j0;
             const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + p0->j0 : NULL;
+            const float *cb = crow ? crow + p0->j0 : NULL;
             switch (mr) {
 #define ROWS5(r)                                                                                   \
     case r:                                                                                        \
-        if (p1) block512(r, 1, p0, p1, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy);      \
-        else block512(r, 0, p0, p0, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy);         \
+        if (p1) block512(r, 1, p0, p1, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy, cb);  \
+        else block512(r, 0, p0, p0, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy, cb);     \
         break;
                 ROWS5(12) ROWS5(11) ROWS5(10) ROWS5(9) ROWS5(8) ROWS5(7) ROWS5(6) ROWS5(5) ROWS5(4) ROWS5(3)
                 ROWS5(2) ROWS5(1)
@@ -442,7 +452,7 @@ AVX2 static void pack_whole(const bf__gemm_b *src, int m, int n, int k, float *w
  * row of A. */
 AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
                               int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
-                              float *panel, int group, int wide)
+                              const float *crow, float *panel, int group, int wide)
 {
     panel_at pa[PGROUP];
     for (int g0 = 0; g0 < n; g0 += group * NR) {
@@ -451,8 +461,8 @@ AVX2 static void sgemm_panels(const bf__gemm_b *src, int m, int n, int k, float 
             int nr = n - j0 < NR ? n - j0 : NR;
             pa[np] = panel_of(src, m, j0, nr, k, panel + (int64_t)np * k * NR);
         }
-        if (wide) rows_avx512(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy);
-        else rows_avx2(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy);
+        if (wide) rows_avx512(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy, crow);
+        else rows_avx2(m, np, pa, k, a, lda, alpha, accumulate, bias, act, y, ldy, crow);
     }
 }
 #endif
@@ -549,14 +559,15 @@ static int packs_b(int m, int k, int trans_b, int ldb)
 }
 
 static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n, int k, float alpha, const float *a,
-                    int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy, float *work)
+                    int lda, int accumulate, const float *bias, const bf__act *act, float *y, int ldy, float *work,
+                    const float *crow)
 {
     if (m <= 0 || n <= 0) return 1;
     int best = bf__simd_cpu();
     if (level > best) level = best;
 #ifdef HAVE_AVX2_PATH
     if (trans_a || level < BF_SGEMM_AVX2) return 0;
-    if (n == 1 && !src->pack && !bias && !act) {
+    if (n == 1 && !src->pack && !bias && !act && !crow) {
         column_avx2(m, k, alpha, a, lda, src->b, src->trans ? 1 : src->ldb, accumulate, y, ldy);
         return 1;
     }
@@ -577,13 +588,13 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
      * layers) measured 3-7% slower grouped, A's blocks then falling out of
      * L1 between panels (AVX2; the AVX-512 block always takes a pair) */
     int group = k <= KDIRECT ? (k > 0 ? per * KSTACK / k : PGROUP) : per;
-    sgemm_panels(src, m, n, k, alpha, a, lda, accumulate, bias, act, y, ldy, panel, group > PGROUP ? PGROUP : group,
-                 wide);
+    sgemm_panels(src, m, n, k, alpha, a, lda, accumulate, bias, act, y, ldy, crow, panel,
+                 group > PGROUP ? PGROUP : group, wide);
     if (panel != stack) bf__free(panel);
     return 1;
 #else
     (void)trans_a, (void)src, (void)k, (void)alpha, (void)a, (void)lda, (void)accumulate, (void)bias, (void)act,
-        (void)y, (void)ldy, (void)work;
+        (void)y, (void)ldy, (void)work, (void)crow;
     return 0;
 #endif
 }
@@ -592,7 +603,7 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
                      const float *b, int ldb, int accumulate, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
-    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, NULL))
+    if (!sgemm_at(level, trans_a, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, NULL, NULL))
         bf__sgemm_ref(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
 }
 
@@ -604,11 +615,15 @@ size_t bf__sgemm_work_floats(int m, int n, int k, int trans_b, int ldb)
 }
 
 void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                    int ldb, int accumulate, float *y, int ldy, float *work)
+                    int ldb, int accumulate, float *y, int ldy, float *work, const bf__act *act, const float *crow)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
-    if (!sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, NULL, y, ldy, work))
-        bf__sgemm_ref(0, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+    if (crow && !accumulate) crow = NULL;
+    if (sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, act, y, ldy, work, crow)) return;
+    for (int i = 0; crow && i < m; i++) memcpy(y + (int64_t)i * ldy, crow, sizeof(float) * (size_t)n);
+    bf__sgemm_ref(0, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
+    for (int i = 0; act && i < m; i++)
+        for (int j = 0; j < n; j++) y[(int64_t)i * ldy + j] = bf__act_apply(act, y[(int64_t)i * ldy + j]);
 }
 
 void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
@@ -621,7 +636,7 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
                     const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.b = b, .ldb = ldb};
-    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL)) return;
+    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL)) return;
     bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
     for (int i = 0; i < m; i++) {
         float *yr = y + (int64_t)i * ldy;
@@ -637,5 +652,5 @@ int bf__sgemm_packed(int level, int m, int n, int k, const float *a, int lda, bf
                      const float *bias, const bf__act *act, float *y, int ldy)
 {
     bf__gemm_b src = {.pack = pack, .ctx = ctx};
-    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL);
+    return sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, bias, act, y, ldy, NULL, NULL);
 }

@@ -75,11 +75,18 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
  * which memory is read changes, never an element's chain.
  * bf__sgemm_work_floats: the floats of work such a product takes (0: it
  * packs nothing, or more than BF_SGEMM_WORK_MAX floats, and takes none);
- * bf__sgemm_work: bf__sgemm_level with that work (NULL: none). */
+ * bf__sgemm_work: bf__sgemm_level with that work (NULL: none), then act
+ * (NULL: none; lo and hi only, op.h's bf__act without res or hswish) on
+ * each element while its block is in registers: a Gemm's fused Relu or
+ * Clip, the bits of the product followed by the activation. crow (NULL:
+ * none; only with accumulate): the n values accumulated onto instead of
+ * y's own, the same for every row, y = fma(alpha, s, crow[j]) (a Gemm's C
+ * row, beta 1), y then written, never read. */
 #define BF_SGEMM_WORK_MAX (1 << 20)   /* 4 MiB of floats: a ViT-S/16 MLP weight is 2.25 MiB */
 size_t bf__sgemm_work_floats(int m, int n, int k, int trans_b, int ldb);
 void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                    int ldb, int accumulate, float *y, int ldy, float *work);
+                    int ldb, int accumulate, float *y, int ldy, float *work, const bf__act *act,
+                    const float *crow);
 
 /* ATen's bmm_out_or_baddbmm_ (1.13): contraction x rows x columns below
  * this runs baddbmm_cpu_kernel's plain loop, else BLAS per matrix (Debian's

@@ -104,6 +104,10 @@ bf_status bf__gather_run(const bf__ctx *c, bf_error *err)
     switch (g->row) {
     case 4: gather_rows(o, x, idx, g, 4); break;
     case 8: gather_rows(o, x, idx, g, 8); break;
+    /* 16 floats, a DLRM's embedding row: copied inline, not by a call a row
+     * (a row prefetched 8 or 16 lookups ahead measured no faster, with 4
+     * KiB pages and with huge ones: docs/BENCHMARKS.md) */
+    case 64: gather_rows(o, x, idx, g, 64); break;
     default: gather_rows(o, x, idx, g, g->row); break;
     }
     return BF_OK;
