@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -69,8 +70,14 @@ bf__warena *bf__warena_create(size_t bytes)
         goto fail;
     }
     /* best effort: refused (no THP, THP disabled for the process), the
-     * arena works with 4 KiB pages */
-    (void)madvise(a->base, a->len, MADV_HUGEPAGE);
+     * arena works with 4 KiB pages. BITFLIP_HUGE_PAGES=0 leaves them out:
+     * on a VM that hands free 2 MiB blocks back to its host (free page
+     * reporting), each huge page costs a host fault a 4 KiB page when first
+     * touched, and loading the Criteo-shaped DLRM (647 MiB of tables) took
+     * 0.4-1.4 s more system time, more than a one-pass eval saves
+     * (docs/BENCHMARKS.md, "The Criteo-shaped DLRM with huge pages") */
+    const char *hp = getenv("BITFLIP_HUGE_PAGES");
+    if (!hp || strcmp(hp, "0") != 0) (void)madvise(a->base, a->len, MADV_HUGEPAGE);
     return a;
 fail:
     bf__free(a->moved);
