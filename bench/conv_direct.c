@@ -1,7 +1,7 @@
 /* A direct 3x3 convolution against the product the Conv op runs today
  * (bf__conv_packed: panels gathered from zero-padded planes, the 12 x 32
  * block of sgemm.c), on resnet18's stride-1 3x3 shapes, one call over a
- * few images (docs/BENCHMARKS.md, "A direct 3x3 kernel (h13-conv)").
+ * few images (docs/BENCHMARKS.md, "A direct 3x3 kernel off the padded planes").
  *
  * The direct kernel packs no input: output positions are counted in the
  * padded plane's own coordinates (q = oh * wp + ow, ow < wp), so tap (kh,

@@ -192,7 +192,7 @@ float *bf__conv_planes_zeros(const bf__conv_params *cp, float *buf)
     return buf + planes + slack(&cp->w);
 }
 
-void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, const float *buf, const float *bias,
+void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, float *buf, const float *bias,
                      const bf__act *act, float *y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -200,7 +200,7 @@ void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, const
     int64_t wp = w->in[2] + w->pb[2] + w->pe[2], q = w->out[1] * wp;
     /* past the planes: the slack (zeros), the bias of zeros, then acc */
     size_t planes = ((size_t)(cp->cg * bf__conv_padded_plane(w)) + 15) & ~(size_t)15;
-    float *acc = (float *)buf + planes + slack(w) + (((size_t)cp->mg + 31) & ~(size_t)15);
+    float *acc = buf + planes + slack(w) + (((size_t)cp->mg + 31) & ~(size_t)15);
     int32_t *off = (int32_t *)(acc + cp->mg * acc_row(q));
     int64_t plane = bf__conv_padded_plane(w);
     for (int64_t c = 0; c < cp->cg; c++)
