@@ -314,6 +314,17 @@ int main(int argc, char **argv)
                     sh->name);
             return 1;
         }
+        /* one output channel alone (the differential engine's ch >= 0, should
+         * the channel's own windows path decline): its rows of every image */
+        int64_t ch = cp.m / 2 + 1;
+        memset(y1, 0xff, sizeof(float) * (size_t)(imgs * cp.m * cp.osp));
+        bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch_q, ch);
+        for (int64_t n = 0; n < imgs; n++)
+            if (memcmp(y0 + (n * cp.m + ch) * cp.osp, y1 + (n * cp.m + ch) * cp.osp, sizeof(float) * (size_t)cp.osp)) {
+                fprintf(stderr, "bitflip-bench-direct: the library's direct path, channel %lld alone, on %s: not the "
+                        "same bits\n", (long long)ch, sh->name);
+                return 1;
+            }
         for (size_t kx = 0; kx < sizeof kernels / sizeof kernels[0]; kx++) {
             memset(y1, 0xff, sizeof(float) * (size_t)(imgs * cp.m * cp.osp));
             direct_conv(kernels[kx].fn, &cp, x, wt, bias, y1, wr, xp, off, acc);
