@@ -27,7 +27,8 @@
  * activation (the product paths add it in their epilogue).
  *
  * The shapes are sized so that the column-matrix-free product (one image
- * per product) and the old batched one both run, with panels that wrap
+ * per product; on AVX-512 at stride 1 the product straight off the padded
+ * planes, no panel packed) and the old batched one both run, with panels that wrap
  * output rows (outputs narrower than 16), a K past the 1024-deep stack
  * panel, groups, stride 2, dilation, asymmetric padding. */
 #include <math.h>
@@ -192,6 +193,18 @@ static const conv_case cases[] = {
     {"output 1 wide, 3x1 kernel", 1, 64, 300, 1, 5, 1, 3, 1, 1, 1, {1, 0, 1, 0}, 1, 0},
     {"K = 1170 past the stack panel", 1, 130, 8, 8, 7, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"7x7 stride 2, 3 channels (a first layer)", 1, 3, 64, 61, 9, 1, 7, 7, 2, 1, {3, 3, 3, 3}, 1, 0},
+    /* stride 1 on AVX-512, one image a product: straight off the padded
+     * planes (linalg_conv_planes.c), positions in the planes' coordinates,
+     * the padding columns' lanes dropped; blocks of 8 rows x 48 positions
+     * where the padded rows are 48 wide or more, else 12 x 32; K cut at
+     * each block of 16 channels, the sums kept between */
+    {"3x3 stride 1, 50 wide (8 x 48 blocks), 40 channels (three blocks of K), an Inf weight", 2, 40, 9, 50, 13, 1, 3,
+     3, 1, 1, {1, 1, 1, 1}, 1, 1},
+    {"3x3 stride 1, 14x14, 33 channels, 25 rows (blocks of 9, 8, 8), no bias", 2, 33, 14, 14, 25, 1, 3, 3, 1, 1,
+     {1, 1, 1, 1}, 0, 0},
+    {"5x5 stride 1, pads 2 and 1, 61 wide, 17 rows", 1, 18, 6, 61, 17, 1, 5, 5, 1, 1, {2, 1, 2, 1}, 1, 1},
+    {"3x3 stride 1, no padding, 12 wide: each row's last two lanes dropped", 1, 20, 12, 12, 12, 1, 3, 3, 1, 1,
+     {0, 0, 0, 0}, 1, 0},
     /* horizontal stride 2 on AVX-512: panels gathered from the padded planes,
      * a permute per run of outputs (runs wrap output rows, end the input) */
     {"3x3 stride 2, outputs 7 wide: a panel spans three output rows", 1, 20, 14, 14, 13, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},

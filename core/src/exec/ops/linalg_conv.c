@@ -123,6 +123,11 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
             size_t want = cp->off_cols + bf__conv_packed_floats(cp, bf__conv_packed_images(cp));
             if (want > cp->scratch_floats) cp->scratch_floats = want;
         }
+        /* the product straight off the planes (AVX-512, stride 1): its sums between blocks of K */
+        if (bf__conv_planes_ok(cp)) {
+            size_t want = cp->off_cols + bf__conv_planes_floats(cp);
+            if (want > cp->scratch_floats) cp->scratch_floats = want;
+        }
         p->scratch = cp->scratch_floats * sizeof(float);
     }
     int64_t dims[5] = {cp->n, m};

@@ -316,10 +316,14 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
 #if !(defined(__x86_64__) && defined(__GNUC__))
     padded = 0, imgs = 1;
 #endif
+    /* stride 1, one image a product, AVX-512: no panels at all, the product
+     * straight off the planes (linalg_conv_planes.c), the same bits */
+    int direct = padded && !s2 && imgs == 1 && bf__conv_planes_ok(cp) && bf__conv_planes_floats(cp) <= room;
     float *wr = scratch, *buf = wr + cp->off_cols;
     int64_t planes = (imgs * cp->cg * plane + 15) & ~(int64_t)15, ldt = imgs * cp->osp;
     float *tmp = buf + planes;   /* the product of several images, before it is spread over y */
     float *zeros = padded ? tmp + (imgs > 1 ? (cp->mg * ldt + 15) & ~(int64_t)15 : 0) : wr + cp->off_tmp;
+    if (direct) zeros = bf__conv_planes_zeros(cp, buf);
     reorder_weights(cp, wt, wr);
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
     if (padded) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
@@ -347,6 +351,10 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                     for (int64_t ih = 0; ih < w->in[1]; ih++)
                         memcpy(buf + (i * cp->cg + c) * plane + (ih + w->pb[1]) * wp + w->pb[2],
                                xg + i * cp->c * cp->isp + c * cp->isp + ih * w->in[2], sizeof(float) * (size_t)w->in[2]);
+            if (direct) {
+                bf__conv_planes(cp, a, nj, buf, bv, kact, yg);
+                continue;
+            }
             conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],
                             cp->osp, cp->cg * plane};
             float *yo = ni > 1 ? tmp : yg;

@@ -152,6 +152,20 @@ void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt,
  * Add in the product's epilogue, op.h); the other paths take none. */
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                     const bf__act *act, float *y, void *scratch, int64_t ch);
+/* linalg_conv_planes.c: a stride-1 2-D Conv of one image per product
+ * straight off its padded planes on AVX-512, no panel packed, the bits
+ * bf__conv_packed's product gives (bf__conv_planes_ok: the shapes and
+ * level it takes). The scratch past the weights, buf: the image's padded
+ * planes as bf__conv_packed lays them, then bf__conv_planes_floats in all;
+ * bf__conv_planes_zeros zeroes what is read past the planes and returns
+ * room for a bias of zeros (mg floats). a: the reordered weights of rows
+ * 0 .. m (row stride kc); bias: m floats; act->res laid out as y; buf
+ * also holds the sums between chunks of K and the k terms' offsets. */
+int bf__conv_planes_ok(const bf__conv_params *cp);
+size_t bf__conv_planes_floats(const bf__conv_params *cp);
+float *bf__conv_planes_zeros(const bf__conv_params *cp, float *buf);
+void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, float *buf, const float *bias,
+                     const bf__act *act, float *y);
 /* linalg_conv_gemm.c: one channel (ch >= 0) of a stride-1, undilated 2-D
  * Conv summed over windows of padded planes; 0 when the shape does not
  * qualify or the scratch is too small. */
