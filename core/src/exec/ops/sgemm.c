@@ -13,7 +13,9 @@
  * Conv gathers its panels from padded input planes instead of writing a
  * column matrix), and the block's store may add a bias per row
  * (bf__sgemm_bias), the same y = s + bias the caller's own pass computed,
- * and then apply an activation fused into the Conv (op.h, bf__act).
+ * and then apply an activation fused into the Conv (op.h, bf__act), or add
+ * a MatMul's bias per column and run its Gelu over the block's rows
+ * (bf__sgemm_colepi: a transformer's Linear, the steps' bits).
  * The AVX-512 path (BITFLIP_SIMD=avx512, base/simd.h) computes blocks of
  * up to 12 rows x 32 columns (two panels) with the same per-element
  * operations on 16 lanes. An earlier one of 12 rows x one 16-lane register
