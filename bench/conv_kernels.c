@@ -48,7 +48,7 @@ static double pointwise(void)
         int k = sh[s][0], m = sh[s][1], n = sh[s][2];
         float *a = rand_floats((int64_t)m * k), *b = rand_floats((int64_t)k * n), *y = rand_floats((int64_t)m * n);
         float *bias = rand_floats(m);
-        bf__act act = {0.0f, 6.0f, 0, NULL, 0};
+        bf__act act = {.lo = 0.0f, .hi = 6.0f};
         double best = 1e9;
         for (int r = 0; r < 5; r++) {
             double t0 = now();
@@ -89,7 +89,7 @@ static double depthwise(int hash)
         srand((unsigned)s);
         float *x = rand_floats((int64_t)c * h * h), *wt = rand_floats((int64_t)c * 9), *b = rand_floats(c);
         float *y = rand_floats((int64_t)c * o * o);
-        bf__act act = {0.0f, 6.0f, 0, NULL, 0};
+        bf__act act = {.lo = 0.0f, .hi = 6.0f};
         double best = 1e9;
         for (int r = 0; r < (hash ? 1 : 5); r++) {
             double t0 = now();

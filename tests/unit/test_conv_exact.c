@@ -96,8 +96,9 @@ static void ref_conv(const conv_case *k, const float *x, const float *wt, const 
 }
 
 /* The activations: Relu, Clip(-0.2, 0.3), Clip(min 0.1), Clip(max -0.05), Clip(0.5, -0.5), HardSwish. */
-static const bf__act acts[] = {{0.0f, INFINITY, 0, NULL, 0},   {-0.2f, 0.3f, 0, NULL, 0},  {0.1f, INFINITY, 0, NULL, 0},
-                               {-INFINITY, -0.05f, 0, NULL, 0}, {0.5f, -0.5f, 0, NULL, 0}, {-INFINITY, INFINITY, 1, NULL, 0}};
+static const bf__act acts[] = {{.lo = 0.0f, .hi = INFINITY},      {.lo = -0.2f, .hi = 0.3f},
+                               {.lo = 0.1f, .hi = INFINITY},      {.lo = -INFINITY, .hi = -0.05f},
+                               {.lo = 0.5f, .hi = -0.5f},          {.lo = -INFINITY, .hi = INFINITY, .hswish = 1}};
 #define N_ACTS (sizeof acts / sizeof *acts)
 
 static float ref_act(const bf__act *a, float v)
@@ -359,8 +360,8 @@ static void conv_residual_matches_add(void **state)
 {
     (void)state;
     const char *levels[] = {"ref", "avx2", "avx512", NULL};
-    static const bf__act racts[2][2] = {{{-INFINITY, INFINITY, 0, NULL, 0}, {0.0f, INFINITY, 0, NULL, 0}},
-                                        {{-INFINITY, INFINITY, 0, NULL, 0}, {-0.2f, 0.3f, 0, NULL, 0}}};
+    static const bf__act racts[2][2] = {{{-INFINITY, INFINITY, 0, NULL, 0, NULL, 0, NULL}, {0.0f, INFINITY, 0, NULL, 0, NULL, 0, NULL}},
+                                        {{-INFINITY, INFINITY, 0, NULL, 0, NULL, 0, NULL}, {-0.2f, 0.3f, 0, NULL, 0, NULL, 0, NULL}}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         prepared p;
         case_open(&cases[i], &p);

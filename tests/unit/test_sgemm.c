@@ -80,7 +80,7 @@ static void grouped_panels_match_reference(void **state)
 {
     (void)state;
     static const int ms[] = {7, 40}, ns[] = {300, 1100}, ks[] = {16, 130, 256};
-    const bf__act act = {0.0f, 6.0f, 0, NULL, 0};
+    const bf__act act = {0.0f, 6.0f, 0, NULL, 0, NULL, 0, NULL};
     for (size_t im = 0; im < 2; im++)
         for (size_t in = 0; in < 2; in++)
             for (size_t ik = 0; ik < 3; ik++)
@@ -284,7 +284,7 @@ static void every_path_matches_reference(void **state)
      * shape and form and checked against every level: they depend on
      * neither, and computing them again for each level was most of this
      * test's time under ASan (tests/README.md, "The sixth round") */
-    static const bf__act acts[] = {{0.0f, INFINITY, 0, NULL, 0}, {-0.1f, 0.2f, 0, NULL, 0}, {-INFINITY, 0.05f, 0, NULL, 0}};
+    static const bf__act acts[] = {{0.0f, INFINITY, 0, NULL, 0, NULL, 0, NULL}, {-0.1f, 0.2f, 0, NULL, 0, NULL, 0, NULL}, {-INFINITY, 0.05f, 0, NULL, 0, NULL, 0, NULL}};
 #define N_SG_ACTS (sizeof acts / sizeof *acts)
     for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
         for (size_t in = 0; in < sizeof ns / sizeof *ns; in++)
@@ -366,7 +366,7 @@ static void every_path_matches_reference(void **state)
                                     fail_msg("level %d m %d n %d k %d act %zu: packed + activation differs", level,
                                              m, n, k, q);
                             }
-                            const bf__act radd = {0.0f, INFINITY, 0, res, 0};
+                            const bf__act radd = {0.0f, INFINITY, 0, res, 0, NULL, 0, NULL};
                             memcpy(y1, y0, ysz * sizeof *y1);
                             bf__sgemm_bias(level, m, n, k, a, lda, b, ldb, bias, &radd, y1, ldy);
                             if (!same_bits(y1, yr, ysz))
@@ -454,7 +454,7 @@ static void whole_packed_matches_reference(void **state)
                     assert_true(same_bits(y1, y2, ysz));
                     /* a fused Relu (a Gemm's, linalg.c) at every level: the
                      * reference's bits, then y < 0 -> +0 (NaN and -0 kept) */
-                    const bf__act relu = {0.0f, INFINITY, 0, NULL, 0};
+                    const bf__act relu = {.lo = 0.0f, .hi = INFINITY};
                     for (int i = 0; i < m; i++)
                         for (int j = 0; j < n; j++)
                             if (y2[(int64_t)i * ldy + j] < 0.0f) y2[(int64_t)i * ldy + j] = 0.0f;
@@ -498,7 +498,7 @@ static void act_epilogue_by_hand(void **state)
     float b[16] = {NAN, INFINITY, -INFINITY, -1.0f, -0.0f, 0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 3e38f, -3e38f, 1e-40f,
                    -1e-40f, 0.5f, 2.0f};
     const float a[1] = {1.0f}, bias[1] = {0.0f};
-    const bf__act relu = {0.0f, INFINITY, 0, NULL, 0}, clip = {0.25f, 0.75f, 0, NULL, 0}, hi_only = {-INFINITY, 0.5f, 0, NULL, 0};
+    const bf__act relu = {0.0f, INFINITY, 0, NULL, 0, NULL, 0, NULL}, clip = {0.25f, 0.75f, 0, NULL, 0, NULL, 0, NULL}, hi_only = {-INFINITY, 0.5f, 0, NULL, 0, NULL, 0, NULL};
     /* expected, per activation: NaN stays NaN; -0 + 0 is +0 before the activation */
     const float want_relu[16] = {NAN, INFINITY, 0, 0, 0, 0, 0.25f, 0.5f, 0.75f, 1, 3e38f, 0, 1e-40f, 0, 0.5f, 2};
     const float want_clip[16] = {NAN, 0.75f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.5f, 0.75f, 0.75f, 0.75f, 0.25f,
@@ -546,7 +546,7 @@ static void res_epilogue_by_hand(void **state)
     for (int level = BF_SGEMM_REF; level <= best; level++)
         for (int res_a = 0; res_a < 2; res_a++)
             for (int n = 15; n <= 16; n++) {   /* a narrow panel's masked load and store, and a full one */
-                const bf__act act = {-INFINITY, INFINITY, 0, r, res_a};
+                const bf__act act = {-INFINITY, INFINITY, 0, r, res_a, NULL, 0, NULL};
                 float y[16] = {0}, want[16];
                 memcpy(want, sum, sizeof want);
                 memcpy(&want[0], res_a ? &pr : &pb, 4);

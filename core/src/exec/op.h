@@ -90,6 +90,17 @@ typedef struct bf__act {
      * before lo and hi. NULL: none (every other reader of bf__act). */
     const float *res;
     int res_a;
+    /* A MatMul's fused bias Add and map (plan_fuse.c: MatMul -> Add(bias)
+     * [-> Gelu]), in the product's epilogue (sgemm.h, bf__sgemm_colepi):
+     * cbias[j] (the N floats of a bias broadcast along the last axis) added
+     * to column j's v = s as the Add does, cbias + v (cbias_a: the bias is
+     * the Add's A) or v + cbias, lo and hi as for a Conv (the MatMul's
+     * fused_ctx sets no bound), then map (the Gelu step's own kernel,
+     * elementwise.c: bf__gelu_map) over each block's rows just stored.
+     * NULL: none (every Conv). */
+    const float *cbias;
+    int cbias_a;
+    void (*map)(float *y, const float *x, int64_t n);
 } bf__act;
 
 /* A BatchNormalization (inference) fused into a Conv between the Conv and

@@ -156,6 +156,15 @@ int bf__plan_fused_last(const bf_plan *p, size_t i, int *bn, int *add)
 static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *c, bf__act *act, bf__bnorm *bnorm)
 {
     const bf__step *s = &p->steps[i];
+    if (bf__matmul_epi(s)) {   /* MatMul -> Add(bias) [-> Gelu]: which operand is A keeps the Add's expression */
+        const bf__step *t = &p->steps[a];
+        int mm_is_a = t->node->in[0] == s->node->out[0];
+        *act = (bf__act){.lo = -INFINITY, .hi = INFINITY, .cbias = t->in[mm_is_a ? 1 : 0]->data,
+                         .cbias_a = !mm_is_a, .map = r != a ? bf__gelu_kernel() : NULL};
+        c->out = p->steps[r].out;
+        c->act = act;
+        return;
+    }
     if (r == a || r == n) *act = (bf__act){.lo = -INFINITY, .hi = INFINITY};   /* an Add or BN last: no activation */
     else bf__act_of(&p->steps[r], act);
     c->out = p->steps[r].out;

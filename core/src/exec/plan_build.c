@@ -206,144 +206,6 @@ static int reads_phantom(const budget_ctx *bc, const bf__node *n)
     return 0;
 }
 
-static int same_f32_shape(const bf_tensor *x, const bf_tensor *y)
-{
-    if (x->dtype != BF_F32 || y->dtype != BF_F32 || x->ndim != y->ndim) return 0;
-    for (int d = 0; d < x->ndim; d++)
-        if (x->dims[d] != y->dims[d]) return 0;
-    return 1;
-}
-
-/* Whether step a, the one reader of Conv i's output v, is a residual Add
- * the Conv may compute too: a float Add of v and another value of v's very
- * shape (no broadcast), that value ready when the Conv runs (a parameter,
- * a constant, an input or a value of a step before i). *r gets the one
- * reader of the Add's output, if it has one and is no graph output; else -1. */
-static int residual_add(const bf_plan *p, int i, int a, int v, const int *readers, const int *reader,
-                        const int *made_at, int *r)
-{
-    const bf__step *t = &p->steps[a];
-    if (a <= i || t->dyn || strcmp(t->node->op_type, "Add") != 0 || t->node->n_in != 2 || t->n_out != 1) return 0;
-    int x0 = t->node->in[0], x1 = t->node->in[1], w = t->node->out[0];
-    int o = x0 == v ? x1 : x0;
-    if ((x0 == v) == (x1 == v) || o < 0 || w < 0 || made_at[o] > i) return 0;
-    if (!same_f32_shape(&p->vals[v], &p->vals[o]) || !same_f32_shape(&p->vals[v], &p->vals[w])) return 0;
-    *r = readers[w] == 1 ? reader[w] : -1;
-    return 1;
-}
-
-/* Whether step r may run in the epilogue of Conv i as its activation, reading
- * value x: a float Relu or Clip of x alone whose bounds are ready when the
- * Conv runs (a Clip's bounds may be values not computed yet: only its kind
- * is asked here) */
-static int act_after(const bf_plan *p, int i, int r, int x, const int *made_at)
-{
-    if (r <= i) return 0;
-    const bf__step *t = &p->steps[r];
-    if (t->dyn || t->n_in < 1 || t->node->in[0] != x || t->n_out != 1 || t->node->out[0] < 0 || !bf__act_of(t, NULL))
-        return 0;
-    for (int j = 1; j < t->node->n_in; j++)
-        if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > i) return 0;
-    return 1;
-}
-
-/* Whether step t, the one reader of Conv i's output v, is a
- * BatchNormalization the Conv may compute too: inference, one output, X
- * v, its four parameters ready when the Conv runs (parameters or
- * constants, as exports write them; values of steps before i would do). */
-static int bn_after(const bf_plan *p, int i, int t, int v, const int *made_at)
-{
-    const bf__step *s = &p->steps[t];
-    if (t <= i || s->dyn || s->node->in[0] != v || s->node->out[0] < 0 || !bf__bnorm_of(s, NULL)) return 0;
-    for (int j = 1; j < 5; j++)
-        if (made_at[s->node->in[j]] > i) return 0;
-    return same_f32_shape(&p->vals[v], &p->vals[s->node->out[0]]);
-}
-
-/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations)
- * and, in plans that fuse, Gemm + Relu or Clip pairs (the same rules, no BN
- * or residual Add),
- * and the Conv + residual Add (+ activation) runs of residual_add, where
- * "its output" below is the Add's:
- * step i a Conv, a later step r a float Relu or Clip reading its output,
- * which no other input slot of any step reads and which is no graph
- * output. Nothing else may need the Conv's own output, which a fused run
- * never writes; value faults are the one reader that comes and goes, and
- * bf_plan_run checks for them each run. The steps between i and r read
- * neither the Conv's output (r alone does) nor r's (computed at r in graph
- * order), but a Clip's bounds must be ready at step i already: constants,
- * parameters, graph inputs or values of steps before i. */
-static bf_status find_fusions(bf_plan *p, bf_error *err)
-{
-    const bf_model *m = p->model;
-    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
-    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
-    if (!readers || !reader || !made_at) {
-        bf__free(readers), bf__free(reader), bf__free(made_at);
-        return oom(err);
-    }
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__node *nd = p->steps[i].node;
-        for (int j = 0; j < nd->n_in; j++)
-            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
-        for (int j = 0; j < nd->n_out; j++)
-            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;   /* 0: made by no step */
-    }
-    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__step *s = &p->steps[i];
-        int v = s->n_out == 1 ? s->node->out[0] : -1;
-        if (s->dyn || v < 0 || readers[v] != 1) continue;
-        if (!bf__conv_step(s)) {
-            /* Gemm -> Relu or Clip (an MLP's layers), in passes that fuse
-             * (p->fuse: eval, exact campaigns) and not in the differential
-             * engine's plans, which recompute a Gemm's rows and columns
-             * and read its own output */
-            int r = reader[v];
-            /* Relu or Clip (an act_after that is no unary map but Relu:
-             * Clip), never HardSwish, which only the Conv's own pass applies */
-            if (p->fuse && bf__gemm_step(s) && act_after(p, (int)i, r, v, made_at) &&
-                (bf__unary_relu(&p->steps[r]) || !bf__unary_f32(&p->steps[r]))) {
-                p->fuse_to[i] = r;
-                p->n_fusable++;
-            }
-            continue;
-        }
-        int r = reader[v], a = 0, bn = 0, rr;
-        if (bn_after(p, (int)i, r, v, made_at)) {
-            /* Conv -> BatchNormalization (exports that keep the BN, as a
-             * fault campaign on its parameters wants): the chain goes on
-             * from the BN's output, or ends there (its output then written
-             * by the Conv) */
-            bn = r;
-            v = p->steps[bn].node->out[0];
-            if (readers[v] != 1) {
-                p->fuse_to[i] = p->fuse_bn[i] = bn;
-                p->n_fusable++;
-                continue;
-            }
-            r = reader[v];
-        }
-        if (residual_add(p, (int)i, r, v, readers, reader, made_at, &rr)) {
-            /* Conv -> Add -> activation, or Conv -> Add alone (the Add's
-             * output then written by the Conv: mobilenet's bottlenecks) */
-            a = r;
-            r = rr >= 0 && act_after(p, (int)i, rr, p->steps[a].node->out[0], made_at) ? rr : a;
-        } else if (!act_after(p, (int)i, r, v, made_at)) {
-            if (!bn) continue;
-            r = bn;   /* Conv -> BN alone */
-        }
-        p->fuse_to[i] = r;
-        p->fuse_add[i] = a;
-        p->fuse_bn[i] = bn;
-        if (a && r != a) p->fuse_mid[a] = 1;
-        if (bn && r != bn) p->fuse_mid[bn] = 1;
-        p->n_fusable++;
-    }
-    bf__free(readers), bf__free(reader), bf__free(made_at);
-    return BF_OK;
-}
-
 /* Arena offsets for plans that only run whole passes (bf_plan_opts
  * share_buffers): a value lives from the step that computes it (graph
  * inputs: from before the first) to its last reader (graph outputs: to the
@@ -425,6 +287,25 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
             if (last[u] > last[v]) last[v] = last[u];
             alias[u] = v;
         }
+    /* A Reshape (any copy of the same bytes: bf__copy_step) that is its
+     * input's last reader takes the input's place, so its copy moves
+     * nothing (3.3% of a ViT-S/16 pass was memmove). Only in plans that
+     * fuse (bitflip eval's and the exact engine's passes), where a value is
+     * written by its step alone: nothing reads the input after the copy, a
+     * value fault on the input lands before the copy reads it, and one on
+     * the output after every reader of the input ran. */
+    for (size_t s = 0; p->fuse && s < p->n_steps; s++) {
+        const bf__step *st = &p->steps[s];
+        if (st->dyn || !bf__copy_step(st)) continue;
+        int v = st->node->in[0], u = st->node->out[0];
+        if (v < 0 || u < 0 || v == u || alias[u] >= 0 || last[v] != (int)s || first[u] != (int)s) continue;
+        if (!placed(p, needed, v) || !placed(p, needed, u) || bf_tensor_nbytes(&p->vals[v]) != bf_tensor_nbytes(&p->vals[u]))
+            continue;
+        int root = alias[v] >= 0 ? alias[v] : v;
+        if (first[root] == -2) continue;   /* needed but made by no step: left as it was */
+        alias[u] = root;
+        if (last[u] > last[root]) last[root] = last[u];
+    }
     for (size_t v = 0; v < m->n_values; v++) {
         if (!placed(p, needed, (int)v)) continue;
         if (alias[v] >= 0) continue;
@@ -626,7 +507,7 @@ static bf_status lay_out(bf_plan *p, budget_ctx *bc, build_ctx *bs, bf_error *er
     bf_plan_budget *b = bc->b;
     bf_status st;
     size_t total = 0;
-    if (!bc->cut_short && (st = find_fusions(p, err)) != BF_OK) return st;
+    if (!bc->cut_short && (st = bf__plan_find_fusions(p, err)) != BF_OK) return st;
     if (bc->share) {
         if ((st = bf__plan_share_offsets(p, bs->needed, &total, &bs->off_of, err)) != BF_OK) return st;
     } else {

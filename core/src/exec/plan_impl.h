@@ -166,6 +166,10 @@ bf_status bf__dyn_alloc(bf_plan *p, size_t n, const char *what, void **out, bf_e
  * subgraph's node), the error naming them */
 bf_status bf__dyn_alloc_for(bf_plan *p, const bf__node *n, int j, size_t bytes, void **out, bf_error *err);
 
+/* plan_fuse.c: marks the chains a run may fuse (fuse_to, fuse_add, fuse_bn,
+ * fuse_mid, n_fusable) once the steps are made; fails only for memory. */
+bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err);
+
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do
  * not overlap (plan.c explains how); free *out. The plan's own arena for

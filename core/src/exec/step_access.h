@@ -121,6 +121,10 @@ int bf__gemm_step(const bf__step *s);
 /* linalg.c: a MatMul of one B matrix (numpy's fold of A's batch into M)
  * as the Gemm it runs as; 0 for any other step. */
 int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out);
+/* linalg.c: 1 if the step is a MatMul whose run may take a fused bias Add
+ * and Gelu (op.h, bf__act's cbias and map): one B matrix [K, N], the fold's
+ * one bf__sgemm product (never the small bmm's plain loop). */
+int bf__matmul_epi(const bf__step *s);
 /* 1 for a BatchNormalization in training mode: each sample's output depends
  * on the whole batch (its statistics), so the step never runs on a subset of
  * the batch's rows (linalg_norm.c). */
@@ -203,6 +207,17 @@ void bf__gpool_plane(const bf__step *s, int64_t pl);
  * whose every output element depends on its own input element only. */
 int bf__unary_f32(const bf__step *s);
 int bf__unary_relu(const bf__step *s);   /* ... and that map is Relu */
+/* elementwise.c: 1 if the step is a float Gelu (erf form, as the loader
+ * fuses it); bf__gelu_kernel its kernel for this CPU and BITFLIP_SIMD
+ * (read now), y[i] = gelu(x[i]) for i < n (x and y must not overlap), the
+ * very function the step runs. */
+typedef void (*bf__map_fn)(float *y, const float *x, int64_t n);
+int bf__unary_gelu(const bf__step *s);
+/* shape.c: 1 if the step's output is its input 0's bytes, copied
+ * (Reshape, Flatten, Squeeze, Unsqueeze, Identity: bf__run_copy, which
+ * moves nothing when a shared arena gives the two the same place). */
+int bf__copy_step(const bf__step *s);
+bf__map_fn bf__gelu_kernel(void);
 /* elementwise.c: 1 if the step is a float unary map or a float Clip; then
  * bf__map_span runs it on elements [off, off + n) of its input into the
  * same elements of its output (the step's tensors as they hold now), with

@@ -324,6 +324,19 @@ int bf__unary_f32(const bf__step *s)
     return s->node->op->run == bf__unary_run && ((const unary_params *)s->params)->dtype == BF_F32;
 }
 
+int bf__unary_gelu(const bf__step *s) { return bf__unary_f32(s) && ((const unary_params *)s->params)->kind == U_GELU; }
+/* map_gelu's copy for this CPU and BITFLIP_SIMD, picked once: map_gelu
+ * reads the environment on each call, and a fused epilogue calls it on
+ * every block of rows */
+bf__map_fn bf__gelu_kernel(void)
+{
+#ifdef BF__HAVE_AVX2_COPY
+    int level = bf__simd_level();
+    return level >= BF__SIMD_AVX512 ? map_gelu_avx512 : level >= BF__SIMD_AVX2 ? map_gelu_avx2 : map_gelu_plain;
+#else
+    return map_gelu;
+#endif
+}
 int bf__unary_relu(const bf__step *s) { return bf__unary_f32(s) && ((const unary_params *)s->params)->kind == U_RELU; }
 
 /* ---- Clip -------------------------------------------------------------- */
@@ -439,6 +452,7 @@ int bf__act_of(const bf__step *s, bf__act *act)
     act->hi = in_hi ? *(const float *)s->in[2]->data : q->has_hi ? q->hi : INFINITY;
     act->hswish = 0;
     act->res = NULL, act->res_a = 0;
+    act->cbias = NULL, act->cbias_a = 0, act->map = NULL;
     return 1;
 }
 

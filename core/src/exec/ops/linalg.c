@@ -254,7 +254,9 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
     if (mp->fold) {
         /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch. */
         float *work = work_of(c, mp->work);
-        if (mp->plain)
+        if (c->act)   /* a bias Add (and Gelu) fused in (plan_build.c; op.h, bf__act) */
+            bf__sgemm_colepi(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, c->act, y, n, work);
+        else if (mp->plain)
             bf__smatmul_plain(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, y, n);
         else if (work)
             bf__sgemm_work(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work, NULL, NULL);
@@ -295,6 +297,13 @@ int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out)
     if (!mp->fold || mp->plain || mp->k == 0 || mp->batch * mp->m > INT_MAX) return 0;
     *out = (bf__gemm_info){.m = (int)(mp->batch * mp->m), .n = mp->n, .k = mp->k, .alpha = 1.0f, .beta = 0.0f};
     return 1;
+}
+
+int bf__matmul_epi(const bf__step *s)
+{
+    if (s->node->op->run != matmul_run || s->n_in != 2 || s->in[1]->ndim != 2) return 0;
+    const matmul_params *mp = s->params;
+    return mp->fold && !mp->plain && mp->k > 0 && mp->batch * mp->m <= INT_MAX;
 }
 
 const bf__op bf__ops_linalg[] = {

@@ -13,7 +13,9 @@
  * Conv gathers its panels from padded input planes instead of writing a
  * column matrix), and the block's store may add a bias per row
  * (bf__sgemm_bias), the same y = s + bias the caller's own pass computed,
- * and then apply an activation fused into the Conv (op.h, bf__act).
+ * and then apply an activation fused into the Conv (op.h, bf__act), or add
+ * a MatMul's bias per column and run its Gelu over the block's rows
+ * (bf__sgemm_colepi: a transformer's Linear, the steps' bits).
  * The AVX-512 path (BITFLIP_SIMD=avx512, base/simd.h) computes blocks of
  * up to 12 rows x 32 columns (two panels) with the same per-element
  * operations on 16 lanes. An earlier one of 12 rows x one 16-lane register
@@ -48,6 +50,21 @@ static float add_first(float a, float b) { return a != a ? a + a : a + b; }
 static float put(float alpha, float s, int accumulate, float y)
 {
     return accumulate ? fmaf(alpha, s, y) : alpha * s;
+}
+
+/* A fused map (op.h, bf__act's map: a MatMul's Gelu) over the mr x nc
+ * block just stored, while it is in L1: each row through a stack copy, so
+ * the map's loop never runs in place (its x and y may not alias: a
+ * compiler's alias check could then take the scalar loop). The map is the
+ * step's own kernel on the same floats, so the bits are the step's. */
+static void map_rows(void (*map)(float *, const float *, int64_t), int mr, int nc, float *y, int ldy)
+{
+    float t[2 * NR];
+    for (int i = 0; i < mr; i++) {
+        float *yr = y + (int64_t)i * ldy;
+        map(t, yr, nc);
+        memcpy(yr, t, sizeof(float) * (size_t)nc);
+    }
 }
 
 void bf__sgemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
@@ -107,7 +124,8 @@ AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
                                                              const float *panel, int64_t ps, int masked, float alpha,
                                                              int accumulate, const float *bias, const bf__act *act,
-                                                             const float *res, float *y, int ldy, const float *crow)
+                                                             const float *res, const float *cb, float *y, int ldy,
+                                                             const float *crow)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_epi32(nr);
     const __m256i m0 = _mm256_cmpgt_epi32(lim, lane), m1 = _mm256_cmpgt_epi32(lim, _mm256_add_epi32(lane, _mm256_set1_epi32(8)));
@@ -148,6 +166,12 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             __m256 bv = _mm256_set1_ps(bias[i]);
             v0 = _mm256_add_ps(v0, bv);
             v1 = _mm256_add_ps(v1, bv);
+        }
+        if (cb) {   /* a MatMul's fused bias Add (op.h, bf__act's cbias): column j's cb[j] */
+            __m256 c0 = nr == NR ? _mm256_loadu_ps(cb) : _mm256_maskload_ps(cb, m0);
+            __m256 c1 = nr == NR ? _mm256_loadu_ps(cb + 8) : _mm256_maskload_ps(cb + 8, m1);
+            v0 = RES_ADD(add_first8, c0, v0, act->cbias_a);
+            v1 = RES_ADD(add_first8, c1, v1, act->cbias_a);
         }
         if (res) {   /* a fused residual Add (op.h, bf__act): lanes past nr never loaded */
             const float *rr = res + (int64_t)i * ldy;
@@ -242,17 +266,19 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
             int nr = pa[q].nr;
             float *yb = y + (int64_t)i0 * ldy + pa[q].j0;
             const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + pa[q].j0 : NULL;
-            const float *cb = crow ? crow + pa[q].j0 : NULL;
+            const float *cr = crow ? crow + pa[q].j0 : NULL;
+            const float *cb = act && act->cbias ? act->cbias + pa[q].j0 : NULL;
             switch (mr) {
-#define ROWS(r)                                                                                      \
-    case r:                                                                                          \
-        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, rb, yb, ldy, cb); \
-        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, rb, yb, ldy, cb);          \
+#define ROWS(r)                                                                                              \
+    case r:                                                                                                  \
+        if (pa[q].masked) block(r, nr, k, ab, lda, pan, ps, 1, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr); \
+        else block(r, nr, k, ab, lda, pan, ps, 0, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr);          \
         break;
                 ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
             default: break;
             }
+            if (act && act->map) map_rows(act->map, mr, nr, yb, ldy);
         }
         i0 += mr;
     }
@@ -281,7 +307,7 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
                                                                   const panel_at *p1, int k, const float *a,
                                                                   int64_t lda, float alpha, int accumulate,
                                                                   const float *bias, const bf__act *act,
-                                                                  const float *res, float *y, int ldy,
+                                                                  const float *res, const float *cb, float *y, int ldy,
                                                                   const float *crow)
 {
     const __mmask16 k0 = (__mmask16)((1u << p0->nr) - 1u), k1 = two ? (__mmask16)((1u << p1->nr) - 1u) : 0;
@@ -326,6 +352,7 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
             v = accumulate ? _mm512_fmadd_ps(al, v, _mm512_maskz_loadu_ps(km, crow ? crow + h * NR : yh))
                            : _mm512_mul_ps(al, v);
             if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
+            if (cb) v = RES_ADD(add_first16, _mm512_maskz_loadu_ps(km, cb + h * NR), v, act->cbias_a);
             if (res) {   /* a fused residual Add (op.h, bf__act) */
                 __m512 r = _mm512_maskz_loadu_ps(km, res + (int64_t)i * ldy + h * NR);
                 v = RES_ADD(add_first16, r, v, act->res_a);
@@ -353,18 +380,20 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
             const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
             float *yb = y + (int64_t)i0 * ldy + p0->j0;
             const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + p0->j0 : NULL;
-            const float *cb = crow ? crow + p0->j0 : NULL;
+            const float *cr = crow ? crow + p0->j0 : NULL;
+            const float *cb = act && act->cbias ? act->cbias + p0->j0 : NULL;
             switch (mr) {
-#define ROWS5(r)                                                                                   \
-    case r:                                                                                        \
-        if (p1) block512(r, 1, p0, p1, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy, cb);  \
-        else block512(r, 0, p0, p0, k, ab, lda, alpha, accumulate, bb, act, rb, yb, ldy, cb);     \
+#define ROWS5(r)                                                                                      \
+    case r:                                                                                           \
+        if (p1) block512(r, 1, p0, p1, k, ab, lda, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr);  \
+        else block512(r, 0, p0, p0, k, ab, lda, alpha, accumulate, bb, act, rb, cb, yb, ldy, cr);     \
         break;
                 ROWS5(12) ROWS5(11) ROWS5(10) ROWS5(9) ROWS5(8) ROWS5(7) ROWS5(6) ROWS5(5) ROWS5(4) ROWS5(3)
                 ROWS5(2) ROWS5(1)
 #undef ROWS5
             default: break;
             }
+            if (act && act->map) map_rows(act->map, mr, p0->nr + (p1 ? p1->nr : 0), yb, ldy);
         }
         i0 += mr;
     }
@@ -645,6 +674,22 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
         for (int j = 0; rr && j < n; j++) yr[j] = act->res_a ? add_first(rr[j], yr[j]) : add_first(yr[j], rr[j]);
         if (act)
             for (int j = 0; j < n; j++) yr[j] = bf__act_apply(act, yr[j]);
+    }
+}
+
+void bf__sgemm_colepi(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                      const bf__act *act, float *y, int ldy, float *work)
+{
+    bf__gemm_b src = {.b = b, .ldb = ldb};
+    if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, NULL, act, y, ldy, work, NULL)) return;
+    /* the reference: the steps' own operations, one pass each, in order */
+    bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
+    for (int i = 0; i < m; i++) {
+        float *yr = y + (int64_t)i * ldy;
+        const float *cb = act->cbias;
+        for (int j = 0; cb && j < n; j++) yr[j] = act->cbias_a ? add_first(cb[j], yr[j]) : add_first(yr[j], cb[j]);
+        for (int j = 0; j < n; j++) yr[j] = bf__act_apply(act, yr[j]);
+        for (int j = 0; act->map && j < n; j += 2 * NR) map_rows(act->map, 1, n - j < 2 * NR ? n - j : 2 * NR, yr + j, ldy);
     }
 }
 

@@ -126,6 +126,16 @@ typedef struct bf__gemm_b {
  * B plain (k x n, ldb). */
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                     const float *bias, const bf__act *act, float *y, int ldy);
+/* Y = A B (B plain, k x n, ldb) with a MatMul's fused steps while each
+ * block is in registers or L1 (op.h, bf__act: act->cbias, cbias_a, map):
+ * y = 1 * s, then the bias Add cbias[j] + y (cbias_a) or y + cbias[j],
+ * rounded, an Add of two NaNs keeping its A's as the residual's does, then
+ * act's lo and hi, then act->map over the block's rows just stored (the
+ * Gelu step's kernel). Each element's product is its in-order chain, and
+ * each later operation the step's own on the same float, so the bits are
+ * the steps' one by one. work: as bf__sgemm_work's (NULL: none). */
+void bf__sgemm_colepi(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                      const bf__act *act, float *y, int ldy, float *work);
 /* Y = A op(B) + bias as bf__sgemm_bias, op(B)'s panels from `pack` (bias
  * may be NULL: nothing added; act NULL: no activation). 0, with y untouched, when this CPU has no
  * kernel or a panel deeper than 1024 found no memory: the caller computes

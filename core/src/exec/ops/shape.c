@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "shape_impl.h"
+#include "exec/step_access.h"
 
 bf_status bf__run_copy(const bf__ctx *c, bf_error *err)
 {
@@ -18,6 +19,8 @@ bf_status bf__run_copy(const bf__ctx *c, bf_error *err)
     if (nb && c->out[0]->data != c->in[0]->data) memcpy(c->out[0]->data, c->in[0]->data, nb);
     return BF_OK;
 }
+
+int bf__copy_step(const bf__step *s) { return s->node->op->run == bf__run_copy && s->n_in >= 1 && s->n_out == 1; }
 
 /* ---- Shape ---- */
 

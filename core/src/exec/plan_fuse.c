@@ -1,0 +1,197 @@
+/* Which steps a plan may fuse (bf_plan_opts.fuse_activations; the plan's
+ * fuse_to, fuse_add, fuse_bn, fuse_mid): a Conv with what follows it
+ * (docs/ENGINE.md, "Activations fused into the Conv" and the sections after
+ * it), a MatMul with its bias Add and Gelu ("A bias and Gelu fused into the
+ * MatMul"). Apart from plan_build.c, which calls it once its steps are
+ * made, to keep that file to one job. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "exec/step_access.h"
+#include "exec/plan_impl.h"
+
+static bf_status oom(bf_error *err) { return bf_error_set(err, BF_ENOMEM, "out of memory building a plan"); }
+
+static int same_f32_shape(const bf_tensor *x, const bf_tensor *y)
+{
+    if (x->dtype != BF_F32 || y->dtype != BF_F32 || x->ndim != y->ndim) return 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->dims[d] != y->dims[d]) return 0;
+    return 1;
+}
+
+/* Whether step a, the one reader of Conv i's output v, is a residual Add
+ * the Conv may compute too: a float Add of v and another value of v's very
+ * shape (no broadcast), that value ready when the Conv runs (a parameter,
+ * a constant, an input or a value of a step before i). *r gets the one
+ * reader of the Add's output, if it has one and is no graph output; else -1. */
+static int residual_add(const bf_plan *p, int i, int a, int v, const int *readers, const int *reader,
+                        const int *made_at, int *r)
+{
+    const bf__step *t = &p->steps[a];
+    if (a <= i || t->dyn || strcmp(t->node->op_type, "Add") != 0 || t->node->n_in != 2 || t->n_out != 1) return 0;
+    int x0 = t->node->in[0], x1 = t->node->in[1], w = t->node->out[0];
+    int o = x0 == v ? x1 : x0;
+    if ((x0 == v) == (x1 == v) || o < 0 || w < 0 || made_at[o] > i) return 0;
+    if (!same_f32_shape(&p->vals[v], &p->vals[o]) || !same_f32_shape(&p->vals[v], &p->vals[w])) return 0;
+    *r = readers[w] == 1 ? reader[w] : -1;
+    return 1;
+}
+
+/* Whether step r may run in the epilogue of Conv i as its activation, reading
+ * value x: a float Relu or Clip of x alone whose bounds are ready when the
+ * Conv runs (a Clip's bounds may be values not computed yet: only its kind
+ * is asked here) */
+static int act_after(const bf_plan *p, int i, int r, int x, const int *made_at)
+{
+    if (r <= i) return 0;
+    const bf__step *t = &p->steps[r];
+    if (t->dyn || t->n_in < 1 || t->node->in[0] != x || t->n_out != 1 || t->node->out[0] < 0 || !bf__act_of(t, NULL))
+        return 0;
+    for (int j = 1; j < t->node->n_in; j++)
+        if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > i) return 0;
+    return 1;
+}
+
+/* Whether step t, the one reader of Conv i's output v, is a
+ * BatchNormalization the Conv may compute too: inference, one output, X
+ * v, its four parameters ready when the Conv runs (parameters or
+ * constants, as exports write them; values of steps before i would do). */
+static int bn_after(const bf_plan *p, int i, int t, int v, const int *made_at)
+{
+    const bf__step *s = &p->steps[t];
+    if (t <= i || s->dyn || s->node->in[0] != v || s->node->out[0] < 0 || !bf__bnorm_of(s, NULL)) return 0;
+    for (int j = 1; j < 5; j++)
+        if (made_at[s->node->in[j]] > i) return 0;
+    return same_f32_shape(&p->vals[v], &p->vals[s->node->out[0]]);
+}
+
+/* Whether step a, the one reader of MatMul i's output v, is a bias Add the
+ * MatMul may compute in its product's epilogue (op.h, bf__act's cbias): a
+ * float Add of v and a value b of N floats broadcast along v's last axis
+ * (b's dims all 1 but its last, N, its rank at most v's: a Linear's bias),
+ * b ready when the MatMul runs; the Add's output of v's very shape. */
+static int bias_add(const bf_plan *p, int i, int a, int v, const int *made_at)
+{
+    const bf__step *t = &p->steps[a];
+    if (a <= i || t->dyn || strcmp(t->node->op_type, "Add") != 0 || t->node->n_in != 2 || t->n_out != 1 ||
+        !bf__binary_f32(t))
+        return 0;
+    int x0 = t->node->in[0], x1 = t->node->in[1], w = t->node->out[0];
+    int o = x0 == v ? x1 : x0;
+    if ((x0 == v) == (x1 == v) || o < 0 || w < 0 || made_at[o] > i) return 0;
+    const bf_tensor *b = &p->vals[o], *y = &p->vals[v];
+    if (b->dtype != BF_F32 || y->ndim < 1 || b->ndim < 1 || b->ndim > y->ndim ||
+        b->dims[b->ndim - 1] != y->dims[y->ndim - 1])
+        return 0;
+    for (int d = 0; d < b->ndim - 1; d++)
+        if (b->dims[d] != 1) return 0;
+    return same_f32_shape(y, &p->vals[w]);
+}
+
+/* The MatMul -> Add(bias) [-> Gelu] chains (docs/ENGINE.md, "A bias and
+ * Gelu fused into the MatMul"): step i a MatMul of one weight matrix whose
+ * output only a bias Add reads, then that Add's one reader if it is a Gelu
+ * of it (erf form; no graph output), else the Add alone (a ViT's QKV
+ * product, whose Add output its Slices read). 1 when step i fuses. */
+static int matmul_chain(bf_plan *p, int i, int v, const int *readers, const int *reader, const int *made_at)
+{
+    const bf__step *s = &p->steps[i];
+    if (!bf__matmul_epi(s) || !bias_add(p, i, reader[v], v, made_at)) return 0;
+    int a = reader[v], w = p->steps[a].node->out[0], r = a;
+    if (readers[w] == 1 && reader[w] > a) {
+        const bf__step *g = &p->steps[reader[w]];
+        if (!g->dyn && bf__unary_gelu(g) && g->node->in[0] == w && g->n_out == 1 && g->node->out[0] >= 0)
+            r = reader[w];
+    }
+    p->fuse_to[i] = r;
+    p->fuse_add[i] = a;
+    p->fuse_bn[i] = 0;
+    if (r != a) p->fuse_mid[a] = 1;
+    p->n_fusable++;
+    return 1;
+}
+
+/* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations)
+ * and, in plans that fuse, Gemm + Relu or Clip pairs (the same rules, no BN
+ * or residual Add), and the Conv + residual Add (+ activation) runs of residual_add, where
+ * "its output" below is the Add's:
+ * step i a Conv, a later step r a float Relu or Clip reading its output,
+ * which no other input slot of any step reads and which is no graph
+ * output. Nothing else may need the Conv's own output, which a fused run
+ * never writes; value faults are the one reader that comes and goes, and
+ * bf_plan_run checks for them each run. The steps between i and r read
+ * neither the Conv's output (r alone does) nor r's (computed at r in graph
+ * order), but a Clip's bounds must be ready at step i already: constants,
+ * parameters, graph inputs or values of steps before i. */
+bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err)
+{
+    const bf_model *m = p->model;
+    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
+    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
+    if (!readers || !reader || !made_at) {
+        bf__free(readers), bf__free(reader), bf__free(made_at);
+        return oom(err);
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *nd = p->steps[i].node;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;   /* 0: made by no step */
+    }
+    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int v = s->n_out == 1 ? s->node->out[0] : -1;
+        if (s->dyn || v < 0 || readers[v] != 1 || matmul_chain(p, (int)i, v, readers, reader, made_at)) continue;
+        if (!bf__conv_step(s)) {
+            /* Gemm -> Relu or Clip (an MLP's layers), in passes that fuse
+             * (p->fuse: eval, exact campaigns) and not in the differential
+             * engine's plans, which recompute a Gemm's rows and columns
+             * and read its own output */
+            int r = reader[v];
+            /* Relu or Clip (an act_after that is no unary map but Relu:
+             * Clip), never HardSwish, which only the Conv's own pass applies */
+            if (p->fuse && bf__gemm_step(s) && act_after(p, (int)i, r, v, made_at) &&
+                (bf__unary_relu(&p->steps[r]) || !bf__unary_f32(&p->steps[r]))) {
+                p->fuse_to[i] = r;
+                p->n_fusable++;
+            }
+            continue;
+        }
+        int r = reader[v], a = 0, bn = 0, rr;
+        if (bn_after(p, (int)i, r, v, made_at)) {
+            /* Conv -> BatchNormalization (exports that keep the BN, as a
+             * fault campaign on its parameters wants): the chain goes on
+             * from the BN's output, or ends there (its output then written
+             * by the Conv) */
+            bn = r;
+            v = p->steps[bn].node->out[0];
+            if (readers[v] != 1) {
+                p->fuse_to[i] = p->fuse_bn[i] = bn;
+                p->n_fusable++;
+                continue;
+            }
+            r = reader[v];
+        }
+        if (residual_add(p, (int)i, r, v, readers, reader, made_at, &rr)) {
+            /* Conv -> Add -> activation, or Conv -> Add alone (the Add's
+             * output then written by the Conv: mobilenet's bottlenecks) */
+            a = r;
+            r = rr >= 0 && act_after(p, (int)i, rr, p->steps[a].node->out[0], made_at) ? rr : a;
+        } else if (!act_after(p, (int)i, r, v, made_at)) {
+            if (!bn) continue;
+            r = bn;   /* Conv -> BN alone */
+        }
+        p->fuse_to[i] = r;
+        p->fuse_add[i] = a;
+        p->fuse_bn[i] = bn;
+        if (a && r != a) p->fuse_mid[a] = 1;
+        if (bn && r != bn) p->fuse_mid[bn] = 1;
+        p->n_fusable++;
+    }
+    bf__free(readers), bf__free(reader), bf__free(made_at);
+    return BF_OK;
+}

@@ -1,0 +1,328 @@
+/* A MatMul's bias Add and Gelu fused into the product's epilogue
+ * (plan_build.c's MatMul -> Add(bias) [-> Gelu] chains; sgemm.h,
+ * bf__sgemm_colepi; docs/ENGINE.md, "A bias and Gelu fused into the
+ * MatMul") give the bits of the steps one by one:
+ *
+ *   - the kernel on every CPU path this machine has (the scalar reference,
+ *     AVX2, AVX-512), with and without op(B) packed whole, the bias as the
+ *     Add's A and as its B, with and without the Gelu, on shapes whose
+ *     columns end inside a panel and whose rows end inside a block, against
+ *     the steps written out plainly: each element's in-order fmaf chain,
+ *     then the Add's `a + b`, then the Gelu step's own kernel over the row.
+ *     A, B and the bias hold NaNs, infinities and -0 (a NaN compares as a
+ *     NaN: its payload is left open, docs/ENGINE.md "Same bits on every CPU").
+ *   - a graph built here (MatMul -> Add(b, mm) -> the exporter's GELU,
+ *     Div/Erf/Add/Mul/Mul, which the loader fuses into one Gelu; MatMul ->
+ *     Add(mm, b) read twice; and the refusals: a MatMul read twice, a bias
+ *     that is no row vector): the plan with fusion against the one without,
+ *     every output, at every SIMD level, on inputs with NaN, infinities and
+ *     -0, under value faults on each value of a chain (those before its last
+ *     step make it run unfused) and a weight fault in a bias.
+ *
+ * A planted error (the bias added to the wrong column, or the Add's
+ * operands swapped) fails the first part: see the commit that added this. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/fault.h"
+#include "bitflip/model.h"
+#include "bitflip/plan.h"
+#include "exec/op.h"
+#include "exec/ops/sgemm.h"
+#include "exec/step_access.h"
+#include "onnx_graph.h"
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+
+static float rnd(void)
+{
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    double u = (double)(rs >> 11) / 9007199254740992.0;
+    return (float)((u * 2.0 - 1.0) * ldexp(1.0, (int)(rs % 7) - 3));
+}
+
+static float bits_f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* x[0..n) random, with the special values planted every `every` floats */
+static void fill_special(float *x, size_t n, size_t every)
+{
+    static const uint32_t sp[] = {0x7fc00123u, 0xffc00456u, 0x7f800000u, 0xff800000u, 0x80000000u, 0x00000001u};
+    for (size_t i = 0; i < n; i++) x[i] = rnd();
+    for (size_t i = 3, k = 0; every && i < n; i += every, k++) x[i] = bits_f(sp[k % 6]);
+}
+
+/* same bits, or both NaN */
+static void same_floats(const float *x, const float *y, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(x[i]) && isnan(y[i])) continue;
+        if (memcmp(&x[i], &y[i], sizeof(float)) != 0)
+            fail_msg("%s: element %zu: %a (fused) against %a (steps)", what, i, (double)x[i], (double)y[i]);
+    }
+}
+
+/* the steps one by one, written out */
+static void steps_ref(int m, int n, int k, const float *a, const float *b, const float *bias, int bias_a, int gelu,
+                      float *y)
+{
+    bf__map_fn g = bf__gelu_kernel();
+    float *t = malloc(sizeof(float) * (size_t)n + 1);
+    assert_non_null(t);
+    for (int i = 0; i < m; i++) {
+        float *yr = y + (size_t)i * n;
+        for (int j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < k; p++) s = fmaf(a[(size_t)i * k + p], b[(size_t)p * n + j], s);
+            yr[j] = bias_a ? bias[j] + s : s + bias[j];
+        }
+        if (gelu) {
+            g(t, yr, n);
+            memcpy(yr, t, sizeof(float) * (size_t)n);
+        }
+    }
+    free(t);
+}
+
+static void kernel_levels(void **state)
+{
+    (void)state;
+    static const int shapes[][3] = {{1, 1, 1},   {5, 7, 3},    {13, 16, 8},  {12, 33, 64}, {25, 40, 300},
+                                    {40, 100, 24}, {30, 64, 384}, {7, 385, 20}, {64, 48, 260}};
+    static const int levels[] = {BF_SGEMM_REF, BF_SGEMM_AVX2, BF_SGEMM_AVX512};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        float *a = malloc(sizeof(float) * (size_t)m * k), *b = malloc(sizeof(float) * (size_t)k * n);
+        float *bias = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)m * n);
+        float *want = malloc(sizeof(float) * (size_t)m * n);
+        size_t wf = bf__sgemm_work_floats(m, n, k, 0, n);
+        float *work = wf ? aligned_alloc(64, (wf * sizeof(float) + 63) / 64 * 64) : NULL;
+        assert_true(a && b && bias && y && want && (!wf || work));
+        fill_special(a, (size_t)m * k, 97);
+        fill_special(b, (size_t)k * n, 131);
+        fill_special(bias, (size_t)n, 11);
+        for (int bias_a = 0; bias_a < 2; bias_a++)
+            for (int gelu = 0; gelu < 2; gelu++) {
+                steps_ref(m, n, k, a, b, bias, bias_a, gelu, want);
+                for (size_t l = 0; l < 3; l++)
+                    for (int w = 0; w < 2; w++) {
+                        bf__act act = {.lo = -INFINITY, .hi = INFINITY, .cbias = bias, .cbias_a = bias_a,
+                                       .map = gelu ? bf__gelu_kernel() : NULL};
+                        memset(y, 0x5a, sizeof(float) * (size_t)m * n);
+                        bf__sgemm_colepi(levels[l], m, n, k, a, k, b, n, &act, y, n, w ? work : NULL);
+                        char what[128];
+                        snprintf(what, sizeof what, "%dx%dx%d level %d bias_a %d gelu %d work %d", m, n, k,
+                                 levels[l], bias_a, gelu, w && work);
+                        same_floats(y, want, (size_t)m * n, what);
+                    }
+            }
+        free(a), free(b), free(bias), free(y), free(want), free(work);
+    }
+}
+
+/* ---- the plan: fused against unfused ---- */
+
+#define T 5   /* tokens per sample */
+#define E 24
+#define H 40
+#define O 33
+#define BATCH 3
+
+static void init_rand(tg_graph *g, const char *name, int ndim, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= dims[d];
+    float *v = tg_alloc(g, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = rnd();
+    tg_init_f32(g, name, ndim, dims, v);
+}
+
+/* a Constant node, as exporters write the GELU's constants (an
+ * initializer would be a parameter, which the loader's GELU pattern does
+ * not take for a constant) */
+static void init_scalar(tg_graph *g, const char *name, float v)
+{
+    Onnx__NodeProto *n = tg_node(g, "Constant", name, NULL, 0, name);
+    tg_attr_float(g, n, "value_float", v);
+}
+
+/* x [batch, T, E]:
+ *   mm1 = x @ w1; h1 = b1 + mm1; gelu (the exporter's five nodes) -> g1   fused: MatMul -> Add -> Gelu
+ *   mm2 = g1 @ w2; h2 = mm2 + b2 (mm as A); out_a = Relu(h2), out_b = h2 * h2   fused: MatMul -> Add
+ *   mm3 = x @ w3, read by an Add and a graph output: not fused
+ *   mm4 = x @ w4; h4 = mm4 + c4 ([T, O]: not a row vector): not fused */
+static bf_model *graph(void)
+{
+    tg_graph g = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 3, (int64_t[]){-1, T, E});
+    init_rand(&g, "w1", 2, (int64_t[]){E, H});
+    init_rand(&g, "b1", 1, (int64_t[]){H});
+    init_rand(&g, "w2", 2, (int64_t[]){H, O});
+    init_rand(&g, "b2", 3, (int64_t[]){1, 1, O});
+    init_rand(&g, "w3", 2, (int64_t[]){E, O});
+    init_rand(&g, "b3", 1, (int64_t[]){O});
+    init_rand(&g, "w4", 2, (int64_t[]){E, O});
+    init_rand(&g, "c4", 2, (int64_t[]){T, O});
+    init_scalar(&g, "sqrt2", 1.4142135381698608f);
+    init_scalar(&g, "one", 1.0f);
+    init_scalar(&g, "half", 0.5f);
+    tg_node(&g, "MatMul", "mm1", (const char *[]){"x", "w1"}, 2, "mm1");
+    tg_node(&g, "Add", "h1", (const char *[]){"b1", "mm1"}, 2, "h1");
+    tg_node(&g, "Div", "gd", (const char *[]){"h1", "sqrt2"}, 2, "gd");
+    tg_node(&g, "Erf", "ge", (const char *[]){"gd"}, 1, "ge");
+    tg_node(&g, "Add", "ga", (const char *[]){"ge", "one"}, 2, "ga");
+    tg_node(&g, "Mul", "gm", (const char *[]){"h1", "ga"}, 2, "gm");
+    tg_node(&g, "Mul", "g1", (const char *[]){"gm", "half"}, 2, "g1");
+    tg_node(&g, "MatMul", "mm2", (const char *[]){"g1", "w2"}, 2, "mm2");
+    tg_node(&g, "Add", "h2", (const char *[]){"mm2", "b2"}, 2, "h2");
+    tg_node(&g, "Relu", "out_a", (const char *[]){"h2"}, 1, "out_a");
+    tg_node(&g, "Mul", "out_b", (const char *[]){"h2", "h2"}, 2, "out_b");
+    tg_node(&g, "MatMul", "mm3", (const char *[]){"x", "w3"}, 2, "mm3");
+    tg_node(&g, "Add", "h3", (const char *[]){"b3", "mm3"}, 2, "h3");
+    tg_node(&g, "MatMul", "mm4", (const char *[]){"x", "w4"}, 2, "mm4");
+    tg_node(&g, "Add", "h4", (const char *[]){"mm4", "c4"}, 2, "h4");
+    static const char *const outs[] = {"out_a", "out_b", "mm3", "h3", "h4"};
+    for (size_t i = 0; i < 5; i++) g.outs[g.n_outs++] = tg_value_info(&g, outs[i], 1, -1, NULL);
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "matmul_fuse", &len);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "matmul_fuse", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    tg_free(&g);
+    return m;
+}
+
+static bf_plan *plan(const bf_model *m, int fuse, int share)
+{
+    bf_plan_opts o = {.fuse_activations = fuse, .share_buffers = share};
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create_opts(m, BATCH, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    return p;
+}
+
+static void run(bf_plan *p)
+{
+    bf_error err = {0};
+    rs = 0x9E3779B97F4A7C15ull;   /* the same input for every plan and run */
+    bf_tensor *t = bf_plan_input(p, 0);
+    fill_special(t->data, (size_t)bf_tensor_numel(t), 113);
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+static void same_outputs(const bf_model *m, const bf_plan *a, const bf_plan *b, const char *what)
+{
+    for (size_t i = 0; i < bf_model_num_outputs(m); i++) {
+        const bf_tensor *x = bf_plan_output(a, i), *y = bf_plan_output(b, i);
+        assert_int_equal(bf_tensor_nbytes(x), bf_tensor_nbytes(y));
+        char w[160];
+        snprintf(w, sizeof w, "%s, output %zu", what, i);
+        same_floats(x->data, y->data, (size_t)bf_tensor_numel(x), w);
+    }
+}
+
+static int64_t value(const bf_model *m, const char *name)
+{
+    int64_t v = bf_model_find_value(m, name);
+    if (v < 0) fail_msg("no value '%s'", name);
+    return v;
+}
+
+/* Parameter `name` of m flipped at element k (bit b) in plan p's own copy. */
+static void flip_param(const bf_model *m, bf_plan *p, const char *name, int64_t k, int b)
+{
+    bf_error err = {0};
+    float *d = NULL;
+    int64_t i = bf_model_find_param(m, name);
+    if (i < 0) fail_msg("no parameter '%s'", name);
+    if (bf_plan_param_mut(p, (size_t)i, &d, &err) != BF_OK) fail_msg("%s", err.msg);
+    uint32_t u;
+    memcpy(&u, &d[k], 4);
+    u ^= 1u << b;
+    memcpy(&d[k], &u, 4);
+}
+
+static void plan_levels(void **state)
+{
+    (void)state;
+    bf_model *m = graph();
+    static const char *const lv[] = {"ref", "avx2", "avx512"};
+    for (size_t l = 0; l < 3; l++) {
+        setenv("BITFLIP_SIMD", lv[l], 1);
+        bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
+        run(a), run(b), run(c);
+        size_t sites = 0;
+        assert_int_equal(bf_plan_num_fused(b, &sites), 2);
+        assert_int_equal(sites, 2);
+        assert_int_equal(bf_plan_num_fused(c, NULL), 2);
+        same_outputs(m, a, b, lv[l]);
+        same_outputs(m, a, c, lv[l]);
+        /* the specials reach the outputs */
+        for (size_t q = 0; q < 2; q++) {
+            const bf_tensor *o = bf_plan_output(a, q);
+            int nan = 0, fin = 0;
+            for (int64_t i = 0; i < bf_tensor_numel(o); i++) {
+                float v = ((float *)o->data)[i];
+                nan += isnan(v), fin += isfinite(v);
+            }
+            assert_true(nan > 0 && fin > 0);
+        }
+
+        /* value faults on each value of the chains: before the last step the
+         * chain runs unfused, on the last it stays fused */
+        static const char *const at[] = {"mm1", "h1", "g1", "mm2", "h2"};
+        static const int fused[] = {1, 1, 2, 1, 2};
+        bf_error err = {0};
+        for (size_t k = 0; k < 5; k++) {
+            bf_value_fault f = {.value = value(m, at[k]), .sample = 1, .index = 7, .model = BF_FAULT_BITFLIP,
+                                .mask = 1u << 29, .repr = BF_REPR_FP32};
+            if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK ||
+                bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
+                fail_msg("%s", err.msg);
+            run(a), run(b), run(c);
+            assert_int_equal(bf_plan_num_fused(b, NULL), fused[k]);
+            assert_int_equal(bf_plan_num_fused(c, NULL), fused[k]);
+            same_outputs(m, a, b, at[k]);
+            same_outputs(m, a, c, at[k]);
+            float oa, na, ob, nb;
+            bf_plan_value_fault_seen(a, 0, &oa, &na);
+            bf_plan_value_fault_seen(b, 0, &ob, &nb);
+            assert_true((oa == ob || (isnan(oa) && isnan(ob))) && (na == nb || (isnan(na) && isnan(nb))));
+        }
+        if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        /* a weight fault in b1 (the fused epilogue reads the plan's copy as it
+         * holds now): an exponent bit, in each plan's own copy, then back */
+        for (int k = 0; k < 2; k++) {
+            flip_param(m, a, "b1", 5, 30), flip_param(m, b, "b1", 5, 30);
+            if (k) break;
+            run(a), run(b);
+            assert_int_equal(bf_plan_num_fused(b, NULL), 2);
+            same_outputs(m, a, b, "weight fault in b1");
+        }
+        bf_plan_free(a), bf_plan_free(b), bf_plan_free(c);
+    }
+    unsetenv("BITFLIP_SIMD");
+    bf_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kernel_levels),
+        cmocka_unit_test(plan_levels),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
