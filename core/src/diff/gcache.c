@@ -29,6 +29,7 @@
 #include "base/warena.h"
 #include "diff/diff.h"
 #include "exec/plan_impl.h"
+#include "exec/step_access.h"
 
 #define DERIV_IN 3                /* Clip: the value, its min and its max */
 #define DERIV_CONST_BYTES 16      /* a bound is a scalar */
@@ -197,6 +198,29 @@ typedef struct filler {
     int started;
 } filler;
 
+/* Conv step i's fused chain (its activation, residual Add or BN computed in
+ * its epilogue: exec/plan.c, bf__plan_run_fused), when the cache holds
+ * none of the values the chain fuses away, so that running it fused leaves
+ * every slot as the steps one by one would: the last step's index, else 0.
+ * Those values are the ones too large for the budget (mobilenet_v2's
+ * 112x112 and 56x56 Conv outputs at 1 GiB), whose activations run alone
+ * cost a read and a write of every element over memory: 17% of a pass at
+ * batch 8 (docs/BENCHMARKS.md, "mobilenet_v2's pass against ONNX Runtime's,
+ * kind by kind"). A value the cache stores is still written whole: a
+ * trial's channel update and its unfused re-runs read it. */
+static int fusable_here(const bf__gcache *gc, const bf_plan *p, size_t i)
+{
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    if (!r || p->steps[i].n_out != 1) return 0;
+    const int mid[3] = {(int)i, n && n != r ? n : 0, a && a != r ? a : 0};
+    for (int k = 0; k < 3; k++) {
+        if (k && !mid[k]) continue;
+        int v = p->steps[mid[k]].node->out[0];
+        if (v < 0 || gc->blk[v]) return 0;
+    }
+    return r;
+}
+
 /* Batch b through plan p, each step writing the values the cache keeps
  * straight into their slot (no copy, and the plan's own buffers for them
  * stay untouched); full batches timed step by step, for --stats. */
@@ -217,8 +241,15 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
                 if (s->node->out[j] >= 0) p->vals[s->node->out[j]].data = (void *)bf__pvals_data(f->pv, s->node->out[j]);
             continue;
         }
-        for (int j = 0; j < s->n_out; j++) {
-            int v = s->node->out[j];
+        if (p->fused_skip[i]) {   /* computed in its Conv's epilogue (below) */
+            p->fused_skip[i] = 0;
+            if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+            continue;
+        }
+        int r = fusable_here(gc, p, i);
+        const bf__step *last = r ? &p->steps[r] : s;   /* whose outputs this run writes */
+        for (int j = 0; j < last->n_out; j++) {
+            int v = last->node->out[j];
             if (v >= 0 && gc->blk[v] && gc->src[v] < 0) {
                 p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
                 /* its slot, written whole by this step: its pages in one call */
@@ -226,8 +257,18 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             }
         }
         double t0 = timed ? now_s() : 0;
-        if ((st = bf__plan_run_step(p, i, err)) != BF_OK) return st;
+        if ((st = r ? bf__plan_run_fused(p, i, err) : bf__plan_run_step(p, i, err)) != BF_OK) {
+            memset(p->fused_skip, 0, p->n_steps);
+            return st;
+        }
         if (timed) f->step_s[i] += now_s() - t0;
+        if (r) {
+            int a, n;
+            (void)bf__plan_fused_last(p, i, &n, &a);
+            p->fused_skip[r] = 1;
+            if (a) p->fused_skip[a] = 1;
+            if (n) p->fused_skip[n] = 1;
+        }
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
     /* This pass may run other plans than the campaign's golden pass did:
