@@ -80,6 +80,17 @@ void bf__pages_drop(void *addr, size_t len)
     if (len) (void)madvise(addr, len, MADV_DONTNEED);
 }
 
+void bf__pages_huge(void *addr, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)addr + huge - 1) & ~(huge - 1), e = ((uintptr_t)addr + len) & ~(huge - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)addr, (void)len;
+#endif
+}
+
 void bf__pages_populate(void *addr, size_t len)
 {
 #ifndef MADV_POPULATE_WRITE
@@ -101,6 +112,7 @@ void bf__wview_drop(void *view, size_t nbytes)
 
 void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
 void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
+void bf__pages_huge(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }
 void bf__warena_free(bf__warena *a) { (void)a; }

@@ -326,7 +326,10 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
     if (st == BF_OK && any) {
         /* not zeroed: every place is written before it is read, as in the plan */
         *pool = bf__aligned_alloc(total + 64);
-        if (!*pool) st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+        /* written again by every batch, as a shared plan arena is: 2 MiB pages
+         * (plan_build.c, allocate_arena; not the cache's slots, written once) */
+        if (*pool) bf__pages_huge(*pool, total + 64);
+        else st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
     }
     for (size_t v = 0; st == BF_OK && any && v < m->n_values; v++)
         if (keep[v] || m->values[v].kind == BF__VAL_INPUT) p->vals[v].data = (char *)*pool + off[v];
