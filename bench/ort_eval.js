@@ -2,13 +2,15 @@
 // ONNX Runtime peer of `bitflip eval` (onnxruntime-node, CPU execution provider).
 //
 //   node bench/ort_eval.js MODEL.onnx DATA.safetensors --threads N --batch B --repeat R
-//        [--warmup K] [--ref NAME.ref.json] [--json]
+//        [--warmup K] [--ref NAME.ref.json] [--json] [--profile PREFIX]
 //
 // Reads the eval set (safetensors) itself, runs the model in batches of B (0 = whole set)
 // with intraOpNumThreads=N, interOpNumThreads=1, graphOptimizationLevel 'all', sequential
 // execution; the first warm-up pass is checked against the `golden` outputs of --ref (default:
 // NAME.ref.json beside the model, if present; exits 3 on mismatch). Then best of R full passes.
-// Prints one JSON object shaped like `bitflip eval --json`.
+// Prints one JSON object shaped like `bitflip eval --json`. --profile PREFIX: ONNX Runtime's own
+// profiler on (PREFIX_<date>.json, Chrome trace format: each node's kernel time per run, warm-up
+// passes included), to set beside `bitflip-bench-steps` (docs/BENCHMARKS.md, h13-mbv2).
 'use strict';
 
 const fs = require('fs');
@@ -17,12 +19,12 @@ const path = require('path');
 function usage(msg) {
   if (msg) process.stderr.write(`ort_eval: ${msg}\n`);
   process.stderr.write('usage: node ort_eval.js MODEL.onnx DATA.safetensors --threads N --batch B ' +
-                       '--repeat R [--warmup K] [--ref REF.json | --no-check] [--json]\n');
+                       '--repeat R [--warmup K] [--ref REF.json | --no-check] [--json] [--profile PREFIX]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const a = { threads: 1, batch: 256, repeat: 10, warmup: 2, ref: null, check: true, pos: [] };
+  const a = { threads: 1, batch: 256, repeat: 10, warmup: 2, ref: null, check: true, profile: null, pos: [] };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const num = () => {
@@ -36,6 +38,7 @@ function parseArgs(argv) {
     else if (k === '--warmup') a.warmup = num();
     else if (k === '--ref') a.ref = argv[++i];
     else if (k === '--no-check') a.check = false;
+    else if (k === '--profile') a.profile = argv[++i];
     else if (k === '--json') { /* output is JSON anyway */ }
     else if (k.startsWith('--')) usage(`unknown option ${k}`);
     else a.pos.push(k);
@@ -154,6 +157,7 @@ async function main() {
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
+    ...(a.profile ? { enableProfiling: true, profileFilePrefix: a.profile } : {}),
   });
   const inputNames = session.inputNames;
   const outputName = session.outputNames[0];
@@ -226,6 +230,7 @@ async function main() {
     seconds_median: sorted[Math.floor(sorted.length / 2)],
   }, check);
   process.stdout.write(JSON.stringify(result) + '\n');
+  if (a.profile) session.endProfiling();
   await session.release();
 }
 

@@ -407,6 +407,22 @@ static void golden_cache_same_on_any_threads(void **state)
                 fail_msg("%s on %d threads: %s", fx[f], n, err.msg);
             assert_memory_equal(gold[n - 1], plain.outputs, out_bytes);
         }
+        {
+            /* a budget that holds nothing: the pass runs every Conv's chain
+             * (Relu, residual Add) fused, the Conv's own output being in no
+             * slot (gcache.c, fusable_here), and still gives a plain pass's
+             * outputs (the pass compares them with the campaign's too) */
+            bf_evaluator *e1 = golden_ev(m, ds, 7);
+            bf__dx_shared *s1 = NULL;
+            float *g = malloc(out_bytes + 1);
+            assert_non_null(g);
+            memset(g, 0xA5, out_bytes);
+            if (bf__dx_shared_golden(&e1, 1, samples, cols, 1, g, &s1, &err) != BF_OK) fail_msg("%s: %s", fx[f], err.msg);
+            assert_memory_equal(g, plain.outputs, out_bytes);
+            bf__dx_shared_free(s1);
+            bf_evaluator_free(e1);
+            free(g);
+        }
         const bf__gcache *g1 = bf__dx_shared_cache(sh[0]);
         int64_t batches = bf__gcache_batches(g1);
         assert_true(batches >= 2);

@@ -54,6 +54,15 @@ static uint8_t *map_aligned(size_t len)
     return a;
 }
 
+/* BITFLIP_HUGE_PAGES=0 in the environment: no MADV_HUGEPAGE anywhere (the
+ * weights arena, bf__pages_huge), for a machine where a huge page's first
+ * touch costs more than a run saves (bf__warena_create says why) */
+static int huge_pages_wanted(void)
+{
+    const char *hp = getenv("BITFLIP_HUGE_PAGES");
+    return !hp || strcmp(hp, "0") != 0;
+}
+
 bf__warena *bf__warena_create(size_t bytes)
 {
     size_t pg = bf__warena_page();
@@ -76,8 +85,7 @@ bf__warena *bf__warena_create(size_t bytes)
      * touched, and loading the Criteo-shaped DLRM (647 MiB of tables) took
      * 0.4-1.4 s more system time, more than a one-pass eval saves
      * (docs/BENCHMARKS.md, "The Criteo-shaped DLRM with huge pages") */
-    const char *hp = getenv("BITFLIP_HUGE_PAGES");
-    if (!hp || strcmp(hp, "0") != 0) (void)madvise(a->base, a->len, MADV_HUGEPAGE);
+    if (huge_pages_wanted()) (void)madvise(a->base, a->len, MADV_HUGEPAGE);
     return a;
 fail:
     bf__free(a->moved);
@@ -211,6 +219,18 @@ void bf__pages_drop(void *addr, size_t len)
     if (len) (void)madvise(addr, len, MADV_DONTNEED);
 }
 
+void bf__pages_huge(void *addr, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    if (!huge_pages_wanted()) return;
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a = ((uintptr_t)addr + huge - 1) & ~(huge - 1), e = ((uintptr_t)addr + len) & ~(huge - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)addr, (void)len;
+#endif
+}
+
 void bf__pages_populate(void *addr, size_t len)
 {
 #ifndef MADV_POPULATE_WRITE
@@ -232,6 +252,7 @@ void bf__wview_drop(void *view, size_t nbytes)
 
 void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
 void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
+void bf__pages_huge(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }
 void bf__warena_free(bf__warena *a) { (void)a; }

@@ -84,4 +84,14 @@ void bf__pages_drop(void *addr, size_t len);
  * call took half the time for 512 MiB); best effort, no error. */
 void bf__pages_populate(void *addr, size_t len);
 
+/* Asks for transparent huge pages over the whole 2 MiB pages inside
+ * [addr, addr + len) (MADV_HUGEPAGE; elsewhere nothing): memory that every
+ * pass touches again, a plan's shared arena and scratch (`bitflip eval`).
+ * mobilenet_v2's depthwise and panel-packing loads stride a plane per row
+ * (12.5 KiB at 56x56), a 4 KiB page each: with 2 MiB pages its batch-4 pass
+ * took 15% less CPU (docs/BENCHMARKS.md, h13-mbv2). Not for the golden
+ * cache, written once (gcache.c: compaction on each fault cost more). Best
+ * effort, no error. */
+void bf__pages_huge(void *addr, size_t len);
+
 #endif

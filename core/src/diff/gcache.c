@@ -191,7 +191,6 @@ typedef struct filler {
     double *step_s;           /* n_steps: this thread's sums */
     void **home[2];           /* per value: the plan's own buffer, given back at the end */
     void *pool[2];            /* per plan: the places of the values the cache does not keep */
-    unsigned char *skip;      /* per step: computed by a Conv's fused run this batch (fused_run) */
     int64_t bad_batch;        /* the batch that failed; -1: none */
     bf_status st;
     bf_error err;
@@ -216,37 +215,36 @@ static int fused_away(const bf_plan *p, size_t i, int v[3])
     return r;
 }
 
-/* Conv step i as the first of its fused chain, when the cache keeps none
- * of the values the fused run leaves unwritten (choose_values leaves
- * them out): the chain's last output written straight into its slot, the
- * chain's other steps marked in f->skip. The same bits as the steps one
- * by one (the trials' fused runs are compared with these values). 0: run
- * step i alone. */
-static int fused_run(filler *f, bf_plan *p, int64_t b, size_t i, bf_status *st, bf_error *err)
+/* Conv step i's fused chain (its activation, residual Add or BN computed in
+ * its epilogue: exec/plan.c, bf__plan_run_fused), when the cache holds
+ * none of the values the chain fuses away, so that running it fused leaves
+ * every slot as the steps one by one would: the last step's index, else 0.
+ * Those values are the ones choose_values leaves out (fused_away: a chain
+ * with a BatchNormalization or residual Add, whose trials recompute a
+ * channel through it) and the ones too large for the budget (mobilenet_v2's
+ * 112x112 and 56x56 Conv outputs at 1 GiB), whose activations run alone
+ * cost a read and a write of every element over memory: 17% of a pass at
+ * batch 8 (docs/BENCHMARKS.md, "mobilenet_v2's pass against ONNX Runtime's,
+ * kind by kind"). A value the cache stores is still written whole: a
+ * trial's channel update and its unfused re-runs read it. */
+static int fusable_here(const bf__gcache *gc, const bf_plan *p, size_t i)
 {
-    const bf__gcache *gc = f->gc;
-    int v[3], a, n, r = fused_away(p, i, v);
-    if (!r) return 0;
-    for (int k = 0; k < 3; k++)
-        if (v[k] >= 0 && gc->blk[v[k]]) return 0;
-    bf__plan_fused_last(p, i, &n, &a);
-    int o = p->steps[r].node->out[0];
-    if (o >= 0 && gc->blk[o] && gc->src[o] < 0) {
-        p->vals[o].data = gc->blk[o] + (size_t)b * gc->full[o];
-        bf__pages_populate(p->vals[o].data, bf_tensor_nbytes(&p->vals[o]));
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    if (!r || p->steps[i].n_out != 1) return 0;
+    const int mid[3] = {(int)i, n && n != r ? n : 0, a && a != r ? a : 0};
+    for (int k = 0; k < 3; k++) {
+        if (k && !mid[k]) continue;
+        int v = p->steps[mid[k]].node->out[0];
+        if (v < 0 || gc->blk[v]) return 0;
     }
-    *st = bf__plan_run_fused(p, i, err);
-    f->skip[r] = 1;
-    if (n) f->skip[n] = 1;
-    if (a) f->skip[a] = 1;
-    return 1;
+    return r;
 }
 
 /* Batch b through plan p, each step writing the values the cache keeps
  * straight into their slot (no copy, and the plan's own buffers for them
  * stay untouched), a Conv with its BatchNormalization, residual Add and
  * activation in one fused run where the cache keeps nothing in between
- * (fused_run); full batches timed step by step, for --stats (a fused
+ * (fusable_here); full batches timed step by step, for --stats (a fused
  * chain's time is its Conv's). */
 static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
 {
@@ -258,17 +256,22 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             return st;
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN;
     if (p->inputs_hit) bf__plan_apply_value_faults(p, -1);
-    memset(f->skip, 0, p->n_steps);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
-        if (f->skip[i]) continue;   /* computed by its Conv's fused run */
         if (bf__pvals_step(f->pv, i, p)) {   /* computed once, before the pass (dxparam.c) */
             for (int j = 0; j < s->n_out; j++)
                 if (s->node->out[j] >= 0) p->vals[s->node->out[j]].data = (void *)bf__pvals_data(f->pv, s->node->out[j]);
             continue;
         }
-        for (int j = 0; j < s->n_out; j++) {
-            int v = s->node->out[j];
+        if (p->fused_skip[i]) {   /* computed in its Conv's epilogue (below) */
+            p->fused_skip[i] = 0;
+            if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
+            continue;
+        }
+        int r = fusable_here(gc, p, i);
+        const bf__step *last = r ? &p->steps[r] : s;   /* whose outputs this run writes */
+        for (int j = 0; j < last->n_out; j++) {
+            int v = last->node->out[j];
             if (v >= 0 && gc->blk[v] && gc->src[v] < 0) {
                 p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
                 /* its slot, written whole by this step: its pages in one call */
@@ -276,9 +279,18 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             }
         }
         double t0 = timed ? now_s() : 0;
-        if (!fused_run(f, p, b, i, &st, err)) st = bf__plan_run_step(p, i, err);
-        if (st != BF_OK) return st;
+        if ((st = r ? bf__plan_run_fused(p, i, err) : bf__plan_run_step(p, i, err)) != BF_OK) {
+            memset(p->fused_skip, 0, p->n_steps);
+            return st;
+        }
         if (timed) f->step_s[i] += now_s() - t0;
+        if (r) {
+            int a, n;
+            (void)bf__plan_fused_last(p, i, &n, &a);
+            p->fused_skip[r] = 1;
+            if (a) p->fused_skip[a] = 1;
+            if (n) p->fused_skip[n] = 1;
+        }
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     }
     /* This pass may run other plans than the campaign's golden pass did:
@@ -336,7 +348,10 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
     if (st == BF_OK && any) {
         /* not zeroed: every place is written before it is read, as in the plan */
         *pool = bf__aligned_alloc(total + 64);
-        if (!*pool) st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+        /* written again by every batch, as a shared plan arena is: 2 MiB pages
+         * (plan_build.c, allocate_arena; not the cache's slots, written once) */
+        if (*pool) bf__pages_huge(*pool, total + 64);
+        else st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
     }
     for (size_t v = 0; st == BF_OK && any && v < m->n_values; v++)
         if (keep[v] || m->values[v].kind == BF__VAL_INPUT) p->vals[v].data = (char *)*pool + off[v];
@@ -458,9 +473,8 @@ static bf_status make_fillers(bf__gcache *gc, filler *fs, int n_plans, const fil
         *f = *proto;
         f->full = full[k], f->rest = rest ? rest[k] : NULL;
         f->step_s = bf__calloc(gc->n_steps + 1, sizeof *f->step_s);
-        f->skip = bf__calloc(gc->n_steps + 1, 1);
         for (int t = 0; t < 2; t++) f->home[t] = bf__calloc(gc->n_values + 1, sizeof *f->home[t]);
-        if (!f->step_s || !f->skip || !f->home[0] || !f->home[1]) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+        if (!f->step_s || !f->home[0] || !f->home[1]) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
         for (int t = 0; t < 2; t++) {
             bf_plan *p = t ? f->rest : f->full;
             for (size_t v = 0; p && v < gc->n_values; v++) f->home[t][v] = p->vals[v].data;
@@ -549,7 +563,6 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
 out:
     for (int k = 0; fs && k < n_plans; k++) {
         bf__free(fs[k].step_s);
-        bf__free(fs[k].skip);
         bf__free(fs[k].home[0]);
         bf__free(fs[k].home[1]);
         bf__free(fs[k].pool[0]);

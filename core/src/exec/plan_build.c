@@ -573,6 +573,13 @@ static bf_status allocate_arena(bf_plan *p, const build_ctx *bs, bf_error *err)
     p->arena_mem = bf__calloc(1, bs->total + 64);   /* aligning up moves at most 63 bytes */
     p->scratch = bf__aligned_alloc(p->scratch_bytes + 64);
     if (!p->arena_mem || !p->scratch) return oom(err);
+    if (bs->off_of) {
+        /* a shared arena (`bitflip eval`): every page written again each
+         * pass, so 2 MiB pages are faulted in once and spare the TLB the
+         * plane-strided loads of the depthwise and packing loops */
+        bf__pages_huge(p->arena_mem, bs->total + 64);
+        bf__pages_huge(p->scratch, p->scratch_bytes + 64);
+    }
     p->arena = (void *)(((uintptr_t)p->arena_mem + 63) & ~(uintptr_t)63);
     size_t off = 0;
     for (size_t v = 0; v < m->n_values; v++) {
