@@ -11,40 +11,17 @@ reference edited by hand:
 - the unedited reference matches.
 
 Usage: det_tolerance.py BITFLIP_CONFORMANCE FIXTURES_DIR"""
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
-
-def run(conf, d):
-    p = subprocess.run([conf, "--only", "yolo", d], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout + p.stderr
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_edits import RefEdits  # noqa: E402
 
 
 def main():
     conf, fixtures = sys.argv[1], sys.argv[2]
-    src = os.path.join(fixtures, "det")
-    failures = 0
-    with tempfile.TemporaryDirectory() as d:
-        for ext in ("onnx", "eval.safetensors", "ref.json"):
-            shutil.copy(os.path.join(src, "yolo." + ext), d)
-        ref_path = os.path.join(d, "yolo.ref.json")
-        base = json.load(open(ref_path))
-
-        def case(name, edit, want_pass):
-            nonlocal failures
-            ref = json.loads(json.dumps(base))
-            note = edit(ref)
-            json.dump(ref, open(ref_path, "w"))
-            rc, out = run(conf, d)
-            ok = (rc == 0) == want_pass and (want_pass or "MISMATCH" in out)
-            print(f"{'ok  ' if ok else 'FAIL'} {name}: {note}; runner {'passed' if rc == 0 else 'reported it'}")
-            if not ok:
-                print(out)
-                failures += 1
+    with RefEdits(conf, os.path.join(fixtures, "det"), "yolo") as t:
+        case = t.case
 
         def corner(frac):
             def edit(ref):
@@ -77,7 +54,7 @@ def main():
         case("corner past the row's scale", corner(1.5e-4), False)
         case("label", label, False)
         case("score", score, False)
-    sys.exit(1 if failures else 0)
+    sys.exit(1 if t.failures else 0)
 
 
 if __name__ == "__main__":

@@ -212,3 +212,12 @@ uint8_t *tg_pack(const tg_graph *g, const char *name, size_t *len)
     gp.output = (Onnx__ValueInfoProto **)g->outs;
     return tc_pack_model(&gp, g->opset ? (int)g->opset : 13, len);
 }
+
+bf_plan *tg_plan(const bf_model *m, int64_t batch, int fuse, int share)
+{
+    bf_plan_opts o = {.fuse_activations = fuse, .share_buffers = share};
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    if (bf_plan_create_opts(m, batch, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    return p;
+}

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bitflip/plan.h"
 #include "onnx.pb-c.h"
 
 #define TG_MAX_IO 8     /* graph inputs, and graph outputs */
@@ -66,5 +67,11 @@ Onnx__ValueInfoProto *tg_value_info(tg_graph *g, const char *name, int elem, int
 
 /* The graph as a packed ModelProto named `name` (malloc'd; the caller frees). */
 uint8_t *tg_pack(const tg_graph *g, const char *name, size_t *len);
+
+/* A plan of the model at `batch`, fusing activations (fuse) and sharing one
+ * arena (share) or not: the fused-against-unfused tests' pair
+ * (test_conv_fuse, test_matmul_fuse, test_gemm_fuse). Fails the test with
+ * the error's message when the plan cannot be made. */
+bf_plan *tg_plan(const bf_model *m, int64_t batch, int fuse, int share);
 
 #endif

@@ -61,6 +61,7 @@
 #include "bitflip/plan.h"
 #include "exec/step_access.h"
 #include "model/graph.h"
+#include "onnx_graph.h"
 
 #define BATCH 3
 
@@ -88,14 +89,7 @@ static void fill(const bf_model *m, bf_plan *p)
     }
 }
 
-static bf_plan *plan(const bf_model *m, int fuse, int share)
-{
-    bf_plan_opts o = {.fuse_activations = fuse, .share_buffers = share};
-    bf_plan *p = NULL;
-    bf_error err = {0};
-    if (bf_plan_create_opts(m, BATCH, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
-    return p;
-}
+static bf_plan *plan(const bf_model *m, int fuse, int share) { return tg_plan(m, BATCH, fuse, share); }
 
 static void run(bf_plan *p)
 {

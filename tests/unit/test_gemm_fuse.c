@@ -103,14 +103,7 @@ static uint8_t *mlp(size_t *len)
     return buf;
 }
 
-static bf_plan *plan(const bf_model *m, int fuse, int share)
-{
-    bf_plan_opts o = {.fuse_activations = fuse, .share_buffers = share};
-    bf_plan *p = NULL;
-    bf_error err = {0};
-    if (bf_plan_create_opts(m, BATCH, &o, &p, &err) != BF_OK) fail_msg("%s", err.msg);
-    return p;
-}
+static bf_plan *plan(const bf_model *m, int fuse, int share) { return tg_plan(m, BATCH, fuse, share); }
 
 /* Inputs in [-1, 1) with NaNs of two payloads, infinities and -0 in some rows. */
 static void run(bf_plan *p)
