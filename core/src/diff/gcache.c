@@ -207,6 +207,9 @@ typedef struct filler {
  * holds, and a Relu's input is what its rounding reads. */
 static int fused_away(const bf_plan *p, size_t i, int v[3])
 {
+    /* a Conv's alone: a MatMul's bias chain (plan_fuse.c) keeps its
+     * product's output, which row mode (diffrows.c) re-runs rows of */
+    if (!bf__conv_step(&p->steps[i])) return 0;
     int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     if (r <= 0 || (!n && !a) || p->step_hit[r] || p->steps[i].n_out != 1) return 0;
     v[0] = p->steps[i].node->out[0];
