@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "alloc_fail.h"
@@ -29,4 +30,15 @@ void th_alloc_failures_loading(const char *path, long max_n, th_alloc_round roun
         else if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
     }
     assert_true(succeeded);
+}
+
+void th_no_free_descriptors(struct rlimit *old)
+{
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, old), 0);
+    int lowest = dup(0);
+    assert_true(lowest >= 0);
+    close(lowest);
+    struct rlimit none = *old;
+    none.rlim_cur = (rlim_t)lowest;   /* no descriptor free below it */
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
 }

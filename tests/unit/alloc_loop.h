@@ -6,6 +6,7 @@
 #define BF_TEST_ALLOC_LOOP_H
 
 #include <stddef.h>
+#include <sys/resource.h>
 
 #include "bitflip/error.h"
 
@@ -20,5 +21,11 @@ typedef bf_status (*th_alloc_round)(const unsigned char *buf, size_t len, const 
  * n, the status and the message otherwise). Fails the test if no round
  * succeeds. */
 void th_alloc_failures_loading(const char *path, long max_n, th_alloc_round round);
+
+/* Runs the process out of file descriptors (memfd_create, open, dup then
+ * fail with EMFILE): RLIMIT_NOFILE's soft limit set to the lowest free
+ * descriptor; *old gets the limit to restore with setrlimit. Fails the test
+ * if the limits cannot be read or set. */
+void th_no_free_descriptors(struct rlimit *old);
 
 #endif

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "alloc_fail.h"
+#include "alloc_loop.h"
 #include "bitflip/bitflip.h"
 #include "campaign_check.h"
 #include "exec/plan_impl.h"
@@ -550,14 +551,8 @@ static void without_a_view_faults_go_to_a_heap_copy(void **state)
     memcpy(want, table, sizeof want);
     want[70 * D + 3] = -want[70 * D + 3] * 1024.0f;
 
-    struct rlimit old, none;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    int lowest = dup(0);
-    assert_true(lowest >= 0);
-    close(lowest);
-    none = old;
-    none.rlim_cur = (rlim_t)lowest;
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+    struct rlimit old;
+    th_no_free_descriptors(&old);
     bf_status st = bf__plan_param_write(p, q, 70 * D + 3, want[70 * D + 3], &err);
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
     assert_int_equal(st, BF_OK);

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "alloc_fail.h"
+#include "alloc_loop.h"
 #include "base/warena.h"
 
 #define MiB ((size_t)1 << 20)
@@ -234,14 +235,8 @@ static void no_memfd_no_view(void **state)
     (void)state;
     layout l;
     make(&l);
-    struct rlimit old, none;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    int lowest = dup(0);
-    assert_true(lowest >= 0);
-    close(lowest);
-    none = old;
-    none.rlim_cur = (rlim_t)lowest;   /* no descriptor free below it */
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+    struct rlimit old;
+    th_no_free_descriptors(&old);
     uint8_t *v = bf__wview_create(l.a, l.t[1], sizes[1]);
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
     assert_null(v);
