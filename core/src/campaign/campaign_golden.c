@@ -272,9 +272,16 @@ static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_er
 {
     /* a one-sample graph's golden evaluator may become worker 0 of the
      * first run (campaign_ckpt.c): its Conv activations fused, as the exact
-     * engine's workers run them */
-    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .max_run_bytes = c->max_run_bytes,
-                       .fuse_activations = bf__eval_set_unbatched(c->model, c->ds)};
+     * engine's workers run them, and its arena shared by lifetime as
+     * `bitflip eval`'s (the checkpoints hold what a trial reads across a
+     * cut, and the store what it reads of a skipped step, so nothing reads
+     * a value after its last reader: exec/ckpt.h). SSDlite320's pass wrote
+     * every value to a place of its own, about 150 MB an image: its Convs
+     * wrote past the caches, and the golden pass took 1.4x the CPU of an
+     * eval pass (docs/BENCHMARKS.md, h14-det). */
+    int one = bf__eval_set_unbatched(c->model, c->ds);
+    bf_eval_opts eo = {.batch = c->batch, .threads = 1, .max_run_bytes = c->max_run_bytes, .fuse_activations = one,
+                       .share_buffers = one};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, ev, err);
     for (size_t p = 0; st == BF_OK && p < c->model->n_params; p++)
         if (c->store.values[p]) st = bf_evaluator_set_param(*ev, p, c->store.values[p], err);

@@ -151,9 +151,12 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
     double t0 = now_s();
     /* the exact engine reads nothing of a pass but its outputs: a Conv's
      * activation may run in its epilogue (the differential engine runs
-     * steps alone and reads every value) */
+     * steps alone and reads every value); a one-sample graph's arena is
+     * shared by lifetime, as the golden evaluator's whose checkpoints its
+     * plans must fit (campaign_golden.c) */
     bf_eval_opts eo = {.batch = c->batch, .threads = 1, .cancel = rn->opts->cancel,
-                       .fuse_activations = rn->exact, .max_run_bytes = c->max_run_bytes};
+                       .fuse_activations = rn->exact, .max_run_bytes = c->max_run_bytes,
+                       .share_buffers = rn->exact && bf__eval_set_unbatched(c->model, c->ds)};
     bf_status st = bf_evaluator_create(c->model, c->ds, &eo, &w->ev, err);
     if (st != BF_OK) return st;
     for (size_t p = 0; p < bf_model_num_params(c->model); p++)
@@ -179,7 +182,13 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
         return bf_error_set(err, BF_EUNSUPPORTED,
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
                             "deterministically, so outcomes cannot be classified", idx);
-    if (rn->ckpt) return bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out, err);
+    if (!rn->ckpt) return BF_OK;
+    if ((st = bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out, err)) != BF_OK) return st;
+    /* made with the golden evaluator's options, its plans lay values out
+     * as that one's did: a worker that silently ran every image in full
+     * would hide a layout gone astray (tests/unit/test_ckpt.c, 2 threads) */
+    if (!bf__evaluator_ckpt_on(w->ev))
+        return bf_error_set(err, BF_EUNSUPPORTED, "internal error: worker %d's plans do not fit the golden checkpoints", idx);
     return BF_OK;
 }
 

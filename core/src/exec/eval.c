@@ -645,6 +645,7 @@ bf_status bf__evaluator_ckpt(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *rec
 }
 
 bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev) { return ev->ckp.tr; }
+int bf__evaluator_ckpt_on(const bf_evaluator *ev) { return ev->ckp.ck != NULL; }
 
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
                                int64_t chan[4])

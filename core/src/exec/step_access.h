@@ -88,6 +88,9 @@ struct bf__ckpt_trial;
 bf_status bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record,
                              const float *golden_out, bf_error *err);
 struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
+/* 1 when ev's passes resume from the checkpoints it was given (its plans
+ * fit them: bf__ckpt_fits_plan), 0 when they run every sample in full. */
+int bf__evaluator_ckpt_on(const bf_evaluator *ev);
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
                                int64_t chan[4]);
 /* Value fault i of the last pass: the element it struck in the sample it
