@@ -33,6 +33,7 @@ void bf__ckpt_free(bf__ckpt *ck)
     bf__free(ck->param_lo);
     bf__free(ck->param_hi);
     bf__free(ck->val_step);
+    bf__free(ck->val_last);
     bf__free(ck->pre_ns);
     bf__free(ck->cut);
     bf__free(ck->cut_of);
@@ -153,6 +154,7 @@ static bf_status windows(bf__ckpt *ck, const bf_plan *p, int *last)
         }
     }
     for (size_t k = 0; k < m->n_outputs; k++) last[m->output_vals[k]] = (int)p->n_steps;
+    memcpy(ck->val_last, last, m->n_values * sizeof *last);
     return BF_OK;
 }
 
@@ -214,10 +216,11 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
     ck->param_lo = bf__malloc((m->n_params + 1) * sizeof *ck->param_lo);
     ck->param_hi = bf__malloc((m->n_params + 1) * sizeof *ck->param_hi);
     ck->val_step = bf__malloc((m->n_values + 1) * sizeof *ck->val_step);
+    ck->val_last = bf__malloc((m->n_values + 1) * sizeof *ck->val_last);
     ck->pre_ns = bf__malloc((n + 1) * sizeof *ck->pre_ns);
     ck->cut_of = bf__malloc((n + 1) * sizeof *ck->cut_of);
     ck->mark = bf__calloc(n + 1, 1);
-    if (!ck->param_lo || !ck->param_hi || !ck->val_step || !ck->pre_ns || !ck->cut_of || !ck->mark) {
+    if (!ck->param_lo || !ck->param_hi || !ck->val_step || !ck->val_last || !ck->pre_ns || !ck->cut_of || !ck->mark) {
         st = oom(err);
         goto out;
     }
@@ -405,6 +408,13 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
 }
 
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck) { return ck ? ck->pre_ns[ck->n_steps] : 0; }
+
+/* as bf__ckpt_run picks its start: the cut before the faults' first step */
+int bf__ckpt_trial_skips_value(const bf__ckpt *ck, const bf__ckpt_trial *tr, int64_t v)
+{
+    if (!ck || !tr || tr->lo < 0 || tr->from < 0 || v < 0 || (size_t)v >= ck->n_values) return 0;
+    return ck->cut[tr->from] > ck->val_last[v];
+}
 
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
                        int64_t *work, int64_t *skipped, int64_t chans[4], bf_error *err)

@@ -95,5 +95,9 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p,
                        int64_t *work, int64_t *skipped, int64_t chan[4], bf_error *err);
 /* the golden time of a whole run of one sample, in nanoseconds */
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck);
+/* 1 when bf__ckpt_run with tr starts at a cut past every step reading
+ * value v (a graph input: the caller need not feed it; its place in a
+ * shared arena may hold another value by then) */
+int bf__ckpt_trial_skips_value(const bf__ckpt *ck, const bf__ckpt_trial *tr, int64_t v);
 
 #endif

@@ -11,6 +11,7 @@ struct bf__ckpt {
     size_t n_steps, n_params, n_values;
     int *param_lo, *param_hi;   /* per parameter: first and last step reading it (lo > hi: none) */
     int *val_step;              /* per value: the step computing it (-1: a graph input) */
+    int *val_last;              /* per value: the last step reading it (n_steps: a graph output; -1: none) */
     double saved;               /* bf__ckpt_saved_share */
     int64_t *pre_ns;            /* n_steps + 1: golden time of the steps before each */
     size_t n_cuts;

@@ -369,6 +369,7 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
     int64_t n = bf_plan_batch(plan);
     size_t n_vf = 0;
     for (size_t i = 0; i < m->n_inputs; i++) {
+        if (ev->unbatched && bf__eval_ckpt_skips_value(&ev->ckp, m->input_vals[i])) continue;   /* read before the cut */
         bf_status st = ev->unbatched ? bf__eval_feed_sample(ev->feeds[i], start, bf_plan_input(plan, i), err)
                                      : bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
         if (st != BF_OK) return st;

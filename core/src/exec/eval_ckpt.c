@@ -30,6 +30,11 @@ bf_status bf__eval_ckpt_run(bf__eval_ckpt *e, bf_plan *plan, int64_t s, int *gol
     return BF_OK;
 }
 
+int bf__eval_ckpt_skips_value(const bf__eval_ckpt *e, int64_t v)
+{
+    return !e->rec && e->ck && bf__ckpt_trial_skips_value(e->ck, e->tr, v);
+}
+
 void bf__eval_ckpt_pass_done(bf__eval_ckpt *e)
 {
     if (e->tr) bf__ckpt_trial_clear(e->tr);

@@ -30,6 +30,10 @@ bf_status bf__eval_ckpt_set(bf__eval_ckpt *e, const bf__ckpt *ck, bf__ckpt *rec,
  * resumed, or run in full. *golden: the checkpoints showed the rest golden
  * (take e->out's and the golden per-sample outputs). */
 bf_status bf__eval_ckpt_run(bf__eval_ckpt *e, bf_plan *plan, int64_t s, int *golden, bf_error *err);
+/* 1 when the next sample's pass resumes past every step reading value v
+ * (a graph input it then need not feed: SSDlite320's image, 1.2 MB an
+ * image of each trial, read by its first step alone) */
+int bf__eval_ckpt_skips_value(const bf__eval_ckpt *e, int64_t v);
 /* after a pass: the faults' reach was that pass's */
 void bf__eval_ckpt_pass_done(bf__eval_ckpt *e);
 void bf__eval_ckpt_free(bf__eval_ckpt *e);
