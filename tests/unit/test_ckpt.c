@@ -12,7 +12,12 @@
  * output: ckpt_chan.c, counted in chan_steps; with its fused epilogue
  * for the backbones' Convs, counted in chan_kinds.ckpt_fused), that a
  * budget too small for any cut leaves every trial in full with the reason
- * said, and that every allocation failing in turn is a clean BF_ENOMEM. */
+ * said, that a trial is fed the graph's input unless it resumes past every
+ * step reading it, and that every allocation failing in turn is a clean
+ * BF_ENOMEM. The golden pass and the workers run on arenas shared by
+ * lifetime (campaign_golden.c), so a value a trial reads that no cut or
+ * store put back would hold another value's bytes: the comparisons with
+ * the exact engine catch it. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +32,8 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "campaign_check.h"
+#include "exec/ckpt_impl.h"
+#include "onnx_graph.h"
 
 #ifndef BF_FIXTURES
 #error BF_FIXTURES must be defined
@@ -350,6 +357,76 @@ static void no_room_for_a_cut(void **state)
     same_as_exact("ssdlite", &s, 1, &t);
 }
 
+/* A trial's pass does not feed a graph input when it resumes at a cut past
+ * every step reading it (bf__ckpt_trial_skips_value; SSDlite's image is
+ * read by its first step alone). On a graph that reads its input first and
+ * last, x -> Conv -> Relu -> Conv -> Relu -> Conv -> Add(x) -> Conv, whose
+ * chains fuse (so cuts fall only at the second and third Conv and the
+ * last): a trial starting at a cut before the Add must be fed x, one past
+ * it need not, and one before every cut is fed. The Add's step is found
+ * here by name, the cuts read from the checkpoints. */
+static void input_fed_unless_past_its_readers(void **state)
+{
+    (void)state;
+    tg_graph g = {0};
+    static const int64_t xd[] = {1, 4, 6, 6}, wd[] = {4, 4, 1, 1};
+    float w[16];
+    for (int k = 0; k < 16; k++) w[k] = (float)(k % 5) * 0.25f - 0.5f;
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, xd);
+    g.outs[g.n_outs++] = tg_value_info(&g, "out", 1, 4, xd);
+    const char *names[] = {"w1", "w2", "w3", "w4"};
+    for (int k = 0; k < 4; k++) tg_init_f32(&g, names[k], 4, wd, w);
+    tg_node(&g, "Conv", "c1", (const char *[]){"x", "w1"}, 2, "y1");
+    tg_node(&g, "Relu", "r1", (const char *[]){"y1"}, 1, "a1");
+    tg_node(&g, "Conv", "c2", (const char *[]){"a1", "w2"}, 2, "y2");
+    tg_node(&g, "Relu", "r2", (const char *[]){"y2"}, 1, "a2");
+    tg_node(&g, "Conv", "c3", (const char *[]){"a2", "w3"}, 2, "y3");
+    tg_node(&g, "Add", "add", (const char *[]){"y3", "x"}, 2, "s");
+    tg_node(&g, "Conv", "c4", (const char *[]){"s", "w4"}, 2, "out");
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "late_input", &len);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "late_input", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    tg_free(&g);
+    bf_plan *p = tg_plan(m, 1, 1, 1);
+    size_t n = bf_plan_num_steps(p);
+    int add = -1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(p->steps[i].node->name, "add") == 0) add = (int)i;
+    assert_true(add > 0);
+    double cost[16] = {0}, pm[8] = {0};
+    assert_true(n <= 16 && m->n_params <= 8);
+    for (size_t i = 0; i < n; i++) cost[i] = 1e-3;
+    for (size_t q = 0; q < m->n_params; q++) pm[q] = 16;
+    bf__ckpt *ck = NULL;
+    if (bf__ckpt_create(p, 2, 1000, cost, pm, NULL, (size_t)1 << 30, &ck, &err) != BF_OK) fail_msg("%s", err.msg);
+    bf__ckpt_trial *tr = NULL;
+    if (bf__ckpt_trial_new(ck, &tr, &err) != BF_OK) fail_msg("%s", err.msg);
+    int64_t x = bf_model_find_value(m, "x");
+    int fed = 0, skipped = 0, before = 0;
+    for (int k = 0; k < 4; k++) {
+        int64_t q = bf_model_find_param(m, names[k]);
+        assert_true(q >= 0);
+        bf__ckpt_trial_begin(ck, tr);
+        bf__ckpt_trial_param(ck, tr, (size_t)q);
+        bf__ckpt_trial_end(ck, tr);
+        int from = tr->from >= 0 ? ck->cut[tr->from] : -1, skip = bf__ckpt_trial_skips_value(ck, tr, x);
+        if (getenv("BF_TEST_VERBOSE")) fprintf(stderr, "%s: from step %d, the Add at %d: skip %d\n", names[k], from, add, skip);
+        assert_int_equal(skip, from > add);
+        fed += from >= 0 && !skip, skipped += skip, before += from < 0;
+        bf__ckpt_trial_clear(tr);
+    }
+    /* each case met: a cut before the Add, one after, and a trial before every cut */
+    assert_true(fed > 0 && skipped > 0 && before > 0);
+    assert_int_equal(bf__ckpt_trial_skips_value(ck, NULL, x), 0);   /* no trial: the golden pass feeds */
+    bf__ckpt_trial_free(tr);
+    bf__ckpt_free(ck);
+    bf_plan_free(p);
+    bf_model_free(m);
+}
+
 /* Every allocation the checkpoints make (their layout, each image's copy,
  * the timing run's) failing in turn gives BF_ENOMEM and frees what it
  * made, never a crash or a leak (the ASan build checks the leaks). */
@@ -377,6 +454,7 @@ int main(void)
         cmocka_unit_test(fused_convs_on_one_channel),
         cmocka_unit_test(channel_followed_through_maps),
         cmocka_unit_test(no_room_for_a_cut),
+        cmocka_unit_test(input_fed_unless_past_its_readers),
         cmocka_unit_test(allocations_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
