@@ -163,8 +163,11 @@ bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err)
     }
     void *scratch = NULL;
     if ((st = bf__dyn_alloc_for(p, n, -1, prep->scratch, &scratch, err)) != BF_OK) return st;
-    memcpy(s->params, prep->params, BF__OP_PARAMS_MAX);
-    bf__ctx c = {.node = n, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
+    /* the run reads the parameters where the prepare wrote them, as a
+     * subgraph's nodes do (plan_sub.c): copying the 1.5 KB into the step
+     * was a tenth of SSDlite's tail's dispatch, 2000 dynamic steps an image
+     * of every trial; nothing reads a dynamic step's params after its run */
+    bf__ctx c = {.node = n, .params = prep->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = scratch};
     return n->op->run(&c, err);
 }
