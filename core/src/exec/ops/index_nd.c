@@ -27,25 +27,36 @@ static bf_status nd_common(bf__prep *p, nd_params *q, int64_t batch_dims, bf_err
     if (st) return st;
     const bf_tensor *x = p->in[0], *ind = p->in[1];
     int r = x->ndim, qr = ind->ndim;
+    /* the shapes are spelled out only for an error: a detector's tail
+     * prepares 180 GatherNDs an image at run time, every image of every
+     * trial, and formatting them was half of these prepares */
     char xs[96], is[96];
-    bf_shape_str(x->dims, r, xs, sizeof xs);
-    bf_shape_str(ind->dims, qr, is, sizeof is);
-    if (r < 1 || qr < 1)
+#define ND_SHAPES() (bf_shape_str(x->dims, r, xs, sizeof xs), bf_shape_str(ind->dims, qr, is, sizeof is))
+    if (r < 1 || qr < 1) {
+        ND_SHAPES();
         return bf__node_error(err, n, BF_ESHAPE, "data %s and indices %s must both have rank >= 1", xs, is);
-    if (batch_dims < 0 || batch_dims >= qr || batch_dims >= r)
+    }
+    if (batch_dims < 0 || batch_dims >= qr || batch_dims >= r) {
+        ND_SHAPES();
         return bf__node_error(err, n, BF_EINVAL, "batch_dims %lld must be less than the ranks of data %s and "
                               "indices %s", (long long)batch_dims, xs, is);
+    }
     int b = (int)batch_dims;
     int64_t k = ind->dims[qr - 1];
-    if (k < 1 || k > r - b)
+    if (k < 1 || k > r - b) {
+        ND_SHAPES();
         return bf__node_error(err, n, BF_ESHAPE, "the last dim of indices %s is %lld; it must be 1..%d "
                               "(data rank %d minus batch_dims %d)", is, (long long)k, r - b, r, b);
+    }
     q->nbatch = 1;
     for (int d = 0; d < b; d++) {
-        if (ind->dims[d] != x->dims[d])
+        if (ind->dims[d] != x->dims[d]) {
+            ND_SHAPES();
             return bf__node_error(err, n, BF_ESHAPE, "batch dim %d differs: indices %s, data %s", d, is, xs);
+        }
         q->nbatch *= x->dims[d];
     }
+#undef ND_SHAPES
     q->k = (int)k;
     q->batch_dims = b;
     q->dtype = x->dtype;
