@@ -34,21 +34,11 @@ size_t bf__warena_page(void)
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-#if defined(__SANITIZE_THREAD__)
-#define BF_WARENA_MOVE_AT_CREATE 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define BF_WARENA_MOVE_AT_CREATE 1
-#endif
-#endif
-
 #if defined(__linux__) && defined(MFD_CLOEXEC)
 
 /* The size of a transparent huge page on x86-64 and arm64 (4 KiB base
  * pages); an arena at this alignment gets whole huge pages from its start. */
 #define HUGE_ALIGN ((size_t)2 << 20)
-
-static int move_range(bf__warena *a, size_t off, size_t n);
 
 /* Anonymous private memory of `len` bytes at a HUGE_ALIGN boundary when
  * len is at least that: the mapping is made HUGE_ALIGN larger and trimmed. */
@@ -96,21 +86,6 @@ bf__warena *bf__warena_create(size_t bytes)
      * 0.4-1.4 s more system time, more than a one-pass eval saves
      * (docs/BENCHMARKS.md, "The Criteo-shaped DLRM with huge pages") */
     if (huge_pages_wanted()) (void)madvise(a->base, a->len, MADV_HUGEPAGE);
-#ifdef BF_WARENA_MOVE_AT_CREATE
-    /* ThreadSanitizer builds: the whole arena in the memfd now, before any
-     * reader exists. TSan's mmap interceptor counted the MAP_FIXED swap a
-     * move made before it became an mremap (move_run) as a write to the
-     * range, so a worker reading a table while another's first view moved
-     * it (the same bytes throughout: the header) was reported as a race;
-     * kept until a TSan run of cli_test_lm_diff shows that the mremap swap
-     * reports nothing. The move itself is tested in the other builds
-     * (test_warena: readers in another thread during moves, and during
-     * failed ones). */
-    if (move_range(a, 0, a->len) != 0) {
-        bf__warena_free(a);
-        return NULL;
-    }
-#endif
     return a;
 fail:
     bf__free(a->moved);
@@ -173,7 +148,13 @@ static int write_all(int fd, const uint8_t *p, size_t n, size_t off)
  * and the range is a hole, in which a reader faults (nothing in user space
  * can close that window). It is filled with the file where nothing else
  * took it (MAP_FIXED_NOREPLACE maps over nothing), and the range has moved
- * after all. */
+ * after all.
+ *
+ * ThreadSanitizer reported the MAP_FIXED swap as a write to the range (its
+ * mmap interceptor), racing with every reader, so TSan builds moved the
+ * whole arena at creation; the mremap swap is reported as nothing (the old
+ * swap fails test_warena and cli_test_lm_diff under TSan, this one passes),
+ * and TSan builds move ranges as the others do. */
 static int move_run(bf__warena *a, size_t off, size_t n)
 {
     uint8_t *at = a->base + off;
