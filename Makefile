@@ -80,7 +80,8 @@ build-asan: deps
 # build-asan gets it too), and the heaviest (test_diff, test_mitigate,
 # test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers,
 # daemon_test_flow's adaptive campaign) run fewer trials there (or a smaller model where the model is not what is
-# tested), every step and assertion kept; the release suite runs the full sizes.
+# tested; test_diff's thread-count test four of its nine pairs), every step and assertion kept; the release
+# suite runs the full sizes.
 # Then a short libFuzzer run of each target. Where the time goes, and the rules
 # for what runs under each sanitizer: tests/README.md, "How long make test takes".
 #

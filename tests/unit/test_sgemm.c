@@ -9,7 +9,9 @@
  * path this machine has (the AVX2 kernel; the AVX-512 one, 12 rows x two
  * panels, where the CPU has it) forced, with the bias epilogue and the
  * panel-packer entry, against the reference; and op(B) packed whole into
- * the caller's work first (bf__sgemm_work), the same. */
+ * the caller's work first (bf__sgemm_work), the same; and the epilogue
+ * (column bias, residual, clip, map) after the accumulate on partial
+ * panels, every combination at every level, against its definition. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -563,6 +565,78 @@ static void res_epilogue_by_hand(void **state)
             }
 }
 
+/* A map for the epilogue's last step (op.h, bf__act's map), elementwise
+ * and exact: x squared. */
+static void square_map(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i];
+}
+
+/* The epilogue after the accumulate (bf__sgemm_work with act: a Gemm's C
+ * and whatever bf__act carries), every combination of the column bias, the
+ * residual, lo and hi and the map, onto y or onto a row (crow), at every
+ * level, on shapes whose last panel is partial (a plain B read in place,
+ * the AVX-512 kernel's lone panel and its pair's second half): against
+ * the definition written out here, y = fma(alpha, s, c), then c bias, then
+ * residual, then clip, then map, with s the in-order chain (finite inputs:
+ * the adds' operand order cannot show). */
+static void partial_panels_accumulate_then_epilogue(void **state)
+{
+    (void)state;
+    static const int ms[] = {7, 13}, ns[] = {5, 17, 40}, ks[] = {9, 70};
+    int best = bf__sgemm_best();
+    long cases = 0;
+    for (size_t im = 0; im < 2; im++)
+        for (size_t in = 0; in < 3; in++)
+            for (size_t ik = 0; ik < 2; ik++)
+                for (int tb = 0; tb < 2; tb++) {
+                    int m = ms[im], n = ns[in], k = ks[ik], lda = k + 1, ldb = tb ? k + 2 : n + 1, ldy = n + 3;
+                    size_t ysz = (size_t)m * ldy, wf = bf__sgemm_work_floats(m, n, k, tb, ldb);
+                    float *a = rand_buf((size_t)m * lda), *b = rand_buf((size_t)(tb ? n : k) * ldb);
+                    float *y0 = rand_buf(ysz), *res = rand_buf(ysz), *cb = rand_buf((size_t)n), *crow = rand_buf((size_t)n);
+                    float *y1 = malloc(ysz * sizeof *y1), *want = malloc(ysz * sizeof *want);
+                    float *work = wf ? malloc(wf * sizeof *work) : NULL;
+                    assert_non_null(y1);
+                    assert_non_null(want);
+                    assert_true(!wf || work);
+                    for (int form = 0; form < 3 * 16; form++) {
+                        int acc = form % 3 != 0, use_crow = form % 3 == 2, epi = form / 3;
+                        float alpha = acc ? 0.75f : 1.25f;
+                        const bf__act act = {epi & 4 ? -0.5f : -INFINITY, epi & 4 ? 0.75f : INFINITY, 0,
+                                             epi & 2 ? res : NULL, 0, epi & 1 ? cb : NULL, 1,
+                                             epi & 8 ? square_map : NULL};
+                        for (int i = 0; i < m; i++)
+                            for (int j = 0; j < n; j++) {
+                                float sum = 0.0f;
+                                for (int p = 0; p < k; p++)
+                                    sum = fmaf(a[(int64_t)i * lda + p], tb ? b[(int64_t)j * ldb + p] : b[(int64_t)p * ldb + j], sum);
+                                float c = use_crow ? crow[j] : y0[(int64_t)i * ldy + j];
+                                float v = acc ? fmaf(alpha, sum, c) : alpha * sum;
+                                if (epi & 1) v = cb[j] + v;
+                                if (epi & 2) v = v + res[(int64_t)i * ldy + j];
+                                if (epi & 4) v = v < -0.5f ? -0.5f : v > 0.75f ? 0.75f : v;
+                                if (epi & 8) v = v * v;
+                                want[(int64_t)i * ldy + j] = v;
+                            }
+                        for (int level = BF_SGEMM_REF; level <= best; level++)
+                            for (int w = 0; w < 1 + (wf > 0 && level > BF_SGEMM_REF); w++) {
+                                memcpy(y1, y0, ysz * sizeof *y1);
+                                bf__sgemm_work(level, tb, m, n, k, alpha, a, lda, b, ldb, acc, y1, ldy, w ? work : NULL,
+                                               epi ? &act : NULL, use_crow ? crow : NULL);
+                                for (int i = 0; i < m; i++)
+                                    if (!same_bits(y1 + (int64_t)i * ldy, want + (int64_t)i * ldy, (size_t)n))
+                                        fail_msg("level %d m %d n %d k %d transB %d accumulate %d crow %d bias %d "
+                                                 "residual %d clip %d map %d work %d: row %d differs from the definition",
+                                                 level, m, n, k, tb, acc, use_crow, epi & 1, (epi >> 1) & 1,
+                                                 (epi >> 2) & 1, epi >> 3, w, i);
+                                cases++;
+                            }
+                    }
+                    free(a), free(b), free(y0), free(res), free(cb), free(crow), free(y1), free(want), free(work);
+                }
+    print_message("%ld products with an epilogue after the accumulate, each == the definition bit for bit\n", cases);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -576,6 +650,7 @@ int main(void)
         cmocka_unit_test(act_epilogue_by_hand),
         cmocka_unit_test(res_epilogue_by_hand),
         cmocka_unit_test(whole_packed_matches_reference),
+        cmocka_unit_test(partial_panels_accumulate_then_epilogue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,12 +7,17 @@
  * readers in another thread see the same bytes throughout, and views asked
  * for at once by two threads move a range once. Fallbacks: no memfd (the
  * process out of descriptors) leaves the arena as it was and gives no view;
+ * the move's swap failing (mremap, made to fail here) leaves the range as it
+ * was under readers in other threads, and a hole the kernel would leave
+ * after a late failure is filled with the file;
  * THP disabled for the process changes nothing else. Whether THP took
  * (AnonHugePages in /proc/self/smaps) is printed, never asserted: it is the
  * host's setting. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -250,6 +256,107 @@ static void no_memfd_no_view(void **state)
     unmake(&l);
 }
 
+/* The move's swap (warena.c, move_run: mremap of the file's mapping over
+ * the range) made to fail: this definition takes the place of libc's for
+ * core's objects linked into this test. MREMAP_UNTOUCHED: it fails as the
+ * kernel does before unmapping anything (its argument and map-count
+ * checks); MREMAP_HOLE: as after it unmapped the destination (ENOMEM from
+ * the kernel's own allocations). Either leaves the source mapped. */
+enum { MREMAP_REAL, MREMAP_UNTOUCHED, MREMAP_HOLE };
+static atomic_int mremap_mode = MREMAP_REAL, mremap_failed = 0;
+
+void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
+{
+    void *to = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        to = va_arg(ap, void *);
+        va_end(ap);
+    }
+    int mode = atomic_load(&mremap_mode);
+    if (mode != MREMAP_REAL && (flags & MREMAP_FIXED)) {
+        if (mode == MREMAP_HOLE) munmap(to, new_size);
+        atomic_fetch_add(&mremap_failed, 1);
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    /* libc's, or a sanitizer's interceptor of it: what core calls outside this test */
+    static void *(*real)(void *, size_t, size_t, int, ...);
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "mremap");
+    if (!real) {
+        errno = ENOSYS;
+        return MAP_FAILED;
+    }
+    return real(old, old_size, new_size, flags, to);
+}
+
+/* The swap failing over and over while a thread compares every byte of the
+ * arena: no view, nothing moved, the range anonymous as before and its bytes
+ * the same at every pass (the reader would fault in a hole, or see zeros in
+ * memory mapped back and refilled); then the same views succeed. */
+static void a_failed_move_leaves_the_range_to_its_readers(void **state)
+{
+    (void)state;
+    layout l;
+    make(&l);
+    reader r = {.l = &l};
+    pthread_t rt;
+    assert_int_equal(pthread_create(&rt, NULL, read_loop, &r), 0);
+    atomic_store(&mremap_failed, 0);
+    atomic_store(&mremap_mode, MREMAP_UNTOUCHED);
+    for (int round = 0; round < 16; round++)
+        for (int i = 0; i < 3; i++) assert_null(bf__wview_create(l.a, l.t[i], sizes[i]));
+    atomic_store(&mremap_mode, MREMAP_REAL);
+    assert_true(atomic_load(&mremap_failed) >= 48);   /* every attempt reached the swap */
+    assert_int_equal(bf__warena_moved(l.a), 0);
+    char name[400];
+    long huge = 0;
+    for (int i = 0; i < 3; i++) {
+        assert_true(mapping_of(l.t[i], name, sizeof name, &huge));
+        if (strstr(name, "memfd")) fail_msg("tensor %d is mapped '%s' after failed moves", i, name);
+    }
+    for (int i = 0; i < 3; i++) {
+        uint8_t *v = bf__wview_create(l.a, l.t[i], sizes[i]);
+        assert_non_null(v);
+        assert_memory_equal(v, l.ref[i], sizes[i]);
+        bf__wview_free(v, sizes[i]);
+    }
+    atomic_store(&r.stop, 1);
+    pthread_join(rt, NULL);
+    print_message("the reader compared the arena %ld times during the failed moves\n", r.passes);
+    assert_true(r.passes > 0);
+    assert_int_equal(r.wrong, 0);
+    same_as_written(&l);
+    unmake(&l);
+}
+
+/* The swap failing after the kernel unmapped the range (no reader here: it
+ * would fault in the hole until it is filled): the file is mapped into the
+ * hole, the range has moved, the view is made, the bytes the same. */
+static void a_hole_left_by_a_failed_move_is_filled(void **state)
+{
+    (void)state;
+    layout l;
+    make(&l);
+    atomic_store(&mremap_failed, 0);
+    atomic_store(&mremap_mode, MREMAP_HOLE);
+    uint8_t *v = bf__wview_create(l.a, l.t[0], sizes[0]);
+    atomic_store(&mremap_mode, MREMAP_REAL);
+    assert_int_equal(atomic_load(&mremap_failed), 1);
+    assert_non_null(v);
+    assert_memory_equal(v, l.ref[0], sizes[0]);
+    assert_int_equal(bf__warena_moved(l.a), sizes[0]);
+    char name[400];
+    long huge = 0;
+    assert_true(mapping_of(l.t[0], name, sizeof name, &huge));
+    if (!strstr(name, "memfd:bitflip-weights")) fail_msg("tensor 0 after the refill is mapped '%s', not the memfd", name);
+    v[3] ^= 0x40;   /* still private */
+    same_as_written(&l);
+    bf__wview_free(v, sizes[0]);
+    unmake(&l);
+}
+
 /* THP disabled for the process (madvise's hint then has no effect): the
  * same bytes, the same views. */
 static void without_huge_pages(void **state)
@@ -320,6 +427,8 @@ int main(void)
         cmocka_unit_test(a_view_moves_its_range_only),
         cmocka_unit_test(moves_under_readers),
         cmocka_unit_test(no_memfd_no_view),
+        cmocka_unit_test(a_failed_move_leaves_the_range_to_its_readers),
+        cmocka_unit_test(a_hole_left_by_a_failed_move_is_filled),
         cmocka_unit_test(without_huge_pages),
         cmocka_unit_test(a_large_range_moves_in_pieces),
         cmocka_unit_test(allocation_failures_make_no_arena),

@@ -34,21 +34,11 @@ size_t bf__warena_page(void)
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-#if defined(__SANITIZE_THREAD__)
-#define BF_WARENA_MOVE_AT_CREATE 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define BF_WARENA_MOVE_AT_CREATE 1
-#endif
-#endif
-
 #if defined(__linux__) && defined(MFD_CLOEXEC)
 
 /* The size of a transparent huge page on x86-64 and arm64 (4 KiB base
  * pages); an arena at this alignment gets whole huge pages from its start. */
 #define HUGE_ALIGN ((size_t)2 << 20)
-
-static int move_range(bf__warena *a, size_t off, size_t n);
 
 /* Anonymous private memory of `len` bytes at a HUGE_ALIGN boundary when
  * len is at least that: the mapping is made HUGE_ALIGN larger and trimmed. */
@@ -96,18 +86,6 @@ bf__warena *bf__warena_create(size_t bytes)
      * 0.4-1.4 s more system time, more than a one-pass eval saves
      * (docs/BENCHMARKS.md, "The Criteo-shaped DLRM with huge pages") */
     if (huge_pages_wanted()) (void)madvise(a->base, a->len, MADV_HUGEPAGE);
-#ifdef BF_WARENA_MOVE_AT_CREATE
-    /* ThreadSanitizer builds: the whole arena in the memfd now, before any
-     * reader exists. TSan's mmap interceptor counts the MAP_FIXED swap of a
-     * move as a write to the range, so a worker reading a table while
-     * another's first view moves it (the same bytes throughout: the header)
-     * is reported as a race; the move itself is tested in the other builds
-     * (test_warena: readers in another thread during moves). */
-    if (move_range(a, 0, a->len) != 0) {
-        bf__warena_free(a);
-        return NULL;
-    }
-#endif
     return a;
 fail:
     bf__free(a->moved);
@@ -149,34 +127,50 @@ static int write_all(int fd, const uint8_t *p, size_t n, size_t off)
     return 0;
 }
 
-static int read_all(int fd, uint8_t *p, size_t n, size_t off)
-{
-    while (n) {
-        ssize_t r = pread(fd, p, n, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r;
-        n -= (size_t)r;
-        off += (size_t)r;
-    }
-    return 0;
-}
-
-/* Moves [off, off + n) (pages, none moved yet) into the memfd: written to
- * the file, then the file mapped over the same addresses, its pages mapped
- * at once (MAP_POPULATE: no fault a page in the next pass). Called locked. */
+/* Moves [off, off + n) (pages, none moved yet) into the memfd while other
+ * threads may be reading it: written to the file, the file mapped at a fresh
+ * address (its pages mapped at once, MAP_POPULATE: no fault a page in the
+ * next pass), then that mapping moved over the range in one call, mremap
+ * with MREMAP_FIXED. Called locked.
+ *
+ * Why not mmap(MAP_FIXED) of the file straight over the range: neither call
+ * promises to leave the range as it was when it fails (mmap(2), mremap(2)),
+ * and a failed mmap(MAP_FIXED) may have unmapped it: a reader faults there
+ * until something is mapped back. Here what a process can run out of (a
+ * descriptor, RLIMIT_AS, the memfd's pages) fails the first mmap, before
+ * the range is touched. What holds for the mremap (mm/mremap.c, mremap_to,
+ * Linux 3.x to 6.x): its argument and map-count checks come before it
+ * unmaps the destination, and the unmap and the moved mapping's insertion
+ * happen under the mmap lock held for writing, so a reader's fault waits
+ * and then finds the file's page, the same bytes. After the unmap only the
+ * kernel's own small allocations can fail (the vma copy, page tables:
+ * ENOMEM, the kernel itself out of memory); the source is then moved back
+ * and the range is a hole, in which a reader faults (nothing in user space
+ * can close that window). It is filled with the file where nothing else
+ * took it (MAP_FIXED_NOREPLACE maps over nothing), and the range has moved
+ * after all.
+ *
+ * ThreadSanitizer reported the MAP_FIXED swap as a write to the range (its
+ * mmap interceptor), racing with every reader, so TSan builds moved the
+ * whole arena at creation; the mremap swap is reported as nothing (the old
+ * swap fails test_warena and cli_test_lm_diff under TSan, this one passes),
+ * and TSan builds move ranges as the others do. */
 static int move_run(bf__warena *a, size_t off, size_t n)
 {
     uint8_t *at = a->base + off;
     int prot = a->sealed ? PROT_READ : PROT_READ | PROT_WRITE;
     if (write_all(a->fd, at, n, off) != 0) return -1;
-    void *p = mmap(at, n, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, a->fd, (off_t)off);
-    if (p == at) return 0;
-    /* the range may be unmapped now: anonymous memory back at the same
-     * addresses, with the bytes the file holds */
-    p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (p == at && read_all(a->fd, at, n, off) == 0) (void)mprotect(at, n, prot);
-    return -1;
+    void *f = mmap(NULL, n, prot, MAP_SHARED | MAP_POPULATE, a->fd, (off_t)off);
+    if (f == MAP_FAILED) return -1;                 /* the range untouched */
+    if (mremap(f, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at) return 0;
+    munmap(f, n);                                   /* a failed move leaves its source */
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000   /* Linux 4.17; before, a hint: checked below */
+#endif
+    void *p = mmap(at, n, prot, MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_POPULATE, a->fd, (off_t)off);
+    if (p == at) return 0;                          /* the hole filled with the file */
+    if (p != MAP_FAILED) munmap(p, n);              /* an older kernel put it elsewhere */
+    return -1;                                      /* EEXIST: the range as it was */
 }
 
 #define MOVE_CHUNK ((size_t)16 << 20)

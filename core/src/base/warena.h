@@ -14,11 +14,12 @@
  * So the arena starts anonymous (MAP_PRIVATE | MAP_ANONYMOUS, aligned to
  * 2 MiB, MADV_HUGEPAGE), and the first view asked of a range moves that
  * range, and only it, into a memfd: its pages are written once to the file
- * at the same offsets, then the file is mapped shared over the same
- * addresses (MAP_FIXED | MAP_SHARED, read-only again once sealed). Every
- * pointer into the arena stays valid and reads the same bytes throughout
- * (the kernel swaps the mapping under its mmap lock: a reader in another
- * thread faults in the file's page, which holds the same bytes); views map
+ * at the same offsets, then the file is mapped shared at a fresh address
+ * and that mapping moved over the range's addresses in one call (mremap,
+ * MREMAP_FIXED; read-only again once sealed). Every pointer into the arena
+ * stays valid and reads the same bytes throughout (the kernel swaps the
+ * mapping under its mmap lock: a reader in another thread faults in the
+ * file's page, which holds the same bytes); views map
  * the file privately as before. What was moved is remembered a page at a
  * time, under a mutex (workers ask for views concurrently). Eval, which
  * asks for no view, keeps huge pages everywhere; a campaign keeps them on
@@ -30,8 +31,9 @@
  * nothing else changes. No memfd (not Linux, out of descriptors) or the move
  * failing: the view is NULL and the caller copies on the heap as it does
  * without an arena (plan.c) or runs the step (dxparam.c); the arena's bytes
- * and addresses are unchanged (a failed swap maps anonymous memory back
- * and reads the bytes from the file). A range moves 16 MiB at a time, so
+ * and addresses are unchanged (what can fail, the file's mapping, is made
+ * away from the range; warena.c, move_run, says what the kernel holds for
+ * the swap itself). A range moves 16 MiB at a time, so
  * its bytes are held twice for at most that long. Not on Linux (no memfd)
  * the arena is never made and tensors live on the heap. */
 #ifndef BF_WARENA_H

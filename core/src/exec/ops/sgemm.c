@@ -154,11 +154,12 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
     _Pragma("GCC unroll 6") for (int i = 0; i < mr; i++) {
         float *yr = y + (int64_t)i * ldy;
         __m256 v0 = s[i][0], v1 = s[i][1];
-        if (accumulate && nr == NR) {   /* onto y's own values, or crow's (the same for every row) */
+        if (accumulate) {   /* onto y's own values, or crow's (the same for every row), before the
+                             * epilogue below (block512's order); lanes past nr never loaded */
             const float *cr = crow ? crow : yr;
-            v0 = _mm256_fmadd_ps(al, v0, _mm256_loadu_ps(cr));
-            v1 = _mm256_fmadd_ps(al, v1, _mm256_loadu_ps(cr + 8));
-        } else if (!accumulate) {
+            v0 = _mm256_fmadd_ps(al, v0, nr == NR ? _mm256_loadu_ps(cr) : _mm256_maskload_ps(cr, m0));
+            v1 = _mm256_fmadd_ps(al, v1, nr == NR ? _mm256_loadu_ps(cr + 8) : _mm256_maskload_ps(cr + 8, m1));
+        } else {
             v0 = _mm256_mul_ps(al, v0);
             v1 = _mm256_mul_ps(al, v1);
         }
@@ -180,7 +181,7 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             v0 = RES_ADD(add_first8, r0, v0, act->res_a);
             v1 = RES_ADD(add_first8, r1, v1, act->res_a);
         }
-        if (act && (nr == NR || !accumulate)) {   /* else after the scalar fma below */
+        if (act) {
             v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
             v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
         }
@@ -191,13 +192,7 @@ AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int
             float t[NR];
             _mm256_storeu_ps(t, v0);
             _mm256_storeu_ps(t + 8, v1);
-            const float *cr = crow ? crow : yr;
-            if (accumulate && act)   /* a Gemm's fused Relu or Clip onto its C */
-                for (int j = 0; j < nr; j++) yr[j] = bf__act_apply(act, fmaf(alpha, t[j], cr[j]));
-            else if (accumulate)
-                for (int j = 0; j < nr; j++) yr[j] = fmaf(alpha, t[j], cr[j]);
-            else
-                for (int j = 0; j < nr; j++) yr[j] = t[j];
+            for (int j = 0; j < nr; j++) yr[j] = t[j];
         }
     }
 }
@@ -651,8 +646,14 @@ void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, co
     if (sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, act, y, ldy, work, crow)) return;
     for (int i = 0; crow && i < m; i++) memcpy(y + (int64_t)i * ldy, crow, sizeof(float) * (size_t)n);
     bf__sgemm_ref(0, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy);
-    for (int i = 0; act && i < m; i++)
-        for (int j = 0; j < n; j++) y[(int64_t)i * ldy + j] = bf__act_apply(act, y[(int64_t)i * ldy + j]);
+    for (int i = 0; act && i < m; i++) {   /* the blocks' epilogue in their order, after the accumulate */
+        float *yr = y + (int64_t)i * ldy;
+        const float *cb = act->cbias, *rr = act->res ? act->res + (int64_t)i * ldy : NULL;
+        for (int j = 0; cb && j < n; j++) yr[j] = act->cbias_a ? add_first(cb[j], yr[j]) : add_first(yr[j], cb[j]);
+        for (int j = 0; rr && j < n; j++) yr[j] = act->res_a ? add_first(rr[j], yr[j]) : add_first(yr[j], rr[j]);
+        for (int j = 0; j < n; j++) yr[j] = bf__act_apply(act, yr[j]);
+        for (int j = 0; act->map && j < n; j += 2 * NR) map_rows(act->map, 1, n - j < 2 * NR ? n - j : 2 * NR, yr + j, ldy);
+    }
 }
 
 void bf__sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,

@@ -76,9 +76,10 @@ void bf__sgemm_level(int level, int trans_a, int trans_b, int m, int n, int k, f
  * bf__sgemm_work_floats: the floats of work such a product takes (0: it
  * packs nothing, or more than BF_SGEMM_WORK_MAX floats, and takes none);
  * bf__sgemm_work: bf__sgemm_level with that work (NULL: none), then act
- * (NULL: none; lo and hi only, op.h's bf__act without res or hswish) on
- * each element while its block is in registers: a Gemm's fused Relu or
- * Clip, the bits of the product followed by the activation. crow (NULL:
+ * (NULL: none; op.h's bf__act without hswish) on each element while its
+ * block is in registers, after the accumulate: cbias, res, lo and hi, map,
+ * as bf__sgemm_colepi and bf__sgemm_bias order them (a Gemm's fused Relu
+ * or Clip: the bits of the product followed by the activation). crow (NULL:
  * none; only with accumulate): the n values accumulated onto instead of
  * y's own, the same for every row, y = fma(alpha, s, crow[j]) (a Gemm's C
  * row, beta 1), y then written, never read. */
