@@ -198,48 +198,55 @@ typedef struct filler {
     int started;
 } filler;
 
-/* Values a Conv's fused run leaves unwritten (exec/plan.c,
- * bf__plan_fused_last): its own output, and a BatchNormalization's or
- * residual Add's before the chain's last step; only for a chain with a
- * BatchNormalization or an Add in it. A Conv and its activation alone keep
- * the Conv's output, the activation derived from it (derivable): chain
- * mode (diffchain_setup.c) starts a chain at a Conv whose output the cache
- * holds, and a Relu's input is what its rounding reads. */
-static int fused_away(const bf_plan *p, size_t i, int v[3])
-{
-    /* a Conv's alone: a MatMul's bias chain (plan_fuse.c) keeps its
-     * product's output, which row mode (diffrows.c) re-runs rows of */
-    if (!bf__conv_step(&p->steps[i])) return 0;
-    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
-    if (r <= 0 || (!n && !a) || p->step_hit[r] || p->steps[i].n_out != 1) return 0;
-    v[0] = p->steps[i].node->out[0];
-    v[1] = n && n != r ? p->steps[n].node->out[0] : -1;
-    v[2] = a && a != r ? p->steps[a].node->out[0] : -1;
-    return r;
-}
-
 /* Conv step i's fused chain (its activation, residual Add or BN computed in
- * its epilogue: exec/plan.c, bf__plan_run_fused), when the cache holds
- * none of the values the chain fuses away, so that running it fused leaves
- * every slot as the steps one by one would: the last step's index, else 0.
- * Those values are the ones choose_values leaves out (fused_away: a chain
- * with a BatchNormalization or residual Add, whose trials recompute a
- * channel through it) and the ones too large for the budget (mobilenet_v2's
- * 112x112 and 56x56 Conv outputs at 1 GiB), whose activations run alone
- * cost a read and a write of every element over memory: 17% of a pass at
- * batch 8 (docs/BENCHMARKS.md, "mobilenet_v2's pass against ONNX Runtime's,
- * kind by kind"). A value the cache stores is still written whole: a
- * trial's channel update and its unfused re-runs read it. */
-static int fusable_here(const bf__gcache *gc, const bf_plan *p, size_t i)
+ * its epilogue: exec/plan.c, bf__plan_run_fused): the last step's index
+ * (0: the plan does not fuse step i now), and in v the values the fused run
+ * leaves unwritten: the Conv's own output, and a BatchNormalization's or
+ * residual Add's before the chain's last step (-1: none). fused_away and
+ * fusable_here both ask this, so what the cache leaves out and what the
+ * golden pass may run fused cannot drift apart. */
+static int chain_mids(const bf_plan *p, size_t i, int v[3], int *bn_or_add)
 {
     int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     if (!r || p->steps[i].n_out != 1) return 0;
-    const int mid[3] = {(int)i, n && n != r ? n : 0, a && a != r ? a : 0};
-    for (int k = 0; k < 3; k++) {
-        if (k && !mid[k]) continue;
-        int v = p->steps[mid[k]].node->out[0];
-        if (v < 0 || gc->blk[v]) return 0;
-    }
+    v[0] = p->steps[i].node->out[0];
+    v[1] = n && n != r ? p->steps[n].node->out[0] : -1;
+    v[2] = a && a != r ? p->steps[a].node->out[0] : -1;
+    *bn_or_add = n || a;
+    return r;
+}
+
+/* The values chain_mids names, for a Conv chain with a BatchNormalization
+ * or an Add in it, when no fault lands on its last step: the cache does not
+ * keep them. A Conv and its activation alone keep the Conv's output, the
+ * activation derived from it (derivable): chain mode (diffchain_setup.c)
+ * starts a chain at a Conv whose output the cache holds, and a Relu's input
+ * is what its rounding reads. A MatMul's bias chain (plan_fuse.c) keeps its
+ * product's output, which row mode (diffrows.c) re-runs rows of. */
+static int fused_away(const bf_plan *p, size_t i, int v[3])
+{
+    int mid, r;
+    if (!bf__conv_step(&p->steps[i]) || !(r = chain_mids(p, i, v, &mid))) return 0;
+    return mid && !p->step_hit[r] ? r : 0;
+}
+
+/* Conv step i's fused chain's last step when the cache holds none of the
+ * values the chain fuses away, so that running it fused leaves every slot as
+ * the steps one by one would; else 0. Those values are the ones
+ * choose_values leaves out (fused_away: a chain with a BatchNormalization or
+ * residual Add, whose trials recompute a channel through it) and the ones
+ * too large for the budget (mobilenet_v2's 112x112 and 56x56 Conv outputs at
+ * 1 GiB), whose activations run alone cost a read and a write of every
+ * element over memory: 17% of a pass at batch 8 (docs/BENCHMARKS.md,
+ * "mobilenet_v2's pass against ONNX Runtime's, kind by kind"). A value the
+ * cache stores is still written whole: a trial's channel update and its
+ * unfused re-runs read it. */
+static int fusable_here(const bf__gcache *gc, const bf_plan *p, size_t i)
+{
+    int v[3], mid, r = chain_mids(p, i, v, &mid);
+    if (!r || v[0] < 0 || gc->blk[v[0]]) return 0;
+    for (int k = 1; k < 3; k++)
+        if (v[k] >= 0 && gc->blk[v[k]]) return 0;
     return r;
 }
 
