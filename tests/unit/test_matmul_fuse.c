@@ -120,7 +120,7 @@ static void kernel_levels(void **state)
                         bf__act act = {.lo = -INFINITY, .hi = INFINITY, .cbias = bias, .cbias_a = bias_a,
                                        .map = gelu ? bf__gelu_kernel() : NULL};
                         memset(y, 0x5a, sizeof(float) * (size_t)m * n);
-                        bf__sgemm_colepi(levels[l], m, n, k, a, k, b, n, &act, y, n, w ? work : NULL);
+                        bf__sgemm_colepi(levels[l], m, n, k, a, k, b, n, &act, y, n, w ? work : NULL, NULL);
                         char what[128];
                         snprintf(what, sizeof what, "%dx%dx%d level %d bias_a %d gelu %d work %d", m, n, k,
                                  levels[l], bias_a, gelu, w && work);

@@ -35,6 +35,7 @@ void bf_plan_free(bf_plan *p)
         bf__free(p->steps[i].params);
     }
     bf__free(p->steps);
+    bf__free(p->packed);
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
@@ -131,6 +132,20 @@ static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc 
     return buf;
 }
 
+/* Step i's B packed once (plan_impl.h, packed), while the plan reads the
+ * model's own tensor as B: a plan whose fault is in B reads its view or
+ * copy there instead (param_data), and packs that at every call; once the
+ * fault is undone and the view given back (bf__plan_param_golden) the
+ * model's tensor, and so the copy, serve again. */
+static const float *packed_of(const bf_plan *p, size_t i)
+{
+    const float *w = p->packed ? p->packed[i] : NULL;
+    if (!w) return NULL;
+    const bf__step *s = &p->steps[i];
+    size_t q = (size_t)p->model->values[s->node->in[1]].index;
+    return s->in[1]->data == p->model->params[q].tensor->data ? w : NULL;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -189,7 +204,7 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     bf__bnorm bnorm;
     int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .packed = packed_of(p, i)};
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     return s->node->op->run(&c, err);
 }
@@ -240,7 +255,8 @@ static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
         return BF_OK;
     }
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
+                 .packed = packed_of(p, i)};
     int a = 0, n = 0, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     bf_status st = s->node->op->run(&c, err);
@@ -306,7 +322,8 @@ bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
     bf__rowsrc rs;
     if (s->dyn) return bf__dyn_run_step(p, i, err);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
+                 .packed = packed_of(p, i)};
     return s->node->op->run(&c, err);
 }
 

@@ -72,6 +72,11 @@ struct bf_plan {
     size_t n_owned;
     bf__step *steps;
     size_t n_steps;
+    /* per step: a Gemm's or MatMul's B packed whole once, the model's copy
+     * (base/wpack.h), passed to the step (bf__ctx.packed) while its input 1
+     * is still the model's own tensor (no fault of this plan's in it);
+     * NULL (the array or an entry): the step packs per call */
+    const float **packed;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;

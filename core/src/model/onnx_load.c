@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/warena.h"
+#include "base/wpack.h"
 #include "model/graph.h"
 #include "model/onnx_load.h"
 
@@ -133,6 +134,7 @@ void bf_model_free(bf_model *m)
         bf__tensor_free(m->values[i].init);
     }
     bf__warena_free(m->warena);
+    bf__wpack_free(m->wpack);
     bf__free(m->values);
     for (size_t i = 0; i < m->n_nodes; i++) bf__node_clear(&m->nodes[i]);
     bf__free(m->nodes);
@@ -788,6 +790,7 @@ static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char 
     m->warena = make_arena(mp, src.ranges);
     if ((st = convert(mp, m, &src, err)) != BF_OK) goto out;
     bf__warena_seal(m->warena);
+    m->wpack = bf__wpack_create();   /* NULL (no memory): products pack per call */
     if ((st = bf__graph_sort(m, err)) != BF_OK) goto out;
     if ((st = bf__graph_index_params(m, err)) != BF_OK) goto out;
     if ((st = bf__torch_names(m, err)) != BF_OK) goto out;
