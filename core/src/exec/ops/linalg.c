@@ -272,9 +272,15 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
      * environment each call, which took 3.4% of DLRM's pass (its interaction
      * product is 256 small slices a batch; perf, 2026-11-29) */
     int level = bf__sgemm_best();
+    /* c->bt: B's matrices read transposed from X ([.., N, K], the same
+     * elements at the same offsets per matrix): the product packs op(B)'s
+     * panels from X's rows, the same floats (bf__matmul_tfold) */
+    const float *bx = c->bt ? c->bt->data : NULL;
     for (int64_t t = 0; t < mp->batch; t++) {
         if (mp->plain)
             bf__smatmul_plain(level, m, n, k, a + off_a, k, b + off_b, n, y + t * mn, n);
+        else if (bx)
+            bf__sgemm_level(level, 0, 1, m, n, k, 1.0f, a + off_a, k, bx + off_b, k, 0, y + t * mn, n);
         else
             bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
         /* Odometer over the output batch index, moving A and B offsets along. */
@@ -299,6 +305,17 @@ int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out)
     const matmul_params *mp = s->params;
     if (!mp->fold || mp->plain || mp->k == 0 || mp->batch * mp->m > INT_MAX) return 0;
     *out = (bf__gemm_info){.m = (int)(mp->batch * mp->m), .n = mp->n, .k = mp->k, .alpha = 1.0f, .beta = 0.0f};
+    return 1;
+}
+
+int bf__matmul_tfold(const bf__step *s)
+{
+    if (s->node->op->run != matmul_run || s->n_in != 2) return 0;
+    const matmul_params *mp = s->params;
+    const bf_tensor *a = s->in[0], *b = s->in[1];
+    if (mp->fold || mp->plain || mp->k == 0 || a->ndim < 3 || b->ndim != a->ndim) return 0;
+    for (int d = 0; d < a->ndim - 2; d++)   /* one B matrix per A matrix: no broadcast */
+        if (a->dims[d] != b->dims[d]) return 0;
     return 1;
 }
 
