@@ -4,7 +4,9 @@
  * a small batched MatMul through bf__smatmul_plain (PyTorch's bmm loop);
  * neither's elements depend on the product's shape, so that a campaign
  * can recompute a row or a column alone; nothing here keeps pointers to input data between runs,
- * since faults rewrite parameter buffers in place. */
+ * since faults rewrite parameter buffers in place (a weight packed once is
+ * the model's, and the plan passes it only while B is the model's own
+ * tensor: bf__ctx.packed). */
 #include <assert.h>
 #include <limits.h>
 #include <stdint.h>
