@@ -1,5 +1,5 @@
-/* The weights arena (warena.h): anonymous memory with huge pages for the
- * model, moved a range at a time into a memfd when a plan that writes faults
+/* The weights arena (warena.h): anonymous memory (in huge pages where the
+ * loader asks for them) for the model, moved a range at a time into a memfd when a plan that writes faults
  * asks for a private view of it. */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -20,9 +20,11 @@
  * (the kernel swaps the mapping under its mmap lock: a reader in another
  * thread faults in the file's page, which holds the same bytes); views map
  * the file privately as before. What was moved is remembered a page at a
- * time, under a mutex (workers ask for views concurrently). Eval, which
- * asks for no view, keeps huge pages everywhere; a campaign keeps them on
- * every tensor its faults never land in. Memory stays one copy: the move
+ * time, under a mutex (workers ask for views concurrently). Where the
+ * arena was made with huge pages, eval, which asks for no view, keeps them
+ * everywhere, and a campaign on every tensor its faults never land in; the
+ * loader asks for them only for work that pays their first touch
+ * (bf_load_limits.huge_pages). Memory stays one copy: the move
  * frees each anonymous range as the file's replaces it (the file is
  * sparse where nothing moved).
  *
