@@ -12,13 +12,16 @@
  * Conv, MatMul or Gemm), then the total by op kind. STEPS_UNFUSED=1 in the
  * environment: the plan without fused activations, as a differential
  * campaign's golden pass ran every Conv before h13-mbv2 (each Relu or Clip a
- * step of its own). Not part of the tests. */
+ * step of its own). STEPS_DATA=EVAL.safetensors: the inputs are the eval
+ * set's first B samples instead (a DLRM's integer indices, which random
+ * floats would put out of range). Not part of the tests. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
 #include "exec/plan_impl.h"
@@ -76,6 +79,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bitflip-bench-steps: %s\n", err.msg);
         return 1;
     }
+    bf_dataset *ds = NULL;
+    if (getenv("STEPS_DATA") && bf_dataset_load_file(getenv("STEPS_DATA"), &ds, &err) != BF_OK) {
+        fprintf(stderr, "bitflip-bench-steps: %s\n", err.msg);
+        return 1;
+    }
     size_t n = bf_plan_num_steps(p);
     double *cost = calloc(n + 1, sizeof *cost);
     if (!cost) return 1;
@@ -93,6 +101,14 @@ int main(int argc, char **argv)
         srand(1);
         for (size_t i = 0; i < m->n_inputs; i++) {
             bf_tensor *t = bf_plan_input(p, i);
+            const bf_tensor *src = ds ? bf_dataset_find(ds, bf_model_input(m, i)->name) : NULL;
+            if (src) {
+                if (bf_dataset_copy_rows(src, 0, batch, t, &err) != BF_OK) {
+                    fprintf(stderr, "bitflip-bench-steps: %s\n", err.msg);
+                    return 1;
+                }
+                continue;
+            }
             if (t->dtype != BF_F32) continue;
             float *d = t->data;
             for (int64_t e = 0; e < numel(t); e++) d[e] = (float)rand() / ((float)RAND_MAX + 1.0f);
@@ -162,6 +178,7 @@ int main(int argc, char **argv)
     }
     free(cost), free(mark);
     bf_plan_free(p);
+    bf_dataset_free(ds);
     bf_model_free(m);
     return 0;
 }

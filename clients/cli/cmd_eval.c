@@ -422,6 +422,20 @@ static void report_fault(const bf_param_info *p, const bf_bitflip *fl, float old
     fputc('\n', stdout);
 }
 
+/* Whether the model's large tensors go in huge pages (bf_load_limits.
+ * huge_pages): when the eval reads at least this many samples in all, over
+ * its passes. On the benchmark VM a huge page's first touch made loading
+ * the Criteo-shaped DLRM (647 MiB of tables) about 1.2 s (0.3-1.3 s) slower
+ * in system time, and saved 1-6% of the CPU of its pass over 16,384 samples
+ * (0.001-0.008 s; docs/BENCHMARKS.md, "The huge-pages default"): they pay
+ * from about 150 to 1,200 such passes, so from 4 million sample-passes. */
+#define EVAL_HUGE_PAGES_SAMPLES 4000000LL
+
+static int huge_pages_pay(int64_t samples, long long passes)
+{
+    return samples > 0 && passes > 0 && samples >= (EVAL_HUGE_PAGES_SAMPLES + passes - 1) / passes;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     opts o = {.batch = 0, .threads = 1, .repeat = 1, .seed = 1, .progress_interval = CLI_PROGRESS_INTERVAL_DEFAULT};
@@ -442,8 +456,10 @@ int cmd_eval(int argc, char **argv)
     rc = parse_args(argc, argv, &o);
     if (rc) { rc = rc < 0 ? EXIT_OK : rc; goto out; }
 
-    if (bf_model_load_file_opts(o.model_path, &o.lim.model, &m, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+    /* the eval set first: its size decides the weights' pages */
     if (bf_dataset_load_file_opts(o.data_path, &o.lim.data, &ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
+    o.lim.model.huge_pages = huge_pages_pay(bf_dataset_num_samples(ds), o.repeat + (long long)o.n_flip_specs + o.random_flips);
+    if (bf_model_load_file_opts(o.model_path, &o.lim.model, &m, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
     if (bf_model_bind_dims(&m, ds, &err) != BF_OK) { rc = report_error("eval", &err); goto out; }
     flips = calloc(o.n_flip_specs + (size_t)o.random_flips + 1, sizeof *flips);
     if (!flips) { fprintf(stderr, "bitflip eval: out of memory\n"); rc = EXIT_INFRA; goto out; }

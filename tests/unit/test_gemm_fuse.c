@@ -18,7 +18,9 @@
  * (sgemm.h, crow) rather than copied into y first: the unfused plans run
  * that too, so test_sgemm checks it against the reference. The differential engine's plans do not fuse Gemms (they read a
  * Gemm's own output), which a plan without fuse_activations shows: no
- * Gemm sites at all. */
+ * Gemm sites at all. packed_weight_faulted: weights the model keeps packed
+ * once (base/wpack.h) and a plan's fault in one of them (its outputs those
+ * of a model storing the weight faulted; another plan stays golden). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +34,10 @@
 #include "bitflip/fault.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
+#include "base/wpack.h"
+#include "exec/ops/sgemm.h"
+#include "exec/plan_impl.h"
+#include "model/graph.h"
 #include "onnx_graph.h"
 
 #define BATCH 40   /* past two row blocks of either kernel: B packed whole where transposed */
@@ -201,10 +207,119 @@ static void fused_as_unfused(void **state)
     bf_model_free(m);
 }
 
+/* Products whose weight B the plan passes packed once, from the model's
+ * shared copy (base/wpack.h; plan.c, packed_of): x [B, 24] -> Gemm(wg^T,
+ * bg) -> Relu (transposed B: packed), x2 [B, 260] -> MatMul(wm) (260 deep:
+ * packed) and -> MatMul(wa) -> Add(ba) (the bias epilogue). flip: the bit
+ * of `flip_w`'s element `at` stored flipped (the reference model). */
+static uint8_t *packed_net(size_t *len, const char *flip_w, int64_t at, int bit)
+{
+    tg_graph g = {.opset = 14};
+    uint64_t s = 0x7777;
+    static const char *const names[] = {"wg", "wm", "wa"};
+    static const int64_t rows[] = {40, 260, 260}, cols[] = {24, 20, 20};
+    for (int i = 0; i < 3; i++) {
+        float *w = tg_alloc(&g, sizeof(float) * (size_t)(rows[i] * cols[i]));
+        for (int64_t e = 0; e < rows[i] * cols[i]; e++) w[e] = urand(&s) * 0.5f;
+        if (flip_w && !strcmp(flip_w, names[i])) {
+            uint32_t u;
+            memcpy(&u, &w[at], 4);
+            u ^= 1u << bit;
+            memcpy(&w[at], &u, 4);
+        }
+        tg_init_f32(&g, names[i], 2, (int64_t[]){rows[i], cols[i]}, w);
+    }
+    weights(&g, "bg", 40, 0, s++), weights(&g, "ba", 20, 0, s++);
+    gemm(&g, "g", "x", "wg", "bg", "hg", 1);
+    tg_node(&g, "Relu", "r", (const char *[]){"hg"}, 1, "yg");
+    tg_node(&g, "MatMul", "m", (const char *[]){"x2", "wm"}, 2, "ym");
+    tg_node(&g, "MatMul", "ma", (const char *[]){"x2", "wa"}, 2, "ha");
+    tg_node(&g, "Add", "a", (const char *[]){"ha", "ba"}, 2, "ya");
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){BATCH, 24});
+    g.ins[g.n_ins++] = tg_value_info(&g, "x2", 1, 2, (int64_t[]){BATCH, 260});
+    g.outs[g.n_outs++] = tg_value_info(&g, "yg", 1, 2, (int64_t[]){BATCH, 40});
+    g.outs[g.n_outs++] = tg_value_info(&g, "ym", 1, 2, (int64_t[]){BATCH, 20});
+    g.outs[g.n_outs++] = tg_value_info(&g, "ya", 1, 2, (int64_t[]){BATCH, 20});
+    uint8_t *buf = tg_pack(&g, "packed", len);
+    tg_free(&g);
+    return buf;
+}
+
+static bf_model *load(uint8_t *buf, size_t len)
+{
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "packed.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    return m;
+}
+
+static void run2(bf_plan *p)
+{
+    uint64_t s = 5;
+    float *x = bf_plan_input(p, 0)->data, *x2 = bf_plan_input(p, 1)->data;
+    for (int i = 0; i < BATCH * 24; i++) x[i] = urand(&s) * 2.0f;
+    for (int i = 0; i < BATCH * 260; i++) x2[i] = urand(&s) * 2.0f;
+    bf_error err = {0};
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+/* A fault in a weight the model keeps packed: the faulted plan computes
+ * with the faulted weight (its outputs those of a model storing the weight
+ * flipped, whose own packing is of the flipped bits), while another plan
+ * of the same model, run in between, still computes golden outputs, and
+ * the faulted plan is golden again once the bit is flipped back. Each
+ * CPU path of the product, plans with and without fusion. */
+static void packed_weight_faulted(void **state)
+{
+    (void)state;
+    static const char *const levels[] = {"avx512", "avx2", "ref"};
+    static const char *const wq[] = {"wg", "wm", "wa"};
+    static const int64_t at[] = {37, 50 * 20 + 3, 259 * 20 + 19};
+    size_t len;
+    uint8_t *buf = packed_net(&len, NULL, 0, 0);
+    bf_model *m = load(buf, len);
+    for (int l = 0; l < 3; l++) {
+        setenv("BITFLIP_SIMD", levels[l], 1);
+        for (int fuse = 0; fuse < 2; fuse++) {
+            bf_plan *a = plan(m, fuse, fuse), *b = plan(m, fuse, 0), *g = plan(m, 0, 0);
+            assert_true(a->packed || !bf__sgemm_simd());   /* the plan passes the model's copies */
+            run2(g);
+            for (int k = 0; k < 3; k++) {
+                buf = packed_net(&len, wq[k], at[k], 30);
+                bf_model *mf = load(buf, len);
+                bf_plan *r = plan(mf, fuse, 0);
+                run2(r);
+                bf_bitflip f = {.param = (size_t)bf_model_find_param(m, wq[k]), .index = at[k], .bit = 30};
+                bf_error err = {0};
+                if (bf_plan_flip_bit(a, &f, NULL, NULL, &err) != BF_OK) fail_msg("%s", err.msg);
+                run2(a), run2(b);
+                same_outputs(m, a, r, wq[k]);   /* the faulted weight's product */
+                same_outputs(m, b, g, "the other plan");
+                /* the fault reached an output: the flipped element's column */
+                const bf_tensor *ya = bf_plan_output(a, (size_t)k), *yg = bf_plan_output(g, (size_t)k);
+                assert_true(memcmp(ya->data, yg->data, bf_tensor_nbytes(yg)) != 0);
+                if (bf_plan_flip_bit(a, &f, NULL, NULL, &err) != BF_OK) fail_msg("%s", err.msg);
+                run2(a);
+                same_outputs(m, a, g, "flipped back");
+                bf_plan_free(r);
+                bf_model_free(mf);
+            }
+            bf_plan_free(a), bf_plan_free(b), bf_plan_free(g);
+        }
+    }
+    unsetenv("BITFLIP_SIMD");
+    /* the three weights were kept packed (where the CPU has the kernel):
+     * 16-column panels, 24 x 48 floats for wg^T, 260 x 32 for wm and wa */
+    if (bf__sgemm_simd()) assert_int_equal(bf__wpack_bytes(m->wpack), sizeof(float) * (24 * 48 + 2 * 260 * 32));
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fused_as_unfused),
+        cmocka_unit_test(packed_weight_faulted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

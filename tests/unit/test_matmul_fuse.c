@@ -36,6 +36,7 @@
 #include "bitflip/plan.h"
 #include "exec/op.h"
 #include "exec/ops/sgemm.h"
+#include "exec/plan_impl.h"
 #include "exec/step_access.h"
 #include "onnx_graph.h"
 
@@ -120,7 +121,7 @@ static void kernel_levels(void **state)
                         bf__act act = {.lo = -INFINITY, .hi = INFINITY, .cbias = bias, .cbias_a = bias_a,
                                        .map = gelu ? bf__gelu_kernel() : NULL};
                         memset(y, 0x5a, sizeof(float) * (size_t)m * n);
-                        bf__sgemm_colepi(levels[l], m, n, k, a, k, b, n, &act, y, n, w ? work : NULL);
+                        bf__sgemm_colepi(levels[l], m, n, k, a, k, b, n, &act, y, n, w ? work : NULL, NULL);
                         char what[128];
                         snprintf(what, sizeof what, "%dx%dx%d level %d bias_a %d gelu %d work %d", m, n, k,
                                  levels[l], bias_a, gelu, w && work);
@@ -311,11 +312,80 @@ static void plan_levels(void **state)
     bf_model_free(m);
 }
 
+/* The interaction of a DLRM, X @ X^T: a Transpose (perm 0, 2, 1) whose
+ * only reader is the batched MatMul, with X its A, is folded into the
+ * product's read (plan_build.c, find_tfolds): a plan that fuses skips it and
+ * reads X transposed (bf__ctx.bt), and gives the unfused plan's outputs
+ * bit for bit on every CPU path, NaNs, infinities and -0 in X included; a
+ * value fault on the Transpose's output runs both as steps (the fault
+ * lands), one on the MatMul's output lands too. A second graph reads
+ * the Transpose twice (also a graph output): no fold. [B, 27, 16] as the
+ * Criteo-shaped DLRM's, 27 x 27 x 16 past the plain bmm's size. */
+static bf_model *tfold_graph(int twice)
+{
+    tg_graph g = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 3, (int64_t[]){-1, 27, 16});
+    Onnx__NodeProto *t = tg_node(&g, "Transpose", "t", (const char *[]){"x"}, 1, "xt");
+    tg_attr_ints(&g, t, "perm", 3, (int64_t[]){0, 2, 1});
+    tg_node(&g, "MatMul", "z", (const char *[]){"x", "xt"}, 2, "z");
+    g.outs[g.n_outs++] = tg_value_info(&g, "z", 1, -1, NULL);
+    if (twice) g.outs[g.n_outs++] = tg_value_info(&g, "xt", 1, -1, NULL);
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "tfold", &len);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "tfold", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    tg_free(&g);
+    return m;
+}
+
+static void transpose_folded(void **state)
+{
+    (void)state;
+    static const char *const levels[] = {"avx512", "avx2", "ref"};
+    for (int twice = 0; twice < 2; twice++) {
+        bf_model *m = tfold_graph(twice);
+        for (int l = 0; l < 3; l++) {
+            setenv("BITFLIP_SIMD", levels[l], 1);
+            bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 1);
+            assert_null(a->tfold);   /* only plans that fuse */
+            if (twice) assert_null(b->tfold);
+            else assert_non_null(b->tfold);
+            run(a), run(b);
+            same_outputs(m, a, b, levels[l]);
+            static const char *const at[] = {"xt", "z"};
+            for (int k = 0; k < 2; k++) {
+                bf_value_fault f = {.value = value(m, at[k]), .sample = 2, .index = 40,
+                                    .model = BF_FAULT_BITFLIP, .mask = 1u << 30, .repr = BF_REPR_FP32};
+                bf_error err = {0};
+                if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK ||
+                    bf_plan_set_value_faults(b, &f, 1, &err) != BF_OK)
+                    fail_msg("%s", err.msg);
+                run(a), run(b);
+                same_outputs(m, a, b, at[k]);
+                float was, now;
+                bf_plan_value_fault_seen(b, 0, &was, &now);
+                assert_true(was != now);
+                if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK ||
+                    bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
+                    fail_msg("%s", err.msg);
+            }
+            run(a), run(b);
+            same_outputs(m, a, b, "faults gone");
+            bf_plan_free(a), bf_plan_free(b);
+        }
+        bf_model_free(m);
+    }
+    unsetenv("BITFLIP_SIMD");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kernel_levels),
         cmocka_unit_test(plan_levels),
+        cmocka_unit_test(transpose_folded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

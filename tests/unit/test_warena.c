@@ -12,7 +12,9 @@
  * after a late failure is filled with the file;
  * THP disabled for the process changes nothing else. Whether THP took
  * (AnonHugePages in /proc/self/smaps) is printed, never asserted: it is the
- * host's setting. */
+ * host's setting; that an arena made without huge pages (the default for a
+ * model's, bf_load_limits.huge_pages) or under BITFLIP_HUGE_PAGES=0 never
+ * asks for them (VmFlags "hg") is asserted. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -379,6 +381,58 @@ static void without_huge_pages(void **state)
     assert_int_equal(prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0), 0);
 }
 
+/* 1 when the mapping holding p carries the huge-page advice (VmFlags "hg":
+ * MADV_HUGEPAGE was applied to it), 0 when not, -1 when smaps says nothing. */
+static int advised_huge(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0, r = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0) r = strstr(line, " hg") != NULL;
+    }
+    fclose(f);
+    return r;
+}
+
+/* Which arenas ask for huge pages (warena.h, bf__warena_create_opts): not
+ * one made with huge 0, nor any with BITFLIP_HUGE_PAGES=0; the advice
+ * itself may be refused (no THP in the kernel), so where it is asked for
+ * its presence is printed, not asserted. */
+static void huge_pages_only_where_asked(void **state)
+{
+    (void)state;
+    const char *was = getenv("BITFLIP_HUGE_PAGES");
+    char keep[16] = "";
+    if (was) snprintf(keep, sizeof keep, "%s", was);
+    static const struct { const char *env; int huge, want; } cases[] = {
+        {NULL, 0, 0}, {NULL, 1, -1}, {"0", 1, 0}, {"0", 0, 0}, {"1", 0, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].env) setenv("BITFLIP_HUGE_PAGES", cases[i].env, 1);
+        else unsetenv("BITFLIP_HUGE_PAGES");
+        bf__warena *a = bf__warena_create_opts(4 * MiB, cases[i].huge);
+        assert_non_null(a);
+        uint8_t *t = bf__warena_take(a, MiB);
+        assert_non_null(t);
+        int hg = advised_huge(t);
+        if (hg < 0) {   /* no smaps (not Linux's procfs): nothing to see */
+            bf__warena_free(a);
+            continue;
+        }
+        if (cases[i].want == 0) assert_int_equal(hg, 0);
+        else print_message("BITFLIP_HUGE_PAGES=%s huge %d: advice %s\n", cases[i].env ? cases[i].env : "(unset)",
+                           cases[i].huge, hg ? "taken" : "refused (no THP)");
+        bf__warena_free(a);
+    }
+    if (was) setenv("BITFLIP_HUGE_PAGES", keep, 1);
+    else unsetenv("BITFLIP_HUGE_PAGES");
+}
+
 /* A tensor larger than the 16 MiB a move takes at a time (warena.c,
  * MOVE_CHUNK): moved in pieces, the same bytes across their seams, one view. */
 static void a_large_range_moves_in_pieces(void **state)
@@ -430,6 +484,7 @@ int main(void)
         cmocka_unit_test(a_failed_move_leaves_the_range_to_its_readers),
         cmocka_unit_test(a_hole_left_by_a_failed_move_is_filled),
         cmocka_unit_test(without_huge_pages),
+        cmocka_unit_test(huge_pages_only_where_asked),
         cmocka_unit_test(a_large_range_moves_in_pieces),
         cmocka_unit_test(allocation_failures_make_no_arena),
     };

@@ -47,6 +47,14 @@ typedef struct bf_load_limits {
      * (docs/OPS.md, "Fused patterns"); their NaN/Inf under huge values then
      * follow the ONNX nodes, not PyTorch. */
     int no_fuse;
+    /* Not a limit: 1 puts the large initializers (the weights arena,
+     * core/src/base/warena.h) in transparent huge pages, which golden eval's
+     * random embedding rows read faster, at a cost on first touch that on
+     * some VMs exceeds what a short run saves (docs/BENCHMARKS.md, "The
+     * huge-pages default"); 0 (the default): 4 KiB pages. BITFLIP_HUGE_PAGES
+     * in the environment overrides it: 0 never, any other value always.
+     * `bitflip eval` sets it by the work it is given (docs/ENGINE.md). */
+    int huge_pages;
 } bf_load_limits;
 
 #define BF_LIMIT_GRAPH_DEPTH_DEFAULT 64

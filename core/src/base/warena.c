@@ -1,5 +1,5 @@
-/* The weights arena (warena.h): anonymous memory with huge pages for the
- * model, moved a range at a time into a memfd when a plan that writes faults
+/* The weights arena (warena.h): anonymous memory (in huge pages where the
+ * loader asks for them) for the model, moved a range at a time into a memfd when a plan that writes faults
  * asks for a private view of it. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,14 +56,18 @@ static uint8_t *map_aligned(size_t len)
 
 /* BITFLIP_HUGE_PAGES=0 in the environment: no MADV_HUGEPAGE anywhere (the
  * weights arena, bf__pages_huge), for a machine where a huge page's first
- * touch costs more than a run saves (bf__warena_create says why) */
-static int huge_pages_wanted(void)
+ * touch costs more than a run saves (bf__warena_create_opts says why); any
+ * other value: huge pages wherever they may be asked for; unset: `dflt`,
+ * the caller's choice */
+static int huge_pages_wanted(int dflt)
 {
     const char *hp = getenv("BITFLIP_HUGE_PAGES");
-    return !hp || strcmp(hp, "0") != 0;
+    return hp ? strcmp(hp, "0") != 0 : dflt;
 }
 
-bf__warena *bf__warena_create(size_t bytes)
+bf__warena *bf__warena_create(size_t bytes) { return bf__warena_create_opts(bytes, 1); }
+
+bf__warena *bf__warena_create_opts(size_t bytes, int huge)
 {
     size_t pg = bf__warena_page();
     if (bytes == 0 || bytes > SIZE_MAX - pg) return NULL;
@@ -79,13 +83,15 @@ bf__warena *bf__warena_create(size_t bytes)
         goto fail;
     }
     /* best effort: refused (no THP, THP disabled for the process), the
-     * arena works with 4 KiB pages. BITFLIP_HUGE_PAGES=0 leaves them out:
-     * on a VM that hands free 2 MiB blocks back to its host (free page
-     * reporting), each huge page costs a host fault a 4 KiB page when first
-     * touched, and loading the Criteo-shaped DLRM (647 MiB of tables) took
-     * 0.4-1.4 s more system time, more than a one-pass eval saves
-     * (docs/BENCHMARKS.md, "The Criteo-shaped DLRM with huge pages") */
-    if (huge_pages_wanted()) (void)madvise(a->base, a->len, MADV_HUGEPAGE);
+     * arena works with 4 KiB pages. Not asked for unless `huge` or
+     * BITFLIP_HUGE_PAGES=1: on a VM that hands free 2 MiB blocks back to
+     * its host (free page reporting), each huge page costs a host fault a
+     * 4 KiB page when first touched, and loading the Criteo-shaped DLRM
+     * (647 MiB of tables) took 0.4-1.4 s more system time, more than a
+     * one-pass eval saves (docs/BENCHMARKS.md, "The Criteo-shaped DLRM with
+     * huge pages", and the section after it, which set `bitflip eval`'s
+     * default by the work) */
+    if (huge_pages_wanted(huge)) (void)madvise(a->base, a->len, MADV_HUGEPAGE);
     return a;
 fail:
     bf__free(a->moved);
@@ -238,7 +244,7 @@ void bf__pages_drop(void *addr, size_t len)
 void bf__pages_huge(void *addr, size_t len)
 {
 #ifdef MADV_HUGEPAGE
-    if (!huge_pages_wanted()) return;
+    if (!huge_pages_wanted(1)) return;
     const uintptr_t huge = (uintptr_t)2 << 20;
     uintptr_t a = ((uintptr_t)addr + huge - 1) & ~(huge - 1), e = ((uintptr_t)addr + len) & ~(huge - 1);
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
@@ -270,6 +276,7 @@ void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
 void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
 void bf__pages_huge(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
+bf__warena *bf__warena_create_opts(size_t bytes, int huge) { (void)bytes, (void)huge; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }
 void bf__warena_free(bf__warena *a) { (void)a; }
 void *bf__wview_create(bf__warena *a, const void *data, size_t nbytes)

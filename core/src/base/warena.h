@@ -12,7 +12,7 @@
  * file (a memfd) can be mapped privately more than once.
  *
  * So the arena starts anonymous (MAP_PRIVATE | MAP_ANONYMOUS, aligned to
- * 2 MiB, MADV_HUGEPAGE), and the first view asked of a range moves that
+ * 2 MiB, MADV_HUGEPAGE where asked for), and the first view asked of a range moves that
  * range, and only it, into a memfd: its pages are written once to the file
  * at the same offsets, then the file is mapped shared at a fresh address
  * and that mapping moved over the range's addresses in one call (mremap,
@@ -21,9 +21,11 @@
  * mapping under its mmap lock: a reader in another thread faults in the
  * file's page, which holds the same bytes); views map
  * the file privately as before. What was moved is remembered a page at a
- * time, under a mutex (workers ask for views concurrently). Eval, which
- * asks for no view, keeps huge pages everywhere; a campaign keeps them on
- * every tensor its faults never land in. Memory stays one copy: the move
+ * time, under a mutex (workers ask for views concurrently). Where the
+ * arena was made with huge pages, eval, which asks for no view, keeps them
+ * everywhere, and a campaign on every tensor its faults never land in; the
+ * loader asks for them only for work that pays their first touch
+ * (bf_load_limits.huge_pages). Memory stays one copy: the move
  * frees each anonymous range as the file's replaces it (the file is
  * sparse where nothing moved).
  *
@@ -50,7 +52,12 @@ typedef struct bf__warena bf__warena;
 #define BF__WARENA_MIN_BYTES ((size_t)64 << 10)
 
 /* An arena of `bytes` (rounded up to pages); NULL when none can be made
- * (no mmap, out of memory): the caller then uses the heap. */
+ * (no mmap, out of memory): the caller then uses the heap. huge: ask for
+ * transparent huge pages (MADV_HUGEPAGE) unless the environment says
+ * otherwise (BITFLIP_HUGE_PAGES=0: never, any other value: always); a
+ * model's arena takes them only for work that pays their first touch
+ * (bf_load_limits.huge_pages). bf__warena_create: huge 1. */
+bf__warena *bf__warena_create_opts(size_t bytes, int huge);
 bf__warena *bf__warena_create(size_t bytes);
 /* Room for `nbytes` at the next page boundary; NULL when it is full. */
 void *bf__warena_take(bf__warena *a, size_t nbytes);

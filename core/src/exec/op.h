@@ -148,6 +148,12 @@ typedef struct bf__ctx {
     int res_a;
     const bf__bnorm *bn;            /* with act: a BatchNormalization fused right after the
                                      * Conv, before the Add and the activation */
+    const float *packed;            /* Gemm or MatMul: op(B) packed whole, the model's copy
+                                     * (base/wpack.h), set by the plan only while input 1
+                                     * is the model's own tensor; NULL: pack it per call */
+    const bf_tensor *bt;            /* MatMul: B is this tensor with its last two dims swapped
+                                     * (a Transpose folded into the read, plan.c); input 1's
+                                     * data is then not read. NULL: input 1 as it is */
 } bf__ctx;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's

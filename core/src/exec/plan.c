@@ -35,6 +35,8 @@ void bf_plan_free(bf_plan *p)
         bf__free(p->steps[i].params);
     }
     bf__free(p->steps);
+    bf__free(p->packed);
+    bf__free(p->tfold);
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
@@ -131,6 +133,20 @@ static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc 
     return buf;
 }
 
+/* Step i's B packed once (plan_impl.h, packed), while the plan reads the
+ * model's own tensor as B: a plan whose fault is in B reads its view or
+ * copy there instead (param_data), and packs that at every call; once the
+ * fault is undone and the view given back (bf__plan_param_golden) the
+ * model's tensor, and so the copy, serve again. */
+static const float *packed_of(const bf_plan *p, size_t i)
+{
+    const float *w = p->packed ? p->packed[i] : NULL;
+    if (!w) return NULL;
+    const bf__step *s = &p->steps[i];
+    size_t q = (size_t)p->model->values[s->node->in[1]].index;
+    return s->in[1]->data == p->model->params[q].tensor->data ? w : NULL;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -189,7 +205,7 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     bf__bnorm bnorm;
     int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .packed = packed_of(p, i)};
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     return s->node->op->run(&c, err);
 }
@@ -221,12 +237,20 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
 /* step i of a run: a dynamic step, an activation its Conv computed, a Conv
  * computing its activation too, or any other; then the value faults that
  * apply after it */
-static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
+static bf_status run_one(bf_plan *p, size_t i, int tfold, bf_error *err)
 {
     const bf__step *s = &p->steps[i];
     bf__rowsrc rs;
     bf__act act;
     bf__bnorm bnorm;
+    /* a folded Transpose (plan_impl.h, tfold): skipped, its MatMul reads
+     * its input transposed; both run as steps when a fault lands on it */
+    const bf_tensor *bt = NULL;
+    if (tfold && p->tfold[i]) {
+        size_t t = (size_t)p->tfold[i] - 1;
+        if (t > i && !p->step_hit[i]) return BF_OK;   /* the Transpose */
+        if (t < i && !p->step_hit[t]) bt = p->steps[t].in[0];
+    }
     if (s->dyn) {
         bf_status st = bf__dyn_run_step(p, i, err);
         if (st != BF_OK) return st;
@@ -240,7 +264,8 @@ static bf_status run_one(bf_plan *p, size_t i, bf_error *err)
         return BF_OK;
     }
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
+                 .packed = packed_of(p, i), .bt = bt};
     int a = 0, n = 0, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     bf_status st = s->node->op->run(&c, err);
@@ -267,6 +292,9 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
     if (p->n_dyn) bf__dyn_reset(p);
     double t = w && w->step_time ? now_s() : 0;
     const unsigned char *act = w ? w->act : NULL;
+    /* folded Transposes only in whole runs nobody watches: a watch may
+     * stop a run in between, record the skipped value or resume later */
+    int tfold = p->tfold && p->fuse && from == 0 && !w;
     for (size_t i = from; i < p->n_steps; i++) {
         if (w && w->step_time && i > from) {
             double u = now_s();
@@ -292,7 +320,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             }
             if (done) continue;
         }
-        bf_status st = run_one(p, i, err);
+        bf_status st = run_one(p, i, tfold, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);
     }
@@ -306,7 +334,8 @@ bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
     bf__rowsrc rs;
     if (s->dyn) return bf__dyn_run_step(p, i, err);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs)};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
+                 .packed = packed_of(p, i)};
     return s->node->op->run(&c, err);
 }
 

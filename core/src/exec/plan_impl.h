@@ -72,6 +72,19 @@ struct bf_plan {
     size_t n_owned;
     bf__step *steps;
     size_t n_steps;
+    /* per step: a Gemm's or MatMul's B packed whole once, the model's copy
+     * (base/wpack.h), passed to the step (bf__ctx.packed) while its input 1
+     * is still the model's own tensor (no fault of this plan's in it);
+     * NULL (the array or an entry): the step packs per call */
+    const float **packed;
+    /* Transposes folded into a batched MatMul's read (find_tfolds,
+     * plan_build.c): tfold[t] = j + 1 for a Transpose step t swapping the
+     * last two dims of X whose only reader is MatMul step j, as its B, with
+     * X its A; tfold[j] = t + 1 for that MatMul. A whole run of a fusing
+     * plan without a watch (bf__plan_run_from) skips t and has j read X
+     * transposed (bf__ctx.bt), unless a value fault strikes t's output.
+     * NULL: none. */
+    int *tfold;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;

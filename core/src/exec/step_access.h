@@ -128,6 +128,19 @@ int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out);
  * and Gelu (op.h, bf__act's cbias and map): one B matrix [K, N], the fold's
  * one bf__sgemm product (never the small bmm's plain loop). */
 int bf__matmul_epi(const bf__step *s);
+/* linalg.c: 1 if the step is a batched MatMul (no fold, not the small
+ * bmm's plain loop, A and B of one rank and the same batch dims) whose run
+ * may read B as another tensor transposed (bf__ctx.bt): a folded
+ * Transpose (plan_build.c, find_tfolds). */
+int bf__matmul_tfold(const bf__step *s);
+/* linalg.c: for a Gemm or MatMul step whose product packs op(B) whole at
+ * every call (sgemm.h, bf__sgemm_work), that packing of input 1's data as
+ * it is now, from the model's shared copies (base/wpack.h: made the first
+ * time, kept with the model); NULL for any other step, or no copy. The
+ * caller (plan_build.c) asks only while input 1 is the model's own
+ * tensor, never a plan's faulty view of it. */
+struct bf__wpack;
+const float *bf__linalg_packed(const bf__step *s, struct bf__wpack *w);
 /* 1 for a BatchNormalization in training mode: each sample's output depends
  * on the whole batch (its statistics), so the step never runs on a subset of
  * the batch's rows (linalg_norm.c). */

@@ -119,6 +119,9 @@ struct bf_model {
     /* the large initializers' data (base/warena.h); NULL: all on the heap.
      * Read-only once loaded. A derived model uses its base's. */
     struct bf__warena *warena;
+    /* the products' weights packed once (base/wpack.h), shared by every
+     * plan; NULL: none kept. A derived model uses its base's. */
+    struct bf__wpack *wpack;
 
     size_t n_values;
     bf__value *values;

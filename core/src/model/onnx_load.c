@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/warena.h"
+#include "base/wpack.h"
 #include "model/graph.h"
 #include "model/onnx_load.h"
 
@@ -133,6 +134,7 @@ void bf_model_free(bf_model *m)
         bf__tensor_free(m->values[i].init);
     }
     bf__warena_free(m->warena);
+    bf__wpack_free(m->wpack);
     bf__free(m->values);
     for (size_t i = 0; i < m->n_nodes; i++) bf__node_clear(&m->nodes[i]);
     bf__free(m->nodes);
@@ -729,7 +731,7 @@ out:
  * the unpacked headers and the cut ranges, and only for data that is there:
  * dims alone could ask for gigabytes). NULL when there are none or no arena
  * can be made: the heap then. */
-static bf__warena *make_arena(const Onnx__ModelProto *mp, const bf__raw_range *ranges)
+static bf__warena *make_arena(const Onnx__ModelProto *mp, const bf__raw_range *ranges, int huge)
 {
     const Onnx__GraphProto *g = mp->graph;
     size_t pg = bf__warena_page(), total = 0;
@@ -740,7 +742,7 @@ static bf__warena *make_arena(const Onnx__ModelProto *mp, const bf__raw_range *r
         if (nb > SIZE_MAX - total) return NULL;
         total += nb;
     }
-    return total ? bf__warena_create(total) : NULL;
+    return total ? bf__warena_create_opts(total, huge) : NULL;
 }
 
 static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char *label,
@@ -785,9 +787,10 @@ static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char 
         st = bf_error_set(err, BF_EFORMAT, "%s: not a valid ONNX model (%zu bytes): %s", m->label, len, why);
         goto out;
     }
-    m->warena = make_arena(mp, src.ranges);
+    m->warena = make_arena(mp, src.ranges, lim && lim->huge_pages);
     if ((st = convert(mp, m, &src, err)) != BF_OK) goto out;
     bf__warena_seal(m->warena);
+    m->wpack = bf__wpack_create();   /* NULL (no memory): products pack per call */
     if ((st = bf__graph_sort(m, err)) != BF_OK) goto out;
     if ((st = bf__graph_index_params(m, err)) != BF_OK) goto out;
     if ((st = bf__torch_names(m, err)) != BF_OK) goto out;

@@ -4,12 +4,15 @@
  * a small batched MatMul through bf__smatmul_plain (PyTorch's bmm loop);
  * neither's elements depend on the product's shape, so that a campaign
  * can recompute a row or a column alone; nothing here keeps pointers to input data between runs,
- * since faults rewrite parameter buffers in place. */
+ * since faults rewrite parameter buffers in place (a weight packed once is
+ * the model's, and the plan passes it only while B is the model's own
+ * tensor: bf__ctx.packed). */
 #include <assert.h>
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "base/wpack.h"
 #include "exec/op.h"
 #include "linalg_impl.h"
 #include "sgemm.h"
@@ -136,8 +139,9 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
     if (g->k == 0) {
         if (!g->use_c) memset(y, 0, sizeof(float) * (size_t)m * (size_t)n);
     } else if (!g->trans_a) {
-        bf__sgemm_work(bf__sgemm_best(), g->trans_b, m, n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : n,
-                       g->use_c, y, n, work_of(c, g->work), act, crow);
+        /* c->packed: B as the model holds it, packed once (plan.c) */
+        bf__sgemm_prepacked(bf__sgemm_best(), g->trans_b, m, n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : n,
+                            g->use_c, y, n, work_of(c, g->work), c->packed, act, crow);
         act = NULL;   /* applied */
     } else {
         bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, m, b, g->trans_b ? g->k : n, g->use_c, y, n);
@@ -255,11 +259,12 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
         /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch. */
         float *work = work_of(c, mp->work);
         if (c->act)   /* a bias Add (and Gelu) fused in (plan_build.c; op.h, bf__act) */
-            bf__sgemm_colepi(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, c->act, y, n, work);
+            bf__sgemm_colepi(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, c->act, y, n, work, c->packed);
         else if (mp->plain)
             bf__smatmul_plain(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, y, n);
-        else if (work)
-            bf__sgemm_work(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work, NULL, NULL);
+        else if (work || c->packed)
+            bf__sgemm_prepacked(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work,
+                                c->packed, NULL, NULL);
         else
             bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
         return BF_OK;
@@ -269,9 +274,15 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
      * environment each call, which took 3.4% of DLRM's pass (its interaction
      * product is 256 small slices a batch; perf, 2026-11-29) */
     int level = bf__sgemm_best();
+    /* c->bt: B's matrices read transposed from X ([.., N, K], the same
+     * elements at the same offsets per matrix): the product packs op(B)'s
+     * panels from X's rows, the same floats (bf__matmul_tfold) */
+    const float *bx = c->bt ? c->bt->data : NULL;
     for (int64_t t = 0; t < mp->batch; t++) {
         if (mp->plain)
             bf__smatmul_plain(level, m, n, k, a + off_a, k, b + off_b, n, y + t * mn, n);
+        else if (bx)
+            bf__sgemm_level(level, 0, 1, m, n, k, 1.0f, a + off_a, k, bx + off_b, k, 0, y + t * mn, n);
         else
             bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
         /* Odometer over the output batch index, moving A and B offsets along. */
@@ -299,11 +310,54 @@ int bf__matmul_fold_params(const bf__step *s, bf__gemm_info *out)
     return 1;
 }
 
+int bf__matmul_tfold(const bf__step *s)
+{
+    if (s->node->op->run != matmul_run || s->n_in != 2) return 0;
+    const matmul_params *mp = s->params;
+    const bf_tensor *a = s->in[0], *b = s->in[1];
+    if (mp->fold || mp->plain || mp->k == 0 || a->ndim < 3 || b->ndim != a->ndim) return 0;
+    for (int d = 0; d < a->ndim - 2; d++)   /* one B matrix per A matrix: no broadcast */
+        if (a->dims[d] != b->dims[d]) return 0;
+    return 1;
+}
+
 int bf__matmul_epi(const bf__step *s)
 {
     if (s->node->op->run != matmul_run || s->n_in != 2 || s->in[1]->ndim != 2) return 0;
     const matmul_params *mp = s->params;
     return mp->fold && !mp->plain && mp->k > 0 && mp->batch * mp->m <= INT_MAX;
+}
+
+typedef struct pack_job {
+    int trans, n, k;
+    const float *b;
+} pack_job;
+
+static int pack_fill(const void *ctx, float *out)
+{
+    const pack_job *j = ctx;
+    return bf__sgemm_pack(j->trans, j->n, j->k, j->b, j->trans ? j->k : j->n, out);
+}
+
+const float *bf__linalg_packed(const bf__step *s, bf__wpack *w)
+{
+    int trans, n, k;
+    if (s->node->op->run == gemm_run) {
+        const gemm_params *g = s->params;
+        if (!g->work || g->trans_a) return NULL;
+        trans = g->trans_b, n = g->n, k = g->k;
+    } else if (s->node->op->run == matmul_run) {
+        const matmul_params *mp = s->params;
+        if (!mp->work) return NULL;   /* (a fold's, never a plain bmm's) */
+        trans = 0, n = mp->n, k = mp->k;
+    } else {
+        return NULL;
+    }
+    if (s->n_in < 2 || !s->in[1] || !s->in[1]->data || s->in[1]->dtype != BF_F32) return NULL;
+    pack_job j = {trans, n, k, s->in[1]->data};
+    /* the layout: n and k are at most BF_SGEMM_WORK_MAX (2^20) where work is set */
+    uint64_t tag = (uint64_t)trans | (uint64_t)n << 1 | (uint64_t)k << 32;
+    return bf__wpack_get(w, j.b, tag, bf__sgemm_pack_floats(n, k), pack_fill, &j);
 }
 
 const bf__op bf__ops_linalg[] = {

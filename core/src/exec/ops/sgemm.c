@@ -27,6 +27,7 @@
  * windows of one buffer (a Conv channel's taps over padded planes). */
 #include "sgemm.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -596,7 +597,7 @@ static int sgemm_at(int level, int trans_a, const bf__gemm_b *src, int m, int n,
         return 1;
     }
     bf__gemm_b whole;
-    if (work && !src->pack && packs_b(m, k, src->trans, src->ldb)) {
+    if (work && !src->pack && !src->packed && packs_b(m, k, src->trans, src->ldb)) {
         pack_whole(src, m, n, k, work);
         whole = (bf__gemm_b){.packed = work};
         src = &whole;
@@ -638,10 +639,30 @@ size_t bf__sgemm_work_floats(int m, int n, int k, int trans_b, int ldb)
     return f <= BF_SGEMM_WORK_MAX ? f : 0;
 }
 
+int bf__sgemm_pack(int trans_b, int n, int k, const float *b, int ldb, float *out)
+{
+#ifdef HAVE_AVX2_PATH
+    if (n <= 0 || k <= 0 || bf__simd_cpu() < BF_SGEMM_AVX2) return 0;
+    bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
+    pack_whole(&src, INT_MAX, n, k, out);   /* m: any (a transposed B's panels do not depend on it) */
+    return 1;
+#else
+    (void)trans_b, (void)n, (void)k, (void)b, (void)ldb, (void)out;
+    return 0;
+#endif
+}
+
 void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                     int ldb, int accumulate, float *y, int ldy, float *work, const bf__act *act, const float *crow)
 {
-    bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b};
+    bf__sgemm_prepacked(level, trans_b, m, n, k, alpha, a, lda, b, ldb, accumulate, y, ldy, work, NULL, act, crow);
+}
+
+void bf__sgemm_prepacked(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, int accumulate, float *y, int ldy, float *work, const float *packed,
+                         const bf__act *act, const float *crow)
+{
+    bf__gemm_b src = {.b = b, .ldb = ldb, .trans = trans_b, .packed = packed};
     if (crow && !accumulate) crow = NULL;
     if (sgemm_at(level, 0, &src, m, n, k, alpha, a, lda, accumulate, NULL, act, y, ldy, work, crow)) return;
     for (int i = 0; crow && i < m; i++) memcpy(y + (int64_t)i * ldy, crow, sizeof(float) * (size_t)n);
@@ -679,9 +700,9 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
 }
 
 void bf__sgemm_colepi(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                      const bf__act *act, float *y, int ldy, float *work)
+                      const bf__act *act, float *y, int ldy, float *work, const float *packed)
 {
-    bf__gemm_b src = {.b = b, .ldb = ldb};
+    bf__gemm_b src = {.b = b, .ldb = ldb, .packed = packed};
     if (sgemm_at(level, 0, &src, m, n, k, 1.0f, a, lda, 0, NULL, act, y, ldy, work, NULL)) return;
     /* the reference: the steps' own operations, one pass each, in order */
     bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);

@@ -88,6 +88,19 @@ size_t bf__sgemm_work_floats(int m, int n, int k, int trans_b, int ldb);
 void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                     int ldb, int accumulate, float *y, int ldy, float *work, const bf__act *act,
                     const float *crow);
+/* bf__sgemm_work with op(B) already packed whole (NULL: as bf__sgemm_work),
+ * as bf__sgemm_pack packs it, by a caller that keeps the panels between
+ * products: a plan's golden weight (exec/wpack.h). b and ldb still say
+ * where B is: a CPU path without the kernel computes from them. */
+void bf__sgemm_prepacked(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, int accumulate, float *y, int ldy, float *work, const float *packed,
+                         const bf__act *act, const float *crow);
+/* op(B) (n columns, k deep) packed whole into out, k x 16 floats a panel of
+ * 16 columns (the last zero-padded: bf__sgemm_pack_floats), the panels the
+ * kernel packs at every call otherwise, the same floats. 0, out untouched,
+ * where this CPU has no kernel (the products then never read it). */
+int bf__sgemm_pack(int trans_b, int n, int k, const float *b, int ldb, float *out);
+static inline size_t bf__sgemm_pack_floats(int n, int k) { return (size_t)k * (size_t)((n + 15) / 16) * 16; }
 
 /* ATen's bmm_out_or_baddbmm_ (1.13): contraction x rows x columns below
  * this runs baddbmm_cpu_kernel's plain loop, else BLAS per matrix (Debian's
@@ -134,9 +147,10 @@ void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, con
  * act's lo and hi, then act->map over the block's rows just stored (the
  * Gelu step's kernel). Each element's product is its in-order chain, and
  * each later operation the step's own on the same float, so the bits are
- * the steps' one by one. work: as bf__sgemm_work's (NULL: none). */
+ * the steps' one by one. work: as bf__sgemm_work's (NULL: none); packed:
+ * as bf__sgemm_prepacked's. */
 void bf__sgemm_colepi(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                      const bf__act *act, float *y, int ldy, float *work);
+                      const bf__act *act, float *y, int ldy, float *work, const float *packed);
 /* Y = A op(B) + bias as bf__sgemm_bias, op(B)'s panels from `pack` (bias
  * may be NULL: nothing added; act NULL: no activation). 0, with y untouched, when this CPU has no
  * kernel or a panel deeper than 1024 found no memory: the caller computes
