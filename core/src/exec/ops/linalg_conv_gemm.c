@@ -122,11 +122,11 @@ static void im2col(const bf__conv_params *cp, const float *restrict x, float *re
  * the rows of im2col (bf__conv_krow). Done every run: faults rewrite W
  * between runs. A channel block at a time, tap by tap, each tap's channels
  * written side by side (the block's few hundred bytes of W stay in L1), on
- * AVX-512 one gather a tap (reorder_blocks16): channel by channel, each
- * store 16 floats from the last, the copy cost a quarter of a 512-channel
- * 3x3 Conv at batch 1 and 4.5-6% at batch 32, the runs a resnet18
- * campaign's trials re-run most (docs/BENCHMARKS.md, "Where a campaign's
- * time goes on resnet18 and mobilenet_v2"). */
+ * AVX-512 one gather a tap (reorder_blocks16): against the copy channel
+ * by channel, each store 16 floats from the last, that took a quarter off
+ * a 512-channel 3x3 Conv at batch 1 and 4.5-6% off at batch 32, the runs a
+ * resnet18 campaign's trials re-run most (docs/BENCHMARKS.md, "Where a
+ * campaign's time goes on resnet18 and mobilenet_v2"). */
 #if defined(__x86_64__) && defined(__GNUC__)
 /* reorder_weights' full blocks of 16 channels on AVX-512: each tap's 16
  * channels, ksp floats apart in W, in one gather from the block's few
