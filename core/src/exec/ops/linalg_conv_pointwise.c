@@ -4,21 +4,22 @@
  * products on this Intel machine", h14-mbv2):
  *
  * - few output channels over a large map (mobilenet_v2's projections
- *   16-32 x 112x112 and 56x56: M <= 32, K 32-144, N 3136-12544). The
+ *   16-32 x 112x112 to 28x28: M <= 32, K 32-192, N 784-12544). The
  *   product packs B (the input map, 1.2 MB an image, read from L3 after the
  *   depthwise step wrote it for the whole batch) into panels for only one
- *   or two blocks of rows, and the packer's loads wait on memory: 96-144
+ *   to three blocks of rows, and the packer's loads wait on memory: 96-144
  *   rows of B read 64 bytes at a time, more streams than the prefetchers
- *   follow. Here B's rows are read in place, 16 columns at a time by a block
- *   of all the rows (up to 24: one B load for 24 multiply-adds), each row's
- *   line PW_AHEAD floats further on asked for in advance (into L2).
+ *   follow. Here B's rows are read in place, 32 columns at a time by
+ *   blocks of up to 12 rows (two B loads for 24 multiply-adds, the general
+ *   product's block shape), each row's lines BF__PW_AHEAD floats further on
+ *   asked for in advance (into L2).
  * - small maps (7x7 = 49 positions: 3 full panels and one of a single
  *   column, 23% of the lanes padding): the images side by side in one
  *   product as bf__conv_packed does for the 3x3 path, its panels gathered
  *   from each image's channels, the product in the scratch and then copied
- *   to each image's planes (K past 256 only: the general product packs
- *   those panels anyway) (the residual Add and activation first, plane by
- *   plane, where they are fused).
+ *   to each image's planes, the residual Add and activation first, plane
+ *   by plane, where they are fused (K past 256 only, where the general
+ *   product packs its panels anyway, and a product of at most 512 KiB).
  *
  * Both keep every element's chain: s = 0, s = fma(w[p], x[p], s) for the
  * input channels p in order, then (1 * s) + bias, the residual Add with the
@@ -40,8 +41,8 @@
 #include "sgemm.h"
 
 /* how far ahead of a row's read bf__conv_pw_inplace asks for the row's
- * line (into L2): 8 lines, 8 blocks of 16 columns, measured best of
- * 64-512 floats (docs/BENCHMARKS.md, h14-mbv2) */
+ * lines (into L2): 8 lines, 4 blocks of 32 columns, the best or level with
+ * the best of 64-512 floats (docs/BENCHMARKS.md, h14-mbv2) */
 #ifndef BF__PW_AHEAD
 #define BF__PW_AHEAD 128
 #endif
@@ -66,7 +67,10 @@ int64_t bf__conv_pw_images(const bf__conv_params *cp)
      * from L2 where the step before left it, and that measured faster than
      * gathering the images' panels */
     if (!PW512 || cp->simd < BF_SGEMM_AVX512 || cp->kc <= BF__PW_KMIN || cp->kc > BF_SGEMM_KSTACK) return 1;
-    return bf__conv_packed_images(cp);
+    /* and a product that stays in L2 beside its input: mobilenet_v2's
+     * 1280-channel head (1 MB, then copied out) measured level */
+    int64_t imgs = bf__conv_packed_images(cp);
+    return cp->mg * imgs * cp->osp <= BF__PW_TMPMAX ? imgs : 1;
 }
 
 size_t bf__conv_pw_floats(const bf__conv_params *cp)
@@ -85,50 +89,63 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
     return o;
 }
 
-/* Rows 0 .. mr of A (mr <= 24) times B's columns j .. j + nr (nr <= 16,
- * the rest masked: never loaded nor stored), B read in place, rows ldb
- * apart; each row's line PW_AHEAD floats on prefetched when it is read. */
+/* Rows 0 .. mr of A (mr <= 12) times B's columns j .. j + 32 (two vectors
+ * of 16; lanes past n masked: never loaded nor stored), B read in place,
+ * rows ldb apart: per p two loads of B and mr broadcasts of A for 2 mr
+ * multiply-adds (sgemm.c's block512 shape, on B's own rows). `ahead`: each
+ * row's lines BF__PW_AHEAD floats on are asked for (into L2) as it is read. */
 AVX512 static inline __attribute__((always_inline)) void pw_block(int mr, int k, const float *a, int64_t lda,
-                                                                  const float *b, int64_t ldb, int nr, int ahead,
-                                                                  const float *bias, const bf__act *act,
-                                                                  const float *res, float *y, int64_t ldy)
+                                                                  const float *b, int64_t ldb, __mmask16 k0,
+                                                                  __mmask16 k1, int ahead, const float *bias,
+                                                                  const bf__act *act, const float *res, float *y,
+                                                                  int64_t ldy)
 {
-    const __mmask16 km = (__mmask16)((1u << nr) - 1u);
-    __m512 s[24];
-    _Pragma("GCC unroll 24") for (int i = 0; i < mr; i++) s[i] = _mm512_setzero_ps();
+    __m512 s[12][2];
+    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
     if (res && ahead)
-        _Pragma("GCC unroll 24") for (int i = 0; i < mr; i++)
+        _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++)
             _mm_prefetch((const char *)(res + (int64_t)i * ldy + BF__PW_AHEAD), _MM_HINT_T1);
     for (int p = 0; p < k; p++) {
         const float *bp = b + (int64_t)p * ldb;
-        if (ahead) _mm_prefetch((const char *)(bp + BF__PW_AHEAD), _MM_HINT_T1);
-        __m512 bv = _mm512_maskz_loadu_ps(km, bp);
-        _Pragma("GCC unroll 24") for (int i = 0; i < mr; i++)
-            s[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[(int64_t)i * lda + p]), bv, s[i]);
+        if (ahead) {
+            _mm_prefetch((const char *)(bp + BF__PW_AHEAD), _MM_HINT_T1);
+            _mm_prefetch((const char *)(bp + BF__PW_AHEAD + 16), _MM_HINT_T1);
+        }
+        __m512 b0 = _mm512_maskz_loadu_ps(k0, bp), b1 = _mm512_maskz_loadu_ps(k1, bp + 16);
+        _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++) {
+            __m512 av = _mm512_set1_ps(a[(int64_t)i * lda + p]);
+            s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+            s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+        }
     }
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
-    _Pragma("GCC unroll 24") for (int i = 0; i < mr; i++) {
-        __m512 v = _mm512_mul_ps(one, s[i]);   /* block512's alpha */
-        v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
-        if (res) {
-            __m512 r = _mm512_maskz_loadu_ps(km, res + (int64_t)i * ldy);
-            v = act->res_a ? add_first(r, v) : add_first(v, r);
+    _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++)
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __mmask16 km = h ? k1 : k0;
+            __m512 v = _mm512_mul_ps(one, s[i][h]);   /* block512's alpha */
+            v = _mm512_add_ps(v, _mm512_set1_ps(bias[i]));
+            if (res) {
+                __m512 r = _mm512_maskz_loadu_ps(km, res + (int64_t)i * ldy + 16 * h);
+                v = act->res_a ? add_first(r, v) : add_first(v, r);
+            }
+            if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+            _mm512_mask_storeu_ps(y + (int64_t)i * ldy + 16 * h, km, v);
         }
-        if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-        _mm512_mask_storeu_ps(y + (int64_t)i * ldy, km, v);
-    }
 }
 
 AVX512 static void pw_inplace(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                               const float *bias, const bf__act *act, float *y, int ldy)
 {
-    /* rows in near-equal blocks of at most 24; the blocks inner, so B's
-     * 16 columns are read from memory once and from L1 by the next block */
-    int nblk = (m + 23) / 24, base = m / nblk, extra = m % nblk;
+    /* rows in near-equal blocks of at most 12 (16: 8 and 8, not 12 and 4);
+     * the blocks inner, so B's 32 columns come from memory once and from
+     * L1 for the next block */
+    int nblk = (m + 11) / 12, base = m / nblk, extra = m % nblk;
     const float *res = act && act->res ? act->res : NULL;
-    for (int j = 0; j < n; j += 16) {
-        int nr = n - j < 16 ? n - j : 16, ahead = j + BF__PW_AHEAD < n;
+    for (int j = 0; j < n; j += 32) {
+        int nr = n - j < 32 ? n - j : 32, ahead = j + BF__PW_AHEAD < n;
+        __mmask16 k0 = (__mmask16)(nr >= 16 ? 0xffffu : (1u << nr) - 1u);
+        __mmask16 k1 = (__mmask16)(nr >= 32 ? 0xffffu : nr > 16 ? (1u << (nr - 16)) - 1u : 0u);
         for (int blk = 0, i0 = 0; blk < nblk; blk++) {
             int mr = base + (blk < extra);
             const float *ab = a + (int64_t)i0 * lda, *bb = bias + i0;
@@ -137,8 +154,7 @@ AVX512 static void pw_inplace(int m, int n, int k, const float *a, int lda, cons
             int pf = ahead && blk == 0;
             switch (mr) {
 #define PW(r) \
-    case r: pw_block(r, k, ab, lda, b + j, ldb, nr, pf, bb, act, rb, yb, ldy); break;
-                PW(24) PW(23) PW(22) PW(21) PW(20) PW(19) PW(18) PW(17) PW(16) PW(15) PW(14) PW(13)
+    case r: pw_block(r, k, ab, lda, b + j, ldb, k0, k1, pf, bb, act, rb, yb, ldy); break;
                 PW(12) PW(11) PW(10) PW(9) PW(8) PW(7) PW(6) PW(5) PW(4) PW(3) PW(2) PW(1)
 #undef PW
             default: break;
@@ -173,7 +189,8 @@ AVX512 static void pw_pack(const void *ctx, int j0, int nr, int k, float *panel)
         j += len;
     }
     if (ns == 1 && nr == 16) {
-        for (int p = 0; p < k; p++) _mm512_storeu_ps(panel + (int64_t)p * 16, _mm512_loadu_ps(src[0] + (int64_t)p * g->osp));
+        for (int p = 0; p < k; p++)
+            _mm512_storeu_ps(panel + (int64_t)p * 16, _mm512_loadu_ps(src[0] + (int64_t)p * g->osp));
         return;
     }
     for (int p = 0; p < k; p++) {
@@ -209,9 +226,11 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
             int64_t yoff = (n * cp->m + g * cp->mg) * cp->osp;
             /* the residual is laid out as y, not as the product: after it */
             const bf__act *kact = act && act->res ? NULL : act;
+            /* 0 never past the first call (the level and K are checked); the
+             * caller's path then computes every output, the same bits */
             if (!bf__sgemm_packed(cp->simd, mg, (int)ldt, kc, wt + g * cp->mg * cp->kc, kc, pw_pack, &pk,
                                   bias + g * cp->mg, kact, tmp, (int)ldt))
-                return 0;   /* before any of y is written: the caller's path gives the same bits */
+                return 0;
             /* row j of the product holds channel j of each image in turn */
             for (int64_t i = 0; i < ni; i++)
                 for (int64_t j = 0; j < mg; j++) {
