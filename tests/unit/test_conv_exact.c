@@ -220,6 +220,30 @@ static const conv_case cases[] = {
     {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 0},
+    /* 1x1 on AVX-512 (linalg_conv_pointwise.c): 8-32 rows over 784 or more
+     * positions, B read in place, 32 columns by near-equal blocks of up to
+     * 12 rows, the last columns masked (tails of 3 and of 17); and small maps
+     * with K past 256, several images side by side in one product, panels
+     * across images (K of 256 or less: one image a product) */
+    {"1x1, 24 rows (blocks of 12) over 48x48: B in place, an Inf weight", 2, 37, 48, 48, 24, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1},
+    {"1x1, 25 rows (blocks of 9, 8, 8) over 45x47: a 3-column tail", 1, 20, 45, 47, 25, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1, 8 rows from 3 channels over 61x37: a 17-column tail", 1, 3, 61, 37, 8, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1, 32 rows over 28x28 (784 positions, the fewest it takes)", 2, 30, 28, 28, 32, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1, 32 rows (blocks of 11, 11, 10) over 20x112", 1, 16, 20, 112, 32, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1, groups 2 of 12 rows over 48x48", 1, 18, 48, 48, 24, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1, 24 rows over 48x48, no bias (the product, then + 0)", 1, 9, 48, 48, 24, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
+    {"1x1 on 7x7 maps, 5 images: four in one product, then one; an Inf weight", 5, 300, 7, 7, 30, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 1},
+    {"1x1 on 3x5 maps, 9 images in one product: panels across three images", 9, 260, 3, 5, 17, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 0},
+    {"1x1 on 1x1 maps, 20 images: a panel of 16 images", 20, 270, 1, 1, 12, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 groups 2 on 7x7 maps, 3 images", 3, 520, 7, 7, 14, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 on 7x7 maps, 3 images, no bias: one image a product", 3, 300, 7, 7, 14, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
+    {"1x1 on 7x7 maps, K = 1030 past the stack panel: one image a product", 2, 1030, 7, 7, 9, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 0},
+    {"1x1 on 7x7 maps, 1400 rows: a product past 512 KiB, one image a product", 2, 260, 7, 7, 1400, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 0},
+    {"1x1 on 7x7 maps, K = 256: one image a product", 3, 256, 7, 7, 9, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
     {"depthwise 3x3 stride 2, even width: the last 8 (16 on AVX-512) outputs end the input", 1, 2, 6, 34, 2, 2, 3, 3, 2, 1,

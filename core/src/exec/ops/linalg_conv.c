@@ -130,6 +130,11 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
         }
         p->scratch = cp->scratch_floats * sizeof(float);
     }
+    if (cp->path == BF__CONV_POINTWISE) {
+        /* several small images per product (linalg_conv_pointwise.c) */
+        cp->scratch_floats = bf__conv_pw_floats(cp);
+        p->scratch = cp->scratch_floats * sizeof(float);
+    }
     int64_t dims[5] = {cp->n, m};
     for (int i = 0; i < w->rank; i++) dims[2 + i] = w->out[3 - w->rank + i];
     bf__set_shape(p->out[0], BF_F32, 2 + w->rank, dims);
@@ -147,7 +152,7 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
     if (cp->osp == 0 || cp->mg == 0) return 0;
     if (cp->path != BF__CONV_IM2COL) {
         if (res && !bf__conv_res_direct(cp)) act = NULL;
-        bf__conv_direct(cp, x, wt, bias, act, y, ch);
+        bf__conv_direct(cp, x, wt, bias, act, y, ch, scratch);
         return act != NULL;
     }
     if (cp->kc == 0) {

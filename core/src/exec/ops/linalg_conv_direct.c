@@ -667,7 +667,7 @@ int bf__conv_res_direct(const bf__conv_params *cp)
 /* Output channels [j0, j0 + nj) of each group of the direct and 1x1 paths
  * (every channel: j0 = 0, nj = mg; one: its group only). */
 void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                        const bf__act *act, float *y, int64_t ch)
+                        const bf__act *act, float *y, int64_t ch, void *scratch)
 {
     int osp = (int)cp->osp, kc = (int)cp->kc;
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
@@ -684,6 +684,8 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
         return;
     }
 #endif
+    /* small maps: the images side by side in one product (whole steps) */
+    if (cp->path == BF__CONV_POINTWISE && ch < 0 && bf__conv_pw_batched(cp, x, wt, bias, act, y, scratch)) return;
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g * cp->cg) * cp->isp;
@@ -720,6 +722,11 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
             if (kc > 0 && bias) {
                 bf__act ka;
                 if (act && act->res) ka = *act, ka.res = act->res + (yg - y);   /* laid out as y */
+                if (bf__conv_pw_inplace_ok(cp, nj)) {   /* few rows over a large map: B in place */
+                    bf__conv_pw_inplace((int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0,
+                                        act && act->res ? &ka : act, yg, osp);
+                    continue;
+                }
                 bf__sgemm_bias(cp->simd, (int)nj, osp, kc, wg, kc, xg, osp, bias + g * cp->mg + j0,
                                act && act->res ? &ka : act, yg, osp);
                 continue;

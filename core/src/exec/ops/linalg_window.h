@@ -172,12 +172,38 @@ void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, float
 int bf__conv_channel_windows(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                              float *y, void *scratch, int64_t ch);
 /* linalg_conv_direct.c: the depthwise and 1x1 paths. act->res may be set
- * only where bf__conv_res_direct says. */
+ * only where bf__conv_res_direct says. scratch: the step's (a 1x1 Conv's
+ * bf__conv_pw_floats; NULL: none asked). */
 void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                     const bf__act *act, float *y, int64_t ch);
+                     const bf__act *act, float *y, int64_t ch, void *scratch);
 /* 1 when bf__conv_direct adds act->res in the product's epilogue: the 1x1
  * path with a bias on a CPU with the product's kernel. */
 int bf__conv_res_direct(const bf__conv_params *cp);
+/* linalg_conv_pointwise.c: two shapes of the 1x1 path on AVX-512 (whole
+ * steps; each element the chain and epilogue of bf__sgemm_bias, so the
+ * same bits). bf__conv_pw_inplace: few output channels over a large map,
+ * B (the input) read in place and prefetched, no panel packed; it takes nj
+ * rows of a group where bf__conv_pw_inplace_ok says (BF__PW_MMIN ..
+ * BF__PW_MMAX rows, at least BF__PW_NMIN positions: the shapes where it
+ * measured faster, docs/BENCHMARKS.md, h14-mbv2). bf__conv_pw_batched:
+ * bf__conv_pw_images images side by side in one product where a map is
+ * small (bf__conv_packed_images' rule), K past BF__PW_KMIN and the
+ * product no larger than BF__PW_TMPMAX floats, the product in the scratch
+ * (bf__conv_pw_floats, 0 when it takes none) then copied to each image,
+ * act->res added plane by plane; 0 when it does not take the step (y
+ * untouched). */
+#define BF__PW_MMIN 8
+#define BF__PW_MMAX 32
+#define BF__PW_NMIN 784
+#define BF__PW_KMIN 256 /* bf__conv_pw_batched: K past this only */
+#define BF__PW_TMPMAX (1 << 17) /* ... and a product of at most this many floats (512 KiB) */
+int bf__conv_pw_inplace_ok(const bf__conv_params *cp, int64_t nj);
+void bf__conv_pw_inplace(int m, int n, int k, const float *a, int lda, const float *b, int ldb, const float *bias,
+                         const bf__act *act, float *y, int ldy);
+int64_t bf__conv_pw_images(const bf__conv_params *cp);
+size_t bf__conv_pw_floats(const bf__conv_params *cp);
+int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                        const bf__act *act, float *y, void *scratch);
 /* linalg_conv.c: n outputs y of one plane become the residual Add's
  * expression with r (act->res_a says which is A), then the activation
  * (act->lo, act->hi), as the pass after a bare Conv computes them. */
