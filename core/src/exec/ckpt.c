@@ -60,6 +60,7 @@ void bf__ckpt_free(bf__ckpt *ck)
     bf__free(ck->chan_chain);
     bf__free(ck->chan_next);
     bf__free(ck->row_soft);
+    bf__free(ck->row_keep);
     bf__free(ck->data);
     bf__free(ck);
 }

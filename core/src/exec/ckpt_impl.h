@@ -61,6 +61,7 @@ struct bf__ckpt {
      * class logits: Reshape, Transpose, Concat), the Softmax's golden input
      * and output in the store; 0: none */
     int *row_soft;
+    double *row_keep;           /* per such Conv: the share of the Softmax's rows its channel cannot move */
     size_t sample_bytes;
     int64_t samples;
     unsigned char *data;        /* samples x sample_bytes */

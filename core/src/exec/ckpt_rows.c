@@ -80,8 +80,9 @@ bf_status bf__ckpt_choose_rows(bf__ckpt *ck, const bf_plan *p, const double *mas
 {
     size_t n = ck->n_steps;
     ck->row_soft = bf__calloc(n + 1, sizeof *ck->row_soft);
+    ck->row_keep = bf__calloc(n + 1, sizeof *ck->row_keep);
     double *share = bf__calloc(n + 1, sizeof *share);
-    if (!ck->row_soft || !share) {
+    if (!ck->row_soft || !ck->row_keep || !share) {
         bf__free(share);
         return BF_ENOMEM;
     }
@@ -97,7 +98,8 @@ bf_status bf__ckpt_choose_rows(bf__ckpt *ck, const bf_plan *p, const double *mas
         if (k <= 0 || !bf__softmax_rows(&p->steps[k], &rows, &cols) || rows < 1) continue;
         double pos = (double)bf_tensor_numel(&p->vals[o]) / (double)ck->chan_m[i];
         ck->row_soft[i] = k;
-        share[k] += mass[i] / mtotal * (pos < (double)rows ? 1.0 - pos / (double)rows : 0.0);
+        ck->row_keep[i] = pos < (double)rows ? 1.0 - pos / (double)rows : 0.0;
+        share[k] += mass[i] / mtotal * ck->row_keep[i];
     }
     uint64_t taken = 0;
     for (size_t k = 0; k < n; k++) {
@@ -139,6 +141,9 @@ void bf__ckpt_rows_mark(const bf__ckpt *ck, bf__ckpt_trial *tr)
     if (tr->act[k] & (BF__STEP_SKIP | BF__STEP_CHAN)) return;
     tr->act[k] |= BF__STEP_CHAN;
     tr->row_step = k;
+    /* the work counted (--stats): the rows the channel may move, at most */
+    int64_t saved = (int64_t)((double)(ck->pre_ns[k + 1] - ck->pre_ns[k]) * ck->row_keep[i]);
+    for (size_t j = (size_t)k + 1; j <= ck->n_steps; j++) tr->run_pre[j] -= saved;
 }
 
 int64_t bf__ckpt_rows_run(const bf__ckpt *ck, const unsigned char *block, bf_plan *p, size_t i)
