@@ -217,6 +217,20 @@ static const conv_case cases[] = {
     {"3x3 stride 2 to 7x7, 3 images in one product, no bias", 3, 64, 14, 14, 100, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
     {"groups 2 on 7x7 maps, 3 images in one product", 3, 128, 7, 7, 200, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
     {"small, several images per product", 3, 5, 9, 11, 7, 1, 3, 3, 1, 1, {1, 0, 2, 1}, 1, 0},
+    /* the output channels in the lanes, the input broadcast (AVX-512,
+     * linalg_conv_bcast.c: M a multiple of 16, K of 576 or more; stride 2,
+     * or stride 1 on padded rows 32 wide or narrower): blocks of 6
+     * positions of any image x 16-64 channels, each chunk of 16 channels'
+     * weights packed as 16 x 16 tiles transposed, or one float at a time */
+    {"bcast: 7x7 maps, 9 images (8 a call, then 1), 48 rows (three vectors), an Inf weight", 9, 128, 7, 7, 48, 1, 3, 3, 1,
+     1, {1, 1, 1, 1}, 1, 1},
+    {"bcast: 3x3 stride 2 to 7x7, 80 channels and rows (64 + 16), no bias", 2, 80, 14, 14, 80, 1, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 0, 0},
+    {"bcast: 3x3 stride 2, asymmetric pads, odd sizes, groups 2 of 32 rows", 2, 256, 13, 11, 64, 2, 3, 3, 2, 1,
+     {0, 1, 2, 0}, 1, 1},
+    {"bcast: 14x14, 72 channels (a last chunk of 8, packed a float at a time), 32 rows", 1, 72, 14, 14, 32, 1, 3, 3, 1,
+     1, {1, 1, 1, 1}, 1, 0},
+    {"bcast: 3x3 stride 2 dilation 2, 64 channels, 16 rows", 1, 64, 15, 17, 16, 1, 3, 3, 2, 2, {2, 1, 1, 2}, 1, 0},
     {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 0},

@@ -57,7 +57,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     cp->n = x->dims[0], cp->c = c, cp->m = m, cp->group = group;
     cp->cg = c / group, cp->mg = m / group;
     cp->isp = bf__win_in(w), cp->osp = bf__win_out(w), cp->ksp = bf__win_k(w), cp->kc = cp->cg * cp->ksp;
-    cp->has_bias = b != NULL;
+    cp->has_bias = b != NULL, cp->bcast = 0;
     cp->simd = bf__sgemm_best();   /* once, when the plan is built */
     if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
         return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large (M/group %lld, "
@@ -121,6 +121,14 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
         int planes_ok = bf__conv_padded_ok(w) || (cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w));
         if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && planes_ok) {
             size_t want = cp->off_cols + bf__conv_packed_floats(cp, bf__conv_packed_images(cp));
+            if (want > cp->scratch_floats) cp->scratch_floats = want;
+        }
+        /* the output channels in the lanes (AVX-512, linalg_conv_bcast.c): the planes, its sums and tables */
+        cp->bcast = cp->nb == 1 && bf__conv_bcast_want(cp);
+        if (cp->bcast) {
+            size_t planes = (size_t)(bf__conv_bcast_images(cp) * cp->cg * bf__conv_padded_plane(w));
+            size_t want = cp->off_cols + ((planes + 15) & ~(size_t)15) + ((bf__conv_bcast_floats(cp) + 15) & ~(size_t)15) +
+                          (size_t)cp->mg + 16;
             if (want > cp->scratch_floats) cp->scratch_floats = want;
         }
         /* the product straight off the planes (AVX-512, stride 1): its sums between blocks of K */

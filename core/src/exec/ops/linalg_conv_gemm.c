@@ -373,12 +373,20 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
     /* stride 1, one image a product, AVX-512: no panels at all, the product
      * straight off the planes (linalg_conv_planes.c), the same bits */
     int direct = padded && !s2 && imgs == 1 && bf__conv_planes_ok(cp) && bf__conv_planes_floats(cp) <= room;
+    /* the output channels in the lanes, the input broadcast (linalg_conv_bcast.c),
+     * where prepare chose it for the shape: whole steps only, its own images a call */
+    size_t bfl = (bf__conv_bcast_floats(cp) + 15) & ~(size_t)15;
+    int64_t bimgs = bf__conv_bcast_images(cp);
+    int bcast = padded && ch < 0 && cp->bcast &&
+                (size_t)((bimgs * cp->cg * plane + 15) & ~(int64_t)15) + bfl + (size_t)cp->mg + 16 <= room;
+    if (bcast) imgs = bimgs;
     float *wr = scratch, *buf = wr + cp->off_cols;
     int64_t planes = (imgs * cp->cg * plane + 15) & ~(int64_t)15, ldt = imgs * cp->osp;
     float *tmp = buf + planes;   /* the product of several images, before it is spread over y */
     float *zeros = padded ? tmp + (imgs > 1 ? (cp->mg * ldt + 15) & ~(int64_t)15 : 0) : wr + cp->off_tmp;
+    if (bcast) direct = 0, zeros = tmp + bfl;
     if (direct) zeros = bf__conv_planes_zeros(cp, buf);
-    reorder_weights(cp, wt, wr);
+    if (!bcast) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
     if (padded) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
@@ -407,6 +415,10 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                                xg + i * cp->c * cp->isp + c * cp->isp + ih * w->in[2], sizeof(float) * (size_t)w->in[2]);
             if (direct) {
                 bf__conv_planes(cp, a, nj, buf, bv, kact, yg);
+                continue;
+            }
+            if (bcast) {
+                bf__conv_bcast(cp, wt + g * cp->mg * cp->kc, ni, buf, tmp, bv, kact, yg);
                 continue;
             }
             conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],

@@ -64,6 +64,7 @@ typedef struct bf__conv_params {
     size_t scratch_floats;              /* im2col: the scratch prepare asked for, in floats */
     int has_bias, path;
     int simd;                           /* bf__sgemm path (BF_SGEMM_*), fixed when the plan is built */
+    int bcast;                          /* bf__conv_packed runs bf__conv_bcast (prepare: bf__conv_bcast_want) */
 } bf__conv_params;
 static_assert(sizeof(bf__conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
 
@@ -166,6 +167,21 @@ size_t bf__conv_planes_floats(const bf__conv_params *cp);
 float *bf__conv_planes_zeros(const bf__conv_params *cp, float *buf);
 void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, float *buf, const float *bias,
                      const bf__act *act, float *y);
+/* linalg_conv_bcast.c: a Conv of bf__conv_packed's padded planes with
+ * 16 output channels to a vector and the input broadcast (AVX-512), the
+ * bits bf__conv_packed's product gives. bf__conv_bcast_ok: the shapes and
+ * level it can take (mg a multiple of 16); bf__conv_bcast_want: those
+ * prepare gives it (measured per shape). bf__conv_bcast: every channel of
+ * the group of ni images whose planes are xp (bf__conv_packed's layout);
+ * wt: the group's weights as stored, packed a chunk at a time into buf,
+ * bf__conv_bcast_floats of scratch; bias: mg floats; act->res laid out as
+ * y. */
+int bf__conv_bcast_ok(const bf__conv_params *cp);
+int bf__conv_bcast_want(const bf__conv_params *cp);
+int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (planes of that many) */
+size_t bf__conv_bcast_floats(const bf__conv_params *cp);
+void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
+                    const float *bias, const bf__act *act, float *y);
 /* linalg_conv_gemm.c: one channel (ch >= 0) of a stride-1, undilated 2-D
  * Conv summed over windows of padded planes; 0 when the shape does not
  * qualify or the scratch is too small. */

@@ -1,0 +1,128 @@
+/* The Conv op's product with the output channels in the vector lanes and
+ * the input broadcast (linalg_conv_bcast.c) against the path it would
+ * take otherwise (bf__conv_packed's panels gathered from the padded
+ * planes, or for stride 1 the direct kernel of linalg_conv_planes.c), on
+ * resnet18's and mobilenet_v2's Conv shapes, one call over a few images
+ * (docs/BENCHMARKS.md, "Output channels in the lanes"). Each shape is
+ * checked to give the same bits both ways before it is timed.
+ *
+ *   build/bitflip-bench-bcast [IMAGES [ROUNDS [NAME]]]  (IMAGES 4, ROUNDS 5;
+ *                                                       NAME: the shapes whose name has it)
+ *
+ * Thread CPU time, best of ROUNDS, each round repeated for about 0.2 s;
+ * GFLOP/s count the outputs' multiply-adds. Not part of the tests. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/ops/linalg_window.h"
+#include "exec/ops/sgemm.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *rand_floats(int64_t n)
+{
+    float *p = aligned_alloc(64, ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63);
+    if (!p) {
+        fprintf(stderr, "bitflip-bench-bcast: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++) p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    return p;
+}
+
+typedef struct shape {
+    const char *name;
+    int c, m, h, k, s, pad;
+} shape;
+
+int main(int argc, char **argv)
+{
+    int imgs = argc > 1 ? atoi(argv[1]) : 4, rounds = argc > 2 ? atoi(argv[2]) : 5;
+    if (imgs < 1 || rounds < 1) {
+        fprintf(stderr, "usage: bitflip-bench-bcast [IMAGES [ROUNDS [NAME]]]\n");
+        return 2;
+    }
+    if (bf__sgemm_best() < BF_SGEMM_AVX512) {
+        fprintf(stderr, "bitflip-bench-bcast: this CPU path has no AVX-512 (the kernel's only level)\n");
+        return 0;
+    }
+    static const shape shapes[] = {
+        {"conv1 7x7/2 3->64 224", 3, 64, 224, 7, 2, 3},
+        {"layer1 3x3 64->64 56", 64, 64, 56, 3, 1, 1},
+        {"layer2.0.conv1 3x3/2 64->128 56", 64, 128, 56, 3, 2, 1},
+        {"layer2.0 downsample 1x1/2 64->128 56", 64, 128, 56, 1, 2, 0},
+        {"layer2 3x3 128->128 28", 128, 128, 28, 3, 1, 1},
+        {"layer3.0.conv1 3x3/2 128->256 28", 128, 256, 28, 3, 2, 1},
+        {"layer3.0 downsample 1x1/2 128->256 28", 128, 256, 28, 1, 2, 0},
+        {"layer3 3x3 256->256 14", 256, 256, 14, 3, 1, 1},
+        {"layer4.0.conv1 3x3/2 256->512 14", 256, 512, 14, 3, 2, 1},
+        {"layer4.0 downsample 1x1/2 256->512 14", 256, 512, 14, 1, 2, 0},
+        {"layer4 3x3 512->512 7", 512, 512, 7, 3, 1, 1},
+        {"mobilenet_v2 stem 3x3/2 3->32 224", 3, 32, 224, 3, 2, 1},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const shape *sh = &shapes[s];
+        if (argc > 3 && !strstr(sh->name, argv[3])) continue;
+        bf__conv_params cp;
+        memset(&cp, 0, sizeof cp);
+        bf__window *w = &cp.w;
+        w->rank = 2;
+        int oh = (sh->h + 2 * sh->pad - sh->k) / sh->s + 1;
+        for (int d = 0; d < 3; d++) {
+            w->in[d] = d ? sh->h : 1, w->out[d] = d ? oh : 1, w->k[d] = d ? sh->k : 1, w->s[d] = d ? sh->s : 1;
+            w->d[d] = 1, w->pb[d] = w->pe[d] = d ? sh->pad : 0;
+        }
+        cp.n = imgs, cp.c = cp.cg = sh->c, cp.m = cp.mg = sh->m, cp.group = 1;
+        cp.isp = (int64_t)sh->h * sh->h, cp.osp = (int64_t)oh * oh, cp.ksp = (int64_t)sh->k * sh->k;
+        cp.kc = cp.ksp * sh->c, cp.nb = 1, cp.has_bias = 1, cp.simd = BF_SGEMM_AVX512;
+        cp.off_cols = ((size_t)(cp.m * cp.kc) + 15) & ~(size_t)15;
+        cp.off_tmp = cp.off_cols;
+        int64_t pi = bf__conv_packed_images(&cp);
+        cp.scratch_floats = cp.off_cols + bf__conv_packed_floats(&cp, pi + bf__conv_bcast_images(&cp)) + bf__conv_bcast_floats(&cp) +
+                            bf__conv_planes_floats(&cp) + 4096;
+        if (!bf__conv_bcast_ok(&cp)) {
+            printf("%s: not taken by bf__conv_bcast\n", sh->name);
+            continue;
+        }
+        srand((unsigned)s + 1);
+        int64_t ny = imgs * cp.m * cp.osp;
+        float *x = rand_floats(imgs * cp.c * cp.isp), *wt = rand_floats(cp.m * cp.kc), *bias = rand_floats(cp.m);
+        float *y0 = rand_floats(ny), *y1 = rand_floats(ny), *scratch = rand_floats((int64_t)cp.scratch_floats);
+        bf__conv_params cq = cp;
+        cp.bcast = 0, cq.bcast = 1;
+        double flop = 2.0 * (double)imgs * (double)cp.m * (double)cp.osp * (double)cp.kc;
+        memset(y1, 0xff, sizeof(float) * (size_t)ny);
+        if (!bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1) ||
+            !bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch, -1) || memcmp(y0, y1, sizeof(float) * (size_t)ny)) {
+            fprintf(stderr, "bitflip-bench-bcast: %s: not taken or not the same bits\n", sh->name);
+            return 1;
+        }
+        double best[2] = {1e9, 1e9};
+        for (int r = 0; r < rounds; r++)
+            for (int kx = 0; kx < 2; kx++) {
+                double t0 = now();
+                int it = 0;
+                do {
+                    bf__conv_packed(kx ? &cq : &cp, x, wt, bias, NULL, kx ? y1 : y0, scratch, -1);
+                    it++;
+                } while (now() - t0 < 0.2);
+                double t = (now() - t0) / it;
+                if (t < best[kx]) best[kx] = t;
+            }
+        printf("%s, %d images: today's %.3f ms %.1f GFLOP/s | bcast %.3f ms %.1f GFLOP/s (%.2fx)%s\n", sh->name, imgs,
+               best[0] * 1e3, flop / best[0] * 1e-9, best[1] * 1e3, flop / best[1] * 1e-9, best[0] / best[1],
+               bf__conv_bcast_want(&cp) ? " [chosen]" : "");
+        fflush(stdout);
+        free(x), free(wt), free(bias), free(y0), free(y1), free(scratch);
+    }
+    return 0;
+}

@@ -1,0 +1,305 @@
+/* A 2-D Conv with the output channels in the vector lanes, the input
+ * broadcast (AVX-512): ONNX Runtime's NCHWc kernel's structure over NCHW
+ * tensors (docs/ENGINE.md, "The convolution path"; measured in
+ * docs/BENCHMARKS.md, "Output channels in the lanes").
+ *
+ * A block is NP output positions x NV vectors of 16 output channels: per
+ * k term, NV loads of packed weights (row block, k, 16 NV channels), NP
+ * broadcasts of the input float each position reads at that k, NP x NV
+ * fused multiply-adds. A position is any output position of any of the
+ * images whose padded planes bf__conv_packed filled (pin: its first
+ * float), so a block never holds a padding lane: resnet18's layer4 (7x7
+ * maps, 49 positions an image, where 16-lane position vectors waste a
+ * quarter of the lanes) and the stride-2 Convs (the tap's floats of
+ * consecutive positions are every other float) run with every lane an
+ * output. k runs over the column matrix's rows in their order
+ * (bf__conv_krow), each sum from +0, one fused multiply-add per k (its
+ * two factors the weight and the input, as the other paths have them),
+ * then (1 * s) + bias, the residual Add in the Add's operand order,
+ * Relu's or Clip's comparisons: every output gets bf__conv_packed's bits.
+ * K is cut at each block of 16 input channels: a row block's weights for
+ * one chunk (16 NV x 16 x taps floats, 36 KiB for 3x3 and NV = 4) stay in
+ * L1 while every position block of a tile runs that chunk, the sums going
+ * to `acc` between chunks (a float stored and loaded is the same float).
+ * The lanes hold 16 channels of one position, which NCHW keeps osp floats
+ * apart: the epilogue scatters them (and gathers the residual), once per
+ * output, after the whole chain. */
+#include <stdint.h>
+#include <string.h>
+
+#include "linalg_window.h"
+#include "sgemm.h"
+
+#define BC_NP 6          /* positions a block */
+#define BC_TILE 516      /* positions a tile at most (a multiple of BC_NP): its sums 129 KiB */
+#define BC_MAXKSP 49     /* kernel positions it takes (7 x 7): a chunk's map on the stack */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+
+typedef struct bcast_job {
+    const float *xp, *bias;
+    const bf__act *act;      /* NULL: none; act->res laid out as y */
+    float *y, *acc;
+    const int32_t *off;      /* k term p's offset from a position's first float */
+    const int32_t *pin;      /* position q's first float in the planes */
+    const int32_t *pout;     /* position q's output index in channel 0 */
+    int64_t kc, ksp, cg, osp;
+} bcast_job;
+
+/* x86's first source is the one returned when both are NaN: the Add's A
+ * keeps its payload (sgemm.c's add_first16) */
+AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, __m512 b)
+{
+    __m512 o;
+    __asm__("vaddps %2, %1, %0" : "=v"(o) : "v"(a), "v"(b));
+    return o;
+}
+
+/* positions q0 .. q0 + NP of rows r0 .. r0 + 16 NV (weights wb: the row
+ * block's, [k][16 NV]), k terms [p0, p1); acc: the block's sums, [NP][64] */
+#define BC_BLOCK(NP, NV)                                                                                             \
+    AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                         \
+        const bcast_job *j, const float *wb, int64_t r0, int64_t q0, int64_t p0, int64_t p1, float *acc, int first,  \
+        int last)                                                                                                    \
+    {                                                                                                                \
+        __m512 s[NP][NV];                                                                                            \
+        _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                         \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] =                                           \
+            first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * 64 + 16 * v);                                   \
+        const float *xb[NP];                                                                                         \
+        _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++) xb[i] = j->xp + j->pin[q0 + i];                         \
+        const float *wk = wb + p0 * 16 * NV;                                                                         \
+        _Pragma("GCC unroll 2") for (int64_t p = p0; p < p1; p++, wk += 16 * NV) {                                   \
+            int64_t o = j->off[p];                                                                                   \
+            __m512 wv[NV];                                                                                           \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(wk + 16 * v);               \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++) {                                                   \
+                __m512 xv = _mm512_set1_ps(xb[i][o]);                                                                \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm512_fmadd_ps(wv[v], xv, s[i][v]);  \
+            }                                                                                                        \
+        }                                                                                                            \
+        if (!last) {                                                                                                 \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                     \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + i * 64 + 16 * v, s[i][v]); \
+            return;                                                                                                  \
+        }                                                                                                            \
+        const bf__act *act = j->act;                                                                                 \
+        const __m512 one = _mm512_set1_ps(1.0f);                                                                     \
+        const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);           \
+        const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), \
+                                                _mm512_set1_epi32((int)j->osp));                                     \
+        for (int i = 0; i < NP; i++)                                                                                 \
+            for (int v = 0; v < NV; v++) {                                                                           \
+                int64_t at = j->pout[q0 + i] + (r0 + 16 * v) * j->osp;                                               \
+                __m512 t = _mm512_add_ps(_mm512_mul_ps(one, s[i][v]), _mm512_loadu_ps(j->bias + r0 + 16 * v));       \
+                if (act && act->res) {                                                                               \
+                    __m512 r = _mm512_i32gather_ps(vidx, act->res + at, 4);                                          \
+                    t = act->res_a ? add_first(r, t) : add_first(t, r);                                              \
+                }                                                                                                    \
+                if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));                                                \
+                _mm512_i32scatter_ps(j->y + at, vidx, t, 4);                                                         \
+            }                                                                                                        \
+    }
+
+#define BC_NPS(NV) BC_BLOCK(1, NV) BC_BLOCK(2, NV) BC_BLOCK(3, NV) BC_BLOCK(4, NV) BC_BLOCK(5, NV) BC_BLOCK(6, NV)
+BC_NPS(1)
+BC_NPS(2)
+BC_NPS(3)
+BC_NPS(4)
+
+#define BC_CASE(NP, NV) \
+    case NP: bc_##NP##_##NV(j, wb, r0, q0, p0, p1, acc, first, last); break;
+#define BC_SWITCH(NV)                                                                                                \
+    switch (np) {                                                                                                    \
+        BC_CASE(1, NV) BC_CASE(2, NV) BC_CASE(3, NV) BC_CASE(4, NV) BC_CASE(5, NV) default:                          \
+        bc_6_##NV(j, wb, r0, q0, p0, p1, acc, first, last);                                                          \
+    }
+
+AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int nv, int np, const float *wb, int64_t r0, int64_t q0, int64_t p0,
+                               int64_t p1, float *acc, int first, int last)
+{
+    if (nv == 4) BC_SWITCH(4)
+    else if (nv == 3) BC_SWITCH(3)
+    else if (nv == 2) BC_SWITCH(2)
+    else BC_SWITCH(1)
+}
+
+/* r[i] becomes column i of the 16 x 16 tile whose rows were r[0 .. 16]:
+ * moves only */
+AVX512 static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* r[4 i + j], 128-bit lane l: rows 4 i .. 4 i + 4 of column 4 l + j */
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+    }
+}
+
+/* The weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as stored), k
+ * terms of channel block cb, into wb as [k - p0][nr] (kmap[j]: the k - p0
+ * of the chunk's j-th stored weight): packed per chunk into L1 as it is
+ * used, since faults rewrite W between runs, and a pass over all of it
+ * (9.4 MB on resnet18's layer4) costs more than the chunk's copy. 16 x 16
+ * tiles transposed where the chunk is whole tiles, else one float at a
+ * time; moves only, so the weights keep their bits. */
+AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, const int32_t *kmap,
+                           float *wb)
+{
+    int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
+    int64_t n = width * j->ksp;
+    if (n % 16) {
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t t = 0; t < n; t++) wb[kmap[t] * nr + r] = wt[r * j->kc + c0 * j->ksp + t];
+        return;
+    }
+    for (int64_t r = 0; r < nr; r += 16)
+        for (int64_t t0 = 0; t0 < n; t0 += 16) {
+            __m512 v[16];
+            for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps(wt + (r + i) * j->kc + c0 * j->ksp + t0);
+            transpose16(v);
+            for (int i = 0; i < 16; i++) _mm512_storeu_ps(wb + kmap[t0 + i] * nr + r, v[i]);
+        }
+}
+
+/* (bc_dispatch is not inlined: in bc_run the six positions' pointers
+ * found no registers, and each broadcast loaded its pointer first) */
+
+/* row blocks of 64, tiles of positions, chunks of K, position blocks: a
+ * tile's sums (tile x 64 floats) and a chunk's weights stay in L1 and L2
+ * while the chunk runs over the tile */
+AVX512 static void bc_run(const bcast_job *j, const float *wt, int64_t m, int64_t npos, float *wb)
+{
+    int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
+    int64_t ntiles = (npos + BC_TILE - 1) / BC_TILE, tile = (npos + ntiles - 1) / ntiles;
+    tile = (tile + BC_NP - 1) / BC_NP * BC_NP;
+    for (int64_t r0 = 0; r0 < m; r0 += 64) {
+        int nv = m - r0 >= 64 ? 4 : (int)((m - r0) / 16);
+        for (int64_t t0 = 0; t0 < npos; t0 += tile) {
+            int64_t t1 = t0 + tile < npos ? t0 + tile : npos;
+            for (int64_t cb = 0; cb < ncb; cb++) {
+                int64_t p0 = cb * BF__CONV_CBLOCK * j->ksp;
+                int64_t width = j->cg - cb * BF__CONV_CBLOCK < BF__CONV_CBLOCK ? j->cg - cb * BF__CONV_CBLOCK : BF__CONV_CBLOCK;
+                int32_t kmap[BF__CONV_CBLOCK * BC_MAXKSP];
+                for (int64_t c = 0; c < width; c++)
+                    for (int64_t tap = 0; tap < j->ksp; tap++) kmap[c * j->ksp + tap] = (int32_t)(tap * width + c);
+                bc_pack(j, wt + r0 * j->kc, 16 * nv, cb, kmap, wb);
+                for (int64_t q0 = t0; q0 < t1; q0 += BC_NP) {
+                    int np = t1 - q0 < BC_NP ? (int)(t1 - q0) : BC_NP;
+                    bc_dispatch(j, nv, np, wb - p0 * 16 * nv, r0, q0, p0, p0 + width * j->ksp, j->acc + (q0 - t0) * 64,
+                                cb == 0, cb == ncb - 1);
+                }
+            }
+        }
+    }
+}
+#endif
+
+int bf__conv_bcast_ok(const bf__conv_params *cp)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bf__window *w = &cp->w;
+    int s2 = !bf__conv_padded_ok(w) && bf__conv_strided_ok(w);
+    if (cp->simd < BF_SGEMM_AVX512 || cp->nb != 1 || cp->kc <= 0 || cp->mg % 16 || cp->ksp > BC_MAXKSP ||
+        (!bf__conv_padded_ok(w) && !s2))
+        return 0;
+    /* offsets and output indices as int32 */
+    int64_t imgs = bf__conv_bcast_images(cp);
+    if ((double)imgs * (double)cp->cg * (double)bf__conv_padded_plane(w) >= (double)INT32_MAX ||
+        (double)imgs * (double)cp->m * (double)cp->osp >= (double)INT32_MAX / 2)
+        return 0;
+    return 1;
+#else
+    (void)cp;
+    return 0;
+#endif
+}
+
+/* The shapes where it beat the other paths (bench/conv_bcast.c, docs/
+ * BENCHMARKS.md, "Output channels in the lanes"): stride 2 (resnet18's
+ * three 3x3/2: 1.06-1.36x), and stride 1 on padded rows 32 floats wide or
+ * narrower (layer4's 7x7 maps 1.26-1.49x, layer3's 14x14 1.07-1.10x,
+ * layer2's 28x28 1.01-1.09x), where the direct kernel's position vectors
+ * hold padding lanes or its blocks span few rows; with at least 16 input
+ * channels and K of 576 or more, since the epilogue's scatter of each
+ * output costs the same whatever K (the 1x1 stride-2 downsamples, K
+ * 64-256, 0.70-1.25x; the stems of 3 channels 0.60-0.77x; layer1's 56x56
+ * 0.82-0.89x, left to the direct kernel). */
+int bf__conv_bcast_want(const bf__conv_params *cp)
+{
+    const bf__window *w = &cp->w;
+    if (!bf__conv_bcast_ok(cp) || cp->cg < 16 || cp->kc < 576) return 0;
+    return !bf__conv_padded_ok(w) || w->in[2] + w->pb[2] + w->pe[2] <= 32;
+}
+
+/* Images a call: enough for about BC_POS positions, so that each chunk of
+ * weights packed serves that many (resnet18's layer4: 8 images of 49) */
+#define BC_POS 384
+int64_t bf__conv_bcast_images(const bf__conv_params *cp)
+{
+    if (cp->osp <= 0 || cp->osp >= BC_POS) return 1;
+    int64_t k = (BC_POS + cp->osp - 1) / cp->osp;
+    return k < cp->n ? k : cp->n > 0 ? cp->n : 1;
+}
+
+/* acc (the positions rounded up to blocks, 64 floats each), a chunk's
+ * weights, the offsets and the positions' tables */
+static size_t acc_floats(int64_t npos)
+{
+    return (size_t)((npos < BC_TILE ? npos + BC_NP - 1 : BC_TILE) / BC_NP * BC_NP) * 64;
+}
+
+size_t bf__conv_bcast_floats(const bf__conv_params *cp)
+{
+    int64_t npos = bf__conv_bcast_images(cp) * cp->osp;
+    return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp) + (((size_t)cp->kc + 15) & ~(size_t)15) +
+           2 * (((size_t)npos + 15) & ~(size_t)15);
+}
+
+void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
+                    const float *bias, const bf__act *act, float *y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bf__window *w = &cp->w;
+    int64_t wpd = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), npos = ni * cp->osp;
+    float *acc = buf, *wb = acc + acc_floats(bf__conv_bcast_images(cp) * cp->osp);
+    int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp);
+    int32_t *pin = off + (((size_t)cp->kc + 15) & ~(size_t)15);
+    int32_t *pout = pin + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15);
+    for (int64_t c = 0; c < cp->cg; c++)
+        for (int64_t tap = 0; tap < cp->ksp; tap++)
+            off[bf__conv_krow(cp, c, tap)] =
+                (int32_t)(c * plane + tap / w->k[2] * w->d[1] * wpd + tap % w->k[2] * w->d[2]);
+    for (int64_t i = 0, q = 0; i < ni; i++)
+        for (int64_t oh = 0; oh < w->out[1]; oh++)
+            for (int64_t ow = 0; ow < w->out[2]; ow++, q++) {
+                pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
+                pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
+            }
+    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp};
+    bc_run(&j, wt, cp->mg, npos, wb);
+#else
+    (void)cp, (void)wt, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y;
+#endif
+}
