@@ -22,6 +22,82 @@
 #include "linalg_window.h"
 #include "sgemm.h"
 
+/* The im2col path's scratch: how many images one product takes (cp->nb),
+ * where the columns and products sit, and room for whichever kernel
+ * bf__conv_packed, linalg_conv_bcast.c or linalg_conv_planes.c will take
+ * for this shape. Apart from bf__conv_prepare, which checks the
+ * attributes, to keep both short. */
+static bf_status im2col_scratch(bf__prep *p, bf__conv_params *cp, bf_error *err)
+{
+    const bf__node *nd = p->node;
+    const bf__window *w = &cp->w;
+    /* Several images per sgemm: small feature maps give tiny GEMMs
+     * otherwise, dominated by call overhead. About 256 KiB of columns and
+     * products, so both stay in L2 (measured: 4 MiB was 20% slower). */
+    double per_image = (double)(cp->kc + cp->mg) * (double)cp->osp;
+    int64_t nb = (int64_t)((double)(1 << 16) / (per_image > 1 ? per_image : 1));
+    cp->nb = nb < 1 ? 1 : nb > cp->n ? (cp->n > 0 ? cp->n : 1) : nb;
+    if ((double)cp->kc * (double)cp->osp * (double)cp->nb > (double)INT_MAX)
+        cp->nb = 1;
+    double floats = (double)cp->m * (double)cp->kc + per_image * (double)cp->nb + 64;
+    if (floats * sizeof(float) > (double)((size_t)1 << 36) || (double)cp->nb * (double)cp->osp > (double)INT_MAX)
+        return bf__node_error(err, nd, BF_EUNSUPPORTED, "im2col scratch of %.0f bytes is too large",
+                              floats * sizeof(float));
+    cp->off_cols = ((size_t)(cp->m * cp->kc) + 15) & ~(size_t)15;
+    cp->off_tmp = cp->off_cols + (((size_t)(cp->kc * cp->osp * cp->nb) + 15) & ~(size_t)15);
+    cp->scratch_floats = cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb);
+    /* One image per product on the AVX2 kernel (conv_packed): no
+     * product buffer, and for a stride-1 2-D Conv no column matrix
+     * either, only the padded planes (a 3x3 layer of resnet18's layer1:
+     * 1.0 MB with the weights instead of 8.2 MB, each page of which a
+     * plan's first run touches).
+     * A panel deeper than the kernel's stack one may find no memory,
+     * and then the column matrix is needed after all: kept there. */
+    if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && cp->kc <= BF_SGEMM_KSTACK) {
+        size_t need;
+        if (!bf__conv_padded_ok(w) && cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w)) {
+            /* horizontal stride 2 on AVX-512: the padded planes (a 1x1 stride-2
+             * Conv's are larger than its columns), and room for one image's
+             * columns still, should bf__conv_packed ever leave it to im2col */
+            size_t planes = (size_t)(cp->cg * bf__conv_padded_plane(w));
+            size_t packed = cp->off_cols + ((planes + 15) & ~(size_t)15) + (size_t)cp->mg + 16;
+            need = cp->off_tmp + (size_t)cp->mg;
+            if (packed > need) need = packed;
+            cp->scratch_floats = need;
+        } else if (bf__conv_padded_ok(w)) {
+            size_t planes = (size_t)(cp->cg * bf__conv_padded_plane(w));
+            size_t packed = ((planes + 15) & ~(size_t)15) + (size_t)cp->mg + 16;
+            /* and one channel alone (conv_channel_windows, the differential engine's) */
+            size_t windows = planes + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
+            need = cp->off_cols + (packed > windows ? packed : windows);
+        } else {
+            need = cp->off_tmp + (size_t)cp->mg;   /* one image's columns, then the bias of zeros */
+        }
+        if (need < cp->scratch_floats) cp->scratch_floats = need;
+    }
+    /* several images per product where the map is small (bf__conv_packed_images) */
+    int planes_ok = bf__conv_padded_ok(w) || (cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w));
+    if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && planes_ok) {
+        size_t want = cp->off_cols + bf__conv_packed_floats(cp, bf__conv_packed_images(cp));
+        if (want > cp->scratch_floats) cp->scratch_floats = want;
+    }
+    /* the output channels in the lanes (AVX-512, linalg_conv_bcast.c): the planes, its sums and tables */
+    cp->bcast = cp->nb == 1 && bf__conv_bcast_want(cp);
+    if (cp->bcast) {
+        size_t planes = (size_t)(bf__conv_bcast_images(cp) * cp->cg * bf__conv_padded_plane(w));
+        size_t want = cp->off_cols + ((planes + 15) & ~(size_t)15) + ((bf__conv_bcast_floats(cp) + 15) & ~(size_t)15) +
+                      (size_t)cp->mg + 16;
+        if (want > cp->scratch_floats) cp->scratch_floats = want;
+    }
+    /* the product straight off the planes (AVX-512, stride 1): its sums between blocks of K */
+    if (bf__conv_planes_ok(cp)) {
+        size_t want = cp->off_cols + bf__conv_planes_floats(cp);
+        if (want > cp->scratch_floats) cp->scratch_floats = want;
+    }
+    p->scratch = cp->scratch_floats * sizeof(float);
+    return BF_OK;
+}
+
 bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
 {
     const bf__node *nd = p->node;
@@ -72,72 +148,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
      * one channel), im2col + sgemm wins again. */
     int depthwise = cp->cg == 1 && cp->mg == 1 && w->k[2] <= BF__DW_MAXKW;
     cp->path = unit ? BF__CONV_POINTWISE : depthwise ? BF__CONV_DEPTHWISE : BF__CONV_IM2COL;
-    if (cp->path == BF__CONV_IM2COL) {
-        /* Several images per sgemm: small feature maps give tiny GEMMs
-         * otherwise, dominated by call overhead. About 256 KiB of columns and
-         * products, so both stay in L2 (measured: 4 MiB was 20% slower). */
-        double per_image = (double)(cp->kc + cp->mg) * (double)cp->osp;
-        int64_t nb = (int64_t)((double)(1 << 16) / (per_image > 1 ? per_image : 1));
-        cp->nb = nb < 1 ? 1 : nb > cp->n ? (cp->n > 0 ? cp->n : 1) : nb;
-        if ((double)cp->kc * (double)cp->osp * (double)cp->nb > (double)INT_MAX)
-            cp->nb = 1;
-        double floats = (double)cp->m * (double)cp->kc + per_image * (double)cp->nb + 64;
-        if (floats * sizeof(float) > (double)((size_t)1 << 36) || (double)cp->nb * (double)cp->osp > (double)INT_MAX)
-            return bf__node_error(err, nd, BF_EUNSUPPORTED, "im2col scratch of %.0f bytes is too large",
-                                  floats * sizeof(float));
-        cp->off_cols = ((size_t)(cp->m * cp->kc) + 15) & ~(size_t)15;
-        cp->off_tmp = cp->off_cols + (((size_t)(cp->kc * cp->osp * cp->nb) + 15) & ~(size_t)15);
-        cp->scratch_floats = cp->off_tmp + (size_t)(cp->mg * cp->osp * cp->nb);
-        /* One image per product on the AVX2 kernel (conv_packed): no
-         * product buffer, and for a stride-1 2-D Conv no column matrix
-         * either, only the padded planes (a 3x3 layer of resnet18's layer1:
-         * 1.0 MB with the weights instead of 8.2 MB, each page of which a
-         * plan's first run touches).
-         * A panel deeper than the kernel's stack one may find no memory,
-         * and then the column matrix is needed after all: kept there. */
-        if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && cp->kc <= BF_SGEMM_KSTACK) {
-            size_t need;
-            if (!bf__conv_padded_ok(w) && cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w)) {
-                /* horizontal stride 2 on AVX-512: the padded planes (a 1x1 stride-2
-                 * Conv's are larger than its columns), and room for one image's
-                 * columns still, should bf__conv_packed ever leave it to im2col */
-                size_t planes = (size_t)(cp->cg * bf__conv_padded_plane(w));
-                size_t packed = cp->off_cols + ((planes + 15) & ~(size_t)15) + (size_t)cp->mg + 16;
-                need = cp->off_tmp + (size_t)cp->mg;
-                if (packed > need) need = packed;
-                cp->scratch_floats = need;
-            } else if (bf__conv_padded_ok(w)) {
-                size_t planes = (size_t)(cp->cg * bf__conv_padded_plane(w));
-                size_t packed = ((planes + 15) & ~(size_t)15) + (size_t)cp->mg + 16;
-                /* and one channel alone (conv_channel_windows, the differential engine's) */
-                size_t windows = planes + 2 * (size_t)cp->kc + (size_t)cp->osp + 16;
-                need = cp->off_cols + (packed > windows ? packed : windows);
-            } else {
-                need = cp->off_tmp + (size_t)cp->mg;   /* one image's columns, then the bias of zeros */
-            }
-            if (need < cp->scratch_floats) cp->scratch_floats = need;
-        }
-        /* several images per product where the map is small (bf__conv_packed_images) */
-        int planes_ok = bf__conv_padded_ok(w) || (cp->simd >= BF_SGEMM_AVX512 && bf__conv_strided_ok(w));
-        if (cp->nb == 1 && cp->simd >= BF_SGEMM_AVX2 && planes_ok) {
-            size_t want = cp->off_cols + bf__conv_packed_floats(cp, bf__conv_packed_images(cp));
-            if (want > cp->scratch_floats) cp->scratch_floats = want;
-        }
-        /* the output channels in the lanes (AVX-512, linalg_conv_bcast.c): the planes, its sums and tables */
-        cp->bcast = cp->nb == 1 && bf__conv_bcast_want(cp);
-        if (cp->bcast) {
-            size_t planes = (size_t)(bf__conv_bcast_images(cp) * cp->cg * bf__conv_padded_plane(w));
-            size_t want = cp->off_cols + ((planes + 15) & ~(size_t)15) + ((bf__conv_bcast_floats(cp) + 15) & ~(size_t)15) +
-                          (size_t)cp->mg + 16;
-            if (want > cp->scratch_floats) cp->scratch_floats = want;
-        }
-        /* the product straight off the planes (AVX-512, stride 1): its sums between blocks of K */
-        if (bf__conv_planes_ok(cp)) {
-            size_t want = cp->off_cols + bf__conv_planes_floats(cp);
-            if (want > cp->scratch_floats) cp->scratch_floats = want;
-        }
-        p->scratch = cp->scratch_floats * sizeof(float);
-    }
+    if (cp->path == BF__CONV_IM2COL && (st = im2col_scratch(p, cp, err)) != BF_OK) return st;
     if (cp->path == BF__CONV_POINTWISE) {
         /* several small images per product (linalg_conv_pointwise.c) */
         cp->scratch_floats = bf__conv_pw_floats(cp);
