@@ -730,41 +730,6 @@ static void find_packed(bf_plan *p)
     }
 }
 
-/* A Transpose swapping the last two dims of X (rank 3 or more) whose only
- * reader is a batched MatMul taking it as B with X as A (a DLRM's
- * interaction, X @ X^T): the MatMul can read X transposed instead, the same
- * floats into the same chains, and the Transpose's copy ([1024, 27, 16],
- * 3.1% of the Criteo-shaped DLRM's pass) need not run. X is alive at the
- * MatMul (its A). Only in plans that fuse (plan_impl.h, tfold). */
-static void find_tfolds(bf_plan *p)
-{
-    const bf_model *m = p->model;
-    for (size_t t = 0; p->fuse && t < p->n_steps; t++) {
-        const bf__step *s = &p->steps[t];
-        if (s->dyn || strcmp(s->node->op_type, "Transpose") != 0 || s->n_in != 1 || s->n_out != 1) continue;
-        const bf_tensor *x = s->in[0];
-        int r = x ? x->ndim : 0, n_perm = 0;
-        int64_t perm[BF_MAX_DIMS];
-        if (r < 3 || x->dtype != BF_F32 ||
-            bf__attr_ints(s->node, "perm", perm, BF_MAX_DIMS, &n_perm, NULL) != BF_OK || n_perm != r)
-            continue;
-        int swap = perm[r - 1] == r - 2 && perm[r - 2] == r - 1;
-        for (int d = 0; swap && d < r - 2; d++) swap = perm[d] == d;
-        int v = s->node->out[0], readers = 0;
-        size_t j = 0;
-        for (size_t i = 0; swap && i < m->n_outputs; i++) swap = m->output_vals[i] != v;
-        for (size_t i = t + 1; swap && i < p->n_steps; i++)
-            for (int q = 0; q < p->steps[i].node->n_in; q++)
-                if (p->steps[i].node->in[q] == v) readers++, j = i;
-        if (!swap || readers != 1) continue;
-        const bf__step *mm = &p->steps[j];
-        if (mm->dyn || mm->node->in[1] != v || mm->node->in[0] != s->node->in[0] || !bf__matmul_tfold(mm)) continue;
-        if (!p->tfold && !(p->tfold = bf__calloc(p->n_steps + 1, sizeof *p->tfold))) return;
-        p->tfold[t] = (int)j + 1;
-        p->tfold[j] = (int)t + 1;
-    }
-}
-
 static bf_status plan_create(const bf_model *model, int64_t batch, const plan_ask *ask, bf_plan **out,
                              bf_error *err)
 {
@@ -820,7 +785,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     if (st != BF_OK || ask->estimate) goto fail;
     if (p->n_dyn && (st = dyn_setup(p, &ask->opts, bc.b, err)) != BF_OK) goto fail;
     find_packed(p);
-    find_tfolds(p);
+    bf__plan_find_tfolds(p);
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
     for (size_t i = 0; i < p->n_steps; i++)

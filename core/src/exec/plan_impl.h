@@ -182,6 +182,8 @@ bf_status bf__dyn_alloc_for(bf_plan *p, const bf__node *n, int j, size_t bytes, 
 /* plan_fuse.c: marks the chains a run may fuse (fuse_to, fuse_add, fuse_bn,
  * fuse_mid, n_fusable) once the steps are made; fails only for memory. */
 bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err);
+/* plan_fuse.c: the Transposes a batched MatMul reads through (p->tfold). */
+void bf__plan_find_tfolds(bf_plan *p);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do
