@@ -312,6 +312,11 @@ static void packed_weight_faulted(void **state)
     /* the three weights were kept packed (where the CPU has the kernel):
      * 16-column panels, 24 x 48 floats for wg^T, 260 x 32 for wm and wa */
     if (bf__sgemm_simd()) assert_int_equal(bf__wpack_bytes(m->wpack), sizeof(float) * (24 * 48 + 2 * 260 * 32));
+    /* and the plan's estimate counts them (on any CPU: it cannot know) */
+    bf_plan_budget pb;
+    bf_error err = {0};
+    assert_int_equal(bf_plan_estimate(m, BATCH, &pb, &err), BF_OK);
+    assert_int_equal(pb.packed_bytes, sizeof(float) * (24 * 48 + 2 * 260 * 32));
     bf_model_free(m);
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "alloc_fail.h"
@@ -851,6 +852,133 @@ static wb wide_mlp_model(void)
     return model(&g);
 }
 
+/* x [?, 300] -> MatMul(w [300, 20]): 300 deep, so the product packs w
+ * whole (exec/ops/sgemm.c: past KDIRECT) once per model (base/wpack.h). */
+static wb packed_matmul_model(void)
+{
+    static float w[300 * 20];
+    for (int i = 0; i < 300 * 20; i++) w[i] = (float)(i % 9) * 0.125f - 0.5f;
+    wb g = {0};
+    int64_t dw[2] = {300, 20}, x[2] = {-1, 300}, y[2] = {-1, 20};
+    tensor(&g, 5, "w", 1, 2, dw, w, sizeof w);
+    node(&g, (nodespec){"MatMul", "fc", {"x", "w"}, "y"}, NULL);
+    value_info(&g, 11, "x", 2, x);
+    value_info(&g, 12, "y", 2, y);
+    return model(&g);
+}
+
+/* The packed weights in a job's estimate: w packed in 16-column panels,
+ * 300 x 32 floats (38,400 bytes), counted once for the model whatever the
+ * threads (the copy is shared), not in any plan's total. */
+static void packed_weights_counted_once(void **state)
+{
+    (void)state;
+    enum { SAMPLES = 64, PACKED = 300 * 32 * 4 };
+    wb m = packed_matmul_model();
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
+    char hdr[128];
+    snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [%d, 300], \"data_offsets\": [0, %d]}}",
+             SAMPLES, SAMPLES * 1200);
+    size_t len;
+    unsigned char *f = st_file(hdr, SAMPLES * 1200, &len);
+    bf_dataset *ds = NULL;
+    assert_int_equal(bf_dataset_load_buffer(f, len, "d", &ds, &err), BF_OK);
+    bf_plan_budget p32;
+    assert_int_equal(bf_plan_estimate(mod, 32, &p32, &err), BF_OK);
+    assert_int_equal(p32.packed_bytes, PACKED);
+    assert_int_equal(p32.total_bytes,
+                     p32.arena_bytes + p32.folded_bytes + p32.scratch_bytes + p32.param_copy_bytes + p32.overhead_bytes);
+    for (int threads = 1; threads <= 2; threads++) {
+        bf_job_budget b;
+        bf_eval_opts eo = {.batch = 32, .threads = threads};
+        assert_int_equal(bf_eval_estimate(mod, ds, &eo, &b, &err), BF_OK);
+        assert_int_equal(b.packed_bytes, PACKED);
+        assert_int_equal(b.plans_bytes, (uint64_t)threads * p32.total_bytes);
+        assert_int_equal(b.total_bytes, b.model_bytes + b.dataset_bytes + b.plans_bytes + b.outputs_bytes + PACKED);
+        bf_campaign_spec spec = {.batch = 32, .target = BF_TARGET_WEIGHTS, .repr = BF_REPR_FP32};
+        bf_campaign_opts co = {.threads = threads, .exact = 1};
+        assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
+        assert_int_equal(b.packed_bytes, PACKED);
+        assert_int_equal(b.total_bytes, b.model_bytes + b.dataset_bytes + b.plans_bytes + b.outputs_bytes + PACKED);
+    }
+    /* a job that cannot hold them is refused, naming them */
+    bf_job_budget b;
+    bf_eval_opts eo = {.batch = 32, .threads = 1};
+    assert_int_equal(bf_eval_estimate(mod, ds, &eo, &b, &err), BF_OK);
+    assert_int_equal(bf_job_budget_check(&b, b.total_bytes - 1, "evaluation", NULL, &err), BF_ELIMIT);
+    assert_non_null(strstr(err.msg, "packed weights 37.5 KiB"));
+    bf_dataset_free(ds);
+    free(f);
+    bf_model_free(mod);
+    free(m.p);
+}
+
+/* x [?, 300] -> MatMul(x, Transpose(w [20, 300])): Transpose(w) is a
+ * parameter-only value (diff/dxparam.c), 24,000 bytes. */
+static wb transposed_weight_model(void)
+{
+    static float w[20 * 300];
+    for (int i = 0; i < 20 * 300; i++) w[i] = (float)(i % 13) * 0.0625f - 0.375f;
+    wb g = {0};
+    int64_t dw[2] = {20, 300}, x[2] = {-1, 300}, y[2] = {-1, 20};
+    tensor(&g, 5, "w", 1, 2, dw, w, sizeof w);
+    node(&g, (nodespec){"Transpose", "t", {"w"}, "wt"}, NULL);
+    node(&g, (nodespec){"MatMul", "fc", {"x", "wt"}, "y"}, NULL);
+    value_info(&g, 11, "x", 2, x);
+    value_info(&g, 12, "y", 2, y);
+    return model(&g);
+}
+
+/* A differential campaign's estimate counts the parameter-only values it
+ * computes once (a page-rounded buffer and a page each: hand arithmetic),
+ * what the run then reports holding; an exact campaign holds none. */
+static void param_only_values_counted(void **state)
+{
+    (void)state;
+    enum { SAMPLES = 64 };
+    wb m = transposed_weight_model();
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
+    char hdr[128];
+    snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [%d, 300], \"data_offsets\": [0, %d]}}",
+             SAMPLES, SAMPLES * 1200);
+    size_t len;
+    unsigned char *f = st_file(hdr, SAMPLES * 1200, &len);
+    for (int i = 0; i < SAMPLES * 300; i++) {
+        float v = (float)(i % 7) - 3.0f;
+        memcpy(f + len - (size_t)SAMPLES * 1200 + (size_t)i * 4, &v, 4);
+    }
+    bf_dataset *ds = NULL;
+    assert_int_equal(bf_dataset_load_buffer(f, len, "d", &ds, &err), BF_OK);
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), want = (24000 + pg - 1) / pg * pg + pg;
+    bf_campaign_spec spec = {.seed = 3, .trials = 8, .tensors = (char *[]){"*"}, .n_tensors = 1,
+                             .model_kind = BF_FAULT_BITFLIP, .bits = 1, .repr = BF_REPR_FP32,
+                             .sampling = BF_SAMPLE_UNIFORM, .critical_metric = -1, .batch = 32};
+    bf_campaign_opts co = {.threads = 1};
+    bf_job_budget b;
+    assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
+    assert_int_equal(b.param_only_bytes, want);
+    assert_int_equal(b.total_bytes, b.model_bytes + b.dataset_bytes + b.plans_bytes + b.outputs_bytes + b.cache_bytes +
+                                        b.packed_bytes + want);
+    bf_campaign *c = NULL;
+    if (bf_campaign_create(mod, ds, &spec, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    bf_campaign_result res;
+    if (bf_campaign_run(c, &co, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(res.param_bytes, want);
+    bf_campaign_result_free(&res);
+    bf_campaign_free(c);
+    co.exact = 1;
+    assert_int_equal(bf_campaign_estimate(mod, ds, &spec, &co, &b, &err), BF_OK);
+    assert_int_equal(b.param_only_bytes, 0);
+    bf_dataset_free(ds);
+    free(f);
+    bf_model_free(mod);
+    free(m.p);
+}
+
 /* The campaign estimate against what core really holds at its peak (the
  * test allocator's count, not the estimate's arithmetic) over loading, the
  * golden pass and an exact run on 2 workers (64 trials: 4 chunks of 16, so
@@ -926,6 +1054,8 @@ int main(void)
         cmocka_unit_test(safetensors_json_depth),
         cmocka_unit_test(safetensors_counts_and_bytes),
         cmocka_unit_test(job_estimates_add_up),
+        cmocka_unit_test(packed_weights_counted_once),
+        cmocka_unit_test(param_only_values_counted),
         cmocka_unit_test(campaign_estimate_is_the_peak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -68,6 +68,14 @@ typedef struct bf_plan_budget {
     uint64_t param_copy_bytes;  /* every parameter copied (worst case of weight faults) */
     uint64_t overhead_bytes;    /* the plan's tables: a value, step and op parameters per node */
     uint64_t total_bytes;       /* the sum of the above */
+    /* the products' weights packed once per model and shared by all its
+     * plans (a Gemm's or MatMul's B), so not in total_bytes: a job counts
+     * them once (bf_job_budget.packed_bytes) */
+    uint64_t packed_bytes;
+    /* values computed from parameters and constants alone (a weight's
+     * Transpose): a differential campaign computes them once for all its
+     * workers (docs/LIMITS.md), so they are not in total_bytes either */
+    uint64_t param_only_bytes;
     bf_plan_item largest;       /* the single largest buffer */
 } bf_plan_budget;
 
@@ -168,6 +176,8 @@ typedef struct bf_job_budget {
     uint64_t model_bytes;     /* the model's initializers: loaded once, shared */
     uint64_t dataset_bytes;   /* the eval set: loaded once, shared */
     uint64_t weights_bytes;   /* campaigns on weights in fp16/bf16/int8: the weights as stored */
+    uint64_t packed_bytes;    /* the products' weights packed once, shared (bf_plan_budget.packed_bytes) */
+    uint64_t param_only_bytes; /* differential campaigns: the parameter-only values, once (at most 2x the weights) */
     uint64_t plans_bytes;     /* per worker and for the golden pass: a plan at batch, one at rest */
     uint64_t outputs_bytes;   /* outputs over the eval set, per worker and for the golden pass */
     uint64_t cache_bytes;     /* golden-activation cache: min(its budget, the activations over the set) */

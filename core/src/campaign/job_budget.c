@@ -46,6 +46,7 @@ static bf_status plans(const bf_model *m, int64_t samples, int workers, int extr
     b->rest = samples > 0 ? samples % b->batch : 0;
     bf_plan_opts po = {.share_buffers = share, .unbatched = one};
     if ((st = bf__plan_estimate_opts(m, b->batch, &po, &b->plan, &out_numel, err)) != BF_OK) return st;
+    b->packed_bytes = b->plan.packed_bytes;   /* once: the model's, shared by every plan */
     uint64_t per = b->plan.total_bytes;
     if (b->rest) {
         bf_plan_budget r;
@@ -63,6 +64,8 @@ static void total(bf_job_budget *b)
     uint64_t t = b->model_bytes;
     t = sat_add(t, b->dataset_bytes);
     t = sat_add(t, b->weights_bytes);
+    t = sat_add(t, b->packed_bytes);
+    t = sat_add(t, b->param_only_bytes);
     t = sat_add(t, b->plans_bytes);
     t = sat_add(t, b->outputs_bytes);
     t = sat_add(t, b->cache_bytes);
@@ -155,6 +158,11 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
         uint64_t batches = (uint64_t)((samples + b.batch - 1) / b.batch);
         uint64_t all = sat_mul(b.plan.arena_bytes, batches);
         b.cache_bytes = all < budget ? all : budget;
+        /* the parameter-only values, once for every worker, within twice the
+         * weights' bytes (diff/diffshared.c) */
+        uint64_t wbytes = 0;
+        for (size_t p = 0; p < model->n_params; p++) wbytes = sat_add(wbytes, bf_tensor_nbytes(model->params[p].tensor));
+        b.param_only_bytes = b.plan.param_only_bytes < sat_mul(wbytes, 2) ? b.plan.param_only_bytes : sat_mul(wbytes, 2);
     }
     total(&b);
     *out = b;
@@ -172,16 +180,19 @@ bf_status bf_job_budget_check(const bf_job_budget *b, uint64_t limit, const char
     if (b->plan.total_bytes > limit)
         return bf_error_set(err, BF_ELIMIT, "the plan needs %s (%s), over the %s job memory limit (%s)",
                             bf_bytes_str(b->plan.total_bytes, need, sizeof need), what, lim, limit_name);
-    char plans[32], cache[32], outs[32], data[32], model[32], weights[32];
+    char plans[32], cache[32], outs[32], data[32], model[32], weights[32], packed[32], pvals[32];
     return bf_error_set(err, BF_ELIMIT,
                         "the %s needs %s (plans %s for %d thread%s at batch %lld, golden cache %s, outputs %s, "
-                        "stored weights %s, eval set %s, model %s; the largest buffer: %s), over the %s job "
+                        "stored weights %s, packed weights %s, parameter-only values %s, eval set %s, model %s; the largest "
+                        "buffer: %s), over the %s job "
                         "memory limit (%s)",
                         job ? job : "job", bf_bytes_str(b->total_bytes, need, sizeof need),
                         bf_bytes_str(b->plans_bytes, plans, sizeof plans), b->threads, b->threads == 1 ? "" : "s",
                         (long long)b->batch, bf_bytes_str(b->cache_bytes, cache, sizeof cache),
                         bf_bytes_str(b->outputs_bytes, outs, sizeof outs),
                         bf_bytes_str(b->weights_bytes, weights, sizeof weights),
+                        bf_bytes_str(b->packed_bytes, packed, sizeof packed),
+                        bf_bytes_str(b->param_only_bytes, pvals, sizeof pvals),
                         bf_bytes_str(b->dataset_bytes, data, sizeof data), bf_bytes_str(b->model_bytes, model, sizeof model),
                         what, lim, limit_name);
 }

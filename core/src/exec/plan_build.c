@@ -533,6 +533,37 @@ static bf_status lay_out(bf_plan *p, budget_ctx *bc, build_ctx *bs, bf_error *er
 
 /* The budget's parameter copies and total, and the refusal of a plan over
  * bc->max_bytes or one that could not be sized. */
+/* The parameter-only values a differential campaign will hold (diff/
+ * dxparam.c, choose: each a page-rounded buffer and a page), counted as
+ * it chooses them but without its finer rules (a step that turns out
+ * nondeterministic or folded), so at most what it holds. */
+static bf_status count_param_only(const bf_plan *p, bf_plan_budget *b)
+{
+    const bf_model *m = p->model;
+    unsigned char *fixed = bf__calloc(m->n_values + 1, 1);
+    if (!fixed) return BF_ENOMEM;
+    size_t pg = bf__warena_page();
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int ok = !s->dyn, reads = 0;
+        for (int j = 0; j < s->n_in && ok; j++) {
+            int v = s->node->in[j];
+            if (v < 0) continue;
+            reads |= m->values[v].kind == BF__VAL_PARAM || fixed[v];
+            ok = m->values[v].kind == BF__VAL_PARAM || m->values[v].kind == BF__VAL_CONST || fixed[v];
+        }
+        if (!ok || !reads) continue;
+        for (int j = 0; j < s->n_out; j++) {
+            int v = s->node->out[j];
+            if (v < 0) continue;
+            fixed[v] = 1;
+            b->param_only_bytes += (bf_tensor_nbytes(&p->vals[v]) + pg - 1) / pg * pg + pg;
+        }
+    }
+    bf__free(fixed);
+    return BF_OK;
+}
+
 static bf_status count_budget(bf_plan *p, budget_ctx *bc, bf_error *err)
 {
     const bf_model *m = p->model;
@@ -547,6 +578,14 @@ static bf_status count_budget(bf_plan *p, budget_ctx *bc, bf_error *err)
         item(b, "parameter copy", NULL, m->params[i].tensor->name, m->params[i].tensor, pb);
     }
     b->total_bytes = b->arena_bytes + b->folded_bytes + b->scratch_bytes + b->param_copy_bytes + b->overhead_bytes;
+    /* what find_packed's copies will hold (a product reading one weight
+     * twice is counted twice: an upper bound) */
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int v = s->n_in > 1 && !s->dyn ? s->node->in[1] : -1;
+        if (v >= 0 && m->values[v].kind == BF__VAL_PARAM) b->packed_bytes += align64(bf__linalg_pack_bytes(s));
+    }
+    if (count_param_only(p, b) != BF_OK) return oom(err);
     if (!bc->cut_short && !(bc->max_bytes && b->total_bytes > bc->max_bytes)) return BF_OK;
     char need[32], lim[32], what[300];
     if (!bc->max_bytes && bc->cut_short)

@@ -131,7 +131,7 @@ int bf__matmul_epi(const bf__step *s);
 /* linalg.c: 1 if the step is a batched MatMul (no fold, not the small
  * bmm's plain loop, A and B of one rank and the same batch dims) whose run
  * may read B as another tensor transposed (bf__ctx.bt): a folded
- * Transpose (plan_build.c, find_tfolds). */
+ * Transpose (plan_fuse.c, bf__plan_find_tfolds). */
 int bf__matmul_tfold(const bf__step *s);
 /* linalg.c: for a Gemm or MatMul step whose product packs op(B) whole at
  * every call (sgemm.h, bf__sgemm_work), that packing of input 1's data as
@@ -141,6 +141,9 @@ int bf__matmul_tfold(const bf__step *s);
  * tensor, never a plan's faulty view of it. */
 struct bf__wpack;
 const float *bf__linalg_packed(const bf__step *s, struct bf__wpack *w);
+/* The bytes bf__linalg_packed's copy of step s's B holds (0: s packs none),
+ * whether or not the copy is made yet: for the plan's estimate. */
+size_t bf__linalg_pack_bytes(const bf__step *s);
 /* 1 for a BatchNormalization in training mode: each sample's output depends
  * on the whole batch (its statistics), so the step never runs on a subset of
  * the batch's rows (linalg_norm.c). */

@@ -339,21 +339,36 @@ static int pack_fill(const void *ctx, float *out)
     return bf__sgemm_pack(j->trans, j->n, j->k, j->b, j->trans ? j->k : j->n, out);
 }
 
+/* The product's shape as packed once (base/wpack.h): 0 if step s does not
+ * pack its B whole (not a Gemm or MatMul, A transposed, a plain batched
+ * product, B not float). Shared by the packing and by the plan's estimate
+ * of what packing holds, so the two cannot disagree. */
+static int pack_shape(const bf__step *s, int *trans, int *n, int *k)
+{
+    if (s->node->op->run == gemm_run) {
+        const gemm_params *g = s->params;
+        if (!g->work || g->trans_a) return 0;
+        *trans = g->trans_b, *n = g->n, *k = g->k;
+    } else if (s->node->op->run == matmul_run) {
+        const matmul_params *mp = s->params;
+        if (!mp->work) return 0;   /* (a fold's, never a plain bmm's) */
+        *trans = 0, *n = mp->n, *k = mp->k;
+    } else {
+        return 0;
+    }
+    return s->n_in >= 2 && s->in[1] && s->in[1]->dtype == BF_F32;
+}
+
+size_t bf__linalg_pack_bytes(const bf__step *s)
+{
+    int trans, n, k;
+    return pack_shape(s, &trans, &n, &k) ? bf__sgemm_pack_floats(n, k) * sizeof(float) : 0;
+}
+
 const float *bf__linalg_packed(const bf__step *s, bf__wpack *w)
 {
     int trans, n, k;
-    if (s->node->op->run == gemm_run) {
-        const gemm_params *g = s->params;
-        if (!g->work || g->trans_a) return NULL;
-        trans = g->trans_b, n = g->n, k = g->k;
-    } else if (s->node->op->run == matmul_run) {
-        const matmul_params *mp = s->params;
-        if (!mp->work) return NULL;   /* (a fold's, never a plain bmm's) */
-        trans = 0, n = mp->n, k = mp->k;
-    } else {
-        return NULL;
-    }
-    if (s->n_in < 2 || !s->in[1] || !s->in[1]->data || s->in[1]->dtype != BF_F32) return NULL;
+    if (!pack_shape(s, &trans, &n, &k) || !s->in[1]->data) return NULL;
     pack_job j = {trans, n, k, s->in[1]->data};
     /* the layout: n and k are at most BF_SGEMM_WORK_MAX (2^20) where work is set */
     uint64_t tag = (uint64_t)trans | (uint64_t)n << 1 | (uint64_t)k << 32;
