@@ -126,6 +126,25 @@ static void print_groups(const bf_campaign *c)
     }
 }
 
+/* The estimate's terms (bf_campaign_estimate), as `bitflip plan` prints them. */
+static void print_memory(const bf_job_budget *jb, long long job_memory)
+{
+    char t[32], a[32], b[32], cc[32], d[32], e[32], f[32], g[32], pk[32], pv[32], what[320];
+    printf("memory            %s at peak on %d thread%s (job memory limit %s)\n",
+           bf_bytes_str(jb->total_bytes, t, sizeof t), jb->threads, jb->threads == 1 ? "" : "s",
+           bf_bytes_str((uint64_t)job_memory, g, sizeof g));
+    printf("  plans %s (%s each at batch %lld%s), golden cache %s, outputs %s, stored weights %s,\n"
+           "  packed weights %s, parameter-only values %s, eval set %s, model %s\n",
+           bf_bytes_str(jb->plans_bytes, a, sizeof a), bf_bytes_str(jb->plan.total_bytes, b, sizeof b),
+           (long long)jb->batch, jb->rest ? " and one for the last batch" : "",
+           bf_bytes_str(jb->cache_bytes, cc, sizeof cc), bf_bytes_str(jb->outputs_bytes, d, sizeof d),
+           bf_bytes_str(jb->weights_bytes, e, sizeof e), bf_bytes_str(jb->packed_bytes, pk, sizeof pk),
+           bf_bytes_str(jb->param_only_bytes, pv, sizeof pv),
+           bf_bytes_str(jb->dataset_bytes, f, sizeof f),
+           bf_bytes_str(jb->model_bytes, t, sizeof t));
+    printf("  the plan's largest buffer: %s\n", bf_plan_item_str(&jb->plan.largest, what, sizeof what));
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *spec_path = NULL;
@@ -196,20 +215,7 @@ int cmd_plan(int argc, char **argv)
         bf_campaign_opts co = {.threads = (int)threads, .exact = exact, .cache_budget = cache_budget};
         if (bf_campaign_estimate(m, ds, &spec, &co, &jb, &err) != BF_OK) rc = report_error("plan", &err);
         else {
-            char t[32], a[32], b[32], cc[32], d[32], e[32], f[32], g[32], pk[32], pv[32], what[320];
-            printf("memory            %s at peak on %d thread%s (job memory limit %s)\n",
-                   bf_bytes_str(jb.total_bytes, t, sizeof t), jb.threads, jb.threads == 1 ? "" : "s",
-                   bf_bytes_str((uint64_t)lim.job_memory, g, sizeof g));
-            printf("  plans %s (%s each at batch %lld%s), golden cache %s, outputs %s, stored weights %s,\n"
-                   "  packed weights %s, parameter-only values %s, eval set %s, model %s\n",
-                   bf_bytes_str(jb.plans_bytes, a, sizeof a), bf_bytes_str(jb.plan.total_bytes, b, sizeof b),
-                   (long long)jb.batch, jb.rest ? " and one for the last batch" : "",
-                   bf_bytes_str(jb.cache_bytes, cc, sizeof cc), bf_bytes_str(jb.outputs_bytes, d, sizeof d),
-                   bf_bytes_str(jb.weights_bytes, e, sizeof e), bf_bytes_str(jb.packed_bytes, pk, sizeof pk),
-                   bf_bytes_str(jb.param_only_bytes, pv, sizeof pv),
-                   bf_bytes_str(jb.dataset_bytes, f, sizeof f),
-                   bf_bytes_str(jb.model_bytes, t, sizeof t));
-            printf("  the plan's largest buffer: %s\n", bf_plan_item_str(&jb.plan.largest, what, sizeof what));
+            print_memory(&jb, lim.job_memory);
             rc = check_job_memory("plan", "campaign", &jb, lim.job_memory);
         }
         if (rc) {}
