@@ -296,13 +296,12 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb);
 /* diffplane.c: a Resize keeping dims 0 and 1 whose input changed on some
  * of its [N, C] planes, on those planes alone, over golden bits (*done
  * PLANE_DONE; its output's state set, *horizon moved on); 0 when it is no
- * such step or most planes changed. _restore: batch b's output planes so
- * written back to golden and 1, or 0 if b's output was not so written;
- * _restored once every touched batch is. */
+ * such step or most planes changed. bf__out_restore: the batches of the
+ * trial's outputs the last trial touched (dx->touched) back to golden, of
+ * those it wrote so only the planes written. */
 #define PLANE_DONE 7
 bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizon, int *done, bf_error *err);
-int bf__plane_restore(bf__dx *dx, int64_t b);
-void bf__plane_restored(bf__dx *dx);
+void bf__out_restore(bf__dx *dx);
 void bf__plane_free(bf__dx *dx);
 /* dx->fdone's marks, and run_fused's *done (diffexec.c): the last step of a
  * Conv's fused run, a step in between */

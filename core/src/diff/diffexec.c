@@ -775,14 +775,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     bf_status st = BF_OK;
     *full = 0;
     if ((st = reserve_vf(dx, n_vf, err)) != BF_OK) return st;
-    /* the last trial's changed rows go back to golden */
-    for (int64_t t = 0; t < dx->n_touched; t++) {
-        int64_t b = dx->touched[t], rows = b == sh->n_batches - 1 ? sh->samples - b * sh->batch : sh->batch;
-        if (bf__plane_restore(dx, b)) continue;   /* written on some planes alone */
-        size_t off = (size_t)(b * sh->batch * sh->out_cols);
-        memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
-    }
-    bf__plane_restored(dx);
+    bf__out_restore(dx);   /* the last trial's (diffplane.c) */
     dx->n_touched = dx->n_rows = 0;
     dx->out_here = NULL;
     bf__out_off(dx);

@@ -104,7 +104,9 @@ bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizo
     return BF_OK;
 }
 
-int bf__plane_restore(bf__dx *dx, int64_t b)
+/* Batch b's output planes written by the Resize above back to golden, and
+ * 1; 0 if b's output was not written so alone. */
+static int plane_restore(bf__dx *dx, int64_t b)
 {
     if (!dx->opl_b || !dx->opl_b[b]) return 0;
     const bf__dx_shared *sh = dx->sh;
@@ -116,7 +118,17 @@ int bf__plane_restore(bf__dx *dx, int64_t b)
     return 1;
 }
 
-void bf__plane_restored(bf__dx *dx) { dx->n_opl = 0; }
+void bf__out_restore(bf__dx *dx)
+{
+    const bf__dx_shared *sh = dx->sh;
+    for (int64_t t = 0; t < dx->n_touched; t++) {
+        int64_t b = dx->touched[t], rows = b == sh->n_batches - 1 ? sh->samples - b * sh->batch : sh->batch;
+        if (plane_restore(dx, b)) continue;
+        size_t off = (size_t)(b * sh->batch * sh->out_cols);
+        memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
+    }
+    dx->n_opl = 0;
+}
 
 int64_t bf__dx_plane_steps(const bf__dx *dx, int64_t *planes)
 {
