@@ -383,7 +383,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
         fprintf(stderr, "bitflip run: %s%sexact engine: %s; %lld activations, BatchNorms or Adds ran inside their "
                         "Conv or Gemm (its epilogue) in each pass\n",
                 p, sep, r->full_reason ? r->full_reason : "every trial ran the whole pass", (long long)r->fused_activations);
-    } else if (r->ckpt.cuts && !r->chain_trials && !r->full_trials && !r->out_batched && !r->out_in_place &&
+    } else if (r->ckpt.cuts && !r->chain_trials && !r->full_trials && !r->out_batched && !r->out_in_place && !r->plane_resizes &&
                r->chan_steps == r->chan_kinds.ckpt_conv + r->chan_kinds.ckpt_follow) {
         /* one image per call: the batch engine's counters are all zero, and
          * the checkpoint line below says what the trials did */
@@ -398,12 +398,13 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "samples through linear segments; %lld trials run as full passes (more faults than a batch has "
                 "samples, reaching nearly all of the pass: cheaper in full); %lld times the output Gemm ran once "
                 "for every batch's changed rows; %lld %s with their activation, BatchNorm or Add inside (the Conv's "
-                "epilogue); %lld batches' changed outputs written in place (%lld on one channel)\n",
+                "epilogue); %lld batches' changed outputs written in place (%lld on one channel); %lld Resizes "
+                "on the planes their input changed on alone (%lld planes)\n",
                 p, sep, (long long)r->chain_trials, (long long)r->chain_exact, (long long)r->chain_linear,
                 (long long)r->full_trials, (long long)r->out_batched, (long long)r->fused_activations,
                 /* one image per call counts a pass's fused chains, as the exact engine does */
                 r->ckpt.cuts ? "Convs in each image's pass" : "Conv re-runs in the trials", (long long)r->out_in_place,
-                (long long)r->out_in_place_chan);
+                (long long)r->out_in_place_chan, (long long)r->plane_resizes, (long long)r->plane_resize_planes);
         /* chan_steps counts the checkpoints' one-channel Convs and the steps
          * that followed their channel too: they are the checkpoint line's */
         int64_t chan = r->chan_steps - r->chan_kinds.ckpt_conv - r->chan_kinds.ckpt_follow, kinds = r->chan_kinds.resize + r->chan_kinds.concat +

@@ -484,6 +484,11 @@ typedef struct bf_campaign_result {
      * step computing the output: the changed samples found on that channel
      * alone) */
     int64_t out_in_place_chan;
+    /* the differential engine: Resize steps (keeping dims 0 and 1: a
+     * segmenter's upsampling) that a trial ran on the [N, C] planes whose
+     * input changed alone, over golden bits, and how many planes in all
+     * (docs/ENGINE.md, step 4, "Plane-local Resize"); 0 when exact */
+    int64_t plane_resizes, plane_resize_planes;
     /* of chan_steps, those of a Resize, a Concat, a Conv with golden weights
      * (depthwise, or grouped with one output channel a group), an Add, Sub,
      * Mul or Div with a changed operand broadcast over the planes (a

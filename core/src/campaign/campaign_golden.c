@@ -198,13 +198,33 @@ static bf_status golden_lm(bf_campaign *c, bf_evaluator *ev, bf_error *err)
     return BF_OK;
 }
 
+/* The largest finite |x[i]| (0 if none). On the bits: a float's
+ * magnitude (its bits less the sign) orders as the unsigned integer it
+ * is, infinities and NaNs above every finite one, so the max is an integer
+ * max over the finite ones, which the compiler vectorizes (a float max
+ * with a NaN test it does not) and which is exact in any order. A
+ * segmenter's golden outputs are large (LRASPP's 16 images, 22M floats):
+ * the scalar loop in double was 2% of its campaign's CPU. */
+static double finite_absmax(const float *x, int64_t n)
+{
+    int32_t m = 0;   /* signed: the compares SSE2 has */
+    for (int64_t i = 0; i < n; i++) {
+        int32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u &= 0x7fffffff;
+        u = u < 0x7f800000 ? u : 0;
+        m = u > m ? u : m;
+    }
+    float r;
+    memcpy(&r, &m, sizeof r);
+    return r;
+}
+
 /* The grid of each metric's sums (see campaign_stats.c): the campaign's sum
  * stays below 2^52 units for n_trials values of at most `bound`. */
 static void set_grids(bf_campaign *c)
 {
-    double gmax = 0;
-    for (int64_t i = 0; i < c->golden.samples * c->golden.out_cols; i++)
-        if (isfinite(c->golden.out[i]) && fabs(c->golden.out[i]) > gmax) gmax = fabs(c->golden.out[i]);
+    double gmax = finite_absmax(c->golden.out, c->golden.samples * c->golden.out_cols);
     /* deviations past 16x the largest golden output saturate in the sums */
     double out_bound = 16 * exp2(ceil(log2(gmax > 1 ? gmax : 1)));
     double ll = 32;   /* log loss clips probabilities at 1e-7: at most 16.12 */

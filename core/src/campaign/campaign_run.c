@@ -473,6 +473,9 @@ static void teardown(runner *rn, bf_campaign_result *acc)
             acc->out_batched += bf__dx_out_batched(w->dx);
             acc->out_in_place += bf__dx_out_in_place(w->dx, 0);
             acc->out_in_place_chan += bf__dx_out_in_place(w->dx, 1);
+            int64_t pls;
+            acc->plane_resizes += bf__dx_plane_steps(w->dx, &pls);
+            acc->plane_resize_planes += pls;
             int64_t k[5];
             bf__dx_chan_kinds(w->dx, k);
             acc->chan_kinds.resize += k[0], acc->chan_kinds.concat += k[1];

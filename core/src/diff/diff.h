@@ -229,6 +229,9 @@ int64_t bf__dx_out_batched(const bf__dx *dx);
  * into the trial's outputs (diffexec.c, own): not copied there after;
  * chan 1: of them, those written on one channel (bf__chan_rows). */
 int64_t bf__dx_out_in_place(const bf__dx *dx, int chan);
+/* Resize steps this executor's trials ran on the planes their input
+ * changed on alone (diffplane.c), and those planes (*planes). */
+int64_t bf__dx_plane_steps(const bf__dx *dx, int64_t *planes);
 /* of those: Resize, Concat, Conv with golden weights, Add/Sub/Mul/Div with
  * a changed operand broadcast over the planes, ReduceMean/ReduceSum over
  * the planes (bf_campaign_result.chan_kinds) */

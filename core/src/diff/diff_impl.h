@@ -199,6 +199,13 @@ struct bf__dx {
     int64_t *orow, n_orow;
     int64_t n_in_place[2];       /* and of them, those on one channel (bf__chan_rows) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
+    /* Plane-local Resize (diffplane.c): the changed planes of the step at
+     * hand; the planes of the trial's outputs written in place (offsets
+     * into out, opl_len floats each), per batch whether its output was so
+     * written alone (restored plane by plane); steps and planes so run. */
+    int64_t *pl, pl_cap, *opl, n_opl, opl_cap, opl_len;
+    unsigned char *opl_b;
+    int64_t n_plane_steps, n_planes;
 
     /* The graph's output Gemm over every batch at once: diffout.c's own
      * state and buffers (bf__out_init). */
@@ -286,6 +293,16 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb);
  * (*done OUT_DEFERRED: the output is left alone, not DIRTY); _flush runs
  * them as one product into dx->out, dx->rows and dx->touched. */
 #define OUT_DEFERRED 5
+/* diffplane.c: a Resize keeping dims 0 and 1 whose input changed on some
+ * of its [N, C] planes, on those planes alone, over golden bits (*done
+ * PLANE_DONE; its output's state set, *horizon moved on); 0 when it is no
+ * such step or most planes changed. bf__out_restore: the batches of the
+ * trial's outputs the last trial touched (dx->touched) back to golden, of
+ * those it wrote so only the planes written. */
+#define PLANE_DONE 7
+bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizon, int *done, bf_error *err);
+void bf__out_restore(bf__dx *dx);
+void bf__plane_free(bf__dx *dx);
 /* dx->fdone's marks, and run_fused's *done (diffexec.c): the last step of a
  * Conv's fused run, a step in between */
 #define FUSED_LAST 1

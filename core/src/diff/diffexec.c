@@ -43,6 +43,7 @@ void bf__dx_free(bf__dx *dx)
     bf__out_free(dx);
     bf__chain_free(dx);
     bf__pv_free(dx);
+    bf__plane_free(dx);
     bf__free(dx->state);
     bf__free(dx->param_hit);
     bf__free(dx->step_mark);
@@ -578,6 +579,8 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         int done = fused;
         if (!done && (st = bf__chan_try(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done) bf__chan_fill_inputs(dx, p, b, (size_t)i);   /* what follows reads its inputs whole */
+        if (!done && (st = bf__plane_try(dx, p, b, (size_t)i, &horizon, &done, err)) != BF_OK) return st;
+        if (done == PLANE_DONE) continue;   /* on the planes that moved (diffplane.c) */
         if (!done && (st = bf__out_defer(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (done == OUT_DEFERRED) {   /* run over every batch at once, after them (diffout.c) */
             dx->state[s->node->out[0]] = GOLDEN;
@@ -772,12 +775,7 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     bf_status st = BF_OK;
     *full = 0;
     if ((st = reserve_vf(dx, n_vf, err)) != BF_OK) return st;
-    /* the last trial's changed rows go back to golden */
-    for (int64_t t = 0; t < dx->n_touched; t++) {
-        int64_t b = dx->touched[t], rows = b == sh->n_batches - 1 ? sh->samples - b * sh->batch : sh->batch;
-        size_t off = (size_t)(b * sh->batch * sh->out_cols);
-        memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
-    }
+    bf__out_restore(dx);   /* the last trial's (diffplane.c) */
     dx->n_touched = dx->n_rows = 0;
     dx->out_here = NULL;
     bf__out_off(dx);

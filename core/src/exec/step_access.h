@@ -279,6 +279,9 @@ void bf__reduce_plane(const bf__step *s, int64_t pl);
  * step scratch) with the bits the whole step gives it. */
 int bf__resize_planes(const bf__step *s);
 void bf__resize_channel(const bf__step *s, int64_t ch, void *scratch);
+/* The same for planes pl[0..n) of the output, plane n * C + c being
+ * sample n's channel c (diffplane.c: the planes whose input changed). */
+void bf__resize_plane_list(const bf__step *s, const int64_t *pl, int64_t n, void *scratch);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
 /* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,

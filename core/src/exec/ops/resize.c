@@ -594,6 +594,20 @@ void bf__resize_channel(const bf__step *s, int64_t ch, void *scratch)
     }
 }
 
+/* Planes pl[0..n) of the output ((n, c) of [N, C, ...]: n * C + c), each
+ * as the run computes its rows (the same row function on the same taps:
+ * rows are independent). */
+void bf__resize_plane_list(const bf__step *s, const int64_t *pl, int64_t n, void *scratch)
+{
+    const resize_params *q = s->params;
+    int64_t *off[BF_MAX_DIMS], per = 1;
+    float *wt[BF_MAX_DIMS];
+    if (bf_tensor_numel(s->out[0]) == 0 || n <= 0) return;
+    tables(q, scratch, off, wt);
+    for (int d = 2; d < q->rank - 1; d++) per *= q->odims[d];
+    for (int64_t k = 0; k < n; k++) resize_rows(q, s->in[0]->data, s->out[0]->data, off, wt, pl[k] * per, pl[k] * per + per);
+}
+
 const bf__op bf__ops_resize[] = {
     {"Resize", 1, 4, 1, 1, 0, resize_prepare, resize_run},
     {0},
