@@ -702,6 +702,10 @@ static bf_status dyn_setup(bf_plan *p, const bf_plan_opts *opts, const bf_plan_b
     p->dyn_prep = bf__aligned_alloc(sizeof *p->dyn_prep);
     p->sub_prep = bf__aligned_alloc(sizeof *p->sub_prep);
     if (!p->dyn_prep || !p->sub_prep) return oom(err);
+    /* bf__prep_at_run clears only the in[] and out[] entries the node
+     * before it filled */
+    memset(p->dyn_prep, 0, sizeof *p->dyn_prep);
+    memset(p->sub_prep, 0, sizeof *p->sub_prep);
     if (opts->max_run_bytes) p->dyn.limit = opts->max_run_bytes;
     else if (opts->max_bytes) p->dyn.limit = opts->max_bytes > b->total_bytes ? opts->max_bytes - b->total_bytes : 0;
     else p->dyn.limit = BF_PLAN_RUN_BYTES_DEFAULT;
