@@ -121,8 +121,6 @@ void bf__ckpt_trial_clear(bf__ckpt_trial *tr)
     tr->all = 1;
     tr->from = -1;
     tr->chan_step = -1;
-    tr->row_step = -1;
-    tr->row_seen = 0;
 }
 
 void bf__ckpt_trial_begin(const bf__ckpt *ck, bf__ckpt_trial *tr)
@@ -214,7 +212,6 @@ void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
     if (tr->from < 0) tr->all = 1;
     if (!tr->all) bf__ckpt_reach(ck, tr, -1);
     bf__ckpt_chan_mark(ck, tr);
-    bf__ckpt_rows_mark(ck, tr);
 }
 
 size_t bf__ckpt_num_stored(const bf__ckpt *ck) { return ck ? ck->n_store : 0; }
@@ -354,12 +351,6 @@ bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *ma
     for (size_t v = 0; v < nv; v++) used[v] = ck->store_of[v] >= 0;
     uint64_t kept = (uint64_t)(*off - off0) * (uint64_t)ck->samples;
     if ((st = bf__ckpt_choose_chan(ck, p, mass, mtotal, room > kept ? room - kept : 0, trials, used, storable)) != BF_OK)
-        goto out;
-    uint64_t chosen = 0;   /* the channel-local Convs' outputs */
-    for (size_t v = 0; v < nv; v++)
-        if (used[v] && ck->store_of[v] < 0) chosen += ((bf_tensor_nbytes(&p->vals[v]) + 63) & ~(size_t)63) * (uint64_t)ck->samples;
-    kept += chosen;
-    if ((st = bf__ckpt_choose_rows(ck, p, mass, mtotal, room > kept ? room - kept : 0, trials, used, storable)) != BF_OK)
         goto out;
     for (size_t v = 0; v < nv; v++) count += used[v] && ck->store_of[v] < 0;
     if (count == 0) goto out;   /* no Conv chosen: the store as choose_reach left it */

@@ -731,12 +731,9 @@ static void softmax_cols(float *y, const float *x, int64_t n, int64_t inner, flo
     }
 }
 
-/* rows [first, first + count) of a Softmax over contiguous rows of n: the
- * whole run's loop, which bf__softmax_row calls on one row (a row's bits
- * depend on that row alone) */
-static void softmax_rows(float *y, const float *x, int64_t first, int64_t count, int64_t n)
+/* a Softmax over count contiguous rows of n */
+static void softmax_rows(float *y, const float *x, int64_t count, int64_t n)
 {
-    y += first * n, x += first * n;
 #ifdef BF__HAVE_AVX2_COPY
     int level = bf__simd_level();
     if (level >= BF__SIMD_AVX512) {
@@ -763,23 +760,6 @@ void bf__softmax_row_copy(float *y, const float *x, int64_t n, int copy)
 #endif
 }
 
-static bf_status softmax_run(const bf__ctx *c, bf_error *err);
-
-int bf__softmax_rows(const bf__step *s, int64_t *rows, int64_t *n)
-{
-    if (s->dyn || s->n_out != 1 || s->n_in != 1 || s->node->op->run != softmax_run) return 0;
-    const softmax_params *q = s->params;
-    if (q->inner != 1) return 0;
-    *rows = q->outer, *n = q->n;
-    return 1;
-}
-
-void bf__softmax_row(const bf__step *s, int64_t o)
-{
-    const softmax_params *q = s->params;
-    softmax_rows(s->out[0]->data, s->in[0]->data, o, 1, q->n);
-}
-
 static bf_status softmax_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
@@ -788,7 +768,7 @@ static bf_status softmax_run(const bf__ctx *c, bf_error *err)
     float *y = c->out[0]->data;
     int64_t block = q->n * q->inner;
     if (q->inner == 1) {
-        softmax_rows(y, x, 0, q->outer, q->n);
+        softmax_rows(y, x, q->outer, q->n);
         return BF_OK;
     }
     double *s = c->scratch;
