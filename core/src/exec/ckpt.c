@@ -427,12 +427,12 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p,
                    .stopped_at = p->n_steps, .walk = {.next = 0, .ch = -1}};
     int c = lo >= 0 ? tr->from : -1;
     size_t from = 0;
+    int reach = c >= 0 && !tr->all;
     if (c >= 0) {   /* the plan fits (bf__ckpt_fits_plan, checked when it was given them) */
-        for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
-            memcpy(p->vals[ck->lv[j]].data, w.block + ck->lv_off[j], ck->lv_bytes[j]);
+        for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)   /* what the run reads (ckpt_reach.c) */
+            if (!reach || tr->read[ck->lv[j]]) memcpy(p->vals[ck->lv[j]].data, w.block + ck->lv_off[j], ck->lv_bytes[j]);
         from = (size_t)ck->cut[c];
     }
-    int reach = c >= 0 && !tr->all;
     bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = reach ? tr->act : NULL, .fill = fill, .chan = chan,
                          .user = &w};
     int stopped = 0;

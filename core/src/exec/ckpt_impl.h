@@ -74,6 +74,7 @@ struct bf__ckpt_trial {
     int64_t *run_pre;           /* n_steps + 1: golden ns of the steps run before each */
     int *skip_pre;              /* n_steps + 1: steps skipped before each */
     unsigned char *used;        /* per value, if not NULL: put back from the store (choosing it) */
+    unsigned char *read;        /* per value: read by a step the run runs, or a graph output (restored at the cut) */
     /* the Conv step whose one output channel chan_oc every fault lies in
      * (-1: none seen yet; -2: not so), and one faulted element of it as
      * bf__conv_channel takes it (slot 1 weight, 2 bias; its index) */
