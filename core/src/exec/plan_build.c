@@ -790,6 +790,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     if (p->n_dyn && (st = dyn_setup(p, &ask->opts, bc.b, err)) != BF_OK) goto fail;
     find_packed(p);
     bf__plan_find_tfolds(p);
+    bf__plan_find_gcols(p);
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
     for (size_t i = 0; i < p->n_steps; i++)

@@ -272,6 +272,10 @@ int bf__resize_planes(const bf__step *s);
 void bf__resize_channel(const bf__step *s, int64_t ch, void *scratch);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
+/* shape_gather.c: grouped class-column Gathers (plan_impl.h, gcol) */
+int bf__gather_column(const bf__step *s);
+int bf__gather_alike(const bf__step *a, const bf__step *b);
+int bf__gather_columns(bf__step *const *s, int n);
 /* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,
  * each output row reading only the rows its indices name: a Gather on axis
  * 0, or bf.EmbeddingBag (ops/embedding_bag.c). */
