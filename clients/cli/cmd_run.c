@@ -437,11 +437,6 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan);
-    if (r->ckpt.cuts)
-        fprintf(stderr,
-                "bitflip run: %s%scheckpoints, row-local Softmax: %lld trials ran the class scores' Softmax on the "
-                "rows whose logits moved, every other row golden (%lld images, %lld rows recomputed)\n",
-                p, sep, (long long)r->ckpt.row_trials, (long long)r->ckpt.row_steps, (long long)r->ckpt.row_rows);
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "

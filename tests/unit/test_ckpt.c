@@ -111,7 +111,6 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 typedef struct sums {
     int timed;   /* the differential runs' cuts by measured time (run) */
     int64_t runs, early, masked, changed, skipped, stored, chan, fused, follow, chan_early;
-    int64_t row_trials, row_rows;
 } sums;
 
 /* the differential run on `threads` threads against exact on 2 */
@@ -141,10 +140,6 @@ static void same_as_exact_on(const char *fix, const bf_campaign_spec *s, int64_t
     t->fused += rd.chan_kinds.ckpt_fused;
     t->follow += rd.chan_kinds.ckpt_follow;
     t->chan_early += rd.ckpt.early_chan;
-    t->row_trials += rd.ckpt.row_trials;
-    t->row_rows += rd.ckpt.row_rows;
-    assert_int_equal(rx.ckpt.row_trials, 0);
-    assert_true(rd.ckpt.row_trials <= rd.trials_done && rd.ckpt.row_steps >= rd.ckpt.row_trials);
     assert_true(rd.chan_kinds.ckpt_fused <= rd.chan_kinds.ckpt_conv);
     assert_true(rd.ckpt.early_chan <= rd.ckpt.early);
     if (budget == 0 || budget > 1024) {   /* 0: the default budget */
@@ -325,36 +320,6 @@ static void fused_convs_on_one_channel(void **state)
                 (long long)t.chan_early);
 }
 
-/* Faults in the class heads' last Convs of SSDlite and SSD: each moves one
- * class logit of the anchors its channel feeds, and the Softmax over the
- * classes recomputes only the rows whose input moved, every other row put
- * back golden (ckpt_rows.c; the fixtures' Softmax is small enough to be
- * kept whatever the trials' count). Every record and per-image output the exact engine's, on 1 and 2
- * threads, one and two bits, and the row-local path taken (recomputing no
- * row, or only the first, makes the comparisons fail). */
-static void class_scores_on_rows(void **state)
-{
-    (void)state;
-    static char *lite[] = {"head.classification_head.module_list.*.1.*"};
-    static char *ssd[] = {"head.classification_head.*"};
-    sums t = {0};
-    for (int f = 0; f < 2; f++)
-        for (int bits = 1; bits <= 2; bits++) {
-            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 64, 90 + (size_t)f * 4 + (size_t)bits);
-            s.tensors = f ? ssd : lite;
-            s.n_tensors = 1;
-            s.bits = bits;
-            same_as_exact_on(f ? "ssd" : "ssdlite", &s, 0, bits, &t);
-        }
-    assert_true(t.row_trials > 0);
-    assert_true(t.row_rows > 0);
-    assert_true(t.changed > 0);
-    assert_true(t.masked > 0);
-    if (getenv("BF_TEST_VERBOSE"))
-        fprintf(stderr, "class scores: %lld trials ran their Softmax on rows, %lld rows recomputed\n",
-                (long long)t.row_trials, (long long)t.row_rows);
-}
-
 /* tests/fixtures/ckpt/ckpt_follow (make_ckpt_follow.py): a fault in one
  * output channel of its first Conv is followed through a Sigmoid, a
  * BatchNormalization, a depthwise Conv and a HardSigmoid, each on that
@@ -487,7 +452,6 @@ int main(void)
         cmocka_unit_test(activations),
         cmocka_unit_test(head_convs_on_one_channel),
         cmocka_unit_test(fused_convs_on_one_channel),
-        cmocka_unit_test(class_scores_on_rows),
         cmocka_unit_test(channel_followed_through_maps),
         cmocka_unit_test(no_room_for_a_cut),
         cmocka_unit_test(input_fed_unless_past_its_readers),

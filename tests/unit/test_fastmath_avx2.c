@@ -15,6 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "exec/ops/elementwise_impl.h"
 #include "exec/ops/fastmath_impl.h"
 
 static inline float gelu(float x) { return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f)); }
@@ -79,8 +80,70 @@ static void same_bits(void **state)
 #endif
 }
 
+/* Softmax's rows: the AVX-512 copy takes its own max and double sum
+ * (elementwise.c), the AVX2 one the body's; both must give the plain
+ * copy's bits on every row: SSDlite's 91 logits, lengths 1 to 130 (the
+ * 16-lane max's tail, the sum's 8-lane tail), and rows with a NaN, an
+ * Inf, all -Inf, a max of +0 or -0 (the body keeps the first zero seen). */
+static void softmax_rows_same_bits(void **state)
+{
+    (void)state;
+#ifdef BF__HAVE_AVX2_COPY
+    if (!bf__cpu_avx2()) skip();
+    enum { ROWS = 20000, MAXN = 130 };
+    float *x = malloc(sizeof(float) * MAXN), *a = malloc(sizeof(float) * MAXN), *b = malloc(sizeof(float) * MAXN);
+    assert_non_null(x), assert_non_null(a), assert_non_null(b);
+    int wide = bf__simd_cpu() >= BF__SIMD_AVX512;
+    uint64_t s = 0x243F6A8885A308D3u;
+    for (int row = 0; row < ROWS; row++) {
+        int n = row < 4 * MAXN ? 1 + row % MAXN : 91;
+        for (int i = 0; i < n; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            uint32_t u = (uint32_t)(s >> 32);
+            /* logits as a detector's class head gives them, some rows far apart */
+            x[i] = (float)((int32_t)u) * ((row % 7 == 0 ? 80.0f : 12.0f) / 2147483648.0f);
+        }
+        int k = (int)((s >> 8) % (uint64_t)n);
+        switch (row % 13) {
+        case 1: x[k] = NAN; break;
+        case 2: x[k] = INFINITY; break;
+        case 3: x[k] = -INFINITY; break;
+        case 4: for (int i = 0; i < n; i++) x[i] = -INFINITY; break;
+        case 5: for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) - 1.0f; x[k] = -0.0f; x[(k + 1) % n] = 0.0f; break;
+        case 6: for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) - 1.0f; x[k] = 0.0f; x[(k + 3) % n] = -0.0f; break;
+        case 7: x[k] = 3.0e38f; break;
+        case 8: x[k] = 1e-45f; break;
+        case 9:   /* finite bit patterns anywhere: exp's clamps, subnormal and overflowing scales */
+            for (int i = 0; i < n; i++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                uint32_t u = (uint32_t)(s >> 32) & 0xBFFFFFFFu;   /* exponent below 255: no NaN or Inf */
+                x[i] = bits_f32(u);
+            }
+            break;
+        case 10: for (int i = 0; i < n; i++) x[i] *= 8.0f; break;
+        case 11:   /* a max of 0 and exps down through the subnormals to the clamp at -104 */
+            for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) * (110.0f / 80.0f);
+            x[k] = 0.0f;
+            break;
+        default: break;
+        }
+        bf__softmax_row_copy(b, x, n, 0);
+        for (int copy = 1; copy < 2 + wide; copy++) {
+            bf__softmax_row_copy(a, x, n, copy);
+            for (int i = 0; i < n; i++)
+                if (memcmp(a + i, b + i, 4) != 0)
+                    fail_msg("softmax row %d (n %d) element %d: %s copy %.9g, plain %.9g", row, n, i,
+                             copy == 2 ? "AVX-512" : "AVX2", (double)a[i], (double)b[i]);
+        }
+    }
+    free(x), free(a), free(b);
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(same_bits)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(same_bits), cmocka_unit_test(softmax_rows_same_bits)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

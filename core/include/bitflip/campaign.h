@@ -534,11 +534,7 @@ typedef struct bf_campaign_result {
      * every sample, within --cache-budget, counted in bytes too).
      * early_chan: of early, the images that ended at a Conv run on its one
      * channel (chan_kinds.ckpt_conv), or a step following it on, whose
-     * channel came back golden. row_trials: the trials in which a Softmax
-     * over a detector's class logits ran on the rows whose input moved,
-     * every other row golden (exec/ckpt_rows.c; a class head's Conv run on
-     * one channel); row_steps: the images it did so in; row_rows: the rows
-     * it recomputed over them. */
+     * channel came back golden. */
     struct {
         size_t cuts;
         uint64_t bytes;
@@ -547,7 +543,6 @@ typedef struct bf_campaign_result {
         int64_t skipped;
         size_t stored;
         uint64_t store_bytes;
-        int64_t row_trials, row_steps, row_rows;
     } ckpt;
 } bf_campaign_result;
 

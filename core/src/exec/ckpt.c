@@ -59,8 +59,6 @@ void bf__ckpt_free(bf__ckpt *ck)
     bf__free(ck->chan_div);
     bf__free(ck->chan_chain);
     bf__free(ck->chan_next);
-    bf__free(ck->row_soft);
-    bf__free(ck->row_keep);
     bf__free(ck->data);
     bf__free(ck);
 }
@@ -339,9 +337,8 @@ typedef struct watch_ctx {
     unsigned char *block;     /* the sample's checkpoints */
     int record, hi;
     size_t stopped_at;
-    int64_t chan[6];          /* Convs run on one channel (ckpt_chan.c), of them fused, runs ended so;
-                               * steps following the channel on; Softmaxes run on rows (ckpt_rows.c),
-                               * their rows recomputed */
+    int64_t chan[4];          /* Convs run on one channel (ckpt_chan.c), of them fused, runs ended so;
+                               * steps following the channel on */
     bf__chan_walk walk;
 } watch_ctx;
 
@@ -389,13 +386,6 @@ static void fill(void *user, bf_plan *p, size_t step)
 static int chan(void *user, bf_plan *p, size_t step)
 {
     watch_ctx *w = user;
-    if (w->tr && (int)step == w->tr->row_step) {
-        int64_t rows = bf__ckpt_rows_run(w->ck, w->block, p, step);
-        if (rows < 0) return 0;   /* the step runs whole */
-        w->chan[4]++;
-        w->chan[5] += rows;
-        return 1;
-    }
     int fused, origin = w->tr && (int)step == w->tr->chan_step;
     int done = bf__ckpt_chan_run(w->ck, w->tr, w->block, p, step, &fused, &w->walk);
     w->chan[origin ? 0 : 3] += done != 0;
@@ -427,7 +417,7 @@ int bf__ckpt_trial_skips_value(const bf__ckpt *ck, const bf__ckpt_trial *tr, int
 }
 
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, int64_t chans[6], bf_error *err)
+                       int64_t *work, int64_t *skipped, int64_t chans[4], bf_error *err)
 {
     *golden = 0;
     if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
@@ -437,19 +427,19 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p,
                    .stopped_at = p->n_steps, .walk = {.next = 0, .ch = -1}};
     int c = lo >= 0 ? tr->from : -1;
     size_t from = 0;
+    int reach = c >= 0 && !tr->all;
     if (c >= 0) {   /* the plan fits (bf__ckpt_fits_plan, checked when it was given them) */
-        for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
-            memcpy(p->vals[ck->lv[j]].data, w.block + ck->lv_off[j], ck->lv_bytes[j]);
+        for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)   /* what the run reads (ckpt_reach.c) */
+            if (!reach || tr->read[ck->lv[j]]) memcpy(p->vals[ck->lv[j]].data, w.block + ck->lv_off[j], ck->lv_bytes[j]);
         from = (size_t)ck->cut[c];
     }
-    int reach = c >= 0 && !tr->all;
     bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = reach ? tr->act : NULL, .fill = fill, .chan = chan,
                          .user = &w};
     int stopped = 0;
     bf_status st = bf__plan_run_from(p, from, (hi >= 0 && ck->n_cuts) || reach ? &pw : NULL, &stopped, err);
     if (st != BF_OK) return st;
     *golden = stopped;
-    for (int k = 0; chans && k < 6; k++) chans[k] += w.chan[k];
+    for (int k = 0; chans && k < 4; k++) chans[k] += w.chan[k];
     size_t end = stopped ? w.stopped_at : p->n_steps;
     if (reach) {
         if (work) *work += tr->run_pre[end] - tr->run_pre[from];

@@ -93,11 +93,7 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck);
  * depthwise Conv), chan[4] 1 if a Softmax ran on the rows whose input
  * moved (ckpt_rows.c), chan[5] how many rows it recomputed. */
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, int64_t chan[6], bf_error *err);
-/* 1 the first time it is called after the trial's reach was set (a pass is
- * one trial, its samples run on one evaluator): counts the trials whose
- * Softmax ran on rows (chan[4] of bf__ckpt_run) */
-int bf__ckpt_trial_rows_first(bf__ckpt_trial *tr);
+                       int64_t *work, int64_t *skipped, int64_t chan[4], bf_error *err);
 /* the golden time of a whole run of one sample, in nanoseconds */
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck);
 /* 1 when bf__ckpt_run with tr starts at a cut past every step reading

@@ -56,12 +56,6 @@ struct bf__ckpt {
      * BatchNormalization, a depthwise or grouped Conv with its epilogue),
      * its golden output in the store too; 0: none */
     int *chan_next;
-    /* per step (ckpt_rows.c): for a chosen Conv, the Softmax over rows its
-     * output reaches through steps that only move values (a detector's
-     * class logits: Reshape, Transpose, Concat), the Softmax's golden input
-     * and output in the store; 0: none */
-    int *row_soft;
-    double *row_keep;           /* per such Conv: the share of the Softmax's rows its channel cannot move */
     size_t sample_bytes;
     int64_t samples;
     unsigned char *data;        /* samples x sample_bytes */
@@ -80,15 +74,12 @@ struct bf__ckpt_trial {
     int64_t *run_pre;           /* n_steps + 1: golden ns of the steps run before each */
     int *skip_pre;              /* n_steps + 1: steps skipped before each */
     unsigned char *used;        /* per value, if not NULL: put back from the store (choosing it) */
+    unsigned char *read;        /* per value: read by a step the run runs, or a graph output (restored at the cut) */
     /* the Conv step whose one output channel chan_oc every fault lies in
      * (-1: none seen yet; -2: not so), and one faulted element of it as
      * bf__conv_channel takes it (slot 1 weight, 2 bias; its index) */
     int chan_step, chan_slot;
     int64_t chan_oc, chan_index;
-    /* the Softmax step the trial runs on the rows that differ from golden
-     * (ckpt_rows.c; -1: none), and whether one of its images did (--stats
-     * counts trials) */
-    int row_step, row_seen;
 };
 
 /* ckpt_reach.c: the graph's facts above, from plan p */
@@ -132,20 +123,6 @@ typedef struct bf__chan_walk {
 } bf__chan_walk;
 int bf__ckpt_chan_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, const unsigned char *block, bf_plan *p, size_t i,
                       int *fused, bf__chan_walk *walk);
-/* ckpt_rows.c: after bf__ckpt_choose_chan, the Softmax each chosen Conv's
- * output reaches through steps that only move values (row_soft), its golden
- * input and output marked in used, within `room` bytes over every sample */
-bf_status bf__ckpt_choose_rows(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal, uint64_t room,
-                               int64_t trials, unsigned char *used,
-                               size_t (*storable)(const bf__ckpt *, const bf_plan *, int));
-/* ckpt_rows.c: after bf__ckpt_chan_mark, the trial's Softmax (row_step)
- * marked BF__STEP_CHAN where its Conv is one channel's and reaches it */
-void bf__ckpt_rows_mark(const bf__ckpt *ck, bf__ckpt_trial *tr);
-/* ckpt_rows.c: instead of Softmax step i of a trial's run on plan p: its
- * golden output from the sample's block, the rows whose input differs from
- * the golden input recomputed; the number of rows recomputed (0 or more),
- * or -1 when this plan cannot (the step then runs whole). */
-int64_t bf__ckpt_rows_run(const bf__ckpt *ck, const unsigned char *block, bf_plan *p, size_t i);
 bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr);
 void bf__ckpt_trial_release(bf__ckpt_trial *tr);
 

@@ -78,8 +78,10 @@ bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr)
     tr->act = bf__calloc(n + 1, 1);
     tr->run_pre = bf__calloc(n + 1, sizeof *tr->run_pre);
     tr->skip_pre = bf__calloc(n + 1, sizeof *tr->skip_pre);
+    tr->read = bf__calloc(ck->n_values + 1, 1);
     bf__ckpt_trial_clear(tr);
-    if (!tr->origin || !tr->taint || !tr->step_taint || !tr->req || !tr->act || !tr->run_pre || !tr->skip_pre)
+    if (!tr->origin || !tr->taint || !tr->step_taint || !tr->req || !tr->act || !tr->run_pre || !tr->skip_pre ||
+        !tr->read)
         return BF_ENOMEM;
     return BF_OK;
 }
@@ -93,6 +95,7 @@ void bf__ckpt_trial_release(bf__ckpt_trial *tr)
     bf__free(tr->act);
     bf__free(tr->run_pre);
     bf__free(tr->skip_pre);
+    bf__free(tr->read);
 }
 
 bf_status bf__ckpt_trial_new(const bf__ckpt *ck, bf__ckpt_trial **out, bf_error *err)
@@ -121,8 +124,6 @@ void bf__ckpt_trial_clear(bf__ckpt_trial *tr)
     tr->all = 1;
     tr->from = -1;
     tr->chan_step = -1;
-    tr->row_step = -1;
-    tr->row_seen = 0;
 }
 
 void bf__ckpt_trial_begin(const bf__ckpt *ck, bf__ckpt_trial *tr)
@@ -202,6 +203,19 @@ void bf__ckpt_reach(const bf__ckpt *ck, bf__ckpt_trial *tr, int min_store)
         tr->run_pre[i + 1] = tr->run_pre[i] + (skip ? 0 : ck->pre_ns[i + 1] - ck->pre_ns[i]);
         tr->skip_pre[i + 1] = tr->skip_pre[i] + (skip ? 1 : 0);
     }
+    /* The cut's values the run reads: those a step it runs takes as input
+     * (a step run on one channel, or following one, reads its inputs as
+     * the whole step would), and the graph outputs. The others are not
+     * restored: no step that runs reads them, and their bytes, shared with
+     * other values, are written before those are read. A class-head fault
+     * of SSDlite320 resumes at a cut holding the backbone's values that its
+     * head, its regression twin and the next stage read, and runs the one
+     * head's Convs alone. */
+    memset(tr->read, 0, ck->n_values);
+    for (size_t i = (size_t)f; i < n; i++)
+        if (!(tr->act[i] & BF__STEP_SKIP))
+            for (int j = ck->in_first[i]; j < ck->in_first[i + 1]; j++) tr->read[ck->in_val[j]] = 1;
+    for (size_t k = 0; k < ck->n_outputs; k++) tr->read[ck->outputs[k]] = 1;
 }
 
 void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
@@ -214,7 +228,6 @@ void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
     if (tr->from < 0) tr->all = 1;
     if (!tr->all) bf__ckpt_reach(ck, tr, -1);
     bf__ckpt_chan_mark(ck, tr);
-    bf__ckpt_rows_mark(ck, tr);
 }
 
 size_t bf__ckpt_num_stored(const bf__ckpt *ck) { return ck ? ck->n_store : 0; }
@@ -354,12 +367,6 @@ bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *ma
     for (size_t v = 0; v < nv; v++) used[v] = ck->store_of[v] >= 0;
     uint64_t kept = (uint64_t)(*off - off0) * (uint64_t)ck->samples;
     if ((st = bf__ckpt_choose_chan(ck, p, mass, mtotal, room > kept ? room - kept : 0, trials, used, storable)) != BF_OK)
-        goto out;
-    uint64_t chosen = 0;   /* the channel-local Convs' outputs */
-    for (size_t v = 0; v < nv; v++)
-        if (used[v] && ck->store_of[v] < 0) chosen += ((bf_tensor_nbytes(&p->vals[v]) + 63) & ~(size_t)63) * (uint64_t)ck->samples;
-    kept += chosen;
-    if ((st = bf__ckpt_choose_rows(ck, p, mass, mtotal, room > kept ? room - kept : 0, trials, used, storable)) != BF_OK)
         goto out;
     for (size_t v = 0; v < nv; v++) count += used[v] && ck->store_of[v] < 0;
     if (count == 0) goto out;   /* no Conv chosen: the store as choose_reach left it */

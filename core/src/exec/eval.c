@@ -649,11 +649,8 @@ bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev) { return ev->ckp.tr; 
 int bf__evaluator_ckpt_on(const bf_evaluator *ev) { return ev->ckp.ck != NULL; }
 
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t chan[7])
+                               int64_t chan[4])
 {
-    chan[4] = atomic_load(&ev->ckp.row_steps);
-    chan[5] = atomic_load(&ev->ckp.row_rows);
-    chan[6] = atomic_load(&ev->ckp.row_trials);
     chan[3] = atomic_load(&ev->ckp.chan_follow);
     chan[0] = atomic_load(&ev->ckp.chan);
     chan[1] = atomic_load(&ev->ckp.chan_fused);

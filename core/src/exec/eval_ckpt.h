@@ -19,8 +19,6 @@ typedef struct bf__eval_ckpt {
     atomic_llong chan;                   /* steps run on one channel (ckpt_chan.c) */
     atomic_llong chan_fused, chan_stop;  /* of them, with their fused epilogue; ending the run golden */
     atomic_llong chan_follow;            /* steps after them following the channel on */
-    atomic_llong row_steps, row_rows;    /* Softmaxes run on the rows that moved (ckpt_rows.c); their rows */
-    atomic_llong row_trials;             /* trials (passes) in which one did */
 } bf__eval_ckpt;
 
 /* Sets what the passes resume from (ck; usable 0 when the evaluator's

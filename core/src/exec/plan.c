@@ -37,6 +37,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->steps);
     bf__free(p->packed);
     bf__free(p->tfold);
+    bf__free(p->gcol);
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
@@ -283,6 +284,25 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, bf_error *err)
     return BF_OK;
 }
 
+/* Gather group i..gcol[i] (plan_impl.h) run together, the others marked
+ * as run; 0 when a watch acts on one of them (skips, fills, runs on a
+ * channel), a value fault strikes one or an index is out of range: then
+ * each runs as a step. */
+static int gcols(bf_plan *p, size_t i, const unsigned char *act)
+{
+    size_t last = (size_t)p->gcol[i];
+    bf__step *s[256];
+    if (last - i + 1 > sizeof s / sizeof *s) return 0;
+    for (size_t k = i; k <= last; k++) {
+        if (p->step_hit[k] || p->fused_skip[k] || (act && (act[k] & (BF__STEP_SKIP | BF__STEP_FILL | BF__STEP_CHAN))))
+            return 0;
+        s[k - i] = &p->steps[k];
+    }
+    if (!bf__gather_columns(s, (int)(last - i + 1))) return 0;
+    for (size_t k = i + 1; k <= last; k++) p->fused_skip[k] = 1;
+    return 1;
+}
+
 bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, int *stopped, bf_error *err)
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN, p->vf[k].at = -1, p->vf[k].at_n = 0;
@@ -320,7 +340,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             }
             if (done) continue;
         }
-        bf_status st = run_one(p, i, tfold, err);
+        bf_status st = p->gcol && p->gcol[i] > (int)i && gcols(p, i, act) ? BF_OK : run_one(p, i, tfold, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);
     }

@@ -741,6 +741,10 @@ static bf_status dyn_setup(bf_plan *p, const bf_plan_opts *opts, const bf_plan_b
     p->dyn_prep = bf__aligned_alloc(sizeof *p->dyn_prep);
     p->sub_prep = bf__aligned_alloc(sizeof *p->sub_prep);
     if (!p->dyn_prep || !p->sub_prep) return oom(err);
+    /* bf__prep_at_run clears only the in[] and out[] entries the node
+     * before it filled */
+    memset(p->dyn_prep, 0, sizeof *p->dyn_prep);
+    memset(p->sub_prep, 0, sizeof *p->sub_prep);
     if (opts->max_run_bytes) p->dyn.limit = opts->max_run_bytes;
     else if (opts->max_bytes) p->dyn.limit = opts->max_bytes > b->total_bytes ? opts->max_bytes - b->total_bytes : 0;
     else p->dyn.limit = BF_PLAN_RUN_BYTES_DEFAULT;
@@ -825,6 +829,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     if (p->n_dyn && (st = dyn_setup(p, &ask->opts, bc.b, err)) != BF_OK) goto fail;
     find_packed(p);
     bf__plan_find_tfolds(p);
+    bf__plan_find_gcols(p);
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
     for (size_t i = 0; i < p->n_steps; i++)

@@ -230,3 +230,39 @@ void bf__plan_find_tfolds(bf_plan *p)
         p->tfold[j] = (int)t + 1;
     }
 }
+
+/* Consecutive static Gathers of one constant index each from one input
+ * (bf__gather_column: a detector's per-class score columns) grouped, so a
+ * run reads each row of the input once for all of them (plan_impl.h,
+ * gcol). Each writes its own output, at a step before its own: the bytes
+ * must be free then, which they are when the outputs overlap neither each
+ * other nor the input (a value live between the first step and a later one
+ * is read at or after the later one, since only the group's steps run in
+ * between and they read the input and constants alone, so the arena keeps
+ * it apart). Only in plans that fuse. */
+void bf__plan_find_gcols(bf_plan *p)
+{
+    for (size_t i = 0; p->fuse && i < p->n_steps;) {
+        const bf__step *a = &p->steps[i];
+        size_t j = i;
+        if (bf__gather_column(a))
+            while (j + 1 < p->n_steps && j + 1 - i < 256) {
+                const bf__step *b = &p->steps[j + 1];
+                if (!bf__gather_column(b) || b->node->in[0] != a->node->in[0] || !bf__gather_alike(a, b)) break;
+                const char *bo = b->out[0]->data, *x = a->in[0]->data;
+                size_t nb = bf_tensor_nbytes(b->out[0]), nx = bf_tensor_nbytes(a->in[0]);
+                int apart = bo && x && (bo + nb <= x || x + nx <= bo);
+                for (size_t k = i; apart && k <= j; k++) {
+                    const char *ko = p->steps[k].out[0]->data;
+                    apart = ko && (bo + nb <= ko || ko + bf_tensor_nbytes(p->steps[k].out[0]) <= bo);
+                }
+                if (!apart) break;
+                j++;
+            }
+        if (j > i) {
+            if (!p->gcol && !(p->gcol = bf__calloc(p->n_steps + 1, sizeof *p->gcol))) return;
+            p->gcol[i] = (int)j;
+        }
+        i = j + 1;
+    }
+}

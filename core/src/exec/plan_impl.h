@@ -85,6 +85,15 @@ struct bf_plan {
      * transposed (bf__ctx.bt), unless a value fault strikes t's output.
      * NULL: none. */
     int *tfold;
+    /* Gathers of one constant index each from one input, consecutive steps
+     * (find_gcols, plan_fuse.c; SSDlite's tail takes each of the 91 class
+     * columns of its [3234, 91] scores so, one cache line of 364 bytes a
+     * row for 4): gcol[i] = the group's last step for its first step i, 0
+     * elsewhere. A run (bf__plan_run_from) runs the group at i, reading
+     * each row once, and skips the others as it skips a fused Conv's
+     * activation, when no watch acts on any of them and no value fault
+     * strikes one. NULL: none. */
+    int *gcol;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;
@@ -184,6 +193,8 @@ bf_status bf__dyn_alloc_for(bf_plan *p, const bf__node *n, int j, size_t bytes, 
 bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err);
 /* plan_fuse.c: the Transposes a batched MatMul reads through (p->tfold). */
 void bf__plan_find_tfolds(bf_plan *p);
+/* plan_fuse.c: the groups of class-column Gathers (p->gcol) */
+void bf__plan_find_gcols(bf_plan *p);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do

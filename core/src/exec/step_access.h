@@ -92,7 +92,7 @@ struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
  * fit them: bf__ckpt_fits_plan), 0 when they run every sample in full. */
 int bf__evaluator_ckpt_on(const bf_evaluator *ev);
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t chan[7]);
+                               int64_t chan[4]);
 /* Value fault i of the last pass: the element it struck in the sample it
  * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
  * or shorter there) and the elements the value had there (plan_impl.h). */
@@ -243,12 +243,6 @@ bf__map_fn bf__gelu_kernel(void);
  * the bits the whole step gives them. */
 int bf__map_f32(const bf__step *s);
 void bf__map_span(const bf__step *s, int64_t off, int64_t n);
-/* elementwise.c: 1 if the step is a float Softmax of fixed shapes over the
- * last axis (contiguous rows), with *rows rows of *n; then bf__softmax_row
- * computes row o on the step's tensors as they hold now, with the bits the
- * whole step gives it (each row depends on its own input row alone). */
-int bf__softmax_rows(const bf__step *s, int64_t *rows, int64_t *n);
-void bf__softmax_row(const bf__step *s, int64_t o);
 /* elementwise_broadcast.c: 1 if the step is a float Add, Sub, Mul or Div;
  * then bf__binary_span computes output elements [off, off + n) (flat, the
  * operands broadcast as planned) with the bits the whole step gives them. */
@@ -284,6 +278,10 @@ void bf__resize_channel(const bf__step *s, int64_t ch, void *scratch);
 void bf__resize_plane_list(const bf__step *s, const int64_t *pl, int64_t n, void *scratch);
 /* shape_gather.c: a Gather step's axis; -1 if the step is no Gather. */
 int bf__gather_axis(const bf__step *s);
+/* shape_gather.c: grouped class-column Gathers (plan_impl.h, gcol) */
+int bf__gather_column(const bf__step *s);
+int bf__gather_alike(const bf__step *a, const bf__step *b);
+int bf__gather_columns(bf__step *const *s, int n);
 /* Whether step s looks rows (dim 0) of input 0 up by the indices of input 1,
  * each output row reading only the rows its indices name: a Gather on axis
  * 0, or bf.EmbeddingBag (ops/embedding_bag.c). */

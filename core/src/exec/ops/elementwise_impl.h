@@ -101,6 +101,10 @@ bf_status bf__reduce_run(const bf__ctx *c, bf_error *err);
 bf_status bf__softmax_layout(bf__prep *p, int64_t *outer, int64_t *n, int64_t *inner, bf_error *err);
 /* Sum of floats accumulated in double (reductions, softmax denominators). */
 double bf__sum_f32_dacc(const float *x, int64_t n);
+/* one Softmax row of n by one copy of the kernel: 0 the plain one, 1 the
+ * AVX2 one, 2 the AVX-512 one (the CPU must have it): the same bits
+ * (tests/unit/test_fastmath_avx2.c) */
+void bf__softmax_row_copy(float *y, const float *x, int64_t n, int copy);
 float bf__max_f32(const float *x, int64_t n, float init);
 /* bf__max_f32 on the path the caller asked for once (simd: bf__cpu_avx2(),
  * which reads the environment: not per row). */

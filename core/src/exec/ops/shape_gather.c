@@ -113,6 +113,69 @@ bf_status bf__gather_run(const bf__ctx *c, bf_error *err)
     return BF_OK;
 }
 
+/* A static Gather of one constant index (a detector's class column,
+ * scores[:, c]) whose rows before the axis (outer) are many and whose unit
+ * is small: one element of each row, so a run reads one cache line a
+ * row for 4 bytes (plan_impl.h, gcol). */
+int bf__gather_column(const bf__step *s)
+{
+    if (s->dyn || s->node->op->run != bf__gather_run || s->n_in != 2 || s->n_out != 1 || !s->in[0] || !s->in[1] ||
+        !s->in[1]->data)
+        return 0;
+    const gather_params *g = s->params;
+    return g->nidx == 1 && g->outer > 1 && g->row <= 16;
+}
+
+/* Steps s[0..n) (bf__gather_column, one input, consecutive: plan_fuse.c)
+ * run together: each row of the input read once for all of them, each
+ * output written in order, the same bytes as n runs. 0 when an index is out
+ * of range (nothing written: the steps then run one by one, and the first
+ * bad one fails naming itself). */
+int bf__gather_columns(bf__step *const *s, int n)
+{
+    enum { MAX = 256 };
+    const gather_params *g = s[0]->params;
+    size_t off[MAX];
+    unsigned char *o[MAX];
+    if (n > MAX) return 0;
+    for (int k = 0; k < n; k++) {
+        const gather_params *q = s[k]->params;
+        const void *raw = s[k]->in[1]->data;
+        int64_t v = q->idx_i32 ? *(const int32_t *)raw : *(const int64_t *)raw;
+        if (v < -q->axis_dim || v >= q->axis_dim) return 0;
+        off[k] = (size_t)(v < 0 ? v + q->axis_dim : v) * g->row;
+        o[k] = s[k]->out[0]->data;
+    }
+    const unsigned char *x = s[0]->in[0]->data;
+    size_t block = (size_t)g->axis_dim * g->row;
+    int aligned = (uintptr_t)x % 4 == 0;   /* a 4-byte unit of bytes may sit anywhere */
+    for (int k = 0; k < n; k++) aligned &= (uintptr_t)o[k] % 4 == 0;
+    if (g->row == 4 && aligned) {
+        /* 64 rows at a time (SSDlite's: 23 KB, in L1), each column's 64
+         * elements a strided loop of its own */
+        size_t stride = block / 4;
+        for (int64_t b0 = 0; b0 < g->outer; b0 += 64) {
+            int64_t nb = g->outer - b0 < 64 ? g->outer - b0 : 64;
+            for (int k = 0; k < n; k++) {
+                const uint32_t *xc = (const uint32_t *)(const void *)(x + (size_t)b0 * block + off[k]);
+                uint32_t *ok = (uint32_t *)(void *)o[k] + b0;
+                for (int64_t b = 0; b < nb; b++) ok[b] = xc[(size_t)b * stride];
+            }
+        }
+        return 1;
+    }
+    for (int64_t b = 0; b < g->outer; b++, x += block)
+        for (int k = 0; k < n; k++) memcpy(o[k] + (size_t)b * g->row, x + off[k], g->row);
+    return 1;
+}
+
+/* 1 if two bf__gather_column steps read alike: the same axis, rows and unit */
+int bf__gather_alike(const bf__step *a, const bf__step *b)
+{
+    const gather_params *p = a->params, *q = b->params;
+    return p->axis == q->axis && p->outer == q->outer && p->axis_dim == q->axis_dim && p->row == q->row;
+}
+
 /* For the differential executor (diff.h): a Gather step's axis. */
 int bf__gather_axis(const bf__step *s)
 {
