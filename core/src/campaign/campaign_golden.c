@@ -308,13 +308,63 @@ static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_er
     return st;
 }
 
+/* Trials whose faults bf__dx_shared_golden is told of, at most: drawing
+ * them is a few tenths of a microsecond each, and beyond this many the
+ * faults of a uniform campaign strike nearly every tensor anyway. */
+#define ROOTS_DRAWS_MAX (INT64_C(1) << 18)
+
+/* Per value of c->model: 1 where one of the campaign's trials puts a
+ * fault (a parameter's value, an activation or input), drawn now, before
+ * the golden pass, exactly as the trials will draw them (bf__campaign_draw
+ * is a function of the seed and the trial's number): the cache then keeps
+ * only what those trials read (diff.h, bf__dx_shared_golden). *out NULL
+ * (keep every value, as before) where the trials' faults are not known
+ * here: fault groups (drawn after the pass), mitigations (they add
+ * nodes, or faults: ecc), BER and profiled maps (faults everywhere),
+ * adaptive sampling (its strata follow the results), dynamic and
+ * kv_cache sites, more than ROOTS_DRAWS_MAX trials, near-exact runs
+ * (whose chains' bounds come from what the cache holds). */
+static bf_status drawn_roots(const bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep,
+                             unsigned char **out, bf_error *err)
+{
+    const bf__faults *f = &c->faults;
+    const bf_model *m = c->model;
+    *out = NULL;
+    if (prep->near_exact || spec->n_groups || c->protect.own_model || c->protect.ecc || c->protect.sbp_mask ||
+        c->protect.range_lo || c->protect.range_plo || f->kind == BF_FAULT_BER || f->kind == BF_FAULT_PROFILED ||
+        f->sampling == BF_SAMPLE_ADAPTIVE || f->target == BF_TARGET_KV_CACHE || c->surface.site_kv ||
+        f->n_trials > ROOTS_DRAWS_MAX || (f->target == BF_TARGET_WEIGHTS ? !c->surface.site_param : !c->surface.site_value))
+        return BF_OK;
+    for (size_t s = 0; s < c->surface.n_sites; s++)
+        if (c->surface.sites[s].dynamic) return BF_OK;
+    unsigned char *roots = bf__calloc(m->n_values + 1, 1);
+    if (!roots) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+    bf__draw d = {0};
+    bf_status st = BF_OK;
+    for (int64_t t = 0; t < f->n_trials && st == BF_OK; t++) {
+        if ((st = bf__campaign_draw(c, t, &d, err)) != BF_OK) break;
+        for (size_t k = 0; k < d.n; k++) {
+            int64_t v = f->target == BF_TARGET_WEIGHTS ? m->param_vals[c->surface.site_param[d.f[k].site]]
+                                                       : c->surface.site_value[d.f[k].site];
+            if (v >= 0 && (size_t)v < m->n_values) roots[v] = 1;
+        }
+    }
+    bf__draw_free(&d);
+    if (st != BF_OK) {
+        bf__free(roots);
+        return st;
+    }
+    *out = roots;
+    return BF_OK;
+}
+
 /* The golden pass as the differential engine makes it: on prep->threads
  * threads, one evaluator each (which the first run adopts as its workers'),
  * the values cached on the way, the outputs into c->golden.out, r as
  * bf_evaluator_run would give it. ev is the first evaluator, made already
  * (it fixed the batch). */
-static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_eval_result *r,
-                                     bf_error *err)
+static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spec, bf_evaluator *ev,
+                                     const bf_campaign_prep *prep, bf_eval_result *r, bf_error *err)
 {
     const bf_tensor *o = bf_plan_output(bf__evaluator_plan(ev, 0), 0);
     int64_t samples = bf_dataset_num_samples(c->ds), cols = bf_tensor_numel(o) / bf_evaluator_batch(ev);
@@ -335,8 +385,12 @@ static bf_status golden_differential(bf_campaign *c, bf_evaluator *ev, const bf_
     double t1 = now_s();
     c->setup.plans += t1 - t0;
     c->golden.gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
+    unsigned char *roots = NULL;
     double cpu = cpu_s();
-    st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, c->golden.out, &c->golden.gdx, err);
+    if ((st = drawn_roots(c, spec, prep, &roots, err)) != BF_OK) return st;
+    st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
+                              c->golden.out, &c->golden.gdx, err);
+    bf__free(roots);
     c->setup.golden = now_s() - t1;
     c->setup.golden_cpu = cpu_s() - cpu;
     if (st != BF_OK) return st;
@@ -396,7 +450,7 @@ bf_status bf__campaign_golden(bf_campaign *c, const bf_campaign_spec *spec, cons
         c->golden.full_reason = "shapes that are data (dynamic steps): every trial runs in full";
     bf_eval_result r;
     if (prep && prep->differential && !c->golden.full_reason) {
-        if ((st = golden_differential(c, ev, prep, &r, err)) != BF_OK) goto out;
+        if ((st = golden_differential(c, spec, ev, prep, &r, err)) != BF_OK) goto out;
     } else if ((st = golden_full(c, ev, prep, &r, err)) != BF_OK) {
         goto out;
     }

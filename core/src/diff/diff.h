@@ -128,10 +128,19 @@ size_t bf__pvals_bytes(const bf__pvals *pv);
  * model is not deterministic and the build fails; golden_out (non-NULL)
  * gets every batch's output 0 instead: the pass is then the campaign's
  * golden pass. The parameter-only values of pv (NULL: none) are neither
- * computed nor cached: their steps read pv's copy. */
+ * computed nor cached: their steps read pv's copy. want (NULL: every value)
+ * marks the only values that may be cached beside the `must` ones; with
+ * want, lean leaves out the output of a Conv whose activation alone
+ * follows it too, the pair run fused (gcache.c: only where no chain can be
+ * made, bf__chain_possible). */
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
-                           int64_t samples, size_t budget, const unsigned char *must, const bf__pvals *pv,
-                           const float *golden, float *golden_out, bf__gcache **out, bf_error *err);
+                           int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
+                           int lean, const bf__pvals *pv, const float *golden, float *golden_out, bf__gcache **out,
+                           bf_error *err);
+/* The values bf__gcache_build with the same arguments and want NULL would
+ * hold (stored or derived), per value into planned (n_values bytes). */
+bf_status bf__gcache_plan(bf_plan *const *full, bf_plan *const *rest, int64_t samples, size_t budget,
+                          const unsigned char *must, const bf__pvals *pv, unsigned char *planned, bf_error *err);
 void bf__gcache_free(bf__gcache *gc);
 /* Value v's golden tensor in batch b, or NULL if not cached. A derived
  * value (the output of a Relu or Clip of a stored value) is computed into
@@ -143,6 +152,10 @@ const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b);
  * stored it. */
 int bf__gcache_has(const bf__gcache *gc, int64_t v);
 int bf__gcache_stored(const bf__gcache *gc, int64_t v);
+/* 1 when the cache would hold value v were every value wanted (the
+ * budget's choice among them all; bf__gcache_build's want): what
+ * bf__gcache_has says when want was NULL. */
+int bf__gcache_planned(const bf__gcache *gc, int64_t v);
 /* Every batch of value v, one after the other (deriving the ones not yet
  * computed), or NULL if not cached. */
 const void *bf__gcache_rows(const bf__gcache *gc, int64_t v);
@@ -189,9 +202,16 @@ void bf__dx_shared_free(bf__dx_shared *sh);
  * golden_out, samples x out_cols) and caches the values; once the caller
  * has the golden outputs, bf__dx_shared_finish does what needs them (the
  * embedding index, the exact Gemm blocks, the chains). `golden` must
- * outlive sh. */
+ * outlive sh. roots (NULL: none known) marks, per value, what the
+ * campaign's faults strike, drawn before the pass (a parameter's value, an
+ * activation): the cache then keeps only what trials with those faults
+ * read (the values they reach, and the other inputs of the steps computing
+ * them), the rest run through the pool, never written to memory of its
+ * own. A trial with other faults is still exact: what it needs and the
+ * cache lacks is recomputed from cached ancestors, as for any value the
+ * budget leaves out. */
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               float *golden_out, bf__dx_shared **out, bf_error *err);
+                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err);
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);
 size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh);
 /* The parameter-only values' bytes (dxparam.c), outside the cache's budget. */

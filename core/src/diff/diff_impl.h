@@ -336,6 +336,12 @@ int bf__dx_hit_values(bf__dx *dx, bf_plan *plan, size_t nb, unsigned char *state
  * diffchain_impl.h; its Conv update, bf__conv_update, is exec's:
  * step_access.h) */
 bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err);
+/* Before the cache is built: *possible 0 when no chain could be made over
+ * the values `has` marks as cached (the widest value chains would read is
+ * too wide for BF__CHAIN_MAX_FLOATS even without Gemm links), so
+ * bf__chain_setup will make none on a cache that holds them. */
+bf_status bf__chain_possible(bf__dx_shared *sh, bf_plan *plan[2], const unsigned char *has, int *possible,
+                             bf_error *err);
 void bf__chain_shared_free(bf__dx_shared *sh);
 bf_status bf__chain_init(bf__dx *dx, bf_error *err);
 void bf__chain_free(bf__dx *dx);

@@ -15,7 +15,21 @@
 
 static int64_t width_of(const bf_plan *p, int v) { return bf_tensor_numel(&p->vals[v]) / bf_plan_batch(p); }
 
-static int cached_everywhere(const bf__dx_shared *sh, int v) { return bf__gcache_has(sh->gc, v); }
+/* Which values count as cached when chains are linked: has (per value),
+ * or else with planned those the cache would hold were every value wanted
+ * (bf__gcache_planned), so that whether chains are made at all does not
+ * hang on which faults the campaign drew (bf__chain_setup), or else those
+ * it holds. */
+typedef struct held {
+    const unsigned char *has;
+    int planned;
+} held;
+
+static int cached_everywhere(const bf__dx_shared *sh, int v, held h)
+{
+    if (h.has) return h.has[v];
+    return h.planned ? bf__gcache_planned(sh->gc, v) : bf__gcache_has(sh->gc, v);
+}
 
 /* Value v's golden rows for every sample, in chain_rows[v]: a value the
  * cache derives (gcache.c) is computed for every batch now, once the
@@ -46,14 +60,14 @@ static int same_layout(const bf_plan *p, const bf__step *s)
  * top MLP's Concat), whose changed rows row mode takes on from there
  * (diffrows.c, bf__rows_seeded): a float with the sample on dimension 0,
  * cached for every batch. */
-static int handoff_ok(const bf__dx_shared *sh, bf_plan *plan[2], int o)
+static int handoff_ok(const bf__dx_shared *sh, bf_plan *plan[2], int o, held h)
 {
     for (int t = 0; t < 2; t++) {
         if (!plan[t]) continue;
         const bf_tensor *v = &plan[t]->vals[o];
         if (v->dtype != BF_F32 || v->ndim < 1 || v->dims[0] != bf_plan_batch(plan[t])) return 0;
     }
-    return sh->first_use[o] >= 0 && cached_everywhere(sh, o);
+    return sh->first_use[o] >= 0 && cached_everywhere(sh, o, h);
 }
 
 /* A Gemm whose rows and columns the setup found exact (diffshared.c),
@@ -179,18 +193,14 @@ static bf_status b_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
     return BF_OK;
 }
 
-bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
+/* Which step each chain step hands on to (chain_next), over the values h
+ * counts as cached; the widest value the chains read or write. gemms 0:
+ * no Gemm is a link (before the exact Gemm blocks gemm_link reads are
+ * found): fewer steps are chain steps, so the widest is at most the one
+ * found with them. */
+static int64_t link_chains(bf__dx_shared *sh, bf_plan *plan[2], held h, int gemms)
 {
-    const bf_model *m = sh->m;
     const bf_plan *p = plan[0];
-    sh->chain_next = bf__malloc((sh->n_steps + 1) * sizeof *sh->chain_next);
-    sh->chain_at = bf__malloc((m->n_params + 1) * sizeof *sh->chain_at);
-    sh->chain_rows = bf__calloc(m->n_values + 1, sizeof *sh->chain_rows);
-    if (!sh->chain_next || !sh->chain_at || !sh->chain_rows) return bf__dx_oom(err);
-    for (size_t v = 0; v < m->n_values; v++)
-        if (p->val_step[v] >= 0 && bf__gcache_stored(sh->gc, (int64_t)v)) sh->chain_rows[v] = bf__gcache_block(sh->gc, (int64_t)v, 0);
-    sh->chain_rows[sh->out_val] = sh->golden;
-    for (size_t q = 0; q < m->n_params; q++) sh->chain_at[q] = -1;
     const bf_tensor *out = &p->vals[sh->out_val];
     int out_ok = out->ndim >= 1 && out->dims[0] == sh->batch && width_of(p, sh->out_val) == sh->out_cols &&
                  out->dtype == BF_F32;
@@ -199,7 +209,7 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
         const bf__step *s = &p->steps[k];
         bf__gemm_info g;
         sh->chain_next[k] = NOT_CHAIN;
-        int gemm = gemm_link(sh, plan, k, &g), conv = bf__conv_shape(s, &c, &mm, &isp, &osp);
+        int gemm = gemms && gemm_link(sh, plan, k, &g), conv = bf__conv_shape(s, &c, &mm, &isp, &osp);
         int pool = bf__pool_shape(s, &isp, &osp) && width_of(p, s->node->in[0]) % isp == 0;
         if (!gemm && !conv && !pool && !bf__unary_f32(s) && !(same_layout(p, s) && (!plan[1] || same_layout(plan[1], s))))
             continue;
@@ -215,16 +225,39 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
                 for (int t = 0; t < r->n_in; t++) reads += r->node->in[t] == o;
                 /* a Conv starts a chain, never continues one */
                 if (!bf__conv_shape(r, &c, &mm, &isp, &osp) && reads == 1 && r->node->in[0] == o &&
-                    cached_everywhere(sh, o))
+                    cached_everywhere(sh, o, h))
                     sh->chain_next[k] = j;
             }
-            if (sh->chain_next[k] == NOT_CHAIN && handoff_ok(sh, plan, o)) sh->chain_next[k] = HANDOFF;
+            if (sh->chain_next[k] == NOT_CHAIN && handoff_ok(sh, plan, o, h)) sh->chain_next[k] = HANDOFF;
             if (sh->chain_next[k] == NOT_CHAIN) continue;
         }
         int64_t w = width_of(p, o), wi = s->node->in[0] >= 0 ? width_of(p, s->node->in[0]) : 0;
         if (w > widest) widest = w;
         if ((gemm || conv || pool) && wi > widest) widest = wi;
     }
+    return widest;
+}
+
+bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2], bf_error *err)
+{
+    const bf_model *m = sh->m;
+    const bf_plan *p = plan[0];
+    int64_t isp, osp, c, mm;
+    sh->chain_next = bf__malloc((sh->n_steps + 1) * sizeof *sh->chain_next);
+    sh->chain_at = bf__malloc((m->n_params + 1) * sizeof *sh->chain_at);
+    sh->chain_rows = bf__calloc(m->n_values + 1, sizeof *sh->chain_rows);
+    if (!sh->chain_next || !sh->chain_at || !sh->chain_rows) return bf__dx_oom(err);
+    for (size_t v = 0; v < m->n_values; v++)
+        if (p->val_step[v] >= 0 && bf__gcache_stored(sh->gc, (int64_t)v)) sh->chain_rows[v] = bf__gcache_block(sh->gc, (int64_t)v, 0);
+    sh->chain_rows[sh->out_val] = sh->golden;
+    for (size_t q = 0; q < m->n_params; q++) sh->chain_at[q] = -1;
+    /* No chains when the values they would read are too wide, judged on
+     * what the cache would hold were every value wanted: a cache kept to
+     * the drawn trials' values (gcache.c) lacks the wide early maps that
+     * ruled chains out on mobilenet_v2, and its chain trials, 11 of 25
+     * redone exactly, cost more than they saved. */
+    int64_t widest = link_chains(sh, plan, (held){.planned = 1}, 1);
+    if (widest * sh->samples <= BF__CHAIN_MAX_FLOATS) widest = link_chains(sh, plan, (held){0}, 1);
     if (widest * sh->samples > BF__CHAIN_MAX_FLOATS) return BF_OK;   /* no chains: buffers too large */
     sh->chain_width = widest;
     for (size_t k = 0; k < sh->n_steps; k++) {
@@ -267,6 +300,17 @@ bf_status bf__chain_setup(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[2],
     if (st == BF_OK) st = b_copies(sh, p, err);
     if (st == BF_OK && sh->near_exact) st = bf__lin_setup(sh, p, err);
     return st == BF_OK ? column_copies(sh, p, err) : st;
+}
+
+bf_status bf__chain_possible(bf__dx_shared *sh, bf_plan *plan[2], const unsigned char *has, int *possible,
+                             bf_error *err)
+{
+    *possible = 1;
+    if (!(sh->chain_next = bf__malloc((sh->n_steps + 1) * sizeof *sh->chain_next))) return bf__dx_oom(err);
+    *possible = link_chains(sh, plan, (held){.has = has}, 0) * sh->samples <= BF__CHAIN_MAX_FLOATS;
+    bf__free(sh->chain_next);
+    sh->chain_next = NULL;
+    return BF_OK;
 }
 
 void bf__chain_shared_free(bf__dx_shared *sh)

@@ -433,10 +433,74 @@ out:
     return st;
 }
 
+/* The values a trial may read when its faults strike values in `roots`
+ * (per value: a parameter's, or an activation's a value fault lands on):
+ * what the faults reach (the roots and every output of a step reading one
+ * of them, onwards in step order), which a trial compares with golden, and
+ * every run-time input of the steps that compute those, which it reads
+ * golden; a root's producer's inputs too. Nothing else: a trial runs no
+ * step the faults do not reach. *out: per value, 1 to keep; NULL when the
+ * graph has a subgraph (an If's or a Loop's body reads values of the main
+ * graph its node does not list), which keeps every value, as without
+ * roots. */
+static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsigned char **out, bf_error *err)
+{
+    const bf_model *m = p->model;
+    *out = NULL;
+    for (size_t i = 0; i < p->n_steps; i++)
+        for (size_t a = 0; a < p->steps[i].node->n_attrs; a++)
+            if (p->steps[i].node->attrs[a].type == BF__ATTR_GRAPH) return BF_OK;
+    unsigned char *reach = bf__calloc(m->n_values + 1, 1), *want = bf__calloc(m->n_values + 1, 1);
+    if (!reach || !want) {
+        bf__free(reach);
+        bf__free(want);
+        return bf__dx_oom(err);
+    }
+    for (size_t v = 0; v < m->n_values; v++) reach[v] = roots[v];
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *n = p->steps[i].node;
+        int hit = 0, root_out = 0;
+        for (int j = 0; j < n->n_in; j++) hit |= n->in[j] >= 0 && reach[n->in[j]];
+        for (int j = 0; j < n->n_out; j++) root_out |= n->out[j] >= 0 && roots[n->out[j]];
+        if (!hit && !root_out) continue;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) reach[n->out[j]] = 1;
+        for (int j = 0; j < n->n_in; j++)
+            if (bf__runtime(p, n->in[j])) want[n->in[j]] = 1;
+    }
+    for (size_t v = 0; v < m->n_values; v++) want[v] |= reach[v];
+    bf__free(reach);
+    *out = want;
+    return BF_OK;
+}
+
+/* Whether the pass may run a Conv and its activation alone fused, leaving
+ * the Conv's output out of the cache (bf__gcache_build's lean): only where
+ * chain mode, which starts at such a Conv's cached output, would make no
+ * chain on the values the cache would otherwise hold (mobilenet_v2's and
+ * resnet18's wide early maps rule chains out; a small CNN's last Conv
+ * starts one). */
+static bf_status lean_ok(bf__dx_shared *sh, bf_plan *const *plans, int n_ev, size_t budget,
+                         const unsigned char *must, int *lean, bf_error *err)
+{
+    unsigned char *planned = bf__calloc(sh->m->n_values + 1, 1);
+    bf_plan *two[2] = {plans[0], plans[n_ev]};
+    int possible = 1;
+    if (!planned) return bf__dx_oom(err);
+    bf_status st = bf__gcache_plan(plans, plans[n_ev] ? plans + n_ev : NULL, sh->samples, budget, must, sh->pv,
+                                   planned, err);
+    if (st == BF_OK) st = bf__chain_possible(sh, two, planned, &possible, err);
+    bf__free(planned);
+    *lean = !possible;
+    return st;
+}
+
 /* The golden pass over the eval set, into the cache: one thread per
- * evaluator, each on its own plans. */
+ * evaluator, each on its own plans; want (NULL: every value) limits the
+ * values cached to those (want_values). */
 static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n_ev, size_t budget,
-                              const unsigned char *must, const float *golden, float *golden_out, bf_error *err)
+                              const unsigned char *must, const unsigned char *want, const float *golden,
+                              float *golden_out, bf_error *err)
 {
     const bf_model *m = sh->m;
     bf_plan **plans = bf__calloc(2 * (size_t)n_ev + 1, sizeof *plans);
@@ -451,8 +515,10 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
         plans[n_ev + k] = bf__evaluator_plan(evs[k], 1);
     }
     for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(evs[0], i);
-    st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, sh->pv,
-                          golden, golden_out, &sh->gc, err);
+    int lean = 0;
+    if (want && (st = lean_ok(sh, plans, n_ev, budget, must, &lean, err)) != BF_OK) goto out;
+    st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, want,
+                          lean, sh->pv, golden, golden_out, &sh->gc, err);
 out:
     bf__free(plans);
     bf__free(feeds);
@@ -487,13 +553,15 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
 }
 
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               float *golden_out, bf__dx_shared **out, bf_error *err)
+                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err)
 {
-    unsigned char *must = NULL;
+    unsigned char *must = NULL, *want = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, golden_out, err);
+    if (st == BF_OK && roots) st = want_values(bf__evaluator_plan(evs[0], 0), roots, &want, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, NULL, golden_out, err);
+    bf__free(want);
     bf__free(must);
     if (st != BF_OK) {
         bf__dx_shared_free(sh);
@@ -515,7 +583,7 @@ bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t sampl
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
     if (st == BF_OK) sh->near_exact = near_exact != 0;
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, golden, NULL, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, golden, NULL, err);
     if (st == BF_OK) st = bf__dx_shared_finish(sh, evs[0], golden, err);
     bf__free(must);
     if (st != BF_OK) {

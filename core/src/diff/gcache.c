@@ -66,6 +66,7 @@ struct bf__gcache {
     size_t bytes;             /* stored by the golden pass */
     size_t served;            /* stored and derived: what the budget counts */
     atomic_size_t *derived;   /* bytes of derived blocks computed so far */
+    unsigned char *planned;   /* per value: held were every value wanted (NULL: want was NULL) */
     double *step_s;           /* per plan step: seconds a full batch took, averaged over the pass */
     size_t n_steps;
 };
@@ -81,6 +82,7 @@ void bf__gcache_free(bf__gcache *gc)
             bf__free(gc->dv[v]);
         }
     bf__free((void *)gc->derived);
+    bf__free(gc->planned);
     bf__free(gc->dv);
     bf__free(gc->src);
     bf__free(gc->blk);
@@ -158,7 +160,7 @@ static int derive(const bf__gcache *gc, size_t v, int64_t b)
 
 typedef struct cand {
     size_t v, bytes;
-    int must;
+    int must, wanted;
 } cand;
 
 static int cand_cmp(const void *a, const void *b)
@@ -223,11 +225,11 @@ static int chain_mids(const bf_plan *p, size_t i, int v[3], int *bn_or_add)
  * starts a chain at a Conv whose output the cache holds, and a Relu's input
  * is what its rounding reads. A MatMul's bias chain (plan_fuse.c) keeps its
  * product's output, which row mode (diffrows.c) re-runs rows of. */
-static int fused_away(const bf_plan *p, size_t i, int v[3])
+static int fused_away(const bf_plan *p, size_t i, int v[3], int with_act)
 {
     int mid, r;
     if (!bf__conv_step(&p->steps[i]) || !(r = chain_mids(p, i, v, &mid))) return 0;
-    return mid && !p->step_hit[r] ? r : 0;
+    return (mid || with_act) && !p->step_hit[r] ? r : 0;
 }
 
 /* Conv step i's fused chain's last step when the cache holds none of the
@@ -370,51 +372,112 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
     return st;
 }
 
+/* The candidates for the cache into cs (room for every value), smallest
+ * first, and each one's bytes in a full batch into full; -1 when out of
+ * memory. What a Conv's fused run leaves unwritten (its own output, a
+ * BatchNormalization's or Add's before the activation) is no candidate:
+ * the pass then runs the chain fused, as bitflip eval does, instead of
+ * writing, and faulting in, each value in between (on LRASPP the Convs'
+ * and BatchNorms' outputs were most of the 1 GiB cache, and no trial read
+ * most of them); a trial whose fault lies in one channel of such a Conv
+ * recomputes that channel through the chain over the chain's golden
+ * output (diffexec.c, try_conv), and anything else that reads one
+ * recomputes it from its inputs (fetch), as for any value the budget
+ * leaves out. A candidate is `wanted` when want (NULL: every value) marks
+ * it and, with lean, it is no Conv's output whose activation alone
+ * follows (below). */
+static int64_t candidates(const bf_plan *p0, const bf_plan *r0, int64_t n_full, const unsigned char *must,
+                          const unsigned char *want, int lean, const bf__pvals *pv, cand *cs, size_t *full)
+{
+    const bf_model *m = p0->model;
+    size_t n_c = 0;
+    unsigned char *away = bf__calloc(m->n_values + 1, 1);
+    if (!away) return -1;
+    for (size_t i = 0; i < p0->n_steps; i++) {
+        int fv[3];
+        if (fused_away(p0, i, fv, 0) && (!r0 || fused_away(r0, i, fv, 0)))
+            for (int k = 0; k < 3; k++)
+                if (fv[k] >= 0) away[fv[k]] = 1;
+        /* lean: a Conv and its activation alone go the same way: the pass
+         * runs them fused, storing the activation (no Relu or Clip step of
+         * its own reading the Conv's output back, none derived later by a
+         * trial), and a trial with a fault in that Conv recomputes its
+         * channel through the pair (diffchan.c, bf__dx_chain_channel).
+         * Such a Conv's output is kept otherwise for chain mode, which
+         * starts at it: lean only where no chain can be made anyway
+         * (diffshared.c). Still a candidate, for bf__gcache_planned. */
+        if (lean && fused_away(p0, i, fv, 1) && (!r0 || fused_away(r0, i, fv, 1)) && fv[0] >= 0 && !away[fv[0]])
+            away[fv[0]] = 2;
+    }
+    for (size_t v = 0; v < m->n_values; v++) {
+        if (p0->val_step[v] < 0) continue;     /* graph inputs and values no step computes */
+        if (bf__pvals_data(pv, (int)v)) continue;   /* held apart, once */
+        if (away[v] == 1 && !(must && must[v])) continue;
+        size_t fb = bf_tensor_nbytes(&p0->vals[v]);
+        size_t tb = r0 ? bf_tensor_nbytes(&r0->vals[v]) : 0;
+        full[v] = fb;
+        int mv = must && must[v];
+        cs[n_c++] = (cand){.v = v, .bytes = fb * (size_t)n_full + tb, .must = mv,
+                           .wanted = mv || ((!want || want[v]) && !away[v])};
+    }
+    bf__free(away);
+    qsort(cs, n_c, sizeof *cs, cand_cmp);
+    return (int64_t)n_c;
+}
+
+/* The values the budget keeps of the candidates, every one wanted or not
+ * (the `must` ones whatever it says), into planned. */
+static void plan_values(const cand *cs, size_t n_c, size_t budget, unsigned char *planned)
+{
+    size_t all = 0;
+    for (size_t i = 0; i < n_c; i++)
+        if (cs[i].must || all + cs[i].bytes <= budget) {
+            all += cs[i].bytes;
+            planned[cs[i].v] = 1;
+        }
+}
+
+bf_status bf__gcache_plan(bf_plan *const *full, bf_plan *const *rest, int64_t samples, size_t budget,
+                          const unsigned char *must, const bf__pvals *pv, unsigned char *planned, bf_error *err)
+{
+    const bf_model *m = bf_plan_model(full[0]);
+    cand *cs = bf__calloc(m->n_values + 1, sizeof *cs);
+    size_t *fb = bf__calloc(m->n_values + 1, sizeof *fb);
+    int64_t n_c = cs && fb ? candidates(full[0], rest ? rest[0] : NULL, samples / bf_plan_batch(full[0]), must,
+                                        NULL, 0, pv, cs, fb)
+                           : -1;
+    memset(planned, 0, m->n_values);
+    if (n_c >= 0) plan_values(cs, (size_t)n_c, budget, planned);
+    bf__free(cs);
+    bf__free(fb);
+    return n_c >= 0 ? BF_OK : bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+}
+
 /* Which values the cache holds: candidates smallest first (the most values
  * per byte) while they fit the budget, `must` ones whatever it says; each
  * either derived (a Relu or Clip of a stored value, computed when a trial
  * first reads it) or stored, its blocks allocated. cs: room for every
  * value. */
 static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *const *rest, size_t budget,
-                               const unsigned char *must, const bf__pvals *pv, float *golden_out, cand *cs,
-                               bf_error *err)
+                               const unsigned char *must, const unsigned char *want, int lean, const bf__pvals *pv,
+                               float *golden_out, cand *cs, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
-    size_t n_c = 0;
-    int64_t n_full = gc->samples / gc->batch;
-    const bf_plan *p0 = full[0], *r0 = rest ? rest[0] : NULL;
-    /* What a Conv's fused run leaves unwritten (its own output, a
-     * BatchNormalization's or Add's before the activation) is not kept:
-     * the pass then runs the chain fused, as bitflip eval does, instead of
-     * writing, and faulting in, each value in between (on LRASPP the
-     * Convs' and BatchNorms' outputs were most of the 1 GiB cache, and no
-     * trial read most of them); a trial whose fault lies in one channel of
-     * such a Conv recomputes that channel through the chain over the
-     * chain's golden output (diffexec.c, try_conv), and anything else that
-     * reads one recomputes it from its inputs (fetch), as for any value the
-     * budget leaves out. */
-    unsigned char *away = bf__calloc(m->n_values + 1, 1);
-    if (!away) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
-    for (size_t i = 0; i < p0->n_steps; i++) {
-        int fv[3];
-        if (fused_away(p0, i, fv) && (!r0 || fused_away(r0, i, fv)))
-            for (int k = 0; k < 3; k++)
-                if (fv[k] >= 0) away[fv[k]] = 1;
+    const bf_plan *p0 = full[0];
+    int64_t n_c = candidates(p0, rest ? rest[0] : NULL, gc->samples / gc->batch, must, want, lean, pv, cs, gc->full);
+    if (n_c < 0) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+    if (want) {   /* what every value wanted would have kept (bf__gcache_planned) */
+        gc->planned = bf__calloc(m->n_values + 1, 1);
+        if (!gc->planned) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+        plan_values(cs, (size_t)n_c, budget, gc->planned);
     }
-    for (size_t v = 0; v < m->n_values; v++) {
-        if (p0->val_step[v] < 0) continue;     /* graph inputs and values no step computes */
-        if (bf__pvals_data(pv, (int)v)) continue;   /* held apart, once */
-        if (away[v] && !(must && must[v])) continue;
-        size_t fb = bf_tensor_nbytes(&p0->vals[v]);
-        size_t tb = r0 ? bf_tensor_nbytes(&r0->vals[v]) : 0;
-        gc->full[v] = fb;
-        cs[n_c++] = (cand){.v = v, .bytes = fb * (size_t)n_full + tb, .must = must && must[v]};
-    }
-    bf__free(away);
-    qsort(cs, n_c, sizeof *cs, cand_cmp);
     bf_plan *const p2[2] = {full[0], rest ? rest[0] : NULL};
     deriv *d = NULL;
-    for (size_t i = 0; i < n_c; i++) {
+    for (size_t i = 0; i < (size_t)n_c; i++) {
+        /* read by none of the drawn trials (bf__dx_shared_golden's roots):
+         * the pass runs it through the pool, as one the budget leaves out,
+         * and its bytes go to the values they read */
+        if (!cs[i].wanted) continue;
         if (!cs[i].must && gc->served + cs[i].bytes > budget) continue;
         /* The graph's output, when this pass writes the campaign's golden
          * outputs: its blocks are those (the same layout, batch b at
@@ -531,8 +594,9 @@ static bf_status run_fillers(bf__gcache *gc, filler *fs, int n_plans, bf_error *
 }
 
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
-                           int64_t samples, size_t budget, const unsigned char *must, const bf__pvals *pv,
-                           const float *golden, float *golden_out, bf__gcache **out, bf_error *err)
+                           int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
+                           int lean, const bf__pvals *pv, const float *golden, float *golden_out, bf__gcache **out,
+                           bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
     bf_status st = BF_OK;
@@ -563,7 +627,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     fs = bf__calloc((size_t)n_plans, sizeof *fs);
     if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
-    if ((st = choose_values(gc, full, rest, budget, must, pv, golden_out, cs, err)) != BF_OK) goto out;
+    if ((st = choose_values(gc, full, rest, budget, must, want, lean, pv, golden_out, cs, err)) != BF_OK) goto out;
     filler proto = {.gc = gc, .pv = pv, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
                     .failed = &failed, .bad_batch = -1};
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;
@@ -613,6 +677,7 @@ const void *bf__gcache_block(const bf__gcache *gc, int64_t v, int64_t b)
 
 int bf__gcache_has(const bf__gcache *gc, int64_t v) { return gc->blk[v] != NULL; }
 int bf__gcache_stored(const bf__gcache *gc, int64_t v) { return gc->blk[v] && gc->src[v] < 0; }
+int bf__gcache_planned(const bf__gcache *gc, int64_t v) { return gc->planned ? gc->planned[v] : gc->blk[v] != NULL; }
 
 const void *bf__gcache_rows(const bf__gcache *gc, int64_t v)
 {

@@ -1,0 +1,214 @@
+/* The golden cache kept to what a campaign's drawn faults read
+ * (core/src/diff/gcache.c, diffshared.c; docs/ENGINE.md step 1).
+ *
+ * What must hold: told the values its faults strike (roots), the cache
+ * holds only values the trials can read, listed here by hand from the
+ * fixture's graph (the values downstream of the fault, and the other
+ * inputs of the steps computing them), and the golden outputs are still
+ * a plain pass's; with lean, a Conv followed by its activation alone is
+ * run fused by the pass, the Conv's output left out and the activation
+ * stored, its blocks the Relu of the Conv's golden output computed by
+ * hand. That trials on such caches equal full re-runs is asserted by
+ * test_diff (every differential campaign is now told its faults) and
+ * docs/perf/trials.md (resnet18, mobilenet_v2, LRASPP, ViT records the
+ * same bytes as the build before). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/eval.h"
+#include "bitflip/model.h"
+#include "diff/diff.h"
+#include "exec/step_access.h"
+#include "model/graph.h"
+
+#define FIX BF_FIXTURES "/conformance/"
+#define BATCH 7   /* several batches and a partial last one */
+
+static void load(const char *name, bf_model **m, bf_dataset **ds, bf_eval_result *plain)
+{
+    char path[512];
+    bf_error err = {0};
+    snprintf(path, sizeof path, FIX "%s.onnx", name);
+    if (bf_model_load_file(path, m, &err) != BF_OK) fail_msg("%s: %s", path, err.msg);
+    snprintf(path, sizeof path, FIX "%s.eval.safetensors", name);
+    if (bf_dataset_load_file(path, ds, &err) != BF_OK) fail_msg("%s: %s", path, err.msg);
+    bf_eval_opts po = {.batch = BATCH, .threads = 1, .share_buffers = 1};
+    bf_evaluator *pe = NULL;
+    if (bf_evaluator_create(*m, *ds, &po, &pe, &err) != BF_OK || bf_evaluator_run(pe, NULL, 0, plain, &err) != BF_OK)
+        fail_msg("%s: %s", name, err.msg);
+    /* the result's outputs are the evaluator's: kept by copying */
+    size_t n = (size_t)(plain->samples * plain->out_cols) * sizeof(float);
+    float *o = malloc(n + 1);
+    assert_non_null(o);
+    memcpy(o, plain->outputs, n);
+    plain->outputs = o;
+    bf_evaluator_free(pe);
+}
+
+static bf_evaluator *golden_ev(const bf_model *m, const bf_dataset *ds)
+{
+    bf_eval_opts eo = {.batch = BATCH, .threads = 1};
+    bf_evaluator *ev = NULL;
+    bf_error err = {0};
+    if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) fail_msg("%s", err.msg);
+    return ev;
+}
+
+static int listed(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, list[i]) == 0) return 1;
+    return 0;
+}
+
+/* cnn_ops_op17 with faults in conv4.weight alone: conv4 reads Add_1 and
+ * feeds Relu_3, Flatten_2, the Concat (which reads the two other
+ * Flattens), fc1, bn3, Relu_4 and fc2's logits; nothing upstream of
+ * conv4 but those inputs is read by such a trial. */
+static void roots_keep_what_the_faults_read(void **state)
+{
+    (void)state;
+    static const char *const read[] = {
+        "/Add_1_output_0",    "/conv4/Conv_output_0", "/Relu_3_output_0", "/Flatten_2_output_0",
+        "/Flatten_output_0",  "/Flatten_1_output_0",  "/Concat_output_0", "/fc1/Gemm_output_0",
+        "/bn3/BatchNormalization_output_0", "/Relu_4_output_0", "logits"};
+    const size_t n_read = sizeof read / sizeof *read;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_eval_result plain;
+    bf_error err = {0};
+    load("cnn_ops_op17", &m, &ds, &plain);
+    size_t out_bytes = (size_t)(plain.samples * plain.out_cols) * sizeof(float);
+    unsigned char *roots = calloc(m->n_values + 1, 1);
+    assert_non_null(roots);
+    int64_t q = bf_model_find_param(m, "conv4.weight");
+    assert_true(q >= 0);
+    roots[m->param_vals[q]] = 1;
+    bf__dx_shared *sh[2] = {NULL};
+    bf_evaluator *ev[2];
+    float *gold[2];
+    for (int k = 0; k < 2; k++) {   /* told the roots, and not */
+        ev[k] = golden_ev(m, ds);
+        gold[k] = malloc(out_bytes + 1);
+        assert_non_null(gold[k]);
+        memset(gold[k], 0xA5, out_bytes);
+        if (bf__dx_shared_golden(&ev[k], 1, plain.samples, plain.out_cols, BF_CACHE_BUDGET_DEFAULT, k ? NULL : roots,
+                                 gold[k], &sh[k], &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        assert_memory_equal(gold[k], plain.outputs, out_bytes);
+    }
+    const bf__gcache *g = bf__dx_shared_cache(sh[0]), *all = bf__dx_shared_cache(sh[1]);
+    size_t held = 0, outside = 0;
+    for (size_t v = 0; v < m->n_values; v++) {
+        const char *name = m->values[v].name;
+        if (bf__gcache_has(g, (int64_t)v)) {
+            if (!listed(name, read, n_read)) fail_msg("the cache holds '%s', which no trial of conv4 reads", name);
+            held++;
+        }
+        outside += bf__gcache_has(all, (int64_t)v) && !listed(name, read, n_read);
+        /* what it would hold told nothing: the cache without roots */
+        assert_int_equal(bf__gcache_planned(g, (int64_t)v), bf__gcache_has(all, (int64_t)v));
+    }
+    /* conv4's golden input, and the class scores, are read by every such trial */
+    assert_true(bf__gcache_has(g, bf_model_find_value(m, "/Add_1_output_0")));
+    assert_true(bf__gcache_has(g, bf_model_find_value(m, "logits")));
+    assert_int_equal(held, n_read);   /* every one of them fits the default budget */
+    assert_true(outside > 0);   /* the values upstream, which the cache holds when told nothing */
+    assert_true(bf__gcache_served(g) < bf__gcache_served(all));
+    printf("cnn_ops_op17, faults in conv4.weight: %zu values cached (%zu MiB served), %zu more without roots\n", held,
+           bf__gcache_served(g) >> 20, outside);
+    for (int k = 0; k < 2; k++) {
+        bf__dx_shared_free(sh[k]);
+        bf_evaluator_free(ev[k]);
+        free(gold[k]);
+    }
+    free(roots);
+    free((void *)plain.outputs);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+/* demo_digits (Conv, Relu, Conv, Relu, MaxPool, Flatten, Gemm) built lean
+ * with every value wanted: both Convs are followed by their Relu alone, so
+ * neither Conv's output is cached, both Relus' are stored by the pass (not
+ * derived), and each block is the Relu of the Conv's golden output (a
+ * cache built without lean stores that), by hand. */
+static void lean_pairs_store_the_activation(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_eval_result plain;
+    bf_error err = {0};
+    load("demo_digits", &m, &ds, &plain);
+    size_t out_bytes = (size_t)(plain.samples * plain.out_cols) * sizeof(float), nv = m->n_values;
+    unsigned char *want = malloc(nv + 1);
+    assert_non_null(want);
+    memset(want, 1, nv);
+    bf__gcache *gc[2] = {NULL};
+    bf_evaluator *ev[2];
+    float *gold[2];
+    for (int lean = 0; lean < 2; lean++) {
+        ev[lean] = golden_ev(m, ds);
+        bf_plan *full = bf__evaluator_plan(ev[lean], 0), *rest = bf__evaluator_plan(ev[lean], 1);
+        const bf_tensor *feeds[1] = {bf__evaluator_feed(ev[lean], 0)};
+        gold[lean] = malloc(out_bytes + 1);
+        assert_non_null(gold[lean]);
+        memset(gold[lean], 0xA5, out_bytes);
+        if (bf__gcache_build(&full, rest ? &rest : NULL, 1, feeds, plain.samples, BF_CACHE_BUDGET_DEFAULT, NULL, want,
+                             lean, NULL, NULL, gold[lean], &gc[lean], &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        assert_memory_equal(gold[lean], plain.outputs, out_bytes);
+    }
+    static const char *const conv[] = {"/conv1/Conv_output_0", "/conv2/Conv_output_0"};
+    static const char *const relu[] = {"/Relu_output_0", "/Relu_1_output_0"};
+    int64_t batches = bf__gcache_batches(gc[1]);
+    bf_plan *p0 = bf__evaluator_plan(ev[1], 0), *p1 = bf__evaluator_plan(ev[1], 1);
+    for (int k = 0; k < 2; k++) {
+        int64_t c = bf_model_find_value(m, conv[k]), r = bf_model_find_value(m, relu[k]);
+        assert_true(c >= 0 && r >= 0);
+        assert_false(bf__gcache_has(gc[1], c));
+        assert_true(bf__gcache_stored(gc[1], r));
+        assert_true(bf__gcache_stored(gc[0], c));   /* without lean: the Conv's stored, */
+        assert_false(bf__gcache_stored(gc[0], r));  /* its Relu derived */
+        for (int64_t b = 0; b < batches; b++) {
+            const bf_plan *p = b == batches - 1 && p1 ? p1 : p0;
+            int64_t n = bf_tensor_numel(bf_plan_value(p, r));
+            const float *x = bf__gcache_block(gc[0], c, b), *y = bf__gcache_block(gc[1], r, b);
+            assert_non_null(x);
+            assert_non_null(y);
+            for (int64_t e = 0; e < n; e++) {
+                float want_e = x[e] > 0.0f ? x[e] : 0.0f;
+                assert_memory_equal(&y[e], &want_e, sizeof want_e);
+            }
+        }
+    }
+    /* what lean leaves out, it leaves out of what it serves too */
+    assert_true(bf__gcache_served(gc[1]) < bf__gcache_served(gc[0]));
+    for (int k = 0; k < 2; k++) {
+        bf__gcache_free(gc[k]);
+        bf_evaluator_free(ev[k]);
+        free(gold[k]);
+    }
+    free(want);
+    free((void *)plain.outputs);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(roots_keep_what_the_faults_read),
+        cmocka_unit_test(lean_pairs_store_the_activation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
