@@ -220,8 +220,11 @@ static const conv_case cases[] = {
     /* the output channels in the lanes, the input broadcast (AVX-512,
      * linalg_conv_bcast.c: M a multiple of 16, K of 576 or more; stride 2,
      * or stride 1 on padded rows 32 wide or narrower): blocks of 6
-     * positions of any image x 16-64 channels, each chunk of 16 channels'
-     * weights packed as 16 x 16 tiles transposed, or one float at a time */
+     * positions of any image x 16-64 channels, each block of 16 channels'
+     * weights packed as 16 x 16 tiles transposed, or one float at a time;
+     * the epilogue on 16 x 16 tiles of sums transposed where 16 positions
+     * are consecutive outputs of one image, else scattered (a tile's last
+     * positions, an image's edge: 7x7 maps of several images a call) */
     {"bcast: 7x7 maps, 9 images (8 a call, then 1), 48 rows (three vectors), an Inf weight", 9, 128, 7, 7, 48, 1, 3, 3, 1,
      1, {1, 1, 1, 1}, 1, 1},
     {"bcast: 3x3 stride 2 to 7x7, 80 channels and rows (64 + 16), no bias", 2, 80, 14, 14, 80, 1, 3, 3, 2, 1,
@@ -231,6 +234,13 @@ static const conv_case cases[] = {
     {"bcast: 14x14, 72 channels (a last chunk of 8, packed a float at a time), 32 rows", 1, 72, 14, 14, 32, 1, 3, 3, 1,
      1, {1, 1, 1, 1}, 1, 0},
     {"bcast: 3x3 stride 2 dilation 2, 64 channels, 16 rows", 1, 64, 15, 17, 16, 1, 3, 3, 2, 2, {2, 1, 1, 2}, 1, 0},
+    /* chunks of K of up to 128 channels (8 blocks of 16) for 3x3: 152
+     * channels run as a chunk of 128, then one of 16 + 8, the sums kept
+     * between; 272 at stride 2 as 128, 128, 16 */
+    {"bcast: 9x9, 152 channels (chunks of 128 and 24), 2 images, 32 rows, an Inf weight", 2, 152, 9, 9, 32, 1, 3, 3, 1,
+     1, {1, 1, 1, 1}, 1, 1},
+    {"bcast: 3x3 stride 2, 272 channels (chunks of 128, 128, 16), 80 rows (64 + 16), no bias", 1, 272, 10, 9, 80, 1, 3,
+     3, 2, 1, {1, 1, 1, 1}, 0, 0},
     {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 0},

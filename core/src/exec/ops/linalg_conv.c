@@ -207,10 +207,12 @@ int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run
 #define EPILOGUE_BODY                                                                    \
     if (bn)                                                                              \
         for (int64_t i = 0; i < n; i++) y[i] = fmaf(y[i], a, b);                         \
+    /* the Add's A's NaN when both are NaN, as x86's first source gives it \
+     * (sgemm.c's add_first): spelled out, since the compiler may swap a + b */ \
     if (r && res_a)                                                                      \
-        for (int64_t i = 0; i < n; i++) y[i] = r[i] + y[i];                              \
+        for (int64_t i = 0; i < n; i++) y[i] = r[i] != r[i] ? r[i] + r[i] : r[i] + y[i]; \
     else if (r)                                                                          \
-        for (int64_t i = 0; i < n; i++) y[i] = y[i] + r[i];                              \
+        for (int64_t i = 0; i < n; i++) y[i] = y[i] != y[i] ? y[i] + y[i] : y[i] + r[i]; \
     if (act && act->hswish)                                                              \
         for (int64_t i = 0; i < n; i++) y[i] = hard_swish_f32(y[i]);                     \
     else if (act && (act->lo != -INFINITY || act->hi != INFINITY))                       \

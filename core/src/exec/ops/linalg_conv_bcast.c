@@ -17,13 +17,17 @@
  * two factors the weight and the input, as the other paths have them),
  * then (1 * s) + bias, the residual Add in the Add's operand order,
  * Relu's or Clip's comparisons: every output gets bf__conv_packed's bits.
- * K is cut at each block of 16 input channels: a row block's weights for
- * one chunk (16 NV x 16 x taps floats, 36 KiB for 3x3 and NV = 4) stay in
- * L1 while every position block of a tile runs that chunk, the sums going
- * to `acc` between chunks (a float stored and loaded is the same float).
+ * K is cut into chunks of whole blocks of 16 input channels (up to 128
+ * channels of a 3x3 kernel: BC_KCHUNK): a row block's weights for one
+ * chunk (288 KiB for 128 channels of 3x3 and NV = 4) stay in L2 while
+ * every position block of a tile runs that chunk, the sums going to `acc`
+ * between chunks (a float stored and loaded is the same float).
  * The lanes hold 16 channels of one position, which NCHW keeps osp floats
- * apart: the epilogue scatters them (and gathers the residual), once per
- * output, after the whole chain. */
+ * apart: a tile's last chunk stores its sums to `acc` too, and bc_epi
+ * transposes 16 positions x 16 channels at a time, so each channel's 16
+ * consecutive outputs are one vector (its residual one load, its store
+ * one store), once per output, after the whole chain; a scatter only
+ * where 16 positions are not consecutive outputs of one image. */
 #include <stdint.h>
 #include <string.h>
 
@@ -32,7 +36,20 @@
 
 #define BC_NP 6          /* positions a block */
 #define BC_TILE 516      /* positions a tile at most (a multiple of BC_NP): its sums 129 KiB */
-#define BC_MAXKSP 49     /* kernel positions it takes (7 x 7): a chunk's map on the stack */
+#define BC_MAXKSP 49     /* kernel positions it takes (7 x 7): a channel block's map on the stack */
+/* k terms a chunk of K at most (whole blocks of 16 input channels, at
+ * least one): 1152, 128 channels of a 3x3 kernel, whose weights for a row
+ * block (288 KiB) stay in L2. Longer chunks store and reload each
+ * position's sums fewer times; measured against 16, 32, 64 and all
+ * channels a chunk in docs/perf/conv.md, "Longer chunks of K" */
+#define BC_KCHUNK 1152
+
+/* channel blocks a chunk */
+static int64_t bc_chunk(int64_t ksp)
+{
+    int64_t b = BC_KCHUNK / (BF__CONV_CBLOCK * ksp);
+    return b > 1 ? b : 1;
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -58,12 +75,13 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
     return o;
 }
 
-/* positions q0 .. q0 + NP of rows r0 .. r0 + 16 NV (weights wb: the row
- * block's, [k][16 NV]), k terms [p0, p1); acc: the block's sums, [NP][64] */
+/* positions q0 .. q0 + NP of a row block of 16 NV rows (weights wb: the
+ * row block's, [k][16 NV]), k terms [p0, p1); acc: the block's sums,
+ * [NP][64], from +0 (first) or as the last chunk left them, stored back
+ * for the next chunk or bc_epi */
 #define BC_BLOCK(NP, NV)                                                                                             \
     AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                         \
-        const bcast_job *j, const float *wb, int64_t r0, int64_t q0, int64_t p0, int64_t p1, float *acc, int first,  \
-        int last)                                                                                                    \
+        const bcast_job *j, const float *wb, int64_t q0, int64_t p0, int64_t p1, float *acc, int first)              \
     {                                                                                                                \
         __m512 s[NP][NV];                                                                                            \
         _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                         \
@@ -81,27 +99,8 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
                 _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm512_fmadd_ps(wv[v], xv, s[i][v]);  \
             }                                                                                                        \
         }                                                                                                            \
-        if (!last) {                                                                                                 \
-            _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                     \
-                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + i * 64 + 16 * v, s[i][v]); \
-            return;                                                                                                  \
-        }                                                                                                            \
-        const bf__act *act = j->act;                                                                                 \
-        const __m512 one = _mm512_set1_ps(1.0f);                                                                     \
-        const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);           \
-        const __m512i vidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), \
-                                                _mm512_set1_epi32((int)j->osp));                                     \
-        for (int i = 0; i < NP; i++)                                                                                 \
-            for (int v = 0; v < NV; v++) {                                                                           \
-                int64_t at = j->pout[q0 + i] + (r0 + 16 * v) * j->osp;                                               \
-                __m512 t = _mm512_add_ps(_mm512_mul_ps(one, s[i][v]), _mm512_loadu_ps(j->bias + r0 + 16 * v));       \
-                if (act && act->res) {                                                                               \
-                    __m512 r = _mm512_i32gather_ps(vidx, act->res + at, 4);                                          \
-                    t = act->res_a ? add_first(r, t) : add_first(t, r);                                              \
-                }                                                                                                    \
-                if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));                                                \
-                _mm512_i32scatter_ps(j->y + at, vidx, t, 4);                                                         \
-            }                                                                                                        \
+        _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                         \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + i * 64 + 16 * v, s[i][v]);     \
     }
 
 #define BC_NPS(NV) BC_BLOCK(1, NV) BC_BLOCK(2, NV) BC_BLOCK(3, NV) BC_BLOCK(4, NV) BC_BLOCK(5, NV) BC_BLOCK(6, NV)
@@ -111,15 +110,15 @@ BC_NPS(3)
 BC_NPS(4)
 
 #define BC_CASE(NP, NV) \
-    case NP: bc_##NP##_##NV(j, wb, r0, q0, p0, p1, acc, first, last); break;
+    case NP: bc_##NP##_##NV(j, wb, q0, p0, p1, acc, first); break;
 #define BC_SWITCH(NV)                                                                                                \
     switch (np) {                                                                                                    \
         BC_CASE(1, NV) BC_CASE(2, NV) BC_CASE(3, NV) BC_CASE(4, NV) BC_CASE(5, NV) default:                          \
-        bc_6_##NV(j, wb, r0, q0, p0, p1, acc, first, last);                                                          \
+        bc_6_##NV(j, wb, q0, p0, p1, acc, first);                                                          \
     }
 
-AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int nv, int np, const float *wb, int64_t r0, int64_t q0, int64_t p0,
-                               int64_t p1, float *acc, int first, int last)
+AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int nv, int np, const float *wb,
+                                                         int64_t q0, int64_t p0, int64_t p1, float *acc, int first)
 {
     if (nv == 4) BC_SWITCH(4)
     else if (nv == 3) BC_SWITCH(3)
@@ -186,30 +185,86 @@ AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int6
 /* (bc_dispatch is not inlined: in bc_run the six positions' pointers
  * found no registers, and each broadcast loaded its pointer first) */
 
-/* row blocks of 64, tiles of positions, chunks of K, position blocks: a
- * tile's sums (tile x 64 floats) and a chunk's weights stay in L1 and L2
- * while the chunk runs over the tile */
+/* The epilogue of a tile's positions t0 .. t1, rows r0 .. r0 + 16 nv, from
+ * their finished sums in acc ([q - t0][64]): sixteen positions that are
+ * consecutive outputs of one image go as a 16 x 16 tile transposed (moves
+ * only), each channel's sixteen outputs then one vector, its residual one
+ * load and its store one store; other positions (a tile's last, an image's
+ * edge) one vector of 16 channels, gathered and scattered. Either way each
+ * output gets (1 * s) + bias, the residual Add in the Add's operand order,
+ * Relu's or Clip's comparisons, as bc_NP_NV's scatter gave it. */
+AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, int64_t t1)
+{
+    const bf__act *act = j->act;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
+    const __m512i vidx =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)j->osp));
+    for (int64_t q = t0; q < t1;) {
+        const float *aq = j->acc + (q - t0) * 64;
+        if (q + 16 <= t1 && j->pout[q + 15] - j->pout[q] == 15) {
+            for (int v = 0; v < nv; v++) {
+                __m512 r[16];
+                for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(aq + i * 64 + 16 * v);
+                transpose16(r);
+                for (int c = 0; c < 16; c++) {
+                    int64_t ch = r0 + 16 * v + c, at = j->pout[q] + ch * j->osp;
+                    __m512 t = _mm512_add_ps(_mm512_mul_ps(one, r[c]), _mm512_set1_ps(j->bias[ch]));
+                    if (act && act->res) {
+                        __m512 rv = _mm512_loadu_ps(act->res + at);
+                        t = act->res_a ? add_first(rv, t) : add_first(t, rv);
+                    }
+                    if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
+                    _mm512_storeu_ps(j->y + at, t);
+                }
+            }
+            q += 16;
+            continue;
+        }
+        for (int v = 0; v < nv; v++) {
+            int64_t at = j->pout[q] + (r0 + 16 * v) * j->osp;
+            __m512 t = _mm512_add_ps(_mm512_mul_ps(one, _mm512_loadu_ps(aq + 16 * v)), _mm512_loadu_ps(j->bias + r0 + 16 * v));
+            if (act && act->res) {
+                __m512 rv = _mm512_i32gather_ps(vidx, act->res + at, 4);
+                t = act->res_a ? add_first(rv, t) : add_first(t, rv);
+            }
+            if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
+            _mm512_i32scatter_ps(j->y + at, vidx, t, 4);
+        }
+        q++;
+    }
+}
+
+/* row blocks of 64, tiles of positions, chunks of K (whole blocks of 16
+ * input channels, up to BC_KCHUNK k terms: bc_chunk), position blocks: a
+ * tile's sums (tile x 64 floats) and a chunk's weights stay in L2 while
+ * the chunk runs over the tile. Each block of 16 channels is packed with
+ * its own k map, the chunk's blocks one after the other in wb, in k order
+ * (bf__conv_krow orders k by channel block first). */
 AVX512 static void bc_run(const bcast_job *j, const float *wt, int64_t m, int64_t npos, float *wb)
 {
-    int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
+    int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, chb = bc_chunk(j->ksp);
     int64_t ntiles = (npos + BC_TILE - 1) / BC_TILE, tile = (npos + ntiles - 1) / ntiles;
     tile = (tile + BC_NP - 1) / BC_NP * BC_NP;
     for (int64_t r0 = 0; r0 < m; r0 += 64) {
         int nv = m - r0 >= 64 ? 4 : (int)((m - r0) / 16);
         for (int64_t t0 = 0; t0 < npos; t0 += tile) {
             int64_t t1 = t0 + tile < npos ? t0 + tile : npos;
-            for (int64_t cb = 0; cb < ncb; cb++) {
-                int64_t p0 = cb * BF__CONV_CBLOCK * j->ksp;
-                int64_t width = j->cg - cb * BF__CONV_CBLOCK < BF__CONV_CBLOCK ? j->cg - cb * BF__CONV_CBLOCK : BF__CONV_CBLOCK;
-                int32_t kmap[BF__CONV_CBLOCK * BC_MAXKSP];
-                for (int64_t c = 0; c < width; c++)
-                    for (int64_t tap = 0; tap < j->ksp; tap++) kmap[c * j->ksp + tap] = (int32_t)(tap * width + c);
-                bc_pack(j, wt + r0 * j->kc, 16 * nv, cb, kmap, wb);
+            for (int64_t cb0 = 0; cb0 < ncb; cb0 += chb) {
+                int64_t cb1 = cb0 + chb < ncb ? cb0 + chb : ncb, p0 = cb0 * BF__CONV_CBLOCK * j->ksp, p1 = p0;
+                for (int64_t cb = cb0; cb < cb1; cb++) {
+                    int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
+                    int32_t kmap[BF__CONV_CBLOCK * BC_MAXKSP];
+                    for (int64_t c = 0; c < width; c++)
+                        for (int64_t tap = 0; tap < j->ksp; tap++) kmap[c * j->ksp + tap] = (int32_t)(tap * width + c);
+                    bc_pack(j, wt + r0 * j->kc, 16 * nv, cb, kmap, wb + (p1 - p0) * 16 * nv);
+                    p1 += width * j->ksp;
+                }
                 for (int64_t q0 = t0; q0 < t1; q0 += BC_NP) {
                     int np = t1 - q0 < BC_NP ? (int)(t1 - q0) : BC_NP;
-                    bc_dispatch(j, nv, np, wb - p0 * 16 * nv, r0, q0, p0, p0 + width * j->ksp, j->acc + (q0 - t0) * 64,
-                                cb == 0, cb == ncb - 1);
+                    bc_dispatch(j, nv, np, wb - p0 * 16 * nv, q0, p0, p1, j->acc + (q0 - t0) * 64, cb0 == 0);
                 }
+                if (cb1 == ncb) bc_epi(j, r0, nv, t0, t1);
             }
         }
     }
@@ -273,7 +328,7 @@ static size_t acc_floats(int64_t npos)
 size_t bf__conv_bcast_floats(const bf__conv_params *cp)
 {
     int64_t npos = bf__conv_bcast_images(cp) * cp->osp;
-    return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp) + (((size_t)cp->kc + 15) & ~(size_t)15) +
+    return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp)) + (((size_t)cp->kc + 15) & ~(size_t)15) +
            2 * (((size_t)npos + 15) & ~(size_t)15);
 }
 
@@ -284,7 +339,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, cons
     const bf__window *w = &cp->w;
     int64_t wpd = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), npos = ni * cp->osp;
     float *acc = buf, *wb = acc + acc_floats(bf__conv_bcast_images(cp) * cp->osp);
-    int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp);
+    int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp));
     int32_t *pin = off + (((size_t)cp->kc + 15) & ~(size_t)15);
     int32_t *pout = pin + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15);
     for (int64_t c = 0; c < cp->cg; c++)
