@@ -303,6 +303,14 @@ static const conv_case cases[] = {
     {"depthwise 3x3 on 130x130: past the mask table, the rows instead", 1, 1, 130, 130, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     /* stride 2, 3 wide: on AVX-512 every chunk of a row masked, edges included */
     {"depthwise 3x3 stride 2 on 14x14 (7 wide: one masked chunk)", 2, 5, 14, 14, 5, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 1},
+    /* stride 2, 3 wide, output rows of at most 7: two rows to a vector
+     * (linalg_conv_dwpair.c), the last pair half empty where the rows are odd */
+    {"depthwise 3x3 stride 2, two rows a vector: 12x12 -> 6x6, an Inf weight", 2, 4, 12, 12, 4, 4, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 1, 1},
+    {"depthwise 3x3 stride 2, two rows a vector: pads 2 top and left, 0 bottom and right", 1, 3, 11, 13, 3, 3, 3, 3, 2,
+     1, {2, 2, 0, 0}, 0, 1},
+    {"depthwise 3x3 stride 2, two rows a vector: one output column, no padding", 1, 3, 9, 3, 3, 3, 3, 3, 2, 1,
+     {0, 0, 0, 0}, 1, 1},
     {"depthwise 3x3 stride 2, no padding, 17 wide", 1, 3, 9, 35, 3, 3, 3, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
     {"depthwise 3x3 stride 2, pads 2 left and 0 right, odd width", 1, 3, 9, 33, 3, 3, 3, 3, 2, 1, {1, 2, 0, 0}, 0, 1},
     {"depthwise 5x5 stride 2 (mobilenet_v3's), 28 -> 14", 1, 4, 28, 28, 4, 4, 5, 5, 2, 1, {2, 2, 2, 2}, 1, 1},

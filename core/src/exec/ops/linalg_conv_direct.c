@@ -749,6 +749,10 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
         dw_flat_run(cp, x, wt, bias, act, y, g0, g1);
         return;
     }
+    if (cp->path == BF__CONV_DEPTHWISE && dc.avx512 && bf__dw_pair_ok(cp)) {   /* rows of up to 7, two a vector */
+        bf__dw_pair(cp, x, wt, bias, act, y, g0, g1);
+        return;
+    }
     if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w) && dc.avx512 && dw_s2m_ok(&cp->w)) {
         dw_s2m_run(cp, x, wt, bias, act, y, g0, g1);
         return;
