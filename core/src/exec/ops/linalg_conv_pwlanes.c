@@ -15,9 +15,10 @@
  * multiply-adds, each `fma(w, x, s)` with the weight and the input as the
  * factors the product has them. k runs over the input channels in order
  * (a 1x1 kernel's column-matrix rows are the channels), each sum from +0.
- * K is cut into chunks of PL_KC: a row block's weights for one chunk
- * (PL_KC x 16 NV floats, transposed from W's rows as 16 x 16 tiles: moves
- * only) stay in L1 while every position block of the tile runs the chunk,
+ * K is cut into near-equal chunks of at most PL_KC: a row block's weights
+ * for one chunk (up to PL_KC x 16 NV floats, transposed from W's rows as
+ * 16 x 16 tiles: moves only) stay in L1 while every position block of the
+ * tile runs the chunk,
  * the sums going to `acc` between chunks (a float stored and loaded is
  * the same float), so each output is still one chain over K in order.
  * After the last chunk the row block's sums are transposed back, 16
