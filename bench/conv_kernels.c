@@ -7,7 +7,9 @@
  *   build/bitflip-bench-conv --hash   a hash of each depthwise output instead (two builds must agree)
  *   build/bitflip-bench-conv --pw     the 1x1 shapes of a batch of 4, inputs out of cache as in a
  *                                     pass: the general product (bf__sgemm_bias per image) against
- *                                     linalg_conv_pointwise.c's paths, the bits compared
+ *                                     linalg_conv_pointwise.c's and linalg_conv_pwlanes.c's paths,
+ *                                     the bits compared (PW_HOT=1: the inputs left in cache;
+ *                                     PW_N=49: the shapes of 49 positions only)
  *
  * Timed in the thread's CPU time, not wall time: on a shared, loaded
  * machine a descheduled thread would otherwise count the other processes'
@@ -126,17 +128,22 @@ static double depthwise(int hash)
  * MiB of other memory is written between calls. Per shape, the product one
  * image at a time (bf__sgemm_bias, the 1x1 path before h14-mbv2) against
  * B read in place (bf__conv_pw_inplace: M <= 32) or the images side by side
- * (bf__conv_pw_batched: maps under 96 positions), thread CPU, best of 7
- * rounds of 5 calls; "same bits" compares the two outputs. */
+ * (bf__conv_pw_batched: maps under 96 positions), and against the output
+ * channels in the lanes (bf__conv_pwl: M a multiple of 16; h15-dw), thread
+ * CPU, best of 7 rounds of 5 calls; "same bits" compares the outputs. */
 static void pointwise_paths(void)
 {
-    static const int sh[][3] = {{32, 16, 12544}, {96, 24, 3136}, {144, 24, 3136}, {144, 32, 784}, {192, 32, 784},
-                                {384, 64, 196},  {576, 96, 196}, {576, 160, 49}, {160, 960, 49}, {960, 160, 49},
-                                {960, 320, 49},  {320, 1280, 49}};
+    static const int sh[][3] = {{32, 16, 12544}, {96, 24, 3136}, {144, 24, 3136}, {24, 144, 3136}, {144, 32, 784},
+                                {192, 32, 784},  {32, 192, 784}, {192, 64, 196},  {384, 64, 196},  {64, 384, 196},
+                                {384, 96, 196},  {576, 96, 196}, {96, 576, 196},  {576, 160, 49},  {160, 960, 49},
+                                {960, 160, 49},  {960, 320, 49}, {320, 1280, 49}};
     enum { NI = 4, JUNK = 1 << 21 };
     float *junk = rand_floats(JUNK);
+    int hot = getenv("PW_HOT") != NULL;   /* the inputs left in cache: the kernels alone */
+    int only = getenv("PW_N") ? atoi(getenv("PW_N")) : 0;   /* the shapes of this many positions only */
     for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
         int k = sh[s][0], m = sh[s][1], n = sh[s][2];
+        if (only && n != only) continue;
         bf__conv_params cp;
         memset(&cp, 0, sizeof cp);
         bf__window *w = &cp.w;
@@ -150,44 +157,47 @@ static void pointwise_paths(void)
         cp.n = NI, cp.c = k, cp.m = m, cp.group = 1, cp.cg = k, cp.mg = m, cp.isp = cp.osp = n, cp.ksp = 1, cp.kc = k;
         cp.has_bias = 1, cp.path = BF__CONV_POINTWISE, cp.simd = bf__sgemm_best();
         int inplace = bf__conv_pw_inplace_ok(&cp, m), batched = bf__conv_pw_images(&cp) > 1;
-        if (!inplace && !batched) {
-            /* neither path's rule takes it: time the in-place kernel anyway, to show why */
-            inplace = m <= BF__PW_MMAX && cp.simd >= BF_SGEMM_AVX512;
-            if (!inplace) continue;
-        }
-        cp.scratch_floats = bf__conv_pw_floats(&cp);
+        int lanes = bf__conv_pwl_ok(&cp);
+        size_t fl = bf__conv_pw_floats(&cp), fl2 = bf__conv_pwl_floats(&cp);
+        cp.scratch_floats = fl > fl2 ? fl : fl2;
         float *a = rand_floats((int64_t)m * k), *x = rand_floats((int64_t)NI * k * n), *bias = rand_floats(m);
-        float *y0 = rand_floats((int64_t)NI * m * n), *y1 = rand_floats((int64_t)NI * m * n);
+        float *y[3];
+        for (int v = 0; v < 3; v++) y[v] = rand_floats((int64_t)NI * m * n);
         float *scratch = rand_floats((int64_t)cp.scratch_floats + 1);
         bf__act act = {.lo = 0.0f, .hi = 6.0f};
-        double best[2] = {1e9, 1e9};
+        double best[3] = {1e9, 1e9, 1e9};
         for (int r = 0; r < 7; r++)
-            for (int v = 0; v < 2; v++) {
+            for (int v = 0; v < 3; v++) {
+                if ((v == 1 && !inplace && !batched) || (v == 2 && !lanes)) continue;
                 double t = 0;
                 for (int it = 0; it < 5; it++) {
-                    for (int64_t i = 0; i < JUNK; i += 16) junk[i] += 1.0f;
+                    for (int64_t i = 0; i < JUNK && !hot; i += 16) junk[i] += 1.0f;
                     double t0 = now();
                     if (v == 0)
                         for (int i = 0; i < NI; i++)
                             bf__sgemm_bias(cp.simd, m, n, k, a, k, x + (int64_t)i * k * n, n, bias, &act,
-                                           y0 + (int64_t)i * m * n, n);
+                                           y[0] + (int64_t)i * m * n, n);
+                    else if (v == 2)
+                        bf__conv_pwl(&cp, x, a, bias, &act, y[2], scratch);
                     else if (batched)
-                        bf__conv_pw_batched(&cp, x, a, bias, &act, y1, scratch);
+                        bf__conv_pw_batched(&cp, x, a, bias, &act, y[1], scratch);
                     else
                         for (int i = 0; i < NI; i++)
                             bf__conv_pw_inplace(m, n, k, a, k, x + (int64_t)i * k * n, n, bias, &act,
-                                                y1 + (int64_t)i * m * n, n);
+                                                y[1] + (int64_t)i * m * n, n);
                     t += now() - t0;
                 }
                 if (t / 5 < best[v]) best[v] = t / 5;
             }
-        int same = memcmp(y0, y1, sizeof(float) * (size_t)NI * m * n) == 0;
+        size_t bytes = sizeof(float) * (size_t)NI * m * n;
+        int same1 = !(inplace || batched) || memcmp(y[0], y[1], bytes) == 0, same2 = !lanes || memcmp(y[0], y[2], bytes) == 0;
         double f = 2.0 * NI * m * n * k * 1e-9;
-        printf("pointwise K=%d M=%d N=%d x%d: product %.1f us (%.1f GFLOP/s), %s %.1f us (%.1f GFLOP/s), "
-               "new/old %.2f%s, %s\n", k, m, n, NI, best[0] * 1e6, f / best[0], batched ? "images side by side" : "B in place",
-               best[1] * 1e6, f / best[1], best[1] / best[0], bf__conv_pw_inplace_ok(&cp, m) || batched ? "" : " (not wired)",
-               same ? "same bits" : "BITS DIFFER");
-        free(a), free(x), free(bias), free(y0), free(y1), free(scratch);
+        printf("K=%4d M=%4d N=%5d x%d: product %7.1f us (%5.1f GFLOP/s)", k, m, n, NI, best[0] * 1e6, f / best[0]);
+        if (inplace || batched)
+            printf(", %s %7.1f us (%.2fx)", batched ? "side by side" : "in place", best[1] * 1e6, best[1] / best[0]);
+        if (lanes) printf(", lanes %7.1f us (%5.1f GFLOP/s, %.2fx)", best[2] * 1e6, f / best[2], best[2] / best[0]);
+        printf("%s%s\n", bf__conv_pwl_want(&cp) ? " [lanes wired]" : "", same1 && same2 ? ", same bits" : ", BITS DIFFER");
+        free(a), free(x), free(bias), free(y[0]), free(y[1]), free(y[2]), free(scratch);
     }
     free(junk);
 }

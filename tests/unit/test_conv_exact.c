@@ -268,6 +268,22 @@ static const conv_case cases[] = {
     {"1x1 on 7x7 maps, 1400 rows: a product past 512 KiB, one image a product", 2, 260, 7, 7, 1400, 1, 1, 1, 1, 1,
      {0, 0, 0, 0}, 1, 0},
     {"1x1 on 7x7 maps, K = 256: one image a product", 3, 256, 7, 7, 9, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    /* 1x1 on AVX-512 with the output channels in the lanes (linalg_conv_pwlanes.c:
+     * M a multiple of 16, a bias, maps under 96 positions, K past 256): blocks
+     * of 6 positions of any image x 16-64 channels, 8 images of 49 a call, K
+     * in near-equal chunks (a last one not a multiple of 16: its weights
+     * packed a float at a time), the row blocks near-equal (5 vectors: 3 and
+     * 2; 10: 4, 3, 3), the sums transposed back 16 positions of one image at
+     * a time (a last group of 1) */
+    {"1x1 lanes: 7x7 maps, 9 images (8 a call, then 1), K 300, 48 rows, an Inf weight", 9, 300, 7, 7, 48, 1, 1, 1, 1,
+     1, {0, 0, 0, 0}, 1, 1},
+    {"1x1 lanes: 5x5 maps, 3 images, K 400 (chunks 144, 144, 112), 80 rows (3 + 2 vectors)", 3, 400, 5, 5, 80, 1, 1, 1,
+     1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 lanes: 1x1 maps, 20 images, K 257, 160 rows (4 + 3 + 3 vectors)", 20, 257, 1, 1, 160, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 0},
+    {"1x1 lanes: groups 2 of 16 rows and K 260 on 6x7 maps, 2 images", 2, 520, 6, 7, 32, 2, 1, 1, 1, 1, {0, 0, 0, 0},
+     1, 1},
+    {"1x1 lanes' shape without a bias: the product instead", 2, 300, 7, 7, 16, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
     {"depthwise 3x3 stride 2, even width: the last 8 (16 on AVX-512) outputs end the input", 1, 2, 6, 34, 2, 2, 3, 3, 2, 1,
@@ -297,6 +313,14 @@ static const conv_case cases[] = {
     {"depthwise 3x3 on 130x130: past the mask table, the rows instead", 1, 1, 130, 130, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     /* stride 2, 3 wide: on AVX-512 every chunk of a row masked, edges included */
     {"depthwise 3x3 stride 2 on 14x14 (7 wide: one masked chunk)", 2, 5, 14, 14, 5, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 1},
+    /* stride 2, 3 wide, output rows of at most 7: two rows to a vector
+     * (linalg_conv_dwpair.c), the last pair half empty where the rows are odd */
+    {"depthwise 3x3 stride 2, two rows a vector: 12x12 -> 6x6, an Inf weight", 2, 4, 12, 12, 4, 4, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 1, 1},
+    {"depthwise 3x3 stride 2, two rows a vector: pads 2 top and left, 0 bottom and right", 1, 3, 11, 13, 3, 3, 3, 3, 2,
+     1, {2, 2, 0, 0}, 0, 1},
+    {"depthwise 3x3 stride 2, two rows a vector: one output column, no padding", 1, 3, 9, 3, 3, 3, 3, 3, 2, 1,
+     {0, 0, 0, 0}, 1, 1},
     {"depthwise 3x3 stride 2, no padding, 17 wide", 1, 3, 9, 35, 3, 3, 3, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
     {"depthwise 3x3 stride 2, pads 2 left and 0 right, odd width", 1, 3, 9, 33, 3, 3, 3, 3, 2, 1, {1, 2, 0, 0}, 0, 1},
     {"depthwise 5x5 stride 2 (mobilenet_v3's), 28 -> 14", 1, 4, 28, 28, 4, 4, 5, 5, 2, 1, {2, 2, 2, 2}, 1, 1},

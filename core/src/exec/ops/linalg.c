@@ -36,6 +36,7 @@ typedef struct gemm_params {
     int use_c;              /* C present and beta != 0 */
     int64_t c_rs, c_cs;     /* C's strides after broadcasting to [M, N] (0 = repeated) */
     size_t work;            /* floats of scratch for op(B) packed whole (0: none) */
+    int wpack;              /* op(B) the model's weight: its copy packed once is passed (bf__linalg_packed) */
 } gemm_params;
 static_assert(sizeof(gemm_params) <= BF__OP_SUBPARAMS_MAX, "gemm params too large (ABFT keeps them inside its own)");
 
@@ -94,6 +95,13 @@ static bf_status gemm_prepare(bf__prep *p, bf_error *err)
     /* op(B) packed whole into the scratch (sgemm.h, bf__sgemm_work) */
     g->work = ta ? 0 : bf__sgemm_work_floats(g->m, g->n, g->k, g->trans_b, g->trans_b ? g->k : g->n);
     p->scratch = g->work ? g->work * sizeof(float) + 64 : 0;
+    /* the model's packed copy wherever the product packs op(B): packed
+     * whole into the scratch, or (B transposed) panel by panel at every
+     * call, also over one or two blocks of rows (a classifier at a small
+     * batch: 4 x 1280 by 1280 x 1000 transposed, 5 MB repacked a call) or
+     * past the scratch's BF_SGEMM_WORK_MAX, up to BF_SGEMM_PACK_MAX */
+    g->wpack = !ta && g->n > 1 && g->k > 0 &&
+               (g->work || (tb && (size_t)g->n * (size_t)g->k <= BF_SGEMM_PACK_MAX));
     return BF_OK;
 }
 
@@ -347,7 +355,7 @@ static int pack_shape(const bf__step *s, int *trans, int *n, int *k)
 {
     if (s->node->op->run == gemm_run) {
         const gemm_params *g = s->params;
-        if (!g->work || g->trans_a) return 0;
+        if (!g->wpack) return 0;
         *trans = g->trans_b, *n = g->n, *k = g->k;
     } else if (s->node->op->run == matmul_run) {
         const matmul_params *mp = s->params;
@@ -370,7 +378,7 @@ const float *bf__linalg_packed(const bf__step *s, bf__wpack *w)
     int trans, n, k;
     if (!pack_shape(s, &trans, &n, &k) || !s->in[1]->data) return NULL;
     pack_job j = {trans, n, k, s->in[1]->data};
-    /* the layout: n and k are at most BF_SGEMM_WORK_MAX (2^20) where work is set */
+    /* the layout: n and k are at most BF_SGEMM_PACK_MAX (2^22) where a copy is asked for */
     uint64_t tag = (uint64_t)trans | (uint64_t)n << 1 | (uint64_t)k << 32;
     return bf__wpack_get(w, j.b, tag, bf__sgemm_pack_floats(n, k), pack_fill, &j);
 }

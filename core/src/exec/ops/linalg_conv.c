@@ -150,8 +150,9 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     cp->path = unit ? BF__CONV_POINTWISE : depthwise ? BF__CONV_DEPTHWISE : BF__CONV_IM2COL;
     if (cp->path == BF__CONV_IM2COL && (st = im2col_scratch(p, cp, err)) != BF_OK) return st;
     if (cp->path == BF__CONV_POINTWISE) {
-        /* several small images per product (linalg_conv_pointwise.c) */
-        cp->scratch_floats = bf__conv_pw_floats(cp);
+        /* several small images per product (linalg_conv_pointwise.c), or
+         * the output channels in the lanes (linalg_conv_pwlanes.c) */
+        cp->scratch_floats = bf__conv_pwl_want(cp) ? bf__conv_pwl_floats(cp) : bf__conv_pw_floats(cp);
         p->scratch = cp->scratch_floats * sizeof(float);
     }
     int64_t dims[5] = {cp->n, m};

@@ -220,6 +220,27 @@ int64_t bf__conv_pw_images(const bf__conv_params *cp);
 size_t bf__conv_pw_floats(const bf__conv_params *cp);
 int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                         const bf__act *act, float *y, void *scratch);
+/* linalg_conv_pwlanes.c: the 1x1 path with 16 output channels to a
+ * vector, the input broadcast from its NCHW planes in place (AVX-512; whole
+ * steps; each element the chain and epilogue of bf__sgemm_bias, so the same
+ * bits). bf__conv_pwl_ok: the shapes and level it can take (mg a multiple
+ * of 16, a bias); bf__conv_pwl_want: those the step gives it (measured per
+ * shape); bf__conv_pwl_images images a call; bf__conv_pwl_floats of
+ * scratch (0: none); bf__conv_pwl: every channel of every image, act->res
+ * laid out as y; 0 when it does not take the step (y untouched). */
+int bf__conv_pwl_ok(const bf__conv_params *cp);
+int bf__conv_pwl_want(const bf__conv_params *cp);
+int64_t bf__conv_pwl_images(const bf__conv_params *cp);
+size_t bf__conv_pwl_floats(const bf__conv_params *cp);
+int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
+                 float *y, void *scratch);
+/* linalg_conv_dwpair.c: a depthwise 3-wide, stride-2 Conv with output
+ * rows of at most 7 (mobilenet_v2's 14x14 -> 7x7), two output rows to a
+ * vector (AVX-512; bf__dw_pair_ok: the shapes and level), groups [g0, g1)
+ * of every image; the bits of the other depthwise paths. */
+int bf__dw_pair_ok(const bf__conv_params *cp);
+void bf__dw_pair(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
+                 float *y, int64_t g0, int64_t g1);
 /* linalg_conv.c: n outputs y of one plane become the residual Add's
  * expression with r (act->res_a says which is A), then the activation
  * (act->lo, act->hi), as the pass after a bare Conv computes them. */

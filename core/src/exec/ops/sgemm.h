@@ -92,6 +92,12 @@ void bf__sgemm_work(int level, int trans_b, int m, int n, int k, float alpha, co
  * as bf__sgemm_pack packs it, by a caller that keeps the panels between
  * products: a plan's golden weight (exec/wpack.h). b and ldb still say
  * where B is: a CPU path without the kernel computes from them. */
+/* The largest op(B), in floats, a Gemm takes packed once from the model
+ * where it is not packed whole into the scratch (B transposed over one or
+ * two blocks of rows, or past BF_SGEMM_WORK_MAX): mobilenet_v2's and
+ * resnet's classifiers at a small batch (1000 x 1280, 1.3 M floats),
+ * whose B the kernel repacked panel by panel at every call. 16 MiB. */
+#define BF_SGEMM_PACK_MAX (1 << 22)
 void bf__sgemm_prepacked(int level, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                          const float *b, int ldb, int accumulate, float *y, int ldy, float *work, const float *packed,
                          const bf__act *act, const float *crow);

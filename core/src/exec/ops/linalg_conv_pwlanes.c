@@ -1,0 +1,293 @@
+/* The 1x1 Conv with 16 output channels to a vector and the input
+ * broadcast (AVX-512): ONNX Runtime's NCHWc pointwise kernel's structure
+ * over NCHW tensors, for the small maps where the general product's
+ * 16-position panels serve badly (mobilenet_v2's 14x14 and 7x7 layers:
+ * a 7x7 image is 49 positions, four panels of which the last holds one
+ * column; a K of 384-960 makes a panel pair of 49-123 KB, past L1, read
+ * again by every block of 12 rows). Measured per shape against the
+ * general product and linalg_conv_pointwise.c's paths (docs/perf/
+ * mobilenet.md, h15-dw); bf__conv_pwl_want takes the shapes where it won.
+ *
+ * A block is PL_NP output positions (of any of the tile's images: no lane
+ * is padding) x NV vectors of 16 output channels: per k, NV loads of the
+ * packed weights, PL_NP broadcasts of x[k][q] read from the NCHW input in
+ * place (a position's k-th float is k * osp further on), PL_NP x NV fused
+ * multiply-adds, each `fma(w, x, s)` with the weight and the input as the
+ * factors the product has them. k runs over the input channels in order
+ * (a 1x1 kernel's column-matrix rows are the channels), each sum from +0.
+ * K is cut into near-equal chunks of at most PL_KC: a row block's weights
+ * for one chunk (up to PL_KC x 16 NV floats, transposed from W's rows as
+ * 16 x 16 tiles: moves only) stay in L1 while every position block of the
+ * tile runs the chunk,
+ * the sums going to `acc` between chunks (a float stored and loaded is
+ * the same float), so each output is still one chain over K in order.
+ * After the last chunk the row block's sums are transposed back, 16
+ * positions of one image x 16 channels at a time (moves only), and each
+ * output gets the product's epilogue on positions-in-lanes vectors:
+ * (1 * s) + bias with s as vaddps's first source, the residual Add with
+ * the Add's A first, then max(lo, v) and min(hi, v): sgemm.c's block512
+ * epilogue, so the bits of bf__sgemm_bias (docs/ENGINE.md, "The
+ * convolution path"). W is packed per call, never kept: faults rewrite it
+ * between runs. */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "base/simd.h"
+#include "exec/op.h"
+#include "linalg_window.h"
+#include "sgemm.h"
+
+#ifndef PL_NP
+#define PL_NP 6        /* positions a block (6 x 4 vectors: 24 sums, 4 weights, 1 broadcast in 29 registers) */
+#endif
+#ifndef PL_KC
+#define PL_KC 192      /* k terms a chunk at most: a row block's weights 48 KiB */
+#endif
+#ifndef PL_POS
+#define PL_POS 400     /* positions a tile at most (whole images): its sums 100 KiB */
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PL512 1
+#define AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+#else
+#define PL512 0
+#endif
+
+int bf__conv_pwl_ok(const bf__conv_params *cp)
+{
+    if (!PL512 || cp->path != BF__CONV_POINTWISE || cp->simd < BF_SGEMM_AVX512 || bf__simd_cpu() < BF_SGEMM_AVX512 ||
+        cp->kc <= 0 || cp->mg <= 0 || cp->mg % 16 || cp->osp <= 0 || !cp->has_bias)
+        return 0;
+    /* a tile's input offsets in 32 bits */
+    return (double)bf__conv_pwl_images(cp) * (double)cp->c * (double)cp->isp < (double)INT32_MAX;
+}
+
+int64_t bf__conv_pwl_images(const bf__conv_params *cp)
+{
+    int64_t k = cp->osp > 0 && cp->osp < PL_POS ? PL_POS / cp->osp : 1;
+    return k < cp->n ? k : cp->n > 0 ? cp->n : 1;
+}
+
+static size_t acc_floats(const bf__conv_params *cp)
+{
+    /* the tile's positions, rounded up to a block, and 16 rows more for
+     * the transposes of the last positions */
+    size_t npos = (size_t)(bf__conv_pwl_images(cp) * cp->osp);
+    return ((npos + PL_NP - 1) / PL_NP * PL_NP + 16) * 64;
+}
+
+size_t bf__conv_pwl_floats(const bf__conv_params *cp)
+{
+    if (!bf__conv_pwl_ok(cp)) return 0;
+    size_t npos = (size_t)(bf__conv_pwl_images(cp) * cp->osp);
+    return acc_floats(cp) + (size_t)PL_KC * 64 + ((npos + PL_NP + 15) & ~(size_t)15) + 16;
+}
+
+#if PL512
+/* `a` is vaddps's first source: the operand x86 returns when both are NaN
+ * (sgemm.c's add_first16; the compiler may not swap them) */
+AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, __m512 b)
+{
+    __m512 o;
+    __asm__("vaddps %2, %1, %0" : "=v"(o) : "v"(a), "v"(b));
+    return o;
+}
+
+/* positions xb[0 .. NP] (each its channel-0 float), k terms 0 .. kn of the
+ * chunk, weights wb ([k][16 NV]); acc: the block's sums, [NP][64] */
+#define PL_BLOCK(NP, NV)                                                                                            \
+    AVX512 static inline __attribute__((always_inline)) void pl_##NP##_##NV(                                        \
+        const float *const *xp, int64_t osp, const float *wb, int64_t kn, float *acc, int first)                    \
+    {                                                                                                               \
+        __m512 s[NP][NV];                                                                                           \
+        const float *xb[NP];                                                                                        \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NP; i++) {                                                      \
+            xb[i] = xp[i];                                                                                          \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] =                                          \
+                first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * 64 + 16 * v);                               \
+        }                                                                                                           \
+        int64_t o = 0;                                                                                              \
+        _Pragma("GCC unroll 2") for (int64_t p = 0; p < kn; p++, o += osp, wb += 16 * NV) {                         \
+            __m512 wv[NV];                                                                                          \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(wb + 16 * v);              \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NP; i++) {                                                  \
+                __m512 xv = _mm512_set1_ps(xb[i][o]);                                                               \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm512_fmadd_ps(wv[v], xv, s[i][v]); \
+            }                                                                                                       \
+        }                                                                                                           \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NP; i++)                                                        \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + i * 64 + 16 * v, s[i][v]);  \
+    }
+
+#define PL_NPS(NV) PL_BLOCK(1, NV) PL_BLOCK(2, NV) PL_BLOCK(3, NV) PL_BLOCK(4, NV) PL_BLOCK(5, NV) PL_BLOCK(6, NV)
+PL_NPS(1)
+PL_NPS(2)
+PL_NPS(3)
+PL_NPS(4)
+
+#define PL_CASE(NP, NV) \
+    case NP: pl_##NP##_##NV(xp, osp, wb, kn, acc, first); break;
+#define PL_SWITCH(NV)                                                                                              \
+    switch (np) {                                                                                                  \
+        PL_CASE(1, NV) PL_CASE(2, NV) PL_CASE(3, NV) PL_CASE(4, NV) PL_CASE(5, NV) default:                        \
+        pl_6_##NV(xp, osp, wb, kn, acc, first);                                                                    \
+    }
+
+AVX512 __attribute__((noinline)) static void pl_dispatch(int nv, int np, const float *const *xp, int64_t osp,
+                                                         const float *wb, int64_t kn, float *acc, int first)
+{
+    if (nv == 4) PL_SWITCH(4)
+    else if (nv == 3) PL_SWITCH(3)
+    else if (nv == 2) PL_SWITCH(2)
+    else PL_SWITCH(1)
+}
+
+/* r[i] becomes column i of the 16 x 16 tile whose rows were r[0 .. 16]:
+ * moves only (linalg_conv_bcast.c's) */
+AVX512 static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+    }
+}
+
+/* The weights of rows r0 .. r0 + 16 nv (w: [rows][kc], as stored), k terms
+ * k0 .. k0 + kn, into wb as [k][16 nv]: 16 x 16 tiles transposed, one
+ * float at a time past the last whole tile of k; moves only. */
+AVX512 static void pl_pack(const float *w, int64_t kc, int64_t r0, int nv, int64_t k0, int64_t kn, float *wb)
+{
+    int64_t k16 = kn & ~(int64_t)15, ld = 16 * nv;
+    for (int v = 0; v < nv; v++) {
+        const float *wr = w + (r0 + 16 * v) * kc + k0;
+        for (int64_t t = 0; t < k16; t += 16) {
+            __m512 x[16];
+            for (int i = 0; i < 16; i++) x[i] = _mm512_loadu_ps(wr + i * kc + t);
+            transpose16(x);
+            for (int i = 0; i < 16; i++) _mm512_storeu_ps(wb + (t + i) * ld + 16 * v, x[i]);
+        }
+        for (int64_t t = k16; t < kn; t++)
+            for (int i = 0; i < 16; i++) wb[t * ld + 16 * v + i] = wr[i * kc + t];
+    }
+}
+
+/* The epilogue of rows r0 .. r0 + 16 nv over the tile's ni images: the sums
+ * (acc, [position][64]) back to positions in lanes, 16 positions of one
+ * image at a time, then block512's operations in its order; act->res laid
+ * out as y. yg: the tile's first image's output, channel g * mg. */
+AVX512 static void pl_epilogue(const bf__conv_params *cp, const float *acc, int64_t ni, int64_t r0, int nv,
+                               const float *bias, const bf__act *act, float *yg, const float *rg)
+{
+    const int64_t osp = cp->osp, img = cp->m * osp;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
+    for (int64_t i = 0; i < ni; i++)
+        for (int64_t p0 = 0; p0 < osp; p0 += 16) {
+            int np = osp - p0 < 16 ? (int)(osp - p0) : 16;
+            __mmask16 km = (__mmask16)(np == 16 ? 0xffffu : (1u << np) - 1u);
+            const float *a = acc + (i * osp + p0) * 64;
+            for (int v = 0; v < nv; v++) {
+                __m512 t[16];
+                for (int l = 0; l < 16; l++) t[l] = l < np ? _mm512_loadu_ps(a + l * 64 + 16 * v) : _mm512_setzero_ps();
+                transpose16(t);
+                for (int c = 0; c < 16; c++) {
+                    int64_t ch = r0 + 16 * v + c, at = i * img + ch * osp + p0;
+                    __m512 u = add_first(_mm512_mul_ps(one, t[c]), _mm512_set1_ps(bias[ch]));
+                    if (rg) {
+                        __m512 r = _mm512_maskz_loadu_ps(km, rg + at);
+                        u = act->res_a ? add_first(r, u) : add_first(u, r);
+                    }
+                    if (act) u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
+                    _mm512_mask_storeu_ps(yg + at, km, u);
+                }
+            }
+        }
+}
+
+AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
+                          const bf__act *act, float *y, float *scratch)
+{
+    float *acc = scratch, *wb = acc + acc_floats(cp);
+    int32_t *pin = (int32_t *)(wb + (size_t)PL_KC * 64);
+    const int64_t osp = cp->osp, kc = cp->kc, imgs = bf__conv_pwl_images(cp);
+    const int64_t nvec = cp->mg / 16, nblk = (nvec + 3) / 4;
+    /* K in near-equal chunks of whole 16s, at most PL_KC (320: 160 and 160) */
+    const int64_t nch = (kc + PL_KC - 1) / PL_KC, kstep = ((kc + nch - 1) / nch + 15) / 16 * 16;
+    for (int64_t g = 0; g < cp->group; g++)
+        for (int64_t n0 = 0; n0 < cp->n; n0 += imgs) {
+            int64_t ni = cp->n - n0 < imgs ? cp->n - n0 : imgs, npos = ni * osp;
+            const float *xg = x + (n0 * cp->c + g * cp->cg) * cp->isp;
+            for (int64_t q = 0; q < npos; q++) pin[q] = (int32_t)(q / osp * cp->c * cp->isp + q % osp);
+            for (int64_t q = npos; q < npos + PL_NP; q++) pin[q] = 0;
+            int64_t yoff = (n0 * cp->m + g * cp->mg) * osp;
+            const float *wg = wt + g * cp->mg * kc, *bg = bias + g * cp->mg;
+            /* the row blocks near-equal (10 vectors: 4, 3, 3) */
+            for (int64_t b = 0, v0 = 0; b < nblk; b++) {
+                int nv = (int)(nvec / nblk + (b < nvec % nblk));
+                int64_t r0 = 16 * v0;
+                for (int64_t k0 = 0; k0 < kc; k0 += kstep) {
+                    int64_t kn = kc - k0 < kstep ? kc - k0 : kstep;
+                    pl_pack(wg, kc, r0, nv, k0, kn, wb);
+                    const float *xk = xg + k0 * osp;
+                    for (int64_t q0 = 0; q0 < npos; q0 += PL_NP) {
+                        int np = npos - q0 < PL_NP ? (int)(npos - q0) : PL_NP;
+                        const float *xp[PL_NP];
+                        for (int i = 0; i < PL_NP; i++) xp[i] = xk + pin[q0 + i];
+                        pl_dispatch(nv, np, xp, osp, wb, kn, acc + q0 * 64, k0 == 0);
+                    }
+                }
+                pl_epilogue(cp, acc, ni, r0, nv, bg, act, y + yoff, act && act->res ? act->res + yoff : NULL);
+                v0 += nv;
+            }
+        }
+}
+#endif
+
+int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
+                 float *y, void *scratch)
+{
+#if PL512
+    if (!bias || !scratch || !bf__conv_pwl_ok(cp) || cp->scratch_floats < bf__conv_pwl_floats(cp)) return 0;
+    pl_run(cp, x, wt, bias, act, y, scratch);
+    return 1;
+#else
+    (void)cp, (void)x, (void)wt, (void)bias, (void)act, (void)y, (void)scratch;
+    return 0;
+#endif
+}
+
+/* The shapes where it beat the general product and the images side by
+ * side (bench/conv_kernels.c --pw, docs/perf/mobilenet.md, h15-dw): maps
+ * under 96 positions (bf__conv_packed_images' rule: mobilenet_v2's 7x7)
+ * with K past 256, 0.76-0.92x the product's time (the images side by side
+ * 0.82-0.88x where they ran); K of 160 (the 160 -> 960 expansions)
+ * measured level, and 14x14 maps level to 1.25x slower (the product's
+ * 16-position panels are 94% full there), so they keep the product. */
+int bf__conv_pwl_want(const bf__conv_params *cp)
+{
+    return bf__conv_pwl_ok(cp) && cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN;
+}
