@@ -212,6 +212,16 @@ static const conv_case cases[] = {
     {"3x3 stride 2, asymmetric pads, odd sizes, an Inf weight", 1, 17, 31, 33, 11, 1, 3, 3, 2, 1, {0, 1, 2, 0}, 0, 1},
     {"3x3 stride 2, K = 1170 past the stack panel", 1, 130, 9, 9, 7, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
     {"1x3 stride 2, output 1 wide", 1, 5, 6, 3, 4, 1, 1, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
+    /* stride 2 and no padding on AVX-512: the panels gathered from x in
+     * place, no planes copied (several images a product where one group
+     * lays them out as the planes would; with groups, planes again) */
+    {"1x1 stride 2 in place, 13x14 to 7x7, 5 images (four a product, then one), an Inf weight", 5, 40, 13, 14, 24, 1, 1,
+     1, 2, 1, {0, 0, 0, 0}, 1, 1},
+    {"1x1 stride 2 in place, 57x56 to 29x28, 2 images, no bias", 2, 21, 57, 56, 18, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 0, 0},
+    {"3x3 stride 2 in place, 15x16 to 7x7, 3 images in one product", 3, 20, 15, 16, 12, 1, 3, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 stride 2, groups 2 on 14x14 to 7x7, 3 images: planes copied", 3, 32, 14, 14, 16, 2, 1, 1, 2, 1, {0, 0, 0, 0}, 1,
+     1},
+    {"1x1 stride 2 with pads 1: planes copied", 2, 19, 12, 13, 10, 1, 1, 1, 2, 1, {1, 1, 1, 1}, 1, 0},
     /* small maps: several images side by side in one product (four of 7x7) */
     {"7x7 maps, 5 images: four in one product, then one", 5, 64, 7, 7, 100, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"3x3 stride 2 to 7x7, 3 images in one product, no bias", 3, 64, 14, 14, 100, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
