@@ -380,20 +380,26 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
     int bcast = padded && ch < 0 && cp->bcast &&
                 (size_t)((bimgs * cp->cg * plane + 15) & ~(int64_t)15) + bfl + (size_t)cp->mg + 16 <= room;
     if (bcast) imgs = bimgs;
+    /* a first Conv (linalg_conv_stem.c), where prepare chose it: whole steps, one image a call, no residual */
+    size_t sfl = (bf__conv_stem_floats(cp) + 15) & ~(size_t)15;
+    int stem = padded && !bcast && ch < 0 && cp->stem && !(act && act->res) &&
+               (size_t)((cp->cg * plane + 15) & ~(int64_t)15) + sfl + (size_t)cp->mg + 16 <= room;
+    if (stem) imgs = 1, direct = 0;
     /* stride 2 and no padding (resnet18's 1x1/2 downsamples): the padded
      * planes would be x's own channels, of which the panels read every
      * other row; so the panels are gathered from x in place, nothing
      * zeroed or copied (the same floats: the same bits). Several images
      * a product only where x lays them out as the planes would (one group). */
-    int inplace = s2 && !bcast && w->pb[1] == 0 && w->pe[1] == 0 && w->pb[2] == 0 && w->pe[2] == 0 &&
+    int inplace = s2 && !bcast && !stem && w->pb[1] == 0 && w->pe[1] == 0 && w->pb[2] == 0 && w->pe[2] == 0 &&
                   (imgs == 1 || cp->group == 1);
     float *wr = scratch, *buf = wr + cp->off_cols;
     int64_t planes = (imgs * cp->cg * plane + 15) & ~(int64_t)15, ldt = imgs * cp->osp;
     float *tmp = buf + planes;   /* the product of several images, before it is spread over y */
     float *zeros = padded ? tmp + (imgs > 1 ? (cp->mg * ldt + 15) & ~(int64_t)15 : 0) : wr + cp->off_tmp;
     if (bcast) direct = 0, zeros = tmp + bfl;
+    if (stem) zeros = tmp + sfl;
     if (direct) zeros = bf__conv_planes_zeros(cp, buf);
-    if (!bcast) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
+    if (!bcast && !stem) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
     if (padded && !inplace) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
@@ -422,6 +428,10 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                                xg + i * cp->c * cp->isp + c * cp->isp + ih * w->in[2], sizeof(float) * (size_t)w->in[2]);
             if (direct) {
                 bf__conv_planes(cp, a, nj, buf, bv, kact, yg);
+                continue;
+            }
+            if (stem) {
+                bf__conv_stem(cp, wt + g * cp->mg * cp->kc, buf, tmp, bv, kact, yg);
                 continue;
             }
             if (bcast) {
