@@ -3,8 +3,11 @@
  * take otherwise (bf__conv_packed's panels gathered from the padded
  * planes, or for stride 1 the direct kernel of linalg_conv_planes.c), on
  * resnet18's and mobilenet_v2's Conv shapes, one call over a few images
- * (docs/BENCHMARKS.md, "Output channels in the lanes"). Each shape is
- * checked to give the same bits both ways before it is timed.
+ * (docs/BENCHMARKS.md, "Output channels in the lanes"); and where
+ * bf__conv_stem_want holds (the stems), linalg_conv_stem.c's kernel
+ * against bf__conv_packed's panels (docs/perf/conv.md, "The stem, the max
+ * pool and the downsamples"). Each shape is checked to give the same bits
+ * both ways before it is timed.
  *
  *   build/bitflip-bench-bcast [IMAGES [ROUNDS [NAME]]]  (IMAGES 4, ROUNDS 5;
  *                                                       NAME: the shapes whose name has it)
