@@ -3,8 +3,11 @@
  * take otherwise (bf__conv_packed's panels gathered from the padded
  * planes, or for stride 1 the direct kernel of linalg_conv_planes.c), on
  * resnet18's and mobilenet_v2's Conv shapes, one call over a few images
- * (docs/BENCHMARKS.md, "Output channels in the lanes"). Each shape is
- * checked to give the same bits both ways before it is timed.
+ * (docs/BENCHMARKS.md, "Output channels in the lanes"); and where
+ * bf__conv_stem_want holds (the stems), linalg_conv_stem.c's kernel
+ * against bf__conv_packed's panels (docs/perf/conv.md, "The stem, the max
+ * pool and the downsamples"). Each shape is checked to give the same bits
+ * both ways before it is timed.
  *
  *   build/bitflip-bench-bcast [IMAGES [ROUNDS [NAME]]]  (IMAGES 4, ROUNDS 5;
  *                                                       NAME: the shapes whose name has it)
@@ -83,12 +86,44 @@ int main(int argc, char **argv)
         }
         cp.n = imgs, cp.c = cp.cg = sh->c, cp.m = cp.mg = sh->m, cp.group = 1;
         cp.isp = (int64_t)sh->h * sh->h, cp.osp = (int64_t)oh * oh, cp.ksp = (int64_t)sh->k * sh->k;
-        cp.kc = cp.ksp * sh->c, cp.nb = 1, cp.has_bias = 1, cp.simd = BF_SGEMM_AVX512;
+        cp.kc = cp.ksp * sh->c, cp.nb = 1, cp.has_bias = 1, cp.simd = BF_SGEMM_AVX512, cp.stem = 0;
         cp.off_cols = ((size_t)(cp.m * cp.kc) + 15) & ~(size_t)15;
         cp.off_tmp = cp.off_cols;
         int64_t pi = bf__conv_packed_images(&cp);
         cp.scratch_floats = cp.off_cols + bf__conv_packed_floats(&cp, pi + bf__conv_bcast_images(&cp)) + bf__conv_bcast_floats(&cp) +
                             bf__conv_planes_floats(&cp) + 4096;
+        cp.scratch_floats += cp.cg * bf__conv_padded_plane(w) + bf__conv_stem_floats(&cp);
+        if (bf__conv_stem_want(&cp)) {
+            /* a first Conv (linalg_conv_stem.c) against bf__conv_packed's panels */
+            srand((unsigned)s + 1);
+            int64_t ny = imgs * cp.m * cp.osp;
+            float *x = rand_floats(imgs * cp.c * cp.isp), *wt = rand_floats(cp.m * cp.kc), *bias = rand_floats(cp.m);
+            float *y0 = rand_floats(ny), *y1 = rand_floats(ny), *scratch = rand_floats((int64_t)cp.scratch_floats);
+            bf__conv_params cq = cp;
+            cp.stem = 0, cq.stem = 1;
+            double flop = 2.0 * (double)imgs * (double)cp.m * (double)cp.osp * (double)cp.kc;
+            if (!bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1) ||
+                !bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch, -1) || memcmp(y0, y1, sizeof(float) * (size_t)ny)) {
+                fprintf(stderr, "bitflip-bench-bcast: %s: stem not taken or not the same bits\n", sh->name);
+                return 1;
+            }
+            double best[2] = {1e9, 1e9};
+            for (int r = 0; r < rounds; r++)
+                for (int kx = 0; kx < 2; kx++) {
+                    double t0 = now();
+                    int it = 0;
+                    do {
+                        bf__conv_packed(kx ? &cq : &cp, x, wt, bias, NULL, kx ? y1 : y0, scratch, -1);
+                        it++;
+                    } while (now() - t0 < 0.2);
+                    double t = (now() - t0) / it;
+                    if (t < best[kx]) best[kx] = t;
+                }
+            printf("%s, %d images: packed %.3f ms %.1f GFLOP/s | stem %.3f ms %.1f GFLOP/s (%.2fx)\n", sh->name, imgs,
+                   best[0] * 1e3, flop / best[0] * 1e-9, best[1] * 1e3, flop / best[1] * 1e-9, best[0] / best[1]);
+            fflush(stdout);
+            free(x), free(wt), free(bias), free(y0), free(y1), free(scratch);
+        }
         if (!bf__conv_bcast_ok(&cp)) {
             printf("%s: not taken by bf__conv_bcast\n", sh->name);
             continue;

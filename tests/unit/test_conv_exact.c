@@ -212,6 +212,16 @@ static const conv_case cases[] = {
     {"3x3 stride 2, asymmetric pads, odd sizes, an Inf weight", 1, 17, 31, 33, 11, 1, 3, 3, 2, 1, {0, 1, 2, 0}, 0, 1},
     {"3x3 stride 2, K = 1170 past the stack panel", 1, 130, 9, 9, 7, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
     {"1x3 stride 2, output 1 wide", 1, 5, 6, 3, 4, 1, 1, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
+    /* stride 2 and no padding on AVX-512: the panels gathered from x in
+     * place, no planes copied (several images a product where one group
+     * lays them out as the planes would; with groups, planes again) */
+    {"1x1 stride 2 in place, 13x14 to 7x7, 5 images (four a product, then one), an Inf weight", 5, 40, 13, 14, 24, 1, 1,
+     1, 2, 1, {0, 0, 0, 0}, 1, 1},
+    {"1x1 stride 2 in place, 57x56 to 29x28, 2 images, no bias", 2, 21, 57, 56, 18, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 0, 0},
+    {"3x3 stride 2 in place, 15x16 to 7x7, 3 images in one product", 3, 20, 15, 16, 12, 1, 3, 3, 2, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 stride 2, groups 2 on 14x14 to 7x7, 3 images: planes copied", 3, 32, 14, 14, 16, 2, 1, 1, 2, 1, {0, 0, 0, 0}, 1,
+     1},
+    {"1x1 stride 2 with pads 1: planes copied", 2, 19, 12, 13, 10, 1, 1, 1, 2, 1, {1, 1, 1, 1}, 1, 0},
     /* small maps: several images side by side in one product (four of 7x7) */
     {"7x7 maps, 5 images: four in one product, then one", 5, 64, 7, 7, 100, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"3x3 stride 2 to 7x7, 3 images in one product, no bias", 3, 64, 14, 14, 100, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},
@@ -241,6 +251,19 @@ static const conv_case cases[] = {
      1, {1, 1, 1, 1}, 1, 1},
     {"bcast: 3x3 stride 2, 272 channels (chunks of 128, 128, 16), 80 rows (64 + 16), no bias", 1, 272, 10, 9, 80, 1, 3,
      3, 2, 1, {1, 1, 1, 1}, 0, 0},
+    /* a first Conv (AVX-512, linalg_conv_stem.c: under 16 input channels, K
+     * up to 160, M a multiple of 16, horizontal stride 2): blocks of 12
+     * positions x 32 channels (16 x 16 for a last 16), tiles of 48
+     * positions stored through 16 x 16 transposes, a tile's last rows
+     * masked; blocks inside one output row read one pointer, the others
+     * (rows wrapping, 1 wide) a pointer a position */
+    {"stem: 7x7 stride 2, 3 channels, 64 rows, 45x52, pads 3, 2 images, an Inf weight", 2, 3, 45, 52, 64, 1, 7, 7, 2, 1,
+     {3, 3, 3, 3}, 1, 1},
+    {"stem: 3x3 stride 2, 3 -> 48 (a last 16 rows), asymmetric pads, no bias", 1, 3, 37, 41, 48, 1, 3, 3, 2, 1,
+     {0, 1, 2, 0}, 0, 0},
+    {"stem: 5x5 stride 2 dilation 2, 6 -> 16, K = 150", 1, 6, 29, 23, 16, 1, 5, 5, 2, 2, {2, 2, 1, 3}, 1, 1},
+    {"stem: 3x3 stride 2, 1 wide output, 3 -> 32", 2, 3, 40, 2, 32, 1, 3, 3, 2, 1, {1, 1, 1, 0}, 1, 0},
+    {"stem: groups 2 of 2 -> 16, 3x3 stride 2", 1, 4, 19, 19, 32, 2, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
     {"1x1 stride 1 with bias (bias in the kernel)", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 stride 1, no bias", 2, 17, 5, 7, 13, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"1x1 stride 2", 1, 200, 20, 20, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 0},

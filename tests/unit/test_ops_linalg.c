@@ -613,6 +613,88 @@ static void pool_levels_same_bits(void **state)
         }
 }
 
+/* MaxPool's elements in the order every path keeps (linalg_pool.c,
+ * pool_plane_body; the 2x2 stride-2 loop excepted), written out plainly:
+ * for each window column in order, the window's rows max_nan'd in order
+ * from the first, then those columns max_nan'd in order from -Inf, where
+ * max_nan(m, v) = (v > m or v is NaN) ? v : m. So a tie of +0 and -0
+ * keeps the first met and of two NaNs the last. Every CPU path (the
+ * AVX-512 one of horizontal stride 2 among them) against it, byte for
+ * byte, on windows full of zeros of both signs, NaNs of both signs,
+ * infinities: padding, ceil_mode, dilations, strides, rows past 16
+ * outputs with a tail. */
+static float max_nan_ref(float m, float v) { return (v > m || isnan(v)) ? v : m; }
+
+static void maxpool_levels_match_reference(void **state)
+{
+    (void)state;
+    static const wcfg cs[] = {
+        {2, {40, 70}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL, 0},        /* resnet18's: 35 wide, 16 + 16 + 2 inside */
+        {2, {33, 69}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, NULL, 1},        /* ceil_mode, odd */
+        {2, {23, 41}, {5, 3}, {3, 2}, {2, 1}, {2, 1, 0, 2}, NULL, 0},        /* vertical stride 3, dilation 2 */
+        {2, {4, 50}, {1, 3}, {1, 2}, {1, 1}, {0, 0, 0, 0}, NULL, 0},         /* one row a window */
+        {2, {9, 33}, {3, 4}, {2, 2}, {1, 1}, {0, 3, 1, 3}, NULL, 1},         /* wide pads, an even kernel */
+        {2, {6, 3}, {2, 3}, {1, 2}, {1, 1}, {0, 1, 0, 1}, NULL, 0},          /* no inside column */
+        {2, {11, 37}, {3, 3}, {2, 2}, {1, 2}, {1, 2, 1, 2}, NULL, 0},        /* dilated across: the AVX2 copy's */
+    };
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    static const float odd[] = {NAN, -NAN, INFINITY, -INFINITY, 3e38f, -3e38f};
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        const wcfg *w = &cs[ci];
+        int64_t out[2], pb[2], pe[2];
+        for (int i = 0; i < 2; i++) ref_out_size(w, i, &out[i], &pb[i], &pe[i]);
+        int64_t xd[4] = {2, 3, w->in[0], w->in[1]}, isp = w->in[0] * w->in[1], osp = out[0] * out[1];
+        bf_tensor x = th_tensor_rand(900 + ci, 4, xd);
+        float *xv = x.data;
+        for (int64_t i = 0; i < 6 * isp; i++)
+            if (i % 3 == 0) xv[i] = (i / 3) % 2 ? -0.0f : 0.0f;
+            else if (i % 11 == 1) xv[i] = odd[(i / 11) % 6];
+        float *want = malloc(sizeof(float) * (size_t)(6 * osp));
+        assert_non_null(want);
+        for (int64_t pl = 0; pl < 6; pl++)
+            for (int64_t oh = 0; oh < out[0]; oh++)
+                for (int64_t ow = 0; ow < out[1]; ow++) {
+                    float y = -INFINITY;
+                    for (int64_t kw = 0; kw < w->k[1]; kw++) {
+                        int64_t iw = ow * w->s[1] - pb[1] + kw * w->d[1], rows = 0;
+                        float col = 0.0f;
+                        for (int64_t kh = 0; kh < w->k[0] && iw >= 0 && iw < w->in[1]; kh++) {
+                            int64_t ih = oh * w->s[0] - pb[0] + kh * w->d[0];
+                            if (ih < 0 || ih >= w->in[0]) continue;
+                            float v = xv[pl * isp + ih * w->in[1] + iw];
+                            col = rows++ ? max_nan_ref(col, v) : v;
+                        }
+                        if (rows) y = max_nan_ref(y, col);
+                    }
+                    want[pl * osp + oh * out[1] + ow] = y;
+                }
+        bf__attr at[6];
+        int na = set_window_attrs(w, at, 1, 1);
+        at[na++] = th_attr_int("ceil_mode", w->ceil_mode);
+        const bf_tensor *in[1] = {&x};
+        for (int l = 0; l < 4; l++) {
+            bf_tensor got;
+            bf_error err = {0};
+            if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+            assert_int_equal(th_run_op("MaxPool", 12, at, (size_t)na, in, 1, &got, 1, &err), BF_OK);
+            unsetenv("BITFLIP_SIMD");
+            assert_int_equal(got.dims[2], out[0]);
+            assert_int_equal(got.dims[3], out[1]);
+            if (memcmp(got.data, want, sizeof(float) * (size_t)(6 * osp)) != 0) {
+                const float *g = got.data;
+                int64_t i = 0;
+                while (memcmp(&g[i], &want[i], sizeof(float)) == 0) i++;
+                fail_msg("MaxPool case %zu (BITFLIP_SIMD=%s): element %lld is %g (sign %d), the reference %g (sign %d)",
+                         ci, levels[l] ? levels[l] : "unset", (long long)i, g[i], signbit(g[i]) != 0, want[i],
+                         signbit(want[i]) != 0);
+            }
+            th_free(&got, 1);
+        }
+        free(want);
+        th_tensor_free(&x);
+    }
+}
+
 static void maxpool_random(void **state) { (void)state; pool_random("MaxPool", 1); }
 static void avgpool_random(void **state) { (void)state; pool_random("AveragePool", 0); }
 
@@ -930,6 +1012,7 @@ int main(void)
         cmocka_unit_test(conv_random),     cmocka_unit_test(conv_hand),
         cmocka_unit_test(conv_errors),     cmocka_unit_test(maxpool_random),
         cmocka_unit_test(avgpool_random),  cmocka_unit_test(pool_hand), cmocka_unit_test(pool_levels_same_bits),
+        cmocka_unit_test(maxpool_levels_match_reference),
         cmocka_unit_test(pool_errors),     cmocka_unit_test(gap_random),
         cmocka_unit_test(bn_random),       cmocka_unit_test(bn_hand_and_errors),
         cmocka_unit_test(bn_training),

@@ -89,6 +89,14 @@ static bf_status im2col_scratch(bf__prep *p, bf__conv_params *cp, bf_error *err)
                       (size_t)cp->mg + 16;
         if (want > cp->scratch_floats) cp->scratch_floats = want;
     }
+    /* a first Conv, the output channels in the lanes (AVX-512, linalg_conv_stem.c): the planes, its weights and tile */
+    cp->stem = cp->nb == 1 && !cp->bcast && bf__conv_stem_want(cp);
+    if (cp->stem) {
+        size_t planes = (size_t)(cp->cg * bf__conv_padded_plane(w));
+        size_t want = cp->off_cols + ((planes + 15) & ~(size_t)15) + ((bf__conv_stem_floats(cp) + 15) & ~(size_t)15) +
+                      (size_t)cp->mg + 16;
+        if (want > cp->scratch_floats) cp->scratch_floats = want;
+    }
     /* the product straight off the planes (AVX-512, stride 1): its sums between blocks of K */
     if (bf__conv_planes_ok(cp)) {
         size_t want = cp->off_cols + bf__conv_planes_floats(cp);
@@ -133,7 +141,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
     cp->n = x->dims[0], cp->c = c, cp->m = m, cp->group = group;
     cp->cg = c / group, cp->mg = m / group;
     cp->isp = bf__win_in(w), cp->osp = bf__win_out(w), cp->ksp = bf__win_k(w), cp->kc = cp->cg * cp->ksp;
-    cp->has_bias = b != NULL, cp->bcast = 0;
+    cp->has_bias = b != NULL, cp->bcast = 0, cp->stem = 0;
     cp->simd = bf__sgemm_best();   /* once, when the plan is built */
     if (cp->mg > INT_MAX || cp->osp > INT_MAX || cp->kc > INT_MAX)
         return bf__node_error(err, nd, BF_EUNSUPPORTED, "conv too large (M/group %lld, "

@@ -380,15 +380,28 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
     int bcast = padded && ch < 0 && cp->bcast &&
                 (size_t)((bimgs * cp->cg * plane + 15) & ~(int64_t)15) + bfl + (size_t)cp->mg + 16 <= room;
     if (bcast) imgs = bimgs;
+    /* a first Conv (linalg_conv_stem.c), where prepare chose it: whole steps, one image a call, no residual */
+    size_t sfl = (bf__conv_stem_floats(cp) + 15) & ~(size_t)15;
+    int stem = padded && !bcast && ch < 0 && cp->stem && !(act && act->res) &&
+               (size_t)((cp->cg * plane + 15) & ~(int64_t)15) + sfl + (size_t)cp->mg + 16 <= room;
+    if (stem) imgs = 1, direct = 0;
+    /* stride 2 and no padding (resnet18's 1x1/2 downsamples): the padded
+     * planes would be x's own channels, of which the panels read every
+     * other row; so the panels are gathered from x in place, nothing
+     * zeroed or copied (the same floats: the same bits). Several images
+     * a product only where x lays them out as the planes would (one group). */
+    int inplace = s2 && !bcast && !stem && w->pb[1] == 0 && w->pe[1] == 0 && w->pb[2] == 0 && w->pe[2] == 0 &&
+                  (imgs == 1 || cp->group == 1);
     float *wr = scratch, *buf = wr + cp->off_cols;
     int64_t planes = (imgs * cp->cg * plane + 15) & ~(int64_t)15, ldt = imgs * cp->osp;
     float *tmp = buf + planes;   /* the product of several images, before it is spread over y */
     float *zeros = padded ? tmp + (imgs > 1 ? (cp->mg * ldt + 15) & ~(int64_t)15 : 0) : wr + cp->off_tmp;
     if (bcast) direct = 0, zeros = tmp + bfl;
+    if (stem) zeros = tmp + sfl;
     if (direct) zeros = bf__conv_planes_zeros(cp, buf);
-    if (!bcast) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
+    if (!bcast && !stem) reorder_weights(cp, wt, wr);   /* bf__conv_bcast packs W as it goes */
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->mg);
-    if (padded) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
+    if (padded && !inplace) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
     int kc = (int)cp->kc, osp = (int)cp->osp;
@@ -408,7 +421,7 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
 #if defined(__x86_64__) && defined(__GNUC__)
             int64_t ni = cp->n - n < imgs ? cp->n - n : imgs;
             /* the borders stay zero from the memset: only the inside changes per image */
-            for (int64_t i = 0; i < ni; i++)
+            for (int64_t i = 0; !inplace && i < ni; i++)
                 for (int64_t c = 0; c < cp->cg; c++)
                     for (int64_t ih = 0; ih < w->in[1]; ih++)
                         memcpy(buf + (i * cp->cg + c) * plane + (ih + w->pb[1]) * wp + w->pb[2],
@@ -417,11 +430,15 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                 bf__conv_planes(cp, a, nj, buf, bv, kact, yg);
                 continue;
             }
+            if (stem) {
+                bf__conv_stem(cp, wt + g * cp->mg * cp->kc, buf, tmp, bv, kact, yg);
+                continue;
+            }
             if (bcast) {
                 bf__conv_bcast(cp, wt + g * cp->mg * cp->kc, ni, buf, tmp, bv, kact, yg);
                 continue;
             }
-            conv_pack pk = {buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],
+            conv_pack pk = {inplace ? xg : buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],
                             cp->osp, cp->cg * plane};
             float *yo = ni > 1 ? tmp : yg;
             int ldy = ni > 1 ? (int)(ni * osp) : osp;

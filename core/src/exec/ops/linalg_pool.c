@@ -6,6 +6,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "base/simd.h"
 #include "exec/op.h"
 #include "exec/step_access.h"
@@ -172,10 +176,91 @@ __attribute__((target("avx2"))) static void pool_plane_avx2(const pool_params *p
 }
 #endif
 
-/* avx2: bf__simd_avx2(), read once per run */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define POOL512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+
+/* max_nan on 16 lanes: each lane the scalar's comparison (v > m ordered,
+ * or v a NaN) and choice, so the same bits, NaN payloads and the zeros'
+ * signs included */
+POOL512 static inline __m512 max_nan16(__m512 m, __m512 v)
+{
+    __mmask16 k = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(k, m, v);
+}
+
+/* A 2-D MaxPool of horizontal stride 2, undilated across (resnet18's and
+ * most CNNs' 3x3/2 stem pool): pool_plane_body's separable order, element
+ * for element (the window's rows max_nan'd in order into a row, then the
+ * row's taps in order from the first), on 16 lanes. The compiled AVX2 copy
+ * reads the taps `ow * s + o` one float at a time (s is a run-time stride);
+ * here each tap of 16 outputs is two masked loads and a permute of their
+ * even lanes, no float read past the 2 len - 1 its outputs need (the
+ * outputs whose windows are clipped keep the scalar loop). */
+static int pool_s2_ok(const pool_params *pp)
+{
+    const bf__window *w = &pp->w;
+    return pp->is_max && w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[2] == 2 && w->d[2] == 1;
+}
+
+POOL512 static void maxpool_s2_plane(const pool_params *pp, const float *restrict x, float *restrict y,
+                                     float *restrict row)
+{
+    const bf__window *w = &pp->w;
+    int64_t IW = w->in[2], OW = w->out[2], k = w->k[2], pb = w->pb[2], ilo = pp->ilo, ihi = pp->ihi;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t oh = 0; oh < w->out[1]; oh++) {
+        int64_t h0, h1, hfull;
+        window_at(w, 1, oh, &h0, &h1, &hfull);
+        float *restrict yr = y + oh * OW;
+        if (h0 >= h1) {
+            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = -INFINITY;   /* dilated taps all outside */
+            continue;
+        }
+        const float *src = x + h0 * IW;
+        if (h0 + w->d[1] < h1) {
+            for (int64_t i = 0; i < IW; i += 16) {
+                __mmask16 m = IW - i >= 16 ? (__mmask16)0xffffu : (__mmask16)((1u << (IW - i)) - 1u);
+                __m512 v = _mm512_maskz_loadu_ps(m, x + h0 * IW + i);
+                for (int64_t ih = h0 + w->d[1]; ih < h1; ih += w->d[1])
+                    v = max_nan16(v, _mm512_maskz_loadu_ps(m, x + ih * IW + i));
+                _mm512_mask_storeu_ps(row + i, m, v);
+            }
+            src = row;
+        }
+        for (int64_t ow = 0; ow < OW; ow++) {
+            if (ow == ilo) ow = ihi;
+            if (ow >= OW) break;
+            int64_t w0, w1, wfull;
+            window_at(w, 2, ow, &w0, &w1, &wfull);
+            float m = -INFINITY;
+            for (int64_t iw = w0; iw < w1; iw++) m = max_nan(m, src[iw]);
+            yr[ow] = m;
+        }
+        for (int64_t ow = ilo; ow < ihi; ow += 16) {
+            int len = ihi - ow < 16 ? (int)(ihi - ow) : 16, span = 2 * len - 1;
+            __mmask16 lo = (__mmask16)(span >= 16 ? 0xffffu : (1u << span) - 1u);
+            __mmask16 hi = (__mmask16)(span > 16 ? (1u << (span - 16)) - 1u : 0u);
+            __m512 v = _mm512_setzero_ps();
+            for (int64_t j = 0; j < k; j++) {
+                const float *s0 = src + 2 * ow + j - pb;
+                __m512 t = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(lo, s0), even,
+                                                  _mm512_maskz_loadu_ps(hi, s0 + 16));
+                v = j ? max_nan16(v, t) : t;
+            }
+            _mm512_mask_storeu_ps(yr + ow, (__mmask16)((1u << len) - 1u), v);
+        }
+    }
+}
+#endif
+
+/* avx2: bf__simd_avx2(), read once per run (2: bf__simd_level() is AVX-512) */
 static void pool_plane(const pool_params *pp, int avx2, const float *x, float *y, float *row)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+    if (avx2 >= 2 && pool_s2_ok(pp)) {
+        maxpool_s2_plane(pp, x, y, row);
+        return;
+    }
     if (avx2) {
         pool_plane_avx2(pp, x, y, row);
         return;
@@ -183,6 +268,13 @@ static void pool_plane(const pool_params *pp, int avx2, const float *x, float *y
 #endif
     (void)avx2;
     pool_plane_ref(pp, x, y, row);
+}
+
+/* pool_plane's avx2: 0 the reference, 1 AVX2, 2 AVX-512 (bf__simd_level) */
+static int pool_level(void)
+{
+    int l = bf__simd_level();
+    return l >= BF__SIMD_AVX512 ? 2 : l >= BF__SIMD_AVX2 ? 1 : 0;
 }
 
 /* The most common pool of all, 2x2 max with stride 2 and every window
@@ -212,7 +304,7 @@ int bf__pool_plane(const bf__step *st, const float *x, float *y, void *scratch)
     if (st->node->op->run != bf__pool_run) return 0;
     const pool_params *pp = st->params;
     if (pool_is_max2x2(pp)) maxpool2x2_plane(&pp->w, x, y);
-    else pool_plane(pp, bf__simd_avx2(), x, y, scratch);
+    else pool_plane(pp, pool_level(), x, y, scratch);
     return 1;
 }
 
@@ -235,8 +327,8 @@ bf_status bf__pool_run(const bf__ctx *c, bf_error *err)
         for (int64_t pl = 0; pl < pp->planes; pl++) maxpool2x2_plane(&pp->w, x + pl * isp, y + pl * osp);
         return BF_OK;
     }
-    int avx2 = bf__simd_avx2();
-    for (int64_t pl = 0; pl < pp->planes; pl++) pool_plane(pp, avx2, x + pl * isp, y + pl * osp, c->scratch);
+    int level = pool_level();
+    for (int64_t pl = 0; pl < pp->planes; pl++) pool_plane(pp, level, x + pl * isp, y + pl * osp, c->scratch);
     return BF_OK;
 }
 

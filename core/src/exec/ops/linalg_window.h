@@ -65,6 +65,7 @@ typedef struct bf__conv_params {
     int has_bias, path;
     int simd;                           /* bf__sgemm path (BF_SGEMM_*), fixed when the plan is built */
     int bcast;                          /* bf__conv_packed runs bf__conv_bcast (prepare: bf__conv_bcast_want) */
+    int stem;                           /* bf__conv_packed runs bf__conv_stem (prepare: bf__conv_stem_want) */
 } bf__conv_params;
 static_assert(sizeof(bf__conv_params) <= BF__OP_SUBPARAMS_MAX, "conv params too large (ABFT keeps them inside its own)");
 
@@ -182,6 +183,18 @@ int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (pl
 size_t bf__conv_bcast_floats(const bf__conv_params *cp);
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
                     const float *bias, const bf__act *act, float *y);
+/* linalg_conv_stem.c: a first Conv (under 16 input channels, K up to
+ * 160, mg a multiple of 16) of bf__conv_packed's padded planes on AVX-512,
+ * the output channels in the lanes, the whole K in registers, the outputs
+ * stored through 16 x 16 transposes: the bits bf__conv_packed's product
+ * gives. bf__conv_stem_want: the shapes and level prepare gives it;
+ * bf__conv_stem: every channel of the group of one image whose planes are
+ * xp; wt: the group's weights as stored; buf: bf__conv_stem_floats of
+ * scratch; bias: mg floats; act without a residual. */
+int bf__conv_stem_want(const bf__conv_params *cp);
+size_t bf__conv_stem_floats(const bf__conv_params *cp);
+void bf__conv_stem(const bf__conv_params *cp, const float *wt, const float *xp, float *buf, const float *bias,
+                   const bf__act *act, float *y);
 /* linalg_conv_gemm.c: one channel (ch >= 0) of a stride-1, undilated 2-D
  * Conv summed over windows of padded planes; 0 when the shape does not
  * qualify or the scratch is too small. */

@@ -1,0 +1,208 @@
+/* A network's first Conv, few input channels and a short K (resnet18's
+ * 7x7/2 3 -> 64, K = 147; mobilenet_v2's 3x3/2 3 -> 32, K = 27), on
+ * AVX-512 with the output channels in the vector lanes and the input
+ * broadcast, as linalg_conv_bcast.c does for the deep Convs, but with the
+ * whole K in registers at once and the outputs stored through 16 x 16
+ * transposes instead of scattered (docs/perf/conv.md, "The stem and the
+ * max pool", h15-r18s).
+ *
+ * Why: bf__conv_packed gathers the stem's panels (every other float of
+ * the padded planes: two loads and a permute per 16 floats) for every
+ * 16 positions and runs its 12-row blocks over 64 rows (5 of 12, then 4);
+ * linalg_conv_bcast.c scatters each 16 channels of a position to 16
+ * planes, which at K = 147 costs more than the chain (0.60-0.77x there).
+ * Here a block is NP positions x NV vectors of 16 output channels (12 x 2,
+ * or 16 x 1 for a last 16 channels; ST_NV says why not 6 x 4): per k term, NV loads of the packed weights, NP
+ * broadcasts of the input float each position reads at that k, NP x NV
+ * fused multiply-adds, the whole chain in registers. Tiles of 48
+ * consecutive output positions of one image gather the blocks' results
+ * as [position][channel]; each 16 x 16 piece is transposed and stored as
+ * 16 positions of one channel, contiguous in NCHW.
+ *
+ * The chain is bf__conv_packed's: s = +0, then s = fma(w, x, s) over the
+ * column matrix's rows in their order (bf__conv_krow), the padded planes'
+ * zeros included; then (1 * s) + bias, then Relu's or Clip's comparisons
+ * (linalg_conv_bcast.c's epilogue, operands in the same order). No
+ * residual Add (prepare's dispatcher leaves those to the other paths), and
+ * only whole steps. */
+#include <stdint.h>
+#include <string.h>
+
+#include "linalg_window.h"
+#include "sgemm.h"
+
+#define ST_TILE 48       /* positions a tile: a multiple of every block's NP and of 16 */
+#define ST_KMAX 160      /* the deepest K it takes: a row block's weights (K x 32 floats, 20 KiB) in L1 */
+/* Vectors of 16 channels a row block: 2 (12 positions x 2 vectors). With 4
+ * (6 x 4, fewer loads per multiply-add) resnet18's stem ran 0.81-0.88x
+ * bf__conv_packed's, against 1.32-1.33x with 2 (bench/conv_bcast.c, 4
+ * images): its weights, 147 x 64 floats (37 KiB), left L1 to the tile
+ * and the input and were read from L2 for every block; 147 x 32 stay. 1
+ * (16 x 1): 1.24x there, and 1.15-1.19x on mobilenet_v2's stem against
+ * 1.28-1.29x with 2. */
+#define ST_NV 2
+#define ST_TW (16 * ST_NV)   /* floats a tile row: a position's channels of the row block */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+
+typedef struct stem_job {
+    const float *xp, *bias;  /* the image's padded planes; the row block's bias */
+    const bf__act *act;      /* NULL: none (never a residual) */
+    const int32_t *off;      /* k term p's offset from a position's first float */
+    int64_t kc, osp, ow, sh, sw, wp;
+} stem_job;
+
+/* positions q0 .. q0 + NP (those past the image's last read its last one,
+ * their rows of the tile never stored), channels of the row block's NV
+ * vectors (weights wb: [k][16 NV]); the results to tile rows (q0 - t0).
+ * SW 0: any positions, a pointer each; SW 1 or 2: the NP positions in one
+ * output row at that horizontal stride, so the broadcasts read one
+ * pointer at constant displacements (NP pointers found no registers) */
+#define ST_BLOCK(NP, NV, SW)                                                                                         \
+    AVX512 static void st_##NP##_##NV##_##SW(const stem_job *j, const float *wb, int64_t q0, float *tile)            \
+    {                                                                                                                \
+        __m512 s[NP][NV];                                                                                            \
+        const float *xb[NP];                                                                                         \
+        _Pragma("GCC unroll 16") for (int i = 0; i < NP; i++) {                                                      \
+            int64_t q = q0 + i < j->osp ? q0 + i : j->osp - 1;                                                       \
+            xb[i] = j->xp + q / j->ow * j->sh * j->wp + q % j->ow * j->sw;                                           \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm512_setzero_ps();                      \
+        }                                                                                                            \
+        const float *x0 = xb[0];                                                                                     \
+        const float *wk = wb;                                                                                        \
+        for (int64_t p = 0; p < j->kc; p++, wk += 16 * NV) {                                                         \
+            int64_t o = j->off[p];                                                                                   \
+            __m512 wv[NV];                                                                                           \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(wk + 16 * v);               \
+            _Pragma("GCC unroll 16") for (int i = 0; i < NP; i++) {                                                  \
+                __m512 xv = _mm512_set1_ps(SW ? x0[o + i * SW] : xb[i][o]);                                          \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm512_fmadd_ps(wv[v], xv, s[i][v]);  \
+            }                                                                                                        \
+        }                                                                                                            \
+        const bf__act *act = j->act;                                                                                 \
+        const __m512 one = _mm512_set1_ps(1.0f);                                                                     \
+        const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);           \
+        _Pragma("GCC unroll 16") for (int i = 0; i < NP; i++)                                                        \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                                   \
+            __m512 t = _mm512_add_ps(_mm512_mul_ps(one, s[i][v]), _mm512_loadu_ps(j->bias + 16 * v));                \
+            if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));                                                    \
+            _mm512_storeu_ps(tile + i * ST_TW + 16 * v, t);                                                             \
+        }                                                                                                            \
+    }
+#define ST_BLOCKS(NP, NV) ST_BLOCK(NP, NV, 0) ST_BLOCK(NP, NV, 1) ST_BLOCK(NP, NV, 2)
+
+ST_BLOCKS(12, 2)
+ST_BLOCKS(16, 1)
+
+/* one block of positions q0 .. (np of them: its NP): in one output row at
+ * stride 1 or 2, the constant-displacement form */
+#define ST_CALL(NP, NV) \
+    (sw == 1 && row ? st_##NP##_##NV##_1 : sw == 2 && row ? st_##NP##_##NV##_2 : st_##NP##_##NV##_0)(j, wb, q0, tile)
+AVX512 static int st_block(const stem_job *j, int nv, const float *wb, int64_t q0, float *tile)
+{
+    int np = nv == 2 ? 12 : 16;
+    int64_t sw = j->sw;
+    int row = q0 % j->ow + np <= j->ow && q0 + np <= j->osp;
+    if (nv == 2) ST_CALL(12, 2);
+    else ST_CALL(16, 1);
+    return np;
+}
+
+/* r[i] becomes column i of the 16 x 16 tile whose rows were r[0 .. 16]:
+ * moves only (linalg_conv_bcast.c's) */
+AVX512 static inline __attribute__((always_inline)) void st_transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+    }
+}
+
+/* tile rows 0 .. n (positions t0 ..), channels 16 v .. 16 v + 16 of the
+ * row block: to y's planes (channel c at y + c osp), n <= 16 */
+AVX512 static void st_store(const float *tile, int v, int64_t n, float *y, int64_t osp)
+{
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(tile + i * ST_TW + 16 * v);
+    st_transpose16(r);
+    __mmask16 m = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+    for (int c = 0; c < 16; c++) _mm512_mask_storeu_ps(y + (16 * v + c) * osp, m, r[c]);
+}
+#endif
+
+int bf__conv_stem_want(const bf__conv_params *cp)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bf__window *w = &cp->w;
+    /* horizontal stride 2 (stride 1 few-channel Convs were not measured) */
+    int s2 = !bf__conv_padded_ok(w) && bf__conv_strided_ok(w);
+    /* few input channels (under one block of 16: K is then tap-major,
+     * channel inner), a short K, 16 channels a vector; int32 offsets */
+    return cp->simd >= BF_SGEMM_AVX512 && cp->nb == 1 && cp->kc > 0 && cp->kc <= ST_KMAX && cp->cg < BF__CONV_CBLOCK &&
+           cp->mg % 16 == 0 && s2 &&
+           (double)cp->cg * (double)bf__conv_padded_plane(w) < (double)INT32_MAX;
+#else
+    (void)cp;
+    return 0;
+#endif
+}
+
+size_t bf__conv_stem_floats(const bf__conv_params *cp)
+{
+    return (size_t)(cp->kc * ST_TW) + (size_t)(ST_TILE * ST_TW) + (((size_t)cp->kc + 15) & ~(size_t)15) + 16;
+}
+
+void bf__conv_stem(const bf__conv_params *cp, const float *wt, const float *xp, float *buf, const float *bias,
+                   const bf__act *act, float *y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bf__window *w = &cp->w;
+    int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), kc = cp->kc, osp = cp->osp;
+    float *wb = buf, *tile = wb + kc * ST_TW;
+    int32_t *off = (int32_t *)(tile + ST_TILE * ST_TW);
+    for (int64_t c = 0; c < cp->cg; c++)
+        for (int64_t tap = 0; tap < cp->ksp; tap++)
+            off[bf__conv_krow(cp, c, tap)] = (int32_t)(c * plane + tap / w->k[2] * w->d[1] * wp + tap % w->k[2] * w->d[2]);
+    memset(tile, 0, sizeof(float) * ST_TILE * ST_TW);   /* rows past the image's end: stored nowhere, but defined */
+    for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV) {
+        int nv = cp->mg - r0 >= 16 * ST_NV ? ST_NV : (int)((cp->mg - r0) / 16);
+        /* the row block's weights as [k][16 nv], k in the chain's order: moves only */
+        for (int64_t r = 0; r < 16 * nv; r++)
+            for (int64_t c = 0; c < cp->cg; c++)
+                for (int64_t tap = 0; tap < cp->ksp; tap++)
+                    wb[bf__conv_krow(cp, c, tap) * 16 * nv + r] = wt[(r0 + r) * kc + c * cp->ksp + tap];
+        stem_job j = {xp, bias + r0, act, off, kc, osp, w->out[2], w->s[1], w->s[2], wp};
+        float *yr = y + r0 * osp;
+        for (int64_t t0 = 0; t0 < osp; t0 += ST_TILE) {
+            int64_t n = osp - t0 < ST_TILE ? osp - t0 : ST_TILE;
+            for (int64_t q = 0; q < n;) q += st_block(&j, nv, wb, t0 + q, tile + q * ST_TW);
+            for (int64_t q = 0; q < n; q += 16)
+                for (int v = 0; v < nv; v++) st_store(tile + q * ST_TW, v, n - q, yr + t0 + q, osp);
+        }
+    }
+#else
+    (void)cp, (void)wt, (void)xp, (void)buf, (void)bias, (void)act, (void)y;
+#endif
+}
