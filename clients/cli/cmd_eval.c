@@ -374,7 +374,7 @@ static json_t *report_golden(const opts *o, const bf_model *m, const bf_eval_res
                (long long)bf_evaluator_batch(ev), o->threads, o->threads == 1 ? "" : "s",
                o->repeat > 1 ? ", best of repeats" : "");
         size_t fused = bf_evaluator_num_fused(ev);
-        if (fused) printf("fused    %zu activations (Relu, Clip, HardSwish; residual Adds, BatchNorms) run in their Conv's or Gemm's epilogue, or bias Adds and Gelu in their MatMul's\n", fused);
+        if (fused) printf("fused    %zu activations (Relu, Clip, HardSwish; residual Adds, BatchNorms) run in their Conv's or Gemm's epilogue, or bias Adds, Gelu and Softmax in their MatMul's\n", fused);
         size_t bs = bf_model_batch_statistics(m);
         if (bs)
             printf("batch    %zu BatchNormalization%s in training mode: each batch normalised with its own "

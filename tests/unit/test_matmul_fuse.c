@@ -35,6 +35,7 @@
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
 #include "exec/op.h"
+#include "exec/ops/fastmath_impl.h"
 #include "exec/ops/sgemm.h"
 #include "exec/plan_impl.h"
 #include "exec/step_access.h"
@@ -380,12 +381,230 @@ static void transpose_folded(void **state)
     unsetenv("BITFLIP_SIMD");
 }
 
+/* A batched MatMul's Softmax over its last axis run on each output matrix
+ * right after its product (plan_fuse.c, matmul_softmax; op.h, bf__act's
+ * rows): x [B, 20, 16], y [B, 16, 25] inputs;
+ *   p1 = Softmax(x @ y)                        fused (rows of 25: 16 + 9)
+ *   p2 = Softmax(x @ Transpose(x, 0 2 1))      fused, the Transpose folded too (rows of 20: 16 + 4)
+ *   p3 = Softmax(x @ y, axis 1)                not fused (not the last axis)
+ *   s4 = x @ y, a graph output, and Softmax(s4)   not fused (read twice)
+ * The fused plan's outputs against the unfused plan's and against the
+ * steps written out here (each element's in-order fmaf chain; the row's
+ * NaN-sticky max, exp_f32 of x - max, the sum in eight double lanes in
+ * order, the tail last, scaled by (float)(1 / sum): elementwise.c's
+ * Softmax) at every SIMD level, with NaN, infinities and -0 in the inputs;
+ * a value fault on a product runs its pair unfused, one on a Softmax
+ * keeps it fused. */
+#define SX 20
+#define SK 16
+#define SY 25
+
+static bf_model *softmax_graph(void)
+{
+    tg_graph g = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 3, (int64_t[]){-1, SX, SK});
+    g.ins[g.n_ins++] = tg_value_info(&g, "y", 1, 3, (int64_t[]){-1, SK, SY});
+    tg_node(&g, "MatMul", "s1", (const char *[]){"x", "y"}, 2, "s1");
+    tg_node(&g, "Softmax", "p1", (const char *[]){"s1"}, 1, "p1");
+    Onnx__NodeProto *t = tg_node(&g, "Transpose", "t", (const char *[]){"x"}, 1, "xt");
+    tg_attr_ints(&g, t, "perm", 3, (int64_t[]){0, 2, 1});
+    tg_node(&g, "MatMul", "s2", (const char *[]){"x", "xt"}, 2, "s2");
+    tg_node(&g, "Softmax", "p2", (const char *[]){"s2"}, 1, "p2");
+    tg_node(&g, "MatMul", "s3", (const char *[]){"x", "y"}, 2, "s3");
+    Onnx__NodeProto *p3 = tg_node(&g, "Softmax", "p3", (const char *[]){"s3"}, 1, "p3");
+    tg_attr_int(&g, p3, "axis", 1);
+    tg_node(&g, "MatMul", "s4", (const char *[]){"x", "y"}, 2, "s4");
+    tg_node(&g, "Softmax", "p4", (const char *[]){"s4"}, 1, "p4");
+    static const char *const outs[] = {"p1", "p2", "p3", "s4", "p4"};
+    for (size_t i = 0; i < 5; i++) g.outs[g.n_outs++] = tg_value_info(&g, outs[i], 1, -1, NULL);
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "matmul_softmax", &len);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "matmul_softmax", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    tg_free(&g);
+    return m;
+}
+
+static void softmax_inputs(bf_plan *p)
+{
+    bf_error err = {0};
+    rs = 0x51ED2701F3A5C9B1ull;
+    for (size_t i = 0; i < 2; i++) {
+        bf_tensor *t = bf_plan_input(p, i);
+        fill_special(t->data, (size_t)bf_tensor_numel(t), i ? 389 : 277);
+    }
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+/* y[0..n) = Softmax of x[0..n), elementwise.c's operations written out */
+static void softmax_ref(const float *x, float *y, int n)
+{
+    float m = x[0];
+    for (int i = 0; i < n; i++) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
+    double s[8] = {0}, t = 0;
+    for (int i = 0; i < n; i++) y[i] = exp_f32(x[i] - m);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += y[i + j];
+    for (; i < n; i++) t += y[i];
+    float r = (float)(1.0 / (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t));
+    for (i = 0; i < n; i++) y[i] *= r;
+}
+
+/* p1 and p2 of plan p (run) against the steps written out */
+static void softmax_against_ref(bf_plan *p, const char *what)
+{
+    const float *x = bf_plan_input(p, 0)->data, *yv = bf_plan_input(p, 1)->data;
+    float s[SY], want[SY];
+    for (int which = 0; which < 2; which++) {
+        int n = which ? SX : SY;
+        const float *got = bf_plan_output(p, (size_t)which)->data;
+        for (int b = 0; b < BATCH; b++)
+            for (int i = 0; i < SX; i++) {
+                const float *xr = x + ((size_t)b * SX + i) * SK;
+                for (int j = 0; j < n; j++) {
+                    float acc = 0.0f;
+                    for (int q = 0; q < SK; q++)
+                        acc = fmaf(xr[q], which ? x[((size_t)b * SX + j) * SK + q] : yv[((size_t)b * SK + q) * SY + j], acc);
+                    s[j] = acc;
+                }
+                softmax_ref(s, want, n);
+                char w[160];
+                snprintf(w, sizeof w, "%s: p%d sample %d row %d", what, which + 1, b, i);
+                same_floats(got + ((size_t)b * SX + i) * n, want, (size_t)n, w);
+            }
+    }
+}
+
+static void softmax_fused(void **state)
+{
+    (void)state;
+    bf_model *m = softmax_graph();
+    static const char *const lv[] = {"ref", "avx2", "avx512"};
+    for (size_t l = 0; l < 3; l++) {
+        setenv("BITFLIP_SIMD", lv[l], 1);
+        bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
+        softmax_inputs(a), softmax_inputs(b), softmax_inputs(c);
+        assert_int_equal(bf_plan_num_fused(a, NULL), 0);
+        assert_int_equal(bf_plan_num_fused(b, NULL), 2);
+        assert_int_equal(bf_plan_num_fused(c, NULL), 2);
+        assert_non_null(c->tfold);
+        same_outputs(m, a, b, lv[l]);
+        same_outputs(m, a, c, lv[l]);
+        softmax_against_ref(a, lv[l]);
+        softmax_against_ref(b, lv[l]);   /* (c's shared arena reuses its inputs' bytes) */
+        /* some rows NaN (a NaN in x or y), some finite */
+        const bf_tensor *o = bf_plan_output(c, 0);
+        int nan = 0, fin = 0;
+        for (int64_t i = 0; i < bf_tensor_numel(o); i++) {
+            float v = ((float *)o->data)[i];
+            nan += isnan(v), fin += isfinite(v);
+        }
+        assert_true(nan > 0 && fin > 0);
+        static const char *const at[] = {"s1", "p1", "s2", "p2"};
+        static const int fused[] = {1, 2, 1, 2};
+        bf_error err = {0};
+        for (size_t k = 0; k < 4; k++) {
+            bf_value_fault f = {.value = value(m, at[k]), .sample = 1, .index = 31, .model = BF_FAULT_BITFLIP,
+                                .mask = 1u << 30, .repr = BF_REPR_FP32};
+            if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
+                fail_msg("%s", err.msg);
+            softmax_inputs(a), softmax_inputs(c);
+            assert_int_equal(bf_plan_num_fused(c, NULL), fused[k]);
+            same_outputs(m, a, c, at[k]);
+            float was, now;
+            bf_plan_value_fault_seen(c, 0, &was, &now);
+            assert_true(memcmp(&was, &now, sizeof was) != 0);
+        }
+        bf_plan_free(a), bf_plan_free(b), bf_plan_free(c);
+    }
+    unsetenv("BITFLIP_SIMD");
+    bf_model_free(m);
+}
+
+/* A residual Add after a MatMul's bias Add, in plans that fuse (plan_fuse.c,
+ * matmul_chain; op.h, bf__act's res): x [B, T, E];
+ *   r5 = x + (x @ w5 + b5)              fused, the residual as the Add's A
+ *   r6 = (b6 + x @ w6) + x, then Relu   fused up to r6 (its Relu runs apart)
+ *   r7 = (x @ w7 + b7) + q, q = Sigmoid(x) after the MatMul: the bias alone
+ * The fused plan's outputs against the unfused plan's at every SIMD level,
+ * with NaNs (two NaNs added keep the Add's A's), infinities and -0; value
+ * faults before a chain's last step run it unfused (h5's: the residual Add
+ * is in its chain), on r5 it stays fused. */
+static bf_model *residual_graph(void)
+{
+    tg_graph g = {0};
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 3, (int64_t[]){-1, T, E});
+    static const char *const w[] = {"w5", "w6", "w7"}, *const b[] = {"b5", "b6", "b7"};
+    for (int i = 0; i < 3; i++) {
+        init_rand(&g, w[i], 2, (int64_t[]){E, E});
+        init_rand(&g, b[i], 1, (int64_t[]){E});
+    }
+    tg_node(&g, "MatMul", "mm5", (const char *[]){"x", "w5"}, 2, "mm5");
+    tg_node(&g, "Add", "h5", (const char *[]){"mm5", "b5"}, 2, "h5");
+    tg_node(&g, "Add", "r5", (const char *[]){"x", "h5"}, 2, "r5");
+    tg_node(&g, "MatMul", "mm6", (const char *[]){"x", "w6"}, 2, "mm6");
+    tg_node(&g, "Add", "h6", (const char *[]){"b6", "mm6"}, 2, "h6");
+    tg_node(&g, "Add", "r6", (const char *[]){"h6", "x"}, 2, "r6");
+    tg_node(&g, "Relu", "o6", (const char *[]){"r6"}, 1, "o6");
+    tg_node(&g, "MatMul", "mm7", (const char *[]){"x", "w7"}, 2, "mm7");
+    tg_node(&g, "Sigmoid", "q", (const char *[]){"x"}, 1, "q");
+    tg_node(&g, "Add", "h7", (const char *[]){"mm7", "b7"}, 2, "h7");
+    tg_node(&g, "Add", "r7", (const char *[]){"h7", "q"}, 2, "r7");
+    static const char *const outs[] = {"r5", "o6", "r7"};
+    for (size_t i = 0; i < 3; i++) g.outs[g.n_outs++] = tg_value_info(&g, outs[i], 1, -1, NULL);
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "matmul_residual", &len);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "matmul_residual", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    tg_free(&g);
+    return m;
+}
+
+static void residual_fused(void **state)
+{
+    (void)state;
+    bf_model *m = residual_graph();
+    static const char *const lv[] = {"ref", "avx2", "avx512"};
+    for (size_t l = 0; l < 3; l++) {
+        setenv("BITFLIP_SIMD", lv[l], 1);
+        bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 0), *c = plan(m, 1, 1);
+        run(a), run(b), run(c);
+        assert_int_equal(bf_plan_num_fused(a, NULL), 0);
+        assert_int_equal(bf_plan_num_fused(b, NULL), 3);
+        assert_int_equal(bf_plan_num_fused(c, NULL), 3);
+        same_outputs(m, a, b, lv[l]);
+        same_outputs(m, a, c, lv[l]);
+        static const char *const at[] = {"mm5", "h5", "r5"};
+        static const int fused[] = {2, 2, 3};
+        bf_error err = {0};
+        for (size_t k = 0; k < 3; k++) {
+            bf_value_fault f = {.value = value(m, at[k]), .sample = 2, .index = 17, .model = BF_FAULT_BITFLIP,
+                                .mask = 1u << 30, .repr = BF_REPR_FP32};
+            if (bf_plan_set_value_faults(a, &f, 1, &err) != BF_OK || bf_plan_set_value_faults(c, &f, 1, &err) != BF_OK)
+                fail_msg("%s", err.msg);
+            run(a), run(c);
+            assert_int_equal(bf_plan_num_fused(c, NULL), fused[k]);
+            same_outputs(m, a, c, at[k]);
+        }
+        bf_plan_free(a), bf_plan_free(b), bf_plan_free(c);
+    }
+    unsetenv("BITFLIP_SIMD");
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kernel_levels),
         cmocka_unit_test(plan_levels),
         cmocka_unit_test(transpose_folded),
+        cmocka_unit_test(softmax_fused),
+        cmocka_unit_test(residual_fused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

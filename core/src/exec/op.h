@@ -84,7 +84,8 @@ typedef struct bf__act {
                      * kernel; lo and hi unused): only in the pass after the Conv
                      * (linalg_conv.c, conv_epilogue), never in a path's epilogue */
     /* A residual Add fused in between, computed in the matrix product's
-     * epilogue (sgemm.h: bf__sgemm_bias, bf__sgemm_packed) and nowhere else:
+     * epilogue (sgemm.h: bf__sgemm_bias, bf__sgemm_packed; a MatMul's after
+     * its bias, bf__sgemm_colepi) and nowhere else:
      * res laid out as the product's y (the same row stride), each element
      * v = s + bias becoming res + v (res_a: res is the Add's A) or v + res
      * before lo and hi. NULL: none (every other reader of bf__act). */
@@ -154,6 +155,13 @@ typedef struct bf__ctx {
     const bf_tensor *bt;            /* MatMul: B is this tensor with its last two dims swapped
                                      * (a Transpose folded into the read, plan.c); input 1's
                                      * data is then not read. NULL: input 1 as it is */
+    void (*rowmap)(float *y, int64_t count, int64_t n);
+                                    /* MatMul, batched: a Softmax over the last axis fused
+                                     * after it (plan_fuse.c, matmul_softmax), run in place
+                                     * on each output matrix's count rows of n just computed,
+                                     * while they are in cache: the Softmax step's own row
+                                     * kernel (elementwise.c, bf__softmax_inplace), so the
+                                     * step's bits; out is then the Softmax's. NULL: none */
 } bf__ctx;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's

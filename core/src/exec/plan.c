@@ -173,11 +173,18 @@ int bf__plan_fused_last(const bf_plan *p, size_t i, int *bn, int *add)
 static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *c, bf__act *act, bf__bnorm *bnorm)
 {
     const bf__step *s = &p->steps[i];
-    if (bf__matmul_epi(s)) {   /* MatMul -> Add(bias) [-> Gelu]: which operand is A keeps the Add's expression */
-        const bf__step *t = &p->steps[a];
+    if (bf__matmul_rows_epi(s)) {   /* batched MatMul -> Softmax (plan_fuse.c, matmul_softmax) */
+        c->rowmap = bf__softmax_inplace;
+        c->out = p->steps[r].out;
+        return;
+    }
+    if (bf__matmul_epi(s)) {   /* MatMul -> Add(bias) [-> Gelu or a residual Add]: which operand is A keeps the Add's expression */
+        const bf__step *t = &p->steps[a], *q = &p->steps[r];
         int mm_is_a = t->node->in[0] == s->node->out[0];
+        int res = r != a && !bf__unary_gelu(q), w_is_a = q->node->in[0] == t->node->out[0];
         *act = (bf__act){.lo = -INFINITY, .hi = INFINITY, .cbias = t->in[mm_is_a ? 1 : 0]->data,
-                         .cbias_a = !mm_is_a, .map = r != a ? bf__gelu_kernel() : NULL};
+                         .cbias_a = !mm_is_a, .map = r != a && !res ? bf__gelu_kernel() : NULL,
+                         .res = res ? q->in[w_is_a ? 1 : 0]->data : NULL, .res_a = res && !w_is_a};
         c->out = p->steps[r].out;
         c->act = act;
         return;

@@ -94,7 +94,12 @@ static int bias_add(const bf_plan *p, int i, int a, int v, const int *made_at)
  * Gelu fused into the MatMul"): step i a MatMul of one weight matrix whose
  * output only a bias Add reads, then that Add's one reader if it is a Gelu
  * of it (erf form; no graph output), else the Add alone (a ViT's QKV
- * product, whose Add output its Slices read). 1 when step i fuses. */
+ * product, whose Add output its Slices read). In plans that fuse (p->fuse:
+ * not the differential engine's, whose row mode re-runs a chain's steps
+ * from its product), a residual Add as the bias Add's one reader joins the
+ * chain instead of a Gelu (residual_add's rules: a ViT's mlp.3, x + (h @ W
+ * + b)), added in the epilogue after the bias (op.h, bf__act's res). 1 when
+ * step i fuses. */
 static int matmul_chain(bf_plan *p, int i, int v, const int *readers, const int *reader, const int *made_at)
 {
     const bf__step *s = &p->steps[i];
@@ -102,13 +107,42 @@ static int matmul_chain(bf_plan *p, int i, int v, const int *readers, const int 
     int a = reader[v], w = p->steps[a].node->out[0], r = a;
     if (readers[w] == 1 && reader[w] > a) {
         const bf__step *g = &p->steps[reader[w]];
+        int rr;
         if (!g->dyn && bf__unary_gelu(g) && g->node->in[0] == w && g->n_out == 1 && g->node->out[0] >= 0)
+            r = reader[w];
+        else if (p->fuse && residual_add(p, i, reader[w], w, readers, reader, made_at, &rr))
             r = reader[w];
     }
     p->fuse_to[i] = r;
     p->fuse_add[i] = a;
     p->fuse_bn[i] = 0;
     if (r != a) p->fuse_mid[a] = 1;
+    p->n_fusable++;
+    return 1;
+}
+
+/* A batched MatMul -> Softmax (a transformer's attention scores, ViT-S/16's
+ * [24, 197, 197] at batch 4), in plans that fuse (p->fuse: eval, exact
+ * campaigns; not the differential engine's, which recompute a MatMul's
+ * rows from its own output): step r, the one reader of MatMul i's output
+ * v, a float Softmax of v over its last axis (contiguous rows of v's last
+ * dim). The MatMul then runs the Softmax's row kernel on each output
+ * matrix right after its product (op.h, bf__ctx's rowmap), while the matrix
+ * is in cache, in place in the Softmax's output (the pair's values share
+ * their bytes, plan_build.c): each row the Softmax step's own function of
+ * the same floats, so the same bits. 1 when step i fuses. */
+static int matmul_softmax(bf_plan *p, int i, int v, const int *reader)
+{
+    int r = reader[v];
+    int64_t rows, n;
+    const bf_tensor *y = &p->vals[v];
+    if (!p->fuse || r <= i || !bf__matmul_rows_epi(&p->steps[i]) || p->steps[r].dyn ||
+        !bf__softmax_rows(&p->steps[r], &rows, &n) || p->steps[r].node->in[0] != v ||
+        p->steps[r].node->out[0] < 0 || y->ndim < 1 || n != y->dims[y->ndim - 1] ||
+        rows * n != bf_tensor_numel(y) || !same_f32_shape(y, &p->vals[p->steps[r].node->out[0]]))
+        return 0;
+    p->fuse_to[i] = r;
+    p->fuse_add[i] = p->fuse_bn[i] = 0;
     p->n_fusable++;
     return 1;
 }
@@ -145,7 +179,9 @@ bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err)
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
-        if (s->dyn || v < 0 || readers[v] != 1 || matmul_chain(p, (int)i, v, readers, reader, made_at)) continue;
+        if (s->dyn || v < 0 || readers[v] != 1 || matmul_chain(p, (int)i, v, readers, reader, made_at) ||
+            matmul_softmax(p, (int)i, v, reader))
+            continue;
         if (!bf__conv_step(s)) {
             /* Gemm -> Relu or Clip (an MLP's layers), in passes that fuse
              * (p->fuse: eval, exact campaigns) and not in the differential

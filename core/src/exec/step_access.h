@@ -133,6 +133,11 @@ int bf__matmul_epi(const bf__step *s);
  * may read B as another tensor transposed (bf__ctx.bt): a folded
  * Transpose (plan_fuse.c, bf__plan_find_tfolds). */
 int bf__matmul_tfold(const bf__step *s);
+/* linalg.c: 1 if the step is a batched MatMul whose run may take a fused
+ * Softmax over its output's last axis (op.h, bf__ctx's rowmap): the
+ * bf__sgemm products of bf__matmul_tfold's steps, B's batch broadcast or
+ * not, of a fixed shape. */
+int bf__matmul_rows_epi(const bf__step *s);
 /* linalg.c: for a Gemm or MatMul step whose product packs op(B) whole at
  * every call (sgemm.h, bf__sgemm_work), that packing of input 1's data as
  * it is now, from the model's shared copies (base/wpack.h: made the first
@@ -243,6 +248,14 @@ bf__map_fn bf__gelu_kernel(void);
  * the bits the whole step gives them. */
 int bf__map_f32(const bf__step *s);
 void bf__map_span(const bf__step *s, int64_t off, int64_t n);
+/* elementwise.c: 1 if the step is a float Softmax of fixed shapes over the
+ * last axis (contiguous rows), with *rows rows of *n (each row depends on
+ * its own input row alone). */
+int bf__softmax_rows(const bf__step *s, int64_t *rows, int64_t *n);
+/* elementwise.c: the Softmax's row kernel on count rows of n in place,
+ * each row's bits the step's (op.h, bf__ctx's rowmap: a MatMul's fused
+ * Softmax) */
+void bf__softmax_inplace(float *y, int64_t count, int64_t n);
 /* elementwise_broadcast.c: 1 if the step is a float Add, Sub, Mul or Div;
  * then bf__binary_span computes output elements [off, off + n) (flat, the
  * operands broadcast as planned) with the bits the whole step gives them. */

@@ -609,15 +609,55 @@ static bf_status softmax_prepare(bf__prep *p, bf_error *err)
     return BF_OK;
 }
 
-/* exp(x - m) and the scaling, in the plain and AVX2 copies of one loop
- * (fastmath_impl.h: the same bits) */
+/* exp(x - m), its sum and the scaling, in the plain, AVX2 and AVX-512
+ * copies of one loop (fastmath_impl.h: the same bits). The sum is
+ * bf__sum_f32_dacc's, operation for operation: eight double lanes, lane j
+ * adding y[i + j] for i = 0, 8, 16, ... in order, the last n % 8 values
+ * into t one by one, then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+ * + t. It runs in the exp's pass, 16 values at a time while they are in
+ * registers, and the row's last n % 16 go through a 16-float copy padded
+ * with m (its extra lanes computed, never stored nor summed), so every
+ * value takes the vector loop: on a ViT's 197-wide rows the exp's scalar
+ * tail, the separate sum's pass (compiled for SSE2) and the 8-lane max
+ * were half of Softmax's time (docs/perf/vit.md, h15-vit). */
+typedef double softmax_d8 __attribute__((vector_size(64)));   /* the eight double lanes */
+typedef float softmax_f8 __attribute__((vector_size(32)));
+
+/* e's first eight values added to the lanes: a vector of GCC's own, which
+ * each copy lowers to its width (SSE2: 4 x 2 doubles, AVX2: 2 x 4, AVX-512:
+ * one register), where the compiler left a double array's lanes scalar */
+BF__ALWAYS_INLINE void softmax_dadd8(softmax_d8 *s, const float *e)
+{
+    softmax_f8 v;
+    memcpy(&v, e, sizeof v);
+    *s += __builtin_convertvector(v, softmax_d8);
+}
+
 BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n, int simd)
 {
     if (n == 0) return;
-    float m = bf__max_f32_at(x, n, x[0], simd);
-    for (int64_t i = 0; i < n; i++) y[i] = exp_f32(x[i] - m);
-    float r = (float)(1.0 / bf__sum_f32_dacc(y, n));
-    for (int64_t i = 0; i < n; i++) y[i] *= r;
+    float m = bf__max_f32_at(x, n, x[0], simd), e[16];
+    softmax_d8 s = {0};
+    double t = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int j = 0; j < 16; j++) e[j] = exp_f32(x[i + j] - m);
+        memcpy(y + i, e, sizeof e);
+        softmax_dadd8(&s, e);
+        softmax_dadd8(&s, e + 8);
+    }
+    int64_t r = n - i;
+    if (r > 0) {
+        float xt[16];
+        for (int j = 0; j < 16; j++) xt[j] = j < r ? x[i + j] : m;
+        for (int j = 0; j < 16; j++) e[j] = exp_f32(xt[j] - m);
+        memcpy(y + i, e, sizeof(float) * (size_t)r);
+        int64_t h = 0;
+        if (r >= 8) softmax_dadd8(&s, e), h = 8;
+        for (int64_t j = h; j < r; j++) t += e[j];
+    }
+    float rc = (float)(1.0 / (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t));
+    for (int64_t j = 0; j < n; j++) y[j] *= rc;
 }
 static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 0); }
 #ifdef BF__HAVE_AVX2_COPY
@@ -759,6 +799,19 @@ void bf__softmax_row_copy(float *y, const float *x, int64_t n, int copy)
     softmax_row_plain(y, x, n);
 #endif
 }
+
+static bf_status softmax_run(const bf__ctx *c, bf_error *err);
+
+int bf__softmax_rows(const bf__step *s, int64_t *rows, int64_t *n)
+{
+    if (s->dyn || s->n_out != 1 || s->n_in != 1 || s->node->op->run != softmax_run) return 0;
+    const softmax_params *q = s->params;
+    if (q->inner != 1) return 0;
+    *rows = q->outer, *n = q->n;
+    return 1;
+}
+
+void bf__softmax_inplace(float *y, int64_t count, int64_t n) { softmax_rows(y, y, count, n); }
 
 static bf_status softmax_run(const bf__ctx *c, bf_error *err)
 {

@@ -107,7 +107,8 @@ double bf__sum_f32_dacc(const float *x, int64_t n);
 void bf__softmax_row_copy(float *y, const float *x, int64_t n, int copy);
 float bf__max_f32(const float *x, int64_t n, float init);
 /* bf__max_f32 on the path the caller asked for once (simd: bf__cpu_avx2(),
- * which reads the environment: not per row). */
+ * which reads the environment: not per row; 2: the AVX-512 copy, for a
+ * caller already on that path). A max is exact: every copy, the same bits. */
 float bf__max_f32_at(const float *x, int64_t n, float init, int simd);
 /* x as [outer, n, inner] summed over n into out[outer * inner] in float in
  * PyTorch's order (reduce_torchsum.c): inner == 1 means contiguous rows of

@@ -125,10 +125,12 @@ BF__ALWAYS_INLINE float max_f32_body(const float *x, int64_t n, float init)
 }
 #ifdef BF__HAVE_AVX2_COPY
 BF__AVX2 static float max_f32_avx2(const float *x, int64_t n, float init) { return max_f32_body(x, n, init); }
+BF__AVX512 static float max_f32_avx512(const float *x, int64_t n, float init) { return max_f32_body(x, n, init); }
 #endif
 float bf__max_f32_at(const float *x, int64_t n, float init, int simd)
 {
 #ifdef BF__HAVE_AVX2_COPY
+    if (simd >= 2) return max_f32_avx512(x, n, init);
     if (simd) return max_f32_avx2(x, n, init);
 #else
     (void)simd;

@@ -708,8 +708,9 @@ void bf__sgemm_colepi(int level, int m, int n, int k, const float *a, int lda, c
     bf__sgemm_ref(0, 0, m, n, k, 1.0f, a, lda, b, ldb, 0, y, ldy);
     for (int i = 0; i < m; i++) {
         float *yr = y + (int64_t)i * ldy;
-        const float *cb = act->cbias;
+        const float *cb = act->cbias, *rr = act->res ? act->res + (int64_t)i * ldy : NULL;
         for (int j = 0; cb && j < n; j++) yr[j] = act->cbias_a ? add_first(cb[j], yr[j]) : add_first(yr[j], cb[j]);
+        for (int j = 0; rr && j < n; j++) yr[j] = act->res_a ? add_first(rr[j], yr[j]) : add_first(yr[j], rr[j]);
         for (int j = 0; j < n; j++) yr[j] = bf__act_apply(act, yr[j]);
         for (int j = 0; act->map && j < n; j += 2 * NR) map_rows(act->map, 1, n - j < 2 * NR ? n - j : 2 * NR, yr + j, ldy);
     }

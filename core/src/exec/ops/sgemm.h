@@ -147,11 +147,12 @@ typedef struct bf__gemm_b {
 void bf__sgemm_bias(int level, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                     const float *bias, const bf__act *act, float *y, int ldy);
 /* Y = A B (B plain, k x n, ldb) with a MatMul's fused steps while each
- * block is in registers or L1 (op.h, bf__act: act->cbias, cbias_a, map):
- * y = 1 * s, then the bias Add cbias[j] + y (cbias_a) or y + cbias[j],
- * rounded, an Add of two NaNs keeping its A's as the residual's does, then
- * act's lo and hi, then act->map over the block's rows just stored (the
- * Gelu step's kernel). Each element's product is its in-order chain, and
+ * block is in registers or L1 (op.h, bf__act: act->cbias, cbias_a, res,
+ * res_a, map): y = 1 * s, then the bias Add cbias[j] + y (cbias_a) or
+ * y + cbias[j], rounded, an Add of two NaNs keeping its A's as the
+ * residual's does, then the residual Add of res (laid out as y) the same
+ * way, then act's lo and hi, then act->map over the block's rows just
+ * stored (the Gelu step's kernel). Each element's product is its in-order chain, and
  * each later operation the step's own on the same float, so the bits are
  * the steps' one by one. work: as bf__sgemm_work's (NULL: none); packed:
  * as bf__sgemm_prepacked's. */
