@@ -33,6 +33,7 @@
 
 #include "linalg_window.h"
 #include "sgemm.h"
+#include "transpose8.h"
 
 #define BC_NP 6          /* positions a block */
 #define BC_TILE 516      /* positions a tile at most (a multiple of BC_NP): its sums 129 KiB */
@@ -126,36 +127,6 @@ AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int
     else BC_SWITCH(1)
 }
 
-/* r[i] becomes column i of the 16 x 16 tile whose rows were r[0 .. 16]:
- * moves only */
-AVX512 static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    /* r[4 i + j], 128-bit lane l: rows 4 i .. 4 i + 4 of column 4 l + j */
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    for (int j = 0; j < 4; j++) {
-        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
-        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
-    }
-}
-
 /* The weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as stored), k
  * terms of channel block cb, into wb as [k - p0][nr] (kmap[j]: the k - p0
  * of the chunk's j-th stored weight): packed per chunk into L1 as it is
@@ -177,7 +148,7 @@ AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int6
         for (int64_t t0 = 0; t0 < n; t0 += 16) {
             __m512 v[16];
             for (int i = 0; i < 16; i++) v[i] = _mm512_loadu_ps(wt + (r + i) * j->kc + c0 * j->ksp + t0);
-            transpose16(v);
+            bf__transpose16(v);
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(wb + kmap[t0 + i] * nr + r, v[i]);
         }
 }
@@ -206,7 +177,7 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
             for (int v = 0; v < nv; v++) {
                 __m512 r[16];
                 for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(aq + i * 64 + 16 * v);
-                transpose16(r);
+                bf__transpose16(r);
                 for (int c = 0; c < 16; c++) {
                     int64_t ch = r0 + 16 * v + c, at = j->pout[q] + ch * j->osp;
                     __m512 t = _mm512_add_ps(_mm512_mul_ps(one, r[c]), _mm512_set1_ps(j->bias[ch]));

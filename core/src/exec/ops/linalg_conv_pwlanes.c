@@ -40,6 +40,7 @@
 #include "exec/op.h"
 #include "linalg_window.h"
 #include "sgemm.h"
+#include "transpose8.h"
 
 #ifndef PL_NP
 #define PL_NP 6        /* positions a block (6 x 4 vectors: 24 sums, 4 weights, 1 broadcast in 29 registers) */
@@ -147,35 +148,6 @@ AVX512 __attribute__((noinline)) static void pl_dispatch(int nv, int np, const f
     else PL_SWITCH(1)
 }
 
-/* r[i] becomes column i of the 16 x 16 tile whose rows were r[0 .. 16]:
- * moves only (linalg_conv_bcast.c's) */
-AVX512 static inline __attribute__((always_inline)) void transpose16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    for (int j = 0; j < 4; j++) {
-        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
-        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
-    }
-}
-
 /* The weights of rows r0 .. r0 + 16 nv (w: [rows][kc], as stored), k terms
  * k0 .. k0 + kn, into wb as [k][16 nv]: 16 x 16 tiles transposed, one
  * float at a time past the last whole tile of k; moves only. */
@@ -187,7 +159,7 @@ AVX512 static void pl_pack(const float *w, int64_t kc, int64_t r0, int nv, int64
         for (int64_t t = 0; t < k16; t += 16) {
             __m512 x[16];
             for (int i = 0; i < 16; i++) x[i] = _mm512_loadu_ps(wr + i * kc + t);
-            transpose16(x);
+            bf__transpose16(x);
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(wb + (t + i) * ld + 16 * v, x[i]);
         }
         for (int64_t t = k16; t < kn; t++)
@@ -213,7 +185,7 @@ AVX512 static void pl_epilogue(const bf__conv_params *cp, const float *acc, int6
             for (int v = 0; v < nv; v++) {
                 __m512 t[16];
                 for (int l = 0; l < 16; l++) t[l] = l < np ? _mm512_loadu_ps(a + l * 64 + 16 * v) : _mm512_setzero_ps();
-                transpose16(t);
+                bf__transpose16(t);
                 for (int c = 0; c < 16; c++) {
                     int64_t ch = r0 + 16 * v + c, at = i * img + ch * osp + p0;
                     __m512 u = add_first(_mm512_mul_ps(one, t[c]), _mm512_set1_ps(bias[ch]));

@@ -30,6 +30,7 @@
 
 #include "linalg_window.h"
 #include "sgemm.h"
+#include "transpose8.h"
 
 #define ST_TILE 48       /* positions a tile: a multiple of every block's NP and of 16 */
 #define ST_KMAX 160      /* the deepest K it takes: a row block's weights (K x 32 floats, 20 KiB) in L1 */
@@ -111,42 +112,13 @@ AVX512 static int st_block(const stem_job *j, int nv, const float *wb, int64_t q
     return np;
 }
 
-/* r[i] becomes column i of the 16 x 16 tile whose rows were r[0 .. 16]:
- * moves only (linalg_conv_bcast.c's) */
-AVX512 static inline __attribute__((always_inline)) void st_transpose16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    for (int j = 0; j < 4; j++) {
-        t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-        t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-        t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-        r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
-        r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
-    }
-}
-
 /* tile rows 0 .. n (positions t0 ..), channels 16 v .. 16 v + 16 of the
  * row block: to y's planes (channel c at y + c osp), n <= 16 */
 AVX512 static void st_store(const float *tile, int v, int64_t n, float *y, int64_t osp)
 {
     __m512 r[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(tile + i * ST_TW + 16 * v);
-    st_transpose16(r);
+    bf__transpose16(r);
     __mmask16 m = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
     for (int c = 0; c < 16; c++) _mm512_mask_storeu_ps(y + (16 * v + c) * osp, m, r[c]);
 }
