@@ -852,19 +852,42 @@ static wb wide_mlp_model(void)
     return model(&g);
 }
 
-/* x [?, 300] -> MatMul(w [300, 20]): 300 deep, so the product packs w
- * whole (exec/ops/sgemm.c: past KDIRECT) once per model (base/wpack.h). */
-static wb packed_matmul_model(void)
+/* x [?, 300] -> MatMul(w [300, 20]) (300 deep, so the product packs w
+ * whole, exec/ops/sgemm.c: past KDIRECT, once per model, base/wpack.h), or
+ * with transposed: MatMul(x, Transpose(w [20, 300])), whose Transpose(w)
+ * is a parameter-only value (diff/dxparam.c), 24,000 bytes. */
+static wb x300_model(int transposed)
 {
     static float w[300 * 20];
     for (int i = 0; i < 300 * 20; i++) w[i] = (float)(i % 9) * 0.125f - 0.5f;
     wb g = {0};
-    int64_t dw[2] = {300, 20}, x[2] = {-1, 300}, y[2] = {-1, 20};
-    tensor(&g, 5, "w", 1, 2, dw, w, sizeof w);
-    node(&g, (nodespec){"MatMul", "fc", {"x", "w"}, "y"}, NULL);
+    int64_t dw[2] = {300, 20}, dt[2] = {20, 300}, x[2] = {-1, 300}, y[2] = {-1, 20};
+    tensor(&g, 5, "w", 1, 2, transposed ? dt : dw, w, sizeof w);
+    if (transposed) node(&g, (nodespec){"Transpose", "t", {"w"}, "wt"}, NULL);
+    node(&g, (nodespec){"MatMul", "fc", {"x", transposed ? "wt" : "w"}, "y"}, NULL);
     value_info(&g, 11, "x", 2, x);
     value_info(&g, 12, "y", 2, y);
     return model(&g);
+}
+
+/* The model and `samples` rows of x [300] (small integers) as an eval set. */
+static bf_model *x300_job(int transposed, int samples, wb *m, unsigned char **f, bf_dataset **ds)
+{
+    bf_model *mod = NULL;
+    bf_error err = {0};
+    *m = x300_model(transposed);
+    assert_int_equal(load(m, NULL, &mod, &err), BF_OK);
+    char hdr[128];
+    snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [%d, 300], \"data_offsets\": [0, %d]}}",
+             samples, samples * 1200);
+    size_t len;
+    *f = st_file(hdr, (size_t)samples * 1200, &len);
+    for (int i = 0; i < samples * 300; i++) {
+        float v = (float)(i % 7) - 3.0f;
+        memcpy(*f + len - (size_t)samples * 1200 + (size_t)i * 4, &v, 4);
+    }
+    assert_int_equal(bf_dataset_load_buffer(*f, len, "d", ds, &err), BF_OK);
+    return mod;
 }
 
 /* The packed weights in a job's estimate: w packed in 16-column panels,
@@ -874,17 +897,11 @@ static void packed_weights_counted_once(void **state)
 {
     (void)state;
     enum { SAMPLES = 64, PACKED = 300 * 32 * 4 };
-    wb m = packed_matmul_model();
-    bf_model *mod = NULL;
-    bf_error err = {0};
-    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
-    char hdr[128];
-    snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [%d, 300], \"data_offsets\": [0, %d]}}",
-             SAMPLES, SAMPLES * 1200);
-    size_t len;
-    unsigned char *f = st_file(hdr, SAMPLES * 1200, &len);
+    wb m;
+    unsigned char *f;
     bf_dataset *ds = NULL;
-    assert_int_equal(bf_dataset_load_buffer(f, len, "d", &ds, &err), BF_OK);
+    bf_error err = {0};
+    bf_model *mod = x300_job(0, SAMPLES, &m, &f, &ds);
     bf_plan_budget p32;
     assert_int_equal(bf_plan_estimate(mod, 32, &p32, &err), BF_OK);
     assert_int_equal(p32.packed_bytes, PACKED);
@@ -915,22 +932,6 @@ static void packed_weights_counted_once(void **state)
     free(m.p);
 }
 
-/* x [?, 300] -> MatMul(x, Transpose(w [20, 300])): Transpose(w) is a
- * parameter-only value (diff/dxparam.c), 24,000 bytes. */
-static wb transposed_weight_model(void)
-{
-    static float w[20 * 300];
-    for (int i = 0; i < 20 * 300; i++) w[i] = (float)(i % 13) * 0.0625f - 0.375f;
-    wb g = {0};
-    int64_t dw[2] = {20, 300}, x[2] = {-1, 300}, y[2] = {-1, 20};
-    tensor(&g, 5, "w", 1, 2, dw, w, sizeof w);
-    node(&g, (nodespec){"Transpose", "t", {"w"}, "wt"}, NULL);
-    node(&g, (nodespec){"MatMul", "fc", {"x", "wt"}, "y"}, NULL);
-    value_info(&g, 11, "x", 2, x);
-    value_info(&g, 12, "y", 2, y);
-    return model(&g);
-}
-
 /* A differential campaign's estimate counts the parameter-only values it
  * computes once (a page-rounded buffer and a page each: hand arithmetic),
  * what the run then reports holding; an exact campaign holds none. */
@@ -938,21 +939,11 @@ static void param_only_values_counted(void **state)
 {
     (void)state;
     enum { SAMPLES = 64 };
-    wb m = transposed_weight_model();
-    bf_model *mod = NULL;
-    bf_error err = {0};
-    assert_int_equal(load(&m, NULL, &mod, &err), BF_OK);
-    char hdr[128];
-    snprintf(hdr, sizeof hdr, "{\"x\": {\"dtype\": \"F32\", \"shape\": [%d, 300], \"data_offsets\": [0, %d]}}",
-             SAMPLES, SAMPLES * 1200);
-    size_t len;
-    unsigned char *f = st_file(hdr, SAMPLES * 1200, &len);
-    for (int i = 0; i < SAMPLES * 300; i++) {
-        float v = (float)(i % 7) - 3.0f;
-        memcpy(f + len - (size_t)SAMPLES * 1200 + (size_t)i * 4, &v, 4);
-    }
+    wb m;
+    unsigned char *f;
     bf_dataset *ds = NULL;
-    assert_int_equal(bf_dataset_load_buffer(f, len, "d", &ds, &err), BF_OK);
+    bf_error err = {0};
+    bf_model *mod = x300_job(1, SAMPLES, &m, &f, &ds);
     uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), want = (24000 + pg - 1) / pg * pg + pg;
     bf_campaign_spec spec = {.seed = 3, .trials = 8, .tensors = (char *[]){"*"}, .n_tensors = 1,
                              .model_kind = BF_FAULT_BITFLIP, .bits = 1, .repr = BF_REPR_FP32,
