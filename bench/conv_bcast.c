@@ -47,6 +47,37 @@ typedef struct shape {
     int c, m, h, k, s, pad;
 } shape;
 
+/* The Conv of cp (today's path) and of cq (the path measured) on the same
+ * random data: the same bits first (1, with a message, if not), then each
+ * timed for 0.2 s at a time, rounds times, alternating; best[] the best
+ * seconds a call of each. */
+static int race(const bf__conv_params *cp, const bf__conv_params *cq, int imgs, int rounds, unsigned seed,
+                const char *name, const char *what, double best[2])
+{
+    srand(seed);
+    int64_t ny = imgs * cp->m * cp->osp;
+    float *x = rand_floats(imgs * cp->c * cp->isp), *wt = rand_floats(cp->m * cp->kc), *bias = rand_floats(cp->m);
+    float *y0 = rand_floats(ny), *y1 = rand_floats(ny), *scratch = rand_floats((int64_t)cp->scratch_floats);
+    memset(y1, 0xff, sizeof(float) * (size_t)ny);
+    int bad = !bf__conv_packed(cp, x, wt, bias, NULL, y0, scratch, -1) ||
+              !bf__conv_packed(cq, x, wt, bias, NULL, y1, scratch, -1) || memcmp(y0, y1, sizeof(float) * (size_t)ny);
+    if (bad) fprintf(stderr, "bitflip-bench-bcast: %s: %s not taken or not the same bits\n", name, what);
+    best[0] = best[1] = 1e9;
+    for (int r = 0; r < rounds && !bad; r++)
+        for (int kx = 0; kx < 2; kx++) {
+            double t0 = now();
+            int it = 0;
+            do {
+                bf__conv_packed(kx ? cq : cp, x, wt, bias, NULL, kx ? y1 : y0, scratch, -1);
+                it++;
+            } while (now() - t0 < 0.2);
+            double t = (now() - t0) / it;
+            if (t < best[kx]) best[kx] = t;
+        }
+    free(x), free(wt), free(bias), free(y0), free(y1), free(scratch);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int imgs = argc > 1 ? atoi(argv[1]) : 4, rounds = argc > 2 ? atoi(argv[2]) : 5;
@@ -95,69 +126,28 @@ int main(int argc, char **argv)
         cp.scratch_floats += cp.cg * bf__conv_padded_plane(w) + bf__conv_stem_floats(&cp);
         if (bf__conv_stem_want(&cp)) {
             /* a first Conv (linalg_conv_stem.c) against bf__conv_packed's panels */
-            srand((unsigned)s + 1);
-            int64_t ny = imgs * cp.m * cp.osp;
-            float *x = rand_floats(imgs * cp.c * cp.isp), *wt = rand_floats(cp.m * cp.kc), *bias = rand_floats(cp.m);
-            float *y0 = rand_floats(ny), *y1 = rand_floats(ny), *scratch = rand_floats((int64_t)cp.scratch_floats);
             bf__conv_params cq = cp;
             cp.stem = 0, cq.stem = 1;
+            double best[2];
+            if (race(&cp, &cq, imgs, rounds, (unsigned)s + 1, sh->name, "stem", best)) return 1;
             double flop = 2.0 * (double)imgs * (double)cp.m * (double)cp.osp * (double)cp.kc;
-            if (!bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1) ||
-                !bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch, -1) || memcmp(y0, y1, sizeof(float) * (size_t)ny)) {
-                fprintf(stderr, "bitflip-bench-bcast: %s: stem not taken or not the same bits\n", sh->name);
-                return 1;
-            }
-            double best[2] = {1e9, 1e9};
-            for (int r = 0; r < rounds; r++)
-                for (int kx = 0; kx < 2; kx++) {
-                    double t0 = now();
-                    int it = 0;
-                    do {
-                        bf__conv_packed(kx ? &cq : &cp, x, wt, bias, NULL, kx ? y1 : y0, scratch, -1);
-                        it++;
-                    } while (now() - t0 < 0.2);
-                    double t = (now() - t0) / it;
-                    if (t < best[kx]) best[kx] = t;
-                }
             printf("%s, %d images: packed %.3f ms %.1f GFLOP/s | stem %.3f ms %.1f GFLOP/s (%.2fx)\n", sh->name, imgs,
                    best[0] * 1e3, flop / best[0] * 1e-9, best[1] * 1e3, flop / best[1] * 1e-9, best[0] / best[1]);
             fflush(stdout);
-            free(x), free(wt), free(bias), free(y0), free(y1), free(scratch);
         }
         if (!bf__conv_bcast_ok(&cp)) {
             printf("%s: not taken by bf__conv_bcast\n", sh->name);
             continue;
         }
-        srand((unsigned)s + 1);
-        int64_t ny = imgs * cp.m * cp.osp;
-        float *x = rand_floats(imgs * cp.c * cp.isp), *wt = rand_floats(cp.m * cp.kc), *bias = rand_floats(cp.m);
-        float *y0 = rand_floats(ny), *y1 = rand_floats(ny), *scratch = rand_floats((int64_t)cp.scratch_floats);
         bf__conv_params cq = cp;
         cp.bcast = 0, cq.bcast = 1;
+        double best[2];
+        if (race(&cp, &cq, imgs, rounds, (unsigned)s + 1, sh->name, "bcast", best)) return 1;
         double flop = 2.0 * (double)imgs * (double)cp.m * (double)cp.osp * (double)cp.kc;
-        memset(y1, 0xff, sizeof(float) * (size_t)ny);
-        if (!bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1) ||
-            !bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch, -1) || memcmp(y0, y1, sizeof(float) * (size_t)ny)) {
-            fprintf(stderr, "bitflip-bench-bcast: %s: not taken or not the same bits\n", sh->name);
-            return 1;
-        }
-        double best[2] = {1e9, 1e9};
-        for (int r = 0; r < rounds; r++)
-            for (int kx = 0; kx < 2; kx++) {
-                double t0 = now();
-                int it = 0;
-                do {
-                    bf__conv_packed(kx ? &cq : &cp, x, wt, bias, NULL, kx ? y1 : y0, scratch, -1);
-                    it++;
-                } while (now() - t0 < 0.2);
-                double t = (now() - t0) / it;
-                if (t < best[kx]) best[kx] = t;
-            }
         printf("%s, %d images: today's %.3f ms %.1f GFLOP/s | bcast %.3f ms %.1f GFLOP/s (%.2fx)%s\n", sh->name, imgs,
                best[0] * 1e3, flop / best[0] * 1e-9, best[1] * 1e3, flop / best[1] * 1e-9, best[0] / best[1],
                bf__conv_bcast_want(&cp) ? " [chosen]" : "");
         fflush(stdout);
-        free(x), free(wt), free(bias), free(y0), free(y1), free(scratch);
     }
     return 0;
 }
