@@ -90,8 +90,7 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck);
  * (ckpt_chan.c), chan[1] 1 if with its fused epilogue, chan[2] 1 if that
  * channel came back golden and ended the run (*golden then 1 too), chan[3]
  * the steps after it that followed the channel on (a map, a BatchNorm, a
- * depthwise Conv), chan[4] 1 if a Softmax ran on the rows whose input
- * moved (ckpt_rows.c), chan[5] how many rows it recomputed. */
+ * depthwise Conv). */
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
                        int64_t *work, int64_t *skipped, int64_t chan[4], bf_error *err);
 /* the golden time of a whole run of one sample, in nanoseconds */
