@@ -475,9 +475,11 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     long threads = o->threads ? (long)o->threads : sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     /* the differential engine's golden pass is the campaign's: made once,
-     * on the run's threads, whose evaluators the workers then adopt */
+     * on the run's threads, whose evaluators the workers then adopt; a
+     * shard's caches what its own trials read */
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
-                             .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact};
+                             .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
+                             .shard_index = o->shard_i, .shard_count = o->shard_n};
     double t_create = cli_now();
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;

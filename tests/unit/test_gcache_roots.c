@@ -8,7 +8,11 @@
  * a plain pass's; with lean, a Conv followed by its activation alone is
  * run fused by the pass, the Conv's output left out and the activation
  * stored, its blocks the Relu of the Conv's golden output computed by
- * hand. That trials on such caches equal full re-runs is asserted by
+ * hand. A campaign prepared for one shard (bf_campaign_prep's shard) caches
+ * what the faults of that shard's trials alone read: the same bytes as a
+ * cache told those trials' fault tensors here, its records those of the
+ * exact engine, and a run of another shard makes its own cache and gives
+ * the exact records too. That trials on such caches equal full re-runs is asserted by
  * test_diff (every differential campaign is now told its faults) and
  * docs/perf/trials.md (resnet18, mobilenet_v2, LRASPP, ViT records the
  * same bytes as the build before). */
@@ -23,6 +27,7 @@
 
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
+#include "campaign_check.h"
 #include "bitflip/eval.h"
 #include "bitflip/model.h"
 #include "diff/diff.h"
@@ -164,7 +169,7 @@ static void lean_pairs_store_the_activation(void **state)
         assert_non_null(gold[lean]);
         memset(gold[lean], 0xA5, out_bytes);
         if (bf__gcache_build(&full, rest ? &rest : NULL, 1, feeds, plain.samples, BF_CACHE_BUDGET_DEFAULT, NULL, want,
-                             lean, NULL, NULL, gold[lean], &gc[lean], &err) != BF_OK)
+                             lean, NULL, NULL, NULL, gold[lean], &gc[lean], &err) != BF_OK)
             fail_msg("%s", err.msg);
         assert_memory_equal(gold[lean], plain.outputs, out_bytes);
     }
@@ -204,11 +209,111 @@ static void lean_pairs_store_the_activation(void **state)
     bf_model_free(m);
 }
 
+/* The bytes a golden pass on cnn_ops_op17 serves when told the tensors of
+ * the faults in records r[0..n) whose trial is `shard` mod `count` (count 0:
+ * every one), by name. */
+static size_t served_for(const bf_model *m, const bf_dataset *ds, const bf_campaign *c, const bf_trial_record *r,
+                         int64_t n, int64_t shard, int64_t count, const bf_eval_result *plain)
+{
+    unsigned char *roots = calloc(m->n_values + 1, 1);
+    float *gold = malloc((size_t)(plain->samples * plain->out_cols) * sizeof(float) + 1);
+    assert_true(roots && gold);
+    for (int64_t t = 0; t < n; t++) {
+        if (count && r[t].trial % count != shard) continue;
+        for (int k = 0; k < r[t].n_kept; k++) {
+            int64_t q = bf_model_find_param(m, bf_campaign_site(c, (size_t)r[t].faults[k].site)->name);
+            assert_true(q >= 0);
+            roots[m->param_vals[q]] = 1;
+        }
+    }
+    bf_evaluator *ev = golden_ev(m, ds);
+    bf__dx_shared *sh = NULL;
+    bf_error err = {0};
+    if (bf__dx_shared_golden(&ev, 1, plain->samples, plain->out_cols, BF_CACHE_BUDGET_DEFAULT, roots, gold, &sh,
+                             &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    size_t b = bf__gcache_served(bf__dx_shared_cache(sh));
+    bf__dx_shared_free(sh);
+    bf_evaluator_free(ev);
+    free(gold);
+    free(roots);
+    return b;
+}
+
+/* cnn_ops_op17, uniform single-bit weight faults, 3 shards: each shard's
+ * prepared golden pass holds what its own trials' fault tensors read (a
+ * draw of any other trials, all of them or the wrong residue, gives another
+ * cache on this draw, checked below), its run adopts it and gives the exact
+ * engine's records; the next shard's run on it makes its own cache, exact
+ * too. */
+static void shard_caches_its_own_trials(void **state)
+{
+    (void)state;
+    enum { TRIALS = 12, SHARDS = 3 };
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_eval_result plain;
+    bf_error err = {0};
+    load("cnn_ops_op17", &m, &ds, &plain);
+    char *all[] = {"*"};
+    bf_campaign_spec s = tc_base_spec(BATCH);
+    s.seed = 5;
+    s.trials = TRIALS;
+    s.tensors = all;
+    s.n_tensors = 1;
+    bf_campaign *ce = tc_make(m, ds, &s);
+    bf_trial_record ref[TRIALS];
+    tc_recs kr = {ref, 0};
+    bf_campaign_result res;
+    bf_campaign_opts eo = {.threads = 1, .exact = 1, .on_trial = tc_keep, .user = &kr};
+    if (bf_campaign_run(ce, &eo, &res, &err) != BF_OK) fail_msg("%s", err.msg);
+    bf_campaign_result_free(&res);
+    assert_int_equal(kr.n, TRIALS);
+    size_t whole = served_for(m, ds, ce, ref, TRIALS, 0, 0, &plain), parts[SHARDS];
+    for (int64_t i = 0; i < SHARDS; i++) {
+        parts[i] = served_for(m, ds, ce, ref, TRIALS, i, SHARDS, &plain);
+        for (int other = 0; other < 2; other++) {   /* this shard's run, then the next one's */
+            int64_t run_i = other ? (i + 1) % SHARDS : i;
+            bf_campaign_prep prep = {.differential = 1, .threads = 1, .shard_index = i, .shard_count = SHARDS};
+            bf_campaign *c = NULL;
+            if (bf_campaign_create_prepared(m, ds, &s, NULL, &prep, &c, &err) != BF_OK) fail_msg("%s", err.msg);
+            bf_trial_record got[TRIALS];
+            tc_recs kg = {got, 0};
+            bf_campaign_opts o = {.threads = 1, .shard_index = run_i, .shard_count = SHARDS, .on_trial = tc_keep,
+                                  .user = &kg};
+            if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s", err.msg);
+            assert_int_equal(kg.n, TRIALS / SHARDS);
+            for (int64_t k = 0; k < kg.n; k++) {
+                assert_int_equal(got[k].trial, run_i + k * SHARDS);
+                tc_assert_same_record(&got[k], &ref[got[k].trial]);
+            }
+            /* adopted: the cache its own trials' faults read; else made by
+             * the run, told of no faults (the cache that holds most) */
+            if (!other) assert_int_equal(res.cache_bytes, parts[i]);
+            else assert_true(res.cache_bytes >= whole);
+            bf_campaign_result_free(&res);
+            bf_campaign_free(c);
+        }
+    }
+    /* the draw has shards that read less than the whole campaign, and
+     * different caches per shard, or the checks above would not tell a
+     * shard's draw from another's */
+    assert_true(parts[0] != parts[1] || parts[1] != parts[2]);
+    assert_true(parts[0] < whole || parts[1] < whole || parts[2] < whole);
+    printf("cnn_ops_op17, %d trials: %zu bytes served for all, %zu, %zu, %zu for the shards\n", TRIALS, whole, parts[0],
+           parts[1], parts[2]);
+    bf_campaign_free(ce);
+    free((void *)plain.outputs);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(roots_keep_what_the_faults_read),
         cmocka_unit_test(lean_pairs_store_the_activation),
+        cmocka_unit_test(shard_caches_its_own_trials),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

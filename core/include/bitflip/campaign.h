@@ -697,6 +697,12 @@ typedef struct bf_campaign_prep {
      * sets it where it asserts that a path (a fused Conv's channel, a
      * followed step) ran. */
     int counted_costs;
+    /* The shard bf_campaign_run will run (bf_campaign_opts' shard_index and
+     * shard_count; count 0 or 1: every trial). The differential golden
+     * pass then caches only what that shard's trials read (drawn before
+     * it: docs/ENGINE.md, "Only what the drawn trials read"); a run of
+     * another shard makes its own cache instead of using this one. */
+    int64_t shard_index, shard_count;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

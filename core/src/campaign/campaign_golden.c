@@ -313,6 +313,13 @@ static bf_status golden_evaluator(const bf_campaign *c, bf_evaluator **ev, bf_er
  * faults of a uniform campaign strike nearly every tensor anyway. */
 #define ROOTS_DRAWS_MAX (INT64_C(1) << 18)
 
+/* 1 when prep names one shard of several (one that does not exist is
+ * bf_campaign_run's error to report: here it draws every trial) */
+static int shard_of(const bf_campaign_prep *prep)
+{
+    return prep->shard_count > 1 && prep->shard_index >= 0 && prep->shard_index < prep->shard_count;
+}
+
 /* Per value of c->model: 1 where one of the campaign's trials puts a
  * fault (a parameter's value, an activation or input), drawn now, before
  * the golden pass, exactly as the trials will draw them (bf__campaign_draw
@@ -341,7 +348,12 @@ static bf_status drawn_roots(const bf_campaign *c, const bf_campaign_spec *spec,
     if (!roots) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
     bf__draw d = {0};
     bf_status st = BF_OK;
-    for (int64_t t = 0; t < f->n_trials && st == BF_OK; t++) {
+    /* a shard's run reads only its own trials' values (t % N == I, as
+     * bf__run_trial_of deals them; sampling here is never adaptive, whose
+     * pilot every shard runs) */
+    int sharded = shard_of(prep);
+    int64_t first = sharded ? prep->shard_index : 0, step = sharded ? prep->shard_count : 1;
+    for (int64_t t = first; t < f->n_trials && st == BF_OK; t += step) {
         if ((st = bf__campaign_draw(c, t, &d, err)) != BF_OK) break;
         for (size_t k = 0; k < d.n; k++) {
             int64_t v = f->target == BF_TARGET_WEIGHTS ? m->param_vals[c->surface.site_param[d.f[k].site]]
@@ -388,6 +400,8 @@ static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spe
     unsigned char *roots = NULL;
     double cpu = cpu_s();
     if ((st = drawn_roots(c, spec, prep, &roots, err)) != BF_OK) return st;
+    c->golden.gdx_shard_index = roots && shard_of(prep) ? prep->shard_index : 0;
+    c->golden.gdx_shard_count = roots && shard_of(prep) ? prep->shard_count : 1;
     st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
                               c->golden.out, &c->golden.gdx, err);
     bf__free(roots);

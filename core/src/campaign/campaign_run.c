@@ -565,7 +565,10 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     /* a cache made without the near-exact updates' tables serves a run
      * that asks for them only exactly: such a run makes its own */
     rn.adopt = c->golden.gdx && c->golden.n_gev > 0 && !rn.exact && c->golden.gdx_budget == budget &&
-               (!o->near_exact || bf__dx_shared_is_near_exact(c->golden.gdx));
+               (!o->near_exact || bf__dx_shared_is_near_exact(c->golden.gdx)) &&
+               /* a cache drawn for one shard's trials serves that shard only */
+               (c->golden.gdx_shard_count <= 1 ||
+                (c->golden.gdx_shard_count == rn.shard_count && c->golden.gdx_shard_index == rn.shard_index));
     if (!rn.adopt) {
         bf__dx_shared_free(c->golden.gdx);
         c->golden.gdx = NULL;

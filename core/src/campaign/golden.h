@@ -35,6 +35,9 @@ typedef struct bf__golden {
     int n_gev;
     struct bf__dx_shared *gdx;
     int64_t gdx_budget;
+    /* the shard whose trials' faults gdx was told of (count 1: every
+     * trial's, or none drawn): only that shard's run adopts it */
+    int64_t gdx_shard_index, gdx_shard_count;
     /* why every trial runs in full whatever the run asks (a graph the
      * differential engine cannot re-run in part: one sample per call, or
      * dynamic steps, exec/plan_dyn.c), or NULL; static text */

@@ -132,11 +132,13 @@ size_t bf__pvals_bytes(const bf__pvals *pv);
  * marks the only values that may be cached beside the `must` ones; with
  * want, lean leaves out the output of a Conv whose activation alone
  * follows it too, the pair run fused (gcache.c: only where no chain can be
- * made, bf__chain_possible). */
+ * made, bf__chain_possible). planned (NULL: computed here, with want) is
+ * what bf__gcache_plan gave for the same arguments, copied for
+ * bf__gcache_planned rather than planned twice. */
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
                            int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
-                           int lean, const bf__pvals *pv, const float *golden, float *golden_out, bf__gcache **out,
-                           bf_error *err);
+                           int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
+                           float *golden_out, bf__gcache **out, bf_error *err);
 /* The values bf__gcache_build with the same arguments and want NULL would
  * hold (stored or derived), per value into planned (n_values bytes). */
 bf_status bf__gcache_plan(bf_plan *const *full, bf_plan *const *rest, int64_t samples, size_t budget,

@@ -481,16 +481,13 @@ static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsig
  * resnet18's wide early maps rule chains out; a small CNN's last Conv
  * starts one). */
 static bf_status lean_ok(bf__dx_shared *sh, bf_plan *const *plans, int n_ev, size_t budget,
-                         const unsigned char *must, int *lean, bf_error *err)
+                         const unsigned char *must, unsigned char *planned, int *lean, bf_error *err)
 {
-    unsigned char *planned = bf__calloc(sh->m->n_values + 1, 1);
     bf_plan *two[2] = {plans[0], plans[n_ev]};
     int possible = 1;
-    if (!planned) return bf__dx_oom(err);
     bf_status st = bf__gcache_plan(plans, plans[n_ev] ? plans + n_ev : NULL, sh->samples, budget, must, sh->pv,
                                    planned, err);
     if (st == BF_OK) st = bf__chain_possible(sh, two, planned, &possible, err);
-    bf__free(planned);
     *lean = !possible;
     return st;
 }
@@ -505,6 +502,7 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
     const bf_model *m = sh->m;
     bf_plan **plans = bf__calloc(2 * (size_t)n_ev + 1, sizeof *plans);
     const bf_tensor **feeds = bf__calloc(m->n_inputs + 1, sizeof *feeds);
+    unsigned char *planned = NULL;
     bf_status st;
     if (!plans || !feeds) {
         st = bf__dx_oom(err);
@@ -516,10 +514,17 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
     }
     for (size_t i = 0; i < m->n_inputs; i++) feeds[i] = bf__evaluator_feed(evs[0], i);
     int lean = 0;
-    if (want && (st = lean_ok(sh, plans, n_ev, budget, must, &lean, err)) != BF_OK) goto out;
+    /* what the budget keeps were every value wanted: said once, read by
+     * lean_ok and kept by the cache (bf__gcache_planned) */
+    if (want && !(planned = bf__calloc(m->n_values + 1, 1))) {
+        st = bf__dx_oom(err);
+        goto out;
+    }
+    if (want && (st = lean_ok(sh, plans, n_ev, budget, must, planned, &lean, err)) != BF_OK) goto out;
     st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, want,
-                          lean, sh->pv, golden, golden_out, &sh->gc, err);
+                          lean, sh->pv, planned, golden, golden_out, &sh->gc, err);
 out:
+    bf__free(planned);
     bf__free(plans);
     bf__free(feeds);
     return st;

@@ -460,7 +460,7 @@ bf_status bf__gcache_plan(bf_plan *const *full, bf_plan *const *rest, int64_t sa
  * value. */
 static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *const *rest, size_t budget,
                                const unsigned char *must, const unsigned char *want, int lean, const bf__pvals *pv,
-                               float *golden_out, cand *cs, bf_error *err)
+                               const unsigned char *planned, float *golden_out, cand *cs, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
     const bf_plan *p0 = full[0];
@@ -469,7 +469,9 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
     if (want) {   /* what every value wanted would have kept (bf__gcache_planned) */
         gc->planned = bf__calloc(m->n_values + 1, 1);
         if (!gc->planned) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
-        plan_values(cs, (size_t)n_c, budget, gc->planned);
+        /* the caller's bf__gcache_plan (diffshared.c's lean_ok) said it already */
+        if (planned) memcpy(gc->planned, planned, m->n_values);
+        else plan_values(cs, (size_t)n_c, budget, gc->planned);
     }
     bf_plan *const p2[2] = {full[0], rest ? rest[0] : NULL};
     deriv *d = NULL;
@@ -595,8 +597,8 @@ static bf_status run_fillers(bf__gcache *gc, filler *fs, int n_plans, bf_error *
 
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
                            int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
-                           int lean, const bf__pvals *pv, const float *golden, float *golden_out, bf__gcache **out,
-                           bf_error *err)
+                           int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
+                           float *golden_out, bf__gcache **out, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
     bf_status st = BF_OK;
@@ -627,7 +629,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     fs = bf__calloc((size_t)n_plans, sizeof *fs);
     if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
-    if ((st = choose_values(gc, full, rest, budget, must, want, lean, pv, golden_out, cs, err)) != BF_OK) goto out;
+    if ((st = choose_values(gc, full, rest, budget, must, want, lean, pv, planned, golden_out, cs, err)) != BF_OK) goto out;
     filler proto = {.gc = gc, .pv = pv, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
                     .failed = &failed, .bad_batch = -1};
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;
