@@ -507,6 +507,19 @@ static void teardown(runner *rn, bf_campaign_result *acc)
     bf__free(rn->tail_order);
 }
 
+/* Whether the run starts from the campaign's golden pass and cache: a
+ * differential run with the budget it was made with; a cache made without
+ * the near-exact updates' tables serves a run that asks for them only
+ * exactly (such a run makes its own), and one drawn for a shard's trials
+ * serves that shard only. */
+static int golden_fits(const bf_campaign *c, const runner *rn, int64_t budget)
+{
+    const bf__golden *g = &c->golden;
+    return g->gdx && g->n_gev > 0 && !rn->exact && g->gdx_budget == budget &&
+           (!rn->opts->near_exact || bf__dx_shared_is_near_exact(g->gdx)) &&
+           (g->gdx_shard_count <= 1 || (g->gdx_shard_count == rn->shard_count && g->gdx_shard_index == rn->shard_index));
+}
+
 /* The golden pass's evaluators no worker took: freed before the trials. */
 static void drop_golden_evaluators(bf_campaign *c)
 {
@@ -562,13 +575,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
      * not made again; one that cannot be used is freed before the workers
      * allocate theirs. */
     int64_t budget = o->cache_budget > 0 ? o->cache_budget : BF_CACHE_BUDGET_DEFAULT;
-    /* a cache made without the near-exact updates' tables serves a run
-     * that asks for them only exactly: such a run makes its own */
-    rn.adopt = c->golden.gdx && c->golden.n_gev > 0 && !rn.exact && c->golden.gdx_budget == budget &&
-               (!o->near_exact || bf__dx_shared_is_near_exact(c->golden.gdx)) &&
-               /* a cache drawn for one shard's trials serves that shard only */
-               (c->golden.gdx_shard_count <= 1 ||
-                (c->golden.gdx_shard_count == rn.shard_count && c->golden.gdx_shard_index == rn.shard_index));
+    rn.adopt = golden_fits(c, &rn, budget);
     if (!rn.adopt) {
         bf__dx_shared_free(c->golden.gdx);
         c->golden.gdx = NULL;
