@@ -14,7 +14,10 @@
  * model DIR does not hold is a usage error, so the list cannot go stale.
  * --no-fuse loads each model as exported, without fusing patterns into
  * the kernels PyTorch ran (docs/NUMERICS.md): for references made from a
- * model PyTorch ran op by op. --dump FILE writes every output it computed (golden, each fault directly,
+ * model PyTorch ran op by op. --tie-order pytorch (the default) or onnx:
+ * which of several equal values a TopK or NonMaxSuppression keeps
+ * (bf_load_limits.tie_order); PyTorch's, since the references are
+ * PyTorch's (an untrained detector's tied scores). --dump FILE writes every output it computed (golden, each fault directly,
  * each trial of the campaign path, in that order, as raw float32 bytes per
  * model) so that two runs can be compared bit for bit: simd_levels.sh does
  * so under each CPU path (BITFLIP_SIMD).
@@ -435,7 +438,7 @@ static int check_vision_metrics(const bf_eval_result *r, const json_t *rec, cons
 }
 
 /* Returns the number of failures for this model (or -1 if it could not run). */
-static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, FILE *dump)
+static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, int tie_order, FILE *dump)
 {
     char path[4096], data_path[4096], ref_path[4096];
     int failures = 0;
@@ -457,6 +460,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     printf("== %s\n", name);
     bf_load_limits lim = {0};
     lim.no_fuse = no_fuse;
+    lim.tie_order = tie_order;
     if (bf_model_load_file_opts(path, &lim, &m, &err) != BF_OK) { printf("  load model: %s\n", err.msg); failures = -1; goto out; }
     if (bf_dataset_load_file(data_path, &ds, &err) != BF_OK) { printf("  load eval set: %s\n", err.msg); failures = -1; goto out; }
     if (bf_model_bind_dims(&m, ds, &err) != BF_OK)   /* an LM's "sequence" at the eval set's size */
@@ -623,24 +627,36 @@ int main(int argc, char **argv)
      * visible ones; --batch N checks other batchings. */
     int64_t batch = 0;
     const char *dir = NULL, *only = NULL, *dump_path = NULL;
-    int no_fuse = 0;
+    int no_fuse = 0, tie_order = BF_TIE_ORDER_PYTORCH;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--no-fuse")) no_fuse = 1;
+        else if (!strcmp(argv[i], "--tie-order") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "pytorch")) tie_order = BF_TIE_ORDER_PYTORCH;
+            else if (!strcmp(v, "onnx")) tie_order = BF_TIE_ORDER_ONNX;
+            else {
+                fprintf(stderr, "bitflip-conformance: --tie-order must be pytorch or onnx, got '%s'\n", v);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--dump FILE] DIR\n\n"
+            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--tie-order pytorch|onnx] [--dump FILE] DIR\n\n"
                    "Checks every DIR/NAME.ref.json against the engine.\n"
                    "--batch N: samples per batch (default: the whole eval set at once)\n"
                    "--only NAME,NAME: check only these models (each must exist in DIR)\n"
                    "--no-fuse: load each model as exported, every node run as written (no fused patterns)\n"
+                   "--tie-order ORDER: which of equal values a TopK or NMS keeps: pytorch (the default: the\n"
+                   "  references are PyTorch's) or onnx (the spec's, bitflip eval's default)\n"
                    "--dump FILE: write every output computed, as raw float32, to FILE (to compare runs bit for bit)\n");
             return 0;
         } else dir = argv[i];
     }
     if (!dir || batch < 0) {
-        fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--dump FILE] DIR\n");
+        fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--tie-order pytorch|onnx] "
+                        "[--dump FILE] DIR\n");
         return 2;
     }
     FILE *dump = NULL;
@@ -684,7 +700,7 @@ int main(int argc, char **argv)
             free(names[i]);
             continue;
         }
-        int f = check_model(dir, names[i], batch, no_fuse, dump);
+        int f = check_model(dir, names[i], batch, no_fuse, tie_order, dump);
         if (f < 0) broken++;
         else if (f > 0) failed_models++;
         free(names[i]);
