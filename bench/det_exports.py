@@ -31,7 +31,8 @@ Per export, into --out/NAME_VARIANT.*: the eval set as a user writes it (bitflip
              onnxruntime-node are installed);
   campaign   bitflip run --local of --trials single-bit weight faults: outcomes and IVMOD;
   conformance  NAME_VARIANT.ref.json written as the conformance README says (golden outputs per
-             image, golden metrics from tests/fixtures/make_det_models.py's COCO / VOC code), then
+             image, golden metrics from tests/fixtures/make_det_models.py's COCO / VOC code, and
+             `ties` where PyTorch's detections-per-image cut fell among equal scores), then
              bitflip-conformance on the directory (what `make conformance CONFORMANCE_DIR=DIR` runs).
 Prints a markdown table; --write-doc replaces the section between <!-- det-exports:start --> and
 <!-- det-exports:end -->. Exit status 1 when a step failed.
@@ -40,6 +41,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -358,7 +360,32 @@ def check(case, a, stem, task, in_name, outs, tout, x, tg):  # noqa: C901
     return row
 
 
-def write_ref(stem, name, task, in_name, outs, tout, tg):
+def tied_past_cut(model, name, x, tout, outs):
+    """The reference's "ties" (tests/fixtures/README.md, "Ties at the cut"): per image, the
+    golden scores PyTorch had more detections of than it kept, found by running it again
+    with its detections-per-image cap lifted; None when there are none."""
+    import torch
+    owner = getattr(model, "roi_heads", model)
+    if not hasattr(owner, "detections_per_img") or name == "yolo":
+        return None
+    cap, owner.detections_per_img = owner.detections_per_img, 10 ** 6
+    try:
+        free = torch_outputs(model, name, "detection", x)
+    finally:
+        owner.detections_per_img = cap
+    tied = []
+    for kept, every in zip(tout, free):
+        vals, counts = np.unique(kept[2].astype(np.float32), return_counts=True)
+        allv, allc = np.unique(every[2].astype(np.float32), return_counts=True)
+        n_all = dict(zip(allv.tolist(), allc.tolist()))
+        tied.append([float(v) for v, c in zip(vals.tolist(), counts.tolist()) if n_all.get(v, 0) > c])
+    if not any(tied):
+        return None
+    return {"score_output": outs[2], "free_outputs": [outs[0]] + ([outs[3]] if len(outs) > 3 else []),
+            "tied_scores": tied}
+
+
+def write_ref(stem, name, task, in_name, outs, tout, tg, ties=None):
     """NAME.ref.json in the conformance format (tests/fixtures/README.md, detection and segmentation):
     golden outputs only (untrained models: a fault's outputs sit on knife edges, see zoo_check)."""
     import make_det_models as MD
@@ -377,6 +404,8 @@ def write_ref(stem, name, task, in_name, outs, tout, tg):
         mi, pa = MD.seg_metrics(np.stack(tout), np.stack(tg), tout[0].shape[0])
         ref.update(golden_miou=mi, golden_pixel_accuracy=pa)
     ref["faults"] = []
+    if task == "detection" and ties:
+        ref["ties"] = ties
     with open(stem + ".ref.json", "w") as f:
         json.dump(ref, f)
 
@@ -409,11 +438,17 @@ def one(a, name, variant):
     else:
         save_segmentation_eval_set(stem + ".eval.safetensors", x, np.stack(tg), input_name=in_name)
     tout = torch_outputs(model, name, task, x)
-    write_ref(stem, name, task, in_name, outs, tout, tg)
+    write_ref(stem, name, task, in_name, outs, tout, tg,
+              tied_past_cut(model, name, x, tout, outs) if task == "detection" else None)
     row.update(check(case, a, stem, task, in_name, outs, tout, x, tg))
     bfc = os.path.join(a.bin, "tests", "bitflip-conformance")
     rc, so, se, secs = run([bfc, "--only", os.path.basename(stem), a.out])
-    row["conformance"] = "ok" if rc == 0 else ("ties: " if "tied" in row.get("eval", "") else "FAIL: ") + tail("\n".join(
+    # the reference's ties (tests/fixtures/README.md, "Ties at the cut"): boxes PyTorch chose
+    # among equal scores past its cut that are not among bitflip's are said, not passed silently
+    unv = sum(int(m) for m in re.findall(r"(\d+) of their boxes unverifiable", so))
+    tied = sum(int(m) for m in re.findall(r"ties: (\d+) rows", so))
+    ok = "ok" + (f" ({tied} tied rows, {unv} boxes unverifiable)" if tied else "")
+    row["conformance"] = ok if rc == 0 else ("ties: " if "tied" in row.get("eval", "") else "FAIL: ") + tail("\n".join(
         ln for ln in (so + se).splitlines() if "MISMATCH" in ln or "load" in ln or "prepare" in ln or "run:" in ln)
         or so + se)
     row["seconds"] = round(time.time() - t0, 1)

@@ -59,6 +59,7 @@ enum {
     CLI_OPT_LIMIT = 0x200,
     CLI_OPT_JOB_MEMORY,
     CLI_OPT_NO_FUSE,
+    CLI_OPT_TIE_ORDER,
     CLI_OPT_RUN_MEMORY,
 };
 typedef struct cli_parser {
@@ -142,7 +143,8 @@ void cli_limits_init(cli_limits *l);
 #define CLI_OPTION_LIMIT {"limit", required_argument, NULL, CLI_OPT_LIMIT}
 #define CLI_OPTION_JOB_MEMORY {"job-memory", required_argument, NULL, CLI_OPT_JOB_MEMORY}
 #define CLI_OPTION_NO_FUSE {"no-fuse", no_argument, NULL, CLI_OPT_NO_FUSE}
-#define CLI_LIMITS_OPTIONS CLI_OPTION_LIMIT, CLI_OPTION_JOB_MEMORY, CLI_OPTION_NO_FUSE
+#define CLI_OPTION_TIE_ORDER {"tie-order", required_argument, NULL, CLI_OPT_TIE_ORDER}
+#define CLI_LIMITS_OPTIONS CLI_OPTION_LIMIT, CLI_OPTION_JOB_MEMORY, CLI_OPTION_NO_FUSE, CLI_OPTION_TIE_ORDER
 /* --run-memory SIZE: the commands whose plans may have dynamic steps (eval,
  * run, plan) add it to their table; cli_limit_option applies it */
 #define CLI_OPTION_RUN_MEMORY {"run-memory", required_argument, NULL, CLI_OPT_RUN_MEMORY}
@@ -161,7 +163,11 @@ int check_job_memory(const char *cmd, const char *job, const bf_job_budget *b, l
     "  --limit KEY=VALUE    a parser limit, e.g. model.graph-depth=16, data.bytes=1G,\n" \
     "                       spec.array=1000 (repeatable; docs/LIMITS.md lists them)\n" \
     "  --no-fuse            run LayerNorm, GELU and Hardswish as exported, node by\n" \
-    "                       node, not as the one op PyTorch ran (docs/OPS.md)\n"
+    "                       node, not as the one op PyTorch ran (docs/OPS.md)\n" \
+    "  --tie-order ORDER    which of several equal values a TopK or NMS keeps: onnx\n" \
+    "                       (the default: the spec's, lower index first) or pytorch\n" \
+    "                       (PyTorch 1.13's CPU order, as its goldens have it:\n" \
+    "                       untrained detectors tie; docs/OPS.md, \"Ties\")\n"
 #define CLI_RUN_MEMORY_HELP \
     "  --run-memory SIZE    cap on the memory one plan run takes for shapes that are\n" \
     "                       data (NMS, NonZero, If/Loop: dynamic steps); a run over it\n" \

@@ -253,9 +253,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (!o->local && !o->server)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
     if (o->server && (o->threads || o->exact || o->near_exact || o->stats || o->cache_budget || o->shard_arg || o->shards ||
-                      o->lim.model.no_fuse || o->lim.run_memory))
-        return usage_error("run", "--threads, --exact, --near-exact, --cache-budget, --stats, --shard, --shards, --no-fuse and "
-                                  "--run-memory are for "
+                      o->lim.model.no_fuse || o->lim.model.tie_order || o->lim.run_memory))
+        return usage_error("run", "--threads, --exact, --near-exact, --cache-budget, --stats, --shard, --shards, --no-fuse, "
+                                  "--tie-order and --run-memory are for "
                                   "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
         return usage_error("run", "--format must be table, json or csv, got '%s'", o->format);

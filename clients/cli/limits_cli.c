@@ -38,6 +38,12 @@ int cli_limit_option(const char *cmd, int c, const char *v, cli_limits *l, int *
 {
     switch (c) {
     case CLI_OPT_NO_FUSE: l->model.no_fuse = 1; *rc = 0; return 1;
+    case CLI_OPT_TIE_ORDER:
+        *rc = 0;
+        if (v && !strcmp(v, "onnx")) l->model.tie_order = BF_TIE_ORDER_ONNX;
+        else if (v && !strcmp(v, "pytorch")) l->model.tie_order = BF_TIE_ORDER_PYTORCH;
+        else *rc = usage_error(cmd, "--tie-order must be onnx or pytorch, got '%s'", v ? v : "");
+        return 1;
     case CLI_OPT_LIMIT: *rc = set_limit(cmd, v, l); return 1;
     case CLI_OPT_RUN_MEMORY:
         *rc = parse_size(cmd, "--run-memory", v, &l->run_memory);

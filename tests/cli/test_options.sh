@@ -48,6 +48,16 @@ check plan_eq 0 "$BF" plan --margin=0.05 --confidence=0.9 --threads=1 "$spec"; c
 check info_limit_eq 0 "$BF" info --limit=model.graph-depth=1000 --no-fuse "$model"
 check info_limit_bad 2 "$BF" info --limit=model.nope=1 "$model"; contains info_limit_bad "model.nope"
 check job_memory_eq 3 "$BF" eval "$model" "$data" --job-memory=1K; contains job_memory_eq "--job-memory"
+# --tie-order: onnx or pytorch; anything else is a usage error naming the flag; on a
+# model without TopK or NMS the two give the same result
+check tie_order_bad 2 "$BF" eval "$model" "$data" --tie-order=stable; contains tie_order_bad "--tie-order must be onnx or pytorch"
+check tie_order_onnx 0 "$BF" eval "$model" "$data" --json --tie-order onnx --flip "$param:0:30"
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [d.pop(k) for k in ("seconds", "samples_per_s", "batch")]; print(json.dumps(d, sort_keys=True))' \
+  "$tmp/stdout" >"$tmp/tie_onnx" 2>/dev/null || bad "eval --tie-order onnx output"
+check tie_order_pytorch 0 "$BF" eval "$model" "$data" --json --tie-order=pytorch --flip "$param:0:30"
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [d.pop(k) for k in ("seconds", "samples_per_s", "batch")]; print(json.dumps(d, sort_keys=True))' \
+  "$tmp/stdout" >"$tmp/tie_pytorch" 2>/dev/null || bad "eval --tie-order pytorch output"
+same tie_order_no_topk "$tmp/tie_onnx" "$tmp/tie_pytorch"
 check ops_one 0 "$BF" ops --one-per-line;  contains ops_one "Conv"
 # --out through a symbolic link is written through it, never replacing the link
 # (a link in $tmp: the test must not touch /dev/stdout, which a rename as root would replace)

@@ -14,7 +14,10 @@
  * model DIR does not hold is a usage error, so the list cannot go stale.
  * --no-fuse loads each model as exported, without fusing patterns into
  * the kernels PyTorch ran (docs/NUMERICS.md): for references made from a
- * model PyTorch ran op by op. --dump FILE writes every output it computed (golden, each fault directly,
+ * model PyTorch ran op by op. --tie-order pytorch (the default) or onnx:
+ * which of several equal values a TopK or NonMaxSuppression keeps
+ * (bf_load_limits.tie_order); PyTorch's, since the references are
+ * PyTorch's (an untrained detector's tied scores). --dump FILE writes every output it computed (golden, each fault directly,
  * each trial of the campaign path, in that order, as raw float32 bytes per
  * model) so that two runs can be compared bit for bit: simd_levels.sh does
  * so under each CPU path (BITFLIP_SIMD).
@@ -68,6 +71,7 @@ typedef struct cmp {
     int64_t first_bad;    /* flat index of the first bad value, or -1 */
     double first_got, first_want;
     int format_error;
+    int64_t tied, unverified;   /* rows under the reference's "ties"; of those, boxes not found in ours */
 } cmp;
 
 /* Compares rows [0, rows) of ours (cols per row) with ref, a JSON array of
@@ -140,13 +144,87 @@ static cmp compare(const float *ours, int64_t cols, const json_t *ref, int64_t r
     return compare_rows(ours, cols, ref, rows, plane);
 }
 
+/* One row of ours against one reference row, as compare_rows checks rows. */
+static cmp row_cmp(const float *ours, int64_t cols, const json_t *want)
+{
+    cmp c = {.first_bad = -1};
+    json_t *one = json_array();
+    if (!one || json_array_append(one, (json_t *)want)) { json_decref(one); c.format_error = 1; return c; }
+    c = compare_rows(ours, cols, one, 1, cols > 1 ? 1 : 0);
+    json_decref(one);
+    return c;
+}
+
+/* The reference's "ties" (tests/fixtures/README.md, "Ties at the cut"):
+ * tie[r] = 1 for golden row r of sample obj whose score (the output
+ * ties.score_output) equals, as float32, one of ties.tied_scores[i]: a
+ * score PyTorch had more boxes of than it kept (the same score past its
+ * detections-per-image cut), so which of them it kept was its sort's
+ * tie-break. Returns how many rows. */
+static int64_t tie_rows(const json_t *ties, const json_t *obj, int64_t i, int64_t rows, unsigned char *tie)
+{
+    memset(tie, 0, (size_t)rows);
+    const char *so = json_string_value(json_object_get(ties, "score_output"));
+    const json_t *ts = json_array_get(json_object_get(ties, "tied_scores"), (size_t)i);
+    const json_t *gs = so ? json_object_get(obj, so) : NULL;
+    int64_t n = 0;
+    for (int64_t r = 0; json_is_array(ts) && json_is_array(gs) && r < rows && r < (int64_t)json_array_size(gs); r++) {
+        double g, v;
+        if (!json_to_double(json_array_get(gs, (size_t)r), &g)) continue;
+        for (size_t t = 0; t < json_array_size(ts) && !tie[r]; t++)
+            if (json_to_double(json_array_get(ts, t), &v) && (float)v == (float)g) tie[r] = 1;
+        n += tie[r];
+    }
+    return n;
+}
+
+/* ties.free_outputs names o: its tied rows are matched as a set */
+static int is_free(const json_t *ties, const char *name)
+{
+    const json_t *f = json_object_get(ties, "free_outputs");
+    for (size_t j = 0; j < json_array_size(f); j++) {
+        const char *s = json_string_value(json_array_get(f, j));
+        if (s && !strcmp(s, name)) return 1;
+    }
+    return 0;
+}
+
+/* Sample i's tied rows of the free outputs (a box, a mask): each golden
+ * row is matched to an unused tied row of ours equal in every free output;
+ * one with no match is counted unverifiable, never passed silently (the
+ * runner prints the count). Other rows and outputs are checked in place. */
+static void match_ties(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, const json_t *ties,
+                       const unsigned char *tie, unsigned char *used, int64_t rows, cmp *all)
+{
+    memset(used, 0, (size_t)rows);
+    for (int64_t g = 0; g < rows; g++) {
+        if (!tie[g]) continue;
+        all->tied++;
+        int64_t found = -1;
+        for (int64_t q = 0; q < rows && found < 0; q++) {
+            if (!tie[q] || used[q]) continue;
+            int same = 1;
+            for (size_t k = 0; k < n_outs && same; k++) {
+                const bf_ragged_output *o = &outs[k];
+                if (!is_free(ties, o->name)) continue;
+                cmp c = row_cmp(o->data + o->offsets[i] + q * o->row_elems, o->row_elems,
+                                json_array_get(json_object_get(obj, o->name), (size_t)g));
+                same = !c.bad && !c.format_error;
+            }
+            if (same) found = q;
+        }
+        if (found >= 0) used[found] = 1;
+        else all->unverified++;
+    }
+}
+
 /* A one-image graph's outputs (a detector's boxes, labels and scores: K
  * rows per image, K data): for each of the first n samples, an object of
  * the reference list keyed by output name, each a list of rows compared as
  * compare() does, after the row counts, which must be equal. *rows_bad gets
  * the first sample whose row count differs, or -1. */
 static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
-                          const char **out_bad)
+                          const char **out_bad, const json_t *ties)
 {
     cmp all = {.first_bad = -1};
     *rows_bad = -1;
@@ -155,6 +233,11 @@ static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const jso
     for (int64_t i = 0; i < n; i++) {
         const json_t *obj = json_array_get(ref, (size_t)i);
         if (!json_is_object(obj)) { all.format_error = 1; return all; }
+        /* the reference's ties (golden only): the rows, and each free output's untied rows in place */
+        int64_t k_rows = n_outs ? (outs[0].offsets[i + 1] - outs[0].offsets[i]) / outs[0].row_elems : 0;
+        unsigned char *tie = ties && k_rows ? calloc(2, (size_t)k_rows) : NULL;
+        if (ties && k_rows && !tie) { all.format_error = 1; return all; }
+        int64_t n_tied = tie ? tie_rows(ties, obj, i, k_rows, tie) : 0;
         for (size_t k = 0; k < n_outs; k++) {
             const bf_ragged_output *o = &outs[k];
             const json_t *want = json_object_get(obj, o->name);
@@ -172,8 +255,20 @@ static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const jso
              * (summation order upstream) moves it by 1e-5..4e-4 px: 2.5x the
              * 1e-5 absolute floor for bitflip, 2.1x for ONNX Runtime, on
              * torchvision's SSD300 and SSDlite (docs/OPS.md, make det-exports). */
-            cmp c = compare_rows(o->data + a, o->row_elems, want, rows, o->row_elems > 1 ? 1 : 0);
-            if (c.format_error) { all.format_error = 1; return all; }
+            cmp c = {.first_bad = -1};
+            if (n_tied && rows == k_rows && is_free(ties, o->name)) {
+                for (int64_t r = 0; r < rows && !c.format_error; r++) {
+                    if (tie[r]) continue;
+                    cmp rc = row_cmp(o->data + a + r * o->row_elems, o->row_elems, json_array_get(want, (size_t)r));
+                    if (rc.bad && c.first_bad < 0) { c.first_bad = r; c.first_got = rc.first_got; c.first_want = rc.first_want; }
+                    c.bad += rc.bad;
+                    c.format_error |= rc.format_error;
+                    if (rc.worst > c.worst) c.worst = rc.worst;
+                }
+            } else {
+                c = compare_rows(o->data + a, o->row_elems, want, rows, o->row_elems > 1 ? 1 : 0);
+            }
+            if (c.format_error) { free(tie); all.format_error = 1; return all; }
             if (c.worst > all.worst) all.worst = c.worst;
             if (c.bad && all.first_bad < 0) {
                 all.first_bad = i;
@@ -183,6 +278,8 @@ static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const jso
             }
             all.bad += c.bad;
         }
+        if (n_tied) match_ties(outs, n_outs, obj, i, ties, tie, tie + k_rows, k_rows, &all);
+        free(tie);
     }
     return all;
 }
@@ -190,6 +287,9 @@ static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const jso
 static void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
 {
     if (c->format_error) { printf("reference malformed"); return; }
+    if (c->tied)
+        printf("ties: %lld rows at a score PyTorch kept only some of, %lld of their boxes unverifiable "
+               "(not among ours; PyTorch chose among equal scores); ", (long long)c->tied, (long long)c->unverified);
     if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
     if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
     else printf("MISMATCH: %lld values, first in sample %lld '%s': got %.9g, want %.9g", (long long)c->bad,
@@ -245,7 +345,7 @@ static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, s
     const char *out_bad;
     (void)samples;
     const json_t *f = json_array_get(cc->faults, (size_t)trial);
-    cmp c = compare_ragged(outs, n, json_object_get(f, "outputs"), cc->n_ref, &rows_bad, &out_bad);
+    cmp c = compare_ragged(outs, n, json_object_get(f, "outputs"), cc->n_ref, &rows_bad, &out_bad, NULL);
     if (c.bad || c.format_error) {
         if (cc->first_bad < 0) cc->first_bad = trial;
         cc->bad_trials++;
@@ -435,7 +535,7 @@ static int check_vision_metrics(const bf_eval_result *r, const json_t *rec, cons
 }
 
 /* Returns the number of failures for this model (or -1 if it could not run). */
-static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, FILE *dump)
+static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, int tie_order, FILE *dump)
 {
     char path[4096], data_path[4096], ref_path[4096];
     int failures = 0;
@@ -457,6 +557,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     printf("== %s\n", name);
     bf_load_limits lim = {0};
     lim.no_fuse = no_fuse;
+    lim.tie_order = tie_order;
     if (bf_model_load_file_opts(path, &lim, &m, &err) != BF_OK) { printf("  load model: %s\n", err.msg); failures = -1; goto out; }
     if (bf_dataset_load_file(data_path, &ds, &err) != BF_OK) { printf("  load eval set: %s\n", err.msg); failures = -1; goto out; }
     if (bf_model_bind_dims(&m, ds, &err) != BF_OK)   /* an LM's "sequence" at the eval set's size */
@@ -483,7 +584,8 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     int64_t rows_bad;
     const char *out_bad;
     if (r.n_ragged) {   /* one image per call: every output, per image */
-        c = compare_ragged(r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad);
+        c = compare_ragged(r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad,
+                           json_object_get(ref, "ties"));
         printf("  golden outputs   %lld samples, %zu outputs each: ", (long long)n_golden, r.n_ragged);
         print_cmp_ragged(&c, rows_bad, out_bad);
     } else {
@@ -560,7 +662,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
         }
         if (bf_evaluator_run(ev, &flip, 1, &r, &err) != BF_OK) { printf("MISMATCH: run failed: %s\n", err.msg); failures++; continue; }
         if (r.n_ragged) {
-            c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad);
+            c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad, NULL);
             print_cmp_ragged(&c, rows_bad, out_bad);
         } else {
             c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref, plane);
@@ -623,24 +725,36 @@ int main(int argc, char **argv)
      * visible ones; --batch N checks other batchings. */
     int64_t batch = 0;
     const char *dir = NULL, *only = NULL, *dump_path = NULL;
-    int no_fuse = 0;
+    int no_fuse = 0, tie_order = BF_TIE_ORDER_PYTORCH;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--no-fuse")) no_fuse = 1;
+        else if (!strcmp(argv[i], "--tie-order") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "pytorch")) tie_order = BF_TIE_ORDER_PYTORCH;
+            else if (!strcmp(v, "onnx")) tie_order = BF_TIE_ORDER_ONNX;
+            else {
+                fprintf(stderr, "bitflip-conformance: --tie-order must be pytorch or onnx, got '%s'\n", v);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--dump FILE] DIR\n\n"
+            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--tie-order pytorch|onnx] [--dump FILE] DIR\n\n"
                    "Checks every DIR/NAME.ref.json against the engine.\n"
                    "--batch N: samples per batch (default: the whole eval set at once)\n"
                    "--only NAME,NAME: check only these models (each must exist in DIR)\n"
                    "--no-fuse: load each model as exported, every node run as written (no fused patterns)\n"
+                   "--tie-order ORDER: which of equal values a TopK or NMS keeps: pytorch (the default: the\n"
+                   "  references are PyTorch's) or onnx (the spec's, bitflip eval's default)\n"
                    "--dump FILE: write every output computed, as raw float32, to FILE (to compare runs bit for bit)\n");
             return 0;
         } else dir = argv[i];
     }
     if (!dir || batch < 0) {
-        fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--dump FILE] DIR\n");
+        fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--tie-order pytorch|onnx] "
+                        "[--dump FILE] DIR\n");
         return 2;
     }
     FILE *dump = NULL;
@@ -684,7 +798,7 @@ int main(int argc, char **argv)
             free(names[i]);
             continue;
         }
-        int f = check_model(dir, names[i], batch, no_fuse, dump);
+        int f = check_model(dir, names[i], batch, no_fuse, tie_order, dump);
         if (f < 0) broken++;
         else if (f > 0) failed_models++;
         free(names[i]);

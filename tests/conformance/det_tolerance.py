@@ -10,6 +10,14 @@ reference edited by hand:
   the value's own scale);
 - the unedited reference matches.
 
+And the reference's "ties" (tests/fixtures/README.md, "Ties at the cut"), on image 3's
+three detections, rows 0 and 1 named tied:
+- their boxes swapped passes, every tied box found among ours (0 unverifiable);
+- a tied row's box replaced by one bitflip does not output passes, reported as 1
+  unverifiable box; without "ties" the same edit is a MISMATCH;
+- the untied row's box moved past the tolerance, a tied row's label changed, or a tied
+  row's score moved by 2e-4 (the tie list with it) is still a MISMATCH.
+
 Usage: det_tolerance.py BITFLIP_CONFORMANCE FIXTURES_DIR"""
 import os
 import sys
@@ -49,7 +57,42 @@ def main():
             ref["golden"][0]["scores"][0] = s * (1 - 2e-4)
             return f"the first score {s:.7g} moved by 2e-4 of itself"
 
+        def tied(rows=(0, 1), swap=False, far=False, keep_ties=True, untied_box=False, label=False, score=False):
+            def edit(ref):
+                img = ref["golden"][3]
+                assert len(img["scores"]) == 3, "image 3 of the yolo fixture has three detections"
+                what = []
+                if swap:
+                    img["boxes"][0], img["boxes"][1] = img["boxes"][1], img["boxes"][0]
+                    what.append("tied rows' boxes swapped")
+                if far:
+                    img["boxes"][1] = [1000.0, 1000.0, 1010.0, 1010.0]
+                    what.append("a tied row's box replaced")
+                if untied_box:
+                    b = img["boxes"][2]
+                    b[2] += 2e-4 * max(abs(v) for v in b) + 1e-3
+                    what.append("the untied row's box moved past the tolerance")
+                if label:
+                    img["labels"][0] = 3 - img["labels"][0]
+                    what.append("a tied row's label changed")
+                if score:
+                    img["scores"][0] *= 1 - 2e-4
+                    what.append("a tied row's score moved by 2e-4")
+                if keep_ties:
+                    ts = [[] for _ in ref["golden"]]
+                    ts[3] = [img["scores"][r] for r in rows]
+                    ref["ties"] = {"score_output": "scores", "free_outputs": ["boxes"], "tied_scores": ts}
+                    what.append("rows 0 and 1 of image 3 tied")
+                return "; ".join(what)
+            return edit
+
         case("unedited", lambda ref: "the reference as written", True)
+        case("ties: boxes swapped", tied(swap=True), True, "2 rows at a score PyTorch kept only some of, 0 of")
+        case("ties: a box not ours", tied(far=True), True, "1 of their boxes unverifiable")
+        case("the same edit without ties", tied(far=True, keep_ties=False), False)
+        case("ties: untied box", tied(untied_box=True), False)
+        case("ties: tied label", tied(label=True), False)
+        case("ties: tied score", tied(score=True), False)
         case("corner within the row's scale", corner(0.6e-4), True)
         case("corner past the row's scale", corner(1.5e-4), False)
         case("label", label, False)

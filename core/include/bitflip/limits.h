@@ -55,7 +55,20 @@ typedef struct bf_load_limits {
      * in the environment overrides it: 0 never, any other value always.
      * `bitflip eval` sets it by the work it is given (docs/ENGINE.md). */
     int huge_pages;
+    /* Not a limit: the order among equal values where a selection keeps
+     * some of them. BF_TIE_ORDER_ONNX (0, the default): the spec's (TopK:
+     * the lower index first; NonMaxSuppression: the higher score, then the
+     * lower box index). BF_TIE_ORDER_PYTORCH: PyTorch 1.13's CPU order, so
+     * an untrained model's tied scores keep the boxes PyTorch kept: TopK as
+     * torch.topk leaves ties, and a NonMaxSuppression of more than 1000
+     * boxes in the order torchvision's batched_nms returns in eager mode
+     * (docs/OPS.md, "Ties"). `bitflip-conformance` uses it, since its
+     * goldens are PyTorch's. */
+    int tie_order;
 } bf_load_limits;
+
+#define BF_TIE_ORDER_ONNX 0
+#define BF_TIE_ORDER_PYTORCH 1
 
 #define BF_LIMIT_GRAPH_DEPTH_DEFAULT 64
 #define BF_LIMIT_TYPE_DEPTH_DEFAULT 32

@@ -33,6 +33,7 @@ typedef struct bf__prep {
     const bf__node *node;
     int64_t opset;
     const char *producer;   /* the model's, "pytorch 1.13.1" (bf_model_producer); never NULL */
+    int tie_order;          /* the model's bf_load_limits.tie_order (TopK, NonMaxSuppression) */
     int n_in, n_out;
     /* dtype and shape set; data non-NULL only for inputs known at plan build
      * time (constants and folded shape arithmetic). NULL entries: omitted

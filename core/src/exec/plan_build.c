@@ -388,6 +388,7 @@ static bf_status prepare_node(bf_plan *p, budget_ctx *bc, build_ctx *bs, const b
     prep->node = n;
     prep->opset = m->opset;
     prep->producer = m->producer ? m->producer : "";
+    prep->tie_order = m->tie_order;
     prep->n_in = n->n_in;
     prep->n_out = n->n_out;
     for (int j = 0; j < n->n_in; j++) {

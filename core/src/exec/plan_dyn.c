@@ -131,6 +131,7 @@ void bf__prep_at_run(bf__prep *prep, bf_plan *p, const bf__node *n, int n_in, in
     prep->node = n;
     prep->opset = p->model->opset;
     prep->producer = p->model->producer ? p->model->producer : "";
+    prep->tie_order = p->model->tie_order;
     prep->n_in = n_in;
     prep->n_out = n_out;
     prep->scratch = 0;

@@ -161,6 +161,8 @@ struct bf_model {
      * graph takes one eval-set sample per call, fed as that batch of one (a
      * detector exported as [1, 3, H, W] whose outputs' sizes are data) */
     int per_call;
+    /* bf_load_limits.tie_order: BF_TIE_ORDER_ONNX or _PYTORCH */
+    int tie_order;
     void **owned;
     size_t n_owned, cap_owned;
 };

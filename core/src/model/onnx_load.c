@@ -788,6 +788,11 @@ static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char 
         goto out;
     }
     m->warena = make_arena(mp, src.ranges, lim && lim->huge_pages);
+    m->tie_order = lim ? lim->tie_order : BF_TIE_ORDER_ONNX;
+    if (m->tie_order != BF_TIE_ORDER_ONNX && m->tie_order != BF_TIE_ORDER_PYTORCH) {
+        st = bf_error_set(err, BF_EINVAL, "%s: tie_order %d is neither ONNX (0) nor PYTORCH (1)", m->label, m->tie_order);
+        goto out;
+    }
     if ((st = convert(mp, m, &src, err)) != BF_OK) goto out;
     bf__warena_seal(m->warena);
     m->wpack = bf__wpack_create();   /* NULL (no memory): products pack per call */

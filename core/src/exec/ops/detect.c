@@ -19,19 +19,38 @@
  * first as the spec says (torchvision does not; its detectors drop boxes with
  * x1 > x2 before NMS). At most max_output_boxes_per_class per batch and class
  * (absent, 0 or negative: none, as the spec and ONNX Runtime); rows (batch,
- * class, box) in batch, class, then selection order. */
+ * class, box) in batch, class, then selection order.
+ *
+ * --tie-order pytorch (p->tie_order): a batch and class of more than 1000
+ * boxes is returned in the order torchvision 0.14's batched_nms returns in
+ * eager mode, which is what an exported detector's NonMaxSuppression stands
+ * for. Past 4000 coordinates on the CPU it runs the boxes class by class
+ * (`_batched_nms_vanilla`) and returns the kept indices, ascending, sorted
+ * by torch.sort(descending=True): unstable, so equal scores come in
+ * std::sort's order (torch_order.c), not the selection's. The boxes kept are
+ * the same (each class's own NMS sorts stably, as the export's one NMS
+ * does); only their order differs, and with it which tied boxes survive a
+ * cut after it (detections_per_img, post_nms_top_n). At 1000 boxes or
+ * fewer batched_nms runs the one NMS the export holds: the selection order. */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "bitflip/limits.h"
 #include "detect_impl.h"
 #include "shape_impl.h"
+#include "torch_order.h"
+
+/* torchvision's batched_nms runs class by class past 4000 coordinates */
+#define TORCH_VANILLA_BOXES 1000
 
 typedef struct nms_params {
     int center;             /* center_point_box: 0 corners, 1 centre and size */
+    int torch;              /* --tie-order pytorch: batched_nms's eager order past 1000 boxes */
     int known;              /* prepare computed `count` from the data */
     int64_t count;          /* rows of selected_indices */
     const int64_t *sel;     /* prepared at run time: the count rows, in the run-time arena */
@@ -104,10 +123,28 @@ static void corners(const float *bx, int64_t n, int center, float *c, float *are
 
 /* Scratch bytes for n boxes: order and merge buffer, corners, areas, flags;
  * then the x index (x_index): ranks, boxes by x and their x, the others. */
-static size_t nms_scratch(int64_t n)
+static size_t nms_scratch(int64_t n, int torch)
 {
     return (size_t)n * (2 * sizeof(int64_t) + 5 * sizeof(float) + 1) + 64 +
-           (size_t)n * (3 * sizeof(int64_t) + sizeof(double)) + 64;
+           (size_t)n * (3 * sizeof(int64_t) + sizeof(double)) + 64 + (torch ? (size_t)n * sizeof(bf__kv) + 64 : 0);
+}
+
+static int by_index(const void *a, const void *b)
+{
+    int64_t x = ((const bf__kv *)a)->i, y = ((const bf__kv *)b)->i;
+    return (x > y) - (x < y);
+}
+
+/* rows[0, m) of one batch and class (selection order) put in the order
+ * batched_nms returns them in eager mode (above): ascending box index, then
+ * torch.sort's descending order of their scores */
+static void torch_vanilla_order(int64_t *rows, int64_t m, const float *s, bf__kv *kv)
+{
+    for (int64_t r = 0; r < m; r++) kv[r] = (bf__kv){.i = rows[3 * r + 2]};
+    qsort(kv, (size_t)m, sizeof *kv, by_index);
+    for (int64_t r = 0; r < m; r++) kv[r].v = s[kv[r].i];
+    bf__torch_sort(kv, m, 1);
+    for (int64_t r = 0; r < m; r++) rows[3 * r + 2] = kv[r].i;
 }
 
 /* The boxes a kept box may suppress, found without looking at every later
@@ -213,8 +250,8 @@ static bf_status read_limits(const bf__node *n, const bf_tensor *const *in, int 
 }
 
 /* The selection. out NULL: count only; else up to cap rows into out. */
-static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n_in, int center, void *scratch,
-                            int64_t *out, int64_t cap, int64_t *count, bf_error *err)
+static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n_in, int center, int torch,
+                            void *scratch, int64_t *out, int64_t cap, int64_t *count, bf_error *err)
 {
     nms_limits l;
     bf_status st = read_limits(n, in, n_in, &l, err);
@@ -230,12 +267,14 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
     xi.by_x = xi.rank + nbox;
     xi.tmp = xi.by_x + nbox;
     xi.x = (double *)(xi.tmp + nbox);
+    bf__kv *kv = (bf__kv *)(((uintptr_t)(xi.x + nbox) + 63) & ~(uintptr_t)63);
+    torch = torch && nbox > TORCH_VANILLA_BOXES && out;
     const float *boxes = in[0]->data, *scores = in[1]->data;
     for (int64_t b = 0; b < nb; b++) {
         corners(boxes + b * nbox * 4, nbox, center, c, area);
         for (int64_t k = 0; k < ncls; k++) {
             const float *s = scores + (b * ncls + k) * nbox;
-            int64_t m = 0, kept = 0;
+            int64_t m = 0, kept = 0, row0 = rows;
             for (int64_t i = 0; i < nbox; i++)
                 if (!l.have_score || s[i] > l.score) order[m++] = i;
             merge_sort(order, tmp, m, by_score, s);
@@ -254,6 +293,7 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
                 if (++kept == l.max_out) break;
                 suppress_after(&xi, order, m, ii, c, area, l.iou, supp);
             }
+            if (torch) torch_vanilla_order(out + 3 * row0, rows - row0, s, kv);
         }
     }
     *count = rows;
@@ -304,7 +344,8 @@ static bf_status nms_prepare(bf__prep *p, bf_error *err)
         return bf__node_error(err, n, BF_ESHAPE, "%lld boxes is too many", (long long)bx->dims[1]);
     memset(np, 0, sizeof *np);
     np->center = (int)center;
-    p->scratch = nms_scratch(bx->dims[1]);
+    np->torch = p->tie_order == BF_TIE_ORDER_PYTORCH;
+    p->scratch = nms_scratch(bx->dims[1], np->torch);
     for (int i = 0; i < p->n_in && i < 5; i++) {
         if (!p->in[i] || p->in[i]->data || bf_tensor_numel(p->in[i]) == 0) continue;
         if (p->at_run)
@@ -319,7 +360,7 @@ static bf_status nms_prepare(bf__prep *p, bf_error *err)
         if ((st = read_limits(n, p->in, p->n_in, &l, err))) return st;
         int64_t per = l.max_out <= 0 ? 0 : l.max_out < bx->dims[1] ? l.max_out : bx->dims[1];
         int64_t cap = bx->dims[0] * sc->dims[1] * per;   /* scores' elements bound it (check_dims) */
-        size_t work = (nms_scratch(bx->dims[1]) + 63) & ~(size_t)63;
+        size_t work = (nms_scratch(bx->dims[1], np->torch) + 63) & ~(size_t)63;
         if (cap > (int64_t)((SIZE_MAX - work) / (3 * sizeof(int64_t))))
             return bf__node_error(err, n, BF_ESHAPE, "%lld candidate rows is too many", (long long)cap);
         void *buf;
@@ -327,13 +368,13 @@ static bf_status nms_prepare(bf__prep *p, bf_error *err)
                                &buf, err)))
             return st;
         int64_t *rows = (int64_t *)((unsigned char *)buf + work);
-        if ((st = nms_select(n, p->in, p->n_in, np->center, buf, rows, cap, &np->count, err))) return st;
+        if ((st = nms_select(n, p->in, p->n_in, np->center, np->torch, buf, rows, cap, &np->count, err))) return st;
         np->sel = rows;
         p->scratch = 0;
     } else {
         void *scratch = bf__aligned_alloc(p->scratch);
         if (!scratch) return bf__node_error(err, n, BF_ENOMEM, "out of memory for %lld boxes", (long long)bx->dims[1]);
-        st = nms_select(n, p->in, p->n_in, np->center, scratch, NULL, 0, &np->count, err);
+        st = nms_select(n, p->in, p->n_in, np->center, np->torch, scratch, NULL, 0, &np->count, err);
         bf__free(scratch);
         if (st) return st;
     }
@@ -359,7 +400,7 @@ static bf_status nms_run(const bf__ctx *c, bf_error *err)
         return BF_OK;
     }
     int64_t got;
-    bf_status st = nms_select(c->node, c->in, c->n_in, np->center, c->scratch, o->data, np->count, &got, err);
+    bf_status st = nms_select(c->node, c->in, c->n_in, np->center, np->torch, c->scratch, o->data, np->count, &got, err);
     if (st) return st;
     if (got != np->count)
         return bf__node_error(err, c->node, BF_EINVAL, "its inputs changed since it was prepared (%lld boxes "

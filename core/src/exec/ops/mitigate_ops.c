@@ -133,6 +133,7 @@ static bf_status abft_prepare(bf__prep *p, bf_error *err)
     sp.node = &q->sub_node;
     sp.opset = p->opset;
     sp.producer = p->producer;
+    sp.tie_order = p->tie_order;
     sp.n_in = p->n_in - 4;
     sp.n_out = 1;
     for (int i = 0; i < sp.n_in; i++) sp.in[i] = p->in[4 + i];

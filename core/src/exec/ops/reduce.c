@@ -7,8 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bitflip/limits.h"
 #include "exec/op.h"
 #include "elementwise_impl.h"
+#include "torch_order.h"
 
 /* [outer, n, inner] around axis (all trailing dims from axis when flat). */
 static void split_at(const bf_tensor *x, int axis, int flat, int64_t *outer, int64_t *n, int64_t *inner)
@@ -248,10 +250,12 @@ static bf_status cumsum_run(const bf__ctx *c, bf_error *err)
  * (stable, so equal values keep the lower index first, as ONNX specifies;
  * torch.topk on CPU does not promise an order among ties). NaN sorts as the
  * largest value, as in torch.topk: first when largest = 1, last otherwise.
- * sorted = 0 returns the same sorted order, which the spec allows. */
+ * sorted = 0 returns the same sorted order, which the spec allows.
+ * --tie-order pytorch (p->tie_order): torch.topk's own order instead, ties
+ * and sorted = 0 included, by the algorithms PyTorch runs (torch_order.c). */
 typedef struct topk_params {
     int64_t outer, n, inner, k;
-    int largest;
+    int largest, sorted, torch;
     bf_dtype dtype;
 } topk_params;
 static_assert(sizeof(topk_params) <= BF__OP_PARAMS_MAX, "TopK params too large");
@@ -267,7 +271,9 @@ static bf_status topk_prepare(bf__prep *p, bf_error *err)
     int64_t a, largest, kv[1];
     int axis, nk;
     bf_status st = bf__attr_int(p->node, "axis", -1, &a, err);
+    int64_t sorted;
     if (st == BF_OK) st = bf__attr_int(p->node, "largest", 1, &largest, err);
+    if (st == BF_OK) st = bf__attr_int(p->node, "sorted", 1, &sorted, err);
     if (st == BF_OK) st = bf__norm_axis(p->node, a, x->ndim, &axis, err);
     if (st == BF_OK) st = bf__read_ints(p->node, "K", kt, kv, 1, &nk, err);
     if (st != BF_OK) return st;
@@ -281,13 +287,16 @@ static bf_status topk_prepare(bf__prep *p, bf_error *err)
     split_at(x, axis, 0, &q->outer, &q->n, &q->inner);
     q->k = kv[0];
     q->largest = largest != 0;
+    q->sorted = sorted != 0;
+    q->torch = p->tie_order == BF_TIE_ORDER_PYTORCH;
     q->dtype = x->dtype;
     int64_t dims[BF_MAX_DIMS];
     memcpy(dims, x->dims, sizeof dims);
     dims[axis] = q->k;
     bf__set_shape(p->out[0], x->dtype, x->ndim, dims);
     if (p->n_out > 1 && p->out[1]) bf__set_shape(p->out[1], BF_I64, x->ndim, dims);
-    p->scratch = (size_t)(2 * q->n) * sizeof(int64_t) + (size_t)q->n * sizeof(double);
+    p->scratch = q->torch ? (size_t)q->n * sizeof(bf__kv)
+                          : (size_t)(2 * q->n) * sizeof(int64_t) + (size_t)q->n * sizeof(double);
     return BF_OK;
 }
 
@@ -317,6 +326,31 @@ static int64_t *merge_sort(int64_t *idx, int64_t *tmp, const double *v, int64_t 
     return idx;
 }
 
+/* torch.topk's order: each row's (value, index) pairs in index order, then
+ * the libstdc++ algorithms PyTorch's CPU kernel runs on them */
+static void topk_run_torch(const topk_params *q, const void *x, void *vals, int64_t *inds, bf__kv *a)
+{
+    size_t esz = bf_dtype_size(q->dtype);
+    int is_int = q->dtype != BF_F32;
+    for (int64_t o = 0; o < q->outer; o++)
+        for (int64_t j = 0; j < q->inner; j++) {
+            int64_t base = o * q->n * q->inner + j, obase = o * q->k * q->inner + j;
+            for (int64_t t = 0; t < q->n; t++) {
+                int64_t e = base + t * q->inner;
+                a[t].i = t;
+                a[t].is_int = is_int;
+                a[t].v = value_at(x, q->dtype, e);
+                a[t].iv = q->dtype == BF_I64 ? ((const int64_t *)x)[e] : q->dtype == BF_I32 ? ((const int32_t *)x)[e] : 0;
+            }
+            bf__torch_topk(a, q->n, q->k, q->largest, q->sorted);
+            for (int64_t t = 0; t < q->k; t++) {
+                int64_t src = base + a[t].i * q->inner, dst = obase + t * q->inner;
+                memcpy((char *)vals + (size_t)dst * esz, (const char *)x + (size_t)src * esz, esz);
+                if (inds) inds[dst] = a[t].i;
+            }
+        }
+}
+
 static bf_status topk_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
@@ -324,6 +358,10 @@ static bf_status topk_run(const bf__ctx *c, bf_error *err)
     const void *x = c->in[0]->data;
     void *vals = c->out[0]->data;
     int64_t *inds = c->n_out > 1 && c->out[1] ? c->out[1]->data : NULL;
+    if (q->torch) {
+        topk_run_torch(q, x, vals, inds, c->scratch);
+        return BF_OK;
+    }
     int64_t *idx = c->scratch, *tmp = idx + q->n;
     double *v = (double *)(tmp + q->n);
     size_t esz = bf_dtype_size(q->dtype);
