@@ -9,8 +9,8 @@
  * planes (at most BF__PWDW_FLOATS floats) are written and read while they
  * are in L2, and the expansion's output is never written at all. Measured
  * per shape (bitflip-bench-conv --fuse, docs/perf/mobilenet.md, h16-mb):
- * 0.37-0.40x the pair's time apart at 112x112, 0.55-0.77x at 56x56,
- * 0.81-0.97x at 28x28, 0.94-1.11x at 14x14 (not taken: BF__PWDW_NMIN).
+ * 0.35-0.41x the pair's time apart at 112x112, 0.43-0.77x at 56x56,
+ * 0.63-0.97x at 28x28, 0.92-1.11x at 14x14 (not taken: BF__PWDW_NMIN).
  *
  * The bits: each expansion element is the step's own chain and epilogue
  * (bf__conv_direct's 1x1 loop runs a group's rows in one call; here the
