@@ -10,6 +10,10 @@
  *                                     linalg_conv_pointwise.c's and linalg_conv_pwlanes.c's paths,
  *                                     the bits compared (PW_HOT=1: the inputs left in cache;
  *                                     PW_N=49: the shapes of 49 positions only)
+ *   build/bitflip-bench-conv --fuse   the expansion (1x1) and the depthwise Conv after it at batch 4,
+ *                                     apart (the expansion's whole output written, then read back)
+ *                                     against a block of channels of one image at a time
+ *                                     (linalg_conv_pwdw.c's loop; FUSE_BLK=16,32: the block sizes)
  *
  * Timed in the thread's CPU time, not wall time: on a shared, loaded
  * machine a descheduled thread would otherwise count the other processes'
@@ -202,8 +206,101 @@ static void pointwise_paths(void)
     free(junk);
 }
 
+
+/* The expansion (1x1, K -> M, ReLU6) and the depthwise 3x3 after it at
+ * batch 4, as a pass runs them (the whole expansion written, 4 images, then
+ * the depthwise step reads it back: 8 MiB of other memory written between
+ * calls) against the pair run a block of channels at a time per image
+ * (the block's expansion planes written to a buffer that stays in L2, the
+ * depthwise run on them at once). Each element's chain is the same either
+ * way (the product's per-element K order does not depend on how many rows a
+ * call takes); "same bits" compares the depthwise outputs. FUSE_BLK: block
+ * sizes to try (default 8,16,32). */
+static void fuse_pairs(void)
+{
+    static const int sh[][4] = {{16, 96, 112, 2}, {24, 144, 56, 1}, {24, 144, 56, 2},
+                                {32, 192, 28, 1}, {32, 192, 28, 2}, {64, 384, 14, 1},
+                                {96, 576, 14, 1}, {96, 576, 14, 2}, {160, 960, 7, 1}};
+    enum { NI = 4, JUNK = 1 << 21 };
+    float *junk = rand_floats(JUNK);
+    int blks[8] = {8, 16, 32}, nb = 3;
+    if (getenv("FUSE_BLK")) {
+        nb = 0;
+        for (char *q = getenv("FUSE_BLK"); *q && nb < 8; q++) {
+            blks[nb++] = atoi(q);
+            while (q[1] && q[1] != ',') q++;
+            if (q[1]) q++;
+        }
+    }
+    for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        int k = sh[s][0], m = sh[s][1], h = sh[s][2], st = sh[s][3], o = (h + 2 - 3) / st + 1, n = h * h;
+        bf__conv_params dw;
+        memset(&dw, 0, sizeof dw);
+        bf__window *w = &dw.w;
+        w->rank = 2;
+        for (int d = 0; d < 3; d++) {
+            w->in[d] = d ? h : 1, w->out[d] = d ? o : 1, w->k[d] = d ? 3 : 1, w->s[d] = d ? st : 1;
+            w->d[d] = 1, w->pb[d] = w->pe[d] = d ? 1 : 0;
+        }
+        dw.n = NI, dw.c = dw.m = dw.group = m, dw.cg = dw.mg = 1;
+        dw.isp = (int64_t)n, dw.osp = (int64_t)o * o, dw.ksp = dw.kc = 9;
+        dw.has_bias = 1, dw.path = BF__CONV_DEPTHWISE, dw.simd = bf__sgemm_best();
+        float *a = rand_floats((int64_t)m * k), *x = rand_floats((int64_t)NI * k * n), *b1 = rand_floats(m);
+        float *wt = rand_floats((int64_t)m * 9), *b2 = rand_floats(m);
+        float *e = rand_floats((int64_t)NI * m * n), *y0 = rand_floats((int64_t)NI * m * o * o);
+        float *y1 = rand_floats((int64_t)NI * m * o * o), *eb = rand_floats((int64_t)64 * n);
+        bf__act act = {.lo = 0.0f, .hi = 6.0f};
+        double best[9];
+        for (int v = 0; v < 9; v++) best[v] = 1e9;
+        int same[9] = {0};
+        for (int r = 0; r < 5; r++)
+            for (int v = 0; v <= nb; v++) {
+                double t = 0;
+                for (int it = 0; it < 3; it++) {
+                    for (int64_t i = 0; i < JUNK; i += 16) junk[i] += 1.0f;
+                    double t0 = now();
+                    if (v == 0) {
+                        for (int i = 0; i < NI; i++)
+                            bf__sgemm_bias(dw.simd, m, n, k, a, k, x + (int64_t)i * k * n, n, b1, &act,
+                                           e + (int64_t)i * m * n, n);
+                        bf__conv_direct(&dw, e, wt, b2, &act, y0, -1, NULL);
+                    } else {
+                        int bl = blks[v - 1];
+                        bf__conv_params db = dw;
+                        for (int i = 0; i < NI; i++)
+                            for (int c0 = 0; c0 < m; c0 += bl) {
+                                int cb = m - c0 < bl ? m - c0 : bl;
+                                const float *xi = x + (int64_t)i * k * n;
+                                if (cb >= BF__PW_MMIN && cb <= BF__PW_MMAX && n >= BF__PW_NMIN)
+                                    bf__conv_pw_inplace(cb, n, k, a + (int64_t)c0 * k, k, xi, n, b1 + c0, &act, eb, n);
+                                else
+                                    bf__sgemm_bias(dw.simd, cb, n, k, a + (int64_t)c0 * k, k, xi, n, b1 + c0, &act, eb, n);
+                                db.n = 1, db.c = db.m = db.group = cb;
+                                bf__conv_direct(&db, eb, wt + (int64_t)c0 * 9, b2 + c0, &act,
+                                                y1 + ((int64_t)i * m + c0) * o * o, -1, NULL);
+                            }
+                    }
+                    t += now() - t0;
+                }
+                if (t / 3 < best[v]) best[v] = t / 3;
+                if (v) same[v] = memcmp(y0, y1, sizeof(float) * (size_t)NI * m * o * o) == 0;
+            }
+        printf("K=%3d M=%3d %3dx%-3d s%d x%d: apart %7.1f us", k, m, h, h, st, NI, best[0] * 1e6);
+        for (int v = 1; v <= nb; v++)
+            printf(", blk %d %7.1f us (%.2fx%s)", blks[v - 1], best[v] * 1e6, best[v] / best[0],
+                   same[v] ? "" : " BITS DIFFER");
+        printf("\n");
+        free(a), free(x), free(b1), free(wt), free(b2), free(e), free(y0), free(y1), free(eb);
+    }
+    free(junk);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--fuse") == 0) {
+        fuse_pairs();
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "--pw") == 0) {
         pointwise_paths();
         return 0;

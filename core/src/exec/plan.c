@@ -38,6 +38,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->packed);
     bf__free(p->tfold);
     bf__free(p->gcol);
+    bf__free(p->pwdw);
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
@@ -242,10 +243,40 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
     return r;
 }
 
+/* 1x1 Conv step i and depthwise Conv step d = p->pwdw[i] together
+ * (plan_impl.h, pwdw), each with the epilogue a run gives it now; 1 when
+ * done (the activation r between them, d and d's chain marked computed),
+ * 0 when a value fault needs r's output or the kernel does not take the
+ * pair (nothing written) */
+static int run_pwdw(bf_plan *p, size_t i)
+{
+    int d = p->pwdw[i], a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    if (!r || r != p->fuse_to[i] || a || n || p->step_hit[r] || p->step_hit[d]) return 0;
+    int a2, n2, r2 = bf__plan_fused_last(p, (size_t)d, &n2, &a2);
+    const bf__step *s = &p->steps[i], *t = &p->steps[d];
+    bf__act act, act2;
+    bf__bnorm bn, bn2;
+    bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out, .in = s->in, .out = s->out};
+    bf__ctx c2 = {.node = t->node, .params = t->params, .n_in = t->n_in, .n_out = t->n_out, .in = t->in, .out = t->out};
+    fused_ctx(p, i, r, 0, 0, &c, &act, &bn);
+    if (r2) fused_ctx(p, (size_t)d, r2, n2, a2, &c2, &act2, &bn2);
+    if (!bf__conv_pwdw(&c, &c2, p->scratch, p->scratch_bytes / sizeof(float))) return 0;
+    p->fused_skip[r] = p->fused_skip[d] = 1;
+    p->n_fused++, p->n_pwdw++;
+    if (r2) {
+        p->fused_skip[r2] = 1;
+        if (a2) p->fused_skip[a2] = 1;
+        if (n2) p->fused_skip[n2] = 1;
+        p->n_fused++;
+    }
+    return 1;
+}
+
 /* step i of a run: a dynamic step, an activation its Conv computed, a Conv
- * computing its activation too, or any other; then the value faults that
+ * computing its activation too, a 1x1 Conv with the depthwise one after it
+ * (pair: a whole run's p->pwdw), or any other; then the value faults that
  * apply after it */
-static bf_status run_one(bf_plan *p, size_t i, int tfold, bf_error *err)
+static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *err)
 {
     const bf__step *s = &p->steps[i];
     bf__rowsrc rs;
@@ -271,6 +302,7 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, bf_error *err)
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
         return BF_OK;
     }
+    if (pair && p->pwdw[i] && run_pwdw(p, i)) return BF_OK;   /* no fault after i: checked */
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
                  .packed = packed_of(p, i), .bt = bt};
@@ -314,7 +346,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN, p->vf[k].at = -1, p->vf[k].at_n = 0;
     if (p->inputs_hit && from == 0) bf__plan_apply_value_faults(p, -1);
-    p->n_fused = 0;
+    p->n_fused = p->n_pwdw = 0;
     if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
     double t = w && w->step_time ? now_s() : 0;
@@ -322,6 +354,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
     /* folded Transposes only in whole runs nobody watches: a watch may
      * stop a run in between, record the skipped value or resume later */
     int tfold = p->tfold && p->fuse && from == 0 && !w;
+    int pair = p->pwdw && p->fuse && !w;   /* the same for the 1x1 -> depthwise pairs */
     for (size_t i = from; i < p->n_steps; i++) {
         if (w && w->step_time && i > from) {
             double u = now_s();
@@ -347,7 +380,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             }
             if (done) continue;
         }
-        bf_status st = p->gcol && p->gcol[i] > (int)i && gcols(p, i, act) ? BF_OK : run_one(p, i, tfold, err);
+        bf_status st = p->gcol && p->gcol[i] > (int)i && gcols(p, i, act) ? BF_OK : run_one(p, i, tfold, pair, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);
     }

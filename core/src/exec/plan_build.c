@@ -287,6 +287,15 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
             if (last[u] > last[v]) last[v] = last[u];
             alias[u] = v;
         }
+    /* A 1x1 -> depthwise pair (plan_impl.h, pwdw) writes the depthwise
+     * step's output (its chain's) at the 1x1's step: it lives from there,
+     * never over what that step reads */
+    for (size_t s = 0; p->pwdw && s < p->n_steps; s++)
+        if (p->pwdw[s]) {
+            int u = p->steps[p->pwdw[s]].node->out[0];
+            int root = alias[u] >= 0 ? alias[u] : u;
+            if (placed(p, needed, root) && first[root] > (int)s) first[root] = (int)s;
+        }
     /* A Reshape (any copy of the same bytes: bf__copy_step) that is its
      * input's last reader takes the input's place, so its copy moves
      * nothing (3.3% of a ViT-S/16 pass was memmove). Only in plans that
@@ -509,6 +518,15 @@ static bf_status lay_out(bf_plan *p, budget_ctx *bc, build_ctx *bs, bf_error *er
     bf_status st;
     size_t total = 0;
     if (!bc->cut_short && (st = bf__plan_find_fusions(p, err)) != BF_OK) return st;
+    if (!bc->cut_short && bc->share && !p->unbatched) {
+        /* the 1x1 -> depthwise pairs' block buffer is the plan's scratch;
+         * not in one-sample plans, whose shared arena a campaign's golden
+         * pass and exact trials run too (campaign_golden.c, campaign_run.c):
+         * batched, a shared arena is bitflip eval's alone */
+        size_t floats = 0;
+        if ((st = bf__plan_find_pwdw(p, &floats, err)) != BF_OK) return st;
+        if (floats * sizeof(float) > p->scratch_bytes) p->scratch_bytes = floats * sizeof(float);
+    }
     if (bc->share) {
         if ((st = bf__plan_share_offsets(p, bs->needed, &total, &bs->off_of, err)) != BF_OK) return st;
     } else {

@@ -302,3 +302,58 @@ void bf__plan_find_gcols(bf_plan *p)
         i = j + 1;
     }
 }
+
+/* The 1x1 -> depthwise pairs (plan_impl.h, pwdw; linalg_conv_pwdw.c): in
+ * batched plans that fuse and share one arena (bitflip eval's; plan_build.c
+ * asks in no other), a 1x1 Conv step i
+ * whose output only its activation r reads (a Relu or Clip fused into it:
+ * fuse_to, no BN or residual Add), r's output read by a depthwise Conv
+ * step d alone (no graph output), d's weight and bias ready at step i, no
+ * dynamic step from i to d, the shapes the pair's (bf__conv_pwdw_pair).
+ * The steps between i and d (other branches of the graph) read neither
+ * r's output nor d's, so d's output may be written at i once the arena
+ * keeps it apart from what lives then (plan_build.c extends its life). */
+bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err)
+{
+    const bf_model *m = p->model;
+    *floats = 0;
+    if (!p->fuse || p->n_steps < 3) return BF_OK;
+    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
+    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
+    if (!readers || !reader || !made_at) {
+        bf__free(readers), bf__free(reader), bf__free(made_at);
+        return oom(err);
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *nd = p->steps[i].node;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;
+    }
+    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
+    bf_status st = BF_OK;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int r = p->fuse_to[i];
+        if (s->dyn || r <= (int)i || p->fuse_add[i] || p->fuse_bn[i] || p->steps[r].n_out != 1) continue;
+        int w = p->steps[r].node->out[0];
+        if (w < 0 || readers[w] != 1 || reader[w] <= r) continue;
+        int d = reader[w], ok = 1;
+        const bf__step *t = &p->steps[d];
+        if (t->node->n_in < 2 || t->node->in[0] != w || t->n_out != 1) continue;
+        for (int k = (int)i + 1; k <= d; k++) ok &= !p->steps[k].dyn;
+        for (int j = 1; j < t->node->n_in; j++)
+            if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > (int)i) ok = 0;
+        int64_t need = ok ? bf__conv_pwdw_pair(s, t) : 0;
+        if (!need) continue;
+        if (!p->pwdw && !(p->pwdw = bf__calloc(p->n_steps + 1, sizeof *p->pwdw))) {
+            st = oom(err);
+            break;
+        }
+        p->pwdw[i] = d;
+        if ((size_t)need > *floats) *floats = (size_t)need;
+    }
+    bf__free(readers), bf__free(reader), bf__free(made_at);
+    return st;
+}

@@ -94,6 +94,18 @@ struct bf_plan {
      * activation, when no watch acts on any of them and no value fault
      * strikes one. NULL: none. */
     int *gcol;
+    /* 1x1 -> depthwise pairs (bf__plan_find_pwdw, plan_fuse.c): pwdw[i] =
+     * d for a 1x1 Conv step i fused with its activation r whose output
+     * only depthwise Conv step d reads; 0 elsewhere. A run of a fusing
+     * plan without a watch (bf__plan_run_from) runs i and d together at i,
+     * a block of channels at a time (linalg_conv_pwdw.c), r's output never
+     * written, unless a value fault strikes i's, r's or d's output. Only in
+     * batched plans that share their arena (bitflip eval's: no caller reads
+     * r's output after a run), where d's output (its chain's) lives from step
+     * i on, apart from every value live then. NULL: none. n_pwdw: the
+     * pairs the last run ran so (test_conv_pwdw). */
+    int *pwdw;
+    size_t n_pwdw;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;
@@ -195,6 +207,11 @@ bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err);
 void bf__plan_find_tfolds(bf_plan *p);
 /* plan_fuse.c: the groups of class-column Gathers (p->gcol) */
 void bf__plan_find_gcols(bf_plan *p);
+/* plan_fuse.c: the 1x1 -> depthwise pairs (p->pwdw) of a plan that fuses
+ * and shares its arena, once the fusions are marked; *floats the largest
+ * block buffer a pair takes (the scratch the plan must hold). Fails only
+ * for memory. */
+bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do

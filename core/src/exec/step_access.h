@@ -184,6 +184,18 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch);
  * plans, whose trials fuse Conv chains themselves), and nothing marked:
  * the caller skips the chain's steps. */
 int bf__plan_chain_channel(bf_plan *p, size_t i, int64_t ch);
+/* linalg_conv_pwdw.c: a 1x1 Conv step and the depthwise Conv step that
+ * reads its activation's output, run together a block of channels of one
+ * image at a time (plan_impl.h, pwdw). bf__conv_pwdw_pair: the floats of
+ * the block's buffer that pair takes (the scratch the plan must hold), 0
+ * when the shapes or the CPU level are not the pair's. bf__conv_pwdw: pw
+ * and dw set up as a run would for each step (their epilogues' activation,
+ * if any), the depthwise step's output written, the 1x1's not; buf the
+ * block's buffer of buf_floats; 0 (nothing written) when it does not take
+ * them (an epilogue with a BN, a residual Add or HardSwish, a buffer too
+ * small). Each output the two steps' bits apart. */
+int64_t bf__conv_pwdw_pair(const bf__step *pw, const bf__step *dw);
+int bf__conv_pwdw(const bf__ctx *pw, const bf__ctx *dw, float *buf, size_t buf_floats);
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: 1 if the step is a Conv whose every output channel reads

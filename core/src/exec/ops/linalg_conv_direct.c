@@ -495,30 +495,19 @@ AVX512_DW static void dw_flat_3x3(const __mmask16 *tab, const int64_t *off, int6
     const __m512 b = _mm512_set1_ps(bv);
     const int64_t o0 = off[0], o1 = off[3], o2 = off[6], chunks = (osp + 15) / 16;
     int64_t c = 0;
+    /* the nine taps, (kh, kw) order: T(tap, weight, kernel row, shift) */
+#define DW_NINE(T)                                                                                            \
+    T(0, w0, r0, 0) T(1, w1, r0, 1) T(2, w2, r0, 2) T(3, w3, r1, 0) T(4, w4, r1, 1) T(5, w5, r1, 2) T(6, w6, r2, 0) \
+        T(7, w7, r2, 1) T(8, w8, r2, 2)
     /* two chunks at a time: each sum is a chain of nine dependent adds, and
      * two chains interleaved keep the adder busy where one left it waiting */
+#define DW_TWO(t, w, r, q) DW_TAP(v, m + t, w, r + q); DW_TAP(u, n + t, w, r + 16 + q);
+#define DW_ONE(t, w, r, q) DW_TAP(v, m + t, w, r + q);
     for (; c + 2 <= chunks; c += 2) {
         __mmask16 *m = (__mmask16 *)(tab + c * 9), *n = m + 9;
         const float *xc = x + 16 * c, *r0 = xc + o0, *r1 = xc + o1, *r2 = xc + o2;
         __m512 v = b, u = b;
-        DW_TAP(v, m + 0, w0, r0);
-        DW_TAP(u, n + 0, w0, r0 + 16);
-        DW_TAP(v, m + 1, w1, r0 + 1);
-        DW_TAP(u, n + 1, w1, r0 + 17);
-        DW_TAP(v, m + 2, w2, r0 + 2);
-        DW_TAP(u, n + 2, w2, r0 + 18);
-        DW_TAP(v, m + 3, w3, r1);
-        DW_TAP(u, n + 3, w3, r1 + 16);
-        DW_TAP(v, m + 4, w4, r1 + 1);
-        DW_TAP(u, n + 4, w4, r1 + 17);
-        DW_TAP(v, m + 5, w5, r1 + 2);
-        DW_TAP(u, n + 5, w5, r1 + 18);
-        DW_TAP(v, m + 6, w6, r2);
-        DW_TAP(u, n + 6, w6, r2 + 16);
-        DW_TAP(v, m + 7, w7, r2 + 1);
-        DW_TAP(u, n + 7, w7, r2 + 17);
-        DW_TAP(v, m + 8, w8, r2 + 2);
-        DW_TAP(u, n + 8, w8, r2 + 18);
+        DW_NINE(DW_TWO)
         if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v)), u = _mm512_min_ps(hi, _mm512_max_ps(lo, u));
         int64_t left = osp - 16 * c - 16;
         _mm512_storeu_ps(y + 16 * c, v);
@@ -528,19 +517,14 @@ AVX512_DW static void dw_flat_3x3(const __mmask16 *tab, const int64_t *off, int6
         __mmask16 *m = (__mmask16 *)(tab + c * 9);
         const float *xc = x + 16 * c, *r0 = xc + o0, *r1 = xc + o1, *r2 = xc + o2;
         __m512 v = b;
-        DW_TAP(v, m + 0, w0, r0);
-        DW_TAP(v, m + 1, w1, r0 + 1);
-        DW_TAP(v, m + 2, w2, r0 + 2);
-        DW_TAP(v, m + 3, w3, r1);
-        DW_TAP(v, m + 4, w4, r1 + 1);
-        DW_TAP(v, m + 5, w5, r1 + 2);
-        DW_TAP(v, m + 6, w6, r2);
-        DW_TAP(v, m + 7, w7, r2 + 1);
-        DW_TAP(v, m + 8, w8, r2 + 2);
+        DW_NINE(DW_ONE)
         if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
         int64_t left = osp - 16 * c;
         _mm512_mask_storeu_ps(y + 16 * c, left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u), v);
     }
+#undef DW_ONE
+#undef DW_TWO
+#undef DW_NINE
 }
 
 AVX512_DW static void dw_flat_any(int64_t taps, const __mmask16 *tab, const int64_t *off, int64_t osp,

@@ -1,0 +1,210 @@
+/* A 1x1 Conv and the depthwise Conv after its activation, run together a
+ * block of channels of one image at a time (plan_impl.h, pwdw;
+ * core/src/exec/ops/linalg_conv_pwdw.c), give the outputs of the steps run
+ * apart, bit for bit, and run where they may:
+ *
+ *   - a graph built here with three pairs over maps of 29x31 and 28x28
+ *     (over BF__PWDW_NMIN positions): 5 -> 40 channels (blocks of 32 and
+ *     8) -> 3x3 stride 1 -> Clip(0, 6); 40 -> 20 (one block) -> Relu ->
+ *     3x3 stride 2, no bias, no activation after; 40 -> 12 -> Clip(-0.2,
+ *     0.3) -> 3x3 stride 1 -> Clip; and one that may not pair (the
+ *     activation's output also a graph output). Its input holds NaNs of
+ *     two payloads, infinities and -0.
+ *   - bitflip eval's plan (fused, one shared arena) against a plan that
+ *     fuses nothing and shares nothing, at every CPU path
+ *     (BITFLIP_SIMD=ref, avx2, avx512, unset): the same outputs; the pairs
+ *     run on AVX-512 only (3 of them), nowhere else.
+ *   - value faults on each value of a pair: on the 1x1's output or its
+ *     activation's or the depthwise Conv's own, that pair runs as steps; on
+ *     the depthwise chain's last value past an activation (after its Clip),
+ *     it still pairs;
+ *     the outputs are the unfused plan's under the same fault.
+ *   (that a pair ran: the plan's count of the pairs its last run ran)
+ *
+ * Each path's own bits against a plain reference: test_conv_exact.c. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/fault.h"
+#include "bitflip/model.h"
+#include "bitflip/plan.h"
+#include "exec/ops/sgemm.h"
+#include "exec/step_access.h"
+#include "model/graph.h"
+#include "onnx_graph.h"
+
+#define BATCH 3
+
+static void weights(tg_graph *g, const char *name, int ndim, const int64_t *dims, uint64_t seed)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= dims[d];
+    float *w = tg_alloc(g, sizeof(float) * (size_t)n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        w[i] = (float)((double)(s >> 11) * 0x1p-53 - 0.5);
+    }
+    tg_init_f32(g, name, ndim, dims, w);
+}
+
+static void conv(tg_graph *g, const char *name, const char *x, int64_t c, int64_t m, int dw, int stride, int bias,
+                 const char *out)
+{
+    char wn[32], bn[32];
+    snprintf(wn, sizeof wn, "%s.w", name), snprintf(bn, sizeof bn, "%s.b", name);
+    int64_t k = dw ? 3 : 1;
+    weights(g, wn, 4, (int64_t[]){m, dw ? 1 : c, k, k}, (uint64_t)(m * 31 + c));
+    if (bias) weights(g, bn, 1, (int64_t[]){m}, (uint64_t)(m * 17 + c));
+    Onnx__NodeProto *n = tg_node(g, "Conv", name, (const char *[]){x, wn, bias ? bn : NULL}, bias ? 3 : 2, out);
+    tg_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){k, k});
+    if (dw) {
+        tg_attr_int(g, n, "group", m);
+        tg_attr_ints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tg_attr_ints(g, n, "strides", 2, (int64_t[]){stride, stride});
+    }
+}
+
+static bf_model *graph(void)
+{
+    tg_graph g = {.opset = 13};
+    tg_init_f32(&g, "lo", 0, NULL, (float[]){0.0f});
+    tg_init_f32(&g, "hi", 0, NULL, (float[]){6.0f});
+    tg_init_f32(&g, "lo2", 0, NULL, (float[]){-0.2f});
+    tg_init_f32(&g, "hi2", 0, NULL, (float[]){0.3f});
+    conv(&g, "c1", "x", 5, 40, 0, 1, 1, "c1o");   /* pair 1: 40 channels, blocks of 32 and 8 */
+    tg_node(&g, "Clip", "k1", (const char *[]){"c1o", "lo", "hi"}, 3, "k1o");
+    conv(&g, "c2", "k1o", 40, 40, 1, 1, 1, "c2o");
+    tg_node(&g, "Clip", "k2", (const char *[]){"c2o", "lo", "hi"}, 3, "k2o");
+    conv(&g, "c3", "k2o", 40, 20, 0, 1, 1, "c3o");   /* pair 2: one block; stride 2, no bias, no activation */
+    tg_node(&g, "Relu", "k3", (const char *[]){"c3o"}, 1, "k3o");
+    conv(&g, "c4", "k3o", 20, 20, 1, 2, 0, "y1");
+    conv(&g, "c5", "k2o", 40, 12, 0, 1, 1, "c5o");   /* pair 3: 12 channels */
+    tg_node(&g, "Clip", "k5", (const char *[]){"c5o", "lo2", "hi2"}, 3, "k5o");
+    conv(&g, "c6", "k5o", 12, 12, 1, 1, 1, "c6o");
+    tg_node(&g, "Clip", "k6", (const char *[]){"c6o", "lo2", "hi2"}, 3, "y2");
+    conv(&g, "c7", "y3", 8, 16, 0, 1, 1, "c7o");   /* no pair: its activation's output is a graph output */
+    tg_node(&g, "Relu", "k7", (const char *[]){"c7o"}, 1, "y4");
+    conv(&g, "c8", "y4", 16, 16, 1, 1, 1, "y5");
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){BATCH, 5, 29, 31});
+    g.ins[g.n_ins++] = tg_value_info(&g, "y3", 1, 4, (int64_t[]){BATCH, 8, 28, 28});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y1", 1, 4, (int64_t[]){BATCH, 20, 15, 16});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y2", 1, 4, (int64_t[]){BATCH, 12, 29, 31});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y4", 1, 4, (int64_t[]){BATCH, 16, 28, 28});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y5", 1, 4, (int64_t[]){BATCH, 16, 28, 28});
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "pwdw", &len);
+    tg_free(&g);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "pwdw.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    return m;
+}
+
+/* pseudo-random inputs in [-2, 2), and specials: NaNs of two payloads,
+ * infinities, -0 (each reaches the outputs through the 1x1's sums) */
+static void fill(bf_plan *p)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < bf_model_num_inputs(bf_plan_model(p)); i++) {
+        bf_tensor *t = bf_plan_input(p, i);
+        float *x = t->data;
+        for (int64_t k = 0; k < bf_tensor_numel(t); k++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            x[k] = (float)((double)(s >> 11) * 0x1p-53 * 4.0 - 2.0);
+        }
+        uint32_t nan_p = 0x7fc00123u, nan_q = 0xffc00456u;
+        memcpy(&x[100], &nan_p, 4);
+        memcpy(&x[2000 + 17], &nan_q, 4);
+        x[5000] = INFINITY, x[5001] = -INFINITY, x[7000] = -0.0f;
+    }
+}
+
+static void run(bf_plan *p)
+{
+    bf_error err = {0};
+    fill(p);
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+static void same_outputs(const bf_plan *a, const bf_plan *b, const char *what)
+{
+    for (size_t i = 0; i < bf_model_num_outputs(bf_plan_model(a)); i++) {
+        const bf_tensor *x = bf_plan_output(a, i), *y = bf_plan_output(b, i);
+        assert_int_equal(bf_tensor_nbytes(x), bf_tensor_nbytes(y));
+        if (memcmp(x->data, y->data, bf_tensor_nbytes(x)) != 0) fail_msg("%s: output %zu differs", what, i);
+    }
+}
+
+/* the pairs the plan marked, each of a shape bf__conv_pwdw_pair takes */
+static size_t pairs_marked(const bf_plan *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; p->pwdw && i < p->n_steps; i++)
+        if (p->pwdw[i]) {
+            assert_true(bf__conv_pwdw_pair(&p->steps[i], &p->steps[p->pwdw[i]]) > 0);
+            n++;
+        }
+    return n;
+}
+
+static void pairs_match_steps(void **state)
+{
+    (void)state;
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    bf_model *m = graph();
+    for (int l = 0; l < 4; l++) {
+        if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+        else unsetenv("BITFLIP_SIMD");
+        int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+        bf_plan *a = tg_plan(m, BATCH, 0, 0), *b = tg_plan(m, BATCH, 1, 1);
+        unsetenv("BITFLIP_SIMD");
+        const char *at = levels[l] ? levels[l] : "unset";
+        if (pairs_marked(b) != (avx512 ? 3u : 0u) || pairs_marked(a) != 0)
+            fail_msg("BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), avx512 ? 3 : 0);
+        run(a), run(b);
+        assert_int_equal(b->n_pwdw, avx512 ? 3 : 0);
+        same_outputs(a, b, at);
+        print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->n_pwdw);
+        /* value faults: on a pair's inner values it runs as steps, on the
+         * depthwise chain's last value it pairs */
+        static const struct {
+            const char *value;
+            size_t pairs;
+        } vf[] = {{"c1o", 2}, {"k1o", 2}, {"c2o", 2}, {"k2o", 3}, {"c3o", 2}, {"k3o", 2}, {"y1", 2}, {"k5o", 2}, {"y2", 3}};
+        for (size_t f = 0; f < sizeof vf / sizeof *vf; f++) {
+            bf_error err = {0};
+            bf_value_fault q = {.value = bf_model_find_value(m, vf[f].value), .sample = 1, .index = 37,
+                                .model = BF_FAULT_BITFLIP, .mask = 1u << 30, .repr = BF_REPR_FP32};
+            if (bf_plan_set_value_faults(a, &q, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &q, 1, &err) != BF_OK)
+                fail_msg("%s", err.msg);
+            run(a), run(b);
+            if (b->n_pwdw != (avx512 ? vf[f].pairs : 0))
+                fail_msg("BITFLIP_SIMD=%s, a fault on '%s': %zu pairs run, expected %zu", at, vf[f].value, b->n_pwdw,
+                         avx512 ? vf[f].pairs : 0);
+            char what[96];
+            snprintf(what, sizeof what, "BITFLIP_SIMD=%s, a fault on '%s'", at, vf[f].value);
+            same_outputs(a, b, what);
+            if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
+                fail_msg("%s", err.msg);
+        }
+        bf_plan_free(a), bf_plan_free(b);
+    }
+    bf_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(pairs_match_steps),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
