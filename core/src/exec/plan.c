@@ -38,6 +38,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->packed);
     bf__free(p->tfold);
     bf__free(p->gcol);
+    bf__plan_free_csels(p);
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
@@ -260,7 +261,9 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, bf_error *err)
         if (t < i && !p->step_hit[t]) bt = p->steps[t].in[0];
     }
     if (s->dyn) {
-        bf_status st = bf__dyn_run_step(p, i, err);
+        bf_status st;
+        if (p->csel && bf__plan_csel_emit(p, i, &st, err)) return st;   /* computed with the others */
+        st = bf__dyn_run_step(p, i, err);
         if (st != BF_OK) return st;
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
         return BF_OK;
@@ -317,6 +320,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
     p->n_fused = 0;
     if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
+    if (p->csel) bf__plan_csel_off(p);
     double t = w && w->step_time ? now_s() : 0;
     const unsigned char *act = w ? w->act : NULL;
     /* folded Transposes only in whole runs nobody watches: a watch may
@@ -347,6 +351,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             }
             if (done) continue;
         }
+        if (p->csel && i == bf__plan_csel_first(p)) bf__plan_csel_start(p, act, w ? w->mark : NULL);
         bf_status st = p->gcol && p->gcol[i] > (int)i && gcols(p, i, act) ? BF_OK : run_one(p, i, tfold, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);

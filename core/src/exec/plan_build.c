@@ -835,6 +835,7 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     for (size_t i = 0; i < p->n_steps; i++)
         for (int j = 0; j < p->steps[i].node->n_out; j++)
             if (p->steps[i].node->out[j] >= 0) p->val_step[p->steps[i].node->out[j]] = (int)i;
+    bf__plan_find_csels(p);
     *out = p;
     return BF_OK;
 fail:

@@ -94,6 +94,11 @@ struct bf_plan {
      * activation, when no watch acts on any of them and no value fault
      * strikes one. NULL: none. */
     int *gcol;
+    /* The class selections of a detector's unrolled post-processing
+     * (NonZero .. TopK .. ConstantOfShape per class; plan_csel.c), computed
+     * in one loop at the first of their steps. NULL: none, or a plan that
+     * does not fuse. */
+    struct bf__cselset *csel;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;
@@ -195,6 +200,18 @@ bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err);
 void bf__plan_find_tfolds(bf_plan *p);
 /* plan_fuse.c: the groups of class-column Gathers (p->gcol) */
 void bf__plan_find_gcols(bf_plan *p);
+/* plan_csel.c: the class selections (p->csel; find needs val_step). A
+ * run calls off at its start and start before step first(): that computes
+ * them all, unless a value fault strikes one of their values or the watch
+ * acts on or marks one of their steps (then every step runs as a step);
+ * emit, for a dynamic step, puts its outputs in place (1, *st its status)
+ * or returns 0 (not one of theirs, or not computed this run). */
+void bf__plan_find_csels(bf_plan *p);
+void bf__plan_free_csels(bf_plan *p);
+void bf__plan_csel_off(bf_plan *p);
+size_t bf__plan_csel_first(const bf_plan *p);
+void bf__plan_csel_start(bf_plan *p, const unsigned char *act, const unsigned char *mark);
+int bf__plan_csel_emit(bf_plan *p, size_t i, bf_status *st, bf_error *err);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do
