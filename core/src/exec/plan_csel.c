@@ -353,6 +353,12 @@ static int64_t scan(const unsigned char *m, int64_t N, int64_t *pos)
 }
 
 void bf__plan_csel_off(bf_plan *p) { p->csel->live = 0; }
+
+size_t bf__plan_csel_classes(const bf_plan *p, int *computed)
+{
+    if (computed) *computed = p->csel ? p->csel->live : 0;
+    return p->csel ? p->csel->n_cls : 0;
+}
 size_t bf__plan_csel_first(const bf_plan *p) { return p->csel->start; }
 
 void bf__plan_csel_start(bf_plan *p, const unsigned char *act, const unsigned char *mark)

@@ -212,6 +212,8 @@ void bf__plan_csel_off(bf_plan *p);
 size_t bf__plan_csel_first(const bf_plan *p);
 void bf__plan_csel_start(bf_plan *p, const unsigned char *act, const unsigned char *mark);
 int bf__plan_csel_emit(bf_plan *p, size_t i, bf_status *st, bf_error *err);
+/* the classes found; *computed: the last run computed them together */
+size_t bf__plan_csel_classes(const bf_plan *p, int *computed);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do
