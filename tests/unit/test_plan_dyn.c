@@ -672,6 +672,77 @@ static void class_selections_fused_equal_steps(void **state)
     tg_free(&g);
 }
 
+/* The grouped class-column Gathers (plan_fuse.c, p->gcol) and the class
+ * selections (plan_csel.c) are extras a plan may go without: when their
+ * memory is refused the plan is built all the same and its steps run one by
+ * one, with the same values as a plan that never grouped them. Every
+ * allocation of the plan's making refused in turn (each and all after it,
+ * then none while it runs); then the selections' buffer refused in a run. */
+static void class_groups_without_memory_run_as_steps(void **state)
+{
+    (void)state;
+    tg_graph g = {0};
+    bf_model *m = csel_model(&g);
+    bf_error err = {0};
+    bf_plan_opts fo = {.unbatched = 1, .fuse_activations = 1, .share_buffers = 1}, po = {.unbatched = 1};
+    bf_plan *u = NULL;
+    if (bf_plan_create_opts(m, 1, &po, &u, &err) != BF_OK) fail_msg("%s", err.msg);
+    float sc[CS_N * CS_C], bx[CS_N * 4];
+    for (int i = 0; i < CS_N * CS_C; i++) sc[i] = (float)((i * 29) % 41) / 41.0f;
+    for (int i = 0; i < CS_N * 4; i++) bx[i] = (float)i * 0.25f;
+    cs_run(u, sc, bx, BF_OK, &err);
+    int no_gcol = 0, no_csel = 0, grouped = 0;
+    for (long n = 0;; n++) {
+        bf_plan *f = NULL;
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_plan_create_opts(m, 1, &fo, &f, &err);
+        long refused = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        if (st != BF_OK) {
+            assert_int_equal(st, BF_ENOMEM);
+            continue;
+        }
+        if (!refused) {   /* every allocation it asks for succeeded: the end */
+            assert_non_null(f->gcol);
+            assert_int_equal(bf__plan_csel_classes(f, NULL), CS_C - 1);
+            bf_plan_free(f);
+            break;
+        }
+        no_gcol += !f->gcol;
+        no_csel += !bf__plan_csel_classes(f, NULL);
+        grouped += f->gcol != NULL;
+        cs_run(f, sc, bx, BF_OK, &err);
+        cs_same(m, f, u);
+        bf_plan_free(f);
+    }
+    /* at run time: the selections' buffer cannot grow (a run with more
+     * candidates than any before), so the run computes them step by step */
+    bf_plan *f = NULL;
+    if (bf_plan_create_opts(m, 1, &fo, &f, &err) != BF_OK) fail_msg("%s", err.msg);
+    float low[CS_N * CS_C];
+    for (int i = 0; i < CS_N * CS_C; i++) low[i] = 0.25f;
+    cs_run(f, low, bx, BF_OK, &err);
+    bf_test_alloc_fail_after(0);
+    cs_run(f, sc, bx, BF_OK, &err);
+    long refused = bf_test_alloc_failures();
+    bf_test_alloc_fail_after(-1);
+    int computed = 1;
+    bf__plan_csel_classes(f, &computed);
+    assert_true(refused > 0 && !computed);
+    cs_same(m, f, u);
+    cs_run(f, sc, bx, BF_OK, &err);   /* and with memory, together again */
+    bf__plan_csel_classes(f, &computed);
+    assert_true(computed);
+    cs_same(m, f, u);
+    bf_plan_free(f);
+    assert_true(no_gcol > 0);   /* the column groups' table refused */
+    assert_true(no_csel > 0);   /* the selections' */
+    assert_true(grouped > 0);   /* the columns grouped, the selections' memory refused */
+    bf_plan_free(u);
+    bf_model_free(m);
+    tg_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -686,6 +757,7 @@ int main(void)
         cmocka_unit_test(loop_huge_trip_count),
         cmocka_unit_test(nested_if_reads_its_parent_branch),
         cmocka_unit_test(class_selections_fused_equal_steps),
+        cmocka_unit_test(class_groups_without_memory_run_as_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
