@@ -462,14 +462,14 @@ static void nested_if_reads_its_parent_branch(void **state)
 /* ---- a detector's class selections computed together (plan_csel.c) ---- */
 
 #define CS_N 37    /* anchors: not a multiple of 8 (the mask scan's tail) */
-#define CS_C 6     /* classes */
+#define CS_C 9     /* classes: eight columns side by side and one (bf__gather_columns) */
 #define CS_K 5     /* each class's top k at most */
 
 static void cs_name(char *b, size_t n, const char *what, int c) { snprintf(b, n, "%s%d", what, c); }
 
 /* torchvision SSD's per-class selection, as it exports, for CS_C classes of
  * scores [CS_N, CS_C] and boxes [CS_N, 4]. The masks: Or(Greater(x, t),
- * Greater(x, t)) for classes 0, 1 and 2; for 3 and 4 Or(Greater(x, t),
+ * Greater(x, t)) for classes 0, 1, 2, 6, 7 and 8; for 3 and 4 Or(Greater(x, t),
  * IsNaN(x)), which NaN scores pass (Greater's never do), so TopK sees
  * NaNs; for 5 Not(Not(that)), made after the other
  * classes' NonZeros (the plan orders steps by depth), so its class runs as
@@ -503,9 +503,10 @@ static bf_model *csel_model(tg_graph *g)
             cs_name(o2, sizeof o2, "nor", c);
             tg_node(g, "Greater", nm, (const char *[]){x, "thr"}, 2, gt);
             snprintf(nm, sizeof nm, "isnan%d", c);
-            if (c >= 3) tg_node(g, "IsNaN", nm, (const char *[]){x}, 1, nn);
+            int nan = c >= 3 && c <= 5;
+            if (nan) tg_node(g, "IsNaN", nm, (const char *[]){x}, 1, nn);
             snprintf(nm, sizeof nm, "or%d", c);
-            tg_node(g, "Or", nm, (const char *[]){gt, c >= 3 ? nn : gt}, 2, c == 5 ? o : m);
+            tg_node(g, "Or", nm, (const char *[]){gt, nan ? nn : gt}, 2, c == 5 ? o : m);
             if (c == 5) {
                 snprintf(nm, sizeof nm, "not%d", c);
                 tg_node(g, "Not", nm, (const char *[]){o}, 1, o2);
@@ -571,7 +572,7 @@ static bf_model *csel_model(tg_graph *g)
  * shape and bytes in both plans */
 static void cs_same(const bf_model *m, const bf_plan *a, const bf_plan *b)
 {
-    static const char *const what[] = {"nz0_", "t0_", "sc", "nz1_", "t1_", "bx", "sh", "ga", "un", "ca", "rm",
+    static const char *const what[] = {"x", "nz0_", "t0_", "sc", "nz1_", "t1_", "bx", "sh", "ga", "un", "ca", "rm",
                                        "kk", "tv", "ti", "tb", "shb", "lab"};
     char nm[24];
     for (int c = 0; c <= CS_C; c++)
