@@ -38,6 +38,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->packed);
     bf__free(p->tfold);
     bf__free(p->gcol);
+    bf__free(p->row_step);
     bf__plan_free_csels(p);
     bf__free(p->dummies);
     bf__free(p->vals);
@@ -122,6 +123,7 @@ void bf__plan_value_fault_at(const bf_plan *p, size_t i, int64_t *index, int64_t
  * where (op.h). NULL otherwise. */
 static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc *buf)
 {
+    if (p->row_step && !p->row_step[s - p->steps]) return NULL;
     int v = s->n_in > 0 ? s->node->in[0] : -1;
     if (v < 0 || p->model->values[v].kind != BF__VAL_PARAM) return NULL;
     size_t q = (size_t)p->model->values[v].index;

@@ -99,6 +99,12 @@ struct bf_plan {
      * in one loop at the first of their steps. NULL: none, or a plan that
      * does not fuse. */
     struct bf__cselset *csel;
+    /* per step: 1 when its input 0 is a parameter and it looks rows up in
+     * it (bf__row_lookup), the steps rowsrc (plan.c) must look at each run;
+     * reading the node's inputs and the model's value of every step for it
+     * missed the caches twice a step (2% of SSDlite's trials). NULL: ask
+     * each step. */
+    unsigned char *row_step;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;
