@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/fault.h"
 #include "onnx_graph.h"
+#include "exec/plan_impl.h"
 
 static bf_model *load(tg_graph *g, int opset)
 {
@@ -457,6 +459,291 @@ static void nested_if_reads_its_parent_branch(void **state)
     bf_model_free(m);
 }
 
+/* ---- a detector's class selections computed together (plan_csel.c) ---- */
+
+#define CS_N 37    /* anchors: not a multiple of 8 (the mask scan's tail) */
+#define CS_C 9     /* classes: eight columns side by side and one (bf__gather_columns) */
+#define CS_K 5     /* each class's top k at most */
+
+static void cs_name(char *b, size_t n, const char *what, int c) { snprintf(b, n, "%s%d", what, c); }
+
+/* torchvision SSD's per-class selection, as it exports, for CS_C classes of
+ * scores [CS_N, CS_C] and boxes [CS_N, 4]. The masks: Or(Greater(x, t),
+ * Greater(x, t)) for classes 0, 1, 2, 6, 7 and 8; for 3 and 4 Or(Greater(x, t),
+ * IsNaN(x)), which NaN scores pass (Greater's never do), so TopK sees
+ * NaNs; for 5 Not(Not(that)), made after the other
+ * classes' NonZeros (the plan orders steps by depth), so its class runs as
+ * steps among the others' (plan_csel.c: a mask must be there at the
+ * first). */
+static bf_model *csel_model(tg_graph *g)
+{
+    char x[16], m[16], nz0[16], t0[16], sc[16], nz1[16], t1[16], bx[16], sh[16], ga[16], un[16], ca[16],
+        rm[16], kk[16], tv[16], ti[16], tb[16], sh2[16], lab[16], ic[16], nm[24];
+    g->ins[g->n_ins++] = tg_value_info(g, "scores", 1, 2, (int64_t[]){CS_N, CS_C});
+    g->ins[g->n_ins++] = tg_value_info(g, "boxes", 1, 2, (int64_t[]){CS_N, 4});
+    tg_init_f32(g, "thr", 0, NULL, (float[]){0.5f});
+    tg_init_i64(g, "zero", 0, NULL, (int64_t[]){0});
+    tg_init_i64(g, "ax0", 1, (int64_t[]){1}, (int64_t[]){0});
+    tg_init_i64(g, "K", 1, (int64_t[]){1}, (int64_t[]){CS_K});
+    tg_init_i64(g, "one", 1, (int64_t[]){1}, (int64_t[]){1});
+    const char *tvs[CS_C], *tbs[CS_C], *labs[CS_C];
+    for (int c = 0; c < CS_C; c++) {
+#define N(v, w) cs_name(v, sizeof v, w, c)
+        N(x, "x"), N(m, "m"), N(nz0, "nz0_"), N(t0, "t0_"), N(sc, "sc"), N(nz1, "nz1_"), N(t1, "t1_");
+        N(bx, "bx"), N(sh, "sh"), N(ga, "ga"), N(un, "un"), N(ca, "ca"), N(rm, "rm"), N(kk, "kk"), N(tv, "tv");
+        N(ti, "ti"), N(tb, "tb"), N(sh2, "shb"), N(lab, "lab"), N(ic, "ic");
+#undef N
+        tg_init_i64(g, ic, 0, NULL, (int64_t[]){c});
+        snprintf(nm, sizeof nm, "col%d", c);
+        tg_attr_int(g, tg_node(g, "Gather", nm, (const char *[]){"scores", ic}, 2, x), "axis", 1);
+        snprintf(nm, sizeof nm, "mask%d", c);
+        {
+            char gt[16], nn[16], o[16], o2[16];
+            cs_name(gt, sizeof gt, "gt", c), cs_name(nn, sizeof nn, "nan", c), cs_name(o, sizeof o, "or", c);
+            cs_name(o2, sizeof o2, "nor", c);
+            tg_node(g, "Greater", nm, (const char *[]){x, "thr"}, 2, gt);
+            snprintf(nm, sizeof nm, "isnan%d", c);
+            int nan = c >= 3 && c <= 5;
+            if (nan) tg_node(g, "IsNaN", nm, (const char *[]){x}, 1, nn);
+            snprintf(nm, sizeof nm, "or%d", c);
+            tg_node(g, "Or", nm, (const char *[]){gt, nan ? nn : gt}, 2, c == 5 ? o : m);
+            if (c == 5) {
+                snprintf(nm, sizeof nm, "not%d", c);
+                tg_node(g, "Not", nm, (const char *[]){o}, 1, o2);
+                snprintf(nm, sizeof nm, "notnot%d", c);
+                tg_node(g, "Not", nm, (const char *[]){o2}, 1, m);
+            }
+        }
+        snprintf(nm, sizeof nm, "nz0_%d", c);
+        tg_node(g, "NonZero", nm, (const char *[]){m}, 1, nz0);
+        snprintf(nm, sizeof nm, "tr0_%d", c);
+        tg_attr_ints(g, tg_node(g, "Transpose", nm, (const char *[]){nz0}, 1, t0), "perm", 2, (int64_t[]){1, 0});
+        snprintf(nm, sizeof nm, "gnd0_%d", c);
+        tg_node(g, "GatherND", nm, (const char *[]){x, t0}, 2, sc);
+        snprintf(nm, sizeof nm, "nz1_%d", c);
+        tg_node(g, "NonZero", nm, (const char *[]){m}, 1, nz1);
+        snprintf(nm, sizeof nm, "tr1_%d", c);
+        tg_attr_ints(g, tg_node(g, "Transpose", nm, (const char *[]){nz1}, 1, t1), "perm", 2, (int64_t[]){1, 0});
+        snprintf(nm, sizeof nm, "gnd1_%d", c);
+        tg_node(g, "GatherND", nm, (const char *[]){"boxes", t1}, 2, bx);
+        snprintf(nm, sizeof nm, "shape%d", c);
+        tg_node(g, "Shape", nm, (const char *[]){sc}, 1, sh);
+        snprintf(nm, sizeof nm, "count%d", c);
+        tg_attr_int(g, tg_node(g, "Gather", nm, (const char *[]){sh, "zero"}, 2, ga), "axis", 0);
+        snprintf(nm, sizeof nm, "unsq%d", c);
+        tg_node(g, "Unsqueeze", nm, (const char *[]){ga, "ax0"}, 2, un);
+        snprintf(nm, sizeof nm, "cat%d", c);
+        /* class 1 puts the count first */
+        tg_attr_int(g, tg_node(g, "Concat", nm, (const char *[]){c == 1 ? un : "K", c == 1 ? "K" : un}, 2, ca),
+                    "axis", 0);
+        snprintf(nm, sizeof nm, "rmin%d", c);
+        tg_attr_int(g, tg_node(g, "ReduceMin", nm, (const char *[]){ca}, 1, rm), "keepdims", 0);
+        snprintf(nm, sizeof nm, "resh%d", c);
+        tg_node(g, "Reshape", nm, (const char *[]){rm, "one"}, 2, kk);
+        snprintf(nm, sizeof nm, "topk%d", c);
+        Onnx__NodeProto *tk = tg_node(g, "TopK", nm, (const char *[]){sc, kk}, 2, tv);
+        char **outs = tg_alloc(g, 2 * sizeof *outs);
+        outs[0] = tk->output[0];
+        outs[1] = tg_str(g, ti);
+        tk->output = outs;
+        tk->n_output = 2;
+        tg_attr_int(g, tk, "axis", -1), tg_attr_int(g, tk, "largest", 1), tg_attr_int(g, tk, "sorted", 1);
+        snprintf(nm, sizeof nm, "gbox%d", c);
+        tg_attr_int(g, tg_node(g, "Gather", nm, (const char *[]){bx, ti}, 2, tb), "axis", 0);
+        snprintf(nm, sizeof nm, "shape2_%d", c);
+        tg_node(g, "Shape", nm, (const char *[]){tv}, 1, sh2);
+        snprintf(nm, sizeof nm, "label%d", c);
+        Onnx__NodeProto *cs = tg_node(g, "ConstantOfShape", nm, (const char *[]){sh2}, 1, lab);
+        snprintf(nm, sizeof nm, "labval%d", c);
+        tg_attr(g, cs, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)->t =
+            tg_init_i64(g, nm, 1, (int64_t[]){1}, (int64_t[]){c + 1});
+        tvs[c] = tg_str(g, tv), tbs[c] = tg_str(g, tb), labs[c] = tg_str(g, lab);
+    }
+    tg_attr_int(g, tg_node(g, "Concat", "all_scores", tvs, CS_C, "out_scores"), "axis", 0);
+    tg_attr_int(g, tg_node(g, "Concat", "all_boxes", tbs, CS_C, "out_boxes"), "axis", 0);
+    tg_attr_int(g, tg_node(g, "Concat", "all_labels", labs, CS_C, "out_labels"), "axis", 0);
+    g->outs[g->n_outs++] = tg_value_info(g, "out_scores", 1, -1, NULL);
+    g->outs[g->n_outs++] = tg_value_info(g, "out_boxes", 1, -1, NULL);
+    g->outs[g->n_outs++] = tg_value_info(g, "out_labels", 7, -1, NULL);
+    return load(g, 13);
+}
+
+/* every value a class selection computes, and the outputs: the same type,
+ * shape and bytes in both plans */
+static void cs_same(const bf_model *m, const bf_plan *a, const bf_plan *b)
+{
+    static const char *const what[] = {"x", "nz0_", "t0_", "sc", "nz1_", "t1_", "bx", "sh", "ga", "un", "ca", "rm",
+                                       "kk", "tv", "ti", "tb", "shb", "lab"};
+    char nm[24];
+    for (int c = 0; c <= CS_C; c++)
+        for (size_t w = 0; w < (c < CS_C ? sizeof what / sizeof *what : 3); w++) {
+            static const char *const outs[] = {"out_scores", "out_boxes", "out_labels"};
+            if (c < CS_C) cs_name(nm, sizeof nm, what[w], c);
+            else snprintf(nm, sizeof nm, "%s", outs[w]);
+            int64_t v = bf_model_find_value(m, nm);
+            assert_true(v >= 0);
+            const bf_tensor *x = bf_plan_value(a, v), *y = bf_plan_value(b, v);
+            if (x->dtype != y->dtype || x->ndim != y->ndim) fail_msg("%s: type or rank differ", nm);
+            for (int d = 0; d < x->ndim; d++)
+                if (x->dims[d] != y->dims[d]) fail_msg("%s: dim %d: %lld, %lld", nm, d, (long long)x->dims[d],
+                                                       (long long)y->dims[d]);
+            size_t nb = bf_tensor_nbytes(x);
+            if (nb && memcmp(x->data, y->data, nb)) fail_msg("%s: bytes differ", nm);
+        }
+}
+
+static void cs_run(bf_plan *p, const float *sc, const float *bx, bf_status want, bf_error *err)
+{
+    memcpy(bf_plan_input(p, 0)->data, sc, CS_N * CS_C * sizeof *sc);
+    memcpy(bf_plan_input(p, 1)->data, bx, CS_N * 4 * sizeof *bx);
+    bf_status st = bf_plan_run(p, err);
+    if (st != want) fail_msg("run: %d, want %d: %s", (int)st, (int)want, err->msg);
+}
+
+/* The fused plan (plan_csel.c) against one running each step (no fusion),
+ * on hostile scores: NaN (which class 3's mask lets through to TopK), ties,
+ * -0 and +0, infinities, every score under the threshold, more candidates
+ * than k and fewer; then a value fault on a selected value (the steps run
+ * one by one, the fault where it lands) and a run-time limit (the same
+ * error, naming the same node). */
+static void class_selections_fused_equal_steps(void **state)
+{
+    (void)state;
+    tg_graph g = {0};
+    bf_model *m = csel_model(&g);
+    bf_error err = {0};
+    bf_plan_opts fo = {.unbatched = 1, .fuse_activations = 1, .share_buffers = 1}, po = {.unbatched = 1};
+    bf_plan *f = NULL, *u = NULL;
+    if (bf_plan_create_opts(m, 1, &fo, &f, &err) != BF_OK || bf_plan_create_opts(m, 1, &po, &u, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(bf__plan_csel_classes(f, NULL), CS_C - 1);   /* not class 5 */
+    assert_int_equal(bf__plan_csel_classes(u, NULL), 0);
+    float sc[CS_N * CS_C], bx[CS_N * 4];
+    uint32_t r = 12345;
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < CS_N * 4; i++) bx[i] = (float)(i * 7 % 23) - 3.5f;
+        for (int i = 0; i < CS_N * CS_C; i++) {
+            r = r * 1103515245u + 12345u;
+            float v = (float)(r >> 8 & 0xffff) / 65536.0f;   /* in [0, 1) */
+            switch (round) {
+            case 0: sc[i] = v; break;
+            case 1: sc[i] = v < 0.5f ? v : 0.75f; break;                /* ties */
+            case 2: sc[i] = v < 0.2f ? NAN : v < 0.3f ? -NAN : v; break;   /* NaNs */
+            case 3: sc[i] = v * 0.5f; break;                             /* all under */
+            case 4: sc[i] = v < 0.9f ? 0.0f : 0.6f; break;               /* fewer than k */
+            case 5: sc[i] = v < 0.3f ? INFINITY : v < 0.5f ? -INFINITY : v; break;
+            case 6: sc[i] = v < 0.5f ? -0.0f : 0.0f; break;              /* +0 and -0, none over */
+            default: sc[i] = (i % 3) ? NAN : 0.9f; break;
+            }
+        }
+        if (round == 6)   /* NaNs alone through class 3's and 5's masks, -0 and +0 under them */
+            for (int a = 0; a < CS_N; a++) sc[a * CS_C + 3] = sc[a * CS_C + 5] = a % 2 ? NAN : (a % 4 ? -0.0f : 0.0f);
+        cs_run(f, sc, bx, BF_OK, &err);
+        int computed = 0;
+        bf__plan_csel_classes(f, &computed);
+        assert_true(computed);
+        cs_run(u, sc, bx, BF_OK, &err);
+        cs_same(m, f, u);
+    }
+    /* a value fault on class 2's top scores: the fused plan runs the steps */
+    bf_value_fault vf = {.value = bf_model_find_value(m, "tv2"), .sample = 0, .index = 1, .model = BF_FAULT_BITFLIP,
+                         .mask = 0x40000000u, .repr = BF_REPR_FP32};
+    if (bf_plan_set_value_faults(f, &vf, 1, &err) != BF_OK || bf_plan_set_value_faults(u, &vf, 1, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    for (int i = 0; i < CS_N * CS_C; i++) sc[i] = (float)((i * 13) % 37) / 37.0f;
+    cs_run(f, sc, bx, BF_OK, &err);
+    int computed = 1;
+    bf__plan_csel_classes(f, &computed);
+    assert_false(computed);
+    cs_run(u, sc, bx, BF_OK, &err);
+    cs_same(m, f, u);
+    bf_plan_free(f);
+    bf_plan_free(u);
+    /* a run-time limit passed inside the selections: the same error */
+    fo.max_run_bytes = po.max_run_bytes = 3000;
+    if (bf_plan_create_opts(m, 1, &fo, &f, &err) != BF_OK || bf_plan_create_opts(m, 1, &po, &u, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    bf_error ef = {0}, eu = {0};
+    cs_run(f, sc, bx, BF_ELIMIT, &ef);
+    cs_run(u, sc, bx, BF_ELIMIT, &eu);
+    assert_string_equal(ef.msg, eu.msg);
+    bf_plan_free(f);
+    bf_plan_free(u);
+    bf_model_free(m);
+    tg_free(&g);
+}
+
+/* The grouped class-column Gathers (plan_fuse.c, p->gcol) and the class
+ * selections (plan_csel.c) are extras a plan may go without: when their
+ * memory is refused the plan is built all the same and its steps run one by
+ * one, with the same values as a plan that never grouped them. Every
+ * allocation of the plan's making refused in turn (each and all after it,
+ * then none while it runs); then the selections' buffer refused in a run. */
+static void class_groups_without_memory_run_as_steps(void **state)
+{
+    (void)state;
+    tg_graph g = {0};
+    bf_model *m = csel_model(&g);
+    bf_error err = {0};
+    bf_plan_opts fo = {.unbatched = 1, .fuse_activations = 1, .share_buffers = 1}, po = {.unbatched = 1};
+    bf_plan *u = NULL;
+    if (bf_plan_create_opts(m, 1, &po, &u, &err) != BF_OK) fail_msg("%s", err.msg);
+    float sc[CS_N * CS_C], bx[CS_N * 4];
+    for (int i = 0; i < CS_N * CS_C; i++) sc[i] = (float)((i * 29) % 41) / 41.0f;
+    for (int i = 0; i < CS_N * 4; i++) bx[i] = (float)i * 0.25f;
+    cs_run(u, sc, bx, BF_OK, &err);
+    int no_gcol = 0, no_csel = 0, grouped = 0;
+    for (long n = 0;; n++) {
+        bf_plan *f = NULL;
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_plan_create_opts(m, 1, &fo, &f, &err);
+        long refused = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        if (st != BF_OK) {
+            assert_int_equal(st, BF_ENOMEM);
+            continue;
+        }
+        if (!refused) {   /* every allocation it asks for succeeded: the end */
+            assert_non_null(f->gcol);
+            assert_int_equal(bf__plan_csel_classes(f, NULL), CS_C - 1);
+            bf_plan_free(f);
+            break;
+        }
+        no_gcol += !f->gcol;
+        no_csel += !bf__plan_csel_classes(f, NULL);
+        grouped += f->gcol != NULL;
+        cs_run(f, sc, bx, BF_OK, &err);
+        cs_same(m, f, u);
+        bf_plan_free(f);
+    }
+    /* at run time: the selections' buffer cannot grow (a run with more
+     * candidates than any before), so the run computes them step by step */
+    bf_plan *f = NULL;
+    if (bf_plan_create_opts(m, 1, &fo, &f, &err) != BF_OK) fail_msg("%s", err.msg);
+    float low[CS_N * CS_C];
+    for (int i = 0; i < CS_N * CS_C; i++) low[i] = 0.25f;
+    cs_run(f, low, bx, BF_OK, &err);
+    bf_test_alloc_fail_after(0);
+    cs_run(f, sc, bx, BF_OK, &err);
+    long refused = bf_test_alloc_failures();
+    bf_test_alloc_fail_after(-1);
+    int computed = 1;
+    bf__plan_csel_classes(f, &computed);
+    assert_true(refused > 0 && !computed);
+    cs_same(m, f, u);
+    cs_run(f, sc, bx, BF_OK, &err);   /* and with memory, together again */
+    bf__plan_csel_classes(f, &computed);
+    assert_true(computed);
+    cs_same(m, f, u);
+    bf_plan_free(f);
+    assert_true(no_gcol > 0);   /* the column groups' table refused */
+    assert_true(no_csel > 0);   /* the selections' */
+    assert_true(grouped > 0);   /* the columns grouped, the selections' memory refused */
+    bf_plan_free(u);
+    bf_model_free(m);
+    tg_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +757,8 @@ int main(void)
         cmocka_unit_test(if_hostile),
         cmocka_unit_test(loop_huge_trip_count),
         cmocka_unit_test(nested_if_reads_its_parent_branch),
+        cmocka_unit_test(class_selections_fused_equal_steps),
+        cmocka_unit_test(class_groups_without_memory_run_as_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

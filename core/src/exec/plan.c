@@ -39,6 +39,8 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->tfold);
     bf__free(p->gcol);
     bf__free(p->pwdw);
+    bf__free(p->row_step);
+    bf__plan_free_csels(p);
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
@@ -122,6 +124,7 @@ void bf__plan_value_fault_at(const bf_plan *p, size_t i, int64_t *index, int64_t
  * where (op.h). NULL otherwise. */
 static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc *buf)
 {
+    if (p->row_step && !p->row_step[s - p->steps]) return NULL;
     int v = s->n_in > 0 ? s->node->in[0] : -1;
     if (v < 0 || p->model->values[v].kind != BF__VAL_PARAM) return NULL;
     size_t q = (size_t)p->model->values[v].index;
@@ -291,7 +294,9 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
         if (t < i && !p->step_hit[t]) bt = p->steps[t].in[0];
     }
     if (s->dyn) {
-        bf_status st = bf__dyn_run_step(p, i, err);
+        bf_status st;
+        if (p->csel && bf__plan_csel_emit(p, i, &st, err)) return st;   /* computed with the others */
+        st = bf__dyn_run_step(p, i, err);
         if (st != BF_OK) return st;
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
         return BF_OK;
@@ -349,6 +354,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
     p->n_fused = p->n_pwdw = 0;
     if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
+    if (p->csel) bf__plan_csel_off(p);
     double t = w && w->step_time ? now_s() : 0;
     const unsigned char *act = w ? w->act : NULL;
     /* folded Transposes only in whole runs nobody watches: a watch may
@@ -380,6 +386,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             }
             if (done) continue;
         }
+        if (p->csel && i == bf__plan_csel_first(p)) bf__plan_csel_start(p, act, w ? w->mark : NULL);
         bf_status st = p->gcol && p->gcol[i] > (int)i && gcols(p, i, act) ? BF_OK : run_one(p, i, tfold, pair, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);

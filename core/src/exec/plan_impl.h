@@ -106,6 +106,17 @@ struct bf_plan {
      * pairs the last run ran so (test_conv_pwdw). */
     int *pwdw;
     size_t n_pwdw;
+    /* The class selections of a detector's unrolled post-processing
+     * (NonZero .. TopK .. ConstantOfShape per class; plan_csel.c), computed
+     * in one loop at the first of their steps. NULL: none, or a plan that
+     * does not fuse. */
+    struct bf__cselset *csel;
+    /* per step: 1 when its input 0 is a parameter and it looks rows up in
+     * it (bf__row_lookup), the steps rowsrc (plan.c) must look at each run;
+     * reading the node's inputs and the model's value of every step for it
+     * missed the caches twice a step (2% of SSDlite's trials). NULL: ask
+     * each step. */
+    unsigned char *row_step;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;
@@ -212,6 +223,20 @@ void bf__plan_find_gcols(bf_plan *p);
  * block buffer a pair takes (the scratch the plan must hold). Fails only
  * for memory. */
 bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err);
+/* plan_csel.c: the class selections (p->csel; find needs val_step). A
+ * run calls off at its start and start before step first(): that computes
+ * them all, unless a value fault strikes one of their values or the watch
+ * acts on or marks one of their steps (then every step runs as a step);
+ * emit, for a dynamic step, puts its outputs in place (1, *st its status)
+ * or returns 0 (not one of theirs, or not computed this run). */
+void bf__plan_find_csels(bf_plan *p);
+void bf__plan_free_csels(bf_plan *p);
+void bf__plan_csel_off(bf_plan *p);
+size_t bf__plan_csel_first(const bf_plan *p);
+void bf__plan_csel_start(bf_plan *p, const unsigned char *act, const unsigned char *mark);
+int bf__plan_csel_emit(bf_plan *p, size_t i, bf_status *st, bf_error *err);
+/* the classes found; *computed: the last run computed them together */
+size_t bf__plan_csel_classes(const bf_plan *p, int *computed);
 
 /* Offsets (*out, per value) in *total bytes for the graph inputs and the
  * step outputs marked in `needed`, places shared by values whose lives do

@@ -251,7 +251,8 @@ typedef void (*bf__map_fn)(float *y, const float *x, int64_t n);
 int bf__unary_gelu(const bf__step *s);
 /* shape.c: 1 if the step's output is its input 0's bytes, copied
  * (Reshape, Flatten, Squeeze, Unsqueeze, Identity: bf__run_copy, which
- * moves nothing when a shared arena gives the two the same place). */
+ * moves nothing when a shared arena gives the two the same place; a Split
+ * into one output of its whole input likewise). */
 int bf__copy_step(const bf__step *s);
 bf__map_fn bf__gelu_kernel(void);
 /* elementwise.c: 1 if the step is a float unary map or a float Clip; then

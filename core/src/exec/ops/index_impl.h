@@ -53,6 +53,8 @@ bf_status bf__tile_prepare(bf__prep *p, bf_error *err);
 bf_status bf__tile_run(const bf__ctx *c, bf_error *err);
 bf_status bf__split_prepare(bf__prep *p, bf_error *err);
 bf_status bf__split_run(const bf__ctx *c, bf_error *err);
+/* a Split's params (prepared): one output, the whole input (the same bytes) */
+int bf__split_one(const void *params);
 bf_status bf__depth_to_space_prepare(bf__prep *p, bf_error *err);
 bf_status bf__space_to_depth_prepare(bf__prep *p, bf_error *err);
 
