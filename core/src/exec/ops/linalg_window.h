@@ -183,6 +183,18 @@ int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (pl
 size_t bf__conv_bcast_floats(const bf__conv_params *cp);
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
                     const float *bias, const bf__act *act, float *y);
+/* linalg_conv_flat5.c: one channel's plane of a stride-1 5x5 depthwise
+ * Conv through linalg_conv_direct.c's dw_flat table (tab: its 16-lane masks,
+ * 25 a chunk; off: each tap's input offset), four chunks interleaved, on
+ * AVX-512: the bits dw_flat's any-size body gives. */
+void bf__dw_flat_5x5(const uint16_t *tab, const int64_t *off, int64_t osp, const float *x, const float *wk,
+                     float bv, const bf__act *act, float *y);
+/* bf__dw_row16_5x5: the same for planes whose rows are 16 wide (in and
+ * out), one vector a row, the weights and column masks in registers;
+ * bf__dw_row16_ok: the shapes it takes. */
+int bf__dw_row16_ok(const bf__window *w);
+void bf__dw_row16_5x5(const bf__window *w, const float *x, const float *wk, float bv, const bf__act *act,
+                      float *y);
 /* linalg_conv_stem.c: a first Conv (under 16 input channels, K up to
  * 160, mg a multiple of 16) of bf__conv_packed's padded planes on AVX-512,
  * the output channels in the lanes, the whole K in registers, the outputs
