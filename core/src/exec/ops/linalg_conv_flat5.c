@@ -7,8 +7,8 @@
  * whole plane, each tap loaded and added under the table's mask of the
  * lanes where it lands inside the input) ran these through its any-size
  * body: the tap count unknown at compile time, one chunk of 16 outputs at
- * a time, so each chunk's 25 dependent adds waited on each other (about
- * 3.3 cycles a tap, 24 GFLOP/s). Here the 25 taps are unrolled and four
+ * a time, so each chunk's 25 dependent adds waited on each other (22-27
+ * GFLOP/s; 0.7-0.75x that time now). Here the 25 taps are unrolled and four
  * chunks run interleaved (four independent chains), the weight read as a
  * broadcast operand of the multiply, the same table and offsets. Every
  * lane runs dw_flat's sequence: v = bias, then v = v + w * x for each tap
