@@ -228,7 +228,8 @@ int bf__conv_res_direct(const bf__conv_params *cp);
  * BF__PW_MMAX rows, at least BF__PW_NMIN positions: the shapes where it
  * measured faster, docs/BENCHMARKS.md, h14-mbv2). bf__conv_pw_batched:
  * bf__conv_pw_images images side by side in one product where a map is
- * small (bf__conv_packed_images' rule), K past BF__PW_KMIN and the
+ * small (bf__conv_packed_images' rule), K past BF__PW_KMIN (any K on a
+ * map of one position) and the
  * product no larger than BF__PW_TMPMAX floats, the product in the scratch
  * (bf__conv_pw_floats, 0 when it takes none) then copied to each image,
  * act->res added plane by plane; 0 when it does not take the step (y
@@ -236,7 +237,7 @@ int bf__conv_res_direct(const bf__conv_params *cp);
 #define BF__PW_MMIN 8
 #define BF__PW_MMAX 32
 #define BF__PW_NMIN 784
-#define BF__PW_KMIN 256 /* bf__conv_pw_batched: K past this only */
+#define BF__PW_KMIN 256 /* bf__conv_pw_batched: K past this only (maps of one position: any) */
 #define BF__PW_TMPMAX (1 << 17) /* ... and a product of at most this many floats (512 KiB) */
 int bf__conv_pw_inplace_ok(const bf__conv_params *cp, int64_t nj);
 void bf__conv_pw_inplace(int m, int n, int k, const float *a, int lda, const float *b, int ldb, const float *bias,
