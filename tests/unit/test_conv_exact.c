@@ -284,6 +284,14 @@ static const conv_case cases[] = {
     {"1x1 on 3x5 maps, 9 images in one product: panels across three images", 9, 260, 3, 5, 17, 1, 1, 1, 1, 1,
      {0, 0, 0, 0}, 1, 0},
     {"1x1 on 1x1 maps, 20 images: a panel of 16 images", 20, 270, 1, 1, 12, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    /* maps of one position (a squeeze-excitation block's 1x1 Convs on
+     * [N, C, 1, 1]) side by side at any K, 16 images a product */
+    {"1x1 on 1x1 maps, 18 images, K 240 (16 a product, then 2), 96 rows, an Inf weight", 18, 240, 1, 1, 96, 1, 1, 1,
+     1, 1, {0, 0, 0, 0}, 1, 1},
+    {"1x1 on 1x1 maps, 5 images, K 24, 30 rows", 5, 24, 1, 1, 30, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 on 1x1 maps, K 24 without a bias: one image a product", 4, 24, 1, 1, 32, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
+    {"1x1 on 1x1 maps, K 300, 48 rows (the lanes' shape but for one position)", 17, 300, 1, 1, 48, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 1, 1},
     {"1x1 groups 2 on 7x7 maps, 3 images", 3, 520, 7, 7, 14, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 on 7x7 maps, 3 images, no bias: one image a product", 3, 300, 7, 7, 14, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"1x1 on 7x7 maps, K = 1030 past the stack panel: one image a product", 2, 1030, 7, 7, 9, 1, 1, 1, 1, 1,
@@ -302,7 +310,7 @@ static const conv_case cases[] = {
      1, {0, 0, 0, 0}, 1, 1},
     {"1x1 lanes: 5x5 maps, 3 images, K 400 (chunks 144, 144, 112), 80 rows (3 + 2 vectors)", 3, 400, 5, 5, 80, 1, 1, 1,
      1, 1, {0, 0, 0, 0}, 1, 0},
-    {"1x1 lanes: 1x1 maps, 20 images, K 257, 160 rows (4 + 3 + 3 vectors)", 20, 257, 1, 1, 160, 1, 1, 1, 1, 1,
+    {"1x1 lanes: 2x1 maps, 20 images, K 257, 160 rows (4 + 3 + 3 vectors)", 20, 257, 2, 1, 160, 1, 1, 1, 1, 1,
      {0, 0, 0, 0}, 1, 0},
     {"1x1 lanes: groups 2 of 16 rows and K 260 on 6x7 maps, 2 images", 2, 520, 6, 7, 32, 2, 1, 1, 1, 1, {0, 0, 0, 0},
      1, 1},
@@ -331,6 +339,20 @@ static const conv_case cases[] = {
     {"depthwise 3x3 on 14x14, an Inf weight", 1, 3, 14, 14, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 1},
     {"depthwise 3x3 on 3x17: rows wider than a chunk, one row of taps", 1, 3, 3, 17, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
     {"depthwise 5x5 dilation 2, same size, pads 3 and 5", 1, 3, 11, 9, 3, 3, 5, 5, 1, 2, {3, 5, 5, 3}, 1, 1},
+    /* 5x5 (linalg_conv_flat5.c): the table's masks, 25 taps unrolled, four
+     * chunks interleaved, then one at a time (a last partial chunk); rows
+     * exactly 16 wide: one vector a row, four rows interleaved, the column
+     * masks in registers, rows outside skipped as a whole, then the rows
+     * left over one at a time */
+    {"depthwise 5x5 on 13x13 (11 chunks: 4 + 4, then 3, the last partial), an Inf weight", 2, 3, 13, 13, 3, 3, 5, 5,
+     1, 1, {2, 2, 2, 2}, 1, 1},
+    {"depthwise 5x5 on 32x32, no bias", 1, 3, 32, 32, 3, 3, 5, 5, 1, 1, {2, 2, 2, 2}, 0, 0},
+    {"depthwise 5x5 on 16x16 rows, dilation 2 (lraspp's last stage), an Inf weight", 2, 3, 16, 16, 3, 3, 5, 5, 1, 2,
+     {4, 4, 4, 4}, 1, 1},
+    {"depthwise 5x5 on 16-wide rows, 10 tall (4 + 4, then 2 alone), pads 2", 1, 3, 10, 16, 3, 3, 5, 5, 1, 1,
+     {2, 2, 2, 2}, 1, 0},
+    {"depthwise 5x5 on 16-wide rows, 7 tall, dilation 3, asymmetric pads, no bias, an Inf weight", 1, 2, 7, 16, 2, 2,
+     5, 5, 1, 3, {5, 7, 7, 5}, 0, 1},
     {"depthwise 3x3, 1 wide and 40 tall, same size", 1, 2, 40, 1, 2, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 3x3 on 61x61 (61 chunks per 16 rows), no bias", 1, 2, 61, 61, 2, 2, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 0},
     {"depthwise 3x3 on 130x130: past the mask table, the rows instead", 1, 1, 130, 130, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},

@@ -109,6 +109,17 @@ typedef struct bf__pv_write {
     size_t at, size;             /* bytes */
 } bf__pv_write;
 
+/* Plane-local Resize's state (diffplane.c), a worker's own: the changed
+ * planes of the step at hand (pl); the planes of the trial's outputs
+ * written in place (opl: offsets into bf__dx's out, opl_len floats each),
+ * per batch whether its output was so written alone (opl_b: restored plane
+ * by plane); the steps and planes so run (n_steps, n_planes: --stats). */
+typedef struct bf__dx_plane {
+    int64_t *pl, pl_cap, *opl, n_opl, opl_cap, opl_len;
+    unsigned char *opl_b;
+    int64_t n_steps, n_planes;
+} bf__dx_plane;
+
 struct bf__dx {
     const bf__dx_shared *sh;
     bf_plan *plan[2];
@@ -199,13 +210,7 @@ struct bf__dx {
     int64_t *orow, n_orow;
     int64_t n_in_place[2];       /* and of them, those on one channel (bf__chan_rows) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
-    /* Plane-local Resize (diffplane.c): the changed planes of the step at
-     * hand; the planes of the trial's outputs written in place (offsets
-     * into out, opl_len floats each), per batch whether its output was so
-     * written alone (restored plane by plane); steps and planes so run. */
-    int64_t *pl, pl_cap, *opl, n_opl, opl_cap, opl_len;
-    unsigned char *opl_b;
-    int64_t n_plane_steps, n_planes;
+    bf__dx_plane plane;          /* plane-local Resize (diffplane.c): its own state */
 
     /* The graph's output Gemm over every batch at once: diffout.c's own
      * state and buffers (bf__out_init). */

@@ -41,15 +41,16 @@ static int grow(int64_t **v, int64_t *cap, int64_t need)
 
 void bf__plane_free(bf__dx *dx)
 {
-    bf__free(dx->pl);
-    bf__free(dx->opl);
-    bf__free(dx->opl_b);
+    bf__free(dx->plane.pl);
+    bf__free(dx->plane.opl);
+    bf__free(dx->plane.opl_b);
 }
 
 bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizon, int *done, bf_error *err)
 {
     const bf__dx_shared *sh = dx->sh;
     const bf__step *s = &p->steps[i];
+    bf__dx_plane *pl = &dx->plane;
     *done = 0;
     if (s->n_out != 1 || dx->param_hit[i] || p->step_hit[i] || !bf__resize_planes(s)) return BF_OK;
     int xv = s->node->in[0], yv = s->node->out[0];
@@ -61,10 +62,10 @@ bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizo
     int64_t c = x->dims[1], planes = x->dims[0] * c;
     if (!xg || !yg || planes <= 0 || y->dims[0] * y->dims[1] != planes) return BF_OK;
     int64_t ip = bf_tensor_numel(x) / planes, op = bf_tensor_numel(y) / planes, n = 0;
-    if (!grow(&dx->pl, &dx->pl_cap, planes)) return bf__dx_oom(err);
+    if (!grow(&pl->pl, &pl->pl_cap, planes)) return bf__dx_oom(err);
     const float *xd = x->data;
     for (int64_t k = 0; k < planes; k++)
-        if (memcmp(xd + k * ip, xg + k * ip, (size_t)ip * sizeof *xd) != 0) dx->pl[n++] = k;
+        if (memcmp(xd + k * ip, xg + k * ip, (size_t)ip * sizeof *xd) != 0) pl->pl[n++] = k;
     if (2 * n > planes) return BF_OK;   /* most of it: the whole step, as before */
     for (int j = 1; j < s->n_in; j++) {
         bf_status st = bf__runtime(p, s->node->in[j]) ? bf__dx_fetch(dx, p, b, s->node->in[j], err) : BF_OK;
@@ -77,26 +78,26 @@ bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizo
     here = here && p->vals[yv].data == dx->out_here;
     float *yd = p->vals[yv].data;
     if (!here) memcpy(yd, yg, bf_tensor_nbytes(y));
-    else if (!dx->opl_b && !(dx->opl_b = bf__calloc((size_t)sh->n_batches + 1, 1))) return bf__dx_oom(err);
-    if (here && !grow(&dx->opl, &dx->opl_cap, dx->n_opl + n)) return bf__dx_oom(err);
-    bf__resize_plane_list(s, dx->pl, n, p->scratch);
+    else if (!pl->opl_b && !(pl->opl_b = bf__calloc((size_t)sh->n_batches + 1, 1))) return bf__dx_oom(err);
+    if (here && !grow(&pl->opl, &pl->opl_cap, pl->n_opl + n)) return bf__dx_oom(err);
+    bf__resize_plane_list(s, pl->pl, n, p->scratch);
     int64_t moved = 0, last = -1;
     if (here) dx->n_orow = 0;
     for (int64_t k = 0; k < n; k++) {
-        int64_t at = dx->pl[k] * op;
-        if (here) dx->opl[dx->n_opl++] = (int64_t)(yd - dx->out) + at;
+        int64_t at = pl->pl[k] * op;
+        if (here) pl->opl[pl->n_opl++] = (int64_t)(yd - dx->out) + at;
         if (memcmp(yd + at, yg + at, (size_t)op * sizeof *yd) == 0) continue;
         moved++;
-        if (here && dx->pl[k] / c != last) dx->orow[dx->n_orow++] = last = dx->pl[k] / c;
+        if (here && pl->pl[k] / c != last) dx->orow[dx->n_orow++] = last = pl->pl[k] / c;
     }
     if (here) {
-        dx->opl_len = op;
-        dx->opl_b[b] = 1;
+        pl->opl_len = op;
+        pl->opl_b[b] = 1;
         dx->orow_ok = 1;   /* the changed samples, ascending: out_end reads them */
     }
     dx->work[i] += (double)n / (double)planes;
-    dx->n_plane_steps++;
-    dx->n_planes += n;
+    pl->n_steps++;
+    pl->n_planes += n;
     dx->state[yv] = moved ? DIRTY : GOLDEN;
     dx->dch[yv] = 0;
     if (moved && sh->last_use[yv] > *horizon) *horizon = sh->last_use[yv];
@@ -108,13 +109,14 @@ bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizo
  * 1; 0 if b's output was not written so alone. */
 static int plane_restore(bf__dx *dx, int64_t b)
 {
-    if (!dx->opl_b || !dx->opl_b[b]) return 0;
+    bf__dx_plane *pl = &dx->plane;
+    if (!pl->opl_b || !pl->opl_b[b]) return 0;
     const bf__dx_shared *sh = dx->sh;
     int64_t lo = b * sh->batch * sh->out_cols, hi = lo + sh->batch * sh->out_cols;
-    size_t len = (size_t)dx->opl_len * sizeof(float);
-    dx->opl_b[b] = 0;
-    for (int64_t k = 0; k < dx->n_opl; k++)
-        if (dx->opl[k] >= lo && dx->opl[k] < hi) memcpy(dx->out + dx->opl[k], sh->golden + dx->opl[k], len);
+    size_t len = (size_t)pl->opl_len * sizeof(float);
+    pl->opl_b[b] = 0;
+    for (int64_t k = 0; k < pl->n_opl; k++)
+        if (pl->opl[k] >= lo && pl->opl[k] < hi) memcpy(dx->out + pl->opl[k], sh->golden + pl->opl[k], len);
     return 1;
 }
 
@@ -127,11 +129,11 @@ void bf__out_restore(bf__dx *dx)
         size_t off = (size_t)(b * sh->batch * sh->out_cols);
         memcpy(dx->out + off, sh->golden + off, (size_t)(rows * sh->out_cols) * sizeof(float));
     }
-    dx->n_opl = 0;
+    dx->plane.n_opl = 0;
 }
 
 int64_t bf__dx_plane_steps(const bf__dx *dx, int64_t *planes)
 {
-    *planes = dx->n_planes;
-    return dx->n_plane_steps;
+    *planes = dx->plane.n_planes;
+    return dx->plane.n_steps;
 }

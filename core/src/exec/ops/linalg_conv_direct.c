@@ -663,6 +663,7 @@ static void dw_flat_run(const bf__conv_params *cp, const float *x, const float *
     int64_t off[BF__DW_MAXKH * BF__DW_MAXKW];
     const bf__window *w = &cp->w;
     int64_t taps = w->k[1] * w->k[2];
+    int r16 = taps == 25 && bf__dw_row16_ok(w);   /* linalg_conv_flat5.c */
     dw_flat_masks(w, tab, off);
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {
@@ -670,6 +671,8 @@ static void dw_flat_run(const bf__conv_params *cp, const float *x, const float *
             float *yg = y + (n * cp->m + g) * cp->osp;
             float bv = bias ? bias[g] : 0.0f;
             if (taps == 9 && w->d[2] == 1) dw_flat_3x3(tab, off, cp->osp, xg, wg, bv, act, yg);
+            else if (r16) bf__dw_row16_5x5(w, xg, wg, bv, act, yg);
+            else if (taps == 25) bf__dw_flat_5x5(tab, off, cp->osp, xg, wg, bv, act, yg);
             else dw_flat_any(taps, tab, off, cp->osp, xg, wg, bv, act, yg);
         }
 }

@@ -65,8 +65,13 @@ int64_t bf__conv_pw_images(const bf__conv_params *cp)
     /* K past 256, where the general product packs its panels anyway: a
      * shallower B (mobilenet_v2's 160 -> 960 expansions) it reads in place,
      * from L2 where the step before left it, and that measured faster than
-     * gathering the images' panels */
-    if (!PW512 || cp->simd < BF_SGEMM_AVX512 || cp->kc <= BF__PW_KMIN || cp->kc > BF_SGEMM_KSTACK) return 1;
+     * gathering the images' panels; but maps of one position (a
+     * squeeze-excitation block's 1x1 Convs on [N, C, 1, 1]) at any K: one
+     * image a product is a product of one column, its weights read once an
+     * image, and the images side by side measured 0.13-0.21x its time on
+     * lraspp_mobilenet_v3_large's (K 24-960; docs/perf/detectors.md, h16-seg) */
+    if (!PW512 || cp->simd < BF_SGEMM_AVX512 || (cp->kc <= BF__PW_KMIN && cp->osp != 1) || cp->kc > BF_SGEMM_KSTACK)
+        return 1;
     /* and a product that stays in L2 beside its input: mobilenet_v2's
      * 1280-channel head (1 MB, then copied out) measured level */
     int64_t imgs = bf__conv_packed_images(cp);

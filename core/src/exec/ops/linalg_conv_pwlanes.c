@@ -258,8 +258,13 @@ int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, con
  * with K past 256, 0.76-0.92x the product's time (the images side by side
  * 0.82-0.88x where they ran); K of 160 (the 160 -> 960 expansions)
  * measured level, and 14x14 maps level to 1.25x slower (the product's
- * 16-position panels are 94% full there), so they keep the product. */
+ * 16-position panels are 94% full there), so they keep the product.
+ * Maps of one position (a squeeze-excitation block's 1x1 Convs on
+ * [N, C, 1, 1]) go to the images side by side instead, which took them
+ * at any K and measured 0.7x the lanes' time there (docs/perf/
+ * detectors.md, h16-seg). */
 int bf__conv_pwl_want(const bf__conv_params *cp)
 {
-    return bf__conv_pwl_ok(cp) && cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN;
+    return bf__conv_pwl_ok(cp) && cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN &&
+           !(cp->osp == 1 && bf__conv_pw_images(cp) > 1);
 }

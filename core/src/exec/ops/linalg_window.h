@@ -183,6 +183,18 @@ int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (pl
 size_t bf__conv_bcast_floats(const bf__conv_params *cp);
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
                     const float *bias, const bf__act *act, float *y);
+/* linalg_conv_flat5.c: one channel's plane of a stride-1 5x5 depthwise
+ * Conv through linalg_conv_direct.c's dw_flat table (tab: its 16-lane masks,
+ * 25 a chunk; off: each tap's input offset), four chunks interleaved, on
+ * AVX-512: the bits dw_flat's any-size body gives. */
+void bf__dw_flat_5x5(const uint16_t *tab, const int64_t *off, int64_t osp, const float *x, const float *wk,
+                     float bv, const bf__act *act, float *y);
+/* bf__dw_row16_5x5: the same for planes whose rows are 16 wide (in and
+ * out), one vector a row, the weights and column masks in registers;
+ * bf__dw_row16_ok: the shapes it takes. */
+int bf__dw_row16_ok(const bf__window *w);
+void bf__dw_row16_5x5(const bf__window *w, const float *x, const float *wk, float bv, const bf__act *act,
+                      float *y);
 /* linalg_conv_stem.c: a first Conv (under 16 input channels, K up to
  * 160, mg a multiple of 16) of bf__conv_packed's padded planes on AVX-512,
  * the output channels in the lanes, the whole K in registers, the outputs
@@ -216,7 +228,8 @@ int bf__conv_res_direct(const bf__conv_params *cp);
  * BF__PW_MMAX rows, at least BF__PW_NMIN positions: the shapes where it
  * measured faster, docs/BENCHMARKS.md, h14-mbv2). bf__conv_pw_batched:
  * bf__conv_pw_images images side by side in one product where a map is
- * small (bf__conv_packed_images' rule), K past BF__PW_KMIN and the
+ * small (bf__conv_packed_images' rule), K past BF__PW_KMIN (any K on a
+ * map of one position) and the
  * product no larger than BF__PW_TMPMAX floats, the product in the scratch
  * (bf__conv_pw_floats, 0 when it takes none) then copied to each image,
  * act->res added plane by plane; 0 when it does not take the step (y
@@ -224,7 +237,7 @@ int bf__conv_res_direct(const bf__conv_params *cp);
 #define BF__PW_MMIN 8
 #define BF__PW_MMAX 32
 #define BF__PW_NMIN 784
-#define BF__PW_KMIN 256 /* bf__conv_pw_batched: K past this only */
+#define BF__PW_KMIN 256 /* bf__conv_pw_batched: K past this only (maps of one position: any) */
 #define BF__PW_TMPMAX (1 << 17) /* ... and a product of at most this many floats (512 KiB) */
 int bf__conv_pw_inplace_ok(const bf__conv_params *cp, int64_t nj);
 /* linalg_conv_pwdw.c (exec/step_access.h, bf__conv_pwdw): the 1x1 ->
