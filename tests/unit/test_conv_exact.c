@@ -206,6 +206,12 @@ static const conv_case cases[] = {
     {"5x5 stride 1, pads 2 and 1, 61 wide, 17 rows", 1, 18, 6, 61, 17, 1, 5, 5, 1, 1, {2, 1, 2, 1}, 1, 1},
     {"3x3 stride 1, no padding, 12 wide: each row's last two lanes dropped", 1, 20, 12, 12, 12, 1, 3, 3, 1, 1,
      {0, 0, 0, 0}, 1, 0},
+    /* the planes written whole, a padded row 16 floats at a time (AVX-512):
+     * chunks of padding alone; rows past 32 chunks zeroed and copied */
+    {"3x3 stride 1, pads 17 left and 20 right: chunks of the padded rows all padding", 2, 5, 6, 10, 7, 1, 3, 3, 1, 1,
+     {2, 17, 1, 20}, 1, 0},
+    {"3x3 stride 1, 516 wide: padded rows past 512 floats, zeroed then copied", 1, 3, 4, 516, 5, 1, 3, 3, 1, 1,
+     {1, 1, 1, 1}, 1, 1},
     /* horizontal stride 2 on AVX-512: panels gathered from the padded planes,
      * a permute per run of outputs (runs wrap output rows, end the input) */
     {"3x3 stride 2, outputs 7 wide: a panel spans three output rows", 1, 20, 14, 14, 13, 1, 3, 3, 2, 1, {1, 1, 1, 1}, 1, 0},
