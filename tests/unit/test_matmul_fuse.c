@@ -38,6 +38,7 @@
 #include "exec/ops/fastmath_impl.h"
 #include "exec/ops/sgemm.h"
 #include "exec/plan_impl.h"
+#include "alloc_fail.h"
 #include "exec/step_access.h"
 #include "onnx_graph.h"
 
@@ -381,6 +382,53 @@ static void transpose_folded(void **state)
     unsetenv("BITFLIP_SIMD");
 }
 
+/* Out of memory for the fold's table (plan_fuse.c, bf__plan_find_tfolds,
+ * the plan's last allocation): the plan is still made, folds nothing and
+ * runs the Transpose as a step, so its outputs are the unfused plan's bit
+ * for bit. Every earlier allocation refused fails the build with ENOMEM.
+ * The countdown allocator refuses the n-th allocation and every one after
+ * it: each n from 0 to the count of a clean build is tried, and at least
+ * one (the table) must give a plan. */
+static void transpose_fold_out_of_memory(void **state)
+{
+    (void)state;
+    bf_model *m = tfold_graph(0);
+    bf_plan *a = plan(m, 0, 0);
+    run(a);
+    bf_plan_opts o = {.fuse_activations = 1, .share_buffers = 1};
+    bf_plan *b = NULL;
+    bf_error err = {0};
+    bf_test_alloc_fail_after(1L << 30);   /* counts, refuses none */
+    if (bf_plan_create_opts(m, BATCH, &o, &b, &err) != BF_OK) fail_msg("%s", err.msg);
+    long n_allocs = bf_test_alloc_count();
+    bf_test_alloc_fail_after(-1);
+    assert_non_null(b->tfold);   /* a clean build folds it */
+    bf_plan_free(b);
+    int made = 0;
+    for (long n = 0; n < n_allocs; n++) {
+        b = NULL;
+        err = (bf_error){0};
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_plan_create_opts(m, BATCH, &o, &b, &err);
+        long refused = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        assert_true(refused > 0);
+        if (st != BF_OK) {
+            assert_int_equal(st, BF_ENOMEM);
+            assert_null(b);
+            continue;
+        }
+        made++;
+        assert_null(b->tfold);   /* the fallback: no fold */
+        run(b);
+        same_outputs(m, a, b, "fold table refused");
+        bf_plan_free(b);
+    }
+    assert_true(made >= 1);
+    bf_plan_free(a);
+    bf_model_free(m);
+}
+
 /* A batched MatMul's Softmax over its last axis run on each output matrix
  * right after its product (plan_fuse.c, matmul_softmax; op.h, bf__act's
  * rows): x [B, 20, 16], y [B, 16, 25] inputs;
@@ -603,6 +651,7 @@ int main(void)
         cmocka_unit_test(kernel_levels),
         cmocka_unit_test(plan_levels),
         cmocka_unit_test(transpose_folded),
+        cmocka_unit_test(transpose_fold_out_of_memory),
         cmocka_unit_test(softmax_fused),
         cmocka_unit_test(residual_fused),
     };

@@ -87,6 +87,10 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     runner *rn = w->rn;
+    /* a differential trial's steps fault in their plan's slots a call each,
+     * not a page at a time (exec/plan.c, bf__plan_warm_slots) */
+    for (int t = 0; w->dx && t < 2; t++)
+        if (bf__evaluator_plan(w->ev, t)) bf__plan_warm_slots(bf__evaluator_plan(w->ev, t));
     pthread_mutex_lock(&rn->mu);
     for (;;) {
         /* the chunk must have a free slot: at most ring_n past the fold */

@@ -48,6 +48,7 @@ void bf_plan_free(bf_plan *p)
     bf__free(p->scratch);
     bf__free(p->val_step);
     bf__free(p->step_hit);
+    bf__free(p->warm);
     bf__free(p->fuse_to);
     bf__free(p->fuse_add);
     bf__free(p->fuse_bn);
@@ -210,6 +211,34 @@ static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *
     }
 }
 
+/* A differential worker's trials write their changed values into its
+ * plans' arenas, which the golden pass left untouched (it writes the cache
+ * and its pool, diff/gcache.c): a trial's first full run of a step faulted
+ * in its slot a page at a time (ViT-S/16 at batch 4: 166,000 of a worker's
+ * 184,000 arena pages in 10 trials). One MADV_POPULATE_WRITE call a slot
+ * instead: 80% fewer page-fault traps on ViT-S/16, half on resnet18 and
+ * mobilenet_v2, a little less system time (docs/perf/vit.md, h16-vit2).
+ * Only slots written whole: the rows and channels that other paths write
+ * stay faulted by the page, so a campaign holds no page it would not have
+ * touched (the whole arena populated at a worker's start more than doubled
+ * resnet18's resident memory). */
+void bf__plan_warm_slots(bf_plan *p)
+{
+    if (!p->warm) p->warm = bf__calloc(p->model->n_values + 1, 1);
+}
+
+static void warm(bf_plan *p, const bf__step *s, bf_tensor *const *out, int n_out)
+{
+    const char *a = p->arena, *e = a ? a + p->arena_bytes : NULL;
+    for (int j = 0; j < n_out && j < s->node->n_out; j++) {
+        int v = s->node->out[j];
+        const char *d = out[j] ? out[j]->data : NULL;
+        if (v < 0 || p->warm[v] || !d || d < a || d >= e) continue;
+        p->warm[v] = 1;
+        bf__pages_populate(out[j]->data, bf_tensor_nbytes(out[j]));
+    }
+}
+
 bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
 {
     const bf__step *s = &p->steps[i];
@@ -219,6 +248,7 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .packed = packed_of(p, i)};
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
+    if (p->warm) warm(p, r ? &p->steps[r] : s, c.out, c.n_out);
     return s->node->op->run(&c, err);
 }
 
@@ -403,6 +433,7 @@ bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
                  .packed = packed_of(p, i)};
+    if (p->warm) warm(p, s, c.out, c.n_out);
     return s->node->op->run(&c, err);
 }
 

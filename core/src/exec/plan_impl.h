@@ -128,6 +128,9 @@ struct bf_plan {
      * which some fault applies (inputs_hit: before the first). */
     int *val_step;
     unsigned char *step_hit;
+    /* a differential worker's plans (bf__plan_warm_slots): a byte a value,
+     * 1 once its slot in the arena was faulted in whole; NULL elsewhere */
+    unsigned char *warm;
     int inputs_hit;
     bf__vfault *vf;
     size_t n_vf, vf_cap;

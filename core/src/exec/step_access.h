@@ -23,6 +23,10 @@
 
 /* plan.c: runs step i of the plan alone, on whatever its inputs hold. */
 bf_status bf__plan_run_step(bf_plan *plan, size_t i, bf_error *err);
+/* From now on a step run alone (bf__plan_run_step, _fused) first faults in
+ * the arena slots it writes whole, each once, in one call (plan.c says why);
+ * best effort: out of memory for its map, nothing changes. */
+void bf__plan_warm_slots(bf_plan *plan);
 /* plan.c: the last step Conv step i may compute in its epilogue now (its
  * activation, a residual Add or a BatchNormalization: plan_impl.h's
  * fuse_to, whatever the plan's fuse says), *bn the BatchNormalization and
