@@ -171,10 +171,13 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
     const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);
     const __m512i vidx =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)j->osp));
-    for (int64_t q = t0; q < t1;) {
-        const float *aq = j->acc + (q - t0) * 64;
-        if (q + 16 <= t1 && j->pout[q + 15] - j->pout[q] == 15) {
-            for (int v = 0; v < nv; v++) {
+    /* 16 channels at a time over the whole tile: their 16 output planes
+     * are written front to back, 16 streams, where a position-major walk
+     * wrote one line in each of 16 nv planes in turn */
+    for (int v = 0; v < nv; v++)
+        for (int64_t q = t0; q < t1;) {
+            const float *aq = j->acc + (q - t0) * 64;
+            if (q + 16 <= t1 && j->pout[q + 15] - j->pout[q] == 15) {
                 __m512 r[16];
                 for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(aq + i * 64 + 16 * v);
                 bf__transpose16(r);
@@ -188,11 +191,9 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
                     if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
                     _mm512_storeu_ps(j->y + at, t);
                 }
+                q += 16;
+                continue;
             }
-            q += 16;
-            continue;
-        }
-        for (int v = 0; v < nv; v++) {
             int64_t at = j->pout[q] + (r0 + 16 * v) * j->osp;
             __m512 t = _mm512_add_ps(_mm512_mul_ps(one, _mm512_loadu_ps(aq + 16 * v)), _mm512_loadu_ps(j->bias + r0 + 16 * v));
             if (act && act->res) {
@@ -201,9 +202,8 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
             }
             if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
             _mm512_i32scatter_ps(j->y + at, vidx, t, 4);
+            q++;
         }
-        q++;
-    }
 }
 
 /* row blocks of 64, tiles of positions, chunks of K (whole blocks of 16

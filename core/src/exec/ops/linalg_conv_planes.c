@@ -109,13 +109,14 @@ static inline unsigned lanes_of(const planes_job *j, int64_t q0, int64_t *first)
         const bf__act *act = j->act;                                                                                   \
         const __m512 one = _mm512_set1_ps(1.0f);                                                                       \
         const __m512 lo = _mm512_set1_ps(act ? act->lo : 0.0f), hi = _mm512_set1_ps(act ? act->hi : 0.0f);             \
-        for (int i = 0; i < mr; i++)                                                                                   \
-            for (int v = 0; v < NV; v++) {                                                                             \
+        _Pragma("GCC unroll 12") for (int i = 0; i < mr; i++)                                                          \
+            _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) {                                                     \
                 if (!vm[v]) continue;                                                                                  \
                 __mmask16 keep = (__mmask16)((1u << __builtin_popcount(vm[v])) - 1u);                                  \
                 int64_t at = (i0 + i) * j->osp + o0[v];                                                                \
-                /* block512's epilogue on the outputs' lanes, side by side */                                          \
-                __m512 t = _mm512_maskz_compress_ps((__mmask16)vm[v], s[i][v]);                                        \
+                /* block512's epilogue on the outputs' lanes, side by side (a                                          \
+                 * vector of 16 outputs needs no compress) */                                                          \
+                __m512 t = vm[v] == 0xffffu ? s[i][v] : _mm512_maskz_compress_ps((__mmask16)vm[v], s[i][v]);           \
                 t = _mm512_add_ps(_mm512_mul_ps(one, t), _mm512_set1_ps(j->bias[i0 + i]));                             \
                 if (act && act->res) {                                                                                 \
                     __m512 r = _mm512_maskz_loadu_ps(keep, act->res + at);                                             \
