@@ -846,15 +846,20 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     if (st == BF_OK && ask->out0_numel) *ask->out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);
     if (st != BF_OK || ask->estimate) goto fail;
     if (p->n_dyn && (st = dyn_setup(p, &ask->opts, bc.b, err)) != BF_OK) goto fail;
+    /* before the tables whose lack only costs speed (tfold, gcol, csel):
+     * those come last, so a refused one leaves a plan that runs as steps */
+    if (!(p->row_step = bf__calloc(p->n_steps + 1, 1))) {
+        st = oom(err);
+        goto fail;
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int v = s->n_in > 0 ? s->node->in[0] : -1;
+        p->row_step[i] = !s->dyn && v >= 0 && model->values[v].kind == BF__VAL_PARAM && bf__row_lookup(s);
+    }
     find_packed(p);
     bf__plan_find_tfolds(p);
     bf__plan_find_gcols(p);
-    if ((p->row_step = bf__calloc(p->n_steps + 1, 1)))   /* else rowsrc asks each step */
-        for (size_t i = 0; i < p->n_steps; i++) {
-            const bf__step *s = &p->steps[i];
-            int v = s->n_in > 0 ? s->node->in[0] : -1;
-            p->row_step[i] = !s->dyn && v >= 0 && model->values[v].kind == BF__VAL_PARAM && bf__row_lookup(s);
-        }
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
     for (size_t i = 0; i < p->n_steps; i++)

@@ -114,8 +114,11 @@ struct bf_plan {
     /* per step: 1 when its input 0 is a parameter and it looks rows up in
      * it (bf__row_lookup), the steps rowsrc (plan.c) must look at each run;
      * reading the node's inputs and the model's value of every step for it
-     * missed the caches twice a step (2% of SSDlite's trials). NULL: ask
-     * each step. */
+     * missed the caches twice a step (2% of SSDlite's trials). Made by every
+     * build (its lack fails it with ENOMEM, as the other tables': a plan
+     * that builds with a refused allocation is one whose table only saves
+     * time, tfold, gcol and csel, which test_matmul_fuse and test_plan_dyn
+     * check); NULL only in a plan being built: ask each step. */
     unsigned char *row_step;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
