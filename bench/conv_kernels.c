@@ -28,23 +28,8 @@
 #include "exec/ops/linalg_window.h"
 #include "exec/ops/sgemm.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *rand_floats(int64_t n)
-{
-    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (!p) {
-        fprintf(stderr, "bitflip-bench-conv: out of memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < n; i++) p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-    return p;
-}
+#define BENCH_PROG "bitflip-bench-conv"
+#include "bench_util.h"
 
 /* 1x1 convolutions: bf__sgemm_bias with ReLU6, K input channels, M output, N positions */
 static double pointwise(void)

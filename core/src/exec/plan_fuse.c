@@ -147,6 +147,31 @@ static int matmul_softmax(bf_plan *p, int i, int v, const int *reader)
     return 1;
 }
 
+/* Per value: readers[v] its readers (a graph output counts 2 more, so it
+ * is never a value only one step reads), reader[v] the last step reading
+ * it, made_at[v] its step + 1 (0: made by no step). BF_ENOMEM, nothing
+ * left allocated, when the tables cannot be had. */
+static bf_status reader_tables(const bf_plan *p, int **readers_out, int **reader_out, int **made_at_out)
+{
+    const bf_model *m = p->model;
+    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
+    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
+    if (!readers || !reader || !made_at) {
+        bf__free(readers), bf__free(reader), bf__free(made_at);
+        return BF_ENOMEM;
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *nd = p->steps[i].node;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;
+    }
+    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
+    *readers_out = readers, *reader_out = reader, *made_at_out = made_at;
+    return BF_OK;
+}
+
 /* The Conv + activation pairs a run may fuse (bf_plan_opts.fuse_activations)
  * and, in plans that fuse, Gemm + Relu or Clip pairs (the same rules, no BN
  * or residual Add), and the Conv + residual Add (+ activation) runs of residual_add, where
@@ -161,21 +186,8 @@ static int matmul_softmax(bf_plan *p, int i, int v, const int *reader)
  * parameters, graph inputs or values of steps before i. */
 bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err)
 {
-    const bf_model *m = p->model;
-    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
-    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
-    if (!readers || !reader || !made_at) {
-        bf__free(readers), bf__free(reader), bf__free(made_at);
-        return oom(err);
-    }
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__node *nd = p->steps[i].node;
-        for (int j = 0; j < nd->n_in; j++)
-            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
-        for (int j = 0; j < nd->n_out; j++)
-            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;   /* 0: made by no step */
-    }
-    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
+    int *readers, *reader, *made_at;
+    if (reader_tables(p, &readers, &reader, &made_at) != BF_OK) return oom(err);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
         int v = s->n_out == 1 ? s->node->out[0] : -1;
@@ -315,23 +327,10 @@ void bf__plan_find_gcols(bf_plan *p)
  * keeps it apart from what lives then (plan_build.c extends its life). */
 bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err)
 {
-    const bf_model *m = p->model;
     *floats = 0;
     if (!p->fuse || p->n_steps < 3) return BF_OK;
-    int *readers = bf__calloc(m->n_values + 1, sizeof *readers), *reader = bf__calloc(m->n_values + 1, sizeof *reader);
-    int *made_at = bf__calloc(m->n_values + 1, sizeof *made_at);
-    if (!readers || !reader || !made_at) {
-        bf__free(readers), bf__free(reader), bf__free(made_at);
-        return oom(err);
-    }
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__node *nd = p->steps[i].node;
-        for (int j = 0; j < nd->n_in; j++)
-            if (nd->in[j] >= 0) readers[nd->in[j]]++, reader[nd->in[j]] = (int)i;
-        for (int j = 0; j < nd->n_out; j++)
-            if (nd->out[j] >= 0) made_at[nd->out[j]] = (int)i + 1;
-    }
-    for (size_t i = 0; i < m->n_outputs; i++) readers[m->output_vals[i]] += 2;
+    int *readers, *reader, *made_at;
+    if (reader_tables(p, &readers, &reader, &made_at) != BF_OK) return oom(err);
     bf_status st = BF_OK;
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
