@@ -72,6 +72,7 @@ typedef struct cmp {
     double first_got, first_want;
     int format_error;
     int64_t tied, unverified;   /* rows under the reference's "ties"; of those, boxes not found in ours */
+    int ties_malformed;         /* its "ties" field is not of the README's shape */
 } cmp;
 
 /* Compares rows [0, rows) of ours (cols per row) with ref, a JSON array of
@@ -223,6 +224,27 @@ static void match_ties(const bf_ragged_output *outs, size_t n_outs, const json_t
  * the reference list keyed by output name, each a list of rows compared as
  * compare() does, after the row counts, which must be equal. *rows_bad gets
  * the first sample whose row count differs, or -1. */
+/* "ties" as the README writes it: an object with a string score_output,
+ * a list of output names free_outputs and a list per sample of scores
+ * tied_scores. A field of another shape is the reference's error, said so
+ * ("ties" malformed), never read as no ties at all. */
+static int ties_well_formed(const json_t *ties, int64_t n)
+{
+    const json_t *f = json_object_get(ties, "free_outputs"), *ts = json_object_get(ties, "tied_scores");
+    if (!json_is_object(ties) || !json_is_string(json_object_get(ties, "score_output")) || !json_is_array(f) ||
+        !json_is_array(ts) || (int64_t)json_array_size(ts) < n)
+        return 0;
+    for (size_t j = 0; j < json_array_size(f); j++)
+        if (!json_is_string(json_array_get(f, j))) return 0;
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        const json_t *row = json_array_get(ts, i);
+        if (!json_is_array(row)) return 0;
+        for (size_t t = 0; t < json_array_size(row); t++)
+            if (!json_is_number(json_array_get(row, t))) return 0;
+    }
+    return 1;
+}
+
 static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
                           const char **out_bad, const json_t *ties)
 {
@@ -230,6 +252,7 @@ static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const jso
     *rows_bad = -1;
     *out_bad = NULL;
     if (!json_is_array(ref) || (int64_t)json_array_size(ref) < n) { all.format_error = 1; return all; }
+    if (ties && !ties_well_formed(ties, n)) { all.format_error = all.ties_malformed = 1; return all; }
     for (int64_t i = 0; i < n; i++) {
         const json_t *obj = json_array_get(ref, (size_t)i);
         if (!json_is_object(obj)) { all.format_error = 1; return all; }
@@ -286,7 +309,12 @@ static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const jso
 
 static void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
 {
-    if (c->format_error) { printf("reference malformed"); return; }
+    if (c->format_error) {
+        printf(c->ties_malformed ? "reference malformed: its \"ties\" is not {score_output: name, free_outputs: [names], "
+                                   "tied_scores: [[scores] per sample]} (tests/fixtures/README.md, \"Ties at the cut\")"
+                                 : "reference malformed");
+        return;
+    }
     if (c->tied)
         printf("ties: %lld rows at a score PyTorch kept only some of, %lld of their boxes unverifiable "
                "(not among ours; PyTorch chose among equal scores); ", (long long)c->tied, (long long)c->unverified);

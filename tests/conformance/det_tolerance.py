@@ -93,6 +93,19 @@ def main():
         case("ties: untied box", tied(untied_box=True), False)
         case("ties: tied label", tied(label=True), False)
         case("ties: tied score", tied(score=True), False)
+        def bad_ties(shape):
+            def edit(ref):
+                ref["ties"] = shape(len(ref["golden"]))
+                return "a malformed ties field"
+            return edit
+
+        case("ties: not an object", bad_ties(lambda n: [1, 2]), False, 'its "ties" is not')
+        case("ties: tied_scores short", bad_ties(lambda n: {"score_output": "scores", "free_outputs": ["boxes"],
+                                                            "tied_scores": [[]] * (n - 1)}), False, 'its "ties" is not')
+        case("ties: a score not a number", bad_ties(lambda n: {"score_output": "scores", "free_outputs": ["boxes"],
+                                                               "tied_scores": [["0.5"]] * n}), False, 'its "ties" is not')
+        case("ties: free_outputs not names", bad_ties(lambda n: {"score_output": "scores", "free_outputs": [3],
+                                                                 "tied_scores": [[]] * n}), False, 'its "ties" is not')
         case("corner within the row's scale", corner(0.6e-4), True)
         case("corner past the row's scale", corner(1.5e-4), False)
         case("label", label, False)
