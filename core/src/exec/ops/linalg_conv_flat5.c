@@ -43,6 +43,10 @@ static inline __mmask16 f5_tail(int64_t left)
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
 }
 
+/* the fused Clip/Relu: min(hi, max(lo, v)), operands in the order the
+ * plain kernel's NaN rule wants (one spelling for every path below) */
+#define F5_CLIP(v) ((v) = _mm512_min_ps(hi, _mm512_max_ps(lo, (v))))
+
 /* Planes whose rows are 16 wide (in and out; stride 1): each output row
  * is one vector, and tap (kh, kw) of output row oh reads input row
  * oh + kh dh - ph at columns ow + kw dw - pw, the lanes where that column
@@ -112,8 +116,7 @@ AVX512_F5 void bf__dw_row16_5x5(const bf__window *w, const float *x, const float
             }
         }
         if (act) {
-            v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0)), v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
-            v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, v2)), v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, v3));
+            F5_CLIP(v0), F5_CLIP(v1), F5_CLIP(v2), F5_CLIP(v3);
         }
         _mm512_storeu_ps(y + 16 * oh, v0);
         _mm512_storeu_ps(y + 16 * oh + 16, v1);
@@ -128,7 +131,7 @@ AVX512_F5 void bf__dw_row16_5x5(const bf__window *w, const float *x, const float
 #pragma GCC unroll 5
             for (int kw = 0; kw < 5; kw++) R16_TAP(v, cm[kw], wv[kh * 5 + kw], x + ih * 16 + dx[kw]);
         }
-        if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+        if (act) F5_CLIP(v);
         _mm512_storeu_ps(y + 16 * oh, v);
     }
 }
@@ -153,8 +156,7 @@ AVX512_F5 void bf__dw_flat_5x5(const uint16_t *tab, const int64_t *off, int64_t 
             F5_TAP(v3, m + 75 + t, wk + t, p + 48);
         }
         if (act) {
-            v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0)), v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
-            v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, v2)), v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, v3));
+            F5_CLIP(v0), F5_CLIP(v1), F5_CLIP(v2), F5_CLIP(v3);
         }
         _mm512_storeu_ps(y + 16 * c, v0);
         _mm512_storeu_ps(y + 16 * c + 16, v1);
@@ -167,7 +169,7 @@ AVX512_F5 void bf__dw_flat_5x5(const uint16_t *tab, const int64_t *off, int64_t 
         __m512 v = b;
 #pragma GCC unroll 25
         for (int t = 0; t < 25; t++) F5_TAP(v, m + t, wk + t, xc + off[t]);
-        if (act) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+        if (act) F5_CLIP(v);
         _mm512_mask_storeu_ps(y + 16 * c, f5_tail(osp - 16 * c), v);
     }
 }
