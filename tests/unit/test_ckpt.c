@@ -92,7 +92,7 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .counted_costs = !timed};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed};
     if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
     kept k = {0};
@@ -208,8 +208,9 @@ static void weights_single_bit(void **state)
     assert_true(t.stored >= 4);
 }
 
-/* the one test whose cuts are weighed by measured times, as bitflip run's
- * are: its records must equal the exact engine's whatever the cuts */
+/* the one test whose cuts are weighed by measured times
+ * (bf_campaign_prep.timed_costs; bitflip run's are counted): its records
+ * must equal the exact engine's whatever the cuts */
 static void weights_several_and_ber(void **state)
 {
     (void)state;

@@ -34,7 +34,7 @@ static bf_status step_times(bf_evaluator *ev, double *cost, bf_error *err)
     return bf__plan_run_from(p, 0, &w, NULL, err);
 }
 
-/* Each step's cost from its counted work (bf_campaign_prep.counted_costs):
+/* Each step's cost from its counted work (bf_campaign_prep.timed_costs 0):
  * the same on any machine. Nanoseconds a count, about this project's
  * kernels on one core (an AVX-512 product, an elementwise pass); a
  * dynamic step's shapes are data, so it counts a microsecond. */
@@ -62,7 +62,7 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     double *pm = bf__calloc(m->n_params + 1, sizeof *pm), *vm = bf__calloc(m->n_values + 1, sizeof *vm);
     bf_status st = BF_OK;
     if (!cost || !pm || !vm) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden checkpoints"); goto out; }
-    if (prep->counted_costs) step_counts(ev, cost);
+    if (!prep->timed_costs) step_counts(ev, cost);
     else if ((st = step_times(ev, cost, err)) != BF_OK) goto out;
     for (size_t s = 0; s < c->surface.n_sites; s++) {
         double e = (double)c->surface.sites[s].elements;

@@ -20,12 +20,8 @@
 #include "base/warena.h"
 #include "exec/ckpt_impl.h"
 
-/* What recording a checkpoint byte costs the golden pass: the copy into
- * memory touched for the first time (page faults). Measured on SSDlite320,
- * 16 images: 1 GiB of checkpoints made its setup 3.3 s longer than 64 MiB
- * did (4.5 s against 1.2 s), about 3 ns a byte; the trials were 12% faster
- * (docs/ENGINE.md, "One image per call"). */
-#define BYTE_SECONDS 3e-9
+/* What recording a checkpoint byte costs the golden pass (ckpt_impl.h) */
+#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 
 void bf__ckpt_free(bf__ckpt *ck)
 {

@@ -7,6 +7,17 @@
 #include "exec/ckpt.h"
 #include "exec/plan_impl.h"
 
+/* What recording a checkpoint byte costs the golden pass, for the cuts
+ * (ckpt.c), the store (ckpt_reach.c) and the one-channel outputs
+ * (ckpt_chan.c): the pages faulted in at once (MADV_POPULATE_WRITE, the
+ * kernel zeroing them) and the pass's copy into them. On SSDlite320 (16
+ * images, h17-ssd) the populate took 0.30 ns a byte (101 -> 228 MiB: 31 ->
+ * 70 ms of CPU), the copies about 0.1 more (an estimate): twice that, for a loaded
+ * machine. It was 3 ns, measured when the copies faulted each page in
+ * themselves: 1 GiB of checkpoints then made the setup 3.3 s longer than
+ * 64 MiB did. */
+#define BF__CKPT_BYTE_SECONDS 1e-9
+
 struct bf__ckpt {
     size_t n_steps, n_params, n_values;
     int *param_lo, *param_hi;   /* per parameter: first and last step reading it (lo > hi: none) */

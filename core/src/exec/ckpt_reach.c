@@ -24,7 +24,7 @@
 #include "exec/ckpt_impl.h"
 
 /* as ckpt.c: what recording a checkpoint byte costs the golden pass */
-#define BYTE_SECONDS 3e-9
+#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 /* what putting a stored byte back costs a trial (a copy from memory not in
  * cache): an estimate, it only weighs the store's saving */
 #define FILL_SECONDS 0.3e-9
