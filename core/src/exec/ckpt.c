@@ -193,6 +193,13 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
                           const double *param_mass, const double *value_mass, size_t budget, bf__ckpt **out,
                           bf_error *err)
 {
+    return bf__ckpt_create_drawn(p, samples, trials, step_cost, param_mass, value_mass, budget, NULL, NULL, out, err);
+}
+
+bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                                const double *param_mass, const double *value_mass, size_t budget,
+                                bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
+{
     const bf_model *m = p->model;
     size_t n = p->n_steps;
     *out = NULL;
@@ -260,6 +267,7 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
             goto out;
         }
     }
+    if (drawn && ck->n_store && (st = bf__ckpt_store_drawn(ck, p, drawn, user, err)) != BF_OK) goto out;
     if (samples > 0 && ck->sample_bytes > 0 && !(ck->data = bf__malloc((size_t)samples * ck->sample_bytes))) {
         st = oom(err);
         goto out;
