@@ -31,6 +31,7 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "alloc_fail.h"
 #include "campaign_check.h"
 #include "exec/ckpt_impl.h"
 #include "onnx_graph.h"
@@ -507,6 +508,30 @@ static void store_cut_to_the_drawn_trials(void **state)
                 bf__ckpt_num_stored(cut), (unsigned long long)bf__ckpt_bytes(all), (unsigned long long)bf__ckpt_bytes(cut),
                 fills, chans);
     assert_true(fills > 0 && chans > 0);   /* both kinds of put-back were there to keep */
+    /* every allocation refused in turn, the marks' among them: BF_ENOMEM
+     * and nothing held (the ASan build checks the leaks), or checkpoints
+     * whose store is the cut one or the whole one */
+    int refused = 0;
+    for (long k = 0; k < 100000; k++) {
+        bf__ckpt *ck = NULL;
+        size_t live = bf_test_alloc_live();
+        bf_test_alloc_fail_after(k);
+        bf_status st = bf__ckpt_create_drawn(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, run_list, &d, &ck, &err);
+        long failed = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            size_t ns = bf__ckpt_num_stored(ck);
+            assert_true(ns == bf__ckpt_num_stored(cut) || ns == bf__ckpt_num_stored(all));
+            bf__ckpt_free(ck);
+            if (failed == 0) break;
+            continue;
+        }
+        assert_int_equal(st, BF_ENOMEM);
+        assert_null(ck);
+        assert_int_equal(bf_test_alloc_live(), live);
+        refused++;
+    }
+    assert_true(refused > 10);
     bf__ckpt_trial_free(ta);
     bf__ckpt_trial_free(tc);
     bf__ckpt_free(all);
