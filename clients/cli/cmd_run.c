@@ -454,7 +454,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
     if (!r->exact && isfinite(r->work_fraction)) {
         fprintf(stderr, "bitflip run: the trials re-ran %.2f%% of the work of running each in full %s",
                 100 * r->work_fraction,
-                r->ckpt.cuts ? "(each image from its checkpoint on, by the steps' time on the golden pass)"
+                r->ckpt.cuts ? "(each image from its checkpoint on, by the steps' counted work)"
                               : "(steps run in full or on rows, by their time on the golden pass)");
         for (int i = 0; i < r->n_top_steps; i++)
             fprintf(stderr, "%s %s '%s' %.0f%% (%.2f batches a trial)", i ? "," : "; most in", r->top_steps[i].op,

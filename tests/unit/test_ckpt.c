@@ -31,6 +31,7 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "alloc_fail.h"
 #include "campaign_check.h"
 #include "exec/ckpt_impl.h"
 #include "onnx_graph.h"
@@ -92,7 +93,7 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .counted_costs = !timed};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed};
     if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
     kept k = {0};
@@ -208,8 +209,9 @@ static void weights_single_bit(void **state)
     assert_true(t.stored >= 4);
 }
 
-/* the one test whose cuts are weighed by measured times, as bitflip run's
- * are: its records must equal the exact engine's whatever the cuts */
+/* the one test whose cuts are weighed by measured times
+ * (bf_campaign_prep.timed_costs; bitflip run's are counted): its records
+ * must equal the exact engine's whatever the cuts */
 static void weights_several_and_ber(void **state)
 {
     (void)state;
@@ -427,6 +429,120 @@ static void input_fed_unless_past_its_readers(void **state)
     bf_model_free(m);
 }
 
+/* The store cut to the drawn trials (bf__ckpt_create_drawn): every drawn
+ * trial's run takes the same steps, fills, one-channel Convs and restores
+ * with the cut store as with the whole one, which holds more. On the
+ * SSDlite fixture with every parameter weighed alike, eight trials, one
+ * weight element each (a head Conv's channel among them); the whole store
+ * made by bf__ckpt_create from the same costs. Marking nothing for the
+ * one-channel walks or the fills fails it. */
+typedef struct drawn_list {
+    int64_t q[8], index[8];
+    int n;
+} drawn_list;
+
+static bf_status run_list(void *user, const bf__ckpt *ck, bf__ckpt_trial *tr, bf_error *err)
+{
+    (void)err;
+    const drawn_list *d = user;
+    for (int k = 0; k < d->n; k++) {
+        bf__ckpt_trial_begin(ck, tr);
+        bf__ckpt_trial_param(ck, tr, (size_t)d->q[k]);
+        bf__ckpt_trial_element(ck, tr, (size_t)d->q[k], d->index[k]);
+        bf__ckpt_trial_end(ck, tr);
+    }
+    return BF_OK;
+}
+
+static void store_cut_to_the_drawn_trials(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_load(BF_FIXTURES "/det/ssdlite", &m, &ds);
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    bf_plan_opts po = {.fuse_activations = 1, .share_buffers = 1, .unbatched = 1};   /* as the evaluator's */
+    if (bf_plan_create_opts(m, 1, &po, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    size_t n = bf_plan_num_steps(p);
+    double *cost = calloc(n + 1, sizeof *cost), *pm = calloc(m->n_params + 1, sizeof *pm);
+    assert_true(cost && pm);
+    for (size_t i = 0; i < n; i++) cost[i] = p->steps[i].dyn ? 1e-6 : 1e-4;
+    for (size_t q = 0; q < m->n_params; q++) pm[q] = 1;
+    drawn_list d = {0};
+    for (size_t q = m->n_params; q-- > 0 && d.n < 8;)   /* the heads first: their Convs' channels */
+        if (q % 3 == 0) d.q[d.n] = (int64_t)q, d.index[d.n++] = 0;
+    bf__ckpt *all = NULL, *cut = NULL;
+    if (bf__ckpt_create(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, &all, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf__ckpt_create_drawn(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, run_list, &d, &cut, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    assert_true(bf__ckpt_num_cuts(all) > 0 && bf__ckpt_num_stored(all) > 0);
+    assert_true(bf__ckpt_num_stored(cut) < bf__ckpt_num_stored(all));
+    assert_true(bf__ckpt_bytes(cut) < bf__ckpt_bytes(all));
+    bf__ckpt_trial *ta = NULL, *tc = NULL;
+    if (bf__ckpt_trial_new(all, &ta, &err) != BF_OK || bf__ckpt_trial_new(cut, &tc, &err) != BF_OK) fail_msg("%s", err.msg);
+    int fills = 0, chans = 0;
+    for (int k = 0; k < d.n; k++) {
+        bf__ckpt_trial *t2[2] = {ta, tc};
+        bf__ckpt *c2[2] = {all, cut};
+        for (int j = 0; j < 2; j++) {
+            bf__ckpt_trial_begin(c2[j], t2[j]);
+            bf__ckpt_trial_param(c2[j], t2[j], (size_t)d.q[k]);
+            bf__ckpt_trial_element(c2[j], t2[j], (size_t)d.q[k], d.index[k]);
+            bf__ckpt_trial_end(c2[j], t2[j]);
+        }
+        assert_int_equal(ta->all, tc->all);
+        assert_int_equal(ta->from, tc->from);
+        assert_int_equal(ta->chan_step, tc->chan_step);
+        chans += ta->chan_step >= 0;
+        if (ta->all) continue;
+        for (size_t i = 0; i < n; i++) {
+            if (ta->act[i] != tc->act[i]) fail_msg("trial %d (parameter %lld): step %zu acts %d, cut store %d", k,
+                                                   (long long)d.q[k], i, ta->act[i], tc->act[i]);
+            fills += (ta->act[i] & BF__STEP_FILL) != 0;
+        }
+        assert_memory_equal(ta->read, tc->read, m->n_values);
+    }
+    if (getenv("BF_TEST_VERBOSE"))
+        fprintf(stderr, "store %zu -> %zu values, %llu -> %llu bytes; %d fills, %d channels\n", bf__ckpt_num_stored(all),
+                bf__ckpt_num_stored(cut), (unsigned long long)bf__ckpt_bytes(all), (unsigned long long)bf__ckpt_bytes(cut),
+                fills, chans);
+    assert_true(fills > 0 && chans > 0);   /* both kinds of put-back were there to keep */
+    /* every allocation refused in turn, the marks' among them: BF_ENOMEM
+     * and nothing held (the ASan build checks the leaks), or checkpoints
+     * whose store is the cut one or the whole one */
+    int refused = 0;
+    for (long k = 0; k < 100000; k++) {
+        bf__ckpt *ck = NULL;
+        size_t live = bf_test_alloc_live();
+        bf_test_alloc_fail_after(k);
+        bf_status st = bf__ckpt_create_drawn(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, run_list, &d, &ck, &err);
+        long failed = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            size_t ns = bf__ckpt_num_stored(ck);
+            assert_true(ns == bf__ckpt_num_stored(cut) || ns == bf__ckpt_num_stored(all));
+            bf__ckpt_free(ck);
+            if (failed == 0) break;
+            continue;
+        }
+        assert_int_equal(st, BF_ENOMEM);
+        assert_null(ck);
+        assert_int_equal(bf_test_alloc_live(), live);
+        refused++;
+    }
+    assert_true(refused > 10);
+    bf__ckpt_trial_free(ta);
+    bf__ckpt_trial_free(tc);
+    bf__ckpt_free(all);
+    bf__ckpt_free(cut);
+    free(cost);
+    free(pm);
+    bf_plan_free(p);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 /* Every allocation the checkpoints make (their layout, each image's copy,
  * the timing run's) failing in turn gives BF_ENOMEM and frees what it
  * made, never a crash or a leak (the ASan build checks the leaks). */
@@ -455,6 +571,7 @@ int main(void)
         cmocka_unit_test(channel_followed_through_maps),
         cmocka_unit_test(no_room_for_a_cut),
         cmocka_unit_test(input_fed_unless_past_its_readers),
+        cmocka_unit_test(store_cut_to_the_drawn_trials),
         cmocka_unit_test(allocations_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -687,16 +687,16 @@ typedef struct bf_campaign_prep {
      * mode's rounding bounds and linear segments: a product per sample);
      * a near-exact run of a campaign prepared without makes its own cache. */
     int near_exact;
-    /* 1: a one-image graph's checkpoints (docs/ENGINE.md, "One image per
-     * call") weigh each step by its counted work (multiply-adds of a Conv,
-     * Gemm or MatMul, elements read and written by anything else, at fixed
-     * nanoseconds each) instead of its time on two timed runs of image 0:
-     * the same cuts and kept values on any machine, however loaded, and no
-     * timed runs. 0 (the default): measured times, which fit the machine's
-     * real costs (the tail's dynamic steps above all). tests/unit/test_ckpt.c
-     * sets it where it asserts that a path (a fused Conv's channel, a
-     * followed step) ran. */
-    int counted_costs;
+    /* 0 (the default): a one-image graph's checkpoints (docs/ENGINE.md, "One
+     * image per call") weigh each step by its counted work (multiply-adds of
+     * a Conv, Gemm or MatMul, elements read and written by anything else, at
+     * fixed nanoseconds each): the same cuts and kept values on any machine,
+     * however loaded, and no timed runs. 1: by its time on two timed runs of
+     * image 0 instead, which fit the machine's real costs (the tail's dynamic
+     * steps above all) when it is quiet, but move with the load: on
+     * SSDlite320 the timed choice kept 70-134 MiB from one run to the next
+     * and cost 0.04 s of CPU (docs/perf/detectors.md, h17-ssd). */
+    int timed_costs;
     /* The shard bf_campaign_run will run (bf_campaign_opts' shard_index and
      * shard_count; count 0 or 1: every trial). The differential golden
      * pass then caches only what that shard's trials read (drawn before

@@ -5,6 +5,7 @@
  * evaluator before its pass; what the trials re-ran, for --stats.
  * docs/ENGINE.md, "One image per call". */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +35,7 @@ static bf_status step_times(bf_evaluator *ev, double *cost, bf_error *err)
     return bf__plan_run_from(p, 0, &w, NULL, err);
 }
 
-/* Each step's cost from its counted work (bf_campaign_prep.counted_costs):
+/* Each step's cost from its counted work (bf_campaign_prep.timed_costs 0):
  * the same on any machine. Nanoseconds a count, about this project's
  * kernels on one core (an AVX-512 product, an elementwise pass); a
  * dynamic step's shapes are data, so it counts a microsecond. */
@@ -51,6 +52,64 @@ static void step_counts(bf_evaluator *ev, double *cost)
     }
 }
 
+/* The campaign's trials as the evaluator will see them (run_weight_trial,
+ * run_value_trial: bf__campaign_ckpt_weights' and _values' calls), drawn
+ * now, before the golden pass, exactly as the trials will draw them
+ * (bf__campaign_draw is a function of the seed and the trial's number; a
+ * shard's alone, t % N == I): the checkpoints' store then keeps only what
+ * they put back (bf__ckpt_create_drawn). Where they are not known here, as
+ * campaign_golden.c's drawn_roots finds for the golden cache (fault groups,
+ * mitigations, BER and profiled maps, adaptive sampling, dynamic and
+ * kv_cache sites, more than DRAWN_MAX trials), NULL: the whole store. */
+#define DRAWN_MAX (INT64_C(1) << 18)
+static int drawn_known(const bf_campaign *c)
+{
+    const bf__faults *f = &c->faults;
+    if (c->groups.n || c->protect.own_model || c->protect.ecc || c->protect.sbp_mask || c->protect.range_lo ||
+        c->protect.range_plo || f->kind == BF_FAULT_BER || f->kind == BF_FAULT_PROFILED ||
+        f->sampling == BF_SAMPLE_ADAPTIVE || f->target == BF_TARGET_KV_CACHE || c->surface.site_kv ||
+        f->n_trials > DRAWN_MAX || (f->target == BF_TARGET_WEIGHTS ? !c->surface.site_param : !c->surface.site_value))
+        return 0;
+    for (size_t s = 0; s < c->surface.n_sites; s++)
+        if (c->surface.sites[s].dynamic) return 0;
+    return 1;
+}
+
+typedef struct drawn_ctx {
+    const bf_campaign *c;
+    const bf_campaign_prep *prep;
+} drawn_ctx;
+
+static bf_status drawn_trials(void *user, const bf__ckpt *ck, bf__ckpt_trial *tr, bf_error *err)
+{
+    const drawn_ctx *x = user;
+    const bf_campaign *c = x->c;
+    const bf_campaign_prep *prep = x->prep;
+    int weights = c->faults.target == BF_TARGET_WEIGHTS;
+    int sharded = prep->shard_count > 1 && prep->shard_index >= 0 && prep->shard_index < prep->shard_count;
+    int64_t first = sharded ? prep->shard_index : 0, step = sharded ? prep->shard_count : 1;
+    bf__draw d = {0};
+    bf_status st = BF_OK;
+    for (int64_t t = first; t < c->faults.n_trials; t += step) {
+        if ((st = bf__campaign_draw(c, t, &d, err)) != BF_OK) break;
+        bf__ckpt_trial_begin(ck, tr);
+        for (size_t k = 0; k < d.n; k++) {
+            const bf__efault *f = &d.f[k];
+            if (!weights) {
+                bf__ckpt_trial_value(ck, tr, c->surface.site_value[f->site]);
+                continue;
+            }
+            size_t q = c->surface.site_param[f->site];
+            int64_t at, stride, span = bf__fault_span(&c->store, q, f->index, &at, &stride);
+            bf__ckpt_trial_param(ck, tr, q);
+            for (int64_t j = 0; j < span; j++, at += stride) bf__ckpt_trial_element(ck, tr, q, at);
+        }
+        bf__ckpt_trial_end(ck, tr);
+    }
+    bf__draw_free(&d);
+    return st;
+}
+
 bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_error *err)
 {
     if (!bf_evaluator_unbatched(ev) || !prep || !prep->differential || c->gen.m > 0) return BF_OK;
@@ -62,7 +121,7 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     double *pm = bf__calloc(m->n_params + 1, sizeof *pm), *vm = bf__calloc(m->n_values + 1, sizeof *vm);
     bf_status st = BF_OK;
     if (!cost || !pm || !vm) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden checkpoints"); goto out; }
-    if (prep->counted_costs) step_counts(ev, cost);
+    if (!prep->timed_costs) step_counts(ev, cost);
     else if ((st = step_times(ev, cost, err)) != BF_OK) goto out;
     for (size_t s = 0; s < c->surface.n_sites; s++) {
         double e = (double)c->surface.sites[s].elements;
@@ -71,7 +130,10 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     }
     int64_t budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
     bf__ckpt *ck = NULL;
-    if ((st = bf__ckpt_create(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, &ck, err)) != BF_OK) goto out;
+    drawn_ctx dx = {.c = c, .prep = prep};
+    if ((st = bf__ckpt_create_drawn(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget,
+                                    drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) != BF_OK)
+        goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
         bf__ckpt_free(ck);
         goto out;

@@ -20,12 +20,8 @@
 #include "base/warena.h"
 #include "exec/ckpt_impl.h"
 
-/* What recording a checkpoint byte costs the golden pass: the copy into
- * memory touched for the first time (page faults). Measured on SSDlite320,
- * 16 images: 1 GiB of checkpoints made its setup 3.3 s longer than 64 MiB
- * did (4.5 s against 1.2 s), about 3 ns a byte; the trials were 12% faster
- * (docs/ENGINE.md, "One image per call"). */
-#define BYTE_SECONDS 3e-9
+/* What recording a checkpoint byte costs the golden pass (ckpt_impl.h) */
+#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 
 void bf__ckpt_free(bf__ckpt *ck)
 {
@@ -197,6 +193,13 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
                           const double *param_mass, const double *value_mass, size_t budget, bf__ckpt **out,
                           bf_error *err)
 {
+    return bf__ckpt_create_drawn(p, samples, trials, step_cost, param_mass, value_mass, budget, NULL, NULL, out, err);
+}
+
+bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                                const double *param_mass, const double *value_mass, size_t budget,
+                                bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
+{
     const bf_model *m = p->model;
     size_t n = p->n_steps;
     *out = NULL;
@@ -264,6 +267,7 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
             goto out;
         }
     }
+    if (drawn && ck->n_store && (st = bf__ckpt_store_drawn(ck, p, drawn, user, err)) != BF_OK) goto out;
     if (samples > 0 && ck->sample_bytes > 0 && !(ck->data = bf__malloc((size_t)samples * ck->sample_bytes))) {
         st = oom(err);
         goto out;

@@ -31,6 +31,18 @@ typedef struct bf__ckpt bf__ckpt;
 bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
                           const double *param_mass, const double *value_mass, size_t budget, bf__ckpt **out,
                           bf_error *err);
+/* As bf__ckpt_create, and when the campaign's trials are known before its
+ * golden pass: the store then holds, of what the choice kept, only the
+ * values those trials put back (a skipped step's, a one-channel Conv's and
+ * the steps following its channel), so the golden pass records and pages
+ * in no more. drawn(user, ck, tr, err) runs each trial's begin, faults and
+ * end on tr; the runs of those trials are the same as with the whole
+ * store. Without memory for the marks, the whole store. */
+struct bf__ckpt_trial;
+typedef bf_status (*bf__ckpt_drawn)(void *user, const bf__ckpt *ck, struct bf__ckpt_trial *tr, bf_error *err);
+bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                                const double *param_mass, const double *value_mass, size_t budget,
+                                bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
 void bf__ckpt_free(bf__ckpt *ck);
 
 size_t bf__ckpt_num_cuts(const bf__ckpt *ck);

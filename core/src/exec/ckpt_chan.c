@@ -46,7 +46,7 @@
 #include "exec/step_access.h"
 
 /* as ckpt.c: what recording a checkpoint byte costs the golden pass */
-#define BYTE_SECONDS 3e-9
+#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 /* as ckpt_reach.c: what putting a stored byte back costs a trial, on each
  * image (a pointwise Conv of few input channels costs little more than
  * the copy of its golden output) */

@@ -7,6 +7,17 @@
 #include "exec/ckpt.h"
 #include "exec/plan_impl.h"
 
+/* What recording a checkpoint byte costs the golden pass, for the cuts
+ * (ckpt.c), the store (ckpt_reach.c) and the one-channel outputs
+ * (ckpt_chan.c): the pages faulted in at once (MADV_POPULATE_WRITE, the
+ * kernel zeroing them) and the pass's copy into them. On SSDlite320 (16
+ * images, h17-ssd) the populate took 0.30 ns a byte (101 -> 228 MiB: 31 ->
+ * 70 ms of CPU), the copies about 0.1 more (an estimate): twice that, for a loaded
+ * machine. It was 3 ns, measured when the copies faulted each page in
+ * themselves: 1 GiB of checkpoints then made the setup 3.3 s longer than
+ * 64 MiB did. */
+#define BF__CKPT_BYTE_SECONDS 1e-9
+
 struct bf__ckpt {
     size_t n_steps, n_params, n_values;
     int *param_lo, *param_hi;   /* per parameter: first and last step reading it (lo > hi: none) */
@@ -90,6 +101,9 @@ bf_status bf__ckpt_graph(bf__ckpt *ck, const bf_plan *p);
  * skip, kept if recording them costs the golden pass less than the trials
  * save. mass[i]: the share of faults first landing in step i (of mtotal);
  * Sets the offsets from *off on. */
+/* The store cut to what drawn's trials put back (bf__ckpt_create_drawn);
+ * ck->sample_bytes with it. */
+bf_status bf__ckpt_store_drawn(bf__ckpt *ck, const bf_plan *p, bf__ckpt_drawn drawn, void *user, bf_error *err);
 bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal,
                                 uint64_t room, int64_t trials, size_t *off);
 /* ckpt_reach.c: the steps a trial runs (act, run_pre, skip_pre) from tr's

@@ -24,7 +24,7 @@
 #include "exec/ckpt_impl.h"
 
 /* as ckpt.c: what recording a checkpoint byte costs the golden pass */
-#define BYTE_SECONDS 3e-9
+#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 /* what putting a stored byte back costs a trial (a copy from memory not in
  * cache): an estimate, it only weighs the store's saving */
 #define FILL_SECONDS 0.3e-9
@@ -218,6 +218,24 @@ void bf__ckpt_reach(const bf__ckpt *ck, bf__ckpt_trial *tr, int min_store)
     for (size_t k = 0; k < ck->n_outputs; k++) tr->read[ck->outputs[k]] = 1;
 }
 
+/* the outputs of step k, as the store would hold them */
+static void mark_outputs(const bf__ckpt *ck, int k, unsigned char *used)
+{
+    for (int j = ck->out_first[k]; k >= 0 && (size_t)k < ck->n_steps && j < ck->out_first[k + 1]; j++)
+        used[ck->out_val[j]] = 1;
+}
+
+/* choosing the store (bf__ckpt_store_drawn): what a trial run on one
+ * channel puts back (ckpt_chan.c, golden_back): its chain's last output,
+ * and each following step's */
+static void mark_chan(const bf__ckpt *ck, bf__ckpt_trial *tr)
+{
+    int i = tr->chan_step;
+    if (i < 0) return;
+    mark_outputs(ck, ck->chan_chain[3 * i], tr->used);
+    for (int f = ck->chan_next[i]; f > 0; f = ck->chan_next[f]) mark_outputs(ck, ck->chan_chain[3 * f], tr->used);
+}
+
 void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
 {
     if (tr->lo < 0) {   /* no fault: from step 0, in full */
@@ -228,6 +246,7 @@ void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
     if (tr->from < 0) tr->all = 1;
     if (!tr->all) bf__ckpt_reach(ck, tr, -1);
     bf__ckpt_chan_mark(ck, tr);
+    if (tr->used) mark_chan(ck, tr);
 }
 
 size_t bf__ckpt_num_stored(const bf__ckpt *ck) { return ck ? ck->n_store : 0; }
@@ -379,4 +398,58 @@ bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *ma
 out:
     bf__free(used);
     return st;
+}
+
+/* The output a chain from step i puts back (golden_back's), stored or not */
+static int chain_kept(const bf__ckpt *ck, int i)
+{
+    int k = ck->chan_chain[3 * i];
+    if (k < 0 || (size_t)k >= ck->n_steps || ck->out_first[k] == ck->out_first[k + 1]) return 0;
+    return ck->store_of[ck->out_val[ck->out_first[k]]] >= 0;
+}
+
+bf_status bf__ckpt_store_drawn(bf__ckpt *ck, const bf_plan *p, bf__ckpt_drawn drawn, void *user, bf_error *err)
+{
+    size_t nv = ck->n_values, n = ck->n_steps;
+    bf__ckpt_trial tr;
+    unsigned char *used = bf__calloc(nv + 1, 1);
+    bf_status st = bf__ckpt_trial_alloc(ck, &tr);
+    if (st != BF_OK || !used) {   /* the whole store: the trials run as they would have */
+        bf__ckpt_trial_release(&tr);
+        bf__free(used);
+        return BF_OK;
+    }
+    /* what each trial's reach puts back (need) and its channel's walk reads */
+    tr.used = used;
+    st = drawn(user, ck, &tr, err);
+    bf__ckpt_trial_release(&tr);
+    if (st != BF_OK) {
+        bf__free(used);
+        return st;
+    }
+    /* laid out again after the cuts' values, in the same tables (fewer) */
+    size_t nl = ck->lv_first[ck->n_cuts], off = nl ? ck->lv_off[nl - 1] + ((ck->lv_bytes[nl - 1] + 63) & ~(size_t)63) : 0;
+    for (size_t v = 0; v < nv; v++) {
+        used[v] = used[v] && ck->store_of[v] >= 0;
+        ck->store_of[v] = -1;
+    }
+    memset(ck->post, 0, n);
+    lay_out_store(ck, p, used, &off);
+    ck->sample_bytes = off;
+    bf__free(used);
+    /* a Conv whose output went runs whole; a channel's walk ends before a
+     * step whose output went (no drawn trial reaches either) */
+    for (size_t i = 0; ck->chan_m && i < n; i++) {
+        if (ck->chan_m[i] <= 0) continue;
+        if (!chain_kept(ck, (int)i)) {
+            ck->chan_m[i] = 0;
+            continue;
+        }
+        for (int at = (int)i, f = ck->chan_next[at]; f > 0; at = f, f = ck->chan_next[f])
+            if (!chain_kept(ck, f)) {
+                ck->chan_next[at] = 0;
+                break;
+            }
+    }
+    return BF_OK;
 }
