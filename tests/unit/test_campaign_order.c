@@ -4,14 +4,16 @@
  * the whole pass, one in fc's only the last step.
  *
  * - A list of 12 fc faults then 4 conv1 faults, 2 threads: 16 trials in
- *   chunks of 1, so the last 8 (four a worker) are reordered and the first
- *   handed out of them is trial 12, the first of the conv1 faults (equal
- *   costs keep trial order); every record is the 1-thread run's.
+ *   chunks of 1, at most 64 a worker, so all 16 are reordered and the first
+ *   handed out is trial 12, the first of the conv1 faults (equal costs keep
+ *   trial order); every record is the 1-thread run's.
  * - One thread, the exact engine: nothing reordered (tail_ordered 0,
  *   tail_first -1).
  * - With a stop target, no trial past the last check before the end is
  *   computed ahead of it: 70 trials on 2 threads (chunks of 2) check at
- *   trial 64, so only the last 6 are reordered, where 16 are without one.
+ *   trial 64, so only the last 6 are reordered, where all 70 are without
+ *   one; 200 trials on 2 threads (chunks of 4, more than 64 a worker):
+ *   the last four chunks a worker, 32 trials.
  *   The margin is one no campaign of 70 trials can meet, so all 70 run. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,7 +62,7 @@ static void longest_first_same_records(void **state)
     assert_int_equal(r1.tail_first, -1);
     assert_int_equal(rx.tail_ordered, 0);
     assert_int_equal(rx.tail_first, -1);
-    assert_int_equal(r2.tail_ordered, 8);
+    assert_int_equal(r2.tail_ordered, 16);
     assert_int_equal(r2.tail_first, 12);
     for (int i = 0; i < N_LIST; i++) {
         tc_assert_same_record(&one.r[i], &two.r[i]);
@@ -75,9 +77,9 @@ static void longest_first_same_records(void **state)
     free(ex.r);
 }
 
-static int64_t ordered_of(const tc_loaded *l, double margin)
+static int64_t ordered_of(const tc_loaded *l, double margin, int64_t trials)
 {
-    bf_campaign_spec s = tc_all_weights_spec(5, 70);
+    bf_campaign_spec s = tc_all_weights_spec(5, trials);
     s.batch = 64;
     s.stop_margin = margin;
     bf_campaign *c = tc_make(l->m, l->ds, &s);
@@ -85,10 +87,10 @@ static int64_t ordered_of(const tc_loaded *l, double margin)
     bf_error err = {0};
     bf_campaign_opts o = {.threads = 2};
     if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("run: %s", err.msg);
-    assert_int_equal(res.trials_done, 70);
+    assert_int_equal(res.trials_done, trials);
     assert_false(res.stopped_early);
     int64_t n = res.tail_ordered;
-    assert_true(res.tail_first >= 70 - n && res.tail_first < 70);
+    assert_true(res.tail_first >= trials - n && res.tail_first < trials);
     bf_campaign_result_free(&res);
     bf_campaign_free(c);
     return n;
@@ -97,8 +99,9 @@ static int64_t ordered_of(const tc_loaded *l, double margin)
 static void not_past_a_stop_check(void **state)
 {
     const tc_loaded *l = *state;
-    assert_int_equal(ordered_of(l, 0), 16);       /* four chunks of 2 a worker */
-    assert_int_equal(ordered_of(l, 1e-9), 6);     /* trials 64..69 only */
+    assert_int_equal(ordered_of(l, 0, 70), 70);       /* at most 64 a worker: all */
+    assert_int_equal(ordered_of(l, 1e-9, 70), 6);     /* trials 64..69 only */
+    assert_int_equal(ordered_of(l, 0, 200), 32);      /* four chunks of 4 a worker */
 }
 
 static int setup(void **state) { return tc_group_open(state, BF_FIXTURES "/conformance/demo_digits"); }

@@ -442,6 +442,17 @@ typedef struct bf_campaign_result {
                                * trials have read them all (at most the budget) */
     size_t cache_pass_bytes;  /* ... of which the golden pass wrote (the rest is computed from a
                                * stored value when a trial first reads it, docs/ENGINE.md) */
+    /* The partial-sum resume (docs/ENGINE.md, step 4): the golden pass's
+     * checkpoints (bytes, within --cache-budget, and Convs), the trials'
+     * whole Conv re-runs that resumed from one, and the Conv work they
+     * skipped, weighted as work_fraction: as a share of all the trials'
+     * re-run work (skipped included), and of their Convs' alone. 0: none. */
+    struct {
+        size_t bytes;
+        int convs;
+        int64_t resumed;
+        double skipped, conv_skipped;
+    } psum;
     size_t param_bytes;       /* parameter-only values (a weight's Transpose, ...) computed once and
                                * held outside the cache's budget: weight-sized, docs/ENGINE.md */
     int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
@@ -501,7 +512,8 @@ typedef struct bf_campaign_result {
     struct {
         int64_t resize, concat, conv, gate, reduce, ckpt_conv, ckpt_fused, ckpt_follow;
     } chan_kinds;
-    /* The campaign's last trials (four chunks a worker, after the last
+    /* The campaign's last trials (four chunks a worker, every trial of a
+     * campaign of at most 64 trials a worker; after the last
      * stop-rule check) handed out most expensive first, by the share of the
      * pass their weight faults reach, so that no worker is left with a long
      * trial at the end (docs/ENGINE.md, step 9): how many, and the
@@ -703,6 +715,12 @@ typedef struct bf_campaign_prep {
      * it: docs/ENGINE.md, "Only what the drawn trials read"); a run of
      * another shard makes its own cache instead of using this one. */
     int64_t shard_index, shard_count;
+    /* Tests only: 0. Else a planted error in the partial-sum resume
+     * (docs/ENGINE.md, "The partial-sum resume"), so that a test shows its
+     * records would catch one: 1 a checkpoint of the wrong chunk loaded, 2
+     * a resume one chunk past the changed channel's, 3 checkpoints saved
+     * before their chunk's last adds (tests/unit/test_diff_psum.c). */
+    int psum_plant;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -8,9 +8,10 @@
  * idle: in resnet18's 40-trial benchmark campaign one draw (of layer1.1's
  * conv1) is a fifth of the campaign's work, and had it been drawn last,
  * two threads would have run about 1.6x one. So the last few chunks (four
- * a worker) are handed out most expensive first, by the share of the pass
- * their faults can reach (bf__dx_param_reach): the longest-first rule that
- * leaves the short ones to fill in at the end.
+ * a worker; every chunk of a campaign of at most 64 trials a worker) are handed
+ * out most expensive first, by the share of the pass their faults can
+ * reach (bf__dx_param_reach): the longest-first rule that leaves the short
+ * ones to fill in at the end.
  *
  * What a campaign computes does not change: records are folded in trial
  * order whatever order they were computed in. Only where no trial would be
@@ -61,7 +62,14 @@ bf_status bf__run_order_tail(runner *rn, int64_t not_before, bf_error *err)
     if (rn->n_workers < 2 || rn->exact || !rn->dxs || rn->adaptive || c->faults.target != BF_TARGET_WEIGHTS ||
         c->faults.kind == BF_FAULT_BER)
         return BF_OK;
-    int64_t w = 4 * (int64_t)rn->n_workers;
+    /* a small campaign (at most 64 trials a worker: the benchmarks' 20 and
+     * 40) ordered whole: a replay of measured trial costs put the window
+     * of the last 4 chunks a worker at 1.96x one thread on mobilenet_v2, a
+     * whole campaign so ordered at 2.00x (docs/perf/trials.md, h17-camp);
+     * a larger one keeps the window short, since nothing is folded (or
+     * reported in progress) until the window's first trial in trial order
+     * is done, and a window of thousands of trials would show none for long */
+    int64_t w = rn->n <= 64 * (int64_t)rn->n_workers ? rn->n_chunks : 4 * (int64_t)rn->n_workers;
     if (w > rn->ring_n) w = rn->ring_n;   /* every chunk of the window within the ring of the fold */
     int64_t from = rn->n_chunks - w > not_before ? rn->n_chunks - w : not_before;
     if (from < 0) from = 0;

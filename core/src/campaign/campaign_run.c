@@ -221,13 +221,15 @@ static void work_summary(runner *rn, bf_campaign_result *acc)
     const double *gs = bf__gcache_step_seconds(bf__dx_shared_cache(rn->dxs));
     const bf_plan *p = bf__evaluator_plan(rn->ws[0].ev, 0);
     size_t n = bf_plan_num_steps(p);
-    double full = 0, ran = 0;
+    double full = 0, ran = 0, skipped = 0, conv = 0;
     for (size_t i = 0; i < n; i++) {
-        double w = 0;
+        double w = 0, sk = 0;
         for (int k = 0; k < rn->n_workers; k++)
-            if (rn->ws[k].dx) w += bf__dx_work(rn->ws[k].dx)[i];
+            if (rn->ws[k].dx) w += bf__dx_work(rn->ws[k].dx)[i], sk += bf__dx_psum_skipped(rn->ws[k].dx)[i];
         full += gs[i];
         ran += w * gs[i];
+        skipped += sk * gs[i];
+        if (bf__conv_step(&p->steps[i])) conv += (w + sk) * gs[i];
         /* keep the five heaviest, heaviest first */
         int at = acc->n_top_steps;
         while (at > 0 && acc->top_steps[at - 1].share < w * gs[i]) at--;
@@ -242,6 +244,8 @@ static void work_summary(runner *rn, bf_campaign_result *acc)
     }
     int64_t batches = bf__gcache_batches(bf__dx_shared_cache(rn->dxs));
     if (full > 0) acc->work_fraction = ran / (full * (double)batches * (double)acc->trials_done);
+    acc->psum.skipped = ran + skipped > 0 ? skipped / (ran + skipped) : 0;
+    acc->psum.conv_skipped = conv > 0 ? skipped / conv : 0;
     for (int j = 0; j < acc->n_top_steps; j++) acc->top_steps[j].share = ran > 0 ? acc->top_steps[j].share / ran : 0;
 }
 
@@ -443,6 +447,7 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
     acc->cache_bytes = bf__gcache_served(bf__dx_shared_cache(rn->dxs));
     acc->cache_pass_bytes = bf__dx_shared_cache_bytes(rn->dxs);
     acc->param_bytes = bf__dx_shared_param_bytes(rn->dxs);
+    acc->psum.bytes = bf__dx_shared_psum_bytes(rn->dxs, &acc->psum.convs);
     double t2 = now_s();
     st = bf__scorer_create(rn->ws[0].ev, c->golden.out, c->golden.samples, c->golden.out_cols, &rn->scorer, err);
     if (st != BF_OK) return st;
@@ -473,6 +478,7 @@ static void teardown(runner *rn, bf_campaign_result *acc)
             acc->chain_linear += l;
             acc->full_trials += bf__dx_full_passes(w->dx);
             acc->fused_activations += bf__dx_fused_runs(w->dx);
+            acc->psum.resumed += bf__dx_psum_resumed(w->dx);
             acc->chan_steps += bf__dx_chan_steps(w->dx);
             acc->out_batched += bf__dx_out_batched(w->dx);
             acc->out_in_place += bf__dx_out_in_place(w->dx, 0);

@@ -101,6 +101,32 @@ double bf__dx_step_work(const bf_plan *p, size_t i, int *product);
 
 typedef struct bf__gcache bf__gcache;
 
+/* The partial-sum resume's checkpoints (diffpsum.c; docs/ENGINE.md, step 4,
+ * "The partial-sum resume"). bf__psum_choose: the Convs of plan p whose
+ * data input the faults in `roots` (per value, as bf__dx_shared_golden's)
+ * can move in one channel alone, through channel-local steps, and whose
+ * runs carry partial sums (bf__conv_psum_of); *out NULL without roots.
+ * plant: bf_campaign_prep.psum_plant (tests only; 0). bf__psum_alloc:
+ * their checkpoints for n_batches batches while they fit in room bytes
+ * (returns the bytes taken). The golden pass brackets each step with
+ * bf__psum_golden_begin / _end (saving when begin says 1); a trial's
+ * whole run of step i on batch b whose data input moved in channel c alone
+ * with bf__psum_resume_begin (> 0: the first chunk it runs, the checkpoint
+ * loaded into slot, p->psum set to it; *skip the share of the Conv's terms
+ * it skips), the caller clearing p->psum after the run (diffpsum.c's
+ * bf__psum_done). */
+typedef struct bf__psum_store bf__psum_store;
+enum { PSUM_PLANT_NONE, PSUM_PLANT_WRONG_CHUNK, PSUM_PLANT_PAST_C, PSUM_PLANT_EARLY_SAVE };
+bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t n_batches, int plant,
+                          bf__psum_store **out, bf_error *err);
+size_t bf__psum_alloc(bf__psum_store *ps, size_t room);
+size_t bf__psum_bytes(const bf__psum_store *ps, int *convs);
+void bf__psum_free(bf__psum_store *ps);
+int bf__psum_golden_begin(bf__psum_store *ps, bf_plan *p, size_t i, int64_t b, bf__psum *slot);
+void bf__psum_golden_end(bf__psum_store *ps, bf_plan *p, size_t i, int64_t b, const bf__psum *slot);
+int64_t bf__psum_resume_begin(const bf__psum_store *ps, bf_plan *p, size_t i, int64_t b, int64_t c, bf__psum *slot,
+                              double *skip);
+
 /* Parameter-only values (dxparam.c): run-time values computed from
  * parameters and constants alone, computed once per campaign from plan[0]
  * (plan[1], the partial batch's, may be NULL) and held outside the cache's
@@ -134,11 +160,13 @@ size_t bf__pvals_bytes(const bf__pvals *pv);
  * follows it too, the pair run fused (gcache.c: only where no chain can be
  * made, bf__chain_possible). planned (NULL: computed here, with want) is
  * what bf__gcache_plan gave for the same arguments, copied for
- * bf__gcache_planned rather than planned twice. */
+ * bf__gcache_planned rather than planned twice. ps (NULL: none): the
+ * partial-sum checkpoints, allocated from what the budget leaves after the
+ * cache and saved on the way (diffpsum.c). */
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
                            int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
                            int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
-                           float *golden_out, bf__gcache **out, bf_error *err);
+                           float *golden_out, bf__psum_store *ps, bf__gcache **out, bf_error *err);
 /* The values bf__gcache_build with the same arguments and want NULL would
  * hold (stored or derived), per value into planned (n_values bytes). */
 bf_status bf__gcache_plan(bf_plan *const *full, bf_plan *const *rest, int64_t samples, size_t budget,
@@ -211,9 +239,15 @@ void bf__dx_shared_free(bf__dx_shared *sh);
  * them), the rest run through the pool, never written to memory of its
  * own. A trial with other faults is still exact: what it needs and the
  * cache lacks is recomputed from cached ancestors, as for any value the
- * budget leaves out. */
+ * budget leaves out. With roots, the pass also saves the partial-sum
+ * checkpoints of the Convs those faults can move one channel of the input
+ * of (diffpsum.c), within the same budget; psum_plant: 0 (tests only,
+ * bf_campaign_prep.psum_plant). */
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err);
+                               const unsigned char *roots, int psum_plant, float *golden_out, bf__dx_shared **out,
+                               bf_error *err);
+/* The partial-sum checkpoints' bytes and Convs (0: none) */
+size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs);
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);
 size_t bf__dx_shared_cache_bytes(const bf__dx_shared *sh);
 /* The parameter-only values' bytes (dxparam.c), outside the cache's budget. */
@@ -241,6 +275,11 @@ int64_t bf__dx_full_passes(const bf__dx *dx);
 /* How many times this executor's trials re-ran a Conv with its activation,
  * BatchNormalization or residual Add in its epilogue (a batch each). */
 int64_t bf__dx_fused_runs(const bf__dx *dx);
+/* Of this executor's trials' whole Conv re-runs, those that resumed from a
+ * partial-sum checkpoint (diffpsum.c), and per step the batches' worth of
+ * the Conv's work they skipped (n_steps; bf__dx_work has the rest). */
+int64_t bf__dx_psum_resumed(const bf__dx *dx);
+const double *bf__dx_psum_skipped(const bf__dx *dx);
 /* How many steps this executor's trials ran on one channel of their output
  * (a batch each: diffchan.c). */
 int64_t bf__dx_chan_steps(const bf__dx *dx);

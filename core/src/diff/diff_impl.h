@@ -60,6 +60,7 @@ enum { CHAIN_END = -1, NOT_CHAIN = -2, HANDOFF = -3 };
 struct bf__dx_shared {
     const bf_model *m;
     bf__gcache *gc;
+    bf__psum_store *ps;          /* the partial-sum checkpoints (diffpsum.c); NULL: none */
     bf__pvals *pv;               /* parameter-only values, computed once (dxparam.c); NULL: none */
     int64_t samples, batch, n_batches, out_cols;
     int near_exact;              /* made for the near-exact updates: their bounds and linear segments */
@@ -210,6 +211,8 @@ struct bf__dx {
     int64_t *orow, n_orow;
     int64_t n_in_place[2];       /* and of them, those on one channel (bf__chan_rows) */
     double *work;                /* per step: batches' worth of it the trials ran in full or on rows */
+    double *psum_skip;           /* per step: batches' worth of it skipped by partial-sum resumes */
+    int64_t n_psum;              /* whole Conv re-runs resumed from a checkpoint (diffpsum.c) */
     bf__dx_plane plane;          /* plane-local Resize (diffplane.c): its own state */
 
     /* The graph's output Gemm over every batch at once: diffout.c's own
@@ -274,6 +277,22 @@ void bf__dx_own(bf__dx *dx, bf_plan *p, int v);
  * alone: *done CHAN_DONE, the channel in dx->chan_c; *done 0 (nothing
  * written) when the step is not channel-local or its inputs are not. */
 bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err);
+/* 1 when the step keeps a change of one channel of its inputs in that
+ * channel of its output (the kinds bf__chan_try computes on one channel);
+ * from its kind alone, for diffpsum.c's choice before the pass */
+int bf__chan_local_step(const bf__step *s);
+/* diffpsum.c: around a trial's whole run of step i on batch b. bf__psum_try
+ * sets the resume up (r->on) when step i is a Conv whose data input moved in
+ * one channel alone (dch), whose other inputs are golden and whose
+ * checkpoint the golden pass saved; bf__psum_done clears it and counts what
+ * the run skipped (bf__dx_psum_resumed, the re-run work in dx->work). */
+typedef struct bf__psum_run {
+    bf__psum slot;
+    double skip;
+    int on;
+} bf__psum_run;
+void bf__psum_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf__psum_run *r);
+void bf__psum_done(bf__dx *dx, bf_plan *p, size_t i, const bf__psum_run *r);
 /* Output o of such a step (or of a Conv whose one corrupted weight moved
  * channel c alone) compared with golden on channel c: DIRTY in channel c
  * (lazy) and 1, or GOLDEN, read from the cache again, and 0. */

@@ -210,6 +210,8 @@ static int kind_of(const bf__step *s)
     return K_NONE;
 }
 
+int bf__chan_local_step(const bf__step *s) { return !s->dyn && s->n_out == 1 && kind_of(s) != K_NONE; }
+
 /* A changed operand of a binary step that keeps its channel: the output's
  * rank and channels, any other dim the output's or broadcast (1). */
 static int keeps_channel(const bf_tensor *v, const bf_tensor *out)

@@ -55,6 +55,7 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->bmark);
     bf__free(dx->touched);
     bf__free(dx->work);
+    bf__free(dx->psum_skip);
     bf__free(dx->out);
     bf__free(dx->rows);
     bf__free(dx->orow);
@@ -97,6 +98,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->orow = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->orow);
     dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
     dx->work = bf__calloc(sh->n_steps + 1, sizeof *dx->work);
+    dx->psum_skip = bf__calloc(sh->n_steps + 1, sizeof *dx->psum_skip);
     dx->rowbuf = bf__malloc(((size_t)sh->max_m + 1) * sizeof *dx->rowbuf);
     dx->bc = bf__malloc(((size_t)(RANK_MAX_COLS + 1) * (size_t)sh->max_n + 1) * sizeof *dx->bc);
     for (int t = 0; t < 2; t++) {
@@ -105,7 +107,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
     if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->fdone || !dx->dch || !dx->dlazy || !dx->pfaults ||
-        !dx->pfault || !dx->bmark || !dx->touched || !dx->out || !dx->rows || !dx->orow || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work) {
+        !dx->pfault || !dx->bmark || !dx->touched || !dx->out || !dx->rows || !dx->orow || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work || !dx->psum_skip) {
         bf__dx_free(dx);
         return bf__dx_oom(err);
     }
@@ -544,6 +546,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     bf_status st;
     memset(dx->state, UNLOADED, m->n_values);
     memset(dx->dch, 0, m->n_values * sizeof *dx->dch);
+    p->psum = NULL;   /* a resume an error cut short */
     memset(dx->dlazy, 0, m->n_values);
     bf__pv_batch(dx, p);
     dx->approx = 0;
@@ -589,6 +592,8 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         if (!done && (st = try_gemm(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && (st = try_matmul(dx, p, tail, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (!done && dx->param_hit[i] && (st = try_conv(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
+        bf__psum_run pr = {0};   /* a Conv whose input moved in one channel: resumed (diffpsum.c) */
+        if (!done) bf__psum_try(dx, p, b, (size_t)i, &pr);
         if (!done && (st = run_fused(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
         if (done == CHAN_DONE || done == FUSED_CHAN) {   /* one channel of its one output (diffchan.c) */
             int o = s->node->out[0];
@@ -604,6 +609,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
             if ((st = bf__plan_run_step(p, (size_t)i, err)) != BF_OK) return st;
             dx->work[i] += 1.0;
         }
+        bf__psum_done(dx, p, (size_t)i, &pr);
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, i);
         for (int j = 0; j < s->n_out; j++) {
             int o = s->node->out[j];

@@ -12,6 +12,7 @@ void bf__dx_shared_free(bf__dx_shared *sh)
 {
     if (!sh) return;
     bf__gcache_free(sh->gc);
+    bf__psum_free(sh->ps);
     bf__pvals_free(sh->pv);
     bf__free(sh->first_use);
     bf__free(sh->last_use);
@@ -522,7 +523,7 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
     }
     if (want && (st = lean_ok(sh, plans, n_ev, budget, must, planned, &lean, err)) != BF_OK) goto out;
     st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, want,
-                          lean, sh->pv, planned, golden, golden_out, &sh->gc, err);
+                          lean, sh->pv, planned, golden, golden_out, sh->ps, &sh->gc, err);
 out:
     bf__free(planned);
     bf__free(plans);
@@ -557,14 +558,19 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
     return bf__chain_setup(sh, ev, plan, err);
 }
 
+size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs) { return bf__psum_bytes(sh->ps, convs); }
+
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err)
+                               const unsigned char *roots, int psum_plant, float *golden_out, bf__dx_shared **out,
+                               bf_error *err)
 {
     unsigned char *must = NULL, *want = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
     if (st == BF_OK && roots) st = want_values(bf__evaluator_plan(evs[0], 0), roots, &want, err);
+    if (st == BF_OK && roots)
+        st = bf__psum_choose(bf__evaluator_plan(evs[0], 0), roots, sh->n_batches, psum_plant, &sh->ps, err);
     if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, NULL, golden_out, err);
     bf__free(want);
     bf__free(must);

@@ -188,6 +188,7 @@ typedef struct filler {
     const float *golden;
     float *golden_out;
     const bf__pvals *pv;
+    bf__psum_store *ps;       /* the partial-sum checkpoints, saved on the way (NULL: none) */
     atomic_llong *next;
     atomic_int *failed;
     double *step_s;           /* n_steps: this thread's sums */
@@ -291,7 +292,11 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             }
         }
         double t0 = timed ? now_s() : 0;
-        if ((st = r ? bf__plan_run_fused(p, i, err) : bf__plan_run_step(p, i, err)) != BF_OK) {
+        bf__psum slot;
+        int saving = bf__psum_golden_begin(f->ps, p, i, b, &slot);
+        st = r ? bf__plan_run_fused(p, i, err) : bf__plan_run_step(p, i, err);
+        if (saving) bf__psum_golden_end(f->ps, p, i, b, &slot);
+        if (st != BF_OK) {
             memset(p->fused_skip, 0, p->n_steps);
             return st;
         }
@@ -598,7 +603,7 @@ static bf_status run_fillers(bf__gcache *gc, filler *fs, int n_plans, bf_error *
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
                            int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
                            int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
-                           float *golden_out, bf__gcache **out, bf_error *err)
+                           float *golden_out, bf__psum_store *ps, bf__gcache **out, bf_error *err)
 {
     const bf_model *m = bf_plan_model(full[0]);
     bf_status st = BF_OK;
@@ -630,7 +635,12 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     if (!gc->blk || !gc->full || !gc->src || !gc->dv || !gc->derived || !cs || !gc->step_s || !fs) { st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache"); goto out; }
 
     if ((st = choose_values(gc, full, rest, budget, must, want, lean, pv, planned, golden_out, cs, err)) != BF_OK) goto out;
-    filler proto = {.gc = gc, .pv = pv, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
+    /* the partial sums from what the cache left of the budget, and of one
+     * arena a batch: --job-memory's estimate of the cache (job_budget.c) */
+    size_t bound = bf_plan_arena_bytes(full[0]) * (size_t)gc->n_batches;
+    bound = bound < budget ? bound : budget;
+    (void)bf__psum_alloc(ps, bound > gc->served ? bound - gc->served : 0);
+    filler proto = {.gc = gc, .pv = pv, .ps = ps, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
                     .failed = &failed, .bad_batch = -1};
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;
     if ((st = run_fillers(gc, fs, n_plans, err)) != BF_OK) goto out;

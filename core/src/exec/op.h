@@ -132,6 +132,26 @@ static inline float bf__act_apply(const bf__act *a, float v)
     return v > a->hi ? a->hi : v;
 }
 
+/* A Conv's partial sums kept across K (docs/ENGINE.md, "The partial-sum
+ * resume"): linalg_conv_bcast.c carries each output's sums across K in
+ * chunks of whole 16-channel blocks, storing them between chunks; the
+ * golden pass keeps those stores (save), and a trial's re-run whose input
+ * moved in channels of chunk `first` and later alone starts there from
+ * them (load), the chains before that chunk being the golden ones, to the
+ * bit. Laid out per checkpoint k (after chunk k, k < chunks - 1), row
+ * block r of 64 output channels, output position q of the whole batch
+ * (image-major, as the step's output): ((k x row blocks + r) x positions
+ * + q) x 64 floats (bf__conv_psum_floats). Only the whole-step path
+ * through linalg_conv_bcast.c takes it; `used` says it did. */
+typedef struct bf__psum {
+    float *save;            /* NULL: none; else every checkpoint of this run */
+    const float *load;      /* NULL: none; else resume at chunk `first` (>= 1) from checkpoint first - 1 */
+    int64_t first;
+    int used;               /* set by the Conv: 1 when the sums were saved or loaded */
+    int plant;              /* tests only (bf_campaign_prep.psum_plant): 1 saves each tile's sums
+                             * before its last position block's adds, a planted error */
+} bf__psum;
+
 typedef struct bf__ctx {
     const bf__node *node;
     const void *params;             /* what prepare wrote */
@@ -163,6 +183,8 @@ typedef struct bf__ctx {
                                      * while they are in cache: the Softmax step's own row
                                      * kernel (elementwise.c, bf__softmax_inplace), so the
                                      * step's bits; out is then the Softmax's. NULL: none */
+    bf__psum *psum;                 /* Conv, whole steps: partial sums saved or loaded (above);
+                                     * NULL: none */
 } bf__ctx;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's

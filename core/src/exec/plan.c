@@ -246,7 +246,8 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     bf__bnorm bnorm;
     int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
-                 .in = s->in, .out = s->out, .scratch = p->scratch, .packed = packed_of(p, i)};
+                 .in = s->in, .out = s->out, .scratch = p->scratch, .packed = packed_of(p, i),
+                 .psum = p->psum && p->psum_step == i ? p->psum : NULL};
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     if (p->warm) warm(p, r ? &p->steps[r] : s, c.out, c.n_out);
     return s->node->op->run(&c, err);
@@ -340,7 +341,7 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
     if (pair && p->pwdw[i] && run_pwdw(p, i)) return BF_OK;   /* no fault after i: checked */
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
-                 .packed = packed_of(p, i), .bt = bt};
+                 .packed = packed_of(p, i), .bt = bt, .psum = p->psum && p->psum_step == i ? p->psum : NULL};
     int a = 0, n = 0, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     bf_status st = s->node->op->run(&c, err);
@@ -432,7 +433,7 @@ bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
     if (s->dyn) return bf__dyn_run_step(p, i, err);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
-                 .packed = packed_of(p, i)};
+                 .packed = packed_of(p, i), .psum = p->psum && p->psum_step == i ? p->psum : NULL};
     if (p->warm) warm(p, s, c.out, c.n_out);
     return s->node->op->run(&c, err);
 }

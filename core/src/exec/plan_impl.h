@@ -155,6 +155,12 @@ struct bf_plan {
     int *fuse_bn;
     unsigned char *fuse_mid;
     unsigned char *fused_skip;
+    /* The differential engine's partial sums (op.h, bf__psum) for step
+     * psum_step's Conv, when that step runs whole (run_one,
+     * bf__plan_run_fused, bf__plan_run_step); NULL: none. Set and cleared
+     * around the one step by the engine (gcache.c, diffexec.c). */
+    bf__psum *psum;
+    size_t psum_step;
     size_t n_fusable, n_fused;
     /* dynamic steps (plan_dyn.c): dyn_val[v] 1 when a dynamic step computes
      * v (its shape and data are the last run's); dyn_prep: the prepare

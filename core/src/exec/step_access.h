@@ -202,6 +202,12 @@ int64_t bf__conv_pwdw_pair(const bf__step *pw, const bf__step *dw);
 int bf__conv_pwdw(const bf__ctx *pw, const bf__ctx *dw, float *buf, size_t buf_floats);
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
+/* linalg_conv.c: for a Conv whose whole runs may carry partial sums
+ * across K (op.h, bf__psum: one group, prepared for linalg_conv_bcast.c,
+ * more than one chunk of K), the floats of a run's checkpoints, and in
+ * *channels the input channels of a chunk (input channel c is in chunk
+ * c / *channels); 0 for any other step. */
+size_t bf__conv_psum_of(const bf__step *s, int64_t *channels);
 /* linalg_conv.c: 1 if the step is a Conv whose every output channel reads
  * its own input channel alone (group = C = M: depthwise), so that
  * bf__conv_channel_n's channel c reads only channel c of its input. */

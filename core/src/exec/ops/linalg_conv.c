@@ -174,7 +174,7 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
  * (bf__conv_packed, bf__conv_res_direct) get it, and 1 says it is done; 0:
  * y is the bare Conv's, the Add and the activation still to do. */
 static int conv_channels(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                         const bf__act *act, float *y, void *scratch, int64_t ch)
+                         const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
 {
     int res = act && act->res;
     if (cp->osp == 0 || cp->mg == 0) return 0;
@@ -193,12 +193,21 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
         return 0;
     }
     if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return 0;
-    if (bf__conv_packed(cp, x, wt, bias, act, y, scratch, ch)) return 1;
+    if (bf__conv_packed(cp, x, wt, bias, act, y, scratch, ch, ps)) return 1;
     bf__conv_im2col(cp, x, wt, bias, res ? NULL : act, y, scratch, ch);
     return !res;
 }
 
 int bf__conv_step(const bf__step *st) { return st->node->op->run == bf__conv_run; }
+
+size_t bf__conv_psum_of(const bf__step *st, int64_t *channels)
+{
+    if (st->node->op->run != bf__conv_run) return 0;
+    const bf__conv_params *cp = st->params;
+    if (cp->path != BF__CONV_IM2COL || !cp->bcast || cp->group != 1 || cp->osp <= 0 || cp->kc <= 0) return 0;
+    (void)bf__conv_bcast_chunks(cp, channels);
+    return bf__conv_psum_floats(cp);
+}
 
 /* What a Conv computes after its own output in one pass over it (op.h,
  * bf__ctx: bn, res, act), instead of the steps' two or three: each element
@@ -309,7 +318,7 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
     const bf__act *act = bare ? NULL : c->act;
     if (bare && c->res && !c->bn && !c->act->hswish) ra = *c->act, ra.res = c->res, ra.res_a = c->res_a, act = &ra;
     int done = conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, act,
-                             c->out[0]->data, c->scratch, -1);
+                             c->out[0]->data, c->scratch, -1, c->psum);
     if (bare && !(act && done)) conv_epilogue(cp, c, c->out[0]->data);
     return BF_OK;
 }
@@ -321,7 +330,7 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     const bf__conv_params *cp = st->params;
     int64_t ch = slot == 2 ? index : cp->kc ? index / cp->kc : -1;
     if (ch < 0 || ch >= cp->m) return 0;
-    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, NULL, y, scratch, ch);
+    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, NULL, y, scratch, ch, NULL);
     return 1;
 }
 
@@ -331,7 +340,7 @@ int bf__conv_channel_epi(const bf__step *st, const bf__ctx *c, int64_t ch, void 
     const bf__conv_params *cp = st->params;
     if (ch < 0 || ch >= cp->m || cp->osp == 0) return 0;
     float *y = c->out[0]->data;
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, NULL, y, scratch, ch);
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, NULL, y, scratch, ch, NULL);
     int avx2 = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
     avx2 = cp->simd >= BF_SGEMM_AVX2;
@@ -405,7 +414,7 @@ int bf__conv_channel_n(const bf__step *st, int64_t oc, int64_t n, const float *x
     bf__conv_params cp = *(const bf__conv_params *)st->params;
     if (n > cp.n) return 0;   /* the scratch is the step's */
     cp.n = n;
-    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, NULL, y, scratch, oc);
+    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, NULL, y, scratch, oc, NULL);
     return 1;
 }
 

@@ -65,6 +65,12 @@ typedef struct bcast_job {
     const int32_t *pin;      /* position q's first float in the planes */
     const int32_t *pout;     /* position q's output index in channel 0 */
     int64_t kc, ksp, cg, osp;
+    /* partial sums (op.h, bf__psum): the call's first position's
+     * checkpoints, checkpoint k of row block r at k slab + r rstride */
+    float *save;
+    const float *load;
+    int64_t first, slab, rstride;
+    int plant;   /* tests only: the save made before the tile's last block (op.h) */
 } bcast_job;
 
 /* x86's first source is the one returned when both are NaN: the Add's A
@@ -221,7 +227,13 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, int64_t m, int64_
         int nv = m - r0 >= 64 ? 4 : (int)((m - r0) / 16);
         for (int64_t t0 = 0; t0 < npos; t0 += tile) {
             int64_t t1 = t0 + tile < npos ? t0 + tile : npos;
+            size_t tfl = (size_t)(t1 - t0) * 64;
             for (int64_t cb0 = 0; cb0 < ncb; cb0 += chb) {
+                /* a resume: the chunks before `first` are the golden ones,
+                 * their sums the checkpoint after chunk first - 1 */
+                int64_t qk = cb0 / chb, ck = (r0 / 64) * j->rstride + t0 * 64;
+                if (j->load && qk < j->first) continue;
+                if (j->load && qk == j->first) memcpy(j->acc, j->load + (qk - 1) * j->slab + ck, sizeof(float) * tfl);
                 int64_t cb1 = cb0 + chb < ncb ? cb0 + chb : ncb, p0 = cb0 * BF__CONV_CBLOCK * j->ksp, p1 = p0;
                 for (int64_t cb = cb0; cb < cb1; cb++) {
                     int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
@@ -233,8 +245,12 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, int64_t m, int64_
                 }
                 for (int64_t q0 = t0; q0 < t1; q0 += BC_NP) {
                     int np = t1 - q0 < BC_NP ? (int)(t1 - q0) : BC_NP;
+                    if (j->plant && cb1 < ncb && j->save && q0 + np == t1)
+                        memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
                     bc_dispatch(j, nv, np, wb - p0 * 16 * nv, q0, p0, p1, j->acc + (q0 - t0) * 64, cb0 == 0);
                 }
+                /* every chunk's sums but the last's, as they go to the next chunk */
+                if (cb1 < ncb && j->save && !j->plant) memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
                 if (cb1 == ncb) bc_epi(j, r0, nv, t0, t1);
             }
         }
@@ -303,8 +319,22 @@ size_t bf__conv_bcast_floats(const bf__conv_params *cp)
            2 * (((size_t)npos + 15) & ~(size_t)15);
 }
 
+/* chunks of K a run takes, and the input channels of each but the last */
+int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels)
+{
+    int64_t chb = bc_chunk(cp->ksp), ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
+    if (channels) *channels = chb * BF__CONV_CBLOCK;
+    return (ncb + chb - 1) / chb;
+}
+
+size_t bf__conv_psum_floats(const bf__conv_params *cp)
+{
+    int64_t k = bf__conv_bcast_chunks(cp, NULL) - 1;
+    return k > 0 ? (size_t)k * (size_t)((cp->mg + 63) / 64) * (size_t)(cp->n * cp->osp) * 64 : 0;
+}
+
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
-                    const float *bias, const bf__act *act, float *y)
+                    const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     const bf__window *w = &cp->w;
@@ -323,9 +353,17 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, cons
                 pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
-    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp};
+    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, 0, 0, 0};
+    if (ps && (ps->save || (ps->load && ps->first >= 1 && ps->first < bf__conv_bcast_chunks(cp, NULL)))) {
+        int64_t at = img0 * cp->osp * 64;
+        j.rstride = cp->n * cp->osp * 64;
+        j.slab = (cp->mg + 63) / 64 * j.rstride;
+        if (ps->save) j.save = ps->save + at, j.plant = ps->plant;
+        else j.load = ps->load + at, j.first = ps->first;
+        ps->used = 1;
+    }
     bc_run(&j, wt, cp->mg, npos, wb);
 #else
-    (void)cp, (void)wt, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y;
+    (void)cp, (void)wt, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y, (void)ps, (void)img0;
 #endif
 }

@@ -151,9 +151,11 @@ void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt,
 /* linalg_conv_gemm.c: one image per product, panels packed from padded
  * planes where it can; 0 when bf__sgemm has no kernel for it (then
  * bf__conv_im2col gives the same bits). act->res may be set (a residual
- * Add in the product's epilogue, op.h); the other paths take none. */
+ * Add in the product's epilogue, op.h); the other paths take none. ps:
+ * partial sums to save or load (op.h), taken by bf__conv_bcast alone
+ * (ps->used then set), NULL: none. */
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                    const bf__act *act, float *y, void *scratch, int64_t ch);
+                    const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps);
 /* linalg_conv_planes.c: a stride-1 2-D Conv of one image per product
  * straight off its padded planes on AVX-512, no panel packed, the bits
  * bf__conv_packed's product gives (bf__conv_planes_ok: the shapes and
@@ -182,7 +184,13 @@ int bf__conv_bcast_want(const bf__conv_params *cp);
 int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (planes of that many) */
 size_t bf__conv_bcast_floats(const bf__conv_params *cp);
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
-                    const float *bias, const bf__act *act, float *y);
+                    const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0);
+/* The partial sums (op.h, bf__psum) of bf__conv_bcast: its chunks of K
+ * (*channels: the input channels of each but the last), and the floats of
+ * a whole step's checkpoints (0: one chunk, none). ps: NULL, or the step's
+ * checkpoints, img0 the call's first image. */
+int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels);
+size_t bf__conv_psum_floats(const bf__conv_params *cp);
 /* linalg_conv_flat5.c: one channel's plane of a stride-1 5x5 depthwise
  * Conv through linalg_conv_direct.c's dw_flat table (tab: its 16-lane masks,
  * 25 a chunk; off: each tap's input offset), four chunks interleaved, on
