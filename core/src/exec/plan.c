@@ -221,10 +221,18 @@ static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *
  * Only slots written whole: the rows and channels that other paths write
  * stay faulted by the page, so a campaign holds no page it would not have
  * touched (the whole arena populated at a worker's start more than doubled
- * resnet18's resident memory). */
+ * resnet18's resident memory). The arena and the scratch get 2 MiB pages
+ * (MADV_HUGEPAGE, as a shared eval arena: plan_build.c, allocate_arena):
+ * a trial's re-run steps write the same slots batch after batch, trial
+ * after trial, and mobilenet_v2's depthwise kernels (their plane-strided
+ * loads) ran 35% slower on 4 KiB pages than in an eval pass; a slot is
+ * still touched only where a trial writes it (docs/perf/trials.md,
+ * h17-mbc). */
 void bf__plan_warm_slots(bf_plan *p)
 {
     if (!p->warm) p->warm = bf__calloc(p->model->n_values + 1, 1);
+    if (p->arena_mem) bf__pages_huge(p->arena_mem, p->arena_bytes + 64);
+    if (p->scratch) bf__pages_huge(p->scratch, p->scratch_bytes + 64);
 }
 
 static void warm(bf_plan *p, const bf__step *s, bf_tensor *const *out, int n_out)
@@ -277,11 +285,11 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
 }
 
 /* 1x1 Conv step i and depthwise Conv step d = p->pwdw[i] together
- * (plan_impl.h, pwdw), each with the epilogue a run gives it now; 1 when
- * done (the activation r between them, d and d's chain marked computed),
- * 0 when a value fault needs r's output or the kernel does not take the
- * pair (nothing written) */
-static int run_pwdw(bf_plan *p, size_t i)
+ * (plan_impl.h, pwdw), each with the epilogue a run gives it now, the
+ * pair's block in buf (floats of it); 1 when done (the activation r
+ * between them, d and d's chain marked computed), 0 when a value fault
+ * needs r's output or the kernel does not take the pair (nothing written) */
+int bf__plan_run_pwdw(bf_plan *p, size_t i, float *buf, size_t floats)
 {
     int d = p->pwdw[i], a, n, r = bf__plan_fused_last(p, i, &n, &a);
     if (!r || r != p->fuse_to[i] || a || n || p->step_hit[r] || p->step_hit[d]) return 0;
@@ -293,7 +301,7 @@ static int run_pwdw(bf_plan *p, size_t i)
     bf__ctx c2 = {.node = t->node, .params = t->params, .n_in = t->n_in, .n_out = t->n_out, .in = t->in, .out = t->out};
     fused_ctx(p, i, r, 0, 0, &c, &act, &bn);
     if (r2) fused_ctx(p, (size_t)d, r2, n2, a2, &c2, &act2, &bn2);
-    if (!bf__conv_pwdw(&c, &c2, p->scratch, p->scratch_bytes / sizeof(float))) return 0;
+    if (!bf__conv_pwdw(&c, &c2, buf, floats)) return 0;
     p->fused_skip[r] = p->fused_skip[d] = 1;
     p->n_fused++, p->n_pwdw++;
     if (r2) {
@@ -337,7 +345,8 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
         return BF_OK;
     }
-    if (pair && p->pwdw[i] && run_pwdw(p, i)) return BF_OK;   /* no fault after i: checked */
+    /* no fault after i: checked */
+    if (pair && p->pwdw[i] && bf__plan_run_pwdw(p, i, p->scratch, p->scratch_bytes / sizeof(float))) return BF_OK;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
                  .packed = packed_of(p, i), .bt = bt};
