@@ -26,8 +26,8 @@
  *     none of (all three when only the graph's outputs are wanted; not
  *     the first when its activation's output k1o is), writes a kept
  *     depthwise output (k2o) into its slot, and every block the cache
- *     holds is the value of a plain run of the same batch; afterwards the
- *     plans pair no more.
+ *     holds is the value of a plain run of the same batch, on one thread
+ *     and on two (a plan each); afterwards the plans pair no more.
  *
  * Each path's own bits against a plain reference: test_conv_exact.c. */
 #include <math.h>
@@ -213,12 +213,14 @@ static void pairs_match_steps(void **state)
 }
 
 /* The golden pass over two batches (the inputs fill's, then their
- * negation) with the values `want` names kept: blocks against a plain run
- * of each batch, and the pairs it ran */
-static void golden_pass(const bf_model *m, const char *const *want_names, size_t n_want, int64_t pairs, const char *at)
+ * negation) on `threads` threads, one plan each, with the values `want`
+ * names kept: blocks against a plain run of each batch, and the pairs it
+ * ran */
+static void golden_pass(const bf_model *m, const char *const *want_names, size_t n_want, int threads, int64_t pairs,
+                        const char *at)
 {
     enum { BATCHES = 2 };
-    bf_plan *p = tg_plan(m, BATCH, 0, 0), *ref = tg_plan(m, BATCH, 0, 0);
+    bf_plan *p[2] = {tg_plan(m, BATCH, 0, 0), tg_plan(m, BATCH, 0, 0)}, *ref = tg_plan(m, BATCH, 0, 0);
     size_t n_in = bf_model_num_inputs(m), nv = m->n_values;
     bf_tensor feed[2];
     const bf_tensor *feeds[2];
@@ -247,13 +249,14 @@ static void golden_pass(const bf_model *m, const char *const *want_names, size_t
     assert_non_null(gold);
     bf__gcache *gc = NULL;
     bf_error err = {0};
-    if (bf__gcache_build(&p, NULL, 1, feeds, BATCHES * BATCH, BF_CACHE_BUDGET_DEFAULT, NULL, want, 0, NULL, NULL, NULL,
+    if (bf__gcache_build(p, NULL, threads, feeds, BATCHES * BATCH, BF_CACHE_BUDGET_DEFAULT, NULL, want, 0, NULL, NULL, NULL,
                          gold, &gc, &err) != BF_OK)
         fail_msg("%s: %s", at, err.msg);
     if (bf__gcache_pairs(gc) != pairs * BATCHES)
         fail_msg("%s: the golden pass ran %lld pairs, expected %lld", at, (long long)bf__gcache_pairs(gc),
                  (long long)(pairs * BATCHES));
-    assert_null(p->pwdw);   /* taken off: trials and exact runs never pair */
+    assert_null(p[0]->pwdw);   /* taken off: trials and exact runs never pair */
+    assert_null(p[1]->pwdw);
     for (int64_t b = 0; b < BATCHES; b++) {
         bf_error e2 = {0};
         for (size_t i = 0; i < n_in; i++)
@@ -272,7 +275,7 @@ static void golden_pass(const bf_model *m, const char *const *want_names, size_t
     }
     bf__gcache_free(gc);
     free(gold), free(want), free(feed[0].data), free(feed[1].data);
-    bf_plan_free(p), bf_plan_free(ref);
+    bf_plan_free(p[0]), bf_plan_free(p[1]), bf_plan_free(ref);
 }
 
 static void golden_pass_pairs(void **state)
@@ -288,11 +291,13 @@ static void golden_pass_pairs(void **state)
         const char *at = levels[l] ? levels[l] : "unset";
         char what[96];
         snprintf(what, sizeof what, "BITFLIP_SIMD=%s, the outputs kept", at);
-        golden_pass(m, outs, 4, avx512 ? 3 : 0, what);
+        golden_pass(m, outs, 4, 1, avx512 ? 3 : 0, what);
+        snprintf(what, sizeof what, "BITFLIP_SIMD=%s, the outputs kept, 2 threads", at);
+        golden_pass(m, outs, 4, 2, avx512 ? 3 : 0, what);
         snprintf(what, sizeof what, "BITFLIP_SIMD=%s, k1o kept", at);
-        golden_pass(m, k1, 3, avx512 ? 2 : 0, what);
+        golden_pass(m, k1, 3, 1, avx512 ? 2 : 0, what);
         snprintf(what, sizeof what, "BITFLIP_SIMD=%s, k2o kept", at);
-        golden_pass(m, k2, 4, avx512 ? 3 : 0, what);
+        golden_pass(m, k2, 4, 2, avx512 ? 3 : 0, what);
         unsetenv("BITFLIP_SIMD");
     }
     bf_model_free(m);
