@@ -221,18 +221,13 @@ static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *
  * Only slots written whole: the rows and channels that other paths write
  * stay faulted by the page, so a campaign holds no page it would not have
  * touched (the whole arena populated at a worker's start more than doubled
- * resnet18's resident memory). The arena and the scratch get 2 MiB pages
- * (MADV_HUGEPAGE, as a shared eval arena: plan_build.c, allocate_arena):
- * a trial's re-run steps write the same slots batch after batch, trial
- * after trial, and mobilenet_v2's depthwise kernels (their plane-strided
- * loads) ran 35% slower on 4 KiB pages than in an eval pass; a slot is
- * still touched only where a trial writes it (docs/perf/trials.md,
- * h17-mbc). */
+ * resnet18's resident memory). 2 MiB pages for the arena and the scratch
+ * (as a shared eval arena has) were measured and dropped: the trials'
+ * depthwise re-runs took 3% less CPU, the process no less, its resident
+ * memory 24-38 MiB more (docs/perf/trials.md, h17-mbc). */
 void bf__plan_warm_slots(bf_plan *p)
 {
     if (!p->warm) p->warm = bf__calloc(p->model->n_values + 1, 1);
-    if (p->arena_mem) bf__pages_huge(p->arena_mem, p->arena_bytes + 64);
-    if (p->scratch) bf__pages_huge(p->scratch, p->scratch_bytes + 64);
 }
 
 static void warm(bf_plan *p, const bf__step *s, bf_tensor *const *out, int n_out)
