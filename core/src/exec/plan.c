@@ -223,7 +223,7 @@ static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *
  * touched (the whole arena populated at a worker's start more than doubled
  * resnet18's resident memory). 2 MiB pages for the arena and the scratch
  * (as a shared eval arena has) were measured and dropped: the trials'
- * depthwise re-runs took 3% less CPU, the process no less, its resident
+ * re-runs took 1-3% less CPU, the process no less, its resident
  * memory 24-38 MiB more (docs/perf/trials.md, h17-mbc). */
 void bf__plan_warm_slots(bf_plan *p)
 {
