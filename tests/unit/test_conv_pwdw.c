@@ -20,6 +20,14 @@
  *     it still pairs;
  *     the outputs are the unfused plan's under the same fault.
  *   (that a pair ran: the plan's count of the pairs its last run ran)
+ *   - a campaign's golden pass (diff/gcache.c, pass_pairs) on plans that
+ *     neither fuse nor share (the differential engine's), over two
+ *     batches: it runs the pairs whose unwritten values the cache keeps
+ *     none of (all three when only the graph's outputs are wanted; not
+ *     the first when its activation's output k1o is), writes a kept
+ *     depthwise output (k2o) into its slot, and every block the cache
+ *     holds is the value of a plain run of the same batch, on one thread
+ *     and on two (a plan each); afterwards the plans pair no more.
  *
  * Each path's own bits against a plain reference: test_conv_exact.c. */
 #include <math.h>
@@ -32,9 +40,12 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
 #include "bitflip/fault.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
+#include "diff/diff.h"
 #include "exec/ops/sgemm.h"
 #include "exec/step_access.h"
 #include "model/graph.h"
@@ -201,10 +212,102 @@ static void pairs_match_steps(void **state)
     bf_model_free(m);
 }
 
+/* The golden pass over two batches (the inputs fill's, then their
+ * negation) on `threads` threads, one plan each, with the values `want`
+ * names kept: blocks against a plain run of each batch, and the pairs it
+ * ran */
+static void golden_pass(const bf_model *m, const char *const *want_names, size_t n_want, int threads, int64_t pairs,
+                        const char *at)
+{
+    enum { BATCHES = 2 };
+    bf_plan *p[2] = {tg_plan(m, BATCH, 0, 0), tg_plan(m, BATCH, 0, 0)}, *ref = tg_plan(m, BATCH, 0, 0);
+    size_t n_in = bf_model_num_inputs(m), nv = m->n_values;
+    bf_tensor feed[2];
+    const bf_tensor *feeds[2];
+    assert_true(n_in == 2);
+    fill(ref);
+    for (size_t i = 0; i < n_in; i++) {   /* batch 1: batch 0 negated (NaNs and -0 too) */
+        const bf_tensor *t = bf_plan_input(ref, i);
+        size_t bytes = bf_tensor_nbytes(t);
+        feed[i] = *t;
+        feed[i].dims[0] = BATCHES * BATCH;
+        assert_non_null(feed[i].data = malloc(BATCHES * bytes));
+        memcpy(feed[i].data, t->data, bytes);
+        float *y = (float *)((char *)feed[i].data + bytes);
+        for (int64_t k = 0; k < bf_tensor_numel(t); k++) y[k] = -((const float *)t->data)[k];
+        feeds[i] = &feed[i];
+    }
+    unsigned char *want = calloc(nv + 1, 1);
+    assert_non_null(want);
+    for (size_t k = 0; k < n_want; k++) {
+        int64_t v = bf_model_find_value(m, want_names[k]);
+        assert_true(v >= 0);
+        want[v] = 1;
+    }
+    size_t out_bytes = bf_tensor_nbytes(bf_plan_output(ref, 0));
+    float *gold = malloc(BATCHES * out_bytes);
+    assert_non_null(gold);
+    bf__gcache *gc = NULL;
+    bf_error err = {0};
+    if (bf__gcache_build(p, NULL, threads, feeds, BATCHES * BATCH, BF_CACHE_BUDGET_DEFAULT, NULL, want, 0, NULL, NULL, NULL,
+                         gold, &gc, &err) != BF_OK)
+        fail_msg("%s: %s", at, err.msg);
+    if (bf__gcache_pairs(gc) != pairs * BATCHES)
+        fail_msg("%s: the golden pass ran %lld pairs, expected %lld", at, (long long)bf__gcache_pairs(gc),
+                 (long long)(pairs * BATCHES));
+    assert_null(p[0]->pwdw);   /* taken off: trials and exact runs never pair */
+    assert_null(p[1]->pwdw);
+    for (int64_t b = 0; b < BATCHES; b++) {
+        bf_error e2 = {0};
+        for (size_t i = 0; i < n_in; i++)
+            if (bf_dataset_copy_rows(feeds[i], b * BATCH, BATCH, bf_plan_input(ref, i), &e2) != BF_OK)
+                fail_msg("%s", e2.msg);
+        if (bf_plan_run(ref, &e2) != BF_OK) fail_msg("%s", e2.msg);
+        for (size_t v = 0; v < nv; v++) {
+            const void *blk = bf__gcache_has(gc, (int64_t)v) ? bf__gcache_block(gc, (int64_t)v, b) : NULL;
+            const bf_tensor *t = bf_plan_value(ref, (int)v);
+            if (blk && memcmp(blk, t->data, bf_tensor_nbytes(t)) != 0)
+                fail_msg("%s: the cache's '%s' of batch %lld is not a plain run's", at, m->values[v].name,
+                         (long long)b);
+        }
+        if (memcmp((char *)gold + b * out_bytes, bf_plan_output(ref, 0)->data, out_bytes) != 0)
+            fail_msg("%s: the golden outputs of batch %lld are not a plain run's", at, (long long)b);
+    }
+    bf__gcache_free(gc);
+    free(gold), free(want), free(feed[0].data), free(feed[1].data);
+    bf_plan_free(p[0]), bf_plan_free(p[1]), bf_plan_free(ref);
+}
+
+static void golden_pass_pairs(void **state)
+{
+    (void)state;
+    static const char *const outs[] = {"y1", "y2", "y4", "y5"}, *const k1[] = {"k1o", "y1", "y2"},
+                              *const k2[] = {"k2o", "y1", "y2", "y5"};
+    const char *levels[] = {"avx2", NULL};
+    bf_model *m = graph();
+    for (int l = 0; l < 2; l++) {
+        if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+        int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+        const char *at = levels[l] ? levels[l] : "unset";
+        char what[96];
+        snprintf(what, sizeof what, "BITFLIP_SIMD=%s, the outputs kept", at);
+        golden_pass(m, outs, 4, 1, avx512 ? 3 : 0, what);
+        snprintf(what, sizeof what, "BITFLIP_SIMD=%s, the outputs kept, 2 threads", at);
+        golden_pass(m, outs, 4, 2, avx512 ? 3 : 0, what);
+        snprintf(what, sizeof what, "BITFLIP_SIMD=%s, k1o kept", at);
+        golden_pass(m, k1, 3, 1, avx512 ? 2 : 0, what);
+        snprintf(what, sizeof what, "BITFLIP_SIMD=%s, k2o kept", at);
+        golden_pass(m, k2, 4, 2, avx512 ? 3 : 0, what);
+        unsetenv("BITFLIP_SIMD");
+    }
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pairs_match_steps),
+        cmocka_unit_test(golden_pass_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,6 +199,10 @@ size_t bf__gcache_served(const bf__gcache *gc);
 /* Per plan step: the seconds one full batch of it took on the golden pass. */
 const double *bf__gcache_step_seconds(const bf__gcache *gc);
 int64_t bf__gcache_batches(const bf__gcache *gc);
+/* The 1x1 -> depthwise pairs (exec/plan_impl.h, pwdw) the golden pass ran
+ * together, over its batches: where the cache keeps none of the values a
+ * pair leaves unwritten (gcache.c, pass_pairs) */
+int64_t bf__gcache_pairs(const bf__gcache *gc);
 
 /* --- the executor (diffexec.c) ----------------------------------------- */
 

@@ -69,6 +69,7 @@ struct bf__gcache {
     unsigned char *planned;   /* per value: held were every value wanted (NULL: want was NULL) */
     double *step_s;           /* per plan step: seconds a full batch took, averaged over the pass */
     size_t n_steps;
+    int64_t n_pairs;          /* 1x1 -> depthwise pairs the pass ran together (pass_pairs) */
 };
 
 void bf__gcache_free(bf__gcache *gc)
@@ -194,6 +195,10 @@ typedef struct filler {
     double *step_s;           /* n_steps: this thread's sums */
     void **home[2];           /* per value: the plan's own buffer, given back at the end */
     void *pool[2];            /* per plan: the places of the values the cache does not keep */
+    int own_pairs[2];         /* per plan: its pwdw set by pass_pairs, taken off after the pass */
+    float *pair_buf;          /* the pairs' block of channels (NULL: the pass runs no pair) */
+    size_t pair_floats;
+    int64_t n_pairs;
     int64_t bad_batch;        /* the batch that failed; -1: none */
     bf_status st;
     bf_error err;
@@ -253,6 +258,72 @@ static int fusable_here(const bf__gcache *gc, const bf_plan *p, size_t i)
     return r;
 }
 
+/* The values step `last` writes that the cache keeps, pointed at their
+ * slots of batch b (written whole by the step: their pages in one call) */
+static void point_slots(bf__gcache *gc, bf_plan *p, const bf__step *last, int64_t b)
+{
+    for (int j = 0; j < last->n_out; j++) {
+        int v = last->node->out[j];
+        if (v >= 0 && gc->blk[v] && gc->src[v] < 0) {
+            p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
+            bf__pages_populate(p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
+        }
+    }
+}
+
+/* The 1x1 -> depthwise pairs the pass runs together (plan_impl.h, pwdw:
+ * bitflip eval's, a block of channels of one image at a time in L2, the
+ * expansion's output never written), in a plan with none of its own: those
+ * where the cache keeps none of the values a pair leaves unwritten (the
+ * 1x1's output and its activation's, the depthwise Conv's own and a BN's or
+ * Add's inside its chain), so every slot is written as the steps one by one
+ * would write it. mobilenet_v2's 112x112 to 28x28 blocks when the drawn
+ * faults lie after them: no trial reads those values. Set before the pool
+ * is laid out, which then keeps each depthwise output apart from what its
+ * 1x1 step reads (plan_build.c, bf__plan_share_offsets); taken off the plan
+ * after the pass: trials and exact runs never pair. *own: set here;
+ * *floats: the block's. */
+static bf_status pass_pairs(const bf__gcache *gc, bf_plan *p, int *own, size_t *floats, bf_error *err)
+{
+    size_t need = 0;
+    *own = 0;
+    if (p->pwdw) return BF_OK;
+    bf_status st = bf__plan_find_pwdw(p, &need, err);
+    if (st != BF_OK || !p->pwdw) return st;
+    int any = 0;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        int d = p->pwdw[i], v[3], mid;
+        if (!d) continue;
+        int kept = gc->blk[p->steps[i].node->out[0]] || gc->blk[p->steps[p->fuse_to[i]].node->out[0]];
+        if (!kept && chain_mids(p, (size_t)d, v, &mid))
+            for (int k = 0; k < 3; k++) kept |= v[k] >= 0 && gc->blk[v[k]];
+        if (kept) p->pwdw[i] = 0;
+        any |= !kept;
+    }
+    if (!any) {
+        bf__free(p->pwdw);
+        p->pwdw = NULL;
+        return BF_OK;
+    }
+    *own = 1;
+    *floats = need;
+    return BF_OK;
+}
+
+/* 1x1 Conv step i of batch b with its depthwise Conv (pass_pairs), the
+ * depthwise chain's output into its slot when the cache keeps it; 0 when
+ * the pair did not run (nothing written: the steps run as usual) */
+static int run_pair(filler *f, bf_plan *p, int64_t b, size_t i, int timed)
+{
+    int d = p->pwdw[i], n, a, r = bf__plan_fused_last(p, (size_t)d, &n, &a);
+    point_slots(f->gc, p, &p->steps[r ? r : d], b);
+    double t0 = timed ? now_s() : 0;
+    if (!bf__plan_run_pwdw(p, i, f->pair_buf, f->pair_floats)) return 0;
+    if (timed) f->step_s[i] += now_s() - t0;
+    f->n_pairs++;
+    return 1;
+}
+
 /* Batch b through plan p, each step writing the values the cache keeps
  * straight into their slot (no copy, and the plan's own buffers for them
  * stay untouched), a Conv with its BatchNormalization, residual Add and
@@ -281,16 +352,9 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
             continue;
         }
+        if (f->pair_buf && p->pwdw && p->pwdw[i] && run_pair(f, p, b, i, timed)) continue;
         int r = fusable_here(gc, p, i);
-        const bf__step *last = r ? &p->steps[r] : s;   /* whose outputs this run writes */
-        for (int j = 0; j < last->n_out; j++) {
-            int v = last->node->out[j];
-            if (v >= 0 && gc->blk[v] && gc->src[v] < 0) {
-                p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
-                /* its slot, written whole by this step: its pages in one call */
-                bf__pages_populate(p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
-            }
-        }
+        point_slots(gc, p, r ? &p->steps[r] : s, b);   /* whose outputs this run writes */
         double t0 = timed ? now_s() : 0;
         bf__psum slot;
         int saving = bf__psum_golden_begin(f->ps, p, i, b, &slot);
@@ -560,11 +624,18 @@ static bf_status make_fillers(bf__gcache *gc, filler *fs, int n_plans, const fil
             for (size_t v = 0; p && v < gc->n_values; v++) f->home[t][v] = p->vals[v].data;
         }
     }
-    for (int k = 0; k < n_plans && st == BF_OK; k++)
+    for (int k = 0; k < n_plans && st == BF_OK; k++) {
         for (int t = 0; t < 2 && st == BF_OK; t++) {
             bf_plan *p = t ? fs[k].rest : fs[k].full;
-            if (p) st = pool_values(gc, proto->pv, p, &fs[k].pool[t], err);
+            size_t floats = 0;
+            if (p) st = pass_pairs(gc, p, &fs[k].own_pairs[t], &floats, err);
+            if (floats > fs[k].pair_floats) fs[k].pair_floats = floats;
+            if (p && st == BF_OK) st = pool_values(gc, proto->pv, p, &fs[k].pool[t], err);
         }
+        size_t pb = fs[k].pair_floats * sizeof(float) + 64;
+        if (st == BF_OK && fs[k].pair_floats && !(fs[k].pair_buf = bf__aligned_alloc(pb)))
+            st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
+    }
     if (st != BF_OK)
         for (int k = 0; k < n_plans; k++)
             for (int t = 0; t < 2; t++) {
@@ -594,8 +665,10 @@ static bf_status run_fillers(bf__gcache *gc, filler *fs, int n_plans, bf_error *
         }
     if (st != BF_OK) return st;
     int64_t n_full = gc->samples / gc->batch;
-    for (int k = 0; k < n_plans; k++)
+    for (int k = 0; k < n_plans; k++) {
         for (size_t i = 0; i < gc->n_steps; i++) gc->step_s[i] += fs[k].step_s[i];
+        gc->n_pairs += fs[k].n_pairs;
+    }
     for (size_t i = 0; n_full > 0 && i < gc->n_steps; i++) gc->step_s[i] /= (double)n_full;
     return BF_OK;
 }
@@ -653,6 +726,11 @@ out:
         bf__free(fs[k].home[1]);
         bf__free(fs[k].pool[0]);
         bf__free(fs[k].pool[1]);
+        bf__free(fs[k].pair_buf);
+        for (int t = 0; t < 2; t++) {   /* the plans pair no more (pass_pairs) */
+            bf_plan *p = t ? fs[k].rest : fs[k].full;
+            if (fs[k].own_pairs[t] && p) bf__free(p->pwdw), p->pwdw = NULL;
+        }
     }
     bf__free(fs);
     bf__free(cs);
@@ -702,3 +780,4 @@ size_t bf__gcache_bytes(const bf__gcache *gc) { return gc->bytes + atomic_load(g
 size_t bf__gcache_served(const bf__gcache *gc) { return gc->served; }
 const double *bf__gcache_step_seconds(const bf__gcache *gc) { return gc->step_s; }
 int64_t bf__gcache_batches(const bf__gcache *gc) { return gc->n_batches; }
+int64_t bf__gcache_pairs(const bf__gcache *gc) { return gc->n_pairs; }

@@ -221,7 +221,10 @@ static void fused_ctx(const bf_plan *p, size_t i, int r, int n, int a, bf__ctx *
  * Only slots written whole: the rows and channels that other paths write
  * stay faulted by the page, so a campaign holds no page it would not have
  * touched (the whole arena populated at a worker's start more than doubled
- * resnet18's resident memory). */
+ * resnet18's resident memory). 2 MiB pages for the arena and the scratch
+ * (as a shared eval arena has) were measured and dropped: the trials'
+ * re-runs took 1-3% less CPU, the process no less, its resident
+ * memory 24-38 MiB more (docs/perf/trials.md, h17-mbc). */
 void bf__plan_warm_slots(bf_plan *p)
 {
     if (!p->warm) p->warm = bf__calloc(p->model->n_values + 1, 1);
@@ -278,11 +281,11 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
 }
 
 /* 1x1 Conv step i and depthwise Conv step d = p->pwdw[i] together
- * (plan_impl.h, pwdw), each with the epilogue a run gives it now; 1 when
- * done (the activation r between them, d and d's chain marked computed),
- * 0 when a value fault needs r's output or the kernel does not take the
- * pair (nothing written) */
-static int run_pwdw(bf_plan *p, size_t i)
+ * (plan_impl.h, pwdw), each with the epilogue a run gives it now, the
+ * pair's block in buf (floats of it); 1 when done (the activation r
+ * between them, d and d's chain marked computed), 0 when a value fault
+ * needs r's output or the kernel does not take the pair (nothing written) */
+int bf__plan_run_pwdw(bf_plan *p, size_t i, float *buf, size_t floats)
 {
     int d = p->pwdw[i], a, n, r = bf__plan_fused_last(p, i, &n, &a);
     if (!r || r != p->fuse_to[i] || a || n || p->step_hit[r] || p->step_hit[d]) return 0;
@@ -294,7 +297,7 @@ static int run_pwdw(bf_plan *p, size_t i)
     bf__ctx c2 = {.node = t->node, .params = t->params, .n_in = t->n_in, .n_out = t->n_out, .in = t->in, .out = t->out};
     fused_ctx(p, i, r, 0, 0, &c, &act, &bn);
     if (r2) fused_ctx(p, (size_t)d, r2, n2, a2, &c2, &act2, &bn2);
-    if (!bf__conv_pwdw(&c, &c2, p->scratch, p->scratch_bytes / sizeof(float))) return 0;
+    if (!bf__conv_pwdw(&c, &c2, buf, floats)) return 0;
     p->fused_skip[r] = p->fused_skip[d] = 1;
     p->n_fused++, p->n_pwdw++;
     if (r2) {
@@ -338,7 +341,8 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
         return BF_OK;
     }
-    if (pair && p->pwdw[i] && run_pwdw(p, i)) return BF_OK;   /* no fault after i: checked */
+    /* no fault after i: checked */
+    if (pair && p->pwdw[i] && bf__plan_run_pwdw(p, i, p->scratch, p->scratch_bytes / sizeof(float))) return BF_OK;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
                  .packed = packed_of(p, i), .bt = bt, .psum = p->psum && p->psum_step == i ? p->psum : NULL};

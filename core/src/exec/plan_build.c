@@ -518,7 +518,7 @@ static bf_status lay_out(bf_plan *p, budget_ctx *bc, build_ctx *bs, bf_error *er
     bf_status st;
     size_t total = 0;
     if (!bc->cut_short && (st = bf__plan_find_fusions(p, err)) != BF_OK) return st;
-    if (!bc->cut_short && bc->share && !p->unbatched) {
+    if (!bc->cut_short && bc->share && !p->unbatched && p->fuse) {
         /* the 1x1 -> depthwise pairs' block buffer is the plan's scratch;
          * not in one-sample plans, whose shared arena a campaign's golden
          * pass and exact trials run too (campaign_golden.c, campaign_run.c):

@@ -317,7 +317,9 @@ void bf__plan_find_gcols(bf_plan *p)
 
 /* The 1x1 -> depthwise pairs (plan_impl.h, pwdw; linalg_conv_pwdw.c): in
  * batched plans that fuse and share one arena (bitflip eval's; plan_build.c
- * asks in no other), a 1x1 Conv step i
+ * asks in no other) and, for its pass alone, a campaign's golden pass
+ * (diff/gcache.c, pass_pairs; a differential plan fuses its Conv chains
+ * when its caller runs them so, not by p->fuse), a 1x1 Conv step i
  * whose output only its activation r reads (a Relu or Clip fused into it:
  * fuse_to, no BN or residual Add), r's output read by a depthwise Conv
  * step d alone (no graph output), d's weight and bias ready at step i, no
@@ -328,7 +330,7 @@ void bf__plan_find_gcols(bf_plan *p)
 bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err)
 {
     *floats = 0;
-    if (!p->fuse || p->n_steps < 3) return BF_OK;
+    if (p->n_steps < 3) return BF_OK;
     int *readers, *reader, *made_at;
     if (reader_tables(p, &readers, &reader, &made_at) != BF_OK) return oom(err);
     bf_status st = BF_OK;

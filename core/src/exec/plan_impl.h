@@ -102,8 +102,10 @@ struct bf_plan {
      * written, unless a value fault strikes i's, r's or d's output. Only in
      * batched plans that share their arena (bitflip eval's: no caller reads
      * r's output after a run), where d's output (its chain's) lives from step
-     * i on, apart from every value live then. NULL: none. n_pwdw: the
-     * pairs the last run ran so (test_conv_pwdw). */
+     * i on, apart from every value live then; and, for its pass alone, in a
+     * campaign's golden pass (diff/gcache.c, pass_pairs: set before its pool
+     * is laid out, taken off after). NULL: none. n_pwdw: the pairs the last
+     * run ran so (test_conv_pwdw). */
     int *pwdw;
     size_t n_pwdw;
     /* The class selections of a detector's unrolled post-processing

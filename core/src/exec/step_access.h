@@ -37,6 +37,15 @@ void bf__plan_warm_slots(bf_plan *plan);
  * are the caller's to skip (the differential engine's trials). */
 int bf__plan_fused_last(const bf_plan *plan, size_t i, int *bn, int *add);
 bf_status bf__plan_run_fused(bf_plan *plan, size_t i, bf_error *err);
+/* plan.c: 1x1 Conv step i and depthwise Conv step plan->pwdw[i] run
+ * together (plan_impl.h, pwdw; linalg_conv_pwdw.c), each with its fused
+ * epilogue, the pair's block of channels in buf (floats of it: at least
+ * bf__conv_pwdw_pair's); 1 when done, the steps computed marked in
+ * fused_skip for the caller to skip (as bf__plan_run_from does); 0 when
+ * nothing ran (a value fault needs a value in between, or the kernel does
+ * not take the pair). bf__plan_run_from and the golden cache's pass
+ * (diff/gcache.c). */
+int bf__plan_run_pwdw(bf_plan *plan, size_t i, float *buf, size_t floats);
 /* plan.c: applies the plan's value faults that belong after `step` (-1:
  * graph inputs), as bf_plan_run would. */
 void bf__plan_apply_value_faults(bf_plan *plan, int step);
