@@ -44,8 +44,8 @@ static int race(const bf__conv_params *cp, const bf__conv_params *cq, int imgs, 
     float *x = rand_floats(imgs * cp->c * cp->isp), *wt = rand_floats(cp->m * cp->kc), *bias = rand_floats(cp->m);
     float *y0 = rand_floats(ny), *y1 = rand_floats(ny), *scratch = rand_floats((int64_t)cp->scratch_floats);
     memset(y1, 0xff, sizeof(float) * (size_t)ny);
-    int bad = !bf__conv_packed(cp, x, wt, bias, NULL, y0, scratch, -1) ||
-              !bf__conv_packed(cq, x, wt, bias, NULL, y1, scratch, -1) || memcmp(y0, y1, sizeof(float) * (size_t)ny);
+    int bad = !bf__conv_packed(cp, x, wt, bias, NULL, y0, scratch, -1, NULL) ||
+              !bf__conv_packed(cq, x, wt, bias, NULL, y1, scratch, -1, NULL) || memcmp(y0, y1, sizeof(float) * (size_t)ny);
     if (bad) fprintf(stderr, "bitflip-bench-bcast: %s: %s not taken or not the same bits\n", name, what);
     best[0] = best[1] = 1e9;
     for (int r = 0; r < rounds && !bad; r++)
@@ -53,7 +53,7 @@ static int race(const bf__conv_params *cp, const bf__conv_params *cq, int imgs, 
             double t0 = now();
             int it = 0;
             do {
-                bf__conv_packed(kx ? cq : cp, x, wt, bias, NULL, kx ? y1 : y0, scratch, -1);
+                bf__conv_packed(kx ? cq : cp, x, wt, bias, NULL, kx ? y1 : y0, scratch, -1, NULL);
                 it++;
             } while (now() - t0 < 0.2);
             double t = (now() - t0) / it;

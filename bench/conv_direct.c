@@ -303,12 +303,12 @@ int main(int argc, char **argv)
         for (int64_t c = 0; c < cp.c; c++)
             for (int64_t t = 0; t < 9; t++) off[bf__conv_krow(&cp, c, t)] = (int32_t)(c * plane + t / 3 * wp + t % 3);
         double flop = 2.0 * (double)imgs * (double)cp.m * (double)cp.osp * (double)cp.kc;
-        if (!bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1)) {
+        if (!bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1, NULL)) {
             fprintf(stderr, "bitflip-bench-direct: bf__conv_packed declined %s\n", sh->name);
             return 1;
         }
         memset(y1, 0xff, sizeof(float) * (size_t)(imgs * cp.m * cp.osp));
-        if (!bf__conv_planes_ok(&cq) || !bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch_q, -1) ||
+        if (!bf__conv_planes_ok(&cq) || !bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch_q, -1, NULL) ||
             memcmp(y0, y1, sizeof(float) * (size_t)(imgs * cp.m * cp.osp)) != 0) {
             fprintf(stderr, "bitflip-bench-direct: the library's direct path on %s: not taken or not the same bits\n",
                     sh->name);
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
          * the channel's own windows path decline): its rows of every image */
         int64_t ch = cp.m / 2 + 1;
         memset(y1, 0xff, sizeof(float) * (size_t)(imgs * cp.m * cp.osp));
-        bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch_q, ch);
+        bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch_q, ch, NULL);
         for (int64_t n = 0; n < imgs; n++)
             if (memcmp(y0 + (n * cp.m + ch) * cp.osp, y1 + (n * cp.m + ch) * cp.osp, sizeof(float) * (size_t)cp.osp)) {
                 fprintf(stderr, "bitflip-bench-direct: the library's direct path, channel %lld alone, on %s: not the "
@@ -341,8 +341,8 @@ int main(int argc, char **argv)
                 double t0 = now();
                 int it = 0;
                 do {
-                    if (kx == 0) bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1);
-                    else if (kx == 1) bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch_q, -1);
+                    if (kx == 0) bf__conv_packed(&cp, x, wt, bias, NULL, y0, scratch, -1, NULL);
+                    else if (kx == 1) bf__conv_packed(&cq, x, wt, bias, NULL, y1, scratch_q, -1, NULL);
                     else direct_conv(kernels[kx - 2].fn, &cp, x, wt, bias, y1, wr, xp, off, acc);
                     it++;
                 } while (now() - t0 < 0.2);
