@@ -242,7 +242,7 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         failures = 1;
     } else {
         if (cc.tied)
-            printf("ties: %lld rows in equal scores ending a list, %lld boxes unverifiable; ", (long long)cc.tied,
+            printf("ties: %lld rows in groups of equal scores, %lld boxes unverifiable; ", (long long)cc.tied,
                    (long long)cc.unverified);
         printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
                (long long)res.total.n[BF_OUTCOME_TOLERABLE], (long long)res.total.n[BF_OUTCOME_CRITICAL],

@@ -3,7 +3,7 @@
 (tests/fixtures/README.md, "Ties at the cut"; docs/OPS.md, "Ties"), checked both ways on
 tests/fixtures/ties/tiecut (a detector whose scores tie exactly: image 0 is a full list of 6
 whose last 5 rows share a score PyTorch had more boxes of; image 1 a short list of 3 equal
-scores; image 2 ends in one row) with its reference edited by hand. What another tie-break
+scores; image 2 a full list of 5 equal scores above one row) with its reference edited by hand. What another tie-break
 would legitimately give must pass, and say what it could not verify:
 
 - the unedited reference (PyTorch's own rows) passes, its tied boxes all found;
@@ -11,13 +11,21 @@ would legitimately give must pass, and say what it could not verify:
 - image 0's tied box replaced by a box ours does not output (a cut that kept another box of
   the same score) passes, reported as 1 unverifiable box; the same edit with the row's
   score no longer equal to the group's is a MISMATCH (no tie, so no set matching);
-- image 1's tied rows in another order pass (a short list: the same rows).
+- image 1's tied rows in another order pass (a short list: the same rows);
+- image 0's tied rows reordered with one score a last bit lower passes (equal within the
+  tolerance: another summation order gives PyTorch's equal scores a bit apart);
+- image 2's first five rows (one score, above its last row) in another order pass, and one of
+  their boxes replaced passes as 1 unverifiable (a full list: NMS and the sort chose among
+  equal scores there too).
 
 A real error must still fail (MISMATCH):
 
 - a box moved outside any tie (image 0's untied first row, image 2's last row);
-- a label changed inside a tied group (images 0 and 1: the labels' multiset differs);
-- a box replaced inside image 1's tie (a short list: nothing was cut, so every box must be found);
+- a label changed inside a tied group (images 0, 1 and 2: the labels' multiset differs), or a
+  tied score moved by 2e-4 of itself;
+- a box replaced inside image 1's tie (a short list: nothing was cut, so every box must be found),
+  or inside image 0's group with one score a last bit lower (scores only near each other are
+  ordered by their last bits, not cut by a tie-break, so every box must be found);
 - a row missing, a row extra (row counts);
 - a tied group whose count differs: image 0's first row given the group's score (golden's
   group is 6 rows, ours 5), or its last row given another score (golden's group is 4);
@@ -27,10 +35,17 @@ Usage: det_ties.py BITFLIP_CONFORMANCE FIXTURES_DIR"""
 import os
 import sys
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ref_edits import RefEdits  # noqa: E402
 
 ALIEN = [0.25, 0.25, 1.75, 1.75]    # a box the model does not output for these images
+
+
+def ulp_down(v):
+    """v as float32 one last bit lower"""
+    return float(np.nextafter(np.float32(v), np.float32(0)))
 
 
 def main():
@@ -90,6 +105,17 @@ def main():
         case("full list, tied rows reordered", rows(0, [0, 5, 3, 1, 4, 2]), True, "0 of their boxes unverifiable")
         case("full list, a tied box not ours", set_(0, 2, "boxes", ALIEN), True, "1 of their boxes unverifiable")
         case("short list, tied rows reordered", rows(1, [2, 0, 1]), True, "0 of their boxes unverifiable")
+        case("mid-list group reordered (image 2)", rows(2, [3, 0, 4, 1, 2, 5]), True, "0 of their boxes unverifiable")
+        case("mid-list group, a box not ours (full list)", set_(2, 1, "boxes", ALIEN), True,
+             "1 of their boxes unverifiable")
+        case("a tied score a last bit off, rows reordered", lambda ref: (rows(0, [0, 2, 1, 3, 5, 4])(ref), set_(
+            0, 5, "scores", ulp_down)(ref))[1],
+            True, "0 of their boxes unverifiable")
+        case("a box not ours in a group a last bit apart", lambda ref: (set_(0, 4, "boxes", ALIEN)(ref), set_(
+            0, 5, "scores", ulp_down)(ref))[1],
+            False)
+        case("a tied score moved by 2e-4 of itself", set_(0, 3, "scores", lambda v: v * (1 - 2e-4)), False)
+        case("mid-list group, a label changed", set_(2, 2, "labels", flip), False)
         case("fault: full list, a tied box not ours", set_(0, 4, "boxes", ALIEN, "fault"), True,
              "1 of their boxes unverifiable")
         case("an untied box moved (image 0)", set_(0, 0, "boxes", moved), False)
