@@ -6,6 +6,9 @@ WITHOUT the optional "ties" field: the check of issue 31's "we will run our own 
 detectors and segmenters" (docs/OPS.md, "Held-out detectors and segmenters").
 
   /usr/bin/python3 bench/heldout_det.py [--out bench/out/heldout] [--only NAME,...] [--list]
+        [--images 2] [--fault-images 2] [--faults 4] [--size 128]
+  /usr/bin/python3 bench/heldout_det.py --out tests/fixtures/heldout --only yolo_af_o11,yolo_af_o17,unet_o13dyn \
+        --size 32 --fault-images 1       # the committed subset (ctest conformance_heldout)
   build/tests/bitflip-conformance bench/out/heldout        # = make conformance CONFORMANCE_DIR=...
 
 Nothing here comes from the project's generators: torchvision 0.14 constructors with
@@ -170,18 +173,19 @@ def build(name):
     return getattr(det, name)(**kw, **extra).eval(), "detection"
 
 
-def draw(n, task, seed):
+def draw(n, task, seed, size=None):
     """n images [n, 3, IMG, IMG] of rectangles on noise; their boxes and labels (1..3), or a
     mask of class ids per pixel (0 background)."""
+    size = size or IMG
     rng = np.random.default_rng(seed)
     xs, tg = [], []
     for _ in range(n):
-        im = rng.normal(0.45, 0.08, (3, IMG, IMG)).astype(np.float32)
-        mask = np.zeros((IMG, IMG), np.int64)
+        im = rng.normal(0.45, 0.08, (3, size, size)).astype(np.float32)
+        mask = np.zeros((size, size), np.int64)
         boxes, labels = [], []
         for _ in range(rng.integers(1, 4)):
-            w, h = rng.integers(16, 56, 2)
-            x0, y0 = rng.integers(0, IMG - w), rng.integers(0, IMG - h)
+            w, h = rng.integers(size // 8, size * 7 // 16, 2)
+            x0, y0 = rng.integers(0, size - w), rng.integers(0, size - h)
             lab = int(rng.integers(1, 4))
             im[:, y0:y0 + h, x0:x0 + w] = rng.uniform(0, 1, (3, 1, 1))
             mask[y0:y0 + h, x0:x0 + w] = lab
@@ -343,7 +347,7 @@ def one(a, name, variant):
     t0 = time.time()
     model, task = build(name)
     stem = os.path.join(a.out, f"{name}_{variant}")
-    x, tg = draw(a.images, task, seed=7)
+    x, tg = draw(a.images, task, seed=7, size=a.size)
     try:
         in_name, outs = export(model, name, task, variant, x, stem + ".onnx")
     except Exception as e:  # noqa: BLE001
@@ -391,6 +395,7 @@ def main():
     ap.add_argument("--images", type=int, default=2)
     ap.add_argument("--fault-images", type=int, default=2)
     ap.add_argument("--faults", type=int, default=4)
+    ap.add_argument("--size", type=int, default=IMG, help="drawn images' side in pixels")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     sel = [c for c in CASES if not a.only or c[0] in a.only.split(",") or f"{c[0]}_{c[1]}" in a.only.split(",")]
