@@ -23,7 +23,10 @@
  * so under each CPU path (BITFLIP_SIMD).
  *
  * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
- * the same places; the metric to 1e-4.
+ * the same places; the metric to 1e-4. A one-image detector's rows of equal
+ * scores are matched as a set, as the reference's "ties" says or, without
+ * it, as the rows themselves show (conf_match.c; tests/fixtures/README.md,
+ * "Ties at the cut").
  *
  * A model with symbolic dims past the batch (torch.onnx.export's dynamic
  * sequence axes) is checked at the sizes of the eval set's tensors
