@@ -228,6 +228,14 @@ static int64_t pair_rows(const bf_ragged_output *outs, size_t n_outs, const json
     return missing;
 }
 
+/* Whether group id's golden scores are one value bit for bit (score_groups) */
+static int exact_group(const int32_t *tie, int64_t rows, int32_t id)
+{
+    for (int64_t r = 0; r < rows; r++)
+        if (tie[r] == -id) return 0;
+    return 1;
+}
+
 /* Sample i's tied rows, group by group. With "ties": each golden row is
  * matched to an unused tied row of ours equal in every free output.
  * Inferred: a group's single values (label, score) must be the same
@@ -241,15 +249,8 @@ static int64_t pair_rows(const bf_ragged_output *outs, size_t n_outs, const json
  * NMS also kept some of many equal boxes), never passed silently (the
  * runner prints the count). In a shorter list nothing was cut, and scores
  * only near each other are ordered by their values' last bits, so there a
- * group is the same rows in another order and one not found is a mismatch. Untied rows are checked in place by the caller. */
-/* Whether group id's golden scores are one value bit for bit (score_groups) */
-static int exact_group(const int32_t *tie, int64_t rows, int32_t id)
-{
-    for (int64_t r = 0; r < rows; r++)
-        if (tie[r] == -id) return 0;
-    return 1;
-}
-
+ * group is the same rows in another order and one not found is a mismatch.
+ * Untied rows are checked in place by the caller. */
 static void match_ties(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, const conf_ties *tc,
                        const int32_t *tie, unsigned char *used, int64_t rows, cmp *all, const char **out_bad)
 {
