@@ -23,7 +23,10 @@
  * so under each CPU path (BITFLIP_SIMD).
  *
  * Matching: |ours - ref| <= max(1e-5, 1e-4 |ref|), NaN and +-Inf in exactly
- * the same places; the metric to 1e-4.
+ * the same places; the metric to 1e-4. A one-image detector's rows of equal
+ * scores are matched as a set, as the reference's "ties" says or, without
+ * it, as the rows themselves show (conf_match.c; tests/fixtures/README.md,
+ * "Ties at the cut").
  *
  * A model with symbolic dims past the batch (torch.onnx.export's dynamic
  * sequence axes) is checked at the sizes of the eval set's tensors
@@ -47,79 +50,9 @@
 #include "bitflip/api/spec.h"
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
+#include "conf_match.h"
 
-#define ATOL 1e-5
-#define RTOL 1e-4
 #define METRIC_TOL 1e-4
-
-/* A JSON number, or one of the strings standing for non-finite values. */
-static int json_to_double(const json_t *j, double *out)
-{
-    if (json_is_number(j)) { *out = json_number_value(j); return 1; }
-    if (json_is_string(j)) {
-        const char *s = json_string_value(j);
-        if (!strcmp(s, "NaN")) { *out = NAN; return 1; }
-        if (!strcmp(s, "Infinity")) { *out = INFINITY; return 1; }
-        if (!strcmp(s, "-Infinity")) { *out = -INFINITY; return 1; }
-    }
-    return 0;
-}
-
-typedef struct cmp {
-    int64_t bad;          /* values out of tolerance */
-    double worst;         /* max |a-b| / max(ATOL, RTOL|b|) */
-    int64_t first_bad;    /* flat index of the first bad value, or -1 */
-    double first_got, first_want;
-    int format_error;
-    int64_t tied, unverified;   /* rows under the reference's "ties"; of those, boxes not found in ours */
-    int ties_malformed;         /* its "ties" field is not of the README's shape */
-} cmp;
-
-/* Compares rows [0, rows) of ours (cols per row) with ref, a JSON array of
- * rows (arrays) or of numbers when cols == 1. stride: 0, each value's
- * relative tolerance is of the value itself; k > 0, of the largest finite
- * magnitude among the row's values whose index is the same modulo k. 1 makes
- * the whole row one object (a detection's box or mask: see compare_ragged);
- * H·W makes each pixel's C class logits one (a segmenter's [C, H, W] row:
- * see seg_plane). */
-static cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t rows, int64_t stride)
-{
-    cmp c = {.first_bad = -1};
-    if (!json_is_array(ref) || (int64_t)json_array_size(ref) < rows) { c.format_error = 1; return c; }
-    if (stride < 0 || stride > cols) stride = 0;
-    double *scale = stride ? calloc((size_t)stride, sizeof *scale) : NULL;
-    if (stride && !scale) { c.format_error = 1; return c; }
-    for (int64_t i = 0; i < rows && !c.format_error; i++) {
-        const json_t *row = json_array_get(ref, (size_t)i);
-        int is_row = json_is_array(row);
-        if ((is_row && (int64_t)json_array_size(row) != cols) || (!is_row && cols != 1)) { c.format_error = 1; break; }
-        for (int64_t j = 0; j < stride; j++) scale[j] = 0;
-        for (int64_t j = 0; stride && j < cols; j++) {
-            double want;
-            if (!json_to_double(is_row ? json_array_get(row, (size_t)j) : row, &want)) { c.format_error = 1; break; }
-            if (isfinite(want) && fabs(want) > scale[j % stride]) scale[j % stride] = fabs(want);
-        }
-        for (int64_t j = 0; j < cols && !c.format_error; j++) {
-            double want, got = ours[i * cols + j];
-            if (!json_to_double(is_row ? json_array_get(row, (size_t)j) : row, &want)) { c.format_error = 1; break; }
-            double r;
-            if (isnan(want) || isnan(got) || isinf(want) || isinf(got))
-                r = (isnan(want) && isnan(got)) || (want == got) ? 0 : INFINITY;
-            else {
-                double mag = stride && scale[j % stride] > fabs(want) ? scale[j % stride] : fabs(want);
-                double tol = mag * RTOL > ATOL ? mag * RTOL : ATOL;
-                r = fabs(got - want) / tol;
-            }
-            if (r > c.worst) c.worst = r;
-            if (r > 1) {
-                if (c.first_bad < 0) { c.first_bad = i * cols + j; c.first_got = got; c.first_want = want; }
-                c.bad++;
-            }
-        }
-    }
-    free(scale);
-    return c;
-}
 
 /* A segmenter's row is C·H·W logits (tests/fixtures/README.md, "The format
  * for detection and segmentation"), and a pixel's C logits are one object,
@@ -145,193 +78,6 @@ static cmp compare(const float *ours, int64_t cols, const json_t *ref, int64_t r
     return compare_rows(ours, cols, ref, rows, plane);
 }
 
-/* One row of ours against one reference row, as compare_rows checks rows. */
-static cmp row_cmp(const float *ours, int64_t cols, const json_t *want)
-{
-    cmp c = {.first_bad = -1};
-    json_t *one = json_array();
-    if (!one || json_array_append(one, (json_t *)want)) { json_decref(one); c.format_error = 1; return c; }
-    c = compare_rows(ours, cols, one, 1, cols > 1 ? 1 : 0);
-    json_decref(one);
-    return c;
-}
-
-/* The reference's "ties" (tests/fixtures/README.md, "Ties at the cut"):
- * tie[r] = 1 for golden row r of sample obj whose score (the output
- * ties.score_output) equals, as float32, one of ties.tied_scores[i]: a
- * score PyTorch had more boxes of than it kept (the same score past its
- * detections-per-image cut), so which of them it kept was its sort's
- * tie-break. Returns how many rows. */
-static int64_t tie_rows(const json_t *ties, const json_t *obj, int64_t i, int64_t rows, unsigned char *tie)
-{
-    memset(tie, 0, (size_t)rows);
-    const char *so = json_string_value(json_object_get(ties, "score_output"));
-    const json_t *ts = json_array_get(json_object_get(ties, "tied_scores"), (size_t)i);
-    const json_t *gs = so ? json_object_get(obj, so) : NULL;
-    int64_t n = 0;
-    for (int64_t r = 0; json_is_array(ts) && json_is_array(gs) && r < rows && r < (int64_t)json_array_size(gs); r++) {
-        double g, v;
-        if (!json_to_double(json_array_get(gs, (size_t)r), &g)) continue;
-        for (size_t t = 0; t < json_array_size(ts) && !tie[r]; t++)
-            if (json_to_double(json_array_get(ts, t), &v) && (float)v == (float)g) tie[r] = 1;
-        n += tie[r];
-    }
-    return n;
-}
-
-/* ties.free_outputs names o: its tied rows are matched as a set */
-static int is_free(const json_t *ties, const char *name)
-{
-    const json_t *f = json_object_get(ties, "free_outputs");
-    for (size_t j = 0; j < json_array_size(f); j++) {
-        const char *s = json_string_value(json_array_get(f, j));
-        if (s && !strcmp(s, name)) return 1;
-    }
-    return 0;
-}
-
-/* Sample i's tied rows of the free outputs (a box, a mask): each golden
- * row is matched to an unused tied row of ours equal in every free output;
- * one with no match is counted unverifiable, never passed silently (the
- * runner prints the count). Other rows and outputs are checked in place. */
-static void match_ties(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, const json_t *ties,
-                       const unsigned char *tie, unsigned char *used, int64_t rows, cmp *all)
-{
-    memset(used, 0, (size_t)rows);
-    for (int64_t g = 0; g < rows; g++) {
-        if (!tie[g]) continue;
-        all->tied++;
-        int64_t found = -1;
-        for (int64_t q = 0; q < rows && found < 0; q++) {
-            if (!tie[q] || used[q]) continue;
-            int same = 1;
-            for (size_t k = 0; k < n_outs && same; k++) {
-                const bf_ragged_output *o = &outs[k];
-                if (!is_free(ties, o->name)) continue;
-                cmp c = row_cmp(o->data + o->offsets[i] + q * o->row_elems, o->row_elems,
-                                json_array_get(json_object_get(obj, o->name), (size_t)g));
-                same = !c.bad && !c.format_error;
-            }
-            if (same) found = q;
-        }
-        if (found >= 0) used[found] = 1;
-        else all->unverified++;
-    }
-}
-
-/* A one-image graph's outputs (a detector's boxes, labels and scores: K
- * rows per image, K data): for each of the first n samples, an object of
- * the reference list keyed by output name, each a list of rows compared as
- * compare() does, after the row counts, which must be equal. *rows_bad gets
- * the first sample whose row count differs, or -1. */
-/* "ties" as the README writes it: an object with a string score_output,
- * a list of output names free_outputs and a list per sample of scores
- * tied_scores. A field of another shape is the reference's error, said so
- * ("ties" malformed), never read as no ties at all. */
-static int ties_well_formed(const json_t *ties, int64_t n)
-{
-    const json_t *f = json_object_get(ties, "free_outputs"), *ts = json_object_get(ties, "tied_scores");
-    if (!json_is_object(ties) || !json_is_string(json_object_get(ties, "score_output")) || !json_is_array(f) ||
-        !json_is_array(ts) || (int64_t)json_array_size(ts) < n)
-        return 0;
-    for (size_t j = 0; j < json_array_size(f); j++)
-        if (!json_is_string(json_array_get(f, j))) return 0;
-    for (size_t i = 0; i < json_array_size(ts); i++) {
-        const json_t *row = json_array_get(ts, i);
-        if (!json_is_array(row)) return 0;
-        for (size_t t = 0; t < json_array_size(row); t++)
-            if (!json_is_number(json_array_get(row, t))) return 0;
-    }
-    return 1;
-}
-
-static cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
-                          const char **out_bad, const json_t *ties)
-{
-    cmp all = {.first_bad = -1};
-    *rows_bad = -1;
-    *out_bad = NULL;
-    if (!json_is_array(ref) || (int64_t)json_array_size(ref) < n) { all.format_error = 1; return all; }
-    if (ties && !ties_well_formed(ties, n)) { all.format_error = all.ties_malformed = 1; return all; }
-    for (int64_t i = 0; i < n; i++) {
-        const json_t *obj = json_array_get(ref, (size_t)i);
-        if (!json_is_object(obj)) { all.format_error = 1; return all; }
-        /* the reference's ties (golden only): the rows, and each free output's untied rows in place */
-        int64_t k_rows = n_outs ? (outs[0].offsets[i + 1] - outs[0].offsets[i]) / outs[0].row_elems : 0;
-        unsigned char *tie = ties && k_rows ? calloc(2, (size_t)k_rows) : NULL;
-        if (ties && k_rows && !tie) { all.format_error = 1; return all; }
-        int64_t n_tied = tie ? tie_rows(ties, obj, i, k_rows, tie) : 0;
-        for (size_t k = 0; k < n_outs; k++) {
-            const bf_ragged_output *o = &outs[k];
-            const json_t *want = json_object_get(obj, o->name);
-            int64_t a = o->offsets[i], rows = (o->offsets[i + 1] - a) / o->row_elems;
-            if (!json_is_array(want)) { all.format_error = 1; return all; }
-            if ((int64_t)json_array_size(want) != rows) {
-                if (*rows_bad < 0) { *rows_bad = i; *out_bad = o->name; }
-                all.bad++;
-                continue;
-            }
-            /* A row of several values (a box's four corners, a mask, a set of
-             * keypoints) is one object: its values are checked against the
-             * row's scale. A corner near 0 is the difference of a centre and a
-             * half-size of tens of pixels, so a last-bit difference in those
-             * (summation order upstream) moves it by 1e-5..4e-4 px: 2.5x the
-             * 1e-5 absolute floor for bitflip, 2.1x for ONNX Runtime, on
-             * torchvision's SSD300 and SSDlite (docs/OPS.md, make det-exports). */
-            cmp c = {.first_bad = -1};
-            if (n_tied && rows == k_rows && is_free(ties, o->name)) {
-                for (int64_t r = 0; r < rows && !c.format_error; r++) {
-                    if (tie[r]) continue;
-                    cmp rc = row_cmp(o->data + a + r * o->row_elems, o->row_elems, json_array_get(want, (size_t)r));
-                    if (rc.bad && c.first_bad < 0) { c.first_bad = r; c.first_got = rc.first_got; c.first_want = rc.first_want; }
-                    c.bad += rc.bad;
-                    c.format_error |= rc.format_error;
-                    if (rc.worst > c.worst) c.worst = rc.worst;
-                }
-            } else {
-                c = compare_rows(o->data + a, o->row_elems, want, rows, o->row_elems > 1 ? 1 : 0);
-            }
-            if (c.format_error) { free(tie); all.format_error = 1; return all; }
-            if (c.worst > all.worst) all.worst = c.worst;
-            if (c.bad && all.first_bad < 0) {
-                all.first_bad = i;
-                all.first_got = c.first_got;
-                all.first_want = c.first_want;
-                *out_bad = o->name;
-            }
-            all.bad += c.bad;
-        }
-        if (n_tied) match_ties(outs, n_outs, obj, i, ties, tie, tie + k_rows, k_rows, &all);
-        free(tie);
-    }
-    return all;
-}
-
-static void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
-{
-    if (c->format_error) {
-        printf(c->ties_malformed ? "reference malformed: its \"ties\" is not {score_output: name, free_outputs: [names], "
-                                   "tied_scores: [[scores] per sample]} (tests/fixtures/README.md, \"Ties at the cut\")"
-                                 : "reference malformed");
-        return;
-    }
-    if (c->tied)
-        printf("ties: %lld rows at a score PyTorch kept only some of, %lld of their boxes unverifiable "
-               "(not among ours; PyTorch chose among equal scores); ", (long long)c->tied, (long long)c->unverified);
-    if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
-    if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
-    else printf("MISMATCH: %lld values, first in sample %lld '%s': got %.9g, want %.9g", (long long)c->bad,
-                (long long)c->first_bad, out_bad, c->first_got, c->first_want);
-}
-
-static void print_cmp(const cmp *c, int64_t cols)
-{
-    if (c->format_error) { printf("reference malformed"); return; }
-    if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
-    printf("MISMATCH: %lld values, first at sample %lld col %lld: got %.9g, want %.9g", (long long)c->bad,
-           (long long)(c->first_bad / cols), (long long)(c->first_bad % cols), c->first_got, c->first_want);
-}
-
 /* The same faults through the campaign path: one explicit-list campaign
  * built from a JSON spec (the public contract), its trials' outputs compared
  * with the reference like the direct path's. */
@@ -345,6 +91,8 @@ typedef struct camp_check {
     int lm;               /* language_model: each trial's perplexity and token accuracy too */
     int64_t plane;        /* a segmenter's H·W (seg_plane), else 0 */
     int64_t bad_metric_trials, first_bad_metric;
+    conf_ties tc;         /* a one-image graph's tie rule (a fault's: inferred, never the golden "ties") */
+    int64_t tied, unverified;   /* over every trial */
 } camp_check;
 
 /* Appends n floats to the dump; 0 when it cannot (the caller fails). A NaN
@@ -373,7 +121,9 @@ static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, s
     const char *out_bad;
     (void)samples;
     const json_t *f = json_array_get(cc->faults, (size_t)trial);
-    cmp c = compare_ragged(outs, n, json_object_get(f, "outputs"), cc->n_ref, &rows_bad, &out_bad, NULL);
+    cmp c = compare_ragged(outs, n, json_object_get(f, "outputs"), cc->n_ref, &rows_bad, &out_bad, &cc->tc);
+    cc->tied += c.tied;
+    cc->unverified += c.unverified;
     if (c.bad || c.format_error) {
         if (cc->first_bad < 0) cc->first_bad = trial;
         cc->bad_trials++;
@@ -440,7 +190,7 @@ static void on_trial(void *user, const bf_trial_record *rec)
 
 static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
                                const json_t *faults, int64_t n_ref, int64_t cols, int64_t plane, int64_t batch, int lm, int ragged,
-                               FILE *dump)
+                               const conf_ties *tc, FILE *dump)
 {
     size_t n = json_array_size(faults), k;
     const json_t *f;
@@ -459,7 +209,7 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
     bf_campaign_result res = {0};
     bf_error err = {0};
     camp_check cc = {.faults = faults, .n_ref = n_ref, .first_bad = -1, .kept_cols = cols, .lm = lm, .plane = plane,
-                     .first_bad_metric = -1};
+                     .first_bad_metric = -1, .tc = *tc};
     int failures = 0;
     printf("  campaign path    %zu faults as one explicit-list campaign: ", n);
     if (!text || bf_spec_parse(text, strlen(text), &spec, &probs) != BF_OK) {
@@ -494,6 +244,9 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
                (long long)cc.bad_metric_trials, (long long)cc.first_bad_metric);
         failures = 1;
     } else {
+        if (cc.tied)
+            printf("ties: %lld rows in groups of equal scores, %lld boxes unverifiable; ", (long long)cc.tied,
+                   (long long)cc.unverified);
         printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
                (long long)res.total.n[BF_OUTCOME_TOLERABLE], (long long)res.total.n[BF_OUTCOME_CRITICAL],
                (long long)res.total.n[BF_OUTCOME_DUE]);
@@ -608,12 +361,17 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     if (n_ref <= 0 || n_ref > n) n_ref = n;
     int64_t n_golden = lm ? n_ref : n;
     int64_t plane = seg_plane(ref, ds, cols);
+    /* a one-image detector's rows tied at a cut among equal scores: as the
+     * reference's "ties" says (golden), else inferred (conf_match.c) */
+    const char *score = score_output(m);
+    conf_ties golden_tc = {.ties = json_object_get(ref, "ties")};
+    conf_ties fault_tc = {.score = score, .cap = ref_row_cap(ref, score)};
     cmp c;
     int64_t rows_bad;
     const char *out_bad;
     if (r.n_ragged) {   /* one image per call: every output, per image */
         c = compare_ragged(r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad,
-                           json_object_get(ref, "ties"));
+                           json_object_get(ref, "ties") ? &golden_tc : &fault_tc);
         printf("  golden outputs   %lld samples, %zu outputs each: ", (long long)n_golden, r.n_ragged);
         print_cmp_ragged(&c, rows_bad, out_bad);
     } else {
@@ -690,7 +448,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
         }
         if (bf_evaluator_run(ev, &flip, 1, &r, &err) != BF_OK) { printf("MISMATCH: run failed: %s\n", err.msg); failures++; continue; }
         if (r.n_ragged) {
-            c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad, NULL);
+            c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad, &fault_tc);
             print_cmp_ragged(&c, rows_bad, out_bad);
         } else {
             c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref, plane);
@@ -703,7 +461,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
         failures += check_vision_metrics(&r, f, "", "       ");
     }
     failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, plane, bf_evaluator_batch(ev), lm, r.n_ragged > 0,
-                                    dump);
+                                    &fault_tc, dump);
     printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
 out:
     free(golden);

@@ -1,0 +1,411 @@
+#!/usr/bin/python3
+"""Held-out detectors and segmenters, made the way a user outside the project makes them, in
+the shared conformance format (/work/shared/conformance/README.md and tests/fixtures/README.md,
+"The format for detection and segmentation"), golden and under single-bit weight faults, and
+WITHOUT the optional "ties" field: the check of issue 31's "we will run our own held-out
+detectors and segmenters" (docs/OPS.md, "Held-out detectors and segmenters").
+
+  /usr/bin/python3 bench/heldout_det.py [--out bench/out/heldout] [--only NAME,...] [--list]
+        [--images 2] [--fault-images 2] [--faults 4] [--size 128]
+  /usr/bin/python3 bench/heldout_det.py --out tests/fixtures/heldout --only yolo_af_o11,yolo_af_o17,unet_o13dyn \
+        --size 32 --fault-images 1       # the committed subset (ctest conformance_heldout)
+  build/tests/bitflip-conformance bench/out/heldout        # = make conformance CONFORMANCE_DIR=...
+
+Nothing here comes from the project's generators: torchvision 0.14 constructors with
+weights=None and weights_backbone=None at small sizes; a YOLO-style anchor-free detector and a
+U-Net written here in plain PyTorch (torchvision.ops.batched_nms); the wrapper a user writes
+(a detector's list input from a tensor [1, 3, H, W], its dict as a tuple; a segmenter's 'out');
+plain torch.onnx.export at opsets 11, 13, 16, 17, with dynamic batch (and detection) axes where
+the model allows, or bitflip.export; eval sets by bitflip.save_detection_eval_set /
+save_segmentation_eval_set of drawn images and boxes. References are PyTorch's outputs of the
+exported module: golden for every image, and per fault (a bit of an fp32 initializer whose
+name is a parameter of the module and whose values equal it bit for bit) PyTorch's outputs with
+that bit flipped in the parameter. Segmenters' golden_miou and golden_pixel_accuracy come from
+a confusion matrix written here from the VOC definition. Each case is NAME = MODEL_VARIANT;
+its files are written as soon as it is done. A case that cannot be exported is printed and
+left out (the exporter's failure, not bitflip's)."""
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+
+IMG = 128          # drawn images, pixels a side
+SEG_CLASSES = 4
+
+# (model, variant): variant = o11 | o13dyn | o16 | o17 | bf13; o17 keeps the exporter's names
+CASES = [
+    ("fasterrcnn_mobilenet_v3_large_320_fpn", "o11"), ("fasterrcnn_mobilenet_v3_large_320_fpn", "o13dyn"),
+    ("fasterrcnn_mobilenet_v3_large_320_fpn", "o17"), ("fasterrcnn_mobilenet_v3_large_320_fpn", "bf13"),
+    ("yolo_af", "o11"), ("yolo_af", "o17"), ("yolo_af", "bf13"),
+    ("unet", "o13dyn"), ("unet", "bf13"),
+    ("lraspp_mobilenet_v3_large", "o17"), ("deeplabv3_mobilenet_v3_large", "o16"),
+    ("fasterrcnn_mobilenet_v3_large_fpn", "o16"),
+    ("fcn_resnet50", "o11"), ("deeplabv3_resnet50", "o13dyn"),
+    ("retinanet_resnet50_fpn", "o13dyn"), ("retinanet_resnet50_fpn_v2", "o17"),
+    ("fcos_resnet50_fpn", "o11"), ("maskrcnn_resnet50_fpn", "o11"), ("keypointrcnn_resnet50_fpn", "o16"),
+    ("ssd300_vgg16", "o13dyn"), ("ssdlite320_mobilenet_v3_large", "o11"),
+]
+SEG = {"unet", "lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "deeplabv3_resnet50"}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# models a user writes
+# --------------------------------------------------------------------------
+
+def yolo_af():
+    """An anchor-free one-stage detector (FCOS / YOLOX-style head): a stride-8 conv trunk, per
+    cell class scores (sigmoid) and a box as distances to the cell centre, candidates over 0.05,
+    torchvision.ops.batched_nms at IoU 0.5, the best 100 kept. One image [3, H, W] per call."""
+    import torch
+    from torch import nn
+    from torchvision.ops import batched_nms
+
+    class YoloAF(nn.Module):
+        def __init__(self, classes=3):
+            super().__init__()
+            c = lambda i, o, s: nn.Sequential(nn.Conv2d(i, o, 3, s, 1), nn.BatchNorm2d(o), nn.SiLU())  # noqa: E731
+            self.trunk = nn.Sequential(c(3, 16, 2), c(16, 32, 2), c(32, 32, 1), c(32, 48, 2))
+            self.cls = nn.Conv2d(48, classes, 1)
+            self.box = nn.Conv2d(48, 4, 1)
+
+        def forward(self, image):
+            f = self.trunk(image[None])
+            h, w = f.shape[2], f.shape[3]
+            cls = torch.sigmoid(self.cls(f))[0].flatten(1).t()           # [HW, C]
+            dist = torch.exp(self.box(f)[0].flatten(1).t().clamp(max=4)) * 8
+            ys = (torch.arange(h, dtype=torch.float32) + 0.5) * 8
+            xs = (torch.arange(w, dtype=torch.float32) + 0.5) * 8
+            cy, cx = torch.meshgrid(ys, xs, indexing="ij")
+            cx, cy = cx.flatten(), cy.flatten()
+            boxes = torch.stack([cx - dist[:, 0], cy - dist[:, 1], cx + dist[:, 2], cy + dist[:, 3]], 1)
+            boxes = boxes.clamp(min=0, max=float(image.shape[-1]))
+            scores, labels = cls.max(1)
+            keep = torch.where(scores > 0.05)[0]
+            boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
+            keep = batched_nms(boxes, scores, labels, 0.5)[:100]
+            return boxes[keep], labels[keep], scores[keep]
+
+    torch.manual_seed(3)
+    m = YoloAF()
+    for mod in m.modules():     # BatchNorm statistics a trained model would have, not 0 / 1
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.2, 0.2)
+            mod.running_var.uniform_(0.5, 2.0)
+    return m.eval()
+
+
+def unet():
+    """A two-level U-Net: Conv-BN-ReLU pairs, MaxPool, ConvTranspose2d up, skip Concat."""
+    import torch
+    from torch import nn
+
+    def block(i, o):
+        return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(),
+                             nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+
+    class UNet(nn.Module):
+        def __init__(self, classes=SEG_CLASSES):
+            super().__init__()
+            self.e1, self.e2, self.mid = block(3, 8), block(8, 16), block(16, 32)
+            self.u2, self.d2 = nn.ConvTranspose2d(32, 16, 2, 2), block(32, 16)
+            self.u1, self.d1 = nn.ConvTranspose2d(16, 8, 2, 2), block(16, 8)
+            self.head = nn.Conv2d(8, classes, 1)
+
+        def forward(self, x):
+            a = self.e1(x)
+            b = self.e2(nn.functional.max_pool2d(a, 2))
+            c = self.mid(nn.functional.max_pool2d(b, 2))
+            b = self.d2(torch.cat([self.u2(c), b], 1))
+            return {"out": self.head(self.d1(torch.cat([self.u1(b), a], 1)))}
+
+    torch.manual_seed(4)
+    m = UNet()
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.2, 0.2)
+            mod.running_var.uniform_(0.5, 2.0)
+    return m.eval()
+
+
+def build(name):
+    """(module in eval mode, task)"""
+    import torch
+    from torchvision.models import detection as det, segmentation as seg
+    torch.manual_seed(0)
+    if name == "yolo_af":
+        return yolo_af(), "detection"
+    if name == "unet":
+        return unet(), "segmentation"
+    kw = dict(weights=None, weights_backbone=None)
+    if name in SEG:
+        extra = {} if name.startswith("lraspp") else dict(aux_loss=False)
+        return getattr(seg, name)(num_classes=SEG_CLASSES, **kw, **extra).eval(), "segmentation"
+    extra = {}
+    small = dict(min_size=160, max_size=160)
+    if name.startswith(("fasterrcnn", "maskrcnn", "keypointrcnn")):
+        # an untrained head scores every class about 1/91: below the default threshold 0.05
+        extra = dict(box_score_thresh=0.0)
+        if name != "fasterrcnn_mobilenet_v3_large_320_fpn":      # its defaults are 320 and 150 proposals
+            extra.update(small, rpn_pre_nms_top_n_test=150, rpn_post_nms_top_n_test=150)
+        if name.startswith("keypointrcnn"):
+            extra["num_classes"] = 2
+    elif name.startswith("retinanet"):     # its untrained scores are about 0.01 (the prior)
+        extra = dict(small, score_thresh=0.0, detections_per_img=100)
+    elif name.startswith("fcos"):
+        extra = dict(small, score_thresh=0.05)
+    elif name.startswith("ssdlite"):
+        extra = dict(score_thresh=0.0, detections_per_img=100)
+    elif name.startswith("ssd300"):
+        extra = dict(detections_per_img=100)
+    return getattr(det, name)(**kw, **extra).eval(), "detection"
+
+
+def draw(n, task, seed, size=None):
+    """n images [n, 3, IMG, IMG] of rectangles on noise; their boxes and labels (1..3), or a
+    mask of class ids per pixel (0 background)."""
+    size = size or IMG
+    rng = np.random.default_rng(seed)
+    xs, tg = [], []
+    for _ in range(n):
+        im = rng.normal(0.45, 0.08, (3, size, size)).astype(np.float32)
+        mask = np.zeros((size, size), np.int64)
+        boxes, labels = [], []
+        for _ in range(rng.integers(1, 4)):
+            w, h = rng.integers(size // 8, size * 7 // 16, 2)
+            x0, y0 = rng.integers(0, size - w), rng.integers(0, size - h)
+            lab = int(rng.integers(1, 4))
+            im[:, y0:y0 + h, x0:x0 + w] = rng.uniform(0, 1, (3, 1, 1))
+            mask[y0:y0 + h, x0:x0 + w] = lab
+            boxes.append([x0, y0, x0 + w, y0 + h])
+            labels.append(lab)
+        xs.append(np.clip(im, 0, 1))
+        tg.append(mask if task == "segmentation" else {"boxes": np.array(boxes, np.float32),
+                                                       "labels": np.array(labels, np.int64)})
+    return np.stack(xs), tg
+
+
+# --------------------------------------------------------------------------
+# the wrapper and the export
+# --------------------------------------------------------------------------
+
+def wrapper(model, name, task):
+    """What a user writes: a tensor in, plain tensors out."""
+    from torch import nn
+    keys = ["boxes", "labels", "scores"] + (["masks"] if name.startswith("maskrcnn") else []) + \
+        (["keypoints", "keypoints_scores"] if name.startswith("keypointrcnn") else [])
+
+    class Det(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):                     # [1, 3, H, W]
+            if name == "yolo_af":
+                return self.m(x[0])
+            out = self.m(list(x))[0]
+            return tuple(out[k] for k in keys)
+
+    class Seg(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x)["out"]
+
+    return (Seg(model) if task == "segmentation" else Det(model)).eval(), keys
+
+
+def export(model, name, task, variant, x, path):
+    """Writes path; returns (the module whose outputs the reference holds, graph input name,
+    output names, per-image call)."""
+    import torch
+    import onnx
+    w, keys = wrapper(model, name, task)
+    a = torch.from_numpy(x[:1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if variant == "bf13":
+            import bitflip
+            ex = a[0] if task == "detection" else a
+            bitflip.export(model, ex, path, verbose=False, check=False, task=task if name in ("yolo_af", "unet") else None)
+        else:
+            opset = int(variant[1:3])
+            outs = keys if task == "detection" else ["out"]
+            kw = dict(opset_version=opset)
+            if variant != "o17":
+                kw.update(input_names=["input"], output_names=outs)
+            if variant.endswith("dyn") or task == "segmentation":
+                iname = "input" if variant != "o17" else None
+                if iname:
+                    dyn = {iname: {0: "batch"}}
+                    if task == "segmentation":
+                        dyn["out"] = {0: "batch"}
+                    else:
+                        dyn.update({o: {0: "detections"} for o in outs})
+                    kw["dynamic_axes"] = dyn
+            if variant == "o17" and task == "segmentation":
+                torch.onnx.export(w, (a,), path, **kw)
+                g0 = onnx.load(path).graph
+                inits = {i.name for i in g0.initializer}
+                iname = [i.name for i in g0.input if i.name not in inits][0]
+                kw["dynamic_axes"] = {iname: {0: "batch"}, g0.output[0].name: {0: "batch"}}
+            torch.onnx.export(w, (a,), path, **kw)
+    g = onnx.load(path).graph
+    inits = {i.name for i in g.initializer}
+    return [i.name for i in g.input if i.name not in inits][0], [o.name for o in g.output]
+
+
+def torch_run(model, name, task, x):
+    """PyTorch's outputs per image: a tuple of arrays (detector) or the logits [C, H, W]."""
+    import torch
+    w, _ = wrapper(model, name, task)
+    outs = []
+    with torch.no_grad():
+        for i in range(len(x)):
+            o = w(torch.from_numpy(x[i:i + 1]))
+            outs.append(tuple(v.numpy() for v in o) if task == "detection" else o[0].numpy())
+    return outs
+
+
+def jnum(v):
+    v = float(v)
+    return "NaN" if v != v else ("Infinity" if v == np.inf else "-Infinity" if v == -np.inf else v)
+
+
+def rows_of(a):
+    a = np.asarray(a)
+    if a.ndim == 1:
+        return [jnum(v) if a.dtype.kind == "f" else int(v) for v in a]
+    return [[jnum(v) for v in r] for r in a.reshape(len(a), -1 if len(a) else 0)]
+
+
+def as_ref_outputs(outs, names, task):
+    if task == "segmentation":
+        return [[jnum(v) for v in o.reshape(-1)] for o in outs]
+    return [{n: rows_of(v) for n, v in zip(names, o)} for o in outs]
+
+
+def seg_metrics(logits, masks, c):
+    """miou and pixel accuracy from the confusion matrix over every image (VOC's definition:
+    classes whose union is empty left out; 255 ignored)."""
+    conf = np.zeros((c, c), np.int64)
+    for lo, m in zip(logits, masks):
+        p, t = lo.argmax(0).reshape(-1), m.reshape(-1)
+        ok = t != 255
+        np.add.at(conf, (t[ok], p[ok]), 1)
+    inter = np.diag(conf).astype(np.float64)
+    union = conf.sum(0) + conf.sum(1) - inter
+    return float(np.mean(inter[union > 0] / union[union > 0])), float(inter.sum() / conf.sum())
+
+
+def pick_faults(model, onnx_path, n, seed):
+    """n (param, index, bit) in fp32 initializers that are parameters of the module, bit-equal."""
+    import onnx
+    from onnx import numpy_helper
+    params = dict(model.named_parameters())
+    params.update({"m." + k: v for k, v in params.items()})     # the wrapper's names (plain export)
+    inits = [(i.name, numpy_helper.to_array(i)) for i in onnx.load(onnx_path).graph.initializer]
+    usable = [(k, v) for k, v in inits if k in params and v.dtype == np.float32 and
+              v.shape == tuple(params[k].shape) and np.array_equal(v.view(np.uint32),
+                                                                   params[k].detach().numpy().view(np.uint32))]
+    # torch.onnx.export (1.13) stores parameters of equal shape and bytes once (an untrained
+    # model's all-zero biases): such an initializer stands for several parameters, so a flip of
+    # it is not a flip of the one parameter PyTorch flips; leave those out
+    seen = {}
+    for k, v in params.items():
+        if not k.startswith("m."):
+            key = (tuple(v.shape), v.detach().numpy().tobytes())
+            seen[key] = seen.get(key, 0) + 1
+    usable = [(k, v) for k, v in usable if seen.get((v.shape, v.tobytes()), 0) == 1]
+    rng = np.random.default_rng(seed)
+    out = []
+    bits = [30, 26, 23, 22, 20, 12, 31]
+    for j in range(min(n, len(usable) * 3)):
+        k, v = usable[int(rng.integers(len(usable)))]
+        out.append((k, int(rng.integers(v.size)), bits[j % len(bits)]))
+    return out, len(usable), len(inits)
+
+
+def one(a, name, variant):
+    import torch
+    from bitflip.vision import save_detection_eval_set, save_segmentation_eval_set
+    torch.set_num_threads(1)
+    t0 = time.time()
+    model, task = build(name)
+    stem = os.path.join(a.out, f"{name}_{variant}")
+    x, tg = draw(a.images, task, seed=7, size=a.size)
+    try:
+        in_name, outs = export(model, name, task, variant, x, stem + ".onnx")
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        log(f"{name}_{variant}: export failed: {str(e).strip().splitlines()[-1][:200]}")
+        for ext in (".onnx",):
+            if os.path.exists(stem + ext):
+                os.remove(stem + ext)
+        return
+    if task == "detection":
+        save_detection_eval_set(stem + ".eval.safetensors", x, tg, input_name=in_name)
+    else:
+        save_segmentation_eval_set(stem + ".eval.safetensors", x, np.stack(tg), input_name=in_name)
+    golden = torch_run(model, name, task, x)
+    ref = {"model": os.path.basename(stem) + ".onnx", "task": task, "inputs": [in_name], "outputs": outs,
+           "golden": as_ref_outputs(golden, outs, task), "n_ref_samples": a.fault_images}
+    if task == "segmentation":
+        ref["golden_miou"], ref["golden_pixel_accuracy"] = seg_metrics(golden, tg, SEG_CLASSES)
+    faults, n_usable, n_inits = pick_faults(model, stem + ".onnx", a.faults, seed=len(name) + len(variant))
+    params = dict(model.named_parameters())
+    params.update({"m." + k: v for k, v in params.items()})
+    ref["faults"] = []
+    for pname, index, bit in faults:
+        flat = params[pname].data.view(-1)
+        old = float(flat[index])
+        new = float(np.array([old], np.float32).view(np.uint32).__xor__(np.uint32(1 << bit)).view(np.float32)[0])
+        flat[index] = new
+        try:
+            fo = torch_run(model, name, task, x[:a.fault_images])
+        finally:
+            flat[index] = old
+        ref["faults"].append({"param": pname, "index": index, "bit": bit, "old": jnum(old), "new": jnum(new),
+                              "outputs": as_ref_outputs(fo, outs, task)})
+    with open(stem + ".ref.json", "w") as f:
+        json.dump(ref, f)
+    per = [len(o[0]) for o in golden] if task == "detection" else []
+    log(f"{name}_{variant}: {task}, {len(faults)} faults (of {n_usable} named initializers, {n_inits} in all), "
+        f"detections {per}, {time.time() - t0:.0f} s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "heldout"))
+    ap.add_argument("--only", default=None, help="NAME or NAME_VARIANT, comma-separated")
+    ap.add_argument("--images", type=int, default=2)
+    ap.add_argument("--fault-images", type=int, default=2)
+    ap.add_argument("--faults", type=int, default=4)
+    ap.add_argument("--size", type=int, default=IMG, help="drawn images' side in pixels")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    sel = [c for c in CASES if not a.only or c[0] in a.only.split(",") or f"{c[0]}_{c[1]}" in a.only.split(",")]
+    if a.list:
+        print("\n".join(f"{m}_{v}" for m, v in sel))
+        return
+    os.makedirs(a.out, exist_ok=True)
+    for name, variant in sel:
+        one(a, name, variant)
+
+
+if __name__ == "__main__":
+    main()

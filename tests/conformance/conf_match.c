@@ -1,0 +1,428 @@
+/* bitflip-conformance's matching (conf_match.h): values within
+ * max(ATOL, RTOL |ref|), a detection's box or mask as one row, and the rows
+ * of a one-image graph tied at a cut among equal scores matched as a set
+ * (tests/fixtures/README.md, "Ties at the cut"). */
+#include "conf_match.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitflip/bitflip.h"
+
+/* A JSON number, or one of the strings standing for non-finite values. */
+int json_to_double(const json_t *j, double *out)
+{
+    if (json_is_number(j)) { *out = json_number_value(j); return 1; }
+    if (json_is_string(j)) {
+        const char *s = json_string_value(j);
+        if (!strcmp(s, "NaN")) { *out = NAN; return 1; }
+        if (!strcmp(s, "Infinity")) { *out = INFINITY; return 1; }
+        if (!strcmp(s, "-Infinity")) { *out = -INFINITY; return 1; }
+    }
+    return 0;
+}
+
+/* Compares rows [0, rows) of ours (cols per row) with ref, a JSON array of
+ * rows (arrays) or of numbers when cols == 1. stride: 0, each value's
+ * relative tolerance is of the value itself; k > 0, of the largest finite
+ * magnitude among the row's values whose index is the same modulo k. 1 makes
+ * the whole row one object (a detection's box or mask: see compare_ragged);
+ * H·W makes each pixel's C class logits one (a segmenter's [C, H, W] row:
+ * see seg_plane). */
+cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t rows, int64_t stride)
+{
+    cmp c = {.first_bad = -1};
+    if (!json_is_array(ref) || (int64_t)json_array_size(ref) < rows) { c.format_error = 1; return c; }
+    if (stride < 0 || stride > cols) stride = 0;
+    double *scale = stride ? calloc((size_t)stride, sizeof *scale) : NULL;
+    if (stride && !scale) { c.format_error = 1; return c; }
+    for (int64_t i = 0; i < rows && !c.format_error; i++) {
+        const json_t *row = json_array_get(ref, (size_t)i);
+        int is_row = json_is_array(row);
+        if ((is_row && (int64_t)json_array_size(row) != cols) || (!is_row && cols != 1)) { c.format_error = 1; break; }
+        for (int64_t j = 0; j < stride; j++) scale[j] = 0;
+        for (int64_t j = 0; stride && j < cols; j++) {
+            double want;
+            if (!json_to_double(is_row ? json_array_get(row, (size_t)j) : row, &want)) { c.format_error = 1; break; }
+            if (isfinite(want) && fabs(want) > scale[j % stride]) scale[j % stride] = fabs(want);
+        }
+        for (int64_t j = 0; j < cols && !c.format_error; j++) {
+            double want, got = ours[i * cols + j];
+            if (!json_to_double(is_row ? json_array_get(row, (size_t)j) : row, &want)) { c.format_error = 1; break; }
+            double r;
+            if (isnan(want) || isnan(got) || isinf(want) || isinf(got))
+                r = (isnan(want) && isnan(got)) || (want == got) ? 0 : INFINITY;
+            else {
+                double mag = stride && scale[j % stride] > fabs(want) ? scale[j % stride] : fabs(want);
+                double tol = mag * RTOL > ATOL ? mag * RTOL : ATOL;
+                r = fabs(got - want) / tol;
+            }
+            if (r > c.worst) c.worst = r;
+            if (r > 1) {
+                if (c.first_bad < 0) { c.first_bad = i * cols + j; c.first_got = got; c.first_want = want; }
+                c.bad++;
+            }
+        }
+    }
+    free(scale);
+    return c;
+}
+
+/* One row of ours against one reference row, as compare_rows checks rows. */
+static cmp row_cmp(const float *ours, int64_t cols, const json_t *want)
+{
+    cmp c = {.first_bad = -1};
+    json_t *one = json_array();
+    if (!one || json_array_append(one, (json_t *)want)) { json_decref(one); c.format_error = 1; return c; }
+    c = compare_rows(ours, cols, one, 1, cols > 1 ? 1 : 0);
+    json_decref(one);
+    return c;
+}
+
+/* The reference's "ties" (tests/fixtures/README.md, "Ties at the cut"):
+ * tie[r] = 1 for golden row r of sample obj whose score (the output
+ * ties.score_output) equals, as float32, one of ties.tied_scores[i]: a
+ * score PyTorch had more boxes of than it kept (the same score past its
+ * detections-per-image cut), so which of them it kept was its sort's
+ * tie-break. Returns how many rows. */
+static int64_t tie_rows(const json_t *ties, const json_t *obj, int64_t i, int64_t rows, int32_t *tie)
+{
+    memset(tie, 0, (size_t)rows * sizeof *tie);
+    const char *so = json_string_value(json_object_get(ties, "score_output"));
+    const json_t *ts = json_array_get(json_object_get(ties, "tied_scores"), (size_t)i);
+    const json_t *gs = so ? json_object_get(obj, so) : NULL;
+    int64_t n = 0;
+    for (int64_t r = 0; json_is_array(ts) && json_is_array(gs) && r < rows && r < (int64_t)json_array_size(gs); r++) {
+        double g, v;
+        if (!json_to_double(json_array_get(gs, (size_t)r), &g)) continue;
+        for (size_t t = 0; t < json_array_size(ts) && !tie[r]; t++)
+            if (json_to_double(json_array_get(ts, t), &v) && (float)v == (float)g) tie[r] = 1;
+        n += tie[r];
+    }
+    return n;
+}
+
+/* ties.free_outputs names o: its tied rows are matched as a set */
+static int is_free(const json_t *ties, const char *name)
+{
+    const json_t *f = json_object_get(ties, "free_outputs");
+    for (size_t j = 0; j < json_array_size(f); j++) {
+        const char *s = json_string_value(json_array_get(f, j));
+        if (s && !strcmp(s, name)) return 1;
+    }
+    return 0;
+}
+
+/* "ties" as the README writes it: an object with a string score_output,
+ * a list of output names free_outputs and a list per sample of scores
+ * tied_scores. A field of another shape is the reference's error, said so
+ * ("ties" malformed), never read as no ties at all. */
+static int ties_well_formed(const json_t *ties, int64_t n)
+{
+    const json_t *f = json_object_get(ties, "free_outputs"), *ts = json_object_get(ties, "tied_scores");
+    if (!json_is_object(ties) || !json_is_string(json_object_get(ties, "score_output")) || !json_is_array(f) ||
+        !json_is_array(ts) || (int64_t)json_array_size(ts) < n)
+        return 0;
+    for (size_t j = 0; j < json_array_size(f); j++)
+        if (!json_is_string(json_array_get(f, j))) return 0;
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        const json_t *row = json_array_get(ts, i);
+        if (!json_is_array(row)) return 0;
+        for (size_t t = 0; t < json_array_size(row); t++)
+            if (!json_is_number(json_array_get(row, t))) return 0;
+    }
+    return 1;
+}
+
+/* Two scores the runner cannot order: within the tolerance of a value
+ * (compare_rows), as float32 (the outputs' type). */
+static int near(float a, float b)
+{
+    double tol = RTOL * fabs((double)b) > ATOL ? RTOL * fabs((double)b) : ATOL;
+    return fabs((double)a - (double)b) <= tol;
+}
+
+/* Without "ties" in the reference (one written by someone else), sample
+ * i's tied rows are inferred from the lists alone. The golden scores (`gs`)
+ * and ours (output s) must each be a ranked list (non-increasing, no NaN);
+ * then each run of G >= 2 golden rows whose neighbours' scores are equal
+ * within the tolerance is a group: grp[r] = its number (1, 2, ...), negated
+ * when the golden scores are not all bit for bit one value (a near tie), 0
+ * for a row in no group, which is checked in place. Equal within the tolerance,
+ * not bit for bit: PyTorch's exactly equal scores (an untrained head's) come
+ * out of another summation order a last bit apart, and the sort then orders
+ * them by that bit (measured on fasterrcnn_mobilenet_v3_large_fpn under a
+ * fault: 65 rows of one score in PyTorch, 9 and 56 a bit apart in ours).
+ * The same rows of ours must pair with the group's (match_ties), so a group
+ * of another count fails there. Returns how many rows are in groups. */
+static int64_t score_groups(const bf_ragged_output *s, const json_t *gs, int64_t i, int32_t *grp)
+{
+    int64_t a = s->offsets[i], k = s->offsets[i + 1] - a, n = 0;
+    int32_t id = 0;
+    if (s->row_elems != 1 || k < 2 || !json_is_array(gs) || (int64_t)json_array_size(gs) != k) return 0;
+    const float *o = s->data + a;
+    float *g = malloc((size_t)k * sizeof *g);
+    if (!g) return 0;
+    for (int64_t r = 0; r < k; r++) {
+        double v;
+        if (!json_to_double(json_array_get(gs, (size_t)r), &v) || isnan(v) || isnan(o[r]) ||
+            (r && ((float)v > g[r - 1] || o[r] > o[r - 1]))) { free(g); return 0; }
+        g[r] = (float)v;
+    }
+    for (int64_t t = 0, e; t < k; t = e) {
+        for (e = t + 1; e < k && near(g[e], g[e - 1]);) e++;
+        if (e - t < 2) continue;
+        int exact = 1;
+        for (int64_t r = t; r < e; r++) exact &= g[r] == g[t];
+        id++;
+        for (int64_t r = t; r < e; r++) grp[r] = exact ? id : -id;
+        n += e - t;
+    }
+    free(g);
+    return n;
+}
+
+/* Which outputs of a tied row are not checked in place: those "ties" names,
+ * or (inferred) every output: the order among equal scores is the sort's,
+ * so the group's labels are a multiset and its boxes a set (match_ties). */
+static int free_output(const conf_ties *tc, const bf_ragged_output *o)
+{
+    return tc->ties ? is_free(tc->ties, o->name) : 1;
+}
+
+/* Whether our row q of sample i equals golden row g (of obj) in the outputs
+ * `which` selects: 'f' the free ones ("ties"), 'v' the single values (a
+ * label, a score), 'a' every output. */
+static int same_row(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, int64_t g, int64_t q,
+                    const conf_ties *tc, char which)
+{
+    for (size_t k = 0; k < n_outs; k++) {
+        const bf_ragged_output *o = &outs[k];
+        if ((which == 'f' && !is_free(tc->ties, o->name)) || (which == 'v' && o->row_elems != 1)) continue;
+        cmp c = row_cmp(o->data + o->offsets[i] + q * o->row_elems, o->row_elems,
+                        json_array_get(json_object_get(obj, o->name), (size_t)g));
+        if (c.bad || c.format_error) return 0;
+    }
+    return 1;
+}
+
+/* Pairs each tied golden row with an unused tied row of ours that
+ * same_row(which) accepts; returns how many golden rows found none (the
+ * first in *first). */
+static int64_t pair_rows(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, const conf_ties *tc,
+                         const int32_t *tie, int32_t id, unsigned char *used, int64_t rows, char which, int64_t *first)
+{
+    int64_t missing = 0;
+    memset(used, 0, (size_t)rows);
+    *first = -1;
+    for (int64_t g = 0; g < rows; g++) {
+        if (abs(tie[g]) != id) continue;
+        int64_t found = -1;
+        for (int64_t q = 0; q < rows && found < 0; q++)
+            if (abs(tie[q]) == id && !used[q] && same_row(outs, n_outs, obj, i, g, q, tc, which)) found = q;
+        if (found >= 0) used[found] = 1;
+        else if (!missing++) *first = g;
+    }
+    return missing;
+}
+
+/* Whether group id's golden scores are one value bit for bit (score_groups) */
+static int exact_group(const int32_t *tie, int64_t rows, int32_t id)
+{
+    for (int64_t r = 0; r < rows; r++)
+        if (tie[r] == -id) return 0;
+    return 1;
+}
+
+/* Sample i's tied rows, group by group. With "ties": each golden row is
+ * matched to an unused tied row of ours equal in every free output.
+ * Inferred: a group's single values (label, score) must be the same
+ * multiset in both, else a mismatch (a relabelled row); then each golden
+ * row is matched to an unused row of its group in ours equal in every
+ * output, so a box is found only under its own label and score. A golden
+ * row with no match is counted unverifiable where PyTorch may have chosen
+ * among equal scores (the reference's "ties" says so, or the group's golden
+ * scores are one value bit for bit and the image has as many rows as any in
+ * the reference: a full list, cut at its detections-per-image cap, whose
+ * NMS also kept some of many equal boxes), never passed silently (the
+ * runner prints the count). In a shorter list nothing was cut, and scores
+ * only near each other are ordered by their values' last bits, so there a
+ * group is the same rows in another order and one not found is a mismatch.
+ * Untied rows are checked in place by the caller. */
+static void match_ties(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, const conf_ties *tc,
+                       const int32_t *tie, unsigned char *used, int64_t rows, cmp *all, const char **out_bad)
+{
+    int64_t n = 0, first = -1, bad = 0;
+    int32_t groups = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        n += tie[r] != 0;
+        if (abs(tie[r]) > groups) groups = abs(tie[r]);
+    }
+    all->tied += n;
+    all->inferred += tc->ties ? 0 : n;
+    for (int32_t id = 1; id <= groups && !bad; id++) {
+        if (!tc->ties) bad = pair_rows(outs, n_outs, obj, i, tc, tie, id, used, rows, 'v', &first);
+        if (!bad) {   /* the same labels and scores: the boxes */
+            int64_t lost = pair_rows(outs, n_outs, obj, i, tc, tie, id, used, rows, tc->ties ? 'f' : 'a', &first);
+            if (tc->ties || (rows >= tc->cap && exact_group(tie, rows, id))) all->unverified += lost;
+            else bad = lost;
+        }
+    }
+    if (!bad) return;
+    all->bad += bad;
+    for (size_t k = 0; k < n_outs && all->first_bad < 0; k++) {
+        const bf_ragged_output *o = &outs[k];
+        const json_t *w = json_array_get(json_object_get(obj, o->name), (size_t)first);
+        if (json_is_array(w)) w = json_array_get(w, 0);
+        all->first_bad = i;
+        all->first_got = o->data[o->offsets[i] + first * o->row_elems];
+        if (!json_to_double(w, &all->first_want)) all->first_want = NAN;
+        *out_bad = o->name;
+    }
+}
+
+/* Sample i's tied rows into tie[0..rows) (a group number, 0: none): the
+ * reference's "ties" (one group), else the inferred groups (score_groups).
+ * Returns how many rows. */
+static int64_t tied_rows(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, const conf_ties *tc,
+                         int64_t rows, int32_t *tie)
+{
+    if (tc->ties) return tie_rows(tc->ties, obj, i, rows, tie);
+    memset(tie, 0, (size_t)rows * sizeof *tie);
+    for (size_t k = 0; tc->score && k < n_outs; k++) {
+        if (strcmp(outs[k].name, tc->score)) continue;
+        if (outs[k].offsets[i + 1] - outs[k].offsets[i] != rows) return 0;
+        return score_groups(&outs[k], json_object_get(obj, tc->score), i, tie);
+    }
+    return 0;
+}
+
+cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
+                   const char **out_bad, const conf_ties *tc)
+{
+    cmp all = {.first_bad = -1};
+    *rows_bad = -1;
+    *out_bad = NULL;
+    if (!json_is_array(ref) || (int64_t)json_array_size(ref) < n) { all.format_error = 1; return all; }
+    if (tc->ties && !ties_well_formed(tc->ties, n)) { all.format_error = all.ties_malformed = 1; return all; }
+    int may_tie = tc->ties || tc->score;
+    for (int64_t i = 0; i < n; i++) {
+        const json_t *obj = json_array_get(ref, (size_t)i);
+        if (!json_is_object(obj)) { all.format_error = 1; return all; }
+        /* the tied rows, and each free output's untied rows in place */
+        int64_t k_rows = n_outs ? (outs[0].offsets[i + 1] - outs[0].offsets[i]) / outs[0].row_elems : 0;
+        int32_t *tie = may_tie && k_rows ? calloc((size_t)k_rows, sizeof *tie) : NULL;
+        unsigned char *used = tie ? malloc((size_t)k_rows) : NULL;
+        if (may_tie && k_rows && !used) { free(tie); all.format_error = 1; return all; }
+        int64_t n_tied = tie ? tied_rows(outs, n_outs, obj, i, tc, k_rows, tie) : 0;
+        for (size_t k = 0; k < n_outs; k++) {
+            const bf_ragged_output *o = &outs[k];
+            const json_t *want = json_object_get(obj, o->name);
+            int64_t a = o->offsets[i], rows = (o->offsets[i + 1] - a) / o->row_elems;
+            if (!json_is_array(want)) { free(tie); free(used); all.format_error = 1; return all; }
+            if ((int64_t)json_array_size(want) != rows) {
+                if (*rows_bad < 0) { *rows_bad = i; *out_bad = o->name; }
+                all.bad++;
+                continue;
+            }
+            /* A row of several values (a box's four corners, a mask, a set of
+             * keypoints) is one object: its values are checked against the
+             * row's scale. A corner near 0 is the difference of a centre and a
+             * half-size of tens of pixels, so a last-bit difference in those
+             * (summation order upstream) moves it by 1e-5..4e-4 px: 2.5x the
+             * 1e-5 absolute floor for bitflip, 2.1x for ONNX Runtime, on
+             * torchvision's SSD300 and SSDlite (docs/OPS.md, make det-exports). */
+            cmp c = {.first_bad = -1};
+            if (n_tied && rows == k_rows && free_output(tc, o)) {
+                for (int64_t r = 0; r < rows && !c.format_error; r++) {
+                    if (tie[r]) continue;
+                    cmp rc = row_cmp(o->data + a + r * o->row_elems, o->row_elems, json_array_get(want, (size_t)r));
+                    if (rc.bad && c.first_bad < 0) { c.first_bad = r; c.first_got = rc.first_got; c.first_want = rc.first_want; }
+                    c.bad += rc.bad;
+                    c.format_error |= rc.format_error;
+                    if (rc.worst > c.worst) c.worst = rc.worst;
+                }
+            } else {
+                c = compare_rows(o->data + a, o->row_elems, want, rows, o->row_elems > 1 ? 1 : 0);
+            }
+            if (c.format_error) { free(tie); free(used); all.format_error = 1; return all; }
+            if (c.worst > all.worst) all.worst = c.worst;
+            if (c.bad && all.first_bad < 0) {
+                all.first_bad = i;
+                all.first_got = c.first_got;
+                all.first_want = c.first_want;
+                *out_bad = o->name;
+            }
+            all.bad += c.bad;
+        }
+        if (n_tied) match_ties(outs, n_outs, obj, i, tc, tie, used, k_rows, &all, out_bad);
+        free(tie);
+        free(used);
+    }
+    return all;
+}
+
+void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
+{
+    if (c->format_error) {
+        printf(c->ties_malformed ? "reference malformed: its \"ties\" is not {score_output: name, free_outputs: [names], "
+                                   "tied_scores: [[scores] per sample]} (tests/fixtures/README.md, \"Ties at the cut\")"
+                                 : "reference malformed");
+        return;
+    }
+    if (c->tied && !c->inferred)
+        printf("ties: %lld rows at a score PyTorch kept only some of, %lld of their boxes unverifiable "
+               "(not among ours; PyTorch chose among equal scores); ", (long long)c->tied, (long long)c->unverified);
+    else if (c->tied)
+        printf("ties: %lld rows in groups of equal scores (no \"ties\" in the reference: matched as a set), %lld of "
+               "their boxes unverifiable (not among ours, in a full list: PyTorch chose among equal scores); ",
+               (long long)c->tied, (long long)c->unverified);
+    if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
+    if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
+    else printf("MISMATCH: %lld values, first in sample %lld '%s': got %.9g, want %.9g", (long long)c->bad,
+                (long long)c->first_bad, out_bad, c->first_got, c->first_want);
+}
+
+void print_cmp(const cmp *c, int64_t cols)
+{
+    if (c->format_error) { printf("reference malformed"); return; }
+    if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
+    printf("MISMATCH: %lld values, first at sample %lld col %lld: got %.9g, want %.9g", (long long)c->bad,
+           (long long)(c->first_bad / cols), (long long)(c->first_bad % cols), c->first_got, c->first_want);
+}
+
+const char *score_output(const bf_model *m)
+{
+    const char *name = NULL;
+    for (size_t k = 0; k < bf_model_num_outputs(m); k++) {
+        const bf_value_info *v = bf_model_output(m, k);
+        if (v->dtype != BF_F32 || v->ndim != 1) continue;
+        if (name) return NULL;
+        name = v->name;
+    }
+    return name;
+}
+
+/* One list of per-image objects' most rows of name. */
+static int64_t list_cap(const json_t *list, const char *name)
+{
+    int64_t cap = 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        int64_t k = (int64_t)json_array_size(json_object_get(json_array_get(list, i), name));
+        if (k > cap) cap = k;
+    }
+    return cap;
+}
+
+int64_t ref_row_cap(const json_t *ref, const char *name)
+{
+    int64_t cap = name ? list_cap(json_object_get(ref, "golden"), name) : 0;
+    const json_t *faults = json_object_get(ref, "faults");
+    for (size_t f = 0; name && f < json_array_size(faults); f++) {
+        int64_t k = list_cap(json_object_get(json_array_get(faults, f), "outputs"), name);
+        if (k > cap) cap = k;
+    }
+    return cap;
+}

@@ -1,0 +1,59 @@
+/* bitflip-conformance's matching of computed outputs against a reference's
+ * JSON rows (conformance.c's header comment; tests/fixtures/README.md,
+ * "Matching for detection" and "Ties at the cut"). */
+#ifndef BF_CONF_MATCH_H
+#define BF_CONF_MATCH_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "bitflip/eval.h"
+
+#define ATOL 1e-5
+#define RTOL 1e-4
+
+typedef struct cmp {
+    int64_t bad;          /* values out of tolerance */
+    double worst;         /* max |a-b| / max(ATOL, RTOL|b|) */
+    int64_t first_bad;    /* flat index of the first bad value, or -1 */
+    double first_got, first_want;
+    int format_error;
+    int64_t tied, unverified;   /* rows under the reference's "ties"; of those, boxes not found in ours */
+    int ties_malformed;         /* its "ties" field is not of the README's shape */
+    int64_t inferred;           /* of tied: rows under the rule without "ties" (the group ending a full list) */
+} cmp;
+
+/* What says which rows of a one-image graph tie: the reference's "ties"
+ * (golden only), or, where it has none, the group of equal scores that ends
+ * a full list (tests/fixtures/README.md, "Ties at the cut"). */
+typedef struct conf_ties {
+    const json_t *ties;   /* the reference's "ties", or NULL */
+    const char *score;    /* the graph's one float32 [K] output (the scores), or NULL: no inferred ties */
+    int64_t cap;          /* the most rows any image has anywhere in the reference (a full list) */
+} conf_ties;
+
+/* A JSON number, or one of the strings standing for non-finite values. */
+int json_to_double(const json_t *j, double *out);
+
+/* Rows [0, rows) of ours (cols each) against ref's rows; stride as in
+ * conf_match.c. */
+cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t rows, int64_t stride);
+
+/* A one-image graph's outputs against the reference's list of per-image
+ * objects; *rows_bad is the first image whose row count differs (or -1). */
+cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
+                   const char **out_bad, const conf_ties *tc);
+
+void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad);
+void print_cmp(const cmp *c, int64_t cols);
+
+/* The name of m's one float32 output of rank 1 (a detector's scores), or
+ * NULL when it has none or several. */
+struct bf_model;
+const char *score_output(const struct bf_model *m);
+
+/* The most rows of output `name` any image has in the golden list or in a
+ * fault's outputs (the first n_ref images). */
+int64_t ref_row_cap(const json_t *ref, const char *name);
+
+#endif
