@@ -45,6 +45,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "base/simd.h"
+#include "exec/ops/linalg_pwseg.h"
 #include "exec/ops/sgemm.h"
 #include "op_harness.h"
 
@@ -568,6 +570,12 @@ static void conv_bn_matches_steps(void **state)
         const conv_case *k = &cases[i];
         int64_t hw = k->h * k->w;
         if (i != 0 && !(k->kh == 1 && k->kw == 1 && hw >= 256 && hw <= 1024)) continue;
+        if (i != 0) {   /* the shapes linalg_conv_pwseg.c takes wherever AVX-512 is here */
+            bf__conv_params cp = {.n = k->n, .c = k->c, .m = k->m, .group = 1, .cg = k->c, .mg = k->m, .isp = hw,
+                                  .osp = hw, .ksp = 1, .kc = k->c, .path = BF__CONV_POINTWISE,
+                                  .simd = BF_SGEMM_AVX512};
+            assert_int_equal(bf__conv_pws_ok(&cp), bf__simd_cpu() >= BF_SGEMM_AVX512);
+        }
         prepared p;
         case_open(k, &p);
         int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
