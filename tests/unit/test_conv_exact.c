@@ -552,9 +552,10 @@ static void conv_residual_matches_add(void **state)
 
 /* A BatchNormalization fused after the Conv too (op.h, bf__ctx's bn: a
  * plan's Conv -> BN [-> Add] [-> activation]), on the 1x1 cases over maps
- * of 256-1024 positions (linalg_conv_pwseg.c computes it in the product's
- * epilogue) and a padded-plane case (linalg_conv.c's pass after the
- * Conv), every CPU path: each element fmaf(v, a, b) with PyTorch's
+ * of 256-1024 positions (where linalg_conv_pwseg.c takes them, asserted for
+ * the four written for it, it computes the BN in the product's epilogue;
+ * the others, strided or 784 positions, and a padded-plane case take
+ * linalg_conv.c's pass after the Conv), every CPU path: each element fmaf(v, a, b) with PyTorch's
  * invstd = 1 / sqrtf(var + eps), a = invstd * scale, b = fmaf(-mean, a,
  * bias) (docs/NUMERICS.md), then the Add op's own kernel with the residual
  * as its A and as its B, or no Add, then the activation (none, Relu,
@@ -566,11 +567,15 @@ static void conv_bn_matches_steps(void **state)
     const char *levels[] = {"ref", "avx2", "avx512", NULL};
     static const bf__act bacts[3] = {{.lo = -INFINITY, .hi = INFINITY}, {.lo = 0.0f, .hi = INFINITY},
                                      {.lo = -INFINITY, .hi = INFINITY, .hswish = 1}};
+    int npws = 0;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const conv_case *k = &cases[i];
         int64_t hw = k->h * k->w;
         if (i != 0 && !(k->kh == 1 && k->kw == 1 && hw >= 256 && hw <= 1024)) continue;
-        if (i != 0) {   /* the shapes linalg_conv_pwseg.c takes wherever AVX-512 is here */
+        int pws = k->kh == 1 && k->kw == 1 && k->s == 1 && k->group == 1 && !k->pads[0] && !k->pads[1] &&
+                  !k->pads[2] && !k->pads[3] && hw % 32 == 0 && k->c >= 16 && k->m >= 16;
+        npws += pws;
+        if (pws) {   /* the shapes linalg_conv_pwseg.c takes wherever AVX-512 is here */
             bf__conv_params cp = {.n = k->n, .c = k->c, .m = k->m, .group = 1, .cg = k->c, .mg = k->m, .isp = hw,
                                   .osp = hw, .ksp = 1, .kc = k->c, .path = BF__CONV_POINTWISE,
                                   .simd = BF_SGEMM_AVX512};
@@ -633,7 +638,7 @@ static void conv_bn_matches_steps(void **state)
         th_tensor_free(&sc), th_tensor_free(&bi), th_tensor_free(&mu), th_tensor_free(&va);
         th_tensor_free(&normed), th_tensor_free(&r);
         case_close(&p);
-    }
+    }    assert_true(npws >= 4);   /* the four cases written for it */
 }
 
 int main(void)
