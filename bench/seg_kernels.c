@@ -12,6 +12,12 @@
  *                                  the images side by side (bf__conv_pw_batched) and the
  *                                  output channels in the lanes (bf__conv_pwl, where
  *                                  M is a multiple of 16), the bits compared
+ *   build/bitflip-bench-seg --pw   the 1x1 Convs at 16x16 and 32x32 (16 images): the 1x1
+ *                                  path before (bf__conv_direct, bare) against
+ *                                  linalg_conv_pwseg.c's kernel, the product alone and
+ *                                  with a BatchNormalization and HardSwish in its
+ *                                  epilogue (GFLOP/s), the bits compared with the path
+ *                                  before followed by the steps' scalar expressions
  *
  * Thread CPU time, the fastest of 5 rounds. Not part of the tests. */
 #define _POSIX_C_SOURCE 200809L
@@ -21,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/ops/fastmath_impl.h"
+#include "exec/ops/linalg_pwseg.h"
 #include "exec/ops/linalg_window.h"
 #include "exec/ops/sgemm.h"
 
@@ -158,12 +166,98 @@ static void squeeze(void)
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* linalg_conv.c's pass after a bare Conv (conv_epilogue on the AVX2 copy):
+ * per plane, in chunks of 512, the BN's fmaf, then HardSwish */
+__attribute__((target("avx2,fma"))) static void bn_hswish_pass(float *y, int64_t planes, int64_t m, int64_t osp,
+                                                               const float *bna, const float *bnb)
+{
+    for (int64_t q = 0; q < planes; q++)
+        for (int64_t o = 0; o < osp; o += 512) {
+            float *yo = y + q * osp + o, a = bna[q % m], b = bnb[q % m];
+            int64_t n = osp - o < 512 ? osp - o : 512;
+            for (int64_t i = 0; i < n; i++) yo[i] = fmaf(yo[i], a, b);
+            for (int64_t i = 0; i < n; i++) yo[i] = hard_swish_f32(yo[i]);
+        }
+}
+#else
+static void bn_hswish_pass(float *y, int64_t planes, int64_t m, int64_t osp, const float *bna, const float *bnb)
+{
+    for (int64_t q = 0; q < planes * osp; q++) y[q] = hard_swish_f32(fmaf(y[q], bna[q / osp % m], bnb[q / osp % m]));
+}
+#endif
+
+static void pointwise(void)
+{
+    /* K, M, side: backbone.7-16 and cbr at 16x16, backbone.4-7 at 32x32 */
+    static const int sh[][3] = {{240, 80, 16},  {80, 200, 16},  {200, 80, 16},  {80, 184, 16}, {184, 80, 16},
+                                {80, 480, 16},  {480, 112, 16}, {112, 672, 16}, {672, 112, 16}, {672, 160, 16},
+                                {160, 960, 16}, {960, 160, 16}, {960, 128, 16}, {72, 40, 32},  {40, 120, 32},
+                                {120, 40, 32},  {40, 240, 32}};
+    enum { NI = 16 };
+    for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        int k = sh[s][0], m = sh[s][1], side = sh[s][2];
+        bf__conv_params cp;
+        memset(&cp, 0, sizeof cp);
+        cp.w.rank = 2;
+        for (int d = 0; d < 3; d++) {
+            cp.w.in[d] = cp.w.out[d] = d ? side : 1;
+            cp.w.k[d] = cp.w.s[d] = cp.w.d[d] = 1;
+        }
+        int64_t osp = (int64_t)side * side;
+        cp.n = NI, cp.c = k, cp.m = m, cp.group = 1, cp.cg = k, cp.mg = m, cp.isp = cp.osp = osp, cp.ksp = 1;
+        cp.kc = k, cp.path = BF__CONV_POINTWISE, cp.simd = bf__sgemm_best();
+        if (!bf__conv_pws_ok(&cp)) {
+            printf("1x1 K=%d M=%d %dx%d: not the path's shape\n", k, m, side, side);
+            continue;
+        }
+        size_t f1 = bf__conv_pw_floats(&cp), f2 = bf__conv_pwl_floats(&cp);
+        cp.scratch_floats = f1 > f2 ? f1 : f2;
+        int64_t ny = (int64_t)NI * m * osp;
+        float *a = rand_floats((int64_t)m * k), *x = rand_floats((int64_t)NI * k * osp);
+        float *scratch = rand_floats((int64_t)cp.scratch_floats + 1), *y[4], bna[1024], bnb[1024];
+        for (int v = 0; v < 4; v++) y[v] = rand_floats(ny);
+        for (int i = 0; i < m; i++) bna[i] = 0.5f + (float)i / (float)m, bnb[i] = (float)(i % 7) - 3.0f;
+        bf__pws_epi plain = {.lo = 0.0f, .hi = 0.0f};
+        bf__pws_epi bnhs = {.bna = bna, .bnb = bnb, .hswish = 1};
+        double best[4] = {1e9, 1e9, 1e9, 1e9};
+        for (int r = 0; r < 5; r++)
+            for (int v = 0; v < 4; v++) {
+                double t0 = now();
+                int it = 0;
+                do {
+                    if (v == 0 || v == 3) bf__conv_direct(&cp, x, a, NULL, NULL, y[v], -1, scratch);
+                    else if (!bf__conv_pws(&cp, x, a, v == 1 ? &plain : &bnhs, y[v])) exit(1);
+                    if (v == 3) bn_hswish_pass(y[3], NI * m, m, osp, bna, bnb);
+                    it++;
+                } while (now() - t0 < 0.05);
+                double t = (now() - t0) / it;
+                if (t < best[v]) best[v] = t;
+            }
+        int same = memcmp(y[0], y[1], sizeof(float) * (size_t)ny) == 0;
+        for (int64_t q = 0; q < ny; q++) {   /* the BN step's fmaf, then HardSwish's kernel */
+            int64_t ch = q / osp % m;
+            y[0][q] = hard_swish_f32(fmaf(y[0][q], bna[ch], bnb[ch]));
+        }
+        same = same && memcmp(y[0], y[2], sizeof(float) * (size_t)ny) == 0 &&
+               memcmp(y[0], y[3], sizeof(float) * (size_t)ny) == 0;
+        double gf = 2.0 * (double)ny * k / 1e9;
+        printf("1x1 K=%4d M=%4d %dx%d x%d: before %5.2f ms (%3.0f GFLOP/s), tiles %5.2f ms (%3.0f); "
+               "with BN + HardSwish: before + pass %5.2f ms, tiles %5.2f ms (%.2fx)%s\n",
+               k, m, side, side, NI, best[0] * 1e3, gf / best[0], best[1] * 1e3, gf / best[1], best[3] * 1e3,
+               best[2] * 1e3, best[2] / best[3], same ? ", same bits" : ", BITS DIFFER");
+        free(a), free(x), free(scratch), free(y[0]), free(y[1]), free(y[2]), free(y[3]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int dw = argc < 2 || strcmp(argv[1], "--dw") == 0, se = argc < 2 || strcmp(argv[1], "--se") == 0;
+    int pw = argc < 2 || strcmp(argv[1], "--pw") == 0;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (dw && bf__sgemm_best() >= BF_SGEMM_AVX512) depthwise();
 #endif
     if (se) squeeze();
+    if (pw) pointwise();
     return 0;
 }

@@ -32,6 +32,12 @@ bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, siz
 bf_status th_run_conv_res(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                           const bf__act *act, const float *res, int res_a, bf_error *err);
 
+/* th_run_conv_res with a BatchNormalization fused right after the Conv
+ * too (op.h, bf__ctx's bn: before the Add and the activation); act must
+ * be set; res may be NULL. */
+bf_status th_run_conv_bn(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
+                         const bf__act *act, const bf__bnorm *bn, const float *res, int res_a, bf_error *err);
+
 /* A Conv (opset 13) computed one output channel at a time, as the
  * differential engine recomputes a channel (bf__conv_channel), into out[0]. */
 bf_status th_run_conv_channels(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in,

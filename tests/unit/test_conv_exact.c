@@ -24,7 +24,11 @@
  *
  * With a residual Add fused too (Conv -> Add -> activation, op.h), every
  * path must give the Add op's own bits on the reference's output, then the
- * activation (the product paths add it in their epilogue).
+ * activation (the product paths add it in their epilogue). With a
+ * BatchNormalization fused before them (op.h, bf__ctx's bn), the BN's
+ * fmaf(v, a, b) with PyTorch's a and b comes first (linalg_conv_pwseg.c
+ * computes all of it in the product's epilogue on the 1x1 maps of 256-1024
+ * positions).
  *
  * The shapes are sized so that the column-matrix-free product (one image
  * per product; on AVX-512 at stride 1 the product straight off the padded
@@ -41,6 +45,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "base/simd.h"
+#include "exec/ops/linalg_pwseg.h"
 #include "exec/ops/sgemm.h"
 #include "op_harness.h"
 
@@ -377,6 +383,14 @@ static const conv_case cases[] = {
     {"depthwise 5x5 stride 2 (mobilenet_v3's), 28 -> 14", 1, 4, 28, 28, 4, 4, 5, 5, 2, 1, {2, 2, 2, 2}, 1, 1},
     {"depthwise 3x7 stride 2, 23 wide", 1, 3, 7, 45, 3, 3, 3, 7, 2, 1, {1, 3, 1, 3}, 1, 0},
     {"depthwise 2x4 stride 2, an even kernel width", 1, 3, 6, 19, 3, 3, 2, 4, 2, 1, {0, 1, 1, 2}, 0, 1},
+    /* 1x1 on maps of 256-1024 positions on AVX-512 (linalg_conv_pwseg.c):
+     * K cut into near-equal blocks of at most 256, the sums through y
+     * between them; rows in blocks of up to 12; the epilogue in registers */
+    {"1x1 on 16x16, K 300 in two blocks, M 25 (9 + 8 + 8 rows), no bias", 2, 300, 16, 16, 25, 1, 1, 1, 1, 1,
+     {0, 0, 0, 0}, 0, 1},
+    {"1x1 on 16x16, K 20 in one block, M 16 (8 + 8 rows)", 1, 20, 16, 16, 16, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 on 32x32, K 520 in three blocks, M 17", 1, 520, 32, 32, 17, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1},
+    {"1x1 on 8x32 (256 positions), K 40, M 30", 1, 40, 8, 32, 30, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
 };
 
 /* Random shapes, every Conv path (depthwise, pointwise, grouped, dense),
@@ -536,6 +550,97 @@ static void conv_residual_matches_add(void **state)
     }
 }
 
+/* A BatchNormalization fused after the Conv too (op.h, bf__ctx's bn: a
+ * plan's Conv -> BN [-> Add] [-> activation]), on the 1x1 cases over maps
+ * of 256-1024 positions (where linalg_conv_pwseg.c takes them, asserted for
+ * the four written for it, it computes the BN in the product's epilogue;
+ * the others, strided or 784 positions, and a padded-plane case take
+ * linalg_conv.c's pass after the Conv), every CPU path: each element fmaf(v, a, b) with PyTorch's
+ * invstd = 1 / sqrtf(var + eps), a = invstd * scale, b = fmaf(-mean, a,
+ * bias) (docs/NUMERICS.md), then the Add op's own kernel with the residual
+ * as its A and as its B, or no Add, then the activation (none, Relu,
+ * HardSwish). Channels with a zero variance (a = Inf), a NaN mean and a -0
+ * scale put infinities, NaNs and signed zeros through the epilogue. */
+static void conv_bn_matches_steps(void **state)
+{
+    (void)state;
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    static const bf__act bacts[3] = {{.lo = -INFINITY, .hi = INFINITY}, {.lo = 0.0f, .hi = INFINITY},
+                                     {.lo = -INFINITY, .hi = INFINITY, .hswish = 1}};
+    int npws = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const conv_case *k = &cases[i];
+        int64_t hw = k->h * k->w;
+        if (i != 0 && !(k->kh == 1 && k->kw == 1 && hw >= 256 && hw <= 1024)) continue;
+        int pws = k->kh == 1 && k->kw == 1 && k->s == 1 && k->group == 1 && !k->pads[0] && !k->pads[1] &&
+                  !k->pads[2] && !k->pads[3] && hw % 32 == 0 && k->c >= 16 && k->m >= 16;
+        npws += pws;
+        if (pws) {   /* the shapes linalg_conv_pwseg.c takes wherever AVX-512 is here */
+            bf__conv_params cp = {.n = k->n, .c = k->c, .m = k->m, .group = 1, .cg = k->c, .mg = k->m, .isp = hw,
+                                  .osp = hw, .ksp = 1, .kc = k->c, .path = BF__CONV_POINTWISE,
+                                  .simd = BF_SGEMM_AVX512};
+            assert_int_equal(bf__conv_pws_ok(&cp), bf__simd_cpu() >= BF_SGEMM_AVX512);
+        }
+        prepared p;
+        case_open(k, &p);
+        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
+        int64_t md[1] = {k->m};
+        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
+                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
+                            th_attr_int("group", k->group)};
+        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
+        bf_tensor sc = th_tensor_rand(21, 1, md), bi = th_tensor_rand(22, 1, md), mu = th_tensor_rand(23, 1, md),
+                  va = th_tensor_rand(24, 1, md);
+        float *scv = sc.data, *muv = mu.data, *vav = va.data, *biv = bi.data, eps = 1e-5f;
+        for (int64_t c = 0; c < k->m; c++) vav[c] = fabsf(vav[c]) * 4.0f, scv[c] *= 3.0f;
+        vav[1] = -eps, muv[2] = NAN, scv[3] = -0.0f;
+        bf__bnorm bn = {scv, biv, muv, vav, eps};
+        int64_t osp = p.oh * p.ow;
+        bf_tensor normed = th_tensor(BF_F32, p.ref, 4, od), r = th_tensor_rand(14, 4, od);
+        float *nv = normed.data, *rv = r.data;
+        for (int64_t e = 0; e < p.numel; e++) {
+            int64_t c = e / osp % k->m;
+            float invstd = 1.0f / sqrtf(vav[c] + eps), a = invstd * scv[c], b = fmaf(-muv[c], a, biv[c]);
+            nv[e] = fmaf(nv[e], a, b);
+            if (e % 5 == 0) rv[e] = -0.0f;
+            else if (e % 11 == 0) rv[e] = e % 2 ? INFINITY : -INFINITY;
+        }
+        for (int res = 0; res < 3; res++) {   /* no Add, the residual as the Add's A, as its B */
+            const bf_tensor *ain[2] = {res == 1 ? &r : &normed, res == 1 ? &normed : &r};
+            bf_tensor sum;
+            bf_error err = {0};
+            if (res && th_run_op("Add", 14, NULL, 0, ain, 2, &sum, 1, &err) != BF_OK)
+                fail_msg("%s: Add: %s", k->what, err.msg);
+            const float *want = res ? sum.data : nv;
+            for (int l = 0; l < 4; l++)
+                for (int q = 0; q < 3; q++) {
+                    bf_tensor out;
+                    if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+                    else unsetenv("BITFLIP_SIMD");
+                    bf_status stt = th_run_conv_bn(attrs, 5, in, k->bias ? 3 : 2, &out, &bacts[q], &bn,
+                                                   res ? rv : NULL, res == 1, &err);
+                    unsetenv("BITFLIP_SIMD");
+                    if (stt != BF_OK) fail_msg("%s, BN: %s", k->what, err.msg);
+                    const float *got = out.data;
+                    for (int64_t e = 0; e < p.numel; e++) {
+                        float w = ref_act(&bacts[q], want[e]);
+                        uint32_t gb, wb;
+                        memcpy(&gb, &got[e], sizeof gb), memcpy(&wb, &w, sizeof wb);
+                        if (gb != wb)
+                            fail_msg("%s, BN, residual %d, activation %d (BITFLIP_SIMD=%s): element %lld is %.9g "
+                                     "(0x%08x), the steps %.9g (0x%08x)", k->what, res, q,
+                                     levels[l] ? levels[l] : "unset", (long long)e, got[e], gb, w, wb);
+                    }
+                    th_free(&out, 1);
+                }
+            if (res) th_free(&sum, 1);
+        }
+        th_tensor_free(&sc), th_tensor_free(&bi), th_tensor_free(&mu), th_tensor_free(&va);
+        th_tensor_free(&normed), th_tensor_free(&r);
+        case_close(&p);
+    }    assert_true(npws >= 4);   /* the four cases written for it */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,6 +648,7 @@ int main(void)
         cmocka_unit_test(conv_channels_match_reference),
         cmocka_unit_test(conv_random_shapes_match_reference),
         cmocka_unit_test(conv_residual_matches_add),
+        cmocka_unit_test(conv_bn_matches_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include "exec/step_access.h"
 #include "fastmath_impl.h"
 #include "linalg_impl.h"
+#include "linalg_pwseg.h"
 #include "linalg_window.h"
 #include "sgemm.h"
 
@@ -306,6 +307,9 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
 {
     (void)err;
     const bf__conv_params *cp = c->params;
+    /* 16x16 and 32x32 maps: the product and what follows it at once
+     * (linalg_conv_pwseg.c) */
+    if (bf__conv_pws_step(cp, c)) return BF_OK;
     /* a BatchNormalization or a residual Add comes before the activation,
      * and HardSwish has no copy in the paths' epilogues: the paths then run
      * bare, and one pass computes the rest */
