@@ -5,11 +5,12 @@
  *
  *   - a graph built here with three pairs: resnet18's stem (3 -> 64,
  *     7x7/2, pads 3, bias, Relu, MaxPool 3x3/2 pads 1) on 230x220 images,
- *     115x110 maps: bands of 8 pool rows (17 stem rows under
- *     BF__STPOOL_FLOATS), the last band short and its last window clipped
- *     at the bottom; 3 -> 32, 3x3/2 without a bias, Clip(-0.2, 0.3), then
- *     a 5x5/2 MaxPool with pads 2 (bands of 21 pool rows, four stem rows
- *     carried from one band to the next); 3 -> 16, 5x5/2 dilation 2, Relu,
+ *     115x110 maps: bands of 18 pool rows (37 stem rows under
+ *     BF__STPOOL_FLOATS, one carried from band to band), the last band
+ *     short and its last window clipped at the bottom; 3 -> 32, 3x3/2
+ *     without a bias, Clip(-0.2, 0.3), then a 5x5/2 MaxPool with pads 2
+ *     (bands of 45 pool rows, then 5: three stem rows carried from the
+ *     first band to the second); 3 -> 16, 5x5/2 dilation 2, Relu,
  *     a MaxPool of 2x3 windows at vertical stride 3 (no window shares a
  *     row, one row in three read by none); and one that may not pair (the
  *     activation's output also a graph output). Its inputs hold NaNs of

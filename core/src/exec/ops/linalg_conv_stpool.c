@@ -10,7 +10,7 @@
  * pool ran at the memory's rate (docs/perf/conv.md, h16-r18f, h17-r18p).
  * Together, a band of the stem's output rows (at most BF__STPOOL_FLOATS
  * floats, in L2) is written and pooled while it is in cache, and the
- * stem's output is never written to memory at all.
+ * stem's output is never written to the arena at all.
  *
  * The bits: each stem output is bf__conv_stem's own block chain and
  * epilogue (bf__conv_stem_band: the same blocks over any rows), and each
@@ -29,10 +29,13 @@
 #include "sgemm.h"
 
 /* The band buffer's floats: pool output rows a band are as many as keep
- * the stem rows they read, all channels, under this (resnet18: 8 pool
- * rows, 17 stem rows of 64 x 112 floats, 476 KiB; with the image's padded
- * planes, 620 KiB, the whole in L2) */
-#define BF__STPOOL_FLOATS 131072
+ * the stem rows they read, all channels, under this (resnet18: 16 pool
+ * rows, 33 stem rows of 64 x 112 floats, 924 KiB; with the image's padded
+ * planes, 1.5 MiB, in L2). Measured on resnet18's first three nodes
+ * (docs/perf/conv.md, h17-r18p), paired against apart at batch 32: 2 pool
+ * rows a band 0.99x, 4 0.95x, 8 0.93-0.96x, 16 0.92-0.94x, 32 or the whole
+ * image 0.92-0.93x */
+#define BF__STPOOL_FLOATS 262144
 
 typedef struct stpool_shape {
     int64_t pb;       /* pool output rows a band */
@@ -60,8 +63,8 @@ static int shape_of(const bf__conv_params *cp, const bf__step *pl, stpool_shape 
         bf__maxpool_band_rows(pl, o, o + 1, &h0, &h1);
         if (h1 <= h0) return 0;
     }
-    /* the most pool rows a band whose stem rows fit: rows a band read
-     * grow with its pool rows, so the first band's count bounds them all */
+    /* the most pool rows a band such that every band's stem rows fit
+     * (more pool rows a band never read fewer stem rows) */
     for (int64_t k = 1; k <= poh; k++) {
         int64_t most = 0;
         for (int64_t o = 0; o < poh; o += k) {
