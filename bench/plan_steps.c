@@ -176,6 +176,33 @@ int main(int argc, char **argv)
         if (op_flop[q] > 0) printf("%.1f |\n", op_flop[q] / op_t[q] * 1e-9);
         else printf("- |\n");
     }
+    /* the same plan run whole without a watch, as bitflip eval runs it: the
+     * pairs a watch turns off (the 1x1 -> depthwise and the first Conv ->
+     * MaxPool pairs, plan_impl.h's pwdw) run then; the same inputs, the
+     * runs alternated with watched ones so both see the same load */
+    double bare = 0, watched = 0;
+    size_t n_pw = 0, n_sp = 0;
+    for (int r = 0; r < 2 * runs; r++) {
+        srand(1);
+        for (size_t i = 0; !ds && i < m->n_inputs; i++) {
+            bf_tensor *t = bf_plan_input(p, i);
+            if (t->dtype != BF_F32) continue;
+            float *d = t->data;
+            for (int64_t e = 0; e < numel(t); e++) d[e] = (float)rand() / ((float)RAND_MAX + 1.0f);
+        }
+        if (ds) break;   /* the data path's inputs: the watched table only */
+        double t0 = cpu_now();
+        if (bf__plan_run_from(p, 0, r % 2 ? &w : NULL, NULL, &err) != BF_OK) {
+            fprintf(stderr, "bitflip-bench-steps: %s\n", err.msg);
+            return 1;
+        }
+        *(r % 2 ? &watched : &bare) += cpu_now() - t0;
+        if (r % 2 == 0) n_pw = p->n_pwdw, n_sp = p->n_stpool;
+    }
+    if (!ds)
+        printf("\npass without a watch %.1f ms, with one %.1f ms (thread CPU, %d runs each, alternated; "
+               "pairs run without: %zu 1x1 -> depthwise, %zu Conv -> MaxPool)\n",
+               bare / runs * 1e3, watched / runs * 1e3, runs, n_pw, n_sp);
     free(cost), free(mark);
     bf_plan_free(p);
     bf_dataset_free(ds);

@@ -282,20 +282,27 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
 
 /* 1x1 Conv step i and depthwise Conv step d = p->pwdw[i] together
  * (plan_impl.h, pwdw), each with the epilogue a run gives it now, the
- * pair's block in buf (floats of it); 1 when done (the activation r
- * between them, d and d's chain marked computed), 0 when a value fault
- * needs r's output or the kernel does not take the pair (nothing written) */
+ * pair's block in buf (floats of it), or a first Conv i and MaxPool step d
+ * (linalg_conv_stpool.c); 1 when done (the activation r between them, d
+ * and d's chain marked computed), 0 when a value fault needs r's output or
+ * the kernel does not take the pair (nothing written) */
 int bf__plan_run_pwdw(bf_plan *p, size_t i, float *buf, size_t floats)
 {
     int d = p->pwdw[i], a, n, r = bf__plan_fused_last(p, i, &n, &a);
     if (!r || r != p->fuse_to[i] || a || n || p->step_hit[r] || p->step_hit[d]) return 0;
-    int a2, n2, r2 = bf__plan_fused_last(p, (size_t)d, &n2, &a2);
+    int a2 = 0, n2 = 0, r2 = bf__conv_step(&p->steps[d]) ? bf__plan_fused_last(p, (size_t)d, &n2, &a2) : 0;
     const bf__step *s = &p->steps[i], *t = &p->steps[d];
     bf__act act, act2;
     bf__bnorm bn, bn2;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out, .in = s->in, .out = s->out};
     bf__ctx c2 = {.node = t->node, .params = t->params, .n_in = t->n_in, .n_out = t->n_out, .in = t->in, .out = t->out};
     fused_ctx(p, i, r, 0, 0, &c, &act, &bn);
+    if (!bf__conv_step(t)) {   /* a first Conv -> MaxPool pair (linalg_conv_stpool.c) */
+        if (!bf__conv_stpool(&c, t, buf, floats)) return 0;
+        p->fused_skip[r] = p->fused_skip[d] = 1;
+        p->n_fused++, p->n_stpool++;
+        return 1;
+    }
     if (r2) fused_ctx(p, (size_t)d, r2, n2, a2, &c2, &act2, &bn2);
     if (!bf__conv_pwdw(&c, &c2, buf, floats)) return 0;
     p->fused_skip[r] = p->fused_skip[d] = 1;
@@ -386,7 +393,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN, p->vf[k].at = -1, p->vf[k].at_n = 0;
     if (p->inputs_hit && from == 0) bf__plan_apply_value_faults(p, -1);
-    p->n_fused = p->n_pwdw = 0;
+    p->n_fused = p->n_pwdw = p->n_stpool = 0;
     if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
     if (p->csel) bf__plan_csel_off(p);

@@ -315,7 +315,8 @@ void bf__plan_find_gcols(bf_plan *p)
     }
 }
 
-/* The 1x1 -> depthwise pairs (plan_impl.h, pwdw; linalg_conv_pwdw.c): in
+/* The 1x1 -> depthwise pairs (plan_impl.h, pwdw; linalg_conv_pwdw.c), and
+ * the first Conv -> MaxPool pairs (linalg_conv_stpool.c) the same way: in
  * batched plans that fuse and share one arena (bitflip eval's; plan_build.c
  * asks in no other) and, for its pass alone, a campaign's golden pass
  * (diff/gcache.c, pass_pairs; a differential plan fuses its Conv chains
@@ -323,7 +324,8 @@ void bf__plan_find_gcols(bf_plan *p)
  * whose output only its activation r reads (a Relu or Clip fused into it:
  * fuse_to, no BN or residual Add), r's output read by a depthwise Conv
  * step d alone (no graph output), d's weight and bias ready at step i, no
- * dynamic step from i to d, the shapes the pair's (bf__conv_pwdw_pair).
+ * dynamic step from i to d, the shapes the pair's (bf__conv_pwdw_pair;
+ * for a MaxPool d, bf__conv_stpool_pair).
  * The steps between i and d (other branches of the graph) read neither
  * r's output nor d's, so d's output may be written at i once the arena
  * keeps it apart from what lives then (plan_build.c extends its life). */
@@ -342,11 +344,12 @@ bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err)
         if (w < 0 || readers[w] != 1 || reader[w] <= r) continue;
         int d = reader[w], ok = 1;
         const bf__step *t = &p->steps[d];
-        if (t->node->n_in < 2 || t->node->in[0] != w || t->n_out != 1) continue;
+        if (t->node->n_in < 1 || t->node->in[0] != w || t->n_out != 1) continue;
         for (int k = (int)i + 1; k <= d; k++) ok &= !p->steps[k].dyn;
         for (int j = 1; j < t->node->n_in; j++)
             if (t->node->in[j] >= 0 && made_at[t->node->in[j]] > (int)i) ok = 0;
-        int64_t need = ok ? bf__conv_pwdw_pair(s, t) : 0;
+        /* a depthwise Conv, or a MaxPool after a first Conv (linalg_conv_stpool.c) */
+        int64_t need = !ok ? 0 : t->node->n_in < 2 ? bf__conv_stpool_pair(s, t) : bf__conv_pwdw_pair(s, t);
         if (!need) continue;
         if (!p->pwdw && !(p->pwdw = bf__calloc(p->n_steps + 1, sizeof *p->pwdw))) {
             st = oom(err);

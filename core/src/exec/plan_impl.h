@@ -105,9 +105,13 @@ struct bf_plan {
      * i on, apart from every value live then; and, for its pass alone, in a
      * campaign's golden pass (diff/gcache.c, pass_pairs: set before its pool
      * is laid out, taken off after). NULL: none. n_pwdw: the pairs the last
-     * run ran so (test_conv_pwdw). */
+     * run ran so (test_conv_pwdw). The same table holds the first Conv ->
+     * MaxPool pairs (linalg_conv_stpool.c): pwdw[i] = d for a stem Conv step
+     * i fused with its activation r whose output only MaxPool step d reads,
+     * run together at i over bands of rows, neither i's nor r's output
+     * written; n_stpool: those the last run ran so (test_conv_stpool). */
     int *pwdw;
-    size_t n_pwdw;
+    size_t n_pwdw, n_stpool;
     /* The class selections of a detector's unrolled post-processing
      * (NonZero .. TopK .. ConstantOfShape per class; plan_csel.c), computed
      * in one loop at the first of their steps. NULL: none, or a plan that

@@ -209,6 +209,26 @@ int bf__plan_chain_channel(bf_plan *p, size_t i, int64_t ch);
  * small). Each output the two steps' bits apart. */
 int64_t bf__conv_pwdw_pair(const bf__step *pw, const bf__step *dw);
 int bf__conv_pwdw(const bf__ctx *pw, const bf__ctx *dw, float *buf, size_t buf_floats);
+/* linalg_conv_stpool.c: a first Conv step on linalg_conv_stem.c's kernel
+ * and the MaxPool step that reads its activation's output, run together
+ * over bands of rows of one image at a time (plan_impl.h, pwdw).
+ * bf__conv_stpool_pair: the floats of scratch that pair takes, 0 when the
+ * shapes or the CPU level are not the pair's. bf__conv_stpool: cv set up
+ * as a run would (its activation), the pool's output written, the
+ * Conv's and the activation's not; 0 (nothing written) when it does not
+ * take them. Each output the two steps' bits apart. */
+int64_t bf__conv_stpool_pair(const bf__step *cv, const bf__step *pl);
+int bf__conv_stpool(const bf__ctx *cv, const bf__step *pl, float *buf, size_t buf_floats);
+/* linalg_pool.c: MaxPool over bands of input rows (linalg_conv_stpool.c).
+ * bf__maxpool_band_ok: 1 when the step is a 2-D MaxPool whose planes run
+ * the AVX-512 stride-2 loop at this level (undilated down the rows, so
+ * a band of output rows reads a band of input rows);
+ * bf__maxpool_band_rows: the input rows [*h0, *h1) output rows oh0 ..
+ * oh1 read; bf__maxpool_band: output rows oh0 .. oh1 of the plane y from
+ * x, which holds input row ih at x + (ih - xr0) IW; row: IW + 16 floats. */
+int bf__maxpool_band_ok(const bf__step *st);
+void bf__maxpool_band_rows(const bf__step *st, int64_t oh0, int64_t oh1, int64_t *h0, int64_t *h1);
+void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t oh0, int64_t oh1, float *y, float *row);
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: for a Conv whose whole runs may carry partial sums

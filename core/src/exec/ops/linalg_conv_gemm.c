@@ -386,9 +386,9 @@ fill_planes_512(const bf__window *w, const float *xg, int64_t ni, int64_t cg, in
 }
 #endif
 
-/* 1 where conv_fill_planes writes the planes whole, else the caller
+/* 1 where bf__conv_fill_planes writes the planes whole, else the caller
  * zeroes them once and copies their insides row by row */
-static int conv_fill_ok(const bf__conv_params *cp)
+int bf__conv_fill_planes_ok(const bf__conv_params *cp)
 {
     const bf__window *w = &cp->w;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -399,7 +399,7 @@ static int conv_fill_ok(const bf__conv_params *cp)
 #endif
 }
 
-static void conv_fill_planes(const bf__conv_params *cp, const float *xg, int64_t ni, float *buf, int64_t plane)
+void bf__conv_fill_planes(const bf__conv_params *cp, const float *xg, int64_t ni, float *buf, int64_t plane)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     fill_planes_512(&cp->w, xg, ni, cp->cg, cp->c, cp->isp, buf, plane);
@@ -477,7 +477,7 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
     /* the planes written whole per image where conv_fill_planes can, else
      * zeroed here once and their insides copied (imgs never exceeds the
      * batch, so the first product's planes are all written either way) */
-    int filled = padded && !inplace && conv_fill_ok(cp);
+    int filled = padded && !inplace && bf__conv_fill_planes_ok(cp);
     if (padded && !inplace && !filled) memset(buf, 0, sizeof(float) * (size_t)(imgs * cp->cg * plane));
     int64_t g0 = ch < 0 ? 0 : ch / cp->mg, g1 = ch < 0 ? cp->group : g0 + 1;
     int64_t j0 = ch < 0 ? 0 : ch % cp->mg, nj = ch < 0 ? cp->mg : 1;
@@ -497,7 +497,7 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
             }
 #if defined(__x86_64__) && defined(__GNUC__)
             int64_t ni = cp->n - n < imgs ? cp->n - n : imgs;
-            if (filled) conv_fill_planes(cp, xg, ni, buf, plane);
+            if (filled) bf__conv_fill_planes(cp, xg, ni, buf, plane);
             /* the borders stay zero from the memset: only the inside changes per image */
             for (int64_t i = 0; !inplace && !filled && i < ni; i++)
                 for (int64_t c = 0; c < cp->cg; c++)

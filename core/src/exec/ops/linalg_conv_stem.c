@@ -146,35 +146,100 @@ size_t bf__conv_stem_floats(const bf__conv_params *cp)
     return (size_t)(cp->kc * ST_TW) + (size_t)(ST_TILE * ST_TW) + (((size_t)cp->kc + 15) & ~(size_t)15) + 16;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* k term p's offset from a position's first float in the padded planes */
+static void st_offsets(const bf__conv_params *cp, int32_t *off)
+{
+    const bf__window *w = &cp->w;
+    int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w);
+    for (int64_t c = 0; c < cp->cg; c++)
+        for (int64_t tap = 0; tap < cp->ksp; tap++)
+            off[bf__conv_krow(cp, c, tap)] = (int32_t)(c * plane + tap / w->k[2] * w->d[1] * wp + tap % w->k[2] * w->d[2]);
+}
+
+/* the row block's weights (rows r0 .. r0 + 16 nv) as [k][16 nv], k in the chain's order: moves only */
+static void st_pack(const bf__conv_params *cp, const float *wt, int64_t r0, int nv, float *wb)
+{
+    for (int64_t r = 0; r < 16 * nv; r++)
+        for (int64_t c = 0; c < cp->cg; c++)
+            for (int64_t tap = 0; tap < cp->ksp; tap++)
+                wb[bf__conv_krow(cp, c, tap) * 16 * nv + r] = wt[(r0 + r) * cp->kc + c * cp->ksp + tap];
+}
+
+static int st_nv(const bf__conv_params *cp, int64_t r0)
+{
+    return cp->mg - r0 >= 16 * ST_NV ? ST_NV : (int)((cp->mg - r0) / 16);
+}
+
+/* positions q0 .. q1 of the row block r0 (weights wb packed by st_pack)
+ * into yr + (q - q0) (channel c of the block at yr + c ys), tiles of
+ * ST_TILE from q0 */
+static void st_rows(const bf__conv_params *cp, const float *xp, const int32_t *off, const float *wb, float *tile,
+                    const float *bias, const bf__act *act, int64_t r0, int nv, int64_t q0, int64_t q1, float *yr,
+                    int64_t ys)
+{
+    const bf__window *w = &cp->w;
+    stem_job j = {xp, bias + r0, act, off, cp->kc, cp->osp, w->out[2], w->s[1], w->s[2], w->in[2] + w->pb[2] + w->pe[2]};
+    for (int64_t t0 = q0; t0 < q1; t0 += ST_TILE) {
+        int64_t n = q1 - t0 < ST_TILE ? q1 - t0 : ST_TILE;
+        for (int64_t q = 0; q < n;) q += st_block(&j, nv, wb, t0 + q, tile + q * ST_TW);
+        for (int64_t q = 0; q < n; q += 16)
+            for (int v = 0; v < nv; v++) st_store(tile + q * ST_TW, v, n - q, yr + (t0 - q0) + q, ys);
+    }
+}
+#endif
+
 void bf__conv_stem(const bf__conv_params *cp, const float *wt, const float *xp, float *buf, const float *bias,
                    const bf__act *act, float *y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    const bf__window *w = &cp->w;
-    int64_t wp = w->in[2] + w->pb[2] + w->pe[2], plane = bf__conv_padded_plane(w), kc = cp->kc, osp = cp->osp;
+    int64_t kc = cp->kc, osp = cp->osp;
     float *wb = buf, *tile = wb + kc * ST_TW;
     int32_t *off = (int32_t *)(tile + ST_TILE * ST_TW);
-    for (int64_t c = 0; c < cp->cg; c++)
-        for (int64_t tap = 0; tap < cp->ksp; tap++)
-            off[bf__conv_krow(cp, c, tap)] = (int32_t)(c * plane + tap / w->k[2] * w->d[1] * wp + tap % w->k[2] * w->d[2]);
+    st_offsets(cp, off);
     memset(tile, 0, sizeof(float) * ST_TILE * ST_TW);   /* rows past the image's end: stored nowhere, but defined */
     for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV) {
-        int nv = cp->mg - r0 >= 16 * ST_NV ? ST_NV : (int)((cp->mg - r0) / 16);
-        /* the row block's weights as [k][16 nv], k in the chain's order: moves only */
-        for (int64_t r = 0; r < 16 * nv; r++)
-            for (int64_t c = 0; c < cp->cg; c++)
-                for (int64_t tap = 0; tap < cp->ksp; tap++)
-                    wb[bf__conv_krow(cp, c, tap) * 16 * nv + r] = wt[(r0 + r) * kc + c * cp->ksp + tap];
-        stem_job j = {xp, bias + r0, act, off, kc, osp, w->out[2], w->s[1], w->s[2], wp};
-        float *yr = y + r0 * osp;
-        for (int64_t t0 = 0; t0 < osp; t0 += ST_TILE) {
-            int64_t n = osp - t0 < ST_TILE ? osp - t0 : ST_TILE;
-            for (int64_t q = 0; q < n;) q += st_block(&j, nv, wb, t0 + q, tile + q * ST_TW);
-            for (int64_t q = 0; q < n; q += 16)
-                for (int v = 0; v < nv; v++) st_store(tile + q * ST_TW, v, n - q, yr + t0 + q, osp);
-        }
+        int nv = st_nv(cp, r0);
+        st_pack(cp, wt, r0, nv, wb);
+        st_rows(cp, xp, off, wb, tile, bias, act, r0, nv, 0, osp, y + r0 * osp, osp);
     }
 #else
     (void)cp, (void)wt, (void)xp, (void)buf, (void)bias, (void)act, (void)y;
+#endif
+}
+
+/* The same kernel over bands of output rows (linalg_conv_stpool.c): every
+ * row block's weights packed once a step into buf, then any rows of any
+ * image. Each output is the same block's chain and epilogue on the same
+ * floats whichever rows a call takes (a block's positions only choose
+ * which registers hold them), so the bits of bf__conv_stem. */
+size_t bf__conv_stem_band_floats(const bf__conv_params *cp)
+{
+    return (size_t)(cp->kc * cp->mg) + (size_t)(ST_TILE * ST_TW) + (((size_t)cp->kc + 15) & ~(size_t)15) + 16;
+}
+
+void bf__conv_stem_band_prep(const bf__conv_params *cp, const float *wt, float *buf)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    float *tile = buf + cp->kc * cp->mg;
+    st_offsets(cp, (int32_t *)(tile + ST_TILE * ST_TW));
+    memset(tile, 0, sizeof(float) * ST_TILE * ST_TW);
+    for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV) st_pack(cp, wt, r0, st_nv(cp, r0), buf + r0 * cp->kc);
+#else
+    (void)cp, (void)wt, (void)buf;
+#endif
+}
+
+void bf__conv_stem_band(const bf__conv_params *cp, const float *xp, float *buf, const float *bias, const bf__act *act,
+                        int64_t h0, int64_t h1, float *y, int64_t ys)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    float *tile = buf + cp->kc * cp->mg;
+    const int32_t *off = (const int32_t *)(tile + ST_TILE * ST_TW);
+    int64_t ow = cp->w.out[2];
+    for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV)
+        st_rows(cp, xp, off, buf + r0 * cp->kc, tile, bias, act, r0, st_nv(cp, r0), h0 * ow, h1 * ow, y + r0 * ys, ys);
+#else
+    (void)cp, (void)xp, (void)buf, (void)bias, (void)act, (void)h0, (void)h1, (void)y, (void)ys;
 #endif
 }

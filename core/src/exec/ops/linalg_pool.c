@@ -202,13 +202,15 @@ static int pool_s2_ok(const pool_params *pp)
     return pp->is_max && w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[2] == 2 && w->d[2] == 1;
 }
 
-POOL512 static void maxpool_s2_plane(const pool_params *pp, const float *restrict x, float *restrict y,
-                                     float *restrict row)
+/* output rows oh0 .. oh1 of the plane y; input row ih at x + (ih - xr0) IW
+ * (xr0 0: x the whole plane; else a band of rows, bf__maxpool_band) */
+POOL512 static void maxpool_s2_plane(const pool_params *pp, const float *restrict x, int64_t xr0, int64_t oh0,
+                                     int64_t oh1, float *restrict y, float *restrict row)
 {
     const bf__window *w = &pp->w;
     int64_t IW = w->in[2], OW = w->out[2], k = w->k[2], pb = w->pb[2], ilo = pp->ilo, ihi = pp->ihi;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    for (int64_t oh = 0; oh < w->out[1]; oh++) {
+    for (int64_t oh = oh0; oh < oh1; oh++) {
         int64_t h0, h1, hfull;
         window_at(w, 1, oh, &h0, &h1, &hfull);
         float *restrict yr = y + oh * OW;
@@ -216,13 +218,13 @@ POOL512 static void maxpool_s2_plane(const pool_params *pp, const float *restric
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = -INFINITY;   /* dilated taps all outside */
             continue;
         }
-        const float *src = x + h0 * IW;
+        const float *src = x + (h0 - xr0) * IW;
         if (h0 + w->d[1] < h1) {
             for (int64_t i = 0; i < IW; i += 16) {
                 __mmask16 m = IW - i >= 16 ? (__mmask16)0xffffu : (__mmask16)((1u << (IW - i)) - 1u);
-                __m512 v = _mm512_maskz_loadu_ps(m, x + h0 * IW + i);
+                __m512 v = _mm512_maskz_loadu_ps(m, x + (h0 - xr0) * IW + i);
                 for (int64_t ih = h0 + w->d[1]; ih < h1; ih += w->d[1])
-                    v = max_nan16(v, _mm512_maskz_loadu_ps(m, x + ih * IW + i));
+                    v = max_nan16(v, _mm512_maskz_loadu_ps(m, x + (ih - xr0) * IW + i));
                 _mm512_mask_storeu_ps(row + i, m, v);
             }
             src = row;
@@ -258,7 +260,7 @@ static void pool_plane(const pool_params *pp, int avx2, const float *x, float *y
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (avx2 >= 2 && pool_s2_ok(pp)) {
-        maxpool_s2_plane(pp, x, y, row);
+        maxpool_s2_plane(pp, x, 0, 0, pp->w.out[1], y, row);
         return;
     }
     if (avx2) {
@@ -306,6 +308,38 @@ int bf__pool_plane(const bf__step *st, const float *x, float *y, void *scratch)
     if (pool_is_max2x2(pp)) maxpool2x2_plane(&pp->w, x, y);
     else pool_plane(pp, pool_level(), x, y, scratch);
     return 1;
+}
+
+int bf__maxpool_band_ok(const bf__step *st)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (st->node->op->run != bf__pool_run) return 0;
+    const pool_params *pp = st->params;
+    return pool_level() >= 2 && pool_s2_ok(pp) && !pool_is_max2x2(pp) && pp->w.d[1] == 1 && pp->w.in[1] > 0 &&
+           pp->w.out[1] > 0;
+#else
+    (void)st;
+    return 0;
+#endif
+}
+
+void bf__maxpool_band_rows(const bf__step *st, int64_t oh0, int64_t oh1, int64_t *h0, int64_t *h1)
+{
+    const pool_params *pp = st->params;
+    int64_t a0, a1, b0, b1, full;
+    window_at(&pp->w, 1, oh0, &a0, &a1, &full);
+    window_at(&pp->w, 1, oh1 - 1, &b0, &b1, &full);
+    *h0 = a0 < a1 ? a0 : 0, *h1 = b1 > b0 ? b1 : 0;
+    if (*h1 < *h0) *h1 = *h0;
+}
+
+void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t oh0, int64_t oh1, float *y, float *row)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    maxpool_s2_plane(st->params, x, xr0, oh0, oh1, y, row);
+#else
+    (void)st, (void)x, (void)xr0, (void)oh0, (void)oh1, (void)y, (void)row;
+#endif
 }
 
 int bf__pool_shape(const bf__step *st, int64_t *isp, int64_t *osp)

@@ -215,6 +215,21 @@ int bf__conv_stem_want(const bf__conv_params *cp);
 size_t bf__conv_stem_floats(const bf__conv_params *cp);
 void bf__conv_stem(const bf__conv_params *cp, const float *wt, const float *xp, float *buf, const float *bias,
                    const bf__act *act, float *y);
+/* The same over bands of output rows (linalg_conv_stpool.c): buf of
+ * bf__conv_stem_band_floats, set up by bf__conv_stem_band_prep once a
+ * step (every row block's weights packed, the k terms' offsets); then
+ * bf__conv_stem_band writes output rows h0 .. h1 of one image (planes xp)
+ * to y, channel c's row h0 at y + c ys, the same bits as bf__conv_stem. */
+size_t bf__conv_stem_band_floats(const bf__conv_params *cp);
+void bf__conv_stem_band_prep(const bf__conv_params *cp, const float *wt, float *buf);
+void bf__conv_stem_band(const bf__conv_params *cp, const float *xp, float *buf, const float *bias, const bf__act *act,
+                        int64_t h0, int64_t h1, float *y, int64_t ys);
+/* linalg_conv_gemm.c: 1 where bf__conv_fill_planes writes a call's padded
+ * planes whole (AVX-512, padded rows up to 512 floats); then it writes ni
+ * images' planes from xg (the group's first channel) into buf, plane
+ * floats apart, borders +0. */
+int bf__conv_fill_planes_ok(const bf__conv_params *cp);
+void bf__conv_fill_planes(const bf__conv_params *cp, const float *xg, int64_t ni, float *buf, int64_t plane);
 /* linalg_conv_gemm.c: one channel (ch >= 0) of a stride-1, undilated 2-D
  * Conv summed over windows of padded planes; 0 when the shape does not
  * qualify or the scratch is too small. */

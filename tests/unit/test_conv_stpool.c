@@ -1,0 +1,218 @@
+/* A network's first Conv and the MaxPool after its activation, run
+ * together over bands of rows of one image at a time (plan_impl.h, pwdw;
+ * core/src/exec/ops/linalg_conv_stpool.c), give the outputs of the steps
+ * run apart, bit for bit, and run where they may:
+ *
+ *   - a graph built here with three pairs: resnet18's stem (3 -> 64,
+ *     7x7/2, pads 3, bias, Relu, MaxPool 3x3/2 pads 1) on 230x220 images,
+ *     115x110 maps: bands of 18 pool rows (37 stem rows under
+ *     BF__STPOOL_FLOATS, one carried from band to band), the last band
+ *     short and its last window clipped at the bottom; 3 -> 32, 3x3/2
+ *     without a bias, Clip(-0.2, 0.3), then a 5x5/2 MaxPool with pads 2
+ *     (bands of 45 pool rows, then 5: three stem rows carried from the
+ *     first band to the second); 3 -> 16, 5x5/2 dilation 2, Relu,
+ *     a MaxPool of 2x3 windows at vertical stride 3 (no window shares a
+ *     row, one row in three read by none); and one that may not pair (the
+ *     activation's output also a graph output). Its inputs hold NaNs of
+ *     two payloads, infinities and -0.
+ *   - bitflip eval's plan (fused, one shared arena) against a plan that
+ *     fuses nothing and shares nothing, at every CPU path
+ *     (BITFLIP_SIMD=ref, avx2, avx512, unset): the same outputs; the pairs
+ *     run on AVX-512 only (3 of them), nowhere else.
+ *   - value faults on each value of a pair: on the Conv's output, its
+ *     activation's or the pool's, that pair runs as steps; the outputs are
+ *     the unfused plan's under the same fault.
+ *   (that a pair ran: the plan's count of the pairs its last run ran)
+ *
+ * Each kernel's own bits against a plain reference: test_conv_exact.c
+ * (the stem kernel) and test_ops_linalg.c (the pool). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bitflip/fault.h"
+#include "bitflip/model.h"
+#include "bitflip/plan.h"
+#include "exec/ops/sgemm.h"
+#include "exec/step_access.h"
+#include "model/graph.h"
+#include "onnx_graph.h"
+
+#define BATCH 2
+
+static void weights(tg_graph *g, const char *name, int ndim, const int64_t *dims, uint64_t seed)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= dims[d];
+    float *w = tg_alloc(g, sizeof(float) * (size_t)n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        w[i] = (float)((double)(s >> 11) * 0x1p-53 - 0.5);
+    }
+    tg_init_f32(g, name, ndim, dims, w);
+}
+
+/* a Conv of k x k taps at stride 2, pads p, dilation d */
+static void conv(tg_graph *g, const char *name, const char *x, int64_t c, int64_t m, int64_t k, int64_t p, int64_t d,
+                 int bias, const char *out)
+{
+    char wn[32], bn[32];
+    snprintf(wn, sizeof wn, "%s.w", name), snprintf(bn, sizeof bn, "%s.b", name);
+    weights(g, wn, 4, (int64_t[]){m, c, k, k}, (uint64_t)(m * 31 + c + k));
+    if (bias) weights(g, bn, 1, (int64_t[]){m}, (uint64_t)(m * 17 + c));
+    Onnx__NodeProto *n = tg_node(g, "Conv", name, (const char *[]){x, wn, bias ? bn : NULL}, bias ? 3 : 2, out);
+    tg_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){k, k});
+    tg_attr_ints(g, n, "pads", 4, (int64_t[]){p, p, p, p});
+    tg_attr_ints(g, n, "strides", 2, (int64_t[]){2, 2});
+    tg_attr_ints(g, n, "dilations", 2, (int64_t[]){d, d});
+}
+
+static void maxpool(tg_graph *g, const char *name, const char *x, int64_t kh, int64_t kw, int64_t sh, int64_t p,
+                    const char *out)
+{
+    Onnx__NodeProto *n = tg_node(g, "MaxPool", name, (const char *[]){x}, 1, out);
+    tg_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){kh, kw});
+    tg_attr_ints(g, n, "pads", 4, (int64_t[]){p, p, p, p});
+    tg_attr_ints(g, n, "strides", 2, (int64_t[]){sh, 2});
+}
+
+static bf_model *graph(void)
+{
+    tg_graph g = {.opset = 13};
+    tg_init_f32(&g, "lo", 0, NULL, (float[]){-0.2f});
+    tg_init_f32(&g, "hi", 0, NULL, (float[]){0.3f});
+    conv(&g, "c1", "x", 3, 64, 7, 3, 1, 1, "c1o");   /* pair 1: resnet18's stem and pool */
+    tg_node(&g, "Relu", "k1", (const char *[]){"c1o"}, 1, "k1o");
+    maxpool(&g, "p1", "k1o", 3, 3, 2, 1, "y1");
+    conv(&g, "c2", "x2", 3, 32, 3, 1, 1, 0, "c2o");   /* pair 2: no bias, Clip, 5x5 windows */
+    tg_node(&g, "Clip", "k2", (const char *[]){"c2o", "lo", "hi"}, 3, "k2o");
+    maxpool(&g, "p2", "k2o", 5, 5, 2, 2, "y2");
+    conv(&g, "c3", "x2", 3, 16, 5, 2, 2, 1, "c3o");   /* pair 3: dilated, pool rows at stride 3 */
+    tg_node(&g, "Relu", "k3", (const char *[]){"c3o"}, 1, "k3o");
+    maxpool(&g, "p3", "k3o", 2, 3, 3, 0, "y3");
+    conv(&g, "c4", "x2", 3, 16, 3, 1, 1, 1, "c4o");   /* no pair: its activation's output is a graph output */
+    tg_node(&g, "Relu", "k4", (const char *[]){"c4o"}, 1, "y4");
+    maxpool(&g, "p4", "y4", 3, 3, 2, 1, "y5");
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){BATCH, 3, 230, 220});
+    g.ins[g.n_ins++] = tg_value_info(&g, "x2", 1, 4, (int64_t[]){BATCH, 3, 200, 180});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y1", 1, 4, (int64_t[]){BATCH, 64, 58, 55});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y2", 1, 4, (int64_t[]){BATCH, 32, 50, 45});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y3", 1, 4, (int64_t[]){BATCH, 16, 33, 43});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y4", 1, 4, (int64_t[]){BATCH, 16, 100, 90});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y5", 1, 4, (int64_t[]){BATCH, 16, 50, 45});
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "stpool", &len);
+    tg_free(&g);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "stpool.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    return m;
+}
+
+/* pseudo-random inputs in [-2, 2), and specials: NaNs of two payloads,
+ * infinities, -0 (each reaches the outputs through the 1x1's sums) */
+static void fill(bf_plan *p)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < bf_model_num_inputs(bf_plan_model(p)); i++) {
+        bf_tensor *t = bf_plan_input(p, i);
+        float *x = t->data;
+        for (int64_t k = 0; k < bf_tensor_numel(t); k++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            x[k] = (float)((double)(s >> 11) * 0x1p-53 * 4.0 - 2.0);
+        }
+        uint32_t nan_p = 0x7fc00123u, nan_q = 0xffc00456u;
+        memcpy(&x[100], &nan_p, 4);
+        memcpy(&x[2000 + 17], &nan_q, 4);
+        x[5000] = INFINITY, x[5001] = -INFINITY, x[7000] = -0.0f;
+    }
+}
+
+static void run(bf_plan *p)
+{
+    bf_error err = {0};
+    fill(p);
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+static void same_outputs(const bf_plan *a, const bf_plan *b, const char *what)
+{
+    for (size_t i = 0; i < bf_model_num_outputs(bf_plan_model(a)); i++) {
+        const bf_tensor *x = bf_plan_output(a, i), *y = bf_plan_output(b, i);
+        assert_int_equal(bf_tensor_nbytes(x), bf_tensor_nbytes(y));
+        if (memcmp(x->data, y->data, bf_tensor_nbytes(x)) != 0) fail_msg("%s: output %zu differs", what, i);
+    }
+}
+
+/* the Conv -> MaxPool pairs the plan marked, each of a shape bf__conv_stpool_pair takes */
+static size_t pairs_marked(const bf_plan *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; p->pwdw && i < p->n_steps; i++)
+        if (p->pwdw[i]) {
+            assert_true(bf__conv_stpool_pair(&p->steps[i], &p->steps[p->pwdw[i]]) > 0);
+            n++;
+        }
+    return n;
+}
+
+static void pairs_match_steps(void **state)
+{
+    (void)state;
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    bf_model *m = graph();
+    for (int l = 0; l < 4; l++) {
+        if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+        else unsetenv("BITFLIP_SIMD");
+        int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+        bf_plan *a = tg_plan(m, BATCH, 0, 0), *b = tg_plan(m, BATCH, 1, 1);
+        const char *at = levels[l] ? levels[l] : "unset";
+        if (pairs_marked(b) != (avx512 ? 3u : 0u) || pairs_marked(a) != 0)
+            fail_msg("BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), avx512 ? 3 : 0);
+        run(a), run(b);
+        assert_int_equal(b->n_stpool, avx512 ? 3 : 0);
+        assert_int_equal(b->n_pwdw, 0);
+        same_outputs(a, b, at);
+        print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->n_stpool);
+        /* value faults: on any value of a pair it runs as steps */
+        static const struct {
+            const char *value;
+            size_t pairs;
+        } vf[] = {{"c1o", 2}, {"k1o", 2}, {"y1", 2}, {"c2o", 2}, {"k2o", 2}, {"y2", 2}, {"k3o", 2}, {"y4", 3}, {"y5", 3}};
+        for (size_t f = 0; f < sizeof vf / sizeof *vf; f++) {
+            bf_error err = {0};
+            bf_value_fault q = {.value = bf_model_find_value(m, vf[f].value), .sample = 1, .index = 37,
+                                .model = BF_FAULT_BITFLIP, .mask = 1u << 30, .repr = BF_REPR_FP32};
+            if (bf_plan_set_value_faults(a, &q, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &q, 1, &err) != BF_OK)
+                fail_msg("%s", err.msg);
+            run(a), run(b);
+            if (b->n_stpool != (avx512 ? vf[f].pairs : 0))
+                fail_msg("BITFLIP_SIMD=%s, a fault on '%s': %zu pairs run, expected %zu", at, vf[f].value, b->n_stpool,
+                         avx512 ? vf[f].pairs : 0);
+            char what[96];
+            snprintf(what, sizeof what, "BITFLIP_SIMD=%s, a fault on '%s'", at, vf[f].value);
+            same_outputs(a, b, what);
+            if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
+                fail_msg("%s", err.msg);
+        }
+        unsetenv("BITFLIP_SIMD");
+        bf_plan_free(a), bf_plan_free(b);
+    }
+    bf_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(pairs_match_steps),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
