@@ -2,6 +2,7 @@
 
 #include "exec/plan_impl.h"
 #include "exec/step_access.h"
+#include "base/wpack.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,36 +18,42 @@ bf_status th_run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t 
 /* channels: a Conv's outputs one channel at a time (bf__conv_channel) */
 static bf_status run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
-                        const float *res, int res_a, const bf__bnorm *bn, int channels, bf_error *err);
+                        const float *res, int res_a, const bf__bnorm *bn, int channels, int *packed, bf_error *err);
 
 bf_status th_run_op_act(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
                         bf_error *err)
 {
-    return run_op(op_name, opset, attrs, n_attrs, inputs, n_in, outputs, n_out, act, NULL, 0, NULL, 0, err);
+    return run_op(op_name, opset, attrs, n_attrs, inputs, n_in, outputs, n_out, act, NULL, 0, NULL, 0, NULL, err);
 }
 
 bf_status th_run_conv_res(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                           const bf__act *act, const float *res, int res_a, bf_error *err)
 {
-    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, err);
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, NULL, err);
 }
 
 bf_status th_run_conv_bn(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                          const bf__act *act, const bf__bnorm *bn, const float *res, int res_a, bf_error *err)
 {
-    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, bn, 0, err);
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, bn, 0, NULL, err);
+}
+
+bf_status th_run_conv_wpk(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
+                          const bf__act *act, const float *res, int res_a, int *packed, bf_error *err)
+{
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, act, res, res_a, NULL, 0, packed, err);
 }
 
 bf_status th_run_conv_channels(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in,
                                bf_tensor *out, bf_error *err)
 {
-    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, NULL, NULL, 0, NULL, 1, err);
+    return run_op("Conv", 13, attrs, n_attrs, inputs, n_in, out, 1, NULL, NULL, 0, NULL, 1, NULL, err);
 }
 
 static bf_status run_op(const char *op_name, int64_t opset, bf__attr *attrs, size_t n_attrs,
                         const bf_tensor *const *inputs, int n_in, bf_tensor *outputs, int n_out, const bf__act *act,
-                        const float *res, int res_a, const bf__bnorm *bn, int channels, bf_error *err)
+                        const float *res, int res_a, const bf__bnorm *bn, int channels, int *packed, bf_error *err)
 {
     const bf__op *op = bf__op_find(op_name);
     if (!op) return bf_error_set(err, BF_EUNSUPPORTED, "no op %s", op_name);
@@ -79,6 +86,14 @@ static bf_status run_op(const char *op_name, int64_t opset, bf__attr *attrs, siz
     void *scratch = calloc(1, p->scratch ? p->scratch : 1);
     bf__ctx c = {.node = &node, .params = p->params, .n_in = n_in, .n_out = n_out,
                  .in = inputs, .out = p->out, .scratch = scratch, .act = act, .res = res, .res_a = res_a, .bn = bn};
+    bf__wpack *wp = NULL;
+    if (packed) {   /* W packed once, as plan_build.c's find_packed asks for it */
+        bf__step step = {.node = &node, .n_in = n_in, .n_out = n_out, .in = (const bf_tensor **)inputs,
+                         .params = p->params};
+        wp = bf__wpack_create();
+        c.packed = wp ? bf__linalg_packed(&step, wp) : NULL;
+        *packed = c.packed != NULL;
+    }
     if (channels) {   /* as the differential engine recomputes one output channel */
         bf__step step = {.node = &node, .n_in = n_in, .n_out = n_out, .params = p->params};
         for (int64_t ch = 0; st == BF_OK && ch < outputs[0].dims[1]; ch++)
@@ -89,6 +104,7 @@ static bf_status run_op(const char *op_name, int64_t opset, bf__attr *attrs, siz
         st = op->run(&c, err);
     }
     free(scratch);
+    bf__wpack_free(wp);
     free(p);
     if (st != BF_OK) th_free(outputs, n_out);
     return st;

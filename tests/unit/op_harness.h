@@ -38,6 +38,13 @@ bf_status th_run_conv_res(bf__attr *attrs, size_t n_attrs, const bf_tensor *cons
 bf_status th_run_conv_bn(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
                          const bf__act *act, const bf__bnorm *bn, const float *res, int res_a, bf_error *err);
 
+/* th_run_conv_res (res NULL: none, act NULL: none) with W packed once as a
+ * plan passes the model's copy (bf__ctx.packed: bf__linalg_packed on the
+ * step, base/wpack.h); *packed: 1 if the step took a copy (the Conv's
+ * kernel takes W packed on this CPU path), else it ran as without. */
+bf_status th_run_conv_wpk(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in, bf_tensor *out,
+                          const bf__act *act, const float *res, int res_a, int *packed, bf_error *err);
+
 /* A Conv (opset 13) computed one output channel at a time, as the
  * differential engine recomputes a channel (bf__conv_channel), into out[0]. */
 bf_status th_run_conv_channels(bf__attr *attrs, size_t n_attrs, const bf_tensor *const *inputs, int n_in,

@@ -263,6 +263,11 @@ static const conv_case cases[] = {
      1, {1, 1, 1, 1}, 1, 1},
     {"bcast: 3x3 stride 2, 272 channels (chunks of 128, 128, 16), 80 rows (64 + 16), no bias", 1, 272, 10, 9, 80, 1, 3,
      3, 2, 1, {1, 1, 1, 1}, 0, 0},
+    /* 784 positions of one image a call: two tiles of 392, each running a
+     * row block's weights (the copy packed once: prefetched for the next
+     * row block while the first runs) */
+    {"bcast: 28x28, 64 channels, 2 images (two tiles a call), 80 rows (64 + 16), an Inf weight", 2, 64, 28, 28, 80, 1,
+     3, 3, 1, 1, {1, 1, 1, 1}, 1, 1},
     /* a first Conv (AVX-512, linalg_conv_stem.c: under 16 input channels, K
      * up to 160, M a multiple of 16, horizontal stride 2): blocks of 12
      * positions x 32 channels (16 x 16 for a last 16), tiles of 48
@@ -638,7 +643,68 @@ static void conv_bn_matches_steps(void **state)
         th_tensor_free(&sc), th_tensor_free(&bi), th_tensor_free(&mu), th_tensor_free(&va);
         th_tensor_free(&normed), th_tensor_free(&r);
         case_close(&p);
-    }    assert_true(npws >= 4);   /* the four cases written for it */
+    }
+    assert_true(npws >= 4);   /* the four cases written for it */
+}
+
+/* W packed once, as a plan passes the model's copy of a weight to the
+ * step (bf__ctx.packed; base/wpack.h): the output-channel lanes kernel
+ * (linalg_conv_bcast.c) then reads that copy instead of packing W a chunk
+ * at a time; every other path ignores it. Every case on every CPU path,
+ * bare, with an activation, and with a residual as the Add's A (Relu) and
+ * as its B (alone): the reference's bits, as without the copy. Where the
+ * CPU has AVX-512, the "bcast:" cases must have taken the copy. */
+static void conv_packed_weights_match_reference(void **state)
+{
+    (void)state;
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    static const bf__act relu = {.lo = 0.0f, .hi = INFINITY}, none = {.lo = -INFINITY, .hi = INFINITY};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        prepared p;
+        case_open(&cases[i], &p);
+        const conv_case *k = p.k;
+        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
+        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
+                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
+                            th_attr_int("group", k->group)};
+        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
+        bf_tensor r = th_tensor_rand(15, 4, od);
+        float *want = malloc(sizeof(float) * (size_t)p.numel + 1);
+        assert_non_null(want);
+        for (int l = 0; l < 4; l++)
+            for (int form = 0; form < 4; form++) {
+                /* 0 bare, 1 an activation, 2 the residual as A then Relu, 3 as B alone */
+                const bf__act *act = form == 1 ? &acts[i % N_ACTS] : form == 2 ? &relu : form == 3 ? &none : NULL;
+                const float *rv = form >= 2 ? r.data : NULL;
+                for (int64_t e = 0; e < p.numel; e++) {
+                    float v = p.ref[e], a = rv ? rv[e] : 0.0f;
+                    /* the Add's own expression; no NaN here in the residual, so the order shows only in -0 */
+                    if (rv) v = form == 2 ? a + v : v + a;
+                    want[e] = act ? ref_act(act, v) : v;
+                }
+                bf_tensor out;
+                bf_error err = {0};
+                int took = 0;
+                if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+                else unsetenv("BITFLIP_SIMD");
+                bf_status stt = th_run_conv_wpk(attrs, 5, in, k->bias ? 3 : 2, &out, act, rv, form == 2, &took, &err);
+                unsetenv("BITFLIP_SIMD");
+                if (stt != BF_OK) fail_msg("%s, W packed once: %s", k->what, err.msg);
+                if (!strncmp(k->what, "bcast:", 6) && (!levels[l] || !strcmp(levels[l], "avx512")) &&
+                    bf__sgemm_best() >= BF_SGEMM_AVX512 && !took)
+                    fail_msg("%s: no copy of W packed once at AVX-512", k->what);
+                const float *got = out.data;
+                for (int64_t e = 0; e < p.numel; e++)
+                    if (memcmp(&got[e], &want[e], sizeof(float)) != 0)
+                        fail_msg("%s, W packed once (BITFLIP_SIMD=%s, form %d, copy %s): element %lld is %.9g, the "
+                                 "reference %.9g", k->what, levels[l] ? levels[l] : "unset", form, took ? "taken" : "none",
+                                 (long long)e, got[e], want[e]);
+                th_free(&out, 1);
+            }
+        free(want);
+        th_tensor_free(&r);
+        case_close(&p);
+    }
 }
 
 int main(void)
@@ -649,6 +715,7 @@ int main(void)
         cmocka_unit_test(conv_random_shapes_match_reference),
         cmocka_unit_test(conv_residual_matches_add),
         cmocka_unit_test(conv_bn_matches_steps),
+        cmocka_unit_test(conv_packed_weights_match_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,6 +162,11 @@ const float *bf__linalg_packed(const bf__step *s, struct bf__wpack *w);
 /* The bytes bf__linalg_packed's copy of step s's B holds (0: s packs none),
  * whether or not the copy is made yet: for the plan's estimate. */
 size_t bf__linalg_pack_bytes(const bf__step *s);
+/* linalg_conv.c: the same two for a Conv step, whose W the output-channel
+ * lanes kernel (linalg_conv_bcast.c) takes packed (bf__linalg_packed and
+ * bf__linalg_pack_bytes hand Conv steps to them). */
+const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w);
+size_t bf__conv_pack_bytes(const bf__step *s);
 /* 1 for a BatchNormalization in training mode: each sample's output depends
  * on the whole batch (its statistics), so the step never runs on a subset of
  * the batch's rows (linalg_norm.c). */

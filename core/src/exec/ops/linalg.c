@@ -382,12 +382,14 @@ static int pack_shape(const bf__step *s, int *trans, int *n, int *k)
 
 size_t bf__linalg_pack_bytes(const bf__step *s)
 {
+    if (s->node->op->run == bf__conv_run) return bf__conv_pack_bytes(s);
     int trans, n, k;
     return pack_shape(s, &trans, &n, &k) ? bf__sgemm_pack_floats(n, k) * sizeof(float) : 0;
 }
 
 const float *bf__linalg_packed(const bf__step *s, bf__wpack *w)
 {
+    if (s->node->op->run == bf__conv_run) return bf__conv_wpacked(s, w);
     int trans, n, k;
     if (!pack_shape(s, &trans, &n, &k) || !s->in[1]->data) return NULL;
     pack_job j = {trans, n, k, s->in[1]->data};

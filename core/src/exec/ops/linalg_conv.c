@@ -15,6 +15,7 @@
 #endif
 
 #include "base/simd.h"
+#include "base/wpack.h"
 #include "exec/op.h"
 #include "exec/step_access.h"
 #include "fastmath_impl.h"
@@ -174,8 +175,8 @@ bf_status bf__conv_prepare(bf__prep *p, bf_error *err)
  * residual Add, op.h) the paths whose product adds it in its epilogue
  * (bf__conv_packed, bf__conv_res_direct) get it, and 1 says it is done; 0:
  * y is the bare Conv's, the Add and the activation still to do. */
-static int conv_channels(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                         const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
+static int conv_channels(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
+                         const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
 {
     int res = act && act->res;
     if (cp->osp == 0 || cp->mg == 0) return 0;
@@ -194,7 +195,7 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
         return 0;
     }
     if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return 0;
-    if (bf__conv_packed(cp, x, wt, bias, act, y, scratch, ch, ps)) return 1;
+    if (bf__conv_packed_wpk(cp, x, wt, wpk, bias, act, y, scratch, ch, ps)) return 1;
     bf__conv_im2col(cp, x, wt, bias, res ? NULL : act, y, scratch, ch);
     return !res;
 }
@@ -208,6 +209,43 @@ size_t bf__conv_psum_of(const bf__step *st, int64_t *channels)
     if (cp->path != BF__CONV_IM2COL || !cp->bcast || cp->group != 1 || cp->osp <= 0 || cp->kc <= 0) return 0;
     (void)bf__conv_bcast_chunks(cp, channels);
     return bf__conv_psum_floats(cp);
+}
+
+/* W packed once for linalg_conv_bcast.c's kernel (base/wpack.h), for
+ * bf__linalg_packed: the steps whose prepare chose that kernel. The
+ * estimate's bytes are those of every step that would take it on AVX-512,
+ * whatever this CPU has, as the products' are (an upper bound). */
+typedef struct conv_pack_job {
+    const bf__conv_params *cp;
+    const float *wt;
+} conv_pack_job;
+
+static int conv_pack_fill(const void *ctx, float *out)
+{
+    const conv_pack_job *j = ctx;
+    return bf__conv_bcast_pack(j->cp, j->wt, out);
+}
+
+size_t bf__conv_pack_bytes(const bf__step *s)
+{
+    if (s->node->op->run != bf__conv_run || s->n_in < 2 || !s->in[1] || s->in[1]->dtype != BF_F32) return 0;
+    bf__conv_params cp = *(const bf__conv_params *)s->params;
+    if (cp.path != BF__CONV_IM2COL) return 0;
+    cp.simd = BF_SGEMM_AVX512;
+    cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
+    return bf__conv_bcast_pack_floats(&cp) * sizeof(float);
+}
+
+const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
+{
+    if (s->node->op->run != bf__conv_run || s->n_in < 2 || !s->in[1] || !s->in[1]->data) return NULL;
+    const bf__conv_params *cp = s->params;
+    size_t floats = cp->path == BF__CONV_IM2COL ? bf__conv_bcast_pack_floats(cp) : 0;
+    if (!floats) return NULL;
+    conv_pack_job j = {cp, s->in[1]->data};
+    /* the layout: rows of mg a group (W's tensor fixes the rest); bit 63
+     * keeps it apart from a product's tag (linalg.c: under 2^55) */
+    return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | (uint64_t)cp->mg, floats, conv_pack_fill, &j);
 }
 
 /* What a Conv computes after its own output in one pass over it (op.h,
@@ -321,8 +359,9 @@ bf_status bf__conv_run(const bf__ctx *c, bf_error *err)
     bf__act ra;
     const bf__act *act = bare ? NULL : c->act;
     if (bare && c->res && !c->bn && !c->act->hswish) ra = *c->act, ra.res = c->res, ra.res_a = c->res_a, act = &ra;
-    int done = conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, act,
-                             c->out[0]->data, c->scratch, -1, c->psum);
+    /* c->packed: W as the model holds it, packed once (plan.c, packed_of) */
+    int done = conv_channels(cp, c->in[0]->data, c->in[1]->data, c->packed, cp->has_bias ? c->in[2]->data : NULL,
+                             act, c->out[0]->data, c->scratch, -1, c->psum);
     if (bare && !(act && done)) conv_epilogue(cp, c, c->out[0]->data);
     return BF_OK;
 }
@@ -334,7 +373,7 @@ int bf__conv_channel(const bf__step *st, int slot, int64_t index, const float *x
     const bf__conv_params *cp = st->params;
     int64_t ch = slot == 2 ? index : cp->kc ? index / cp->kc : -1;
     if (ch < 0 || ch >= cp->m) return 0;
-    conv_channels(cp, x, wt, cp->has_bias ? bias : NULL, NULL, y, scratch, ch, NULL);
+    conv_channels(cp, x, wt, NULL, cp->has_bias ? bias : NULL, NULL, y, scratch, ch, NULL);
     return 1;
 }
 
@@ -344,7 +383,8 @@ int bf__conv_channel_epi(const bf__step *st, const bf__ctx *c, int64_t ch, void 
     const bf__conv_params *cp = st->params;
     if (ch < 0 || ch >= cp->m || cp->osp == 0) return 0;
     float *y = c->out[0]->data;
-    conv_channels(cp, c->in[0]->data, c->in[1]->data, cp->has_bias ? c->in[2]->data : NULL, NULL, y, scratch, ch, NULL);
+    conv_channels(cp, c->in[0]->data, c->in[1]->data, NULL, cp->has_bias ? c->in[2]->data : NULL, NULL, y, scratch, ch,
+                  NULL);
     int avx2 = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
     avx2 = cp->simd >= BF_SGEMM_AVX2;
@@ -418,7 +458,7 @@ int bf__conv_channel_n(const bf__step *st, int64_t oc, int64_t n, const float *x
     bf__conv_params cp = *(const bf__conv_params *)st->params;
     if (n > cp.n) return 0;   /* the scratch is the step's */
     cp.n = n;
-    conv_channels(&cp, x, wt, cp.has_bias ? bias : NULL, NULL, y, scratch, oc, NULL);
+    conv_channels(&cp, x, wt, NULL, cp.has_bias ? bias : NULL, NULL, y, scratch, oc, NULL);
     return 1;
 }
 

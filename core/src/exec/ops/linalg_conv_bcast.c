@@ -88,7 +88,7 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
  * for the next chunk or bc_epi */
 #define BC_BLOCK(NP, NV)                                                                                             \
     AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                         \
-        const bcast_job *j, const float *wb, int64_t q0, int64_t p0, int64_t p1, float *acc, int first)              \
+        const bcast_job *j, const float *wb, const char *pf, int64_t q0, int64_t p0, int64_t p1, float *acc, int first) \
     {                                                                                                                \
         __m512 s[NP][NV];                                                                                            \
         _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                         \
@@ -97,7 +97,8 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
         const float *xb[NP];                                                                                         \
         _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++) xb[i] = j->xp + j->pin[q0 + i];                         \
         const float *wk = wb + p0 * 16 * NV;                                                                         \
-        _Pragma("GCC unroll 2") for (int64_t p = p0; p < p1; p++, wk += 16 * NV) {                                   \
+        _Pragma("GCC unroll 2") for (int64_t p = p0; p < p1; p++, wk += 16 * NV, pf += 16) {                         \
+            _mm_prefetch(pf, _MM_HINT_T1);                                                                           \
             int64_t o = j->off[p];                                                                                   \
             __m512 wv[NV];                                                                                           \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(wk + 16 * v);               \
@@ -117,15 +118,16 @@ BC_NPS(3)
 BC_NPS(4)
 
 #define BC_CASE(NP, NV) \
-    case NP: bc_##NP##_##NV(j, wb, q0, p0, p1, acc, first); break;
+    case NP: bc_##NP##_##NV(j, wb, pf, q0, p0, p1, acc, first); break;
 #define BC_SWITCH(NV)                                                                                                \
     switch (np) {                                                                                                    \
         BC_CASE(1, NV) BC_CASE(2, NV) BC_CASE(3, NV) BC_CASE(4, NV) BC_CASE(5, NV) default:                          \
-        bc_6_##NV(j, wb, q0, p0, p1, acc, first);                                                          \
+        bc_6_##NV(j, wb, pf, q0, p0, p1, acc, first);                                                      \
     }
 
 AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int nv, int np, const float *wb,
-                                                         int64_t q0, int64_t p0, int64_t p1, float *acc, int first)
+                                                         const char *pf, int64_t q0, int64_t p0, int64_t p1, float *acc,
+                                                         int first)
 {
     if (nv == 4) BC_SWITCH(4)
     else if (nv == 3) BC_SWITCH(3)
@@ -135,11 +137,12 @@ AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int
 
 /* The weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as stored), k
  * terms of channel block cb, into wb as [k - p0][nr] (kmap[j]: the k - p0
- * of the chunk's j-th stored weight): packed per chunk into L1 as it is
- * used, since faults rewrite W between runs, and a pass over all of it
- * (9.4 MB on resnet18's layer4) costs more than the chunk's copy. 16 x 16
- * tiles transposed where the chunk is whole tiles, else one float at a
- * time; moves only, so the weights keep their bits. */
+ * of the chunk's j-th stored weight): a plan passes the model's copy of
+ * all of W packed once this way (bf__conv_bcast_pack, base/wpack.h) while
+ * the step reads the model's own tensor; a plan whose W holds a fault
+ * packs it here a chunk at a time as bc_run uses it. 16 x 16 tiles
+ * transposed where the chunk is whole tiles, else one float at a time;
+ * moves only, so the weights keep their bits. */
 AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, const int32_t *kmap,
                            float *wb)
 {
@@ -157,6 +160,17 @@ AVX512 static void bc_pack(const bcast_job *j, const float *wt, int64_t nr, int6
             bf__transpose16(v);
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(wb + kmap[t0 + i] * nr + r, v[i]);
         }
+}
+
+/* channel block cb of rows r0 .. r0 + nr, each stored weight to its k
+ * term's place (tap-major inside the block, as bf__conv_krow orders it) */
+AVX512 static void bc_pack_block(const bcast_job *j, const float *wt, int64_t nr, int64_t cb, float *wb)
+{
+    int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
+    int32_t kmap[BF__CONV_CBLOCK * BC_MAXKSP];
+    for (int64_t c = 0; c < width; c++)
+        for (int64_t tap = 0; tap < j->ksp; tap++) kmap[c * j->ksp + tap] = (int32_t)(tap * width + c);
+    bc_pack(j, wt, nr, cb, kmap, wb);
 }
 
 /* (bc_dispatch is not inlined: in bc_run the six positions' pointers
@@ -218,7 +232,7 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
  * the chunk runs over the tile. Each block of 16 channels is packed with
  * its own k map, the chunk's blocks one after the other in wb, in k order
  * (bf__conv_krow orders k by channel block first). */
-AVX512 static void bc_run(const bcast_job *j, const float *wt, int64_t m, int64_t npos, float *wb)
+AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_t m, int64_t npos, float *wb)
 {
     int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, chb = bc_chunk(j->ksp);
     int64_t ntiles = (npos + BC_TILE - 1) / BC_TILE, tile = (npos + ntiles - 1) / ntiles;
@@ -237,17 +251,25 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, int64_t m, int64_
                 int64_t cb1 = cb0 + chb < ncb ? cb0 + chb : ncb, p0 = cb0 * BF__CONV_CBLOCK * j->ksp, p1 = p0;
                 for (int64_t cb = cb0; cb < cb1; cb++) {
                     int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
-                    int32_t kmap[BF__CONV_CBLOCK * BC_MAXKSP];
-                    for (int64_t c = 0; c < width; c++)
-                        for (int64_t tap = 0; tap < j->ksp; tap++) kmap[c * j->ksp + tap] = (int32_t)(tap * width + c);
-                    bc_pack(j, wt + r0 * j->kc, 16 * nv, cb, kmap, wb + (p1 - p0) * 16 * nv);
+                    if (!wpk) bc_pack_block(j, wt + r0 * j->kc, 16 * nv, cb, wb + (p1 - p0) * 16 * nv);
                     p1 += width * j->ksp;
                 }
-                for (int64_t q0 = t0; q0 < t1; q0 += BC_NP) {
+                /* the row block's weights, [k][16 nv] over all of K: the
+                 * model's copy packed once, or this chunk's just packed */
+                const float *wr = wpk ? wpk + r0 * j->kc : wb - p0 * 16 * nv;
+                /* the copy's next weights (the next chunk's, or the next
+                 * row block's first: the copy is in this loop's order)
+                 * into L2 while this chunk runs, a line every 4 k terms of
+                 * a block until a chunk's worth is asked for; otherwise
+                 * the prefetch touches this chunk's own weights, in cache */
+                int64_t nx = r0 * j->kc + p1 * 16 * nv, nend = r0 * j->kc + (2 * p1 - p0) * 16 * nv;
+                if (nend > m * j->kc) nend = m * j->kc;
+                for (int64_t q0 = t0; q0 < t1; q0 += BC_NP, nx += (p1 - p0) * 4) {
                     int np = t1 - q0 < BC_NP ? (int)(t1 - q0) : BC_NP;
                     if (j->plant && cb1 < ncb && j->save && q0 + np == t1)
                         memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
-                    bc_dispatch(j, nv, np, wb - p0 * 16 * nv, q0, p0, p1, j->acc + (q0 - t0) * 64, cb0 == 0);
+                    const char *pf = (const char *)(wpk && nx + (p1 - p0) * 4 <= nend ? wpk + nx : wr + p0 * 16 * nv);
+                    bc_dispatch(j, nv, np, wr, pf, q0, p0, p1, j->acc + (q0 - t0) * 64, cb0 == 0);
                 }
                 /* every chunk's sums but the last's, as they go to the next chunk */
                 if (cb1 < ncb && j->save && !j->plant) memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
@@ -333,8 +355,36 @@ size_t bf__conv_psum_floats(const bf__conv_params *cp)
     return k > 0 ? (size_t)k * (size_t)((cp->mg + 63) / 64) * (size_t)(cp->n * cp->osp) * 64 : 0;
 }
 
-void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
-                    const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0)
+/* The whole of W in bc_run's layout: per group, per row block of 64
+ * rows (16 nv for a last narrower one), [k][16 nv] over all of K in
+ * bf__conv_krow's order, which is what bc_run packs a chunk at a time,
+ * by the same bc_pack: so m x kc floats, the same floats moved. */
+size_t bf__conv_bcast_pack_floats(const bf__conv_params *cp)
+{
+    return cp->bcast ? (size_t)(cp->m * cp->kc) : 0;
+}
+
+int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!cp->bcast || cp->simd < BF_SGEMM_AVX512) return 0;
+    bcast_job j = {.kc = cp->kc, .ksp = cp->ksp, .cg = cp->cg};
+    int64_t ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
+    for (int64_t g = 0; g < cp->group; g++)
+        for (int64_t r0 = 0; r0 < cp->mg; r0 += 64) {
+            int64_t nr = cp->mg - r0 >= 64 ? 64 : cp->mg - r0, at = (g * cp->mg + r0) * cp->kc;
+            for (int64_t cb = 0; cb < ncb; cb++)
+                bc_pack_block(&j, wt + at, nr, cb, out + at + cb * BF__CONV_CBLOCK * cp->ksp * nr);
+        }
+    return 1;
+#else
+    (void)cp, (void)wt, (void)out;
+    return 0;
+#endif
+}
+
+void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk, int64_t ni, const float *xp,
+                    float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     const bf__window *w = &cp->w;
@@ -362,8 +412,8 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, cons
         else j.load = ps->load + at, j.first = ps->first;
         ps->used = 1;
     }
-    bc_run(&j, wt, cp->mg, npos, wb);
+    bc_run(&j, wt, wpk, cp->mg, npos, wb);
 #else
-    (void)cp, (void)wt, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y, (void)ps, (void)img0;
+    (void)cp, (void)wt, (void)wpk, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y, (void)ps, (void)img0;
 #endif
 }

@@ -426,7 +426,13 @@ static bf__act act_at(const bf__act *act, int64_t off)
 }
 
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                       const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
+                    const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
+{
+    return bf__conv_packed_wpk(cp, x, wt, NULL, bias, act, y, scratch, ch, ps);
+}
+
+int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
+                        const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps)
 {
     const bf__window *w = &cp->w;
     if (cp->simd < BF_SGEMM_AVX2 || cp->nb != 1) return 0;
@@ -513,7 +519,8 @@ int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, 
                 continue;
             }
             if (bcast) {
-                bf__conv_bcast(cp, wt + g * cp->mg * cp->kc, ni, buf, tmp, bv, kact, yg, cp->group == 1 ? ps : NULL, n);
+                bf__conv_bcast(cp, wt + g * cp->mg * cp->kc, wpk ? wpk + g * cp->mg * cp->kc : NULL, ni, buf, tmp, bv,
+                               kact, yg, cp->group == 1 ? ps : NULL, n);
                 continue;
             }
             conv_pack pk = {inplace ? xg : buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],

@@ -156,6 +156,10 @@ void bf__conv_im2col(const bf__conv_params *cp, const float *x, const float *wt,
  * (ps->used then set), NULL: none. */
 int bf__conv_packed(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                     const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps);
+/* the same, wpk: W packed once by bf__conv_bcast_pack (NULL: none), taken
+ * where the step runs linalg_conv_bcast.c's kernel */
+int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
+                        const float *bias, const bf__act *act, float *y, void *scratch, int64_t ch, bf__psum *ps);
 /* linalg_conv_planes.c: a stride-1 2-D Conv of one image per product
  * straight off its padded planes on AVX-512, no panel packed, the bits
  * bf__conv_packed's product gives (bf__conv_planes_ok: the shapes and
@@ -177,20 +181,25 @@ void bf__conv_planes(const bf__conv_params *cp, const float *a, int64_t m, float
  * prepare gives it (measured per shape). bf__conv_bcast: every channel of
  * the group of ni images whose planes are xp (bf__conv_packed's layout);
  * wt: the group's weights as stored, packed a chunk at a time into buf,
- * bf__conv_bcast_floats of scratch; bias: mg floats; act->res laid out as
- * y. */
+ * bf__conv_bcast_floats of scratch, unless wpk (the group's part of
+ * bf__conv_bcast_pack's copy: NULL, none) holds them packed already;
+ * bias: mg floats; act->res laid out as y. bf__conv_bcast_pack: all of W
+ * (m x kc floats, bf__conv_bcast_pack_floats; 0 where the step does not
+ * take this kernel) in that layout, 0 if not taken (no AVX-512). */
 int bf__conv_bcast_ok(const bf__conv_params *cp);
 int bf__conv_bcast_want(const bf__conv_params *cp);
 int64_t bf__conv_bcast_images(const bf__conv_params *cp);   /* images a call (planes of that many) */
 size_t bf__conv_bcast_floats(const bf__conv_params *cp);
-void bf__conv_bcast(const bf__conv_params *cp, const float *wt, int64_t ni, const float *xp, float *buf,
-                    const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0);
+void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk, int64_t ni, const float *xp,
+                    float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0);
 /* The partial sums (op.h, bf__psum) of bf__conv_bcast: its chunks of K
  * (*channels: the input channels of each but the last), and the floats of
  * a whole step's checkpoints (0: one chunk, none). ps: NULL, or the step's
  * checkpoints, img0 the call's first image. */
 int64_t bf__conv_bcast_chunks(const bf__conv_params *cp, int64_t *channels);
 size_t bf__conv_psum_floats(const bf__conv_params *cp);
+size_t bf__conv_bcast_pack_floats(const bf__conv_params *cp);
+int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out);
 /* linalg_conv_flat5.c: one channel's plane of a stride-1 5x5 depthwise
  * Conv through linalg_conv_direct.c's dw_flat table (tab: its 16-lane masks,
  * 25 a chunk; off: each tap's input offset), four chunks interleaved, on
