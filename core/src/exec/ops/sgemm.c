@@ -283,6 +283,50 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
 #define AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
 #define MR5 12 /* rows of the 16-lane kernel's block */
 
+/* Under AddressSanitizer (build-asan: GCC defines __SANITIZE_ADDRESS__)
+ * the AVX-512 rows (rows_avx512, with block512 inlined) are not
+ * instrumented (NO_ASAN): ASan checked each scalar A broadcast of the
+ * block on its own, 12 shadow checks a k step, half of an ASan test's
+ * cycles on the digits CNN (tests/README.md, "The fourteenth round").
+ * Instead every byte a block reads or writes is checked before it runs,
+ * one region check a row or panel (asan_rows, asan_pair): A's rows and the
+ * bias once a block of rows, then for each pair of panels B's panel rows
+ * as one span (a panel's rows lie in one buffer: a packed panel, or B's own
+ * rows), y's rows and the epilogue's inputs (residual rows, the column
+ * bias, the accumulated row). __asan_region_is_poisoned looks at every
+ * byte, as the per-access checks did, and the block's masked loads and
+ * stores, which ASan never saw, are checked too. A poisoned byte is read
+ * through instrumented code (asan_touch), so the report is ASan's usual one
+ * (heap-buffer-overflow, the allocation, the stack through rows_avx512),
+ * a read of 1 byte at the first bad address. The release build compiles
+ * none of this: NO_ASAN is empty there and its machine code is unchanged. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define NO_ASAN __attribute__((no_sanitize_address))
+
+__attribute__((noinline)) static void asan_touch(const volatile char *p) { (void)*p; }
+
+static void asan_bytes(const void *p, size_t bytes)
+{
+    const void *bad = p && bytes ? __asan_region_is_poisoned((void *)(uintptr_t)p, bytes) : NULL;
+    if (bad) asan_touch(bad);
+}
+
+static void asan_span(const float *p, int64_t floats)
+{
+    if (floats > 0) asan_bytes(p, (size_t)floats * sizeof(float));
+}
+
+/* a block of mr rows of A (k floats each, lda apart) and its bias */
+static void asan_rows(const float *a, int64_t lda, int mr, int k, const float *bias)
+{
+    for (int i = 0; i < mr; i++) asan_span(a + (int64_t)i * lda, k);
+    asan_span(bias, mr);
+}
+#else
+#define NO_ASAN
+#endif
+
 AVX512 static inline __attribute__((always_inline)) __m512 add_first16(__m512 a, __m512 b)
 {
     __m512 o;
@@ -299,7 +343,7 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first16(__m512 a,
  * (or fma into y), the bias's add, the activation's max and min, with the
  * same instructions on 16 lanes instead of 8. Lanes past a panel's nr are
  * masked: never loaded (a plain B read in place may end there) nor stored. */
-AVX512 static inline __attribute__((always_inline)) void block512(int mr, int two, const panel_at *p0,
+AVX512 NO_ASAN static inline __attribute__((always_inline)) void block512(int mr, int two, const panel_at *p0,
                                                                   const panel_at *p1, int k, const float *a,
                                                                   int64_t lda, float alpha, int accumulate,
                                                                   const float *bias, const bf__act *act,
@@ -359,9 +403,29 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
     }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* what block512 reads and writes for a pair of panels (p1 NULL: one) on
+ * mr rows: the panels' rows, y's rows (nc columns), and the residual rows,
+ * column bias and accumulated row where the epilogue reads them */
+static void asan_pair(const panel_at *p0, const panel_at *p1, int k, int mr, const bf__act *act, const float *res,
+                      const float *cb, const float *crow, const float *y, int ldy)
+{
+    int nc = p0->nr + (p1 ? p1->nr : 0);
+    if (k > 0) asan_span(p0->pan, (int64_t)(k - 1) * p0->ps + p0->nr);
+    if (k > 0 && p1) asan_span(p1->pan, (int64_t)(k - 1) * p1->ps + p1->nr);
+    if (act) asan_bytes(act, sizeof *act);
+    for (int i = 0; i < mr; i++) {
+        asan_span(y + (int64_t)i * ldy, nc);
+        if (res) asan_span(res + (int64_t)i * ldy, nc);
+    }
+    asan_span(cb, nc);
+    asan_span(crow, nc);
+}
+#endif
+
 /* rows_avx2 on the AVX-512 block: the group's panels two at a time (the
  * pair's columns adjacent: sgemm_panels lays them 16 apart). */
-AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
+AVX512 NO_ASAN static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
                                int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
                                const float *crow)
 {
@@ -372,12 +436,18 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
     for (int b = 0, i0 = 0; b < nblk; b++) {
         int mr = base + (b < extra);
         const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
+#if defined(__SANITIZE_ADDRESS__)
+        asan_rows(ab, lda, mr, k, bb);
+#endif
         for (int q = 0; q < np; q += 2) {
             const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
             float *yb = y + (int64_t)i0 * ldy + p0->j0;
             const float *rb = act && act->res ? act->res + (int64_t)i0 * ldy + p0->j0 : NULL;
             const float *cr = crow ? crow + p0->j0 : NULL;
             const float *cb = act && act->cbias ? act->cbias + p0->j0 : NULL;
+#if defined(__SANITIZE_ADDRESS__)
+            asan_pair(p0, p1, k, mr, act, rb, cb, cr, yb, ldy);
+#endif
             switch (mr) {
 #define ROWS5(r)                                                                                      \
     case r:                                                                                           \
