@@ -2,6 +2,8 @@
  * parameter queries. */
 #include <string.h>
 
+#include "bitflip/limits.h"
+
 #include "base/warena.h"
 #include "model/graph.h"
 
@@ -40,3 +42,23 @@ int64_t bf_model_find_value(const bf_model *m, const char *name)
     return -1;
 }
 
+/* whether an op among nodes (and their graph attributes' nodes) picks among
+ * equal values, the ops --tie-order changes */
+static int picks_ties(const bf__node *nodes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *op = nodes[i].op_type;
+        if (op && (!strcmp(op, "TopK") || !strcmp(op, "NonMaxSuppression"))) return 1;
+        for (size_t j = 0; j < nodes[i].n_attrs; j++) {
+            const bf__subgraph *g = nodes[i].attrs[j].g;
+            if (g && picks_ties(g->nodes, g->n_nodes)) return 1;
+        }
+    }
+    return 0;
+}
+
+const char *bf_model_tie_order(const bf_model *m)
+{
+    if (!m || !picks_ties(m->nodes, m->n_nodes)) return NULL;
+    return m->tie_order == BF_TIE_ORDER_PYTORCH ? "pytorch" : "onnx";
+}
