@@ -40,15 +40,7 @@ static void free_subgraph(bf__subgraph *g)
     bf__free(g->inits);
     bf__free(g->in);
     bf__free(g->out);
-    for (size_t i = 0; g->nodes && i < g->n_nodes; i++) {
-        bf__node *n = &g->nodes[i];
-        bf__free(n->name);
-        bf__free(n->op_type);
-        bf__free(n->in);
-        bf__free(n->out);
-        for (size_t j = 0; j < n->n_attrs; j++) free_attr(&n->attrs[j]);
-        bf__free(n->attrs);
-    }
+    for (size_t i = 0; g->nodes && i < g->n_nodes; i++) bf__node_clear(&g->nodes[i]);
     bf__free(g->nodes);
     bf__free(g);
 }
