@@ -168,7 +168,8 @@ AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __
  * nr are never loaded (B's last row may end the buffer) nor stored, so a
  * small product (a DLRM interaction's 9 x 16 x 9 per sample) packs
  * nothing. */
-AVX2 NO_ASAN static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
+NO_ASAN
+AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
                                                              const float *panel, int64_t ps, int masked, float alpha,
                                                              int accumulate, const float *bias, const bf__act *act,
                                                              const float *res, const float *cb, float *y, int ldy,
@@ -335,7 +336,8 @@ static void asan_out(int nc, int mr, const bf__act *act, const float *res, const
  * convolutions with a wide output, 96 rows x 12,544 columns, the stores
  * stalled on every line). The order of the blocks changes which elements
  * are computed first, never an element's chain. */
-AVX2 NO_ASAN static void rows_avx2(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
+NO_ASAN
+AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
                            int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
                            const float *crow)
 {
@@ -396,7 +398,8 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first16(__m512 a,
  * (or fma into y), the bias's add, the activation's max and min, with the
  * same instructions on 16 lanes instead of 8. Lanes past a panel's nr are
  * masked: never loaded (a plain B read in place may end there) nor stored. */
-AVX512 NO_ASAN static inline __attribute__((always_inline)) void block512(int mr, int two, const panel_at *p0,
+NO_ASAN
+AVX512 static inline __attribute__((always_inline)) void block512(int mr, int two, const panel_at *p0,
                                                                   const panel_at *p1, int k, const float *a,
                                                                   int64_t lda, float alpha, int accumulate,
                                                                   const float *bias, const bf__act *act,
@@ -456,10 +459,10 @@ AVX512 NO_ASAN static inline __attribute__((always_inline)) void block512(int mr
     }
 }
 
-
 /* rows_avx2 on the AVX-512 block: the group's panels two at a time (the
  * pair's columns adjacent: sgemm_panels lays them 16 apart). */
-AVX512 NO_ASAN static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
+NO_ASAN
+AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
                                int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
                                const float *crow)
 {
