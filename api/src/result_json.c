@@ -93,6 +93,10 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
     if (spec->words > 0) json_object_set_new(camp, "words", json_integer(spec->words));
     json_object_set_new(camp, "representation", json_string(bf_repr_name(spec->repr)));
     json_object_set_new(camp, "persistence", json_string(spec->persistence == BF_PERSIST_PERMANENT ? "permanent" : "transient"));
+    /* the order a TopK or NMS kept equal values in (--tie-order), where the
+     * model has one: what `bitflip report --trial` re-runs it with */
+    const char *ties = bf_campaign_tie_order(c);
+    if (ties) json_object_set_new(camp, "tie_order", json_string(ties));
     /* faults as a list: groups 1.. (group 0 is the fields above) */
     if (spec->n_groups) json_object_set_new(camp, "fault_groups", bf__result_fault_groups(spec, c));
     json_object_set_new(camp, "sampling", json_string((unsigned)spec->sampling < COUNT_SAMPLING ? sampling_names[spec->sampling] : "?"));
@@ -581,6 +585,8 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
     if (rec->rate_index >= 0 && (size_t)rec->rate_index < spec->n_rates)
         json_object_set_new(t, "rate", json_real(spec->rates[rec->rate_index]));
     json_object_set_new(t, "n_faults", json_integer(rec->n_faults));
+    const char *ties = bf_campaign_tie_order(c);
+    if (ties) json_object_set_new(t, "tie_order", json_string(ties));   /* the result's campaign.tie_order */
     if (spec->model_kind == BF_FAULT_PROFILED)
         json_object_set_new(t, "offset", json_integer(bf_campaign_map_offset(c, rec->trial)));
     for (int i = 0; i < rec->n_kept; i++) {

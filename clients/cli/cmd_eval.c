@@ -357,6 +357,8 @@ static json_t *report_golden(const opts *o, const bf_model *m, const bf_eval_res
         json_object_set_new(root, "samples_per_s", json_real(sps));
         json_object_set_new(root, "fused_activations", json_integer((json_int_t)bf_evaluator_num_fused(ev)));
         json_object_set_new(root, "batch_statistics", json_integer((json_int_t)bf_model_batch_statistics(m)));
+        /* --tie-order, where a TopK or NonMaxSuppression makes it matter */
+        if (bf_model_tie_order(m)) json_object_set_new(root, "tie_order", json_string(bf_model_tie_order(m)));
     } else {
         printf("model    %s\neval set %s: %lld samples, task %s\n", o->model_path, o->data_path, (long long)golden->samples, bf_task_name(task));
         if (task == BF_TASK_CLASSIFICATION) printf("golden   accuracy %.4f\n", golden->accuracy);

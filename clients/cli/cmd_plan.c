@@ -235,6 +235,9 @@ int cmd_plan(int argc, char **argv)
             printf("margin %.4g at confidence %.4g (z = %.4f): %lld trials (Leveugle et al. 2009, p = 0.5)\n", margin, conf,
                    bf_z_for_confidence(conf), (long long)bf_leveugle_trials(pop, margin, conf));
             printf("the spec asks for %lld trials\n", (long long)bf_campaign_num_trials(c));
+            if (bf_campaign_tie_order(c))   /* the result's campaign.tie_order */
+                printf("ties              %s order (--tie-order): a TopK or NonMaxSuppression keeps equal values so\n",
+                       bf_campaign_tie_order(c));
             if (spec.sampling == BF_SAMPLE_EXHAUSTIVE)
                 printf("sampling exhaustive: every fault once, %lld trials (the limit is %lld); --sample N times them\n",
                        (long long)bf_campaign_num_trials(c), (long long)BF_EXHAUSTIVE_MAX);

@@ -39,7 +39,15 @@ int report_trial_figure(const report_trial_req *q, const json_t *result, json_t 
     bf_error err = {0};
     const json_t *camp = campaign_of(result);
     json_int_t seed = json_integer_value(json_object_get(camp, "seed"));
-    if (json_is_integer(json_object_get(camp, "seed")) && (uint64_t)seed != (uint64_t)spec.seed)
+    /* the tie order the campaign's TopK or NMS ran with (absent: the model
+     * has neither, or the result predates the field: the default, onnx) */
+    const json_t *jt = json_object_get(camp, "tie_order");
+    const char *ties = json_string_value(jt);
+    if (ties && !strcmp(ties, "pytorch")) lim.model.tie_order = BF_TIE_ORDER_PYTORCH;
+    if (jt && (!ties || (strcmp(ties, "onnx") && strcmp(ties, "pytorch"))))
+        rc = usage_error("report", "%s: campaign.tie_order must be \"onnx\" or \"pytorch\" (the --tie-order the "
+                         "campaign ran with)", q->result_path);
+    else if (json_is_integer(json_object_get(camp, "seed")) && (uint64_t)seed != (uint64_t)spec.seed)
         rc = usage_error("report", "%s ran with seed %lld, %s has seed %llu: give the spec that made the result", q->result_path,
                          (long long)seed, q->spec_path, (unsigned long long)spec.seed);
     else if ((rc = load_inputs("report", q->spec_path, &spec, &lim, &m, &ds)) != 0) {}

@@ -760,6 +760,9 @@ int64_t bf_campaign_map_offset(const bf_campaign *c, int64_t t);
 
 /* The task of the campaign's eval set (from its labels). */
 bf_task bf_campaign_task(const bf_campaign *c);
+/* The campaign model's bf_model_tie_order: NULL when no TopK or
+ * NonMaxSuppression makes the order matter. */
+const char *bf_campaign_tie_order(const bf_campaign *c);
 
 /* Trials the spec asks for (BER: rates x repeats; list: its length). */
 int64_t bf_campaign_num_trials(const bf_campaign *c);

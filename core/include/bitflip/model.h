@@ -143,6 +143,13 @@ const char *bf_model_fusion_rule(const bf_model *model, size_t *calls, size_t *u
  * sample's outputs depend on which samples share its batch, as in PyTorch
  * with the same batches. */
 size_t bf_model_batch_statistics(const bf_model *model);
+/* The order among equal values the model was loaded with
+ * (bf_load_limits.tie_order), where it decides something: "onnx" or
+ * "pytorch" when a node of the model (or of a subgraph) is a TopK or a
+ * NonMaxSuppression; NULL when none is, as no output then depends on it.
+ * What results, trial records, `bitflip plan` and `bitflip eval --json`
+ * record, so that a run can be repeated as it ran (docs/OPS.md, "Ties"). */
+const char *bf_model_tie_order(const bf_model *model);
 
 size_t bf_model_num_params(const bf_model *model);
 const bf_param_info *bf_model_param(const bf_model *model, size_t i);

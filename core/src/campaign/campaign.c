@@ -83,6 +83,7 @@ const float *bf_campaign_golden(const bf_campaign *c, int64_t *samples, int64_t 
 }
 
 bf_task bf_campaign_task(const bf_campaign *c) { return c->golden.task; }
+const char *bf_campaign_tie_order(const bf_campaign *c) { return bf_model_tie_order(c->model); }
 
 const bf_ragged_output *bf_campaign_golden_ragged(const bf_campaign *c, size_t *n)
 {

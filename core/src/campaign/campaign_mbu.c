@@ -183,8 +183,9 @@ static bf_status draw_rate(const bf_campaign *c, int64_t t, bf__draw *d, bf_erro
         if (c->faults.mbu == BF__MBU_BURST) burst_faults(c, site, u - c->faults.mbu_prefix[site], d);
         else column_faults(c, site, u - c->faults.mbu_prefix[site], d);
     }
-    /* neighbouring upsets may share elements: one fault each */
-    qsort(d->f, d->n, sizeof *d->f, cmp_fault);
+    /* neighbouring upsets may share elements: one fault each (no upset at
+     * all: d->f may still be NULL, which qsort may not be given) */
+    if (d->n > 1) qsort(d->f, d->n, sizeof *d->f, cmp_fault);
     size_t n = 0;
     for (size_t i = 0; i < d->n; i++) {
         if (n > 0 && d->f[n - 1].site == d->f[i].site && d->f[n - 1].index == d->f[i].index) d->f[n - 1].mask ^= d->f[i].mask;

@@ -1,5 +1,6 @@
 /* The model's graph after conversion from ONNX: our own values, nodes and
- * attributes. Built once by onnx_load.c, read-only afterwards. */
+ * attributes. Built once by onnx_load.c (converting with onnx_convert.c,
+ * onnx_init.c and onnx_subgraph.c), read-only afterwards. */
 #ifndef BF_GRAPH_H
 #define BF_GRAPH_H
 
@@ -190,7 +191,7 @@ int bf__param_in_arena(const bf_model *m, size_t p);
 
 const bf__attr *bf__node_attr(const bf__node *node, const char *name);
 
-/* onnx_load.c: frees what an attribute owns (not the attribute), a subgraph
+/* model_free.c: frees what an attribute owns (not the attribute), a subgraph
  * included; for exec/fuse_loop.c, which replaces a Loop's attributes. */
 void bf__attr_free(bf__attr *a);
 
@@ -204,7 +205,7 @@ bf_status bf__model_parse(const void *buf, size_t len, const char *label, const 
  * once its readers are indexed; the strings belong to the model. */
 bf_status bf__torch_names(bf_model *m, bf_error *err);
 
-/* onnx_load.c: frees what a node owns (not the node). */
+/* model_free.c: frees what a node owns (not the node). */
 void bf__node_clear(bf__node *n);
 /* graph_index.c, on a graph just converted: the nodes' topological order
  * (m->order; a cycle is an error naming its nodes), then the parameter

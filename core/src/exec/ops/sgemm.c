@@ -101,6 +101,52 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
+/* Under AddressSanitizer (build-asan: GCC defines __SANITIZE_ADDRESS__)
+ * the rows of the product (rows_avx512 and rows_avx2, with block512 and
+ * block inlined) are not instrumented (NO_ASAN): ASan checked each scalar
+ * A broadcast of the AVX-512 block on its own, 12 shadow checks a k step,
+ * half of an ASan test's cycles on the digits CNN (tests/README.md, "The
+ * fourteenth round"), and it never saw the AVX2 block's broadcasts (a
+ * builtin) nor either block's masked loads and stores.
+ * Instead every byte a block reads or writes is checked before it runs,
+ * one region check a row or panel: the panels' rows once for all blocks
+ * of rows (asan_panels: a packed panel as one span, B's own rows a row at
+ * a time), then for each block of rows A's rows and the bias (asan_rows),
+ * y's rows over the group's columns and the epilogue's inputs (asan_out:
+ * residual rows, the column bias, the accumulated row).
+ * __asan_region_is_poisoned looks at every byte, as the per-access checks
+ * did. A poisoned byte is read through instrumented code (asan_touch), so
+ * the report is ASan's usual one (heap-buffer-overflow, the allocation,
+ * the stack through the rows), a read of 1 byte at the first bad address.
+ * The release build compiles none of this: NO_ASAN is empty there and its
+ * machine code is unchanged. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define NO_ASAN __attribute__((no_sanitize_address))
+
+__attribute__((noinline)) static void asan_touch(const volatile char *p) { (void)*p; }
+
+static void asan_bytes(const void *p, size_t bytes)
+{
+    const void *bad = p && bytes ? __asan_region_is_poisoned((void *)(uintptr_t)p, bytes) : NULL;
+    if (bad) asan_touch(bad);
+}
+
+static void asan_span(const float *p, int64_t floats)
+{
+    if (floats > 0) asan_bytes(p, (size_t)floats * sizeof(float));
+}
+
+/* a block of mr rows of A (k floats each, lda apart) and its bias */
+static void asan_rows(const float *a, int64_t lda, int mr, int k, const float *bias)
+{
+    for (int i = 0; i < mr; i++) asan_span(a + (int64_t)i * lda, k);
+    asan_span(bias, mr);
+}
+#else
+#define NO_ASAN
+#endif
+
 /* a + b with a the instruction's first source, which x86 returns when both
  * are NaN: a fused residual Add keeps its A operand's payload, as the Add
  * step does. In asm because the compiler may swap the operands of a
@@ -122,6 +168,7 @@ AVX2 static inline __attribute__((always_inline)) __m256 add_first8(__m256 a, __
  * nr are never loaded (B's last row may end the buffer) nor stored, so a
  * small product (a DLRM interaction's 9 x 16 x 9 per sample) packs
  * nothing. */
+NO_ASAN
 AVX2 static inline __attribute__((always_inline)) void block(int mr, int nr, int k, const float *a, int64_t lda,
                                                              const float *panel, int64_t ps, int masked, float alpha,
                                                              int accumulate, const float *bias, const bf__act *act,
@@ -240,6 +287,48 @@ typedef struct panel_at {
     int masked, nr, j0;
 } panel_at;
 
+#if defined(__SANITIZE_ADDRESS__)
+/* the k rows of a group's panels the blocks read (block reads all 16
+ * lanes of a packed panel's rows: avx2 and not masked), once for all
+ * blocks of rows, which read the same panels. A packed panel's rows are
+ * one span; in B's own rows (ldb apart) a run of panels side by side is
+ * checked a row at a time across the run (one span over a panel's rows
+ * would scan B's other columns too, for every panel: quadratic in B's
+ * width) */
+static void asan_panels(const panel_at *pa, int np, int k, int avx2)
+{
+    for (int q = 0; q < np && k > 0;) {
+        const panel_at *p = &pa[q];
+        if (p->ps <= NR) {
+            asan_span(p->pan, (int64_t)(k - 1) * p->ps + (avx2 && !p->masked ? NR : p->nr));
+            q++;
+            continue;
+        }
+        int e = q + 1;
+        while (e < np && pa[e].ps == p->ps && pa[e].pan == pa[e - 1].pan + NR) e++;
+        const panel_at *l = &pa[e - 1];
+        int64_t w = (int64_t)(l->pan - p->pan) + (avx2 && !l->masked ? NR : l->nr);
+        for (int r = 0; r < k; r++) asan_span(p->pan + (int64_t)r * p->ps, w);
+        q = e;
+    }
+}
+
+/* what a block of mr rows writes and its epilogue reads over the group's
+ * nc columns (its panels side by side in y): y's rows, and the residual
+ * rows, column bias and accumulated row where the epilogue reads them */
+static void asan_out(int nc, int mr, const bf__act *act, const float *res, const float *cb, const float *crow,
+                     const float *y, int ldy)
+{
+    if (act) asan_bytes(act, sizeof *act);
+    for (int i = 0; i < mr; i++) {
+        asan_span(y + (int64_t)i * ldy, nc);
+        if (res) asan_span(res + (int64_t)i * ldy, nc);
+    }
+    asan_span(cb, nc);
+    asan_span(crow, nc);
+}
+#endif
+
 /* The rows of A over a group of panels, a block of rows over every panel
  * of the group before the next block: each block's rows of y are then
  * written left to right, a few streams the prefetcher follows, instead of
@@ -247,15 +336,25 @@ typedef struct panel_at {
  * convolutions with a wide output, 96 rows x 12,544 columns, the stores
  * stalled on every line). The order of the blocks changes which elements
  * are computed first, never an element's chain. */
+NO_ASAN
 AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
                            int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
                            const float *crow)
 {
     /* near-equal blocks, as rows_avx512 cuts them (64: 10 x 6 and 4 -> 9 x 6 and 2 x 5) */
     int nblk = (m + MR - 1) / MR, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
+#if defined(__SANITIZE_ADDRESS__)
+    const int j0 = np ? pa[0].j0 : 0, nc = np ? pa[np - 1].j0 + pa[np - 1].nr - j0 : 0;
+    if (m > 0) asan_panels(pa, np, k, 1);
+#endif
     for (int b = 0, i0 = 0; b < nblk; b++) {
         int mr = base + (b < extra);
         const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
+#if defined(__SANITIZE_ADDRESS__)
+        asan_rows(ab, lda, mr, k, bb);
+        asan_out(nc, mr, act, act && act->res ? act->res + (int64_t)i0 * ldy + j0 : NULL,
+                 act && act->cbias ? act->cbias + j0 : NULL, crow ? crow + j0 : NULL, y + (int64_t)i0 * ldy + j0, ldy);
+#endif
         for (int q = 0; q < np; q++) {
             const float *pan = pa[q].pan;
             int64_t ps = pa[q].ps;
@@ -299,6 +398,7 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first16(__m512 a,
  * (or fma into y), the bias's add, the activation's max and min, with the
  * same instructions on 16 lanes instead of 8. Lanes past a panel's nr are
  * masked: never loaded (a plain B read in place may end there) nor stored. */
+NO_ASAN
 AVX512 static inline __attribute__((always_inline)) void block512(int mr, int two, const panel_at *p0,
                                                                   const panel_at *p1, int k, const float *a,
                                                                   int64_t lda, float alpha, int accumulate,
@@ -361,6 +461,7 @@ AVX512 static inline __attribute__((always_inline)) void block512(int mr, int tw
 
 /* rows_avx2 on the AVX-512 block: the group's panels two at a time (the
  * pair's columns adjacent: sgemm_panels lays them 16 apart). */
+NO_ASAN
 AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const float *a, int lda, float alpha,
                                int accumulate, const float *bias, const bf__act *act, float *y, int ldy,
                                const float *crow)
@@ -369,9 +470,18 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
      * not 12 x 5 and 4): a block of 4 rows has 8 chains in flight, which
      * the FMA units' latency leaves idle between */
     int nblk = (m + MR5 - 1) / MR5, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
+#if defined(__SANITIZE_ADDRESS__)
+    const int j0 = np ? pa[0].j0 : 0, nc = np ? pa[np - 1].j0 + pa[np - 1].nr - j0 : 0;
+    if (m > 0) asan_panels(pa, np, k, 0);
+#endif
     for (int b = 0, i0 = 0; b < nblk; b++) {
         int mr = base + (b < extra);
         const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
+#if defined(__SANITIZE_ADDRESS__)
+        asan_rows(ab, lda, mr, k, bb);
+        asan_out(nc, mr, act, act && act->res ? act->res + (int64_t)i0 * ldy + j0 : NULL,
+                 act && act->cbias ? act->cbias + j0 : NULL, crow ? crow + j0 : NULL, y + (int64_t)i0 * ldy + j0, ldy);
+#endif
         for (int q = 0; q < np; q += 2) {
             const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
             float *yb = y + (int64_t)i0 * ldy + p0->j0;
