@@ -43,21 +43,9 @@
 #include "exec/step_access.h"
 #include "model/graph.h"
 #include "onnx_graph.h"
+#include "plan_pairs.h"
 
 #define BATCH 2
-
-static void weights(tg_graph *g, const char *name, int ndim, const int64_t *dims, uint64_t seed)
-{
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) n *= dims[d];
-    float *w = tg_alloc(g, sizeof(float) * (size_t)n);
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t i = 0; i < n; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        w[i] = (float)((double)(s >> 11) * 0x1p-53 - 0.5);
-    }
-    tg_init_f32(g, name, ndim, dims, w);
-}
 
 /* a Conv of k x k taps at stride 2, pads p, dilation d */
 static void conv(tg_graph *g, const char *name, const char *x, int64_t c, int64_t m, int64_t k, int64_t p, int64_t d,
@@ -65,8 +53,8 @@ static void conv(tg_graph *g, const char *name, const char *x, int64_t c, int64_
 {
     char wn[32], bn[32];
     snprintf(wn, sizeof wn, "%s.w", name), snprintf(bn, sizeof bn, "%s.b", name);
-    weights(g, wn, 4, (int64_t[]){m, c, k, k}, (uint64_t)(m * 31 + c + k));
-    if (bias) weights(g, bn, 1, (int64_t[]){m}, (uint64_t)(m * 17 + c));
+    pp_weights(g, wn, 4, (int64_t[]){m, c, k, k}, (uint64_t)(m * 31 + c + k));
+    if (bias) pp_weights(g, bn, 1, (int64_t[]){m}, (uint64_t)(m * 17 + c));
     Onnx__NodeProto *n = tg_node(g, "Conv", name, (const char *[]){x, wn, bias ? bn : NULL}, bias ? 3 : 2, out);
     tg_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){k, k});
     tg_attr_ints(g, n, "pads", 4, (int64_t[]){p, p, p, p});
@@ -117,41 +105,6 @@ static bf_model *graph(void)
     return m;
 }
 
-/* pseudo-random inputs in [-2, 2), and specials: NaNs of two payloads,
- * infinities, -0 (each reaches the outputs through the 1x1's sums) */
-static void fill(bf_plan *p)
-{
-    uint64_t s = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < bf_model_num_inputs(bf_plan_model(p)); i++) {
-        bf_tensor *t = bf_plan_input(p, i);
-        float *x = t->data;
-        for (int64_t k = 0; k < bf_tensor_numel(t); k++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            x[k] = (float)((double)(s >> 11) * 0x1p-53 * 4.0 - 2.0);
-        }
-        uint32_t nan_p = 0x7fc00123u, nan_q = 0xffc00456u;
-        memcpy(&x[100], &nan_p, 4);
-        memcpy(&x[2000 + 17], &nan_q, 4);
-        x[5000] = INFINITY, x[5001] = -INFINITY, x[7000] = -0.0f;
-    }
-}
-
-static void run(bf_plan *p)
-{
-    bf_error err = {0};
-    fill(p);
-    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
-}
-
-static void same_outputs(const bf_plan *a, const bf_plan *b, const char *what)
-{
-    for (size_t i = 0; i < bf_model_num_outputs(bf_plan_model(a)); i++) {
-        const bf_tensor *x = bf_plan_output(a, i), *y = bf_plan_output(b, i);
-        assert_int_equal(bf_tensor_nbytes(x), bf_tensor_nbytes(y));
-        if (memcmp(x->data, y->data, bf_tensor_nbytes(x)) != 0) fail_msg("%s: output %zu differs", what, i);
-    }
-}
-
 /* the Conv -> MaxPool pairs the plan marked, each of a shape bf__conv_stpool_pair takes */
 static size_t pairs_marked(const bf_plan *p)
 {
@@ -177,10 +130,10 @@ static void pairs_match_steps(void **state)
         const char *at = levels[l] ? levels[l] : "unset";
         if (pairs_marked(b) != (avx512 ? 3u : 0u) || pairs_marked(a) != 0)
             fail_msg("BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), avx512 ? 3 : 0);
-        run(a), run(b);
+        pp_run(a), pp_run(b);
         assert_int_equal(b->n_stpool, avx512 ? 3 : 0);
         assert_int_equal(b->n_pwdw, 0);
-        same_outputs(a, b, at);
+        pp_same_outputs(a, b, at);
         print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->n_stpool);
         /* value faults: on any value of a pair it runs as steps */
         static const struct {
@@ -193,13 +146,13 @@ static void pairs_match_steps(void **state)
                                 .model = BF_FAULT_BITFLIP, .mask = 1u << 30, .repr = BF_REPR_FP32};
             if (bf_plan_set_value_faults(a, &q, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &q, 1, &err) != BF_OK)
                 fail_msg("%s", err.msg);
-            run(a), run(b);
+            pp_run(a), pp_run(b);
             if (b->n_stpool != (avx512 ? vf[f].pairs : 0))
                 fail_msg("BITFLIP_SIMD=%s, a fault on '%s': %zu pairs run, expected %zu", at, vf[f].value, b->n_stpool,
                          avx512 ? vf[f].pairs : 0);
             char what[96];
             snprintf(what, sizeof what, "BITFLIP_SIMD=%s, a fault on '%s'", at, vf[f].value);
-            same_outputs(a, b, what);
+            pp_same_outputs(a, b, what);
             if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
                 fail_msg("%s", err.msg);
         }

@@ -1,0 +1,67 @@
+/* What test_conv_pwdw.c and test_conv_stpool.c share: a graph's weights,
+ * the inputs their plans run on, and the bit-for-bit comparison of two
+ * plans' outputs (a fused plan against one that fuses nothing). Both
+ * tests check pairs of steps run together (plan_impl.h, pwdw) against the
+ * steps run apart, so both need exactly these; inline so that a test
+ * using fewer of them builds without unused-function warnings. */
+#ifndef BF_TEST_PLAN_PAIRS_H
+#define BF_TEST_PLAN_PAIRS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "bitflip/model.h"
+#include "bitflip/plan.h"
+#include "onnx_graph.h"
+
+/* pseudo-random weights in [-0.5, 0.5), seeded per tensor */
+static inline void pp_weights(tg_graph *g, const char *name, int ndim, const int64_t *dims, uint64_t seed)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= dims[d];
+    float *w = tg_alloc(g, sizeof(float) * (size_t)n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        w[i] = (float)((double)(s >> 11) * 0x1p-53 - 0.5);
+    }
+    tg_init_f32(g, name, ndim, dims, w);
+}
+
+/* pseudo-random inputs in [-2, 2), and specials: NaNs of two payloads,
+ * infinities, -0 (each reaches the outputs through the first Conv's sums) */
+static inline void pp_fill(bf_plan *p)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < bf_model_num_inputs(bf_plan_model(p)); i++) {
+        bf_tensor *t = bf_plan_input(p, i);
+        float *x = t->data;
+        for (int64_t k = 0; k < bf_tensor_numel(t); k++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            x[k] = (float)((double)(s >> 11) * 0x1p-53 * 4.0 - 2.0);
+        }
+        uint32_t nan_p = 0x7fc00123u, nan_q = 0xffc00456u;
+        memcpy(&x[100], &nan_p, 4);
+        memcpy(&x[2000 + 17], &nan_q, 4);
+        x[5000] = INFINITY, x[5001] = -INFINITY, x[7000] = -0.0f;
+    }
+}
+
+static inline void pp_run(bf_plan *p)
+{
+    bf_error err = {0};
+    pp_fill(p);
+    if (bf_plan_run(p, &err) != BF_OK) fail_msg("%s", err.msg);
+}
+
+static inline void pp_same_outputs(const bf_plan *a, const bf_plan *b, const char *what)
+{
+    for (size_t i = 0; i < bf_model_num_outputs(bf_plan_model(a)); i++) {
+        const bf_tensor *x = bf_plan_output(a, i), *y = bf_plan_output(b, i);
+        assert_int_equal(bf_tensor_nbytes(x), bf_tensor_nbytes(y));
+        if (memcmp(x->data, y->data, bf_tensor_nbytes(x)) != 0) fail_msg("%s: output %zu differs", what, i);
+    }
+}
+
+#endif
