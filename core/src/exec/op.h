@@ -141,10 +141,8 @@ static inline float bf__act_apply(const bf__act *a, float v)
  * bit. Laid out per checkpoint k (after chunk k, k < chunks - 1), row
  * block r of 64 output channels, output position q of the whole batch
  * (image-major, as the step's output): ((k x row blocks + r) x positions
- * + q) x 64 floats (bf__conv_psum_floats). Only the whole-step paths
- * through linalg_conv_bcast.c and linalg_conv_pwlanes.c (a 1x1 Conv's
- * chunks of K, the same layout: bf__conv_pwl_psum) take it; `used` says
- * it did. */
+ * + q) x 64 floats (bf__conv_psum_floats). Only the whole-step path
+ * through linalg_conv_bcast.c takes it; `used` says it did. */
 typedef struct bf__psum {
     float *save;            /* NULL: none; else every checkpoint of this run */
     const float *load;      /* NULL: none; else resume at chunk `first` (>= 1) from checkpoint first - 1 */

@@ -237,8 +237,7 @@ void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t o
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: for a Conv whose whole runs may carry partial sums
- * across K (op.h, bf__psum: one group, prepared for linalg_conv_bcast.c
- * or taking linalg_conv_pwlanes.c's 1x1 path,
+ * across K (op.h, bf__psum: one group, prepared for linalg_conv_bcast.c,
  * more than one chunk of K), the floats of a run's checkpoints, and in
  * *channels the input channels of a chunk (input channel c is in chunk
  * c / *channels); 0 for any other step. */

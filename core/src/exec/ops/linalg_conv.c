@@ -182,11 +182,7 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
     if (cp->osp == 0 || cp->mg == 0) return 0;
     if (cp->path != BF__CONV_IM2COL) {
         if (res && !bf__conv_res_direct(cp)) act = NULL;
-        /* the partial sums (op.h) on the 1x1 path that carries them, the
-         * path bf__conv_direct takes first for such a step */
-        if (!(ps && ch < 0 && cp->path == BF__CONV_POINTWISE && bf__conv_pwl_want(cp) &&
-              bf__conv_pwl_ps(cp, x, wt, bias, act, y, scratch, ps)))
-            bf__conv_direct(cp, x, wt, bias, act, y, ch, scratch);
+        bf__conv_direct(cp, x, wt, bias, act, y, ch, scratch);
         return act != NULL;
     }
     if (cp->kc == 0) {
@@ -210,7 +206,6 @@ size_t bf__conv_psum_of(const bf__step *st, int64_t *channels)
 {
     if (st->node->op->run != bf__conv_run) return 0;
     const bf__conv_params *cp = st->params;
-    if (cp->path == BF__CONV_POINTWISE && cp->group == 1 && bf__conv_pwl_want(cp)) return bf__conv_pwl_psum(cp, channels);
     if (cp->path != BF__CONV_IM2COL || !cp->bcast || cp->group != 1 || cp->osp <= 0 || cp->kc <= 0) return 0;
     (void)bf__conv_bcast_chunks(cp, channels);
     return bf__conv_psum_floats(cp);

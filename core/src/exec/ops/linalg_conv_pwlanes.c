@@ -74,13 +74,6 @@ int64_t bf__conv_pwl_images(const bf__conv_params *cp)
     return k < cp->n ? k : cp->n > 0 ? cp->n : 1;
 }
 
-/* K's chunks as pl_run cuts them (320: 160 and 160): near-equal, whole 16s, at most PL_KC */
-static int64_t pl_kstep(const bf__conv_params *cp)
-{
-    int64_t nch = (cp->kc + PL_KC - 1) / PL_KC;
-    return ((cp->kc + nch - 1) / nch + 15) / 16 * 16;
-}
-
 static size_t acc_floats(const bf__conv_params *cp)
 {
     /* the tile's positions, rounded up to a block, and 16 rows more for
@@ -207,36 +200,15 @@ AVX512 static void pl_epilogue(const bf__conv_params *cp, const float *acc, int6
         }
 }
 
-/* The partial sums (op.h, bf__psum; docs/ENGINE.md, "The partial-sum
- * resume"): a row block's sums over a tile go to acc between chunks of K
- * anyway, so the golden pass copies them out after each chunk but the
- * last (save), and a trial's re-run whose input moved in chunk `first`
- * and later alone copies checkpoint first - 1 back into acc and runs the
- * chunks from `first` on (load): the chunks skipped read golden input
- * channels and weights, so their sums are the golden pass's bits. Laid
- * out per checkpoint k, row block b, position q of the whole batch:
- * ((k x row blocks + b) x n x osp + q) x 64 floats (bf__conv_pwl_psum). */
-typedef struct pl_psum {
-    float *save;
-    const float *load;
-    int64_t first, rstride, nblk;
-    int plant;
-} pl_psum;
-
-/* checkpoint kk of row block b, the tile's first position q0 of the batch */
-static size_t pl_ck(const pl_psum *ps, int64_t kk, int64_t b, int64_t q0)
-{
-    return (size_t)((kk * ps->nblk + b) * ps->rstride + q0 * 64);
-}
-
 AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                          const bf__act *act, float *y, float *scratch, const pl_psum *ps)
+                          const bf__act *act, float *y, float *scratch)
 {
     float *acc = scratch, *wb = acc + acc_floats(cp);
     int32_t *pin = (int32_t *)(wb + (size_t)PL_KC * 64);
     const int64_t osp = cp->osp, kc = cp->kc, imgs = bf__conv_pwl_images(cp);
     const int64_t nvec = cp->mg / 16, nblk = (nvec + 3) / 4;
-    const int64_t kstep = pl_kstep(cp);
+    /* K in near-equal chunks of whole 16s, at most PL_KC (320: 160 and 160) */
+    const int64_t nch = (kc + PL_KC - 1) / PL_KC, kstep = ((kc + nch - 1) / nch + 15) / 16 * 16;
     for (int64_t g = 0; g < cp->group; g++)
         for (int64_t n0 = 0; n0 < cp->n; n0 += imgs) {
             int64_t ni = cp->n - n0 < imgs ? cp->n - n0 : imgs, npos = ni * osp;
@@ -249,24 +221,16 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
             for (int64_t b = 0, v0 = 0; b < nblk; b++) {
                 int nv = (int)(nvec / nblk + (b < nvec % nblk));
                 int64_t r0 = 16 * v0;
-                for (int64_t k0 = 0, kk = 0; k0 < kc; k0 += kstep, kk++) {
+                for (int64_t k0 = 0; k0 < kc; k0 += kstep) {
                     int64_t kn = kc - k0 < kstep ? kc - k0 : kstep;
-                    if (ps && ps->load && kk < ps->first) continue;   /* golden: in the checkpoint */
-                    if (ps && ps->load && kk == ps->first)
-                        memcpy(acc, ps->load + pl_ck(ps, kk - 1, b, n0 * osp), (size_t)npos * 64 * sizeof *acc);
-                    int keep = ps && ps->save && k0 + kn < kc;
                     pl_pack(wg, kc, r0, nv, k0, kn, wb);
                     const float *xk = xg + k0 * osp;
                     for (int64_t q0 = 0; q0 < npos; q0 += PL_NP) {
                         int np = npos - q0 < PL_NP ? (int)(npos - q0) : PL_NP;
                         const float *xp[PL_NP];
                         for (int i = 0; i < PL_NP; i++) xp[i] = xk + pin[q0 + i];
-                        if (keep && ps->plant && q0 + PL_NP >= npos)   /* planted: before the last block's adds */
-                            memcpy(ps->save + pl_ck(ps, kk, b, n0 * osp), acc, (size_t)npos * 64 * sizeof *acc);
                         pl_dispatch(nv, np, xp, osp, wb, kn, acc + q0 * 64, k0 == 0);
                     }
-                    if (keep && !ps->plant)
-                        memcpy(ps->save + pl_ck(ps, kk, b, n0 * osp), acc, (size_t)npos * 64 * sizeof *acc);
                 }
                 pl_epilogue(cp, acc, ni, r0, nv, bg, act, y + yoff, act && act->res ? act->res + yoff : NULL);
                 v0 += nv;
@@ -278,34 +242,12 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
 int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
                  float *y, void *scratch)
 {
-    return bf__conv_pwl_ps(cp, x, wt, bias, act, y, scratch, NULL);
-}
-
-size_t bf__conv_pwl_psum(const bf__conv_params *cp, int64_t *channels)
-{
-    if (!bf__conv_pwl_ok(cp) || cp->group != 1) return 0;
-    int64_t kstep = pl_kstep(cp), chunks = (cp->kc + kstep - 1) / kstep, nblk = (cp->mg / 16 + 3) / 4;
-    if (channels) *channels = kstep;
-    return chunks > 1 ? (size_t)((chunks - 1) * nblk * cp->n * cp->osp * 64) : 0;
-}
-
-int bf__conv_pwl_ps(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
-                    float *y, void *scratch, bf__psum *ps)
-{
 #if PL512
     if (!bias || !scratch || !bf__conv_pwl_ok(cp) || cp->scratch_floats < bf__conv_pwl_floats(cp)) return 0;
-    pl_psum pp = {0}, *pq = NULL;
-    int64_t kstep = pl_kstep(cp), chunks = (cp->kc + kstep - 1) / kstep;
-    if (ps && cp->group == 1 && (ps->save || (ps->load && ps->first >= 1 && ps->first < chunks))) {
-        pp = (pl_psum){ps->save, ps->save ? NULL : ps->load, ps->save ? 0 : ps->first, cp->n * cp->osp * 64,
-                       (cp->mg / 16 + 3) / 4, ps->plant};
-        pq = &pp;
-        ps->used = 1;
-    }
-    pl_run(cp, x, wt, bias, act, y, scratch, pq);
+    pl_run(cp, x, wt, bias, act, y, scratch);
     return 1;
 #else
-    (void)cp, (void)x, (void)wt, (void)bias, (void)act, (void)y, (void)scratch, (void)ps;
+    (void)cp, (void)x, (void)wt, (void)bias, (void)act, (void)y, (void)scratch;
     return 0;
 #endif
 }

@@ -301,14 +301,6 @@ int64_t bf__conv_pwl_images(const bf__conv_params *cp);
 size_t bf__conv_pwl_floats(const bf__conv_params *cp);
 int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
                  float *y, void *scratch);
-/* The partial sums of bf__conv_pwl (op.h, bf__psum): its chunks of K, the
- * input channels of each but the last in *channels; bf__conv_pwl_psum:
- * floats of a batch's checkpoints (0: one chunk, or not its path; one
- * group only); bf__conv_pwl_ps: bf__conv_pwl saving or loading them (ps
- * NULL: none; ps->used set when it did) */
-size_t bf__conv_pwl_psum(const bf__conv_params *cp, int64_t *channels);
-int bf__conv_pwl_ps(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
-                    float *y, void *scratch, bf__psum *ps);
 /* linalg_conv_dwpair.c: a depthwise 3-wide, stride-2 Conv with output
  * rows of at most 7 (mobilenet_v2's 14x14 -> 7x7), two output rows to a
  * vector (AVX-512; bf__dw_pair_ok: the shapes and level), groups [g0, g1)
