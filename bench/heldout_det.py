@@ -12,11 +12,12 @@ detectors and segmenters" (docs/OPS.md, "Held-out detectors and segmenters").
   build/tests/bitflip-conformance bench/out/heldout        # = make conformance CONFORMANCE_DIR=...
 
 Nothing here comes from the project's generators: torchvision 0.14 constructors with
-weights=None and weights_backbone=None at small sizes; a YOLO-style anchor-free detector and a
-U-Net written here in plain PyTorch (torchvision.ops.batched_nms); the wrapper a user writes
+weights=None and weights_backbone=None at small sizes; a YOLO-style anchor-free detector, a
+YOLOv8-style one and U-Nets (ConvTranspose, bilinear Upsample both ways) written here in plain PyTorch (torchvision.ops.batched_nms); the wrapper a user writes
 (a detector's list input from a tensor [1, 3, H, W], its dict as a tuple; a segmenter's 'out');
 plain torch.onnx.export at opsets 11, 13, 16, 17, with dynamic batch (and detection) axes where
-the model allows, or bitflip.export; eval sets by bitflip.save_detection_eval_set /
+the model allows, dynamic height and width, without constant folding, with initializers as
+inputs, or re-saved with external data (CASES says which), or bitflip.export; eval sets by bitflip.save_detection_eval_set /
 save_segmentation_eval_set of drawn images and boxes. References are PyTorch's outputs of the
 exported module: golden for every image, and per fault (a bit of an fp32 initializer whose
 name is a parameter of the module and whose values equal it bit for bit) PyTorch's outputs with
@@ -41,7 +42,11 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 IMG = 128          # drawn images, pixels a side
 SEG_CLASSES = 4
 
-# (model, variant): variant = o11 | o13dyn | o16 | o17 | bf13; o17 keeps the exporter's names
+# (model, variant): variant = oNN[flags] | bf13. oNN: torch.onnx.export at opset NN; "o17" alone
+# keeps the exporter's names (no input_names / output_names). Flags: dyn (dynamic batch, and
+# detection counts), hw (dynamic batch, height and width), nf (do_constant_folding=False), ki
+# (keep_initializers_as_inputs=True), ext (re-saved with every tensor over 1 KiB in a .data file
+# beside it: onnx.save_model(save_as_external_data=True)).
 CASES = [
     ("fasterrcnn_mobilenet_v3_large_320_fpn", "o11"), ("fasterrcnn_mobilenet_v3_large_320_fpn", "o13dyn"),
     ("fasterrcnn_mobilenet_v3_large_320_fpn", "o17"), ("fasterrcnn_mobilenet_v3_large_320_fpn", "bf13"),
@@ -53,8 +58,16 @@ CASES = [
     ("retinanet_resnet50_fpn", "o13dyn"), ("retinanet_resnet50_fpn_v2", "o17"),
     ("fcos_resnet50_fpn", "o11"), ("maskrcnn_resnet50_fpn", "o11"), ("keypointrcnn_resnet50_fpn", "o16"),
     ("ssd300_vgg16", "o13dyn"), ("ssdlite320_mobilenet_v3_large", "o11"),
+    # the eighteenth session's widening: export options and models users bring
+    ("yolo_v8", "o11"), ("yolo_v8", "o17hw"), ("yolo_v8", "bf13"),
+    ("unet_bl", "o13hw"), ("unet_blac", "o11nf"), ("unet_blac", "o16ext"),
+    ("lraspp_mobilenet_v3_large", "o13ki"), ("fasterrcnn_mobilenet_v3_large_320_fpn", "o16nf"),
+    ("ssdlite320_mobilenet_v3_large", "o13ext"), ("retinanet_resnet50_fpn", "o11"), ("fcos_resnet50_fpn", "o16hw"),
+    ("deeplabv3_resnet50", "o17ki"), ("fcn_resnet50", "o13nf"), ("keypointrcnn_resnet50_fpn", "o11"),
 ]
-SEG = {"unet", "lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "deeplabv3_resnet50"}
+SEG = {"unet", "unet_bl", "unet_blac", "lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50",
+       "deeplabv3_resnet50"}
+YOLO = {"yolo_af", "yolo_v8"}     # one image [3, H, W] per call (the wrapper passes x[0])
 
 
 def log(msg):
@@ -107,8 +120,133 @@ def yolo_af():
     return m.eval()
 
 
-def unet():
-    """A two-level U-Net: Conv-BN-ReLU pairs, MaxPool, ConvTranspose2d up, skip Concat."""
+def yolo_v8():
+    """A YOLOv8-style detector as users write one in plain PyTorch: Conv-BN-SiLU blocks, C2f
+    (chunk into two, bottlenecks, Concat), SPPF (three chained MaxPools), a PAN neck (nearest
+    Upsample and Concat up, strided Conv and Concat down), a decoupled head per stride (8, 16)
+    with DFL box regression (softmax over 16 bins, a fixed 1x1 Conv of 0..15), the anchor-grid
+    decode (dist2bbox, times the stride), sigmoid class scores, candidates over 0.05 and
+    torchvision.ops.batched_nms at IoU 0.45, the best 100 kept. One image [3, H, W] per call."""
+    import torch
+    from torch import nn
+    from torchvision.ops import batched_nms
+
+    class Conv(nn.Module):
+        def __init__(self, i, o, k=1, s=1):
+            super().__init__()
+            self.conv = nn.Conv2d(i, o, k, s, k // 2, bias=False)
+            self.bn = nn.BatchNorm2d(o)
+            self.act = nn.SiLU()
+
+        def forward(self, x):
+            return self.act(self.bn(self.conv(x)))
+
+    class Bottleneck(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.cv1, self.cv2 = Conv(c, c, 3), Conv(c, c, 3)
+
+        def forward(self, x):
+            return x + self.cv2(self.cv1(x))
+
+    class C2f(nn.Module):
+        def __init__(self, i, o, n=1):
+            super().__init__()
+            self.c = o // 2
+            self.cv1 = Conv(i, 2 * self.c)
+            self.cv2 = Conv((2 + n) * self.c, o)
+            self.m = nn.ModuleList(Bottleneck(self.c) for _ in range(n))
+
+        def forward(self, x):
+            y = list(self.cv1(x).chunk(2, 1))
+            y.extend(m(y[-1]) for m in self.m)
+            return self.cv2(torch.cat(y, 1))
+
+    class SPPF(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.cv1, self.cv2 = Conv(c, c // 2), Conv(c * 2, c)
+            self.m = nn.MaxPool2d(5, 1, 2)
+
+        def forward(self, x):
+            x = self.cv1(x)
+            y1 = self.m(x)
+            y2 = self.m(y1)
+            return self.cv2(torch.cat([x, y1, y2, self.m(y2)], 1))
+
+    class DFL(nn.Module):
+        def __init__(self, c1=16):
+            super().__init__()
+            self.conv = nn.Conv2d(c1, 1, 1, bias=False).requires_grad_(False)
+            self.conv.weight.data[:] = torch.arange(c1, dtype=torch.float32).view(1, c1, 1, 1)
+            self.c1 = c1
+
+        def forward(self, x):                      # [B, 4 * c1, A]
+            b, _, a = x.shape
+            return self.conv(x.view(b, 4, self.c1, a).transpose(2, 1).softmax(1)).view(b, 4, a)
+
+    class YoloV8(nn.Module):
+        def __init__(self, nc=3, reg=16):
+            super().__init__()
+            self.nc, self.reg, self.strides = nc, reg, (8, 16)
+            self.stem = nn.Sequential(Conv(3, 16, 3, 2), Conv(16, 32, 3, 2), C2f(32, 32))
+            self.p3 = nn.Sequential(Conv(32, 48, 3, 2), C2f(48, 48))                 # stride 8
+            self.p4 = nn.Sequential(Conv(48, 64, 3, 2), C2f(64, 64), SPPF(64))      # stride 16
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.n3 = C2f(64 + 48, 48)
+            self.down = Conv(48, 48, 3, 2)
+            self.n4 = C2f(48 + 64, 64)
+            self.box = nn.ModuleList(nn.Sequential(Conv(c, 32, 3), nn.Conv2d(32, 4 * reg, 1)) for c in (48, 64))
+            self.cls = nn.ModuleList(nn.Sequential(Conv(c, 32, 3), nn.Conv2d(32, nc, 1)) for c in (48, 64))
+            self.dfl = DFL(reg)
+
+        def forward(self, image):
+            x = self.stem(image[None])
+            p3 = self.p3(x)
+            p4 = self.p4(p3)
+            n3 = self.n3(torch.cat([self.up(p4), p3], 1))
+            n4 = self.n4(torch.cat([self.down(n3), p4], 1))
+            feats, anchors, strides = [], [], []
+            for i, (f, s) in enumerate(zip((n3, n4), self.strides)):
+                feats.append(torch.cat([self.box[i](f), self.cls[i](f)], 1).flatten(2))
+                h, w = f.shape[2], f.shape[3]
+                sy, sx = torch.meshgrid(torch.arange(h, dtype=torch.float32) + 0.5,
+                                        torch.arange(w, dtype=torch.float32) + 0.5, indexing="ij")
+                anchors.append(torch.stack([sx.flatten(), sy.flatten()], 0))
+                strides.append(torch.full((1, h * w), float(s)))
+            y = torch.cat(feats, 2)                                  # [1, 4 * reg + nc, A]
+            box, cls = y.split([4 * self.reg, self.nc], 1)
+            lt, rb = self.dfl(box)[0].chunk(2, 0)                     # [2, A] each
+            anc, st = torch.cat(anchors, 1), torch.cat(strides, 1)
+            xyxy = torch.cat([anc - lt, anc + rb], 0) * st            # [4, A]
+            boxes = xyxy.t()
+            scores, labels = cls[0].sigmoid().max(0)
+            keep = torch.where(scores > 0.05)[0]
+            boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
+            keep = batched_nms(boxes, scores, labels, 0.45)[:100]
+            return boxes[keep], labels[keep], scores[keep]
+
+    torch.manual_seed(5)
+    m = YoloV8()
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.2, 0.2)
+            mod.running_var.uniform_(0.5, 2.0)
+    # Heads' last convs at the spread a trained head has: at PyTorch's default init every cell
+    # scores about 0.5437 and predicts the same box (DFL's bins about uniform), so neighbouring
+    # cells' boxes overlap past the NMS threshold with scores 1e-5 apart, and which one NMS
+    # keeps is decided by last bits: PyTorch in float64 kept other boxes than in float32
+    # (docs/OPS.md, "Held-out detectors and segmenters").
+    with torch.no_grad():
+        for h in list(m.cls) + list(m.box):
+            h[1].weight.mul_(30)
+    return m.eval()
+
+
+def unet(up="convt"):
+    """A two-level U-Net: Conv-BN-ReLU pairs, MaxPool, skip Concat; up the lower level by
+    ConvTranspose2d, the upper one by ConvTranspose2d (up "convt") or by bilinear Upsample and a
+    1x1 Conv, align_corners=False ("bilinear") or True ("bilinear_ac"), as U-Net ports write it."""
     import torch
     from torch import nn
 
@@ -121,7 +259,9 @@ def unet():
             super().__init__()
             self.e1, self.e2, self.mid = block(3, 8), block(8, 16), block(16, 32)
             self.u2, self.d2 = nn.ConvTranspose2d(32, 16, 2, 2), block(32, 16)
-            self.u1, self.d1 = nn.ConvTranspose2d(16, 8, 2, 2), block(16, 8)
+            self.u1 = nn.ConvTranspose2d(16, 8, 2, 2) if up == "convt" else nn.Sequential(
+                nn.Upsample(scale_factor=2, mode="bilinear", align_corners=up == "bilinear_ac"), nn.Conv2d(16, 8, 1))
+            self.d1 = block(16, 8)
             self.head = nn.Conv2d(8, classes, 1)
 
         def forward(self, x):
@@ -147,8 +287,10 @@ def build(name):
     torch.manual_seed(0)
     if name == "yolo_af":
         return yolo_af(), "detection"
-    if name == "unet":
-        return unet(), "segmentation"
+    if name == "yolo_v8":
+        return yolo_v8(), "detection"
+    if name in ("unet", "unet_bl", "unet_blac"):
+        return unet({"unet": "convt", "unet_bl": "bilinear", "unet_blac": "bilinear_ac"}[name]), "segmentation"
     kw = dict(weights=None, weights_backbone=None)
     if name in SEG:
         extra = {} if name.startswith("lraspp") else dict(aux_loss=False)
@@ -213,7 +355,7 @@ def wrapper(model, name, task):
             self.m = m
 
         def forward(self, x):                     # [1, 3, H, W]
-            if name == "yolo_af":
+            if name in YOLO:
                 return self.m(x[0])
             out = self.m(list(x))[0]
             return tuple(out[k] for k in keys)
@@ -241,19 +383,22 @@ def export(model, name, task, variant, x, path):
         if variant == "bf13":
             import bitflip
             ex = a[0] if task == "detection" else a
-            bitflip.export(model, ex, path, verbose=False, check=False, task=task if name in ("yolo_af", "unet") else None)
+            bitflip.export(model, ex, path, verbose=False, check=False,
+                           task=task if name in YOLO or name.startswith("unet") else None)
         else:
-            opset = int(variant[1:3])
+            opset, flags = int(variant[1:3]), variant[3:]
             outs = keys if task == "detection" else ["out"]
-            kw = dict(opset_version=opset)
+            kw = dict(opset_version=opset, do_constant_folding="nf" not in flags,
+                      keep_initializers_as_inputs="ki" in flags)
             if variant != "o17":
                 kw.update(input_names=["input"], output_names=outs)
-            if variant.endswith("dyn") or task == "segmentation":
+            if "dyn" in flags or "hw" in flags or task == "segmentation":
                 iname = "input" if variant != "o17" else None
                 if iname:
-                    dyn = {iname: {0: "batch"}}
+                    axes = {0: "batch", 2: "height", 3: "width"} if "hw" in flags else {0: "batch"}
+                    dyn = {iname: axes}
                     if task == "segmentation":
-                        dyn["out"] = {0: "batch"}
+                        dyn["out"] = axes
                     else:
                         dyn.update({o: {0: "detections"} for o in outs})
                     kw["dynamic_axes"] = dyn
@@ -264,6 +409,13 @@ def export(model, name, task, variant, x, path):
                 iname = [i.name for i in g0.input if i.name not in inits][0]
                 kw["dynamic_axes"] = {iname: {0: "batch"}, g0.output[0].name: {0: "batch"}}
             torch.onnx.export(w, (a,), path, **kw)
+            if "ext" in flags:     # what a user does for a model near protobuf's 2 GiB
+                mp = onnx.load(path)
+                loc = os.path.basename(path) + ".data"
+                if os.path.exists(path + ".data"):
+                    os.remove(path + ".data")
+                onnx.save_model(mp, path, save_as_external_data=True, all_tensors_to_one_file=True, location=loc,
+                                size_threshold=1024)
     g = onnx.load(path).graph
     inits = {i.name for i in g.initializer}
     return [i.name for i in g.input if i.name not in inits][0], [o.name for o in g.output]

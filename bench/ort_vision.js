@@ -118,7 +118,9 @@ async function main() {
         const o = {};
         for (const name of session.outputNames) {
           const t = r[name];
-          if (perImage) { o[name] = plain(t); continue; }
+          // one image per call, or a batch of one (a plain export's [1, 3, H, W] input): the
+          // outputs whole, whatever their first dim (a detector's K rows)
+          if (perImage || e - s === 1) { o[name] = plain(t); continue; }
           const per = t.dims.slice(1).reduce((p, q) => p * q, 1);
           const part = t.data.subarray((i - s) * per, (i - s + 1) * per);
           o[name] = plain({ type: t.type, data: part, dims: [1, ...t.dims.slice(1)] });

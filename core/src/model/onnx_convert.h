@@ -42,6 +42,7 @@ typedef struct bf__raw_src {
     bf__raw_range *ranges;   /* one per main-graph initializer; NULL: unpacked whole */
     uint8_t *map;            /* the file's read-only mapping, or NULL (a caller's buffer) */
     size_t released;         /* map bytes before this were given back */
+    const char *dir;         /* the model file's directory (external data is read from it), or NULL: a buffer */
 } bf__raw_src;
 
 /* onnx_init.c: the weights arena for mp's large initializers (their sizes

@@ -1,6 +1,7 @@
 /* The main graph's initializers: the weights arena sized for their data,
- * each converted from its cut range (onnx_strip.c) or from the unpacked
- * proto, and a mapped file's pages given back once read. */
+ * each converted from its cut range (onnx_strip.c), from the unpacked
+ * proto, or from its external data file (onnx_external.c), and a mapped
+ * file's pages given back once read. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,10 +41,26 @@ bf_status bf__convert_initializers(const Onnx__GraphProto *g, bf_model *m, bf__n
         snprintf(what, sizeof what, "initializer '%.250s'", name);
         if ((st = bf__add_value(m, map, name, BF__VAL_CONST, -1, &idx, err)) != BF_OK) return st;
         const bf__raw_range *cut = src->ranges ? &src->ranges[i] : NULL;
-        if ((st = bf__tensor_from_proto_at(tp, what, cut, m->warena, &m->values[idx].init, err)) != BF_OK) {
+        /* external data (onnx_external.c): read from beside the model file
+         * and converted as raw_data is; heap, not the arena, which was sized
+         * from the data inside the model */
+        bf__raw_range ext = {.cut = 1};
+        uint8_t *ext_buf = NULL;
+        if (src->dir && bf__tensor_is_external(tp)) {
+            if ((st = bf__external_read(tp, src->dir, what, &ext_buf, &ext.len, err)) != BF_OK) {
+                bf_error_prefix(err, "%s", m->label);
+                return st;
+            }
+            ext.data = ext_buf;
+            cut = &ext;
+        }
+        st = bf__tensor_from_proto_at(tp, what, cut, ext_buf ? NULL : m->warena, &m->values[idx].init, err);
+        bf__free(ext_buf);
+        if (st != BF_OK) {
             bf_error_prefix(err, "%s", m->label);
             return st;
         }
+        if (cut == &ext) cut = NULL;
         if (cut && cut->cut) release_file(src, cut->off + cut->len);
         m->values[idx].init->name = m->values[idx].name;
         m->values[idx].stored = tp->data_type == 10 ? "float16" : tp->data_type == 16 ? "bfloat16"

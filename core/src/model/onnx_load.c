@@ -23,14 +23,14 @@
 /* protobuf-c keeps the whole message in memory; 2 GiB is protobuf's own limit. */
 #define MAX_MODEL_BYTES ((size_t)2 << 30)
 
-static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char *label,
+static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char *dir, const char *label,
                        const bf_load_limits *lim, bf_model **out, bf_error *err)
 {
     bf_status st = BF_OK;
     Onnx__ModelProto *mp = NULL;
     bf_model *m = NULL;
     bf__stripped sp = {0};
-    bf__raw_src src = {.map = map};
+    bf__raw_src src = {.map = map, .dir = dir};
 
     *out = NULL;
     m = bf__calloc(1, sizeof *m);
@@ -89,7 +89,7 @@ out:
 bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
                           bf_model **out, bf_error *err)
 {
-    return parse(buf, len, NULL, label, lim, out, err);
+    return parse(buf, len, NULL, NULL, label, lim, out, err);
 }
 
 /* The file is mapped read-only, not read into memory: protobuf-c reads the
@@ -130,7 +130,12 @@ bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_m
         }
     }
     const char *base = strrchr(path, '/');
-    st = parse(map ? map : buf, size, map, base ? base + 1 : path, lim, out, err);
+    /* the directory external data is read from: the path up to its last '/' */
+    char *dir = bf__strdup(base ? path : ".");
+    if (!dir) { st = bf_error_set(err, BF_ENOMEM, "%s: out of memory", path); goto out; }
+    if (base) dir[base - path ? base - path : 1] = 0;   /* "/m.onnx": the root */
+    st = parse(map ? map : buf, size, map, dir, base ? base + 1 : path, lim, out, err);
+    bf__free(dir);
 out:
 #if defined(__unix__)
     if (map) munmap(map, size);

@@ -52,6 +52,14 @@ typedef struct bf__stripped {
 bf_status bf__onnx_strip(const uint8_t *buf, size_t len, bf__stripped *out, bf_error *err);
 void bf__onnx_stripped_free(bf__stripped *s);
 
+/* onnx_external.c: whether tp keeps its data in an external file, and its
+ * bytes read from `dir` (the model file's directory) into *data (bf__malloc;
+ * the caller frees), the location checked to stay inside dir and the range
+ * to lie inside the file. */
+int bf__tensor_is_external(const Onnx__TensorProto *tp);
+bf_status bf__external_read(const Onnx__TensorProto *tp, const char *dir, const char *what, uint8_t **data,
+                            size_t *len, bf_error *err);
+
 struct bf__warena;
 /* bf__tensor_from_proto with the raw_data cut out (cut, or NULL) and large
  * data placed in the weights arena (or NULL: the heap). */

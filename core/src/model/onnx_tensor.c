@@ -115,14 +115,18 @@ static bf_status check(const Onnx__TensorProto *tp, const char *what, int has_ra
     int32_t ot = tp->has_data_type ? tp->data_type : 0;
     bf_dtype dt = bf__onnx_dtype(ot);
 
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    /* external data comes here as a cut range (has_raw) once onnx_init.c has
+     * read it from the file beside the model; a model loaded from a buffer
+     * has no such file */
+    if (!has_raw && bf__tensor_is_external(tp)) {
         const char *loc = "?";
         for (size_t i = 0; i < tp->n_external_data; i++)
             if (tp->external_data[i]->key && strcmp(tp->external_data[i]->key, "location") == 0)
                 loc = tp->external_data[i]->value ? tp->external_data[i]->value : "?";
         return bf_error_set(err, BF_EUNSUPPORTED,
-                            "%s keeps its data in an external file ('%s'); save the model with all "
-                            "tensors inside it (onnx.save_model(m, path, save_as_external_data=False))",
+                            "%s keeps its data in an external file ('%s'); load the model from its file "
+                            "path (the data is read from beside it), or save it with all tensors inside "
+                            "(onnx.save_model(m, path, save_as_external_data=False))",
                             what, loc);
     }
     if (dt == BF_DTYPE_INVALID)
