@@ -98,7 +98,9 @@ void bf__pages_populate(void *addr, size_t len);
  * pass touches again, a plan's shared arena and scratch (`bitflip eval`).
  * mobilenet_v2's depthwise and panel-packing loads stride a plane per row
  * (12.5 KiB at 56x56), a 4 KiB page each: with 2 MiB pages its batch-4 pass
- * took 15% less CPU (docs/BENCHMARKS.md, h13-mbv2). Not for the golden
+ * took 15% less CPU (docs/BENCHMARKS.md, h13-mbv2); a differential
+ * worker's copy of the golden outputs, populated whole at once and written
+ * again by its trials (diff/diffexec.c). Not for the golden
  * cache, written once (gcache.c: compaction on each fault cost more). Best
  * effort, no error. */
 void bf__pages_huge(void *addr, size_t len);

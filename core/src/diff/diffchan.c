@@ -78,6 +78,7 @@ void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v)
     float *y = p->vals[v].data;
     int64_t n = 0, c = 0, in = 0, ch = dx->dch[v] - 1;
     layout(&p->vals[v], &n, &c, &in);
+    bf__plan_warm_value(p, v);   /* every channel but one: its pages in one call */
     for (int64_t s = 0; s < n; s++) {
         int64_t at = s * c * in;
         memcpy(y + at, g + at, (size_t)(ch * in) * sizeof *y);

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "diff/diff_impl.h"
 #include "exec/ops/sgemm.h"
 
@@ -111,6 +112,10 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         bf__dx_free(dx);
         return bf__dx_oom(err);
     }
+    /* written whole: faulted in by one call first (a VM traps on each fresh
+     * page: LRASPP's 88 MB, docs/perf/detectors.md, h18-seg) */
+    bf__pages_huge(dx->out, n_out * sizeof(float));
+    bf__pages_populate(dx->out, n_out * sizeof(float));
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
     bf_status st = bf__rows_init(dx, err);
     if (st == BF_OK) st = bf__chain_init(dx, err);

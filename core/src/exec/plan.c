@@ -230,16 +230,23 @@ void bf__plan_warm_slots(bf_plan *p)
     if (!p->warm) p->warm = bf__calloc(p->model->n_values + 1, 1);
 }
 
-static void warm(bf_plan *p, const bf__step *s, bf_tensor *const *out, int n_out)
+static void warm_one(bf_plan *p, int v, const bf_tensor *t)
 {
     const char *a = p->arena, *e = a ? a + p->arena_bytes : NULL;
-    for (int j = 0; j < n_out && j < s->node->n_out; j++) {
-        int v = s->node->out[j];
-        const char *d = out[j] ? out[j]->data : NULL;
-        if (v < 0 || p->warm[v] || !d || d < a || d >= e) continue;
-        p->warm[v] = 1;
-        bf__pages_populate(out[j]->data, bf_tensor_nbytes(out[j]));
-    }
+    const char *d = t ? t->data : NULL;
+    if (v < 0 || p->warm[v] || !d || d < a || d >= e) return;
+    p->warm[v] = 1;
+    bf__pages_populate(t->data, bf_tensor_nbytes(t));
+}
+
+static void warm(bf_plan *p, const bf__step *s, bf_tensor *const *out, int n_out)
+{
+    for (int j = 0; j < n_out && j < s->node->n_out; j++) warm_one(p, s->node->out[j], out[j]);
+}
+
+void bf__plan_warm_value(bf_plan *p, int v)
+{
+    if (p->warm && v >= 0 && (size_t)v < p->model->n_values) warm_one(p, v, &p->vals[v]);
 }
 
 bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)

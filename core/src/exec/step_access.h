@@ -27,6 +27,11 @@ bf_status bf__plan_run_step(bf_plan *plan, size_t i, bf_error *err);
  * the arena slots it writes whole, each once, in one call (plan.c says why);
  * best effort: out of memory for its map, nothing changes. */
 void bf__plan_warm_slots(bf_plan *plan);
+/* The same for value v alone, where a copy other than a step's run is about
+ * to write nearly all of its slot (diff/diffchan.c, bf__chan_fill: the
+ * golden channels around a changed one); nothing without warm slots, for a
+ * value outside the arena or one already faulted in. */
+void bf__plan_warm_value(bf_plan *plan, int v);
 /* plan.c: the last step Conv step i may compute in its epilogue now (its
  * activation, a residual Add or a BatchNormalization: plan_impl.h's
  * fuse_to, whatever the plan's fuse says), *bn the BatchNormalization and

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "bitflip/limits.h"
 #include "model/dataset_det.h"
 
@@ -351,6 +352,9 @@ static bf_status read_span(const source *src, const span *sp, void *dst, const c
     if (fseeko(src->file, (off_t)(src->file_offset + sp->begin), SEEK_SET) != 0)
         return fail(err, BF_EIO, label, "cannot seek to byte %" PRIu64 ": %s",
                     src->file_offset + sp->begin, strerror(errno));
+    /* read() into fresh memory faults it in a page at a time, each a trap
+     * on a VM (warena.h); one call first (docs/perf/detectors.md, h18-seg) */
+    bf__pages_populate(dst, n);
     if (fread(dst, 1, n, src->file) != n)
         return fail(err, BF_EIO, label, "reading %zu bytes at byte %" PRIu64 ": %s", n,
                     src->file_offset + sp->begin,
