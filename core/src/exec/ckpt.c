@@ -20,8 +20,6 @@
 #include "base/warena.h"
 #include "exec/ckpt_impl.h"
 
-/* What recording a checkpoint byte costs the golden pass (ckpt_impl.h) */
-
 void bf__ckpt_free(bf__ckpt *ck)
 {
     if (!ck) return;

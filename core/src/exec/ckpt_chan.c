@@ -45,7 +45,6 @@
 #include "exec/ckpt_impl.h"
 #include "exec/step_access.h"
 
-/* as ckpt.c: what recording a checkpoint byte costs the golden pass */
 /* as ckpt_reach.c: what putting a stored byte back costs a trial, on each
  * image (a pointwise Conv of few input channels costs little more than
  * the copy of its golden output) */

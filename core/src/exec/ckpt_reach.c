@@ -23,7 +23,6 @@
 #include "base/alloc.h"
 #include "exec/ckpt_impl.h"
 
-/* as ckpt.c: what recording a checkpoint byte costs the golden pass */
 /* what putting a stored byte back costs a trial (a copy from memory not in
  * cache): an estimate, it only weighs the store's saving */
 #define FILL_SECONDS 0.3e-9
