@@ -434,13 +434,15 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
     if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
         fprintf(stderr,
                 "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "
-                "pass's %zu checkpoints (%.1f MiB, --cache-budget), expected to skip %.1f%% of an image's pass; "
+                "pass's %zu checkpoints (%.1f MiB, --cache-budget; a recorded byte priced at %.1f ns%s), expected "
+                "to skip %.1f%% of an image's pass; "
                 "%lld images ended early at a checkpoint whose values came back golden; %lld steps the faults could "
                 "not reach were not run (%zu of their values kept, %.1f MiB of the above); %lld faulted Convs ran "
                 "on their one changed channel over the golden output, %lld of them with their fused BatchNorm, Add or "
                 "activation, and %lld steps after them followed the channel on; %lld images ended where that channel "
                 "came back golden (counted in the early ends above)\n",
-                p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 100 * r->ckpt.expected_skip,
+                p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 1e9 * r->ckpt.byte_price,
+                r->ckpt.byte_price > 1.5e-9 ? ", this host's fresh pages measured dear" : "", 100 * r->ckpt.expected_skip,
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan);

@@ -43,9 +43,14 @@ cmp -s "$tmp/o.json" "$tmp/o2.json" && passes=$((passes+1)) || { echo "FAIL outp
 # campaigns: activations (every value is the sample's) and weights, each
 # image resumed from the golden checkpoints (--stats says so), the same
 # records as --exact
+# (weights: 100 trials, so that the checkpoints pay at either price of a
+# recorded byte, the dear one where this host's fresh pages measure dear:
+# at 30 they did not there, docs/perf/detectors.md, h18-ssd)
 for target in activations weights; do
+  trials=30
+  [ "$target" = weights ] && trials=100
   cat >"$tmp/$target.json" <<JSON
-{"model": "$model", "dataset": "$data", "trials": 30, "seed": 5, "faults": {"target": "$target", "model": "bitflip"}}
+{"model": "$model", "dataset": "$data", "trials": $trials, "seed": 5, "faults": {"target": "$target", "model": "bitflip"}}
 JSON
   check "run_$target" 0 "$BF" run "$tmp/$target.json" --local --stats --trials-out "$tmp/$target.1.jsonl"
   # weights: checkpoints pay; a 30-trial activation campaign on this tiny

@@ -22,6 +22,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "alloc_fail.h"
+#include "base/warena.h"
 #include "campaign_check.h"
 #include "exec/ckpt_impl.h"
 #include "onnx_graph.h"
@@ -89,11 +91,12 @@ static void kept_free(kept *k, int64_t n)
  * that a path ran (a cut, an early end, a fused Conv's channel, a followed
  * step) cannot flip on a slow or loaded one */
 static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int exact, int64_t budget,
-                int threads, int timed, bf_campaign_result *res)
+                int threads, int timed, double price, bf_campaign_result *res)
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed,
+                             .ckpt_byte_price = price};
     if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
     kept k = {0};
@@ -111,6 +114,10 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 
 typedef struct sums {
     int timed;   /* the differential runs' cuts by measured time (run) */
+    /* a recorded byte's price (bf_campaign_prep.ckpt_byte_price): 0, 1 ns,
+     * the same choice on every host; < 0, this host's (measured: where its
+     * fresh pages are dear, 2.5 ns); else that */
+    double price;
     int64_t runs, early, masked, changed, skipped, stored, chan, fused, follow, chan_early;
 } sums;
 
@@ -124,7 +131,8 @@ static void same_as_exact_on(const char *fix, const bf_campaign_spec *s, int64_t
     bf_dataset *ds = NULL;
     tc_load(stem, &m, &ds);
     bf_campaign_result rx, rd;
-    kept ex = run(m, ds, s, 1, 0, 2, 0, &rx), df = run(m, ds, s, 0, budget, threads, t->timed, &rd);
+    double price = t->price < 0 ? 0 : t->price > 0 ? t->price : 1e-9;
+    kept ex = run(m, ds, s, 1, 0, 2, 0, 0, &rx), df = run(m, ds, s, 0, budget, threads, t->timed, price, &rd);
     assert_int_equal(ex.n, df.n);
     for (int64_t i = 0; i < ex.n; i++) {
         tc_assert_same_record(&ex.rec[i], &df.rec[i]);
@@ -210,12 +218,13 @@ static void weights_single_bit(void **state)
 }
 
 /* the one test whose cuts are weighed by measured times
- * (bf_campaign_prep.timed_costs; bitflip run's are counted): its records
- * must equal the exact engine's whatever the cuts */
+ * (bf_campaign_prep.timed_costs; bitflip run's are counted) and whose
+ * bytes are priced at this host's measure (bitflip run's are too): its
+ * records must equal the exact engine's whatever the cuts */
 static void weights_several_and_ber(void **state)
 {
     (void)state;
-    sums t = {.timed = 1};
+    sums t = {.timed = 1, .price = -1};
     bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 16, 5);
     s.bits = 2;   /* two bits of one value */
     same_as_exact("ssdlite", &s, 0, &t);
@@ -543,6 +552,67 @@ static void store_cut_to_the_drawn_trials(void **state)
     bf_model_free(m);
 }
 
+/* Bytes priced dear (BF__CKPT_BYTE_SECONDS_DEAR, where a host's fresh
+ * pages cost 2.3-2.6 ns a byte, h18-ssd): the choice keeps no more bytes
+ * than at the usual 1 ns (and fewer at 1 us: the price is read), the same
+ * fixture's costs and faults, and the
+ * campaigns' records and outputs are still the exact engine's. And this
+ * host's measure of fresh pages is one (bf__pages_fresh_cost: above 0 on
+ * Linux, 0 where nothing can be mapped; no timing asserted). */
+static void dear_bytes_fewer_checkpoints(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_load(BF_FIXTURES "/det/ssdlite", &m, &ds);
+    bf_plan *p = NULL;
+    bf_error err = {0};
+    bf_plan_opts po = {.fuse_activations = 1, .share_buffers = 1, .unbatched = 1};   /* as the evaluator's */
+    if (bf_plan_create_opts(m, 1, &po, &p, &err) != BF_OK) fail_msg("%s", err.msg);
+    size_t n = bf_plan_num_steps(p);
+    double *cost = calloc(n + 1, sizeof *cost), *pm = calloc(m->n_params + 1, sizeof *pm);
+    assert_true(cost && pm);
+    for (size_t i = 0; i < n; i++) cost[i] = p->steps[i].dyn ? 1e-6 : 1e-4;
+    for (size_t q = 0; q < m->n_params; q++) pm[q] = 1;
+    uint64_t prev = UINT64_MAX, first = 0;
+    const double prices[] = {BF__CKPT_BYTE_SECONDS, BF__CKPT_BYTE_SECONDS_DEAR, 1e-6};
+    for (int k = 0; k < 3; k++) {
+        bf__ckpt *ck = NULL;
+        if (bf__ckpt_create_priced(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, prices[k], NULL, NULL, &ck, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        assert_true(bf__ckpt_byte_price(ck) == prices[k]);
+        uint64_t b = bf__ckpt_bytes(ck);
+        if (getenv("BF_TEST_VERBOSE"))
+            fprintf(stderr, "priced %.1f ns: %zu cuts, %llu bytes\n", prices[k] * 1e9, bf__ckpt_num_cuts(ck),
+                    (unsigned long long)b);
+        assert_true(b <= prev);
+        if (k == 0) {
+            assert_true(b > 0);
+            first = b;
+        }
+        if (k == 2) assert_true(b < first);   /* a microsecond a byte: the price is read */
+        prev = b;
+        bf__ckpt_free(ck);
+    }
+    free(cost);
+    free(pm);
+    bf_plan_free(p);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+    sums t = {.price = BF__CKPT_BYTE_SECONDS_DEAR};
+    for (size_t i = 0; i < 3; i++) {
+        bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 16, 31 + i);
+        same_as_exact(DETECTORS[i], &s, 0, &t);
+    }
+    assert_int_equal(t.runs, 3);
+    assert_true(t.changed > 0 && t.early > 0);
+#if defined(__linux__)
+    assert_true(bf__pages_fresh_cost((size_t)1 << 20) > 0);
+#endif
+    double h = bf__ckpt_host_price();
+    assert_true(h == BF__CKPT_BYTE_SECONDS || h == BF__CKPT_BYTE_SECONDS_DEAR);
+}
+
 /* Every allocation the checkpoints make (their layout, each image's copy,
  * the timing run's) failing in turn gives BF_ENOMEM and frees what it
  * made, never a crash or a leak (the ASan build checks the leaks). */
@@ -572,6 +642,7 @@ int main(void)
         cmocka_unit_test(no_room_for_a_cut),
         cmocka_unit_test(input_fed_unless_past_its_readers),
         cmocka_unit_test(store_cut_to_the_drawn_trials),
+        cmocka_unit_test(dear_bytes_fewer_checkpoints),
         cmocka_unit_test(allocations_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

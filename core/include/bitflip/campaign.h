@@ -546,7 +546,9 @@ typedef struct bf_campaign_result {
      * every sample, within --cache-budget, counted in bytes too).
      * early_chan: of early, the images that ended at a Conv run on its one
      * channel (chan_kinds.ckpt_conv), or a step following it on, whose
-     * channel came back golden. */
+     * channel came back golden. byte_price: the seconds a recorded byte
+     * was priced at when they were chosen, 1e-9 or, where this host's
+     * fresh pages measured dear, 2.5e-9 (docs/perf/detectors.md, h18-ssd). */
     struct {
         size_t cuts;
         uint64_t bytes;
@@ -555,6 +557,7 @@ typedef struct bf_campaign_result {
         int64_t skipped;
         size_t stored;
         uint64_t store_bytes;
+        double byte_price;
     } ckpt;
 } bf_campaign_result;
 
@@ -709,6 +712,13 @@ typedef struct bf_campaign_prep {
      * SSDlite320 the timed choice kept 70-134 MiB from one run to the next
      * and cost 0.04 s of CPU (docs/perf/detectors.md, h17-ssd). */
     int timed_costs;
+    /* What recording a checkpoint byte costs the golden pass, in seconds,
+     * for the same choice. 0 (the default): 1e-9, or 2.5e-9 where this
+     * host's fresh pages measure dearer than 1.2 ns a byte (a guest whose
+     * first write to each page faults to the hypervisor; 1 MiB mapped and
+     * written, timed, before the choice: docs/perf/detectors.md, h18-ssd).
+     * Set, that price on any host: the same choice everywhere (tests). */
+    double ckpt_byte_price;
     /* The shard bf_campaign_run will run (bf_campaign_opts' shard_index and
      * shard_count; count 0 or 1: every trial). The differential golden
      * pass then caches only what that shard's trials read (drawn before

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -263,6 +264,21 @@ void bf__pages_populate(void *addr, size_t len)
     if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 }
 
+double bf__pages_fresh_cost(size_t len)
+{
+    struct timespec t0, t1;
+    if (len == 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0) != 0) return 0;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 0;
+    bf__pages_populate(p, len);
+    memset(p, 1, len);   /* as the golden pass's copies write them */
+    int ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1) == 0;
+    (void)munmap(p, len);
+    if (!ok) return 0;
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return s > 0 ? s / (double)len : 0;
+}
+
 void bf__wview_drop(void *view, size_t nbytes)
 {
     /* MADV_DONTNEED on a private file mapping drops the private copies and
@@ -274,6 +290,7 @@ void bf__wview_drop(void *view, size_t nbytes)
 
 void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
 void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
+double bf__pages_fresh_cost(size_t len) { (void)len; return 0; }
 void bf__pages_huge(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 bf__warena *bf__warena_create_opts(size_t bytes, int huge) { (void)bytes, (void)huge; return NULL; }

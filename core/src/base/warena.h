@@ -93,6 +93,16 @@ void bf__pages_drop(void *addr, size_t len);
  * call took half the time for 512 MiB); best effort, no error. */
 void bf__pages_populate(void *addr, size_t len);
 
+/* What a byte of fresh memory costs this process, in seconds: the thread
+ * CPU time of mapping `len` bytes, populating them (bf__pages_populate)
+ * and writing each once, over len (about 0.3-0.4 ns a byte on the Intel
+ * KVM hosts, 2.3-2.5 on the AMD host whose guest's first write to a page
+ * faults to the hypervisor even after the populate: docs/perf/
+ * detectors.md, h18-ssd). A measurement, not a constant: callers use it
+ * to choose between fixed prices, far from either. 0 where it cannot be
+ * measured (no memory, no mmap). */
+double bf__pages_fresh_cost(size_t len);
+
 /* Asks for transparent huge pages over the whole 2 MiB pages inside
  * [addr, addr + len) (MADV_HUGEPAGE; elsewhere nothing): memory that every
  * pass touches again, a plan's shared arena and scratch (`bitflip eval`).

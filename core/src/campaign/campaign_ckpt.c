@@ -131,8 +131,12 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     int64_t budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
     bf__ckpt *ck = NULL;
     drawn_ctx dx = {.c = c, .prep = prep};
-    if ((st = bf__ckpt_create_drawn(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget,
-                                    drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) != BF_OK)
+    /* recorded bytes priced as the caller says, or at what fresh pages
+     * cost this host (ckpt.h) */
+    if ((st = bf__ckpt_create_priced(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget,
+                                     prep->ckpt_byte_price > 0 ? prep->ckpt_byte_price : bf__ckpt_host_price(),
+                                     drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) !=
+        BF_OK)
         goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
         bf__ckpt_free(ck);
@@ -194,6 +198,7 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
     acc->ckpt.skipped = skipped;
     acc->ckpt.stored = bf__ckpt_num_stored(ck);
     acc->ckpt.store_bytes = bf__ckpt_store_bytes(ck);
+    acc->ckpt.byte_price = bf__ckpt_byte_price(ck);
     double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
     acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
 }

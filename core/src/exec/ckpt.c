@@ -12,16 +12,13 @@
  * the golden time they save per byte, weighted by where trials' faults
  * land (mass), until the samples' checkpoints fill the budget or a cut
  * would save the campaign's trials less time than recording it costs
- * (BYTE_SECONDS). */
+ * (the byte price, ck->byte_s: ckpt_impl.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/warena.h"
 #include "exec/ckpt_impl.h"
-
-/* What recording a checkpoint byte costs the golden pass (ckpt_impl.h) */
-#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 
 void bf__ckpt_free(bf__ckpt *ck)
 {
@@ -100,10 +97,11 @@ static void allowed_cuts(const bf_plan *p, unsigned char *ok)
  * gain more than the recording costs. pre[k]: the time of steps before k;
  * msum[k]: the share of the faults landing before step k (of 1). */
 static void choose(const double *pre, const double *msum, const size_t *bytes, const unsigned char *ok, size_t n,
-                   uint64_t budget, int64_t samples, int64_t trials, unsigned char *chosen, int *prev, int *next)
+                   uint64_t budget, int64_t samples, int64_t trials, double byte_s, unsigned char *chosen, int *prev,
+                   int *next)
 {
     /* seconds saved per image per trial, per byte of each image's checkpoints */
-    double floor_ratio = trials > 0 ? BYTE_SECONDS / (double)trials : 0;
+    double floor_ratio = trials > 0 ? byte_s / (double)trials : 0;
     uint64_t used = 0;
     for (;;) {
         int pc = 0;
@@ -200,6 +198,14 @@ bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trial
                                 const double *param_mass, const double *value_mass, size_t budget,
                                 bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
 {
+    return bf__ckpt_create_priced(p, samples, trials, step_cost, param_mass, value_mass, budget, BF__CKPT_BYTE_SECONDS,
+                                  drawn, user, out, err);
+}
+
+bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                                 const double *param_mass, const double *value_mass, size_t budget, double byte_s,
+                                 bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
+{
     const bf_model *m = p->model;
     size_t n = p->n_steps;
     *out = NULL;
@@ -216,6 +222,7 @@ bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trial
     ck->n_params = m->n_params;
     ck->n_values = m->n_values;
     ck->samples = samples;
+    ck->byte_s = byte_s > 0 ? byte_s : BF__CKPT_BYTE_SECONDS;
     ck->param_lo = bf__malloc((m->n_params + 1) * sizeof *ck->param_lo);
     ck->param_hi = bf__malloc((m->n_params + 1) * sizeof *ck->param_hi);
     ck->val_step = bf__malloc((m->n_values + 1) * sizeof *ck->val_step);
@@ -256,7 +263,7 @@ bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trial
         size_t nv;
         if (ok[k]) live_at(p, last, (int)k, NULL, &nv, &bytes[k]);
     }
-    if (samples > 0) choose(pre, msum, bytes, ok, n, (uint64_t)budget, samples, trials, chosen, prev, next);
+    if (samples > 0) choose(pre, msum, bytes, ok, n, (uint64_t)budget, samples, trials, ck->byte_s, chosen, prev, next);
     if ((st = lay_out(ck, p, last, chosen, err)) != BF_OK) goto out;
     for (size_t i = 0; i < n && total > 0 && mtotal > 0; i++)
         if (mass[i] > 0 && ck->cut_of[i] >= 0) ck->saved += mass[i] / mtotal * pre[ck->cut[ck->cut_of[i]]] / total;
@@ -294,6 +301,14 @@ out:
 }
 
 size_t bf__ckpt_num_cuts(const bf__ckpt *ck) { return ck ? ck->n_cuts : 0; }
+double bf__ckpt_byte_price(const bf__ckpt *ck) { return ck ? ck->byte_s : 0; }
+
+double bf__ckpt_host_price(void)
+{
+    /* 1 MiB: 256 pages, 0.3-0.4 ms where they are cheap, 2.5 where dear */
+    double c = bf__pages_fresh_cost((size_t)1 << 20);
+    return c > BF__CKPT_DEAR_PAGES ? BF__CKPT_BYTE_SECONDS_DEAR : BF__CKPT_BYTE_SECONDS;
+}
 uint64_t bf__ckpt_bytes(const bf__ckpt *ck) { return ck ? (uint64_t)ck->sample_bytes * (uint64_t)ck->samples : 0; }
 double bf__ckpt_saved_share(const bf__ckpt *ck) { return ck ? ck->saved : 0; }
 

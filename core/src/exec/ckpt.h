@@ -43,6 +43,19 @@ typedef bf_status (*bf__ckpt_drawn)(void *user, const bf__ckpt *ck, struct bf__c
 bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
                                 const double *param_mass, const double *value_mass, size_t budget,
                                 bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
+/* As bf__ckpt_create_drawn, a recorded byte priced at byte_s seconds
+ * instead of BF__CKPT_BYTE_SECONDS (ckpt_impl.h; <= 0: that): the
+ * campaign's choice where fresh pages measure dear (campaign_ckpt.c) */
+bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                                 const double *param_mass, const double *value_mass, size_t budget, double byte_s,
+                                 bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
+/* the price the checkpoints were chosen at, seconds a byte */
+double bf__ckpt_byte_price(const bf__ckpt *ck);
+/* This host's price of a recorded byte: BF__CKPT_BYTE_SECONDS_DEAR where
+ * fresh pages measure dearer than BF__CKPT_DEAR_PAGES a byte
+ * (bf__pages_fresh_cost over 1 MiB), else BF__CKPT_BYTE_SECONDS
+ * (ckpt_impl.h) */
+double bf__ckpt_host_price(void);
 void bf__ckpt_free(bf__ckpt *ck);
 
 size_t bf__ckpt_num_cuts(const bf__ckpt *ck);

@@ -37,7 +37,7 @@
  *
  * Without value faults, a Conv whose output (or chain's) the store can
  * hold; each is kept when the trials save more than recording it costs the
- * golden pass (BYTE_SECONDS, as the cuts), within the budget the cuts and
+ * golden pass (ck->byte_s, as the cuts), within the budget the cuts and
  * the store left. */
 #include <string.h>
 
@@ -45,8 +45,6 @@
 #include "exec/ckpt_impl.h"
 #include "exec/step_access.h"
 
-/* as ckpt.c: what recording a checkpoint byte costs the golden pass */
-#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 /* as ckpt_reach.c: what putting a stored byte back costs a trial, on each
  * image (a pointwise Conv of few input channels costs little more than
  * the copy of its golden output) */
@@ -172,7 +170,7 @@ bf_status bf__ckpt_choose_chan(bf__ckpt *ck, const bf_plan *p, const double *mas
                       ((double)cost * 1e-9 * (1.0 - 1.0 / (double)m) + pg * rest - FILL_SECONDS * (double)bytes);
         if (save <= 0 && bytes > CHAN_SMALL) continue;
         if (need > room - taken ||
-            (trials > 0 && bytes > CHAN_SMALL && save * (double)trials < BYTE_SECONDS * (double)bytes))
+            (trials > 0 && bytes > CHAN_SMALL && save * (double)trials < ck->byte_s * (double)bytes))
             continue;
         taken += need;
         used[o] = 1;
@@ -193,7 +191,7 @@ bf_status bf__ckpt_choose_chan(bf__ckpt *ck, const bf_plan *p, const double *mas
             double fsave = mass[i] / mtotal *
                            ((double)fcost * 1e-9 * (1.0 - 1.0 / (double)(c1 > 1 ? c1 : 2)) - FILL_SECONDS * (double)fb);
             if (fb == 0 || c1 < 1 || fneed > room - taken || (fsave <= 0 && fb > CHAN_SMALL) ||
-                (trials > 0 && fb > CHAN_SMALL && fsave * (double)trials < BYTE_SECONDS * (double)fb))
+                (trials > 0 && fb > CHAN_SMALL && fsave * (double)trials < ck->byte_s * (double)fb))
                 break;
             taken += fneed;
             used[fo] = 1;

@@ -17,6 +17,17 @@
  * themselves: 1 GiB of checkpoints then made the setup 3.3 s longer than
  * 64 MiB did. */
 #define BF__CKPT_BYTE_SECONDS 1e-9
+/* The price where fresh memory measures dear (bf__pages_fresh_cost over
+ * BF__CKPT_DEAR_PAGES seconds a byte): on the AMD benchmark host of
+ * h18-ssd (a guest whose first write to each page faults to the
+ * hypervisor, populated or not) 136 MiB of fresh pages took 0.30-0.36 s
+ * of CPU, 2.3-2.6 ns a byte; priced at 2.5 ns SSDlite320's campaign chose 4
+ * cuts and 93.5 MiB instead of 6 and 135.9, and took 8% less CPU
+ * (docs/perf/detectors.md, h18-ssd). Two fixed prices, far apart, and a
+ * threshold far from both hosts' measurements, so that the choice does
+ * not move with the load as timed step costs did (h17-ssd). */
+#define BF__CKPT_BYTE_SECONDS_DEAR 2.5e-9
+#define BF__CKPT_DEAR_PAGES 1.2e-9
 
 struct bf__ckpt {
     size_t n_steps, n_params, n_values;
@@ -24,6 +35,7 @@ struct bf__ckpt {
     int *val_step;              /* per value: the step computing it (-1: a graph input) */
     int *val_last;              /* per value: the last step reading it (n_steps: a graph output; -1: none) */
     double saved;               /* bf__ckpt_saved_share */
+    double byte_s;              /* what recording a byte costs (BF__CKPT_BYTE_SECONDS or _DEAR) */
     int64_t *pre_ns;            /* n_steps + 1: golden time of the steps before each */
     size_t n_cuts;
     int *cut;                   /* ascending steps */

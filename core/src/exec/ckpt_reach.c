@@ -16,15 +16,13 @@
  * The store holds, of the values a step computes, those read by a step a
  * fault landing later reaches (another feature level's head, say): found
  * by walking each step where faults land, and kept when the trials save
- * more than recording them costs the golden pass (BYTE_SECONDS, ckpt.c's
+ * more than recording them costs the golden pass (ck->byte_s, ckpt.c's
  * rule) and they fit the budget left by the cuts. */
 #include <string.h>
 
 #include "base/alloc.h"
 #include "exec/ckpt_impl.h"
 
-/* as ckpt.c: what recording a checkpoint byte costs the golden pass */
-#define BYTE_SECONDS BF__CKPT_BYTE_SECONDS
 /* what putting a stored byte back costs a trial (a copy from memory not in
  * cache): an estimate, it only weighs the store's saving */
 #define FILL_SECONDS 0.3e-9
@@ -353,7 +351,7 @@ static bf_status choose_reach(bf__ckpt *ck, const bf_plan *p, const double *mass
         gain += mass[o] / mtotal * ((double)(ck->pre_ns[n] - ck->pre_ns[f]) * 1e-9 - with);
         run += mass[o] / mtotal * with;
     }
-    if (gain <= 0 || (trials > 0 && gain * (double)trials < BYTE_SECONDS * (double)bytes)) {
+    if (gain <= 0 || (trials > 0 && gain * (double)trials < ck->byte_s * (double)bytes)) {
         for (size_t v = 0; v < nv; v++) ck->store_of[v] = -1;
         memset(ck->post, 0, n);
         memset(ck->st_first, 0, (n + 1) * sizeof *ck->st_first);
