@@ -331,6 +331,12 @@ static const conv_case cases[] = {
      {0, 0, 0, 0}, 1, 0},
     {"1x1 lanes: groups 2 of 16 rows and K 260 on 6x7 maps, 2 images", 2, 520, 6, 7, 32, 2, 1, 1, 1, 1, {0, 0, 0, 0},
      1, 1},
+    /* the lanes for the projections of maps under 256 positions (K >= 128,
+     * K > M): 14x14 maps of 3 images (2 a tile, then 1), K 200 in chunks
+     * of 112 and 88, 48 rows; 15x13 with K 130 (one chunk) and 32 rows */
+    {"1x1 lanes: 14x14 projection, 3 images (2 a call, then 1), K 200 (chunks 112, 88), 48 rows", 3, 200, 14, 14,
+     48, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1},
+    {"1x1 lanes: 15x13 projection, 2 images, K 130, 32 rows", 2, 130, 15, 13, 32, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
     {"1x1 lanes' shape without a bias: the product instead", 2, 300, 7, 7, 16, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},

@@ -287,12 +287,69 @@ static void golden_pass_pairs(void **state)
     bf_model_free(m);
 }
 
+/* Small maps (at least BF__PWDW_NMIN positions; under BF__PWDW_SMALL, blocks
+ * of up to BF__PWDW_BLK_SMALL channels): 40 -> 72 channels on 7x9 maps
+ * (63 positions: blocks of 64 and 8) -> Clip(0, 6) -> 3x3 stride 2 ->
+ * Clip, and 40 -> 16 on 6x8 (48 positions, under the bound: no pair) ->
+ * Relu -> 3x3 stride 1. On AVX-512 the first pair runs and the second
+ * does not; the outputs are the unfused plan's bytes at every path. */
+static bf_model *small_graph(void)
+{
+    tg_graph g = {.opset = 13};
+    tg_init_f32(&g, "lo", 0, NULL, (float[]){0.0f});
+    tg_init_f32(&g, "hi", 0, NULL, (float[]){6.0f});
+    conv(&g, "s1", "x", 40, 72, 0, 1, 1, "s1o");
+    tg_node(&g, "Clip", "t1", (const char *[]){"s1o", "lo", "hi"}, 3, "t1o");
+    conv(&g, "s2", "t1o", 72, 72, 1, 2, 1, "s2o");
+    tg_node(&g, "Clip", "t2", (const char *[]){"s2o", "lo", "hi"}, 3, "z1");
+    conv(&g, "s3", "x2", 40, 16, 0, 1, 1, "s3o");
+    tg_node(&g, "Relu", "t3", (const char *[]){"s3o"}, 1, "t3o");
+    conv(&g, "s4", "t3o", 16, 16, 1, 1, 1, "z2");
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){BATCH, 40, 7, 9});
+    g.ins[g.n_ins++] = tg_value_info(&g, "x2", 1, 4, (int64_t[]){BATCH, 40, 6, 8});
+    g.outs[g.n_outs++] = tg_value_info(&g, "z1", 1, 4, (int64_t[]){BATCH, 72, 4, 5});
+    g.outs[g.n_outs++] = tg_value_info(&g, "z2", 1, 4, (int64_t[]){BATCH, 16, 6, 8});
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "pwdw_small", &len);
+    tg_free(&g);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "pwdw_small.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    return m;
+}
+
+static void small_maps(void **state)
+{
+    (void)state;
+    bf_model *m = small_graph();
+    const char *levels[] = {"ref", "avx2", "avx512", NULL};
+    for (int l = 0; l < 4; l++) {
+        if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
+        else unsetenv("BITFLIP_SIMD");
+        int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+        bf_plan *a = tg_plan(m, BATCH, 0, 0), *b = tg_plan(m, BATCH, 1, 1);
+        unsetenv("BITFLIP_SIMD");
+        const char *at = levels[l] ? levels[l] : "unset";
+        if (pairs_marked(b) != (avx512 ? 1u : 0u) || pairs_marked(a) != 0)
+            fail_msg("small maps, BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), avx512);
+        pp_run(a), pp_run(b);
+        assert_int_equal(b->n_pwdw, avx512 ? 1 : 0);
+        char what[96];
+        snprintf(what, sizeof what, "small maps, BITFLIP_SIMD=%s", at);
+        pp_same_outputs(a, b, what);
+        bf_plan_free(a), bf_plan_free(b);
+    }
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(below_avx512),
         cmocka_unit_test(at_avx512),
         cmocka_unit_test(golden_pass_pairs),
+        cmocka_unit_test(small_maps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,9 @@
  * are in L2, and the expansion's output is never written at all. Measured
  * per shape (bitflip-bench-conv --fuse, docs/perf/mobilenet.md, h16-mb):
  * 0.35-0.41x the pair's time apart at 112x112, 0.43-0.77x at 56x56,
- * 0.63-0.97x at 28x28, 0.92-1.11x at 14x14 (not taken: BF__PWDW_NMIN).
+ * 0.63-0.97x at 28x28, 0.92-1.11x at 14x14 on the Intel host; on the AMD
+ * EPYC of h18-mbv2 0.67-0.92x at 14x14 and 0.87-0.98x at 7x7 in blocks of
+ * 32-64, so those pairs are taken too (BF__PWDW_NMIN, BF__PWDW_BLK_SMALL).
  *
  * The bits: each expansion element is the step's own chain and epilogue
  * (bf__conv_direct's 1x1 loop runs a group's rows in one call; here the
@@ -44,7 +46,8 @@ static int64_t pair_blk(const bf__conv_params *cp, const bf__conv_params *cq)
         return 0;
     if (bf__conv_pwl_want(cp) || bf__conv_pw_images(cp) > 1) return 0;
     int64_t blk = BF__PWDW_FLOATS / cp->osp;
-    if (blk > BF__PWDW_BLK) blk = BF__PWDW_BLK;
+    int64_t cap = cp->osp < BF__PWDW_SMALL ? BF__PWDW_BLK_SMALL : BF__PWDW_BLK;
+    if (blk > cap) blk = cap;
     blk &= ~(int64_t)7;
     return blk < 8 ? 0 : blk;
 }

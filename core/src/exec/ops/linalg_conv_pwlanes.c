@@ -48,6 +48,12 @@
 #ifndef PL_KC
 #define PL_KC 192      /* k terms a chunk at most: a row block's weights 48 KiB */
 #endif
+#ifndef PL_NPROJ
+#define PL_NPROJ 256   /* bf__conv_pwl_want: the projections of maps under this many positions ... */
+#endif
+#ifndef PL_KPROJ
+#define PL_KPROJ 128   /* ... with K of at least this */
+#endif
 #ifndef PL_POS
 #define PL_POS 400     /* positions a tile at most (whole images): its sums 100 KiB */
 #endif
@@ -265,6 +271,13 @@ int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, con
  * detectors.md, h16-seg). */
 int bf__conv_pwl_want(const bf__conv_params *cp)
 {
-    return bf__conv_pwl_ok(cp) && cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN &&
+    /* and the projections of maps under PL_NPROJ positions (mobilenet_v2's
+     * 14x14 ones, K 192-576 -> M 64-96: more input than output channels,
+     * K of at least PL_KPROJ): on the AMD EPYC (Zen 5) of h18-mbv2 the
+     * lanes took 0.82-0.85x the product's time there, where on the Intel
+     * host of h15-dw they measured level or slower on 14x14; the
+     * expansions (K < M) stay slower in the lanes on both */
+    int proj = cp->osp < PL_NPROJ && cp->kc > cp->mg && cp->kc >= PL_KPROJ;
+    return bf__conv_pwl_ok(cp) && ((cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN) || proj) &&
            !(cp->osp == 1 && bf__conv_pw_images(cp) > 1);
 }

@@ -273,13 +273,16 @@ int bf__conv_res_direct(const bf__conv_params *cp);
 #define BF__PW_TMPMAX (1 << 17) /* ... and a product of at most this many floats (512 KiB) */
 int bf__conv_pw_inplace_ok(const bf__conv_params *cp, int64_t nj);
 /* linalg_conv_pwdw.c (exec/step_access.h, bf__conv_pwdw): the 1x1 ->
- * depthwise pairs over maps of at least BF__PWDW_NMIN positions, a block
- * of at most BF__PWDW_BLK channels (a multiple of 8) whose planes fit
- * BF__PWDW_FLOATS floats (784 KiB: 16 planes of 112x112, 32 of 56x56;
- * with the 1x1's input image, within L2's 2 MiB): the block sizes that
- * measured best (docs/perf/mobilenet.md, h16-mb) */
-#define BF__PWDW_NMIN 784
+ * depthwise pairs over maps of at least BF__PWDW_NMIN positions (7x7), a
+ * block of at most BF__PWDW_BLK channels (a multiple of 8; maps under
+ * BF__PWDW_SMALL positions, the 14x14 and 7x7 ones, BF__PWDW_BLK_SMALL)
+ * whose planes fit BF__PWDW_FLOATS floats (784 KiB: 16 planes of 112x112,
+ * 32 of 56x56): the block sizes that measured best (docs/perf/
+ * mobilenet.md, h16-mb; the small maps and their blocks of 64, h18-mbv2) */
+#define BF__PWDW_NMIN 49
+#define BF__PWDW_SMALL 784
 #define BF__PWDW_BLK 32
+#define BF__PWDW_BLK_SMALL 64
 #define BF__PWDW_FLOATS 200704
 void bf__conv_pw_inplace(int m, int n, int k, const float *a, int lda, const float *b, int ldb, const float *bias,
                          const bf__act *act, float *y, int ldy);
