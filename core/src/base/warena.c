@@ -254,6 +254,11 @@ void bf__pages_huge(void *addr, size_t len)
 #endif
 }
 
+void bf__pages_huge_once(void *addr, size_t len)
+{
+    if (huge_pages_wanted(0)) bf__pages_huge(addr, len);
+}
+
 void bf__pages_populate(void *addr, size_t len)
 {
 #ifndef MADV_POPULATE_WRITE
@@ -292,6 +297,7 @@ void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
 void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
 double bf__pages_fresh_cost(size_t len) { (void)len; return 0; }
 void bf__pages_huge(void *addr, size_t len) { (void)addr; (void)len; }
+void bf__pages_huge_once(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 bf__warena *bf__warena_create_opts(size_t bytes, int huge) { (void)bytes, (void)huge; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }

@@ -115,4 +115,12 @@ double bf__pages_fresh_cost(size_t len);
  * effort, no error. */
 void bf__pages_huge(void *addr, size_t len);
 
+/* bf__pages_huge for memory written once, the golden cache's blocks and the
+ * partial-sum checkpoints: only when BITFLIP_HUGE_PAGES is set to other
+ * than 0. Off by default: an Intel host's compaction on each fault tripled
+ * the pass's system time, and the eighteenth session's AMD host measured
+ * the campaign within its load's noise (docs/perf/trials.md, "Huge pages
+ * for the golden cache"). */
+void bf__pages_huge_once(void *addr, size_t len);
+
 #endif

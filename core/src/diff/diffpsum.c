@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "diff/diff_impl.h"
 
 struct bf__psum_store {
@@ -124,6 +125,7 @@ size_t bf__psum_alloc(bf__psum_store *ps, size_t room)
         size_t bytes = ps->per[i] * sizeof(float) * (size_t)ps->n_batches;
         if (!ps->per[i] || bytes > room - ps->bytes || ps->bytes > room) continue;
         if (!(ps->blk[i] = bf__malloc(bytes + 1))) continue;   /* no room: the trials run it whole */
+        bf__pages_huge_once(ps->blk[i], bytes);   /* as the cache's blocks (gcache.c) */
         ps->bytes += bytes;
         ps->convs++;
     }

@@ -585,11 +585,15 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
         }
         /* Not zeroed: the pass writes every byte of every slot, and each
          * thread's first write to its slots is what faults their pages in,
-         * in parallel. Transparent huge pages (madvise) were measured
-         * slower: on a machine whose memory is fragmented the kernel
-         * compacts on each fault, and system time on resnet18 went from
-         * 0.7 to 2 s. */
+         * in parallel. Transparent huge pages (madvise) only with
+         * BITFLIP_HUGE_PAGES set (bf__pages_huge_once): on a machine whose
+         * memory is fragmented the kernel compacts on each fault, and
+         * system time on resnet18 went from 0.7 to 2 s; on the eighteenth
+         * session's AMD host they took 0.7 s of user CPU off resnet18's
+         * campaign and added 0.5 s of system CPU (docs/perf/trials.md,
+         * "Huge pages for the golden cache"). */
         gc->blk[cs[i].v] = bf__malloc(cs[i].bytes + 1);
+        if (gc->blk[cs[i].v]) bf__pages_huge_once(gc->blk[cs[i].v], cs[i].bytes);
         if (!gc->blk[cs[i].v]) {
             if (cs[i].must) {
                 bf__free(d);
