@@ -2,7 +2,8 @@
  * here share (test_diff_psum.c, test_diff_random.c, test_diff_stpool.c):
  * a deterministic generator (splitmix64), random weights, a Conv and a
  * classifier head, and the eval set as safetensors (float inputs and random
- * labels) loaded with the model as a user's files would be. Inline so that
+ * labels) loaded with the model as a user's files would be; and the
+ * comparison of two trial records a planted error must break. Inline so that
  * a test using fewer of them builds without unused-function warnings. */
 #ifndef BF_TEST_DIFF_GRAPH_H
 #define BF_TEST_DIFF_GRAPH_H
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "onnx_graph.h"
@@ -136,6 +138,14 @@ static inline void dg_load(const uint8_t *mb, size_t ml, const uint8_t *db, size
     bf_error err = {0};
     if (bf_model_load_buffer(mb, ml, mn, m, &err) != BF_OK) fail_msg("model: %s", err.msg);
     if (bf_dataset_load_buffer(db, dl, dn, ds, &err) != BF_OK) fail_msg("eval set: %s", err.msg);
+}
+
+/* two trial records the same (trial, outcome, changed predictions, every
+ * metric's bits): what a planted error must break for some trial */
+static inline int dg_same_record(const bf_trial_record *a, const bf_trial_record *b)
+{
+    return a->trial == b->trial && a->outcome == b->outcome && a->changed == b->changed &&
+           memcmp(a->metrics, b->metrics, sizeof a->metrics) == 0;
 }
 
 #endif

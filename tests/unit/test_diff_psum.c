@@ -113,12 +113,6 @@ static void run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     bf_campaign_free(c);
 }
 
-static int same_record(const bf_trial_record *a, const bf_trial_record *b)
-{
-    return a->trial == b->trial && a->outcome == b->outcome && a->changed == b->changed &&
-           memcmp(a->metrics, b->metrics, sizeof a->metrics) == 0;
-}
-
 /* exact and differential (1 and 2 threads, and a shard of 2): the same
  * records; returns the resumes of the 1-thread run */
 static int64_t check_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label)
@@ -174,7 +168,7 @@ static void resume_matches_exact(void **state)
             run(m, ds, &s1, &prep, plant, 1, 0, 0, got, &res);
             assert_true(res.psum.resumed > 0);
             int differ = 0;
-            for (int64_t k = 0; k < res.trials_done; k++) differ += !same_record(&got[k], &ex[got[k].trial]);
+            for (int64_t k = 0; k < res.trials_done; k++) differ += !dg_same_record(&got[k], &ex[got[k].trial]);
             printf("planted error %d: %d of %lld records differ from the exact engine's\n", plant, differ,
                    (long long)res.trials_done);
             assert_true(differ > 0);

@@ -130,12 +130,6 @@ static int64_t run(const bf_model *m, const bf_dataset *ds, const bf_campaign_sp
     return pairs;
 }
 
-static int same_record(const bf_trial_record *a, const bf_trial_record *b)
-{
-    return a->trial == b->trial && a->outcome == b->outcome && a->changed == b->changed &&
-           memcmp(a->metrics, b->metrics, sizeof a->metrics) == 0;
-}
-
 static void stem_pair_in_golden_pass(void **state)
 {
     (void)state;
@@ -167,7 +161,7 @@ static void stem_pair_in_golden_pass(void **state)
     /* the planted error: the weight faults' trials read the pool's output */
     run(m, ds, &cases[0].s, 1, 1, got);
     int differ = 0;
-    for (int i = 0; i < TRIALS; i++) differ += !same_record(&got[i], &ex[0][got[i].trial]);
+    for (int i = 0; i < TRIALS; i++) differ += !dg_same_record(&got[i], &ex[0][got[i].trial]);
     print_message("planted error in the pair's output: %d of %d records differ from the exact engine's\n", differ,
                   TRIALS);
     assert_true(differ > 0);
