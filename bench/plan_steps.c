@@ -197,7 +197,7 @@ int main(int argc, char **argv)
             return 1;
         }
         *(r % 2 ? &watched : &bare) += cpu_now() - t0;
-        if (r % 2 == 0) n_pw = p->n_pwdw, n_sp = p->n_stpool;
+        if (r % 2 == 0) n_pw = p->tab.n_pwdw, n_sp = p->tab.n_stpool;
     }
     if (!ds)
         printf("\npass without a watch %.1f ms, with one %.1f ms (thread CPU, %d runs each, alternated; "

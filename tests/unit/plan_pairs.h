@@ -1,6 +1,7 @@
 /* What test_conv_pwdw.c and test_conv_stpool.c share: a graph's weights,
- * the inputs their plans run on, and the bit-for-bit comparison of two
- * plans' outputs (a fused plan against one that fuses nothing). Both
+ * the graph packed and loaded, the inputs their plans run on, the pairs a
+ * plan marked, the bit-for-bit comparison of two plans' outputs (a fused
+ * plan against one that fuses nothing), and the same under value faults. Both
  * tests check pairs of steps run together (plan_impl.h, pwdw) against the
  * steps run apart, so both need exactly these; inline so that a test
  * using fewer of them builds without unused-function warnings. */
@@ -9,10 +10,14 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bitflip/fault.h"
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
+#include "exec/plan_impl.h"
 #include "onnx_graph.h"
 
 /* pseudo-random weights in [-0.5, 0.5), seeded per tensor */
@@ -61,6 +66,65 @@ static inline void pp_same_outputs(const bf_plan *a, const bf_plan *b, const cha
         const bf_tensor *x = bf_plan_output(a, i), *y = bf_plan_output(b, i);
         assert_int_equal(bf_tensor_nbytes(x), bf_tensor_nbytes(y));
         if (memcmp(x->data, y->data, bf_tensor_nbytes(x)) != 0) fail_msg("%s: output %zu differs", what, i);
+    }
+}
+
+/* graph g packed and loaded as NAME.onnx (g freed) */
+static inline bf_model *pp_load(tg_graph *g, const char *name)
+{
+    size_t len = 0;
+    uint8_t *buf = tg_pack(g, name, &len);
+    tg_free(g);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    char file[64];
+    snprintf(file, sizeof file, "%s.onnx", name);
+    if (bf_model_load_buffer(buf, len, file, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    return m;
+}
+
+/* the pairs plan p marked (plan_impl.h, pwdw), each of a shape `pair`
+ * (bf__conv_pwdw_pair, bf__conv_stpool_pair) takes */
+static inline size_t pp_marked(const bf_plan *p, int64_t (*pair)(const bf__step *, const bf__step *))
+{
+    size_t n = 0;
+    for (size_t i = 0; p->tab.pwdw && i < p->n_steps; i++)
+        if (p->tab.pwdw[i]) {
+            assert_true(pair(&p->steps[i], &p->steps[p->tab.pwdw[i]]) > 0);
+            n++;
+        }
+    return n;
+}
+
+/* a value fault, and the pairs the fused plan still runs under it */
+typedef struct pp_vfault {
+    const char *value;
+    size_t pairs;
+} pp_vfault;
+
+/* Each value fault of vf[0..n) in turn (sample 1, element 37, bit 30), on
+ * the unfused plan a and the fused plan b: b ran vf[f].pairs pairs (*ran:
+ * its count of them, where avx512 says pairs run; none elsewhere) and its
+ * outputs are a's bytes. `at` names the CPU path in the messages. */
+static inline void pp_faults_match(const bf_model *m, bf_plan *a, bf_plan *b, const pp_vfault *vf, size_t n,
+                                   const size_t *ran, int avx512, const char *at)
+{
+    for (size_t f = 0; f < n; f++) {
+        bf_error err = {0};
+        bf_value_fault q = {.value = bf_model_find_value(m, vf[f].value), .sample = 1, .index = 37,
+                            .model = BF_FAULT_BITFLIP, .mask = 1u << 30, .repr = BF_REPR_FP32};
+        if (bf_plan_set_value_faults(a, &q, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &q, 1, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        pp_run(a), pp_run(b);
+        if (*ran != (avx512 ? vf[f].pairs : 0))
+            fail_msg("BITFLIP_SIMD=%s, a fault on '%s': %zu pairs run, expected %zu", at, vf[f].value, *ran,
+                     avx512 ? vf[f].pairs : 0);
+        char what[96];
+        snprintf(what, sizeof what, "BITFLIP_SIMD=%s, a fault on '%s'", at, vf[f].value);
+        pp_same_outputs(a, b, what);
+        if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
+            fail_msg("%s", err.msg);
     }
 }
 

@@ -104,27 +104,10 @@ static bf_model *graph(void)
     g.outs[g.n_outs++] = tg_value_info(&g, "y2", 1, 4, (int64_t[]){BATCH, 12, 29, 31});
     g.outs[g.n_outs++] = tg_value_info(&g, "y4", 1, 4, (int64_t[]){BATCH, 16, 28, 28});
     g.outs[g.n_outs++] = tg_value_info(&g, "y5", 1, 4, (int64_t[]){BATCH, 16, 28, 28});
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "pwdw", &len);
-    tg_free(&g);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "pwdw.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    return m;
+    return pp_load(&g, "pwdw");
 }
 
-/* the pairs the plan marked, each of a shape bf__conv_pwdw_pair takes */
-static size_t pairs_marked(const bf_plan *p)
-{
-    size_t n = 0;
-    for (size_t i = 0; p->pwdw && i < p->n_steps; i++)
-        if (p->pwdw[i]) {
-            assert_true(bf__conv_pwdw_pair(&p->steps[i], &p->steps[p->pwdw[i]]) > 0);
-            n++;
-        }
-    return n;
-}
+static size_t pairs_marked(const bf_plan *p) { return pp_marked(p, bf__conv_pwdw_pair); }
 
 /* The pairs at one CPU path (BITFLIP_SIMD=level; NULL: unset): marked
  * and run (3) where the caller says the path is AVX-512 (avx512), none
@@ -139,31 +122,14 @@ static void pairs_match_steps(bf_model *m, const char *level, int avx512)
     if (pairs_marked(b) != (avx512 ? 3u : 0u) || pairs_marked(a) != 0)
         fail_msg("BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), avx512 ? 3 : 0);
     pp_run(a), pp_run(b);
-    assert_int_equal(b->n_pwdw, avx512 ? 3 : 0);
+    assert_int_equal(b->tab.n_pwdw, avx512 ? 3 : 0);
     pp_same_outputs(a, b, at);
-    print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->n_pwdw);
+    print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->tab.n_pwdw);
     /* value faults: on a pair's inner values it runs as steps, on the
      * depthwise chain's last value it pairs */
-    static const struct {
-        const char *value;
-        size_t pairs;
-    } vf[] = {{"c1o", 2}, {"k1o", 2}, {"c2o", 2}, {"k2o", 3}, {"c3o", 2}, {"k3o", 2}, {"y1", 2}, {"k5o", 2}, {"y2", 3}};
-    for (size_t f = 0; f < sizeof vf / sizeof *vf; f++) {
-        bf_error err = {0};
-        bf_value_fault q = {.value = bf_model_find_value(m, vf[f].value), .sample = 1, .index = 37,
-                            .model = BF_FAULT_BITFLIP, .mask = 1u << 30, .repr = BF_REPR_FP32};
-        if (bf_plan_set_value_faults(a, &q, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &q, 1, &err) != BF_OK)
-            fail_msg("%s", err.msg);
-        pp_run(a), pp_run(b);
-        if (b->n_pwdw != (avx512 ? vf[f].pairs : 0))
-            fail_msg("BITFLIP_SIMD=%s, a fault on '%s': %zu pairs run, expected %zu", at, vf[f].value, b->n_pwdw,
-                     avx512 ? vf[f].pairs : 0);
-        char what[96];
-        snprintf(what, sizeof what, "BITFLIP_SIMD=%s, a fault on '%s'", at, vf[f].value);
-        pp_same_outputs(a, b, what);
-        if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
-            fail_msg("%s", err.msg);
-    }
+    static const pp_vfault vf[] = {{"c1o", 2}, {"k1o", 2}, {"c2o", 2}, {"k2o", 3}, {"c3o", 2},
+                                   {"k3o", 2}, {"y1", 2},  {"k5o", 2}, {"y2", 3}};
+    pp_faults_match(m, a, b, vf, sizeof vf / sizeof *vf, &b->tab.n_pwdw, avx512, at);
     bf_plan_free(a), bf_plan_free(b);
 }
 
@@ -239,8 +205,8 @@ static void golden_pass(const bf_model *m, const char *const *want_names, size_t
     if (bf__gcache_pairs(gc) != pairs * BATCHES)
         fail_msg("%s: the golden pass ran %lld pairs, expected %lld", at, (long long)bf__gcache_pairs(gc),
                  (long long)(pairs * BATCHES));
-    assert_null(p[0]->pwdw);   /* taken off: trials and exact runs never pair */
-    assert_null(p[1]->pwdw);
+    assert_null(p[0]->tab.pwdw);   /* taken off: trials and exact runs never pair */
+    assert_null(p[1]->tab.pwdw);
     for (int64_t b = 0; b < BATCHES; b++) {
         bf_error e2 = {0};
         for (size_t i = 0; i < n_in; i++)

@@ -95,27 +95,11 @@ static bf_model *graph(void)
     g.outs[g.n_outs++] = tg_value_info(&g, "y3", 1, 4, (int64_t[]){BATCH, 16, 33, 43});
     g.outs[g.n_outs++] = tg_value_info(&g, "y4", 1, 4, (int64_t[]){BATCH, 16, 100, 90});
     g.outs[g.n_outs++] = tg_value_info(&g, "y5", 1, 4, (int64_t[]){BATCH, 16, 50, 45});
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "stpool", &len);
-    tg_free(&g);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "stpool.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    return m;
+    return pp_load(&g, "stpool");
 }
 
-/* the Conv -> MaxPool pairs the plan marked, each of a shape bf__conv_stpool_pair takes */
-static size_t pairs_marked(const bf_plan *p)
-{
-    size_t n = 0;
-    for (size_t i = 0; p->pwdw && i < p->n_steps; i++)
-        if (p->pwdw[i]) {
-            assert_true(bf__conv_stpool_pair(&p->steps[i], &p->steps[p->pwdw[i]]) > 0);
-            n++;
-        }
-    return n;
-}
+/* the Conv -> MaxPool pairs the plan marked */
+static size_t pairs_marked(const bf_plan *p) { return pp_marked(p, bf__conv_stpool_pair); }
 
 static void pairs_match_steps(void **state)
 {
@@ -131,31 +115,14 @@ static void pairs_match_steps(void **state)
         if (pairs_marked(b) != (avx512 ? 3u : 0u) || pairs_marked(a) != 0)
             fail_msg("BITFLIP_SIMD=%s: %zu pairs marked, expected %d", at, pairs_marked(b), avx512 ? 3 : 0);
         pp_run(a), pp_run(b);
-        assert_int_equal(b->n_stpool, avx512 ? 3 : 0);
-        assert_int_equal(b->n_pwdw, 0);
+        assert_int_equal(b->tab.n_stpool, avx512 ? 3 : 0);
+        assert_int_equal(b->tab.n_pwdw, 0);
         pp_same_outputs(a, b, at);
-        print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->n_stpool);
+        print_message("BITFLIP_SIMD=%s: %zu pairs run, outputs the same bits\n", at, b->tab.n_stpool);
         /* value faults: on any value of a pair it runs as steps */
-        static const struct {
-            const char *value;
-            size_t pairs;
-        } vf[] = {{"c1o", 2}, {"k1o", 2}, {"y1", 2}, {"c2o", 2}, {"k2o", 2}, {"y2", 2}, {"k3o", 2}, {"y4", 3}, {"y5", 3}};
-        for (size_t f = 0; f < sizeof vf / sizeof *vf; f++) {
-            bf_error err = {0};
-            bf_value_fault q = {.value = bf_model_find_value(m, vf[f].value), .sample = 1, .index = 37,
-                                .model = BF_FAULT_BITFLIP, .mask = 1u << 30, .repr = BF_REPR_FP32};
-            if (bf_plan_set_value_faults(a, &q, 1, &err) != BF_OK || bf_plan_set_value_faults(b, &q, 1, &err) != BF_OK)
-                fail_msg("%s", err.msg);
-            pp_run(a), pp_run(b);
-            if (b->n_stpool != (avx512 ? vf[f].pairs : 0))
-                fail_msg("BITFLIP_SIMD=%s, a fault on '%s': %zu pairs run, expected %zu", at, vf[f].value, b->n_stpool,
-                         avx512 ? vf[f].pairs : 0);
-            char what[96];
-            snprintf(what, sizeof what, "BITFLIP_SIMD=%s, a fault on '%s'", at, vf[f].value);
-            pp_same_outputs(a, b, what);
-            if (bf_plan_set_value_faults(a, NULL, 0, &err) != BF_OK || bf_plan_set_value_faults(b, NULL, 0, &err) != BF_OK)
-                fail_msg("%s", err.msg);
-        }
+        static const pp_vfault vf[] = {{"c1o", 2}, {"k1o", 2}, {"y1", 2},  {"c2o", 2}, {"k2o", 2},
+                                       {"y2", 2},  {"k3o", 2}, {"y4", 3}, {"y5", 3}};
+        pp_faults_match(m, a, b, vf, sizeof vf / sizeof *vf, &b->tab.n_stpool, avx512, at);
         unsetenv("BITFLIP_SIMD");
         bf_plan_free(a), bf_plan_free(b);
     }

@@ -140,7 +140,7 @@ static void flip_in(const bf_model *m, bf_plan *p, const flip *f)
 static int copies(const bf_plan *p)
 {
     int n = 0;
-    for (size_t i = 0; p->packed && i < p->n_steps; i++) n += p->packed[i] != NULL;
+    for (size_t i = 0; p->tab.packed && i < p->n_steps; i++) n += p->tab.packed[i] != NULL;
     return n;
 }
 

@@ -14,9 +14,10 @@
  * prepared golden pass, as `bitflip run` makes it) is the exact engine's,
  * bit for bit (weight faults in A on 1 and 2 threads, two-bit faults,
  * value faults on A's Relu output, a shard); and each planted error
- * (bf_campaign_prep.psum_plant: a checkpoint of the wrong chunk, a resume
- * one chunk past c's, checkpoints saved before their chunk's last adds)
- * changes some record: the comparison would catch it. Where the CPU has no
+ * (diff/diff_plant.h, made in the saved checkpoints after the golden pass:
+ * a checkpoint of the wrong chunk, the sums of one chunk later, sums saved
+ * before their chunk's adds at some positions) changes some record: the
+ * comparison would catch it. Where the CPU has no
  * AVX-512, B takes another path, nothing resumes, and only the first part
  * can be checked (the test says so). */
 #include <math.h>
@@ -32,7 +33,10 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "campaign/campaign_impl.h"   /* the prepared golden pass's state, for the planted errors */
 #include "campaign_check.h"
+#include "diff/diff_plant.h"
+#include "diff_graph.h"
 #include "onnx_graph.h"
 
 #define SAMPLES 28
@@ -44,101 +48,39 @@
 #define HW 7
 #define CLASSES 4
 
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static float uniform(uint64_t *s) { return (float)((double)(next_u64(s) >> 11) * 0x1p-53 * 2.0 - 1.0); }
-
-static void fill(uint64_t *rng, float *v, size_t n, double scale)
-{
-    for (size_t i = 0; i < n; i++) v[i] = (float)(uniform(rng) * scale);
-}
-
-static void conv(tg_graph *g, uint64_t *rng, const char *name, const char *x, int64_t cin, int64_t cout,
-                 const char *out)
-{
-    char wn[64], bn[64];
-    snprintf(wn, sizeof wn, "%s.weight", name);
-    snprintf(bn, sizeof bn, "%s.bias", name);
-    int64_t wd[4] = {cout, cin, 3, 3}, bd[1] = {cout};
-    float *w = tg_alloc(g, sizeof(float) * (size_t)(cout * cin * 9)), *b = tg_alloc(g, sizeof(float) * (size_t)cout);
-    fill(rng, w, (size_t)(cout * cin * 9), sqrt(3.0 / (double)(cin * 9)));
-    fill(rng, b, (size_t)cout, 0.1);
-    tg_init_f32(g, tg_str(g, wn), 4, wd, w);
-    tg_init_f32(g, tg_str(g, bn), 1, bd, b);
-    Onnx__NodeProto *n = tg_node(g, "Conv", name, (const char *const[]){x, tg_str(g, wn), tg_str(g, bn)}, 3, out);
-    tg_attr_ints(g, n, "kernel_shape", 2, (int64_t[]){3, 3});
-    tg_attr_ints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
-}
-
 /* the graph and its eval set (safetensors: x and labels) */
 static void build(bf_model **m, bf_dataset **ds)
 {
     tg_graph g = {0};
     uint64_t rng = 17;
     g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, CIN, HW, HW});
-    conv(&g, &rng, "conv_a", "x", CIN, MID, "a");
+    dg_conv(&g, &rng, "conv_a", "x", CIN, MID, 3, 1, 1, "a");
     /* a BatchNormalization in A's fused chain, as in a ResNet: the cache
      * then keeps no value of the chain but its end, so no chain mode
      * starts at A (diffchain.c) and A's faults take the whole-batch path */
     const char *bnp[4] = {"bn_a.weight", "bn_a.bias", "bn_a.running_mean", "bn_a.running_var"};
     for (int k = 0; k < 4; k++) {
         float *v = tg_alloc(&g, sizeof(float) * MID);
-        fill(&rng, v, MID, 0.2);
+        dg_fill(&rng, v, MID, 0.2);
         for (int i = 0; k == 0 && i < MID; i++) v[i] += 1.0f;
         for (int i = 0; k == 3 && i < MID; i++) v[i] = 1.0f + fabsf(v[i]);
         tg_init_f32(&g, bnp[k], 1, (int64_t[]){MID}, v);
     }
     tg_node(&g, "BatchNormalization", "bn_a", (const char *const[]){"a", bnp[0], bnp[1], bnp[2], bnp[3]}, 5, "na");
     tg_node(&g, "Relu", "relu_a", (const char *const[]){"na"}, 1, "ra");
-    conv(&g, &rng, "conv_b", "ra", MID, COUT, "b");
+    dg_conv(&g, &rng, "conv_b", "ra", MID, COUT, 3, 1, 1, "b");
     tg_node(&g, "Relu", "relu_b", (const char *const[]){"b"}, 1, "rb");
-    tg_node(&g, "GlobalAveragePool", "gap", (const char *const[]){"rb"}, 1, "p");
-    tg_node(&g, "Flatten", "flat", (const char *const[]){"p"}, 1, "f");
-    int64_t fd[2] = {CLASSES, COUT}, fb[1] = {CLASSES};
-    float *fw = tg_alloc(&g, sizeof(float) * CLASSES * COUT), *fbias = tg_alloc(&g, sizeof(float) * CLASSES);
-    fill(&rng, fw, CLASSES * COUT, 0.3);
-    fill(&rng, fbias, CLASSES, 0.1);
-    tg_init_f32(&g, "fc.weight", 2, fd, fw);
-    tg_init_f32(&g, "fc.bias", 1, fb, fbias);
-    Onnx__NodeProto *gm = tg_node(&g, "Gemm", "fc", (const char *const[]){"f", "fc.weight", "fc.bias"}, 3, "y");
-    tg_attr_int(&g, gm, "transB", 1);
-    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, CLASSES});
-    size_t ml;
+    dg_head(&g, &rng, "rb", COUT, CLASSES);
+    size_t ml, dl;
     uint8_t *mb = tg_pack(&g, "psum", &ml);
-    bf_error err = {0};
-    if (bf_model_load_buffer(mb, ml, "psum.onnx", m, &err) != BF_OK) fail_msg("model: %s", err.msg);
-    free(mb);
     tg_free(&g);
-
-    char header[512];
-    size_t xb = sizeof(float) * SAMPLES * CIN * HW * HW, lb = sizeof(int64_t) * SAMPLES;
-    int h = snprintf(header, sizeof header,
-                     "{\"x\":{\"dtype\":\"F32\",\"shape\":[%d,%d,%d,%d],\"data_offsets\":[0,%zu]},"
-                     "\"labels\":{\"dtype\":\"I64\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}}",
-                     SAMPLES, CIN, HW, HW, xb, SAMPLES, xb, xb + lb);
-    assert_true(h > 0 && (size_t)h < sizeof header);
-    size_t len = 8 + (size_t)h + xb + lb;
-    uint8_t *buf = malloc(len);
-    assert_non_null(buf);
-    for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)h >> (8 * k));
-    memcpy(buf + 8, header, (size_t)h);
-    float *x = malloc(xb);
+    float *x = malloc(sizeof(float) * SAMPLES * CIN * HW * HW);
     assert_non_null(x);
-    fill(&rng, x, xb / sizeof(float), 1.0);
-    memcpy(buf + 8 + h, x, xb);
-    free(x);
-    for (int s = 0; s < SAMPLES; s++) {
-        int64_t label = (int64_t)(next_u64(&rng) % CLASSES);
-        memcpy(buf + 8 + (size_t)h + xb + (size_t)s * sizeof label, &label, sizeof label);
-    }
-    if (bf_dataset_load_buffer(buf, len, "psum.safetensors", ds, &err) != BF_OK) fail_msg("eval set: %s", err.msg);
-    free(buf);
+    dg_fill(&rng, x, SAMPLES * CIN * HW * HW, 1.0);
+    dg_input in = {"x", 4, (int64_t[]){SAMPLES, CIN, HW, HW}, x};
+    uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
+    dg_load(mb, ml, db, dl, "psum", m, ds);
+    free(x), free(mb), free(db);
 }
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target, int bits, bf_persistence persist)
@@ -154,13 +96,15 @@ static bf_campaign_spec spec_of(char **tensors, bf_target target, int bits, bf_p
     return s;
 }
 
-/* spec s run exact (prep NULL) or on a prepared differential golden pass */
+/* spec s run exact (prep NULL) or on a prepared differential golden pass,
+ * planted error `plant` (diff_plant.h; 0: none) made in its checkpoints */
 static void run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_campaign_prep *prep,
-                int threads, int64_t shard, int64_t shards, bf_trial_record *out, bf_campaign_result *res)
+                int plant, int threads, int64_t shard, int64_t shards, bf_trial_record *out, bf_campaign_result *res)
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
     if (bf_campaign_create_prepared(m, ds, s, NULL, prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    if (plant) assert_true(bf__dx_shared_psum_plant(c->golden.gdx, plant) > 0);
     tc_recs k = {out, 0};
     bf_campaign_opts o = {.threads = threads, .exact = prep == NULL, .shard_index = shard, .shard_count = shards,
                           .on_trial = tc_keep, .user = &k};
@@ -169,25 +113,19 @@ static void run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     bf_campaign_free(c);
 }
 
-static int same_record(const bf_trial_record *a, const bf_trial_record *b)
-{
-    return a->trial == b->trial && a->outcome == b->outcome && a->changed == b->changed &&
-           memcmp(a->metrics, b->metrics, sizeof a->metrics) == 0;
-}
-
 /* exact and differential (1 and 2 threads, and a shard of 2): the same
  * records; returns the resumes of the 1-thread run */
 static int64_t check_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label)
 {
     bf_trial_record ex[TRIALS], got[TRIALS];
     bf_campaign_result res;
-    run(m, ds, s, NULL, 1, 0, 0, ex, &res);
+    run(m, ds, s, NULL, 0, 1, 0, 0, ex, &res);
     bf_campaign_result_free(&res);
     int64_t resumed = 0;
     for (int t = 1; t <= 3; t++) {
         bf_campaign_prep prep = {.differential = 1, .threads = t == 2 ? 2 : 1, .shard_index = t == 3,
                                  .shard_count = t == 3 ? 2 : 0};
-        run(m, ds, s, &prep, t == 2 ? 2 : 1, t == 3, t == 3 ? 2 : 0, got, &res);
+        run(m, ds, s, &prep, 0, t == 2 ? 2 : 1, t == 3, t == 3 ? 2 : 0, got, &res);
         for (int64_t k = 0; k < res.trials_done; k++) tc_assert_same_record(&got[k], &ex[got[k].trial]);
         if (t == 1) resumed = res.psum.resumed;
         printf("%s, %s: %lld re-runs resumed, %.1f%% of the Conv work skipped, checkpoints %.1f KiB of %d Conv(s)\n",
@@ -223,14 +161,14 @@ static void resume_matches_exact(void **state)
         (void)rt;
         bf_trial_record ex[TRIALS], got[TRIALS];
         bf_campaign_result res;
-        run(m, ds, &s1, NULL, 1, 0, 0, ex, &res);
+        run(m, ds, &s1, NULL, 0, 1, 0, 0, ex, &res);
         bf_campaign_result_free(&res);
-        for (int plant = 1; plant <= 3; plant++) {
-            bf_campaign_prep prep = {.differential = 1, .threads = 1, .psum_plant = plant};
-            run(m, ds, &s1, &prep, 1, 0, 0, got, &res);
+        for (int plant = BF__PSUM_PLANT_WRONG_CHUNK; plant <= BF__PSUM_PLANT_EARLY; plant++) {
+            bf_campaign_prep prep = {.differential = 1, .threads = 1};
+            run(m, ds, &s1, &prep, plant, 1, 0, 0, got, &res);
             assert_true(res.psum.resumed > 0);
             int differ = 0;
-            for (int64_t k = 0; k < res.trials_done; k++) differ += !same_record(&got[k], &ex[got[k].trial]);
+            for (int64_t k = 0; k < res.trials_done; k++) differ += !dg_same_record(&got[k], &ex[got[k].trial]);
             printf("planted error %d: %d of %lld records differ from the exact engine's\n", plant, differ,
                    (long long)res.trials_done);
             assert_true(differ > 0);

@@ -44,6 +44,7 @@
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
 #include "campaign_check.h"
+#include "diff_graph.h"
 #include "onnx_graph.h"
 
 /* BF_RANDOM_GRAPHS=N runs graphs 0..N-1 instead: a soak run. With the
@@ -58,20 +59,6 @@
 #define BATCH 7                  /* several batches and a partial last one */
 #define TRIALS 40
 #define CLASSES 4
-
-/* --- a deterministic generator (splitmix64) */
-
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static int pick(uint64_t *s, int n) { return (int)(next_u64(s) % (uint64_t)n); }
-
-static float uniform(uint64_t *s) { return (float)((double)(next_u64(s) >> 11) * 0x1p-53 * 2.0 - 1.0); }
 
 /* --- building ONNX graphs: everything in one arena, freed per graph */
 
@@ -138,7 +125,7 @@ static const char *weight(builder *b, const char *name, int ndim, const int64_t 
     t->n_float_data = (size_t)numel;
     t->float_data = tg_alloc(&b->g, (size_t)numel * sizeof(float) + 1);
     float a = (float)(gain * sqrt(3.0 / (double)fan_in));
-    for (int64_t i = 0; i < numel; i++) t->float_data[i] = a * uniform(&b->rng);
+    for (int64_t i = 0; i < numel; i++) t->float_data[i] = a * dg_uniform(&b->rng);
     return t->name;
 }
 
@@ -191,7 +178,7 @@ static const char *graph_input(builder *b, int ndim, const int64_t *dims)
     for (int k = 0; k < ndim; k++) b->in_dims[i][k + 1] = dims[k];
     b->feed[i] = malloc((size_t)(SAMPLES * per) * sizeof(float));
     assert_non_null(b->feed[i]);
-    for (int64_t k = 0; k < SAMPLES * per; k++) b->feed[i][k] = uniform(&b->rng);
+    for (int64_t k = 0; k < SAMPLES * per; k++) b->feed[i][k] = dg_uniform(&b->rng);
     return b->g.ins[i]->name;
 }
 
@@ -200,40 +187,10 @@ static uint8_t *pack(builder *b, size_t *len) { return tg_pack(&b->g, "random", 
 /* The eval set as safetensors: each graph input's rows, and random labels. */
 static uint8_t *eval_set(builder *b, size_t *len)
 {
-    char header[2048];
-    size_t h = 0, off = 0, sizes[MAX_INPUTS];
-    h += (size_t)snprintf(header + h, sizeof header - h, "{");
-    for (size_t i = 0; i < b->g.n_ins; i++) {
-        int64_t numel = 1;
-        h += (size_t)snprintf(header + h, sizeof header - h, "\"%s\":{\"dtype\":\"F32\",\"shape\":[", b->g.ins[i]->name);
-        for (int k = 0; k < b->in_ndim[i]; k++) {
-            numel *= b->in_dims[i][k];
-            h += (size_t)snprintf(header + h, sizeof header - h, "%s%lld", k ? "," : "", (long long)b->in_dims[i][k]);
-        }
-        sizes[i] = (size_t)numel * sizeof(float);
-        h += (size_t)snprintf(header + h, sizeof header - h, "],\"data_offsets\":[%zu,%zu]},", off, off + sizes[i]);
-        off += sizes[i];
-    }
-    h += (size_t)snprintf(header + h, sizeof header - h,
-                          "\"labels\":{\"dtype\":\"I64\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}}", SAMPLES, off,
-                          off + SAMPLES * sizeof(int64_t));
-    assert_true(h < sizeof header);
-    *len = 8 + h + off + SAMPLES * sizeof(int64_t);
-    uint8_t *buf = malloc(*len);
-    assert_non_null(buf);
-    uint64_t hl = h;
-    for (int k = 0; k < 8; k++) buf[k] = (uint8_t)(hl >> (8 * k));
-    memcpy(buf + 8, header, h);
-    uint8_t *p = buf + 8 + h;
-    for (size_t i = 0; i < b->g.n_ins; i++) {
-        memcpy(p, b->feed[i], sizes[i]);   /* little-endian host (x86-64, as the engine) */
-        p += sizes[i];
-    }
-    for (int s = 0; s < SAMPLES; s++) {
-        int64_t label = pick(&b->rng, CLASSES);
-        memcpy(p + (size_t)s * sizeof label, &label, sizeof label);
-    }
-    return buf;
+    dg_input in[MAX_INPUTS];
+    for (size_t i = 0; i < b->g.n_ins; i++)
+        in[i] = (dg_input){b->g.ins[i]->name, b->in_ndim[i], b->in_dims[i], b->feed[i]};
+    return dg_eval_set(in, b->g.n_ins, SAMPLES, CLASSES, &b->rng, len);
 }
 
 /* --- the branches */
@@ -278,7 +235,7 @@ static const char *attention(builder *b, const char *x, int64_t s, int64_t e, in
     const char *qkv = out_of(op2(b, "MatMul", x, win));
     qkv = out_of(op2(b, "Add", qkv, weight(b, fresh(b, "in_proj_bias"), 1, (const int64_t[]){3 * e}, e, 0.5)));
     const char *q = slice(b, qkv, 0, e, 2), *k = slice(b, qkv, e, 2 * e, 2), *v = slice(b, qkv, 2 * e, 3 * e, -1);
-    const int64_t split[4] = {pick(&b->rng, 2) ? 0 : -1, s, heads, d};
+    const int64_t split[4] = {dg_pick(&b->rng, 2) ? 0 : -1, s, heads, d};
     q = transpose(b, reshape(b, q, 4, split), 4, (const int64_t[]){0, 2, 1, 3});     /* [B, H, S, D] */
     k = transpose(b, reshape(b, k, 4, split), 4, (const int64_t[]){0, 2, 3, 1});     /* [B, H, D, S] */
     v = transpose(b, reshape(b, v, 4, split), 4, (const int64_t[]){0, 2, 1, 3});
@@ -291,7 +248,7 @@ static const char *attention(builder *b, const char *x, int64_t s, int64_t e, in
     if (wd) ctx = out_of(op2(b, "MatMul", ctx, wd));
     ctx = transpose(b, ctx, 4, (const int64_t[]){0, 2, 1, 3});                          /* [B, S, H, D] */
     const char *y;
-    if (pick(&b->rng, 3)) {
+    if (dg_pick(&b->rng, 3)) {
         /* the output projection as PyTorch exports it: one Gemm over every
          * token, its rows no samples */
         const char *tok = reshape(b, ctx, 2, (const int64_t[]){-1, e});
@@ -302,7 +259,7 @@ static const char *attention(builder *b, const char *x, int64_t s, int64_t e, in
         y = reshape(b, out_of(g), 3, (const int64_t[]){-1, s, e});
     } else {
         y = reshape(b, ctx, 3, (const int64_t[]){0, s, e});
-        y = out_of(op2(b, "MatMul", y, matmul_weight(b, e, e, pick(&b->rng, 2))));
+        y = out_of(op2(b, "MatMul", y, matmul_weight(b, e, e, dg_pick(&b->rng, 2))));
     }
     return out_of(op2(b, "Add", y, x));   /* residual */
 }
@@ -310,17 +267,17 @@ static const char *attention(builder *b, const char *x, int64_t s, int64_t e, in
 /* The attention branch: [B, S, E] in, [B, E] out. */
 static const char *attention_branch(builder *b, int64_t *width)
 {
-    int64_t s = 3 + pick(&b->rng, 3), heads = 1 + pick(&b->rng, 2), e = heads * (4 + 2 * pick(&b->rng, 3));
+    int64_t s = 3 + dg_pick(&b->rng, 3), heads = 1 + dg_pick(&b->rng, 2), e = heads * (4 + 2 * dg_pick(&b->rng, 3));
     const char *x = graph_input(b, 2, (const int64_t[]){s, e});
-    const char *win = matmul_weight(b, e, 3 * e, pick(&b->rng, 2));
+    const char *win = matmul_weight(b, e, 3 * e, dg_pick(&b->rng, 2));
     const char *wd = NULL;
-    if (pick(&b->rng, 2)) {
+    if (dg_pick(&b->rng, 2)) {
         const char *w = anon_weight(b, 2, (const int64_t[]){e / heads, e / heads}, e / heads);
         wd = transpose(b, w, 2, (const int64_t[]){1, 0});
     }
-    int layers = 1 + pick(&b->rng, 2);
+    int layers = 1 + dg_pick(&b->rng, 2);
     for (int l = 0; l < layers; l++) x = attention(b, x, s, e, heads, win, l == 0 ? wd : NULL);
-    if (pick(&b->rng, 2)) x = op1(b, "Relu", x);
+    if (dg_pick(&b->rng, 2)) x = op1(b, "Relu", x);
     Onnx__NodeProto *mean = node(b, "ReduceMean", 1, (const char *const[]){x});
     tg_attr_ints(&b->g, mean, "axes", 1, (const int64_t[]){1});
     tg_attr_int(&b->g, mean, "keepdims", 0);
@@ -339,13 +296,13 @@ static const char *conv(builder *b, const char *x, int64_t *c, int64_t *h, int64
 {
     static const int64_t groups[] = {1, 2, 4};
     for (;;) {
-        int64_t g = groups[pick(&b->rng, 3)], m = g * (1 + pick(&b->rng, 3)), k = 2 + pick(&b->rng, 2);
-        int64_t dil = 1 + pick(&b->rng, 2), pad = pick(&b->rng, 3), stride = 1 + pick(&b->rng, 2);
+        int64_t g = groups[dg_pick(&b->rng, 3)], m = g * (1 + dg_pick(&b->rng, 3)), k = 2 + dg_pick(&b->rng, 2);
+        int64_t dil = 1 + dg_pick(&b->rng, 2), pad = dg_pick(&b->rng, 3), stride = 1 + dg_pick(&b->rng, 2);
         int64_t oh = conv_out(*h, k, pad, stride, dil), ow = conv_out(*w, k, pad, stride, dil);
         int64_t extent = dil * (k - 1) + 1;
         if (*c % g || *h + 2 * pad < extent || *w + 2 * pad < extent) continue;
         const char *in[3] = {x, weight(b, fresh(b, "conv.weight"), 4, (const int64_t[]){m, *c / g, k, k}, *c / g * k * k, 1.4),
-                             pick(&b->rng, 3) ? weight(b, fresh(b, "conv.bias"), 1, &m, k * k, 0.3) : NULL};
+                             dg_pick(&b->rng, 3) ? weight(b, fresh(b, "conv.bias"), 1, &m, k * k, 0.3) : NULL};
         Onnx__NodeProto *n = node(b, "Conv", 3, in);
         tg_attr_int(&b->g, n, "group", g);
         tg_attr_ints(&b->g, n, "dilations", 2, (const int64_t[]){dil, dil});
@@ -360,11 +317,11 @@ static const char *conv(builder *b, const char *x, int64_t *c, int64_t *h, int64
 /* The convolution branch: [B, 4, H, W] in, [B, features] out. */
 static const char *conv_branch(builder *b, int64_t *width)
 {
-    int64_t c = 4, h = 5 + pick(&b->rng, 4), w = 5 + pick(&b->rng, 4);
+    int64_t c = 4, h = 5 + dg_pick(&b->rng, 4), w = 5 + dg_pick(&b->rng, 4);
     const char *x = graph_input(b, 3, (const int64_t[]){c, h, w});
     x = op1(b, "Relu", conv(b, x, &c, &h, &w));
     x = conv(b, x, &c, &h, &w);
-    if (pick(&b->rng, 2)) x = op1(b, "Relu", x);
+    if (dg_pick(&b->rng, 2)) x = op1(b, "Relu", x);
     *width = c * h * w;
     return op1(b, "Flatten", x);
 }
@@ -373,16 +330,16 @@ static const char *conv_branch(builder *b, int64_t *width)
  * first), transB, alpha and beta; [B, n] out. */
 static const char *gemm(builder *b, const char *x, int64_t k, int64_t n, int allow_trans_a)
 {
-    int ta = allow_trans_a && pick(&b->rng, 2), tb = pick(&b->rng, 2);
+    int ta = allow_trans_a && dg_pick(&b->rng, 2), tb = dg_pick(&b->rng, 2);
     if (ta) x = transpose(b, x, 2, (const int64_t[]){1, 0});
     const int64_t wd[2] = {tb ? n : k, tb ? k : n};
     const char *in[3] = {x, weight(b, fresh(b, "fc.weight"), 2, wd, k, 1.0),
-                         pick(&b->rng, 4) ? weight(b, fresh(b, "fc.bias"), 1, &n, k, 0.5) : NULL};
+                         dg_pick(&b->rng, 4) ? weight(b, fresh(b, "fc.bias"), 1, &n, k, 0.5) : NULL};
     Onnx__NodeProto *g = node(b, "Gemm", 3, in);
     if (ta) tg_attr_int(&b->g, g, "transA", 1);
     if (tb) tg_attr_int(&b->g, g, "transB", 1);
-    if (!pick(&b->rng, 3)) tg_attr_float(&b->g, g, "alpha", 0.5f);
-    if (!pick(&b->rng, 3)) tg_attr_float(&b->g, g, "beta", 2.0f);
+    if (!dg_pick(&b->rng, 3)) tg_attr_float(&b->g, g, "alpha", 0.5f);
+    if (!dg_pick(&b->rng, 3)) tg_attr_float(&b->g, g, "beta", 2.0f);
     return out_of(g);
 }
 
@@ -390,7 +347,7 @@ static const char *gemm(builder *b, const char *x, int64_t k, int64_t n, int all
  * a Gemm, Relu and a Gemm with transA; [B, n] out. */
 static const char *wide_branch(builder *b, int64_t *width)
 {
-    int64_t k = 64 + 32 * pick(&b->rng, 3), n1 = 4 + pick(&b->rng, 5), n2 = 3 + pick(&b->rng, 5);
+    int64_t k = 64 + 32 * dg_pick(&b->rng, 3), n1 = 4 + dg_pick(&b->rng, 5), n2 = 3 + dg_pick(&b->rng, 5);
     const char *x = graph_input(b, 1, &k);
     x = op1(b, "Relu", gemm(b, x, k, n1, 0));
     *width = n2;
@@ -407,10 +364,10 @@ static void build_graph(builder *b, int which)
     const char *out;
     if (which % 4 == 3 && which < 4) {
         /* a logistic regression: the graph input is the largest value */
-        int64_t k = 96 + 64 * pick(&b->rng, 2);
+        int64_t k = 96 + 64 * dg_pick(&b->rng, 2);
         out = gemm(b, graph_input(b, 1, &k), k, CLASSES, 0);
     } else {
-        int mask = which == 0 ? 1 : which == 1 ? 2 : which == 2 ? 7 : 1 + pick(&b->rng, 7);
+        int mask = which == 0 ? 1 : which == 1 ? 2 : which == 2 ? 7 : 1 + dg_pick(&b->rng, 7);
         const char *feat[3];
         int64_t width[3], total = 0;
         int n = 0;
@@ -424,7 +381,7 @@ static void build_graph(builder *b, int which)
             tg_attr_int(&b->g, cat, "axis", 1);
             h = out_of(cat);
         }
-        int64_t hidden = 6 + pick(&b->rng, 8);
+        int64_t hidden = 6 + dg_pick(&b->rng, 8);
         h = op1(b, "Relu", gemm(b, h, total, hidden, 1));
         out = gemm(b, h, hidden, CLASSES, 1);
     }
@@ -499,10 +456,8 @@ static void load(builder *b, int gi, bf_model **m, bf_dataset **ds)
 {
     size_t ml, dl;
     uint8_t *mb = pack(b, &ml), *db = eval_set(b, &dl);
-    bf_error err = {0};
     dump(gi, mb, ml, db, dl);
-    if (bf_model_load_buffer(mb, ml, "random.onnx", m, &err) != BF_OK) fail_msg("model: %s", err.msg);
-    if (bf_dataset_load_buffer(db, dl, "random.safetensors", ds, &err) != BF_OK) fail_msg("eval set: %s", err.msg);
+    dg_load(mb, ml, db, dl, "random", m, ds);
     free(mb);
     free(db);
 }

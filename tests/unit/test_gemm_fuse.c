@@ -285,7 +285,7 @@ static void packed_faulted_at(int64_t nb)
         setenv("BITFLIP_SIMD", levels[l], 1);
         for (int fuse = 0; fuse < 2; fuse++) {
             bf_plan *a = tg_plan(m, nb, fuse, fuse), *b = tg_plan(m, nb, fuse, 0), *g = tg_plan(m, nb, 0, 0);
-            assert_true(a->packed || !bf__sgemm_simd());   /* the plan passes the model's copies */
+            assert_true(a->tab.packed || !bf__sgemm_simd());   /* the plan passes the model's copies */
             run2(g);
             for (int k = 0; k < 3; k++) {
                 buf = packed_net(&len, wq[k], at[k], 30);

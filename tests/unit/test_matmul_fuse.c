@@ -351,9 +351,9 @@ static void transpose_folded(void **state)
         for (int l = 0; l < 3; l++) {
             setenv("BITFLIP_SIMD", levels[l], 1);
             bf_plan *a = plan(m, 0, 0), *b = plan(m, 1, 1);
-            assert_null(a->tfold);   /* only plans that fuse */
-            if (twice) assert_null(b->tfold);
-            else assert_non_null(b->tfold);
+            assert_null(a->tab.tfold);   /* only plans that fuse */
+            if (twice) assert_null(b->tab.tfold);
+            else assert_non_null(b->tab.tfold);
             run(a), run(b);
             same_outputs(m, a, b, levels[l]);
             static const char *const at[] = {"xt", "z"};
@@ -402,7 +402,7 @@ static void transpose_fold_out_of_memory(void **state)
     if (bf_plan_create_opts(m, BATCH, &o, &b, &err) != BF_OK) fail_msg("%s", err.msg);
     long n_allocs = bf_test_alloc_count();
     bf_test_alloc_fail_after(-1);
-    assert_non_null(b->tfold);   /* a clean build folds it */
+    assert_non_null(b->tab.tfold);   /* a clean build folds it */
     bf_plan_free(b);
     int made = 0;
     for (long n = 0; n < n_allocs; n++) {
@@ -419,7 +419,7 @@ static void transpose_fold_out_of_memory(void **state)
             continue;
         }
         made++;
-        assert_null(b->tfold);   /* the fallback: no fold */
+        assert_null(b->tab.tfold);   /* the fallback: no fold */
         run(b);
         same_outputs(m, a, b, "fold table refused");
         bf_plan_free(b);
@@ -538,7 +538,7 @@ static void softmax_fused(void **state)
         assert_int_equal(bf_plan_num_fused(a, NULL), 0);
         assert_int_equal(bf_plan_num_fused(b, NULL), 2);
         assert_int_equal(bf_plan_num_fused(c, NULL), 2);
-        assert_non_null(c->tfold);
+        assert_non_null(c->tab.tfold);
         same_outputs(m, a, b, lv[l]);
         same_outputs(m, a, c, lv[l]);
         softmax_against_ref(a, lv[l]);

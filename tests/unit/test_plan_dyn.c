@@ -673,7 +673,7 @@ static void class_selections_fused_equal_steps(void **state)
     tg_free(&g);
 }
 
-/* The grouped class-column Gathers (plan_fuse.c, p->gcol) and the class
+/* The grouped class-column Gathers (plan_fuse.c, p->tab.gcol) and the class
  * selections (plan_csel.c) are extras a plan may go without: when their
  * memory is refused the plan is built all the same and its steps run one by
  * one, with the same values as a plan that never grouped them. Every
@@ -704,14 +704,14 @@ static void class_groups_without_memory_run_as_steps(void **state)
             continue;
         }
         if (!refused) {   /* every allocation it asks for succeeded: the end */
-            assert_non_null(f->gcol);
+            assert_non_null(f->tab.gcol);
             assert_int_equal(bf__plan_csel_classes(f, NULL), CS_C - 1);
             bf_plan_free(f);
             break;
         }
-        no_gcol += !f->gcol;
+        no_gcol += !f->tab.gcol;
         no_csel += !bf__plan_csel_classes(f, NULL);
-        grouped += f->gcol != NULL;
+        grouped += f->tab.gcol != NULL;
         cs_run(f, sc, bx, BF_OK, &err);
         cs_same(m, f, u);
         bf_plan_free(f);

@@ -725,12 +725,6 @@ typedef struct bf_campaign_prep {
      * it: docs/ENGINE.md, "Only what the drawn trials read"); a run of
      * another shard makes its own cache instead of using this one. */
     int64_t shard_index, shard_count;
-    /* Tests only: 0. Else a planted error in the partial-sum resume
-     * (docs/ENGINE.md, "The partial-sum resume"), so that a test shows its
-     * records would catch one: 1 a checkpoint of the wrong chunk loaded, 2
-     * a resume one chunk past the changed channel's, 3 checkpoints saved
-     * before their chunk's last adds (tests/unit/test_diff_psum.c). */
-    int psum_plant;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -403,7 +403,7 @@ static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spe
     c->golden.gdx_shard_index = roots && shard_of(prep) ? prep->shard_index : 0;
     c->golden.gdx_shard_count = roots && shard_of(prep) ? prep->shard_count : 1;
     st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
-                              prep->psum_plant, c->golden.out, &c->golden.gdx, err);
+                              c->golden.out, &c->golden.gdx, err);
     bf__free(roots);
     c->setup.golden = now_s() - t1;
     c->setup.golden_cpu = cpu_s() - cpu;

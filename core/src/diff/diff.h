@@ -106,8 +106,7 @@ typedef struct bf__gcache bf__gcache;
  * data input the faults in `roots` (per value, as bf__dx_shared_golden's)
  * can move in one channel alone, through channel-local steps, and whose
  * runs carry partial sums (bf__conv_psum_of); *out NULL without roots.
- * plant: bf_campaign_prep.psum_plant (tests only; 0). bf__psum_alloc:
- * their checkpoints for n_batches batches while they fit in room bytes
+ * bf__psum_alloc: their checkpoints for n_batches batches while they fit in room bytes
  * (returns the bytes taken). The golden pass brackets each step with
  * bf__psum_golden_begin / _end (saving when begin says 1); a trial's
  * whole run of step i on batch b whose data input moved in channel c alone
@@ -116,9 +115,8 @@ typedef struct bf__gcache bf__gcache;
  * it skips), the caller clearing p->psum after the run (diffpsum.c's
  * bf__psum_done). */
 typedef struct bf__psum_store bf__psum_store;
-enum { PSUM_PLANT_NONE, PSUM_PLANT_WRONG_CHUNK, PSUM_PLANT_PAST_C, PSUM_PLANT_EARLY_SAVE };
-bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t n_batches, int plant,
-                          bf__psum_store **out, bf_error *err);
+bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t n_batches, bf__psum_store **out,
+                          bf_error *err);
 size_t bf__psum_alloc(bf__psum_store *ps, size_t room);
 size_t bf__psum_bytes(const bf__psum_store *ps, int *convs);
 void bf__psum_free(bf__psum_store *ps);
@@ -199,9 +197,10 @@ size_t bf__gcache_served(const bf__gcache *gc);
 /* Per plan step: the seconds one full batch of it took on the golden pass. */
 const double *bf__gcache_step_seconds(const bf__gcache *gc);
 int64_t bf__gcache_batches(const bf__gcache *gc);
-/* The 1x1 -> depthwise pairs (exec/plan_impl.h, pwdw) the golden pass ran
- * together, over its batches: where the cache keeps none of the values a
- * pair leaves unwritten (gcache.c, pass_pairs) */
+/* The 1x1 -> depthwise pairs and the stem Conv -> MaxPool pairs
+ * (exec/plan_impl.h, pwdw) the golden pass ran together, over its batches:
+ * where the cache keeps none of the values a pair leaves unwritten
+ * (gcache.c, pass_pairs) */
 int64_t bf__gcache_pairs(const bf__gcache *gc);
 
 /* --- the executor (diffexec.c) ----------------------------------------- */
@@ -245,11 +244,9 @@ void bf__dx_shared_free(bf__dx_shared *sh);
  * cache lacks is recomputed from cached ancestors, as for any value the
  * budget leaves out. With roots, the pass also saves the partial-sum
  * checkpoints of the Convs those faults can move one channel of the input
- * of (diffpsum.c), within the same budget; psum_plant: 0 (tests only,
- * bf_campaign_prep.psum_plant). */
+ * of (diffpsum.c), within the same budget. */
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, int psum_plant, float *golden_out, bf__dx_shared **out,
-                               bf_error *err);
+                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err);
 /* The partial-sum checkpoints' bytes and Convs (0: none) */
 size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs);
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);

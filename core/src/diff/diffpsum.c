@@ -39,7 +39,6 @@ struct bf__psum_store {
     atomic_uchar *ok;         /* [step][batch]: the golden pass saved them (its run took the path) */
     size_t bytes;
     int convs;
-    int plant;                /* tests only (bf_campaign_prep.psum_plant) */
 };
 
 void bf__psum_free(bf__psum_store *ps)
@@ -80,8 +79,8 @@ static void candidates(const bf_plan *p, const unsigned char *roots, unsigned ch
     }
 }
 
-bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t n_batches, int plant,
-                          bf__psum_store **out, bf_error *err)
+bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t n_batches, bf__psum_store **out,
+                          bf_error *err)
 {
     const bf_model *m = p->model;
     *out = NULL;
@@ -89,7 +88,7 @@ bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t 
     bf__psum_store *ps = bf__calloc(1, sizeof *ps);
     unsigned char *one = bf__calloc(m->n_values + 1, 1), *cand = bf__calloc(p->n_steps + 1, 1);
     if (ps) {
-        ps->n_steps = p->n_steps, ps->n_batches = n_batches, ps->plant = plant;
+        ps->n_steps = p->n_steps, ps->n_batches = n_batches;
         ps->blk = bf__calloc(p->n_steps + 1, sizeof *ps->blk);
         ps->per = bf__calloc(p->n_steps + 1, sizeof *ps->per);
         ps->chan = bf__calloc(p->n_steps + 1, sizeof *ps->chan);
@@ -141,7 +140,7 @@ size_t bf__psum_bytes(const bf__psum_store *ps, int *convs)
 int bf__psum_golden_begin(bf__psum_store *ps, bf_plan *p, size_t i, int64_t b, bf__psum *slot)
 {
     if (!ps || i >= ps->n_steps || !ps->blk[i]) return 0;
-    *slot = (bf__psum){.save = ps->blk[i] + (size_t)b * ps->per[i], .plant = ps->plant == PSUM_PLANT_EARLY_SAVE};
+    *slot = (bf__psum){.save = ps->blk[i] + (size_t)b * ps->per[i]};
     p->psum = slot;
     p->psum_step = i;
     return 1;
@@ -160,13 +159,8 @@ int64_t bf__psum_resume_begin(const bf__psum_store *ps, bf_plan *p, size_t i, in
         !atomic_load(&ps->ok[i * (size_t)ps->n_batches + (size_t)b]))
         return 0;
     int64_t first = c / ps->chan[i], chunks = ps->per[i] / ps->slab[i] + 1;
-    if (ps->plant == PSUM_PLANT_PAST_C) first++;   /* planted: c's own chunk taken as golden */
     if (first < 1 || first >= chunks) return 0;    /* c in the first chunk: nothing to skip */
     *slot = (bf__psum){.load = ps->blk[i] + (size_t)b * ps->per[i], .first = first};
-    /* planted: the checkpoint of another chunk (one early, or one late
-     * where there is none before) */
-    if (ps->plant == PSUM_PLANT_WRONG_CHUNK && first >= 2) slot->load -= ps->slab[i];
-    else if (ps->plant == PSUM_PLANT_WRONG_CHUNK && first + 1 < chunks) slot->load += ps->slab[i];
     p->psum = slot;
     p->psum_step = i;
     *skip = (double)(first * ps->chan[i]) / (double)p->steps[i].in[0]->dims[1];
@@ -197,6 +191,16 @@ void bf__psum_done(bf__dx *dx, bf_plan *p, size_t i, const bf__psum_run *r)
     dx->n_psum++;
     dx->work[i] -= r->skip;
     dx->psum_skip[i] += r->skip;
+}
+
+float *bf__psum_saved(const bf__psum_store *ps, size_t i, int64_t b, int64_t *n, size_t *slab)
+{
+    if (!ps || i >= ps->n_steps || b < 0 || b >= ps->n_batches || !ps->blk[i] ||
+        !atomic_load(&ps->ok[i * (size_t)ps->n_batches + (size_t)b]))
+        return NULL;
+    *n = (int64_t)(ps->per[i] / ps->slab[i]);
+    *slab = ps->slab[i];
+    return ps->blk[i] + (size_t)b * ps->per[i];
 }
 
 int64_t bf__dx_psum_resumed(const bf__dx *dx) { return dx->n_psum; }

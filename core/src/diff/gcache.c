@@ -287,22 +287,22 @@ static bf_status pass_pairs(const bf__gcache *gc, bf_plan *p, int *own, size_t *
 {
     size_t need = 0;
     *own = 0;
-    if (p->pwdw) return BF_OK;
+    if (p->tab.pwdw) return BF_OK;
     bf_status st = bf__plan_find_pwdw(p, &need, err);
-    if (st != BF_OK || !p->pwdw) return st;
+    if (st != BF_OK || !p->tab.pwdw) return st;
     int any = 0;
     for (size_t i = 0; i < p->n_steps; i++) {
-        int d = p->pwdw[i], v[3], mid;
+        int d = p->tab.pwdw[i], v[3], mid;
         if (!d) continue;
         int kept = gc->blk[p->steps[i].node->out[0]] || gc->blk[p->steps[p->fuse_to[i]].node->out[0]];
         if (!kept && chain_mids(p, (size_t)d, v, &mid))
             for (int k = 0; k < 3; k++) kept |= v[k] >= 0 && gc->blk[v[k]];
-        if (kept) p->pwdw[i] = 0;
+        if (kept) p->tab.pwdw[i] = 0;
         any |= !kept;
     }
     if (!any) {
-        bf__free(p->pwdw);
-        p->pwdw = NULL;
+        bf__free(p->tab.pwdw);
+        p->tab.pwdw = NULL;
         return BF_OK;
     }
     *own = 1;
@@ -315,7 +315,7 @@ static bf_status pass_pairs(const bf__gcache *gc, bf_plan *p, int *own, size_t *
  * the pair did not run (nothing written: the steps run as usual) */
 static int run_pair(filler *f, bf_plan *p, int64_t b, size_t i, int timed)
 {
-    int d = p->pwdw[i], n, a, r = bf__plan_fused_last(p, (size_t)d, &n, &a);
+    int d = p->tab.pwdw[i], n, a, r = bf__plan_fused_last(p, (size_t)d, &n, &a);
     point_slots(f->gc, p, &p->steps[r ? r : d], b);
     double t0 = timed ? now_s() : 0;
     if (!bf__plan_run_pwdw(p, i, f->pair_buf, f->pair_floats)) return 0;
@@ -352,7 +352,7 @@ static bf_status fill_batch(filler *f, bf_plan *p, int64_t b, bf_error *err)
             if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
             continue;
         }
-        if (f->pair_buf && p->pwdw && p->pwdw[i] && run_pair(f, p, b, i, timed)) continue;
+        if (f->pair_buf && p->tab.pwdw && p->tab.pwdw[i] && run_pair(f, p, b, i, timed)) continue;
         int r = fusable_here(gc, p, i);
         point_slots(gc, p, r ? &p->steps[r] : s, b);   /* whose outputs this run writes */
         double t0 = timed ? now_s() : 0;
@@ -733,7 +733,7 @@ out:
         bf__free(fs[k].pair_buf);
         for (int t = 0; t < 2; t++) {   /* the plans pair no more (pass_pairs) */
             bf_plan *p = t ? fs[k].rest : fs[k].full;
-            if (fs[k].own_pairs[t] && p) bf__free(p->pwdw), p->pwdw = NULL;
+            if (fs[k].own_pairs[t] && p) bf__free(p->tab.pwdw), p->tab.pwdw = NULL;
         }
     }
     bf__free(fs);

@@ -148,8 +148,6 @@ typedef struct bf__psum {
     const float *load;      /* NULL: none; else resume at chunk `first` (>= 1) from checkpoint first - 1 */
     int64_t first;
     int used;               /* set by the Conv: 1 when the sums were saved or loaded */
-    int plant;              /* tests only (bf_campaign_prep.psum_plant): 1 saves each tile's sums
-                             * before its last position block's adds, a planted error */
 } bf__psum;
 
 typedef struct bf__ctx {

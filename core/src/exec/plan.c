@@ -35,12 +35,7 @@ void bf_plan_free(bf_plan *p)
         bf__free(p->steps[i].params);
     }
     bf__free(p->steps);
-    bf__free(p->packed);
-    bf__free(p->tfold);
-    bf__free(p->gcol);
-    bf__free(p->pwdw);
-    bf__free(p->row_step);
-    bf__plan_free_csels(p);
+    bf__plan_tables_free(p);
     bf__free(p->dummies);
     bf__free(p->vals);
     bf__free(p->known);
@@ -125,7 +120,7 @@ void bf__plan_value_fault_at(const bf_plan *p, size_t i, int64_t *index, int64_t
  * where (op.h). NULL otherwise. */
 static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc *buf)
 {
-    if (p->row_step && !p->row_step[s - p->steps]) return NULL;
+    if (p->tab.row_step && !p->tab.row_step[s - p->steps]) return NULL;
     int v = s->n_in > 0 ? s->node->in[0] : -1;
     if (v < 0 || p->model->values[v].kind != BF__VAL_PARAM) return NULL;
     size_t q = (size_t)p->model->values[v].index;
@@ -146,12 +141,15 @@ static const bf__rowsrc *rowsrc(const bf_plan *p, const bf__step *s, bf__rowsrc 
  * model's tensor, and so the copy, serve again. */
 static const float *packed_of(const bf_plan *p, size_t i)
 {
-    const float *w = p->packed ? p->packed[i] : NULL;
+    const float *w = p->tab.packed ? p->tab.packed[i] : NULL;
     if (!w) return NULL;
     const bf__step *s = &p->steps[i];
     size_t q = (size_t)p->model->values[s->node->in[1]].index;
     return s->in[1]->data == p->model->params[q].tensor->data ? w : NULL;
 }
+
+/* the differential engine's partial sums (plan_impl.h, psum) if step i is theirs */
+static bf__psum *psum_of(const bf_plan *p, size_t i) { return p->psum && p->psum_step == i ? p->psum : NULL; }
 
 static double now_s(void)
 {
@@ -257,7 +255,7 @@ bf_status bf__plan_run_fused(bf_plan *p, size_t i, bf_error *err)
     int a, n, r = bf__plan_fused_last(p, i, &n, &a);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .packed = packed_of(p, i),
-                 .psum = p->psum && p->psum_step == i ? p->psum : NULL};
+                 .psum = psum_of(p, i)};
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     if (p->warm) warm(p, r ? &p->steps[r] : s, c.out, c.n_out);
     return s->node->op->run(&c, err);
@@ -287,7 +285,7 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
     return r;
 }
 
-/* 1x1 Conv step i and depthwise Conv step d = p->pwdw[i] together
+/* 1x1 Conv step i and depthwise Conv step d = p->tab.pwdw[i] together
  * (plan_impl.h, pwdw), each with the epilogue a run gives it now, the
  * pair's block in buf (floats of it), or a first Conv i and MaxPool step d
  * (linalg_conv_stpool.c); 1 when done (the activation r between them, d
@@ -295,7 +293,7 @@ int bf__plan_fused_channel(bf_plan *p, size_t i, int64_t ch)
  * the kernel does not take the pair (nothing written) */
 int bf__plan_run_pwdw(bf_plan *p, size_t i, float *buf, size_t floats)
 {
-    int d = p->pwdw[i], a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    int d = p->tab.pwdw[i], a, n, r = bf__plan_fused_last(p, i, &n, &a);
     if (!r || r != p->fuse_to[i] || a || n || p->step_hit[r] || p->step_hit[d]) return 0;
     int a2 = 0, n2 = 0, r2 = bf__conv_step(&p->steps[d]) ? bf__plan_fused_last(p, (size_t)d, &n2, &a2) : 0;
     const bf__step *s = &p->steps[i], *t = &p->steps[d];
@@ -307,13 +305,13 @@ int bf__plan_run_pwdw(bf_plan *p, size_t i, float *buf, size_t floats)
     if (!bf__conv_step(t)) {   /* a first Conv -> MaxPool pair (linalg_conv_stpool.c) */
         if (!bf__conv_stpool(&c, t, buf, floats)) return 0;
         p->fused_skip[r] = p->fused_skip[d] = 1;
-        p->n_fused++, p->n_stpool++;
+        p->n_fused++, p->tab.n_stpool++;
         return 1;
     }
     if (r2) fused_ctx(p, (size_t)d, r2, n2, a2, &c2, &act2, &bn2);
     if (!bf__conv_pwdw(&c, &c2, buf, floats)) return 0;
     p->fused_skip[r] = p->fused_skip[d] = 1;
-    p->n_fused++, p->n_pwdw++;
+    p->n_fused++, p->tab.n_pwdw++;
     if (r2) {
         p->fused_skip[r2] = 1;
         if (a2) p->fused_skip[a2] = 1;
@@ -325,7 +323,7 @@ int bf__plan_run_pwdw(bf_plan *p, size_t i, float *buf, size_t floats)
 
 /* step i of a run: a dynamic step, an activation its Conv computed, a Conv
  * computing its activation too, a 1x1 Conv with the depthwise one after it
- * (pair: a whole run's p->pwdw), or any other; then the value faults that
+ * (pair: a whole run's p->tab.pwdw), or any other; then the value faults that
  * apply after it */
 static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *err)
 {
@@ -336,14 +334,14 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
     /* a folded Transpose (plan_impl.h, tfold): skipped, its MatMul reads
      * its input transposed; both run as steps when a fault lands on it */
     const bf_tensor *bt = NULL;
-    if (tfold && p->tfold[i]) {
-        size_t t = (size_t)p->tfold[i] - 1;
+    if (tfold && p->tab.tfold[i]) {
+        size_t t = (size_t)p->tab.tfold[i] - 1;
         if (t > i && !p->step_hit[i]) return BF_OK;   /* the Transpose */
         if (t < i && !p->step_hit[t]) bt = p->steps[t].in[0];
     }
     if (s->dyn) {
         bf_status st;
-        if (p->csel && bf__plan_csel_emit(p, i, &st, err)) return st;   /* computed with the others */
+        if (p->tab.csel && bf__plan_csel_emit(p, i, &st, err)) return st;   /* computed with the others */
         st = bf__dyn_run_step(p, i, err);
         if (st != BF_OK) return st;
         if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
@@ -356,10 +354,10 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
         return BF_OK;
     }
     /* no fault after i: checked */
-    if (pair && p->pwdw[i] && bf__plan_run_pwdw(p, i, p->scratch, p->scratch_bytes / sizeof(float))) return BF_OK;
+    if (pair && p->tab.pwdw[i] && bf__plan_run_pwdw(p, i, p->scratch, p->scratch_bytes / sizeof(float))) return BF_OK;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
-                 .packed = packed_of(p, i), .bt = bt, .psum = p->psum && p->psum_step == i ? p->psum : NULL};
+                 .packed = packed_of(p, i), .bt = bt, .psum = psum_of(p, i)};
     int a = 0, n = 0, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     bf_status st = s->node->op->run(&c, err);
@@ -383,7 +381,7 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
  * each runs as a step. */
 static int gcols(bf_plan *p, size_t i, const unsigned char *act)
 {
-    size_t last = (size_t)p->gcol[i];
+    size_t last = (size_t)p->tab.gcol[i];
     bf__step *s[256];
     if (last - i + 1 > sizeof s / sizeof *s) return 0;
     for (size_t k = i; k <= last; k++) {
@@ -400,16 +398,16 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN, p->vf[k].at = -1, p->vf[k].at_n = 0;
     if (p->inputs_hit && from == 0) bf__plan_apply_value_faults(p, -1);
-    p->n_fused = p->n_pwdw = p->n_stpool = 0;
+    p->n_fused = p->tab.n_pwdw = p->tab.n_stpool = 0;
     if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
-    if (p->csel) bf__plan_csel_off(p);
+    if (p->tab.csel) bf__plan_csel_off(p);
     double t = w && w->step_time ? now_s() : 0;
     const unsigned char *act = w ? w->act : NULL;
     /* folded Transposes only in whole runs nobody watches: a watch may
      * stop a run in between, record the skipped value or resume later */
-    int tfold = p->tfold && p->fuse && from == 0 && !w;
-    int pair = p->pwdw && p->fuse && !w;   /* the same for the 1x1 -> depthwise pairs */
+    int tfold = p->tab.tfold && p->fuse && from == 0 && !w;
+    int pair = p->tab.pwdw && p->fuse && !w;   /* the same for the 1x1 -> depthwise pairs */
     for (size_t i = from; i < p->n_steps; i++) {
         if (w && w->step_time && i > from) {
             double u = now_s();
@@ -435,8 +433,9 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
             }
             if (done) continue;
         }
-        if (p->csel && i == bf__plan_csel_first(p)) bf__plan_csel_start(p, act, w ? w->mark : NULL);
-        bf_status st = p->gcol && p->gcol[i] > (int)i && gcols(p, i, act) ? BF_OK : run_one(p, i, tfold, pair, err);
+        if (p->tab.csel && i == bf__plan_csel_first(p)) bf__plan_csel_start(p, act, w ? w->mark : NULL);
+        int grouped = p->tab.gcol && p->tab.gcol[i] > (int)i && gcols(p, i, act);
+        bf_status st = grouped ? BF_OK : run_one(p, i, tfold, pair, err);
         if (st != BF_OK) return st;
         if (act && (act[i] & BF__STEP_POST)) w->post(w->user, p, i);
     }
@@ -451,7 +450,7 @@ bf_status bf__plan_run_step(bf_plan *p, size_t i, bf_error *err)
     if (s->dyn) return bf__dyn_run_step(p, i, err);
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
-                 .packed = packed_of(p, i), .psum = p->psum && p->psum_step == i ? p->psum : NULL};
+                 .packed = packed_of(p, i), .psum = psum_of(p, i)};
     if (p->warm) warm(p, s, c.out, c.n_out);
     return s->node->op->run(&c, err);
 }

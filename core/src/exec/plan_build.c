@@ -290,9 +290,9 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
     /* A 1x1 -> depthwise pair (plan_impl.h, pwdw) writes the depthwise
      * step's output (its chain's) at the 1x1's step: it lives from there,
      * never over what that step reads */
-    for (size_t s = 0; p->pwdw && s < p->n_steps; s++)
-        if (p->pwdw[s]) {
-            int u = p->steps[p->pwdw[s]].node->out[0];
+    for (size_t s = 0; p->tab.pwdw && s < p->n_steps; s++)
+        if (p->tab.pwdw[s]) {
+            int u = p->steps[p->tab.pwdw[s]].node->out[0];
             int root = alias[u] >= 0 ? alias[u] : u;
             if (placed(p, needed, root) && first[root] > (int)s) first[root] = (int)s;
         }
@@ -770,28 +770,6 @@ static bf_status dyn_setup(bf_plan *p, const bf_plan_opts *opts, const bf_plan_b
     return BF_OK;
 }
 
-/* Each Gemm or MatMul step whose product packs a weight B whole at every
- * call: the model's copy of it packed once (base/wpack.h), shared by the
- * model's plans. Best effort: without memory for it a step packs per call
- * as before. */
-static void find_packed(bf_plan *p)
-{
-    const bf_model *root = p->model;
-    while (root->base) root = root->base;
-    if (!root->wpack) return;
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__step *s = &p->steps[i];
-        int v = s->n_in > 1 && !s->dyn ? s->node->in[1] : -1;
-        if (v < 0 || !s->in[1] || p->model->values[v].kind != BF__VAL_PARAM) continue;
-        size_t q = (size_t)p->model->values[v].index;
-        if (s->in[1]->data != p->model->params[q].tensor->data) continue;
-        const float *w = bf__linalg_packed(s, root->wpack);
-        if (!w) continue;
-        if (!p->packed && !(p->packed = bf__calloc(p->n_steps + 1, sizeof *p->packed))) return;
-        p->packed[i] = w;
-    }
-}
-
 static bf_status plan_create(const bf_model *model, int64_t batch, const plan_ask *ask, bf_plan **out,
                              bf_error *err)
 {
@@ -846,26 +824,12 @@ static bf_status plan_create(const bf_model *model, int64_t batch, const plan_as
     if (st == BF_OK && ask->out0_numel) *ask->out0_numel = bf_tensor_numel(&p->vals[model->output_vals[0]]);
     if (st != BF_OK || ask->estimate) goto fail;
     if (p->n_dyn && (st = dyn_setup(p, &ask->opts, bc.b, err)) != BF_OK) goto fail;
-    /* before the tables whose lack only costs speed (tfold, gcol, csel):
-     * those come last, so a refused one leaves a plan that runs as steps */
-    if (!(p->row_step = bf__calloc(p->n_steps + 1, 1))) {
-        st = oom(err);
-        goto fail;
-    }
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__step *s = &p->steps[i];
-        int v = s->n_in > 0 ? s->node->in[0] : -1;
-        p->row_step[i] = !s->dyn && v >= 0 && model->values[v].kind == BF__VAL_PARAM && bf__row_lookup(s);
-    }
-    find_packed(p);
-    bf__plan_find_tfolds(p);
-    bf__plan_find_gcols(p);
     for (size_t v = 0; v < model->n_values; v++) p->val_step[v] = BF__VAL_NOT_RUN;
     for (size_t i = 0; i < model->n_inputs; i++) p->val_step[model->input_vals[i]] = -1;
     for (size_t i = 0; i < p->n_steps; i++)
         for (int j = 0; j < p->steps[i].node->n_out; j++)
             if (p->steps[i].node->out[j] >= 0) p->val_step[p->steps[i].node->out[j]] = (int)i;
-    bf__plan_find_csels(p);
+    if ((st = bf__plan_tables_find(p, err)) != BF_OK) goto fail;
     *out = p;
     return BF_OK;
 fail:

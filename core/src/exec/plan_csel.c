@@ -228,13 +228,13 @@ static int match(const bf_plan *p, const readers *r, int i, csel_class *c)
 
 void bf__plan_free_csels(bf_plan *p)
 {
-    if (!p->csel) return;
-    bf__free(p->csel->cls);
-    bf__free(p->csel->role);
-    bf__free(p->csel->out);
-    bf__free(p->csel->buf);
-    bf__free(p->csel);
-    p->csel = NULL;
+    if (!p->tab.csel) return;
+    bf__free(p->tab.csel->cls);
+    bf__free(p->tab.csel->role);
+    bf__free(p->tab.csel->out);
+    bf__free(p->tab.csel->buf);
+    bf__free(p->tab.csel);
+    p->tab.csel = NULL;
 }
 
 void bf__plan_find_csels(bf_plan *p)
@@ -283,7 +283,7 @@ void bf__plan_find_csels(bf_plan *p)
     for (size_t i = cs->start; i < p->n_steps; i++)
         for (int j = 0; j < 2 && j < p->steps[i].n_out; j++)
             if (cs->role[i] >= 0) cs->out[2 * (i - cs->start) + (size_t)j] = p->steps[i].out[j];
-    p->csel = cs;
+    p->tab.csel = cs;
     cs = NULL;
 fail:   /* none found, or out of memory: the steps run one by one, as before */
     if (cs) {
@@ -352,18 +352,18 @@ static int64_t scan(const unsigned char *m, int64_t N, int64_t *pos)
     return k;
 }
 
-void bf__plan_csel_off(bf_plan *p) { p->csel->live = 0; }
+void bf__plan_csel_off(bf_plan *p) { p->tab.csel->live = 0; }
 
 size_t bf__plan_csel_classes(const bf_plan *p, int *computed)
 {
-    if (computed) *computed = p->csel ? p->csel->live : 0;
-    return p->csel ? p->csel->n_cls : 0;
+    if (computed) *computed = p->tab.csel ? p->tab.csel->live : 0;
+    return p->tab.csel ? p->tab.csel->n_cls : 0;
 }
-size_t bf__plan_csel_first(const bf_plan *p) { return p->csel->start; }
+size_t bf__plan_csel_first(const bf_plan *p) { return p->tab.csel->start; }
 
 void bf__plan_csel_start(bf_plan *p, const unsigned char *act, const unsigned char *mark)
 {
-    struct bf__cselset *cs = p->csel;
+    struct bf__cselset *cs = p->tab.csel;
     cs->live = 0;
     for (size_t c = 0; c < cs->n_cls; c++)
         for (int k = 0; k < N_ROLE; k++) {
@@ -420,7 +420,7 @@ static bf_status put(bf_plan *p, size_t i, int j, bf_dtype dt, int ndim, const i
                      bf_error *err)
 {
     bf__step *s = &p->steps[i];
-    bf_tensor *t = p->csel->out[2 * (i - p->csel->start) + (size_t)j];
+    bf_tensor *t = p->tab.csel->out[2 * (i - p->tab.csel->start) + (size_t)j];
     const char *name = t->name;
     memset(t, 0, sizeof *t);
     t->name = name;
@@ -433,7 +433,7 @@ static bf_status put(bf_plan *p, size_t i, int j, bf_dtype dt, int ndim, const i
 
 int bf__plan_csel_emit(bf_plan *p, size_t i, bf_status *st, bf_error *err)
 {
-    const struct bf__cselset *cs = p->csel;
+    const struct bf__cselset *cs = p->tab.csel;
     int r = cs->live ? cs->role[i] : -1;
     if (r < 0) return 0;
     const csel_class *c = &cs->cls[r / N_ROLE];

@@ -3,7 +3,8 @@
  * (docs/ENGINE.md, "Activations fused into the Conv" and the sections after
  * it), a MatMul with its bias Add and Gelu ("A bias and Gelu fused into the
  * MatMul"). Apart from plan_build.c, which calls it once its steps are
- * made, to keep that file to one job. */
+ * made, to keep that file to one job. And the plan's other per-step tables
+ * (plan_impl.h, bf__plan_tables): found and freed here, all together. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,9 +274,9 @@ void bf__plan_find_tfolds(bf_plan *p)
         if (!swap || readers != 1) continue;
         const bf__step *mm = &p->steps[j];
         if (mm->dyn || mm->node->in[1] != v || mm->node->in[0] != s->node->in[0] || !bf__matmul_tfold(mm)) continue;
-        if (!p->tfold && !(p->tfold = bf__calloc(p->n_steps + 1, sizeof *p->tfold))) return;
-        p->tfold[t] = (int)j + 1;
-        p->tfold[j] = (int)t + 1;
+        if (!p->tab.tfold && !(p->tab.tfold = bf__calloc(p->n_steps + 1, sizeof *p->tab.tfold))) return;
+        p->tab.tfold[t] = (int)j + 1;
+        p->tab.tfold[j] = (int)t + 1;
     }
 }
 
@@ -308,8 +309,8 @@ void bf__plan_find_gcols(bf_plan *p)
                 j++;
             }
         if (j > i) {
-            if (!p->gcol && !(p->gcol = bf__calloc(p->n_steps + 1, sizeof *p->gcol))) return;
-            p->gcol[i] = (int)j;
+            if (!p->tab.gcol && !(p->tab.gcol = bf__calloc(p->n_steps + 1, sizeof *p->tab.gcol))) return;
+            p->tab.gcol[i] = (int)j;
         }
         i = j + 1;
     }
@@ -351,13 +352,65 @@ bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err)
         /* a depthwise Conv, or a MaxPool after a first Conv (linalg_conv_stpool.c) */
         int64_t need = !ok ? 0 : t->node->n_in < 2 ? bf__conv_stpool_pair(s, t) : bf__conv_pwdw_pair(s, t);
         if (!need) continue;
-        if (!p->pwdw && !(p->pwdw = bf__calloc(p->n_steps + 1, sizeof *p->pwdw))) {
+        if (!p->tab.pwdw && !(p->tab.pwdw = bf__calloc(p->n_steps + 1, sizeof *p->tab.pwdw))) {
             st = oom(err);
             break;
         }
-        p->pwdw[i] = d;
+        p->tab.pwdw[i] = d;
         if ((size_t)need > *floats) *floats = (size_t)need;
     }
     bf__free(readers), bf__free(reader), bf__free(made_at);
     return st;
+}
+
+/* Each Gemm or MatMul step whose product packs a weight B whole at every
+ * call: the model's copy of it packed once (base/wpack.h), shared by the
+ * model's plans. Best effort: without memory for it a step packs per call
+ * as before. */
+static void find_packed(bf_plan *p)
+{
+    const bf_model *root = p->model;
+    while (root->base) root = root->base;
+    if (!root->wpack) return;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int v = s->n_in > 1 && !s->dyn ? s->node->in[1] : -1;
+        if (v < 0 || !s->in[1] || p->model->values[v].kind != BF__VAL_PARAM) continue;
+        size_t q = (size_t)p->model->values[v].index;
+        if (s->in[1]->data != p->model->params[q].tensor->data) continue;
+        const float *w = bf__linalg_packed(s, root->wpack);
+        if (!w) continue;
+        if (!p->tab.packed && !(p->tab.packed = bf__calloc(p->n_steps + 1, sizeof *p->tab.packed))) return;
+        p->tab.packed[i] = w;
+    }
+}
+
+/* plan_impl.h, bf__plan_tables: row_step first, then the tables whose
+ * lack only costs speed (packed, tfold, gcol, csel: csel needs val_step),
+ * so a refused allocation among those leaves a plan that runs as steps
+ * (test_matmul_fuse and test_plan_dyn count on it). */
+bf_status bf__plan_tables_find(bf_plan *p, bf_error *err)
+{
+    if (!(p->tab.row_step = bf__calloc(p->n_steps + 1, 1))) return oom(err);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int v = s->n_in > 0 ? s->node->in[0] : -1;
+        p->tab.row_step[i] = !s->dyn && v >= 0 && p->model->values[v].kind == BF__VAL_PARAM && bf__row_lookup(s);
+    }
+    find_packed(p);
+    bf__plan_find_tfolds(p);
+    bf__plan_find_gcols(p);
+    bf__plan_find_csels(p);
+    return BF_OK;
+}
+
+void bf__plan_tables_free(bf_plan *p)
+{
+    bf__free(p->tab.packed);
+    bf__free(p->tab.tfold);
+    bf__free(p->tab.gcol);
+    bf__free(p->tab.pwdw);
+    bf__free(p->tab.row_step);
+    bf__plan_free_csels(p);
+    p->tab = (bf__plan_tables){0};
 }

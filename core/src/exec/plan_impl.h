@@ -42,43 +42,22 @@ typedef struct bf__vfault {
 /* bf__plan_fault_site's row length of a dynamic step's value: each run's */
 #define BF__ROW_PER_RUN INT64_MAX
 
-struct bf_plan {
-    const bf_model *model;
-    int64_t batch;
-    /* > 0: a value fault may also strike a value whose dim 0 is batch x
-     * flat_rows (a language model's tokens flattened across the batch,
-     * [B·T, E], as a router's logits are), sample s being rows s·T .. s·T+T-1
-     * (the batch-major order a reshape of [B, T, E] gives): the generator
-     * sets it to its step's sequence length (exec/generate.c). 0: dim 0 must
-     * be the batch, as everywhere else (campaigns, the differential engine). */
-    int64_t flat_rows;
-    /* bf_plan_opts.unbatched: one sample per run, every value wholly its */
-    int unbatched;
-    bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
-    unsigned char *known;     /* 1: computed when the plan was built */
-    void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */
-    size_t *param_view;       /* per parameter: param_copy is a private view of the model's
-                               * weights arena of this many bytes (base/warena.h); 0: a heap copy */
-    unsigned char *param_rewritten;  /* 1: the whole copy was rewritten (a stored representation):
-                                      * its pages are never given back to the arena's golden ones */
-    uint64_t **param_dirty;   /* per parameter with a view: a bit per page of it written since it was last
-                               * given back (bf__plan_param_write); row lookups read the rest from the
-                               * model's tensor (op.h, bf__rowsrc) */
-    unsigned char *param_untracked;  /* 1: handed out writable (bf_plan_param_data), any page may differ:
-                                      * lookups read the view itself */
-    const struct bf_plan *views_of;  /* a plan whose views this one reads as its parameters (the
-                                      * differential engine's row-mode plans): its dirty pages too */
-    void **owned;             /* buffers of folded values */
-    size_t n_owned;
-    bf__step *steps;
-    size_t n_steps;
+/* The per-step tables a run reads to run a step otherwise than on its own
+ * (a fusion: a step computed with others, or skipped) or to find what it
+ * needs faster. Each is NULL when the plan has none; all but row_step only
+ * save time (without them a run runs the steps one by one). Found together
+ * by bf__plan_tables_find at the end of a build (but pwdw, which lay_out
+ * finds before the arena is placed) and freed together by
+ * bf__plan_tables_free (both plan_fuse.c): a new fusion adds its table
+ * here and to those two. */
+typedef struct bf__plan_tables {
     /* per step: a Gemm's or MatMul's B packed whole once, the model's copy
      * (base/wpack.h), passed to the step (bf__ctx.packed) while its input 1
      * is still the model's own tensor (no fault of this plan's in it);
      * NULL (the array or an entry): the step packs per call */
     const float **packed;
-    /* Transposes folded into a batched MatMul's read (find_tfolds,
-     * plan_build.c): tfold[t] = j + 1 for a Transpose step t swapping the
+    /* Transposes folded into a batched MatMul's read (bf__plan_find_tfolds,
+     * plan_fuse.c): tfold[t] = j + 1 for a Transpose step t swapping the
      * last two dims of X whose only reader is MatMul step j, as its B, with
      * X its A; tfold[j] = t + 1 for that MatMul. A whole run of a fusing
      * plan without a watch (bf__plan_run_from) skips t and has j read X
@@ -126,6 +105,40 @@ struct bf_plan {
      * time, tfold, gcol and csel, which test_matmul_fuse and test_plan_dyn
      * check); NULL only in a plan being built: ask each step. */
     unsigned char *row_step;
+} bf__plan_tables;
+
+struct bf_plan {
+    const bf_model *model;
+    int64_t batch;
+    /* > 0: a value fault may also strike a value whose dim 0 is batch x
+     * flat_rows (a language model's tokens flattened across the batch,
+     * [B·T, E], as a router's logits are), sample s being rows s·T .. s·T+T-1
+     * (the batch-major order a reshape of [B, T, E] gives): the generator
+     * sets it to its step's sequence length (exec/generate.c). 0: dim 0 must
+     * be the batch, as everywhere else (campaigns, the differential engine). */
+    int64_t flat_rows;
+    /* bf_plan_opts.unbatched: one sample per run, every value wholly its */
+    int unbatched;
+    bf_tensor *vals;          /* one per model value: concrete dtype, shape, data */
+    unsigned char *known;     /* 1: computed when the plan was built */
+    void **param_copy;        /* per parameter: the plan's private copy (of its dtype), or NULL */
+    size_t *param_view;       /* per parameter: param_copy is a private view of the model's
+                               * weights arena of this many bytes (base/warena.h); 0: a heap copy */
+    unsigned char *param_rewritten;  /* 1: the whole copy was rewritten (a stored representation):
+                                      * its pages are never given back to the arena's golden ones */
+    uint64_t **param_dirty;   /* per parameter with a view: a bit per page of it written since it was last
+                               * given back (bf__plan_param_write); row lookups read the rest from the
+                               * model's tensor (op.h, bf__rowsrc) */
+    unsigned char *param_untracked;  /* 1: handed out writable (bf_plan_param_data), any page may differ:
+                                      * lookups read the view itself */
+    const struct bf_plan *views_of;  /* a plan whose views this one reads as its parameters (the
+                                      * differential engine's row-mode plans): its dirty pages too */
+    void **owned;             /* buffers of folded values */
+    size_t n_owned;
+    bf__step *steps;
+    size_t n_steps;
+    /* the per-step tables of the whole-run fusions and shortcuts (above) */
+    bf__plan_tables tab;
     bf_tensor *dummies;       /* unread optional outputs (e.g. Dropout's mask) */
     void *arena;              /* 64-byte aligned, inside arena_mem */
     void *arena_mem;
@@ -232,16 +245,21 @@ bf_status bf__dyn_alloc_for(bf_plan *p, const bf__node *n, int j, size_t bytes, 
 /* plan_fuse.c: marks the chains a run may fuse (fuse_to, fuse_add, fuse_bn,
  * fuse_mid, n_fusable) once the steps are made; fails only for memory. */
 bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err);
-/* plan_fuse.c: the Transposes a batched MatMul reads through (p->tfold). */
+/* plan_fuse.c: the plan's bf__plan_tables (but pwdw, bf__plan_find_pwdw's)
+ * once its steps are made and val_step filled; fails only for memory (its
+ * row_step: the others are best effort). free: every table, pwdw's too. */
+bf_status bf__plan_tables_find(bf_plan *p, bf_error *err);
+void bf__plan_tables_free(bf_plan *p);
+/* plan_fuse.c: the Transposes a batched MatMul reads through (p->tab.tfold). */
 void bf__plan_find_tfolds(bf_plan *p);
-/* plan_fuse.c: the groups of class-column Gathers (p->gcol) */
+/* plan_fuse.c: the groups of class-column Gathers (p->tab.gcol) */
 void bf__plan_find_gcols(bf_plan *p);
-/* plan_fuse.c: the 1x1 -> depthwise pairs (p->pwdw) of a plan that fuses
+/* plan_fuse.c: the 1x1 -> depthwise pairs (p->tab.pwdw) of a plan that fuses
  * and shares its arena, once the fusions are marked; *floats the largest
  * block buffer a pair takes (the scratch the plan must hold). Fails only
  * for memory. */
 bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err);
-/* plan_csel.c: the class selections (p->csel; find needs val_step). A
+/* plan_csel.c: the class selections (p->tab.csel; find needs val_step). A
  * run calls off at its start and start before step first(): that computes
  * them all, unless a value fault strikes one of their values or the watch
  * acts on or marks one of their steps (then every step runs as a step);

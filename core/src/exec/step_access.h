@@ -42,7 +42,7 @@ void bf__plan_warm_value(bf_plan *plan, int v);
  * are the caller's to skip (the differential engine's trials). */
 int bf__plan_fused_last(const bf_plan *plan, size_t i, int *bn, int *add);
 bf_status bf__plan_run_fused(bf_plan *plan, size_t i, bf_error *err);
-/* plan.c: 1x1 Conv step i and depthwise Conv step plan->pwdw[i] run
+/* plan.c: 1x1 Conv step i and depthwise Conv step plan->tab.pwdw[i] run
  * together (plan_impl.h, pwdw; linalg_conv_pwdw.c), each with its fused
  * epilogue, the pair's block of channels in buf (floats of it: at least
  * bf__conv_pwdw_pair's); 1 when done, the steps computed marked in

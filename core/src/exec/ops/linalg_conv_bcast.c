@@ -70,7 +70,6 @@ typedef struct bcast_job {
     float *save;
     const float *load;
     int64_t first, slab, rstride;
-    int plant;   /* tests only: the save made before the tile's last block (op.h) */
 } bcast_job;
 
 /* x86's first source is the one returned when both are NaN: the Add's A
@@ -266,13 +265,11 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
                 if (nend > m * j->kc) nend = m * j->kc;
                 for (int64_t q0 = t0; q0 < t1; q0 += BC_NP, nx += (p1 - p0) * 4) {
                     int np = t1 - q0 < BC_NP ? (int)(t1 - q0) : BC_NP;
-                    if (j->plant && cb1 < ncb && j->save && q0 + np == t1)
-                        memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
                     const char *pf = (const char *)(wpk && nx + (p1 - p0) * 4 <= nend ? wpk + nx : wr + p0 * 16 * nv);
                     bc_dispatch(j, nv, np, wr, pf, q0, p0, p1, j->acc + (q0 - t0) * 64, cb0 == 0);
                 }
                 /* every chunk's sums but the last's, as they go to the next chunk */
-                if (cb1 < ncb && j->save && !j->plant) memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
+                if (cb1 < ncb && j->save) memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
                 if (cb1 == ncb) bc_epi(j, r0, nv, t0, t1);
             }
         }
@@ -403,12 +400,12 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
                 pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
-    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, 0, 0, 0};
+    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, 0, 0};
     if (ps && (ps->save || (ps->load && ps->first >= 1 && ps->first < bf__conv_bcast_chunks(cp, NULL)))) {
         int64_t at = img0 * cp->osp * 64;
         j.rstride = cp->n * cp->osp * 64;
         j.slab = (cp->mg + 63) / 64 * j.rstride;
-        if (ps->save) j.save = ps->save + at, j.plant = ps->plant;
+        if (ps->save) j.save = ps->save + at;
         else j.load = ps->load + at, j.first = ps->first;
         ps->used = 1;
     }
