@@ -133,7 +133,7 @@ bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_m
     /* the directory external data is read from: the path up to its last '/' */
     char *dir = bf__strdup(base ? path : ".");
     if (!dir) { st = bf_error_set(err, BF_ENOMEM, "%s: out of memory", path); goto out; }
-    if (base) dir[base - path ? base - path : 1] = 0;   /* "/m.onnx": the root */
+    if (base) dir[(base - path) ? (base - path) : 1] = 0;   /* "/m.onnx": the root */
     st = parse(map ? map : buf, size, map, dir, base ? base + 1 : path, lim, out, err);
     bf__free(dir);
 out:
