@@ -463,21 +463,32 @@ static bf_status run_list(void *user, const bf__ckpt *ck, bf__ckpt_trial *tr, bf
     return BF_OK;
 }
 
+/* The SSDlite fixture's one-image plan (as the evaluator's) with a step cost
+ * of 1e-6 s for dynamic steps, 1e-4 for the rest, and 1 per parameter: the
+ * counted costs both checkpoint-choice tests below give the chooser. */
+static size_t ssdlite_costs(bf_model **m, bf_dataset **ds, bf_plan **p, double **cost, double **pm)
+{
+    tc_load(BF_FIXTURES "/det/ssdlite", m, ds);
+    bf_error err = {0};
+    bf_plan_opts po = {.fuse_activations = 1, .share_buffers = 1, .unbatched = 1};
+    if (bf_plan_create_opts(*m, 1, &po, p, &err) != BF_OK) fail_msg("%s", err.msg);
+    size_t n = bf_plan_num_steps(*p);
+    *cost = calloc(n + 1, sizeof **cost), *pm = calloc((*m)->n_params + 1, sizeof **pm);
+    assert_true(*cost && *pm);
+    for (size_t i = 0; i < n; i++) (*cost)[i] = (*p)->steps[i].dyn ? 1e-6 : 1e-4;
+    for (size_t q = 0; q < (*m)->n_params; q++) (*pm)[q] = 1;
+    return n;
+}
+
 static void store_cut_to_the_drawn_trials(void **state)
 {
     (void)state;
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
-    tc_load(BF_FIXTURES "/det/ssdlite", &m, &ds);
     bf_plan *p = NULL;
+    double *cost = NULL, *pm = NULL;
     bf_error err = {0};
-    bf_plan_opts po = {.fuse_activations = 1, .share_buffers = 1, .unbatched = 1};   /* as the evaluator's */
-    if (bf_plan_create_opts(m, 1, &po, &p, &err) != BF_OK) fail_msg("%s", err.msg);
-    size_t n = bf_plan_num_steps(p);
-    double *cost = calloc(n + 1, sizeof *cost), *pm = calloc(m->n_params + 1, sizeof *pm);
-    assert_true(cost && pm);
-    for (size_t i = 0; i < n; i++) cost[i] = p->steps[i].dyn ? 1e-6 : 1e-4;
-    for (size_t q = 0; q < m->n_params; q++) pm[q] = 1;
+    size_t n = ssdlite_costs(&m, &ds, &p, &cost, &pm);
     drawn_list d = {0};
     for (size_t q = m->n_params; q-- > 0 && d.n < 8;)   /* the heads first: their Convs' channels */
         if (q % 3 == 0) d.q[d.n] = (int64_t)q, d.index[d.n++] = 0;
@@ -564,16 +575,10 @@ static void dear_bytes_fewer_checkpoints(void **state)
     (void)state;
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
-    tc_load(BF_FIXTURES "/det/ssdlite", &m, &ds);
     bf_plan *p = NULL;
+    double *cost = NULL, *pm = NULL;
     bf_error err = {0};
-    bf_plan_opts po = {.fuse_activations = 1, .share_buffers = 1, .unbatched = 1};   /* as the evaluator's */
-    if (bf_plan_create_opts(m, 1, &po, &p, &err) != BF_OK) fail_msg("%s", err.msg);
-    size_t n = bf_plan_num_steps(p);
-    double *cost = calloc(n + 1, sizeof *cost), *pm = calloc(m->n_params + 1, sizeof *pm);
-    assert_true(cost && pm);
-    for (size_t i = 0; i < n; i++) cost[i] = p->steps[i].dyn ? 1e-6 : 1e-4;
-    for (size_t q = 0; q < m->n_params; q++) pm[q] = 1;
+    (void)ssdlite_costs(&m, &ds, &p, &cost, &pm);
     uint64_t prev = UINT64_MAX, first = 0;
     const double prices[] = {BF__CKPT_BYTE_SECONDS, BF__CKPT_BYTE_SECONDS_DEAR, 1e-6};
     for (int k = 0; k < 3; k++) {
