@@ -414,8 +414,20 @@ static void conv_random_shapes_match_reference(void **state)
 #define RND(n) ((r = r * 1103515245u + 12345u), (int64_t)((r >> 16) % (uint32_t)(n)))
     const char *levels[] = {"ref", "avx2", NULL};
     for (int t = 0; t < 80; t++) {
-        conv_case k = {"random", 1 + RND(2), 0, 1 + RND(12), 1 + RND(12), 0, 1, 1 + RND(5), 1 + RND(5),
-                       1 + RND(3), 1 + RND(2), {RND(3), RND(3), RND(3), RND(3)}, (int)RND(2), RND(4) == 0};
+        /* drawn one statement at a time, in the fields' order: inside one
+         * initializer list the order of the draws is unspecified (clang's
+         * -Wunsequenced), and gcc and clang would build different cases */
+        conv_case k = {"random", 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, {0, 0, 0, 0}, 0, 0};
+        k.n = 1 + RND(2);
+        k.h = 1 + RND(12);
+        k.w = 1 + RND(12);
+        k.kh = 1 + RND(5);
+        k.kw = 1 + RND(5);
+        k.s = 1 + RND(3);
+        k.d = 1 + RND(2);
+        for (int j = 0; j < 4; j++) k.pads[j] = RND(3);
+        k.bias = (int)RND(2);
+        k.inf_w = RND(4) == 0;
         int kind = (int)RND(4);
         int64_t c = 1 + RND(9);
         if (kind == 0) k.c = k.m = k.group = c;                             /* depthwise */
