@@ -56,7 +56,7 @@ static uint8_t *map_aligned(size_t len)
 }
 
 /* BITFLIP_HUGE_PAGES=0 in the environment: no MADV_HUGEPAGE anywhere (the
- * weights arena, bf__pages_huge), for a machine where a huge page's first
+ * weights arena, BF__WRITE_AGAIN's), for a machine where a huge page's first
  * touch costs more than a run saves (bf__warena_create_opts says why); any
  * other value: huge pages wherever they may be asked for; unset: `dflt`,
  * the caller's choice */
@@ -242,10 +242,10 @@ void bf__pages_drop(void *addr, size_t len)
     if (len) (void)madvise(addr, len, MADV_DONTNEED);
 }
 
-void bf__pages_huge(void *addr, size_t len)
+/* MADV_HUGEPAGE over the whole 2 MiB pages inside [addr, addr + len) */
+static void pages_huge(void *addr, size_t len)
 {
 #ifdef MADV_HUGEPAGE
-    if (!huge_pages_wanted(1)) return;
     const uintptr_t huge = (uintptr_t)2 << 20;
     uintptr_t a = ((uintptr_t)addr + huge - 1) & ~(huge - 1), e = ((uintptr_t)addr + len) & ~(huge - 1);
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
@@ -254,12 +254,8 @@ void bf__pages_huge(void *addr, size_t len)
 #endif
 }
 
-void bf__pages_huge_once(void *addr, size_t len)
-{
-    if (huge_pages_wanted(0)) bf__pages_huge(addr, len);
-}
-
-void bf__pages_populate(void *addr, size_t len)
+/* the whole pages of [addr, addr + len) faulted in for writing, one call */
+static void pages_populate(void *addr, size_t len)
 {
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23   /* Linux 5.14; older kernels refuse it (EINVAL), which is fine */
@@ -269,13 +265,22 @@ void bf__pages_populate(void *addr, size_t len)
     if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
 }
 
+/* warena.h: the huge pages first, so that the populate faults them in */
+void bf__pages_written(void *addr, size_t len, unsigned how)
+{
+    if (!addr || !len) return;
+    if ((how & BF__WRITE_AGAIN) ? huge_pages_wanted(1) : (how & BF__WRITE_ONCE) && huge_pages_wanted(0))
+        pages_huge(addr, len);
+    if (how & BF__WRITE_NOW) pages_populate(addr, len);
+}
+
 double bf__pages_fresh_cost(size_t len)
 {
     struct timespec t0, t1;
     if (len == 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0) != 0) return 0;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return 0;
-    bf__pages_populate(p, len);
+    pages_populate(p, len);
     memset(p, 1, len);   /* as the golden pass's copies write them */
     int ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1) == 0;
     (void)munmap(p, len);
@@ -294,10 +299,8 @@ void bf__wview_drop(void *view, size_t nbytes)
 #else
 
 void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
-void bf__pages_populate(void *addr, size_t len) { (void)addr; (void)len; }
+void bf__pages_written(void *addr, size_t len, unsigned how) { (void)addr, (void)len, (void)how; }
 double bf__pages_fresh_cost(size_t len) { (void)len; return 0; }
-void bf__pages_huge(void *addr, size_t len) { (void)addr; (void)len; }
-void bf__pages_huge_once(void *addr, size_t len) { (void)addr; (void)len; }
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 bf__warena *bf__warena_create_opts(size_t bytes, int huge) { (void)bytes, (void)huge; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }
@@ -326,4 +329,11 @@ void *bf__warena_take(bf__warena *a, size_t nbytes)
 int bf__warena_owns(const bf__warena *a, const void *p)
 {
     return a && p && (const uint8_t *)p >= a->base && (const uint8_t *)p < a->base + a->len;
+}
+
+void *bf__alloc_written(size_t len, unsigned how)
+{
+    void *p = len < SIZE_MAX ? bf__malloc(len + 1) : NULL;
+    bf__pages_written(p, len, how);
+    return p;
 }

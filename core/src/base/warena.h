@@ -86,41 +86,64 @@ void bf__wview_drop(void *view, size_t nbytes);
  * converted. */
 void bf__pages_drop(void *addr, size_t len);
 
-/* Faults in the whole pages of [addr, addr + len) for writing, in one call
- * (MADV_POPULATE_WRITE, Linux 5.14 and later; elsewhere nothing): memory
- * about to be written whole. A fault a page costs on some VMs as much as
- * a few KiB of arithmetic (16 us a page on the benchmark host, where one
- * call took half the time for 512 MiB); best effort, no error. */
-void bf__pages_populate(void *addr, size_t len);
+/* Memory a caller will write whole, and how: the page policy lives here
+ * (warena.c) and nowhere else; callers say what they will do with the
+ * memory, not which madvise it gets. Flags, or-ed:
+ *
+ *   BF__WRITE_NOW    every byte written right away (a copy, a read() into
+ *                    it, a step's output): its pages faulted in by one
+ *                    call (MADV_POPULATE_WRITE, Linux 5.14 and later;
+ *                    elsewhere nothing) instead of a fault a page inside
+ *                    the copy. On a VM each fresh page traps to the host:
+ *                    16 us a page on the Intel benchmark host, where one
+ *                    call took half the time for 512 MiB; on the AMD host
+ *                    of the eighteenth session first touch runs at 0.05-
+ *                    0.27 GB/s, and one call took LRASPP's 88 MB of a
+ *                    worker's golden outputs from 1.3-1.5 s to 0.16-0.19 s
+ *                    of a loaded setup (docs/perf/detectors.md, h18-seg).
+ *                    Only for memory written whole: a slot written by
+ *                    rows keeps its untouched pages unmapped.
+ *   BF__WRITE_AGAIN  written again and again (each pass, batch or trial):
+ *                    a shared eval arena and its scratch, the golden
+ *                    pass's pool, a worker's copy of the golden outputs.
+ *                    Transparent huge pages (MADV_HUGEPAGE over the whole
+ *                    2 MiB pages inside) unless BITFLIP_HUGE_PAGES=0:
+ *                    mobilenet_v2's depthwise and panel-packing loads
+ *                    stride a plane per row (12.5 KiB at 56x56), a 4 KiB
+ *                    page each, and with 2 MiB pages its batch-4 pass took
+ *                    15% less CPU (docs/BENCHMARKS.md, h13-mbv2).
+ *   BF__WRITE_ONCE   written once, later, by whoever fills it (the golden
+ *                    cache's blocks, the partial-sum checkpoints): huge
+ *                    pages only when BITFLIP_HUGE_PAGES is set to other
+ *                    than 0. Off by default: an Intel host's compaction on
+ *                    each fault tripled the pass's system time, and the
+ *                    AMD host measured the campaign within its load's
+ *                    noise (docs/perf/trials.md, "Huge pages for the
+ *                    golden cache").
+ *
+ * Best effort throughout: a refused madvise leaves ordinary pages and the
+ * same bytes. */
+enum { BF__WRITE_NOW = 1, BF__WRITE_AGAIN = 2, BF__WRITE_ONCE = 4 };
+
+/* bf__malloc(len + 1) (+ 1: a 0-byte block is still a block), its pages
+ * as `how` says; NULL when the allocation is refused (the countdown
+ * allocator's failures included: nothing else is tried). Free with
+ * bf__free. */
+void *bf__alloc_written(size_t len, unsigned how);
+
+/* The same policy for memory the caller holds already (a slot of an
+ * arena, a block from bf__aligned_alloc or bf__calloc, a caller's
+ * buffer): [addr, addr + len), its whole pages. */
+void bf__pages_written(void *addr, size_t len, unsigned how);
 
 /* What a byte of fresh memory costs this process, in seconds: the thread
- * CPU time of mapping `len` bytes, populating them (bf__pages_populate)
- * and writing each once, over len (about 0.3-0.4 ns a byte on the Intel
- * KVM hosts, 2.3-2.5 on the AMD host whose guest's first write to a page
+ * CPU time of mapping `len` bytes, populating them (BF__WRITE_NOW) and
+ * writing each once, over len (about 0.3-0.4 ns a byte on the Intel KVM
+ * hosts, 2.3-2.5 on the AMD host whose guest's first write to a page
  * faults to the hypervisor even after the populate: docs/perf/
  * detectors.md, h18-ssd). A measurement, not a constant: callers use it
  * to choose between fixed prices, far from either. 0 where it cannot be
  * measured (no memory, no mmap). */
 double bf__pages_fresh_cost(size_t len);
-
-/* Asks for transparent huge pages over the whole 2 MiB pages inside
- * [addr, addr + len) (MADV_HUGEPAGE; elsewhere nothing): memory that every
- * pass touches again, a plan's shared arena and scratch (`bitflip eval`).
- * mobilenet_v2's depthwise and panel-packing loads stride a plane per row
- * (12.5 KiB at 56x56), a 4 KiB page each: with 2 MiB pages its batch-4 pass
- * took 15% less CPU (docs/BENCHMARKS.md, h13-mbv2); a differential
- * worker's copy of the golden outputs, populated whole at once and written
- * again by its trials (diff/diffexec.c). Not for the golden
- * cache, written once (gcache.c: compaction on each fault cost more). Best
- * effort, no error. */
-void bf__pages_huge(void *addr, size_t len);
-
-/* bf__pages_huge for memory written once, the golden cache's blocks and the
- * partial-sum checkpoints: only when BITFLIP_HUGE_PAGES is set to other
- * than 0. Off by default: an Intel host's compaction on each fault tripled
- * the pass's system time, and the eighteenth session's AMD host measured
- * the campaign within its load's noise (docs/perf/trials.md, "Huge pages
- * for the golden cache"). */
-void bf__pages_huge_once(void *addr, size_t len);
 
 #endif

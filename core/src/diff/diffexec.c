@@ -94,7 +94,8 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->bmark = bf__calloc((size_t)sh->n_batches + 1, 1);
     /* twice: a tied table's trial lists row mode's batches, then every batch (run_tied) */
     dx->touched = bf__malloc((2 * (size_t)sh->n_batches + 1) * sizeof *dx->touched);
-    dx->out = bf__malloc(n_out * sizeof(float) + 1);
+    /* written whole just below, and again by every trial (warena.h) */
+    dx->out = bf__alloc_written(n_out * sizeof(float), BF__WRITE_NOW | BF__WRITE_AGAIN);
     dx->rows = bf__malloc(((size_t)sh->samples + 1) * sizeof *dx->rows);
     dx->orow = bf__malloc(((size_t)sh->batch + 1) * sizeof *dx->orow);
     dx->scratch = bf__aligned_alloc(2 * sh->scratch_floats * sizeof(float) + 64);
@@ -112,10 +113,6 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         bf__dx_free(dx);
         return bf__dx_oom(err);
     }
-    /* written whole: faulted in by one call first (a VM traps on each fresh
-     * page: LRASPP's 88 MB, docs/perf/detectors.md, h18-seg) */
-    bf__pages_huge(dx->out, n_out * sizeof(float));
-    bf__pages_populate(dx->out, n_out * sizeof(float));
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
     bf_status st = bf__rows_init(dx, err);
     if (st == BF_OK) st = bf__chain_init(dx, err);

@@ -123,8 +123,8 @@ size_t bf__psum_alloc(bf__psum_store *ps, size_t room)
     for (size_t i = 0; ps && i < ps->n_steps; i++) {
         size_t bytes = ps->per[i] * sizeof(float) * (size_t)ps->n_batches;
         if (!ps->per[i] || bytes > room - ps->bytes || ps->bytes > room) continue;
-        if (!(ps->blk[i] = bf__malloc(bytes + 1))) continue;   /* no room: the trials run it whole */
-        bf__pages_huge_once(ps->blk[i], bytes);   /* as the cache's blocks (gcache.c) */
+        /* written once by the golden pass, as the cache's blocks (gcache.c) */
+        if (!(ps->blk[i] = bf__alloc_written(bytes, BF__WRITE_ONCE))) continue;   /* no room: the trials run it whole */
         ps->bytes += bytes;
         ps->convs++;
     }

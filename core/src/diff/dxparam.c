@@ -155,7 +155,7 @@ bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out,
         home[v] = p->vals[v].data;
         if (!pv->data[v]) continue;
         p->vals[v].data = pv->data[v] = bf__warena_take(pv->arena, pv->bytes[v] ? pv->bytes[v] : 1);
-        bf__pages_populate(pv->data[v], pv->bytes[v]);   /* written whole just below */
+        bf__pages_written(pv->data[v], pv->bytes[v], BF__WRITE_NOW);   /* written whole just below */
     }
     /* computed in step order by plan 0's own steps: the bytes its pass
      * computes (no fault is written while a campaign is set up) */

@@ -151,9 +151,9 @@ static int derive(const bf__gcache *gc, size_t v, int64_t b)
     }
     in[0].data = gc->blk[gc->src[v]] + (size_t)b * gc->full[gc->src[v]];
     out.data = gc->blk[v] + (size_t)b * gc->full[v];
-    /* its pages in one call, as the pass does for the blocks it writes:
-     * a fault per page cost about half of deriving a Clip block */
-    bf__pages_populate(out.data, bf_tensor_nbytes(&out));
+    /* written whole now, as the pass's blocks are: a fault per page cost
+     * about half of deriving a Clip block */
+    bf__pages_written(out.data, bf_tensor_nbytes(&out), BF__WRITE_NOW);
     bf__ctx c = {.node = d->node, .params = d->params[t], .n_in = d->n_in, .n_out = 1, .in = ins, .out = outs};
     bf_error e;
     return d->node->op->run(&c, &e) == BF_OK;
@@ -266,7 +266,7 @@ static void point_slots(bf__gcache *gc, bf_plan *p, const bf__step *last, int64_
         int v = last->node->out[j];
         if (v >= 0 && gc->blk[v] && gc->src[v] < 0) {
             p->vals[v].data = gc->blk[v] + (size_t)b * gc->full[v];
-            bf__pages_populate(p->vals[v].data, bf_tensor_nbytes(&p->vals[v]));
+            bf__pages_written(p->vals[v].data, bf_tensor_nbytes(&p->vals[v]), BF__WRITE_NOW);
         }
     }
 }
@@ -429,9 +429,9 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
     if (st == BF_OK && any) {
         /* not zeroed: every place is written before it is read, as in the plan */
         *pool = bf__aligned_alloc(total + 64);
-        /* written again by every batch, as a shared plan arena is: 2 MiB pages
+        /* written again by every batch, as a shared plan arena is
          * (plan_build.c, allocate_arena; not the cache's slots, written once) */
-        if (*pool) bf__pages_huge(*pool, total + 64);
+        if (*pool) bf__pages_written(*pool, total + 64, BF__WRITE_AGAIN);
         else st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden pass");
     }
     for (size_t v = 0; st == BF_OK && any && v < m->n_values; v++)
@@ -585,15 +585,14 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
         }
         /* Not zeroed: the pass writes every byte of every slot, and each
          * thread's first write to its slots is what faults their pages in,
-         * in parallel. Transparent huge pages (madvise) only with
-         * BITFLIP_HUGE_PAGES set (bf__pages_huge_once): on a machine whose
-         * memory is fragmented the kernel compacts on each fault, and
-         * system time on resnet18 went from 0.7 to 2 s; on the eighteenth
-         * session's AMD host they took 0.7 s of user CPU off resnet18's
-         * campaign and added 0.5 s of system CPU (docs/perf/trials.md,
-         * "Huge pages for the golden cache"). */
-        gc->blk[cs[i].v] = bf__malloc(cs[i].bytes + 1);
-        if (gc->blk[cs[i].v]) bf__pages_huge_once(gc->blk[cs[i].v], cs[i].bytes);
+         * in parallel (written once, later: warena.h; huge pages only with
+         * BITFLIP_HUGE_PAGES set: on a machine whose memory is fragmented
+         * the kernel compacts on each fault, and system time on resnet18
+         * went from 0.7 to 2 s; on the eighteenth session's AMD host they
+         * took 0.7 s of user CPU off resnet18's campaign and added 0.5 s of
+         * system CPU, docs/perf/trials.md, "Huge pages for the golden
+         * cache"). */
+        gc->blk[cs[i].v] = bf__alloc_written(cs[i].bytes, BF__WRITE_ONCE);
         if (!gc->blk[cs[i].v]) {
             if (cs[i].must) {
                 bf__free(d);

@@ -275,15 +275,15 @@ bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t tria
         }
     }
     if (drawn && ck->n_store && (st = bf__ckpt_store_drawn(ck, p, drawn, user, err)) != BF_OK) goto out;
-    if (samples > 0 && ck->sample_bytes > 0 && !(ck->data = bf__malloc((size_t)samples * ck->sample_bytes))) {
+    /* the golden pass writes every byte of it (each cut's values and each
+     * stored value, every image): BF__WRITE_NOW, its pages in one call
+     * rather than a fault a page inside the pass's copies (SSDlite320:
+     * 91 MiB, 23k faults, a tenth of the golden pass on a loaded machine) */
+    if (samples > 0 && ck->sample_bytes > 0 &&
+        !(ck->data = bf__alloc_written((size_t)samples * ck->sample_bytes, BF__WRITE_NOW))) {
         st = oom(err);
         goto out;
     }
-    /* the golden pass writes every byte of it (each cut's values and each
-     * stored value, every image): its pages in one call rather than a
-     * fault a page inside the pass's copies (SSDlite320: 91 MiB, 23k
-     * faults, a tenth of the golden pass on a loaded machine) */
-    if (ck->data) bf__pages_populate(ck->data, (size_t)samples * ck->sample_bytes);
     *out = ck;
     ck = NULL;
 out:

@@ -234,7 +234,7 @@ static void warm_one(bf_plan *p, int v, const bf_tensor *t)
     const char *d = t ? t->data : NULL;
     if (v < 0 || p->warm[v] || !d || d < a || d >= e) return;
     p->warm[v] = 1;
-    bf__pages_populate(t->data, bf_tensor_nbytes(t));
+    bf__pages_written(t->data, bf_tensor_nbytes(t), BF__WRITE_NOW);
 }
 
 static void warm(bf_plan *p, const bf__step *s, bf_tensor *const *out, int n_out)

@@ -633,10 +633,10 @@ static bf_status allocate_arena(bf_plan *p, const build_ctx *bs, bf_error *err)
     if (!p->arena_mem || !p->scratch) return oom(err);
     if (bs->off_of) {
         /* a shared arena (`bitflip eval`): every page written again each
-         * pass, so 2 MiB pages are faulted in once and spare the TLB the
-         * plane-strided loads of the depthwise and packing loops */
-        bf__pages_huge(p->arena_mem, bs->total + 64);
-        bf__pages_huge(p->scratch, p->scratch_bytes + 64);
+         * pass (warena.h: 2 MiB pages, faulted in once, spare the TLB the
+         * plane-strided loads of the depthwise and packing loops) */
+        bf__pages_written(p->arena_mem, bs->total + 64, BF__WRITE_AGAIN);
+        bf__pages_written(p->scratch, p->scratch_bytes + 64, BF__WRITE_AGAIN);
     }
     p->arena = (void *)(((uintptr_t)p->arena_mem + 63) & ~(uintptr_t)63);
     size_t off = 0;

@@ -352,9 +352,8 @@ static bf_status read_span(const source *src, const span *sp, void *dst, const c
     if (fseeko(src->file, (off_t)(src->file_offset + sp->begin), SEEK_SET) != 0)
         return fail(err, BF_EIO, label, "cannot seek to byte %" PRIu64 ": %s",
                     src->file_offset + sp->begin, strerror(errno));
-    /* read() into fresh memory faults it in a page at a time, each a trap
-     * on a VM (warena.h); one call first (docs/perf/detectors.md, h18-seg) */
-    bf__pages_populate(dst, n);
+    /* read() into fresh memory faults it in a page at a time (warena.h) */
+    bf__pages_written(dst, n, BF__WRITE_NOW);
     if (fread(dst, 1, n, src->file) != n)
         return fail(err, BF_EIO, label, "reading %zu bytes at byte %" PRIu64 ": %s", n,
                     src->file_offset + sp->begin,
