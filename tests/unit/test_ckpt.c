@@ -34,6 +34,7 @@
 #include "bitflip/model.h"
 #include "alloc_fail.h"
 #include "base/warena.h"
+#include "campaign/campaign_pin.h"
 #include "campaign_check.h"
 #include "exec/ckpt_impl.h"
 #include "onnx_graph.h"
@@ -95,9 +96,9 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed,
-                             .ckpt_byte_price = price};
-    if (bf_campaign_create_prepared(m, ds, s, NULL, &prep, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed};
+    /* the price pinned through the tests-only hook (campaign_pin.h) */
+    if (bf__campaign_create_priced(m, ds, s, NULL, &prep, price, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
     kept k = {0};
     k.rec = calloc((size_t)n + 1, sizeof *k.rec);
@@ -114,7 +115,7 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 
 typedef struct sums {
     int timed;   /* the differential runs' cuts by measured time (run) */
-    /* a recorded byte's price (bf_campaign_prep.ckpt_byte_price): 0, 1 ns,
+    /* a recorded byte's price (bf__campaign_create_priced): 0, 1 ns,
      * the same choice on every host; < 0, this host's (measured: where its
      * fresh pages are dear, 2.5 ns); else that */
     double price;

@@ -712,13 +712,6 @@ typedef struct bf_campaign_prep {
      * SSDlite320 the timed choice kept 70-134 MiB from one run to the next
      * and cost 0.04 s of CPU (docs/perf/detectors.md, h17-ssd). */
     int timed_costs;
-    /* What recording a checkpoint byte costs the golden pass, in seconds,
-     * for the same choice. 0 (the default): 1e-9, or 2.5e-9 where this
-     * host's fresh pages measure dearer than 1.2 ns a byte (a guest whose
-     * first write to each page faults to the hypervisor; 1 MiB mapped and
-     * written, timed, before the choice: docs/perf/detectors.md, h18-ssd).
-     * Set, that price on any host: the same choice everywhere (tests). */
-    double ckpt_byte_price;
     /* The shard bf_campaign_run will run (bf_campaign_opts' shard_index and
      * shard_count; count 0 or 1: every trial). The differential golden
      * pass then caches only what that shard's trials read (drawn before

@@ -13,6 +13,7 @@
 #include "bitflip/sites.h"
 #include "bitflip/spec_rules.h"
 #include "campaign/campaign_impl.h"
+#include "campaign/campaign_pin.h"
 #include "exec/ckpt.h"
 #include "diff/diff.h"
 #include "exec/fuse.h"
@@ -777,6 +778,14 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
                                       const bf_mitigation *mit, const bf_campaign_prep *prep, bf_campaign **out,
                                       bf_error *err)
 {
+    return bf__campaign_create_priced(model, ds, spec, mit, prep, 0, out, err);
+}
+
+/* campaign_pin.h; ckpt_byte_price 0: this host's, as the product's */
+bf_status bf__campaign_create_priced(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                     const bf_mitigation *mit, const bf_campaign_prep *prep, double ckpt_byte_price,
+                                     bf_campaign **out, bf_error *err)
+{
     bf_status st;
     bf_campaign *c = bf__calloc(1, sizeof *c);
     *out = NULL;
@@ -784,6 +793,7 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
     c->model = c->store.model = model;
     c->ds = ds;
     c->max_run_bytes = prep ? prep->max_run_bytes : 0;
+    c->ckpt_price = ckpt_byte_price > 0 ? ckpt_byte_price : 0;
     if ((st = check_spec(spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_draws(c, spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_quantize(c, spec, err)) != BF_OK) goto out;

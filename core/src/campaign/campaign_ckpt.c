@@ -131,12 +131,11 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     int64_t budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
     bf__ckpt *ck = NULL;
     drawn_ctx dx = {.c = c, .prep = prep};
-    /* recorded bytes priced as the caller says, or at what fresh pages
-     * cost this host (ckpt.h) */
-    if ((st = bf__ckpt_create_priced(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget,
-                                     prep->ckpt_byte_price > 0 ? prep->ckpt_byte_price : bf__ckpt_host_price(),
-                                     drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) !=
-        BF_OK)
+    /* recorded bytes priced at what fresh pages cost this host (ckpt.h),
+     * measured once a campaign, or as a test pinned it (campaign_pin.h) */
+    if (!(c->ckpt_price > 0)) c->ckpt_price = bf__ckpt_host_price();
+    if ((st = bf__ckpt_create_priced(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, c->ckpt_price,
+                                     drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) != BF_OK)
         goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
         bf__ckpt_free(ck);

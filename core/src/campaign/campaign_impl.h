@@ -66,6 +66,14 @@ struct bf_campaign {
     bf__cgen gen;
     bf__groups groups;
     uint64_t max_run_bytes;   /* every plan's (bf_campaign_prep; 0: the default) */
+    /* What recording a checkpoint byte costs the golden pass, in seconds,
+     * for the checkpoints' choice (exec/ckpt.h): 0 until the choice asks,
+     * then this host's price (bf__ckpt_host_price: 1e-9, or 2.5e-9 where
+     * fresh pages measure dearer than 1.2 ns a byte; 1 MiB mapped and
+     * written, timed: docs/perf/detectors.md, h18-ssd), measured once and
+     * kept; set before by a test (campaign_pin.h) to have the same choice
+     * on every host. */
+    double ckpt_price;
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
         double plans, golden, golden_cpu, index;
