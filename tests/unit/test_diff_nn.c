@@ -9,7 +9,7 @@
  * Inf, so NaN/Inf outputs (DUE) are among the outcomes compared.
  *
  * And the Convs whose trials run their activation or residual Add in the
- * Conv's epilogue (diffexec.c, run_fused): the real exports resnet_basic
+ * Conv's epilogue (diffstep.c, bf__dx_run_fused): the real exports resnet_basic
  * (Conv -> Relu, Conv -> Add -> Relu, a downsampling block) and
  * mobilenet_v2 (Conv -> Clip(0, 6), Conv -> Add alone), differential
  * against exact: single-bit weight faults and transient activation faults

@@ -8,7 +8,10 @@
  *            row -> batch index, exact Gemm block shapes.
  * diffexec.c a worker's executor: for one trial, the batches its faults can
  *            reach, and in each only the steps downstream of them, stopping
- *            once every difference from the golden pass has vanished.
+ *            once every difference from the golden pass has vanished;
+ *            diffstep.c the steps it computes for less than a whole run
+ *            (fused epilogues, one moved channel, column or rows);
+ *            diffworker.c a worker's state, made and freed.
  * diffgemm.c cheaper exact or near-exact forms of a Gemm step: one column
  *            block for a corrupted weight, a rank-k update for an input that
  *            changed in a few columns.
@@ -203,7 +206,7 @@ int64_t bf__gcache_batches(const bf__gcache *gc);
  * (gcache.c, pass_pairs) */
 int64_t bf__gcache_pairs(const bf__gcache *gc);
 
-/* --- the executor (diffexec.c) ----------------------------------------- */
+/* --- the executor (diffworker.c, diffexec.c, diffstep.c) ---------------- */
 
 /* What every worker shares, read-only once built: the cache, the graph's
  * use lists, the embedding tables' row -> batch index, the Gemm steps'

@@ -129,7 +129,7 @@ struct bf__dx {
     unsigned char *param_hit;    /* per step: reads a faulty parameter in this trial */
     unsigned char *step_mark;    /* per step + 1: scratch */
     unsigned char *fdone;        /* per step, in the batch at hand: FUSED_LAST, computed in a Conv's
-                                  * epilogue (diffexec.c, run_fused); FUSED_MID, a residual Add so
+                                  * epilogue (diffstep.c, bf__dx_run_fused); FUSED_MID, a residual Add so
                                   * computed whose output was never written */
     int *pfaults;                /* per parameter: faults in this trial */
     const bf__dx_weight **pfault;
@@ -270,6 +270,23 @@ bf_status bf__dx_oom(bf_error *err);
  * written. */
 bf_status bf__dx_fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err);
 void bf__dx_own(bf__dx *dx, bf_plan *p, int v);
+/* bf__dx_own of each output of step i */
+void bf__dx_own_outputs(bf__dx *dx, bf_plan *p, size_t i);
+
+/* diffstep.c: step i of batch b (plan p, tail: the short last batch's)
+ * computed for less than its whole run, as diffexec.c's run_batch tries
+ * them; *done 0 when the form does not apply (nothing written), else what
+ * it computed (1, CHAN_DONE, FUSED_CONV: diffstep.c says each).
+ * run_fused: a Conv with what its epilogue computes (activation, residual
+ * Add, BatchNormalization), as the exact engine's fused passes do;
+ * try_conv: a Conv with one corrupted weight or bias element and golden
+ * input; try_gemm: a Gemm's one moved column, rank-k update or changed
+ * rows; try_matmul: a MatMul's one moved column (B faulty) or changed rows
+ * (A moved). */
+bf_status bf__dx_run_fused(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err);
+bf_status bf__dx_try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, bf_error *err);
+bf_status bf__dx_try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i, int *done, bf_error *err);
+bf_status bf__dx_try_matmul(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i, int *done, bf_error *err);
 
 /* diffchan.c: channel-local steps (docs/ENGINE.md, step 4). Step i of
  * batch b on the one channel its inputs (or a fault in one channel of a
@@ -327,7 +344,7 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb);
 bf_status bf__plane_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *horizon, int *done, bf_error *err);
 void bf__out_restore(bf__dx *dx);
 void bf__plane_free(bf__dx *dx);
-/* dx->fdone's marks, and run_fused's *done (diffexec.c): the last step of a
+/* dx->fdone's marks, and bf__dx_run_fused's *done (diffstep.c): the last step of a
  * Conv's fused run, a step in between */
 #define FUSED_LAST 1
 #define FUSED_MID 2

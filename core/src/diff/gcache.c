@@ -450,7 +450,7 @@ static bf_status pool_values(const bf__gcache *gc, const bf__pvals *pv, bf_plan 
  * and BatchNorms' outputs were most of the 1 GiB cache, and no trial read
  * most of them); a trial whose fault lies in one channel of such a Conv
  * recomputes that channel through the chain over the chain's golden
- * output (diffexec.c, try_conv), and anything else that reads one
+ * output (diffstep.c, bf__dx_try_conv), and anything else that reads one
  * recomputes it from its inputs (fetch), as for any value the budget
  * leaves out. A candidate is `wanted` when want (NULL: every value) marks
  * it and, with lean, it is no Conv's output whose activation alone
