@@ -167,12 +167,11 @@ static bf_status bind_ops(bf_model *m, bf_error *err)
 
 size_t bf_supported_ops(const char **names, size_t max) { return bf__op_names(names, max); }
 
-bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
-                                    bf_model **out, bf_error *err)
+/* What every load does after parsing (st: the parse's status), from a
+ * buffer or a path alike: the fusions (unless lim says no_fuse) and each
+ * node's op bound; *out the model, or NULL with m freed on any failure. */
+static bf_status finish_load(bf_status st, bf_model *m, const bf_load_limits *lim, bf_model **out, bf_error *err)
 {
-    bf_model *m = NULL;
-    *out = NULL;
-    bf_status st = bf__model_parse(buf, len, label, lim, &m, err);
     if (st == BF_OK && !(lim && lim->no_fuse)) st = bf__fuse(m, err);
     if (st == BF_OK) st = bf__fuse_loops(m, err);
     if (st == BF_OK) st = bind_ops(m, err);
@@ -182,6 +181,15 @@ bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *lab
     }
     *out = m;
     return BF_OK;
+}
+
+bf_status bf_model_load_buffer_opts(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
+                                    bf_model **out, bf_error *err)
+{
+    bf_model *m = NULL;
+    *out = NULL;
+    bf_status st = bf__model_parse(buf, len, label, lim, &m, err);
+    return finish_load(st, m, lim, out, err);
 }
 
 bf_status bf_model_load_buffer(const void *buf, size_t len, const char *label, bf_model **out, bf_error *err)
@@ -194,15 +202,7 @@ bf_status bf_model_load_file_opts(const char *path, const bf_load_limits *lim, b
     bf_model *m = NULL;
     *out = NULL;
     bf_status st = bf__model_parse_file(path, lim, &m, err);
-    if (st == BF_OK && !(lim && lim->no_fuse)) st = bf__fuse(m, err);
-    if (st == BF_OK) st = bf__fuse_loops(m, err);
-    if (st == BF_OK) st = bind_ops(m, err);
-    if (st != BF_OK) {
-        bf_model_free(m);
-        return st;
-    }
-    *out = m;
-    return BF_OK;
+    return finish_load(st, m, lim, out, err);
 }
 
 bf_status bf_model_load_file(const char *path, bf_model **out, bf_error *err)
