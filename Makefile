@@ -10,7 +10,7 @@ FUZZ_BUILD ?= build-fuzz
 # of the 5 s: a core busy that long a target; tests/README.md, "The seventh round")
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 5
-FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report fuzz_cli_flip fuzz_evalset fuzz_spec_kv fuzz_bind
+FUZZ_TARGETS ?= fuzz_onnx fuzz_safetensors fuzz_spec fuzz_errmap fuzz_http fuzz_report fuzz_cli_flip fuzz_evalset fuzz_spec_kv fuzz_bind fuzz_external
 MAKEFLAGS  += --no-print-directory
 # expanded once, here: as a recursive variable its $(shell) ran in each
 # recipe, through that step's shell (STEP_TIMES below)
