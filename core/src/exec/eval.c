@@ -363,19 +363,11 @@ static bf_status keep_sample(bf_evaluator *ev, bf_plan *plan, int64_t s, bf_erro
     return BF_OK;
 }
 
-static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, bf_error *err)
+/* The batch's run once its inputs are in the plan (run_batch). */
+static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, size_t n_vf, bf_error *err)
 {
-    const bf_model *m = ev->model;
     int64_t n = bf_plan_batch(plan);
-    size_t n_vf = 0;
-    for (size_t i = 0; i < m->n_inputs; i++) {
-        if (ev->unbatched && bf__eval_ckpt_skips_value(&ev->ckp, m->input_vals[i])) continue;   /* read before the cut */
-        bf_status st = ev->unbatched ? bf__eval_feed_sample(ev->feeds[i], start, bf_plan_input(plan, i), err)
-                                     : bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
-        if (st != BF_OK) return st;
-    }
-    bf_status st = batch_value_faults(ev, w, plan, start, n, &n_vf, err);
-    if (st != BF_OK) return st;
+    bf_status st;
     int golden = 0;
     st = ev->unbatched ? bf__eval_ckpt_run(&ev->ckp, plan, start, &golden, err) : bf_plan_run(plan, err);
     if (st != BF_OK) return st;
@@ -396,6 +388,33 @@ static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t s
     memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
            (size_t)(n * ev->out_cols) * sizeof(float));
     return BF_OK;
+}
+
+/* Up to this many graph inputs of a batch are read where the eval set holds
+ * them (bf__plan_input_view); any further ones are copied, as all were. */
+#define VIEW_INPUTS 8
+
+static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, bf_error *err)
+{
+    const bf_model *m = ev->model;
+    int64_t n = bf_plan_batch(plan);
+    size_t n_vf = 0;
+    /* the faults first: one on a graph input makes its rows a copy */
+    bf_status st = batch_value_faults(ev, w, plan, start, n, &n_vf, err);
+    if (st != BF_OK) return st;
+    void *home[VIEW_INPUTS];
+    unsigned char viewed[VIEW_INPUTS] = {0};
+    for (size_t i = 0; i < m->n_inputs && st == BF_OK; i++) {
+        if (ev->unbatched && bf__eval_ckpt_skips_value(&ev->ckp, m->input_vals[i])) continue;   /* read before the cut */
+        if (!ev->unbatched && i < VIEW_INPUTS && (viewed[i] = (unsigned char)bf__plan_input_view(plan, i, ev->feeds[i], start, &home[i])))
+            continue;
+        st = ev->unbatched ? bf__eval_feed_sample(ev->feeds[i], start, bf_plan_input(plan, i), err)
+                           : bf_dataset_copy_rows(ev->feeds[i], start, n, bf_plan_input(plan, i), err);
+    }
+    if (st == BF_OK) st = run_fed(ev, w, plan, start, n_vf, err);
+    for (size_t i = 0; i < m->n_inputs && i < VIEW_INPUTS; i++)
+        if (viewed[i]) bf__plan_input_home(plan, i, home[i]);
+    return st;
 }
 
 static void work(worker *w)

@@ -476,6 +476,24 @@ bf_tensor *bf_plan_input(bf_plan *p, size_t i)
     return i < p->model->n_inputs ? &p->vals[p->model->input_vals[i]] : NULL;
 }
 
+int bf__plan_input_view(bf_plan *p, size_t i, const bf_tensor *src, int64_t start, void **home)
+{
+    if (p->unbatched || p->inputs_hit || i >= p->model->n_inputs || !src || !src->data) return 0;
+    bf_tensor *t = &p->vals[p->model->input_vals[i]];
+    if (src->dtype != t->dtype || src->ndim != t->ndim || t->ndim < 1 || t->dims[0] != p->batch) return 0;
+    if (memcmp(src->dims + 1, t->dims + 1, (size_t)(t->ndim - 1) * sizeof t->dims[0]) != 0) return 0;
+    if (start < 0 || start > src->dims[0] || p->batch > src->dims[0] - start) return 0;
+    size_t row = bf_tensor_nbytes(t) / (size_t)p->batch;
+    const char *from = (const char *)src->data + (size_t)start * row;
+    if ((uintptr_t)from % 64 != 0) return 0;
+    *home = t->data;
+    t->data = (void *)(uintptr_t)from;   /* read only: see plan_impl.h */
+    p->n_input_views++;
+    return 1;
+}
+
+void bf__plan_input_home(bf_plan *p, size_t i, void *home) { p->vals[p->model->input_vals[i]].data = home; }
+
 const bf_tensor *bf_plan_output(const bf_plan *p, size_t i)
 {
     return i < p->model->n_outputs ? &p->vals[p->model->output_vals[i]] : NULL;

@@ -189,6 +189,9 @@ struct bf_plan {
     bf__prep *dyn_prep;
     bf__prep *sub_prep;       /* a subgraph node's (plan_sub.c) */
     bf__dynarena dyn;
+    /* graph inputs read where the caller's rows lie (bf__plan_input_view)
+     * since the plan was made: the tests see that a view was taken */
+    uint64_t n_input_views;
 };
 
 /* What a run started part-way does at its marked steps (exec/ckpt.c's
@@ -249,6 +252,24 @@ bf_status bf__plan_find_fusions(bf_plan *p, bf_error *err);
  * once its steps are made and val_step filled; fails only for memory (its
  * row_step: the others are best effort). free: every table, pwdw's too. */
 bf_status bf__plan_tables_find(bf_plan *p, bf_error *err);
+
+/* plan.c: graph input i reads rows [start, start + the plan's batch) of src
+ * where they lie, in place of a copy into its own place (an eval batch's
+ * input, 2.4 MB at batch 4 of a 224x224 image model, is then not moved):
+ * 1 when it can, *home then its own place, which bf__plan_input_home puts
+ * back once the run and every read of its outputs are done (an output may
+ * be the input itself); 0 when the caller must copy the rows as before.
+ * It can in a batched plan when the rows are the input's bytes as they are
+ * (the same dtype and row shape: no cast), 64-byte aligned as the arena's
+ * places are, and no value fault of the plan strikes a graph input (applied
+ * at the run's start, where the input lies, which must stay the caller's).
+ * Nothing else writes a graph input: a step reads its inputs through const
+ * tensors and writes its outputs alone, and a value the arena lays over the
+ * input's place (a Reshape's output, bf__plan_share_offsets) keeps that
+ * place, which the view leaves alone. The caller keeps the rows unchanged
+ * and alive until it puts the home back. */
+int bf__plan_input_view(bf_plan *p, size_t i, const bf_tensor *src, int64_t start, void **home);
+void bf__plan_input_home(bf_plan *p, size_t i, void *home);
 void bf__plan_tables_free(bf_plan *p);
 /* plan_fuse.c: the Transposes a batched MatMul reads through (p->tab.tfold). */
 void bf__plan_find_tfolds(bf_plan *p);
