@@ -527,7 +527,8 @@ typedef struct bf_campaign_result {
      * summed and the busiest one's (their plans' first touches, the trials,
      * the hand-offs), their page faults summed (minor: first touches of
      * their plans' slots; Linux, else 0), the wall seconds they waited for
-     * room in the ring of trials ahead of the fold (summed), and those each
+     * room in the ring of trials ahead of the fold, or (sampling
+     * "adaptive") for the next round (summed), and those each
      * waited from its last trial to the end of the last worker's (idle_end,
      * summed: the hand-out's imbalance). Zeros when no worker ran. */
     struct {
