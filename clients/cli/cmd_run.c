@@ -431,6 +431,13 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "bitflip run: %s%sthreads: the last %lld trials were handed out most expensive first (trial %lld "
                 "first), so that no worker ends alone on a long one\n",
                 p, sep, (long long)r->tail_ordered, (long long)r->tail_first);
+    if (r->workers.n > 0)
+        fprintf(stderr,
+                "bitflip run: %s%sworkers: %d computed %lld trials in %.3f s of their threads' CPU (the busiest %.3f s) "
+                "with %lld page faults; they waited %.3f s for room ahead of the fold (or the next adaptive "
+                "round) and %.3f s from their last trial to the last worker's (summed over workers)\n",
+                p, sep, r->workers.n, (long long)r->workers.trials, r->workers.cpu, r->workers.cpu_max,
+                (long long)r->workers.faults, r->workers.wait, r->workers.idle_end);
     if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
         fprintf(stderr,
                 "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "

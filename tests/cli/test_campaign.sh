@@ -72,6 +72,8 @@ same threads_identical "$tmp/t1.csv" "$tmp/t2.csv"
 same threads_records_identical "$tmp/trials.jsonl" "$tmp/t2.jsonl"
 contains run_t2_setup " of CPU) on 2 threads; golden cache "
 contains run_t2_setup_detail "workers' own plans"
+# the workers' own accounting: both ran, and between them computed each of the 240 trials once
+contains run_t2_workers "bitflip run: workers: 2 computed 240 trials in "
 check run_t3 0 "$BF" run --local "$spec" --threads 3 --format csv --trials-out "$tmp/t3.jsonl"
 same threads3_records_identical "$tmp/trials.jsonl" "$tmp/t3.jsonl"
 check run_t2_again 0 "$BF" run --local "$spec" --threads 2 --format csv --trials-out "$tmp/t2b.jsonl"

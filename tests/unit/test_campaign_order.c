@@ -8,7 +8,8 @@
  *   handed out is trial 12, the first of the conv1 faults (equal costs keep
  *   trial order); every record is the 1-thread run's.
  * - One thread, the exact engine: nothing reordered (tail_ordered 0,
- *   tail_first -1).
+ *   tail_first -1). The workers' accounting counts every trial once, on
+ *   one of the 1 or 2 workers, and a lone worker never waits for another.
  * - With a stop target, no trial past the last check before the end is
  *   computed ahead of it: 70 trials on 2 threads (chunks of 2) check at
  *   trial 64, so only the last 6 are reordered, where all 70 are without
@@ -69,6 +70,16 @@ static void longest_first_same_records(void **state)
         tc_assert_same_record(&ex.r[i], &two.r[i]);
     }
     tc_assert_same_aggregates(&r1, &r2);
+    /* the workers' accounting: each trial computed once, by one of them */
+    assert_int_equal(r1.workers.n, 1);
+    assert_int_equal(r2.workers.n, 2);
+    assert_int_equal(rx.workers.n, 2);
+    assert_int_equal(r1.workers.trials, N_LIST);
+    assert_int_equal(r2.workers.trials, N_LIST);
+    assert_int_equal(rx.workers.trials, N_LIST);
+    assert_true(r2.workers.cpu_max > 0 && r2.workers.cpu_max <= r2.workers.cpu);
+    assert_true(r1.workers.cpu == r1.workers.cpu_max && r1.workers.idle_end == 0);
+    assert_true(r2.workers.idle_end >= 0 && r2.workers.wait >= 0 && r2.workers.faults >= 0);
     bf_campaign_result_free(&r1);
     bf_campaign_result_free(&r2);
     bf_campaign_result_free(&rx);

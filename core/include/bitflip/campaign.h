@@ -521,6 +521,21 @@ typedef struct bf_campaign_result {
      * thread, the exact engine, adaptive sampling, activation or BER faults).
      * Results do not depend on it: records are folded in trial order. */
     int64_t tail_ordered, tail_first;
+    /* The workers' own accounting (--stats' workers line): how many ran,
+     * the trials they computed (summed: trials_done, and more when a stop
+     * rule discarded some computed ahead), their threads' CPU seconds
+     * summed and the busiest one's (their plans' first touches, the trials,
+     * the hand-offs), their page faults summed (minor: first touches of
+     * their plans' slots; Linux, else 0), the wall seconds they waited for
+     * room in the ring of trials ahead of the fold, or (sampling
+     * "adaptive") for the next round (summed), and those each
+     * waited from its last trial to the end of the last worker's (idle_end,
+     * summed: the hand-out's imbalance). Zeros when no worker ran. */
+    struct {
+        int n;
+        int64_t trials, faults;
+        double cpu, cpu_max, wait, idle_end;
+    } workers;
     /* What the differential engine saved: the work of the steps it re-ran in
      * full or on rows (weighted by each step's time on the golden pass),
      * over what re-running every trial in full would cost; NaN when exact.

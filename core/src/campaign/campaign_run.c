@@ -22,8 +22,10 @@
  * order. Each slot of the ring holds its trials' outputs only when
  * on_outputs is set. On any failure (cancel included)
  * `out` is left empty; progress has seen the partial result. */
+#define _GNU_SOURCE   /* RUSAGE_THREAD: a worker's own page faults */
 #include <math.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -63,6 +65,19 @@ static int chunk_size(int64_t n, int threads, int cap)
 
 /* --- workers */
 
+/* This thread's CPU seconds and page faults (minor and major) so far; 0
+ * where the system does not say (RUSAGE_THREAD is Linux's). */
+static void thread_usage(double *cpu, int64_t *faults)
+{
+    struct timespec ts;
+    *cpu = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0 ? (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 : 0;
+    *faults = 0;
+#if defined(RUSAGE_THREAD)
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) *faults = (int64_t)ru.ru_minflt + (int64_t)ru.ru_majflt;
+#endif
+}
+
 /* Computes a chunk's trials; *complete is 0 when the run halted first. */
 static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
 {
@@ -78,6 +93,7 @@ static bf_status run_chunk(worker *w, int64_t j, slot *s, int *complete)
         float *outs = s->outputs ? s->outputs + (size_t)i * (size_t)(rn->c->golden.samples * rn->c->golden.out_cols) : NULL;
         bf_status st = bf__run_trial(w, t, &s->rec[i], &s->first[i], outs, rn->opts->on_ragged ? &s->rag[i] : NULL);
         if (st != BF_OK) return st;
+        w->trials++;
     }
     *complete = 1;
     return BF_OK;
@@ -87,6 +103,9 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     runner *rn = w->rn;
+    double cpu0;
+    int64_t faults0;
+    thread_usage(&cpu0, &faults0);
     /* a differential trial's steps fault in their plan's slots a call each,
      * not a page at a time (exec/plan.c, bf__plan_warm_slots) */
     for (int t = 0; w->dx && t < 2; t++)
@@ -95,8 +114,11 @@ static void *worker_main(void *arg)
     for (;;) {
         /* the chunk must have a free slot: at most ring_n past the fold */
         while (!atomic_load(&rn->halt) && rn->next_chunk < rn->n_chunks &&
-               (bf__run_chunk_at(rn, rn->next_chunk) >= rn->folded + rn->ring_n || rn->next_chunk >= rn->limit_chunk))
+               (bf__run_chunk_at(rn, rn->next_chunk) >= rn->folded + rn->ring_n || rn->next_chunk >= rn->limit_chunk)) {
+            double t0 = now_s();
             pthread_cond_wait(&rn->room, &rn->mu);
+            w->wait += now_s() - t0;
+        }
         if (atomic_load(&rn->halt) || rn->next_chunk >= rn->n_chunks) break;
         int64_t j = bf__run_chunk_at(rn, rn->next_chunk++);
         slot *s = &rn->ring[j % rn->ring_n];
@@ -123,6 +145,10 @@ static void *worker_main(void *arg)
             pthread_cond_signal(&rn->finished);
     }
     pthread_mutex_unlock(&rn->mu);
+    w->end = now_s();
+    thread_usage(&w->cpu, &w->faults);
+    w->cpu -= cpu0;
+    w->faults -= faults0;
     return NULL;
 }
 
@@ -462,6 +488,25 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
     return BF_OK;
 }
 
+/* The workers' accounting, once they are joined. */
+static void worker_account(const runner *rn, bf_campaign_result *acc)
+{
+    double last = 0;
+    for (int i = 0; i < rn->n_workers; i++)
+        if (rn->ws[i].started && rn->ws[i].end > last) last = rn->ws[i].end;
+    for (int i = 0; i < rn->n_workers; i++) {
+        const worker *w = &rn->ws[i];
+        if (!w->started) continue;
+        acc->workers.n++;
+        acc->workers.cpu += w->cpu;
+        if (w->cpu > acc->workers.cpu_max) acc->workers.cpu_max = w->cpu;
+        acc->workers.wait += w->wait;
+        acc->workers.idle_end += last - w->end;
+        acc->workers.faults += w->faults;
+        acc->workers.trials += w->trials;
+    }
+}
+
 /* Frees the workers and the ring, first adding what their engines counted
  * to acc. */
 static void teardown(runner *rn, bf_campaign_result *acc)
@@ -625,6 +670,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     pthread_mutex_unlock(&rn.mu);
     for (int i = 0; i < threads; i++)
         if (rn.ws[i].started) pthread_join(rn.ws[i].tid, NULL);
+    worker_account(&rn, &acc);
     if ((st = rn.st) != BF_OK) {
         if (st == BF_ECANCELED)
             bf_error_set(err, BF_ECANCELED, "campaign canceled after %lld of %lld trials", (long long)acc.trials_done,

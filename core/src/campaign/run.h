@@ -54,6 +54,12 @@ typedef struct worker {
     bf_error err;
     pthread_t tid;
     int started;
+    /* its own accounting (worker_main; --stats' workers line): thread CPU
+     * seconds and page faults (minor and major) over its life, the trials
+     * it ran, the wall seconds it waited for room in the ring (or the next
+     * adaptive round), and when (now_s) it took no more chunks */
+    double cpu, wait, end;
+    int64_t faults, trials;
 } worker;
 
 struct runner {
