@@ -434,13 +434,88 @@ out:
     return st;
 }
 
+/* A parameter whose every reader is a Conv or a BatchNormalization (a
+ * fault in it moves one output channel of each: diffpsum.c's candidates
+ * say the same), none of them with more than one output: a "channel root"
+ * for root_values. */
+static int channel_root(const bf_plan *p, int v)
+{
+    const bf_model *m = p->model;
+    if (m->values[v].kind != BF__VAL_PARAM) return 0;
+    int readers = 0;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int reads = 0;
+        for (int j = 0; j < s->n_in; j++) reads |= s->node->in[j] == v;
+        if (!reads) continue;
+        if (s->n_out != 1 || s->dyn || !(bf__conv_step(s) || bf__bnorm_of(s, NULL))) return 0;
+        readers++;
+    }
+    return readers > 0;
+}
+
+/* What a trial with a fault in a channel root r reads golden: the
+ * run-time inputs of the steps it reaches that it does not reach itself,
+ * and, to compare with, the values its fault may have moved in one
+ * channel alone (r's Conv's or BatchNormalization's output and what the
+ * steps keeping a change in its channel make of it: bf__chan_local_step).
+ * Past the first step that mixes channels (a Conv over every channel, a
+ * Gemm, a Flatten) it only compares, and leaves those values out: a
+ * value the cache lacks compares as changed (diffexec.c, differs), so
+ * the trial re-runs what follows as the exact engine would, the same
+ * records. What it gives up is stopping where its fault vanished from a
+ * whole batch after moving one channel of it, which a mixed change does
+ * not do: each moved element moves every output channel at each of its
+ * kernel's taps, and the batch compares equal only if every one of those
+ * sums rounds back. What it saves is bytes the golden pass writes to
+ * fresh memory: resnet18's one layer1 fault of 40 made the cache keep
+ * every value after it, 362 MiB, now 190 (docs/perf/trials.md, h19-r18;
+ * the same work re-run, step for step). FAR_MIX: the mixing steps past
+ * which a trial compares no more. */
+#define FAR_MIX 0
+
+/* root_values for channel root r, into want; depth: scratch, per value,
+ * the mixing steps between r and it (255: not reached) */
+static void root_values(const bf_plan *p, int r, unsigned char *depth, unsigned char *want)
+{
+    const bf_model *m = p->model;
+    enum { UNREACHED = 255 };
+    memset(depth, UNREACHED, m->n_values);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int d = UNREACHED, root = 0;
+        for (int j = 0; j < s->n_in; j++) {
+            int v = s->node->in[j];
+            if (v < 0) continue;
+            if (v == r) root = 1;
+            else if (depth[v] < d) d = depth[v];
+        }
+        if (!root && d == UNREACHED) continue;
+        /* the step's output moves in one channel (depth 0) where it reads r
+         * (a Conv's or BatchNormalization's) or keeps its input's change in
+         * its channels; a step mixing channels adds one */
+        int out_d = root ? 0 : bf__chan_local_step(s) ? d : d + 1;
+        for (int j = 0; j < s->n_in; j++) {
+            int v = s->node->in[j];
+            if (v != r && bf__runtime(p, v) && depth[v] == UNREACHED) want[v] = 1;
+        }
+        for (int j = 0; j < s->n_out; j++) {
+            int v = s->node->out[j];
+            if (v < 0) continue;
+            depth[v] = (unsigned char)(out_d > 254 ? 254 : out_d);
+            if (s->n_out > 1 || out_d <= FAR_MIX) want[v] = 1;
+        }
+    }
+}
+
 /* The values a trial may read when its faults strike values in `roots`
  * (per value: a parameter's, or an activation's a value fault lands on):
  * what the faults reach (the roots and every output of a step reading one
  * of them, onwards in step order), which a trial compares with golden, and
  * every run-time input of the steps that compute those, which it reads
  * golden; a root's producer's inputs too. Nothing else: a trial runs no
- * step the faults do not reach. *out: per value, 1 to keep; NULL when the
+ * step the faults do not reach. A channel root's far values are left out
+ * (root_values). *out: per value, 1 to keep; NULL when the
  * graph has a subgraph (an If's or a Loop's body reads values of the main
  * graph its node does not list), which keeps every value, as without
  * roots. */
@@ -452,14 +527,20 @@ static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsig
         for (size_t a = 0; a < p->steps[i].node->n_attrs; a++)
             if (p->steps[i].node->attrs[a].type == BF__ATTR_GRAPH) return BF_OK;
     unsigned char *reach = bf__calloc(m->n_values + 1, 1), *want = bf__calloc(m->n_values + 1, 1);
-    if (!reach || !want) {
+    unsigned char *chan = bf__calloc(m->n_values + 1, 1);
+    if (!reach || !want || !chan) {
         bf__free(reach);
         bf__free(want);
+        bf__free(chan);
         return bf__dx_oom(err);
     }
-    for (size_t v = 0; v < m->n_values; v++) reach[v] = roots[v];
+    for (size_t v = 0; v < m->n_values; v++) {
+        chan[v] = roots[v] && channel_root(p, (int)v);
+        reach[v] = roots[v] && !chan[v];
+    }
     for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__node *n = p->steps[i].node;
+        const bf__step *s = &p->steps[i];
+        const bf__node *n = s->node;
         int hit = 0, root_out = 0;
         for (int j = 0; j < n->n_in; j++) hit |= n->in[j] >= 0 && reach[n->in[j]];
         for (int j = 0; j < n->n_out; j++) root_out |= n->out[j] >= 0 && roots[n->out[j]];
@@ -470,7 +551,14 @@ static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsig
             if (bf__runtime(p, n->in[j])) want[n->in[j]] = 1;
     }
     for (size_t v = 0; v < m->n_values; v++) want[v] |= reach[v];
+    /* reach is the scratch of each channel root's own walk now */
+    for (size_t v = 0; v < m->n_values; v++)
+        if (chan[v]) root_values(p, (int)v, reach, want);
+    /* the graph's outputs: the campaign's golden outputs, written anyway */
+    for (size_t k = 0; k < m->n_outputs; k++)
+        if (m->output_vals[k] >= 0) want[m->output_vals[k]] = 1;
     bf__free(reach);
+    bf__free(chan);
     *out = want;
     return BF_OK;
 }
