@@ -130,7 +130,7 @@ static void roots_keep_what_the_faults_read(void **state)
             assert_non_null(gold[k]);
             memset(gold[k], 0xA5, out_bytes);
             if (bf__dx_shared_golden(&ev[k], 1, plain.samples, plain.out_cols, BF_CACHE_BUDGET_DEFAULT,
-                                     k ? NULL : roots, gold[k], &sh[k], &err) != BF_OK)
+                                     k ? NULL : roots, NULL, gold[k], &sh[k], &err) != BF_OK)
                 fail_msg("%s", err.msg);
             assert_memory_equal(gold[k], plain.outputs, out_bytes);
         }
@@ -255,7 +255,7 @@ static size_t served_for(const bf_model *m, const bf_dataset *ds, const bf_campa
     bf_evaluator *ev = golden_ev(m, ds);
     bf__dx_shared *sh = NULL;
     bf_error err = {0};
-    if (bf__dx_shared_golden(&ev, 1, plain->samples, plain->out_cols, BF_CACHE_BUDGET_DEFAULT, roots, gold, &sh,
+    if (bf__dx_shared_golden(&ev, 1, plain->samples, plain->out_cols, BF_CACHE_BUDGET_DEFAULT, roots, NULL, gold, &sh,
                              &err) != BF_OK)
         fail_msg("%s", err.msg);
     size_t b = bf__gcache_served(bf__dx_shared_cache(sh));

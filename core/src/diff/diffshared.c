@@ -649,7 +649,8 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
 size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs) { return bf__psum_bytes(sh->ps, convs); }
 
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err)
+                               const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
+                               bf__dx_shared **out, bf_error *err)
 {
     unsigned char *must = NULL, *want = NULL;
     bf__dx_shared *sh = NULL;
@@ -657,7 +658,7 @@ bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t sampl
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
     if (st == BF_OK && roots) st = want_values(bf__evaluator_plan(evs[0], 0), roots, &want, err);
     if (st == BF_OK && roots)
-        st = bf__psum_choose(bf__evaluator_plan(evs[0], 0), roots, sh->n_batches, &sh->ps, err);
+        st = bf__psum_choose(bf__evaluator_plan(evs[0], 0), roots, rc, sh->n_batches, &sh->ps, err);
     if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, NULL, golden_out, err);
     bf__free(want);
     bf__free(must);
