@@ -514,12 +514,13 @@ static void root_values(const bf_plan *p, int r, unsigned char *depth, unsigned 
  * of them, onwards in step order), which a trial compares with golden, and
  * every run-time input of the steps that compute those, which it reads
  * golden; a root's producer's inputs too. Nothing else: a trial runs no
- * step the faults do not reach. A channel root's far values are left out
- * (root_values). *out: per value, 1 to keep; NULL when the
+ * step the faults do not reach. With trim, a channel root's far values
+ * are left out (root_values). *out: per value, 1 to keep; NULL when the
  * graph has a subgraph (an If's or a Loop's body reads values of the main
  * graph its node does not list), which keeps every value, as without
  * roots. */
-static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsigned char **out, bf_error *err)
+bf_status bf__dx_want_values(const bf_plan *p, const unsigned char *roots, int trim, unsigned char **out,
+                             bf_error *err)
 {
     const bf_model *m = p->model;
     *out = NULL;
@@ -535,7 +536,7 @@ static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsig
         return bf__dx_oom(err);
     }
     for (size_t v = 0; v < m->n_values; v++) {
-        chan[v] = roots[v] && channel_root(p, (int)v);
+        chan[v] = trim && roots[v] && channel_root(p, (int)v);
         reach[v] = roots[v] && !chan[v];
     }
     for (size_t i = 0; i < p->n_steps; i++) {
@@ -585,8 +586,8 @@ static bf_status lean_ok(bf__dx_shared *sh, bf_plan *const *plans, int n_ev, siz
  * evaluator, each on its own plans; want (NULL: every value) limits the
  * values cached to those (want_values). */
 static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n_ev, size_t budget,
-                              const unsigned char *must, const unsigned char *want, const float *golden,
-                              float *golden_out, bf_error *err)
+                              const unsigned char *must, const unsigned char *want, const unsigned char *want_trim,
+                              const float *golden, float *golden_out, bf_error *err)
 {
     const bf_model *m = sh->m;
     bf_plan **plans = bf__calloc(2 * (size_t)n_ev + 1, sizeof *plans);
@@ -610,6 +611,11 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
         goto out;
     }
     if (want && (st = lean_ok(sh, plans, n_ev, budget, must, planned, &lean, err)) != BF_OK) goto out;
+    /* the far values left out only where no chain can be made: chain
+     * mode starts from cached values on the way to the output (a small
+     * CNN's last Conv through its classifier), and must not follow the
+     * draw (lean_ok) */
+    if (lean && want_trim) want = want_trim;
     st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, want,
                           lean, sh->pv, planned, golden, golden_out, sh->ps, &sh->gc, err);
 out:
@@ -652,15 +658,17 @@ bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t sampl
                                const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
                                bf__dx_shared **out, bf_error *err)
 {
-    unsigned char *must = NULL, *want = NULL;
+    unsigned char *must = NULL, *want = NULL, *trim = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
-    if (st == BF_OK && roots) st = want_values(bf__evaluator_plan(evs[0], 0), roots, &want, err);
+    if (st == BF_OK && roots) st = bf__dx_want_values(bf__evaluator_plan(evs[0], 0), roots, 0, &want, err);
+    if (st == BF_OK && roots) st = bf__dx_want_values(bf__evaluator_plan(evs[0], 0), roots, 1, &trim, err);
     if (st == BF_OK && roots)
         st = bf__psum_choose(bf__evaluator_plan(evs[0], 0), roots, rc, sh->n_batches, &sh->ps, err);
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, NULL, golden_out, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, trim, NULL, golden_out, err);
     bf__free(want);
+    bf__free(trim);
     bf__free(must);
     if (st != BF_OK) {
         bf__dx_shared_free(sh);
@@ -682,7 +690,7 @@ bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t sampl
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
     if (st == BF_OK) sh->near_exact = near_exact != 0;
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, golden, NULL, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, NULL, golden, NULL, err);
     if (st == BF_OK) st = bf__dx_shared_finish(sh, evs[0], golden, err);
     bf__free(must);
     if (st != BF_OK) {
