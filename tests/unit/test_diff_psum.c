@@ -17,7 +17,14 @@
  * (diff/diff_plant.h, made in the saved checkpoints after the golden pass:
  * a checkpoint of the wrong chunk, the sums of one chunk later, sums saved
  * before their chunk's adds at some positions) changes some record: the
- * comparison would catch it. Where the CPU has no
+ * comparison would catch it. The golden pass writes only the checkpoints
+ * the drawn weight faults' trials resume from: of 1 to 8 trials, the
+ * bytes are those of the chunks listed by hand from the faults' channels
+ * (the channel of A's output a weight index moves is index / (16 x 3 x 3);
+ * a trial whose channel c lies in chunk q >= 1 resumes from the checkpoint
+ * after chunk q - 1), each checkpoint's bytes a value-fault campaign's
+ * (which keeps every one) over its count, and the records the exact
+ * engine's. Where the CPU has no
  * AVX-512, B takes another path, nothing resumes, and only the first part
  * can be checked (the test says so). */
 #include <math.h>
@@ -179,10 +186,62 @@ static void resume_matches_exact(void **state)
     bf_model_free(m);
 }
 
+/* the checkpoints a weight-fault campaign of `trials` keeps: those listed
+ * by hand from its exact records (above), each `one` bytes */
+static void kept_matches_channels(const bf_model *m, const bf_dataset *ds, int trials, size_t one)
+{
+    char *wa[] = {"conv_a.weight"};
+    bf_campaign_spec s = spec_of(wa, BF_TARGET_WEIGHTS, 1, BF_PERSIST_PERMANENT);
+    s.trials = trials;
+    bf_trial_record ex[TRIALS], got[TRIALS];
+    bf_campaign_result res;
+    run(m, ds, &s, NULL, 0, 1, 0, 0, ex, &res);
+    bf_campaign_result_free(&res);
+    int need[MID / 128] = {0}, n_need = 0;
+    for (int t = 0; t < trials; t++) {
+        assert_int_equal(ex[t].n_kept, 1);
+        int64_t q = ex[t].faults[0].index / (CIN * 9) / 128;   /* the chunk of B's input channel */
+        if (q >= 1 && !need[q - 1]) need[q - 1] = 1, n_need++;
+    }
+    bf_campaign_prep prep = {.differential = 1, .threads = 1};
+    run(m, ds, &s, &prep, 0, 1, 0, 0, got, &res);
+    for (int64_t k = 0; k < res.trials_done; k++) tc_assert_same_record(&got[k], &ex[got[k].trial]);
+    printf("%d trial(s): checkpoints %d of %d kept (%.1f KiB), %lld re-runs resumed\n", trials, n_need, MID / 128 - 1,
+           (double)res.psum.bytes / 1024.0, (long long)res.psum.resumed);
+    assert_int_equal(res.psum.bytes, (size_t)n_need * one);
+    assert_int_equal(res.psum.convs, n_need > 0);
+    if (!n_need) assert_int_equal(res.psum.resumed, 0);
+    bf_campaign_result_free(&res);
+}
+
+static void checkpoints_follow_the_drawn_channels(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    build(&m, &ds);
+    char *ra[] = {"ra"};
+    bf_campaign_spec sv = spec_of(ra, BF_TARGET_ACTIVATIONS, 1, BF_PERSIST_PERMANENT);
+    bf_trial_record got[TRIALS];
+    bf_campaign_result res;
+    bf_campaign_prep prep = {.differential = 1, .threads = 1};
+    run(m, ds, &sv, &prep, 0, 1, 0, 0, got, &res);   /* an activation's channel is not known: every checkpoint */
+    size_t all = res.psum.bytes;
+    bf_campaign_result_free(&res);
+    if (!all) {
+        printf("no checkpoint (B takes another path on this CPU: no AVX-512)\n");
+    } else {
+        for (int trials = 1; trials <= 8; trials++) kept_matches_channels(m, ds, trials, all / (MID / 128 - 1));
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resume_matches_exact),
+        cmocka_unit_test(checkpoints_follow_the_drawn_channels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -332,11 +332,12 @@ static int shard_of(const bf_campaign_prep *prep)
  * kv_cache sites, more than ROOTS_DRAWS_MAX trials, near-exact runs
  * (whose chains' bounds come from what the cache holds). */
 static bf_status drawn_roots(const bf_campaign *c, const bf_campaign_spec *spec, const bf_campaign_prep *prep,
-                             unsigned char **out, bf_error *err)
+                             unsigned char **out, bf__root_chans *rc, bf_error *err)
 {
     const bf__faults *f = &c->faults;
     const bf_model *m = c->model;
     *out = NULL;
+    *rc = (bf__root_chans){0};
     if (prep->near_exact || spec->n_groups || c->protect.own_model || c->protect.ecc || c->protect.sbp_mask ||
         c->protect.range_lo || c->protect.range_plo || f->kind == BF_FAULT_BER || f->kind == BF_FAULT_PROFILED ||
         f->sampling == BF_SAMPLE_ADAPTIVE || f->target == BF_TARGET_KV_CACHE || c->surface.site_kv ||
@@ -353,20 +354,45 @@ static bf_status drawn_roots(const bf_campaign *c, const bf_campaign_spec *spec,
      * pilot every shard runs) */
     int sharded = shard_of(prep);
     int64_t first = sharded ? prep->shard_index : 0, step = sharded ? prep->shard_count : 1;
+    /* each weight fault's value and channel (diff.h, bf__root_chans): which
+     * partial-sum checkpoints its trial resumes from */
+    int64_t *val = NULL, *ch = NULL;
+    size_t n = 0, cap = 0;
     for (int64_t t = first; t < f->n_trials && st == BF_OK; t += step) {
         if ((st = bf__campaign_draw(c, t, &d, err)) != BF_OK) break;
-        for (size_t k = 0; k < d.n; k++) {
-            int64_t v = f->target == BF_TARGET_WEIGHTS ? m->param_vals[c->surface.site_param[d.f[k].site]]
-                                                       : c->surface.site_value[d.f[k].site];
-            if (v >= 0 && (size_t)v < m->n_values) roots[v] = 1;
+        for (size_t k = 0; k < d.n && st == BF_OK; k++) {
+            int weights = f->target == BF_TARGET_WEIGHTS;
+            size_t q = weights ? c->surface.site_param[d.f[k].site] : 0;
+            int64_t v = weights ? m->param_vals[q] : c->surface.site_value[d.f[k].site];
+            if (v < 0 || (size_t)v >= m->n_values) continue;
+            roots[v] = 1;
+            const bf_tensor *w = weights ? bf_model_param(m, q)->tensor : NULL;
+            int64_t per = w && w->ndim >= 1 && w->dims[0] > 0 ? bf_tensor_numel(w) / w->dims[0] : 0;
+            if (per <= 0) continue;
+            if (n == cap) {
+                cap = 2 * cap + 16;
+                int64_t *a = bf__realloc(val, cap * sizeof *val);
+                if (a) val = a;
+                int64_t *b = a ? bf__realloc(ch, cap * sizeof *ch) : NULL;
+                if (b) ch = b;
+                if (!a || !b) {
+                    st = bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
+                    break;
+                }
+            }
+            val[n] = v;
+            ch[n++] = d.f[k].index / per;
         }
     }
     bf__draw_free(&d);
     if (st != BF_OK) {
         bf__free(roots);
+        bf__free(val);
+        bf__free(ch);
         return st;
     }
     *out = roots;
+    *rc = (bf__root_chans){n, val, ch};
     return BF_OK;
 }
 
@@ -398,13 +424,16 @@ static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spe
     c->setup.plans += t1 - t0;
     c->golden.gdx_budget = prep->cache_budget > 0 ? prep->cache_budget : BF_CACHE_BUDGET_DEFAULT;
     unsigned char *roots = NULL;
+    bf__root_chans rc;
     double cpu = cpu_s();
-    if ((st = drawn_roots(c, spec, prep, &roots, err)) != BF_OK) return st;
+    if ((st = drawn_roots(c, spec, prep, &roots, &rc, err)) != BF_OK) return st;
     c->golden.gdx_shard_index = roots && shard_of(prep) ? prep->shard_index : 0;
     c->golden.gdx_shard_count = roots && shard_of(prep) ? prep->shard_count : 1;
     st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
-                              c->golden.out, &c->golden.gdx, err);
+                              roots ? &rc : NULL, c->golden.out, &c->golden.gdx, err);
     bf__free(roots);
+    bf__free((void *)rc.val);
+    bf__free((void *)rc.chan);
     c->setup.golden = now_s() - t1;
     c->setup.golden_cpu = cpu_s() - cpu;
     if (st != BF_OK) return st;

@@ -118,8 +118,18 @@ typedef struct bf__gcache bf__gcache;
  * it skips), the caller clearing p->psum after the run (diffpsum.c's
  * bf__psum_done). */
 typedef struct bf__psum_store bf__psum_store;
-bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t n_batches, bf__psum_store **out,
-                          bf_error *err);
+/* The drawn faults' channels: per fault in a parameter, its value and the
+ * output channel it moves (its element index over numel / dims[0]). With
+ * them bf__psum_choose keeps, of a Conv whose input such a fault moves in
+ * one channel, only the checkpoints the trials resume from (the one after
+ * the chunk before that channel's); a root with none listed (an
+ * activation, a parameter not listed) keeps every checkpoint it reaches. */
+typedef struct bf__root_chans {
+    size_t n;
+    const int64_t *val, *chan;
+} bf__root_chans;
+bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, const bf__root_chans *rc, int64_t n_batches,
+                          bf__psum_store **out, bf_error *err);
 size_t bf__psum_alloc(bf__psum_store *ps, size_t room);
 size_t bf__psum_bytes(const bf__psum_store *ps, int *convs);
 void bf__psum_free(bf__psum_store *ps);
@@ -247,9 +257,11 @@ void bf__dx_shared_free(bf__dx_shared *sh);
  * cache lacks is recomputed from cached ancestors, as for any value the
  * budget leaves out. With roots, the pass also saves the partial-sum
  * checkpoints of the Convs those faults can move one channel of the input
- * of (diffpsum.c), within the same budget. */
+ * of (diffpsum.c), within the same budget: with rc (NULL: none), only the
+ * checkpoints the listed faults' channels resume from. */
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err);
+                               const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
+                               bf__dx_shared **out, bf_error *err);
 /* The partial-sum checkpoints' bytes and Convs (0: none) */
 size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs);
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);

@@ -298,6 +298,12 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
  * channel of its output (the kinds bf__chan_try computes on one channel);
  * from its kind alone, for diffpsum.c's choice before the pass */
 int bf__chan_local_step(const bf__step *s);
+/* The values trials with faults in `roots` read (diffshared.c, want_values):
+ * per value 1 to keep; with trim, a fault in a parameter only Convs and
+ * BatchNormalizations read keeps none past its first channel-mixing step
+ * but golden inputs (root_values); *out NULL: every value (a subgraph). */
+bf_status bf__dx_want_values(const bf_plan *p, const unsigned char *roots, int trim, unsigned char **out,
+                             bf_error *err);
 /* diffpsum.c: around a trial's whole run of step i on batch b. bf__psum_try
  * sets the resume up (r->on) when step i is a Conv whose data input moved in
  * one channel alone (dch), whose other inputs are golden and whose

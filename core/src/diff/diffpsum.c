@@ -37,6 +37,7 @@ struct bf__psum_store {
     int64_t *chan;            /* per step: input channels a chunk */
     size_t *slab;             /* per step: floats a checkpoint (per / slab: chunks - 1) */
     atomic_uchar *ok;         /* [step][batch]: the golden pass saved them (its run took the path) */
+    unsigned char **keep;     /* per step: NULL (every checkpoint), or per checkpoint k, 1: saved */
     size_t bytes;
     int convs;
 };
@@ -45,6 +46,8 @@ void bf__psum_free(bf__psum_store *ps)
 {
     if (!ps) return;
     for (size_t i = 0; ps->blk && i < ps->n_steps; i++) bf__free(ps->blk[i]);
+    for (size_t i = 0; ps->keep && i < ps->n_steps; i++) bf__free(ps->keep[i]);
+    bf__free(ps->keep);
     bf__free(ps->blk);
     bf__free(ps->per);
     bf__free(ps->chan);
@@ -79,14 +82,65 @@ static void candidates(const bf_plan *p, const unsigned char *roots, unsigned ch
     }
 }
 
-bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t n_batches, bf__psum_store **out,
-                          bf_error *err)
+/* Whether channel-local step s keeps a change's channel index (a Concat
+ * moves it by the inputs before; a grouped Conv of several outputs a
+ * group spreads it): where it does not, the chunk a fault's channel falls
+ * in is not known before the pass. */
+static int keeps_index(const bf__step *s)
+{
+    if (bf__conv_step(s)) return 0;   /* a depthwise Conv's multiplier: not looked into */
+    return !(s->node->op && strcmp(s->node->op->name, "Concat") == 0);
+}
+
+/* Of the candidates ps chose, the checkpoints trials with faults in root
+ * r resume from: for each fault channel c of r that reaches step i's
+ * input in that same channel, the one after the chunk before c's (none
+ * for c in the first chunk); every checkpoint of a Conv r reaches another
+ * way (a channel not known here). one, idx: scratch per value. */
+static void keep_root(bf__psum_store *ps, const bf_plan *p, int r, const bf__root_chans *rc, unsigned char *one,
+                      unsigned char *idx)
+{
+    const bf_model *m = p->model;
+    int param = m->values[r].kind == BF__VAL_PARAM, listed = 0;
+    for (size_t k = 0; param && k < rc->n; k++) listed |= rc->val[k] == r;
+    memset(one, 0, m->n_values);
+    memset(idx, 0, m->n_values);
+    if (!param) one[r] = 1;   /* an activation's fault: its channel not listed */
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int moved = 0, exact = 1, root = 0;
+        for (int j = 0; j < s->n_in; j++) {
+            int v = s->node->in[j];
+            if (v < 0) continue;
+            if (v == r && param) root = 1;
+            else if (one[v]) moved = 1, exact &= idx[v];
+        }
+        int x = s->node->in[0];
+        if (moved && x >= 0 && one[x] && ps->keep[i]) {
+            int64_t chunks = (int64_t)(ps->per[i] / ps->slab[i]) + 1;
+            for (int64_t k = 0; k < chunks - 1; k++) ps->keep[i][k] |= !idx[x];
+            for (size_t f = 0; idx[x] && f < rc->n; f++) {
+                int64_t q = rc->val[f] == r ? rc->chan[f] / ps->chan[i] : 0;
+                if (q >= 1 && q < chunks) ps->keep[i][q - 1] = 1;
+            }
+        }
+        int keeps = (root && (bf__conv_step(s) || bf__bnorm_of(s, NULL))) || (moved && bf__chan_local_step(s));
+        if (keeps && s->n_out >= 1 && s->node->out[0] >= 0) {
+            one[s->node->out[0]] = 1;
+            idx[s->node->out[0]] = root ? listed : exact && keeps_index(s);
+        }
+    }
+}
+
+bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, const bf__root_chans *rc, int64_t n_batches,
+                          bf__psum_store **out, bf_error *err)
 {
     const bf_model *m = p->model;
     *out = NULL;
     if (!roots) return BF_OK;
     bf__psum_store *ps = bf__calloc(1, sizeof *ps);
     unsigned char *one = bf__calloc(m->n_values + 1, 1), *cand = bf__calloc(p->n_steps + 1, 1);
+    unsigned char *idx = bf__calloc(m->n_values + 1, 1);
     if (ps) {
         ps->n_steps = p->n_steps, ps->n_batches = n_batches;
         ps->blk = bf__calloc(p->n_steps + 1, sizeof *ps->blk);
@@ -94,12 +148,12 @@ bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t 
         ps->chan = bf__calloc(p->n_steps + 1, sizeof *ps->chan);
         ps->slab = bf__calloc(p->n_steps + 1, sizeof *ps->slab);
         ps->ok = bf__calloc(p->n_steps * (size_t)n_batches + 1, sizeof *ps->ok);
+        ps->keep = bf__calloc(p->n_steps + 1, sizeof *ps->keep);
     }
-    if (!ps || !one || !cand || !ps->blk || !ps->per || !ps->chan || !ps->slab || !ps->ok) {
-        bf__free(one);
-        bf__free(cand);
-        bf__psum_free(ps);
-        return bf__dx_oom(err);
+    bf_status st = BF_OK;
+    if (!ps || !one || !cand || !idx || !ps->blk || !ps->per || !ps->chan || !ps->slab || !ps->ok || !ps->keep) {
+        st = bf__dx_oom(err);
+        goto out;
     }
     candidates(p, roots, one, cand);
     for (size_t i = 0; i < p->n_steps; i++) {
@@ -108,24 +162,49 @@ bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, int64_t 
         int64_t chunks = (x->dims[1] + ps->chan[i] - 1) / ps->chan[i];
         ps->slab[i] = chunks > 1 ? ps->per[i] / (size_t)(chunks - 1) : 0;
         if (!ps->slab[i]) ps->per[i] = 0;
+        if (rc && ps->per[i] && !(ps->keep[i] = bf__calloc((size_t)chunks, 1))) {
+            st = bf__dx_oom(err);
+            goto out;
+        }
     }
+    /* with the faults' channels: each root's, then a Conv none of them
+     * needs a checkpoint of takes no bytes at all */
+    for (size_t v = 0; rc && v < m->n_values; v++)
+        if (roots[v]) keep_root(ps, p, (int)v, rc, one, idx);
+    for (size_t i = 0; rc && i < p->n_steps; i++) {
+        int any = 0;
+        for (size_t k = 0; ps->keep[i] && k + 1 < ps->per[i] / ps->slab[i] + 1; k++) any |= ps->keep[i][k];
+        if (ps->keep[i] && !any) ps->per[i] = 0;
+    }
+out:
     bf__free(one);
+    bf__free(idx);
     bf__free(cand);
+    if (st != BF_OK) {
+        bf__psum_free(ps);
+        return st;
+    }
     *out = ps;
     return BF_OK;
 }
 
 /* The checkpoints of the candidates, in step order, while their bytes
  * fit in `room` (what --cache-budget leaves after the cache): not zeroed,
- * the golden pass writes each block whole or marks it not saved. */
+ * the golden pass writes each block whole (the checkpoints it keeps) or
+ * marks it not saved. The bytes counted are those written. */
 size_t bf__psum_alloc(bf__psum_store *ps, size_t room)
 {
     for (size_t i = 0; ps && i < ps->n_steps; i++) {
-        size_t bytes = ps->per[i] * sizeof(float) * (size_t)ps->n_batches;
-        if (!ps->per[i] || bytes > room - ps->bytes || ps->bytes > room) continue;
+        size_t bytes = ps->per[i] * sizeof(float) * (size_t)ps->n_batches, kept = bytes;
+        if (ps->per[i] && ps->keep[i]) {   /* the checkpoints not kept are never written: no pages */
+            size_t n = ps->per[i] / ps->slab[i], k = 0;
+            for (size_t q = 0; q < n; q++) k += ps->keep[i][q] != 0;
+            kept = bytes / n * k;
+        }
+        if (!ps->per[i] || kept > room - ps->bytes || ps->bytes > room) continue;
         /* written once by the golden pass, as the cache's blocks (gcache.c) */
         if (!(ps->blk[i] = bf__alloc_written(bytes, BF__WRITE_ONCE))) continue;   /* no room: the trials run it whole */
-        ps->bytes += bytes;
+        ps->bytes += kept;
         ps->convs++;
     }
     return ps ? ps->bytes : 0;
@@ -140,7 +219,7 @@ size_t bf__psum_bytes(const bf__psum_store *ps, int *convs)
 int bf__psum_golden_begin(bf__psum_store *ps, bf_plan *p, size_t i, int64_t b, bf__psum *slot)
 {
     if (!ps || i >= ps->n_steps || !ps->blk[i]) return 0;
-    *slot = (bf__psum){.save = ps->blk[i] + (size_t)b * ps->per[i]};
+    *slot = (bf__psum){.save = ps->blk[i] + (size_t)b * ps->per[i], .keep = ps->keep[i]};
     p->psum = slot;
     p->psum_step = i;
     return 1;
@@ -160,6 +239,7 @@ int64_t bf__psum_resume_begin(const bf__psum_store *ps, bf_plan *p, size_t i, in
         return 0;
     int64_t first = c / ps->chan[i], chunks = ps->per[i] / ps->slab[i] + 1;
     if (first < 1 || first >= chunks) return 0;    /* c in the first chunk: nothing to skip */
+    if (ps->keep[i] && !ps->keep[i][first - 1]) return 0;   /* not saved: no drawn fault resumes there */
     *slot = (bf__psum){.load = ps->blk[i] + (size_t)b * ps->per[i], .first = first};
     p->psum = slot;
     p->psum_step = i;

@@ -434,17 +434,93 @@ out:
     return st;
 }
 
+/* A parameter whose every reader is a Conv or a BatchNormalization (a
+ * fault in it moves one output channel of each: diffpsum.c's candidates
+ * say the same), none of them with more than one output: a "channel root"
+ * for root_values. */
+static int channel_root(const bf_plan *p, int v)
+{
+    const bf_model *m = p->model;
+    if (m->values[v].kind != BF__VAL_PARAM) return 0;
+    int readers = 0;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int reads = 0;
+        for (int j = 0; j < s->n_in; j++) reads |= s->node->in[j] == v;
+        if (!reads) continue;
+        if (s->n_out != 1 || s->dyn || !(bf__conv_step(s) || bf__bnorm_of(s, NULL))) return 0;
+        readers++;
+    }
+    return readers > 0;
+}
+
+/* What a trial with a fault in a channel root r reads golden: the
+ * run-time inputs of the steps it reaches that it does not reach itself,
+ * and, to compare with, the values its fault may have moved in one
+ * channel alone (r's Conv's or BatchNormalization's output and what the
+ * steps keeping a change in its channel make of it: bf__chan_local_step).
+ * Past the first step that mixes channels (a Conv over every channel, a
+ * Gemm, a Flatten) it only compares, and leaves those values out: a
+ * value the cache lacks compares as changed (diffexec.c, differs), so
+ * the trial re-runs what follows as the exact engine would, the same
+ * records. What it gives up is stopping where its fault vanished from a
+ * whole batch after moving one channel of it, which a mixed change does
+ * not do: each moved element moves every output channel at each of its
+ * kernel's taps, and the batch compares equal only if every one of those
+ * sums rounds back. What it saves is bytes the golden pass writes to
+ * fresh memory: resnet18's one layer1 fault of 40 made the cache keep
+ * every value after it, 362 MiB, now 190 (docs/perf/trials.md, h19-r18;
+ * the same work re-run, step for step). FAR_MIX: the mixing steps past
+ * which a trial compares no more. */
+#define FAR_MIX 0
+
+/* root_values for channel root r, into want; depth: scratch, per value,
+ * the mixing steps between r and it (255: not reached) */
+static void root_values(const bf_plan *p, int r, unsigned char *depth, unsigned char *want)
+{
+    const bf_model *m = p->model;
+    enum { UNREACHED = 255 };
+    memset(depth, UNREACHED, m->n_values);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int d = UNREACHED, root = 0;
+        for (int j = 0; j < s->n_in; j++) {
+            int v = s->node->in[j];
+            if (v < 0) continue;
+            if (v == r) root = 1;
+            else if (depth[v] < d) d = depth[v];
+        }
+        if (!root && d == UNREACHED) continue;
+        /* the step's output moves in one channel (depth 0) where it reads r
+         * (a Conv's or BatchNormalization's) or keeps its input's change in
+         * its channels; a step mixing channels adds one */
+        int out_d = root ? 0 : bf__chan_local_step(s) ? d : d + 1;
+        for (int j = 0; j < s->n_in; j++) {
+            int v = s->node->in[j];
+            if (v != r && bf__runtime(p, v) && depth[v] == UNREACHED) want[v] = 1;
+        }
+        for (int j = 0; j < s->n_out; j++) {
+            int v = s->node->out[j];
+            if (v < 0) continue;
+            depth[v] = (unsigned char)(out_d > 254 ? 254 : out_d);
+            if (s->n_out > 1 || out_d <= FAR_MIX) want[v] = 1;
+        }
+    }
+}
+
 /* The values a trial may read when its faults strike values in `roots`
  * (per value: a parameter's, or an activation's a value fault lands on):
  * what the faults reach (the roots and every output of a step reading one
  * of them, onwards in step order), which a trial compares with golden, and
  * every run-time input of the steps that compute those, which it reads
  * golden; a root's producer's inputs too. Nothing else: a trial runs no
- * step the faults do not reach. *out: per value, 1 to keep; NULL when the
+ * step the faults do not reach. With trim, a channel root's far values
+ * are left out (root_values). *out: per value, 1 to keep; NULL when the
  * graph has a subgraph (an If's or a Loop's body reads values of the main
  * graph its node does not list), which keeps every value, as without
  * roots. */
-static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsigned char **out, bf_error *err)
+bf_status bf__dx_want_values(const bf_plan *p, const unsigned char *roots, int trim, unsigned char **out,
+                             bf_error *err)
 {
     const bf_model *m = p->model;
     *out = NULL;
@@ -452,14 +528,20 @@ static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsig
         for (size_t a = 0; a < p->steps[i].node->n_attrs; a++)
             if (p->steps[i].node->attrs[a].type == BF__ATTR_GRAPH) return BF_OK;
     unsigned char *reach = bf__calloc(m->n_values + 1, 1), *want = bf__calloc(m->n_values + 1, 1);
-    if (!reach || !want) {
+    unsigned char *chan = bf__calloc(m->n_values + 1, 1);
+    if (!reach || !want || !chan) {
         bf__free(reach);
         bf__free(want);
+        bf__free(chan);
         return bf__dx_oom(err);
     }
-    for (size_t v = 0; v < m->n_values; v++) reach[v] = roots[v];
+    for (size_t v = 0; v < m->n_values; v++) {
+        chan[v] = trim && roots[v] && channel_root(p, (int)v);
+        reach[v] = roots[v] && !chan[v];
+    }
     for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__node *n = p->steps[i].node;
+        const bf__step *s = &p->steps[i];
+        const bf__node *n = s->node;
         int hit = 0, root_out = 0;
         for (int j = 0; j < n->n_in; j++) hit |= n->in[j] >= 0 && reach[n->in[j]];
         for (int j = 0; j < n->n_out; j++) root_out |= n->out[j] >= 0 && roots[n->out[j]];
@@ -470,7 +552,14 @@ static bf_status want_values(const bf_plan *p, const unsigned char *roots, unsig
             if (bf__runtime(p, n->in[j])) want[n->in[j]] = 1;
     }
     for (size_t v = 0; v < m->n_values; v++) want[v] |= reach[v];
+    /* reach is the scratch of each channel root's own walk now */
+    for (size_t v = 0; v < m->n_values; v++)
+        if (chan[v]) root_values(p, (int)v, reach, want);
+    /* the graph's outputs: the campaign's golden outputs, written anyway */
+    for (size_t k = 0; k < m->n_outputs; k++)
+        if (m->output_vals[k] >= 0) want[m->output_vals[k]] = 1;
     bf__free(reach);
+    bf__free(chan);
     *out = want;
     return BF_OK;
 }
@@ -497,8 +586,8 @@ static bf_status lean_ok(bf__dx_shared *sh, bf_plan *const *plans, int n_ev, siz
  * evaluator, each on its own plans; want (NULL: every value) limits the
  * values cached to those (want_values). */
 static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n_ev, size_t budget,
-                              const unsigned char *must, const unsigned char *want, const float *golden,
-                              float *golden_out, bf_error *err)
+                              const unsigned char *must, const unsigned char *want, const unsigned char *want_trim,
+                              const float *golden, float *golden_out, bf_error *err)
 {
     const bf_model *m = sh->m;
     bf_plan **plans = bf__calloc(2 * (size_t)n_ev + 1, sizeof *plans);
@@ -522,6 +611,11 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
         goto out;
     }
     if (want && (st = lean_ok(sh, plans, n_ev, budget, must, planned, &lean, err)) != BF_OK) goto out;
+    /* the far values left out only where no chain can be made: chain
+     * mode starts from cached values on the way to the output (a small
+     * CNN's last Conv through its classifier), and must not follow the
+     * draw (lean_ok) */
+    if (lean && want_trim) want = want_trim;
     st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, want,
                           lean, sh->pv, planned, golden, golden_out, sh->ps, &sh->gc, err);
 out:
@@ -561,17 +655,20 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
 size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs) { return bf__psum_bytes(sh->ps, convs); }
 
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, float *golden_out, bf__dx_shared **out, bf_error *err)
+                               const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
+                               bf__dx_shared **out, bf_error *err)
 {
-    unsigned char *must = NULL, *want = NULL;
+    unsigned char *must = NULL, *want = NULL, *trim = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
-    if (st == BF_OK && roots) st = want_values(bf__evaluator_plan(evs[0], 0), roots, &want, err);
+    if (st == BF_OK && roots) st = bf__dx_want_values(bf__evaluator_plan(evs[0], 0), roots, 0, &want, err);
+    if (st == BF_OK && roots) st = bf__dx_want_values(bf__evaluator_plan(evs[0], 0), roots, 1, &trim, err);
     if (st == BF_OK && roots)
-        st = bf__psum_choose(bf__evaluator_plan(evs[0], 0), roots, sh->n_batches, &sh->ps, err);
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, NULL, golden_out, err);
+        st = bf__psum_choose(bf__evaluator_plan(evs[0], 0), roots, rc, sh->n_batches, &sh->ps, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, trim, NULL, golden_out, err);
     bf__free(want);
+    bf__free(trim);
     bf__free(must);
     if (st != BF_OK) {
         bf__dx_shared_free(sh);
@@ -593,7 +690,7 @@ bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t sampl
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
     if (st == BF_OK) sh->near_exact = near_exact != 0;
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, golden, NULL, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, NULL, golden, NULL, err);
     if (st == BF_OK) st = bf__dx_shared_finish(sh, evs[0], golden, err);
     bf__free(must);
     if (st != BF_OK) {

@@ -145,6 +145,7 @@ static inline float bf__act_apply(const bf__act *a, float v)
  * through linalg_conv_bcast.c takes it; `used` says it did. */
 typedef struct bf__psum {
     float *save;            /* NULL: none; else every checkpoint of this run */
+    const unsigned char *keep;   /* with save: NULL (every one), or per checkpoint k, 0: not written */
     const float *load;      /* NULL: none; else resume at chunk `first` (>= 1) from checkpoint first - 1 */
     int64_t first;
     int used;               /* set by the Conv: 1 when the sums were saved or loaded */

@@ -68,6 +68,7 @@ typedef struct bcast_job {
     /* partial sums (op.h, bf__psum): the call's first position's
      * checkpoints, checkpoint k of row block r at k slab + r rstride */
     float *save;
+    const unsigned char *keep;   /* NULL: every checkpoint saved; else those k with keep[k] */
     const float *load;
     int64_t first, slab, rstride;
 } bcast_job;
@@ -269,7 +270,8 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
                     bc_dispatch(j, nv, np, wr, pf, q0, p0, p1, j->acc + (q0 - t0) * 64, cb0 == 0);
                 }
                 /* every chunk's sums but the last's, as they go to the next chunk */
-                if (cb1 < ncb && j->save) memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
+                if (cb1 < ncb && j->save && (!j->keep || j->keep[qk]))
+                    memcpy(j->save + qk * j->slab + ck, j->acc, sizeof(float) * tfl);
                 if (cb1 == ncb) bc_epi(j, r0, nv, t0, t1);
             }
         }
@@ -400,12 +402,12 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
                 pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
-    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, 0, 0, 0};
+    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, NULL, 0, 0, 0};
     if (ps && (ps->save || (ps->load && ps->first >= 1 && ps->first < bf__conv_bcast_chunks(cp, NULL)))) {
         int64_t at = img0 * cp->osp * 64;
         j.rstride = cp->n * cp->osp * 64;
         j.slab = (cp->mg + 63) / 64 * j.rstride;
-        if (ps->save) j.save = ps->save + at;
+        if (ps->save) j.save = ps->save + at, j.keep = ps->keep;
         else j.load = ps->load + at, j.first = ps->first;
         ps->used = 1;
     }
