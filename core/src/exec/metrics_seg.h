@@ -18,7 +18,10 @@
 
 typedef struct bf__seg {
     int64_t n, C, HW;         /* images, classes, pixels per image */
-    int64_t *labels;          /* n x HW, BF_SEG_IGNORE where ignored */
+    const int64_t *labels;    /* n x HW, BF_SEG_IGNORE where ignored: the eval set's own tensor
+                               * when it is int64 (the evaluator reads its eval set in place, as
+                               * it reads its inputs), else own */
+    int64_t *own;             /* the labels converted to int64 (NULL: read in place) */
     int64_t labelled;         /* pixels not ignored */
     int64_t *cm;              /* scratch: C x C (row: label, column: prediction) */
     int32_t *pred;            /* scratch: HW */
