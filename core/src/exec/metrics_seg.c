@@ -178,14 +178,20 @@ void bf__seg_metrics(const int64_t *cm, int64_t C, double *miou, double *pixel_a
     *pixel_accuracy = total ? (double)diag / (double)total : NAN;
 }
 
-void bf__seg_score(bf__seg *s, const float *outputs, double *miou, double *pixel_accuracy)
+void bf__seg_score_keep(bf__seg *s, const float *outputs, int32_t *keep, double *miou, double *pixel_accuracy)
 {
     memset(s->cm, 0, (size_t)(s->C * s->C) * sizeof *s->cm);
     for (int64_t i = 0; i < s->n; i++) {
-        bf__seg_argmax(outputs + i * s->C * s->HW, s->C, s->HW, s->pred);
-        bf__seg_confusion(s->cm, s->C, s->labels + i * s->HW, s->pred, s->HW, 1);
+        int32_t *pred = keep ? keep + i * s->HW : s->pred;
+        bf__seg_argmax(outputs + i * s->C * s->HW, s->C, s->HW, pred);
+        bf__seg_confusion(s->cm, s->C, s->labels + i * s->HW, pred, s->HW, 1);
     }
     bf__seg_metrics(s->cm, s->C, miou, pixel_accuracy);
+}
+
+void bf__seg_score(bf__seg *s, const float *outputs, double *miou, double *pixel_accuracy)
+{
+    bf__seg_score_keep(s, outputs, NULL, miou, pixel_accuracy);
 }
 
 void bf_metric_segmentation(const float *logits, const int64_t *labels, int64_t n, int64_t C, int64_t HW, int64_t *cm,

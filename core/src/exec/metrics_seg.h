@@ -50,5 +50,8 @@ void bf__seg_confusion(int64_t *cm, int64_t C, const int64_t *labels, const int3
 void bf__seg_metrics(const int64_t *cm, int64_t C, double *miou, double *pixel_accuracy);
 /* The metrics of outputs [n, C, HW], with seg's scratch. */
 void bf__seg_score(bf__seg *seg, const float *outputs, double *miou, double *pixel_accuracy);
+/* The same, every image's arg-max left in keep [n, HW] (a campaign's golden
+ * one, which its trials are judged against); keep NULL: bf__seg_score. */
+void bf__seg_score_keep(bf__seg *seg, const float *outputs, int32_t *keep, double *miou, double *pixel_accuracy);
 
 #endif
