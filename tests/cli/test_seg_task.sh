@@ -46,6 +46,15 @@ grep -o '"outcome": *"[a-z]*"' "$tmp/t.jsonl" >"$tmp/o1"
 grep -o '"outcome": *"[a-z]*"' "$tmp/x.jsonl" >"$tmp/o2"
 if [ -s "$tmp/o1" ] && cmp -s "$tmp/o1" "$tmp/o2"; then passes=$((passes+1)); else
   echo "FAIL differential and --exact outcomes differ"; diff "$tmp/o1" "$tmp/o2" | head -6; fails=$((fails+1)); fi
+# every record byte for byte, and the golden metrics: the differential
+# engine's golden pass keeps each image's arg-max for its trials' scorer and
+# judge (campaign_golden.c), the exact engine's run computes its own
+if cmp -s "$tmp/t.jsonl" "$tmp/x.jsonl"; then passes=$((passes+1)); else
+  echo "FAIL differential and --exact trial records differ"; cmp "$tmp/t.jsonl" "$tmp/x.jsonl"; fails=$((fails+1)); fi
+sed -n '/"golden": {/,/}/p' "$tmp/r.json" >"$tmp/g1"
+sed -n '/"golden": {/,/}/p' "$tmp/x.json" >"$tmp/g2"
+if grep -q miou "$tmp/g1" && cmp -s "$tmp/g1" "$tmp/g2"; then passes=$((passes+1)); else
+  echo "FAIL differential and --exact golden metrics differ"; diff "$tmp/g1" "$tmp/g2" | head -6; fails=$((fails+1)); fi
 check gate 0 "$BF" run --local "$tmp/seg.json" --gate 'golden_miou>0.34'
 check gate_fail 1 "$BF" run --local "$tmp/seg.json" --gate 'golden_miou>0.35'
 # critical.pixels is a segmentation rule: refused on another task's spec

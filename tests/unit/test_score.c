@@ -104,7 +104,7 @@ static void changed_rows_match_full(void **state)
 
     bf__scorer *sc = NULL;
     bf__score_scratch s;
-    if (bf__scorer_create(ev, golden, n, 1, &sc, &err) || bf__score_scratch_init(&s, sc, n, &err)) fail_msg("%s", err.msg);
+    if (bf__scorer_create(ev, golden, NULL, n, 1, &sc, &err) || bf__score_scratch_init(&s, sc, n, &err)) fail_msg("%s", err.msg);
 
     unsigned seed = 99;
 #define NEXT() (seed = seed * 1103515245u + 12345u, seed >> 4)

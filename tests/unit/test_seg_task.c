@@ -288,6 +288,9 @@ static void seg_campaign(bf_target target, bf_persistence p, int critical_miou, 
     assert_near(rx.golden[BF_METRIC_MIOU], json_real_value(json_object_get(ref, "miou")), 1e-14);
     assert_near(rx.golden[BF_METRIC_PIXEL_ACCURACY], json_real_value(json_object_get(ref, "pixel_accuracy")), 1e-15);
     json_decref(ref);
+    /* the differential run's golden metrics are the exact run's bits */
+    assert_memory_equal(&rd.golden[BF_METRIC_MIOU], &rx.golden[BF_METRIC_MIOU], sizeof(double));
+    assert_memory_equal(&rd.golden[BF_METRIC_PIXEL_ACCURACY], &rx.golden[BF_METRIC_PIXEL_ACCURACY], sizeof(double));
     int64_t cx[BF_OUTCOME_COUNT] = {0}, cd[BF_OUTCOME_COUNT] = {0};
     check_records("exact", &ex, ds, golden, &s, rx.golden, cx);
     check_records("differential", &df, ds, golden, &s, rx.golden, cd);

@@ -113,7 +113,8 @@ void bf__pages_drop(void *addr, size_t len);
  *                    page each, and with 2 MiB pages its batch-4 pass took
  *                    15% less CPU (docs/BENCHMARKS.md, h13-mbv2).
  *   BF__WRITE_ONCE   written once, later, by whoever fills it (the golden
- *                    cache's blocks, the partial-sum checkpoints): huge
+ *                    cache's blocks, the partial-sum checkpoints, the
+ *                    eval set's tensors as read from its file): huge
  *                    pages only when BITFLIP_HUGE_PAGES is set to other
  *                    than 0. Off by default: an Intel host's compaction on
  *                    each fault tripled the pass's system time, and the

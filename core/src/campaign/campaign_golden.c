@@ -166,12 +166,14 @@ int bf__seg_image_critical(const bf_campaign *c, const float *row, int64_t s, in
     return (double)moved > c->judge.critical_pixels * (double)HW;
 }
 
-/* segmentation: the golden arg-max at every pixel. */
+/* segmentation: the golden arg-max at every pixel (kept by the golden
+ * pass's scoring already, golden_differential: not computed again). */
 static bf_status golden_seg(bf_campaign *c, bf_evaluator *ev, bf_error *err)
 {
     const bf__seg *seg = bf__evaluator_seg(ev);
     c->golden.seg_C = seg->C;
     c->golden.seg_HW = seg->HW;
+    if (c->golden.seg_pred) return BF_OK;
     c->golden.seg_pred = bf__malloc((size_t)(c->golden.samples * seg->HW) * sizeof(int32_t) + 1);
     if (!c->golden.seg_pred) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden predictions");
     for (int64_t i = 0; i < c->golden.samples; i++)
@@ -440,7 +442,14 @@ static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spe
     if (prep->near_exact) bf__dx_shared_near_exact(c->golden.gdx);
     int64_t batches = bf__gcache_batches(bf__dx_shared_cache(c->golden.gdx));
     c->setup.golden_threads = c->golden.n_gev < batches ? c->golden.n_gev : (int)batches;
-    bf__evaluator_score(ev, c->golden.out, r);
+    /* a segmenter's metrics take each image's arg-max, which its trials
+     * are judged against (golden_seg, the trials' scorer): kept, not
+     * computed again (LRASPP: 22M logits read per arg-max of the set) */
+    const bf__seg *seg = bf__evaluator_seg(ev);
+    if (seg && bf_evaluator_task(ev) == BF_TASK_SEGMENTATION && seg->n == samples && !c->golden.seg_pred &&
+        !(c->golden.seg_pred = bf__malloc((size_t)(samples * seg->HW) * sizeof(int32_t) + 1)))
+        return bf_error_set(err, BF_ENOMEM, "out of memory for the golden predictions");
+    bf__evaluator_score_keep(ev, c->golden.out, c->golden.seg_pred, r);
     return BF_OK;
 }
 

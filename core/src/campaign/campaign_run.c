@@ -475,7 +475,8 @@ static bf_status setup_differential(runner *rn, int threads, int64_t budget, bf_
     acc->param_bytes = bf__dx_shared_param_bytes(rn->dxs);
     acc->psum.bytes = bf__dx_shared_psum_bytes(rn->dxs, &acc->psum.convs);
     double t2 = now_s();
-    st = bf__scorer_create(rn->ws[0].ev, c->golden.out, c->golden.samples, c->golden.out_cols, &rn->scorer, err);
+    st = bf__scorer_create(rn->ws[0].ev, c->golden.out, c->golden.seg_pred, c->golden.samples, c->golden.out_cols, &rn->scorer,
+                           err);
     if (st != BF_OK) return st;
     for (int i = 0; i < threads; i++) {
         if ((st = bf__dx_create(rn->dxs, rn->ws[i].ev, &rn->ws[i].dx, err)) != BF_OK ||

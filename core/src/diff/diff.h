@@ -349,8 +349,12 @@ double bf__dx_param_reach(const bf__dx_shared *sh, size_t param);
  * Falls back to the full computation when the log loss would switch between
  * probabilities and logits or the golden loss is not finite. */
 typedef struct bf__scorer bf__scorer;
-bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__scorer **out,
-                            bf_error *err);
+/* seg_pred: a segmentation task's golden arg-max, [samples, H*W] (as
+ * bf__seg_argmax gives it from golden), when the caller has it already:
+ * the scorer reads it in place instead of computing its own (NULL:
+ * computed here). */
+bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, const int32_t *seg_pred, int64_t samples, int64_t cols,
+                            bf__scorer **out, bf_error *err);
 void bf__scorer_free(bf__scorer *sc);
 /* Per-worker scratch for bf__score. */
 typedef struct bf__score_scratch {
@@ -383,8 +387,8 @@ void bf__lm_score(const bf__lm_scorer *sc, bf__score_scratch *s, const float *ou
  * from the golden confusion matrix, the changed images' pixels moved in it;
  * pred: each changed image's pixels whose arg-max moved. */
 typedef struct bf__seg_scorer bf__seg_scorer;
-bf_status bf__seg_scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__seg_scorer **out,
-                                bf_error *err);
+bf_status bf__seg_scorer_create(bf_evaluator *ev, const float *golden, const int32_t *golden_pred, int64_t samples,
+                                int64_t cols, bf__seg_scorer **out, bf_error *err);
 void bf__seg_scorer_free(bf__seg_scorer *sc);
 bf_status bf__seg_scratch_init(const bf__seg_scorer *sc, bf__score_scratch *s, bf_error *err);
 void bf__seg_score_rows(const bf__seg_scorer *sc, bf__score_scratch *s, const float *outputs, const int64_t *rows,

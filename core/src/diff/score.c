@@ -74,8 +74,8 @@ static int64_t vs_pos(const bf__scorer *sc, uint32_t b)
     return 2 * sc->pos - below(sc->kpos, sc->pos, b, 1) - below(sc->kpos, sc->pos, b, 0);
 }
 
-bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__scorer **out,
-                            bf_error *err)
+bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, const int32_t *seg_pred, int64_t samples, int64_t cols,
+                            bf__scorer **out, bf_error *err)
 {
     bf__scorer *sc = bf__calloc(1, sizeof *sc);
     *out = NULL;
@@ -93,7 +93,7 @@ bf_status bf__scorer_create(bf_evaluator *ev, const float *golden, int64_t sampl
             return st;
         }
     } else if (sc->task == BF_TASK_SEGMENTATION) {
-        bf_status st = bf__seg_scorer_create(ev, golden, samples, cols, &sc->seg, err);
+        bf_status st = bf__seg_scorer_create(ev, golden, seg_pred, samples, cols, &sc->seg, err);
         if (st != BF_OK) {
             bf__scorer_free(sc);
             return st;

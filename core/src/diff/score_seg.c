@@ -16,19 +16,24 @@
 struct bf__seg_scorer {
     const bf__seg *seg;      /* the evaluator's layout: labels, C, HW */
     int64_t *cm;             /* golden confusion matrix, C x C */
-    int32_t *pred;           /* golden arg-max, [n, HW] */
+    const int32_t *pred;     /* golden arg-max, [n, HW]: the caller's, or own */
+    int32_t *own;            /* computed here when the caller had none (NULL: the caller's) */
 };
 
 void bf__seg_scorer_free(bf__seg_scorer *sc)
 {
     if (!sc) return;
     bf__free(sc->cm);
-    bf__free(sc->pred);
+    bf__free(sc->own);
     bf__free(sc);
 }
 
-bf_status bf__seg_scorer_create(bf_evaluator *ev, const float *golden, int64_t samples, int64_t cols, bf__seg_scorer **out,
-                                bf_error *err)
+/* golden_pred: the campaign's golden arg-max (campaign_golden.c's seg_pred,
+ * the same bf__seg_argmax of the same golden outputs), read in place: a
+ * second arg-max of LRASPP's 16 images was 22M logits read and 4 MB of
+ * fresh pages, about 1% of its campaign (docs/perf/detectors.md, h19-det). */
+bf_status bf__seg_scorer_create(bf_evaluator *ev, const float *golden, const int32_t *golden_pred, int64_t samples,
+                                int64_t cols, bf__seg_scorer **out, bf_error *err)
 {
     bf__seg_scorer *sc = bf__calloc(1, sizeof *sc);
     *out = NULL;
@@ -36,13 +41,14 @@ bf_status bf__seg_scorer_create(bf_evaluator *ev, const float *golden, int64_t s
     sc->seg = bf__evaluator_seg(ev);
     int64_t C = sc->seg->C, HW = sc->seg->HW;
     sc->cm = bf__calloc((size_t)(C * C), sizeof *sc->cm);
-    sc->pred = bf__malloc((size_t)(samples * HW) * sizeof *sc->pred + 1);
+    if (!golden_pred) sc->own = bf__malloc((size_t)(samples * HW) * sizeof *sc->own + 1);
+    sc->pred = golden_pred ? golden_pred : sc->own;
     if (!sc->cm || !sc->pred) {
         bf__seg_scorer_free(sc);
         return bf_error_set(err, BF_ENOMEM, "out of memory for trial scoring");
     }
     for (int64_t i = 0; i < samples; i++) {
-        bf__seg_argmax(golden + i * cols, C, HW, sc->pred + i * HW);
+        if (sc->own) bf__seg_argmax(golden + i * cols, C, HW, sc->own + i * HW);
         bf__seg_confusion(sc->cm, C, sc->seg->labels + i * HW, sc->pred + i * HW, HW, 1);
     }
     *out = sc;

@@ -523,6 +523,11 @@ static bf_status apply_flips(bf_evaluator *ev, const bf_bitflip *flips, size_t n
 
 void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res)
 {
+    bf__evaluator_score_keep(ev, outputs, NULL, res);
+}
+
+void bf__evaluator_score_keep(bf_evaluator *ev, const float *outputs, int32_t *seg_keep, bf_eval_result *res)
+{
     bf__eval_result_clear(res);
     res->task = ev->task;
     res->samples = ev->samples;
@@ -544,7 +549,7 @@ void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result 
         if (ev->lab.mc_item)
             res->choice_accuracy = bf_metric_choice_accuracy(ev->lab.row_ce, ev->samples, ev->lab.mc_item, ev->lab.mc_answer, ev->lab.mc_best);
     } else if (ev->task == BF_TASK_SEGMENTATION) {
-        bf__seg_score(ev->lab.seg, outputs, &res->miou, &res->pixel_accuracy);
+        bf__seg_score_keep(ev->lab.seg, outputs, seg_keep, &res->miou, &res->pixel_accuracy);
     }
 }
 

@@ -11,6 +11,7 @@
 #include "exec/metrics_seg.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -24,7 +25,7 @@ int bf__seg_layout(const bf_tensor *labels, const bf_tensor *out) { return label
 void bf__seg_free(bf__seg *seg)
 {
     if (!seg) return;
-    bf__free(seg->labels);
+    bf__free(seg->own);
     bf__free(seg->cm);
     bf__free(seg->pred);
     bf__free(seg);
@@ -48,12 +49,17 @@ bf_status bf__seg_create(const bf_tensor *l, const bf_tensor *o, const char *out
     s->C = o->dims[1];
     s->HW = l->dims[1] * l->dims[2];
     size_t cells = (size_t)(n * s->HW);
-    s->labels = bf__malloc(cells * sizeof(int64_t) + 1);
+    /* int64 labels are read where the eval set holds them: a copy was 8 MB
+     * of fresh pages for LRASPP's 16 images at 256x256, written once and
+     * only read after (docs/perf/detectors.md, h19-det) */
+    int in_place = l->dtype == BF_I64 && (uintptr_t)l->data % _Alignof(int64_t) == 0;
+    if (!in_place) s->own = bf__malloc(cells * sizeof(int64_t) + 1);
+    s->labels = in_place ? (const int64_t *)l->data : s->own;
     s->cm = bf__malloc((size_t)(s->C * s->C) * sizeof(int64_t));
     s->pred = bf__malloc((size_t)s->HW * sizeof(int32_t) + 1);
     bf_status st = BF_OK;
     if (!s->labels || !s->cm || !s->pred) st = bf_error_set(err, BF_ENOMEM, "out of memory for labels");
-    if (st == BF_OK) st = bf_convert(s->labels, BF_I64, l->data, l->dtype, cells, err);
+    if (st == BF_OK && !in_place) st = bf_convert(s->own, BF_I64, l->data, l->dtype, cells, err);
     for (size_t i = 0; st == BF_OK && i < cells; i++) {
         int64_t y = s->labels[i];
         if (y == BF_SEG_IGNORE) continue;
@@ -172,20 +178,26 @@ void bf__seg_metrics(const int64_t *cm, int64_t C, double *miou, double *pixel_a
     *pixel_accuracy = total ? (double)diag / (double)total : NAN;
 }
 
-void bf__seg_score(bf__seg *s, const float *outputs, double *miou, double *pixel_accuracy)
+void bf__seg_score_keep(bf__seg *s, const float *outputs, int32_t *keep, double *miou, double *pixel_accuracy)
 {
     memset(s->cm, 0, (size_t)(s->C * s->C) * sizeof *s->cm);
     for (int64_t i = 0; i < s->n; i++) {
-        bf__seg_argmax(outputs + i * s->C * s->HW, s->C, s->HW, s->pred);
-        bf__seg_confusion(s->cm, s->C, s->labels + i * s->HW, s->pred, s->HW, 1);
+        int32_t *pred = keep ? keep + i * s->HW : s->pred;
+        bf__seg_argmax(outputs + i * s->C * s->HW, s->C, s->HW, pred);
+        bf__seg_confusion(s->cm, s->C, s->labels + i * s->HW, pred, s->HW, 1);
     }
     bf__seg_metrics(s->cm, s->C, miou, pixel_accuracy);
+}
+
+void bf__seg_score(bf__seg *s, const float *outputs, double *miou, double *pixel_accuracy)
+{
+    bf__seg_score_keep(s, outputs, NULL, miou, pixel_accuracy);
 }
 
 void bf_metric_segmentation(const float *logits, const int64_t *labels, int64_t n, int64_t C, int64_t HW, int64_t *cm,
                             int32_t *pred, double *miou, double *pixel_accuracy)
 {
-    bf__seg s = {.n = n, .C = C, .HW = HW, .labels = (int64_t *)labels, .cm = cm, .pred = pred};
+    bf__seg s = {.n = n, .C = C, .HW = HW, .labels = labels, .cm = cm, .pred = pred};
     bf__seg_score(&s, logits, miou, pixel_accuracy);
 }
 

@@ -18,7 +18,10 @@
 
 typedef struct bf__seg {
     int64_t n, C, HW;         /* images, classes, pixels per image */
-    int64_t *labels;          /* n x HW, BF_SEG_IGNORE where ignored */
+    const int64_t *labels;    /* n x HW, BF_SEG_IGNORE where ignored: the eval set's own tensor
+                               * when it is int64 (the evaluator reads its eval set in place, as
+                               * it reads its inputs), else own */
+    int64_t *own;             /* the labels converted to int64 (NULL: read in place) */
     int64_t labelled;         /* pixels not ignored */
     int64_t *cm;              /* scratch: C x C (row: label, column: prediction) */
     int32_t *pred;            /* scratch: HW */
@@ -47,5 +50,8 @@ void bf__seg_confusion(int64_t *cm, int64_t C, const int64_t *labels, const int3
 void bf__seg_metrics(const int64_t *cm, int64_t C, double *miou, double *pixel_accuracy);
 /* The metrics of outputs [n, C, HW], with seg's scratch. */
 void bf__seg_score(bf__seg *seg, const float *outputs, double *miou, double *pixel_accuracy);
+/* The same, every image's arg-max left in keep [n, HW] (a campaign's golden
+ * one, which its trials are judged against); keep NULL: bf__seg_score. */
+void bf__seg_score_keep(bf__seg *seg, const float *outputs, int32_t *keep, double *miou, double *pixel_accuracy);
 
 #endif

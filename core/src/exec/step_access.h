@@ -63,6 +63,9 @@ const bf_tensor *bf__evaluator_feed(const bf_evaluator *ev, size_t input);
 /* eval.c: the task metrics of `outputs` (samples x out_cols), as a pass
  * that produced them would report; res->outputs points at `outputs`. */
 void bf__evaluator_score(bf_evaluator *ev, const float *outputs, bf_eval_result *res);
+/* The same, a segmentation task's arg-max of every image left in seg_keep
+ * [samples, H*W] (NULL, or another task: bf__evaluator_score). */
+void bf__evaluator_score_keep(bf_evaluator *ev, const float *outputs, int32_t *seg_keep, bf_eval_result *res);
 /* eval.c: a result with no task metric (every metric NaN, the rest 0),
  * for the scorers to fill. */
 void bf__eval_result_clear(bf_eval_result *res);

@@ -449,6 +449,16 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
         st = fail(err, BF_ENOMEM, label, "cannot allocate %zu bytes for the tensors", total);
         goto out;
     }
+    /* 2 MiB pages with BITFLIP_HUGE_PAGES set (BF__WRITE_ONCE: off by
+     * default, as for the golden cache, since the host decides which way
+     * it goes). On the nineteenth session's AMD VM, whose first touch of a
+     * 4 KiB page from user space traps to the hypervisor even after the
+     * kernel's read() wrote it, SSDlite320's 19.7 MB eval set read and its
+     * images copied once took 125-140 ms of CPU in 4 KiB pages, 28-35 ms in
+     * 2 MiB ones; the VM of docs/perf/dlrm.md's "The huge-pages default"
+     * paid more for a huge page's first touch than it saved
+     * (docs/perf/detectors.md, h19-det). */
+    bf__pages_written(ds->storage, total, BF__WRITE_ONCE);
     size_t off = 0;
     for (i = 0; i < n; i++) {   /* in file order, so a file is read front to back */
         bf_tensor *t = &ds->tensors[spans[i].tensor];
