@@ -21,18 +21,21 @@
 #include "onnx_graph.h"
 #include "exec/plan_impl.h"
 
-static bf_model *load(tg_graph *g, int opset)
+static bf_model *load_tie(tg_graph *g, int opset, int tie_order)
 {
     size_t len;
     g->opset = opset;
     uint8_t *buf = tg_pack(g, "dyn", &len);
     bf_model *m = NULL;
     bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "dyn.onnx", &m, &err) != BF_OK) print_error("%s\n", err.msg);
+    bf_load_limits lim = {.tie_order = tie_order};
+    if (bf_model_load_buffer_opts(buf, len, "dyn.onnx", &lim, &m, &err) != BF_OK) print_error("%s\n", err.msg);
     free(buf);
     assert_non_null(m);
     return m;
 }
+
+static bf_model *load(tg_graph *g, int opset) { return load_tie(g, opset, BF_TIE_ORDER_ONNX); }
 
 /* x [2, 4] float -> y = NonZero(x) [2, count], s = Shape(y) */
 static bf_model *nonzero_model(tg_graph *g)
@@ -475,7 +478,7 @@ static void cs_name(char *b, size_t n, const char *what, int c) { snprintf(b, n,
  * classes' NonZeros (the plan orders steps by depth), so its class runs as
  * steps among the others' (plan_csel.c: a mask must be there at the
  * first). */
-static bf_model *csel_model(tg_graph *g)
+static bf_model *csel_model_tie(tg_graph *g, int tie_order)
 {
     char x[16], m[16], nz0[16], t0[16], sc[16], nz1[16], t1[16], bx[16], sh[16], ga[16], un[16], ca[16],
         rm[16], kk[16], tv[16], ti[16], tb[16], sh2[16], lab[16], ic[16], nm[24];
@@ -565,8 +568,10 @@ static bf_model *csel_model(tg_graph *g)
     g->outs[g->n_outs++] = tg_value_info(g, "out_scores", 1, -1, NULL);
     g->outs[g->n_outs++] = tg_value_info(g, "out_boxes", 1, -1, NULL);
     g->outs[g->n_outs++] = tg_value_info(g, "out_labels", 7, -1, NULL);
-    return load(g, 13);
+    return load_tie(g, 13, tie_order);
 }
+
+static bf_model *csel_model(tg_graph *g) { return csel_model_tie(g, BF_TIE_ORDER_ONNX); }
 
 /* every value a class selection computes, and the outputs: the same type,
  * shape and bytes in both plans */
@@ -673,6 +678,62 @@ static void class_selections_fused_equal_steps(void **state)
     tg_free(&g);
 }
 
+/* Under --tie-order pytorch a class's TopK keeps equal scores in torch.topk's
+ * order (ops/reduce.c, torch_order.c), and the fused selections must too:
+ * they sorted stably (ONNX's order) whatever the model's tie order, so
+ * `bitflip eval --tie-order pytorch` and a campaign's golden pass (plans
+ * that fuse) kept other anchors among an untrained SSDlite's equal scores
+ * than the steps run one by one (bitflip-conformance's direct path), which
+ * match PyTorch (docs/OPS.md, "Held-out detectors and segmenters").
+ * Scores with many ties, more candidates than k (torch.topk's nth_element
+ * path, whose order among ties is not the stable one: checked here on the
+ * plan without fusion, so the case can tell the two orders apart). */
+static void class_selections_fused_keep_pytorch_tie_order(void **state)
+{
+    (void)state;
+    tg_graph g = {0};
+    bf_model *m = csel_model_tie(&g, BF_TIE_ORDER_PYTORCH);
+    bf_error err = {0};
+    bf_plan_opts fo = {.unbatched = 1, .fuse_activations = 1, .share_buffers = 1}, po = {.unbatched = 1};
+    bf_plan *f = NULL, *u = NULL;
+    if (bf_plan_create_opts(m, 1, &fo, &f, &err) != BF_OK || bf_plan_create_opts(m, 1, &po, &u, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    float sc[CS_N * CS_C], bx[CS_N * 4];
+    uint32_t r = 777;
+    int unstable = 0;
+    for (int round = 0; round < 6; round++) {
+        for (int i = 0; i < CS_N * 4; i++) bx[i] = (float)(i * 5 % 31) - 2.5f;
+        for (int i = 0; i < CS_N * CS_C; i++) {
+            r = r * 1103515245u + 12345u;
+            float v = (float)(r >> 8 & 0xffff) / 65536.0f;
+            /* two or three levels over the threshold, most scores tied */
+            sc[i] = round % 2 ? (v < 0.3f ? 0.25f : v < 0.7f ? 0.75f : 0.875f) : (v < 0.2f ? 0.1f : 0.6f);
+        }
+        cs_run(f, sc, bx, BF_OK, &err);
+        int computed = 0;
+        bf__plan_csel_classes(f, &computed);
+        assert_true(computed);
+        cs_run(u, sc, bx, BF_OK, &err);
+        cs_same(m, f, u);
+        /* the steps' indices among equal scores are not ascending somewhere */
+        char nm[24];
+        for (int c = 0; c < CS_C; c++) {
+            cs_name(nm, sizeof nm, "ti", c);
+            const bf_tensor *ti = bf_plan_value(u, bf_model_find_value(m, nm));
+            cs_name(nm, sizeof nm, "tv", c);
+            const bf_tensor *tv = bf_plan_value(u, bf_model_find_value(m, nm));
+            const int64_t *ix = ti->data;
+            const float *vv = tv->data;
+            for (int64_t t = 1; t < ti->dims[0]; t++) unstable |= vv[t] == vv[t - 1] && ix[t] < ix[t - 1];
+        }
+    }
+    assert_true(unstable);
+    bf_plan_free(f);
+    bf_plan_free(u);
+    bf_model_free(m);
+    tg_free(&g);
+}
+
 /* The grouped class-column Gathers (plan_fuse.c, p->tab.gcol) and the class
  * selections (plan_csel.c) are extras a plan may go without: when their
  * memory is refused the plan is built all the same and its steps run one by
@@ -758,6 +819,7 @@ int main(void)
         cmocka_unit_test(loop_huge_trip_count),
         cmocka_unit_test(nested_if_reads_its_parent_branch),
         cmocka_unit_test(class_selections_fused_equal_steps),
+        cmocka_unit_test(class_selections_fused_keep_pytorch_tie_order),
         cmocka_unit_test(class_groups_without_memory_run_as_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

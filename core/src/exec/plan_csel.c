@@ -33,10 +33,14 @@
  * step, when a value fault strikes one of the values, a watch acts on or
  * marks one of the steps, or the buffer cannot grow. test_plan_dyn's
  * class_selections_fused_equal_steps compares every value with a plan that
- * does not fuse, on hostile scores. */
+ * does not fuse, on hostile scores; class_selections_fused_keep_pytorch_tie_order
+ * under --tie-order pytorch, where each TopK keeps torch.topk's order among
+ * equal scores (torch_order.c) as the TopK step does, not the stable one. */
 #include <string.h>
 
 #include "base/alloc.h"
+#include "bitflip/limits.h"
+#include "exec/ops/torch_order.h"
 #include "exec/plan_impl.h"
 
 enum { NZ0, TR0, GND, NZ1, TR1, SHP, GAT, UNS, CAT, RMIN, RSHP, TOPK, SHP2, COS, N_ROLE };
@@ -46,6 +50,7 @@ typedef struct csel_class {
     int mask, x;                 /* values M and X */
     int64_t k;                   /* the Concat's constant K */
     int k_first;                 /* K is the Concat's first input */
+    int sorted;                  /* the TopK's attribute (torch.topk's order depends on it) */
     unsigned char value[16];     /* ConstantOfShape's value, one element of value_dtype */
     bf_dtype value_dtype;
     /* this run's */
@@ -61,6 +66,7 @@ struct bf__cselset {
     bf_tensor **out;             /* per step from start on: its outputs 0 and 1, in step order */
     size_t n_out;
     int live;                    /* this run computed them (from start on) */
+    int torch;                   /* --tie-order pytorch: each TopK in torch.topk's order */
     unsigned char *buf;
     size_t cap;
 };
@@ -202,6 +208,7 @@ static int match(const bf_plan *p, const readers *r, int i, csel_class *c)
         if (strcmp(an, "axis") && strcmp(an, "largest") && strcmp(an, "sorted")) return 0;
     }
     if (!attr_is(q, "axis", -1, 0) || !attr_is(q, "largest", 1, 1)) return 0;
+    c->sorted = bf__node_attr(q, "sorted") ? attr_is(q, "sorted", 1, 1) : 1;
     /* a label for each: ConstantOfShape(Shape(top scores)) */
     s[SHP2] = reader(p, r, q->out[0], "Shape", 0, -1);
     if (s[SHP2] < 0 || nd(p, s[SHP2])->n_attrs) return 0;
@@ -283,6 +290,9 @@ void bf__plan_find_csels(bf_plan *p)
     for (size_t i = cs->start; i < p->n_steps; i++)
         for (int j = 0; j < 2 && j < p->steps[i].n_out; j++)
             if (cs->role[i] >= 0) cs->out[2 * (i - cs->start) + (size_t)j] = p->steps[i].out[j];
+    /* the model's order among equal scores, as the TopK steps keep it
+     * (ops/reduce.c): stable under ONNX's, torch.topk's under PyTorch's */
+    cs->torch = p->model->tie_order == BF_TIE_ORDER_PYTORCH;
     p->tab.csel = cs;
     cs = NULL;
 fail:   /* none found, or out of memory: the steps run one by one, as before */
@@ -386,7 +396,7 @@ void bf__plan_csel_start(bf_plan *p, const unsigned char *act, const unsigned ch
         cl->lab = total, total += up8((size_t)cl->kk * vs);
         if ((size_t)n > most) most = (size_t)n;
     }
-    size_t need = total + 2 * most * sizeof(int64_t) + 8;
+    size_t need = total + 2 * most * sizeof(int64_t) + (cs->torch ? most * sizeof(bf__kv) : 0) + 8;
     if (need > cs->cap) {
         unsigned char *b = bf__realloc(cs->buf, need);
         if (!b) return;   /* the steps run one by one */
@@ -403,11 +413,21 @@ void bf__plan_csel_start(bf_plan *p, const unsigned char *act, const unsigned ch
         scan(p->vals[cl->mask].data, p->vals[cl->mask].dims[0], nz);
         /* the bits: NaN payloads and -0 as GatherND and TopK copy them */
         for (int64_t t = 0; t < cl->n; t++) memcpy(&sc[t], &x[nz[t]], sizeof *sc);
-        for (int64_t t = 0; t < cl->n; t++) idx[t] = t;
-        const int64_t *srt = sort_desc(idx, tmp, sc, cl->n);
-        for (int64_t t = 0; t < cl->kk; t++) {
-            memcpy(&tv[t], &sc[srt[t]], sizeof *tv);
-            ti[t] = srt[t];
+        if (cs->torch) {   /* as topk_run_torch: (value, index) pairs in index order */
+            bf__kv *a = (bf__kv *)(void *)(tmp + most);
+            for (int64_t t = 0; t < cl->n; t++) a[t] = (bf__kv){.v = sc[t], .i = t};
+            bf__torch_topk(a, cl->n, cl->kk, 1, cl->sorted);
+            for (int64_t t = 0; t < cl->kk; t++) {
+                memcpy(&tv[t], &sc[a[t].i], sizeof *tv);
+                ti[t] = a[t].i;
+            }
+        } else {
+            for (int64_t t = 0; t < cl->n; t++) idx[t] = t;
+            const int64_t *srt = sort_desc(idx, tmp, sc, cl->n);
+            for (int64_t t = 0; t < cl->kk; t++) {
+                memcpy(&tv[t], &sc[srt[t]], sizeof *tv);
+                ti[t] = srt[t];
+            }
         }
         size_t vs = bf_dtype_size(cl->value_dtype);
         for (int64_t t = 0; t < cl->kk; t++) memcpy(cs->buf + cl->lab + (size_t)t * vs, cl->value, vs);
