@@ -332,6 +332,7 @@ static void compare_cut(const bf_ragged_output *outs, size_t n_outs, const json_
         }
         all->bad += c.bad;
     }
+    if (all->nms_images < 4) { all->cut_at[all->nms_images][0] = i; all->cut_at[all->nms_images][1] = cut; }
     all->nms_images++;
     all->nms_rows += after;
 }
@@ -419,9 +420,13 @@ void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
         printf("ties: %lld rows in groups of equal scores (no \"ties\" in the reference: matched as a set), %lld of "
                "their boxes unverifiable (not among ours, in a full list: PyTorch chose among equal scores); ",
                (long long)c->tied, (long long)c->unverified);
-    if (c->nms_images)
-        printf("NMS near-ties: %lld images cut, %lld rows after the cuts unverifiable (our NMS chose within "
-               "rounding); ", (long long)c->nms_images, (long long)c->nms_rows);
+    if (c->nms_images) {
+        printf("NMS near-ties: %lld images cut (", (long long)c->nms_images);
+        for (int64_t k = 0; k < c->nms_images && k < 4; k++)
+            printf("%simage %lld from row %lld", k ? ", " : "", (long long)c->cut_at[k][0], (long long)c->cut_at[k][1]);
+        printf("%s), %lld rows after the cuts unverifiable (our NMS chose within rounding); ",
+               c->nms_images > 4 ? ", ..." : "", (long long)c->nms_rows);
+    }
     if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
     if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
     else printf("MISMATCH: %lld values, first in sample %lld '%s': got %.9g, want %.9g", (long long)c->bad,

@@ -22,6 +22,7 @@ typedef struct cmp {
     int ties_malformed;         /* its "ties" field is not of the README's shape */
     int64_t inferred;           /* of tied: rows under the rule without "ties" (the group ending a full list) */
     int64_t nms_images, nms_rows;   /* images cut at an NMS near tie (conf_ties.cut), rows after the cuts */
+    int64_t cut_at[4][2];           /* the first four cuts: image, row */
 } cmp;
 
 /* What says which rows of a one-image graph tie: the reference's "ties"

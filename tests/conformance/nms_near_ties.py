@@ -19,7 +19,8 @@ torchvision's definition (keep the best score, drop every later box whose IoU wi
 So the runner must cut image 0 at row 1 (B) and image 2 at row 2 (F), check the rows before
 in place, and report the rest unverifiable; image 1 is checked whole. Cases:
 
-- the unedited reference passes, "2 images cut, 5 rows after the cuts unverifiable";
+- the unedited reference passes, "2 images cut (image 0 from row 1, image 2 from row 2), 5 rows
+  after the cuts unverifiable";
 - image 0's reference as another engine would give it (A kept instead of B) passes, and so do
   a moved box after a cut (image 0 row 2, image 2 row 3) and a row fewer after the cut;
 - a box moved before a cut (image 0 row 0, image 2 row 1) is a MISMATCH, and so is one in
@@ -158,7 +159,8 @@ def main():
                 return "image 0 a row fewer after its cut"
 
             t.case("unedited", lambda ref: "PyTorch-style reference as is", True,
-                   "NMS near-ties: 2 images cut, 5 rows after the cuts unverifiable")
+                   "NMS near-ties: 2 images cut (image 0 from row 1, image 2 from row 2), 5 rows after the cuts "
+                   "unverifiable")
             t.case("other choice", other_choice, True)
             t.case("after the cut, image 0", move(0, 2), True)
             t.case("after the cut, image 2", move(2, 3), True)
