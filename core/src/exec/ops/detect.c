@@ -31,7 +31,12 @@
  * the same (each class's own NMS sorts stably, as the export's one NMS
  * does); only their order differs, and with it which tied boxes survive a
  * cut after it (detections_per_img, post_nms_top_n). At 1000 boxes or
- * fewer batched_nms runs the one NMS the export holds: the selection order. */
+ * fewer batched_nms runs the one NMS the export holds: the selection order.
+ *
+ * When the caller asks (bf_eval_opts.nms_ties: the conformance runner;
+ * p->nms set at run time), the selection also records the decisions it took
+ * within rounding (op.h, bf__nms_sample), the same selection either way;
+ * otherwise the one added test is nt == NULL per pair compared. */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
