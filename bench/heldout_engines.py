@@ -12,7 +12,14 @@ several values, a box or a mask, its row's largest magnitude: tests/fixtures/REA
 The fault is applied to a copy of the .onnx (the initializer's element, bit flipped) for ONNX
 Runtime and bitflip, and to the module's parameter for PyTorch float64 (the model rebuilt by
 bench/heldout_det.py's build(), which is seeded). --rows prints, per image, the rows of a
-detector whose values differ past the tolerance in any engine."""
+detector whose values differ past the tolerance in any engine.
+
+  /usr/bin/python3 bench/heldout_engines.py STEM --ort-ref DIR
+
+writes DIR/NAME.{onnx,eval.safetensors,ref.json}: the same case with ONNX Runtime's outputs as
+the reference, golden and under every fault (the metric fields dropped), for
+`bitflip-conformance DIR`: ONNX Runtime as a witness of the rule on NMS near-ties (docs/OPS.md,
+"NMS near-ties"), the rows before bitflip's cut must match its rows too."""
 import argparse
 import json
 import os
@@ -121,6 +128,36 @@ def run_f64(name, stem, rec, n, names):
     return outs
 
 
+def ort_ref(stem, out_dir):
+    """The case with ONNX Runtime's outputs as its reference (the module docstring)."""
+    import shutil
+    ref, want = load_ref(stem, None)
+    names, n = ref["outputs"], len(want)
+    case = os.path.basename(stem)
+    os.makedirs(out_dir, exist_ok=True)
+    data = stem + ".eval.safetensors"
+
+    def rows(outs):
+        return [{k: o[k].reshape(len(o[k]), -1).tolist() if o[k].ndim > 1 else o[k].tolist() for k in names}
+                for o in outs]
+    with tempfile.TemporaryDirectory() as tmp:
+        new = {k: v for k, v in ref.items() if not k.startswith("golden") and k not in ("faults", "ties")}
+        new["golden"] = rows(run_ort(stem + ".onnx", data, n, os.path.join(tmp, "ort.json")))
+        new["faults"] = []
+        for f in ref.get("faults", []):
+            m = os.path.join(tmp, "f.onnx")
+            flipped_onnx(stem, f, m)
+            k = len(f["outputs"])
+            g = {x: f[x] for x in ("param", "index", "bit", "old", "new")}
+            g["outputs"] = rows(run_ort(m, data, k, os.path.join(tmp, "ort.json")))
+            new["faults"].append(g)
+    for ext in ("onnx", "eval.safetensors") + (("onnx.data",) if os.path.exists(stem + ".onnx.data") else ()):
+        shutil.copy(f"{stem}.{ext}", os.path.join(out_dir, f"{case}.{ext}"))
+    with open(os.path.join(out_dir, case + ".ref.json"), "w") as f:
+        json.dump(new, f)
+    print(f"wrote {out_dir}/{case}.ref.json: ONNX Runtime's outputs, golden and {len(new['faults'])} faults")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("stem")
@@ -128,7 +165,10 @@ def main():
     ap.add_argument("--bitflip", default=os.path.join(ROOT, "build", "bitflip"))
     ap.add_argument("--no-f64", action="store_true")
     ap.add_argument("--rows", action="store_true")
+    ap.add_argument("--ort-ref", metavar="DIR")
     a = ap.parse_args()
+    if a.ort_ref:
+        return ort_ref(a.stem, a.ort_ref)
     ref, want = load_ref(a.stem, a.fault)
     names = ref["outputs"]
     n = len(want)

@@ -299,6 +299,44 @@ static int64_t tied_rows(const bf_ragged_output *outs, size_t n_outs, const json
     return 0;
 }
 
+/* Sample i cut at an NMS near tie (conf_ties.cut): each output's rows
+ * [0, cut) in place, as compare_rows checks rows; the rows after the cut
+ * (the more of ours and the reference's) counted unverifiable, not passed
+ * as matching nor failed: which boxes NMS kept from there on followed
+ * rounding (docs/OPS.md, "NMS near-ties"). Both must have the cut's rows. */
+static void compare_cut(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, int64_t cut,
+                        cmp *all, const char **out_bad)
+{
+    int64_t after = 0;
+    for (size_t k = 0; k < n_outs && !all->format_error; k++) {
+        const bf_ragged_output *o = &outs[k];
+        const json_t *want = json_object_get(obj, o->name);
+        int64_t a = o->offsets[i], rows = (o->offsets[i + 1] - a) / o->row_elems;
+        if (!json_is_array(want)) { all->format_error = 1; return; }
+        int64_t ref_rows = (int64_t)json_array_size(want);
+        if (rows < cut || ref_rows < cut) {   /* not the cut's rows: the outputs disagree on their counts */
+            if (all->first_bad < 0) { all->first_bad = i; all->first_got = (double)rows; all->first_want = (double)ref_rows; *out_bad = o->name; }
+            all->bad++;
+            continue;
+        }
+        int64_t more = (rows > ref_rows ? rows : ref_rows) - cut;
+        if (more > after) after = more;
+        cmp c = compare_rows(o->data + a, o->row_elems, want, cut, o->row_elems > 1 ? 1 : 0);
+        if (c.format_error) { all->format_error = 1; return; }
+        if (c.worst > all->worst) all->worst = c.worst;
+        if (c.bad && all->first_bad < 0) {
+            all->first_bad = i;
+            all->first_got = c.first_got;
+            all->first_want = c.first_want;
+            *out_bad = o->name;
+        }
+        all->bad += c.bad;
+    }
+    if (all->nms_images < 4) { all->cut_at[all->nms_images][0] = i; all->cut_at[all->nms_images][1] = cut; }
+    all->nms_images++;
+    all->nms_rows += after;
+}
+
 cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
                    const char **out_bad, const conf_ties *tc)
 {
@@ -311,6 +349,9 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
     for (int64_t i = 0; i < n; i++) {
         const json_t *obj = json_array_get(ref, (size_t)i);
         if (!json_is_object(obj)) { all.format_error = 1; return all; }
+        /* an NMS near tie: rows [0, cut) in place alone, the rest unverifiable */
+        int64_t cut = tc->cut ? tc->cut[i] : -1;
+        if (cut >= 0) { compare_cut(outs, n_outs, obj, i, cut, &all, out_bad); continue; }
         /* the tied rows, and each free output's untied rows in place */
         int64_t k_rows = n_outs ? (outs[0].offsets[i + 1] - outs[0].offsets[i]) / outs[0].row_elems : 0;
         int32_t *tie = may_tie && k_rows ? calloc((size_t)k_rows, sizeof *tie) : NULL;
@@ -379,6 +420,13 @@ void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
         printf("ties: %lld rows in groups of equal scores (no \"ties\" in the reference: matched as a set), %lld of "
                "their boxes unverifiable (not among ours, in a full list: PyTorch chose among equal scores); ",
                (long long)c->tied, (long long)c->unverified);
+    if (c->nms_images) {
+        printf("NMS near-ties: %lld images cut (", (long long)c->nms_images);
+        for (int64_t k = 0; k < c->nms_images && k < 4; k++)
+            printf("%simage %lld from row %lld", k ? ", " : "", (long long)c->cut_at[k][0], (long long)c->cut_at[k][1]);
+        printf("%s), %lld rows after the cuts unverifiable (our NMS chose within rounding); ",
+               c->nms_images > 4 ? ", ..." : "", (long long)c->nms_rows);
+    }
     if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
     if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
     else printf("MISMATCH: %lld values, first in sample %lld '%s': got %.9g, want %.9g", (long long)c->bad,
@@ -425,4 +473,44 @@ int64_t ref_row_cap(const json_t *ref, const char *name)
         if (k > cap) cap = k;
     }
     return cap;
+}
+
+/* The first row of a list of scores (ours, or a JSON array) at or below thr
+ * (its row count when none is); a NaN score counts as below. */
+static int64_t first_at_or_below(const float *ours, const json_t *ref, int64_t rows, double thr)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double v;
+        if (ours) v = ours[r];
+        else if (!json_to_double(json_array_get(ref, (size_t)r), &v)) return r;
+        if (!(v > thr)) return r;
+    }
+    return rows;
+}
+
+int nms_cuts(const struct bf_nms_ties *t, const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n,
+             const char *score, int64_t **out)
+{
+    *out = NULL;
+    const bf_ragged_output *s = NULL;
+    for (size_t k = 0; score && k < n_outs; k++)
+        if (!strcmp(outs[k].name, score) && outs[k].row_elems == 1) s = &outs[k];
+    int64_t *cut = NULL;
+    for (int64_t i = 0; t && i < n; i++) {
+        float at;
+        int kind = bf_nms_ties_at(t, i, &at);
+        if (!kind) continue;
+        if (!cut) {
+            if (!(cut = malloc((size_t)n * sizeof *cut))) return 0;
+            for (int64_t j = 0; j < n; j++) cut[j] = -1;
+        }
+        const json_t *want = s ? json_object_get(json_array_get(ref, (size_t)i), s->name) : NULL;
+        if (kind == 2 || !s || !json_is_array(want)) { cut[i] = 0; continue; }
+        double tol = fabs(at) * RTOL > ATOL ? fabs(at) * RTOL : ATOL, thr = at + tol;
+        int64_t a = s->offsets[i], ours = first_at_or_below(s->data + a, NULL, s->offsets[i + 1] - a, thr);
+        int64_t theirs = first_at_or_below(NULL, want, (int64_t)json_array_size(want), thr);
+        cut[i] = ours < theirs ? ours : theirs;
+    }
+    *out = cut;
+    return 1;
 }

@@ -21,6 +21,8 @@ typedef struct cmp {
     int64_t tied, unverified;   /* rows under the reference's "ties"; of those, boxes not found in ours */
     int ties_malformed;         /* its "ties" field is not of the README's shape */
     int64_t inferred;           /* of tied: rows under the rule without "ties" (the group ending a full list) */
+    int64_t nms_images, nms_rows;   /* images cut at an NMS near tie (conf_ties.cut), rows after the cuts */
+    int64_t cut_at[4][2];           /* the first four cuts: image, row */
 } cmp;
 
 /* What says which rows of a one-image graph tie: the reference's "ties"
@@ -30,6 +32,11 @@ typedef struct conf_ties {
     const json_t *ties;   /* the reference's "ties", or NULL */
     const char *score;    /* the graph's one float32 [K] output (the scores), or NULL: no inferred ties */
     int64_t cap;          /* the most rows any image has anywhere in the reference (a full list) */
+    /* per image, the row where our NMS took a decision within rounding
+     * (nms_cuts): rows before it are checked in place, the rest of the
+     * image (ours and the reference's) is unverifiable; -1 none. NULL: no
+     * image has one. */
+    const int64_t *cut;
 } conf_ties;
 
 /* A JSON number, or one of the strings standing for non-finite values. */
@@ -43,6 +50,17 @@ cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t row
  * objects; *rows_bad is the first image whose row count differs (or -1). */
 cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n, int64_t *rows_bad,
                    const char **out_bad, const conf_ties *tc);
+
+/* Per image of a one-image graph's run, where its rows stop being
+ * verifiable (docs/OPS.md, "NMS near-ties"): the record says our last NMS
+ * took a decision within rounding at score T (the first in score order):
+ * the first row, ours or the reference's (each in output order), whose
+ * score (output `score`) is <= T plus the score tolerance; an earlier NMS
+ * (a detector's proposals), or no score output: row 0. *out: NULL when no
+ * image has one, else n cuts (-1: none; free it). Returns 0 out of memory. */
+struct bf_nms_ties;
+int nms_cuts(const struct bf_nms_ties *t, const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n,
+             const char *score, int64_t **out);
 
 void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad);
 void print_cmp(const cmp *c, int64_t cols);

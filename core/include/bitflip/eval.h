@@ -71,7 +71,32 @@ typedef struct bf_eval_opts {
     /* The plans' cap on a run's memory for shapes that are data
      * (bf_plan_opts.max_run_bytes; 0: its default). The CLI's --run-memory. */
     uint64_t max_run_bytes;
+    /* Optional (the conformance runner; NULL for everyone else, which costs
+     * nothing): a record, per eval-set sample of a one-sample graph, of the
+     * decisions its NonMaxSuppression took within rounding (bf_nms_ties_new
+     * below). Each run rewrites the record of every sample it computes;
+     * outputs are unchanged. */
+    struct bf_nms_ties *nms_ties;
 } bf_eval_opts;
+
+/* NMS near-ties (docs/OPS.md, "NMS near-ties"). Another engine's scores
+ * differ from ours in the last bits, so where NMS chose between two boxes
+ * whose scores are within rounding of each other (a kept box and one it
+ * suppressed), or an IoU lay within rounding of the threshold, it may have
+ * kept the other box, and every box after it may differ. A record holds,
+ * per sample, whether its pass took such a decision: scores a and b are
+ * within rounding when |a - b| <= max(score_atol, score_rtol max(|a|, |b|)),
+ * an IoU when within iou_margin of the threshold, a candidate's score when
+ * within rounding of NonMaxSuppression's score_threshold. */
+typedef struct bf_nms_ties bf_nms_ties;
+bf_status bf_nms_ties_new(int64_t samples, double score_rtol, double score_atol, double iou_margin,
+                          bf_nms_ties **out, bf_error *err);
+void bf_nms_ties_free(bf_nms_ties *t);
+/* Sample s's record from its last run: 0 no near tie; 1 the last
+ * NonMaxSuppression of the pass took one, *score its highest score involved
+ * (its first such decision in score order); 2 an earlier one did (a
+ * detector's proposals: every box after it may differ). */
+int bf_nms_ties_at(const bf_nms_ties *t, int64_t s, float *score);
 
 /* What bf_evaluator_create and a run of it will hold (bitflip/plan.h),
  * computed without allocating it. */

@@ -58,6 +58,7 @@ struct bf_evaluator {
     const bf_ragged_output *rag_base;
     bf__eval_ckpt ckp;        /* one-sample graphs: the golden checkpoints (eval_ckpt.h) */
     bf__eval_det det;         /* detection: its outputs, ground truth, a pass's views (eval_det.h) */
+    bf_nms_ties *nms;         /* one-sample graphs: NMS near-ties recorded here (bf_eval_opts.nms_ties), or NULL */
     bf_value_fault *vf;       /* value faults, by eval-set sample */
     size_t n_vf, vf_cap;
     float *vf_old, *vf_new;   /* what each saw in the last run */
@@ -237,6 +238,7 @@ bf_status bf_evaluator_create(const bf_model *model, const bf_dataset *ds, const
     int64_t rest = ev->samples % ev->batch;
 
     ev->fuse = opts && opts->fuse_activations;
+    ev->nms = opts ? opts->nms_ties : NULL;
     bf_plan_opts po = {.share_buffers = opts && opts->share_buffers, .fuse_activations = ev->fuse, .unbatched = ev->unbatched,
                        .max_run_bytes = opts ? opts->max_run_bytes : 0};
     ev->plans = bf__calloc((size_t)ev->threads + 2, sizeof *ev->plans);
@@ -369,6 +371,15 @@ static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t sta
     int64_t n = bf_plan_batch(plan);
     bf_status st;
     int golden = 0;
+    if (ev->unbatched && ev->nms && start < ev->nms->samples) {
+        /* the sample's record starts afresh (a skipped NMS, golden by the
+         * checkpoints, records nothing: the runner asks on plain passes) */
+        memset(&ev->nms->s[start], 0, sizeof ev->nms->s[start]);
+        plan->nms = ev->nms;
+        plan->nms_sample = start;
+    } else {
+        plan->nms = NULL;
+    }
     st = ev->unbatched ? bf__eval_ckpt_run(&ev->ckp, plan, start, &golden, err) : bf_plan_run(plan, err);
     if (st != BF_OK) return st;
     /* each fault's report comes from the one batch that holds its sample

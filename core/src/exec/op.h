@@ -29,6 +29,28 @@
  * follows them can hold their parameters to recompute them. */
 #define BF__OP_SUBPARAMS_MAX 768
 
+/* NonMaxSuppression's decisions taken within rounding, recorded per sample
+ * when a caller asks (bf_eval_opts.nms_ties: the conformance runner; docs/
+ * OPS.md, "NMS near-ties"): a kept box and a box it suppressed whose scores
+ * are within the score tolerance, or a compared IoU within `iou` of the
+ * threshold, or a candidate's score within the tolerance of the
+ * score_threshold. Another engine's last bits may decide those the other
+ * way and cascade, so the rows of the sample from there on cannot be
+ * verified against it. */
+typedef struct bf__nms_sample {
+    int runs;          /* NonMaxSuppression runs in the sample's pass so far */
+    int earlier;       /* a run before the last one had a near tie */
+    int last;          /* the last run had one ... */
+    float score;       /* ... its highest score involved (the first in score order) */
+} bf__nms_sample;
+
+struct bf_nms_ties {
+    int64_t samples;
+    double rtol, atol;   /* scores a and b are within rounding: |a - b| <= max(atol, rtol max(|a|, |b|)) */
+    double iou;          /* an IoU within this of the threshold */
+    bf__nms_sample *s;   /* per sample */
+};
+
 typedef struct bf__prep {
     const bf__node *node;
     int64_t opset;
@@ -58,6 +80,10 @@ typedef struct bf__prep {
      * plan build. */
     bf_status (*run_alloc)(void *ctx, size_t bytes, const char *what, void **out, bf_error *err);
     void *run_ctx;
+    /* at_run 1, when the caller records NMS near-ties: the margins, and the
+     * record of the sample being run (NULL: nothing recorded, the normal path) */
+    const struct bf_nms_ties *nms;
+    bf__nms_sample *nms_at;
 } bf__prep;
 
 /* Where a row lookup (Gather on axis 0, EmbeddingBag) reads the rows of

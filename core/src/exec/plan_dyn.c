@@ -139,6 +139,8 @@ void bf__prep_at_run(bf__prep *prep, bf_plan *p, const bf__node *n, int n_in, in
     prep->data_dependent = 0;
     prep->run_alloc = prep_alloc;
     prep->run_ctx = p;
+    prep->nms = p->nms;
+    prep->nms_at = p->nms ? &p->nms->s[p->nms_sample] : NULL;
 }
 
 bf_status bf__dyn_run_step(bf_plan *p, size_t i, bf_error *err)

@@ -189,6 +189,10 @@ struct bf_plan {
     bf__prep *dyn_prep;
     bf__prep *sub_prep;       /* a subgraph node's (plan_sub.c) */
     bf__dynarena dyn;
+    /* NMS near-ties (op.h, bf_nms_ties): the record the evaluator's caller
+     * asked for, and the sample this run computes; NULL: none recorded */
+    struct bf_nms_ties *nms;
+    int64_t nms_sample;
     /* graph inputs read where the caller's rows lie (bf__plan_input_view)
      * since the plan was made: the tests see that a view was taken */
     uint64_t n_input_views;

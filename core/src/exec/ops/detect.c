@@ -31,7 +31,12 @@
  * the same (each class's own NMS sorts stably, as the export's one NMS
  * does); only their order differs, and with it which tied boxes survive a
  * cut after it (detections_per_img, post_nms_top_n). At 1000 boxes or
- * fewer batched_nms runs the one NMS the export holds: the selection order. */
+ * fewer batched_nms runs the one NMS the export holds: the selection order.
+ *
+ * When the caller asks (bf_eval_opts.nms_ties: the conformance runner;
+ * p->nms set at run time), the selection also records the decisions it took
+ * within rounding (op.h, bf__nms_sample), the same selection either way;
+ * otherwise the one added test is nt == NULL per pair compared. */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
@@ -201,14 +206,60 @@ static inline void suppress(const float *c, const float *area, int64_t i, int64_
     if (ovr > iou) supp[j] = 1;
 }
 
+/* A near-tie record's state in one NonMaxSuppression run (op.h,
+ * bf__nms_sample): the margins, and the highest score a decision within
+ * them involved so far. */
+typedef struct nms_note {
+    const struct bf_nms_ties *m;
+    const float *s;    /* the class's scores */
+    int tie;
+    float score;
+} nms_note;
+
+static int within(const struct bf_nms_ties *m, float a, float b)
+{
+    double mag = fabs(a) > fabs(b) ? fabs(a) : fabs(b), tol = m->rtol * mag > m->atol ? m->rtol * mag : m->atol;
+    return isfinite(a) && isfinite(b) && fabs((double)a - (double)b) <= tol;
+}
+
+static void note(nms_note *nt, float score)
+{
+    if (!nt->tie || score > nt->score) nt->score = score;
+    nt->tie = 1;
+}
+
+/* suppress, and whether the decision was within rounding: box j suppressed
+ * by i at a score within rounding of i's (either could have been kept: from
+ * i's score on), or an IoU within the margin of the threshold (j's fate:
+ * from j's score on). Only when recording. */
+static void suppress_noted(const float *c, const float *area, int64_t i, int64_t j, float iou, unsigned char *supp,
+                           nms_note *nt)
+{
+    const float *ci = c + 4 * i, *cj = c + 4 * j;
+    float w = std_max(0.0f, std_min(ci[2], cj[2]) - std_max(ci[0], cj[0]));
+    float h = std_max(0.0f, std_min(ci[3], cj[3]) - std_max(ci[1], cj[1]));
+    float inter = w * h;
+    float ovr = inter / (area[i] + area[j] - inter);
+    if (ovr > iou) supp[j] = 1;
+    if (supp[j] && within(nt->m, nt->s[i], nt->s[j])) note(nt, nt->s[i]);
+    if (fabs((double)ovr - (double)iou) <= nt->m->iou && isfinite(nt->s[j])) note(nt, nt->s[j]);
+}
+
+static inline void suppress_one(const float *c, const float *area, int64_t i, int64_t j, float iou, unsigned char *supp,
+                                nms_note *nt)
+{
+    if (nt) suppress_noted(c, area, i, j, iou, supp, nt);
+    else suppress(c, area, i, j, iou, supp);
+}
+
 static void suppress_after(const x_index *xi, const int64_t *order, int64_t m, int64_t ii, const float *c,
-                           const float *area, float iou, unsigned char *supp)
+                           const float *area, float iou, unsigned char *supp, nms_note *nt)
 {
     int64_t i = order[ii];
     const float *ci = c + 4 * i;
     if (!(isfinite(ci[0]) && isfinite(ci[1]) && isfinite(ci[2]) && isfinite(ci[3]))) {
         for (int64_t jj = ii + 1; jj < m; jj++)   /* as the kernel: every later box */
-            if (!supp[order[jj]]) suppress(c, area, i, order[jj], iou, supp);
+            if (!supp[order[jj]]) suppress_one(c, area, i, order[jj], iou, supp, nt);
         return;
     }
     double from = (double)ci[0] - xi->width, to = (double)ci[2];
@@ -221,7 +272,7 @@ static void suppress_after(const x_index *xi, const int64_t *order, int64_t m, i
     }
     for (int64_t t = lo; t < xi->n_x && xi->x[t] <= to; t++) {
         int64_t j = xi->by_x[t];
-        if (xi->rank[j] > ii && !supp[j]) suppress(c, area, i, j, iou, supp);
+        if (xi->rank[j] > ii && !supp[j]) suppress_one(c, area, i, j, iou, supp, nt);
     }
 }
 
@@ -249,9 +300,11 @@ static bf_status read_limits(const bf__node *n, const bf_tensor *const *in, int 
     return BF_OK;
 }
 
-/* The selection. out NULL: count only; else up to cap rows into out. */
+/* The selection. out NULL: count only; else up to cap rows into out.
+ * rec (NULL but when the caller records them): this run's near ties. */
 static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n_in, int center, int torch,
-                            void *scratch, int64_t *out, int64_t cap, int64_t *count, bf_error *err)
+                            void *scratch, int64_t *out, int64_t cap, int64_t *count, const struct bf_nms_ties *ties,
+                            bf__nms_sample *rec, bf_error *err)
 {
     nms_limits l;
     bf_status st = read_limits(n, in, n_in, &l, err);
@@ -270,6 +323,7 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
     bf__kv *kv = (bf__kv *)(((uintptr_t)(xi.x + nbox) + 63) & ~(uintptr_t)63);
     torch = torch && nbox > TORCH_VANILLA_BOXES && out;
     const float *boxes = in[0]->data, *scores = in[1]->data;
+    nms_note note_at = {.m = ties}, *nt = rec && ties ? &note_at : NULL;
     for (int64_t b = 0; b < nb; b++) {
         corners(boxes + b * nbox * 4, nbox, center, c, area);
         for (int64_t k = 0; k < ncls; k++) {
@@ -277,6 +331,10 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
             int64_t m = 0, kept = 0, row0 = rows;
             for (int64_t i = 0; i < nbox; i++)
                 if (!l.have_score || s[i] > l.score) order[m++] = i;
+            if (nt && l.have_score)   /* a box in or out by rounding at the score threshold */
+                for (int64_t i = 0; i < nbox; i++)
+                    if (within(ties, s[i], l.score)) note(nt, s[i]);
+            if (nt) nt->s = s;
             merge_sort(order, tmp, m, by_score, s);
             x_build(&xi, order, m, c);
             memset(supp, 0, (size_t)nbox);
@@ -291,12 +349,18 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
                 }
                 rows++;
                 if (++kept == l.max_out) break;
-                suppress_after(&xi, order, m, ii, c, area, l.iou, supp);
+                suppress_after(&xi, order, m, ii, c, area, l.iou, supp, nt);
             }
             if (torch) torch_vanilla_order(out + 3 * row0, rows - row0, s, kv);
         }
     }
     *count = rows;
+    if (nt) {   /* the sample's record: an earlier run's tie stays (op.h) */
+        rec->earlier |= rec->runs && rec->last;
+        rec->runs++;
+        rec->last = nt->tie;
+        rec->score = nt->score;
+    }
     return BF_OK;
 }
 
@@ -368,13 +432,15 @@ static bf_status nms_prepare(bf__prep *p, bf_error *err)
                                &buf, err)))
             return st;
         int64_t *rows = (int64_t *)((unsigned char *)buf + work);
-        if ((st = nms_select(n, p->in, p->n_in, np->center, np->torch, buf, rows, cap, &np->count, err))) return st;
+        if ((st = nms_select(n, p->in, p->n_in, np->center, np->torch, buf, rows, cap, &np->count, p->nms, p->nms_at,
+                             err)))
+            return st;
         np->sel = rows;
         p->scratch = 0;
     } else {
         void *scratch = bf__aligned_alloc(p->scratch);
         if (!scratch) return bf__node_error(err, n, BF_ENOMEM, "out of memory for %lld boxes", (long long)bx->dims[1]);
-        st = nms_select(n, p->in, p->n_in, np->center, np->torch, scratch, NULL, 0, &np->count, err);
+        st = nms_select(n, p->in, p->n_in, np->center, np->torch, scratch, NULL, 0, &np->count, p->nms, p->nms_at, err);
         bf__free(scratch);
         if (st) return st;
     }
@@ -400,7 +466,8 @@ static bf_status nms_run(const bf__ctx *c, bf_error *err)
         return BF_OK;
     }
     int64_t got;
-    bf_status st = nms_select(c->node, c->in, c->n_in, np->center, np->torch, c->scratch, o->data, np->count, &got, err);
+    bf_status st = nms_select(c->node, c->in, c->n_in, np->center, np->torch, c->scratch, o->data, np->count, &got, NULL,
+                              NULL, err);
     if (st) return st;
     if (got != np->count)
         return bf__node_error(err, c->node, BF_EINVAL, "its inputs changed since it was prepared (%lld boxes "
