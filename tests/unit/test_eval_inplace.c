@@ -24,6 +24,8 @@
  *     bf__plan_input_view this test fails: the fault lands in the eval set.)
  *   - an eval set in float16, cast to the float32 input: copied, never
  *     viewed, the same outputs.
+ *   - a graph of ten inputs, two more than eval.c's VIEW_INPUTS: eight
+ *     viewed in every batch, the rest copied, the sums hand-worked.
  *   - every allocation of the set's load, the evaluator and its run refused
  *     in turn: a clean BF_ENOMEM, then the reference. */
 #include <math.h>
@@ -265,6 +267,59 @@ static void a_cast_is_copied(void **state)
     teardown(&fx);
 }
 
+/* A graph of more inputs than VIEW_INPUTS (eval.c: 8): x0 + x1 + ... + x9,
+ * each [B, 16] (rows of 64 bytes: every batch aligned). The first eight are
+ * viewed in every batch, the last two copied, and the sums are the
+ * hand-worked ones. */
+#define WIDE 10
+static void inputs_past_the_bound_are_copied(void **state)
+{
+    (void)state;
+    tg_graph g = {.opset = 13};
+    char names[WIDE][8], sums[WIDE][8];
+    th_st_tensor t[WIDE];
+    float x[WIDE][N * 16], want[N * 16] = {0};
+    for (int i = 0; i < WIDE; i++) {
+        snprintf(names[i], sizeof names[i], "x%d", i);
+        snprintf(sums[i], sizeof sums[i], i == WIDE - 1 ? "y" : "s%d", i);
+        g.ins[g.n_ins++] = tg_value_info(&g, names[i], 1, 2, (int64_t[]){-1, 16});
+        if (i > 0)
+            tg_node(&g, "Add", sums[i], (const char *[]){i == 1 ? names[0] : sums[i - 1], names[i]}, 2, sums[i]);
+        fill(x[i], N * 16);
+        for (int k = 0; k < N * 16; k++) x[i][k] += (float)i;   /* quarters: every sum exact */
+        for (int k = 0; k < N * 16; k++) want[k] += x[i][k];
+        t[i] = (th_st_tensor){.name = names[i], .dtype = "F32", .ndim = 2, .dims = {N, 16}, .data = x[i],
+                              .bytes = sizeof x[i]};
+    }
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, 16});
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "wide", &len);
+    tg_free(&g);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "wide.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    assert_int_equal(bf_model_num_inputs(m), WIDE);
+    buf = th_st_build(t, WIDE, &len);
+    bf_dataset *ds = NULL;
+    if (bf_dataset_load_buffer(buf, len, "wide", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    for (int threads = 1; threads <= 2; threads++) {
+        bf_evaluator *ev = evaluator(m, ds, 4, threads, 1);
+        uint64_t v0 = views(ev);
+        bf_eval_result r = {0};
+        if (bf_evaluator_run(ev, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
+        assert_int_equal(r.out_cols, 16);
+        assert_memory_equal(r.outputs, want, sizeof want);
+        /* three batches (4, 4 and 2 samples), eight inputs viewed in each */
+        if (threads == 1) assert_int_equal(views(ev) - v0, 3 * 8);
+        for (int i = 0; i < WIDE; i++) assert_memory_equal(bf_dataset_find(ds, names[i])->data, x[i], sizeof x[i]);
+        bf_evaluator_free(ev);
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 static void allocation_failures_fail_cleanly(void **state)
 {
     (void)state;
@@ -311,6 +366,7 @@ int main(void)
         cmocka_unit_test(batches_read_in_place),
         cmocka_unit_test(input_faults_are_copied),
         cmocka_unit_test(a_cast_is_copied),
+        cmocka_unit_test(inputs_past_the_bound_are_copied),
         cmocka_unit_test(allocation_failures_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
