@@ -16,7 +16,7 @@
 #include "bitflip/plan.h"
 #include "onnx.pb-c.h"
 
-#define TG_MAX_IO 8     /* graph inputs, and graph outputs */
+#define TG_MAX_IO 16    /* graph inputs, and graph outputs */
 #define TG_MAX_ATTRS 8  /* attributes per node */
 #define TG_MAX_DIMS 8   /* dims of an initializer or a declared shape */
 

@@ -24,6 +24,8 @@
  *     bf__plan_input_view this test fails: the fault lands in the eval set.)
  *   - an eval set in float16, cast to the float32 input: copied, never
  *     viewed, the same outputs.
+ *   - a graph of ten inputs, two more than eval.c's VIEW_INPUTS: eight
+ *     viewed in every batch, the rest copied, the sums hand-worked.
  *   - every allocation of the set's load, the evaluator and its run refused
  *     in turn: a clean BF_ENOMEM, then the reference. */
 #include <math.h>
@@ -49,6 +51,21 @@
 static const float W[C][C] = {{1.0f, -2.0f}, {0.5f, 3.0f}};
 static const float B[C] = {0.25f, -1.0f};
 
+/* g packed, freed and loaded as NAME.onnx */
+static bf_model *packed(tg_graph *g, const char *name)
+{
+    size_t len = 0;
+    uint8_t *buf = tg_pack(g, name, &len);
+    tg_free(g);
+    char label[32];
+    snprintf(label, sizeof label, "%s.onnx", name);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, label, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    return m;
+}
+
 static bf_model *graph(int64_t h, int64_t w)
 {
     tg_graph g = {.opset = 13};
@@ -64,14 +81,7 @@ static bf_model *graph(int64_t h, int64_t w)
     tg_node(&g, "Add", "sum", (const char *[]){"af", "g"}, 2, "y");
     g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, C, h, w});
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, C * h * w});
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "inplace", &len);
-    tg_free(&g);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "inplace.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    return m;
+    return packed(&g, "inplace");
 }
 
 /* quarters in [-4, 4): exact in float16 too */
@@ -158,22 +168,46 @@ static bf_evaluator *evaluator(const bf_model *m, const bf_dataset *ds, int64_t 
     return ev;
 }
 
+/* The graph over H x W maps, its eval set x (float16 with f16), and the
+ * reference y; what every test below starts from. */
+typedef struct {
+    bf_model *m;
+    float *x, *y;
+    bf_dataset *ds;
+    int64_t hw;
+} fixture;
+
+static fixture setup(int64_t h, int64_t w, int f16)
+{
+    fixture f = {.m = graph(h, w), .hw = h * w};
+    f.x = malloc(sizeof(float) * (size_t)(N * C * f.hw));
+    f.y = malloc(sizeof(float) * (size_t)(N * C * f.hw));
+    assert_true(f.x && f.y);
+    fill(f.x, N * C * f.hw);
+    reference(f.x, f.hw, f.y);
+    f.ds = eval_set(f.x, h, w, f16);
+    return f;
+}
+
+static void teardown(fixture *f)
+{
+    bf_dataset_free(f->ds);
+    bf_model_free(f->m);
+    free(f->x), free(f->y);
+}
+
 static void batches_read_in_place(void **state)
 {
     (void)state;
     const int64_t shapes[2][2] = {{4, 4}, {1, 3}}, batches[] = {1, 3, 4, 10};
     for (int k = 0; k < 2; k++) {
-        int64_t h = shapes[k][0], w = shapes[k][1], hw = h * w, row = C * hw * 4;
-        bf_model *m = graph(h, w);
-        float *x = malloc(sizeof(float) * (size_t)(N * C * hw)), *y = malloc(sizeof(float) * (size_t)(N * C * hw));
-        assert_true(x && y);
-        fill(x, N * C * hw);
-        reference(x, hw, y);
-        bf_dataset *ds = eval_set(x, h, w, 0);
+        fixture fx = setup(shapes[k][0], shapes[k][1], 0);
+        const bf_model *m = fx.m;
+        int64_t hw = fx.hw, row = C * hw * 4;
         for (size_t b = 0; b < sizeof batches / sizeof *batches; b++)
             for (int threads = 1; threads <= 2; threads++)
                 for (int fuse = 0; fuse <= 1; fuse++) {
-                    bf_evaluator *ev = evaluator(m, ds, batches[b], threads, fuse);
+                    bf_evaluator *ev = evaluator(m, fx.ds, batches[b], threads, fuse);
                     /* the shared arena lays the Reshape's output over x's own place */
                     const bf_plan *p0 = bf__evaluator_plan(ev, 0);
                     int same = bf_plan_value(p0, bf_model_find_value(m, "f"))->data == bf_plan_value(p0, bf_model_find_value(m, "x"))->data;
@@ -186,29 +220,24 @@ static void batches_read_in_place(void **state)
                     uint64_t aligned = 0;
                     for (int64_t s = 0; s < N; s += batches[b]) aligned += (s * row) % 64 == 0;
                     for (int rep = 0; rep < 2; rep++) {
-                        uint64_t v = pass(ev, ds, y, C * hw, what);
+                        uint64_t v = pass(ev, fx.ds, fx.y, C * hw, what);
                         if (threads == 1 && v != aligned) fail_msg("%s: %llu views, wanted %llu", what, (unsigned long long)v, (unsigned long long)aligned);
                     }
                     if (k == 0) assert_int_equal(aligned, (N + batches[b] - 1) / batches[b]);
                     bf_evaluator_free(ev);
                 }
-        bf_dataset_free(ds);
-        bf_model_free(m);
-        free(x), free(y);
+        teardown(&fx);
     }
 }
 
 static void input_faults_are_copied(void **state)
 {
     (void)state;
-    int64_t hw = 16;
-    bf_model *m = graph(4, 4);
-    float *x = malloc(sizeof(float) * N * C * 16), *xf = malloc(sizeof(float) * N * C * 16);
-    float *y = malloc(sizeof(float) * N * C * 16), *yf = malloc(sizeof(float) * N * C * 16);
-    assert_true(x && xf && y && yf);
-    fill(x, N * C * hw);
-    reference(x, hw, y);
-    bf_dataset *ds = eval_set(x, 4, 4, 0);
+    fixture fx = setup(4, 4, 0);
+    const bf_model *m = fx.m;
+    int64_t hw = fx.hw;
+    float *xf = malloc(sizeof(float) * N * C * 16), *yf = malloc(sizeof(float) * N * C * 16);
+    assert_true(xf && yf);
     /* the sign bit of sample 5's element 7, then of element 20 in every sample */
     bf_value_fault f[2] = {{.value = bf_model_find_value(m, "x"), .sample = 5, .index = 7, .model = BF_FAULT_BITFLIP,
                             .mask = 0x80000000u, .repr = BF_REPR_FP32},
@@ -216,42 +245,83 @@ static void input_faults_are_copied(void **state)
                             .mask = 0x80000000u, .repr = BF_REPR_FP32}};
     for (int threads = 1; threads <= 2; threads++)
         for (int every = 0; every <= 1; every++) {
-            memcpy(xf, x, sizeof(float) * N * C * 16);
+            memcpy(xf, fx.x, sizeof(float) * N * C * 16);
             for (int64_t s = 0; s < N; s++)
                 if (every || s == 5) xf[s * C * hw + f[every].index] = -xf[s * C * hw + f[every].index];
             reference(xf, hw, yf);
-            bf_evaluator *ev = evaluator(m, ds, 4, threads, 1);
+            bf_evaluator *ev = evaluator(m, fx.ds, 4, threads, 1);
             bf_error err = {0};
             if (bf_evaluator_set_value_faults(ev, &f[every], 1, &err) != BF_OK) fail_msg("%s", err.msg);
             /* batches 0, 1 and 2 (2 samples): the one holding sample 5, or all, copied */
-            uint64_t v = pass(ev, ds, yf, C * hw, every ? "a fault on x in every sample" : "a fault on x in sample 5");
+            uint64_t v = pass(ev, fx.ds, yf, C * hw, every ? "a fault on x in every sample" : "a fault on x in sample 5");
             if (threads == 1) assert_int_equal(v, every ? 0 : 2);
             if (bf_evaluator_set_value_faults(ev, NULL, 0, &err) != BF_OK) fail_msg("%s", err.msg);
-            v = pass(ev, ds, y, C * hw, "the faults taken off");
+            v = pass(ev, fx.ds, fx.y, C * hw, "the faults taken off");
             if (threads == 1) assert_int_equal(v, 3);
             bf_evaluator_free(ev);
         }
-    bf_dataset_free(ds);
-    bf_model_free(m);
-    free(x), free(xf), free(y), free(yf);
+    teardown(&fx);
+    free(xf), free(yf);
 }
 
 static void a_cast_is_copied(void **state)
 {
     (void)state;
-    bf_model *m = graph(4, 4);
-    float *x = malloc(sizeof(float) * N * C * 16), *y = malloc(sizeof(float) * N * C * 16);
-    assert_true(x && y);
-    fill(x, N * C * 16);
-    reference(x, 16, y);
-    bf_dataset *ds = eval_set(x, 4, 4, 1);
-    assert_int_equal(bf_dataset_find(ds, "x")->dtype, BF_F16);
-    bf_evaluator *ev = evaluator(m, ds, 4, 1, 1);
-    assert_int_equal(pass(ev, ds, y, C * 16, "a float16 eval set"), 0);
+    fixture fx = setup(4, 4, 1);
+    assert_int_equal(bf_dataset_find(fx.ds, "x")->dtype, BF_F16);
+    bf_evaluator *ev = evaluator(fx.m, fx.ds, 4, 1, 1);
+    assert_int_equal(pass(ev, fx.ds, fx.y, C * 16, "a float16 eval set"), 0);
     bf_evaluator_free(ev);
+    teardown(&fx);
+}
+
+/* A graph of more inputs than VIEW_INPUTS (eval.c: 8): x0 + x1 + ... + x9,
+ * each [B, 16] (rows of 64 bytes: every batch aligned). The first eight are
+ * viewed in every batch, the last two copied, and the sums are the
+ * hand-worked ones. */
+#define WIDE 10
+static void inputs_past_the_bound_are_copied(void **state)
+{
+    (void)state;
+    tg_graph g = {.opset = 13};
+    char names[WIDE][16], sums[WIDE][16];   /* 16: gcc -O0 sizes %d for any int */
+    th_st_tensor t[WIDE];
+    float x[WIDE][N * 16], want[N * 16] = {0};
+    for (int i = 0; i < WIDE; i++) {
+        snprintf(names[i], sizeof names[i], "x%d", i);
+        snprintf(sums[i], sizeof sums[i], i == WIDE - 1 ? "y" : "s%d", i);
+        g.ins[g.n_ins++] = tg_value_info(&g, names[i], 1, 2, (int64_t[]){-1, 16});
+        if (i > 0)
+            tg_node(&g, "Add", sums[i], (const char *[]){i == 1 ? names[0] : sums[i - 1], names[i]}, 2, sums[i]);
+        fill(x[i], N * 16);
+        for (int k = 0; k < N * 16; k++) x[i][k] += (float)i;   /* quarters: every sum exact */
+        for (int k = 0; k < N * 16; k++) want[k] += x[i][k];
+        t[i] = (th_st_tensor){.name = names[i], .dtype = "F32", .ndim = 2, .dims = {N, 16}, .data = x[i],
+                              .bytes = sizeof x[i]};
+    }
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, 16});
+    bf_model *m = packed(&g, "wide");
+    assert_int_equal(bf_model_num_inputs(m), WIDE);
+    size_t len = 0;
+    uint8_t *buf = th_st_build(t, WIDE, &len);
+    bf_dataset *ds = NULL;
+    bf_error err = {0};
+    if (bf_dataset_load_buffer(buf, len, "wide", &ds, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    for (int threads = 1; threads <= 2; threads++) {
+        bf_evaluator *ev = evaluator(m, ds, 4, threads, 1);
+        uint64_t v0 = views(ev);
+        bf_eval_result r = {0};
+        if (bf_evaluator_run(ev, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
+        assert_int_equal(r.out_cols, 16);
+        assert_memory_equal(r.outputs, want, sizeof want);
+        /* three batches (4, 4 and 2 samples), eight inputs viewed in each */
+        if (threads == 1) assert_int_equal(views(ev) - v0, 3 * 8);
+        for (int i = 0; i < WIDE; i++) assert_memory_equal(bf_dataset_find(ds, names[i])->data, x[i], sizeof x[i]);
+        bf_evaluator_free(ev);
+    }
     bf_dataset_free(ds);
     bf_model_free(m);
-    free(x), free(y);
 }
 
 static void allocation_failures_fail_cleanly(void **state)
@@ -300,6 +370,7 @@ int main(void)
         cmocka_unit_test(batches_read_in_place),
         cmocka_unit_test(input_faults_are_copied),
         cmocka_unit_test(a_cast_is_copied),
+        cmocka_unit_test(inputs_past_the_bound_are_copied),
         cmocka_unit_test(allocation_failures_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

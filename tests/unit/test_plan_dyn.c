@@ -605,6 +605,20 @@ static void cs_run(bf_plan *p, const float *sc, const float *bx, bf_status want,
     if (st != want) fail_msg("run: %d, want %d: %s", (int)st, (int)want, err->msg);
 }
 
+/* sc and bx through the fused plan f, whose selections must have been
+ * computed (plan_csel.c) or not as `fused` says, and through u, which runs
+ * each step: the same values */
+static void cs_both(const bf_model *m, bf_plan *f, bf_plan *u, const float *sc, const float *bx, int fused)
+{
+    bf_error err = {0};
+    cs_run(f, sc, bx, BF_OK, &err);
+    int computed = !fused;
+    bf__plan_csel_classes(f, &computed);
+    assert_int_equal(computed, fused);
+    cs_run(u, sc, bx, BF_OK, &err);
+    cs_same(m, f, u);
+}
+
 /* The fused plan (plan_csel.c) against one running each step (no fusion),
  * on hostile scores: NaN (which class 3's mask lets through to TopK), ties,
  * -0 and +0, infinities, every score under the threshold, more candidates
@@ -643,12 +657,7 @@ static void class_selections_fused_equal_steps(void **state)
         }
         if (round == 6)   /* NaNs alone through class 3's and 5's masks, -0 and +0 under them */
             for (int a = 0; a < CS_N; a++) sc[a * CS_C + 3] = sc[a * CS_C + 5] = a % 2 ? NAN : (a % 4 ? -0.0f : 0.0f);
-        cs_run(f, sc, bx, BF_OK, &err);
-        int computed = 0;
-        bf__plan_csel_classes(f, &computed);
-        assert_true(computed);
-        cs_run(u, sc, bx, BF_OK, &err);
-        cs_same(m, f, u);
+        cs_both(m, f, u, sc, bx, 1);
     }
     /* a value fault on class 2's top scores: the fused plan runs the steps */
     bf_value_fault vf = {.value = bf_model_find_value(m, "tv2"), .sample = 0, .index = 1, .model = BF_FAULT_BITFLIP,
@@ -656,12 +665,7 @@ static void class_selections_fused_equal_steps(void **state)
     if (bf_plan_set_value_faults(f, &vf, 1, &err) != BF_OK || bf_plan_set_value_faults(u, &vf, 1, &err) != BF_OK)
         fail_msg("%s", err.msg);
     for (int i = 0; i < CS_N * CS_C; i++) sc[i] = (float)((i * 13) % 37) / 37.0f;
-    cs_run(f, sc, bx, BF_OK, &err);
-    int computed = 1;
-    bf__plan_csel_classes(f, &computed);
-    assert_false(computed);
-    cs_run(u, sc, bx, BF_OK, &err);
-    cs_same(m, f, u);
+    cs_both(m, f, u, sc, bx, 0);
     bf_plan_free(f);
     bf_plan_free(u);
     /* a run-time limit passed inside the selections: the same error */
@@ -709,12 +713,7 @@ static void class_selections_fused_keep_pytorch_tie_order(void **state)
             /* two or three levels over the threshold, most scores tied */
             sc[i] = round % 2 ? (v < 0.3f ? 0.25f : v < 0.7f ? 0.75f : 0.875f) : (v < 0.2f ? 0.1f : 0.6f);
         }
-        cs_run(f, sc, bx, BF_OK, &err);
-        int computed = 0;
-        bf__plan_csel_classes(f, &computed);
-        assert_true(computed);
-        cs_run(u, sc, bx, BF_OK, &err);
-        cs_same(m, f, u);
+        cs_both(m, f, u, sc, bx, 1);
         /* the steps' indices among equal scores are not ascending somewhere */
         char nm[24];
         for (int c = 0; c < CS_C; c++) {

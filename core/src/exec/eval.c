@@ -402,7 +402,10 @@ static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t sta
 }
 
 /* Up to this many graph inputs of a batch are read where the eval set holds
- * them (bf__plan_input_view); any further ones are copied, as all were. */
+ * them (bf__plan_input_view); any further ones are copied, as all were, with
+ * the same outputs. A bound so that their homes live on run_batch's stack
+ * (no allocation a batch); 8 is over what any tested model feeds (one to
+ * five inputs): docs/ENGINE.md, "An eval batch's input read in place". */
 #define VIEW_INPUTS 8
 
 static bf_status run_batch(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t start, bf_error *err)

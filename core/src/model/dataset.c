@@ -352,8 +352,6 @@ static bf_status read_span(const source *src, const span *sp, void *dst, const c
     if (fseeko(src->file, (off_t)(src->file_offset + sp->begin), SEEK_SET) != 0)
         return fail(err, BF_EIO, label, "cannot seek to byte %" PRIu64 ": %s",
                     src->file_offset + sp->begin, strerror(errno));
-    /* read() into fresh memory faults it in a page at a time (warena.h) */
-    bf__pages_written(dst, n, BF__WRITE_NOW);
     if (fread(dst, 1, n, src->file) != n)
         return fail(err, BF_EIO, label, "reading %zu bytes at byte %" PRIu64 ": %s", n,
                     src->file_offset + sp->begin,
@@ -457,8 +455,12 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
      * images copied once took 125-140 ms of CPU in 4 KiB pages, 28-35 ms in
      * 2 MiB ones; the VM of docs/perf/dlrm.md's "The huge-pages default"
      * paid more for a huge page's first touch than it saved
-     * (docs/perf/detectors.md, h19-det). */
-    bf__pages_written(ds->storage, total, BF__WRITE_ONCE);
+     * (docs/perf/detectors.md, h19-det). And BF__WRITE_NOW: the loop below
+     * writes every byte at once (each span read or copied in; the padding
+     * between spans is under DATA_ALIGN bytes, inside pages the spans
+     * write), and read() or memcpy into fresh memory faults it in a page at
+     * a time (warena.h). One call for the whole storage, not one a span. */
+    bf__pages_written(ds->storage, total, BF__WRITE_ONCE | BF__WRITE_NOW);
     size_t off = 0;
     for (i = 0; i < n; i++) {   /* in file order, so a file is read front to back */
         bf_tensor *t = &ds->tensors[spans[i].tensor];

@@ -111,9 +111,9 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
  * Instead every byte a block reads or writes is checked before it runs,
  * one region check a row or panel: the panels' rows once for all blocks
  * of rows (asan_panels: a packed panel as one span, B's own rows a row at
- * a time), then for each block of rows A's rows and the bias (asan_rows),
- * y's rows over the group's columns and the epilogue's inputs (asan_out:
- * residual rows, the column bias, the accumulated row).
+ * a time), then for each block of rows (asan_block) A's rows and the bias,
+ * y's rows over the group's columns and the epilogue's inputs (residual
+ * rows, the column bias, the accumulated row).
  * __asan_region_is_poisoned looks at every byte, as the per-access checks
  * did. A poisoned byte is read through instrumented code (asan_touch), so
  * the report is ASan's usual one (heap-buffer-overflow, the allocation,
@@ -313,20 +313,32 @@ static void asan_panels(const panel_at *pa, int np, int k, int avx2)
     }
 }
 
-/* what a block of mr rows writes and its epilogue reads over the group's
- * nc columns (its panels side by side in y): y's rows, and the residual
- * rows, column bias and accumulated row where the epilogue reads them */
-static void asan_out(int nc, int mr, const bf__act *act, const float *res, const float *cb, const float *crow,
-                     const float *y, int ldy)
+/* the block of mr rows at i0 over the group of np panels: A's rows and
+ * the bias it reads (asan_rows), then what it writes and its epilogue
+ * reads over the group's nc columns (its panels side by side in y): y's
+ * rows, and the residual rows, column bias and accumulated row where the
+ * epilogue reads them. rows_avx2 and rows_avx512 check a block so. */
+static void asan_block(const panel_at *pa, int np, int i0, int mr, int k, const float *a, int lda,
+                       const float *bias, const bf__act *act, const float *y, int ldy, const float *crow)
 {
+    const int j0 = np ? pa[0].j0 : 0, nc = np ? pa[np - 1].j0 + pa[np - 1].nr - j0 : 0;
+    const float *yb = y + (int64_t)i0 * ldy + j0, *res = act && act->res ? act->res + (int64_t)i0 * ldy + j0 : NULL;
+    asan_rows(a + (int64_t)i0 * lda, lda, mr, k, bias ? bias + i0 : NULL);
     if (act) asan_bytes(act, sizeof *act);
     for (int i = 0; i < mr; i++) {
-        asan_span(y + (int64_t)i * ldy, nc);
+        asan_span(yb + (int64_t)i * ldy, nc);
         if (res) asan_span(res + (int64_t)i * ldy, nc);
     }
-    asan_span(cb, nc);
-    asan_span(crow, nc);
+    asan_span(act && act->cbias ? act->cbias + j0 : NULL, nc);
+    asan_span(crow ? crow + j0 : NULL, nc);
 }
+/* the rows functions' checks: nothing at all outside ASan (their machine
+ * code is the release build's) */
+#define ASAN_PANELS(m, pa, np, k, avx2) ((m) > 0 ? asan_panels(pa, np, k, avx2) : (void)0)
+#define ASAN_BLOCK(...) asan_block(__VA_ARGS__)
+#else
+#define ASAN_PANELS(m, pa, np, k, avx2) ((void)0)
+#define ASAN_BLOCK(...) ((void)0)
 #endif
 
 /* The rows of A over a group of panels, a block of rows over every panel
@@ -343,18 +355,11 @@ AVX2 static void rows_avx2(int m, int np, const panel_at *pa, int k, const float
 {
     /* near-equal blocks, as rows_avx512 cuts them (64: 10 x 6 and 4 -> 9 x 6 and 2 x 5) */
     int nblk = (m + MR - 1) / MR, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
-#if defined(__SANITIZE_ADDRESS__)
-    const int j0 = np ? pa[0].j0 : 0, nc = np ? pa[np - 1].j0 + pa[np - 1].nr - j0 : 0;
-    if (m > 0) asan_panels(pa, np, k, 1);
-#endif
+    ASAN_PANELS(m, pa, np, k, 1);
     for (int b = 0, i0 = 0; b < nblk; b++) {
         int mr = base + (b < extra);
         const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
-#if defined(__SANITIZE_ADDRESS__)
-        asan_rows(ab, lda, mr, k, bb);
-        asan_out(nc, mr, act, act && act->res ? act->res + (int64_t)i0 * ldy + j0 : NULL,
-                 act && act->cbias ? act->cbias + j0 : NULL, crow ? crow + j0 : NULL, y + (int64_t)i0 * ldy + j0, ldy);
-#endif
+        ASAN_BLOCK(pa, np, i0, mr, k, a, lda, bias, act, y, ldy, crow);
         for (int q = 0; q < np; q++) {
             const float *pan = pa[q].pan;
             int64_t ps = pa[q].ps;
@@ -470,18 +475,11 @@ AVX512 static void rows_avx512(int m, int np, const panel_at *pa, int k, const f
      * not 12 x 5 and 4): a block of 4 rows has 8 chains in flight, which
      * the FMA units' latency leaves idle between */
     int nblk = (m + MR5 - 1) / MR5, base = nblk ? m / nblk : 0, extra = nblk ? m % nblk : 0;
-#if defined(__SANITIZE_ADDRESS__)
-    const int j0 = np ? pa[0].j0 : 0, nc = np ? pa[np - 1].j0 + pa[np - 1].nr - j0 : 0;
-    if (m > 0) asan_panels(pa, np, k, 0);
-#endif
+    ASAN_PANELS(m, pa, np, k, 0);
     for (int b = 0, i0 = 0; b < nblk; b++) {
         int mr = base + (b < extra);
         const float *ab = a + (int64_t)i0 * lda, *bb = bias ? bias + i0 : NULL;
-#if defined(__SANITIZE_ADDRESS__)
-        asan_rows(ab, lda, mr, k, bb);
-        asan_out(nc, mr, act, act && act->res ? act->res + (int64_t)i0 * ldy + j0 : NULL,
-                 act && act->cbias ? act->cbias + j0 : NULL, crow ? crow + j0 : NULL, y + (int64_t)i0 * ldy + j0, ldy);
-#endif
+        ASAN_BLOCK(pa, np, i0, mr, k, a, lda, bias, act, y, ldy, crow);
         for (int q = 0; q < np; q += 2) {
             const panel_at *p0 = &pa[q], *p1 = q + 1 < np ? &pa[q + 1] : NULL;
             float *yb = y + (int64_t)i0 * ldy + p0->j0;
