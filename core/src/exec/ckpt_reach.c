@@ -435,7 +435,7 @@ static int chain_kept(const bf__ckpt *ck, int i)
  * within PRICE_WORK (a campaign of many trials then keeps what the
  * mass-weighted choice kept: with many trials, most stored values pay). */
 #define PRICE_GROUPS 64
-#define PRICE_WORK (INT64_C(1) << 26)
+#define PRICE_WORK (INT64_C(1) << 24)
 
 /* the store again, from the values store_of still holds, after the cuts' values */
 static void relay_store(bf__ckpt *ck, const bf_plan *p, unsigned char *used)
