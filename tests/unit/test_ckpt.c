@@ -564,6 +564,81 @@ static void store_cut_to_the_drawn_trials(void **state)
     bf_model_free(m);
 }
 
+/* The store priced value by value against the drawn trials (ckpt_reach.c,
+ * price_store): on the SSDlite fixture, the eight trials of the test
+ * above, every step but the Convs priced at a nanosecond (the Convs at
+ * 0.1 ms), bytes at 1 ns. The values a run puts back that only cheap
+ * steps make go, and what the runs then do is checked here from the
+ * test's own step costs, not the chooser's sums: (1) every value a
+ * trial's run reads is restored at its cut, computed by a step it runs,
+ * or put back from the store, which holds it; (2) a run skips no step the
+ * whole store's run runs; (3) the steps the runs now run instead of
+ * putting values back cost them, over both images, less than recording
+ * the values taken out would have. Keeping every group (the pricing
+ * skipped) fails (0), dropping every group fails (3) or (1). */
+static void store_priced_by_the_drawn_trials(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    bf_plan *p = NULL;
+    double *cost = NULL, *pm = NULL;
+    bf_error err = {0};
+    size_t n = ssdlite_costs(&m, &ds, &p, &cost, &pm);
+    for (size_t i = 0; i < n; i++)
+        if (!p->steps[i].dyn && strcmp(p->steps[i].node->op->name, "Conv") != 0) cost[i] = 1e-9;
+    drawn_list d = {0};
+    for (size_t q = m->n_params; q-- > 0 && d.n < 8;)
+        if (q % 3 == 0) d.q[d.n] = (int64_t)q, d.index[d.n++] = 0;
+    bf__ckpt *all = NULL, *ck = NULL;
+    if (bf__ckpt_create(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, &all, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf__ckpt_create_drawn(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, run_list, &d, &ck, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    if (getenv("BF_TEST_VERBOSE"))
+        fprintf(stderr, "priced out %zu values, %llu bytes an image; store %zu values\n", ck->priced_out,
+                (unsigned long long)ck->priced_bytes, bf__ckpt_num_stored(ck));
+    assert_true(ck->priced_out > 0 && ck->priced_bytes > 0);   /* (0) */
+    bf__ckpt_trial *ta = NULL, *tc = NULL;
+    if (bf__ckpt_trial_new(all, &ta, &err) != BF_OK || bf__ckpt_trial_new(ck, &tc, &err) != BF_OK) fail_msg("%s", err.msg);
+    double extra = 0;
+    for (int k = 0; k < d.n; k++) {
+        bf__ckpt_trial *t2[2] = {ta, tc};
+        bf__ckpt *c2[2] = {all, ck};
+        for (int j = 0; j < 2; j++) {
+            bf__ckpt_trial_begin(c2[j], t2[j]);
+            bf__ckpt_trial_param(c2[j], t2[j], (size_t)d.q[k]);
+            bf__ckpt_trial_element(c2[j], t2[j], (size_t)d.q[k], d.index[k]);
+            bf__ckpt_trial_end(c2[j], t2[j]);
+        }
+        assert_int_equal(ta->from, tc->from);
+        if (tc->all) continue;
+        int f = tc->from >= 0 ? ck->cut[tc->from] : 0;
+        for (size_t i = (size_t)f; i < n; i++) {
+            int runs_c = !(tc->act[i] & BF__STEP_SKIP), runs_a = !(ta->act[i] & BF__STEP_SKIP);
+            if (runs_a && !runs_c) fail_msg("trial %d: step %zu skipped with the priced store only", k, i);   /* (2) */
+            if (runs_c && !runs_a && (i != (size_t)tc->chan_step || tc->chan_step != ta->chan_step)) extra += cost[i];
+            if (!runs_c) continue;
+            for (int j = ck->in_first[i]; j < ck->in_first[i + 1]; j++) {   /* (1) */
+                int v = ck->in_val[j], at = ck->val_step[v];
+                if (at < f) continue;   /* restored at the cut, or not a step's */
+                int ok = !(tc->act[at] & BF__STEP_SKIP) || ((tc->act[at] & BF__STEP_FILL) && ck->store_of[v] >= 0);
+                if (!ok) fail_msg("trial %d: step %zu reads value %d that nothing gives it", k, i, v);
+            }
+        }
+    }
+    if (getenv("BF_TEST_VERBOSE")) fprintf(stderr, "the runs' extra steps: %g s an image\n", extra);
+    assert_true(extra * 2 < BF__CKPT_BYTE_SECONDS * (double)ck->priced_bytes * 2);   /* (3) */
+    bf__ckpt_trial_free(ta);
+    bf__ckpt_trial_free(tc);
+    bf__ckpt_free(all);
+    bf__ckpt_free(ck);
+    free(cost);
+    free(pm);
+    bf_plan_free(p);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 /* Bytes priced dear (BF__CKPT_BYTE_SECONDS_DEAR, where a host's fresh
  * pages cost 2.3-2.6 ns a byte, h18-ssd): the choice keeps no more bytes
  * than at the usual 1 ns (and fewer at 1 us: the price is read), the same
@@ -648,6 +723,7 @@ int main(void)
         cmocka_unit_test(no_room_for_a_cut),
         cmocka_unit_test(input_fed_unless_past_its_readers),
         cmocka_unit_test(store_cut_to_the_drawn_trials),
+        cmocka_unit_test(store_priced_by_the_drawn_trials),
         cmocka_unit_test(dear_bytes_fewer_checkpoints),
         cmocka_unit_test(allocations_fail_cleanly),
     };

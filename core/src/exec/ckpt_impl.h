@@ -79,6 +79,10 @@ struct bf__ckpt {
      * BatchNormalization, a depthwise or grouped Conv with its epilogue),
      * its golden output in the store too; 0: none */
     int *chan_next;
+    /* the values price_store (ckpt_reach.c) took out of the store, and
+     * their bytes in one sample's block (for --stats and the tests) */
+    size_t priced_out;
+    uint64_t priced_bytes;
     size_t sample_bytes;
     int64_t samples;
     unsigned char *data;        /* samples x sample_bytes */
@@ -103,6 +107,17 @@ struct bf__ckpt_trial {
      * bf__conv_channel takes it (slot 1 weight, 2 bias; its index) */
     int chan_step, chan_slot;
     int64_t chan_oc, chan_index;
+    /* pricing the store against the drawn trials (bf__ckpt_store_drawn),
+     * at each trial's end: sig, if not NULL, per value, folds in the
+     * trial's number (`seen`, counted) where the trial put the value back
+     * (used[v] 1, then set to 2), so values put back by the same trials
+     * share a sig; with `price` set, `cost` adds the golden seconds of the
+     * steps the trial runs from its cut and of the stored bytes it puts
+     * back */
+    uint64_t *sig;
+    int64_t seen;
+    int price;
+    double cost;
 };
 
 /* ckpt_reach.c: the graph's facts above, from plan p */

@@ -234,6 +234,23 @@ static void mark_chan(const bf__ckpt *ck, bf__ckpt_trial *tr)
     for (int f = ck->chan_next[i]; f > 0; f = ck->chan_next[f]) mark_outputs(ck, ck->chan_chain[3 * f], tr->used);
 }
 
+/* what a trial's run costs on one sample, as choose_reach weighs it: the
+ * golden time of the steps it runs from its cut, and the stored bytes it
+ * puts back (of values the store still holds) */
+static double trial_seconds(const bf__ckpt *ck, const bf__ckpt_trial *tr)
+{
+    size_t n = ck->n_steps;
+    int f = tr->from >= 0 ? ck->cut[tr->from] : 0;
+    double s = (double)(tr->run_pre[n] - tr->run_pre[f]) * 1e-9;
+    for (size_t i = (size_t)f; i < n; i++)
+        if (tr->act[i] & BF__STEP_FILL)
+            for (int j = ck->out_first[i]; j < ck->out_first[i + 1]; j++) {
+                int k = ck->store_of[ck->out_val[j]];
+                if (k >= 0) s += FILL_SECONDS * (double)ck->st_bytes[k];
+            }
+    return s;
+}
+
 void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
 {
     if (tr->lo < 0) {   /* no fault: from step 0, in full */
@@ -245,6 +262,12 @@ void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
     if (!tr->all) bf__ckpt_reach(ck, tr, -1);
     bf__ckpt_chan_mark(ck, tr);
     if (tr->used) mark_chan(ck, tr);
+    if (tr->used && tr->sig) {
+        uint64_t t = (uint64_t)++tr->seen;
+        for (size_t v = 0; v < ck->n_values; v++)
+            if (tr->used[v] == 1) tr->sig[v] = (tr->sig[v] ^ t) * UINT64_C(0x100000001b3), tr->used[v] = 2;
+    }
+    if (tr->price && !tr->all) tr->cost += trial_seconds(ck, tr);
 }
 
 size_t bf__ckpt_num_stored(const bf__ckpt *ck) { return ck ? ck->n_store : 0; }
@@ -406,6 +429,124 @@ static int chain_kept(const bf__ckpt *ck, int i)
     return ck->store_of[ck->out_val[ck->out_first[k]]] >= 0;
 }
 
+/* Pricing the store value by value against the drawn trials (price_store):
+ * at most PRICE_GROUPS groups (the largest by bytes) are tried, and only
+ * while the trials' reaches to walk, trials x steps x (groups + 2), stay
+ * within PRICE_WORK (a campaign of many trials then keeps what the
+ * mass-weighted choice kept: with many trials, most stored values pay). */
+#define PRICE_GROUPS 64
+#define PRICE_WORK (INT64_C(1) << 24)
+
+/* the store again, from the values store_of still holds, after the cuts' values */
+static void relay_store(bf__ckpt *ck, const bf_plan *p, unsigned char *used)
+{
+    size_t nl = ck->lv_first[ck->n_cuts], off = nl ? ck->lv_off[nl - 1] + ((ck->lv_bytes[nl - 1] + 63) & ~(size_t)63) : 0;
+    for (size_t v = 0; v < ck->n_values; v++) {
+        used[v] = ck->store_of[v] >= 0;
+        ck->store_of[v] = -1;
+    }
+    memset(ck->post, 0, ck->n_steps);
+    lay_out_store(ck, p, used, &off);
+    ck->sample_bytes = off;
+}
+
+/* one run of the drawn trials' reaches with the store as store_of has it:
+ * the sum of their runs' golden seconds on one sample (trial_seconds) */
+static bf_status drawn_cost(const bf__ckpt *ck, bf__ckpt_trial *tr, bf__ckpt_drawn drawn, void *user, double *cost,
+                            bf_error *err)
+{
+    tr->price = 1;
+    tr->cost = 0;
+    bf_status st = drawn(user, ck, tr, err);
+    *cost = tr->cost;
+    return st;
+}
+
+/* The store choose_reach kept is all or nothing, weighed by where faults
+ * may land; with the trials drawn, each value is worth what those trials
+ * save by putting it back. Values put back by the same trials form a
+ * group (sig); a group goes when recording it (byte_s a byte, every
+ * sample) costs more than the trials' runs grow without it (every
+ * sample: the steps that computed it run again, and what they read). On
+ * SSDlite320's 20 trials, one box-head fault put back 180 per-class
+ * score slices, 2.3 MB an image, 37 MiB of the golden pass's fresh pages
+ * to save that one trial about 0.3 ms an image. A Conv's channel-local
+ * outputs stay (ckpt_chan.c priced them). The groups are tried one at a
+ * time against the whole store; those that pay go together if that pays
+ * more than the best alone. Without memory to price, the store as it is. */
+static bf_status price_store(bf__ckpt *ck, const bf_plan *p, bf__ckpt_drawn drawn, void *user, const uint64_t *sig,
+                             double base, int64_t seen, bf_error *err)
+{
+    size_t nv = ck->n_values, n = ck->n_steps, ng = 0;
+    bf__ckpt_trial tr;
+    bf_status st = bf__ckpt_trial_alloc(ck, &tr);
+    uint64_t *gbytes = bf__calloc(nv + 1, sizeof *gbytes);
+    unsigned char *used = bf__calloc(nv + 1, 1), *fixed = bf__calloc(nv + 1, 1);
+    int *grp = bf__malloc((nv + 1) * sizeof *grp), *was = bf__malloc((nv + 1) * sizeof *was);
+    double *gain = bf__calloc(nv + 1, sizeof *gain);
+    if (st != BF_OK || !gbytes || !used || !fixed || !grp || !was || !gain) {
+        st = BF_OK;
+        goto out;
+    }
+    for (size_t i = 0; ck->chan_m && i < n; i++) {   /* the channel-local Convs' outputs (mark_chan's) */
+        if (ck->chan_m[i] <= 0) continue;
+        mark_outputs(ck, ck->chan_chain[3 * i], fixed);
+        for (int f = ck->chan_next[i]; f > 0; f = ck->chan_next[f]) mark_outputs(ck, ck->chan_chain[3 * f], fixed);
+    }
+    double cost;
+    /* the groups, largest first: grp[v] its group (-1: not priced) */
+    for (size_t v = 0; v < nv; v++) {
+        was[v] = ck->store_of[v];
+        grp[v] = -1;
+        if (was[v] < 0 || fixed[v] || !sig[v]) continue;
+        for (size_t u = 0; u < v && grp[v] < 0; u++)
+            if (grp[u] >= 0 && sig[u] == sig[v]) grp[v] = grp[u];
+        if (grp[v] < 0) grp[v] = (int)ng++;
+        gbytes[grp[v]] += (ck->st_bytes[was[v]] + 63) & ~(size_t)63;
+    }
+    if (ng == 0 || (double)seen * (double)n * (double)((ng < PRICE_GROUPS ? ng : PRICE_GROUPS) + 2) > (double)PRICE_WORK)
+        goto out;
+    double byte_s = ck->byte_s, best = 0, all = 0, all_bytes = 0;
+    int best_g = -1;
+    for (size_t tries = 0; tries < ng && tries < PRICE_GROUPS; tries++) {
+        size_t g = 0;   /* the largest group not yet tried */
+        for (size_t k = 1; k < ng; k++)
+            if (gbytes[k] > gbytes[g]) g = k;
+        if (gbytes[g] == 0) break;
+        for (size_t v = 0; v < nv; v++)
+            if (grp[v] == (int)g) ck->store_of[v] = -1;
+        st = drawn_cost(ck, &tr, drawn, user, &cost, err);
+        for (size_t v = 0; v < nv; v++)
+            if (grp[v] == (int)g) ck->store_of[v] = was[v];
+        if (st != BF_OK) goto out;
+        gain[g] = byte_s * (double)gbytes[g] - (cost - base);
+        all_bytes += gain[g] > 0 ? (double)gbytes[g] : 0;
+        if (gain[g] > best) best = gain[g], best_g = (int)g;
+        gbytes[g] = 0;   /* tried */
+    }
+    if (best_g < 0) goto out;
+    for (size_t v = 0; v < nv; v++)   /* every group that paid alone, together */
+        if (grp[v] >= 0 && gain[grp[v]] > 0) ck->store_of[v] = -1;
+    if ((st = drawn_cost(ck, &tr, drawn, user, &cost, err)) != BF_OK) goto out;
+    all = byte_s * all_bytes - (cost - base);
+    for (size_t v = 0; v < nv; v++) {
+        int go = grp[v] >= 0 && (all >= best ? gain[grp[v]] > 0 : grp[v] == best_g);
+        ck->store_of[v] = go ? -1 : was[v];
+        ck->priced_out += go != 0;
+        ck->priced_bytes += go ? (ck->st_bytes[was[v]] + 63) & ~(size_t)63 : 0;
+    }
+    relay_store(ck, p, used);
+out:
+    bf__ckpt_trial_release(&tr);
+    bf__free(gbytes);
+    bf__free(used);
+    bf__free(fixed);
+    bf__free(grp);
+    bf__free(was);
+    bf__free(gain);
+    return st;
+}
+
 bf_status bf__ckpt_store_drawn(bf__ckpt *ck, const bf_plan *p, bf__ckpt_drawn drawn, void *user, bf_error *err)
 {
     size_t nv = ck->n_values, n = ck->n_steps;
@@ -417,12 +558,19 @@ bf_status bf__ckpt_store_drawn(bf__ckpt *ck, const bf_plan *p, bf__ckpt_drawn dr
         bf__free(used);
         return BF_OK;
     }
-    /* what each trial's reach puts back (need) and its channel's walk reads */
-    tr.used = used;
+    /* what each trial's reach puts back (need) and its channel's walk
+     * reads; which trials put each value back (sig) and their runs' cost
+     * for price_store (without memory for sig, the store is not priced) */
+    uint64_t *sig = bf__calloc(nv + 1, sizeof *sig);
+    tr.used = used, tr.sig = sig, tr.price = 1;
     st = drawn(user, ck, &tr, err);
+    double base = tr.cost;
+    int64_t seen = tr.seen;
+    tr.sig = NULL;
     bf__ckpt_trial_release(&tr);
     if (st != BF_OK) {
         bf__free(used);
+        bf__free(sig);
         return st;
     }
     /* laid out again after the cuts' values, in the same tables (fewer) */
@@ -449,5 +597,7 @@ bf_status bf__ckpt_store_drawn(bf__ckpt *ck, const bf_plan *p, bf__ckpt_drawn dr
                 break;
             }
     }
-    return BF_OK;
+    st = sig ? price_store(ck, p, drawn, user, sig, base, seen, err) : BF_OK;
+    bf__free(sig);
+    return st;
 }
