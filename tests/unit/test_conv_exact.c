@@ -397,6 +397,18 @@ static const conv_case cases[] = {
     {"depthwise 5x5 stride 2 (mobilenet_v3's), 28 -> 14", 1, 4, 28, 28, 4, 4, 5, 5, 2, 1, {2, 2, 2, 2}, 1, 1},
     {"depthwise 3x7 stride 2, 23 wide", 1, 3, 7, 45, 3, 3, 3, 7, 2, 1, {1, 3, 1, 3}, 1, 0},
     {"depthwise 2x4 stride 2, an even kernel width", 1, 3, 6, 19, 3, 3, 2, 4, 2, 1, {0, 1, 1, 2}, 0, 1},
+    /* stride 2 on AVX-512, rows of several chunks: mobilenet_v2's widest,
+     * rows of 128 and 129 outputs, pads of 3 and 4 (output 0's taps start
+     * three floats before the row), a single kernel row (a kernel tried in
+     * h20-conv, not kept, was checked on these) */
+    {"depthwise 3x3 stride 2, 112 -> 56 (mobilenet_v2's features.2): four chunks, the last half", 2, 3, 9, 112, 3, 3,
+     3, 3, 2, 1, {1, 1, 1, 1}, 1, 1},
+    {"depthwise 3x3 stride 2, 256 wide -> 128 (eight chunks)", 1, 2, 5, 256, 2, 2, 3, 3, 2, 1,
+     {1, 1, 1, 1}, 0, 0},
+    {"depthwise 3x3 stride 2, 258 wide -> 129 (nine chunks, the last of one output)", 1, 2, 5, 258, 2, 2, 3, 3, 2,
+     1, {1, 1, 1, 1}, 1, 0},
+    {"depthwise 5x5 stride 2, pads 3 and 4, 47 wide, 12 tall", 1, 3, 12, 47, 3, 3, 5, 5, 2, 1, {3, 3, 4, 4}, 1, 1},
+    {"depthwise 1x3 stride 2, 16 wide -> 8", 2, 3, 4, 16, 3, 3, 1, 3, 2, 1, {0, 1, 0, 1}, 0, 1},
     /* 1x1 on maps of 256-1024 positions on AVX-512 (linalg_conv_pwseg.c):
      * K cut into near-equal blocks of at most 256, the sums through y
      * between them; rows in blocks of up to 12; the epilogue in registers */

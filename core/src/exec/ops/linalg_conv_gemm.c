@@ -342,9 +342,10 @@ conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
  * same bits. That memset wrote every inside float twice, and resnet18's
  * rows of 7-56 floats made a memcpy call each (over 200,000 a pass of 4
  * images). On AVX-512 each padded row is instead written once, 16 floats
- * at a time: a masked load of the input row (lanes in the padding read
- * nothing and give +0) and a store, no call; 1.2-1.3x the old copy with
- * the input in memory, as in the pass, 1.4-2.1x with it in cache
+ * at a time: a load of the input row (masked where a chunk meets the
+ * padding: those lanes read nothing and give +0) and a store, no call;
+ * 1.2-1.3x the old copy with the input in memory, as in the pass, 1.4-2.1x
+ * with it in cache
  * (docs/perf/conv.md, h16-r18f). Rows of more than 16 x FILL_CHUNKS
  * floats keep the copy below. */
 enum { FILL_CHUNKS = 32 };
@@ -377,10 +378,18 @@ fill_planes_512(const bf__window *w, const float *xg, int64_t ni, int64_t cg, in
                     for (int64_t k = 0; k < nch; k++) _mm512_mask_storeu_ps(dst + 16 * k, st[k], z);
                     continue;
                 }
-                /* lane l of chunk k is input column 16 k + l - pl */
+                /* lane l of chunk k is input column 16 k + l - pl; a chunk
+                 * all inside the row by a plain load: on the AMD Zen 5 host a
+                 * masked load off 64-byte alignment (the row read from one
+                 * float before it, each load across two lines) ran at about
+                 * a third of a plain one's rate, 62 against 24 us an image
+                 * of 3 x 224 x 224 (docs/perf/mobilenet.md, h20-conv) */
                 const float *row = src + ih * iw_n - pl;
-                for (int64_t k = 0; k < nch; k++)
-                    _mm512_mask_storeu_ps(dst + 16 * k, st[k], _mm512_maskz_loadu_ps(ld[k], row + 16 * k));
+                for (int64_t k = 0; k < nch; k++) {
+                    __m512 v = ld[k] == (__mmask16)0xffffu ? _mm512_loadu_ps(row + 16 * k)
+                                                           : _mm512_maskz_loadu_ps(ld[k], row + 16 * k);
+                    _mm512_mask_storeu_ps(dst + 16 * k, st[k], v);
+                }
             }
         }
 }
