@@ -1,4 +1,4 @@
-/* A differential worker's arena shared by lifetime (issue 33; diff.h,
+/* A differential worker's arena shared by lifetime (issue 33; diff_impl.h,
  * bf__dx_lifetimes). The evaluator's plans give every value a slot of its
  * own (a trial reads and writes values out of step order, which a plan
  * shared by lifetime, as `bitflip eval`'s, does not allow for), so a
