@@ -143,7 +143,12 @@ struct bf__dx {
     int cols[RANK_MAX_COLS];
     int *rowbuf;                 /* row indices of a Gemm's A: max_m of them */
     double *bc;                  /* rank-k update scratch */
-    void **arena[2];             /* per plan and value: its own buffer (data may point into the cache) */
+    void **arena[2];             /* per plan and value: its buffer in the trial at hand (data may point into
+                                  * the cache): own_tab's or lt_tab's (diffarena.c, bf__dx_arena_use) */
+    void **own_tab[2];           /* per plan and value: the plan's own slot, one a value */
+    void **lt_tab[2];            /* per plan and value: its place shared by lifetime (NULL: none) */
+    void *lt_mem[2];             /* those places' memory, lt_bytes of it */
+    size_t lt_bytes[2];
     int simd;                    /* bf__sgemm_simd() when created: the scans' CPU path (base/simd.h) */
     int approx;                  /* the batch at hand took a rank-k update */
     int no_approx;               /* no updates: always, unless near_exact; else while a batch is redone */
@@ -263,6 +268,32 @@ bf_status bf__dx_oom(bf_error *err);
 /* A step computed on one channel of its output (diffchan.c): run_batch's
  * `done` then, the channel in dx->chan_c. */
 #define CHAN_DONE 4
+
+/* diffarena.c: the worker's places shared by lifetime. bf__dx_lifetimes:
+ * per value of plan p, the first and last moments (steps; -1 before the
+ * first, n_steps after the last) a weight-fault trial may write or read it,
+ * out-of-order paths included (diffarena.c says which), where held marks
+ * the values the golden cache gives for every batch (never recomputed) and
+ * out_val is the graph output the trial compares. bf__dx_first_fit:
+ * offsets for the values marked in place (bytes each, rounded up to 64),
+ * none sharing a byte with one alive at the same time; *total the bytes.
+ * bf__dx_slots_overlap: 1 (the pair in *va, *vb) when two placed values
+ * alive at the same time share a byte, 0 when none do, -1 out of memory.
+ * bf__dx_arena_init (bf__dx_create): the shared places of each plan that
+ * has none already; bf__dx_arena_use: the trial's plans on the plans' own
+ * slots (own: a trial with value faults) or on the shared places;
+ * bf__dx_arena_assumed: the places are shared and counted on the cache
+ * holding v (fetch must not recompute it). */
+bf_status bf__dx_lifetimes(const bf_plan *p, const unsigned char *held, int out_val, int *first, int *last,
+                           bf_error *err);
+bf_status bf__dx_first_fit(size_t n, const unsigned char *place, const size_t *bytes, const int *first,
+                           const int *last, size_t *off, size_t *total, bf_error *err);
+int bf__dx_slots_overlap(size_t n, const unsigned char *place, const size_t *bytes, const int *first, const int *last,
+                         const size_t *off, int *va, int *vb);
+bf_status bf__dx_arena_init(bf__dx *dx, bf_error *err);
+void bf__dx_arena_use(bf__dx *dx, int own);
+int bf__dx_arena_assumed(const bf__dx *dx, const bf_plan *p, int v);
+void bf__dx_arena_free(bf__dx *dx);
 
 /* diffexec.c: value v's golden tensor of batch b into the plan (read in
  * place from the cache, the dataset, or its producer run on golden inputs),

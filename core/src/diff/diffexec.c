@@ -86,6 +86,9 @@ static bf_status fetch(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
         /* Not cached: its producer reads no faulty parameter (those steps
          * have run already) and only golden inputs, so it reproduces the
          * golden value. */
+        if (bf__dx_arena_assumed(dx, p, v))   /* the places shared by lifetime counted on the cache */
+            return bf_error_set(err, BF_EUNSUPPORTED, "internal error: value %d not in the golden cache of batch %lld",
+                                v, (long long)b);
         const bf__step *ps = &p->steps[s];
         for (int j = 0; j < ps->n_in && st == BF_OK; j++)
             if (bf__runtime(p, ps->node->in[j])) st = fetch(dx, p, b, ps->node->in[j], err);
@@ -458,6 +461,9 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
     bf_status st = BF_OK;
     *full = 0;
     if ((st = reserve_vf(dx, n_vf, err)) != BF_OK) return st;
+    /* value faults are written at a batch's start, into any value: on the
+     * plans' own slots (diffarena.c) */
+    bf__dx_arena_use(dx, n_vf > 0);
     bf__out_restore(dx);   /* the last trial's (diffplane.c) */
     dx->n_touched = dx->n_rows = 0;
     dx->out_here = NULL;

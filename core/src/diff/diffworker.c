@@ -33,8 +33,7 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->orow);
     bf__free(dx->rowbuf);
     bf__free(dx->bc);
-    bf__free(dx->arena[0]);
-    bf__free(dx->arena[1]);
+    bf__dx_arena_free(dx);
     bf__free(dx->scratch);
     bf__free(dx->vfb);
     bf__free(dx->vfb_of);
@@ -85,7 +84,8 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         return bf__dx_oom(err);
     }
     memcpy(dx->out, sh->golden, n_out * sizeof(float));
-    bf_status st = bf__rows_init(dx, err);
+    bf_status st = bf__dx_arena_init(dx, err);
+    if (st == BF_OK) st = bf__rows_init(dx, err);
     if (st == BF_OK) st = bf__chain_init(dx, err);
     if (st == BF_OK) st = bf__pv_init(dx, err);
     if (st == BF_OK) st = bf__out_init(dx, err);

@@ -1,0 +1,305 @@
+/* A differential worker's arena shared by lifetime (issue 33; diff_impl.h,
+ * bf__dx_lifetimes). The evaluator's plans give every value a slot of its
+ * own (a trial reads and writes values out of step order, which a plan
+ * shared by lifetime, as `bitflip eval`'s, does not allow for), so a
+ * worker touched every slot a trial re-ran: ViT-S/16 at batch 4 about 650
+ * MB a worker, written and read back through DRAM, and each thread's first
+ * touch of them paid again at 2 threads (docs/perf/trials.md, h19-mt).
+ * Here each value gets a place shared with values whose lives do not
+ * overlap, its life being every moment of a batch at which a trial may
+ * write or read it, out of order included:
+ *
+ * - a step's outputs and inputs from the earliest moment it runs (a Conv's
+ *   fused epilogue writes its last step's output, and reads the residual
+ *   operand, at the Conv: diffstep.c, bf__dx_run_fused; diffchan.c,
+ *   bf__dx_chain_channel; a whole run's Gather groups, plan_impl.h gcol) to
+ *   its own step;
+ * - fetch (diffexec.c) of a value the cache does not hold runs its
+ *   producer when a reader needs it, on inputs fetched the same way: every
+ *   output and input of those producers lives to that reader too;
+ * - the graph's outputs, and the inputs of the step computing output 0
+ *   (diffout.c reads them after every batch), to the end of the batch.
+ *
+ * Value faults are written at a batch's start, into any value: a trial with
+ * any runs on the plans' own slots as before (bf__dx_run switches), so the
+ * shared places hold only weight-fault trials' values. A value the cache
+ * says it holds but gives no block for (a derived block whose run failed)
+ * would be recomputed out of order: fetch refuses that instead
+ * (bf__dx_arena_assumed). Where the places are laid out, each pair of
+ * overlapping places is checked against the lives (bf__dx_slots_overlap)
+ * before a trial runs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "diff/diff_impl.h"
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static int cached(const bf__dx_shared *sh, int v)
+{
+    return bf__pvals_data(sh->pv, v) || bf__gcache_has(sh->gc, v) || (v == sh->out_val && sh->golden);
+}
+
+static void widen(int *first, int *last, int v, int lo, int hi)
+{
+    if (lo < first[v]) first[v] = lo;
+    if (hi > last[v]) last[v] = hi;
+}
+
+/* fetch(x) at any moment in [lo, hi]: an uncached x's producer runs then,
+ * writing each of its outputs and reading each of its inputs (a golden one
+ * may sit in its own place, computed and found golden earlier), the
+ * uncached ones fetched the same way */
+static void fetch_closure(const unsigned char *held, const bf_plan *p, int x, int lo, int hi, int *first, int *last,
+                          int *seen, int stamp)
+{
+    if (seen[x] == stamp) return;
+    seen[x] = stamp;
+    int s = p->val_step[x];
+    if (s < 0 || held[x]) return;
+    const bf__step *st = &p->steps[s];
+    for (int j = 0; j < st->n_out; j++)
+        if (st->node->out[j] >= 0) widen(first, last, st->node->out[j], lo, hi);
+    for (int j = 0; j < st->n_in; j++) {
+        int z = st->node->in[j];
+        if (!bf__runtime(p, z)) continue;
+        widen(first, last, z, lo, hi);
+        fetch_closure(held, p, z, lo, hi, first, last, seen, stamp);
+    }
+}
+
+bf_status bf__dx_lifetimes(const bf_plan *p, const unsigned char *held, int out_val, int *first, int *last,
+                           bf_error *err)
+{
+    const bf_model *m = p->model;
+    int ns = (int)p->n_steps;
+    int *early = bf__malloc(((size_t)ns + 1) * sizeof *early), *seen = bf__calloc(m->n_values + 1, sizeof *seen);
+    if (!early || !seen) {
+        bf__free(early), bf__free(seen);
+        return bf__dx_oom(err);
+    }
+    for (size_t v = 0; v < m->n_values; v++) first[v] = last[v] = p->val_step[v] >= 0 ? p->val_step[v] : -1;
+    for (int i = 0; i < ns; i++) early[i] = i;
+    for (int i = 0; i < ns; i++) {
+        const int ks[3] = {p->fuse_to[i], p->fuse_to[i] ? p->fuse_add[i] : 0, p->fuse_to[i] ? p->fuse_bn[i] : 0};
+        for (int k = 0; k < 3; k++)
+            if (ks[k] > i && early[ks[k]] > i) early[ks[k]] = i;
+        for (int k = i + 1; p->tab.gcol && k <= p->tab.gcol[i]; k++)
+            if (early[k] > i) early[k] = i;
+    }
+    int stamp = 0;
+    for (int k = 0; k < ns; k++) {
+        const bf__step *s = &p->steps[k];
+        for (int j = 0; j < s->n_out; j++)
+            if (s->node->out[j] >= 0) widen(first, last, s->node->out[j], early[k], k);
+        for (int j = 0; j < s->n_in; j++) {
+            int x = s->node->in[j];
+            if (!bf__runtime(p, x)) continue;
+            widen(first, last, x, early[k], k);
+            fetch_closure(held, p, x, early[k], k, first, last, seen, ++stamp);
+        }
+    }
+    for (size_t i = 0; i < m->n_outputs; i++) last[m->output_vals[i]] = ns;
+    int os = out_val >= 0 ? p->val_step[out_val] : -1;
+    for (int j = 0; os >= 0 && j < p->steps[os].n_in; j++)
+        if (bf__runtime(p, p->steps[os].node->in[j])) last[p->steps[os].node->in[j]] = ns;
+    bf__free(early), bf__free(seen);
+    return BF_OK;
+}
+
+typedef struct slot {
+    size_t v, off, bytes;
+    int first, last;
+} slot;
+
+static int first_cmp(const void *a, const void *b)
+{
+    const slot *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->v < y->v ? -1 : x->v > y->v;
+}
+
+static int off_cmp(const void *a, const void *b)
+{
+    const slot *const *x = a, *const *y = b;
+    return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
+}
+
+bf_status bf__dx_first_fit(size_t n, const unsigned char *place, const size_t *bytes, const int *first,
+                           const int *last, size_t *off, size_t *total, bf_error *err)
+{
+    slot *ls = bf__calloc(n + 1, sizeof *ls);
+    slot **act = bf__calloc(n + 1, sizeof *act);
+    if (!ls || !act) {
+        bf__free(ls), bf__free(act);
+        return bf__dx_oom(err);
+    }
+    size_t k = 0, n_act = 0, top = 0;
+    for (size_t v = 0; v < n; v++)
+        if (place[v]) ls[k++] = (slot){.v = v, .bytes = align64(bytes[v]), .first = first[v], .last = last[v]};
+    size_t nl = k;
+    qsort(ls, nl, sizeof *ls, first_cmp);
+    /* first fit, in order of birth, over the places of the values alive
+     * then: the lowest gap the value fits in (plan_build.c's rule) */
+    for (k = 0; k < nl; k++) {
+        size_t w = 0;
+        for (size_t a = 0; a < n_act; a++)
+            if (act[a]->last >= ls[k].first) act[w++] = act[a];
+        n_act = w;
+        qsort(act, n_act, sizeof *act, off_cmp);
+        size_t at = 0;
+        for (size_t a = 0; a < n_act; a++) {
+            if (act[a]->off >= at + ls[k].bytes) break;
+            if (act[a]->off + act[a]->bytes > at) at = act[a]->off + act[a]->bytes;
+        }
+        ls[k].off = at;
+        off[ls[k].v] = at;
+        if (at + ls[k].bytes > top) top = at + ls[k].bytes;
+        act[n_act++] = &ls[k];
+    }
+    bf__free(ls), bf__free(act);
+    *total = top;
+    return BF_OK;
+}
+
+typedef struct span {
+    size_t v, off, end;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int bf__dx_slots_overlap(size_t n, const unsigned char *place, const size_t *bytes, const int *first, const int *last,
+                         const size_t *off, int *va, int *vb)
+{
+    size_t k = 0;
+    span *sp = bf__malloc((n + 1) * sizeof *sp);
+    if (!sp) return -1;
+    for (size_t v = 0; v < n; v++)
+        if (place[v] && bytes[v]) sp[k++] = (span){.v = v, .off = off[v], .end = off[v] + bytes[v]};
+    qsort(sp, k, sizeof *sp, span_cmp);
+    int found = 0;
+    for (size_t a = 0; a < k && !found; a++)
+        for (size_t b = a + 1; b < k && sp[b].off < sp[a].end && !found; b++) {
+            size_t x = sp[a].v, y = sp[b].v;
+            if (first[x] <= last[y] && first[y] <= last[x]) {
+                found = 1;
+                *va = (int)x, *vb = (int)y;
+            }
+        }
+    bf__free(sp);
+    return found;
+}
+
+/* Values computed from parameters and constants alone (a Conv weight
+ * behind an Identity or a Transpose, dxparam.c's parameter-only values)
+ * keep their own slots: the same in every batch, they are read where a
+ * trial left them, not fetched again each batch (a Conv's channel through
+ * its fused chain, diffchan.c, reads its weight in place), so a slot
+ * another value wrote since would hand the kernel that value's bytes
+ * (mobilenet_v2's records moved so before this rule). */
+static bf_status pin_param_only(const bf_plan *p, unsigned char *place, bf_error *err)
+{
+    unsigned char *fixed = bf__calloc(p->model->n_values + 1, 1);
+    if (!fixed) return bf__dx_oom(err);
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int ok = 1;
+        for (int j = 0; j < s->n_in && ok; j++) {
+            int x = s->node->in[j];
+            ok = x < 0 || !bf__runtime(p, x) || fixed[x];   /* a parameter, a constant, a known value */
+        }
+        for (int j = 0; j < s->n_out && ok; j++)
+            if (s->node->out[j] >= 0) fixed[s->node->out[j]] = 1, place[s->node->out[j]] = 0;
+    }
+    bf__free(fixed);
+    return BF_OK;
+}
+
+/* Plan t's shared places: lives, layout, the check; NULL tables when the
+ * plan keeps its own (a plan that fuses or runs one sample: shared by
+ * lifetime already, plan_build.c). */
+static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf_model *m = sh->m;
+    bf_plan *p = dx->plan[t];
+    if (!p || p->fuse || p->unbatched || p->tab.pwdw || !p->arena) return BF_OK;
+    size_t n = m->n_values;
+    int *first = bf__malloc((n + 1) * sizeof *first), *last = bf__malloc((n + 1) * sizeof *last);
+    size_t *bytes = bf__calloc(n + 1, sizeof *bytes), *off = bf__calloc(n + 1, sizeof *off), total = 0;
+    unsigned char *place = bf__calloc(n + 1, 1), *held = bf__calloc(n + 1, 1);
+    void **tab = bf__calloc(n + 1, sizeof *tab);
+    bf_status st = first && last && bytes && off && place && held && tab ? BF_OK : bf__dx_oom(err);
+    for (size_t v = 0; st == BF_OK && v < n; v++) held[v] = (unsigned char)cached(sh, (int)v);
+    if (st == BF_OK) st = bf__dx_lifetimes(p, held, sh->out_val, first, last, err);
+    const char *a0 = p->arena, *a1 = a0 + p->arena_bytes;
+    for (size_t v = 0; st == BF_OK && v < n; v++) {
+        const char *d = dx->arena[t][v];
+        /* run-time values in the plan's arena; not a dynamic step's (sized
+         * when it runs) */
+        place[v] = bf__runtime(p, (int)v) && !p->dyn_val[v] && d && d >= a0 && d < a1;
+    }
+    if (st == BF_OK) st = pin_param_only(p, place, err);
+    for (size_t v = 0; st == BF_OK && v < n; v++) bytes[v] = place[v] ? bf_tensor_nbytes(&p->vals[v]) : 0;
+    if (st == BF_OK) st = bf__dx_first_fit(n, place, bytes, first, last, off, &total, err);
+    int va = -1, vb = -1, bad = st == BF_OK ? bf__dx_slots_overlap(n, place, bytes, first, last, off, &va, &vb) : 0;
+    if (bad < 0) st = bf__dx_oom(err);
+    else if (bad)
+        st = bf_error_set(err, BF_EUNSUPPORTED, "internal error: a worker's arena places values %d and %d, alive at once, "
+                          "in the same bytes", va, vb);
+    if (st == BF_OK && !(dx->lt_mem[t] = bf__calloc(1, total + 64))) st = bf__dx_oom(err);
+    if (st == BF_OK) {
+        /* zeroed as the plan's arena is: a fresh mapping, a page faulted in
+         * when first written */
+        char *base = (char *)(((uintptr_t)dx->lt_mem[t] + 63) & ~(uintptr_t)63);
+        for (size_t v = 0; v < n; v++) tab[v] = place[v] ? base + off[v] : dx->arena[t][v];
+        dx->lt_tab[t] = tab;
+        dx->lt_bytes[t] = total;
+        tab = NULL;
+    }
+    bf__free(first), bf__free(last), bf__free(bytes), bf__free(off), bf__free(place), bf__free(held), bf__free(tab);
+    return st;
+}
+
+bf_status bf__dx_arena_init(bf__dx *dx, bf_error *err)
+{
+    for (int t = 0; t < 2; t++) {
+        dx->own_tab[t] = dx->arena[t];
+        bf_status st = arena_plan(dx, t, err);
+        if (st != BF_OK) return st;
+    }
+    bf__dx_arena_use(dx, 0);
+    return BF_OK;
+}
+
+void bf__dx_arena_use(bf__dx *dx, int own)
+{
+    for (int t = 0; t < 2; t++) {
+        void **tab = own || !dx->lt_tab[t] ? dx->own_tab[t] : dx->lt_tab[t];
+        if (!tab || dx->arena[t] == tab) continue;
+        dx->arena[t] = tab;
+        for (size_t v = 0; dx->plan[t] && v < dx->sh->m->n_values; v++)
+            if (bf__runtime(dx->plan[t], (int)v)) dx->plan[t]->vals[v].data = tab[v];
+    }
+}
+
+int bf__dx_arena_assumed(const bf__dx *dx, const bf_plan *p, int v)
+{
+    return dx->arena[p == dx->plan[1]] == dx->lt_tab[p == dx->plan[1]] && cached(dx->sh, v);
+}
+
+void bf__dx_arena_free(bf__dx *dx)
+{
+    for (int t = 0; t < 2; t++) {
+        bf__free(dx->own_tab[t] ? dx->own_tab[t] : dx->arena[t]);
+        bf__free(dx->lt_tab[t]);
+        bf__free(dx->lt_mem[t]);
+        dx->arena[t] = dx->own_tab[t] = dx->lt_tab[t] = NULL;
+        dx->lt_mem[t] = NULL;
+    }
+}
