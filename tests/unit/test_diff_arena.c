@@ -53,6 +53,7 @@
 #include "bitflip/model.h"
 #include "campaign_check.h"
 #include "diff/diff_impl.h"
+#include "exec/plan_impl.h"
 #include "diff_graph.h"
 #include "onnx_graph.h"
 
@@ -180,7 +181,7 @@ static size_t fit(const fixture *f, int t, unsigned char *place, size_t *bytes, 
         first[v] = life[t][k][0], last[v] = life[t][k][1];
     }
     bf_error err = {0};
-    if (bf__dx_first_fit(n, place, bytes, first, last, off, &total, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf__plan_first_fit(n, place, bytes, first, last, off, &total, &err) != BF_OK) fail_msg("%s", err.msg);
     return total;
 }
 

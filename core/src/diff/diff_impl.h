@@ -274,9 +274,8 @@ bf_status bf__dx_oom(bf_error *err);
  * first, n_steps after the last) a weight-fault trial may write or read it,
  * out-of-order paths included (diffarena.c says which), where held marks
  * the values the golden cache gives for every batch (never recomputed) and
- * out_val is the graph output the trial compares. bf__dx_first_fit:
- * offsets for the values marked in place (bytes each, rounded up to 64),
- * none sharing a byte with one alive at the same time; *total the bytes.
+ * out_val is the graph output the trial compares; the places over those
+ * lives come from exec's bf__plan_first_fit (plan_impl.h).
  * bf__dx_slots_overlap: 1 (the pair in *va, *vb) when two placed values
  * alive at the same time share a byte, 0 when none do, -1 out of memory.
  * bf__dx_arena_init (bf__dx_create): the shared places of each plan that
@@ -286,8 +285,6 @@ bf_status bf__dx_oom(bf_error *err);
  * holding v (fetch must not recompute it). */
 bf_status bf__dx_lifetimes(const bf_plan *p, const unsigned char *held, int out_val, int *first, int *last,
                            bf_error *err);
-bf_status bf__dx_first_fit(size_t n, const unsigned char *place, const size_t *bytes, const int *first,
-                           const int *last, size_t *off, size_t *total, bf_error *err);
 int bf__dx_slots_overlap(size_t n, const unsigned char *place, const size_t *bytes, const int *first, const int *last,
                          const size_t *off, int *va, int *vb);
 bf_status bf__dx_arena_init(bf__dx *dx, bf_error *err);

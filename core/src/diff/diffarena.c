@@ -33,8 +33,7 @@
 
 #include "base/alloc.h"
 #include "diff/diff_impl.h"
-
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+#include "exec/plan_impl.h"
 
 static int cached(const bf__dx_shared *sh, int v)
 {
@@ -105,61 +104,6 @@ bf_status bf__dx_lifetimes(const bf_plan *p, const unsigned char *held, int out_
     for (int j = 0; os >= 0 && j < p->steps[os].n_in; j++)
         if (bf__runtime(p, p->steps[os].node->in[j])) last[p->steps[os].node->in[j]] = ns;
     bf__free(early), bf__free(seen);
-    return BF_OK;
-}
-
-typedef struct slot {
-    size_t v, off, bytes;
-    int first, last;
-} slot;
-
-static int first_cmp(const void *a, const void *b)
-{
-    const slot *x = a, *y = b;
-    if (x->first != y->first) return x->first < y->first ? -1 : 1;
-    return x->v < y->v ? -1 : x->v > y->v;
-}
-
-static int off_cmp(const void *a, const void *b)
-{
-    const slot *const *x = a, *const *y = b;
-    return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
-}
-
-bf_status bf__dx_first_fit(size_t n, const unsigned char *place, const size_t *bytes, const int *first,
-                           const int *last, size_t *off, size_t *total, bf_error *err)
-{
-    slot *ls = bf__calloc(n + 1, sizeof *ls);
-    slot **act = bf__calloc(n + 1, sizeof *act);
-    if (!ls || !act) {
-        bf__free(ls), bf__free(act);
-        return bf__dx_oom(err);
-    }
-    size_t k = 0, n_act = 0, top = 0;
-    for (size_t v = 0; v < n; v++)
-        if (place[v]) ls[k++] = (slot){.v = v, .bytes = align64(bytes[v]), .first = first[v], .last = last[v]};
-    size_t nl = k;
-    qsort(ls, nl, sizeof *ls, first_cmp);
-    /* first fit, in order of birth, over the places of the values alive
-     * then: the lowest gap the value fits in (plan_build.c's rule) */
-    for (k = 0; k < nl; k++) {
-        size_t w = 0;
-        for (size_t a = 0; a < n_act; a++)
-            if (act[a]->last >= ls[k].first) act[w++] = act[a];
-        n_act = w;
-        qsort(act, n_act, sizeof *act, off_cmp);
-        size_t at = 0;
-        for (size_t a = 0; a < n_act; a++) {
-            if (act[a]->off >= at + ls[k].bytes) break;
-            if (act[a]->off + act[a]->bytes > at) at = act[a]->off + act[a]->bytes;
-        }
-        ls[k].off = at;
-        off[ls[k].v] = at;
-        if (at + ls[k].bytes > top) top = at + ls[k].bytes;
-        act[n_act++] = &ls[k];
-    }
-    bf__free(ls), bf__free(act);
-    *total = top;
     return BF_OK;
 }
 
@@ -246,7 +190,7 @@ static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
     }
     if (st == BF_OK) st = pin_param_only(p, place, err);
     for (size_t v = 0; st == BF_OK && v < n; v++) bytes[v] = place[v] ? bf_tensor_nbytes(&p->vals[v]) : 0;
-    if (st == BF_OK) st = bf__dx_first_fit(n, place, bytes, first, last, off, &total, err);
+    if (st == BF_OK) st = bf__plan_first_fit(n, place, bytes, first, last, off, &total, err);
     int va = -1, vb = -1, bad = st == BF_OK ? bf__dx_slots_overlap(n, place, bytes, first, last, off, &va, &vb) : 0;
     if (bad < 0) st = bf__dx_oom(err);
     else if (bad)

@@ -231,6 +231,41 @@ static int off_cmp(const void *a, const void *b)
     return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
 }
 
+bf_status bf__plan_first_fit(size_t n, const unsigned char *place, const size_t *bytes, const int *first,
+                             const int *last, size_t *off, size_t *total, bf_error *err)
+{
+    live *ls = bf__calloc(n + 1, sizeof *ls);
+    live **act = bf__calloc(n + 1, sizeof *act);
+    if (!ls || !act) {
+        bf__free(ls), bf__free(act);
+        return oom(err);
+    }
+    size_t nl = 0, n_act = 0, top = 0;
+    for (size_t v = 0; v < n; v++)
+        if (place[v]) ls[nl++] = (live){.v = v, .bytes = align64(bytes[v]), .first = first[v], .last = last[v]};
+    qsort(ls, nl, sizeof *ls, live_cmp);
+    for (size_t k = 0; k < nl; k++) {
+        /* drop the places whose values died before this one is made */
+        size_t w = 0;
+        for (size_t a = 0; a < n_act; a++)
+            if (act[a]->last >= ls[k].first) act[w++] = act[a];
+        n_act = w;
+        qsort(act, n_act, sizeof *act, off_cmp);
+        size_t at = 0;
+        for (size_t a = 0; a < n_act; a++) {
+            if (act[a]->off >= at + ls[k].bytes) break;   /* the gap before it fits */
+            if (act[a]->off + act[a]->bytes > at) at = act[a]->off + act[a]->bytes;
+        }
+        ls[k].off = at;
+        off[ls[k].v] = at;
+        if (at + ls[k].bytes > top) top = at + ls[k].bytes;
+        act[n_act++] = &ls[k];
+    }
+    bf__free(ls), bf__free(act);
+    *total = top;
+    return BF_OK;
+}
+
 /* whether value v gets a place in the arena of the values NEEDED (not a
  * parameter, a constant or a value known when the plan is built) */
 static int placed(const bf_plan *p, const unsigned char *needed, int v)
@@ -244,15 +279,14 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
                                  bf_error *err)
 {
     const bf_model *m = p->model;
-    size_t n = 0;
     int end = (int)p->n_steps;
     int *first = bf__malloc((m->n_values + 1) * sizeof *first), *last = bf__malloc((m->n_values + 1) * sizeof *last);
     int *alias = bf__malloc((m->n_values + 1) * sizeof *alias);
-    live *ls = bf__calloc(m->n_values + 1, sizeof *ls);
-    live **act = bf__calloc(m->n_values + 1, sizeof *act);
+    unsigned char *place = bf__calloc(m->n_values + 1, 1);
+    size_t *bytes = bf__calloc(m->n_values + 1, sizeof *bytes);
     size_t *off_of = bf__calloc(m->n_values + 1, sizeof *off_of);
-    if (!first || !last || !alias || !ls || !act || !off_of) {
-        bf__free(first), bf__free(last), bf__free(alias), bf__free(ls), bf__free(act), bf__free(off_of);
+    if (!first || !last || !alias || !place || !bytes || !off_of) {
+        bf__free(first), bf__free(last), bf__free(alias), bf__free(place), bf__free(bytes), bf__free(off_of);
         return oom(err);
     }
     for (size_t v = 0; v < m->n_values; v++) first[v] = last[v] = -2;
@@ -319,31 +353,18 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
         if (!placed(p, needed, (int)v)) continue;
         if (alias[v] >= 0) continue;
         if (first[v] == -2) first[v] = last[v] = -1;   /* needed but made by no step: as a graph input */
-        ls[n++] = (live){.v = v, .bytes = align64(bf_tensor_nbytes(&p->vals[v])), .first = first[v], .last = last[v]};
+        place[v] = 1;
+        bytes[v] = bf_tensor_nbytes(&p->vals[v]);
     }
-    qsort(ls, n, sizeof *ls, live_cmp);
-    size_t n_act = 0, top = 0;
-    for (size_t k = 0; k < n; k++) {
-        /* drop the places whose values died before this one is made */
-        size_t w = 0;
-        for (size_t a = 0; a < n_act; a++)
-            if (act[a]->last >= ls[k].first) act[w++] = act[a];
-        n_act = w;
-        qsort(act, n_act, sizeof *act, off_cmp);
-        size_t at = 0;
-        for (size_t a = 0; a < n_act; a++) {
-            if (act[a]->off >= at + ls[k].bytes) break;   /* the gap before it fits */
-            if (act[a]->off + act[a]->bytes > at) at = act[a]->off + act[a]->bytes;
-        }
-        ls[k].off = at;
-        off_of[ls[k].v] = at;
-        if (at + ls[k].bytes > top) top = at + ls[k].bytes;
-        act[n_act++] = &ls[k];
+    bf_status st = bf__plan_first_fit(m->n_values, place, bytes, first, last, off_of, total, err);
+    bf__free(place), bf__free(bytes);
+    if (st != BF_OK) {
+        bf__free(first), bf__free(last), bf__free(alias), bf__free(off_of);
+        return st;
     }
     for (size_t v = 0; v < m->n_values; v++)
         if (alias[v] >= 0) off_of[v] = off_of[alias[v]];
-    bf__free(first), bf__free(last), bf__free(alias), bf__free(ls), bf__free(act);
-    *total = top;
+    bf__free(first), bf__free(last), bf__free(alias);
     *out = off_of;
     return BF_OK;
 }

@@ -306,6 +306,14 @@ size_t bf__plan_csel_classes(const bf_plan *p, int *computed);
  * keep (diff/gcache.c). */
 bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, size_t *total, size_t **out,
                                  bf_error *err);
+/* The first fit under bf__plan_share_offsets, for any set of lives: offsets
+ * (off[v], for the n values marked in place) for bytes[v] each, rounded up to
+ * 64, taken in order of first moment (then value) at the lowest gap among the
+ * places of values still alive (last >= that first); *total the bytes. The
+ * differential workers' arenas (diff/diffarena.c) use it over their own,
+ * longer lives. */
+bf_status bf__plan_first_fit(size_t n, const unsigned char *place, const size_t *bytes, const int *first,
+                             const int *last, size_t *off, size_t *total, bf_error *err);
 
 /* The row length of `value` if a value fault may hit it in this plan: run
  * time, float32, dim 0 the batch. Otherwise an error saying why. */
