@@ -194,16 +194,22 @@ static void x_build(x_index *xi, const int64_t *order, int64_t m, const float *c
     for (int64_t t = 0; t < xi->n_x; t++) xi->x[t] = c[4 * xi->by_x[t]];
 }
 
-/* Box i (at rank ii, kept) suppresses a later, unsuppressed box j when
- * their IoU is > iou: torchvision's expressions. */
-static inline void suppress(const float *c, const float *area, int64_t i, int64_t j, float iou, unsigned char *supp)
+/* The IoU of boxes i and j in torchvision's expressions (the same float
+ * operations in the same order, so the same bits). */
+static inline float iou_of(const float *c, const float *area, int64_t i, int64_t j)
 {
     const float *ci = c + 4 * i, *cj = c + 4 * j;
     float w = std_max(0.0f, std_min(ci[2], cj[2]) - std_max(ci[0], cj[0]));
     float h = std_max(0.0f, std_min(ci[3], cj[3]) - std_max(ci[1], cj[1]));
     float inter = w * h;
-    float ovr = inter / (area[i] + area[j] - inter);
-    if (ovr > iou) supp[j] = 1;
+    return inter / (area[i] + area[j] - inter);
+}
+
+/* Box i (at rank ii, kept) suppresses a later, unsuppressed box j when
+ * their IoU is > iou. */
+static inline void suppress(const float *c, const float *area, int64_t i, int64_t j, float iou, unsigned char *supp)
+{
+    if (iou_of(c, area, i, j) > iou) supp[j] = 1;
 }
 
 /* A near-tie record's state in one NonMaxSuppression run (op.h,
@@ -235,11 +241,7 @@ static void note(nms_note *nt, float score)
 static void suppress_noted(const float *c, const float *area, int64_t i, int64_t j, float iou, unsigned char *supp,
                            nms_note *nt)
 {
-    const float *ci = c + 4 * i, *cj = c + 4 * j;
-    float w = std_max(0.0f, std_min(ci[2], cj[2]) - std_max(ci[0], cj[0]));
-    float h = std_max(0.0f, std_min(ci[3], cj[3]) - std_max(ci[1], cj[1]));
-    float inter = w * h;
-    float ovr = inter / (area[i] + area[j] - inter);
+    float ovr = iou_of(c, area, i, j);
     if (ovr > iou) supp[j] = 1;
     if (supp[j] && within(nt->m, nt->s[i], nt->s[j])) note(nt, nt->s[i]);
     if (fabs((double)ovr - (double)iou) <= nt->m->iou && isfinite(nt->s[j])) note(nt, nt->s[j]);
