@@ -197,6 +197,21 @@ static bf_campaign_spec spec(bf_target target, int trials, uint64_t seed)
 static const char *const DETECTORS[] = {"ssd", "ssdlite", "retinanet", "fcos", "fasterrcnn", "maskrcnn", "yolo"};
 #define N_DET (sizeof DETECTORS / sizeof *DETECTORS)
 
+/* Weight faults confined to the tensors pats[0..np) names, one and two
+ * bits, on 1 and 2 threads (same_as_exact_on), `trials` trials each,
+ * seeded seed + 2 x bits + threads */
+static void bits_and_threads(const char *fix, char **pats, size_t np, int trials, uint64_t seed, sums *t)
+{
+    for (int bits = 1; bits <= 2; bits++)
+        for (int th = 1; th <= 2; th++) {
+            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, trials, seed + (uint64_t)bits * 2 + (uint64_t)th);
+            s.tensors = pats;
+            s.n_tensors = np;
+            s.bits = bits;
+            same_as_exact_on(fix, &s, 0, th, t);
+        }
+}
+
 static void weights_single_bit(void **state)
 {
     (void)state;
@@ -267,17 +282,11 @@ static void head_convs_on_one_channel(void **state)
     static const char *const fixes[] = {"ssdlite", "ssd", "retinanet", "fcos"};
     sums t = {0};
     int64_t chan_ssd = 0;
-    for (size_t f = 0; f < sizeof fixes / sizeof *fixes; f++)
-        for (int bits = 1; bits <= 2; bits++)
-            for (int th = 1; th <= 2; th++) {
-                bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 16, 40 + f * 4 + (size_t)bits * 2 + (size_t)th);
-                s.tensors = heads;
-                s.n_tensors = 1;
-                s.bits = bits;
-                int64_t before = t.chan;
-                same_as_exact_on(fixes[f], &s, 0, th, &t);
-                if (f < 2) chan_ssd += t.chan - before;
-            }
+    for (size_t f = 0; f < sizeof fixes / sizeof *fixes; f++) {
+        int64_t before = t.chan;
+        bits_and_threads(fixes[f], heads, 1, 16, 40 + f * 4, &t);
+        if (f < 2) chan_ssd += t.chan - before;
+    }
     assert_true(chan_ssd > 0);
     assert_true(t.changed > 0);
     assert_true(t.masked > 0);
@@ -301,27 +310,12 @@ static void fused_convs_on_one_channel(void **state)
     static char *backbone[] = {"backbone.*"};
     static const char *const fixes[] = {"ssdlite", "ssd", "retinanet", "fcos"};
     sums t = {0};
-    for (size_t f = 0; f < sizeof fixes / sizeof *fixes; f++)
-        for (int bits = 1; bits <= 2; bits++)
-            for (int th = 1; th <= 2; th++) {
-                bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 48, 60 + f * 4 + (size_t)bits * 2 + (size_t)th);
-                s.tensors = backbone;
-                s.n_tensors = 1;
-                s.bits = bits;
-                same_as_exact_on(fixes[f], &s, 0, th, &t);
-            }
+    for (size_t f = 0; f < sizeof fixes / sizeof *fixes; f++) bits_and_threads(fixes[f], backbone, 1, 48, 60 + f * 4, &t);
     /* SSDlite's pointwise Convs before a depthwise one, alone: the trials'
      * mass there keeps the depthwise Conv's output too, and the channel is
      * followed through it (and its HardSwish) */
     static char *pointwise[] = {"backbone.stem.0.0.weight", "backbone.stem.1.1.0.weight"};
-    for (int bits = 1; bits <= 2; bits++)
-        for (int th = 1; th <= 2; th++) {
-            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 256, 80 + (size_t)bits * 2 + (size_t)th);
-            s.tensors = pointwise;
-            s.n_tensors = 2;
-            s.bits = bits;
-            same_as_exact_on("ssdlite", &s, 0, th, &t);
-        }
+    bits_and_threads("ssdlite", pointwise, 2, 256, 80, &t);
     assert_true(t.fused > 0);
     assert_true(t.follow > 0);
     assert_true(t.changed > 0);
@@ -343,14 +337,7 @@ static void channel_followed_through_maps(void **state)
     (void)state;
     static char *first[] = {"c1.*"};
     sums t = {0};
-    for (int bits = 1; bits <= 2; bits++)
-        for (int th = 1; th <= 2; th++) {
-            bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 64, 90 + (size_t)bits * 2 + (size_t)th);
-            s.tensors = first;
-            s.n_tensors = 1;
-            s.bits = bits;
-            same_as_exact_on("ckpt/ckpt_follow", &s, 0, th, &t);
-        }
+    bits_and_threads("ckpt/ckpt_follow", first, 1, 64, 90, &t);
     /* four steps follow each of c1's runs on one channel, but where it
      * came back golden already */
     assert_true(t.chan > 0);
@@ -439,6 +426,104 @@ static void input_fed_unless_past_its_readers(void **state)
     bf_model_free(m);
 }
 
+/* Trials given to the chooser as a list (bf__ckpt_drawn), each one
+ * weight element: element index[k] of parameter q[k]. */
+typedef struct drawn_list {
+    int64_t q[8], index[8];
+    int n;
+} drawn_list;
+
+/* trial k of d on ck: begun, its fault's parameter and element, ended */
+static void one_trial(const bf__ckpt *ck, bf__ckpt_trial *tr, const drawn_list *d, int k)
+{
+    bf__ckpt_trial_begin(ck, tr);
+    bf__ckpt_trial_param(ck, tr, (size_t)d->q[k]);
+    bf__ckpt_trial_element(ck, tr, (size_t)d->q[k], d->index[k]);
+    bf__ckpt_trial_end(ck, tr);
+}
+
+static bf_status run_list(void *user, const bf__ckpt *ck, bf__ckpt_trial *tr, bf_error *err)
+{
+    (void)err;
+    const drawn_list *d = user;
+    for (int k = 0; k < d->n; k++) one_trial(ck, tr, d, k);
+    return BF_OK;
+}
+
+/* The SSDlite fixture's one-image plan (as the evaluator's) with a step cost
+ * of 1e-6 s for dynamic steps, 1e-4 for the rest, and 1 per parameter: the
+ * counted costs the checkpoint-choice tests below give the chooser; and
+ * their eight drawn trials, element 0 of every third parameter from the
+ * last (the heads' Convs' channels first). */
+typedef struct ssd_costs {
+    bf_model *m;
+    bf_dataset *ds;
+    bf_plan *p;
+    double *cost, *pm;
+    size_t n;   /* steps */
+    drawn_list d;
+} ssd_costs;
+
+static void ssd_open(ssd_costs *c)
+{
+    memset(c, 0, sizeof *c);
+    tc_load(BF_FIXTURES "/det/ssdlite", &c->m, &c->ds);
+    bf_error err = {0};
+    bf_plan_opts po = {.fuse_activations = 1, .share_buffers = 1, .unbatched = 1};
+    if (bf_plan_create_opts(c->m, 1, &po, &c->p, &err) != BF_OK) fail_msg("%s", err.msg);
+    c->n = bf_plan_num_steps(c->p);
+    c->cost = calloc(c->n + 1, sizeof *c->cost), c->pm = calloc(c->m->n_params + 1, sizeof *c->pm);
+    assert_true(c->cost && c->pm);
+    for (size_t i = 0; i < c->n; i++) c->cost[i] = c->p->steps[i].dyn ? 1e-6 : 1e-4;
+    for (size_t q = 0; q < c->m->n_params; q++) c->pm[q] = 1;
+    for (size_t q = c->m->n_params; q-- > 0 && c->d.n < 8;)
+        if (q % 3 == 0) c->d.q[c->d.n] = (int64_t)q, c->d.index[c->d.n++] = 0;
+}
+
+static void ssd_close(ssd_costs *c)
+{
+    free(c->cost);
+    free(c->pm);
+    bf_plan_free(c->p);
+    bf_dataset_free(c->ds);
+    bf_model_free(c->m);
+}
+
+/* From c's costs, the whole store (bf__ckpt_create) and the one made for
+ * c's drawn trials (bf__ckpt_create_drawn: cut and priced to them), a
+ * trial of each; two_trial runs drawn trial k on both. */
+typedef struct two_stores {
+    bf__ckpt *all, *ck;
+    bf__ckpt_trial *ta, *tc;
+} two_stores;
+
+static two_stores two_open(ssd_costs *c)
+{
+    two_stores s = {0};
+    bf_error err = {0};
+    if (bf__ckpt_create(c->p, 2, 8, c->cost, c->pm, NULL, (size_t)1 << 30, &s.all, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    if (bf__ckpt_create_drawn(c->p, 2, 8, c->cost, c->pm, NULL, (size_t)1 << 30, run_list, &c->d, &s.ck, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    if (bf__ckpt_trial_new(s.all, &s.ta, &err) != BF_OK || bf__ckpt_trial_new(s.ck, &s.tc, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    return s;
+}
+
+static void two_trial(two_stores *s, const ssd_costs *c, int k)
+{
+    one_trial(s->all, s->ta, &c->d, k);
+    one_trial(s->ck, s->tc, &c->d, k);
+}
+
+static void two_close(two_stores *s)
+{
+    bf__ckpt_trial_free(s->ta);
+    bf__ckpt_trial_free(s->tc);
+    bf__ckpt_free(s->all);
+    bf__ckpt_free(s->ck);
+}
+
 /* The store cut to the drawn trials (bf__ckpt_create_drawn): every drawn
  * trial's run takes the same steps, fills, one-channel Convs and restores
  * with the cut store as with the whole one, which holds more. On the
@@ -446,83 +531,32 @@ static void input_fed_unless_past_its_readers(void **state)
  * weight element each (a head Conv's channel among them); the whole store
  * made by bf__ckpt_create from the same costs. Marking nothing for the
  * one-channel walks or the fills fails it. */
-typedef struct drawn_list {
-    int64_t q[8], index[8];
-    int n;
-} drawn_list;
-
-static bf_status run_list(void *user, const bf__ckpt *ck, bf__ckpt_trial *tr, bf_error *err)
-{
-    (void)err;
-    const drawn_list *d = user;
-    for (int k = 0; k < d->n; k++) {
-        bf__ckpt_trial_begin(ck, tr);
-        bf__ckpt_trial_param(ck, tr, (size_t)d->q[k]);
-        bf__ckpt_trial_element(ck, tr, (size_t)d->q[k], d->index[k]);
-        bf__ckpt_trial_end(ck, tr);
-    }
-    return BF_OK;
-}
-
-/* The SSDlite fixture's one-image plan (as the evaluator's) with a step cost
- * of 1e-6 s for dynamic steps, 1e-4 for the rest, and 1 per parameter: the
- * counted costs both checkpoint-choice tests below give the chooser. */
-static size_t ssdlite_costs(bf_model **m, bf_dataset **ds, bf_plan **p, double **cost, double **pm)
-{
-    tc_load(BF_FIXTURES "/det/ssdlite", m, ds);
-    bf_error err = {0};
-    bf_plan_opts po = {.fuse_activations = 1, .share_buffers = 1, .unbatched = 1};
-    if (bf_plan_create_opts(*m, 1, &po, p, &err) != BF_OK) fail_msg("%s", err.msg);
-    size_t n = bf_plan_num_steps(*p);
-    *cost = calloc(n + 1, sizeof **cost), *pm = calloc((*m)->n_params + 1, sizeof **pm);
-    assert_true(*cost && *pm);
-    for (size_t i = 0; i < n; i++) (*cost)[i] = (*p)->steps[i].dyn ? 1e-6 : 1e-4;
-    for (size_t q = 0; q < (*m)->n_params; q++) (*pm)[q] = 1;
-    return n;
-}
-
 static void store_cut_to_the_drawn_trials(void **state)
 {
     (void)state;
-    bf_model *m = NULL;
-    bf_dataset *ds = NULL;
-    bf_plan *p = NULL;
-    double *cost = NULL, *pm = NULL;
+    ssd_costs c;
+    ssd_open(&c);
+    two_stores s = two_open(&c);
+    bf__ckpt *all = s.all, *cut = s.ck;
+    bf__ckpt_trial *ta = s.ta, *tc = s.tc;
     bf_error err = {0};
-    size_t n = ssdlite_costs(&m, &ds, &p, &cost, &pm);
-    drawn_list d = {0};
-    for (size_t q = m->n_params; q-- > 0 && d.n < 8;)   /* the heads first: their Convs' channels */
-        if (q % 3 == 0) d.q[d.n] = (int64_t)q, d.index[d.n++] = 0;
-    bf__ckpt *all = NULL, *cut = NULL;
-    if (bf__ckpt_create(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, &all, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf__ckpt_create_drawn(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, run_list, &d, &cut, &err) != BF_OK)
-        fail_msg("%s", err.msg);
     assert_true(bf__ckpt_num_cuts(all) > 0 && bf__ckpt_num_stored(all) > 0);
     assert_true(bf__ckpt_num_stored(cut) < bf__ckpt_num_stored(all));
     assert_true(bf__ckpt_bytes(cut) < bf__ckpt_bytes(all));
-    bf__ckpt_trial *ta = NULL, *tc = NULL;
-    if (bf__ckpt_trial_new(all, &ta, &err) != BF_OK || bf__ckpt_trial_new(cut, &tc, &err) != BF_OK) fail_msg("%s", err.msg);
     int fills = 0, chans = 0;
-    for (int k = 0; k < d.n; k++) {
-        bf__ckpt_trial *t2[2] = {ta, tc};
-        bf__ckpt *c2[2] = {all, cut};
-        for (int j = 0; j < 2; j++) {
-            bf__ckpt_trial_begin(c2[j], t2[j]);
-            bf__ckpt_trial_param(c2[j], t2[j], (size_t)d.q[k]);
-            bf__ckpt_trial_element(c2[j], t2[j], (size_t)d.q[k], d.index[k]);
-            bf__ckpt_trial_end(c2[j], t2[j]);
-        }
+    for (int k = 0; k < c.d.n; k++) {
+        two_trial(&s, &c, k);
         assert_int_equal(ta->all, tc->all);
         assert_int_equal(ta->from, tc->from);
         assert_int_equal(ta->chan_step, tc->chan_step);
         chans += ta->chan_step >= 0;
         if (ta->all) continue;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < c.n; i++) {
             if (ta->act[i] != tc->act[i]) fail_msg("trial %d (parameter %lld): step %zu acts %d, cut store %d", k,
-                                                   (long long)d.q[k], i, ta->act[i], tc->act[i]);
+                                                   (long long)c.d.q[k], i, ta->act[i], tc->act[i]);
             fills += (ta->act[i] & BF__STEP_FILL) != 0;
         }
-        assert_memory_equal(ta->read, tc->read, m->n_values);
+        assert_memory_equal(ta->read, tc->read, c.m->n_values);
     }
     if (getenv("BF_TEST_VERBOSE"))
         fprintf(stderr, "store %zu -> %zu values, %llu -> %llu bytes; %d fills, %d channels\n", bf__ckpt_num_stored(all),
@@ -537,7 +571,7 @@ static void store_cut_to_the_drawn_trials(void **state)
         bf__ckpt *ck = NULL;
         size_t live = bf_test_alloc_live();
         bf_test_alloc_fail_after(k);
-        bf_status st = bf__ckpt_create_drawn(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, run_list, &d, &ck, &err);
+        bf_status st = bf__ckpt_create_drawn(c.p, 2, 8, c.cost, c.pm, NULL, (size_t)1 << 30, run_list, &c.d, &ck, &err);
         long failed = bf_test_alloc_failures();
         bf_test_alloc_fail_after(-1);
         if (st == BF_OK) {
@@ -553,15 +587,8 @@ static void store_cut_to_the_drawn_trials(void **state)
         refused++;
     }
     assert_true(refused > 10);
-    bf__ckpt_trial_free(ta);
-    bf__ckpt_trial_free(tc);
-    bf__ckpt_free(all);
-    bf__ckpt_free(cut);
-    free(cost);
-    free(pm);
-    bf_plan_free(p);
-    bf_dataset_free(ds);
-    bf_model_free(m);
+    two_close(&s);
+    ssd_close(&c);
 }
 
 /* The store priced value by value against the drawn trials (ckpt_reach.c,
@@ -575,48 +602,32 @@ static void store_cut_to_the_drawn_trials(void **state)
  * whole store's run runs; (3) the steps the runs now run instead of
  * putting values back cost them, over both images, less than recording
  * the values taken out would have. Keeping every group (the pricing
- * skipped) fails (0), dropping every group fails (3) or (1). */
+ * skipped) fails (0), dropping every group fails (3) or (1). Where a
+ * group's saving equals its cost exactly: store_priced_at_the_tie. */
 static void store_priced_by_the_drawn_trials(void **state)
 {
     (void)state;
-    bf_model *m = NULL;
-    bf_dataset *ds = NULL;
-    bf_plan *p = NULL;
-    double *cost = NULL, *pm = NULL;
-    bf_error err = {0};
-    size_t n = ssdlite_costs(&m, &ds, &p, &cost, &pm);
-    for (size_t i = 0; i < n; i++)
-        if (!p->steps[i].dyn && strcmp(p->steps[i].node->op->name, "Conv") != 0) cost[i] = 1e-9;
-    drawn_list d = {0};
-    for (size_t q = m->n_params; q-- > 0 && d.n < 8;)
-        if (q % 3 == 0) d.q[d.n] = (int64_t)q, d.index[d.n++] = 0;
-    bf__ckpt *all = NULL, *ck = NULL;
-    if (bf__ckpt_create(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, &all, &err) != BF_OK) fail_msg("%s", err.msg);
-    if (bf__ckpt_create_drawn(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, run_list, &d, &ck, &err) != BF_OK)
-        fail_msg("%s", err.msg);
+    ssd_costs c;
+    ssd_open(&c);
+    for (size_t i = 0; i < c.n; i++)
+        if (!c.p->steps[i].dyn && strcmp(c.p->steps[i].node->op->name, "Conv") != 0) c.cost[i] = 1e-9;
+    two_stores s = two_open(&c);
+    const bf__ckpt *ck = s.ck;
+    bf__ckpt_trial *ta = s.ta, *tc = s.tc;
     if (getenv("BF_TEST_VERBOSE"))
         fprintf(stderr, "priced out %zu values, %llu bytes an image; store %zu values\n", ck->priced_out,
                 (unsigned long long)ck->priced_bytes, bf__ckpt_num_stored(ck));
     assert_true(ck->priced_out > 0 && ck->priced_bytes > 0);   /* (0) */
-    bf__ckpt_trial *ta = NULL, *tc = NULL;
-    if (bf__ckpt_trial_new(all, &ta, &err) != BF_OK || bf__ckpt_trial_new(ck, &tc, &err) != BF_OK) fail_msg("%s", err.msg);
     double extra = 0;
-    for (int k = 0; k < d.n; k++) {
-        bf__ckpt_trial *t2[2] = {ta, tc};
-        bf__ckpt *c2[2] = {all, ck};
-        for (int j = 0; j < 2; j++) {
-            bf__ckpt_trial_begin(c2[j], t2[j]);
-            bf__ckpt_trial_param(c2[j], t2[j], (size_t)d.q[k]);
-            bf__ckpt_trial_element(c2[j], t2[j], (size_t)d.q[k], d.index[k]);
-            bf__ckpt_trial_end(c2[j], t2[j]);
-        }
+    for (int k = 0; k < c.d.n; k++) {
+        two_trial(&s, &c, k);
         assert_int_equal(ta->from, tc->from);
         if (tc->all) continue;
         int f = tc->from >= 0 ? ck->cut[tc->from] : 0;
-        for (size_t i = (size_t)f; i < n; i++) {
+        for (size_t i = (size_t)f; i < c.n; i++) {
             int runs_c = !(tc->act[i] & BF__STEP_SKIP), runs_a = !(ta->act[i] & BF__STEP_SKIP);
             if (runs_a && !runs_c) fail_msg("trial %d: step %zu skipped with the priced store only", k, i);   /* (2) */
-            if (runs_c && !runs_a && (i != (size_t)tc->chan_step || tc->chan_step != ta->chan_step)) extra += cost[i];
+            if (runs_c && !runs_a && (i != (size_t)tc->chan_step || tc->chan_step != ta->chan_step)) extra += c.cost[i];
             if (!runs_c) continue;
             for (int j = ck->in_first[i]; j < ck->in_first[i + 1]; j++) {   /* (1) */
                 int v = ck->in_val[j], at = ck->val_step[v];
@@ -628,14 +639,83 @@ static void store_priced_by_the_drawn_trials(void **state)
     }
     if (getenv("BF_TEST_VERBOSE")) fprintf(stderr, "the runs' extra steps: %g s an image\n", extra);
     assert_true(extra * 2 < BF__CKPT_BYTE_SECONDS * (double)ck->priced_bytes * 2);   /* (3) */
-    bf__ckpt_trial_free(ta);
-    bf__ckpt_trial_free(tc);
-    bf__ckpt_free(all);
-    bf__ckpt_free(ck);
-    free(cost);
-    free(pm);
+    two_close(&s);
+    ssd_close(&c);
+}
+
+/* price_store's boundary, worked by hand: a group goes only when recording
+ * it costs more than the trials' runs grow without it; where the two are
+ * equal it stays. The graph, one image, no fusion:
+ *
+ *   step 0  a = Mul(x, w0)      4 u (u = 2^-9 s = 1953125 ns: whole
+ *   step 1  c = Mul(a, w2)      1 u  nanoseconds, as the chooser keeps
+ *   step 2  b = Sigmoid(a)      2 u  step times, so that the sums below
+ *   step 3  y = Add(c, b)       1 u  are exact), every value 16 floats
+ *
+ * Faults land in w2 only (one drawn trial, element 0; the chooser told of
+ * 2 trials). The one cut is at step 1 (holding a). The trial runs steps 1
+ * and 3; b, which it does not reach, it takes from the store (64 bytes,
+ * put back at FILL_SECONDS = 0.3 ns a byte, ckpt_reach.c) or runs step 2
+ * again. Its run, on one image:
+ *   with b stored:    2 u + 64 x 0.3 ns = 3906250e-9 s + 19.2e-9 s
+ *   without b:        4 u               = 7812500e-9 s
+ * so the group {b} saves what recording its 64 bytes costs at a byte
+ * price of (without - with) / 64 (64 a power of two: exact both ways).
+ * At that price it stays; a price one ulp dearer takes it out, one ulp
+ * cheaper keeps it. Every gain taken as positive (a planted `gain = 1`),
+ * or `>=` for `>`, takes it out at the tie and fails. */
+static void store_priced_at_the_tie(void **state)
+{
+    (void)state;
+    tg_graph g = {0};
+    static const int64_t d16[] = {1, 16};
+    float w[16];
+    for (int k = 0; k < 16; k++) w[k] = 0.5f + 0.125f * (float)(k % 4);
+    g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, d16);
+    g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, d16);
+    tg_init_f32(&g, "w0", 2, d16, w);
+    tg_init_f32(&g, "w2", 2, d16, w);
+    tg_node(&g, "Mul", "s0", (const char *[]){"x", "w0"}, 2, "a");
+    tg_node(&g, "Mul", "s1", (const char *[]){"a", "w2"}, 2, "c");
+    tg_node(&g, "Sigmoid", "s2", (const char *[]){"a"}, 1, "b");
+    tg_node(&g, "Add", "s3", (const char *[]){"c", "b"}, 2, "y");
+    size_t len = 0;
+    uint8_t *buf = tg_pack(&g, "tie", &len);
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_buffer(buf, len, "tie", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    free(buf);
+    tg_free(&g);
+    bf_plan *p = tg_plan(m, 1, 0, 1);
+    assert_int_equal(bf_plan_num_steps(p), 4);
+    static const char *const order[] = {"s0", "s1", "s2", "s3"};
+    for (int i = 0; i < 4; i++) assert_string_equal(p->steps[i].node->name, order[i]);
+    const double u = 1.0 / 512;
+    double cost[4] = {4 * u, u, 2 * u, u}, pm[2] = {0, 0};
+    int64_t w2 = bf_model_find_param(m, "w2"), b = bf_model_find_value(m, "b");
+    assert_true(w2 >= 0 && w2 < 2 && b >= 0);
+    pm[w2] = 1;
+    drawn_list d = {.q = {w2}, .index = {0}, .n = 1};
+    const double fill = 0.3e-9 * 64, with = 3906250 * 1e-9 + fill, without = 7812500 * 1e-9;
+    const double tie = (without - with) / 64;
+    const double prices[3] = {tie, nextafter(tie, 1), nextafter(tie, 0)};
+    for (int k = 0; k < 3; k++) {
+        bf__ckpt *ck = NULL;
+        if (bf__ckpt_create_priced(p, 1, 2, cost, pm, NULL, (size_t)1 << 30, prices[k], run_list, &d, &ck, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        assert_int_equal(bf__ckpt_num_cuts(ck), 1);
+        assert_int_equal(ck->cut[0], 1);
+        int goes = k == 1;
+        if (getenv("BF_TEST_VERBOSE"))
+            fprintf(stderr, "byte price %.17g: priced out %zu (%llu bytes), store %zu\n", prices[k], ck->priced_out,
+                    (unsigned long long)ck->priced_bytes, bf__ckpt_num_stored(ck));
+        assert_int_equal(ck->priced_out, goes);
+        assert_int_equal(ck->priced_bytes, goes ? 64 : 0);
+        assert_int_equal(bf__ckpt_num_stored(ck), !goes);
+        assert_int_equal(ck->store_of[b] >= 0, !goes);
+        bf__ckpt_free(ck);
+    }
     bf_plan_free(p);
-    bf_dataset_free(ds);
     bf_model_free(m);
 }
 
@@ -649,17 +729,14 @@ static void store_priced_by_the_drawn_trials(void **state)
 static void dear_bytes_fewer_checkpoints(void **state)
 {
     (void)state;
-    bf_model *m = NULL;
-    bf_dataset *ds = NULL;
-    bf_plan *p = NULL;
-    double *cost = NULL, *pm = NULL;
+    ssd_costs c;
+    ssd_open(&c);
     bf_error err = {0};
-    (void)ssdlite_costs(&m, &ds, &p, &cost, &pm);
     uint64_t prev = UINT64_MAX, first = 0;
     const double prices[] = {BF__CKPT_BYTE_SECONDS, BF__CKPT_BYTE_SECONDS_DEAR, 1e-6};
     for (int k = 0; k < 3; k++) {
         bf__ckpt *ck = NULL;
-        if (bf__ckpt_create_priced(p, 2, 8, cost, pm, NULL, (size_t)1 << 30, prices[k], NULL, NULL, &ck, &err) != BF_OK)
+        if (bf__ckpt_create_priced(c.p, 2, 8, c.cost, c.pm, NULL, (size_t)1 << 30, prices[k], NULL, NULL, &ck, &err) != BF_OK)
             fail_msg("%s", err.msg);
         assert_true(bf__ckpt_byte_price(ck) == prices[k]);
         uint64_t b = bf__ckpt_bytes(ck);
@@ -675,11 +752,7 @@ static void dear_bytes_fewer_checkpoints(void **state)
         prev = b;
         bf__ckpt_free(ck);
     }
-    free(cost);
-    free(pm);
-    bf_plan_free(p);
-    bf_dataset_free(ds);
-    bf_model_free(m);
+    ssd_close(&c);
     sums t = {.price = BF__CKPT_BYTE_SECONDS_DEAR};
     for (size_t i = 0; i < 3; i++) {
         bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 16, 31 + i);
@@ -724,6 +797,7 @@ int main(void)
         cmocka_unit_test(input_fed_unless_past_its_readers),
         cmocka_unit_test(store_cut_to_the_drawn_trials),
         cmocka_unit_test(store_priced_by_the_drawn_trials),
+        cmocka_unit_test(store_priced_at_the_tie),
         cmocka_unit_test(dear_bytes_fewer_checkpoints),
         cmocka_unit_test(allocations_fail_cleanly),
     };
