@@ -80,7 +80,11 @@ void tc_unload(tc_loaded *l);
 bf_status tc_try_open(const char *stem, bf_model **m, bf_dataset **ds, bf_error *err);
 /* A cmocka group setup and teardown over one fixture: *state a malloc'd
  * tc_loaded of STEM (tc_try_open); on failure prints "setup: " and the
- * loader's message and returns -1. */
+ * loader's message and returns -1. tc_group_close is also the teardown of
+ * a test's own malloc'd fixture struct whose first member is a tc_loaded
+ * (a pointer to a struct, converted, points to its first member: C11
+ * 6.7.2.1): it frees the model, the eval set and the struct; a fixture
+ * holding more frees that first, then calls it. */
 int tc_group_open(void **state, const char *stem);
 int tc_group_close(void **state);
 /* Single-bit fp32 flips in every weight tensor ("*"), no critical metric. */

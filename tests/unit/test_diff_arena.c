@@ -70,8 +70,7 @@ static const int life[3][NV][2] = {
 };
 
 typedef struct fixture {
-    bf_model *m;
-    bf_dataset *ds;
+    tc_loaded l;   /* first: tc_group_close frees the fixture */
     int v[NV];
 } fixture;
 
@@ -100,22 +99,13 @@ static int setup(void **state)
     dg_fill(&rng, x, SAMPLES * 4, 3.0);
     dg_input in = {"x", 2, (int64_t[]){SAMPLES, 4}, x};
     uint8_t *db = dg_eval_set(&in, 1, SAMPLES, 3, &rng, &dl);
-    dg_load(mb, ml, db, dl, "arena", &f->m, &f->ds);
+    dg_load(mb, ml, db, dl, "arena", &f->l.m, &f->l.ds);
     free(mb), free(db);
     for (int k = 0; k < NV; k++) {
-        f->v[k] = (int)bf_model_find_value(f->m, names[k]);
+        f->v[k] = (int)bf_model_find_value(f->l.m, names[k]);
         assert_true(f->v[k] >= 0);
     }
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_dataset_free(f->ds);
-    bf_model_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -124,7 +114,7 @@ static bf_evaluator *evaluator(const fixture *f)
     bf_eval_opts eo = {.batch = BATCH, .threads = 1};
     bf_evaluator *ev = NULL;
     bf_error err = {0};
-    if (bf_evaluator_create(f->m, f->ds, &eo, &ev, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf_evaluator_create(f->l.m, f->l.ds, &eo, &ev, &err) != BF_OK) fail_msg("%s", err.msg);
     return ev;
 }
 
@@ -140,7 +130,7 @@ static void plan_as_drawn(const fixture *f, const bf_plan *p)
 static void lives_match(const fixture *f, const bf_plan *p, const unsigned char held_of[NV], int t, int *first,
                         int *last)
 {
-    size_t n = f->m->n_values;
+    size_t n = f->l.m->n_values;
     unsigned char *held = calloc(n + 1, 1);
     assert_non_null(held);
     for (int k = 0; k < NV; k++) held[f->v[k]] = held_of[k];
@@ -160,7 +150,7 @@ static void lives_as_worked_by_hand(void **state)
     bf_evaluator *ev = evaluator(f);
     const bf_plan *p = bf__evaluator_plan(ev, 0);
     plan_as_drawn(f, p);
-    size_t n = f->m->n_values;
+    size_t n = f->l.m->n_values;
     int *first = calloc(n + 1, sizeof *first), *last = calloc(n + 1, sizeof *last);
     assert_non_null(first), assert_non_null(last);
     static const unsigned char held[3][NV] = {{0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 1}};
@@ -172,7 +162,7 @@ static void lives_as_worked_by_hand(void **state)
 /* first fit of table t's lives over the six values at batch 4 */
 static size_t fit(const fixture *f, int t, unsigned char *place, size_t *bytes, int *first, int *last, size_t *off)
 {
-    size_t n = f->m->n_values, total = 0;
+    size_t n = f->l.m->n_values, total = 0;
     memset(place, 0, n);
     for (int k = 0; k < NV; k++) {
         int v = f->v[k];
@@ -201,7 +191,7 @@ static void apart_by_hand(const fixture *f, int t, const size_t *bytes, const si
 static void layout_and_planted_overlap(void **state)
 {
     const fixture *f = *state;
-    size_t n = f->m->n_values;
+    size_t n = f->l.m->n_values;
     unsigned char *place = calloc(n + 1, 1);
     size_t *bytes = calloc(n + 1, sizeof *bytes), *off = calloc(n + 1, sizeof *off);
     int *first = calloc(n + 1, sizeof *first), *last = calloc(n + 1, sizeof *last);
@@ -278,7 +268,7 @@ static void records_match_exact(void **state)
     for (int run = 0; run < 5; run++) {
         int exact = run == 0, threads = run % 2 ? 1 : 2;
         int64_t budget = run >= 3 ? 1 : 0;
-        bf_campaign *c = tc_make(f->m, f->ds, &s);
+        bf_campaign *c = tc_make(f->l.m, f->l.ds, &s);
         tc_recs r = {0};
         r.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r.r);
         assert_non_null(r.r);
@@ -308,5 +298,5 @@ int main(void)
         cmocka_unit_test(worker_places),
         cmocka_unit_test(records_match_exact),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tc_group_close);
 }

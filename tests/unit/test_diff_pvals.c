@@ -30,8 +30,7 @@
 #define FIX BF_FIXTURES "/lm/lm_gpt2_op14"
 
 typedef struct fixture {
-    bf_model *m;
-    bf_dataset *ds;
+    tc_loaded l;   /* first: tc_group_close frees the fixture */
     size_t wte_bytes;
     int64_t wte_numel;
 } fixture;
@@ -42,11 +41,12 @@ static int setup(void **state)
     assert_non_null(f);
     bf_error err = {0};
     /* the sequence axis is symbolic: sized from the eval set */
-    if (bf_model_load_file(FIX ".onnx", &f->m, &err) != BF_OK || bf_dataset_load_file(FIX ".eval.safetensors", &f->ds, &err) != BF_OK ||
-        bf_model_bind_dims(&f->m, f->ds, &err) != BF_OK)
+    if (bf_model_load_file(FIX ".onnx", &f->l.m, &err) != BF_OK ||
+        bf_dataset_load_file(FIX ".eval.safetensors", &f->l.ds, &err) != BF_OK ||
+        bf_model_bind_dims(&f->l.m, f->l.ds, &err) != BF_OK)
         fail_msg("%s", err.msg);
-    for (size_t q = 0; q < bf_model_num_params(f->m); q++) {
-        const bf_tensor *t = bf_model_param(f->m, q)->tensor;
+    for (size_t q = 0; q < bf_model_num_params(f->l.m); q++) {
+        const bf_tensor *t = bf_model_param(f->l.m, q)->tensor;
         if (strcmp(t->name, "wte.weight") == 0) {
             f->wte_bytes = bf_tensor_nbytes(t);
             f->wte_numel = bf_tensor_numel(t);
@@ -57,15 +57,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_dataset_free(f->ds);
-    bf_model_free(f->m);
-    free(f);
-    return 0;
-}
-
 /* Runs s exact and differential (2 threads each); every record must be the
  * same, and the differential run must hold at least min_bytes of
  * parameter-only values. */
@@ -73,7 +64,7 @@ static void same_records(const fixture *f, const bf_campaign_spec *s, size_t min
 {
     tc_recs r[2] = {{0}};
     for (int exact = 1; exact >= 0; exact--) {
-        bf_campaign *c = tc_make(f->m, f->ds, s);
+        bf_campaign *c = tc_make(f->l.m, f->l.ds, s);
         r[exact].r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r[exact].r);
         assert_non_null(r[exact].r);
         bf_campaign_opts o = {.threads = 2, .exact = exact, .on_trial = tc_keep, .user = &r[exact]};
@@ -133,5 +124,5 @@ int main(void)
         cmocka_unit_test(tied_table_faults_match_exact),
         cmocka_unit_test(uniform_weight_faults_match_exact),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tc_group_close);
 }

@@ -31,8 +31,7 @@
 #define FIX BF_FIXTURES "/diff/transformer_encoder_op13"
 
 typedef struct fixture {
-    bf_model *m;
-    bf_dataset *ds;
+    tc_loaded l;   /* first: tc_group_close frees the fixture */
     char *packed;                /* the in-projection's name */
     double scale;
 } fixture;
@@ -41,16 +40,16 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    tc_open(FIX, &f->m, &f->ds);
+    tc_open(FIX, &f->l.m, &f->l.ds);
     /* found by what it is, not by the exporter's number */
-    for (size_t q = 0; q < bf_model_num_params(f->m) && !f->packed; q++) {
-        const bf_param_info *pi = bf_model_param(f->m, q);
+    for (size_t q = 0; q < bf_model_num_params(f->l.m) && !f->packed; q++) {
+        const bf_param_info *pi = bf_model_param(f->l.m, q);
         const bf_tensor *t = pi->tensor;
         if (strncmp(t->name, "onnx::MatMul_", 13) == 0 && t->ndim == 2 && t->dims[0] == 64 && t->dims[1] == 192)
             f->packed = strdup(t->name);
     }
     assert_non_null(f->packed);
-    f->scale = tc_out_scale(f->m, f->ds);
+    f->scale = tc_out_scale(f->l.m, f->l.ds);
     *state = f;
     return 0;
 }
@@ -58,17 +57,14 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    bf_dataset_free(f->ds);
-    bf_model_free(f->m);
     free(f->packed);
-    free(f);
-    return 0;
+    return tc_group_close(state);
 }
 
 /* Runs spec s exact and differential and compares them into t. */
 static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_tally *t)
 {
-    tc_both(f->m, f->ds, f->scale, "transformer_encoder_op13", s, label, t, NULL);
+    tc_both(f->l.m, f->l.ds, f->scale, "transformer_encoder_op13", s, label, t, NULL);
 }
 
 static const int64_t batches[] = {16, 7};   /* 3 batches; 7 with a partial last one */

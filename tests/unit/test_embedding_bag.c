@@ -188,9 +188,8 @@ static void allocation_failures_are_clean(void **state)
 /* ---- differential vs exact on tests/fixtures/real/embedding_bag */
 
 typedef struct fixture {
+    tc_loaded l;   /* first: tc_group_close frees the fixture */
     const char *name;
-    bf_model *m;
-    bf_dataset *ds;
     double scale;
 } fixture;
 
@@ -198,24 +197,15 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    tc_open(REAL, &f->m, &f->ds);
-    f->scale = tc_out_scale(f->m, f->ds);
+    tc_open(REAL, &f->l.m, &f->l.ds);
+    f->scale = tc_out_scale(f->l.m, f->l.ds);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_dataset_free(f->ds);
-    bf_model_free(f->m);
-    free(f);
     return 0;
 }
 
 static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_tally *t, tc_recs *exact_out)
 {
-    tc_both(f->m, f->ds, f->scale, f->name ? f->name : "embedding_bag", s, label, t, exact_out);
+    tc_both(f->l.m, f->l.ds, f->scale, f->name ? f->name : "embedding_bag", s, label, t, exact_out);
 }
 
 
@@ -223,7 +213,7 @@ static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_ta
  * through graph input `input` (each of its elements is an index). */
 static int row_looked_up(const fixture *f, const char *input, int64_t r)
 {
-    const bf_tensor *t = bf_dataset_find(f->ds, input);
+    const bf_tensor *t = bf_dataset_find(f->l.ds, input);
     assert_non_null(t);
     for (int64_t i = 0; i < bf_tensor_numel(t); i++)
         if (((const int64_t *)t->data)[i] == r) return 1;
@@ -299,7 +289,7 @@ static row_work work_for_row(const fixture *f, const char *table, int64_t row)
     s.sampling = BF_SAMPLE_LIST;
     s.list = list;
     s.n_list = 4;
-    bf_campaign *c = tc_make(f->m, f->ds, &s);
+    bf_campaign *c = tc_make(f->l.m, f->l.ds, &s);
     bf_campaign_opts o = {.threads = 1};
     bf_campaign_result res;
     bf_error err = {0};
@@ -321,7 +311,7 @@ static void table_faults_rerun_only_their_batches(void **state)
     row_work none = work_for_row(f, "bag_mean.weight", 15);
     assert_int_equal(none.n_steps, 0);
     /* the bag_mean row the fewest samples look up (but some) */
-    const bf_tensor *t = bf_dataset_find(f->ds, "b");
+    const bf_tensor *t = bf_dataset_find(f->l.ds, "b");
     int64_t best = -1, best_n = INT64_MAX;
     for (int64_t r = 0; r < 30; r++) {
         int64_t k = 0;
@@ -388,7 +378,7 @@ static void wide_deep_faults_match_exact(void **state)
 {
     (void)state;
     fixture f = {.name = "wide_deep"};
-    f.scale = tc_load(BF_FIXTURES "/real/wide_deep", &f.m, &f.ds);
+    f.scale = tc_load(BF_FIXTURES "/real/wide_deep", &f.l.m, &f.l.ds);
     char *wide[] = {"op:bf.EmbeddingBag"};
     char *all[] = {"*"};
     tc_tally t = {0};
@@ -405,8 +395,7 @@ static void wide_deep_faults_match_exact(void **state)
     s.n_tensors = 1;
     both(&f, &s, "wide_deep: random bit flips anywhere, batch 16", &t, NULL);
     tc_assert_agree("wide_deep faults, differential vs exact", &t, 140);
-    bf_dataset_free(f.ds);
-    bf_model_free(f.m);
+    tc_unload(&f.l);
 }
 
 /* Tables whose lookups read a graph input directly (nn.Embedding on the
@@ -418,7 +407,7 @@ static void input_index_tables_match_exact(void **state)
 {
     (void)state;
     fixture f = {.name = "din"};
-    f.scale = tc_load(BF_FIXTURES "/real/din", &f.m, &f.ds);
+    f.scale = tc_load(BF_FIXTURES "/real/din", &f.l.m, &f.l.ds);
     char *item[] = {"item.weight"};
     tc_tally t = {0};
     int64_t masked[2] = {0, 0};
@@ -435,8 +424,7 @@ static void input_index_tables_match_exact(void **state)
     }
     assert_true(masked[0] < 50 && masked[1] < 50);   /* the faults do reach outputs: the comparison means something */
     tc_assert_agree("din item-table faults (indices from the eval set), differential vs exact", &t, 120);
-    bf_dataset_free(f.ds);
-    bf_model_free(f.m);
+    tc_unload(&f.l);
 }
 
 int main(void)
@@ -454,5 +442,5 @@ int main(void)
         cmocka_unit_test(wide_deep_faults_match_exact),
         cmocka_unit_test(input_index_tables_match_exact),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tc_group_close);
 }

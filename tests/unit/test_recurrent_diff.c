@@ -33,9 +33,8 @@
 #define MAX_LSTM_PARAMS 6   /* W, R, B of two layers */
 
 typedef struct fixture {
+    tc_loaded l;   /* first: tc_group_close frees the fixture */
     const char *label;
-    bf_model *m;
-    bf_dataset *ds;
     char *lstm[MAX_LSTM_PARAMS];          /* names */
     int64_t numel[MAX_LSTM_PARAMS];
     int n_lstm;
@@ -47,10 +46,10 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
     f->label = "lstm_2layer_bidir_op13";
-    tc_open(FIX, &f->m, &f->ds);
+    tc_open(FIX, &f->l.m, &f->l.ds);
     /* the LSTMs' W [2, 40, in], R [2, 40, 10] and B [2, 80], found by what they are */
-    for (size_t q = 0; q < bf_model_num_params(f->m); q++) {
-        const bf_param_info *pi = bf_model_param(f->m, q);
+    for (size_t q = 0; q < bf_model_num_params(f->l.m); q++) {
+        const bf_param_info *pi = bf_model_param(f->l.m, q);
         if (pi->reader_op && strcmp(pi->reader_op, "LSTM") == 0) {
             assert_true(f->n_lstm < MAX_LSTM_PARAMS);
             assert_int_equal(pi->tensor->dims[0], 2);
@@ -59,7 +58,7 @@ static int setup(void **state)
         }
     }
     assert_int_equal(f->n_lstm, MAX_LSTM_PARAMS);
-    f->scale = tc_out_scale(f->m, f->ds);
+    f->scale = tc_out_scale(f->l.m, f->l.ds);
     *state = f;
     return 0;
 }
@@ -67,17 +66,14 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    bf_dataset_free(f->ds);
-    bf_model_free(f->m);
     for (int q = 0; q < f->n_lstm; q++) free(f->lstm[q]);
-    free(f);
-    return 0;
+    return tc_group_close(state);
 }
 
 /* Runs spec s exact and differential and compares them into t. */
 static void both(const fixture *f, bf_campaign_spec *s, const char *label, tc_tally *t)
 {
-    tc_both(f->m, f->ds, f->scale, f->label, s, label, t, NULL);
+    tc_both(f->l.m, f->l.ds, f->scale, f->label, s, label, t, NULL);
 }
 
 
@@ -173,7 +169,7 @@ static void gru_random_faults_match_exact(void **state)
 {
     (void)state;
     fixture f = {.label = "gru_2layer_bidir_op17"};
-    f.scale = tc_load(BF_FIXTURES "/rnn/gru_2layer_bidir_op17", &f.m, &f.ds);
+    f.scale = tc_load(BF_FIXTURES "/rnn/gru_2layer_bidir_op17", &f.l.m, &f.l.ds);
     char *tensors[] = {"op:GRU"};
     tc_tally t = {0};
     bf_campaign_spec s = tc_base_spec(7);
@@ -189,8 +185,7 @@ static void gru_random_faults_match_exact(void **state)
     s.trials = 30;
     both(&f, &s, "transient activation bit flips, batch 7", &t);
     tc_assert_agree("GRU faults, differential vs exact", &t, 90);
-    bf_dataset_free(f.ds);
-    bf_model_free(f.m);
+    tc_unload(&f.l);
 }
 
 int main(void)
