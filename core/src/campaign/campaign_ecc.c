@@ -194,19 +194,13 @@ static bf_status draw_check(const bf_campaign *c, bf__ecc_scratch *s, int64_t t,
     double rate = c->faults.rates[rate_index];
     uint64_t bits = (uint64_t)e->words * BF_ECC_CHECK_BITS;
     bf_rng r = bf_rng_make(c->faults.seed, BF__ECC_STREAM + (uint64_t)t);
-    uint64_t cnt = bf_rng_ber(&r, bits, rate, s->pos, s->pos_cap);
-    if (cnt > s->pos_cap) {
-        if (cnt > (uint64_t)BF__BER_MAX_ERRORS)
-            return bf_error_set(err, BF_ERANGE, "trial %lld: BER rate %g over %llu check bits flips %llu; at most %lld per trial are "
-                                "supported", (long long)t, rate, (unsigned long long)bits, (unsigned long long)cnt,
-                                (long long)BF__BER_MAX_ERRORS);
-        uint64_t *p = bf__realloc(s->pos, (size_t)cnt * sizeof *p);
-        if (!p) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu check-bit errors", (unsigned long long)cnt);
-        s->pos = p;
-        s->pos_cap = (size_t)cnt;
-        r = bf_rng_make(c->faults.seed, BF__ECC_STREAM + (uint64_t)t);
-        cnt = bf_rng_ber(&r, bits, rate, s->pos, s->pos_cap);
-    }
+    uint64_t cnt;
+    int over = bf__ber_positions(&r, bits, rate, (uint64_t)BF__BER_MAX_ERRORS, &s->pos, &s->pos_cap, &cnt);
+    if (over > 0)
+        return bf_error_set(err, BF_ERANGE, "trial %lld: BER rate %g over %llu check bits flips %llu; at most %lld per trial are "
+                            "supported", (long long)t, rate, (unsigned long long)bits, (unsigned long long)cnt,
+                            (long long)BF__BER_MAX_ERRORS);
+    if (over < 0) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu check-bit errors", (unsigned long long)cnt);
     *n = (size_t)cnt;
     return BF_OK;
 }

@@ -159,21 +159,15 @@ static bf_status draw_rate(const bf_campaign *c, int64_t t, bf__draw *d, bf_erro
     uint64_t pop = (uint64_t)bf__campaign_mbu_population(c);
     size_t span = c->faults.mbu == BF__MBU_BURST ? (size_t)c->faults.bits : (size_t)c->faults.words;
     bf_rng r = bf_rng_make(c->faults.seed, (uint64_t)t);
-    uint64_t cnt = bf_rng_ber(&r, pop, rate, d->pos, d->pos_cap);
-    if (cnt > d->pos_cap) {
-        if (cnt > (uint64_t)BF__BER_MAX_ERRORS / span)
-            return bf_error_set(err, BF_ERANGE,
-                                "trial %lld: rate %g over %llu multi-bit upsets strikes %llu of them; at most %lld "
-                                "struck bits per trial are supported",
-                                (long long)t, rate, (unsigned long long)pop, (unsigned long long)cnt,
-                                (long long)BF__BER_MAX_ERRORS);
-        uint64_t *pos = bf__realloc(d->pos, (size_t)cnt * sizeof *pos);
-        if (!pos) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu upsets", (unsigned long long)cnt);
-        d->pos = pos;
-        d->pos_cap = (size_t)cnt;
-        r = bf_rng_make(c->faults.seed, (uint64_t)t);   /* the same draw again, all of it kept */
-        cnt = bf_rng_ber(&r, pop, rate, d->pos, d->pos_cap);
-    }
+    uint64_t cnt;
+    int over = bf__ber_positions(&r, pop, rate, (uint64_t)BF__BER_MAX_ERRORS / span, &d->pos, &d->pos_cap, &cnt);
+    if (over > 0)
+        return bf_error_set(err, BF_ERANGE,
+                            "trial %lld: rate %g over %llu multi-bit upsets strikes %llu of them; at most %lld "
+                            "struck bits per trial are supported",
+                            (long long)t, rate, (unsigned long long)pop, (unsigned long long)cnt,
+                            (long long)BF__BER_MAX_ERRORS);
+    if (over < 0) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu upsets", (unsigned long long)cnt);
     bf_status st = bf__draw_reserve(d, (size_t)cnt * span, err);
     if (st != BF_OK) return st;
     size_t site = 0;

@@ -30,6 +30,22 @@ bf_status bf__draw_reserve(bf__draw *d, size_t n, bf_error *err)
     return BF_OK;
 }
 
+int bf__ber_positions(bf_rng *r, uint64_t n_bits, double rate, uint64_t max, uint64_t **pos, size_t *cap,
+                      uint64_t *cnt)
+{
+    bf_rng from = *r;
+    *cnt = bf_rng_ber(r, n_bits, rate, *pos, *cap);
+    if (*cnt <= *cap) return 0;
+    if (*cnt > max) return 1;
+    uint64_t *p = bf__realloc(*pos, (size_t)*cnt * sizeof *p);
+    if (!p) return -1;
+    *pos = p;
+    *cap = (size_t)*cnt;
+    *r = from;   /* the same draw again, all of it kept */
+    *cnt = bf_rng_ber(r, n_bits, rate, *pos, *cap);
+    return 0;
+}
+
 /* The site holding population element u (prefix sums, binary search). */
 static int64_t site_of(const bf_campaign *c, int64_t u)
 {
@@ -89,21 +105,14 @@ static bf_status draw_ber(const bf_campaign *c, int64_t t, bf__draw *d, bf_error
     uint64_t n_bits = (uint64_t)c->surface.elements * (uint64_t)c->faults.n_allowed;
     bf_rng r = bf_rng_make(c->faults.seed, (uint64_t)t);
     int64_t sample = draw_sample(c, &r);
-    uint64_t cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
-    if (cnt > d->pos_cap) {
-        if (cnt > (uint64_t)BF__BER_MAX_ERRORS)
-            return bf_error_set(err, BF_ERANGE,
-                                "trial %lld: BER rate %g over %llu bits flips %llu bits; at most %lld per trial are supported",
-                                (long long)t, rate, (unsigned long long)n_bits, (unsigned long long)cnt,
-                                (long long)BF__BER_MAX_ERRORS);
-        uint64_t *pos = bf__realloc(d->pos, (size_t)cnt * sizeof *pos);
-        if (!pos) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu bit errors", (unsigned long long)cnt);
-        d->pos = pos;
-        d->pos_cap = (size_t)cnt;
-        r = bf_rng_make(c->faults.seed, (uint64_t)t);   /* the same draw again, all of it kept */
-        sample = draw_sample(c, &r);
-        cnt = bf_rng_ber(&r, n_bits, rate, d->pos, d->pos_cap);
-    }
+    uint64_t cnt;
+    int over = bf__ber_positions(&r, n_bits, rate, (uint64_t)BF__BER_MAX_ERRORS, &d->pos, &d->pos_cap, &cnt);
+    if (over > 0)
+        return bf_error_set(err, BF_ERANGE,
+                            "trial %lld: BER rate %g over %llu bits flips %llu bits; at most %lld per trial are supported",
+                            (long long)t, rate, (unsigned long long)n_bits, (unsigned long long)cnt,
+                            (long long)BF__BER_MAX_ERRORS);
+    if (over < 0) return bf_error_set(err, BF_ENOMEM, "out of memory for %llu bit errors", (unsigned long long)cnt);
     d->n_faults = (int64_t)cnt;
     bf_status st = bf__draw_reserve(d, (size_t)cnt, err);
     if (st != BF_OK) return st;

@@ -8,6 +8,7 @@
 
 #include "bitflip/campaign.h"
 #include "bitflip/errmap.h"
+#include "bitflip/rng.h"
 
 /* One corrupted element of a trial: for activations and inputs, `index` is
  * within one sample and `sample` the sample a transient fault hits (-1:
@@ -85,6 +86,14 @@ bf_status bf__campaign_draw(const bf_campaign *c, int64_t t, bf__draw *d, bf_err
 void bf__draw_free(bf__draw *d);
 /* room for n faults in d */
 bf_status bf__draw_reserve(bf__draw *d, size_t n, bf_error *err);
+/* The positions a bit error rate strikes among n_bits (bf_rng_ber from
+ * *r, ascending) into *pos, whose room *cap grows to hold them all (the
+ * same draw then made again from the same state, so that a trial's faults
+ * do not depend on the room a worker had): 0, *cnt of them; 1, more than
+ * max (*cnt, the count, for the caller's message); -1, no memory for them.
+ * BER trials, multi-bit upsets and ECC's check bits draw so. */
+int bf__ber_positions(bf_rng *r, uint64_t n_bits, double rate, uint64_t max, uint64_t **pos, size_t *cap,
+                      uint64_t *cnt);
 
 /* campaign_mbu.c: multi-bit upsets in 64-bit words: the population (after
  * the sites and bits are resolved), its size, and trial t's upset. */
