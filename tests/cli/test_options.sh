@@ -21,10 +21,13 @@ model=$FX/conformance/demo_digits.onnx
 data=$FX/conformance/demo_digits.eval.safetensors
 spec=$FX/specs/digits_weights.json
 
-# -h and --help in every command
-for cmd in info eval generate run merge plan ops slurm; do
+# -h and --help in every command, and every command in bitflip --help's
+# list (README: `bitflip help` lists them; generate and report were once
+# missing from it)
+for cmd in info eval generate run merge plan ops report slurm; do
   check "h_$cmd" 0 "$BF" "$cmd" -h;        contains "h_$cmd" "usage: bitflip $cmd"
   check "help_$cmd" 0 "$BF" "$cmd" --help; contains "help_$cmd" "usage: bitflip $cmd"
+  check "listed_$cmd" 0 "$BF" --help;      contains "listed_$cmd" "  $cmd "
 done
 
 # --opt=value gives what --opt value gives
