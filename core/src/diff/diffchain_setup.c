@@ -198,9 +198,10 @@ static bf_status b_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
  * those in place from the worker's plan (diffchain_link.c), where a value
  * computed at run time (a bias behind an Identity, as torch exports
  * mobilenet_v2's shared ones) holds its golden bits only if some step or
- * fetch wrote them there: on a graph whose Conv biases all came through
- * Identities, every chain trial read a zero bias (test_diff_arena_pin.c).
- * Such a step is no link; the batch path fetches the value. */
+ * fetch wrote them there (a slot never written reads as zeros): on a
+ * graph whose Conv biases came through Identities, chain trials through
+ * those Convs were not the exact engine's (test_diff_arena_pin.c). Such a
+ * step is no link; the batch path fetches the value. */
 static int operands_fixed(const bf_plan *p, const bf__step *s)
 {
     for (int j = 1; j < s->n_in; j++)
