@@ -381,6 +381,40 @@ uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len)
     return buf;
 }
 
+void tc_budgets_match_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s)
+{
+    tc_recs ex = {0};
+    for (int run = 0; run < 5; run++) {
+        int exact = run == 0, threads = run % 2 ? 1 : 2;
+        int64_t budget = run >= 3 ? 1 : 0;
+        bf_campaign *c = tc_make(m, ds, s);
+        tc_recs r = {0};
+        r.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r.r);
+        assert_non_null(r.r);
+        bf_campaign_opts o = {.threads = threads, .exact = exact, .cache_budget = budget, .on_trial = tc_keep,
+                              .user = &r};
+        bf_campaign_result res;
+        bf_error err = {0};
+        if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s", err.msg);
+        bf_campaign_result_free(&res);
+        bf_campaign_free(c);
+        if (exact) {
+            ex = r;
+            continue;
+        }
+        assert_int_equal(r.n, ex.n);
+        for (int64_t i = 0; i < r.n; i++) {
+            if (ex.r[i].outcome != r.r[i].outcome || ex.r[i].changed != r.r[i].changed ||
+                memcmp(ex.r[i].metrics, r.r[i].metrics, sizeof ex.r[i].metrics) != 0)
+                print_message("%d threads, budget %lld: trial %lld is not the exact engine's\n", threads,
+                              (long long)budget, (long long)i);
+            tc_assert_same_record(&ex.r[i], &r.r[i]);
+        }
+        free(r.r);
+    }
+    free(ex.r);
+}
+
 int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label,
                        int no_full_pass, tc_recs r[2])
 {

@@ -117,6 +117,11 @@ void tc_both(const bf_model *m, const bf_dataset *ds, double scale, const char *
  * run fails. Returns the exact run's DUE trials. */
 int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const char *label,
                        int no_full_pass, tc_recs r[2]);
+/* Spec s run exact on 2 threads, then differential on 2 and 1 threads at
+ * the default cache budget and on 1 and 2 at 1 byte (nothing cached):
+ * every differential record the exact run's bits (tc_assert_same_record),
+ * a mismatch printed with its run's threads and budget first. */
+void tc_budgets_match_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s);
 /* Single-bit fp32 weight flips, prediction changes only, at `batch`. */
 bf_campaign_spec tc_base_spec(int64_t batch);
 

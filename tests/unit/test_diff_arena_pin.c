@@ -151,35 +151,7 @@ static void records_match_exact(void **state)
         s.bits = bits;
         s.tensors = pats;
         s.n_tensors = 4;
-        tc_recs ex = {0};
-        for (int run = 0; run < 5; run++) {
-            int exact = run == 0, threads = run % 2 ? 1 : 2;
-            int64_t budget = run >= 3 ? 1 : 0;
-            bf_campaign *c = tc_make(f->l.m, f->l.ds, &s);
-            tc_recs r = {0};
-            r.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r.r);
-            assert_non_null(r.r);
-            bf_campaign_opts o = {.threads = threads, .exact = exact, .cache_budget = budget, .on_trial = tc_keep,
-                                  .user = &r};
-            bf_campaign_result res;
-            bf_error err = {0};
-            if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s", err.msg);
-            bf_campaign_result_free(&res);
-            bf_campaign_free(c);
-            if (exact) {
-                ex = r;
-                continue;
-            }
-            assert_int_equal(r.n, ex.n);
-            for (int64_t i = 0; i < r.n; i++) {
-                if (!dg_same_record(&ex.r[i], &r.r[i]))
-                    print_message("%d bits, %d threads, budget %lld: trial %lld is not the exact engine's\n", bits,
-                                  threads, (long long)budget, (long long)i);
-                tc_assert_same_record(&ex.r[i], &r.r[i]);
-            }
-            free(r.r);
-        }
-        free(ex.r);
+        tc_budgets_match_exact(f->l.m, f->l.ds, &s);
     }
 }
 
