@@ -299,15 +299,126 @@ static int64_t tied_rows(const bf_ragged_output *outs, size_t n_outs, const json
     return 0;
 }
 
+/* Whether score v is within the value tolerance of one of the region's. */
+static int in_region(const nms_cut *nc, double v)
+{
+    for (int64_t k = 0; k < nc->n_region; k++) {
+        double a = nc->region[k], mag = fabs(a) > fabs(v) ? fabs(a) : fabs(v);
+        if (fabs(v - a) <= (mag * RTOL > ATOL ? mag * RTOL : ATOL)) return 1;
+    }
+    return 0;
+}
+
+/* Whether our row r and the reference's row q of sample i are equal in
+ * every output (as compare_rows checks a row); *worst the larger. */
+static int rows_equal(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, int64_t r, int64_t q,
+                      double *worst)
+{
+    double w = 0;
+    for (size_t k = 0; k < n_outs; k++) {
+        const bf_ragged_output *o = &outs[k];
+        cmp rc = row_cmp(o->data + o->offsets[i] + r * o->row_elems, o->row_elems,
+                         json_array_get(json_object_get(obj, o->name), (size_t)q));
+        if (rc.bad || rc.format_error) return 0;
+        if (rc.worst > w) w = rc.worst;
+    }
+    if (w > *worst) *worst = w;
+    return 1;
+}
+
+/* The rows after an NMS near tie's cut, finer (tests/fixtures/README.md,
+ * "NMS near-ties"): every candidate outside the record's region is kept or
+ * suppressed by any engine within the margins as by ours, so each of our
+ * rows whose score is not within the tolerance of a region's score must be
+ * among the reference's rows after the cut (equal in every output; as a
+ * set: scores within rounding of each other may come in either order), and
+ * each reference row not matched must be within the tolerance of a region
+ * score: a box another engine kept there. A row either list may have lost
+ * to the other's detections-per-image cap is unverifiable, as are the
+ * region's rows: the other list as long as any image's in the reference
+ * (tc->cap) and as this one or longer, the row at or below its last score,
+ * and no more such rows than the other list has more rows in the region. Returns the rows unverifiable (the more of ours and
+ * the reference's), or -1 when the outputs' row counts disagree (the
+ * caller's fallback: every row after the cut unverifiable). */
+static int64_t match_after_cut(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, int64_t cut,
+                               const nms_cut *nc, const conf_ties *tc, cmp *all, const char **out_bad)
+{
+    const char *score = tc->score;
+    const bf_ragged_output *s = NULL;
+    for (size_t k = 0; score && k < n_outs; k++)
+        if (!strcmp(outs[k].name, score) && outs[k].row_elems == 1) s = &outs[k];
+    const json_t *want = s ? json_object_get(obj, s->name) : NULL;
+    if (!s || !json_is_array(want)) return -1;
+    int64_t rows = s->offsets[i + 1] - s->offsets[i], ref_rows = (int64_t)json_array_size(want);
+    for (size_t k = 0; k < n_outs; k++)
+        if ((outs[k].offsets[i + 1] - outs[k].offsets[i]) / outs[k].row_elems != rows ||
+            (int64_t)json_array_size(json_object_get(obj, outs[k].name)) != ref_rows)
+            return -1;
+    const float *ours = s->data + s->offsets[i];
+    double last = rows ? ours[rows - 1] : -INFINITY, ref_last = -INFINITY;
+    if (ref_rows && !json_to_double(json_array_get(want, (size_t)ref_rows - 1), &ref_last)) return -1;
+    /* used: per reference row, matched; state: per row of ours, 0 in the
+     * region, 1 matched, 2 not found */
+    unsigned char *used = calloc((size_t)(ref_rows > 0 ? ref_rows : 1) + (size_t)(rows > 0 ? rows : 1), 1);
+    if (!used) return -1;
+    unsigned char *state = used + (ref_rows > 0 ? ref_rows : 1);
+    int64_t lost = 0, lost_ref = 0, bad = 0, bad_at = -1;
+    for (int64_t r = cut; r < rows; r++) {
+        if (in_region(nc, ours[r])) { lost++; continue; }
+        int64_t q = cut;
+        while (q < ref_rows && (used[q] || !rows_equal(outs, n_outs, obj, i, r, q, &all->worst))) q++;
+        if (q < ref_rows) { used[q] = 1; state[r] = 1; all->nms_checked++; }
+        else state[r] = 2;
+    }
+    for (int64_t q = cut; q < ref_rows; q++) {   /* the reference's rows left: a box kept in the region? */
+        double v;
+        if (!used[q] && json_to_double(json_array_get(want, (size_t)q), &v) && in_region(nc, v)) used[q] = 2, lost_ref++;
+    }
+    /* A detections-per-image cap after the NMS (a list as long as any in
+     * the reference) drops the lowest rows outside the region when that
+     * list kept more in the region than the other: at most that many, each
+     * at or below the capped list's last score. */
+    int64_t room = ref_rows >= tc->cap && ref_rows >= rows && lost_ref > lost ? lost_ref - lost : 0;
+    double below = ref_last + (fabs(ref_last) * RTOL > ATOL ? fabs(ref_last) * RTOL : ATOL);
+    for (int64_t r = rows - 1; r >= cut; r--) {
+        if (state[r] != 2) continue;
+        if (room > 0 && ours[r] <= below) { room--; lost++; }
+        else { bad++; bad_at = r; }
+    }
+    room = rows >= tc->cap && rows >= ref_rows && lost > lost_ref ? lost - lost_ref : 0;
+    below = last + (fabs(last) * RTOL > ATOL ? fabs(last) * RTOL : ATOL);
+    for (int64_t q = ref_rows - 1; q >= cut; q--) {
+        double v;
+        if (used[q]) continue;
+        if (!json_to_double(json_array_get(want, (size_t)q), &v)) v = NAN;
+        if (room > 0 && v <= below) { room--; lost_ref++; }
+        else if (bad++ == 0 || bad_at < 0) bad_at = q;
+    }
+    free(used);
+    if (bad) {
+        all->bad += bad;
+        if (all->first_bad < 0) {
+            double w = NAN;
+            all->first_bad = i;
+            all->first_got = bad_at < rows ? ours[bad_at] : NAN;
+            if (bad_at < ref_rows) json_to_double(json_array_get(want, (size_t)bad_at), &w);
+            all->first_want = w;
+            *out_bad = s->name;
+        }
+    }
+    return lost > lost_ref ? lost : lost_ref;
+}
+
 /* Sample i cut at an NMS near tie (conf_ties.cut): each output's rows
  * [0, cut) in place, as compare_rows checks rows; the rows after the cut
- * (the more of ours and the reference's) counted unverifiable, not passed
- * as matching nor failed: which boxes NMS kept from there on followed
- * rounding (docs/OPS.md, "NMS near-ties"). Both must have the cut's rows. */
-static void compare_cut(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, int64_t cut,
-                        cmp *all, const char **out_bad)
+ * outside the near tie's region matched (match_after_cut), the rest
+ * counted unverifiable, not passed as matching nor failed: which boxes NMS
+ * kept there followed rounding (docs/OPS.md, "NMS near-ties"). Both must
+ * have the cut's rows. */
+static void compare_cut(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, const nms_cut *nc,
+                        const conf_ties *tc, cmp *all, const char **out_bad)
 {
-    int64_t after = 0;
+    int64_t after = 0, cut = nc->row, bad0 = all->bad;
     for (size_t k = 0; k < n_outs && !all->format_error; k++) {
         const bf_ragged_output *o = &outs[k];
         const json_t *want = json_object_get(obj, o->name);
@@ -332,6 +443,10 @@ static void compare_cut(const bf_ragged_output *outs, size_t n_outs, const json_
         }
         all->bad += c.bad;
     }
+    if (nc->fine && all->bad == bad0) {   /* the rows before the cut agree: the rows after it */
+        int64_t lost = match_after_cut(outs, n_outs, obj, i, cut, nc, tc, all, out_bad);
+        if (lost >= 0) after = lost;
+    }
     if (all->nms_images < 4) { all->cut_at[all->nms_images][0] = i; all->cut_at[all->nms_images][1] = cut; }
     all->nms_images++;
     all->nms_rows += after;
@@ -350,8 +465,8 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
         const json_t *obj = json_array_get(ref, (size_t)i);
         if (!json_is_object(obj)) { all.format_error = 1; return all; }
         /* an NMS near tie: rows [0, cut) in place alone, the rest unverifiable */
-        int64_t cut = tc->cut ? tc->cut[i] : -1;
-        if (cut >= 0) { compare_cut(outs, n_outs, obj, i, cut, &all, out_bad); continue; }
+        const nms_cut *nc = tc->cut ? &tc->cut[i] : NULL;
+        if (nc && nc->row >= 0) { compare_cut(outs, n_outs, obj, i, nc, tc, &all, out_bad); continue; }
         /* the tied rows, and each free output's untied rows in place */
         int64_t k_rows = n_outs ? (outs[0].offsets[i + 1] - outs[0].offsets[i]) / outs[0].row_elems : 0;
         int32_t *tie = may_tie && k_rows ? calloc((size_t)k_rows, sizeof *tie) : NULL;
@@ -424,8 +539,8 @@ void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
         printf("NMS near-ties: %lld images cut (", (long long)c->nms_images);
         for (int64_t k = 0; k < c->nms_images && k < 4; k++)
             printf("%simage %lld from row %lld", k ? ", " : "", (long long)c->cut_at[k][0], (long long)c->cut_at[k][1]);
-        printf("%s), %lld rows after the cuts unverifiable (our NMS chose within rounding); ",
-               c->nms_images > 4 ? ", ..." : "", (long long)c->nms_rows);
+        printf("%s), %lld rows after the cuts checked outside the near ties' reach, %lld unverifiable (our NMS chose "
+               "within rounding); ", c->nms_images > 4 ? ", ..." : "", (long long)c->nms_checked, (long long)c->nms_rows);
     }
     if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
     if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
@@ -489,28 +604,40 @@ static int64_t first_at_or_below(const float *ours, const json_t *ref, int64_t r
 }
 
 int nms_cuts(const struct bf_nms_ties *t, const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n,
-             const char *score, int64_t **out)
+             const char *score, nms_cut **out)
 {
     *out = NULL;
     const bf_ragged_output *s = NULL;
     for (size_t k = 0; score && k < n_outs; k++)
         if (!strcmp(outs[k].name, score) && outs[k].row_elems == 1) s = &outs[k];
-    int64_t *cut = NULL;
+    nms_cut *cut = NULL;
     for (int64_t i = 0; t && i < n; i++) {
         float at;
         int kind = bf_nms_ties_at(t, i, &at);
         if (!kind) continue;
         if (!cut) {
-            if (!(cut = malloc((size_t)n * sizeof *cut))) return 0;
-            for (int64_t j = 0; j < n; j++) cut[j] = -1;
+            if (!(cut = calloc((size_t)n, sizeof *cut))) return 0;
+            for (int64_t j = 0; j < n; j++) cut[j].row = -1;
         }
         const json_t *want = s ? json_object_get(json_array_get(ref, (size_t)i), s->name) : NULL;
-        if (kind == 2 || !s || !json_is_array(want)) { cut[i] = 0; continue; }
+        if (kind == 2 || !s || !json_is_array(want)) { cut[i].row = 0; continue; }
         double tol = fabs(at) * RTOL > ATOL ? fabs(at) * RTOL : ATOL, thr = at + tol;
         int64_t a = s->offsets[i], ours = first_at_or_below(s->data + a, NULL, s->offsets[i + 1] - a, thr);
         int64_t theirs = first_at_or_below(NULL, want, (int64_t)json_array_size(want), thr);
-        cut[i] = ours < theirs ? ours : theirs;
+        cut[i].row = ours < theirs ? ours : theirs;
+        const float *reg;
+        int64_t k = bf_nms_ties_region(t, i, &reg);
+        if (k && !(cut[i].region = malloc((size_t)k * sizeof *reg))) { nms_cuts_free(cut, n); return 0; }
+        if (k) memcpy(cut[i].region, reg, (size_t)k * sizeof *reg);
+        cut[i].n_region = k;
+        cut[i].fine = 1;
     }
     *out = cut;
     return 1;
+}
+
+void nms_cuts_free(nms_cut *c, int64_t n)
+{
+    for (int64_t i = 0; c && i < n; i++) free(c[i].region);
+    free(c);
 }

@@ -21,13 +21,22 @@ typedef struct cmp {
     int64_t tied, unverified;   /* rows under the reference's "ties"; of those, boxes not found in ours */
     int ties_malformed;         /* its "ties" field is not of the README's shape */
     int64_t inferred;           /* of tied: rows under the rule without "ties" (the group ending a full list) */
-    int64_t nms_images, nms_rows;   /* images cut at an NMS near tie (conf_ties.cut), rows after the cuts */
+    int64_t nms_images, nms_rows;   /* images cut at an NMS near tie (conf_ties.cut), rows after the cuts unverifiable */
+    int64_t nms_checked;            /* rows after the cuts matched outside the near ties' regions */
     int64_t cut_at[4][2];           /* the first four cuts: image, row */
 } cmp;
 
 /* What says which rows of a one-image graph tie: the reference's "ties"
  * (golden only), or, where it has none, the group of equal scores that ends
  * a full list (tests/fixtures/README.md, "Ties at the cut"). */
+/* nms_cuts' result per image (tests/fixtures/README.md, "NMS near-ties"). */
+typedef struct nms_cut {
+    int64_t row;          /* rows before it checked in place; -1: no cut */
+    int fine;             /* the rows after it: those outside the region matched as a set (1), or all unverifiable (0) */
+    int64_t n_region;     /* the scores of the candidates whose fate another engine may decide otherwise */
+    float *region;        /* (bf_nms_ties_region), copied */
+} nms_cut;
+
 typedef struct conf_ties {
     const json_t *ties;   /* the reference's "ties", or NULL */
     const char *score;    /* the graph's one float32 [K] output (the scores), or NULL: no inferred ties */
@@ -36,7 +45,7 @@ typedef struct conf_ties {
      * (nms_cuts): rows before it are checked in place, the rest of the
      * image (ours and the reference's) is unverifiable; -1 none. NULL: no
      * image has one. */
-    const int64_t *cut;
+    const nms_cut *cut;
 } conf_ties;
 
 /* A JSON number, or one of the strings standing for non-finite values. */
@@ -52,15 +61,18 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
                    const char **out_bad, const conf_ties *tc);
 
 /* Per image of a one-image graph's run, where its rows stop being
- * verifiable (docs/OPS.md, "NMS near-ties"): the record says our last NMS
- * took a decision within rounding at score T (the first in score order):
- * the first row, ours or the reference's (each in output order), whose
- * score (output `score`) is <= T plus the score tolerance; an earlier NMS
- * (a detector's proposals), or no score output: row 0. *out: NULL when no
- * image has one, else n cuts (-1: none; free it). Returns 0 out of memory. */
+ * verifiable in place (docs/OPS.md, "NMS near-ties"): the record says our
+ * last NMS took a decision within rounding at score T (the first in score
+ * order): the first row, ours or the reference's (each in output order),
+ * whose score (output `score`) is <= T plus the score tolerance, and the
+ * rows after it are matched outside the record's region (fine); an earlier
+ * NMS (a detector's proposals), or no score output: row 0, every row
+ * unverifiable. *out: NULL when no image has one, else n cuts (row -1:
+ * none; nms_cuts_free). Returns 0 out of memory. */
 struct bf_nms_ties;
 int nms_cuts(const struct bf_nms_ties *t, const bf_ragged_output *outs, size_t n_outs, const json_t *ref, int64_t n,
-             const char *score, int64_t **out);
+             const char *score, nms_cut **out);
+void nms_cuts_free(nms_cut *c, int64_t n);
 
 void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad);
 void print_cmp(const cmp *c, int64_t cols);

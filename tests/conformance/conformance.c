@@ -107,8 +107,8 @@ typedef struct camp_check {
     int64_t bad_metric_trials, first_bad_metric;
     conf_ties tc;         /* a one-image graph's tie rule (a fault's: inferred, never the golden "ties") */
     int64_t tied, unverified;   /* over every trial */
-    int64_t *const *cuts; /* per fault, the direct path's NMS near-tie cuts (conf_ties.cut), or NULL */
-    int64_t nms_images, nms_rows;   /* over every trial */
+    nms_cut *const *cuts; /* per fault, the direct path's NMS near-tie cuts (conf_ties.cut), or NULL */
+    int64_t nms_images, nms_rows, nms_checked;   /* over every trial */
 } camp_check;
 
 /* Appends n floats to the dump; 0 when it cannot (the caller fails). A NaN
@@ -147,6 +147,7 @@ static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, s
     cc->unverified += c.unverified;
     cc->nms_images += c.nms_images;
     cc->nms_rows += c.nms_rows;
+    cc->nms_checked += c.nms_checked;
     if (c.bad || c.format_error) {
         if (cc->first_bad < 0) cc->first_bad = trial;
         cc->bad_trials++;
@@ -214,7 +215,7 @@ static void on_trial(void *user, const bf_trial_record *rec)
 
 static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
                                const json_t *faults, int64_t n_ref, int64_t cols, int64_t plane, int64_t batch, int lm, int ragged,
-                               const conf_ties *tc, int64_t *const *cuts, FILE *dump)
+                               const conf_ties *tc, nms_cut *const *cuts, FILE *dump)
 {
     size_t n = json_array_size(faults), k;
     const json_t *f;
@@ -272,8 +273,8 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
             printf("ties: %lld rows in groups of equal scores, %lld boxes unverifiable; ", (long long)cc.tied,
                    (long long)cc.unverified);
         if (cc.nms_images)
-            printf("NMS near-ties: %lld images cut, %lld rows unverifiable; ", (long long)cc.nms_images,
-                   (long long)cc.nms_rows);
+            printf("NMS near-ties: %lld images cut, %lld rows after the cuts checked, %lld unverifiable; ",
+                   (long long)cc.nms_images, (long long)cc.nms_checked, (long long)cc.nms_rows);
         printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
                (long long)res.total.n[BF_OUTCOME_TOLERABLE], (long long)res.total.n[BF_OUTCOME_CRITICAL],
                (long long)res.total.n[BF_OUTCOME_DUE]);
@@ -324,7 +325,7 @@ static int check_lm_metrics(const bf_eval_result *r, const json_t *rec, const ch
  * prefix + name (golden_miou in the ref, map in a fault record), within
  * METRIC_TOL absolute; returns the number of failures. */
 static int check_vision_metrics(const bf_eval_result *r, const json_t *rec, const char *prefix, const char *indent,
-                                const int64_t *cut)
+                                const nms_cut *cut)
 {
     const char *names[5] = {"miou", "pixel_accuracy", "map", "map50", "recall"};
     const double got[5] = {r->miou, r->pixel_accuracy, r->map, r->map50, r->recall};
@@ -357,7 +358,8 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     bf_evaluator *ev = NULL;
     float *golden = NULL;
     bf_nms_ties *nt = NULL;
-    int64_t *cut = NULL, **fault_cuts = NULL;
+    nms_cut *cut = NULL, **fault_cuts = NULL;
+    int64_t n_cut_golden = 0, n_cut_ref = 0;   /* their images (nms_cuts_free) */
 
     snprintf(ref_path, sizeof ref_path, "%s/%s.ref.json", dir, name);
     json_t *ref = json_load_file(ref_path, 0, &jerr);
@@ -396,6 +398,8 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     int64_t n_ref = json_integer_value(json_object_get(ref, "n_ref_samples"));
     if (n_ref <= 0 || n_ref > n) n_ref = n;
     int64_t n_golden = lm ? n_ref : n;
+    n_cut_golden = n_golden;
+    n_cut_ref = n_ref;
     int64_t plane = seg_plane(ref, ds, cols);
     /* a one-image detector's rows tied at a cut among equal scores: as the
      * reference's "ties" says (golden), else inferred (conf_match.c) */
@@ -510,9 +514,10 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
                                     &fault_tc, fault_cuts, dump);
     printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
 out:
-    for (size_t i = 0; fault_cuts && i < json_array_size(json_object_get(ref, "faults")); i++) free(fault_cuts[i]);
+    for (size_t i = 0; fault_cuts && i < json_array_size(json_object_get(ref, "faults")); i++)
+        nms_cuts_free(fault_cuts[i], n_cut_ref);
     free(fault_cuts);
-    free(cut);
+    nms_cuts_free(cut, n_cut_golden);
     free(golden);
     bf_evaluator_free(ev);
     bf_nms_ties_free(nt);

@@ -17,16 +17,23 @@ torchvision's definition (keep the best score, drop every later box whose IoU wi
   within 1e-4 of the threshold, at F's score 0.6.
 
 So the runner must cut image 0 at row 1 (B) and image 2 at row 2 (F), check the rows before
-in place, and report the rest unverifiable; image 1 is checked whole. Cases:
+in place; after the cut, the near tie's reach (the boxes linked to its boxes by overlaps past
+the IoU threshold less the margin: B, A and E in image 0, A and F in image 2) is unverifiable,
+and the rows outside it (D in image 0; D and a box G at 0.2 in image 2) are still checked, as a
+set (tests/fixtures/README.md, "NMS near-ties"); image 1 is checked whole. Cases:
 
-- the unedited reference passes, "2 images cut (image 0 from row 1, image 2 from row 2), 5 rows
-  after the cuts unverifiable";
+- the unedited reference passes, "2 images cut (image 0 from row 1, image 2 from row 2), 3 rows
+  after the cuts checked outside the near ties' reach, 2 unverifiable";
 - image 0's reference as another engine would give it (A kept instead of B) passes, and so do
-  a moved box after a cut (image 0 row 2, image 2 row 3) and a row fewer after the cut;
+  a moved box in a near tie's reach (image 0 row 1, image 2 row 2) and a row fewer there;
+- a box moved outside the reach after a cut (image 0 row 2, image 2 row 3: D), a row of it
+  missing, or an extra row there is a MISMATCH (the twentieth session's cut passed these as
+  unverifiable);
 - a box moved before a cut (image 0 row 0, image 2 row 1) is a MISMATCH, and so is one in
   image 1 (no near tie), and a score moved before a cut;
 - the fault (b[0] bit 30: 0 -> 2, every x1 moved by 2; the same near ties) under the same rule:
-  a box moved after a cut passes, one before a cut fails (directly and in the campaign path).
+  a box moved in the reach passes, one before a cut or outside the reach fails (directly and
+  in the campaign path).
 
 Usage: nms_near_ties.py BITFLIP_CONFORMANCE (exit 77: no onnx module)"""
 import json
@@ -153,23 +160,36 @@ def main():
                 m["boxes"][1], m["scores"][1] = [0.0, 0.0, 10.0, 10.0], float(np.float32(0.9))
                 return "image 0 as an engine that kept A, not B, gives it"
 
-            def fewer(ref):
+            def drop(i, r):
+                def edit(ref):
+                    m = ref["golden"][i]
+                    del m["boxes"][r], m["scores"][r]
+                    return f"image {i} without row {r}"
+                return edit
+
+            def extra(ref):
                 m = ref["golden"][0]
-                m["boxes"], m["scores"] = m["boxes"][:2], m["scores"][:2]
-                return "image 0 a row fewer after its cut"
+                m["boxes"].append([80.0, 80.0, 90.0, 90.0])
+                m["scores"].append(float(np.float32(0.4)))
+                return "image 0 with an extra box at 0.4 after its cut, overlapping nothing"
 
             t.case("unedited", lambda ref: "PyTorch-style reference as is", True,
-                   "NMS near-ties: 2 images cut (image 0 from row 1, image 2 from row 2), 5 rows after the cuts "
-                   "unverifiable")
+                   "NMS near-ties: 2 images cut (image 0 from row 1, image 2 from row 2), 3 rows after the cuts "
+                   "checked outside the near ties' reach, 2 unverifiable")
             t.case("other choice", other_choice, True)
-            t.case("after the cut, image 0", move(0, 2), True)
-            t.case("after the cut, image 2", move(2, 3), True)
-            t.case("row fewer after the cut", fewer, True)
+            t.case("in the reach, image 0", move(0, 1), True)
+            t.case("in the reach, image 2", move(2, 2), True)
+            t.case("row fewer in the reach", drop(2, 2), True)
+            t.case("outside the reach after the cut, image 0", move(0, 2), False)
+            t.case("outside the reach after the cut, image 2", move(2, 3), False)
+            t.case("row fewer outside the reach", drop(0, 2), False)
+            t.case("extra row outside the reach", extra, False)
             t.case("before the cut, image 0", move(0, 0), False)
             t.case("before the cut, image 2", move(2, 1), False)
             t.case("score before the cut", move(0, 0, key="scores"), False)
             t.case("no near tie, image 1", move(1, 1), False)
-            t.case("fault: after the cut", move(0, 2, "fault"), True)
+            t.case("fault: in the reach", move(0, 1, "fault"), True)
+            t.case("fault: outside the reach after the cut", move(0, 2, "fault"), False)
             t.case("fault: before the cut", move(0, 0, "fault"), False)
             t.case("fault: no near tie", move(1, 2, "fault"), False)
             if t.failures:

@@ -141,7 +141,47 @@ static void one_nms(void **state)
     assert_int_equal(bf_nms_ties_at(t, 3, &at), 1);
     assert_true(at == 0.1000005f);  /* in by rounding at the score threshold */
     assert_int_equal(bf_nms_ties_at(t, N_IMG, &at), 0);   /* past the eval set: none */
+    /* the near ties' regions (bf_nms_ties_region): the candidates linked to
+     * a near decision's boxes by an IoU >= 0.5 - 1e-4, in any order.
+     * Image 0: B and A (IoU 100/105); C and D overlap nothing. Image 2: A
+     * and F (IoU 0.5). Image 3: the box at the threshold alone (it
+     * overlaps nothing). Image 1: no near tie, no region. */
+    static const float want_region[N_IMG][2] = {{0.900005f, 0.9f}, {0}, {0.9f, 0.6f}, {0.1000005f}};
+    static const int64_t want_n[N_IMG] = {2, 0, 2, 1};
+    for (int i = 0; i < N_IMG; i++) {
+        const float *reg;
+        assert_int_equal(bf_nms_ties_region(t, i, &reg), want_n[i]);
+        for (int64_t k = 0; k < want_n[i]; k++) {
+            int found = 0;
+            for (int64_t q = 0; q < want_n[i]; q++) found += reg[q] == want_region[i][k];
+            assert_int_equal(found, 1);
+        }
+    }
     bf_nms_ties_free(t);
+
+    /* an allocation refused while recording (the per-box flags, the
+     * region) fails the run cleanly; some count lets it through */
+    int passed = 0;
+    for (long n = 0; n < 400 && !passed; n++) {
+        if (bf_nms_ties_new(N_IMG, 1e-5, 1e-7, 1e-4, &t, &err) != BF_OK) fail_msg("%s", err.msg);
+        bf_evaluator *ev = NULL;
+        bf_eval_opts eo = {.threads = 1, .nms_ties = t};
+        if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK) fail_msg("%s", err.msg);
+        bf_eval_result r;
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf_evaluator_run(ev, NULL, 0, &r, &err);
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            passed = 1;
+            const float *reg;
+            assert_int_equal(bf_nms_ties_region(t, 0, &reg), 2);
+        } else {
+            assert_int_equal(st, BF_ENOMEM);
+        }
+        bf_evaluator_free(ev);
+        bf_nms_ties_free(t);
+    }
+    assert_true(passed);
 
     /* margins of 0: nothing but exact ties is within them (F's IoU is the threshold exactly) */
     if (bf_nms_ties_new(N_IMG, 0, 0, 0, &t, &err) != BF_OK) fail_msg("%s", err.msg);

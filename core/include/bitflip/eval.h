@@ -97,6 +97,15 @@ void bf_nms_ties_free(bf_nms_ties *t);
  * (its first such decision in score order); 2 an earlier one did (a
  * detector's proposals: every box after it may differ). */
 int bf_nms_ties_at(const bf_nms_ties *t, int64_t s, float *score);
+/* Where bf_nms_ties_at says 1: the scores of every candidate of that last
+ * NonMaxSuppression whose fate another engine may decide otherwise (each
+ * candidate overlapping a near decision's boxes, directly or through a
+ * chain of boxes overlapping past the IoU threshold less the margin; every
+ * candidate of a class whose max_output_boxes_per_class was reached);
+ * every other candidate is kept or suppressed as here by any engine within
+ * the margins (docs/OPS.md, "NMS near-ties"). Returns how many, *scores
+ * valid until the sample's next run; 0 and NULL otherwise. */
+int64_t bf_nms_ties_region(const bf_nms_ties *t, int64_t s, const float **scores);
 
 /* What bf_evaluator_create and a run of it will hold (bitflip/plan.h),
  * computed without allocating it. */

@@ -374,7 +374,7 @@ static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t sta
     if (ev->unbatched && ev->nms && start < ev->nms->samples) {
         /* the sample's record starts afresh (a skipped NMS, golden by the
          * checkpoints, records nothing: the runner asks on plain passes) */
-        memset(&ev->nms->s[start], 0, sizeof ev->nms->s[start]);
+        bf__nms_sample_reset(&ev->nms->s[start]);
         plan->nms = ev->nms;
         plan->nms_sample = start;
     } else {

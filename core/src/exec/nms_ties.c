@@ -28,6 +28,7 @@ bf_status bf_nms_ties_new(int64_t samples, double score_rtol, double score_atol,
 void bf_nms_ties_free(bf_nms_ties *t)
 {
     if (!t) return;
+    for (int64_t i = 0; i <= t->samples; i++) bf__free(t->s[i].region);
     bf__free(t->s);
     bf__free(t);
 }
@@ -41,4 +42,19 @@ int bf_nms_ties_at(const bf_nms_ties *t, int64_t s, float *score)
     if (!r->last) return 0;
     *score = r->score;
     return 1;
+}
+
+int64_t bf_nms_ties_region(const bf_nms_ties *t, int64_t s, const float **scores)
+{
+    *scores = NULL;
+    if (!t || s < 0 || s >= t->samples || t->s[s].earlier || !t->s[s].last) return 0;
+    *scores = t->s[s].region;
+    return t->s[s].n_region;
+}
+
+void bf__nms_sample_reset(bf__nms_sample *r)
+{
+    float *keep = r->region;
+    int64_t cap = r->cap_region;
+    *r = (bf__nms_sample){.region = keep, .cap_region = cap};
 }

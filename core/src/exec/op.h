@@ -42,7 +42,16 @@ typedef struct bf__nms_sample {
     int earlier;       /* a run before the last one had a near tie */
     int last;          /* the last run had one ... */
     float score;       /* ... its highest score involved (the first in score order) */
+    /* The last run's scores of every candidate whose fate another engine
+     * may decide otherwise: each candidate in an overlap component (boxes
+     * linked by an IoU at least the threshold less the margin) that holds a box
+     * of a near decision (detect.c, note_region; bf_nms_ties_region). */
+    float *region;
+    int64_t n_region, cap_region;
 } bf__nms_sample;
+
+/* Sample r's record afresh for a new pass (its region buffer kept). */
+void bf__nms_sample_reset(bf__nms_sample *r);
 
 struct bf_nms_ties {
     int64_t samples;

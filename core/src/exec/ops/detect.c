@@ -220,6 +220,10 @@ typedef struct nms_note {
     const float *s;    /* the class's scores */
     int tie;
     float score;
+    int class_tie;            /* the class in hand had one */
+    unsigned char *seed;      /* per box: in a near decision of the class in hand */
+    unsigned char *hit;       /* per box: a root of a component holding a seed (note_region) */
+    int64_t *parent;          /* per box: its overlap component (union-find), -1 not a candidate */
 } nms_note;
 
 static int within(const struct bf_nms_ties *m, float a, float b)
@@ -228,10 +232,15 @@ static int within(const struct bf_nms_ties *m, float a, float b)
     return isfinite(a) && isfinite(b) && fabs((double)a - (double)b) <= tol;
 }
 
-static void note(nms_note *nt, float score)
+/* A decision within rounding at box i's score, between boxes i and j (-1:
+ * box i alone, at the score threshold). */
+static void note(nms_note *nt, int64_t i, int64_t j)
 {
+    float score = nt->s[i];
     if (!nt->tie || score > nt->score) nt->score = score;
-    nt->tie = 1;
+    nt->tie = nt->class_tie = 1;
+    nt->seed[i] = 1;
+    if (j >= 0) nt->seed[j] = 1;
 }
 
 /* suppress, and whether the decision was within rounding: box j suppressed
@@ -243,8 +252,8 @@ static void suppress_noted(const float *c, const float *area, int64_t i, int64_t
 {
     float ovr = iou_of(c, area, i, j);
     if (ovr > iou) supp[j] = 1;
-    if (supp[j] && within(nt->m, nt->s[i], nt->s[j])) note(nt, nt->s[i]);
-    if (fabs((double)ovr - (double)iou) <= nt->m->iou && isfinite(nt->s[j])) note(nt, nt->s[j]);
+    if (supp[j] && within(nt->m, nt->s[i], nt->s[j])) note(nt, i, j);
+    if (fabs((double)ovr - (double)iou) <= nt->m->iou && isfinite(nt->s[j])) note(nt, j, i);
 }
 
 static inline void suppress_one(const float *c, const float *area, int64_t i, int64_t j, float iou, unsigned char *supp,
@@ -276,6 +285,87 @@ static void suppress_after(const x_index *xi, const int64_t *order, int64_t m, i
         int64_t j = xi->by_x[t];
         if (xi->rank[j] > ii && !supp[j]) suppress_one(c, area, i, j, iou, supp, nt);
     }
+}
+
+static int64_t find_root(int64_t *parent, int64_t i)
+{
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
+}
+
+static void unite(int64_t *parent, int64_t i, int64_t j)
+{
+    i = find_root(parent, i);
+    j = find_root(parent, j);
+    if (i != j) parent[i < j ? j : i] = i < j ? i : j;
+}
+
+static int corners_finite(const float *c, int64_t i)
+{
+    return isfinite(c[4 * i]) && isfinite(c[4 * i + 1]) && isfinite(c[4 * i + 2]) && isfinite(c[4 * i + 3]);
+}
+
+/* How far a near tie of the class in hand reaches (op.h, bf__nms_sample.
+ * region; tests/fixtures/README.md, "NMS near-ties", has the argument).
+ * Greedy NMS keeps a box iff no kept box of higher score overlaps it past
+ * the threshold, so a box's fate depends on the boxes linked to it by such
+ * overlaps alone. Another engine's IoUs are within the margin of ours, so
+ * its links are among ours at IoU >= threshold - margin (edge): the
+ * components of those links decide apart, and one with no near decision
+ * (no seed) decides as here. Appends to rec the scores of every candidate
+ * (above the score threshold, or a seed at it) in a component with a seed;
+ * every candidate when all (the class's max_output_boxes_per_class was
+ * reached: a component's count moves the cap) or when edge <= 0 (every
+ * pair linked) or when a candidate has a non-finite corner (its IoUs are
+ * NaN or 0 here, and may not be elsewhere). The pairs are found by the x
+ * index as suppress_after finds them (boxes sorted by x1: a later box
+ * overlaps in x only with x1 <= this x2). */
+static bf_status note_region(nms_note *nt, const float *c, const float *area, const int64_t *order, int64_t m,
+                             const x_index *xi, int64_t nbox, double edge, int all, bf__nms_sample *rec)
+{
+    int64_t *parent = nt->parent, first = -1;
+    unsigned char *listed = nt->hit;   /* first: in the order */
+    memset(listed, 0, (size_t)nbox);
+    for (int64_t i = 0; i < nbox; i++) parent[i] = -1;
+    for (int64_t ii = 0; ii < m; ii++) parent[order[ii]] = order[ii], listed[order[ii]] = 1;
+    for (int64_t i = 0; i < nbox; i++) {
+        if (nt->seed[i]) parent[i] = i;
+        if (parent[i] >= 0 && !corners_finite(c, i)) all = 1;
+    }
+    for (int64_t i = 0; i < nbox; i++) {
+        if (parent[i] < 0) continue;
+        if (first < 0) first = i;
+        if (all || !(edge > 0)) unite(parent, first, i);
+    }
+    for (int64_t t = 0; t < xi->n_x; t++) {
+        int64_t i = xi->by_x[t];
+        double x2 = c[4 * i + 2];
+        for (int64_t u = t + 1; u < xi->n_x && xi->x[u] <= x2; u++)
+            if ((double)iou_of(c, area, i, xi->by_x[u]) >= edge) unite(parent, i, xi->by_x[u]);
+    }
+    for (int64_t i = 0; i < nbox; i++) {   /* seeds under the score threshold: not in the x index */
+        if (parent[i] < 0 || listed[i]) continue;
+        for (int64_t j = 0; j < nbox; j++)
+            if (parent[j] >= 0 && j != i && (double)iou_of(c, area, i, j) >= edge) unite(parent, i, j);
+    }
+    memset(nt->hit, 0, (size_t)nbox);
+    for (int64_t i = 0; i < nbox; i++)
+        if (nt->seed[i]) nt->hit[find_root(parent, i)] = 1;
+    for (int64_t i = 0; i < nbox; i++) {
+        if (parent[i] < 0 || !nt->hit[find_root(parent, i)]) continue;
+        if (rec->n_region == rec->cap_region) {
+            int64_t cap = rec->cap_region ? 2 * rec->cap_region : 64;
+            float *g = (size_t)cap <= SIZE_MAX / sizeof *g ? bf__realloc(rec->region, (size_t)cap * sizeof *g) : NULL;
+            if (!g) return BF_ENOMEM;
+            rec->region = g;
+            rec->cap_region = cap;
+        }
+        rec->region[rec->n_region++] = nt->s[i];
+    }
+    return BF_OK;
 }
 
 typedef struct nms_limits {
@@ -326,17 +416,29 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
     torch = torch && nbox > TORCH_VANILLA_BOXES && out;
     const float *boxes = in[0]->data, *scores = in[1]->data;
     nms_note note_at = {.m = ties}, *nt = rec && ties ? &note_at : NULL;
-    for (int64_t b = 0; b < nb; b++) {
+    if (nt) {   /* recording: the per-box flags and components (note_region) */
+        rec->n_region = 0;
+        nt->parent = bf__malloc((size_t)nbox * (2 + sizeof(int64_t)));
+        if (!nt->parent) return bf__node_error(err, n, BF_ENOMEM, "out of memory for the NMS near-ties of %lld boxes",
+                                               (long long)nbox);
+        nt->seed = (unsigned char *)(nt->parent + nbox);
+        nt->hit = nt->seed + nbox;
+    }
+    for (int64_t b = 0; b < nb && !st; b++) {
         corners(boxes + b * nbox * 4, nbox, center, c, area);
-        for (int64_t k = 0; k < ncls; k++) {
+        for (int64_t k = 0; k < ncls && !st; k++) {
             const float *s = scores + (b * ncls + k) * nbox;
             int64_t m = 0, kept = 0, row0 = rows;
             for (int64_t i = 0; i < nbox; i++)
                 if (!l.have_score || s[i] > l.score) order[m++] = i;
+            if (nt) {
+                nt->s = s;
+                nt->class_tie = 0;
+                memset(nt->seed, 0, (size_t)nbox);
+            }
             if (nt && l.have_score)   /* a box in or out by rounding at the score threshold */
                 for (int64_t i = 0; i < nbox; i++)
-                    if (within(ties, s[i], l.score)) note(nt, s[i]);
-            if (nt) nt->s = s;
+                    if (within(ties, s[i], l.score)) note(nt, i, -1);
             merge_sort(order, tmp, m, by_score, s);
             x_build(&xi, order, m, c);
             memset(supp, 0, (size_t)nbox);
@@ -344,9 +446,11 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
                 int64_t i = order[ii];
                 if (supp[i]) continue;
                 if (out) {
-                    if (rows == cap)
+                    if (rows == cap) {
+                        if (nt) bf__free(nt->parent);
                         return bf__node_error(err, n, BF_EINVAL, "its inputs changed since it was prepared "
                                               "(more than %lld boxes selected)", (long long)cap);
+                    }
                     out[3 * rows] = b; out[3 * rows + 1] = k; out[3 * rows + 2] = i;
                 }
                 rows++;
@@ -354,6 +458,9 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
                 suppress_after(&xi, order, m, ii, c, area, l.iou, supp, nt);
             }
             if (torch) torch_vanilla_order(out + 3 * row0, rows - row0, s, kv);
+            if (nt && nt->class_tie &&
+                (st = note_region(nt, c, area, order, m, &xi, nbox, (double)l.iou - ties->iou, kept == l.max_out, rec)))
+                break;   /* out of memory: reported below, after the record is closed */
         }
     }
     *count = rows;
@@ -362,7 +469,9 @@ static bf_status nms_select(const bf__node *n, const bf_tensor *const *in, int n
         rec->runs++;
         rec->last = nt->tie;
         rec->score = nt->score;
+        bf__free(nt->parent);
     }
+    if (st) return bf__node_error(err, n, BF_ENOMEM, "out of memory for the NMS near-ties' region");
     return BF_OK;
 }
 
