@@ -507,8 +507,10 @@ static int64_t candidates(const bf_plan *p0, const bf_plan *r0, int64_t n_full, 
  * lifetime (diffarena.c) had to hold all of them at once: 500 MB a
  * worker. With every cut held a recomputation stops at the block's input.
  * When everything fits the order is left as it was (derived values depend
- * on it: derivable). Only the order changes; what is cached or not, every
- * record is the same (a recomputed golden value is the cached one's bits).
+ * on it: derivable), and bf__gcache_plan (whether chains are made at all,
+ * diffshared.c's lean_ok) keeps it too. Only the order changes; whatever
+ * is cached, every record is the same (a recomputed golden value is the
+ * cached one's bits).
  * -1 when out of memory. */
 static int cuts_first(const bf_plan *p, cand *cs, size_t n_c, size_t budget)
 {
