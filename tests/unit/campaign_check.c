@@ -381,12 +381,12 @@ uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len)
     return buf;
 }
 
-void tc_budgets_match_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s)
+void tc_budgets_match_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int64_t extra_budget)
 {
     tc_recs ex = {0};
-    for (int run = 0; run < 5; run++) {
+    for (int run = 0; run < (extra_budget ? 7 : 5); run++) {
         int exact = run == 0, threads = run % 2 ? 1 : 2;
-        int64_t budget = run >= 3 ? 1 : 0;
+        int64_t budget = run >= 5 ? extra_budget : run >= 3 ? 1 : 0;
         bf_campaign *c = tc_make(m, ds, s);
         tc_recs r = {0};
         r.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *r.r);

@@ -120,8 +120,9 @@ int64_t tc_run_engines(const bf_model *m, const bf_dataset *ds, const bf_campaig
 /* Spec s run exact on 2 threads, then differential on 2 and 1 threads at
  * the default cache budget and on 1 and 2 at 1 byte (nothing cached):
  * every differential record the exact run's bits (tc_assert_same_record),
- * a mismatch printed with its run's threads and budget first. */
-void tc_budgets_match_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s);
+ * a mismatch printed with its run's threads and budget first; with
+ * extra_budget not 0, differential on 2 and 1 threads at that budget too. */
+void tc_budgets_match_exact(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int64_t extra_budget);
 /* Single-bit fp32 weight flips, prediction changes only, at `batch`. */
 bf_campaign_spec tc_base_spec(int64_t batch);
 

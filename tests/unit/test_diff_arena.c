@@ -37,8 +37,19 @@
  * x's place, which holds c by then; so the records below, at budget 1,
  * catch it too.
  *
- * Then each campaign's records, differential at both budgets on 1 and 2
- * threads, equal the exact engine's. */
+ * The golden cache, when its budget cannot hold every value, keeps the
+ * graph's cuts first (gcache.c, cuts_first): a value computed from the
+ * input that is, after its step, the only such value a later step reads.
+ * By hand: after step 0 x and a cross to later steps, after 1 a and b,
+ * after 2 a and c, after 3 d alone, after 4 y alone (the output): d and y
+ * are the cuts. Each of a..d is 160 bytes over the 10 samples (two blocks
+ * of 4 x 4 floats and one of 2 x 4), y 120; a budget of 280 holds y and
+ * d, where smallest first by value index (the rule before) held y and a.
+ * With d held, step 4 reads it from the cache and only step 3's fetches
+ * recompute: x [-1, 3], a [0, 3], b [1, 3], c [2, 3], d [3, 5], y [4, 5].
+ *
+ * Then each campaign's records, differential at all three budgets on 1
+ * and 2 threads, equal the exact engine's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,12 +73,15 @@
 #define NV 6
 
 static const char *const names[NV] = {"x", "a", "b", "c", "d", "y"};
-/* the hand-worked lives above, per name: held all, all but a, nothing */
-static const int life[3][NV][2] = {
+/* the hand-worked lives above, per name: held all, all but a, nothing,
+ * the cuts d and y */
+static const int life[4][NV][2] = {
     {{-1, 1}, {0, 3}, {1, 2}, {2, 3}, {3, 5}, {4, 5}},
     {{-1, 3}, {0, 3}, {1, 2}, {2, 3}, {3, 5}, {4, 5}},
     {{-1, 4}, {0, 4}, {1, 4}, {2, 4}, {3, 5}, {4, 5}},
+    {{-1, 3}, {0, 3}, {1, 3}, {2, 3}, {3, 5}, {4, 5}},
 };
+#define CUTS_BUDGET 280   /* y (120 bytes) and d (160): the cuts */
 
 typedef struct fixture {
     tc_loaded l;   /* first: tc_group_close frees the fixture */
@@ -153,8 +167,9 @@ static void lives_as_worked_by_hand(void **state)
     size_t n = f->l.m->n_values;
     int *first = calloc(n + 1, sizeof *first), *last = calloc(n + 1, sizeof *last);
     assert_non_null(first), assert_non_null(last);
-    static const unsigned char held[3][NV] = {{0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 1}};
-    for (int t = 0; t < 3; t++) lives_match(f, p, held[t], t, first, last);
+    static const unsigned char held[4][NV] = {
+        {0, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 1}, {0, 0, 0, 0, 1, 1}};
+    for (int t = 0; t < 4; t++) lives_match(f, p, held[t], t, first, last);
     free(first), free(last);
     bf_evaluator_free(ev);
 }
@@ -203,6 +218,11 @@ static void layout_and_planted_overlap(void **state)
     apart_by_hand(f, 0, bytes, off);
     int va = -1, vb = -1;
     assert_int_equal(bf__dx_slots_overlap(n, place, bytes, first, last, off, &va, &vb), 0);
+    /* planted: that layout under the lives with the cuts held (x read by
+     * step 3's fetches) puts x and c, alive at once, in the same bytes */
+    for (int k = 0; k < NV; k++) first[f->v[k]] = life[3][k][0], last[f->v[k]] = life[3][k][1];
+    assert_int_equal(bf__dx_slots_overlap(n, place, bytes, first, last, off, &va, &vb), 1);
+    assert_true((va == f->v[0] && vb == f->v[3]) || (va == f->v[3] && vb == f->v[0]));
     /* planted: that layout under the held-nothing lives (fetch recomputing
      * x's reader at step 3 and 4) puts x and c, alive at once, in the same
      * bytes (and b and d, c and y) */
@@ -256,15 +276,50 @@ static void worker_places(void **state)
     }
 }
 
+/* A budget short of every value keeps the cuts (d and y, by hand above),
+ * not the smallest values in value order (a), and the worker's places keep
+ * apart what the lives with d held say is alive at once */
+static void cache_keeps_cuts(void **state)
+{
+    const fixture *f = *state;
+    bf_evaluator *ev = evaluator(f), *ref = evaluator(f);
+    bf_eval_result r;
+    bf_error err = {0};
+    if (bf_evaluator_run(ref, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
+    bf__dx_shared *sh = NULL;
+    bf__dx *dx = NULL;
+    if (bf__dx_shared_create(&ev, 1, r.samples, r.outputs, r.out_cols, CUTS_BUDGET, 0, &sh, &err) != BF_OK ||
+        bf__dx_create(sh, ev, &dx, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    const bf__gcache *gc = bf__dx_shared_cache(sh);
+    for (int k = 1; k < 5; k++)
+        if (bf__gcache_has(gc, f->v[k]) != (k == 4)) fail_msg("budget %d: %s %s", CUTS_BUDGET, names[k],
+                                                              k == 4 ? "left out" : "held");
+    assert_non_null(dx->lt_tab[0]);
+    size_t bytes[NV + 1] = {0};
+    for (int k = 0; k < NV; k++) bytes[k] = (size_t)BATCH * (k == 5 ? 3 : 4) * sizeof(float);
+    for (int i = 0; i < NV; i++)
+        for (int j = i + 1; j < NV; j++) {
+            const char *pi = dx->lt_tab[0][f->v[i]], *pj = dx->lt_tab[0][f->v[j]];
+            int alive = life[3][i][0] <= life[3][j][1] && life[3][j][0] <= life[3][i][1];
+            if (alive && pi < pj + bytes[j] && pj < pi + bytes[i]) fail_msg("%s and %s share bytes", names[i], names[j]);
+        }
+    bf__dx_free(dx);
+    bf__dx_shared_free(sh);
+    bf_evaluator_free(ev);
+    bf_evaluator_free(ref);
+}
+
 /* every record of uniform weight faults (w and W2) and of listed ones in
- * w, differential at both budgets on 1 and 2 threads, the exact engine's */
+ * w, differential at the three budgets on 1 and 2 threads, the exact
+ * engine's */
 static void records_match_exact(void **state)
 {
     const fixture *f = *state;
     bf_campaign_spec s = tc_base_spec(BATCH);
     s.seed = 13;
     s.trials = 60;
-    tc_budgets_match_exact(f->l.m, f->l.ds, &s);
+    tc_budgets_match_exact(f->l.m, f->l.ds, &s, CUTS_BUDGET);
 }
 
 int main(void)
@@ -273,6 +328,7 @@ int main(void)
         cmocka_unit_test(lives_as_worked_by_hand),
         cmocka_unit_test(layout_and_planted_overlap),
         cmocka_unit_test(worker_places),
+        cmocka_unit_test(cache_keeps_cuts),
         cmocka_unit_test(records_match_exact),
     };
     return cmocka_run_group_tests(tests, setup, tc_group_close);

@@ -151,7 +151,7 @@ static void records_match_exact(void **state)
         s.bits = bits;
         s.tensors = pats;
         s.n_tensors = 4;
-        tc_budgets_match_exact(f->l.m, f->l.ds, &s);
+        tc_budgets_match_exact(f->l.m, f->l.ds, &s, 0);
     }
 }
 

@@ -494,6 +494,75 @@ static int64_t candidates(const bf_plan *p0, const bf_plan *r0, int64_t n_full, 
     return (int64_t)n_c;
 }
 
+/* When the wanted candidates do not all fit the budget, the graph's cuts
+ * go first (after the `must` ones), smallest first: a value computed from
+ * the graph's inputs that is, after its step, the only such value a later
+ * step reads (a transformer's residual stream between blocks, a CNN's
+ * block outputs). A trial recomputes a value the cache leaves out from its
+ * nearest cached ancestors (fetch, diffexec.c), and everything that
+ * recomputation writes stays readable to the batch's end; smallest first
+ * alone filled ViT-S/16's 1 GiB with its first four layers' small values
+ * (equal sizes go by value index), so a trial with a fault in layer 9
+ * recomputed layers 4 to 9 golden, and a worker's places shared by
+ * lifetime (diffarena.c) had to hold all of them at once: 500 MB a
+ * worker. With every cut held a recomputation stops at the block's input.
+ * When everything fits the order is left as it was (derived values depend
+ * on it: derivable), and bf__gcache_plan (whether chains are made at all,
+ * diffshared.c's lean_ok) keeps it too. Only the order changes; whatever
+ * is cached, every record is the same (a recomputed golden value is the
+ * cached one's bits).
+ * -1 when out of memory. */
+static int cuts_first(const bf_plan *p, cand *cs, size_t n_c, size_t budget)
+{
+    size_t need = 0;
+    for (size_t i = 0; i < n_c; i++) need += cs[i].must || cs[i].wanted ? cs[i].bytes : 0;
+    if (need <= budget) return 0;
+    const bf_model *m = p->model;
+    int ns = (int)p->n_steps;
+    unsigned char *dep = bf__calloc(m->n_values + 1, 1);
+    int *lastuse = bf__malloc((m->n_values + 1) * sizeof *lastuse), *cnt = bf__calloc((size_t)ns + 2, sizeof *cnt);
+    cand *tmp = bf__malloc((n_c + 1) * sizeof *tmp);
+    if (!dep || !lastuse || !cnt || !tmp) {
+        bf__free(dep), bf__free(lastuse), bf__free(cnt), bf__free(tmp);
+        return -1;
+    }
+    for (size_t v = 0; v < m->n_values; v++) {
+        dep[v] = p->val_step[v] == -1;   /* the graph's inputs */
+        lastuse[v] = -1;
+    }
+    for (int i = 0; i < ns; i++) {
+        const bf__node *n = p->steps[i].node;
+        int d = 0;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) {
+                d |= dep[n->in[j]];
+                lastuse[n->in[j]] = i;
+            }
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) dep[n->out[j]] = (unsigned char)d;
+    }
+    for (size_t k = 0; k < m->n_outputs; k++)
+        if (m->output_vals[k] >= 0) lastuse[m->output_vals[k]] = ns;
+    /* cnt[i + 1]: how many such values cross from step i to step i + 1 */
+    for (size_t v = 0; v < m->n_values; v++) {
+        int b = p->val_step[v];
+        if (!dep[v] || b < -1 || lastuse[v] <= b) continue;
+        cnt[b + 1]++;
+        cnt[lastuse[v] + 1]--;
+    }
+    for (int i = 1; i <= ns; i++) cnt[i] += cnt[i - 1];
+    size_t k = 0;
+    for (int pass = 0; pass < 3; pass++)   /* must, cuts, the rest: each kept smallest first */
+        for (size_t i = 0; i < n_c; i++) {
+            int b = p->val_step[cs[i].v];
+            int cut = !cs[i].must && b >= 0 && dep[cs[i].v] && lastuse[cs[i].v] > b && cnt[b + 1] == 1;
+            if ((pass == 0 && cs[i].must) || (pass == 1 && cut) || (pass == 2 && !cs[i].must && !cut)) tmp[k++] = cs[i];
+        }
+    memcpy(cs, tmp, n_c * sizeof *cs);
+    bf__free(dep), bf__free(lastuse), bf__free(cnt), bf__free(tmp);
+    return 0;
+}
+
 /* The values the budget keeps of the candidates, every one wanted or not
  * (the `must` ones whatever it says), into planned. */
 static void plan_values(const cand *cs, size_t n_c, size_t budget, unsigned char *planned)
@@ -534,6 +603,7 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
     const bf_model *m = bf_plan_model(full[0]);
     const bf_plan *p0 = full[0];
     int64_t n_c = candidates(p0, rest ? rest[0] : NULL, gc->samples / gc->batch, must, want, lean, pv, cs, gc->full);
+    if (n_c >= 0 && cuts_first(p0, cs, (size_t)n_c, budget) < 0) n_c = -1;
     if (n_c < 0) return bf_error_set(err, BF_ENOMEM, "out of memory for the golden cache");
     if (want) {   /* what every value wanted would have kept (bf__gcache_planned) */
         gc->planned = bf__calloc(m->n_values + 1, 1);
