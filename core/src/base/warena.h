@@ -162,8 +162,8 @@ double bf__pages_fresh_cost_huge(size_t len);
 /* Whether memory written once should go in 2 MiB pages on this host
  * (BF__WRITE_HUGE): 1 where 4 KiB fresh pages cost over BF__PAGES_DEAR a
  * byte (bf__pages_fresh_cost over 1 MiB) and 2 MiB ones under
- * BF__PAGES_HUGE_CHEAP (bf__pages_fresh_cost_huge over 2 MiB, measured
- * only then); *small, if not NULL, gets the 4 KiB measurement. About 3 ms
+ * BF__PAGES_HUGE_CHEAP (bf__pages_fresh_cost_huge over 2 MiB, the least
+ * of three, measured only then); *small, if not NULL, gets the 4 KiB measurement. About 3 ms
  * of CPU where the small pages are dear, 0.4 where not: for callers about
  * to write many MiB. bf__pages_huge_rule: the choice from the two
  * measurements (0: not measured). On the AMD host of h21-ssd 4 KiB pages
