@@ -449,7 +449,10 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "activation, and %lld steps after them followed the channel on; %lld images ended where that channel "
                 "came back golden (counted in the early ends above)\n",
                 p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 1e9 * r->ckpt.byte_price,
-                r->ckpt.byte_price > 1.5e-9 ? ", this host's fresh pages measured dear" : "", 100 * r->ckpt.expected_skip,
+                r->ckpt.huge_pages            ? " in 2 MiB pages, this host's 4 KiB fresh pages measured dear"
+                : r->ckpt.byte_price > 1.5e-9 ? ", this host's fresh pages measured dear"
+                                              : "",
+                100 * r->ckpt.expected_skip,
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan);

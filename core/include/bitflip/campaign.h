@@ -563,7 +563,9 @@ typedef struct bf_campaign_result {
      * channel (chan_kinds.ckpt_conv), or a step following it on, whose
      * channel came back golden. byte_price: the seconds a recorded byte
      * was priced at when they were chosen, 1e-9 or, where this host's
-     * fresh pages measured dear, 2.5e-9 (docs/perf/detectors.md, h18-ssd). */
+     * fresh pages measured dear, 2.5e-9 (docs/perf/detectors.md, h18-ssd);
+     * huge_pages: 1 when they were recorded in 2 MiB pages, this host's 4
+     * KiB ones measured dear and 2 MiB ones cheap (h21-ssd). */
     struct {
         size_t cuts;
         uint64_t bytes;
@@ -573,6 +575,7 @@ typedef struct bf_campaign_result {
         size_t stored;
         uint64_t store_bytes;
         double byte_price;
+        int huge_pages;
     } ckpt;
 } bf_campaign_result;
 

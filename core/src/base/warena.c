@@ -269,24 +269,63 @@ static void pages_populate(void *addr, size_t len)
 void bf__pages_written(void *addr, size_t len, unsigned how)
 {
     if (!addr || !len) return;
-    if ((how & BF__WRITE_AGAIN) ? huge_pages_wanted(1) : (how & BF__WRITE_ONCE) && huge_pages_wanted(0))
+    if ((how & (BF__WRITE_AGAIN | BF__WRITE_HUGE)) ? huge_pages_wanted(1)
+                                                   : (how & BF__WRITE_ONCE) && huge_pages_wanted(0))
         pages_huge(addr, len);
     if (how & BF__WRITE_NOW) pages_populate(addr, len);
 }
 
-double bf__pages_fresh_cost(size_t len)
+/* mapped, populated (huge pages asked for first when `huge`) and written
+ * once, timed in thread CPU: seconds a byte */
+static double fresh_cost(size_t len, int huge)
 {
     struct timespec t0, t1;
+    const size_t two = (size_t)2 << 20;
+    size_t map = huge ? round_up(len, two) + two : len;
     if (len == 0 || clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0) != 0) return 0;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return 0;
-    pages_populate(p, len);
-    memset(p, 1, len);   /* as the golden pass's copies write them */
+    void *a = huge ? (void *)round_up((uintptr_t)p, two) : p;
+    if (huge) pages_huge(a, round_up(len, two));
+    pages_populate(a, len);
+    memset(a, 1, len);   /* as the golden pass's copies write them */
     int ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1) == 0;
-    (void)munmap(p, len);
+    (void)munmap(p, map);
     if (!ok) return 0;
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return s > 0 ? s / (double)len : 0;
+}
+
+double bf__pages_fresh_cost(size_t len) { return fresh_cost(len, 0); }
+
+double bf__pages_fresh_cost_huge(size_t len)
+{
+#ifdef MADV_HUGEPAGE
+    return huge_pages_wanted(1) ? fresh_cost(len, 1) : 0;
+#else
+    (void)len;
+    return 0;
+#endif
+}
+
+int bf__pages_huge_rule(double small_cost, double huge_cost)
+{
+    return small_cost > BF__PAGES_DEAR && huge_cost > 0 && huge_cost < BF__PAGES_HUGE_CHEAP;
+}
+
+int bf__pages_huge_cheaper(double *small)
+{
+    double c = bf__pages_fresh_cost((size_t)1 << 20);
+    if (small) *small = c;
+    /* one huge page, measured only where the small ones are dear: the
+     * least of three (0.2 ms each there), since the host's steal lands in
+     * thread CPU and one preemption makes a 2 MiB page look dear */
+    double h = 0;
+    for (int k = 0; k < 3 && c > BF__PAGES_DEAR; k++) {
+        double t = bf__pages_fresh_cost_huge((size_t)2 << 20);
+        if (t > 0 && (h == 0 || t < h)) h = t;
+    }
+    return bf__pages_huge_rule(c, h);
 }
 
 void bf__wview_drop(void *view, size_t nbytes)
@@ -301,6 +340,13 @@ void bf__wview_drop(void *view, size_t nbytes)
 void bf__pages_drop(void *addr, size_t len) { (void)addr; (void)len; }
 void bf__pages_written(void *addr, size_t len, unsigned how) { (void)addr, (void)len, (void)how; }
 double bf__pages_fresh_cost(size_t len) { (void)len; return 0; }
+double bf__pages_fresh_cost_huge(size_t len) { (void)len; return 0; }
+int bf__pages_huge_rule(double small_cost, double huge_cost) { (void)small_cost, (void)huge_cost; return 0; }
+int bf__pages_huge_cheaper(double *small)
+{
+    if (small) *small = 0;
+    return 0;
+}
 bf__warena *bf__warena_create(size_t bytes) { (void)bytes; return NULL; }
 bf__warena *bf__warena_create_opts(size_t bytes, int huge) { (void)bytes, (void)huge; return NULL; }
 void bf__warena_seal(bf__warena *a) { (void)a; }

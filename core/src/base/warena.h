@@ -121,10 +121,18 @@ void bf__pages_drop(void *addr, size_t len);
  *                    AMD host measured the campaign within its load's
  *                    noise (docs/perf/trials.md, "Huge pages for the
  *                    golden cache").
+ *   BF__WRITE_HUGE   transparent huge pages unless BITFLIP_HUGE_PAGES=0,
+ *                    for memory written once whose caller found this
+ *                    host's 2 MiB pages cheap and its 4 KiB ones dear
+ *                    (bf__pages_huge_cheaper): the golden checkpoints and
+ *                    a large eval set on the AMD host, whose 4 KiB first
+ *                    touch costs 2.2-3.1 ns a byte and 2 MiB pages' 0.1
+ *                    (docs/perf/detectors.md, h21-ssd). Never a default:
+ *                    a host that measures otherwise keeps 4 KiB pages.
  *
  * Best effort throughout: a refused madvise leaves ordinary pages and the
  * same bytes. */
-enum { BF__WRITE_NOW = 1, BF__WRITE_AGAIN = 2, BF__WRITE_ONCE = 4 };
+enum { BF__WRITE_NOW = 1, BF__WRITE_AGAIN = 2, BF__WRITE_ONCE = 4, BF__WRITE_HUGE = 8 };
 
 /* bf__malloc(len + 1) (+ 1: a 0-byte block is still a block), its pages
  * as `how` says; NULL when the allocation is refused (the countdown
@@ -146,5 +154,26 @@ void bf__pages_written(void *addr, size_t len, unsigned how);
  * to choose between fixed prices, far from either. 0 where it cannot be
  * measured (no memory, no mmap). */
 double bf__pages_fresh_cost(size_t len);
+/* The same in transparent huge pages: `len` bytes (rounded up to 2 MiB)
+ * on 2 MiB boundaries, MADV_HUGEPAGE before the populate (BF__WRITE_HUGE's
+ * pages). 0 where it cannot be measured, or BITFLIP_HUGE_PAGES=0 says no
+ * huge pages. */
+double bf__pages_fresh_cost_huge(size_t len);
+/* Whether memory written once should go in 2 MiB pages on this host
+ * (BF__WRITE_HUGE): 1 where 4 KiB fresh pages cost over BF__PAGES_DEAR a
+ * byte (bf__pages_fresh_cost over 1 MiB) and 2 MiB ones under
+ * BF__PAGES_HUGE_CHEAP (bf__pages_fresh_cost_huge over 2 MiB, the least
+ * of three, measured only then); *small, if not NULL, gets the 4 KiB measurement. About 3 ms
+ * of CPU where the small pages are dear, 0.4 where not: for callers about
+ * to write many MiB. bf__pages_huge_rule: the choice from the two
+ * measurements (0: not measured). On the AMD host of h21-ssd 4 KiB pages
+ * cost 2.2-3.1 ns a byte, 2 MiB ones 0.08-0.15 (its guest traps to the
+ * hypervisor once a page); the Intel KVM hosts' 4 KiB pages 0.3-0.4, not
+ * dear, so they never ask for huge ones (docs/perf/trials.md measured
+ * compaction there). */
+#define BF__PAGES_DEAR 1.2e-9
+#define BF__PAGES_HUGE_CHEAP 0.6e-9
+int bf__pages_huge_cheaper(double *small);
+int bf__pages_huge_rule(double small_cost, double huge_cost);
 
 #endif

@@ -786,6 +786,13 @@ bf_status bf__campaign_create_priced(const bf_model *model, const bf_dataset *ds
                                      const bf_mitigation *mit, const bf_campaign_prep *prep, double ckpt_byte_price,
                                      bf_campaign **out, bf_error *err)
 {
+    return bf__campaign_create_pinned(model, ds, spec, mit, prep, ckpt_byte_price, 0, out, err);
+}
+
+bf_status bf__campaign_create_pinned(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                     const bf_mitigation *mit, const bf_campaign_prep *prep, double ckpt_byte_price,
+                                     int ckpt_huge, bf_campaign **out, bf_error *err)
+{
     bf_status st;
     bf_campaign *c = bf__calloc(1, sizeof *c);
     *out = NULL;
@@ -794,6 +801,7 @@ bf_status bf__campaign_create_priced(const bf_model *model, const bf_dataset *ds
     c->ds = ds;
     c->max_run_bytes = prep ? prep->max_run_bytes : 0;
     c->ckpt_price = ckpt_byte_price > 0 ? ckpt_byte_price : 0;
+    c->ckpt_huge = ckpt_byte_price > 0 && ckpt_huge;
     if ((st = check_spec(spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_draws(c, spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_quantize(c, spec, err)) != BF_OK) goto out;

@@ -133,9 +133,9 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     drawn_ctx dx = {.c = c, .prep = prep};
     /* recorded bytes priced at what fresh pages cost this host (ckpt.h),
      * measured once a campaign, or as a test pinned it (campaign_pin.h) */
-    if (!(c->ckpt_price > 0)) c->ckpt_price = bf__ckpt_host_price();
-    if ((st = bf__ckpt_create_priced(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, c->ckpt_price,
-                                     drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) != BF_OK)
+    if (!(c->ckpt_price > 0)) c->ckpt_huge = bf__ckpt_host_pages(&c->ckpt_price);
+    if ((st = bf__ckpt_create_paged(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, c->ckpt_price,
+                                    c->ckpt_huge, drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) != BF_OK)
         goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
         bf__ckpt_free(ck);
@@ -198,6 +198,7 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
     acc->ckpt.stored = bf__ckpt_num_stored(ck);
     acc->ckpt.store_bytes = bf__ckpt_store_bytes(ck);
     acc->ckpt.byte_price = bf__ckpt_byte_price(ck);
+    acc->ckpt.huge_pages = bf__ckpt_huge(ck);
     double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
     acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
 }

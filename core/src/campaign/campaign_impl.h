@@ -68,12 +68,15 @@ struct bf_campaign {
     uint64_t max_run_bytes;   /* every plan's (bf_campaign_prep; 0: the default) */
     /* What recording a checkpoint byte costs the golden pass, in seconds,
      * for the checkpoints' choice (exec/ckpt.h): 0 until the choice asks,
-     * then this host's price (bf__ckpt_host_price: 1e-9, or 2.5e-9 where
+     * then this host's price (bf__ckpt_host_pages: 1e-9, or 2.5e-9 where
      * fresh pages measure dearer than 1.2 ns a byte; 1 MiB mapped and
      * written, timed: docs/perf/detectors.md, h18-ssd), measured once and
      * kept; set before by a test (campaign_pin.h) to have the same choice
      * on every host. */
     double ckpt_price;
+    /* the checkpoints in 2 MiB pages (bf__ckpt_host_pages), measured with
+     * the price; 0 when a test pinned the price (the same records either way) */
+    int ckpt_huge;
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
         double plans, golden, golden_cpu, index;

@@ -16,5 +16,12 @@
 bf_status bf__campaign_create_priced(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
                                      const bf_mitigation *mit, const bf_campaign_prep *prep, double ckpt_byte_price,
                                      bf_campaign **out, bf_error *err);
+/* As bf__campaign_create_priced, with a pinned price (> 0) the
+ * checkpoints' pages pinned too: ckpt_huge 1, their block in 2 MiB pages
+ * whatever this host measures (bf__ckpt_host_pages), 0 in 4 KiB ones.
+ * The records are the same either way (test_ckpt). */
+bf_status bf__campaign_create_pinned(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
+                                     const bf_mitigation *mit, const bf_campaign_prep *prep, double ckpt_byte_price,
+                                     int ckpt_huge, bf_campaign **out, bf_error *err);
 
 #endif

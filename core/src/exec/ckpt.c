@@ -206,6 +206,14 @@ bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t tria
                                  const double *param_mass, const double *value_mass, size_t budget, double byte_s,
                                  bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
 {
+    return bf__ckpt_create_paged(p, samples, trials, step_cost, param_mass, value_mass, budget, byte_s, 0, drawn, user,
+                                 out, err);
+}
+
+bf_status bf__ckpt_create_paged(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                                const double *param_mass, const double *value_mass, size_t budget, double byte_s,
+                                int huge, bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
+{
     const bf_model *m = p->model;
     size_t n = p->n_steps;
     *out = NULL;
@@ -278,9 +286,11 @@ bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t tria
     /* the golden pass writes every byte of it (each cut's values and each
      * stored value, every image): BF__WRITE_NOW, its pages in one call
      * rather than a fault a page inside the pass's copies (SSDlite320:
-     * 91 MiB, 23k faults, a tenth of the golden pass on a loaded machine) */
+     * 91 MiB, 23k faults, a tenth of the golden pass on a loaded machine);
+     * in 2 MiB pages where the host measured them cheap (`huge`) */
+    ck->huge = huge != 0;
     if (samples > 0 && ck->sample_bytes > 0 &&
-        !(ck->data = bf__alloc_written((size_t)samples * ck->sample_bytes, BF__WRITE_NOW))) {
+        !(ck->data = bf__alloc_written((size_t)samples * ck->sample_bytes, BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0)))) {
         st = oom(err);
         goto out;
     }
@@ -309,6 +319,16 @@ double bf__ckpt_host_price(void)
     double c = bf__pages_fresh_cost((size_t)1 << 20);
     return c > BF__CKPT_DEAR_PAGES ? BF__CKPT_BYTE_SECONDS_DEAR : BF__CKPT_BYTE_SECONDS;
 }
+
+int bf__ckpt_host_pages(double *byte_s)
+{
+    double c = 0;
+    int huge = bf__pages_huge_cheaper(&c);
+    *byte_s = c > BF__CKPT_DEAR_PAGES ? BF__CKPT_BYTE_SECONDS_DEAR : BF__CKPT_BYTE_SECONDS;
+    return huge;
+}
+
+int bf__ckpt_huge(const bf__ckpt *ck) { return ck ? ck->huge : 0; }
 uint64_t bf__ckpt_bytes(const bf__ckpt *ck) { return ck ? (uint64_t)ck->sample_bytes * (uint64_t)ck->samples : 0; }
 double bf__ckpt_saved_share(const bf__ckpt *ck) { return ck ? ck->saved : 0; }
 

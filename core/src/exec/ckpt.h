@@ -49,6 +49,11 @@ bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trial
 bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
                                  const double *param_mass, const double *value_mass, size_t budget, double byte_s,
                                  bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
+/* As bf__ckpt_create_priced, the checkpoints' block in 2 MiB pages when
+ * `huge` (bf__ckpt_host_pages chose them; the same bytes either way) */
+bf_status bf__ckpt_create_paged(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                                const double *param_mass, const double *value_mass, size_t budget, double byte_s,
+                                int huge, bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
 /* the price the checkpoints were chosen at, seconds a byte */
 double bf__ckpt_byte_price(const bf__ckpt *ck);
 /* This host's price of a recorded byte: BF__CKPT_BYTE_SECONDS_DEAR where
@@ -56,6 +61,13 @@ double bf__ckpt_byte_price(const bf__ckpt *ck);
  * (bf__pages_fresh_cost over 1 MiB), else BF__CKPT_BYTE_SECONDS
  * (ckpt_impl.h) */
 double bf__ckpt_host_price(void);
+/* This host's pages for the checkpoints: bf__pages_huge_cheaper (1: 2
+ * MiB pages, where 4 KiB fresh pages measure dear and 2 MiB ones cheap);
+ * *byte_s gets bf__ckpt_host_price's price of the same 4 KiB measurement
+ * either way (ckpt_impl.h says why the pages do not move it). */
+int bf__ckpt_host_pages(double *byte_s);
+/* 1 when the checkpoints' block was asked for in 2 MiB pages */
+int bf__ckpt_huge(const bf__ckpt *ck);
 void bf__ckpt_free(bf__ckpt *ck);
 
 size_t bf__ckpt_num_cuts(const bf__ckpt *ck);

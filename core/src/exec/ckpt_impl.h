@@ -28,6 +28,13 @@
  * not move with the load as timed step costs did (h17-ssd). */
 #define BF__CKPT_BYTE_SECONDS_DEAR 2.5e-9
 #define BF__CKPT_DEAR_PAGES 1.2e-9
+/* Where 4 KiB pages measure dear and 2 MiB ones cheap
+ * (bf__pages_huge_cheaper, base/warena.h), the checkpoints' block goes in
+ * 2 MiB pages: on the AMD host of h21-ssd SSDlite320's golden pass took
+ * 0.31-0.39 s of CPU instead of 0.44-0.52. The byte price stays the 4 KiB
+ * measurement's (2.5 ns there): priced at 1 ns the choice took 90 MiB
+ * instead of 51 and the campaign no less CPU, its system time up to 0.2 s
+ * higher on a loaded host (docs/perf/detectors.md, h21-ssd). */
 
 struct bf__ckpt {
     size_t n_steps, n_params, n_values;
@@ -85,6 +92,7 @@ struct bf__ckpt {
     uint64_t priced_bytes;
     size_t sample_bytes;
     int64_t samples;
+    int huge;                   /* the block asked for in 2 MiB pages (bf__ckpt_host_pages) */
     unsigned char *data;        /* samples x sample_bytes */
 };
 

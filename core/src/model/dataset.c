@@ -51,6 +51,11 @@ static long json_too_deep(const char *s, size_t n, int max)
 }
 
 #define DATA_ALIGN 64
+/* an eval set of this many bytes or more asks whether this host's 2 MiB
+ * pages are cheap and its 4 KiB ones dear (bf__pages_huge_cheaper: about 3
+ * ms of CPU where 4 KiB pages are dear, against 20 ms or more for the
+ * set's pages there), and takes them then (BF__WRITE_HUGE) */
+#define HUGE_MEASURE_BYTES ((size_t)8 << 20)
 #define NAME_FMT "%.128s"   /* names come from the file: keep messages readable */
 
 struct bf_dataset {
@@ -448,19 +453,22 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
         goto out;
     }
     /* 2 MiB pages with BITFLIP_HUGE_PAGES set (BF__WRITE_ONCE: off by
-     * default, as for the golden cache, since the host decides which way
-     * it goes). On the nineteenth session's AMD VM, whose first touch of a
-     * 4 KiB page from user space traps to the hypervisor even after the
-     * kernel's read() wrote it, SSDlite320's 19.7 MB eval set read and its
-     * images copied once took 125-140 ms of CPU in 4 KiB pages, 28-35 ms in
-     * 2 MiB ones; the VM of docs/perf/dlrm.md's "The huge-pages default"
-     * paid more for a huge page's first touch than it saved
-     * (docs/perf/detectors.md, h19-det). And BF__WRITE_NOW: the loop below
-     * writes every byte at once (each span read or copied in; the padding
-     * between spans is under DATA_ALIGN bytes, inside pages the spans
-     * write), and read() or memcpy into fresh memory faults it in a page at
-     * a time (warena.h). One call for the whole storage, not one a span. */
-    bf__pages_written(ds->storage, total, BF__WRITE_ONCE | BF__WRITE_NOW);
+     * default, as for the golden cache, since the host decides which way it
+     * goes), or where it measures them cheap (HUGE_MEASURE_BYTES). On the
+     * nineteenth session's AMD VM, whose first touch of a 4 KiB page from
+     * user space traps to the hypervisor even after the kernel's read()
+     * wrote it, SSDlite320's 19.7 MB eval set read and its images copied
+     * once took 125-140 ms of CPU in 4 KiB pages, 28-35 ms in 2 MiB ones;
+     * the VM of docs/perf/dlrm.md's "The huge-pages default" paid more for
+     * a huge page's first touch than it saved (docs/perf/detectors.md,
+     * h19-det), which its measurement would say. And BF__WRITE_NOW: the
+     * loop below writes every byte at once (each span read or copied in;
+     * the padding between spans is under DATA_ALIGN bytes, inside pages the
+     * spans write), and read() or memcpy into fresh memory faults it in a
+     * page at a time (warena.h). One call for the whole storage, not one a
+     * span. */
+    int huge = total >= HUGE_MEASURE_BYTES && bf__pages_huge_cheaper(NULL);
+    bf__pages_written(ds->storage, total, BF__WRITE_ONCE | BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0));
     size_t off = 0;
     for (i = 0; i < n; i++) {   /* in file order, so a file is read front to back */
         bf_tensor *t = &ds->tensors[spans[i].tensor];
