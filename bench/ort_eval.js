@@ -2,7 +2,7 @@
 // ONNX Runtime peer of `bitflip eval` (onnxruntime-node, CPU execution provider).
 //
 //   node bench/ort_eval.js MODEL.onnx DATA.safetensors --threads N --batch B --repeat R
-//        [--warmup K] [--ref NAME.ref.json] [--json] [--profile PREFIX]
+//        [--warmup K] [--ref NAME.ref.json] [--json] [--profile PREFIX] [--cpu-runs FILE]
 //
 // Reads the eval set (safetensors) itself, runs the model in batches of B (0 = whole set)
 // with intraOpNumThreads=N, interOpNumThreads=1, graphOptimizationLevel 'all', sequential
@@ -11,6 +11,10 @@
 // Prints one JSON object shaped like `bitflip eval --json`. --profile PREFIX: ONNX Runtime's own
 // profiler on (PREFIX_<date>.json, Chrome trace format: each node's kernel time per run, warm-up
 // passes included), to set beside `bitflip-bench-steps` (docs/BENCHMARKS.md, h13-mbv2).
+// --cpu-runs FILE: each session.run's process CPU (user + system, and user, microseconds) and
+// wall time, in run order (warm-up included and marked, as the profile's model_run events), as JSON: the profiler's
+// times are wall, which a loaded host stretches; bench/node_table.py scales each node's share
+// of its run by that run's CPU (docs/perf/conv.md, h21-eval).
 'use strict';
 
 const fs = require('fs');
@@ -19,12 +23,12 @@ const path = require('path');
 function usage(msg) {
   if (msg) process.stderr.write(`ort_eval: ${msg}\n`);
   process.stderr.write('usage: node ort_eval.js MODEL.onnx DATA.safetensors --threads N --batch B ' +
-                       '--repeat R [--warmup K] [--ref REF.json | --no-check] [--json] [--profile PREFIX]\n');
+                       '--repeat R [--warmup K] [--ref REF.json | --no-check] [--json] [--profile PREFIX] [--cpu-runs FILE]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const a = { threads: 1, batch: 256, repeat: 10, warmup: 2, ref: null, check: true, profile: null, pos: [] };
+  const a = { threads: 1, batch: 256, repeat: 10, warmup: 2, ref: null, check: true, profile: null, cpuRuns: null, pos: [] };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const num = () => {
@@ -39,6 +43,7 @@ function parseArgs(argv) {
     else if (k === '--ref') a.ref = argv[++i];
     else if (k === '--no-check') a.check = false;
     else if (k === '--profile') a.profile = argv[++i];
+    else if (k === '--cpu-runs') a.cpuRuns = argv[++i];
     else if (k === '--json') { /* output is JSON anyway */ }
     else if (k.startsWith('--')) usage(`unknown option ${k}`);
     else a.pos.push(k);
@@ -181,9 +186,18 @@ async function main() {
   }
 
   let out = null, width = 0;
+  const cpuRuns = [];
+  let warm = true;   // the warm-up passes' runs are marked: their first touches are not a run's cost
   async function onePass() {
     for (const [s, feed] of feeds) {
+      const c0 = a.cpuRuns ? process.cpuUsage() : null;
+      const w0 = process.hrtime.bigint();
       const r = await session.run(feed, [outputName]);
+      if (c0) {
+        const c = process.cpuUsage(c0);
+        cpuRuns.push({ cpu_us: c.user + c.system, user_us: c.user, warmup: warm,
+                       wall_us: Number(process.hrtime.bigint() - w0) / 1e3 });
+      }
       const o = r[outputName];
       if (out === null) {
         width = o.dims.slice(1).reduce((x, y) => x * y, 1);
@@ -208,6 +222,7 @@ async function main() {
     }
   }
   for (let i = 1; i < a.warmup; i++) await onePass();
+  warm = false;
   const times = [];
   for (let i = 0; i < Math.max(1, a.repeat); i++) {
     const t0 = process.hrtime.bigint();
@@ -231,6 +246,7 @@ async function main() {
   }, check);
   process.stdout.write(JSON.stringify(result) + '\n');
   if (a.profile) session.endProfiling();
+  if (a.cpuRuns) fs.writeFileSync(a.cpuRuns, JSON.stringify(cpuRuns) + '\n');
   await session.release();
 }
 

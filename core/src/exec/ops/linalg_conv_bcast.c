@@ -301,19 +301,20 @@ int bf__conv_bcast_ok(const bf__conv_params *cp)
 
 /* The shapes where it beat the other paths (bench/conv_bcast.c, docs/
  * BENCHMARKS.md, "Output channels in the lanes"): stride 2 (resnet18's
- * three 3x3/2: 1.06-1.36x), and stride 1 on padded rows 32 floats wide or
+ * three 3x3/2: 1.06-1.36x), and stride 1 on padded rows 64 floats wide or
  * narrower (layer4's 7x7 maps 1.26-1.49x, layer3's 14x14 1.07-1.10x,
- * layer2's 28x28 1.01-1.09x), where the direct kernel's position vectors
- * hold padding lanes or its blocks span few rows; with at least 16 input
- * channels and K of 576 or more, since the epilogue's scatter of each
+ * layer2's 28x28 1.01-1.09x; layer1's 56x56, 58 floats, 1.04-1.10x on the
+ * Zen 5 host of h21-eval, 0.82-0.89x on the Intel one before the longer
+ * chunks and transposed epilogue), where the direct kernel's position
+ * vectors hold padding lanes or its blocks span few rows; with at least 16
+ * input channels and K of 576 or more, since the epilogue's scatter of each
  * output costs the same whatever K (the 1x1 stride-2 downsamples, K
- * 64-256, 0.70-1.25x; the stems of 3 channels 0.60-0.77x; layer1's 56x56
- * 0.82-0.89x, left to the direct kernel). */
+ * 64-256, 0.70-1.25x; the stems of 3 channels 0.60-0.77x). */
 int bf__conv_bcast_want(const bf__conv_params *cp)
 {
     const bf__window *w = &cp->w;
     if (!bf__conv_bcast_ok(cp) || cp->cg < 16 || cp->kc < 576) return 0;
-    return !bf__conv_padded_ok(w) || w->in[2] + w->pb[2] + w->pe[2] <= 32;
+    return !bf__conv_padded_ok(w) || w->in[2] + w->pb[2] + w->pe[2] <= 64;
 }
 
 /* Images a call: enough for about BC_POS positions, so that each chunk of
