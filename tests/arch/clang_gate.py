@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Every product .c and every fuzz target's .c compiles without a warning
+under clang (-std=c11 -Wall -Wextra -Werror), as the fuzz build compiles them.
+
+Why: the build is GCC; the fuzz build (clang) used to be part of `make test`
+and was then the only place a clang-only warning failed a run. It left
+`make test` for `make fuzz-smoke` (15 minutes of CPU on two cores; tests/README.md,
+"The seventeenth round"), and this keeps its warnings gate at a tenth of its
+cost: clang -fsyntax-only over the same files, with the fuzz build's sanitizer
+flags (-fsanitize=address,undefined, so __has_feature(address_sanitizer) and
+__SANITIZE_ADDRESS__ branches read as they do there).
+
+The files and their include paths and defines come from the build's
+compile_commands.json (CMAKE_EXPORT_COMPILE_COMMANDS): every file under core/,
+api/, report/, server/, clients/ and tests/fuzz/ of SOURCE_DIR (generated code
+in the build tree is not ours to warn about), once per distinct set of
+defines. Only -I, -isystem, -D and -U are taken from the build's command:
+the GCC build's other options (-fno-tree-loop-distribute-patterns, -O3) are
+GCC's and not what the fuzz build gives clang.
+
+usage: clang_gate.py SOURCE_DIR BUILD_DIR [--jobs N] [--self-test]
+Exit 0 all clean, 1 a warning or error (clang's output printed), 77 (skip) no
+clang. --self-test first checks that the gate fails on a file with an unused
+variable (given after a clean one, in one clang run) and passes a clean one.
+"""
+import concurrent.futures
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CLANG = os.environ.get("CLANG_FOR_GATE", "clang")
+FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+         "-fsanitize=address,undefined", "-fsanitize=fuzzer-no-link"]
+PRODUCT = ("core/", "api/", "report/", "server/", "clients/", "tests/fuzz/")
+
+
+def kept_args(args):
+    """The include paths and defines of one compile command."""
+    out = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        for p in ("-I", "-isystem", "-D", "-U"):
+            if a == p and i + 1 < len(args):
+                out += [a, args[i + 1]]
+                i += 1
+                break
+            if a.startswith(p) and a != p and p != "-isystem":
+                out.append(a)
+                break
+        i += 1
+    return out
+
+
+def entries(src, build, n):
+    """(files, clang command, folder): the product files, each once per set
+    of defines, in n batches per set of flags. One clang per batch, not per
+    file: the driver's start and the system headers' first parse are much of
+    a one-file -fsyntax-only (268 files, one clang each: 62 CPU-s)."""
+    with open(os.path.join(build, "compile_commands.json")) as f:
+        db = json.load(f)
+    seen = set()
+    groups = {}
+    for e in db:
+        path = os.path.realpath(os.path.join(e["directory"], e["file"]))
+        rel = os.path.relpath(path, src)
+        if not rel.startswith(PRODUCT) or not rel.endswith(".c"):
+            continue
+        args = e["arguments"] if "arguments" in e else shlex.split(e["command"])
+        kept = kept_args(args)
+        key = (path, tuple(kept))
+        if key in seen:
+            continue
+        seen.add(key)
+        groups.setdefault(tuple(kept), []).append((rel, path))
+    jobs = []
+    for kept, files in sorted(groups.items()):
+        for i in range(n):
+            part = files[i::n]
+            if part:
+                jobs.append(([r for r, _ in part], [CLANG] + FLAGS + list(kept) + [p for _, p in part], build))
+    return jobs
+
+
+def run(job):
+    rel, cmd, cwd = job
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    return rel, p.returncode, p.stdout + p.stderr
+
+
+def gate(jobs, n):
+    bad = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=n) as ex:
+        for rel, rc, out in ex.map(run, jobs):
+            if rc != 0:
+                bad.append((rel, out))
+    return bad
+
+
+def self_test():
+    d = tempfile.mkdtemp(prefix="clang_gate_")
+    try:
+        bad = os.path.join(d, "bad.c")
+        good = os.path.join(d, "good.c")
+        open(bad, "w").write("int f(void) { int unused; return 0; }\n")
+        open(good, "w").write("int f(int x);\nint f(int x) { return x + 1; }\n")
+        if not gate([(["bad.c"], [CLANG] + FLAGS + [good, bad], d)], 1):
+            print("self-test: the gate passed a file with an unused variable")
+            return False
+        if gate([(["good.c"], [CLANG] + FLAGS + [good], d)], 1):
+            print("self-test: the gate refused a clean file")
+            return False
+        return True
+    finally:
+        shutil.rmtree(d)
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = 2
+    if "--jobs" in sys.argv:
+        n = int(sys.argv[sys.argv.index("--jobs") + 1])
+        args.remove(str(n))
+    if len(args) != 2:
+        print(__doc__)
+        return 2
+    if shutil.which(CLANG) is None:
+        print("clang_gate: SKIP: no %s (scripts/install-deps.sh --test installs it), "
+              "so clang's warnings were not checked" % CLANG)
+        return 77
+    src, build = (os.path.realpath(a) for a in args)
+    if "--self-test" in sys.argv and not self_test():
+        return 1
+    jobs = entries(src, build, n)
+    files = [rel for rels, _, _ in jobs for rel in rels]
+    # a compile database that lost the product's files would pass an empty gate
+    dirs = set(rel.split("/")[0] + "/" + rel.split("/")[1] for rel in files)
+    for need in ("core/src", "api/src", "report/src", "server/http", "clients/cli", "tests/fuzz"):
+        if need not in dirs:
+            print("clang_gate: no file of %s in %s/compile_commands.json" % (need, build))
+            return 1
+    bad = gate(jobs, n)
+    for rels, out in bad:
+        print("== %s\n%s" % (" ".join(rels), out))
+    print("clang_gate: %d files in %d clang runs, %d runs with warnings or errors" % (len(files), len(jobs), len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
