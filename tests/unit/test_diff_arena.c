@@ -66,6 +66,7 @@
 #include "diff/diff_impl.h"
 #include "exec/plan_impl.h"
 #include "diff_graph.h"
+#include "dx_worker.h"
 #include "onnx_graph.h"
 
 #define SAMPLES 10
@@ -243,17 +244,10 @@ static void worker_places(void **state)
 {
     const fixture *f = *state;
     for (int tiny = 0; tiny < 2; tiny++) {
-        bf_evaluator *ev = evaluator(f), *ref = evaluator(f);
-        bf_eval_result r;
-        bf_error err = {0};
-        if (bf_evaluator_run(ref, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
-        bf__dx_shared *sh = NULL;
-        bf__dx *dx = NULL;
-        if (bf__dx_shared_create(&ev, 1, r.samples, r.outputs, r.out_cols, tiny ? 1 : BF_CACHE_BUDGET_DEFAULT, 0, &sh,
-                                 &err) != BF_OK ||
-            bf__dx_create(sh, ev, &dx, &err) != BF_OK)
-            fail_msg("%s", err.msg);
-        const bf__gcache *gc = bf__dx_shared_cache(sh);
+        tdx_worker w;
+        tdx_open(&w, evaluator(f), evaluator(f), tiny ? 1 : BF_CACHE_BUDGET_DEFAULT);
+        const bf__dx *dx = w.dx;
+        const bf__gcache *gc = bf__dx_shared_cache(w.sh);
         for (int k = 1; k < 5; k++) assert_int_equal(bf__gcache_has(gc, f->v[k]), !tiny);
         assert_non_null(dx->lt_tab[0]);
         assert_int_equal(dx->lt_bytes[0], tiny ? 384 : 192);
@@ -269,10 +263,7 @@ static void worker_places(void **state)
             }
         /* the partial batch's plan (2 samples) has places of its own */
         assert_non_null(dx->lt_tab[1]);
-        bf__dx_free(dx);
-        bf__dx_shared_free(sh);
-        bf_evaluator_free(ev);
-        bf_evaluator_free(ref);
+        tdx_close(&w);
     }
 }
 
@@ -282,16 +273,10 @@ static void worker_places(void **state)
 static void cache_keeps_cuts(void **state)
 {
     const fixture *f = *state;
-    bf_evaluator *ev = evaluator(f), *ref = evaluator(f);
-    bf_eval_result r;
-    bf_error err = {0};
-    if (bf_evaluator_run(ref, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
-    bf__dx_shared *sh = NULL;
-    bf__dx *dx = NULL;
-    if (bf__dx_shared_create(&ev, 1, r.samples, r.outputs, r.out_cols, CUTS_BUDGET, 0, &sh, &err) != BF_OK ||
-        bf__dx_create(sh, ev, &dx, &err) != BF_OK)
-        fail_msg("%s", err.msg);
-    const bf__gcache *gc = bf__dx_shared_cache(sh);
+    tdx_worker w;
+    tdx_open(&w, evaluator(f), evaluator(f), CUTS_BUDGET);
+    const bf__dx *dx = w.dx;
+    const bf__gcache *gc = bf__dx_shared_cache(w.sh);
     for (int k = 1; k < 5; k++)
         if (bf__gcache_has(gc, f->v[k]) != (k == 4)) fail_msg("budget %d: %s %s", CUTS_BUDGET, names[k],
                                                               k == 4 ? "left out" : "held");
@@ -304,10 +289,7 @@ static void cache_keeps_cuts(void **state)
             int alive = life[3][i][0] <= life[3][j][1] && life[3][j][0] <= life[3][i][1];
             if (alive && pi < pj + bytes[j] && pj < pi + bytes[i]) fail_msg("%s and %s share bytes", names[i], names[j]);
         }
-    bf__dx_free(dx);
-    bf__dx_shared_free(sh);
-    bf_evaluator_free(ev);
-    bf_evaluator_free(ref);
+    tdx_close(&w);
 }
 
 /* every record of uniform weight faults (w and W2) and of listed ones in

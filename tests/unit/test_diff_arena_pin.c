@@ -44,6 +44,7 @@
 #include "diff/diff_impl.h"
 #include "exec/plan_impl.h"
 #include "diff_graph.h"
+#include "dx_worker.h"
 #include "onnx_graph.h"
 
 #define SAMPLES 12
@@ -108,14 +109,9 @@ static void param_only_values_keep_their_slots(void **state)
         if (bf_evaluator_create(m, f->l.ds, &eo, &ev, &err) != BF_OK ||
             bf_evaluator_create(m, f->l.ds, &eo, &ref, &err) != BF_OK)
             fail_msg("%s", err.msg);
-        bf_eval_result r;
-        if (bf_evaluator_run(ref, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
-        bf__dx_shared *sh = NULL;
-        bf__dx *dx = NULL;
-        if (bf__dx_shared_create(&ev, 1, r.samples, r.outputs, r.out_cols, tiny ? 1 : BF_CACHE_BUDGET_DEFAULT, 0, &sh,
-                                 &err) != BF_OK ||
-            bf__dx_create(sh, ev, &dx, &err) != BF_OK)
-            fail_msg("%s", err.msg);
+        tdx_worker w;
+        tdx_open(&w, ev, ref, tiny ? 1 : BF_CACHE_BUDGET_DEFAULT);
+        const bf__dx *dx = w.dx;
         assert_non_null(dx->lt_tab[0]);   /* the places are shared */
         for (size_t k = 0; k < 2; k++) {
             int64_t v = bf_model_find_value(m, own_names[k]);
@@ -130,10 +126,7 @@ static void param_only_values_keep_their_slots(void **state)
             moved += dx->lt_tab[0][v] != dx->own_tab[0][v];
         }
         assert_true(moved > 0);   /* the rule is the parameter-only values', not every value's */
-        bf__dx_free(dx);
-        bf__dx_shared_free(sh);
-        bf_evaluator_free(ev);
-        bf_evaluator_free(ref);
+        tdx_close(&w);
     }
 }
 

@@ -1,0 +1,36 @@
+/* One differential worker over a golden run, as the arena tests build it
+ * (test_diff_arena.c, test_diff_arena_pin.c): the reference evaluator's
+ * golden pass, the shared state at a cache budget, one worker on `ev`;
+ * any failure fails the test with its message. Inline: a header of tests. */
+#ifndef BF_TEST_DX_WORKER_H
+#define BF_TEST_DX_WORKER_H
+
+#include "diff/diff_impl.h"
+
+typedef struct tdx_worker {
+    bf_evaluator *ev, *ref;
+    bf__dx_shared *sh;
+    bf__dx *dx;
+} tdx_worker;
+
+/* takes ev and ref (freed by tdx_close) */
+static inline void tdx_open(tdx_worker *w, bf_evaluator *ev, bf_evaluator *ref, int64_t budget)
+{
+    *w = (tdx_worker){.ev = ev, .ref = ref};
+    bf_eval_result r;
+    bf_error err = {0};
+    if (bf_evaluator_run(ref, NULL, 0, &r, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf__dx_shared_create(&w->ev, 1, r.samples, r.outputs, r.out_cols, budget, 0, &w->sh, &err) != BF_OK ||
+        bf__dx_create(w->sh, w->ev, &w->dx, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+}
+
+static inline void tdx_close(tdx_worker *w)
+{
+    bf__dx_free(w->dx);
+    bf__dx_shared_free(w->sh);
+    bf_evaluator_free(w->ev);
+    bf_evaluator_free(w->ref);
+}
+
+#endif
