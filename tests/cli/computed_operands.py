@@ -13,6 +13,10 @@ this test builds that graph and eight other shapes of the same question
 BatchNormalization and LayerNormalization parameters, an embedding table),
 runs a uniform weight-fault campaign of 1- and 2-bit flips on each, on 1 and
 2 threads, and requires every trial record to equal the --exact run's.
+A tenth graph is PyTorch's own export (torch.onnx.export, opset 13) of two
+Convs whose biases hold equal values: the exporter shares equal
+initializers, writing the second Conv's bias as an Identity of the first's,
+as it did in the graph that failed.
 
 usage: computed_operands.py BITFLIP WORKDIR
 """
@@ -98,13 +102,16 @@ def build(work):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
     from bitflip.safetensors import save_eval_set
     specs = []
+    torch_export(os.path.join(work, "torch_shared_bias.onnx"))
+    m["torch_shared_bias"] = (None, None, [3, 8, 8], 13, T.FLOAT)
     for name, (nodes, inits, shape, opset, dtype) in m.items():
-        g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", dtype, ["N"] + shape)],
-                         [h.make_tensor_value_info("y", T.FLOAT, ["N", C])], inits)
-        model = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
-        onnx.checker.check_model(model)
         mp = os.path.join(work, name + ".onnx")
-        onnx.save(model, mp)
+        if nodes is not None:
+            g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", dtype, ["N"] + shape)],
+                             [h.make_tensor_value_info("y", T.FLOAT, ["N", C])], inits)
+            model = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+            onnx.checker.check_model(model)
+            onnx.save(model, mp)
         if dtype == T.INT64:
             x = rng.integers(0, 50, [N] + shape).astype(np.int64)
         else:
@@ -119,6 +126,34 @@ def build(work):
                                       "representation": "fp32"}, "sampling": "uniform"}, f)
             specs.append(sp)
     return specs
+
+
+def torch_export(path):
+    """Two Convs (the second depthwise) with biases of equal values and a
+    Linear head, exported by PyTorch; fails unless the export shares the
+    biases through an Identity, the case under test."""
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+            torch.nn.init.constant_(self.c1.bias, 0.1)
+            torch.nn.init.constant_(self.c2.bias, 0.1)
+            self.fc = torch.nn.Linear(8, C)
+
+        def forward(self, x):
+            y = torch.relu(self.c2(torch.relu(self.c1(x))))
+            return self.fc(y.mean((2, 3)))
+
+    torch.manual_seed(0)
+    torch.onnx.export(Net().eval(), torch.randn(2, 3, 8, 8), path, opset_version=13, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    ops = [n.op_type for n in onnx.load(path).graph.node]
+    if "Identity" not in ops:
+        sys.exit("FAIL: PyTorch's export did not share the equal biases through an Identity (ops: %s): "
+                 "the case this graph tests is gone" % ops)
 
 
 def records(bitflip, spec, extra):

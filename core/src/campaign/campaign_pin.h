@@ -10,7 +10,7 @@
 
 /* bf_campaign_create_prepared, a recorded checkpoint byte priced at
  * ckpt_byte_price seconds (exec/ckpt.h, bf__ckpt_create_priced) instead of
- * this host's measured price (bf__ckpt_host_price: 1 ns, or 2.5 ns where
+ * this host's measured price (bf__ckpt_host_pages: 1 ns, or 2.5 ns where
  * fresh pages are dear); <= 0: this host's, as the product does. The same
  * price gives the same checkpoints on every host (test_ckpt). */
 bf_status bf__campaign_create_priced(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -56,15 +56,13 @@ bf_status bf__ckpt_create_paged(const bf_plan *p, int64_t samples, int64_t trial
                                 int huge, bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
 /* the price the checkpoints were chosen at, seconds a byte */
 double bf__ckpt_byte_price(const bf__ckpt *ck);
-/* This host's price of a recorded byte: BF__CKPT_BYTE_SECONDS_DEAR where
- * fresh pages measure dearer than BF__CKPT_DEAR_PAGES a byte
- * (bf__pages_fresh_cost over 1 MiB), else BF__CKPT_BYTE_SECONDS
- * (ckpt_impl.h) */
-double bf__ckpt_host_price(void);
-/* This host's pages for the checkpoints: bf__pages_huge_cheaper (1: 2
- * MiB pages, where 4 KiB fresh pages measure dear and 2 MiB ones cheap);
- * *byte_s gets bf__ckpt_host_price's price of the same 4 KiB measurement
- * either way (ckpt_impl.h says why the pages do not move it). */
+/* This host's pages and price for the checkpoints, from one measurement:
+ * returns bf__pages_huge_cheaper (1: 2 MiB pages, where 4 KiB fresh pages
+ * measure dear and 2 MiB ones cheap); *byte_s gets the price of a recorded
+ * byte, BF__CKPT_BYTE_SECONDS_DEAR where 4 KiB fresh pages measure dearer
+ * than BF__CKPT_DEAR_PAGES a byte (bf__pages_fresh_cost over 1 MiB), else
+ * BF__CKPT_BYTE_SECONDS (ckpt_impl.h, which says why the pages do not move
+ * it). */
 int bf__ckpt_host_pages(double *byte_s);
 /* 1 when the checkpoints' block was asked for in 2 MiB pages */
 int bf__ckpt_huge(const bf__ckpt *ck);

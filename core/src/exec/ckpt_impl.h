@@ -4,6 +4,7 @@
 #ifndef BF_EXEC_CKPT_IMPL_H
 #define BF_EXEC_CKPT_IMPL_H
 
+#include "base/warena.h"
 #include "exec/ckpt.h"
 #include "exec/plan_impl.h"
 
@@ -27,7 +28,7 @@
  * threshold far from both hosts' measurements, so that the choice does
  * not move with the load as timed step costs did (h17-ssd). */
 #define BF__CKPT_BYTE_SECONDS_DEAR 2.5e-9
-#define BF__CKPT_DEAR_PAGES 1.2e-9
+#define BF__CKPT_DEAR_PAGES BF__PAGES_DEAR   /* 1.2e-9: the one threshold of dear pages (base/warena.h) */
 /* Where 4 KiB pages measure dear and 2 MiB ones cheap
  * (bf__pages_huge_cheaper, base/warena.h), the checkpoints' block goes in
  * 2 MiB pages: on the AMD host of h21-ssd SSDlite320's golden pass took
