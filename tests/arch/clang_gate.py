@@ -58,9 +58,8 @@ def kept_args(args):
 
 def entries(src, build, n):
     """(files, clang command, folder): the product files, each once per set
-    of defines, in n batches per set of flags. One clang per batch, not per
-    file: the driver's start and the system headers' first parse are much of
-    a one-file -fsyntax-only (268 files, one clang each: 62 CPU-s)."""
+    of defines, in n batches per set of flags, each batch one clang -cc1
+    process (cc1_command: 268 files, one clang each, were 62 CPU-s)."""
     with open(os.path.join(build, "compile_commands.json")) as f:
         db = json.load(f)
     seen = set()
@@ -86,9 +85,35 @@ def entries(src, build, n):
     return jobs
 
 
+def cc1_command(cmd, nfiles, cwd):
+    """The driver command CMD (clang FLAGS... and its last NFILES arguments
+    the files) as one clang -cc1 over all its files, or None where the driver's plan is not the expected one.
+
+    Why: a clang process costs ~0.16 CPU-s before it reads a line (loading
+    libLLVM and libclang-cpp: `clang -fsyntax-only` on an empty file), most
+    of a gate file's ~0.23; and the driver given several files runs one cc1
+    process per file. One cc1 given several inputs parses each as its own
+    translation unit (macros, include guards and declarations start afresh;
+    the self-test checks it) in one process. The cc1 line is the driver's own
+    (`clang -###` on the batch's first file), so its flags are the driver's."""
+    files = cmd[len(cmd) - nfiles:]
+    p = subprocess.run(cmd[:len(cmd) - nfiles] + ["-###", files[0]], cwd=cwd, capture_output=True, text=True)
+    lines = [ln for ln in p.stderr.splitlines() if '"-cc1"' in ln]
+    if p.returncode != 0 or len(lines) != 1:
+        return None
+    cc1 = shlex.split(lines[0])
+    if cc1[-3:] != ["-x", "c", files[0]] or "-fsyntax-only" not in cc1:
+        return None
+    if "-main-file-name" in cc1:   # the first file's name, for debug information only
+        i = cc1.index("-main-file-name")
+        del cc1[i:i + 2]
+    return cc1[:-1] + files
+
+
 def run(job):
     rel, cmd, cwd = job
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    cc1 = cc1_command(cmd, len(rel), cwd) if len(rel) > 1 else None
+    p = subprocess.run(cc1 or cmd, cwd=cwd, capture_output=True, text=True)
     return rel, p.returncode, p.stdout + p.stderr
 
 
@@ -108,11 +133,28 @@ def self_test():
         good = os.path.join(d, "good.c")
         open(bad, "w").write("int f(void) { int unused; return 0; }\n")
         open(good, "w").write("int f(int x);\nint f(int x) { return x + 1; }\n")
-        if not gate([(["bad.c"], [CLANG] + FLAGS + [good, bad], d)], 1):
+        if not gate([(["good.c", "bad.c"], [CLANG] + FLAGS + [good, bad], d)], 1):
             print("self-test: the gate passed a file with an unused variable")
             return False
         if gate([(["good.c"], [CLANG] + FLAGS + [good], d)], 1):
             print("self-test: the gate refused a clean file")
+            return False
+        # several files in one clang -cc1 (run above): each must be its own
+        # translation unit, or a file could pass on what the one before it
+        # defined (a macro, a declaration) and a header's include guard would
+        # hide its text from every file after the first
+        defs = os.path.join(d, "defs.c")
+        uses = os.path.join(d, "uses.c")
+        hdr = os.path.join(d, "h.h")
+        open(hdr, "w").write("#ifndef H_H\n#define H_H\nstatic inline int h(void) { return 1; }\n#endif\n")
+        open(defs, "w").write('#define ONE 1\n#include "h.h"\nint g(void);\nint g(void) { return ONE + h(); }\n')
+        open(uses, "w").write('#include "h.h"\nint u(void);\nint u(void) { return h(); }\n')
+        if gate([(["defs.c", "uses.c"], [CLANG] + FLAGS + [defs, uses], d)], 1):
+            print("self-test: the gate refused two clean files in one run (a header's include guard kept)")
+            return False
+        open(uses, "w").write("int u(void);\nint u(void) { return ONE + g(); }\n")
+        if not gate([(["defs.c", "uses.c"], [CLANG] + FLAGS + [defs, uses], d)], 1):
+            print("self-test: a file passed on a macro and a function the file before it defined")
             return False
         return True
     finally:
