@@ -12,7 +12,7 @@
 # Options combine: --test --bench.
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+pkgs=(build-essential cmake ninja-build pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
       libjansson-dev libcmocka-dev libmicrohttpd-dev libuv1-dev
       libsqlite3-dev libcurl4-openssl-dev curl
       libssl-dev openssl    # libcrypto (SHA-256, constant-time compares); the CLI makes test certificates
