@@ -230,7 +230,14 @@ typedef struct conv_pack {
     int64_t cg, ksp, kw_n, ow_n;
     int64_t sh, dh, dw;         /* conv_pack_s2's: vertical stride, dilations */
     int64_t osp, img;           /* columns of an image; floats of an image's padded planes */
+    int64_t cols, ahead;        /* conv_pack_s2 in place: the product's columns, panels prefetched ahead (0: none) */
 } conv_pack;
+
+/* Panels ahead whose input conv_pack_s2 prefetches when it reads x in
+ * place: 2 to 8 measured alike and better than none or 16 (the next
+ * group's) on resnet18's downsamples of 32 images (docs/perf/conv.md,
+ * h22-conv) */
+#define S2_AHEAD 4
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* panel row (c, kh, kw) = xp[c * plane + kh * wp + kw + shift(j) + j] for
@@ -313,6 +320,25 @@ conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
         ns++;
         j += len;
     }
+    /* In place (x itself, which a pass reads from memory) the loads miss
+     * nearly every line: each panel row is another channel's plane, more
+     * streams than the hardware prefetcher follows, and sgemm_panels
+     * gathers a group of panels in one burst, so the misses wait in turn.
+     * So each channel's row asks for the lines of the panel `ahead`
+     * panels on: each of its runs' first and last floats, and the one 16
+     * on (a run spans at most 31 floats: three lines). Hints: no value
+     * moves, and none is asked for past the product's columns. */
+    int64_t pfo[3 * NR];
+    int npf = 0;
+    for (int64_t jp = j0 + pk->ahead * NR, j = 0; pk->ahead > 0 && j < NR && jp + j < pk->cols;) {
+        int64_t o = (jp + j) % pk->osp, ow = o % pk->ow_n, oh = o / pk->ow_n;
+        int64_t len = pk->ow_n - ow < NR - j ? pk->ow_n - ow : NR - j;
+        int64_t at = (jp + j) / pk->osp * pk->img + oh * pk->sh * pk->wp + 2 * ow;
+        if (pk->cols - jp - j < len) len = pk->cols - jp - j;
+        pfo[npf++] = at, pfo[npf++] = at + 2 * len - 2;
+        if (2 * len - 1 > NR) pfo[npf++] = at + NR;
+        j += len;
+    }
     float *row = panel;
     for (int64_t cb = 0; cb < pk->cg; cb += BF__CONV_CBLOCK) {
         int64_t width = pk->cg - cb < BF__CONV_CBLOCK ? pk->cg - cb : BF__CONV_CBLOCK;
@@ -320,6 +346,7 @@ conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
             const float *base = pk->xp + cb * pk->plane + tap / pk->kw_n * pk->dh * pk->wp + tap % pk->kw_n * pk->dw;
             for (int64_t c = 0; c < width; c++, row += NR) {
                 const float *src = base + c * pk->plane;
+                for (int q = 0; q < npf; q++) _mm_prefetch((const char *)(src + pfo[q]), _MM_HINT_T0);
                 __m512 v = _mm512_setzero_ps();
                 for (int q = 0; q < ns; q++) {
                     __m512 a = _mm512_maskz_loadu_ps(lo[q], src + shift[q]);
@@ -533,7 +560,7 @@ int bf__conv_packed_wpk(const bf__conv_params *cp, const float *x, const float *
                 continue;
             }
             conv_pack pk = {inplace ? xg : buf, plane, wp, cp->cg, cp->ksp, w->k[2], w->out[2], w->s[1], w->d[1], w->d[2],
-                            cp->osp, cp->cg * plane};
+                            cp->osp, cp->cg * plane, ni * cp->osp, inplace ? S2_AHEAD : 0};
             float *yo = ni > 1 ? tmp : yg;
             int ldy = ni > 1 ? (int)(ni * osp) : osp;
             /* several images: the residual is laid out as y, not as the product */
