@@ -258,8 +258,8 @@ const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
  * float as the step rounds it, so the bits (NaN, infinities, -0 included)
  * are the steps'. Per channel plane, in chunks that stay in L1, each
  * operation a loop of its own over the chunk (the AVX2 copy runs them 8
- * wide: the BN's fused multiply-add, add and compare-selects; nothing else
- * to contract). */
+ * wide, the AVX-512 one 16: the BN's fused multiply-add, add and
+ * compare-selects; nothing else to contract). */
 #define EPI_CHUNK 512
 #define EPILOGUE_BODY                                                                    \
     if (bn)                                                                              \
@@ -291,7 +291,9 @@ __attribute__((target("avx2,fma"))) static void epilogue_avx2(int bn, float a, f
  * operations are the plain copy's (the BN's one fmaf, the Add's, the
  * activation's compare-selects and HardSwish's multiply and divide), so its
  * bits. SSDlite's 20x20 and 10x10 1x1 Convs (672 planes of 400 floats,
- * a BN and HardSwish after each) spent 5% of a campaign's trials here. */
+ * a BN and HardSwish after each) spent 5% of a campaign's trials in the
+ * 8-wide copy, a quarter less in this one (docs/perf/detectors.md,
+ * h22-ssd). */
 #if defined(__clang__)
 #define EPI_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma"), min_vector_width(512)))
 #else
