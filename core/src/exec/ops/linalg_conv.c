@@ -258,8 +258,8 @@ const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
  * float as the step rounds it, so the bits (NaN, infinities, -0 included)
  * are the steps'. Per channel plane, in chunks that stay in L1, each
  * operation a loop of its own over the chunk (the AVX2 copy runs them 8
- * wide: the BN's fused multiply-add, add and compare-selects; nothing else
- * to contract). */
+ * wide, the AVX-512 one 16: the BN's fused multiply-add, add and
+ * compare-selects; nothing else to contract). */
 #define EPI_CHUNK 512
 #define EPILOGUE_BODY                                                                    \
     if (bn)                                                                              \
@@ -287,6 +287,23 @@ __attribute__((target("avx2,fma"))) static void epilogue_avx2(int bn, float a, f
 {
     EPILOGUE_BODY
 }
+/* the same loops 16 wide where the product ran on AVX-512: each element's
+ * operations are the plain copy's (the BN's one fmaf, the Add's, the
+ * activation's compare-selects and HardSwish's multiply and divide), so its
+ * bits. SSDlite's 20x20 and 10x10 1x1 Convs (672 planes of 400 floats,
+ * a BN and HardSwish after each) spent 5% of a campaign's trials in the
+ * 8-wide copy, a quarter less in this one (docs/perf/detectors.md,
+ * h22-ssd). */
+#if defined(__clang__)
+#define EPI_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma"), min_vector_width(512)))
+#else
+#define EPI_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma,prefer-vector-width=512")))
+#endif
+EPI_AVX512 static void epilogue_avx512(int bn, float a, float b, const float *restrict r, int res_a, const bf__act *act,
+                                       float *restrict y, int64_t n)
+{
+    EPILOGUE_BODY
+}
 #endif
 
 static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
@@ -296,7 +313,7 @@ void bf__conv_res_plane(int simd, const bf__act *act, const float *r, float *y, 
 {
     int avx2 = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    avx2 = simd >= BF_SGEMM_AVX2;
+    avx2 = simd >= BF_SGEMM_AVX512 ? 2 : simd >= BF_SGEMM_AVX2;
 #endif
     (void)simd;
     epilogue_run(avx2, 0, 1.0f, 0.0f, r, act->res_a, act, y, n);
@@ -309,6 +326,10 @@ static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int
         int64_t len = n - o < EPI_CHUNK ? n - o : EPI_CHUNK;
         const float *ro = r ? r + o : NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
+        if (avx2 == 2) {
+            epilogue_avx512(bn, a, b, ro, res_a, act, y + o, len);
+            continue;
+        }
         if (avx2) {
             epilogue_avx2(bn, a, b, ro, res_a, act, y + o, len);
             continue;
@@ -326,7 +347,7 @@ static void conv_epilogue(const bf__conv_params *cp, const bf__ctx *c, float *y)
 {
     int avx2 = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    avx2 = cp->simd >= BF_SGEMM_AVX2;
+    avx2 = cp->simd >= BF_SGEMM_AVX512 ? 2 : cp->simd >= BF_SGEMM_AVX2;   /* 2: the 16-wide copy */
 #endif
     if (!c->bn) {
         epilogue_run(avx2, 0, 1.0f, 0.0f, c->res, c->res_a, c->act, y, cp->n * cp->m * cp->osp);
@@ -387,7 +408,7 @@ int bf__conv_channel_epi(const bf__step *st, const bf__ctx *c, int64_t ch, void 
                   NULL);
     int avx2 = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    avx2 = cp->simd >= BF_SGEMM_AVX2;
+    avx2 = cp->simd >= BF_SGEMM_AVX512 ? 2 : cp->simd >= BF_SGEMM_AVX2;
 #endif
     /* conv_epilogue's operations on this channel's planes: elementwise, so
      * the chunks it cut the whole output into give the same bits; a clamp
