@@ -498,7 +498,8 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
      * shard's caches what its own trials read */
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
                              .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
-                             .shard_index = o->shard_i, .shard_count = o->shard_n};
+                             .shard_index = o->shard_i, .shard_count = o->shard_n,
+                             .host_pages = o->lim.data.host_pages};
     double t_create = cli_now();
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;
@@ -583,6 +584,7 @@ int cmd_run(int argc, char **argv)
     have_spec = 1;
     if (o.shard_arg && (rc = spec_digest(o.spec_path, o.spec_sha256)) != 0) goto out;
     o.load_seconds = cli_now();
+    o.lim.data.host_pages = bf_host_pages_measure();   /* once a process: the eval set's and campaigns' pages */
     if ((rc = load_inputs("run", o.spec_path, &spec, &o.lim, &m, &ds)) != 0) goto out;
     o.load_seconds = cli_now() - o.load_seconds;
     {

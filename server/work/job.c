@@ -82,7 +82,7 @@ static bf_status load(bfd_worker_cache *wc, const bfd_job_spec *js, bf_error *er
     }
     /* the golden pass made by the differential engine: the first chunk's
      * run starts from its cache instead of making the pass again */
-    bf_campaign_prep prep = {.differential = 1};
+    bf_campaign_prep prep = {.differential = 1, .host_pages = wc->lim.data.host_pages};
     if ((st = bf_campaign_create_prepared(wc->m, wc->ds, &wc->spec, NULL, &prep, &wc->c, err)) != BF_OK) return st;
     snprintf(wc->id, sizeof wc->id, "%s", js->id);
     return BF_OK;

@@ -136,6 +136,10 @@ int bfd_worker_main(int argc, char **argv)
         fprintf(stderr, "bitflipd worker %d: %s\n", (int)getpid(), err.msg);
         return 3;
     }
+    /* this host's fresh pages, measured once for the worker's life: every
+     * job's eval set and campaign take their pages from it (bitflip/
+     * limits.h, bf_host_pages) instead of measuring again, ~3 ms each */
+    lim.data.host_pages = bf_host_pages_measure();
     bfd_worker_cache *wc = bfd_worker_cache_new(&lim);
     if (!wc) return 3;
     int rc = 0;

@@ -94,13 +94,17 @@ static void kept_free(kept *k, int64_t n)
 /* the checkpoints' pages pinned with the price (bf__campaign_create_pinned):
  * 1 while checkpoints_in_huge_pages runs */
 static int pin_huge;
+/* the caller's measurement of the host's pages (bf_campaign_prep.host_pages)
+ * while host_pages_from_the_caller runs; not measured otherwise */
+static bf_host_pages pin_host;
 
 static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int exact, int64_t budget,
                 int threads, int timed, double price, bf_campaign_result *res)
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
-    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed};
+    bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed,
+                             .host_pages = pin_host};
     /* the price pinned through the tests-only hook (campaign_pin.h) */
     if (bf__campaign_create_pinned(m, ds, s, NULL, &prep, price, pin_huge, &c, &err) != BF_OK)
         fail_msg("create: %s", err.msg);
@@ -158,6 +162,10 @@ static void same_as_exact_on(const char *fix, const bf_campaign_spec *s, int64_t
     assert_true(rd.chan_kinds.ckpt_fused <= rd.chan_kinds.ckpt_conv);
     assert_true(rd.ckpt.early_chan <= rd.ckpt.early);
     if (pin_huge && rd.ckpt.cuts > 0) assert_int_equal(rd.ckpt.huge_pages, 1);   /* the pin took */
+    if (pin_host.measured && rd.ckpt.cuts > 0) {   /* the caller's measurement, not the campaign's own */
+        assert_int_equal(rd.ckpt.huge_pages, pin_host.huge);
+        assert_true(rd.ckpt.byte_price == (pin_host.small_cost > 1.2e-9 ? 2.5e-9 : 1e-9));
+    }
     if (budget == 0 || budget > 1024) {   /* 0: the default budget */
         /* the checkpoints ran it: cuts made, part of each image's pass skipped */
         if (rd.ckpt.cuts == 0) fail_msg("%s: no checkpoint was made", fix);
@@ -812,6 +820,44 @@ static void checkpoints_in_huge_pages(void **state)
     assert_true(t.changed > 0);
 }
 
+/* The host's pages as the caller measured them once for its process
+ * (bf_campaign_prep.host_pages: the CLI's and the daemon worker's
+ * bf_host_pages_measure) are the campaign's: the checkpoints priced and
+ * paged by them, never by a measurement of the campaign's own. Two
+ * hand-picked measurements, the AMD host's (4 KiB pages at 2.6 ns a byte,
+ * 2 MiB ones cheap: 2.5 ns a byte, 2 MiB pages) and an Intel host's (0.35
+ * ns: 1 ns, 4 KiB pages), so that a campaign measuring this host instead
+ * fails one of them wherever it runs; the records equal the exact
+ * engine's either way, the golden cache's pages (BF__WRITE_HUGE where
+ * .huge says) included. */
+static void host_pages_from_the_caller(void **state)
+{
+    (void)state;
+    sums t = {.price = -1};   /* not pinned: the campaign's host choice runs */
+    const bf_host_pages hosts[2] = {{.measured = 1, .huge = 1, .small_cost = 2.6e-9},
+                                    {.measured = 1, .huge = 0, .small_cost = 0.35e-9}};
+    for (int h = 0; h < 2; h++) {
+        pin_host = hosts[h];
+        bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 12, 61 + (uint64_t)h);
+        same_as_exact(DETECTORS[h], &s, 0, &t);
+    }
+    pin_host = (bf_host_pages){0};
+    assert_int_equal(t.runs, 2);
+    bf_host_pages now = bf_host_pages_measure();   /* only run: no timing asserted */
+    assert_int_equal(now.measured, 1);
+    assert_true(now.huge == 0 || now.huge == 1);
+    assert_true(now.small_cost >= 0);
+}
+
+/* a failed assertion ends host_pages_from_the_caller early: the tests
+ * after it run unpinned all the same */
+static int unpin_host(void **state)
+{
+    (void)state;
+    pin_host = (bf_host_pages){0};
+    return 0;
+}
+
 /* Every allocation the checkpoints make (their layout, each image's copy,
  * the timing run's) failing in turn gives BF_ENOMEM and frees what it
  * made, never a crash or a leak (the ASan build checks the leaks). */
@@ -833,6 +879,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(weights_single_bit),
+        cmocka_unit_test_teardown(host_pages_from_the_caller, unpin_host),
         cmocka_unit_test(weights_several_and_ber),
         cmocka_unit_test(activations),
         cmocka_unit_test(head_convs_on_one_channel),

@@ -229,6 +229,42 @@ static void good_edge_cases(void **state)
     bf_dataset_free(ds);
 }
 
+/* An eval set of 8 MiB or more takes its pages from the caller's measurement
+ * of the host (bf_dataset_limits.host_pages: 2 MiB pages where .huge, 4 KiB
+ * ones where not; left 0, measured at the load): the same values every way,
+ * checked against the formula that wrote them, not against another load. */
+static void host_pages_from_the_caller(void **state)
+{
+    (void)state;
+    const size_t n = (size_t)5 << 20, rows = n / 4;   /* 20 MiB of F32 [rows, 4] */
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(i % 1000) * 0.25f - (float)(i % 7);
+    char hdr[160];
+    snprintf(hdr, sizeof hdr, "{\"x\":{\"dtype\":\"F32\",\"shape\":[%zu,4],\"data_offsets\":[0,%zu]}}", rows,
+             n * sizeof *x);
+    size_t len;
+    unsigned char *b = st_bytes(hdr, x, n * sizeof *x, &len);
+    const bf_host_pages hosts[3] = {{.measured = 1, .huge = 1, .small_cost = 2.6e-9},
+                                    {.measured = 1, .huge = 0, .small_cost = 0.35e-9},
+                                    {0}};
+    for (int h = 0; h < 3; h++) {
+        bf_dataset_limits lim = {.host_pages = hosts[h]};
+        bf_dataset *ds = NULL;
+        bf_error err = {0};
+        assert_int_equal(bf_dataset_load_buffer_opts(b, len, LABEL, &lim, &ds, &err), BF_OK);
+        assert_int_equal(bf_dataset_num_samples(ds), (int64_t)rows);
+        const bf_tensor *t = bf_dataset_find(ds, "x");
+        assert_non_null(t);
+        const float *got = t->data;
+        for (size_t i = 0; i < n; i++)
+            if (got[i] != (float)(i % 1000) * 0.25f - (float)(i % 7)) fail_msg("host %d: x[%zu] = %g", h, i, got[i]);
+        bf_dataset_free(ds);
+    }
+    free(b);
+    free(x);
+}
+
 static void bad_lengths(void **state)
 {
     (void)state;
@@ -566,6 +602,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(load_valid_buffer),
+        cmocka_unit_test(host_pages_from_the_caller),
         cmocka_unit_test(bad_headers),
         cmocka_unit_test(good_edge_cases),
         cmocka_unit_test(bad_lengths),

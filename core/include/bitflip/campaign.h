@@ -736,6 +736,13 @@ typedef struct bf_campaign_prep {
      * it: docs/ENGINE.md, "Only what the drawn trials read"); a run of
      * another shard makes its own cache instead of using this one. */
     int64_t shard_index, shard_count;
+    /* This host's fresh pages as the caller measured them once for its
+     * process (bitflip/limits.h, bf_host_pages_measure); not measured: the
+     * campaign measures them itself where it writes many MiB once (its
+     * golden cache, one-image graphs' checkpoints), about 3 ms. Where .huge
+     * says so the golden cache and the checkpoints go in 2 MiB pages: the
+     * same records, fewer page faults. */
+    bf_host_pages host_pages;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -83,12 +83,36 @@ typedef struct bf_load_limits {
 /* The limits with every 0 field replaced by its default. */
 bf_load_limits bf_load_limits_resolve(const bf_load_limits *lim);
 
+/* Not a limit: what this host's fresh memory costs, measured once by the
+ * caller (bf_host_pages_measure: the CLI once a process, the daemon once
+ * at its start) and handed to what writes many MiB once: an eval set's
+ * load (bf_dataset_limits), a campaign's golden cache and checkpoints
+ * (bf_campaign_prep). core/ keeps no state between calls, so without it
+ * (measured 0) each of those measures the host again, about 3 ms of CPU
+ * each where 4 KiB pages are dear (docs/perf/trials.md, h22-camp). */
+typedef struct bf_host_pages {
+    int measured;       /* 1: the fields below are a measurement; 0: none */
+    /* 1: memory written once goes in 2 MiB pages: this host's 4 KiB fresh
+     * pages cost over 1.2 ns a byte and its 2 MiB ones under 0.6 (the AMD
+     * VM of docs/perf/detectors.md, h21-ssd); never where
+     * BITFLIP_HUGE_PAGES=0 */
+    int huge;
+    double small_cost;  /* seconds a byte of fresh 4 KiB pages, mapped and written once */
+} bf_host_pages;
+/* This host's fresh pages, measured now: 1 MiB of 4 KiB pages mapped and
+ * written, and where those are dear three 2 MiB pages (0.4 ms of CPU where
+ * 4 KiB pages are cheap, about 3 where dear). Always .measured = 1. */
+bf_host_pages bf_host_pages_measure(void);
+
 /* safetensors eval sets. */
 typedef struct bf_dataset_limits {
     int64_t max_header_bytes;   /* the JSON header */
     int max_json_depth;         /* nesting of the header's JSON */
     int64_t max_tensors;        /* entries in the header */
     int64_t max_bytes;          /* the data section, i.e. what loading allocates */
+    /* Not a limit: the host's pages (above), for a set of 8 MiB or more:
+     * in 2 MiB pages when .huge; not measured: measured at the load */
+    bf_host_pages host_pages;
 } bf_dataset_limits;
 
 #define BF_LIMIT_ST_HEADER_BYTES_DEFAULT ((int64_t)100 << 20)  /* 100 MiB */

@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/warena.h"
+#include "bitflip/limits.h"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -375,6 +376,20 @@ void *bf__warena_take(bf__warena *a, size_t nbytes)
 int bf__warena_owns(const bf__warena *a, const void *p)
 {
     return a && p && (const uint8_t *)p >= a->base && (const uint8_t *)p < a->base + a->len;
+}
+
+/* limits.h: one measurement, for the caller to hand to every load and
+ * campaign of its process */
+bf_host_pages bf_host_pages_measure(void)
+{
+    bf_host_pages hp = {.measured = 1};
+    hp.huge = bf__pages_huge_cheaper(&hp.small_cost);
+    return hp;
+}
+
+int bf__host_pages_huge(const bf_host_pages *hp)
+{
+    return hp && hp->measured ? hp->huge : bf__pages_huge_cheaper(NULL);
 }
 
 void *bf__alloc_written(size_t len, unsigned how)

@@ -124,7 +124,9 @@ void bf__pages_drop(void *addr, size_t len);
  *   BF__WRITE_HUGE   transparent huge pages unless BITFLIP_HUGE_PAGES=0,
  *                    for memory written once whose caller found this
  *                    host's 2 MiB pages cheap and its 4 KiB ones dear
- *                    (bf__pages_huge_cheaper): the golden checkpoints and
+ *                    (bf__pages_huge_cheaper, or the caller's bf_host_pages
+ *                    measured once a process): the golden checkpoints, the
+ *                    golden cache's blocks and partial sums (h22-camp) and
  *                    a large eval set on the AMD host, whose 4 KiB first
  *                    touch costs 2.2-3.1 ns a byte and 2 MiB pages' 0.1
  *                    (docs/perf/detectors.md, h21-ssd). Never a default:
@@ -175,5 +177,11 @@ double bf__pages_fresh_cost_huge(size_t len);
 #define BF__PAGES_HUGE_CHEAP 0.6e-9
 int bf__pages_huge_cheaper(double *small);
 int bf__pages_huge_rule(double small_cost, double huge_cost);
+/* Whether memory written once goes in 2 MiB pages by the caller's
+ * measurement (bitflip/limits.h, bf_host_pages: .huge), or where hp is
+ * NULL or not measured by bf__pages_huge_cheaper now (BF__WRITE_HUGE
+ * still minds BITFLIP_HUGE_PAGES=0). */
+struct bf_host_pages;
+int bf__host_pages_huge(const struct bf_host_pages *hp);
 
 #endif

@@ -110,6 +110,12 @@ static bf_status drawn_trials(void *user, const bf__ckpt *ck, bf__ckpt_trial *tr
     return st;
 }
 
+const bf_host_pages *bf__campaign_host(bf_campaign *c, const bf_campaign_prep *prep)
+{
+    if (!c->host.measured) c->host = prep && prep->host_pages.measured ? prep->host_pages : bf_host_pages_measure();
+    return &c->host;
+}
+
 bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_error *err)
 {
     if (!bf_evaluator_unbatched(ev) || !prep || !prep->differential || c->gen.m > 0) return BF_OK;
@@ -132,8 +138,13 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     bf__ckpt *ck = NULL;
     drawn_ctx dx = {.c = c, .prep = prep};
     /* recorded bytes priced at what fresh pages cost this host (ckpt.h),
-     * measured once a campaign, or as a test pinned it (campaign_pin.h) */
-    if (!(c->ckpt_price > 0)) c->ckpt_huge = bf__ckpt_host_pages(&c->ckpt_price);
+     * measured once a process by the caller or once a campaign, or as a
+     * test pinned it (campaign_pin.h) */
+    if (!(c->ckpt_price > 0)) {
+        const bf_host_pages *h = bf__campaign_host(c, prep);
+        c->ckpt_price = bf__ckpt_price_for(h->small_cost);
+        c->ckpt_huge = h->huge;
+    }
     if ((st = bf__ckpt_create_paged(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, c->ckpt_price,
                                     c->ckpt_huge, drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) != BF_OK)
         goto out;

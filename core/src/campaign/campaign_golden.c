@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/simd.h"
+#include "base/warena.h"
 #include "bitflip/metrics.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
@@ -398,6 +399,25 @@ static bf_status drawn_roots(const bf_campaign *c, const bf_campaign_spec *spec,
     return BF_OK;
 }
 
+/* The golden cache's pages (bf__dx_shared_golden_paged): 2 MiB ones where
+ * this host's measurement says its 4 KiB fresh pages are dear and its
+ * 2 MiB ones cheap (bf__campaign_host), asked only when the cache may hold
+ * GOLDEN_HUGE_BYTES or more (one arena a batch bounds it, as
+ * bf__gcache_build's budget for the partial sums says): below that a
+ * measurement of the host would cost more than the pages. On the AMD VM
+ * of docs/perf/trials.md (h22-camp) resnet18's 190 MiB cache and 61 MiB
+ * of partial sums so took 53,000 fewer page faults (129,100 to 76,000 in
+ * the whole process) and the golden pass 0.6 s less CPU of 3.4 (mean of 7
+ * loaded pairs). */
+#define GOLDEN_HUGE_BYTES ((size_t)8 << 20)
+static unsigned cache_pages(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep)
+{
+    size_t batches = (size_t)((bf_dataset_num_samples(c->ds) + bf_evaluator_batch(ev) - 1) / bf_evaluator_batch(ev));
+    size_t bound = bf_plan_arena_bytes(bf__evaluator_plan(ev, 0)) * batches;
+    if (bound > (size_t)c->golden.gdx_budget) bound = (size_t)c->golden.gdx_budget;
+    return bound >= GOLDEN_HUGE_BYTES && bf__campaign_host(c, prep)->huge ? BF__WRITE_HUGE : 0;
+}
+
 /* The golden pass as the differential engine makes it: on prep->threads
  * threads, one evaluator each (which the first run adopts as its workers'),
  * the values cached on the way, the outputs into c->golden.out, r as
@@ -431,8 +451,8 @@ static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spe
     if ((st = drawn_roots(c, spec, prep, &roots, &rc, err)) != BF_OK) return st;
     c->golden.gdx_shard_index = roots && shard_of(prep) ? prep->shard_index : 0;
     c->golden.gdx_shard_count = roots && shard_of(prep) ? prep->shard_count : 1;
-    st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
-                              roots ? &rc : NULL, c->golden.out, &c->golden.gdx, err);
+    st = bf__dx_shared_golden_paged(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
+                                    roots ? &rc : NULL, c->golden.out, cache_pages(c, ev, prep), &c->golden.gdx, err);
     bf__free(roots);
     bf__free((void *)rc.val);
     bf__free((void *)rc.chan);

@@ -77,12 +77,19 @@ struct bf_campaign {
     /* the checkpoints in 2 MiB pages (bf__ckpt_host_pages), measured with
      * the price; 0 when a test pinned the price (the same records either way) */
     int ckpt_huge;
+    /* this host's fresh pages (bf__campaign_host): the caller's measurement
+     * (bf_campaign_prep.host_pages) or the campaign's own, taken once */
+    bf_host_pages host;
     /* where creating the campaign took its time (bf_campaign_result's setup) */
     struct {
         double plans, golden, golden_cpu, index;
         int golden_threads;
     } setup;
 };
+
+/* campaign_ckpt.c: this host's fresh pages, prep's measurement when it
+ * brings one (prep may be NULL), else measured here, once a campaign */
+const bf_host_pages *bf__campaign_host(bf_campaign *c, const bf_campaign_prep *prep);
 
 /* campaign.c: what a campaign draws from spec (checked): its fault model,
  * sites, bits, list and strata, as bf_campaign_create sets them before the

@@ -109,8 +109,10 @@ typedef struct bf__gcache bf__gcache;
  * data input the faults in `roots` (per value, as bf__dx_shared_golden's)
  * can move in one channel alone, through channel-local steps, and whose
  * runs carry partial sums (bf__conv_psum_of); *out NULL without roots.
- * bf__psum_alloc: their checkpoints for n_batches batches while they fit in room bytes
- * (returns the bytes taken). The golden pass brackets each step with
+ * bf__psum_alloc: their checkpoints for n_batches batches while they fit in
+ * room bytes (returns the bytes taken), a block whose checkpoints are all
+ * kept written with `pages` beside BF__WRITE_ONCE (the cache's,
+ * bf__gcache_build_paged). The golden pass brackets each step with
  * bf__psum_golden_begin / _end (saving when begin says 1); a trial's
  * whole run of step i on batch b whose data input moved in channel c alone
  * with bf__psum_resume_begin (> 0: the first chunk it runs, the checkpoint
@@ -130,7 +132,7 @@ typedef struct bf__root_chans {
 } bf__root_chans;
 bf_status bf__psum_choose(const bf_plan *p, const unsigned char *roots, const bf__root_chans *rc, int64_t n_batches,
                           bf__psum_store **out, bf_error *err);
-size_t bf__psum_alloc(bf__psum_store *ps, size_t room);
+size_t bf__psum_alloc(bf__psum_store *ps, size_t room, unsigned pages);
 size_t bf__psum_bytes(const bf__psum_store *ps, int *convs);
 void bf__psum_free(bf__psum_store *ps);
 int bf__psum_golden_begin(bf__psum_store *ps, bf_plan *p, size_t i, int64_t b, bf__psum *slot);
@@ -178,6 +180,14 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
                            int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
                            int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
                            float *golden_out, bf__psum_store *ps, bf__gcache **out, bf_error *err);
+/* As bf__gcache_build, the stored blocks (and ps's, bf__psum_alloc) written
+ * with `pages` beside BF__WRITE_ONCE (BF__WRITE_HUGE: 2 MiB pages,
+ * base/warena.h; 0: as bf__gcache_build) */
+bf_status bf__gcache_build_paged(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
+                                 int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
+                                 int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
+                                 float *golden_out, bf__psum_store *ps, unsigned pages, bf__gcache **out,
+                                 bf_error *err);
 /* The values bf__gcache_build with the same arguments and want NULL would
  * hold (stored or derived), per value into planned (n_values bytes). */
 bf_status bf__gcache_plan(bf_plan *const *full, bf_plan *const *rest, int64_t samples, size_t budget,
@@ -262,6 +272,13 @@ void bf__dx_shared_free(bf__dx_shared *sh);
 bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
                                const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
                                bf__dx_shared **out, bf_error *err);
+/* As bf__dx_shared_golden, the cache's stored blocks and the partial-sum
+ * checkpoints written with `pages` (BF__WRITE_HUGE or 0) beside
+ * BF__WRITE_ONCE: the campaign's choice from
+ * this host's measured pages (bf_host_pages). The same values either way. */
+bf_status bf__dx_shared_golden_paged(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols,
+                                     size_t budget, const unsigned char *roots, const bf__root_chans *rc,
+                                     float *golden_out, unsigned pages, bf__dx_shared **out, bf_error *err);
 /* The partial-sum checkpoints' bytes and Convs (0: none) */
 size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs);
 bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float *golden, bf_error *err);

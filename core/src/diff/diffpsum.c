@@ -192,7 +192,7 @@ out:
  * fit in `room` (what --cache-budget leaves after the cache): not zeroed,
  * the golden pass writes each block whole (the checkpoints it keeps) or
  * marks it not saved. The bytes counted are those written. */
-size_t bf__psum_alloc(bf__psum_store *ps, size_t room)
+size_t bf__psum_alloc(bf__psum_store *ps, size_t room, unsigned pages)
 {
     for (size_t i = 0; ps && i < ps->n_steps; i++) {
         size_t bytes = ps->per[i] * sizeof(float) * (size_t)ps->n_batches, kept = bytes;
@@ -202,8 +202,11 @@ size_t bf__psum_alloc(bf__psum_store *ps, size_t room)
             kept = bytes / n * k;
         }
         if (!ps->per[i] || kept > room - ps->bytes || ps->bytes > room) continue;
-        /* written once by the golden pass, as the cache's blocks (gcache.c) */
-        if (!(ps->blk[i] = bf__alloc_written(bytes, BF__WRITE_ONCE))) continue;   /* no room: the trials run it whole */
+        /* written once by the golden pass, as the cache's blocks (gcache.c),
+         * in their pages when every checkpoint of the block is kept (a 2 MiB
+         * page would fault in the ones never written too) */
+        unsigned how = BF__WRITE_ONCE | (kept == bytes ? pages : 0);
+        if (!(ps->blk[i] = bf__alloc_written(bytes, how))) continue;   /* no room: the trials run it whole */
         ps->bytes += kept;
         ps->convs++;
     }

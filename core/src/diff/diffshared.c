@@ -599,7 +599,7 @@ static bf_status lean_ok(bf__dx_shared *sh, bf_plan *const *plans, int n_ev, siz
  * values cached to those (want_values). */
 static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n_ev, size_t budget,
                               const unsigned char *must, const unsigned char *want, const unsigned char *want_trim,
-                              const float *golden, float *golden_out, bf_error *err)
+                              const float *golden, float *golden_out, unsigned pages, bf_error *err)
 {
     const bf_model *m = sh->m;
     bf_plan **plans = bf__calloc(2 * (size_t)n_ev + 1, sizeof *plans);
@@ -628,8 +628,8 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
      * CNN's last Conv through its classifier), and must not follow the
      * draw (lean_ok) */
     if (lean && want_trim) want = want_trim;
-    st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must, want,
-                          lean, sh->pv, planned, golden, golden_out, sh->ps, &sh->gc, err);
+    st = bf__gcache_build_paged(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must,
+                                want, lean, sh->pv, planned, golden, golden_out, sh->ps, pages, &sh->gc, err);
 out:
     bf__free(planned);
     bf__free(plans);
@@ -670,6 +670,13 @@ bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t sampl
                                const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
                                bf__dx_shared **out, bf_error *err)
 {
+    return bf__dx_shared_golden_paged(evs, n_ev, samples, out_cols, budget, roots, rc, golden_out, 0, out, err);
+}
+
+bf_status bf__dx_shared_golden_paged(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols,
+                                     size_t budget, const unsigned char *roots, const bf__root_chans *rc,
+                                     float *golden_out, unsigned pages, bf__dx_shared **out, bf_error *err)
+{
     unsigned char *must = NULL, *want = NULL, *trim = NULL;
     bf__dx_shared *sh = NULL;
     *out = NULL;
@@ -678,7 +685,7 @@ bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t sampl
     if (st == BF_OK && roots) st = bf__dx_want_values(bf__evaluator_plan(evs[0], 0), roots, 1, &trim, err);
     if (st == BF_OK && roots)
         st = bf__psum_choose(bf__evaluator_plan(evs[0], 0), roots, rc, sh->n_batches, &sh->ps, err);
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, trim, NULL, golden_out, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, want, trim, NULL, golden_out, pages, err);
     bf__free(want);
     bf__free(trim);
     bf__free(must);
@@ -702,7 +709,7 @@ bf_status bf__dx_shared_create(bf_evaluator *const *evs, int n_ev, int64_t sampl
     *out = NULL;
     bf_status st = shared_begin(evs[0], samples, out_cols, &sh, &must, err);
     if (st == BF_OK) sh->near_exact = near_exact != 0;
-    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, NULL, golden, NULL, err);
+    if (st == BF_OK) st = shared_cache(sh, evs, n_ev, budget, must, NULL, NULL, golden, NULL, 0, err);
     if (st == BF_OK) st = bf__dx_shared_finish(sh, evs[0], golden, err);
     bf__free(must);
     if (st != BF_OK) {

@@ -70,6 +70,7 @@ struct bf__gcache {
     double *step_s;           /* per plan step: seconds a full batch took, averaged over the pass */
     size_t n_steps;
     int64_t n_pairs;          /* 1x1 -> depthwise pairs the pass ran together (pass_pairs) */
+    unsigned pages;           /* the stored blocks' pages beside BF__WRITE_ONCE (bf__gcache_build_paged) */
 };
 
 void bf__gcache_free(bf__gcache *gc)
@@ -655,14 +656,15 @@ static bf_status choose_values(bf__gcache *gc, bf_plan *const *full, bf_plan *co
         }
         /* Not zeroed: the pass writes every byte of every slot, and each
          * thread's first write to its slots is what faults their pages in,
-         * in parallel (written once, later: warena.h; huge pages only with
-         * BITFLIP_HUGE_PAGES set: on a machine whose memory is fragmented
-         * the kernel compacts on each fault, and system time on resnet18
-         * went from 0.7 to 2 s; on the eighteenth session's AMD host they
-         * took 0.7 s of user CPU off resnet18's campaign and added 0.5 s of
-         * system CPU, docs/perf/trials.md, "Huge pages for the golden
-         * cache"). */
-        gc->blk[cs[i].v] = bf__alloc_written(cs[i].bytes, BF__WRITE_ONCE);
+         * in parallel (written once, later: warena.h). In 2 MiB pages only
+         * where the campaign's measurement of the host says its 4 KiB fresh
+         * pages are dear and its 2 MiB ones cheap (gc->pages, BF__WRITE_HUGE;
+         * campaign_golden.c), or with BITFLIP_HUGE_PAGES set: on a machine
+         * whose memory is fragmented the kernel compacts on each fault, and
+         * system time on resnet18 went from 0.7 to 2 s there (docs/perf/
+         * trials.md, "Huge pages for the golden cache", h18-r18c; h22-camp
+         * for the AMD VM's measured rule). */
+        gc->blk[cs[i].v] = bf__alloc_written(cs[i].bytes, BF__WRITE_ONCE | gc->pages);
         if (!gc->blk[cs[i].v]) {
             if (cs[i].must) {
                 bf__free(d);
@@ -751,6 +753,16 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
                            int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
                            float *golden_out, bf__psum_store *ps, bf__gcache **out, bf_error *err)
 {
+    return bf__gcache_build_paged(full, rest, n_plans, feeds, samples, budget, must, want, lean, pv, planned, golden,
+                                  golden_out, ps, 0, out, err);
+}
+
+bf_status bf__gcache_build_paged(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
+                                 int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
+                                 int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
+                                 float *golden_out, bf__psum_store *ps, unsigned pages, bf__gcache **out,
+                                 bf_error *err)
+{
     const bf_model *m = bf_plan_model(full[0]);
     bf_status st = BF_OK;
     cand *cs = NULL;
@@ -771,6 +783,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
     gc->derived = bf__calloc(1, sizeof *gc->derived);
     for (size_t v = 0; gc->src && v < m->n_values; v++) gc->src[v] = -1;
     gc->alias = -1;
+    gc->pages = pages & BF__WRITE_HUGE;
     cs = bf__calloc(m->n_values + 1, sizeof *cs);
     gc->n_steps = full[0]->n_steps;
     gc->step_s = bf__calloc(gc->n_steps + 1, sizeof *gc->step_s);
@@ -785,7 +798,7 @@ bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_pla
      * arena a batch: --job-memory's estimate of the cache (job_budget.c) */
     size_t bound = bf_plan_arena_bytes(full[0]) * (size_t)gc->n_batches;
     bound = bound < budget ? bound : budget;
-    (void)bf__psum_alloc(ps, bound > gc->served ? bound - gc->served : 0);
+    (void)bf__psum_alloc(ps, bound > gc->served ? bound - gc->served : 0, gc->pages);
     filler proto = {.gc = gc, .pv = pv, .ps = ps, .feeds = feeds, .golden = golden, .golden_out = golden_out, .next = &next,
                     .failed = &failed, .bad_batch = -1};
     if ((st = make_fillers(gc, fs, n_plans, &proto, full, rest, err)) != BF_OK) goto out;

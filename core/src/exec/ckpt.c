@@ -313,13 +313,18 @@ out:
 size_t bf__ckpt_num_cuts(const bf__ckpt *ck) { return ck ? ck->n_cuts : 0; }
 double bf__ckpt_byte_price(const bf__ckpt *ck) { return ck ? ck->byte_s : 0; }
 
+double bf__ckpt_price_for(double small_cost)
+{
+    return small_cost > BF__CKPT_DEAR_PAGES ? BF__CKPT_BYTE_SECONDS_DEAR : BF__CKPT_BYTE_SECONDS;
+}
+
 int bf__ckpt_host_pages(double *byte_s)
 {
     /* 4 KiB pages timed over 1 MiB (256 pages, 0.3-0.4 ms where they are
      * cheap, 2.5 where dear), 2 MiB ones only where those are dear */
     double c = 0;
     int huge = bf__pages_huge_cheaper(&c);
-    *byte_s = c > BF__CKPT_DEAR_PAGES ? BF__CKPT_BYTE_SECONDS_DEAR : BF__CKPT_BYTE_SECONDS;
+    *byte_s = bf__ckpt_price_for(c);
     return huge;
 }
 

@@ -64,6 +64,10 @@ double bf__ckpt_byte_price(const bf__ckpt *ck);
  * BF__CKPT_BYTE_SECONDS (ckpt_impl.h, which says why the pages do not move
  * it). */
 int bf__ckpt_host_pages(double *byte_s);
+/* The price of a recorded byte from a measurement of 4 KiB fresh pages
+ * (bf_host_pages.small_cost, seconds a byte): as bf__ckpt_host_pages
+ * prices its own measurement */
+double bf__ckpt_price_for(double small_cost);
 /* 1 when the checkpoints' block was asked for in 2 MiB pages */
 int bf__ckpt_huge(const bf__ckpt *ck);
 void bf__ckpt_free(bf__ckpt *ck);

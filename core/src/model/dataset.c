@@ -52,9 +52,10 @@ static long json_too_deep(const char *s, size_t n, int max)
 
 #define DATA_ALIGN 64
 /* an eval set of this many bytes or more asks whether this host's 2 MiB
- * pages are cheap and its 4 KiB ones dear (bf__pages_huge_cheaper: about 3
- * ms of CPU where 4 KiB pages are dear, against 20 ms or more for the
- * set's pages there), and takes them then (BF__WRITE_HUGE) */
+ * pages are cheap and its 4 KiB ones dear (the caller's measurement,
+ * bf_dataset_limits.host_pages, else bf__pages_huge_cheaper: about 3 ms of
+ * CPU where 4 KiB pages are dear, against 20 ms or more for the set's
+ * pages there), and takes them then (BF__WRITE_HUGE) */
 #define HUGE_MEASURE_BYTES ((size_t)8 << 20)
 #define NAME_FMT "%.128s"   /* names come from the file: keep messages readable */
 
@@ -467,7 +468,7 @@ static bf_status load(const char *label, const char *hdr, size_t hdr_len, uint64
      * spans write), and read() or memcpy into fresh memory faults it in a
      * page at a time (warena.h). One call for the whole storage, not one a
      * span. */
-    int huge = total >= HUGE_MEASURE_BYTES && bf__pages_huge_cheaper(NULL);
+    int huge = total >= HUGE_MEASURE_BYTES && bf__host_pages_huge(&lim->host_pages);
     bf__pages_written(ds->storage, total, BF__WRITE_ONCE | BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0));
     size_t off = 0;
     for (i = 0; i < n; i++) {   /* in file order, so a file is read front to back */
