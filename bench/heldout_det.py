@@ -507,13 +507,37 @@ def same_rows(a, b, names):
     return bool(np.all(np.where(union > 0, inter / np.where(union > 0, union, 1), 1) >= 0.9))
 
 
+def row_pairs(a, b, names):
+    """for each row of run a, its row in run b (the same label, and the best IoU with its box,
+    at least 0.9: a class's kept boxes overlap less than its NMS threshold, so at most one
+    qualifies), or -1: a row that a moved proposal pushed past the detections-per-image cut,
+    or whose box it changed past IoU 0.9"""
+    d = dict(zip(names, a)), dict(zip(names, b))
+    p, q = d[0]["boxes"].astype(np.float64), d[1]["boxes"].astype(np.float64)
+    out = np.full(len(p), -1)
+    if not len(p) or not len(q):
+        return out
+    lo, hi = np.maximum(p[:, None, :2], q[None, :, :2]), np.minimum(p[:, None, 2:], q[None, :, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), 2)
+    area = lambda r: np.prod(np.clip(r[:, 2:] - r[:, :2], 0, None), 1)  # noqa: E731
+    union = area(p)[:, None] + area(q)[None, :] - inter
+    iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 1)
+    if "labels" in names:
+        iou = np.where(d[0]["labels"][:, None] == d[1]["labels"][None, :], iou, 0)
+    best = iou.argmax(1)
+    ok = iou[np.arange(len(p)), best] >= 0.9
+    out[ok] = best[ok]
+    return out
+
+
 def decode_scales(model, name, task, x, outs, names, graph_names=None):
     """Per image, {output: rows of scales} for the outputs a two-stage detector's heads compute
     from its proposals' corners (SCALED; tests/fixtures/README.md, "Scales from the decode"): each
     proposal's four corners moved by their own tolerance (corner_allowance) in each of the 16
     directions of corner_moves, the model run again from there, and per value the sum over
-    the corners of the larger move of the two directions that left the rows the same
-    (same_rows), over RTOL: the magnitude whose tolerance is that move. The decode's exp(dw) multiplies a sliver proposal's width error, which the
+    the corners of the larger move of the two directions, each row against its own row of
+    the moved run (row_pairs: a row the move pushed past the cut, or changed past IoU 0.9,
+    left out of that run and counted), over RTOL: the magnitude whose tolerance is that move. The decode's exp(dw) multiplies a sliver proposal's width error, which the
     box's own magnitude does not show (Keypoint R-CNN's fault 0: 62.5 times). None for a model
     without proposals. outs: the run's outputs per image (torch_run), which the scales describe;
     names: the wrapper's keys for them; graph_names: the graph's output names, which key the
@@ -535,21 +559,22 @@ def decode_scales(model, name, task, x, outs, names, graph_names=None):
                 props = [p + corner_allowance(p) * torch.from_numpy(s) for p in props]
             return props, losses
 
-    scales, skipped = [], 0
+    scales, skipped, rows = [], 0, 0
     model.rpn = Moved()
     try:
         for i in range(len(outs)):
             base = dict(zip(names, outs[i]))
+            rows += 8 * len(base["boxes"])
             per = {k: np.zeros((4,) + base[k].shape, np.float64) for k in SCALED if k in base}
             for corner, s in corner_moves():
                 sign["s"] = s
                 o = torch_run(model, name, task, x[i:i + 1])[0]
-                if not same_rows(outs[i], o, names):
-                    skipped += 1
-                    continue
+                pair = row_pairs(outs[i], o, names)
+                skipped += int((pair < 0).sum())
+                have = pair >= 0
                 for k in per:
-                    d = np.abs(dict(zip(names, o))[k].astype(np.float64) - base[k])
-                    per[k][corner] = np.maximum(per[k][corner], np.where(np.isfinite(d), d, 0))
+                    d = np.abs(dict(zip(names, o))[k][pair[have]].astype(np.float64) - base[k][have])
+                    per[k][corner][have] = np.maximum(per[k][corner][have], np.where(np.isfinite(d), d, 0))
             sign.pop("s", None)
             move = {k: p.sum(0) for k, p in per.items()}
             gname = dict(zip(names, graph_names or names))
@@ -558,7 +583,8 @@ def decode_scales(model, name, task, x, outs, names, graph_names=None):
     finally:
         model.rpn = rpn
     if skipped:
-        log(f"{name}: decode scales: {skipped} of {8 * len(outs)} moved runs changed the rows, left out")
+        log(f"{name}: decode scales: {skipped} of {rows} rows of the moved runs without their row (past the cut, "
+            f"or moved past IoU 0.9), left out")
     return scales
 
 
