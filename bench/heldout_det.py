@@ -464,6 +464,130 @@ def seg_metrics(logits, masks, c):
     return float(np.mean(inter[union > 0] / union[union > 0])), float(inter.sum() / conf.sum())
 
 
+RTOL, ATOL = 1e-4, 1e-5     # bitflip-conformance's value tolerance: max(ATOL, RTOL |v|)
+SCALED = ("boxes", "keypoints", "keypoints_scores", "masks")   # what the heads compute from a proposal's corners
+
+
+def corner_moves():
+    """each corner of a proposal alone, moved by +1 and by -1 (8 directions): per corner the
+    larger of the two moves it causes, summed over the corners, is the largest move of any
+    pattern of signs where the response is linear (|J s| <= sum |J_k|, with equality at the
+    worst signs), and takes a clip's one-sided response at a bound from the side that moves"""
+    out = []
+    for k in range(4):
+        for sgn in (1.0, -1.0):
+            v = np.zeros(4, np.float32)
+            v[k] = sgn
+            out.append((k, v))
+    return out
+
+
+def corner_allowance(props):
+    """each proposal's corners' tolerance as bitflip-conformance would give its row: RTOL of the
+    row's largest magnitude, at least ATOL ([K, 1])"""
+    import torch
+    return torch.clamp(RTOL * props.abs().amax(1, keepdim=True), min=ATOL)
+
+
+def same_rows(a, b, names):
+    """whether two runs' detections of one image are the same rows: counts, labels, and each box
+    at IoU >= 0.9 with its counterpart (a moved proposal changed no decision)"""
+    d = dict(zip(names, a)), dict(zip(names, b))
+    if any(d[0][k].shape != d[1][k].shape for k in names):
+        return False
+    if "labels" in names and not np.array_equal(d[0]["labels"], d[1]["labels"]):
+        return False
+    p, q = d[0]["boxes"].astype(np.float64), d[1]["boxes"].astype(np.float64)
+    if not len(p):
+        return True
+    lo, hi = np.maximum(p[:, :2], q[:, :2]), np.minimum(p[:, 2:], q[:, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), 1)
+    area = lambda r: np.prod(np.clip(r[:, 2:] - r[:, :2], 0, None), 1)  # noqa: E731
+    union = area(p) + area(q) - inter
+    return bool(np.all(np.where(union > 0, inter / np.where(union > 0, union, 1), 1) >= 0.9))
+
+
+def row_pairs(a, b, names):
+    """for each row of run a, its row in run b (the same label, and the best IoU with its box,
+    at least 0.9: a class's kept boxes overlap less than its NMS threshold, so at most one
+    qualifies), or -1: a row that a moved proposal pushed past the detections-per-image cut,
+    or whose box it changed past IoU 0.9"""
+    d = dict(zip(names, a)), dict(zip(names, b))
+    p, q = d[0]["boxes"].astype(np.float64), d[1]["boxes"].astype(np.float64)
+    out = np.full(len(p), -1)
+    if not len(p) or not len(q):
+        return out
+    lo, hi = np.maximum(p[:, None, :2], q[None, :, :2]), np.minimum(p[:, None, 2:], q[None, :, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), 2)
+    area = lambda r: np.prod(np.clip(r[:, 2:] - r[:, :2], 0, None), 1)  # noqa: E731
+    union = area(p)[:, None] + area(q)[None, :] - inter
+    iou = np.where(union > 0, inter / np.where(union > 0, union, 1), 1)
+    if "labels" in names:
+        iou = np.where(d[0]["labels"][:, None] == d[1]["labels"][None, :], iou, 0)
+    best = iou.argmax(1)
+    ok = iou[np.arange(len(p)), best] >= 0.9
+    out[ok] = best[ok]
+    return out
+
+
+def decode_scales(model, name, task, x, outs, names, graph_names=None):
+    """Per image, {output: rows of scales} for the outputs a two-stage detector's heads compute
+    from its proposals' corners (SCALED; tests/fixtures/README.md, "Scales from the decode"): each
+    proposal's four corners moved by their own tolerance (corner_allowance) in each of the 16
+    directions of corner_moves, the model run again from there, and per value the sum over
+    the corners of the larger move of the two directions, each row against its own row of
+    the moved run (row_pairs: a row the move pushed past the cut, or changed past IoU 0.9,
+    left out of that run and counted), over RTOL: the magnitude whose tolerance is that move. The decode's exp(dw) multiplies a sliver proposal's width error, which the
+    box's own magnitude does not show (Keypoint R-CNN's fault 0: 62.5 times). None for a model
+    without proposals. outs: the run's outputs per image (torch_run), which the scales describe;
+    names: the wrapper's keys for them; graph_names: the graph's output names, which key the
+    result (the keys themselves when None)."""
+    import torch
+    if task != "detection" or not hasattr(model, "rpn"):
+        return None
+    rpn, sign = model.rpn, {}
+
+    class Moved(torch.nn.Module):      # the RPN, its proposals moved by sign["s"] x their allowance
+        def __init__(self):
+            super().__init__()
+            self.inner = rpn
+
+        def forward(self, *args, **kw):
+            props, losses = self.inner(*args, **kw)
+            s = sign.get("s")
+            if s is not None:
+                props = [p + corner_allowance(p) * torch.from_numpy(s) for p in props]
+            return props, losses
+
+    scales, skipped, rows = [], 0, 0
+    model.rpn = Moved()
+    try:
+        for i in range(len(outs)):
+            base = dict(zip(names, outs[i]))
+            rows += 8 * len(base["boxes"])
+            per = {k: np.zeros((4,) + base[k].shape, np.float64) for k in SCALED if k in base}
+            for corner, s in corner_moves():
+                sign["s"] = s
+                o = torch_run(model, name, task, x[i:i + 1])[0]
+                pair = row_pairs(outs[i], o, names)
+                skipped += int((pair < 0).sum())
+                have = pair >= 0
+                for k in per:
+                    d = np.abs(dict(zip(names, o))[k][pair[have]].astype(np.float64) - base[k][have])
+                    per[k][corner][have] = np.maximum(per[k][corner][have], np.where(np.isfinite(d), d, 0))
+            sign.pop("s", None)
+            move = {k: p.sum(0) for k, p in per.items()}
+            gname = dict(zip(names, graph_names or names))
+            scales.append({gname[k]: [[float(f"{v / RTOL:.3g}") for v in r] for r in m.reshape(len(m), -1)]
+                           if len(m) else [] for k, m in move.items()})
+    finally:
+        model.rpn = rpn
+    if skipped:
+        log(f"{name}: decode scales: {skipped} of {rows} rows of the moved runs without their row (past the cut, "
+            f"or moved past IoU 0.9), left out")
+    return scales
+
+
 def pick_faults(model, onnx_path, n, seed):
     """n (param, index, bit) in fp32 initializers that are parameters of the module, bit-equal."""
     import onnx
@@ -514,10 +638,14 @@ def one(a, name, variant):
     else:
         save_segmentation_eval_set(stem + ".eval.safetensors", x, np.stack(tg), input_name=in_name)
     golden = torch_run(model, name, task, x)
+    keys = wrapper(model, name, task)[1]
     ref = {"model": os.path.basename(stem) + ".onnx", "task": task, "inputs": [in_name], "outputs": outs,
            "golden": as_ref_outputs(golden, outs, task), "n_ref_samples": a.fault_images}
     if task == "segmentation":
         ref["golden_miou"], ref["golden_pixel_accuracy"] = seg_metrics(golden, tg, SEG_CLASSES)
+    gs = decode_scales(model, name, task, x, golden, keys, outs)
+    if gs is not None:
+        ref["golden_scale"] = gs
     faults, n_usable, n_inits = pick_faults(model, stem + ".onnx", a.faults, seed=len(name) + len(variant))
     params = dict(model.named_parameters())
     params.update({"m." + k: v for k, v in params.items()})
@@ -529,15 +657,72 @@ def one(a, name, variant):
         flat[index] = new
         try:
             fo = torch_run(model, name, task, x[:a.fault_images])
+            fs = decode_scales(model, name, task, x, fo, keys, outs)
         finally:
             flat[index] = old
         ref["faults"].append({"param": pname, "index": index, "bit": bit, "old": jnum(old), "new": jnum(new),
                               "outputs": as_ref_outputs(fo, outs, task)})
+        if fs is not None:
+            ref["faults"][-1]["scale"] = fs
     with open(stem + ".ref.json", "w") as f:
         json.dump(ref, f)
     per = [len(o[0]) for o in golden] if task == "detection" else []
     log(f"{name}_{variant}: {task}, {len(faults)} faults (of {n_usable} named initializers, {n_inits} in all), "
         f"detections {per}, {time.time() - t0:.0f} s")
+
+
+def add_scales(stem, lists=None, threads=1):
+    """Adds "golden_scale" and each fault's "scale" (decode_scales) to an existing STEM.ref.json
+    written by this script, after checking that the rebuilt module gives its outputs bit for
+    bit (the model is seeded; the images are the eval set's), golden and under each fault.
+    lists: "golden" and fault numbers to do (None: all; a Keypoint R-CNN's heads cost ~10 CPU-s
+    a run, 8 runs an image), the others left as they are (without scales: the rows' own rule)."""
+    import torch
+    torch.set_num_threads(threads)
+    case = os.path.basename(stem)
+    name = case.rsplit("_", 1)[0]
+    with open(stem + ".ref.json") as f:
+        ref = json.load(f)
+    model, task = build(name)
+    sys.path.insert(0, HERE)
+    from heldout_engines import read_images
+    x = read_images(stem + ".eval.safetensors")
+    keys, outs = wrapper(model, name, task)[1], ref["outputs"]
+
+    def check(got, want, what):
+        # at 1 thread (the reference's) bit for bit; at more, PyTorch sums in other blocks, so
+        # the same rows (same_rows) suffice: the scales are moves between runs of one setting
+        if threads == 1 and json.dumps(as_ref_outputs(got, outs, task)) != json.dumps(want):
+            raise SystemExit(f"{case}: {what}: the rebuilt module's outputs are not the reference's")
+        if threads != 1 and not all(same_rows(g, tuple(np.asarray(w[o]).reshape(np.shape(gv)) for o, gv in zip(outs, g)),
+                                              keys) for g, w in zip(got, want)):
+            raise SystemExit(f"{case}: {what}: the rebuilt module's detections are not the reference's")
+    if lists is None or "golden" in lists:
+        golden = torch_run(model, name, task, x[:len(ref["golden"])])
+        check(golden, ref["golden"], "golden")
+        ref["golden_scale"] = decode_scales(model, name, task, x, golden, keys, outs)
+    params = dict(model.named_parameters())
+    params.update({"m." + k: v for k, v in params.items()})
+    for k, f in enumerate(ref.get("faults", [])):
+        if lists is not None and str(k) not in lists:
+            continue
+        flat = params[f["param"]].data.view(-1)
+        old = float(flat[f["index"]])
+        flat[f["index"]] = float(np.array([old], np.float32).view(np.uint32).__xor__(
+            np.uint32(1 << f["bit"])).view(np.float32)[0])
+        try:
+            fo = torch_run(model, name, task, x[:len(f["outputs"])])
+            check(fo, f["outputs"], f"fault {k}")
+            f["scale"] = decode_scales(model, name, task, x, fo, keys, outs)
+        finally:
+            flat[f["index"]] = old
+    with open(stem + ".ref.json", "w") as fh:
+        json.dump(ref, fh)
+    log(f"{case}: scales added ({a_lists(lists, ref)})")
+
+
+def a_lists(lists, ref):
+    return "golden and every fault" if lists is None else ", ".join(lists) + f" of golden and {len(ref.get('faults', []))} faults"
 
 
 def main():
@@ -549,7 +734,12 @@ def main():
     ap.add_argument("--faults", type=int, default=4)
     ap.add_argument("--size", type=int, default=IMG, help="drawn images' side in pixels")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--add-scales", metavar="STEM", help="add decode scales to STEM.ref.json (decode_scales) and stop")
+    ap.add_argument("--scale-lists", default=None, help="with --add-scales: golden and fault numbers, comma-separated")
+    ap.add_argument("--threads", type=int, default=1, help="with --add-scales: PyTorch's threads")
     a = ap.parse_args()
+    if a.add_scales:
+        return add_scales(a.add_scales, a.scale_lists.split(",") if a.scale_lists else None, a.threads)
     sel = [c for c in CASES if not a.only or c[0] in a.only.split(",") or f"{c[0]}_{c[1]}" in a.only.split(",")]
     if a.list:
         print("\n".join(f"{m}_{v}" for m, v in sel))

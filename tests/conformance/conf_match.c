@@ -31,7 +31,32 @@ int json_to_double(const json_t *j, double *out)
  * the whole row one object (a detection's box or mask: see compare_ragged);
  * H·W makes each pixel's C class logits one (a segmenter's [C, H, W] row:
  * see seg_plane). */
+static cmp rows_scaled(const float *ours, int64_t cols, const json_t *ref, int64_t rows, int64_t stride,
+                       const json_t *scales);
+
 cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t rows, int64_t stride)
+{
+    return rows_scaled(ours, cols, ref, rows, stride, NULL);
+}
+
+/* The scale of value j of a row of the reference's scales (a row of cols
+ * values, or one number when cols == 1; scale_ok checked its shape), or 0. */
+static double scale_at(const json_t *srow, int64_t j)
+{
+    double s = 0;
+    if (!srow || !json_to_double(json_is_array(srow) ? json_array_get(srow, (size_t)j) : srow, &s) || !(s > 0)) return 0;
+    return s;
+}
+
+/* compare_rows, each value's magnitude raised to its scale where the
+ * reference gives one larger (scale: the rows of per-value scales, or
+ * NULL; tests/fixtures/README.md, "Scales from the decode"): the value is
+ * computed from inputs known to their own tolerance through a computation
+ * whose gain the row's magnitude does not show (a sliver proposal's width
+ * multiplied by the box decode's exp(dw)). Counts in c.scaled the values
+ * the scale widened, in c.rescued those it alone passed. */
+static cmp rows_scaled(const float *ours, int64_t cols, const json_t *ref, int64_t rows, int64_t stride,
+                       const json_t *scales)
 {
     cmp c = {.first_bad = -1};
     if (!json_is_array(ref) || (int64_t)json_array_size(ref) < rows) { c.format_error = 1; return c; }
@@ -39,7 +64,7 @@ cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t row
     double *scale = stride ? calloc((size_t)stride, sizeof *scale) : NULL;
     if (stride && !scale) { c.format_error = 1; return c; }
     for (int64_t i = 0; i < rows && !c.format_error; i++) {
-        const json_t *row = json_array_get(ref, (size_t)i);
+        const json_t *row = json_array_get(ref, (size_t)i), *srow = scales ? json_array_get(scales, (size_t)i) : NULL;
         int is_row = json_is_array(row);
         if ((is_row && (int64_t)json_array_size(row) != cols) || (!is_row && cols != 1)) { c.format_error = 1; break; }
         for (int64_t j = 0; j < stride; j++) scale[j] = 0;
@@ -57,7 +82,15 @@ cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t row
             else {
                 double mag = stride && scale[j % stride] > fabs(want) ? scale[j % stride] : fabs(want);
                 double tol = mag * RTOL > ATOL ? mag * RTOL : ATOL;
+                double s = scale_at(srow, j);
                 r = fabs(got - want) / tol;
+                if (s > mag) {   /* the decode's conditioning: the tolerance of what the value is computed from */
+                    double t = s * RTOL > ATOL ? s * RTOL : ATOL;
+                    c.scaled++;
+                    if (mag > 0 && s / mag > c.gain) c.gain = s / mag;
+                    if (r > 1 && fabs(got - want) <= t) c.rescued++;
+                    r = fabs(got - want) / t;
+                }
             }
             if (r > c.worst) c.worst = r;
             if (r > 1) {
@@ -70,15 +103,72 @@ cmp compare_rows(const float *ours, int64_t cols, const json_t *ref, int64_t row
     return c;
 }
 
-/* One row of ours against one reference row, as compare_rows checks rows. */
-static cmp row_cmp(const float *ours, int64_t cols, const json_t *want)
+/* One row of ours against one reference row, as compare_rows checks rows;
+ * srow its row of scales (rows_scaled), or NULL. */
+static cmp row_cmp(const float *ours, int64_t cols, const json_t *want, const json_t *srow)
 {
     cmp c = {.first_bad = -1};
-    json_t *one = json_array();
-    if (!one || json_array_append(one, (json_t *)want)) { json_decref(one); c.format_error = 1; return c; }
-    c = compare_rows(ours, cols, one, 1, cols > 1 ? 1 : 0);
+    json_t *one = json_array(), *sone = srow ? json_array() : NULL;
+    if (!one || json_array_append(one, (json_t *)want) || (srow && (!sone || json_array_append(sone, (json_t *)srow)))) {
+        json_decref(one);
+        json_decref(sone);
+        c.format_error = 1;
+        return c;
+    }
+    c = rows_scaled(ours, cols, one, 1, cols > 1 ? 1 : 0, sone);
     json_decref(one);
+    json_decref(sone);
     return c;
+}
+
+/* Output name's rows of scales for sample i (conf_ties.scale), or NULL. */
+static const json_t *scale_rows(const conf_ties *tc, int64_t i, const char *name)
+{
+    return tc && tc->scale ? json_object_get(json_array_get(tc->scale, (size_t)i), name) : NULL;
+}
+
+/* Row r of output name's scales for sample i, or NULL. */
+static const json_t *scale_row(const conf_ties *tc, int64_t i, const char *name, int64_t r)
+{
+    const json_t *s = scale_rows(tc, i, name);
+    return s ? json_array_get(s, (size_t)r) : NULL;
+}
+
+/* Sample i's scales (tests/fixtures/README.md, "Scales from the decode"):
+ * an object whose every key names an output of ours, each a list with a
+ * row per reference row of that output, a row as long as ours (one number
+ * for a row of one value), every scale a finite number >= 0. Another shape
+ * is the reference's error, never read as no scales. */
+static int scale_ok(const json_t *sobj, const json_t *obj, const bf_ragged_output *outs, size_t n_outs)
+{
+    const char *key;
+    const json_t *rows;
+    if (!json_is_object(sobj)) return 0;
+    json_object_foreach((json_t *)sobj, key, rows) {
+        const bf_ragged_output *o = NULL;
+        for (size_t k = 0; k < n_outs && !o; k++)
+            if (!strcmp(outs[k].name, key)) o = &outs[k];
+        const json_t *want = json_object_get(obj, key);
+        if (!o || !json_is_array(rows) || !json_is_array(want) || json_array_size(rows) != json_array_size(want)) return 0;
+        for (size_t r = 0; r < json_array_size(rows); r++) {
+            const json_t *row = json_array_get(rows, r);
+            size_t m = json_is_array(row) ? json_array_size(row) : 1;
+            if ((o->row_elems > 1) != json_is_array(row) || (int64_t)m != o->row_elems) return 0;
+            for (size_t j = 0; j < m; j++) {
+                const json_t *v = json_is_array(row) ? json_array_get(row, j) : row;
+                if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0) return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* c's counts of values the reference's scales widened, into all */
+static void add_scaled(cmp *all, const cmp *c)
+{
+    all->scaled += c->scaled;
+    all->rescued += c->rescued;
+    if (c->gain > all->gain) all->gain = c->gain;
 }
 
 /* The reference's "ties" (tests/fixtures/README.md, "Ties at the cut"):
@@ -202,7 +292,7 @@ static int same_row(const bf_ragged_output *outs, size_t n_outs, const json_t *o
         const bf_ragged_output *o = &outs[k];
         if ((which == 'f' && !is_free(tc->ties, o->name)) || (which == 'v' && o->row_elems != 1)) continue;
         cmp c = row_cmp(o->data + o->offsets[i] + q * o->row_elems, o->row_elems,
-                        json_array_get(json_object_get(obj, o->name), (size_t)g));
+                        json_array_get(json_object_get(obj, o->name), (size_t)g), scale_row(tc, i, o->name, g));
         if (c.bad || c.format_error) return 0;
     }
     return 1;
@@ -312,13 +402,13 @@ static int in_region(const nms_cut *nc, double v)
 /* Whether our row r and the reference's row q of sample i are equal in
  * every output (as compare_rows checks a row); *worst the larger. */
 static int rows_equal(const bf_ragged_output *outs, size_t n_outs, const json_t *obj, int64_t i, int64_t r, int64_t q,
-                      double *worst)
+                      const conf_ties *tc, double *worst)
 {
     double w = 0;
     for (size_t k = 0; k < n_outs; k++) {
         const bf_ragged_output *o = &outs[k];
         cmp rc = row_cmp(o->data + o->offsets[i] + r * o->row_elems, o->row_elems,
-                         json_array_get(json_object_get(obj, o->name), (size_t)q));
+                         json_array_get(json_object_get(obj, o->name), (size_t)q), scale_row(tc, i, o->name, q));
         if (rc.bad || rc.format_error) return 0;
         if (rc.worst > w) w = rc.worst;
     }
@@ -366,7 +456,7 @@ static int64_t match_after_cut(const bf_ragged_output *outs, size_t n_outs, cons
     for (int64_t r = cut; r < rows; r++) {
         if (in_region(nc, ours[r])) { lost++; continue; }
         int64_t q = cut;
-        while (q < ref_rows && (used[q] || !rows_equal(outs, n_outs, obj, i, r, q, &all->worst))) q++;
+        while (q < ref_rows && (used[q] || !rows_equal(outs, n_outs, obj, i, r, q, tc, &all->worst))) q++;
         if (q < ref_rows) { used[q] = 1; state[r] = 1; all->nms_checked++; }
         else state[r] = 2;
     }
@@ -432,8 +522,9 @@ static void compare_cut(const bf_ragged_output *outs, size_t n_outs, const json_
         }
         int64_t more = (rows > ref_rows ? rows : ref_rows) - cut;
         if (more > after) after = more;
-        cmp c = compare_rows(o->data + a, o->row_elems, want, cut, o->row_elems > 1 ? 1 : 0);
+        cmp c = rows_scaled(o->data + a, o->row_elems, want, cut, o->row_elems > 1 ? 1 : 0, scale_rows(tc, i, o->name));
         if (c.format_error) { all->format_error = 1; return; }
+        add_scaled(all, &c);
         if (c.worst > all->worst) all->worst = c.worst;
         if (c.bad && all->first_bad < 0) {
             all->first_bad = i;
@@ -460,10 +551,14 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
     *out_bad = NULL;
     if (!json_is_array(ref) || (int64_t)json_array_size(ref) < n) { all.format_error = 1; return all; }
     if (tc->ties && !ties_well_formed(tc->ties, n)) { all.format_error = all.ties_malformed = 1; return all; }
+    if (tc->scale && (!json_is_array(tc->scale) || (int64_t)json_array_size(tc->scale) < n))
+        { all.format_error = all.scale_malformed = 1; return all; }
     int may_tie = tc->ties || tc->score;
     for (int64_t i = 0; i < n; i++) {
         const json_t *obj = json_array_get(ref, (size_t)i);
         if (!json_is_object(obj)) { all.format_error = 1; return all; }
+        if (tc->scale && !scale_ok(json_array_get(tc->scale, (size_t)i), obj, outs, n_outs))
+            { all.format_error = all.scale_malformed = 1; return all; }
         /* an NMS near tie: rows [0, cut) in place alone, the rest unverifiable */
         const nms_cut *nc = tc->cut ? &tc->cut[i] : NULL;
         if (nc && nc->row >= 0) { compare_cut(outs, n_outs, obj, i, nc, tc, &all, out_bad); continue; }
@@ -494,16 +589,19 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
             if (n_tied && rows == k_rows && free_output(tc, o)) {
                 for (int64_t r = 0; r < rows && !c.format_error; r++) {
                     if (tie[r]) continue;
-                    cmp rc = row_cmp(o->data + a + r * o->row_elems, o->row_elems, json_array_get(want, (size_t)r));
+                    cmp rc = row_cmp(o->data + a + r * o->row_elems, o->row_elems, json_array_get(want, (size_t)r),
+                                     scale_row(tc, i, o->name, r));
+                    add_scaled(&c, &rc);
                     if (rc.bad && c.first_bad < 0) { c.first_bad = r; c.first_got = rc.first_got; c.first_want = rc.first_want; }
                     c.bad += rc.bad;
                     c.format_error |= rc.format_error;
                     if (rc.worst > c.worst) c.worst = rc.worst;
                 }
             } else {
-                c = compare_rows(o->data + a, o->row_elems, want, rows, o->row_elems > 1 ? 1 : 0);
+                c = rows_scaled(o->data + a, o->row_elems, want, rows, o->row_elems > 1 ? 1 : 0, scale_rows(tc, i, o->name));
             }
             if (c.format_error) { free(tie); free(used); all.format_error = 1; return all; }
+            add_scaled(&all, &c);
             if (c.worst > all.worst) all.worst = c.worst;
             if (c.bad && all.first_bad < 0) {
                 all.first_bad = i;
@@ -522,6 +620,11 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
 
 void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
 {
+    if (c->format_error && c->scale_malformed) {
+        printf("reference malformed: its \"golden_scale\" or a fault's \"scale\" is not [{output: [row of scales per "
+               "reference row]} per sample] (tests/fixtures/README.md, \"Scales from the decode\")");
+        return;
+    }
     if (c->format_error) {
         printf(c->ties_malformed ? "reference malformed: its \"ties\" is not {score_output: name, free_outputs: [names], "
                                    "tied_scores: [[scores] per sample]} (tests/fixtures/README.md, \"Ties at the cut\")"
@@ -542,6 +645,9 @@ void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad)
         printf("%s), %lld rows after the cuts checked outside the near ties' reach, %lld unverifiable (our NMS chose "
                "within rounding); ", c->nms_images > 4 ? ", ..." : "", (long long)c->nms_checked, (long long)c->nms_rows);
     }
+    if (c->scaled)
+        printf("decode scales: %lld values' tolerance taken of the reference's scale (up to %.3g times their row's), "
+               "%lld of them past their row's own; ", (long long)c->scaled, c->gain, (long long)c->rescued);
     if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }
     if (rows_bad >= 0) printf("MISMATCH: sample %lld has another number of rows of '%s'", (long long)rows_bad, out_bad);
     else printf("MISMATCH: %lld values, first in sample %lld '%s': got %.9g, want %.9g", (long long)c->bad,

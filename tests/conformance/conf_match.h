@@ -24,6 +24,10 @@ typedef struct cmp {
     int64_t nms_images, nms_rows;   /* images cut at an NMS near tie (conf_ties.cut), rows after the cuts unverifiable */
     int64_t nms_checked;            /* rows after the cuts matched outside the near ties' regions */
     int64_t cut_at[4][2];           /* the first four cuts: image, row */
+    int scale_malformed;            /* its "golden_scale" / a fault's "scale" is not of the README's shape */
+    int64_t scaled;                 /* values whose tolerance the reference's scale widened past the row's */
+    int64_t rescued;                /* of those, values past the row's own tolerance and within the scale's */
+    double gain;                    /* the largest scale over the row's own magnitude */
 } cmp;
 
 /* What says which rows of a one-image graph tie: the reference's "ties"
@@ -46,6 +50,12 @@ typedef struct conf_ties {
      * image (ours and the reference's) is unverifiable; -1 none. NULL: no
      * image has one. */
     const nms_cut *cut;
+    /* The reference's per-value scales for the list compared ("golden_scale",
+     * a fault's "scale": a list per image of {output: rows}, each value the
+     * magnitude its tolerance is taken of where larger than its row's;
+     * tests/fixtures/README.md, "Scales from the decode"), or NULL: the
+     * rows' own scale alone. */
+    const json_t *scale;
 } conf_ties;
 
 /* A JSON number, or one of the strings standing for non-finite values. */

@@ -30,7 +30,10 @@
  * rounding (it records that for this runner alone: bf_eval_opts.nms_ties),
  * an image's rows from that choice on are reported unverifiable and the rows
  * before it checked in place (conf_match.c, nms_cuts; tests/fixtures/
- * README.md, "NMS near-ties").
+ * README.md, "NMS near-ties"). A reference's "golden_scale" and a fault's
+ * "scale" give, per detection row, the magnitude each value's tolerance is
+ * taken of where larger than the row's own (the box decode's gain on a
+ * sliver proposal: tests/fixtures/README.md, "Scales from the decode").
  *
  * A model with symbolic dims past the batch (torch.onnx.export's dynamic
  * sequence axes) is checked at the sizes of the eval set's tensors
@@ -142,6 +145,7 @@ static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, s
      * the same decisions */
     conf_ties tc = cc->tc;
     tc.cut = cc->cuts ? cc->cuts[trial] : NULL;
+    tc.scale = json_object_get(f, "scale");
     cmp c = compare_ragged(outs, n, json_object_get(f, "outputs"), cc->n_ref, &rows_bad, &out_bad, &tc);
     cc->tied += c.tied;
     cc->unverified += c.unverified;
@@ -413,9 +417,11 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
         if (!nms_cuts(nt, r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, score, &cut))
             { printf("  out of memory\n"); failures = -1; goto out; }
         golden_tc.cut = fault_tc.cut = cut;
+        golden_tc.scale = fault_tc.scale = json_object_get(ref, "golden_scale");
         c = compare_ragged(r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad,
                            json_object_get(ref, "ties") ? &golden_tc : &fault_tc);
         golden_tc.cut = fault_tc.cut = NULL;
+        golden_tc.scale = fault_tc.scale = NULL;
         printf("  golden outputs   %lld samples, %zu outputs each: ", (long long)n_golden, r.n_ragged);
         print_cmp_ragged(&c, rows_bad, out_bad);
     } else {
@@ -498,6 +504,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
                 { printf("out of memory\n"); failures++; continue; }
             conf_ties tc = fault_tc;
             tc.cut = fault_cuts[k];
+            tc.scale = json_object_get(f, "scale");
             c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad, &tc);
             print_cmp_ragged(&c, rows_bad, out_bad);
         } else {
