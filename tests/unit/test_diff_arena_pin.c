@@ -6,9 +6,9 @@
  * that copy wherever a reader may read it in place (bf__pv_golden,
  * bf__pv_batch). One the campaign could not hold is fetched at each
  * batch's start and keeps its own slot in the worker, never a place
- * shared by lifetime (diffarena.c, pin_left): read in place by any step of
- * the batch, a shared place that another value wrote since would hand the
- * kernel that value's bytes.
+ * shared by lifetime (diffarena.c, pin_param_only): read in place by any
+ * step of the batch, a shared place that another value wrote since would
+ * hand the kernel that value's bytes.
  *
  * The graph, built here at C = 8 channels (too small to hold: its weights
  * are under 4 KiB) and C = 16 (held), x [N, 3, 8, 8], every Conv 3x3 with
@@ -22,9 +22,11 @@
  * b1 and b2 are computed from the parameter alone; y1, a1, y2, a2, p and
  * f from the input. Checked: (1) a worker made on a real golden cache, at
  * budget 0 and the default: at C = 8, b1 and b2 are left unheld and keep
- * the plan's own slots while the others share places (removing pin_left's
- * call fails this); at C = 16, they are held and both of the worker's
- * plans point at the campaign's copies when the worker is made and at a
+ * the plan's own slots while the others share places (removing
+ * pin_param_only's call fails this); at C = 16, they are held, keep their
+ * own slots too (out of the shared layout: diffarena.c says why), and both
+ * of the worker's plans point at the campaign's copies when the worker is
+ * made and at a
  * trial's start, after a trial with a fault in the bias (whose views that
  * trial wrote); (2) campaigns of
  * weight faults in W1, W2, the bias and fc, differential on 1 and 2
@@ -181,6 +183,13 @@ static void held_values_read_from_the_copy(void **state)
         assert_true(b1 >= 0 && b2 >= 0 && q >= 0);
         at_copy(&w, b1, "made");
         at_copy(&w, b2, "made");
+        /* their own slots, written only when a fault reaches their step,
+         * out of the shared layout (pin_param_only) */
+        for (int t = 0; t < 2 && w.dx->lt_tab[0]; t++) {
+            int64_t v = t ? b2 : b1;
+            if (w.dx->lt_tab[0][v] != w.dx->own_tab[0][v])
+                fail_msg("budget %d: %s, held, sits in a shared place", tiny, m->values[v].name);
+        }
         /* a trial with a fault in the bias: its views hold it, the plans
          * point at the copies again when the next trial starts */
         bf__dx_weight fw = {.param = (size_t)q, .index = 3};

@@ -139,18 +139,24 @@ int bf__dx_slots_overlap(size_t n, const unsigned char *place, const size_t *byt
     return found;
 }
 
-/* Values computed from parameters and constants alone that the campaign
- * could not hold (dxparam.c: over its limit, or no arena) keep their own
- * slots: a worker fetches them at each batch's start (bf__pv_batch), to be
- * read in place by any step of the batch, so a slot another value wrote
- * since would hand a kernel that value's bytes. The held ones are read
- * from the campaign's copy; their own slot is written only when a fault
- * reaches their step, read by the step's readers after it, as any value's. */
-static void pin_left(const bf__pvals *pv, unsigned char *place)
+/* Values computed from parameters and constants alone (dxparam.c) keep
+ * their own slots. Those the campaign could not hold (over its limit, or
+ * no arena) because a worker fetches them at each batch's start
+ * (bf__pv_batch), to be read in place by any step of the batch, so a slot
+ * another value wrote since would hand a kernel that value's bytes. The
+ * held ones are read from the campaign's copy, their own slot written
+ * only when a fault reaches their step; a shared place would be theirs
+ * from that step, often among the first (torch's Identity biases), to
+ * their last reader, and the layout around such long lives took more
+ * bytes: resnet18's workers faulted in about 6 MiB more (1,567 pages,
+ * h22-house) when the held ones shared places. */
+static void pin_param_only(const bf__pvals *pv, size_t n_values, unsigned char *place)
 {
     size_t n;
     const int *left = bf__pvals_left(pv, &n);
     for (size_t k = 0; k < n; k++) place[left[k]] = 0;
+    for (size_t v = 0; v < n_values; v++)
+        if (bf__pvals_data(pv, (int)v)) place[v] = 0;
 }
 
 /* Plan t's shared places: lives, layout, the check; NULL tables when the
@@ -177,7 +183,7 @@ static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
          * when it runs) */
         place[v] = bf__runtime(p, (int)v) && !p->dyn_val[v] && d && d >= a0 && d < a1;
     }
-    if (st == BF_OK) pin_left(sh->pv, place);
+    if (st == BF_OK) pin_param_only(sh->pv, n, place);
     for (size_t v = 0; st == BF_OK && v < n; v++) bytes[v] = place[v] ? bf_tensor_nbytes(&p->vals[v]) : 0;
     if (st == BF_OK) st = bf__plan_first_fit(n, place, bytes, first, last, off, &total, err);
     int va = -1, vb = -1, bad = st == BF_OK ? bf__dx_slots_overlap(n, place, bytes, first, last, off, &va, &vb) : 0;
