@@ -99,6 +99,38 @@ def build(work):
                           node("Identity", ["W2"], ["w2"]), node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)],
                          [init("E", 50, 16), init("W2", C, 16), init("b2", C)], [7], 13, T.INT64)
 
+    # The campaign holds parameter-only values once (dxparam.c) while they
+    # take at most twice the weights' bytes, each at least two pages: in the
+    # small graphs above none is held (the workers fetch them batch by
+    # batch), in the wide ones below every one is (the workers' plans point
+    # at the campaign's copy). Chain mode starts at a Conv or Gemm whose
+    # own parameters a fault hits and links the layers after it, which
+    # read their computed operands in place.
+    def conv_wn(ch):  # a plain Conv, then two whose weights are weight-normalised (Mul) and biases shared (Identity)
+        return ([node("Conv", ["x", "K0", "kb0"], ["c0"], pads=[1, 1, 1, 1]), node("Relu", ["c0"], ["r0"]),
+                 node("Mul", ["V1", "g1"], ["k1"]), node("Identity", ["kb"], ["kb1"]),
+                 node("Conv", ["r0", "k1", "kb1"], ["c1"], pads=[1, 1, 1, 1]), node("Relu", ["c1"], ["r1"]),
+                 node("Mul", ["V2", "g2"], ["k2"]), node("Identity", ["kb"], ["kb2"]),
+                 node("Conv", ["r1", "k2", "kb2"], ["c2"], pads=[1, 1, 1, 1]), node("Relu", ["c2"], ["r2"]),
+                 node("GlobalAveragePool", ["r2"], ["p"]), node("Flatten", ["p"], ["f"]),
+                 node("Gemm", ["f", "W2", "b2"], ["y"], transB=1)],
+                [init("K0", ch, 3, 3, 3), init("kb0", ch), init("V1", ch, ch, 3, 3), init("g1", ch, 1, 1, 1),
+                 init("kb", ch), init("V2", ch, ch, 3, 3), init("g2", ch, 1, 1, 1), init("W2", C, ch), init("b2", C)],
+                [3, 8, 8], 13, T.FLOAT)
+
+    def gemm_tr(width):  # a plain Gemm, then one whose weight is a Transpose and bias an Identity, then one whose weight is a Mul
+        return ([node("Gemm", ["x", "W0", "b0"], ["h0"], transB=1), node("Relu", ["h0"], ["r0"]),
+                 node("Transpose", ["W1t"], ["w1"], perm=[1, 0]), node("Identity", ["b1"], ["bb1"]),
+                 node("Gemm", ["r0", "w1", "bb1"], ["h1"], transB=1), node("Relu", ["h1"], ["r1"]),
+                 node("Mul", ["V2", "g2"], ["w2"]), node("Gemm", ["r1", "w2", "b2"], ["y"], transB=1)],
+                [init("W0", width, 16), init("b0", width), init("W1t", width, width), init("b1", width),
+                 init("V2", C, width), init("g2", C, 1), init("b2", C)], [16], 13, T.FLOAT)
+
+    m["conv_wn_small"] = conv_wn(8)
+    m["conv_wn_wide"] = conv_wn(32)
+    m["gemm_tr_small"] = gemm_tr(12)
+    m["gemm_tr_wide"] = gemm_tr(96)
+
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
     from bitflip.safetensors import save_eval_set
     specs = []
@@ -124,6 +156,15 @@ def build(work):
                 json.dump({"model": mp, "dataset": dp, "seed": 11, "trials": 120, "batch": 16,
                            "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": bits,
                                       "representation": "fp32"}, "sampling": "uniform"}, f)
+            specs.append(sp)
+        if "_wn_" in name or "_tr_" in name:
+            # many faults a trial: a Conv's or Gemm's own parameter and the
+            # one its computed weight comes from, hit in one trial
+            sp = os.path.join(work, "%s_ber.json" % name)
+            with open(sp, "w") as f:
+                json.dump({"model": mp, "dataset": dp, "seed": 5, "batch": 16,
+                           "faults": {"target": "weights", "tensors": ["*"], "model": "ber", "rates": [1e-4, 1e-3],
+                                      "repeats": 60, "representation": "fp32"}}, f)
             specs.append(sp)
     return specs
 
@@ -170,8 +211,9 @@ def main():
     bad = 0
     for spec in build(work):
         exact = records(bitflip, spec, ["--exact", "--threads", "1"])
-        if len(exact) != 120:
-            print("FAIL: %s: --exact wrote %d records, not 120" % (spec, len(exact)))
+        want = 120
+        if len(exact) != want:
+            print("FAIL: %s: --exact wrote %d records, not %d" % (spec, len(exact), want))
             bad += 1
             continue
         for threads in ("1", "2"):

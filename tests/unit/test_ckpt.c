@@ -91,7 +91,7 @@ static void kept_free(kept *k, int64_t n)
  * which gives the same choice on any machine, so that the assertions below
  * that a path ran (a cut, an early end, a fused Conv's channel, a followed
  * step) cannot flip on a slow or loaded one */
-/* the checkpoints' pages pinned with the price (bf__campaign_create_pinned):
+/* the checkpoints' pages pinned with the price (bf__campaign_pin.ckpt_huge):
  * 1 while checkpoints_in_huge_pages runs */
 static int pin_huge;
 /* the caller's measurement of the host's pages (bf_campaign_prep.host_pages)
@@ -106,7 +106,8 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     bf_campaign_prep prep = {.differential = !exact, .cache_budget = budget, .threads = threads, .timed_costs = timed,
                              .host_pages = pin_host};
     /* the price pinned through the tests-only hook (campaign_pin.h) */
-    if (bf__campaign_create_pinned(m, ds, s, NULL, &prep, price, pin_huge, &c, &err) != BF_OK)
+    bf__campaign_pin pin = {.ckpt_byte_price = price, .ckpt_huge = pin_huge};
+    if (bf__campaign_create_pinned(m, ds, s, NULL, &prep, &pin, &c, &err) != BF_OK)
         fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
     kept k = {0};
@@ -124,7 +125,7 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
 
 typedef struct sums {
     int timed;   /* the differential runs' cuts by measured time (run) */
-    /* a recorded byte's price (bf__campaign_create_priced): 0, 1 ns,
+    /* a recorded byte's price (bf__campaign_pin.ckpt_byte_price): 0, 1 ns,
      * the same choice on every host; < 0, this host's (measured: where its
      * fresh pages are dear, 2.5 ns); else that */
     double price;
@@ -414,7 +415,7 @@ static void input_fed_unless_past_its_readers(void **state)
     for (size_t i = 0; i < n; i++) cost[i] = 1e-3;
     for (size_t q = 0; q < m->n_params; q++) pm[q] = 16;
     bf__ckpt *ck = NULL;
-    if (bf__ckpt_create(p, 2, 1000, cost, pm, NULL, (size_t)1 << 30, &ck, &err) != BF_OK) fail_msg("%s", err.msg);
+    if (bf__ckpt_create(p, 2, 1000, cost, pm, NULL, (size_t)1 << 30, NULL, &ck, &err) != BF_OK) fail_msg("%s", err.msg);
     bf__ckpt_trial *tr = NULL;
     if (bf__ckpt_trial_new(ck, &tr, &err) != BF_OK) fail_msg("%s", err.msg);
     int64_t x = bf_model_find_value(m, "x");
@@ -504,7 +505,7 @@ static void ssd_close(ssd_costs *c)
 }
 
 /* From c's costs, the whole store (bf__ckpt_create) and the one made for
- * c's drawn trials (bf__ckpt_create_drawn: cut and priced to them), a
+ * c's drawn trials (bf__ckpt_opts.drawn: cut and priced to them), a
  * trial of each; two_trial runs drawn trial k on both. */
 typedef struct two_stores {
     bf__ckpt *all, *ck;
@@ -515,9 +516,9 @@ static two_stores two_open(ssd_costs *c)
 {
     two_stores s = {0};
     bf_error err = {0};
-    if (bf__ckpt_create(c->p, 2, 8, c->cost, c->pm, NULL, (size_t)1 << 30, &s.all, &err) != BF_OK)
+    if (bf__ckpt_create(c->p, 2, 8, c->cost, c->pm, NULL, (size_t)1 << 30, NULL, &s.all, &err) != BF_OK)
         fail_msg("%s", err.msg);
-    if (bf__ckpt_create_drawn(c->p, 2, 8, c->cost, c->pm, NULL, (size_t)1 << 30, run_list, &c->d, &s.ck, &err) != BF_OK)
+    if (bf__ckpt_create(c->p, 2, 8, c->cost, c->pm, NULL, (size_t)1 << 30, &(bf__ckpt_opts){.drawn = run_list, .user = &c->d}, &s.ck, &err) != BF_OK)
         fail_msg("%s", err.msg);
     if (bf__ckpt_trial_new(s.all, &s.ta, &err) != BF_OK || bf__ckpt_trial_new(s.ck, &s.tc, &err) != BF_OK)
         fail_msg("%s", err.msg);
@@ -538,7 +539,7 @@ static void two_close(two_stores *s)
     bf__ckpt_free(s->ck);
 }
 
-/* The store cut to the drawn trials (bf__ckpt_create_drawn): every drawn
+/* The store cut to the drawn trials (bf__ckpt_opts.drawn): every drawn
  * trial's run takes the same steps, fills, one-channel Convs and restores
  * with the cut store as with the whole one, which holds more. On the
  * SSDlite fixture with every parameter weighed alike, eight trials, one
@@ -585,7 +586,7 @@ static void store_cut_to_the_drawn_trials(void **state)
         bf__ckpt *ck = NULL;
         size_t live = bf_test_alloc_live();
         bf_test_alloc_fail_after(k);
-        bf_status st = bf__ckpt_create_drawn(c.p, 2, 8, c.cost, c.pm, NULL, (size_t)1 << 30, run_list, &c.d, &ck, &err);
+        bf_status st = bf__ckpt_create(c.p, 2, 8, c.cost, c.pm, NULL, (size_t)1 << 30, &(bf__ckpt_opts){.drawn = run_list, .user = &c.d}, &ck, &err);
         long failed = bf_test_alloc_failures();
         bf_test_alloc_fail_after(-1);
         if (st == BF_OK) {
@@ -715,7 +716,7 @@ static void store_priced_at_the_tie(void **state)
     const double prices[3] = {tie, nextafter(tie, 1), nextafter(tie, 0)};
     for (int k = 0; k < 3; k++) {
         bf__ckpt *ck = NULL;
-        if (bf__ckpt_create_priced(p, 1, 2, cost, pm, NULL, (size_t)1 << 30, prices[k], run_list, &d, &ck, &err) != BF_OK)
+        if (bf__ckpt_create(p, 1, 2, cost, pm, NULL, (size_t)1 << 30, &(bf__ckpt_opts){.drawn = run_list, .user = &d, .byte_s = prices[k]}, &ck, &err) != BF_OK)
             fail_msg("%s", err.msg);
         assert_int_equal(bf__ckpt_num_cuts(ck), 1);
         assert_int_equal(ck->cut[0], 1);
@@ -750,7 +751,7 @@ static void dear_bytes_fewer_checkpoints(void **state)
     const double prices[] = {BF__CKPT_BYTE_SECONDS, BF__CKPT_BYTE_SECONDS_DEAR, 1e-6};
     for (int k = 0; k < 3; k++) {
         bf__ckpt *ck = NULL;
-        if (bf__ckpt_create_priced(c.p, 2, 8, c.cost, c.pm, NULL, (size_t)1 << 30, prices[k], NULL, NULL, &ck, &err) != BF_OK)
+        if (bf__ckpt_create(c.p, 2, 8, c.cost, c.pm, NULL, (size_t)1 << 30, &(bf__ckpt_opts){.byte_s = prices[k]}, &ck, &err) != BF_OK)
             fail_msg("%s", err.msg);
         assert_true(bf__ckpt_byte_price(ck) == prices[k]);
         uint64_t b = bf__ckpt_bytes(ck);

@@ -1,33 +1,41 @@
-/* The worker arena's rule for values computed from parameters alone
- * (core/src/diff/diffarena.c, pin_param_only): such a value (a Conv's bias
- * or weight behind an Identity, as torch exports mobilenet_v2's shared
- * biases) keeps its own slot in a differential worker, never a place
- * shared by lifetime. It is the same in every batch and is read where a
- * trial left it, not fetched again each batch (a Conv's channel through
- * its fused chain, diffchan.c, reads the Conv's inputs in place), so a
- * shared place that another value wrote since would hand the kernel that
- * value's bytes.
+/* Values computed from parameters alone in a differential worker
+ * (core/src/diff/dxparam.c, diffarena.c): a Conv's bias or weight behind an
+ * Identity, as torch exports mobilenet_v2's shared biases. The campaign
+ * computes each once and holds it (while they take at most twice the
+ * weights' bytes, each at least two pages); the worker's plans point at
+ * that copy wherever a reader may read it in place (bf__pv_golden,
+ * bf__pv_batch). One the campaign could not hold is fetched at each
+ * batch's start and keeps its own slot in the worker, never a place
+ * shared by lifetime (diffarena.c, pin_param_only): read in place by any
+ * step of the batch, a shared place that another value wrote since would
+ * hand the kernel that value's bytes.
  *
- * The graph, built here (x [N, 3, 8, 8], every Conv 3x3 with pads 1):
+ * The graph, built here at C = 8 channels (too small to hold: its weights
+ * are under 4 KiB) and C = 16 (held), x [N, 3, 8, 8], every Conv 3x3 with
+ * pads 1:
  *
- *   b1 = Identity(bias)   b2 = Identity(bias)     bias [8], a parameter
- *   y1 = Conv(x, W1, b1)  a1 = Relu(y1)           W1 [8, 3, 3, 3]
- *   y2 = Conv(a1, W2, b2) a2 = Relu(y2)           W2 [8, 8, 3, 3]
+ *   b1 = Identity(bias)   b2 = Identity(bias)     bias [C], a parameter
+ *   y1 = Conv(x, W1, b1)  a1 = Relu(y1)           W1 [C, 3, 3, 3]
+ *   y2 = Conv(a1, W2, b2) a2 = Relu(y2)           W2 [C, C, 3, 3]
  *   p = GlobalAveragePool(a2), f = Flatten(p), y = Gemm(f, fc) [N, 5]
  *
  * b1 and b2 are computed from the parameter alone; y1, a1, y2, a2, p and
- * f from the input. Checked: (1) a worker made on a real golden cache
- * gives b1 and b2 the plan's own slots and shares places for the others
- * (at least one of them off its own slot): removing the rule (the call of
- * pin_param_only in arena_plan) moves b1 into a shared place and fails
- * this, at budget 0; (2) campaigns of weight faults in W1, W2, the bias
- * and fc, differential on 1 and 2 threads at the default cache budget and
- * at 1 byte, give the exact engine's records. (2) also catches a Conv
- * whose bias is such a value read where the plan's slot was never
- * written: before bf__dx_try_conv fetched a run-time weight or bias
- * (diffstep.c) and chain mode left such a Conv out (diffchain_setup.c,
- * operands_fixed), 76 of the 80 one-bit trials at the default budget
- * were not the exact engine's (the bias read as zeros). */
+ * f from the input. Checked: (1) a worker made on a real golden cache, at
+ * budget 0 and the default: at C = 8, b1 and b2 are left unheld and keep
+ * the plan's own slots while the others share places (removing
+ * pin_param_only's call fails this); at C = 16, they are held, keep their
+ * own slots too (out of the shared layout: diffarena.c says why), and both
+ * of the worker's plans point at the campaign's copies when the worker is
+ * made and at a
+ * trial's start, after a trial with a fault in the bias (whose views that
+ * trial wrote); (2) campaigns of
+ * weight faults in W1, W2, the bias and fc, differential on 1 and 2
+ * threads at the default cache budget and at 1 byte, give the exact
+ * engine's records at both widths. (2) also catches a Conv whose bias is
+ * such a value read where the plan's slot was never written: before a
+ * Conv's channel fetched a run-time weight or bias (e83b4e7c), 76 of the
+ * 80 one-bit trials at the default budget were not the exact engine's
+ * (the bias read as zeros). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,12 +60,13 @@
 
 typedef struct fixture {
     tc_loaded l;   /* first: tc_group_close frees the fixture */
+    tc_loaded wide;
 } fixture;
 
 static void conv(tg_graph *g, uint64_t *rng, const char *name, const char *x, const char *w, const char *b,
-                 int64_t cin, const char *out)
+                 int64_t cin, int64_t cout, const char *out)
 {
-    int64_t wd[4] = {8, cin, 3, 3}, nw = 8 * cin * 9;
+    int64_t wd[4] = {cout, cin, 3, 3}, nw = cout * cin * 9;
     float *wv = tg_alloc(g, sizeof(float) * (size_t)nw);
     dg_fill(rng, wv, (size_t)nw, 0.5);
     tg_init_f32(g, w, 4, wd, wv);
@@ -66,23 +75,21 @@ static void conv(tg_graph *g, uint64_t *rng, const char *name, const char *x, co
     tg_attr_ints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
 }
 
-static int setup(void **state)
+static void load(tc_loaded *l, int64_t c)
 {
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
     tg_graph g = {0};
     uint64_t rng = 77;
     g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, 3, 8, 8});
-    float *bias = tg_alloc(&g, 8 * sizeof(float));
-    dg_fill(&rng, bias, 8, 0.2);
-    tg_init_f32(&g, "bias", 1, (int64_t[]){8}, bias);
+    float *bias = tg_alloc(&g, (size_t)c * sizeof(float));
+    dg_fill(&rng, bias, (size_t)c, 0.2);
+    tg_init_f32(&g, "bias", 1, (int64_t[]){c}, bias);
     tg_node(&g, "Identity", "id1", (const char *const[]){"bias"}, 1, "b1");
     tg_node(&g, "Identity", "id2", (const char *const[]){"bias"}, 1, "b2");
-    conv(&g, &rng, "c1", "x", "W1", "b1", 3, "y1");
+    conv(&g, &rng, "c1", "x", "W1", "b1", 3, c, "y1");
     tg_node(&g, "Relu", "r1", (const char *const[]){"y1"}, 1, "a1");
-    conv(&g, &rng, "c2", "a1", "W2", "b2", 8, "y2");
+    conv(&g, &rng, "c2", "a1", "W2", "b2", c, c, "y2");
     tg_node(&g, "Relu", "r2", (const char *const[]){"y2"}, 1, "a2");
-    dg_head(&g, &rng, "a2", 8, 5);
+    dg_head(&g, &rng, "a2", c, 5);
     size_t ml, dl;
     uint8_t *mb = tg_pack(&g, "pin", &ml);
     tg_free(&g);
@@ -91,33 +98,58 @@ static int setup(void **state)
     dg_fill(&rng, x, SAMPLES * 3 * 64, 1.0);
     dg_input in = {"x", 4, (int64_t[]){SAMPLES, 3, 8, 8}, x};
     uint8_t *db = dg_eval_set(&in, 1, SAMPLES, 5, &rng, &dl);
-    dg_load(mb, ml, db, dl, "pin", &f->l.m, &f->l.ds);
+    dg_load(mb, ml, db, dl, "pin", &l->m, &l->ds);
     free(mb), free(db), free(x);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    load(&f->l, 8);
+    load(&f->wide, 16);
     *state = f;
     return 0;
 }
 
-static void param_only_values_keep_their_slots(void **state)
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    tc_unload(&f->wide);
+    return tc_group_close(state);
+}
+
+static tdx_worker worker(const bf_model *m, const bf_dataset *ds, int tiny)
+{
+    bf_eval_opts eo = {.batch = BATCH, .threads = 1};
+    bf_evaluator *ev = NULL, *ref = NULL;
+    bf_error err = {0};
+    if (bf_evaluator_create(m, ds, &eo, &ev, &err) != BF_OK || bf_evaluator_create(m, ds, &eo, &ref, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+    tdx_worker w;
+    tdx_open(&w, ev, ref, tiny ? 1 : BF_CACHE_BUDGET_DEFAULT);
+    return w;
+}
+
+static void left_values_keep_their_slots(void **state)
 {
     const fixture *f = *state;
     const bf_model *m = f->l.m;
     static const char *const own_names[] = {"b1", "b2"}, *const shared_names[] = {"y1", "a1", "y2", "a2", "p", "f"};
     for (int tiny = 0; tiny < 2; tiny++) {
-        bf_eval_opts eo = {.batch = BATCH, .threads = 1};
-        bf_evaluator *ev = NULL, *ref = NULL;
-        bf_error err = {0};
-        if (bf_evaluator_create(m, f->l.ds, &eo, &ev, &err) != BF_OK ||
-            bf_evaluator_create(m, f->l.ds, &eo, &ref, &err) != BF_OK)
-            fail_msg("%s", err.msg);
-        tdx_worker w;
-        tdx_open(&w, ev, ref, tiny ? 1 : BF_CACHE_BUDGET_DEFAULT);
+        tdx_worker w = worker(m, f->l.ds, tiny);
         const bf__dx *dx = w.dx;
         assert_non_null(dx->lt_tab[0]);   /* the places are shared */
+        size_t n_left;
+        bf__pvals_left(w.sh->pv, &n_left);
+        assert_int_equal(n_left, 2);   /* b1 and b2: too small to hold */
         for (size_t k = 0; k < 2; k++) {
             int64_t v = bf_model_find_value(m, own_names[k]);
             assert_true(v >= 0);
+            assert_null(bf__pvals_data(w.sh->pv, (int)v));
             if (dx->lt_tab[0][v] != dx->own_tab[0][v])
-                fail_msg("budget %d: %s, computed from a parameter alone, sits in a shared place", tiny, own_names[k]);
+                fail_msg("budget %d: %s, computed from a parameter alone and not held, sits in a shared place", tiny,
+                         own_names[k]);
         }
         int moved = 0;
         for (size_t k = 0; k < sizeof shared_names / sizeof *shared_names; k++) {
@@ -125,34 +157,83 @@ static void param_only_values_keep_their_slots(void **state)
             assert_true(v >= 0);
             moved += dx->lt_tab[0][v] != dx->own_tab[0][v];
         }
-        assert_true(moved > 0);   /* the rule is the parameter-only values', not every value's */
+        assert_true(moved > 0);   /* the rule is the unheld values', not every value's */
+        tdx_close(&w);
+    }
+}
+
+/* both of the worker's plans at the campaign's copy of v */
+static void at_copy(const tdx_worker *w, int64_t v, const char *when)
+{
+    const void *g = bf__pvals_data(w->sh->pv, (int)v);
+    assert_non_null(g);
+    for (int t = 0; t < 2; t++)
+        if (w->dx->plan[t] && w->dx->plan[t]->vals[v].data != g)
+            fail_msg("%s: plan %d reads %s elsewhere than the campaign's copy", when, t, w->sh->m->values[v].name);
+}
+
+static void held_values_read_from_the_copy(void **state)
+{
+    const fixture *f = *state;
+    const bf_model *m = f->wide.m;
+    for (int tiny = 0; tiny < 2; tiny++) {
+        tdx_worker w = worker(m, f->wide.ds, tiny);
+        int64_t b1 = bf_model_find_value(m, "b1"), b2 = bf_model_find_value(m, "b2");
+        int64_t q = bf_model_find_param(m, "bias");
+        assert_true(b1 >= 0 && b2 >= 0 && q >= 0);
+        at_copy(&w, b1, "made");
+        at_copy(&w, b2, "made");
+        /* their own slots, written only when a fault reaches their step,
+         * out of the shared layout (pin_param_only) */
+        for (int t = 0; t < 2 && w.dx->lt_tab[0]; t++) {
+            int64_t v = t ? b2 : b1;
+            if (w.dx->lt_tab[0][v] != w.dx->own_tab[0][v])
+                fail_msg("budget %d: %s, held, sits in a shared place", tiny, m->values[v].name);
+        }
+        /* a trial with a fault in the bias: its views hold it, the plans
+         * point at the copies again when the next trial starts */
+        bf__dx_weight fw = {.param = (size_t)q, .index = 3};
+        const float *outs;
+        const int64_t *rows;
+        int64_t n_rows;
+        int full;
+        bf_error err = {0};
+        if (bf__dx_run(w.dx, &fw, 1, NULL, 0, &outs, &rows, &n_rows, NULL, NULL, &full, &err) != BF_OK)
+            fail_msg("%s", err.msg);
+        bf__dx_arena_use(w.dx, 0);   /* the next trial's start */
+        at_copy(&w, b1, "at the next trial");
+        at_copy(&w, b2, "at the next trial");
         tdx_close(&w);
     }
 }
 
 /* weight faults (one and two bits) in the Convs' weights, the bias both
  * read through the Identities, and fc: every record the exact engine's,
- * differential on 1 and 2 threads, every value cached and none */
+ * differential on 1 and 2 threads, every value cached and none, at both
+ * widths */
 static void records_match_exact(void **state)
 {
     const fixture *f = *state;
     static char *pats[] = {"W1", "W2", "bias", "fc.*"};
-    for (int bits = 1; bits <= 2; bits++) {
-        bf_campaign_spec s = tc_base_spec(BATCH);
-        s.seed = 40 + (uint64_t)bits;
-        s.trials = 80;
-        s.bits = bits;
-        s.tensors = pats;
-        s.n_tensors = 4;
-        tc_budgets_match_exact(f->l.m, f->l.ds, &s, 0);
-    }
+    const tc_loaded *ls[2] = {&f->l, &f->wide};
+    for (int k = 0; k < 2; k++)
+        for (int bits = 1; bits <= 2; bits++) {
+            bf_campaign_spec s = tc_base_spec(BATCH);
+            s.seed = 40 + (uint64_t)bits;
+            s.trials = 80;
+            s.bits = bits;
+            s.tensors = pats;
+            s.n_tensors = 4;
+            tc_budgets_match_exact(ls[k]->m, ls[k]->ds, &s, 0);
+        }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(param_only_values_keep_their_slots),
+        cmocka_unit_test(left_values_keep_their_slots),
+        cmocka_unit_test(held_values_read_from_the_copy),
         cmocka_unit_test(records_match_exact),
     };
-    return cmocka_run_group_tests(tests, setup, tc_group_close);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -778,20 +778,13 @@ bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *d
                                       const bf_mitigation *mit, const bf_campaign_prep *prep, bf_campaign **out,
                                       bf_error *err)
 {
-    return bf__campaign_create_priced(model, ds, spec, mit, prep, 0, out, err);
+    return bf__campaign_create_pinned(model, ds, spec, mit, prep, NULL, out, err);
 }
 
-/* campaign_pin.h; ckpt_byte_price 0: this host's, as the product's */
-bf_status bf__campaign_create_priced(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
-                                     const bf_mitigation *mit, const bf_campaign_prep *prep, double ckpt_byte_price,
-                                     bf_campaign **out, bf_error *err)
-{
-    return bf__campaign_create_pinned(model, ds, spec, mit, prep, ckpt_byte_price, 0, out, err);
-}
-
+/* campaign_pin.h; pin NULL or zero: this host's choices, as the product's */
 bf_status bf__campaign_create_pinned(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,
-                                     const bf_mitigation *mit, const bf_campaign_prep *prep, double ckpt_byte_price,
-                                     int ckpt_huge, bf_campaign **out, bf_error *err)
+                                     const bf_mitigation *mit, const bf_campaign_prep *prep,
+                                     const bf__campaign_pin *pin, bf_campaign **out, bf_error *err)
 {
     bf_status st;
     bf_campaign *c = bf__calloc(1, sizeof *c);
@@ -800,8 +793,8 @@ bf_status bf__campaign_create_pinned(const bf_model *model, const bf_dataset *ds
     c->model = c->store.model = model;
     c->ds = ds;
     c->max_run_bytes = prep ? prep->max_run_bytes : 0;
-    c->ckpt_price = ckpt_byte_price > 0 ? ckpt_byte_price : 0;
-    c->ckpt_huge = ckpt_byte_price > 0 && ckpt_huge;
+    c->ckpt_price = pin && pin->ckpt_byte_price > 0 ? pin->ckpt_byte_price : 0;
+    c->ckpt_huge = c->ckpt_price > 0 && pin->ckpt_huge;
     if ((st = check_spec(spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_draws(c, spec, err)) != BF_OK) goto out;
     if ((st = bf__campaign_quantize(c, spec, err)) != BF_OK) goto out;

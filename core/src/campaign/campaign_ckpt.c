@@ -57,7 +57,7 @@ static void step_counts(bf_evaluator *ev, double *cost)
  * now, before the golden pass, exactly as the trials will draw them
  * (bf__campaign_draw is a function of the seed and the trial's number; a
  * shard's alone, t % N == I): the checkpoints' store then keeps only what
- * they put back (bf__ckpt_create_drawn). Where they are not known here, as
+ * they put back (bf__ckpt_opts.drawn). Where they are not known here, as
  * campaign_golden.c's drawn_roots finds for the golden cache (fault groups,
  * mitigations, BER and profiled maps, adaptive sampling, dynamic and
  * kv_cache sites, more than DRAWN_MAX trials), NULL: the whole store. */
@@ -145,8 +145,9 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
         c->ckpt_price = bf__ckpt_price_for(h->small_cost);
         c->ckpt_huge = h->huge;
     }
-    if ((st = bf__ckpt_create_paged(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, c->ckpt_price,
-                                    c->ckpt_huge, drawn_known(c) ? drawn_trials : NULL, &dx, &ck, err)) != BF_OK)
+    bf__ckpt_opts co = {.drawn = drawn_known(c) ? drawn_trials : NULL, .user = &dx, .byte_s = c->ckpt_price,
+                        .huge = c->ckpt_huge};
+    if ((st = bf__ckpt_create(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, &co, &ck, err)) != BF_OK)
         goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
         bf__ckpt_free(ck);

@@ -143,8 +143,8 @@ int64_t bf__psum_resume_begin(const bf__psum_store *ps, bf_plan *p, size_t i, in
 /* Parameter-only values (dxparam.c): run-time values computed from
  * parameters and constants alone, computed once per campaign from plan[0]
  * (plan[1], the partial batch's, may be NULL) and held outside the cache's
- * budget, while their total stays within `limit` bytes. *out NULL when
- * there are none (or no weights arena can hold them). */
+ * budget, while their total stays within `limit` bytes (none where no
+ * weights arena can hold them); the others of the kind are listed. */
 typedef struct bf__pvals bf__pvals;
 bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out, bf_error *err);
 void bf__pvals_free(bf__pvals *pv);
@@ -152,6 +152,9 @@ void bf__pvals_free(bf__pvals *pv);
 const void *bf__pvals_data(const bf__pvals *pv, int v);
 /* 1 when step i of plan p computes parameter-only values. */
 int bf__pvals_step(const bf__pvals *pv, size_t i, const bf_plan *p);
+/* The values computed from parameters and constants alone that pv does
+ * not hold (*n of them; pv NULL: none). */
+const int *bf__pvals_left(const bf__pvals *pv, size_t *n);
 size_t bf__pvals_bytes(const bf__pvals *pv);
 
 /* Runs the golden pass batch by batch on n_plans threads, thread k on

@@ -474,11 +474,22 @@ bf_status bf__rows_all(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_
  * values, their steps left unrun (param_hit cleared) and *last_entry
  * widened to their readers; _batch marks them DIRTY in a batch and points
  * plan p at the views; _end writes the golden bits back and gives the
- * written pages back. */
+ * written pages back.
+ *
+ * A worker's plans hold every parameter-only value golden wherever a
+ * reader may read it in place (a Conv's weight or bias, a Gemm's C, a
+ * chain link's operands): _golden points both plans at the campaign's
+ * copies at the start of each trial (bf__dx_arena_use; between trials the
+ * plans hold their own slots, where a full pass, run by the evaluator,
+ * writes every value), _batch at the start of each batch points p at them (or at the
+ * trial's views) and fetches the values the campaign could not hold (over
+ * its limit, no arena), so a value's own slot holds bytes only where its
+ * step ran in this batch (a fault reached it). */
 bf_status bf__pv_init(bf__dx *dx, bf_error *err);
 void bf__pv_free(bf__dx *dx);
 bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int *last_entry, bf_error *err);
-void bf__pv_batch(bf__dx *dx, bf_plan *p);
+void bf__pv_golden(bf__dx *dx);
+bf_status bf__pv_batch(bf__dx *dx, bf_plan *p, int64_t b, bf_error *err);
 void bf__pv_trial_end(bf__dx *dx);
 /* Value v's golden tensor in batch b: the cache's, a parameter-only
  * value's (the same for every batch), or for the graph's output the

@@ -139,29 +139,24 @@ int bf__dx_slots_overlap(size_t n, const unsigned char *place, const size_t *byt
     return found;
 }
 
-/* Values computed from parameters and constants alone (a Conv weight
- * behind an Identity or a Transpose, dxparam.c's parameter-only values)
- * keep their own slots: the same in every batch, they are read where a
- * trial left them, not fetched again each batch (a Conv's channel through
- * its fused chain, diffchan.c, reads its weight in place), so a slot
- * another value wrote since would hand the kernel that value's bytes
- * (mobilenet_v2's records moved so before this rule). */
-static bf_status pin_param_only(const bf_plan *p, unsigned char *place, bf_error *err)
+/* Values computed from parameters and constants alone (dxparam.c) keep
+ * their own slots. Those the campaign could not hold (over its limit, or
+ * no arena) because a worker fetches them at each batch's start
+ * (bf__pv_batch), to be read in place by any step of the batch, so a slot
+ * another value wrote since would hand a kernel that value's bytes. The
+ * held ones are read from the campaign's copy, their own slot written
+ * only when a fault reaches their step; a shared place would be theirs
+ * from that step, often among the first (torch's Identity biases), to
+ * their last reader, and the layout around such long lives took more
+ * bytes: resnet18's workers faulted in about 6 MiB more (1,567 pages,
+ * h22-house) when the held ones shared places. */
+static void pin_param_only(const bf__pvals *pv, size_t n_values, unsigned char *place)
 {
-    unsigned char *fixed = bf__calloc(p->model->n_values + 1, 1);
-    if (!fixed) return bf__dx_oom(err);
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__step *s = &p->steps[i];
-        int ok = 1;
-        for (int j = 0; j < s->n_in && ok; j++) {
-            int x = s->node->in[j];
-            ok = x < 0 || !bf__runtime(p, x) || fixed[x];   /* a parameter, a constant, a known value */
-        }
-        for (int j = 0; j < s->n_out && ok; j++)
-            if (s->node->out[j] >= 0) fixed[s->node->out[j]] = 1, place[s->node->out[j]] = 0;
-    }
-    bf__free(fixed);
-    return BF_OK;
+    size_t n;
+    const int *left = bf__pvals_left(pv, &n);
+    for (size_t k = 0; k < n; k++) place[left[k]] = 0;
+    for (size_t v = 0; v < n_values; v++)
+        if (bf__pvals_data(pv, (int)v)) place[v] = 0;
 }
 
 /* Plan t's shared places: lives, layout, the check; NULL tables when the
@@ -188,7 +183,7 @@ static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
          * when it runs) */
         place[v] = bf__runtime(p, (int)v) && !p->dyn_val[v] && d && d >= a0 && d < a1;
     }
-    if (st == BF_OK) st = pin_param_only(p, place, err);
+    if (st == BF_OK) pin_param_only(sh->pv, n, place);
     for (size_t v = 0; st == BF_OK && v < n; v++) bytes[v] = place[v] ? bf_tensor_nbytes(&p->vals[v]) : 0;
     if (st == BF_OK) st = bf__plan_first_fit(n, place, bytes, first, last, off, &total, err);
     int va = -1, vb = -1, bad = st == BF_OK ? bf__dx_slots_overlap(n, place, bytes, first, last, off, &va, &vb) : 0;
@@ -230,6 +225,7 @@ void bf__dx_arena_use(bf__dx *dx, int own)
         for (size_t v = 0; dx->plan[t] && v < dx->sh->m->n_values; v++)
             if (bf__runtime(dx->plan[t], (int)v)) dx->plan[t]->vals[v].data = tab[v];
     }
+    bf__pv_golden(dx);
 }
 
 int bf__dx_arena_assumed(const bf__dx *dx, const bf_plan *p, int v)

@@ -194,18 +194,15 @@ static bf_status b_copies(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
 }
 
 /* Whether every operand of step s but its input (a Gemm's B and C, a
- * Conv's weight and bias) is a parameter or a constant. The links read
- * those in place from the worker's plan (diffchain_link.c), where a value
- * computed at run time (a bias behind an Identity, as torch exports
- * mobilenet_v2's shared ones) holds its golden bits only if some step or
- * fetch wrote them there (a slot never written reads as zeros): on a
- * graph whose Conv biases came through Identities, chain trials through
- * those Convs were not the exact engine's (test_diff_arena_pin.c). Such a
- * step is no link; the batch path fetches the value. */
-static int operands_fixed(const bf_plan *p, const bf__step *s)
+ * Conv's weight and bias) is a parameter, a constant, or a value computed
+ * from them that the campaign holds (dxparam.c). The links read those in
+ * place from the worker's plan (diffchain_link.c), which points at the
+ * held copies (bf__pv_golden); a value left unheld (over the limit, no
+ * arena) is fetched batch by batch only, so such a step is no link. */
+static int operands_fixed(const bf__dx_shared *sh, const bf_plan *p, const bf__step *s)
 {
     for (int j = 1; j < s->n_in; j++)
-        if (s->node->in[j] >= 0 && bf__runtime(p, s->node->in[j])) return 0;
+        if (s->node->in[j] >= 0 && bf__runtime(p, s->node->in[j]) && !bf__pvals_data(sh->pv, s->node->in[j])) return 0;
     return 1;
 }
 
@@ -226,7 +223,7 @@ static int64_t link_chains(bf__dx_shared *sh, bf_plan *plan[2], held h, int gemm
         bf__gemm_info g;
         sh->chain_next[k] = NOT_CHAIN;
         int gemm = gemms && gemm_link(sh, plan, k, &g), conv = bf__conv_shape(s, &c, &mm, &isp, &osp);
-        if ((gemm || conv) && !operands_fixed(p, s)) continue;
+        if ((gemm || conv) && !operands_fixed(sh, p, s)) continue;
         int pool = bf__pool_shape(s, &isp, &osp) && width_of(p, s->node->in[0]) % isp == 0;
         if (!gemm && !conv && !pool && !bf__unary_f32(s) && !(same_layout(p, s) && (!plan[1] || same_layout(plan[1], s))))
             continue;

@@ -243,7 +243,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     memset(dx->dch, 0, m->n_values * sizeof *dx->dch);
     p->psum = NULL;   /* a resume an error cut short */
     memset(dx->dlazy, 0, m->n_values);
-    bf__pv_batch(dx, p);
+    if ((st = bf__pv_batch(dx, p, b, err)) != BF_OK) return st;
     dx->approx = 0;
     int ov = sh->out_val;
     out_begin(dx, p, b);

@@ -83,15 +83,14 @@ bf_status bf__dx_try_conv(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done
     }
     const float *yg = bf__dx_golden(sh, yv, b);
     if (n != 1 || dx->state[xv] == DIRTY) return BF_OK;
-    const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
     /* A weight or bias computed at run time (a bias behind an Identity, as
      * torch exports mobilenet_v2's shared ones) is read in place below, by
-     * bf__conv_channel or the fused chain: golden, fetched as x is, never
-     * what the plan's slot held last */
-    for (int j = 1; j < s->n_in && j < 3; j++) {
-        bf_status st = bf__runtime(p, s->node->in[j]) ? bf__dx_fetch(dx, p, b, s->node->in[j], err) : BF_OK;
-        if (st != BF_OK) return st;
-    }
+     * bf__conv_channel or the fused chain: golden there (bf__pv_batch)
+     * unless another fault of the trial moved it, when more than one
+     * channel may move and the step runs whole */
+    for (int j = 1; j < s->n_in && j < 3; j++)
+        if (s->node->in[j] >= 0 && dx->state[s->node->in[j]] == DIRTY) return BF_OK;
+    const bf__dx_weight *w = dx->pfault[m->values[s->node->in[slot]].index];
     if (!yg) {
         int64_t cin, cout, isp, osp, wn = bf_tensor_numel(&p->vals[s->node->in[1]]);
         if (p->step_hit[i] || !bf__conv_shape(s, &cin, &cout, &isp, &osp) || cout <= 0 || wn < cout) return BF_OK;

@@ -28,6 +28,10 @@ struct bf__pvals {
     int *perm;                   /* per value with from >= 0: Transpose's permutation ([BF_MAX_DIMS]), or
                                   * perm[0] -1: the same flat index (Reshape and the like) */
     int *step;                   /* per value: the step computing it */
+    int *held;                   /* the values held (data non-NULL), in value order */
+    int *left;                   /* the values computed from parameters and constants alone that are not held
+                                  * (over the limit, no arena): a worker fetches them at each batch's start */
+    size_t n_held, n_left;
     bf__warena *arena;
     size_t total;
 };
@@ -41,6 +45,8 @@ void bf__pvals_free(bf__pvals *pv)
     bf__free(pv->from);
     bf__free(pv->perm);
     bf__free(pv->step);
+    bf__free(pv->held);
+    bf__free(pv->left);
     bf__free(pv);
 }
 
@@ -131,6 +137,37 @@ static size_t choose(bf__pvals *pv, bf_plan *const plan[2], size_t limit)
     return total;
 }
 
+/* The values held, and those left: every run-time value whose step reads
+ * only parameters, constants and values of the same kind (as held values'
+ * steps do) that is not held. */
+static bf_status lists(bf__pvals *pv, const bf_plan *p, bf_error *err)
+{
+    const bf_model *m = p->model;
+    unsigned char *fixed = bf__calloc(m->n_values + 1, 1);
+    pv->held = bf__malloc((m->n_values + 1) * sizeof *pv->held);
+    pv->left = bf__malloc((m->n_values + 1) * sizeof *pv->left);
+    if (!fixed || !pv->held || !pv->left) {
+        bf__free(fixed);
+        return bf__dx_oom(err);
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__step *s = &p->steps[i];
+        int ok = 1;
+        for (int j = 0; j < s->n_in && ok; j++) {
+            int x = s->node->in[j];
+            ok = x < 0 || p->val_step[x] == BF__VAL_NOT_RUN || fixed[x];
+        }
+        for (int j = 0; j < s->n_out && ok; j++)
+            if (s->node->out[j] >= 0) fixed[s->node->out[j]] = 1;
+    }
+    for (size_t v = 0; v < m->n_values; v++) {
+        if (pv->data[v]) pv->held[pv->n_held++] = (int)v;
+        else if (fixed[v]) pv->left[pv->n_left++] = (int)v;
+    }
+    bf__free(fixed);
+    return BF_OK;
+}
+
 bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out, bf_error *err)
 {
     bf_plan *p = plan[0];
@@ -149,9 +186,13 @@ bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out,
     if (!pv->data || !pv->bytes || !pv->from || !pv->step || !pv->perm || !home) { st = bf__dx_oom(err); goto out; }
     for (size_t v = 0; v < m->n_values; v++) pv->from[v] = pv->step[v] = -1;
     pv->total = choose(pv, plan, limit);
-    /* no arena (not Linux, no memory): none, and the steps run as before */
-    if (!pv->total || !(pv->arena = bf__warena_create(pv->total))) goto out;
-    for (size_t v = 0; v < m->n_values; v++) {
+    /* no arena (not Linux, no memory): none held, every such value left to
+     * the workers' fetch (bf__pv_batch), as the steps ran before */
+    if (pv->total && !(pv->arena = bf__warena_create(pv->total))) {
+        for (size_t v = 0; v < m->n_values; v++) pv->data[v] = NULL, pv->from[v] = pv->step[v] = -1;
+        pv->total = 0;
+    }
+    for (size_t v = 0; pv->arena && v < m->n_values; v++) {
         home[v] = p->vals[v].data;
         if (!pv->data[v]) continue;
         p->vals[v].data = pv->data[v] = bf__warena_take(pv->arena, pv->bytes[v] ? pv->bytes[v] : 1);
@@ -159,17 +200,18 @@ bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out,
     }
     /* computed in step order by plan 0's own steps: the bytes its pass
      * computes (no fault is written while a campaign is set up) */
-    for (size_t i = 0; i < p->n_steps && st == BF_OK; i++) {
+    for (size_t i = 0; pv->arena && i < p->n_steps && st == BF_OK; i++) {
         const bf__step *s = &p->steps[i];
         int mine = 0;
         for (int j = 0; j < s->n_out; j++) mine |= s->node->out[j] >= 0 && pv->step[s->node->out[j]] == (int)i;
         if (mine) st = bf__plan_run_step(p, i, err);
     }
-    for (size_t v = 0; v < m->n_values; v++) p->vals[v].data = home[v];
-    if (st == BF_OK) bf__warena_seal(pv->arena);
+    for (size_t v = 0; pv->arena && v < m->n_values; v++) p->vals[v].data = home[v];
+    if (st == BF_OK && pv->arena) bf__warena_seal(pv->arena);
+    if (st == BF_OK) st = lists(pv, p, err);
 out:
     bf__free(home);
-    if (st == BF_OK && pv->arena) {
+    if (st == BF_OK) {
         *out = pv;
         return BF_OK;
     }
@@ -179,6 +221,11 @@ out:
 
 const void *bf__pvals_data(const bf__pvals *pv, int v) { return pv && v >= 0 ? pv->data[v] : NULL; }
 size_t bf__pvals_bytes(const bf__pvals *pv) { return pv ? pv->total : 0; }
+const int *bf__pvals_left(const bf__pvals *pv, size_t *n)
+{
+    *n = pv ? pv->n_left : 0;
+    return pv ? pv->left : NULL;
+}
 int bf__pvals_step(const bf__pvals *pv, size_t i, const bf_plan *p)
 {
     if (!pv) return 0;
@@ -212,7 +259,8 @@ bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int
     dx->n_pvw = 0;
     if (!pv) return BF_OK;
     bf_plan *p = dx->plan[0];
-    for (size_t v = 0; v < pv->n_values; v++) {
+    for (size_t h = 0; h < pv->n_held; h++) {
+        int v = pv->held[h];
         if (pv->from[v] < 0 || !dx->pfaults[pv->from[v]]) continue;
         if (!dx->pv_view[v] && !(dx->pv_view[v] = bf__wview_create(pv->arena, pv->data[v], pv->bytes[v]))) continue;
         /* its step reads the faulty parameter: not run, the view is the value */
@@ -224,7 +272,8 @@ bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int
     for (size_t k = 0; k < n_w; k++) {
         int pq = sh->m->param_vals[w[k].param];
         es = bf_dtype_size(p->vals[pq].dtype);
-        for (size_t v = 0; v < pv->n_values; v++) {
+        for (size_t h = 0; h < pv->n_held; h++) {
+            int v = pv->held[h];
             if (!dx->pv_hit[v] || pv->from[v] != (int)w[k].param) continue;
             if (dx->n_pvw == dx->pvw_cap) {
                 size_t cap = dx->pvw_cap ? 2 * dx->pvw_cap : 16;
@@ -234,22 +283,38 @@ bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int
                 dx->pvw_cap = cap;
             }
             /* the faulty element's bits, as the plan stores the parameter */
-            int64_t j = moved_index(pv, p, (int)v, w[k].index);
+            int64_t j = moved_index(pv, p, v, w[k].index);
             memcpy((char *)dx->pv_view[v] + (size_t)j * es, (const char *)p->vals[pq].data + (size_t)w[k].index * es, es);
-            dx->pvw[dx->n_pvw++] = (bf__pv_write){.value = (int)v, .at = (size_t)j * es, .size = es};
+            dx->pvw[dx->n_pvw++] = (bf__pv_write){.value = v, .at = (size_t)j * es, .size = es};
         }
     }
     return BF_OK;
 }
 
-void bf__pv_batch(bf__dx *dx, bf_plan *p)
+void bf__pv_golden(bf__dx *dx)
 {
     const bf__pvals *pv = dx->sh->pv;
-    for (size_t v = 0; pv && v < pv->n_values; v++)
-        if (dx->pv_hit[v]) {
-            p->vals[v].data = dx->pv_view[v];
-            dx->state[v] = DIRTY;
-        }
+    for (int t = 0; pv && t < 2; t++)
+        for (size_t h = 0; dx->plan[t] && h < pv->n_held; h++) dx->plan[t]->vals[pv->held[h]].data = pv->data[pv->held[h]];
+}
+
+bf_status bf__pv_batch(bf__dx *dx, bf_plan *p, int64_t b, bf_error *err)
+{
+    const bf__pvals *pv = dx->sh->pv;
+    for (size_t h = 0; pv && h < pv->n_held; h++) {
+        int v = pv->held[h];
+        p->vals[v].data = dx->pv_hit[v] ? dx->pv_view[v] : pv->data[v];
+        if (dx->pv_hit[v]) dx->state[v] = DIRTY;
+    }
+    /* a left one whose step reads the trial's faulty parameter runs at its
+     * step, as before */
+    for (size_t k = 0; pv && k < pv->n_left; k++) {
+        int v = pv->left[k], s = p->val_step[v];
+        if (s >= 0 && dx->param_hit[s]) continue;
+        bf_status st = bf__dx_fetch(dx, p, b, v, err);
+        if (st != BF_OK) return st;
+    }
+    return BF_OK;
 }
 
 void bf__pv_trial_end(bf__dx *dx)
@@ -269,7 +334,7 @@ void bf__pv_trial_end(bf__dx *dx)
         bf__wview_drop((char *)dx->pv_view[x->value] + at, (end - at + pg - 1) / pg * pg);
     }
     dx->n_pvw = 0;
-    for (size_t v = 0; v < pv->n_values; v++) dx->pv_hit[v] = 0;
+    for (size_t h = 0; h < pv->n_held; h++) dx->pv_hit[pv->held[h]] = 0;
 }
 
 bf_status bf__pv_init(bf__dx *dx, bf_error *err)
@@ -283,7 +348,8 @@ bf_status bf__pv_init(bf__dx *dx, bf_error *err)
 void bf__pv_free(bf__dx *dx)
 {
     const bf__pvals *pv = dx->sh->pv;
-    for (size_t v = 0; pv && dx->pv_view && v < pv->n_values; v++) bf__wview_free(dx->pv_view[v], pv->bytes[v]);
+    for (size_t h = 0; pv && dx->pv_view && h < pv->n_held; h++)
+        bf__wview_free(dx->pv_view[pv->held[h]], pv->bytes[pv->held[h]]);
     bf__free(dx->pv_view);
     bf__free(dx->pv_hit);
     bf__free(dx->pvw);

@@ -188,32 +188,14 @@ static bf_status lay_out(bf__ckpt *ck, const bf_plan *p, const int *last, const 
 }
 
 bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                          const double *param_mass, const double *value_mass, size_t budget, bf__ckpt **out,
-                          bf_error *err)
+                          const double *param_mass, const double *value_mass, size_t budget, const bf__ckpt_opts *opts,
+                          bf__ckpt **out, bf_error *err)
 {
-    return bf__ckpt_create_drawn(p, samples, trials, step_cost, param_mass, value_mass, budget, NULL, NULL, out, err);
-}
-
-bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                                const double *param_mass, const double *value_mass, size_t budget,
-                                bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
-{
-    return bf__ckpt_create_priced(p, samples, trials, step_cost, param_mass, value_mass, budget, BF__CKPT_BYTE_SECONDS,
-                                  drawn, user, out, err);
-}
-
-bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                                 const double *param_mass, const double *value_mass, size_t budget, double byte_s,
-                                 bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
-{
-    return bf__ckpt_create_paged(p, samples, trials, step_cost, param_mass, value_mass, budget, byte_s, 0, drawn, user,
-                                 out, err);
-}
-
-bf_status bf__ckpt_create_paged(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                                const double *param_mass, const double *value_mass, size_t budget, double byte_s,
-                                int huge, bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err)
-{
+    const bf__ckpt_opts none = {0}, *o = opts ? opts : &none;
+    double byte_s = o->byte_s;
+    int huge = o->huge;
+    bf__ckpt_drawn drawn = o->drawn;
+    void *user = o->user;
     const bf_model *m = p->model;
     size_t n = p->n_steps;
     *out = NULL;

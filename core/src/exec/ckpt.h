@@ -28,32 +28,31 @@ typedef struct bf__ckpt bf__ckpt;
  * whose faults land in parameter q or value v. Cuts lie at or before the
  * first dynamic step and never inside a Conv + activation pair. When no cut
  * fits, *out holds none (every run starts at step 0). */
-bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                          const double *param_mass, const double *value_mass, size_t budget, bf__ckpt **out,
-                          bf_error *err);
-/* As bf__ckpt_create, and when the campaign's trials are known before its
- * golden pass: the store then holds, of what the choice kept, only the
- * values those trials put back (a skipped step's, a one-channel Conv's and
- * the steps following its channel), so the golden pass records and pages
- * in no more. drawn(user, ck, tr, err) runs each trial's begin, faults and
- * end on tr; the runs of those trials are the same as with the whole
- * store. Without memory for the marks, the whole store. */
 struct bf__ckpt_trial;
 typedef bf_status (*bf__ckpt_drawn)(void *user, const bf__ckpt *ck, struct bf__ckpt_trial *tr, bf_error *err);
-bf_status bf__ckpt_create_drawn(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                                const double *param_mass, const double *value_mass, size_t budget,
-                                bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
-/* As bf__ckpt_create_drawn, a recorded byte priced at byte_s seconds
- * instead of BF__CKPT_BYTE_SECONDS (ckpt_impl.h; <= 0: that): the
- * campaign's choice where fresh pages measure dear (campaign_ckpt.c) */
-bf_status bf__ckpt_create_priced(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                                 const double *param_mass, const double *value_mass, size_t budget, double byte_s,
-                                 bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
-/* As bf__ckpt_create_priced, the checkpoints' block in 2 MiB pages when
- * `huge` (bf__ckpt_host_pages chose them; the same bytes either way) */
-bf_status bf__ckpt_create_paged(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
-                                const double *param_mass, const double *value_mass, size_t budget, double byte_s,
-                                int huge, bf__ckpt_drawn drawn, void *user, bf__ckpt **out, bf_error *err);
+/* What the campaign knows besides the costs; all zero (or opts NULL): the
+ * defaults.
+ * - drawn, user: when the campaign's trials are known before its golden
+ *   pass, the store holds, of what the choice kept, only the values those
+ *   trials put back (a skipped step's, a one-channel Conv's and the steps
+ *   following its channel), so the golden pass records and pages in no
+ *   more. drawn(user, ck, tr, err) runs each trial's begin, faults and end
+ *   on tr; the runs of those trials are the same as with the whole store.
+ *   Without memory for the marks, the whole store. NULL: the whole store.
+ * - byte_s: a recorded byte priced at byte_s seconds instead of
+ *   BF__CKPT_BYTE_SECONDS (ckpt_impl.h; <= 0: that): the campaign's choice
+ *   where fresh pages measure dear (campaign_ckpt.c).
+ * - huge: the checkpoints' block in 2 MiB pages (bf__ckpt_host_pages
+ *   chose them; the same bytes either way). */
+typedef struct bf__ckpt_opts {
+    bf__ckpt_drawn drawn;
+    void *user;
+    double byte_s;
+    int huge;
+} bf__ckpt_opts;
+bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
+                          const double *param_mass, const double *value_mass, size_t budget, const bf__ckpt_opts *opts,
+                          bf__ckpt **out, bf_error *err);
 /* the price the checkpoints were chosen at, seconds a byte */
 double bf__ckpt_byte_price(const bf__ckpt *ck);
 /* This host's pages and price for the checkpoints, from one measurement:

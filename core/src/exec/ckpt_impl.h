@@ -137,7 +137,7 @@ bf_status bf__ckpt_graph(bf__ckpt *ck, const bf_plan *p);
  * skip, kept if recording them costs the golden pass less than the trials
  * save. mass[i]: the share of faults first landing in step i (of mtotal);
  * Sets the offsets from *off on. */
-/* The store cut to what drawn's trials put back (bf__ckpt_create_drawn);
+/* The store cut to what drawn's trials put back (bf__ckpt_opts.drawn);
  * ck->sample_bytes with it. */
 bf_status bf__ckpt_store_drawn(bf__ckpt *ck, const bf_plan *p, bf__ckpt_drawn drawn, void *user, bf_error *err);
 bf_status bf__ckpt_choose_store(bf__ckpt *ck, const bf_plan *p, const double *mass, double mtotal,
