@@ -39,7 +39,8 @@ test-deps:
 # test takes"). SAN_DEBUG=-DCMAKE_C_FLAGS_DEBUG=-g gives gdb its variables back.
 SAN_DEBUG ?= -DCMAKE_C_FLAGS_DEBUG=-g1
 
-# CMake's generator for a new build folder: Ninja where it is installed
+# CMake's generator for a new build folder (the release, ASan, TSan and fuzz
+# builds alike): Ninja where it is installed
 # (scripts/install-deps.sh installs ninja-build), else CMake's default (make).
 # Why: the make generator starts a `cmake -E` process for each object's and
 # each link's message, each target's dependency scan and link script, ~0.07
@@ -62,11 +63,11 @@ CMAKE_GEN = $(if $(NINJA),$(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja))
 BENCH ?= ON
 BUILD_RELEASE = cmake -S . -B $(BUILD) $(call CMAKE_GEN,$(BUILD)) -DCMAKE_BUILD_TYPE=Release -DBF_BENCH=$(BENCH) >/dev/null && \
   MAKEFLAGS=--no-print-directory cmake --build $(BUILD) -j $(JOBS)
-BUILD_ASAN = cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON $(SAN_DEBUG) >/dev/null && \
+BUILD_ASAN = cmake -S . -B $(ASAN_BUILD) $(call CMAKE_GEN,$(ASAN_BUILD)) -DCMAKE_BUILD_TYPE=Debug -DBF_SANITIZE=ON $(SAN_DEBUG) >/dev/null && \
   MAKEFLAGS=--no-print-directory cmake --build $(ASAN_BUILD) -j $(JOBS)
-BUILD_TSAN = cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON $(SAN_DEBUG) >/dev/null && \
+BUILD_TSAN = cmake -S . -B $(TSAN_BUILD) $(call CMAKE_GEN,$(TSAN_BUILD)) -DCMAKE_BUILD_TYPE=Debug -DBF_TSAN=ON $(SAN_DEBUG) >/dev/null && \
   MAKEFLAGS=--no-print-directory cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded-tests
-BUILD_FUZZ = CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON $(SAN_DEBUG) >/dev/null && \
+BUILD_FUZZ = CC=clang cmake -S . -B $(FUZZ_BUILD) $(call CMAKE_GEN,$(FUZZ_BUILD)) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON $(SAN_DEBUG) >/dev/null && \
   MAKEFLAGS=--no-print-directory cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
 RUN_RELEASE = cd $(BUILD) && ctest --output-on-failure -j $(JOBS); s=$$?; cd - >/dev/null; \
   [ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"; \
