@@ -200,7 +200,7 @@ static void golden_pass(const bf_model *m, const char *const *want_names, size_t
     bf__gcache *gc = NULL;
     bf_error err = {0};
     if (bf__gcache_build(p, NULL, threads, feeds, BATCHES * BATCH, BF_CACHE_BUDGET_DEFAULT, NULL, want, 0, NULL, NULL, NULL,
-                         gold, NULL, &gc, &err) != BF_OK)
+                         gold, NULL, 0, &gc, &err) != BF_OK)
         fail_msg("%s: %s", at, err.msg);
     if (bf__gcache_pairs(gc) != pairs * BATCHES)
         fail_msg("%s: the golden pass ran %lld pairs, expected %lld", at, (long long)bf__gcache_pairs(gc),

@@ -403,7 +403,7 @@ static void golden_cache_same_on_any_threads(void **state)
             gold[n - 1] = malloc(out_bytes + 1);
             assert_non_null(gold[n - 1]);
             memset(gold[n - 1], 0xA5, out_bytes);   /* every byte must be written */
-            if (bf__dx_shared_golden(evs, n, samples, cols, BF_CACHE_BUDGET_DEFAULT, NULL, NULL, gold[n - 1], &sh[n - 1],
+            if (bf__dx_shared_golden(evs, n, samples, cols, BF_CACHE_BUDGET_DEFAULT, NULL, NULL, gold[n - 1], 0, &sh[n - 1],
                                      &err) != BF_OK)
                 fail_msg("%s on %d threads: %s", fx[f], n, err.msg);
             assert_memory_equal(gold[n - 1], plain.outputs, out_bytes);
@@ -418,7 +418,7 @@ static void golden_cache_same_on_any_threads(void **state)
             float *g = malloc(out_bytes + 1);
             assert_non_null(g);
             memset(g, 0xA5, out_bytes);
-            if (bf__dx_shared_golden(&e1, 1, samples, cols, 1, NULL, NULL, g, &s1, &err) != BF_OK)
+            if (bf__dx_shared_golden(&e1, 1, samples, cols, 1, NULL, NULL, g, 0, &s1, &err) != BF_OK)
                 fail_msg("%s: %s", fx[f], err.msg);
             assert_memory_equal(g, plain.outputs, out_bytes);
             bf__dx_shared_free(s1);

@@ -108,7 +108,7 @@ static void roots_keep_what_the_faults_read(void **state)
         assert_non_null(gold[k]);
         memset(gold[k], 0xA5, out_bytes);
         if (bf__dx_shared_golden(&ev[k], 1, plain.samples, plain.out_cols, BF_CACHE_BUDGET_DEFAULT, k ? NULL : roots, NULL,
-                                 gold[k], &sh[k], &err) != BF_OK)
+                                 gold[k], 0, &sh[k], &err) != BF_OK)
             fail_msg("%s", err.msg);
         assert_memory_equal(gold[k], plain.outputs, out_bytes);
     }
@@ -253,7 +253,7 @@ static void lean_pairs_store_the_activation(void **state)
         assert_non_null(gold[lean]);
         memset(gold[lean], 0xA5, out_bytes);
         if (bf__gcache_build(&full, rest ? &rest : NULL, 1, feeds, plain.samples, BF_CACHE_BUDGET_DEFAULT, NULL, want,
-                             lean, NULL, NULL, NULL, gold[lean], NULL, &gc[lean], &err) != BF_OK)
+                             lean, NULL, NULL, NULL, gold[lean], NULL, 0, &gc[lean], &err) != BF_OK)
             fail_msg("%s", err.msg);
         assert_memory_equal(gold[lean], plain.outputs, out_bytes);
     }
@@ -313,7 +313,7 @@ static size_t served_for(const bf_model *m, const bf_dataset *ds, const bf_campa
     bf_evaluator *ev = golden_ev(m, ds);
     bf__dx_shared *sh = NULL;
     bf_error err = {0};
-    if (bf__dx_shared_golden(&ev, 1, plain->samples, plain->out_cols, BF_CACHE_BUDGET_DEFAULT, roots, NULL, gold, &sh,
+    if (bf__dx_shared_golden(&ev, 1, plain->samples, plain->out_cols, BF_CACHE_BUDGET_DEFAULT, roots, NULL, gold, 0, &sh,
                              &err) != BF_OK)
         fail_msg("%s", err.msg);
     size_t b = bf__gcache_served(bf__dx_shared_cache(sh));

@@ -399,7 +399,7 @@ static bf_status drawn_roots(const bf_campaign *c, const bf_campaign_spec *spec,
     return BF_OK;
 }
 
-/* The golden cache's pages (bf__dx_shared_golden_paged): 2 MiB ones where
+/* The golden cache's pages (bf__dx_shared_golden): 2 MiB ones where
  * this host's measurement says its 4 KiB fresh pages are dear and its
  * 2 MiB ones cheap (bf__campaign_host), asked only when the cache may hold
  * GOLDEN_HUGE_BYTES or more (one arena a batch bounds it, as
@@ -451,7 +451,7 @@ static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spe
     if ((st = drawn_roots(c, spec, prep, &roots, &rc, err)) != BF_OK) return st;
     c->golden.gdx_shard_index = roots && shard_of(prep) ? prep->shard_index : 0;
     c->golden.gdx_shard_count = roots && shard_of(prep) ? prep->shard_count : 1;
-    st = bf__dx_shared_golden_paged(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
+    st = bf__dx_shared_golden(c->golden.gev, c->golden.n_gev, samples, cols, (size_t)c->golden.gdx_budget, roots,
                                     roots ? &rc : NULL, c->golden.out, cache_pages(c, ev, prep), &c->golden.gdx, err);
     bf__free(roots);
     bf__free((void *)rc.val);

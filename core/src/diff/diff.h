@@ -112,7 +112,7 @@ typedef struct bf__gcache bf__gcache;
  * bf__psum_alloc: their checkpoints for n_batches batches while they fit in
  * room bytes (returns the bytes taken), a block whose checkpoints are all
  * kept written with `pages` beside BF__WRITE_ONCE (the cache's,
- * bf__gcache_build_paged). The golden pass brackets each step with
+ * bf__gcache_build). The golden pass brackets each step with
  * bf__psum_golden_begin / _end (saving when begin says 1); a trial's
  * whole run of step i on batch b whose data input moved in channel c alone
  * with bf__psum_resume_begin (> 0: the first chunk it runs, the checkpoint
@@ -178,15 +178,10 @@ size_t bf__pvals_bytes(const bf__pvals *pv);
  * what bf__gcache_plan gave for the same arguments, copied for
  * bf__gcache_planned rather than planned twice. ps (NULL: none): the
  * partial-sum checkpoints, allocated from what the budget leaves after the
- * cache and saved on the way (diffpsum.c). */
+ * cache and saved on the way (diffpsum.c). pages: beside BF__WRITE_ONCE for
+ * the stored blocks and ps's (BF__WRITE_HUGE: 2 MiB pages, base/warena.h;
+ * 0: 4 KiB pages). */
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
-                           int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
-                           int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
-                           float *golden_out, bf__psum_store *ps, bf__gcache **out, bf_error *err);
-/* As bf__gcache_build, the stored blocks (and ps's, bf__psum_alloc) written
- * with `pages` beside BF__WRITE_ONCE (BF__WRITE_HUGE: 2 MiB pages,
- * base/warena.h; 0: as bf__gcache_build) */
-bf_status bf__gcache_build_paged(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
                                  int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
                                  int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
                                  float *golden_out, bf__psum_store *ps, unsigned pages, bf__gcache **out,
@@ -271,15 +266,11 @@ void bf__dx_shared_free(bf__dx_shared *sh);
  * budget leaves out. With roots, the pass also saves the partial-sum
  * checkpoints of the Convs those faults can move one channel of the input
  * of (diffpsum.c), within the same budget: with rc (NULL: none), only the
- * checkpoints the listed faults' channels resume from. */
-bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
-                               bf__dx_shared **out, bf_error *err);
-/* As bf__dx_shared_golden, the cache's stored blocks and the partial-sum
- * checkpoints written with `pages` (BF__WRITE_HUGE or 0) beside
- * BF__WRITE_ONCE: the campaign's choice from
- * this host's measured pages (bf_host_pages). The same values either way. */
-bf_status bf__dx_shared_golden_paged(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols,
+ * checkpoints the listed faults' channels resume from. The cache's stored
+ * blocks and the checkpoints are written with `pages` (BF__WRITE_HUGE or 0)
+ * beside BF__WRITE_ONCE: the campaign's choice from this host's measured
+ * pages (bf_host_pages); the same values either way. */
+bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols,
                                      size_t budget, const unsigned char *roots, const bf__root_chans *rc,
                                      float *golden_out, unsigned pages, bf__dx_shared **out, bf_error *err);
 /* The partial-sum checkpoints' bytes and Convs (0: none) */

@@ -628,7 +628,7 @@ static bf_status shared_cache(bf__dx_shared *sh, bf_evaluator *const *evs, int n
      * CNN's last Conv through its classifier), and must not follow the
      * draw (lean_ok) */
     if (lean && want_trim) want = want_trim;
-    st = bf__gcache_build_paged(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must,
+    st = bf__gcache_build(plans, plans[n_ev] ? plans + n_ev : NULL, n_ev, feeds, sh->samples, budget, must,
                                 want, lean, sh->pv, planned, golden, golden_out, sh->ps, pages, &sh->gc, err);
 out:
     bf__free(planned);
@@ -666,14 +666,7 @@ bf_status bf__dx_shared_finish(bf__dx_shared *sh, bf_evaluator *ev, const float 
 
 size_t bf__dx_shared_psum_bytes(const bf__dx_shared *sh, int *convs) { return bf__psum_bytes(sh->ps, convs); }
 
-bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols, size_t budget,
-                               const unsigned char *roots, const bf__root_chans *rc, float *golden_out,
-                               bf__dx_shared **out, bf_error *err)
-{
-    return bf__dx_shared_golden_paged(evs, n_ev, samples, out_cols, budget, roots, rc, golden_out, 0, out, err);
-}
-
-bf_status bf__dx_shared_golden_paged(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols,
+bf_status bf__dx_shared_golden(bf_evaluator *const *evs, int n_ev, int64_t samples, int64_t out_cols,
                                      size_t budget, const unsigned char *roots, const bf__root_chans *rc,
                                      float *golden_out, unsigned pages, bf__dx_shared **out, bf_error *err)
 {

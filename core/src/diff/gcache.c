@@ -70,7 +70,7 @@ struct bf__gcache {
     double *step_s;           /* per plan step: seconds a full batch took, averaged over the pass */
     size_t n_steps;
     int64_t n_pairs;          /* 1x1 -> depthwise pairs the pass ran together (pass_pairs) */
-    unsigned pages;           /* the stored blocks' pages beside BF__WRITE_ONCE (bf__gcache_build_paged) */
+    unsigned pages;           /* the stored blocks' pages beside BF__WRITE_ONCE (bf__gcache_build) */
 };
 
 void bf__gcache_free(bf__gcache *gc)
@@ -749,15 +749,6 @@ static bf_status run_fillers(bf__gcache *gc, filler *fs, int n_plans, bf_error *
 }
 
 bf_status bf__gcache_build(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
-                           int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
-                           int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
-                           float *golden_out, bf__psum_store *ps, bf__gcache **out, bf_error *err)
-{
-    return bf__gcache_build_paged(full, rest, n_plans, feeds, samples, budget, must, want, lean, pv, planned, golden,
-                                  golden_out, ps, 0, out, err);
-}
-
-bf_status bf__gcache_build_paged(bf_plan *const *full, bf_plan *const *rest, int n_plans, const bf_tensor *const *feeds,
                                  int64_t samples, size_t budget, const unsigned char *must, const unsigned char *want,
                                  int lean, const bf__pvals *pv, const unsigned char *planned, const float *golden,
                                  float *golden_out, bf__psum_store *ps, unsigned pages, bf__gcache **out,
