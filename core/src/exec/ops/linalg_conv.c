@@ -306,36 +306,33 @@ EPI_AVX512 static void epilogue_avx512(int bn, float a, float b, const float *re
 }
 #endif
 
-static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
+static void epilogue_run(int simd, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
                          int64_t n);
 
 void bf__conv_res_plane(int simd, const bf__act *act, const float *r, float *y, int64_t n)
 {
-    int avx2 = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    avx2 = simd >= BF_SGEMM_AVX512 ? 2 : simd >= BF_SGEMM_AVX2;
-#endif
-    (void)simd;
-    epilogue_run(avx2, 0, 1.0f, 0.0f, r, act->res_a, act, y, n);
+    epilogue_run(simd, 0, 1.0f, 0.0f, r, act->res_a, act, y, n);
 }
 
-static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
+/* simd: the level the product ran at (BF_SGEMM_*): the epilogue's copy of
+ * the same width, chosen here once for every caller */
+static void epilogue_run(int simd, int bn, float a, float b, const float *r, int res_a, const bf__act *act, float *y,
                          int64_t n)
 {
     for (int64_t o = 0; o < n; o += EPI_CHUNK) {
         int64_t len = n - o < EPI_CHUNK ? n - o : EPI_CHUNK;
         const float *ro = r ? r + o : NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
-        if (avx2 == 2) {
+        if (simd >= BF_SGEMM_AVX512) {
             epilogue_avx512(bn, a, b, ro, res_a, act, y + o, len);
             continue;
         }
-        if (avx2) {
+        if (simd >= BF_SGEMM_AVX2) {
             epilogue_avx2(bn, a, b, ro, res_a, act, y + o, len);
             continue;
         }
 #endif
-        (void)avx2;
+        (void)simd;
         epilogue_plain(bn, a, b, ro, res_a, act, y + o, len);
     }
 }
@@ -345,12 +342,8 @@ static void epilogue_run(int avx2, int bn, float a, float b, const float *r, int
  * computed per plane as the BN kernel computes them */
 static void conv_epilogue(const bf__conv_params *cp, const bf__ctx *c, float *y)
 {
-    int avx2 = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    avx2 = cp->simd >= BF_SGEMM_AVX512 ? 2 : cp->simd >= BF_SGEMM_AVX2;   /* 2: the 16-wide copy */
-#endif
     if (!c->bn) {
-        epilogue_run(avx2, 0, 1.0f, 0.0f, c->res, c->res_a, c->act, y, cp->n * cp->m * cp->osp);
+        epilogue_run(cp->simd, 0, 1.0f, 0.0f, c->res, c->res_a, c->act, y, cp->n * cp->m * cp->osp);
         return;
     }
     for (int64_t n = 0; n < cp->n; n++)
@@ -358,7 +351,7 @@ static void conv_epilogue(const bf__conv_params *cp, const bf__ctx *c, float *y)
             float a, b;
             bf__bnorm_coef(c->bn, ch, &a, &b);
             int64_t at = (n * cp->m + ch) * cp->osp;
-            epilogue_run(avx2, 1, a, b, c->res ? c->res + at : NULL, c->res_a, c->act, y + at, cp->osp);
+            epilogue_run(cp->simd, 1, a, b, c->res ? c->res + at : NULL, c->res_a, c->act, y + at, cp->osp);
         }
 }
 
@@ -406,10 +399,6 @@ int bf__conv_channel_epi(const bf__step *st, const bf__ctx *c, int64_t ch, void 
     float *y = c->out[0]->data;
     conv_channels(cp, c->in[0]->data, c->in[1]->data, NULL, cp->has_bias ? c->in[2]->data : NULL, NULL, y, scratch, ch,
                   NULL);
-    int avx2 = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-    avx2 = cp->simd >= BF_SGEMM_AVX512 ? 2 : cp->simd >= BF_SGEMM_AVX2;
-#endif
     /* conv_epilogue's operations on this channel's planes: elementwise, so
      * the chunks it cut the whole output into give the same bits; a clamp
      * a path's epilogue applies (not bare) is bf__act_apply's, as here */
@@ -417,7 +406,7 @@ int bf__conv_channel_epi(const bf__step *st, const bf__ctx *c, int64_t ch, void 
     if (c->bn) bf__bnorm_coef(c->bn, ch, &a, &b);
     for (int64_t n = 0; n < cp->n; n++) {
         int64_t at = (n * cp->m + ch) * cp->osp;
-        epilogue_run(avx2, c->bn != NULL, a, b, c->res ? c->res + at : NULL, c->res_a, c->act, y + at, cp->osp);
+        epilogue_run(cp->simd, c->bn != NULL, a, b, c->res ? c->res + at : NULL, c->res_a, c->act, y + at, cp->osp);
     }
     return 1;
 }
