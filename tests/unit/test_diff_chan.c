@@ -402,6 +402,58 @@ static void segmenter_outputs_in_place(void **state)
     bf_model_free(m);
 }
 
+/* A Conv's fused chain whose output only depthwise Convs read
+ * (mobilenet_v2's expansion -> Clip): the golden cache leaves it out where
+ * the pass runs such chains lean (diffshared.c, root_values; bf__own_chan),
+ * and a trial with a fault in that Conv writes its one moved channel with
+ * nothing to compare it with, the depthwise Conv comparing its own
+ * (diffchan.c, bf__dx_chain_channel); where a depthwise Conv must read it
+ * whole (its own output not held either, under a small budget), the chain
+ * runs whole from the cache's inputs (chain_whole). Cache budgets of 100 KB
+ * and 1 MB on the fixture (batch 5: 20 and 24 such whole runs of the
+ * 60 trials, seen with a temporary count when this was written), 1 and 2
+ * threads: every record the exact engine's. */
+static void chain_without_golden_matches_exact(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_open(BF_FIXTURES "/real/mobilenet_v2", &m, &ds);
+    double scale = tc_out_scale(m, ds);
+    const tc_config w1 = W1;
+    bf_campaign_spec s = tc_config_spec(&w1, 5, TRIALS, 5, all, 1);
+    tc_tally t = {0};
+    tc_recs ex = {0};
+    int64_t chan = 0;
+    run_one(m, ds, &s, 2, 1, "exact", &ex, &chan, NULL);
+    static const int64_t budgets[] = {100000, 1000000};
+    for (size_t k = 0; k < 2; k++)
+        for (int th = 1; th <= 2; th++) {
+            bf_campaign *c = tc_make(m, ds, &s);
+            tc_recs df = {0};
+            df.r = calloc((size_t)bf_campaign_num_trials(c) + 1, sizeof *df.r);
+            assert_non_null(df.r);
+            bf_campaign_opts o = {.threads = th, .no_full_pass = 1, .cache_budget = budgets[k], .on_trial = tc_keep,
+                                  .user = &df};
+            bf_campaign_result res;
+            bf_error err = {0};
+            char label[96];
+            snprintf(label, sizeof label, "budget %lld, %d thread%s", (long long)budgets[k], th, th > 1 ? "s" : "");
+            if (bf_campaign_run(c, &o, &res, &err) != BF_OK) fail_msg("%s: %s", label, err.msg);
+            assert_int_equal(res.trials_done, df.n);
+            chan += res.chan_steps;
+            bf_campaign_result_free(&res);
+            bf_campaign_free(c);
+            tc_compare("mobilenet_v2, chains without golden", label, &ex, &df, scale, &t);
+            free(df.r);
+        }
+    free(ex.r);
+    assert_true(chan > 0);
+    tc_assert_agree("chains without golden (mobilenet_v2), differential vs exact", &t, 4 * TRIALS);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +464,7 @@ int main(void)
         cmocka_unit_test(segmenter_heads_match_exact),
         cmocka_unit_test(near_exact_agrees),
         cmocka_unit_test(segmenter_outputs_in_place),
+        cmocka_unit_test(chain_without_golden_matches_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,6 +69,10 @@ struct bf__dx_shared {
     int out_val;
     size_t n_steps;
     int *first_use, *last_use;   /* per value: first and last step reading it; -1 none */
+    /* per value: read only as the first input of depthwise Convs (each
+     * output channel from its own input channel), no graph output: a trial
+     * that moved it in one channel reads no golden of it (bf__own_chan) */
+    unsigned char *own_chan;
     int *pc_off, *pc_step;       /* per parameter: the steps reading it */
     bf__emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
     int *colw[2];                /* per step, full and tail plan: a Gemm whose columns can be recomputed, 0 none */
@@ -199,6 +203,10 @@ struct bf__dx {
      * (bf__chan_fill). */
     int32_t *dch;
     unsigned char *dlazy;
+    /* per value: 1 + the Conv step whose fused chain wrote its one lazy
+     * channel where the cache holds no golden of it (own_chan), which
+     * bf__chan_fill then runs whole instead of copying; 0 otherwise */
+    int32_t *dsrc;
     int chan_c;                  /* the channel of the step just run (CHAN_DONE) */
     int fchan_c;                 /* the channel a Conv's fused chain moved (try_conv, FUSED_CHAN) */
     int64_t n_chan;              /* steps run on one channel */
@@ -350,13 +358,17 @@ void bf__psum_done(bf__dx *dx, bf_plan *p, size_t i, const bf__psum_run *r);
 int bf__chan_settle(bf__dx *dx, bf_plan *p, int64_t b, int o, int c);
 /* Value v whole in its buffer (the golden channels copied around its
  * own), if it was lazy. */
-void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v);
+/* Whether value v of plan p is read only as the first input of depthwise
+ * Convs (one input channel per output channel) and is no graph output
+ * (diffshared.c; bf__dx_shared's own_chan). */
+int bf__own_chan(const bf_plan *p, int v);
+bf_status bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err);
 /* The samples (rows of the batch) whose channel of lazy value v differs
  * from golden, ascending, into row[]; their count. */
 int64_t bf__chan_rows(const bf__dx *dx, const bf_plan *p, int64_t b, int v, int64_t *row);
 /* The same for every input of step i and of the steps its Conv epilogue
  * may compute: before any step that reads them whole. */
-void bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i);
+bf_status bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf_error *err);
 /* After value faults hit value v (DIRTY, whole in its buffer): dch set when
  * they all hit one channel of it, in every sample or one. */
 void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb);

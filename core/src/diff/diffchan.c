@@ -69,10 +69,44 @@ static int same_shape(const bf_tensor *a, const bf_tensor *b)
     return 1;
 }
 
-void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v)
+/* Value v's lazy channel written by Conv step i's fused chain where no
+ * golden of v is held (bf__dx_chain_channel, own_chan): the chain run
+ * whole over the same operands. Its one corrupted weight moved channel c
+ * alone, so every other channel comes out golden and channel c as the
+ * channel's run gave it (bf__plan_chain_channel: the fused run's bits on
+ * it). The chain's run-time inputs are held (the cache or the parameter-
+ * only values: bf__dx_chain_channel checked), pointed at again: a place
+ * a worker shares by lifetime may have been written since. */
+static bf_status chain_whole(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf_error *err)
 {
-    if (v < 0 || !dx->dlazy[v]) return;
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    int v = p->steps[i].node->out[0], u = n && n != r ? p->steps[n].node->out[0] : -1;
+    int w = a && a != r ? p->steps[a].node->out[0] : -1;
+    const int ks[4] = {(int)i, n, a, r};
+    for (int k = 0; k < 4; k++) {
+        if (k && (!ks[k] || (k == 3 && (r == a || r == n)))) continue;
+        const bf__step *s = &p->steps[ks[k]];
+        for (int j = 0; j < s->n_in; j++) {
+            int x = s->node->in[j];
+            if (x < 0 || x == v || x == u || x == w || !bf__runtime(p, x)) continue;
+            const void *g = bf__dx_golden(dx->sh, x, b);
+            if (!g) return bf_error_set(err, BF_EUNSUPPORTED, "internal error: a chain's input %d is not held", x);
+            p->vals[x].data = (void *)g;
+        }
+    }
+    dx->work[i] += 1.0;
+    return bf__plan_run_fused(p, i, err);
+}
+
+bf_status bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err)
+{
+    if (v < 0 || !dx->dlazy[v]) return BF_OK;
     dx->dlazy[v] = 0;
+    if (dx->dsrc[v]) {
+        size_t i = (size_t)dx->dsrc[v] - 1;
+        dx->dsrc[v] = 0;
+        return chain_whole(dx, p, b, i, err);
+    }
     /* lazy only where the cache holds v (bf__chan_settle) */
     const float *g = bf__dx_golden(dx->sh, v, b);
     float *y = p->vals[v].data;
@@ -84,6 +118,7 @@ void bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v)
         memcpy(y + at, g + at, (size_t)(ch * in) * sizeof *y);
         memcpy(y + at + (ch + 1) * in, g + at + (ch + 1) * in, (size_t)((c - ch - 1) * in) * sizeof *y);
     }
+    return BF_OK;
 }
 
 int64_t bf__chan_rows(const bf__dx *dx, const bf_plan *p, int64_t b, int v, int64_t *row)
@@ -96,14 +131,16 @@ int64_t bf__chan_rows(const bf__dx *dx, const bf_plan *p, int64_t b, int v, int6
     return k;
 }
 
-void bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i)
+bf_status bf__chan_fill_inputs(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf_error *err)
 {
     const int ks[4] = {(int)i, p->fuse_to[i], p->fuse_add[i], p->fuse_bn[i]};
-    for (int k = 0; k < 4; k++) {
+    bf_status st = BF_OK;
+    for (int k = 0; k < 4 && st == BF_OK; k++) {
         if (k && ks[k] <= 0) continue;
         const bf__step *s = &p->steps[ks[k]];
-        for (int j = 0; j < s->n_in; j++) bf__chan_fill(dx, p, b, s->node->in[j]);
+        for (int j = 0; j < s->n_in && st == BF_OK; j++) st = bf__chan_fill(dx, p, b, s->node->in[j], err);
     }
+    return st;
 }
 
 int bf__chan_settle(bf__dx *dx, bf_plan *p, int64_t b, int o, int c)
@@ -112,6 +149,12 @@ int bf__chan_settle(bf__dx *dx, bf_plan *p, int64_t b, int o, int c)
     const float *y = p->vals[o].data;
     int64_t n = 0, cs = 0, in = 0;
     layout(&p->vals[o], &n, &cs, &in);
+    if (!g) {   /* none to compare with (own_chan): moved, its readers compare theirs */
+        dx->state[o] = DIRTY;
+        dx->dch[o] = c + 1;
+        dx->dlazy[o] = 1;
+        return 1;
+    }
     int moved = 0;
     for (int64_t s = 0; s < n && !moved; s++)
         moved = memcmp(y + (s * cs + c) * in, g + (s * cs + c) * in, (size_t)in * sizeof *y) != 0;
@@ -163,21 +206,27 @@ bf_status bf__dx_chain_channel(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int6
     *done = 0;
     if (r <= 0 || p->step_hit[r] || p->steps[r].n_out != 1 || p->steps[r].node->out[0] < 0) return BF_OK;
     int ro = p->steps[r].node->out[0];
-    if (!bf__dx_golden(dx->sh, ro, b)) return BF_OK;
+    /* No golden of ro: only where its readers are depthwise Convs, which
+     * read channel oc alone and compare their own outputs; should one of
+     * them read it whole, bf__chan_fill runs the chain whole, from inputs
+     * the cache holds (checked below). */
+    int held = bf__dx_golden(dx->sh, ro, b) != NULL;
+    if (!held && !dx->sh->own_chan[ro]) return BF_OK;
     int v = p->steps[i].node->out[0], u = n && n != r ? p->steps[n].node->out[0] : -1;
     int w = a && a != r ? p->steps[a].node->out[0] : -1;
-    const int ks[3] = {n, a, r};
+    const int ks[4] = {(int)i, n, a, r};
     bf_status st;
     for (int pass = 0; pass < 2; pass++)   /* check every operand first, then fetch */
-        for (int k = 0; k < 3; k++) {
-            if (!ks[k] || (k == 2 && (r == a || r == n))) continue;
+        for (int k = held; k < 4; k++) {   /* the Conv's own inputs: checked when nothing else is held */
+            if (k && (!ks[k] || (k == 3 && (r == a || r == n)))) continue;
             const bf__step *s = &p->steps[ks[k]];
-            if (!pass && dx->param_hit[ks[k]]) return BF_OK;
+            if (k && !pass && dx->param_hit[ks[k]]) return BF_OK;
             for (int j = 0; j < s->n_in; j++) {
                 int x = s->node->in[j];
                 if (x < 0 || x == v || x == u || x == w || !bf__runtime(p, x)) continue;
                 if (!pass && dx->state[x] == DIRTY) return BF_OK;
-                if (pass && (st = bf__dx_fetch(dx, p, b, x, err)) != BF_OK) return st;
+                if (!pass && !held && !bf__dx_golden(dx->sh, x, b)) return BF_OK;
+                if (k && pass && (st = bf__dx_fetch(dx, p, b, x, err)) != BF_OK) return st;
             }
         }
     bf__dx_own(dx, p, ro);
@@ -189,6 +238,7 @@ bf_status bf__dx_chain_channel(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int6
     dx->fdone[r] = FUSED_CHAN;
     dx->work[r] += share;
     dx->fchan_c = (int)oc;
+    dx->dsrc[ro] = held ? 0 : (int32_t)i + 1;
     dx->n_chan++;
     *done = FUSED_CONV;
     return BF_OK;
@@ -287,7 +337,7 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
         /* a depthwise Conv whose fused chain's values in between the cache
          * leaves out: the channel through the chain (bf__dx_chain_channel) */
         if (kind != K_CONV || p->step_hit[i]) return BF_OK;
-        if (bf__conv_group_in(s) > 1) bf__chan_fill(dx, p, b, s->node->in[0]);
+        if (bf__conv_group_in(s) > 1 && (st = bf__chan_fill(dx, p, b, s->node->in[0], err)) != BF_OK) return st;
         if ((st = bf__dx_chain_channel(dx, p, b, i, ch, c, done, err)) != BF_OK) return st;
         if (*done) dx->n_chan_kind[2]++;
         return BF_OK;
@@ -305,7 +355,7 @@ bf_status bf__chan_try(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, b
         break;
     case K_CONV: {
         /* a group of several input channels reads the golden ones beside c */
-        if (bf__conv_group_in(s) > 1) bf__chan_fill(dx, p, b, s->node->in[0]);
+        if (bf__conv_group_in(s) > 1 && (st = bf__chan_fill(dx, p, b, s->node->in[0], err)) != BF_OK) return st;
         const float *bias = s->n_in > 2 && s->in[2] ? s->in[2]->data : NULL;
         bf__conv_channel_n(s, ch, n, s->in[0]->data, s->in[1]->data, bias, s->out[0]->data, p->scratch);
         break;

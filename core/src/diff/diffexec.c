@@ -243,6 +243,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
     memset(dx->dch, 0, m->n_values * sizeof *dx->dch);
     p->psum = NULL;   /* a resume an error cut short */
     memset(dx->dlazy, 0, m->n_values);
+    memset(dx->dsrc, 0, m->n_values * sizeof *dx->dsrc);
     if ((st = bf__pv_batch(dx, p, b, err)) != BF_OK) return st;
     dx->approx = 0;
     int ov = sh->out_val;
@@ -276,7 +277,8 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         if (!needed) continue;
         int done = fused;
         if (!done && (st = bf__chan_try(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
-        if (!done) bf__chan_fill_inputs(dx, p, b, (size_t)i);   /* what follows reads its inputs whole */
+        /* what follows reads its inputs whole */
+        if (!done && (st = bf__chan_fill_inputs(dx, p, b, (size_t)i, err)) != BF_OK) return st;
         if (!done && (st = bf__plane_try(dx, p, b, (size_t)i, &horizon, &done, err)) != BF_OK) return st;
         if (done == PLANE_DONE) continue;   /* on the planes that moved (diffplane.c) */
         if (!done && (st = bf__out_defer(dx, p, b, (size_t)i, &done, err)) != BF_OK) return st;
@@ -325,7 +327,7 @@ static bf_status run_batch(bf__dx *dx, int64_t b, const bf_value_fault *vf, size
         dx->dlazy[ov] = 0;
     }
     dx->out_here = NULL;
-    bf__chan_fill(dx, p, b, sh->out_val);
+    if ((st = bf__chan_fill(dx, p, b, sh->out_val, err)) != BF_OK) return st;
     for (size_t k = 0; k < nb; k++) {
         size_t f = dx->vfb_of[k];
         if ((vf[f].sample >= 0 || b == 0) && vf_old) bf_plan_value_fault_seen(p, k, &vf_old[f], &vf_new[f]);

@@ -22,6 +22,7 @@ void bf__dx_free(bf__dx *dx)
     bf__free(dx->fdone);
     bf__free(dx->dch);
     bf__free(dx->dlazy);
+    bf__free(dx->dsrc);
     bf__free(dx->pfaults);
     bf__free(dx->pfault);
     bf__free(dx->bmark);
@@ -59,6 +60,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
     dx->fdone = bf__calloc(sh->n_steps + 1, 1);
     dx->dch = bf__calloc(m->n_values + 1, sizeof *dx->dch);
     dx->dlazy = bf__calloc(m->n_values + 1, 1);
+    dx->dsrc = bf__calloc(m->n_values + 1, sizeof *dx->dsrc);
     dx->pfaults = bf__calloc(m->n_params + 1, sizeof *dx->pfaults);
     dx->pfault = bf__calloc(m->n_params + 1, sizeof *dx->pfault);
     dx->bmark = bf__calloc((size_t)sh->n_batches + 1, 1);
@@ -78,7 +80,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
         if (!dx->arena[t]) { bf__dx_free(dx); return bf__dx_oom(err); }
         for (size_t v = 0; dx->plan[t] && v < m->n_values; v++) dx->arena[t][v] = dx->plan[t]->vals[v].data;
     }
-    if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->fdone || !dx->dch || !dx->dlazy || !dx->pfaults ||
+    if (!dx->state || !dx->param_hit || !dx->step_mark || !dx->fdone || !dx->dch || !dx->dlazy || !dx->dsrc || !dx->pfaults ||
         !dx->pfault || !dx->bmark || !dx->touched || !dx->out || !dx->rows || !dx->orow || !dx->rowbuf || !dx->bc || !dx->scratch || !dx->work || !dx->psum_skip) {
         bf__dx_free(dx);
         return bf__dx_oom(err);
