@@ -5,8 +5,8 @@
     torch_checks.py --verdict OUTDIR NAME
 
 Why: each of these checks is a script that imports torch (with numpy and onnx, ~3.7
-CPU-s a process on the AMD VM, a third of it system time for the pages it touches) to
-check one thing in a second or two. Run mode imports them once, then forks a child per
+CPU-s a process on the AMD VM, a third of it system time for the pages it touches), most
+of them to check one thing in a second or two. Run mode imports them once, then forks a child per
 check (sequentially) that runs the script as `python3 SCRIPT ARG...` would (runpy, its
 __main__, sys.argv, sys.path[0] its folder), its stdout and stderr (and its
 subprocesses') into OUTDIR/NAME.log and its exit status into OUTDIR/NAME.rc. A fork
