@@ -38,6 +38,43 @@ def check(cond, what):
         FAILS.append(what)
 
 
+def make_zoo(args, work):
+    """make_zoo.py ARGS in a forked child of this process, its stderr kept: (exit status, stderr).
+    Not a new interpreter: under ctest torch_checks (tests/torch_checks.py), which runs this
+    test with torch already imported, the child does not import it again (~3.7 CPU-s); run
+    alone, the child imports it as make_zoo.py's own process did."""
+    os.makedirs(work, exist_ok=True)
+    log = os.path.join(work, "make_zoo.log")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)   # make_zoo.py writes its log to stderr and nothing to stdout
+            os.dup2(fd, 2)
+            import runpy
+            sys.argv = [os.path.join(HERE, "make_zoo.py")] + args
+            try:
+                runpy.run_path(sys.argv[0], run_name="__main__")
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    with open(log, errors="replace") as f:
+        return os.waitstatus_to_exitcode(status), f.read()
+
+
 def main():
     bitflip, work = sys.argv[1], sys.argv[2]
     # torch is make_zoo.py's, in a process of its own: here only whether it is
@@ -56,11 +93,10 @@ def main():
     zoo = os.path.join(work, "zoo")
     shutil.rmtree(work, ignore_errors=True)   # make_zoo.py would keep an earlier run's models
     cap, zipf = 500, 1.1
-    p = subprocess.run([sys.executable, os.path.join(HERE, "make_zoo.py"), "--out", zoo, "--cap", str(cap),
-                        "--dim", "4", "--train", "30000", "--batch", "256", "--eval", "4000", "--zipf", str(zipf), "--seed", "3"],
-                       capture_output=True, text=True)
-    print(p.stderr[-3000:])
-    if p.returncode != 0:
+    rc, err = make_zoo(["--out", zoo, "--cap", str(cap), "--dim", "4", "--train", "30000", "--batch", "256",
+                        "--eval", "4000", "--zipf", str(zipf), "--seed", "3"], work)
+    print(err[-3000:])
+    if rc != 0:
         print("FAIL make_zoo.py", file=sys.stderr)
         return 1
     man = json.load(open(os.path.join(zoo, "manifest.json")))

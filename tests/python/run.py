@@ -44,10 +44,49 @@ def skip_without(*mods):
         sys.exit(SKIP)
 
 
+def forked(cwd, fn, out=None):
+    """fn() in a forked child of this process, in CWD, its stdout and stderr into OUT (a path;
+    None: this process's): its exit status. What `python3 -m pytest` or `python3 EXAMPLE` in a
+    new interpreter was, without the new interpreter: run under ctest torch_checks
+    (tests/torch_checks.py), which has torch imported already, the child does not import it
+    again (~3.7 CPU-s); run alone, the child imports what it needs as the new process did.
+    The child is its own process still: nothing it sets reaches this one."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            if out is not None:
+                fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.close(fd)
+            os.chdir(cwd)
+            code = fn()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code if isinstance(code, int) else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def pytest(*files):
     require("pytest", "numpy")
-    return subprocess.call([sys.executable, "-m", "pytest", "-q", "-c", os.path.join(HERE, "pytest.ini"),
-                            "--rootdir", HERE, *[os.path.join(HERE, f) for f in files]], cwd=HERE)
+
+    def run():
+        import pytest as pt
+        return int(pt.main(["-q", "-c", os.path.join(HERE, "pytest.ini"), "--rootdir", HERE,
+                            *[os.path.join(HERE, f) for f in files]]))
+    return forked(HERE, run)
 
 
 def env():
@@ -59,14 +98,26 @@ def env():
 
 def example(name, want, text):
     with tempfile.TemporaryDirectory(prefix="bitflip-example-") as d:
-        p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python", name)], cwd=d, env=env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        print(p.stdout)
-        if p.returncode != 0:
-            print(f"FAIL: {name} exited {p.returncode}")
+        script = os.path.join(ROOT, "examples", "python", name)
+
+        def run():   # as `python3 SCRIPT` with env()'s PYTHONPATH and MPLBACKEND
+            os.environ.update(env())
+            sys.path[:0] = [os.path.dirname(script), os.path.join(ROOT, "clients", "python")]
+            sys.argv = [script]
+            import runpy
+            runpy.run_path(script, run_name="__main__")
+            return 0
+        log = os.path.join(d, ".example.log")
+        rc = forked(d, run, log)
+        with open(log, errors="replace") as f:
+            stdout = f.read()
+        os.remove(log)
+        print(stdout)
+        if rc != 0:
+            print(f"FAIL: {name} exited {rc}")
             return 1
         for t in text:
-            if t not in p.stdout:
+            if t not in stdout:
                 print(f"FAIL: {name} did not print {t!r} (its result table)")
                 return 1
         for f in want:
