@@ -80,7 +80,11 @@ RUN_RELEASE = cd $(BUILD) && ctest --output-on-failure -j $(JOBS); s=$$?; cd - >
 # freed (and, ASan's recycling being last in first out, mostly after); a use
 # after more than 16 MB of later frees may read a block given out again and go
 # unreported. tests/README.md, "The eighteenth round", has the measurements.
-ASAN_RUN_OPTIONS ?= detect_leaks=1:abort_on_error=1:quarantine_size_mb=16
+# handle_sigill=1: the ASan build's UBSan checks are traps (CMakeLists.txt,
+# BF_UBSAN_TRAP): a failed one raises SIGILL, and ASan then prints the stack
+# (function, file, line) as for its own errors; without it the test dies with
+# "Illegal instruction" and no stack (tests/README.md, "The nineteenth round").
+ASAN_RUN_OPTIONS ?= detect_leaks=1:abort_on_error=1:quarantine_size_mb=16:handle_sigill=1
 RUN_ASAN = cd $(ASAN_BUILD) && ASAN_OPTIONS=$(ASAN_RUN_OPTIONS) \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '$(ASAN_SKIP)'
 RUN_TSAN = cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -L threads
