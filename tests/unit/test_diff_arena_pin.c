@@ -90,16 +90,15 @@ static void load(tc_loaded *l, int64_t c)
     conv(&g, &rng, "c2", "a1", "W2", "b2", c, c, "y2");
     tg_node(&g, "Relu", "r2", (const char *const[]){"y2"}, 1, "a2");
     dg_head(&g, &rng, "a2", c, 5);
-    size_t ml, dl;
-    uint8_t *mb = tg_pack(&g, "pin", &ml);
-    tg_free(&g);
+    size_t dl;
     float *x = malloc(SAMPLES * 3 * 64 * sizeof *x);
     assert_non_null(x);
     dg_fill(&rng, x, SAMPLES * 3 * 64, 1.0);
     dg_input in = {"x", 4, (int64_t[]){SAMPLES, 3, 8, 8}, x};
     uint8_t *db = dg_eval_set(&in, 1, SAMPLES, 5, &rng, &dl);
-    dg_load(mb, ml, db, dl, "pin", &l->m, &l->ds);
-    free(mb), free(db), free(x);
+    l->m = tg_load(&g, "pin");
+    dg_load_set(db, dl, "pin", &l->ds);
+    free(db), free(x);
 }
 
 static int setup(void **state)
