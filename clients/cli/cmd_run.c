@@ -461,13 +461,13 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
             "golden pass%s %.3f s (%.3f s of CPU) on %d thread%s; golden cache %.1f MiB (%.1f MiB written by the pass, "
             "the rest computed when first read); parameter-only values %.1f MiB (computed once, outside the "
-            "cache's budget); embedding index, exact Gemm blocks and chains "
+            "cache's budget; %.1f MiB more in the workers' own copies of those past its limit); embedding index, exact Gemm blocks and chains "
             "%.3f s; the rest of the campaign %.3f s; workers' own plans %.3f s, golden checks %.3f s, "
             "cache made by the run %.3f s, executors %.3f s\n",
             o->load_seconds, r->setup.plans, r->exact ? "" : " filling the cache", r->setup.golden, r->setup.golden_cpu,
             r->setup.golden_threads, r->setup.golden_threads == 1 ? "" : "s",
             (double)r->cache_bytes / (1024.0 * 1024.0), (double)r->cache_pass_bytes / (1024.0 * 1024.0),
-            (double)r->param_bytes / (1024.0 * 1024.0), r->setup.index,
+            (double)r->param_bytes / (1024.0 * 1024.0), (double)r->param_copy_bytes / (1024.0 * 1024.0), r->setup.index,
             fmax(0.0, t_create - r->setup.plans - r->setup.golden - r->setup.index), r->setup.worker_plans,
             r->setup.checks, r->setup.cache, r->setup.executors);
     if (!r->exact && isfinite(r->work_fraction)) {

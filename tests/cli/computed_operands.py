@@ -13,6 +13,10 @@ this test builds that graph and eight other shapes of the same question
 BatchNormalization and LayerNormalization parameters, an embedding table),
 runs a uniform weight-fault campaign of 1- and 2-bit flips on each, on 1 and
 2 threads, and requires every trial record to equal the --exact run's.
+The Gemm graphs also run a campaign of two faults a trial (fault groups):
+one moving the computed operands' Gemm's input, one in the parameter a
+computed B or C comes from, so that a Gemm's column and row paths and the
+output Gemm meet a held computed operand the trial moved.
 A tenth graph is PyTorch's own export (torch.onnx.export, opset 13) of two
 Convs whose biases hold equal values: the exporter shares equal
 initializers, writing the second Conv's bias as an Identity of the first's,
@@ -165,6 +169,22 @@ def build(work):
                 json.dump({"model": mp, "dataset": dp, "seed": 5, "batch": 16,
                            "faults": {"target": "weights", "tensors": ["*"], "model": "ber", "rates": [1e-4, 1e-3],
                                       "repeats": 60, "representation": "fp32"}}, f)
+            specs.append(sp)
+        if name in ("gemm_tr_wide", "gemm_tr_small"):
+            # two faults a trial: one upstream (the first Gemm, so the
+            # second's and third's input changes in some rows or every
+            # one), one in a parameter a computed operand comes from (the
+            # second Gemm's transposed weight or Identity bias, the output
+            # Gemm's Mul weight): the column and row paths, and the output
+            # Gemm over every batch, take a held computed B or C only where
+            # no fault of the trial moved it (diffstep.c, diffout.c)
+            sp = os.path.join(work, "%s_moved.json" % name)
+            with open(sp, "w") as f:
+                json.dump({"model": mp, "dataset": dp, "seed": 17, "trials": 120, "batch": 16, "sampling": "uniform",
+                           "faults": [{"target": "weights", "tensors": ["W0", "b0"], "model": "bitflip", "bits": 1,
+                                       "representation": "fp32"},
+                                      {"target": "weights", "tensors": ["W1t", "b1", "V2", "g2", "b2"],
+                                       "model": "bitflip", "bits": 1}]}, f)
             specs.append(sp)
     return specs
 

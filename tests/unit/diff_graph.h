@@ -126,18 +126,27 @@ static inline uint8_t *dg_eval_set(const dg_input *in, size_t n_in, int64_t samp
     return buf;
 }
 
-/* the model (ONNX bytes) and eval set (safetensors bytes) loaded as
- * NAME.onnx and NAME.safetensors, failing the test with the loader's
- * message; frees neither buffer */
+/* the eval set (safetensors bytes) loaded as NAME.safetensors, failing the
+ * test with the loader's message; does not free the buffer */
+static inline void dg_load_set(const uint8_t *db, size_t dl, const char *name, bf_dataset **ds)
+{
+    char dn[64];
+    snprintf(dn, sizeof dn, "%s.safetensors", name);
+    bf_error err = {0};
+    if (bf_dataset_load_buffer(db, dl, dn, ds, &err) != BF_OK) fail_msg("eval set: %s", err.msg);
+}
+
+/* the model as ONNX bytes (loaded as NAME.onnx) and its eval set, as a
+ * user's files would be, failing the test with the loader's message; frees
+ * neither buffer (test_diff_random writes them out first) */
 static inline void dg_load(const uint8_t *mb, size_t ml, const uint8_t *db, size_t dl, const char *name, bf_model **m,
                            bf_dataset **ds)
 {
-    char mn[64], dn[64];
+    char mn[64];
     snprintf(mn, sizeof mn, "%s.onnx", name);
-    snprintf(dn, sizeof dn, "%s.safetensors", name);
     bf_error err = {0};
     if (bf_model_load_buffer(mb, ml, mn, m, &err) != BF_OK) fail_msg("model: %s", err.msg);
-    if (bf_dataset_load_buffer(db, dl, dn, ds, &err) != BF_OK) fail_msg("eval set: %s", err.msg);
+    dg_load_set(db, dl, name, ds);
 }
 
 /* two trial records the same (trial, outcome, changed predictions, every

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -211,6 +212,28 @@ uint8_t *tg_pack(const tg_graph *g, const char *name, size_t *len)
     gp.n_output = g->n_outs;
     gp.output = (Onnx__ValueInfoProto **)g->outs;
     return tc_pack_model(&gp, g->opset ? (int)g->opset : 13, len);
+}
+
+bf_status tg_load_opts(tg_graph *g, const char *name, const bf_load_limits *lim, bf_model **m, bf_error *err)
+{
+    size_t len = 0;
+    uint8_t *buf = tg_pack(g, name, &len);
+    tg_free(g);
+    assert_non_null(buf);
+    char file[64];
+    snprintf(file, sizeof file, "%s.onnx", name);
+    *m = NULL;
+    bf_status st = bf_model_load_buffer_opts(buf, len, file, lim, m, err);
+    free(buf);
+    return st;
+}
+
+bf_model *tg_load(tg_graph *g, const char *name)
+{
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (tg_load_opts(g, name, NULL, &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    return m;
 }
 
 bf_plan *tg_plan(const bf_model *m, int64_t batch, int fuse, int share)

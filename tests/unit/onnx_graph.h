@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bitflip/limits.h"
+#include "bitflip/model.h"
 #include "bitflip/plan.h"
 #include "onnx.pb-c.h"
 
@@ -67,6 +69,17 @@ Onnx__ValueInfoProto *tg_value_info(tg_graph *g, const char *name, int elem, int
 
 /* The graph as a packed ModelProto named `name` (malloc'd; the caller frees). */
 uint8_t *tg_pack(const tg_graph *g, const char *name, size_t *len);
+
+/* The graph packed (tg_pack, as ModelProto `name`) and loaded as a caller's
+ * buffer labelled NAME.onnx under the parser limits `lim` (NULL: the
+ * defaults); the buffer and the graph are freed whatever the load says (g
+ * zeroed, ready to build again). Returns the load's status, with *m and err
+ * as bf_model_load_buffer_opts leaves them: for the tests that expect a
+ * refusal or pass limits. */
+bf_status tg_load_opts(tg_graph *g, const char *name, const bf_load_limits *lim, bf_model **m, bf_error *err);
+/* tg_load_opts with the default limits, for a graph that must load: a
+ * refusal fails the test with the loader's message. */
+bf_model *tg_load(tg_graph *g, const char *name);
 
 /* A plan of the model at `batch`, fusing activations (fuse) and sharing one
  * arena (share) or not: the fused-against-unfused tests' pair

@@ -69,21 +69,6 @@ static inline void pp_same_outputs(const bf_plan *a, const bf_plan *b, const cha
     }
 }
 
-/* graph g packed and loaded as NAME.onnx (g freed) */
-static inline bf_model *pp_load(tg_graph *g, const char *name)
-{
-    size_t len = 0;
-    uint8_t *buf = tg_pack(g, name, &len);
-    tg_free(g);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    char file[64];
-    snprintf(file, sizeof file, "%s.onnx", name);
-    if (bf_model_load_buffer(buf, len, file, &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    return m;
-}
-
 /* the pairs plan p marked (plan_impl.h, pwdw), each of a shape `pair`
  * (bf__conv_pwdw_pair, bf__conv_stpool_pair) takes */
 static inline size_t pp_marked(const bf_plan *p, int64_t (*pair)(const bf__step *, const bf__step *))

@@ -202,15 +202,11 @@ static int setup(void **state)
     tg_node(&g, "Relu", "relu", (const char *[]){"h"}, 1, "hr");
     Onnx__NodeProto *gm = tg_node(&g, "Gemm", "fc", (const char *[]){"hr", "W2", "B2"}, 3, "y");
     tg_attr_int(&g, gm, "transB", 1);
-    size_t len;
-    uint8_t *buf = tg_pack(&g, "groups", &len);
     bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "groups", &f->m, &err) != BF_OK) {
+    if (tg_load_opts(&g, "groups", NULL, &f->m, &err) != BF_OK) {
         fprintf(stderr, "setup: %s\n", err.msg);
         return -1;
     }
-    free(buf);
-    tg_free(&g);
     /* the eval set: NS samples of x and their labels */
     float x[NS * K1];
     int64_t lab[NS];
@@ -470,13 +466,8 @@ static void conv_layout(void **state)
     tg_node(&g, "Conv", "conv", (const char *[]){"x", "W", "B"}, 3, "c");
     Onnx__NodeProto *fl = tg_node(&g, "Flatten", "flat", (const char *[]){"c"}, 1, "y");
     tg_attr_int(&g, fl, "axis", 1);
-    size_t len;
-    uint8_t *buf = tg_pack(&g, "conv", &len);
-    bf_model *m = NULL;
+    bf_model *m = tg_load(&g, "conv");
     bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "conv", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    tg_free(&g);
     float x[4 * CI * 16];
     int64_t lab[4] = {0, 5, 9, 15};
     for (int i = 0; i < 4 * CI * 16; i++) x[i] = lcg(&seed);

@@ -104,7 +104,7 @@ static bf_model *graph(void)
     g.outs[g.n_outs++] = tg_value_info(&g, "y2", 1, 4, (int64_t[]){BATCH, 12, 29, 31});
     g.outs[g.n_outs++] = tg_value_info(&g, "y4", 1, 4, (int64_t[]){BATCH, 16, 28, 28});
     g.outs[g.n_outs++] = tg_value_info(&g, "y5", 1, 4, (int64_t[]){BATCH, 16, 28, 28});
-    return pp_load(&g, "pwdw");
+    return tg_load(&g, "pwdw");
 }
 
 static size_t pairs_marked(const bf_plan *p) { return pp_marked(p, bf__conv_pwdw_pair); }
@@ -275,13 +275,7 @@ static bf_model *small_graph(void)
     g.ins[g.n_ins++] = tg_value_info(&g, "x2", 1, 4, (int64_t[]){BATCH, 40, 6, 8});
     g.outs[g.n_outs++] = tg_value_info(&g, "z1", 1, 4, (int64_t[]){BATCH, 72, 4, 5});
     g.outs[g.n_outs++] = tg_value_info(&g, "z2", 1, 4, (int64_t[]){BATCH, 16, 6, 8});
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "pwdw_small", &len);
-    tg_free(&g);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "pwdw_small.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
+    bf_model *m = tg_load(&g, "pwdw_small");
     return m;
 }
 

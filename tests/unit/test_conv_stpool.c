@@ -103,7 +103,7 @@ static bf_model *graph(void)
     g.outs[g.n_outs++] = tg_value_info(&g, "y3", 1, 4, (int64_t[]){BATCH, 16, 33, 43});
     g.outs[g.n_outs++] = tg_value_info(&g, "y4", 1, 4, (int64_t[]){BATCH, 16, 100, 90});
     g.outs[g.n_outs++] = tg_value_info(&g, "y5", 1, 4, (int64_t[]){BATCH, 16, 50, 45});
-    return pp_load(&g, "stpool");
+    return tg_load(&g, "stpool");
 }
 
 /* the Conv -> MaxPool pairs the plan marked */

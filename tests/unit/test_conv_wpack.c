@@ -62,7 +62,7 @@ static const int64_t wdims[3][4] = {{64, 160, 3, 3}, {80, 64, 3, 3}, {32, 80, 3,
 /* x [B, 160, 15, 15] -> Conv(w1, b1, pads 1) -> Relu -> Conv(w2, b2,
  * 3x3/2, pads 1) -> y2 [B, 80, 8, 8]; x -> Conv(w3, b3, groups 2, pads 1)
  * -> y3 [B, 32, 15, 15]. Each flip in f[0 .. nf) stored flipped. */
-static uint8_t *net(size_t *len, const flip *f, int nf)
+static bf_model *load(const flip *f, int nf)
 {
     tg_graph g = {.opset = 13};
     uint64_t s = 0x5151;
@@ -94,20 +94,7 @@ static uint8_t *net(size_t *len, const flip *f, int nf)
     g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){BATCH, 160, HW, HW});
     g.outs[g.n_outs++] = tg_value_info(&g, "y2", 1, 4, (int64_t[]){BATCH, 80, 8, 8});
     g.outs[g.n_outs++] = tg_value_info(&g, "y3", 1, 4, (int64_t[]){BATCH, 32, HW, HW});
-    uint8_t *buf = tg_pack(&g, "convw", len);
-    tg_free(&g);
-    return buf;
-}
-
-static bf_model *load(const flip *f, int nf)
-{
-    size_t len;
-    uint8_t *buf = net(&len, f, nf);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "convw.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    return m;
+    return tg_load(&g, "convw");
 }
 
 static void run(bf_plan *p)

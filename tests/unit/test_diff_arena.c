@@ -107,15 +107,14 @@ static int setup(void **state)
     tg_node(&g, "Add", "n_d", (const char *const[]){"c", "a"}, 2, "d");
     tg_node(&g, "MatMul", "n_y", (const char *const[]){"d", "W2"}, 2, "y");
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, 3});
-    size_t ml, dl;
-    uint8_t *mb = tg_pack(&g, "arena", &ml);
-    tg_free(&g);
+    size_t dl;
     float x[SAMPLES * 4];
     dg_fill(&rng, x, SAMPLES * 4, 3.0);
     dg_input in = {"x", 2, (int64_t[]){SAMPLES, 4}, x};
     uint8_t *db = dg_eval_set(&in, 1, SAMPLES, 3, &rng, &dl);
-    dg_load(mb, ml, db, dl, "arena", &f->l.m, &f->l.ds);
-    free(mb), free(db);
+    f->l.m = tg_load(&g, "arena");
+    dg_load_set(db, dl, "arena", &f->l.ds);
+    free(db);
     for (int k = 0; k < NV; k++) {
         f->v[k] = (int)bf_model_find_value(f->l.m, names[k]);
         assert_true(f->v[k] >= 0);

@@ -4,11 +4,12 @@
  * computes each once and holds it (while they take at most twice the
  * weights' bytes, each at least two pages); the worker's plans point at
  * that copy wherever a reader may read it in place (bf__pv_golden,
- * bf__pv_batch). One the campaign could not hold is fetched at each
- * batch's start and keeps its own slot in the worker, never a place
- * shared by lifetime (diffarena.c, pin_param_only): read in place by any
- * step of the batch, a shared place that another value wrote since would
- * hand the kernel that value's bytes.
+ * bf__pv_batch). One the campaign could not hold is computed once by
+ * each worker into a copy of its own (bf__pv_init) where the cache does
+ * not serve it, else fetched at each batch's start, and keeps its own slot
+ * in the worker, never a place shared by lifetime (diffarena.c,
+ * pin_param_only): read in place by any step of the batch, a shared place
+ * that another value wrote since would hand the kernel that value's bytes.
  *
  * The graph, built here at C = 8 channels (too small to hold: its weights
  * are under 4 KiB) and C = 16 (held), x [N, 3, 8, 8], every Conv 3x3 with
@@ -35,7 +36,12 @@
  * such a value read where the plan's slot was never written: before a
  * Conv's channel fetched a run-time weight or bias (e83b4e7c), 76 of the
  * 80 one-bit trials at the default budget were not the exact engine's
- * (the bias read as zeros). */
+ * (the bias read as zeros). (3) At C = 8 and a cache of nothing, the
+ * worker computes b1 and b2 once, into copies holding the bias's bits,
+ * and no trial but a fault in the bias runs their steps again; a refused
+ * allocation while a worker is made fails cleanly. The limit the campaign
+ * holds such values within (twice the weights' bytes, each at least two
+ * pages) is what leaves b1 and b2 unheld here: no lowered limit needed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,6 +51,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "alloc_fail.h"
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
@@ -90,16 +97,15 @@ static void load(tc_loaded *l, int64_t c)
     conv(&g, &rng, "c2", "a1", "W2", "b2", c, c, "y2");
     tg_node(&g, "Relu", "r2", (const char *const[]){"y2"}, 1, "a2");
     dg_head(&g, &rng, "a2", c, 5);
-    size_t ml, dl;
-    uint8_t *mb = tg_pack(&g, "pin", &ml);
-    tg_free(&g);
+    size_t dl;
     float *x = malloc(SAMPLES * 3 * 64 * sizeof *x);
     assert_non_null(x);
     dg_fill(&rng, x, SAMPLES * 3 * 64, 1.0);
     dg_input in = {"x", 4, (int64_t[]){SAMPLES, 3, 8, 8}, x};
     uint8_t *db = dg_eval_set(&in, 1, SAMPLES, 5, &rng, &dl);
-    dg_load(mb, ml, db, dl, "pin", &l->m, &l->ds);
-    free(mb), free(db), free(x);
+    l->m = tg_load(&g, "pin");
+    dg_load_set(db, dl, "pin", &l->ds);
+    free(db), free(x);
 }
 
 static int setup(void **state)
@@ -207,6 +213,75 @@ static void held_values_read_from_the_copy(void **state)
     }
 }
 
+/* The values left, copied once per worker (dxparam.c, bf__pv_init): at
+ * budget 1 (the cache holds nothing) and C = 8 (b1 and b2 left), the worker
+ * computes each once when it is made, into copies that hold the bias's
+ * bits (Identity), and trials that fault W1, W2 or fc run neither Identity
+ * again (before, each trial's every batch fetched them: their steps ran in
+ * every batch). A fault in the bias runs them at their steps and leaves
+ * the copies golden. A refused allocation while a worker is made fails
+ * cleanly and gives back every byte. */
+static void run_one(tdx_worker *w, const char *param, int64_t index)
+{
+    int64_t q = bf_model_find_param(w->sh->m, param);
+    assert_true(q >= 0);
+    bf__dx_weight fw = {.param = (size_t)q, .index = index};
+    const float *outs;
+    const int64_t *rows;
+    int64_t n_rows;
+    int full;
+    bf_error err = {0};
+    if (bf__dx_run(w->dx, &fw, 1, NULL, 0, &outs, &rows, &n_rows, NULL, NULL, &full, &err) != BF_OK)
+        fail_msg("%s", err.msg);
+}
+
+static void left_values_computed_once(void **state)
+{
+    const fixture *f = *state;
+    const bf_model *m = f->l.m;
+    tdx_worker w = worker(m, f->l.ds, 1);
+    const bf__dx *dx = w.dx;
+    const float *bias = bf_model_param(m, (size_t)bf_model_find_param(m, "bias"))->tensor->data;
+    int64_t v[2] = {bf_model_find_value(m, "b1"), bf_model_find_value(m, "b2")};
+    assert_int_equal(dx->pv_once, 2);
+    assert_null(dx->plan[1]);   /* 12 samples in batches of 4: no partial batch */
+    for (int k = 0; k < 2; k++) {
+        assert_non_null(dx->pv_copy[0][v[k]]);
+        assert_memory_equal(dx->pv_copy[0][v[k]], bias, 8 * sizeof(float));
+    }
+    static const char *const params[] = {"W1", "W2", "fc.weight"};
+    for (int t = 0; t < 3; t++) run_one(&w, params[t], 5);
+    for (int k = 0; k < 2; k++)
+        if (dx->work[dx->plan[0]->val_step[v[k]]] != 0)
+            fail_msg("%s computed again in a trial: %g times", m->values[v[k]].name,
+                     dx->work[dx->plan[0]->val_step[v[k]]]);
+    run_one(&w, "bias", 3);
+    assert_true(dx->work[dx->plan[0]->val_step[v[0]]] > 0);   /* at its step, reading the faulty bias */
+    for (int k = 0; k < 2; k++) assert_memory_equal(dx->pv_copy[0][v[k]], bias, 8 * sizeof(float));
+    assert_int_equal(dx->pv_once, 2);
+    /* the countdown allocator over making the worker */
+    size_t live = bf_test_alloc_live();
+    int made = 0;
+    for (long n = 0; n < 10000 && !made; n++) {
+        bf__dx *d = NULL;
+        bf_error err = {0};
+        bf_test_alloc_fail_after(n);
+        bf_status st = bf__dx_create(w.sh, w.ev, &d, &err);
+        bf_test_alloc_fail_after(-1);
+        if (st == BF_OK) {
+            made = 1;
+            assert_int_equal(d->pv_once, 2);
+            bf__dx_free(d);
+        } else {
+            if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);
+            assert_null(d);
+        }
+        if (bf_test_alloc_live() != live) fail_msg("allocation %ld failing left %zu bytes held", n, bf_test_alloc_live() - live);
+    }
+    assert_true(made);
+    tdx_close(&w);
+}
+
 /* weight faults (one and two bits) in the Convs' weights, the bias both
  * read through the Identities, and fc: every record the exact engine's,
  * differential on 1 and 2 threads, every value cached and none, at both
@@ -233,6 +308,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(left_values_keep_their_slots),
         cmocka_unit_test(held_values_read_from_the_copy),
+        cmocka_unit_test(left_values_computed_once),
         cmocka_unit_test(records_match_exact),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

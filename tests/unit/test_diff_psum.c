@@ -78,16 +78,15 @@ static void build(bf_model **m, bf_dataset **ds)
     dg_conv(&g, &rng, "conv_b", "ra", MID, COUT, 3, 1, 1, "b");
     tg_node(&g, "Relu", "relu_b", (const char *const[]){"b"}, 1, "rb");
     dg_head(&g, &rng, "rb", COUT, CLASSES);
-    size_t ml, dl;
-    uint8_t *mb = tg_pack(&g, "psum", &ml);
-    tg_free(&g);
+    size_t dl;
     float *x = malloc(sizeof(float) * SAMPLES * CIN * HW * HW);
     assert_non_null(x);
     dg_fill(&rng, x, SAMPLES * CIN * HW * HW, 1.0);
     dg_input in = {"x", 4, (int64_t[]){SAMPLES, CIN, HW, HW}, x};
     uint8_t *db = dg_eval_set(&in, 1, SAMPLES, CLASSES, &rng, &dl);
-    dg_load(mb, ml, db, dl, "psum", m, ds);
-    free(x), free(mb), free(db);
+    *m = tg_load(&g, "psum");
+    dg_load_set(db, dl, "psum", ds);
+    free(x), free(db);
 }
 
 static bf_campaign_spec spec_of(char **tensors, bf_target target, int bits, bf_persistence persist)

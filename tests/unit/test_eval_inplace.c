@@ -51,21 +51,6 @@
 static const float W[C][C] = {{1.0f, -2.0f}, {0.5f, 3.0f}};
 static const float B[C] = {0.25f, -1.0f};
 
-/* g packed, freed and loaded as NAME.onnx */
-static bf_model *packed(tg_graph *g, const char *name)
-{
-    size_t len = 0;
-    uint8_t *buf = tg_pack(g, name, &len);
-    tg_free(g);
-    char label[32];
-    snprintf(label, sizeof label, "%s.onnx", name);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, label, &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    return m;
-}
-
 static bf_model *graph(int64_t h, int64_t w)
 {
     tg_graph g = {.opset = 13};
@@ -81,7 +66,7 @@ static bf_model *graph(int64_t h, int64_t w)
     tg_node(&g, "Add", "sum", (const char *[]){"af", "g"}, 2, "y");
     g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){-1, C, h, w});
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, C * h * w});
-    return packed(&g, "inplace");
+    return tg_load(&g, "inplace");
 }
 
 /* quarters in [-4, 4): exact in float16 too */
@@ -300,7 +285,7 @@ static void inputs_past_the_bound_are_copied(void **state)
                               .bytes = sizeof x[i]};
     }
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, 2, (int64_t[]){-1, 16});
-    bf_model *m = packed(&g, "wide");
+    bf_model *m = tg_load(&g, "wide");
     assert_int_equal(bf_model_num_inputs(m), WIDE);
     size_t len = 0;
     uint8_t *buf = th_st_build(t, WIDE, &len);

@@ -69,7 +69,7 @@ static Onnx__NodeProto *gemm(tg_graph *g, const char *name, const char *x, const
  * g3 -> r3 (plain B [17, 33] read in place, alpha 0.5, bias [33]), g4 -> r4 (C [B, 33], beta
  * -1.5, transB), g7 -> r7 (n = 1). Not: g5 (read by r5 and by y5, an Add),
  * g6 (a graph output too), g8 (HardSwish). */
-static uint8_t *mlp(size_t *len)
+static bf_model *mlp(void)
 {
     tg_graph g = {.opset = 14};
     uint64_t s = 0x1234567;
@@ -104,9 +104,7 @@ static uint8_t *mlp(size_t *len)
     g.outs[g.n_outs++] = tg_value_info(&g, "a7", 1, 2, (int64_t[]){BATCH, 1});
     g.outs[g.n_outs++] = tg_value_info(&g, "h6", 1, 2, (int64_t[]){BATCH, 33});
     g.outs[g.n_outs++] = tg_value_info(&g, "a8", 1, 2, (int64_t[]){BATCH, 8});
-    uint8_t *buf = tg_pack(&g, "mlp", len);
-    tg_free(&g);
-    return buf;
+    return tg_load(&g, "mlp");
 }
 
 static bf_plan *plan(const bf_model *m, int fuse, int share) { return tg_plan(m, BATCH, fuse, share); }
@@ -139,12 +137,8 @@ static void same_outputs(const bf_model *m, const bf_plan *a, const bf_plan *b, 
 static void fused_as_unfused(void **state)
 {
     (void)state;
-    size_t len;
-    uint8_t *buf = mlp(&len);
-    bf_model *m = NULL;
+    bf_model *m = mlp();
     bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "mlp.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
     static const char *const levels[] = {"avx512", "avx2", "ref"};
     for (int l = 0; l < 3; l++) {
         setenv("BITFLIP_SIMD", levels[l], 1);
@@ -214,7 +208,7 @@ static void fused_as_unfused(void **state)
  * of `flip_w`'s element `at` stored flipped (the reference model). */
 static int64_t pbatch = BATCH;   /* packed_net's batch: BATCH, or 4 (one block of rows) */
 
-static uint8_t *packed_net(size_t *len, const char *flip_w, int64_t at, int bit)
+static bf_model *packed_net(const char *flip_w, int64_t at, int bit)
 {
     tg_graph g = {.opset = 14};
     uint64_t s = 0x7777;
@@ -242,18 +236,7 @@ static uint8_t *packed_net(size_t *len, const char *flip_w, int64_t at, int bit)
     g.outs[g.n_outs++] = tg_value_info(&g, "yg", 1, 2, (int64_t[]){pbatch, 40});
     g.outs[g.n_outs++] = tg_value_info(&g, "ym", 1, 2, (int64_t[]){pbatch, 20});
     g.outs[g.n_outs++] = tg_value_info(&g, "ya", 1, 2, (int64_t[]){pbatch, 20});
-    uint8_t *buf = tg_pack(&g, "packed", len);
-    tg_free(&g);
-    return buf;
-}
-
-static bf_model *load(uint8_t *buf, size_t len)
-{
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "packed.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    return m;
+    return tg_load(&g, "packed");
 }
 
 static void run2(bf_plan *p)
@@ -277,10 +260,8 @@ static void packed_faulted_at(int64_t nb)
     static const char *const levels[] = {"avx512", "avx2", "ref"};
     static const char *const wq[] = {"wg", "wm", "wa"};
     static const int64_t at[] = {37, 50 * 20 + 3, 259 * 20 + 19};
-    size_t len;
     pbatch = nb;
-    uint8_t *buf = packed_net(&len, NULL, 0, 0);
-    bf_model *m = load(buf, len);
+    bf_model *m = packed_net(NULL, 0, 0);
     for (int l = 0; l < 3; l++) {
         setenv("BITFLIP_SIMD", levels[l], 1);
         for (int fuse = 0; fuse < 2; fuse++) {
@@ -288,8 +269,7 @@ static void packed_faulted_at(int64_t nb)
             assert_true(a->tab.packed || !bf__sgemm_simd());   /* the plan passes the model's copies */
             run2(g);
             for (int k = 0; k < 3; k++) {
-                buf = packed_net(&len, wq[k], at[k], 30);
-                bf_model *mf = load(buf, len);
+                bf_model *mf = packed_net(wq[k], at[k], 30);
                 bf_plan *r = tg_plan(mf, nb, fuse, 0);
                 run2(r);
                 bf_bitflip f = {.param = (size_t)bf_model_find_param(m, wq[k]), .index = at[k], .bit = 30};

@@ -197,13 +197,7 @@ static bf_model *graph(void)
     tg_node(&g, "Add", "h4", (const char *[]){"mm4", "c4"}, 2, "h4");
     static const char *const outs[] = {"out_a", "out_b", "mm3", "h3", "h4"};
     for (size_t i = 0; i < 5; i++) g.outs[g.n_outs++] = tg_value_info(&g, outs[i], 1, -1, NULL);
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "matmul_fuse", &len);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "matmul_fuse", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    tg_free(&g);
+    bf_model *m = tg_load(&g, "matmul_fuse");
     return m;
 }
 
@@ -332,13 +326,7 @@ static bf_model *tfold_graph(int twice)
     tg_node(&g, "MatMul", "z", (const char *[]){"x", "xt"}, 2, "z");
     g.outs[g.n_outs++] = tg_value_info(&g, "z", 1, -1, NULL);
     if (twice) g.outs[g.n_outs++] = tg_value_info(&g, "xt", 1, -1, NULL);
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "tfold", &len);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "tfold", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    tg_free(&g);
+    bf_model *m = tg_load(&g, "tfold");
     return m;
 }
 
@@ -465,13 +453,7 @@ static bf_model *softmax_graph(void)
     tg_node(&g, "Softmax", "p4", (const char *[]){"s4"}, 1, "p4");
     static const char *const outs[] = {"p1", "p2", "p3", "s4", "p4"};
     for (size_t i = 0; i < 5; i++) g.outs[g.n_outs++] = tg_value_info(&g, outs[i], 1, -1, NULL);
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "matmul_softmax", &len);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "matmul_softmax", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    tg_free(&g);
+    bf_model *m = tg_load(&g, "matmul_softmax");
     return m;
 }
 
@@ -603,13 +585,7 @@ static bf_model *residual_graph(void)
     tg_node(&g, "Add", "r7", (const char *[]){"h7", "q"}, 2, "r7");
     static const char *const outs[] = {"r5", "o6", "r7"};
     for (size_t i = 0; i < 3; i++) g.outs[g.n_outs++] = tg_value_info(&g, outs[i], 1, -1, NULL);
-    size_t len = 0;
-    uint8_t *buf = tg_pack(&g, "matmul_residual", &len);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "matmul_residual", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
-    tg_free(&g);
+    bf_model *m = tg_load(&g, "matmul_residual");
     return m;
 }
 

@@ -221,13 +221,9 @@ static void loader_and_parameters(void **state)
         tg_attr_int(&g, n, "N", N);
         tg_attr_int(&g, n, "bits", 4);
         tg_attr_int(&g, n, "block_size", BLK);
-        size_t len;
-        uint8_t *buf = tg_pack(&g, "nbits", &len);
         bf_model *m = NULL;
         bf_error err = {0};
-        bf_status st = bf_model_load_buffer(buf, len, "nbits", &m, &err);
-        free(buf);
-        tg_free(&g);
+        bf_status st = tg_load_opts(&g, "nbits", NULL, &m, &err);
         if (foreign) {
             assert_int_equal(st, BF_EUNSUPPORTED);
             assert_non_null(strstr(err.msg, "FusedMatMul"));

@@ -68,13 +68,7 @@ static bf_model *nms_model(int two)
     }
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 7, -1, NULL);
     g.opset = 13;
-    size_t len;
-    uint8_t *buf = tg_pack(&g, "nms_ties", &len);
-    tg_free(&g);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "nms_ties.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    free(buf);
+    bf_model *m = tg_load(&g, "nms_ties");
     return m;
 }
 

@@ -386,15 +386,8 @@ typedef tg_graph builder;
 
 static bf_model *load(builder *b, int opset)
 {
-    size_t len;
     b->opset = opset;
-    uint8_t *buf = tg_pack(b, "test", &len);
-    bf_model *m = NULL;
-    bf_error err = {0};
-    if (bf_model_load_buffer(buf, len, "test.onnx", &m, &err) != BF_OK) print_error("%s\n", err.msg);
-    free(buf);
-    assert_non_null(m);
-    return m;
+    return tg_load(b, "test");
 }
 
 /* x[batch, 4] float; y = op(x, init...) with y of any shape */

@@ -41,13 +41,9 @@
 
 static bf_status load_lim(tg_graph *g, int depth_limit, bf_model **m, bf_error *err)
 {
-    size_t len;
     g->opset = 13;
-    uint8_t *buf = tg_pack(g, "per_call", &len);
     bf_load_limits lim = {.max_graph_depth = depth_limit};
-    bf_status st = bf_model_load_buffer_opts(buf, len, "per_call.onnx", &lim, m, err);
-    free(buf);
-    return st;
+    return tg_load_opts(g, "per_call", &lim, m, err);
 }
 
 /* x [batch, 4] and c = ReduceMax(x) > 0, the If's condition, in g */

@@ -23,15 +23,11 @@
 
 static bf_model *load_tie(tg_graph *g, int opset, int tie_order)
 {
-    size_t len;
     g->opset = opset;
-    uint8_t *buf = tg_pack(g, "dyn", &len);
     bf_model *m = NULL;
     bf_error err = {0};
     bf_load_limits lim = {.tie_order = tie_order};
-    if (bf_model_load_buffer_opts(buf, len, "dyn.onnx", &lim, &m, &err) != BF_OK) print_error("%s\n", err.msg);
-    free(buf);
-    assert_non_null(m);
+    if (tg_load_opts(g, "dyn", &lim, &m, &err) != BF_OK) fail_msg("%s", err.msg);
     return m;
 }
 
@@ -248,7 +244,7 @@ static void value_fault_on_a_dynamic_value(void **state)
 
 /* y = If(cond, then: Mul(x, W), else: Neg(x)); cond's element type `cond_elem`
  * (9 bool); the else branch gives `else_outs` outputs; then reads `then_reads` */
-static uint8_t *if_model(int cond_elem, int else_outs, const char *then_reads, size_t *len)
+static bf_status load_if(int cond_elem, int else_outs, const char *then_reads, bf_model **m, bf_error *err)
 {
     tg_graph g = {0}, t = {0}, e = {0};
     g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 2, (int64_t[]){-1, 3});
@@ -263,17 +259,8 @@ static uint8_t *if_model(int cond_elem, int else_outs, const char *then_reads, s
     tg_attr_graph(&g, n, "else_branch", tg_subgraph(&g, &e, "else"));
     g.outs[g.n_outs++] = tg_value_info(&g, "y", 1, -1, NULL);
     g.opset = 13;
-    uint8_t *buf = tg_pack(&g, "if", len);
-    tg_free(&t), tg_free(&e), tg_free(&g);
-    return buf;
-}
-
-static bf_status load_if(int cond_elem, int else_outs, const char *then_reads, bf_model **m, bf_error *err)
-{
-    size_t len;
-    uint8_t *buf = if_model(cond_elem, else_outs, then_reads, &len);
-    bf_status st = bf_model_load_buffer(buf, len, "if.onnx", m, err);
-    free(buf);
+    bf_status st = tg_load_opts(&g, "if", NULL, m, err);
+    tg_free(&t), tg_free(&e);
     return st;
 }
 

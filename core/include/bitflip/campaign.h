@@ -455,6 +455,8 @@ typedef struct bf_campaign_result {
     } psum;
     size_t param_bytes;       /* parameter-only values (a weight's Transpose, ...) computed once and
                                * held outside the cache's budget: weight-sized, docs/ENGINE.md */
+    size_t param_copy_bytes;  /* ... and those left past its limit that the cache does not serve,
+                               * copied once into each worker (all workers together) */
     int64_t chain_trials;     /* trials the differential engine ran in chain mode (a corrupted Gemm
                                * on a chain of per-sample steps, docs/ENGINE.md) */
     int64_t chain_exact;      /* ... of which, with no witness among the samples tried, exactly */

@@ -177,7 +177,8 @@ typedef struct bf_job_budget {
     uint64_t dataset_bytes;   /* the eval set: loaded once, shared */
     uint64_t weights_bytes;   /* campaigns on weights in fp16/bf16/int8: the weights as stored */
     uint64_t packed_bytes;    /* the products' weights packed once, shared (bf_plan_budget.packed_bytes) */
-    uint64_t param_only_bytes; /* differential campaigns: the parameter-only values, once (at most 2x the weights) */
+    uint64_t param_only_bytes; /* differential campaigns: the parameter-only values, once (at most 2x the weights),
+                                * and each worker's copy of those left past that (at most 2x the weights each) */
     uint64_t plans_bytes;     /* per worker and for the golden pass: a plan at batch, one at rest */
     uint64_t outputs_bytes;   /* outputs over the eval set, per worker and for the golden pass */
     uint64_t cache_bytes;     /* golden-activation cache: min(its budget, the activations over the set) */

@@ -523,6 +523,7 @@ static void teardown(runner *rn, bf_campaign_result *acc)
             acc->chain_exact += e;
             acc->chain_linear += l;
             acc->full_trials += bf__dx_full_passes(w->dx);
+            acc->param_copy_bytes += bf__dx_pv_copy_bytes(w->dx);
             acc->fused_activations += bf__dx_fused_runs(w->dx);
             acc->psum.resumed += bf__dx_psum_resumed(w->dx);
             acc->chan_steps += bf__dx_chan_steps(w->dx);

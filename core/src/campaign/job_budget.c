@@ -159,10 +159,14 @@ bf_status bf_campaign_estimate(const bf_model *model, const bf_dataset *ds, cons
         uint64_t all = sat_mul(b.plan.arena_bytes, batches);
         b.cache_bytes = all < budget ? all : budget;
         /* the parameter-only values, once for every worker, within twice the
-         * weights' bytes (diff/diffshared.c) */
+         * weights' bytes (diff/diffshared.c), and those left past that
+         * limit, a copy in each worker within the same limit (diff/dxparam.c,
+         * bf__pv_init; the cache may serve some, so at most this) */
         uint64_t wbytes = 0;
         for (size_t p = 0; p < model->n_params; p++) wbytes = sat_add(wbytes, bf_tensor_nbytes(model->params[p].tensor));
-        b.param_only_bytes = b.plan.param_only_bytes < sat_mul(wbytes, 2) ? b.plan.param_only_bytes : sat_mul(wbytes, 2);
+        uint64_t lim = sat_mul(wbytes, 2), pv = b.plan.param_only_bytes, held = pv < lim ? pv : lim;
+        uint64_t left = pv - held < lim ? pv - held : lim;
+        b.param_only_bytes = sat_add(held, sat_mul(left, (uint64_t)b.threads));
     }
     total(&b);
     *out = b;

@@ -156,6 +156,9 @@ int bf__pvals_step(const bf__pvals *pv, size_t i, const bf_plan *p);
  * not hold (*n of them; pv NULL: none). */
 const int *bf__pvals_left(const bf__pvals *pv, size_t *n);
 size_t bf__pvals_bytes(const bf__pvals *pv);
+/* The limit pv was built with (bytes): what it may hold, and what each
+ * worker's own copies of the values left may take (dxparam.c, bf__pv_init). */
+size_t bf__pvals_limit(const bf__pvals *pv);
 
 /* Runs the golden pass batch by batch on n_plans threads, thread k on
  * full[k] (and rest[k] for the last, partial batch; rest NULL: none) fed
@@ -299,6 +302,8 @@ bf_status bf__dx_run(bf__dx *dx, const bf__dx_weight *w, size_t n_w, const bf_va
                      int *full, bf_error *err);
 /* How many trials bf__dx_run handed back for a full pass. */
 int64_t bf__dx_full_passes(const bf__dx *dx);
+/* The bytes of the worker's own copies of the parameter-only values left unheld (dxparam.c). */
+size_t bf__dx_pv_copy_bytes(const bf__dx *dx);
 /* How many times this executor's trials re-ran a Conv with its activation,
  * BatchNormalization or residual Add in its epilogue (a batch each). */
 int64_t bf__dx_fused_runs(const bf__dx *dx);

@@ -239,6 +239,16 @@ struct bf__dx {
     unsigned char *pv_hit;
     bf__pv_write *pvw;
     size_t n_pvw, pvw_cap;
+    /* Per plan, per value: the worker's own golden copy of a value the
+     * campaign left unheld (bf__pvals_left), computed once when the worker
+     * is made (bf__pv_init) and pointed at at each batch's start instead of
+     * fetched (NULL: fetched, as a cached one or one past the limit);
+     * pv_mem[t] holds plan t's, pv_copy_bytes both plans' together (at
+     * most bf__pvals_limit), pv_once the steps that computed them. */
+    void **pv_copy[2];
+    void *pv_mem[2];
+    size_t pv_copy_bytes;
+    int64_t pv_once;
 };
 
 /* Sample s's batch and its row in it: a shift and a mask for the usual

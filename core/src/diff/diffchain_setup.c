@@ -79,6 +79,11 @@ static int gemm_link(const bf__dx_shared *sh, bf_plan *plan[2], size_t i, bf__ge
 {
     const bf__step *s = &plan[0]->steps[i];
     if (!bf__gemm_params(s, g) || g->trans_a || g->c_rs || s->n_out != 1) return 0;
+    /* B and C fixed when the plan was built: the exact blocks now found on
+     * a held computed B or C too (diffshared.c) are the column and row
+     * paths', which guard a moved one; a link's segment reads them at setup */
+    for (int j = 1; j < s->n_in; j++)
+        if (bf__runtime(plan[0], s->node->in[j])) return 0;
     for (int t = 0; t < 2; t++) {
         bf__gemm_info gt;
         if (!plan[t]) continue;

@@ -55,7 +55,9 @@ bf_status bf__out_init(bf__dx *dx, bf_error *err)
     int bv = p->steps[i].node->in[1];
     /* single rows give the product's bits: found on the full batch, and on
      * the partial last one where it has two rows to check it with */
-    if (m->values[bv].kind != BF__VAL_PARAM || sh->roww[0][i] != 1 ||
+    /* B a parameter or a computed value the campaign holds (read from its
+     * copy: bf__out_defer leaves a trial that moved it to the step) */
+    if ((m->values[bv].kind != BF__VAL_PARAM && !bf__pvals_data(sh->pv, bv)) || sh->roww[0][i] != 1 ||
         (dx->plan[1] && sh->roww[1][i] != 1 && bf_plan_batch(dx->plan[1]) >= 2))
         return BF_OK;
     /* every sample's input row: at most the scratch a worker holds anyway
@@ -101,6 +103,10 @@ bf_status bf__out_defer(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int *done, 
     int av = s->node->in[0];
     bf__gemm_info g;
     if (dx->state[av] != DIRTY || !bf__gemm_params(s, &g)) return BF_OK;
+    /* a computed B or C (held: diffshared.c) a fault of the trial moved:
+     * the step runs whole, every batch alike (the trial moved it in each) */
+    for (int j = 1; j < s->n_in && j < 3; j++)
+        if (s->node->in[j] >= 0 && bf__runtime(p, s->node->in[j]) && dx->state[s->node->in[j]] == DIRTY) return BF_OK;
     bf_status st = bf__dx_fetch(dx, p, b, av, err);
     if (st != BF_OK) return st;
     const float *a = p->vals[av].data, *ag = bf__gcache_block(sh->gc, av, b);
@@ -129,8 +135,13 @@ void bf__out_flush(bf__dx *dx)
     bf__gemm_info g;
     bf__gemm_params(s, &g);
     g.m = (int)n;
-    const float *c = s->n_in > 2 && s->node->in[2] >= 0 ? p->vals[s->node->in[2]].data : NULL;
-    bf__gemm_product(&g, o->a, p->vals[s->node->in[1]].data, c, o->y);
+    /* a computed B or C from the campaign's copy: golden, as the deferred
+     * batches read it (the plan's own pointer may be the last batch's) */
+    const float *bw = bf__pvals_data(sh->pv, s->node->in[1]), *c = NULL;
+    if (!bw) bw = p->vals[s->node->in[1]].data;
+    if (s->n_in > 2 && s->node->in[2] >= 0) c = bf__pvals_data(sh->pv, s->node->in[2]);
+    if (!c && s->n_in > 2 && s->node->in[2] >= 0) c = p->vals[s->node->in[2]].data;
+    bf__gemm_product(&g, o->a, bw, c, o->y);
     o->n_batched++;
     size_t row = (size_t)sh->out_cols * sizeof(float);
     int64_t last = -1;

@@ -307,11 +307,18 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
             if (g.trans_a) continue;
             int av = s->node->in[0], yv = s->node->out[0];
             int bv = s->node->in[1], cv = mm ? -1 : s->n_in > 2 ? s->node->in[2] : -1;
-            if (!mm && m->values[bv].kind != BF__VAL_PARAM) continue;
+            /* B and C: parameters, constants (C), or values computed from
+             * them that the campaign holds (dxparam.c: a weight's Transpose,
+             * a bias behind an Identity), found on the held copies; a trial
+             * reads them in place where no fault of it moved them
+             * (bf__dx_try_gemm, diffout.c), and runs the step whole where
+             * one did. One left unheld is fetched batch by batch: no form. */
+            const float *bh = bf__pvals_data(sh->pv, bv), *ch = cv >= 0 ? bf__pvals_data(sh->pv, cv) : NULL;
+            if (!mm && m->values[bv].kind != BF__VAL_PARAM && !bh) continue;
             /* a transposed parameter's golden copy, from the cache */
-            const float *bg = mtr ? bf__dx_golden(sh, bv, b) : p->vals[bv].data;
+            const float *bg = mtr ? bf__dx_golden(sh, bv, b) : bh ? bh : p->vals[bv].data;
             if (!bg) continue;
-            if (cv >= 0 && p->val_step[cv] != BF__VAL_NOT_RUN) continue;   /* C computed at run time */
+            if (cv >= 0 && p->val_step[cv] != BF__VAL_NOT_RUN && !ch) continue;   /* C computed at run time, unheld */
             const void *a = bf__gcache_block(sh->gc, av, b), *y = bf__dx_golden(sh, yv, b);
             if (!a && p->val_step[av] == -1) {   /* a graph input: from the dataset */
                 size_t in = (size_t)m->values[av].index;
@@ -324,7 +331,7 @@ static bf_status gemm_widths(bf__dx_shared *sh, bf_evaluator *ev, bf_plan *plan[
                 a = p->vals[av].data;
             }
             if (!a || !y) continue;
-            const float *c = cv >= 0 ? p->vals[cv].data : NULL;
+            const float *c = ch ? ch : cv >= 0 ? p->vals[cv].data : NULL;
             if (g.n > sh->max_n) sh->max_n = g.n;
             bf__colblk *blk = bf__malloc(((size_t)g.n + 1) * sizeof *blk);
             if (!blk) {

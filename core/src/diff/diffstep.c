@@ -141,9 +141,16 @@ bf_status bf__dx_try_gemm(bf__dx *dx, bf_plan *p, int tail, int64_t b, size_t i,
     *done = 0;
     if (!sh->colw[tail][i] || !bf__gemm_params(s, &g)) return BF_OK;
     int av = s->node->in[0], bv = s->node->in[1], cv = s->n_in > 2 ? s->node->in[2] : -1, yv = s->node->out[0];
+    /* A B or C computed at run time is one the campaign holds (the setup
+     * takes no other, diffshared.c), read in place: golden (bf__pv_batch)
+     * unless a fault of the trial moved it (its view written, or its step
+     * run on a faulty parameter: changed either way), when every column
+     * and row may move and the step runs whole */
+    int bp = m->values[bv].kind == BF__VAL_PARAM, cp = cv >= 0 && m->values[cv].kind == BF__VAL_PARAM;
+    if ((!bp && dx->state[bv] == DIRTY) || (cv >= 0 && !cp && dx->state[cv] == DIRTY)) return BF_OK;
     const float *yg = bf__dx_golden(sh, yv, b);
     size_t qb = (size_t)m->values[bv].index;
-    int nb = dx->pfaults[qb], nc = cv >= 0 && m->values[cv].kind == BF__VAL_PARAM ? dx->pfaults[m->values[cv].index] : 0;
+    int nb = bp ? dx->pfaults[qb] : 0, nc = cp ? dx->pfaults[m->values[cv].index] : 0;
     const float *c = cv >= 0 ? p->vals[cv].data : NULL;
     bf_status st;
     if (dx->state[av] != DIRTY && nb + nc == 1 && bf__runtime(p, av)) {

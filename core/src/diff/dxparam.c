@@ -12,7 +12,15 @@
  * private view of the value's pages (base/warena.h: the kernel copies the
  * one page written) and gives the page back after the trial, instead of
  * running the whole step. Any other step reading a faulty parameter runs
- * in the trial as before, into its own buffer. */
+ * in the trial as before, into its own buffer.
+ *
+ * One the campaign does not hold (past the limit, or no arena) is the same
+ * in every batch too: each worker computes it once, when it is made, into
+ * a copy of its own (per plan: the partial batch's may differ), within the
+ * same limit, and points its plan at that copy at each batch's start;
+ * before, a worker fetched it at each batch's start, re-running its steps
+ * whenever the golden cache did not hold it. */
+#include <stdint.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -33,7 +41,7 @@ struct bf__pvals {
                                   * (over the limit, no arena): a worker fetches them at each batch's start */
     size_t n_held, n_left;
     bf__warena *arena;
-    size_t total;
+    size_t total, limit;
 };
 
 void bf__pvals_free(bf__pvals *pv)
@@ -177,6 +185,7 @@ bf_status bf__pvals_build(bf_plan *const plan[2], size_t limit, bf__pvals **out,
     bf__pvals *pv = bf__calloc(1, sizeof *pv);
     if (!pv) return bf__dx_oom(err);
     pv->n_values = m->n_values;
+    pv->limit = limit;
     pv->data = bf__calloc(m->n_values + 1, sizeof *pv->data);
     pv->bytes = bf__calloc(m->n_values + 1, sizeof *pv->bytes);
     pv->from = bf__malloc((m->n_values + 1) * sizeof *pv->from);
@@ -221,6 +230,7 @@ out:
 
 const void *bf__pvals_data(const bf__pvals *pv, int v) { return pv && v >= 0 ? pv->data[v] : NULL; }
 size_t bf__pvals_bytes(const bf__pvals *pv) { return pv ? pv->total : 0; }
+size_t bf__pvals_limit(const bf__pvals *pv) { return pv ? pv->limit : 0; }
 const int *bf__pvals_left(const bf__pvals *pv, size_t *n)
 {
     *n = pv ? pv->n_left : 0;
@@ -307,10 +317,18 @@ bf_status bf__pv_batch(bf__dx *dx, bf_plan *p, int64_t b, bf_error *err)
         if (dx->pv_hit[v]) dx->state[v] = DIRTY;
     }
     /* a left one whose step reads the trial's faulty parameter runs at its
-     * step, as before */
+     * step, as before; one the worker copied is read there (golden even
+     * when a step upstream of it reads the faulty parameter: that step runs
+     * at its place, and the copy's readers after it) */
+    void **copy = dx->pv_copy[p == dx->plan[1]];
     for (size_t k = 0; pv && k < pv->n_left; k++) {
         int v = pv->left[k], s = p->val_step[v];
         if (s >= 0 && dx->param_hit[s]) continue;
+        if (copy && copy[v]) {
+            p->vals[v].data = copy[v];   /* read only: a step that writes v owns its slot first */
+            dx->state[v] = GOLDEN;
+            continue;
+        }
         bf_status st = bf__dx_fetch(dx, p, b, v, err);
         if (st != BF_OK) return st;
     }
@@ -337,12 +355,83 @@ void bf__pv_trial_end(bf__dx *dx)
     for (size_t h = 0; h < pv->n_held; h++) dx->pv_hit[pv->held[h]] = 0;
 }
 
+/* --- a worker's own copies of the values left */
+
+/* Whether plan p's value v, left, may be computed once into the worker's
+ * copy t: its step's one output, deterministic, not dynamic (that step
+ * sizes v when it runs), not one the cache serves (read there in place,
+ * at no cost) nor the graph's output, and each run-time input held or
+ * copied before it (in step order). */
+static int copyable(const bf__dx *dx, int t, const bf_plan *p, int v)
+{
+    const bf__dx_shared *sh = dx->sh;
+    int s = p->val_step[v];
+    if (s < 0 || p->dyn_val[v] || v == sh->out_val || bf__gcache_has(sh->gc, v)) return 0;
+    const bf__step *st = &p->steps[s];
+    if (st->n_out != 1 || !deterministic(st->node->op->name)) return 0;
+    for (int j = 0; j < st->n_in; j++) {
+        int x = st->node->in[j];
+        if (x >= 0 && bf__runtime(p, x) && !sh->pv->data[x] && !dx->pv_copy[t][x]) return 0;
+    }
+    return 1;
+}
+
+/* Plan t's copies: chosen in step order while the worker's copies stay
+ * within the campaign's limit, then computed by the plan's own steps from
+ * the golden parameters (no fault is written while a worker is made),
+ * and the plan pointed back at its own slots. */
+static bf_status copies(bf__dx *dx, int t, bf_error *err)
+{
+    const bf__dx_shared *sh = dx->sh;
+    const bf__pvals *pv = sh->pv;
+    bf_plan *p = dx->plan[t];
+    size_t nv = sh->m->n_values, total = 0;
+    unsigned char *left = bf__calloc(nv + 1, 1);
+    size_t *off = bf__malloc((nv + 1) * sizeof *off);
+    if (!left || !off || !(dx->pv_copy[t] = bf__calloc(nv + 1, sizeof *dx->pv_copy[t]))) {
+        bf__free(left), bf__free(off);
+        return bf__dx_oom(err);
+    }
+    for (size_t k = 0; k < pv->n_left; k++) left[pv->left[k]] = 1;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        int v = p->steps[i].n_out == 1 ? p->steps[i].node->out[0] : -1;
+        if (v < 0 || !left[v] || !copyable(dx, t, p, v)) continue;
+        size_t need = (bf_tensor_nbytes(&p->vals[v]) + 63) / 64 * 64;
+        if (dx->pv_copy_bytes + total + need > pv->limit) continue;
+        off[v] = total;
+        total += need;
+        dx->pv_copy[t][v] = dx;   /* chosen: placed below */
+    }
+    bf_status st = BF_OK;
+    if (total && !(dx->pv_mem[t] = bf__malloc(total + 64))) st = bf__dx_oom(err);
+    char *base = dx->pv_mem[t] ? (char *)(((uintptr_t)dx->pv_mem[t] + 63) & ~(uintptr_t)63) : NULL;
+    for (size_t i = 0; i < p->n_steps && st == BF_OK && base; i++) {
+        int v = p->steps[i].n_out == 1 ? p->steps[i].node->out[0] : -1;
+        if (v < 0 || !left[v] || !dx->pv_copy[t][v]) continue;
+        p->vals[v].data = dx->pv_copy[t][v] = base + off[v];   /* its copied inputs point at theirs already */
+        st = bf__plan_run_step(p, i, err);
+        dx->pv_once++;
+    }
+    for (size_t v = 0; v < nv; v++)
+        if (dx->pv_copy[t][v]) {
+            p->vals[v].data = dx->arena[t][v];
+            if (st != BF_OK || !base) dx->pv_copy[t][v] = NULL;
+        }
+    if (st == BF_OK) dx->pv_copy_bytes += total;
+    bf__free(left), bf__free(off);
+    return st;
+}
+
 bf_status bf__pv_init(bf__dx *dx, bf_error *err)
 {
     size_t n = dx->sh->m->n_values + 1;
     dx->pv_view = bf__calloc(n, sizeof *dx->pv_view);
     dx->pv_hit = bf__calloc(n, 1);
-    return dx->pv_view && dx->pv_hit ? BF_OK : bf__dx_oom(err);
+    if (!dx->pv_view || !dx->pv_hit) return bf__dx_oom(err);
+    bf_status st = BF_OK;
+    for (int t = 0; t < 2 && st == BF_OK && dx->sh->pv && dx->sh->pv->n_left; t++)
+        if (dx->plan[t]) st = copies(dx, t, err);
+    return st;
 }
 
 void bf__pv_free(bf__dx *dx)
@@ -353,4 +442,8 @@ void bf__pv_free(bf__dx *dx)
     bf__free(dx->pv_view);
     bf__free(dx->pv_hit);
     bf__free(dx->pvw);
+    for (int t = 0; t < 2; t++) {
+        bf__free(dx->pv_copy[t]);
+        bf__free(dx->pv_mem[t]);
+    }
 }
