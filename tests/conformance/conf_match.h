@@ -11,6 +11,19 @@
 
 #define ATOL 1e-5
 #define RTOL 1e-4
+/* The outputs of a one-image graph whose checked and unverifiable values are
+ * counted one by one (a detector has at most five: Keypoint R-CNN's); those
+ * past it share the last count. */
+#define CONF_OUTS 8
+/* Defaults of --max-widen and --max-unverifiable (tests/fixtures/README.md,
+ * "Values no rounding decides"): a reference's scale may widen a value's
+ * tolerance up to 100 times its row's (torchvision's BoxCoder clamps dw at
+ * log(1000/16), so a proposal corner's rounding reaches a decoded corner at
+ * most ~62.5 times: Keypoint R-CNN's sliver measured 63); past that the value
+ * is unverifiable, and an output with more than 1% of its values so is not
+ * verified. */
+#define CONF_MAX_WIDEN 100.0
+#define CONF_MAX_UNVERIFIABLE 0.01
 
 typedef struct cmp {
     int64_t bad;          /* values out of tolerance */
@@ -27,7 +40,13 @@ typedef struct cmp {
     int scale_malformed;            /* its "golden_scale" / a fault's "scale" is not of the README's shape */
     int64_t scaled;                 /* values whose tolerance the reference's scale widened past the row's */
     int64_t rescued;                /* of those, values past the row's own tolerance and within the scale's */
-    double gain;                    /* the largest scale over the row's own magnitude */
+    double gain;                    /* the largest widening of a checked value's tolerance by its scale */
+    /* Values compared in place or in a matched row (checked), and values whose
+     * scale widened their tolerance past conf_ties.max_widen (unverifiable:
+     * not compared), in all and per output (in the graph's order) */
+    int64_t checked, unverif;
+    int64_t out_checked[CONF_OUTS], out_unverif[CONF_OUTS];
+    int not_verified;               /* an output's unverifiable share is over conf_ties.max_share (its index + 1) */
 } cmp;
 
 /* What says which rows of a one-image graph tie: the reference's "ties"
@@ -56,6 +75,10 @@ typedef struct conf_ties {
      * tests/fixtures/README.md, "Scales from the decode"), or NULL: the
      * rows' own scale alone. */
     const json_t *scale;
+    /* Past this widening of its tolerance (the scale's over the row's) a
+     * value is unverifiable, counted and not compared; 0: no limit. And the
+     * share of an output's values past which the list is not verified. */
+    double max_widen, max_share;
 } conf_ties;
 
 /* A JSON number, or one of the strings standing for non-finite values. */
@@ -84,7 +107,9 @@ int nms_cuts(const struct bf_nms_ties *t, const bf_ragged_output *outs, size_t n
              const char *score, nms_cut **out);
 void nms_cuts_free(nms_cut *c, int64_t n);
 
-void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad);
+/* print_cmp_ragged prints the outputs' names from outs (the run compared). */
+void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad, const bf_ragged_output *outs, size_t n_outs,
+                      const conf_ties *tc);
 void print_cmp(const cmp *c, int64_t cols);
 
 /* The name of m's one float32 output of rank 1 (a detector's scores), or

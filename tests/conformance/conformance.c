@@ -8,7 +8,7 @@
  * (tests/fixtures/README.md). Every NAME.ref.json in DIR is checked; a table per model is
  * printed; every fault is checked twice, directly (a bit flip in a plan) and
  * through the campaign path (an explicit fault list from a JSON spec); the
- * exit status is 0 only if everything matches (1: a mismatch,
+ * exit status is 0 only if everything matches (1: a mismatch, 3: not verified,
  * 2: usage or unreadable input). --only NAME,NAME checks just those models
  * (a set whose other models wait for ops still being written); naming a
  * model DIR does not hold is a usage error, so the list cannot go stale.
@@ -34,6 +34,13 @@
  * "scale" give, per detection row, the magnitude each value's tolerance is
  * taken of where larger than the row's own (the box decode's gain on a
  * sliver proposal: tests/fixtures/README.md, "Scales from the decode").
+ * A value whose scale widens its tolerance more than --max-widen G times
+ * (default 100) is unverifiable: counted per output, not compared; a list
+ * (golden, a fault) where more than --max-unverifiable S (default 0.01) of
+ * an output's values are is NOT VERIFIED, neither passed nor failed, and a
+ * model with one is counted apart: exit status 3 when nothing failed but
+ * something was not verified (tests/fixtures/README.md, "Values no rounding
+ * decides").
  *
  * A model with symbolic dims past the batch (torch.onnx.export's dynamic
  * sequence axes) is checked at the sizes of the eval set's tensors
@@ -112,6 +119,7 @@ typedef struct camp_check {
     int64_t tied, unverified;   /* over every trial */
     nms_cut *const *cuts; /* per fault, the direct path's NMS near-tie cuts (conf_ties.cut), or NULL */
     int64_t nms_images, nms_rows, nms_checked;   /* over every trial */
+    int64_t checked, unverif, not_verified;      /* values over every trial; trials NOT VERIFIED */
 } camp_check;
 
 /* Appends n floats to the dump; 0 when it cannot (the caller fails). A NaN
@@ -152,6 +160,9 @@ static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, s
     cc->nms_images += c.nms_images;
     cc->nms_rows += c.nms_rows;
     cc->nms_checked += c.nms_checked;
+    cc->checked += c.checked;
+    cc->unverif += c.unverif;
+    cc->not_verified += c.not_verified && !c.bad && !c.format_error;
     if (c.bad || c.format_error) {
         if (cc->first_bad < 0) cc->first_bad = trial;
         cc->bad_trials++;
@@ -219,7 +230,7 @@ static void on_trial(void *user, const bf_trial_record *rec)
 
 static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
                                const json_t *faults, int64_t n_ref, int64_t cols, int64_t plane, int64_t batch, int lm, int ragged,
-                               const conf_ties *tc, nms_cut *const *cuts, FILE *dump)
+                               const conf_ties *tc, nms_cut *const *cuts, FILE *dump, int *not_verified)
 {
     size_t n = json_array_size(faults), k;
     const json_t *f;
@@ -279,6 +290,10 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
         if (cc.nms_images)
             printf("NMS near-ties: %lld images cut, %lld rows after the cuts checked, %lld unverifiable; ",
                    (long long)cc.nms_images, (long long)cc.nms_checked, (long long)cc.nms_rows);
+        if (cc.unverif)
+            printf("values: %lld checked, %lld unverifiable (scale past %g times their row's), %lld faults NOT "
+                   "VERIFIED; ", (long long)cc.checked, (long long)cc.unverif, tc->max_widen, (long long)cc.not_verified);
+        if (not_verified) *not_verified += cc.not_verified > 0;
         printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
                (long long)res.total.n[BF_OUTCOME_TOLERABLE], (long long)res.total.n[BF_OUTCOME_CRITICAL],
                (long long)res.total.n[BF_OUTCOME_DUE]);
@@ -350,9 +365,18 @@ static int check_vision_metrics(const bf_eval_result *r, const json_t *rec, cons
     return failures;
 }
 
-/* Returns the number of failures for this model (or -1 if it could not run). */
-static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, int tie_order, FILE *dump)
+/* What a value's scale may widen and how much of an output may stay
+ * unverifiable (--max-widen, --max-unverifiable; conf_ties). */
+typedef struct conf_limits {
+    double max_widen, max_share;
+} conf_limits;
+
+/* Returns the number of failures for this model (or -1 if it could not
+ * run); *not_verified = 1 when none failed but a list was NOT VERIFIED. */
+static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, int tie_order, FILE *dump,
+                       const conf_limits *lim_v, int *not_verified)
 {
+    int nv = 0;   /* lists (golden, faults, the campaign path) NOT VERIFIED */
     char path[4096], data_path[4096], ref_path[4096];
     int failures = 0;
     json_error_t jerr;
@@ -408,8 +432,9 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     /* a one-image detector's rows tied at a cut among equal scores: as the
      * reference's "ties" says (golden), else inferred (conf_match.c) */
     const char *score = score_output(m);
-    conf_ties golden_tc = {.ties = json_object_get(ref, "ties")};
-    conf_ties fault_tc = {.score = score, .cap = ref_row_cap(ref, score)};
+    conf_ties golden_tc = {.ties = json_object_get(ref, "ties"), .max_widen = lim_v->max_widen, .max_share = lim_v->max_share};
+    conf_ties fault_tc = {.score = score, .cap = ref_row_cap(ref, score), .max_widen = lim_v->max_widen,
+                          .max_share = lim_v->max_share};
     cmp c;
     int64_t rows_bad;
     const char *out_bad;
@@ -418,12 +443,13 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
             { printf("  out of memory\n"); failures = -1; goto out; }
         golden_tc.cut = fault_tc.cut = cut;
         golden_tc.scale = fault_tc.scale = json_object_get(ref, "golden_scale");
-        c = compare_ragged(r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad,
-                           json_object_get(ref, "ties") ? &golden_tc : &fault_tc);
+        const conf_ties *gtc = json_object_get(ref, "ties") ? &golden_tc : &fault_tc;
+        c = compare_ragged(r.ragged, r.n_ragged, json_object_get(ref, "golden"), n_golden, &rows_bad, &out_bad, gtc);
+        printf("  golden outputs   %lld samples, %zu outputs each: ", (long long)n_golden, r.n_ragged);
+        print_cmp_ragged(&c, rows_bad, out_bad, r.ragged, r.n_ragged, gtc);
         golden_tc.cut = fault_tc.cut = NULL;
         golden_tc.scale = fault_tc.scale = NULL;
-        printf("  golden outputs   %lld samples, %zu outputs each: ", (long long)n_golden, r.n_ragged);
-        print_cmp_ragged(&c, rows_bad, out_bad);
+        nv += c.not_verified && !c.bad && !c.format_error;
     } else {
         c = compare(golden, cols, json_object_get(ref, "golden"), n_golden, plane);
         printf("  golden outputs   %lld samples x %lld: ", (long long)n_golden, (long long)cols);
@@ -506,7 +532,8 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
             tc.cut = fault_cuts[k];
             tc.scale = json_object_get(f, "scale");
             c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad, &tc);
-            print_cmp_ragged(&c, rows_bad, out_bad);
+            print_cmp_ragged(&c, rows_bad, out_bad, r.ragged, r.n_ragged, &tc);
+            nv += c.not_verified && !c.bad && !c.format_error;
         } else {
             c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref, plane);
             print_cmp(&c, cols);
@@ -518,8 +545,10 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
         failures += check_vision_metrics(&r, f, "", "       ", fault_cuts ? fault_cuts[k] : NULL);
     }
     failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, plane, bf_evaluator_batch(ev), lm, r.n_ragged > 0,
-                                    &fault_tc, fault_cuts, dump);
-    printf("  %s: %s\n", name, failures ? "FAILED" : "all match");
+                                    &fault_tc, fault_cuts, dump, &nv);
+    printf("  %s: %s\n", name, failures ? "FAILED" : nv ? "NOT VERIFIED (no value differs; too many could not be checked)"
+                                                       : "all match");
+    if (!failures && nv) *not_verified = 1;
 out:
     for (size_t i = 0; fault_cuts && i < json_array_size(json_object_get(ref, "faults")); i++)
         nms_cuts_free(fault_cuts[i], n_cut_ref);
@@ -574,6 +603,7 @@ int main(int argc, char **argv)
     int64_t batch = 0;
     const char *dir = NULL, *only = NULL, *dump_path = NULL;
     int no_fuse = 0, tie_order = BF_TIE_ORDER_PYTORCH;
+    conf_limits lim_v = {CONF_MAX_WIDEN, CONF_MAX_UNVERIFIABLE};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--no-fuse")) no_fuse = 1;
@@ -588,21 +618,36 @@ int main(int argc, char **argv)
         }
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--tie-order pytorch|onnx] [--dump FILE] DIR\n\n"
+        else if ((!strcmp(argv[i], "--max-widen") || !strcmp(argv[i], "--max-unverifiable")) && i + 1 < argc) {
+            char *end;
+            int widen = !strcmp(argv[i], "--max-widen");
+            double v = strtod(argv[++i], &end);
+            if (*end || !(v >= 0) || !isfinite(v) || (!widen && v > 1)) {
+                fprintf(stderr, "bitflip-conformance: %s takes %s, got '%s'\n", argv[i - 1],
+                        widen ? "a factor >= 0 (0: no limit)" : "a share from 0 to 1", argv[i]);
+                return 2;
+            }
+            *(widen ? &lim_v.max_widen : &lim_v.max_share) = v;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--tie-order pytorch|onnx] [--dump FILE]\n"
+                   "                           [--max-widen G] [--max-unverifiable S] DIR\n\n"
                    "Checks every DIR/NAME.ref.json against the engine.\n"
                    "--batch N: samples per batch (default: the whole eval set at once)\n"
                    "--only NAME,NAME: check only these models (each must exist in DIR)\n"
                    "--no-fuse: load each model as exported, every node run as written (no fused patterns)\n"
                    "--tie-order ORDER: which of equal values a TopK or NMS keeps: pytorch (the default: the\n"
                    "  references are PyTorch's) or onnx (the spec's, bitflip eval's default)\n"
-                   "--dump FILE: write every output computed, as raw float32, to FILE (to compare runs bit for bit)\n");
+                   "--dump FILE: write every output computed, as raw float32, to FILE (to compare runs bit for bit)\n"
+                   "--max-widen G: a value whose reference scale widens its tolerance more than G times its row's is\n"
+                   "  unverifiable, counted and not compared (default 100; 0: no limit)\n"
+                   "--max-unverifiable S: a list where more than this share of an output's values is unverifiable\n"
+                   "  is NOT VERIFIED (default 0.01); exit status 3 when that is all that went wrong\n");
             return 0;
         } else dir = argv[i];
     }
     if (!dir || batch < 0) {
         fprintf(stderr, "usage: bitflip-conformance [--batch N] [--only NAME,NAME] [--no-fuse] [--tie-order pytorch|onnx] "
-                        "[--dump FILE] DIR\n");
+                        "[--dump FILE] [--max-widen G] [--max-unverifiable S] DIR\n");
         return 2;
     }
     FILE *dump = NULL;
@@ -638,7 +683,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    int failed_models = 0, broken = 0;
+    int failed_models = 0, broken = 0, unverified = 0;
     size_t skipped = 0;
     for (size_t i = 0; i < n_names; i++) {
         if (only && !in_list(only, names[i])) {
@@ -646,9 +691,10 @@ int main(int argc, char **argv)
             free(names[i]);
             continue;
         }
-        int f = check_model(dir, names[i], batch, no_fuse, tie_order, dump);
+        int nv = 0, f = check_model(dir, names[i], batch, no_fuse, tie_order, dump, &lim_v, &nv);
         if (f < 0) broken++;
         else if (f > 0) failed_models++;
+        else unverified += nv;
         free(names[i]);
     }
     free(names);
@@ -657,8 +703,9 @@ int main(int argc, char **argv)
         broken++;
     }
     printf("\n%zu models: %zu passed, %d failed, %d could not run", n_names - skipped,
-           n_names - skipped - (size_t)failed_models - (size_t)broken, failed_models, broken);
+           n_names - skipped - (size_t)failed_models - (size_t)broken - (size_t)unverified, failed_models, broken);
+    if (unverified) printf(", %d not verified (too many values unverifiable)", unverified);
     if (skipped) printf(" (%zu more in %s not selected by --only)", skipped, dir);
     printf("\n");
-    return failed_models || broken ? 1 : 0;
+    return failed_models || broken ? 1 : unverified ? 3 : 0;
 }

@@ -31,6 +31,11 @@ and y2' by a (gain 1: scale 160, the row's own); x2' is clipped (gain 0). Cases:
   row's tolerance (no widening there);
 - the same under the fault (the tw initializer's bias bit flipped: another tw), and a fault
   whose scale is missing keeps the old rule;
+- a scale that widens a value's tolerance past --max-widen (100) leaves it unverifiable:
+  listed per output and not compared, and the list NOT VERIFIED (exit 3) when over
+  --max-unverifiable's share of an output (1%), passed with its count under a larger share,
+  while a checkable value of the same row 10 tolerances off still fails; the hand-worked 62.5
+  times is checked, unverifiable under --max-widen 50, and --max-widen 0 checks everything;
 - malformed scales (a row too short, a negative scale, an output the graph has not, too few
   images) are refused as malformed, never read as none;
 - if torch and torchvision are present: the generator's scales (bench/heldout_det.py's
@@ -261,6 +266,38 @@ def main():
             t.case("image 1 x1 past its row", move(1, 0, 2e-4 * 90 + 1e-3), False)
             t.case("fault: 10 tolerances off", move(0, 0, 10 * 1.0, "fault"), False)
             t.case("fault: without its scale", fault_unscaled, False)
+            # Values no rounding decides (tests/fixtures/README.md): x1's scale raised to 1000
+            # times its row's (160: scale 1.6e5, a tolerance of 16 px), past --max-widen's 100.
+            # Its value 5 px off (312 of the row's tolerances) is not compared but listed; 1 of
+            # the list's 8 box values is 12.5%, past the 1% a verified output may have: NOT
+            # VERIFIED (exit 3), neither passed nor failed. Without the limit it would pass.
+            def widen_x1(by=0.0, also=None):
+                def edit(ref):
+                    ref["golden_scale"][0]["boxes"][0][0] = 1000 * 160.0
+                    ref["golden"][0]["boxes"][0][0] += by
+                    if also:
+                        also(ref)
+                    return f"x1's scale 1000 times its row's, x1 moved by {by:g}" + (" and y1 by 10 row tolerances" if also else "")
+                return edit
+
+            def y1_off(ref):
+                ref["golden"][0]["boxes"][0][1] += 10 * 0.016
+
+            t.case("past the factor: listed, not verified", widen_x1(5.0), False,
+                   "values: 9 checked, 1 unverifiable (their scale widens the tolerance past 100 times their row's: "
+                   "'boxes' 1 of 8)", want_rc=3)
+            t.case("past the factor: the verdict", widen_x1(5.0), False, "NOT VERIFIED: 12.5% of 'boxes' unverifiable",
+                   want_rc=3)
+            t.case("past the factor, a share allowed: passed with its count", widen_x1(5.0), True,
+                   "1 unverifiable", args=("--max-unverifiable", "0.2"))
+            t.case("past the factor: a checkable value 10 tolerances off still fails", widen_x1(0.0, y1_off), False,
+                   "MISMATCH", args=("--max-unverifiable", "0.2"), want_rc=1)
+            t.case("within the factor: checked", lambda ref: "x1's scale 62.5 times its row's (the hand-worked)", True,
+                   "values: 10 checked, 0 unverifiable")
+            t.case("--max-widen 50: x1 (62.5 times) unverifiable", lambda ref: "the hand-worked scales", False,
+                   "values: 9 checked, 1 unverifiable", args=("--max-widen", "50"), want_rc=3)
+            t.case("--max-widen 0: no limit, the 1000 times widened x1 checked", widen_x1(5.0), True,
+                   "values: 10 checked, 0 unverifiable", args=("--max-widen", "0"))
             for what in ("short row", "negative", "unknown output", "too few images"):
                 t.case(f"malformed: {what}", malformed(what), False, '"golden_scale" or a fault\'s "scale" is not')
             failures += t.failures

@@ -25,20 +25,24 @@ class RefEdits:
     def __exit__(self, *exc):
         self._tmp.cleanup()
 
-    def run(self):
-        p = subprocess.run([self.conf, "--only", self.name, self.dir], capture_output=True, text=True, timeout=300)
+    def run(self, args=()):
+        p = subprocess.run([self.conf, *args, "--only", self.name, self.dir], capture_output=True, text=True, timeout=300)
         return p.returncode, p.stdout + p.stderr
 
-    def case(self, label, edit, want_pass, want_text=None):
+    def case(self, label, edit, want_pass, want_text=None, args=(), want_rc=None):
         """edit(ref) changes a fresh copy of the reference and returns what it did; want_text,
         if given, must appear in the runner's output. A case that must fail fails as a
-        MISMATCH, or with want_text (a malformed reference's own message)."""
+        MISMATCH, or with want_text (a malformed reference's own message). args: the runner's
+        flags; want_rc: the exit status wanted exactly (3: not verified), else 0 or not 0 as
+        want_pass says."""
         ref = json.loads(json.dumps(self.base))
         note = edit(ref)
         json.dump(ref, open(self.ref_path, "w"))
-        rc, out = self.run()
+        rc, out = self.run(args)
         ok = (rc == 0) == want_pass and (want_pass or want_text or "MISMATCH" in out) and (not want_text or want_text in out)
-        print(f"{'ok  ' if ok else 'FAIL'} {label}: {note}; runner {'passed' if rc == 0 else 'reported it'}")
+        if want_rc is not None:
+            ok = rc == want_rc and (not want_text or want_text in out)
+        print(f"{'ok  ' if ok else 'FAIL'} {label}: {note}; runner {'passed' if rc == 0 else 'reported it'} ({rc})")
         if not ok:
             print(out)
             self.failures += 1
