@@ -55,8 +55,10 @@ static double scale_at(const json_t *srow, int64_t j)
  * whose gain the row's magnitude does not show (a sliver proposal's width
  * multiplied by the box decode's exp(dw)). Counts in c.scaled the values
  * the scale widened, in c.rescued those it alone passed. A value whose
- * tolerance the scale widens more than max_widen times (when > 0) is not
- * compared but counted in c.unverif: its reference moves that far when its
+ * tolerance the scale widens more than max_widen times (when > 0) is
+ * checked against its row's own tolerance alone (within it, it agrees as
+ * any value without a scale does); outside it, it is counted in c.unverif,
+ * neither passed nor failed: its reference moves that far when its
  * inputs move within their own tolerance, which is a jump (an arg-max among
  * flat maxima, a pasted mask's edge pixel), not a rounding carried through a
  * smooth computation, so no engine's value can be told right or wrong
@@ -92,11 +94,17 @@ static cmp rows_scaled(const float *ours, int64_t cols, const json_t *ref, int64
                 r = fabs(got - want) / tol;
                 if (s > mag) {   /* the decode's conditioning: the tolerance of what the value is computed from */
                     double t = s * RTOL > ATOL ? s * RTOL : ATOL;
-                    if (max_widen > 0 && t > max_widen * tol) { c.unverif++; continue; }
-                    c.scaled++;
-                    if (t / tol > c.gain) c.gain = t / tol;
-                    if (r > 1 && fabs(got - want) <= t) c.rescued++;
-                    r = fabs(got - want) / t;
+                    if (max_widen > 0 && t > max_widen * tol) {
+                        /* within its row's own tolerance it is checked as
+                         * any value without a scale is (and passes); past
+                         * it, no tolerance short of the jump's can judge it */
+                        if (r > 1) { c.unverif++; continue; }
+                    } else {
+                        c.scaled++;
+                        if (t / tol > c.gain) c.gain = t / tol;
+                        if (r > 1 && fabs(got - want) <= t) c.rescued++;
+                        r = fabs(got - want) / t;
+                    }
                 }
             }
             c.checked++;

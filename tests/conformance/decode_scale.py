@@ -31,7 +31,8 @@ and y2' by a (gain 1: scale 160, the row's own); x2' is clipped (gain 0). Cases:
   row's tolerance (no widening there);
 - the same under the fault (the tw initializer's bias bit flipped: another tw), and a fault
   whose scale is missing keeps the old rule;
-- a scale that widens a value's tolerance past --max-widen (100) leaves it unverifiable:
+- a scale that widens a value's tolerance past --max-widen (100) leaves it checked against
+  its row's own tolerance alone (y1 agreeing: checked), unverifiable outside it:
   listed per output and not compared, and the list NOT VERIFIED (exit 3) when over
   --max-unverifiable's share of an output (1%), passed with its count under a larger share,
   while a checkable value of the same row 10 tolerances off still fails; the hand-worked 62.5
@@ -292,6 +293,19 @@ def main():
                    "1 unverifiable", args=("--max-unverifiable", "0.2"))
             t.case("past the factor: a checkable value 10 tolerances off still fails", widen_x1(0.0, y1_off), False,
                    "MISMATCH", args=("--max-unverifiable", "0.2"), want_rc=1)
+            # past the factor but within its row's own tolerance: checked (it agrees as a value
+            # without a scale would); moved 3 row tolerances, the same value is unverifiable
+            def widen_y1(by=0.0):
+                def edit(ref):
+                    ref["golden_scale"][0]["boxes"][0][1] = 1000 * 160.0
+                    ref["golden"][0]["boxes"][0][1] += by
+                    return f"y1's scale 1000 times its row's, y1 moved by {by:g}"
+                return edit
+
+            t.case("past the factor, within its row's own tolerance: checked", widen_y1(), True,
+                   "values: 10 checked, 0 unverifiable")
+            t.case("past the factor, outside its row's own tolerance: unverifiable", widen_y1(3 * 0.016), False,
+                   "values: 9 checked, 1 unverifiable", want_rc=3)
             t.case("within the factor: checked", lambda ref: "x1's scale 62.5 times its row's (the hand-worked)", True,
                    "values: 10 checked, 0 unverifiable")
             t.case("--max-widen 50: x1 (62.5 times) unverifiable", lambda ref: "the hand-worked scales", False,
