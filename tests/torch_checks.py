@@ -20,9 +20,9 @@ by the test that names the check. No verdict (the runner died first) fails the t
 Run mode exits 0 whatever the checks say; 1 only on a bad command line.
 """
 import os
-import runpy
 import sys
-import traceback
+
+import forkrun   # tests/forkrun.py: this script's folder is sys.path[0]
 
 
 def verdict(outdir, name):
@@ -40,34 +40,6 @@ def verdict(outdir, name):
     return code
 
 
-def child(name, script, args, log):
-    """In the forked child: run SCRIPT as its own __main__ and exit with its status."""
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    script = os.path.abspath(script)
-    sys.argv = [script] + args
-    sys.path[0] = os.path.dirname(script)
-    code = 0
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code
-        else:   # sys.exit("message"): Python prints it and exits 1
-            print(e.code, file=sys.stderr)
-            code = 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def run(outdir, groups):
     os.makedirs(outdir, exist_ok=True)
     for name, _, _ in groups:
@@ -82,13 +54,7 @@ def run(outdir, groups):
             pass
     for name, script, args in groups:
         log = os.path.join(outdir, name + ".log")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            child(name, script, args, log)
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
+        code = forkrun.forked(forkrun.script(script, args), log)
         if code < 0:   # killed by a signal: a failure, as ctest would report it
             with open(log, "a") as f:
                 f.write(f"\ntorch_checks: {name} killed by signal {-code}\n")

@@ -29,6 +29,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
+import forkrun  # noqa: E402  (tests/forkrun.py)
 FAILS = []
 
 
@@ -45,34 +47,9 @@ def make_zoo(args, work):
     alone, the child imports it as make_zoo.py's own process did."""
     os.makedirs(work, exist_ok=True)
     log = os.path.join(work, "make_zoo.log")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(fd, 1)   # make_zoo.py writes its log to stderr and nothing to stdout
-            os.dup2(fd, 2)
-            import runpy
-            sys.argv = [os.path.join(HERE, "make_zoo.py")] + args
-            try:
-                runpy.run_path(sys.argv[0], run_name="__main__")
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-                if isinstance(e.code, str):
-                    print(e.code, file=sys.stderr)
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    with open(log, errors="replace") as f:
-        return os.waitstatus_to_exitcode(status), f.read()
+    rc = forkrun.forked(forkrun.script(os.path.join(HERE, "make_zoo.py"), args), log)
+    with open(log, errors="replace") as f:   # make_zoo.py writes its log to stderr, nothing to stdout
+        return rc, f.read()
 
 
 def main():

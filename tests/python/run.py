@@ -21,6 +21,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+import forkrun  # noqa: E402  (tests/forkrun.py)
 SKIP = 77
 
 
@@ -47,36 +49,8 @@ def skip_without(*mods):
 def forked(cwd, fn, out=None):
     """fn() in a forked child of this process, in CWD, its stdout and stderr into OUT (a path;
     None: this process's): its exit status. What `python3 -m pytest` or `python3 EXAMPLE` in a
-    new interpreter was, without the new interpreter: run under ctest torch_checks
-    (tests/torch_checks.py), which has torch imported already, the child does not import it
-    again (~3.7 CPU-s); run alone, the child imports what it needs as the new process did.
-    The child is its own process still: nothing it sets reaches this one."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            if out is not None:
-                fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(fd, 1)
-                os.dup2(fd, 2)
-                os.close(fd)
-            os.chdir(cwd)
-            code = fn()
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if isinstance(e.code, str):
-                print(e.code, file=sys.stderr)
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code if isinstance(code, int) else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    new interpreter was, without the new interpreter (tests/forkrun.py says why)."""
+    return forkrun.forked(fn, out, cwd)
 
 
 def pytest(*files):
