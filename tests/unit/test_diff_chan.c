@@ -404,7 +404,7 @@ static void segmenter_outputs_in_place(void **state)
 
 /* A Conv's fused chain whose output only depthwise Convs read
  * (mobilenet_v2's expansion -> Clip): the golden cache leaves it out where
- * the pass runs such chains lean (diffshared.c, root_values; bf__own_chan),
+ * the pass runs such chains lean (diffshared.c, root_values; bf__own_chan_all),
  * and a trial with a fault in that Conv writes its one moved channel with
  * nothing to compare it with, the depthwise Conv comparing its own
  * (diffchan.c, bf__dx_chain_channel); where a depthwise Conv must read it

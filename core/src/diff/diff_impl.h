@@ -71,7 +71,7 @@ struct bf__dx_shared {
     int *first_use, *last_use;   /* per value: first and last step reading it; -1 none */
     /* per value: read only as the first input of depthwise Convs (each
      * output channel from its own input channel), no graph output: a trial
-     * that moved it in one channel reads no golden of it (bf__own_chan) */
+     * that moved it in one channel reads no golden of it (bf__own_chan_all) */
     unsigned char *own_chan;
     int *pc_off, *pc_step;       /* per parameter: the steps reading it */
     bf__emb_index *emb;              /* per parameter; rows 0 when not an embedding table */
@@ -368,10 +368,11 @@ void bf__psum_done(bf__dx *dx, bf_plan *p, size_t i, const bf__psum_run *r);
 int bf__chan_settle(bf__dx *dx, bf_plan *p, int64_t b, int o, int c);
 /* Value v whole in its buffer (the golden channels copied around its
  * own), if it was lazy. */
-/* Whether value v of plan p is read only as the first input of depthwise
- * Convs (one input channel per output channel) and is no graph output
- * (diffshared.c; bf__dx_shared's own_chan). */
-int bf__own_chan(const bf_plan *p, int v);
+/* Per value of plan p (own: one byte each), 1 where it is read only as the
+ * first input of depthwise Convs (one input channel per output channel)
+ * and is no graph output, else 0: one pass over the steps (diffshared.c;
+ * bf__dx_shared's own_chan). */
+void bf__own_chan_all(const bf_plan *p, unsigned char *own);
 bf_status bf__chan_fill(bf__dx *dx, bf_plan *p, int64_t b, int v, bf_error *err);
 /* The samples (rows of the batch) whose channel of lazy value v differs
  * from golden, ascending, into row[]; their count. */

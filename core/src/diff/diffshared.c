@@ -51,7 +51,7 @@ static bf_status use_lists(bf__dx_shared *sh, const bf_plan *p, bf_error *err)
     sh->pc_off = bf__calloc(m->n_params + 2, sizeof(int));
     sh->own_chan = bf__calloc(m->n_values + 1, 1);
     if (!sh->first_use || !sh->last_use || !sh->pc_off || !sh->own_chan) return bf__dx_oom(err);
-    for (size_t v = 0; v < m->n_values; v++) sh->own_chan[v] = (unsigned char)bf__own_chan(p, (int)v);
+    bf__own_chan_all(p, sh->own_chan);
     for (size_t v = 0; v < m->n_values; v++) sh->first_use[v] = sh->last_use[v] = -1;
     for (size_t i = 0; i < p->n_steps; i++)
         for (int j = 0; j < p->steps[i].n_in; j++) {
@@ -496,25 +496,27 @@ static int channel_root(const bf_plan *p, int v)
  * which a trial compares no more. */
 #define FAR_MIX 0
 
-int bf__own_chan(const bf_plan *p, int v)
+void bf__own_chan_all(const bf_plan *p, unsigned char *own)
 {
-    int readers = 0;
-    for (size_t k = 0; k < p->model->n_outputs; k++)
-        if (p->model->output_vals[k] == v) return 0;
+    enum { UNREAD, OWN, NOT };
+    memset(own, UNREAD, p->model->n_values);
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__step *s = &p->steps[i];
-        for (int j = 0; j < s->n_in; j++)
-            if (s->node->in[j] == v) {
-                if (j != 0 || s->n_out != 1 || !bf__conv_step(s) || bf__conv_group_in(s) != 1) return 0;
-                readers++;
-            }
+        int dw = s->n_out == 1 && bf__conv_step(s) && bf__conv_group_in(s) == 1;
+        for (int j = 0; j < s->n_in; j++) {
+            int v = s->node->in[j];
+            if (v >= 0) own[v] = own[v] == NOT || j != 0 || !dw ? NOT : OWN;
+        }
     }
-    return readers > 0;
+    for (size_t k = 0; k < p->model->n_outputs; k++)
+        if (p->model->output_vals[k] >= 0) own[p->model->output_vals[k]] = NOT;
+    for (size_t v = 0; v < p->model->n_values; v++) own[v] = own[v] == OWN;
 }
 
 /* root_values for channel root r, into want; depth: scratch, per value,
  * the mixing steps between r and it (255: not reached) */
-static void root_values(const bf_plan *p, int r, unsigned char *depth, unsigned char *want)
+static void root_values(const bf_plan *p, int r, const unsigned char *own, unsigned char *depth,
+                        unsigned char *want)
 {
     const bf_model *m = p->model;
     enum { UNREACHED = 255 };
@@ -546,12 +548,12 @@ static void root_values(const bf_plan *p, int r, unsigned char *depth, unsigned 
             depth[v] = (unsigned char)(out_d > 254 ? 254 : out_d);
             /* moved in one channel and read only by depthwise Convs:
              * those compute that channel from it and compare their own
-             * output, so a trial compares it with nothing (bf__own_chan;
+             * output, so a trial compares it with nothing (own: bf__own_chan_all;
              * diffchan.c, bf__dx_chain_channel, the one path that writes
              * its channel without golden: the end of the fused chain of
              * the Conv whose weight moved it): mobilenet_v2's expansions,
              * 115 of the 278 MiB its 40-trial cache held */
-            if ((int)i == chain_end && s->n_out == 1 && bf__own_chan(p, v)) continue;
+            if ((int)i == chain_end && s->n_out == 1 && own[v]) continue;
             if (s->n_out > 1 || out_d <= FAR_MIX) want[v] = 1;
         }
     }
@@ -577,13 +579,15 @@ bf_status bf__dx_want_values(const bf_plan *p, const unsigned char *roots, int t
         for (size_t a = 0; a < p->steps[i].node->n_attrs; a++)
             if (p->steps[i].node->attrs[a].type == BF__ATTR_GRAPH) return BF_OK;
     unsigned char *reach = bf__calloc(m->n_values + 1, 1), *want = bf__calloc(m->n_values + 1, 1);
-    unsigned char *chan = bf__calloc(m->n_values + 1, 1);
-    if (!reach || !want || !chan) {
+    unsigned char *chan = bf__calloc(m->n_values + 1, 1), *own = bf__calloc(m->n_values + 1, 1);
+    if (!reach || !want || !chan || !own) {
         bf__free(reach);
         bf__free(want);
         bf__free(chan);
+        bf__free(own);
         return bf__dx_oom(err);
     }
+    bf__own_chan_all(p, own);
     for (size_t v = 0; v < m->n_values; v++) {
         chan[v] = trim && roots[v] && channel_root(p, (int)v);
         reach[v] = roots[v] && !chan[v];
@@ -603,12 +607,13 @@ bf_status bf__dx_want_values(const bf_plan *p, const unsigned char *roots, int t
     for (size_t v = 0; v < m->n_values; v++) want[v] |= reach[v];
     /* reach is the scratch of each channel root's own walk now */
     for (size_t v = 0; v < m->n_values; v++)
-        if (chan[v]) root_values(p, (int)v, reach, want);
+        if (chan[v]) root_values(p, (int)v, own, reach, want);
     /* the graph's outputs: the campaign's golden outputs, written anyway */
     for (size_t k = 0; k < m->n_outputs; k++)
         if (m->output_vals[k] >= 0) want[m->output_vals[k]] = 1;
     bf__free(reach);
     bf__free(chan);
+    bf__free(own);
     *out = want;
     return BF_OK;
 }

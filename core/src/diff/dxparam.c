@@ -362,7 +362,9 @@ void bf__pv_trial_end(bf__dx *dx)
  * sizes v when it runs), not one the cache serves (read there in place,
  * at no cost) nor the graph's output, and each run-time input held or
  * copied before it (in step order). */
-static int copyable(const bf__dx *dx, int t, const bf_plan *p, int v)
+enum { LEFT = 1, CHOSEN = 2 };   /* copies()'s marks, per value */
+
+static int copyable(const bf__dx *dx, const unsigned char *mark, const bf_plan *p, int v)
 {
     const bf__dx_shared *sh = dx->sh;
     int s = p->val_step[v];
@@ -371,7 +373,7 @@ static int copyable(const bf__dx *dx, int t, const bf_plan *p, int v)
     if (st->n_out != 1 || !deterministic(st->node->op->name)) return 0;
     for (int j = 0; j < st->n_in; j++) {
         int x = st->node->in[j];
-        if (x >= 0 && bf__runtime(p, x) && !sh->pv->data[x] && !dx->pv_copy[t][x]) return 0;
+        if (x >= 0 && bf__runtime(p, x) && !sh->pv->data[x] && mark[x] != CHOSEN) return 0;
     }
     return 1;
 }
@@ -386,28 +388,28 @@ static bf_status copies(bf__dx *dx, int t, bf_error *err)
     const bf__pvals *pv = sh->pv;
     bf_plan *p = dx->plan[t];
     size_t nv = sh->m->n_values, total = 0;
-    unsigned char *left = bf__calloc(nv + 1, 1);
+    unsigned char *mark = bf__calloc(nv + 1, 1);
     size_t *off = bf__malloc((nv + 1) * sizeof *off);
-    if (!left || !off || !(dx->pv_copy[t] = bf__calloc(nv + 1, sizeof *dx->pv_copy[t]))) {
-        bf__free(left), bf__free(off);
+    if (!mark || !off || !(dx->pv_copy[t] = bf__calloc(nv + 1, sizeof *dx->pv_copy[t]))) {
+        bf__free(mark), bf__free(off);
         return bf__dx_oom(err);
     }
-    for (size_t k = 0; k < pv->n_left; k++) left[pv->left[k]] = 1;
+    for (size_t k = 0; k < pv->n_left; k++) mark[pv->left[k]] = LEFT;
     for (size_t i = 0; i < p->n_steps; i++) {
         int v = p->steps[i].n_out == 1 ? p->steps[i].node->out[0] : -1;
-        if (v < 0 || !left[v] || !copyable(dx, t, p, v)) continue;
+        if (v < 0 || mark[v] != LEFT || !copyable(dx, mark, p, v)) continue;
         size_t need = (bf_tensor_nbytes(&p->vals[v]) + 63) / 64 * 64;
         if (dx->pv_copy_bytes + total + need > pv->limit) continue;
         off[v] = total;
         total += need;
-        dx->pv_copy[t][v] = dx;   /* chosen: placed below */
+        mark[v] = CHOSEN;   /* placed below */
     }
     bf_status st = BF_OK;
     if (total && !(dx->pv_mem[t] = bf__malloc(total + 64))) st = bf__dx_oom(err);
     char *base = dx->pv_mem[t] ? (char *)(((uintptr_t)dx->pv_mem[t] + 63) & ~(uintptr_t)63) : NULL;
     for (size_t i = 0; i < p->n_steps && st == BF_OK && base; i++) {
         int v = p->steps[i].n_out == 1 ? p->steps[i].node->out[0] : -1;
-        if (v < 0 || !left[v] || !dx->pv_copy[t][v]) continue;
+        if (v < 0 || mark[v] != CHOSEN) continue;
         p->vals[v].data = dx->pv_copy[t][v] = base + off[v];   /* its copied inputs point at theirs already */
         st = bf__plan_run_step(p, i, err);
         dx->pv_once++;
@@ -418,7 +420,7 @@ static bf_status copies(bf__dx *dx, int t, bf_error *err)
             if (st != BF_OK || !base) dx->pv_copy[t][v] = NULL;
         }
     if (st == BF_OK) dx->pv_copy_bytes += total;
-    bf__free(left), bf__free(off);
+    bf__free(mark), bf__free(off);
     return st;
 }
 
