@@ -35,7 +35,8 @@
  * taken of where larger than the row's own (the box decode's gain on a
  * sliver proposal: tests/fixtures/README.md, "Scales from the decode").
  * A value whose scale widens its tolerance more than --max-widen G times
- * (default 100) is unverifiable: counted per output, not compared; a list
+ * (default 100) is checked against its row's own tolerance alone, and
+ * outside it unverifiable: counted per output, neither passed nor failed; a list
  * (golden, a fault) where more than --max-unverifiable S (default 0.01) of
  * an output's values are is NOT VERIFIED, neither passed nor failed, and a
  * model with one is counted apart: exit status 3 when nothing failed but
@@ -639,7 +640,8 @@ int main(int argc, char **argv)
                    "  references are PyTorch's) or onnx (the spec's, bitflip eval's default)\n"
                    "--dump FILE: write every output computed, as raw float32, to FILE (to compare runs bit for bit)\n"
                    "--max-widen G: a value whose reference scale widens its tolerance more than G times its row's is\n"
-                   "  unverifiable, counted and not compared (default 100; 0: no limit)\n"
+                   "  checked against its row's own tolerance alone, and outside it unverifiable: counted, neither\n"
+                   "  passed nor failed (default 100; 0: no limit)\n"
                    "--max-unverifiable S: a list where more than this share of an output's values is unverifiable\n"
                    "  is NOT VERIFIED (default 0.01); exit status 3 when that is all that went wrong\n");
             return 0;
