@@ -243,11 +243,11 @@ static void left_values_computed_once(void **state)
     const bf__dx *dx = w.dx;
     const float *bias = bf_model_param(m, (size_t)bf_model_find_param(m, "bias"))->tensor->data;
     int64_t v[2] = {bf_model_find_value(m, "b1"), bf_model_find_value(m, "b2")};
-    assert_int_equal(dx->pv_once, 2);
+    assert_int_equal(dx->pv.once, 2);
     assert_null(dx->plan[1]);   /* 12 samples in batches of 4: no partial batch */
     for (int k = 0; k < 2; k++) {
-        assert_non_null(dx->pv_copy[0][v[k]]);
-        assert_memory_equal(dx->pv_copy[0][v[k]], bias, 8 * sizeof(float));
+        assert_non_null(dx->pv.copy[0][v[k]]);
+        assert_memory_equal(dx->pv.copy[0][v[k]], bias, 8 * sizeof(float));
     }
     static const char *const params[] = {"W1", "W2", "fc.weight"};
     for (int t = 0; t < 3; t++) run_one(&w, params[t], 5);
@@ -257,8 +257,8 @@ static void left_values_computed_once(void **state)
                      dx->work[dx->plan[0]->val_step[v[k]]]);
     run_one(&w, "bias", 3);
     assert_true(dx->work[dx->plan[0]->val_step[v[0]]] > 0);   /* at its step, reading the faulty bias */
-    for (int k = 0; k < 2; k++) assert_memory_equal(dx->pv_copy[0][v[k]], bias, 8 * sizeof(float));
-    assert_int_equal(dx->pv_once, 2);
+    for (int k = 0; k < 2; k++) assert_memory_equal(dx->pv.copy[0][v[k]], bias, 8 * sizeof(float));
+    assert_int_equal(dx->pv.once, 2);
     /* the countdown allocator over making the worker */
     size_t live = bf_test_alloc_live();
     int made = 0;
@@ -270,7 +270,7 @@ static void left_values_computed_once(void **state)
         bf_test_alloc_fail_after(-1);
         if (st == BF_OK) {
             made = 1;
-            assert_int_equal(d->pv_once, 2);
+            assert_int_equal(d->pv.once, 2);
             bf__dx_free(d);
         } else {
             if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", n, st, err.msg);

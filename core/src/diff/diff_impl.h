@@ -114,6 +114,27 @@ typedef struct bf__pv_write {
     size_t at, size;             /* bytes */
 } bf__pv_write;
 
+/* A worker's state for the parameter-only values, dxparam.c's own: a
+ * private view of each, made when a trial first corrupts the parameter it
+ * moves; which ones this trial hit (hit), and the elements it wrote (w).
+ * Per plan, per value: the worker's own golden copy of a value the campaign
+ * left unheld (bf__pvals_left), computed once when the worker is made
+ * (bf__pv_init) and pointed at at each batch's start instead of fetched
+ * (NULL: fetched, as a cached one or one past the limit); mem[t] holds plan
+ * t's, copy_bytes both plans' together (at most bf__pvals_limit), once the
+ * steps that computed them. */
+typedef struct bf__dx_pv {
+    void **view;
+    unsigned char *hit;
+    bf__pv_write *w;
+    size_t n_w, w_cap;
+    void **copy[2];
+    void *mem[2];
+    size_t copy_bytes;
+    int64_t once;
+} bf__dx_pv;
+
+
 /* Plane-local Resize's state (diffplane.c), a worker's own: the changed
  * planes of the step at hand (pl); the planes of the trial's outputs
  * written in place (opl: offsets into bf__dx's out, opl_len floats each),
@@ -232,23 +253,8 @@ struct bf__dx {
      * state and buffers (bf__out_init). */
     bf__dx_out *og;
 
-    /* Parameter-only values (dxparam.c): a private view of each, made when
-     * a trial first corrupts the parameter it moves; which ones this trial
-     * hit, and the elements it wrote. */
-    void **pv_view;
-    unsigned char *pv_hit;
-    bf__pv_write *pvw;
-    size_t n_pvw, pvw_cap;
-    /* Per plan, per value: the worker's own golden copy of a value the
-     * campaign left unheld (bf__pvals_left), computed once when the worker
-     * is made (bf__pv_init) and pointed at at each batch's start instead of
-     * fetched (NULL: fetched, as a cached one or one past the limit);
-     * pv_mem[t] holds plan t's, pv_copy_bytes both plans' together (at
-     * most bf__pvals_limit), pv_once the steps that computed them. */
-    void **pv_copy[2];
-    void *pv_mem[2];
-    size_t pv_copy_bytes;
-    int64_t pv_once;
+    /* Parameter-only values: dxparam.c's own state (bf__dx_pv). */
+    bf__dx_pv pv;
 };
 
 /* Sample s's batch and its row in it: a shift and a mask for the usual

@@ -54,7 +54,7 @@ static int pv_point(bf__dx *dx, bf_plan *sp, int v)
     if (!g) return 0;
     /* the steps' check (check_steps, with the parameters golden again) on
      * the golden copy, even in the trial whose fault made the view */
-    sp->vals[v].data = dx->pv_hit[v] && !dx->checking ? dx->pv_view[v] : (void *)g;
+    sp->vals[v].data = dx->pv.hit[v] && !dx->checking ? dx->pv.view[v] : (void *)g;
     return 1;
 }
 
@@ -689,8 +689,8 @@ static bf_status on_rows(bf__dx *dx, int64_t b, int n, int n_sub, const bf__dx_w
     memset(dx->sstate, UNLOADED, m->n_values);
     /* a parameter-only value this trial's fault moved: the worker's view,
      * changed, as bf__pv_batch gives it to a batch */
-    for (size_t x = 0; x < dx->n_pvw; x++) {   /* the values written (bf__pv_trial_begin), not every value */
-        int v = dx->pvw[x].value;
+    for (size_t x = 0; x < dx->pv.n_w; x++) {   /* the values written (bf__pv_trial_begin), not every value */
+        int v = dx->pv.w[x].value;
         if (!same_in_sub(dx, sp, v)) return BF_OK;   /* shaped by the batch: the batch runs whole */
         if (pv_point(dx, sp, v)) dx->sstate[v] = DIRTY;
     }

@@ -101,7 +101,7 @@ bf_status bf__dx_create(const bf__dx_shared *sh, bf_evaluator *ev, bf__dx **out,
 
 
 int64_t bf__dx_full_passes(const bf__dx *dx) { return dx->n_full; }
-size_t bf__dx_pv_copy_bytes(const bf__dx *dx) { return dx->pv_copy_bytes; }
+size_t bf__dx_pv_copy_bytes(const bf__dx *dx) { return dx->pv.copy_bytes; }
 int64_t bf__dx_fused_runs(const bf__dx *dx) { return dx->n_fused; }
 int64_t bf__dx_chan_steps(const bf__dx *dx) { return dx->n_chan; }
 int64_t bf__dx_out_batched(const bf__dx *dx) { return bf__out_batched(dx); }

@@ -266,16 +266,16 @@ bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int
 {
     const bf__dx_shared *sh = dx->sh;
     const bf__pvals *pv = sh->pv;
-    dx->n_pvw = 0;
+    dx->pv.n_w = 0;
     if (!pv) return BF_OK;
     bf_plan *p = dx->plan[0];
     for (size_t h = 0; h < pv->n_held; h++) {
         int v = pv->held[h];
         if (pv->from[v] < 0 || !dx->pfaults[pv->from[v]]) continue;
-        if (!dx->pv_view[v] && !(dx->pv_view[v] = bf__wview_create(pv->arena, pv->data[v], pv->bytes[v]))) continue;
+        if (!dx->pv.view[v] && !(dx->pv.view[v] = bf__wview_create(pv->arena, pv->data[v], pv->bytes[v]))) continue;
         /* its step reads the faulty parameter: not run, the view is the value */
         dx->param_hit[pv->step[v]] = 0;
-        dx->pv_hit[v] = 1;
+        dx->pv.hit[v] = 1;
         if (sh->last_use[v] > *last_entry) *last_entry = sh->last_use[v];
     }
     size_t es;
@@ -284,18 +284,18 @@ bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int
         es = bf_dtype_size(p->vals[pq].dtype);
         for (size_t h = 0; h < pv->n_held; h++) {
             int v = pv->held[h];
-            if (!dx->pv_hit[v] || pv->from[v] != (int)w[k].param) continue;
-            if (dx->n_pvw == dx->pvw_cap) {
-                size_t cap = dx->pvw_cap ? 2 * dx->pvw_cap : 16;
-                bf__pv_write *nw = bf__realloc(dx->pvw, cap * sizeof *nw);
+            if (!dx->pv.hit[v] || pv->from[v] != (int)w[k].param) continue;
+            if (dx->pv.n_w == dx->pv.w_cap) {
+                size_t cap = dx->pv.w_cap ? 2 * dx->pv.w_cap : 16;
+                bf__pv_write *nw = bf__realloc(dx->pv.w, cap * sizeof *nw);
                 if (!nw) return bf__dx_oom(err);
-                dx->pvw = nw;
-                dx->pvw_cap = cap;
+                dx->pv.w = nw;
+                dx->pv.w_cap = cap;
             }
             /* the faulty element's bits, as the plan stores the parameter */
             int64_t j = moved_index(pv, p, v, w[k].index);
-            memcpy((char *)dx->pv_view[v] + (size_t)j * es, (const char *)p->vals[pq].data + (size_t)w[k].index * es, es);
-            dx->pvw[dx->n_pvw++] = (bf__pv_write){.value = v, .at = (size_t)j * es, .size = es};
+            memcpy((char *)dx->pv.view[v] + (size_t)j * es, (const char *)p->vals[pq].data + (size_t)w[k].index * es, es);
+            dx->pv.w[dx->pv.n_w++] = (bf__pv_write){.value = v, .at = (size_t)j * es, .size = es};
         }
     }
     return BF_OK;
@@ -313,14 +313,14 @@ bf_status bf__pv_batch(bf__dx *dx, bf_plan *p, int64_t b, bf_error *err)
     const bf__pvals *pv = dx->sh->pv;
     for (size_t h = 0; pv && h < pv->n_held; h++) {
         int v = pv->held[h];
-        p->vals[v].data = dx->pv_hit[v] ? dx->pv_view[v] : pv->data[v];
-        if (dx->pv_hit[v]) dx->state[v] = DIRTY;
+        p->vals[v].data = dx->pv.hit[v] ? dx->pv.view[v] : pv->data[v];
+        if (dx->pv.hit[v]) dx->state[v] = DIRTY;
     }
     /* a left one whose step reads the trial's faulty parameter runs at its
      * step, as before; one the worker copied is read there (golden even
      * when a step upstream of it reads the faulty parameter: that step runs
      * at its place, and the copy's readers after it) */
-    void **copy = dx->pv_copy[p == dx->plan[1]];
+    void **copy = dx->pv.copy[p == dx->plan[1]];
     for (size_t k = 0; pv && k < pv->n_left; k++) {
         int v = pv->left[k], s = p->val_step[v];
         if (s >= 0 && dx->param_hit[s]) continue;
@@ -342,17 +342,17 @@ void bf__pv_trial_end(bf__dx *dx)
     size_t pg = bf__warena_page();
     /* the golden bits back, then the written pages given back to the
      * arena's (a view's other pages stay mapped for the next trial) */
-    for (size_t k = 0; k < dx->n_pvw; k++) {
-        const bf__pv_write *x = &dx->pvw[k];
-        memcpy((char *)dx->pv_view[x->value] + x->at, (const char *)pv->data[x->value] + x->at, x->size);
+    for (size_t k = 0; k < dx->pv.n_w; k++) {
+        const bf__pv_write *x = &dx->pv.w[k];
+        memcpy((char *)dx->pv.view[x->value] + x->at, (const char *)pv->data[x->value] + x->at, x->size);
     }
-    for (size_t k = 0; k < dx->n_pvw; k++) {
-        const bf__pv_write *x = &dx->pvw[k];
+    for (size_t k = 0; k < dx->pv.n_w; k++) {
+        const bf__pv_write *x = &dx->pv.w[k];
         size_t at = x->at / pg * pg, end = x->at + x->size;
-        bf__wview_drop((char *)dx->pv_view[x->value] + at, (end - at + pg - 1) / pg * pg);
+        bf__wview_drop((char *)dx->pv.view[x->value] + at, (end - at + pg - 1) / pg * pg);
     }
-    dx->n_pvw = 0;
-    for (size_t h = 0; h < pv->n_held; h++) dx->pv_hit[pv->held[h]] = 0;
+    dx->pv.n_w = 0;
+    for (size_t h = 0; h < pv->n_held; h++) dx->pv.hit[pv->held[h]] = 0;
 }
 
 /* --- a worker's own copies of the values left */
@@ -390,7 +390,7 @@ static bf_status copies(bf__dx *dx, int t, bf_error *err)
     size_t nv = sh->m->n_values, total = 0;
     unsigned char *mark = bf__calloc(nv + 1, 1);
     size_t *off = bf__malloc((nv + 1) * sizeof *off);
-    if (!mark || !off || !(dx->pv_copy[t] = bf__calloc(nv + 1, sizeof *dx->pv_copy[t]))) {
+    if (!mark || !off || !(dx->pv.copy[t] = bf__calloc(nv + 1, sizeof *dx->pv.copy[t]))) {
         bf__free(mark), bf__free(off);
         return bf__dx_oom(err);
     }
@@ -399,27 +399,27 @@ static bf_status copies(bf__dx *dx, int t, bf_error *err)
         int v = p->steps[i].n_out == 1 ? p->steps[i].node->out[0] : -1;
         if (v < 0 || mark[v] != LEFT || !copyable(dx, mark, p, v)) continue;
         size_t need = (bf_tensor_nbytes(&p->vals[v]) + 63) / 64 * 64;
-        if (dx->pv_copy_bytes + total + need > pv->limit) continue;
+        if (dx->pv.copy_bytes + total + need > pv->limit) continue;
         off[v] = total;
         total += need;
         mark[v] = CHOSEN;   /* placed below */
     }
     bf_status st = BF_OK;
-    if (total && !(dx->pv_mem[t] = bf__malloc(total + 64))) st = bf__dx_oom(err);
-    char *base = dx->pv_mem[t] ? (char *)(((uintptr_t)dx->pv_mem[t] + 63) & ~(uintptr_t)63) : NULL;
+    if (total && !(dx->pv.mem[t] = bf__malloc(total + 64))) st = bf__dx_oom(err);
+    char *base = dx->pv.mem[t] ? (char *)(((uintptr_t)dx->pv.mem[t] + 63) & ~(uintptr_t)63) : NULL;
     for (size_t i = 0; i < p->n_steps && st == BF_OK && base; i++) {
         int v = p->steps[i].n_out == 1 ? p->steps[i].node->out[0] : -1;
         if (v < 0 || mark[v] != CHOSEN) continue;
-        p->vals[v].data = dx->pv_copy[t][v] = base + off[v];   /* its copied inputs point at theirs already */
+        p->vals[v].data = dx->pv.copy[t][v] = base + off[v];   /* its copied inputs point at theirs already */
         st = bf__plan_run_step(p, i, err);
-        dx->pv_once++;
+        dx->pv.once++;
     }
     for (size_t v = 0; v < nv; v++)
-        if (dx->pv_copy[t][v]) {
+        if (dx->pv.copy[t][v]) {
             p->vals[v].data = dx->arena[t][v];
-            if (st != BF_OK || !base) dx->pv_copy[t][v] = NULL;
+            if (st != BF_OK || !base) dx->pv.copy[t][v] = NULL;
         }
-    if (st == BF_OK) dx->pv_copy_bytes += total;
+    if (st == BF_OK) dx->pv.copy_bytes += total;
     bf__free(mark), bf__free(off);
     return st;
 }
@@ -427,9 +427,9 @@ static bf_status copies(bf__dx *dx, int t, bf_error *err)
 bf_status bf__pv_init(bf__dx *dx, bf_error *err)
 {
     size_t n = dx->sh->m->n_values + 1;
-    dx->pv_view = bf__calloc(n, sizeof *dx->pv_view);
-    dx->pv_hit = bf__calloc(n, 1);
-    if (!dx->pv_view || !dx->pv_hit) return bf__dx_oom(err);
+    dx->pv.view = bf__calloc(n, sizeof *dx->pv.view);
+    dx->pv.hit = bf__calloc(n, 1);
+    if (!dx->pv.view || !dx->pv.hit) return bf__dx_oom(err);
     bf_status st = BF_OK;
     for (int t = 0; t < 2 && st == BF_OK && dx->sh->pv && dx->sh->pv->n_left; t++)
         if (dx->plan[t]) st = copies(dx, t, err);
@@ -439,13 +439,13 @@ bf_status bf__pv_init(bf__dx *dx, bf_error *err)
 void bf__pv_free(bf__dx *dx)
 {
     const bf__pvals *pv = dx->sh->pv;
-    for (size_t h = 0; pv && dx->pv_view && h < pv->n_held; h++)
-        bf__wview_free(dx->pv_view[pv->held[h]], pv->bytes[pv->held[h]]);
-    bf__free(dx->pv_view);
-    bf__free(dx->pv_hit);
-    bf__free(dx->pvw);
+    for (size_t h = 0; pv && dx->pv.view && h < pv->n_held; h++)
+        bf__wview_free(dx->pv.view[pv->held[h]], pv->bytes[pv->held[h]]);
+    bf__free(dx->pv.view);
+    bf__free(dx->pv.hit);
+    bf__free(dx->pv.w);
     for (int t = 0; t < 2; t++) {
-        bf__free(dx->pv_copy[t]);
-        bf__free(dx->pv_mem[t]);
+        bf__free(dx->pv.copy[t]);
+        bf__free(dx->pv.mem[t]);
     }
 }
