@@ -140,6 +140,10 @@ static int dump_floats(FILE *dump, const float *v, int64_t n)
     return 1;
 }
 
+/* A list NOT VERIFIED and nothing worse: a mismatch or a malformed
+ * reference wins over it (a model's verdict, the exit status). */
+static int only_unverified(const cmp *c) { return c->not_verified && !c->bad && !c->format_error; }
+
 /* A one-sample graph's trial: every output per sample, as the direct path
  * compares them. */
 static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, size_t n, int64_t samples)
@@ -163,7 +167,7 @@ static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, s
     cc->nms_checked += c.nms_checked;
     cc->checked += c.checked;
     cc->unverif += c.unverif;
-    cc->not_verified += c.not_verified && !c.bad && !c.format_error;
+    cc->not_verified += only_unverified(&c);
     if (c.bad || c.format_error) {
         if (cc->first_bad < 0) cc->first_bad = trial;
         cc->bad_trials++;
@@ -450,7 +454,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
         print_cmp_ragged(&c, rows_bad, out_bad, r.ragged, r.n_ragged, gtc);
         golden_tc.cut = fault_tc.cut = NULL;
         golden_tc.scale = fault_tc.scale = NULL;
-        nv += c.not_verified && !c.bad && !c.format_error;
+        nv += only_unverified(&c);
     } else {
         c = compare(golden, cols, json_object_get(ref, "golden"), n_golden, plane);
         printf("  golden outputs   %lld samples x %lld: ", (long long)n_golden, (long long)cols);
@@ -534,7 +538,7 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
             tc.scale = json_object_get(f, "scale");
             c = compare_ragged(r.ragged, r.n_ragged, json_object_get(f, "outputs"), n_ref, &rows_bad, &out_bad, &tc);
             print_cmp_ragged(&c, rows_bad, out_bad, r.ragged, r.n_ragged, &tc);
-            nv += c.not_verified && !c.bad && !c.format_error;
+            nv += only_unverified(&c);
         } else {
             c = compare(r.outputs, cols, json_object_get(f, "outputs"), n_ref, plane);
             print_cmp(&c, cols);
