@@ -424,14 +424,35 @@ static int const_fill(const ctx *c, int v, double want, int64_t groups, pattern 
     return add_rm(p, feeder);
 }
 
-/* The Mul's scale or the Add's bias: a float parameter of one value, or of
+/* The parameter GroupNorm's Mul or Add reads: the initializer itself or
+ * an Identity of it (a chain of them). The exporter reads a module's folded
+ * parameters through Identity nodes each time the module runs again (FCOS's
+ * and RetinaNet v2's heads, one GroupNorm per FPN level) and where it merged
+ * initializers of equal values (an untrained model's norm weights, all
+ * ones). Left unfused, those patterns ran instance_norm's statistics where
+ * PyTorch runs group_norm's and gave finite values where it gives NaN (a
+ * held-out FCOS under one flipped head weight: docs/NUMERICS.md). The op
+ * reads the Identity's output, which is the parameter, so a fault in it
+ * reaches every reader as in PyTorch. */
+static const bf_tensor *param_of(const ctx *c, int v)
+{
+    for (size_t hops = 0; v >= 0 && hops <= c->m->n_nodes; hops++) {
+        if (c->m->values[v].kind == BF__VAL_PARAM) return c->m->values[v].init;
+        const bf__node *id = node_of(c, v, "Identity");
+        if (!id || id->n_in != 1 || id->n_out != 1) return NULL;
+        v = id->in[0];
+    }
+    return NULL;
+}
+
+/* The Mul's scale or the Add's bias: a float parameter (or an Identity of
+ * one: param_of) of one value, or of
  * shape [C, 1, ...] (the exporter unsqueezes weight and bias to the input's
  * rank - 1; the op checks that rank once shapes are known). */
 static int gn_param(const ctx *c, int v)
 {
-    if (v < 0 || c->m->values[v].kind != BF__VAL_PARAM) return 0;
-    const bf_tensor *t = c->m->values[v].init;
-    if (t->dtype != BF_F32 || t->ndim < 1) return 0;
+    const bf_tensor *t = param_of(c, v);
+    if (!t || t->dtype != BF_F32 || t->ndim < 1) return 0;
     for (int d = 1; d < t->ndim; d++)
         if (t->dims[d] != 1) return 0;
     return 1;

@@ -82,6 +82,32 @@ def groupnorm_cases():
     yield exported("norm_groupnorm_scale_1e38_op13", gn, randf(11, 3, 16, 6, lo=-3, hi=3), 13)
 
 
+class SharedGN(torch.nn.Module):
+    """One GroupNorm run on both halves of the batch, as FCOS's and RetinaNet
+    v2's heads run theirs on each FPN level: the exporter reads the folded
+    weight and bias through Identity nodes the second time. With `twin`, a
+    second GroupNorm left at its initial values (ones, zeros) as the first:
+    the exporter merges equal initializers and reads them through Identity
+    too (an untrained model's norms)."""
+
+    def __init__(self, half, twin=False):
+        super().__init__()
+        self.half = half
+        self.gn = torch.nn.GroupNorm(4, 48)
+        self.gn2 = torch.nn.GroupNorm(4, 48) if twin else self.gn
+
+    def forward(self, x):
+        return torch.cat([self.gn(x[:self.half]), self.gn2(x[self.half:])])
+
+
+def shared_groupnorm_cases():
+    for opset in (13, 16):
+        yield exported(f"norm_groupnorm_shared_op{opset}", _perturb(SharedGN(5), 12), _huge_groups(13, 11, 48, 5),
+                       opset, rtol=1e-4, atol=1e-5)
+    yield exported("norm_groupnorm_twin_init_op13", SharedGN(5, twin=True), _huge_groups(14, 11, 48, 5), 13,
+                   rtol=1e-4, atol=1e-5)
+
+
 class ConvGN(torch.nn.Module):
     """Dilated Conv1d then GroupNorm(4, 48), the held-out model's block."""
 
@@ -365,6 +391,7 @@ def groupnorm_near_miss_cases():
 
 def cases():
     yield from groupnorm_cases()
+    yield from shared_groupnorm_cases()
     yield from groupnorm_near_miss_cases()
     yield from conv_groupnorm_cases()
     yield from written_out_cases()
