@@ -69,7 +69,7 @@ BUILD_TSAN = cmake -S . -B $(TSAN_BUILD) $(call CMAKE_GEN,$(TSAN_BUILD)) -DCMAKE
   MAKEFLAGS=--no-print-directory cmake --build $(TSAN_BUILD) -j $(JOBS) --target threaded-tests
 BUILD_FUZZ = CC=clang cmake -S . -B $(FUZZ_BUILD) $(call CMAKE_GEN,$(FUZZ_BUILD)) -DCMAKE_BUILD_TYPE=Debug -DBF_FUZZ=ON $(SAN_DEBUG) >/dev/null && \
   MAKEFLAGS=--no-print-directory cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
-RUN_RELEASE = cd $(BUILD) && ctest --output-on-failure -j $(JOBS); s=$$?; cd - >/dev/null; \
+RUN_RELEASE = cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(if $(RELEASE_SKIP),-E '$(RELEASE_SKIP)'); s=$$?; cd - >/dev/null; \
   [ -x /usr/bin/chromium ] || echo "test-release: ui_browser SKIPPED: no /usr/bin/chromium, so the web page was not tested in a browser (scripts/install-deps.sh installs it)"; \
   grep -h ': SKIP: ' $(BUILD)/Testing/Temporary/LastTest.log | sort -u; exit $$s
 # ASan's quarantine at 16 MB (ASan's own default for low-memory targets; 256 MB
@@ -98,7 +98,9 @@ build: deps
 build-asan: deps
 	@$(BUILD_ASAN)
 
-# Every test in the release build; under ASan + UBSan every test that runs C of
+# Every test in the release build but those whose subject is C handling input,
+# which make test runs under ASan only (ASAN_ONLY below says which and why;
+# `make test-release` runs them too); under ASan + UBSan every test that runs C of
 # ours (ASAN_SKIP below says which are left out and why); the threaded ones
 # (label `threads`: evaluator, campaigns, the CLI's threaded campaigns, the
 # daemon) under ThreadSanitizer too; left out there: the daemon's
@@ -114,7 +116,8 @@ build-asan: deps
 # test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers,
 # daemon_test_flow's adaptive campaign) run fewer trials there (or a smaller model where the model is not what is
 # tested; test_diff's thread-count test four of its nine pairs), every step and assertion kept; the release
-# suite runs the full sizes.
+# suite runs the full sizes (daemon_test_resilience's and daemon_test_workers':
+# `make test-release`, as make test runs them under ASan only).
 # The fuzz build and its smoke run are not part of `make test` (tests/README.md,
 # "The seventeenth round": with them it took 2,590 CPU-s, 23.5 minutes on two
 # quiet cores, where the rule is 15): `make fuzz-smoke` runs them, and CI runs it
@@ -160,6 +163,7 @@ pipe-build-asan: pipe-build
 	@$(BUILD_ASAN)
 pipe-build-tsan: pipe-build-asan
 	@$(BUILD_TSAN)
+pipe-release: RELEASE_SKIP = ^($(ASAN_ONLY))$$
 pipe-release: pipe-build pipe-deps
 	@echo "== test-release"; $(RUN_RELEASE)
 pipe-asan: pipe-build-asan pipe-deps
@@ -225,6 +229,32 @@ ASAN_NO_C = core_layers|public_headers|clang_warnings|test_index|size_rules|open
 # "The seventeenth round", lists each with its ASan CPU-s and the ASan tests that
 # still cover its C; together ~180 of the ASan suite's ~700 CPU-s.
 ASAN_RELEASE_ONLY = cli_computed_operands|cli_test_shard|cli_test_campaign|cli_test_lm_diff|cli_test_lm_task|cli_test_tie_record|cli_test_campaign_generate|cli_test_names|cli_test_fuse|cli_fault_group_rows|daemon_test_flow|daemon_test_report|daemon_test_sse_docs|daemon_test_lm|conformance_kv_campaign|conformance_fault_groups_torch|conformance_det_ties|conformance_det_tolerance|conformance_seg_tolerance|conformance_nms_ties|stutz_quant|stutz_torch|stutz_ber|stutz_map|ops_torch_order|k8s_jobs_local|ci_templates
+# Which build runs which test in `make test` (tests/README.md, "The twentieth
+# round", has the rule, and each shared test's kind and seconds in both builds):
+# - a test whose subject is C handling input (the daemon's routes, limits,
+#   uploads, storage, TLS, connections and crash handling; the CLI's options,
+#   errors, limits, reports and Slurm commands; the file parsers' unit tests and
+#   the fuzz corpora's replays; the schemas of what the C writes; the daemon's
+#   Slurm executor) runs under ASan + UBSan only (ASAN_ONLY): there every
+#   assertion it makes is made as in the release build, plus the memory and
+#   UB checks; the release build adds nothing to them. `make test-release` and
+#   `make test-unit` still run them (only make test's release suite leaves them
+#   out), and the release suite keeps its end-to-end runs of the shipped
+#   binaries (daemon_test_flow, _report, _sse_docs, _lm, _upload_paths,
+#   cli_test_campaign and the other CLI campaigns, python_*, ui_browser,
+#   ci_templates, slurm_cluster, conformance_*): bitflip, bitflipd with its
+#   forked workers, and bitflip-conformance are each still run optimized.
+# - a test whose subject is numbers (kernels' and differential trials'
+#   exactness, numerics, conformance against PyTorch, campaign statistics) runs
+#   in the release build at full size, and under ASan at a size BF_SANITIZED
+#   trims, or not at all where other ASan tests reach its C (ASAN_RELEASE_ONLY
+#   above, with its evidence).
+# - a test whose C makes threads: release and TSan (label `threads`), and ASan
+#   by the rules above (daemon_test_security: ASan and TSan).
+# Left in both though its subject is input: daemon_test_upload_paths, whose
+# release run sends every corpus file as every kind (114 uploads) where ASan's
+# sends each as its own kind (66), so the release run has checks ASan's has not.
+ASAN_ONLY = daemon_test_workers|daemon_test_resilience|daemon_test_storage|daemon_test_tls|daemon_test_connections|daemon_test_ui_routes|daemon_test_error_maps|daemon_test_limits|daemon_test_security|cli_test_options|cli_test_cli|cli_test_limits|cli_test_slurm_cli|cli_test_report|cli_test_report_pictures|cli_test_onesample|slurm_daemon|spec_schema|junit_schema|fuzz_.*_replay|fuzz_onnx_replay_fixtures|server_test_.*|test_dataset|test_errmap|test_limits|test_model|test_spec|test_spec_groups|test_spec_rules|test_api_limits|test_atomic_file|test_per_call|test_report
 ASAN_SKIP = ^(drs_zoo|ui_browser|k8s_manifests|slurm_cluster|simd_levels|ort_quant|ort_quant_avx2|$(ASAN_NO_C)|$(ASAN_RELEASE_ONLY))$$
 
 test-asan: build-asan test-deps
