@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include "bitflip/api/result.h"
 #include "campaign_cli.h"
@@ -23,12 +24,75 @@ typedef struct buf {
     size_t n, cap;
 } buf;
 
+/* libcurl's functions, looked up when a run goes to a daemon. Why not linked:
+ * libcurl brings ~30 libraries (TLS, Kerberos, LDAP, SSH, ...) that the
+ * dynamic loader maps and relocates at every start of bitflip, also for the
+ * local runs, checks and reports that never make a request: 0.026 CPU-s of a
+ * release bitflip's 0.044 to print --version, ~0.03 more under ASan (tests/
+ * README.md, "The twentieth round"), and the test suites start bitflip
+ * thousands of times. */
+typedef struct curl_fns {
+    CURLcode (*global_init)(long);
+    void (*global_cleanup)(void);
+    CURL *(*easy_init)(void);
+    void (*easy_cleanup)(CURL *);
+    void (*easy_reset)(CURL *);
+    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+    CURLcode (*easy_perform)(CURL *);
+    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    const char *(*easy_strerror)(CURLcode);
+    char *(*easy_escape)(CURL *, const char *, int);
+    void (*free)(void *);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
+} curl_fns;
+
 typedef struct remote {
     const char *url;
     const char *token;
+    curl_fns c;
     CURL *h;
     char err[CURL_ERROR_SIZE];
 } remote;
+
+/* Loads libcurl by its soname (the ABI bitflip is compiled against: 4 since
+ * curl 7.16) and finds each function. Never unloaded: libcurl's TLS library
+ * may leave exit handlers that would call into unmapped code. Returns 0, or
+ * prints why not and returns -1. */
+static int load_curl(curl_fns *c)
+{
+    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "bitflip run: cannot load libcurl (libcurl.so.4): %s\n", dlerror());
+        return -1;
+    }
+    /* each symbol copied into its function pointer (a void * and a function
+     * pointer have one representation on every POSIX system) */
+#define BF_CURL_SYM(f)                                                            \
+    do {                                                                          \
+        void *sym = dlsym(lib, "curl_" #f);                                       \
+        if (!sym) {                                                               \
+            fprintf(stderr, "bitflip run: libcurl.so.4 has no curl_" #f "\n");   \
+            return -1;                                                            \
+        }                                                                         \
+        memcpy(&c->f, &sym, sizeof sym);                                          \
+    } while (0);
+    BF_CURL_SYM(global_init)
+    BF_CURL_SYM(global_cleanup)
+    BF_CURL_SYM(easy_init)
+    BF_CURL_SYM(easy_cleanup)
+    BF_CURL_SYM(easy_reset)
+    BF_CURL_SYM(easy_setopt)
+    BF_CURL_SYM(easy_perform)
+    BF_CURL_SYM(easy_getinfo)
+    BF_CURL_SYM(easy_strerror)
+    BF_CURL_SYM(easy_escape)
+    BF_CURL_SYM(free)
+    BF_CURL_SYM(slist_append)
+    BF_CURL_SYM(slist_free_all)
+#undef BF_CURL_SYM
+    return 0;
+}
 
 static size_t to_buf(char *data, size_t size, size_t nmemb, void *user)
 {
@@ -75,39 +139,39 @@ static int request(remote *r, const char *method, const char *path, const char *
 {
     char url[2048], auth[256], ct[128];
     snprintf(url, sizeof url, "%s%s", r->url, path);
-    struct curl_slist *hdr = curl_slist_append(NULL, "Expect:");
+    struct curl_slist *hdr = r->c.slist_append(NULL, "Expect:");
     if (r->token) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", r->token);
-        hdr = curl_slist_append(hdr, auth);
+        hdr = r->c.slist_append(hdr, auth);
     }
     if (ctype) {
         snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
-        hdr = curl_slist_append(hdr, ct);
+        hdr = r->c.slist_append(hdr, ct);
     }
-    curl_easy_reset(r->h);
-    curl_easy_setopt(r->h, CURLOPT_URL, url);
-    curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(r->h, CURLOPT_ERRORBUFFER, r->err);
-    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, to_buf);
-    curl_easy_setopt(r->h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(r->h, CURLOPT_CUSTOMREQUEST, method);
+    r->c.easy_reset(r->h);
+    r->c.easy_setopt(r->h, CURLOPT_URL, url);
+    r->c.easy_setopt(r->h, CURLOPT_HTTPHEADER, hdr);
+    r->c.easy_setopt(r->h, CURLOPT_ERRORBUFFER, r->err);
+    r->c.easy_setopt(r->h, CURLOPT_WRITEFUNCTION, to_buf);
+    r->c.easy_setopt(r->h, CURLOPT_WRITEDATA, out);
+    r->c.easy_setopt(r->h, CURLOPT_CUSTOMREQUEST, method);
     if (body) {
-        curl_easy_setopt(r->h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(r->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        r->c.easy_setopt(r->h, CURLOPT_POSTFIELDS, body);
+        r->c.easy_setopt(r->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     } else if (file) {
-        curl_easy_setopt(r->h, CURLOPT_POST, 1L);
-        curl_easy_setopt(r->h, CURLOPT_READDATA, file);
-        curl_easy_setopt(r->h, CURLOPT_POSTFIELDSIZE_LARGE, size);
+        r->c.easy_setopt(r->h, CURLOPT_POST, 1L);
+        r->c.easy_setopt(r->h, CURLOPT_READDATA, file);
+        r->c.easy_setopt(r->h, CURLOPT_POSTFIELDSIZE_LARGE, size);
     }
     r->err[0] = '\0';
-    CURLcode cc = curl_easy_perform(r->h);
-    curl_slist_free_all(hdr);
+    CURLcode cc = r->c.easy_perform(r->h);
+    r->c.slist_free_all(hdr);
     if (cc != CURLE_OK) {
         fprintf(stderr, "bitflip run: cannot reach bitflipd at %s: %s (is it running? or run with --local)\n", r->url,
-                r->err[0] ? r->err : curl_easy_strerror(cc));
+                r->err[0] ? r->err : r->c.easy_strerror(cc));
         return EXIT_INFRA;
     }
-    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, status);
+    r->c.easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, status);
     return 0;
 }
 
@@ -124,10 +188,10 @@ static int upload(remote *r, const char *kind, const char *path, char **id)
         if (f) fclose(f);
         return EXIT_USAGE;
     }
-    char *q = curl_easy_escape(r->h, strrchr(path, '/') ? strrchr(path, '/') + 1 : path, 0);
+    char *q = r->c.easy_escape(r->h, strrchr(path, '/') ? strrchr(path, '/') + 1 : path, 0);
     char api[600];
     snprintf(api, sizeof api, "/v1/%s?name=%s", kind, q ? q : "");
-    curl_free(q);
+    r->c.free(q);
     rc = request(r, "POST", api, "application/octet-stream", NULL, 0, f, (curl_off_t)st.st_size, &status, &out);
     fclose(f);
     if (!rc && status != 200 && status != 201) {
@@ -274,25 +338,25 @@ static int follow(remote *r, const char *id, sse *s)
         struct curl_slist *hdr = NULL;
         if (r->token) {
             snprintf(auth, sizeof auth, "Authorization: Bearer %s", r->token);
-            hdr = curl_slist_append(hdr, auth);
+            hdr = r->c.slist_append(hdr, auth);
         }
         if (s->last_id[0]) {
             snprintf(last, sizeof last, "Last-Event-ID: %s", s->last_id);
-            hdr = curl_slist_append(hdr, last);
+            hdr = r->c.slist_append(hdr, last);
         }
-        curl_easy_reset(r->h);
-        curl_easy_setopt(r->h, CURLOPT_URL, url);
-        curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(r->h, CURLOPT_ERRORBUFFER, r->err);
-        curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_sse);
-        curl_easy_setopt(r->h, CURLOPT_WRITEDATA, s);
+        r->c.easy_reset(r->h);
+        r->c.easy_setopt(r->h, CURLOPT_URL, url);
+        r->c.easy_setopt(r->h, CURLOPT_HTTPHEADER, hdr);
+        r->c.easy_setopt(r->h, CURLOPT_ERRORBUFFER, r->err);
+        r->c.easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_sse);
+        r->c.easy_setopt(r->h, CURLOPT_WRITEDATA, s);
         /* heartbeats come every 15 s: a minute of silence is a dead connection */
-        curl_easy_setopt(r->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(r->h, CURLOPT_LOW_SPEED_TIME, 60L);
-        CURLcode cc = curl_easy_perform(r->h);
-        curl_slist_free_all(hdr);
+        r->c.easy_setopt(r->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        r->c.easy_setopt(r->h, CURLOPT_LOW_SPEED_TIME, 60L);
+        CURLcode cc = r->c.easy_perform(r->h);
+        r->c.slist_free_all(hdr);
         long status = 0;
-        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &status);
+        r->c.easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &status);
         if (cc == CURLE_OK && status != 200) {
             buf none = {0};
             return report_http("following the campaign", status, &none);
@@ -300,7 +364,7 @@ static int follow(remote *r, const char *id, sse *s)
         if (!s->ended) {
             cli_progress_clear(s->out);
             fprintf(stderr, "bitflip run: event stream interrupted (%s); reconnecting\n",
-                    cc != CURLE_OK ? curl_easy_strerror(cc) : "closed");
+                    cc != CURLE_OK ? r->c.easy_strerror(cc) : "closed");
             sleep(1);
         }
     }
@@ -332,7 +396,8 @@ int remote_run(const char *url, const char *token, const char *spec_path, const 
     if ((rc = load_spec("run", spec_path, NULL, &parsed)) != 0) return rc;
     bf_campaign_spec_free(&parsed);
     rc = EXIT_INFRA;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 || !(r.h = curl_easy_init())) {
+    if (load_curl(&r.c) != 0) return EXIT_INFRA;
+    if (r.c.global_init(CURL_GLOBAL_DEFAULT) != 0 || !(r.h = r.c.easy_init())) {
         fprintf(stderr, "bitflip run: cannot start libcurl\n");
         return EXIT_INFRA;
     }
@@ -402,7 +467,7 @@ out:
     free(s.line.p);
     free(s.data.p);
     free(s.error);
-    if (r.h) curl_easy_cleanup(r.h);
-    curl_global_cleanup();
+    if (r.h) r.c.easy_cleanup(r.h);
+    r.c.global_cleanup();
     return rc;
 }
