@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The house's size rules, checked (ctest size_rules): no product C file over
 900 lines, and no function over 120 lines unless the comment just above it
-says why it must be one function (the words "one function" in it).
+says why it must be one function (the words "one function" in it); no test
+C file (every .c under tests/) and no bench script (bench/*.py) over 900
+lines either: a test too long is split by subject into parts linked into its
+one executable (tests/CMakeLists.txt, unit/NAME/), a script into modules.
 
 Product files: every .c under core/, api/, server/, clients/ and report/.
 Functions are found by a top-level brace scan with strings and comments
@@ -19,6 +22,8 @@ import sys
 import tempfile
 
 FOLDERS = ["core", "api", "server", "clients", "report"]
+# held to the file size alone: (folder, ending, below its top folder too)
+SIZE_ONLY = [("tests", ".c", True), ("bench", ".py", False)]
 MAX_FILE = 900
 MAX_FUNC = 120
 STRING = re.compile(r'"(\\.|[^"\\])*"|\'(\\.|[^\'\\])*\'')
@@ -87,8 +92,31 @@ def justified(lines, first):
     return "one function" in " ".join(text).lower()
 
 
-def check(src):
+def line_count(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().count("\n")
+
+
+def check_sizes(src):
+    """The test and bench files over MAX_FILE lines (SIZE_ONLY)."""
     errors = []
+    for folder, ending, deep in SIZE_ONLY:
+        top = os.path.join(src, folder)
+        for root, dirs, files in os.walk(top):
+            if not deep:
+                dirs[:] = []
+            dirs[:] = [d for d in dirs if d != "node_modules"]
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                if name.endswith(ending) and not os.path.islink(path):
+                    n = line_count(path)
+                    if n > MAX_FILE:
+                        errors.append(f"{os.path.relpath(path, src)}: {n} lines, over {MAX_FILE}: split it by subject")
+    return errors
+
+
+def check(src):
+    errors = check_sizes(src)
     for folder in FOLDERS:
         for root, _dirs, files in os.walk(os.path.join(src, folder)):
             for name in sorted(files):
@@ -119,14 +147,26 @@ def self_test(src):
             f.write("/* must be one function: planted */\nint long_ok(int x)\n{\n%s\n    return x;\n}\n" % body)
         with open(os.path.join(copy, "core", "big.c"), "w") as f:
             f.write("int a;\n" * (MAX_FILE + 1))
+        os.makedirs(os.path.join(copy, "tests", "unit", "test_x"))
+        os.makedirs(os.path.join(copy, "bench"))
+        with open(os.path.join(copy, "tests", "unit", "test_x", "part.c"), "w") as f:
+            f.write("int a;\n" * (MAX_FILE + 1))
+        with open(os.path.join(copy, "bench", "big_bench.py"), "w") as f:
+            f.write("a = 1\n" * (MAX_FILE + 1))
+        with open(os.path.join(copy, "bench", "ok_bench.py"), "w") as f:
+            f.write("a = 1\n" * MAX_FILE)
         errors = check(copy)
-        want = [("core/long.c:", "long_one"), ("core/big.c:", "lines")]
+        want = [("core/long.c:", "long_one"), ("core/big.c:", "lines"), ("tests/unit/test_x/part.c:", "lines"),
+                ("bench/big_bench.py:", "lines")]
         for w, word in want:
             if not any(e.startswith(w) and word in e for e in errors):
                 print(f"size_check: self-test: the check missed the planted {w}", file=sys.stderr)
                 return False
         if any(e.startswith("core/ok.c") for e in errors):
             print("size_check: self-test: a function whose comment says why was refused", file=sys.stderr)
+            return False
+        if any(e.startswith("bench/ok_bench.py") for e in errors):
+            print(f"size_check: self-test: a script of {MAX_FILE} lines was refused", file=sys.stderr)
             return False
     return True
 
@@ -142,7 +182,7 @@ def main(argv):
     for e in errors:
         print(e)
     print(f"size_check: {len(errors)} problems" if errors else
-          f"size_check: no product file over {MAX_FILE} lines, no function over {MAX_FUNC} without its reason")
+          f"size_check: no product, test or bench file over {MAX_FILE} lines, no function over {MAX_FUNC} without its reason")
     return 1 if errors else 0
 
 

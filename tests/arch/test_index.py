@@ -27,7 +27,8 @@ import sys
 PRODUCT = ["core/src/**/*.c", "api/src/*.c", "report/src/*.c", "server/**/*.c", "clients/cli/*.c"]
 
 # tests whose C calls product functions by name
-C_TESTS = ["tests/unit/test_*.c", "tests/api/*.c", "tests/server/test_*.c", "tests/report/*.c",
+C_TESTS = ["tests/unit/test_*.c", "tests/unit/test_*/*.c", "tests/api/*.c", "tests/api/test_*/*.c",
+           "tests/server/test_*.c", "tests/server/test_*/*.c", "tests/report/*.c",
            "tests/fuzz/fuzz_*.c", "tests/ops/opcheck.c", "tests/conformance/*.c"]
 
 # helpers and shims, not tests of their own
@@ -96,6 +97,14 @@ def through(path):
     return found if best else ""
 
 
+def owner(t):
+    """The test a file belongs to: a part of a test split by subject
+    (tests/unit/test_x/part.c) is its test's (tests/unit/test_x.c), one
+    executable; any other test file is its own."""
+    d = os.path.dirname(t)
+    return d + ".c" if os.path.basename(d).startswith("test_") else t
+
+
 def generate(src):
     tests = [t for t in files(src, C_TESTS) if t not in NOT_TESTS]
     bodies = {t: open(os.path.join(src, t), encoding="utf-8", errors="replace").read() for t in tests}
@@ -104,8 +113,8 @@ def generate(src):
         names = defined(os.path.join(src, f))
         direct = []
         for t in tests:
-            if any(re.search(r"\b%s\b" % re.escape(n), bodies[t]) for n in names):
-                direct.append(t)
+            if owner(t) not in direct and any(re.search(r"\b%s\b" % re.escape(n), bodies[t]) for n in names):
+                direct.append(owner(t))
         # a test named after the file (server/store/blob.c -> tests/server/test_blob.c)
         stem = os.path.basename(f)[:-2]
         for t in tests:

@@ -131,7 +131,7 @@ static cmp row_cmp(const float *ours, int64_t cols, const json_t *want, const js
         c.format_error = 1;
         return c;
     }
-    c = rows_scaled(ours, cols, one, 1, cols > 1 ? 1 : 0, sone, tc ? tc->max_widen : 0);
+    c = rows_scaled(ours, cols, one, 1, cols > 1 ? 1 : 0, sone, tc ? tc->lim->max_widen : 0);
     json_decref(one);
     json_decref(sone);
     return c;
@@ -575,7 +575,7 @@ static void compare_cut(const bf_ragged_output *outs, size_t n_outs, const json_
         int64_t more = (rows > ref_rows ? rows : ref_rows) - cut;
         if (more > after) after = more;
         cmp c = rows_scaled(o->data + a, o->row_elems, want, cut, o->row_elems > 1 ? 1 : 0, scale_rows(tc, i, o->name),
-                            tc->max_widen);
+                            tc->lim->max_widen);
         if (c.format_error) { all->format_error = 1; return; }
         add_scaled(all, &c, (int64_t)k);
         if (c.worst > all->worst) all->worst = c.worst;
@@ -652,7 +652,7 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
                 }
             } else {
                 c = rows_scaled(o->data + a, o->row_elems, want, rows, o->row_elems > 1 ? 1 : 0, scale_rows(tc, i, o->name),
-                                tc->max_widen);
+                                tc->lim->max_widen);
             }
             if (c.format_error) { free(tie); free(used); all.format_error = 1; return all; }
             add_scaled(&all, &c, (int64_t)k);
@@ -671,7 +671,7 @@ cmp compare_ragged(const bf_ragged_output *outs, size_t n_outs, const json_t *re
     }
     for (size_t k = 0; k < n_outs && k < CONF_OUTS && !all.not_verified; k++) {
         int64_t u = all.out_unverif[k], t = u + all.out_checked[k];
-        if (u && (double)u > tc->max_share * (double)t) all.not_verified = (int)k + 1;
+        if (u && (double)u > tc->lim->max_share * (double)t) all.not_verified = (int)k + 1;
     }
     return all;
 }
@@ -688,7 +688,7 @@ static const char *out_label(const bf_ragged_output *outs, size_t n_outs, size_t
 static void print_unverifiable(const cmp *c, const bf_ragged_output *outs, size_t n_outs, const conf_ties *tc)
 {
     printf("values: %lld checked, %lld unverifiable (their scale widens the tolerance past %g times their row's",
-           (long long)c->checked, (long long)c->unverif, tc->max_widen);
+           (long long)c->checked, (long long)c->unverif, tc->lim->max_widen);
     for (size_t k = 0, sep = 0; k < n_outs && k < CONF_OUTS; k++) {
         int64_t u = c->out_unverif[k], t = u + c->out_checked[k];
         if (!u) continue;
@@ -734,7 +734,7 @@ void print_cmp_ragged(const cmp *c, int64_t rows_bad, const char *out_bad, const
         int64_t u = c->out_unverif[k], t = u + c->out_checked[k];
         printf("NOT VERIFIED: %.3g%% of '%s' unverifiable, over the %g%% a verified output may have "
                "(--max-unverifiable; worst %.3g of tolerance among the checked)", 100.0 * (double)u / (double)t,
-               out_label(outs, n_outs, k), 100.0 * tc->max_share, c->worst);
+               out_label(outs, n_outs, k), 100.0 * tc->lim->max_share, c->worst);
         return;
     }
     if (!c->bad) { printf("ok (worst %.3g of tolerance)", c->worst); return; }

@@ -42,11 +42,11 @@ typedef struct cmp {
     int64_t rescued;                /* of those, values past the row's own tolerance and within the scale's */
     double gain;                    /* the largest widening of a checked value's tolerance by its scale */
     /* Values compared in place or in a matched row (checked), and values whose
-     * scale widened their tolerance past conf_ties.max_widen (unverifiable:
+     * scale widened their tolerance past conf_limits.max_widen (unverifiable:
      * not compared), in all and per output (in the graph's order) */
     int64_t checked, unverif;
     int64_t out_checked[CONF_OUTS], out_unverif[CONF_OUTS];
-    int not_verified;               /* an output's unverifiable share is over conf_ties.max_share (its index + 1) */
+    int not_verified;               /* an output's unverifiable share is over conf_limits.max_share (its index + 1) */
 } cmp;
 
 /* What says which rows of a one-image graph tie: the reference's "ties"
@@ -59,6 +59,16 @@ typedef struct nms_cut {
     int64_t n_region;     /* the scores of the candidates whose fate another engine may decide otherwise */
     float *region;        /* (bf_nms_ties_region), copied */
 } nms_cut;
+
+/* What a value's scale may widen and how much of an output may stay
+ * unverifiable (--max-widen, --max-unverifiable): the run's, one place
+ * (bitflip-conformance's main) that every conf_ties points at. */
+typedef struct conf_limits {
+    /* Past this widening of its tolerance (the scale's over the row's) a
+     * value is unverifiable, counted and not compared; 0: no limit. And the
+     * share of an output's values past which the list is not verified. */
+    double max_widen, max_share;
+} conf_limits;
 
 typedef struct conf_ties {
     const json_t *ties;   /* the reference's "ties", or NULL */
@@ -75,10 +85,7 @@ typedef struct conf_ties {
      * tests/fixtures/README.md, "Scales from the decode"), or NULL: the
      * rows' own scale alone. */
     const json_t *scale;
-    /* Past this widening of its tolerance (the scale's over the row's) a
-     * value is unverifiable, counted and not compared; 0: no limit. And the
-     * share of an output's values past which the list is not verified. */
-    double max_widen, max_share;
+    const conf_limits *lim;   /* the run's limits; never NULL */
 } conf_ties;
 
 /* A JSON number, or one of the strings standing for non-finite values. */

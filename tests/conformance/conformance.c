@@ -297,7 +297,7 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
                    (long long)cc.nms_images, (long long)cc.nms_checked, (long long)cc.nms_rows);
         if (cc.unverif)
             printf("values: %lld checked, %lld unverifiable (scale past %g times their row's), %lld faults NOT "
-                   "VERIFIED; ", (long long)cc.checked, (long long)cc.unverif, tc->max_widen, (long long)cc.not_verified);
+                   "VERIFIED; ", (long long)cc.checked, (long long)cc.unverif, tc->lim->max_widen, (long long)cc.not_verified);
         if (not_verified) *not_verified += cc.not_verified > 0;
         printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
                (long long)res.total.n[BF_OUTCOME_TOLERABLE], (long long)res.total.n[BF_OUTCOME_CRITICAL],
@@ -370,12 +370,6 @@ static int check_vision_metrics(const bf_eval_result *r, const json_t *rec, cons
     return failures;
 }
 
-/* What a value's scale may widen and how much of an output may stay
- * unverifiable (--max-widen, --max-unverifiable; conf_ties). */
-typedef struct conf_limits {
-    double max_widen, max_share;
-} conf_limits;
-
 /* Returns the number of failures for this model (or -1 if it could not
  * run); *not_verified = 1 when none failed but a list was NOT VERIFIED. */
 static int check_model(const char *dir, const char *name, int64_t batch, int no_fuse, int tie_order, FILE *dump,
@@ -437,9 +431,8 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
     /* a one-image detector's rows tied at a cut among equal scores: as the
      * reference's "ties" says (golden), else inferred (conf_match.c) */
     const char *score = score_output(m);
-    conf_ties golden_tc = {.ties = json_object_get(ref, "ties"), .max_widen = lim_v->max_widen, .max_share = lim_v->max_share};
-    conf_ties fault_tc = {.score = score, .cap = ref_row_cap(ref, score), .max_widen = lim_v->max_widen,
-                          .max_share = lim_v->max_share};
+    conf_ties golden_tc = {.ties = json_object_get(ref, "ties"), .lim = lim_v};
+    conf_ties fault_tc = {.score = score, .cap = ref_row_cap(ref, score), .lim = lim_v};
     cmp c;
     int64_t rows_bad;
     const char *out_bad;

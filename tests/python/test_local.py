@@ -63,6 +63,17 @@ def test_missing_files_and_binary(monkeypatch, tmp_path):
         bitflip.run(digits_spec())
     monkeypatch.delenv("BITFLIP_BIN")
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
-    # from this checkout, build/bitflip is still found next to the package
-    assert bitflip.find_binary().endswith(os.path.join("build", "bitflip"))
+    # Neither set nor on the PATH: the checkout's build/bitflip next to the
+    # package, else a build/bitflip of the working directory or a parent. The
+    # checkout's exists only where the build folder is ROOT/build (ctest runs
+    # from any build folder, /work/x-build too): one in a parent of the working
+    # directory stands in, so that the fallback is checked either way.
+    fake = tmp_path / "build" / "bitflip"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    checkout = os.path.join(ROOT, "build", "bitflip")
+    want = checkout if os.path.isfile(checkout) and os.access(checkout, os.X_OK) else str(fake)
+    assert os.path.realpath(bitflip.find_binary()) == os.path.realpath(want)

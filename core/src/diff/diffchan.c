@@ -69,6 +69,56 @@ static int same_shape(const bf_tensor *a, const bf_tensor *b)
     return 1;
 }
 
+/* Conv step i's fused chain (the Conv; its BatchNormalization n, residual
+ * Add a and last step r where it has them, bf__plan_fused_last) and the
+ * run-time operands its steps read from outside it: every input but the
+ * values the chain makes itself (v, u, w: what r's readers see is r's
+ * output) and those not set at run time. One walk serving chain_whole
+ * (each pointed at its held golden) and bf__dx_chain_channel (each checked,
+ * then fetched), so that both read the same operands. */
+typedef struct chain_ops {
+    int ks[4];     /* the chain's places: 0 the Conv i, 1 n, 2 a, 3 r (0: none) */
+    int v, u, w;   /* the values made inside the chain before r (-1: none) */
+    int k, j;      /* the walk: input j of place k */
+} chain_ops;
+
+/* The walk over Conv step i's chain from place `from` (1: the Conv's own
+ * inputs left out); returns r */
+static int chain_ops_start(chain_ops *c, const bf_plan *p, size_t i, int from)
+{
+    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    c->ks[0] = (int)i, c->ks[1] = n, c->ks[2] = a, c->ks[3] = r;
+    c->v = p->steps[i].node->out[0];
+    c->u = n && n != r ? p->steps[n].node->out[0] : -1;
+    c->w = a && a != r ? p->steps[a].node->out[0] : -1;
+    c->k = from, c->j = 0;
+    return r;
+}
+
+/* Whether place k is a step of its own: the Conv always, n and a where the
+ * chain has them, r where it is neither of them */
+static int chain_has(const chain_ops *c, int k)
+{
+    return !k || (c->ks[k] && !(k == 3 && (c->ks[3] == c->ks[2] || c->ks[3] == c->ks[1])));
+}
+
+/* The walk's next run-time operand into *x (its step's place in c->k); 0
+ * when none is left */
+static int chain_ops_next(chain_ops *c, const bf_plan *p, int *x)
+{
+    for (; c->k < 4; c->k++, c->j = 0) {
+        if (!chain_has(c, c->k)) continue;
+        const bf__step *s = &p->steps[c->ks[c->k]];
+        while (c->j < s->n_in) {
+            int y = s->node->in[c->j++];
+            if (y < 0 || y == c->v || y == c->u || y == c->w || !bf__runtime(p, y)) continue;
+            *x = y;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Value v's lazy channel written by Conv step i's fused chain where no
  * golden of v is held (bf__dx_chain_channel, own_chan): the chain run
  * whole over the same operands. Its one corrupted weight moved channel c
@@ -79,20 +129,13 @@ static int same_shape(const bf_tensor *a, const bf_tensor *b)
  * a worker shares by lifetime may have been written since. */
 static bf_status chain_whole(bf__dx *dx, bf_plan *p, int64_t b, size_t i, bf_error *err)
 {
-    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
-    int v = p->steps[i].node->out[0], u = n && n != r ? p->steps[n].node->out[0] : -1;
-    int w = a && a != r ? p->steps[a].node->out[0] : -1;
-    const int ks[4] = {(int)i, n, a, r};
-    for (int k = 0; k < 4; k++) {
-        if (k && (!ks[k] || (k == 3 && (r == a || r == n)))) continue;
-        const bf__step *s = &p->steps[ks[k]];
-        for (int j = 0; j < s->n_in; j++) {
-            int x = s->node->in[j];
-            if (x < 0 || x == v || x == u || x == w || !bf__runtime(p, x)) continue;
-            const void *g = bf__dx_golden(dx->sh, x, b);
-            if (!g) return bf_error_set(err, BF_EUNSUPPORTED, "internal error: a chain's input %d is not held", x);
-            p->vals[x].data = (void *)g;
-        }
+    chain_ops c;
+    int x;
+    chain_ops_start(&c, p, i, 0);
+    while (chain_ops_next(&c, p, &x)) {
+        const void *g = bf__dx_golden(dx->sh, x, b);
+        if (!g) return bf_error_set(err, BF_EUNSUPPORTED, "internal error: a chain's input %d is not held", x);
+        p->vals[x].data = (void *)g;
     }
     dx->work[i] += 1.0;
     return bf__plan_run_fused(p, i, err);
@@ -202,7 +245,8 @@ void bf__chan_value_faults(bf__dx *dx, const bf_plan *p, size_t nb)
 bf_status bf__dx_chain_channel(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int64_t oc, int64_t cout, int *done,
                                bf_error *err)
 {
-    int a, n, r = bf__plan_fused_last(p, i, &n, &a);
+    chain_ops c;
+    int x, r = chain_ops_start(&c, p, i, 0), n = c.ks[1], a = c.ks[2];
     *done = 0;
     if (r <= 0 || p->step_hit[r] || p->steps[r].n_out != 1 || p->steps[r].node->out[0] < 0) return BF_OK;
     int ro = p->steps[r].node->out[0];
@@ -212,23 +256,17 @@ bf_status bf__dx_chain_channel(bf__dx *dx, bf_plan *p, int64_t b, size_t i, int6
      * the cache holds (checked below). */
     int held = bf__dx_golden(dx->sh, ro, b) != NULL;
     if (!held && !dx->sh->own_chan[ro]) return BF_OK;
-    int v = p->steps[i].node->out[0], u = n && n != r ? p->steps[n].node->out[0] : -1;
-    int w = a && a != r ? p->steps[a].node->out[0] : -1;
-    const int ks[4] = {(int)i, n, a, r};
+    for (int k = 1; k < 4; k++)
+        if (chain_has(&c, k) && dx->param_hit[c.ks[k]]) return BF_OK;
+    /* every operand checked first, then fetched; the Conv's own inputs
+     * checked only when nothing else is held (the Conv's own are the try's) */
+    chain_ops_start(&c, p, i, held);
+    while (chain_ops_next(&c, p, &x))
+        if (dx->state[x] == DIRTY || (!held && !bf__dx_golden(dx->sh, x, b))) return BF_OK;
     bf_status st;
-    for (int pass = 0; pass < 2; pass++)   /* check every operand first, then fetch */
-        for (int k = held; k < 4; k++) {   /* the Conv's own inputs: checked when nothing else is held */
-            if (k && (!ks[k] || (k == 3 && (r == a || r == n)))) continue;
-            const bf__step *s = &p->steps[ks[k]];
-            if (k && !pass && dx->param_hit[ks[k]]) return BF_OK;
-            for (int j = 0; j < s->n_in; j++) {
-                int x = s->node->in[j];
-                if (x < 0 || x == v || x == u || x == w || !bf__runtime(p, x)) continue;
-                if (!pass && dx->state[x] == DIRTY) return BF_OK;
-                if (!pass && !held && !bf__dx_golden(dx->sh, x, b)) return BF_OK;
-                if (k && pass && (st = bf__dx_fetch(dx, p, b, x, err)) != BF_OK) return st;
-            }
-        }
+    chain_ops_start(&c, p, i, 1);
+    while (chain_ops_next(&c, p, &x))
+        if ((st = bf__dx_fetch(dx, p, b, x, err)) != BF_OK) return st;
     bf__dx_own(dx, p, ro);
     if (!bf__plan_chain_channel(p, i, oc)) return BF_OK;   /* the whole chain then runs over it */
     double share = 1.0 / (double)cout;
