@@ -585,6 +585,15 @@ int cmd_run(int argc, char **argv)
     if (o.shard_arg && (rc = spec_digest(o.spec_path, o.spec_sha256)) != 0) goto out;
     o.load_seconds = cli_now();
     o.lim.data.host_pages = bf_host_pages_measure();   /* once a process: the eval set's and campaigns' pages */
+    /* the model's weights arena in 2 MiB pages where the host measured them
+     * cheap and its 4 KiB pages dear, as the eval set and the checkpoints
+     * are: the loader writes it whole once (SSDlite320's 14 MB: 0.10 s of
+     * CPU instead of 0.16 for `bitflip info` on the AMD VM, where each
+     * newly mapped 4 KiB page traps to the host; docs/perf/detectors.md,
+     * h24-ssd). Elsewhere 4 KiB pages, as before (docs/perf/dlrm.md, "The
+     * huge-pages default": a host that backs 2 MiB pages lazily measures
+     * them dear) */
+    if (o.lim.data.host_pages.huge) o.lim.model.huge_pages = 1;
     if ((rc = load_inputs("run", o.spec_path, &spec, &o.lim, &m, &ds)) != 0) goto out;
     o.load_seconds = cli_now() - o.load_seconds;
     {

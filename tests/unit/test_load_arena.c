@@ -7,8 +7,10 @@
  * Hostile inputs: every truncation of a model whose weights are cut out of
  * the protobuf, a raw_data length that runs past its tensor, a raw_data
  * shorter than its dims need, allocation failure at every point, no memfd
- * for a view. */
+ * for a view, a file whose pread is interrupted, short or failing. */
+#define _GNU_SOURCE   /* syscall, for pread's stand-in */
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -217,6 +220,50 @@ static void large_weights_load_exactly(void **state)
     bf_plan_free(p);
     bf_model_free(a);
     bf_model_free(b);
+    unlink(path);
+    free(path);
+    free(m.buf);
+}
+
+/* pread's stand-in for the loader (model/onnx_tensor.c, read_file, which
+ * reads a mapped file's large tensors with it): the real call, counted, or
+ * (pread_bad) per tensor one call interrupted, one short, then one failing,
+ * so that the loop's retry and short read and the fallback (the rest copied
+ * from the mapping) give the tensor's bytes */
+static int pread_bad, pread_calls;
+ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    int k = pread_calls++ % 3;
+    if (pread_bad && k == 0) { errno = EINTR; return -1; }
+    if (pread_bad && k == 1 && n > 1000) n = 1000;
+    if (pread_bad && k == 2) { errno = EIO; return -1; }
+    return (ssize_t)syscall(SYS_pread64, fd, buf, n, off);
+}
+
+/* A model file's large weights read with pread into the weights arena, in
+ * 4 KiB pages and in huge pages (bf_load_limits.huge_pages: the arena
+ * populated whole first either way), and through a pread that is
+ * interrupted, reads short and fails: the bytes the test packed, bit for
+ * bit, each time. */
+static void weights_read_from_the_file_exactly(void **state)
+{
+    (void)state;
+    big m;
+    make_big(&m, N);
+    char *path = write_temp(m.buf, m.len);
+    for (int round = 0; round < 3; round++) {
+        bf_load_limits lim = {.huge_pages = round == 1};
+        bf_model *a = NULL;
+        bf_error err = {0};
+        pread_bad = round == 2;
+        pread_calls = 0;
+        assert_int_equal(bf_model_load_file_opts(path, &lim, &a, &err), BF_OK);
+        pread_bad = 0;
+        assert_true(pread_calls >= (round == 2 ? 3 : 1));   /* the path taken: W is read, not copied */
+        assert_memory_equal(param(a, "fc.weight")->data, m.w, sizeof m.w);
+        assert_memory_equal(param(a, "fc.bias")->data, m.b, sizeof m.b);
+        bf_model_free(a);
+    }
     unlink(path);
     free(path);
     free(m.buf);
@@ -599,6 +646,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(large_weights_load_exactly),
+        cmocka_unit_test(weights_read_from_the_file_exactly),
         cmocka_unit_test(faults_in_views_stay_private),
         cmocka_unit_test(real_fixtures_match_protobuf_c),
         cmocka_unit_test(truncations_are_refused),

@@ -53,7 +53,8 @@ typedef struct bf_load_limits {
      * some VMs exceeds what a short run saves (docs/BENCHMARKS.md, "The
      * huge-pages default"); 0 (the default): 4 KiB pages. BITFLIP_HUGE_PAGES
      * in the environment overrides it: 0 never, any other value always.
-     * `bitflip eval` sets it by the work it is given (docs/ENGINE.md). */
+     * `bitflip eval` sets it by the work it is given, `bitflip run` by
+     * the host's measured pages (bf_host_pages.huge; docs/ENGINE.md). */
     int huge_pages;
     /* Not a limit: the order among equal values where a selection keeps
      * some of them. BF_TIE_ORDER_ONNX (0, the default): the spec's (TopK:

@@ -23,7 +23,7 @@
 /* protobuf-c keeps the whole message in memory; 2 GiB is protobuf's own limit. */
 #define MAX_MODEL_BYTES ((size_t)2 << 30)
 
-static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char *dir, const char *label,
+static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, int fd, const char *dir, const char *label,
                        const bf_load_limits *lim, bf_model **out, bf_error *err)
 {
     bf_status st = BF_OK;
@@ -50,6 +50,7 @@ static bf_status parse(const uint8_t *buf, size_t len, uint8_t *map, const char 
             for (size_t i = 0; i < sp.n_ranges; i++) {
                 sp.ranges[i].data = buf + sp.ranges[i].off;
                 sp.ranges[i].droppable = map != NULL;
+                sp.ranges[i].fd = fd;
             }
         } else if (mp) {
             onnx__model_proto__free_unpacked(mp, NULL);
@@ -89,7 +90,7 @@ out:
 bf_status bf__model_parse(const void *buf, size_t len, const char *label, const bf_load_limits *lim,
                           bf_model **out, bf_error *err)
 {
-    return parse(buf, len, NULL, NULL, label, lim, out, err);
+    return parse(buf, len, NULL, -1, NULL, label, lim, out, err);
 }
 
 /* The file is mapped read-only, not read into memory: protobuf-c reads the
@@ -134,7 +135,7 @@ bf_status bf__model_parse_file(const char *path, const bf_load_limits *lim, bf_m
     char *dir = bf__strdup(base ? path : ".");
     if (!dir) { st = bf_error_set(err, BF_ENOMEM, "%s: out of memory", path); goto out; }
     if (base) dir[(base - path) ? (base - path) : 1] = 0;   /* "/m.onnx": the root */
-    st = parse(map ? map : buf, size, map, dir, base ? base + 1 : path, lim, out, err);
+    st = parse(map ? map : buf, size, map, fileno(f), dir, base ? base + 1 : path, lim, out, err);
     bf__free(dir);
 out:
 #if defined(__unix__)

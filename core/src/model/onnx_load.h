@@ -37,6 +37,8 @@ typedef struct bf__raw_range {
     int cut;
     const uint8_t *data;   /* set by the loader: the buffer + off */
     int droppable;         /* data is a read-only file mapping: its pages may be given back once read */
+    int fd;                /* with droppable: the mapped file, whose bytes at off are read
+                            * with pread into their tensor rather than copied from the mapping */
 } bf__raw_range;
 
 typedef struct bf__stripped {

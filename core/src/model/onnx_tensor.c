@@ -1,7 +1,12 @@
 /* TensorProto -> bf_tensor. Every count and size read from the file is
  * checked before use: an initializer's dims, its declared type, and the length
  * of whichever field carries its data must agree. */
+#include <errno.h>
 #include <string.h>
+#if defined(__unix__)
+#include <sys/types.h>
+#include <unistd.h>
+#endif
 
 #include "base/alloc.h"
 #include "base/warena.h"
@@ -98,6 +103,30 @@ static void copy_dropping(void *dst, const uint8_t *src, size_t n)
         uintptr_t lo = ((uintptr_t)src + done - k + pg - 1) / pg * pg, hi = ((uintptr_t)src + done) / pg * pg;
         if (hi > lo) bf__pages_drop((void *)lo, hi - lo);
     }
+}
+
+/* A mapped file's tensor read with pread: the kernel copies from the page
+ * cache, so the file's pages are never mapped into the process (a fault a
+ * 16 pages, then given back: copy_dropping) and the tensor is written once.
+ * On this project's AMD VM, where each newly mapped page traps to the host,
+ * loading SSDlite320's 14 MB took 90-110 ms of CPU with the mapping's
+ * copy and 52-66 with pread into pages populated beforehand (a probe,
+ * docs/perf/detectors.md, h24-ssd). A short read or an error (the file
+ * shrank): the rest copied from the mapping, as before. */
+static void read_file(void *dst, const uint8_t *src, const bf__raw_range *cut, size_t n)
+{
+#if defined(__unix__)
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = pread(cut->fd, (uint8_t *)dst + done, n - done, (off_t)(cut->off + done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        done += (size_t)k;
+    }
+    if (done < n) copy_dropping((uint8_t *)dst + done, src + done, n - done);
+#else
+    copy_dropping(dst, src, n);
+#endif
 }
 
 static bf_status count_error(bf_error *err, const char *what, const char *field, size_t got,
@@ -214,7 +243,7 @@ bf_status bf__tensor_from_proto_at(const Onnx__TensorProto *tp, const char *what
     if (has_raw) {
         /* little-endian fp32 as stored: one copy (x86-64 and aarch64 are
          * little-endian, as ONNX raw_data is) */
-        if (ot == ONNX_FLOAT && cut && cut->droppable) copy_dropping(t->data, raw, (size_t)numel * 4);
+        if (ot == ONNX_FLOAT && cut && cut->droppable) read_file(t->data, raw, cut, (size_t)numel * 4);
         else if (ot == ONNX_FLOAT && numel) memcpy(t->data, raw, (size_t)numel * 4);
         else for (int64_t i = 0; i < numel; i++) raw_elem(t->data, dt, raw, ot, i);
         goto out;
