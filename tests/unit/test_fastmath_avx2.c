@@ -17,6 +17,7 @@
 
 #include "exec/ops/elementwise_impl.h"
 #include "exec/ops/fastmath_impl.h"
+#include "exec/step_access.h"
 
 static inline float gelu(float x) { return 0.5f * x * (1.0f + erf_f32(x * 0.70710678118654752f)); }
 static inline float gelu_tanh(float x)
@@ -80,8 +81,46 @@ static void same_bits(void **state)
 #endif
 }
 
+/* Row `row` of n logits into x, from the xorshift state *st: the kinds of
+ * row softmax_rows_same_bits lists (row % 13 picks the kind). */
+static void softmax_fill_row(float *x, int n, int row, uint64_t *st)
+{
+    uint64_t s = *st;
+    for (int i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        uint32_t u = (uint32_t)(s >> 32);
+        /* logits as a detector's class head gives them, some rows far apart */
+        x[i] = (float)((int32_t)u) * ((row % 7 == 0 ? 80.0f : 12.0f) / 2147483648.0f);
+    }
+    int k = (int)((s >> 8) % (uint64_t)n);
+    switch (row % 13) {
+    case 1: x[k] = NAN; break;
+    case 2: x[k] = INFINITY; break;
+    case 3: x[k] = -INFINITY; break;
+    case 4: for (int i = 0; i < n; i++) x[i] = -INFINITY; break;
+    case 5: for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) - 1.0f; x[k] = -0.0f; x[(k + 1) % n] = 0.0f; break;
+    case 6: for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) - 1.0f; x[k] = 0.0f; x[(k + 3) % n] = -0.0f; break;
+    case 7: x[k] = 3.0e38f; break;
+    case 8: x[k] = 1e-45f; break;
+    case 9:   /* finite bit patterns anywhere: exp's clamps, subnormal and overflowing scales */
+        for (int i = 0; i < n; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            uint32_t u = (uint32_t)(s >> 32) & 0xBFFFFFFFu;   /* exponent below 255: no NaN or Inf */
+            x[i] = bits_f32(u);
+        }
+        break;
+    case 10: for (int i = 0; i < n; i++) x[i] *= 8.0f; break;
+    case 11:   /* a max of 0 and exps down through the subnormals to the clamp at -104 */
+        for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) * (110.0f / 80.0f);
+        x[k] = 0.0f;
+        break;
+    default: break;
+    }
+    *st = s;
+}
+
 /* Softmax's rows: the AVX-512 copy takes its own max and double sum
- * (elementwise.c), the AVX2 one the body's; both must give the plain
+ * (elementwise_softmax.c), the AVX2 one the body's; both must give the plain
  * copy's bits on every row: SSDlite's 91 logits, lengths 1 to 130 (the
  * 16-lane max's tail, the sum's 8-lane tail), and rows with a NaN, an
  * Inf, all -Inf, a max of +0 or -0 (the body keeps the first zero seen). */
@@ -97,36 +136,7 @@ static void softmax_rows_same_bits(void **state)
     uint64_t s = 0x243F6A8885A308D3u;
     for (int row = 0; row < ROWS; row++) {
         int n = row < 4 * MAXN ? 1 + row % MAXN : 91;
-        for (int i = 0; i < n; i++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            uint32_t u = (uint32_t)(s >> 32);
-            /* logits as a detector's class head gives them, some rows far apart */
-            x[i] = (float)((int32_t)u) * ((row % 7 == 0 ? 80.0f : 12.0f) / 2147483648.0f);
-        }
-        int k = (int)((s >> 8) % (uint64_t)n);
-        switch (row % 13) {
-        case 1: x[k] = NAN; break;
-        case 2: x[k] = INFINITY; break;
-        case 3: x[k] = -INFINITY; break;
-        case 4: for (int i = 0; i < n; i++) x[i] = -INFINITY; break;
-        case 5: for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) - 1.0f; x[k] = -0.0f; x[(k + 1) % n] = 0.0f; break;
-        case 6: for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) - 1.0f; x[k] = 0.0f; x[(k + 3) % n] = -0.0f; break;
-        case 7: x[k] = 3.0e38f; break;
-        case 8: x[k] = 1e-45f; break;
-        case 9:   /* finite bit patterns anywhere: exp's clamps, subnormal and overflowing scales */
-            for (int i = 0; i < n; i++) {
-                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-                uint32_t u = (uint32_t)(s >> 32) & 0xBFFFFFFFu;   /* exponent below 255: no NaN or Inf */
-                x[i] = bits_f32(u);
-            }
-            break;
-        case 10: for (int i = 0; i < n; i++) x[i] *= 8.0f; break;
-        case 11:   /* a max of 0 and exps down through the subnormals to the clamp at -104 */
-            for (int i = 0; i < n; i++) x[i] = -fabsf(x[i]) * (110.0f / 80.0f);
-            x[k] = 0.0f;
-            break;
-        default: break;
-        }
+        softmax_fill_row(x, n, row, &s);
         bf__softmax_row_copy(b, x, n, 0);
         for (int copy = 1; copy < 2 + wide; copy++) {
             bf__softmax_row_copy(a, x, n, copy);
@@ -142,8 +152,42 @@ static void softmax_rows_same_bits(void **state)
 #endif
 }
 
+/* The Softmax step's rows (bf__softmax_inplace, what a Softmax op and a
+ * MatMul with its Softmax fused in run): on AVX-512 four rows at a time
+ * with their instructions interleaved (elementwise_softmax.c), each row
+ * with the plain row's bits. Blocks of 1-11 rows (every remainder of the
+ * groups of four) of widths around the 16-lane edges, ViT's 197 and a
+ * detector's 91, the rows of each block of every kind above, so a NaN row
+ * sits beside finite ones in a group; a swapped row, a lane summed out of
+ * order or a group that lets its NaN row's path take the others fails. */
+static void softmax_grouped_rows_same_bits(void **state)
+{
+    (void)state;
+    static const int widths[] = {1, 8, 15, 16, 17, 24, 31, 32, 33, 91, 130, 197};
+    enum { MAXN = 197, MAXR = 11 };
+    float *x = malloc(sizeof(float) * MAXN * MAXR), *b = malloc(sizeof(float) * MAXN * MAXR);
+    assert_non_null(x), assert_non_null(b);
+    uint64_t s = 0x13198A2E03707344u;
+    int kind = 0;
+    for (int rep = 0; rep < 40; rep++)
+        for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+            int n = widths[w], count = 1 + (rep + (int)w) % MAXR;
+            for (int r = 0; r < count; r++) {
+                softmax_fill_row(x + r * n, n, kind++, &s);
+                bf__softmax_row_copy(b + r * n, x + r * n, n, 0);
+            }
+            bf__softmax_inplace(x, count, n);
+            for (int i = 0; i < count * n; i++)
+                if (memcmp(x + i, b + i, 4) != 0)
+                    fail_msg("softmax block of %d rows (n %d), row %d element %d: %.9g, plain row %.9g", count, n,
+                             i / n, i % n, (double)x[i], (double)b[i]);
+        }
+    free(x), free(b);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(same_bits), cmocka_unit_test(softmax_rows_same_bits)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(same_bits), cmocka_unit_test(softmax_rows_same_bits),
+                                       cmocka_unit_test(softmax_grouped_rows_same_bits)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,7 +215,7 @@ typedef struct bf__ctx {
                                      * after it (plan_fuse.c, matmul_softmax), run in place
                                      * on each output matrix's count rows of n just computed,
                                      * while they are in cache: the Softmax step's own row
-                                     * kernel (elementwise.c, bf__softmax_inplace), so the
+                                     * kernel (elementwise_softmax.c, bf__softmax_inplace), so the
                                      * step's bits; out is then the Softmax's. NULL: none */
     bf__psum *psum;                 /* Conv, whole steps: partial sums saved or loaded (above);
                                      * NULL: none */

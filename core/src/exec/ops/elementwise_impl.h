@@ -99,6 +99,9 @@ bf_status bf__reduce_run(const bf__ctx *c, bf_error *err);
  * opset < 13 flattens at `axis` (default 1), opset 13+ takes the one axis
  * (default -1); sets the output's shape to the input's. */
 bf_status bf__softmax_layout(bf__prep *p, int64_t *outer, int64_t *n, int64_t *inner, bf_error *err);
+/* the Softmax op (elementwise_softmax.c; registered in elementwise.c's table) */
+bf_status bf__softmax_prepare(bf__prep *p, bf_error *err);
+bf_status bf__softmax_run(const bf__ctx *c, bf_error *err);
 /* Sum of floats accumulated in double (reductions, softmax denominators). */
 double bf__sum_f32_dacc(const float *x, int64_t n);
 /* one Softmax row of n by one copy of the kernel: 0 the plain one, 1 the

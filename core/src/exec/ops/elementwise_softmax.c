@@ -1,0 +1,354 @@
+/* Softmax (moved from elementwise.c, whose table registers it): the rows'
+ * kernels in their plain, AVX2 and AVX-512 copies, the strided-axis form,
+ * and the row pass a MatMul runs on its own output (plan_fuse.c). Each row's
+ * bits are the plain body's, whatever copy or grouping computes it
+ * (tests/unit/test_fastmath_avx2.c). */
+#include <assert.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "exec/op.h"
+#include "elementwise_impl.h"
+#include "fastmath_impl.h"
+#include "exec/step_access.h"
+
+/* ---- Softmax ----------------------------------------------------------- */
+
+/* Opset < 13 flattens the input to 2-D at `axis` (default 1) and normalises
+ * each row of the trailing product; opset 13+ normalises along the one axis
+ * (default -1). Both become [outer, n, inner] with the sum over n.
+ *
+ * Subtracting the max keeps exp in range. IEEE does the rest as PyTorch's
+ * does: a NaN anywhere, or +Inf (Inf - Inf = NaN), makes the whole row NaN,
+ * and so does a row of -Inf. */
+typedef struct softmax_params {
+    int64_t outer, n, inner;
+} softmax_params;
+static_assert(sizeof(softmax_params) <= BF__OP_PARAMS_MAX, "Softmax params too large");
+
+bf_status bf__softmax_layout(bf__prep *p, int64_t *outer, int64_t *n, int64_t *inner, bf_error *err)
+{
+    bf_status st = bf__want_f32(p, 0, "'input'", err);
+    if (st != BF_OK) return st;
+    const bf_tensor *x = p->in[0];
+    int legacy = p->opset < 13, axis;
+    int64_t a;
+    st = bf__attr_int(p->node, "axis", legacy ? 1 : -1, &a, err);
+    if (st == BF_OK) st = bf__norm_axis(p->node, a, x->ndim, &axis, err);
+    if (st != BF_OK) return st;
+    *outer = *n = *inner = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i < axis) *outer *= x->dims[i];
+        else if (i == axis || legacy) *n *= x->dims[i];
+        else *inner *= x->dims[i];
+    }
+    bf__set_shape(p->out[0], BF_F32, x->ndim, x->dims);
+    return BF_OK;
+}
+
+bf_status bf__softmax_prepare(bf__prep *p, bf_error *err)
+{
+    softmax_params *q = (softmax_params *)p->params;
+    bf_status st = bf__softmax_layout(p, &q->outer, &q->n, &q->inner, err);
+    if (st != BF_OK) return st;
+    /* column sums (double) then maxima (float) for a strided axis */
+    p->scratch = q->inner > 1 ? (size_t)q->inner * (sizeof(float) + sizeof(double)) : 0;
+    return BF_OK;
+}
+
+/* exp(x - m), its sum and the scaling, in the plain, AVX2 and AVX-512
+ * copies of one loop (fastmath_impl.h: the same bits). The sum is
+ * bf__sum_f32_dacc's, operation for operation: eight double lanes, lane j
+ * adding y[i + j] for i = 0, 8, 16, ... in order, the last n % 8 values
+ * into t one by one, then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+ * + t. It runs in the exp's pass, 16 values at a time while they are in
+ * registers, and the row's last n % 16 go through a 16-float copy padded
+ * with m (its extra lanes computed, never stored nor summed), so every
+ * value takes the vector loop: on a ViT's 197-wide rows the exp's scalar
+ * tail, the separate sum's pass (compiled for SSE2) and the 8-lane max
+ * were half of Softmax's time (docs/perf/vit.md, h15-vit). */
+typedef double softmax_d8 __attribute__((vector_size(64)));   /* the eight double lanes */
+typedef float softmax_f8 __attribute__((vector_size(32)));
+
+/* e's first eight values added to the lanes: a vector of GCC's own, which
+ * each copy lowers to its width (SSE2: 4 x 2 doubles, AVX2: 2 x 4, AVX-512:
+ * one register), where the compiler left a double array's lanes scalar */
+BF__ALWAYS_INLINE void softmax_dadd8(softmax_d8 *s, const float *e)
+{
+    softmax_f8 v;
+    memcpy(&v, e, sizeof v);
+    *s += __builtin_convertvector(v, softmax_d8);
+}
+
+BF__ALWAYS_INLINE void softmax_row_body(float *y, const float *x, int64_t n, int simd)
+{
+    if (n == 0) return;
+    float m = bf__max_f32_at(x, n, x[0], simd), e[16];
+    softmax_d8 s = {0};
+    double t = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (int j = 0; j < 16; j++) e[j] = exp_f32(x[i + j] - m);
+        memcpy(y + i, e, sizeof e);
+        softmax_dadd8(&s, e);
+        softmax_dadd8(&s, e + 8);
+    }
+    int64_t r = n - i;
+    if (r > 0) {
+        float xt[16];
+        for (int j = 0; j < 16; j++) xt[j] = j < r ? x[i + j] : m;
+        for (int j = 0; j < 16; j++) e[j] = exp_f32(xt[j] - m);
+        memcpy(y + i, e, sizeof(float) * (size_t)r);
+        int64_t h = 0;
+        if (r >= 8) softmax_dadd8(&s, e), h = 8;
+        for (int64_t j = h; j < r; j++) t += e[j];
+    }
+    float rc = (float)(1.0 / (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + t));
+    for (int64_t j = 0; j < n; j++) y[j] *= rc;
+}
+static void softmax_row_plain(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 0); }
+#ifdef BF__HAVE_AVX2_COPY
+BF__AVX2 static void softmax_row_avx2(float *y, const float *x, int64_t n) { softmax_row_body(y, x, n, 1); }
+/* exp_f32 (fastmath_impl.h) in 16 lanes, its operations one for one in
+ * its order (no contraction: separate multiplies and adds), so each lane
+ * has its bits; the halving of n rounds toward zero as C's division does. */
+BF__AVX512 static inline __m512 exp16(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(89.0f), big = _mm512_set1_ps(12582912.0f);
+    x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), x, lo);
+    x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), x, hi);
+    __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), big);
+    __m512 n = _mm512_sub_ps(t, big);
+    __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000));
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r), _mm512_set1_ps(1.0f));
+    __m512i n1 = _mm512_srai_epi32(_mm512_add_epi32(ni, _mm512_srli_epi32(ni, 31)), 1), n2 = _mm512_sub_epi32(ni, n1);
+    const __m512i bias = _mm512_set1_epi32(127);
+    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+
+/* The same row in 16 lanes with the body's bits. The body's max (32 lanes
+ * reduced one by one) and its double sum (bf__sum_f32_dacc, an SSE2 call)
+ * were 40% of a detector's Softmax (SSDlite320: 3234 rows of 91, 0.6 ms an
+ * image, run again by every trial whose fault reaches the class logits).
+ * Without a NaN the max of a row is one value whatever the order, and its
+ * bits are the body's but for a zero (the body keeps the first zero seen,
+ * +0 or -0), whose sign moves no output: x - m is x, or a zero whose exp
+ * is 1. A row with a NaN runs the body. The sum
+ * is bf__sum_f32_dacc's, lane for lane: lane j adds elements j, j + 8, ...
+ * in order, the elements past the last 8 go to t, and the lanes are added
+ * in its tree. exp is exp16, the row's last partial 16 masked (the
+ * compiler's copy of the body ran its last 11 of SSDlite's 91 one by
+ * one). */
+BF__AVX512 static void softmax_row_avx512(float *y, const float *x, int64_t n)
+{
+    if (n < 16) {
+        softmax_row_body(y, x, n, 1);
+        return;
+    }
+    __m512 mv = _mm512_loadu_ps(x);
+    __mmask16 nan = _mm512_cmp_ps_mask(mv, mv, _CMP_UNORD_Q);
+    int64_t i = 16;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        mv = _mm512_max_ps(mv, v);
+    }
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        nan |= _mm512_mask_cmp_ps_mask(k, v, v, _CMP_UNORD_Q);
+        mv = _mm512_mask_max_ps(mv, k, mv, v);
+    }
+    float m = _mm512_reduce_max_ps(mv);
+    if (nan) {
+        softmax_row_body(y, x, n, 1);
+        return;
+    }
+    __m512 vm = _mm512_set1_ps(m);
+    for (i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
+    }
+    __m512d acc = _mm512_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8) acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_loadu_ps(y + i)));
+    double t = 0, l[8];
+    for (; i < n; i++) t += y[i];
+    _mm512_storeu_pd(l, acc);
+    __m512 r = _mm512_set1_ps((float)(1.0 / (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + t)));
+    for (i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), r));
+    }
+}
+
+/* Four rows at once, each with softmax_row_avx512's operations in its
+ * order: the same max, exp16, double sum lane for lane (then t, then the
+ * tree) and scaling, so every row has that kernel's bits. What changes is
+ * only which row's instructions come next: one row's passes are chains
+ * the core waits on (its sum: 25 dependent double adds for a row of 197,
+ * its max, each exp16's 30 dependent steps, more than the scheduler holds
+ * for the next vector), and four rows' chains side by side fill those
+ * waits. A ViT-S/16 head's 197 rows of 197: 0.76 -> 0.59 ns an element,
+ * SSDlite's rows of 91: 1.05 -> 0.62 (docs/perf/vit.md, h24-vit; two rows
+ * at once gave 0.63 and 0.79, eight 0.59 and 0.64). A group with a NaN in
+ * any row runs each row alone (the NaN-aware body); rows shorter than 16
+ * and the last count % 4 rows run alone. */
+#define SOFTMAX_GROUP 4
+BF__AVX512 static void softmax_rows4_avx512(float *y, const float *x, int64_t n)
+{
+    const float *xr[SOFTMAX_GROUP];
+    float *yr[SOFTMAX_GROUP];
+    __m512 mv[SOFTMAX_GROUP];
+    __mmask16 nan = 0;
+    _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) {
+        xr[r] = x + r * n, yr[r] = y + r * n;
+        mv[r] = _mm512_loadu_ps(xr[r]);
+        nan |= _mm512_cmp_ps_mask(mv[r], mv[r], _CMP_UNORD_Q);
+    }
+    int64_t i = 16;
+    for (; i + 16 <= n; i += 16)
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) {
+            __m512 v = _mm512_loadu_ps(xr[r] + i);
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            mv[r] = _mm512_max_ps(mv[r], v);
+        }
+    const __mmask16 kt = (__mmask16)((1u << (n - i)) - 1);   /* the last partial 16 (n - i < 16) */
+    if (i < n)
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) {
+            __m512 v = _mm512_maskz_loadu_ps(kt, xr[r] + i);
+            nan |= _mm512_mask_cmp_ps_mask(kt, v, v, _CMP_UNORD_Q);
+            mv[r] = _mm512_mask_max_ps(mv[r], kt, mv[r], v);
+        }
+    if (nan) {
+        for (int r = 0; r < SOFTMAX_GROUP; r++) softmax_row_avx512(yr[r], xr[r], n);
+        return;
+    }
+    __m512 vm[SOFTMAX_GROUP];
+    _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) vm[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mv[r]));
+    for (i = 0; i + 16 <= n; i += 16)
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
+            _mm512_storeu_ps(yr[r] + i, exp16(_mm512_sub_ps(_mm512_loadu_ps(xr[r] + i), vm[r])));
+    if (i < n)
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
+            _mm512_mask_storeu_ps(yr[r] + i, kt, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(kt, xr[r] + i), vm[r])));
+    __m512d acc[SOFTMAX_GROUP];
+    _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) acc[r] = _mm512_setzero_pd();
+    for (i = 0; i + 8 <= n; i += 8)
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
+            acc[r] = _mm512_add_pd(acc[r], _mm512_cvtps_pd(_mm256_loadu_ps(yr[r] + i)));
+    __m512 sc[SOFTMAX_GROUP];
+    _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++) {
+        double t = 0, l[8];
+        for (int64_t j = i; j < n; j++) t += yr[r][j];
+        _mm512_storeu_pd(l, acc[r]);
+        sc[r] = _mm512_set1_ps((float)(1.0 / (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])) + t)));
+    }
+    for (i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : kt;
+        _Pragma("GCC unroll 4") for (int r = 0; r < SOFTMAX_GROUP; r++)
+            _mm512_mask_storeu_ps(yr[r] + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, yr[r] + i), sc[r]));
+    }
+}
+#endif
+
+/* Softmax over the middle axis of [n, inner]: every step is a contiguous
+ * loop over inner. */
+static void softmax_cols(float *y, const float *x, int64_t n, int64_t inner, float *m, double *s)
+{
+    if (n == 0) return;
+    memcpy(m, x, (size_t)inner * sizeof *m);
+    for (int64_t k = 1; k < n; k++) {
+        const float *xk = x + k * inner;
+        for (int64_t j = 0; j < inner; j++) m[j] = xk[j] > m[j] ? xk[j] : m[j];
+    }
+    memset(s, 0, (size_t)inner * sizeof *s);
+    for (int64_t k = 0; k < n; k++) {
+        const float *xk = x + k * inner;
+        float *yk = y + k * inner;
+        for (int64_t j = 0; j < inner; j++) {
+            yk[j] = exp_f32(xk[j] - m[j]);
+            s[j] += yk[j];
+        }
+    }
+    for (int64_t j = 0; j < inner; j++) m[j] = (float)(1.0 / s[j]);
+    for (int64_t k = 0; k < n; k++) {
+        float *yk = y + k * inner;
+        for (int64_t j = 0; j < inner; j++) yk[j] *= m[j];
+    }
+}
+
+/* a Softmax over count contiguous rows of n */
+static void softmax_rows(float *y, const float *x, int64_t count, int64_t n)
+{
+#ifdef BF__HAVE_AVX2_COPY
+    int level = bf__simd_level();
+    if (level >= BF__SIMD_AVX512) {
+        int64_t o = 0;
+        if (n >= 16)
+            for (; o + SOFTMAX_GROUP <= count; o += SOFTMAX_GROUP) softmax_rows4_avx512(y + o * n, x + o * n, n);
+        for (; o < count; o++) softmax_row_avx512(y + o * n, x + o * n, n);
+        return;
+    }
+    if (level >= BF__SIMD_AVX2) {
+        for (int64_t o = 0; o < count; o++) softmax_row_avx2(y + o * n, x + o * n, n);
+        return;
+    }
+#endif
+    for (int64_t o = 0; o < count; o++) softmax_row_plain(y + o * n, x + o * n, n);
+}
+
+void bf__softmax_row_copy(float *y, const float *x, int64_t n, int copy)
+{
+#ifdef BF__HAVE_AVX2_COPY
+    if (copy == 2) softmax_row_avx512(y, x, n);
+    else if (copy == 1) softmax_row_avx2(y, x, n);
+    else softmax_row_plain(y, x, n);
+#else
+    (void)copy;
+    softmax_row_plain(y, x, n);
+#endif
+}
+
+int bf__softmax_rows(const bf__step *s, int64_t *rows, int64_t *n)
+{
+    if (s->dyn || s->n_out != 1 || s->n_in != 1 || s->node->op->run != bf__softmax_run) return 0;
+    const softmax_params *q = s->params;
+    if (q->inner != 1) return 0;
+    *rows = q->outer, *n = q->n;
+    return 1;
+}
+
+void bf__softmax_inplace(float *y, int64_t count, int64_t n) { softmax_rows(y, y, count, n); }
+
+bf_status bf__softmax_run(const bf__ctx *c, bf_error *err)
+{
+    (void)err;
+    const softmax_params *q = c->params;
+    const float *x = c->in[0]->data;
+    float *y = c->out[0]->data;
+    int64_t block = q->n * q->inner;
+    if (q->inner == 1) {
+        softmax_rows(y, x, q->outer, q->n);
+        return BF_OK;
+    }
+    double *s = c->scratch;
+    float *m = (float *)(s + q->inner);
+    for (int64_t o = 0; o < q->outer; o++)
+        softmax_cols(y + o * block, x + o * block, q->n, q->inner, m, s);
+    return BF_OK;
+}
+
