@@ -547,6 +547,27 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     return rc;
 }
 
+/* The model and eval set, timed (o->load_seconds), with the pages the host
+ * measured cheap. */
+static int load_run_inputs(run_opts *o, bf_campaign_spec *spec, bf_model **m, bf_dataset **ds)
+{
+    o->load_seconds = cli_now();
+    o->lim.data.host_pages = bf_host_pages_measure();   /* once a process: the eval set's and campaigns' pages */
+    /* the model's weights arena in 2 MiB pages where the host measured them
+     * cheap and its 4 KiB pages dear, as the eval set and the checkpoints
+     * are: the loader writes it whole once (SSDlite320's 14 MB: 0.10 s of
+     * CPU instead of 0.16 for `bitflip info` on the AMD VM, where each
+     * newly mapped 4 KiB page traps to the host; docs/perf/detectors.md,
+     * h24-ssd). Elsewhere 4 KiB pages, as before (docs/perf/dlrm.md, "The
+     * huge-pages default": a host that backs 2 MiB pages lazily measures
+     * them dear) */
+    if (o->lim.data.host_pages.huge) o->lim.model.huge_pages = 1;
+    int rc;
+    if ((rc = load_inputs("run", o->spec_path, spec, &o->lim, m, ds)) != 0) return rc;
+    o->load_seconds = cli_now() - o->load_seconds;
+    return EXIT_OK;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o = {.shard_n = 1, .progress_interval = CLI_PROGRESS_INTERVAL_DEFAULT};
@@ -583,19 +604,7 @@ int cmd_run(int argc, char **argv)
     if ((rc = load_spec("run", o.spec_path, &o.lim, &spec)) != 0) goto out;
     have_spec = 1;
     if (o.shard_arg && (rc = spec_digest(o.spec_path, o.spec_sha256)) != 0) goto out;
-    o.load_seconds = cli_now();
-    o.lim.data.host_pages = bf_host_pages_measure();   /* once a process: the eval set's and campaigns' pages */
-    /* the model's weights arena in 2 MiB pages where the host measured them
-     * cheap and its 4 KiB pages dear, as the eval set and the checkpoints
-     * are: the loader writes it whole once (SSDlite320's 14 MB: 0.10 s of
-     * CPU instead of 0.16 for `bitflip info` on the AMD VM, where each
-     * newly mapped 4 KiB page traps to the host; docs/perf/detectors.md,
-     * h24-ssd). Elsewhere 4 KiB pages, as before (docs/perf/dlrm.md, "The
-     * huge-pages default": a host that backs 2 MiB pages lazily measures
-     * them dear) */
-    if (o.lim.data.host_pages.huge) o.lim.model.huge_pages = 1;
-    if ((rc = load_inputs("run", o.spec_path, &spec, &o.lim, &m, &ds)) != 0) goto out;
-    o.load_seconds = cli_now() - o.load_seconds;
+    if ((rc = load_run_inputs(&o, &spec, &m, &ds)) != 0) goto out;
     {
         /* what the campaign will hold, before it allocates any of it */
         bf_error err = {0};
