@@ -93,6 +93,7 @@ def torch_peer(a):
     import numpy as np
     import torch
     torch.set_num_threads(1)
+    benchlib.torch_keep_memory()
     stem = stem_of(a.torch_peer, a.samples)
     m, task = V.build(a.torch_peer, SIZES[a.torch_peer])
     m.load_state_dict(torch.load(stem + ".pt"))

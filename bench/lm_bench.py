@@ -132,6 +132,8 @@ def torch_eval(a):
     """PyTorch eager peer: best of --repeat passes at the best of batches 1, 4, 16."""
     import torch
     torch.set_num_threads(a.threads)
+    import benchlib
+    benchlib.torch_keep_memory()
     t0 = time.time()
     m = load_torch(a)
     ids, labels = read_set(a, "eval")
@@ -166,6 +168,8 @@ def torch_campaign(a):
     import numpy as np
     import torch
     torch.set_num_threads(a.threads)
+    import benchlib
+    benchlib.torch_keep_memory()
     t0 = time.time()
     m = load_torch(a)
     ids, labels = read_set(a, "camp")
@@ -217,6 +221,8 @@ def torch_kv_campaign(a):
     import torch
     kvc = kv_conformance()
     torch.set_num_threads(a.threads)
+    import benchlib
+    benchlib.torch_keep_memory()
     t0 = time.time()
     m = load_torch(a)
     ids, labels = read_set(a, "camp")
@@ -244,6 +250,8 @@ def kv_check(a):
     import torch
     kvc = kv_conformance()
     torch.set_num_threads(a.threads)
+    import benchlib
+    benchlib.torch_keep_memory()
     m = load_torch(a)
     ids, labels = read_set(a, "camp")
     rng = np.random.default_rng(a.seed + 1000)

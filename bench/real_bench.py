@@ -201,6 +201,7 @@ def torch_peer(args):
     import numpy as np
     import torch
     torch.set_num_threads(args.threads)
+    malloc = benchlib.torch_keep_memory()
     stem = os.path.join(MODELS_DIR, args.torch_peer)
     m = load_module(args.torch_peer)
     data = benchlib.read_safetensors(stem + ".eval.safetensors")
@@ -231,7 +232,7 @@ def torch_peer(args):
         if best is None or t < best[1]:
             best = (b or n, t)
     res = {"samples": n, "batch": best[0], "seconds": best[1], "samples_per_s": n / best[1],
-           "blas": benchlib.loaded_blas()}
+           "blas": benchlib.loaded_blas(), "malloc": malloc}
     if args.trials:
         params = [p for p in m.parameters() if p.dtype == torch.float32]
         sizes = np.array([p.numel() for p in params], dtype=np.int64)

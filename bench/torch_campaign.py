@@ -112,6 +112,7 @@ import benchlib  # noqa: E402
 import nets  # noqa: E402
 
 torch.set_num_threads(A.threads)
+benchlib.torch_keep_memory()
 
 
 def log(msg):

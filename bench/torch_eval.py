@@ -49,6 +49,7 @@ def main():
     import nets
 
     torch.set_num_threads(a.threads)
+    benchlib.torch_keep_memory()
 
     d = a.dir or benchlib.find_model(a.model)
     onnx_path = os.path.join(d, a.model + ".onnx")
