@@ -46,6 +46,7 @@ KNOWN = {
 CITING_ENDINGS = (".c", ".h", ".py", ".sh", ".md", ".txt", ".yaml", ".yml", ".js", ".cmake", ".json", ".html")
 CITING_NAMES = ("Makefile", "Dockerfile")
 SELF = "tests/arch/doc_check.py"  # its self-test's planted citations
+KEPT_DOT_DIRS = {".ci", ".github"}  # hidden folders that hold the project's own scripts
 SKIP_DIRS = {"node_modules", "models", "out", "__pycache__"}
 CITE = re.compile(r'(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)`?,?\s+\(?"([^"]{2,240})"')
 LEADER = re.compile(r"^\s*(?:/\*+|\*+/?|//+|#+|--|;+|>)?\s?")
@@ -59,11 +60,12 @@ LINK = re.compile(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)")
 
 
 def walk(src):
-    """Every file below src but hidden folders, build folders at the top,
+    """Every file below src but hidden folders (.ci and .github read),
+    build folders at the top,
     generated bench folders, node_modules and links."""
     for root, dirs, files in os.walk(src):
         rel = os.path.relpath(root, src)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
+        dirs[:] = sorted(d for d in dirs if (not d.startswith(".") or d in KEPT_DOT_DIRS) and d not in SKIP_DIRS
                          and not (rel == "." and d.startswith("build"))
                          and not os.path.islink(os.path.join(root, d)))
         for name in sorted(files):
