@@ -58,24 +58,29 @@ typedef struct remote {
 /* Loads libcurl by its soname (the ABI bitflip is compiled against: 4 since
  * curl 7.16) and finds each function. Never unloaded: libcurl's TLS library
  * may leave exit handlers that would call into unmapped code. Returns 0, or
- * prints why not and returns -1. */
+ * prints why not, naming libcurl and the package to install (cli_test_cli
+ * checks both ways with a stub library), and returns -1. */
 static int load_curl(curl_fns *c)
 {
     void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        fprintf(stderr, "bitflip run: cannot load libcurl (libcurl.so.4): %s\n", dlerror());
+        fprintf(stderr, "bitflip run: --server needs libcurl (libcurl.so.4), which did not load: %s; "
+                        "install it (Debian, Ubuntu: apt-get install libcurl4; Fedora: dnf install libcurl), "
+                        "or run the campaign here with --local\n", dlerror());
         return -1;
     }
     /* each symbol copied into its function pointer (a void * and a function
      * pointer have one representation on every POSIX system) */
-#define BF_CURL_SYM(f)                                                            \
-    do {                                                                          \
-        void *sym = dlsym(lib, "curl_" #f);                                       \
-        if (!sym) {                                                               \
-            fprintf(stderr, "bitflip run: libcurl.so.4 has no curl_" #f "\n");   \
-            return -1;                                                            \
-        }                                                                         \
-        memcpy(&c->f, &sym, sizeof sym);                                          \
+#define BF_CURL_SYM(f)                                                                              \
+    do {                                                                                            \
+        void *sym = dlsym(lib, "curl_" #f);                                                         \
+        if (!sym) {                                                                                 \
+            fprintf(stderr, "bitflip run: --server needs libcurl, and this libcurl.so.4 has no curl_" #f \
+                            "; install the distribution's libcurl (Debian, Ubuntu: apt-get install "         \
+                            "libcurl4; Fedora: dnf install libcurl)\n");                             \
+            return -1;                                                                              \
+        }                                                                                           \
+        memcpy(&c->f, &sym, sizeof sym);                                                            \
     } while (0);
     BF_CURL_SYM(global_init)
     BF_CURL_SYM(global_cleanup)

@@ -102,6 +102,20 @@ def doc_examples(md):
     return [json.loads(m) for m in re.findall(r"```json\n(.*?)```", md, re.S)]
 
 
+def doc_text(md_path):
+    """docs/CAMPAIGNS.md and, after it, the parts split from it by subject
+    (docs/campaigns/*.md: the examples, the results): the page as it reads
+    whole, so that its examples are all the docs' examples."""
+    with open(md_path) as fh:
+        text = fh.read()
+    parts = os.path.join(os.path.dirname(md_path), os.path.basename(md_path)[:-3].lower())
+    for name in sorted(os.listdir(parts)) if os.path.isdir(parts) else []:
+        if name.endswith(".md"):
+            with open(os.path.join(parts, name)) as fh:
+                text += "\n" + fh.read()
+    return text
+
+
 def mutate(spec, path, value):
     s = copy.deepcopy(spec)
     obj = s
@@ -197,8 +211,7 @@ def main():
     global VALIDATOR
     VALIDATOR = validator
 
-    with open(md_path) as fh:
-        examples = doc_examples(fh.read())
+    examples = doc_examples(doc_text(md_path))
     assert len(examples) >= 3, "expected at least 3 examples in %s" % md_path
     for i, ex in enumerate(examples):
         errs = list(validator.iter_errors(ex))

@@ -13,6 +13,10 @@ taken out: a `{` at depth 0 after a `)` opens a function body. With
 planted long file in a temporary copy, so that a checker that stopped
 checking cannot pass.
 
+The docs' rules run here too (doc_check.py beside this file, its own
+self-test with ours): no Markdown file over 900 lines, and every citation
+`<file>.md, "<title>"` finds its section.
+
 usage: size_check.py [--self-test] SOURCE_DIR
 """
 import os
@@ -20,6 +24,9 @@ import re
 import shutil
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import doc_check  # noqa: E402  (beside this file)
 
 FOLDERS = ["core", "api", "server", "clients", "report"]
 # held to the file size alone: (folder, ending, below its top folder too)
@@ -176,13 +183,14 @@ def main(argv):
     if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    if "--self-test" in argv and not self_test(args[0]):
+    if "--self-test" in argv and not (self_test(args[0]) and doc_check.self_test()):
         return 1
-    errors = check(args[0])
+    errors = check(args[0]) + doc_check.check(args[0])
     for e in errors:
         print(e)
     print(f"size_check: {len(errors)} problems" if errors else
-          f"size_check: no product, test or bench file over {MAX_FILE} lines, no function over {MAX_FUNC} without its reason")
+          f"size_check: no product, test, bench or Markdown file over {MAX_FILE} lines, no function over {MAX_FUNC} "
+          "without its reason, every cited section found")
     return 1 if errors else 0
 
 

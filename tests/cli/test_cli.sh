@@ -98,5 +98,29 @@ check info_functions 3 "$BF" info "$2/user/modules_as_functions_op15.onnx"
 contains info_functions "one of the 5 functions local to the model"
 contains info_functions "export without export_modules_as_functions"
 
+# run --server loads libcurl only then (dlopen of libcurl.so.4): one that does not
+# load, or lacks a function bitflip calls, stops the run with exit 3 and a message
+# that names libcurl and the package to install; run --local never loads it. The
+# first is a file that is no library, first on LD_LIBRARY_PATH; the second
+# tests/cli/curl_stub.c, built by tests/CMakeLists.txt (BF_CURL_STUB_DIR)
+spec=$2/specs/digits_weights.json
+mkdir "$tmp/nocurl" && echo "not a shared library" >"$tmp/nocurl/libcurl.so.4"
+nocurl="$tmp/nocurl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+check server_no_curl 3 env LD_LIBRARY_PATH="$nocurl" "$BF" run --server http://127.0.0.1:9 "$spec"
+contains server_no_curl "--server needs libcurl (libcurl.so.4), which did not load"
+contains server_no_curl "apt-get install libcurl4"
+contains server_no_curl "or run the campaign here with --local"
+check local_no_curl 0 env LD_LIBRARY_PATH="$nocurl" "$BF" run --local "$spec" --threads 1 --format csv --progress none
+contains local_no_curl "critical_rate"
+if [ -n "${BF_CURL_STUB_DIR:-}" ]; then
+  stub="$BF_CURL_STUB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  check server_stub_curl 3 env LD_LIBRARY_PATH="$stub" "$BF" run --server http://127.0.0.1:9 "$spec"
+  contains server_stub_curl "this libcurl.so.4 has no curl_global_cleanup"
+  contains server_stub_curl "apt-get install libcurl4"
+  check local_stub_curl 0 env LD_LIBRARY_PATH="$stub" "$BF" run --local "$spec" --threads 1 --format csv --progress none
+else
+  echo "SKIP server_stub_curl: BF_CURL_STUB_DIR unset (ctest sets it: tests/CMakeLists.txt builds the stub)"
+fi
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -33,8 +33,7 @@ import check_schema as cs  # noqa: E402  the same corpus as the C validator's ch
 
 with open(os.path.join(src, "api", "campaign.schema.json")) as fh:
     schema = json.load(fh)
-with open(os.path.join(src, "docs", "CAMPAIGNS.md")) as fh:
-    examples = cs.doc_examples(fh.read())
+examples = cs.doc_examples(cs.doc_text(os.path.join(src, "docs", "CAMPAIGNS.md")))
 
 bases = examples + [
     {"model": "m", "dataset": "d", "trials": 10, "faults": {}},

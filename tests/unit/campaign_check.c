@@ -85,6 +85,41 @@ double tc_round_half_even(double x)
     return r;
 }
 
+uint16_t tc_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t hi = u >> 16, lo = u & 0xffff;
+    if (lo > 0x8000u || (lo == 0x8000u && (hi & 1))) hi++;
+    return (uint16_t)hi;
+}
+
+float tc_bf16_decode(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+bf_campaign_spec tc_uniform_spec(int64_t batch)
+{
+    static char *all[] = {"*"};
+    bf_campaign_spec s = {0};
+    s.seed = 42;
+    s.trials = 32;
+    s.tensors = all;
+    s.n_tensors = 1;
+    s.model_kind = BF_FAULT_BITFLIP;
+    s.bits = 1;
+    s.repr = BF_REPR_FP32;
+    s.sampling = BF_SAMPLE_UNIFORM;
+    s.critical_metric = -1;
+    s.stop_confidence = 0.95;
+    s.batch = batch;
+    return s;
+}
+
 void tc_assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_result *b)
 {
     assert_int_equal(a->trials_done, b->trials_done);

@@ -29,6 +29,15 @@ bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_
 void tc_assert_same_aggregates(const bf_campaign_result *a, const bf_campaign_result *b);
 void tc_assert_same_record(const bf_trial_record *a, const bf_trial_record *b);
 double tc_round_half_even(double x);
+/* bf16 written from its definition (the top half of the fp32 pattern, the
+ * rest rounded to nearest even; x finite) and decoded back: the references
+ * the campaign tests check bf16 faults against, never core's repr.c */
+uint16_t tc_bf16(float x);
+float tc_bf16_decode(uint16_t h);
+/* The campaign tests' common spec: single-bit flips anywhere in the weights
+ * (tensors "*"), fp32, uniform, seed 42, 32 trials, no critical metric,
+ * stop_confidence 0.95, at `batch`. */
+bf_campaign_spec tc_uniform_spec(int64_t batch);
 
 /* Trial records kept in order: pass tc_keep as on_trial, a tc_recs as user
  * (r with room for every trial). */

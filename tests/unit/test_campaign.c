@@ -36,22 +36,7 @@ int teardown(void **state)
 
 char *all_tensors[] = {"*"};
 
-bf_campaign_spec base_spec(void)
-{
-    bf_campaign_spec s = {0};
-    s.seed = 42;
-    s.trials = 32;
-    s.tensors = all_tensors;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.sampling = BF_SAMPLE_UNIFORM;
-    s.critical_metric = -1;
-    s.stop_confidence = 0.95;
-    s.batch = 64;
-    return s;
-}
+bf_campaign_spec base_spec(void) { return tc_uniform_spec(64); }
 
 void on_trial(void *user, const bf_trial_record *rec)
 {

@@ -178,15 +178,6 @@ float float_of(uint32_t u)
     return x;
 }
 
-uint16_t my_bf16(float x)   /* round to nearest even, from the definition */
-{
-    uint32_t u = bits_of(x), hi = u >> 16, lo = u & 0xffff;
-    if (lo > 0x8000u || (lo == 0x8000u && (hi & 1))) hi++;
-    return (uint16_t)hi;
-}
-
-float my_bf16_decode(uint16_t h) { return float_of((uint32_t)h << 16); }
-
 /* The stored int8 q of x at `scale`, as the format defines it. */
 int8_t my_q(float x, float scale)
 {
@@ -200,7 +191,7 @@ float my_corrupt(const elem_fault *e, float x)
 {
     switch (e->repr) {
     case BF_REPR_FP32: return float_of(bits_of(x) ^ e->mask);
-    case BF_REPR_BF16: return my_bf16_decode((uint16_t)(my_bf16(x) ^ e->mask));
+    case BF_REPR_BF16: return tc_bf16_decode((uint16_t)(tc_bf16(x) ^ e->mask));
     case BF_REPR_INT8: return (float)(int8_t)(uint8_t)((uint8_t)my_q(x, e->scale) ^ e->mask) * e->scale;
     default: fail_msg("representation not covered here");
     }

@@ -24,23 +24,6 @@
 
 /* --- references from the format definitions */
 
-static uint16_t ref_bf16(float x)    /* round to nearest even, finite x */
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint32_t hi = u >> 16, lo = u & 0xffff;
-    if (lo > 0x8000u || (lo == 0x8000u && (hi & 1))) hi++;
-    return (uint16_t)hi;
-}
-
-static float ref_bf16_decode(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* fp16 rounding of a positive normal or subnormal value, through double:
  * the nearest multiple of fp16's spacing at x, ties to even. */
 static float ref_f16_round(float x)
@@ -66,23 +49,7 @@ static void keep(void *user, const bf_trial_record *rec)
     if (rec->trial >= 0 && rec->trial < rs->n) rs->r[rec->trial] = *rec;
 }
 
-static bf_campaign_spec base_spec(void)
-{
-    static char *all[] = {"*"};
-    bf_campaign_spec s = {0};
-    s.seed = 42;
-    s.trials = 32;
-    s.tensors = all;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.sampling = BF_SAMPLE_UNIFORM;
-    s.critical_metric = -1;
-    s.stop_confidence = 0.95;
-    s.batch = 16;
-    return s;
-}
+static bf_campaign_spec base_spec(void) { return tc_uniform_spec(16); }
 
 /* Runs the list of (tensor, index, bit) faults; records in `out` (n). */
 static void run_list(const bf_model *m, const bf_dataset *ds, bf_campaign_spec s, bf_fault_entry *e, size_t n,
@@ -122,8 +89,8 @@ static void bf16_sixteen_bits(void **state)
     bf_trial_record r[32];
     run_list(m, ds, s, e, 32, r);
     for (int k = 0; k < 32; k++) {
-        uint16_t h = ref_bf16(w[idx[k / 16]]);
-        float old = ref_bf16_decode(h), now = ref_bf16_decode((uint16_t)(h ^ (1u << (k % 16))));
+        uint16_t h = tc_bf16(w[idx[k / 16]]);
+        float old = tc_bf16_decode(h), now = tc_bf16_decode((uint16_t)(h ^ (1u << (k % 16))));
         assert_int_equal(r[k].n_kept, 1);
         assert_memory_equal(&r[k].faults[0].old_value, &old, 4);
         assert_memory_equal(&r[k].faults[0].new_value, &now, 4);

@@ -170,23 +170,6 @@ static float my_f16_decode(uint16_t h)
     return (float)((h & 0x8000) ? -v : v);
 }
 
-static uint16_t my_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint32_t hi = u >> 16, lo = u & 0xffff;
-    if (lo > 0x8000u || (lo == 0x8000u && (hi & 1))) hi++;
-    return (uint16_t)hi;
-}
-
-static float my_bf16_decode(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static bf_trial_record one_fault(fx *f, bf_repr repr, int per_channel, const char *param, int64_t index, int bit)
 {
     bf_fault_entry e = {.tensor = (char *)param, .index = index, .bit = bit, .sample = -1};
@@ -233,9 +216,9 @@ void reduced_precision_values(void **state)
     int bf16_bits[] = {14, 6, 0};
     for (size_t k = 0; k < 3; k++) {
         bf_trial_record r = one_fault(f, BF_REPR_BF16, 0, "fc.weight", idx, bf16_bits[k]);
-        uint16_t h = my_bf16(x);
-        assert_true(r.faults[0].old_value == my_bf16_decode(h));
-        float want = my_bf16_decode((uint16_t)(h ^ (1u << bf16_bits[k])));
+        uint16_t h = tc_bf16(x);
+        assert_true(r.faults[0].old_value == tc_bf16_decode(h));
+        float want = tc_bf16_decode((uint16_t)(h ^ (1u << bf16_bits[k])));
         assert_memory_equal(&r.faults[0].new_value, &want, sizeof want);
     }
     /* int8, per-tensor: scale = max|w| / 127 over the tensor */

@@ -150,7 +150,7 @@ void logit_faults_change_one_value(void **state)
     /* a stuck-at that changes no stored bit leaves the value as computed,
      * even in bf16, where the value is not a bf16 number: masked */
     int64_t j = 0;
-    while (golden[j] == my_bf16_decode(my_bf16(golden[j])) || golden[j] < 0) j++;
+    while (golden[j] == tc_bf16_decode(tc_bf16(golden[j])) || golden[j] < 0) j++;
     bf_fault_entry e2 = {.tensor = "logits", .index = j % cols, .bit = 15, .sample = j / cols};
     bf_campaign_spec s = base_spec(BF_TARGET_ACTIVATIONS, BF_PERSIST_TRANSIENT);
     s.sampling = BF_SAMPLE_LIST;

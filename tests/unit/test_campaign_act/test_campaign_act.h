@@ -64,8 +64,6 @@ float *plain_pass(const bf_model *m, const bf_dataset *ds, int threads, int64_t 
 bf_dataset *dataset_with(const bf_dataset *ds, const char *name, mod_fn mod, void *ctx);
 uint32_t bits_of(float x);
 float float_of(uint32_t u);
-uint16_t my_bf16(float x);
-float my_bf16_decode(uint16_t h);
 int8_t my_q(float x, float scale);
 float my_corrupt(const elem_fault *e, float x);
 void mod_elem(float *x, int64_t samples, int64_t row, void *ctx);
