@@ -187,7 +187,7 @@ static int trial(rig *r, const char *name, int64_t i, float v, int *moved)
     bf_error err = {0};
     int64_t q = bf_model_find_param(r->m, name);
     assert_true(q >= 0);
-    float *dp, *du;
+    float *dp = NULL, *du = NULL;
     if (bf_plan_param_mut(r->p, (size_t)q, &dp, &err) != BF_OK || bf_plan_param_mut(r->u, (size_t)q, &du, &err) != BF_OK)
         fail_msg("%s", err.msg);
     float old = dp[i];
