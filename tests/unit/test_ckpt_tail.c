@@ -18,7 +18,9 @@
  *   (the faults cross to the tail otherwise than through the logits:
  *   ignoring that ends it wrongly);
  * - a graph whose scores are also an output: the rule off, with the
- *   reason, and the trials' outputs still the full run's. */
+ *   reason, and the trials' outputs still the full run's;
+ * - every allocation of the checkpoints refused in turn: a clean
+ *   BF_ENOMEM, or the same early end. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +34,7 @@
 
 #include "bitflip/model.h"
 #include "bitflip/plan.h"
+#include "alloc_fail.h"
 #include "exec/ckpt_impl.h"
 #include "exec/step_access.h"
 #include "onnx_graph.h"
@@ -289,11 +292,57 @@ static void off_where_the_scores_are_read_elsewhere(void **state)
     rig_close(&r);
 }
 
+/* every allocation of the checkpoints (the tail's pattern, its golden
+ * selections, a trial's buffers) refused in turn: a clean BF_ENOMEM, or a
+ * run that ends the far-moved row's image as without the refusal */
+static void refused_allocations_fail_cleanly(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, 0);
+    bf__ckpt_trial_free(r.tr);
+    bf__ckpt_free(r.ck);
+    r.tr = NULL, r.ck = NULL;
+    size_t n = bf_plan_num_steps(r.p);
+    double *cost = calloc(n + 1, sizeof *cost), *pm = calloc(r.m->n_params + 1, sizeof *pm);
+    assert_true(cost && pm);
+    for (size_t i = 0; i < n; i++) cost[i] = strcmp(r.p->steps[i].node->name, "pre") ? 1e-9 : 1e-3;
+    for (size_t q = 0; q < r.m->n_params; q++) pm[q] = 1;
+    long refused = 0;
+    for (long k = 0;; k++) {
+        bf_error err = {0};
+        bf_test_alloc_fail_after(k);
+        feed(r.p);
+        bf_status st = bf__ckpt_create(r.p, 1, 8, cost, pm, NULL, (size_t)1 << 30, NULL, &r.ck, &err);
+        if (st == BF_OK) st = bf__ckpt_record(r.ck, r.p, 0, &err);
+        if (st == BF_OK) st = bf__ckpt_trial_new(r.ck, &r.tr, &err);
+        long failed = bf_test_alloc_failures();
+        bf_test_alloc_fail_after(-1);
+        if (st != BF_OK && st != BF_ENOMEM) fail_msg("refusal %ld: status %d: %s", k, (int)st, err.msg);
+        if (st == BF_OK) {
+            int moved;
+            assert_non_null(r.ck->tail.node);
+            assert_int_equal(trial(&r, "wb", 5 * C + 2, -3.0f, &moved), 1);
+        } else {
+            refused++;
+        }
+        bf__ckpt_trial_free(r.tr);
+        bf__ckpt_free(r.ck);
+        r.tr = NULL, r.ck = NULL;
+        if (st == BF_OK && failed == 0) break;
+    }
+    assert_true(refused > 0);
+    free(cost);
+    free(pm);
+    rig_close(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ends_where_the_moved_rows_select_as_golden),
         cmocka_unit_test(off_where_the_scores_are_read_elsewhere),
+        cmocka_unit_test(refused_allocations_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
