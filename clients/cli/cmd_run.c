@@ -438,6 +438,13 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "round) and %.3f s from their last trial to the last worker's (summed over workers)\n",
                 p, sep, r->workers.n, (long long)r->workers.trials, r->workers.cpu, r->workers.cpu_max,
                 (long long)r->workers.faults, r->workers.wait, r->workers.idle_end);
+    char tail[512];
+    if (r->ckpt.tail_off)
+        snprintf(tail, sizeof tail, "the detection tail's early end is off: %s", r->ckpt.tail_off);
+    else
+        snprintf(tail, sizeof tail, "%lld images ended before the detection tail's class scores, the rows the faults "
+                 "moved selecting the golden classes with the golden scores (counted in the early ends above)",
+                 (long long)r->ckpt.early_tail);
     if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
         fprintf(stderr,
                 "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "
@@ -447,7 +454,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "not reach were not run (%zu of their values kept, %.1f MiB of the above); %lld faulted Convs ran "
                 "on their one changed channel over the golden output, %lld of them with their fused BatchNorm, Add or "
                 "activation, and %lld steps after them followed the channel on; %lld images ended where that channel "
-                "came back golden (counted in the early ends above)\n",
+                "came back golden (counted in the early ends above); %s\n",
                 p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 1e9 * r->ckpt.byte_price,
                 r->ckpt.huge_pages            ? " in 2 MiB pages, this host's 4 KiB fresh pages measured dear"
                 : r->ckpt.byte_price > 1.5e-9 ? ", this host's fresh pages measured dear"
@@ -455,7 +462,8 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 100 * r->ckpt.expected_skip,
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
-                (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan);
+                (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan,
+                tail);
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "

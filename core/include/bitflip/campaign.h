@@ -567,12 +567,19 @@ typedef struct bf_campaign_result {
      * was priced at when they were chosen, 1e-9 or, where this host's
      * fresh pages measured dear, 2.5e-9 (docs/perf/detectors.md, h18-ssd);
      * huge_pages: 1 when they were recorded in 2 MiB pages, this host's 4
-     * KiB ones measured dear and 2 MiB ones cheap (h21-ssd). */
+     * KiB ones measured dear and 2 MiB ones cheap (h21-ssd). early_tail:
+     * of early, the images that ended before the detection tail's class
+     * scores because the rows of class logits the faults moved select,
+     * by their Softmax scores and thresholds, the golden (row, class)
+     * pairs with the golden scores (docs/ENGINE.md, "One image per call",
+     * item 7); tail_off: why that check is off for this graph (a static
+     * sentence), NULL when it is on. */
     struct {
         size_t cuts;
         uint64_t bytes;
         double expected_skip;
-        int64_t early, early_chan;
+        int64_t early, early_chan, early_tail;
+        const char *tail_off;
         int64_t skipped;
         size_t stored;
         uint64_t store_bytes;

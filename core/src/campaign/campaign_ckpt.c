@@ -189,19 +189,21 @@ void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_v
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc)
 {
     const bf__ckpt *ck = c->golden.ckpt;
-    int64_t work = 0, early = 0, skipped = 0, chan[4] = {0, 0, 0, 0};
+    int64_t work = 0, early = 0, skipped = 0, chan[5] = {0, 0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
-        int64_t w, e, k, h[4];
+        int64_t w, e, k, h[5];
         if (!evs[i]) continue;
         bf__evaluator_ckpt_counts(evs[i], &w, &e, &k, h);
         work += w, early += e, skipped += k;
-        for (int j = 0; j < 4; j++) chan[j] += h[j];
+        for (int j = 0; j < 5; j++) chan[j] += h[j];
     }
     acc->chan_steps += chan[0] + chan[3];
     acc->chan_kinds.ckpt_follow += chan[3];
     acc->chan_kinds.ckpt_conv += chan[0];
     acc->chan_kinds.ckpt_fused += chan[1];
     acc->ckpt.early_chan = chan[2];
+    acc->ckpt.early_tail = chan[4];
+    acc->ckpt.tail_off = bf__ckpt_tail_off(ck);
     acc->ckpt.cuts = bf__ckpt_num_cuts(ck);
     acc->ckpt.bytes = bf__ckpt_bytes(ck);
     acc->ckpt.expected_skip = bf__ckpt_saved_share(ck);

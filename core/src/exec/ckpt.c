@@ -53,6 +53,7 @@ void bf__ckpt_free(bf__ckpt *ck)
     bf__free(ck->chan_chain);
     bf__free(ck->chan_next);
     bf__free(ck->data);
+    bf__ckpt_tail_free(&ck->tail);
     bf__free(ck);
 }
 
@@ -265,6 +266,11 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
         }
     }
     if (drawn && ck->n_store && (st = bf__ckpt_store_drawn(ck, p, drawn, user, err)) != BF_OK) goto out;
+    if (bf__ckpt_tail_find(ck, p) != BF_OK) {
+        st = oom(err);
+        goto out;
+    }
+    if (ck->tail.node) ck->mark[ck->tail.step] = 1;   /* the run calls at_cut there too */
     /* the golden pass writes every byte of it (each cut's values and each
      * stored value, every image): BF__WRITE_NOW, its pages in one call
      * rather than a fault a page inside the pass's copies (SSDlite320:
@@ -354,35 +360,59 @@ int bf__ckpt_fits_plan(const bf__ckpt *ck, const bf_plan *p)
 
 typedef struct watch_ctx {
     const bf__ckpt *ck;
+    bf__ckpt *rec;            /* the golden pass's (its tail rows recorded) */
     const bf__ckpt_trial *tr;
     unsigned char *block;     /* the sample's checkpoints */
+    int64_t s;                /* the sample */
     int record, hi;
+    bf_status st;             /* the golden pass's recording */
     size_t stopped_at;
-    int64_t chan[4];          /* Convs run on one channel (ckpt_chan.c), of them fused, runs ended so;
-                               * steps following the channel on */
+    int64_t chan[5];          /* Convs run on one channel (ckpt_chan.c), of them fused, runs ended so;
+                               * steps following the channel on; runs the tail's check ended */
     bf__chan_walk walk;
 } watch_ctx;
 
-/* before a cut: record its values (the golden pass), or past the faults'
- * last step compare those they reach with golden's (the others are golden
- * and may not have been computed: their steps were skipped) */
-static int at_cut(void *user, bf_plan *p, size_t step)
+/* past the faults' last step, at cut c: the values they reach equal
+ * golden's (the others are golden and may not have been computed: their
+ * steps were skipped) */
+static int cut_golden(const watch_ctx *w, const bf_plan *p, size_t c)
 {
-    watch_ctx *w = user;
     const bf__ckpt *ck = w->ck;
-    size_t c = (size_t)ck->cut_of[step];
-    if (w->record) {
-        for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
-            memcpy(w->block + ck->lv_off[j], p->vals[ck->lv[j]].data, ck->lv_bytes[j]);
-        return 0;
-    }
-    if (w->hi < 0 || (int)step <= w->hi) return 0;
     const unsigned char *taint = w->tr && !w->tr->all ? w->tr->taint : NULL;
     for (size_t j = ck->lv_first[c]; j < ck->lv_first[c + 1]; j++)
         if ((!taint || taint[ck->lv[j]]) && memcmp(w->block + ck->lv_off[j], p->vals[ck->lv[j]].data, ck->lv_bytes[j]) != 0)
             return 0;
-    w->stopped_at = step;
     return 1;
+}
+
+/* before a cut: record its values (the golden pass), or past the faults'
+ * last step compare those they reach with golden's; before the detection
+ * tail's check step (ckpt_tail.c): record its golden rows, or check the
+ * rows the faults reach */
+static int at_cut(void *user, bf_plan *p, size_t step)
+{
+    watch_ctx *w = user;
+    const bf__ckpt *ck = w->ck;
+    int cut = ck->cut_of[step] >= 0 && ck->cut[ck->cut_of[step]] == (int)step;
+    int tail = ck->tail.node && (int)step == ck->tail.step;
+    size_t c = cut ? (size_t)ck->cut_of[step] : 0;
+    if (w->record) {
+        for (size_t j = cut ? ck->lv_first[c] : 0; cut && j < ck->lv_first[c + 1]; j++)
+            memcpy(w->block + ck->lv_off[j], p->vals[ck->lv[j]].data, ck->lv_bytes[j]);
+        if (tail && w->st == BF_OK) w->st = bf__ckpt_tail_record(w->rec, p, w->s);
+        return 0;
+    }
+    if (w->hi < 0 || (int)step <= w->hi) return 0;
+    if (cut && cut_golden(w, p, c)) {
+        w->stopped_at = step;
+        return 1;
+    }
+    if (tail && bf__ckpt_tail_golden(ck, w->tr, p, w->s)) {
+        w->stopped_at = step;
+        w->chan[4]++;
+        return 1;
+    }
+    return 0;
 }
 
 /* after a step computing stored values (the golden pass): keep them */
@@ -423,9 +453,11 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
     if (s < 0 || s >= ck->samples) return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
     if (!bf__ckpt_fits_plan(ck, p))
         return bf_error_set(err, BF_EINVAL, "internal error: the golden checkpoints do not fit this plan");
-    watch_ctx w = {.ck = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .record = 1};
+    watch_ctx w = {.ck = ck, .rec = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .s = s, .record = 1};
     bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = ck->n_store ? ck->post : NULL, .post = keep, .user = &w};
-    return bf__plan_run_from(p, 0, ck->n_cuts ? &pw : NULL, NULL, err);
+    bf_status st = bf__plan_run_from(p, 0, ck->n_cuts ? &pw : NULL, NULL, err);
+    if (st == BF_OK && w.st != BF_OK) st = oom(err);
+    return st;
 }
 
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck) { return ck ? ck->pre_ns[ck->n_steps] : 0; }
@@ -438,13 +470,13 @@ int bf__ckpt_trial_skips_value(const bf__ckpt *ck, const bf__ckpt_trial *tr, int
 }
 
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, int64_t chans[4], bf_error *err)
+                       int64_t *work, int64_t *skipped, int64_t chans[5], bf_error *err)
 {
     *golden = 0;
     if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
         return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
     int lo = tr ? tr->lo : -1, hi = tr ? tr->hi : -1;
-    watch_ctx w = {.ck = ck, .tr = tr, .block = ck->data + (size_t)s * ck->sample_bytes, .hi = hi,
+    watch_ctx w = {.ck = ck, .tr = tr, .block = ck->data + (size_t)s * ck->sample_bytes, .s = s, .hi = hi,
                    .stopped_at = p->n_steps, .walk = {.next = 0, .ch = -1}};
     int c = lo >= 0 ? tr->from : -1;
     size_t from = 0;
@@ -460,7 +492,7 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p,
     bf_status st = bf__plan_run_from(p, from, (hi >= 0 && ck->n_cuts) || reach ? &pw : NULL, &stopped, err);
     if (st != BF_OK) return st;
     *golden = stopped;
-    for (int k = 0; chans && k < 4; k++) chans[k] += w.chan[k];
+    for (int k = 0; chans && k < 5; k++) chans[k] += w.chan[k];
     size_t end = stopped ? w.stopped_at : p->n_steps;
     if (reach) {
         if (work) *work += tr->run_pre[end] - tr->run_pre[from];

@@ -128,9 +128,13 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck);
  * (ckpt_chan.c), chan[1] 1 if with its fused epilogue, chan[2] 1 if that
  * channel came back golden and ended the run (*golden then 1 too), chan[3]
  * the steps after it that followed the channel on (a map, a BatchNorm, a
- * depthwise Conv). */
+ * depthwise Conv), chan[4] 1 if the detection tail's check (ckpt_tail.c)
+ * ended the run (*golden then 1 too). */
 bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
-                       int64_t *work, int64_t *skipped, int64_t chan[4], bf_error *err);
+                       int64_t *work, int64_t *skipped, int64_t chan[5], bf_error *err);
+/* Why the detection tail's early end (ckpt_tail.c) is off for this graph
+ * (a sentence; NULL: it is on) */
+const char *bf__ckpt_tail_off(const bf__ckpt *ck);
 /* the golden time of a whole run of one sample, in nanoseconds */
 int64_t bf__ckpt_pass_ns(const bf__ckpt *ck);
 /* 1 when bf__ckpt_run with tr starts at a cut past every step reading

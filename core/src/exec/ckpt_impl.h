@@ -37,6 +37,33 @@
  * instead of 51 and the campaign no less CPU, its system time up to 0.2 s
  * higher on a loaded host (docs/perf/detectors.md, h21-ssd). */
 
+/* The detection tail's early end (ckpt_tail.c, which says why it is
+ * exact): the class logits L [.., rows, cols] whose Softmax's columns are
+ * thresholded (thr[c]; +Inf: a column no step reads), checked before step
+ * `step` (L's Concat along its rows, the blocks its inputs, or the
+ * Softmax, L one block), and per image the golden selections. */
+#define BF__CKPT_TAIL_CHUNK 32   /* rows whose scores a check computes at once */
+typedef struct bf__ckpt_tail_sel {
+    int64_t n;                  /* -1: not recorded (no end for the image) */
+    int64_t *at;                /* n (row x cols + column)s passing, ascending (the allocation) */
+    float *y;                   /* their scores */
+} bf__ckpt_tail_sel;
+typedef struct bf__ckpt_tail {
+    const bf__node *node;       /* the check step's node (NULL: no rule; why says why) */
+    const char *why;
+    int step;
+    int logits;
+    int64_t rows, cols;
+    float *thr;                 /* cols */
+    int n_in;
+    int *in_val;                /* the blocks' values */
+    int64_t *in_row;            /* n_in + 1: their first rows in L */
+    size_t n_cross;
+    int *cross;                 /* values computed before step, read at or after it (or outputs) */
+    int64_t samples;
+    bf__ckpt_tail_sel *golden;  /* per image */
+} bf__ckpt_tail;
+
 struct bf__ckpt {
     size_t n_steps, n_params, n_values;
     int *param_lo, *param_hi;   /* per parameter: first and last step reading it (lo > hi: none) */
@@ -95,6 +122,7 @@ struct bf__ckpt {
     int64_t samples;
     int huge;                   /* the block asked for in 2 MiB pages (bf__ckpt_host_pages) */
     unsigned char *data;        /* samples x sample_bytes */
+    bf__ckpt_tail tail;
 };
 
 /* What a trial's faults reach (ckpt.h, bf__ckpt_trial_*). */
@@ -127,6 +155,13 @@ struct bf__ckpt_trial {
     int64_t seen;
     int price;
     double cost;
+    /* the tail's check (ckpt_tail.c): 1 when it may end the images, per
+     * block of L whether the faults reach it, and its scores' buffer
+     * (BF__CKPT_TAIL_CHUNK rows) */
+    int tail;
+    unsigned char *tail_in;
+    float *tail_y;
+    int64_t tail_cols;          /* the buffer's row length (the checkpoints' when it was made) */
 };
 
 /* ckpt_reach.c: the graph's facts above, from plan p */
@@ -173,6 +208,20 @@ typedef struct bf__chan_walk {
 } bf__chan_walk;
 int bf__ckpt_chan_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, const unsigned char *block, bf_plan *p, size_t i,
                       int *fused, bf__chan_walk *walk);
+/* ckpt_tail.c: the tail's pattern on plan p (ck->tail; the rule off with
+ * its reason where the graph is not it); BF_ENOMEM only for memory */
+bf_status bf__ckpt_tail_find(bf__ckpt *ck, const bf_plan *p);
+void bf__ckpt_tail_free(bf__ckpt_tail *t);
+/* ckpt_tail.c: the golden pass at the check step: sample s's selections
+ * kept (BF_ENOMEM when they cannot be) */
+bf_status bf__ckpt_tail_record(bf__ckpt *ck, const bf_plan *p, int64_t s);
+/* ckpt_tail.c: after bf__ckpt_reach, tr->tail and tr->tail_in */
+void bf__ckpt_tail_trial(const bf__ckpt *ck, bf__ckpt_trial *tr);
+/* ckpt_tail.c: at the check step of sample s's run on p: 1 when the rows
+ * of the blocks the faults reach select, by their Softmax scores and
+ * thresholds, exactly the golden pass's (row, class) pairs with the same
+ * scores (the image's outputs are then golden's) */
+int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_plan *p, int64_t s);
 bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr);
 void bf__ckpt_trial_release(bf__ckpt_trial *tr);
 

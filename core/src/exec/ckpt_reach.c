@@ -77,9 +77,12 @@ bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr)
     tr->run_pre = bf__calloc(n + 1, sizeof *tr->run_pre);
     tr->skip_pre = bf__calloc(n + 1, sizeof *tr->skip_pre);
     tr->read = bf__calloc(ck->n_values + 1, 1);
+    tr->tail_in = bf__calloc((size_t)ck->tail.n_in + 1, 1);
+    tr->tail_y = bf__malloc(((size_t)BF__CKPT_TAIL_CHUNK * (size_t)ck->tail.cols + 1) * sizeof *tr->tail_y);
+    tr->tail_cols = ck->tail.cols;
     bf__ckpt_trial_clear(tr);
     if (!tr->origin || !tr->taint || !tr->step_taint || !tr->req || !tr->act || !tr->run_pre || !tr->skip_pre ||
-        !tr->read)
+        !tr->read || !tr->tail_in || !tr->tail_y)
         return BF_ENOMEM;
     return BF_OK;
 }
@@ -94,6 +97,8 @@ void bf__ckpt_trial_release(bf__ckpt_trial *tr)
     bf__free(tr->run_pre);
     bf__free(tr->skip_pre);
     bf__free(tr->read);
+    bf__free(tr->tail_in);
+    bf__free(tr->tail_y);
 }
 
 bf_status bf__ckpt_trial_new(const bf__ckpt *ck, bf__ckpt_trial **out, bf_error *err)
@@ -122,6 +127,7 @@ void bf__ckpt_trial_clear(bf__ckpt_trial *tr)
     tr->all = 1;
     tr->from = -1;
     tr->chan_step = -1;
+    tr->tail = 0;
 }
 
 void bf__ckpt_trial_begin(const bf__ckpt *ck, bf__ckpt_trial *tr)
@@ -260,6 +266,7 @@ void bf__ckpt_trial_end(const bf__ckpt *ck, bf__ckpt_trial *tr)
     tr->from = ck->n_steps ? ck->cut_of[(size_t)tr->lo < ck->n_steps ? (size_t)tr->lo : ck->n_steps - 1] : -1;
     if (tr->from < 0) tr->all = 1;
     if (!tr->all) bf__ckpt_reach(ck, tr, -1);
+    bf__ckpt_tail_trial(ck, tr);
     bf__ckpt_chan_mark(ck, tr);
     if (tr->used) mark_chan(ck, tr);
     if (tr->used && tr->sig) {

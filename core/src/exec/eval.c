@@ -687,8 +687,9 @@ bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev) { return ev->ckp.tr; 
 int bf__evaluator_ckpt_on(const bf_evaluator *ev) { return ev->ckp.ck != NULL; }
 
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t chan[4])
+                               int64_t chan[5])
 {
+    chan[4] = atomic_load(&ev->ckp.tail_stop);
     chan[3] = atomic_load(&ev->ckp.chan_follow);
     chan[0] = atomic_load(&ev->ckp.chan);
     chan[1] = atomic_load(&ev->ckp.chan_fused);

@@ -17,7 +17,7 @@ bf_status bf__eval_ckpt_run(bf__eval_ckpt *e, bf_plan *plan, int64_t s, int *gol
     *golden = 0;
     if (e->rec) return bf__ckpt_record(e->rec, plan, s, err);
     if (!e->ck) return bf_plan_run(plan, err);
-    int64_t work = 0, skipped = 0, chan[4] = {0, 0, 0, 0};
+    int64_t work = 0, skipped = 0, chan[5] = {0, 0, 0, 0, 0};
     bf_status st = bf__ckpt_run(e->ck, e->tr, plan, s, golden, &work, &skipped, chan, err);
     if (st != BF_OK) return st;
     atomic_fetch_add(&e->work, work);
@@ -26,6 +26,7 @@ bf_status bf__eval_ckpt_run(bf__eval_ckpt *e, bf_plan *plan, int64_t s, int *gol
     if (chan[1]) atomic_fetch_add(&e->chan_fused, chan[1]);
     if (chan[2]) atomic_fetch_add(&e->chan_stop, chan[2]);
     if (chan[3]) atomic_fetch_add(&e->chan_follow, chan[3]);
+    if (chan[4]) atomic_fetch_add(&e->tail_stop, chan[4]);
     if (*golden) atomic_fetch_add(&e->early, 1);
     return BF_OK;
 }

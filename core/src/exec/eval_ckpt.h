@@ -19,6 +19,7 @@ typedef struct bf__eval_ckpt {
     atomic_llong chan;                   /* steps run on one channel (ckpt_chan.c) */
     atomic_llong chan_fused, chan_stop;  /* of them, with their fused epilogue; ending the run golden */
     atomic_llong chan_follow;            /* steps after them following the channel on */
+    atomic_llong tail_stop;              /* samples the detection tail's check ended (ckpt_tail.c) */
 } bf__eval_ckpt;
 
 /* Sets what the passes resume from (ck; usable 0 when the evaluator's

@@ -103,7 +103,8 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * Convs they ran on one output channel (exec/ckpt_chan.c): chan[0] all,
  * chan[1] those with their fused epilogue, chan[2] those whose channel
  * (or a step's following it on) came back golden and ended the image's
- * run, chan[3] the steps after them that followed the channel on. */
+ * run, chan[3] the steps after them that followed the channel on; chan[4]
+ * the samples the detection tail's check ended (exec/ckpt_tail.c). */
 struct bf__ckpt;
 struct bf__ckpt_trial;
 bf_status bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record,
@@ -113,7 +114,7 @@ struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
  * fit them: bf__ckpt_fits_plan), 0 when they run every sample in full. */
 int bf__evaluator_ckpt_on(const bf_evaluator *ev);
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t chan[4]);
+                               int64_t chan[5]);
 /* Value fault i of the last pass: the element it struck in the sample it
  * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
  * or shorter there) and the elements the value had there (plan_impl.h). */
@@ -321,6 +322,10 @@ int bf__softmax_rows(const bf__step *s, int64_t *rows, int64_t *n);
  * each row's bits the step's (op.h, bf__ctx's rowmap: a MatMul's fused
  * Softmax) */
 void bf__softmax_inplace(float *y, int64_t count, int64_t n);
+/* elementwise_softmax.c: the Softmax step's rows, count rows of n from x
+ * into y (not overlapping), each row's bits the step's (exec/ckpt_tail.c:
+ * the rows a trial's faults reached) */
+void bf__softmax_rows_run(float *y, const float *x, int64_t count, int64_t n);
 /* elementwise_broadcast.c: 1 if the step is a float Add, Sub, Mul or Div;
  * then bf__binary_span computes output elements [off, off + n) (flat, the
  * operands broadcast as planned) with the bits the whole step gives them. */

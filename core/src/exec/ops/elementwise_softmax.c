@@ -333,6 +333,7 @@ int bf__softmax_rows(const bf__step *s, int64_t *rows, int64_t *n)
 }
 
 void bf__softmax_inplace(float *y, int64_t count, int64_t n) { softmax_rows(y, y, count, n); }
+void bf__softmax_rows_run(float *y, const float *x, int64_t count, int64_t n) { softmax_rows(y, x, count, n); }
 
 bf_status bf__softmax_run(const bf__ctx *c, bf_error *err)
 {

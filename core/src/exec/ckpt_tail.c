@@ -1,0 +1,521 @@
+/* An exact early end inside a detector's post-processing (ckpt_impl.h,
+ * bf__ckpt_tail; docs/ENGINE.md "One image per call", item 7).
+ *
+ * torchvision's SSD and SSDlite end in the class scores' selections:
+ *
+ *   L = Concat(levels' logits) [1, N, C] -> S = Softmax(L, last axis)
+ *   -> Split / Squeeze (S's bytes) -> X_c = Gather(S, c, last axis) [N]
+ *   -> M_c = Greater(X_c, t_c) -> NonZero -> Transpose -> GatherND(X_c, ...)
+ *   -> TopK, the boxes' Gathers, NMS, the outputs
+ *
+ * for each class c read (1..90 on SSD: not the background's 0). A fault in
+ * a class head moves some rows of L and nothing else the tail reads; the
+ * rest of the pass is then golden unless a moved row changes a mask or a
+ * selected score. This file decides that, image by image, before L's
+ * Concat runs, and ends the image there with the golden outputs.
+ *
+ * The rule. The golden pass keeps, per image, its selections: each (row,
+ * class) whose score passes its class's threshold, and that score's bits (a
+ * few hundred on a trained detector's image). A trial whose faults all land
+ * before the check step and reach the rest of the pass only through L's
+ * blocks (the Concat's inputs, or L itself) computes the scores of every
+ * row of the blocks its faults reach with the Softmax's own row kernel
+ * (bf__softmax_rows_run: each row's bits the step's, whatever the grouping
+ * of rows, elementwise_softmax.c), compares each with its class's
+ * threshold as the Greater does (x > t, in float), and asks: the same
+ * (row, class) pairs pass as in the golden pass, with the same bits. Then
+ * every M_c is golden's (the other rows' logits are golden, and the
+ * Softmax is row by row), and every GatherND reads X_c only at rows M_c
+ * selects, whose bits are golden's. Every other value the tail reads is
+ * golden (the faults do not reach it), and the values that differ (L, S,
+ * the copies of S, the X_c) are read by nothing but the steps above
+ * (checked when the pattern is found, subgraph reads included): every
+ * output is golden's, bit for bit. Nothing is bounded or estimated: the
+ * check computes what the steps would and compares it as they would.
+ *
+ * A bound on the logits alone (a score is at most exp(x_c - max x), so a
+ * row whose classes' logits lie more than -ln(t) below its max selects
+ * nothing, with no Softmax computed) was measured first (h25-ssd): on
+ * SSDlite320's 16 images it cleared 1 to 26 rows of 3234 (the class mass
+ * is spread over 91 classes, so the scores lie far under the bound), so
+ * it was dropped.
+ *
+ * Where the graph is anything else the rule is off and the tail runs as
+ * before, the reason in --stats (bf_campaign_result.ckpt.tail_off). */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "exec/ckpt_impl.h"
+#include "exec/op.h"
+#include "exec/step_access.h"
+
+/* views of the scores followed (Split, Squeeze, ...: SSDlite has two) */
+#define TAIL_VIEWS 16
+/* rows a trial's check computes at once (its buffer: ckpt_impl.h) */
+#define TAIL_CHUNK BF__CKPT_TAIL_CHUNK
+
+/* ---- the pattern ------------------------------------------------------- */
+
+typedef struct finder {
+    const bf_plan *p;
+    size_t nv;
+    int *first, *step;        /* readers of each value (CSR, a step once per input slot) */
+    unsigned char *special;   /* a graph output, or read by a subgraph at any depth */
+} finder;
+
+static void sub_reads(const bf__subgraph *g, unsigned char *special, int depth)
+{
+    if (!g || depth > 64) return;
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        const bf__node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) special[n->in[j]] = 1;
+        for (size_t a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].type == BF__ATTR_GRAPH) sub_reads(n->attrs[a].g, special, depth + 1);
+    }
+    for (int j = 0; j < g->n_out; j++)
+        if (g->out[j] >= 0) special[g->out[j]] = 1;
+}
+
+static int finder_make(finder *f, const bf_plan *p)
+{
+    const bf_model *m = p->model;
+    f->p = p;
+    f->nv = m->n_values;
+    f->first = bf__calloc(f->nv + 2, sizeof *f->first);
+    f->special = bf__calloc(f->nv + 1, 1);
+    size_t total = 0;
+    for (size_t i = 0; i < p->n_steps; i++) total += (size_t)p->steps[i].node->n_in;
+    f->step = bf__malloc((total + 1) * sizeof *f->step);
+    if (!f->first || !f->special || !f->step) return 0;
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *n = p->steps[i].node;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) f->first[n->in[j] + 2]++;
+        for (size_t a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].type == BF__ATTR_GRAPH) sub_reads(n->attrs[a].g, f->special, 0);
+    }
+    for (size_t v = 0; v < f->nv; v++) f->first[v + 2] += f->first[v + 1];
+    for (size_t i = 0; i < p->n_steps; i++) {
+        const bf__node *n = p->steps[i].node;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) f->step[f->first[n->in[j] + 1]++] = (int)i;
+    }
+    for (size_t k = 0; k < m->n_outputs; k++) f->special[m->output_vals[k]] = 1;
+    return 1;
+}
+
+static void finder_free(finder *f)
+{
+    bf__free(f->first);
+    bf__free(f->step);
+    bf__free(f->special);
+}
+
+/* v is read by step s alone (in any number of its input slots), and by no subgraph */
+static int read_by_only(const finder *f, int v, int s)
+{
+    if (v < 0 || f->special[v] || f->first[v] == f->first[v + 1]) return 0;
+    for (int q = f->first[v]; q < f->first[v + 1]; q++)
+        if (f->step[q] != s) return 0;
+    return 1;
+}
+
+/* input slots of node n holding v */
+static int slots(const bf__node *n, int v)
+{
+    int k = 0;
+    for (int j = 0; j < n->n_in; j++) k += n->in[j] == v;
+    return k;
+}
+
+static int is_op(const bf__node *n, const char *op) { return strcmp(n->op_type, op) == 0; }
+
+/* value v: a float32 tensor of e elements */
+static int f32_of(const bf_plan *p, int v, int64_t e)
+{
+    return v >= 0 && p->vals[v].dtype == BF_F32 && bf_tensor_numel(&p->vals[v]) == e;
+}
+
+/* known when the plan was built, one element of an integer type: its value */
+static int known_int(const bf_plan *p, int v, int64_t *x)
+{
+    if (v < 0 || !p->known[v] || !p->vals[v].data || bf_tensor_numel(&p->vals[v]) != 1) return 0;
+    if (p->vals[v].dtype == BF_I64) memcpy(x, p->vals[v].data, sizeof *x);
+    else if (p->vals[v].dtype == BF_I32) {
+        int32_t y;
+        memcpy(&y, p->vals[v].data, sizeof y);
+        *x = y;
+    } else
+        return 0;
+    return 1;
+}
+
+/* the step computing v, or -1 */
+static int maker(const bf_plan *p, int v) { return v >= 0 ? p->val_step[v] : -1; }
+
+/* step g reads X (input 0) at the elements mask M selects alone:
+ * GatherND(X, Transpose(NonZero(M), perm [1, 0])), batch_dims 0 */
+static int gathers_selected(const bf_plan *p, const bf__node *g, int x, int m)
+{
+    int64_t bd = 0, perm[BF_MAX_DIMS];
+    int np = 0;
+    if (g->n_in != 2 || g->in[0] != x || g->in[1] == x || bf__attr_int(g, "batch_dims", 0, &bd, NULL) != BF_OK || bd)
+        return 0;
+    int tq = maker(p, g->in[1]);
+    if (tq < 0) return 0;
+    const bf__node *t = p->steps[tq].node;
+    if (!is_op(t, "Transpose") || t->n_in != 1 ||
+        bf__attr_ints(t, "perm", perm, BF_MAX_DIMS, &np, NULL) != BF_OK || np != 2 || perm[0] != 1 || perm[1] != 0)
+        return 0;
+    int zq = maker(p, t->in[0]);
+    if (zq < 0) return 0;
+    const bf__node *z = p->steps[zq].node;
+    return is_op(z, "NonZero") && z->n_in == 1 && z->in[0] == m;
+}
+
+/* score column x (rows elements): read by one Greater with a constant
+ * threshold (*thr) and by GatherNDs of what its mask selects alone. NULL,
+ * or why not. */
+static const char *column(const finder *f, int x, int64_t rows, float *thr)
+{
+    const bf_plan *p = f->p;
+    int m = -1;
+    if (f->special[x]) return "a class's score column is a graph output or read by a subgraph";
+    for (int q = f->first[x]; q < f->first[x + 1]; q++) {
+        const bf__step *s = &p->steps[f->step[q]];
+        const bf__node *n = s->node;
+        if (!is_op(n, "Greater")) continue;
+        int t = n->n_in == 2 ? n->in[1] : -1;
+        /* a constant, or a parameter (its golden value: a fault in it
+         * lands at the Greater, past the check, and turns the rule off) */
+        if (s->dyn || n->in[0] != x || t == x || n->n_out != 1 || n->out[0] < 0 || t < 0 ||
+            (!p->known[t] && p->model->values[t].kind != BF__VAL_PARAM) || !p->vals[t].data || !f32_of(p, t, 1) ||
+            bf_tensor_numel(&p->vals[n->out[0]]) != rows)
+            return "a class's score column is compared otherwise than Greater(column, a constant threshold)";
+        if (m >= 0) return "a class's score column is compared twice";
+        memcpy(thr, p->vals[t].data, sizeof *thr);
+        m = n->out[0];
+    }
+    if (m < 0) return "a class's score column is not compared with a threshold";
+    for (int q = f->first[x]; q < f->first[x + 1]; q++) {
+        const bf__node *n = p->steps[f->step[q]].node;
+        if (is_op(n, "Greater")) continue;
+        if (!is_op(n, "GatherND") || !gathers_selected(p, n, x, m))
+            return "a class's score column is read by a step other than its compare and the GatherND of what it "
+                   "selects";
+    }
+    return NULL;
+}
+
+/* The scores S of Softmax step i (rows x cols): followed through copies to
+ * the class columns; thr[c] each column's threshold (+Inf: not read).
+ * NULL, or why not. */
+static const char *scores(const finder *f, int i, int64_t rows, int64_t cols, float *thr)
+{
+    const bf_plan *p = f->p;
+    int view[TAIL_VIEWS], n_view = 1, any = 0;
+    const char *why = NULL;
+    view[0] = p->steps[i].node->out[0];
+    for (int64_t c = 0; c < cols; c++) thr[c] = INFINITY;
+    for (int k = 0; k < n_view && !why; k++) {
+        int v = view[k];
+        if (v < 0 || f->special[v]) return "the class scores are a graph output or read by a subgraph";
+        for (int q = f->first[v]; q < f->first[v + 1] && !why; q++) {
+            const bf__step *s = &p->steps[f->step[q]];
+            const bf__node *n = s->node;
+            if (s->dyn || slots(n, v) != 1 || n->in[0] != v)
+                return "the class scores are read by a step of data-dependent shape or other than as its data";
+            if (bf__copy_step(s)) {
+                if (n_view == TAIL_VIEWS || !f32_of(p, n->out[0], rows * cols))
+                    return "the class scores are reshaped more than 16 times or into another size";
+                view[n_view++] = n->out[0];
+                continue;
+            }
+            if (bf__gather_axis(s) < 0) return "the class scores are read by a step other than a reshape or a column's Gather";
+            const bf_tensor *t = &p->vals[v];
+            int64_t c = 0;
+            if (t->ndim < 1 || bf__gather_axis(s) != t->ndim - 1 || t->dims[t->ndim - 1] != cols ||
+                !known_int(p, n->in[1], &c) || c < -cols || c >= cols || !f32_of(p, n->out[0], rows))
+                return "the class scores are read by a Gather other than of one column";
+            c = c < 0 ? c + cols : c;
+            float tc = 0;
+            why = column(f, n->out[0], rows, &tc);
+            if (!why && thr[c] != INFINITY && memcmp(&thr[c], &tc, sizeof tc) != 0)
+                why = "a class column is compared with two thresholds";
+            thr[c] = tc, any = 1;
+        }
+    }
+    return why ? why : any ? NULL : "no class column is read";
+}
+
+/* the check at L's Concat along its rows (its inputs row blocks), when it
+ * is one; else at the Softmax, L one block */
+static bf_status blocks(bf__ckpt_tail *t, const finder *f, int sm, int l, int64_t rows, int64_t cols)
+{
+    const bf_plan *p = f->p;
+    int q = maker(p, l);
+    const bf_tensor *lt = &p->vals[l];
+    int ax = q >= 0 ? bf__concat_axis(&p->steps[q]) : -1;
+    int64_t outer = 1;
+    for (int d = 0; ax >= 0 && d < ax; d++) outer *= lt->dims[d];
+    const bf__node *n = q >= 0 ? p->steps[q].node : NULL;
+    int ok = n && !p->steps[q].dyn && ax >= 0 && ax < lt->ndim - 1 && outer == 1 && n->n_in >= 1;
+    int64_t sum = 0;
+    for (int j = 0; ok && j < n->n_in; j++) {
+        int v = n->in[j];
+        ok = v >= 0 && v != l && read_by_only(f, v, q) && p->vals[v].dtype == BF_F32 &&
+             bf_tensor_numel(&p->vals[v]) % cols == 0;
+        if (ok) sum += bf_tensor_numel(&p->vals[v]);
+    }
+    ok = ok && sum == rows * cols;
+    t->n_in = ok ? n->n_in : 1;
+    t->step = ok ? q : sm;
+    t->in_val = bf__malloc((size_t)t->n_in * sizeof *t->in_val);
+    t->in_row = bf__malloc(((size_t)t->n_in + 1) * sizeof *t->in_row);
+    if (!t->in_val || !t->in_row) return BF_ENOMEM;
+    t->in_row[0] = 0;
+    for (int j = 0; j < t->n_in; j++) {
+        t->in_val[j] = ok ? n->in[j] : l;
+        t->in_row[j + 1] = t->in_row[j] + (ok ? bf_tensor_numel(&p->vals[n->in[j]]) / cols : rows);
+    }
+    return BF_OK;
+}
+
+/* The values computed before the check step that a step at or after it
+ * reads (directly or in a subgraph) or that are graph outputs: the only
+ * ones through which a trial's faults may reach the rest (and the trial
+ * may cross only through L's blocks). */
+static bf_status crossing(bf__ckpt_tail *t, const finder *f)
+{
+    const bf_plan *p = f->p;
+    unsigned char *late = bf__calloc(f->nv + 1, 1);
+    if (!late) return BF_ENOMEM;
+    for (size_t i = (size_t)t->step; i < p->n_steps; i++) {
+        const bf__node *n = p->steps[i].node;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) late[n->in[j]] = 1;
+        for (size_t a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].type == BF__ATTR_GRAPH) sub_reads(n->attrs[a].g, late, 0);
+    }
+    for (size_t k = 0; k < p->model->n_outputs; k++) late[p->model->output_vals[k]] = 1;
+    size_t n = 0;
+    for (size_t v = 0; v < f->nv; v++) n += late[v] && p->val_step[v] < t->step;
+    t->cross = bf__malloc((n + 1) * sizeof *t->cross);
+    if (!t->cross) {
+        bf__free(late);
+        return BF_ENOMEM;
+    }
+    t->n_cross = 0;
+    for (size_t v = 0; v < f->nv; v++)
+        if (late[v] && p->val_step[v] < t->step) t->cross[t->n_cross++] = (int)v;
+    bf__free(late);
+    return BF_OK;
+}
+
+/* Softmax step i as the pattern's (t's logits, rows, cols, thr), or why not */
+static const char *softmax_at(bf__ckpt_tail *t, const finder *f, int i)
+{
+    const bf_plan *p = f->p;
+    const bf__step *s = &p->steps[i];
+    int64_t rows, cols;
+    if (!bf__softmax_rows(s, &rows, &cols) || s->node->n_in != 1 || s->node->n_out != 1)
+        return "the class logits' Softmax is not over contiguous rows of fixed shape";
+    int l = s->node->in[0];
+    if (l < 0 || !f32_of(p, l, rows * cols) || p->vals[l].dims[p->vals[l].ndim - 1] != cols || rows < 1)
+        return "the class logits' Softmax is not over the last axis of float logits";
+    if (!read_by_only(f, l, i)) return "the class logits are read by a step other than their Softmax";
+    t->thr = bf__malloc((size_t)cols * sizeof *t->thr);
+    if (!t->thr) return "out of memory";   /* the rule off; the tail runs as before */
+    const char *why = scores(f, i, rows, cols, t->thr);
+    if (why) {
+        bf__free(t->thr);
+        t->thr = NULL;
+        return why;
+    }
+    t->logits = l, t->rows = rows, t->cols = cols;
+    return NULL;
+}
+
+void bf__ckpt_tail_free(bf__ckpt_tail *t)
+{
+    bf__free(t->in_val);
+    bf__free(t->in_row);
+    bf__free(t->cross);
+    bf__free(t->thr);
+    for (int64_t s = 0; t->golden && s < t->samples; s++) bf__free(t->golden[s].at);
+    bf__free(t->golden);
+    memset(t, 0, sizeof *t);
+}
+
+bf_status bf__ckpt_tail_find(bf__ckpt *ck, const bf_plan *p)
+{
+    bf__ckpt_tail *t = &ck->tail;
+    static const char none[] = "no Softmax over class logits";
+    memset(t, 0, sizeof *t);
+    t->why = none;
+    finder f = {0};
+    bf_status st = BF_OK;
+    if (!finder_make(&f, p)) {
+        st = BF_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < p->n_steps; i++) {
+        if (!is_op(p->steps[i].node, "Softmax") || p->steps[i].dyn) continue;
+        const char *why = softmax_at(t, &f, (int)i);
+        if (why) {   /* the first Softmax's reason, if none is the pattern */
+            if (t->why == none) t->why = why;
+            continue;
+        }
+        if ((st = blocks(t, &f, (int)i, t->logits, t->rows, t->cols)) != BF_OK) goto out;
+        /* a trial's reach (ckpt_reach.c) follows the steps' own inputs:
+         * a subgraph's reads before the check would escape it */
+        for (int q = 0; q < t->step; q++)
+            for (size_t a = 0; a < p->steps[q].node->n_attrs; a++)
+                if (p->steps[q].node->attrs[a].type == BF__ATTR_GRAPH) {
+                    bf__ckpt_tail_free(t);
+                    t->why = "a step before the class logits runs a subgraph (If, Loop)";
+                    goto out;
+                }
+        if ((st = crossing(t, &f)) != BF_OK) goto out;
+        t->node = p->steps[t->step].node;
+        t->why = NULL;
+        t->samples = ck->samples;
+        t->golden = bf__calloc((size_t)ck->samples + 1, sizeof *t->golden);
+        if (!t->golden) {
+            st = BF_ENOMEM;
+            goto out;
+        }
+        for (int64_t s = 0; s < ck->samples; s++) t->golden[s].n = -1;
+        break;
+    }
+out:
+    finder_free(&f);
+    if (st != BF_OK) bf__ckpt_tail_free(t);
+    return st;
+}
+
+/* ---- the golden pass and the trials ------------------------------------ */
+
+/* block j's rows as plan p holds them now, or NULL when its value is not
+ * what the pattern was found on (a plan otherwise fused: no end then) */
+static const float *block(const bf__ckpt_tail *t, const bf_plan *p, int j)
+{
+    const bf_tensor *v = &p->vals[t->in_val[j]];
+    if (v->dtype != BF_F32 || !v->data || bf_tensor_numel(v) != (t->in_row[j + 1] - t->in_row[j]) * t->cols) return NULL;
+    return v->data;
+}
+
+/* 1 when a score of row y passes its column's threshold, as the Greater
+ * compares (a NaN passes none); a loop over every column the compiler
+ * keeps in vectors: most rows pass nothing */
+static int passes(const float *y, const float *thr, int64_t cols)
+{
+    int any = 0;
+    for (int64_t c = 0; c < cols; c++) any |= y[c] > thr[c];
+    return any;
+}
+
+bf_status bf__ckpt_tail_record(bf__ckpt *ck, const bf_plan *p, int64_t s)
+{
+    bf__ckpt_tail *t = &ck->tail;
+    if (!t->node || s < 0 || s >= t->samples) return BF_OK;
+    bf__ckpt_tail_sel *g = &t->golden[s];
+    bf__free(g->at);
+    *g = (bf__ckpt_tail_sel){.n = -1};
+    if (p->steps[t->step].node != t->node) return BF_OK;
+    int64_t c = t->cols, n = 0, cap = 0;
+    float *y = bf__malloc((size_t)(TAIL_CHUNK * c) * sizeof *y);
+    if (!y) return BF_ENOMEM;
+    /* twice: count, then keep (the pass's values do not move in between) */
+    for (int keep = 0; keep < 2; keep++) {
+        if (keep) {
+            size_t ib = ((size_t)cap * sizeof(int64_t) + 63) & ~(size_t)63;
+            unsigned char *b = bf__malloc(ib + (size_t)cap * sizeof(float) + 1);
+            if (!b) {
+                bf__free(y);
+                return BF_ENOMEM;
+            }
+            g->at = (int64_t *)(void *)b;
+            g->y = (float *)(void *)(b + ib);
+        }
+        for (int j = 0; j < t->n_in; j++) {
+            const float *x = block(t, p, j);
+            if (!x) {
+                bf__free(y);
+                bf__free(g->at);
+                *g = (bf__ckpt_tail_sel){.n = -1};
+                return BF_OK;
+            }
+            for (int64_t r0 = t->in_row[j]; r0 < t->in_row[j + 1]; r0 += TAIL_CHUNK) {
+                int64_t nr = t->in_row[j + 1] - r0 < TAIL_CHUNK ? t->in_row[j + 1] - r0 : TAIL_CHUNK;
+                bf__softmax_rows_run(y, x + (r0 - t->in_row[j]) * c, nr, c);
+                for (int64_t r = 0; r < nr; r++) {
+                    const float *yr = y + r * c;
+                    if (!passes(yr, t->thr, c)) continue;
+                    for (int64_t k = 0; k < c; k++)
+                        if (yr[k] > t->thr[k]) {
+                            if (keep) g->at[n] = (r0 + r) * c + k, memcpy(&g->y[n], &yr[k], sizeof *yr);
+                            n++;
+                        }
+                }
+            }
+        }
+        if (!keep) cap = n, n = 0;
+    }
+    bf__free(y);
+    g->n = n;
+    return BF_OK;
+}
+
+void bf__ckpt_tail_trial(const bf__ckpt *ck, bf__ckpt_trial *tr)
+{
+    const bf__ckpt_tail *t = &ck->tail;
+    tr->tail = 0;
+    if (!t->node || tr->all || tr->lo < 0 || tr->hi >= t->step || !tr->tail_in || !tr->tail_y || tr->tail_cols != t->cols)
+        return;
+    memset(tr->tail_in, 0, (size_t)t->n_in);
+    for (size_t k = 0; k < t->n_cross; k++) {
+        int v = t->cross[k], in = 0;
+        if (!tr->taint[v]) continue;
+        for (int j = 0; j < t->n_in; j++)
+            if (t->in_val[j] == v) tr->tail_in[j] = 1, in = 1;
+        if (!in) return;   /* the faults reach the rest otherwise than through L */
+    }
+    tr->tail = 1;
+}
+
+int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_plan *p, int64_t s)
+{
+    const bf__ckpt_tail *t = &ck->tail;
+    if (!tr || !tr->tail || s < 0 || s >= t->samples || p->steps[t->step].node != t->node) return 0;
+    const bf__ckpt_tail_sel *g = &t->golden[s];
+    if (g->n < 0) return 0;
+    int64_t u = 0, c = t->cols;
+    float *y = tr->tail_y;
+    for (int j = 0; j < t->n_in; j++) {
+        if (!tr->tail_in[j]) continue;   /* golden: its rows are */
+        const float *x = block(t, p, j);
+        if (!x) return 0;
+        for (int64_t r0 = t->in_row[j]; r0 < t->in_row[j + 1]; r0 += TAIL_CHUNK) {
+            int64_t nr = t->in_row[j + 1] - r0 < TAIL_CHUNK ? t->in_row[j + 1] - r0 : TAIL_CHUNK;
+            bf__softmax_rows_run(y, x + (r0 - t->in_row[j]) * c, nr, c);
+            for (int64_t r = 0; r < nr; r++) {
+                const float *yr = y + r * c;
+                int64_t at = (r0 + r) * c;
+                while (u < g->n && g->at[u] < at) u++;
+                int kept = u < g->n && g->at[u] < at + c;
+                if (!kept && !passes(yr, t->thr, c)) continue;   /* selects nothing in either run */
+                for (int64_t k = 0; k < c; k++) {
+                    int here = u < g->n && g->at[u] == at + k;
+                    if ((yr[k] > t->thr[k]) != here) return 0;   /* a mask moved */
+                    if (here && memcmp(&yr[k], &g->y[u++], sizeof *yr) != 0) return 0;   /* a selected score moved */
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+const char *bf__ckpt_tail_off(const bf__ckpt *ck) { return ck ? ck->tail.why : NULL; }
