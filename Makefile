@@ -21,7 +21,7 @@ endif
 CONFORMANCE_DIR ?= ../shared/conformance
 
 .PHONY: pipe-deps pipe-build pipe-build-asan pipe-build-tsan pipe-release pipe-asan pipe-tsan pipe-done
-.PHONY: test-unit test-ui test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det bench-real zoo-check det-exports fixtures study-stutz clean
+.PHONY: test-unit test-ui test-references test-deps slurm-deps test-slurm all deps build build-asan build-tsan build-fuzz fuzz fuzz-smoke test test-release test-asan test-tsan demo conformance conformance-full bench bench-deps bench-campaigns bench-daemon bench-mitigations bench-sgemm bench-peak bench-conv bench-det bench-real zoo-check det-exports fixtures study-stutz clean
 
 all: build
 
@@ -113,9 +113,10 @@ build-asan: deps
 # tests/CMakeLists.txt sets BF_SANITIZED (a define for the C tests that use it,
 # an environment variable for every test of tests/, so a ctest run by hand in
 # build-asan gets it too), and the heaviest (test_diff, test_mitigate,
-# test_honesty, cli_test_shard, daemon_test_resilience, daemon_test_workers,
+# test_honesty, test_ckpt, cli_test_shard, daemon_test_resilience, daemon_test_workers,
 # daemon_test_flow's adaptive campaign) run fewer trials there (or a smaller model where the model is not what is
-# tested; test_diff's thread-count test four of its nine pairs), every step and assertion kept; the release
+# tested; test_diff's thread-count test four of its nine pairs; test_conv_exact three of its seven
+# activations a case and path, test_reduce_torchsum 500 of its 2000 random shapes), every step and assertion kept; the release
 # suite runs the full sizes (daemon_test_resilience's and daemon_test_workers':
 # `make test-release`, as make test runs them under ASan only).
 # The fuzz build and its smoke run are not part of `make test` (tests/README.md,
@@ -183,6 +184,16 @@ test-release: build test-deps
 # cores (tests/README.md). Needs only `make build`, no test-deps.
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# ONNX Runtime on every quantized fixture (quant/, nbits/, ops/quant_*), on this CPU and
+# on qemu's Haswell, each case against its committed reference: when all agree, their
+# hashes go into tests/conformance/ort_verified.json (commit it), and ctest ort_quant and
+# ort_quant_avx2 then run only the cases whose bytes differ from it (ort_quant.js says
+# why). Run it after changing a quantized fixture, ort_quant.js, ort_probe.js or the
+# pinned ONNX Runtime (bench/package-lock.json). A missing tool fails it (no SKIP).
+test-references: test-deps
+	@for cpu in "" haswell; do BF_ORT_RECORD=1 bash tests/conformance/ort_quant.sh $(CURDIR) $(abspath $(BUILD))/tests/ort $$cpu; \
+	  s=$$?; [ $$s -eq 0 ] || { echo "test-references: ort_quant.sh $$cpu exited $$s, nothing recorded for it"; exit 1; }; done
 
 # Slurm and munge alone (test-deps includes them), for tests/slurm (docs/SCALE.md)
 slurm-deps:

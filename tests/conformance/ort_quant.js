@@ -27,8 +27,22 @@
 // of the spec, which conformance_quant and ops_cases check bitflip against)
 // and named with the reason. The numpy references stay the oracle on every
 // machine; only how much ONNX Runtime confirms depends on the CPU.
+//
+// What was verified is recorded (tests/conformance/ort_verified.json, per mode:
+// this CPU, `native`, and qemu's Haswell, `haswell`): each case's content hash
+// (its model, reference and eval set, or an op case's model and io file) when
+// ONNX Runtime last agreed with it, under a key hashing this script, the probes,
+// ort_quant.sh and the pinned ONNX Runtime (bench/package-lock.json). ctest runs
+// only the cases whose hash differs from the record's (`--stale` lists them;
+// BF_ORT_ONLY names them to a run), all of them when the key differs; `make
+// test-references` (BF_ORT_RECORD=1 in ort_quant.sh) re-runs every case and,
+// when all agree, writes the record. Why: the same ONNX Runtime on the same
+// committed bytes gives the same answer; re-running it in every make test (41
+// CPU-s under qemu) re-checked ONNX Runtime, not the fixtures (tests/history/
+// round21-h25-trims.md).
 'use strict';
 
+const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 const probe = require('./ort_probe.js');
@@ -160,6 +174,92 @@ function notExactHere(inexact, model) {
   return why.size ? `ONNX Runtime's ${[...why].join('; ')} is not exact on this CPU` : '';
 }
 
+// --- what ONNX Runtime verified (the head comment)
+
+// The cases this script compares, in its order: id (folder/name) and the files that make each.
+function caseFiles(fixtures) {
+  const out = [];
+  for (const sub of ['quant', 'nbits']) {
+    const dir = path.join(fixtures, sub);
+    for (const name of fs.readdirSync(dir).filter(f => f.endsWith('.ref.json')).map(f => f.slice(0, -9)).sort()) {
+      const ref = JSON.parse(fs.readFileSync(path.join(dir, name + '.ref.json'), 'utf8'));
+      out.push({ id: `${sub}/${name}`, files: [`${name}.ref.json`, ref.model, `${name}.eval.safetensors`].map(f => path.join(dir, f)) });
+    }
+  }
+  const ops = path.join(fixtures, 'ops');
+  for (const name of fs.readdirSync(ops).filter(f => f.startsWith('quant_') && f.endsWith('.onnx')).map(f => f.slice(0, -5)).sort())
+    out.push({ id: `ops/${name}`, files: [`${name}.onnx`, `${name}.io.safetensors`].map(f => path.join(ops, f)) });
+  return out;
+}
+
+// sha256 over each file's name and bytes, in order
+function filesHash(prefix, files) {
+  const h = crypto.createHash('sha256');
+  h.update(prefix);
+  for (const f of files) h.update(`\0${path.basename(f)}\0`), h.update(fs.readFileSync(f));
+  return h.digest('hex');
+}
+const caseHash = c => filesHash('', c.files);
+const lockFile = path.join(__dirname, '..', '..', 'bench', 'package-lock.json');
+// what decides a verdict besides the case's bytes: the comparison, the probes, the script
+// that runs them (qemu's CPU) and the pinned ONNX Runtime
+const verifierKey = mode => filesHash(mode, [__filename, path.join(__dirname, 'ort_probe.js'),
+                                             path.join(__dirname, 'ort_quant.sh'), lockFile]);
+
+function ortVersion() {
+  try {
+    return JSON.parse(fs.readFileSync(lockFile, 'utf8')).packages['node_modules/onnxruntime-node'].version;
+  } catch (e) {
+    return 'unknown';
+  }
+}
+
+function readRecord(file) {
+  try { return JSON.parse(fs.readFileSync(file, 'utf8')); } catch (e) { return {}; }
+}
+
+// The cases of `mode` whose bytes ONNX Runtime has not verified: all of them when the record
+// has no entry for the mode or its key is another; else those whose hash differs or is missing.
+function staleCases(fixtures, recordFile, mode) {
+  const all = caseFiles(fixtures), rec = readRecord(recordFile)[mode];
+  if (!rec) return { all, stale: all, why: `no record for ${mode} in ${recordFile}` };
+  if (rec.key !== verifierKey(mode))
+    return { all, stale: all, why: 'ort_quant.js, ort_probe.js, ort_quant.sh or the pinned ONNX Runtime changed since the record' };
+  return { all, stale: all.filter(c => rec.cases[c.id] !== caseHash(c)), rec };
+}
+
+// `node ort_quant.js --stale FIXTURES RECORD MODE`: the ids to verify, one a line on stdout;
+// what was found, on stderr
+function printStale(fixtures, recordFile, mode) {
+  const { all, stale, why, rec } = staleCases(fixtures, recordFile, mode);
+  if (why) console.error(`ort_quant (${mode}): all ${all.length} cases to verify: ${why}`);
+  else if (stale.length)
+    console.error(`ort_quant (${mode}): ${stale.length} of ${all.length} cases differ from the bytes ONNX Runtime ` +
+                  `${rec.onnxruntime} verified (${path.basename(recordFile)}): ${stale.map(c => c.id).join(', ')}`);
+  else
+    console.error(`ort_quant (${mode}): all ${all.length} cases (quant/, nbits/, ops/quant_*) are the bytes ONNX Runtime ` +
+                  `${rec.onnxruntime} verified on ${rec.cpu} (${path.basename(recordFile)}, ${rec.verified}): not re-run ` +
+                  '(make test-references re-runs them)');
+  for (const c of stale) console.log(c.id);
+}
+
+// After a run of every case with no mismatch: the mode's entry of the record.
+function writeRecord(fixtures, recordFile, mode, probes, left) {
+  const rec = readRecord(recordFile);
+  const cases = {};
+  for (const c of caseFiles(fixtures)) cases[c.id] = caseHash(c);
+  rec[mode] = {
+    key: verifierKey(mode), onnxruntime: ortVersion(),
+    cpu: mode === 'haswell' ? 'qemu-x86_64 -cpu Haswell (AVX2, no AVX-512 or VNNI)' : probe.cpuName(),
+    verified: new Date().toISOString().slice(0, 10),
+    probes: Object.fromEntries(probes.map(p => [`${p.op} ${p.types}`, p.verdict])),
+    left_to_the_plain_reference: left, cases,
+  };
+  const sorted = Object.fromEntries(Object.keys(rec).sort().map(k => [k, rec[k]]));
+  fs.writeFileSync(recordFile, JSON.stringify(sorted, null, 1) + '\n');
+  console.log(`ort_quant: recorded ${Object.keys(cases).length} cases verified (${mode}) in ${recordFile}`);
+}
+
 // --- comparison
 
 function compare(got, want, isInt) {
@@ -218,10 +318,12 @@ function opTypes(buf) {
   return ops;
 }
 
-async function checkModels(ort, dir, inexact, left) {
+// only: the ids (folder/name) to compare, or null for every case
+async function checkModels(ort, dir, inexact, left, only) {
   let failures = 0;
   const names = fs.readdirSync(dir).filter(f => f.endsWith('.ref.json')).map(f => f.slice(0, -9)).sort();
   for (const name of names) {
+    if (only && !only.has(`${path.basename(dir)}/${name}`)) continue;
     const ref = JSON.parse(fs.readFileSync(path.join(dir, name + '.ref.json'), 'utf8'));
     const model = fs.readFileSync(path.join(dir, ref.model));
     const why = notExactHere(inexact, model);
@@ -275,10 +377,11 @@ async function checkModels(ort, dir, inexact, left) {
   return failures;
 }
 
-async function checkOpCases(ort, dir, inexact, left, compared) {
+async function checkOpCases(ort, dir, inexact, left, compared, only) {
   let failures = 0;
   const names = fs.readdirSync(dir).filter(f => f.startsWith('quant_') && f.endsWith('.onnx')).map(f => f.slice(0, -5)).sort();
   for (const name of names) {
+    if (only && !only.has(`ops/${name}`)) continue;
     const io = readSafetensors(path.join(dir, name + '.io.safetensors'));
     const feeds = {};
     for (const [k, v] of Object.entries(io)) if (k.startsWith('input:')) feeds[k.slice(6)] = new ort.Tensor(v.type, v.data, v.shape);
@@ -305,9 +408,20 @@ async function checkOpCases(ort, dir, inexact, left, compared) {
   return failures;
 }
 
+// node ort_quant.js FIXTURES_DIR: every case, or those BF_ORT_ONLY names (ids one a line);
+// BF_ORT_RECORD=FILE with BF_ORT_MODE=native|haswell: all of them, the record written when all agree.
+// node ort_quant.js --stale FIXTURES_DIR RECORD MODE: the cases to verify (printStale).
 async function main() {
+  if (process.argv[2] === '--stale') {
+    const [fx, recordFile, mode] = process.argv.slice(3);
+    if (!mode) { console.error('usage: node ort_quant.js --stale FIXTURES_DIR RECORD native|haswell'); process.exit(2); }
+    printStale(fx, recordFile, mode);
+    return;
+  }
   const fixtures = process.argv[2];
   if (!fixtures) { console.error('usage: node ort_quant.js FIXTURES_DIR'); process.exit(2); }
+  const recordFile = process.env.BF_ORT_RECORD || '', mode = process.env.BF_ORT_MODE || 'native';
+  const only = !recordFile && process.env.BF_ORT_ONLY ? new Set(process.env.BF_ORT_ONLY.split('\n').filter(Boolean)) : null;
   const ort = loadOrt();
   if (!ort) {
     console.log('SKIPPED: onnxruntime-node is not installed (cd bench && npm install --ignore-scripts)');
@@ -323,9 +437,9 @@ async function main() {
   const left = [], compared = [];
   // quant/: int8 models; nbits/: int4 weights as com.microsoft MatMulNBits (fp32 compute in both: ORT's
   // SQNBitGemm sums in its own order, so within the float tolerance, not bit for bit)
-  const modelFailures = await checkModels(ort, path.join(fixtures, 'quant'), inexact, left) +
-                        await checkModels(ort, path.join(fixtures, 'nbits'), inexact, left);
-  const opFailures = await checkOpCases(ort, path.join(fixtures, 'ops'), inexact, left, compared);
+  const modelFailures = await checkModels(ort, path.join(fixtures, 'quant'), inexact, left, only) +
+                        await checkModels(ort, path.join(fixtures, 'nbits'), inexact, left, only);
+  const opFailures = await checkOpCases(ort, path.join(fixtures, 'ops'), inexact, left, compared, only);
   const failures = modelFailures + opFailures;
   console.log(`ort_quant: CPU ${probe.cpuName()}; ONNX Runtime's integer products exact here: ` +
               `${probes.filter(p => p.verdict === 'exact').map(p => p.op + ' ' + p.types).join(', ') || 'none'}`);
@@ -333,8 +447,13 @@ async function main() {
     console.log(`ort_quant: ${left.length} cases left to the plain reference (conformance_quant and ops_cases check ` +
                 `bitflip against it), since ONNX Runtime's ${[...inexact.keys()].join(', ')} is not exact on this CPU: ` +
                 left.join(', '));
-  console.log(`ort_quant: compared with ONNX Runtime: the quant models not listed above and ${compared.length} op cases`);
+  console.log(`ort_quant: compared with ONNX Runtime: ${only ? `the ${only.size} cases not verified before (above), ` +
+              'those not left to the plain reference' : 'the quant models not listed above and ' + compared.length + ' op cases'}`);
   console.log(failures ? `ort_quant: ${failures} mismatches` : 'ort_quant: ONNX Runtime agrees with every reference it was compared on');
+  if (!failures && recordFile) writeRecord(fixtures, recordFile, mode, probes, left);
+  else if (!failures && only)
+    console.log('ort_quant: verified, not recorded: `make test-references` re-runs every case and records them ' +
+                '(tests/conformance/ort_verified.json), so that make test need not run them again');
   process.exit(failures ? 1 : 0);
 }
 
