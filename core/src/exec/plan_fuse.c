@@ -5,6 +5,7 @@
  * MatMul"). Apart from plan_build.c, which calls it once its steps are
  * made, to keep that file to one job. And the plan's other per-step tables
  * (plan_impl.h, bf__plan_tables): found and freed here, all together. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,6 +281,204 @@ void bf__plan_find_tfolds(bf_plan *p)
     }
 }
 
+/* The one step computing value v, if it is a static step whose output only
+ * one step reads (no graph output); else -1. */
+static int sole_maker(const bf_plan *p, int v, const int *readers, const int *made_at)
+{
+    if (v < 0 || readers[v] != 1 || made_at[v] <= 0) return -1;
+    const bf__step *s = &p->steps[made_at[v] - 1];
+    return s->dyn || s->n_out != 1 || s->node->out[0] != v ? -1 : made_at[v] - 1;
+}
+
+static int perm3(const bf__step *t, int64_t *perm)
+{
+    int np = 0;
+    return !t->dyn && strcmp(t->node->op_type, "Transpose") == 0 && t->n_in == 1 && t->n_out == 1 &&
+           bf__attr_ints(t->node, "perm", perm, BF_MAX_DIMS, &np, NULL) == BF_OK && np == 3;
+}
+
+/* Batched MatMul j's B read through its chain (a transformer's k and v:
+ * QKV's output [T, Bt, 3E] -> Slice of the last axis [T, Bt, E] ->
+ * Reshape [T, Bt·H, E/H] -> Transpose (1, 2, 0) or (1, 0, 2) -> B):
+ * B a rank-3 Transpose's output, perm (1, ., .) so that B's matrix m is
+ * X's dim 1 index, read by j alone; X that Transpose's input, a copy (a
+ * Reshape) of R read by it alone whose dims are R's with R's last dim
+ * split into H heads merged into dim 1 ([D0, R1, H·hd] -> [D0, R1·H, hd]),
+ * or R itself (H = 1); R a Slice's output (a strided view of its input,
+ * read by the copy alone), or the source itself. Element (p, n) of
+ * matrix m is then the source's at off + (m / H)·s1 + (m % H)·hd·s2 + x0·s0
+ * + x2·s2 with (x0, x2) the (p, n) the perm gives, s the Slice's strides
+ * (R's own without one): one of p's and n's strides must be 1 (a plain or
+ * a transposed B). 1 and e filled when it folds. */
+static int mview_b(const bf_plan *p, int j, const int *readers, const int *made_at, bf__mview *e)
+{
+    const bf__step *s = &p->steps[j];
+    int64_t perm[BF_MAX_DIMS];
+    if (s->dyn || !bf__matmul_rows_epi(s) || !s->in[1] || s->in[1]->ndim != 3 || !s->out[0] ||
+        s->out[0]->ndim != 3 || s->in[1]->dims[0] != s->out[0]->dims[0])
+        return 0;
+    int vb = s->node->in[1], t = sole_maker(p, vb, readers, made_at);
+    if (t < 0 || vb == s->node->in[0] || !perm3(&p->steps[t], perm) || perm[0] != 1) return 0;
+    int x = p->steps[t].node->in[0];
+    if (x < 0) return 0;
+    const bf_tensor *X = &p->vals[x];
+    if (X->dtype != BF_F32 || X->ndim != 3 || X->dims[2] <= 0) return 0;
+    int r = x, c = sole_maker(p, x, readers, made_at), sl = -1;
+    int64_t h = 1;
+    if (c >= 0 && bf__copy_step(&p->steps[c]) && p->steps[c].node->in[0] >= 0) {
+        const bf_tensor *R = &p->vals[p->steps[c].node->in[0]];
+        if (R->dtype == BF_F32 && R->ndim == 3 && R->dims[0] == X->dims[0] && R->dims[2] % X->dims[2] == 0 &&
+            R->dims[1] * (R->dims[2] / X->dims[2]) == X->dims[1]) {
+            h = R->dims[2] / X->dims[2];
+            r = p->steps[c].node->in[0];
+        }
+    }
+    if (r == x) c = -1;
+    int64_t off = 0, st[3] = {p->vals[r].dims[1] * p->vals[r].dims[2], p->vals[r].dims[2], 1};
+    int src = r, q = sole_maker(p, r, readers, made_at);
+    if (q >= 0 && strcmp(p->steps[q].node->op_type, "Slice") == 0 && p->steps[q].node->in[0] >= 0 &&
+        p->vals[p->steps[q].node->in[0]].dtype == BF_F32 && bf__strided_of(&p->steps[q], sizeof(float), 3, &off, st)) {
+        sl = q;
+        src = p->steps[q].node->in[0];
+    }
+    if (st[0] <= 0 || st[1] < 0 || st[2] <= 0) return 0;
+    int64_t sp = perm[1] == 0 ? st[0] : st[2], sn = perm[2] == 0 ? st[0] : st[2];
+    int64_t ld = sn == 1 && sp != 1 ? sp : sp == 1 && sn != 1 ? sn : 0;
+    if (ld <= 0 || ld > INT_MAX) return 0;
+    e->bsrc = src;
+    e->chain[0] = t, e->chain[1] = c, e->chain[2] = sl;
+    e->view.btrans = sn != 1;
+    e->view.ldb = (int)ld;
+    e->view.boff = off;
+    e->view.bnin = (int)h;
+    e->view.bouter = st[1];
+    e->view.binner = X->dims[2] * st[2];
+    return 1;
+}
+
+/* Batched MatMul j's output [M, R, C] read by a Transpose (1, 0, 2) alone
+ * (a transformer's p v -> [T, Bt·H, hd]): j can write its matrix m at
+ * m·C of the Transpose's output [R, M, C], rows M·C apart. Not with a
+ * Softmax fused in (its rows are the MatMul's own). */
+static int mview_y(const bf_plan *p, int j, const int *readers, const int *reader, bf__mview *e, const bf__mview *tab)
+{
+    const bf__step *s = &p->steps[j];
+    int64_t perm[BF_MAX_DIMS];
+    int v = s->n_out == 1 ? s->node->out[0] : -1;
+    if (v < 0 || s->dyn || !bf__matmul_rows_epi(s) || p->fuse_to[j] || readers[v] != 1 || s->out[0]->ndim != 3)
+        return 0;
+    int t = reader[v];
+    if (t <= j || tab[t].owner || tab[t].ystep || !perm3(&p->steps[t], perm) || perm[0] != 1 || perm[1] != 0 ||
+        perm[2] != 2 || p->steps[t].node->in[0] != v || p->steps[t].node->out[0] < 0)
+        return 0;
+    const bf_tensor *y = s->out[0];
+    int64_t ldy = y->dims[0] * y->dims[2];
+    if (ldy > INT_MAX || y->dtype != BF_F32) return 0;
+    e->ystep = t + 1;
+    e->view.yms = y->dims[2];
+    e->view.ldy = (int)ldy;
+    return 1;
+}
+
+/* A product of one weight matrix (bf__linear_parts: a MatMul fold, a Gemm)
+ * whose A [D1, D0, E] is a Transpose (1, 0, 2) of X [D0, D1, E] read by it
+ * alone (a ViT's QKV product of the LayerNorm's [B, T, E] as [T, B, E]):
+ * row i1·D0 + i0 of A is X's row (i0, i1), so the product runs as D0
+ * products of D1 rows, part s reading X's rows s·D1 .. (E apart) and
+ * writing Y's rows s, s + D0, ... (D0·N apart). Its fused chain with no
+ * residual Add (whose operand is laid out as Y). */
+static int mview_a(const bf_plan *p, int j, const int *readers, const int *made_at, bf__mview *e)
+{
+    const bf__step *s = &p->steps[j];
+    int64_t perm[BF_MAX_DIMS];
+    int r = p->fuse_to[j];
+    if (s->dyn || !bf__linear_parts(s) || s->n_out != 1 || !s->in[0] || s->in[0]->ndim != 3 ||
+        (r && r != p->fuse_add[j] && !bf__unary_gelu(&p->steps[r])))
+        return 0;
+    int t = sole_maker(p, s->node->in[0], readers, made_at);
+    if (t < 0 || !perm3(&p->steps[t], perm) || perm[0] != 1 || perm[1] != 0 || perm[2] != 2) return 0;
+    int x = p->steps[t].node->in[0];
+    if (x < 0 || p->vals[x].dtype != BF_F32 || p->vals[x].ndim != 3) return 0;
+    const int64_t *d = p->vals[x].dims, n = s->out[0]->dims[s->out[0]->ndim - 1];
+    if (d[0] <= 0 || d[0] * n > INT_MAX || d[2] > INT_MAX) return 0;
+    e->asrc = x, e->achain = t;
+    e->view.parts = (int)d[0];
+    e->view.ams = d[1] * d[2];
+    e->view.lda = (int)d[2];
+    e->view.yms = n;
+    e->view.ldy = (int)(d[0] * n);
+    return 1;
+}
+
+/* A product of one weight matrix whose output [D0·D1, N] only a copy to
+ * [D0, D1, N] (a Reshape) reads, that only a Transpose (1, 0, 2) to [D1,
+ * D0, N] (a ViT's out_proj Gemm back to [B, T, E]): row i0·D1 + i1 goes to
+ * the Transpose's row (i1, i0), so the product runs as D1 products of D0
+ * rows, part s reading A's rows s, s + D1, ... (D1·K apart) and writing the
+ * Transpose's rows s·D0 .. (N apart). No fusion after it. */
+static int mview_w(const bf_plan *p, int j, const int *readers, const int *reader, bf__mview *e)
+{
+    const bf__step *s = &p->steps[j];
+    int64_t perm[BF_MAX_DIMS];
+    int v = s->n_out == 1 ? s->node->out[0] : -1;
+    if (v < 0 || s->dyn || p->fuse_to[j] || !bf__linear_parts(s) || readers[v] != 1 || !s->in[0]) return 0;
+    int c = reader[v];
+    const bf__step *cs = &p->steps[c];
+    if (c <= j || cs->dyn || !bf__copy_step(cs) || cs->node->in[0] != v || cs->node->out[0] < 0) return 0;
+    int w = cs->node->out[0], t = readers[w] == 1 ? reader[w] : -1;
+    const bf_tensor *W = &p->vals[w];
+    if (t <= c || W->dtype != BF_F32 || W->ndim != 3 || !perm3(&p->steps[t], perm) || perm[0] != 1 || perm[1] != 0 ||
+        perm[2] != 2 || p->steps[t].node->in[0] != w || p->steps[t].node->out[0] < 0)
+        return 0;
+    const bf_tensor *y = s->out[0];
+    int64_t k = s->in[0]->dims[s->in[0]->ndim - 1];
+    if (y->ndim < 1 || y->dims[y->ndim - 1] != W->dims[2] || bf_tensor_numel(y) != bf_tensor_numel(W) ||
+        W->dims[1] <= 0 || W->dims[1] * k > INT_MAX || W->dims[2] > INT_MAX)
+        return 0;
+    e->ystep = t + 1, e->ymid = c + 1;
+    e->view.parts = (int)W->dims[1];
+    e->view.ams = k;
+    e->view.lda = (int)(W->dims[1] * k);
+    e->view.yms = W->dims[0] * W->dims[2];
+    e->view.ldy = (int)W->dims[2];
+    return 1;
+}
+
+void bf__plan_find_mviews(bf_plan *p)
+{
+    int *readers, *reader, *made_at;
+    if (!p->fuse || p->n_steps < 2 || reader_tables(p, &readers, &reader, &made_at) != BF_OK) return;
+    bf__mview *tab = bf__calloc(p->n_steps + 1, sizeof *tab);
+    int found = 0;
+    for (size_t j = 0; tab && j <= p->n_steps; j++)
+        tab[j].bsrc = tab[j].asrc = tab[j].achain = tab[j].chain[0] = tab[j].chain[1] = tab[j].chain[2] = -1;
+    for (size_t j = 0; tab && j < p->n_steps; j++) {
+        bf__mview e = tab[j];
+        if (mview_b(p, (int)j, readers, made_at, &e)) {
+            for (int k = 0; k < 3; k++)
+                if (e.chain[k] >= 0) tab[e.chain[k]].owner = (int)j + 1, tab[e.chain[k]].akind = 1;
+        } else if (mview_a(p, (int)j, readers, made_at, &e)) {
+            tab[e.achain].owner = (int)j + 1, tab[e.achain].akind = 2;
+        } else {
+            continue;
+        }
+        tab[j] = e;
+        found = 1;
+    }
+    /* then the writes, on Transposes no read took */
+    for (size_t j = 0; tab && j < p->n_steps; j++) {
+        if (tab[j].owner || tab[j].asrc >= 0) continue;
+        bf__mview e = tab[j];
+        if (!mview_y(p, (int)j, readers, reader, &e, tab) && !mview_w(p, (int)j, readers, reader, &e)) continue;
+        if (tab[e.ystep - 1].owner || (e.ymid && tab[e.ymid - 1].owner)) continue;
+        tab[j] = e;
+        found = 1;
+    }
+    bf__free(readers), bf__free(reader), bf__free(made_at);
+    if (!found) bf__free(tab);
+    else p->tab.mview = tab;
+}
+
 /* Consecutive static Gathers of one constant index each from one input
  * (bf__gather_column: a detector's per-class score columns) grouped, so a
  * run reads each row of the input once for all of them (plan_impl.h,
@@ -410,6 +609,7 @@ void bf__plan_tables_free(bf_plan *p)
     bf__free(p->tab.tfold);
     bf__free(p->tab.gcol);
     bf__free(p->tab.pwdw);
+    bf__free(p->tab.mview);
     bf__free(p->tab.row_step);
     bf__plan_free_csels(p);
     p->tab = (bf__plan_tables){0};
