@@ -181,7 +181,7 @@ int main(int argc, char **argv)
      * MaxPool pairs, plan_impl.h's pwdw) run then; the same inputs, the
      * runs alternated with watched ones so both see the same load */
     double bare = 0, watched = 0;
-    size_t n_pw = 0, n_sp = 0, n_mv = 0;
+    size_t n_pw = 0, n_sp = 0;
     for (int r = 0; r < 2 * runs; r++) {
         srand(1);
         for (size_t i = 0; !ds && i < m->n_inputs; i++) {
@@ -197,12 +197,12 @@ int main(int argc, char **argv)
             return 1;
         }
         *(r % 2 ? &watched : &bare) += cpu_now() - t0;
-        if (r % 2 == 0) n_pw = p->tab.n_pwdw, n_sp = p->tab.n_stpool, n_mv = p->tab.n_mview;
+        if (r % 2 == 0) n_pw = p->tab.n_pwdw, n_sp = p->tab.n_stpool;
     }
     if (!ds)
         printf("\npass without a watch %.1f ms, with one %.1f ms (thread CPU, %d runs each, alternated; "
-               "pairs run without: %zu 1x1 -> depthwise, %zu Conv -> MaxPool; %zu products through a view)\n",
-               bare / runs * 1e3, watched / runs * 1e3, runs, n_pw, n_sp, n_mv);
+               "pairs run without: %zu 1x1 -> depthwise, %zu Conv -> MaxPool)\n",
+               bare / runs * 1e3, watched / runs * 1e3, runs, n_pw, n_sp);
     free(cost), free(mark);
     bf_plan_free(p);
     bf_dataset_free(ds);

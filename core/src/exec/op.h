@@ -219,34 +219,7 @@ typedef struct bf__ctx {
                                      * step's bits; out is then the Softmax's. NULL: none */
     bf__psum *psum;                 /* Conv, whole steps: partial sums saved or loaded (above);
                                      * NULL: none */
-    const struct bf__mmview *mv;    /* MatMul, batched: B read through, or Y written through,
-                                     * a view (below); NULL: none */
 } bf__ctx;
-
-/* A batched MatMul's B read from where the Slice, copy and Transpose before
- * it took their floats, and its Y written where the Transpose after it puts
- * them (plan_fuse.c, bf__plan_find_mviews; docs/ENGINE.md, "An attention's
- * Slices and Transposes folded into its MatMuls"): B's matrix m at b + boff
- * + (m / bnin) * bouter + (m % bnin) * binner, rows ldb apart (op(B)
- * transposed when btrans), b NULL: input 1 as it is; Y's matrix m at y +
- * m * yms, rows ldy apart, y NULL: output 0 as it is. Or (parts > 0) a
- * product of one B (a MatMul of one weight matrix, a Gemm) run as `parts`
- * products of M / parts rows each, part s reading A's rows at a + s * ams,
- * lda apart, and writing Y's at y + s * yms, ldy apart: A read through the
- * Transpose before it, or Y written through the Reshape and Transpose
- * after it. The same floats into the same chains, from or to other
- * addresses. */
-typedef struct bf__mmview {
-    const float *b;
-    int64_t boff, bouter, binner;
-    int bnin, ldb, btrans;
-    float *y;
-    int64_t yms;
-    int ldy;
-    const float *a;
-    int64_t ams;
-    int lda, parts;
-} bf__mmview;
 
 /* The `len` bytes at byte `off` of a row lookup's table: from x (input 0's
  * data), or from the model's tensor where c->rows says the view is clean. */

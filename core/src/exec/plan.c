@@ -321,18 +321,6 @@ int bf__plan_run_pwdw(bf_plan *p, size_t i, float *buf, size_t floats)
     return 1;
 }
 
-/* Whether MatMul step j reads its B (kind 1) or A (2) through its view this
- * run (plan_impl.h, mview): no value fault strikes a step of that chain. */
-static int mview_on(const bf_plan *p, int j, int kind)
-{
-    const bf__mview *e = &p->tab.mview[j];
-    if (kind == 2) return e->asrc >= 0 && !p->step_hit[e->achain];
-    if (e->bsrc < 0) return 0;
-    for (int k = 0; k < 3; k++)
-        if (e->chain[k] >= 0 && p->step_hit[e->chain[k]]) return 0;
-    return 1;
-}
-
 /* step i of a run: a dynamic step, an activation its Conv computed, a Conv
  * computing its activation too, a 1x1 Conv with the depthwise one after it
  * (pair: a whole run's p->tab.pwdw), or any other; then the value faults that
@@ -343,31 +331,10 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
     bf__rowsrc rs;
     bf__act act;
     bf__bnorm bnorm;
-    /* an attention's views (plan_impl.h, mview), in the runs that fold
-     * Transposes: a chain step its MatMul reads through is skipped; the
-     * MatMul reads through the view, or writes its Transpose's output */
-    bf__mmview mv = {0};
-    const bf__mmview *mvp = NULL;
-    const bf__mview *e = tfold && p->tab.mview ? &p->tab.mview[i] : NULL;
-    if (e && e->owner && mview_on(p, e->owner - 1, e->akind)) return BF_OK;
-    if (e && (e->bsrc >= 0 || e->asrc >= 0 || e->ystep)) {
-        mv = e->view;
-        mv.b = mview_on(p, (int)i, 1) ? p->vals[e->bsrc].data : NULL;
-        int wr = e->ystep && !p->step_hit[i] && !p->step_hit[e->ystep - 1] && !(e->ymid && p->step_hit[e->ymid - 1]);
-        mv.y = wr ? p->steps[e->ystep - 1].out[0]->data : NULL;
-        mv.a = NULL;
-        if (mview_on(p, (int)i, 2))   /* A through its Transpose, Y as it is (y NULL) */
-            mv.a = p->vals[e->asrc].data;
-        else if (mv.parts && mv.y)    /* Y through its Reshape and Transpose, A as it is */
-            mv.a = s->in[0]->data;
-        else
-            mv.parts = 0;
-        if (mv.b || mv.y || mv.parts) mvp = &mv;
-    }
     /* a folded Transpose (plan_impl.h, tfold): skipped, its MatMul reads
      * its input transposed; both run as steps when a fault lands on it */
     const bf_tensor *bt = NULL;
-    if (tfold && p->tab.tfold && p->tab.tfold[i]) {
+    if (tfold && p->tab.tfold[i]) {
         size_t t = (size_t)p->tab.tfold[i] - 1;
         if (t > i && !p->step_hit[i]) return BF_OK;   /* the Transpose */
         if (t < i && !p->step_hit[t]) bt = p->steps[t].in[0];
@@ -390,7 +357,7 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
     if (pair && p->tab.pwdw[i] && bf__plan_run_pwdw(p, i, p->scratch, p->scratch_bytes / sizeof(float))) return BF_OK;
     bf__ctx c = {.node = s->node, .params = s->params, .n_in = s->n_in, .n_out = s->n_out,
                  .in = s->in, .out = s->out, .scratch = p->scratch, .rows = rowsrc(p, s, &rs),
-                 .packed = packed_of(p, i), .bt = bt, .psum = psum_of(p, i), .mv = mvp};
+                 .packed = packed_of(p, i), .bt = bt, .psum = psum_of(p, i)};
     int a = 0, n = 0, r = p->fuse ? bf__plan_fused_last(p, i, &n, &a) : 0;
     if (r) fused_ctx(p, i, r, n, a, &c, &act, &bnorm);
     bf_status st = s->node->op->run(&c, err);
@@ -404,9 +371,6 @@ static bf_status run_one(bf_plan *p, size_t i, int tfold, int pair, bf_error *er
         if (n) p->fused_skip[n] = 1;
         p->n_fused++;
     }
-    if (mvp) p->tab.n_mview += (mv.b != NULL) + (mv.y != NULL) + (e->asrc >= 0 && mv.parts);
-    if (mvp && mv.y && e->ystep) p->fused_skip[e->ystep - 1] = 1;   /* its Transpose: written */
-    if (mvp && mv.y && e->ymid) p->fused_skip[e->ymid - 1] = 1;     /* and the Reshape before it */
     if (p->step_hit[i]) bf__plan_apply_value_faults(p, (int)i);
     return BF_OK;
 }
@@ -434,7 +398,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
 {
     for (size_t k = 0; k < p->n_vf; k++) p->vf[k].old_value = p->vf[k].new_value = NAN, p->vf[k].at = -1, p->vf[k].at_n = 0;
     if (p->inputs_hit && from == 0) bf__plan_apply_value_faults(p, -1);
-    p->n_fused = p->tab.n_pwdw = p->tab.n_stpool = p->tab.n_mview = 0;
+    p->n_fused = p->tab.n_pwdw = p->tab.n_stpool = 0;
     if (stopped) *stopped = 0;
     if (p->n_dyn) bf__dyn_reset(p);
     if (p->tab.csel) bf__plan_csel_off(p);
@@ -442,7 +406,7 @@ bf_status bf__plan_run_from(bf_plan *p, size_t from, const bf__plan_watch *w, in
     const unsigned char *act = w ? w->act : NULL;
     /* folded Transposes only in whole runs nobody watches: a watch may
      * stop a run in between, record the skipped value or resume later */
-    int tfold = (p->tab.tfold || p->tab.mview) && p->fuse && from == 0 && !w;
+    int tfold = p->tab.tfold && p->fuse && from == 0 && !w;
     int pair = p->tab.pwdw && p->fuse && !w;   /* the same for the 1x1 -> depthwise pairs */
     for (size_t i = from; i < p->n_steps; i++) {
         if (w && w->step_time && i > from) {

@@ -321,24 +321,6 @@ bf_status bf__plan_share_offsets(const bf_plan *p, const unsigned char *needed, 
             if (last[u] > last[v]) last[v] = last[u];
             alias[u] = v;
         }
-    /* An attention's views (plan_impl.h, mview): a view's source lives up
-     * to the MatMul that reads it (the chain's steps, which read it before,
-     * are skipped); a Transpose's output that a MatMul writes lives from
-     * that MatMul on, apart from everything the MatMul reads */
-    for (size_t s = 0; p->tab.mview && s < p->n_steps; s++) {
-        const bf__mview *e = &p->tab.mview[s];
-        for (int k = 0; k < 2; k++) {
-            int v = k ? e->asrc : e->bsrc;
-            if (v < 0 || !placed(p, needed, v) || first[v] == -2) continue;
-            int root = alias[v] >= 0 ? alias[v] : v;
-            if (last[v] < (int)s) last[v] = (int)s;
-            if (last[root] < (int)s) last[root] = (int)s;
-        }
-        if (e->ystep) {
-            int u = p->steps[e->ystep - 1].node->out[0], root = alias[u] >= 0 ? alias[u] : u;
-            if (placed(p, needed, root) && first[root] > (int)s) first[root] = (int)s;
-        }
-    }
     /* A 1x1 -> depthwise pair (plan_impl.h, pwdw) writes the depthwise
      * step's output (its chain's) at the 1x1's step: it lives from there,
      * never over what that step reads */
@@ -564,7 +546,6 @@ static bf_status lay_out(bf_plan *p, budget_ctx *bc, build_ctx *bs, bf_error *er
          * batched, a shared arena is bitflip eval's alone */
         size_t floats = 0;
         if ((st = bf__plan_find_pwdw(p, &floats, err)) != BF_OK) return st;
-        bf__plan_find_mviews(p);   /* the same plans: their arena must know before it is laid out */
         if (floats * sizeof(float) > p->scratch_bytes) p->scratch_bytes = floats * sizeof(float);
     }
     if (bc->share) {

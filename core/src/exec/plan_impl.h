@@ -50,22 +50,6 @@ typedef struct bf__vfault {
  * finds before the arena is placed) and freed together by
  * bf__plan_tables_free (both plan_fuse.c): a new fusion adds its table
  * here and to those two. */
-/* One step's part in an attention's folded Slices and Transposes
- * (bf__plan_tables' mview). For a Slice, copy or Transpose step a MatMul
- * reads an operand through: owner, that MatMul's step + 1 (akind: 1 for
- * its B, 2 for its A). For the MatMul: bsrc, the value its B's matrices
- * are read from (-1: none), chain, the steps skipped then (-1: none);
- * asrc, the value a product in parts reads its A from (-1: none), achain,
- * the Transpose skipped then; ystep, the Transpose step + 1 whose output it
- * writes (0: none), ymid, the Reshape step + 1 before that Transpose (0:
- * none), both skipped then; view, the strides (its pointers filled at each
- * run). */
-typedef struct bf__mview {
-    int owner, akind, bsrc, asrc, achain, ystep, ymid;
-    int chain[3];
-    bf__mmview view;
-} bf__mview;
-
 typedef struct bf__plan_tables {
     /* per step: a Gemm's or MatMul's B packed whole once, the model's copy
      * (base/wpack.h), passed to the step (bf__ctx.packed) while its input 1
@@ -121,20 +105,6 @@ typedef struct bf__plan_tables {
      * time, tfold, gcol and csel, which test_matmul_fuse and test_plan_dyn
      * check); NULL only in a plan being built: ask each step. */
     unsigned char *row_step;
-    /* An attention's Slices and Transposes folded into its batched
-     * MatMuls (bf__plan_find_mviews, plan_fuse.c; docs/ENGINE.md, "An
-     * attention's Slices and Transposes folded into its MatMuls"): per step
-     * (bf__mview above). Found before the arena is laid out, which keeps a
-     * view's source alive up to its MatMul and a written Transpose's output
-     * apart from what lives at the MatMul; only in batched plans that fuse
-     * and share one arena (bitflip eval's). A whole run without a watch
-     * (bf__plan_run_from) skips a chain's steps and has its MatMul read
-     * through the view, unless a value fault strikes a chain step's output;
-     * a MatMul writes its Transpose's output, the Transpose then skipped,
-     * unless one strikes the MatMul's or the Transpose's. NULL: none.
-     * n_mview: the views the last run took (test_matmul_fuse). */
-    bf__mview *mview;
-    size_t n_mview;
 } bf__plan_tables;
 
 struct bf_plan {
@@ -309,10 +279,6 @@ void bf__plan_tables_free(bf_plan *p);
 void bf__plan_find_tfolds(bf_plan *p);
 /* plan_fuse.c: the groups of class-column Gathers (p->tab.gcol) */
 void bf__plan_find_gcols(bf_plan *p);
-/* plan_fuse.c: the attention's views (p->tab.mview) of a batched plan that
- * fuses and shares its arena, before the arena is laid out; best effort (no
- * memory for the table: none, every step runs). */
-void bf__plan_find_mviews(bf_plan *p);
 /* plan_fuse.c: the 1x1 -> depthwise pairs (p->tab.pwdw) of a plan that fuses
  * and shares its arena, once the fusions are marked; *floats the largest
  * block buffer a pair takes (the scratch the plan must hold). Fails only

@@ -306,15 +306,6 @@ int bf__unary_gelu(const bf__step *s);
  * moves nothing when a shared arena gives the two the same place; a Split
  * into one output of its whole input likewise). */
 int bf__copy_step(const bf__step *s);
-/* shape_copy.c: 1 if the step copies a strided view of its input 0 of
- * `esize`-byte elements into a rank-nd output (Slice, Transpose, Expand:
- * bf__strided_run); then output element (i_0 .. i_nd-1) is input element
- * *off + sum of i_d * stride[d] (the input's flat index). */
-int bf__strided_of(const bf__step *s, size_t esize, int nd, int64_t *off, int64_t *stride);
-/* linalg.c: 1 if the step is a product of one B (a MatMul fold, not the
- * plain loop; a Gemm with A as it is and C a row or none) that may run in
- * parts of its rows (op.h, bf__mmview's parts). */
-int bf__linear_parts(const bf__step *s);
 bf__map_fn bf__gelu_kernel(void);
 /* elementwise.c: 1 if the step is a float unary map or a float Clip; then
  * bf__map_span runs it on elements [off, off + n) of its input into the

@@ -147,15 +147,9 @@ static bf_status gemm_run(const bf__ctx *c, bf_error *err)
     if (g->k == 0) {
         if (!g->use_c) memset(y, 0, sizeof(float) * (size_t)m * (size_t)n);
     } else if (!g->trans_a) {
-        /* c->packed: B as the model holds it, packed once (plan.c); c->mv
-         * with parts: the rows in parts, Y's through a Reshape and a
-         * Transpose (op.h, bf__mmview; only with crow or no C: bf__linear_parts) */
-        const bf__mmview *mv = c->mv && c->mv->parts > 0 && (crow || !g->use_c) ? c->mv : NULL;
-        int parts = mv ? mv->parts : 1;
-        for (int q = 0; q < parts; q++)
-            bf__sgemm_prepacked(bf__sgemm_best(), g->trans_b, m / parts, n, g->k, g->alpha, mv ? mv->a + q * mv->ams : a,
-                                mv ? mv->lda : g->k, b, g->trans_b ? g->k : n, g->use_c, mv ? (mv->y ? mv->y : y) + q * mv->yms : y,
-                                mv ? mv->ldy : n, work_of(c, g->work), c->packed, act, crow);
+        /* c->packed: B as the model holds it, packed once (plan.c) */
+        bf__sgemm_prepacked(bf__sgemm_best(), g->trans_b, m, n, g->k, g->alpha, a, g->k, b, g->trans_b ? g->k : n,
+                            g->use_c, y, n, work_of(c, g->work), c->packed, act, crow);
         act = NULL;   /* applied */
     } else {
         bf__sgemm(g->trans_a, g->trans_b, m, n, g->k, g->alpha, a, m, b, g->trans_b ? g->k : n, g->use_c, y, n);
@@ -270,26 +264,17 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
         return BF_OK;
     }
     if (mp->fold) {
-        /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch.
-         * c->mv with parts: the rows in parts, A's or Y's through a
-         * Transpose (op.h, bf__mmview; never the plain loop) */
+        /* [..., M, K] @ [K, N]: A's rows are contiguous across the batch. */
         float *work = work_of(c, mp->work);
-        const bf__mmview *mv = c->mv && c->mv->parts > 0 && !mp->plain ? c->mv : NULL;
-        int parts = mv ? mv->parts : 1, rows = (int)(mp->batch * m) / parts;
-        for (int q = 0; q < parts; q++) {
-            const float *aq = mv ? mv->a + q * mv->ams : a;
-            float *yq = mv ? (mv->y ? mv->y : y) + q * mv->yms : y;
-            int lda = mv ? mv->lda : k, ldy = mv ? mv->ldy : n;
-            if (c->act)   /* a bias Add (and Gelu) fused in (plan_build.c; op.h, bf__act) */
-                bf__sgemm_colepi(bf__sgemm_best(), rows, n, k, aq, lda, b, n, c->act, yq, ldy, work, c->packed);
-            else if (mp->plain)
-                bf__smatmul_plain(bf__sgemm_best(), rows, n, k, aq, lda, b, n, yq, ldy);
-            else if (work || c->packed)
-                bf__sgemm_prepacked(bf__sgemm_best(), 0, rows, n, k, 1.0f, aq, lda, b, n, 0, yq, ldy, work, c->packed,
-                                    NULL, NULL);
-            else
-                bf__sgemm(0, 0, rows, n, k, 1.0f, aq, lda, b, n, 0, yq, ldy);
-        }
+        if (c->act)   /* a bias Add (and Gelu) fused in (plan_build.c; op.h, bf__act) */
+            bf__sgemm_colepi(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, c->act, y, n, work, c->packed);
+        else if (mp->plain)
+            bf__smatmul_plain(bf__sgemm_best(), (int)(mp->batch * m), n, k, a, k, b, n, y, n);
+        else if (work || c->packed)
+            bf__sgemm_prepacked(bf__sgemm_best(), 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n, work,
+                                c->packed, NULL, NULL);
+        else
+            bf__sgemm(0, 0, (int)(mp->batch * m), n, k, 1.0f, a, k, b, n, 0, y, n);
         return BF_OK;
     }
     int64_t idx[BF_MAX_DIMS] = {0}, off_a = 0, off_b = 0;
@@ -306,23 +291,13 @@ static bf_status matmul_run(const bf__ctx *c, bf_error *err)
      * ViT-S/16 head's 197 x 197 scores: 155 KiB, in L2, where the whole
      * [24, 197, 197] of a batch of 4 was 3.7 MiB) */
     void (*rows)(float *, int64_t, int64_t) = c->rowmap;
-    /* c->mv: B's matrices read where the Slice and Transpose before it
-     * took them from, Y's written where the Transpose after it puts them
-     * (op.h, bf__mmview; never with the plain loop, nor a rowmap on Y) */
-    const bf__mmview *mv = c->mv;
     for (int64_t t = 0; t < mp->batch; t++) {
-        float *yt = mv && mv->y ? mv->y + t * mv->yms : y + t * mn;
-        int ldy = mv && mv->y ? mv->ldy : n;
         if (mp->plain)
             bf__smatmul_plain(level, m, n, k, a + off_a, k, b + off_b, n, y + t * mn, n);
-        else if (mv && mv->b)
-            bf__sgemm_level(level, 0, mv->btrans, m, n, k, 1.0f, a + off_a, k,
-                            mv->b + mv->boff + t / mv->bnin * mv->bouter + t % mv->bnin * mv->binner, mv->ldb, 0,
-                            yt, ldy);
         else if (bx)
-            bf__sgemm_level(level, 0, 1, m, n, k, 1.0f, a + off_a, k, bx + off_b, k, 0, yt, ldy);
+            bf__sgemm_level(level, 0, 1, m, n, k, 1.0f, a + off_a, k, bx + off_b, k, 0, y + t * mn, n);
         else
-            bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, yt, ldy);
+            bf__sgemm_level(level, 0, 0, m, n, k, 1.0f, a + off_a, k, b + off_b, n, 0, y + t * mn, n);
         if (rows) rows(y + t * mn, m, n);
         /* Odometer over the output batch index, moving A and B offsets along. */
         for (int d = mp->nb - 1; d >= 0; d--) {
@@ -365,19 +340,6 @@ int bf__matmul_rows_epi(const bf__step *s)
     if (s->node->op->run != matmul_run || s->n_in != 2) return 0;
     const matmul_params *mp = s->params;
     return !mp->fold && !mp->plain && mp->k > 0 && mp->batch > 0;
-}
-
-int bf__linear_parts(const bf__step *s)
-{
-    if (s->n_in < 2 || s->n_out != 1) return 0;
-    if (s->node->op->run == gemm_run) {
-        const gemm_params *g = s->params;
-        /* a C as a row the product adds onto (crow), or none: one laid out
-         * as Y would be written into Y before the product */
-        return !g->trans_a && g->k > 0 && g->m > 0 && g->n > 1 &&
-               (!g->use_c || (g->beta == 1.0f && g->c_rs == 0 && g->c_cs == 1));
-    }
-    return bf__matmul_epi(s);
 }
 
 int bf__matmul_epi(const bf__step *s)

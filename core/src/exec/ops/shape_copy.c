@@ -7,7 +7,6 @@
 #include "shape_impl.h"
 #include "sgemm.h"
 #include "transpose8.h"
-#include "exec/step_access.h"
 
 static_assert(sizeof(bf__strided) <= BF__OP_PARAMS_MAX, "bf__strided must fit in params");
 
@@ -201,16 +200,6 @@ bf_status bf__strided_run(const bf__ctx *c, bf_error *err)
     (void)err;
     bf__strided_copy(c->params, c->out[0]->data, c->in[0]->data);
     return BF_OK;
-}
-
-int bf__strided_of(const bf__step *s, size_t esize, int nd, int64_t *off, int64_t *stride)
-{
-    if (s->n_in < 1 || s->n_out != 1 || s->node->op->run != bf__strided_run || !s->params) return 0;
-    const bf__strided *v = s->params;
-    if (v->ndim != nd || v->esize != esize) return 0;
-    *off = v->offset;
-    for (int d = 0; d < nd; d++) stride[d] = v->stride[d];
-    return 1;
 }
 
 bf_status bf__need_inputs(const bf__prep *p, int count, bf_error *err)
