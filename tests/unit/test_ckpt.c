@@ -865,22 +865,8 @@ static int unpin_host(void **state)
     return 0;
 }
 
-/* Every allocation the checkpoints make (their layout, each image's copy,
- * the timing run's) failing in turn gives BF_ENOMEM and frees what it
- * made, never a crash or a leak (the ASan build checks the leaks). */
-static void allocations_fail_cleanly(void **state)
-{
-    (void)state;
-    bf_model *m = NULL;
-    bf_dataset *ds = NULL;
-    tc_load(BF_FIXTURES "/onesample/onesample_cls", &m, &ds);
-    bf_campaign_spec s = spec(BF_TARGET_WEIGHTS, 3, 9);
-    bf_campaign_prep prep = {.differential = 1};
-    long n = tc_alloc_failures(m, ds, &s, NULL, &prep, 3, 40000);
-    assert_true(n > 0);
-    bf_dataset_free(ds);
-    bf_model_free(m);
-}
+/* tests/unit/test_ckpt/alloc.c */
+void allocations_fail_cleanly(void **state);
 
 int main(void)
 {
