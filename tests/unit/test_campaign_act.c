@@ -7,6 +7,7 @@
  * fault leaves every other sample bit-identical to golden; threads and
  * shards change nothing; patterns and errors; allocation failures. */
 #include "test_campaign_act/test_campaign_act.h"
+#include "campaign_check.h"
 
 int setup(void **state)
 {
@@ -38,20 +39,12 @@ char *all_tensors[] = {"*"};
 
 bf_campaign_spec base_spec(bf_target target, bf_persistence persistence)
 {
-    bf_campaign_spec s = {0};
+    bf_campaign_spec s = tc_uniform_spec(BATCH);
     s.seed = 7;
     s.trials = 24;
     s.target = target;
     s.persistence = persistence;
     s.tensors = all_tensors;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.sampling = BF_SAMPLE_UNIFORM;
-    s.critical_metric = -1;
-    s.stop_confidence = 0.95;
-    s.batch = BATCH;
     return s;
 }
 

@@ -24,6 +24,7 @@
 #include "bitflip/bitflip.h"
 #include "bitflip/campaign.h"
 #include "exec/plan_impl.h"
+#include "campaign_check.h"
 
 #define FIX BF_FIXTURES "/dynsite/"
 #define TRIALS 150
@@ -170,20 +171,13 @@ static void on_ragged(void *user, int64_t trial, const bf_ragged_output *outs, s
 
 static bf_campaign_spec spec_of(fx *f, char **tensors)
 {
-    bf_campaign_spec s = {0};
+    bf_campaign_spec s = tc_uniform_spec(0);
     tensors[0] = (char *)f->value;
     s.seed = 11;
     s.trials = TRIALS;
     s.target = BF_TARGET_ACTIVATIONS;
     s.persistence = BF_PERSIST_TRANSIENT;
     s.tensors = tensors;
-    s.n_tensors = 1;
-    s.model_kind = BF_FAULT_BITFLIP;
-    s.bits = 1;
-    s.repr = BF_REPR_FP32;
-    s.sampling = BF_SAMPLE_UNIFORM;
-    s.critical_metric = -1;
-    s.stop_confidence = 0.95;
     const json_t *bits = json_object_get(f->ref, "bits");
     for (size_t i = 0; i < json_array_size(bits); i++) s.positions[s.n_positions++] = (int)json_integer_value(json_array_get(bits, i));
     return s;
