@@ -48,6 +48,7 @@
 #include "base/alloc.h"
 #include "exec/ckpt_impl.h"
 #include "exec/op.h"
+#include "exec/plan_impl.h"
 #include "exec/step_access.h"
 
 /* views of the scores followed (Split, Squeeze, ...: SSDlite has two) */
@@ -60,7 +61,9 @@
 typedef struct finder {
     const bf_plan *p;
     size_t nv;
-    int *first, *step;        /* readers of each value (CSR, a step once per input slot) */
+    bf__plan_readers r;       /* readers of each value (plan_readers.c) */
+    const size_t *first;      /* r's lists */
+    const int *step;
     unsigned char *special;   /* a graph output, or read by a subgraph at any depth */
 } finder;
 
@@ -83,24 +86,14 @@ static int finder_make(finder *f, const bf_plan *p)
     const bf_model *m = p->model;
     f->p = p;
     f->nv = m->n_values;
-    f->first = bf__calloc(f->nv + 2, sizeof *f->first);
     f->special = bf__calloc(f->nv + 1, 1);
-    size_t total = 0;
-    for (size_t i = 0; i < p->n_steps; i++) total += (size_t)p->steps[i].node->n_in;
-    f->step = bf__malloc((total + 1) * sizeof *f->step);
-    if (!f->first || !f->special || !f->step) return 0;
+    if (!f->special || !bf__plan_readers_make(p, &f->r)) return 0;
+    f->first = f->r.first;
+    f->step = f->r.step;
     for (size_t i = 0; i < p->n_steps; i++) {
         const bf__node *n = p->steps[i].node;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0) f->first[n->in[j] + 2]++;
         for (size_t a = 0; a < n->n_attrs; a++)
             if (n->attrs[a].type == BF__ATTR_GRAPH) sub_reads(n->attrs[a].g, f->special, 0);
-    }
-    for (size_t v = 0; v < f->nv; v++) f->first[v + 2] += f->first[v + 1];
-    for (size_t i = 0; i < p->n_steps; i++) {
-        const bf__node *n = p->steps[i].node;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0) f->step[f->first[n->in[j] + 1]++] = (int)i;
     }
     for (size_t k = 0; k < m->n_outputs; k++) f->special[m->output_vals[k]] = 1;
     return 1;
@@ -108,8 +101,7 @@ static int finder_make(finder *f, const bf_plan *p)
 
 static void finder_free(finder *f)
 {
-    bf__free(f->first);
-    bf__free(f->step);
+    bf__plan_readers_free(&f->r);
     bf__free(f->special);
 }
 
@@ -117,7 +109,7 @@ static void finder_free(finder *f)
 static int read_by_only(const finder *f, int v, int s)
 {
     if (v < 0 || f->special[v] || f->first[v] == f->first[v + 1]) return 0;
-    for (int q = f->first[v]; q < f->first[v + 1]; q++)
+    for (size_t q = f->first[v]; q < f->first[v + 1]; q++)
         if (f->step[q] != s) return 0;
     return 1;
 }
@@ -183,7 +175,7 @@ static const char *column(const finder *f, int x, int64_t rows, float *thr)
     const bf_plan *p = f->p;
     int m = -1;
     if (f->special[x]) return "a class's score column is a graph output or read by a subgraph";
-    for (int q = f->first[x]; q < f->first[x + 1]; q++) {
+    for (size_t q = f->first[x]; q < f->first[x + 1]; q++) {
         const bf__step *s = &p->steps[f->step[q]];
         const bf__node *n = s->node;
         if (!is_op(n, "Greater")) continue;
@@ -199,7 +191,7 @@ static const char *column(const finder *f, int x, int64_t rows, float *thr)
         m = n->out[0];
     }
     if (m < 0) return "a class's score column is not compared with a threshold";
-    for (int q = f->first[x]; q < f->first[x + 1]; q++) {
+    for (size_t q = f->first[x]; q < f->first[x + 1]; q++) {
         const bf__node *n = p->steps[f->step[q]].node;
         if (is_op(n, "Greater")) continue;
         if (!is_op(n, "GatherND") || !gathers_selected(p, n, x, m))
@@ -222,7 +214,7 @@ static const char *scores(const finder *f, int i, int64_t rows, int64_t cols, fl
     for (int k = 0; k < n_view && !why; k++) {
         int v = view[k];
         if (v < 0 || f->special[v]) return "the class scores are a graph output or read by a subgraph";
-        for (int q = f->first[v]; q < f->first[v + 1] && !why; q++) {
+        for (size_t q = f->first[v]; q < f->first[v + 1] && !why; q++) {
             const bf__step *s = &p->steps[f->step[q]];
             const bf__node *n = s->node;
             if (s->dyn || slots(n, v) != 1 || n->in[0] != v)
@@ -417,6 +409,30 @@ static int passes(const float *y, const float *thr, int64_t cols)
     return any;
 }
 
+/* the (row, class) pairs of a golden image that pass, as a growing list */
+typedef struct sel_list {
+    int64_t *at;
+    float *y;
+    int64_t n, cap;
+} sel_list;
+
+static int sel_push(sel_list *l, int64_t at, const float *y)
+{
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 64;
+        int64_t *a = bf__realloc(l->at, (size_t)cap * sizeof *a);
+        if (!a) return 0;
+        l->at = a;
+        float *v = bf__realloc(l->y, (size_t)cap * sizeof *v);
+        if (!v) return 0;
+        l->y = v;
+        l->cap = cap;
+    }
+    l->at[l->n] = at;
+    memcpy(&l->y[l->n++], y, sizeof *y);
+    return 1;
+}
+
 bf_status bf__ckpt_tail_record(bf__ckpt *ck, const bf_plan *p, int64_t s)
 {
     bf__ckpt_tail *t = &ck->tail;
@@ -425,48 +441,51 @@ bf_status bf__ckpt_tail_record(bf__ckpt *ck, const bf_plan *p, int64_t s)
     bf__free(g->at);
     *g = (bf__ckpt_tail_sel){.n = -1};
     if (p->steps[t->step].node != t->node) return BF_OK;
-    int64_t c = t->cols, n = 0, cap = 0;
+    int64_t c = t->cols;
+    sel_list l = {0};
+    bf_status st = BF_OK;
+    int whole = 1;
     float *y = bf__malloc((size_t)(TAIL_CHUNK * c) * sizeof *y);
     if (!y) return BF_ENOMEM;
-    /* twice: count, then keep (the pass's values do not move in between) */
-    for (int keep = 0; keep < 2; keep++) {
-        if (keep) {
-            size_t ib = ((size_t)cap * sizeof(int64_t) + 63) & ~(size_t)63;
-            unsigned char *b = bf__malloc(ib + (size_t)cap * sizeof(float) + 1);
-            if (!b) {
-                bf__free(y);
-                return BF_ENOMEM;
-            }
-            g->at = (int64_t *)(void *)b;
-            g->y = (float *)(void *)(b + ib);
+    for (int j = 0; j < t->n_in && whole && st == BF_OK; j++) {
+        const float *x = block(t, p, j);
+        if (!x) {
+            whole = 0;   /* no end for this image */
+            break;
         }
-        for (int j = 0; j < t->n_in; j++) {
-            const float *x = block(t, p, j);
-            if (!x) {
-                bf__free(y);
-                bf__free(g->at);
-                *g = (bf__ckpt_tail_sel){.n = -1};
-                return BF_OK;
-            }
-            for (int64_t r0 = t->in_row[j]; r0 < t->in_row[j + 1]; r0 += TAIL_CHUNK) {
-                int64_t nr = t->in_row[j + 1] - r0 < TAIL_CHUNK ? t->in_row[j + 1] - r0 : TAIL_CHUNK;
-                bf__softmax_rows_run(y, x + (r0 - t->in_row[j]) * c, nr, c);
-                for (int64_t r = 0; r < nr; r++) {
-                    const float *yr = y + r * c;
-                    if (!passes(yr, t->thr, c)) continue;
-                    for (int64_t k = 0; k < c; k++)
-                        if (yr[k] > t->thr[k]) {
-                            if (keep) g->at[n] = (r0 + r) * c + k, memcpy(&g->y[n], &yr[k], sizeof *yr);
-                            n++;
-                        }
-                }
+        for (int64_t r0 = t->in_row[j]; r0 < t->in_row[j + 1] && st == BF_OK; r0 += TAIL_CHUNK) {
+            int64_t nr = t->in_row[j + 1] - r0 < TAIL_CHUNK ? t->in_row[j + 1] - r0 : TAIL_CHUNK;
+            bf__softmax_rows_run(y, x + (r0 - t->in_row[j]) * c, nr, c);
+            for (int64_t r = 0; r < nr && st == BF_OK; r++) {
+                const float *yr = y + r * c;
+                if (!passes(yr, t->thr, c)) continue;
+                for (int64_t k = 0; k < c; k++)
+                    if (yr[k] > t->thr[k] && !sel_push(&l, (r0 + r) * c + k, &yr[k])) {
+                        st = BF_ENOMEM;
+                        break;
+                    }
             }
         }
-        if (!keep) cap = n, n = 0;
     }
     bf__free(y);
-    g->n = n;
-    return BF_OK;
+    if (st == BF_OK && whole) {
+        /* one block (ckpt_impl.h: g->at owns it, g->y inside it) */
+        size_t ib = ((size_t)l.n * sizeof(int64_t) + 63) & ~(size_t)63;
+        unsigned char *b = bf__malloc(ib + (size_t)l.n * sizeof(float) + 1);
+        if (!b) st = BF_ENOMEM;
+        else {
+            g->at = (int64_t *)(void *)b;
+            g->y = (float *)(void *)(b + ib);
+            if (l.n) {
+                memcpy(g->at, l.at, (size_t)l.n * sizeof *l.at);
+                memcpy(g->y, l.y, (size_t)l.n * sizeof *l.y);
+            }
+            g->n = l.n;
+        }
+    }
+    bf__free(l.at);
+    bf__free(l.y);
+    return st;
 }
 
 void bf__ckpt_tail_trial(const bf__ckpt *ck, bf__ckpt_trial *tr)

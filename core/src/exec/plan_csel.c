@@ -73,34 +73,8 @@ struct bf__cselset {
 
 /* ---- finding them ------------------------------------------------------ */
 
-/* Readers of each value, as lists (CSR). */
-typedef struct readers {
-    size_t *first;               /* n_values + 1 */
-    int *step;
-} readers;
-
-static int readers_make(const bf_plan *p, readers *r)
-{
-    size_t nv = p->model->n_values;
-    r->first = bf__calloc(nv + 2, sizeof *r->first);
-    size_t total = 0;
-    for (size_t i = 0; i < p->n_steps; i++) total += (size_t)p->steps[i].node->n_in;
-    r->step = bf__calloc(total + 1, sizeof *r->step);
-    if (!r->first || !r->step) return 0;
-    for (size_t i = 0; i < p->n_steps; i++)
-        for (int j = 0; j < p->steps[i].node->n_in; j++)
-            if (p->steps[i].node->in[j] >= 0) r->first[p->steps[i].node->in[j] + 2]++;
-    for (size_t v = 0; v < nv; v++) r->first[v + 2] += r->first[v + 1];
-    for (size_t i = 0; i < p->n_steps; i++)
-        for (int j = 0; j < p->steps[i].node->n_in; j++) {
-            int v = p->steps[i].node->in[j];
-            if (v >= 0) r->step[r->first[v + 1]++] = (int)i;
-        }
-    return 1;
-}
-
 /* the first dynamic step after `after` (-1: any) reading value v with op `op` as input j */
-static int reader(const bf_plan *p, const readers *r, int v, const char *op, int j, int after)
+static int reader(const bf_plan *p, const bf__plan_readers *r, int v, const char *op, int j, int after)
 {
     if (v < 0) return -1;
     for (size_t q = r->first[v]; q < r->first[v + 1]; q++) {
@@ -142,7 +116,7 @@ static int perm_10(const bf__node *n)
 static const bf__node *nd(const bf_plan *p, int i) { return p->steps[i].node; }
 
 /* the steps of the class whose first NonZero is step i (the file's comment) */
-static int match(const bf_plan *p, const readers *r, int i, csel_class *c)
+static int match(const bf_plan *p, const bf__plan_readers *r, int i, csel_class *c)
 {
     int *s = c->step;
     const bf__node *z = nd(p, i);
@@ -247,10 +221,10 @@ void bf__plan_free_csels(bf_plan *p)
 void bf__plan_find_csels(bf_plan *p)
 {
     if (!p->fuse || !p->n_dyn) return;
-    readers r = {0};
+    bf__plan_readers r = {0};
     struct bf__cselset *cs = bf__calloc(1, sizeof *cs);
     int *used = bf__calloc(p->n_steps + 1, sizeof *used);
-    if (!cs || !used || !readers_make(p, &r)) goto fail;
+    if (!cs || !used || !bf__plan_readers_make(p, &r)) goto fail;
     for (size_t i = 0; i < p->n_steps; i++) {
         csel_class c;
         if (used[i] || !p->steps[i].dyn || strcmp(p->steps[i].node->op_type, "NonZero") || !match(p, &r, (int)i, &c))
@@ -303,8 +277,7 @@ fail:   /* none found, or out of memory: the steps run one by one, as before */
         bf__free(cs);
     }
     bf__free(used);
-    bf__free(r.first);
-    bf__free(r.step);
+    bf__plan_readers_free(&r);
 }
 
 /* ---- running them ------------------------------------------------------ */

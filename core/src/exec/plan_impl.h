@@ -284,6 +284,15 @@ void bf__plan_find_gcols(bf_plan *p);
  * block buffer a pair takes (the scratch the plan must hold). Fails only
  * for memory. */
 bf_status bf__plan_find_pwdw(bf_plan *p, size_t *floats, bf_error *err);
+/* plan_readers.c: the steps reading each value v, step[first[v]] to
+ * step[first[v + 1] - 1] in step order, a step once per input slot holding
+ * v (subgraphs' reads not included). make fails only for memory. */
+typedef struct bf__plan_readers {
+    size_t *first;   /* n_values + 1 */
+    int *step;
+} bf__plan_readers;
+int bf__plan_readers_make(const bf_plan *p, bf__plan_readers *r);
+void bf__plan_readers_free(bf__plan_readers *r);
 /* plan_csel.c: the class selections (p->tab.csel; find needs val_step). A
  * run calls off at its start and start before step first(): that computes
  * them all, unless a value fault strikes one of their values or the watch
