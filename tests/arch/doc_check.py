@@ -221,19 +221,26 @@ def self_test():
     return True
 
 
-def main(argv):
+def run_checker(argv, usage, self_tests, checks, name, ok_line):
+    """The command line shared with size_check.py: one SOURCE_DIR, --self-test runs
+    each of `self_tests` (each given the source dir) before `checks`; every problem
+    printed, then a summary line; exit 1 on a problem, 2 on bad usage."""
     args = [a for a in argv[1:] if a != "--self-test"]
     if len(args) != 1:
-        print(__doc__, file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
-    if "--self-test" in argv and not self_test():
+    if "--self-test" in argv and not all(t(args[0]) for t in self_tests):
         return 1
-    errors = check(args[0])
+    errors = [e for c in checks for e in c(args[0])]
     for e in errors:
         print(e)
-    print(f"doc_check: {len(errors)} problems" if errors else
-          f"doc_check: no Markdown file over {MAX_LINES} lines, every cited section found")
+    print(f"{name}: {len(errors)} problems" if errors else f"{name}: {ok_line}")
     return 1 if errors else 0
+
+
+def main(argv):
+    return run_checker(argv, __doc__, [lambda _src: self_test()], [check], "doc_check",
+                       f"no Markdown file over {MAX_LINES} lines, every cited section found")
 
 
 if __name__ == "__main__":

@@ -179,19 +179,10 @@ def self_test(src):
 
 
 def main(argv):
-    args = [a for a in argv[1:] if a != "--self-test"]
-    if len(args) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    if "--self-test" in argv and not (self_test(args[0]) and doc_check.self_test()):
-        return 1
-    errors = check(args[0]) + doc_check.check(args[0])
-    for e in errors:
-        print(e)
-    print(f"size_check: {len(errors)} problems" if errors else
-          f"size_check: no product, test, bench or Markdown file over {MAX_FILE} lines, no function over {MAX_FUNC} "
-          "without its reason, every cited section found")
-    return 1 if errors else 0
+    return doc_check.run_checker(
+        argv, __doc__, [self_test, lambda _src: doc_check.self_test()], [check, doc_check.check], "size_check",
+        f"no product, test, bench or Markdown file over {MAX_FILE} lines, no function over {MAX_FUNC} "
+        "without its reason, every cited section found")
 
 
 if __name__ == "__main__":
