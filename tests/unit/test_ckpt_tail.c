@@ -264,13 +264,27 @@ static float score_at(float d)
     return y[2];
 }
 
+/* the rig on the graph (conv: its first level from a Conv), the rule on */
+static const bf__ckpt_tail *rig_on(rig *r, int conv)
+{
+    rig_open(r, 0, conv);
+    const bf__ckpt_tail *t = &r->ck->tail;
+    if (!t->node) fail_msg("the rule is off: %s", t->why);
+    return t;
+}
+
+/* the last class-2 logit whose score is not over the threshold, and the next float up */
+static void edge(float *under, float *over)
+{
+    *under = *over = (float)(log(THR / (1.0 - THR)) - 0.05);
+    while (!(score_at(*over) > THR)) *under = *over, *over = nextafterf(*over, INFINITY);
+}
+
 static void ends_where_the_moved_rows_select_as_golden(void **state)
 {
     (void)state;
     rig r;
-    rig_open(&r, 0, 0);
-    const bf__ckpt_tail *t = &r.ck->tail;
-    if (!t->node) fail_msg("the rule is off: %s", t->why);
+    const bf__ckpt_tail *t = rig_on(&r, 0);
     assert_string_equal(t->node->name, "cat");   /* checked at the Concat, its two inputs the blocks */
     assert_int_equal(t->n_in, 2);
     assert_true(t->thr[0] == INFINITY);          /* the background's column: read by nothing */
@@ -280,8 +294,8 @@ static void ends_where_the_moved_rows_select_as_golden(void **state)
     assert_int_equal(t->golden[0].at[0], 2 * C + 2);
     assert_int_equal(t->golden[0].at[1], (NA + 1) * C + 1);
     /* the edge: the last logit whose score is not over the threshold, and the next */
-    float under = (float)(log(THR / (1.0 - THR)) - 0.05), over = under;
-    while (!(score_at(over) > THR)) under = over, over = nextafterf(over, INFINITY);
+    float under, over;
+    edge(&under, &over);
     int moved;
     assert_int_equal(trial(&r, "wb", 5 * C + 2, under, &moved), 1);
     assert_false(moved);
@@ -389,9 +403,7 @@ static void one_channel_checks_its_rows_alone(void **state)
 {
     (void)state;
     rig r;
-    rig_open(&r, 0, 1);
-    const bf__ckpt_tail *t = &r.ck->tail;
-    if (!t->node) fail_msg("the rule is off: %s", t->why);
+    const bf__ckpt_tail *t = rig_on(&r, 1);
     assert_int_equal(t->map[0].hw, HW);
     assert_int_equal(t->map[1].conv, -1);   /* Lb: an Add's output */
     /* golden: row 2 (position 1, anchor 0) class 2; B's row 1 (L's 9) class 1 */
@@ -410,8 +422,8 @@ static void one_channel_checks_its_rows_alone(void **state)
     assert_rows_of_anchor(&r, 1);
     /* anchor 1, class 2's bias: every position's row of anchor 1 at logit
      * d; the edge of the threshold on them, as the plain Softmax puts it */
-    float under = (float)(log(THR / (1.0 - THR)) - 0.05), over = under;
-    while (!(score_at(over) > THR)) under = over, over = nextafterf(over, INFINITY);
+    float under, over;
+    edge(&under, &over);
     assert_int_equal(trial(&r, "bc", 1 * C + 2, under, &moved), 1);
     assert_false(moved);
     assert_rows_of_anchor(&r, 1);
