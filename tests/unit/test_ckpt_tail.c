@@ -20,7 +20,14 @@
  * - a graph whose scores are also an output: the rule off, with the
  *   reason, and the trials' outputs still the full run's;
  * - every allocation of the checkpoints refused in turn: a clean
- *   BF_ENOMEM, or the same early end. */
+ *   BF_ENOMEM, or the same early end;
+ * - a block that is a 1x1 Conv's output moved by Reshape, Transpose and
+ *   Reshape as SSD's heads move theirs: a fault in one output channel
+ *   makes the check compute that channel's rows alone (its anchor's, each
+ *   position's), found by hand from the layout; decided both ways at the
+ *   threshold on those rows, a moved selected score, a row that selects
+ *   (mapping the channel to the wrong anchor's rows, or ignoring the
+ *   Transpose, ends it wrongly: planted, it fails). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,10 +55,35 @@ enum { NA = 8, NB = 8, N = NA + NB, C = 6 };
  * GatherND of X and of the boxes (Add(boxes, bw)) at NonZero(M); the
  * outputs the selected scores and boxes, concatenated. scores_out: S is a
  * graph output too (the rule must be off). */
-static bf_model *tail_model(tg_graph *g, int scores_out)
+/* conv: La is instead the Conv of Relu(xa) [1, 1, 2, 2] with wc [A C, 1,
+ * 1, 1] and bc [A C] (A = 2 anchors a position), Reshape [1, A, C, 2, 2],
+ * Transpose [0, 3, 4, 1, 2], Reshape [1, 8, C]: channel a C + c at
+ * position q is row q A + a's class c, as in torchvision's SSD heads. */
+enum { A = 2, HW = 4 };
+static const float XA[HW] = {0.0f, 1.0f, 0.25f, 0.0f};   /* the Conv's input, fed */
+
+static void conv_block(tg_graph *g)
+{
+    static const int64_t dw[] = {A * C, 1, 1, 1}, db1[] = {A * C};
+    float wc[A * C] = {0}, bc[A * C];
+    for (int k = 0; k < A * C; k++) bc[k] = k % C ? -8.0f : 0.0f;   /* the background's column the max */
+    wc[0 * C + 2] = 11.0f;   /* anchor 0, class 2: 3 at position 1 (row 2), -5.25 at 2 (row 4) */
+    tg_init_f32(g, "wc", 4, dw, wc);
+    tg_init_f32(g, "bc", 1, db1, bc);
+    tg_init_i64(g, "s5", 1, (int64_t[]){5}, (int64_t[]){1, A, C, 2, 2});
+    tg_init_i64(g, "s3", 1, (int64_t[]){3}, (int64_t[]){1, NA, C});
+    tg_node(g, "Relu", "pre", (const char *[]){"xa"}, 1, "pa");
+    tg_node(g, "Conv", "head", (const char *[]){"pa", "wc", "bc"}, 3, "hc");
+    tg_node(g, "Reshape", "r5", (const char *[]){"hc", "s5"}, 2, "h5");
+    tg_attr_ints(g, tg_node(g, "Transpose", "tp", (const char *[]){"h5"}, 1, "ht"), "perm", 5,
+                 (int64_t[]){0, 3, 4, 1, 2});
+    tg_node(g, "Reshape", "r3", (const char *[]){"ht", "s3"}, 2, "La");
+}
+
+static bf_model *tail_model(tg_graph *g, int scores_out, int conv)
 {
     static const int64_t da[] = {1, NA, C}, db[] = {1, NB, C}, dbx[] = {N, 4};
-    g->ins[g->n_ins++] = tg_value_info(g, "xa", 1, 3, da);
+    g->ins[g->n_ins++] = conv ? tg_value_info(g, "xa", 1, 4, (int64_t[]){1, 1, 2, 2}) : tg_value_info(g, "xa", 1, 3, da);
     g->ins[g->n_ins++] = tg_value_info(g, "xb", 1, 3, db);
     g->ins[g->n_ins++] = tg_value_info(g, "boxes", 1, 2, dbx);
     g->outs[g->n_outs++] = tg_value_info(g, "out_s", 1, -1, NULL);
@@ -70,10 +102,16 @@ static bf_model *tail_model(tg_graph *g, int scores_out)
     tg_init_f32(g, "bw", 2, dbx, bw);
     tg_init_f32(g, "thr", 0, NULL, (float[]){THR});
     tg_init_i64(g, "ax0", 1, (int64_t[]){1}, (int64_t[]){0});
-    tg_node(g, "Relu", "pre", (const char *[]){"xa"}, 1, "pa");
-    tg_node(g, "Add", "lb", (const char *[]){"xb", "wb"}, 2, "Lb");
-    tg_node(g, "Add", "bxs", (const char *[]){"boxes", "bw"}, 2, "B");
-    tg_node(g, "Add", "la", (const char *[]){"pa", "wa"}, 2, "La");
+    if (conv) {
+        conv_block(g);
+        tg_node(g, "Add", "lb", (const char *[]){"xb", "wb"}, 2, "Lb");
+        tg_node(g, "Add", "bxs", (const char *[]){"boxes", "bw"}, 2, "B");
+    } else {
+        tg_node(g, "Relu", "pre", (const char *[]){"xa"}, 1, "pa");
+        tg_node(g, "Add", "lb", (const char *[]){"xb", "wb"}, 2, "Lb");
+        tg_node(g, "Add", "bxs", (const char *[]){"boxes", "bw"}, 2, "B");
+        tg_node(g, "Add", "la", (const char *[]){"pa", "wa"}, 2, "La");
+    }
     tg_attr_int(g, tg_node(g, "Concat", "cat", (const char *[]){"La", "Lb"}, 2, "L"), "axis", 1);
     tg_attr_int(g, tg_node(g, "Softmax", "sm", (const char *[]){"L"}, 1, "S"), "axis", -1);
     tg_node(g, "Squeeze", "sq", (const char *[]){"S", "ax0"}, 2, "T");
@@ -100,7 +138,7 @@ static bf_model *tail_model(tg_graph *g, int scores_out)
     }
     tg_attr_int(g, tg_node(g, "Concat", "cat_s", scs + 1, C - 1, "out_s"), "axis", 0);
     tg_attr_int(g, tg_node(g, "Concat", "cat_b", bxs + 1, C - 1, "out_b"), "axis", 0);
-    return tg_load(g, scores_out ? "tail_scores_out" : "tail");
+    return tg_load(g, scores_out ? "tail_scores_out" : conv ? "tail_conv" : "tail");
 }
 
 /* a plan's outputs as bytes: each one's rank, dims and elements */
@@ -130,7 +168,9 @@ static void feed(bf_plan *p)
 {
     float boxes[N * 4];
     for (int i = 0; i < N * 4; i++) boxes[i] = (float)(i / 4) * 10.0f + (float)(i % 4);
-    memset(bf_plan_input(p, 0)->data, 0, NA * C * sizeof(float));
+    bf_tensor *xa = bf_plan_input(p, 0);
+    if (bf_tensor_numel(xa) == HW) memcpy(xa->data, XA, sizeof XA);
+    else memset(xa->data, 0, NA * C * sizeof(float));
     memset(bf_plan_input(p, 1)->data, 0, NB * C * sizeof(float));
     memcpy(bf_plan_input(p, 2)->data, boxes, sizeof boxes);
 }
@@ -144,10 +184,10 @@ typedef struct rig {
     outs golden;
 } rig;
 
-static void rig_open(rig *r, int scores_out)
+static void rig_open(rig *r, int scores_out, int conv)
 {
     memset(r, 0, sizeof *r);
-    r->m = tail_model(&r->g, scores_out);
+    r->m = tail_model(&r->g, scores_out, conv);
     bf_error err = {0};
     bf_plan_opts fo = {.unbatched = 1, .fuse_activations = 1, .share_buffers = 1}, po = {.unbatched = 1};
     if (bf_plan_create_opts(r->m, 1, &fo, &r->p, &err) != BF_OK || bf_plan_create_opts(r->m, 1, &po, &r->u, &err) != BF_OK)
@@ -224,13 +264,27 @@ static float score_at(float d)
     return y[2];
 }
 
+/* the rig on the graph (conv: its first level from a Conv), the rule on */
+static const bf__ckpt_tail *rig_on(rig *r, int conv)
+{
+    rig_open(r, 0, conv);
+    const bf__ckpt_tail *t = &r->ck->tail;
+    if (!t->node) fail_msg("the rule is off: %s", t->why);
+    return t;
+}
+
+/* the last class-2 logit whose score is not over the threshold, and the next float up */
+static void edge(float *under, float *over)
+{
+    *under = *over = (float)(log(THR / (1.0 - THR)) - 0.05);
+    while (!(score_at(*over) > THR)) *under = *over, *over = nextafterf(*over, INFINITY);
+}
+
 static void ends_where_the_moved_rows_select_as_golden(void **state)
 {
     (void)state;
     rig r;
-    rig_open(&r, 0);
-    const bf__ckpt_tail *t = &r.ck->tail;
-    if (!t->node) fail_msg("the rule is off: %s", t->why);
+    const bf__ckpt_tail *t = rig_on(&r, 0);
     assert_string_equal(t->node->name, "cat");   /* checked at the Concat, its two inputs the blocks */
     assert_int_equal(t->n_in, 2);
     assert_true(t->thr[0] == INFINITY);          /* the background's column: read by nothing */
@@ -240,8 +294,8 @@ static void ends_where_the_moved_rows_select_as_golden(void **state)
     assert_int_equal(t->golden[0].at[0], 2 * C + 2);
     assert_int_equal(t->golden[0].at[1], (NA + 1) * C + 1);
     /* the edge: the last logit whose score is not over the threshold, and the next */
-    float under = (float)(log(THR / (1.0 - THR)) - 0.05), over = under;
-    while (!(score_at(over) > THR)) under = over, over = nextafterf(over, INFINITY);
+    float under, over;
+    edge(&under, &over);
     int moved;
     assert_int_equal(trial(&r, "wb", 5 * C + 2, under, &moved), 1);
     assert_false(moved);
@@ -283,7 +337,7 @@ static void off_where_the_scores_are_read_elsewhere(void **state)
 {
     (void)state;
     rig r;
-    rig_open(&r, 1);
+    rig_open(&r, 1, 0);
     assert_null(r.ck->tail.node);
     assert_non_null(r.ck->tail.why);
     assert_non_null(strstr(bf__ckpt_tail_off(r.ck), "graph output"));
@@ -299,7 +353,7 @@ static void refused_allocations_fail_cleanly(void **state)
 {
     (void)state;
     rig r;
-    rig_open(&r, 0);
+    rig_open(&r, 0, 0);
     bf__ckpt_trial_free(r.tr);
     bf__ckpt_free(r.ck);
     r.tr = NULL, r.ck = NULL;
@@ -337,12 +391,71 @@ static void refused_allocations_fail_cleanly(void **state)
     rig_close(&r);
 }
 
+/* the Conv's channel a C + c: its rows, as the layout puts them (position q's row q A + a) */
+static void assert_rows_of_anchor(const rig *r, int a)
+{
+    assert_int_equal(r->tr->tail_map, 0);   /* La, the Concat's first block */
+    assert_int_equal(r->tr->tail_nrows, HW);
+    for (int q = 0; q < HW; q++) assert_int_equal(r->tr->tail_rows[q], q * A + a);
+}
+
+static void one_channel_checks_its_rows_alone(void **state)
+{
+    (void)state;
+    rig r;
+    const bf__ckpt_tail *t = rig_on(&r, 1);
+    assert_int_equal(t->map[0].hw, HW);
+    assert_int_equal(t->map[1].conv, -1);   /* Lb: an Add's output */
+    /* golden: row 2 (position 1, anchor 0) class 2; B's row 1 (L's 9) class 1 */
+    assert_int_equal(t->golden[0].n, 2);
+    assert_int_equal(t->golden[0].at[0], 2 * C + 2);
+    int moved;
+    /* anchor 1, class 3's weight: rows 3 and 5 (positions 1 and 2) move.
+     * Over: row 3 selects class 3, the tail must run (the rows of anchor
+     * 0, or row 6 read without the Transpose, hold only golden logits, so
+     * checking those ends it wrongly); under: ends */
+    assert_int_equal(trial(&r, "wc", 1 * C + 3, 11.0f, &moved), 0);
+    assert_true(moved);
+    assert_rows_of_anchor(&r, 1);
+    assert_int_equal(trial(&r, "wc", 1 * C + 3, 2.0f, &moved), 1);
+    assert_false(moved);
+    assert_rows_of_anchor(&r, 1);
+    /* anchor 1, class 2's bias: every position's row of anchor 1 at logit
+     * d; the edge of the threshold on them, as the plain Softmax puts it */
+    float under, over;
+    edge(&under, &over);
+    assert_int_equal(trial(&r, "bc", 1 * C + 2, under, &moved), 1);
+    assert_false(moved);
+    assert_rows_of_anchor(&r, 1);
+    assert_int_equal(trial(&r, "bc", 1 * C + 2, over, &moved), 0);
+    assert_true(moved);
+    /* anchor 0, class 2's weight: the selected score at row 2 moves, its mask the same */
+    assert_int_equal(trial(&r, "wc", 0 * C + 2, 10.5f, &moved), 0);
+    assert_true(moved);
+    assert_rows_of_anchor(&r, 0);
+    /* anchor 0, class 4's weight far under: row 2's class 4 selects
+     * nothing either way, but its selected class 2 score moves with the
+     * Softmax's sum: the tail must run */
+    assert_int_equal(trial(&r, "wc", 0 * C + 4, -20.0f, &moved), 0);
+    assert_true(moved);
+    assert_rows_of_anchor(&r, 0);
+    /* anchor 1, class 4's weight far under: its rows select nothing: ends */
+    assert_int_equal(trial(&r, "wc", 1 * C + 4, -20.0f, &moved), 1);
+    assert_false(moved);
+    assert_rows_of_anchor(&r, 1);
+    /* B's rows: no Conv to map them from; every row of the block checked */
+    assert_int_equal(trial(&r, "wb", 5 * C + 2, -3.0f, &moved), 1);
+    assert_int_equal(r.tr->tail_map, -1);
+    rig_close(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ends_where_the_moved_rows_select_as_golden),
         cmocka_unit_test(off_where_the_scores_are_read_elsewhere),
         cmocka_unit_test(refused_allocations_fail_cleanly),
+        cmocka_unit_test(one_channel_checks_its_rows_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,6 +48,18 @@ typedef struct bf__ckpt_tail_sel {
     int64_t *at;                /* n (row x cols + column)s passing, ascending (the allocation) */
     float *y;                   /* their scores */
 } bf__ckpt_tail_sel;
+/* A block of L that is a Conv's output [1, m, spatial (hw positions)]
+ * moved by copies and n_tr Transposes alone (SSD's heads: Reshape,
+ * Transpose, Reshape), each value read by the next step alone: the input
+ * dims and perm of each Transpose, Conv side first, to map a channel's
+ * elements to the block's rows (ckpt_tail.c, chan_rows). conv -1: none. */
+#define BF__CKPT_TAIL_TR 4
+typedef struct bf__ckpt_tail_map {
+    int conv, n_tr;
+    int64_t m, hw;
+    int nd[BF__CKPT_TAIL_TR];
+    int64_t dims[BF__CKPT_TAIL_TR][BF_MAX_DIMS], perm[BF__CKPT_TAIL_TR][BF_MAX_DIMS];
+} bf__ckpt_tail_map;
 typedef struct bf__ckpt_tail {
     const bf__node *node;       /* the check step's node (NULL: no rule; why says why) */
     const char *why;
@@ -58,6 +70,8 @@ typedef struct bf__ckpt_tail {
     int n_in;
     int *in_val;                /* the blocks' values */
     int64_t *in_row;            /* n_in + 1: their first rows in L */
+    bf__ckpt_tail_map *map;     /* n_in */
+    int64_t map_rows;           /* the most positions (hw) of a mapped block's Conv */
     size_t n_cross;
     int *cross;                 /* values computed before step, read at or after it (or outputs) */
     int64_t samples;
@@ -162,6 +176,11 @@ struct bf__ckpt_trial {
     unsigned char *tail_in;
     float *tail_y;
     int64_t tail_cols;          /* the buffer's row length (the checkpoints' when it was made) */
+    /* the one block the faults reach, when they all lie in one output
+     * channel of the Conv it is mapped from (-1: none), and that channel's
+     * rows in it, ascending: the check computes those alone */
+    int tail_map;
+    int64_t *tail_rows, tail_nrows, tail_rows_cap;
 };
 
 /* ckpt_reach.c: the graph's facts above, from plan p */

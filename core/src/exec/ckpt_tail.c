@@ -40,9 +40,23 @@
  * is spread over 91 classes, so the scores lie far under the bound), so
  * it was dropped.
  *
+ * The rows a one-channel fault moves (h26-ssd). A block that is a Conv's
+ * output moved by copies and Transposes alone (SSD's heads: Reshape
+ * [1, A, C, H, W], Transpose to [1, H, W, A, C], Reshape [1, H W A, C]),
+ * each value read by the next step alone, holds every element of the
+ * Conv's output once, at an index the chain's index arithmetic gives.
+ * When a trial's faults all lie in one output channel of that Conv (the
+ * one-channel Convs' chan_step, ckpt_chan.c), land in no other step, and
+ * the Conv's other inputs are golden, only that channel's elements move:
+ * every other row of the block holds golden logits, so its scores are
+ * golden's and select what they selected. The check then computes the
+ * rows holding that channel's elements alone (on SSDlite320's first level
+ * 400 of 2,400), each row by the same kernel and compared the same way.
+ *
  * Where the graph is anything else the rule is off and the tail runs as
  * before, the reason in --stats (bf_campaign_result.ckpt.tail_off). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -242,6 +256,8 @@ static const char *scores(const finder *f, int i, int64_t rows, int64_t cols, fl
     return why ? why : any ? NULL : "no class column is read";
 }
 
+static void map_block(bf__ckpt_tail *t, const finder *f, int j);
+
 /* the check at L's Concat along its rows (its inputs row blocks), when it
  * is one; else at the Softmax, L one block */
 static bf_status blocks(bf__ckpt_tail *t, const finder *f, int sm, int l, int64_t rows, int64_t cols)
@@ -266,13 +282,103 @@ static bf_status blocks(bf__ckpt_tail *t, const finder *f, int sm, int l, int64_
     t->step = ok ? q : sm;
     t->in_val = bf__malloc((size_t)t->n_in * sizeof *t->in_val);
     t->in_row = bf__malloc(((size_t)t->n_in + 1) * sizeof *t->in_row);
-    if (!t->in_val || !t->in_row) return BF_ENOMEM;
+    t->map = bf__malloc((size_t)t->n_in * sizeof *t->map);
+    if (!t->in_val || !t->in_row || !t->map) return BF_ENOMEM;
     t->in_row[0] = 0;
     for (int j = 0; j < t->n_in; j++) {
         t->in_val[j] = ok ? n->in[j] : l;
         t->in_row[j + 1] = t->in_row[j] + (ok ? bf_tensor_numel(&p->vals[n->in[j]]) / cols : rows);
     }
+    for (int j = 0; j < t->n_in; j++) map_block(t, f, j);
     return BF_OK;
+}
+
+/* Block j as a Conv's output moved by copies and Transposes alone (t->map[j];
+ * conv -1 when it is not) */
+static void map_block(bf__ckpt_tail *t, const finder *f, int j)
+{
+    const bf_plan *p = f->p;
+    bf__ckpt_tail_map *mp = &t->map[j], tr = {.conv = -1};
+    mp->conv = -1;
+    int v = t->in_val[j];
+    int64_t numel = bf_tensor_numel(&p->vals[v]);
+    for (int hop = 0; hop < 16; hop++) {
+        int q = maker(p, v);
+        if (q < 0 || p->steps[q].dyn) return;
+        const bf__step *s = &p->steps[q];
+        const bf__node *n = s->node;
+        if (n->n_out != 1 || n->out[0] != v) return;   /* a fused step writing another value */
+        if (is_op(n, "Conv")) {
+            const bf_tensor *o = &p->vals[v];
+            if (o->ndim < 3 || o->dims[0] != 1 || o->dtype != BF_F32 || bf_tensor_numel(o) != numel) return;
+            tr.m = o->dims[1], tr.hw = numel / o->dims[1];
+            tr.conv = q;
+            /* collected from the block back: the Conv side first */
+            for (int k = 0; k < tr.n_tr; k++) {
+                int b = tr.n_tr - 1 - k;
+                mp->nd[k] = tr.nd[b];
+                memcpy(mp->dims[k], tr.dims[b], sizeof mp->dims[k]);
+                memcpy(mp->perm[k], tr.perm[b], sizeof mp->perm[k]);
+            }
+            mp->n_tr = tr.n_tr, mp->m = tr.m, mp->hw = tr.hw, mp->conv = q;
+            if (tr.hw > t->map_rows) t->map_rows = tr.hw;
+            return;
+        }
+        int x = n->n_in >= 1 ? n->in[0] : -1;
+        if (x < 0 || !read_by_only(f, x, q) || slots(n, x) != 1 || bf_tensor_numel(&p->vals[x]) != numel) return;
+        if (is_op(n, "Transpose")) {
+            const bf_tensor *xt = &p->vals[x];
+            int np = 0, k = tr.n_tr, seen = 0;
+            if (k == BF__CKPT_TAIL_TR || n->n_in != 1 ||
+                bf__attr_ints(n, "perm", tr.perm[k], BF_MAX_DIMS, &np, NULL) != BF_OK || np != xt->ndim || np < 1)
+                return;
+            for (int a = 0; a < np; a++) {
+                if (tr.perm[k][a] < 0 || tr.perm[k][a] >= np || (seen >> tr.perm[k][a]) & 1) return;
+                seen |= 1 << tr.perm[k][a];
+                tr.dims[k][a] = xt->dims[a];
+            }
+            tr.nd[k] = np;
+            tr.n_tr++;
+        } else if (!bf__copy_step(s))
+            return;
+        v = x;
+    }
+}
+
+/* element e of transpose k's input: its index in the output */
+static int64_t transposed(const bf__ckpt_tail_map *mp, int k, int64_t e)
+{
+    int nd = mp->nd[k];
+    int64_t idx[BF_MAX_DIMS], o = 0;
+    for (int a = nd - 1; a >= 0; a--) idx[a] = e % mp->dims[k][a], e /= mp->dims[k][a];
+    for (int a = 0; a < nd; a++) o = o * mp->dims[k][mp->perm[k][a]] + idx[mp->perm[k][a]];
+    return o;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* the block's rows (of cols) holding channel oc's elements, ascending
+ * and each once, into rows (mp->hw room): their count */
+static int64_t chan_rows(const bf__ckpt_tail_map *mp, int64_t oc, int64_t cols, int64_t *rows)
+{
+    int64_t n = 0;
+    int sorted = 1;
+    for (int64_t pos = 0; pos < mp->hw; pos++) {
+        int64_t e = oc * mp->hw + pos;
+        for (int k = 0; k < mp->n_tr; k++) e = transposed(mp, k, e);
+        rows[n] = e / cols;
+        sorted &= n == 0 || rows[n] >= rows[n - 1];
+        n++;
+    }
+    if (!sorted) qsort(rows, (size_t)n, sizeof *rows, cmp_i64);
+    int64_t u = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (u == 0 || rows[i] != rows[u - 1]) rows[u++] = rows[i];
+    return u;
 }
 
 /* The values computed before the check step that a step at or after it
@@ -334,6 +440,7 @@ void bf__ckpt_tail_free(bf__ckpt_tail *t)
 {
     bf__free(t->in_val);
     bf__free(t->in_row);
+    bf__free(t->map);
     bf__free(t->cross);
     bf__free(t->thr);
     for (int64_t s = 0; t->golden && s < t->samples; s++) bf__free(t->golden[s].at);
@@ -488,10 +595,28 @@ bf_status bf__ckpt_tail_record(bf__ckpt *ck, const bf_plan *p, int64_t s)
     return st;
 }
 
+/* the trial's faults all in one output channel of the Conv block j is
+ * mapped from, landing in no other step, its other inputs golden: that
+ * channel's rows (tr->tail_rows), else -1 */
+static int one_channel(const bf__ckpt *ck, bf__ckpt_trial *tr, int j)
+{
+    const bf__ckpt_tail_map *mp = &ck->tail.map[j];
+    int i = tr->chan_step;
+    if (i < 0 || mp->conv != i || tr->chan_oc < 0 || tr->chan_oc >= mp->m || mp->hw > tr->tail_rows_cap) return -1;
+    for (size_t k = 0; k < ck->n_steps; k++)
+        if (tr->origin[k] && (int)k != i) return -1;
+    for (int q = ck->in_first[i]; q < ck->in_first[i + 1]; q++)
+        if (ck->val_param[ck->in_val[q]] < 0 && tr->taint[ck->in_val[q]]) return -1;
+    tr->tail_nrows = chan_rows(mp, tr->chan_oc, ck->tail.cols, tr->tail_rows);
+    return j;
+}
+
 void bf__ckpt_tail_trial(const bf__ckpt *ck, bf__ckpt_trial *tr)
 {
     const bf__ckpt_tail *t = &ck->tail;
     tr->tail = 0;
+    tr->tail_map = -1;
+    tr->tail_nrows = 0;
     if (!t->node || tr->all || tr->lo < 0 || tr->hi >= t->step || !tr->tail_in || !tr->tail_y || tr->tail_cols != t->cols)
         return;
     memset(tr->tail_in, 0, (size_t)t->n_in);
@@ -503,6 +628,27 @@ void bf__ckpt_tail_trial(const bf__ckpt *ck, bf__ckpt_trial *tr)
         if (!in) return;   /* the faults reach the rest otherwise than through L */
     }
     tr->tail = 1;
+    int reached = -1, n = 0;
+    for (int j = 0; j < t->n_in; j++)
+        if (tr->tail_in[j]) reached = j, n++;
+    if (n == 1 && t->map && tr->tail_rows) tr->tail_map = one_channel(ck, tr, reached);
+}
+
+/* L's row at (row x cols) with scores yr against the golden selections g
+ * from *u on (rows in ascending order): 1 when the same (row, class) pairs
+ * pass with the same bits */
+static int row_golden(const bf__ckpt_tail *t, const bf__ckpt_tail_sel *g, const float *yr, int64_t at, int64_t *u)
+{
+    int64_t c = t->cols;
+    while (*u < g->n && g->at[*u] < at) (*u)++;
+    int kept = *u < g->n && g->at[*u] < at + c;
+    if (!kept && !passes(yr, t->thr, c)) return 1;   /* selects nothing in either run */
+    for (int64_t k = 0; k < c; k++) {
+        int here = *u < g->n && g->at[*u] == at + k;
+        if ((yr[k] > t->thr[k]) != here) return 0;                       /* a mask moved */
+        if (here && memcmp(&yr[k], &g->y[(*u)++], sizeof *yr) != 0) return 0;   /* a selected score moved */
+    }
+    return 1;
 }
 
 int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_plan *p, int64_t s)
@@ -517,21 +663,19 @@ int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_
         if (!tr->tail_in[j]) continue;   /* golden: its rows are */
         const float *x = block(t, p, j);
         if (!x) return 0;
+        if (tr->tail_map == j) {   /* the faulted channel's rows alone: the others hold golden logits */
+            for (int64_t i = 0; i < tr->tail_nrows; i++) {
+                int64_t r = tr->tail_rows[i];
+                bf__softmax_rows_run(y, x + r * c, 1, c);
+                if (!row_golden(t, g, y, (t->in_row[j] + r) * c, &u)) return 0;
+            }
+            continue;
+        }
         for (int64_t r0 = t->in_row[j]; r0 < t->in_row[j + 1]; r0 += TAIL_CHUNK) {
             int64_t nr = t->in_row[j + 1] - r0 < TAIL_CHUNK ? t->in_row[j + 1] - r0 : TAIL_CHUNK;
             bf__softmax_rows_run(y, x + (r0 - t->in_row[j]) * c, nr, c);
-            for (int64_t r = 0; r < nr; r++) {
-                const float *yr = y + r * c;
-                int64_t at = (r0 + r) * c;
-                while (u < g->n && g->at[u] < at) u++;
-                int kept = u < g->n && g->at[u] < at + c;
-                if (!kept && !passes(yr, t->thr, c)) continue;   /* selects nothing in either run */
-                for (int64_t k = 0; k < c; k++) {
-                    int here = u < g->n && g->at[u] == at + k;
-                    if ((yr[k] > t->thr[k]) != here) return 0;   /* a mask moved */
-                    if (here && memcmp(&yr[k], &g->y[u++], sizeof *yr) != 0) return 0;   /* a selected score moved */
-                }
-            }
+            for (int64_t r = 0; r < nr; r++)
+                if (!row_golden(t, g, y + r * c, (r0 + r) * c, &u)) return 0;
         }
     }
     return 1;
