@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "asan_region.h"
 #include "linalg_window.h"
 #include "sgemm.h"
 #include "transpose8.h"
@@ -64,27 +65,15 @@ static int64_t bc_chunk(int64_t ksp)
  * three times dearer and the blocks slower (tests/history/
  * round22-h26-build.md). Instead bc_asan checks, before a chunk of K runs
  * over a tile of positions, every byte its blocks read or write (bc_asan
- * says which). __asan_region_is_poisoned looks at every
- * byte; a poisoned one is read through instrumented code (asan_touch), so
- * the report is ASan's usual one (tests/unit/asan_bcast_oob.c plants an
- * input and a weight one float short). What it no longer sees, as in
+ * says which), with asan_region.h's bf__asan_bytes: ASan's usual report
+ * for a poisoned byte (tests/unit/asan_bcast_oob.c plants an input and a
+ * weight one float short). What it no longer sees, as in
  * sgemm.c: an index a block computes wrongly inside those spans. The
  * release build compiles none of this: NO_ASAN and BC_ASAN are empty there
  * and its machine code is unchanged. */
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define NO_ASAN __attribute__((no_sanitize_address))
-
-__attribute__((noinline)) static void asan_touch(const volatile char *p) { (void)*p; }
-
-static void asan_bytes(const void *p, size_t bytes)
-{
-    const void *bad = p && bytes ? __asan_region_is_poisoned((void *)(uintptr_t)p, bytes) : NULL;
-    if (bad) asan_touch(bad);
-}
 #define BC_ASAN(...) bc_asan(__VA_ARGS__)
 #else
-#define NO_ASAN
 #define BC_ASAN(...) ((void)0)
 #endif
 
@@ -168,11 +157,11 @@ __attribute__((noinline)) static void bc_asan(const bcast_job *j, int nv, int64_
                                               int64_t p0, int64_t p1, const float *acc)
 {
     if (q1 <= q0) return;
-    asan_bytes(acc, sizeof(float) * (size_t)((q1 - q0 - 1) * 64 + 16 * nv));
-    asan_bytes(j->pin + q0, sizeof(int32_t) * (size_t)(q1 - q0));
+    bf__asan_bytes(acc, sizeof(float) * (size_t)((q1 - q0 - 1) * 64 + 16 * nv));
+    bf__asan_bytes(j->pin + q0, sizeof(int32_t) * (size_t)(q1 - q0));
     if (p1 <= p0) return;
-    asan_bytes(j->off + p0, sizeof(int32_t) * (size_t)(p1 - p0));
-    asan_bytes(wb + p0 * 16 * nv, sizeof(float) * (size_t)((p1 - p0) * 16 * nv));
+    bf__asan_bytes(j->off + p0, sizeof(int32_t) * (size_t)(p1 - p0));
+    bf__asan_bytes(wb + p0 * 16 * nv, sizeof(float) * (size_t)((p1 - p0) * 16 * nv));
     int64_t lo = j->off[p0], hi = lo, qlo = j->pin[q0], qhi = qlo;
     for (int64_t p = p0 + 1; p < p1; p++) {
         if (j->off[p] < lo) lo = j->off[p];
@@ -182,7 +171,7 @@ __attribute__((noinline)) static void bc_asan(const bcast_job *j, int nv, int64_
         if (j->pin[q] < qlo) qlo = j->pin[q];
         if (j->pin[q] > qhi) qhi = j->pin[q];
     }
-    asan_bytes(j->xp + qlo + lo, sizeof(float) * (size_t)(qhi + hi - qlo - lo + 1));
+    bf__asan_bytes(j->xp + qlo + lo, sizeof(float) * (size_t)(qhi + hi - qlo - lo + 1));
 }
 #endif
 

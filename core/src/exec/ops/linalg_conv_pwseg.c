@@ -38,6 +38,7 @@
 
 #include "base/alloc.h"
 #include "base/simd.h"
+#include "asan_region.h"
 #include "exec/op.h"
 #include "linalg_pwseg.h"
 #include "linalg_window.h"
@@ -78,42 +79,29 @@ static int64_t kstep_of(int64_t k)
  * round22-h26-build.md). Instead ps_asan checks, before each block, every
  * byte it reads or writes: its packed weights and pair of panels, y's
  * rows (read and written), the residual's rows and the epilogue's
- * per-channel coefficients. A poisoned byte is read through instrumented
- * code (asan_touch): ASan's usual report (tests/unit/asan_pwseg_oob.c
- * plants y and the residual one float short). What it no longer sees: an
+ * per-channel coefficients, with asan_region.h's bf__asan_bytes: ASan's
+ * usual report for a poisoned byte (tests/unit/asan_pwseg_oob.c plants y
+ * and the residual one float short). What it no longer sees: an
  * index the block computes wrongly inside those spans. Elsewhere none of
  * this is compiled (NO_ASAN is empty): the release build's machine code is
  * unchanged. */
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define NO_ASAN __attribute__((no_sanitize_address))
-
-__attribute__((noinline)) static void asan_touch(const volatile char *p) { (void)*p; }
-
-static void asan_bytes(const void *p, size_t bytes)
-{
-    const void *bad = p && bytes ? __asan_region_is_poisoned((void *)(uintptr_t)p, bytes) : NULL;
-    if (bad) asan_touch(bad);
-}
-
 /* what ps_block(mr, kc, a, bp, first, last, e, i0, res, y, ldy) touches */
 static void ps_asan(int mr, int kc, const float *a, const float *bp, int last, const bf__pws_epi *e, int64_t i0,
                     const float *res, const float *y, int64_t ldy)
 {
-    asan_bytes(a, sizeof(float) * (size_t)mr * (size_t)kc);
-    asan_bytes(bp, sizeof(float) * 32 * (size_t)kc);
+    bf__asan_bytes(a, sizeof(float) * (size_t)mr * (size_t)kc);
+    bf__asan_bytes(bp, sizeof(float) * 32 * (size_t)kc);
     for (int i = 0; i < mr; i++) {
-        asan_bytes(y + (int64_t)i * ldy, sizeof(float) * 32);
-        if (last && res) asan_bytes(res + (int64_t)i * ldy, sizeof(float) * 32);
+        bf__asan_bytes(y + (int64_t)i * ldy, sizeof(float) * 32);
+        if (last && res) bf__asan_bytes(res + (int64_t)i * ldy, sizeof(float) * 32);
     }
     if (!last) return;
-    asan_bytes(e, sizeof *e);
-    asan_bytes(e->bias ? e->bias + i0 : NULL, sizeof(float) * (size_t)mr);
-    asan_bytes(e->bna ? e->bna + i0 : NULL, sizeof(float) * (size_t)mr);
-    asan_bytes(e->bnb ? e->bnb + i0 : NULL, sizeof(float) * (size_t)mr);
+    bf__asan_bytes(e, sizeof *e);
+    bf__asan_bytes(e->bias ? e->bias + i0 : NULL, sizeof(float) * (size_t)mr);
+    bf__asan_bytes(e->bna ? e->bna + i0 : NULL, sizeof(float) * (size_t)mr);
+    bf__asan_bytes(e->bnb ? e->bnb + i0 : NULL, sizeof(float) * (size_t)mr);
 }
-#else
-#define NO_ASAN
 #endif
 
 /* `a` is vaddps's first source: the operand x86 returns when both are NaN
