@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "asan_region.h"
 #include "linalg_window.h"
 #include "sgemm.h"
 #include "transpose8.h"
@@ -56,6 +57,25 @@ static int64_t bc_chunk(int64_t ksp)
 #include <immintrin.h>
 
 #define AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+
+/* Under AddressSanitizer (build-asan: GCC defines __SANITIZE_ADDRESS__)
+ * the blocks (bc_NP_NV, inlined into bc_dispatch) are not instrumented
+ * (NO_ASAN), as sgemm.c's rows are not: ASan checked each of a block's NP
+ * broadcasts and NV loads a k step inline, which made this file's compile
+ * three times dearer and the blocks slower (tests/history/
+ * round22-h26-build.md). Instead bc_asan checks, before a chunk of K runs
+ * over a tile of positions, every byte its blocks read or write (bc_asan
+ * says which), with asan_region.h's bf__asan_bytes: ASan's usual report
+ * for a poisoned byte (tests/unit/asan_bcast_oob.c plants an input and a
+ * weight one float short). What it no longer sees, as in
+ * sgemm.c: an index a block computes wrongly inside those spans. The
+ * release build compiles none of this: NO_ASAN and BC_ASAN are empty there
+ * and its machine code is unchanged. */
+#if defined(__SANITIZE_ADDRESS__)
+#define BC_ASAN(...) bc_asan(__VA_ARGS__)
+#else
+#define BC_ASAN(...) ((void)0)
+#endif
 
 typedef struct bcast_job {
     const float *xp, *bias;
@@ -87,7 +107,7 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
  * [NP][64], from +0 (first) or as the last chunk left them, stored back
  * for the next chunk or bc_epi */
 #define BC_BLOCK(NP, NV)                                                                                             \
-    AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                         \
+    NO_ASAN AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                         \
         const bcast_job *j, const float *wb, const char *pf, int64_t q0, int64_t p0, int64_t p1, float *acc, int first) \
     {                                                                                                                \
         __m512 s[NP][NV];                                                                                            \
@@ -125,9 +145,39 @@ BC_NPS(4)
         bc_6_##NV(j, wb, pf, q0, p0, p1, acc, first);                                                      \
     }
 
-AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int nv, int np, const float *wb,
-                                                         const char *pf, int64_t q0, int64_t p0, int64_t p1, float *acc,
-                                                         int first)
+#if defined(__SANITIZE_ADDRESS__)
+/* what the blocks of positions q0 .. q1 (a tile), nv vectors, k terms
+ * [p0, p1) read and write, checked once before bc_run dispatches them:
+ * their sums in acc, the positions' first floats, the k terms' offsets and
+ * weights, and the input from the lowest position's lowest offset to the
+ * highest's highest (the floats the blocks broadcast lie in that span, all
+ * in the one buffer of planes). Instrumented: it reads the tables once
+ * they are checked. */
+__attribute__((noinline)) static void bc_asan(const bcast_job *j, int nv, int64_t q0, int64_t q1, const float *wb,
+                                              int64_t p0, int64_t p1, const float *acc)
+{
+    if (q1 <= q0) return;
+    bf__asan_bytes(acc, sizeof(float) * (size_t)((q1 - q0 - 1) * 64 + 16 * nv));
+    bf__asan_bytes(j->pin + q0, sizeof(int32_t) * (size_t)(q1 - q0));
+    if (p1 <= p0) return;
+    bf__asan_bytes(j->off + p0, sizeof(int32_t) * (size_t)(p1 - p0));
+    bf__asan_bytes(wb + p0 * 16 * nv, sizeof(float) * (size_t)((p1 - p0) * 16 * nv));
+    int64_t lo = j->off[p0], hi = lo, qlo = j->pin[q0], qhi = qlo;
+    for (int64_t p = p0 + 1; p < p1; p++) {
+        if (j->off[p] < lo) lo = j->off[p];
+        if (j->off[p] > hi) hi = j->off[p];
+    }
+    for (int64_t q = q0 + 1; q < q1; q++) {
+        if (j->pin[q] < qlo) qlo = j->pin[q];
+        if (j->pin[q] > qhi) qhi = j->pin[q];
+    }
+    bf__asan_bytes(j->xp + qlo + lo, sizeof(float) * (size_t)(qhi + hi - qlo - lo + 1));
+}
+#endif
+
+NO_ASAN AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int nv, int np, const float *wb,
+                                                                 const char *pf, int64_t q0, int64_t p0, int64_t p1,
+                                                                 float *acc, int first)
 {
     if (nv == 4) BC_SWITCH(4)
     else if (nv == 3) BC_SWITCH(3)
@@ -264,6 +314,7 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
                  * the prefetch touches this chunk's own weights, in cache */
                 int64_t nx = r0 * j->kc + p1 * 16 * nv, nend = r0 * j->kc + (2 * p1 - p0) * 16 * nv;
                 if (nend > m * j->kc) nend = m * j->kc;
+                BC_ASAN(j, nv, t0, t1, wr, p0, p1, j->acc);
                 for (int64_t q0 = t0; q0 < t1; q0 += BC_NP, nx += (p1 - p0) * 4) {
                     int np = t1 - q0 < BC_NP ? (int)(t1 - q0) : BC_NP;
                     const char *pf = (const char *)(wpk && nx + (p1 - p0) * 4 <= nend ? wpk + nx : wr + p0 * 16 * nv);

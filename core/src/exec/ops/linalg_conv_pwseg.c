@@ -38,6 +38,7 @@
 
 #include "base/alloc.h"
 #include "base/simd.h"
+#include "asan_region.h"
 #include "exec/op.h"
 #include "linalg_pwseg.h"
 #include "linalg_window.h"
@@ -71,6 +72,38 @@ static int64_t kstep_of(int64_t k)
 }
 
 #if PS512
+/* Under AddressSanitizer (build-asan) the blocks (ps_block, inlined into
+ * ps_dispatch) are not instrumented (NO_ASAN), as linalg_conv_bcast.c's
+ * and sgemm.c's are not: ASan's inline check of each broadcast, load and
+ * store of the unrolled block doubled this file's compile (tests/history/
+ * round22-h26-build.md). Instead ps_asan checks, before each block, every
+ * byte it reads or writes: its packed weights and pair of panels, y's
+ * rows (read and written), the residual's rows and the epilogue's
+ * per-channel coefficients, with asan_region.h's bf__asan_bytes: ASan's
+ * usual report for a poisoned byte (tests/unit/asan_pwseg_oob.c plants y
+ * and the residual one float short). What it no longer sees: an
+ * index the block computes wrongly inside those spans. Elsewhere none of
+ * this is compiled (NO_ASAN is empty): the release build's machine code is
+ * unchanged. */
+#if defined(__SANITIZE_ADDRESS__)
+/* what ps_block(mr, kc, a, bp, first, last, e, i0, res, y, ldy) touches */
+static void ps_asan(int mr, int kc, const float *a, const float *bp, int last, const bf__pws_epi *e, int64_t i0,
+                    const float *res, const float *y, int64_t ldy)
+{
+    bf__asan_bytes(a, sizeof(float) * (size_t)mr * (size_t)kc);
+    bf__asan_bytes(bp, sizeof(float) * 32 * (size_t)kc);
+    for (int i = 0; i < mr; i++) {
+        bf__asan_bytes(y + (int64_t)i * ldy, sizeof(float) * 32);
+        if (last && res) bf__asan_bytes(res + (int64_t)i * ldy, sizeof(float) * 32);
+    }
+    if (!last) return;
+    bf__asan_bytes(e, sizeof *e);
+    bf__asan_bytes(e->bias ? e->bias + i0 : NULL, sizeof(float) * (size_t)mr);
+    bf__asan_bytes(e->bna ? e->bna + i0 : NULL, sizeof(float) * (size_t)mr);
+    bf__asan_bytes(e->bnb ? e->bnb + i0 : NULL, sizeof(float) * (size_t)mr);
+}
+#endif
+
 /* `a` is vaddps's first source: the operand x86 returns when both are NaN
  * (sgemm.c's add_first16; the compiler may not swap them) */
 AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, __m512 b)
@@ -85,7 +118,7 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
  * loads of B and mr broadcasts of A for 2 mr multiply-adds. first: the
  * sums start at +0, else at y's; last: the epilogue (e, row i0's on) then
  * y, else the sums to y. */
-AVX512 static inline __attribute__((always_inline)) void ps_block(int mr, int kc, const float *a, const float *bp,
+NO_ASAN AVX512 static inline __attribute__((always_inline)) void ps_block(int mr, int kc, const float *a, const float *bp,
                                                                   int first, int last, const bf__pws_epi *e,
                                                                   int64_t i0, const float *res, float *y, int64_t ldy)
 {
@@ -153,6 +186,18 @@ AVX512 static inline __attribute__((always_inline)) void ps_block(int mr, int kc
     default: break;                                                                                    \
     }
 
+#if defined(__SANITIZE_ADDRESS__)
+/* the block of mr rows (1 .. 12), its size a constant in each case (the
+ * release build inlines the same switch in pws_run) */
+NO_ASAN AVX512 __attribute__((noinline)) static void ps_dispatch(int mr, int kc, const float *a, const float *bp, int first, int last,
+                                            const bf__pws_epi *e, int64_t i0, const float *res, float *y, int64_t ldy)
+{
+#define PS_CALL(r) ps_block(r, kc, a, bp, first, last, e, i0, res, y, ldy)
+    PS_CASES(PS_CALL)
+#undef PS_CALL
+}
+#endif
+
 /* B's rows k0 .. k0 + kc, positions j .. j + 32, to dst (kc x 32; moves) */
 AVX512 static inline void pack_pair(const float *xn, int64_t osp, int64_t k0, int kc, int64_t j, float *dst)
 {
@@ -196,9 +241,14 @@ AVX512 static void pws_run(const bf__conv_params *cp, const float *x, const floa
                 for (int64_t j = 0; j < osp; j += 32) {
                     const float *rb = rn ? rn + (int64_t)i0 * osp + j : NULL;
                     float *yb = yn + (int64_t)i0 * osp + j;
+#if defined(__SANITIZE_ADDRESS__)
+                    ps_asan(mr, kc, ab, bw + j * kc, last, e, i0, rb, yb, osp);
+                    ps_dispatch(mr, kc, ab, bw + j * kc, first, last, e, i0, rb, yb, osp);
+#else
 #define PS_CALL(r) ps_block(r, kc, ab, bw + j * kc, first, last, e, i0, rb, yb, osp)
                     PS_CASES(PS_CALL)
 #undef PS_CALL
+#endif
                 }
                 ab += (int64_t)mr * kc;
                 i0 += mr;

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "asan_region.h"
 #include "base/simd.h"
 #include "transpose8.h"
 
@@ -114,27 +115,13 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
  * a time), then for each block of rows (asan_block) A's rows and the bias,
  * y's rows over the group's columns and the epilogue's inputs (residual
  * rows, the column bias, the accumulated row).
- * __asan_region_is_poisoned looks at every byte, as the per-access checks
- * did. A poisoned byte is read through instrumented code (asan_touch), so
- * the report is ASan's usual one (heap-buffer-overflow, the allocation,
- * the stack through the rows), a read of 1 byte at the first bad address.
+ * asan_region.h's bf__asan_bytes: ASan's usual report for a poisoned byte.
  * The release build compiles none of this: NO_ASAN is empty there and its
  * machine code is unchanged. */
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define NO_ASAN __attribute__((no_sanitize_address))
-
-__attribute__((noinline)) static void asan_touch(const volatile char *p) { (void)*p; }
-
-static void asan_bytes(const void *p, size_t bytes)
-{
-    const void *bad = p && bytes ? __asan_region_is_poisoned((void *)(uintptr_t)p, bytes) : NULL;
-    if (bad) asan_touch(bad);
-}
-
 static void asan_span(const float *p, int64_t floats)
 {
-    if (floats > 0) asan_bytes(p, (size_t)floats * sizeof(float));
+    if (floats > 0) bf__asan_bytes(p, (size_t)floats * sizeof(float));
 }
 
 /* a block of mr rows of A (k floats each, lda apart) and its bias */
@@ -143,8 +130,6 @@ static void asan_rows(const float *a, int64_t lda, int mr, int k, const float *b
     for (int i = 0; i < mr; i++) asan_span(a + (int64_t)i * lda, k);
     asan_span(bias, mr);
 }
-#else
-#define NO_ASAN
 #endif
 
 /* a + b with a the instruction's first source, which x86 returns when both
@@ -324,7 +309,7 @@ static void asan_block(const panel_at *pa, int np, int i0, int mr, int k, const 
     const int j0 = np ? pa[0].j0 : 0, nc = np ? pa[np - 1].j0 + pa[np - 1].nr - j0 : 0;
     const float *yb = y + (int64_t)i0 * ldy + j0, *res = act && act->res ? act->res + (int64_t)i0 * ldy + j0 : NULL;
     asan_rows(a + (int64_t)i0 * lda, lda, mr, k, bias ? bias + i0 : NULL);
-    if (act) asan_bytes(act, sizeof *act);
+    if (act) bf__asan_bytes(act, sizeof *act);
     for (int i = 0; i < mr; i++) {
         asan_span(yb + (int64_t)i * ldy, nc);
         if (res) asan_span(res + (int64_t)i * ldy, nc);

@@ -1,0 +1,34 @@
+/* Region checks for the kernels whose blocks run uninstrumented under
+ * AddressSanitizer (sgemm.c, linalg_conv_bcast.c, linalg_conv_pwseg.c:
+ * each says what its blocks touch and why). In build-asan (GCC defines
+ * __SANITIZE_ADDRESS__) NO_ASAN marks a block no_sanitize_address, and
+ * bf__asan_bytes checks every byte of a span the block will read or write
+ * before it runs: __asan_region_is_poisoned looks at every byte, as the
+ * per-access checks did, and a poisoned one is read through instrumented
+ * code (bf__asan_touch), so the report is ASan's usual one
+ * (heap-buffer-overflow, the allocation, the stack through the kernel), a
+ * read of 1 byte at the first bad address. Elsewhere (the release build,
+ * TSan, clang's fuzz build, which does not define the macro) NO_ASAN is
+ * empty and there is nothing else. */
+#ifndef BF_ASAN_REGION_H
+#define BF_ASAN_REGION_H
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <stddef.h>
+#include <stdint.h>
+#include <sanitizer/asan_interface.h>
+#define NO_ASAN __attribute__((no_sanitize_address))
+
+__attribute__((noinline, unused)) static void bf__asan_touch(const volatile char *p) { (void)*p; }
+
+/* bytes from p (NULL or 0 bytes: nothing) */
+static inline void bf__asan_bytes(const void *p, size_t bytes)
+{
+    const void *bad = p && bytes ? __asan_region_is_poisoned((void *)(uintptr_t)p, bytes) : NULL;
+    if (bad) bf__asan_touch(bad);
+}
+#else
+#define NO_ASAN
+#endif
+
+#endif
