@@ -9,7 +9,10 @@ CPU-s a process on the AMD VM, a third of it system time for the pages it touche
 of them to check one thing in a second or two. Run mode imports them once, then forks a child per
 check (sequentially) that runs the script as `python3 SCRIPT ARG...` would (runpy, its
 __main__, sys.argv, sys.path[0] its folder), its stdout and stderr (and its
-subprocesses') into OUTDIR/NAME.log and its exit status into OUTDIR/NAME.rc. A fork
+subprocesses') into OUTDIR/NAME.log and its exit status into OUTDIR/NAME.rc, and prints
+each check's exit status and CPU-s (user + system of the child and the processes it
+waited for: its bitflip runs), which ctest's one wall time for torch_checks does not
+give (tests/history/round22-h26-suite.md has a run's). A fork
 shares the imported modules, and each check still gets its own process: nothing it sets
 (seeds, thread counts, sys.path, modules it imports) reaches the next. Six imports cost
 ~22 CPU-s, the one import and six forks ~4.3 (tests/README.md, "The nineteenth round").
@@ -20,6 +23,7 @@ by the test that names the check. No verdict (the runner died first) fails the t
 Run mode exits 0 whatever the checks say; 1 only on a bad command line.
 """
 import os
+import resource
 import sys
 
 import forkrun   # tests/forkrun.py: this script's folder is sys.path[0]
@@ -54,14 +58,17 @@ def run(outdir, groups):
             pass
     for name, script, args in groups:
         log = os.path.join(outdir, name + ".log")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         code = forkrun.forked(forkrun.script(script, args), log)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if code < 0:   # killed by a signal: a failure, as ctest would report it
             with open(log, "a") as f:
                 f.write(f"\ntorch_checks: {name} killed by signal {-code}\n")
             code = 1
         with open(os.path.join(outdir, name + ".rc"), "w") as f:
             f.write(f"{code}\n")
-        print(f"{name}: exit {code}", flush=True)
+        print(f"{name}: exit {code}, {cpu:.1f} CPU-s", flush=True)
     return 0
 
 

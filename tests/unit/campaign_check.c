@@ -21,6 +21,35 @@ bf_campaign *tc_make(const bf_model *m, const bf_dataset *ds, const bf_campaign_
     return c;
 }
 
+tc_alloc_plan tc_alloc_plan_get(void)
+{
+    tc_alloc_plan p = {.paths = TC_ALLOC_PATHS, .step = TC_ALLOC_STEP};
+    const char *e = getenv("BF_ALLOC_LOOP");
+    if (!e || !*e) return p;
+    char *end = NULL;
+    long n = strtol(e, &end, 10);
+    if (strcmp(e, "each") == 0) p = (tc_alloc_plan){.paths = 0, .step = 1};
+    else if (strcmp(e, "paths") == 0) p = (tc_alloc_plan){.paths = 1, .step = 1};
+    else if (end != e && *end == '\0' && n >= 1) p = (tc_alloc_plan){.paths = 0, .step = n};
+    else fail_msg("BF_ALLOC_LOOP=%s: not each, paths or a number from 1", e);
+    return p;
+}
+
+void tc_alloc_arm(const tc_alloc_plan *p, long n)
+{
+    if (!p->paths) {
+        bf_test_alloc_fail_after(n);
+        return;
+    }
+    if (n == 0) bf_test_alloc_paths_forget();   /* a new loop */
+    bf_test_alloc_fail_new_path_from(n);
+}
+
+long tc_alloc_next(const tc_alloc_plan *p, long n, long at)
+{
+    return p->paths ? at + 1 : n + p->step;
+}
+
 long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_mitigation *mit,
                        const bf_campaign_prep *prep, int64_t trials, long max_n)
 {
@@ -42,19 +71,13 @@ long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaig
     }
     size_t live = bf_test_alloc_live();
     long rounds = 0;
-#if TC_ALLOC_PATHS
-    bf_test_alloc_paths_forget();
-#endif
+    tc_alloc_plan plan = tc_alloc_plan_get();
     for (long n = 0; n < max_n; rounds++) {
         bf_campaign *c = NULL;
         bf_campaign_result res;
         bf_error err = {0};
         bf_campaign_opts o = {.threads = 1};
-#if TC_ALLOC_PATHS
-        bf_test_alloc_fail_new_path_from(n);
-#else
-        bf_test_alloc_fail_after(n);
-#endif
+        tc_alloc_arm(&plan, n);
         bf_status st = bf_campaign_create_prepared(m, ds, s, mit, prep, &c, &err);
         if (st == BF_OK) st = bf_campaign_run(c, &o, &res, &err);
         long at = bf_test_alloc_failed_at(), asked = bf_test_alloc_count();
@@ -65,14 +88,16 @@ long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaig
             assert_int_equal(res.trials_done, trials);
             bf_campaign_result_free(&res);
             if (bf_test_alloc_live() != live) fail_msg("the clean run left %zu bytes held", bf_test_alloc_live() - live);
-            if (TC_ALLOC_PATHS)
-                print_message("%ld of %ld allocations failed, one per call path (TC_ALLOC_PATHS)\n", rounds, asked);
+            if (plan.paths)
+                print_message("%ld of %ld allocations failed, one per call path\n", rounds, asked);
+            else
+                print_message("%ld of %ld allocations failed, every %ld-th\n", rounds, asked, plan.step);
             return asked;
         }
         if (st != BF_ENOMEM) fail_msg("allocation %ld failing gave status %d: %s", at, st, err.msg);
         if (bf_test_alloc_live() != live)
             fail_msg("allocation %ld failing left %zu bytes held", at, bf_test_alloc_live() - live);
-        n = TC_ALLOC_PATHS ? at + 1 : n + TC_ALLOC_STEP;
+        n = tc_alloc_next(&plan, n, at);
     }
     fail_msg("no create and run succeeded within %ld allocations", max_n);
     return max_n;

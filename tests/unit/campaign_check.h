@@ -158,8 +158,9 @@ bf_campaign_spec tc_config_spec(const tc_config *cf, uint64_t seed, int64_t tria
  * failure must do `trials` trials. Fails the test if none does within max_n
  * allocations; returns how many allocations the clean run made. Each
  * failed round must also give back all of core's bytes (alloc_fail.h's
- * live count). Under ThreadSanitizer every TC_ALLOC_STEP-th allocation
- * fails instead, under ASan one per call path (below). */
+ * live count). Which allocations fail is the build's plan (tc_alloc_plan
+ * below): one per call path under ASan, every TC_ALLOC_STEP-th in the
+ * release build and under TSan; BF_ALLOC_LOOP=each fails each in turn. */
 long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, const bf_mitigation *mit,
                        const bf_campaign_prep *prep, int64_t trials, long max_n);
 
@@ -168,34 +169,52 @@ long tc_alloc_failures(const bf_model *m, const bf_dataset *ds, const bf_campaig
  * build graphs with protobuf-c. */
 uint8_t *tc_pack_model(Onnx__GraphProto *g, int opset, size_t *len);
 
-/* The allocation-failure loops' step: 1, every allocation failing in turn,
- * except under ThreadSanitizer (BF_TEST_TSAN, build-tsan), where every 8th
- * does. The loops run one worker thread and are there for what ASan checks
- * (BF_ENOMEM, nothing leaked), which the release and ASan builds check at
- * every allocation; under TSan, where they were 120 of the run's 400 test
- * seconds (test_campaign_generate's 75 of its 83, test_campaign_act's 46),
- * every 8th allocation of create and run still fails, spread over all of
- * them and on the same threads, for the races of the failure paths
- * (tests/README.md). */
+/* Which allocations an allocation-failure loop refuses (tc_alloc_failures,
+ * test_campaign_act's loop). The loops are there for C's handling of a
+ * refused allocation: a clean BF_ENOMEM, no crash, nothing leaked, which is
+ * what ASan and LeakSanitizer see; the release build has only the live count
+ * (alloc_fail.h). So (tests/README.md, "How long make test takes"):
+ * - ASan (BF_TEST_ALLOC_PATHS, build-asan): one allocation per call path
+ *   (alloc_fail.h: the call stack, and whether it is the stack's first
+ *   allocation of the run): every allocation site, on every way it is
+ *   reached, fails once, first and later occurrence, while the rounds no
+ *   longer grow with the trials' and nodes' repeated allocations, which made
+ *   the loop quadratic (test_kv_sites: 4291 rounds, 67 CPU-s; "The third
+ *   round"). gcov of core/: the same lines and branches as failing each in
+ *   turn (tests/history/round22-h26-suite.md).
+ * - release: every 13th allocation (TC_ALLOC_STEP), from the first: a
+ *   sample of the rounds in the optimized build, spread over the whole run;
+ *   13 is prime, so a run that repeats its allocations with any period not
+ *   a multiple of 13 (per trial, per node) has each position of the period
+ *   failed once the loop has gone round 13 periods. Each in turn was 6.6 of
+ *   test_kv_sites' 7.0 CPU-s, every 13th 0.5.
+ * - TSan (BF_TEST_TSAN, build-tsan): every 8th, spread over all of them and
+ *   on the same threads, for the races of the failure paths (they were 120 of
+ *   its run's 400 test seconds each in turn).
+ * BF_ALLOC_LOOP in the environment overrides the build's plan in any build:
+ * `each` fails every allocation in turn (the full loop), `paths` one per call
+ * path, a number N every Nth. */
 #ifdef BF_TEST_TSAN
 #define TC_ALLOC_STEP 8
 #else
-#define TC_ALLOC_STEP 1
+#define TC_ALLOC_STEP 13
 #endif
-
-/* Under ASan (BF_TEST_ALLOC_PATHS, build-asan) tc_alloc_failures fails one
- * allocation per call path (alloc_fail.h: the call stack, and whether it is
- * the stack's first allocation of the run) rather than each in turn: every
- * allocation site, on every way it is reached, fails once, first and
- * later occurrence, while the rounds no longer grow with the trials' and
- * nodes' repeated allocations, which made the loop quadratic (test_kv_sites:
- * 4291 rounds, 67 CPU-s). The release build keeps every allocation in turn,
- * each round checked for BF_ENOMEM and for core's bytes all given back
- * (tests/README.md, "The third round"). */
 #ifdef BF_TEST_ALLOC_PATHS
 #define TC_ALLOC_PATHS 1
 #else
 #define TC_ALLOC_PATHS 0
 #endif
+
+typedef struct {
+    int paths; /* 1: one allocation per call path (alloc_fail.h's path mode) */
+    long step; /* else every step-th allocation, from the first (1: each in turn) */
+} tc_alloc_plan;
+
+/* The build's plan, or BF_ALLOC_LOOP's (above); a bad BF_ALLOC_LOOP fails the test. */
+tc_alloc_plan tc_alloc_plan_get(void);
+/* Arms the allocator for the round that starts at allocation n (alloc_fail.h). */
+void tc_alloc_arm(const tc_alloc_plan *p, long n);
+/* The next round's n after a round armed at n whose first refusal was at. */
+long tc_alloc_next(const tc_alloc_plan *p, long n, long at);
 
 #endif

@@ -74,7 +74,7 @@ void tc_task_alloc_failures(const char *model, const char *data)
     s.seed = 3;
     bf_campaign_prep prep = {.differential = 1};
     long n = tc_alloc_failures(m, ds, &s, NULL, &prep, 6, 20000);
-    printf("%ld allocations failed in turn\n", n);
+    printf("%ld allocations in the clean run\n", n);
     assert_true(n > 10);
     bf_dataset_free(ds);
     bf_model_free(m);

@@ -615,7 +615,8 @@ static void campaign_named_sites(void **state)
 }
 
 /* Every allocation of an LM campaign's create and run (the labels, the
- * golden arg-max, the scorer's sums, tree and item index) failing in turn:
+ * golden arg-max, the scorer's sums, tree and item index) failing (as
+ * campaign_check.h's tc_alloc_plan picks them):
  * BF_ENOMEM, everything freed (ASan), then the whole campaign. */
 static void allocation_failures(void **state)
 {

@@ -23,7 +23,8 @@
  *   ceil(n / k) (k values per word) over sum of n * m bits;
  * - setup errors name the culprit: activations, check_bits_faulty with a
  *   single-bit model, tensors that match nothing;
- * - every allocation failing in turn is reported, and nothing leaks. */
+ * - allocations failing (campaign_check.h's tc_alloc_plan) are reported,
+ *   and nothing leaks. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -331,7 +332,8 @@ static void setup_errors(void **state)
 }
 
 /* Every allocation of an ecc campaign (its setup, the trial scratch, the
- * check-bit draws, appended miscorrections) failing in turn: each reported
+ * check-bit draws, appended miscorrections) failing (as campaign_check.h's
+ * tc_alloc_plan picks them): each reported
  * as out of memory, nothing leaked (ASan checks). One worker thread: the
  * countdown allocator is not thread-safe. */
 static void allocation_failures(void **state)
@@ -346,7 +348,7 @@ static void allocation_failures(void **state)
     s.n_rates = 2;
     s.repeats = 2;
     long n = tc_alloc_failures(l.m, l.ds, &s, &mit, NULL, 4, 20000);
-    printf("ecc campaign: each of its first %ld allocations failed in turn, cleanly\n", n);
+    printf("ecc campaign: %ld allocations in the clean run, each failure clean\n", n);
     tc_unload(&l);
 }
 

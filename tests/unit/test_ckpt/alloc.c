@@ -1,4 +1,4 @@
-/* test_ckpt: the checkpoints' allocations failing in turn (a part of test_ckpt's one
+/* test_ckpt: the checkpoints' allocations failing (a part of test_ckpt's one
  * executable, apart from its campaigns so that test_ckpt.c stays under the house's 900
  * lines). */
 #include <setjmp.h>
@@ -15,9 +15,11 @@
 
 void allocations_fail_cleanly(void **state);
 
-/* Every allocation the checkpoints make (their layout, each image's copy,
- * the timing run's) failing in turn gives BF_ENOMEM and frees what it
- * made, never a crash or a leak (the ASan build checks the leaks). */
+/* The allocations the checkpoints make (their layout, each image's copy,
+ * the timing run's) failing, as campaign_check.h's tc_alloc_plan picks
+ * them (each call path once under ASan, every 13th in release), give
+ * BF_ENOMEM and free what they made, never a crash or a leak (the ASan
+ * build checks the leaks). */
 void allocations_fail_cleanly(void **state)
 {
     (void)state;
