@@ -148,7 +148,12 @@ def write_section(path, start, end, text):
     old = open(path).read() if os.path.exists(path) else ""
     i, j = old.find(start), old.find(end)
     if i >= 0 and j > i:
-        new = old[:i] + text + old[j + len(end):]
+        rest = old[j + len(end):]
+        # text ends with its own newline after `end`: the old one after the marker
+        # goes, or each rewrite would add a blank line under the section
+        if text.endswith("\n") and rest.startswith("\n"):
+            rest = rest[1:]
+        new = old[:i] + text + rest
     else:
         new = old + ("" if old.endswith("\n") or not old else "\n") + ("\n" if old else "") + text + "\n"
     with open(path, "w") as f:
