@@ -602,7 +602,8 @@ static int one_channel(const bf__ckpt *ck, bf__ckpt_trial *tr, int j)
 {
     const bf__ckpt_tail_map *mp = &ck->tail.map[j];
     int i = tr->chan_step;
-    if (i < 0 || mp->conv != i || tr->chan_oc < 0 || tr->chan_oc >= mp->m || mp->hw > tr->tail_rows_cap) return -1;
+    if (i < 0 || mp->conv != i || tr->chan_oc < 0 || tr->chan_oc >= mp->m || mp->hw > tr->tail_rows_cap)
+        return -1;
     for (size_t k = 0; k < ck->n_steps; k++)
         if (tr->origin[k] && (int)k != i) return -1;
     for (int q = ck->in_first[i]; q < ck->in_first[i + 1]; q++)

@@ -107,7 +107,7 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
  * [NP][64], from +0 (first) or as the last chunk left them, stored back
  * for the next chunk or bc_epi */
 #define BC_BLOCK(NP, NV)                                                                                             \
-    NO_ASAN AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                         \
+    NO_ASAN AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                 \
         const bcast_job *j, const float *wb, const char *pf, int64_t q0, int64_t p0, int64_t p1, float *acc, int first) \
     {                                                                                                                \
         __m512 s[NP][NV];                                                                                            \

@@ -118,9 +118,10 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
  * loads of B and mr broadcasts of A for 2 mr multiply-adds. first: the
  * sums start at +0, else at y's; last: the epilogue (e, row i0's on) then
  * y, else the sums to y. */
-NO_ASAN AVX512 static inline __attribute__((always_inline)) void ps_block(int mr, int kc, const float *a, const float *bp,
-                                                                  int first, int last, const bf__pws_epi *e,
-                                                                  int64_t i0, const float *res, float *y, int64_t ldy)
+NO_ASAN AVX512 static inline __attribute__((always_inline)) void ps_block(int mr, int kc, const float *a,
+                                                                          const float *bp, int first, int last,
+                                                                          const bf__pws_epi *e, int64_t i0,
+                                                                          const float *res, float *y, int64_t ldy)
 {
     __m512 s[12][2];
     if (first)
@@ -189,8 +190,9 @@ NO_ASAN AVX512 static inline __attribute__((always_inline)) void ps_block(int mr
 #if defined(__SANITIZE_ADDRESS__)
 /* the block of mr rows (1 .. 12), its size a constant in each case (the
  * release build inlines the same switch in pws_run) */
-NO_ASAN AVX512 __attribute__((noinline)) static void ps_dispatch(int mr, int kc, const float *a, const float *bp, int first, int last,
-                                            const bf__pws_epi *e, int64_t i0, const float *res, float *y, int64_t ldy)
+NO_ASAN AVX512 __attribute__((noinline)) static void ps_dispatch(int mr, int kc, const float *a, const float *bp,
+                                                                 int first, int last, const bf__pws_epi *e, int64_t i0,
+                                                                 const float *res, float *y, int64_t ldy)
 {
 #define PS_CALL(r) ps_block(r, kc, a, bp, first, last, e, i0, res, y, ldy)
     PS_CASES(PS_CALL)
