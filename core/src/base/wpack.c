@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "base/warena.h"
 #include "base/wpack.h"
 
@@ -52,12 +53,7 @@ static float *slab_take(bf__wpack *w, size_t bytes)
         l->used += need;
         return d;
     }
-    if (w->ns == w->scap) {
-        size_t cap = w->scap ? 2 * w->scap : 4;
-        wp_slab *n = bf__realloc(w->slab, cap * sizeof *n);
-        if (!n) return NULL;
-        w->slab = n, w->scap = cap;
-    }
+    if (!bf__grow(&w->slab, &w->scap, w->ns + 1, sizeof *w->slab, 4)) return NULL;
     size_t len = need > WP_SLAB ? (need + WP_HUGE - 1) & ~(WP_HUGE - 1) : WP_SLAB;
     if (len < need || len > SIZE_MAX - WP_HUGE) return NULL;
     void *raw = bf__malloc(len + WP_HUGE);
@@ -106,12 +102,7 @@ const float *bf__wpack_get(bf__wpack *w, const void *src, uint64_t tag, size_t f
             r = w->e[i].data;
             goto out;
         }
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 16;
-        wp_entry *e = bf__realloc(w->e, cap * sizeof *e);
-        if (!e) goto out;
-        w->e = e, w->cap = cap;
-    }
+    if (!bf__grow(&w->e, &w->cap, w->n + 1, sizeof *w->e, 16)) goto out;
     /* 64-byte aligned, as a panel in the step's scratch is */
     float *d = floats <= SIZE_MAX / sizeof(float) ? slab_take(w, floats * sizeof(float)) : NULL;
     if (d && !fill(ctx, d)) {

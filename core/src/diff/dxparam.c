@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "base/warena.h"
 #include "diff/diff_impl.h"
 #include "exec/step_access.h"
@@ -285,13 +286,7 @@ bf_status bf__pv_trial_begin(bf__dx *dx, const bf__dx_weight *w, size_t n_w, int
         for (size_t h = 0; h < pv->n_held; h++) {
             int v = pv->held[h];
             if (!dx->pv.hit[v] || pv->from[v] != (int)w[k].param) continue;
-            if (dx->pv.n_w == dx->pv.w_cap) {
-                size_t cap = dx->pv.w_cap ? 2 * dx->pv.w_cap : 16;
-                bf__pv_write *nw = bf__realloc(dx->pv.w, cap * sizeof *nw);
-                if (!nw) return bf__dx_oom(err);
-                dx->pv.w = nw;
-                dx->pv.w_cap = cap;
-            }
+            if (!bf__grow(&dx->pv.w, &dx->pv.w_cap, dx->pv.n_w + 1, sizeof *dx->pv.w, 16)) return bf__dx_oom(err);
             /* the faulty element's bits, as the plan stores the parameter */
             int64_t j = moved_index(pv, p, v, w[k].index);
             memcpy((char *)dx->pv.view[v] + (size_t)j * es, (const char *)p->vals[pq].data + (size_t)w[k].index * es, es);

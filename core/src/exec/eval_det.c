@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "exec/eval_det.h"
 #include "model/graph.h"
 
@@ -100,13 +101,8 @@ bf_status bf__det_view(const bf__det_task *t, const bf_ragged_output *outs, int6
             return bf_error_set(err, BF_ESHAPE, "image %lld has %lld boxes, %lld scores and %lld labels; a detector gives "
                                 "as many of each", (long long)i, (long long)nb, (long long)ns, (long long)nl);
     }
-    if ((size_t)rows + 1 > *cap) {
-        size_t c = (size_t)rows + 1 > 2 * *cap ? (size_t)rows + 1 : 2 * *cap;
-        int64_t *p = bf__realloc(*scratch, c * sizeof *p);
-        if (!p) return bf_error_set(err, BF_ENOMEM, "out of memory for %lld detections' labels", (long long)rows);
-        *scratch = p;
-        *cap = c;
-    }
+    if (!bf__grow(scratch, cap, (size_t)rows + 1, sizeof **scratch, 1))
+        return bf_error_set(err, BF_ENOMEM, "out of memory for %lld detections' labels", (long long)rows);
     /* labels reach here as floats (eval_ragged.c): class ids, exact; a value
      * that is no class id (NaN, negative) matches no ground truth */
     for (int64_t r = 0; r < rows; r++) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "mitigate/mitigate_edit.h"
 
 /* --- the derived model */
@@ -14,15 +15,9 @@ void *bf__edit_own(bf__edit *e, void *p)
 {
     bf_model *m = e->m;
     if (!p) return NULL;
-    if (m->n_owned == m->cap_owned) {
-        size_t cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        void **o = bf__realloc(m->owned, cap * sizeof *o);
-        if (!o) {
-            bf__free(p);
-            return NULL;
-        }
-        m->owned = o;
-        m->cap_owned = cap;
+    if (!bf__grow(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned, 64)) {
+        bf__free(p);
+        return NULL;
     }
     m->owned[m->n_owned++] = p;
     return p;
@@ -81,13 +76,7 @@ int bf__edit_add_value(bf__edit *e, const char *name, bf__value_kind kind, bf_te
 {
     bf_model *m = e->m;
     if (!name) return -1;   /* its bf__edit_own_str failed */
-    if (m->n_values == e->cap_values) {
-        size_t cap = 2 * e->cap_values;
-        bf__value *v = bf__realloc(m->values, cap * sizeof *v);
-        if (!v) return -1;
-        m->values = v;
-        e->cap_values = cap;
-    }
+    if (!bf__grow(&m->values, &e->cap_values, m->n_values + 1, sizeof *m->values, 1)) return -1;
     bf__value *v = &m->values[m->n_values];
     *v = (bf__value){.name = (char *)name, .kind = kind, .producer = -1, .index = -1, .init = init};
     return (int)m->n_values++;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "model/onnx_load.h"
 
 #define STRIP_MIN 64
@@ -97,12 +98,9 @@ static int walk(walker *w, size_t start, size_t end, int depth, bf__raw_range *t
             bf__raw_range r = {0};
             if (!walk(w, body, body_end, depth + 1, &r)) return 0;
             if (depth == 1) {
-                if (w->n_ranges == w->cap_ranges) {
-                    size_t cap = w->cap_ranges ? 2 * w->cap_ranges : 64;
-                    bf__raw_range *nr = bf__realloc(w->ranges, cap * sizeof *nr);
-                    if (!nr) { w->oom = 1; return 0; }
-                    w->ranges = nr;
-                    w->cap_ranges = cap;
+                if (!bf__grow(&w->ranges, &w->cap_ranges, w->n_ranges + 1, sizeof *w->ranges, 64)) {
+                    w->oom = 1;
+                    return 0;
                 }
                 w->ranges[w->n_ranges++] = r;
             }
