@@ -776,6 +776,11 @@ void bf__evaluator_param_golden(bf_evaluator *ev, size_t param)
     for (size_t p = 0; p < ev->n_plans; p++) bf__plan_param_golden(ev->plans[p], param);
 }
 
+void bf__evaluator_param_golden_kept(bf_evaluator *ev, size_t param)
+{
+    for (size_t p = 0; p < ev->n_plans; p++) bf__plan_param_golden_kept(ev->plans[p], param);
+}
+
 bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,
                                    bf_error *err)
 {
