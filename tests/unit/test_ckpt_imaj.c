@@ -200,11 +200,40 @@ static void ber_runs_trial_major(void **state)
     bf_model_free(m);
 }
 
+/* A cancel flag set before the sweep: the create fails with BF_ECANCELED
+ * and frees what it made (the sanitizer build checks the leaks). */
+static void cancel_stops_the_sweep(void **state)
+{
+    (void)state;
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/det/ssdlite", BF_FIXTURES);
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_load(stem, &m, &ds);
+    bf_campaign_spec s = tc_base_spec(1);
+    s.target = BF_TARGET_WEIGHTS;
+    s.trials = 4;
+    s.seed = 3;
+    int cancel = 1;
+    for (int th = 1; th <= 2; th++) {
+        bf_campaign *c = NULL;
+        bf_error err = {0};
+        bf_campaign_prep prep = {.differential = 1, .threads = th, .image_major = 1, .cancel = &cancel};
+        bf__campaign_pin pin = {.ckpt_byte_price = 1e-9};
+        assert_int_equal(bf__campaign_create_pinned(m, ds, &s, NULL, &prep, &pin, &c, &err), BF_ECANCELED);
+        assert_null(c);
+        assert_non_null(strstr(err.msg, "image-major"));
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(detectors_as_trial_major),
         cmocka_unit_test(ber_runs_trial_major),
+        cmocka_unit_test(cancel_stops_the_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

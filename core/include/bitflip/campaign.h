@@ -765,8 +765,12 @@ typedef struct bf_campaign_prep {
      * reused: not every image's at once), the trials' records made when the
      * run reaches them. One thread (threads 0 or 1); otherwise, or for
      * other campaigns, trial-major, with the reason in --stats. The same
-     * records either way (docs/engine/checkpoints.md, "Image-major"). */
+     * records either way (docs/engine/checkpoints.md, "Image-major"). The
+     * trials then run inside bf_campaign_create_prepared: `cancel` (as
+     * bf_campaign_opts.cancel; NULL: none) is polled before each image, and
+     * a set flag makes it fail with BF_ECANCELED. */
     int image_major;
+    const int *cancel;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -136,6 +136,7 @@ typedef struct sweeper {
     bf_campaign *c;
     bf__imaj *x;
     bf_evaluator *ev;
+    const int *cancel;
     int i, n;
     atomic_int *failed;
     bf_status st;
@@ -150,6 +151,11 @@ static void *sweep_images(void *arg)
     const bf_campaign *c = w->c;
     for (int64_t s = w->i; s < w->x->samples && w->st == BF_OK; s += w->n) {
         if (atomic_load(w->failed)) break;
+        if (w->cancel && bf_cancel_requested(w->cancel)) {
+            w->st = bf_error_set(&w->err, BF_ECANCELED, "campaign canceled in its image-major sweep, at image %lld",
+                                 (long long)s);
+            break;
+        }
         w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
         for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++) w->st = trial_on(c, w->x, w->ev, k, s, &w->err);
     }
@@ -186,7 +192,8 @@ bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int 
         /* the images split between the threads (s % n_ev); the calling thread is the first */
         sweeper ws[BF__IMAJ_THREADS_MAX];
         atomic_int failed = 0;
-        for (int i = 0; i < n_ev; i++) ws[i] = (sweeper){.c = c, .x = x, .ev = evs[i], .i = i, .n = n_ev, .failed = &failed};
+        for (int i = 0; i < n_ev; i++)
+            ws[i] = (sweeper){.c = c, .x = x, .ev = evs[i], .cancel = prep->cancel, .i = i, .n = n_ev, .failed = &failed};
         for (int i = 1; i < n_ev; i++) ws[i].started = pthread_create(&ws[i].tid, NULL, sweep_images, &ws[i]) == 0;
         for (int i = 1; i < n_ev; i++)   /* a thread the system refused: its images on this one */
             if (!ws[i].started) ws[i].n = 0;
