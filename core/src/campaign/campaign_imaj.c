@@ -29,6 +29,7 @@ struct bf__imaj {
     bf__ckpt_trial **tr;      /* n: each trial's reach, made once */
     bf__dx_weight *dw;        /* every trial's weight writes, trial k's from dw_at[k] to dw_at[k + 1] */
     size_t *dw_at;
+    atomic_int *due;          /* n: a detector fired in trial k's run of an image: the run runs it again, in full */
 };
 
 void bf__campaign_imaj_free(bf__imaj *x)
@@ -43,6 +44,7 @@ void bf__campaign_imaj_free(bf__imaj *x)
     bf__free(x->tr);
     bf__free(x->dw);
     bf__free(x->dw_at);
+    bf__free(x->due);
     bf__free(x);
 }
 
@@ -109,9 +111,13 @@ static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, i
     size_t n = x->dw_at[k + 1] - x->dw_at[k], i = 0;
     bf_status st = BF_OK;
     for (; i < n && st == BF_OK; i++) st = bf_evaluator_write_param(ev, dw[i].param, dw[i].index, dw[i].new_value, err);
-    if (st == BF_OK)
+    if (st == BF_OK && !atomic_load(&x->due[k]))
         st = bf__evaluator_imaj(ev, c->golden.ckpt, NULL, x->tr[k], s, &x->rag[k],
                                 x->outs ? x->outs + (size_t)(k * x->samples * x->cols) : NULL, err);
+    if (st == BF_EDETECTED) {   /* DUE is the run's to record, from its own pass (bf__run_trial) */
+        atomic_store(&x->due[k], 1);
+        st = BF_OK;
+    }
     while (i-- > 0) {
         bf_status u = bf_evaluator_write_param(ev, dw[i].param, dw[i].index, dw[i].old_value, err);
         if (u != BF_OK && st == BF_OK) st = u;
@@ -181,8 +187,9 @@ bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int 
     x->rag = bf__calloc((size_t)x->n + 1, sizeof *x->rag);
     x->tr = bf__calloc((size_t)x->n + 1, sizeof *x->tr);
     x->dw_at = bf__calloc((size_t)x->n + 2, sizeof *x->dw_at);
+    x->due = bf__calloc((size_t)x->n + 1, sizeof *x->due);
     if (x->cols > 0) x->outs = bf__malloc((size_t)(x->n * x->samples * x->cols) * sizeof *x->outs + 1);
-    if (!x->rag || !x->tr || !x->dw_at || (x->cols > 0 && !x->outs)) {
+    if (!x->rag || !x->tr || !x->dw_at || !x->due || (x->cols > 0 && !x->outs)) {
         st = bf_error_set(err, BF_ENOMEM, "out of memory for the image-major trials");
         goto out;
     }
@@ -234,7 +241,7 @@ int bf__campaign_imaj_has(const bf_campaign *c, int64_t t)
     const bf__imaj *x = c->golden.imaj;
     if (!x || t < x->first || (t - x->first) % x->step) return 0;
     int64_t k = (t - x->first) / x->step;
-    return k < x->n;
+    return k < x->n && !atomic_load(&x->due[k]);
 }
 
 bf_status bf__campaign_imaj_result(const bf_campaign *c, bf_evaluator *ev, int64_t t, bf_eval_result *res, bf_error *err)
