@@ -471,7 +471,10 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan,
-                tail, r->ckpt.image_major ? "image-major: each image's golden run, then every trial on it" : "trial-major: ",
+                tail,
+                r->ckpt.image_major ? "image-major: each image's golden run, then every trial on it (the trials' time "
+                                      "is the golden pass's, below)"
+                                    : "trial-major: ",
                 r->ckpt.image_major ? "" : r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,

@@ -87,7 +87,8 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     k.bytes = calloc((size_t)n + 1, sizeof *k.bytes);
     k.blob = calloc((size_t)n + 1, sizeof *k.blob);
     assert_true(k.rec && k.bytes && k.blob);
-    bf_campaign_opts o = {.threads = threads, .exact = mode == 0, .on_trial = keep_rec, .on_ragged = keep_rag, .user = &k};
+    bf_campaign_opts o = {.threads = threads, .exact = mode == 0, .on_trial = keep_rec, .on_ragged = keep_rag,
+                          .user = &k};
     if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
     assert_int_equal(k.n, n);
     bf_campaign_free(c);
@@ -128,9 +129,11 @@ static void detectors_as_trial_major(void **state)
                 bf_campaign_result rx, rt, ri;
                 kept ex = run(m, ds, &s, 0, th, &rx), tm = run(m, ds, &s, 1, th, &rt), im = run(m, ds, &s, 2, th, &ri);
                 char what[128];
-                snprintf(what, sizeof what, "%s, %d bits, %d threads, image-major against exact", DETECTORS[f], bits, th);
+                snprintf(what, sizeof what, "%s, %d bits, %d threads, image-major against exact", DETECTORS[f], bits,
+                         th);
                 same(what, &ex, &im);
-                snprintf(what, sizeof what, "%s, %d bits, %d threads, image-major against trial-major", DETECTORS[f], bits, th);
+                snprintf(what, sizeof what, "%s, %d bits, %d threads, image-major against trial-major", DETECTORS[f],
+                         bits, th);
                 same(what, &tm, &im);
                 tc_assert_same_aggregates(&rt, &ri);
                 for (int64_t i = 0; i < ex.n; i++) changed += ex.rec[i].outcome != BF_OUTCOME_MASKED;
@@ -145,7 +148,8 @@ static void detectors_as_trial_major(void **state)
                 int64_t slots = th < samples ? th : samples;
                 assert_true(ri.ckpt.bytes * (uint64_t)samples == rt.ckpt.bytes * (uint64_t)slots);
                 if (getenv("BF_TEST_VERBOSE"))
-                    fprintf(stderr, "%s b%d t%d: early %lld/%lld chan %lld/%lld tail %lld/%lld skipped %lld/%lld work %.4f/%.4f\n",
+                    fprintf(stderr,
+                            "%s b%d t%d: early %lld/%lld chan %lld/%lld tail %lld/%lld skipped %lld/%lld work %.4f/%.4f\n",
                             DETECTORS[f], bits, th, (long long)ri.ckpt.early, (long long)rt.ckpt.early,
                             (long long)ri.ckpt.early_chan, (long long)rt.ckpt.early_chan, (long long)ri.ckpt.early_tail,
                             (long long)rt.ckpt.early_tail, (long long)ri.ckpt.skipped, (long long)rt.ckpt.skipped,

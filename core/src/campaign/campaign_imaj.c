@@ -52,7 +52,8 @@ const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *
 {
     if (!prep || !prep->image_major) return "not asked for (--image-major)";
     if (!drawn_known || c->faults.target != BF_TARGET_WEIGHTS)
-        return "the trials are not weight faults known before the golden pass (fault groups, mitigations, BER, adaptive "
+        return "the trials are not weight faults known before the golden pass (fault groups, mitigations, BER, "
+               "adaptive "
                "sampling, activation faults): trial-major";
     int64_t samples = bf_dataset_num_samples(c->ds), n = c->faults.n_trials;
     if (n > BF__IMAJ_SLOTS_MAX / (samples > 0 ? samples : 1))
@@ -194,13 +195,15 @@ bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int 
         goto out;
     }
     for (int64_t k = 0; k < x->n && st == BF_OK; k++)
-        if ((st = bf__ragged_init(&x->rag[k], c->model, x->samples, err)) == BF_OK) st = draw_trial(c, x, k, &d, &cap, err);
+        if ((st = bf__ragged_init(&x->rag[k], c->model, x->samples, err)) == BF_OK)
+            st = draw_trial(c, x, k, &d, &cap, err);
     if (st == BF_OK) {
         /* the images split between the threads (s % n_ev); the calling thread is the first */
         sweeper ws[BF__IMAJ_THREADS_MAX];
         atomic_int failed = 0;
         for (int i = 0; i < n_ev; i++)
-            ws[i] = (sweeper){.c = c, .x = x, .ev = evs[i], .cancel = prep->cancel, .i = i, .n = n_ev, .failed = &failed};
+            ws[i] = (sweeper){.c = c, .x = x, .ev = evs[i], .cancel = prep->cancel, .i = i, .n = n_ev,
+                              .failed = &failed};
         for (int i = 1; i < n_ev; i++) ws[i].started = pthread_create(&ws[i].tid, NULL, sweep_images, &ws[i]) == 0;
         for (int i = 1; i < n_ev; i++)   /* a thread the system refused: its images on this one */
             if (!ws[i].started) ws[i].n = 0;
@@ -244,7 +247,8 @@ int bf__campaign_imaj_has(const bf_campaign *c, int64_t t)
     return k < x->n && !atomic_load(&x->due[k]);
 }
 
-bf_status bf__campaign_imaj_result(const bf_campaign *c, bf_evaluator *ev, int64_t t, bf_eval_result *res, bf_error *err)
+bf_status bf__campaign_imaj_result(const bf_campaign *c, bf_evaluator *ev, int64_t t, bf_eval_result *res,
+                                   bf_error *err)
 {
     bf__imaj *x = c->golden.imaj;
     int64_t k = (t - x->first) / x->step;

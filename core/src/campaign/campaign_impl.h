@@ -192,7 +192,8 @@ int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep
 bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int n_ev, const bf_campaign_prep *prep,
                                   bf_eval_result *r, bf_error *err);
 int bf__campaign_imaj_has(const bf_campaign *c, int64_t t);
-bf_status bf__campaign_imaj_result(const bf_campaign *c, bf_evaluator *ev, int64_t t, bf_eval_result *res, bf_error *err);
+bf_status bf__campaign_imaj_result(const bf_campaign *c, bf_evaluator *ev, int64_t t, bf_eval_result *res,
+                                   bf_error *err);
 void bf__campaign_imaj_free(struct bf__imaj *x);
 
 /* campaign_adapt.c: "exhaustive" and "adaptive": the strata, the

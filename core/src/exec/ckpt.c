@@ -279,7 +279,8 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
     ck->huge = huge != 0;
     ck->slots = o->slots > 0 && o->slots < samples ? o->slots : samples;
     if (samples > 0 && ck->sample_bytes > 0 &&
-        !(ck->data = bf__alloc_written((size_t)ck->slots * ck->sample_bytes, BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0)))) {
+        !(ck->data =
+              bf__alloc_written((size_t)ck->slots * ck->sample_bytes, BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0)))) {
         st = oom(err);
         goto out;
     }
@@ -454,7 +455,8 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
     if (s < 0 || s >= ck->samples) return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
     if (!bf__ckpt_fits_plan(ck, p))
         return bf_error_set(err, BF_EINVAL, "internal error: the golden checkpoints do not fit this plan");
-    watch_ctx w = {.ck = ck, .rec = ck, .block = ck->data + (size_t)(s % ck->slots) * ck->sample_bytes, .s = s, .record = 1};
+    watch_ctx w = {.ck = ck, .rec = ck, .block = ck->data + (size_t)(s % ck->slots) * ck->sample_bytes, .s = s,
+                   .record = 1};
     bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = ck->n_store ? ck->post : NULL, .post = keep, .user = &w};
     bf_status st = bf__plan_run_from(p, 0, ck->n_cuts ? &pw : NULL, NULL, err);
     if (st == BF_OK && w.st != BF_OK) st = oom(err);
