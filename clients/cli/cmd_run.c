@@ -370,6 +370,10 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
     }
 }
 
+/* --stats' checkpoint line when the trials ran image-major (bf_campaign_result.ckpt.image_major) */
+#define IMAJ_ON                                                                                                    \
+    "image-major: each image's golden run, then every trial on it (the trials' time is the golden pass's, below)"
+
 /* --stats: the run in one line (trials, rate, engine, threads, cache,
  * setup: what the bench scripts parse), then one line per engine part that ran,
  * in words: the differential engine (chain mode, full passes, the output
@@ -471,10 +475,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan,
-                tail,
-                r->ckpt.image_major ? "image-major: each image's golden run, then every trial on it (the trials' time "
-                                      "is the golden pass's, below)"
-                                    : "trial-major: ",
+                tail, r->ckpt.image_major ? IMAJ_ON : "trial-major: ",
                 r->ckpt.image_major ? "" : r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
