@@ -24,52 +24,14 @@
 #include "bitflip/model.h"
 #include "campaign/campaign_pin.h"
 #include "campaign_check.h"
+#include "campaign_kept.h"
 
 #ifndef BF_FIXTURES
 #error BF_FIXTURES must be defined
 #endif
 
-/* every trial's record and per-image outputs (offsets and elements of each
- * output, end to end), by trial */
-typedef struct kept {
-    int64_t n;
-    bf_trial_record *rec;
-    size_t *bytes;
-    unsigned char **blob;
-} kept;
-
-static void keep_rec(void *user, const bf_trial_record *rec)
-{
-    kept *k = user;
-    k->rec[k->n++] = *rec;
-}
-
-static void keep_rag(void *user, int64_t trial, const bf_ragged_output *outs, size_t n_out, int64_t samples)
-{
-    kept *k = user;
-    size_t total = 0;
-    for (size_t o = 0; o < n_out; o++)
-        total += (size_t)(samples + 1) * sizeof(int64_t) + (size_t)outs[o].offsets[samples] * sizeof(float);
-    unsigned char *b = malloc(total + 1), *at = b;
-    assert_non_null(b);
-    for (size_t o = 0; o < n_out; o++) {
-        memcpy(at, outs[o].offsets, (size_t)(samples + 1) * sizeof(int64_t));
-        at += (size_t)(samples + 1) * sizeof(int64_t);
-        memcpy(at, outs[o].data, (size_t)outs[o].offsets[samples] * sizeof(float));
-        at += (size_t)outs[o].offsets[samples] * sizeof(float);
-    }
-    assert_true(trial >= 0);
-    k->bytes[trial] = total;
-    k->blob[trial] = b;
-}
-
-static void kept_free(kept *k)
-{
-    for (int64_t i = 0; i < k->n; i++) free(k->blob[i]);
-    free(k->blob);
-    free(k->bytes);
-    free(k->rec);
-}
+/* every trial's record and per-image outputs, by trial (campaign_kept.h) */
+typedef tc_ragkept kept;
 
 /* mode 0: exact; 1: trial-major checkpoints; 2: image-major. The price
  * pinned at 1 ns a byte (campaign_pin.h): the same cuts on any host. */
@@ -82,12 +44,8 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     bf__campaign_pin pin = {.ckpt_byte_price = 1e-9};
     if (bf__campaign_create_pinned(m, ds, s, NULL, &prep, &pin, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
-    kept k = {0};
-    k.rec = calloc((size_t)n + 1, sizeof *k.rec);
-    k.bytes = calloc((size_t)n + 1, sizeof *k.bytes);
-    k.blob = calloc((size_t)n + 1, sizeof *k.blob);
-    assert_true(k.rec && k.bytes && k.blob);
-    bf_campaign_opts o = {.threads = threads, .exact = mode == 0, .on_trial = keep_rec, .on_ragged = keep_rag,
+    kept k = tc_ragkept_for(n);
+    bf_campaign_opts o = {.threads = threads, .exact = mode == 0, .on_trial = tc_ragkept_rec, .on_ragged = tc_ragkept_rag,
                           .user = &k};
     if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
     assert_int_equal(k.n, n);
@@ -108,23 +66,35 @@ static void same(const char *what, const kept *a, const kept *b)
 static const char *const DETECTORS[] = {"ssd", "ssdlite", "retinanet", "fcos", "fasterrcnn", "maskrcnn", "yolo"};
 #define N_DET (sizeof DETECTORS / sizeof *DETECTORS)
 
+static void det_load(const char *name, bf_model **m, bf_dataset **ds)
+{
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/det/%s", BF_FIXTURES, name);
+    tc_load(stem, m, ds);
+}
+
+/* uniform single-bit weight faults (bits set by the caller) */
+static bf_campaign_spec weights(int trials, uint64_t seed)
+{
+    bf_campaign_spec s = tc_base_spec(1);
+    s.target = BF_TARGET_WEIGHTS;
+    s.trials = trials;
+    s.seed = seed;
+    return s;
+}
+
 static void detectors_as_trial_major(void **state)
 {
     (void)state;
     int64_t changed = 0, early = 0;
     for (size_t f = 0; f < N_DET; f++) {
-        char stem[512];
-        snprintf(stem, sizeof stem, "%s/det/%s", BF_FIXTURES, DETECTORS[f]);
         bf_model *m = NULL;
         bf_dataset *ds = NULL;
-        tc_load(stem, &m, &ds);
+        det_load(DETECTORS[f], &m, &ds);
         int64_t samples = bf_dataset_num_samples(ds);
         for (int bits = 1; bits <= 2; bits++)
             for (int th = 1; th <= 2; th++) {
-                bf_campaign_spec s = tc_base_spec(1);
-                s.target = BF_TARGET_WEIGHTS;
-                s.trials = 12;
-                s.seed = 90 + (uint64_t)(bits * 2 + th) + 10 * (uint64_t)f;
+                bf_campaign_spec s = weights(12, 90 + (uint64_t)(bits * 2 + th) + 10 * (uint64_t)f);
                 s.bits = bits;
                 bf_campaign_result rx, rt, ri;
                 kept ex = run(m, ds, &s, 0, th, &rx), tm = run(m, ds, &s, 1, th, &rt), im = run(m, ds, &s, 2, th, &ri);
@@ -157,9 +127,9 @@ static void detectors_as_trial_major(void **state)
                 /* the same runs: images ended early at the same points */
                 assert_int_equal(ri.ckpt.early, rt.ckpt.early);
                 early += ri.ckpt.early;
-                kept_free(&ex);
-                kept_free(&tm);
-                kept_free(&im);
+                tc_ragkept_free(&ex);
+                tc_ragkept_free(&tm);
+                tc_ragkept_free(&im);
                 bf_campaign_result_free(&rx);
                 bf_campaign_result_free(&rt);
                 bf_campaign_result_free(&ri);
@@ -177,15 +147,10 @@ static void detectors_as_trial_major(void **state)
 static void ber_runs_trial_major(void **state)
 {
     (void)state;
-    char stem[512];
-    snprintf(stem, sizeof stem, "%s/det/ssdlite", BF_FIXTURES);
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
-    tc_load(stem, &m, &ds);
-    bf_campaign_spec s = tc_base_spec(1);
-    s.target = BF_TARGET_WEIGHTS;
-    s.trials = 6;
-    s.seed = 5;
+    det_load("ssdlite", &m, &ds);
+    bf_campaign_spec s = weights(6, 5);
     s.model_kind = BF_FAULT_BER;
     double rates[] = {1e-6};
     s.rates = rates;
@@ -196,8 +161,8 @@ static void ber_runs_trial_major(void **state)
     assert_int_equal(ri.ckpt.image_major, 0);
     assert_non_null(ri.ckpt.imaj_off);
     assert_non_null(strstr(ri.ckpt.imaj_off, "BER"));
-    kept_free(&ex);
-    kept_free(&im);
+    tc_ragkept_free(&ex);
+    tc_ragkept_free(&im);
     bf_campaign_result_free(&rx);
     bf_campaign_result_free(&ri);
     bf_dataset_free(ds);
@@ -209,15 +174,10 @@ static void ber_runs_trial_major(void **state)
 static void cancel_stops_the_sweep(void **state)
 {
     (void)state;
-    char stem[512];
-    snprintf(stem, sizeof stem, "%s/det/ssdlite", BF_FIXTURES);
     bf_model *m = NULL;
     bf_dataset *ds = NULL;
-    tc_load(stem, &m, &ds);
-    bf_campaign_spec s = tc_base_spec(1);
-    s.target = BF_TARGET_WEIGHTS;
-    s.trials = 4;
-    s.seed = 3;
+    det_load("ssdlite", &m, &ds);
+    bf_campaign_spec s = weights(4, 3);
     int cancel = 1;
     for (int th = 1; th <= 2; th++) {
         bf_campaign *c = NULL;
