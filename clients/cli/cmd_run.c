@@ -54,6 +54,12 @@ static const char help[] =
     "                       MLP and DLRM weight faults, but a record's metrics may\n"
     "                       differ from --exact in their last bits, and its outcome\n"
     "                       at a near tie (docs/ENGINE.md, \"How exact it is\")\n"
+    "  --image-major        a one-image-per-call campaign (a detector): each\n"
+    "                       image's golden run, then every trial on it (the\n"
+    "                       images split between the threads), one image's\n"
+    "                       checkpoints held a thread instead of every image's\n"
+    "                       (the same records; --stats says when not:\n"
+    "                       docs/engine/checkpoints.md, \"Image-major\")\n"
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed;\n"
     "                       it also bounds a one-image graph's checkpoints\n"
@@ -95,7 +101,7 @@ typedef struct run_opts {
     long long threads, shard_i, shard_n, shards;
     long long cache_budget;
     cli_limits lim;
-    int local, exact, near_exact, stats, progress;
+    int local, exact, near_exact, stats, progress, image_major;
     double progress_interval;
     double load_seconds;    /* reading the model and the eval set, for --stats */
     char *out_alloc;        /* out_path when made from --out-dir and --prefix */
@@ -183,12 +189,13 @@ static int parse_args(int argc, char **argv, run_opts *o)
 {
     enum { OPT_LOCAL = CLI_OPT_FIRST, OPT_EXACT, OPT_NEAR_EXACT, OPT_STATS, OPT_CACHE_BUDGET, OPT_SERVER, OPT_TOKEN, OPT_OUT, OPT_TRIALS_OUT,
            OPT_JUNIT, OPT_FORMAT, OPT_GATE, OPT_THREADS, OPT_SHARD, OPT_SHARDS, OPT_OUT_DIR, OPT_PREFIX, OPT_PROGRESS,
-           OPT_PROGRESS_INTERVAL };
+           OPT_PROGRESS_INTERVAL, OPT_IMAGE_MAJOR };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"local", no_argument, NULL, OPT_LOCAL},
         {"exact", no_argument, NULL, OPT_EXACT},
         {"near-exact", no_argument, NULL, OPT_NEAR_EXACT},
+        {"image-major", no_argument, NULL, OPT_IMAGE_MAJOR},
         {"stats", no_argument, NULL, OPT_STATS},
         {"cache-budget", required_argument, NULL, OPT_CACHE_BUDGET},
         {"server", required_argument, NULL, OPT_SERVER},
@@ -217,6 +224,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case OPT_LOCAL: o->local = 1; break;
         case OPT_EXACT: o->exact = 1; break;
         case OPT_NEAR_EXACT: o->near_exact = 1; break;
+        case OPT_IMAGE_MAJOR: o->image_major = 1; break;
         case OPT_STATS: o->stats = 1; break;
         case OPT_CACHE_BUDGET: rc = parse_size("run", "--cache-budget", v, &o->cache_budget); break;
         case OPT_SERVER: o->server = v; break;
@@ -252,9 +260,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (o->local) o->server = NULL;
     if (!o->local && !o->server)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
-    if (o->server && (o->threads || o->exact || o->near_exact || o->stats || o->cache_budget || o->shard_arg || o->shards ||
+    if (o->server && (o->threads || o->exact || o->near_exact || o->image_major || o->stats || o->cache_budget || o->shard_arg || o->shards ||
                       o->lim.model.no_fuse || o->lim.model.tie_order || o->lim.run_memory))
-        return usage_error("run", "--threads, --exact, --near-exact, --cache-budget, --stats, --shard, --shards, --no-fuse, "
+        return usage_error("run", "--threads, --exact, --near-exact, --image-major, --cache-budget, --stats, --shard, --shards, --no-fuse, "
                                   "--tie-order and --run-memory are for "
                                   "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
@@ -362,6 +370,10 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
     }
 }
 
+/* --stats' checkpoint line when the trials ran image-major (bf_campaign_result.ckpt.image_major) */
+#define IMAJ_ON                                                                                                    \
+    "image-major: each image's golden run, then every trial on it (the trials' time is the golden pass's, below)"
+
 /* --stats: the run in one line (trials, rate, engine, threads, cache,
  * setup: what the bench scripts parse), then one line per engine part that ran,
  * in words: the differential engine (chain mode, full passes, the output
@@ -454,7 +466,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "not reach were not run (%zu of their values kept, %.1f MiB of the above); %lld faulted Convs ran "
                 "on their one changed channel over the golden output, %lld of them with their fused BatchNorm, Add or "
                 "activation, and %lld steps after them followed the channel on; %lld images ended where that channel "
-                "came back golden (counted in the early ends above); %s\n",
+                "came back golden (counted in the early ends above); %s; %s%s\n",
                 p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 1e9 * r->ckpt.byte_price,
                 r->ckpt.huge_pages            ? " in 2 MiB pages, this host's 4 KiB fresh pages measured dear"
                 : r->ckpt.byte_price > 1.5e-9 ? ", this host's fresh pages measured dear"
@@ -463,7 +475,8 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan,
-                tail);
+                tail, r->ckpt.image_major ? IMAJ_ON : "trial-major: ",
+                r->ckpt.image_major ? "" : r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
@@ -507,7 +520,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
                              .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
                              .shard_index = o->shard_i, .shard_count = o->shard_n,
-                             .host_pages = o->lim.data.host_pages};
+                             .host_pages = o->lim.data.host_pages, .image_major = o->image_major};
     double t_create = cli_now();
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;

@@ -53,6 +53,8 @@ check run_near 0 "$BF" run --local "$spec" --threads 1 --near-exact --format jso
 lines=$(wc -l <"$tmp/near.jsonl")
 [ "$lines" -eq 240 ] && passes=$((passes+1)) || { echo "FAIL near-exact trials-out has $lines lines, wanted 240"; fails=$((fails+1)); }
 check near_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --near-exact;  contains near_server "--near-exact"
+# image-major (a detector's sweep) is a --local choice too
+check imaj_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --image-major;  contains imaj_server "--image-major"
 if not_tsan; then
 check run_tiny_cache 0 "$BF" run --local "$spec" --threads 1 --cache-budget 1 --stats --format json --trials-out "$tmp/tiny.jsonl"
 contains run_tiny_stats "differential engine"

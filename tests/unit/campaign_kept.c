@@ -79,3 +79,46 @@ void tc_task_alloc_failures(const char *model, const char *data)
     bf_dataset_free(ds);
     bf_model_free(m);
 }
+
+tc_ragkept tc_ragkept_for(int64_t trials)
+{
+    tc_ragkept k = {0};
+    k.rec = calloc((size_t)trials + 1, sizeof *k.rec);
+    k.bytes = calloc((size_t)trials + 1, sizeof *k.bytes);
+    k.blob = calloc((size_t)trials + 1, sizeof *k.blob);
+    assert_true(k.rec && k.bytes && k.blob);
+    return k;
+}
+
+void tc_ragkept_rec(void *user, const bf_trial_record *rec)
+{
+    tc_ragkept *k = user;
+    k->rec[k->n++] = *rec;
+}
+
+void tc_ragkept_rag(void *user, int64_t trial, const bf_ragged_output *outs, size_t n_out, int64_t samples)
+{
+    tc_ragkept *k = user;
+    size_t total = 0;
+    for (size_t o = 0; o < n_out; o++)
+        total += (size_t)(samples + 1) * sizeof(int64_t) + (size_t)outs[o].offsets[samples] * sizeof(float);
+    unsigned char *b = malloc(total + 1), *at = b;
+    assert_non_null(b);
+    for (size_t o = 0; o < n_out; o++) {
+        memcpy(at, outs[o].offsets, (size_t)(samples + 1) * sizeof(int64_t));
+        at += (size_t)(samples + 1) * sizeof(int64_t);
+        memcpy(at, outs[o].data, (size_t)outs[o].offsets[samples] * sizeof(float));
+        at += (size_t)outs[o].offsets[samples] * sizeof(float);
+    }
+    assert_true(trial >= 0);
+    k->bytes[trial] = total;
+    k->blob[trial] = b;
+}
+
+void tc_ragkept_free(tc_ragkept *k)
+{
+    for (int64_t i = 0; i < k->n; i++) free(k->blob[i]);
+    free(k->blob);
+    free(k->bytes);
+    free(k->rec);
+}

@@ -33,4 +33,19 @@ float *tc_golden_copy(const bf_model *m, const bf_dataset *ds, const bf_campaign
  * prints how many allocations the clean run made and asserts more than 10. */
 void tc_task_alloc_failures(const char *model, const char *data);
 
+/* A one-sample graph's run (test_ckpt.c, test_ckpt_imaj.c): each record
+ * in the order on_trial gave it, and by trial each one's per-image outputs
+ * (on_ragged: every output's offsets and elements, end to end), to compare
+ * byte for byte. _for: its arrays for a campaign of `trials` trials. */
+typedef struct tc_ragkept {
+    int64_t n;
+    bf_trial_record *rec;
+    size_t *bytes;
+    unsigned char **blob;
+} tc_ragkept;
+tc_ragkept tc_ragkept_for(int64_t trials);
+void tc_ragkept_rec(void *user, const bf_trial_record *rec);
+void tc_ragkept_rag(void *user, int64_t trial, const bf_ragged_output *outs, size_t n_out, int64_t samples);
+void tc_ragkept_free(tc_ragkept *k);
+
 #endif

@@ -36,6 +36,7 @@
 #include "base/warena.h"
 #include "campaign/campaign_pin.h"
 #include "campaign_check.h"
+#include "campaign_kept.h"
 #include "exec/ckpt_impl.h"
 #include "onnx_graph.h"
 
@@ -43,47 +44,8 @@
 #error BF_FIXTURES must be defined
 #endif
 
-/* every trial's records and per-image outputs, in trial order */
-typedef struct kept {
-    int64_t n;
-    bf_trial_record *rec;
-    /* per trial: each output's offsets and elements, end to end */
-    size_t *bytes;
-    unsigned char **blob;
-} kept;
-
-static void keep_rec(void *user, const bf_trial_record *rec)
-{
-    kept *k = user;
-    k->rec[k->n++] = *rec;
-}
-
-static void keep_rag(void *user, int64_t trial, const bf_ragged_output *outs, size_t n_out, int64_t samples)
-{
-    kept *k = user;
-    size_t total = 0;
-    for (size_t o = 0; o < n_out; o++)
-        total += (size_t)(samples + 1) * sizeof(int64_t) + (size_t)outs[o].offsets[samples] * sizeof(float);
-    unsigned char *b = malloc(total + 1), *at = b;
-    assert_non_null(b);
-    for (size_t o = 0; o < n_out; o++) {
-        memcpy(at, outs[o].offsets, (size_t)(samples + 1) * sizeof(int64_t));
-        at += (size_t)(samples + 1) * sizeof(int64_t);
-        memcpy(at, outs[o].data, (size_t)outs[o].offsets[samples] * sizeof(float));
-        at += (size_t)outs[o].offsets[samples] * sizeof(float);
-    }
-    assert_true(trial >= 0);
-    k->bytes[trial] = total;
-    k->blob[trial] = b;
-}
-
-static void kept_free(kept *k, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) free(k->blob[i]);
-    free(k->blob);
-    free(k->bytes);
-    free(k->rec);
-}
+/* every trial's records and per-image outputs, in trial order (campaign_kept.h) */
+typedef tc_ragkept kept;
 
 /* spec s on m/ds: exact (each image in full), or prepared for the
  * differential engine with `budget` bytes (the checkpoints'); the cuts and
@@ -110,13 +72,9 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     if (bf__campaign_create_pinned(m, ds, s, NULL, &prep, &pin, &c, &err) != BF_OK)
         fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
-    kept k = {0};
-    k.rec = calloc((size_t)n + 1, sizeof *k.rec);
-    k.bytes = calloc((size_t)n + 1, sizeof *k.bytes);
-    k.blob = calloc((size_t)n + 1, sizeof *k.blob);
-    assert_true(k.rec && k.bytes && k.blob);
-    bf_campaign_opts o = {.threads = threads, .exact = exact, .cache_budget = budget, .on_trial = keep_rec,
-                          .on_ragged = keep_rag, .user = &k};
+    kept k = tc_ragkept_for(n);
+    bf_campaign_opts o = {.threads = threads, .exact = exact, .cache_budget = budget, .on_trial = tc_ragkept_rec,
+                          .on_ragged = tc_ragkept_rag, .user = &k};
     if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
     assert_int_equal(k.n, n);
     bf_campaign_free(c);
@@ -189,8 +147,8 @@ static void same_as_exact_on(const char *fix, const bf_campaign_spec *s, int64_t
         assert_true(rd.exact);
         assert_non_null(rd.full_reason);
     }
-    kept_free(&ex, ex.n);
-    kept_free(&df, df.n);
+    tc_ragkept_free(&ex);
+    tc_ragkept_free(&df);
     bf_campaign_result_free(&rx);
     bf_campaign_result_free(&rd);
     bf_dataset_free(ds);

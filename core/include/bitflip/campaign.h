@@ -585,6 +585,12 @@ typedef struct bf_campaign_result {
         uint64_t store_bytes;
         double byte_price;
         int huge_pages;
+        /* image_major: the trials ran image-major (bf_campaign_prep.
+         * image_major; the golden pass image by image, every trial on each
+         * image after it, one image's checkpoints held); else imaj_off says
+         * why not (static text) */
+        int image_major;
+        const char *imaj_off;
     } ckpt;
 } bf_campaign_result;
 
@@ -752,6 +758,19 @@ typedef struct bf_campaign_prep {
      * says so the golden cache and the checkpoints go in 2 MiB pages: the
      * same records, fewer page faults. */
     bf_host_pages host_pages;
+    /* 1: a one-image-per-call campaign whose trials are weight faults known
+     * before the golden pass runs them image-major (the CLI's
+     * --image-major): each image's golden run, then every trial of the
+     * shard on that image, from that image's checkpoints alone (one block,
+     * reused: not every image's at once), the trials' records made when the
+     * run reaches them. One thread (threads 0 or 1); otherwise, or for
+     * other campaigns, trial-major, with the reason in --stats. The same
+     * records either way (docs/engine/checkpoints.md, "Image-major"). The
+     * trials then run inside bf_campaign_create_prepared: `cancel` (as
+     * bf_campaign_opts.cancel; NULL: none) is polled before each image, and
+     * a set flag makes it fail with BF_ECANCELED. */
+    int image_major;
+    const int *cancel;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

@@ -64,6 +64,7 @@ void bf_campaign_free(bf_campaign *c)
     bf__free(c->golden.out);
     bf__ragcopy_free(&c->golden.rag);
     bf__ckpt_free(c->golden.ckpt);
+    bf__campaign_imaj_free(c->golden.imaj);
     bf__free(c->golden.det.labels);
     bf__free(c->golden.pred);
     bf__free(c->golden.lm_labels);

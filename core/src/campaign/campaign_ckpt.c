@@ -145,8 +145,10 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
         c->ckpt_price = bf__ckpt_price_for(h->small_cost);
         c->ckpt_huge = h->huge;
     }
+    /* image-major (campaign_imaj.c): one image's block, reused image after image */
+    c->golden.imaj_off = bf__campaign_imaj_off(c, prep, drawn_known(c));
     bf__ckpt_opts co = {.drawn = drawn_known(c) ? drawn_trials : NULL, .user = &dx, .byte_s = c->ckpt_price,
-                        .huge = c->ckpt_huge};
+                        .huge = c->ckpt_huge, .slots = c->golden.imaj_off ? 0 : bf__campaign_imaj_threads(c, prep)};
     if ((st = bf__ckpt_create(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, &co, &ck, err)) != BF_OK)
         goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
@@ -213,6 +215,8 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
     acc->ckpt.store_bytes = bf__ckpt_store_bytes(ck);
     acc->ckpt.byte_price = bf__ckpt_byte_price(ck);
     acc->ckpt.huge_pages = bf__ckpt_huge(ck);
+    acc->ckpt.image_major = c->golden.imaj != NULL;
+    acc->ckpt.imaj_off = c->golden.imaj_off;
     double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
     acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
 }

@@ -473,6 +473,21 @@ static bf_status golden_differential(bf_campaign *c, const bf_campaign_spec *spe
     return BF_OK;
 }
 
+/* An image-major sweep (campaign_imaj.c) on ev and, past one thread, an
+ * evaluator more a thread, made as ev was (its plans fit the checkpoints),
+ * freed after it. */
+static bf_status golden_imaj(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_eval_result *r,
+                             bf_error *err)
+{
+    bf_evaluator *evs[BF__IMAJ_THREADS_MAX] = {ev};
+    int n = bf__campaign_imaj_threads(c, prep), made = 1;
+    bf_status st = BF_OK;
+    for (; made < n && st == BF_OK; made++) st = golden_evaluator(c, &evs[made], err);
+    if (st == BF_OK) st = bf__campaign_imaj_sweep(c, evs, n, prep, r, err);
+    for (int i = 1; i < made; i++) bf_evaluator_free(evs[i]);
+    return st;
+}
+
 /* The golden pass as the exact engine makes it, one evaluator; a
  * one-sample graph's checkpoints recorded on the way when prep asks for
  * the differential engine (trials resume each image from them:
@@ -484,7 +499,8 @@ static bf_status golden_full(bf_campaign *c, bf_evaluator *ev, const bf_campaign
     bf_status st = bf__campaign_ckpt_prepare(c, ev, prep, err);
     if (st != BF_OK) return st;
     if (c->golden.ckpt) c->golden.full_reason = NULL;
-    st = bf_evaluator_run(ev, NULL, 0, r, err);
+    if (c->golden.ckpt && !c->golden.imaj_off) st = golden_imaj(c, ev, prep, r, err);
+    else st = bf_evaluator_run(ev, NULL, 0, r, err);
     bf_status u = bf__evaluator_ckpt(ev, NULL, NULL, NULL, err);
     if (st != BF_OK) return st;
     if (u != BF_OK) return u;
@@ -498,7 +514,7 @@ static bf_status golden_full(bf_campaign *c, bf_evaluator *ev, const bf_campaign
     }
     c->setup.golden = now_s() - t1;
     c->setup.golden_cpu = cpu_s() - cpu;
-    c->setup.golden_threads = 1;
+    c->setup.golden_threads = c->golden.imaj ? bf__campaign_imaj_threads(c, prep) : 1;
     return BF_OK;
 }
 

@@ -171,6 +171,31 @@ void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const str
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n);
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc);
 
+/* campaign_imaj.c: image-major trials (docs/engine/checkpoints.md,
+ * "Image-major"). _off: why a campaign's trials run trial-major (NULL:
+ * image-major; drawn_known: its trials are known before the golden pass,
+ * campaign_ckpt.c). _sweep: the golden pass image by image on ev (its
+ * checkpoints made with one block, ev set to record them), every trial of
+ * prep's shard run on each image after its golden run; r the golden pass's
+ * result; c->golden.imaj the trials' outputs. _has: trial t's outputs are
+ * there; _result: its pass's result from them, on a worker's evaluator
+ * ev, as bf_evaluator_run would give it. At most BF__IMAJ_SLOTS_MAX trials
+ * x images (each a slot per graph output, grown to its largest value). */
+#define BF__IMAJ_SLOTS_MAX 65536
+#define BF__IMAJ_THREADS_MAX 64
+const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *prep, int drawn_known);
+/* the sweep's threads (prep->threads, at most the images and
+ * BF__IMAJ_THREADS_MAX): the images split between them, each on an
+ * evaluator of its own (evs[i], evs[0] the golden one) with a checkpoint
+ * block of its own */
+int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep);
+bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int n_ev, const bf_campaign_prep *prep,
+                                  bf_eval_result *r, bf_error *err);
+int bf__campaign_imaj_has(const bf_campaign *c, int64_t t);
+bf_status bf__campaign_imaj_result(const bf_campaign *c, bf_evaluator *ev, int64_t t, bf_eval_result *res,
+                                   bf_error *err);
+void bf__campaign_imaj_free(struct bf__imaj *x);
+
 /* campaign_adapt.c: "exhaustive" and "adaptive": the strata, the
  * population's size checked (exhaustive: its trials), after the sites and
  * bits are resolved; a trial's stratum in the current round; the next

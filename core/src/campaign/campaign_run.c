@@ -174,7 +174,8 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
         bf__evaluator_set_cancel(w->ev, rn->opts->cancel);
         if (rn->ckpt) {   /* a one-sample graph's: it recorded the checkpoints on the campaign's golden pass */
             bf__evaluator_ragged_base(w->ev, c->golden.rag.view);
-            return bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out, err);
+            /* image-major: the checkpoints hold the last image alone, and a trial the sweep did not run runs in full */
+            return bf__evaluator_ckpt(w->ev, c->golden.imaj ? NULL : c->golden.ckpt, NULL, c->golden.out, err);
         }
         return BF_OK;
     }
@@ -213,6 +214,7 @@ static bf_status worker_init(runner *rn, worker *w, int idx, bf_campaign_result 
                             "worker %d's golden pass differs from the campaign's: this model does not evaluate "
                             "deterministically, so outcomes cannot be classified", idx);
     if (!rn->ckpt) return BF_OK;
+    if (c->golden.imaj) return bf__evaluator_ckpt(w->ev, NULL, NULL, c->golden.out, err);   /* as worker 0's */
     if ((st = bf__evaluator_ckpt(w->ev, c->golden.ckpt, NULL, c->golden.out, err)) != BF_OK) return st;
     /* made with the golden evaluator's options, its plans hold every value
      * the checkpoints keep in their arena at the same size (ckpt.h,
@@ -608,6 +610,7 @@ bf_status bf_campaign_run(bf_campaign *c, const bf_campaign_opts *opts, bf_campa
     rn.n = rn.shard_index < c->faults.n_trials ? (c->faults.n_trials - rn.shard_index + rn.shard_count - 1) / rn.shard_count : 0;
     int threads = o->threads > 0 ? o->threads : 1;
     if (threads > BF__CAMPAIGN_THREADS_MAX) threads = BF__CAMPAIGN_THREADS_MAX;
+    if (rn.ckpt && c->golden.imaj) threads = 1;   /* an image-major sweep ran the trials: their fold is left */
     rn.chunk = chunk_size(rn.n, threads, o->on_outputs || o->on_ragged ? CHUNK_OUTPUTS : CHUNK);
     rn.n_chunks = (rn.n + rn.chunk - 1) / rn.chunk;
 

@@ -288,7 +288,10 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
     if (st == BF_OK && w->dx) st = run_differential(w, w->dw, n_dw, n_vf ? w->vf : NULL, n_vf, res, &full);
     if (st == BF_OK && full && w->rn->ckpt) bf__campaign_ckpt_weights(c, w->ev, w->dw, n_dw);
     if (st == BF_OK && full && n_vf) st = bf_evaluator_set_value_faults(w->ev, w->vf, n_vf, &w->err);
-    if (st == BF_OK && full) st = bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
+    if (st == BF_OK && full)   /* an image-major sweep ran it already (campaign_imaj.c) */
+        st = w->rn->ckpt && bf__campaign_imaj_has(c, rec->trial)
+                 ? bf__campaign_imaj_result(c, w->ev, rec->trial, res, &w->err)
+                 : bf_evaluator_run(w->ev, NULL, 0, res, &w->err);
     if (n_vf) group_records(w, rec, full, st);
     /* Restore in reverse order, exactly the stored values, whatever happened. */
     for (size_t i = n_dw; i-- > 0;) {

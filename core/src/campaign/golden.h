@@ -12,6 +12,7 @@
 
 struct bf__dx_shared;
 
+typedef struct bf__imaj bf__imaj;
 typedef struct bf__golden {
     bf_task task;
     int64_t samples, out_cols;
@@ -46,6 +47,11 @@ typedef struct bf__golden {
      * which its trials resume from unless the run asks for exact; NULL:
      * none */
     struct bf__ckpt *ckpt;
+    /* image-major (campaign_imaj.c): the swept trials' outputs (ckpt then
+     * holds one image's block: workers run other trials in full), or NULL;
+     * imaj_off: why not, for --stats (static text; NULL: image-major) */
+    struct bf__imaj *imaj;
+    const char *imaj_off;
     /* a one-sample graph's outputs, every one per sample (n 0 otherwise) */
     bf__ragcopy rag;
     /* detection: which outputs are the boxes, scores, labels (task), and

@@ -277,8 +277,10 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
      * 91 MiB, 23k faults, a tenth of the golden pass on a loaded machine);
      * in 2 MiB pages where the host measured them cheap (`huge`) */
     ck->huge = huge != 0;
+    ck->slots = o->slots > 0 && o->slots < samples ? o->slots : samples;
     if (samples > 0 && ck->sample_bytes > 0 &&
-        !(ck->data = bf__alloc_written((size_t)samples * ck->sample_bytes, BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0)))) {
+        !(ck->data =
+              bf__alloc_written((size_t)ck->slots * ck->sample_bytes, BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0)))) {
         st = oom(err);
         goto out;
     }
@@ -317,7 +319,7 @@ int bf__ckpt_host_pages(double *byte_s)
 }
 
 int bf__ckpt_huge(const bf__ckpt *ck) { return ck ? ck->huge : 0; }
-uint64_t bf__ckpt_bytes(const bf__ckpt *ck) { return ck ? (uint64_t)ck->sample_bytes * (uint64_t)ck->samples : 0; }
+uint64_t bf__ckpt_bytes(const bf__ckpt *ck) { return ck ? (uint64_t)ck->sample_bytes * (uint64_t)ck->slots : 0; }
 double bf__ckpt_saved_share(const bf__ckpt *ck) { return ck ? ck->saved : 0; }
 
 void bf__ckpt_param_steps(const bf__ckpt *ck, size_t q, int *lo, int *hi)
@@ -453,7 +455,8 @@ bf_status bf__ckpt_record(bf__ckpt *ck, bf_plan *p, int64_t s, bf_error *err)
     if (s < 0 || s >= ck->samples) return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
     if (!bf__ckpt_fits_plan(ck, p))
         return bf_error_set(err, BF_EINVAL, "internal error: the golden checkpoints do not fit this plan");
-    watch_ctx w = {.ck = ck, .rec = ck, .block = ck->data + (size_t)s * ck->sample_bytes, .s = s, .record = 1};
+    watch_ctx w = {.ck = ck, .rec = ck, .block = ck->data + (size_t)(s % ck->slots) * ck->sample_bytes, .s = s,
+                   .record = 1};
     bf__plan_watch pw = {.mark = ck->mark, .at = at_cut, .act = ck->n_store ? ck->post : NULL, .post = keep, .user = &w};
     bf_status st = bf__plan_run_from(p, 0, ck->n_cuts ? &pw : NULL, NULL, err);
     if (st == BF_OK && w.st != BF_OK) st = oom(err);
@@ -476,7 +479,7 @@ bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p,
     if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
         return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
     int lo = tr ? tr->lo : -1, hi = tr ? tr->hi : -1;
-    watch_ctx w = {.ck = ck, .tr = tr, .block = ck->data + (size_t)s * ck->sample_bytes, .s = s, .hi = hi,
+    watch_ctx w = {.ck = ck, .tr = tr, .block = ck->data + (size_t)(s % ck->slots) * ck->sample_bytes, .s = s, .hi = hi,
                    .stopped_at = p->n_steps, .walk = {.next = 0, .ch = -1}};
     int c = lo >= 0 ? tr->from : -1;
     size_t from = 0;

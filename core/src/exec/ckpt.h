@@ -43,12 +43,17 @@ typedef bf_status (*bf__ckpt_drawn)(void *user, const bf__ckpt *ck, struct bf__c
  *   BF__CKPT_BYTE_SECONDS (ckpt_impl.h; <= 0: that): the campaign's choice
  *   where fresh pages measure dear (campaign_ckpt.c).
  * - huge: the checkpoints' block in 2 MiB pages (bf__ckpt_host_pages
- *   chose them; the same bytes either way). */
+ *   chose them; the same bytes either way).
+ * - slots: blocks held, sample s's values in block s % slots (0: one a
+ *   sample): an image-major sweep (campaign_imaj.c) records one image and
+ *   runs every trial on it before the next, so one block (one a worker)
+ *   serves; the cuts and the store are chosen as for every sample. */
 typedef struct bf__ckpt_opts {
     bf__ckpt_drawn drawn;
     void *user;
     double byte_s;
     int huge;
+    int64_t slots;
 } bf__ckpt_opts;
 bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
                           const double *param_mass, const double *value_mass, size_t budget, const bf__ckpt_opts *opts,

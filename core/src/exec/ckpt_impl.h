@@ -134,6 +134,7 @@ struct bf__ckpt {
     uint64_t priced_bytes;
     size_t sample_bytes;
     int64_t samples;
+    int64_t slots;            /* samples' blocks held (bf__ckpt_opts.slots): sample s's is s % slots */
     int huge;                   /* the block asked for in 2 MiB pages (bf__ckpt_host_pages) */
     unsigned char *data;        /* samples x sample_bytes */
     bf__ckpt_tail tail;

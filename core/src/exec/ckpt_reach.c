@@ -286,7 +286,7 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck)
 {
     uint64_t b = 0;
     for (size_t j = 0; ck && j < ck->n_store; j++) b += (ck->st_bytes[j] + 63) & ~(size_t)63;
-    return ck ? b * (uint64_t)ck->samples : 0;
+    return ck ? b * (uint64_t)ck->slots : 0;
 }
 
 /* a value the store may hold: computed by a step of fixed shapes into the

@@ -56,6 +56,8 @@ struct bf_evaluator {
     int unbatched;
     bf__ragged rag;
     const bf_ragged_output *rag_base;
+    bf__ragged *rag_to;       /* an image-major trial's run: its slots and rows, not rag's and outputs */
+    float *out_to;
     bf__eval_ckpt ckp;        /* one-sample graphs: the golden checkpoints (eval_ckpt.h) */
     bf__eval_det det;         /* detection: its outputs, ground truth, a pass's views (eval_det.h) */
     bf_nms_ties *nms;         /* one-sample graphs: NMS near-ties recorded here (bf_eval_opts.nms_ties), or NULL */
@@ -358,10 +360,10 @@ int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
 static bf_status keep_sample(bf_evaluator *ev, bf_plan *plan, int64_t s, bf_error *err)
 {
     for (size_t k = 0; k < ev->model->n_outputs; k++) {
-        bf_status st = bf__ragged_put(&ev->rag, k, s, bf_plan_output(plan, k), err);
+        bf_status st = bf__ragged_put(ev->rag_to ? ev->rag_to : &ev->rag, k, s, bf_plan_output(plan, k), err);
         if (st != BF_OK) return st;
     }
-    if (ev->out_cols > 0) memcpy(ev->outputs + s * ev->out_cols, bf_plan_output(plan, 0)->data, (size_t)ev->out_cols * sizeof(float));
+    if (ev->out_cols > 0) memcpy((ev->rag_to ? ev->out_to : ev->outputs) + s * ev->out_cols, bf_plan_output(plan, 0)->data, (size_t)ev->out_cols * sizeof(float));
     return BF_OK;
 }
 
@@ -392,8 +394,10 @@ static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t sta
     }
     if (golden) {   /* the checkpoints showed the rest of the run golden */
         if (ev->out_cols > 0)
-            memcpy(ev->outputs + start * ev->out_cols, ev->ckp.out + start * ev->out_cols, (size_t)ev->out_cols * sizeof(float));
-        return bf__ragged_copy_sample(&ev->rag, ev->rag_base, start, err);
+            memcpy((ev->rag_to ? ev->out_to : ev->outputs) + start * ev->out_cols, ev->ckp.out + start * ev->out_cols,
+                   (size_t)ev->out_cols * sizeof(float));
+        return ev->ckp.gold ? bf__ragged_copy_slot(ev->rag_to, ev->ckp.gold, start, err)
+                            : bf__ragged_copy_sample(&ev->rag, ev->rag_base, start, err);
     }
     if (ev->unbatched) return keep_sample(ev, plan, start, err);
     memcpy(ev->outputs + start * ev->out_cols, bf_plan_output(plan, 0)->data,
@@ -674,6 +678,57 @@ bf_status bf_evaluator_run_sample(bf_evaluator *ev, int64_t sample, const float 
 
 void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base) { ev->rag_base = base; }
 
+int64_t bf__evaluator_out_cols(const bf_evaluator *ev) { return ev->out_cols; }
+
+bf_status bf__evaluator_imaj(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *rec, bf__ckpt_trial *tr, int64_t s,
+                             bf__ragged *into, float *outs, bf_error *err)
+{
+    if (!ev->unbatched || s < 0 || s >= ev->samples || (!rec && !into))
+        return bf_error_set(err, BF_EINVAL, "internal error: an image-major run of sample %lld", (long long)s);
+    bf__eval_ckpt *e = &ev->ckp;
+    /* the trial's slots take the run's outputs; an image ended early takes the golden ones kept so far */
+    e->ck = rec ? NULL : ck, e->rec = rec, e->tr = tr, e->out = ev->outputs, e->gold = into ? &ev->rag : NULL;
+    ev->rag_to = into, ev->out_to = outs;
+    bf_status st = run_batch(ev, &ev->ws[0], ev->plans[0], s, err);
+    ev->rag_to = NULL, ev->out_to = NULL;
+    e->ck = NULL, e->rec = NULL, e->tr = NULL, e->out = NULL, e->gold = NULL;
+    return st;
+}
+
+bf_status bf__evaluator_imaj_merge(bf_evaluator *ev, const bf_evaluator *from, int64_t s, bf_error *err)
+{
+    size_t n = (size_t)ev->out_cols;
+    if (n) memcpy(ev->outputs + (size_t)s * n, from->outputs + (size_t)s * n, n * sizeof(float));
+    return bf__ragged_copy_slot(&ev->rag, &from->rag, s, err);
+}
+
+void bf__evaluator_ckpt_add_counts(bf_evaluator *ev, const bf_evaluator *from)
+{
+    const bf__eval_ckpt *f = &from->ckp;
+    bf__eval_ckpt *e = &ev->ckp;
+    atomic_fetch_add(&e->work, atomic_load(&f->work));
+    atomic_fetch_add(&e->early, atomic_load(&f->early));
+    atomic_fetch_add(&e->skipped, atomic_load(&f->skipped));
+    atomic_fetch_add(&e->chan, atomic_load(&f->chan));
+    atomic_fetch_add(&e->chan_fused, atomic_load(&f->chan_fused));
+    atomic_fetch_add(&e->chan_stop, atomic_load(&f->chan_stop));
+    atomic_fetch_add(&e->chan_follow, atomic_load(&f->chan_follow));
+    atomic_fetch_add(&e->tail_stop, atomic_load(&f->tail_stop));
+}
+
+bf_status bf__evaluator_imaj_finish(bf_evaluator *ev, bf__ragged *from, const float *outs, bf_eval_result *res,
+                                    bf_error *err)
+{
+    if (!from) return finish(ev, res, 0, err);
+    size_t n = (size_t)(ev->samples * ev->out_cols);
+    if (n) memcpy(ev->outputs, outs, n * sizeof(float));
+    bf__ragged keep = ev->rag;
+    ev->rag = *from, *from = keep;
+    bf_status st = finish(ev, res, 0, err);
+    keep = ev->rag, ev->rag = *from, *from = keep;   /* res->ragged: the view the trial's slots laid out */
+    return st;
+}
+
 bf_status bf__evaluator_ckpt(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *record, const float *golden_out,
                              bf_error *err)
 {
@@ -719,6 +774,11 @@ bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *va
 void bf__evaluator_param_golden(bf_evaluator *ev, size_t param)
 {
     for (size_t p = 0; p < ev->n_plans; p++) bf__plan_param_golden(ev->plans[p], param);
+}
+
+void bf__evaluator_param_golden_kept(bf_evaluator *ev, size_t param)
+{
+    for (size_t p = 0; p < ev->n_plans; p++) bf__plan_param_golden_kept(ev->plans[p], param);
 }
 
 bf_status bf_evaluator_write_param(bf_evaluator *ev, size_t param, int64_t index, float value,

@@ -9,12 +9,15 @@
 
 #include "bitflip/plan.h"
 #include "exec/ckpt.h"
+#include "exec/eval_ragged.h"
 
 typedef struct bf__eval_ckpt {
     const bf__ckpt *ck;       /* what passes resume from (NULL: each sample in full) */
     bf__ckpt *rec;            /* what the next pass records (then detached) */
     bf__ckpt_trial *tr;       /* what the next pass's faults reach (cleared after it) */
     const float *out;         /* golden outputs [samples x out_cols] of a sample that ends early */
+    const bf__ragged *gold;   /* an image-major sweep's: the golden per-sample outputs, kept so far (NULL: the
+                               * evaluator's laid-out base, bf__evaluator_ragged_base) */
     atomic_llong work, early, skipped;   /* golden ns of the steps run; samples ended early; steps skipped */
     atomic_llong chan;                   /* steps run on one channel (ckpt_chan.c) */
     atomic_llong chan_fused, chan_stop;  /* of them, with their fused epilogue; ending the run golden */

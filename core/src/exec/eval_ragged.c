@@ -122,6 +122,19 @@ bf_status bf__ragged_copy_sample(bf__ragged *r, const bf_ragged_output *base, in
     return BF_OK;
 }
 
+bf_status bf__ragged_copy_slot(bf__ragged *r, const bf__ragged *src, int64_t s, bf_error *err)
+{
+    for (size_t k = 0; k < r->n_out; k++) {
+        size_t i = k * (size_t)r->samples + (size_t)s, j = k * (size_t)src->samples + (size_t)s;
+        bf_status st = reserve(&r->buf[i], &r->cap[i], src->len[j], err);
+        if (st != BF_OK) return st;
+        if (src->len[j]) memcpy(r->buf[i], src->buf[j], (size_t)src->len[j] * sizeof(float));
+        r->len[i] = src->len[j];
+        r->rows[i] = src->rows[j];
+    }
+    return BF_OK;
+}
+
 bf_status bf__ragcopy_set(bf__ragcopy *c, const bf_ragged_output *src, size_t n, int64_t samples, bf_error *err)
 {
     size_t offs = n * (size_t)(samples + 1), elems = 0;

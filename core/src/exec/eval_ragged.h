@@ -36,6 +36,9 @@ bf_status bf__ragged_lay_out(bf__ragged *r, bf_error *err);
 /* Copies another store's slot (sample s of every output) into this one:
  * for a pass that recomputes one sample and takes the others from a base. */
 bf_status bf__ragged_copy_sample(bf__ragged *r, const bf_ragged_output *base, int64_t s, bf_error *err);
+/* Sample s's slots of another store (not laid out) into this one's, as its
+ * own put them: an image-major sweep's image that took the golden outputs. */
+bf_status bf__ragged_copy_slot(bf__ragged *r, const bf__ragged *src, int64_t s, bf_error *err);
 
 
 

@@ -535,14 +535,17 @@ static size_t dirty_words(size_t view_bytes)
     return ((view_bytes + pg - 1) / pg + 63) / 64;
 }
 
-void bf__plan_param_golden(bf_plan *p, size_t param)
+static void param_golden(bf_plan *p, size_t param, int drop)
 {
     if (param >= p->model->n_params || !p->param_view[param] || p->param_rewritten[param]) return;
-    bf__wview_drop(p->param_copy[param], p->param_view[param]);
+    if (drop) bf__wview_drop(p->param_copy[param], p->param_view[param]);
     p->vals[p->model->param_vals[param]].data = p->model->params[param].tensor->data;
     if (p->param_dirty[param]) memset(p->param_dirty[param], 0, dirty_words(p->param_view[param]) * sizeof(uint64_t));
     p->param_untracked[param] = 0;
 }
+
+void bf__plan_param_golden(bf_plan *p, size_t param) { param_golden(p, param, 1); }
+void bf__plan_param_golden_kept(bf_plan *p, size_t param) { param_golden(p, param, 0); }
 
 void bf__plan_param_rewritten(bf_plan *p, size_t param)
 {

@@ -344,6 +344,11 @@ float bf__param_int_get(const void *data, bf_dtype dt, int64_t i);
  * was _rewritten whole (a stored representation), which also makes
  * _is_golden 0. */
 void bf__plan_param_golden(bf_plan *p, size_t param);
+/* ... keeping the view's private pages, which the caller wrote back to the
+ * stored bits (an image-major sweep writes a trial's faults once an image,
+ * and dropping them each time, a madvise over the whole tensor and the
+ * pages faulted in again, was most of what it cost more: campaign_imaj.c) */
+void bf__plan_param_golden_kept(bf_plan *p, size_t param);
 /* Writes element `index` of the plan's copy of parameter `param` in its
  * stored type, and marks its page of a view written: the one way to fault
  * a parameter that leaves row lookups reading the other rows from the
@@ -356,6 +361,7 @@ int bf__plan_param_is_golden(const bf_plan *p, size_t param);
  * campaign's private pages stay those of one trial, whatever it ran before. */
 struct bf_evaluator;
 void bf__evaluator_param_golden(struct bf_evaluator *ev, size_t param);
+void bf__evaluator_param_golden_kept(struct bf_evaluator *ev, size_t param);
 bf_status bf__plan_reserve_value_faults(bf_plan *plan, size_t n, bf_error *err);
 /* plan_dyn.c: prep readied for a run-time prepare of node n (at_run 1,
  * nothing prepared yet); the caller sets its inputs and outputs. */

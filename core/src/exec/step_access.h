@@ -115,6 +115,27 @@ struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
 int bf__evaluator_ckpt_on(const bf_evaluator *ev);
 void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
                                int64_t chan[5]);
+/* An image-major sweep (campaign/campaign_imaj.c), one sample at a time on
+ * the evaluator's first plan. rec set: sample s's golden run, recording its
+ * checkpoints into rec, its outputs kept as a pass keeps them (the golden
+ * ones, laid out by _finish with from NULL). Else a trial's run of s (its
+ * faults written, tr its reach) resuming from ck, its outputs kept into the
+ * trial's own per-sample slots `into` and rows `outs` ([samples x out_cols])
+ * instead; a sample the checkpoints show golden takes the golden slots kept
+ * so far. _finish: the pass's result over the slots `from` and rows `outs`
+ * (a trial's, whose view res->ragged then is) as bf_evaluator_run gives it
+ * over its own. */
+struct bf__ragged;
+int64_t bf__evaluator_out_cols(const bf_evaluator *ev);
+bf_status bf__evaluator_imaj(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *rec,
+                             struct bf__ckpt_trial *tr, int64_t s, struct bf__ragged *into, float *outs, bf_error *err);
+bf_status bf__evaluator_imaj_finish(bf_evaluator *ev, struct bf__ragged *from, const float *outs, bf_eval_result *res,
+                                    bf_error *err);
+/* sample s's golden outputs, kept by another evaluator's image-major runs
+ * (a sweep's second thread), into ev's as its own run keeps them */
+bf_status bf__evaluator_imaj_merge(bf_evaluator *ev, const bf_evaluator *from, int64_t s, bf_error *err);
+/* what another evaluator's passes ran from checkpoints (_counts) added to ev's */
+void bf__evaluator_ckpt_add_counts(bf_evaluator *ev, const bf_evaluator *from);
 /* Value fault i of the last pass: the element it struck in the sample it
  * hit (sample 0 for every-sample faults; -1: none, a dynamic value empty
  * or shorter there) and the elements the value had there (plan_impl.h). */

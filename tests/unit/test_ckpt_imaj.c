@@ -1,0 +1,203 @@
+/* Image-major trials (campaign/campaign_imaj.c; docs/engine/checkpoints.md,
+ * "Image-major"): the golden pass image by image, every trial run on each
+ * image right after its golden run from that image's checkpoints alone
+ * (one block a thread), the records made when the run reaches them. The
+ * rule: every record and every image's outputs of every trial bit for bit
+ * those of the trial-major run (every image's checkpoints, test_ckpt.c)
+ * and of the exact engine (each image in full), on the seven detector
+ * fixtures (tests/fixtures/det, each matching PyTorch in conformance_det),
+ * one- and two-bit weight faults, on 1 and 2 threads; the checkpoints held
+ * one image's block a thread where trial-major held every image's; and a
+ * campaign image-major cannot run (a BER) runs trial-major and says why. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bitflip/campaign.h"
+#include "bitflip/dataset.h"
+#include "bitflip/model.h"
+#include "campaign/campaign_pin.h"
+#include "campaign_check.h"
+#include "campaign_kept.h"
+
+#ifndef BF_FIXTURES
+#error BF_FIXTURES must be defined
+#endif
+
+/* every trial's record and per-image outputs, by trial (campaign_kept.h) */
+typedef tc_ragkept kept;
+
+/* mode 0: exact; 1: trial-major checkpoints; 2: image-major. The price
+ * pinned at 1 ns a byte (campaign_pin.h): the same cuts on any host. */
+static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int mode, int threads,
+                bf_campaign_result *res)
+{
+    bf_campaign *c = NULL;
+    bf_error err = {0};
+    bf_campaign_prep prep = {.differential = mode > 0, .threads = threads, .image_major = mode == 2};
+    bf__campaign_pin pin = {.ckpt_byte_price = 1e-9};
+    if (bf__campaign_create_pinned(m, ds, s, NULL, &prep, &pin, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
+    int64_t n = bf_campaign_num_trials(c);
+    kept k = tc_ragkept_for(n);
+    bf_campaign_opts o = {.threads = threads, .exact = mode == 0, .on_trial = tc_ragkept_rec, .on_ragged = tc_ragkept_rag,
+                          .user = &k};
+    if (bf_campaign_run(c, &o, res, &err) != BF_OK) fail_msg("run: %s", err.msg);
+    assert_int_equal(k.n, n);
+    bf_campaign_free(c);
+    return k;
+}
+
+static void same(const char *what, const kept *a, const kept *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (int64_t i = 0; i < a->n; i++) {
+        tc_assert_same_record(&a->rec[i], &b->rec[i]);
+        if (a->bytes[i] != b->bytes[i] || memcmp(a->blob[i], b->blob[i], a->bytes[i]) != 0)
+            fail_msg("%s: trial %lld: the per-image outputs differ", what, (long long)i);
+    }
+}
+
+static const char *const DETECTORS[] = {"ssd", "ssdlite", "retinanet", "fcos", "fasterrcnn", "maskrcnn", "yolo"};
+#define N_DET (sizeof DETECTORS / sizeof *DETECTORS)
+
+static void det_load(const char *name, bf_model **m, bf_dataset **ds)
+{
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s/det/%s", BF_FIXTURES, name);
+    tc_load(stem, m, ds);
+}
+
+/* uniform single-bit weight faults (bits set by the caller) */
+static bf_campaign_spec weights(int trials, uint64_t seed)
+{
+    bf_campaign_spec s = tc_base_spec(1);
+    s.target = BF_TARGET_WEIGHTS;
+    s.trials = trials;
+    s.seed = seed;
+    return s;
+}
+
+static void detectors_as_trial_major(void **state)
+{
+    (void)state;
+    int64_t changed = 0, early = 0;
+    for (size_t f = 0; f < N_DET; f++) {
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        det_load(DETECTORS[f], &m, &ds);
+        int64_t samples = bf_dataset_num_samples(ds);
+        for (int bits = 1; bits <= 2; bits++)
+            for (int th = 1; th <= 2; th++) {
+                bf_campaign_spec s = weights(12, 90 + (uint64_t)(bits * 2 + th) + 10 * (uint64_t)f);
+                s.bits = bits;
+                bf_campaign_result rx, rt, ri;
+                kept ex = run(m, ds, &s, 0, th, &rx), tm = run(m, ds, &s, 1, th, &rt), im = run(m, ds, &s, 2, th, &ri);
+                char what[128];
+                snprintf(what, sizeof what, "%s, %d bits, %d threads, image-major against exact", DETECTORS[f], bits,
+                         th);
+                same(what, &ex, &im);
+                snprintf(what, sizeof what, "%s, %d bits, %d threads, image-major against trial-major", DETECTORS[f],
+                         bits, th);
+                same(what, &tm, &im);
+                tc_assert_same_aggregates(&rt, &ri);
+                for (int64_t i = 0; i < ex.n; i++) changed += ex.rec[i].outcome != BF_OUTCOME_MASKED;
+                /* the checkpoints ran it, image-major; trial-major was not asked to */
+                assert_true(ri.ckpt.cuts > 0);
+                assert_int_equal(ri.ckpt.image_major, 1);
+                assert_null(ri.ckpt.imaj_off);
+                assert_int_equal(rt.ckpt.image_major, 0);
+                assert_non_null(rt.ckpt.imaj_off);
+                /* the same cuts and store, one image's block a thread instead of every image's */
+                assert_int_equal(ri.ckpt.cuts, rt.ckpt.cuts);
+                int64_t slots = th < samples ? th : samples;
+                assert_true(ri.ckpt.bytes * (uint64_t)samples == rt.ckpt.bytes * (uint64_t)slots);
+                if (getenv("BF_TEST_VERBOSE"))
+                    fprintf(stderr,
+                            "%s b%d t%d: early %lld/%lld chan %lld/%lld tail %lld/%lld skipped %lld/%lld work %.4f/%.4f\n",
+                            DETECTORS[f], bits, th, (long long)ri.ckpt.early, (long long)rt.ckpt.early,
+                            (long long)ri.ckpt.early_chan, (long long)rt.ckpt.early_chan, (long long)ri.ckpt.early_tail,
+                            (long long)rt.ckpt.early_tail, (long long)ri.ckpt.skipped, (long long)rt.ckpt.skipped,
+                            ri.work_fraction, rt.work_fraction);
+                /* the same runs: images ended early at the same points */
+                assert_int_equal(ri.ckpt.early, rt.ckpt.early);
+                early += ri.ckpt.early;
+                tc_ragkept_free(&ex);
+                tc_ragkept_free(&tm);
+                tc_ragkept_free(&im);
+                bf_campaign_result_free(&rx);
+                bf_campaign_result_free(&rt);
+                bf_campaign_result_free(&ri);
+            }
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
+    /* faults that changed outputs, and images the checkpoints ended early, were among them */
+    assert_true(changed > 0);
+    assert_true(early > 0);
+}
+
+/* A BER campaign's trials are not known before the golden pass: trial-major,
+ * with the reason, and the records still the exact engine's. */
+static void ber_runs_trial_major(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    det_load("ssdlite", &m, &ds);
+    bf_campaign_spec s = weights(6, 5);
+    s.model_kind = BF_FAULT_BER;
+    double rates[] = {1e-6};
+    s.rates = rates;
+    s.n_rates = 1;
+    bf_campaign_result rx, ri;
+    kept ex = run(m, ds, &s, 0, 1, &rx), im = run(m, ds, &s, 2, 1, &ri);
+    same("ssdlite, BER, image-major asked for", &ex, &im);
+    assert_int_equal(ri.ckpt.image_major, 0);
+    assert_non_null(ri.ckpt.imaj_off);
+    assert_non_null(strstr(ri.ckpt.imaj_off, "BER"));
+    tc_ragkept_free(&ex);
+    tc_ragkept_free(&im);
+    bf_campaign_result_free(&rx);
+    bf_campaign_result_free(&ri);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+/* A cancel flag set before the sweep: the create fails with BF_ECANCELED
+ * and frees what it made (the sanitizer build checks the leaks). */
+static void cancel_stops_the_sweep(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    det_load("ssdlite", &m, &ds);
+    bf_campaign_spec s = weights(4, 3);
+    int cancel = 1;
+    for (int th = 1; th <= 2; th++) {
+        bf_campaign *c = NULL;
+        bf_error err = {0};
+        bf_campaign_prep prep = {.differential = 1, .threads = th, .image_major = 1, .cancel = &cancel};
+        bf__campaign_pin pin = {.ckpt_byte_price = 1e-9};
+        assert_int_equal(bf__campaign_create_pinned(m, ds, &s, NULL, &prep, &pin, &c, &err), BF_ECANCELED);
+        assert_null(c);
+        assert_non_null(strstr(err.msg, "image-major"));
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(detectors_as_trial_major),
+        cmocka_unit_test(ber_runs_trial_major),
+        cmocka_unit_test(cancel_stops_the_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
