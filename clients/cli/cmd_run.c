@@ -126,6 +126,7 @@ typedef struct progress_state {
     double *metric;
     int *rate, *outcome;
     int64_t n, cap;
+    int swept;   /* the trials ran in the create's image-major sweep (on_sweep) */
 } progress_state;
 
 static void on_progress(void *user, const bf_campaign_result *r)
@@ -158,6 +159,19 @@ static void on_progress(void *user, const bf_campaign_result *r)
                        p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)ran,
                        (long long)p->planned, p->planned ? 100.0 * (double)ran / (double)p->planned : 100.0, rate,
                        eta, 100 * cr, 100 * lo, 100 * hi, 100 * du, 100 * dlo, 100 * dhi);
+}
+
+/* --image-major: the trials run image by image inside the campaign's
+ * create, before on_progress's first report; this says how far the sweep is. */
+static void on_sweep(void *user, int64_t images_done, int64_t images)
+{
+    progress_state *p = user;
+    p->swept = 1;
+    if (!cli_progress_due(&p->out, images_done >= images)) return;
+    double el = cli_now() - p->start, eta = images_done > 0 ? el * (double)(images - images_done) / (double)images_done : 0;
+    cli_progress_print(&p->out, "%s%simage-major: golden run and every trial on image %lld/%lld (%.0f%%)  ETA %.0fs",
+                       p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)images_done,
+                       (long long)images, images ? 100.0 * (double)images_done / (double)images : 100.0, eta);
 }
 
 /* Called by the engine on this thread, once per trial, in trial order. */
@@ -520,17 +534,20 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
                              .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
                              .shard_index = o->shard_i, .shard_count = o->shard_n,
-                             .host_pages = o->lim.data.host_pages, .image_major = o->image_major};
+                             .host_pages = o->lim.data.host_pages, .image_major = o->image_major,
+                             .sweep_progress = o->image_major ? on_sweep : NULL, .sweep_user = ps};
     double t_create = cli_now();
+    ps->start = t_create;   /* on_sweep's ETA: the create runs the trials */
+    ps->swept = 0;
+    if (paired) ps->mitigation = mit->name;   /* on_sweep's label too */
     if (bf_campaign_create_prepared(m, ds, spec, mit, &prep, cp, &err) != BF_OK) return report_error("run", &err);
     t_create = cli_now() - t_create;
     bf_campaign *c = *cp;
     int64_t all = bf_campaign_num_trials(c);
     ps->c = c;
-    ps->start = cli_now();
+    if (!ps->swept) ps->start = cli_now();   /* swept: the trials' rate counts the sweep they ran in */
     ps->planned = all / o->shard_n + (o->shard_i < all % o->shard_n);
     if (paired) {
-        ps->mitigation = mit->name;
         ps->cap = ps->planned;
         ps->n = 0;
         run->metric = ps->metric = calloc((size_t)ps->cap + 1, sizeof *ps->metric);

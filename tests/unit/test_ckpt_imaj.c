@@ -9,6 +9,7 @@
  * one- and two-bit weight faults, on 1 and 2 threads; the checkpoints held
  * one image's block a thread where trial-major held every image's; and a
  * campaign image-major cannot run (a BER) runs trial-major and says why. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,12 +193,63 @@ static void cancel_stops_the_sweep(void **state)
     bf_model_free(m);
 }
 
+/* The sweep's progress (bf_campaign_prep.sweep_progress): on the calling
+ * thread, images done never going back, each image once, the last call
+ * (images, images) and only once; at 2 threads the calling thread reports
+ * the count of both threads' images. */
+typedef struct sweep_log {
+    pthread_t caller;
+    int calls, off_thread, backwards, finals;
+    int64_t last, images;
+} sweep_log;
+
+static void on_sweep(void *user, int64_t done, int64_t images)
+{
+    sweep_log *l = user;
+    l->calls++;
+    if (!pthread_equal(pthread_self(), l->caller)) l->off_thread++;
+    if (done <= l->last) l->backwards++;
+    if (done == images) l->finals++;
+    l->last = done;
+    l->images = images;
+}
+
+static void sweep_reports_progress(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    det_load("ssdlite", &m, &ds);
+    bf_campaign_spec s = weights(4, 3);
+    int64_t n = bf_dataset_num_samples(ds);
+    for (int th = 1; th <= 2; th++) {
+        bf_campaign *c = NULL;
+        bf_error err = {0};
+        sweep_log l = {.caller = pthread_self()};
+        bf_campaign_prep prep = {.differential = 1, .threads = th, .image_major = 1, .sweep_progress = on_sweep,
+                                 .sweep_user = &l};
+        bf__campaign_pin pin = {.ckpt_byte_price = 1e-9};
+        assert_int_equal(bf__campaign_create_pinned(m, ds, &s, NULL, &prep, &pin, &c, &err), BF_OK);
+        assert_int_equal(l.images, n);
+        assert_int_equal(l.last, n);
+        assert_int_equal(l.finals, 1);
+        assert_int_equal(l.backwards, 0);
+        assert_int_equal(l.off_thread, 0);
+        /* one thread: every image reported; two: the caller's half at least, and the end */
+        assert_true(th == 1 ? l.calls == n : l.calls >= (n + 1) / 2);
+        bf_campaign_free(c);
+    }
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(detectors_as_trial_major),
         cmocka_unit_test(ber_runs_trial_major),
         cmocka_unit_test(cancel_stops_the_sweep),
+        cmocka_unit_test(sweep_reports_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

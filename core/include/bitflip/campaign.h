@@ -768,9 +768,15 @@ typedef struct bf_campaign_prep {
      * records either way (docs/engine/checkpoints.md, "Image-major"). The
      * trials then run inside bf_campaign_create_prepared: `cancel` (as
      * bf_campaign_opts.cancel; NULL: none) is polled before each image, and
-     * a set flag makes it fail with BF_ECANCELED. */
+     * a set flag makes it fail with BF_ECANCELED. `sweep_progress` (NULL:
+     * none) is called on the calling thread as the sweep goes, with the
+     * images whose golden run and trials are done and the eval set's
+     * images (the last call: images, images), for a progress line while
+     * the trials run inside the create. */
     int image_major;
     const int *cancel;
+    void (*sweep_progress)(void *user, int64_t images_done, int64_t images);
+    void *sweep_user;
 } bf_campaign_prep;
 /* bf_campaign_create_mitigated, readied as prep says (NULL: as it). */
 bf_status bf_campaign_create_prepared(const bf_model *model, const bf_dataset *ds, const bf_campaign_spec *spec,

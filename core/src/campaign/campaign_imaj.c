@@ -146,6 +146,8 @@ typedef struct sweeper {
     const int *cancel;
     int i, n;
     atomic_int *failed;
+    atomic_llong *done;   /* images swept, every thread's */
+    const bf_campaign_prep *prep;   /* its sweep_progress, called by thread 0 alone */
     bf_status st;
     bf_error err;
     pthread_t tid;
@@ -165,6 +167,9 @@ static void *sweep_images(void *arg)
         }
         w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
         for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++) w->st = trial_on(c, w->x, w->ev, k, s, &w->err);
+        long long done = atomic_fetch_add(w->done, 1) + 1;
+        if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < w->x->samples)   /* the last: once, at the end */
+            w->prep->sweep_progress(w->prep->sweep_user, done, w->x->samples);
     }
     if (w->st != BF_OK) atomic_store(w->failed, 1);
     return NULL;
@@ -201,9 +206,10 @@ bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int 
         /* the images split between the threads (s % n_ev); the calling thread is the first */
         sweeper ws[BF__IMAJ_THREADS_MAX];
         atomic_int failed = 0;
+        atomic_llong done = 0;
         for (int i = 0; i < n_ev; i++)
             ws[i] = (sweeper){.c = c, .x = x, .ev = evs[i], .cancel = prep->cancel, .i = i, .n = n_ev,
-                              .failed = &failed};
+                              .failed = &failed, .done = &done, .prep = prep};
         for (int i = 1; i < n_ev; i++) ws[i].started = pthread_create(&ws[i].tid, NULL, sweep_images, &ws[i]) == 0;
         for (int i = 1; i < n_ev; i++)   /* a thread the system refused: its images on this one */
             if (!ws[i].started) ws[i].n = 0;
@@ -229,6 +235,7 @@ bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int 
             if (i == 0 || x->dw[i].param != x->dw[i - 1].param) bf__evaluator_param_golden(ev, x->dw[i].param);
     }
     if (st == BF_OK) st = bf__evaluator_imaj_finish(ev, NULL, NULL, r, err);
+    if (st == BF_OK && prep->sweep_progress) prep->sweep_progress(prep->sweep_user, x->samples, x->samples);
 out:
     bf__draw_free(&d);
     if (st != BF_OK) {
