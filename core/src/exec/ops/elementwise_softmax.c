@@ -138,7 +138,7 @@ BF__AVX512 static inline __m512 exp16(__m512 x)
     p = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r), _mm512_set1_ps(1.0f));
     const __m512i bias = _mm512_set1_epi32(127);
     /* p * 2^n1 * 2^n2 with n1 + n2 = n: p (in [0.7, 1.42]) times 2^n1
-     * (|n1| <= 64) is exact, so the product rounds once, at the second
+     * (n1 in -75 .. 64: normal) is exact, so the product rounds once, at the second
      * multiply, the exact p * 2^n. Where 2^n is a normal float (n in
      * -126 .. 127, every lane: a softmax's x - max above -87.3) one multiply
      * by it rounds that same value once: the same bits, 5 of exp16's 35
