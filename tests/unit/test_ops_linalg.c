@@ -96,6 +96,7 @@ int main(void)
         cmocka_unit_test(bn_random),       cmocka_unit_test(bn_hand_and_errors),
         cmocka_unit_test(bn_training),
         cmocka_unit_test(ln_random),       cmocka_unit_test(ln_hand_and_errors),
+        cmocka_unit_test(ln_levels_match_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

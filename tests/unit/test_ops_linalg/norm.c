@@ -195,3 +195,84 @@ void ln_hand_and_errors(void **state)
     th_free(&out, 1);
     th_tensor_free(&x), th_tensor_free(&sc), th_tensor_free(&b), th_tensor_free(&want), th_tensor_free(&s3);
 }
+
+/* LayerNormalization's rows in the kernel's float order (linalg_norm.c,
+ * ln_rows), written out plainly for rows whose statistics take the fast
+ * form (finite, every |x| below sqrt(1e37 / (4 d))): the mean a sum in 16
+ * lanes (element i to lane i % 16) folded 8, 4, 2, 1, over d; the variance
+ * the same lanes over (x - mean)^2, over d; rstd = 1 / sqrtf(var + eps);
+ * y = (x * rstd + -rstd * mean) * scale, then + bias. */
+static void ln_row_ref(const float *x, int64_t d, float eps, const float *scale, const float *bias, float *y)
+{
+    float acc[16] = {0}, sq[16] = {0};
+    for (int64_t i = 0; i < d; i++) acc[i % 16] += x[i];
+    for (int h = 8; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+    float mean = acc[0] / (float)d;
+    for (int64_t i = 0; i < d; i++) {
+        float t = x[i] - mean;
+        sq[i % 16] += t * t;
+    }
+    for (int h = 8; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) sq[j] += sq[j + h];
+    float var = sq[0] / (float)d, rstd = 1.0f / sqrtf(var + eps), shift = -rstd * mean;
+    for (int64_t i = 0; i < d; i++) {
+        float v = x[i] * rstd;
+        v = v + shift;
+        v = v * scale[i];
+        y[i] = v + bias[i];
+    }
+}
+
+/* Every CPU path (BITFLIP_SIMD ref, avx2, avx512: 4, 8 and 16 lanes, the
+ * AVX-512 one where the CPU has it, else the highest it has) against the
+ * plain rows above, byte for byte, on widths around the vectors' (1 to
+ * 33, ViT's 384, BERT's 768, 1000); and, on rows with NaN, Inf or values
+ * past the fast form's bound (PyTorch's Welford order), each path against
+ * the reference path. */
+void ln_levels_match_reference(void **state)
+{
+    (void)state;
+    static const int64_t widths[] = {1, 2, 7, 15, 16, 17, 31, 32, 33, 384, 768, 1000};
+    static const char *const levels[] = {"ref", "avx2", "avx512"};
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+        for (int odd = 0; odd < 2; odd++) {
+            int64_t rows = 6, d = widths[wi], xd[2] = {rows, d};
+            bf_tensor x = th_tensor_rand(900 + wi, 2, xd), sc = th_tensor_rand(920 + wi, 1, &d),
+                      b = th_tensor_rand(940 + wi, 1, &d);
+            float *xv = x.data;
+            for (int64_t i = 0; i < rows * d; i++) xv[i] = xv[i] * 3 + 10;   /* a mean far from 0 */
+            if (odd) {   /* row 1 NaN, row 2 +Inf, row 3 past the bound (Welford), row 4 -0 and 3e38 */
+                xv[1 * d + d / 2] = NAN, xv[2 * d] = INFINITY, xv[3 * d + d - 1] = 1e18f;
+                xv[4 * d] = -0.0f, xv[4 * d + d / 3] = 3e38f;
+            }
+            bf__attr at[2] = {th_attr_int("axis", -1), th_attr_float("epsilon", 1e-6f)};
+            const bf_tensor *in[3] = {&x, &sc, &b};
+            bf_tensor out[3];
+            bf_error err = {0};
+            for (int l = 0; l < 3; l++) {
+                setenv("BITFLIP_SIMD", levels[l], 1);
+                bf_status st = th_run_op("LayerNormalization", 17, at, 2, in, 3, &out[l], 1, &err);
+                unsetenv("BITFLIP_SIMD");
+                if (st != BF_OK) fail_msg("%s", err.msg);
+            }
+            float *want = malloc(sizeof(float) * (size_t)(rows * d));
+            assert_non_null(want);
+            for (int64_t r = 0; r < rows; r++) ln_row_ref(xv + r * d, d, 1e-6f, sc.data, b.data, want + r * d);
+            for (int l = 0; l < 3; l++)
+                for (int64_t r = 0; r < rows; r++) {
+                    const float *got = (const float *)out[l].data + r * d;
+                    /* the odd rows: against the reference path (Welford rows have no plain form here) */
+                    const float *exp = odd && r >= 1 && r <= 4 ? (const float *)out[0].data + r * d : want + r * d;
+                    int differ = 0;   /* a NaN's sign and payload aside (docs/engine/exactness.md) */
+                    for (int64_t i = 0; i < d; i++)
+                        differ |= isnan(got[i]) ? !isnan(exp[i]) : memcmp(&got[i], &exp[i], sizeof(float)) != 0;
+                    if (differ)
+                        fail_msg("width %lld, %s, row %lld: %s differs from the %s", (long long)d,
+                                 odd ? "odd rows" : "plain rows", (long long)r, levels[l],
+                                 exp == want + r * d ? "plain rows" : "reference path");
+                }
+            free(want), th_free(out, 1), th_free(out + 1, 1), th_free(out + 2, 1);
+            th_tensor_free(&x), th_tensor_free(&sc), th_tensor_free(&b);
+        }
+}

@@ -62,5 +62,6 @@ void bn_hand_and_errors(void **state);
 void bn_training(void **state);
 void ln_random(void **state);
 void ln_hand_and_errors(void **state);
+void ln_levels_match_reference(void **state);
 
 #endif

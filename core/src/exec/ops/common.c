@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec/op.h"
+#include "sum16.h"
 
 bf_status bf__node_error(bf_error *err, const bf__node *node, bf_status status, const char *fmt,
                          ...)
@@ -151,14 +152,4 @@ int bf__output_wanted(const bf__prep *p, int i)
     return i < p->n_out && p->out[i] && (!p->node->out || p->node->out[i] >= 0);
 }
 
-float bf__sum16_f32(const float *restrict x, int64_t n)
-{
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += x[i + j];
-    for (int j = 0; i < n; i++, j++) acc[j] += x[i];
-    for (int h = 8; h >= 1; h /= 2)
-        for (int j = 0; j < h; j++) acc[j] += acc[j + h];
-    return acc[0];
-}
+float bf__sum16_f32(const float *restrict x, int64_t n) { return bf__sum16_body(x, n); }
