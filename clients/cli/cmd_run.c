@@ -59,7 +59,12 @@ static const char help[] =
     "                       images split between the threads), one image's\n"
     "                       checkpoints held a thread instead of every image's\n"
     "                       (the same records; --stats says when not:\n"
-    "                       docs/engine/checkpoints.md, \"Image-major\")\n"
+    "                       docs/engine/checkpoints.md, \"Image-major\"). The\n"
+    "                       default from 2 threads (SSDlite320's 20 trials in\n"
+    "                       two thirds of the time); at 1 thread trial-major is\n"
+    "                       as fast or faster, so only when asked for\n"
+    "  --trial-major        every trial over every image in turn, all images'\n"
+    "                       checkpoints held (the default at 1 thread)\n"
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed;\n"
     "                       it also bounds a one-image graph's checkpoints\n"
@@ -101,7 +106,8 @@ typedef struct run_opts {
     long long threads, shard_i, shard_n, shards;
     long long cache_budget;
     cli_limits lim;
-    int local, exact, near_exact, stats, progress, image_major;
+    int local, exact, near_exact, stats, progress;
+    int image_major, order_flags;   /* 1 --image-major, -1 --trial-major, 0 neither (by the threads); flags 1|2 given */
     double progress_interval;
     double load_seconds;    /* reading the model and the eval set, for --stats */
     char *out_alloc;        /* out_path when made from --out-dir and --prefix */
@@ -168,7 +174,8 @@ static void on_sweep(void *user, int64_t images_done, int64_t images)
     progress_state *p = user;
     p->swept = 1;
     if (!cli_progress_due(&p->out, images_done >= images)) return;
-    double el = cli_now() - p->start, eta = images_done > 0 ? el * (double)(images - images_done) / (double)images_done : 0;
+    double el = cli_now() - p->start;
+    double eta = images_done > 0 ? el * (double)(images - images_done) / (double)images_done : 0;
     cli_progress_print(&p->out, "%s%simage-major: golden run and every trial on image %lld/%lld (%.0f%%)  ETA %.0fs",
                        p->mitigation ? p->mitigation : "", p->mitigation ? ": " : "", (long long)images_done,
                        (long long)images, images ? 100.0 * (double)images_done / (double)images : 100.0, eta);
@@ -203,13 +210,14 @@ static int parse_args(int argc, char **argv, run_opts *o)
 {
     enum { OPT_LOCAL = CLI_OPT_FIRST, OPT_EXACT, OPT_NEAR_EXACT, OPT_STATS, OPT_CACHE_BUDGET, OPT_SERVER, OPT_TOKEN, OPT_OUT, OPT_TRIALS_OUT,
            OPT_JUNIT, OPT_FORMAT, OPT_GATE, OPT_THREADS, OPT_SHARD, OPT_SHARDS, OPT_OUT_DIR, OPT_PREFIX, OPT_PROGRESS,
-           OPT_PROGRESS_INTERVAL, OPT_IMAGE_MAJOR };
+           OPT_PROGRESS_INTERVAL, OPT_IMAGE_MAJOR, OPT_TRIAL_MAJOR };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"local", no_argument, NULL, OPT_LOCAL},
         {"exact", no_argument, NULL, OPT_EXACT},
         {"near-exact", no_argument, NULL, OPT_NEAR_EXACT},
         {"image-major", no_argument, NULL, OPT_IMAGE_MAJOR},
+        {"trial-major", no_argument, NULL, OPT_TRIAL_MAJOR},
         {"stats", no_argument, NULL, OPT_STATS},
         {"cache-budget", required_argument, NULL, OPT_CACHE_BUDGET},
         {"server", required_argument, NULL, OPT_SERVER},
@@ -238,7 +246,8 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case OPT_LOCAL: o->local = 1; break;
         case OPT_EXACT: o->exact = 1; break;
         case OPT_NEAR_EXACT: o->near_exact = 1; break;
-        case OPT_IMAGE_MAJOR: o->image_major = 1; break;
+        case OPT_IMAGE_MAJOR: o->image_major = 1, o->order_flags |= 1; break;
+        case OPT_TRIAL_MAJOR: o->image_major = -1, o->order_flags |= 2; break;
         case OPT_STATS: o->stats = 1; break;
         case OPT_CACHE_BUDGET: rc = parse_size("run", "--cache-budget", v, &o->cache_budget); break;
         case OPT_SERVER: o->server = v; break;
@@ -274,9 +283,11 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (o->local) o->server = NULL;
     if (!o->local && !o->server)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
+    if (o->order_flags == 3)
+        return usage_error("run", "--image-major and --trial-major ask for opposite orders: give one");
     if (o->server && (o->threads || o->exact || o->near_exact || o->image_major || o->stats || o->cache_budget || o->shard_arg || o->shards ||
                       o->lim.model.no_fuse || o->lim.model.tie_order || o->lim.run_memory))
-        return usage_error("run", "--threads, --exact, --near-exact, --image-major, --cache-budget, --stats, --shard, --shards, --no-fuse, "
+        return usage_error("run", "--threads, --exact, --near-exact, --image-major, --trial-major, --cache-budget, --stats, --shard, --shards, --no-fuse, "
                                   "--tie-order and --run-memory are for "
                                   "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
@@ -531,11 +542,17 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
     /* the differential engine's golden pass is the campaign's: made once,
      * on the run's threads, whose evaluators the workers then adopt; a
      * shard's caches what its own trials read */
+    /* image-major by default from 2 threads: the images split between the
+     * threads and one golden pass in all, where trial-major's second worker
+     * checks a golden pass of its own (SSDlite320, 20 trials, quiet:
+     * 0.975 -> 0.645 s wall); at 1 thread it measured level after idle and
+     * ~0.1 s slower back to back (docs/perf/detectors/h27.md) */
+    int imaj = o->image_major > 0 || (o->image_major == 0 && threads >= 2);
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
                              .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
                              .shard_index = o->shard_i, .shard_count = o->shard_n,
-                             .host_pages = o->lim.data.host_pages, .image_major = o->image_major,
-                             .sweep_progress = o->image_major ? on_sweep : NULL, .sweep_user = ps};
+                             .host_pages = o->lim.data.host_pages, .image_major = imaj,
+                             .sweep_progress = imaj ? on_sweep : NULL, .sweep_user = ps};
     double t_create = cli_now();
     ps->start = t_create;   /* on_sweep's ETA: the create runs the trials */
     ps->swept = 0;

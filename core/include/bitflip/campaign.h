@@ -759,12 +759,13 @@ typedef struct bf_campaign_prep {
      * same records, fewer page faults. */
     bf_host_pages host_pages;
     /* 1: a one-image-per-call campaign whose trials are weight faults known
-     * before the golden pass runs them image-major (the CLI's
-     * --image-major): each image's golden run, then every trial of the
-     * shard on that image, from that image's checkpoints alone (one block,
-     * reused: not every image's at once), the trials' records made when the
-     * run reaches them. One thread (threads 0 or 1); otherwise, or for
-     * other campaigns, trial-major, with the reason in --stats. The same
+     * before the golden pass runs them image-major (the CLI's default from
+     * 2 threads, --image-major): each image's golden run, then every trial
+     * of the shard on that image, from that image's checkpoints alone (one
+     * block a thread, reused: not every image's at once; the images split
+     * between `threads` evaluators), the trials' records made when the run
+     * reaches them. Other campaigns run trial-major, with the reason in
+     * --stats. 0: trial-major. The same
      * records either way (docs/engine/checkpoints.md, "Image-major"). The
      * trials then run inside bf_campaign_create_prepared: `cancel` (as
      * bf_campaign_opts.cancel; NULL: none) is polled before each image, and

@@ -50,7 +50,8 @@ void bf__campaign_imaj_free(bf__imaj *x)
 
 const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *prep, int drawn_known)
 {
-    if (!prep || !prep->image_major) return "not asked for (--image-major)";
+    if (!prep || !prep->image_major)
+        return "not asked for (image_major 0: the CLI's default at 1 thread, or --trial-major)";
     if (!drawn_known || c->faults.target != BF_TARGET_WEIGHTS)
         return "the trials are not weight faults known before the golden pass (fault groups, mitigations, BER, "
                "adaptive "
@@ -168,7 +169,8 @@ static void *sweep_images(void *arg)
         w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
         for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++) w->st = trial_on(c, w->x, w->ev, k, s, &w->err);
         long long done = atomic_fetch_add(w->done, 1) + 1;
-        if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < w->x->samples)   /* the last: once, at the end */
+        /* thread 0 reports; the last image's report is made once, at the end */
+        if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < w->x->samples)
             w->prep->sweep_progress(w->prep->sweep_user, done, w->x->samples);
     }
     if (w->st != BF_OK) atomic_store(w->failed, 1);
