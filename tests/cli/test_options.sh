@@ -82,7 +82,7 @@ check unknown_eq 2 "$BF" run --local "$spec" --frob=3;   contains unknown_eq "un
 check unknown_short 2 "$BF" plan -x "$spec";              contains unknown_short "unknown option '-x'"
 check missing_value 2 "$BF" eval "$model" "$data" --threads; contains missing_value "--threads needs a value"
 check flag_with_value 2 "$BF" info --json=yes "$model";   contains flag_with_value "--json takes no value"
-check ambiguous 2 "$BF" run --local "$spec" --t 2;        contains ambiguous "ambiguous: --token, --trials-out, --threads"
+check ambiguous 2 "$BF" run --local "$spec" --t 2;        contains ambiguous "ambiguous: --trial-major, --token, --trials-out, --threads"
 check bad_value_eq 2 "$BF" run --local "$spec" --threads=0; contains bad_value_eq "--threads must be an integer from 1 to 256, got '0'"
 check ops_arg 2 "$BF" ops extra;                          contains ops_arg "takes no arguments"
 check two_specs 2 "$BF" plan "$spec" "$spec";             contains two_specs "one spec at a time"
