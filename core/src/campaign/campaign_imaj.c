@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
 #include "exec/ckpt.h"
@@ -76,13 +77,8 @@ static bf_status draw_trial(const bf_campaign *c, bf__imaj *x, int64_t k, bf__dr
         size_t p = c->surface.site_param[f->site];
         float old = bf__stored(&c->store, p, f->index), now = bf__wcorrupt(&c->store, p, old, c->faults.kind, f);
         int64_t at, stride, span = bf__fault_span(&c->store, p, f->index, &at, &stride);
-        if (n + (size_t)span > *cap) {
-            size_t nc = 2 * (n + (size_t)span) + 16;
-            bf__dx_weight *dw = bf__realloc(x->dw, nc * sizeof *dw);
-            if (!dw) return bf_error_set(err, BF_ENOMEM, "out of memory for the image-major trials' faults");
-            x->dw = dw;
-            *cap = nc;
-        }
+        if (!bf__grow(&x->dw, cap, n + (size_t)span, sizeof *x->dw, 16))
+            return bf_error_set(err, BF_ENOMEM, "out of memory for the image-major trials' faults");
         for (int64_t j = 0; j < span; j++, at += stride) {
             float ov = c->store.scales ? bf__stored_weight(&c->store, p, at) : old;
             float nv = c->store.scales ? bf__rescaled(&c->store, p, at, now) : now;

@@ -357,13 +357,18 @@ int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
 
 /* A one-sample graph's run: every output into the sample's slots, and
  * output 0 into the outputs when its size is not data. */
+/* Where a sample's output-0 row goes: an image-major trial's own rows
+ * (bf__evaluator_imaj), else the pass's outputs. */
+static float *rows_to(const bf_evaluator *ev) { return ev->rag_to ? ev->out_to : ev->outputs; }
+
 static bf_status keep_sample(bf_evaluator *ev, bf_plan *plan, int64_t s, bf_error *err)
 {
     for (size_t k = 0; k < ev->model->n_outputs; k++) {
         bf_status st = bf__ragged_put(ev->rag_to ? ev->rag_to : &ev->rag, k, s, bf_plan_output(plan, k), err);
         if (st != BF_OK) return st;
     }
-    if (ev->out_cols > 0) memcpy((ev->rag_to ? ev->out_to : ev->outputs) + s * ev->out_cols, bf_plan_output(plan, 0)->data, (size_t)ev->out_cols * sizeof(float));
+    if (ev->out_cols > 0)
+        memcpy(rows_to(ev) + s * ev->out_cols, bf_plan_output(plan, 0)->data, (size_t)ev->out_cols * sizeof(float));
     return BF_OK;
 }
 
@@ -394,7 +399,7 @@ static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t sta
     }
     if (golden) {   /* the checkpoints showed the rest of the run golden */
         if (ev->out_cols > 0)
-            memcpy((ev->rag_to ? ev->out_to : ev->outputs) + start * ev->out_cols, ev->ckp.out + start * ev->out_cols,
+            memcpy(rows_to(ev) + start * ev->out_cols, ev->ckp.out + start * ev->out_cols,
                    (size_t)ev->out_cols * sizeof(float));
         return ev->ckp.gold ? bf__ragged_copy_slot(ev->rag_to, ev->ckp.gold, start, err)
                             : bf__ragged_copy_sample(&ev->rag, ev->rag_base, start, err);
