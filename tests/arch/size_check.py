@@ -2,9 +2,11 @@
 """The house's size rules, checked (ctest size_rules): no product C file over
 900 lines, and no function over 120 lines unless the comment just above it
 says why it must be one function (the words "one function" in it); no test
-C file (every .c under tests/) and no bench script (bench/*.py) over 900
-lines either: a test too long is split by subject into parts linked into its
-one executable (tests/CMakeLists.txt, unit/NAME/), a script into modules.
+C file (every .c under tests/), no Python script under tests/, bench/, study/
+or clients/ (the fixture generators among them) and no web page script
+(server/**/*.js) over 900 lines either: a test too long is split by subject
+into parts linked into its one executable (tests/CMakeLists.txt, unit/NAME/),
+a script into modules (tests/fixtures/make_real_models.py and real_*.py).
 
 Product files: every .c under core/, api/, server/, clients/ and report/.
 Functions are found by a top-level brace scan with strings and comments
@@ -30,7 +32,8 @@ import doc_check  # noqa: E402  (beside this file)
 
 FOLDERS = ["core", "api", "server", "clients", "report"]
 # held to the file size alone: (folder, ending, below its top folder too)
-SIZE_ONLY = [("tests", ".c", True), ("bench", ".py", False)]
+SIZE_ONLY = [("tests", ".c", True), ("tests", ".py", True), ("bench", ".py", True), ("study", ".py", True),
+             ("clients", ".py", True), ("server", ".js", True)]
 MAX_FILE = 900
 MAX_FUNC = 120
 STRING = re.compile(r'"(\\.|[^"\\])*"|\'(\\.|[^\'\\])*\'')
@@ -105,7 +108,7 @@ def line_count(path):
 
 
 def check_sizes(src):
-    """The test and bench files over MAX_FILE lines (SIZE_ONLY)."""
+    """The test, bench, study, client and page script files over MAX_FILE lines (SIZE_ONLY)."""
     errors = []
     for folder, ending, deep in SIZE_ONLY:
         top = os.path.join(src, folder)
@@ -162,9 +165,12 @@ def self_test(src):
             f.write("a = 1\n" * (MAX_FILE + 1))
         with open(os.path.join(copy, "bench", "ok_bench.py"), "w") as f:
             f.write("a = 1\n" * MAX_FILE)
+        os.makedirs(os.path.join(copy, "tests", "fixtures", "gen"))   # a generator two folders down
+        with open(os.path.join(copy, "tests", "fixtures", "gen", "make_big.py"), "w") as f:
+            f.write("a = 1\n" * (MAX_FILE + 1))
         errors = check(copy)
         want = [("core/long.c:", "long_one"), ("core/big.c:", "lines"), ("tests/unit/test_x/part.c:", "lines"),
-                ("bench/big_bench.py:", "lines")]
+                ("bench/big_bench.py:", "lines"), ("tests/fixtures/gen/make_big.py:", "lines")]
         for w, word in want:
             if not any(e.startswith(w) and word in e for e in errors):
                 print(f"size_check: self-test: the check missed the planted {w}", file=sys.stderr)
