@@ -233,9 +233,13 @@ static void on_trial(void *user, const bf_trial_record *rec)
     }
 }
 
+/* One explicit-list campaign of the faults, its records checked as the
+ * faults' own (image_major: bf_campaign_prep.image_major; *ran_imaj: whether
+ * the trials did run image-major, a one-image graph's order). */
 static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const char *model_path, const char *data_path,
                                const json_t *faults, int64_t n_ref, int64_t cols, int64_t plane, int64_t batch, int lm, int ragged,
-                               const conf_ties *tc, nms_cut *const *cuts, FILE *dump, int *not_verified)
+                               const conf_ties *tc, nms_cut *const *cuts, FILE *dump, int *not_verified, int image_major,
+                               int *ran_imaj)
 {
     size_t n = json_array_size(faults), k;
     const json_t *f;
@@ -256,16 +260,18 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
     camp_check cc = {.faults = faults, .n_ref = n_ref, .first_bad = -1, .kept_cols = cols, .lm = lm, .plane = plane,
                      .first_bad_metric = -1, .tc = *tc, .cuts = cuts};
     int failures = 0;
-    printf("  campaign path    %zu faults as one explicit-list campaign: ", n);
+    if (ran_imaj) *ran_imaj = 0;
+    printf("  campaign path    %zu faults as one explicit-list campaign%s: ", n, image_major ? "" : ", trial-major");
     if (!text || bf_spec_parse(text, strlen(text), &spec, &probs) != BF_OK) {
         printf("MISMATCH: the spec was refused: %s %s\n", probs.count ? probs.items[0].pointer : "",
                probs.count ? probs.items[0].message : "");
         failures = 1;
         goto out;
     }
-    /* as `bitflip run` makes it: a golden pass prepared for the differential
-     * engine (a one-image graph's checkpoints, exec/ckpt.h) */
-    bf_campaign_prep prep = {.differential = 1, .threads = 2};
+    /* as `bitflip run --threads 2` makes it: a golden pass prepared for the
+     * differential engine (a one-image graph's checkpoints, exec/ckpt.h), the
+     * trials image-major where the graph takes one image a call */
+    bf_campaign_prep prep = {.differential = 1, .threads = 2, .image_major = image_major};
     if (bf_campaign_create_prepared(m, ds, &spec, NULL, &prep, &c, &err) != BF_OK) {
         printf("MISMATCH: %s\n", err.msg);
         failures = 1;
@@ -299,7 +305,9 @@ static int check_campaign_path(const bf_model *m, const bf_dataset *ds, const ch
             printf("values: %lld checked, %lld unverifiable (scale past %g times their row's), %lld faults NOT "
                    "VERIFIED; ", (long long)cc.checked, (long long)cc.unverif, tc->lim->max_widen, (long long)cc.not_verified);
         if (not_verified) *not_verified += cc.not_verified > 0;
-        printf("ok (masked %lld, tolerable %lld, critical %lld, due %lld)\n", (long long)res.total.n[BF_OUTCOME_MASKED],
+        if (ran_imaj) *ran_imaj = res.ckpt.image_major;
+        printf("ok (%smasked %lld, tolerable %lld, critical %lld, due %lld)\n", res.ckpt.image_major ? "image-major; " : "",
+               (long long)res.total.n[BF_OUTCOME_MASKED],
                (long long)res.total.n[BF_OUTCOME_TOLERABLE], (long long)res.total.n[BF_OUTCOME_CRITICAL],
                (long long)res.total.n[BF_OUTCOME_DUE]);
     }
@@ -542,8 +550,14 @@ static int check_model(const char *dir, const char *name, int64_t batch, int no_
         if (lm) failures += check_lm_metrics(&r, f, "perplexity", "token_accuracy", "       ");
         failures += check_vision_metrics(&r, f, "", "       ", fault_cuts ? fault_cuts[k] : NULL);
     }
+    int imaj = 0;
     failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, plane, bf_evaluator_batch(ev), lm, r.n_ragged > 0,
-                                    &fault_tc, fault_cuts, dump, &nv);
+                                    &fault_tc, fault_cuts, dump, &nv, 1, &imaj);
+    /* a one-image graph's trials ran image-major there (bitflip run's order
+     * from 2 threads): trial-major (its order at 1 thread) checked too */
+    if (imaj)
+        failures += check_campaign_path(m, ds, path, data_path, faults, n_ref, cols, plane, bf_evaluator_batch(ev), lm,
+                                        r.n_ragged > 0, &fault_tc, fault_cuts, NULL, &nv, 0, NULL);
     printf("  %s: %s\n", name, failures ? "FAILED" : nv ? "NOT VERIFIED (no value differs; too many could not be checked)"
                                                        : "all match");
     if (!failures && nv) *not_verified = 1;
