@@ -173,6 +173,47 @@ static void variants_fuse(void **state)
     }
 }
 
+/* Two LayerNorms with equal weights and equal biases: the export stores each
+ * once and writes the second module's as Identity nodes of the first's (as a
+ * ViT's export does with its LayerNorms' initial ones and zeros). The second
+ * pattern still takes its Mul and Add: the op reads the Identity outputs, the
+ * Identities stay, and the Mul's output is a fused-away intermediate like
+ * the Div's (tests/ops/cases/fuse.py checks the outputs against torch). */
+static void layernorm_through_identity(void **state)
+{
+    (void)state;
+    bf_model *m = load(OPS "fuse_layernorm_identity_op13.onnx", 0);
+    size_t lo, hi;
+    assert_int_equal(fused(m, 0, &lo, &hi), 2);
+    assert_int_equal(lo, 9);
+    assert_int_equal(hi, 9);
+    assert_consistent(m);
+    assert_int_equal(count_op(m, "LayerNormalization"), 2);
+    assert_int_equal(count_op(m, "Identity"), 2);
+    assert_int_equal(count_op(m, "Add"), 0);
+    assert_int_equal(count_op(m, "Mul"), 1);   /* the module's own * 3 between the two */
+    int64_t y = bf_model_find_value(m, "y");
+    assert_true(y >= 0);
+    const bf__node *ln = &m->nodes[m->values[y].producer];
+    assert_string_equal(ln->op_type, "LayerNormalization");
+    assert_int_equal(ln->n_in, 3);
+    static const char *const param[2] = {"a.weight", "a.bias"}, *alias[2] = {"b.weight", "b.bias"};
+    for (int i = 0; i < 2; i++) {
+        int v = ln->in[1 + i];
+        assert_string_equal(m->values[v].name, alias[i]);
+        assert_int_equal(m->values[v].kind, BF__VAL_NODE);
+        const bf__node *id = &m->nodes[m->values[v].producer];
+        assert_string_equal(id->op_type, "Identity");
+        assert_string_equal(m->values[id->in[0]].name, param[i]);
+        assert_int_equal(m->values[id->in[0]].kind, BF__VAL_PARAM);
+    }
+    assert_int_equal(bf_model_num_params(m), 2);
+    int64_t mul = bf_model_find_value(m, "/b/Mul_output_0");
+    assert_true(mul >= 0);
+    assert_int_equal(m->values[mul].fused_into - 1, y);
+    bf_model_free(m);
+}
+
 /* One detail off the export: left node for node. */
 static void near_misses_stay(void **state)
 {
@@ -296,6 +337,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(layernorm_becomes_one_node),
         cmocka_unit_test(variants_fuse),
+        cmocka_unit_test(layernorm_through_identity),
         cmocka_unit_test(near_misses_stay),
         cmocka_unit_test(fused_value_is_explained),
         cmocka_unit_test(allocation_failures_are_clean),

@@ -203,9 +203,17 @@ static int trailing(const int64_t *axes, int n)
 
 /* A scale or bias the LayerNormalization op takes for k normalised dims in
  * place of the Mul's or Add's broadcast: one value, or exactly k dims none
- * of which is 1 (a 1 would broadcast in the Mul where the op wants X's dim). */
+ * of which is 1 (a 1 would broadcast in the Mul where the op wants X's dim).
+ * The value may also be an Identity of such a parameter: torch.onnx.export
+ * writes one where modules share equal initial weights (a LayerNorm's ones
+ * and zeros before training), the parameter stored once and each module's
+ * name an Identity of it. The Identity is kept (its output is the module's
+ * parameter name, computed once a plan as a parameter-only value, and a
+ * weight fault reaches the op through it as it reached the Mul). */
 static int ln_param(const ctx *c, int v, int k)
 {
+    const bf__node *id = node_of(c, v, "Identity");
+    if (id && id->n_in == 1 && id->n_out == 1 && !id->n_attrs) v = id->in[0];
     if (v < 0 || c->m->values[v].kind != BF__VAL_PARAM) return 0;
     const bf_tensor *t = c->m->values[v].init;
     if (t->dtype != BF_F32) return 0;

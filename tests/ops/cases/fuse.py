@@ -79,6 +79,32 @@ def layernorm_cases():
     yield exported("fuse_layernorm_scale_1e38_op13", ln3, randf(10, 16, 32, lo=-3, hi=3), 13)
 
 
+class TwoLayerNorms(torch.nn.Module):
+    """Two LayerNorms whose weights are equal and whose biases are equal (as
+    every LayerNorm's are before training): torch.onnx.export stores each
+    tensor once and writes each module's weight and bias as an Identity of it,
+    so the pattern's Mul and Add read Identity outputs (a ViT's export)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.a, self.b = torch.nn.LayerNorm(n), torch.nn.LayerNorm(n)
+        with torch.no_grad():
+            for ln in (self.a, self.b):
+                ln.weight.copy_(T(randf(11, n, lo=0.5, hi=1.5)))
+                ln.bias.copy_(T(randf(12, n)))
+
+    def forward(self, x):
+        return self.b(self.a(x) * 3.0)
+
+
+def layernorm_identity_cases():
+    x = huge_rows(13, 11, 24).reshape(1, 11, 24)
+    c = exported("fuse_layernorm_identity_op13", TwoLayerNorms(24), x, 13, rtol=1e-4, atol=1e-5)
+    ids = [n for n in c.nodes if n.op_type == "Identity"]
+    assert len(ids) == 2, "the export no longer writes shared weights as Identity nodes: %d" % len(ids)
+    yield c
+
+
 def activation_cases():
     g = randf(20, 4, 16, lo=-4, hi=4)
     g[0, :10] = [np.inf, -np.inf, np.nan, 1e30, -1e30, 1e38, -3e38, 1.7e38, 2e38, 3e38]
@@ -202,5 +228,6 @@ def near_miss_cases():
 def cases():
     yield from near_miss_cases()
     yield from layernorm_cases()
+    yield from layernorm_identity_cases()
     yield from activation_cases()
     yield from chain_cases()
