@@ -107,6 +107,7 @@ typedef struct run_opts {
     long long cache_budget;
     cli_limits lim;
     int local, exact, near_exact, stats, progress;
+    long long image_block;   /* --image-block N (0: the default) */
     int image_major, order_flags;   /* 1 --image-major, -1 --trial-major, 0 neither (by the threads); flags 1|2 given */
     double progress_interval;
     double load_seconds;    /* reading the model and the eval set, for --stats */
@@ -210,7 +211,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
 {
     enum { OPT_LOCAL = CLI_OPT_FIRST, OPT_EXACT, OPT_NEAR_EXACT, OPT_STATS, OPT_CACHE_BUDGET, OPT_SERVER, OPT_TOKEN, OPT_OUT, OPT_TRIALS_OUT,
            OPT_JUNIT, OPT_FORMAT, OPT_GATE, OPT_THREADS, OPT_SHARD, OPT_SHARDS, OPT_OUT_DIR, OPT_PREFIX, OPT_PROGRESS,
-           OPT_PROGRESS_INTERVAL, OPT_IMAGE_MAJOR, OPT_TRIAL_MAJOR };
+           OPT_PROGRESS_INTERVAL, OPT_IMAGE_MAJOR, OPT_TRIAL_MAJOR, OPT_IMAGE_BLOCK };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"local", no_argument, NULL, OPT_LOCAL},
@@ -218,6 +219,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         {"near-exact", no_argument, NULL, OPT_NEAR_EXACT},
         {"image-major", no_argument, NULL, OPT_IMAGE_MAJOR},
         {"trial-major", no_argument, NULL, OPT_TRIAL_MAJOR},
+        {"image-block", required_argument, NULL, OPT_IMAGE_BLOCK},
         {"stats", no_argument, NULL, OPT_STATS},
         {"cache-budget", required_argument, NULL, OPT_CACHE_BUDGET},
         {"server", required_argument, NULL, OPT_SERVER},
@@ -248,6 +250,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case OPT_NEAR_EXACT: o->near_exact = 1; break;
         case OPT_IMAGE_MAJOR: o->image_major = 1, o->order_flags |= 1; break;
         case OPT_TRIAL_MAJOR: o->image_major = -1, o->order_flags |= 2; break;
+        case OPT_IMAGE_BLOCK: rc = parse_count("run", "--image-block", v, 1, 1 << 20, &o->image_block); break;
         case OPT_STATS: o->stats = 1; break;
         case OPT_CACHE_BUDGET: rc = parse_size("run", "--cache-budget", v, &o->cache_budget); break;
         case OPT_SERVER: o->server = v; break;
@@ -285,9 +288,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
     if (o->order_flags == 3)
         return usage_error("run", "--image-major and --trial-major ask for opposite orders: give one");
-    if (o->server && (o->threads || o->exact || o->near_exact || o->image_major || o->stats || o->cache_budget || o->shard_arg || o->shards ||
+    if (o->server && (o->threads || o->exact || o->near_exact || o->image_major || o->image_block || o->stats || o->cache_budget || o->shard_arg || o->shards ||
                       o->lim.model.no_fuse || o->lim.model.tie_order || o->lim.run_memory))
-        return usage_error("run", "--threads, --exact, --near-exact, --image-major, --trial-major, --cache-budget, --stats, --shard, --shards, --no-fuse, "
+        return usage_error("run", "--threads, --exact, --near-exact, --image-major, --trial-major, --image-block, --cache-budget, --stats, --shard, --shards, --no-fuse, "
                                   "--tie-order and --run-memory are for "
                                   "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
@@ -552,6 +555,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
                              .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
                              .shard_index = o->shard_i, .shard_count = o->shard_n,
                              .host_pages = o->lim.data.host_pages, .image_major = imaj,
+                             .image_block = o->image_block,
                              .sweep_progress = imaj ? on_sweep : NULL, .sweep_user = ps};
     double t_create = cli_now();
     ps->start = t_create;   /* on_sweep's ETA: the create runs the trials */

@@ -775,6 +775,10 @@ typedef struct bf_campaign_prep {
      * images (the last call: images, images), for a progress line while
      * the trials run inside the create. */
     int image_major;
+    /* image-major's blocks: each thread runs the golden runs of this many
+     * of its images, then every trial on them, before the next block (its
+     * checkpoints hold that many images). 0: 1. */
+    int64_t image_block;
     const int *cancel;
     void (*sweep_progress)(void *user, int64_t images_done, int64_t images);
     void *sweep_user;

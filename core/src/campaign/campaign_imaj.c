@@ -25,6 +25,7 @@
 struct bf__imaj {
     int64_t first, step, n;   /* the trials swept: first + k step, k < n (a shard's) */
     int64_t samples, cols;
+    int64_t block;            /* images a thread runs a block of: golden runs, then every trial on them */
     bf__ragged *rag;          /* n: each trial's per-image outputs */
     float *outs;              /* n x samples x cols: output 0's rows (cols 0: none) */
     bf__ckpt_trial **tr;      /* n: each trial's reach, made once */
@@ -125,6 +126,13 @@ static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, i
     return st;
 }
 
+int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *prep)
+{
+    int64_t t = bf__campaign_imaj_threads(c, prep), samples = bf_dataset_num_samples(c->ds);
+    int64_t per = (samples + t - 1) / t, b = prep && prep->image_block > 0 ? prep->image_block : 1;
+    return b < per ? b : per > 0 ? per : 1;
+}
+
 int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep)
 {
     int64_t t = prep && prep->threads > 1 ? prep->threads : 1, samples = bf_dataset_num_samples(c->ds);
@@ -155,19 +163,26 @@ static void *sweep_images(void *arg)
 {
     sweeper *w = arg;
     const bf_campaign *c = w->c;
-    for (int64_t s = w->i; s < w->x->samples && w->st == BF_OK; s += w->n) {
+    const int64_t S = w->x->samples, T = w->n > 0 ? w->n : 1, B = w->x->block;
+    /* this thread's images i, i + T, ... a block of B at a time: image
+     * i + T j in block slot (i + T j) % (B T) = i + T (j % B), its own */
+    for (int64_t j0 = 0; w->i + T * j0 < S && w->st == BF_OK; j0 += B) {
+        int64_t s0 = w->i + T * j0, nb = 0;
         if (atomic_load(w->failed)) break;
         if (w->cancel && bf_cancel_requested(w->cancel)) {
             w->st = bf_error_set(&w->err, BF_ECANCELED, "campaign canceled in its image-major sweep, at image %lld",
-                                 (long long)s);
+                                 (long long)s0);
             break;
         }
-        w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
-        for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++) w->st = trial_on(c, w->x, w->ev, k, s, &w->err);
-        long long done = atomic_fetch_add(w->done, 1) + 1;
+        for (int64_t s = s0; nb < B && s < S && w->st == BF_OK; s += T, nb++)
+            w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
+        for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++)
+            for (int64_t b = 0; b < nb && w->st == BF_OK; b++)
+                w->st = trial_on(c, w->x, w->ev, k, s0 + T * b, &w->err);
+        long long done = atomic_fetch_add(w->done, nb) + nb;
         /* thread 0 reports; the last image's report is made once, at the end */
-        if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < w->x->samples)
-            w->prep->sweep_progress(w->prep->sweep_user, done, w->x->samples);
+        if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < S)
+            w->prep->sweep_progress(w->prep->sweep_user, done, S);
     }
     if (w->st != BF_OK) atomic_store(w->failed, 1);
     return NULL;
@@ -185,6 +200,7 @@ bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int 
     x->n = x->first < c->faults.n_trials ? (c->faults.n_trials - x->first + x->step - 1) / x->step : 0;
     x->samples = bf_dataset_num_samples(c->ds);
     x->cols = bf__evaluator_out_cols(ev);
+    x->block = bf__campaign_imaj_block(c, prep);
     bf__draw d = {0};
     size_t cap = 0;
     bf_status st = BF_OK;

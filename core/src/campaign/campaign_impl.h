@@ -189,6 +189,9 @@ const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *
  * evaluator of its own (evs[i], evs[0] the golden one) with a checkpoint
  * block of its own */
 int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep);
+/* the images a thread's block holds (prep->image_block; at most a thread's
+ * share of the images): the checkpoint blocks are threads x this */
+int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *prep);
 bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int n_ev, const bf_campaign_prep *prep,
                                   bf_eval_result *r, bf_error *err);
 int bf__campaign_imaj_has(const bf_campaign *c, int64_t t);
