@@ -167,16 +167,20 @@ out:
 /* What the trial's faults reach (exec/ckpt.h): the steps reading each
  * faulted parameter, or computing each faulted value, and what depends on
  * them; the evaluator's next pass skips the rest. */
+void bf__campaign_ckpt_mark(const bf__ckpt *ck, bf__ckpt_trial *tr, const struct bf__dx_weight *dw, size_t n)
+{
+    bf__ckpt_trial_begin(ck, tr);
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(ck, tr, dw[i].param);
+        bf__ckpt_trial_element(ck, tr, dw[i].param, dw[i].index);
+    }
+    bf__ckpt_trial_end(ck, tr);
+}
+
 void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n)
 {
     bf__ckpt_trial *tr = bf__evaluator_ckpt_trial(ev);
-    if (!tr) return;
-    bf__ckpt_trial_begin(c->golden.ckpt, tr);
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(c->golden.ckpt, tr, dw[i].param);
-        bf__ckpt_trial_element(c->golden.ckpt, tr, dw[i].param, dw[i].index);
-    }
-    bf__ckpt_trial_end(c->golden.ckpt, tr);
+    if (tr) bf__campaign_ckpt_mark(c->golden.ckpt, tr, dw, n);
 }
 
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n)

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/grow.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
 #include "exec/ckpt.h"
@@ -64,37 +63,26 @@ const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *
     return NULL;
 }
 
-/* Trial k's faults drawn and its weight writes listed as run_weight_trial
- * makes them (no groups, protections or BER here), its reach marked as
- * bf__campaign_ckpt_weights marks it. */
+/* Trial k's faults drawn and its weight writes listed by run_weight_trial's
+ * own listing (bf__campaign_fault_writes; no groups, protections or BER
+ * here), its reach marked as a trial-major run's
+ * (bf__campaign_ckpt_mark). */
 static bf_status draw_trial(const bf_campaign *c, bf__imaj *x, int64_t k, bf__draw *d, size_t *cap, bf_error *err)
 {
     const bf__ckpt *ck = c->golden.ckpt;
     bf_status st = bf__campaign_draw(c, x->first + k * x->step, d, err);
     if (st != BF_OK) return st;
     size_t n = x->dw_at[k];
-    for (size_t i = 0; i < d->n; i++) {
+    for (size_t i = 0; i < d->n && st == BF_OK; i++) {
         const bf__efault *f = &d->f[i];
         size_t p = c->surface.site_param[f->site];
         float old = bf__stored(&c->store, p, f->index), now = bf__wcorrupt(&c->store, p, old, c->faults.kind, f);
-        int64_t at, stride, span = bf__fault_span(&c->store, p, f->index, &at, &stride);
-        if (!bf__grow(&x->dw, cap, n + (size_t)span, sizeof *x->dw, 16))
-            return bf_error_set(err, BF_ENOMEM, "out of memory for the image-major trials' faults");
-        for (int64_t j = 0; j < span; j++, at += stride) {
-            float ov = c->store.scales ? bf__stored_weight(&c->store, p, at) : old;
-            float nv = c->store.scales ? bf__rescaled(&c->store, p, at, now) : now;
-            x->dw[n++] = (bf__dx_weight){.param = p, .index = at, .old_value = ov, .new_value = nv};
-        }
+        st = bf__campaign_fault_writes(c, p, f->index, old, now, &x->dw, cap, &n, err);
     }
+    if (st != BF_OK) return st;
     x->dw_at[k + 1] = n;
     if ((st = bf__ckpt_trial_new(ck, &x->tr[k], err)) != BF_OK) return st;
-    const bf__dx_weight *dw = x->dw + x->dw_at[k];
-    bf__ckpt_trial_begin(ck, x->tr[k]);
-    for (size_t i = 0; i < n - x->dw_at[k]; i++) {
-        if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(ck, x->tr[k], dw[i].param);
-        bf__ckpt_trial_element(ck, x->tr[k], dw[i].param, dw[i].index);
-    }
-    bf__ckpt_trial_end(ck, x->tr[k]);
+    bf__campaign_ckpt_mark(ck, x->tr[k], x->dw + x->dw_at[k], n - x->dw_at[k]);
     return BF_OK;
 }
 

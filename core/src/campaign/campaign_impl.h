@@ -168,6 +168,18 @@ void bf__campaign_gen_free(bf_campaign *c);
  * checkpoints and the trials' re-run share (work_fraction) into acc. */
 bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_error *err);
 void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n);
+/* the reach of weight writes dw[0..n) marked on tr (begin, each parameter
+ * and element, end): bf__campaign_ckpt_weights' on a worker's evaluator,
+ * the image-major draw's on each trial's own */
+struct bf__ckpt_trial;
+void bf__campaign_ckpt_mark(const struct bf__ckpt *ck, struct bf__ckpt_trial *tr, const struct bf__dx_weight *dw, size_t n);
+/* The weight writes of one fault (parameter p's element `index`, its stored
+ * value old corrupted to now): that element, or a scaled store's whole
+ * group rescaled (store.h, bf__fault_span), appended to *dw from *n (grown
+ * through *cap). run_weight_trial and the image-major draw list them here
+ * alike, so both write the same values. */
+bf_status bf__campaign_fault_writes(const bf_campaign *c, size_t p, int64_t index, float old, float now,
+                                   struct bf__dx_weight **dw, size_t *cap, size_t *n, bf_error *err);
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n);
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc);
 
