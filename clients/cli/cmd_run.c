@@ -65,6 +65,11 @@ static const char help[] =
     "                       as fast or faster, so only when asked for\n"
     "  --trial-major        every trial over every image in turn, all images'\n"
     "                       checkpoints held (the default at 1 thread)\n"
+    "  --image-block N      image-major (at any thread count) in blocks of N\n"
+    "                       images a thread: their golden runs, then every trial\n"
+    "                       on them (N images' checkpoints held a thread; default\n"
+    "                       1, measured the cheapest: docs/engine/checkpoints.md,\n"
+    "                       \"Image blocks\")\n"
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed;\n"
     "                       it also bounds a one-image graph's checkpoints\n"
@@ -288,6 +293,8 @@ static int parse_args(int argc, char **argv, run_opts *o)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
     if (o->order_flags == 3)
         return usage_error("run", "--image-major and --trial-major ask for opposite orders: give one");
+    if (o->image_block && o->image_major < 0)
+        return usage_error("run", "--image-block sets image-major's blocks; --trial-major asks for the other order");
     if (o->server && (o->threads || o->exact || o->near_exact || o->image_major || o->image_block || o->stats || o->cache_budget || o->shard_arg || o->shards ||
                       o->lim.model.no_fuse || o->lim.model.tie_order || o->lim.run_memory))
         return usage_error("run", "--threads, --exact, --near-exact, --image-major, --trial-major, --image-block, --cache-budget, --stats, --shard, --shards, --no-fuse, "
@@ -400,7 +407,8 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
 
 /* --stats' checkpoint line when the trials ran image-major (bf_campaign_result.ckpt.image_major) */
 #define IMAJ_ON                                                                                                    \
-    "image-major: each image's golden run, then every trial on it (the trials' time is the golden pass's, below)"
+    "image-major: each image's golden run, then every trial on it, %lld image%s a thread at a time (--image-block; "  \
+    "the trials' time is the golden pass's, below)"
 
 /* --stats: the run in one line (trials, rate, engine, threads, cache,
  * setup: what the bench scripts parse), then one line per engine part that ran,
@@ -485,6 +493,11 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
         snprintf(tail, sizeof tail, "%lld images ended before the detection tail's class scores, the rows the faults "
                  "moved selecting the golden classes with the golden scores (counted in the early ends above)",
                  (long long)r->ckpt.early_tail);
+    char imaj[400];
+    if (r->ckpt.image_major)
+        snprintf(imaj, sizeof imaj, IMAJ_ON, (long long)r->ckpt.image_block, r->ckpt.image_block == 1 ? "" : "s");
+    else
+        snprintf(imaj, sizeof imaj, "trial-major: %s", r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
     if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
         fprintf(stderr,
                 "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "
@@ -494,7 +507,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "not reach were not run (%zu of their values kept, %.1f MiB of the above); %lld faulted Convs ran "
                 "on their one changed channel over the golden output, %lld of them with their fused BatchNorm, Add or "
                 "activation, and %lld steps after them followed the channel on; %lld images ended where that channel "
-                "came back golden (counted in the early ends above); %s; %s%s\n",
+                "came back golden (counted in the early ends above); %s; %s\n",
                 p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 1e9 * r->ckpt.byte_price,
                 r->ckpt.huge_pages            ? " in 2 MiB pages, this host's 4 KiB fresh pages measured dear"
                 : r->ckpt.byte_price > 1.5e-9 ? ", this host's fresh pages measured dear"
@@ -503,8 +516,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan,
-                tail, r->ckpt.image_major ? IMAJ_ON : "trial-major: ",
-                r->ckpt.image_major ? "" : r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
+                tail, imaj);
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
@@ -550,7 +562,7 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
      * checks a golden pass of its own (SSDlite320, 20 trials, quiet:
      * 0.975 -> 0.645 s wall); at 1 thread it measured level after idle and
      * ~0.1 s slower back to back (docs/perf/detectors/h27.md) */
-    int imaj = o->image_major > 0 || (o->image_major == 0 && threads >= 2);
+    int imaj = o->image_major > 0 || (o->image_major == 0 && (threads >= 2 || o->image_block));   /* --image-block asks for it */
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
                              .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
                              .shard_index = o->shard_i, .shard_count = o->shard_n,

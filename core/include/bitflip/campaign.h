@@ -591,6 +591,9 @@ typedef struct bf_campaign_result {
          * why not (static text) */
         int image_major;
         const char *imaj_off;
+        /* image-major's block: the images each thread ran every trial on
+         * at a time (bf_campaign_prep.image_block; 0: trial-major) */
+        int64_t image_block;
     } ckpt;
 } bf_campaign_result;
 
@@ -777,7 +780,9 @@ typedef struct bf_campaign_prep {
     int image_major;
     /* image-major's blocks: each thread runs the golden runs of this many
      * of its images, then every trial on them, before the next block (its
-     * checkpoints hold that many images). 0: 1. */
+     * checkpoints hold that many images; at most a thread's share of the
+     * eval set). 0: 1, the measured best (SSDlite320: more images a block
+     * cost more CPU, docs/engine/checkpoints.md, "Image blocks"). */
     int64_t image_block;
     const int *cancel;
     void (*sweep_progress)(void *user, int64_t images_done, int64_t images);

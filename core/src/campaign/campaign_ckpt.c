@@ -221,6 +221,7 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
     acc->ckpt.huge_pages = bf__ckpt_huge(ck);
     acc->ckpt.image_major = c->golden.imaj != NULL;
     acc->ckpt.imaj_off = c->golden.imaj_off;
+    acc->ckpt.image_block = bf__campaign_imaj_block_ran(c);
     double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
     acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
 }

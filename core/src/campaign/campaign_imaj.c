@@ -86,24 +86,27 @@ static bf_status draw_trial(const bf_campaign *c, bf__imaj *x, int64_t k, bf__dr
     return BF_OK;
 }
 
-/* Trial k on image s: its faults written, the image run from its
- * checkpoints into the trial's slots, the stored values written back in
- * reverse and each tensor given back (as run_weight_trial does), its
- * private pages kept (they hold the stored bits again) until the sweep
- * ends: dropped every (trial, image), a madvise over the whole tensor
- * each, SSDlite320's sweep cost ~0.1 s of CPU more than trial-major. */
-static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, int64_t k, int64_t s, bf_error *err)
+/* Trial k on a block's images s0, s0 + T, ... (nb of them): its faults
+ * written once, each image run from its checkpoints into the trial's
+ * slots, the stored values written back in reverse and each tensor given
+ * back (as run_weight_trial does), its private pages kept (they hold the
+ * stored bits again) until the sweep ends: dropped every (trial, image), a
+ * madvise over the whole tensor each, SSDlite320's sweep cost ~0.1 s of
+ * CPU more than trial-major. */
+static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, int64_t k, int64_t s0, int64_t T,
+                          int64_t nb, bf_error *err)
 {
     const bf__dx_weight *dw = x->dw + x->dw_at[k];
     size_t n = x->dw_at[k + 1] - x->dw_at[k], i = 0;
     bf_status st = BF_OK;
     for (; i < n && st == BF_OK; i++) st = bf_evaluator_write_param(ev, dw[i].param, dw[i].index, dw[i].new_value, err);
-    if (st == BF_OK && !atomic_load(&x->due[k]))
-        st = bf__evaluator_imaj(ev, c->golden.ckpt, NULL, x->tr[k], s, &x->rag[k],
+    for (int64_t b = 0; b < nb && st == BF_OK && !atomic_load(&x->due[k]); b++) {
+        st = bf__evaluator_imaj(ev, c->golden.ckpt, NULL, x->tr[k], s0 + T * b, &x->rag[k],
                                 x->outs ? x->outs + (size_t)(k * x->samples * x->cols) : NULL, err);
-    if (st == BF_EDETECTED) {   /* DUE is the run's to record, from its own pass (bf__run_trial) */
-        atomic_store(&x->due[k], 1);
-        st = BF_OK;
+        if (st == BF_EDETECTED) {   /* DUE is the run's to record, from its own pass (bf__run_trial) */
+            atomic_store(&x->due[k], 1);
+            st = BF_OK;
+        }
     }
     while (i-- > 0) {
         bf_status u = bf_evaluator_write_param(ev, dw[i].param, dw[i].index, dw[i].old_value, err);
@@ -120,6 +123,8 @@ int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *pr
     int64_t per = (samples + t - 1) / t, b = prep && prep->image_block > 0 ? prep->image_block : 1;
     return b < per ? b : per > 0 ? per : 1;
 }
+
+int64_t bf__campaign_imaj_block_ran(const bf_campaign *c) { return c->golden.imaj ? c->golden.imaj->block : 0; }
 
 int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep)
 {
@@ -164,9 +169,7 @@ static void *sweep_images(void *arg)
         }
         for (int64_t s = s0; nb < B && s < S && w->st == BF_OK; s += T, nb++)
             w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
-        for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++)
-            for (int64_t b = 0; b < nb && w->st == BF_OK; b++)
-                w->st = trial_on(c, w->x, w->ev, k, s0 + T * b, &w->err);
+        for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++) w->st = trial_on(c, w->x, w->ev, k, s0, T, nb, &w->err);
         long long done = atomic_fetch_add(w->done, nb) + nb;
         /* thread 0 reports; the last image's report is made once, at the end */
         if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < S)

@@ -204,6 +204,8 @@ int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep
 /* the images a thread's block holds (prep->image_block; at most a thread's
  * share of the images): the checkpoint blocks are threads x this */
 int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *prep);
+/* the block the sweep ran (0: no sweep) */
+int64_t bf__campaign_imaj_block_ran(const bf_campaign *c);
 bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int n_ev, const bf_campaign_prep *prep,
                                   bf_eval_result *r, bf_error *err);
 int bf__campaign_imaj_has(const bf_campaign *c, int64_t t);
