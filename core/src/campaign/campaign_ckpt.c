@@ -148,7 +148,13 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     /* image-major (campaign_imaj.c): one image's block, reused image after image */
     c->golden.imaj_off = bf__campaign_imaj_off(c, prep, drawn_known(c));
     bf__ckpt_opts co = {.drawn = drawn_known(c) ? drawn_trials : NULL, .user = &dx, .byte_s = c->ckpt_price,
-                        .huge = c->ckpt_huge, .slots = c->golden.imaj_off ? 0 : bf__campaign_imaj_threads(c, prep) * bf__campaign_imaj_block(c, prep)};
+                        .huge = c->ckpt_huge};
+    if (!c->golden.imaj_off) {   /* a block a thread of the images asked for, or of as many as fit the default bytes */
+        co.slots = bf__campaign_imaj_threads(c, prep) * (prep->image_block > 0 ? bf__campaign_imaj_block(c, prep) : 1);
+        co.slot_bytes = prep->image_block > 0         ? 0
+                        : prep->image_block_bytes > 0 ? prep->image_block_bytes
+                                                      : BF_IMAJ_BLOCK_BYTES_DEFAULT;
+    }
     if ((st = bf__ckpt_create(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, &co, &ck, err)) != BF_OK)
         goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */

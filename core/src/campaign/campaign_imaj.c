@@ -120,7 +120,8 @@ static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, i
 int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *prep)
 {
     int64_t t = bf__campaign_imaj_threads(c, prep), samples = bf_dataset_num_samples(c->ds);
-    int64_t per = (samples + t - 1) / t, b = prep && prep->image_block > 0 ? prep->image_block : 1;
+    int64_t per = (samples + t - 1) / t;
+    int64_t b = prep && prep->image_block > 0 ? prep->image_block : bf__ckpt_slot_mult(c->golden.ckpt);
     return b < per ? b : per > 0 ? per : 1;
 }
 

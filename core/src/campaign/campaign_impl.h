@@ -201,8 +201,10 @@ const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *
  * evaluator of its own (evs[i], evs[0] the golden one) with a checkpoint
  * block of its own */
 int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep);
-/* the images a thread's block holds (prep->image_block; at most a thread's
- * share of the images): the checkpoint blocks are threads x this */
+/* the images a thread's block holds (prep->image_block, else as many as
+ * the checkpoints' blocks fit in prep->image_block_bytes, once they are
+ * made; at most a thread's share of the images): the checkpoint blocks
+ * are threads x this */
 int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *prep);
 /* the block the sweep ran (0: no sweep) */
 int64_t bf__campaign_imaj_block_ran(const bf_campaign *c);
