@@ -1,12 +1,14 @@
 /* Image-major trials of a one-image-per-call campaign (a detector): the
- * golden pass goes image by image, and after each image's golden run,
- * which records that image's checkpoints into one block reused for every
- * image (exec/ckpt.h, bf__ckpt_opts.slots), every trial of the campaign
- * runs on that image from them, its outputs kept in the trial's own
- * per-image slots. After the last image the golden result is made as the
- * golden pass makes it, and each trial's result when bf_campaign_run
- * reaches it (bf__campaign_imaj_result: the same metrics, det_judge and
- * fold as a trial-major pass's). Trial-major (campaign_ckpt.c) keeps every
+ * golden pass goes a block of B images at a time (a thread's), and after
+ * the block's golden runs, which record those images' checkpoints into B
+ * blocks reused block after block (exec/ckpt.h, bf__ckpt_opts.slots), every
+ * trial of the campaign runs on those images from them (its faults written
+ * once a block), its outputs kept in the trial's own per-image slots. B:
+ * bf_campaign_prep.image_block, else as many as fit in image_block_bytes
+ * (docs/engine/checkpoints.md, "Image blocks"). After the last image the
+ * golden result is made as the golden pass makes it, and each trial's
+ * result when bf_campaign_run reaches it (bf__campaign_imaj_result: the
+ * same metrics, det_judge and fold as a trial-major pass's). Trial-major (campaign_ckpt.c) keeps every
  * image's checkpoints at once: SSDlite320's 53 MB of fresh pages, which on
  * a host that hands free 8 MiB blocks back cost 0.58 s instead of a few ms
  * (docs/engine/checkpoints.md, "Image-major"). */

@@ -45,9 +45,10 @@ typedef bf_status (*bf__ckpt_drawn)(void *user, const bf__ckpt *ck, struct bf__c
  * - huge: the checkpoints' block in 2 MiB pages (bf__ckpt_host_pages
  *   chose them; the same bytes either way).
  * - slots: blocks held, sample s's values in block s % slots (0: one a
- *   sample): an image-major sweep (campaign_imaj.c) records one image and
- *   runs every trial on it before the next, so one block (one a worker)
- *   serves; the cuts and the store are chosen as for every sample.
+ *   sample): an image-major sweep (campaign_imaj.c) records a block of
+ *   images and runs every trial on them before the next, so a block an
+ *   image of it (B a worker) serves; the cuts and the store are chosen as
+ *   for every sample.
  * - slot_bytes: with slots > 0, the blocks held are m x slots for the
  *   largest m >= 1 whose blocks fit in slot_bytes (0: m = 1): an
  *   image-major sweep's blocks of m images a thread, chosen once a
