@@ -410,6 +410,16 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
     "image-major: each image's golden run, then every trial on it, %lld image%s a thread at a time (--image-block; "  \
     "the trials' time is the golden pass's, below)"
 
+/* the checkpoint line's last part: the order the trials ran in, and why */
+static const char *imaj_line(const bf_campaign_result *r, char *buf, size_t n)
+{
+    if (r->ckpt.image_major)
+        snprintf(buf, n, IMAJ_ON, (long long)r->ckpt.image_block, r->ckpt.image_block == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "trial-major: %s", r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
+    return buf;
+}
+
 /* --stats: the run in one line (trials, rate, engine, threads, cache,
  * setup: what the bench scripts parse), then one line per engine part that ran,
  * in words: the differential engine (chain mode, full passes, the output
@@ -494,10 +504,6 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                  "moved selecting the golden classes with the golden scores (counted in the early ends above)",
                  (long long)r->ckpt.early_tail);
     char imaj[400];
-    if (r->ckpt.image_major)
-        snprintf(imaj, sizeof imaj, IMAJ_ON, (long long)r->ckpt.image_block, r->ckpt.image_block == 1 ? "" : "s");
-    else
-        snprintf(imaj, sizeof imaj, "trial-major: %s", r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
     if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
         fprintf(stderr,
                 "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "
@@ -516,7 +522,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan,
-                tail, imaj);
+                tail, imaj_line(r, imaj, sizeof imaj));
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
