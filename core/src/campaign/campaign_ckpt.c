@@ -201,26 +201,24 @@ void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_v
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc)
 {
     const bf__ckpt *ck = c->golden.ckpt;
-    int64_t work = 0, early = 0, skipped = 0, chan[5] = {0, 0, 0, 0, 0};
+    bf__ckpt_counts k = {0};
     for (int i = 0; i < n; i++) {
-        int64_t w, e, k, h[5];
         if (!evs[i]) continue;
-        bf__evaluator_ckpt_counts(evs[i], &w, &e, &k, h);
-        work += w, early += e, skipped += k;
-        for (int j = 0; j < 5; j++) chan[j] += h[j];
+        bf__ckpt_counts e = bf__evaluator_ckpt_counts(evs[i]);
+        bf__ckpt_counts_add(&k, &e);
     }
-    acc->chan_steps += chan[0] + chan[3];
-    acc->chan_kinds.ckpt_follow += chan[3];
-    acc->chan_kinds.ckpt_conv += chan[0];
-    acc->chan_kinds.ckpt_fused += chan[1];
-    acc->ckpt.early_chan = chan[2];
-    acc->ckpt.early_tail = chan[4];
+    acc->chan_steps += k.chan + k.chan_follow;
+    acc->chan_kinds.ckpt_follow += k.chan_follow;
+    acc->chan_kinds.ckpt_conv += k.chan;
+    acc->chan_kinds.ckpt_fused += k.chan_fused;
+    acc->ckpt.early_chan = k.chan_stop;
+    acc->ckpt.early_tail = k.tail_stop;
     acc->ckpt.tail_off = bf__ckpt_tail_off(ck);
     acc->ckpt.cuts = bf__ckpt_num_cuts(ck);
     acc->ckpt.bytes = bf__ckpt_bytes(ck);
     acc->ckpt.expected_skip = bf__ckpt_saved_share(ck);
-    acc->ckpt.early = early;
-    acc->ckpt.skipped = skipped;
+    acc->ckpt.early = k.early;
+    acc->ckpt.skipped = k.skipped;
     acc->ckpt.stored = bf__ckpt_num_stored(ck);
     acc->ckpt.store_bytes = bf__ckpt_store_bytes(ck);
     acc->ckpt.byte_price = bf__ckpt_byte_price(ck);
@@ -229,5 +227,5 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
     acc->ckpt.imaj_off = c->golden.imaj_off;
     acc->ckpt.image_block = bf__campaign_imaj_block_ran(c);
     double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
-    acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
+    acc->work_fraction = pass > 0 ? (double)k.work / pass : NAN;
 }

@@ -187,12 +187,18 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
  * "Image-major"). _off: why a campaign's trials run trial-major (NULL:
  * image-major; drawn_known: its trials are known before the golden pass,
  * campaign_ckpt.c). _sweep: the golden pass image by image on ev (its
- * checkpoints made with one block, ev set to record them), every trial of
- * prep's shard run on each image after its golden run; r the golden pass's
- * result; c->golden.imaj the trials' outputs. _has: trial t's outputs are
- * there; _result: its pass's result from them, on a worker's evaluator
- * ev, as bf_evaluator_run would give it. At most BF__IMAJ_SLOTS_MAX trials
- * x images (each a slot per graph output, grown to its largest value). */
+ * checkpoints made with a block an image of a block, ev set to record
+ * them), every trial of prep's shard run on each block of images after
+ * their golden runs; r the golden pass's result; c->golden.imaj the
+ * trials' outputs. _has: trial t's outputs are there; _result: its pass's
+ * result from them, on a worker's evaluator ev, as bf_evaluator_run would
+ * give it.
+ * BF__IMAJ_SLOTS_MAX: the (trial, image) pairs a sweep keeps outputs for
+ * until the fold, each a slot per graph output grown to its largest value
+ * plus its rows (SSDlite320's ~330 bytes a pair: ~21 MB at the limit,
+ * against trial-major's fold holding one trial's at a time); past it the
+ * campaign runs trial-major and --stats says so (bf__campaign_imaj_off).
+ * BF__IMAJ_THREADS_MAX: the sweep's evaluators, one a thread. */
 #define BF__IMAJ_SLOTS_MAX 65536
 #define BF__IMAJ_THREADS_MAX 64
 const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *prep, int drawn_known);

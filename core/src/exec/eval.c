@@ -709,16 +709,8 @@ bf_status bf__evaluator_imaj_merge(bf_evaluator *ev, const bf_evaluator *from, i
 
 void bf__evaluator_ckpt_add_counts(bf_evaluator *ev, const bf_evaluator *from)
 {
-    const bf__eval_ckpt *f = &from->ckp;
-    bf__eval_ckpt *e = &ev->ckp;
-    atomic_fetch_add(&e->work, atomic_load(&f->work));
-    atomic_fetch_add(&e->early, atomic_load(&f->early));
-    atomic_fetch_add(&e->skipped, atomic_load(&f->skipped));
-    atomic_fetch_add(&e->chan, atomic_load(&f->chan));
-    atomic_fetch_add(&e->chan_fused, atomic_load(&f->chan_fused));
-    atomic_fetch_add(&e->chan_stop, atomic_load(&f->chan_stop));
-    atomic_fetch_add(&e->chan_follow, atomic_load(&f->chan_follow));
-    atomic_fetch_add(&e->tail_stop, atomic_load(&f->tail_stop));
+    bf__ckpt_counts k = bf__eval_ckpt_counts(&from->ckp);
+    bf__eval_ckpt_add(&ev->ckp, &k);
 }
 
 bf_status bf__evaluator_imaj_finish(bf_evaluator *ev, bf__ragged *from, const float *outs, bf_eval_result *res,
@@ -746,18 +738,7 @@ bf_status bf__evaluator_ckpt(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *rec
 bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev) { return ev->ckp.tr; }
 int bf__evaluator_ckpt_on(const bf_evaluator *ev) { return ev->ckp.ck != NULL; }
 
-void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t chan[5])
-{
-    chan[4] = atomic_load(&ev->ckp.tail_stop);
-    chan[3] = atomic_load(&ev->ckp.chan_follow);
-    chan[0] = atomic_load(&ev->ckp.chan);
-    chan[1] = atomic_load(&ev->ckp.chan_fused);
-    chan[2] = atomic_load(&ev->ckp.chan_stop);
-    *work_ns = atomic_load(&ev->ckp.work);
-    *early = atomic_load(&ev->ckp.early);
-    *skipped = atomic_load(&ev->ckp.skipped);
-}
+bf__ckpt_counts bf__evaluator_ckpt_counts(const bf_evaluator *ev) { return bf__eval_ckpt_counts(&ev->ckp); }
 
 bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err)
 {
