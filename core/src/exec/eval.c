@@ -56,8 +56,6 @@ struct bf_evaluator {
     int unbatched;
     bf__ragged rag;
     const bf_ragged_output *rag_base;
-    bf__ragged *rag_to;       /* an image-major trial's run: its slots and rows, not rag's and outputs */
-    float *out_to;
     bf__eval_ckpt ckp;        /* one-sample graphs: the golden checkpoints (eval_ckpt.h) */
     bf__eval_det det;         /* detection: its outputs, ground truth, a pass's views (eval_det.h) */
     bf_nms_ties *nms;         /* one-sample graphs: NMS near-ties recorded here (bf_eval_opts.nms_ties), or NULL */
@@ -359,12 +357,12 @@ int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
  * output 0 into the outputs when its size is not data. */
 /* Where a sample's output-0 row goes: an image-major trial's own rows
  * (bf__evaluator_imaj), else the pass's outputs. */
-static float *rows_to(const bf_evaluator *ev) { return ev->rag_to ? ev->out_to : ev->outputs; }
+static float *rows_to(const bf_evaluator *ev) { return ev->ckp.rag_to ? ev->ckp.out_to : ev->outputs; }
 
 static bf_status keep_sample(bf_evaluator *ev, bf_plan *plan, int64_t s, bf_error *err)
 {
     for (size_t k = 0; k < ev->model->n_outputs; k++) {
-        bf_status st = bf__ragged_put(ev->rag_to ? ev->rag_to : &ev->rag, k, s, bf_plan_output(plan, k), err);
+        bf_status st = bf__ragged_put(ev->ckp.rag_to ? ev->ckp.rag_to : &ev->rag, k, s, bf_plan_output(plan, k), err);
         if (st != BF_OK) return st;
     }
     if (ev->out_cols > 0)
@@ -401,7 +399,7 @@ static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t sta
         if (ev->out_cols > 0)
             memcpy(rows_to(ev) + start * ev->out_cols, ev->ckp.out + start * ev->out_cols,
                    (size_t)ev->out_cols * sizeof(float));
-        return ev->ckp.gold ? bf__ragged_copy_slot(ev->rag_to, ev->ckp.gold, start, err)
+        return ev->ckp.gold ? bf__ragged_copy_slot(ev->ckp.rag_to, ev->ckp.gold, start, err)
                             : bf__ragged_copy_sample(&ev->rag, ev->rag_base, start, err);
     }
     if (ev->unbatched) return keep_sample(ev, plan, start, err);
@@ -693,10 +691,9 @@ bf_status bf__evaluator_imaj(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *rec
     bf__eval_ckpt *e = &ev->ckp;
     /* the trial's slots take the run's outputs; an image ended early takes the golden ones kept so far */
     e->ck = rec ? NULL : ck, e->rec = rec, e->tr = tr, e->out = ev->outputs, e->gold = into ? &ev->rag : NULL;
-    ev->rag_to = into, ev->out_to = outs;
+    e->rag_to = into, e->out_to = outs;
     bf_status st = run_batch(ev, &ev->ws[0], ev->plans[0], s, err);
-    ev->rag_to = NULL, ev->out_to = NULL;
-    e->ck = NULL, e->rec = NULL, e->tr = NULL, e->out = NULL, e->gold = NULL;
+    e->ck = NULL, e->rec = NULL, e->tr = NULL, e->out = NULL, e->gold = NULL, e->rag_to = NULL, e->out_to = NULL;
     return st;
 }
 

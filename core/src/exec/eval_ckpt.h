@@ -34,6 +34,8 @@ typedef struct bf__eval_ckpt {
     const float *out;         /* golden outputs [samples x out_cols] of a sample that ends early */
     const bf__ragged *gold;   /* an image-major sweep's: the golden per-sample outputs, kept so far (NULL: the
                                * evaluator's laid-out base, bf__evaluator_ragged_base) */
+    bf__ragged *rag_to;       /* an image-major trial's run: its slots and rows take the outputs, not the */
+    float *out_to;            /* evaluator's (NULL: the evaluator's; set and cleared by bf__evaluator_imaj) */
     /* bf__ckpt_counts' fields, each added to by the evaluator's workers at once */
     atomic_llong work, early, skipped;
     atomic_llong chan, chan_fused, chan_stop, chan_follow;
