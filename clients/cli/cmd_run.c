@@ -65,6 +65,11 @@ static const char help[] =
     "                       as fast or faster, so only when asked for\n"
     "  --trial-major        every trial over every image in turn, all images'\n"
     "                       checkpoints held (the default at 1 thread)\n"
+    "  --image-block N      image-major (at any thread count) in blocks of N\n"
+    "                       images a thread: their golden runs, then every trial\n"
+    "                       on them (N images' checkpoints held a thread; default:\n"
+    "                       as many as fit in 8 MiB over the threads, at least 1:\n"
+    "                       docs/engine/checkpoints.md, \"Image blocks\")\n"
     "  --cache-budget SIZE  memory for the golden-activation cache, e.g. 256M or\n"
     "                       2G (default 1G); what does not fit is recomputed;\n"
     "                       it also bounds a one-image graph's checkpoints\n"
@@ -107,6 +112,7 @@ typedef struct run_opts {
     long long cache_budget;
     cli_limits lim;
     int local, exact, near_exact, stats, progress;
+    long long image_block;   /* --image-block N (0: the default) */
     int image_major, order_flags;   /* 1 --image-major, -1 --trial-major, 0 neither (by the threads); flags 1|2 given */
     double progress_interval;
     double load_seconds;    /* reading the model and the eval set, for --stats */
@@ -210,7 +216,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
 {
     enum { OPT_LOCAL = CLI_OPT_FIRST, OPT_EXACT, OPT_NEAR_EXACT, OPT_STATS, OPT_CACHE_BUDGET, OPT_SERVER, OPT_TOKEN, OPT_OUT, OPT_TRIALS_OUT,
            OPT_JUNIT, OPT_FORMAT, OPT_GATE, OPT_THREADS, OPT_SHARD, OPT_SHARDS, OPT_OUT_DIR, OPT_PREFIX, OPT_PROGRESS,
-           OPT_PROGRESS_INTERVAL, OPT_IMAGE_MAJOR, OPT_TRIAL_MAJOR };
+           OPT_PROGRESS_INTERVAL, OPT_IMAGE_MAJOR, OPT_TRIAL_MAJOR, OPT_IMAGE_BLOCK };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"local", no_argument, NULL, OPT_LOCAL},
@@ -218,6 +224,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         {"near-exact", no_argument, NULL, OPT_NEAR_EXACT},
         {"image-major", no_argument, NULL, OPT_IMAGE_MAJOR},
         {"trial-major", no_argument, NULL, OPT_TRIAL_MAJOR},
+        {"image-block", required_argument, NULL, OPT_IMAGE_BLOCK},
         {"stats", no_argument, NULL, OPT_STATS},
         {"cache-budget", required_argument, NULL, OPT_CACHE_BUDGET},
         {"server", required_argument, NULL, OPT_SERVER},
@@ -248,6 +255,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         case OPT_NEAR_EXACT: o->near_exact = 1; break;
         case OPT_IMAGE_MAJOR: o->image_major = 1, o->order_flags |= 1; break;
         case OPT_TRIAL_MAJOR: o->image_major = -1, o->order_flags |= 2; break;
+        case OPT_IMAGE_BLOCK: rc = parse_count("run", "--image-block", v, 1, 1 << 20, &o->image_block); break;
         case OPT_STATS: o->stats = 1; break;
         case OPT_CACHE_BUDGET: rc = parse_size("run", "--cache-budget", v, &o->cache_budget); break;
         case OPT_SERVER: o->server = v; break;
@@ -285,9 +293,11 @@ static int parse_args(int argc, char **argv, run_opts *o)
         return usage_error("run", "where? add --local to run here, or --server URL (or set BITFLIP_SERVER) to run on a bitflipd");
     if (o->order_flags == 3)
         return usage_error("run", "--image-major and --trial-major ask for opposite orders: give one");
-    if (o->server && (o->threads || o->exact || o->near_exact || o->image_major || o->stats || o->cache_budget || o->shard_arg || o->shards ||
+    if (o->image_block && o->image_major < 0)
+        return usage_error("run", "--image-block sets image-major's blocks; --trial-major asks for the other order");
+    if (o->server && (o->threads || o->exact || o->near_exact || o->image_major || o->image_block || o->stats || o->cache_budget || o->shard_arg || o->shards ||
                       o->lim.model.no_fuse || o->lim.model.tie_order || o->lim.run_memory))
-        return usage_error("run", "--threads, --exact, --near-exact, --image-major, --trial-major, --cache-budget, --stats, --shard, --shards, --no-fuse, "
+        return usage_error("run", "--threads, --exact, --near-exact, --image-major, --trial-major, --image-block, --cache-budget, --stats, --shard, --shards, --no-fuse, "
                                   "--tie-order and --run-memory are for "
                                   "--local runs; the daemon has its own workers");
     if (o->format && strcmp(o->format, "table") && strcmp(o->format, "json") && strcmp(o->format, "csv"))
@@ -397,7 +407,18 @@ static void suggest_batch(const bf_model *m, const bf_dataset *ds, const bf_camp
 
 /* --stats' checkpoint line when the trials ran image-major (bf_campaign_result.ckpt.image_major) */
 #define IMAJ_ON                                                                                                    \
-    "image-major: each image's golden run, then every trial on it (the trials' time is the golden pass's, below)"
+    "image-major: each image's golden run, then every trial on it, %lld image%s a thread at a time (--image-block; "  \
+    "the trials' time is the golden pass's, below)"
+
+/* the checkpoint line's last part: the order the trials ran in, and why */
+static const char *imaj_line(const bf_campaign_result *r, char *buf, size_t n)
+{
+    if (r->ckpt.image_major)
+        snprintf(buf, n, IMAJ_ON, (long long)r->ckpt.image_block, r->ckpt.image_block == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "trial-major: %s", r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
+    return buf;
+}
 
 /* --stats: the run in one line (trials, rate, engine, threads, cache,
  * setup: what the bench scripts parse), then one line per engine part that ran,
@@ -482,6 +503,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
         snprintf(tail, sizeof tail, "%lld images ended before the detection tail's class scores, the rows the faults "
                  "moved selecting the golden classes with the golden scores (counted in the early ends above)",
                  (long long)r->ckpt.early_tail);
+    char imaj[400];
     if (r->ckpt.cuts || r->chan_kinds.ckpt_conv)
         fprintf(stderr,
                 "bitflip run: %s%scheckpoints (one image per call): each trial resumed each image from the golden "
@@ -491,7 +513,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 "not reach were not run (%zu of their values kept, %.1f MiB of the above); %lld faulted Convs ran "
                 "on their one changed channel over the golden output, %lld of them with their fused BatchNorm, Add or "
                 "activation, and %lld steps after them followed the channel on; %lld images ended where that channel "
-                "came back golden (counted in the early ends above); %s; %s%s\n",
+                "came back golden (counted in the early ends above); %s; %s\n",
                 p, sep, r->ckpt.cuts, (double)r->ckpt.bytes / (1024.0 * 1024.0), 1e9 * r->ckpt.byte_price,
                 r->ckpt.huge_pages            ? " in 2 MiB pages, this host's 4 KiB fresh pages measured dear"
                 : r->ckpt.byte_price > 1.5e-9 ? ", this host's fresh pages measured dear"
@@ -500,8 +522,7 @@ static void print_stats(const run_opts *o, const char *cfg, const bf_campaign_re
                 (long long)r->ckpt.early, (long long)r->ckpt.skipped, r->ckpt.stored,
                 (double)r->ckpt.store_bytes / (1024.0 * 1024.0), (long long)r->chan_kinds.ckpt_conv,
                 (long long)r->chan_kinds.ckpt_fused, (long long)r->chan_kinds.ckpt_follow, (long long)r->ckpt.early_chan,
-                tail, r->ckpt.image_major ? IMAJ_ON : "trial-major: ",
-                r->ckpt.image_major ? "" : r->ckpt.imaj_off ? r->ckpt.imaj_off : "?");
+                tail, imaj_line(r, imaj, sizeof imaj));
     /* where the setup went, and the model and eval set read before it */
     fprintf(stderr,
             "bitflip run: setup in detail: model and eval set read in %.3f s; golden evaluators' plans %.3f s; "
@@ -547,11 +568,12 @@ static int run_config(const run_opts *o, const bf_campaign_spec *spec, const bf_
      * checks a golden pass of its own (SSDlite320, 20 trials, quiet:
      * 0.975 -> 0.645 s wall); at 1 thread it measured level after idle and
      * ~0.1 s slower back to back (docs/perf/detectors/h27.md) */
-    int imaj = o->image_major > 0 || (o->image_major == 0 && threads >= 2);
+    int imaj = o->image_major > 0 || (o->image_major == 0 && (threads >= 2 || o->image_block));   /* --image-block asks for it */
     bf_campaign_prep prep = {.differential = !o->exact, .cache_budget = o->cache_budget, .threads = (int)threads,
                              .max_run_bytes = (uint64_t)o->lim.run_memory, .near_exact = o->near_exact,
                              .shard_index = o->shard_i, .shard_count = o->shard_n,
                              .host_pages = o->lim.data.host_pages, .image_major = imaj,
+                             .image_block = o->image_block,
                              .sweep_progress = imaj ? on_sweep : NULL, .sweep_user = ps};
     double t_create = cli_now();
     ps->start = t_create;   /* on_sweep's ETA: the create runs the trials */

@@ -57,6 +57,9 @@ check near_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --near-exact; 
 check imaj_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --image-major;  contains imaj_server "--image-major"
 check tmaj_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --trial-major;  contains tmaj_server "--trial-major"
 check order_both 2 "$BF" run --local "$spec" --image-major --trial-major;  contains order_both "opposite orders"
+check blk_server 2 "$BF" run --server http://127.0.0.1:9 "$spec" --image-block 2;  contains blk_server "--image-block"
+check blk_zero 2 "$BF" run --local "$spec" --image-block 0;  contains blk_zero "--image-block"
+check blk_tmaj 2 "$BF" run --local "$spec" --image-block 2 --trial-major;  contains blk_tmaj "--trial-major"
 # which order by default: image-major from 2 threads, trial-major at 1, each
 # flag overriding; the same records in every order (a detector fixture).
 # Under TSan the two 2-thread runs alone (the sweep's threads and the
@@ -81,6 +84,12 @@ contains order_t1_imaj2 "image-major: each image's golden run"
 for f in o_t1 o_t1i; do sort "$tmp/$f.jsonl" >"$tmp/$f.sorted"; done
 same order_records_t1 "$tmp/o_t1.sorted" "$tmp/o_t2.sorted"
 same order_records_t1i "$tmp/o_t1.sorted" "$tmp/o_t1i.sorted"
+# blocks of images (--image-block, image-major at 1 thread too): 4 of the
+# fixture's 6 images, then the last 2; --stats says so; the same records
+check order_t1_blk 0 "$BF" run --local "$tmp/det.json" --threads 1 --image-block 4 --stats --trials-out "$tmp/o_t1b.jsonl"
+contains order_t1_blk2 "4 images a thread at a time"
+sort "$tmp/o_t1b.jsonl" >"$tmp/o_t1b.sorted"
+same order_records_t1b "$tmp/o_t1.sorted" "$tmp/o_t1b.sorted"
 fi
 if not_tsan; then
 check run_tiny_cache 0 "$BF" run --local "$spec" --threads 1 --cache-budget 1 --stats --format json --trials-out "$tmp/tiny.jsonl"

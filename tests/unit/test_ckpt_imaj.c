@@ -34,14 +34,16 @@
 /* every trial's record and per-image outputs, by trial (campaign_kept.h) */
 typedef tc_ragkept kept;
 
-/* mode 0: exact; 1: trial-major checkpoints; 2: image-major. The price
- * pinned at 1 ns a byte (campaign_pin.h): the same cuts on any host. */
-static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int mode, int threads,
-                bf_campaign_result *res)
+/* mode 0: exact; 1: trial-major checkpoints; 2: image-major, blocks of
+ * `block` images a thread (0: the default). The price pinned at 1 ns a
+ * byte (campaign_pin.h): the same cuts on any host. */
+static kept run_bytes(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int mode, int threads,
+                      int64_t block, uint64_t block_bytes, bf_campaign_result *res)
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
-    bf_campaign_prep prep = {.differential = mode > 0, .threads = threads, .image_major = mode == 2};
+    bf_campaign_prep prep = {.differential = mode > 0, .threads = threads, .image_major = mode == 2,
+                             .image_block = block, .image_block_bytes = block_bytes};
     bf__campaign_pin pin = {.ckpt_byte_price = 1e-9};
     if (bf__campaign_create_pinned(m, ds, s, NULL, &prep, &pin, &c, &err) != BF_OK) fail_msg("create: %s", err.msg);
     int64_t n = bf_campaign_num_trials(c);
@@ -52,6 +54,18 @@ static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec 
     assert_int_equal(k.n, n);
     bf_campaign_free(c);
     return k;
+}
+
+static kept run_block(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int mode, int threads,
+                      int64_t block, bf_campaign_result *res)
+{
+    return run_bytes(m, ds, s, mode, threads, block, 0, res);
+}
+
+static kept run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int mode, int threads,
+                bf_campaign_result *res)
+{
+    return run_block(m, ds, s, mode, threads, 0, res);
 }
 
 static void same(const char *what, const kept *a, const kept *b)
@@ -98,7 +112,8 @@ static void detectors_as_trial_major(void **state)
                 bf_campaign_spec s = weights(12, 90 + (uint64_t)(bits * 2 + th) + 10 * (uint64_t)f);
                 s.bits = bits;
                 bf_campaign_result rx, rt, ri;
-                kept ex = run(m, ds, &s, 0, th, &rx), tm = run(m, ds, &s, 1, th, &rt), im = run(m, ds, &s, 2, th, &ri);
+                kept ex = run(m, ds, &s, 0, th, &rx), tm = run(m, ds, &s, 1, th, &rt);
+                kept im = run_block(m, ds, &s, 2, th, 1, &ri);   /* one image a block (the fixtures' default holds all) */
                 char what[128];
                 snprintf(what, sizeof what, "%s, %d bits, %d threads, image-major against exact", DETECTORS[f], bits,
                          th);
@@ -141,6 +156,63 @@ static void detectors_as_trial_major(void **state)
     /* faults that changed outputs, and images the checkpoints ended early, were among them */
     assert_true(changed > 0);
     assert_true(early > 0);
+}
+
+/* Blocks of images (bf_campaign_prep.image_block): each thread's golden
+ * runs of B images, then every trial on those B, the checkpoints holding B
+ * images a thread. The fixtures' 6 images (maskrcnn's 4): B 4 on 1 thread
+ * and B 2 on 2 (3 images each) leave a short last block; B 64 is clamped
+ * to a thread's share (trial-major's order, one block); B 0 takes as many
+ * as BF_IMAJ_BLOCK_BYTES_DEFAULT holds. The records and per-image outputs
+ * are the exact engine's and trial-major's. */
+static void blocks_as_trial_major(void **state)
+{
+    (void)state;
+    /* block -1: B 0 with image_block_bytes 2.5 images' checkpoints (1 thread: 2 images a block; 2: 1) */
+    static const struct { int threads; int64_t block; } CASES[] = {{1, 4}, {2, 2}, {1, 64}, {1, 0}, {2, 0}, {1, -1}, {2, -1}};
+    for (size_t f = 0; f < N_DET; f++) {
+        bf_model *m = NULL;
+        bf_dataset *ds = NULL;
+        det_load(DETECTORS[f], &m, &ds);
+        int64_t samples = bf_dataset_num_samples(ds);
+        for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+            int th = CASES[i].threads;
+            bf_campaign_spec s = weights(10, 300 + (uint64_t)i + 10 * (uint64_t)f);
+            bf_campaign_result rx, rt, ri;
+            kept ex = run(m, ds, &s, 0, th, &rx), tm = run(m, ds, &s, 1, th, &rt);
+            uint64_t image = rt.ckpt.bytes / (uint64_t)samples, limit = CASES[i].block < 0 ? image * 5 / 2 : 0;
+            kept im = run_bytes(m, ds, &s, 2, th, CASES[i].block < 0 ? 0 : CASES[i].block, limit, &ri);
+            char what[128];
+            snprintf(what, sizeof what, "%s, %d threads, blocks of %lld, image-major against exact", DETECTORS[f], th,
+                     (long long)CASES[i].block);
+            same(what, &ex, &im);
+            snprintf(what, sizeof what, "%s, %d threads, blocks of %lld, image-major against trial-major",
+                     DETECTORS[f], th, (long long)CASES[i].block);
+            same(what, &tm, &im);
+            tc_assert_same_aggregates(&rt, &ri);
+            assert_int_equal(ri.ckpt.image_major, 1);
+            assert_int_equal(ri.ckpt.early, rt.ckpt.early);
+            /* B images' blocks a thread (B at most a thread's share), by hand; B 0:
+             * as many as fit in BF_IMAJ_BLOCK_BYTES_DEFAULT over the threads, an
+             * image's bytes trial-major's over the images */
+            int64_t share = (samples + th - 1) / th, b = CASES[i].block;
+            if (b == 0) b = (int64_t)(BF_IMAJ_BLOCK_BYTES_DEFAULT / ((uint64_t)th * image));
+            if (b < 0) b = th == 1 ? 2 : 1;   /* 2.5 images' bytes: 2 a block at 1 thread, 1 each at 2 */
+            if (b < 1) b = 1;
+            if (b > share) b = share;
+            assert_int_equal(ri.ckpt.image_block, b);
+            int64_t slots = th * b < samples ? th * b : samples;
+            assert_true(ri.ckpt.bytes * (uint64_t)samples == rt.ckpt.bytes * (uint64_t)slots);
+            tc_ragkept_free(&ex);
+            tc_ragkept_free(&tm);
+            tc_ragkept_free(&im);
+            bf_campaign_result_free(&rx);
+            bf_campaign_result_free(&rt);
+            bf_campaign_result_free(&ri);
+        }
+        bf_dataset_free(ds);
+        bf_model_free(m);
+    }
 }
 
 /* A BER campaign's trials are not known before the golden pass: trial-major,
@@ -227,7 +299,7 @@ static void sweep_reports_progress(void **state)
         bf_error err = {0};
         sweep_log l = {.caller = pthread_self()};
         bf_campaign_prep prep = {.differential = 1, .threads = th, .image_major = 1, .sweep_progress = on_sweep,
-                                 .sweep_user = &l};
+                                 .sweep_user = &l, .image_block = 1};   /* a report a block: here an image */
         bf__campaign_pin pin = {.ckpt_byte_price = 1e-9};
         assert_int_equal(bf__campaign_create_pinned(m, ds, &s, NULL, &prep, &pin, &c, &err), BF_OK);
         assert_int_equal(l.images, n);
@@ -247,6 +319,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(detectors_as_trial_major),
+        cmocka_unit_test(blocks_as_trial_major),
         cmocka_unit_test(ber_runs_trial_major),
         cmocka_unit_test(cancel_stops_the_sweep),
         cmocka_unit_test(sweep_reports_progress),

@@ -148,7 +148,13 @@ bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_c
     /* image-major (campaign_imaj.c): one image's block, reused image after image */
     c->golden.imaj_off = bf__campaign_imaj_off(c, prep, drawn_known(c));
     bf__ckpt_opts co = {.drawn = drawn_known(c) ? drawn_trials : NULL, .user = &dx, .byte_s = c->ckpt_price,
-                        .huge = c->ckpt_huge, .slots = c->golden.imaj_off ? 0 : bf__campaign_imaj_threads(c, prep)};
+                        .huge = c->ckpt_huge};
+    if (!c->golden.imaj_off) {   /* a block a thread of the images asked for, or of as many as fit the default bytes */
+        co.slots = bf__campaign_imaj_threads(c, prep) * (prep->image_block > 0 ? bf__campaign_imaj_block(c, prep) : 1);
+        co.slot_bytes = prep->image_block > 0         ? 0
+                        : prep->image_block_bytes > 0 ? prep->image_block_bytes
+                                                      : BF_IMAJ_BLOCK_BYTES_DEFAULT;
+    }
     if ((st = bf__ckpt_create(p, samples, c->faults.n_trials, cost, pm, vm, (size_t)budget, &co, &ck, err)) != BF_OK)
         goto out;
     if (bf__ckpt_num_cuts(ck) == 0) {   /* nothing fits or nothing to save: every trial in full */
@@ -167,16 +173,20 @@ out:
 /* What the trial's faults reach (exec/ckpt.h): the steps reading each
  * faulted parameter, or computing each faulted value, and what depends on
  * them; the evaluator's next pass skips the rest. */
+void bf__campaign_ckpt_mark(const bf__ckpt *ck, bf__ckpt_trial *tr, const struct bf__dx_weight *dw, size_t n)
+{
+    bf__ckpt_trial_begin(ck, tr);
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(ck, tr, dw[i].param);
+        bf__ckpt_trial_element(ck, tr, dw[i].param, dw[i].index);
+    }
+    bf__ckpt_trial_end(ck, tr);
+}
+
 void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n)
 {
     bf__ckpt_trial *tr = bf__evaluator_ckpt_trial(ev);
-    if (!tr) return;
-    bf__ckpt_trial_begin(c->golden.ckpt, tr);
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(c->golden.ckpt, tr, dw[i].param);
-        bf__ckpt_trial_element(c->golden.ckpt, tr, dw[i].param, dw[i].index);
-    }
-    bf__ckpt_trial_end(c->golden.ckpt, tr);
+    if (tr) bf__campaign_ckpt_mark(c->golden.ckpt, tr, dw, n);
 }
 
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n)
@@ -191,32 +201,31 @@ void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_v
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc)
 {
     const bf__ckpt *ck = c->golden.ckpt;
-    int64_t work = 0, early = 0, skipped = 0, chan[5] = {0, 0, 0, 0, 0};
+    bf__ckpt_counts k = {0};
     for (int i = 0; i < n; i++) {
-        int64_t w, e, k, h[5];
         if (!evs[i]) continue;
-        bf__evaluator_ckpt_counts(evs[i], &w, &e, &k, h);
-        work += w, early += e, skipped += k;
-        for (int j = 0; j < 5; j++) chan[j] += h[j];
+        bf__ckpt_counts e = bf__evaluator_ckpt_counts(evs[i]);
+        bf__ckpt_counts_add(&k, &e);
     }
-    acc->chan_steps += chan[0] + chan[3];
-    acc->chan_kinds.ckpt_follow += chan[3];
-    acc->chan_kinds.ckpt_conv += chan[0];
-    acc->chan_kinds.ckpt_fused += chan[1];
-    acc->ckpt.early_chan = chan[2];
-    acc->ckpt.early_tail = chan[4];
+    acc->chan_steps += k.chan + k.chan_follow;
+    acc->chan_kinds.ckpt_follow += k.chan_follow;
+    acc->chan_kinds.ckpt_conv += k.chan;
+    acc->chan_kinds.ckpt_fused += k.chan_fused;
+    acc->ckpt.early_chan = k.chan_stop;
+    acc->ckpt.early_tail = k.tail_stop;
     acc->ckpt.tail_off = bf__ckpt_tail_off(ck);
     acc->ckpt.cuts = bf__ckpt_num_cuts(ck);
     acc->ckpt.bytes = bf__ckpt_bytes(ck);
     acc->ckpt.expected_skip = bf__ckpt_saved_share(ck);
-    acc->ckpt.early = early;
-    acc->ckpt.skipped = skipped;
+    acc->ckpt.early = k.early;
+    acc->ckpt.skipped = k.skipped;
     acc->ckpt.stored = bf__ckpt_num_stored(ck);
     acc->ckpt.store_bytes = bf__ckpt_store_bytes(ck);
     acc->ckpt.byte_price = bf__ckpt_byte_price(ck);
     acc->ckpt.huge_pages = bf__ckpt_huge(ck);
     acc->ckpt.image_major = c->golden.imaj != NULL;
     acc->ckpt.imaj_off = c->golden.imaj_off;
+    acc->ckpt.image_block = bf__campaign_imaj_block_ran(c);
     double pass = (double)bf__ckpt_pass_ns(ck) * (double)c->golden.samples * (double)acc->trials_done;
-    acc->work_fraction = pass > 0 ? (double)work / pass : NAN;
+    acc->work_fraction = pass > 0 ? (double)k.work / pass : NAN;
 }

@@ -1,12 +1,14 @@
 /* Image-major trials of a one-image-per-call campaign (a detector): the
- * golden pass goes image by image, and after each image's golden run,
- * which records that image's checkpoints into one block reused for every
- * image (exec/ckpt.h, bf__ckpt_opts.slots), every trial of the campaign
- * runs on that image from them, its outputs kept in the trial's own
- * per-image slots. After the last image the golden result is made as the
- * golden pass makes it, and each trial's result when bf_campaign_run
- * reaches it (bf__campaign_imaj_result: the same metrics, det_judge and
- * fold as a trial-major pass's). Trial-major (campaign_ckpt.c) keeps every
+ * golden pass goes a block of B images at a time (a thread's), and after
+ * the block's golden runs, which record those images' checkpoints into B
+ * blocks reused block after block (exec/ckpt.h, bf__ckpt_opts.slots), every
+ * trial of the campaign runs on those images from them (its faults written
+ * once a block), its outputs kept in the trial's own per-image slots. B:
+ * bf_campaign_prep.image_block, else as many as fit in image_block_bytes
+ * (docs/engine/checkpoints.md, "Image blocks"). After the last image the
+ * golden result is made as the golden pass makes it, and each trial's
+ * result when bf_campaign_run reaches it (bf__campaign_imaj_result: the
+ * same metrics, det_judge and fold as a trial-major pass's). Trial-major (campaign_ckpt.c) keeps every
  * image's checkpoints at once: SSDlite320's 53 MB of fresh pages, which on
  * a host that hands free 8 MiB blocks back cost 0.58 s instead of a few ms
  * (docs/engine/checkpoints.md, "Image-major"). */
@@ -15,7 +17,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/grow.h"
 #include "campaign/campaign_impl.h"
 #include "diff/diff.h"
 #include "exec/ckpt.h"
@@ -25,6 +26,7 @@
 struct bf__imaj {
     int64_t first, step, n;   /* the trials swept: first + k step, k < n (a shard's) */
     int64_t samples, cols;
+    int64_t block;            /* images a thread runs a block of: golden runs, then every trial on them */
     bf__ragged *rag;          /* n: each trial's per-image outputs */
     float *outs;              /* n x samples x cols: output 0's rows (cols 0: none) */
     bf__ckpt_trial **tr;      /* n: each trial's reach, made once */
@@ -63,58 +65,50 @@ const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *
     return NULL;
 }
 
-/* Trial k's faults drawn and its weight writes listed as run_weight_trial
- * makes them (no groups, protections or BER here), its reach marked as
- * bf__campaign_ckpt_weights marks it. */
+/* Trial k's faults drawn and its weight writes listed by run_weight_trial's
+ * own listing (bf__campaign_fault_writes; no groups, protections or BER
+ * here), its reach marked as a trial-major run's
+ * (bf__campaign_ckpt_mark). */
 static bf_status draw_trial(const bf_campaign *c, bf__imaj *x, int64_t k, bf__draw *d, size_t *cap, bf_error *err)
 {
     const bf__ckpt *ck = c->golden.ckpt;
     bf_status st = bf__campaign_draw(c, x->first + k * x->step, d, err);
     if (st != BF_OK) return st;
     size_t n = x->dw_at[k];
-    for (size_t i = 0; i < d->n; i++) {
+    for (size_t i = 0; i < d->n && st == BF_OK; i++) {
         const bf__efault *f = &d->f[i];
         size_t p = c->surface.site_param[f->site];
         float old = bf__stored(&c->store, p, f->index), now = bf__wcorrupt(&c->store, p, old, c->faults.kind, f);
-        int64_t at, stride, span = bf__fault_span(&c->store, p, f->index, &at, &stride);
-        if (!bf__grow(&x->dw, cap, n + (size_t)span, sizeof *x->dw, 16))
-            return bf_error_set(err, BF_ENOMEM, "out of memory for the image-major trials' faults");
-        for (int64_t j = 0; j < span; j++, at += stride) {
-            float ov = c->store.scales ? bf__stored_weight(&c->store, p, at) : old;
-            float nv = c->store.scales ? bf__rescaled(&c->store, p, at, now) : now;
-            x->dw[n++] = (bf__dx_weight){.param = p, .index = at, .old_value = ov, .new_value = nv};
-        }
+        st = bf__campaign_fault_writes(c, p, f->index, old, now, &x->dw, cap, &n, err);
     }
+    if (st != BF_OK) return st;
     x->dw_at[k + 1] = n;
     if ((st = bf__ckpt_trial_new(ck, &x->tr[k], err)) != BF_OK) return st;
-    const bf__dx_weight *dw = x->dw + x->dw_at[k];
-    bf__ckpt_trial_begin(ck, x->tr[k]);
-    for (size_t i = 0; i < n - x->dw_at[k]; i++) {
-        if (i == 0 || dw[i].param != dw[i - 1].param) bf__ckpt_trial_param(ck, x->tr[k], dw[i].param);
-        bf__ckpt_trial_element(ck, x->tr[k], dw[i].param, dw[i].index);
-    }
-    bf__ckpt_trial_end(ck, x->tr[k]);
+    bf__campaign_ckpt_mark(ck, x->tr[k], x->dw + x->dw_at[k], n - x->dw_at[k]);
     return BF_OK;
 }
 
-/* Trial k on image s: its faults written, the image run from its
- * checkpoints into the trial's slots, the stored values written back in
- * reverse and each tensor given back (as run_weight_trial does), its
- * private pages kept (they hold the stored bits again) until the sweep
- * ends: dropped every (trial, image), a madvise over the whole tensor
- * each, SSDlite320's sweep cost ~0.1 s of CPU more than trial-major. */
-static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, int64_t k, int64_t s, bf_error *err)
+/* Trial k on a block's images s0, s0 + T, ... (nb of them): its faults
+ * written once, each image run from its checkpoints into the trial's
+ * slots, the stored values written back in reverse and each tensor given
+ * back (as run_weight_trial does), its private pages kept (they hold the
+ * stored bits again) until the sweep ends: dropped every (trial, image), a
+ * madvise over the whole tensor each, SSDlite320's sweep cost ~0.1 s of
+ * CPU more than trial-major. */
+static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, int64_t k, int64_t s0, int64_t T,
+                          int64_t nb, bf_error *err)
 {
     const bf__dx_weight *dw = x->dw + x->dw_at[k];
     size_t n = x->dw_at[k + 1] - x->dw_at[k], i = 0;
     bf_status st = BF_OK;
     for (; i < n && st == BF_OK; i++) st = bf_evaluator_write_param(ev, dw[i].param, dw[i].index, dw[i].new_value, err);
-    if (st == BF_OK && !atomic_load(&x->due[k]))
-        st = bf__evaluator_imaj(ev, c->golden.ckpt, NULL, x->tr[k], s, &x->rag[k],
+    for (int64_t b = 0; b < nb && st == BF_OK && !atomic_load(&x->due[k]); b++) {
+        st = bf__evaluator_imaj(ev, c->golden.ckpt, NULL, x->tr[k], s0 + T * b, &x->rag[k],
                                 x->outs ? x->outs + (size_t)(k * x->samples * x->cols) : NULL, err);
-    if (st == BF_EDETECTED) {   /* DUE is the run's to record, from its own pass (bf__run_trial) */
-        atomic_store(&x->due[k], 1);
-        st = BF_OK;
+        if (st == BF_EDETECTED) {   /* DUE is the run's to record, from its own pass (bf__run_trial) */
+            atomic_store(&x->due[k], 1);
+            st = BF_OK;
+        }
     }
     while (i-- > 0) {
         bf_status u = bf_evaluator_write_param(ev, dw[i].param, dw[i].index, dw[i].old_value, err);
@@ -124,6 +118,16 @@ static bf_status trial_on(const bf_campaign *c, bf__imaj *x, bf_evaluator *ev, i
         if (i == 0 || dw[i].param != dw[i - 1].param) bf__evaluator_param_golden_kept(ev, dw[i].param);
     return st;
 }
+
+int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *prep)
+{
+    int64_t t = bf__campaign_imaj_threads(c, prep), samples = bf_dataset_num_samples(c->ds);
+    int64_t per = (samples + t - 1) / t;
+    int64_t b = prep && prep->image_block > 0 ? prep->image_block : bf__ckpt_slot_mult(c->golden.ckpt);
+    return b < per ? b : per > 0 ? per : 1;
+}
+
+int64_t bf__campaign_imaj_block_ran(const bf_campaign *c) { return c->golden.imaj ? c->golden.imaj->block : 0; }
 
 int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep)
 {
@@ -155,19 +159,24 @@ static void *sweep_images(void *arg)
 {
     sweeper *w = arg;
     const bf_campaign *c = w->c;
-    for (int64_t s = w->i; s < w->x->samples && w->st == BF_OK; s += w->n) {
+    const int64_t S = w->x->samples, T = w->n > 0 ? w->n : 1, B = w->x->block;
+    /* this thread's images i, i + T, ... a block of B at a time: image
+     * i + T j in block slot (i + T j) % (B T) = i + T (j % B), its own */
+    for (int64_t j0 = 0; w->i + T * j0 < S && w->st == BF_OK; j0 += B) {
+        int64_t s0 = w->i + T * j0, nb = 0;
         if (atomic_load(w->failed)) break;
         if (w->cancel && bf_cancel_requested(w->cancel)) {
             w->st = bf_error_set(&w->err, BF_ECANCELED, "campaign canceled in its image-major sweep, at image %lld",
-                                 (long long)s);
+                                 (long long)s0);
             break;
         }
-        w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
-        for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++) w->st = trial_on(c, w->x, w->ev, k, s, &w->err);
-        long long done = atomic_fetch_add(w->done, 1) + 1;
+        for (int64_t s = s0; nb < B && s < S && w->st == BF_OK; s += T, nb++)
+            w->st = bf__evaluator_imaj(w->ev, c->golden.ckpt, c->golden.ckpt, NULL, s, NULL, NULL, &w->err);
+        for (int64_t k = 0; k < w->x->n && w->st == BF_OK; k++) w->st = trial_on(c, w->x, w->ev, k, s0, T, nb, &w->err);
+        long long done = atomic_fetch_add(w->done, nb) + nb;
         /* thread 0 reports; the last image's report is made once, at the end */
-        if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < w->x->samples)
-            w->prep->sweep_progress(w->prep->sweep_user, done, w->x->samples);
+        if (w->i == 0 && w->prep->sweep_progress && w->st == BF_OK && done < S)
+            w->prep->sweep_progress(w->prep->sweep_user, done, S);
     }
     if (w->st != BF_OK) atomic_store(w->failed, 1);
     return NULL;
@@ -185,6 +194,7 @@ bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int 
     x->n = x->first < c->faults.n_trials ? (c->faults.n_trials - x->first + x->step - 1) / x->step : 0;
     x->samples = bf_dataset_num_samples(c->ds);
     x->cols = bf__evaluator_out_cols(ev);
+    x->block = bf__campaign_imaj_block(c, prep);
     bf__draw d = {0};
     size_t cap = 0;
     bf_status st = BF_OK;

@@ -168,6 +168,18 @@ void bf__campaign_gen_free(bf_campaign *c);
  * checkpoints and the trials' re-run share (work_fraction) into acc. */
 bf_status bf__campaign_ckpt_prepare(bf_campaign *c, bf_evaluator *ev, const bf_campaign_prep *prep, bf_error *err);
 void bf__campaign_ckpt_weights(const bf_campaign *c, bf_evaluator *ev, const struct bf__dx_weight *dw, size_t n);
+/* the reach of weight writes dw[0..n) marked on tr (begin, each parameter
+ * and element, end): bf__campaign_ckpt_weights' on a worker's evaluator,
+ * the image-major draw's on each trial's own */
+struct bf__ckpt_trial;
+void bf__campaign_ckpt_mark(const struct bf__ckpt *ck, struct bf__ckpt_trial *tr, const struct bf__dx_weight *dw, size_t n);
+/* The weight writes of one fault (parameter p's element `index`, its stored
+ * value old corrupted to now): that element, or a scaled store's whole
+ * group rescaled (store.h, bf__fault_span), appended to *dw from *n (grown
+ * through *cap). run_weight_trial and the image-major draw list them here
+ * alike, so both write the same values. */
+bf_status bf__campaign_fault_writes(const bf_campaign *c, size_t p, int64_t index, float old, float now,
+                                   struct bf__dx_weight **dw, size_t *cap, size_t *n, bf_error *err);
 void bf__campaign_ckpt_values(const bf_campaign *c, bf_evaluator *ev, const bf_value_fault *vf, size_t n);
 void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, int n, bf_campaign_result *acc);
 
@@ -175,12 +187,18 @@ void bf__campaign_ckpt_summary(const bf_campaign *c, bf_evaluator *const *evs, i
  * "Image-major"). _off: why a campaign's trials run trial-major (NULL:
  * image-major; drawn_known: its trials are known before the golden pass,
  * campaign_ckpt.c). _sweep: the golden pass image by image on ev (its
- * checkpoints made with one block, ev set to record them), every trial of
- * prep's shard run on each image after its golden run; r the golden pass's
- * result; c->golden.imaj the trials' outputs. _has: trial t's outputs are
- * there; _result: its pass's result from them, on a worker's evaluator
- * ev, as bf_evaluator_run would give it. At most BF__IMAJ_SLOTS_MAX trials
- * x images (each a slot per graph output, grown to its largest value). */
+ * checkpoints made with a block an image of a block, ev set to record
+ * them), every trial of prep's shard run on each block of images after
+ * their golden runs; r the golden pass's result; c->golden.imaj the
+ * trials' outputs. _has: trial t's outputs are there; _result: its pass's
+ * result from them, on a worker's evaluator ev, as bf_evaluator_run would
+ * give it.
+ * BF__IMAJ_SLOTS_MAX: the (trial, image) pairs a sweep keeps outputs for
+ * until the fold, each a slot per graph output grown to its largest value
+ * plus its rows (SSDlite320's ~330 bytes a pair: ~21 MB at the limit,
+ * against trial-major's fold holding one trial's at a time); past it the
+ * campaign runs trial-major and --stats says so (bf__campaign_imaj_off).
+ * BF__IMAJ_THREADS_MAX: the sweep's evaluators, one a thread. */
 #define BF__IMAJ_SLOTS_MAX 65536
 #define BF__IMAJ_THREADS_MAX 64
 const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *prep, int drawn_known);
@@ -189,6 +207,13 @@ const char *bf__campaign_imaj_off(const bf_campaign *c, const bf_campaign_prep *
  * evaluator of its own (evs[i], evs[0] the golden one) with a checkpoint
  * block of its own */
 int bf__campaign_imaj_threads(const bf_campaign *c, const bf_campaign_prep *prep);
+/* the images a thread's block holds (prep->image_block, else as many as
+ * the checkpoints' blocks fit in prep->image_block_bytes, once they are
+ * made; at most a thread's share of the images): the checkpoint blocks
+ * are threads x this */
+int64_t bf__campaign_imaj_block(const bf_campaign *c, const bf_campaign_prep *prep);
+/* the block the sweep ran (0: no sweep) */
+int64_t bf__campaign_imaj_block_ran(const bf_campaign *c);
 bf_status bf__campaign_imaj_sweep(bf_campaign *c, bf_evaluator *const *evs, int n_ev, const bf_campaign_prep *prep,
                                   bf_eval_result *r, bf_error *err);
 int bf__campaign_imaj_has(const bf_campaign *c, int64_t t);

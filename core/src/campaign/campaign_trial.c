@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "campaign/campaign_impl.h"
 #include "campaign/run.h"
 #include "exec/plan_impl.h"
@@ -214,6 +215,20 @@ static void group_records(worker *w, bf_trial_record *rec, int full, bf_status s
 
 /* Weights: each fault written into every plan's copy of its parameter for
  * the pass, then the stored values written back. */
+bf_status bf__campaign_fault_writes(const bf_campaign *c, size_t p, int64_t index, float old, float now,
+                                   bf__dx_weight **dw, size_t *cap, size_t *n, bf_error *err)
+{
+    int64_t at, stride, span = bf__fault_span(&c->store, p, index, &at, &stride);
+    if (!bf__grow(dw, cap, *n + (size_t)span, sizeof **dw, 16))
+        return bf_error_set(err, BF_ENOMEM, "out of memory for a trial's faults");
+    for (int64_t j = 0; j < span; j++, at += stride) {
+        float ov = c->store.scales ? bf__stored_weight(&c->store, p, at) : old;
+        float nv = c->store.scales ? bf__rescaled(&c->store, p, at, now) : now;
+        (*dw)[(*n)++] = (bf__dx_weight){.param = p, .index = at, .old_value = ov, .new_value = nv};
+    }
+    return BF_OK;
+}
+
 static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_result *res)
 {
     const bf_campaign *c = w->rn->c;
@@ -258,20 +273,10 @@ static bf_status run_weight_trial(worker *w, bf_trial_record *rec, bf_eval_resul
             break;
         }
         w->old[applied] = old;
-        int64_t first, stride, span = bf__fault_span(&c->store, p, f->index, &first, &stride);
-        if (n_dw + (size_t)span > w->dw_cap) {
-            size_t cap = (n_dw + (size_t)span) * 2;
-            bf__dx_weight *dw = bf__realloc(w->dw, cap * sizeof *dw);
-            if (!dw) { st = bf_error_set(&w->err, BF_ENOMEM, "out of memory for a trial's faults"); break; }
-            w->dw = dw;
-            w->dw_cap = cap;
-        }
-        for (int64_t j = 0, i = first; j < span && st == BF_OK; j++, i += stride) {
-            float ov = c->store.scales ? bf__stored_weight(&c->store, p, i) : old;
-            float nv = c->store.scales ? bf__rescaled(&c->store, p, i, now) : now;
-            if ((st = bf_evaluator_write_param(w->ev, p, i, nv, &w->err)) == BF_OK)
-                w->dw[n_dw++] = (bf__dx_weight){.param = p, .index = i, .old_value = ov, .new_value = nv};
-        }
+        size_t from = n_dw;
+        if ((st = bf__campaign_fault_writes(c, p, f->index, old, now, &w->dw, &w->dw_cap, &n_dw, &w->err)) != BF_OK) break;
+        for (size_t j = from; j < n_dw && st == BF_OK; j++)   /* restored below: those written */
+            if ((st = bf_evaluator_write_param(w->ev, p, w->dw[j].index, w->dw[j].new_value, &w->err)) != BF_OK) n_dw = j;
         if (st != BF_OK) break;
         if (rec->n_kept < keep0)
             rec->faults[rec->n_kept++] = (bf_applied_fault){.site = f->site, .index = f->index, .sample = -1,

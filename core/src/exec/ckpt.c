@@ -277,7 +277,14 @@ bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, con
      * 91 MiB, 23k faults, a tenth of the golden pass on a loaded machine);
      * in 2 MiB pages where the host measured them cheap (`huge`) */
     ck->huge = huge != 0;
-    ck->slots = o->slots > 0 && o->slots < samples ? o->slots : samples;
+    /* an image-major sweep's blocks of m images a thread: as many as fit in slot_bytes */
+    ck->slot_mult = 1;
+    if (o->slots > 0 && o->slot_bytes > 0 && ck->sample_bytes > 0)
+        ck->slot_mult = (int64_t)(o->slot_bytes / ((uint64_t)o->slots * ck->sample_bytes));
+    if (ck->slot_mult < 1) ck->slot_mult = 1;
+    if (o->slots > 0 && ck->slot_mult > samples / o->slots + 1) ck->slot_mult = samples / o->slots + 1;
+    int64_t slots = o->slots > 0 ? o->slots * ck->slot_mult : 0;
+    ck->slots = slots > 0 && slots < samples ? slots : samples;
     if (samples > 0 && ck->sample_bytes > 0 &&
         !(ck->data =
               bf__alloc_written((size_t)ck->slots * ck->sample_bytes, BF__WRITE_NOW | (huge ? BF__WRITE_HUGE : 0)))) {
@@ -319,6 +326,7 @@ int bf__ckpt_host_pages(double *byte_s)
 }
 
 int bf__ckpt_huge(const bf__ckpt *ck) { return ck ? ck->huge : 0; }
+int64_t bf__ckpt_slot_mult(const bf__ckpt *ck) { return ck && ck->slot_mult > 0 ? ck->slot_mult : 1; }
 uint64_t bf__ckpt_bytes(const bf__ckpt *ck) { return ck ? (uint64_t)ck->sample_bytes * (uint64_t)ck->slots : 0; }
 double bf__ckpt_saved_share(const bf__ckpt *ck) { return ck ? ck->saved : 0; }
 

@@ -45,19 +45,27 @@ typedef bf_status (*bf__ckpt_drawn)(void *user, const bf__ckpt *ck, struct bf__c
  * - huge: the checkpoints' block in 2 MiB pages (bf__ckpt_host_pages
  *   chose them; the same bytes either way).
  * - slots: blocks held, sample s's values in block s % slots (0: one a
- *   sample): an image-major sweep (campaign_imaj.c) records one image and
- *   runs every trial on it before the next, so one block (one a worker)
- *   serves; the cuts and the store are chosen as for every sample. */
+ *   sample): an image-major sweep (campaign_imaj.c) records a block of
+ *   images and runs every trial on them before the next, so a block an
+ *   image of it (B a worker) serves; the cuts and the store are chosen as
+ *   for every sample.
+ * - slot_bytes: with slots > 0, the blocks held are m x slots for the
+ *   largest m >= 1 whose blocks fit in slot_bytes (0: m = 1): an
+ *   image-major sweep's blocks of m images a thread, chosen once a
+ *   sample's bytes are known (bf__ckpt_slot_mult gives m back). */
 typedef struct bf__ckpt_opts {
     bf__ckpt_drawn drawn;
     void *user;
     double byte_s;
     int huge;
     int64_t slots;
+    uint64_t slot_bytes;
 } bf__ckpt_opts;
 bf_status bf__ckpt_create(const bf_plan *p, int64_t samples, int64_t trials, const double *step_cost,
                           const double *param_mass, const double *value_mass, size_t budget, const bf__ckpt_opts *opts,
                           bf__ckpt **out, bf_error *err);
+/* m of bf__ckpt_opts.slot_bytes (1 when it was 0 or no slots were asked for) */
+int64_t bf__ckpt_slot_mult(const bf__ckpt *ck);
 /* the price the checkpoints were chosen at, seconds a byte */
 double bf__ckpt_byte_price(const bf__ckpt *ck);
 /* This host's pages and price for the checkpoints, from one measurement:

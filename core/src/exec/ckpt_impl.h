@@ -135,6 +135,7 @@ struct bf__ckpt {
     size_t sample_bytes;
     int64_t samples;
     int64_t slots;            /* samples' blocks held (bf__ckpt_opts.slots): sample s's is s % slots */
+    int64_t slot_mult;        /* slots' multiple from bf__ckpt_opts.slot_bytes (1: none) */
     int huge;                   /* the block asked for in 2 MiB pages (bf__ckpt_host_pages) */
     unsigned char *data;        /* samples x sample_bytes */
     bf__ckpt_tail tail;

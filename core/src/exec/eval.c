@@ -56,8 +56,6 @@ struct bf_evaluator {
     int unbatched;
     bf__ragged rag;
     const bf_ragged_output *rag_base;
-    bf__ragged *rag_to;       /* an image-major trial's run: its slots and rows, not rag's and outputs */
-    float *out_to;
     bf__eval_ckpt ckp;        /* one-sample graphs: the golden checkpoints (eval_ckpt.h) */
     bf__eval_det det;         /* detection: its outputs, ground truth, a pass's views (eval_det.h) */
     bf_nms_ties *nms;         /* one-sample graphs: NMS near-ties recorded here (bf_eval_opts.nms_ties), or NULL */
@@ -359,12 +357,12 @@ int bf__eval_set_unbatched(const bf_model *m, const bf_dataset *ds)
  * output 0 into the outputs when its size is not data. */
 /* Where a sample's output-0 row goes: an image-major trial's own rows
  * (bf__evaluator_imaj), else the pass's outputs. */
-static float *rows_to(const bf_evaluator *ev) { return ev->rag_to ? ev->out_to : ev->outputs; }
+static float *rows_to(const bf_evaluator *ev) { return ev->ckp.rag_to ? ev->ckp.out_to : ev->outputs; }
 
 static bf_status keep_sample(bf_evaluator *ev, bf_plan *plan, int64_t s, bf_error *err)
 {
     for (size_t k = 0; k < ev->model->n_outputs; k++) {
-        bf_status st = bf__ragged_put(ev->rag_to ? ev->rag_to : &ev->rag, k, s, bf_plan_output(plan, k), err);
+        bf_status st = bf__ragged_put(ev->ckp.rag_to ? ev->ckp.rag_to : &ev->rag, k, s, bf_plan_output(plan, k), err);
         if (st != BF_OK) return st;
     }
     if (ev->out_cols > 0)
@@ -401,7 +399,7 @@ static bf_status run_fed(bf_evaluator *ev, worker *w, bf_plan *plan, int64_t sta
         if (ev->out_cols > 0)
             memcpy(rows_to(ev) + start * ev->out_cols, ev->ckp.out + start * ev->out_cols,
                    (size_t)ev->out_cols * sizeof(float));
-        return ev->ckp.gold ? bf__ragged_copy_slot(ev->rag_to, ev->ckp.gold, start, err)
+        return ev->ckp.gold ? bf__ragged_copy_slot(ev->ckp.rag_to, ev->ckp.gold, start, err)
                             : bf__ragged_copy_sample(&ev->rag, ev->rag_base, start, err);
     }
     if (ev->unbatched) return keep_sample(ev, plan, start, err);
@@ -693,10 +691,9 @@ bf_status bf__evaluator_imaj(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *rec
     bf__eval_ckpt *e = &ev->ckp;
     /* the trial's slots take the run's outputs; an image ended early takes the golden ones kept so far */
     e->ck = rec ? NULL : ck, e->rec = rec, e->tr = tr, e->out = ev->outputs, e->gold = into ? &ev->rag : NULL;
-    ev->rag_to = into, ev->out_to = outs;
+    e->rag_to = into, e->out_to = outs;
     bf_status st = run_batch(ev, &ev->ws[0], ev->plans[0], s, err);
-    ev->rag_to = NULL, ev->out_to = NULL;
-    e->ck = NULL, e->rec = NULL, e->tr = NULL, e->out = NULL, e->gold = NULL;
+    e->ck = NULL, e->rec = NULL, e->tr = NULL, e->out = NULL, e->gold = NULL, e->rag_to = NULL, e->out_to = NULL;
     return st;
 }
 
@@ -709,16 +706,8 @@ bf_status bf__evaluator_imaj_merge(bf_evaluator *ev, const bf_evaluator *from, i
 
 void bf__evaluator_ckpt_add_counts(bf_evaluator *ev, const bf_evaluator *from)
 {
-    const bf__eval_ckpt *f = &from->ckp;
-    bf__eval_ckpt *e = &ev->ckp;
-    atomic_fetch_add(&e->work, atomic_load(&f->work));
-    atomic_fetch_add(&e->early, atomic_load(&f->early));
-    atomic_fetch_add(&e->skipped, atomic_load(&f->skipped));
-    atomic_fetch_add(&e->chan, atomic_load(&f->chan));
-    atomic_fetch_add(&e->chan_fused, atomic_load(&f->chan_fused));
-    atomic_fetch_add(&e->chan_stop, atomic_load(&f->chan_stop));
-    atomic_fetch_add(&e->chan_follow, atomic_load(&f->chan_follow));
-    atomic_fetch_add(&e->tail_stop, atomic_load(&f->tail_stop));
+    bf__ckpt_counts k = bf__eval_ckpt_counts(&from->ckp);
+    bf__eval_ckpt_add(&ev->ckp, &k);
 }
 
 bf_status bf__evaluator_imaj_finish(bf_evaluator *ev, bf__ragged *from, const float *outs, bf_eval_result *res,
@@ -746,18 +735,7 @@ bf_status bf__evaluator_ckpt(bf_evaluator *ev, const bf__ckpt *ck, bf__ckpt *rec
 bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev) { return ev->ckp.tr; }
 int bf__evaluator_ckpt_on(const bf_evaluator *ev) { return ev->ckp.ck != NULL; }
 
-void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t chan[5])
-{
-    chan[4] = atomic_load(&ev->ckp.tail_stop);
-    chan[3] = atomic_load(&ev->ckp.chan_follow);
-    chan[0] = atomic_load(&ev->ckp.chan);
-    chan[1] = atomic_load(&ev->ckp.chan_fused);
-    chan[2] = atomic_load(&ev->ckp.chan_stop);
-    *work_ns = atomic_load(&ev->ckp.work);
-    *early = atomic_load(&ev->ckp.early);
-    *skipped = atomic_load(&ev->ckp.skipped);
-}
+bf__ckpt_counts bf__evaluator_ckpt_counts(const bf_evaluator *ev) { return bf__eval_ckpt_counts(&ev->ckp); }
 
 bf_status bf_evaluator_set_param(bf_evaluator *ev, size_t param, const float *values, bf_error *err)
 {

@@ -20,15 +20,39 @@ bf_status bf__eval_ckpt_run(bf__eval_ckpt *e, bf_plan *plan, int64_t s, int *gol
     int64_t work = 0, skipped = 0, chan[5] = {0, 0, 0, 0, 0};
     bf_status st = bf__ckpt_run(e->ck, e->tr, plan, s, golden, &work, &skipped, chan, err);
     if (st != BF_OK) return st;
-    atomic_fetch_add(&e->work, work);
-    atomic_fetch_add(&e->skipped, skipped);
-    if (chan[0]) atomic_fetch_add(&e->chan, chan[0]);
-    if (chan[1]) atomic_fetch_add(&e->chan_fused, chan[1]);
-    if (chan[2]) atomic_fetch_add(&e->chan_stop, chan[2]);
-    if (chan[3]) atomic_fetch_add(&e->chan_follow, chan[3]);
-    if (chan[4]) atomic_fetch_add(&e->tail_stop, chan[4]);
-    if (*golden) atomic_fetch_add(&e->early, 1);
+    bf__ckpt_counts k = {.work = work, .early = *golden != 0, .skipped = skipped, .chan = chan[0],
+                         .chan_fused = chan[1], .chan_stop = chan[2], .chan_follow = chan[3], .tail_stop = chan[4]};
+    bf__eval_ckpt_add(e, &k);
     return BF_OK;
+}
+
+void bf__ckpt_counts_add(bf__ckpt_counts *to, const bf__ckpt_counts *from)
+{
+    to->work += from->work, to->early += from->early, to->skipped += from->skipped;
+    to->chan += from->chan, to->chan_fused += from->chan_fused, to->chan_stop += from->chan_stop;
+    to->chan_follow += from->chan_follow, to->tail_stop += from->tail_stop;
+}
+
+bf__ckpt_counts bf__eval_ckpt_counts(const bf__eval_ckpt *e)
+{
+    return (bf__ckpt_counts){.work = atomic_load(&e->work), .early = atomic_load(&e->early),
+                             .skipped = atomic_load(&e->skipped), .chan = atomic_load(&e->chan),
+                             .chan_fused = atomic_load(&e->chan_fused), .chan_stop = atomic_load(&e->chan_stop),
+                             .chan_follow = atomic_load(&e->chan_follow), .tail_stop = atomic_load(&e->tail_stop)};
+}
+
+/* only the counts that moved: most runs end no channel and no tail, and an
+ * atomic add of 0 still takes the line */
+void bf__eval_ckpt_add(bf__eval_ckpt *e, const bf__ckpt_counts *k)
+{
+    if (k->work) atomic_fetch_add(&e->work, k->work);
+    if (k->early) atomic_fetch_add(&e->early, k->early);
+    if (k->skipped) atomic_fetch_add(&e->skipped, k->skipped);
+    if (k->chan) atomic_fetch_add(&e->chan, k->chan);
+    if (k->chan_fused) atomic_fetch_add(&e->chan_fused, k->chan_fused);
+    if (k->chan_stop) atomic_fetch_add(&e->chan_stop, k->chan_stop);
+    if (k->chan_follow) atomic_fetch_add(&e->chan_follow, k->chan_follow);
+    if (k->tail_stop) atomic_fetch_add(&e->tail_stop, k->tail_stop);
 }
 
 int bf__eval_ckpt_skips_value(const bf__eval_ckpt *e, int64_t v)

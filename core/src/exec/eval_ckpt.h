@@ -11,6 +11,22 @@
 #include "exec/ckpt.h"
 #include "exec/eval_ragged.h"
 
+/* What passes ran from checkpoints, for --stats: the golden time (ns) of
+ * the steps run, the samples ended early, the steps skipped (their faults
+ * could not reach them); the Convs run on one output channel
+ * (exec/ckpt_chan.c), of them those with their fused epilogue, those whose
+ * channel (or a step following it on) came back golden and ended the run,
+ * and the steps after them that followed the channel on; the samples the
+ * detection tail's check ended (exec/ckpt_tail.c). One evaluator's
+ * (bf__evaluator_ckpt_counts) or several summed field by field
+ * (bf__ckpt_counts_add). */
+typedef struct bf__ckpt_counts {
+    int64_t work, early, skipped;
+    int64_t chan, chan_fused, chan_stop, chan_follow;
+    int64_t tail_stop;
+} bf__ckpt_counts;
+void bf__ckpt_counts_add(bf__ckpt_counts *to, const bf__ckpt_counts *from);
+
 typedef struct bf__eval_ckpt {
     const bf__ckpt *ck;       /* what passes resume from (NULL: each sample in full) */
     bf__ckpt *rec;            /* what the next pass records (then detached) */
@@ -18,12 +34,16 @@ typedef struct bf__eval_ckpt {
     const float *out;         /* golden outputs [samples x out_cols] of a sample that ends early */
     const bf__ragged *gold;   /* an image-major sweep's: the golden per-sample outputs, kept so far (NULL: the
                                * evaluator's laid-out base, bf__evaluator_ragged_base) */
-    atomic_llong work, early, skipped;   /* golden ns of the steps run; samples ended early; steps skipped */
-    atomic_llong chan;                   /* steps run on one channel (ckpt_chan.c) */
-    atomic_llong chan_fused, chan_stop;  /* of them, with their fused epilogue; ending the run golden */
-    atomic_llong chan_follow;            /* steps after them following the channel on */
-    atomic_llong tail_stop;              /* samples the detection tail's check ended (ckpt_tail.c) */
+    bf__ragged *rag_to;       /* an image-major trial's run: its slots and rows take the outputs, not the */
+    float *out_to;            /* evaluator's (NULL: the evaluator's; set and cleared by bf__evaluator_imaj) */
+    /* bf__ckpt_counts' fields, each added to by the evaluator's workers at once */
+    atomic_llong work, early, skipped;
+    atomic_llong chan, chan_fused, chan_stop, chan_follow;
+    atomic_llong tail_stop;
 } bf__eval_ckpt;
+/* the counts so far; k added to them (another evaluator's, or a run's) */
+bf__ckpt_counts bf__eval_ckpt_counts(const bf__eval_ckpt *e);
+void bf__eval_ckpt_add(bf__eval_ckpt *e, const bf__ckpt_counts *k);
 
 /* Sets what the passes resume from (ck; usable 0 when the evaluator's
  * plans or outputs cannot take them: each sample then runs in full) or

@@ -13,6 +13,7 @@
 
 #include "bitflip/eval.h"
 #include "bitflip/plan.h"
+#include "exec/eval_ckpt.h"
 #include "exec/plan_impl.h"
 
 /* When a change of a step's output counts as clear (relative to the golden
@@ -97,14 +98,8 @@ void bf__evaluator_ragged_base(bf_evaluator *ev, const bf_ragged_output *base);
  * sample that ends early takes (with bf__evaluator_ragged_base's, which must
  * be set first). _trial: what the next pass's faults reach, for the caller
  * to set (bf__ckpt_trial_begin ... _end; NULL: no checkpoints to resume
- * from), for the next pass only. _counts: the golden time (ns) of the steps
- * the passes so far ran from checkpoints, the samples they ended early, and
- * the steps they skipped (their faults could not reach them), and the
- * Convs they ran on one output channel (exec/ckpt_chan.c): chan[0] all,
- * chan[1] those with their fused epilogue, chan[2] those whose channel
- * (or a step's following it on) came back golden and ended the image's
- * run, chan[3] the steps after them that followed the channel on; chan[4]
- * the samples the detection tail's check ended (exec/ckpt_tail.c). */
+ * from), for the next pass only. _counts: what the passes so far ran from
+ * checkpoints (exec/eval_ckpt.h, bf__ckpt_counts). */
 struct bf__ckpt;
 struct bf__ckpt_trial;
 bf_status bf__evaluator_ckpt(bf_evaluator *ev, const struct bf__ckpt *ck, struct bf__ckpt *record,
@@ -113,8 +108,7 @@ struct bf__ckpt_trial *bf__evaluator_ckpt_trial(bf_evaluator *ev);
 /* 1 when ev's passes resume from the checkpoints it was given (its plans
  * fit them: bf__ckpt_fits_plan), 0 when they run every sample in full. */
 int bf__evaluator_ckpt_on(const bf_evaluator *ev);
-void bf__evaluator_ckpt_counts(const bf_evaluator *ev, int64_t *work_ns, int64_t *early, int64_t *skipped,
-                               int64_t chan[5]);
+bf__ckpt_counts bf__evaluator_ckpt_counts(const bf_evaluator *ev);
 /* An image-major sweep (campaign/campaign_imaj.c), one sample at a time on
  * the evaluator's first plan. rec set: sample s's golden run, recording its
  * checkpoints into rec, its outputs kept as a pass keeps them (the golden
