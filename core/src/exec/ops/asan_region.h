@@ -17,7 +17,18 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sanitizer/asan_interface.h>
-#define NO_ASAN __attribute__((no_sanitize_address))
+/* UBSan's checks left out of these blocks too (no_sanitize "undefined"):
+ * what they checked there is what the region checks and the callers
+ * bound. Their pointers (A's rows, the panels, y's, the epilogue's) are
+ * each inside a span checked before the block; their index products are
+ * int64 (a row times its stride, within such a span); their small arrays
+ * (sums, row pointers, a store's stack row) are indexed by a block's rows
+ * and lanes, constants where the block is inlined (switch on mr, nr <= 16
+ * lanes). In the unrolled blocks UBSan's traps were a branch at every
+ * pointer step and index: sgemm.c alone took 36 CPU-s to compile with them
+ * (-O2), 14 without; tests/history/round24-h28-suite.md. Outside these
+ * blocks (everywhere else, and the rows' callers) UBSan is as before. */
+#define NO_ASAN __attribute__((no_sanitize("address,undefined")))
 
 __attribute__((noinline, unused)) static void bf__asan_touch(const volatile char *p) { (void)*p; }
 

@@ -104,7 +104,8 @@ static void fma_windows_ref(const float *w, const int64_t *off, int k, const flo
 
 /* Under AddressSanitizer (build-asan: GCC defines __SANITIZE_ADDRESS__)
  * the rows of the product (rows_avx512 and rows_avx2, with block512 and
- * block inlined) are not instrumented (NO_ASAN): ASan checked each scalar
+ * block inlined) are not instrumented (NO_ASAN: neither ASan's checks nor
+ * UBSan's, asan_region.h says why): ASan checked each scalar
  * A broadcast of the AVX-512 block on its own, 12 shadow checks a k step,
  * half of an ASan test's cycles on the digits CNN (tests/README.md, "The
  * fourteenth round"), and it never saw the AVX2 block's broadcasts (a
