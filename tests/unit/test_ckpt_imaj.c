@@ -101,6 +101,9 @@ static bf_campaign_spec weights(int trials, uint64_t seed)
 static void detectors_as_trial_major(void **state)
 {
     (void)state;
+#ifdef BF_TEST_TSAN
+    skip();   /* minutes under TSan; tail_checks_on_two_threads runs the threads */
+#endif
     int64_t changed = 0, early = 0;
     for (size_t f = 0; f < N_DET; f++) {
         bf_model *m = NULL;
@@ -165,9 +168,50 @@ static void detectors_as_trial_major(void **state)
  * to a thread's share (trial-major's order, one block); B 0 takes as many
  * as BF_IMAJ_BLOCK_BYTES_DEFAULT holds. The records and per-image outputs
  * are the exact engine's and trial-major's. */
+/* The detection tail's check (exec/ckpt_tail.c) on two threads, each
+ * running the same trial on its own images at once: the check's scores are
+ * each thread's own (bf__ckpt_run's tail_y), not the shared trial state's.
+ * When they were the trial's, a thread compared another image's scores
+ * with its golden ones now and then: a check missed (an image run to the
+ * end, fewer tail ends than trial-major's) or, worse, passed on another
+ * image's rows. Here the tail ends counted, run after run, must be
+ * trial-major's and the records the same; under ThreadSanitizer this is
+ * the test that runs (the others' threads are those of the campaigns it
+ * covers elsewhere) and reports the race itself. */
+static void tail_checks_on_two_threads(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    det_load("ssdlite", &m, &ds);   /* the fixture with a detection tail */
+    int64_t tails = 0;
+    for (int r = 0; r < 4; r++) {
+        bf_campaign_spec s = weights(10, 700 + (uint64_t)r);
+        bf_campaign_result rt, ri;
+        kept tm = run(m, ds, &s, 1, 2, &rt), im = run_block(m, ds, &s, 2, 2, 1, &ri);
+        char what[96];
+        snprintf(what, sizeof what, "ssdlite, round %d, 2 threads, image-major against trial-major", r);
+        same(what, &tm, &im);
+        assert_int_equal(ri.ckpt.image_major, 1);
+        assert_int_equal(ri.ckpt.early_tail, rt.ckpt.early_tail);
+        assert_int_equal(ri.ckpt.early, rt.ckpt.early);
+        tails += ri.ckpt.early_tail;
+        tc_ragkept_free(&tm);
+        tc_ragkept_free(&im);
+        bf_campaign_result_free(&rt);
+        bf_campaign_result_free(&ri);
+    }
+    assert_true(tails > 0);   /* the check did end images */
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 static void blocks_as_trial_major(void **state)
 {
     (void)state;
+#ifdef BF_TEST_TSAN
+    skip();
+#endif
     /* block -1: B 0 with image_block_bytes 2.5 images' checkpoints (1 thread: 2 images a block; 2: 1) */
     static const struct { int threads; int64_t block; } CASES[] = {{1, 4}, {2, 2}, {1, 64}, {1, 0}, {2, 0}, {1, -1}, {2, -1}};
     for (size_t f = 0; f < N_DET; f++) {
@@ -320,6 +364,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(detectors_as_trial_major),
         cmocka_unit_test(blocks_as_trial_major),
+        cmocka_unit_test(tail_checks_on_two_threads),
         cmocka_unit_test(ber_runs_trial_major),
         cmocka_unit_test(cancel_stops_the_sweep),
         cmocka_unit_test(sweep_reports_progress),

@@ -372,6 +372,7 @@ typedef struct watch_ctx {
     const bf__ckpt *ck;
     bf__ckpt *rec;            /* the golden pass's (its tail rows recorded) */
     const bf__ckpt_trial *tr;
+    float *tail_y;            /* the caller's buffer for the tail's check (bf__ckpt_tail_scratch) */
     unsigned char *block;     /* the sample's checkpoints */
     int64_t s;                /* the sample */
     int record, hi;
@@ -417,7 +418,7 @@ static int at_cut(void *user, bf_plan *p, size_t step)
         w->stopped_at = step;
         return 1;
     }
-    if (tail && bf__ckpt_tail_golden(ck, w->tr, p, w->s)) {
+    if (tail && bf__ckpt_tail_golden(ck, w->tr, p, w->s, w->tail_y)) {
         w->stopped_at = step;
         w->chan[4]++;
         return 1;
@@ -480,14 +481,14 @@ int bf__ckpt_trial_skips_value(const bf__ckpt *ck, const bf__ckpt_trial *tr, int
     return ck->cut[tr->from] > ck->val_last[v];
 }
 
-bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
+bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, float *tail_y, bf_plan *p, int64_t s, int *golden,
                        int64_t *work, int64_t *skipped, int64_t chans[5], bf_error *err)
 {
     *golden = 0;
     if (s < 0 || s >= ck->samples || p->n_steps != ck->n_steps)
         return bf_error_set(err, BF_ERANGE, "internal error: checkpoint of sample %lld", (long long)s);
     int lo = tr ? tr->lo : -1, hi = tr ? tr->hi : -1;
-    watch_ctx w = {.ck = ck, .tr = tr, .block = ck->data + (size_t)(s % ck->slots) * ck->sample_bytes, .s = s, .hi = hi,
+    watch_ctx w = {.ck = ck, .tr = tr, .tail_y = tail_y, .block = ck->data + (size_t)(s % ck->slots) * ck->sample_bytes, .s = s, .hi = hi,
                    .stopped_at = p->n_steps, .walk = {.next = 0, .ch = -1}};
     int c = lo >= 0 ? tr->from : -1;
     size_t from = 0;

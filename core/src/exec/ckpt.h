@@ -142,9 +142,14 @@ uint64_t bf__ckpt_store_bytes(const bf__ckpt *ck);
  * channel came back golden and ended the run (*golden then 1 too), chan[3]
  * the steps after it that followed the channel on (a map, a BatchNorm, a
  * depthwise Conv), chan[4] 1 if the detection tail's check (ckpt_tail.c)
- * ended the run (*golden then 1 too). */
-bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, bf_plan *p, int64_t s, int *golden,
+ * ended the run (*golden then 1 too). tail_y: that check's scores,
+ * bf__ckpt_tail_scratch(ck) floats of the caller's own (one a thread: tr,
+ * only read here, may be run by several threads at once; NULL: no tail
+ * check). */
+bf_status bf__ckpt_run(const bf__ckpt *ck, const bf__ckpt_trial *tr, float *tail_y, bf_plan *p, int64_t s, int *golden,
                        int64_t *work, int64_t *skipped, int64_t chan[5], bf_error *err);
+/* floats of bf__ckpt_run's tail_y (0: the graph has no detection tail) */
+size_t bf__ckpt_tail_scratch(const bf__ckpt *ck);
 /* Why the detection tail's early end (ckpt_tail.c) is off for this graph
  * (a sentence; NULL: it is on) */
 const char *bf__ckpt_tail_off(const bf__ckpt *ck);

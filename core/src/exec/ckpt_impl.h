@@ -171,13 +171,15 @@ struct bf__ckpt_trial {
     int64_t seen;
     int price;
     double cost;
-    /* the tail's check (ckpt_tail.c): 1 when it may end the images, per
-     * block of L whether the faults reach it, and its scores' buffer
-     * (BF__CKPT_TAIL_CHUNK rows) */
+    /* the tail's check (ckpt_tail.c): 1 when it may end the images, and per
+     * block of L whether the faults reach it. Its scores' buffer is the
+     * caller's of bf__ckpt_run (one a thread), not the trial's: an
+     * image-major sweep runs one trial on several threads' images at once,
+     * and a buffer here was written by both (a check then compared another
+     * image's scores with its golden ones) */
     int tail;
     unsigned char *tail_in;
-    float *tail_y;
-    int64_t tail_cols;          /* the buffer's row length (the checkpoints' when it was made) */
+    int64_t tail_cols;          /* the row length (the checkpoints' when the state was made) */
     /* the one block the faults reach, when they all lie in one output
      * channel of the Conv it is mapped from (-1: none), and that channel's
      * rows in it, ascending: the check computes those alone */
@@ -242,7 +244,7 @@ void bf__ckpt_tail_trial(const bf__ckpt *ck, bf__ckpt_trial *tr);
  * of the blocks the faults reach select, by their Softmax scores and
  * thresholds, exactly the golden pass's (row, class) pairs with the same
  * scores (the image's outputs are then golden's) */
-int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_plan *p, int64_t s);
+int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_plan *p, int64_t s, float *y);
 bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr);
 void bf__ckpt_trial_release(bf__ckpt_trial *tr);
 

@@ -78,14 +78,13 @@ bf_status bf__ckpt_trial_alloc(const bf__ckpt *ck, bf__ckpt_trial *tr)
     tr->skip_pre = bf__calloc(n + 1, sizeof *tr->skip_pre);
     tr->read = bf__calloc(ck->n_values + 1, 1);
     tr->tail_in = bf__calloc((size_t)ck->tail.n_in + 1, 1);
-    tr->tail_y = bf__malloc(((size_t)BF__CKPT_TAIL_CHUNK * (size_t)ck->tail.cols + 1) * sizeof *tr->tail_y);
     tr->tail_cols = ck->tail.cols;
     tr->tail_rows_cap = ck->tail.map_rows;
     tr->tail_rows = bf__malloc(((size_t)ck->tail.map_rows + 1) * sizeof *tr->tail_rows);
     tr->tail_map = -1;
     bf__ckpt_trial_clear(tr);
     if (!tr->origin || !tr->taint || !tr->step_taint || !tr->req || !tr->act || !tr->run_pre || !tr->skip_pre ||
-        !tr->read || !tr->tail_in || !tr->tail_y || !tr->tail_rows)
+        !tr->read || !tr->tail_in || !tr->tail_rows)
         return BF_ENOMEM;
     return BF_OK;
 }
@@ -101,7 +100,6 @@ void bf__ckpt_trial_release(bf__ckpt_trial *tr)
     bf__free(tr->skip_pre);
     bf__free(tr->read);
     bf__free(tr->tail_in);
-    bf__free(tr->tail_y);
     bf__free(tr->tail_rows);
 }
 

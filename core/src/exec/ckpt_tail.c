@@ -618,7 +618,7 @@ void bf__ckpt_tail_trial(const bf__ckpt *ck, bf__ckpt_trial *tr)
     tr->tail = 0;
     tr->tail_map = -1;
     tr->tail_nrows = 0;
-    if (!t->node || tr->all || tr->lo < 0 || tr->hi >= t->step || !tr->tail_in || !tr->tail_y || tr->tail_cols != t->cols)
+    if (!t->node || tr->all || tr->lo < 0 || tr->hi >= t->step || !tr->tail_in || tr->tail_cols != t->cols)
         return;
     memset(tr->tail_in, 0, (size_t)t->n_in);
     for (size_t k = 0; k < t->n_cross; k++) {
@@ -652,14 +652,18 @@ static int row_golden(const bf__ckpt_tail *t, const bf__ckpt_tail_sel *g, const 
     return 1;
 }
 
-int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_plan *p, int64_t s)
+size_t bf__ckpt_tail_scratch(const bf__ckpt *ck)
+{
+    return ck && ck->tail.node ? (size_t)TAIL_CHUNK * (size_t)ck->tail.cols : 0;
+}
+
+int bf__ckpt_tail_golden(const bf__ckpt *ck, const bf__ckpt_trial *tr, const bf_plan *p, int64_t s, float *y)
 {
     const bf__ckpt_tail *t = &ck->tail;
-    if (!tr || !tr->tail || s < 0 || s >= t->samples || p->steps[t->step].node != t->node) return 0;
+    if (!tr || !tr->tail || !y || s < 0 || s >= t->samples || p->steps[t->step].node != t->node) return 0;
     const bf__ckpt_tail_sel *g = &t->golden[s];
     if (g->n < 0) return 0;
     int64_t u = 0, c = t->cols;
-    float *y = tr->tail_y;
     for (int j = 0; j < t->n_in; j++) {
         if (!tr->tail_in[j]) continue;   /* golden: its rows are */
         const float *x = block(t, p, j);

@@ -1,6 +1,8 @@
 /* The checkpoint part of an evaluator (eval_ckpt.h says what). */
 #include "exec/eval_ckpt.h"
 
+#include "base/alloc.h"
+
 bf_status bf__eval_ckpt_set(bf__eval_ckpt *e, const bf__ckpt *ck, bf__ckpt *rec, const float *golden_out, int usable,
                             bf_error *err)
 {
@@ -18,7 +20,13 @@ bf_status bf__eval_ckpt_run(bf__eval_ckpt *e, bf_plan *plan, int64_t s, int *gol
     if (e->rec) return bf__ckpt_record(e->rec, plan, s, err);
     if (!e->ck) return bf_plan_run(plan, err);
     int64_t work = 0, skipped = 0, chan[5] = {0, 0, 0, 0, 0};
-    bf_status st = bf__ckpt_run(e->ck, e->tr, plan, s, golden, &work, &skipped, chan, err);
+    size_t need = bf__ckpt_tail_scratch(e->ck);
+    if (need > e->tail_cap) {
+        float *y = bf__realloc(e->tail_y, need * sizeof *y);
+        if (!y) return bf_error_set(err, BF_ENOMEM, "out of memory for the detection tail's check (%zu scores)", need);
+        e->tail_y = y, e->tail_cap = need;
+    }
+    bf_status st = bf__ckpt_run(e->ck, e->tr, e->tail_y, plan, s, golden, &work, &skipped, chan, err);
     if (st != BF_OK) return st;
     bf__ckpt_counts k = {.work = work, .early = *golden != 0, .skipped = skipped, .chan = chan[0],
                          .chan_fused = chan[1], .chan_stop = chan[2], .chan_follow = chan[3], .tail_stop = chan[4]};
@@ -67,6 +75,8 @@ void bf__eval_ckpt_pass_done(bf__eval_ckpt *e)
 
 void bf__eval_ckpt_free(bf__eval_ckpt *e)
 {
+    bf__free(e->tail_y);
+    e->tail_y = NULL, e->tail_cap = 0;
     bf__ckpt_trial_free(e->tr);
     e->tr = NULL;
 }

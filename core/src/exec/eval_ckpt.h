@@ -36,6 +36,8 @@ typedef struct bf__eval_ckpt {
                                * evaluator's laid-out base, bf__evaluator_ragged_base) */
     bf__ragged *rag_to;       /* an image-major trial's run: its slots and rows take the outputs, not the */
     float *out_to;            /* evaluator's (NULL: the evaluator's; set and cleared by bf__evaluator_imaj) */
+    float *tail_y;            /* the tail check's scores (bf__ckpt_tail_scratch), this evaluator's alone: */
+    size_t tail_cap;          /* its thread's, whoever's trial state it runs */
     /* bf__ckpt_counts' fields, each added to by the evaluator's workers at once */
     atomic_llong work, early, skipped;
     atomic_llong chan, chan_fused, chan_stop, chan_follow;
