@@ -181,7 +181,7 @@ struct bf__dx {
     bf_value_fault *vfb;         /* value faults of the batch at hand */
     size_t *vfb_of, vfb_cap;
 
-    /* Row mode (diffrows.c): a batch whose faults reach a few of its
+    /* Row mode (diffrows*.c): a batch whose faults reach a few of its
      * samples runs on those rows only, in plans of 1, 2, 4, ... rows. */
     bf_plan *sub[BF__SUB_MAX];
     int n_sub;                   /* plans of up to 64 rows and the batch, for the reached rows of every batch */
@@ -472,7 +472,7 @@ void bf__lin_free(bf__dx_shared *sh);
 int64_t bf__lin_rows(int simd, const bf__lin *L, int64_t samples, int64_t n, int64_t *row, float *v, const int *col,
                      int nc, const float *gin, const float *gout, int64_t *yrow, float *yv, int64_t *nleft);
 
-/* diffrows.c */
+/* diffrows.c, diffrows_check.c (diffrows_impl.h shares their helpers) */
 bf_status bf__rows_init(bf__dx *dx, bf_error *err);
 void bf__rows_free(bf__dx *dx);
 /* Points the row-mode plans at the evaluator's copies of the parameters the
