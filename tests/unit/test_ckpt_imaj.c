@@ -56,6 +56,13 @@ static kept run_bytes(const bf_model *m, const bf_dataset *ds, const bf_campaign
     return k;
 }
 
+/* A run's kept records and its result, freed together. */
+static void release(kept *k, bf_campaign_result *res)
+{
+    tc_ragkept_free(k);
+    bf_campaign_result_free(res);
+}
+
 static kept run_block(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int mode, int threads,
                       int64_t block, bf_campaign_result *res)
 {
@@ -146,12 +153,9 @@ static void detectors_as_trial_major(void **state)
                 /* the same runs: images ended early at the same points */
                 assert_int_equal(ri.ckpt.early, rt.ckpt.early);
                 early += ri.ckpt.early;
-                tc_ragkept_free(&ex);
-                tc_ragkept_free(&tm);
-                tc_ragkept_free(&im);
-                bf_campaign_result_free(&rx);
-                bf_campaign_result_free(&rt);
-                bf_campaign_result_free(&ri);
+                release(&ex, &rx);
+                release(&tm, &rt);
+                release(&im, &ri);
             }
         bf_dataset_free(ds);
         bf_model_free(m);
@@ -196,10 +200,8 @@ static void tail_checks_on_two_threads(void **state)
         assert_int_equal(ri.ckpt.early_tail, rt.ckpt.early_tail);
         assert_int_equal(ri.ckpt.early, rt.ckpt.early);
         tails += ri.ckpt.early_tail;
-        tc_ragkept_free(&tm);
-        tc_ragkept_free(&im);
-        bf_campaign_result_free(&rt);
-        bf_campaign_result_free(&ri);
+        release(&tm, &rt);
+        release(&im, &ri);
     }
     assert_true(tails > 0);   /* the check did end images */
     bf_dataset_free(ds);
@@ -247,12 +249,9 @@ static void blocks_as_trial_major(void **state)
             assert_int_equal(ri.ckpt.image_block, b);
             int64_t slots = th * b < samples ? th * b : samples;
             assert_true(ri.ckpt.bytes * (uint64_t)samples == rt.ckpt.bytes * (uint64_t)slots);
-            tc_ragkept_free(&ex);
-            tc_ragkept_free(&tm);
-            tc_ragkept_free(&im);
-            bf_campaign_result_free(&rx);
-            bf_campaign_result_free(&rt);
-            bf_campaign_result_free(&ri);
+            release(&ex, &rx);
+            release(&tm, &rt);
+            release(&im, &ri);
         }
         bf_dataset_free(ds);
         bf_model_free(m);
@@ -278,10 +277,8 @@ static void ber_runs_trial_major(void **state)
     assert_int_equal(ri.ckpt.image_major, 0);
     assert_non_null(ri.ckpt.imaj_off);
     assert_non_null(strstr(ri.ckpt.imaj_off, "BER"));
-    tc_ragkept_free(&ex);
-    tc_ragkept_free(&im);
-    bf_campaign_result_free(&rx);
-    bf_campaign_result_free(&ri);
+    release(&ex, &rx);
+    release(&im, &ri);
     bf_dataset_free(ds);
     bf_model_free(m);
 }
