@@ -18,6 +18,7 @@
 #include "bitflip/generate.h"
 #include "bitflip/sites.h"
 #include "bitflip/mitigate.h"
+#include "bitflip/campaign_spec.h"
 #include "bitflip/campaign.h"
 #include "bitflip/spec_rules.h"
 

@@ -1,6 +1,6 @@
 /* bitflip api — campaign specs: the JSON document users write (the public
  * contract: docs/CAMPAIGNS.md, api/campaign.schema.json) turned into the
- * engine's bf_campaign_spec (bitflip/campaign.h).
+ * engine's bf_campaign_spec (bitflip/campaign_spec.h).
  *
  * Validation is complete, not first-error: every problem in a spec is
  * reported, each as the JSON Pointer (RFC 6901) of the field at fault and a
@@ -77,7 +77,7 @@ bf_status bf_spec_parse(const char *json, size_t len, bf_campaign_spec *out,
 
 /* Frees a spec's members (malloc'd, as bf_spec_parse and the callers that
  * fill specs by hand allocate them), not the struct; NULL is a no-op. Here
- * and not in core's campaign.h because api/ is what allocates specs: the
+ * and not in core's campaign_spec.h because api/ is what allocates specs: the
  * engine only reads them. */
 void bf_campaign_spec_free(bf_campaign_spec *spec);
 
