@@ -1,4 +1,6 @@
-/* Campaign results <-> JSON, and their text and CSV renderings. */
+/* Campaign results to JSON: the result document (header, summary, rates by
+ * tensor, bit and group) and the NDJSON trial records. Parsing it back is
+ * result_parse.c; its text table, CSV and gates are result_print.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +9,7 @@
 #include "bitflip/bitflip.h"
 #include "result_table.h"
 
-static const char *const outcome_keys[BF_OUTCOME_COUNT] = {"masked", "tolerable", "critical", "due"};
+const char *const bf__outcome_keys[BF_OUTCOME_COUNT] = {"masked", "tolerable", "critical", "due"};
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
@@ -27,7 +29,7 @@ static json_t *rate_json(int64_t k, int64_t n, double conf)
 
 static const char *const sampling_names[] = {"uniform", "per_tensor", "per_bit", "list", "exhaustive", "adaptive"};
 #define COUNT_SAMPLING (sizeof sampling_names / sizeof sampling_names[0])
-static const char *const stop_keys[3] = {"overall", "per_tensor", "per_bit"};
+const char *const bf__stop_keys[3] = {"overall", "per_tensor", "per_bit"};
 
 /* The design of a result document's campaign, for its estimates: from the
  * header's sampling, sites and positions. prefix: n_sites + 1, allocated
@@ -71,7 +73,7 @@ static json_t *estimate_json(const bf_design *d, const bf_campaign_result *r, in
                      num(e.n_eff));
 }
 
-static double confidence_of(const json_t *header)
+double bf__result_confidence(const json_t *header)
 {
     double c = json_number_value(json_object_get(json_object_get(header, "campaign"), "confidence"));
     return c > 0 && c < 1 ? c : 0.95;
@@ -173,7 +175,7 @@ json_t *bf_result_header(const bf_campaign_spec *spec, const bf_campaign *c, con
 static json_t *counts_json(const bf_outcome_counts *c)
 {
     json_t *o = json_object();
-    for (int i = 0; i < BF_OUTCOME_COUNT; i++) json_object_set_new(o, outcome_keys[i], json_integer(c->n[i]));
+    for (int i = 0; i < BF_OUTCOME_COUNT; i++) json_object_set_new(o, bf__outcome_keys[i], json_integer(c->n[i]));
     return o;
 }
 
@@ -316,14 +318,14 @@ static json_t *stop_json(const bf_campaign_result *r)
     json_t *o = json_object();
     for (int k = 0; k < 3; k++)
         if (r->stop_met_at[k])
-            json_object_set_new(o, stop_keys[k], json_pack("{s:b, s:o}", "met", r->stop_met_at[k] > 0, "trials",
+            json_object_set_new(o, bf__stop_keys[k], json_pack("{s:b, s:o}", "met", r->stop_met_at[k] > 0, "trials",
                                                            r->stop_met_at[k] > 0 ? json_integer(r->stop_met_at[k]) : json_null()));
     return o;
 }
 
 json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t shards)
 {
-    double conf = confidence_of(header);
+    double conf = bf__result_confidence(header);
     bf_design dd;
     int64_t *prefix;
     int pos[64];
@@ -337,7 +339,7 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
     json_object_set_new(summary, "stopped_early", json_boolean(r->stopped_early));
     json_object_set_new(summary, "outcomes", counts_json(&r->total));
     for (int i = 0; i < BF_OUTCOME_COUNT; i++)
-        json_object_set_new(rates, outcome_keys[i], estimate_json(d, r, -1, -1, (bf_outcome)i, &r->total, conf));
+        json_object_set_new(rates, bf__outcome_keys[i], estimate_json(d, r, -1, -1, (bf_outcome)i, &r->total, conf));
     json_object_set_new(summary, "rates", rates);
     if (r->stop_met_at[0] || r->stop_met_at[1] || r->stop_met_at[2]) json_object_set_new(summary, "stop", stop_json(r));
     if (r->adaptive_rounds)
@@ -410,173 +412,6 @@ json_t *bf_result_render(json_t *header, const bf_campaign_result *r, int64_t sh
     return doc;
 }
 
-/* --- parsing back ---------------------------------------------------- */
-
-static bf_status bad(bf_error *err, const char *ptr) { return bf_error_set(err, BF_EFORMAT, "%s: missing or malformed", ptr); }
-
-static bf_status parse_counts(const json_t *o, const char *ptr, bf_outcome_counts *c, bf_error *err)
-{
-    if (!json_is_object(o)) return bad(err, ptr);
-    for (int i = 0; i < BF_OUTCOME_COUNT; i++) {
-        const json_t *v = json_object_get(o, outcome_keys[i]);
-        if (!json_is_integer(v) || json_integer_value(v) < 0) {
-            char p[256];
-            snprintf(p, sizeof p, "%s/%s", ptr, outcome_keys[i]);
-            return bad(err, p);
-        }
-        c->n[i] = json_integer_value(v);
-    }
-    return BF_OK;
-}
-
-/* An "ivmod" object back into its sums; absent (a document of another task
- * or an older bitflip): zeros */
-static bf_status parse_ivmod(const json_t *g, const char *ptr, bf_ivmod_sums *v, bf_error *err)
-{
-    const json_t *o = json_object_get(g, "ivmod");
-    if (!o) return BF_OK;
-    const json_t *t = json_object_get(o, "trials"), *k = json_object_get(o, "critical_images"),
-                 *q = json_object_get(o, "critical_images_sumsq");
-    if (!json_is_integer(t) || !json_is_integer(k) || !json_is_integer(q) || json_integer_value(t) < 0 ||
-        json_integer_value(k) < 0 || json_integer_value(q) < 0) {
-        char p[256];
-        snprintf(p, sizeof p, "%s/ivmod", ptr);
-        return bad(err, p);
-    }
-    v->trials = json_integer_value(t);
-    v->critical = json_integer_value(k);
-    v->critical_sq = json_integer_value(q);
-    return BF_OK;
-}
-
-static bf_status parse_sums(const json_t *o, bf_metric_sums *s)
-{
-    s->n = json_integer_value(json_object_get(o, "n"));
-    s->sum = json_number_value(json_object_get(o, "sum"));
-    s->sumsq = json_number_value(json_object_get(o, "sumsq"));
-    return BF_OK;
-}
-
-/* groups_render's rows back: the groups' shape from campaign.fault_groups
- * (their sites), their by_tensor rows after group 0's */
-static bf_status groups_parse(const json_t *doc, const json_t *camp, bf_campaign_result *r, bf_error *err)
-{
-    const json_t *fgs = json_object_get(camp, "fault_groups"), *bt = json_object_get(doc, "by_tensor");
-    if (!fgs) return BF_OK;
-    if (!json_is_array(fgs) || json_array_size(fgs) > BF_FAULT_GROUPS_MAX - 1) return bad(err, "/campaign/fault_groups");
-    r->n_extra_groups = json_array_size(fgs);
-    for (size_t g = 0; g < r->n_extra_groups; g++) {
-        const json_t *s = json_object_get(json_array_get(fgs, g), "sites");
-        if (!json_is_array(s)) {   /* written before groups had rows of their own: none */
-            r->n_extra_groups = 0;
-            r->n_group_sites = 0;
-            return BF_OK;
-        }
-        r->group_site0[g] = r->n_group_sites;
-        r->n_group_sites += json_array_size(s);
-    }
-    if (!(r->group_by_site = calloc(r->n_group_sites + 1, sizeof *r->group_by_site)))
-        return bf_error_set(err, BF_ENOMEM, "out of memory");
-    for (size_t i = 0; i < r->n_group_sites; i++) {
-        char p[64];
-        snprintf(p, sizeof p, "/by_tensor/%zu/outcomes", r->n_sites + i);
-        bf_status st = parse_counts(json_object_get(json_array_get(bt, r->n_sites + i), "outcomes"), p, &r->group_by_site[i], err);
-        if (st) return st;
-    }
-    return BF_OK;
-}
-
-bf_status bf_result_parse(const json_t *doc, bf_campaign_result *r, bf_error *err)
-{
-    memset(r, 0, sizeof *r);
-    const json_t *camp = json_object_get(doc, "campaign"), *summary = json_object_get(doc, "summary");
-    if (!json_is_object(camp)) return bad(err, "/campaign");
-    if (!json_is_object(summary)) return bad(err, "/summary");
-    const json_t *sites = json_object_get(camp, "sites"), *rates = json_object_get(camp, "rates");
-    if (!json_is_array(sites)) return bad(err, "/campaign/sites");
-    r->trials_done = json_integer_value(json_object_get(summary, "trials"));
-    r->trials_planned = json_integer_value(json_object_get(summary, "planned"));
-    r->stopped_early = json_is_true(json_object_get(summary, "stopped_early"));
-    const json_t *stop = json_object_get(summary, "stop"), *ad = json_object_get(summary, "adaptive");
-    for (int k = 0; k < 3; k++) {
-        const json_t *t = json_object_get(stop, stop_keys[k]);
-        if (t) r->stop_met_at[k] = json_is_true(json_object_get(t, "met")) ? json_integer_value(json_object_get(t, "trials")) : -1;
-        if (t && r->stop_met_at[k] == 0) r->stop_met_at[k] = -1;
-    }
-    r->adaptive_pilot = json_integer_value(json_object_get(ad, "pilot"));
-    r->adaptive_rounds = json_integer_value(json_object_get(ad, "rounds"));
-    bf_status st = parse_counts(json_object_get(summary, "outcomes"), "/summary/outcomes", &r->total, err);
-    if (st) return st;
-    const json_t *metrics = json_object_get(summary, "metrics");
-    for (int m = 0; m < BF_METRIC_COUNT; m++) {
-        const json_t *o = json_object_get(metrics, bf_metric_name((bf_metric_id)m));
-        if (o) parse_sums(o, &r->metric[m]);
-    }
-    r->n_sites = json_array_size(sites);
-    r->by_site = calloc(r->n_sites + 1, sizeof *r->by_site);
-    r->by_site_bit = calloc((r->n_sites + 1) * 64, sizeof *r->by_site_bit);
-    r->ivmod_by_site = calloc(r->n_sites + 1, sizeof *r->ivmod_by_site);
-    r->ivmod_by_site_bit = calloc((r->n_sites + 1) * 64, sizeof *r->ivmod_by_site_bit);
-    if (!r->by_site || !r->by_site_bit || !r->ivmod_by_site || !r->ivmod_by_site_bit)
-        return bf_error_set(err, BF_ENOMEM, "out of memory");
-    const json_t *bt = json_object_get(doc, "by_tensor");
-    if ((st = groups_parse(doc, camp, r, err))) return st;
-    if (json_array_size(bt) != r->n_sites + r->n_group_sites) return bad(err, "/by_tensor");
-    for (size_t i = 0; i < r->n_sites; i++) {
-        char p[64];
-        snprintf(p, sizeof p, "/by_tensor/%zu/outcomes", i);
-        if ((st = parse_counts(json_object_get(json_array_get(bt, i), "outcomes"), p, &r->by_site[i], err))) return st;
-        snprintf(p, sizeof p, "/by_tensor/%zu", i);
-        if ((st = parse_ivmod(json_array_get(bt, i), p, &r->ivmod_by_site[i], err))) return st;
-        /* absent in documents written before bitflip kept the split: zeros */
-        size_t j;
-        const json_t *gb;
-        json_array_foreach(json_object_get(json_array_get(bt, i), "by_bit"), j, gb) {
-            json_int_t b = json_integer_value(json_object_get(gb, "bit"));
-            snprintf(p, sizeof p, "/by_tensor/%zu/by_bit/%zu", i, j);
-            if (b < 0 || b >= 64) return bad(err, p);
-            if ((st = parse_ivmod(gb, p, &r->ivmod_by_site_bit[i * 64 + (size_t)b], err))) return st;
-            strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
-            if ((st = parse_counts(json_object_get(gb, "outcomes"), p, &r->by_site_bit[i * 64 + (size_t)b], err))) return st;
-        }
-    }
-    size_t k;
-    const json_t *g;
-    json_array_foreach(json_object_get(doc, "by_bit"), k, g) {
-        json_int_t b = json_integer_value(json_object_get(g, "bit")), gr = json_integer_value(json_object_get(g, "group"));
-        char p[64];
-        snprintf(p, sizeof p, "/by_bit/%zu", k);
-        if (b < 0 || b >= 64 || gr < 0 || (size_t)gr > r->n_extra_groups) return bad(err, p);
-        if (gr > 0) {   /* a fault group's row (groups_render) */
-            strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
-            if ((st = parse_counts(json_object_get(g, "outcomes"), p, &r->group_by_bit[gr - 1][b], err))) return st;
-            continue;
-        }
-        if ((st = parse_ivmod(g, p, &r->ivmod_by_bit[b], err))) return st;
-        strncat(p, "/outcomes", sizeof p - strlen(p) - 1);
-        if ((st = parse_counts(json_object_get(g, "outcomes"), p, &r->by_bit[b], err))) return st;
-    }
-    r->n_rates = json_array_size(rates);
-    if (r->n_rates) {
-        const json_t *br = json_object_get(doc, "by_rate");
-        if (json_array_size(br) != r->n_rates) return bad(err, "/by_rate");
-        r->by_rate = calloc(r->n_rates, sizeof *r->by_rate);
-        r->rate_metric = calloc(r->n_rates * BF_METRIC_COUNT, sizeof *r->rate_metric);
-        if (!r->by_rate || !r->rate_metric) return bf_error_set(err, BF_ENOMEM, "out of memory");
-        for (size_t i = 0; i < r->n_rates; i++) {
-            const json_t *e = json_array_get(br, i);
-            char p[64];
-            snprintf(p, sizeof p, "/by_rate/%zu/outcomes", i);
-            if ((st = parse_counts(json_object_get(e, "outcomes"), p, &r->by_rate[i], err))) return st;
-            for (int m = 0; m < BF_METRIC_COUNT; m++) {
-                const json_t *o = json_object_get(json_object_get(e, "metrics"), bf_metric_name((bf_metric_id)m));
-                if (o) parse_sums(o, &r->rate_metric[i * BF_METRIC_COUNT + (size_t)m]);
-            }
-        }
-    }
-    return BF_OK;
-}
-
 json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, const bf_trial_record *rec)
 {
     json_t *t = json_object(), *faults = json_array(), *metrics = json_object();
@@ -623,256 +458,4 @@ json_t *bf_trial_to_json(const bf_campaign *c, const bf_campaign_spec *spec, con
     json_object_set_new(t, "metrics", metrics);
     json_object_set_new(t, "changed_predictions", json_integer(rec->changed));
     return t;
-}
-
-/* --- renderings ------------------------------------------------------- */
-
-static double rate_of(const json_t *g, const char *which, double *lo, double *hi)
-{
-    const json_t *r = json_object_get(g, which);
-    const json_t *ci = json_object_get(r, "ci");
-    *lo = json_number_value(json_array_get(ci, 0));
-    *hi = json_number_value(json_array_get(ci, 1));
-    return json_number_value(json_object_get(r, "rate"));
-}
-
-/* Indices of `arr`'s entries by descending critical rate (ties: order). */
-static size_t *rank_by_critical(const json_t *arr, size_t *n)
-{
-    *n = json_array_size(arr);
-    size_t *idx = malloc((*n + 1) * sizeof *idx);
-    if (!idx) return NULL;
-    for (size_t i = 0; i < *n; i++) idx[i] = i;
-    for (size_t i = 1; i < *n; i++)       /* insertion sort: stable, lists are short */
-        for (size_t j = i; j > 0; j--) {
-            double a = json_number_value(json_object_get(json_object_get(json_array_get(arr, idx[j]), "critical"), "rate"));
-            double b = json_number_value(json_object_get(json_object_get(json_array_get(arr, idx[j - 1]), "critical"), "rate"));
-            if (a <= b) break;
-            size_t t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t;
-        }
-    return idx;
-}
-
-/* The groups with trials, most critical first; nothing if none has any. */
-static void print_group_rows(FILE *f, const json_t *arr, const char *key, const char *title, size_t limit)
-{
-    size_t n, shown = 0, with_trials = 0;
-    size_t *idx = rank_by_critical(arr, &n);
-    if (!idx) return;
-    int torch = 0;   /* a last column with the PyTorch names, when there are any */
-    for (size_t k = 0; k < n; k++) {
-        with_trials += json_integer_value(json_object_get(json_array_get(arr, k), "trials")) > 0;
-        torch |= json_object_get(json_array_get(arr, k), "torch_name") != NULL;
-    }
-    if (with_trials)
-        fprintf(f, "\n%s\n  %-32s %7s  %7s %7s %7s %7s   %7s  %s%s\n", title, key, "trials", "masked", "toler.", "crit.",
-                "due", "crit%", torch ? "interval           " : "interval", torch ? "pytorch name" : "");
-    for (size_t k = 0; k < n && shown < limit; k++) {
-        const json_t *g = json_array_get(arr, idx[k]);
-        if (json_integer_value(json_object_get(g, "trials")) <= 0) continue;
-        shown++;
-        double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
-        char label[168];
-        const json_t *kv = json_object_get(g, key);
-        /* a fault group 1..'s row says which group (group 0's as before) */
-        json_int_t gr = json_integer_value(json_object_get(g, "group"));
-        char gl[40] = "";
-        if (gr > 0) snprintf(gl, sizeof gl, "[group %lld] ", (long long)gr);
-        if (json_is_string(kv)) snprintf(label, sizeof label, "%s%s", gl, json_string_value(kv));
-        else if (json_is_integer(kv)) snprintf(label, sizeof label, "%sbit %lld", gl, (long long)json_integer_value(kv));
-        else snprintf(label, sizeof label, "%s%g", gl, json_number_value(kv));
-        const json_t *o = json_object_get(g, "outcomes");
-        char interval[48];
-        snprintf(interval, sizeof interval, "[%.2f%%, %.2f%%]", 100 * lo, 100 * hi);
-        fprintf(f, "  %-32.32s %7lld  %7lld %7lld %7lld %7lld   %6.2f%%  ", label,
-                (long long)json_integer_value(json_object_get(g, "trials")),
-                (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
-                (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
-                100 * cr);
-        const json_t *tn = json_object_get(g, "torch_name");
-        if (torch) fprintf(f, "%-18s %s\n", interval, json_is_string(tn) ? json_string_value(tn) : "-");
-        else fprintf(f, "%s\n", interval);
-    }
-    if (with_trials > shown) fprintf(f, "  ... %zu more (all in the JSON result)\n", with_trials - shown);
-    free(idx);
-}
-
-void bf_result_print_table(FILE *f, const json_t *doc)
-{
-    const json_t *camp = json_object_get(doc, "campaign"), *golden = json_object_get(doc, "golden");
-    const json_t *summary = json_object_get(doc, "summary");
-    double conf = confidence_of(doc);
-    fprintf(f, "campaign  %s on %s: %s faults (%s, %s), %s sampling, seed %lld\n",
-            json_string_value(json_object_get(camp, "model")), json_string_value(json_object_get(camp, "dataset")),
-            json_string_value(json_object_get(camp, "fault_model")), json_string_value(json_object_get(camp, "representation")),
-            json_string_value(json_object_get(camp, "target")), json_string_value(json_object_get(camp, "sampling")),
-            (long long)json_integer_value(json_object_get(camp, "seed")));
-    fprintf(f, "golden    %s, %lld samples", json_string_value(json_object_get(golden, "task")),
-            (long long)json_integer_value(json_object_get(golden, "samples")));
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)golden, k, v)
-        if (json_is_real(v)) fprintf(f, ", %s %.4f", k, json_real_value(v));
-    fprintf(f, "\ntrials    %lld of %lld%s, fault population %.4g\n\n", (long long)json_integer_value(json_object_get(summary, "trials")),
-            (long long)json_integer_value(json_object_get(summary, "planned")),
-            json_is_true(json_object_get(summary, "stopped_early")) ? " (stopped early: intervals within the margin)" : "",
-            json_number_value(json_object_get(camp, "population")));
-    fprintf(f, "outcomes (%.0f%% Wilson intervals)\n", 100 * conf);
-    const json_t *rates = json_object_get(summary, "rates");
-    for (int i = 0; i < BF_OUTCOME_COUNT; i++) {
-        double lo, hi, r = rate_of(rates, outcome_keys[i], &lo, &hi);
-        fprintf(f, "  %-10s %8lld   %6.2f%%  [%.2f%%, %.2f%%]\n", outcome_keys[i],
-                (long long)json_integer_value(json_object_get(json_object_get(summary, "outcomes"), outcome_keys[i])),
-                100 * r, 100 * lo, 100 * hi);
-    }
-    const json_t *metrics = json_object_get(summary, "metrics");
-    if (json_object_size(metrics)) {
-        int64_t trials = json_integer_value(json_object_get(summary, "trials"));
-        fprintf(f, "\nmetrics under faults (mean, std, %.0f%% interval of the mean)\n", 100 * conf);
-        json_object_foreach((json_t *)metrics, k, v) {
-            int64_t n = json_integer_value(json_object_get(v, "n"));
-            fprintf(f, "  %-16s %.6g  std %.4g  [%.6g, %.6g]", k, json_number_value(json_object_get(v, "mean")),
-                    json_number_value(json_object_get(v, "std")), json_number_value(json_array_get(json_object_get(v, "ci"), 0)),
-                    json_number_value(json_array_get(json_object_get(v, "ci"), 1)));
-            if (n < trials) fprintf(f, "  over %lld of %lld trials (the rest gave no finite value)", (long long)n, (long long)trials);
-            fputc('\n', f);
-        }
-    }
-    const json_t *br = json_object_get(doc, "by_rate");
-    if (json_array_size(br)) {
-        fprintf(f, "\nby bit error rate\n  %-12s %7s  %-40s\n", "rate", "trials", "metric mean [interval]");
-        size_t i;
-        const json_t *g;
-        json_array_foreach(br, i, g) {
-            fprintf(f, "  %-12.3g %7lld ", json_number_value(json_object_get(g, "rate")),
-                    (long long)json_integer_value(json_object_get(g, "trials")));
-            json_object_foreach(json_object_get(g, "metrics"), k, v) {
-                if (strcmp(k, "accuracy") && strcmp(k, "auc")) continue;
-                fprintf(f, " %s %.4f [%.4f, %.4f]", k, json_number_value(json_object_get(v, "mean")),
-                        json_number_value(json_array_get(json_object_get(v, "ci"), 0)),
-                        json_number_value(json_array_get(json_object_get(v, "ci"), 1)));
-            }
-            double lo, hi, cr = rate_of(g, "critical", &lo, &hi), dr = rate_of(g, "due", &lo, &hi);
-            fprintf(f, "  critical %.1f%%  due (NaN/Inf) %.1f%%\n", 100 * cr, 100 * dr);
-        }
-    }
-    print_group_rows(f, json_object_get(doc, "by_tensor"), "tensor", "tensors that matter most (by critical rate)", 10);
-    print_group_rows(f, json_object_get(doc, "by_bit"), "bit", "bits that matter most (by critical rate)", 8);
-    bf__print_mitigations(f, json_object_get(doc, "mitigations"), conf);
-}
-
-static void csv_rows(FILE *f, const char *section, const json_t *arr, const char *key)
-{
-    size_t i;
-    const json_t *g;
-    json_array_foreach(arr, i, g) {
-        const json_t *kv = json_object_get(g, key), *o = json_object_get(g, "outcomes");
-        double lo, hi, cr = rate_of(g, "critical", &lo, &hi);
-        if (json_integer_value(json_object_get(g, "trials")) <= 0) continue;   /* no rate to report */
-        json_int_t gr = json_integer_value(json_object_get(g, "group"));
-        if (gr > 0) fprintf(f, "%s.group%lld,", section, (long long)gr);   /* fault group 1..'s row */
-        else fprintf(f, "%s,", section);
-        if (json_is_string(kv)) fprintf(f, "\"%s\"", json_string_value(kv));
-        else if (json_is_integer(kv)) fprintf(f, "%lld", (long long)json_integer_value(kv));
-        else fprintf(f, "%.6g", json_number_value(kv));
-        fprintf(f, ",%lld,%lld,%lld,%lld,%lld,%.17g,%.17g,%.17g\n", (long long)json_integer_value(json_object_get(g, "trials")),
-                (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
-                (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
-                cr, lo, hi);
-    }
-}
-
-void bf_result_print_csv(FILE *f, const json_t *doc)
-{
-    const json_t *summary = json_object_get(doc, "summary"), *o = json_object_get(summary, "outcomes");
-    double lo, hi, cr = rate_of(json_object_get(summary, "rates"), "critical", &lo, &hi);
-    fprintf(f, "section,key,trials,masked,tolerable,critical,due,critical_rate,critical_lo,critical_hi\n");
-    fprintf(f, "total,all,%lld,%lld,%lld,%lld,%lld,%.17g,%.17g,%.17g\n", (long long)json_integer_value(json_object_get(summary, "trials")),
-            (long long)json_integer_value(json_object_get(o, "masked")), (long long)json_integer_value(json_object_get(o, "tolerable")),
-            (long long)json_integer_value(json_object_get(o, "critical")), (long long)json_integer_value(json_object_get(o, "due")),
-            cr, lo, hi);
-    csv_rows(f, "tensor", json_object_get(doc, "by_tensor"), "tensor");
-    csv_rows(f, "bit", json_object_get(doc, "by_bit"), "bit");
-    csv_rows(f, "rate", json_object_get(doc, "by_rate"), "rate");
-    /* a paired comparison: each configuration's totals */
-    size_t i;
-    const json_t *m;
-    json_array_foreach(json_object_get(doc, "mitigations"), i, m) {
-        const json_t *ms = json_object_get(m, "summary"), *mo = json_object_get(ms, "outcomes");
-        double l, h, c = rate_of(json_object_get(ms, "rates"), "critical", &l, &h);
-        fprintf(f, "mitigation,\"%s\",%lld,%lld,%lld,%lld,%lld,%.17g,%.17g,%.17g\n", json_string_value(json_object_get(m, "name")),
-                (long long)json_integer_value(json_object_get(ms, "trials")),
-                (long long)json_integer_value(json_object_get(mo, "masked")), (long long)json_integer_value(json_object_get(mo, "tolerable")),
-                (long long)json_integer_value(json_object_get(mo, "critical")), (long long)json_integer_value(json_object_get(mo, "due")),
-                c, l, h);
-    }
-}
-
-/* --- gates ------------------------------------------------------------ */
-
-const char *bf_result_gate_names(void)
-{
-    return "critical_rate, due_rate, masked_rate, tolerable_rate (each also _upper and _lower: its interval's "
-           "bounds), accuracy, top1_mismatch, auc, logloss, ne, mse, max_abs, perplexity, token_accuracy, "
-           "choice_accuracy, generation_match, first_divergence, edit_distance, miou, pixel_accuracy, map, map50, recall "
-           "(means under faults), "
-           "golden_<metric>, and with mitigations mitigation.NAME.<any of these> or mitigation.NAME.recovery "
-           "(_lower, _upper), .time_ratio, .storage_overhead";
-}
-
-/* mitigation.NAME.GATE: GATE on configuration NAME of a paired comparison
- * (NAME may hold dots: GATE is what follows the last one). */
-static int mitigation_gate(const json_t *doc, const char *name, double *value)
-{
-    const char *spec = name + 11, *dot = strrchr(spec, '.');
-    if (!dot || dot == spec) return -1;
-    const char *gate = dot + 1;
-    size_t i;
-    const json_t *m, *hit = NULL;
-    json_array_foreach(json_object_get(doc, "mitigations"), i, m) {
-        const char *n = json_string_value(json_object_get(m, "name"));
-        if (n && strlen(n) == (size_t)(dot - spec) && !strncmp(n, spec, (size_t)(dot - spec))) hit = m;
-    }
-    if (!hit) return 1;
-    const json_t *rec = json_object_get(hit, "recovery"), *cost = json_object_get(hit, "cost"), *v = NULL;
-    if (!strcmp(gate, "recovery")) v = json_object_get(rec, "value");
-    else if (!strcmp(gate, "recovery_lower")) v = json_array_get(json_object_get(rec, "ci"), 0);
-    else if (!strcmp(gate, "recovery_upper")) v = json_array_get(json_object_get(rec, "ci"), 1);
-    else if (!strcmp(gate, "time_ratio") || !strcmp(gate, "storage_overhead")) v = json_object_get(cost, gate);
-    else {
-        json_t *sub = json_pack("{s:O, s:O}", "summary", json_object_get(hit, "summary"), "golden", json_object_get(hit, "golden"));
-        int k = sub ? bf_result_gate_value(sub, gate, value) : 1;
-        json_decref(sub);
-        return k;
-    }
-    if (!json_is_number(v)) return 1;
-    *value = json_number_value(v);
-    return 0;
-}
-
-int bf_result_gate_value(const json_t *doc, const char *name, double *value)
-{
-    if (!strncmp(name, "mitigation.", 11)) return mitigation_gate(doc, name, value);
-    const json_t *summary = json_object_get(doc, "summary");
-    for (int i = 0; i < BF_OUTCOME_COUNT; i++) {
-        size_t kl = strlen(outcome_keys[i]);
-        if (strncmp(name, outcome_keys[i], kl) || strncmp(name + kl, "_rate", 5)) continue;
-        const char *rest = name + kl + 5;
-        const json_t *r = json_object_get(json_object_get(summary, "rates"), outcome_keys[i]);
-        const json_t *v = !*rest ? json_object_get(r, "rate")
-                          : !strcmp(rest, "_lower") ? json_array_get(json_object_get(r, "ci"), 0)
-                          : !strcmp(rest, "_upper") ? json_array_get(json_object_get(r, "ci"), 1) : NULL;
-        if (*rest && strcmp(rest, "_lower") && strcmp(rest, "_upper")) return -1;
-        if (!json_is_number(v)) return 1;
-        *value = json_number_value(v);
-        return 0;
-    }
-    int golden = !strncmp(name, "golden_", 7);
-    int m = bf_metric_parse(golden ? name + 7 : name);
-    if (m < 0) return -1;
-    const json_t *v = golden ? json_object_get(json_object_get(doc, "golden"), name + 7)
-                             : json_object_get(json_object_get(json_object_get(summary, "metrics"), name), "mean");
-    if (!json_is_number(v)) return 1;
-    *value = json_number_value(v);
-    return 0;
 }
