@@ -141,6 +141,20 @@ def measure_process(cmd, env, timeout, quiet_wait=0, tag="bench"):
     return r
 
 
+def median_run(runs):
+    """The successful run whose wall time is the median of the successful ones (the lower of
+    the two middle ones for an even count), with every run's wall in "walls"; the first run
+    when none succeeded. A bitflip campaign takes seconds, so one run can meet a disturbance
+    on the host whole: one of resnet18's 2-thread campaigns in bench-real ran at 60% of the
+    rate the next runs gave (docs/benchmarks/aims.md, the 469bfbc0 entry)."""
+    ok = sorted((r for r in runs if r.get("ok")), key=lambda r: r["wall"])
+    if not ok:
+        return runs[0]
+    m = dict(ok[(len(ok) - 1) // 2])
+    m["walls"] = [r.get("wall") for r in runs]
+    return m
+
+
 def write_section(path, start, end, text):
     """Replaces the part of the file at `path` from the line `start` to the line `end`
     (markers included; `text` carries its own) with `text`, or appends it if the markers are

@@ -26,7 +26,8 @@ OMP_WAIT_POLICY=PASSIVE):
             ONNX Runtime (bench/ort_vision.js, onnxruntime-node, same files; its outputs are
             compared with PyTorch's too).
   campaign  bitflip run --local BITFLIP... on T uniform single-bit weight faults (every bit of every
-            fp32 initializer), timed as a whole process (setup counted) and by its --stats line;
+            fp32 initializer), timed as a whole process (setup counted; the median of 3 runs, 1 with
+            --quick) and by its --stats line;
             then PyTorch replays the very same faults from --trials-out: per trial XOR the bit
             into the parameter (or BatchNorm buffer) of the same name, run the eval set, compare
             with golden, XOR back. PyTorch is timed over its loop and over the whole process
@@ -284,15 +285,22 @@ def one_model(a, name, trials, quick):
     with open(sp, "w") as f:
         json.dump(spec, f)
     tfile = os.path.join(BENCH, "out", f"det_{name}_trials.jsonl")
-    c = run([a.bitflip, "run", "--local", sp, "--threads", "1", "--stats", "--format", "json", "--trials-out", tfile,
-             "--out", os.path.join(BENCH, "out", f"det_{name}_result.json")], 7200, a.quiet_wait)
-    if c.get("ok"):
-        m = STATS.search(c.get("err", ""))
-        if m:
-            c["stats"] = {"trials": int(m.group(1)), "trial_seconds": float(m.group(2)),
-                          "trials_per_s": float(m.group(3)), "setup_seconds": float(m.group(4))}
-        # every --stats line (one per engine part: differential, channel-local, checkpoints, ...)
-        c["stats_lines"] = [l for l in c.get("err", "").splitlines() if l.startswith("bitflip run: ")]
+    runs = []
+    for _ in range(rep):   # the median of rep whole runs (benchlib.median_run); the records are the same each time
+        c = run([a.bitflip, "run", "--local", sp, "--threads", "1", "--stats", "--format", "json", "--trials-out",
+                 tfile, "--out", os.path.join(BENCH, "out", f"det_{name}_result.json")], 7200, a.quiet_wait)
+        if c.get("ok"):
+            m = STATS.search(c.get("err", ""))
+            if m:
+                c["stats"] = {"trials": int(m.group(1)), "trial_seconds": float(m.group(2)),
+                              "trials_per_s": float(m.group(3)), "setup_seconds": float(m.group(4))}
+            # every --stats line (one per engine part: differential, channel-local, checkpoints, ...)
+            c["stats_lines"] = [l for l in c.get("err", "").splitlines() if l.startswith("bitflip run: ")]
+        runs.append(c)
+    c = benchlib.median_run(runs)
+    for r in runs:
+        r.pop("out", None)
+        r.pop("err", None)
     row["bitflip_campaign"] = c
     row["torch"] = run([PY, os.path.abspath(__file__), "--torch-peer", name, "--samples", str(a.samples),
                         "--repeat", str(rep), "--trials-file", tfile if c.get("ok") else ""], 7200, a.quiet_wait)
@@ -407,7 +415,9 @@ def write(doc, path):
                      f"{chk(r.get('ort_check'))} |")
     lines += ["", "Campaigns: uniform single-bit weight faults (every bit of every fp32 initializer: weights, biases, "
               "BatchNorm statistics), seed 7, 1 thread. *bitflip whole* is the whole `bitflip run --local` process "
-              "(load, golden pass, checks, trials: setup counted); *trials/s* and *setup* come from its `--stats`. "
+              "(load, golden pass, checks, trials: setup counted), the median of three runs (one with --quick; every "
+              "run's wall is listed with the `--stats` lines below), and *trials/s* and *setup* come from that run's "
+              "`--stats`. "
               "PyTorch replays the same faults (same tensor, element and bit, from `--trials-out`) in its "
               "flip-and-rerun loop: *loop* is its trial loop alone, *setup counted* adds its process's import, "
               "build, weight loading and golden pass. The ratios put bitflip with its setup against PyTorch's loop "
@@ -428,6 +438,10 @@ def write(doc, path):
                      f"{ratio(bfs, ts)} | {tj.get('trials_changed', '–')} of {tj.get('trials', '–')} |")
     lines += ["", "bitflip's `--stats` lines, per model:", ""]
     for r in rows:
+        walls = [w for w in r["bitflip_campaign"].get("walls") or [] if w]
+        if len(walls) > 1:
+            lines.append(f"- {r['model']}: whole runs {', '.join(f'{w:.2f}' for w in walls)} s (the median's "
+                         f"lines follow)")
         for l in r["bitflip_campaign"].get("stats_lines") or []:
             if not re.search(r"\d+/\d+ trials \(", l):       # progress lines
                 lines.append(f"- {r['model']}: `{l.strip()}`")

@@ -21,7 +21,8 @@ machine to go quiet:
             against the golden ones (PyTorch's) before timing.
   campaign  bitflip run --local on a spec of T uniform single-bit weight faults (every bit of every
             fp32 parameter equally likely), timed as a whole process (load, golden pass, checks,
-            cache: setup counted) and by its --stats line (trials alone, setup alone); PyTorch's
+            cache: setup counted; the median of 3 runs, 1 with --quick) and by its --stats line
+            (trials alone, setup alone); PyTorch's
             flip-and-rerun loop (PyTEI style: XOR one bit of one parameter in place, forward the
             whole eval set at its best batch, compare with golden, XOR back) over its own uniform
             draw of the same number of faults (a forward pass costs the same wherever the bit is).
@@ -293,7 +294,12 @@ GOLDEN = re.compile(r"golden pass with the cache ([0-9.]+) s")
 RERAN = re.compile(r"the trials re-ran ([0-9.]+)% of the work.*?; most in (\S+) '([^']*)' ([0-9]+)%")
 
 
-def bitflip_campaign(a, name, stem, threads, trials, quiet):
+def bitflip_campaign(a, name, stem, threads, trials, quiet, runs=1):
+    """The median of `runs` whole campaign processes (benchlib.median_run), each with its --stats parsed."""
+    return benchlib.median_run([campaign_once(a, name, stem, threads, trials, quiet) for _ in range(runs)])
+
+
+def campaign_once(a, name, stem, threads, trials, quiet):
     spec = {"model": stem + ".onnx", "dataset": stem + ".eval.safetensors", "seed": 7, "trials": trials,
             "batch": PLAN[name].get("campaign_batch", PLAN[name]["batch"]),
             "faults": {"target": "weights", "tensors": ["*"], "model": "bitflip", "bits": 1,
@@ -370,7 +376,8 @@ def main():
             row["torch"] = run([PY, os.path.abspath(__file__), "--torch-peer", name, "--threads", str(threads),
                                 "--batch", str(p["batch"]), "--repeat", str(rep), "--trials", str(trials)],
                                threads, 7200, a.quiet_wait)
-            row["bitflip_campaign"] = bitflip_campaign(a, name, stem, threads, trials, a.quiet_wait)
+            row["bitflip_campaign"] = bitflip_campaign(a, name, stem, threads, trials, a.quiet_wait,
+                                                       runs=1 if a.quick else 3)
             for k in ("bitflip_eval", "ort_eval", "torch", "bitflip_campaign"):
                 for drop in ("out",):
                     row[k].pop(drop, None)
@@ -524,7 +531,8 @@ def write(doc, path):
                      f"{', '.join(pct_peak(x, r, pk) for x in (bf, tt, ort))} | "
                      f"{busy(r, ('bitflip_eval', 'torch', 'ort_eval'))} |")
     lines += ["", "Campaigns: uniform single-bit weight faults. *bitflip whole* is the whole process (loading, golden "
-              "pass, checks, cache and trials: setup counted); *trials* and *setup* come from its `--stats` line. "
+              "pass, checks, cache and trials: setup counted), the median of three runs (one with --quick); *trials* and "
+              "*setup* come from that run's `--stats` line. "
               "PyTorch's flip-and-rerun loop is timed over its trials only (its model already loaded). "
               "*setup / eval pass* is bitflip's setup over one golden eval pass at the same thread count. *others' load*: "
               "the most cores other processes used during the row's runs; a LOADED row measures the machine, not the "
