@@ -285,8 +285,8 @@ def one_model(a, name, trials, quick):
     with open(sp, "w") as f:
         json.dump(spec, f)
     tfile = os.path.join(BENCH, "out", f"det_{name}_trials.jsonl")
-    runs = []
-    for _ in range(rep):   # the median of rep whole runs (benchlib.median_run); the records are the same each time
+    runs, records = [], set()
+    for _ in range(rep):   # the median of rep whole runs (benchlib.median_run); their records must agree
         c = run([a.bitflip, "run", "--local", sp, "--threads", "1", "--stats", "--format", "json", "--trials-out",
                  tfile, "--out", os.path.join(BENCH, "out", f"det_{name}_result.json")], 7200, a.quiet_wait)
         if c.get("ok"):
@@ -296,8 +296,12 @@ def one_model(a, name, trials, quick):
                               "trials_per_s": float(m.group(3)), "setup_seconds": float(m.group(4))}
             # every --stats line (one per engine part: differential, channel-local, checkpoints, ...)
             c["stats_lines"] = [l for l in c.get("err", "").splitlines() if l.startswith("bitflip run: ")]
+        if c.get("ok"):
+            with open(tfile, "rb") as f:
+                records.add(f.read())
         runs.append(c)
     c = benchlib.median_run(runs)
+    c["records_agree"] = len(records) <= 1
     for r in runs:
         r.pop("out", None)
         r.pop("err", None)
@@ -455,6 +459,8 @@ def write(doc, path):
                          "tensor of that name (constants the exporter folded) were left out of PyTorch's trials")
         if tj and tj.get("restored") is False:
             failed.append(f"{r['model']}: PyTorch's weights were not restored bit for bit")
+        if r["bitflip_campaign"].get("records_agree") is False:
+            failed.append(f"{r['model']}: bitflip's repeated campaign runs wrote different trial records")
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
     if failed:
