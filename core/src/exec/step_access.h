@@ -253,11 +253,15 @@ int bf__conv_stpool(const bf__ctx *cv, const bf__step *pl, float *buf, size_t bu
  * the AVX-512 stride-2 loop at this level (undilated down the rows, so
  * a band of output rows reads a band of input rows);
  * bf__maxpool_band_rows: the input rows [*h0, *h1) output rows oh0 ..
- * oh1 read; bf__maxpool_band: output rows oh0 .. oh1 of the plane y from
- * x, which holds input row ih at x + (ih - xr0) IW; row: IW + 16 floats. */
+ * oh1 read; bf__maxpool_band: output rows oh0 .. oh1 of one image's cn
+ * planes y (channel c at y + c OH OW) from x channels-last, which holds
+ * input row ih, column iw, channel c at x + ((ih - xr0) IW + iw) cn + c
+ * (cn a multiple of 16); row: IW cn floats. The bits of the step's own
+ * planes (maxpool_s2_plane's order). */
 int bf__maxpool_band_ok(const bf__step *st);
 void bf__maxpool_band_rows(const bf__step *st, int64_t oh0, int64_t oh1, int64_t *h0, int64_t *h1);
-void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t oh0, int64_t oh1, float *y, float *row);
+void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t oh0, int64_t oh1, int64_t cn, float *y,
+                      float *row);
 /* linalg_conv.c: 1 if the step is a Conv, whose run applies c->act. */
 int bf__conv_step(const bf__step *s);
 /* linalg_conv.c: for a Conv whose whole runs may carry partial sums

@@ -122,6 +122,14 @@ AVX512 static void st_store(const float *tile, int v, int64_t n, float *y, int64
     __mmask16 m = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
     for (int c = 0; c < 16; c++) _mm512_mask_storeu_ps(y + (16 * v + c) * osp, m, r[c]);
 }
+
+/* tile rows 0 .. n (positions t0 ..), the row block's nv vectors of
+ * channels: to y channels-last, position i's at y + i ps; moves only */
+AVX512 static void st_store_cl(const float *tile, int nv, int64_t n, float *y, int64_t ps)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int v = 0; v < nv; v++) _mm512_storeu_ps(y + i * ps + 16 * v, _mm512_loadu_ps(tile + i * ST_TW + 16 * v));
+}
 #endif
 
 int bf__conv_stem_want(const bf__conv_params *cp)
@@ -173,16 +181,21 @@ static int st_nv(const bf__conv_params *cp, int64_t r0)
 
 /* positions q0 .. q1 of the row block r0 (weights wb packed by st_pack)
  * into yr + (q - q0) (channel c of the block at yr + c ys), tiles of
- * ST_TILE from q0 */
+ * ST_TILE from q0; cl: channels-last instead, position q's channels of
+ * the block at yr + (q - q0) ys */
 static void st_rows(const bf__conv_params *cp, const float *xp, const int32_t *off, const float *wb, float *tile,
                     const float *bias, const bf__act *act, int64_t r0, int nv, int64_t q0, int64_t q1, float *yr,
-                    int64_t ys)
+                    int64_t ys, int cl)
 {
     const bf__window *w = &cp->w;
     stem_job j = {xp, bias + r0, act, off, cp->kc, cp->osp, w->out[2], w->s[1], w->s[2], w->in[2] + w->pb[2] + w->pe[2]};
     for (int64_t t0 = q0; t0 < q1; t0 += ST_TILE) {
         int64_t n = q1 - t0 < ST_TILE ? q1 - t0 : ST_TILE;
         for (int64_t q = 0; q < n;) q += st_block(&j, nv, wb, t0 + q, tile + q * ST_TW);
+        if (cl) {
+            st_store_cl(tile, nv, n, yr + (t0 - q0) * ys, ys);
+            continue;
+        }
         for (int64_t q = 0; q < n; q += 16)
             for (int v = 0; v < nv; v++) st_store(tile + q * ST_TW, v, n - q, yr + (t0 - q0) + q, ys);
     }
@@ -201,7 +214,7 @@ void bf__conv_stem(const bf__conv_params *cp, const float *wt, const float *xp, 
     for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV) {
         int nv = st_nv(cp, r0);
         st_pack(cp, wt, r0, nv, wb);
-        st_rows(cp, xp, off, wb, tile, bias, act, r0, nv, 0, osp, y + r0 * osp, osp);
+        st_rows(cp, xp, off, wb, tile, bias, act, r0, nv, 0, osp, y + r0 * osp, osp, 0);
     }
 #else
     (void)cp, (void)wt, (void)xp, (void)buf, (void)bias, (void)act, (void)y;
@@ -231,15 +244,15 @@ void bf__conv_stem_band_prep(const bf__conv_params *cp, const float *wt, float *
 }
 
 void bf__conv_stem_band(const bf__conv_params *cp, const float *xp, float *buf, const float *bias, const bf__act *act,
-                        int64_t h0, int64_t h1, float *y, int64_t ys)
+                        int64_t h0, int64_t h1, float *y, int64_t ps)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     float *tile = buf + cp->kc * cp->mg;
     const int32_t *off = (const int32_t *)(tile + ST_TILE * ST_TW);
     int64_t ow = cp->w.out[2];
     for (int64_t r0 = 0; r0 < cp->mg; r0 += 16 * ST_NV)
-        st_rows(cp, xp, off, buf + r0 * cp->kc, tile, bias, act, r0, st_nv(cp, r0), h0 * ow, h1 * ow, y + r0 * ys, ys);
+        st_rows(cp, xp, off, buf + r0 * cp->kc, tile, bias, act, r0, st_nv(cp, r0), h0 * ow, h1 * ow, y + r0, ps, 1);
 #else
-    (void)cp, (void)xp, (void)buf, (void)bias, (void)act, (void)h0, (void)h1, (void)y, (void)ys;
+    (void)cp, (void)xp, (void)buf, (void)bias, (void)act, (void)h0, (void)h1, (void)y, (void)ps;
 #endif
 }

@@ -10,13 +10,21 @@
  * pool ran at the memory's rate (docs/perf/conv.md, h16-r18f, h17-r18p).
  * Together, a band of the stem's output rows (at most BF__STPOOL_FLOATS
  * floats, in L2) is written and pooled while it is in cache, and the
- * stem's output is never written to the arena at all.
+ * stem's output is never written to the arena at all. The band is
+ * channels-last (a position's channels together, as the stem kernel's
+ * tile holds them): the stem stores its tile with plain vector stores and
+ * the pool takes 16 channels a vector with plain loads, where NCHW planes
+ * cost the stem a 16 x 16 transpose per 16 positions and the pool two
+ * masked loads and a permute per tap (docs/perf/conv/h31.md, h31-conv:
+ * the pool and the transposes were 16% of the pair, and the pair 2-4%
+ * faster this way); only the pool's output, a quarter of the stem's, is
+ * transposed, into y's planes.
  *
  * The bits: each stem output is bf__conv_stem's own block chain and
- * epilogue (bf__conv_stem_band: the same blocks over any rows), and each
- * pool output maxpool_s2_plane's separable order over the same floats
- * (bf__maxpool_band: the same loop over a range of output rows, reading
- * its input rows from the band). A pool row whose window spans two bands
+ * epilogue (bf__conv_stem_band: the same blocks over any rows, stored
+ * elsewhere), and each pool output maxpool_s2_plane's separable order
+ * over the same floats, lane for lane (bf__maxpool_band: the window's rows
+ * in order, then its columns in order, 16 channels a vector). A pool row whose window spans two bands
  * finds the rows of the earlier band moved to the top of the buffer, the
  * same floats. test_conv_stpool checks the pair's outputs against the
  * steps run apart. */
@@ -82,10 +90,10 @@ static int shape_of(const bf__conv_params *cp, const bf__step *pl, stpool_shape 
     return 1;
 }
 
-/* planes, the stem kernel's buffer, zeros for a missing bias, the band, the pool's row */
+/* planes, the stem kernel's buffer, zeros for a missing bias, the band, the pool's row (a band row's floats) */
 static int64_t floats_of(const bf__conv_params *cp, const stpool_shape *sh)
 {
-    return sh->planes + sh->stem + ((cp->m + 15) & ~(int64_t)15) + sh->br * cp->m * cp->w.out[2] + cp->w.out[2] + 16;
+    return sh->planes + sh->stem + ((cp->m + 15) & ~(int64_t)15) + (sh->br + 1) * cp->m * cp->w.out[2];
 }
 
 int64_t bf__conv_stpool_pair(const bf__step *cv, const bf__step *pl)
@@ -107,7 +115,7 @@ int bf__conv_stpool(const bf__ctx *cv, const bf__step *pl, float *buf, size_t bu
     float *y = pl->out[0]->data;
     float *planes = buf, *sb = planes + sh.planes, *zeros = sb + sh.stem;
     float *band = zeros + ((cp->m + 15) & ~(int64_t)15), *row = band + sh.br * cp->m * cp->w.out[2];
-    int64_t ow = cp->w.out[2], ys = sh.br * ow, plane = bf__conv_padded_plane(&cp->w);
+    int64_t ow = cp->w.out[2], rs = ow * cp->m, plane = bf__conv_padded_plane(&cp->w);   /* rs: a band row's floats */
     int64_t poh = pl->out[0]->dims[2], posp = poh * pl->out[0]->dims[3];
     if (!bias) memset(zeros, 0, sizeof(float) * (size_t)cp->m);
     bf__conv_stem_band_prep(cp, wt, sb);
@@ -119,14 +127,11 @@ int bf__conv_stpool(const bf__ctx *cv, const bf__step *pl, float *buf, size_t bu
             bf__maxpool_band_rows(pl, o, o1, &h0, &h1);
             /* rows the last band computed and this one reads: to the top */
             int64_t keep = b1 > h0 && h0 >= b0 ? b1 - h0 : 0;
-            if (keep && h0 > b0)
-                for (int64_t c = 0; c < cp->m; c++)
-                    memmove(band + c * ys, band + c * ys + (h0 - b0) * ow, sizeof(float) * (size_t)(keep * ow));
+            if (keep && h0 > b0) memmove(band, band + (h0 - b0) * rs, sizeof(float) * (size_t)(keep * rs));
             if (h0 + keep < h1)
-                bf__conv_stem_band(cp, planes, sb, bias ? bias : zeros, cv->act, h0 + keep, h1, band + keep * ow, ys);
+                bf__conv_stem_band(cp, planes, sb, bias ? bias : zeros, cv->act, h0 + keep, h1, band + keep * rs, cp->m);
             b0 = h0, b1 = h1;
-            for (int64_t c = 0; c < cp->m; c++)
-                bf__maxpool_band(pl, band + c * ys, h0, o, o1, y + (n * cp->m + c) * posp, row);
+            bf__maxpool_band(pl, band, h0, o, o1, cp->m, y + n * cp->m * posp, row);
         }
     }
     return 1;

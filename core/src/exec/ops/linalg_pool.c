@@ -15,6 +15,7 @@
 #include "exec/step_access.h"
 #include "linalg_impl.h"
 #include "linalg_window.h"
+#include "transpose8.h"
 
 /* ---- MaxPool, AveragePool ---- */
 
@@ -202,15 +203,14 @@ static int pool_s2_ok(const pool_params *pp)
     return pp->is_max && w->in[0] == 1 && w->k[0] == 1 && w->out[0] == 1 && w->s[2] == 2 && w->d[2] == 1;
 }
 
-/* output rows oh0 .. oh1 of the plane y; input row ih at x + (ih - xr0) IW
- * (xr0 0: x the whole plane; else a band of rows, bf__maxpool_band) */
-POOL512 static void maxpool_s2_plane(const pool_params *pp, const float *restrict x, int64_t xr0, int64_t oh0,
-                                     int64_t oh1, float *restrict y, float *restrict row)
+/* the plane y from the plane x */
+POOL512 static void maxpool_s2_plane(const pool_params *pp, const float *restrict x, float *restrict y,
+                                     float *restrict row)
 {
     const bf__window *w = &pp->w;
     int64_t IW = w->in[2], OW = w->out[2], k = w->k[2], pb = w->pb[2], ilo = pp->ilo, ihi = pp->ihi;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    for (int64_t oh = oh0; oh < oh1; oh++) {
+    for (int64_t oh = 0; oh < w->out[1]; oh++) {
         int64_t h0, h1, hfull;
         window_at(w, 1, oh, &h0, &h1, &hfull);
         float *restrict yr = y + oh * OW;
@@ -218,13 +218,13 @@ POOL512 static void maxpool_s2_plane(const pool_params *pp, const float *restric
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = -INFINITY;   /* dilated taps all outside */
             continue;
         }
-        const float *src = x + (h0 - xr0) * IW;
+        const float *src = x + h0 * IW;
         if (h0 + w->d[1] < h1) {
             for (int64_t i = 0; i < IW; i += 16) {
                 __mmask16 m = IW - i >= 16 ? (__mmask16)0xffffu : (__mmask16)((1u << (IW - i)) - 1u);
-                __m512 v = _mm512_maskz_loadu_ps(m, x + (h0 - xr0) * IW + i);
+                __m512 v = _mm512_maskz_loadu_ps(m, x + h0 * IW + i);
                 for (int64_t ih = h0 + w->d[1]; ih < h1; ih += w->d[1])
-                    v = max_nan16(v, _mm512_maskz_loadu_ps(m, x + (ih - xr0) * IW + i));
+                    v = max_nan16(v, _mm512_maskz_loadu_ps(m, x + ih * IW + i));
                 _mm512_mask_storeu_ps(row + i, m, v);
             }
             src = row;
@@ -260,7 +260,7 @@ static void pool_plane(const pool_params *pp, int avx2, const float *x, float *y
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (avx2 >= 2 && pool_s2_ok(pp)) {
-        maxpool_s2_plane(pp, x, 0, 0, pp->w.out[1], y, row);
+        maxpool_s2_plane(pp, x, y, row);
         return;
     }
     if (avx2) {
@@ -333,12 +333,62 @@ void bf__maxpool_band_rows(const bf__step *st, int64_t oh0, int64_t oh1, int64_t
     if (*h1 < *h0) *h1 = *h0;
 }
 
-void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t oh0, int64_t oh1, float *y, float *row)
+#if defined(__x86_64__) && defined(__GNUC__)
+/* maxpool_s2_plane's order, element for element, on channels-last input
+ * (16 channels a vector): each output the window's rows max_nan'd in
+ * order from its first row, then those rows' maxima over its columns in
+ * order from the first. Where maxpool_s2_plane starts a clipped window at
+ * -inf, max_nan(-inf, a) is a, bit for bit (a NaN, -inf and the zeros'
+ * signs included), so starting at the first tap is the same. Outputs are
+ * gathered 16 positions x 16 channels and stored through a transpose. */
+POOL512 static void maxpool_cl(const pool_params *pp, const float *restrict x, int64_t xr0, int64_t oh0, int64_t oh1,
+                               int64_t cn, float *restrict y, float *restrict row)
+{
+    const bf__window *w = &pp->w;
+    int64_t IW = w->in[2], OW = w->out[2], osp = w->out[1] * OW;
+    for (int64_t oh = oh0; oh < oh1; oh++) {
+        int64_t h0, h1, hfull;
+        window_at(w, 1, oh, &h0, &h1, &hfull);
+        /* the window's rows, whole: one sequential pass over each (a row's
+         * channels-last floats are contiguous) */
+        if (h0 < h1)
+            for (int64_t i = 0; i < IW * cn; i += 16) {
+                __m512 v = _mm512_loadu_ps(x + (h0 - xr0) * IW * cn + i);
+                for (int64_t ih = h0 + w->d[1]; ih < h1; ih += w->d[1])
+                    v = max_nan16(v, _mm512_loadu_ps(x + (ih - xr0) * IW * cn + i));
+                _mm512_storeu_ps(row + i, v);
+            }
+        for (int64_t cb = 0; cb < cn; cb += 16) {
+            for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+                int64_t n = OW - ow0 < 16 ? OW - ow0 : 16;
+                __m512 r[16];
+                for (int64_t j = 0; j < 16; j++) {
+                    int64_t w0 = 0, w1 = 0, wfull;
+                    if (j < n && h0 < h1) window_at(w, 2, ow0 + j, &w0, &w1, &wfull);
+                    if (w0 >= w1) {   /* past the row's end, or no tap inside: an empty max */
+                        r[j] = _mm512_set1_ps(j < n ? -INFINITY : 0.0f);
+                        continue;
+                    }
+                    __m512 v = _mm512_loadu_ps(row + w0 * cn + cb);
+                    for (int64_t iw = w0 + 1; iw < w1; iw++) v = max_nan16(v, _mm512_loadu_ps(row + iw * cn + cb));
+                    r[j] = v;
+                }
+                bf__transpose16(r);
+                __mmask16 m = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+                for (int c = 0; c < 16; c++) _mm512_mask_storeu_ps(y + (cb + c) * osp + oh * OW + ow0, m, r[c]);
+            }
+        }
+    }
+}
+#endif
+
+void bf__maxpool_band(const bf__step *st, const float *x, int64_t xr0, int64_t oh0, int64_t oh1, int64_t cn, float *y,
+                      float *row)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    maxpool_s2_plane(st->params, x, xr0, oh0, oh1, y, row);
+    maxpool_cl(st->params, x, xr0, oh0, oh1, cn, y, row);
 #else
-    (void)st, (void)x, (void)xr0, (void)oh0, (void)oh1, (void)y, (void)row;
+    (void)st, (void)x, (void)xr0, (void)oh0, (void)oh1, (void)cn, (void)y, (void)row;
 #endif
 }
 

@@ -228,11 +228,12 @@ void bf__conv_stem(const bf__conv_params *cp, const float *wt, const float *xp, 
  * bf__conv_stem_band_floats, set up by bf__conv_stem_band_prep once a
  * step (every row block's weights packed, the k terms' offsets); then
  * bf__conv_stem_band writes output rows h0 .. h1 of one image (planes xp)
- * to y, channel c's row h0 at y + c ys, the same bits as bf__conv_stem. */
+ * to y channels-last, position q = h ow + w (from h0 ow) at y + (q - h0 ow)
+ * ps, channel c at + c (ps >= mg), the same bits as bf__conv_stem. */
 size_t bf__conv_stem_band_floats(const bf__conv_params *cp);
 void bf__conv_stem_band_prep(const bf__conv_params *cp, const float *wt, float *buf);
 void bf__conv_stem_band(const bf__conv_params *cp, const float *xp, float *buf, const float *bias, const bf__act *act,
-                        int64_t h0, int64_t h1, float *y, int64_t ys);
+                        int64_t h0, int64_t h1, float *y, int64_t ps);
 /* linalg_conv_gemm.c: 1 where bf__conv_fill_planes writes a call's padded
  * planes whole (AVX-512, padded rows up to 512 floats); then it writes ni
  * images' planes from xg (the group's first channel) into buf, plane
