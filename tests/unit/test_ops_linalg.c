@@ -92,7 +92,7 @@ int main(void)
         cmocka_unit_test(conv_errors),     cmocka_unit_test(maxpool_random),
         cmocka_unit_test(avgpool_random),  cmocka_unit_test(pool_hand), cmocka_unit_test(pool_levels_same_bits),
         cmocka_unit_test(maxpool_levels_match_reference),
-        cmocka_unit_test(pool_errors),     cmocka_unit_test(gap_random),
+        cmocka_unit_test(pool_errors),     cmocka_unit_test(gap_random), cmocka_unit_test(gap_levels_match_reference),
         cmocka_unit_test(bn_random),       cmocka_unit_test(bn_hand_and_errors),
         cmocka_unit_test(bn_training),
         cmocka_unit_test(ln_random),       cmocka_unit_test(ln_hand_and_errors),

@@ -317,3 +317,66 @@ void gap_random(void **state)
     th_free(&out, 1);
     th_tensor_free(&x);
 }
+
+/* GlobalAveragePool's sum by hand, as bf__sum16_f32 defines it (op.h):
+ * 16 lanes from +0, lane j adding x[j], x[16 + j], ... in turn, the tail's
+ * floats into lanes 0, 1, ..., then acc[j] += acc[j + h] for h = 8, 4, 2,
+ * 1; the mean is that sum over the count. */
+static float gap_sum16_ref(const float *x, int64_t n)
+{
+    float acc[16];
+    for (int j = 0; j < 16; j++) acc[j] = 0.0f;
+    int64_t body = n / 16 * 16;
+    for (int64_t i = 0; i < body; i++) acc[i % 16] = acc[i % 16] + x[i];
+    for (int64_t i = body; i < n; i++) acc[i - body] = acc[i - body] + x[i];
+    for (int h = 8; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) acc[j] = acc[j] + acc[j + h];
+    return acc[0] / (float)n;
+}
+
+/* The pool's vector copies (AVX2, and AVX-512 where the CPU has it, else
+ * the highest it has) and the plain build's, each byte for byte against the
+ * sum by hand above, on plane sizes around the vectors' (1 to 40, 48, 49,
+ * 63-65, 196, 3136), over random floats of mixed scales and planes holding
+ * a NaN, an Inf, -Inf and +Inf (NaN), 3e38s that overflow, all -0, and
+ * subnormals (a NaN's sign and payload aside). */
+void gap_levels_match_reference(void **state)
+{
+    (void)state;
+    static const char *const levels[] = {"ref", "avx2", "avx512"};
+    int64_t sizes[48], ns = 0;
+    for (int64_t s = 1; s <= 40; s++) sizes[ns++] = s;
+    static const int64_t more[] = {48, 49, 63, 64, 65, 196, 3136};
+    for (size_t k = 0; k < sizeof more / sizeof *more; k++) sizes[ns++] = more[k];
+    for (int64_t si = 0; si < ns; si++) {
+        int64_t n = sizes[si], planes = 9, xd[3] = {3, 3, n};
+        bf_tensor x = th_tensor_rand(1300 + (unsigned)si, 3, xd);
+        float *xv = x.data;
+        for (int64_t i = 0; i < planes * n; i++) xv[i] *= (i % 7 == 0) ? 1e6f : (i % 5 == 0 ? 1e-3f : 1.0f);
+        xv[1 * n + n / 2] = NAN;
+        xv[2 * n + n - 1] = INFINITY;
+        xv[3 * n] = -INFINITY, xv[3 * n + n / 3] += INFINITY;   /* with n = 1 both land on one float: -Inf + Inf */
+        for (int64_t i = 0; i < n; i++) xv[4 * n + i] = 3e38f;
+        for (int64_t i = 0; i < n; i++) xv[5 * n + i] = -0.0f;
+        for (int64_t i = 0; i < n; i++) xv[6 * n + i] = (i % 2 ? -1.0f : 1.0f) * 1e-39f;
+        const bf_tensor *in[1] = {&x};
+        for (int l = 0; l < 3; l++) {
+            bf_tensor out;
+            bf_error err = {0};
+            setenv("BITFLIP_SIMD", levels[l], 1);
+            bf_status st = th_run_op("GlobalAveragePool", 17, NULL, 0, in, 1, &out, 1, &err);
+            unsetenv("BITFLIP_SIMD");
+            if (st != BF_OK) fail_msg("%s", err.msg);
+            const float *got = out.data;
+            for (int64_t pl = 0; pl < planes; pl++) {
+                float want = gap_sum16_ref(xv + pl * n, n);
+                int differ = isnan(want) ? !isnan(got[pl]) : memcmp(&got[pl], &want, sizeof want) != 0;
+                if (differ)
+                    fail_msg("plane size %lld, plane %lld: %s gives %a, the sum by hand %a", (long long)n,
+                             (long long)pl, levels[l], (double)got[pl], (double)want);
+            }
+            th_free(&out, 1);
+        }
+        th_tensor_free(&x);
+    }
+}

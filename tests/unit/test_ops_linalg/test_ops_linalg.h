@@ -55,6 +55,7 @@ void avgpool_random(void **state);
 void pool_hand(void **state);
 void pool_errors(void **state);
 void gap_random(void **state);
+void gap_levels_match_reference(void **state);
 
 /* norm.c: BatchNormalization and LayerNormalization */
 void bn_random(void **state);

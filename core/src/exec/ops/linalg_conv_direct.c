@@ -393,7 +393,7 @@ static int dw_masked_ok(const bf__window *w)
  * skipped, a rounded product and a rounded sum each (no FMA: the target
  * lacks it). The masks depend on the geometry alone: a table built once per
  * call serves every channel and image. */
-#define DW_FLAT_MASKS 8192 /* the table's entries, 16 KiB on the stack: a 3x3 kernel over up to 910 chunks (a 120x120 plane) */
+#define DW_FLAT_MASKS BF__DW_FLAT_MASKS /* the table's entries, 16 KiB on the stack (linalg_window.h) */
 #define AVX512_DW __attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl")))
 
 static int dw_flat_ok(const bf__window *w)
@@ -655,16 +655,19 @@ static void dw_s2m_run(const bf__conv_params *cp, const float *x, const float *w
 }
 
 /* bf__conv_direct's depthwise loops on dw_flat: images n, groups
- * [g0, g1), channels [j0, j0 + nj) of each (depthwise: mg = 1). */
-static void dw_flat_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                        const bf__act *act, float *y, int64_t g0, int64_t g1)
+ * [g0, g1), channels [j0, j0 + nj) of each (depthwise: mg = 1); the
+ * table built here, or the caller's (bf__conv_direct_dw) */
+static void dw_flat_run(const bf__conv_params *cp, const bf__dw_flat *pre, const float *x, const float *wt,
+                        const float *bias, const bf__act *act, float *y, int64_t g0, int64_t g1)
 {
-    __mmask16 tab[DW_FLAT_MASKS];
-    int64_t off[BF__DW_MAXKH * BF__DW_MAXKW];
+    __mmask16 own[DW_FLAT_MASKS];   /* unused (not written) where the caller gave its table */
+    int64_t own_off[BF__DW_MAXKH * BF__DW_MAXKW];
+    const __mmask16 *tab = pre ? pre->tab : own;
+    const int64_t *off = pre ? pre->off : own_off;
     const bf__window *w = &cp->w;
     int64_t taps = w->k[1] * w->k[2];
     int r16 = taps == 25 && bf__dw_row16_ok(w);   /* linalg_conv_flat5.c */
-    dw_flat_masks(w, tab, off);
+    if (!pre) dw_flat_masks(w, own, own_off);
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g) * cp->isp, *wg = wt + g * cp->kc;
@@ -691,6 +694,31 @@ static void dw2d(const bf__window *w, const dw_cols *dc, const float *x, const f
     }
 #endif
     dw2d_base(w, dc, x, wk, bv, y);
+}
+
+int bf__dw_flat_table(const bf__conv_params *cp, bf__dw_flat *t)
+{
+#ifdef DW_S2_VECTOR
+    if (cp->path != BF__CONV_DEPTHWISE || cp->simd < BF_SGEMM_AVX512 || !dw2d_ok(&cp->w) || !dw_flat_ok(&cp->w))
+        return 0;
+    dw_flat_masks(&cp->w, t->tab, t->off);
+    return 1;
+#else
+    (void)cp, (void)t;
+    return 0;
+#endif
+}
+
+void bf__conv_direct_dw(const bf__conv_params *cp, const bf__dw_flat *t, const float *x, const float *wt,
+                        const float *bias, const bf__act *act, float *y)
+{
+#ifdef DW_S2_VECTOR
+    if (t) {
+        dw_flat_run(cp, t, x, wt, bias, act, y, 0, cp->group);
+        return;
+    }
+#endif
+    bf__conv_direct(cp, x, wt, bias, act, y, -1, NULL);
 }
 
 /* One depthwise channel: y (bias-filled) += taps of x.
@@ -733,7 +761,7 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
     if (cp->path == BF__CONV_DEPTHWISE) dw_cols_init(&cp->w, cp->simd, &dc);
 #ifdef DW_S2_VECTOR
     if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w) && dc.avx512 && dw_flat_ok(&cp->w)) {
-        dw_flat_run(cp, x, wt, bias, act, y, g0, g1);
+        dw_flat_run(cp, NULL, x, wt, bias, act, y, g0, g1);
         return;
     }
     if (cp->path == BF__CONV_DEPTHWISE && dc.avx512 && bf__dw_pair_ok(cp)) {   /* rows of up to 7, two a vector */

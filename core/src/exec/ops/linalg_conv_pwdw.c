@@ -75,6 +75,12 @@ int bf__conv_pwdw(const bf__ctx *pw, const bf__ctx *dw, float *buf, size_t buf_f
     const float *wq = dw->in[1]->data, *bq = cq->has_bias ? dw->in[2]->data : NULL;
     float *y = dw->out[0]->data;
     int osp = (int)cp->osp, kc = (int)cp->kc;
+    /* the depthwise kernel's masks once a step, not once a block and image
+     * (0.7% of a mobilenet_v2 pass at batch 4: docs/perf/mobilenet/h32.md) */
+    bf__dw_flat table;
+    bf__conv_params q0 = *cq;
+    q0.n = 1;
+    const bf__dw_flat *tab = bf__dw_flat_table(&q0, &table) ? &table : NULL;
     for (int64_t n = 0; n < cp->n; n++) {
         const float *xn = x + n * cp->c * cp->isp;
         for (int64_t c0 = 0; c0 < cp->m; c0 += blk) {
@@ -87,8 +93,8 @@ int bf__conv_pwdw(const bf__ctx *pw, const bf__ctx *dw, float *buf, size_t buf_f
                 bf__sgemm_bias(cp->simd, (int)cb, osp, kc, wg, kc, xn, osp, bias + c0, pw->act, buf, osp);
             bf__conv_params q = *cq;
             q.n = 1, q.c = q.m = q.group = cb;
-            bf__conv_direct(&q, buf, wq + c0 * cq->kc, bq ? bq + c0 : NULL, dw->act, y + (n * cq->m + c0) * cq->osp,
-                            -1, NULL);
+            bf__conv_direct_dw(&q, tab, buf, wq + c0 * cq->kc, bq ? bq + c0 : NULL, dw->act,
+                               y + (n * cq->m + c0) * cq->osp);
         }
     }
     return 1;

@@ -250,6 +250,22 @@ int bf__conv_channel_windows(const bf__conv_params *cp, const float *x, const fl
  * bf__conv_pw_floats; NULL: none asked). */
 void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
                      const bf__act *act, float *y, int64_t ch, void *scratch);
+/* The stride-1 depthwise path's table of lane masks and tap offsets
+ * (linalg_conv_direct.c, dw_flat_masks): it depends on the window alone,
+ * so a caller running one depthwise step a block of channels and an image
+ * at a time (linalg_conv_pwdw.c) builds it once a step with
+ * bf__dw_flat_table (1: the step takes that path, *t filled; 0: it does
+ * not, t untouched) and passes it to bf__conv_direct_dw, which runs what
+ * bf__conv_direct would (whole images, every channel) with that table in
+ * place of its own: the same kernel on the same masks, the same bits. */
+#define BF__DW_FLAT_MASKS 8192 /* entries: a 3x3 kernel over up to 910 chunks of 16 outputs (a 120x120 plane) */
+typedef struct bf__dw_flat {
+    uint16_t tab[BF__DW_FLAT_MASKS];   /* __mmask16s */
+    int64_t off[BF__DW_MAXKH * BF__DW_MAXKW];
+} bf__dw_flat;
+int bf__dw_flat_table(const bf__conv_params *cp, bf__dw_flat *t);
+void bf__conv_direct_dw(const bf__conv_params *cp, const bf__dw_flat *t, const float *x, const float *wt,
+                        const float *bias, const bf__act *act, float *y);
 /* 1 when bf__conv_direct adds act->res in the product's epilogue: the 1x1
  * path with a bias on a CPU with the product's kernel. */
 int bf__conv_res_direct(const bf__conv_params *cp);
