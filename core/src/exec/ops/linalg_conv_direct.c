@@ -393,7 +393,7 @@ static int dw_masked_ok(const bf__window *w)
  * skipped, a rounded product and a rounded sum each (no FMA: the target
  * lacks it). The masks depend on the geometry alone: a table built once per
  * call serves every channel and image. */
-#define DW_FLAT_MASKS BF__DW_FLAT_MASKS /* the table's entries, 16 KiB on the stack (linalg_window.h) */
+#define DW_FLAT_MASKS BF__DW_FLAT_MASKS /* the table's entries (linalg_window.h, bf__dw_flat: 16 KiB on the stack) */
 #define AVX512_DW __attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl")))
 
 static int dw_flat_ok(const bf__window *w)
@@ -654,20 +654,24 @@ static void dw_s2m_run(const bf__conv_params *cp, const float *x, const float *w
         }
 }
 
+/* Whether cp's depthwise Conv runs on dw_flat (bf__conv_direct's first
+ * depthwise path, bf__dw_flat_table's) */
+static int dw_flat_takes(const bf__conv_params *cp)
+{
+    return cp->path == BF__CONV_DEPTHWISE && cp->simd >= BF_SGEMM_AVX512 && dw2d_ok(&cp->w) && dw_flat_ok(&cp->w);
+}
+
 /* bf__conv_direct's depthwise loops on dw_flat: images n, groups
- * [g0, g1), channels [j0, j0 + nj) of each (depthwise: mg = 1); the
- * table built here, or the caller's (bf__conv_direct_dw) */
-static void dw_flat_run(const bf__conv_params *cp, const bf__dw_flat *pre, const float *x, const float *wt,
+ * [g0, g1), channels [j0, j0 + nj) of each (depthwise: mg = 1), through
+ * table t (dw_flat_masks of cp's window) */
+static void dw_flat_run(const bf__conv_params *cp, const bf__dw_flat *t, const float *x, const float *wt,
                         const float *bias, const bf__act *act, float *y, int64_t g0, int64_t g1)
 {
-    __mmask16 own[DW_FLAT_MASKS];   /* unused (not written) where the caller gave its table */
-    int64_t own_off[BF__DW_MAXKH * BF__DW_MAXKW];
-    const __mmask16 *tab = pre ? pre->tab : own;
-    const int64_t *off = pre ? pre->off : own_off;
+    const __mmask16 *tab = t->tab;
+    const int64_t *off = t->off;
     const bf__window *w = &cp->w;
     int64_t taps = w->k[1] * w->k[2];
     int r16 = taps == 25 && bf__dw_row16_ok(w);   /* linalg_conv_flat5.c */
-    if (!pre) dw_flat_masks(w, own, own_off);
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {
             const float *xg = x + (n * cp->c + g) * cp->isp, *wg = wt + g * cp->kc;
@@ -699,8 +703,7 @@ static void dw2d(const bf__window *w, const dw_cols *dc, const float *x, const f
 int bf__dw_flat_table(const bf__conv_params *cp, bf__dw_flat *t)
 {
 #ifdef DW_S2_VECTOR
-    if (cp->path != BF__CONV_DEPTHWISE || cp->simd < BF_SGEMM_AVX512 || !dw2d_ok(&cp->w) || !dw_flat_ok(&cp->w))
-        return 0;
+    if (!dw_flat_takes(cp)) return 0;
     dw_flat_masks(&cp->w, t->tab, t->off);
     return 1;
 #else
@@ -760,8 +763,10 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
     dw_cols dc = {0};
     if (cp->path == BF__CONV_DEPTHWISE) dw_cols_init(&cp->w, cp->simd, &dc);
 #ifdef DW_S2_VECTOR
-    if (cp->path == BF__CONV_DEPTHWISE && dw2d_ok(&cp->w) && dc.avx512 && dw_flat_ok(&cp->w)) {
-        dw_flat_run(cp, NULL, x, wt, bias, act, y, g0, g1);
+    if (dw_flat_takes(cp)) {
+        bf__dw_flat t;   /* the masks once a call: every channel and image of it */
+        dw_flat_masks(&cp->w, t.tab, t.off);
+        dw_flat_run(cp, &t, x, wt, bias, act, y, g0, g1);
         return;
     }
     if (cp->path == BF__CONV_DEPTHWISE && dc.avx512 && bf__dw_pair_ok(cp)) {   /* rows of up to 7, two a vector */

@@ -78,9 +78,7 @@ int bf__conv_pwdw(const bf__ctx *pw, const bf__ctx *dw, float *buf, size_t buf_f
     /* the depthwise kernel's masks once a step, not once a block and image
      * (0.7% of a mobilenet_v2 pass at batch 4: docs/perf/mobilenet/h32.md) */
     bf__dw_flat table;
-    bf__conv_params q0 = *cq;
-    q0.n = 1;
-    const bf__dw_flat *tab = bf__dw_flat_table(&q0, &table) ? &table : NULL;
+    const bf__dw_flat *tab = bf__dw_flat_table(cq, &table) ? &table : NULL;
     for (int64_t n = 0; n < cp->n; n++) {
         const float *xn = x + n * cp->c * cp->isp;
         for (int64_t c0 = 0; c0 < cp->m; c0 += blk) {

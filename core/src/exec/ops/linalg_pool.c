@@ -15,6 +15,7 @@
 #include "exec/step_access.h"
 #include "linalg_impl.h"
 #include "linalg_window.h"
+#include "sum16.h"
 #include "transpose8.h"
 
 /* ---- MaxPool, AveragePool ---- */
@@ -454,17 +455,10 @@ static inline float gap_one(const gap_params *gp, const float *x, int64_t pl)
     return bf__sum16_f32(x + pl * gp->size, gp->size) / (float)gp->size;
 }
 
-/* Every plane's mean, bf__sum16_f32's sum in vectors: lane j of the
- * accumulator adds x[j], x[16 + j], ... from +0; the tail's r < 16 floats
- * go to lanes 0 .. r - 1 (a masked add: the other lanes are left as they
- * are, as the plain loop leaves them); then the tree, acc[j] + acc[j + h]
- * for h = 8, 4, 2, 1, as halves of the register added. The same additions
- * of the same operands in the same order: the same bits as the plain sum
- * (test_ops_linalg, gap_levels_match_reference). Why by hand: compiled
- * for wider vectors the plain loop kept its 16 accumulators on the stack
- * and the tree and tail went through memory, about 20 ns a plane at any
- * width; mobilenet_v2's pool of 4 x 1280 planes of 49 took 0.11-0.12 ms a
- * batch of 4 against ONNX Runtime's 0.02 (docs/perf/mobilenet/h32.md). */
+/* Every plane's mean: the plain build's sum, or sum16.h's in AVX2 or
+ * AVX-512 intrinsics (the same bits; mobilenet_v2's pool of 4 x 1280
+ * planes of 49 took 0.11-0.12 ms a batch of 4 on the plain one against
+ * ONNX Runtime's 0.02, 0.03 on AVX-512: docs/perf/mobilenet/h32.md) */
 static void gap_planes(const gap_params *gp, const float *x, float *y)
 {
     for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = gap_one(gp, x, pl);
@@ -473,47 +467,12 @@ static void gap_planes(const gap_params *gp, const float *x, float *y)
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f"))) static void gap_planes_avx512(const gap_params *gp, const float *x, float *y)
 {
-    int64_t n = gp->size, body = n / 16 * 16;
-    __mmask16 tail = (__mmask16)((1u << (n - body)) - 1u);
-    for (int64_t pl = 0; pl < gp->planes; pl++) {
-        const float *xp = x + pl * n;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t i = 0; i < body; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(xp + i));
-        if (tail) acc = _mm512_mask_add_ps(acc, tail, acc, _mm512_maskz_loadu_ps(tail, xp + body));
-        __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1));
-        __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), hi);
-        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-        __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-        __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-        y[pl] = _mm_cvtss_f32(s1) / (float)n;
-    }
+    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = bf__sum16_avx512(x + pl * gp->size, gp->size) / (float)gp->size;
 }
 
-/* the same with the 16 lanes as two registers of 8 */
 __attribute__((target("avx2"))) static void gap_planes_avx2(const gap_params *gp, const float *x, float *y)
 {
-    int64_t n = gp->size, body = n / 16 * 16;
-    int r = (int)(n - body);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(r), lane);
-    __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(r - 8), lane);
-    for (int64_t pl = 0; pl < gp->planes; pl++) {
-        const float *xp = x + pl * n;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        for (int64_t i = 0; i < body; i += 16) {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(xp + i));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(xp + i + 8));
-        }
-        if (r) {   /* masked-off lanes load +0 and are put back as they were */
-            a0 = _mm256_blendv_ps(a0, _mm256_add_ps(a0, _mm256_maskload_ps(xp + body, m0)), _mm256_castsi256_ps(m0));
-            a1 = _mm256_blendv_ps(a1, _mm256_add_ps(a1, _mm256_maskload_ps(xp + body + 8, m1)), _mm256_castsi256_ps(m1));
-        }
-        __m256 s8 = _mm256_add_ps(a0, a1);
-        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-        __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-        __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-        y[pl] = _mm_cvtss_f32(s1) / (float)n;
-    }
+    for (int64_t pl = 0; pl < gp->planes; pl++) y[pl] = bf__sum16_avx2(x + pl * gp->size, gp->size) / (float)gp->size;
 }
 #endif
 
