@@ -780,12 +780,14 @@ static void conv_bn_matches_steps(void **state)
 }
 
 /* W packed once, as a plan passes the model's copy of a weight to the
- * step (bf__ctx.packed; base/wpack.h): the output-channel lanes kernel
- * (linalg_conv_bcast.c) then reads that copy instead of packing W a chunk
- * at a time; every other path ignores it. Every case on every CPU path,
- * bare, with an activation, and with a residual as the Add's A (Relu) and
- * as its B (alone): the reference's bits, as without the copy. Where the
- * CPU has AVX-512, the "bcast:" cases must have taken the copy. */
+ * step (bf__ctx.packed; base/wpack.h): the output-channel lanes kernels
+ * (linalg_conv_bcast.c; linalg_conv_pwlanes.c for 1x1) then read that
+ * copy instead of packing W a chunk at a time; every other path ignores
+ * it. Every case on every CPU path, bare, with an activation, and with a
+ * residual as the Add's A (Relu) and as its B (alone): the reference's
+ * bits, as without the copy. Where the CPU has AVX-512, the "bcast:" and
+ * "1x1 lanes:" cases (row blocks of 4, 3, 2 vectors, K in chunks, groups)
+ * must have taken the copy. */
 static void conv_packed_weights_match_reference(void **state)
 {
     (void)state;
@@ -822,7 +824,8 @@ static void conv_packed_weights_match_reference(void **state)
                 bf_status stt = th_run_conv_wpk(attrs, 5, in, k->bias ? 3 : 2, &out, act, rv, form == 2, &took, &err);
                 unsetenv("BITFLIP_SIMD");
                 if (stt != BF_OK) fail_msg("%s, W packed once: %s", k->what, err.msg);
-                if (!strncmp(k->what, "bcast:", 6) && (!levels[l] || !strcmp(levels[l], "avx512")) &&
+                if ((!strncmp(k->what, "bcast:", 6) || !strncmp(k->what, "1x1 lanes:", 10)) &&
+                    (!levels[l] || !strcmp(levels[l], "avx512")) &&
                     bf__sgemm_best() >= BF_SGEMM_AVX512 && !took)
                     fail_msg("%s: no copy of W packed once at AVX-512", k->what);
                 const float *got = out.data;

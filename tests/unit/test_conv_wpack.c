@@ -1,5 +1,5 @@
 /* A Conv whose kernel takes W packed (the output channels in the lanes,
- * linalg_conv_bcast.c, on AVX-512) reads the model's copy of W packed once
+ * linalg_conv_bcast.c, and for 1x1 linalg_conv_pwlanes.c, on AVX-512) reads the model's copy of W packed once
  * (base/wpack.h; plan.c, packed_of) while the plan reads the model's own
  * tensor, and packs its own W at every call once a fault is in it:
  *
@@ -8,17 +8,19 @@
  *     the bits of a model that stores the weight flipped (whose own copy
  *     is packed from the flipped bits), and moves them; another plan of the
  *     same model, run in between, keeps the golden outputs; flipped back,
- *     the faulted plan is golden again. Three Convs of that kernel: 160
+ *     the faulted plan is golden again. Three Convs of the first kernel: 160
  *     input channels (K in chunks of 128 and 32 channels) to 64 rows with a
  *     fused Relu, 3x3/2 to 80 rows (row blocks of 64 and 16), and groups 2
- *     of 16 rows over 80 channels each; a batch of 3 (calls of 2 images,
+ *     of 16 rows over 80 channels each; one of the second: a 1x1
+ *     projection of the 160 channels to 80 rows (row blocks of 3 and 2
+ *     vectors of 16) on the 15x15 map; a batch of 3 (calls of 2 images,
  *     then 1; the 8x8 output all 3 in one); at AVX-512 with and without
  *     fusion, at AVX2 and the reference (no copy there) once each; a fault
  *     in each Conv's W at the first and the last element of a row block
  *     and of the tensor.
  *   - several faults at once in one W and across two, undone in another
  *     order than made.
- *   - the copies the model keeps: each of the three W once (m x K floats),
+ *   - the copies the model keeps: each of the four W once (m x K floats),
  *     where the CPU has AVX-512; and the plan's estimate counts them on any
  *     CPU.
  *
@@ -56,18 +58,20 @@ typedef struct flip {
     int bit;
 } flip;
 
-static const char *const wnames[] = {"w1", "w2", "w3"};
-static const int64_t wdims[3][4] = {{64, 160, 3, 3}, {80, 64, 3, 3}, {32, 80, 3, 3}};
+#define NW 4
+static const char *const wnames[NW] = {"w1", "w2", "w3", "w4"};
+static const int64_t wdims[NW][4] = {{64, 160, 3, 3}, {80, 64, 3, 3}, {32, 80, 3, 3}, {80, 160, 1, 1}};
 
 /* x [B, 160, 15, 15] -> Conv(w1, b1, pads 1) -> Relu -> Conv(w2, b2,
  * 3x3/2, pads 1) -> y2 [B, 80, 8, 8]; x -> Conv(w3, b3, groups 2, pads 1)
- * -> y3 [B, 32, 15, 15]. Each flip in f[0 .. nf) stored flipped. */
+ * -> y3 [B, 32, 15, 15]; x -> Conv(w4, b4, 1x1) -> y4 [B, 80, 15, 15].
+ * Each flip in f[0 .. nf) stored flipped. */
 static bf_model *load(const flip *f, int nf)
 {
     tg_graph g = {.opset = 13};
     uint64_t s = 0x5151;
-    for (int i = 0; i < 3; i++) {
-        int64_t n = wdims[i][0] * wdims[i][1] * 9;
+    for (int i = 0; i < NW; i++) {
+        int64_t n = wdims[i][0] * wdims[i][1] * wdims[i][2] * wdims[i][3];
         float *w = tg_alloc(&g, sizeof(float) * (size_t)n);
         for (int64_t e = 0; e < n; e++) w[e] = urand(&s) * 0.1f;
         for (int k = 0; k < nf; k++)
@@ -91,9 +95,11 @@ static bf_model *load(const flip *f, int nf)
     tg_attr_ints(&g, n, "kernel_shape", 2, k3), tg_attr_ints(&g, n, "pads", 4, p1), tg_attr_ints(&g, n, "strides", 2, s2);
     n = tg_node(&g, "Conv", "c3", (const char *[]){"x", "w3", "b3"}, 3, "y3");
     tg_attr_ints(&g, n, "kernel_shape", 2, k3), tg_attr_ints(&g, n, "pads", 4, p1), tg_attr_int(&g, n, "group", 2);
+    tg_node(&g, "Conv", "c4", (const char *[]){"x", "w4", "b4"}, 3, "y4");
     g.ins[g.n_ins++] = tg_value_info(&g, "x", 1, 4, (int64_t[]){BATCH, 160, HW, HW});
     g.outs[g.n_outs++] = tg_value_info(&g, "y2", 1, 4, (int64_t[]){BATCH, 80, 8, 8});
     g.outs[g.n_outs++] = tg_value_info(&g, "y3", 1, 4, (int64_t[]){BATCH, 32, HW, HW});
+    g.outs[g.n_outs++] = tg_value_info(&g, "y4", 1, 4, (int64_t[]){BATCH, 80, HW, HW});
     return tg_load(&g, "convw");
 }
 
@@ -109,7 +115,7 @@ static void run(bf_plan *p)
 /* 1 if every output of a and b has the same bits */
 static int same(const bf_plan *a, const bf_plan *b)
 {
-    for (size_t o = 0; o < 2; o++) {
+    for (size_t o = 0; o < NW - 1; o++) {
         const bf_tensor *ya = bf_plan_output(a, o), *yb = bf_plan_output(b, o);
         if (memcmp(ya->data, yb->data, bf_tensor_nbytes(yb)) != 0) return 0;
     }
@@ -136,9 +142,11 @@ static void faulted_plans_compute_their_fault(void **state)
     (void)state;
     static const char *const levels[] = {"avx512", "avx2", "ref"};
     /* the first and the last element of a row block (w1: 64 rows of 1440;
-     * w2: the block of 16 rows after 64; w3: group 1's last row) */
+     * w2: the block of 16 rows after 64; w3: group 1's last row; w4: the
+     * block of 32 rows after 48, rows of 160) */
     static const flip one[] = {{"w1", 0, 30},         {"w1", 63 * 1440 + 1439, 29}, {"w2", 64 * 576, 30},
-                               {"w2", 80 * 576 - 1, 30}, {"w3", 15 * 720 + 5, 30},    {"w3", 32 * 720 - 1, 27}};
+                               {"w2", 80 * 576 - 1, 30}, {"w3", 15 * 720 + 5, 30},    {"w3", 32 * 720 - 1, 27},
+                               {"w4", 48 * 160, 30},     {"w4", 80 * 160 - 1, 29},    {"w4", 47 * 160 + 159, 30}};
     bf_model *m = load(NULL, 0);
     /* the copy at AVX-512, fused and not; the other levels pack nothing */
     for (int run_at = 0; run_at < 4; run_at++) {
@@ -147,7 +155,7 @@ static void faulted_plans_compute_their_fault(void **state)
         int avx512 = l == 0 && bf__sgemm_best() >= BF_SGEMM_AVX512;
         {
             bf_plan *a = tg_plan(m, BATCH, fuse, 0), *b = tg_plan(m, BATCH, fuse, 0), *g = tg_plan(m, BATCH, 0, 0);
-            assert_int_equal(copies(a), avx512 ? 3 : 0);
+            assert_int_equal(copies(a), avx512 ? NW : 0);
             run(g);
             for (size_t k = 0; k < sizeof one / sizeof *one; k++) {
                 bf_model *mf = load(&one[k], 1);
@@ -166,7 +174,7 @@ static void faulted_plans_compute_their_fault(void **state)
                 bf_model_free(mf);
             }
             /* several at once, in two weights, undone in another order */
-            static const flip many[] = {{"w1", 77, 30}, {"w1", 5000, 30}, {"w3", 100, 30}, {"w1", 90000, 28}};
+            static const flip many[] = {{"w1", 77, 30}, {"w1", 5000, 30}, {"w4", 100, 30}, {"w1", 90000, 28}};
             bf_model *mf = load(many, 4);
             bf_plan *r = tg_plan(mf, BATCH, fuse, 0);
             run(r);
@@ -184,7 +192,7 @@ static void faulted_plans_compute_their_fault(void **state)
     unsetenv("BITFLIP_SIMD");
     /* each W once, m x K floats, where the kernel runs; the estimate counts
      * them whatever the CPU */
-    size_t want = sizeof(float) * (64 * 1440 + 80 * 576 + 32 * 720);
+    size_t want = sizeof(float) * (64 * 1440 + 80 * 576 + 32 * 720 + 80 * 160);
     if (bf__sgemm_best() >= BF_SGEMM_AVX512) assert_int_equal(bf__wpack_bytes(m->wpack), want);
     bf_plan_budget pb;
     bf_error err = {0};

@@ -182,6 +182,10 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
     if (cp->osp == 0 || cp->mg == 0) return 0;
     if (cp->path != BF__CONV_IM2COL) {
         if (res && !bf__conv_res_direct(cp)) act = NULL;
+        /* the 1x1 lanes on W packed once, where the plan passed the copy */
+        if (wpk && ch < 0 && cp->path == BF__CONV_POINTWISE && bf__conv_pwl_want(cp) &&
+            bf__conv_pwl(cp, x, wt, wpk, bias, act, y, scratch))
+            return act != NULL;
         bf__conv_direct(cp, x, wt, bias, act, y, ch, scratch);
         return act != NULL;
     }
@@ -211,10 +215,11 @@ size_t bf__conv_psum_of(const bf__step *st, int64_t *channels)
     return bf__conv_psum_floats(cp);
 }
 
-/* W packed once for linalg_conv_bcast.c's kernel (base/wpack.h), for
- * bf__linalg_packed: the steps whose prepare chose that kernel. The
- * estimate's bytes are those of every step that would take it on AVX-512,
- * whatever this CPU has, as the products' are (an upper bound). */
+/* W packed once for linalg_conv_bcast.c's kernel and linalg_conv_pwlanes.c's
+ * (base/wpack.h), for bf__linalg_packed: the steps whose prepare chose
+ * one. The estimate's bytes are those of every step that would take one
+ * on AVX-512, whatever this CPU has, as the products' are (an upper
+ * bound). */
 typedef struct conv_pack_job {
     const bf__conv_params *cp;
     const float *wt;
@@ -223,29 +228,38 @@ typedef struct conv_pack_job {
 static int conv_pack_fill(const void *ctx, float *out)
 {
     const conv_pack_job *j = ctx;
-    return bf__conv_bcast_pack(j->cp, j->wt, out);
+    return j->cp->path == BF__CONV_POINTWISE ? bf__conv_pwl_pack(j->cp, j->wt, out) : bf__conv_bcast_pack(j->cp, j->wt, out);
+}
+
+/* the floats of a step's copy: the 3x3-and-up lanes' (bcast) or the 1x1 lanes' */
+static size_t conv_pack_floats(const bf__conv_params *cp)
+{
+    return cp->path == BF__CONV_IM2COL ? bf__conv_bcast_pack_floats(cp)
+           : cp->path == BF__CONV_POINTWISE ? bf__conv_pwl_pack_floats(cp)
+                                            : 0;
 }
 
 size_t bf__conv_pack_bytes(const bf__step *s)
 {
     if (s->node->op->run != bf__conv_run || s->n_in < 2 || !s->in[1] || s->in[1]->dtype != BF_F32) return 0;
     bf__conv_params cp = *(const bf__conv_params *)s->params;
-    if (cp.path != BF__CONV_IM2COL) return 0;
     cp.simd = BF_SGEMM_AVX512;
-    cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
-    return bf__conv_bcast_pack_floats(&cp) * sizeof(float);
+    if (cp.path == BF__CONV_IM2COL) cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
+    return conv_pack_floats(&cp) * sizeof(float);
 }
 
 const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
 {
     if (s->node->op->run != bf__conv_run || s->n_in < 2 || !s->in[1] || !s->in[1]->data) return NULL;
     const bf__conv_params *cp = s->params;
-    size_t floats = cp->path == BF__CONV_IM2COL ? bf__conv_bcast_pack_floats(cp) : 0;
+    size_t floats = conv_pack_floats(cp);
     if (!floats) return NULL;
     conv_pack_job j = {cp, s->in[1]->data};
-    /* the layout: rows of mg a group (W's tensor fixes the rest); bit 63
-     * keeps it apart from a product's tag (linalg.c: under 2^55) */
-    return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | (uint64_t)cp->mg, floats, conv_pack_fill, &j);
+    /* the layout: the kernel (bit 62: the 1x1 lanes'), rows of mg a group
+     * (W's tensor fixes the rest); bit 63 keeps it apart from a product's
+     * tag (linalg.c: under 2^55) */
+    uint64_t lanes1x1 = cp->path == BF__CONV_POINTWISE;
+    return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | lanes1x1 << 62 | (uint64_t)cp->mg, floats, conv_pack_fill, &j);
 }
 
 /* What a Conv computes after its own output in one pass over it (op.h,

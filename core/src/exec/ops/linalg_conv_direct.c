@@ -781,7 +781,7 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
     /* small maps: the output channels in the lanes, or the images side by
      * side in one product (whole steps) */
     if (cp->path == BF__CONV_POINTWISE && ch < 0 && bf__conv_pwl_want(cp) &&
-        bf__conv_pwl(cp, x, wt, bias, act, y, scratch))
+        bf__conv_pwl(cp, x, wt, NULL, bias, act, y, scratch))
         return;
     if (cp->path == BF__CONV_POINTWISE && ch < 0 && bf__conv_pw_batched(cp, x, wt, bias, act, y, scratch)) return;
     for (int64_t n = 0; n < cp->n; n++)

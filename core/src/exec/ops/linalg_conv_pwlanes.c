@@ -27,8 +27,10 @@
  * (1 * s) + bias with s as vaddps's first source, the residual Add with
  * the Add's A first, then max(lo, v) and min(hi, v): sgemm.c's block512
  * epilogue, so the bits of bf__sgemm_bias (docs/ENGINE.md, "The
- * convolution path"). W is packed per call, never kept: faults rewrite it
- * between runs. */
+ * convolution path"). W is packed a chunk at a time per call (faults
+ * rewrite it between runs) unless the plan passes the model's own W packed once
+ * (bf__conv_pwl_pack, base/wpack.h), which it does only while the step
+ * reads the model's tensor itself (plan.c, packed_of). */
 #include <stdint.h>
 #include <string.h>
 
@@ -65,13 +67,22 @@
 #define PL512 0
 #endif
 
-int bf__conv_pwl_ok(const bf__conv_params *cp)
+/* bf__conv_pwl_ok but for this CPU's level (the copy's estimate counts
+ * the step on any CPU, as the products' do) */
+static int pwl_fits(const bf__conv_params *cp)
 {
-    if (!PL512 || cp->path != BF__CONV_POINTWISE || cp->simd < BF_SGEMM_AVX512 || bf__simd_cpu() < BF_SGEMM_AVX512 ||
-        cp->kc <= 0 || cp->mg <= 0 || cp->mg % 16 || cp->osp <= 0 || !cp->has_bias)
+    if (!PL512 || cp->path != BF__CONV_POINTWISE || cp->simd < BF_SGEMM_AVX512 || cp->kc <= 0 || cp->mg <= 0 ||
+        cp->mg % 16 || cp->osp <= 0 || !cp->has_bias)
         return 0;
     /* a tile's input offsets in 32 bits */
     return (double)bf__conv_pwl_images(cp) * (double)cp->c * (double)cp->isp < (double)INT32_MAX;
+}
+
+static int pwl_shape(const bf__conv_params *cp);   /* the shapes it is given: bf__conv_pwl_want's rule */
+
+int bf__conv_pwl_ok(const bf__conv_params *cp)
+{
+    return bf__simd_cpu() >= BF_SGEMM_AVX512 && pwl_fits(cp);
 }
 
 int64_t bf__conv_pwl_images(const bf__conv_params *cp)
@@ -206,15 +217,27 @@ AVX512 static void pl_epilogue(const bf__conv_params *cp, const float *acc, int6
         }
 }
 
-AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float *wt, const float *bias,
-                          const bf__act *act, float *y, float *scratch)
+/* K's chunks: near-equal whole 16s, at most PL_KC (320: 160 and 160) */
+static int64_t pl_kstep(int64_t kc)
+{
+    const int64_t nch = (kc + PL_KC - 1) / PL_KC;
+    return ((kc + nch - 1) / nch + 15) / 16 * 16;
+}
+
+/* the row blocks near-equal (10 vectors: 4, 3, 3): block b's vectors */
+static int pl_nv(int64_t nvec, int64_t b)
+{
+    const int64_t nblk = (nvec + 3) / 4;
+    return (int)(nvec / nblk + (b < nvec % nblk));
+}
+
+AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk,
+                          const float *bias, const bf__act *act, float *y, float *scratch)
 {
     float *acc = scratch, *wb = acc + acc_floats(cp);
     int32_t *pin = (int32_t *)(wb + (size_t)PL_KC * 64);
     const int64_t osp = cp->osp, kc = cp->kc, imgs = bf__conv_pwl_images(cp);
-    const int64_t nvec = cp->mg / 16, nblk = (nvec + 3) / 4;
-    /* K in near-equal chunks of whole 16s, at most PL_KC (320: 160 and 160) */
-    const int64_t nch = (kc + PL_KC - 1) / PL_KC, kstep = ((kc + nch - 1) / nch + 15) / 16 * 16;
+    const int64_t nvec = cp->mg / 16, nblk = (nvec + 3) / 4, kstep = pl_kstep(kc);
     for (int64_t g = 0; g < cp->group; g++)
         for (int64_t n0 = 0; n0 < cp->n; n0 += imgs) {
             int64_t ni = cp->n - n0 < imgs ? cp->n - n0 : imgs, npos = ni * osp;
@@ -225,17 +248,19 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
             const float *wg = wt + g * cp->mg * kc, *bg = bias + g * cp->mg;
             /* the row blocks near-equal (10 vectors: 4, 3, 3) */
             for (int64_t b = 0, v0 = 0; b < nblk; b++) {
-                int nv = (int)(nvec / nblk + (b < nvec % nblk));
+                int nv = pl_nv(nvec, b);
                 int64_t r0 = 16 * v0;
                 for (int64_t k0 = 0; k0 < kc; k0 += kstep) {
                     int64_t kn = kc - k0 < kstep ? kc - k0 : kstep;
-                    pl_pack(wg, kc, r0, nv, k0, kn, wb);
+                    /* the chunk's weights: the copy packed once (bf__conv_pwl_pack's layout), or packed now */
+                    const float *wk = wpk ? wpk + (g * cp->mg + r0) * kc + k0 * 16 * nv : wb;
+                    if (!wpk) pl_pack(wg, kc, r0, nv, k0, kn, wb);
                     const float *xk = xg + k0 * osp;
                     for (int64_t q0 = 0; q0 < npos; q0 += PL_NP) {
                         int np = npos - q0 < PL_NP ? (int)(npos - q0) : PL_NP;
                         const float *xp[PL_NP];
                         for (int i = 0; i < PL_NP; i++) xp[i] = xk + pin[q0 + i];
-                        pl_dispatch(nv, np, xp, osp, wb, kn, acc + q0 * 64, k0 == 0);
+                        pl_dispatch(nv, np, xp, osp, wk, kn, acc + q0 * 64, k0 == 0);
                     }
                 }
                 pl_epilogue(cp, acc, ni, r0, nv, bg, act, y + yoff, act && act->res ? act->res + yoff : NULL);
@@ -245,15 +270,47 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
 }
 #endif
 
-int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
-                 float *y, void *scratch)
+int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk, const float *bias,
+                 const bf__act *act, float *y, void *scratch)
 {
 #if PL512
     if (!bias || !scratch || !bf__conv_pwl_ok(cp) || cp->scratch_floats < bf__conv_pwl_floats(cp)) return 0;
-    pl_run(cp, x, wt, bias, act, y, scratch);
+    pl_run(cp, x, wt, wpk, bias, act, y, scratch);
     return 1;
 #else
-    (void)cp, (void)x, (void)wt, (void)bias, (void)act, (void)y, (void)scratch;
+    (void)cp, (void)x, (void)wt, (void)wpk, (void)bias, (void)act, (void)y, (void)scratch;
+    return 0;
+#endif
+}
+
+/* All of W in pl_run's layout, so that a pass reads it instead of packing
+ * every chunk of every row block at every call (pl_pack was 2% of
+ * mobilenet_v2's pass): per group, per row block (r0, nv vectors), its
+ * chunks one after the other, each [kn][16 nv] as pl_pack writes it; so
+ * row block r0 of group g starts at (g mg + r0) kc and its chunk k0 at
+ * k0 16 nv past that: m x kc floats, the same floats moved. */
+size_t bf__conv_pwl_pack_floats(const bf__conv_params *cp)
+{
+    return pwl_fits(cp) && pwl_shape(cp) ? (size_t)(cp->m * cp->kc) : 0;
+}
+
+int bf__conv_pwl_pack(const bf__conv_params *cp, const float *wt, float *out)
+{
+#if PL512
+    if (!bf__conv_pwl_want(cp)) return 0;
+    const int64_t kc = cp->kc, nvec = cp->mg / 16, nblk = (nvec + 3) / 4, kstep = pl_kstep(kc);
+    for (int64_t g = 0; g < cp->group; g++)
+        for (int64_t b = 0, v0 = 0; b < nblk; b++) {
+            int nv = pl_nv(nvec, b);
+            int64_t r0 = 16 * v0;
+            for (int64_t k0 = 0; k0 < kc; k0 += kstep)
+                pl_pack(wt + g * cp->mg * kc, kc, r0, nv, k0, kc - k0 < kstep ? kc - k0 : kstep,
+                        out + (g * cp->mg + r0) * kc + k0 * 16 * nv);
+            v0 += nv;
+        }
+    return 1;
+#else
+    (void)cp, (void)wt, (void)out;
     return 0;
 #endif
 }
@@ -269,7 +326,7 @@ int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, con
  * [N, C, 1, 1]) go to the images side by side instead, which took them
  * at any K and measured 0.7x the lanes' time there (docs/perf/
  * detectors.md, h16-seg). */
-int bf__conv_pwl_want(const bf__conv_params *cp)
+static int pwl_shape(const bf__conv_params *cp)
 {
     /* and the projections of maps under PL_NPROJ positions (mobilenet_v2's
      * 14x14 ones, K 192-576 -> M 64-96: more input than output channels,
@@ -278,6 +335,10 @@ int bf__conv_pwl_want(const bf__conv_params *cp)
      * host of h15-dw they measured level or slower on 14x14; the
      * expansions (K < M) stay slower in the lanes on both */
     int proj = cp->osp < PL_NPROJ && cp->kc > cp->mg && cp->kc >= PL_KPROJ;
-    return bf__conv_pwl_ok(cp) && ((cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN) || proj) &&
-           !(cp->osp == 1 && bf__conv_pw_images(cp) > 1);
+    return ((cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN) || proj) && !(cp->osp == 1 && bf__conv_pw_images(cp) > 1);
+}
+
+int bf__conv_pwl_want(const bf__conv_params *cp)
+{
+    return bf__conv_pwl_ok(cp) && pwl_shape(cp);
 }

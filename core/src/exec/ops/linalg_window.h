@@ -313,14 +313,21 @@ int bf__conv_pw_batched(const bf__conv_params *cp, const float *x, const float *
  * bits). bf__conv_pwl_ok: the shapes and level it can take (mg a multiple
  * of 16, a bias); bf__conv_pwl_want: those the step gives it (measured per
  * shape); bf__conv_pwl_images images a call; bf__conv_pwl_floats of
- * scratch (0: none); bf__conv_pwl: every channel of every image, act->res
- * laid out as y; 0 when it does not take the step (y untouched). */
+ * scratch (0: none); bf__conv_pwl: every channel of every image (wpk: W
+ * packed once, or NULL), act->res laid out as y; 0 when it does not take
+ * the step (y untouched). */
 int bf__conv_pwl_ok(const bf__conv_params *cp);
 int bf__conv_pwl_want(const bf__conv_params *cp);
 int64_t bf__conv_pwl_images(const bf__conv_params *cp);
 size_t bf__conv_pwl_floats(const bf__conv_params *cp);
-int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *bias, const bf__act *act,
-                 float *y, void *scratch);
+int bf__conv_pwl(const bf__conv_params *cp, const float *x, const float *wt, const float *wpk, const float *bias,
+                 const bf__act *act, float *y, void *scratch);
+/* W packed once for bf__conv_pwl (wpk above; NULL: it packs per call):
+ * m x kc floats where the step would take the lanes at cp->simd, whatever
+ * this CPU has (the plan's estimate), else 0; bf__conv_pwl_pack writes
+ * them (0: not this step, or not on this CPU). */
+size_t bf__conv_pwl_pack_floats(const bf__conv_params *cp);
+int bf__conv_pwl_pack(const bf__conv_params *cp, const float *wt, float *out);
 /* linalg_conv_dwpair.c: a depthwise 3-wide, stride-2 Conv with output
  * rows of at most 7 (mobilenet_v2's 14x14 -> 7x7), two output rows to a
  * vector (AVX-512; bf__dw_pair_ok: the shapes and level), groups [g0, g1)
