@@ -384,6 +384,19 @@ static const conv_case cases[] = {
     {"1x1 lanes: 14x14 projection, 3 images (2 a call, then 1), K 200 (chunks 112, 88), 48 rows", 3, 200, 14, 14,
      48, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1},
     {"1x1 lanes: 15x13 projection, 2 images, K 130, 32 rows", 2, 130, 15, 13, 32, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0},
+    /* a strided 1x1 without padding on a map under 96 positions (resnet18's
+     * downsamples, im2col's path otherwise): the input read in place at the
+     * stride; odd sizes whose last row and column are read, stride 3,
+     * groups, K in two chunks */
+    {"1x1 lanes: stride 2 over 14x14 (7x7 out), 9 images (8 a call, then 1), K 64, 48 rows, an Inf weight", 9, 64, 14,
+     14, 48, 1, 1, 1, 2, 1, {0, 0, 0, 0}, 1, 1},
+    {"1x1 lanes: stride 2 over 13x11 (7x6 out), 3 images, K 200 (chunks 112, 88), 80 rows", 3, 200, 13, 11, 80, 1, 1,
+     1, 2, 1, {0, 0, 0, 0}, 1, 0},
+    {"1x1 lanes: stride 3 over 16x20 (6x7 out), 2 images, K 32, 32 rows", 2, 32, 16, 20, 32, 1, 1, 1, 3, 1,
+     {0, 0, 0, 0}, 1, 0},
+    {"1x1 lanes: stride 2, groups 2 of 16 rows and K 24 over 10x10", 2, 48, 10, 10, 32, 2, 1, 1, 2, 1, {0, 0, 0, 0}, 1,
+     1},
+    {"1x1 stride 2 with padding: im2col's path still", 2, 32, 10, 10, 32, 1, 1, 1, 2, 1, {1, 1, 1, 1}, 1, 0},
     {"1x1 lanes' shape without a bias: the product instead", 2, 300, 7, 7, 16, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0, 0},
     {"depthwise 3x3 stride 1", 2, 6, 9, 37, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
     {"depthwise 3x3 stride 2", 2, 6, 10, 37, 6, 6, 3, 3, 2, 1, {1, 1, 1, 1}, 0, 0},

@@ -99,6 +99,11 @@ static bf_status im2col_scratch(bf__prep *p, bf__conv_params *cp, bf_error *err)
                       (size_t)cp->mg + 16;
         if (want > cp->scratch_floats) cp->scratch_floats = want;
     }
+    /* a strided 1x1, the output channels in the lanes (AVX-512, linalg_conv_pwlanes.c): its sums, weights, table */
+    if (bf__conv_pwl_want(cp)) {
+        size_t want = bf__conv_pwl_floats(cp);
+        if (want > cp->scratch_floats) cp->scratch_floats = want;
+    }
     /* the product straight off the planes (AVX-512, stride 1): its sums between blocks of K */
     if (bf__conv_planes_ok(cp)) {
         size_t want = cp->off_cols + bf__conv_planes_floats(cp);
@@ -199,6 +204,8 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
         return 0;
     }
     if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return 0;
+    /* a strided 1x1 the lanes take (bf__conv_pwl_want): its input read in place at the stride */
+    if (ch < 0 && bf__conv_pwl_want(cp) && bf__conv_pwl(cp, x, wt, wpk, bias, act, y, scratch)) return 1;
     if (bf__conv_packed_wpk(cp, x, wt, wpk, bias, act, y, scratch, ch, ps)) return 1;
     bf__conv_im2col(cp, x, wt, bias, res ? NULL : act, y, scratch, ch);
     return !res;
@@ -228,15 +235,16 @@ typedef struct conv_pack_job {
 static int conv_pack_fill(const void *ctx, float *out)
 {
     const conv_pack_job *j = ctx;
-    return j->cp->path == BF__CONV_POINTWISE ? bf__conv_pwl_pack(j->cp, j->wt, out) : bf__conv_bcast_pack(j->cp, j->wt, out);
+    return bf__conv_pwl_pack_floats(j->cp) ? bf__conv_pwl_pack(j->cp, j->wt, out) : bf__conv_bcast_pack(j->cp, j->wt, out);
 }
 
-/* the floats of a step's copy: the 3x3-and-up lanes' (bcast) or the 1x1 lanes' */
+/* the floats of a step's copy: the 1x1 lanes' (unit or strided), or the
+ * larger kernels' lanes' (bcast; never both: a strided 1x1 goes to the
+ * 1x1 lanes only where bcast did not take it) */
 static size_t conv_pack_floats(const bf__conv_params *cp)
 {
-    return cp->path == BF__CONV_IM2COL ? bf__conv_bcast_pack_floats(cp)
-           : cp->path == BF__CONV_POINTWISE ? bf__conv_pwl_pack_floats(cp)
-                                            : 0;
+    size_t pw = bf__conv_pwl_pack_floats(cp);
+    return pw ? pw : cp->path == BF__CONV_IM2COL ? bf__conv_bcast_pack_floats(cp) : 0;
 }
 
 size_t bf__conv_pack_bytes(const bf__step *s)
@@ -245,6 +253,7 @@ size_t bf__conv_pack_bytes(const bf__step *s)
     bf__conv_params cp = *(const bf__conv_params *)s->params;
     cp.simd = BF_SGEMM_AVX512;
     if (cp.path == BF__CONV_IM2COL) cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
+    if (cp.path == BF__CONV_IM2COL) cp.stem = cp.nb == 1 && !cp.bcast && bf__conv_stem_want(&cp);
     return conv_pack_floats(&cp) * sizeof(float);
 }
 
@@ -258,7 +267,7 @@ const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
     /* the layout: the kernel (bit 62: the 1x1 lanes'), rows of mg a group
      * (W's tensor fixes the rest); bit 63 keeps it apart from a product's
      * tag (linalg.c: under 2^55) */
-    uint64_t lanes1x1 = cp->path == BF__CONV_POINTWISE;
+    uint64_t lanes1x1 = bf__conv_pwl_pack_floats(cp) != 0;
     return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | lanes1x1 << 62 | (uint64_t)cp->mg, floats, conv_pack_fill, &j);
 }
 

@@ -56,6 +56,14 @@
 #ifndef PL_KPROJ
 #define PL_KPROJ 128   /* ... with K of at least this */
 #endif
+#ifndef PL_NSTRIDED
+/* bf__conv_pwl_want: the strided 1x1s of maps under this many positions.
+ * resnet18's downsamples in bitflip-bench-steps at batch 4 (docs/perf/
+ * conv/h33.md): layer4's (49 positions) 0.51 -> 0.385 ms a pass (medians
+ * of six alternated rounds), layer3's (196) and layer2's (784) no clear
+ * change against the gather and product on that noisy host */
+#define PL_NSTRIDED 96
+#endif
 #ifndef PL_POS
 #define PL_POS 400     /* positions a tile at most (whole images): its sums 100 KiB */
 #endif
@@ -67,11 +75,24 @@
 #define PL512 0
 #endif
 
+/* A 1x1 Conv at a stride, no padding (resnet18's downsamples, 1x1/2):
+ * prepare gives it the im2col path, which gathers every strided input
+ * float into panels first; the lanes read them in place instead (pl_run's
+ * pin: each position's first float at its stride). */
+static int pwl_strided(const bf__conv_params *cp)
+{
+    const bf__window *w = &cp->w;
+    if (cp->path != BF__CONV_IM2COL || w->rank != 2 || cp->ksp != 1 || cp->kc != cp->cg) return 0;
+    for (int i = 0; i < 3; i++)
+        if (w->k[i] != 1 || w->pb[i] != 0 || w->pe[i] != 0 || w->s[i] < 1) return 0;
+    return 1;
+}
+
 /* bf__conv_pwl_ok but for this CPU's level (the copy's estimate counts
  * the step on any CPU, as the products' do) */
 static int pwl_fits(const bf__conv_params *cp)
 {
-    if (!PL512 || cp->path != BF__CONV_POINTWISE || cp->simd < BF_SGEMM_AVX512 || cp->kc <= 0 || cp->mg <= 0 ||
+    if (!PL512 || (cp->path != BF__CONV_POINTWISE && !pwl_strided(cp)) || cp->simd < BF_SGEMM_AVX512 || cp->kc <= 0 || cp->mg <= 0 ||
         cp->mg % 16 || cp->osp <= 0 || !cp->has_bias)
         return 0;
     /* a tile's input offsets in 32 bits */
@@ -238,11 +259,18 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
     int32_t *pin = (int32_t *)(wb + (size_t)PL_KC * 64);
     const int64_t osp = cp->osp, kc = cp->kc, imgs = bf__conv_pwl_images(cp);
     const int64_t nvec = cp->mg / 16, nblk = (nvec + 3) / 4, kstep = pl_kstep(kc);
+    /* a k term's floats are isp apart (one input plane); positions at the stride */
+    const int64_t isp = cp->isp, ow = cp->w.out[2], iw = cp->w.in[2], sh = cp->w.s[1], sw = cp->w.s[2];
     for (int64_t g = 0; g < cp->group; g++)
         for (int64_t n0 = 0; n0 < cp->n; n0 += imgs) {
             int64_t ni = cp->n - n0 < imgs ? cp->n - n0 : imgs, npos = ni * osp;
             const float *xg = x + (n0 * cp->c + g * cp->cg) * cp->isp;
-            for (int64_t q = 0; q < npos; q++) pin[q] = (int32_t)(q / osp * cp->c * cp->isp + q % osp);
+            /* position q's first float: its image's, then its row and column at
+             * the stride (a unit Conv's r itself: its input rows are its output's) */
+            for (int64_t q = 0; q < npos; q++) {
+                int64_t r = q % osp;
+                pin[q] = (int32_t)(q / osp * cp->c * cp->isp + r / ow * sh * iw + r % ow * sw);
+            }
             for (int64_t q = npos; q < npos + PL_NP; q++) pin[q] = 0;
             int64_t yoff = (n0 * cp->m + g * cp->mg) * osp;
             const float *wg = wt + g * cp->mg * kc, *bg = bias + g * cp->mg;
@@ -255,12 +283,12 @@ AVX512 static void pl_run(const bf__conv_params *cp, const float *x, const float
                     /* the chunk's weights: the copy packed once (bf__conv_pwl_pack's layout), or packed now */
                     const float *wk = wpk ? wpk + (g * cp->mg + r0) * kc + k0 * 16 * nv : wb;
                     if (!wpk) pl_pack(wg, kc, r0, nv, k0, kn, wb);
-                    const float *xk = xg + k0 * osp;
+                    const float *xk = xg + k0 * isp;
                     for (int64_t q0 = 0; q0 < npos; q0 += PL_NP) {
                         int np = npos - q0 < PL_NP ? (int)(npos - q0) : PL_NP;
                         const float *xp[PL_NP];
                         for (int i = 0; i < PL_NP; i++) xp[i] = xk + pin[q0 + i];
-                        pl_dispatch(nv, np, xp, osp, wk, kn, acc + q0 * 64, k0 == 0);
+                        pl_dispatch(nv, np, xp, isp, wk, kn, acc + q0 * 64, k0 == 0);
                     }
                 }
                 pl_epilogue(cp, acc, ni, r0, nv, bg, act, y + yoff, act && act->res ? act->res + yoff : NULL);
@@ -335,6 +363,9 @@ static int pwl_shape(const bf__conv_params *cp)
      * host of h15-dw they measured level or slower on 14x14; the
      * expansions (K < M) stay slower in the lanes on both */
     int proj = cp->osp < PL_NPROJ && cp->kc > cp->mg && cp->kc >= PL_KPROJ;
+    /* a strided 1x1 (pwl_strided) on maps under PL_NSTRIDED positions with
+     * K of at least 16, where no other lanes kernel took it */
+    if (pwl_strided(cp)) return cp->osp < PL_NSTRIDED && cp->kc >= 16 && !cp->bcast && !cp->stem;
     return ((cp->osp < BF__CONV_COLS / 2 && cp->kc > BF__PW_KMIN) || proj) && !(cp->osp == 1 && bf__conv_pw_images(cp) > 1);
 }
 
