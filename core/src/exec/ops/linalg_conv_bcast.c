@@ -36,6 +36,17 @@
 #include "sgemm.h"
 #include "transpose8.h"
 
+
+/* How far ahead (floats) bc_epi asks for the residual's and y's lines of
+ * each channel it is on: 4 lines. Its 16 channel planes at a time are 32
+ * streams (16 read, 16 written), more than the hardware's prefetchers
+ * follow: the residual's loads (a value written a whole Conv earlier, in
+ * memory) took 41% of bc_epi's samples and the stores another 16%. Hints
+ * only, the same bits (a line past an array's end is never read: a
+ * prefetch does not fault). resnet18 at batch 32 (docs/perf/conv/h33.md, h33-epi):
+ * bc_epi's samples -28%, the pass's -1.1%; 128 and 256 measured the same */
+#define BC_RESPF 64
+#define BC_YPF 64
 #define BC_NP 6          /* positions a block */
 #define BC_TILE 516      /* positions a tile at most (a multiple of BC_NP): its sums 129 KiB */
 #define BC_MAXKSP 49     /* kernel positions it takes (7 x 7): a channel block's map on the stack */
@@ -255,10 +266,12 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
                     int64_t ch = r0 + 16 * v + c, at = j->pout[q] + ch * j->osp;
                     __m512 t = _mm512_add_ps(_mm512_mul_ps(one, r[c]), _mm512_set1_ps(j->bias[ch]));
                     if (act && act->res) {
+                        _mm_prefetch((const char *)(act->res + at + BC_RESPF), _MM_HINT_T0);
                         __m512 rv = _mm512_loadu_ps(act->res + at);
                         t = act->res_a ? add_first(rv, t) : add_first(t, rv);
                     }
                     if (act) t = _mm512_min_ps(hi, _mm512_max_ps(lo, t));
+                    _mm_prefetch((const char *)(j->y + at + BC_YPF), _MM_HINT_T0);
                     _mm512_storeu_ps(j->y + at, t);
                 }
                 q += 16;
