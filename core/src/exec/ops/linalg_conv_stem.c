@@ -42,6 +42,14 @@
  * (16 x 1): 1.24x there, and 1.15-1.19x on mobilenet_v2's stem against
  * 1.28-1.29x with 2. */
 #define ST_NV 2
+/* How far ahead (floats) st_store asks for each of its 16 channel planes'
+ * next lines: 16 store streams, more than the prefetchers follow (the
+ * stores' stalls were most of st_store's samples on mobilenet_v2, whose
+ * stem writes NCHW; resnet18's band writes channels-last). Hints only:
+ * st_store's samples -30% (docs/perf/conv/h33.md, h33-epi) */
+#ifndef ST_YPF
+#define ST_YPF 64
+#endif
 #define ST_TW (16 * ST_NV)   /* floats a tile row: a position's channels of the row block */
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -120,7 +128,10 @@ AVX512 static void st_store(const float *tile, int v, int64_t n, float *y, int64
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(tile + i * ST_TW + 16 * v);
     bf__transpose16(r);
     __mmask16 m = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
-    for (int c = 0; c < 16; c++) _mm512_mask_storeu_ps(y + (16 * v + c) * osp, m, r[c]);
+    for (int c = 0; c < 16; c++) {
+        _mm_prefetch((const char *)(y + (16 * v + c) * osp + ST_YPF), _MM_HINT_T0);
+        _mm512_mask_storeu_ps(y + (16 * v + c) * osp, m, r[c]);
+    }
 }
 
 /* tile rows 0 .. n (positions t0 ..), the row block's nv vectors of
