@@ -376,6 +376,15 @@ conv_pack_s2(const void *ctx, int j0, int nr, int k, float *panel)
  * (docs/perf/conv.md, h16-r18f). Rows of more than 16 x FILL_CHUNKS
  * floats keep the copy below. */
 enum { FILL_CHUNKS = 32 };
+/* How far ahead (floats) fill_planes_512 asks for its input: 8 lines. The
+ * input (the last step's output, in memory at resnet18's sizes) is one
+ * sequential stream, yet perf put 46% of the fill's samples on its first
+ * load of each row; asked for ahead, the fill's samples fell 35-45% (256
+ * and 512 about the same; docs/perf/conv/h33.md, h33-epi). A hint: the
+ * same bits, and a line past the input's end is never read */
+#ifndef FILL_PF
+#define FILL_PF 128
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl"))) static void
@@ -413,6 +422,7 @@ fill_planes_512(const bf__window *w, const float *xg, int64_t ni, int64_t cg, in
                  * of 3 x 224 x 224 (docs/perf/mobilenet.md, h20-conv) */
                 const float *row = src + ih * iw_n - pl;
                 for (int64_t k = 0; k < nch; k++) {
+                    _mm_prefetch((const char *)(row + 16 * k + FILL_PF), _MM_HINT_T0);
                     __m512 v = ld[k] == (__mmask16)0xffffu ? _mm512_loadu_ps(row + 16 * k)
                                                            : _mm512_maskz_loadu_ps(ld[k], row + 16 * k);
                     _mm512_mask_storeu_ps(dst + 16 * k, st[k], v);
