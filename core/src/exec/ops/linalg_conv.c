@@ -26,7 +26,8 @@
 
 /* The im2col path's scratch: how many images one product takes (cp->nb),
  * where the columns and products sit, and room for whichever kernel
- * bf__conv_packed, linalg_conv_bcast.c or linalg_conv_planes.c will take
+ * bf__conv_packed, linalg_conv_bcast.c, linalg_conv_planes.c or (a strided
+ * 1x1) linalg_conv_pwlanes.c will take
  * for this shape. Apart from bf__conv_prepare, which checks the
  * attributes, to keep both short. */
 static bf_status im2col_scratch(bf__prep *p, bf__conv_params *cp, bf_error *err)
@@ -185,12 +186,12 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
 {
     int res = act && act->res;
     if (cp->osp == 0 || cp->mg == 0) return 0;
+    /* the 1x1 lanes (linalg_conv_pwlanes.c), unit or strided, whole steps:
+     * on W packed once where the plan passed the copy; the residual Add and
+     * the activation in their epilogue */
+    if (ch < 0 && bf__conv_pwl_want(cp) && bf__conv_pwl(cp, x, wt, wpk, bias, act, y, scratch)) return act != NULL;
     if (cp->path != BF__CONV_IM2COL) {
         if (res && !bf__conv_res_direct(cp)) act = NULL;
-        /* the 1x1 lanes on W packed once, where the plan passed the copy */
-        if (wpk && ch < 0 && cp->path == BF__CONV_POINTWISE && bf__conv_pwl_want(cp) &&
-            bf__conv_pwl(cp, x, wt, wpk, bias, act, y, scratch))
-            return act != NULL;
         bf__conv_direct(cp, x, wt, bias, act, y, ch, scratch);
         return act != NULL;
     }
@@ -204,8 +205,6 @@ static int conv_channels(const bf__conv_params *cp, const float *x, const float 
         return 0;
     }
     if (ch >= 0 && bf__conv_channel_windows(cp, x, wt, bias, y, scratch, ch)) return 0;
-    /* a strided 1x1 the lanes take (bf__conv_pwl_want): its input read in place at the stride */
-    if (ch < 0 && bf__conv_pwl_want(cp) && bf__conv_pwl(cp, x, wt, wpk, bias, act, y, scratch)) return 1;
     if (bf__conv_packed_wpk(cp, x, wt, wpk, bias, act, y, scratch, ch, ps)) return 1;
     bf__conv_im2col(cp, x, wt, bias, res ? NULL : act, y, scratch, ch);
     return !res;
@@ -230,12 +229,13 @@ size_t bf__conv_psum_of(const bf__step *st, int64_t *channels)
 typedef struct conv_pack_job {
     const bf__conv_params *cp;
     const float *wt;
+    int lanes1x1;   /* the copy is linalg_conv_pwlanes.c's, else linalg_conv_bcast.c's */
 } conv_pack_job;
 
 static int conv_pack_fill(const void *ctx, float *out)
 {
     const conv_pack_job *j = ctx;
-    return bf__conv_pwl_pack_floats(j->cp) ? bf__conv_pwl_pack(j->cp, j->wt, out) : bf__conv_bcast_pack(j->cp, j->wt, out);
+    return j->lanes1x1 ? bf__conv_pwl_pack(j->cp, j->wt, out) : bf__conv_bcast_pack(j->cp, j->wt, out);
 }
 
 /* the floats of a step's copy: the 1x1 lanes' (unit or strided), or the
@@ -252,8 +252,10 @@ size_t bf__conv_pack_bytes(const bf__step *s)
     if (s->node->op->run != bf__conv_run || s->n_in < 2 || !s->in[1] || s->in[1]->dtype != BF_F32) return 0;
     bf__conv_params cp = *(const bf__conv_params *)s->params;
     cp.simd = BF_SGEMM_AVX512;
-    if (cp.path == BF__CONV_IM2COL) cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
-    if (cp.path == BF__CONV_IM2COL) cp.stem = cp.nb == 1 && !cp.bcast && bf__conv_stem_want(&cp);
+    if (cp.path == BF__CONV_IM2COL) {   /* prepare's choices at AVX-512, which the 1x1 lanes defer to */
+        cp.bcast = cp.nb == 1 && bf__conv_bcast_want(&cp);
+        cp.stem = cp.nb == 1 && !cp.bcast && bf__conv_stem_want(&cp);
+    }
     return conv_pack_floats(&cp) * sizeof(float);
 }
 
@@ -263,12 +265,12 @@ const float *bf__conv_wpacked(const bf__step *s, struct bf__wpack *w)
     const bf__conv_params *cp = s->params;
     size_t floats = conv_pack_floats(cp);
     if (!floats) return NULL;
-    conv_pack_job j = {cp, s->in[1]->data};
+    conv_pack_job j = {cp, s->in[1]->data, bf__conv_pwl_pack_floats(cp) != 0};
     /* the layout: the kernel (bit 62: the 1x1 lanes'), rows of mg a group
      * (W's tensor fixes the rest); bit 63 keeps it apart from a product's
      * tag (linalg.c: under 2^55) */
-    uint64_t lanes1x1 = bf__conv_pwl_pack_floats(cp) != 0;
-    return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | lanes1x1 << 62 | (uint64_t)cp->mg, floats, conv_pack_fill, &j);
+    return bf__wpack_get(w, j.wt, (uint64_t)1 << 63 | (uint64_t)j.lanes1x1 << 62 | (uint64_t)cp->mg, floats,
+                         conv_pack_fill, &j);
 }
 
 /* What a Conv computes after its own output in one pass over it (op.h,

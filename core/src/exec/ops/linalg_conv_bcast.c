@@ -36,7 +36,6 @@
 #include "sgemm.h"
 #include "transpose8.h"
 
-
 /* How far ahead (floats) bc_epi asks for the residual's and y's lines of
  * each channel it is on: 4 lines. Its 16 channel planes at a time are 32
  * streams (16 read, 16 written), more than the hardware's prefetchers

@@ -778,11 +778,9 @@ void bf__conv_direct(const bf__conv_params *cp, const float *x, const float *wt,
         return;
     }
 #endif
-    /* small maps: the output channels in the lanes, or the images side by
-     * side in one product (whole steps) */
-    if (cp->path == BF__CONV_POINTWISE && ch < 0 && bf__conv_pwl_want(cp) &&
-        bf__conv_pwl(cp, x, wt, NULL, bias, act, y, scratch))
-        return;
+    /* small maps: the images side by side in one product (whole steps;
+     * the output channels in the lanes were tried first: linalg_conv.c,
+     * conv_channels) */
     if (cp->path == BF__CONV_POINTWISE && ch < 0 && bf__conv_pw_batched(cp, x, wt, bias, act, y, scratch)) return;
     for (int64_t n = 0; n < cp->n; n++)
         for (int64_t g = g0; g < g1; g++) {

@@ -84,7 +84,7 @@ static int pwl_strided(const bf__conv_params *cp)
     const bf__window *w = &cp->w;
     if (cp->path != BF__CONV_IM2COL || w->rank != 2 || cp->ksp != 1 || cp->kc != cp->cg) return 0;
     for (int i = 0; i < 3; i++)
-        if (w->k[i] != 1 || w->pb[i] != 0 || w->pe[i] != 0 || w->s[i] < 1) return 0;
+        if (w->k[i] != 1 || w->pb[i] != 0 || w->pe[i] != 0) return 0;
     return 1;
 }
 
