@@ -386,8 +386,9 @@ POOL512 static void maxpool_cl(const pool_params *pp, const float *restrict x, i
                 bf__transpose16(r);
                 __mmask16 m = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
                 for (int c = 0; c < 16; c++) {
-                    _mm_prefetch((const char *)(y + (cb + c) * osp + oh * OW + ow0 + MP_YPF), _MM_HINT_T0);
-                    _mm512_mask_storeu_ps(y + (cb + c) * osp + oh * OW + ow0, m, r[c]);
+                    float *yc = y + (cb + c) * osp + oh * OW + ow0;
+                    _mm_prefetch((const char *)(yc + MP_YPF), _MM_HINT_T0);
+                    _mm512_mask_storeu_ps(yc, m, r[c]);
                 }
             }
         }
