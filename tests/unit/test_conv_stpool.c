@@ -30,6 +30,15 @@
  *     planning) and test_conv_exact's (each path's kernels with each
  *     activation); the loop at ref was 90% of this test's CPU time
  *     (tests/README.md, "The sixteenth round").
+ *   - torchvision's stem as PyTorch exports it (tests/fixtures/real/
+ *     resnet_stem, make_real_models.py: Conv 7x7/2 pads 3 with the
+ *     BatchNorm folded into its bias, Relu, MaxPool 3x3/2 pads 1, on 40x40
+ *     images, then BasicBlocks): the plan marks and runs that one pair, the
+ *     unfused plan's bytes, at batch 2 and 5, with value faults on the
+ *     pair's three values as above. conformance_real checks the same file
+ *     against PyTorch's outputs, the pair apart (its plans do not share an
+ *     arena), so together they tie the pair to PyTorch's outputs on a real
+ *     export, not only to our own steps on a graph built here.
  *   (that a pair ran: the plan's count of the pairs its last run ran)
  *
  * Each kernel's own bits against a plain reference: test_conv_exact.c
@@ -146,10 +155,39 @@ static void pairs_match_steps(void **state)
     }
 }
 
+static void real_export_pair(void **state)
+{
+    (void)state;
+    bf_model *m = NULL;
+    bf_error err = {0};
+    if (bf_model_load_file(BF_FIXTURES "/real/resnet_stem.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
+    int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+    static const int64_t batches[] = {2, 5};
+    for (size_t k = 0; k < sizeof batches / sizeof *batches; k++) {
+        bf_plan *a = tg_plan(m, batches[k], 0, 0), *b = tg_plan(m, batches[k], 1, 1);
+        if (pairs_marked(b) != (avx512 ? 1u : 0u) || pairs_marked(a) != 0)
+            fail_msg("resnet_stem at batch %d: %zu pairs marked, expected %d", (int)batches[k], pairs_marked(b),
+                     avx512);
+        pp_run(a), pp_run(b);
+        assert_int_equal(b->tab.n_stpool, avx512 ? 1 : 0);
+        pp_same_outputs(a, b, "resnet_stem");
+        static const pp_vfault vf[] = {{"/conv1/Conv_output_0", 0},
+                                       {"/relu/Relu_output_0", 0},
+                                       {"/maxpool/MaxPool_output_0", 0},
+                                       {"/layers/layers.0/layers.0.0/conv1/Conv_output_0", 1}};
+        pp_faults_match(m, a, b, vf, sizeof vf / sizeof *vf, &b->tab.n_stpool, avx512, "best");
+        print_message("resnet_stem at batch %d: %zu pairs run, outputs the same bits\n", (int)batches[k],
+                      b->tab.n_stpool);
+        bf_plan_free(a), bf_plan_free(b);
+    }
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pairs_match_steps),
+        cmocka_unit_test(real_export_pair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,8 +10,10 @@
  *
  * And the Convs whose trials run their activation or residual Add in the
  * Conv's epilogue (diffstep.c, bf__dx_run_fused): the real exports resnet_basic
- * (Conv -> Relu, Conv -> Add -> Relu, a downsampling block) and
- * mobilenet_v2 (Conv -> Clip(0, 6), Conv -> Add alone), differential
+ * (Conv -> Relu, Conv -> Add -> Relu, a downsampling block),
+ * mobilenet_v2 (Conv -> Clip(0, 6), Conv -> Add alone) and resnet_stem
+ * (torchvision's 7x7/2 stem -> Relu, re-run by trials with the stem
+ * kernel on AVX-512, linalg_conv_stem.c), differential
  * against exact: single-bit weight faults and transient activation faults
  * (chain and row mode take most of these), and BER weight faults and
  * permanent activation faults, whose batch re-runs run the fused Convs (a
@@ -82,7 +84,7 @@ static void convtranspose_faults_match_exact(void **state)
 static void fused_convs_match_exact(void **state)
 {
     (void)state;
-    static const char *const nets[] = {"resnet_basic", "mobilenet_v2"};
+    static const char *const nets[] = {"resnet_basic", "mobilenet_v2", "resnet_stem"};
     static char *all[] = {"*"};
     static const tc_config cfs[] = {
         {"weights bitflip fp32", BF_TARGET_WEIGHTS, BF_FAULT_BITFLIP, BF_REPR_FP32, BF_PERSIST_PERMANENT, 1},

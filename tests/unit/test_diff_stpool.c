@@ -19,7 +19,17 @@
  * And a planted error in what the pair wrote (one pool row of the first
  * image copied over the next, in every channel, as a band carried wrong
  * would leave it) changes records: the comparison would catch a pair that
- * got the golden pass wrong. Where the CPU has no AVX-512 no pair runs
+ * got the golden pass wrong.
+ *
+ * And the same on torchvision's stem as PyTorch exports it
+ * (tests/fixtures/real/resnet_stem: the BatchNorm folded into the stem's
+ * bias, BasicBlocks after the pool; 16 samples at batch 5, the last batch
+ * one sample): weight faults in the second stage's first Conv, the pair
+ * run in every batch of the pass, every record the exact engine's, and
+ * the same planted error (in the first block's output, which the trials
+ * read) caught the same way.
+ *
+ * Where the CPU has no AVX-512 no pair runs
  * (the stem kernel is AVX-512 only): the records are still checked, and
  * the test says so and counts as skipped, not passed. */
 #include <setjmp.h>
@@ -88,24 +98,34 @@ static bf_campaign_spec spec_of(char **tensors, bf_target target)
     return s;
 }
 
-/* The pool's output of the first image in batch 0 as the cache holds it:
- * row POOL / 2 replaced by the row above, in every channel */
-static void plant(const bf_model *m, const bf__gcache *gc)
+/* a value the cache keeps: its name, channels, and rows (= columns) */
+typedef struct pool_out {
+    const char *value;
+    int64_t ch, hw;
+} pool_out;
+
+static const pool_out built = {"mp", STEM, POOL};
+
+/* The value of the first image in batch 0 as the cache holds it (the
+ * pool's output in the graph built here): row hw / 2 replaced by the row
+ * above, in every channel */
+static void plant(const bf_model *m, const bf__gcache *gc, const pool_out *at)
 {
-    int64_t v = bf_model_find_value(m, "mp");
+    int64_t v = bf_model_find_value(m, at->value);
     assert_true(v >= 0 && bf__gcache_has(gc, v));
     float *y = (float *)bf__gcache_block(gc, v, 0);
     assert_non_null(y);
-    for (int64_t c = 0; c < STEM; c++) {
-        float *row = y + (c * POOL + POOL / 2) * POOL;
-        memcpy(row, row - POOL, sizeof(float) * POOL);
+    for (int64_t c = 0; c < at->ch; c++) {
+        float *row = y + (c * at->hw + at->hw / 2) * at->hw;
+        memcpy(row, row - at->hw, sizeof(float) * (size_t)at->hw);
     }
 }
 
 /* spec s run exact (threads 0) or differential on a prepared golden pass
- * on `threads` threads, planted or not; returns the pairs the pass ran */
-static int64_t run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads, int planted,
-                   bf_trial_record *out)
+ * on `threads` threads, planted there (or not: NULL); returns the pairs the
+ * pass ran */
+static int64_t run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads,
+                   const pool_out *planted, bf_trial_record *out)
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
@@ -116,7 +136,7 @@ static int64_t run(const bf_model *m, const bf_dataset *ds, const bf_campaign_sp
     if (threads) {
         const bf__gcache *gc = bf__dx_shared_cache(c->golden.gdx);
         pairs = bf__gcache_pairs(gc);
-        if (planted) plant(m, gc);
+        if (planted) plant(m, gc, planted);
     }
     tc_recs k = {out, 0};
     bf_campaign_opts o = {.threads = threads ? threads : 1, .exact = !threads, .on_trial = tc_keep, .user = &k};
@@ -146,9 +166,9 @@ static void stem_pair_in_golden_pass(void **state)
                  {spec_of(rs, BF_TARGET_ACTIVATIONS), "the stem's Relu output", 0}};
     bf_trial_record ex[2][TRIALS], got[TRIALS];
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-        run(m, ds, &cases[k].s, 0, 0, ex[k]);
+        run(m, ds, &cases[k].s, 0, NULL, ex[k]);
         for (int t = 1; t <= 2; t++) {
-            int64_t pairs = run(m, ds, &cases[k].s, t, 0, got);
+            int64_t pairs = run(m, ds, &cases[k].s, t, NULL, got);
             if (pairs != cases[k].pairs * BATCHES)
                 fail_msg("%s, %d thread(s): the golden pass ran %lld pairs, expected %lld", cases[k].what, t,
                          (long long)pairs, (long long)(cases[k].pairs * BATCHES));
@@ -158,7 +178,7 @@ static void stem_pair_in_golden_pass(void **state)
         }
     }
     /* the planted error: the weight faults' trials read the pool's output */
-    run(m, ds, &cases[0].s, 1, 1, got);
+    run(m, ds, &cases[0].s, 1, &built, got);
     int differ = 0;
     for (int i = 0; i < TRIALS; i++) differ += !dg_same_record(&got[i], &ex[0][got[i].trial]);
     print_message("planted error in the pair's output: %d of %d records differ from the exact engine's\n", differ,
@@ -173,10 +193,52 @@ static void stem_pair_in_golden_pass(void **state)
     }
 }
 
+static void real_export_golden_pass(void **state)
+{
+    (void)state;
+    unsetenv("BITFLIP_SIMD");
+    int avx512 = bf__sgemm_best() >= BF_SGEMM_AVX512;
+    bf_model *m = NULL;
+    bf_dataset *ds = NULL;
+    tc_open_real("resnet_stem", &m, &ds);
+    char *w[] = {"onnx::Conv_72"};   /* layers.1.0.conv1's weight, its BatchNorm folded in */
+    bf_campaign_spec s = spec_of(w, BF_TARGET_WEIGHTS);
+    s.batch = 5;
+    const int64_t batches = 4;   /* 16 samples: 5, 5, 5, 1 */
+    bf_trial_record ex[TRIALS], got[TRIALS];
+    run(m, ds, &s, 0, NULL, ex);
+    for (int t = 1; t <= 2; t++) {
+        int64_t pairs = run(m, ds, &s, t, NULL, got);
+        if (pairs != avx512 * batches)
+            fail_msg("resnet_stem, %d thread(s): the golden pass ran %lld pairs, expected %lld", t, (long long)pairs,
+                     (long long)(avx512 * batches));
+        int changed = 0;
+        for (int i = 0; i < TRIALS; i++) {
+            tc_assert_same_record(&got[i], &ex[got[i].trial]);
+            changed += got[i].changed > 0;
+        }
+        print_message("resnet_stem, %d thread(s): %lld pairs in the golden pass, every record the exact engine's "
+                      "(%d of %d trials changed a prediction)\n",
+                      t, (long long)pairs, changed, TRIALS);
+    }
+    /* the comparison has teeth here too: the same planted error changes
+     * records (in what the trials read, the first block's output that the
+     * pair's output feeds: the cache keeps no value in between) */
+    static const pool_out exported = {"/layers/layers.0/layers.0.0/relu_1/Relu_output_0", 16, 10};
+    run(m, ds, &s, 1, &exported, got);
+    int differ = 0;
+    for (int i = 0; i < TRIALS; i++) differ += !dg_same_record(&got[i], &ex[got[i].trial]);
+    print_message("resnet_stem, planted error in the first block's output: %d of %d records differ\n", differ, TRIALS);
+    assert_true(differ > 0);
+    bf_dataset_free(ds);
+    bf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stem_pair_in_golden_pass),
+        cmocka_unit_test(real_export_golden_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
