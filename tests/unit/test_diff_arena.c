@@ -49,7 +49,9 @@
  * recompute: x [-1, 3], a [0, 3], b [1, 3], c [2, 3], d [3, 5], y [4, 5].
  *
  * Then each campaign's records, differential at all three budgets on 1
- * and 2 threads, equal the exact engine's. */
+ * and 2 threads, equal the exact engine's. And the places' pages follow
+ * the golden cache's: 2 MiB ones asked for where the cache's blocks are in
+ * them (the host's measurement), the same layout either way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,6 +64,7 @@
 #include "bitflip/campaign.h"
 #include "bitflip/dataset.h"
 #include "bitflip/model.h"
+#include "base/warena.h"
 #include "campaign_check.h"
 #include "diff/diff_impl.h"
 #include "exec/plan_impl.h"
@@ -262,8 +265,41 @@ static void worker_places(void **state)
             }
         /* the partial batch's plan (2 samples) has places of its own */
         assert_non_null(dx->lt_tab[1]);
+        assert_int_equal(dx->lt_pages[0], 0);
+        assert_int_equal(dx->lt_pages[1], 0);
         tdx_close(&w);
     }
+}
+
+/* The places' pages follow the golden cache's (diffarena.c): where the
+ * campaign put the cache's blocks in 2 MiB pages (the host's measurement:
+ * BF__WRITE_HUGE), the worker asks for them over its places too, and the
+ * places are laid out the same (each value at the same offset); where the
+ * cache's are 4 KiB pages, so are the places' */
+static void worker_places_follow_cache_pages(void **state)
+{
+    const fixture *f = *state;
+    ptrdiff_t at[2][NV];
+    size_t bytes[2];
+    for (int huge = 0; huge < 2; huge++) {
+        tdx_worker w;
+        tdx_open_pages(&w, evaluator(f), evaluator(f), BF_CACHE_BUDGET_DEFAULT, huge ? BF__WRITE_HUGE : 0);
+        const bf__dx *dx = w.dx;
+        assert_non_null(dx->lt_tab[0]);
+        assert_non_null(dx->lt_tab[1]);
+        for (int t = 0; t < 2; t++)
+            if (dx->lt_pages[t] != (huge ? (unsigned)BF__WRITE_HUGE : 0u))
+                fail_msg("cache pages %s: plan %d's places asked for pages %u", huge ? "2 MiB" : "4 KiB", t,
+                         dx->lt_pages[t]);
+        bytes[huge] = dx->lt_bytes[0];
+        /* offsets from the places' 64-byte-aligned start (diffarena.c) */
+        const char *base = (const char *)(((uintptr_t)dx->lt_mem[0] + 63) & ~(uintptr_t)63);
+        for (int k = 0; k < NV; k++) at[huge][k] = (const char *)dx->lt_tab[0][f->v[k]] - base;
+        tdx_close(&w);
+    }
+    assert_int_equal(bytes[0], bytes[1]);
+    for (int k = 0; k < NV; k++)
+        if (at[0][k] != at[1][k]) fail_msg("%s placed at %td, at %td with 2 MiB pages", names[k], at[0][k], at[1][k]);
 }
 
 /* A budget short of every value keeps the cuts (d and y, by hand above),
@@ -309,6 +345,7 @@ int main(void)
         cmocka_unit_test(lives_as_worked_by_hand),
         cmocka_unit_test(layout_and_planted_overlap),
         cmocka_unit_test(worker_places),
+        cmocka_unit_test(worker_places_follow_cache_pages),
         cmocka_unit_test(cache_keeps_cuts),
         cmocka_unit_test(records_match_exact),
     };

@@ -126,8 +126,9 @@ void bf__pages_drop(void *addr, size_t len);
  *                    host's 2 MiB pages cheap and its 4 KiB ones dear
  *                    (bf__pages_huge_cheaper, or the caller's bf_host_pages
  *                    measured once a process): the golden checkpoints, the
- *                    golden cache's blocks and partial sums (h22-camp) and
- *                    a large eval set on the AMD host, whose 4 KiB first
+ *                    golden cache's blocks and partial sums (h22-camp), a
+ *                    differential worker's places (diffarena.c, h35-arena)
+ *                    and a large eval set on the AMD host, whose 4 KiB first
  *                    touch costs 2.2-3.1 ns a byte and 2 MiB pages' 0.1
  *                    (docs/perf/detectors.md, h21-ssd). Never a default:
  *                    a host that measures otherwise keeps 4 KiB pages.

@@ -226,6 +226,11 @@ int64_t bf__gcache_batches(const bf__gcache *gc);
  * where the cache keeps none of the values a pair leaves unwritten
  * (gcache.c, pass_pairs) */
 int64_t bf__gcache_pairs(const bf__gcache *gc);
+/* The pages the cache's blocks were given beside BF__WRITE_ONCE
+ * (bf__gcache_build's `pages`: BF__WRITE_HUGE where this host's 2 MiB
+ * pages are cheap and its 4 KiB ones dear, else 0): the host's choice,
+ * which the workers' own arenas follow (diffarena.c) */
+unsigned bf__gcache_pages(const bf__gcache *gc);
 
 /* --- the executor (diffworker.c, diffexec.c, diffstep.c) ---------------- */
 

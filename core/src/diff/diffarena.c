@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/warena.h"
 #include "diff/diff_impl.h"
 #include "exec/plan_impl.h"
 
@@ -194,7 +195,13 @@ static bf_status arena_plan(bf__dx *dx, int t, bf_error *err)
     if (st == BF_OK && !(dx->lt_mem[t] = bf__calloc(1, total + 64))) st = bf__dx_oom(err);
     if (st == BF_OK) {
         /* zeroed as the plan's arena is: a fresh mapping, a page faulted in
-         * when first written */
+         * when first written; in 2 MiB pages where the golden cache's are
+         * (the host's measurement, bf__gcache_pages): a trial writes these
+         * places again and again, and the first trials' first touch of
+         * them in 4 KiB pages was resnet18's 37,000 worker page faults, 145
+         * MiB at this host's 0.4 GB/s (docs/perf/trials/resnet18.md, h35-arena) */
+        dx->lt_pages[t] = bf__gcache_pages(sh->gc) & BF__WRITE_HUGE;
+        if (dx->lt_pages[t]) bf__pages_written(dx->lt_mem[t], total + 64, dx->lt_pages[t]);
         char *base = (char *)(((uintptr_t)dx->lt_mem[t] + 63) & ~(uintptr_t)63);
         for (size_t v = 0; v < n; v++) tab[v] = place[v] ? base + off[v] : dx->arena[t][v];
         dx->lt_tab[t] = tab;

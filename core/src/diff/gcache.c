@@ -858,3 +858,4 @@ size_t bf__gcache_served(const bf__gcache *gc) { return gc->served; }
 const double *bf__gcache_step_seconds(const bf__gcache *gc) { return gc->step_s; }
 int64_t bf__gcache_batches(const bf__gcache *gc) { return gc->n_batches; }
 int64_t bf__gcache_pairs(const bf__gcache *gc) { return gc->n_pairs; }
+unsigned bf__gcache_pages(const bf__gcache *gc) { return gc->pages; }
