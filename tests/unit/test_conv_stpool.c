@@ -162,7 +162,7 @@ static void real_export_pair(void **state)
     bf_model *m = NULL;
     bf_error err = {0};
     if (bf_model_load_file(BF_FIXTURES "/real/resnet_stem.onnx", &m, &err) != BF_OK) fail_msg("%s", err.msg);
-    /* AVX2 (no pair: the plans' bytes the same all the same) and the best path this CPU has */
+    /* AVX2 (no pair: the two plans' bytes the same all the same) and the best path this CPU has */
     const char *levels[] = {"avx2", NULL};
     static const int64_t batches[] = {2, 5};
     for (int l = 0; l < 2; l++) {
@@ -177,7 +177,9 @@ static void real_export_pair(void **state)
                          (int)batches[k], pairs_marked(b), avx512);
             pp_run(a), pp_run(b);
             assert_int_equal(b->tab.n_stpool, avx512 ? 1 : 0);
-            pp_same_outputs(a, b, "resnet_stem");
+            char what[64];
+            snprintf(what, sizeof what, "BITFLIP_SIMD=%s, resnet_stem at batch %d", at, (int)batches[k]);
+            pp_same_outputs(a, b, what);
             static const pp_vfault vf[] = {{"/conv1/Conv_output_0", 0},
                                            {"/relu/Relu_output_0", 0},
                                            {"/maxpool/MaxPool_output_0", 0},

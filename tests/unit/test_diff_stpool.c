@@ -98,18 +98,18 @@ static bf_campaign_spec spec_of(char **tensors, bf_target target)
     return s;
 }
 
-/* a value the cache keeps: its name, channels, and rows (= columns) */
-typedef struct pool_out {
+/* a value the cache keeps, square planes: its name, channels, and rows (= columns) */
+typedef struct cached_planes {
     const char *value;
     int64_t ch, hw;
-} pool_out;
+} cached_planes;
 
-static const pool_out built = {"mp", STEM, POOL};
+static const cached_planes built_pool = {"mp", STEM, POOL};
 
 /* The value of the first image in batch 0 as the cache holds it (the
  * pool's output in the graph built here): row hw / 2 replaced by the row
  * above, in every channel */
-static void plant(const bf_model *m, const bf__gcache *gc, const pool_out *at)
+static void plant(const bf_model *m, const bf__gcache *gc, const cached_planes *at)
 {
     int64_t v = bf_model_find_value(m, at->value);
     assert_true(v >= 0 && bf__gcache_has(gc, v));
@@ -125,7 +125,7 @@ static void plant(const bf_model *m, const bf__gcache *gc, const pool_out *at)
  * on `threads` threads, planted there (or not: NULL); returns the pairs the
  * pass ran */
 static int64_t run(const bf_model *m, const bf_dataset *ds, const bf_campaign_spec *s, int threads,
-                   const pool_out *planted, bf_trial_record *out)
+                   const cached_planes *planted, bf_trial_record *out)
 {
     bf_campaign *c = NULL;
     bf_error err = {0};
@@ -178,7 +178,7 @@ static void stem_pair_in_golden_pass(void **state)
         }
     }
     /* the planted error: the weight faults' trials read the pool's output */
-    run(m, ds, &cases[0].s, 1, &built, got);
+    run(m, ds, &cases[0].s, 1, &built_pool, got);
     int differ = 0;
     for (int i = 0; i < TRIALS; i++) differ += !dg_same_record(&got[i], &ex[0][got[i].trial]);
     print_message("planted error in the pair's output: %d of %d records differ from the exact engine's\n", differ,
@@ -224,8 +224,8 @@ static void real_export_golden_pass(void **state)
     /* the comparison has teeth here too: the same planted error changes
      * records (in what the trials read, the first block's output that the
      * pair's output feeds: the cache keeps no value in between) */
-    static const pool_out exported = {"/layers/layers.0/layers.0.0/relu_1/Relu_output_0", 16, 10};
-    run(m, ds, &s, 1, &exported, got);
+    static const cached_planes block_out = {"/layers/layers.0/layers.0.0/relu_1/Relu_output_0", 16, 10};
+    run(m, ds, &s, 1, &block_out, got);
     int differ = 0;
     for (int i = 0; i < TRIALS; i++) differ += !dg_same_record(&got[i], &ex[got[i].trial]);
     print_message("resnet_stem, planted error in the first block's output: %d of %d records differ\n", differ, TRIALS);

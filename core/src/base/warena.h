@@ -122,7 +122,9 @@ void bf__pages_drop(void *addr, size_t len);
  *                    noise (docs/perf/trials.md, "Huge pages for the
  *                    golden cache").
  *   BF__WRITE_HUGE   transparent huge pages unless BITFLIP_HUGE_PAGES=0,
- *                    for memory written once whose caller found this
+ *                    for memory whose first touch is its main cost
+ *                    (written once, or first touched by work that then
+ *                    reuses it) whose caller found this
  *                    host's 2 MiB pages cheap and its 4 KiB ones dear
  *                    (bf__pages_huge_cheaper, or the caller's bf_host_pages
  *                    measured once a process): the golden checkpoints, the

@@ -174,7 +174,8 @@ struct bf__dx {
     void **lt_tab[2];            /* per plan and value: its place shared by lifetime (NULL: none) */
     void *lt_mem[2];             /* those places' memory, lt_bytes of it */
     size_t lt_bytes[2];
-    unsigned lt_pages[2];        /* the pages asked for that memory: BF__WRITE_HUGE where the cache's are, else 0 */
+    unsigned lt_pages[2];        /* the pages asked for that memory (BF__WRITE_HUGE where the cache's are, else
+                                  * 0), kept where the call is made: what a test can see was asked */
     int simd;                    /* bf__sgemm_simd() when created: the scans' CPU path (base/simd.h) */
     int approx;                  /* the batch at hand took a rank-k update */
     int no_approx;               /* no updates: always, unless near_exact; else while a batch is redone */
