@@ -54,14 +54,8 @@
 #include "base/simd.h"
 #include "exec/ops/linalg_pwseg.h"
 #include "exec/ops/sgemm.h"
-#include "op_harness.h"
+#include "test_conv_exact/test_conv_exact.h"
 
-typedef struct conv_case {
-    const char *what;
-    int64_t n, c, h, w, m, group, kh, kw, s, d, pads[4];  /* pads: top, left, bottom, right */
-    int bias;
-    int inf_w;   /* weight 0 is +Inf: a padding tap skipped keeps the border finite, 0 * Inf would not */
-} conv_case;
 
 /* The im2col and 1x1 paths' chain for output (i, j) of one output channel
  * (weights wo) over its group's input planes xg: s = fma(w, x, s) in the
@@ -149,12 +143,13 @@ static void ref_conv(const conv_case *k, const float *x, const float *wt, const 
 }
 
 /* The activations: Relu, Clip(-0.2, 0.3), Clip(min 0.1), Clip(max -0.05), Clip(0.5, -0.5), HardSwish. */
-static const bf__act acts[] = {{.lo = 0.0f, .hi = INFINITY},      {.lo = -0.2f, .hi = 0.3f},
+const bf__act acts[] = {{.lo = 0.0f, .hi = INFINITY},      {.lo = -0.2f, .hi = 0.3f},
                                {.lo = 0.1f, .hi = INFINITY},      {.lo = -INFINITY, .hi = -0.05f},
                                {.lo = 0.5f, .hi = -0.5f},          {.lo = -INFINITY, .hi = INFINITY, .hswish = 1}};
-#define N_ACTS (sizeof acts / sizeof *acts)
+const size_t n_acts = sizeof acts / sizeof *acts;
+#define N_ACTS n_acts
 
-static float ref_act(const bf__act *a, float v)
+float ref_act(const bf__act *a, float v)
 {
     if (a->hswish) {   /* torch's x * clamp(x + 3, 0, 6) / 6 (docs/NUMERICS.md), NaN passing the clamp */
         float t = v + 3.0f;
@@ -167,17 +162,6 @@ static float ref_act(const bf__act *a, float v)
     return v;
 }
 
-/* A case's inputs and its reference output (no activation), made once and
- * checked against every CPU path and activation: the reference does not
- * depend on either, and computing it again for each of the 24 was most of
- * this test's time (plain C, and at -O1 under the sanitizers: 40.4 CPU-s
- * under ASan before, 7.8 after; tests/README.md, "The sixth round"). */
-typedef struct prepared {
-    const conv_case *k;
-    bf_tensor x, wt, b;
-    float *ref;
-    int64_t oh, ow, numel;
-} prepared;
 
 static void case_open(const conv_case *k, prepared *p)
 {
@@ -187,7 +171,13 @@ static void case_open(const conv_case *k, prepared *p)
     /* a few exact zeros and negative zeros, where the order of +0 and -0 shows */
     float *xv = p->x.data;
     for (int64_t i = 0; i < k->n * k->c * k->h * k->w; i += 7) xv[i] = (i / 7) % 2 ? -0.0f : 0.0f;
-    if (k->inf_w) ((float *)p->wt.data)[0] = INFINITY;
+    if (k->special == 1) ((float *)p->wt.data)[0] = INFINITY;
+    if (k->special >= 2) {
+        float *wv = p->wt.data, *bv = p->b.data;
+        for (int64_t i = 0; i < k->n * k->c * k->h * k->w; i++) xv[i] = -1e-30f;
+        for (int64_t i = 0; i < k->m * (k->c / k->group) * k->kh * k->kw; i++) wv[i] = (fabsf(wv[i]) + 0.01f) * 1e-20f;
+        for (int64_t i = 0; i < k->m; i++) bv[i] = k->special == 2 && i % 2 == 0 ? -0.0f : 0.0f;
+    }
     p->oh = (k->h + k->pads[0] + k->pads[2] - k->d * (k->kh - 1) - 1) / k->s + 1;
     p->ow = (k->w + k->pads[1] + k->pads[3] - k->d * (k->kw - 1) - 1) / k->s + 1;
     p->numel = k->n * k->m * p->oh * p->ow;
@@ -238,7 +228,7 @@ static void run_case(const prepared *p, const char *level, size_t q)
     th_free(&out, 1);
 }
 
-static const conv_case cases[] = {
+const conv_case cases[] = {
     {"3x3 stride 1, asymmetric pads (padded planes)", 2, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 2, 0, 1}, 1, 0},
     {"3x3 stride 1, no bias (+0 added)", 1, 13, 31, 29, 19, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 0},
     {"3x3 stride 2, dilation 2 (column matrix, bias in the kernel)", 2, 29, 31, 29, 19, 1, 3, 3, 2, 2, {1, 2, 0, 1}, 1, 0},
@@ -303,6 +293,20 @@ static const conv_case cases[] = {
     {"bcast: 14x14, 72 channels (a last chunk of 8, packed a float at a time), 32 rows", 1, 72, 14, 14, 32, 1, 3, 3, 1,
      1, {1, 1, 1, 1}, 1, 0},
     {"bcast: 3x3 stride 2 dilation 2, 64 channels, 16 rows", 1, 64, 15, 17, 16, 1, 3, 3, 2, 2, {2, 1, 1, 2}, 1, 0},
+    /* the padding taps left out where W is the model's copy packed once
+     * and finite and no bias is -0 (bc_sched): the -0 sums where that
+     * would show, and shapes whose positions fall in several classes (top
+     * and bottom rows, left and right columns; 5x5's two rows and columns
+     * of padding; K in chunks, a class's k terms in ranges across them) */
+    {"bcast: -0 sums, a -0 bias in every other row: every tap computed", 2, 128, 7, 7, 48, 1, 3, 3, 1, 1, {1, 1, 1, 1},
+     1, 2},
+    {"bcast: -0 sums, +0 biases: the padding taps left out", 2, 128, 7, 7, 48, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 3},
+    {"bcast: 9x9, 152 channels (chunks of 128 and 24), 2 images, 48 rows: the padding taps left out", 2, 152, 9, 9, 48,
+     1, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0},
+    {"bcast: 5x5 pads 2 and 1, 11x13, 32 channels, 3 images, 64 rows", 3, 32, 11, 13, 64, 1, 5, 5, 1, 1, {2, 1, 1, 2},
+     1, 0},
+    {"bcast: 3x3 stride 2 dilation 2, asymmetric pads, 20x19, 80 channels, 32 rows", 2, 80, 20, 19, 32, 1, 3, 3, 2, 2,
+     {3, 0, 1, 2}, 1, 0},
     /* chunks of K of up to 128 channels (8 blocks of 16) for 3x3: 152
      * channels run as a chunk of 128, then one of 16 + 8, the sums kept
      * between; 272 at stride 2 as 128, 128, 16 */
@@ -481,9 +485,10 @@ static const conv_case cases[] = {
  * each test made them again, the reference too (tests/history/
  * round21-h25-trims.md). Nothing writes to them after case_open. */
 #define N_CASES (sizeof cases / sizeof *cases)
+const size_t n_cases = N_CASES;
 static prepared made[N_CASES];
 
-static prepared case_get(size_t i)
+prepared case_get(size_t i)
 {
     if (!made[i].k) {
         prepared p;
@@ -527,7 +532,7 @@ static int act_here(size_t i, int l, size_t q)
  * (turning with the case) and all four at avx512, the one path that reads
  * the copy; every combination runs on some cases. All of them in the
  * release build (act_here says why). */
-static int half_here(size_t i, int l, int j)
+int half_here(size_t i, int l, int j)
 {
 #ifdef BF_SANITIZED
     return (i + (size_t)l + (size_t)j) % 2 == 0;
@@ -560,7 +565,7 @@ static void conv_random_shapes_match_reference(void **state)
         k.d = 1 + RND(2);
         for (int j = 0; j < 4; j++) k.pads[j] = RND(3);
         k.bias = (int)RND(2);
-        k.inf_w = RND(4) == 0;
+        k.special = RND(4) == 0;
         int kind = (int)RND(4);
         int64_t c = 1 + RND(9);
         if (kind == 0) k.c = k.m = k.group = c;                             /* depthwise */
@@ -578,7 +583,7 @@ static void conv_random_shapes_match_reference(void **state)
                  "dilation %lld pads %lld,%lld,%lld,%lld, inf weight %d", t, (long long)k.n, (long long)k.c, (long long)k.h,
                  (long long)k.w, (long long)k.m, (long long)k.group, (long long)k.kh, (long long)k.kw, (long long)k.s,
                  (long long)k.d, (long long)k.pads[0], (long long)k.pads[1], (long long)k.pads[2], (long long)k.pads[3],
-                 k.inf_w);
+                 k.special);
         k.what = what;
         prepared p;
         case_open(&k, &p);
@@ -792,68 +797,6 @@ static void conv_bn_matches_steps(void **state)
     assert_true(npws >= 4);   /* the four cases written for it */
 }
 
-/* W packed once, as a plan passes the model's copy of a weight to the
- * step (bf__ctx.packed; base/wpack.h): the output-channel lanes kernels
- * (linalg_conv_bcast.c; linalg_conv_pwlanes.c for 1x1) then read that
- * copy instead of packing W a chunk at a time; every other path ignores
- * it. Every case on every CPU path, bare, with an activation, and with a
- * residual as the Add's A (Relu) and as its B (alone): the reference's
- * bits, as without the copy. Where the CPU has AVX-512, the "bcast:" and
- * "1x1 lanes:" cases (row blocks of 4, 3, 2 vectors, K in chunks, groups)
- * must have taken the copy. */
-static void conv_packed_weights_match_reference(void **state)
-{
-    (void)state;
-    const char *levels[] = {"ref", "avx2", "avx512"};   /* not unset too: the head comment */
-    static const bf__act relu = {.lo = 0.0f, .hi = INFINITY}, none = {.lo = -INFINITY, .hi = INFINITY};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        prepared p = case_get(i);
-        const conv_case *k = p.k;
-        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
-        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
-                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
-                            th_attr_int("group", k->group)};
-        const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
-        bf_tensor r = th_tensor_rand(15, 4, od);
-        float *want = malloc(sizeof(float) * (size_t)p.numel + 1);
-        assert_non_null(want);
-        for (int l = 0; l < 3; l++)
-            for (int form = 0; form < 4; form++) {
-                if (l < 2 && !half_here(i, l, form)) continue;   /* every form at AVX-512, where the copy is read */
-                /* 0 bare, 1 an activation, 2 the residual as A then Relu, 3 as B alone */
-                const bf__act *act = form == 1 ? &acts[i % N_ACTS] : form == 2 ? &relu : form == 3 ? &none : NULL;
-                const float *rv = form >= 2 ? r.data : NULL;
-                for (int64_t e = 0; e < p.numel; e++) {
-                    float v = p.ref[e], a = rv ? rv[e] : 0.0f;
-                    /* the Add's own expression; no NaN here in the residual, so the order shows only in -0 */
-                    if (rv) v = form == 2 ? a + v : v + a;
-                    want[e] = act ? ref_act(act, v) : v;
-                }
-                bf_tensor out;
-                bf_error err = {0};
-                int took = 0;
-                if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
-                else unsetenv("BITFLIP_SIMD");
-                bf_status stt = th_run_conv_wpk(attrs, 5, in, k->bias ? 3 : 2, &out, act, rv, form == 2, &took, &err);
-                unsetenv("BITFLIP_SIMD");
-                if (stt != BF_OK) fail_msg("%s, W packed once: %s", k->what, err.msg);
-                if ((!strncmp(k->what, "bcast:", 6) || !strncmp(k->what, "1x1 lanes:", 10)) &&
-                    (!levels[l] || !strcmp(levels[l], "avx512")) &&
-                    bf__sgemm_best() >= BF_SGEMM_AVX512 && !took)
-                    fail_msg("%s: no copy of W packed once at AVX-512", k->what);
-                const float *got = out.data;
-                for (int64_t e = 0; e < p.numel; e++)
-                    if (memcmp(&got[e], &want[e], sizeof(float)) != 0)
-                        fail_msg("%s, W packed once (BITFLIP_SIMD=%s, form %d, copy %s): element %lld is %.9g, the "
-                                 "reference %.9g", k->what, levels[l] ? levels[l] : "unset", form, took ? "taken" : "none",
-                                 (long long)e, got[e], want[e]);
-                th_free(&out, 1);
-            }
-        free(want);
-        th_tensor_free(&r);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -862,7 +805,7 @@ int main(void)
         cmocka_unit_test(conv_random_shapes_match_reference),
         cmocka_unit_test(conv_residual_matches_add),
         cmocka_unit_test(conv_bn_matches_steps),
-        cmocka_unit_test(conv_packed_weights_match_reference),
+        cmocka_unit_test(conv_packed_weights_match_reference),   /* test_conv_exact/packed.c */
     };
     return cmocka_run_group_tests(tests, NULL, cases_free);
 }

@@ -14,7 +14,9 @@
  * consecutive positions are every other float) run with every lane an
  * output. k runs over the column matrix's rows in their order
  * (bf__conv_krow), each sum from +0, one fused multiply-add per k (its
- * two factors the weight and the input, as the other paths have them),
+ * two factors the weight and the input, as the other paths have them;
+ * the taps in the padding left out where that gives the same bits:
+ * bc_sched),
  * then (1 * s) + bias, the residual Add in the Add's operand order,
  * Relu's or Clip's comparisons: every output gets bf__conv_packed's bits.
  * K is cut into chunks of whole blocks of 16 input channels (up to 128
@@ -101,6 +103,10 @@ typedef struct bcast_job {
     const unsigned char *keep;   /* NULL: every checkpoint saved; else those k with keep[k] */
     const float *load;
     int64_t first, slab, rstride;
+    /* the padding taps left out (bc_sched), where bf__conv_bcast found that
+     * exact: the window, to tell each position's taps in the padding */
+    int skip;
+    const bf__window *win;
 } bcast_job;
 
 /* x86's first source is the one returned when both are NaN: the Add's A
@@ -112,33 +118,55 @@ AVX512 static inline __attribute__((always_inline)) __m512 add_first(__m512 a, _
     return o;
 }
 
-/* positions q0 .. q0 + NP of a row block of 16 NV rows (weights wb: the
- * row block's, [k][16 NV]), k terms [p0, p1); acc: the block's sums,
- * [NP][64], from +0 (first) or as the last chunk left them, stored back
- * for the next chunk or bc_epi */
+/* positions rows[0 .. NP) of the tile starting at t0 (acc rows; the
+ * positions t0 + rows[i]) of a row block of 16 NV rows (weights wb: the row
+ * block's, [k][16 NV]), k terms [p0, p1) (BC_BLOCK) or the ranges rg[0 ..
+ * 2 nrg) in order (BC_BLOCKM: a block whose positions leave out padding
+ * taps, bc_sched); acc: the tile's sums, [q - t0][64], from +0 (first) or
+ * as the last chunk left them, stored back for the next chunk or bc_epi.
+ * The two share the k step, so a k term's operations are the same in both. */
+#define BC_KSTEP(NP, NV)                                                                                             \
+    {                                                                                                                \
+        _mm_prefetch(pf, _MM_HINT_T1);                                                                               \
+        int64_t o = j->off[p];                                                                                       \
+        __m512 wv[NV];                                                                                               \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(wk + 16 * v);                   \
+        _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++) {                                                       \
+            __m512 xv = _mm512_set1_ps(xb[i][o]);                                                                    \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm512_fmadd_ps(wv[v], xv, s[i][v]);      \
+        }                                                                                                            \
+    }
+#define BC_OPEN(NP, NV)                                                                                              \
+    __m512 s[NP][NV];                                                                                                \
+    _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                             \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] =                                               \
+        first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + rows[i] * 64 + 16 * v);                                 \
+    const float *xb[NP];                                                                                             \
+    _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++) xb[i] = j->xp + j->pin[t0 + rows[i]];
+#define BC_CLOSE(NP, NV)                                                                                             \
+    _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                             \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + rows[i] * 64 + 16 * v, s[i][v]);
 #define BC_BLOCK(NP, NV)                                                                                             \
     NO_ASAN AVX512 static inline __attribute__((always_inline)) void bc_##NP##_##NV(                                 \
-        const bcast_job *j, const float *wb, const char *pf, int64_t q0, int64_t p0, int64_t p1, float *acc, int first) \
+        const bcast_job *j, const float *wb, const char *pf, const int32_t *rows, int64_t t0, int64_t p0, int64_t p1, \
+        float *acc, int first)                                                                                       \
     {                                                                                                                \
-        __m512 s[NP][NV];                                                                                            \
-        _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                         \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] =                                           \
-            first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * 64 + 16 * v);                                   \
-        const float *xb[NP];                                                                                         \
-        _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++) xb[i] = j->xp + j->pin[q0 + i];                         \
+        BC_OPEN(NP, NV)                                                                                              \
         const float *wk = wb + p0 * 16 * NV;                                                                         \
-        _Pragma("GCC unroll 2") for (int64_t p = p0; p < p1; p++, wk += 16 * NV, pf += 16) {                         \
-            _mm_prefetch(pf, _MM_HINT_T1);                                                                           \
-            int64_t o = j->off[p];                                                                                   \
-            __m512 wv[NV];                                                                                           \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) wv[v] = _mm512_loadu_ps(wk + 16 * v);               \
-            _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++) {                                                   \
-                __m512 xv = _mm512_set1_ps(xb[i][o]);                                                                \
-                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) s[i][v] = _mm512_fmadd_ps(wv[v], xv, s[i][v]);  \
-            }                                                                                                        \
+        _Pragma("GCC unroll 2") for (int64_t p = p0; p < p1; p++, wk += 16 * NV, pf += 16) BC_KSTEP(NP, NV)         \
+        BC_CLOSE(NP, NV)                                                                                             \
+    }                                                                                                                \
+    NO_ASAN AVX512 static inline __attribute__((always_inline)) void bcm_##NP##_##NV(                                \
+        const bcast_job *j, const float *wb, const char *pf, const int32_t *rows, int64_t t0, const int32_t *rg,     \
+        int nrg, float *acc, int first)                                                                              \
+    {                                                                                                                \
+        BC_OPEN(NP, NV)                                                                                              \
+        for (int r = 0; r < nrg; r++) {                                                                              \
+            int64_t p1 = rg[2 * r + 1];                                                                              \
+            const float *wk = wb + (int64_t)rg[2 * r] * 16 * NV;                                                     \
+            for (int64_t p = rg[2 * r]; p < p1; p++, wk += 16 * NV, pf += 16) BC_KSTEP(NP, NV)                       \
         }                                                                                                            \
-        _Pragma("GCC unroll 6") for (int i = 0; i < NP; i++)                                                         \
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + i * 64 + 16 * v, s[i][v]);     \
+        BC_CLOSE(NP, NV)                                                                                             \
     }
 
 #define BC_NPS(NV) BC_BLOCK(1, NV) BC_BLOCK(2, NV) BC_BLOCK(3, NV) BC_BLOCK(4, NV) BC_BLOCK(5, NV) BC_BLOCK(6, NV)
@@ -148,11 +176,18 @@ BC_NPS(3)
 BC_NPS(4)
 
 #define BC_CASE(NP, NV) \
-    case NP: bc_##NP##_##NV(j, wb, pf, q0, p0, p1, acc, first); break;
+    case NP: bc_##NP##_##NV(j, wb, pf, rows, t0, p0, p1, acc, first); break;
 #define BC_SWITCH(NV)                                                                                                \
     switch (np) {                                                                                                    \
         BC_CASE(1, NV) BC_CASE(2, NV) BC_CASE(3, NV) BC_CASE(4, NV) BC_CASE(5, NV) default:                          \
-        bc_6_##NV(j, wb, pf, q0, p0, p1, acc, first);                                                      \
+        bc_6_##NV(j, wb, pf, rows, t0, p0, p1, acc, first);                                                          \
+    }
+#define BCM_CASE(NP, NV) \
+    case NP: bcm_##NP##_##NV(j, wb, pf, rows, t0, rg, nrg, acc, first); break;
+#define BCM_SWITCH(NV)                                                                                               \
+    switch (np) {                                                                                                    \
+        BCM_CASE(1, NV) BCM_CASE(2, NV) BCM_CASE(3, NV) BCM_CASE(4, NV) BCM_CASE(5, NV) default:                     \
+        bcm_6_##NV(j, wb, pf, rows, t0, rg, nrg, acc, first);                                                        \
     }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -186,13 +221,23 @@ __attribute__((noinline)) static void bc_asan(const bcast_job *j, int nv, int64_
 #endif
 
 NO_ASAN AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job *j, int nv, int np, const float *wb,
-                                                                 const char *pf, int64_t q0, int64_t p0, int64_t p1,
-                                                                 float *acc, int first)
+                                                                 const char *pf, const int32_t *rows, int64_t t0,
+                                                                 int64_t p0, int64_t p1, float *acc, int first)
 {
     if (nv == 4) BC_SWITCH(4)
     else if (nv == 3) BC_SWITCH(3)
     else if (nv == 2) BC_SWITCH(2)
     else BC_SWITCH(1)
+}
+
+NO_ASAN AVX512 __attribute__((noinline)) static void bc_dispatchm(const bcast_job *j, int nv, int np, const float *wb,
+                                                                  const char *pf, const int32_t *rows, int64_t t0,
+                                                                  const int32_t *rg, int nrg, float *acc, int first)
+{
+    if (nv == 4) BCM_SWITCH(4)
+    else if (nv == 3) BCM_SWITCH(3)
+    else if (nv == 2) BCM_SWITCH(2)
+    else BCM_SWITCH(1)
 }
 
 /* The weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as stored), k
@@ -288,15 +333,174 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
         }
 }
 
+/* The padding taps left out. A tap that falls in the padding adds
+ * fma(w, +0, s): with w finite that is s itself, but for the sign of a zero
+ * sum (-0 + (+0) is +0). So a sum that leaves such taps out differs from
+ * the one that computes them at most in the sign of a zero (both zero, or
+ * the same float, after every k term: a nonzero product added to +0 or -0
+ * gives the same float), and the epilogue's (1 * s) + bias erases that
+ * difference unless the bias is -0 (+0 + -0 is +0, -0 + -0 is -0). Where
+ * every weight is finite (the model's W packed once: bf__conv_bcast_pack
+ * refuses a W with an Inf or NaN, which then packs per call and computes
+ * every tap) and no bias is -0 (checked a call), leaving them out gives
+ * every output the bits of the chain with them (docs/ENGINE.md, "The
+ * convolution path"), on every chunk's sums too (a trial that resumes from
+ * them: bf__psum). MLAS leaves them out as well; on resnet18 they are 7.9%
+ * of the 3x3 Convs' multiply-adds (18% of layer4's 7x7 maps).
+ *
+ * A tile's positions are put in classes by the taps they may leave out:
+ * those of their padded kernel rows (the top and bottom output rows, their
+ * corners' padded columns then computed), else of their padded columns,
+ * else none; each class's positions, in order, form the blocks, up to
+ * BC_NP each and as even as the class allows. A class's k terms in a chunk
+ * are ranges of bf__conv_krow's order (tap-major in each block of 16
+ * channels: a tap's channels are consecutive k terms). */
+#define BC_CLS 16     /* classes a tile at most; a position past them computes every tap */
+#define BC_RNG 96     /* k ranges of one class in one chunk at most; else its taps all computed */
+#define BC_BLKS (BC_TILE / BC_NP + BC_CLS + 1)
+typedef struct bc_sched {
+    /* the call's: the classes, and each output row's and column's (0: none) */
+    int ncls;
+    uint64_t mask[BC_CLS];    /* the taps a class leaves out (0: none) */
+    const int8_t *rowcls, *colcls;
+    /* the tile's */
+    int32_t ord[BC_TILE];     /* the tile's acc rows (q - t0) in block order */
+    int32_t at[BC_BLKS];      /* block b: its rows ord[at[b] .. at[b + 1]) */
+    int8_t cls[BC_BLKS];      /* block b's class */
+    int nb;
+    int64_t t0, t1;           /* the tile planned (-1: none) */
+    /* the chunk's */
+    int64_t cb0;              /* the chunk whose ranges rg holds (-1: none) */
+    int32_t rg[BC_CLS][2 * BC_RNG];
+    int nrg[BC_CLS];
+    int64_t kt[BC_CLS];       /* the k terms a class runs in the chunk */
+} bc_sched;
+
+/* maximal runs of taps not in m, of ksp */
+static int bc_runs(uint64_t m, int64_t ksp)
+{
+    int n = 0;
+    for (int64_t t = 0; t < ksp; t++)
+        if (!(m >> t & 1) && (t == 0 || (m >> (t - 1) & 1))) n++;
+    return n;
+}
+
+/* the class of the taps in m (0 where none is left out: m is 0, too many
+ * ranges, no class left) */
+static int8_t bc_class(bc_sched *sc, uint64_t m, int64_t ksp, int64_t chb)
+{
+    if (!m || bc_runs(m, ksp) * chb > BC_RNG) return 0;
+    int c = 1;
+    while (c < sc->ncls && sc->mask[c] != m) c++;
+    if (c == sc->ncls) {
+        if (c == BC_CLS) return 0;
+        sc->mask[sc->ncls++] = m;
+    }
+    return (int8_t)c;
+}
+
+/* The call's classes: each output row's by the kernel rows that fall in
+ * the padding there (all their taps), each column's by the kernel columns;
+ * rowcls and colcls: out[1] and out[2] bytes. Without skip, one class. */
+static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, int8_t *colcls, bc_sched *sc)
+{
+    const bf__window *w = j->win;
+    sc->ncls = 1, sc->mask[0] = 0, sc->rowcls = rowcls, sc->colcls = colcls, sc->t0 = sc->t1 = sc->cb0 = -1;
+    if (!j->skip) return;
+    for (int64_t oh = 0; oh < w->out[1]; oh++) {
+        uint64_t m = 0;
+        for (int64_t kh = 0; kh < w->k[1]; kh++) {
+            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
+            if (ih < 0 || ih >= w->in[1])
+                for (int64_t kw = 0; kw < w->k[2]; kw++) m |= (uint64_t)1 << (kh * w->k[2] + kw);
+        }
+        rowcls[oh] = bc_class(sc, m, j->ksp, chb);
+    }
+    for (int64_t ow = 0; ow < w->out[2]; ow++) {
+        uint64_t m = 0;
+        for (int64_t kw = 0; kw < w->k[2]; kw++) {
+            int64_t iw = ow * w->s[2] - w->pb[2] + kw * w->d[2];
+            if (iw < 0 || iw >= w->in[2])
+                for (int64_t kh = 0; kh < w->k[1]; kh++) m |= (uint64_t)1 << (kh * w->k[2] + kw);
+        }
+        colcls[ow] = bc_class(sc, m, j->ksp, chb);
+    }
+}
+
+/* the blocks of tile [t0, t1): a position's class its row's, else its
+ * column's; with one class, today's blocks (BC_NP consecutive positions) */
+static void bc_plan_tile(const bcast_job *j, int64_t t0, int64_t t1, bc_sched *sc)
+{
+    int64_t n = t1 - t0;
+    int32_t cnt[BC_CLS] = {0}, start[BC_CLS], pos = 0;
+    int8_t key[BC_TILE];
+    if (sc->t0 == t0 && sc->t1 == t1) return;   /* the next row block's tile: planned */
+    sc->t0 = t0, sc->t1 = t1;
+    if (sc->ncls == 1) {
+        for (int64_t i = 0; i < n; i++) sc->ord[i] = (int32_t)i;
+        cnt[0] = (int32_t)n;
+    } else {
+        int64_t ow_n = j->win->out[2], oh_n = j->win->out[1], r = t0 % j->osp, oh = r / ow_n, ow = r % ow_n;
+        for (int64_t i = 0; i < n; i++) {
+            key[i] = sc->rowcls[oh] ? sc->rowcls[oh] : sc->colcls[ow];
+            cnt[key[i]]++;
+            if (++ow == ow_n) ow = 0, oh = oh + 1 == oh_n ? 0 : oh + 1;
+        }
+        for (int c = 0; c < sc->ncls; c++) start[c] = pos, pos += cnt[c];
+        for (int64_t i = 0; i < n; i++) sc->ord[start[key[i]]++] = (int32_t)i;
+    }
+    sc->nb = 0, pos = 0;
+    for (int c = 0; c < sc->ncls; c++) {
+        int32_t nc = cnt[c], nblk = (nc + BC_NP - 1) / BC_NP;
+        for (int32_t b = 0; b < nblk; b++) {
+            /* as even as the class allows, save where nothing is left out:
+             * there BC_NP a block as before, the last the rest */
+            int32_t sz = c ? nc / nblk + (b < nc % nblk) : (nc - b * BC_NP < BC_NP ? nc - b * BC_NP : BC_NP);
+            sc->at[sc->nb] = pos, sc->cls[sc->nb++] = (int8_t)c, pos += sz;
+        }
+    }
+    sc->at[sc->nb] = pos;
+}
+
+/* each class's k ranges in the chunk of channel blocks [cb0, cb1) */
+static void bc_plan_chunk(const bcast_job *j, int64_t cb0, int64_t cb1, bc_sched *sc)
+{
+    if (sc->cb0 == cb0) return;
+    sc->cb0 = cb0;
+    for (int c = 1; c < sc->ncls; c++) {
+        int n = 0;
+        int64_t kt = 0;
+        for (int64_t cb = cb0; cb < cb1; cb++) {
+            int64_t c0 = cb * BF__CONV_CBLOCK, width = j->cg - c0 < BF__CONV_CBLOCK ? j->cg - c0 : BF__CONV_CBLOCK;
+            int64_t base = c0 * j->ksp;
+            for (int64_t t = 0; t < j->ksp;) {
+                if (sc->mask[c] >> t & 1) {
+                    t++;
+                    continue;
+                }
+                int64_t ta = t;
+                while (t < j->ksp && !(sc->mask[c] >> t & 1)) t++;
+                int32_t a = (int32_t)(base + ta * width), b = (int32_t)(base + t * width);
+                kt += b - a;
+                if (n && sc->rg[c][2 * n - 1] == a) sc->rg[c][2 * n - 1] = b;
+                else sc->rg[c][2 * n] = a, sc->rg[c][2 * n + 1] = b, n++;
+            }
+        }
+        sc->nrg[c] = n, sc->kt[c] = kt;
+    }
+}
+
 /* row blocks of 64, tiles of positions, chunks of K (whole blocks of 16
  * input channels, up to BC_KCHUNK k terms: bc_chunk), position blocks: a
  * tile's sums (tile x 64 floats) and a chunk's weights stay in L2 while
  * the chunk runs over the tile. Each block of 16 channels is packed with
  * its own k map, the chunk's blocks one after the other in wb, in k order
  * (bf__conv_krow orders k by channel block first). */
-AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_t m, int64_t npos, float *wb)
+AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk, int64_t m, int64_t npos, float *wb,
+                          int8_t *cls, bc_sched *sc)
 {
     int64_t ncb = (j->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK, chb = bc_chunk(j->ksp);
+    bc_plan_call(j, chb, cls, cls + j->win->out[1], sc);
     int64_t ntiles = (npos + BC_TILE - 1) / BC_TILE, tile = (npos + ntiles - 1) / ntiles;
     tile = (tile + BC_NP - 1) / BC_NP * BC_NP;
     for (int64_t r0 = 0; r0 < m; r0 += 64) {
@@ -304,6 +508,7 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
         for (int64_t t0 = 0; t0 < npos; t0 += tile) {
             int64_t t1 = t0 + tile < npos ? t0 + tile : npos;
             size_t tfl = (size_t)(t1 - t0) * 64;
+            bc_plan_tile(j, t0, t1, sc);
             for (int64_t cb0 = 0; cb0 < ncb; cb0 += chb) {
                 /* a resume: the chunks before `first` are the golden ones,
                  * their sums the checkpoint after chunk first - 1 */
@@ -316,6 +521,7 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
                     if (!wpk) bc_pack_block(j, wt + r0 * j->kc, 16 * nv, cb, wb + (p1 - p0) * 16 * nv);
                     p1 += width * j->ksp;
                 }
+                if (sc->ncls > 1) bc_plan_chunk(j, cb0, cb1, sc);
                 /* the row block's weights, [k][16 nv] over all of K: the
                  * model's copy packed once, or this chunk's just packed */
                 const float *wr = wpk ? wpk + r0 * j->kc : wb - p0 * 16 * nv;
@@ -327,10 +533,16 @@ AVX512 static void bc_run(const bcast_job *j, const float *wt, const float *wpk,
                 int64_t nx = r0 * j->kc + p1 * 16 * nv, nend = r0 * j->kc + (2 * p1 - p0) * 16 * nv;
                 if (nend > m * j->kc) nend = m * j->kc;
                 BC_ASAN(j, nv, t0, t1, wr, p0, p1, j->acc);
-                for (int64_t q0 = t0; q0 < t1; q0 += BC_NP, nx += (p1 - p0) * 4) {
-                    int np = t1 - q0 < BC_NP ? (int)(t1 - q0) : BC_NP;
-                    const char *pf = (const char *)(wpk && nx + (p1 - p0) * 4 <= nend ? wpk + nx : wr + p0 * 16 * nv);
-                    bc_dispatch(j, nv, np, wr, pf, q0, p0, p1, j->acc + (q0 - t0) * 64, cb0 == 0);
+                for (int b = 0; b < sc->nb; b++) {
+                    int np = sc->at[b + 1] - sc->at[b], c = sc->cls[b];
+                    const int32_t *rows = sc->ord + sc->at[b];
+                    int64_t kt = sc->mask[c] ? sc->kt[c] : p1 - p0;
+                    const char *pf = (const char *)(wpk && nx + kt * 4 <= nend ? wpk + nx : wr + p0 * 16 * nv);
+                    if (sc->mask[c])
+                        bc_dispatchm(j, nv, np, wr, pf, rows, t0, sc->rg[c], sc->nrg[c], j->acc, cb0 == 0);
+                    else
+                        bc_dispatch(j, nv, np, wr, pf, rows, t0, p0, p1, j->acc, cb0 == 0);
+                    nx += kt * 4;
                 }
                 /* every chunk's sums but the last's, as they go to the next chunk */
                 if (cb1 < ncb && j->save && (!j->keep || j->keep[qk]))
@@ -401,7 +613,7 @@ size_t bf__conv_bcast_floats(const bf__conv_params *cp)
 {
     int64_t npos = bf__conv_bcast_images(cp) * cp->osp;
     return acc_floats(npos) + (size_t)(64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp)) + (((size_t)cp->kc + 15) & ~(size_t)15) +
-           2 * (((size_t)npos + 15) & ~(size_t)15);
+           2 * (((size_t)npos + 15) & ~(size_t)15) + (((size_t)(cp->w.out[1] + cp->w.out[2]) + 63) & ~(size_t)63) / 4;
 }
 
 /* chunks of K a run takes, and the input channels of each but the last */
@@ -431,6 +643,13 @@ int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (!cp->bcast || cp->simd < BF_SGEMM_AVX512) return 0;
+    /* a W with an Inf or NaN is not packed once: its calls pack it per chunk
+     * and compute every padding tap (bc_sched: 0 * Inf is NaN) */
+    for (int64_t e = 0; e < cp->m * cp->kc; e++) {
+        uint32_t u;
+        memcpy(&u, &wt[e], sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u) return 0;
+    }
     bcast_job j = {.kc = cp->kc, .ksp = cp->ksp, .cg = cp->cg};
     int64_t ncb = (cp->cg + BF__CONV_CBLOCK - 1) / BF__CONV_CBLOCK;
     for (int64_t g = 0; g < cp->group; g++)
@@ -446,6 +665,24 @@ int bf__conv_bcast_pack(const bf__conv_params *cp, const float *wt, float *out)
 #endif
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+static int bc_any_pad(const bf__window *w)
+{
+    return w->pb[1] || w->pe[1] || w->pb[2] || w->pe[2];
+}
+
+/* a bias of -0 somewhere in b[0 .. n): bc_sched says why that keeps every tap */
+static int bc_neg_zero(const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &b[i], sizeof u);
+        if (u == 0x80000000u) return 1;
+    }
+    return 0;
+}
+#endif
+
 void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk, int64_t ni, const float *xp,
                     float *buf, const float *bias, const bf__act *act, float *y, bf__psum *ps, int64_t img0)
 {
@@ -456,6 +693,7 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
     int32_t *off = (int32_t *)(wb + 64 * BF__CONV_CBLOCK * cp->ksp * bc_chunk(cp->ksp));
     int32_t *pin = off + (((size_t)cp->kc + 15) & ~(size_t)15);
     int32_t *pout = pin + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15);
+    int8_t *cls = (int8_t *)(pout + (((size_t)bf__conv_bcast_images(cp) * cp->osp + 15) & ~(size_t)15));
     for (int64_t c = 0; c < cp->cg; c++)
         for (int64_t tap = 0; tap < cp->ksp; tap++)
             off[bf__conv_krow(cp, c, tap)] =
@@ -466,7 +704,8 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
                 pin[q] = (int32_t)(i * cp->cg * plane + oh * w->s[1] * wpd + ow * w->s[2]);
                 pout[q] = (int32_t)(i * cp->m * cp->osp + oh * w->out[2] + ow);
             }
-    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, NULL, 0, 0, 0};
+    bcast_job j = {xp, bias, act, y, acc, off, pin, pout, cp->kc, cp->ksp, cp->cg, cp->osp, NULL, NULL, NULL, 0, 0, 0,
+                   wpk && bc_any_pad(w) && !bc_neg_zero(bias, cp->mg), w};
     if (ps && (ps->save || (ps->load && ps->first >= 1 && ps->first < bf__conv_bcast_chunks(cp, NULL)))) {
         int64_t at = img0 * cp->osp * 64;
         j.rstride = cp->n * cp->osp * 64;
@@ -475,7 +714,8 @@ void bf__conv_bcast(const bf__conv_params *cp, const float *wt, const float *wpk
         else j.load = ps->load + at, j.first = ps->first;
         ps->used = 1;
     }
-    bc_run(&j, wt, wpk, cp->mg, npos, wb);
+    bc_sched sc;
+    bc_run(&j, wt, wpk, cp->mg, npos, wb, cls, &sc);
 #else
     (void)cp, (void)wt, (void)wpk, (void)ni, (void)xp, (void)buf, (void)bias, (void)act, (void)y, (void)ps, (void)img0;
 #endif
