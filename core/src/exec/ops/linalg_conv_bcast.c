@@ -358,11 +358,15 @@ AVX512 static void bc_epi(const bcast_job *j, int64_t r0, int nv, int64_t t0, in
 #define BC_CLS 16     /* classes a tile at most; a position past them computes every tap */
 #define BC_RNG 96     /* k ranges of one class in one chunk at most; else its taps all computed */
 #define BC_BLKS (BC_TILE / BC_NP + BC_CLS + 1)
+#define BC_CRUNS 16   /* runs of columns of one class along a row at most; else no column's taps left out */
 typedef struct bc_sched {
     /* the call's: the classes, and each output row's and column's (0: none) */
     int ncls;
     uint64_t mask[BC_CLS];    /* the taps a class leaves out (0: none) */
-    const int8_t *rowcls, *colcls;
+    const int8_t *rowcls;
+    int ncr;                  /* a row's runs of columns of one class: [cra, crb) of class crc */
+    int32_t cra[BC_CRUNS], crb[BC_CRUNS];
+    int8_t crc[BC_CRUNS];
     /* the tile's */
     int32_t ord[BC_TILE];     /* the tile's acc rows (q - t0) in block order */
     int32_t at[BC_BLKS];      /* block b: its rows ord[at[b] .. at[b + 1]) */
@@ -405,7 +409,8 @@ static int8_t bc_class(bc_sched *sc, uint64_t m, int64_t ksp, int64_t chb)
 static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, int8_t *colcls, bc_sched *sc)
 {
     const bf__window *w = j->win;
-    sc->ncls = 1, sc->mask[0] = 0, sc->rowcls = rowcls, sc->colcls = colcls, sc->t0 = sc->t1 = sc->cb0 = -1;
+    sc->ncls = 1, sc->mask[0] = 0, sc->rowcls = rowcls, sc->t0 = sc->t1 = sc->cb0 = -1;
+    sc->ncr = 1, sc->cra[0] = 0, sc->crb[0] = (int32_t)w->out[2], sc->crc[0] = 0;
     if (!j->skip) return;
     for (int64_t oh = 0; oh < w->out[1]; oh++) {
         uint64_t m = 0;
@@ -425,15 +430,26 @@ static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, int8_t
         }
         colcls[ow] = bc_class(sc, m, j->ksp, chb);
     }
+    int n = 0;
+    for (int64_t ow = 0; ow < w->out[2]; ow++)
+        if (n && sc->crc[n - 1] == colcls[ow]) sc->crb[n - 1] = (int32_t)ow + 1;
+        else if (n == BC_CRUNS) break;
+        else sc->cra[n] = (int32_t)ow, sc->crb[n] = (int32_t)ow + 1, sc->crc[n++] = colcls[ow];
+    if (n == BC_CRUNS && sc->crb[n - 1] < w->out[2])   /* too many: every column computes its taps */
+        n = 1, sc->cra[0] = 0, sc->crb[0] = (int32_t)w->out[2], sc->crc[0] = 0;
+    sc->ncr = n;
 }
 
 /* the blocks of tile [t0, t1): a position's class its row's, else its
- * column's; with one class, today's blocks (BC_NP consecutive positions) */
+ * column's; with one class, today's blocks (BC_NP consecutive positions).
+ * The tile's positions go by runs of one class (a row's, or a run of its
+ * columns), each run's positions then written in order. */
 static void bc_plan_tile(const bcast_job *j, int64_t t0, int64_t t1, bc_sched *sc)
 {
     int64_t n = t1 - t0;
     int32_t cnt[BC_CLS] = {0}, start[BC_CLS], pos = 0;
-    int8_t key[BC_TILE];
+    int32_t ra[BC_TILE], rl[BC_TILE];   /* run r: positions ra .. ra + rl of class rk */
+    int8_t rk[BC_TILE];
     if (sc->t0 == t0 && sc->t1 == t1) return;   /* the next row block's tile: planned */
     sc->t0 = t0, sc->t1 = t1;
     if (sc->ncls == 1) {
@@ -441,13 +457,22 @@ static void bc_plan_tile(const bcast_job *j, int64_t t0, int64_t t1, bc_sched *s
         cnt[0] = (int32_t)n;
     } else {
         int64_t ow_n = j->win->out[2], oh_n = j->win->out[1], r = t0 % j->osp, oh = r / ow_n, ow = r % ow_n;
-        for (int64_t i = 0; i < n; i++) {
-            key[i] = sc->rowcls[oh] ? sc->rowcls[oh] : sc->colcls[ow];
-            cnt[key[i]]++;
-            if (++ow == ow_n) ow = 0, oh = oh + 1 == oh_n ? 0 : oh + 1;
+        int nr = 0;
+        for (int64_t i = 0; i < n;) {
+            int64_t len = ow_n - ow < n - i ? ow_n - ow : n - i;
+            for (int c = 0; c < sc->ncr; c++) {
+                int64_t a = sc->rowcls[oh] ? ow : sc->cra[c] > ow ? sc->cra[c] : ow;
+                int64_t b = sc->rowcls[oh] ? ow + len : sc->crb[c] < ow + len ? sc->crb[c] : ow + len;
+                if (a >= b) continue;
+                rk[nr] = sc->rowcls[oh] ? sc->rowcls[oh] : sc->crc[c];
+                ra[nr] = (int32_t)(i + a - ow), rl[nr] = (int32_t)(b - a), cnt[rk[nr]] += rl[nr], nr++;
+                if (sc->rowcls[oh]) break;
+            }
+            i += len, ow = 0, oh = oh + 1 == oh_n ? 0 : oh + 1;
         }
         for (int c = 0; c < sc->ncls; c++) start[c] = pos, pos += cnt[c];
-        for (int64_t i = 0; i < n; i++) sc->ord[start[key[i]]++] = (int32_t)i;
+        for (int q = 0; q < nr; q++)
+            for (int32_t x = 0; x < rl[q]; x++) sc->ord[start[rk[q]]++] = ra[q] + x;
     }
     sc->nb = 0, pos = 0;
     for (int c = 0; c < sc->ncls; c++) {
