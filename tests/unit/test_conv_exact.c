@@ -192,21 +192,27 @@ static void case_close(prepared *p)
     th_tensor_free(&p->x), th_tensor_free(&p->wt), th_tensor_free(&p->b);
 }
 
+void case_attrs_of(const conv_case *k, case_attrs *ca)
+{
+    ca->ks[0] = k->kh, ca->ks[1] = k->kw, ca->st[0] = ca->st[1] = k->s, ca->dl[0] = ca->dl[1] = k->d;
+    ca->a[0] = th_attr_ints("kernel_shape", ca->ks, 2), ca->a[1] = th_attr_ints("strides", ca->st, 2);
+    ca->a[2] = th_attr_ints("dilations", ca->dl, 2), ca->a[3] = th_attr_ints("pads", k->pads, 4);
+    ca->a[4] = th_attr_int("group", k->group);
+}
+
 /* q: the activation (acts[q]), or N_ACTS for none */
 static void run_case(const prepared *p, const char *level, size_t q)
 {
     const conv_case *k = p->k;
-    int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d};
-    bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
-                        th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
-                        th_attr_int("group", k->group)};
+    case_attrs ca;
+    case_attrs_of(k, &ca);
     const bf_tensor *in[3] = {&p->x, &p->wt, k->bias ? &p->b : NULL};
     bf_tensor out;
     bf_error err = {0};
     if (level) setenv("BITFLIP_SIMD", level, 1);
     else unsetenv("BITFLIP_SIMD");
     const bf__act *act = q < N_ACTS ? &acts[q] : NULL;
-    bf_status stt = th_run_op_act("Conv", 13, attrs, 5, in, k->bias ? 3 : 2, &out, 1, act, &err);
+    bf_status stt = th_run_op_act("Conv", 13, ca.a, 5, in, k->bias ? 3 : 2, &out, 1, act, &err);
     unsetenv("BITFLIP_SIMD");
     if (stt != BF_OK) fail_msg("%s: %s", k->what, err.msg);
     int64_t numel = p->numel;
@@ -621,16 +627,14 @@ static void conv_channels_match_reference(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         prepared p = case_get(i);
         const conv_case *k = p.k;
-        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d};
-        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
-                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
-                            th_attr_int("group", k->group)};
+        case_attrs ca;
+        case_attrs_of(k, &ca);
         const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
         for (int l = 0; l < 3; l++) {
             bf_tensor out;
             bf_error err = {0};
             setenv("BITFLIP_SIMD", levels[l], 1);
-            bf_status stt = th_run_conv_channels(attrs, 5, in, k->bias ? 3 : 2, &out, &err);
+            bf_status stt = th_run_conv_channels(ca.a, 5, in, k->bias ? 3 : 2, &out, &err);
             unsetenv("BITFLIP_SIMD");
             if (stt != BF_OK) fail_msg("%s, by channel: %s", k->what, err.msg);
             const float *got = out.data;
@@ -660,10 +664,9 @@ static void conv_residual_matches_add(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         prepared p = case_get(i);
         const conv_case *k = p.k;
-        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
-        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
-                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
-                            th_attr_int("group", k->group)};
+        int64_t od[4] = {k->n, k->m, p.oh, p.ow};
+        case_attrs ca;
+        case_attrs_of(k, &ca);
         const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
         bf_tensor r = th_tensor_rand(14, 4, od), conv = th_tensor(BF_F32, p.ref, 4, od);
         float *rv = r.data;
@@ -686,7 +689,7 @@ static void conv_residual_matches_add(void **state)
                     bf_tensor out;
                     if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
                     else unsetenv("BITFLIP_SIMD");
-                    bf_status stt = th_run_conv_res(attrs, 5, in, k->bias ? 3 : 2, &out, act, rv, res_a, &err);
+                    bf_status stt = th_run_conv_res(ca.a, 5, in, k->bias ? 3 : 2, &out, act, rv, res_a, &err);
                     unsetenv("BITFLIP_SIMD");
                     if (stt != BF_OK) fail_msg("%s, residual: %s", k->what, err.msg);
                     const float *got = out.data;
@@ -739,11 +742,10 @@ static void conv_bn_matches_steps(void **state)
             assert_int_equal(bf__conv_pws_ok(&cp), bf__simd_cpu() >= BF_SGEMM_AVX512);
         }
         prepared p = case_get(i);
-        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
+        int64_t od[4] = {k->n, k->m, p.oh, p.ow};
         int64_t md[1] = {k->m};
-        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
-                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
-                            th_attr_int("group", k->group)};
+        case_attrs ca;
+        case_attrs_of(k, &ca);
         const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
         bf_tensor sc = th_tensor_rand(21, 1, md), bi = th_tensor_rand(22, 1, md), mu = th_tensor_rand(23, 1, md),
                   va = th_tensor_rand(24, 1, md);
@@ -773,7 +775,7 @@ static void conv_bn_matches_steps(void **state)
                     bf_tensor out;
                     if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
                     else unsetenv("BITFLIP_SIMD");
-                    bf_status stt = th_run_conv_bn(attrs, 5, in, k->bias ? 3 : 2, &out, &bacts[q], &bn,
+                    bf_status stt = th_run_conv_bn(ca.a, 5, in, k->bias ? 3 : 2, &out, &bacts[q], &bn,
                                                    res ? rv : NULL, res == 1, &err);
                     unsetenv("BITFLIP_SIMD");
                     if (stt != BF_OK) fail_msg("%s, BN: %s", k->what, err.msg);

@@ -22,10 +22,9 @@ void conv_packed_weights_match_reference(void **state)
     for (size_t i = 0; i < n_cases; i++) {
         prepared p = case_get(i);
         const conv_case *k = p.k;
-        int64_t ks[2] = {k->kh, k->kw}, st[2] = {k->s, k->s}, dl[2] = {k->d, k->d}, od[4] = {k->n, k->m, p.oh, p.ow};
-        bf__attr attrs[] = {th_attr_ints("kernel_shape", ks, 2), th_attr_ints("strides", st, 2),
-                            th_attr_ints("dilations", dl, 2), th_attr_ints("pads", k->pads, 4),
-                            th_attr_int("group", k->group)};
+        int64_t od[4] = {k->n, k->m, p.oh, p.ow};
+        case_attrs ca;
+        case_attrs_of(k, &ca);
         const bf_tensor *in[3] = {&p.x, &p.wt, k->bias ? &p.b : NULL};
         bf_tensor r = th_tensor_rand(15, 4, od);
         float *want = malloc(sizeof(float) * (size_t)p.numel + 1);
@@ -47,7 +46,7 @@ void conv_packed_weights_match_reference(void **state)
                 int took = 0;
                 if (levels[l]) setenv("BITFLIP_SIMD", levels[l], 1);
                 else unsetenv("BITFLIP_SIMD");
-                bf_status stt = th_run_conv_wpk(attrs, 5, in, k->bias ? 3 : 2, &out, act, rv, form == 2, &took, &err);
+                bf_status stt = th_run_conv_wpk(ca.a, 5, in, k->bias ? 3 : 2, &out, act, rv, form == 2, &took, &err);
                 unsetenv("BITFLIP_SIMD");
                 if (stt != BF_OK) fail_msg("%s, W packed once: %s", k->what, err.msg);
                 /* the bcast kernel's copy refuses a W with an Inf (linalg_conv_bcast.c,

@@ -45,6 +45,14 @@ typedef struct prepared {
     int64_t oh, ow, numel;
 } prepared;
 
+/* A case's Conv attributes (kernel_shape, strides, dilations, pads,
+ * group) in a, which points into the struct: fill it where it stays. */
+typedef struct case_attrs {
+    int64_t ks[2], st[2], dl[2];
+    bf__attr a[5];
+} case_attrs;
+void case_attrs_of(const conv_case *k, case_attrs *ca);
+
 extern const conv_case cases[];
 extern const size_t n_cases;
 /* case i's inputs and reference, made on first use */

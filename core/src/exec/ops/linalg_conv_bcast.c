@@ -175,20 +175,20 @@ BC_NPS(2)
 BC_NPS(3)
 BC_NPS(4)
 
-#define BC_CASE(NP, NV) \
-    case NP: bc_##NP##_##NV(j, wb, pf, rows, t0, p0, p1, acc, first); break;
-#define BC_SWITCH(NV)                                                                                                \
+/* the block function of np positions: F##NP##_##NV ARGS (bc_: k terms
+ * [p0, p1); bcm_: the ranges) */
+#define BC_CASE(F, NP, NV, ARGS) \
+    case NP: F##NP##_##NV ARGS; break;
+#define BC_SWITCH(F, NV, ARGS)                                                                                       \
     switch (np) {                                                                                                    \
-        BC_CASE(1, NV) BC_CASE(2, NV) BC_CASE(3, NV) BC_CASE(4, NV) BC_CASE(5, NV) default:                          \
-        bc_6_##NV(j, wb, pf, rows, t0, p0, p1, acc, first);                                                          \
+        BC_CASE(F, 1, NV, ARGS) BC_CASE(F, 2, NV, ARGS) BC_CASE(F, 3, NV, ARGS) BC_CASE(F, 4, NV, ARGS)              \
+        BC_CASE(F, 5, NV, ARGS) default: F##6_##NV ARGS;                                                             \
     }
-#define BCM_CASE(NP, NV) \
-    case NP: bcm_##NP##_##NV(j, wb, pf, rows, t0, rg, nrg, acc, first); break;
-#define BCM_SWITCH(NV)                                                                                               \
-    switch (np) {                                                                                                    \
-        BCM_CASE(1, NV) BCM_CASE(2, NV) BCM_CASE(3, NV) BCM_CASE(4, NV) BCM_CASE(5, NV) default:                     \
-        bcm_6_##NV(j, wb, pf, rows, t0, rg, nrg, acc, first);                                                        \
-    }
+#define BC_DISPATCH(F, ARGS)                                                                                         \
+    if (nv == 4) BC_SWITCH(F, 4, ARGS)                                                                               \
+    else if (nv == 3) BC_SWITCH(F, 3, ARGS)                                                                          \
+    else if (nv == 2) BC_SWITCH(F, 2, ARGS)                                                                          \
+    else BC_SWITCH(F, 1, ARGS)
 
 #if defined(__SANITIZE_ADDRESS__)
 /* what the blocks of positions q0 .. q1 (a tile), nv vectors, k terms
@@ -224,20 +224,14 @@ NO_ASAN AVX512 __attribute__((noinline)) static void bc_dispatch(const bcast_job
                                                                  const char *pf, const int32_t *rows, int64_t t0,
                                                                  int64_t p0, int64_t p1, float *acc, int first)
 {
-    if (nv == 4) BC_SWITCH(4)
-    else if (nv == 3) BC_SWITCH(3)
-    else if (nv == 2) BC_SWITCH(2)
-    else BC_SWITCH(1)
+    BC_DISPATCH(bc_, (j, wb, pf, rows, t0, p0, p1, acc, first))
 }
 
 NO_ASAN AVX512 __attribute__((noinline)) static void bc_dispatchm(const bcast_job *j, int nv, int np, const float *wb,
                                                                   const char *pf, const int32_t *rows, int64_t t0,
                                                                   const int32_t *rg, int nrg, float *acc, int first)
 {
-    if (nv == 4) BCM_SWITCH(4)
-    else if (nv == 3) BCM_SWITCH(3)
-    else if (nv == 2) BCM_SWITCH(2)
-    else BCM_SWITCH(1)
+    BC_DISPATCH(bcm_, (j, wb, pf, rows, t0, rg, nrg, acc, first))
 }
 
 /* The weights of rows r0 .. r0 + nr (wt: [rows][c][taps], as stored), k
@@ -403,6 +397,19 @@ static int8_t bc_class(bc_sched *sc, uint64_t m, int64_t ksp, int64_t chb)
     return (int8_t)c;
 }
 
+/* the taps whose kernel row (axis 1) or column (axis 2) falls in the
+ * padding at output row or column o: all the taps of that row or column */
+static uint64_t bc_padmask(const bf__window *w, int axis, int64_t o)
+{
+    uint64_t m = 0;
+    for (int64_t a = 0; a < w->k[axis]; a++) {
+        int64_t i = o * w->s[axis] - w->pb[axis] + a * w->d[axis];
+        if (i >= 0 && i < w->in[axis]) continue;
+        for (int64_t b = 0; b < w->k[3 - axis]; b++) m |= (uint64_t)1 << (axis == 1 ? a * w->k[2] + b : b * w->k[2] + a);
+    }
+    return m;
+}
+
 /* The call's classes: each output row's by the kernel rows that fall in
  * the padding there (all their taps), each column's by the kernel columns;
  * rowcls and colcls: out[1] and out[2] bytes. Without skip, one class. */
@@ -412,24 +419,8 @@ static void bc_plan_call(const bcast_job *j, int64_t chb, int8_t *rowcls, int8_t
     sc->ncls = 1, sc->mask[0] = 0, sc->rowcls = rowcls, sc->t0 = sc->t1 = sc->cb0 = -1;
     sc->ncr = 1, sc->cra[0] = 0, sc->crb[0] = (int32_t)w->out[2], sc->crc[0] = 0;
     if (!j->skip) return;
-    for (int64_t oh = 0; oh < w->out[1]; oh++) {
-        uint64_t m = 0;
-        for (int64_t kh = 0; kh < w->k[1]; kh++) {
-            int64_t ih = oh * w->s[1] - w->pb[1] + kh * w->d[1];
-            if (ih < 0 || ih >= w->in[1])
-                for (int64_t kw = 0; kw < w->k[2]; kw++) m |= (uint64_t)1 << (kh * w->k[2] + kw);
-        }
-        rowcls[oh] = bc_class(sc, m, j->ksp, chb);
-    }
-    for (int64_t ow = 0; ow < w->out[2]; ow++) {
-        uint64_t m = 0;
-        for (int64_t kw = 0; kw < w->k[2]; kw++) {
-            int64_t iw = ow * w->s[2] - w->pb[2] + kw * w->d[2];
-            if (iw < 0 || iw >= w->in[2])
-                for (int64_t kh = 0; kh < w->k[1]; kh++) m |= (uint64_t)1 << (kh * w->k[2] + kw);
-        }
-        colcls[ow] = bc_class(sc, m, j->ksp, chb);
-    }
+    for (int64_t oh = 0; oh < w->out[1]; oh++) rowcls[oh] = bc_class(sc, bc_padmask(w, 1, oh), j->ksp, chb);
+    for (int64_t ow = 0; ow < w->out[2]; ow++) colcls[ow] = bc_class(sc, bc_padmask(w, 2, ow), j->ksp, chb);
     int n = 0;
     for (int64_t ow = 0; ow < w->out[2]; ow++)
         if (n && sc->crc[n - 1] == colcls[ow]) sc->crb[n - 1] = (int32_t)ow + 1;
